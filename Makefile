@@ -1,0 +1,45 @@
+# Every target sets up .venv itself, so each works on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+BENCH_VENV := .bench-venv
+
+.PHONY: demo test lint typecheck pytest bench sandbox-image clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev,docker,mcp,openai,search]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check jianmu tests examples benchmarks skills
+
+typecheck: $(STAMP)
+	$(BIN)/mypy jianmu
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test: lint typecheck pytest
+
+$(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
+	$(PY) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/pip install -q -e '.[docker,mcp,openai]' -r benchmarks/requirements.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python -m benchmarks
+
+sandbox-image: $(STAMP)
+	$(BIN)/jianmu sandbox build-image
+
+clean:
+	rm -rf $(VENV) $(BENCH_VENV) build *.egg-info

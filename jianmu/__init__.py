@@ -1,0 +1,1 @@
+"""Jianmu: a behaviour-tree workflow engine for LLM agents."""

@@ -1,0 +1,255 @@
+"""`AppConfig`, loaded from ``configs/jianmu.yaml``, and `load_config`."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
+from jianmu.errors import ConfigError
+
+__all__ = (
+    "AppConfig",
+    "LLMConfig",
+    "MCPConfig",
+    "MCPServerConfig",
+    "RuntimeConfig",
+    "SkillsConfig",
+    "TelemetryConfig",
+    "load_config",
+)
+
+_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_SEARCH_PATHS = ("jianmu.yaml", "configs/jianmu.yaml")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LLMConfig(_Section):
+    """The model provider."""
+
+    provider: Literal["openai", "scripted"] | None = None
+    """``openai`` for any OpenAI-compatible server; ``scripted`` for the offline stand-in."""
+    model: str | None = None
+    """Model name sent to the server."""
+    base_url: str | None = None
+    """Server URL, e.g. ``http://127.0.0.1:8000/v1``."""
+    api_key: str | None = None
+    """API key; use ``${OPENAI_API_KEY}`` rather than writing it in the file."""
+    timeout: float = Field(default=60.0, gt=0)
+    """Seconds one request may take."""
+    max_retries: int = Field(default=3, ge=0)
+    """Retries of transient failures (429, 5xx, connection reset)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Extra request parameters such as ``temperature``."""
+
+
+class SkillsConfig(_Section):
+    """Where skills are found."""
+
+    paths: list[str] = Field(default_factory=list)
+    """Folders scanned for SKILL.md folders, besides ``skills/``."""
+    history_limit: int = Field(default=10, ge=0)
+    """Messages of the global conversation a skill sees by default."""
+
+
+class TelemetryConfig(_Section):
+    """OpenTelemetry settings."""
+
+    enabled: bool = True
+    """Whether runs open spans."""
+    capture_content: bool = False
+    """Attach tool arguments, results and messages to spans (they may hold secrets)."""
+    service_name: str = "jianmu"
+    """``service.name`` of the tracer provider that Jianmu builds when none is passed."""
+
+
+class RuntimeConfig(_Section):
+    """The runner and the agent loop."""
+
+    checkpoint_every: int | None = Field(default=None, ge=1)
+    """Checkpoint every N ticks (always at a suspension) when a checkpointer is set."""
+    checkpoint_path: str = ".jianmu/checkpoints.sqlite"
+    """SQLite file that the CLI keeps its checkpoints in."""
+    max_iterations: int | None = Field(default=None, ge=1)
+    """Default cap on agent-loop rounds."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Default timeout of a run, in seconds."""
+    max_messages: int | None = Field(default=None, ge=1)
+    """Default number of recent messages sent to the model."""
+
+
+class MCPServerConfig(_Section):
+    """One MCP server: a command to start (stdio) or a URL (streamable HTTP)."""
+
+    command: str | None = None
+    """Executable for a stdio server."""
+    args: list[str] = Field(default_factory=list)
+    """Its arguments."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for it."""
+    url: str | None = None
+    """URL of a streamable-HTTP server."""
+    timeout: float = Field(default=30.0, gt=0)
+    """Seconds a call may take."""
+
+
+class MCPConfig(_Section):
+    """MCP servers whose tools skills may use."""
+
+    servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
+    """Server name to how to reach it."""
+
+
+class AppConfig(_Section):
+    """The whole configuration."""
+
+    guard: GuardConstraints = Field(default_factory=GuardConstraints)
+    execution: ExecutionConstraints = Field(default_factory=ExecutionConstraints)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    mcp: MCPConfig = Field(default_factory=MCPConfig)
+    source: str | None = Field(default=None, exclude=True)
+    """The file this was loaded from, if any."""
+
+    def constraints(self) -> Constraints:
+        """The configuration's layer of constraints: the farthest one."""
+        return Constraints(
+            guard=self.guard,
+            execution=self.execution,
+            max_iterations=self.runtime.max_iterations,
+            timeout=self.runtime.timeout,
+            max_messages=self.runtime.max_messages,
+        )
+
+
+def _key_lines(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
+    """Map every key path in a composed YAML document to its 1-based line."""
+    lines: dict[tuple[Any, ...], int] = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key_path = (*path, key_node.value)
+            lines.update(_key_lines(value_node, key_path))
+            lines[key_path] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines.update(_key_lines(item, (*path, i)))
+    return lines
+
+
+def _interpolate(value: Any, where: str, path: tuple[Any, ...], lines: dict) -> Any:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string from the environment."""
+    if isinstance(value, dict):
+        return {k: _interpolate(v, where, (*path, k), lines) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, where, (*path, i), lines) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(
+            f"{where}:{lines.get(path, '?')}: {_dotted(path)}: environment variable "
+            f"{name!r} is not set; set it or write ${{{name}:-default}}"
+        )
+
+    return _ENV_VAR.sub(replace, value)
+
+
+def _dotted(path: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in path) or "<root>"
+
+
+def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model that holds the keys at ``path``, for suggestions."""
+    model: Any = AppConfig
+    for part in path:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is None or not (
+            isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+        ):
+            return None
+        model = field.annotation
+    return model
+
+
+def _explain(error: Any, where: str, lines: dict[tuple[Any, ...], int]) -> str:
+    loc = tuple(error["loc"])
+    line = lines.get(loc) or lines.get(loc[:-1]) or "?"
+    if error["type"] == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        known = list(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(known)}"
+        return f"{where}:{line}: {_dotted(loc)}: unknown key{hint}"
+    got = error.get("input")
+    return f"{where}:{line}: {_dotted(loc)}: {error['msg']} (got {got!r} of type {type(got).__name__})"
+
+
+def _find_config(path: str | os.PathLike[str] | None) -> Path | None:
+    if path is not None:
+        explicit = Path(path)
+        if not explicit.is_file():
+            raise ConfigError(f"{explicit}: config file not found")
+        return explicit
+    env = os.environ.get("JIANMU_CONFIG")
+    if env:
+        if not Path(env).is_file():
+            raise ConfigError(f"{env}: config file named by $JIANMU_CONFIG not found")
+        return Path(env)
+    for candidate in _SEARCH_PATHS:
+        if Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def parse_config(text: str, where: str = "<config>") -> AppConfig:
+    """Validate YAML text as an `AppConfig`; raise `ConfigError` with file, line and key."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else "?"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}:{line}: YAML syntax error: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}:1: the top level must be a mapping of sections")
+    lines = _key_lines(node) if node is not None else {}
+    data = _interpolate(data, where, (), lines)
+    try:
+        config = AppConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "\n".join(_explain(e, where, lines) for e in exc.errors())
+        raise ConfigError(problems) from None
+    config.source = where
+    return config
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> AppConfig:
+    """Load the config: ``path``, else ``$JIANMU_CONFIG``, ``./jianmu.yaml``,
+    ``./configs/jianmu.yaml``, else the defaults.
+
+    Raises:
+        ConfigError: the file is missing, not YAML, or does not fit `AppConfig`.
+    """
+    found = _find_config(path)
+    if found is None:
+        return AppConfig()
+    return parse_config(found.read_text(encoding="utf-8"), str(found))

@@ -1,0 +1,157 @@
+"""Every exception Jianmu raises, under one root.
+
+```
+JianmuError
+├── ConfigError(ValueError)              bad configs/jianmu.yaml, file/line/key named
+├── MissingExtraError(ImportError)       an optional extra is not installed
+├── StateValidationError(ValueError)     a state update failed validation; nothing changed
+├── InteractionError(LookupError)        an unknown or already decided approval request
+├── CheckpointError(RuntimeError)        a run could not be checkpointed or restored
+├── ToolError
+│   ├── ToolValidationError(ValueError)  a tool definition is invalid at registration
+│   ├── ToolInputError(ValueError)       the model's arguments do not fit the tool
+│   ├── ToolNotFoundError(KeyError)      no tool of that name
+│   ├── ToolTimeoutError(TimeoutError)   the tool ran past its timeout
+│   └── ToolExecutionError(RuntimeError) the tool raised or its command failed
+├── GuardError(PermissionError)          the guard refused a call outside a node
+├── SandboxError(RuntimeError)           a sandbox could not start or answer
+│   └── SandboxUnavailableError          the asked-for isolation is not available here
+├── LLMError(RuntimeError)               the model provider failed
+│   └── LLMTransientError                a retryable provider failure (429, 5xx, reset)
+├── SkillLoadError(ValueError)           a broken SKILL.md or tree.py, file/line/field named
+└── MCPError(RuntimeError)               an MCP server could not be reached or answered badly
+```
+
+API misuse (wrong arguments to a Jianmu function) raises these or the built-in exception
+that fits; failures the model should see reach the agent loop as `ToolResult(ok=False)`.
+"""
+
+from __future__ import annotations
+
+__all__ = (
+    "CheckpointError",
+    "ConfigError",
+    "GuardError",
+    "InteractionError",
+    "JianmuError",
+    "LLMError",
+    "LLMTransientError",
+    "MCPError",
+    "MissingExtraError",
+    "SandboxError",
+    "SandboxUnavailableError",
+    "SkillLoadError",
+    "StateValidationError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolInputError",
+    "ToolNotFoundError",
+    "ToolTimeoutError",
+    "ToolValidationError",
+)
+
+
+class JianmuError(Exception):
+    """The root of every Jianmu exception."""
+
+
+class ConfigError(JianmuError, ValueError):
+    """The configuration is invalid; the message names the file, line and key path."""
+
+
+class MissingExtraError(JianmuError, ImportError):
+    """An optional dependency is missing; the message names the pip extra to install."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package!r} is not installed; install it with: pip install 'jianmu[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class StateValidationError(JianmuError, ValueError):
+    """A state update failed validation; the state was left unchanged."""
+
+
+class InteractionError(JianmuError, LookupError):
+    """An approval names a request that is unknown or already decided."""
+
+
+class CheckpointError(JianmuError, RuntimeError):
+    """A run could not be saved to or restored from a checkpointer."""
+
+
+class ToolError(JianmuError):
+    """The root of tool errors."""
+
+
+class ToolValidationError(ToolError, ValueError):
+    """A tool definition is invalid; every problem is listed in the message."""
+
+    def __init__(self, tool: str, problems: list[str]) -> None:
+        self.tool = tool
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"tool {tool!r} is invalid:\n{lines}")
+
+
+class ToolInputError(ToolError, ValueError):
+    """The arguments for a tool call do not fit its schema; the message lists every problem."""
+
+
+class ToolNotFoundError(ToolError, KeyError):
+    """No tool of that name is registered."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the plain message
+        return str(self.args[0]) if self.args else ""
+
+
+class ToolTimeoutError(ToolError, TimeoutError):
+    """A tool ran past its timeout and was cancelled."""
+
+
+class ToolExecutionError(ToolError, RuntimeError):
+    """A tool raised, or the command it ran failed."""
+
+
+class GuardError(JianmuError, PermissionError):
+    """The guard refused a call."""
+
+
+class SandboxError(JianmuError, RuntimeError):
+    """A sandbox could not be started or did not answer."""
+
+
+class SandboxUnavailableError(SandboxError):
+    """The isolation that the constraints ask for is not available on this machine."""
+
+
+class LLMError(JianmuError, RuntimeError):
+    """The model provider failed."""
+
+
+class LLMTransientError(LLMError):
+    """A provider failure worth retrying: rate limit, server error, connection reset."""
+
+
+class SkillLoadError(JianmuError, ValueError):
+    """A skill could not be loaded; the message names the file, line and field."""
+
+    def __init__(
+        self, message: str, *, path: str | None = None, line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.field = field
+        where = path or "<skill>"
+        if line is not None:
+            where += f":{line}"
+        if field:
+            where += f" [{field}]"
+        super().__init__(f"{where}: {message}")
+
+
+class MCPError(JianmuError, RuntimeError):
+    """An MCP server could not be reached, or answered outside the protocol."""

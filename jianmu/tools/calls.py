@@ -1,0 +1,217 @@
+"""`ToolCall` and `ToolResult`: what a model asks for and what it gets back."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ("ToolCall", "ToolResult", "new_call_id", "render_output", "truncate_text")
+
+
+def new_call_id() -> str:
+    """Return a fresh, unique tool-call id in the OpenAI style."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def _decode_arguments(raw: Any) -> Any:
+    """Decode JSON-string arguments; keep the raw string when it is not JSON."""
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        text = raw.strip()
+        if not text:
+            return {}
+        try:
+            return json.loads(text)
+        except ValueError:
+            return raw
+    return raw
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCall:
+    """One tool call requested by a model."""
+
+    name: str
+    """The tool's name, lower-cased (lookups are case-insensitive)."""
+    arguments: Any = field(default_factory=dict)
+    """Decoded arguments: usually a dict; the raw string when the model sent invalid JSON."""
+    id: str = field(default_factory=new_call_id)
+    """The provider's tool-call id, used to pair the call with its result."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", str(self.name or "").strip().lower())
+        if not self.id:
+            object.__setattr__(self, "id", new_call_id())
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ToolCall:
+        """Build a call from any provider's shape; never raises.
+
+        Accepts the OpenAI shape (``{"id", "type": "function", "function": {"name",
+        "arguments": "<json>"}}``), Anthropic's ``tool_use`` block (``{"id", "name",
+        "input"}``) and flat ``{"name", "arguments"}`` or ``{"tool", "args"}``. Arguments that
+        are not valid JSON are kept as the raw string; anything that is not a mapping becomes a
+        call with an empty name, which the executor reports as an unknown tool.
+        """
+        if isinstance(data, ToolCall):
+            return data
+        if not isinstance(data, dict):
+            return cls(name="", arguments=data)
+        body = data.get("function") if isinstance(data.get("function"), dict) else data
+        name = body.get("name", data.get("tool", data.get("tool_name", "")))
+        if not isinstance(name, str):
+            name = "" if name is None else json.dumps(name, default=str)
+        raw_args: Any = None
+        for key in ("arguments", "args", "input", "parameters"):
+            if key in body:
+                raw_args = body[key]
+                break
+        call_id = data.get("id", data.get("tool_call_id", data.get("call_id")))
+        return cls(
+            name=name,
+            arguments=_decode_arguments(raw_args),
+            id=str(call_id) if call_id not in (None, "") else new_call_id(),
+        )
+
+    @classmethod
+    def from_list(cls, items: Iterable[Any] | None) -> list[ToolCall]:
+        """Normalise a batch of calls; idempotent (``ToolCall`` items pass through)."""
+        if items is None:
+            return []
+        if isinstance(items, (dict, ToolCall)):
+            items = [items]
+        return [cls.from_dict(item) for item in items]
+
+    def arguments_json(self) -> str:
+        """The arguments as the JSON string that chat APIs expect."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, default=str, ensure_ascii=False)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The call in the OpenAI chat format."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments_json()},
+        }
+
+    def with_id(self, call_id: str) -> ToolCall:
+        """Return a copy with another id."""
+        return dataclasses.replace(self, id=call_id)
+
+
+def render_output(value: Any) -> str:
+    """Render a tool's output as the text a model reads."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def truncate_text(text: str, limit: int | None) -> tuple[str, int]:
+    """Cut ``text`` to ``limit`` characters with a marker; return the text and chars dropped."""
+    if limit is None or limit <= 0 or len(text) <= limit:
+        return text, 0
+    dropped = len(text) - limit
+    return f"{text[:limit]}\n…[truncated: {dropped} more characters]", dropped
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResult:
+    """The normalised outcome of one tool call."""
+
+    tool: str
+    """Name of the tool that ran."""
+    ok: bool
+    """Whether the call succeeded."""
+    output: Any = None
+    """The tool's result when it succeeded."""
+    error: str | None = None
+    """What went wrong when it did not."""
+    call_id: str | None = None
+    """Id of the `ToolCall` this answers."""
+    duration_ms: float | None = None
+    """How long the call took."""
+    truncated: bool = False
+    """Whether the output was cut to the tool's ``max_result_length``."""
+
+    @property
+    def is_error(self) -> bool:
+        """``not ok``: the name seed 001 uses."""
+        return not self.ok
+
+    @classmethod
+    def from_raw(
+        cls,
+        tool: str,
+        raw: Any,
+        *,
+        error: str | None = None,
+        call_id: str | None = None,
+        duration_ms: float | None = None,
+    ) -> ToolResult:
+        """Normalise whatever a tool returned; never raises.
+
+        The shapes: a `ToolResult` (passed through, ids filled in); an explicit ``error``; an
+        exception; a dict with an ``ok`` field (``output``/``result`` and ``error`` read from
+        it); a string starting with ``Error:`` (a failure); anything else (a success).
+        """
+        if isinstance(raw, ToolResult):
+            return dataclasses.replace(
+                raw,
+                call_id=raw.call_id or call_id,
+                duration_ms=raw.duration_ms if raw.duration_ms is not None else duration_ms,
+            )
+        common: dict[str, Any] = {"tool": tool, "call_id": call_id, "duration_ms": duration_ms}
+        if error is not None:
+            return cls(ok=False, output=raw, error=str(error), **common)
+        if isinstance(raw, BaseException):
+            return cls(ok=False, error=f"{type(raw).__name__}: {raw}", **common)
+        if isinstance(raw, dict) and "ok" in raw:
+            ok = bool(raw.get("ok"))
+            output = raw.get("output", raw.get("result"))
+            err = raw.get("error")
+            if not ok and not err:
+                err = "the tool reported a failure"
+            return cls(ok=ok, output=output, error=None if ok else str(err), **common)
+        if isinstance(raw, str) and raw.lstrip().startswith("Error:"):
+            message = raw.lstrip()[len("Error:") :].strip() or "the tool reported an error"
+            return cls(ok=False, error=message, **common)
+        return cls(ok=True, output=raw, **common)
+
+    @property
+    def text(self) -> str:
+        """The observation text: the rendered output, or ``Error: ...``."""
+        if self.ok:
+            return render_output(self.output)
+        return f"Error: {self.error}"
+
+    def truncate(self, limit: int | None) -> ToolResult:
+        """Return a copy whose output text is cut to ``limit`` characters with a marker."""
+        if not self.ok:
+            return self
+        text, dropped = truncate_text(render_output(self.output), limit)
+        if not dropped:
+            return self
+        return dataclasses.replace(self, output=text, truncated=True)
+
+    def to_message(self) -> dict[str, Any]:
+        """The tool message for the model, in the OpenAI chat shape."""
+        return {
+            "role": "tool",
+            "tool_call_id": self.call_id,
+            "name": self.tool,
+            "content": self.text,
+        }
