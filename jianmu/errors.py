@@ -20,6 +20,10 @@ JianmuError
 │   └── LLMTransientError                a retryable provider failure (429, 5xx, reset)
 ├── SkillLoadError(ValueError)           a broken SKILL.md or tree.py, file/line/field named
 └── MCPError(RuntimeError)               an MCP server could not be reached or answered badly
+
+JianmuWarning(UserWarning)
+├── ToolDefinitionWarning                a tool definition works but is incomplete
+└── ToolUnavailableWarning               a named tool could not be loaded and was skipped
 ```
 
 API misuse (wrong arguments to a Jianmu function) raises these or the built-in exception
@@ -34,6 +38,7 @@ __all__ = (
     "GuardError",
     "InteractionError",
     "JianmuError",
+    "JianmuWarning",
     "LLMError",
     "LLMTransientError",
     "MCPError",
@@ -42,11 +47,13 @@ __all__ = (
     "SandboxUnavailableError",
     "SkillLoadError",
     "StateValidationError",
+    "ToolDefinitionWarning",
     "ToolError",
     "ToolExecutionError",
     "ToolInputError",
     "ToolNotFoundError",
     "ToolTimeoutError",
+    "ToolUnavailableWarning",
     "ToolValidationError",
 )
 
@@ -98,6 +105,13 @@ class ToolValidationError(ToolError, ValueError):
 
 class ToolInputError(ToolError, ValueError):
     """The arguments for a tool call do not fit its schema; the message lists every problem."""
+
+    def __init__(
+        self, message: str, *, tool: str | None = None, problems: list[str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.problems = list(problems) if problems is not None else [message]
 
 
 class ToolNotFoundError(ToolError, KeyError):
@@ -155,3 +169,15 @@ class SkillLoadError(JianmuError, ValueError):
 
 class MCPError(JianmuError, RuntimeError):
     """An MCP server could not be reached, or answered outside the protocol."""
+
+
+class JianmuWarning(UserWarning):
+    """The root of every warning Jianmu emits."""
+
+
+class ToolDefinitionWarning(JianmuWarning):
+    """A tool definition is usable but incomplete, e.g. a parameter has no description."""
+
+
+class ToolUnavailableWarning(JianmuWarning):
+    """A named tool could not be imported or built and was skipped; the message says why."""

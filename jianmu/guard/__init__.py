@@ -1,0 +1,31 @@
+"""The guard: decides whether each tool call may run, must be confirmed, or is refused."""
+
+from __future__ import annotations
+
+from jianmu.guard._rules import Rule, parse_rule
+from jianmu.guard.checkers import (
+    BudgetChecker,
+    ConfirmChecker,
+    GuardChecker,
+    RateLimitChecker,
+    ToolPolicyChecker,
+)
+from jianmu.guard.decision import Decision, DecisionKind, GuardContext
+from jianmu.guard.enforcer import GuardEnforcer, GuardLedger, is_denied, visible_tools
+
+__all__ = (
+    "BudgetChecker",
+    "ConfirmChecker",
+    "Decision",
+    "DecisionKind",
+    "GuardChecker",
+    "GuardContext",
+    "GuardEnforcer",
+    "GuardLedger",
+    "RateLimitChecker",
+    "Rule",
+    "ToolPolicyChecker",
+    "is_denied",
+    "parse_rule",
+    "visible_tools",
+)

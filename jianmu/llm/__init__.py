@@ -1,0 +1,55 @@
+"""Chat models: `Message`, the `LLMProvider` protocol, `OpenAIProvider` and `ScriptedLLM`."""
+
+from __future__ import annotations
+
+from jianmu.llm.messages import (
+    Message,
+    Role,
+    coerce_messages,
+    messages_from_anthropic,
+    messages_from_openai,
+    messages_to_anthropic,
+    messages_to_openai,
+)
+from jianmu.llm.openai import OpenAIProvider
+from jianmu.llm.provider import (
+    BaseLLMProvider,
+    LLMProvider,
+    LLMResponse,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    ToolCallReady,
+    Usage,
+    from_config,
+    provider_from_config,
+    tool_choice_to_openai,
+    tools_to_openai,
+)
+from jianmu.llm.scripted import ScriptedLLM, ScriptedRequest, estimate_tokens
+
+__all__ = (
+    "BaseLLMProvider",
+    "LLMProvider",
+    "LLMResponse",
+    "Message",
+    "OpenAIProvider",
+    "Role",
+    "ScriptedLLM",
+    "ScriptedRequest",
+    "StreamDone",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallReady",
+    "Usage",
+    "coerce_messages",
+    "estimate_tokens",
+    "from_config",
+    "messages_from_anthropic",
+    "messages_from_openai",
+    "messages_to_anthropic",
+    "messages_to_openai",
+    "provider_from_config",
+    "tool_choice_to_openai",
+    "tools_to_openai",
+)

@@ -1,0 +1,131 @@
+"""`Decision`, the guard's verdict on one tool call, and `GuardContext`, what it is based on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from jianmu.tools.calls import ToolCall
+
+if TYPE_CHECKING:
+    from jianmu.runtime.context import RunContext
+
+__all__ = ("Decision", "DecisionKind", "GuardContext")
+
+
+class DecisionKind(StrEnum):
+    """What the guard says about a call."""
+
+    ALLOW = "allow"
+    """Run it."""
+    DENY = "deny"
+    """Refuse it; the model gets a rejection observation with the reason."""
+    CONFIRM = "confirm"
+    """A person must confirm it; only seen between checkers (`ConfirmChecker` resolves it)."""
+    PENDING = "pending"
+    """A person was (or is about to be) asked; the run suspends until they decide."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """The guard's verdict on one tool call, with the reason and the checker that gave it."""
+
+    kind: DecisionKind
+    """ALLOW, DENY, CONFIRM or PENDING."""
+    reason: str = ""
+    """Why, in words a model or a person can act on."""
+    checker: str = ""
+    """Name of the checker that decided (``ToolPolicyChecker``...)."""
+    rule: str | None = None
+    """The ``tool_policy`` key that matched, if a rule decided."""
+
+    @classmethod
+    def allow(cls, reason: str = "", *, checker: str = "", rule: str | None = None) -> Decision:
+        """An ALLOW decision."""
+        return cls(kind=DecisionKind.ALLOW, reason=reason, checker=checker, rule=rule)
+
+    @classmethod
+    def deny(cls, reason: str, *, checker: str = "", rule: str | None = None) -> Decision:
+        """A DENY decision."""
+        return cls(kind=DecisionKind.DENY, reason=reason, checker=checker, rule=rule)
+
+    @classmethod
+    def confirm(cls, reason: str, *, checker: str = "", rule: str | None = None) -> Decision:
+        """A CONFIRM decision: a person must confirm the call."""
+        return cls(kind=DecisionKind.CONFIRM, reason=reason, checker=checker, rule=rule)
+
+    @classmethod
+    def pending(cls, reason: str, *, checker: str = "", rule: str | None = None) -> Decision:
+        """A PENDING decision: the run waits for a person."""
+        return cls(kind=DecisionKind.PENDING, reason=reason, checker=checker, rule=rule)
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the call may run now."""
+        return self.kind is DecisionKind.ALLOW
+
+    @property
+    def denied(self) -> bool:
+        """Whether the call is refused."""
+        return self.kind is DecisionKind.DENY
+
+    @property
+    def awaiting_approval(self) -> bool:
+        """Whether the call waits for a person (PENDING)."""
+        return self.kind is DecisionKind.PENDING
+
+    def span_attributes(self) -> dict[str, str]:
+        """OpenTelemetry attributes for the tool's span (no ``None`` values)."""
+        attrs = {
+            "jianmu.guard.decision": self.kind.value,
+            "jianmu.guard.checker": self.checker,
+            "jianmu.guard.reason": self.reason,
+        }
+        if self.rule is not None:
+            attrs["jianmu.guard.rule"] = self.rule
+        return attrs
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (for events and the state)."""
+        return {
+            "kind": self.kind.value,
+            "reason": self.reason,
+            "checker": self.checker,
+            "rule": self.rule,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuardContext:
+    """Everything the checkers look at for one call; `GuardEnforcer.preflight` builds it.
+
+    Counts come from the caller (the executor keeps them in the run's state), never from
+    hidden state in the guard, so a run restored in a new process counts right.
+    """
+
+    call: ToolCall
+    """The call being checked."""
+    tool: Any = None
+    """The tool it names (duck-typed: ``permission``, ``category``, ``input_schema``);
+    ``None`` when no tool has that name."""
+    batch: Sequence[ToolCall] = ()
+    """Every call of this preflight, in order."""
+    admitted: Sequence[ToolCall] = ()
+    """Calls earlier in this batch that were not denied (they may run): they count against
+    ``max_tool_calls`` and the per-minute limits before this one."""
+    run: RunContext | None = None
+    """The run's context: ``user_roles``, ``interaction``, ``events``."""
+    tokens_used: int = 0
+    """Tokens the run has spent so far (the LLM node's ``usage``)."""
+    calls_made: int = 0
+    """Tool calls the run executed before this batch."""
+    call_times: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    """Clock times of the calls executed so far, per lower-cased tool name (rate limits)."""
+
+    @property
+    def user_roles(self) -> frozenset[str]:
+        """The run's user roles, lower-cased; empty without a run context."""
+        roles = getattr(self.run, "user_roles", None) or ()
+        return frozenset(str(r).lower() for r in roles)

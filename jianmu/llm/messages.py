@@ -1,0 +1,344 @@
+"""`Message`: one turn of a chat, and its conversions to the OpenAI and Anthropic formats."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from jianmu.tools.calls import ToolCall, ToolResult
+
+__all__ = (
+    "Message",
+    "Role",
+    "coerce_messages",
+    "messages_from_anthropic",
+    "messages_from_openai",
+    "messages_to_anthropic",
+    "messages_to_openai",
+)
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+# Part types whose ``text`` is plain text, across OpenAI chat, OpenAI responses and Anthropic.
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+# Anthropic needs tool inputs to be objects; other argument values travel wrapped in this key.
+_RAW_ARGUMENTS_KEY = "_raw_arguments"
+
+
+def _join_text_parts(parts: Iterable[Any], where: str) -> str:
+    """Join the text of content parts; refuse parts that are not text."""
+    texts: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, Mapping) and part.get("type", "text") in _TEXT_PARTS:
+            texts.append(str(part.get("text") or ""))
+        else:
+            kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+            raise ValueError(
+                f"{where}: content part of type {kind!r} is not supported; a Message holds "
+                f"text only, so pass text parts ({{'type': 'text', 'text': ...}}) or a string"
+            )
+    return "\n".join(texts)
+
+
+class Message(BaseModel):
+    """One chat message: a system prompt, a user turn, an assistant turn or a tool result.
+
+    ``tool_calls`` accepts `ToolCall`s and dicts in the OpenAI, Anthropic ``tool_use`` or flat
+    ``{"name", "arguments"}`` shapes; ``content`` accepts a list of text parts, joined by
+    newlines. ``model_dump(mode="json")`` and ``model_validate`` round-trip, so messages can
+    live in checkpointed state.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role
+    """Who speaks: ``system``, ``user``, ``assistant`` or ``tool``."""
+    content: str | None = None
+    """The text; ``None`` for an assistant turn that only calls tools."""
+    name: str | None = None
+    """Optional speaker name; for a tool message, the tool's name."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """The tool calls an assistant turn asks for."""
+    tool_call_id: str | None = None
+    """For a tool message, the id of the call it answers."""
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _content_parts(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return _join_text_parts(value, "Message.content")
+        return value
+
+    @field_validator("tool_calls", mode="before")
+    @classmethod
+    def _normalise_calls(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, (dict, ToolCall)):
+            return [ToolCall.from_dict(value)]
+        if isinstance(value, (list, tuple)):
+            return ToolCall.from_list(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check_role_fields(self) -> Message:
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError(
+                f"only assistant messages carry tool_calls, not a {self.role!r} message; "
+                f"set role='assistant' or drop tool_calls"
+            )
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError(
+                "a tool message needs tool_call_id: the id of the assistant's tool call it answers"
+            )
+        if self.tool_call_id is not None and self.role != "tool":
+            raise ValueError(
+                f"tool_call_id belongs on tool messages, not on a {self.role!r} message"
+            )
+        return self
+
+    # -- constructors ------------------------------------------------------------------------
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        """A system prompt."""
+        return cls(role="system", content=content)
+
+    @classmethod
+    def user(cls, content: str, *, name: str | None = None) -> Message:
+        """A user turn."""
+        return cls(role="user", content=content, name=name)
+
+    @classmethod
+    def assistant(
+        cls, content: str | None = None, *, tool_calls: Iterable[Any] | None = None
+    ) -> Message:
+        """An assistant turn: text, tool calls, or both."""
+        return cls(role="assistant", content=content, tool_calls=list(tool_calls or []))
+
+    @classmethod
+    def tool(cls, content: str, *, tool_call_id: str, name: str | None = None) -> Message:
+        """A tool result answering the call ``tool_call_id``."""
+        return cls(role="tool", content=content, tool_call_id=tool_call_id, name=name)
+
+    @classmethod
+    def from_tool_result(cls, result: ToolResult) -> Message:
+        """The tool message that reports ``result`` to the model.
+
+        Raises:
+            ValueError: the result has no ``call_id`` to answer.
+        """
+        if not result.call_id:
+            raise ValueError(
+                f"ToolResult for tool {result.tool!r} has no call_id; a tool message must name "
+                f"the call it answers"
+            )
+        return cls(role="tool", content=result.text, tool_call_id=result.call_id, name=result.tool)
+
+    # -- OpenAI ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_openai(cls, data: Mapping[str, Any] | Message) -> Message:
+        """Build a message from the OpenAI chat format; unknown keys (``refusal``,
+        ``audio``, ...) are ignored.
+
+        Raises:
+            pydantic.ValidationError: the role or a field is invalid.
+        """
+        if isinstance(data, Message):
+            return data
+        if not isinstance(data, Mapping):
+            raise TypeError(
+                f"expected an OpenAI message dict, got {data!r} of type {type(data).__name__}"
+            )
+        fields = {k: data[k] for k in ("role", "content", "name", "tool_call_id") if k in data}
+        fields["tool_calls"] = data.get("tool_calls") or []
+        return cls.model_validate(fields)
+
+    def to_openai(self) -> dict[str, Any]:
+        """This message in the OpenAI chat format."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+
+def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
+    """Normalise a history of `Message`s and OpenAI-style dicts to `Message`s.
+
+    Raises:
+        TypeError: ``messages`` is a single message or string rather than a sequence.
+    """
+    if isinstance(messages, (str, bytes, Mapping, Message)):
+        raise TypeError(
+            f"expected a sequence of messages, got {type(messages).__name__}; wrap it in a list"
+        )
+    return [Message.from_openai(m) for m in messages]
+
+
+def messages_to_openai(messages: Iterable[Message | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A history in the OpenAI chat format."""
+    return [m.to_openai() for m in coerce_messages(messages)]
+
+
+def messages_from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """A history from the OpenAI chat format."""
+    return coerce_messages(messages)
+
+
+# -- Anthropic ---------------------------------------------------------------------------------
+
+
+def _anthropic_input(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
+    return {_RAW_ARGUMENTS_KEY: arguments}
+
+
+def _from_anthropic_input(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {_RAW_ARGUMENTS_KEY}:
+        return value[_RAW_ARGUMENTS_KEY]
+    return {} if value is None else value
+
+
+def messages_to_anthropic(
+    messages: Iterable[Message | Mapping[str, Any]],
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """Convert a history to the Anthropic messages format.
+
+    Returns ``(system, messages)``: every system message joined into the top-level system
+    prompt, assistant tool calls as ``tool_use`` blocks and each run of consecutive tool
+    messages as one user message of ``tool_result`` blocks, as Anthropic requires. Speaker
+    names do not exist in that format and are dropped; tool arguments that are not an object
+    travel as ``{"_raw_arguments": value}``; a tool result whose text starts with ``Error:``
+    is marked ``is_error``.
+    """
+    system_parts: list[str] = []
+    out: list[dict[str, Any]] = []
+    for message in coerce_messages(messages):
+        if message.role == "system":
+            system_parts.append(message.content or "")
+        elif message.role == "user":
+            out.append({"role": "user", "content": message.content or ""})
+        elif message.role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if message.content:  # Anthropic rejects empty text blocks
+                blocks.append({"type": "text", "text": message.content})
+            blocks.extend(
+                {
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": call.name,
+                    "input": _anthropic_input(call.arguments),
+                }
+                for call in message.tool_calls
+            )
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            text = message.content or ""
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id,
+                "content": text,
+            }
+            if text.startswith("Error:"):
+                block["is_error"] = True
+            previous = out[-1] if out else None
+            if (
+                previous is not None
+                and previous["role"] == "user"
+                and isinstance(previous["content"], list)
+                and all(b.get("type") == "tool_result" for b in previous["content"])
+            ):
+                previous["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+    system = "\n\n".join(system_parts) if system_parts else None
+    return system, out
+
+
+def _blocks(content: Any, where: str) -> list[Any]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, Sequence):
+        return list(content)
+    raise ValueError(f"{where}: content must be a string or a list of blocks, got {content!r}")
+
+
+def messages_from_anthropic(
+    system: str | Sequence[Any] | None, messages: Iterable[Mapping[str, Any]]
+) -> list[Message]:
+    """Convert an Anthropic ``(system, messages)`` pair back to `Message`s.
+
+    ``tool_result`` blocks become tool messages named after the ``tool_use`` they answer;
+    text blocks of one message are joined; ``thinking`` blocks are skipped.
+
+    Raises:
+        ValueError: a role or block that has no `Message` equivalent (images, documents).
+    """
+    out: list[Message] = []
+    if system is not None:
+        text = system if isinstance(system, str) else _join_text_parts(system, "system")
+        out.append(Message(role="system", content=text))
+    call_names: dict[str, str] = {}
+    for i, raw in enumerate(messages):
+        where = f"messages[{i}]"
+        role = raw.get("role")
+        blocks = _blocks(raw.get("content"), where)
+        if role == "assistant":
+            texts: list[str] = []
+            calls: list[ToolCall] = []
+            for block in blocks:
+                kind = block.get("type") if isinstance(block, Mapping) else None
+                if kind in _TEXT_PARTS:
+                    texts.append(str(block.get("text") or ""))
+                elif kind == "tool_use":
+                    call = ToolCall.from_dict(
+                        {**block, "input": _from_anthropic_input(block.get("input"))}
+                    )
+                    call_names[call.id] = call.name
+                    calls.append(call)
+                elif kind in ("thinking", "redacted_thinking"):
+                    continue
+                else:
+                    raise ValueError(f"{where}: assistant block {block!r} is not supported")
+            out.append(
+                Message(role="assistant", content="\n".join(texts) if texts else None,
+                        tool_calls=calls)
+            )
+        elif role == "user":
+            pending: list[Any] = []
+            for block in blocks:
+                if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    if pending:
+                        out.append(Message(role="user", content=_join_text_parts(pending, where)))
+                        pending = []
+                    call_id = str(block.get("tool_use_id") or "")
+                    content = block.get("content")
+                    text = content if isinstance(content, str) else _join_text_parts(
+                        _blocks(content, where), where
+                    )
+                    out.append(
+                        Message(role="tool", content=text, tool_call_id=call_id,
+                                name=call_names.get(call_id))
+                    )
+                else:
+                    pending.append(block)
+            if pending or not blocks:
+                out.append(Message(role="user", content=_join_text_parts(pending, where)))
+        else:
+            raise ValueError(
+                f"{where}: role {role!r} is not an Anthropic role; use 'user' or 'assistant' "
+                f"(the system prompt goes in the separate system argument)"
+            )
+    return out

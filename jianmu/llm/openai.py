@@ -1,0 +1,391 @@
+"""`OpenAIProvider`: any OpenAI-compatible chat server (OpenAI, vLLM, llama.cpp, Ollama...).
+
+The ``openai`` SDK (the ``openai`` extra) is imported when a provider is built, never when
+this module is imported.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from jianmu.errors import LLMError, LLMTransientError, MissingExtraError
+from jianmu.llm.messages import Message, messages_to_openai
+from jianmu.llm.provider import (
+    BaseLLMProvider,
+    LLMResponse,
+    MessagesInput,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    ToolCallReady,
+    ToolsInput,
+    Usage,
+    tool_choice_to_openai,
+    tools_to_openai,
+)
+from jianmu.tools.calls import ToolCall
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = ("OpenAIProvider",)
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+# Statuses worth retrying, as the SDK itself treats them: timeout, lock conflict, rate limit.
+_TRANSIENT_STATUSES = frozenset({408, 409, 429})
+# Per-request options of the SDK; every other parameter goes into the JSON body.
+_REQUEST_OPTIONS = ("extra_headers", "extra_query", "timeout")
+_STATUS_HINTS = {
+    401: "; check llm.api_key",
+    403: "; check llm.api_key and its permissions",
+    404: "; check llm.model and llm.base_url",
+}
+
+
+def _server_message(exc: Any) -> str:
+    """The error text a server put in its body, else the SDK's message."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping):
+            for key in ("message", "detail", "msg"):
+                if error.get(key):
+                    return str(error[key])
+        elif isinstance(error, str) and error:
+            return error
+        if body.get("detail"):
+            return str(body["detail"])
+    elif isinstance(body, str) and body:
+        return body
+    return str(getattr(exc, "message", None) or exc)
+
+
+class OpenAIProvider(BaseLLMProvider):
+    """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Uses the official SDK's ``AsyncOpenAI`` with its own retries off: 429, 408, 409, 5xx,
+    timeouts and dropped connections are retried here, ``max_retries`` times with
+    exponential backoff (``retry_backoff * 2**attempt`` seconds, at most ``max_backoff``, or
+    longer when the server sends ``Retry-After``), then raise `LLMTransientError`; any other
+    failure raises `LLMError` with the server's message at once. A stream is retried only
+    while nothing has been yielded.
+
+    Args:
+        model: model name sent with each request.
+        base_url: server URL such as ``http://127.0.0.1:8000/v1``; the SDK's default
+            (``$OPENAI_BASE_URL`` or OpenAI) when ``None``.
+        api_key: ``$OPENAI_API_KEY`` when ``None``, else ``"not-needed"`` for local servers.
+        max_retries: retries of transient failures.
+        timeout: seconds one request may take.
+        retry_backoff: first backoff delay in seconds.
+        max_backoff: longest delay between attempts.
+        **default_params: request parameters sent every time (``temperature``...).
+
+    Raises:
+        MissingExtraError: the ``openai`` package is not installed.
+        ValueError: an argument is out of range.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int = 3,
+        timeout: float = 60,
+        retry_backoff: float = 0.5,
+        max_backoff: float = 8.0,
+        **default_params: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"model must be a non-empty model name, got {model!r}")
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if not timeout or timeout <= 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        if retry_backoff < 0 or max_backoff < 0:
+            raise ValueError(
+                f"retry_backoff and max_backoff must be >= 0, got {retry_backoff!r} and "
+                f"{max_backoff!r}"
+            )
+        try:
+            import openai
+        except ImportError:
+            raise MissingExtraError("openai", "openai") from None
+        self.model = model
+        self.max_retries = max_retries
+        self.timeout = float(timeout)
+        self.retry_backoff = float(retry_backoff)
+        self.max_backoff = float(max_backoff)
+        self.default_params = dict(default_params)
+        self._client: AsyncOpenAI = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            max_retries=0,  # retried here, with our own policy and errors
+            timeout=self.timeout,
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The server URL requests go to."""
+        return str(self._client.base_url)
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self._client.close()
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _request(
+        self,
+        messages: MessagesInput,
+        tools: ToolsInput,
+        tool_choice: str | Mapping[str, Any] | None,
+        params: dict[str, Any],
+        *,
+        stream: bool,
+    ) -> dict[str, Any]:
+        merged = {**self.default_params, **params}
+        options = {k: merged.pop(k) for k in _REQUEST_OPTIONS if k in merged}
+        body = dict(merged.pop("extra_body", None) or {})
+        request: dict[str, Any] = {
+            "model": merged.pop("model", self.model),
+            "messages": messages_to_openai(messages),
+            **options,
+        }
+        schemas = tools_to_openai(tools)
+        if schemas:
+            request["tools"] = schemas
+            if tool_choice is not None:
+                request["tool_choice"] = tool_choice_to_openai(tool_choice)
+        elif tool_choice is not None:
+            raise ValueError(
+                f"tool_choice={tool_choice!r} was given but no tools; pass tools=... or drop it"
+            )
+        if stream:
+            request["stream"] = True
+            request["stream_options"] = {"include_usage": True}
+        # Vendor parameters (top_k, repetition_penalty...) are not SDK arguments: send every
+        # parameter in the body so that the SDK never refuses one.
+        body.update(merged)
+        if body:
+            request["extra_body"] = body
+        return request
+
+    @contextmanager
+    def _map_errors(self) -> Iterator[None]:
+        """Translate the SDK's exceptions into `LLMError` / `LLMTransientError`."""
+        import openai
+
+        where = f"{self.base_url} (model {self.model!r})"
+        try:
+            yield
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            text = f"HTTP {status} from {where}: {_server_message(exc)}"
+            if status in _TRANSIENT_STATUSES or status >= 500:
+                error: LLMError = LLMTransientError(text)
+                error.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
+                raise error from exc
+            raise LLMError(text + _STATUS_HINTS.get(status, "")) from exc
+        except openai.APITimeoutError as exc:
+            raise LLMTransientError(
+                f"request to {where} timed out after {self.timeout:g}s"
+            ) from exc
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise LLMTransientError(
+                f"connection to {where} failed: {type(cause).__name__}: {cause}"
+            ) from exc
+        except openai.OpenAIError as exc:
+            raise LLMError(f"{where}: {_server_message(exc)}") from exc
+
+    async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``attempt``, retrying transient failures with backoff."""
+        for number in range(self.max_retries + 1):
+            try:
+                with self._map_errors():
+                    return await attempt()
+            except LLMTransientError as exc:
+                if number >= self.max_retries:
+                    raise LLMTransientError(
+                        f"chat completion failed after {number + 1} attempt(s) "
+                        f"(max_retries={self.max_retries}): {exc}"
+                    ) from exc
+                delay = min(self.max_backoff, self.retry_backoff * 2**number)
+                retry_after = getattr(exc, "retry_after", None)
+                if retry_after is not None:
+                    delay = min(self.max_backoff, max(delay, retry_after))
+                _log.warning("%s; retry %d/%d in %.2fs", exc, number + 1, self.max_retries, delay)
+                await anyio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def complete(
+        self,
+        messages: MessagesInput,
+        *,
+        tools: ToolsInput = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> LLMResponse:
+        """Ask the server for one reply.
+
+        Raises:
+            LLMTransientError: a transient failure outlasted ``max_retries``.
+            LLMError: the server refused the request or answered without a choice.
+        """
+        request = self._request(messages, tools, tool_choice, params, stream=False)
+        create: Any = self._client.chat.completions.create
+        completion = await self._with_retries(lambda: create(**request))
+        if not completion.choices:
+            raise LLMError(f"{self.base_url} answered without any choice: {completion!r}")
+        choice = completion.choices[0]
+        message = Message.from_openai(choice.message.model_dump())
+        usage = completion.usage
+        return LLMResponse(
+            message=message,
+            usage=Usage(
+                input_tokens=(usage.prompt_tokens or 0) if usage else 0,
+                output_tokens=(usage.completion_tokens or 0) if usage else 0,
+            ),
+            finish_reason=choice.finish_reason,
+            model=completion.model or self.model,
+        )
+
+    async def stream(
+        self,
+        messages: MessagesInput,
+        *,
+        tools: ToolsInput = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        **params: Any,
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one reply: text deltas, each tool call once whole, then `StreamDone`.
+
+        Tool-call fragments are assembled by their index; usage comes from the final chunk
+        (``stream_options.include_usage``).
+
+        Raises:
+            LLMTransientError: the request failed transiently past ``max_retries``, or the
+                connection broke mid-stream (not retried: events were already yielded).
+            LLMError: the server refused the request.
+        """
+        request = self._request(messages, tools, tool_choice, params, stream=True)
+        create: Any = self._client.chat.completions.create
+        chunks = await self._with_retries(lambda: create(**request))
+        assembler = _StreamAssembler()
+        try:
+            with self._map_errors():
+                async for chunk in chunks:
+                    for event in assembler.feed(chunk):
+                        yield event
+        finally:
+            await chunks.close()
+        for event in assembler.flush():
+            yield event
+        yield StreamDone(response=assembler.response(self.model))
+
+
+def _retry_after(exc: Any) -> float | None:
+    """Seconds from a ``Retry-After`` header, if the server sent a number."""
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
+
+
+class _StreamAssembler:
+    """Collects chunks of a streamed completion into text, whole tool calls and usage."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish_reason: str | None = None
+        self.usage = Usage()
+        self.model = ""
+        self._emitted = False
+
+    def feed(self, chunk: Any) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        self.model = getattr(chunk, "model", None) or self.model
+        if getattr(chunk, "usage", None):
+            self.usage = Usage(
+                input_tokens=chunk.usage.prompt_tokens or 0,
+                output_tokens=chunk.usage.completion_tokens or 0,
+            )
+        for choice in chunk.choices or []:
+            if (choice.index or 0) != 0:
+                continue  # n > 1: only the first choice is assembled
+            delta = choice.delta
+            if delta is not None and delta.content:
+                self.text.append(delta.content)
+                events.append(TextDelta(text=delta.content))
+            for fragment in (delta.tool_calls if delta is not None else None) or []:
+                self._add_fragment(fragment)
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+                events.extend(self.flush())
+        return events
+
+    def _add_fragment(self, fragment: Any) -> None:
+        index = fragment.index
+        if index is None:  # some servers omit it: a new id starts a new call
+            known = {slot["id"] for slot in self.calls.values()}
+            if (fragment.id and fragment.id not in known) or not self.calls:
+                index = len(self.calls)
+            else:
+                index = max(self.calls)
+        slot = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        if fragment.id:
+            slot["id"] = fragment.id
+        function = fragment.function
+        if function is not None:
+            # The name normally arrives whole in the first fragment; some servers repeat it.
+            if function.name and function.name != slot["name"]:
+                slot["name"] += function.name
+            if function.arguments:
+                slot["arguments"] += function.arguments
+
+    def _tool_calls(self) -> list[ToolCall]:
+        return [
+            ToolCall.from_dict({"id": s["id"], "name": s["name"], "arguments": s["arguments"]})
+            for _, s in sorted(self.calls.items())
+        ]
+
+    def flush(self) -> list[StreamEvent]:
+        """The finished tool calls, once."""
+        if self._emitted:
+            return []
+        self._emitted = True
+        calls = self._tool_calls()
+        # Fix the generated ids of id-less calls so the events and the response agree.
+        for slot, call in zip((s for _, s in sorted(self.calls.items())), calls, strict=True):
+            slot["id"] = call.id
+        return [ToolCallReady(call=call, index=i) for i, call in enumerate(calls)]
+
+    def response(self, model: str) -> LLMResponse:
+        text = "".join(self.text)
+        message = Message(
+            role="assistant", content=text or None, tool_calls=self._tool_calls()
+        )
+        return LLMResponse(
+            message=message,
+            usage=self.usage,
+            finish_reason=self.finish_reason,
+            model=self.model or model,
+        )

@@ -1,0 +1,138 @@
+"""`AsyncNode`: a py_trees behaviour whose work is a coroutine, run as an asyncio task."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import py_trees
+from py_trees.common import Status
+
+if TYPE_CHECKING:
+    from jianmu.runtime.context import RunContext
+    from jianmu.runtime.events import NodeEvents
+    from jianmu.state import StateManager, StateView
+
+__all__ = ("AsyncNode", "RuntimeNode", "coerce_status")
+
+
+def coerce_status(value: Any) -> Status:
+    """Read ``None`` and booleans as statuses: None/True are SUCCESS, False is FAILURE."""
+    if isinstance(value, Status):
+        return value
+    if value is None or value is True:
+        return Status.SUCCESS
+    if value is False:
+        return Status.FAILURE
+    raise TypeError(f"update_async() must return a py_trees Status, got {value!r}")
+
+
+class RuntimeNode:
+    """Mixin for nodes that the runner binds to the state and the run context."""
+
+    state: StateView
+    ctx: RunContext
+    state_manager: StateManager
+    namespace: str | None = None
+    path: str = ""
+
+    def bind(self, state_manager: StateManager, ctx: RunContext, path: str) -> None:
+        """Attach the state (scoped to ``self.namespace``) and the run context.
+
+        Called by the runner before ``setup()``, and again when a subtree is compiled or
+        re-namespaced. Must not start any work.
+        """
+        self.state_manager = state_manager
+        self.ctx = ctx
+        self.path = path
+        self.state = state_manager.scope(self.namespace) if self.namespace else state_manager.root
+
+    @property
+    def events(self) -> NodeEvents:
+        """The run's event bus, stamping events with this node's path."""
+        return self.ctx.events.bind(self.path)
+
+
+class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
+    """A behaviour whose work is ``async def update_async(self) -> Status``.
+
+    ``initialise()`` starts the coroutine as a task; ``update()`` returns RUNNING until it is
+    done, then its status. The task's completion wakes the runner. ``terminate(INVALID)``
+    (pre-emption or timeout) cancels the task, so its ``finally`` blocks run. An exception
+    inside ``update_async`` makes the node FAILURE, is kept on ``self.error`` and is emitted as a
+    ``node.failed`` event; it never escapes the runner.
+
+    If ``update_async`` returns RUNNING, the node stays RUNNING and ``update_async`` runs again:
+    at once, or, while the run is suspended for an approval, on the first tick after it resumes.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name or self.__class__.__name__)
+        self.error: BaseException | None = None
+        self._task: asyncio.Task[Status] | None = None
+
+    async def update_async(self) -> Status:
+        """The node's work. Subclasses override it; the default succeeds at once."""
+        return Status.SUCCESS
+
+    # -- py_trees lifecycle ---------------------------------------------------------------------
+    def initialise(self) -> None:
+        """Start ``update_async`` as a task. Called by py_trees when the node is (re)entered."""
+        self._start()
+
+    def update(self) -> Status:
+        """Report the task: RUNNING while it runs, then its status. Never blocks."""
+        task = self._task
+        if task is None:  # restored from a checkpoint, or the last run asked to be called again
+            self._start()
+            return Status.RUNNING
+        if not task.done():
+            return Status.RUNNING
+        self._task = None
+        if task.cancelled():
+            return Status.INVALID
+        status = task.result()
+        if status is Status.RUNNING and not self._suspended():
+            self._start()  # "call me again": run update_async once more
+        return status
+
+    def terminate(self, new_status: Status) -> None:
+        """Cancel the task when pre-empted (``INVALID``). Subclasses must call ``super()``."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            tracked = getattr(getattr(self, "ctx", None), "cancelled_tasks", None)
+            if tracked is not None:
+                tracked.add(task)
+
+    # -- internals ------------------------------------------------------------------------------
+    def _suspended(self) -> bool:
+        """Whether the run waits for a person: then the next tick comes after the decision."""
+        interaction = getattr(getattr(self, "ctx", None), "interaction", None)
+        return bool(interaction is not None and interaction.suspended)
+
+    def _start(self) -> None:
+        self.error = None
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._guarded(), name=f"jianmu:{self.path or self.name}")
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None:
+            self._task.add_done_callback(lambda _t: ctx.wake())
+
+    async def _guarded(self) -> Status:
+        try:
+            return coerce_status(await self.update_async())
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.error = exc
+            self.feedback_message = f"{type(exc).__name__}: {exc}"
+            ctx = getattr(self, "ctx", None)
+            if ctx is not None:
+                ctx.events.emit(
+                    "node.failed",
+                    node=self.path,
+                    error=f"{type(exc).__name__}: {exc}",
+                    error_type=type(exc).__name__,
+                )
+            return Status.FAILURE

@@ -1,0 +1,55 @@
+"""`RunContext`: what the runner hands every node (never globals)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jianmu.config import AppConfig
+from jianmu.constraints import Constraints
+from jianmu.runtime.events import EventBus
+from jianmu.runtime.interaction import Interaction
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
+__all__ = ("RunContext",)
+
+
+def _noop() -> None:
+    return None
+
+
+@dataclass(kw_only=True)
+class RunContext:
+    """The run's configuration, constraints, event bus, interaction channel and tracer."""
+
+    config: AppConfig = field(default_factory=AppConfig)
+    """The loaded configuration."""
+    constraints: Constraints = field(default_factory=Constraints)
+    """The constraints in force for this run (config layer merged with the caller's)."""
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    """Id of the run, kept across checkpoint and restore."""
+    events: EventBus = field(default_factory=EventBus)
+    """The runtime event bus."""
+    interaction: Interaction | None = field(default_factory=Interaction)
+    """The channel to a person; ``None`` means nobody can approve (confirm becomes deny)."""
+    tracer: Tracer | None = None
+    """OpenTelemetry tracer for spans; ``None`` disables tracing."""
+    user_roles: frozenset[str] = frozenset()
+    """Roles of the user who started the run (``admin`` unlocks admin_only tools)."""
+    wake: Callable[[], None] = _noop
+    """Wakes the runner; thread-safe."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Anything a host wants nodes to reach (services, clients)."""
+    cancelled_tasks: set[asyncio.Task[Any]] = field(default_factory=set, repr=False)
+    """Tasks of pre-empted nodes; the runner lets them finish their ``finally`` blocks."""
+    runner: Any = field(default=None, repr=False)
+    """The `ReactiveRunner` ticking this run (for nodes that compile subtrees lazily)."""
+
+    def __post_init__(self) -> None:
+        if not self.events.run_id:
+            self.events.run_id = self.run_id

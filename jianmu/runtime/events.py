@@ -1,0 +1,87 @@
+"""The runtime event bus: named events with the run id, node path and timestamp."""
+
+from __future__ import annotations
+
+import fnmatch
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ("Event", "EventBus", "EventHandler")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """One runtime event."""
+
+    name: str
+    """Dotted name such as ``tool.call.started``."""
+    run_id: str
+    """The run that emitted it."""
+    node: str | None = None
+    """Path of the emitting node in the tree (``/Root/Sequence/Step``), if any."""
+    timestamp: float = field(default_factory=time.time)
+    """Seconds since the epoch."""
+    fields: dict[str, Any] = field(default_factory=dict)
+    """Whatever the emitter attached."""
+
+
+EventHandler = Callable[[Event], None]
+"""Receives events; exceptions it raises are swallowed so they never break a run."""
+
+
+class EventBus:
+    """Publishes events to handlers subscribed by glob pattern (``tool.*``, ``*``)."""
+
+    def __init__(self, run_id: str = "") -> None:
+        self.run_id = run_id
+        self._handlers: list[tuple[str, EventHandler]] = []
+        self._lock = threading.Lock()
+
+    def subscribe(self, pattern: str, handler: EventHandler) -> Callable[[], None]:
+        """Call ``handler`` for every event whose name matches ``pattern``; return unsubscribe."""
+        entry = (pattern, handler)
+        with self._lock:
+            self._handlers.append(entry)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if entry in self._handlers:
+                    self._handlers.remove(entry)
+
+        return unsubscribe
+
+    def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event:
+        """Publish an event to every matching handler and return it."""
+        event = Event(name=name, run_id=self.run_id, node=node, fields=fields)
+        with self._lock:
+            handlers = list(self._handlers)
+        for pattern, handler in handlers:
+            if pattern == "*" or fnmatch.fnmatchcase(name, pattern):
+                try:
+                    handler(event)
+                except Exception:  # a broken observer must never break the run
+                    pass
+        return event
+
+    def bind(self, node: str) -> NodeEvents:
+        """Return an emitter that stamps every event with ``node``."""
+        return NodeEvents(self, node)
+
+
+class NodeEvents:
+    """The event bus as one node sees it: events carry the node's path."""
+
+    def __init__(self, bus: EventBus, node: str) -> None:
+        self.bus = bus
+        self.node = node
+
+    def emit(self, name: str, **fields: Any) -> Event:
+        """Publish an event stamped with this node's path."""
+        return self.bus.emit(name, node=self.node, **fields)
+
+    def subscribe(self, pattern: str, handler: EventHandler) -> Callable[[], None]:
+        """Subscribe on the underlying bus."""
+        return self.bus.subscribe(pattern, handler)

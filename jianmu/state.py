@@ -1,0 +1,388 @@
+"""`StateManager`: the one state every node reads and writes, with reducers and namespaces.
+
+The state is a pydantic model given as ``schema`` (or free-form without one). Values are kept
+per field and validated per field, so a read never copies the state and an update validates
+only what it writes. A field declared ``Annotated[list[X], operator.add]`` (or with any
+two-argument callable) is a reducer: writes are combined with the current value instead of
+replacing it; appending to a list validates only the new items.
+
+``scope("skill_runtime.Research_2_1_0")`` returns a `StateView` whose keys live in a namespace
+of their own, with the same schema; views do not see each other's keys.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import operator
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, get_args, get_origin
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from jianmu.errors import StateValidationError
+
+__all__ = ("StateManager", "StateView", "merge_counts")
+
+Subscriber = Callable[[frozenset[str]], None]
+"""Called after every successful update with the changed keys (``ns/key`` in a namespace)."""
+
+_MISSING: Any = object()
+_SNAPSHOT_VERSION = 1
+
+
+def merge_counts(old: Mapping[str, int] | None, new: Mapping[str, int] | None) -> dict[str, int]:
+    """Reducer that adds counts key by key (``tool_effects``)."""
+    merged = dict(old or {})
+    for key, value in (new or {}).items():
+        merged[key] = merged.get(key, 0) + value
+    return merged
+
+
+@dataclass(frozen=True)
+class _Field:
+    """How one schema field is validated and combined."""
+
+    name: str
+    adapter: TypeAdapter[Any]
+    reducer: Callable[[Any, Any], Any] | None
+    item_adapter: TypeAdapter[Any] | None  # for list fields with operator.add
+    expected: str
+    info: FieldInfo
+
+    def default(self) -> Any:
+        return self.info.get_default(call_default_factory=True)
+
+
+def _describe(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if get_origin(annotation) is None else None
+    return text or str(annotation).replace("typing.", "")
+
+
+def _compile_fields(schema: type[BaseModel]) -> dict[str, _Field]:
+    fields: dict[str, _Field] = {}
+    for name, info in schema.model_fields.items():
+        reducers = [m for m in info.metadata if callable(m) and not isinstance(m, type)]
+        reducer = reducers[-1] if reducers else None
+        annotation = info.annotation
+        item_adapter = None
+        if reducer is operator.add and get_origin(annotation) is list:
+            (item,) = get_args(annotation) or (Any,)
+            item_adapter = TypeAdapter(list[item])  # type: ignore[valid-type]
+        fields[name] = _Field(
+            name=name,
+            adapter=TypeAdapter(Annotated[annotation, info]),
+            reducer=reducer,
+            item_adapter=item_adapter,
+            expected=_describe(annotation),
+            info=info,
+        )
+    return fields
+
+
+def _validation_error(key: str, value: Any, expected: str, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    detail = f" at {where}" if where else ""
+    return (
+        f"state key {key!r}: got a value of type {type(value).__name__}, expected {expected}"
+        f"{detail}: {first['msg']}"
+    )
+
+
+class StateManager:
+    """Holds the run's state: a pydantic schema's fields, or free-form JSON values.
+
+    Args:
+        schema: a pydantic model class whose fields are the state's keys; reducers are declared
+            with ``Annotated[list[X], operator.add]``. ``None`` for free-form state.
+        initial: initial values, validated like an update.
+
+    Raises:
+        StateValidationError: ``initial`` does not fit the schema.
+    """
+
+    def __init__(
+        self, schema: type[BaseModel] | None = None, initial: Mapping[str, Any] | None = None
+    ) -> None:
+        self.schema = schema
+        self._fields = _compile_fields(schema) if schema is not None else {}
+        self._extra_allowed = schema is None or schema.model_config.get("extra") == "allow"
+        self._lock = threading.RLock()
+        self._stores: dict[str | None, dict[str, Any]] = {None: self._defaults()}
+        self._subscribers: list[Subscriber] = []
+        self.root = StateView(self, None)
+        if initial:
+            self._apply(None, dict(initial), reduce=False)
+
+    # -- the root view's methods, for convenience -------------------------------------------
+    def get(self, key: str, default: Any = None) -> Any:
+        """Return the value of ``key`` (no copy), or ``default`` when it is not set."""
+        return self.root.get(key, default)
+
+    def read_port(self, key: str) -> Any:
+        """Return the value of ``key``, or ``None``."""
+        return self.root.read_port(key)
+
+    def write_port(self, key: str, value: Any) -> None:
+        """Write one key (through its reducer, if it has one)."""
+        self.root.write_port(key, value)
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        """Write several keys atomically: if one fails validation, nothing changes."""
+        self.root.update(values)
+
+    def append_port_messages(self, messages: Any, key: str = "messages") -> None:
+        """Append one message or a list of them to ``key``."""
+        self.root.append_port_messages(messages, key)
+
+    def replace(self, values: Mapping[str, Any]) -> None:
+        """Write keys bypassing their reducers (set, not combine)."""
+        self.root.replace(values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A shallow copy of the root state's values."""
+        return self.root.to_dict()
+
+    # -- namespaces ----------------------------------------------------------------------------
+    def scope(self, namespace: str) -> StateView:
+        """Return a view whose keys live under ``namespace`` (created empty on first write)."""
+        if not namespace:
+            return self.root
+        return StateView(self, namespace)
+
+    def namespaces(self) -> list[str]:
+        """The namespaces that hold state, in creation order."""
+        with self._lock:
+            return [ns for ns in self._stores if ns is not None]
+
+    def clear_namespace(self, namespace: str) -> None:
+        """Remove a namespace and the namespaces nested in it (``ns.child``)."""
+        with self._lock:
+            doomed = [
+                ns
+                for ns in self._stores
+                if ns is not None and (ns == namespace or ns.startswith(namespace + "."))
+            ]
+            for ns in doomed:
+                del self._stores[ns]
+        if doomed:
+            self._notify(frozenset(f"{ns}/*" for ns in doomed))
+
+    # -- subscription --------------------------------------------------------------------------
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback(changed_keys)`` after every successful update; return unsubscribe."""
+        with self._lock:
+            self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    # -- snapshot ------------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Return the whole state, namespaces included, as JSON-serialisable data."""
+        with self._lock:
+            stores = {ns: dict(values) for ns, values in self._stores.items()}
+        return {
+            "version": _SNAPSHOT_VERSION,
+            "root": self._dump(stores.pop(None)),
+            "namespaces": {ns: self._dump(values) for ns, values in stores.items()},
+        }
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Replace the whole state with a `snapshot`; nothing changes if it does not validate."""
+        if snapshot.get("version") != _SNAPSHOT_VERSION:
+            raise StateValidationError(
+                f"unsupported state snapshot version {snapshot.get('version')!r}"
+            )
+        stores: dict[str | None, dict[str, Any]] = {
+            None: self._validated(snapshot.get("root", {}), None, reduce=False)
+        }
+        for ns, values in snapshot.get("namespaces", {}).items():
+            stores[ns] = self._validated(values, ns, reduce=False)
+        with self._lock:
+            self._stores = stores
+        self._notify(frozenset(["*"]))
+
+    # -- internals -----------------------------------------------------------------------------
+    def _defaults(self) -> dict[str, Any]:
+        return {name: f.default() for name, f in self._fields.items()}
+
+    def _dump(self, values: dict[str, Any]) -> dict[str, Any]:
+        return {k: to_jsonable_python(v, fallback=repr) for k, v in values.items()}
+
+    def _store(self, namespace: str | None) -> dict[str, Any]:
+        store = self._stores.get(namespace)
+        if store is None:
+            store = self._stores[namespace] = self._defaults()
+        return store
+
+    def _check_key(self, key: str) -> _Field | None:
+        spec = self._fields.get(key)
+        if spec is None and not self._extra_allowed:
+            known = ", ".join(self._fields)
+            raise StateValidationError(
+                f"state key {key!r} is not a field of {self.schema.__name__}; "  # type: ignore[union-attr]
+                f"fields are: {known}"
+            )
+        return spec
+
+    def _validate_value(self, key: str, value: Any, spec: _Field | None, *, appending: bool) -> Any:
+        if spec is None:
+            try:
+                json.dumps(to_jsonable_python(value))
+            except (PydanticSerializationError, TypeError, ValueError) as exc:
+                raise StateValidationError(
+                    f"state key {key!r}: got a value of type {type(value).__name__}, expected "
+                    f"a JSON-serialisable value: {exc}"
+                ) from None
+            return value
+        adapter = spec.item_adapter if appending and spec.item_adapter else spec.adapter
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as exc:
+            expected = f"list of items for {spec.expected}" if appending else spec.expected
+            raise StateValidationError(_validation_error(key, value, expected, exc)) from None
+
+    def _validated(
+        self, values: Mapping[str, Any], namespace: str | None, *, reduce: bool
+    ) -> dict[str, Any]:
+        """Validate every value (and reduce it onto the current one) without writing."""
+        current = self._stores.get(namespace) or {}
+        result = self._defaults() if not reduce else {}
+        for key, value in values.items():
+            spec = self._check_key(key)
+            reducer = spec.reducer if (spec is not None and reduce) else None
+            if reducer is None:
+                result[key] = self._validate_value(key, value, spec, appending=False)
+            elif spec is not None and spec.item_adapter is not None:
+                items = value if isinstance(value, list) else [value]
+                result[key] = ("extend", self._validate_value(key, items, spec, appending=True))
+            else:
+                new = self._validate_value(key, value, spec, appending=False)
+                old = current.get(key, spec.default() if spec else None)
+                try:
+                    combined = reducer(old, new)
+                except Exception as exc:
+                    raise StateValidationError(
+                        f"state key {key!r}: reducer {getattr(reducer, '__name__', reducer)!r} "
+                        f"failed: {exc}"
+                    ) from None
+                result[key] = combined
+        return result
+
+    def _apply(self, namespace: str | None, values: dict[str, Any], *, reduce: bool) -> None:
+        with self._lock:
+            validated = self._validated(values, namespace, reduce=reduce)
+            store = self._store(namespace)
+            for key, value in validated.items():
+                if isinstance(value, tuple) and len(value) == 2 and value[0] == "extend":
+                    existing = store.get(key)
+                    if existing is None:
+                        store[key] = list(value[1])
+                    else:
+                        existing.extend(value[1])  # O(new items): see the module docstring
+                else:
+                    store[key] = value
+        prefix = f"{namespace}/" if namespace else ""
+        self._notify(frozenset(prefix + key for key in values))
+
+    def _notify(self, keys: frozenset[str]) -> None:
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for callback in subscribers:
+            callback(keys)
+
+
+class StateView:
+    """The state as seen from one namespace (or the root): same methods, separate keys."""
+
+    def __init__(self, manager: StateManager, namespace: str | None) -> None:
+        self.manager = manager
+        self.namespace = namespace
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Return the value of ``key`` (no copy), or ``default`` when it is not set."""
+        store = self.manager._stores.get(self.namespace)
+        if store is None:
+            spec = self.manager._fields.get(key)
+            return spec.default() if spec is not None else default
+        value = store.get(key, _MISSING)
+        return default if value is _MISSING else value
+
+    def read_port(self, key: str) -> Any:
+        """Return the value of ``key``, or ``None``."""
+        return self.get(key)
+
+    def write_port(self, key: str, value: Any) -> None:
+        """Write one key (through its reducer, if it has one)."""
+        self.manager._apply(self.namespace, {key: value}, reduce=True)
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        """Write several keys atomically: if one fails validation, nothing changes."""
+        self.manager._apply(self.namespace, dict(values), reduce=True)
+
+    def replace(self, values: Mapping[str, Any]) -> None:
+        """Write keys bypassing their reducers (set, not combine)."""
+        self.manager._apply(self.namespace, dict(values), reduce=False)
+
+    def append_port_messages(self, messages: Any, key: str = "messages") -> None:
+        """Append one message or a list of them to ``key``."""
+        items = list(messages) if isinstance(messages, (list, tuple)) else [messages]
+        spec = self.manager._fields.get(key)
+        if spec is not None and spec.item_adapter is not None:
+            self.update({key: items})
+            return
+        if spec is not None:  # a list field without a reducer: replace it whole
+            with self.manager._lock:
+                self.replace({key: [*(self.get(key) or []), *items]})
+            return
+        self.manager._check_key(key)
+        for item in items:
+            self.manager._validate_value(key, item, None, appending=False)
+        with self.manager._lock:
+            store = self.manager._store(self.namespace)
+            existing = store.get(key)
+            if isinstance(existing, list):
+                existing.extend(items)
+            else:
+                store[key] = [*(existing or []), *items]
+        prefix = f"{self.namespace}/" if self.namespace else ""
+        self.manager._notify(frozenset([prefix + key]))
+
+    def scope(self, namespace: str) -> StateView:
+        """A view nested under this one (``parent.child``)."""
+        full = f"{self.namespace}.{namespace}" if self.namespace else namespace
+        return self.manager.scope(full)
+
+    def keys(self) -> Iterable[str]:
+        """The keys set in this view."""
+        return list(self.manager._stores.get(self.namespace, {}))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A shallow copy of this view's values."""
+        return dict(self.manager._stores.get(self.namespace) or self.manager._defaults())
+
+    def clear(self) -> None:
+        """Remove this view's namespace (the root view is reset to its defaults)."""
+        if self.namespace is None:
+            with self.manager._lock:
+                self.manager._stores[None] = self.manager._defaults()
+            self.manager._notify(frozenset(["*"]))
+        else:
+            self.manager.clear_namespace(self.namespace)
+
+    def snapshot(self) -> dict[str, Any]:
+        """This view's values as JSON-serialisable data (a debug aid)."""
+        return self.manager._dump(copy.copy(self.to_dict()))
+
+    def __repr__(self) -> str:
+        return f"StateView(namespace={self.namespace!r})"

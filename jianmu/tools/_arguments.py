@@ -1,0 +1,399 @@
+"""Argument handling shared by every tool: injection merge, JSON decoding, schema checks.
+
+`FunctionTool` validates with pydantic; a hand-written `Tool` (built-ins, MCP tools) has only
+its JSON Schema, so this module checks arguments against it with pydantic's lax rules for the
+common keywords (type, enum, const, required, properties, items, anyOf/oneOf/allOf, $ref,
+numeric and length bounds).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from jianmu.errors import ToolInputError
+
+__all__ = (
+    "accepted_names",
+    "decode_container",
+    "drop_default_nulls",
+    "input_error",
+    "merge_injected",
+    "schema_types",
+    "validate_with_schema",
+)
+
+_ANY = "any"
+_MISSING = object()
+
+
+def input_error(tool: str, problems: list[str], allowed: list[str]) -> ToolInputError:
+    """A `ToolInputError` that lists every problem and the allowed arguments."""
+    lines = "\n".join(f"  - {p}" for p in problems)
+    hint = (
+        f"\nallowed arguments: {', '.join(allowed)}" if allowed else "\nthe tool takes no arguments"
+    )
+    return ToolInputError(
+        f"invalid arguments for tool {tool!r}:\n{lines}{hint}", tool=tool, problems=problems
+    )
+
+
+@lru_cache(maxsize=1024)
+def _accepted_names_of(func: Callable[..., Any]) -> frozenset[str] | None:
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+    names = set()
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            return None
+        if p.kind is not p.VAR_POSITIONAL and p.name != "self":
+            names.add(p.name)
+    return frozenset(names)
+
+
+def accepted_names(fn: Callable[..., Any]) -> frozenset[str] | None:
+    """Keyword names ``fn`` accepts; ``None`` when it takes ``**kwargs``."""
+    target = getattr(fn, "__func__", fn)
+    try:
+        return _accepted_names_of(target)
+    except TypeError:  # unhashable callable
+        return _accepted_names_of.__wrapped__(target)
+
+
+def decode_container(args: Any) -> Any:
+    """``None`` -> ``{}``; a JSON-object string -> dict; anything else unchanged."""
+    if args is None:
+        return {}
+    if isinstance(args, (str, bytes)):
+        text = args.decode() if isinstance(args, bytes) else args
+        if not text.strip():
+            return {}
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            return args
+        return decoded if isinstance(decoded, dict) else args
+    if isinstance(args, Mapping) and not isinstance(args, dict):
+        return dict(args)
+    return args
+
+
+def merge_injected(
+    args: Any,
+    injected: Mapping[str, Any] | None,
+    *,
+    prefer_injected: bool,
+    schema_names: Mapping[str, Any] | frozenset[str],
+    extra_names: frozenset[str] | None,
+    self_wrapped: bool,
+) -> tuple[Any, dict[str, Any]]:
+    """Split a call into (arguments to validate, injected values passed through to ``run``).
+
+    Injected values for schema properties override the model's when ``prefer_injected``;
+    other injected values reach ``run`` only when it accepts them; the rest are dropped.
+    """
+    if self_wrapped and not isinstance(args, dict):
+        args = {"input": args} if args is not None else {}
+    else:
+        args = decode_container(args)
+    if not injected or not isinstance(args, dict):
+        return args, {}
+    model_args = dict(args)
+    passthrough: dict[str, Any] = {}
+    for key, value in injected.items():
+        if key in schema_names:
+            if prefer_injected or key not in model_args:
+                model_args[key] = value
+        elif extra_names is None or key in extra_names:
+            passthrough[key] = value
+    return model_args, passthrough
+
+
+# -- a small lax JSON Schema checker -------------------------------------------------------
+
+
+def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
+    seen = 0
+    while isinstance(schema, dict) and "$ref" in schema and seen < 32:
+        ref = schema["$ref"]
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return {}
+        node: Any = root
+        for part in ref[2:].split("/"):
+            node = node.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(
+                node, dict
+            ) else {}
+        extra = {k: v for k, v in schema.items() if k != "$ref"}
+        schema = {**node, **extra} if extra else node
+        seen += 1
+    return schema
+
+
+def schema_types(schema: Any, root: Mapping[str, Any], _depth: int = 0) -> set[str]:
+    """JSON types a schema may accept; ``{"any"}`` when it does not restrict the type."""
+    schema = _resolve(schema, root)
+    if not isinstance(schema, dict) or _depth > 16:
+        return {_ANY}
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            out: set[str] = set()
+            for sub in schema[key]:
+                out |= schema_types(sub, root, _depth + 1)
+            return out
+    if schema.get("allOf"):
+        return schema_types(schema["allOf"][0], root, _depth + 1)
+    t = schema.get("type")
+    if isinstance(t, str):
+        return {t}
+    if isinstance(t, list):
+        return {str(x) for x in t}
+    if "enum" in schema or "const" in schema:
+        values = schema.get("enum", [schema.get("const")])
+        return {_json_type(v) for v in values}
+    if "properties" in schema:
+        return {"object"}
+    if "items" in schema or "prefixItems" in schema:
+        return {"array"}
+    return {_ANY}
+
+
+def drop_default_nulls(value: Any, schema: Any, root: Mapping[str, Any], depth: int = 0) -> Any:
+    """Drop ``null`` for optional, non-nullable object fields at every level.
+
+    OpenAI strict mode makes every field required and nullable, so a model sends ``null`` for
+    "not given"; the field's default should apply rather than a type error.
+    """
+    schema = _resolve(schema, root)
+    if not isinstance(schema, dict) or depth > 32:
+        return value
+    for key in ("anyOf", "oneOf"):
+        for sub in schema.get(key, ()):
+            if _json_type(value) in schema_types(sub, root):
+                return drop_default_nulls(value, sub, root, depth + 1)
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        props = schema["properties"]
+        required = set(schema.get("required") or ())
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            sub = props.get(k)
+            if sub is None:
+                out[k] = v
+            elif v is None and k not in required and not schema_types(sub, root) & {
+                "null", _ANY
+            }:
+                continue
+            else:
+                out[k] = drop_default_nulls(v, sub, root, depth + 1)
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [drop_default_nulls(v, schema["items"], root, depth + 1) for v in value]
+    return value
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, (list, tuple)):
+        return "array"
+    return "object"
+
+
+_INT_RE = re.compile(r"^\s*[-+]?\d+\s*$")
+_TRUE = {"true", "yes", "on", "1", "t", "y"}
+_FALSE = {"false", "no", "off", "0", "f", "n"}
+
+
+def _coerce_type(value: Any, t: str) -> Any:
+    """Coerce ``value`` to JSON type ``t`` the way pydantic's lax mode does, or _MISSING."""
+    if t == "string":
+        return value if isinstance(value, str) else _MISSING
+    if t == "integer":
+        if isinstance(value, bool):
+            return _MISSING
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and _INT_RE.match(value):
+            return int(value)
+        return _MISSING
+    if t == "number":
+        if isinstance(value, bool):
+            return _MISSING
+        if isinstance(value, (int, float)):
+            return value
+        if isinstance(value, str):
+            try:
+                f = float(value)
+            except ValueError:
+                return _MISSING
+            return f if math.isfinite(f) else _MISSING
+        return _MISSING
+    if t == "boolean":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        return _MISSING
+    if t == "null":
+        return None if value is None else _MISSING
+    if t == "array":
+        return list(value) if isinstance(value, (list, tuple)) else _MISSING
+    if t == "object":
+        return value if isinstance(value, dict) else _MISSING
+    return value  # unknown type keyword: accept
+
+
+def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: int = 0) -> tuple[
+    Any, list[str]
+]:
+    schema = _resolve(schema, root)
+    if not isinstance(schema, dict) or depth > 32:
+        return value, []
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            first: list[str] = []
+            for sub in schema[key]:
+                out, probs = _check(value, sub, root, path, depth + 1)
+                if not probs:
+                    return out, []
+                first = first or probs
+            return value, [f"{path}: {value!r} matches none of the allowed forms ({first[0]})"]
+    for sub in schema.get("allOf", ()):
+        value, probs = _check(value, sub, root, path, depth + 1)
+        if probs:
+            return value, probs
+    types = schema_types(schema, root)
+    if isinstance(value, str) and types & {"array", "object"} and not types & {"string", _ANY}:
+        try:  # models often send a JSON string for a list or object
+            value = json.loads(value)
+        except ValueError:
+            pass
+    t = schema.get("type")
+    if t is not None:
+        candidates = [t] if isinstance(t, str) else list(t)
+        for cand in candidates:
+            coerced = _coerce_type(value, cand)
+            if coerced is not _MISSING or (cand == "null" and value is None):
+                value = coerced
+                break
+        else:
+            return value, [f"{path}: expected {' or '.join(candidates)}, got {value!r}"]
+    if "enum" in schema and value not in schema["enum"]:
+        options = ", ".join(repr(v) for v in schema["enum"])
+        return value, [f"{path}: {value!r} is not one of {options}"]
+    if "const" in schema and value != schema["const"]:
+        return value, [f"{path}: must be {schema['const']!r}, got {value!r}"]
+    problems = _bounds(value, schema, path)
+    if isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            out_list = []
+            for i, item in enumerate(value):
+                v, probs = _check(item, items, root, f"{path}[{i}]", depth + 1)
+                out_list.append(v)
+                problems += probs
+            value = out_list
+    elif isinstance(value, dict) and ("properties" in schema or "additionalProperties" in schema):
+        value, probs = _check_object(value, schema, root, path, depth)
+        problems += probs
+    return value, problems
+
+
+def _bounds(value: Any, schema: Mapping[str, Any], path: str) -> list[str]:
+    problems: list[str] = []
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        for key, ok, word in (
+            ("minimum", lambda v, b: v >= b, ">="),
+            ("maximum", lambda v, b: v <= b, "<="),
+            ("exclusiveMinimum", lambda v, b: v > b, ">"),
+            ("exclusiveMaximum", lambda v, b: v < b, "<"),
+        ):
+            bound = schema.get(key)
+            if isinstance(bound, (int, float)) and not ok(value, bound):
+                problems.append(f"{path}: must be {word} {bound}, got {value!r}")
+    if isinstance(value, (str, list)):
+        lo_key, hi_key = ("minLength", "maxLength") if isinstance(value, str) else (
+            "minItems", "maxItems")
+        lo, hi = schema.get(lo_key), schema.get(hi_key)
+        unit = "characters" if isinstance(value, str) else "items"
+        if isinstance(lo, int) and len(value) < lo:
+            problems.append(f"{path}: needs at least {lo} {unit}, got {len(value)}")
+        if isinstance(hi, int) and len(value) > hi:
+            problems.append(f"{path}: allows at most {hi} {unit}, got {len(value)}")
+    if isinstance(value, str) and isinstance(schema.get("pattern"), str):
+        try:
+            if not re.search(schema["pattern"], value):
+                problems.append(f"{path}: {value!r} does not match pattern {schema['pattern']!r}")
+        except re.error:
+            pass
+    return problems
+
+
+def _check_object(
+    value: dict[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any], path: str,
+    depth: int,
+) -> tuple[dict[str, Any], list[str]]:
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    required = [r for r in schema.get("required") or () if isinstance(r, str)]
+    extra = schema.get("additionalProperties", False if props else True)
+    problems: list[str] = []
+    out: dict[str, Any] = {}
+    prefix = f"{path}." if path else ""
+    for key, item in value.items():
+        if key in props:
+            sub = props[key]
+            if item is None and key not in required and "null" not in schema_types(sub, root):
+                continue  # strict-mode callers send null for "not given": use the default
+            out[key], probs = _check(item, sub, root, f"{prefix}{key}", depth + 1)
+            problems += probs
+        elif extra is False:
+            allowed = ", ".join(props) or "none"
+            problems.append(f"unknown argument {prefix}{key!r}; allowed: {allowed}")
+        elif isinstance(extra, dict):
+            out[key], probs = _check(item, extra, root, f"{prefix}{key}", depth + 1)
+            problems += probs
+        else:
+            out[key] = item
+    for key in required:
+        if key not in value:
+            problems.append(f"missing required argument {prefix}{key!r}")
+    return out, problems
+
+
+def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dict[str, Any]:
+    """Check ``args`` against an object ``schema`` with lax coercion.
+
+    Raises:
+        ToolInputError: listing every problem and the allowed arguments.
+    """
+    props = schema.get("properties") or {}
+    allowed = [
+        f"{k}{' (required)' if k in (schema.get('required') or ()) else ''}" for k in props
+    ]
+    args = decode_container(args)
+    if not isinstance(args, dict):
+        raise input_error(
+            tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"], allowed
+        )
+    out, problems = _check_object(args, schema, schema, "", 0)
+    if problems:
+        raise input_error(tool, problems, allowed)
+    return out

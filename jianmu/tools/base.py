@@ -1,0 +1,569 @@
+"""`Tool`, the abstract contract of every tool, and `@tool`, which turns a function into one.
+
+A tool describes itself with class attributes (name, description, JSON Schemas and the
+metadata of seed 002) and implements ``run()``. The framework calls ``execute()``, which
+validates the model's arguments, merges injected values, and either hands the call to a
+`ToolRunner` or runs it here under the tool's timeout.
+
+Derived defaults (documented once, here):
+
+- ``parallel_safe``: ``True`` only for the ``read`` category, unless the tool says otherwise.
+- ``idempotent``: ``True`` only for the ``read`` category, unless the tool says otherwise.
+- ``max_retries``: 2 for idempotent tools, 0 otherwise, so that a write, a command, a message
+  or a dangerous action is never repeated behind the author's back.
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, overload
+
+import anyio
+import anyio.to_thread
+
+from jianmu.errors import ToolTimeoutError, ToolValidationError
+from jianmu.tools import _arguments
+from jianmu.tools.schema import (
+    FunctionSchema,
+    check_definition,
+    function_schema,
+    structural_problems,
+    to_mcp_annotations,
+    to_strict_schema,
+    wrap_parameters,
+)
+
+if TYPE_CHECKING:
+    from jianmu.execution.sandbox import Sandbox
+
+__all__ = (
+    "CATEGORIES",
+    "PERMISSIONS",
+    "Category",
+    "FunctionTool",
+    "Permission",
+    "Tool",
+    "tool",
+)
+
+Category = Literal["read", "write", "execute", "communicate", "dangerous"]
+"""A tool's side-effect class (seed 002); it drives the safety defaults."""
+Permission = Literal["auto", "user_confirm", "admin_only"]
+"""Who may let a call run: the agent alone, the user, or an administrator."""
+CATEGORIES: tuple[str, ...] = ("read", "write", "execute", "communicate", "dangerous")
+PERMISSIONS: tuple[str, ...] = ("auto", "user_confirm", "admin_only")
+
+_DERIVED = ("parallel_safe", "idempotent", "max_retries")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _derive(attr: str, category: str, idempotent: bool | None) -> Any:
+    if attr in ("parallel_safe", "idempotent"):
+        return category == "read"
+    return 2 if (idempotent if idempotent is not None else category == "read") else 0
+
+
+class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
+    """A capability that an agent or a workflow node can call.
+
+    Subclass it, set the class attributes and implement ``run`` (sync or async). A sync
+    ``run`` runs in a worker thread so it never blocks the event loop. A non-object
+    ``input_schema`` is wrapped as ``{"input": ...}`` and ``run`` receives the single value.
+    """
+
+    name: str = "unnamed_tool"
+    """Unique name the model calls the tool by; must match ``^[A-Za-z0-9_-]{1,64}$``."""
+    description: str = ""
+    """What the tool does, when to use it, what it returns; falls back to the class docstring."""
+    input_schema: dict[str, Any] = {"type": "string", "description": "The tool's input."}
+    """JSON Schema of the arguments."""
+    output_schema: dict[str, Any] = {"type": "string"}
+    """JSON Schema of the result, for documentation and UIs."""
+    category: Category = "read"
+    """Side-effect class: read, write, execute, communicate or dangerous."""
+    permission: Permission = "auto"
+    """Who must allow a call; a dangerous tool cannot be ``auto``."""
+    parallel_safe: bool | None = None
+    """Whether calls may run concurrently with others; ``None`` derives it from the category."""
+    effect_tags: tuple[str, ...] = ()
+    """Side effects counted by the guard, e.g. ``"file_write"`` or ``"http"``."""
+    timeout_seconds: float | None = 30.0
+    """Per-call timeout; ``None`` for none."""
+    idempotent: bool | None = None
+    """Whether repeating a call is harmless; ``None`` derives it from the category."""
+    max_retries: int | None = None
+    """Retries after a failure; ``None`` derives it (2 if idempotent, else 0)."""
+    max_result_length: int = 20000
+    """Characters of output the model sees before the result is cut."""
+    tags: tuple[str, ...] = ()
+    """Labels for tool selection."""
+    version: str = "1.0.0"
+    """The tool's version."""
+    examples: tuple[str, ...] = ()
+    """Usage examples shown to the model."""
+    deprecated: bool = False
+    """Deprecated tools are kept but not offered to new agents."""
+    metadata: Mapping[str, Any] = MappingProxyType({})
+    """Free-form extra information."""
+    sandboxed: bool = False
+    """True for tools that run code or commands; they also implement ``run_sandboxed``."""
+
+    _derived_attrs: ClassVar[frozenset[str]] = frozenset(_DERIVED)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Resolve the derived defaults per class, so that `tool.parallel_safe` is a bool.
+        # An attribute is explicit when some class (not a derived value) set it non-None.
+        derived: set[str] = set()
+        for attr in ("idempotent", "parallel_safe", "max_retries"):
+            explicit = False
+            for klass in cls.__mro__:
+                if klass is Tool:
+                    break
+                if attr in klass.__dict__ and attr not in klass.__dict__.get(
+                    "_derived_attrs", frozenset()
+                ):
+                    explicit = klass.__dict__[attr] is not None
+                    break
+            if not explicit:
+                setattr(cls, attr, _derive(attr, cls.category, cls.idempotent))
+                derived.add(attr)
+        cls._derived_attrs = frozenset(derived)
+
+    # -- the tool's logic -------------------------------------------------------------------
+
+    if TYPE_CHECKING:
+        run: Callable[..., Any]
+    else:
+
+        @abc.abstractmethod
+        def run(self, *args: Any, **kwargs: Any) -> Any:
+            """The tool's logic; sync or async. Called with validated arguments."""
+
+    async def run_sandboxed(self, sandbox: Sandbox, **kwargs: Any) -> Any:
+        """Run through ``sandbox.exec``; tools with ``sandboxed = True`` implement this."""
+        raise NotImplementedError(
+            f"tool {self.name!r} ({type(self).__name__}) sets sandboxed=True but does not "
+            "implement run_sandboxed(sandbox, **kwargs)"
+        )
+
+    # -- descriptions and schemas -----------------------------------------------------------
+
+    def get_description(self) -> str:
+        """The explicit description, else the class docstring, else an empty string."""
+        if self.description and self.description != "No description provided":
+            return self.description
+        doc = type(self).__doc__
+        if doc and doc is not Tool.__doc__:
+            return inspect.cleandoc(doc)
+        return ""
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The input schema as an object schema (non-object schemas wrapped as ``input``)."""
+        cached = self.__dict__.get("_jm_params")
+        if cached is not None and cached[0] is self.input_schema:
+            return cached[1]  # type: ignore[no-any-return]
+        params = wrap_parameters(self.input_schema)
+        self.__dict__["_jm_params"] = (self.input_schema, params)
+        return params
+
+    @property
+    def wraps_input(self) -> bool:
+        """Whether ``input_schema`` is not an object and ``run`` takes the single value."""
+        return self.input_schema.get("type") != "object"
+
+    def to_schema(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}`` for LLM function calling."""
+        return {
+            "name": self.name,
+            "description": self.get_description(),
+            "parameters": self.parameters,
+        }
+
+    def spec(self) -> dict[str, Any]:
+        """Everything known about the tool, for prompts, UIs and documentation."""
+        return {
+            "name": self.name,
+            "description": self.get_description(),
+            "parameters": self.parameters,
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+            "returns": self.output_schema.get("description", ""),
+            "category": self.category,
+            "permission": self.permission,
+            "parallel_safe": self.parallel_safe,
+            "effect_tags": list(self.effect_tags),
+            "timeout_seconds": self.timeout_seconds,
+            "idempotent": self.idempotent,
+            "max_retries": self.max_retries,
+            "max_result_length": self.max_result_length,
+            "tags": list(self.tags),
+            "version": self.version,
+            "examples": list(self.examples),
+            "deprecated": self.deprecated,
+            "metadata": dict(self.metadata),
+            "sandboxed": self.sandboxed,
+        }
+
+    def to_openai(self, strict: bool = False) -> dict[str, Any]:
+        """The OpenAI tool definition; ``strict=True`` gives a structured-outputs schema.
+
+        Raises:
+            ToolValidationError: ``strict=True`` and a parameter is a free-form object
+                (``dict[str, X]``) or ``Any``, which strict mode cannot express.
+        """
+        function: dict[str, Any] = {
+            "name": self.name,
+            "description": self.get_description(),
+            "parameters": self.parameters,
+        }
+        if strict:
+            function["parameters"] = to_strict_schema(self.parameters, tool=self.name)
+            function["strict"] = True
+        return {"type": "function", "function": function}
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """The Anthropic tool definition: ``{"name", "description", "input_schema"}``."""
+        return {
+            "name": self.name,
+            "description": self.get_description(),
+            "input_schema": self.parameters,
+        }
+
+    def to_mcp(self) -> dict[str, Any]:
+        """An MCP tool definition (a plain dict); annotations follow from the category."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.get_description(),
+            "inputSchema": self.parameters,
+            "annotations": to_mcp_annotations(
+                category=self.category,
+                effect_tags=self.effect_tags,
+                idempotent=bool(self.idempotent),
+                title=self.name,
+            ),
+        }
+        output = self.output_schema
+        if isinstance(output, dict) and output.get("type") == "object":
+            out["outputSchema"] = output  # MCP only allows object output schemas
+        return out
+
+    def check_definition(self, *, require_parameter_descriptions: bool = False) -> list[str]:
+        """Check the definition; raise on problems, return parameter-description warnings.
+
+        Raises:
+            ToolValidationError: listing every problem (name, description, schema, permission).
+        """
+        return check_definition(
+            self,
+            signature_params=self._signature_params(),
+            require_parameter_descriptions=require_parameter_descriptions,
+        )
+
+    def _signature_params(self) -> frozenset[str] | None:
+        """Names the schema may declare; ``None`` when ``run`` takes ``**kwargs``."""
+        return _arguments.accepted_names(self.run)
+
+    # -- calling ----------------------------------------------------------------------------
+
+    def validate_args(self, args: Any) -> dict[str, Any]:
+        """Validate and coerce the model's arguments.
+
+        Raises:
+            ToolInputError: listing every problem, so that the model can correct its call.
+        """
+        return _arguments.validate_with_schema(self.name, self.parameters, args)
+
+    def bind_args(
+        self,
+        args: Any,
+        injected: Mapping[str, Any] | None = None,
+        *,
+        prefer_injected: bool = True,
+    ) -> dict[str, Any]:
+        """Merge ``injected`` into ``args`` and validate: the dict that ``invoke`` takes.
+
+        Injected values the tool does not declare are dropped, so callers may inject freely.
+        """
+        params = self.parameters.get("properties", {})
+        extras = _arguments.accepted_names(self.run)
+        model_args, passthrough = _arguments.merge_injected(
+            args, injected, prefer_injected=prefer_injected, schema_names=params,
+            extra_names=extras, self_wrapped=self.wraps_input,
+        )
+        values = self.validate_args(model_args)
+        values.update(passthrough)
+        return values
+
+    async def invoke(
+        self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None
+    ) -> Any:
+        """Call ``run`` with validated ``args``; a sync ``run`` goes to a worker thread.
+
+        No timeout here: ``execute`` or the `ToolRunner` applies it.
+        """
+        fn = self.run
+        if self.wraps_input and "input" in args:
+            rest = {k: v for k, v in args.items() if k != "input"}
+            value = args["input"]
+
+            def call() -> Any:
+                return fn(value, **rest)
+        else:
+
+            def call() -> Any:
+                return fn(**args)
+
+        if inspect.iscoroutinefunction(fn):
+            return await call()
+        result = await anyio.to_thread.run_sync(call, limiter=limiter, abandon_on_cancel=True)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def execute(
+        self,
+        args: Any = None,
+        injected: Mapping[str, Any] | None = None,
+        runner: Any = None,
+        prefer_injected: bool = True,
+    ) -> Any:
+        """Merge ``injected``, validate, and run here or through ``runner``.
+
+        Returns:
+            The tool's raw result.
+
+        Raises:
+            ToolInputError: the arguments do not fit the schema.
+            ToolTimeoutError: the call ran past ``timeout_seconds``.
+            Exception: whatever the tool itself raised.
+        """
+        call_args = self.bind_args(args, injected, prefer_injected=prefer_injected)
+        if runner is not None:
+            return await runner.run(self, call_args)
+        timeout = self.timeout_seconds
+        if timeout is None or timeout <= 0:
+            return await self.invoke(call_args)
+        try:
+            with anyio.fail_after(timeout):
+                return await self.invoke(call_args)
+        except TimeoutError as exc:
+            if isinstance(exc, ToolTimeoutError):
+                raise
+            raise ToolTimeoutError(
+                f"tool {self.name!r} did not finish within {timeout:g}s; "
+                "raise its timeout_seconds or make the call smaller"
+            ) from None
+
+    def as_node(
+        self,
+        name: str | None = None,
+        input_key: str | None = None,
+        output_key: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Wrap the tool in a `ToolNode` for a behaviour tree (imported lazily)."""
+        from jianmu.nodes.tool_node import ToolNode
+
+        if input_key is not None:
+            kwargs["input_key"] = input_key
+        if output_key is not None:
+            kwargs["output_key"] = output_key
+        return ToolNode(self, name=name or self.name, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} category={self.category!r}>"
+
+
+class FunctionTool(Tool):
+    """A tool made from a plain function by `@tool`; the schema comes from its signature."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        category: Category = "read",
+        permission: Permission = "auto",
+        parallel_safe: bool | None = None,
+        effect_tags: tuple[str, ...] | list[str] = (),
+        timeout_seconds: float | None = 30.0,
+        idempotent: bool | None = None,
+        max_retries: int | None = None,
+        max_result_length: int = 20000,
+        tags: tuple[str, ...] | list[str] = (),
+        version: str = "1.0.0",
+        examples: tuple[str, ...] | list[str] = (),
+        deprecated: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        docstring_format: str = "auto",
+        namespace: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"@tool needs a function, got {fn!r}")
+        self._fn = fn
+        self._schema: FunctionSchema = function_schema(
+            fn, docstring_format=docstring_format, namespace=namespace
+        )
+        self.name = name if name is not None else self._schema.name
+        self.description = description if description is not None else self._schema.description
+        self._explicit_input = input_schema is not None
+        self.input_schema = input_schema if input_schema is not None else self._schema.parameters
+        self._explicit_output = output_schema
+        self.category = category
+        self.permission = permission
+        self.idempotent = category == "read" if idempotent is None else idempotent
+        self.parallel_safe = category == "read" if parallel_safe is None else parallel_safe
+        self.max_retries = (2 if self.idempotent else 0) if max_retries is None else max_retries
+        self.effect_tags = tuple(effect_tags)
+        self.timeout_seconds = timeout_seconds
+        self.max_result_length = max_result_length
+        self.tags = tuple(tags)
+        self.version = version
+        self.examples = tuple(examples)
+        self.deprecated = deprecated
+        self.metadata = dict(metadata or {})
+        if self._schema.is_async:
+            self.run = self._run_async  # type: ignore[method-assign]
+        problems = structural_problems(self)
+        if problems:
+            raise ToolValidationError(self.name, problems)
+
+    @property  # type: ignore[override]
+    def output_schema(self) -> dict[str, Any]:
+        """The explicit output schema, else the one derived from the return annotation."""
+        if self._explicit_output is not None:
+            return self._explicit_output
+        return self._schema.output_schema
+
+    @output_schema.setter
+    def output_schema(self, value: dict[str, Any]) -> None:
+        self._explicit_output = value
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The wrapped function."""
+        return self._fn
+
+    @property
+    def function_schema(self) -> FunctionSchema:
+        """The schema and validator derived from the function's signature."""
+        return self._schema
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function (positional-only parameters are passed by position)."""
+        return self._schema.call(self._fn, args, kwargs)
+
+    async def _run_async(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._schema.call(self._fn, args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the original function directly, bypassing validation."""
+        return self._fn(*args, **kwargs)
+
+    def _signature_params(self) -> frozenset[str] | None:
+        return self._schema.signature_names
+
+    def validate_args(self, args: Any) -> dict[str, Any]:
+        """Validate with the pydantic model built from the signature (lax mode).
+
+        Raises:
+            ToolInputError: listing every problem, injected parameters never mentioned.
+        """
+        if self._explicit_input and self.wraps_input:
+            return super().validate_args(args)
+        return self._schema.validate(self.name, args)
+
+    def bind_args(
+        self,
+        args: Any,
+        injected: Mapping[str, Any] | None = None,
+        *,
+        prefer_injected: bool = True,
+    ) -> dict[str, Any]:
+        """Validate the model's arguments and fill injected parameters from ``injected``."""
+        if self._explicit_input and self.wraps_input:
+            return super().bind_args(args, injected, prefer_injected=prefer_injected)
+        return self._schema.bind(
+            self.name, args, injected, prefer_injected=prefer_injected
+        )
+
+    async def invoke(
+        self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None
+    ) -> Any:
+        """Call the function with validated ``args``; sync functions run in a worker thread."""
+        if self._explicit_input and self.wraps_input and "input" in args:
+            args = self._schema.unwrap_input(args)
+        if self._schema.is_async:
+            return await self._schema.call(self._fn, (), args)
+        schema, fn = self._schema, self._fn
+        result = await anyio.to_thread.run_sync(
+            lambda: schema.call(fn, (), args), limiter=limiter, abandon_on_cancel=True
+        )
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def __repr__(self) -> str:
+        return f"<FunctionTool {self.name!r} of {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: dict[str, Any] | None = None,
+    output_schema: dict[str, Any] | None = None,
+    category: Category = "read",
+    permission: Permission = "auto",
+    parallel_safe: bool | None = None,
+    effect_tags: tuple[str, ...] | list[str] = (),
+    timeout_seconds: float | None = 30.0,
+    idempotent: bool | None = None,
+    max_retries: int | None = None,
+    max_result_length: int = 20000,
+    tags: tuple[str, ...] | list[str] = (),
+    version: str = "1.0.0",
+    examples: tuple[str, ...] | list[str] = (),
+    deprecated: bool = False,
+    metadata: Mapping[str, Any] | None = None,
+    docstring_format: str = "auto",
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None, /, **options: Any
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Turn a sync or async function into a `FunctionTool`: ``@tool`` or ``@tool(...)``.
+
+    The input schema comes from the signature (through pydantic), parameter descriptions
+    from the docstring (Google, NumPy or Sphinx), the output schema from the return
+    annotation. See `FunctionTool` for the options.
+    """
+    # Names defined in the caller's scope resolve string annotations of local classes
+    # (``from __future__ import annotations`` inside a function), as pydantic does.
+    frame = sys._getframe(1)
+    namespace = frame.f_locals if frame.f_locals is not frame.f_globals else None
+    del frame
+    if fn is not None:
+        return FunctionTool(fn, namespace=namespace, **options)
+
+    def decorate(func: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(func, namespace=namespace, **options)
+
+    return decorate

@@ -1,0 +1,386 @@
+"""The file operations behind the file tools, each confined to the workspace root."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fnmatch
+import os
+import secrets
+import stat
+from typing import Any
+
+from jianmu.errors import ToolError, ToolExecutionError, ToolInputError
+from jianmu.tools.builtin._paths import (
+    PathEscapeError,
+    display_path,
+    is_inside,
+    open_dir_confined,
+    open_file_confined,
+    real_root,
+    resolve_path,
+)
+
+__all__ = (
+    "DEFAULT_IGNORE",
+    "append_or_write",
+    "file_info",
+    "list_dir",
+    "read_file",
+    "read_text",
+    "str_replace",
+    "write_text_atomic",
+)
+
+DEFAULT_IGNORE = (".git", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".ruff_cache")
+_SNIFF = 8192
+_MAX_TEXT_BYTES = 50 * 1024 * 1024
+_MAX_LIST_ENTRIES = 2000
+
+
+def _os_error(exc: OSError, path: str) -> ToolError:
+    """Translate an OSError into a message the model can act on."""
+    if exc.errno == errno.ENOENT:
+        return ToolExecutionError(f"{path!r} does not exist; check the path with list_dir")
+    if exc.errno == errno.EISDIR:
+        return ToolExecutionError(f"{path!r} is a directory, not a file; use list_dir")
+    if exc.errno == errno.ENOTDIR:
+        return ToolExecutionError(f"a parent of {path!r} is a file, not a directory")
+    if exc.errno == errno.ELOOP:
+        return PathEscapeError(f"{path!r} is a symbolic link that changed while being opened")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return ToolExecutionError(f"permission denied for {path!r}")
+    return ToolExecutionError(f"cannot access {path!r}: {exc.strerror or exc}")
+
+
+def _open_regular(path: str) -> tuple[int, os.stat_result, str]:
+    """Open an existing regular file inside the workspace for reading."""
+    root = real_root()
+    real = resolve_path(path, root=root)
+    try:
+        # O_NONBLOCK: a FIFO must not block the open; it is refused just below.
+        fd = open_file_confined(real, os.O_RDONLY | os.O_NONBLOCK, path, root)
+    except OSError as exc:
+        raise _os_error(exc, path) from None
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):
+        os.close(fd)
+        raise ToolExecutionError(f"{path!r} is a directory, not a file; use list_dir")
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ToolExecutionError(f"{path!r} is not a regular file (a device, socket or pipe)")
+    return fd, st, real
+
+
+def _decode(data: bytes, path: str, offset: int = 0) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolExecutionError(
+            f"{path!r} is not valid UTF-8 (byte {data[exc.start]:#04x} at offset "
+            f"{offset + exc.start}); it may use another encoding — file_info shows it"
+        ) from None
+
+
+def _refuse_binary(head: bytes, path: str) -> None:
+    if b"\x00" in head:
+        raise ToolExecutionError(
+            f"{path!r} looks like a binary file (it contains NUL bytes); "
+            "read_file only reads text"
+        )
+
+
+def read_text(path: str) -> tuple[str, str, int]:
+    """Read a whole UTF-8 text file; return ``(text, real_path, mode)``."""
+    fd, st, real = _open_regular(path)
+    if st.st_size > _MAX_TEXT_BYTES:
+        os.close(fd)
+        raise ToolExecutionError(
+            f"{path!r} is {st.st_size:,} bytes, over the {_MAX_TEXT_BYTES:,}-byte limit"
+        )
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read()
+    _refuse_binary(data[:_SNIFF], path)
+    return _decode(data, path), real, stat.S_IMODE(st.st_mode)
+
+
+def read_file(path: str, offset: int = 1, limit: int = 500) -> str:
+    """Return lines ``offset .. offset+limit-1`` (1-based) and how many lines remain."""
+    if offset < 1:
+        raise ToolInputError(f"offset must be 1 or more (the first line is 1), got {offset!r}")
+    if limit < 1:
+        raise ToolInputError(f"limit must be 1 or more, got {limit!r}")
+    fd, _st, _real = _open_regular(path)
+    with os.fdopen(fd, "rb") as fh:
+        _refuse_binary(fh.read(_SNIFF), path)
+        fh.seek(0)
+        chosen: list[bytes] = []
+        total = 0
+        byte_pos = 0
+        start_byte = 0
+        for line in fh:
+            total += 1
+            if offset <= total < offset + limit:
+                if not chosen:
+                    start_byte = byte_pos
+                chosen.append(line)
+            byte_pos += len(line)
+    if total == 0:
+        return f"[{path} is empty]"
+    if offset > total:
+        raise ToolInputError(
+            f"offset {offset} is past the end of {path!r}, which has {total} lines"
+        )
+    text = _decode(b"".join(chosen), path, start_byte)
+    last = offset + len(chosen) - 1
+    remaining = total - last
+    if offset == 1 and remaining == 0:
+        return text
+    note = f"[lines {offset}-{last} of {total}"
+    note += f"; {remaining} more lines: call again with offset={last + 1}]" if remaining else "]"
+    return text + ("" if text.endswith("\n") else "\n") + note
+
+
+def write_text_atomic(path: str, data: bytes, *, keep_mode: int | None = None) -> tuple[str, bool]:
+    """Write ``data`` to ``path`` through a temporary file and a rename.
+
+    Returns the displayed path and whether the file was created.
+    """
+    root = real_root()
+    real = resolve_path(path, root=root)
+    if real == root:
+        raise ToolExecutionError(f"{path!r} is the workspace folder itself; give a file path")
+    parent, name = os.path.split(real)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except FileExistsError:
+        raise ToolExecutionError(f"a parent of {path!r} is a file, not a directory") from None
+    except OSError as exc:
+        raise _os_error(exc, path) from None
+    if not is_inside(os.path.realpath(parent), root):
+        raise PathEscapeError(f"the folder of {path!r} was redirected outside the workspace")
+    try:
+        dir_fd = open_dir_confined(parent, path, root)
+    except OSError as exc:
+        raise _os_error(exc, path) from None
+    tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+    try:
+        try:
+            existing = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None and stat.S_ISDIR(existing.st_mode):
+            raise ToolExecutionError(f"{path!r} is a directory; give a file path")
+        if existing is not None and stat.S_ISLNK(existing.st_mode):
+            raise PathEscapeError(f"{path!r} became a symbolic link while being written")
+        mode = keep_mode if keep_mode is not None else (
+            stat.S_IMODE(existing.st_mode) if existing is not None else 0o644
+        )
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), mode, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, mode, dir_fd=dir_fd)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+    except OSError as exc:
+        raise _os_error(exc, path) from None
+    finally:
+        os.close(dir_fd)
+    return display_path(real, root), existing is None
+
+
+def append_or_write(path: str, content: str, mode: str = "overwrite") -> str:
+    """Write or append ``content`` (atomically in both cases) and say what was done."""
+    if mode not in ("overwrite", "append"):
+        raise ToolInputError(f"mode must be 'overwrite' or 'append', got {mode!r}")
+    data = content.encode("utf-8")
+    keep_mode = None
+    if mode == "append":
+        try:
+            old, _real, keep_mode = read_text(path)
+        except ToolExecutionError as exc:
+            if "does not exist" not in str(exc):
+                raise
+        else:
+            data = old.encode("utf-8") + data
+    shown, created = write_text_atomic(path, data, keep_mode=keep_mode)
+    lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+    verb = "Appended" if mode == "append" and not created else "Wrote"
+    where = "new file" if created else "file"
+    return f"{verb} {len(content)} characters ({lines} lines) to {where} {shown}"
+
+
+def str_replace(path: str, old: str, new: str, count: int | None = None) -> str:
+    """Replace ``old`` by ``new``; ``old`` must occur exactly once, or exactly ``count`` times."""
+    if not old:
+        raise ToolInputError("old is empty; give the exact text to replace")
+    if old == new:
+        raise ToolInputError("old and new are the same; nothing would change")
+    if count is not None and count < 1:
+        raise ToolInputError(f"count must be 1 or more, got {count!r}")
+    text, _real, mode = read_text(path)
+    found = text.count(old)
+    expected = 1 if count is None else count
+    if found == 0:
+        raise ToolExecutionError(
+            f"old text not found in {path!r}; read the file and copy the exact text, "
+            "including whitespace and indentation"
+        )
+    if found != expected:
+        if count is None:
+            raise ToolExecutionError(
+                f"old text occurs {found} times in {path!r}; include more surrounding lines "
+                f"to make it unique, or set count={found} to replace every occurrence"
+            )
+        raise ToolExecutionError(
+            f"old text occurs {found} times in {path!r}, not {count}; "
+            f"set count={found} to replace them all, or make old more specific"
+        )
+    lines = []
+    pos = text.find(old)
+    while pos != -1:
+        lines.append(text.count("\n", 0, pos) + 1)
+        pos = text.find(old, pos + len(old))
+    shown, _ = write_text_atomic(path, text.replace(old, new).encode("utf-8"), keep_mode=mode)
+    where = ", ".join(map(str, lines[:20])) + (" ..." if len(lines) > 20 else "")
+    plural = "occurrence" if found == 1 else "occurrences"
+    return f"Replaced {found} {plural} in {shown} (line {where})"
+
+
+def _human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover
+
+
+def list_dir(path: str = ".", depth: int = 1, ignore: list[str] | None = None) -> str:
+    """List a folder as an indented tree, ``depth`` levels deep."""
+    if depth < 1:
+        raise ToolInputError(f"depth must be 1 or more, got {depth!r}")
+    patterns = list(DEFAULT_IGNORE if ignore is None else ignore)
+    root = real_root()
+    real = resolve_path(path or ".", root=root)
+    if not os.path.exists(real):
+        raise ToolExecutionError(f"{path!r} does not exist; check the path with list_dir('.')")
+    if not os.path.isdir(real):
+        raise ToolExecutionError(f"{path!r} is a file, not a directory; use file_info")
+    out: list[str] = []
+    omitted = 0
+
+    def skip(name: str, rel: str) -> bool:
+        return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) for p in patterns)
+
+    def walk(folder: str, level: int) -> None:
+        nonlocal omitted
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: (not e.is_dir(), e.name))
+        except OSError as exc:
+            out.append("  " * level + f"[cannot list: {exc.strerror}]")
+            return
+        for entry in entries:
+            rel = display_path(entry.path, root)
+            if skip(entry.name, rel):
+                continue
+            if len(out) >= _MAX_LIST_ENTRIES:
+                omitted += 1
+                continue
+            pad = "  " * level
+            if entry.is_symlink():
+                target = os.path.realpath(entry.path)
+                where = display_path(target, root) if is_inside(target, root) else "outside"
+                out.append(f"{pad}{entry.name}@ -> {where}")
+            elif entry.is_dir(follow_symlinks=False):
+                out.append(f"{pad}{entry.name}/")
+                if level + 1 < depth:
+                    walk(entry.path, level + 1)
+            else:
+                size = entry.stat(follow_symlinks=False).st_size
+                out.append(f"{pad}{entry.name}  ({_human_size(size)})")
+
+    walk(real, 0)
+    header = f"{display_path(real, root)}/"
+    if not out:
+        return f"{header}\n  [empty]"
+    body = "\n".join("  " + line for line in out)
+    if omitted:
+        body += f"\n[{omitted} more entries not shown; list a subfolder or lower depth]"
+    return f"{header}\n{body}"
+
+
+def _encoding(head: bytes, complete: bool) -> str:
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    if b"\x00" in head:
+        return "binary"
+    if head.startswith(b"\xef\xbb\xbf"):
+        return "utf-8-sig"
+    try:
+        head.decode("ascii")
+        return "ascii"
+    except UnicodeDecodeError:
+        pass
+    try:
+        head.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError as exc:
+        # A multi-byte character cut at the end of the sample is still UTF-8.
+        if not complete and exc.start >= len(head) - 3:
+            return "utf-8"
+        return "unknown (not UTF-8)"
+
+
+def file_info(path: str) -> dict[str, Any]:
+    """Size, type, modification time, and for files the line count and encoding."""
+    root = real_root()
+    real = resolve_path(path, root=root)
+    lexical = os.path.join(root, path) if not os.path.isabs(path) else path
+    try:
+        st = os.stat(real)
+    except OSError as exc:
+        raise _os_error(exc, path) from None
+    info: dict[str, Any] = {"path": display_path(real, root)}
+    if os.path.islink(os.path.normpath(lexical)):
+        info["symlink"] = True
+    modified = dt.datetime.fromtimestamp(st.st_mtime, tz=dt.UTC).isoformat(timespec="seconds")
+    if stat.S_ISDIR(st.st_mode):
+        info.update(type="directory", entries=len(os.listdir(real)), modified=modified)
+        return info
+    if not stat.S_ISREG(st.st_mode):
+        info.update(type="other", size=st.st_size, modified=modified)
+        return info
+    fd, st, _ = _open_regular(path)
+    lines = 0
+    last = b""
+    with os.fdopen(fd, "rb") as fh:
+        head = fh.read(65536)
+        complete = len(head) < 65536
+        chunk = head
+        while chunk:
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+            chunk = fh.read(1 << 20)
+    encoding = _encoding(head, complete)
+    if st.st_size and last != b"\n":
+        lines += 1
+    info.update(
+        type="file",
+        size=st.st_size,
+        size_human=_human_size(st.st_size),
+        modified=modified,
+        encoding=encoding,
+        permissions=stat.filemode(st.st_mode),
+    )
+    if encoding != "binary":
+        info["lines"] = lines
+    return info

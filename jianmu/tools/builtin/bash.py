@@ -1,0 +1,143 @@
+"""`bash`: run a shell command in the sandbox, with a timeout that kills its process group."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError
+from jianmu.tools.base import Tool
+from jianmu.tools.builtin._paths import PathEscapeError, display_path, resolve_path
+from jianmu.tools.builtin._sandbox import default_sandbox
+from jianmu.tools.calls import truncate_text
+
+if TYPE_CHECKING:
+    from jianmu.execution.sandbox import ExecResult, Sandbox
+
+__all__ = ("BashTool", "format_exec_output")
+
+_MAX_TIMEOUT = 600.0
+# bash when the sandbox has it (models write bash syntax), /bin/sh otherwise; `exec` keeps
+# the shell the group leader, so the timeout's group kill still reaches everything.
+_SHELL = (
+    "/bin/sh",
+    "-c",
+    'if command -v bash >/dev/null 2>&1; then exec bash -c "$0"; else exec /bin/sh -c "$0"; fi',
+)
+
+
+def format_exec_output(result: ExecResult, limit: int) -> str:
+    """stdout, then stderr under a ``[stderr]`` heading, each cut to ``limit`` with a note."""
+    parts = []
+    stdout, _ = truncate_text(result.stdout, limit)
+    stderr, _ = truncate_text(result.stderr, limit)
+    if stdout:
+        parts.append(stdout.rstrip("\n"))
+    if stderr.strip():
+        parts.append("[stderr]\n" + stderr.rstrip("\n"))
+    return "\n".join(parts)
+
+
+def sandbox_cwd(sandbox: Sandbox, cwd: str | None) -> str | None:
+    """Check ``cwd`` against the sandbox's workspace (symlinks included); return it relative."""
+    if cwd is None or cwd.strip() in ("", "."):
+        return None
+    root = os.path.realpath(sandbox.workspace)
+    try:
+        real = resolve_path(cwd, root=root)
+    except PathEscapeError as exc:
+        raise ToolInputError(f"cwd: {exc}") from None
+    if not os.path.isdir(real):
+        raise ToolInputError(f"cwd {cwd!r} is not an existing folder of the workspace")
+    rel = display_path(real, root)
+    return None if rel == "." else rel
+
+
+class BashTool(Tool):
+    """Run a shell command in the workspace."""
+
+    name = "bash"
+    description = (
+        "Run a shell command (/bin/sh -c, or bash when installed) in the workspace and "
+        "return its output. Use it to run programs, tests, builds or git. Args: command "
+        "(the shell command line), cwd (folder to run in, relative to the workspace root, "
+        "default the root), timeout (seconds, default 60, at most 600: the command and "
+        "every process it started are killed when it expires). Returns stdout, then stderr "
+        "under a [stderr] heading; a non-zero exit code is an error showing the code, "
+        "stderr and stdout. Long output is cut with a note of how much was dropped."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The shell command to run."},
+            "cwd": {
+                "type": "string",
+                "description": "Folder to run in, relative to the workspace root.",
+            },
+            "timeout": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "maximum": _MAX_TIMEOUT,
+                "default": 60,
+                "description": "Seconds before the command and its children are killed.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+    output_schema = {"type": "string", "description": "The command's stdout and stderr."}
+    category = "execute"
+    permission = "user_confirm"
+    effect_tags = ("shell",)
+    parallel_safe = False
+    # The per-call `timeout` kills the process group first; this outer bound only backs it up.
+    timeout_seconds = _MAX_TIMEOUT + 10
+    max_result_length = 30_000
+    sandboxed = True
+
+    async def run(self, command: str, cwd: str | None = None, timeout: float = 60) -> str:
+        """Run ``command`` in a default local sandbox on the current workspace."""
+        sandbox = default_sandbox()
+        await sandbox.start()
+        try:
+            return await self.run_sandboxed(sandbox, command=command, cwd=cwd, timeout=timeout)
+        finally:
+            await sandbox.close()
+
+    async def run_sandboxed(  # type: ignore[override]
+        self, sandbox: Sandbox, command: str, cwd: str | None = None, timeout: float = 60
+    ) -> str:
+        """Run ``command`` through ``sandbox.exec`` and turn its result into text or an error.
+
+        Raises:
+            ToolInputError: empty command, bad timeout, or a ``cwd`` outside the workspace.
+            ToolTimeoutError: the command ran past ``timeout`` (its process group was killed).
+            ToolExecutionError: the command exited with a non-zero code.
+        """
+        if not isinstance(command, str) or not command.strip():
+            raise ToolInputError("command is empty; give a shell command such as 'ls -la'")
+        if not 0 < timeout <= _MAX_TIMEOUT:
+            raise ToolInputError(
+                f"timeout must be in (0, {_MAX_TIMEOUT:g}] seconds, got {timeout!r}"
+            )
+        rel = sandbox_cwd(sandbox, cwd)
+        result = await sandbox.exec([*_SHELL, command], cwd=rel, timeout=timeout)
+        limit = max(self.max_result_length // 2, 1000)
+        output = format_exec_output(result, limit)
+        if result.timed_out:
+            raise ToolTimeoutError(
+                f"command timed out after {timeout:g}s and was killed with every process it "
+                "started; raise timeout or run something shorter"
+                + (f"\noutput so far:\n{output}" if output else "")
+            )
+        if result.oom_killed:
+            raise ToolExecutionError(
+                "command was killed for exceeding the sandbox's memory limit"
+                + (f"\n{output}" if output else "")
+            )
+        if result.exit_code != 0:
+            raise ToolExecutionError(
+                f"command exited with code {result.exit_code}"
+                + (f"\n{output}" if output else " and printed nothing")
+            )
+        return output if output else "(no output; exit code 0)"

@@ -1,0 +1,671 @@
+"""JSON Schemas for tools: from a function's signature, and for each provider's export.
+
+The input schema of a function comes from pydantic, through one model built from the
+signature: the same model validates the model's arguments, so the schema and the check
+never disagree. Description precedence for a parameter: ``Field(description=...)``, then a
+string in ``Annotated[T, "..."]``, then the docstring.
+
+Injected parameters (``Injected[T]``, or typed as `jianmu.runtime.context.RunContext`) are
+left out of the schema and of every error message; `FunctionSchema.bind` fills them.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import json
+import re
+import typing
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic.fields import FieldInfo
+
+from jianmu.errors import ToolDefinitionWarning, ToolExecutionError, ToolValidationError
+from jianmu.tools._arguments import (
+    decode_container,
+    drop_default_nulls,
+    input_error,
+    schema_types,
+)
+from jianmu.tools._docstrings import parse_docstring
+
+if TYPE_CHECKING:
+    from jianmu.tools.base import Tool
+
+__all__ = (
+    "NAME_PATTERN",
+    "FunctionSchema",
+    "Injected",
+    "check_definition",
+    "function_schema",
+    "strip_titles",
+    "structural_problems",
+    "to_mcp_annotations",
+    "to_strict_schema",
+    "wrap_parameters",
+)
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_CATEGORIES = ("read", "write", "execute", "communicate", "dangerous")
+_PERMISSIONS = ("auto", "user_confirm", "admin_only")
+_T = TypeVar("_T")
+
+
+class _InjectedMarker:
+    """Metadata that marks an ``Annotated`` parameter as injected by the caller."""
+
+    def __repr__(self) -> str:
+        return "INJECTED"
+
+
+INJECTED = _InjectedMarker()
+Injected = Annotated[_T, INJECTED]
+"""``Injected[T]``: a parameter the caller fills (not the model); hidden from the schema."""
+
+_CONTEXT_KEYS = ("ctx", "context", "run_context")
+_INJECTED_STR = re.compile(r"^\s*(?:[\w.]+\.)?Injected\[")
+_CONTEXT_STR = re.compile(
+    r"^\s*(?:Optional\[)?(?:[\w.]+\.)?RunContext\]?(?:\s*\|\s*None)?\s*$"
+)
+_CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
+
+
+# -- small schema helpers -------------------------------------------------------------------
+
+
+def wrap_parameters(input_schema: Mapping[str, Any]) -> dict[str, Any]:
+    """An object schema: object schemas as they are, others wrapped as ``{"input": ...}``."""
+    if input_schema.get("type") == "object":
+        schema = dict(input_schema)
+        schema.setdefault("properties", {})
+        return schema
+    return {"type": "object", "properties": {"input": dict(input_schema)}, "required": ["input"]}
+
+
+def _auto_titles(name: str) -> tuple[str, ...]:
+    return (name.title().replace("_", " ").strip(), name.replace("_", " ").title().strip(), name)
+
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
+
+
+def strip_titles(schema: Any, _auto: tuple[str, ...] = ()) -> Any:
+    """Remove pydantic's generated ``title`` keys in place; a property named ``title`` stays.
+
+    Only keys that hold schemas are walked, so ``default``/``enum`` data is never touched;
+    a title is removed when pydantic would have generated it (from the field or model name).
+    """
+    if not isinstance(schema, dict):
+        return schema
+    title = schema.get("title")
+    if isinstance(title, str) and (not _auto or title in _auto):
+        del schema["title"]
+    for key in _SCHEMA_MAPS:
+        sub = schema.get(key)
+        if isinstance(sub, dict):
+            for name, value in sub.items():
+                strip_titles(value, _auto_titles(name) if key != "patternProperties" else ())
+    for key in _SCHEMA_LISTS:
+        sub = schema.get(key)
+        if isinstance(sub, list):
+            for value in sub:
+                strip_titles(value, ("",))
+    for key in _SCHEMA_ONE:
+        if isinstance(schema.get(key), dict):
+            strip_titles(schema[key], ("",))
+    return schema
+
+
+def to_mcp_annotations(
+    *, category: str, effect_tags: tuple[str, ...] | list[str], idempotent: bool, title: str
+) -> dict[str, Any]:
+    """MCP tool annotations derived from the category and effect tags.
+
+    read: read-only; write/execute/dangerous: destructive; communicate or any network tag:
+    open-world (the tool reaches beyond the local machine).
+    """
+    tags = {t.lower() for t in effect_tags}
+    network = {"http", "network", "web", "email", "message", "search", "external"}
+    return {
+        "title": title,
+        "readOnlyHint": category == "read",
+        "destructiveHint": category in ("write", "execute", "dangerous")
+        or bool(tags & {"destructive", "delete", "file_delete"}),
+        "idempotentHint": idempotent,
+        "openWorldHint": category == "communicate" or bool(tags & network),
+    }
+
+
+# -- strict export -------------------------------------------------------------------------
+
+
+def _nullable(schema: dict[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
+    if "null" in schema_types(schema, root):
+        return schema
+    t = schema.get("type")
+    if isinstance(t, str) and not any(k in schema for k in ("enum", "const", "$ref", "anyOf")):
+        return {**schema, "type": [t, "null"]}
+    inner = {k: v for k, v in schema.items() if k != "description"}
+    out: dict[str, Any] = {"anyOf": [inner, {"type": "null"}]}
+    if "description" in schema:
+        out["description"] = schema["description"]
+    return out
+
+
+def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str]) -> Any:
+    if not isinstance(node, dict):
+        return node
+    node = {k: v for k, v in node.items() if k != "default"}
+    if "oneOf" in node:  # strict mode knows anyOf only; every branch here is disjoint anyway
+        node["anyOf"] = node.pop("oneOf")
+    for key in ("anyOf", "allOf"):
+        if key in node:
+            node[key] = [_strict(s, where, root, problems) for s in node[key]]
+    if "$ref" in node:
+        return node
+    types = schema_types(node, root)
+    if "any" in types and not any(k in node for k in ("anyOf", "allOf", "enum", "const")):
+        problems.append(
+            f"{where} accepts Any, which OpenAI strict mode cannot express; give it a concrete "
+            "type, or export with to_openai(strict=False)"
+        )
+        return node
+    if ("object" in types and node.get("type") == "object") or "properties" in node:
+        props = node.get("properties") or {}
+        extra = node.get("additionalProperties")
+        if not props or isinstance(extra, dict) or extra is True:
+            problems.append(
+                f"{where} is a free-form object (dict[str, ...]); OpenAI strict mode would forbid "
+                "every key. Use a pydantic model or TypedDict with named fields, or export with "
+                "to_openai(strict=False)"
+            )
+            return node
+        required = set(node.get("required") or ())
+        new_props = {}
+        for name, sub in props.items():
+            sub = _strict(sub, f"{where}.{name}" if where != "parameters" else
+                          f"parameter {name!r}", root, problems)
+            new_props[name] = sub if name in required else _nullable(sub, root)
+        node["properties"] = new_props
+        node["required"] = list(new_props)
+        node["additionalProperties"] = False
+    if isinstance(node.get("items"), dict):
+        node["items"] = _strict(node["items"], f"{where}[]", root, problems)
+    if isinstance(node.get("prefixItems"), list):
+        node["prefixItems"] = [_strict(s, f"{where}[]", root, problems)
+                               for s in node["prefixItems"]]
+    return node
+
+
+def to_strict_schema(parameters: Mapping[str, Any], *, tool: str) -> dict[str, Any]:
+    """The OpenAI strict-mode form of an object schema.
+
+    Every property required, optional ones nullable, defaults dropped, ``additionalProperties:
+    false`` at every level including ``$defs``.
+
+    Raises:
+        ToolValidationError: a free-form object (``dict[str, X]``) or ``Any`` is present.
+    """
+    root = copy.deepcopy(dict(parameters))
+    problems: list[str] = []
+    defs = root.pop("$defs", None)
+    out = _strict(root, "parameters", {"$defs": defs or {}}, problems)
+    if defs:
+        out["$defs"] = {
+            name: _strict(sub, f"$defs.{name}", {"$defs": defs}, problems)
+            for name, sub in defs.items()
+        }
+    if problems:
+        raise ToolValidationError(tool, problems)
+    return out  # type: ignore[no-any-return]
+
+
+# -- registration checks -------------------------------------------------------------------
+
+
+def structural_problems(t: Tool) -> list[str]:
+    """Problems that make a tool unusable in any registry: name, category, permission."""
+    problems: list[str] = []
+    if not isinstance(t.name, str) or not NAME_PATTERN.match(t.name):
+        problems.append(
+            f"name {t.name!r} must match ^[A-Za-z0-9_-]{{1,64}}$ (letters, digits, _ and -)"
+        )
+    if t.category not in _CATEGORIES:
+        problems.append(f"category {t.category!r} must be one of {', '.join(_CATEGORIES)}")
+    if t.permission not in _PERMISSIONS:
+        problems.append(f"permission {t.permission!r} must be one of {', '.join(_PERMISSIONS)}")
+    if t.category == "dangerous" and t.permission == "auto":
+        problems.append(
+            "a dangerous tool cannot have permission 'auto'; use 'user_confirm' or 'admin_only'"
+        )
+    return problems
+
+
+def check_definition(
+    t: Tool,
+    *,
+    signature_params: frozenset[str] | None,
+    require_parameter_descriptions: bool = False,
+) -> list[str]:
+    """Check a tool at registration (seed 002); return the warnings it emitted.
+
+    Raises:
+        ToolValidationError: every problem at once, naming the tool.
+    """
+    problems = structural_problems(t)
+    if not t.get_description().strip():
+        problems.append(
+            "description is empty; say what the tool does, when to use it and what it returns"
+        )
+    params = t.input_schema if t.input_schema.get("type") == "object" else t.parameters
+    props = params.get("properties", {})
+    if not isinstance(props, dict):
+        problems.append(f"parameters.properties must be an object, got {props!r}")
+        props = {}
+    required = params.get("required", [])
+    if not isinstance(required, list):
+        problems.append(f"parameters.required must be a list, got {required!r}")
+        required = []
+    for name in required:
+        if name not in props:
+            problems.append(
+                f"required parameter {name!r} is not in properties ({', '.join(props) or 'none'})"
+            )
+    if signature_params is not None and not t.wraps_input:
+        for name in props:
+            if name not in signature_params:
+                problems.append(
+                    f"schema parameter {name!r} is not in the function's signature "
+                    f"({', '.join(sorted(signature_params)) or 'no parameters'})"
+                )
+    missing = [
+        name for name, sub in props.items()
+        if not (isinstance(sub, dict) and str(sub.get("description") or "").strip())
+    ]
+    notes: list[str] = []
+    for name in missing:
+        message = (
+            f"tool {t.name!r}: parameter {name!r} has no description; document it in the "
+            "docstring's Args section or with Annotated[T, 'description']"
+        )
+        if require_parameter_descriptions:
+            problems.append(message.split(": ", 1)[1])
+        else:
+            notes.append(message)
+    if problems:
+        raise ToolValidationError(t.name, problems)
+    for message in notes:
+        warnings.warn(message, ToolDefinitionWarning, stacklevel=3)
+    return notes
+
+
+# -- from a function -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _InjectedParam:
+    name: str
+    context: bool
+    has_default: bool
+
+
+def _is_context_type(tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _is_context_type(typing.get_args(tp)[0])
+    if origin is typing.Union or type(tp).__name__ == "UnionType":
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return len(args) == 1 and _is_context_type(args[0])
+    return (
+        isinstance(tp, type)
+        and tp.__name__ == "RunContext"
+        and tp.__module__.startswith("jianmu.runtime")
+    )
+
+
+def _is_injected(tp: Any) -> bool:
+    if typing.get_origin(tp) is Annotated and any(
+        m is INJECTED for m in getattr(tp, "__metadata__", ())
+    ):
+        return True
+    return _is_context_type(tp)
+
+
+def _merge_field(base: FieldInfo, **overrides: Any) -> FieldInfo:
+    merged = {**getattr(base, "_attributes_set", {}), **overrides}
+    return Field(**merged)  # type: ignore[no-any-return]
+
+
+class FunctionSchema:
+    """The schema, validator and call adapter for one function."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        model: type[BaseModel],
+        fields: tuple[tuple[str, str], ...],
+        injected: tuple[_InjectedParam, ...],
+        positional: tuple[str, ...],
+        signature_names: frozenset[str] | None,
+        is_async: bool,
+        return_annotation: Any,
+        returns_doc: str,
+        param_descriptions: dict[str, str],
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+        self.model = model
+        self.param_descriptions = param_descriptions
+        self.signature_names = signature_names
+        self.is_async = is_async
+        self._fields = fields
+        self._injected = injected
+        self._positional = positional
+        self._return = return_annotation
+        self._returns_doc = returns_doc
+        self._output: dict[str, Any] | None = None
+        props: dict[str, Any] = parameters.get("properties", {})
+        required = set(parameters.get("required", ()))
+        self._props = props
+        self._allowed = [f"{k}{' (required)' if k in required else ''}" for k in props]
+        self._decode_json = frozenset(
+            k for k, sub in props.items()
+            if (t := schema_types(sub, parameters)) & {"array", "object"}
+            and not t & {"string", "any"}
+        )
+        self._null_means_default = frozenset(
+            k for k, sub in props.items()
+            if k not in required and "null" not in schema_types(sub, parameters)
+            and "any" not in schema_types(sub, parameters)
+        )
+
+    @property
+    def output_schema(self) -> dict[str, Any]:
+        """JSON Schema of the return annotation (computed on first use)."""
+        if self._output is None:
+            self._output = _output_schema(self._return, self._returns_doc)
+        return self._output
+
+    @property
+    def injected_names(self) -> tuple[str, ...]:
+        """Names of the injected parameters."""
+        return tuple(p.name for p in self._injected)
+
+    def validate(self, tool: str, args: Any) -> dict[str, Any]:
+        """Validate the model's arguments with the signature's pydantic model (lax mode).
+
+        Raises:
+            ToolInputError: listing every problem and the allowed arguments.
+        """
+        args = decode_container(args)
+        if not isinstance(args, dict):
+            raise input_error(
+                tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"],
+                self._allowed,
+            )
+        problems: list[str] = []
+        data: dict[str, Any] = {}
+        for key, value in args.items():
+            if key not in self._props:
+                problems.append(f"unknown argument {key!r}")
+                continue
+            if value is None and key in self._null_means_default:
+                continue
+            if key in self._decode_json and isinstance(value, str):
+                # Models often send a JSON string for a list or object; never for str params.
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    pass  # pydantic reports the wrong type below
+            if isinstance(value, (dict, list)):
+                value = drop_default_nulls(value, self._props[key], self.parameters)
+            data[key] = value
+        try:
+            instance = self.model.model_validate(data)
+        except ValidationError as exc:
+            problems += [_format_error(e) for e in exc.errors(include_url=False)]
+            raise input_error(tool, problems, self._allowed) from None
+        if problems:
+            raise input_error(tool, problems, self._allowed)
+        return {real: getattr(instance, internal) for internal, real in self._fields}
+
+    def bind(
+        self,
+        tool: str,
+        args: Any,
+        injected: Mapping[str, Any] | None,
+        *,
+        prefer_injected: bool = True,
+    ) -> dict[str, Any]:
+        """Validate ``args`` and fill injected parameters from ``injected``."""
+        args = decode_container(args)
+        if injected and isinstance(args, dict):
+            merged = dict(args)
+            for key, value in injected.items():
+                if key in self._props and (prefer_injected or key not in merged):
+                    merged[key] = value
+            args = merged
+        values = self.validate(tool, args)
+        for param in self._injected:
+            if injected and param.name in injected:
+                values[param.name] = injected[param.name]
+                continue
+            if param.context and injected:
+                found = next((injected[k] for k in _CONTEXT_KEYS if k in injected), None)
+                if found is not None:
+                    values[param.name] = found
+                    continue
+            if not param.has_default:
+                raise ToolExecutionError(
+                    f"tool {tool!r} needs the injected value {param.name!r}; the caller must "
+                    f"pass it in injected={{{param.name!r}: ...}}"
+                    + (" (or the run context as 'ctx')" if param.context else "")
+                )
+        return values
+
+    def unwrap_input(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Map a wrapped ``{"input": v}`` call onto the function's first parameter."""
+        names = [internal for internal, _ in self._fields]
+        first = self._fields[0][1] if names else "input"
+        out = {k: v for k, v in args.items() if k != "input"}
+        out[first] = args["input"]
+        return out
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call ``fn``, passing positional-only parameters by position."""
+        if self._positional:
+            kwargs = dict(kwargs)
+            pos = [kwargs.pop(n) for n in self._positional if n in kwargs]
+            return fn(*pos, *args, **kwargs)
+        return fn(*args, **kwargs)
+
+
+def _format_error(err: Mapping[str, Any]) -> str:
+    loc = err.get("loc") or ()
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    if err.get("type") == "missing":
+        return f"missing required argument {path!r}"
+    value = repr(err.get("input"))
+    if len(value) > 80:
+        value = value[:77] + "..."
+    return f"{path or 'arguments'}: {err.get('msg')} (got {value})"
+
+
+def _output_schema(annotation: Any, doc: str) -> dict[str, Any]:
+    if annotation is inspect.Signature.empty:
+        schema: dict[str, Any] = {}
+    elif annotation is None or annotation is type(None):
+        schema = {"type": "null"}
+    else:
+        try:
+            schema = strip_titles(TypeAdapter(annotation).json_schema())
+        except Exception:  # any type pydantic cannot describe: say nothing rather than fail
+            schema = {}
+    if doc and "description" not in schema:
+        schema["description"] = doc
+    return schema
+
+
+def _resolve_hints(
+    fn: Callable[..., Any], sig: inspect.Signature, localns: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Resolved annotations, plus the raw strings of those that could not be resolved."""
+    target = inspect.unwrap(getattr(fn, "__func__", fn))
+    globalns = getattr(target, "__globals__", {})
+    try:
+        return typing.get_type_hints(target, globalns, dict(localns or {}),
+                                     include_extras=True), {}
+    except Exception:  # one bad annotation: resolve the others one by one below
+        pass
+    hints: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    items = [(p.name, p.annotation) for p in sig.parameters.values()]
+    items.append(("return", sig.return_annotation))
+    for pname, ann in items:
+        if isinstance(ann, str):
+            try:
+                hints[pname] = eval(ann, dict(globalns), dict(localns or {}))
+            except Exception:
+                failed[pname] = ann
+        elif ann is not inspect.Signature.empty:
+            hints[pname] = ann
+    return hints, failed
+
+
+def function_schema(
+    fn: Callable[..., Any],
+    *,
+    docstring_format: str = "auto",
+    namespace: Mapping[str, Any] | None = None,
+) -> FunctionSchema:
+    """Build the schema and validator of ``fn`` from its signature and docstring.
+
+    Raises:
+        ToolValidationError: the signature cannot be described (``*args``, an annotation that
+            cannot be resolved, a type pydantic cannot handle).
+    """
+    target: Callable[..., Any] = fn
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)) and not isinstance(
+        fn, functools.partial
+    ) and callable(fn) and not inspect.isbuiltin(fn) and not isinstance(fn, type):
+        target = fn.__call__  # type: ignore[operator]  # a callable object: its __call__
+    raw_name = getattr(inspect.unwrap(getattr(target, "__func__", target)), "__name__", None)
+    name = raw_name if raw_name and raw_name != "__call__" else type(fn).__name__
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError) as exc:
+        raise ToolValidationError(str(name), [f"cannot read the signature: {exc}"]) from None
+    hints, failed = _resolve_hints(target, sig, namespace)
+    doc = parse_docstring(inspect.getdoc(inspect.unwrap(getattr(target, "__func__", target))),
+                          docstring_format)
+    problems: list[str] = []
+    fields: dict[str, Any] = {}
+    field_map: list[tuple[str, str]] = []
+    injected: list[_InjectedParam] = []
+    positional: list[str] = []
+    var_kw = False
+    for index, param in enumerate(sig.parameters.values()):
+        pname = param.name
+        if param.kind is param.VAR_POSITIONAL:
+            problems.append(f"*{pname} is not supported; take a list parameter instead")
+            continue
+        if param.kind is param.VAR_KEYWORD:
+            var_kw = True
+            continue
+        if index == 0 and pname in ("self", "cls") and not inspect.ismethod(target):
+            continue
+        has_default = param.default is not inspect.Parameter.empty
+        if pname in failed:
+            raw = failed[pname]
+            if _INJECTED_STR.match(raw) or _CONTEXT_STR.match(raw):
+                injected.append(_InjectedParam(pname, "RunContext" in raw, has_default))
+                continue
+            problems.append(
+                f"cannot resolve the annotation {raw!r} of parameter {pname!r}; import the "
+                "type where the function is defined"
+            )
+            continue
+        annotation = hints.get(pname, inspect.Parameter.empty)
+        if annotation is not inspect.Parameter.empty and _is_injected(annotation):
+            injected.append(_InjectedParam(pname, _is_context_type(annotation), has_default))
+            continue
+        if param.kind is param.POSITIONAL_ONLY:
+            positional.append(pname)
+        if annotation is inspect.Parameter.empty:
+            # Seed 001: an unannotated parameter is a string, unless its default says more.
+            default_type = type(param.default) if has_default and param.default is not None \
+                and not isinstance(param.default, FieldInfo) else str
+            annotation = default_type
+        annotated_doc: str | None = None
+        field_desc: str | None = None
+        if typing.get_origin(annotation) is Annotated:
+            base, *meta = typing.get_args(annotation)
+            strings = [m for m in meta if isinstance(m, str)]
+            kept = [m for m in meta if not isinstance(m, str)]
+            annotated_doc = strings[-1] if strings else None
+            field_desc = next(
+                (m.description for m in reversed(kept) if isinstance(m, FieldInfo)
+                 and m.description), None,
+            )
+            annotation = Annotated[(base, *kept)] if kept else base  # type: ignore[valid-type]
+        overrides: dict[str, Any] = {}
+        default_info = param.default if isinstance(param.default, FieldInfo) else None
+        if default_info is not None and default_info.description:
+            field_desc = default_info.description
+        description = field_desc or annotated_doc or doc.params.get(pname) or None
+        if description and not field_desc:
+            overrides["description"] = description
+        safe = not pname.startswith("_") and not hasattr(BaseModel, pname)
+        internal = pname if safe else f"p{index}_{pname.lstrip('_')}"
+        if not safe:
+            overrides["alias"] = pname
+        if default_info is not None:
+            info = _merge_field(default_info, **overrides)
+        elif has_default:
+            info = Field(param.default, **overrides)
+        else:
+            info = Field(**overrides)
+        fields[internal] = (annotation, info)
+        field_map.append((internal, pname))
+    if problems:
+        raise ToolValidationError(str(name), problems)
+    try:
+        model = create_model(f"{name}_arguments", __config__=_CONFIG, **fields)
+        parameters = strip_titles(model.model_json_schema(by_alias=True))
+    except Exception as exc:  # pydantic's schema errors name the type; pass them on
+        raise ToolValidationError(
+            str(name), [f"cannot build a schema from the signature: {exc}"]
+        ) from None
+    parameters.setdefault("properties", {})
+    parameters.pop("description", None)
+    names = None if var_kw else frozenset(p for _, p in field_map) | {
+        p.name for p in injected
+    }
+    unwrapped = inspect.unwrap(getattr(target, "__func__", target))
+    return FunctionSchema(
+        name=str(name),
+        description=doc.description,
+        parameters=parameters,
+        model=model,
+        fields=tuple(field_map),
+        injected=tuple(injected),
+        positional=tuple(positional),
+        signature_names=names,
+        is_async=inspect.iscoroutinefunction(unwrapped) or inspect.iscoroutinefunction(target),
+        return_annotation=hints.get("return", sig.return_annotation),
+        returns_doc=doc.returns,
+        param_descriptions=dict(doc.params),
+    )

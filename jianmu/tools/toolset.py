@@ -1,0 +1,283 @@
+"""`ToolSet`: an immutable, ordered set of tools from any source, with one way to run them.
+
+Every factory and method returns a new `ToolSet`. Names are looked up case-insensitively in
+O(1); the last registration of a name wins but keeps the position of the first. Schemas are
+computed once per `ToolSet`.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from jianmu.errors import ToolError, ToolNotFoundError
+from jianmu.tools.base import Tool
+from jianmu.tools.calls import ToolResult
+
+if TYPE_CHECKING:
+    from jianmu.tools.providers import BuiltinToolProvider, ToolProvider
+
+__all__ = ("ToolSet",)
+
+
+def _key(name: str) -> str:
+    return name.strip().casefold()
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc)
+    if isinstance(exc, ToolError) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class ToolSet:
+    """An immutable collection of tools with lookup, export and execution."""
+
+    __slots__ = ("__weakref__", "_cache", "_index")
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        index: dict[str, Tool] = {}
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise TypeError(
+                    f"ToolSet holds Tool instances, got {t!r}; wrap functions with @tool"
+                )
+            index[_key(t.name)] = t
+        self._index = index
+        self._cache: dict[Any, Any] = {}
+
+    # -- factories ------------------------------------------------------------------------
+
+    @classmethod
+    def from_tools(cls, tools: Iterable[Tool]) -> ToolSet:
+        """A set of the given tool instances (last one of a name wins)."""
+        return cls(tools)
+
+    @classmethod
+    def resolve(
+        cls,
+        names: Iterable[str] = (),
+        custom: Iterable[Tool] | None = None,
+        *,
+        strict: bool = False,
+        provider: BuiltinToolProvider | None = None,
+    ) -> ToolSet:
+        """Built-in tools by name, plus ``custom`` tools (which win over built-ins of a name).
+
+        A built-in that cannot be loaded is skipped with a `ToolUnavailableWarning` naming the
+        missing extra; ``strict=True`` raises instead.
+        """
+        from jianmu.tools.providers import BuiltinToolProvider
+
+        source = provider if provider is not None else BuiltinToolProvider.default()
+        custom_list = list(custom or ())
+        named = source.resolve_named_tools(list(names), custom_list, strict=strict)
+        return cls([*named, *custom_list]) if custom_list else cls(named)
+
+    @classmethod
+    async def from_providers(cls, providers: Iterable[ToolProvider], **kwargs: Any) -> ToolSet:
+        """Initialise each provider and gather its tools (providers stay open)."""
+        tools: list[Tool] = []
+        for provider in providers:
+            await provider.initialize()
+            tools.extend(provider.get_tools(**kwargs))
+        return cls(tools)
+
+    @staticmethod
+    def list_builtin_names() -> list[str]:
+        """Names of the built-in tools that `resolve` knows."""
+        from jianmu.tools.providers import BuiltinToolProvider
+
+        return BuiltinToolProvider.default().list_builtin_names()
+
+    def merge(self, *others: ToolSet | Iterable[Tool]) -> ToolSet:
+        """A new set with the tools of ``others`` added; later ones win."""
+        tools = list(self._index.values())
+        for other in others:
+            tools.extend(other)
+        return ToolSet(tools)
+
+    def with_tools(self, tools: Iterable[Tool]) -> ToolSet:
+        """A new set with ``tools`` added or replacing tools of the same name."""
+        return ToolSet([*self._index.values(), *tools])
+
+    # -- lookup ---------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools, in insertion order."""
+        return tuple(self._index.values())
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name`` (case-insensitive), or ``None``."""
+        return self._index.get(_key(name)) if isinstance(name, str) else None
+
+    def __getitem__(self, name: str) -> Tool:
+        found = self.get(name)
+        if found is None:
+            raise ToolNotFoundError(
+                f"no tool named {name!r}; known tools: {', '.join(self.names()) or 'none'}"
+            )
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and _key(name) in self._index
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._index.values())
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __bool__(self) -> bool:
+        return bool(self._index)
+
+    def __repr__(self) -> str:
+        return f"ToolSet({self.names()!r})"
+
+    def names(self) -> list[str]:
+        """Tool names in insertion order."""
+        return [t.name for t in self._index.values()]
+
+    def describe(self) -> str:
+        """A bullet list ``- name: first line of the description`` for prompts."""
+        lines = []
+        for t in self._index.values():
+            text = t.get_description().strip().splitlines()
+            lines.append(f"- {t.name}: {text[0] if text else ''}".rstrip(": ").rstrip())
+        return "\n".join(lines)
+
+    def is_parallel_safe(self, names: Iterable[str] | None = None) -> bool:
+        """Whether every named tool (default: all) is parallel-safe; unknown names are not."""
+        chosen = self.names() if names is None else list(names)
+        for name in chosen:
+            found = self.get(name)
+            if found is None or not found.parallel_safe:
+                return False
+        return True
+
+    # -- lifecycle and selection (seed 002) -----------------------------------------------
+
+    def deprecate(self, name: str, reason: str = "") -> ToolSet:
+        """A new set where ``name`` is marked deprecated (kept, but left out of schemas).
+
+        Raises:
+            ToolNotFoundError: no tool of that name.
+        """
+        original = self[name]
+        marked = copy.copy(original)
+        marked.__dict__.pop("_jm_params", None)
+        marked.deprecated = True
+        marked.metadata = {**dict(original.metadata), "deprecation_reason": reason}
+        return ToolSet(marked if t is original else t for t in self._index.values())
+
+    def remove(self, name: str) -> ToolSet:
+        """A new set without ``name``.
+
+        Raises:
+            ToolNotFoundError: no tool of that name.
+        """
+        gone = self[name]
+        return ToolSet(t for t in self._index.values() if t is not gone)
+
+    def active(self) -> ToolSet:
+        """The tools that are not deprecated."""
+        return ToolSet(t for t in self._index.values() if not t.deprecated)
+
+    def by_category(self, category: str) -> ToolSet:
+        """Active tools of ``category`` (read, write, execute, communicate, dangerous)."""
+        wanted = getattr(category, "value", category)
+        return ToolSet(
+            t for t in self._index.values() if t.category == wanted and not t.deprecated
+        )
+
+    def by_tag(self, tag: str) -> ToolSet:
+        """Active tools carrying ``tag``."""
+        return ToolSet(t for t in self._index.values() if tag in t.tags and not t.deprecated)
+
+    # -- export ---------------------------------------------------------------------------
+
+    def _chosen(self, include_deprecated: bool) -> list[Tool]:
+        return [t for t in self._index.values() if include_deprecated or not t.deprecated]
+
+    def _cached(self, key: Any, build: Any) -> list[dict[str, Any]]:
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = build()
+        return list(found)
+
+    def schemas(self, include_deprecated: bool = False) -> list[dict[str, Any]]:
+        """``to_schema()`` of each active tool (all with ``include_deprecated``); cached."""
+        return self._cached(
+            ("schema", include_deprecated),
+            lambda: [t.to_schema() for t in self._chosen(include_deprecated)],
+        )
+
+    def specs(self, include_deprecated: bool = False) -> list[dict[str, Any]]:
+        """``spec()`` of each active tool; cached."""
+        return self._cached(
+            ("spec", include_deprecated),
+            lambda: [t.spec() for t in self._chosen(include_deprecated)],
+        )
+
+    def to_openai(self, strict: bool = False, include_deprecated: bool = False) -> list[
+        dict[str, Any]
+    ]:
+        """OpenAI tool definitions of the active tools; cached."""
+        return self._cached(
+            ("openai", strict, include_deprecated),
+            lambda: [t.to_openai(strict=strict) for t in self._chosen(include_deprecated)],
+        )
+
+    def to_anthropic(self, include_deprecated: bool = False) -> list[dict[str, Any]]:
+        """Anthropic tool definitions of the active tools; cached."""
+        return self._cached(
+            ("anthropic", include_deprecated),
+            lambda: [t.to_anthropic() for t in self._chosen(include_deprecated)],
+        )
+
+    def to_mcp(self, include_deprecated: bool = False) -> list[dict[str, Any]]:
+        """MCP tool definitions of the active tools; cached."""
+        return self._cached(
+            ("mcp", include_deprecated),
+            lambda: [t.to_mcp() for t in self._chosen(include_deprecated)],
+        )
+
+    # -- execution ------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        name: str,
+        args: Any = None,
+        injected: Mapping[str, Any] | None = None,
+        runner: Any = None,
+        *,
+        call_id: str | None = None,
+        prefer_injected: bool = True,
+    ) -> ToolResult:
+        """Run ``name`` and return a `ToolResult`; never raises for the tool's failures.
+
+        An unknown name, bad arguments, a timeout or any exception from the tool becomes
+        ``ok=False`` with the reason; output is cut to the tool's ``max_result_length``.
+        """
+        found = self.get(name)
+        if found is None:
+            known = ", ".join(self.names()) or "none"
+            return ToolResult(
+                tool=str(name), ok=False, call_id=call_id, duration_ms=0.0,
+                error=f"unknown tool {name!r}; known tools: {known}",
+            )
+        start = time.perf_counter()
+        try:
+            raw = await found.execute(args, injected, runner, prefer_injected)
+        except Exception as exc:  # the agent loop sees an observation, never a crash
+            return ToolResult(
+                tool=found.name, ok=False, error=_error_text(exc), call_id=call_id,
+                duration_ms=(time.perf_counter() - start) * 1000,
+            )
+        elapsed = (time.perf_counter() - start) * 1000
+        result = ToolResult.from_raw(found.name, raw, call_id=call_id, duration_ms=elapsed)
+        return result.truncate(found.max_result_length)

@@ -1,0 +1,308 @@
+"""Tests for jianmu/llm/messages.py: validation and OpenAI / Anthropic / JSON round trips."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from jianmu.llm.messages import (
+    Message,
+    coerce_messages,
+    messages_from_anthropic,
+    messages_from_openai,
+    messages_to_anthropic,
+    messages_to_openai,
+)
+from jianmu.tools.calls import ToolCall, ToolResult
+
+# -- strategies --------------------------------------------------------------------------------
+
+
+def _not_json(text: str) -> bool:
+    try:
+        json.loads(text.strip())
+    except ValueError:
+        return bool(text.strip())
+    return False
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+_arguments = st.dictionaries(st.text(max_size=8), _json_values, max_size=4) | st.text(
+    min_size=1, max_size=10
+).filter(_not_json)
+_names = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True)
+_texts = st.text(max_size=30)
+
+
+@st.composite
+def conversations(draw: Any, *, speaker_names: bool = True) -> list[Message]:
+    """A valid history: optional system prompt, then user / assistant / tool-result turns."""
+    messages: list[Message] = []
+    if draw(st.booleans()):
+        messages.append(Message.system(draw(_texts)))
+    next_id = 0
+    for _ in range(draw(st.integers(0, 4))):
+        name = draw(st.none() | _names) if speaker_names else None
+        messages.append(Message.user(draw(_texts), name=name))
+        calls = []
+        for _ in range(draw(st.integers(0, 3))):
+            next_id += 1
+            calls.append(
+                ToolCall(name=draw(_names), arguments=draw(_arguments), id=f"call_{next_id}")
+            )
+        content = draw(st.none() | st.text(min_size=1, max_size=30))
+        messages.append(Message.assistant(content, tool_calls=calls))
+        for call in calls:
+            messages.append(Message.tool(draw(_texts), tool_call_id=call.id, name=call.name))
+    return messages
+
+
+# -- round trips -------------------------------------------------------------------------------
+
+
+@settings(deadline=None)
+@given(conversations())
+def test_openai_round_trip(history: list[Message]) -> None:
+    wire = messages_to_openai(history)
+    json.dumps(wire)  # what goes on the wire is plain JSON
+    assert messages_from_openai(wire) == history
+
+
+@settings(deadline=None)
+@given(conversations(speaker_names=False))
+def test_anthropic_round_trip(history: list[Message]) -> None:
+    system, wire = messages_to_anthropic(history)
+    json.dumps(wire)
+    assert messages_from_anthropic(system, wire) == history
+
+
+@settings(deadline=None)
+@given(conversations())
+def test_json_dump_restores(history: list[Message]) -> None:
+    for message in history:
+        dumped = json.loads(json.dumps(message.model_dump(mode="json")))
+        assert Message.model_validate(dumped) == message
+
+
+@settings(deadline=None)
+@given(conversations(speaker_names=False))
+def test_anthropic_alternates_and_groups_tool_results(history: list[Message]) -> None:
+    _, wire = messages_to_anthropic(history)
+    for previous, current in zip(wire, wire[1:], strict=False):
+        tool_results = isinstance(current["content"], list) and current["content"] and all(
+            b["type"] == "tool_result" for b in current["content"]
+        )
+        if tool_results:  # results always answer the assistant turn right before them
+            assert previous["role"] == "assistant"
+            asked = [b["id"] for b in previous["content"] if b["type"] == "tool_use"]
+            assert [b["tool_use_id"] for b in current["content"]] == asked
+
+
+# -- Anthropic specifics -----------------------------------------------------------------------
+
+
+def test_consecutive_tool_results_become_one_user_message() -> None:
+    history = [
+        Message.system("be brief"),
+        Message.user("weather in Paris and Rome?"),
+        Message.assistant(
+            "Checking both.",
+            tool_calls=[
+                ToolCall(name="weather", arguments={"city": "Paris"}, id="call_1"),
+                ToolCall(name="weather", arguments={"city": "Rome"}, id="call_2"),
+            ],
+        ),
+        Message.tool("18C", tool_call_id="call_1", name="weather"),
+        Message.tool("Error: station offline", tool_call_id="call_2", name="weather"),
+        Message.user("thanks"),
+    ]
+    system, wire = messages_to_anthropic(history)
+    assert system == "be brief"
+    assert wire == [
+        {"role": "user", "content": "weather in Paris and Rome?"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking both."},
+                {"type": "tool_use", "id": "call_1", "name": "weather",
+                 "input": {"city": "Paris"}},
+                {"type": "tool_use", "id": "call_2", "name": "weather",
+                 "input": {"city": "Rome"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": "18C"},
+                {"type": "tool_result", "tool_use_id": "call_2",
+                 "content": "Error: station offline", "is_error": True},
+            ],
+        },
+        {"role": "user", "content": "thanks"},
+    ]
+    assert messages_from_anthropic(system, wire) == history
+
+
+def test_native_anthropic_history_converts() -> None:
+    # Shapes as the Anthropic API returns them: block lists, a system block list, thinking.
+    wire = [
+        {"role": "user", "content": [{"type": "text", "text": "list files"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "use ls", "signature": "x"},
+                {"type": "tool_use", "id": "toolu_01", "name": "LS", "input": {"path": "."}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01",
+                 "content": [{"type": "text", "text": "a.txt"}]},
+                {"type": "text", "text": "and read it"},
+            ],
+        },
+    ]
+    history = messages_from_anthropic([{"type": "text", "text": "sys"}], wire)
+    assert history == [
+        Message.system("sys"),
+        Message.user("list files"),
+        Message.assistant(tool_calls=[ToolCall(name="ls", arguments={"path": "."}, id="toolu_01")]),
+        Message.tool("a.txt", tool_call_id="toolu_01", name="ls"),
+        Message.user("and read it"),
+    ]
+
+
+def test_non_object_arguments_survive_anthropic() -> None:
+    call = ToolCall(name="echo", arguments="not json {", id="c1")
+    _, wire = messages_to_anthropic([Message.assistant(tool_calls=[call])])
+    assert wire[0]["content"][0]["input"] == {"_raw_arguments": "not json {"}
+    assert messages_from_anthropic(None, wire)[0].tool_calls == [call]
+
+
+def test_several_system_messages_join() -> None:
+    system, wire = messages_to_anthropic([Message.system("a"), Message.user("u"),
+                                          Message.system("b")])
+    assert system == "a\n\nb"
+    assert wire == [{"role": "user", "content": "u"}]
+
+
+@pytest.mark.parametrize(
+    ("wire", "fragment"),
+    [
+        ([{"role": "system", "content": "x"}], "role 'system' is not an Anthropic role"),
+        ([{"role": "user", "content": [{"type": "image", "source": {}}]}], "'image'"),
+        ([{"role": "assistant", "content": [{"type": "server_tool_use"}]}], "not supported"),
+        ([{"role": "user", "content": 42}], "content must be a string or a list"),
+    ],
+)
+def test_unconvertible_anthropic_input_is_refused(wire: list[dict], fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        messages_from_anthropic(None, wire)
+
+
+# -- Message validation ------------------------------------------------------------------------
+
+
+def test_content_parts_are_joined() -> None:
+    parts = [{"type": "text", "text": "one"}, "two", {"type": "input_text", "text": "three"}]
+    assert Message(role="user", content=parts).content == "one\ntwo\nthree"
+
+
+def test_image_parts_are_refused_clearly() -> None:
+    with pytest.raises(ValidationError, match="'image_url' is not supported"):
+        Message(role="user", content=[{"type": "image_url", "image_url": {"url": "x"}}])
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"id": "c1", "type": "function", "function": {"name": "Add", "arguments": '{"a": 1}'}},
+        {"type": "tool_use", "id": "c1", "name": "add", "input": {"a": 1}},
+        {"id": "c1", "name": "add", "arguments": {"a": 1}},
+        ToolCall(name="add", arguments={"a": 1}, id="c1"),
+    ],
+)
+def test_tool_calls_accept_every_shape(raw: Any) -> None:
+    message = Message(role="assistant", tool_calls=[raw])
+    assert message.tool_calls == [ToolCall(name="add", arguments={"a": 1}, id="c1")]
+
+
+def test_single_tool_call_dict_is_accepted() -> None:
+    message = Message(role="assistant", tool_calls={"id": "c1", "name": "x"})
+    assert message.tool_calls == [ToolCall(name="x", arguments={}, id="c1")]
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"role": "robot", "content": "x"}, "role"),
+        ({"role": "user", "tool_calls": [{"name": "x"}]}, "only assistant messages"),
+        ({"role": "tool", "content": "x"}, "needs tool_call_id"),
+        ({"role": "user", "content": "x", "tool_call_id": "c1"}, "belongs on tool messages"),
+        ({"role": "user", "content": "x", "colour": "red"}, "colour"),
+        ({"role": "user", "content": 3}, "content"),
+    ],
+)
+def test_bad_messages_say_what_is_wrong(fields: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ValidationError, match=fragment):
+        Message.model_validate(fields)
+
+
+def test_from_openai_ignores_response_only_keys() -> None:
+    message = Message.from_openai(
+        {"role": "assistant", "content": "hi", "refusal": None, "audio": None,
+         "annotations": [], "function_call": None}
+    )
+    assert message == Message.assistant("hi")
+
+
+def test_from_openai_refuses_non_dicts() -> None:
+    with pytest.raises(TypeError, match="expected an OpenAI message dict"):
+        Message.from_openai("hello")  # type: ignore[arg-type]
+
+
+def test_to_openai_shapes() -> None:
+    call = ToolCall(name="add", arguments={"a": 1}, id="c1")
+    assert Message.assistant(tool_calls=[call]).to_openai() == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "add", "arguments": '{"a": 1}'}}],
+    }
+    assert Message.tool("2", tool_call_id="c1", name="add").to_openai() == {
+        "role": "tool", "content": "2", "name": "add", "tool_call_id": "c1",
+    }
+
+
+def test_from_tool_result() -> None:
+    ok = ToolResult(tool="add", ok=True, output={"sum": 3}, call_id="c1")
+    assert Message.from_tool_result(ok) == Message.tool('{"sum": 3}', tool_call_id="c1", name="add")
+    failed = ToolResult(tool="add", ok=False, error="boom", call_id="c2")
+    assert Message.from_tool_result(failed).content == "Error: boom"
+    # The executor's own OpenAI dict converts to the same message.
+    assert Message.from_openai(ok.to_message()) == Message.from_tool_result(ok)
+    with pytest.raises(ValueError, match="has no call_id"):
+        Message.from_tool_result(ToolResult(tool="add", ok=True, output=1))
+
+
+def test_coerce_messages() -> None:
+    history = coerce_messages([Message.user("a"), {"role": "assistant", "content": "b"}])
+    assert history == [Message.user("a"), Message.assistant("b")]
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        coerce_messages(Message.user("a"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        coerce_messages("hello")  # type: ignore[arg-type]

@@ -1,0 +1,257 @@
+"""ReactiveRunner and AsyncNode inside py_trees composites."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import py_trees
+import pytest
+from py_trees.common import ParallelPolicy, Status
+
+from jianmu.errors import InteractionError
+from jianmu.runtime import ApprovalRequest, AsyncNode, ReactiveRunner, RunStatus
+from jianmu.state import StateManager
+
+pytestmark = pytest.mark.anyio
+
+
+class Wait(AsyncNode):
+    """Waits on an event (or forever), recording start, cancel and finally."""
+
+    def __init__(self, name: str, gate: asyncio.Event | None = None, write: bool = True) -> None:
+        super().__init__(name)
+        self.gate = gate
+        self.write = write
+        self.started = asyncio.Event()
+        self.cancelled = False
+        self.finally_ran = False
+
+    async def update_async(self) -> Status:
+        self.started.set()
+        try:
+            if self.gate is None:
+                await asyncio.Event().wait()
+            else:
+                await self.gate.wait()
+            if self.write:
+                self.state.write_port(self.name, "done")
+            return Status.SUCCESS
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        finally:
+            self.finally_ran = True
+
+
+class Flag(py_trees.behaviour.Behaviour):
+    """Succeeds once ``flag["on"]`` is true, fails before."""
+
+    def __init__(self, name: str, flag: dict[str, bool]) -> None:
+        super().__init__(name)
+        self.flag = flag
+
+    def update(self) -> Status:
+        return Status.SUCCESS if self.flag["on"] else Status.FAILURE
+
+
+class Boom(AsyncNode):
+    async def update_async(self) -> Status:
+        raise ValueError("kaboom")
+
+
+async def test_sequence_with_memory_runs_children_in_order() -> None:
+    a, b = asyncio.Event(), asyncio.Event()
+    first, second = Wait("first", a), Wait("second", b)
+    root = py_trees.composites.Sequence("Root", memory=True, children=[first, second])
+    runner = ReactiveRunner(root, StateManager())
+
+    async def drive() -> None:
+        await first.started.wait()
+        assert not second.started.is_set()
+        a.set()
+        await second.started.wait()
+        b.set()
+
+    driver = asyncio.create_task(drive())
+    result = await runner.run(timeout=10)
+    await driver
+    assert result.status is RunStatus.SUCCESS
+    assert runner.state.get("first") == "done" and runner.state.get("second") == "done"
+
+
+async def test_selector_preempts_running_async_node() -> None:
+    flag = {"on": False}
+    slow = Wait("slow")
+    root = py_trees.composites.Selector(
+        "Root", memory=False, children=[Flag("high", flag), slow]
+    )
+    runner = ReactiveRunner(root, StateManager())
+
+    async def flip() -> None:
+        await slow.started.wait()
+        flag["on"] = True
+        runner.wake()
+
+    flipper = asyncio.create_task(flip())
+    result = await runner.run(timeout=10)
+    await flipper
+    assert result.status is RunStatus.SUCCESS
+    assert slow.cancelled and slow.finally_ran
+    assert slow.status is Status.INVALID
+
+
+async def test_parallel_starts_all_children_before_any_finishes() -> None:
+    gate = asyncio.Event()
+    kids = [Wait(f"k{i}", gate) for i in range(3)]
+    root = py_trees.composites.Parallel(
+        "Root", policy=ParallelPolicy.SuccessOnAll(synchronise=True), children=kids
+    )
+    runner = ReactiveRunner(root, StateManager())
+
+    async def release() -> None:
+        for kid in kids:
+            await kid.started.wait()
+        assert not any(runner.state.get(k.name) for k in kids)
+        gate.set()
+
+    releaser = asyncio.create_task(release())
+    result = await runner.run(timeout=10)
+    await releaser
+    assert result.status is RunStatus.SUCCESS
+    assert [runner.state.get(k.name) for k in kids] == ["done"] * 3
+
+
+async def test_exception_in_update_async_is_failure_and_event() -> None:
+    node = Boom("boom")
+    runner = ReactiveRunner(node, StateManager())
+    events = []
+    runner.ctx.events.subscribe("node.failed", events.append)
+    result = await runner.run(timeout=10)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(node.error, ValueError)
+    assert "kaboom" in (result.error or "")
+    assert len(events) == 1 and events[0].node == "boom" and events[0].run_id == runner.run_id
+    assert "ValueError" in events[0].fields["error"]
+
+
+async def test_state_write_from_another_thread_wakes_the_runner() -> None:
+    state = StateManager()
+
+    class WaitForKey(py_trees.behaviour.Behaviour):
+        """A synchronous node: only a wake-up can make the runner tick it again."""
+
+        def update(self) -> Status:
+            return Status.SUCCESS if state.get("go") else Status.RUNNING
+
+    runner = ReactiveRunner(WaitForKey("waiter"), state)
+
+    async def drive() -> None:
+        while runner.ticks < 1:
+            await asyncio.sleep(0)
+        threading.Thread(target=state.write_port, args=("go", True)).start()
+
+    driver = asyncio.create_task(drive())
+    result = await runner.run(timeout=10)
+    await driver
+    assert result.status is RunStatus.SUCCESS
+    assert result.ticks == 2
+
+
+async def test_single_wait_ticks_exactly_twice() -> None:
+    class Sleep(AsyncNode):
+        async def update_async(self) -> Status:
+            await asyncio.sleep(2)
+            return Status.SUCCESS
+
+    result = await ReactiveRunner(Sleep("sleep")).run(timeout=30)
+    assert result.status is RunStatus.SUCCESS
+    assert result.ticks == 2
+
+
+async def test_timeout_cancels_running_tasks() -> None:
+    node = Wait("forever")
+    result = await ReactiveRunner(node).run(timeout=0.2)
+    assert result.status is RunStatus.TIMEOUT
+    assert node.cancelled and node.finally_ran
+
+
+async def test_max_ticks_stops_with_failure() -> None:
+    class Again(AsyncNode):
+        async def update_async(self) -> Status:
+            self.state.write_port("n", (self.state.get("n") or 0) + 1)
+            return Status.RUNNING
+
+    result = await ReactiveRunner(Again("again")).run(max_ticks=5, timeout=10)
+    assert result.status is RunStatus.FAILURE
+    assert result.ticks == 5
+    assert "max_ticks" in (result.error or "")
+
+
+async def test_cancel_from_outside() -> None:
+    node = Wait("forever")
+    runner = ReactiveRunner(node)
+
+    async def stop() -> None:
+        await node.started.wait()
+        runner.cancel()
+
+    stopper = asyncio.create_task(stop())
+    result = await runner.run(timeout=10)
+    await stopper
+    assert result.status is RunStatus.CANCELLED and node.finally_ran
+
+
+class AskOnce(AsyncNode):
+    """Suspends for approval, then records the decision."""
+
+    async def update_async(self) -> Status:
+        decision = self.ctx.interaction.decision("req-1") if self.ctx.interaction else None
+        if decision is None:
+            self.ctx.interaction.suspend(
+                ApprovalRequest(id="req-1", summary="do the thing", node=self.path)
+            )
+            return Status.RUNNING
+        self.state.write_port("decision", "approved" if decision.approved else "rejected")
+        return Status.SUCCESS if decision.approved else Status.FAILURE
+
+
+async def test_suspend_approve_continue() -> None:
+    runner = ReactiveRunner(AskOnce("ask"), StateManager())
+    first = await runner.run(timeout=10)
+    assert first.status is RunStatus.SUSPENDED
+    assert [r.id for r in first.pending] == ["req-1"]
+    again = await runner.run(timeout=10)  # nothing decided: still suspended
+    assert again.status is RunStatus.SUSPENDED and again.ticks == 0
+    runner.approve("req-1")
+    done = await runner.run(timeout=10)
+    assert done.status is RunStatus.SUCCESS
+    assert runner.state.get("decision") == "approved"
+
+
+async def test_suspend_reject() -> None:
+    runner = ReactiveRunner(AskOnce("ask"), StateManager())
+    await runner.run(timeout=10)
+    runner.reject("req-1", "no")
+    done = await runner.run(timeout=10)
+    assert done.status is RunStatus.FAILURE
+    assert runner.state.get("decision") == "rejected"
+
+
+async def test_unknown_request_id_is_refused() -> None:
+    runner = ReactiveRunner(AskOnce("ask"), StateManager())
+    await runner.run(timeout=10)
+    with pytest.raises(InteractionError, match="nope"):
+        runner.approve("nope")
+    runner.approve("req-1")
+    with pytest.raises(InteractionError, match="already decided"):
+        runner.reject("req-1")
+
+
+def test_run_sync_refuses_inside_a_loop() -> None:
+    async def inner() -> None:
+        with pytest.raises(RuntimeError, match="await run"):
+            ReactiveRunner(AskOnce("a")).run_sync()
+
+    asyncio.run(inner())
+    assert ReactiveRunner(Boom("b")).run_sync().status is RunStatus.FAILURE

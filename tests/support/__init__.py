@@ -1,0 +1,1 @@
+"""Helpers shared by tests: a fake OpenAI-compatible server."""

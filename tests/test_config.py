@@ -1,0 +1,97 @@
+"""load_config: search order, env interpolation and each kind of bad config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jianmu.config import AppConfig, load_config
+from jianmu.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path: Path, text: str, name: str = "jianmu.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_defaults_load_with_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JIANMU_CONFIG", raising=False)
+    config = load_config()
+    assert config == AppConfig()
+    assert config.guard.default_policy is None
+
+
+def test_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JIANMU_CONFIG", raising=False)
+    (tmp_path / "configs").mkdir()
+    write(tmp_path, "runtime: {max_iterations: 3}\n", "configs/jianmu.yaml")
+    assert load_config().runtime.max_iterations == 3
+    write(tmp_path, "runtime: {max_iterations: 4}\n")
+    assert load_config().runtime.max_iterations == 4
+    env_file = write(tmp_path, "runtime: {max_iterations: 5}\n", "env.yaml")
+    monkeypatch.setenv("JIANMU_CONFIG", str(env_file))
+    assert load_config().runtime.max_iterations == 5
+    explicit = write(tmp_path, "runtime: {max_iterations: 6}\n", "explicit.yaml")
+    assert load_config(explicit).runtime.max_iterations == 6
+
+
+def test_env_interpolation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_URL", "http://127.0.0.1:9/v1")
+    path = write(tmp_path, "llm:\n  base_url: ${LLM_URL}\n  model: ${MODEL:-tiny}\n")
+    config = load_config(path)
+    assert config.llm.base_url == "http://127.0.0.1:9/v1"
+    assert config.llm.model == "tiny"
+
+
+def test_missing_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_KEY", raising=False)
+    path = write(tmp_path, "llm:\n  provider: openai\n  api_key: ${NO_SUCH_KEY}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert f"{path}:3" in str(info.value) and "NO_SUCH_KEY" in str(info.value)
+    assert "llm.api_key" in str(info.value)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "guard:\n  tool_policy:\n    bash: [confirm\n")
+    with pytest.raises(ConfigError, match=rf"{path}:\d+: YAML syntax error"):
+        load_config(path)
+
+
+def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:
+    path = write(tmp_path, "guard:\n  max_tool_cals: 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    text = str(info.value)
+    assert f"{path}:2" in text and "guard.max_tool_cals" in text
+    assert "did you mean 'max_tool_calls'" in text
+
+
+def test_wrong_type_names_key_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "execution:\n  mode: local\n  timeout_s: soon\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert f"{path}:3" in str(info.value) and "execution.timeout_s" in str(info.value)
+    assert "'soon'" in str(info.value)
+
+
+def test_bad_policy_value(tmp_path: Path) -> None:
+    path = write(tmp_path, "guard:\n  tool_policy:\n    bash: maybe\n")
+    with pytest.raises(ConfigError, match="guard.tool_policy.bash"):
+        load_config(path)
+
+
+def test_missing_explicit_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_shipped_config_loads() -> None:
+    config = load_config(REPO / "configs" / "jianmu.yaml")
+    assert config.source is not None

@@ -1,0 +1,154 @@
+"""StateManager: reducers, atomic updates, namespaces, snapshots, subscriptions."""
+
+from __future__ import annotations
+
+import json
+import operator
+import threading
+from typing import Annotated
+
+import pytest
+from pydantic import BaseModel, Field
+
+from jianmu.errors import StateValidationError
+from jianmu.state import StateManager, merge_counts
+
+
+class Item(BaseModel):
+    role: str
+    content: str
+
+
+class S(BaseModel):
+    messages: Annotated[list[Item], operator.add] = Field(default_factory=list)
+    count: int = 0
+    effects: Annotated[dict[str, int], merge_counts] = Field(default_factory=dict)
+    note: str | None = None
+
+
+def test_reducers_append_and_merge() -> None:
+    state = StateManager(S)
+    state.append_port_messages({"role": "user", "content": "hi"})
+    state.append_port_messages([Item(role="assistant", content="yo")])
+    state.update({"effects": {"http": 1}})
+    state.update({"effects": {"http": 2, "file_write": 1}})
+    assert [m.content for m in state.get("messages")] == ["hi", "yo"]
+    assert isinstance(state.get("messages")[0], Item)
+    assert state.get("effects") == {"http": 3, "file_write": 1}
+    state.replace({"effects": {}})
+    assert state.get("effects") == {}
+
+
+def test_any_two_argument_callable_is_a_reducer() -> None:
+    class M(BaseModel):
+        best: Annotated[int, max] = 0
+
+    state = StateManager(M)
+    for value in (3, 1, 7, 2):
+        state.write_port("best", value)
+    assert state.get("best") == 7
+
+
+def test_update_is_atomic() -> None:
+    state = StateManager(S, {"count": 1, "note": "keep"})
+    with pytest.raises(StateValidationError) as info:
+        state.update({"note": "changed", "count": "many"})
+    message = str(info.value)
+    assert "'count'" in message and "str" in message and "int" in message
+    assert state.get("note") == "keep" and state.get("count") == 1
+    with pytest.raises(StateValidationError, match="not a field"):
+        state.update({"nope": 1})
+
+
+def test_append_validates_only_new_items_and_reports_bad_ones() -> None:
+    state = StateManager(S)
+    with pytest.raises(StateValidationError, match="messages"):
+        state.append_port_messages([{"role": "user"}])
+    assert state.get("messages") == []
+
+
+def test_lax_validation_coerces() -> None:
+    state = StateManager(S)
+    state.write_port("count", "3")
+    assert state.get("count") == 3
+
+
+def test_free_form_state_accepts_json_values_only() -> None:
+    state = StateManager()
+    state.update({"a": {"b": [1, 2]}, "c": None})
+    state.append_port_messages({"role": "user", "content": "x"})
+    assert state.get("a") == {"b": [1, 2]} and state.get("missing", 5) == 5
+    with pytest.raises(StateValidationError, match="JSON"):
+        state.write_port("bad", object())
+    assert "bad" not in state.to_dict()
+
+
+def test_namespaces_are_isolated_and_clearable() -> None:
+    state = StateManager(S)
+    a = state.scope("skill_runtime.Research_2_1_0")
+    b = state.scope("skill_runtime.Research_2_1_1")
+    a.write_port("count", 5)
+    a.append_port_messages({"role": "user", "content": "in a"})
+    assert b.get("count") == 0 and b.get("messages") == []
+    assert state.get("count") == 0
+    assert a.scope("inner").namespace == "skill_runtime.Research_2_1_0.inner"
+    a.scope("inner").write_port("count", 9)
+    assert state.namespaces() == [
+        "skill_runtime.Research_2_1_0",
+        "skill_runtime.Research_2_1_0.inner",
+    ]
+    state.clear_namespace("skill_runtime.Research_2_1_0")
+    assert state.namespaces() == []
+    assert a.get("count") == 0  # a cleared namespace reads as defaults
+
+
+def test_snapshot_restore_round_trip() -> None:
+    state = StateManager(S)
+    state.append_port_messages({"role": "user", "content": "hello"})
+    state.update({"count": 2, "effects": {"http": 1}})
+    state.scope("ns.one").update({"note": "scoped"})
+    snap = state.snapshot()
+    text = json.dumps(snap)
+    other = StateManager(S)
+    other.restore(json.loads(text))
+    assert other.snapshot() == snap
+    assert isinstance(other.get("messages")[0], Item)
+    assert other.scope("ns.one").get("note") == "scoped"
+    with pytest.raises(StateValidationError):
+        other.restore({"version": 1, "root": {"count": "x"}})
+    assert other.get("count") == 2  # a failed restore changes nothing
+
+
+def test_subscribe_and_unsubscribe() -> None:
+    state = StateManager(S)
+    seen: list[frozenset[str]] = []
+    unsubscribe = state.subscribe(seen.append)
+    state.update({"count": 1, "note": "x"})
+    state.scope("ns").write_port("count", 2)
+    with pytest.raises(StateValidationError):
+        state.update({"count": "bad"})
+    unsubscribe()
+    state.write_port("count", 3)
+    assert seen == [frozenset({"count", "note"}), frozenset({"ns/count"})]
+
+
+def test_updates_from_many_threads() -> None:
+    state = StateManager(S)
+
+    def work() -> None:
+        for _ in range(200):
+            state.append_port_messages({"role": "user", "content": "x"})
+            state.update({"effects": {"n": 1}})
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(state.get("messages")) == 800
+    assert state.get("effects") == {"n": 800}
+
+
+def test_initial_values_are_validated() -> None:
+    with pytest.raises(StateValidationError):
+        StateManager(S, {"count": "x"})
