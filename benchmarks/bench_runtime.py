@@ -107,7 +107,8 @@ def main() -> None:
     large = min(append_cost(10_000) for _ in range(5))
     idle = idle_cpu()
     rows = [
-        ("tick, 100 leaves", f"raw py_trees {raw * 1e6:.0f} µs", f"ReactiveRunner {ours * 1e6:.0f} µs",
+        ("tick, 100 leaves", f"raw py_trees {raw * 1e6:.0f} µs",
+         f"ReactiveRunner {ours * 1e6:.0f} µs",
          f"{ours / raw:.3f}x", "<= 1.10x", verdict(ours / raw <= 1.10)),
         ("append message", f"at 100: {small * 1e6:.1f} µs", f"at 10,000: {large * 1e6:.1f} µs",
          f"{large / small:.2f}x", "<= 1.5x", verdict(large / small <= 1.5)),

@@ -35,7 +35,8 @@ class Shout(AsyncNode):
 
 def build_tree() -> py_trees.behaviour.Behaviour:
     """A Sequence of the two nodes; the runner resumes it where it left off."""
-    return py_trees.composites.Sequence("Hello", memory=True, children=[Fetch("fetch"), Shout("shout")])
+    children = [Fetch("fetch"), Shout("shout")]
+    return py_trees.composites.Sequence("Hello", memory=True, children=children)
 
 
 async def main() -> None:

@@ -197,7 +197,10 @@ def _explain(error: Any, where: str, lines: dict[tuple[Any, ...], int]) -> str:
         hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(known)}"
         return f"{where}:{line}: {_dotted(loc)}: unknown key{hint}"
     got = error.get("input")
-    return f"{where}:{line}: {_dotted(loc)}: {error['msg']} (got {got!r} of type {type(got).__name__})"
+    return (
+        f"{where}:{line}: {_dotted(loc)}: {error['msg']} "
+        f"(got {got!r} of type {type(got).__name__})"
+    )
 
 
 def _find_config(path: str | os.PathLike[str] | None) -> Path | None:

@@ -75,7 +75,7 @@ def _compile_fields(schema: type[BaseModel]) -> dict[str, _Field]:
             item_adapter = TypeAdapter(list[item])  # type: ignore[valid-type]
         fields[name] = _Field(
             name=name,
-            adapter=TypeAdapter(Annotated[annotation, info]),
+            adapter=TypeAdapter(Annotated[annotation, info]),  # type: ignore[arg-type]
             reducer=reducer,
             item_adapter=item_adapter,
             expected=_describe(annotation),

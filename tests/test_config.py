@@ -83,7 +83,7 @@ def test_wrong_type_names_key_and_line(tmp_path: Path) -> None:
 
 def test_bad_policy_value(tmp_path: Path) -> None:
     path = write(tmp_path, "guard:\n  tool_policy:\n    bash: maybe\n")
-    with pytest.raises(ConfigError, match="guard.tool_policy.bash"):
+    with pytest.raises(ConfigError, match=r"guard\.tool_policy\.bash"):
         load_config(path)
 
 

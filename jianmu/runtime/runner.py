@@ -33,7 +33,7 @@ __all__ = ("ReactiveRunner", "RunResult", "RunStatus")
 _CHECKPOINT_VERSION = 1
 
 
-class RunStatus(str, enum.Enum):
+class RunStatus(enum.StrEnum):
     """How a call to `ReactiveRunner.run` ended."""
 
     SUCCESS = "success"

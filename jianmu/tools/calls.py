@@ -62,7 +62,8 @@ class ToolCall:
             return data
         if not isinstance(data, dict):
             return cls(name="", arguments=data)
-        body = data.get("function") if isinstance(data.get("function"), dict) else data
+        function = data.get("function")
+        body: dict[str, Any] = function if isinstance(function, dict) else data
         name = body.get("name", data.get("tool", data.get("tool_name", "")))
         if not isinstance(name, str):
             name = "" if name is None else json.dumps(name, default=str)

@@ -85,7 +85,8 @@ async def test_restore_refuses_a_different_tree(tmp_path: Path) -> None:
 
 async def test_checkpoint_every_n_ticks() -> None:
     store = SQLiteCheckpointer(":memory:")
-    root = py_trees.composites.Sequence("Root", memory=True, children=[Count(f"c{i}") for i in range(4)])
+    children = [Count(f"c{i}") for i in range(4)]
+    root = py_trees.composites.Sequence("Root", memory=True, children=children)
     runner = ReactiveRunner(root, checkpointer=store, checkpoint_every=1)
     result = await runner.run(timeout=10)
     assert result.status is RunStatus.SUCCESS
