@@ -1,0 +1,31 @@
+"""Where tools run: `ToolRunner`, the `Sandbox` protocol and its implementations.
+
+`DockerSandbox` needs the ``docker`` extra only when it is used; importing this package does
+not import docker-py.
+"""
+
+from __future__ import annotations
+
+from jianmu.execution.docker_sandbox import DEFAULT_IMAGE, DockerSandbox
+from jianmu.execution.fake_sandbox import ExecCall, FakeSandbox
+from jianmu.execution.image import build_image, image_exists
+from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
+from jianmu.execution.runner import ToolRunner
+from jianmu.execution.sandbox import ExecResult, Sandbox
+from jianmu.execution.workspace import current_workspace, use_workspace
+
+__all__ = (
+    "DEFAULT_IMAGE",
+    "DockerSandbox",
+    "ExecCall",
+    "ExecResult",
+    "FakeSandbox",
+    "LocalSandbox",
+    "Sandbox",
+    "ToolRunner",
+    "build_image",
+    "bwrap_available",
+    "current_workspace",
+    "image_exists",
+    "use_workspace",
+)

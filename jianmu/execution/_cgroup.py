@@ -16,11 +16,18 @@ import signal
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from jianmu.errors import SandboxError
 
-__all__ = ("CgroupSupport", "CommandCgroup", "cgroup_support", "create_cgroup", "sweep_stale_cgroups")
+__all__ = (
+    "CgroupSupport",
+    "CommandCgroup",
+    "cgroup_support",
+    "create_cgroup",
+    "sweep_stale_cgroups",
+)
 
 _ROOT = Path("/sys/fs/cgroup")
 _PREFIX = "jianmu-"
@@ -68,15 +75,10 @@ def _writable_parent(candidates: list[Path]) -> Path | None:
     return None
 
 
-_SUPPORT: CgroupSupport | None | bool = False  # False: not probed yet
-
-
+@cache
 def cgroup_support() -> CgroupSupport | None:
     """Probe once which controllers are writable here; ``None`` when none is."""
-    global _SUPPORT
-    if _SUPPORT is False:
-        _SUPPORT = _probe()
-    return _SUPPORT  # type: ignore[return-value]
+    return _probe()
 
 
 def _probe() -> CgroupSupport | None:

@@ -218,7 +218,9 @@ class LocalSandbox:
         assert self._tmp is not None
         workdir = self.workspace / rel
         if not workdir.is_dir():
-            raise ValueError(f"cwd {cwd!r} is not a folder in the workspace {str(self.workspace)!r}")
+            raise ValueError(
+                f"cwd {cwd!r} is not a folder in the workspace {str(self.workspace)!r}"
+            )
         data = stdin.encode() if isinstance(stdin, str) else stdin
         spawn = self._spawn_args(argv, workdir, env, timeout)
         state: dict[str, Any] = {}

@@ -72,9 +72,9 @@ class ToolPolicyChecker:
     Resolution for a call of tool ``t``:
 
     1. no such tool → DENY; ``admin_only`` and no ``admin`` in the run's ``user_roles`` → DENY;
-    2. the rules for ``t`` that match the call (a deny or confirm rule when any part of a shell
-       command matches, an allow rule only when every part does; see `Rule`): the strictest
-       wins, deny > confirm > allow, whatever their order;
+    2. the rules for ``t`` that match the call — a deny or confirm rule when any part of a
+       shell command matches, allow rules only when every part is matched by one of them (see
+       `Rule`) — the strictest wins, deny > confirm > allow, whatever their order;
     3. no rule matches: the tool's permission is its default — ``user_confirm`` is confirm
        (deny if ``default_policy`` is deny), ``auto`` and ``admin_only`` take ``default_policy``,
        and an unset ``default_policy`` allows.
@@ -374,9 +374,4 @@ class ConfirmChecker:
 
 def _asked_request(interaction: Interaction, request_id: str) -> ApprovalRequest | None:
     """The request asked under ``request_id``, if the run ever asked one."""
-    if not interaction.asked(request_id):
-        return None
-    for data in interaction.snapshot().get("asked", []):
-        if data.get("id") == request_id:
-            return ApprovalRequest.from_dict(data)
-    return None
+    return interaction.request(request_id)

@@ -156,6 +156,8 @@ class Message(BaseModel):
                 f"expected an OpenAI message dict, got {data!r} of type {type(data).__name__}"
             )
         fields = {k: data[k] for k in ("role", "content", "name", "tool_call_id") if k in data}
+        if fields.get("role") == "developer":  # OpenAI's newer name for the system role
+            fields["role"] = "system"
         fields["tool_calls"] = data.get("tool_calls") or []
         return cls.model_validate(fields)
 

@@ -229,7 +229,7 @@ class OpenAIProvider(BaseLLMProvider):
                 if retry_after is not None:
                     delay = min(self.max_backoff, max(delay, retry_after))
                 _log.warning("%s; retry %d/%d in %.2fs", exc, number + 1, self.max_retries, delay)
-                await anyio.sleep(delay)
+                await _backoff(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def complete(
@@ -296,6 +296,11 @@ class OpenAIProvider(BaseLLMProvider):
         for event in assembler.flush():
             yield event
         yield StreamDone(response=assembler.response(self.model))
+
+
+async def _backoff(delay: float) -> None:
+    """Wait between attempts (a seam that tests replace to record the delays)."""
+    await anyio.sleep(delay)
 
 
 def _retry_after(exc: Any) -> float | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,9 +47,22 @@ class RunContext:
     """Anything a host wants nodes to reach (services, clients)."""
     cancelled_tasks: set[asyncio.Task[Any]] = field(default_factory=set, repr=False)
     """Tasks of pre-empted nodes; the runner lets them finish their ``finally`` blocks."""
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list, repr=False)
+    """Async callbacks the runner awaits when the run ends (not when it suspends)."""
     runner: Any = field(default=None, repr=False)
     """The `ReactiveRunner` ticking this run (for nodes that compile subtrees lazily)."""
 
     def __post_init__(self) -> None:
         if not self.events.run_id:
             self.events.run_id = self.run_id
+
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Await ``closer`` when the run ends (sandboxes, connections); once per closer."""
+        if closer not in self.closers:
+            self.closers.append(closer)
+
+    def save_checkpoint(self) -> None:
+        """Checkpoint the run now, if it has a checkpointer (after a side effect, say)."""
+        runner = self.runner
+        if runner is not None and getattr(runner, "checkpointer", None) is not None:
+            runner.save_checkpoint()

@@ -82,6 +82,10 @@ class Interaction:
         """Whether the run ever asked this id."""
         return request_id in self._asked
 
+    def request(self, request_id: str) -> ApprovalRequest | None:
+        """The request asked under ``request_id``, if the run ever asked one."""
+        return self._asked.get(request_id)
+
     def decision(self, request_id: str) -> ApprovalDecision | None:
         """The decision recorded for ``request_id``, if any."""
         return self._decisions.get(request_id)

@@ -216,6 +216,8 @@ class ReactiveRunner:
             await self._drain_cancelled()
             self._running = False
             self._wake_event = None
+        if outcome.status is not RunStatus.SUSPENDED:
+            await self._close_resources()
         if self.checkpointer is not None:
             self.save_checkpoint(outcome.status.value)
         self.ctx.events.emit("run.finished", status=outcome.status.value, error=outcome.error)
@@ -422,6 +424,14 @@ class ReactiveRunner:
             batch = list(tasks)
             tasks.clear()
             await asyncio.gather(*batch, return_exceptions=True)
+
+    async def _close_resources(self) -> None:
+        closers, self.ctx.closers[:] = list(self.ctx.closers), []
+        for closer in closers:
+            try:
+                await closer()
+            except Exception as exc:  # cleanup must not turn a finished run into a crash
+                self.ctx.events.emit("run.cleanup_failed", error=f"{type(exc).__name__}: {exc}")
 
     def _span(self) -> Any:
         from jianmu.telemetry import span

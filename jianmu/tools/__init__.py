@@ -12,17 +12,25 @@ from jianmu.tools.base import (
     tool,
 )
 from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.tools.providers import BaseToolProvider, BuiltinToolProvider, ToolProvider
+from jianmu.tools.registry import ToolRegistry
 from jianmu.tools.schema import Injected
+from jianmu.tools.toolset import ToolSet
 
 __all__ = (
     "CATEGORIES",
     "PERMISSIONS",
+    "BaseToolProvider",
+    "BuiltinToolProvider",
     "Category",
     "FunctionTool",
     "Injected",
     "Permission",
     "Tool",
     "ToolCall",
+    "ToolProvider",
+    "ToolRegistry",
     "ToolResult",
+    "ToolSet",
     "tool",
 )

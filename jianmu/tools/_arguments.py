@@ -25,6 +25,7 @@ __all__ = (
     "input_error",
     "merge_injected",
     "schema_types",
+    "single_argument",
     "validate_with_schema",
 )
 
@@ -82,6 +83,16 @@ def decode_container(args: Any) -> Any:
         return decoded if isinstance(decoded, dict) else args
     if isinstance(args, Mapping) and not isinstance(args, dict):
         return dict(args)
+    return args
+
+
+def single_argument(schema: Mapping[str, Any], args: Any) -> Any:
+    """Give a bare value to the one required parameter (seed: ``execute("2+3")``)."""
+    if isinstance(args, dict):
+        return args
+    required = schema.get("required") or ()
+    if len(required) == 1 and args is not None:
+        return {required[0]: args}
     return args
 
 
@@ -366,7 +377,7 @@ def _check_object(
             problems += probs
         elif extra is False:
             allowed = ", ".join(props) or "none"
-            problems.append(f"unknown argument {prefix}{key!r}; allowed: {allowed}")
+            problems.append(f"unknown argument {prefix + key!r}; allowed: {allowed}")
         elif isinstance(extra, dict):
             out[key], probs = _check(item, extra, root, f"{prefix}{key}", depth + 1)
             problems += probs
@@ -374,7 +385,7 @@ def _check_object(
             out[key] = item
     for key in required:
         if key not in value:
-            problems.append(f"missing required argument {prefix}{key!r}")
+            problems.append(f"missing required argument {prefix + key!r}")
     return out, problems
 
 
@@ -388,7 +399,7 @@ def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dic
     allowed = [
         f"{k}{' (required)' if k in (schema.get('required') or ()) else ''}" for k in props
     ]
-    args = decode_container(args)
+    args = single_argument(schema, decode_container(args))
     if not isinstance(args, dict):
         raise input_error(
             tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"], allowed

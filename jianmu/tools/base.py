@@ -374,7 +374,7 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
             kwargs["input_key"] = input_key
         if output_key is not None:
             kwargs["output_key"] = output_key
-        return ToolNode(self, name=name or self.name, **kwargs)
+        return ToolNode(name=name or self.name, tool=self, **kwargs)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} category={self.category!r}>"

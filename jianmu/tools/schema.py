@@ -31,6 +31,7 @@ from jianmu.tools._arguments import (
     drop_default_nulls,
     input_error,
     schema_types,
+    single_argument,
 )
 from jianmu.tools._docstrings import parse_docstring
 
@@ -339,8 +340,13 @@ def _is_injected(tp: Any) -> bool:
 
 
 def _merge_field(base: FieldInfo, **overrides: Any) -> FieldInfo:
-    merged = {**getattr(base, "_attributes_set", {}), **overrides}
-    return Field(**merged)  # type: ignore[no-any-return]
+    if not overrides:
+        return base
+    merge = getattr(FieldInfo, "merge_field_infos", None)
+    if merge is not None:
+        return merge(base, **overrides)  # type: ignore[no-any-return]
+    merged = {**getattr(base, "_attributes_set", {}), **overrides}  # pragma: no cover
+    return Field(**merged)  # type: ignore[no-any-return]  # pragma: no cover
 
 
 class FunctionSchema:
@@ -408,7 +414,7 @@ class FunctionSchema:
         Raises:
             ToolInputError: listing every problem and the allowed arguments.
         """
-        args = decode_container(args)
+        args = single_argument(self.parameters, decode_container(args))
         if not isinstance(args, dict):
             raise input_error(
                 tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"],

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from guard_fakes import FakeTool, bash, write_file
 from hypothesis import given
 from hypothesis import strategies as st
-from guard_fakes import FakeTool, bash, write_file
 
 from jianmu.constraints import Policy
 from jianmu.errors import ConfigError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -37,7 +38,8 @@ _json_values = st.recursive(
     | st.integers(-(10**6), 10**6)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=10),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=8,
 )
 _arguments = st.dictionaries(st.text(max_size=8), _json_values, max_size=4) | st.text(
@@ -101,7 +103,7 @@ def test_json_dump_restores(history: list[Message]) -> None:
 @given(conversations(speaker_names=False))
 def test_anthropic_alternates_and_groups_tool_results(history: list[Message]) -> None:
     _, wire = messages_to_anthropic(history)
-    for previous, current in zip(wire, wire[1:], strict=False):
+    for previous, current in itertools.pairwise(wire):
         tool_results = isinstance(current["content"], list) and current["content"] and all(
             b["type"] == "tool_result" for b in current["content"]
         )
@@ -268,6 +270,10 @@ def test_from_openai_ignores_response_only_keys() -> None:
          "annotations": [], "function_call": None}
     )
     assert message == Message.assistant("hi")
+
+
+def test_developer_role_is_a_system_message() -> None:
+    assert Message.from_openai({"role": "developer", "content": "x"}) == Message.system("x")
 
 
 def test_from_openai_refuses_non_dicts() -> None:

@@ -1,1 +1,1 @@
-"""Helpers shared by tests: a fake OpenAI-compatible server."""
+"""Helpers shared by tests (servers and apps that tests start on 127.0.0.1)."""

@@ -21,6 +21,7 @@ Script entries, consumed one per ``POST /v1/chat/completions``:
   fragments, a broken stream, or a raw body;
 - `FakeError`: an HTTP error status with an OpenAI-style error body;
 - `FakeDrop`: close the connection without answering;
+- `FakeHang`: answer nothing until the server stops (for client timeouts);
 - a callable taking the request body and returning one of the above.
 
 The reply is sent as plain JSON, or as SSE chunks when the request says ``"stream": true``
@@ -46,7 +47,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ("FakeDrop", "FakeError", "FakeOpenAIServer", "FakeReply", "fake_openai")
+__all__ = ("FakeDrop", "FakeError", "FakeHang", "FakeOpenAIServer", "FakeReply", "fake_openai")
 
 _ERROR_TYPES = {429: "rate_limit_exceeded", 400: "invalid_request_error", 401: "auth_error"}
 
@@ -90,7 +91,15 @@ class FakeDrop:
     """Close the connection without any answer (a reset, as the client sees it)."""
 
 
-ScriptItem = str | list[dict[str, Any]] | FakeReply | FakeError | FakeDrop | Callable[..., Any]
+@dataclass(kw_only=True)
+class FakeHang:
+    """Hold the request unanswered until the server stops (the client should time out)."""
+
+
+_Special = (FakeReply, FakeError, FakeDrop, FakeHang)
+ScriptItem = (
+    str | list[dict[str, Any]] | FakeReply | FakeError | FakeDrop | FakeHang | Callable[..., Any]
+)
 
 
 class FakeOpenAIServer:
@@ -111,6 +120,7 @@ class FakeOpenAIServer:
         """Requests the server could not answer from the script."""
         self._script: deque[ScriptItem] = deque(script)
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
         self._ids = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -121,11 +131,14 @@ class FakeOpenAIServer:
         """Start serving; returns self."""
         if self._server is not None:
             raise RuntimeError("FakeOpenAIServer is already running")
+        self._stopping.clear()
         handler = type("_BoundHandler", (_Handler,), {"fake": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
+        # The poll interval bounds how long stop() waits for the serving loop to notice.
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake-openai", daemon=True
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+            name="fake-openai", daemon=True,
         )
         self._thread.start()
         return self
@@ -134,6 +147,7 @@ class FakeOpenAIServer:
         """Stop serving and free the port."""
         if self._server is None:
             return
+        self._stopping.set()  # releases requests held by FakeHang
         self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
@@ -157,8 +171,8 @@ class FakeOpenAIServer:
         """The ``base_url`` to give a client: ``http://127.0.0.1:<port>/v1``."""
         if self._server is None:
             raise RuntimeError("FakeOpenAIServer is not running; use it as a context manager")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}/v1"
 
     # -- scripting ---------------------------------------------------------------------------
 
@@ -208,7 +222,7 @@ class FakeOpenAIServer:
                 )
                 return None
             item = self._script.popleft()
-        while callable(item) and not isinstance(item, (FakeReply, FakeError, FakeDrop)):
+        while callable(item) and not isinstance(item, _Special):
             item = item(body)
         return item
 
@@ -345,20 +359,34 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._error(400, "request body is not JSON")
             return
-        item = self.fake._next(body, dict(self.headers.items()))
+        try:
+            item = self.fake._next(body, dict(self.headers.items()))
+            if isinstance(item, (str, list, FakeReply)):
+                reply = self.fake._reply(item)
+                payload: Any = (self.fake.chunks(body, reply) if body.get("stream")
+                                else self.fake.completion(body, reply))
+        except Exception as exc:  # a broken script: tell the test, do not kill the thread
+            self.fake.problems.append(f"script error: {type(exc).__name__}: {exc}")
+            self._error(400, f"FakeOpenAIServer: {self.fake.problems[-1]}")
+            return
         if item is None:
             self._error(400, f"FakeOpenAIServer: {self.fake.problems[-1]}")
+        elif isinstance(item, FakeHang):
+            self.fake._stopping.wait()
+            self.close_connection = True
         elif isinstance(item, FakeDrop):
             self.close_connection = True  # the client sees the server disconnect
         elif isinstance(item, FakeError):
             extra = {} if item.retry_after is None else {"Retry-After": f"{item.retry_after:g}"}
             self._error(item.status, item.message, extra)
-        else:
-            reply = self.fake._reply(item)
+        elif isinstance(item, (str, list, FakeReply)):
             if body.get("stream"):
-                self._stream(self.fake.chunks(body, reply), reply.break_after)
+                self._stream(payload, reply.break_after)
             else:
-                self._json(200, self.fake.completion(body, reply))
+                self._json(200, payload)
+        else:
+            self.fake.problems.append(f"script error: cannot answer with {item!r}")
+            self._error(400, f"FakeOpenAIServer: {self.fake.problems[-1]}")
 
     def _stream(self, chunks: list[dict[str, Any]], break_after: int | None) -> None:
         pieces = [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks]

@@ -33,7 +33,9 @@ __all__ = (
     "write_text_atomic",
 )
 
-DEFAULT_IGNORE = (".git", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".ruff_cache")
+DEFAULT_IGNORE = (
+    ".git", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".ruff_cache", ".jianmu",
+)
 _SNIFF = 8192
 _MAX_TEXT_BYTES = 50 * 1024 * 1024
 _MAX_LIST_ENTRIES = 2000
@@ -138,7 +140,11 @@ def read_file(path: str, offset: int = 1, limit: int = 500) -> str:
     if offset == 1 and remaining == 0:
         return text
     note = f"[lines {offset}-{last} of {total}"
-    note += f"; {remaining} more lines: call again with offset={last + 1}]" if remaining else "]"
+    if remaining:
+        noun = "line" if remaining == 1 else "lines"
+        note += f"; {remaining} more {noun}: call again with offset={last + 1}]"
+    else:
+        note += "]"
     return text + ("" if text.endswith("\n") else "\n") + note
 
 
@@ -381,6 +387,6 @@ def file_info(path: str) -> dict[str, Any]:
         encoding=encoding,
         permissions=stat.filemode(st.st_mode),
     )
-    if encoding != "binary":
+    if encoding not in ("binary", "utf-16"):  # newline bytes mean lines only here
         info["lines"] = lines
     return info

@@ -55,7 +55,8 @@ def _check_bits(estimate: int, what: str) -> None:
 
 def _pow(base: Number, exp: Number) -> Number:
     if isinstance(base, int) and isinstance(exp, int) and exp > 0 and abs(base) > 1:
-        _check_bits(exp * _bits(base), f"{base if _bits(base) < 64 else '<large int>'}**{exp}")
+        estimate = int(exp * math.log2(abs(base))) + 1
+        _check_bits(estimate, f"{base if _bits(base) < 64 else '<large int>'}**{exp}")
     try:
         return base**exp  # type: ignore[no-any-return]
     except OverflowError as exc:

@@ -13,7 +13,7 @@ __all__ = ("DRIVER",)
 
 DRIVER = r'''
 def _jianmu_repl():
-    import ast, importlib, json, os, pickle, sys, traceback, types
+    import ast, importlib, json, linecache, os, pickle, sys, traceback, types
     req = json.loads(sys.stdin.read())
     sys.stdin = open(os.devnull)
     main = sys.modules["__main__"]
@@ -45,6 +45,8 @@ def _jianmu_repl():
             report["restore_failed"].append("%s: %s" % (name, exc))
     code = req["code"]
     filename = "<cell %d>" % req["cell"]
+    # Tracebacks then show the offending source line.
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     defs = dict(saved["defs"])
     try:
         tree = ast.parse(code, filename, "exec")

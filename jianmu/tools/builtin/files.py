@@ -117,7 +117,7 @@ class ListDirTool(Tool):
         "way around a project before reading files. Args: path (folder relative to the "
         "workspace root, default '.'), depth (levels to descend, default 1), ignore (glob "
         "patterns of names to leave out; default skips .git, __pycache__, .venv, "
-        "node_modules). Returns the tree as text."
+        "node_modules and .jianmu). Returns the tree as text."
     )
     input_schema = {
         "type": "object",

@@ -40,6 +40,10 @@ def _remove_files(paths: set[Path]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             path.unlink()
+        # Drop .jianmu/python_repl and .jianmu when this was the last session in them.
+        for folder in (path.parent, path.parent.parent):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 class PythonREPLTool(Tool):

@@ -1,0 +1,137 @@
+"""`ToolRunner`: runs tools under the execution constraints, in-process or through a sandbox."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from jianmu.constraints import ExecutionConstraints
+from jianmu.errors import ToolTimeoutError
+from jianmu.execution.docker_sandbox import DEFAULT_IMAGE
+from jianmu.execution.sandbox import Sandbox
+from jianmu.execution.workspace import use_workspace
+
+__all__ = ("ToolRunner",)
+
+_DEFAULT_SANDBOX_TIMEOUT = 60.0
+
+
+class ToolRunner:
+    """Runs tools under one set of `ExecutionConstraints`.
+
+    Python tools run in-process under the timeout, sync ones in a bounded worker pool. Tools
+    that set ``sandboxed = True`` (``bash``, ``python_repl``) run their command through
+    `sandbox`, so the constraints, not the tool, decide where code runs.
+
+    Args:
+        execution: The merged execution constraints; unset fields take the defaults.
+        sandbox: Use this sandbox instead of building one from ``execution``.
+        max_workers: Sync tools that may run at once in worker threads.
+
+    Raises:
+        SandboxUnavailableError: the constraints ask for isolation this machine lacks
+            (``network: false`` without bubblewrap or Docker, a process limit for root
+            without control groups).
+        MissingExtraError: ``mode: docker`` without the ``docker`` extra.
+    """
+
+    def __init__(
+        self,
+        execution: ExecutionConstraints | None = None,
+        *,
+        sandbox: Sandbox | None = None,
+        max_workers: int = 8,
+    ) -> None:
+        if max_workers <= 0:
+            raise ValueError(f"max_workers must be positive, got {max_workers!r}")
+        self.execution = execution if execution is not None else ExecutionConstraints()
+        self.workspace = Path(self.execution.workdir or Path.cwd()).expanduser().absolute()
+        self.max_workers = max_workers
+        self.sandbox: Sandbox = sandbox if sandbox is not None else self._build_sandbox()
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    @classmethod
+    def from_execution_constraints(cls, execution: ExecutionConstraints | None) -> ToolRunner:
+        """Build a runner (and its sandbox, not yet started) from the constraints."""
+        return cls(execution)
+
+    @property
+    def mode(self) -> str:
+        """``local`` or ``docker``."""
+        return self.execution.mode or "local"
+
+    def signature(self) -> tuple[Any, ...]:
+        """The stable tuple of what makes two runners differ; equal tuples, same behaviour.
+
+        Returns:
+            ``(mode, image, network, timeout_s, memory_mb, cpus, pids, workdir)``.
+        """
+        e = self.execution
+        image = (e.docker_image or DEFAULT_IMAGE) if self.mode == "docker" else None
+        return (self.mode, image, e.network, e.timeout_s, e.memory_mb, e.cpus, e.pids,
+                str(self.workspace))
+
+    def _build_sandbox(self) -> Sandbox:
+        e = self.execution
+        timeout = e.timeout_s or _DEFAULT_SANDBOX_TIMEOUT
+        if self.mode == "docker":
+            from jianmu.execution.docker_sandbox import DockerSandbox
+
+            given = (("memory_mb", e.memory_mb), ("cpus", e.cpus), ("pids", e.pids))
+            limits: dict[str, Any] = {k: v for k, v in given if v is not None}
+            return DockerSandbox(
+                self.workspace, image=e.docker_image or DEFAULT_IMAGE,
+                network=bool(e.network), timeout=timeout, **limits,
+            )
+        from jianmu.execution.local_sandbox import LocalSandbox
+
+        return LocalSandbox(
+            self.workspace, network=e.network is not False, memory_mb=e.memory_mb,
+            cpus=e.cpus, pids=e.pids, timeout=timeout,
+        )
+
+    def timeout_for(self, tool: Any) -> float:
+        """The call's timeout: the smaller of the tool's and the constraints' (inf if neither)."""
+        tool_timeout = getattr(tool, "timeout_seconds", None)
+        limits = [t for t in (tool_timeout, self.execution.timeout_s) if t is not None and t > 0]
+        return min(limits) if limits else math.inf
+
+    async def run(self, tool: Any, args: dict[str, Any]) -> Any:
+        """Run ``tool`` with already-validated ``args`` and return its raw result.
+
+        Raises:
+            ToolTimeoutError: the call ran past `timeout_for` (a sandboxed command is killed).
+            Exception: whatever the tool raised.
+        """
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.max_workers)
+        timeout = self.timeout_for(tool)
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        with use_workspace(self.workspace), anyio.move_on_after(timeout) as scope:
+            if getattr(tool, "sandboxed", False):
+                await self.sandbox.start()
+                return await tool.run_sandboxed(self.sandbox, **args)
+            return await tool.invoke(args, limiter=self._limiter)
+        if scope.cancelled_caught:
+            name = getattr(tool, "name", type(tool).__name__)
+            raise ToolTimeoutError(
+                f"tool {name!r} did not finish within {timeout:g}s and was stopped; raise "
+                "its timeout_seconds or execution.timeout_s, or make the call smaller"
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def close(self) -> None:
+        """Close the sandbox (a Docker container is removed); idempotent."""
+        await self.sandbox.close()
+
+    async def __aenter__(self) -> ToolRunner:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<ToolRunner mode={self.mode!r} sandbox={type(self.sandbox).__name__}>"

@@ -1,0 +1,106 @@
+"""What ToolNode and ToolExecutor share: the runner cache, previews and one call's span."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from jianmu.constraints import ExecutionConstraints
+from jianmu.errors import ToolError
+from jianmu.telemetry import (
+    ERROR_TYPE,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_CALL_RESULT,
+    GEN_AI_TOOL_NAME,
+    GEN_AI_TOOL_TYPE,
+)
+from jianmu.tools.calls import ToolResult, render_output
+
+if TYPE_CHECKING:
+    from jianmu.execution.runner import ToolRunner
+    from jianmu.runtime.context import RunContext
+
+PREVIEW_CHARS = 200
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A short one-line rendering of a value for events and terminal output."""
+    text = render_output(value).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_text(exc: BaseException) -> str:
+    """An exception as the model should read it: our errors speak for themselves."""
+    if isinstance(exc, ToolError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+class RunnerCache:
+    """Keeps one `ToolRunner` until the execution constraints' signature changes."""
+
+    def __init__(self) -> None:
+        self.runner: ToolRunner | None = None
+        self.error: Exception | None = None
+        self._signature: str | None = None
+
+    async def get(self, execution: ExecutionConstraints, ctx: RunContext) -> ToolRunner:
+        """The runner for ``execution``; raises the construction error (e.g. no isolation)."""
+        from jianmu.execution.runner import ToolRunner
+
+        signature = execution.model_dump_json()
+        if self._signature != signature:
+            old, self.runner, self.error = self.runner, None, None
+            self._signature = signature
+            if old is not None:
+                await old.close()
+            try:
+                self.runner = ToolRunner.from_execution_constraints(execution)
+            except Exception as exc:  # e.g. network:false with no bubblewrap or Docker
+                self.error = exc
+            else:
+                ctx.on_close(self.close)
+        if self.error is not None:
+            raise self.error
+        assert self.runner is not None
+        return self.runner
+
+    async def close(self) -> None:
+        """Close the runner (its sandbox); the next `get` builds a new one."""
+        runner, self.runner, self._signature = self.runner, None, None
+        if runner is not None:
+            await runner.close()
+
+
+def tool_span_attributes(tool_name: str, call_id: str | None, tool: Any) -> dict[str, Any]:
+    """The GenAI attributes of an ``execute_tool`` span."""
+    attributes: dict[str, Any] = {
+        GEN_AI_OPERATION_NAME: "execute_tool",
+        GEN_AI_TOOL_NAME: tool_name,
+        GEN_AI_TOOL_TYPE: "extension" if getattr(tool, "remote", False) else "function",
+    }
+    if call_id:
+        attributes[GEN_AI_TOOL_CALL_ID] = call_id
+    return attributes
+
+
+def finish_span(
+    span: Any, result: ToolResult, arguments: Any, ctx: RunContext | None
+) -> None:
+    """Record a call's outcome on its span (content only when the config opts in)."""
+    if span is None:
+        return
+    if not result.ok:
+        span.set_attribute(ERROR_TYPE, result.error.split(":", 1)[0] if result.error else "error")
+    span.set_attribute("jianmu.tool.ok", result.ok)
+    if ctx is not None and ctx.config.telemetry.capture_content:
+        span.set_attribute(GEN_AI_TOOL_CALL_ARGUMENTS, json.dumps(arguments, default=str))
+        span.set_attribute(GEN_AI_TOOL_CALL_RESULT, result.text[:4000])
+
+
+def elapsed_ms(start: float) -> float:
+    """Milliseconds since ``start`` (a `time.perf_counter` reading)."""
+    return (time.perf_counter() - start) * 1000

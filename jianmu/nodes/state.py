@@ -1,0 +1,62 @@
+"""`AgentState`: the schema the agent nodes read and write; subclass it to add fields."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from jianmu.llm.messages import Message
+from jianmu.llm.provider import Usage
+from jianmu.state import merge_counts
+from jianmu.tools.calls import ToolCall
+
+__all__ = ("AgentState",)
+
+
+def _calls(value: Any) -> Any:
+    return ToolCall.from_list(value) if isinstance(value, (list, tuple, dict)) else value
+
+
+def _replace_observations(old: Any, new: Any) -> dict[str, Any]:
+    """Merge observations by call id; an empty dict clears them."""
+    if not new:
+        return {}
+    return {**(old or {}), **new}
+
+
+class AgentState(BaseModel):
+    """What an agent loop keeps: the conversation, pending tool calls, the answer, the costs.
+
+    ``messages`` appends (dicts in the OpenAI shape validate into `Message`); ``tool_effects``
+    and ``usage`` add up; the rest are replaced on write. Extra keys are allowed, so a host can
+    put its own inputs in the same state.
+    """
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+    messages: Annotated[list[Message], operator.add] = Field(default_factory=list)
+    """The conversation, oldest first."""
+    actions: Annotated[list[ToolCall], BeforeValidator(_calls)] = Field(default_factory=list)
+    """Tool calls the model asked for and the executor has not finished."""
+    final_answer: str | None = None
+    """The model's answer once it stops calling tools."""
+    done: bool = False
+    """Whether the agent loop has finished."""
+    rounds: int = 0
+    """Model turns taken."""
+    tool_effects: Annotated[dict[str, int], merge_counts] = Field(default_factory=dict)
+    """Successful tool calls counted per effect tag (``file_write``, ``http``)."""
+    usage: Annotated[Usage, operator.add] = Field(default_factory=Usage)
+    """Tokens spent so far; the guard's budget reads it."""
+    completed_call_ids: Annotated[list[str], operator.add] = Field(default_factory=list)
+    """Ids of tool calls that finished, so a restored run never runs one twice."""
+    observations: Annotated[dict[str, Message], _replace_observations] = Field(
+        default_factory=dict
+    )
+    """Tool messages of the current batch by call id, until the batch is appended in order."""
+    guard_ledger: dict[str, Any] = Field(default_factory=dict)
+    """The guard's counts (calls made, recent call times), kept here so a restore counts right."""
+    skill_result: Any = None
+    """Structured result of a BT skill."""

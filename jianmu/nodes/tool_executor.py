@@ -1,0 +1,303 @@
+"""`ToolExecutor`: runs the tool calls a model asked for, through the guard, into observations."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+import anyio
+from py_trees.common import Status
+from pydantic import BaseModel, ConfigDict, Field
+
+from jianmu.constraints import Constraints
+from jianmu.errors import ToolInputError
+from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
+from jianmu.llm.messages import Message
+from jianmu.nodes._tool_calls import (
+    RunnerCache,
+    elapsed_ms,
+    error_text,
+    finish_span,
+    preview,
+    tool_span_attributes,
+)
+from jianmu.runtime.async_node import AsyncNode
+from jianmu.telemetry import span
+from jianmu.tools.base import Tool
+from jianmu.tools.calls import ToolCall, ToolResult, new_call_id
+from jianmu.tools.toolset import ToolSet
+
+__all__ = ("ToolExecutor", "ToolExecutorConfig")
+
+
+def _not_json(tool: Tool, raw: str) -> str:
+    allowed = ", ".join(tool.parameters.get("properties", {})) or "none"
+    shown = raw if len(raw) <= 80 else raw[:77] + "..."
+    return (
+        f"the arguments for tool {tool.name!r} are not valid JSON: {shown!r}; "
+        f"send a JSON object with these keys: {allowed}"
+    )
+
+
+class ToolExecutorConfig(BaseModel):
+    """How a `ToolExecutor` runs a batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    execution_mode: Literal["auto", "serial", "parallel"] = "auto"
+    """``auto``: parallel when the batch has several calls and every tool is parallel-safe."""
+    max_concurrency: int = Field(default=8, ge=1)
+    """Calls that may run at once in parallel mode."""
+    retry_backoff: float = Field(default=0.5, ge=0)
+    """Seconds to wait before retry ``n``, times ``n``."""
+    observation_format: Literal["text", "json"] = "text"
+    """Tool message content: the result text, or ``{"ok", "output", "error"}`` as JSON."""
+
+
+class ToolExecutor(AsyncNode):
+    """Runs the calls in ``actions``: guard preflight, execution, one tool message per call.
+
+    Reads ``actions`` (``ToolCall``s or raw dicts), gives every call a unique id, checks the whole
+    batch with the guard, suspends the run if any call needs approval (nothing runs until every
+    request is decided), runs the rest serially or in parallel, appends one tool message per
+    call to ``messages`` in the calls' order, adds ``tool_effects`` for the calls that succeeded,
+    clears ``actions`` and returns SUCCESS. Every failure — unknown tool, bad arguments, an
+    exception, a timeout, a denial — is an observation, never an exception out of the node.
+
+    The ids of finished calls go to ``completed_call_ids`` (and the run is checkpointed after
+    each), so a run restored after a crash never runs a finished call again.
+
+    Args:
+        name: the node's name.
+        tools: a list of tools or a `ToolSet`.
+        config: how batches run.
+        constraints: this node's layer of constraints, merged under the run's (it may only
+            tighten them).
+    """
+
+    def __init__(
+        self,
+        name: str = "ToolExecutor",
+        tools: ToolSet | Iterable[Tool] | None = None,
+        *,
+        config: ToolExecutorConfig | None = None,
+        constraints: Constraints | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(tools or ())
+        self.config = config or ToolExecutorConfig()
+        self.constraints = constraints
+        self._enforcer: GuardEnforcer | None = None
+        self._runners = RunnerCache()
+
+    # -- configuration ---------------------------------------------------------------------------
+    def register_tool(self, tool: Tool) -> None:
+        """Add a tool (last registration of a name wins)."""
+        self.toolset = self.toolset.with_tools([tool])
+
+    def reset_for_run(self) -> None:
+        """Forget the guard built on the first tick; the next tick builds it anew."""
+        self._enforcer = None
+
+    def effective_constraints(self) -> Constraints:
+        """The run's constraints with this node's layer merged in (tighten only)."""
+        ctx = getattr(self, "ctx", None)
+        run_layer = ctx.constraints if ctx is not None else None
+        return Constraints.merge(run_layer, self.constraints)
+
+    def visible_toolset(self) -> ToolSet:
+        """The tools the model may see: this executor's, minus those whose policy is deny."""
+        ctx = getattr(self, "ctx", None)
+        roles = ctx.user_roles if ctx is not None else None
+        guard = self.effective_constraints().guard
+        names = set(visible_tools(self.toolset, guard, user_roles=roles))
+        return ToolSet.from_tools(t for t in self.toolset if t.name.lower() in names)
+
+    # -- the tick --------------------------------------------------------------------------------
+    async def update_async(self) -> Status:
+        """Run the pending batch; RUNNING while approvals are pending, else SUCCESS."""
+        calls = self._normalised_actions()
+        if not calls:
+            return Status.SUCCESS
+        constraints = self.effective_constraints()
+        if self._enforcer is None:
+            self._enforcer = GuardEnforcer.from_guard_constraints(constraints.guard)
+        done = set(self.state.get("completed_call_ids") or ())
+        todo = [c for c in calls if c.id not in done]
+        unknown = [c for c in todo if self.toolset.get(c.name) is None]
+        known = [c for c in todo if self.toolset.get(c.name) is not None]
+        ledger = GuardLedger.from_dict(self.state.get("guard_ledger") or {})
+        usage = self.state.get("usage")
+        decisions = self._enforcer.preflight(
+            known,
+            self.toolset,
+            run=self.ctx,
+            tokens_used=getattr(usage, "total_tokens", 0) or 0,
+            calls_made=ledger.calls_made,
+            call_times=ledger.call_times,
+            events=self.events,
+        )
+        waiting = [(c, d) for c, d in zip(known, decisions, strict=True) if d.awaiting_approval]
+        if waiting:
+            for call, decision in waiting:
+                self.ctx.interaction.suspend(  # type: ignore[union-attr]
+                    self._enforcer.approval_request(call, decision, node=self.path)
+                )
+            return Status.RUNNING
+        for call in unknown:
+            available = ", ".join(self.toolset.names()) or "none"
+            self._record(call, None, ToolResult(
+                tool=call.name or "<missing name>", ok=False, call_id=call.id,
+                error=f"unknown tool {call.name!r}; available tools: {available}",
+            ))
+        allowed: list[tuple[ToolCall, Decision]] = []
+        for call, decision in zip(known, decisions, strict=True):
+            if decision.denied:
+                self._record(call, None, ToolResult(
+                    tool=call.name, ok=False, call_id=call.id,
+                    error=f"the guard denied this call: {decision.reason}",
+                ))
+            else:
+                allowed.append((call, decision))
+        await self._execute(allowed, constraints)
+        self._flush(calls)
+        return Status.SUCCESS
+
+    # -- steps -----------------------------------------------------------------------------------
+    def _normalised_actions(self) -> list[ToolCall]:
+        """The batch with unique ids that no earlier call used; written back if changed."""
+        raw = self.state.get("actions") or []
+        calls = ToolCall.from_list(raw)
+        used = set(self.state.get("completed_call_ids") or ())
+        observed = set((self.state.get("observations") or {}).keys())
+        seen: set[str] = set()
+        fixed: list[ToolCall] = []
+        for call in calls:
+            # a model may reuse an id (even one that was approved before): never trust it twice
+            if call.id in seen or (call.id in used and call.id not in observed):
+                call = call.with_id(new_call_id())
+            seen.add(call.id)
+            fixed.append(call)
+        if fixed != list(raw):
+            self.state.replace({"actions": fixed})
+        return fixed
+
+    def _mode(self, calls: Sequence[ToolCall]) -> Literal["serial", "parallel"]:
+        mode = self.config.execution_mode
+        if mode != "auto":
+            return mode
+        if len(calls) <= 1 or not self.toolset.is_parallel_safe([c.name for c in calls]):
+            return "serial"
+        return "parallel"
+
+    async def _execute(
+        self, batch: list[tuple[ToolCall, Decision]], constraints: Constraints
+    ) -> None:
+        if not batch:
+            return
+        try:
+            runner = await self._runners.get(constraints.execution, self.ctx)
+        except Exception as exc:  # no isolation available: every call says why
+            for call, _decision in batch:
+                self._record(call, None, ToolResult(
+                    tool=call.name, ok=False, call_id=call.id, error=error_text(exc)
+                ))
+            return
+        if self._mode([c for c, _ in batch]) == "serial":
+            for call, decision in batch:
+                await self._run_one(call, decision, runner)
+            return
+        limiter = anyio.CapacityLimiter(self.config.max_concurrency)
+
+        async def guarded(call: ToolCall, decision: Decision) -> None:
+            async with limiter:
+                await self._run_one(call, decision, runner)
+
+        async with anyio.create_task_group() as group:
+            for call, decision in batch:
+                group.start_soon(guarded, call, decision)
+
+    async def _run_one(self, call: ToolCall, decision: Decision, runner: Any) -> None:
+        """Run one call with retries; record exactly one observation. Never raises."""
+        tool = self.toolset.get(call.name)
+        assert tool is not None
+        retries = max(0, int(getattr(tool, "max_retries", 0) or 0))
+        attributes = {
+            **tool_span_attributes(tool.name, call.id, tool), **decision.span_attributes()
+        }
+        self.events.emit(
+            "tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
+            args_preview=preview(call.arguments),
+        )
+        injected = {"ctx": self.ctx, "state": self.state, "call_id": call.id}
+        with span(self.ctx.tracer, f"execute_tool {tool.name}", attributes) as current:
+            attempt = 0
+            start = time.perf_counter()
+            while True:
+                try:
+                    if isinstance(call.arguments, str) and not tool.wraps_input:
+                        raise ToolInputError(_not_json(tool, call.arguments))
+                    raw = await tool.execute(call.arguments, injected, runner)
+                    result = ToolResult.from_raw(tool.name, raw, call_id=call.id)
+                    break
+                except ToolInputError as exc:  # the model must fix the call: no retry
+                    result = ToolResult(tool=tool.name, ok=False, call_id=call.id,
+                                        error=error_text(exc))
+                    break
+                except Exception as exc:
+                    result = ToolResult(tool=tool.name, ok=False, call_id=call.id,
+                                        error=error_text(exc))
+                    if attempt >= retries:
+                        break
+                    attempt += 1
+                    self.events.emit("tool.call.retry", tool=tool.name, call_id=call.id,
+                                     attempt=attempt, error=result.error)
+                    await anyio.sleep(self.config.retry_backoff * attempt)
+            result = ToolResult.from_raw(
+                tool.name, result, call_id=call.id, duration_ms=elapsed_ms(start)
+            ).truncate(tool.max_result_length)
+            finish_span(current, result, call.arguments, self.ctx)
+        if result.ok:
+            self.events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
+                             result_preview=preview(result.output),
+                             duration_ms=result.duration_ms, truncated=result.truncated)
+        else:
+            self.events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
+                             error=result.error)
+        self._record(call, tool, result, executed=True)
+
+    def _record(
+        self, call: ToolCall, tool: Tool | None, result: ToolResult, *, executed: bool = False
+    ) -> None:
+        """Store one observation and mark the call finished, then checkpoint."""
+        update: dict[str, Any] = {
+            "observations": {call.id: self._message(result)},
+            "completed_call_ids": [call.id],
+        }
+        if executed:
+            ledger = GuardLedger.from_dict(self.state.get("guard_ledger") or {})
+            ledger.record([call.name], time.time())
+            update["guard_ledger"] = ledger.to_dict()
+        if result.ok and tool is not None and tool.effect_tags:
+            update["tool_effects"] = {tag: 1 for tag in tool.effect_tags}
+        self.state.update(update)
+        self.ctx.save_checkpoint()
+
+    def _message(self, result: ToolResult) -> Message:
+        if self.config.observation_format == "json":
+            content = json.dumps(
+                {"ok": result.ok, "output": result.output, "error": result.error},
+                default=str, ensure_ascii=False,
+            )
+        else:
+            content = result.text
+        return Message.tool(content, tool_call_id=result.call_id or "", name=result.tool)
+
+    def _flush(self, calls: list[ToolCall]) -> None:
+        """Append the batch's observations in the calls' order; clear the batch."""
+        observations = self.state.get("observations") or {}
+        ordered = [observations[c.id] for c in calls if c.id in observations]
+        # one atomic update: a crash leaves either the whole batch pending or none of it
+        self.state.update({"actions": [], "observations": {}, "messages": ordered})

@@ -1,0 +1,107 @@
+"""`ToolNode`: one tool, placed by the author, reading and writing state ports."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from py_trees.common import Status
+
+from jianmu.constraints import Constraints
+from jianmu.nodes._tool_calls import (
+    RunnerCache,
+    elapsed_ms,
+    error_text,
+    finish_span,
+    preview,
+    tool_span_attributes,
+)
+from jianmu.runtime.async_node import AsyncNode
+from jianmu.telemetry import span
+from jianmu.tools.base import Tool
+from jianmu.tools.calls import ToolResult
+
+__all__ = ("ToolNode",)
+
+
+class ToolNode(AsyncNode):
+    """Runs ``tool`` with the input at ``input_key`` and writes its output to ``output_key``.
+
+    A dict input is the arguments; any other value goes to the tool's single parameter.
+    The tool runs through the `ToolRunner` built from the run's execution constraints (kept
+    until they change). A failed result (an exception, or a string starting with ``Error:``)
+    makes the node FAILURE with the error on ``feedback_message``; nothing is written then.
+
+    Args:
+        name: the node's name.
+        tool: the tool to run.
+        input_key: the state key holding the arguments (``None``: no arguments).
+        output_key: the state key the output is written to (``None``: not written).
+        execute: ``False`` skips the tool and succeeds (to switch a step off while debugging).
+        constraints: this node's layer of constraints (tighten only).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        tool: Tool,
+        input_key: str | None = "input",
+        output_key: str | None = "output",
+        execute: bool = True,
+        *,
+        constraints: Constraints | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.tool = tool
+        self.input_key = input_key
+        self.output_key = output_key
+        self.execute = execute
+        self.constraints = constraints
+        self.result: ToolResult | None = None
+        self.bt_skill: str | None = None  # set by the skill loader inside a BT skill
+        self._runners = RunnerCache()
+
+    def _arguments(self) -> Any:
+        value = self.state.get(self.input_key) if self.input_key else None
+        if value is None or isinstance(value, dict):
+            return value or {}
+        properties = list(self.tool.parameters.get("properties", {}))
+        if len(properties) == 1:
+            return {properties[0]: value}
+        return value  # let validation explain what the tool expects
+
+    async def update_async(self) -> Status:
+        """Read the input, run the tool, write the output; SUCCESS or FAILURE."""
+        if not self.execute:
+            return Status.SUCCESS
+        args = self._arguments()
+        tool = self.tool
+        self.events.emit("tool.call.started", tool=tool.name, mode="workflow",
+                         args_preview=preview(args))
+        constraints = Constraints.merge(self.ctx.constraints, self.constraints)
+        start = time.perf_counter()
+        with span(self.ctx.tracer, f"execute_tool {tool.name}",
+                  tool_span_attributes(tool.name, None, tool)) as current:
+            try:
+                runner = await self._runners.get(constraints.execution, self.ctx)
+                raw = await tool.execute(args, {"ctx": self.ctx, "state": self.state}, runner)
+                result = ToolResult.from_raw(tool.name, raw, duration_ms=elapsed_ms(start))
+            except Exception as exc:
+                result = ToolResult(tool=tool.name, ok=False, error=error_text(exc),
+                                    duration_ms=elapsed_ms(start))
+            result = result.truncate(tool.max_result_length)
+            finish_span(current, result, args, self.ctx)
+        self.result = result
+        if self.bt_skill:
+            self.events.emit("bt.skill.node.io", skill=self.bt_skill, stage="tool",
+                             tool_name=tool.name, ok=result.ok, input_preview=preview(args),
+                             output_preview=preview(result.output if result.ok else result.error))
+        if not result.ok:
+            self.feedback_message = result.error or "the tool failed"
+            self.events.emit("tool.call.failed", tool=tool.name, error=result.error)
+            return Status.FAILURE
+        if self.output_key:
+            self.state.write_port(self.output_key, result.output)
+        self.events.emit("tool.call.completed", tool=tool.name,
+                         result_preview=preview(result.output), duration_ms=result.duration_ms)
+        return Status.SUCCESS

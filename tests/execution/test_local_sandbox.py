@@ -1,0 +1,147 @@
+"""LocalSandbox beyond the shared contract: refusals, fallbacks, clean-up, cancellation."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import jianmu.execution.local_sandbox as local_mod
+from jianmu.errors import SandboxUnavailableError
+from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
+from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
+from tests.execution._helpers import wait_gone
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behave as on a machine without bubblewrap."""
+    monkeypatch.setattr(local_mod, "_bwrap_works", lambda network: "bwrap is not installed")
+
+
+@pytest.fixture
+def no_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behave as on a machine without writable control groups."""
+    monkeypatch.setattr(local_mod, "cgroup_support", lambda: None)
+    monkeypatch.setattr(local_mod, "create_cgroup", lambda **_: None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"memory_mb": 0}, "memory_mb must be positive"),
+        ({"cpus": -1}, "cpus must be positive"),
+        ({"pids": 0}, "pids must be positive"),
+        ({"timeout": 0}, "timeout must be positive"),
+        ({"output_limit": 0}, "output_limit must be positive"),
+        ({"file_size_mb": -5}, "file_size_mb must be positive"),
+    ],
+)
+def test_bad_limits_are_refused(tmp_path: Path, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LocalSandbox(tmp_path, **kwargs)
+
+
+@pytest.mark.usefixtures("no_bwrap")
+def test_network_false_without_bubblewrap_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SandboxUnavailableError, match=r"network: false .* bubblewrap"):
+        LocalSandbox(tmp_path, network=False)
+    with pytest.raises(SandboxUnavailableError, match="use_bwrap=True"):
+        LocalSandbox(tmp_path, use_bwrap=True)
+    assert LocalSandbox(tmp_path).isolation["bwrap"] is False
+
+
+@pytest.mark.usefixtures("no_cgroup")
+def test_pids_for_root_without_cgroups_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(SandboxUnavailableError, match="pids=10 cannot be enforced"):
+        LocalSandbox(tmp_path, pids=10)
+
+
+@pytest.mark.usefixtures("no_cgroup")
+async def test_memory_limit_falls_back_to_the_address_space_rlimit(tmp_path: Path) -> None:
+    box = LocalSandbox(tmp_path, memory_mb=64, use_bwrap=False)
+    assert box.isolation["memory"] == "rlimit_as"
+    async with box:
+        result = await box.exec(["python3", "-c", "x = b'x' * (256 * 2**20); print('alive')"])
+    assert result.oom_killed and "MemoryError" in result.stderr
+    assert "memory limit of 64 MiB" in result.stderr and "alive" not in result.stdout
+
+
+@pytest.mark.usefixtures("no_cgroup")
+async def test_timeout_kills_the_group_without_cgroups(tmp_path: Path) -> None:
+    async with LocalSandbox(tmp_path, use_bwrap=False) as box:
+        result = await box.exec("sleep 1000.4242 & sleep 1000.4243", timeout=0.5)
+    assert result.timed_out and result.exit_code == -signal.SIGKILL
+    assert await wait_gone("1000.424")
+
+
+async def test_cancelling_exec_kills_the_command(tmp_path: Path) -> None:
+    async with LocalSandbox(tmp_path, use_bwrap=False) as box:
+        with anyio.move_on_after(0.5) as scope:
+            await box.exec("sleep 1000.5151 & sleep 1000.5152", timeout=60)
+        assert scope.cancelled_caught
+        assert await wait_gone("1000.515")
+        assert (await box.exec("echo after")).stdout == "after\n"
+
+
+async def test_cpu_seconds_limit(tmp_path: Path) -> None:
+    async with LocalSandbox(tmp_path, cpu_seconds=1, use_bwrap=False) as box:
+        result = await box.exec(["python3", "-c", "while True: pass"], timeout=60)
+    assert not result.timed_out
+    assert result.exit_code in (-signal.SIGXCPU, -signal.SIGKILL)
+
+
+async def test_file_size_limit(tmp_path: Path) -> None:
+    async with LocalSandbox(tmp_path, file_size_mb=1, use_bwrap=False) as box:
+        result = await box.exec("head -c 3000000 /dev/zero > big.bin")
+    assert not result.ok
+    assert (tmp_path / "big.bin").stat().st_size <= 1024 * 1024
+
+
+async def test_missing_cwd_and_private_tmp_lifecycle(tmp_path: Path) -> None:
+    box = LocalSandbox(tmp_path / "new-ws", use_bwrap=False)
+    with pytest.raises(ValueError, match="'nope' is not a folder"):
+        await box.exec("pwd", cwd="nope")
+    assert (tmp_path / "new-ws").is_dir()  # start() made the workspace
+    home = (await box.exec('printf %s "$HOME"')).stdout
+    assert Path(home).is_dir() and Path(home) != tmp_path
+    await box.start()  # idempotent: same private folder
+    assert (await box.exec('printf %s "$HOME"')).stdout == home
+    await box.close()
+    await box.close()
+    assert not Path(home).exists()
+
+
+@pytest.mark.skipif(cgroup_support() is None, reason="no writable control groups here")
+async def test_cgroups_are_removed_and_stale_ones_swept(tmp_path: Path) -> None:
+    support = cgroup_support()
+    assert support is not None
+    parent = next(iter(support.parents.values()))
+    async with LocalSandbox(tmp_path, pids=20, use_bwrap=False) as box:
+        await box.exec("true")
+    assert not list(parent.glob(f"jianmu-{os.getpid()}-*"))
+    stale = parent / "jianmu-999999999-deadbeef"  # no such pid: its owner crashed
+    stale.mkdir()
+    try:
+        sweep_stale_cgroups()
+        assert not stale.exists()
+    finally:
+        if stale.exists():
+            stale.rmdir()
+
+
+@pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
+async def test_bwrap_sees_its_own_pid_namespace(tmp_path: Path) -> None:
+    async with LocalSandbox(tmp_path, use_bwrap=True) as box:
+        result = await box.exec("ls /proc | grep -c '^[0-9]'")
+    # Only the sandbox's own few processes are visible, not the host's.
+    assert int(result.stdout) < 10

@@ -1,0 +1,155 @@
+"""Tests for jianmu/llm/scripted.py: the scripted stand-in model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jianmu.errors import LLMError
+from jianmu.llm import (
+    LLMProvider,
+    LLMResponse,
+    Message,
+    ScriptedLLM,
+    StreamDone,
+    TextDelta,
+    ToolCallReady,
+    Usage,
+    estimate_tokens,
+)
+from jianmu.tools.calls import ToolCall
+
+pytestmark = pytest.mark.anyio
+
+
+class _FakeTool:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "parameters": {}}}
+
+
+async def test_replays_answers_and_tool_turns_with_deterministic_ids() -> None:
+    llm = ScriptedLLM([
+        [ToolCall(name="read", arguments={"path": "a"}), {"name": "LS", "arguments": "{}"}],
+        [{"name": "read", "arguments": {"path": "b"}, "id": "mine"}],
+        "done",
+    ])
+    assert isinstance(llm, LLMProvider)
+    first = await llm.complete([Message.user("go")])
+    assert first.tool_calls == (
+        ToolCall(name="read", arguments={"path": "a"}, id="call_1"),
+        ToolCall(name="ls", arguments={}, id="call_2"),
+    )
+    assert first.finish_reason == "tool_calls" and first.model == "scripted"
+    assert first.message.tool_calls == list(first.tool_calls)
+    second = await llm.complete([Message.user("go")])
+    assert second.tool_calls[0].id == "mine"  # given ids are kept
+    third = await llm.complete([Message.user("go")])
+    assert third.is_final and third.text == "done" and third.finish_reason == "stop"
+    assert llm.remaining == 0
+
+
+async def test_two_instances_give_the_same_ids() -> None:
+    script = [[{"name": "a"}, {"name": "b"}]]
+    ids = [
+        [c.id for c in (await ScriptedLLM(script).complete([Message.user("x")])).tool_calls]
+        for _ in range(2)
+    ]
+    assert ids == [["call_1", "call_2"], ["call_1", "call_2"]]
+
+
+async def test_running_out_is_a_clear_error() -> None:
+    llm = ScriptedLLM(["only one"])
+    await llm.complete([Message.user("x")])
+    with pytest.raises(LLMError, match="ran out of responses: all 1 scripted replies"):
+        await llm.complete([Message.user("x")])
+    assert len(llm.requests) == 2  # the failed request is recorded too
+
+
+async def test_function_entries_see_the_messages() -> None:
+    def reply(messages: list[Message]) -> Any:
+        last = messages[-1]
+        if last.role == "tool":
+            return f"the tool said {last.content}"
+        return [{"name": "echo", "arguments": {"text": last.content}}]
+
+    llm = ScriptedLLM([reply, reply])
+    first = await llm.complete([Message.user("hi")])
+    assert first.tool_calls == (ToolCall(name="echo", arguments={"text": "hi"}, id="call_1"),)
+    history = [Message.user("hi"), first.message,
+               Message.tool("hi", tool_call_id="call_1", name="echo")]
+    assert (await llm.complete(history)).text == "the tool said hi"
+
+
+async def test_responses_and_messages_pass_through() -> None:
+    ready = LLMResponse(message=Message.assistant("as is"), usage=Usage(input_tokens=7),
+                        finish_reason="length", model="other")
+    llm = ScriptedLLM([ready, Message.assistant("both", tool_calls=[{"name": "t"}])])
+    assert await llm.complete([Message.user("x")]) is ready
+    both = await llm.complete([Message.user("x")])
+    assert both.text == "both"
+    assert both.tool_calls == (ToolCall(name="t", arguments={}, id="call_1"),)
+
+
+async def test_records_requests() -> None:
+    llm = ScriptedLLM(["ok"])
+    await llm.complete(
+        [{"role": "user", "content": "hi"}],
+        tools=[_FakeTool("search"), {"name": "fetch", "parameters": {"type": "object"}}],
+        tool_choice="search",
+        temperature=0,
+    )
+    request = llm.requests[0]
+    assert request.messages == (Message.user("hi"),)
+    assert request.tool_names == ["search", "fetch"]
+    assert request.tool_choice == {"type": "function", "function": {"name": "search"}}
+    assert request.params == {"temperature": 0}
+
+
+async def test_usage_is_estimated_from_characters() -> None:
+    llm = ScriptedLLM(["12345678", [{"name": "ab", "arguments": {"k": 1}}]])
+    history = [Message.user("x" * 40)]
+    answer = await llm.complete(history)
+    assert answer.usage == Usage(input_tokens=10, output_tokens=2)
+    call = await llm.complete(history, tools=[_FakeTool("ab")])
+    # Prompt: the text plus the tool schemas; output: the call's name and arguments.
+    tools_json = '[{"function": {"name": "ab", "parameters": {}}, "type": "function"}]'
+    assert call.usage.input_tokens == estimate_tokens("x" * 40 + tools_json)
+    assert call.usage.output_tokens == estimate_tokens('ab{"k": 1}')
+    assert estimate_tokens("") == 0 and estimate_tokens("abcde") == 2
+
+
+async def test_stream_yields_words_then_calls_then_done() -> None:
+    llm = ScriptedLLM(["Hello big world", Message.assistant("ok", tool_calls=[{"name": "t"}])])
+    events = [e async for e in llm.stream([Message.user("x")])]
+    assert events[:-1] == [TextDelta(text="Hello "), TextDelta(text="big "),
+                           TextDelta(text="world")]
+    assert isinstance(events[-1], StreamDone) and events[-1].response.text == "Hello big world"
+    events = [e async for e in llm.stream([Message.user("x")])]
+    assert events[1] == ToolCallReady(call=ToolCall(name="t", arguments={}, id="call_1"), index=0)
+
+
+@pytest.mark.parametrize(
+    ("script", "error", "fragment"),
+    [
+        ("answer", TypeError, "wrap a single answer in a list"),
+        ([42], TypeError, "response #0 is 42 of type int"),
+        (["ok", []], ValueError, "response #1: an empty tool-call turn"),
+        ([[1]], TypeError, "tool call 1 must be a ToolCall or a dict"),
+        ([Message.user("x")], ValueError, "must be an assistant message"),
+    ],
+)
+async def test_bad_scripts_are_refused(script: Any, error: type[Exception], fragment: str) -> None:
+    with pytest.raises(error, match=fragment):
+        ScriptedLLM(script)
+
+
+async def test_bad_function_results_are_refused() -> None:
+    llm = ScriptedLLM([lambda messages: 42, lambda messages: lambda m: "x"])
+    with pytest.raises(TypeError, match="returned by the script function"):
+        await llm.complete([Message.user("x")])
+    with pytest.raises(TypeError, match="returned another function"):
+        await llm.complete([Message.user("x")])

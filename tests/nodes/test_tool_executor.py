@@ -1,0 +1,379 @@
+"""ToolExecutor: modes, isolation of failures, the guard, approvals, crash safety, spans."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
+from jianmu.tools.base import tool
+
+pytestmark = pytest.mark.anyio
+REPO = Path(__file__).resolve().parents[2]
+
+
+@tool
+async def echo(text: str) -> str:
+    """Echo the text back.
+
+    Args:
+        text: what to echo.
+    """
+    return text
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: first.
+        b: second.
+    """
+    return a + b
+
+
+@tool
+async def explode(reason: str) -> str:
+    """Raise an error.
+
+    Args:
+        reason: the message.
+    """
+    raise RuntimeError(reason)
+
+
+@tool(timeout_seconds=0.3)
+async def hang(note: str) -> str:
+    """Never finish.
+
+    Args:
+        note: ignored.
+    """
+    await asyncio.Event().wait()
+    return note
+
+
+async def run(
+    executor: ToolExecutor, actions: list[dict[str, Any]], **kwargs: Any
+) -> tuple[ReactiveRunner, Any]:
+    state = StateManager(AgentState, {"actions": actions})
+    runner = ReactiveRunner(executor, state, **kwargs)
+    result = await runner.run(timeout=30)
+    return runner, result
+
+
+def contents(runner: ReactiveRunner) -> list[tuple[str | None, str | None]]:
+    return [(m.tool_call_id, m.content) for m in runner.state.get("messages")]
+
+
+async def test_serial_batch_in_order_and_effects() -> None:
+    @tool(category="write", effect_tags=["file_write"])
+    def save(text: str) -> str:
+        """Pretend to save.
+
+        Args:
+            text: what to save.
+        """
+        return "saved " + text
+
+    executor = ToolExecutor(tools=[echo, add, save])
+    runner, result = await run(executor, [
+        {"id": "a", "name": "echo", "arguments": {"text": "hi"}},
+        {"id": "b", "name": "add", "arguments": '{"a": 2, "b": "3"}'},
+        {"id": "c", "name": "save", "arguments": {"text": "x"}},
+    ])
+    assert result.status is RunStatus.SUCCESS
+    assert contents(runner) == [("a", "hi"), ("b", "5"), ("c", "saved x")]
+    assert runner.state.get("actions") == []
+    assert runner.state.get("tool_effects") == {"file_write": 1}
+    assert set(runner.state.get("completed_call_ids")) == {"a", "b", "c"}
+    assert runner.state.get("final_answer") is None and runner.state.get("done") is False
+
+
+async def test_parallel_mode_runs_calls_at_once() -> None:
+    started: list[str] = []
+    all_in = asyncio.Event()
+
+    @tool
+    async def rendezvous(who: str) -> str:
+        """Wait until three calls are inside at the same time.
+
+        Args:
+            who: caller name.
+        """
+        started.append(who)
+        if len(started) == 3:
+            all_in.set()
+        await all_in.wait()  # serial execution would deadlock here (and time out)
+        return who
+
+    executor = ToolExecutor(tools=[rendezvous])  # auto: read tools are parallel-safe
+    runner, result = await run(executor, [
+        {"id": f"r{i}", "name": "rendezvous", "arguments": {"who": f"w{i}"}} for i in range(3)
+    ])
+    assert result.status is RunStatus.SUCCESS
+    assert contents(runner) == [("r0", "w0"), ("r1", "w1"), ("r2", "w2")]
+
+
+async def test_auto_mode_is_serial_when_a_tool_is_not_parallel_safe() -> None:
+    order: list[str] = []
+
+    @tool(category="write")
+    async def step(name: str) -> str:
+        """Record a step.
+
+        Args:
+            name: step name.
+        """
+        order.append(f"start {name}")
+        await asyncio.sleep(0)
+        order.append(f"end {name}")
+        return name
+
+    executor = ToolExecutor(tools=[step])
+    await run(executor, [{"name": "step", "arguments": {"name": n}} for n in "ab"])
+    assert order == ["start a", "end a", "start b", "end b"]
+    executor = ToolExecutor(tools=[step], config=ToolExecutorConfig(execution_mode="parallel"))
+    order.clear()
+    await run(executor, [{"name": "step", "arguments": {"name": n}} for n in "ab"])
+    assert order == ["start a", "start b", "end a", "end b"]
+
+
+async def test_sibling_isolation_in_a_parallel_batch() -> None:
+    executor = ToolExecutor(
+        tools=[echo, explode, hang, add], config=ToolExecutorConfig(execution_mode="parallel")
+    )
+    runner, result = await run(executor, [
+        {"id": "ok", "name": "echo", "arguments": {"text": "fine"}},
+        {"id": "boom", "name": "explode", "arguments": {"reason": "kaput"}},
+        {"id": "slow", "name": "hang", "arguments": {"note": "x"}},
+        {"id": "bad", "name": "add", "arguments": {"a": "one", "c": 3}},
+        {"id": "ghost", "name": "nope", "arguments": {}},
+        {"id": "junk", "name": "echo", "arguments": "{not json"},
+    ])
+    assert result.status is RunStatus.SUCCESS
+    got = dict(contents(runner))
+    assert list(got) == ["ok", "boom", "slow", "bad", "ghost", "junk"]
+    assert got["ok"] == "fine"
+    assert got["boom"].startswith("Error:") and "kaput" in got["boom"]
+    assert got["slow"].startswith("Error:") and "0.3" in got["slow"]
+    assert "a: " in got["bad"] and "'c'" in got["bad"] and "'b'" in got["bad"]
+    assert "unknown tool 'nope'" in got["ghost"] and "echo" in got["ghost"]
+    assert got["junk"].startswith("Error:")
+
+
+async def test_retries_idempotent_tools_only() -> None:
+    attempts = {"read": 0, "write": 0}
+
+    @tool(max_retries=2)
+    async def flaky_read(key: str) -> str:
+        """Fail twice, then succeed.
+
+        Args:
+            key: anything.
+        """
+        attempts["read"] += 1
+        if attempts["read"] < 3:
+            raise ConnectionError("transient")
+        return "value"
+
+    @tool(category="write")
+    async def flaky_write(key: str) -> str:
+        """Always fail.
+
+        Args:
+            key: anything.
+        """
+        attempts["write"] += 1
+        raise ConnectionError("transient")
+
+    executor = ToolExecutor(
+        tools=[flaky_read, flaky_write], config=ToolExecutorConfig(retry_backoff=0)
+    )
+    runner, _ = await run(executor, [
+        {"id": "r", "name": "flaky_read", "arguments": {"key": "k"}},
+        {"id": "w", "name": "flaky_write", "arguments": {"key": "k"}},
+    ])
+    assert dict(contents(runner))["r"] == "value"
+    assert attempts == {"read": 3, "write": 1}
+
+
+async def test_denied_tool_gets_a_rejection_observation_and_is_hidden() -> None:
+    constraints = Constraints.model_validate({"guard": {"tool_policy": {"add": "deny"}}})
+    executor = ToolExecutor(tools=[echo, add], constraints=constraints)
+    runner, _ = await run(executor, [{"id": "d", "name": "add", "arguments": {"a": 1, "b": 2}}])
+    (message,) = contents(runner)
+    assert message[1] is not None and "denied" in message[1]
+    assert executor.visible_toolset().names() == ["echo"]
+
+
+async def test_max_tool_calls_under_a_parallel_batch() -> None:
+    constraints = Constraints.model_validate({"guard": {"max_tool_calls": 2}})
+    executor = ToolExecutor(tools=[echo], constraints=constraints)
+    runner, _ = await run(executor, [
+        {"id": f"e{i}", "name": "echo", "arguments": {"text": str(i)}} for i in range(4)
+    ])
+    got = dict(contents(runner))
+    assert [got["e0"], got["e1"]] == ["0", "1"]
+    assert all("denied" in (got[k] or "") for k in ("e2", "e3"))
+
+
+async def test_budget_exhaustion_denies() -> None:
+    constraints = Constraints.model_validate({"guard": {"budget": {"total_tokens": 100}}})
+    executor = ToolExecutor(tools=[echo], constraints=constraints)
+    state = StateManager(AgentState, {
+        "actions": [{"id": "x", "name": "echo", "arguments": {"text": "t"}}],
+        "usage": {"input_tokens": 90, "output_tokens": 20},
+    })
+    runner = ReactiveRunner(executor, state)
+    await runner.run(timeout=10)
+    assert "denied" in (contents(runner)[0][1] or "")
+
+
+@tool(category="write", permission="user_confirm")
+def publish(text: str) -> str:
+    """Publish text (asks first).
+
+    Args:
+        text: what to publish.
+    """
+    return "published " + text
+
+
+async def test_suspend_approve_continue_and_reject() -> None:
+    actions = [
+        {"id": "e", "name": "echo", "arguments": {"text": "first"}},
+        {"id": "p", "name": "publish", "arguments": {"text": "post"}},
+    ]
+    runner, result = await run(ToolExecutor(tools=[echo, publish]), actions)
+    assert result.status is RunStatus.SUSPENDED
+    assert [r.id for r in result.pending] == ["p"]
+    assert runner.state.get("messages") == []  # nothing in the batch ran
+    runner.approve("p")
+    done = await runner.run(timeout=10)
+    assert done.status is RunStatus.SUCCESS
+    assert contents(runner) == [("e", "first"), ("p", "published post")]
+
+    runner, _ = await run(ToolExecutor(tools=[echo, publish]), actions)
+    runner.reject("p", "not now")
+    await runner.run(timeout=10)
+    got = dict(contents(runner))
+    assert got["e"] == "first" and "not now" in (got["p"] or "")
+
+
+async def test_no_interaction_channel_turns_confirm_into_deny() -> None:
+    runner, result = await run(
+        ToolExecutor(tools=[publish]),
+        [{"id": "p", "name": "publish", "arguments": {"text": "x"}}],
+        interactive=False,
+    )
+    assert result.status is RunStatus.SUCCESS
+    assert "denied" in (contents(runner)[0][1] or "")
+
+
+async def test_reused_call_id_gets_a_fresh_one() -> None:
+    executor = ToolExecutor(tools=[echo])
+    state = StateManager(AgentState, {"actions": [
+        {"id": "same", "name": "echo", "arguments": {"text": "1"}},
+        {"id": "same", "name": "echo", "arguments": {"text": "2"}},
+    ]})
+    runner = ReactiveRunner(executor, state)
+    await runner.run(timeout=10)
+    ids = [m.tool_call_id for m in state.get("messages")]
+    assert ids[0] == "same" and ids[1] != "same" and len(set(ids)) == 2
+
+
+async def test_spans_for_each_call() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    await run(ToolExecutor(tools=[echo, explode]), [
+        {"id": "a", "name": "echo", "arguments": {"text": "x"}},
+        {"id": "b", "name": "explode", "arguments": {"reason": "y"}},
+    ], tracer_provider=provider)
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    ok, bad = spans["execute_tool echo"], spans["execute_tool explode"]
+    assert ok.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert ok.attributes["gen_ai.tool.name"] == "echo"
+    assert ok.attributes["gen_ai.tool.call.id"] == "a"
+    assert ok.attributes["gen_ai.tool.type"] == "function"
+    assert ok.attributes["jianmu.guard.decision"] == "allow"
+    assert "gen_ai.tool.call.arguments" not in ok.attributes  # content is opt-in
+    assert bad.attributes["error.type"]
+
+
+def app(*args: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.support.executor_app", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_approval_survives_a_restart_in_a_new_process(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.sqlite")
+    first = app("start", db, str(tmp_path), "run-1")
+    assert first["status"] == "suspended" and first["pending"] == ["c1"]
+    assert not (tmp_path / "effects.txt").exists()
+    second = app("resume", db, str(tmp_path), "run-1", "approve")
+    assert second["status"] == "success"
+    assert (tmp_path / "effects.txt").read_text() == "before\ndeploy prod\n"
+    assert [m["content"] for m in second["messages"]] == ["wrote before", "deployed to prod"]
+
+
+def test_rejection_after_restart(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.sqlite")
+    app("start", db, str(tmp_path), "run-2")
+    second = app("resume", db, str(tmp_path), "run-2", "reject")
+    assert (tmp_path / "effects.txt").read_text() == "before\n"
+    assert "not today" in second["messages"][1]["content"]
+
+
+def test_sigkill_mid_batch_then_restore_runs_each_effect_once(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.sqlite")
+    effects = tmp_path / "effects.txt"
+    (tmp_path / "block").touch()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.executor_app", "crash", db, str(tmp_path), "r"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        # wait (bounded) until the first two side effects happened; the third is blocked
+        for _ in range(1200):
+            if effects.exists() and effects.read_text().count("\n") == 2:
+                break
+            if proc.poll() is not None:
+                pytest.fail(f"the app exited early: {proc.communicate()}")
+            proc_wait(proc, 0.05)
+        assert effects.read_text() == "one\ntwo\n"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    (tmp_path / "block").unlink()
+    result = app("resume", db, str(tmp_path), "r")
+    assert result["status"] == "success"
+    assert effects.read_text() == "one\ntwo\nthree\nfour\nfive\n"
+    assert [m["tool_call_id"] for m in result["messages"]] == ["c0", "c1", "c2", "c3", "c4"]
+    assert result["effects"] == {"file_write": 5}
+
+
+def proc_wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
+    """Wait for the process for a moment (returns early if it exits)."""
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass

@@ -1,0 +1,156 @@
+"""`ToolCall` and `ToolResult`: every provider shape, and arbitrary JSON never raises."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jianmu.tools import ToolCall, ToolResult
+from jianmu.tools.calls import new_call_id, render_output, truncate_text
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=12), children, max_size=5),
+    max_leaves=20,
+)
+# Dicts that look like calls, so the interesting branches are reached, not only the fallback.
+CALL_LIKE = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": JSON, "type": JSON, "name": JSON, "tool": JSON, "arguments": JSON | st.text(),
+        "args": JSON, "input": JSON, "function": st.fixed_dictionaries(
+            {}, optional={"name": JSON, "arguments": JSON | st.text()}
+        ) | JSON,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON | CALL_LIKE)
+def test_tool_call_from_dict_never_raises(data: Any) -> None:
+    call = ToolCall.from_dict(data)
+    assert isinstance(call.name, str) and call.name == call.name.strip().lower()
+    assert call.id
+    call.arguments_json()
+    assert ToolCall.from_list([call]) == [call]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(JSON | CALL_LIKE, max_size=5))
+def test_tool_call_from_list_never_raises_and_is_idempotent(items: list[Any]) -> None:
+    calls = ToolCall.from_list(items)
+    assert ToolCall.from_list(calls) == calls
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=20), JSON | CALL_LIKE, st.none() | st.text(max_size=10))
+def test_tool_result_from_raw_never_raises(tool: str, raw: Any, error: str | None) -> None:
+    result = ToolResult.from_raw(tool, raw, error=error, call_id="c1")
+    assert result.is_error is (not result.ok)
+    assert isinstance(result.text, str)
+    message = result.to_message()
+    assert message["role"] == "tool" and message["tool_call_id"] == "c1"
+    result.truncate(5)
+
+
+def test_openai_shape() -> None:
+    call = ToolCall.from_dict({
+        "id": "call_1", "type": "function",
+        "function": {"name": "Calculator", "arguments": '{"expression": "2+3"}'},
+    })
+    assert call == ToolCall(name="calculator", arguments={"expression": "2+3"}, id="call_1")
+    assert call.to_openai() == {
+        "id": "call_1", "type": "function",
+        "function": {"name": "calculator", "arguments": '{"expression": "2+3"}'},
+    }
+
+
+def test_anthropic_tool_use_block() -> None:
+    call = ToolCall.from_dict(
+        {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "x"}}
+    )
+    assert (call.name, call.arguments, call.id) == ("search", {"q": "x"}, "toolu_1")
+
+
+def test_flat_shapes() -> None:
+    a = ToolCall.from_dict({"name": "a", "arguments": {"x": 1}})
+    b = ToolCall.from_dict({"tool": "b", "args": '{"y": 2}'})
+    assert (a.name, a.arguments) == ("a", {"x": 1})
+    assert (b.name, b.arguments) == ("b", {"y": 2})
+
+
+def test_invalid_json_arguments_are_kept_raw() -> None:
+    call = ToolCall.from_dict({"name": "calc", "arguments": "2+3"})
+    assert call.arguments == "2+3"
+    assert call.arguments_json() == "2+3"
+
+
+def test_missing_ids_are_unique_and_empty_arguments_are_a_dict() -> None:
+    ids = {ToolCall.from_dict({"name": "x"}).id for _ in range(50)}
+    assert len(ids) == 50 and all(i.startswith("call_") for i in ids)
+    assert ToolCall.from_dict({"name": "x", "arguments": ""}).arguments == {}
+    assert ToolCall(name="x", id="").id.startswith("call_")
+    assert new_call_id() != new_call_id()
+
+
+def test_non_mapping_becomes_a_nameless_call() -> None:
+    assert ToolCall.from_dict(["not", "a", "call"]).name == ""
+    assert ToolCall.from_list(None) == []
+    assert len(ToolCall.from_list({"name": "one"})) == 1
+
+
+def test_with_id_and_from_list_keeps_instances() -> None:
+    call = ToolCall(name="a", id="1")
+    assert call.with_id("2").id == "2"
+    assert ToolCall.from_list([call, {"name": "b"}])[0] is call
+
+
+def test_from_raw_shapes() -> None:
+    given_result = ToolResult(tool="t", ok=True, output=1)
+    passed = ToolResult.from_raw("t", given_result, call_id="c", duration_ms=2.0)
+    assert (passed.call_id, passed.duration_ms, passed.output) == ("c", 2.0, 1)
+    explicit = ToolResult.from_raw("t", "partial", error="boom")
+    assert (explicit.ok, explicit.error, explicit.output) == (False, "boom", "partial")
+    exc = ToolResult.from_raw("t", ValueError("bad value"))
+    assert (exc.ok, exc.error) == (False, "ValueError: bad value")
+    ok_dict = ToolResult.from_raw("t", {"ok": True, "result": 5})
+    assert (ok_dict.ok, ok_dict.output) == (True, 5)
+    failed_dict = ToolResult.from_raw("t", {"ok": False})
+    assert (failed_dict.ok, failed_dict.error) == (False, "the tool reported a failure")
+    error_text = ToolResult.from_raw("t", "Error: file not found")
+    assert (error_text.ok, error_text.error) == (False, "file not found")
+    plain = ToolResult.from_raw("t", {"data": [1]})
+    assert (plain.ok, plain.output) == (True, {"data": [1]})
+
+
+def test_text_message_and_is_error() -> None:
+    ok = ToolResult(tool="t", ok=True, output={"a": "é"}, call_id="c")
+    assert ok.text == '{"a": "é"}' and not ok.is_error
+    bad = ToolResult(tool="t", ok=False, error="nope", call_id="c")
+    assert bad.text == "Error: nope" and bad.is_error
+    assert bad.to_message() == {"role": "tool", "tool_call_id": "c", "name": "t",
+                                "content": "Error: nope"}
+
+
+def test_truncate_marks_the_cut() -> None:
+    long = ToolResult(tool="t", ok=True, output="x" * 50)
+    cut = long.truncate(10)
+    assert cut.truncated and cut.output.startswith("x" * 10)
+    assert "40 more characters" in cut.output
+    assert long.truncate(100) is long
+    assert long.truncate(None) is long
+    failed = ToolResult(tool="t", ok=False, error="e" * 50)
+    assert failed.truncate(10) is failed
+
+
+def test_render_and_truncate_helpers() -> None:
+    assert render_output(None) == ""
+    assert render_output(b"\xffa") == "\ufffda"
+    assert json.loads(render_output({"k": [1]})) == {"k": [1]}
+    assert render_output({1, 2}) in ("[1, 2]", '"{1, 2}"', "{1, 2}")
+    assert truncate_text("abc", 0) == ("abc", 0)
+    assert truncate_text("abcdef", 2)[1] == 4

@@ -1,0 +1,222 @@
+"""`ToolSet`: immutability, lookup, selection, export and execution."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from jianmu.errors import ToolNotFoundError, ToolUnavailableWarning
+from jianmu.tools import BaseToolProvider, BuiltinToolProvider, Tool, ToolSet, tool
+
+
+def _make(name: str, *, category: str = "read", tags: tuple[str, ...] = (),
+          max_len: int = 20000, result: Any = "ok") -> Tool:
+    def fn(x: int = 0) -> Any:
+        """Doc line one.
+
+        Args:
+            x: A number.
+        """
+        return result
+
+    return tool(name=name, description=f"{name} does things.\nSecond line.", category=category,
+                tags=tags, max_result_length=max_len)(fn)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def fresh_default() -> Any:
+    BuiltinToolProvider.reset_default()
+    yield
+    BuiltinToolProvider.reset_default()
+
+
+def test_from_tools_keeps_order_and_last_registration_wins() -> None:
+    a1, b, a2 = _make("alpha"), _make("beta"), _make("Alpha", result="second")
+    ts = ToolSet.from_tools([a1, b, a2])
+    assert ts.names() == ["Alpha", "beta"]
+    assert ts.get("ALPHA") is a2 and ts.get("alpha") is a2
+    assert ts.get("missing") is None
+    assert len(ts) == 2 and "BETA" in ts and "nope" not in ts and 3 not in ts
+    assert list(ts) == [a2, b] and ts.tools == (a2, b)
+    assert bool(ts) and not ToolSet()
+    assert "beta" in repr(ts)
+
+
+def test_only_tools_are_accepted() -> None:
+    with pytest.raises(TypeError, match="wrap functions with @tool"):
+        ToolSet.from_tools([lambda: 1])  # type: ignore[list-item]
+
+
+def test_getitem_raises_with_the_known_names() -> None:
+    ts = ToolSet([_make("alpha")])
+    with pytest.raises(ToolNotFoundError, match="no tool named 'zeta'; known tools: alpha"):
+        ts["zeta"]
+
+
+def test_merge_and_with_tools_return_new_sets() -> None:
+    a, b, c = _make("a"), _make("b"), _make("c")
+    base = ToolSet([a])
+    merged = base.merge(ToolSet([b]), [c])
+    assert merged.names() == ["a", "b", "c"] and base.names() == ["a"]
+    replaced = merged.with_tools([_make("b", result="new")])
+    assert replaced.names() == ["a", "b", "c"] and replaced.get("b") is not b
+    assert merged.get("b") is b
+
+
+def test_describe_lists_first_lines() -> None:
+    ts = ToolSet([_make("a"), _make("b")])
+    assert ts.describe() == "- a: a does things.\n- b: b does things."
+
+
+def test_is_parallel_safe() -> None:
+    ts = ToolSet([_make("r1"), _make("r2"), _make("w", category="write")])
+    assert ts.is_parallel_safe(["r1", "R2"])
+    assert not ts.is_parallel_safe(["r1", "w"])
+    assert not ts.is_parallel_safe(["unknown"])
+    assert not ts.is_parallel_safe()
+    assert ToolSet([_make("r")]).is_parallel_safe()
+
+
+def test_deprecate_remove_active_and_selection() -> None:
+    read = _make("read1", tags=("fs",))
+    write = _make("write1", category="write", tags=("fs",))
+    old = _make("old", tags=("fs",))
+    ts = ToolSet([read, write, old])
+    dep = ts.deprecate("OLD", "use read1")
+    assert dep.get("old").deprecated and not old.deprecated  # the original is untouched
+    assert dep.get("old").metadata["deprecation_reason"] == "use read1"
+    assert dep.names() == ["read1", "write1", "old"]
+    assert dep.active().names() == ["read1", "write1"]
+    assert [s["name"] for s in dep.schemas()] == ["read1", "write1"]
+    assert [s["name"] for s in dep.schemas(include_deprecated=True)] == [
+        "read1", "write1", "old"]
+    assert dep.by_category("read").names() == ["read1"]
+    assert dep.by_category("write").names() == ["write1"]
+    assert dep.by_tag("fs").names() == ["read1", "write1"]
+    assert dep.remove("write1").names() == ["read1", "old"]
+    assert ts.names() == ["read1", "write1", "old"]
+    with pytest.raises(ToolNotFoundError):
+        ts.remove("nope")
+    with pytest.raises(ToolNotFoundError):
+        ts.deprecate("nope")
+
+
+def test_exports_are_cached_per_set() -> None:
+    ts = ToolSet([_make("a"), _make("b")])
+    first = ts.schemas()
+    assert first == [t.to_schema() for t in ts]
+    assert ts.schemas() == first and ts.schemas() is not first  # a copy of the cached list
+    assert ts.schemas()[0] is first[0]  # the same dicts: computed once
+    assert [s["name"] for s in ts.specs()] == ["a", "b"]
+    assert ts.to_openai()[0]["type"] == "function"
+    assert ts.to_openai(strict=True)[0]["function"]["strict"] is True
+    assert ts.to_anthropic()[0]["input_schema"]["type"] == "object"
+    assert ts.to_mcp()[0]["annotations"]["readOnlyHint"] is True
+
+
+@pytest.mark.anyio
+async def test_execute_returns_tool_results_for_everything() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    @tool
+    def boom() -> None:
+        """Fail."""
+        raise RuntimeError("exploded")
+
+    never = anyio.Event()
+
+    @tool(timeout_seconds=0.05)
+    async def slow() -> None:
+        """Hang."""
+        await never.wait()
+
+    ts = ToolSet([add, boom, slow, _make("long", max_len=5, result="x" * 20)])
+    ok = await ts.execute("ADD", {"a": "1", "b": 2}, call_id="c1")
+    assert (ok.ok, ok.output, ok.call_id, ok.tool) == (True, 3, "c1", "add")
+    assert ok.duration_ms is not None and ok.duration_ms >= 0
+    bad_args = await ts.execute("add", {"a": 1})
+    assert not bad_args.ok and "missing required argument 'b'" in (bad_args.error or "")
+    raised = await ts.execute("boom")
+    assert (raised.ok, raised.error) == (False, "RuntimeError: exploded")
+    timed_out = await ts.execute("slow")
+    assert not timed_out.ok and "did not finish within" in (timed_out.error or "")
+    unknown = await ts.execute("nope", call_id="c9")
+    assert not unknown.ok and unknown.call_id == "c9"
+    assert "unknown tool 'nope'; known tools: add, boom, slow, long" == unknown.error
+    cut = await ts.execute("long")
+    assert cut.truncated and cut.output.startswith("xxxxx\n")
+
+
+@pytest.mark.anyio
+async def test_execute_passes_injected_and_runner() -> None:
+    class Recorder:
+        def __init__(self) -> None:
+            self.seen: list[dict[str, Any]] = []
+
+        async def run(self, t: Tool, args: dict[str, Any]) -> Any:
+            self.seen.append(args)
+            return "Error: refused by runner"
+
+    @tool
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    runner = Recorder()
+    ts = ToolSet([echo])
+    result = await ts.execute("echo", {"text": "a"}, {"text": "b"}, runner)
+    assert runner.seen == [{"text": "b"}]
+    assert (result.ok, result.error) == (False, "refused by runner")
+    kept = await ts.execute("echo", {"text": "a"}, {"text": "b"}, prefer_injected=False)
+    assert kept.output == "a"
+
+
+class _FakeProvider(BaseToolProvider):
+    def __init__(self, tools: list[Tool]) -> None:
+        self.tools = tools
+        self.initialized = False
+
+    async def initialize(self) -> None:
+        self.initialized = True
+
+    def get_tools(self, **kwargs: Any) -> list[Tool]:
+        assert self.initialized, "get_tools before initialize"
+        return [t for t in self.tools if kwargs.get("tag") in (None, *t.tags)]
+
+
+@pytest.mark.anyio
+async def test_from_providers_initialises_then_gathers() -> None:
+    p1 = _FakeProvider([_make("a", tags=("x",)), _make("b")])
+    p2 = _FakeProvider([_make("c", tags=("x",))])
+    ts = await ToolSet.from_providers([p1, p2])
+    assert ts.names() == ["a", "b", "c"]
+    filtered = await ToolSet.from_providers([p1, p2], tag="x")
+    assert filtered.names() == ["a", "c"]
+
+
+def test_resolve_builtins_with_custom_winning(fresh_default: None) -> None:
+    calc = _make("calculator", result="custom")
+    extra = _make("extra")
+    ts = ToolSet.resolve(["calculator", "read_file"], [calc, extra], strict=True)
+    assert ts.get("calculator") is calc
+    assert ts.names() == ["calculator", "read_file", "extra"]
+    assert ts.get("read_file").name == "read_file"
+    assert "duckduckgo_search" in ToolSet.list_builtin_names()
+
+
+def test_resolve_skips_unknown_with_a_warning_or_raises_when_strict(fresh_default: None) -> None:
+    with pytest.warns(ToolUnavailableWarning, match="'no_such_tool' skipped"):
+        ts = ToolSet.resolve(["no_such_tool", "calculator"])
+    assert ts.names() == ["calculator"]
+    with pytest.raises(ToolNotFoundError, match="no built-in tool named 'no_such_tool'"):
+        ToolSet.resolve(["no_such_tool"], strict=True)
+
+
+def test_resolve_uses_the_given_provider() -> None:
+    provider = BuiltinToolProvider(builtins={"only": lambda: _make("only")}, aliases={})
+    assert ToolSet.resolve(["only"], provider=provider).names() == ["only"]
