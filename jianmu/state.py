@@ -204,10 +204,10 @@ class StateManager:
                 f"unsupported state snapshot version {snapshot.get('version')!r}"
             )
         stores: dict[str | None, dict[str, Any]] = {
-            None: self._validated(snapshot.get("root", {}), None, reduce=False)
+            None: self._validated(snapshot.get("root", {}), None, reduce=False, whole=True)
         }
         for ns, values in snapshot.get("namespaces", {}).items():
-            stores[ns] = self._validated(values, ns, reduce=False)
+            stores[ns] = self._validated(values, ns, reduce=False, whole=True)
         with self._lock:
             self._stores = stores
         self._notify(frozenset(["*"]))
@@ -253,11 +253,15 @@ class StateManager:
             raise StateValidationError(_validation_error(key, value, expected, exc)) from None
 
     def _validated(
-        self, values: Mapping[str, Any], namespace: str | None, *, reduce: bool
+        self, values: Mapping[str, Any], namespace: str | None, *, reduce: bool,
+        whole: bool = False,
     ) -> dict[str, Any]:
-        """Validate every value (and reduce it onto the current one) without writing."""
+        """Validate every value (and reduce it onto the current one) without writing.
+
+        With ``whole``, the result is a complete store: unset fields take their defaults.
+        """
         current = self._stores.get(namespace) or {}
-        result = self._defaults() if not reduce else {}
+        result = self._defaults() if whole else {}
         for key, value in values.items():
             spec = self._check_key(key)
             reducer = spec.reducer if (spec is not None and reduce) else None

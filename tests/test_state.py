@@ -152,3 +152,10 @@ def test_updates_from_many_threads() -> None:
 def test_initial_values_are_validated() -> None:
     with pytest.raises(StateValidationError):
         StateManager(S, {"count": "x"})
+
+
+def test_replace_touches_only_the_given_keys() -> None:
+    state = StateManager(S, {"count": 4})
+    state.append_port_messages({"role": "user", "content": "keep me"})
+    state.replace({"note": "x"})
+    assert state.get("count") == 4 and len(state.get("messages")) == 1

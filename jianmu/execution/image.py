@@ -1,8 +1,8 @@
-"""Build the sandbox image locally: debootstrap a small Debian with Python, then docker import.
+"""Build the sandbox image locally: debootstrap a small Debian with Python 3, then docker import.
 
 Docker Hub may be unreachable, but a Debian mirror usually is (it is a package registry), so the
 image is made from a root file system: ``debootstrap --variant=minbase
---include=python3-minimal``, trimmed, packed with ``tar`` and imported. Where debootstrap is
+--include=python3``, trimmed, packed with ``tar`` and imported. Where debootstrap is
 missing or fails, a Dockerfile build from ``debian:bookworm-slim`` is tried, which needs a
 registry. `jianmu sandbox build-image` and ``make sandbox-image`` call `build_image`.
 """
@@ -32,7 +32,7 @@ _CHANGES = ['ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
             "ENV LANG=C.UTF-8", "WORKDIR /workspace", 'CMD ["/bin/bash"]']
 _DOCKERFILE = """\
 FROM debian:{suite}-slim
-RUN apt-get update && apt-get install -y --no-install-recommends python3-minimal \\
+RUN apt-get update && apt-get install -y --no-install-recommends python3 \\
     && rm -rf /var/lib/apt/lists/*
 ENV LANG=C.UTF-8
 WORKDIR /workspace
@@ -160,7 +160,7 @@ def _rootfs_tarball(
         root = Path(tmp) / "rootfs"
         say(f"debootstrap {suite} from {mirror} (about a minute)")
         done = subprocess.run(
-            [debootstrap, "--variant=minbase", "--include=python3-minimal", suite, str(root),
+            [debootstrap, "--variant=minbase", "--include=python3", suite, str(root),
              mirror],
             capture_output=True, text=True, check=False,
         )
@@ -193,7 +193,8 @@ def _check(client: object, name: str) -> None:
     """Run Python once in the new image, so that a broken build fails here, not in a tool."""
     with _docker_errors("test the new image", name):
         output = client.containers.run(  # type: ignore[attr-defined]
-            name, ["python3", "-c", "print(6 * 7)"], remove=True, network_mode="none"
+            name, ["python3", "-c", "import json, pickle; print(6 * 7)"], remove=True,
+            network_mode="none",
         )
     if output.strip() != b"42":
         raise SandboxError(f"the image {name!r} was built but python3 does not work in it")

@@ -44,8 +44,7 @@ def input_error(tool: str, problems: list[str], allowed: list[str]) -> ToolInput
     )
 
 
-@lru_cache(maxsize=1024)
-def _accepted_names_of(func: Callable[..., Any]) -> frozenset[str] | None:
+def _names_of(func: Callable[..., Any]) -> frozenset[str] | None:
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):
@@ -59,13 +58,16 @@ def _accepted_names_of(func: Callable[..., Any]) -> frozenset[str] | None:
     return frozenset(names)
 
 
+_accepted_names_of = lru_cache(maxsize=1024)(_names_of)
+
+
 def accepted_names(fn: Callable[..., Any]) -> frozenset[str] | None:
     """Keyword names ``fn`` accepts; ``None`` when it takes ``**kwargs``."""
     target = getattr(fn, "__func__", fn)
     try:
         return _accepted_names_of(target)
     except TypeError:  # unhashable callable
-        return _accepted_names_of.__wrapped__(target)
+        return _names_of(target)
 
 
 def decode_container(args: Any) -> Any:
@@ -90,7 +92,7 @@ def single_argument(schema: Mapping[str, Any], args: Any) -> Any:
     """Give a bare value to the one required parameter (seed: ``execute("2+3")``)."""
     if isinstance(args, dict):
         return args
-    required = schema.get("required") or ()
+    required = list(schema.get("required") or [])
     if len(required) == 1 and args is not None:
         return {required[0]: args}
     return args

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from enum import Enum
 from typing import Any, overload
 
 from jianmu.errors import ToolNotFoundError
@@ -138,7 +139,7 @@ class ToolRegistry:
         """The tools that are not deprecated."""
         return [t for t in self._tools.values() if not t.deprecated]
 
-    def get_tools_by_category(self, category: str) -> list[Tool]:
+    def get_tools_by_category(self, category: str | Enum) -> list[Tool]:
         """Active tools of ``category`` (a string, or an enum with that value)."""
         wanted = getattr(category, "value", category)
         return [t for t in self.get_active_tools() if t.category == wanted]

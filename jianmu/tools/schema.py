@@ -358,7 +358,7 @@ class FunctionSchema:
         name: str,
         description: str,
         parameters: dict[str, Any],
-        model: type[BaseModel],
+        model: type[BaseModel] | Callable[[], type[BaseModel]],
         fields: tuple[tuple[str, str], ...],
         injected: tuple[_InjectedParam, ...],
         positional: tuple[str, ...],
@@ -371,7 +371,7 @@ class FunctionSchema:
         self.name = name
         self.description = description
         self.parameters = parameters
-        self.model = model
+        self._model = model
         self.param_descriptions = param_descriptions
         self.signature_names = signature_names
         self.is_async = is_async
@@ -395,6 +395,14 @@ class FunctionSchema:
             if k not in required and "null" not in schema_types(sub, parameters)
             and "any" not in schema_types(sub, parameters)
         )
+
+    @property
+    def model(self) -> type[BaseModel]:
+        """The pydantic model that validates arguments (built on first use)."""
+        model = self._model
+        if not isinstance(model, type):
+            model = self._model = model()
+        return model
 
     @property
     def output_schema(self) -> dict[str, Any]:
@@ -551,11 +559,83 @@ def _resolve_hints(
     return hints, failed
 
 
+_FRAGMENTS: dict[Any, dict[str, Any] | None] = {}
+_FRAGMENTS_MAX = 4096
+
+
+def _has_field_info(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is Annotated and any(
+        isinstance(m, FieldInfo) for m in getattr(annotation, "__metadata__", ())
+    )
+
+
+def _plain_json(value: Any) -> bool:
+    return value is None or type(value) in (bool, int, float, str)
+
+
+def _has_refs(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        return "$ref" in schema or "$defs" in schema or any(
+            _has_refs(v) for v in schema.values()
+        )
+    if isinstance(schema, list):
+        return any(_has_refs(v) for v in schema)
+    return False
+
+
+def _fragment(annotation: Any) -> dict[str, Any] | None:
+    """pydantic's JSON Schema of one type, memoised; ``None`` when it needs ``$defs``."""
+    try:
+        return _FRAGMENTS[annotation]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable annotation: no memo
+        return None
+    try:
+        schema: dict[str, Any] | None = strip_titles(
+            TypeAdapter(annotation, config=_CONFIG).json_schema()
+        )
+    except Exception:  # the model path reports the error with context
+        schema = None
+    if schema is not None and _has_refs(schema):
+        schema = None
+    if len(_FRAGMENTS) >= _FRAGMENTS_MAX:
+        _FRAGMENTS.clear()
+    _FRAGMENTS[annotation] = schema
+    return schema
+
+
+def _fast_parameters(
+    params: list[tuple[str, Any, str | None, bool, Any]],
+) -> dict[str, Any] | None:
+    """The object schema pydantic's model would produce, from memoised per-type schemas."""
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for pname, annotation, description, has_default, default in params:
+        fragment = _fragment(annotation)
+        if fragment is None:
+            return None
+        prop = dict(fragment)
+        if description:
+            prop["description"] = description
+        if has_default:
+            prop["default"] = default
+        else:
+            required.append(pname)
+        props[pname] = dict(sorted(prop.items()))
+    out: dict[str, Any] = {"additionalProperties": False, "properties": props}
+    if required:
+        out["required"] = required
+    out["type"] = "object"
+    return out
+
+
 def function_schema(
     fn: Callable[..., Any],
     *,
     docstring_format: str = "auto",
     namespace: Mapping[str, Any] | None = None,
+    _fast: bool = True,
 ) -> FunctionSchema:
     """Build the schema and validator of ``fn`` from its signature and docstring.
 
@@ -583,6 +663,10 @@ def function_schema(
     injected: list[_InjectedParam] = []
     positional: list[str] = []
     var_kw = False
+    # The fast path assembles the object schema from cached per-type schemas (each made by
+    # pydantic) and builds the validating model only on first use; anything a per-type
+    # schema cannot express exactly (Field infos, $defs, odd defaults) takes the model path.
+    fast: list[tuple[str, Any, str | None, bool, Any]] | None = []
     for index, param in enumerate(sig.parameters.values()):
         pname = param.name
         if param.kind is param.VAR_POSITIONAL:
@@ -646,15 +730,30 @@ def function_schema(
             info = Field(**overrides)
         fields[internal] = (annotation, info)
         field_map.append((internal, pname))
+        if fast is not None:
+            if default_info is not None or _has_field_info(annotation) or (
+                has_default and not _plain_json(param.default)
+            ):
+                fast = None
+            else:
+                fast.append((pname, annotation, description, has_default, param.default))
     if problems:
         raise ToolValidationError(str(name), problems)
-    try:
-        model = create_model(f"{name}_arguments", __config__=_CONFIG, **fields)
-        parameters = strip_titles(model.model_json_schema(by_alias=True))
-    except Exception as exc:  # pydantic's schema errors name the type; pass them on
-        raise ToolValidationError(
-            str(name), [f"cannot build a schema from the signature: {exc}"]
-        ) from None
+    model_name = f"{name}_arguments"
+
+    def build_model() -> type[BaseModel]:
+        return create_model(model_name, __config__=_CONFIG, **fields)
+
+    parameters = _fast_parameters(fast) if fast is not None and _fast else None
+    model: type[BaseModel] | Callable[[], type[BaseModel]] = build_model
+    if parameters is None:
+        try:
+            model = build_model()
+            parameters = strip_titles(model.model_json_schema(by_alias=True))
+        except Exception as exc:  # pydantic's schema errors name the type; pass them on
+            raise ToolValidationError(
+                str(name), [f"cannot build a schema from the signature: {exc}"]
+            ) from None
     parameters.setdefault("properties", {})
     parameters.pop("description", None)
     names = None if var_kw else frozenset(p for _, p in field_map) | {

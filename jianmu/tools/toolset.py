@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import ToolError, ToolNotFoundError
@@ -187,7 +188,7 @@ class ToolSet:
         """The tools that are not deprecated."""
         return ToolSet(t for t in self._index.values() if not t.deprecated)
 
-    def by_category(self, category: str) -> ToolSet:
+    def by_category(self, category: str | Enum) -> ToolSet:
         """Active tools of ``category`` (read, write, execute, communicate, dangerous)."""
         wanted = getattr(category, "value", category)
         return ToolSet(

@@ -12,7 +12,7 @@ import pytest
 
 from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError, ToolValidationError
 from jianmu.runtime.context import RunContext
-from jianmu.tools import FunctionTool, Injected, Tool, tool
+from jianmu.tools import Category, FunctionTool, Injected, Tool, tool
 
 
 class Calculator(Tool):
@@ -29,7 +29,7 @@ class Calculator(Tool):
 class Writer(Tool):
     name = "writer"
     description = "Writes."
-    category = "write"
+    category: Category = "write"
     input_schema = {
         "type": "object",
         "properties": {"path": {"type": "string"}, "count": {"type": "integer"}},
@@ -101,7 +101,9 @@ def test_non_object_input_schema_is_wrapped() -> None:
         "description": "Evaluates arithmetic.",
         "parameters": {
             "type": "object",
-            "properties": {"input": {"type": "string", "description": "An expression such as '2+2'"}},
+            "properties": {
+                "input": {"type": "string", "description": "An expression such as '2+2'"}
+            },
             "required": ["input"],
         },
     }
@@ -233,7 +235,7 @@ async def test_execute_times_out_async_tools() -> None:
         await never.wait()
         return "never"
 
-    with pytest.raises(ToolTimeoutError, match="'stuck' did not finish within 0.05s"):
+    with pytest.raises(ToolTimeoutError, match=r"'stuck' did not finish within 0\.05s"):
         await stuck.execute({})
 
 

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 import jsonschema
 import pytest
 from pydantic import BaseModel, Field
-from typing_extensions import NotRequired, TypedDict  # pydantic needs it on Python < 3.12
+from typing_extensions import NotRequired, TypedDict  # noqa: UP035 (pydantic needs it on 3.11)
 
 from jianmu.errors import ToolDefinitionWarning, ToolInputError, ToolValidationError
 from jianmu.runtime.context import RunContext
@@ -31,7 +31,7 @@ from jianmu.tools.schema import strip_titles, to_mcp_annotations, to_strict_sche
 # -- types used by the signatures ----------------------------------------------------------
 
 
-class Color(str, enum.Enum):
+class Color(str, enum.Enum):  # noqa: UP042 (the str-mixin spelling users write)
     RED = "red"
     GREEN = "green"
 

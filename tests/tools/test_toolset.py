@@ -8,10 +8,10 @@ import anyio
 import pytest
 
 from jianmu.errors import ToolNotFoundError, ToolUnavailableWarning
-from jianmu.tools import BaseToolProvider, BuiltinToolProvider, Tool, ToolSet, tool
+from jianmu.tools import BaseToolProvider, BuiltinToolProvider, Category, Tool, ToolSet, tool
 
 
-def _make(name: str, *, category: str = "read", tags: tuple[str, ...] = (),
+def _make(name: str, *, category: Category = "read", tags: tuple[str, ...] = (),
           max_len: int = 20000, result: Any = "ok") -> Tool:
     def fn(x: int = 0) -> Any:
         """Doc line one.
@@ -22,7 +22,7 @@ def _make(name: str, *, category: str = "read", tags: tuple[str, ...] = (),
         return result
 
     return tool(name=name, description=f"{name} does things.\nSecond line.", category=category,
-                tags=tags, max_result_length=max_len)(fn)  # type: ignore[arg-type]
+                tags=tags, max_result_length=max_len)(fn)
 
 
 @pytest.fixture
@@ -85,8 +85,8 @@ def test_deprecate_remove_active_and_selection() -> None:
     old = _make("old", tags=("fs",))
     ts = ToolSet([read, write, old])
     dep = ts.deprecate("OLD", "use read1")
-    assert dep.get("old").deprecated and not old.deprecated  # the original is untouched
-    assert dep.get("old").metadata["deprecation_reason"] == "use read1"
+    assert dep["old"].deprecated and not old.deprecated  # the original is untouched
+    assert dep["old"].metadata["deprecation_reason"] == "use read1"
     assert dep.names() == ["read1", "write1", "old"]
     assert dep.active().names() == ["read1", "write1"]
     assert [s["name"] for s in dep.schemas()] == ["read1", "write1"]
@@ -205,7 +205,7 @@ def test_resolve_builtins_with_custom_winning(fresh_default: None) -> None:
     ts = ToolSet.resolve(["calculator", "read_file"], [calc, extra], strict=True)
     assert ts.get("calculator") is calc
     assert ts.names() == ["calculator", "read_file", "extra"]
-    assert ts.get("read_file").name == "read_file"
+    assert ts["read_file"].name == "read_file"
     assert "duckduckgo_search" in ToolSet.list_builtin_names()
 
 

@@ -99,7 +99,7 @@ def grep_search(
         try:
             if os.path.getsize(real_file) > _MAX_FILE_BYTES or _is_binary(real_file):
                 continue
-            fh = open(real_file, encoding="utf-8", errors="replace")  # noqa: SIM115
+            fh = open(real_file, encoding="utf-8", errors="replace")
         except OSError:
             continue
         scanned += 1

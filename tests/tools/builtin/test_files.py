@@ -53,19 +53,19 @@ async def test_read_file_without_final_newline(ws: Path) -> None:
 
 
 async def test_read_missing_file(ws: Path) -> None:
-    with pytest.raises(ToolExecutionError, match="'nope.txt' does not exist"):
+    with pytest.raises(ToolExecutionError, match=r"'nope.txt' does not exist"):
         await ReadFileTool().execute({"path": "nope.txt"})
 
 
 async def test_read_binary_file(ws: Path) -> None:
     (ws / "img.bin").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
-    with pytest.raises(ToolExecutionError, match="binary file"):
+    with pytest.raises(ToolExecutionError, match=r"binary file"):
         await ReadFileTool().execute({"path": "img.bin"})
 
 
 async def test_read_directory(ws: Path) -> None:
     (ws / "d").mkdir()
-    with pytest.raises(ToolExecutionError, match="'d' is a directory.*list_dir"):
+    with pytest.raises(ToolExecutionError, match=r"'d' is a directory.*list_dir"):
         await ReadFileTool().execute({"path": "d"})
 
 
@@ -77,13 +77,13 @@ async def test_read_non_utf8_file(ws: Path) -> None:
 
 async def test_read_fifo_is_refused_without_blocking(ws: Path) -> None:
     os.mkfifo(ws / "pipe")
-    with pytest.raises(ToolExecutionError, match="not a regular file"):
+    with pytest.raises(ToolExecutionError, match=r"not a regular file"):
         await ReadFileTool().execute({"path": "pipe"})
 
 
 async def test_read_bad_offset_and_limit(ws: Path) -> None:
     (ws / "a.txt").write_text("x\n")
-    with pytest.raises(ToolInputError, match="offset 5 is past the end of 'a.txt', which has 1"):
+    with pytest.raises(ToolInputError, match=r"offset 5 is past the end of 'a.txt', which has 1"):
         await ReadFileTool().execute({"path": "a.txt", "offset": 5})
     with pytest.raises(ToolInputError):
         await ReadFileTool().execute({"path": "a.txt", "offset": 0})
@@ -143,7 +143,7 @@ async def test_write_failure_leaves_no_temp_file(ws: Path, monkeypatch: pytest.M
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(ToolExecutionError, match="No space left"):
+    with pytest.raises(ToolExecutionError, match=r"No space left"):
         await WriteFileTool().execute({"path": "f.txt", "content": "new"})
     assert (ws / "f.txt").read_text() == "original"
     assert sorted(p.name for p in ws.iterdir()) == ["f.txt"]
@@ -152,13 +152,13 @@ async def test_write_failure_leaves_no_temp_file(ws: Path, monkeypatch: pytest.M
 async def test_write_bad_inputs(ws: Path) -> None:
     (ws / "d").mkdir()
     (ws / "file").write_text("x")
-    with pytest.raises(ToolExecutionError, match="'d' is a directory"):
+    with pytest.raises(ToolExecutionError, match=r"'d' is a directory"):
         await WriteFileTool().execute({"path": "d", "content": "x"})
-    with pytest.raises(ToolExecutionError, match="a parent of 'file/x.txt' is a file"):
+    with pytest.raises(ToolExecutionError, match=r"a parent of 'file/x.txt' is a file"):
         await WriteFileTool().execute({"path": "file/x.txt", "content": "x"})
-    with pytest.raises(ToolInputError, match="mode"):
+    with pytest.raises(ToolInputError, match=r"mode"):
         await WriteFileTool().execute({"path": "a.txt", "content": "x", "mode": "insert"})
-    with pytest.raises(ToolExecutionError, match="workspace folder itself"):
+    with pytest.raises(ToolExecutionError, match=r"workspace folder itself"):
         await WriteFileTool().execute({"path": ".", "content": "x"})
     with pytest.raises(ToolInputError):
         await WriteFileTool().execute({"path": "a.txt"})
@@ -166,7 +166,7 @@ async def test_write_bad_inputs(ws: Path) -> None:
 
 async def test_append_to_binary_is_refused(ws: Path) -> None:
     (ws / "b.bin").write_bytes(b"\x00\x01")
-    with pytest.raises(ToolExecutionError, match="binary"):
+    with pytest.raises(ToolExecutionError, match=r"binary"):
         await WriteFileTool().execute({"path": "b.bin", "content": "x", "mode": "append"})
     assert (ws / "b.bin").read_bytes() == b"\x00\x01"
 
@@ -183,10 +183,10 @@ async def test_str_replace_once(ws: Path) -> None:
 
 async def test_str_replace_ambiguous_says_how_many(ws: Path) -> None:
     (ws / "m.py").write_text("x = 1\nx = 1\nx = 1\n")
-    with pytest.raises(ToolExecutionError, match="occurs 3 times.*set count=3"):
+    with pytest.raises(ToolExecutionError, match=r"occurs 3 times.*set count=3"):
         await StrReplaceTool().execute({"path": "m.py", "old": "x = 1", "new": "x = 2"})
     assert (ws / "m.py").read_text() == "x = 1\nx = 1\nx = 1\n"
-    with pytest.raises(ToolExecutionError, match="occurs 3 times in 'm.py', not 2"):
+    with pytest.raises(ToolExecutionError, match=r"occurs 3 times in 'm.py', not 2"):
         await StrReplaceTool().execute({"path": "m.py", "old": "x = 1", "new": "y", "count": 2})
     out = await StrReplaceTool().execute({"path": "m.py", "old": "x = 1", "new": "y", "count": 3})
     assert out == "Replaced 3 occurrences in m.py (line 1, 2, 3)"
@@ -196,17 +196,17 @@ async def test_str_replace_ambiguous_says_how_many(ws: Path) -> None:
 async def test_str_replace_bad_inputs(ws: Path) -> None:
     (ws / "m.py").write_text("a = 1\n")
     (ws / "latin.txt").write_bytes(b"caf\xe9\n")
-    with pytest.raises(ToolExecutionError, match="old text not found in 'm.py'"):
+    with pytest.raises(ToolExecutionError, match=r"old text not found in 'm.py'"):
         await StrReplaceTool().execute({"path": "m.py", "old": "zzz", "new": "y"})
-    with pytest.raises(ToolInputError, match="old is empty"):
+    with pytest.raises(ToolInputError, match=r"old is empty"):
         await StrReplaceTool().execute({"path": "m.py", "old": "", "new": "y"})
-    with pytest.raises(ToolInputError, match="the same"):
+    with pytest.raises(ToolInputError, match=r"the same"):
         await StrReplaceTool().execute({"path": "m.py", "old": "a", "new": "a"})
-    with pytest.raises(ToolExecutionError, match="does not exist"):
+    with pytest.raises(ToolExecutionError, match=r"does not exist"):
         await StrReplaceTool().execute({"path": "no.py", "old": "a", "new": "b"})
-    with pytest.raises(ToolExecutionError, match="not valid UTF-8"):
+    with pytest.raises(ToolExecutionError, match=r"not valid UTF-8"):
         await StrReplaceTool().execute({"path": "latin.txt", "old": "caf", "new": "b"})
-    with pytest.raises(ToolExecutionError, match="is a directory"):
+    with pytest.raises(ToolExecutionError, match=r"is a directory"):
         await StrReplaceTool().execute({"path": ".", "old": "a", "new": "b"})
 
 
@@ -230,9 +230,9 @@ async def test_list_dir_tree(ws: Path) -> None:
 async def test_list_dir_bad_inputs(ws: Path) -> None:
     (ws / "f.txt").write_text("x")
     (ws / "empty").mkdir()
-    with pytest.raises(ToolExecutionError, match="'nope' does not exist"):
+    with pytest.raises(ToolExecutionError, match=r"'nope' does not exist"):
         await ListDirTool().execute({"path": "nope"})
-    with pytest.raises(ToolExecutionError, match="'f.txt' is a file"):
+    with pytest.raises(ToolExecutionError, match=r"'f.txt' is a file"):
         await ListDirTool().execute({"path": "f.txt"})
     with pytest.raises(ToolInputError):
         await ListDirTool().execute({"depth": 0})
@@ -279,7 +279,7 @@ async def test_file_info_of_a_folder_and_missing(ws: Path) -> None:
     (ws / "d" / "x").write_text("")
     info = await FileInfoTool().execute({"path": "d"})
     assert info["type"] == "directory" and info["entries"] == 1
-    with pytest.raises(ToolExecutionError, match="does not exist"):
+    with pytest.raises(ToolExecutionError, match=r"does not exist"):
         await FileInfoTool().execute({"path": "missing"})
 
 

@@ -26,8 +26,8 @@ from jianmu.tools.builtin import (
     ReadFileTool,
     StrReplaceTool,
     WriteFileTool,
+    _fileops,
 )
-from jianmu.tools.builtin import _fileops
 from jianmu.tools.builtin._paths import PathEscapeError, resolve_path
 
 OUT = "@OUT@"  # replaced by the outside folder's absolute path

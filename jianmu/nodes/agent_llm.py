@@ -1,0 +1,175 @@
+"""`AgentLLMNode`: asks the model for the next step and writes its tool calls or answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from py_trees.common import Status
+
+from jianmu.constraints import Constraints
+from jianmu.errors import LLMError
+from jianmu.llm.messages import Message
+from jianmu.llm.provider import LLMProvider, LLMResponse, StreamDone, TextDelta
+from jianmu.nodes._tool_calls import preview
+from jianmu.runtime.async_node import AsyncNode
+from jianmu.telemetry import (
+    ERROR_TYPE,
+    GEN_AI_AGENT_NAME,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    span,
+)
+from jianmu.tools.toolset import ToolSet
+
+if TYPE_CHECKING:
+    from jianmu.nodes.tool_executor import ToolExecutor
+
+__all__ = ("AgentLLMNode", "recent_messages")
+
+
+def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Message]:
+    """The last ``limit`` messages, never starting with tool results cut from their call."""
+    window = list(messages if limit is None else messages[-limit:])
+    while window and window[0].role == "tool":
+        window.pop(0)
+    return window
+
+
+class AgentLLMNode(AsyncNode):
+    """Asks ``llm`` for one turn and writes it to the state.
+
+    The request holds the system prompt (plus an injected skill prompt), the last
+    ``max_messages`` messages and the schemas of the tools the model may see: those of
+    ``tools`` (or of the executor it feeds) minus the tools whose policy is deny. The reply is
+    appended to ``messages``; its tool calls go to ``actions``; with none, its text becomes
+    ``final_answer`` and ``done`` is set. ``rounds`` and ``usage`` are updated for the loop's
+    limits and the guard's budget. A failed call (after the provider's retries) is FAILURE
+    with the error in an ``llm.call.failed`` event; it never crashes the run.
+
+    Args:
+        name: the node's name.
+        llm: the model provider.
+        tools: a `ToolSet`, a list of tools, or the `ToolExecutor` that will run the calls
+            (then the model sees exactly what that executor may run).
+        system_prompt: the system message.
+        skill_prompt: instructions appended to the system prompt (a skill's body).
+        max_messages: most recent messages sent; default the constraints' ``max_messages``.
+        timeout: seconds one model call may take; default the config's ``llm.timeout``.
+        params: extra request parameters (``temperature``, ...).
+        stream: stream the reply (text deltas become ``llm.call.delta`` events).
+    """
+
+    def __init__(
+        self,
+        name: str = "AgentLLM",
+        llm: LLMProvider | None = None,
+        *,
+        tools: ToolSet | ToolExecutor | Sequence[Any] | None = None,
+        system_prompt: str = "",
+        skill_prompt: str | None = None,
+        max_messages: int | None = None,
+        timeout: float | None = None,
+        constraints: Constraints | None = None,
+        params: dict[str, Any] | None = None,
+        stream: bool = False,
+    ) -> None:
+        super().__init__(name)
+        self.stream = stream
+        if llm is None:
+            raise ValueError("AgentLLMNode needs an llm (an LLMProvider such as OpenAIProvider)")
+        self.llm = llm
+        self.tools = tools
+        self.system_prompt = system_prompt
+        self.skill_prompt = skill_prompt
+        self.max_messages = max_messages
+        self.timeout = timeout
+        self.constraints = constraints
+        self.params = dict(params or {})
+
+    def visible_tools(self) -> ToolSet:
+        """The tools offered to the model (deny-policy tools removed)."""
+        from jianmu.guard import visible_tools
+        from jianmu.nodes.tool_executor import ToolExecutor
+
+        if isinstance(self.tools, ToolExecutor):
+            return self.tools.visible_toolset()
+        toolset = self.tools if isinstance(self.tools, ToolSet) else ToolSet.from_tools(
+            self.tools or ()
+        )
+        guard = Constraints.merge(self.ctx.constraints, self.constraints).guard
+        names = set(visible_tools(toolset, guard, user_roles=self.ctx.user_roles))
+        return ToolSet.from_tools(t for t in toolset if t.name.lower() in names)
+
+    def request_messages(self) -> list[Message]:
+        """The messages sent to the model on this turn."""
+        limit = self.max_messages
+        if limit is None:
+            limit = Constraints.merge(self.ctx.constraints, self.constraints).max_messages
+        system = "\n\n".join(p for p in (self.system_prompt, self.skill_prompt) if p)
+        history = recent_messages(self.state.get("messages") or [], limit)
+        return ([Message.system(system)] if system else []) + history
+
+    async def _ask(self, messages: list[Message], toolset: ToolSet) -> LLMResponse:
+        tools = list(toolset) or None
+        if not self.stream:
+            return await self.llm.complete(messages, tools=tools, **self.params)
+        async for event in self.llm.stream(messages, tools=tools, **self.params):
+            if isinstance(event, TextDelta):
+                self.events.emit("llm.call.delta", text=event.text)
+            elif isinstance(event, StreamDone):
+                return event.response
+        raise LLMError("the model's stream ended without a final response")
+
+    async def update_async(self) -> Status:
+        """Call the model once and record its reply."""
+        messages = self.request_messages()
+        toolset = self.visible_tools()
+        model = getattr(self.llm, "model", "") or "unknown"
+        timeout = self.timeout or self.ctx.config.llm.timeout
+        self.events.emit("llm.call.started", model=model, messages=len(messages),
+                         tools=toolset.names())
+        attributes = {
+            GEN_AI_OPERATION_NAME: "chat",
+            GEN_AI_REQUEST_MODEL: model,
+            GEN_AI_AGENT_NAME: self.name,
+        }
+        with span(self.ctx.tracer, f"chat {model}", attributes) as current:
+            try:
+                with anyio.fail_after(timeout):
+                    response = await self._ask(messages, toolset)
+            except Exception as exc:
+                error = (
+                    f"the model did not answer within {timeout:g} s"
+                    if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+                )
+                self.error = exc
+                self.feedback_message = error
+                if current is not None:
+                    current.set_attribute(ERROR_TYPE, type(exc).__name__)
+                self.events.emit("llm.call.failed", model=model, error=error,
+                                 error_type=type(exc).__name__)
+                return Status.FAILURE
+            if current is not None:
+                current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
+                current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
+        calls = list(response.tool_calls)
+        update: dict[str, Any] = {
+            "messages": [response.message],
+            "actions": calls,
+            "rounds": (self.state.get("rounds") or 0) + 1,
+            "usage": response.usage,
+        }
+        if not calls:
+            update["final_answer"] = response.message.content or ""
+            update["done"] = True
+        self.state.update(update)
+        self.events.emit(
+            "llm.call.completed", model=model, tool_calls=[c.name for c in calls],
+            answer_preview=None if calls else preview(response.message.content),
+            input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens,
+        )
+        return Status.SUCCESS

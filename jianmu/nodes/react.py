@@ -1,0 +1,121 @@
+"""`create_react_node`: the ReAct loop — model, then tools, until the model answers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import py_trees
+from py_trees.common import Status
+
+from jianmu.constraints import Constraints
+from jianmu.llm.provider import LLMProvider
+from jianmu.nodes.agent_llm import AgentLLMNode
+from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
+from jianmu.runtime.async_node import RuntimeNode
+from jianmu.tools.toolset import ToolSet
+
+__all__ = ("ReActLoop", "create_react_node")
+
+
+class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
+    """Repeats its child (one model → tools round) until ``final_answer`` is set.
+
+    SUCCESS once the model answers without tool calls; FAILURE with the reason when
+    ``max_iterations`` rounds are used up, the token budget runs out, or a round fails.
+    Termination is the loop's decision: tools never set ``final_answer`` or ``done``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        child: py_trees.behaviour.Behaviour,
+        *,
+        max_iterations: int = 10,
+        constraints: Constraints | None = None,
+    ) -> None:
+        super().__init__(name=name, child=child)
+        self.max_iterations = max_iterations
+        self.constraints = constraints
+
+    def limits(self) -> tuple[int, int | None]:
+        """The effective ``max_iterations`` and token budget (smallest of every layer)."""
+        merged = Constraints.merge(self.ctx.constraints, self.constraints)
+        iterations = min(v for v in (self.max_iterations, merged.max_iterations) if v)
+        return iterations, merged.guard.budget.total_tokens
+
+    def initialise(self) -> None:
+        """Start a fresh loop: no answer, no rounds."""
+        self.state.replace({"final_answer": None, "done": False, "rounds": 0})
+
+    def update(self) -> Status:
+        """Decide after each round whether to answer, go again, or give up."""
+        status = self.decorated.status
+        if status is Status.RUNNING:
+            return Status.RUNNING
+        if status is not Status.SUCCESS:
+            self.feedback_message = self.decorated.feedback_message or "a round failed"
+            return Status.FAILURE
+        if self.state.get("final_answer") is not None and not self.state.get("actions"):
+            return Status.SUCCESS
+        iterations, budget = self.limits()
+        rounds = self.state.get("rounds") or 0
+        if rounds >= iterations:
+            return self._give_up(f"max_iterations={iterations} reached without a final answer")
+        usage = self.state.get("usage")
+        spent = getattr(usage, "total_tokens", 0) or 0
+        if budget is not None and spent >= budget:
+            return self._give_up(f"token budget exhausted ({spent} of {budget} tokens used)")
+        self.ctx.wake()  # the next tick starts the next round
+        return Status.RUNNING
+
+    def _give_up(self, reason: str) -> Status:
+        self.feedback_message = reason
+        self.state.write_port("done", True)
+        self.ctx.events.emit("react.stopped", node=self.path, reason=reason)
+        return Status.FAILURE
+
+
+def create_react_node(
+    llm: LLMProvider,
+    tools: ToolSet | Sequence[Any] | None,
+    *,
+    system_prompt: str = "",
+    max_iterations: int = 10,
+    constraints: Constraints | None = None,
+    name: str = "ReAct",
+    skill_prompt: str | None = None,
+    executor_config: ToolExecutorConfig | None = None,
+    max_messages: int | None = None,
+    llm_params: dict[str, Any] | None = None,
+    stream: bool = False,
+) -> ReActLoop:
+    """Build the ReAct subtree: a loop over [AgentLLMNode → ToolExecutor].
+
+    It ends with SUCCESS when ``final_answer`` is set and FAILURE with the reason when
+    ``max_iterations`` is reached or the budget runs out. Place it anywhere in a tree; it reads
+    and writes the `AgentState` fields of the state (or namespace) it is bound to.
+
+    Args:
+        llm: the model provider.
+        tools: the tools the model may call (a `ToolSet` or a list).
+        system_prompt: the system message.
+        max_iterations: the most model turns; the constraints may lower it.
+        constraints: this loop's layer of constraints (tighten only).
+        name: the subtree's name.
+        skill_prompt: instructions appended to the system prompt.
+        executor_config: how tool batches run.
+        max_messages: most recent messages sent to the model.
+        llm_params: extra request parameters.
+        stream: stream the model's replies.
+    """
+    executor = ToolExecutor(
+        f"{name}.tools", tools, config=executor_config, constraints=constraints
+    )
+    model = AgentLLMNode(
+        f"{name}.llm", llm, tools=executor, system_prompt=system_prompt,
+        skill_prompt=skill_prompt, max_messages=max_messages, constraints=constraints,
+        params=llm_params, stream=stream,
+    )
+    round_ = py_trees.composites.Sequence(f"{name}.round", memory=True, children=[model, executor])
+    return ReActLoop(name, round_, max_iterations=max_iterations, constraints=constraints)

@@ -1,0 +1,174 @@
+"""ToolRunner: sandbox choice from the constraints, timeouts, worker pool, workspace."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import jianmu.execution.local_sandbox as local_mod
+from jianmu.constraints import ExecutionConstraints
+from jianmu.errors import SandboxUnavailableError, ToolTimeoutError
+from jianmu.execution import (
+    ExecCall,
+    ExecResult,
+    FakeSandbox,
+    LocalSandbox,
+    Sandbox,
+    ToolRunner,
+    current_workspace,
+)
+from jianmu.tools.base import Tool
+from tests.execution._helpers import processes_with, wait_gone
+
+pytestmark = pytest.mark.anyio
+
+
+class EchoTool(Tool):
+    """Returns its input with the thread it ran on and the workspace it saw."""
+
+    name = "echo"
+    input_schema = {"type": "object", "properties": {"text": {"type": "string"}}}
+
+    def run(self, text: str) -> dict[str, Any]:
+        return {
+            "text": text,
+            "main_thread": threading.current_thread() is threading.main_thread(),
+            "workspace": str(current_workspace()),
+        }
+
+
+class HangTool(Tool):
+    """Waits forever (until cancelled)."""
+
+    name = "hang"
+    input_schema = {"type": "object", "properties": {}}
+    timeout_seconds = 0.3
+
+    async def run(self) -> None:
+        await anyio.Event().wait()
+
+
+class ShellTool(Tool):
+    """A minimal sandboxed tool: runs a command through whichever sandbox it is given."""
+
+    name = "shell"
+    input_schema = {
+        "type": "object",
+        "properties": {"command": {"type": "string"}, "timeout": {"type": "number"}},
+    }
+    sandboxed = True
+    timeout_seconds = 60
+
+    def run(self, command: str) -> str:
+        raise AssertionError("a runner must call run_sandboxed, not run")
+
+    async def run_sandboxed(self, sandbox: Sandbox, **kwargs: Any) -> str:
+        result = await sandbox.exec(kwargs["command"], timeout=kwargs.get("timeout"))
+        return result.stdout
+
+
+def test_local_by_default_and_signature(tmp_path: Path) -> None:
+    runner = ToolRunner.from_execution_constraints(ExecutionConstraints(workdir=str(tmp_path)))
+    assert isinstance(runner.sandbox, LocalSandbox) and runner.mode == "local"
+    assert runner.sandbox.workspace == tmp_path
+    assert runner.signature() == ("local", None, None, None, None, None, None, str(tmp_path))
+    same = ToolRunner.from_execution_constraints(ExecutionConstraints(workdir=str(tmp_path)))
+    assert same.signature() == runner.signature()
+    other = ToolRunner(ExecutionConstraints(workdir=str(tmp_path), timeout_s=5))
+    assert other.signature() != runner.signature()
+    assert ToolRunner(None).workspace == Path.cwd()
+
+
+def test_docker_mode_builds_a_docker_sandbox(tmp_path: Path) -> None:
+    pytest.importorskip("docker")
+    from jianmu.execution.docker_sandbox import DockerSandbox
+
+    execution = ExecutionConstraints(mode="docker", workdir=str(tmp_path), memory_mb=256,
+                                     pids=32, cpus=0.5, timeout_s=9)
+    runner = ToolRunner.from_execution_constraints(execution)
+    box = runner.sandbox
+    assert isinstance(box, DockerSandbox)
+    assert (box.network, box.memory_mb, box.pids, box.cpus, box.timeout) == (
+        False, 256, 32, 0.5, 9)
+    assert runner.signature()[:2] == ("docker", "jianmu-sandbox:latest")
+    custom = ToolRunner(ExecutionConstraints(mode="docker", docker_image="mine:1", network=True))
+    assert custom.sandbox.image == "mine:1" and custom.sandbox.network is True
+
+
+def test_network_false_without_isolation_refuses_to_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_mod, "_bwrap_works", lambda network: "bwrap is not installed")
+    with pytest.raises(SandboxUnavailableError, match="network: false"):
+        ToolRunner.from_execution_constraints(
+            ExecutionConstraints(network=False, workdir=str(tmp_path))
+        )
+
+
+def test_bad_max_workers(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_workers must be positive, got 0"):
+        ToolRunner(ExecutionConstraints(workdir=str(tmp_path)), max_workers=0)
+
+
+async def test_sync_tool_runs_in_a_worker_under_the_workspace(tmp_path: Path) -> None:
+    async with ToolRunner(ExecutionConstraints(workdir=str(tmp_path))) as runner:
+        result = await runner.run(EchoTool(), {"text": "hi"})
+    assert result == {"text": "hi", "main_thread": False, "workspace": str(tmp_path)}
+
+
+async def test_worker_pool_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[anyio.CapacityLimiter | None] = []
+    original = EchoTool.invoke
+
+    async def spy(self: Tool, args: dict[str, Any], *, limiter: Any = None) -> Any:
+        seen.append(limiter)
+        return await original(self, args, limiter=limiter)
+
+    monkeypatch.setattr(EchoTool, "invoke", spy)
+    runner = ToolRunner(ExecutionConstraints(workdir=str(tmp_path)), max_workers=3)
+    await runner.run(EchoTool(), {"text": "a"})
+    await runner.run(EchoTool(), {"text": "b"})
+    assert seen[0] is seen[1] and seen[0] is not None and seen[0].total_tokens == 3
+
+
+async def test_timeout_is_the_smaller_of_tool_and_constraints(tmp_path: Path) -> None:
+    runner = ToolRunner(ExecutionConstraints(workdir=str(tmp_path), timeout_s=0.2))
+    assert runner.timeout_for(HangTool()) == 0.2
+    assert runner.timeout_for(ShellTool()) == 0.2
+    assert ToolRunner(ExecutionConstraints(workdir=str(tmp_path))).timeout_for(HangTool()) == 0.3
+    with pytest.raises(ToolTimeoutError, match=r"'hang' did not finish within 0.2s"):
+        await runner.run(HangTool(), {})
+
+
+async def test_sandboxed_tool_goes_through_the_sandbox(tmp_path: Path) -> None:
+    def handler(call: ExecCall) -> ExecResult:
+        return ExecResult(exit_code=0, stdout=f"ran {call.argv[-1]}")
+
+    fake = FakeSandbox(handler, workspace=tmp_path)
+    async with ToolRunner(ExecutionConstraints(workdir=str(tmp_path)), sandbox=fake) as runner:
+        assert await runner.run(ShellTool(), {"command": "ls"}) == "ran ls"
+    assert fake.started and fake.closed
+    assert fake.calls == [ExecCall(argv=["/bin/sh", "-c", "ls"], timeout=None)]
+
+
+async def test_tool_execute_uses_the_runner(tmp_path: Path) -> None:
+    async with ToolRunner(ExecutionConstraints(workdir=str(tmp_path))) as runner:
+        out = await ShellTool().execute({"command": "echo via-execute"}, runner=runner)
+    assert out == "via-execute\n"
+
+
+async def test_hung_sandboxed_tool_is_killed_and_the_next_call_works(tmp_path: Path) -> None:
+    execution = ExecutionConstraints(workdir=str(tmp_path), timeout_s=0.5)
+    async with ToolRunner(execution) as runner:
+        with pytest.raises(ToolTimeoutError, match="'shell'"):
+            # The command asks for 60 s; the runner's 0.5 s bound wins and kills it.
+            await runner.run(
+                ShellTool(), {"command": "sleep 1000.8181 & sleep 1000.8182", "timeout": 60}
+            )
+        assert await wait_gone("1000.818")
+        assert await runner.run(ShellTool(), {"command": "echo next"}) == "next\n"
+    assert processes_with("1000.818") == []

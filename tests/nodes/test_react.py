@@ -1,0 +1,176 @@
+"""The ReAct loop with ScriptedLLM and with OpenAIProvider over real HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
+from jianmu.llm import OpenAIProvider, ScriptedLLM
+from jianmu.nodes.react import create_react_node
+from jianmu.nodes.state import AgentState
+from jianmu.tools.base import tool
+from tests.support.fake_openai import FakeOpenAIServer
+
+pytestmark = pytest.mark.anyio
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look up the weather of a city.
+
+    Args:
+        city: the city's name.
+    """
+    return {"paris": "sunny", "oslo": "snow"}.get(city.lower(), "unknown")
+
+
+@tool(category="write", effect_tags=["file_write"])
+def note(text: str) -> str:
+    """Write a note.
+
+    Args:
+        text: the note.
+    """
+    return f"noted: {text}"
+
+
+@tool(category="dangerous", permission="user_confirm", effect_tags=["payment"])
+def pay(amount: int) -> str:
+    """Pay an amount (asks first).
+
+    Args:
+        amount: how much.
+    """
+    return f"paid {amount}"
+
+
+def start_state(question: str = "What is the weather?") -> StateManager:
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": question}]})
+
+
+async def test_full_loop_with_scripted_llm() -> None:
+    llm = ScriptedLLM([
+        [{"name": "lookup", "arguments": {"city": "Paris"}},
+         {"name": "lookup", "arguments": {"city": "Oslo"}}],          # a parallel turn
+        [{"name": "note", "arguments": {"text": "Paris sunny, Oslo snow"}}],
+        "Paris is sunny and Oslo has snow.",
+    ])
+    tree = create_react_node(llm, [lookup, note], system_prompt="You are a weather bot.")
+    state = start_state()
+    result = await ReactiveRunner(tree, state).run(timeout=30)
+    assert result.status is RunStatus.SUCCESS
+    assert state.get("final_answer") == "Paris is sunny and Oslo has snow."
+    assert state.get("done") is True and state.get("rounds") == 3
+    assert state.get("actions") == []
+    assert state.get("tool_effects") == {"file_write": 1}
+    roles = [m.role for m in state.get("messages")]
+    assert roles == ["user", "assistant", "tool", "tool", "assistant", "tool", "assistant"]
+    tool_texts = [m.content for m in state.get("messages") if m.role == "tool"]
+    assert tool_texts == ["sunny", "snow", "noted: Paris sunny, Oslo snow"]
+    first = llm.requests[0]
+    assert first.messages[0].role == "system" and first.tool_names == ["lookup", "note"]
+
+
+async def test_max_iterations_reached() -> None:
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}]] * 5)
+    tree = create_react_node(llm, [lookup], max_iterations=3)
+    state = start_state()
+    result = await ReactiveRunner(tree, state).run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert "max_iterations=3" in (result.error or tree.feedback_message)
+    assert state.get("rounds") == 3 and llm.remaining == 2
+
+
+async def test_constraints_lower_max_iterations() -> None:
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}]] * 5)
+    constraints = Constraints(max_iterations=2)
+    tree = create_react_node(llm, [lookup], max_iterations=10, constraints=constraints)
+    result = await ReactiveRunner(tree, start_state()).run(timeout=30)
+    assert result.status is RunStatus.FAILURE and llm.remaining == 3
+
+
+async def test_budget_exceeded_mid_loop() -> None:
+    big = "x" * 400  # ~100 tokens of estimate per turn
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": big}}]] * 10)
+    constraints = Constraints.model_validate({"guard": {"budget": {"total_tokens": 300}}})
+    tree = create_react_node(llm, [lookup], constraints=constraints)
+    state = start_state()
+    result = await ReactiveRunner(tree, state).run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert "budget" in tree.feedback_message
+    assert state.get("usage").total_tokens >= 300
+    assert llm.remaining > 0
+
+
+async def test_confirm_tool_suspends_then_finishes_after_approval() -> None:
+    llm = ScriptedLLM([[{"id": "p1", "name": "pay", "arguments": {"amount": 5}}], "Paid."])
+    tree = create_react_node(llm, [pay])
+    state = start_state("pay 5")
+    runner = ReactiveRunner(tree, state)
+    first = await runner.run(timeout=30)
+    assert first.status is RunStatus.SUSPENDED and [r.id for r in first.pending] == ["p1"]
+    runner.approve("p1")
+    done = await runner.run(timeout=30)
+    assert done.status is RunStatus.SUCCESS and state.get("final_answer") == "Paid."
+    assert [m.content for m in state.get("messages") if m.role == "tool"] == ["paid 5"]
+
+
+async def test_llm_failure_is_a_failed_node_with_event() -> None:
+    llm = ScriptedLLM([])  # runs out at once
+    tree = create_react_node(llm, [lookup])
+    runner = ReactiveRunner(tree, start_state())
+    failed: list[Any] = []
+    runner.ctx.events.subscribe("llm.call.failed", failed.append)
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.FAILURE and len(failed) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_loop_over_real_http(stream: bool) -> None:
+    script = [
+        [{"name": "lookup", "arguments": {"city": "Paris"}},
+         {"name": "lookup", "arguments": {"city": "Oslo"}}],
+        "Sunny in Paris, snow in Oslo.",
+    ]
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with FakeOpenAIServer(script) as server:
+        server.fail_next(1, 429)
+        llm = OpenAIProvider("fake-model", base_url=server.base_url, retry_backoff=0)
+        constraints = Constraints.model_validate({"guard": {"tool_policy": {"pay": "deny"}}})
+        tree = create_react_node(llm, [lookup, pay], constraints=constraints, stream=stream)
+        state = start_state()
+        result = await ReactiveRunner(tree, state, tracer_provider=provider).run(timeout=30)
+        await llm.close()
+        assert result.status is RunStatus.SUCCESS, result.error
+        assert state.get("final_answer") == "Sunny in Paris, snow in Oslo."
+        assert [m.content for m in state.get("messages") if m.role == "tool"] == ["sunny", "snow"]
+        for i in range(len(server.requests)):
+            assert server.tool_names(i) == ["lookup"]  # the denied tool is never sent
+        assert server.requests[-1]["messages"][-1]["role"] == "tool"
+    chats = [s for s in exporter.get_finished_spans() if s.name == "chat fake-model"]
+    assert len(chats) == 2
+    assert chats[0].attributes["gen_ai.request.model"] == "fake-model"
+    assert "gen_ai.usage.input_tokens" in chats[0].attributes
+
+
+async def test_server_error_exhausting_retries_fails_the_loop() -> None:
+    with FakeOpenAIServer(["never reached"]) as server:
+        server.fail_next(5, 500)
+        llm = OpenAIProvider("fake-model", base_url=server.base_url, retry_backoff=0,
+                             max_retries=2)
+        tree = create_react_node(llm, [lookup])
+        runner = ReactiveRunner(tree, start_state())
+        failed: list[Any] = []
+        runner.ctx.events.subscribe("llm.call.failed", failed.append)
+        result = await runner.run(timeout=30)
+        await llm.close()
+    assert result.status is RunStatus.FAILURE
+    assert "500" in failed[0].fields["error"] or "LLMTransientError" in failed[0].fields["error"]
+    assert len(server.requests) == 3  # the first try and two retries
