@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
 from jianmu.errors import ConfigError
@@ -50,6 +50,17 @@ class LLMConfig(_Section):
     """Retries of transient failures (429, 5xx, connection reset)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra request parameters such as ``temperature``."""
+
+    @field_validator("provider", "model", "base_url", "api_key", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # ``${VAR:-}`` yields "" when the variable is unset: treat it as not configured
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def endpoint_configured(self) -> bool:
+        """Whether a real model server is configured (a base URL or an API key)."""
+        return self.provider != "scripted" and bool(self.base_url or self.api_key)
 
 
 class SkillsConfig(_Section):

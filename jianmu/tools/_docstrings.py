@@ -35,6 +35,28 @@ _REST_FIELD = re.compile(r"^\s*:(param|parameter|arg|argument|key|keyword|type|r
                          r"raises?|except|exception|yields?|ytype|var|ivar|cvar)\b")
 
 
+_GOOGLE_HEAD = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Returns|Raises|"
+    r"Yields)\s*:\s*$", re.M
+)
+_NUMPY_HEAD = re.compile(
+    r"^\s*(Parameters|Returns|Raises|Yields|Other Parameters)\s*\n\s*-{3,}\s*$", re.M
+)
+_REST_HEAD = re.compile(r"^\s*:(param|parameter|arg|argument|returns?|raises?)\b", re.M)
+
+
+def _guess_style(doc: str) -> docstring_parser.DocstringStyle:
+    """Pick the style from its section markers; parsing one style is ~4x faster than AUTO."""
+    found = [
+        style for style, pattern in (
+            (docstring_parser.DocstringStyle.NUMPYDOC, _NUMPY_HEAD),
+            (docstring_parser.DocstringStyle.REST, _REST_HEAD),
+            (docstring_parser.DocstringStyle.GOOGLE, _GOOGLE_HEAD),
+        ) if pattern.search(doc)
+    ]
+    return found[0] if len(found) == 1 else docstring_parser.DocstringStyle.AUTO
+
+
 @dataclass(frozen=True)
 class ParsedDocstring:
     """What a tool needs from a docstring."""
@@ -73,7 +95,10 @@ def parse_docstring(doc: str | None, style: str = "auto") -> ParsedDocstring:
     if not doc or not doc.strip():
         return ParsedDocstring()
     try:
-        parsed = docstring_parser.parse(doc, style=_STYLES[style])
+        chosen = _STYLES[style]
+        if chosen is docstring_parser.DocstringStyle.AUTO:
+            chosen = _guess_style(doc)
+        parsed = docstring_parser.parse(doc, style=chosen)
     except docstring_parser.ParseError:
         return ParsedDocstring(description=_clean_description(doc))
     text = parsed.short_description or ""

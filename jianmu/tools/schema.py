@@ -592,12 +592,13 @@ def _fragment(annotation: Any) -> dict[str, Any] | None:
     except TypeError:  # unhashable annotation: no memo
         return None
     try:
-        schema: dict[str, Any] | None = strip_titles(
-            TypeAdapter(annotation, config=_CONFIG).json_schema()
-        )
+        # Inside a list, a named type (enum, model, dataclass...) shows as a $ref exactly as
+        # in the model's schema, so those go to the model path and keep their $defs.
+        wrapped = TypeAdapter(list[annotation], config=_CONFIG).json_schema()  # type: ignore[valid-type]
+        schema: dict[str, Any] | None = strip_titles(wrapped.get("items", {}))
     except Exception:  # the model path reports the error with context
         schema = None
-    if schema is not None and _has_refs(schema):
+    if schema is not None and (_has_refs(schema) or "$defs" in wrapped):
         schema = None
     if len(_FRAGMENTS) >= _FRAGMENTS_MAX:
         _FRAGMENTS.clear()

@@ -26,7 +26,12 @@ from typing_extensions import NotRequired, TypedDict  # noqa: UP035 (pydantic ne
 from jianmu.errors import ToolDefinitionWarning, ToolInputError, ToolValidationError
 from jianmu.runtime.context import RunContext
 from jianmu.tools import FunctionTool, Injected, Tool, tool
-from jianmu.tools.schema import strip_titles, to_mcp_annotations, to_strict_schema
+from jianmu.tools.schema import (
+    function_schema,
+    strip_titles,
+    to_mcp_annotations,
+    to_strict_schema,
+)
 
 # -- types used by the signatures ----------------------------------------------------------
 
@@ -884,3 +889,13 @@ def test_explicit_input_schema_must_match_the_signature() -> None:
     }})(f)
     with pytest.raises(ToolValidationError, match="'currency' is not in the function's signature"):
         t.check_definition()
+
+
+@pytest.mark.parametrize("case_id", list(CASES))
+def test_fast_path_schema_equals_the_model_schema(case_id: str) -> None:
+    fn = CASES[case_id].fn
+    fast = function_schema(fn)
+    slow = function_schema(fn, _fast=False)
+    assert fast.parameters == slow.parameters
+    assert list(fast.parameters) == list(slow.parameters)
+    assert fast.model.model_json_schema(by_alias=True)  # the lazy model builds

@@ -290,7 +290,9 @@ def list_dir(path: str = ".", depth: int = 1, ignore: list[str] | None = None) -
     def walk(folder: str, level: int) -> None:
         nonlocal omitted
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: (not e.is_dir(), e.name))
+            entries = sorted(
+                os.scandir(folder), key=lambda e: (not e.is_dir(follow_symlinks=False), e.name)
+            )
         except OSError as exc:
             out.append("  " * level + f"[cannot list: {exc.strerror}]")
             return

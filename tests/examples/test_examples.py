@@ -1,0 +1,34 @@
+"""The examples run as a user would run them, offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_example(name: str, **env: str) -> list[str]:
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("JIANMU_", "OPENAI_"))}
+    out = subprocess.run(
+        [sys.executable, str(REPO / "examples" / name)], cwd=REPO, capture_output=True,
+        text=True, timeout=120, env={**clean, **env},
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_hello_tree() -> None:
+    lines = run_example("hello_tree.py")
+    assert "state: {'greeting': 'hello', 'shout': 'HELLO!'}" in lines
+    assert lines[-1].startswith("result: success")
+
+
+def test_react_agent_says_it_is_scripted_and_answers() -> None:
+    lines = run_example("react_agent.py")
+    assert lines[0].startswith("LLM: the scripted stand-in")
+    assert "answer: 17 * 23 = 391, and README.md has" in "\n".join(lines)
+    assert lines[-1].startswith("result: success")

@@ -1,0 +1,102 @@
+"""ToolNode: ports, single-parameter input, failures, execute=False, as_node, events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import py_trees
+import pytest
+
+from jianmu import ReactiveRunner, RunStatus, StateManager
+from jianmu.nodes.tool_node import ToolNode
+from jianmu.tools.base import tool
+
+pytestmark = pytest.mark.anyio
+
+
+@tool
+def shout(text: str) -> str:
+    """Upper-case the text.
+
+    Args:
+        text: the text.
+    """
+    return text.upper()
+
+
+@tool
+def fails(text: str) -> str:
+    """Return an error string.
+
+    Args:
+        text: ignored.
+    """
+    return "Error: no such thing"
+
+
+@tool
+def area(width: float, height: float) -> float:
+    """Multiply the sides.
+
+    Args:
+        width: the width.
+        height: the height.
+    """
+    return width * height
+
+
+async def run(node: Any, state: StateManager) -> tuple[Any, list[Any]]:
+    runner = ReactiveRunner(node, state)
+    events: list[Any] = []
+    runner.ctx.events.subscribe("tool.call.*", events.append)
+    result = await runner.run(timeout=10)
+    return result, events
+
+
+async def test_single_value_input_and_output_port() -> None:
+    state = StateManager(initial={"text": "hi"})
+    result, events = await run(ToolNode("Shout", shout, "text", "loud"), state)
+    assert result.status is RunStatus.SUCCESS and state.get("loud") == "HI"
+    assert [e.name for e in events] == ["tool.call.started", "tool.call.completed"]
+    assert events[0].fields["mode"] == "workflow" and events[1].fields["result_preview"] == "HI"
+
+
+async def test_dict_input_is_the_arguments() -> None:
+    state = StateManager(initial={"dims": {"width": 2, "height": "3"}})
+    result, _ = await run(area.as_node(name="Area", input_key="dims", output_key="a"), state)
+    assert result.status is RunStatus.SUCCESS and state.get("a") == 6.0
+
+
+async def test_error_string_is_failure_and_nothing_is_written() -> None:
+    state = StateManager(initial={"text": "x"})
+    node = ToolNode("Fails", fails, "text", "out")
+    result, events = await run(node, state)
+    assert result.status is RunStatus.FAILURE
+    assert state.get("out") is None
+    assert node.feedback_message == "no such thing"
+    assert events[-1].name == "tool.call.failed"
+
+
+async def test_bad_arguments_fail_with_a_clear_message() -> None:
+    state = StateManager(initial={"dims": {"width": "wide"}})
+    node = ToolNode("Area", area, "dims", "a")
+    result, _ = await run(node, state)
+    assert result.status is RunStatus.FAILURE
+    assert "width" in node.feedback_message and "height" in node.feedback_message
+
+
+async def test_execute_false_skips() -> None:
+    state = StateManager(initial={"text": "x"})
+    result, events = await run(ToolNode("Off", shout, "text", "out", execute=False), state)
+    assert result.status is RunStatus.SUCCESS and state.get("out") is None and events == []
+
+
+async def test_tool_nodes_in_a_sequence() -> None:
+    state = StateManager(initial={"text": "a"})
+    tree = py_trees.composites.Sequence("Flow", memory=True, children=[
+        ToolNode("One", shout, "text", "mid"),
+        ToolNode("Two", shout, "mid", "end"),
+    ])
+    result, events = await run(tree, state)
+    assert result.status is RunStatus.SUCCESS and state.get("end") == "A"
+    assert [e.node for e in events if e.name == "tool.call.completed"] == ["Flow/One", "Flow/Two"]
