@@ -3,7 +3,8 @@
 Each library turns the same kind of function (Google docstring, five typed parameters) into a
 tool and exports its OpenAI definition; the peers are timed in the same run:
 
-- jianmu: ``tool(fn).to_openai()`` (and ``strict=True``)
+- jianmu: ``tool(fn).to_openai()`` (and ``strict=True``; "+validator" also builds the
+  pydantic validator, which jianmu otherwise builds on a tool's first call)
 - langchain-core: ``convert_to_openai_tool(tool(parse_docstring=True)(fn))``
 - openai-agents: ``function_tool(fn)`` (strict schema, built at decoration)
 - pydantic-ai: ``Tool(fn).tool_def``
@@ -52,11 +53,19 @@ def make_functions(round_no: int, n: int = N_TOOLS) -> list[Callable[..., Any]]:
     return [namespace[f"search_{round_no}_{i}"] for i in range(n)]
 
 
-def _jianmu(strict: bool) -> Callable[[list[Callable[..., Any]]], list[dict[str, Any]]]:
+def _jianmu(
+    strict: bool, validator: bool = False
+) -> Callable[[list[Callable[..., Any]]], list[dict[str, Any]]]:
     from jianmu.tools import tool
 
     def build(fns: list[Callable[..., Any]]) -> list[dict[str, Any]]:
-        return [tool(fn).to_openai(strict=strict) for fn in fns]
+        out = []
+        for fn in fns:
+            t = tool(fn)
+            if validator:  # the peers build their validators eagerly; jianmu on first call
+                t.function_schema.model  # noqa: B018
+            out.append(t.to_openai(strict=strict))
+        return out
 
     return build
 
@@ -129,6 +138,7 @@ def main() -> None:
     contenders: list[tuple[str, Callable[[], Callable[..., Any]]]] = [
         ("jianmu", lambda: _jianmu(False)),
         ("jianmu (strict)", lambda: _jianmu(True)),
+        ("jianmu +validator", lambda: _jianmu(False, validator=True)),
         ("langchain-core", _langchain),
         ("openai-agents", _openai_agents),
         ("pydantic-ai", _pydantic_ai),

@@ -19,6 +19,8 @@ JianmuError
 ├── LLMError(RuntimeError)               the model provider failed
 │   └── LLMTransientError                a retryable provider failure (429, 5xx, reset)
 ├── SkillLoadError(ValueError)           a broken SKILL.md or tree.py, file/line/field named
+├── SkillNotFoundError(KeyError)         no skill of that name in the catalog
+├── SkillRunError(RuntimeError)          a BT skill run failed, waits for approval, or bad I/O
 └── MCPError(RuntimeError)               an MCP server could not be reached or answered badly
 
 JianmuWarning(UserWarning)
@@ -46,6 +48,8 @@ __all__ = (
     "SandboxError",
     "SandboxUnavailableError",
     "SkillLoadError",
+    "SkillNotFoundError",
+    "SkillRunError",
     "StateValidationError",
     "ToolDefinitionWarning",
     "ToolError",
@@ -165,6 +169,18 @@ class SkillLoadError(JianmuError, ValueError):
         if field:
             where += f" [{field}]"
         super().__init__(f"{where}: {message}")
+
+
+class SkillNotFoundError(JianmuError, KeyError):
+    """No skill of that name is in the catalog; the message lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the plain message
+        return str(self.args[0]) if self.args else ""
+
+
+class SkillRunError(JianmuError, RuntimeError):
+    """A BT skill could not run: missing inputs, a failed tree, a pending approval, or a
+    ``skill_result`` that does not fit the skill's ``outputs``."""
 
 
 class MCPError(JianmuError, RuntimeError):

@@ -272,7 +272,7 @@ class StateManager:
                 result[key] = ("extend", self._validate_value(key, items, spec, appending=True))
             else:
                 new = self._validate_value(key, value, spec, appending=False)
-                old = current.get(key, spec.default() if spec else None)
+                old = current[key] if key in current else (spec.default() if spec else None)
                 try:
                     combined = reducer(old, new)
                 except Exception as exc:

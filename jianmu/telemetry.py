@@ -46,14 +46,22 @@ JIANMU_RUN_ID = "jianmu.run.id"
 JIANMU_GUARD_DECISION = "jianmu.guard.decision"
 
 
-def get_tracer(tracer_provider: TracerProvider | None = None, *, enabled: bool = True) -> Tracer:
-    """The tracer for Jianmu's spans: from ``tracer_provider``, else the global API's."""
-    from opentelemetry import trace
+def get_tracer(
+    tracer_provider: TracerProvider | None = None, *, enabled: bool = True
+) -> Tracer | None:
+    """The tracer for Jianmu's spans: from ``tracer_provider``, else the global API's.
 
+    Returns None (no spans, no cost) when tracing is disabled, or when no provider is passed
+    and the application has not configured a global one before the run was built.
+    """
     if not enabled:
-        return trace.NoOpTracer()
+        return None
     if tracer_provider is not None:
         return tracer_provider.get_tracer("jianmu")
+    from opentelemetry import trace
+
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return None
     return trace.get_tracer("jianmu")
 
 

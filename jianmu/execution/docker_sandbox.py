@@ -14,6 +14,7 @@ backs this up and replaces the container if it stops answering.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import struct
@@ -43,6 +44,7 @@ __all__ = ("DEFAULT_IMAGE", "DockerSandbox")
 DEFAULT_IMAGE = "jianmu-sandbox:latest"
 """The image `jianmu sandbox build-image` builds."""
 
+_log = logging.getLogger(__name__)
 _LABEL = "jianmu.sandbox"
 _GRACE = 5.0  # host-side slack past the in-container timeout before we step in
 _CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -202,6 +204,7 @@ class DockerSandbox:
     def _start_sync(self) -> None:
         client = self._connect()
         self.workspace.mkdir(parents=True, exist_ok=True)
+        self._check_workspace_access()
         with _docker_errors(f"find the image {self.image!r}", self.image):
             client.images.get(self.image)
         self._remove_stale(client)
@@ -223,6 +226,28 @@ class DockerSandbox:
                              "PATH": _CONTAINER_PATH},
             )
         self._oom_baseline = self._oom_count()
+
+    def _check_workspace_access(self) -> None:
+        """Log when the container's user will not be able to write to the workspace."""
+        uid, _, gid = self.user.partition(":")
+        try:
+            st = self.workspace.stat()
+        except OSError:
+            return
+        if not uid.isdigit():
+            return
+        if int(uid) == st.st_uid:
+            writable = bool(st.st_mode & 0o200)
+        elif gid.isdigit() and int(gid) == st.st_gid:
+            writable = bool(st.st_mode & 0o020)
+        else:
+            writable = bool(st.st_mode & 0o002)
+        if not writable:
+            _log.warning(
+                "the sandbox runs as %s, which cannot write to the workspace %s (owner %d, "
+                "mode %o); commands can read it but not write it: chown/chmod the folder or "
+                "pass user=", self.user, self.workspace, st.st_uid, st.st_mode & 0o777,
+            )
 
     @staticmethod
     def _remove_stale(client: docker.DockerClient) -> None:

@@ -24,7 +24,11 @@ class ToolRunner:
 
     Python tools run in-process under the timeout, sync ones in a bounded worker pool. Tools
     that set ``sandboxed = True`` (``bash``, ``python_repl``) run their command through
-    `sandbox`, so the constraints, not the tool, decide where code runs.
+    `sandbox`, so the constraints, not the tool, decide where code runs: ``mode: local`` is a
+    `LocalSandbox` (network left on unless ``network: false``), ``mode: docker`` a
+    `DockerSandbox` (network off unless ``network: true``). The workspace is
+    ``execution.workdir`` or the current folder; file tools see it through
+    `jianmu.execution.workspace.current_workspace` while the runner runs them.
 
     Args:
         execution: The merged execution constraints; unset fields take the defaults.

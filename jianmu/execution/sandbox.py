@@ -58,7 +58,9 @@ class Sandbox(Protocol):
         """Run ``command`` (an argv list, or a shell string) and wait for it.
 
         ``cwd`` is relative to the workspace. On timeout the whole process group is killed
-        and ``timed_out`` is set; the call returns, it does not raise.
+        and ``timed_out`` is set; the call returns, it does not raise. When the command's main
+        process exits, whatever it left running in the background is killed too. Cancelling
+        the call kills the command.
         """
         ...
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -48,7 +49,7 @@ class ToolExecutorConfig(BaseModel):
 
     execution_mode: Literal["auto", "serial", "parallel"] = "auto"
     """``auto``: parallel when the batch has several calls and every tool is parallel-safe."""
-    max_concurrency: int = Field(default=8, ge=1)
+    max_concurrency: int = Field(default=32, ge=1)
     """Calls that may run at once in parallel mode."""
     retry_backoff: float = Field(default=0.5, ge=0)
     """Seconds to wait before retry ``n``, times ``n``."""
@@ -90,6 +91,7 @@ class ToolExecutor(AsyncNode):
         self.config = config or ToolExecutorConfig()
         self.constraints = constraints
         self._enforcer: GuardEnforcer | None = None
+        self._rate_limited: set[str] = set()
         self._runners = RunnerCache()
 
     # -- configuration ---------------------------------------------------------------------------
@@ -124,6 +126,7 @@ class ToolExecutor(AsyncNode):
         constraints = self.effective_constraints()
         if self._enforcer is None:
             self._enforcer = GuardEnforcer.from_guard_constraints(constraints.guard)
+            self._rate_limited = {k.lower() for k in constraints.guard.rate_limits}
         done = set(self.state.get("completed_call_ids") or ())
         todo = [c for c in calls if c.id not in done]
         unknown = [c for c in todo if self.toolset.get(c.name) is None]
@@ -209,15 +212,14 @@ class ToolExecutor(AsyncNode):
             for call, decision in batch:
                 await self._run_one(call, decision, runner)
             return
-        limiter = anyio.CapacityLimiter(self.config.max_concurrency)
+        limiter = asyncio.Semaphore(self.config.max_concurrency)
 
         async def guarded(call: ToolCall, decision: Decision) -> None:
             async with limiter:
                 await self._run_one(call, decision, runner)
 
-        async with anyio.create_task_group() as group:
-            for call, decision in batch:
-                group.start_soon(guarded, call, decision)
+        # _run_one never raises, so one call's failure cannot cancel its siblings
+        await asyncio.gather(*(guarded(call, decision) for call, decision in batch))
 
     async def _run_one(self, call: ToolCall, decision: Decision, runner: Any) -> None:
         """Run one call with retries; record exactly one observation. Never raises."""
@@ -227,10 +229,10 @@ class ToolExecutor(AsyncNode):
         attributes = {
             **tool_span_attributes(tool.name, call.id, tool), **decision.span_attributes()
         }
-        self.events.emit(
-            "tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
-            args_preview=preview(call.arguments),
-        )
+        events = self.events
+        if events.wants("tool.call.started"):
+            events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
+                        args_preview=preview(call.arguments))
         injected = {"ctx": self.ctx, "state": self.state, "call_id": call.id}
         with span(self.ctx.tracer, f"execute_tool {tool.name}", attributes) as current:
             attempt = 0
@@ -259,13 +261,12 @@ class ToolExecutor(AsyncNode):
                 tool.name, result, call_id=call.id, duration_ms=elapsed_ms(start)
             ).truncate(tool.max_result_length)
             finish_span(current, result, call.arguments, self.ctx)
-        if result.ok:
-            self.events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
-                             result_preview=preview(result.output),
-                             duration_ms=result.duration_ms, truncated=result.truncated)
-        else:
-            self.events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
-                             error=result.error)
+        if result.ok and events.wants("tool.call.completed"):
+            events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
+                        result_preview=preview(result.output),
+                        duration_ms=result.duration_ms, truncated=result.truncated)
+        elif not result.ok:
+            events.emit("tool.call.failed", tool=tool.name, call_id=call.id, error=result.error)
         self._record(call, tool, result, executed=True)
 
     def _record(
@@ -278,7 +279,10 @@ class ToolExecutor(AsyncNode):
         }
         if executed:
             ledger = GuardLedger.from_dict(self.state.get("guard_ledger") or {})
-            ledger.record([call.name], time.time())
+            if call.name in self._rate_limited:  # call times matter only under a rate limit
+                ledger.record([call.name], time.time())
+            else:
+                ledger.calls_made += 1
             update["guard_ledger"] = ledger.to_dict()
         if result.ok and tool is not None and tool.effect_tags:
             update["tool_effects"] = {tag: 1 for tag in tool.effect_tags}

@@ -53,8 +53,14 @@ class EventBus:
 
         return unsubscribe
 
-    def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event:
-        """Publish an event to every matching handler and return it."""
+    def wants(self, name: str) -> bool:
+        """Whether any handler listens for ``name`` (skip building costly fields if not)."""
+        return any(p == "*" or fnmatch.fnmatchcase(name, p) for p, _ in self._handlers)
+
+    def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event | None:
+        """Publish an event to every matching handler and return it (None if nobody listens)."""
+        if not self._handlers:
+            return None
         event = Event(name=name, run_id=self.run_id, node=node, fields=fields)
         with self._lock:
             handlers = list(self._handlers)
@@ -78,9 +84,13 @@ class NodeEvents:
         self.bus = bus
         self.node = node
 
-    def emit(self, name: str, **fields: Any) -> Event:
+    def emit(self, name: str, **fields: Any) -> Event | None:
         """Publish an event stamped with this node's path."""
         return self.bus.emit(name, node=self.node, **fields)
+
+    def wants(self, name: str) -> bool:
+        """Whether any handler listens for ``name``."""
+        return self.bus.wants(name)
 
     def subscribe(self, pattern: str, handler: EventHandler) -> Callable[[], None]:
         """Subscribe on the underlying bus."""

@@ -168,3 +168,15 @@ async def test_host_side_deadline_backs_up_the_container_timeout(
         assert result.timed_out and "timeout" in result.stderr
         assert await wait_gone("1000.7171")
         assert (await box.exec("echo after")).stdout == "after\n"
+
+
+@pytest.mark.docker
+async def test_unwritable_workspace_is_logged(
+    docker_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o755)
+    async with DockerSandbox(locked, user="65534:65534") as box:
+        result = await box.exec("touch x")
+    assert result.exit_code != 0 and "Permission denied" in result.stderr
+    assert "cannot write to the workspace" in caplog.text

@@ -68,12 +68,12 @@ def test_pids_for_root_without_cgroups_is_refused(
 
 @pytest.mark.usefixtures("no_cgroup")
 async def test_memory_limit_falls_back_to_the_address_space_rlimit(tmp_path: Path) -> None:
-    box = LocalSandbox(tmp_path, memory_mb=64, use_bwrap=False)
+    box = LocalSandbox(tmp_path, memory_mb=128, use_bwrap=False)
     assert box.isolation["memory"] == "rlimit_as"
     async with box:
-        result = await box.exec(["python3", "-c", "x = b'x' * (256 * 2**20); print('alive')"])
+        result = await box.exec(["python3", "-c", "x = b'x' * (512 * 2**20); print('alive')"])
     assert result.oom_killed and "MemoryError" in result.stderr
-    assert "memory limit of 64 MiB" in result.stderr and "alive" not in result.stdout
+    assert "memory limit of 128 MiB" in result.stderr and "alive" not in result.stdout
 
 
 @pytest.mark.usefixtures("no_cgroup")

@@ -899,3 +899,61 @@ def test_fast_path_schema_equals_the_model_schema(case_id: str) -> None:
     assert fast.parameters == slow.parameters
     assert list(fast.parameters) == list(slow.parameters)
     assert fast.model.model_json_schema(by_alias=True)  # the lazy model builds
+
+
+def test_fast_path_hands_out_independent_schemas() -> None:
+    a, b = tool(f_list), tool(f_list)
+    a.parameters["properties"]["items"]["items"]["extra"] = True
+    assert "extra" not in b.parameters["properties"]["items"]["items"]
+    assert "extra" not in tool(f_list).parameters["properties"]["items"]["items"]
+
+
+def test_run_context_under_type_checking_is_recognised_without_resolving() -> None:
+    source = (
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from jianmu.runtime.context import RunContext\n"
+        "def f(query: str, ctx: RunContext, other: jianmu_ctx.RunContext | None = None,\n"
+        "      token: Injected[str] = '') -> str:\n"
+        "    '''Doc.'''\n"
+        "    return query\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<test>", "exec", dont_inherit=True), namespace)
+    t = tool(namespace["f"])
+    assert set(t.parameters["properties"]) == {"query"}
+    assert set(t.function_schema.injected_names) == {"ctx", "other", "token"}
+
+
+def test_docstring_format_can_be_forced_and_is_checked() -> None:
+    def f(a: int) -> int:
+        """Summary.
+
+        Args:
+            a: The a.
+        """
+        return a
+
+    assert tool(docstring_format="google")(f).parameters["properties"]["a"]["description"] == (
+        "The a.")
+    assert "description" not in tool(docstring_format="sphinx")(f).parameters["properties"]["a"]
+    with pytest.raises(ValueError, match="docstring_format 'markdown' is not known"):
+        tool(docstring_format="markdown")(f)
+
+
+def test_description_sections_never_leak() -> None:
+    def f(a: int) -> int:
+        """Summary line.
+
+        Free text: kept.
+
+        Example:
+            f(1)
+
+        Args:
+            a: The a.
+        """
+        return a
+
+    assert tool(f).description == "Summary line.\n\nFree text: kept."

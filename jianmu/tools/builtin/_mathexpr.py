@@ -79,6 +79,8 @@ def _comb_perm(fn: Callable[..., int], name: str) -> Callable[..., int]:
     def checked(n: Any, k: Any = None) -> int:
         if isinstance(n, int) and n > 1:
             kk = n if k is None else min(abs(int(k)), n)
+            if name == "comb":
+                kk = min(kk, n - kk)  # comb(n, k) == comb(n, n - k)
             _check_bits(int(kk * math.log2(n)) + 1, f"{name}({n}, {kk})")
         return fn(n) if k is None else fn(n, k)
 

@@ -88,8 +88,8 @@ def _jianmu_repl():
             continue
         if isinstance(value, types.ModuleType):
             new["modules"][name] = value.__name__
-        elif name in defs and getattr(value, "__module__", None) == "__main__" and isinstance(
-                value, (type, types.FunctionType)) and getattr(value, "__name__", "") == name:
+        elif name in defs and getattr(value, "__module__", None) == "__main__":
+            # Bound by a def/class statement (decorated or not): re-run its source next time.
             new["defs"][name] = defs[name]
         else:
             try:

@@ -47,6 +47,8 @@ async def test_state_is_kept_across_calls(ws: Path) -> None:
         {"code": "(double(p.x), m.floor(m.pi), data['a'][-1], Counter('aab')['a'])"}
     )
     assert out == "(10, 3, 3, 2)"
+    await repl.execute({"code": "import functools\n@functools.cache\ndef sq(v):\n    return v * v"})
+    assert await repl.execute({"code": "sq(9), decorated()"}) == "(81, 'deco')"
     # Redefining a function replaces it for the next call.
     await repl.execute({"code": "def double(v):\n    return v * 3"})
     assert await repl.execute({"code": "double(2)"}) == "6"

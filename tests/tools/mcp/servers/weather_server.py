@@ -14,9 +14,10 @@ import sys
 from typing import TypedDict
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-server = MCPServer("weather")
+server = MCPServer("weather", log_level="WARNING")
 
 _TEMPERATURES = {"paris": 18.5, "oslo": 4.0, "cairo": 31.0}
 
@@ -34,7 +35,8 @@ def get_forecast(city: str, days: int = 1) -> Forecast:
     """Forecast for a city: temperature in Celsius over the next days."""
     key = city.strip().lower()
     if key not in _TEMPERATURES:
-        raise ValueError(f"unknown city {city!r}; known: {', '.join(sorted(_TEMPERATURES))}")
+        # ToolError text reaches the client; other exceptions are reported without detail
+        raise ToolError(f"unknown city {city!r}; known: {', '.join(sorted(_TEMPERATURES))}")
     return {"city": key, "days": days, "temperature_c": _TEMPERATURES[key]}
 
 

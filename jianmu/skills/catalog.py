@@ -1,0 +1,138 @@
+"""`SkillCatalog`: the skills found in ``skills/`` and the config's ``skills.paths``."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from jianmu.config import AppConfig
+from jianmu.errors import SkillLoadError, SkillNotFoundError
+from jianmu.skills.loader import SKILL_FILE, known_tool_checker, load_skill
+from jianmu.skills.skill import Skill
+
+__all__ = ("DEFAULT_SKILLS_PATH", "SkillCatalog")
+
+DEFAULT_SKILLS_PATH = "skills"
+"""The folder scanned first (relative to the current folder)."""
+
+
+class SkillCatalog:
+    """Scans folders of SKILL.md folders; loads front matter only; keeps broken skills apart.
+
+    Args:
+        paths: Folders to scan; default ``skills/`` then the config's ``skills.paths``. A
+            folder may also be a single skill (it holds a SKILL.md itself).
+        config: The configuration (its ``skills.paths`` and MCP server names).
+        custom_tools: Tools (or tool names) besides the built-ins that skills may name.
+
+    A broken skill does not stop the others: its `SkillLoadError` is kept in ``errors``. When
+    two folders hold a skill of the same name, the first found wins and the second is an error.
+    """
+
+    def __init__(
+        self,
+        paths: Iterable[str | os.PathLike[str]] | None = None,
+        *,
+        config: AppConfig | None = None,
+        custom_tools: Iterable[Any] = (),
+    ) -> None:
+        self.config = config
+        if paths is None:
+            configured = config.skills.paths if config is not None else []
+            self.paths = [Path(DEFAULT_SKILLS_PATH), *(Path(p) for p in configured)]
+            self._required = {Path(p) for p in configured}
+        else:
+            self.paths = [Path(p) for p in paths]
+            self._required = set(self.paths)
+        self._is_known = known_tool_checker(config, custom_tools)
+        self._skills: dict[str, Skill] = {}
+        self.errors: list[SkillLoadError] = []
+        """Skills that failed to load, one error each."""
+        self.reload()
+
+    def reload(self) -> None:
+        """Scan the folders again."""
+        self._skills = {}
+        self.errors = []
+        for base in self.paths:
+            if not base.is_dir():
+                if base in self._required:
+                    self.errors.append(SkillLoadError(
+                        "skills folder not found; fix skills.paths or create it", path=str(base)
+                    ))
+                continue
+            candidates = [base] if (base / SKILL_FILE).is_file() else sorted(
+                p for p in base.iterdir() if p.is_dir() and (p / SKILL_FILE).is_file()
+            )
+            for folder in candidates:
+                self._add(folder)
+
+    def _add(self, folder: Path) -> None:
+        try:
+            skill = load_skill(folder, is_known_tool=self._is_known)
+        except SkillLoadError as exc:
+            self.errors.append(exc)
+            return
+        existing = self._skills.get(skill.name)
+        if existing is not None:
+            self.errors.append(SkillLoadError(
+                f"duplicate skill {skill.name!r}: already loaded from {str(existing.folder)!r}; "
+                "rename one of them",
+                path=str(skill.file), field="name",
+            ))
+            return
+        self._skills[skill.name] = skill
+
+    def validate(self, path: str | os.PathLike[str]) -> Skill:
+        """Load one skill folder (or SKILL.md) with this catalog's tool names, strictly.
+
+        Raises:
+            SkillLoadError: naming the file, the line and the field that is wrong.
+        """
+        skill = load_skill(Path(path), is_known_tool=self._is_known)
+        if skill.is_bt:
+            from jianmu.skills.bt import SkillTreeLoader
+
+            SkillTreeLoader().load_module(skill)
+        return skill
+
+    def get(self, name: str) -> Skill:
+        """The skill called ``name``.
+
+        Raises:
+            SkillNotFoundError: no such skill; the message lists the known ones and any load
+                error of a folder of that name.
+        """
+        found = self._skills.get(name)
+        if found is not None:
+            return found
+        broken = [e for e in self.errors if e.path and Path(e.path).parent.name == name]
+        if broken:
+            raise SkillNotFoundError(f"skill {name!r} failed to load: {broken[0]}")
+        close = difflib.get_close_matches(name, list(self._skills), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        known = ", ".join(self._skills) or "none"
+        raise SkillNotFoundError(f"no skill named {name!r}{hint} (known skills: {known})")
+
+    def names(self) -> list[str]:
+        """Names of the loaded skills, in scan order."""
+        return list(self._skills)
+
+    def skills(self) -> list[Skill]:
+        """The loaded skills, in scan order."""
+        return list(self._skills.values())
+
+    def __iter__(self) -> Iterator[Skill]:
+        return iter(list(self._skills.values()))
+
+    def __len__(self) -> int:
+        return len(self._skills)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._skills
+
+    def __repr__(self) -> str:
+        return f"SkillCatalog({self.names()!r}, errors={len(self.errors)})"

@@ -1,0 +1,346 @@
+"""Parse a SKILL.md folder into a `Skill`; every problem is a `SkillLoadError` with file, line
+and field.
+
+Only the front matter is read: the file is read line by line up to the closing ``---``. A bt
+skill's tree module is checked with `ast` (never imported here) for a ``build_tree``.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from jianmu.config import AppConfig, _key_lines
+from jianmu.constraints import Constraints
+from jianmu.errors import SkillLoadError
+from jianmu.skills._allowed_tools import AllowedTool, map_allowed_tool, split_allowed_tools
+from jianmu.skills.skill import Skill, SkillFrontMatter
+
+__all__ = (
+    "SKILL_FILE",
+    "fields_schema",
+    "known_tool_checker",
+    "load_skill",
+    "read_front_matter",
+)
+
+SKILL_FILE = "SKILL.md"
+"""The file that makes a folder a skill."""
+
+_TYPES = {
+    "string": "string", "str": "string", "integer": "integer", "int": "integer",
+    "number": "number", "float": "number", "boolean": "boolean", "bool": "boolean",
+    "array": "array", "list": "array", "object": "object", "dict": "object", "any": "",
+}
+_MAX_FRONT_MATTER_LINES = 2000
+
+ToolChecker = Callable[[str], bool]
+
+
+def known_tool_checker(
+    config: AppConfig | None = None, custom_tools: Iterable[Any] = ()
+) -> ToolChecker:
+    """A test for tool names: built-ins and aliases, ``run_bt_skill``, custom tools (names or
+    tools), and MCP tools (a configured server's name, or ``server__tool``)."""
+    from jianmu.tools.providers import BuiltinToolProvider
+
+    provider = BuiltinToolProvider.default()
+    names = {n.lower() for n in provider.list_builtin_names()}
+    names |= set(provider.aliases())
+    names.add("run_bt_skill")
+    names |= {(t if isinstance(t, str) else t.name).lower() for t in custom_tools}
+    servers = [s.lower() for s in (config.mcp.servers if config is not None else {})]
+
+    def is_known(name: str) -> bool:
+        key = name.strip().lower()
+        return key in names or any(key == s or key.startswith(s + "__") for s in servers)
+
+    is_known.known = sorted(names)  # type: ignore[attr-defined]  # for error messages
+    return is_known
+
+
+def read_front_matter(file: Path) -> tuple[str, int]:
+    """The front matter text (between the ``---`` lines) and the line the body starts on.
+
+    Raises:
+        SkillLoadError: the file cannot be read or has no front matter.
+    """
+    where = str(file)
+    try:
+        with file.open(encoding="utf-8") as handle:
+            first = handle.readline()
+            if first.strip() != "---":
+                raise SkillLoadError(
+                    "SKILL.md must start with a '---' line, then the YAML front matter "
+                    "(name, description, ...), then another '---' line",
+                    path=where, line=1,
+                )
+            lines: list[str] = []
+            for line in handle:
+                if line.rstrip() in ("---", "..."):
+                    return "".join(lines), len(lines) + 3
+                lines.append(line)
+                if len(lines) > _MAX_FRONT_MATTER_LINES:
+                    break
+    except OSError as exc:
+        raise SkillLoadError(f"cannot read the file: {exc}", path=where) from None
+    except UnicodeDecodeError as exc:
+        raise SkillLoadError(f"the file is not UTF-8 text: {exc}", path=where) from None
+    raise SkillLoadError(
+        "the front matter is not closed: add a '---' line after the YAML", path=where, line=1
+    )
+
+
+def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, ...], int],
+                  line_offset: int) -> dict[str, Any]:
+    """An ``inputs``/``outputs`` value as an object JSON Schema.
+
+    A JSON Schema (``type: object`` or ``properties``) is kept; a short map such as
+    ``{path: string, depth: {type: integer, default: 2}}`` becomes one, with every field
+    without a default ``required``.
+
+    Raises:
+        SkillLoadError: an unknown type name or a field that is neither a type nor a schema.
+    """
+    def line_of(*path: Any) -> int | None:
+        found = lines.get((field, *path)) or lines.get((field,))
+        return found + line_offset if found is not None else None
+
+    if "properties" in value or value.get("type") == "object" or "$schema" in value:
+        if value.get("type", "object") != "object":
+            raise SkillLoadError(
+                f"{field} must be an object schema, got type {value.get('type')!r}",
+                path=where, line=line_of("type"), field=f"{field}.type",
+            )
+        schema = {"type": "object", **value}
+        if not isinstance(schema.get("properties", {}), dict):
+            raise SkillLoadError(
+                f"{field}.properties must be a mapping of field names to schemas",
+                path=where, line=line_of("properties"), field=f"{field}.properties",
+            )
+        return schema
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, spec in value.items():
+        if isinstance(spec, str):
+            key = spec.strip().lower()
+            if key not in _TYPES:
+                raise SkillLoadError(
+                    f"unknown type {spec!r} for {field} field {name!r}; use one of "
+                    "string, integer, number, boolean, array, object (or a JSON Schema)",
+                    path=where, line=line_of(name), field=f"{field}.{name}",
+                )
+            properties[name] = {"type": _TYPES[key]} if _TYPES[key] else {}
+        elif isinstance(spec, dict):
+            properties[name] = dict(spec)
+        else:
+            raise SkillLoadError(
+                f"{field} field {name!r} must be a type name such as 'string' or a JSON Schema "
+                f"mapping, got {spec!r}",
+                path=where, line=line_of(name), field=f"{field}.{name}",
+            )
+        if "default" not in properties[name]:
+            required.append(name)
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _pydantic_error(exc: ValidationError, where: str, lines: dict[tuple[Any, ...], int],
+                    offset: int) -> SkillLoadError:
+    errors = exc.errors()
+    first = errors[0]
+    loc = tuple(first["loc"])
+    dotted = ".".join(str(p) for p in loc) or "<front matter>"
+    line = lines.get(loc) or lines.get(loc[:-1]) or lines.get(loc[:1])
+    if first["type"] == "extra_forbidden":
+        known = [f.alias or n for n, f in SkillFrontMatter.model_fields.items()]
+        if len(loc) > 1:
+            message = f"unknown key {dotted!r}"
+        else:
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(known)}"
+            message = f"unknown key {loc[-1]!r}; {hint} (free-form data goes under 'metadata')"
+    elif first["type"] == "missing":
+        message = f"the required field {dotted!r} is missing"
+    else:
+        got = repr(first.get("input"))
+        message = f"{first['msg']} (got {got if len(got) <= 80 else got[:77] + '...'})"
+        if loc == ("name",):
+            message += "; a name is 1-64 lowercase letters, digits and single hyphens"
+    if len(errors) > 1:
+        others = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[1:4]
+        )
+        message += f" (also: {others})"
+    return SkillLoadError(
+        message, path=where, line=line + offset if line is not None else None, field=dotted
+    )
+
+
+def _mapped_allowed(raw: Any, where: str, line: int | None,
+                    is_known: ToolChecker) -> tuple[AllowedTool, ...]:
+    if raw is None:
+        return ()
+    try:
+        entries = split_allowed_tools(raw) if isinstance(raw, str) else list(raw)
+        return tuple(map_allowed_tool(e, is_known) for e in entries)
+    except ValueError as exc:
+        raise SkillLoadError(str(exc), path=where, line=line, field="allowed-tools") from None
+
+
+def _check_tree(path: Path, where: str, line: int | None) -> None:
+    if not path.is_file():
+        raise SkillLoadError(
+            f"the tree module {path.name!r} does not exist in {str(path.parent)!r}; create it "
+            "with a function build_tree(ctx) that returns a py_trees behaviour",
+            path=where, line=line, field="tree",
+        )
+    try:
+        module = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as exc:
+        raise SkillLoadError(
+            f"syntax error: {exc.msg}", path=str(path), line=exc.lineno, field="build_tree"
+        ) from None
+    for node in module.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "build_tree":
+            return
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == "build_tree" for t in targets):
+            return
+        if isinstance(node, ast.ImportFrom) and any(
+            (a.asname or a.name) == "build_tree" for a in node.names
+        ):
+            return
+    raise SkillLoadError(
+        f"{path.name} defines no build_tree: add 'def build_tree(ctx): ...' returning a "
+        "py_trees behaviour",
+        path=where, line=line, field="tree",
+    )
+
+
+def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) -> Skill:
+    """Load the skill in ``folder`` (or the folder of a given SKILL.md): front matter only.
+
+    Args:
+        folder: The skill's folder, or its SKILL.md.
+        is_known_tool: Which tool names are valid (default: `known_tool_checker()`).
+
+    Raises:
+        SkillLoadError: naming the file, the line and the field that is wrong.
+    """
+    folder = Path(folder)
+    file = folder if folder.name == SKILL_FILE else folder / SKILL_FILE
+    folder = file.parent
+    where = str(file)
+    if not file.is_file():
+        raise SkillLoadError(f"no {SKILL_FILE} in {str(folder)!r}", path=where)
+    is_known = is_known_tool or known_tool_checker()
+    text, body_line = read_front_matter(file)
+    offset = 1  # the front matter starts on line 2
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 + offset if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SkillLoadError(f"YAML syntax error: {problem}", path=where, line=line) from None
+    if not isinstance(data, dict):
+        raise SkillLoadError(
+            "the front matter must be a mapping with at least 'name' and 'description'",
+            path=where, line=2,
+        )
+    lines = _key_lines(node) if node is not None else {}
+
+    def line_of(*path: Any) -> int | None:
+        found = lines.get(path)
+        return found + offset if found is not None else None
+
+    try:
+        spec = SkillFrontMatter.model_validate(data)
+    except ValidationError as exc:
+        raise _pydantic_error(exc, where, lines, offset) from None
+    if spec.name != folder.name:
+        raise SkillLoadError(
+            f"name {spec.name!r} differs from the folder's name {folder.name!r}; "
+            "rename one so they match",
+            path=where, line=line_of("name"), field="name",
+        )
+    for index, tool_name in enumerate(spec.tools):
+        if not is_known(tool_name):
+            known = getattr(is_known, "known", [])
+            close = difflib.get_close_matches(tool_name.lower(), known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known tools: {', '.join(known)}"
+            raise SkillLoadError(
+                f"unknown tool {tool_name!r}; {hint} (MCP tools are 'server__tool' for a server "
+                "configured under mcp.servers)",
+                path=where, line=line_of("tools", index) or line_of("tools"),
+                field=f"tools[{index}]",
+            )
+    allowed = _mapped_allowed(spec.allowed_tools, where, line_of("allowed-tools"), is_known)
+    if spec.execution == "bt":
+        tree_name = spec.tree or "tree.py"
+        if Path(tree_name).name != tree_name or not tree_name.endswith(".py"):
+            raise SkillLoadError(
+                f"tree must be the name of a .py file in the skill's folder, got {tree_name!r}",
+                path=where, line=line_of("tree"), field="tree",
+            )
+        _check_tree(folder / tree_name, where, line_of("tree") or line_of("execution"))
+    elif spec.tree is not None:
+        raise SkillLoadError(
+            "tree is only used by bt skills; add 'execution: bt' or remove 'tree'",
+            path=where, line=line_of("tree"), field="tree",
+        )
+    schemas = {
+        key: fields_schema(value, where=where, field=key, lines=lines, line_offset=offset)
+        if value is not None else None
+        for key, value in (("inputs", spec.inputs), ("outputs", spec.outputs))
+    }
+    tools: list[str] = []
+    for name in [*spec.tools, *(a.tool for a in allowed)]:
+        if name.lower() not in tools:
+            tools.append(name.lower())
+    return Skill(
+        name=spec.name,
+        description=spec.description,
+        folder=folder,
+        file=file,
+        execution=spec.execution,
+        tree=(spec.tree or "tree.py") if spec.execution == "bt" else None,
+        tools=tuple(tools),
+        allowed_tools=allowed,
+        constraints=_with_allowed(spec.constraints, allowed),
+        inputs=schemas["inputs"],
+        outputs=schemas["outputs"],
+        version=str(spec.version) if spec.version is not None else None,
+        history_limit=spec.history_limit,
+        license=spec.license,
+        compatibility=spec.compatibility,
+        metadata=spec.metadata,
+        body_line=body_line,
+    )
+
+
+def _with_allowed(constraints: Constraints | None, allowed: tuple[AllowedTool, ...]) -> Constraints:
+    """The skill's constraints plus an ``allow`` rule per allowed-tools entry it does not name.
+
+    Merging takes the strictest policy per rule, so these never override a confirm or deny
+    from the config or the node.
+    """
+    base = constraints or Constraints()
+    if not allowed:
+        return base
+    policy = dict(base.guard.tool_policy)
+    for entry in allowed:
+        policy.setdefault(entry.rule, "allow")
+    return base.model_copy(update={"guard": base.guard.model_copy(update={"tool_policy": policy})})

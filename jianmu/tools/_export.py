@@ -1,0 +1,263 @@
+"""Tool definitions for each provider, and their registration checks (seed 002).
+
+Private: `jianmu.tools.schema` re-exports the public names.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from jianmu.errors import ToolDefinitionWarning, ToolValidationError
+from jianmu.tools._arguments import schema_types
+
+if TYPE_CHECKING:
+    from jianmu.tools.base import Tool
+
+__all__ = (
+    "NAME_PATTERN",
+    "check_definition",
+    "strip_titles",
+    "structural_problems",
+    "to_mcp_annotations",
+    "to_strict_schema",
+    "wrap_parameters",
+)
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_CATEGORIES = ("read", "write", "execute", "communicate", "dangerous")
+_PERMISSIONS = ("auto", "user_confirm", "admin_only")
+
+
+# -- small schema helpers -------------------------------------------------------------------
+
+
+def wrap_parameters(input_schema: Mapping[str, Any]) -> dict[str, Any]:
+    """An object schema: object schemas as they are, others wrapped as ``{"input": ...}``."""
+    if input_schema.get("type") == "object":
+        schema = dict(input_schema)
+        schema.setdefault("properties", {})
+        return schema
+    return {"type": "object", "properties": {"input": dict(input_schema)}, "required": ["input"]}
+
+
+def _auto_titles(name: str) -> tuple[str, ...]:
+    return (name.title().replace("_", " ").strip(), name.replace("_", " ").title().strip(), name)
+
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
+
+
+def strip_titles(schema: Any, _auto: tuple[str, ...] = ()) -> Any:
+    """Remove pydantic's generated ``title`` keys in place; a property named ``title`` stays.
+
+    Only keys that hold schemas are walked, so ``default``/``enum`` data is never touched;
+    a title is removed when pydantic would have generated it (from the field or model name).
+    """
+    if not isinstance(schema, dict):
+        return schema
+    title = schema.get("title")
+    if isinstance(title, str) and (not _auto or title in _auto):
+        del schema["title"]
+    for key in _SCHEMA_MAPS:
+        sub = schema.get(key)
+        if isinstance(sub, dict):
+            for name, value in sub.items():
+                strip_titles(value, _auto_titles(name) if key != "patternProperties" else ())
+    for key in _SCHEMA_LISTS:
+        sub = schema.get(key)
+        if isinstance(sub, list):
+            for value in sub:
+                strip_titles(value, ("",))
+    for key in _SCHEMA_ONE:
+        if isinstance(schema.get(key), dict):
+            strip_titles(schema[key], ("",))
+    return schema
+
+
+def to_mcp_annotations(
+    *, category: str, effect_tags: tuple[str, ...] | list[str], idempotent: bool, title: str
+) -> dict[str, Any]:
+    """MCP tool annotations derived from the category and effect tags.
+
+    read: read-only; write/execute/dangerous: destructive; communicate or any network tag:
+    open-world (the tool reaches beyond the local machine).
+    """
+    tags = {t.lower() for t in effect_tags}
+    network = {"http", "network", "web", "email", "message", "search", "external"}
+    return {
+        "title": title,
+        "readOnlyHint": category == "read",
+        "destructiveHint": category in ("write", "execute", "dangerous")
+        or bool(tags & {"destructive", "delete", "file_delete"}),
+        "idempotentHint": idempotent,
+        "openWorldHint": category == "communicate" or bool(tags & network),
+    }
+
+
+# -- strict export -------------------------------------------------------------------------
+
+
+def _nullable(schema: dict[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
+    if "null" in schema_types(schema, root):
+        return schema
+    t = schema.get("type")
+    if isinstance(t, str) and not any(k in schema for k in ("enum", "const", "$ref", "anyOf")):
+        return {**schema, "type": [t, "null"]}
+    inner = {k: v for k, v in schema.items() if k != "description"}
+    out: dict[str, Any] = {"anyOf": [inner, {"type": "null"}]}
+    if "description" in schema:
+        out["description"] = schema["description"]
+    return out
+
+
+def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str]) -> Any:
+    if not isinstance(node, dict):
+        return node
+    node = {k: v for k, v in node.items() if k != "default"}
+    if "oneOf" in node:  # strict mode knows anyOf only; every branch here is disjoint anyway
+        node["anyOf"] = node.pop("oneOf")
+    for key in ("anyOf", "allOf"):
+        if key in node:
+            node[key] = [_strict(s, where, root, problems) for s in node[key]]
+    if "$ref" in node:
+        return node
+    types = schema_types(node, root)
+    if "any" in types and not any(k in node for k in ("anyOf", "allOf", "enum", "const")):
+        problems.append(
+            f"{where} accepts Any, which OpenAI strict mode cannot express; give it a concrete "
+            "type, or export with to_openai(strict=False)"
+        )
+        return node
+    if ("object" in types and node.get("type") == "object") or "properties" in node:
+        props = node.get("properties") or {}
+        extra = node.get("additionalProperties")
+        if not props or isinstance(extra, dict) or extra is True:
+            problems.append(
+                f"{where} is a free-form object (dict[str, ...]); OpenAI strict mode would forbid "
+                "every key. Use a pydantic model or TypedDict with named fields, or export with "
+                "to_openai(strict=False)"
+            )
+            return node
+        required = set(node.get("required") or ())
+        new_props = {}
+        for name, sub in props.items():
+            sub = _strict(sub, f"{where}.{name}" if where != "parameters" else
+                          f"parameter {name!r}", root, problems)
+            new_props[name] = sub if name in required else _nullable(sub, root)
+        node["properties"] = new_props
+        node["required"] = list(new_props)
+        node["additionalProperties"] = False
+    if isinstance(node.get("items"), dict):
+        node["items"] = _strict(node["items"], f"{where}[]", root, problems)
+    if isinstance(node.get("prefixItems"), list):
+        node["prefixItems"] = [_strict(s, f"{where}[]", root, problems)
+                               for s in node["prefixItems"]]
+    return node
+
+
+def to_strict_schema(parameters: Mapping[str, Any], *, tool: str) -> dict[str, Any]:
+    """The OpenAI strict-mode form of an object schema.
+
+    Every property required, optional ones nullable, defaults dropped, ``additionalProperties:
+    false`` at every level including ``$defs``.
+
+    Raises:
+        ToolValidationError: a free-form object (``dict[str, X]``) or ``Any`` is present.
+    """
+    root = copy.deepcopy(dict(parameters))
+    problems: list[str] = []
+    defs = root.pop("$defs", None)
+    out = _strict(root, "parameters", {"$defs": defs or {}}, problems)
+    if defs:
+        out["$defs"] = {
+            name: _strict(sub, f"$defs.{name}", {"$defs": defs}, problems)
+            for name, sub in defs.items()
+        }
+    if problems:
+        raise ToolValidationError(tool, problems)
+    return out  # type: ignore[no-any-return]
+
+
+# -- registration checks -------------------------------------------------------------------
+
+
+def structural_problems(t: Tool) -> list[str]:
+    """Problems that make a tool unusable in any registry: name, category, permission."""
+    problems: list[str] = []
+    if not isinstance(t.name, str) or not NAME_PATTERN.match(t.name):
+        problems.append(
+            f"name {t.name!r} must match ^[A-Za-z0-9_-]{{1,64}}$ (letters, digits, _ and -)"
+        )
+    if t.category not in _CATEGORIES:
+        problems.append(f"category {t.category!r} must be one of {', '.join(_CATEGORIES)}")
+    if t.permission not in _PERMISSIONS:
+        problems.append(f"permission {t.permission!r} must be one of {', '.join(_PERMISSIONS)}")
+    if t.category == "dangerous" and t.permission == "auto":
+        problems.append(
+            "a dangerous tool cannot have permission 'auto'; use 'user_confirm' or 'admin_only'"
+        )
+    return problems
+
+
+def check_definition(
+    t: Tool,
+    *,
+    signature_params: frozenset[str] | None,
+    require_parameter_descriptions: bool = False,
+) -> list[str]:
+    """Check a tool at registration (seed 002); return the warnings it emitted.
+
+    Raises:
+        ToolValidationError: every problem at once, naming the tool.
+    """
+    problems = structural_problems(t)
+    if not t.get_description().strip():
+        problems.append(
+            "description is empty; say what the tool does, when to use it and what it returns"
+        )
+    params = t.input_schema if t.input_schema.get("type") == "object" else t.parameters
+    props = params.get("properties", {})
+    if not isinstance(props, dict):
+        problems.append(f"parameters.properties must be an object, got {props!r}")
+        props = {}
+    required = params.get("required", [])
+    if not isinstance(required, list):
+        problems.append(f"parameters.required must be a list, got {required!r}")
+        required = []
+    for name in required:
+        if name not in props:
+            problems.append(
+                f"required parameter {name!r} is not in properties ({', '.join(props) or 'none'})"
+            )
+    if signature_params is not None and not t.wraps_input:
+        for name in props:
+            if name not in signature_params:
+                problems.append(
+                    f"schema parameter {name!r} is not in the function's signature "
+                    f"({', '.join(sorted(signature_params)) or 'no parameters'})"
+                )
+    missing = [
+        name for name, sub in props.items()
+        if not (isinstance(sub, dict) and str(sub.get("description") or "").strip())
+    ]
+    notes: list[str] = []
+    for name in missing:
+        message = (
+            f"tool {t.name!r}: parameter {name!r} has no description; document it in the "
+            "docstring's Args section or with Annotated[T, 'description']"
+        )
+        if require_parameter_descriptions:
+            problems.append(message.split(": ", 1)[1])
+        else:
+            notes.append(message)
+    if problems:
+        raise ToolValidationError(t.name, problems)
+    for message in notes:
+        warnings.warn(message, ToolDefinitionWarning, stacklevel=3)
+    return notes

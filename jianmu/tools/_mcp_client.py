@@ -1,0 +1,497 @@
+"""`MCPClient`: one connection to an MCP server, owned by a private event loop in a thread.
+
+Why a thread: the SDK's transports and `ClientSession` are async context managers whose
+task groups must be entered and exited in the same task. A tool call, though, may come from
+any task (a `ReactiveRunner`'s task group, a ``run_sync`` loop, a test), and ``close()``
+from yet another. So one background task owns the session (enters the transport and the
+session, waits for a stop signal, exits them) inside a dedicated event loop, and every
+request is submitted to that loop through an anyio `BlockingPortal`. Callers await the
+answer; cancelling the caller cancels the request in the portal.
+
+A call that finds the connection closed marks it broken and fails; the next call
+reconnects once (a new process for stdio, a new session for HTTP) before it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+
+from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup, TaskStatus
+    from anyio.from_thread import BlockingPortal
+    from mcp import ClientSession
+
+__all__ = ("MCPCallResult", "MCPClient", "MCPToolInfo")
+
+logger = logging.getLogger("jianmu.mcp")
+
+_T = TypeVar("_T")
+_SHUTDOWN_SECONDS = 10.0  # the SDK bounds a stdio shutdown at about 6 s (grace, TERM, KILL)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPToolInfo:
+    """A tool as an MCP server lists it (plain data, no SDK types)."""
+
+    name: str
+    """The tool's name on the server."""
+    description: str = ""
+    """Its description."""
+    title: str | None = None
+    """Its human-readable title, if any."""
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    """JSON Schema of its arguments."""
+    output_schema: dict[str, Any] | None = None
+    """JSON Schema of its structured result, if declared."""
+    annotations: dict[str, Any] = field(default_factory=dict)
+    """Hints as on the wire: ``readOnlyHint``, ``destructiveHint``, ``idempotentHint``,
+    ``openWorldHint``, ``title`` (only those the server set)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPCallResult:
+    """The answer to one ``tools/call`` (plain data, no SDK types)."""
+
+    is_error: bool = False
+    """The server's ``isError``: the tool failed and ``content`` says why."""
+    content: list[dict[str, Any]] = field(default_factory=list)
+    """Content blocks as on the wire (``{"type": "text", "text": ...}``, images, resources)."""
+    structured_content: Any = None
+    """The server's ``structuredContent``, if any."""
+
+    def text(self) -> str:
+        """The content as text: text blocks joined, other blocks summarised."""
+        parts = [_block_text(block) for block in self.content]
+        return "\n".join(p for p in parts if p)
+
+
+def _block_text(block: Mapping[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind in ("image", "audio"):
+        size = len(str(block.get("data", ""))) * 3 // 4
+        return f"[{kind}: {block.get('mimeType', 'unknown type')}, about {size} bytes]"
+    if kind == "resource":
+        resource = block.get("resource") or {}
+        if "text" in resource:
+            return str(resource["text"])
+        return f"[resource {resource.get('uri', '?')}: {resource.get('mimeType', 'binary')}]"
+    if kind == "resource_link":
+        return f"[resource link {block.get('uri', '?')}]"
+    return f"[{kind} content]"
+
+
+def require_mcp() -> None:
+    """Import the SDK or raise `MissingExtraError` naming the ``mcp`` extra."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError("mcp", "mcp") from exc
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (the SDK's task groups wrap errors)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    leaf = _leaf(exc)
+    text = str(leaf)
+    return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
+
+
+def _errlog() -> Any:
+    """Where the server's stderr goes: ours when it is a real file, else /dev/null."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        # kept open for the server's life; closed when the interpreter exits
+        return open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    return sys.stderr
+
+
+async def _wait_future(future: Future[_T]) -> _T:
+    """Await a `concurrent.futures.Future` from any anyio loop; cancelling cancels it."""
+    if not future.done():
+        done = anyio.Event()
+        token = anyio.lowlevel.current_token()
+        loop_thread = threading.get_ident()
+
+        def wake(_: Future[_T]) -> None:
+            if threading.get_ident() == loop_thread:
+                done.set()
+                return
+            with contextlib.suppress(RuntimeError):  # the caller's loop has ended
+                anyio.from_thread.run_sync(done.set, token=token)
+
+        future.add_done_callback(wake)
+        try:
+            await done.wait()
+        except BaseException:
+            future.cancel()
+            raise
+    return future.result()
+
+
+class MCPClient:
+    """A client of one MCP server over stdio (``command``) or streamable HTTP (``url``).
+
+    ``await connect()``, then ``list_tools()`` / ``call_tool()``, then ``await close()``;
+    or ``async with MCPClient(...) as client``. Safe to use from several tasks at once.
+
+    Args:
+        command: Executable of a stdio server.
+        args: Its arguments.
+        env: Extra environment variables for it (merged over a safe default set).
+        url: URL of a streamable-HTTP server, e.g. ``http://127.0.0.1:8000/mcp``.
+        timeout: Seconds that connecting and each request may take.
+        cwd: Working folder of a stdio server.
+        name: Shown in error messages; defaults to the command or URL.
+
+    Raises:
+        ValueError: neither or both of ``command`` and ``url``, a URL that is not http(s),
+            or a timeout that is not positive.
+    """
+
+    def __init__(
+        self,
+        *,
+        command: str | None = None,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        url: str | None = None,
+        timeout: float = 30.0,
+        cwd: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        if (command is None) == (url is None):
+            raise ValueError(
+                "MCPClient needs exactly one of command= (a stdio server) or url= (a "
+                f"streamable-HTTP server); got command={command!r}, url={url!r}"
+            )
+        if command is not None and not command.strip():
+            raise ValueError("MCPClient command= is empty; give the server's executable")
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"MCP server url {url!r} must start with http:// or https://")
+        if isinstance(args, str):
+            raise ValueError(f"MCPClient args= must be a list of strings, not the string {args!r}")
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+            raise ValueError(f"MCPClient timeout= must be a positive number of seconds, got {timeout!r}")
+        self.command = command
+        self.args = [str(a) for a in args]
+        self.env = dict(env or {})
+        self.url = url
+        self.timeout = float(timeout)
+        self.cwd = cwd
+        self.name = name or command or url or "mcp"
+        self.connections = 0
+        """How many times a session was opened (1 after ``connect``; more after reconnects)."""
+        # Caller side.
+        self._portal: BlockingPortal | None = None
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        # Portal side: touched only by code running in the portal's event loop.
+        self._tg: TaskGroup | None = None
+        self._lock: anyio.Lock | None = None
+        self._session: ClientSession | None = None
+        self._stop: anyio.Event | None = None
+        self._done: anyio.Event | None = None
+        self._broken = False
+
+    @property
+    def transport(self) -> str:
+        """``"stdio"`` or ``"http"``."""
+        return "stdio" if self.command is not None else "http"
+
+    def __repr__(self) -> str:
+        target = self.url or " ".join([self.command or "", *self.args])
+        return f"<MCPClient {self.name!r} {self.transport} {target!r}>"
+
+    # -- caller side ------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Start the server (stdio) or open the session (HTTP) and run the handshake.
+
+        Raises:
+            MissingExtraError: the ``mcp`` extra is not installed.
+            MCPError: the server could not be started, reached or initialised.
+        """
+        require_mcp()
+        await self._submit(self._ensure_session)
+
+    async def list_tools(self) -> list[MCPToolInfo]:
+        """The server's tools (every page).
+
+        Raises:
+            MCPError: the server could not be reached or answered badly.
+        """
+        return await self._submit(self._list_tools)
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> MCPCallResult:
+        """Call a tool; a tool failure comes back as ``is_error``, not as an exception.
+
+        Raises:
+            MCPError: the connection closed (the next call reconnects) or the server
+                refused the request.
+            ToolTimeoutError: no answer within ``timeout`` (default: the client's).
+        """
+        return await self._submit(self._call_tool, name, dict(arguments or {}), timeout)
+
+    async def close(self) -> None:
+        """Stop the session and the server process; idempotent."""
+        portal, thread = self._portal, self._thread
+        if portal is None:
+            return
+        self._portal = self._thread = None
+        with contextlib.suppress(Exception):
+            await _wait_future(portal.start_task_soon(self._stop_owner))
+        with contextlib.suppress(Exception):
+            await anyio.to_thread.run_sync(portal.call, portal.stop)
+        if thread is not None:
+            await anyio.to_thread.run_sync(thread.join, _SHUTDOWN_SECONDS)
+
+    async def __aenter__(self) -> MCPClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def _submit(self, fn: Callable[..., Awaitable[_T]], *args: Any) -> _T:
+        portal = self._portal or await anyio.to_thread.run_sync(self._start_portal)
+        try:
+            future = portal.start_task_soon(fn, *args)
+        except RuntimeError as exc:  # the portal was stopped by a concurrent close()
+            raise MCPError(f"MCP client {self.name!r} is closed") from exc
+        return await _wait_future(future)
+
+    def _start_portal(self) -> BlockingPortal:
+        """Start the private event loop (a daemon thread) and return its portal."""
+        with self._start_lock:
+            if self._portal is not None:
+                return self._portal
+            ready: Future[BlockingPortal] = Future()
+            thread = threading.Thread(
+                target=self._thread_main, args=(ready,), name=f"jianmu-mcp-{self.name}",
+                daemon=True,  # a client never closed must not keep the interpreter alive
+            )
+            thread.start()
+            self._portal, self._thread = ready.result(), thread
+            return self._portal
+
+    def _thread_main(self, ready: Future[BlockingPortal]) -> None:
+        try:
+            anyio.run(self._loop_main, ready)
+        except BaseException as exc:  # noqa: BLE001 (reported through the future)
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                logger.warning("MCP client %r: its event loop failed: %s", self.name, _describe(exc))
+
+    async def _loop_main(self, ready: Future[BlockingPortal]) -> None:
+        from anyio.from_thread import BlockingPortal
+
+        async with anyio.create_task_group() as tg:
+            self._tg, self._lock = tg, anyio.Lock()
+            async with BlockingPortal() as portal:
+                ready.set_result(portal)
+                await portal.sleep_until_stopped()
+            await self._stop_owner()
+            tg.cancel_scope.cancel()  # an owner that outlived its shutdown window
+
+    # -- portal side ------------------------------------------------------------------------
+
+    def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        if self.command is not None:
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            params = StdioServerParameters(
+                command=self.command, args=self.args, env=self.env or None, cwd=self.cwd
+            )
+            return stdio_client(params, errlog=_errlog())
+        from mcp.client.streamable_http import streamable_http_client
+
+        assert self.url is not None
+        return streamable_http_client(self.url)
+
+    async def _own_session(
+        self, *, task_status: TaskStatus[tuple[Any, anyio.Event, anyio.Event]]
+    ) -> None:
+        """Enter the transport and the session, hand them out, exit them when told to."""
+        from mcp import ClientSession
+
+        stop, done = anyio.Event(), anyio.Event()
+        started = False
+
+        async def on_message(message: Any) -> None:
+            # Transport-level exceptions (an HTTP POST that failed) mean the link is gone.
+            if isinstance(message, Exception):
+                logger.debug("MCP client %r: transport error: %s", self.name, message)
+                self._broken = True
+            await anyio.lowlevel.checkpoint()
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport())
+                session = await stack.enter_async_context(
+                    ClientSession(
+                        read, write, read_timeout_seconds=self.timeout, message_handler=on_message
+                    )
+                )
+                with anyio.fail_after(self.timeout):
+                    await session.initialize()
+                task_status.started((session, stop, done))
+                started = True
+                await stop.wait()
+        except Exception as exc:
+            if not started:
+                raise
+            # A transport that died says so again on the way out; nothing is waiting for it.
+            logger.debug("MCP client %r: session closed with %s", self.name, _describe(exc))
+        finally:
+            done.set()
+
+    async def _stop_owner(self) -> None:
+        stop, done = self._stop, self._done
+        self._session = self._stop = self._done = None
+        if stop is not None and done is not None:
+            stop.set()
+            with anyio.move_on_after(_SHUTDOWN_SECONDS), anyio.CancelScope(shield=True):
+                await done.wait()
+
+    async def _ensure_session(self) -> ClientSession:
+        """The live session; (re)connect when there is none or it is broken."""
+        assert self._lock is not None and self._tg is not None
+        async with self._lock:
+            if self._session is not None and not self._broken:
+                return self._session
+            await self._stop_owner()
+            self._broken = False
+            try:
+                session, stop, done = await self._tg.start(self._own_session)
+            except Exception as exc:
+                raise MCPError(self._connect_failure(exc)) from _leaf(exc)
+            self._session, self._stop, self._done = session, stop, done
+            self.connections += 1
+            return session  # type: ignore[no-any-return]
+
+    def _connect_failure(self, exc: BaseException) -> str:
+        leaf = _leaf(exc)
+        if isinstance(leaf, TimeoutError):
+            detail = f"no answer to the handshake within {self.timeout:g}s"
+        else:
+            detail = _describe(leaf)
+        where = (
+            f"command {' '.join([self.command, *self.args])!r}"
+            if self.command is not None
+            else f"url {self.url!r}"
+        )
+        fix = (
+            "check that the command starts an MCP stdio server"
+            if self.command is not None
+            else "check that the server is running and the URL ends with its MCP path (often /mcp)"
+        )
+        return f"could not connect to MCP server {self.name!r} ({where}): {detail}; {fix}"
+
+    async def _list_tools(self) -> list[MCPToolInfo]:
+        session = await self._ensure_session()
+        infos: list[MCPToolInfo] = []
+        cursor: str | None = None
+        with self._translate("tools/list"):
+            from mcp.types import PaginatedRequestParams
+
+            for _page in range(1000):  # a server that pages forever must not hang us
+                params = PaginatedRequestParams(cursor=cursor) if cursor else None
+                result = await session.list_tools(params=params)
+                for t in result.tools:
+                    notes = t.annotations.model_dump(by_alias=True, exclude_none=True) if (
+                        t.annotations is not None
+                    ) else {}
+                    infos.append(
+                        MCPToolInfo(
+                            name=t.name,
+                            description=t.description or "",
+                            title=t.title,
+                            input_schema=dict(t.input_schema or {}),
+                            output_schema=dict(t.output_schema) if t.output_schema else None,
+                            annotations=notes,
+                        )
+                    )
+                cursor = result.next_cursor
+                if not cursor:
+                    break
+        return infos
+
+    async def _call_tool(
+        self, name: str, arguments: dict[str, Any], timeout: float | None
+    ) -> MCPCallResult:
+        session = await self._ensure_session()
+        limit = timeout or self.timeout
+        with self._translate(f"tools/call {name!r}", timeout=limit):
+            result = await session.call_tool(name, arguments, read_timeout_seconds=limit)
+        return MCPCallResult(
+            is_error=bool(result.is_error),
+            content=[
+                block.model_dump(by_alias=True, exclude_none=True, mode="json")
+                for block in result.content
+            ],
+            structured_content=result.structured_content,
+        )
+
+    @contextlib.contextmanager
+    def _translate(self, what: str, *, timeout: float | None = None) -> Any:
+        """Turn the SDK's and the transport's errors into Jianmu's (one place)."""
+        from mcp.shared.exceptions import MCPError as SDKError
+        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        try:
+            yield
+        except SDKError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._broken = True
+                raise MCPError(
+                    f"MCP server {self.name!r} closed the connection during {what} "
+                    f"({exc.message}); the next call reconnects"
+                ) from None
+            if exc.code == REQUEST_TIMEOUT:
+                if self._broken:  # the transport failed under the request (HTTP)
+                    raise MCPError(
+                        f"MCP server {self.name!r} could not be reached during {what}; "
+                        "the next call reconnects"
+                    ) from None
+                raise ToolTimeoutError(
+                    f"MCP server {self.name!r} did not answer {what} within "
+                    f"{timeout or self.timeout:g}s; raise the server's timeout"
+                ) from None
+            raise MCPError(
+                f"MCP server {self.name!r} refused {what}: {exc.message} (code {exc.code})"
+            ) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
+                OSError) as exc:
+            self._broken = True
+            raise MCPError(
+                f"MCP server {self.name!r} is not reachable during {what} ({_describe(exc)}); "
+                "the next call reconnects"
+            ) from None
+        except RuntimeError as exc:  # e.g. structured content that breaks its output schema
+            raise MCPError(f"MCP server {self.name!r} answered {what} badly: {exc}") from None
