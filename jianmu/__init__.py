@@ -4,12 +4,21 @@
 from jianmu.errors import (
     CheckpointError,
     ConfigError,
+    GuardError,
     InteractionError,
     JianmuError,
+    LLMError,
+    MCPError,
     MissingExtraError,
+    SandboxError,
+    SandboxUnavailableError,
+    SkillLoadError,
     StateValidationError,
     ToolError,
+    ToolExecutionError,
     ToolInputError,
+    ToolNotFoundError,
+    ToolTimeoutError,
     ToolValidationError,
 )
 
@@ -22,6 +31,7 @@ from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstrain
 from jianmu.runtime import (
     ApprovalRequest,
     AsyncNode,
+    Checkpointer,
     ReactiveRunner,
     RunContext,
     RunResult,
@@ -30,33 +40,99 @@ from jianmu.runtime import (
 )
 
 # tools
-from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.tools import (
+    BaseToolProvider,
+    BuiltinToolProvider,
+    FunctionTool,
+    Injected,
+    Tool,
+    ToolCall,
+    ToolProvider,
+    ToolRegistry,
+    ToolResult,
+    ToolSet,
+    tool,
+)
+
+# guard and execution
+from jianmu.guard import Decision, GuardEnforcer
+from jianmu.execution import DockerSandbox, LocalSandbox, Sandbox, ToolRunner
+
+# models
+from jianmu.llm import LLMProvider, LLMResponse, Message, OpenAIProvider, ScriptedLLM, Usage
+
+# nodes
+from jianmu.nodes import (
+    AgentLLMNode,
+    AgentState,
+    ToolExecutor,
+    ToolExecutorConfig,
+    ToolNode,
+    create_react_node,
+)
 
 __all__ = (
+    "AgentLLMNode",
+    "AgentState",
     "AppConfig",
     "ApprovalRequest",
     "AsyncNode",
+    "BaseToolProvider",
+    "BuiltinToolProvider",
     "CheckpointError",
+    "Checkpointer",
     "ConfigError",
     "Constraints",
+    "Decision",
+    "DockerSandbox",
     "ExecutionConstraints",
+    "FunctionTool",
     "GuardConstraints",
+    "GuardEnforcer",
+    "GuardError",
+    "Injected",
     "InteractionError",
     "JianmuError",
+    "LLMError",
+    "LLMProvider",
+    "LLMResponse",
+    "LocalSandbox",
+    "MCPError",
+    "Message",
     "MissingExtraError",
+    "OpenAIProvider",
     "ReactiveRunner",
     "RunContext",
     "RunResult",
     "RunStatus",
     "SQLiteCheckpointer",
+    "Sandbox",
+    "SandboxError",
+    "SandboxUnavailableError",
+    "ScriptedLLM",
+    "SkillLoadError",
     "StateManager",
     "StateValidationError",
     "StateView",
+    "Tool",
     "ToolCall",
     "ToolError",
+    "ToolExecutionError",
+    "ToolExecutor",
+    "ToolExecutorConfig",
     "ToolInputError",
+    "ToolNode",
+    "ToolNotFoundError",
+    "ToolProvider",
+    "ToolRegistry",
     "ToolResult",
+    "ToolRunner",
+    "ToolSet",
+    "ToolTimeoutError",
     "ToolValidationError",
+    "Usage",
+    "create_react_node",
     "load_config",
     "merge_counts",
+    "tool",
 )

@@ -1,0 +1,36 @@
+"""Skills: SKILL.md folders, the catalog, and behaviour-tree skills."""
+
+from __future__ import annotations
+
+from jianmu.skills._allowed_tools import CLAUDE_TOOL_NAMES, AllowedTool, map_allowed_tool
+from jianmu.skills._guarded import GuardedToolNode
+from jianmu.skills.bt import (
+    BTSkillContext,
+    RunBTSkillTool,
+    SkillTreeLoader,
+    resolve_inputs,
+    run_bt_skill,
+    validate_result,
+)
+from jianmu.skills.catalog import SkillCatalog
+from jianmu.skills.loader import SKILL_FILE, known_tool_checker, load_skill
+from jianmu.skills.skill import Skill, SkillFrontMatter
+
+__all__ = (
+    "CLAUDE_TOOL_NAMES",
+    "SKILL_FILE",
+    "AllowedTool",
+    "BTSkillContext",
+    "GuardedToolNode",
+    "RunBTSkillTool",
+    "Skill",
+    "SkillCatalog",
+    "SkillFrontMatter",
+    "SkillTreeLoader",
+    "known_tool_checker",
+    "load_skill",
+    "map_allowed_tool",
+    "resolve_inputs",
+    "run_bt_skill",
+    "validate_result",
+)

@@ -81,7 +81,7 @@ def map_allowed_tool(entry: str, is_known: object = None) -> AllowedTool:
         if callable(is_known) and is_known(rule.tool):
             mapped = rule.tool
         else:
-            known = ", ".join(sorted({k.capitalize() for k in CLAUDE_TOOL_NAMES}))
+            known = "Bash, Read, Write, Edit, MultiEdit, Glob, Grep, WebFetch, WebSearch, LS"
             raise ValueError(
                 f"unknown allowed-tools entry {entry!r}: use a Jianmu tool name or one of "
                 f"{known} (optionally with a pattern such as 'Bash(git:*)')"

@@ -208,6 +208,7 @@ class MCPClient:
         self._portal: BlockingPortal | None = None
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._closed = False
         # Portal side: touched only by code running in the portal's event loop.
         self._tg: TaskGroup | None = None
         self._lock: anyio.Lock | None = None
@@ -258,7 +259,8 @@ class MCPClient:
         return await self._submit(self._call_tool, name, dict(arguments or {}), timeout)
 
     async def close(self) -> None:
-        """Stop the session and the server process; idempotent."""
+        """Stop the session and the server process; idempotent. A closed client stays closed."""
+        self._closed = True
         portal, thread = self._portal, self._thread
         if portal is None:
             return
@@ -278,6 +280,8 @@ class MCPClient:
         await self.close()
 
     async def _submit(self, fn: Callable[..., Awaitable[_T]], *args: Any) -> _T:
+        if self._closed:
+            raise MCPError(f"MCP client {self.name!r} is closed; make a new one")
         portal = self._portal or await anyio.to_thread.run_sync(self._start_portal)
         try:
             future = portal.start_task_soon(fn, *args)

@@ -16,9 +16,12 @@ Derived defaults (documented once, here):
 from __future__ import annotations
 
 import abc
+import asyncio
+import contextvars
 import inspect
 import sys
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, overload
 
@@ -65,6 +68,25 @@ def _derive(attr: str, category: str, idempotent: bool | None) -> Any:
     if attr in ("parallel_safe", "idempotent"):
         return category == "read"
     return 2 if (idempotent if idempotent is not None else category == "read") else 0
+
+
+async def _run_in_worker(
+    call: Callable[[], Any],
+    *,
+    limiter: anyio.CapacityLimiter | None = None,
+    executor: Executor | None = None,
+) -> Any:
+    """Run a blocking ``call`` in a worker thread, carrying the caller's context variables.
+
+    A cancelled caller stops waiting; the thread finishes on its own (threads cannot be
+    killed), which is why sandboxed tools run code in a child process instead.
+    """
+    if executor is None:
+        return await anyio.to_thread.run_sync(call, limiter=limiter, abandon_on_cancel=True)
+    # run_in_executor is several times cheaper than anyio's worker hand-off for short calls,
+    # but does not copy context variables (the workspace root lives in one): copy them here
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(executor, context.run, call)
 
 
 class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
@@ -301,11 +323,17 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
         return values
 
     async def invoke(
-        self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None
+        self,
+        args: dict[str, Any],
+        *,
+        limiter: anyio.CapacityLimiter | None = None,
+        executor: Executor | None = None,
     ) -> Any:
         """Call ``run`` with validated ``args``; a sync ``run`` goes to a worker thread.
 
-        No timeout here: ``execute`` or the `ToolRunner` applies it.
+        The thread comes from ``executor`` when given (the `ToolRunner`'s bounded pool), else
+        from anyio's pool under ``limiter``. No timeout here: ``execute`` or the `ToolRunner`
+        applies it.
         """
         fn = self.run
         if self.wraps_input and "input" in args:
@@ -321,7 +349,7 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
 
         if inspect.iscoroutinefunction(fn):
             return await call()
-        result = await anyio.to_thread.run_sync(call, limiter=limiter, abandon_on_cancel=True)
+        result = await _run_in_worker(call, limiter=limiter, executor=executor)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -497,7 +525,11 @@ class FunctionTool(Tool):
         )
 
     async def invoke(
-        self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None
+        self,
+        args: dict[str, Any],
+        *,
+        limiter: anyio.CapacityLimiter | None = None,
+        executor: Executor | None = None,
     ) -> Any:
         """Call the function with validated ``args``; sync functions run in a worker thread."""
         if self._explicit_input and self.wraps_input and "input" in args:
@@ -505,8 +537,8 @@ class FunctionTool(Tool):
         if self._schema.is_async:
             return await self._schema.call(self._fn, (), args)
         schema, fn = self._schema, self._fn
-        result = await anyio.to_thread.run_sync(
-            lambda: schema.call(fn, (), args), limiter=limiter, abandon_on_cancel=True
+        result = await _run_in_worker(
+            lambda: schema.call(fn, (), args), limiter=limiter, executor=executor
         )
         if inspect.isawaitable(result):
             result = await result

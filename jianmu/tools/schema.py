@@ -11,21 +11,19 @@ left out of the schema and of every error message; `FunctionSchema.bind` fills t
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import json
 import re
 import typing
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from jianmu.errors import ToolDefinitionWarning, ToolExecutionError, ToolValidationError
+from jianmu.errors import ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import (
     decode_container,
     drop_default_nulls,
@@ -43,9 +41,7 @@ from jianmu.tools._export import (
     to_strict_schema,
     wrap_parameters,
 )
-
-if TYPE_CHECKING:
-    from jianmu.tools.base import Tool
+from jianmu.tools._fast_schema import fast_parameters, has_field_info, plain_json
 
 __all__ = (
     "NAME_PATTERN",
@@ -82,11 +78,14 @@ _CONTEXT_STR = re.compile(
 _CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
 
 
-# -- small schema helpers -------------------------------------------------------------------
+# -- from a function -----------------------------------------------------------------------
 
 
-def wrap_parameters(input_schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Anhas_default: bool
+@dataclass(frozen=True)
+class _InjectedParam:
+    name: str
+    context: bool
+    has_default: bool
 
 
 def _is_context_type(tp: Any) -> bool:
@@ -331,86 +330,6 @@ def _resolve_hints(
     return hints, failed
 
 
-_FRAGMENTS: dict[Any, dict[str, Any] | None] = {}
-_FRAGMENTS_MAX = 4096
-
-
-def _has_field_info(annotation: Any) -> bool:
-    return typing.get_origin(annotation) is Annotated and any(
-        isinstance(m, FieldInfo) for m in getattr(annotation, "__metadata__", ())
-    )
-
-
-def _plain_json(value: Any) -> bool:
-    return value is None or type(value) in (bool, int, float, str)
-
-
-def _has_refs(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        return "$ref" in schema or "$defs" in schema or any(
-            _has_refs(v) for v in schema.values()
-        )
-    if isinstance(schema, list):
-        return any(_has_refs(v) for v in schema)
-    return False
-
-
-def _fragment(annotation: Any) -> dict[str, Any] | None:
-    """pydantic's JSON Schema of one type, memoised; ``None`` when it needs ``$defs``."""
-    try:
-        return _FRAGMENTS[annotation]
-    except KeyError:
-        pass
-    except TypeError:  # unhashable annotation: no memo
-        return None
-    try:
-        # Inside a list, a named type (enum, model, dataclass...) shows as a $ref exactly as
-        # in the model's schema, so those go to the model path and keep their $defs.
-        wrapped = TypeAdapter(list[annotation], config=_CONFIG).json_schema()  # type: ignore[valid-type]
-        schema: dict[str, Any] | None = strip_titles(wrapped.get("items", {}))
-    except Exception:  # the model path reports the error with context
-        schema = None
-    if schema is not None and (_has_refs(schema) or "$defs" in wrapped):
-        schema = None
-    if len(_FRAGMENTS) >= _FRAGMENTS_MAX:
-        _FRAGMENTS.clear()
-    _FRAGMENTS[annotation] = schema
-    return schema
-
-
-def _copy_schema(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy_schema(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy_schema(v) for v in value]
-    return value
-
-
-def _fast_parameters(
-    params: list[tuple[str, Any, str | None, bool, Any]],
-) -> dict[str, Any] | None:
-    """The object schema pydantic's model would produce, from memoised per-type schemas."""
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    for pname, annotation, description, has_default, default in params:
-        fragment = _fragment(annotation)
-        if fragment is None:
-            return None
-        prop = _copy_schema(fragment)  # memoised fragments are shared: never hand them out
-        if description:
-            prop["description"] = description
-        if has_default:
-            prop["default"] = default
-        else:
-            required.append(pname)
-        props[pname] = dict(sorted(prop.items()))
-    out: dict[str, Any] = {"additionalProperties": False, "properties": props}
-    if required:
-        out["required"] = required
-    out["type"] = "object"
-    return out
-
-
 def function_schema(
     fn: Callable[..., Any],
     *,
@@ -512,8 +431,8 @@ def function_schema(
         fields[internal] = (annotation, info)
         field_map.append((internal, pname))
         if fast is not None:
-            if default_info is not None or _has_field_info(annotation) or (
-                has_default and not _plain_json(param.default)
+            if default_info is not None or has_field_info(annotation) or (
+                has_default and not plain_json(param.default)
             ):
                 fast = None
             else:
@@ -525,7 +444,7 @@ def function_schema(
     def build_model() -> type[BaseModel]:
         return create_model(model_name, __config__=_CONFIG, **fields)
 
-    parameters = _fast_parameters(fast) if fast is not None and _fast else None
+    parameters = fast_parameters(fast, _CONFIG) if fast is not None and _fast else None
     model: type[BaseModel] | Callable[[], type[BaseModel]] = build_model
     if parameters is None:
         try:

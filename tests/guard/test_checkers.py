@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from guard_fakes import FakeTool, bash, write_file
+from tests.guard.guard_fakes import FakeTool, bash, write_file
 from hypothesis import given
 from hypothesis import strategies as st
 

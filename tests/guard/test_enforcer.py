@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from guard_fakes import FakeTool, bash, write_file
+from tests.guard.guard_fakes import FakeTool, bash, write_file
 
 from jianmu.constraints import BudgetConstraints, Constraints, GuardConstraints
 from jianmu.errors import ConfigError, InteractionError

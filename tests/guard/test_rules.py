@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from guard_fakes import FakeTool, bash, write_file
+from tests.guard.guard_fakes import FakeTool, bash, write_file
 
 from jianmu.errors import ConfigError
 from jianmu.guard import Rule, parse_rule

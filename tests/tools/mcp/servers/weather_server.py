@@ -13,6 +13,8 @@ import os
 import sys
 from typing import TypedDict
 
+import anyio
+
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -62,6 +64,13 @@ def alerts_list(region: str) -> str:
 def server_pid() -> str:
     """The server's process id."""
     return str(os.getpid())
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+async def wait(seconds: float) -> str:
+    """Wait, then answer (for timeouts)."""
+    await anyio.sleep(seconds)
+    return f"waited {seconds}"
 
 
 def main() -> None:

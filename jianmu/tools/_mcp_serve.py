@@ -1,0 +1,252 @@
+"""Serve a `ToolSet` over MCP: `build_mcp_server` and `serve` (what ``jianmu mcp serve`` runs).
+
+The SDK's low-level ``Server`` is used because it takes each tool's JSON Schema as it is
+(``MCPServer`` derives schemas from Python signatures). The guard's policy is applied here,
+on the server side, since an MCP host cannot be asked to honour it:
+
+- a tool whose policy is deny (or admin_only without the ``admin`` role) is not listed, and
+  a call naming it is answered as an unknown tool;
+- a tool that needs a person's approval (policy confirm, or permission ``user_confirm`` that
+  no ``tool_policy`` rule explicitly allows) is listed but every call is refused with an error
+  result saying approval is needed: this server has nobody to ask;
+- ``max_tool_calls`` and ``rate_limits`` count the calls of the whole server process.
+
+Calls run through `ToolSet.execute` under a `ToolRunner` built from the execution
+constraints, so failures become ``isError`` results and code runs where the config says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from jianmu.constraints import ExecutionConstraints, GuardConstraints
+from jianmu.tools.calls import ToolCall, ToolResult, render_output
+from jianmu.tools.toolset import ToolSet
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+__all__ = ("build_mcp_server", "serve", "serve_sync")
+
+
+def _require_mcp() -> None:
+    from jianmu.tools._mcp_client import require_mcp
+
+    require_mcp()
+
+
+def _error(text: str) -> Any:
+    import mcp.types as types
+
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _success(result: ToolResult) -> Any:
+    import mcp.types as types
+
+    output = result.output
+    text = render_output(output)
+    if isinstance(output, dict):
+        # structured content without an output schema: clients validate nothing extra
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(output, default=str))],
+            structured_content=json.loads(json.dumps(output, default=str)),
+        )
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+def build_mcp_server(
+    toolset: ToolSet,
+    *,
+    guard: GuardConstraints | None = None,
+    execution: ExecutionConstraints | None = None,
+    runner: Any = None,
+    name: str = "jianmu",
+    user_roles: Iterable[str] = (),
+) -> Server[Any]:
+    """An MCP server (the SDK's low-level ``Server``) exposing the tools of ``toolset``.
+
+    Args:
+        toolset: The tools to serve (deprecated ones are left out).
+        guard: The guard constraints, usually the config's ``guard``; see the module docstring.
+        execution: Execution constraints for the `ToolRunner` (ignored with ``runner``).
+        runner: A `ToolRunner` to use; by default one is built from ``execution`` and closed
+            when the server stops.
+        name: The server's name, sent to clients.
+        user_roles: Roles of whoever connects; ``admin`` exposes admin_only tools.
+
+    Raises:
+        MissingExtraError: the ``mcp`` extra is not installed.
+        ConfigError: a ``tool_policy`` rule or a limit in ``guard`` is invalid.
+    """
+    _require_mcp()
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+
+    from jianmu.guard import GuardContext, GuardEnforcer, ToolPolicyChecker
+
+    if not isinstance(toolset, ToolSet):
+        raise TypeError(f"build_mcp_server serves a ToolSet, got {toolset!r}")
+    guard = guard or GuardConstraints()
+    policy = ToolPolicyChecker.from_guard_constraints(guard)
+    enforcer = GuardEnforcer.from_guard_constraints(guard)
+    roles = frozenset(str(r).lower() for r in user_roles)
+    served = [t for t in toolset.active() if not policy.hides(t, user_roles=roles)]
+    by_name = {t.name.casefold(): t for t in served}
+    listing = [types.Tool.model_validate(_descriptor(t)) for t in served]
+    owned_runner = runner is None
+    if runner is None:
+        from jianmu.execution.runner import ToolRunner
+
+        runner = ToolRunner.from_execution_constraints(execution)
+    chosen = ToolSet.from_tools(served)
+    run_context = _Roles(roles)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {}
+        finally:
+            if owned_runner:
+                with anyio.CancelScope(shield=True):
+                    await runner.close()
+
+    async def list_tools(_ctx: Any, _params: Any) -> Any:
+        return types.ListToolsResult(tools=list(listing))
+
+    async def call_tool(_ctx: Any, params: Any) -> Any:
+        found = by_name.get(str(params.name).casefold())
+        if found is None:
+            known = ", ".join(t.name for t in served) or "none"
+            return _error(f"unknown tool {params.name!r}; this server offers: {known}")
+        args = dict(params.arguments or {})
+        call = ToolCall(name=found.name, arguments=args)
+        verdict, reason, _rule = policy.resolve(call, found)
+        if verdict == "confirm":
+            return _error(
+                f"tool {found.name!r} needs a person's approval before it runs ({reason}), and "
+                "this MCP server cannot ask for it; approve it by allowing the tool in the "
+                f"config's guard.tool_policy (e.g. {found.name}: allow)"
+            )
+        ledger = enforcer.ledger
+        decision = enforcer.check(
+            "tool_call",
+            GuardContext(
+                call=call, tool=found, run=run_context,  # type: ignore[arg-type]
+                calls_made=ledger.calls_made, call_times=ledger.call_times,
+            ),
+        )
+        if decision.denied:
+            return _error(f"tool {found.name!r} refused by the guard: {decision.reason}")
+        enforcer.record_executed([call])
+        result = await chosen.execute(found.name, args, runner=runner)
+        if not result.ok:
+            return _error(result.error or f"tool {found.name!r} failed")
+        return _success(result)
+
+    return Server(
+        name,
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        get_tool_input_schema=lambda n: (
+            by_name[n.casefold()].parameters if n.casefold() in by_name else None
+        ),
+    )
+
+
+class _Roles:
+    """The little of a run context the guard reads on the server side: roles, no events."""
+
+    interaction = None
+    events = None
+
+    def __init__(self, roles: frozenset[str]) -> None:
+        self.user_roles = roles
+
+
+def _descriptor(tool: Any) -> dict[str, Any]:
+    """The tool's MCP definition without ``outputSchema``.
+
+    A declared output schema obliges every result to carry matching structured content, and
+    a result cut to ``max_result_length`` would break it; clients get text (and structured
+    content for dict results) instead.
+    """
+    out = dict(tool.to_mcp())
+    out.pop("outputSchema", None)
+    return out
+
+
+async def serve(
+    toolset: ToolSet,
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    guard: GuardConstraints | None = None,
+    execution: ExecutionConstraints | None = None,
+    name: str = "jianmu",
+    user_roles: Iterable[str] = (),
+) -> None:
+    """Serve ``toolset`` over MCP until the client disconnects (stdio) or the task is cancelled.
+
+    Args:
+        toolset: The tools to serve.
+        transport: ``stdio`` (the process's stdin/stdout) or ``http`` (streamable HTTP at
+            ``http://host:port/path``).
+        host: Interface to listen on (http).
+        port: Port to listen on (http).
+        path: The MCP endpoint's path (http).
+        guard: The guard constraints applied on the server side (see `build_mcp_server`).
+        execution: Execution constraints for running the tools.
+        name: The server's name.
+        user_roles: Roles of whoever connects.
+
+    Raises:
+        ValueError: an unknown transport, or a port outside 1..65535.
+        MissingExtraError: the ``mcp`` extra (or uvicorn, for http) is not installed.
+    """
+    if transport not in ("stdio", "http"):
+        raise ValueError(f"unknown MCP transport {transport!r}; use 'stdio' or 'http'")
+    if transport == "http" and not (isinstance(port, int) and 0 < port < 65536):
+        raise ValueError(f"port must be an integer in 1..65535, got {port!r}")
+    server = build_mcp_server(
+        toolset, guard=guard, execution=execution, name=name, user_roles=user_roles
+    )
+    if transport == "stdio":
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        return
+    try:
+        import uvicorn
+    except ImportError as exc:
+        from jianmu.errors import MissingExtraError
+
+        raise MissingExtraError("uvicorn", "mcp") from exc
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    await uvicorn.Server(config).serve()
+
+
+def serve_sync(toolset: ToolSet, **options: Any) -> None:
+    """Run `serve` in a new event loop (for the CLI); refuses to run inside one.
+
+    Raises:
+        RuntimeError: called from a running event loop; ``await serve(...)`` there.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop running: the expected case
+        anyio.run(functools.partial(serve, toolset, **options))
+        return
+    raise RuntimeError("serve_sync() was called inside an event loop; use await serve(...)")

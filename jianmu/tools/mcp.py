@@ -1,0 +1,324 @@
+"""MCP in both directions: tools of MCP servers as Jianmu tools, and Jianmu tools served over MCP.
+
+Using a server's tools::
+
+    provider = MCPToolProvider("weather", command="python", args=["weather_server.py"])
+    toolset = await ToolSet.from_providers([provider])      # connects and lists the tools
+    ...
+    await provider.close()
+
+Each MCP tool becomes an `MCPTool` named ``<server>__<tool>`` (made safe for model APIs:
+``^[A-Za-z0-9_-]{1,64}$``, unique within the provider, a short hash added where needed). Its
+annotations set the Jianmu metadata:
+
+- ``readOnlyHint`` → category ``read``: parallel-safe, idempotent, retried twice;
+- ``destructiveHint`` → category ``dangerous`` with permission ``user_confirm`` (the guard
+  asks before each call); it wins over ``readOnlyHint`` when a server sets both;
+- neither → category ``communicate``: the call leaves the process and what it does there is
+  unknown, so it is not parallel-safe, not idempotent and never retried behind your back;
+- ``idempotentHint`` → ``idempotent`` (and so two retries); ``openWorldHint`` → effect tag
+  ``http``.
+
+A result's ``structuredContent`` is preferred over its text; ``isError`` raises
+`ToolExecutionError` with the server's text, so the agent loop sees a failed `ToolResult`. A
+server that died fails the call in progress; the next call reconnects once.
+
+Serving Jianmu tools to other MCP hosts: `build_mcp_server` and `serve` (see
+`jianmu.tools._mcp_serve`). The ``mcp`` extra is imported only when one of these is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jianmu.errors import ConfigError, ToolExecutionError, ToolUnavailableWarning
+from jianmu.tools._mcp_client import MCPCallResult, MCPClient, MCPToolInfo
+from jianmu.tools._mcp_serve import build_mcp_server, serve, serve_sync
+from jianmu.tools.base import Tool
+from jianmu.tools.providers import BaseToolProvider
+
+if TYPE_CHECKING:
+    from jianmu.config import AppConfig, MCPServerConfig
+
+__all__ = (
+    "MCPCallResult",
+    "MCPClient",
+    "MCPTool",
+    "MCPToolInfo",
+    "MCPToolProvider",
+    "build_mcp_server",
+    "mcp_result_value",
+    "mcp_tool_names",
+    "providers_from_config",
+    "serve",
+    "serve_sync",
+)
+
+MAX_NAME_LENGTH = 64
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_HASH_LENGTH = 8
+
+
+def _clean(part: str) -> str:
+    return _UNSAFE.sub("_", part).strip("_") or "tool"
+
+
+def _hashed(base: str, seed: str) -> str:
+    digest = hashlib.sha1(seed.encode("utf-8")).hexdigest()[:_HASH_LENGTH]
+    return f"{base[: MAX_NAME_LENGTH - _HASH_LENGTH - 1]}_{digest}"
+
+
+def mcp_tool_names(server: str, tools: Sequence[str]) -> list[str]:
+    """Model-safe, unique names ``<server>__<tool>`` for a server's tools, in order.
+
+    Characters outside ``[A-Za-z0-9_-]`` become ``_``. A name longer than 64 characters is
+    cut and ends with ``_`` plus a hash of the original, and so does a name that would equal
+    (ignoring case) one before it, so different tools never share a name.
+    """
+    taken: set[str] = set()
+    out: list[str] = []
+    for tool in tools:
+        original = f"{server}__{tool}"
+        name = f"{_clean(server)}__{_clean(tool)}"
+        if len(name) > MAX_NAME_LENGTH:
+            name = _hashed(name, original)
+        salt = 0
+        while name.casefold() in taken:
+            salt += 1
+            name = _hashed(f"{_clean(server)}__{_clean(tool)}", f"{original}#{salt}")
+        taken.add(name.casefold())
+        out.append(name)
+    return out
+
+
+def mcp_result_value(result: MCPCallResult, *, tool: str = "mcp tool") -> Any:
+    """The value a Jianmu tool returns for an MCP result.
+
+    Returns:
+        ``structuredContent`` when the server sent it, else the content as text.
+
+    Raises:
+        ToolExecutionError: the server set ``isError``; the message is its text.
+    """
+    if result.is_error:
+        text = result.text().strip()
+        raise ToolExecutionError(text or f"MCP tool {tool!r} failed without saying why")
+    if result.structured_content is not None:
+        return result.structured_content
+    return result.text()
+
+
+def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The input schema as an object schema; ``None`` when it is another type (not MCP)."""
+    out = dict(schema)
+    kind = out.get("type")
+    if kind is None:
+        out["type"] = "object"  # MCP requires objects; servers sometimes omit the type
+    elif kind != "object":
+        return None
+    out.setdefault("properties", {})
+    return out
+
+
+class MCPTool(Tool):
+    """One tool of an MCP server, called through its `MCPClient`.
+
+    Built by `MCPToolProvider`; the metadata comes from the server's annotations (see the
+    module docstring).
+    """
+
+    remote = True
+    """The tool runs in another process: the executor's span says ``extension``."""
+
+    def __init__(
+        self, client: MCPClient, info: MCPToolInfo, *, server: str, name: str, timeout: float
+    ) -> None:
+        schema = _object_schema(info.input_schema)
+        if schema is None:
+            raise ValueError(
+                f"MCP tool {info.name!r} of server {server!r} has a {info.input_schema.get('type')!r} "
+                "input schema; MCP tools take an object"
+            )
+        self.client = client
+        self.info = info
+        self.server = server
+        self.remote_name = info.name
+        self.name = name
+        self.description = (
+            info.description or info.title or f"Tool {info.name!r} of MCP server {server!r}."
+        )
+        self.input_schema = schema
+        if info.output_schema:
+            self.output_schema = dict(info.output_schema)
+        notes = info.annotations
+        if notes.get("destructiveHint") is True:
+            self.category, self.permission = "dangerous", "user_confirm"
+        elif notes.get("readOnlyHint") is True:
+            self.category, self.permission = "read", "auto"
+        else:
+            self.category, self.permission = "communicate", "auto"
+        read = self.category == "read"
+        hinted = notes.get("idempotentHint")
+        self.idempotent = read if hinted is None else bool(hinted)
+        self.parallel_safe = read
+        self.max_retries = 2 if self.idempotent else 0
+        self.effect_tags = ("http",) if notes.get("openWorldHint") is True else ()
+        self.timeout_seconds = timeout
+        self.tags = ("mcp", server)
+        self.metadata = {
+            "mcp_server": server,
+            "mcp_tool": info.name,
+            "mcp_annotations": dict(notes),
+        }
+
+    def bind_args(
+        self,
+        args: Any,
+        injected: Mapping[str, Any] | None = None,
+        *,
+        prefer_injected: bool = True,
+    ) -> dict[str, Any]:
+        """Validate the model's arguments; injected values are never sent.
+
+        The executor injects runtime objects (``ctx``, ``state``, ``call_id``); they cannot
+        cross a process boundary, and a server parameter that happens to share a name
+        (``state``) must get the model's value, not Jianmu's.
+        """
+        return super().bind_args(args, None, prefer_injected=prefer_injected)
+
+    async def run(self, **kwargs: Any) -> Any:
+        """Call the tool on its server; see `mcp_result_value` for the result."""
+        result = await self.client.call_tool(self.remote_name, kwargs, timeout=self.timeout_seconds)
+        return mcp_result_value(result, tool=self.name)
+
+    def __repr__(self) -> str:
+        return f"<MCPTool {self.name!r} ({self.server}:{self.remote_name}) category={self.category!r}>"
+
+
+class MCPToolProvider(BaseToolProvider):
+    """A `ToolProvider` for the tools of one MCP server (stdio ``command`` or HTTP ``url``).
+
+    ``await initialize()`` connects and lists the tools; ``get_tools()`` returns them as
+    `MCPTool`; ``await close()`` stops the session (and the server process for stdio). A
+    closed provider cannot be reopened; make a new one.
+
+    Args:
+        name: The server's name; tool names start with it (``<name>__<tool>``).
+        command: Executable of a stdio server.
+        args: Its arguments.
+        env: Extra environment for it.
+        url: URL of a streamable-HTTP server.
+        timeout: Seconds that connecting and each call may take.
+        cwd: Working folder of a stdio server.
+
+    Raises:
+        ValueError: an empty name, neither or both of ``command`` and ``url``, a bad URL
+            or timeout.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        command: str | None = None,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        url: str | None = None,
+        timeout: float = 30.0,
+        cwd: str | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"an MCP server needs a non-empty name, got {name!r}")
+        self.name = name.strip()
+        self.client = MCPClient(
+            command=command, args=args, env=env, url=url, timeout=timeout, cwd=cwd, name=self.name
+        )
+        self._tools: list[MCPTool] | None = None
+        self._closed = False
+
+    @classmethod
+    def from_config(cls, name: str, config: MCPServerConfig) -> MCPToolProvider:
+        """A provider for the server ``name`` of ``mcp.servers`` in the config.
+
+        Raises:
+            ConfigError: the entry sets neither or both of ``command`` and ``url``, or a URL
+                that is not http(s).
+        """
+        try:
+            return cls(
+                name,
+                command=config.command,
+                args=config.args,
+                env=config.env,
+                url=config.url,
+                timeout=config.timeout,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"mcp.servers.{name}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"<MCPToolProvider {self.name!r} {self.client.transport}>"
+
+    async def initialize(self) -> None:
+        """Connect and list the server's tools; idempotent.
+
+        Raises:
+            MCPError: the server could not be started, reached or listed.
+            MissingExtraError: the ``mcp`` extra is not installed.
+        """
+        if self._closed:
+            raise RuntimeError(f"MCP provider {self.name!r} is closed; make a new one")
+        if self._tools is not None:
+            return
+        try:
+            await self.client.connect()
+            infos = await self.client.list_tools()
+        except BaseException:
+            await self.client.close()
+            raise
+        self._tools = self._build(infos)
+
+    def _build(self, infos: Sequence[MCPToolInfo]) -> list[MCPTool]:
+        names = mcp_tool_names(self.name, [i.name for i in infos])
+        tools: list[MCPTool] = []
+        for info, name in zip(infos, names, strict=True):
+            try:
+                tools.append(
+                    MCPTool(self.client, info, server=self.name, name=name, timeout=self.client.timeout)
+                )
+            except ValueError as exc:
+                warnings.warn(f"{exc}; skipped", ToolUnavailableWarning, stacklevel=3)
+        return tools
+
+    def get_tools(self, **kwargs: Any) -> list[Tool]:
+        """The server's tools, as listed by ``initialize``.
+
+        Raises:
+            RuntimeError: ``initialize`` has not run yet.
+        """
+        if self._tools is None:
+            raise RuntimeError(
+                f"MCP provider {self.name!r} has not listed its tools yet; "
+                "await provider.initialize() (ToolSet.from_providers does) first"
+            )
+        return list(self._tools)
+
+    async def close(self) -> None:
+        """Disconnect (and stop a stdio server); idempotent."""
+        self._closed = True
+        await self.client.close()
+
+
+def providers_from_config(config: AppConfig | None) -> list[MCPToolProvider]:
+    """One `MCPToolProvider` per entry of ``mcp.servers``, in the file's order (not connected).
+
+    Raises:
+        ConfigError: an entry sets neither or both of ``command`` and ``url``.
+    """
+    if config is None:
+        return []
+    return [MCPToolProvider.from_config(n, c) for n, c in config.mcp.servers.items()]

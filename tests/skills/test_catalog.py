@@ -1,0 +1,121 @@
+"""SkillCatalog: scanning, broken skills kept apart, lazy bodies and resources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jianmu.config import AppConfig, SkillsConfig
+from jianmu.errors import SkillLoadError, SkillNotFoundError
+from jianmu.skills import SkillCatalog
+
+BROKEN = Path(__file__).parent / "fixtures" / "broken"
+
+
+def _skill(root: Path, name: str, extra: str = "", body: str = "Do the thing.\n") -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: skill {name}\n{extra}---\n{body}", encoding="utf-8"
+    )
+    return folder
+
+
+def test_broken_skills_do_not_stop_the_others(tmp_path: Path) -> None:
+    _skill(tmp_path, "good-one")
+    catalog = SkillCatalog([tmp_path, BROKEN])
+    assert catalog.names() == ["good-one"]
+    assert len(catalog.errors) == len(list(BROKEN.iterdir()))
+    assert all(isinstance(e, SkillLoadError) and e.path for e in catalog.errors)
+
+
+def test_get_lists_known_skills_and_load_errors(tmp_path: Path) -> None:
+    _skill(tmp_path, "review")
+    catalog = SkillCatalog([tmp_path, BROKEN])
+    assert catalog.get("review").name == "review"
+    assert "review" in catalog and len(catalog) == 1
+    with pytest.raises(SkillNotFoundError, match=r"did you mean 'review'\? \(known skills: review\)"):
+        catalog.get("reviw")
+    with pytest.raises(KeyError, match="failed to load: .*bad-yaml"):
+        catalog.get("bad-yaml")
+
+
+def test_default_paths_come_from_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _skill(tmp_path / "skills", "shipped")
+    _skill(tmp_path / "mine", "custom")
+    config = AppConfig(skills=SkillsConfig(paths=["mine", "missing"]))
+    catalog = SkillCatalog(config=config)
+    assert catalog.names() == ["shipped", "custom"]
+    assert len(catalog.errors) == 1 and "missing" in str(catalog.errors[0])
+
+
+def test_duplicate_names_first_wins(tmp_path: Path) -> None:
+    _skill(tmp_path / "a", "same")
+    _skill(tmp_path / "b", "same")
+    catalog = SkillCatalog([tmp_path / "a", tmp_path / "b"])
+    assert catalog.get("same").folder == tmp_path / "a" / "same"
+    assert "duplicate skill 'same'" in str(catalog.errors[0])
+
+
+def test_a_path_may_be_one_skill(tmp_path: Path) -> None:
+    folder = _skill(tmp_path, "single")
+    assert SkillCatalog([folder]).names() == ["single"]
+
+
+def test_body_is_read_only_when_used(tmp_path: Path) -> None:
+    folder = _skill(tmp_path, "lazy", body="# Lazy\n\nThe instructions.\n")
+    original = Path.read_text
+    reads: list[Path] = []
+
+    def counting(self: Path, *args: object, **kwargs: object) -> str:
+        reads.append(self)
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "read_text", counting)
+        catalog = SkillCatalog([tmp_path])
+        skill = catalog.get("lazy")
+        assert reads == []  # scanning read the front matter line by line, not the file
+        assert skill.body == "# Lazy\n\nThe instructions."
+        assert skill.body  # cached
+    assert reads == [folder / "SKILL.md"]
+
+
+def test_body_comes_from_the_file_at_first_use(tmp_path: Path) -> None:
+    folder = _skill(tmp_path, "later", body="old instructions\n")
+    skill = SkillCatalog([tmp_path]).get("later")
+    text = (folder / "SKILL.md").read_text(encoding="utf-8")
+    (folder / "SKILL.md").write_text(text.replace("old", "new"), encoding="utf-8")
+    assert skill.body == "new instructions"  # scanning did not keep the body
+    (folder / "SKILL.md").unlink()
+    assert skill.body == "new instructions"  # read once, then cached
+
+
+def test_resources_on_demand_and_confined(tmp_path: Path) -> None:
+    folder = _skill(tmp_path, "res")
+    (folder / "references").mkdir()
+    (folder / "references" / "guide.md").write_text("guide", encoding="utf-8")
+    (folder / "scripts" / "sub").mkdir(parents=True)
+    (folder / "scripts" / "sub" / "run.sh").write_text("echo", encoding="utf-8")
+    (folder / "notes.txt").write_text("not a resource folder", encoding="utf-8")
+    (tmp_path / "outside.txt").write_text("outside", encoding="utf-8")
+    skill = SkillCatalog([tmp_path]).get("res")
+    assert skill.resources() == ["references/guide.md", "scripts/sub/run.sh"]
+    assert skill.read_resource("references/guide.md") == "guide"
+    with pytest.raises(ValueError, match="outside the skill's folder"):
+        skill.read_resource("../outside.txt")
+    with pytest.raises(FileNotFoundError, match="its resources: references/guide.md"):
+        skill.read_resource("references/nope.md")
+
+
+def test_validate_raises_for_a_broken_tree(tmp_path: Path) -> None:
+    folder = _skill(tmp_path, "boom", "execution: bt\n")
+    (folder / "tree.py").write_text("raise RuntimeError('bad import')\ndef build_tree(ctx): ...\n",
+                                    encoding="utf-8")
+    catalog = SkillCatalog([tmp_path])
+    assert catalog.names() == ["boom"]  # the scan never imports tree modules
+    with pytest.raises(SkillLoadError, match="bad import") as info:
+        catalog.validate(folder)
+    assert info.value.line == 1 and info.value.field == "build_tree"

@@ -1,0 +1,135 @@
+"""SKILL.md parsing: every broken skill is a SkillLoadError naming the file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jianmu.config import AppConfig, MCPConfig, MCPServerConfig
+from jianmu.errors import SkillLoadError
+from jianmu.skills import SkillCatalog, known_tool_checker, load_skill
+
+BROKEN = Path(__file__).parent / "fixtures" / "broken"
+SHIPPED = Path(__file__).parents[2] / "skills"
+
+
+@pytest.mark.parametrize(
+    ("folder", "line", "field", "words"),
+    [
+        ("bad-yaml", 5, None, "YAML syntax error"),
+        ("missing-name", 2, "name", "'name' is missing"),
+        ("invalid-name", 2, "name", "lowercase letters"),
+        ("name-mismatch", 2, "name", "differs from the folder's name 'name-mismatch'"),
+        ("long-description", 3, "description", "at most 1024 characters"),
+        ("unknown-tool", 6, "tools[1]", "did you mean 'read_file'"),
+        ("unknown-key", 4, "execuiton", "did you mean 'execution'"),
+        ("missing-tree", 5, "tree", "'tree.py' does not exist"),
+        ("no-build-tree", 4, "tree", "defines no build_tree"),
+        ("bad-constraints", 7, "constraints.guard.tool_policy.bash", "'allow', 'confirm' or 'deny'"),
+        ("unknown-allowed", 4, "allowed-tools", "'Teleport'"),
+        ("no-front-matter", 1, None, "must start with a '---' line"),
+    ],
+)
+def test_broken_skill_names_file_line_and_field(
+    folder: str, line: int, field: str | None, words: str
+) -> None:
+    with pytest.raises(SkillLoadError) as info:
+        load_skill(BROKEN / folder)
+    err = info.value
+    assert err.path == str(BROKEN / folder / "SKILL.md")
+    assert err.line == line
+    assert err.field == field
+    assert words in str(err)
+    assert str(err).startswith(f"{err.path}:{line}")
+
+
+def test_every_shipped_skill_loads() -> None:
+    catalog = SkillCatalog([SHIPPED])
+    assert catalog.errors == []
+    assert {"workspace-report", "code-review"} <= set(catalog.names())
+    kinds = {s.execution for s in catalog}
+    assert kinds == {"prompt", "bt"}
+    for skill in catalog:
+        assert skill.body  # every shipped skill documents itself
+        assert catalog.validate(skill.folder).name == skill.name
+
+
+def _write(folder: Path, front: str, body: str = "Body.\n") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(f"---\n{front}---\n{body}", encoding="utf-8")
+    return folder
+
+
+def test_field_map_inputs_become_json_schema(tmp_path: Path) -> None:
+    skill = load_skill(_write(tmp_path / "mapped", (
+        "name: mapped\ndescription: d\n"
+        "inputs: {path: string, depth: {type: integer, default: 2}, flags: list}\n"
+        "outputs:\n  type: object\n  properties: {count: {type: integer}}\n"
+    )))
+    assert skill.inputs == {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "depth": {"type": "integer", "default": 2},
+            "flags": {"type": "array"},
+        },
+        "required": ["path", "flags"],
+    }
+    assert skill.outputs == {"type": "object", "properties": {"count": {"type": "integer"}}}
+
+
+def test_unknown_type_in_field_map_names_the_field_line(tmp_path: Path) -> None:
+    folder = _write(tmp_path / "typo", "name: typo\ndescription: d\ninputs:\n  path: strng\n")
+    with pytest.raises(SkillLoadError) as info:
+        load_skill(folder)
+    assert (info.value.line, info.value.field) == (5, "inputs.path")
+    assert "unknown type 'strng'" in str(info.value)
+
+
+def test_open_format_fields_and_free_metadata(tmp_path: Path) -> None:
+    skill = load_skill(_write(tmp_path / "open", (
+        "name: open\ndescription: d\nlicense: Apache-2.0\ncompatibility: needs git\n"
+        "metadata: {anything: [1, 2], nested: {ok: true}}\nversion: 2\nhistory_limit: 3\n"
+    )))
+    assert skill.license == "Apache-2.0" and skill.compatibility == "needs git"
+    assert skill.metadata == {"anything": [1, 2], "nested": {"ok": True}}
+    assert (skill.version, skill.history_limit, skill.execution) == ("2", 3, "prompt")
+    assert skill.tree_path is None
+
+
+def test_tree_on_a_prompt_skill_is_an_error(tmp_path: Path) -> None:
+    folder = _write(tmp_path / "odd", "name: odd\ndescription: d\ntree: tree.py\n")
+    with pytest.raises(SkillLoadError, match="only used by bt skills") as info:
+        load_skill(folder)
+    assert info.value.field == "tree"
+
+
+def test_tree_must_stay_in_the_folder(tmp_path: Path) -> None:
+    folder = _write(tmp_path / "esc", "name: esc\ndescription: d\nexecution: bt\ntree: ../x.py\n")
+    with pytest.raises(SkillLoadError, match="a .py file in the skill's folder"):
+        load_skill(folder)
+
+
+def test_mcp_and_custom_tool_names_are_known(tmp_path: Path) -> None:
+    folder = _write(tmp_path / "remote", (
+        "name: remote\ndescription: d\ntools: [files__read, files, my_tool]\n"
+    ))
+    with pytest.raises(SkillLoadError, match="'files__read'"):
+        load_skill(folder)
+    config = AppConfig(mcp=MCPConfig(servers={"files": MCPServerConfig(command="srv")}))
+    skill = load_skill(folder, is_known_tool=known_tool_checker(config, ["my_tool"]))
+    assert skill.tools == ("files__read", "files", "my_tool")
+
+
+def test_unclosed_front_matter(tmp_path: Path) -> None:
+    (tmp_path / "open-end").mkdir()
+    (tmp_path / "open-end" / "SKILL.md").write_text("---\nname: open-end\n", encoding="utf-8")
+    with pytest.raises(SkillLoadError, match="not closed"):
+        load_skill(tmp_path / "open-end")
+
+
+def test_front_matter_must_be_a_mapping(tmp_path: Path) -> None:
+    folder = _write(tmp_path / "listy", "- a\n- b\n")
+    with pytest.raises(SkillLoadError, match="must be a mapping"):
+        load_skill(folder)

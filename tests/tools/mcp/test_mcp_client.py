@@ -1,0 +1,322 @@
+"""MCPClient and MCPToolProvider against real MCP servers (official SDK) over stdio and HTTP."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from jianmu import ReactiveRunner, RunStatus, StateManager
+from jianmu.config import AppConfig, MCPServerConfig, parse_config
+from jianmu.errors import ConfigError, MCPError, MissingExtraError
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.tools.mcp import (
+    MCPCallResult,
+    MCPClient,
+    MCPTool,
+    MCPToolProvider,
+    mcp_result_value,
+    mcp_tool_names,
+    providers_from_config,
+)
+from jianmu.tools.toolset import ToolSet
+from tests.tools.mcp.helpers import WEATHER, HttpServer, free_port
+
+SAFE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def weather(**kwargs: Any) -> MCPToolProvider:
+    kwargs.setdefault("timeout", 20)
+    return MCPToolProvider("weather", command=sys.executable, args=[WEATHER, "stdio"], **kwargs)
+
+
+@pytest.fixture
+async def stdio_tools() -> AsyncIterator[tuple[MCPToolProvider, ToolSet]]:
+    provider = weather()
+    toolset = await ToolSet.from_providers([provider])
+    try:
+        yield provider, toolset
+    finally:
+        await provider.close()
+
+
+# -- names, arguments and configuration (no server) -------------------------------------------
+
+
+def test_names_are_safe_bounded_unique_and_stable() -> None:
+    tools = ["get", "alerts.list", "alerts_list", "x" * 90, "Get", "über/tool", "..."]
+    names = mcp_tool_names("my.server", tools)
+    assert names[:3] == ["my_server__get", "my_server__alerts_list", names[2]]
+    assert names[2] != names[1] and names[2].startswith("my_server__alerts_list_")
+    assert all(SAFE.match(n) for n in names), names
+    assert len({n.casefold() for n in names}) == len(names)
+    assert len(names[3]) == 64
+    assert names == mcp_tool_names("my.server", tools)  # hashes are stable across runs
+
+
+def test_bad_client_arguments_say_what_to_change() -> None:
+    with pytest.raises(ValueError, match="exactly one of command="):
+        MCPClient()
+    with pytest.raises(ValueError, match="exactly one of command="):
+        MCPClient(command="x", url="http://127.0.0.1:1/mcp")
+    with pytest.raises(ValueError, match="must start with http"):
+        MCPClient(url="ftp://host/mcp")
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        MCPClient(command="x", timeout=0)
+    with pytest.raises(ValueError, match="list of strings"):
+        MCPClient(command="x", args="--flag")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="non-empty name"):
+        MCPToolProvider(" ", command="x")
+
+
+def test_providers_from_config() -> None:
+    config = parse_config(
+        "mcp:\n  servers:\n"
+        "    weather:\n      command: python\n      args: [server.py]\n      env: {A: b}\n"
+        "    remote:\n      url: http://127.0.0.1:9/mcp\n      timeout: 5\n"
+    )
+    providers = providers_from_config(config)
+    assert [(p.name, p.client.transport) for p in providers] == [
+        ("weather", "stdio"), ("remote", "http"),
+    ]
+    assert providers[0].client.args == ["server.py"] and providers[0].client.env == {"A": "b"}
+    assert providers[1].client.timeout == 5
+    assert providers_from_config(AppConfig()) == []
+    with pytest.raises(ConfigError, match=r"mcp\.servers\.both: .*exactly one of command="):
+        MCPToolProvider.from_config("both", MCPServerConfig(command="x", url="http://h/mcp"))
+
+
+def test_get_tools_before_initialize_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="await provider.initialize"):
+        weather().get_tools()
+
+
+def test_result_conversion() -> None:
+    assert mcp_result_value(MCPCallResult(structured_content={"a": 1}, content=[
+        {"type": "text", "text": '{"a": 1}'}])) == {"a": 1}
+    assert mcp_result_value(MCPCallResult(content=[
+        {"type": "text", "text": "one"},
+        {"type": "image", "mimeType": "image/png", "data": "AAAA"},
+    ])) == "one\n[image: image/png, about 3 bytes]"
+    with pytest.raises(Exception, match="went wrong"):
+        mcp_result_value(MCPCallResult(is_error=True, content=[{"type": "text", "text": "went wrong"}]))
+
+
+@pytest.mark.anyio
+async def test_missing_extra_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # makes `import mcp` raise ImportError
+    with pytest.raises(MissingExtraError, match=r"jianmu\[mcp\]"):
+        await weather().initialize()
+
+
+def test_import_jianmu_does_not_import_mcp() -> None:
+    code = (
+        "import sys, jianmu, jianmu.tools.mcp\n"
+        "bad = [m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_types'))]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# -- stdio ------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_stdio_tools_keep_schema_and_map_annotations(
+    stdio_tools: tuple[MCPToolProvider, ToolSet],
+) -> None:
+    _, toolset = stdio_tools
+    assert toolset.names() == [
+        "weather__get_forecast", "weather__echo", "weather__delete_station",
+        "weather__alerts_list", "weather__server_pid", "weather__wait",
+    ]
+    forecast = toolset["weather__get_forecast"]
+    assert isinstance(forecast, MCPTool) and forecast.remote is True
+    assert forecast.get_description().startswith("Forecast for a city")
+    assert forecast.input_schema["required"] == ["city"]
+    assert forecast.input_schema["properties"]["days"]["default"] == 1
+    assert (forecast.category, forecast.permission, forecast.parallel_safe) == ("read", "auto", True)
+    assert forecast.effect_tags == ("http",) and forecast.max_retries == 2
+    assert forecast.metadata["mcp_tool"] == "get_forecast"
+    delete = toolset["weather__delete_station"]
+    assert (delete.category, delete.permission, delete.parallel_safe) == (
+        "dangerous", "user_confirm", False,
+    )
+    echo = toolset["weather__echo"]
+    assert (echo.category, echo.permission, echo.max_retries, echo.effect_tags) == (
+        "communicate", "auto", 0, (),
+    )
+    assert toolset["weather__alerts_list"].metadata["mcp_tool"] == "alerts.list"
+
+
+@pytest.mark.anyio
+async def test_stdio_calls_structured_text_and_errors(
+    stdio_tools: tuple[MCPToolProvider, ToolSet],
+) -> None:
+    _, toolset = stdio_tools
+    forecast = await toolset.execute("weather__get_forecast", {"city": "Paris", "days": "3"})
+    assert forecast.ok and forecast.output == {"city": "paris", "days": 3, "temperature_c": 18.5}
+    echo = await toolset.execute("weather__echo", {"text": "hello"})
+    assert echo.ok and echo.output == "hello"
+    dotted = await toolset.execute("WEATHER__ALERTS_LIST", {"region": "north"})
+    assert dotted.ok and dotted.output == "no alerts in north"
+    failed = await toolset.execute("weather__get_forecast", {"city": "Atlantis"})
+    assert not failed.ok and "unknown city 'Atlantis'" in (failed.error or "")
+    bad_args = await toolset.execute("weather__echo", {})
+    assert not bad_args.ok and "text" in (bad_args.error or "")
+
+
+@pytest.mark.anyio
+async def test_concurrent_calls_share_one_session(
+    stdio_tools: tuple[MCPToolProvider, ToolSet],
+) -> None:
+    provider, toolset = stdio_tools
+    results: dict[int, Any] = {}
+
+    async def call(i: int) -> None:
+        results[i] = await toolset.execute("weather__echo", {"text": f"n{i}"})
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(call, i)
+    assert {i: r.output for i, r in results.items()} == {i: f"n{i}" for i in range(8)}
+    assert provider.client.connections == 1
+
+
+@pytest.mark.anyio
+async def test_timeout_fails_the_call_and_keeps_the_session() -> None:
+    provider = weather(timeout=1)
+    toolset = await ToolSet.from_providers([provider])
+    try:
+        slow = await toolset.execute("weather__wait", {"seconds": 30})
+        assert not slow.ok and "1s" in (slow.error or "")
+        fine = await toolset.execute("weather__wait", {"seconds": 0})
+        assert fine.ok and fine.output == "waited 0.0"
+        assert provider.client.connections == 1
+    finally:
+        await provider.close()
+
+
+@pytest.mark.anyio
+async def test_killed_stdio_server_fails_the_call_then_reconnects(
+    stdio_tools: tuple[MCPToolProvider, ToolSet],
+) -> None:
+    provider, toolset = stdio_tools
+    first_pid = int((await toolset.execute("weather__server_pid")).output)
+    os.kill(first_pid, signal.SIGKILL)
+    failed = await toolset.execute("weather__echo", {"text": "lost"})
+    assert not failed.ok and "closed the connection" in (failed.error or "")
+    assert "next call reconnects" in (failed.error or "")
+    again = await toolset.execute("weather__echo", {"text": "back"})
+    assert again.ok and again.output == "back"
+    assert int((await toolset.execute("weather__server_pid")).output) != first_pid
+    assert provider.client.connections == 2
+
+
+@pytest.mark.anyio
+async def test_closed_provider_refuses_calls() -> None:
+    provider = weather()
+    toolset = await ToolSet.from_providers([provider])
+    await provider.close()
+    await provider.close()  # idempotent
+    result = await toolset.execute("weather__echo", {"text": "x"})
+    assert not result.ok and "is closed" in (result.error or "")
+    with pytest.raises(RuntimeError, match="closed"):
+        await provider.initialize()
+
+
+@pytest.mark.anyio
+async def test_unstartable_servers_raise_mcp_error() -> None:
+    missing = MCPToolProvider("ghost", command="/nonexistent/jianmu-mcp-server")
+    with pytest.raises(MCPError, match=r"could not connect to MCP server 'ghost'.*nonexistent"):
+        await missing.initialize()
+    quitter = MCPToolProvider("quitter", command=sys.executable, args=["-c", "pass"], timeout=10)
+    with pytest.raises(MCPError, match="could not connect to MCP server 'quitter'"):
+        await quitter.initialize()
+
+
+def test_provider_outlives_the_event_loop_that_opened_it() -> None:
+    provider = weather()
+
+    async def open_() -> ToolSet:
+        return await ToolSet.from_providers([provider])
+
+    async def use(toolset: ToolSet) -> Any:
+        return await toolset.execute("weather__echo", {"text": "other loop"})
+
+    toolset = anyio.run(open_)
+    try:
+        assert anyio.run(use, toolset).output == "other loop"
+    finally:
+        anyio.run(provider.close)
+
+
+# -- streamable HTTP --------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_http_server_list_call_error_and_restart(http_server: HttpServer) -> None:
+    port = free_port()
+    proc = http_server([WEATHER], port)
+    provider = MCPToolProvider("remote", url=f"http://127.0.0.1:{port}/mcp", timeout=20)
+    toolset = await ToolSet.from_providers([provider])
+    try:
+        assert "remote__get_forecast" in toolset.names()
+        forecast = await toolset.execute("remote__get_forecast", {"city": "oslo"})
+        assert forecast.ok and forecast.output["temperature_c"] == 4.0
+        failed = await toolset.execute("remote__get_forecast", {"city": "Atlantis"})
+        assert not failed.ok and "unknown city" in (failed.error or "")
+        proc.kill()
+        proc.wait(timeout=30)
+        lost = await toolset.execute("remote__echo", {"text": "gone"})
+        assert not lost.ok and "next call reconnects" in (lost.error or "")
+        http_server([WEATHER], port)
+        back = await toolset.execute("remote__echo", {"text": "back"})
+        assert back.ok and back.output == "back"
+        assert provider.client.connections == 2
+    finally:
+        await provider.close()
+
+
+@pytest.mark.anyio
+async def test_http_unreachable_url_raises_mcp_error() -> None:
+    provider = MCPToolProvider("nobody", url=f"http://127.0.0.1:{free_port()}/mcp", timeout=10)
+    with pytest.raises(MCPError, match="could not connect to MCP server 'nobody'.*URL"):
+        await provider.initialize()
+
+
+# -- through the ToolExecutor -----------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_mcp_tools_through_the_tool_executor(
+    stdio_tools: tuple[MCPToolProvider, ToolSet],
+) -> None:
+    _, toolset = stdio_tools
+    exporter = InMemorySpanExporter()
+    tracing = TracerProvider()
+    tracing.add_span_processor(SimpleSpanProcessor(exporter))
+    state = StateManager(AgentState, {"actions": [
+        {"id": "a", "name": "weather__get_forecast", "arguments": '{"city": "cairo"}'},
+        {"id": "b", "name": "weather__get_forecast", "arguments": {"city": "Atlantis"}},
+    ]})
+    runner = ReactiveRunner(ToolExecutor(tools=toolset), state, tracer_provider=tracing)
+    result = await runner.run(timeout=60)
+    assert result.status is RunStatus.SUCCESS
+    messages = {m.tool_call_id: m.content for m in state.get("messages")}
+    assert '"temperature_c": 31.0' in (messages["a"] or "")
+    assert "unknown city 'Atlantis'" in (messages["b"] or "")
+    assert state.get("tool_effects") == {"http": 1}
+    spans = [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+    assert spans and all(s.attributes["gen_ai.tool.type"] == "extension" for s in spans)

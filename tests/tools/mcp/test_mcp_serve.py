@@ -1,0 +1,150 @@
+"""Serving a ToolSet over MCP: `serve` in a subprocess driven by the official SDK's client."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mcp import Client, ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from jianmu.constraints import GuardConstraints
+from jianmu.errors import MissingExtraError
+from jianmu.tools.base import tool
+from jianmu.tools.mcp import MCPToolProvider, build_mcp_server, serve, serve_sync
+from jianmu.tools.toolset import ToolSet
+from tests.tools.mcp.helpers import REPO, SERVE_APP, HttpServer, free_port
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[ClientSession]:
+    """An SDK client session with ``serve_app.py`` (``serve(..., transport="stdio")``)."""
+    params = StdioServerParameters(
+        command=sys.executable, args=[SERVE_APP], env={"PYTHONPATH": str(REPO)}, cwd=str(REPO)
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+async def test_lists_tools_with_annotations_and_hides_denied(session: ClientSession) -> None:
+    listed = {t.name: t for t in (await session.list_tools()).tools}
+    assert list(listed) == ["add", "wipe_disk", "rotate_logs", "explode"]  # read_secrets denied
+    add = listed["add"]
+    assert add.description == "Add two integers."
+    assert add.input_schema["required"] == ["a", "b"]
+    assert add.input_schema["properties"]["a"]["type"] == "integer"
+    assert add.annotations is not None
+    assert (add.annotations.read_only_hint, add.annotations.destructive_hint) == (True, False)
+    assert add.annotations.idempotent_hint is True
+    wipe = listed["wipe_disk"].annotations
+    assert wipe is not None and (wipe.read_only_hint, wipe.destructive_hint) == (False, True)
+    explode = listed["explode"].annotations
+    assert explode is not None and explode.open_world_hint is True
+
+
+async def test_calls_run_refuse_confirm_tools_and_report_errors(session: ClientSession) -> None:
+    added = await session.call_tool("add", {"a": 2, "b": "3"})
+    assert not added.is_error and text_of(added) == "5"
+    wiped = await session.call_tool("wipe_disk", {"device": "/dev/sda"})
+    assert wiped.is_error and "needs a person's approval" in text_of(wiped)
+    assert "guard.tool_policy" in text_of(wiped)
+    rotated = await session.call_tool("rotate_logs", {"keep": 2})  # explicitly allowed
+    assert not rotated.is_error and text_of(rotated) == "rotated, kept 2"
+    denied = await session.call_tool("read_secrets", {})
+    assert denied.is_error and "unknown tool 'read_secrets'" in text_of(denied)
+    exploded = await session.call_tool("explode", {"reason": "boom"})
+    assert exploded.is_error and "boom" in text_of(exploded)
+    bad = await session.call_tool("add", {"a": "x"})
+    assert bad.is_error and "missing required argument 'b'" in text_of(bad)
+
+
+async def test_jianmu_tools_served_and_consumed_by_jianmu() -> None:
+    provider = MCPToolProvider(
+        "local", command=sys.executable, args=[SERVE_APP], env={"PYTHONPATH": str(REPO)},
+        cwd=str(REPO), timeout=20,
+    )
+    toolset = await ToolSet.from_providers([provider])
+    try:
+        assert toolset["local__add"].category == "read"
+        assert toolset["local__wipe_disk"].category == "dangerous"
+        assert toolset["local__explode"].effect_tags == ("http",)
+        result = await toolset.execute("local__add", {"a": 20, "b": 22})
+        assert result.ok and result.output == "42"
+    finally:
+        await provider.close()
+
+
+async def test_http_transport(http_server: HttpServer) -> None:
+    port = free_port()
+    http_server([SERVE_APP], port)
+    provider = MCPToolProvider("web", url=f"http://127.0.0.1:{port}/mcp", timeout=20)
+    toolset = await ToolSet.from_providers([provider])
+    try:
+        assert "web__read_secrets" not in toolset
+        result = await toolset.execute("web__add", {"a": 1, "b": 2})
+        assert result.ok and result.output == "3"
+    finally:
+        await provider.close()
+
+
+# -- build_mcp_server in-process (the SDK's in-memory client) ---------------------------------
+
+
+@tool
+def lookup(key: str) -> dict[str, str]:
+    """Look a key up.
+
+    Args:
+        key: The key.
+    """
+    return {"key": key, "value": key.upper()}
+
+
+@tool(permission="admin_only", category="write")
+def reset(scope: str) -> str:
+    """Reset something (admins only).
+
+    Args:
+        scope: What to reset.
+    """
+    return f"reset {scope}"
+
+
+async def test_structured_results_roles_and_call_limits() -> None:
+    toolset = ToolSet.from_tools([lookup, reset])
+    server = build_mcp_server(toolset, guard=GuardConstraints(max_tool_calls=1))
+    async with Client(server) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["lookup"]
+        first = await client.call_tool("lookup", {"key": "k"})
+        assert first.structured_content == {"key": "k", "value": "K"}
+        second = await client.call_tool("lookup", {"key": "k"})
+        assert second.is_error and "max_tool_calls=1" in text_of(second)
+    admin = build_mcp_server(toolset, user_roles={"admin"}, name="admin")
+    async with Client(admin) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["lookup", "reset"]
+        result = await client.call_tool("reset", {"scope": "cache"})
+        assert not result.is_error and text_of(result) == "reset cache"
+
+
+async def test_bad_arguments_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    toolset = ToolSet.from_tools([lookup])
+    with pytest.raises(ValueError, match="unknown MCP transport 'pipe'"):
+        await serve(toolset, transport="pipe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"1\.\.65535"):
+        await serve(toolset, transport="http", port=0)
+    with pytest.raises(TypeError, match="serves a ToolSet"):
+        build_mcp_server([lookup])  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="await serve"):
+        serve_sync(toolset)
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    with pytest.raises(MissingExtraError, match=r"jianmu\[mcp\]"):
+        build_mcp_server(toolset)
