@@ -6,7 +6,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Any
 
 from benchmarks._util import table, verdict
 from jianmu import ReactiveRunner, StateManager

@@ -1,6 +1,8 @@
 """Jianmu: a behaviour-tree workflow engine for LLM agents."""
 
 # errors
+from jianmu.config import AppConfig, load_config
+from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
 from jianmu.errors import (
     CheckpointError,
     ConfigError,
@@ -21,11 +23,26 @@ from jianmu.errors import (
     ToolTimeoutError,
     ToolValidationError,
 )
+from jianmu.execution import DockerSandbox, LocalSandbox, Sandbox, ToolRunner
 
-# state, config, constraints
-from jianmu.state import StateManager, StateView, merge_counts
-from jianmu.config import AppConfig, load_config
-from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
+# guard and execution
+from jianmu.guard import Decision, GuardEnforcer
+
+# models
+from jianmu.llm import LLMProvider, LLMResponse, Message, OpenAIProvider, ScriptedLLM, Usage
+
+# nodes
+from jianmu.nodes import (
+    AgentLLMNode,
+    AgentState,
+    FlattenedAgentNode,
+    SkillNode,
+    SkillNodeConfig,
+    ToolExecutor,
+    ToolExecutorConfig,
+    ToolNode,
+    create_react_node,
+)
 
 # runtime
 from jianmu.runtime import (
@@ -38,6 +55,19 @@ from jianmu.runtime import (
     RunStatus,
     SQLiteCheckpointer,
 )
+
+# skills
+from jianmu.skills import (
+    BTSkillContext,
+    RunBTSkillTool,
+    Skill,
+    SkillCatalog,
+    SkillTreeLoader,
+    run_bt_skill,
+)
+
+# state, config, constraints
+from jianmu.state import StateManager, StateView, merge_counts
 
 # tools
 from jianmu.tools import (
@@ -54,29 +84,13 @@ from jianmu.tools import (
     tool,
 )
 
-# guard and execution
-from jianmu.guard import Decision, GuardEnforcer
-from jianmu.execution import DockerSandbox, LocalSandbox, Sandbox, ToolRunner
-
-# models
-from jianmu.llm import LLMProvider, LLMResponse, Message, OpenAIProvider, ScriptedLLM, Usage
-
-# nodes
-from jianmu.nodes import (
-    AgentLLMNode,
-    AgentState,
-    ToolExecutor,
-    ToolExecutorConfig,
-    ToolNode,
-    create_react_node,
-)
-
 __all__ = (
     "AgentLLMNode",
     "AgentState",
     "AppConfig",
     "ApprovalRequest",
     "AsyncNode",
+    "BTSkillContext",
     "BaseToolProvider",
     "BuiltinToolProvider",
     "CheckpointError",
@@ -86,6 +100,7 @@ __all__ = (
     "Decision",
     "DockerSandbox",
     "ExecutionConstraints",
+    "FlattenedAgentNode",
     "FunctionTool",
     "GuardConstraints",
     "GuardEnforcer",
@@ -102,6 +117,7 @@ __all__ = (
     "MissingExtraError",
     "OpenAIProvider",
     "ReactiveRunner",
+    "RunBTSkillTool",
     "RunContext",
     "RunResult",
     "RunStatus",
@@ -110,7 +126,12 @@ __all__ = (
     "SandboxError",
     "SandboxUnavailableError",
     "ScriptedLLM",
+    "Skill",
+    "SkillCatalog",
     "SkillLoadError",
+    "SkillNode",
+    "SkillNodeConfig",
+    "SkillTreeLoader",
     "StateManager",
     "StateValidationError",
     "StateView",
@@ -134,5 +155,6 @@ __all__ = (
     "create_react_node",
     "load_config",
     "merge_counts",
+    "run_bt_skill",
     "tool",
 )

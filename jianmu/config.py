@@ -90,6 +90,8 @@ class RuntimeConfig(_Section):
     """Checkpoint every N ticks (always at a suspension) when a checkpointer is set."""
     checkpoint_path: str = ".jianmu/checkpoints.sqlite"
     """SQLite file that the CLI keeps its checkpoints in."""
+    debug_dir: str = ".jianmu/debug"
+    """Where a failed skill writes the snapshot of its namespace."""
     max_iterations: int | None = Field(default=None, ge=1)
     """Default cap on agent-loop rounds."""
     timeout: float | None = Field(default=None, gt=0)

@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -109,7 +110,8 @@ class DockerSandbox:
 
     Args:
         workspace: Host folder bind-mounted at ``/workspace``; created if missing.
-        image: The image to run; see `jianmu.execution.image.build_image`.
+        image: The image to run; see `jianmu.execution.image.build_image`. Any image with
+            ``/bin/sh``, ``sleep``, GNU ``timeout`` and ``grep`` works.
         network: ``True`` gives the container the default bridge network.
         memory_mb: Memory (and memory plus swap) limit of the container, in MiB.
         cpus: CPU share of the container.
@@ -320,8 +322,11 @@ class DockerSandbox:
                 if attempt == 2 or "token" in state:
                     raise
             except BaseException:
+                # Cancelled from outside: kill what we started; a thread that has not started
+                # the command yet sees the flag and does not start it.
+                state["cancelled"] = True
                 token = state.get("token")
-                if token is not None:  # cancelled from outside: kill what we started
+                if token is not None:
                     with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                         await anyio.to_thread.run_sync(self._kill_token, token)
                 raise
@@ -344,14 +349,17 @@ class DockerSandbox:
                 workdir=workdir,
             )["Id"]
             state["token"] = token
+            if state.get("cancelled"):
+                raise SandboxError("the call was cancelled before the command started")
             sock = client.api.exec_start(exec_id, socket=True)
+        if state.get("cancelled"):
+            self._kill_token(token)  # cancelled while starting: the first kill may have missed
         raw: socket.socket = getattr(sock, "_sock", sock)
+        # Feed stdin from another thread: a command that writes before it has read all its
+        # input would otherwise block on a full pipe while we block on sending.
+        feeder = threading.Thread(target=_feed, args=(raw, data or b""), daemon=True)
+        feeder.start()
         try:
-            if data:
-                with contextlib.suppress(OSError):
-                    raw.sendall(data)
-            with contextlib.suppress(OSError):
-                raw.shutdown(socket.SHUT_WR)
             out, err, finished = _read_frames(raw, start + timeout + _GRACE, self.output_limit)
         finally:
             with contextlib.suppress(OSError):
@@ -425,6 +433,14 @@ class DockerSandbox:
             if key == "oom_kill" and value.strip().isdigit():
                 return int(value)
         return 0
+
+
+def _feed(raw: socket.socket, data: bytes) -> None:
+    """Send stdin, then half-close so that the command sees end-of-file."""
+    with contextlib.suppress(OSError):
+        if data:
+            raw.sendall(data)
+        raw.shutdown(socket.SHUT_WR)
 
 
 def _read_frames(

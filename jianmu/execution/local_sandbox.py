@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,31 @@ _BWRAP_BASE = (
 )
 
 
+class _Handle:
+    """Lets the event loop kill a command that a worker thread is starting or running."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kill: Callable[[float], None] | None = None
+        self.cancelled = False
+
+    def attach(self, kill: Callable[[float], None]) -> None:
+        """Called by the thread once the process exists; kills it if already cancelled."""
+        with self._lock:
+            self._kill = kill
+            cancelled = self.cancelled
+        if cancelled:
+            kill(0.2)
+
+    def cancel(self) -> None:
+        """Kill the command now, or as soon as it has started."""
+        with self._lock:
+            self.cancelled = True
+            kill = self._kill
+        if kill is not None:
+            kill(0.2)
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Outcome:
     exit_code: int
@@ -98,6 +124,10 @@ class _Outcome:
 
 class LocalSandbox:
     """Runs commands as local child processes under resource limits (and bubblewrap).
+
+    Without bubblewrap a command runs as you, with your file permissions and network: only the
+    limits, the private temporary folder, the clean environment and the clean-up apply. Check
+    `isolation` for what is enforced on this machine.
 
     Args:
         workspace: Host folder the commands work in; created if missing. Defaults to cwd.
@@ -162,6 +192,7 @@ class LocalSandbox:
                 "pids control group is writable here; run as a non-root user or use mode: docker"
             )
         self._tmp: Path | None = None
+        self._running: set[_Handle] = set()
 
     @property
     def isolation(self) -> dict[str, Any]:
@@ -182,7 +213,9 @@ class LocalSandbox:
         await anyio.to_thread.run_sync(sweep_stale_cgroups)
 
     async def close(self) -> None:
-        """Remove the private temporary folder; idempotent."""
+        """Kill running commands and remove the private temporary folder; idempotent."""
+        for handle in list(self._running):
+            handle.cancel()
         tmp, self._tmp = self._tmp, None
         if tmp is not None:
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))
@@ -223,17 +256,19 @@ class LocalSandbox:
             )
         data = stdin.encode() if isinstance(stdin, str) else stdin
         spawn = self._spawn_args(argv, workdir, env, timeout)
-        state: dict[str, Any] = {}
+        handle = _Handle()
+        self._running.add(handle)
         try:
             outcome = await anyio.to_thread.run_sync(
-                _run, spawn, data, timeout, self.output_limit, state, abandon_on_cancel=True
+                _run, spawn, data, timeout, self.output_limit, handle, abandon_on_cancel=True
             )
         except BaseException:
-            # Cancelled from outside (a runner's timeout): kill now; the thread cleans up.
-            kill = state.get("kill")
-            if kill is not None:
-                kill(0.2)
+            # Cancelled from outside (a runner's timeout): kill now, or as soon as the process
+            # exists if the thread is still starting it; the thread cleans up after itself.
+            handle.cancel()
             raise
+        finally:
+            self._running.discard(handle)
         return self._result(outcome, timeout)
 
     def _spawn_args(
@@ -327,7 +362,7 @@ def _make_preexec(
 
 
 def _run(
-    spawn: dict[str, Any], data: bytes | None, timeout: float, limit: int, state: dict[str, Any]
+    spawn: dict[str, Any], data: bytes | None, timeout: float, limit: int, handle: _Handle
 ) -> _Outcome:
     """Start the process and collect its output in this worker thread."""
     group: CommandCgroup | None = create_cgroup(**spawn["cgroup"])
@@ -349,7 +384,7 @@ def _run(
             if group is not None:
                 group.kill_all(wait=wait)
 
-        state["kill"] = kill
+        handle.attach(kill)
         with proc:
             out, err, timed_out = _collect(proc, data, start + timeout, limit, kill)
             exit_code = proc.wait()

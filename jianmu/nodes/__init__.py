@@ -2,6 +2,12 @@
 
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.react import ReActLoop, create_react_node
+from jianmu.nodes.skill_node import (
+    FlattenedAgentNode,
+    SkillNode,
+    SkillNodeConfig,
+    merge_skill_constraints,
+)
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
 from jianmu.nodes.tool_node import ToolNode
@@ -9,9 +15,13 @@ from jianmu.nodes.tool_node import ToolNode
 __all__ = (
     "AgentLLMNode",
     "AgentState",
+    "FlattenedAgentNode",
     "ReActLoop",
+    "SkillNode",
+    "SkillNodeConfig",
     "ToolExecutor",
     "ToolExecutorConfig",
     "ToolNode",
     "create_react_node",
+    "merge_skill_constraints",
 )

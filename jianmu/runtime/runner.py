@@ -295,10 +295,25 @@ class ReactiveRunner:
         Nodes that compile children lazily call this after compiling, so the children get the
         state, the context and, after a restore, their checkpointed statuses.
         """
-        key = self._keys.get(id(node), "0")
-        path = getattr(node, "path", "") or node.name
-        parent_path, _, label = path.rpartition("/")
+        key = self.node_key(node)
+        parent = node.parent
+        if id(node) in self._keys or parent is None:
+            path = getattr(node, "path", "") or node.name
+            parent_path, _, label = path.rpartition("/")
+        else:  # a freshly compiled child: its place follows from its parent's
+            parent_path, label = getattr(parent, "path", "") or parent.name, node.name
         self._bind(node, key, parent_path, label)
+
+    def node_key(self, node: Behaviour) -> str:
+        """The node's place in the tree as child indices from the root (``0/2/1``)."""
+        key = self._keys.get(id(node))
+        if key is not None:
+            return key
+        parent = node.parent
+        if parent is None:
+            return "0"
+        index = next(i for i, child in enumerate(parent.children) if child is node)
+        return f"{self.node_key(parent)}/{index}"
 
     def _bind(self, node: Behaviour, key: str, parent_path: str, label: str) -> None:
         path = f"{parent_path}/{label}" if parent_path else label

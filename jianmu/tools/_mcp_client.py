@@ -5,8 +5,9 @@ task groups must be entered and exited in the same task. A tool call, though, ma
 any task (a `ReactiveRunner`'s task group, a ``run_sync`` loop, a test), and ``close()``
 from yet another. So one background task owns the session (enters the transport and the
 session, waits for a stop signal, exits them) inside a dedicated event loop, and every
-request is submitted to that loop through an anyio `BlockingPortal`. Callers await the
-answer; cancelling the caller cancels the request in the portal.
+request is handed to that loop (``asyncio.run_coroutine_threadsafe``; the private loop is
+always asyncio, the caller's may be any anyio backend). Callers await the answer; cancelling
+the caller cancels the request in the private loop.
 
 A call that finds the connection closed marks it broken and fails; the next call
 reconnects once (a new process for stdio, a new session for HTTP) before it runs.
@@ -14,12 +15,13 @@ reconnects once (a new process for stdio, a new session for HTTP) before it runs
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-import os
+import subprocess
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,7 +35,6 @@ from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
-    from anyio.from_thread import BlockingPortal
     from mcp import ClientSession
 
 __all__ = ("MCPCallResult", "MCPClient", "MCPToolInfo")
@@ -119,12 +120,11 @@ def _describe(exc: BaseException) -> str:
 
 
 def _errlog() -> Any:
-    """Where the server's stderr goes: ours when it is a real file, else /dev/null."""
+    """Where the server's stderr goes: ours when it is a real file, else nowhere."""
     try:
         sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
-        # kept open for the server's life; closed when the interpreter exits
-        return open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+        return subprocess.DEVNULL  # the SDK hands it to the process spawn as is
     return sys.stderr
 
 
@@ -194,7 +194,9 @@ class MCPClient:
         if isinstance(args, str):
             raise ValueError(f"MCPClient args= must be a list of strings, not the string {args!r}")
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-            raise ValueError(f"MCPClient timeout= must be a positive number of seconds, got {timeout!r}")
+            raise ValueError(
+                f"MCPClient timeout= must be a positive number of seconds, got {timeout!r}"
+            )
         self.command = command
         self.args = [str(a) for a in args]
         self.env = dict(env or {})
@@ -205,11 +207,12 @@ class MCPClient:
         self.connections = 0
         """How many times a session was opened (1 after ``connect``; more after reconnects)."""
         # Caller side.
-        self._portal: BlockingPortal | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._closed = False
-        # Portal side: touched only by code running in the portal's event loop.
+        # Loop side: touched only by code running in the private event loop.
+        self._quit: anyio.Event | None = None
         self._tg: TaskGroup | None = None
         self._lock: anyio.Lock | None = None
         self._session: ClientSession | None = None
@@ -261,14 +264,12 @@ class MCPClient:
     async def close(self) -> None:
         """Stop the session and the server process; idempotent. A closed client stays closed."""
         self._closed = True
-        portal, thread = self._portal, self._thread
-        if portal is None:
+        loop, thread = self._loop, self._thread
+        if loop is None:
             return
-        self._portal = self._thread = None
+        self._loop = self._thread = None
         with contextlib.suppress(Exception):
-            await _wait_future(portal.start_task_soon(self._stop_owner))
-        with contextlib.suppress(Exception):
-            await anyio.to_thread.run_sync(portal.call, portal.stop)
+            await _wait_future(asyncio.run_coroutine_threadsafe(self._shutdown(), loop))
         if thread is not None:
             await anyio.to_thread.run_sync(thread.join, _SHUTDOWN_SECONDS)
 
@@ -279,51 +280,60 @@ class MCPClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def _submit(self, fn: Callable[..., Awaitable[_T]], *args: Any) -> _T:
+    async def _submit(self, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any) -> _T:
         if self._closed:
             raise MCPError(f"MCP client {self.name!r} is closed; make a new one")
-        portal = self._portal or await anyio.to_thread.run_sync(self._start_portal)
+        loop = self._loop
+        if loop is None:
+            loop = await anyio.to_thread.run_sync(self._start_loop)
+        coro = fn(*args)
         try:
-            future = portal.start_task_soon(fn, *args)
-        except RuntimeError as exc:  # the portal was stopped by a concurrent close()
-            raise MCPError(f"MCP client {self.name!r} is closed") from exc
+            # Hands the coroutine over without waiting for the other loop to take it.
+            future = asyncio.run_coroutine_threadsafe(coro, loop)
+        except RuntimeError as exc:  # its loop ended under a concurrent close()
+            coro.close()
+            raise MCPError(f"MCP client {self.name!r} is closed; make a new one") from exc
         return await _wait_future(future)
 
-    def _start_portal(self) -> BlockingPortal:
-        """Start the private event loop (a daemon thread) and return its portal."""
+    def _start_loop(self) -> asyncio.AbstractEventLoop:
+        """Start the private event loop (in a daemon thread) and return it."""
         with self._start_lock:
-            if self._portal is not None:
-                return self._portal
-            ready: Future[BlockingPortal] = Future()
+            if self._loop is not None:
+                return self._loop
+            ready: Future[asyncio.AbstractEventLoop] = Future()
             thread = threading.Thread(
                 target=self._thread_main, args=(ready,), name=f"jianmu-mcp-{self.name}",
                 daemon=True,  # a client never closed must not keep the interpreter alive
             )
             thread.start()
-            self._portal, self._thread = ready.result(), thread
-            return self._portal
+            self._loop, self._thread = ready.result(), thread
+            return self._loop
 
-    def _thread_main(self, ready: Future[BlockingPortal]) -> None:
+    def _thread_main(self, ready: Future[asyncio.AbstractEventLoop]) -> None:
         try:
-            anyio.run(self._loop_main, ready)
-        except BaseException as exc:  # noqa: BLE001 (reported through the future)
+            anyio.run(self._loop_main, ready, backend="asyncio")
+        except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
             else:
-                logger.warning("MCP client %r: its event loop failed: %s", self.name, _describe(exc))
+                logger.warning(
+                    "MCP client %r: its event loop failed: %s", self.name, _describe(exc)
+                )
 
-    async def _loop_main(self, ready: Future[BlockingPortal]) -> None:
-        from anyio.from_thread import BlockingPortal
-
+    async def _loop_main(self, ready: Future[asyncio.AbstractEventLoop]) -> None:
+        self._quit = anyio.Event()
         async with anyio.create_task_group() as tg:
             self._tg, self._lock = tg, anyio.Lock()
-            async with BlockingPortal() as portal:
-                ready.set_result(portal)
-                await portal.sleep_until_stopped()
-            await self._stop_owner()
+            ready.set_result(asyncio.get_running_loop())
+            await self._quit.wait()
             tg.cancel_scope.cancel()  # an owner that outlived its shutdown window
 
-    # -- portal side ------------------------------------------------------------------------
+    async def _shutdown(self) -> None:
+        await self._stop_owner()
+        if self._quit is not None:
+            self._quit.set()
+
+    # -- loop side ------------------------------------------------------------------------
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         if self.command is not None:
@@ -347,11 +357,13 @@ class MCPClient:
         stop, done = anyio.Event(), anyio.Event()
         started = False
 
+        generation = self.connections + 1  # the number this session will have
+
         async def on_message(message: Any) -> None:
             # Transport-level exceptions (an HTTP POST that failed) mean the link is gone.
             if isinstance(message, Exception):
                 logger.debug("MCP client %r: transport error: %s", self.name, message)
-                self._broken = True
+                self._mark_broken(generation)
             await anyio.lowlevel.checkpoint()
 
         try:
@@ -374,6 +386,15 @@ class MCPClient:
             logger.debug("MCP client %r: session closed with %s", self.name, _describe(exc))
         finally:
             done.set()
+
+    def _mark_broken(self, generation: int) -> None:
+        """Mark the session broken, unless a newer one already replaced the failed one.
+
+        A late failure from a session that a reconnect has replaced must not condemn the
+        new session (and the calls running on it).
+        """
+        if generation == self.connections:
+            self._broken = True
 
     async def _stop_owner(self) -> None:
         stop, done = self._stop, self._done
@@ -419,9 +440,10 @@ class MCPClient:
 
     async def _list_tools(self) -> list[MCPToolInfo]:
         session = await self._ensure_session()
+        generation = self.connections
         infos: list[MCPToolInfo] = []
         cursor: str | None = None
-        with self._translate("tools/list"):
+        with self._translate("tools/list", generation):
             from mcp.types import PaginatedRequestParams
 
             for _page in range(1000):  # a server that pages forever must not hang us
@@ -450,8 +472,9 @@ class MCPClient:
         self, name: str, arguments: dict[str, Any], timeout: float | None
     ) -> MCPCallResult:
         session = await self._ensure_session()
+        generation = self.connections
         limit = timeout or self.timeout
-        with self._translate(f"tools/call {name!r}", timeout=limit):
+        with self._translate(f"tools/call {name!r}", generation, timeout=limit):
             result = await session.call_tool(name, arguments, read_timeout_seconds=limit)
         return MCPCallResult(
             is_error=bool(result.is_error),
@@ -463,7 +486,7 @@ class MCPClient:
         )
 
     @contextlib.contextmanager
-    def _translate(self, what: str, *, timeout: float | None = None) -> Any:
+    def _translate(self, what: str, generation: int, *, timeout: float | None = None) -> Any:
         """Turn the SDK's and the transport's errors into Jianmu's (one place)."""
         from mcp.shared.exceptions import MCPError as SDKError
         from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
@@ -472,13 +495,14 @@ class MCPClient:
             yield
         except SDKError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._broken = True
+                self._mark_broken(generation)
                 raise MCPError(
                     f"MCP server {self.name!r} closed the connection during {what} "
                     f"({exc.message}); the next call reconnects"
                 ) from None
             if exc.code == REQUEST_TIMEOUT:
-                if self._broken:  # the transport failed under the request (HTTP)
+                if self._broken and generation == self.connections:
+                    # the transport failed under the request (HTTP): not a slow tool
                     raise MCPError(
                         f"MCP server {self.name!r} could not be reached during {what}; "
                         "the next call reconnects"
@@ -492,7 +516,7 @@ class MCPClient:
             ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
                 OSError) as exc:
-            self._broken = True
+            self._mark_broken(generation)
             raise MCPError(
                 f"MCP server {self.name!r} is not reachable during {what} ({_describe(exc)}); "
                 "the next call reconnects"

@@ -140,8 +140,8 @@ class MCPTool(Tool):
         schema = _object_schema(info.input_schema)
         if schema is None:
             raise ValueError(
-                f"MCP tool {info.name!r} of server {server!r} has a {info.input_schema.get('type')!r} "
-                "input schema; MCP tools take an object"
+                f"MCP tool {info.name!r} of server {server!r} has a "
+                f"{info.input_schema.get('type')!r} input schema; MCP tools take an object"
             )
         self.client = client
         self.info = info
@@ -196,7 +196,8 @@ class MCPTool(Tool):
         return mcp_result_value(result, tool=self.name)
 
     def __repr__(self) -> str:
-        return f"<MCPTool {self.name!r} ({self.server}:{self.remote_name}) category={self.category!r}>"
+        where = f"{self.server}:{self.remote_name}"
+        return f"<MCPTool {self.name!r} ({where}) category={self.category!r}>"
 
 
 class MCPToolProvider(BaseToolProvider):
@@ -234,9 +235,11 @@ class MCPToolProvider(BaseToolProvider):
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"an MCP server needs a non-empty name, got {name!r}")
         self.name = name.strip()
-        self.client = MCPClient(
-            command=command, args=args, env=env, url=url, timeout=timeout, cwd=cwd, name=self.name
-        )
+        self._client_options: dict[str, Any] = {
+            "command": command, "args": args, "env": env, "url": url, "timeout": timeout,
+            "cwd": cwd, "name": self.name,
+        }
+        self.client = MCPClient(**self._client_options)
         self._tools: list[MCPTool] | None = None
         self._closed = False
 
@@ -278,7 +281,9 @@ class MCPToolProvider(BaseToolProvider):
             await self.client.connect()
             infos = await self.client.list_tools()
         except BaseException:
+            # a closed client stays closed: the next initialize() tries with a fresh one
             await self.client.close()
+            self.client = MCPClient(**self._client_options)
             raise
         self._tools = self._build(infos)
 
@@ -287,9 +292,10 @@ class MCPToolProvider(BaseToolProvider):
         tools: list[MCPTool] = []
         for info, name in zip(infos, names, strict=True):
             try:
-                tools.append(
-                    MCPTool(self.client, info, server=self.name, name=name, timeout=self.client.timeout)
+                made = MCPTool(
+                    self.client, info, server=self.name, name=name, timeout=self.client.timeout
                 )
+                tools.append(made)
             except ValueError as exc:
                 warnings.warn(f"{exc}; skipped", ToolUnavailableWarning, stacklevel=3)
         return tools

@@ -14,7 +14,7 @@ import jianmu.execution.local_sandbox as local_mod
 from jianmu.errors import SandboxUnavailableError
 from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
-from tests.execution._helpers import wait_gone
+from tests.execution._helpers import processes_with, wait_gone
 
 pytestmark = pytest.mark.anyio
 
@@ -145,3 +145,33 @@ async def test_bwrap_sees_its_own_pid_namespace(tmp_path: Path) -> None:
         result = await box.exec("ls /proc | grep -c '^[0-9]'")
     # Only the sandbox's own few processes are visible, not the host's.
     assert int(result.stdout) < 10
+
+
+@pytest.mark.parametrize("use_bwrap", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not bwrap_available(), reason="bubblewrap cannot run here"))])
+async def test_cancelling_while_the_command_starts_still_kills_it(
+    tmp_path: Path, use_bwrap: bool
+) -> None:
+    # Cancel at many points of the start-up: before, during and after the process exists.
+    async with LocalSandbox(tmp_path, use_bwrap=use_bwrap) as box:
+        for step in range(15):
+            with anyio.move_on_after(step * 0.003):
+                await box.exec("sleep 1000.2727", timeout=60)
+    assert await wait_gone("1000.2727")
+
+
+async def test_close_kills_running_commands(tmp_path: Path) -> None:
+    box = LocalSandbox(tmp_path, use_bwrap=False)
+    results = []
+
+    async def call() -> None:
+        results.append(await box.exec("sleep 1000.3131", timeout=60))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        with anyio.fail_after(10):
+            while not processes_with("1000.3131"):
+                await anyio.sleep(0.01)
+        await box.close()
+    assert await wait_gone("1000.3131")
+    assert results and results[0].exit_code == -signal.SIGKILL

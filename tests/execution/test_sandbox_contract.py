@@ -39,6 +39,15 @@ async def test_stdin_and_env(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> N
     assert result.stdout == "from stdin\n[hi]\n[]\n"
 
 
+async def test_large_stdin_and_output_together(sandbox: Any) -> None:
+    # `cat` writes while it still reads: neither side may block on a full pipe.
+    data = "z" * (1024 * 1024)
+    result = await sandbox.exec("cat | wc -c; cat /dev/null", stdin=data)
+    assert result.ok and result.stdout.strip() == str(len(data))
+    echoed = await sandbox.exec(["cat"], stdin=data[:OUTPUT_LIMIT])
+    assert echoed.stdout == data[:OUTPUT_LIMIT] and not echoed.truncated
+
+
 async def test_private_home_and_tmp(sandbox: Any) -> None:
     result = await sandbox.exec(
         'echo data > "$HOME/h.txt" && cat "$HOME/h.txt" && test "$TMPDIR" = "$HOME" && echo ok'

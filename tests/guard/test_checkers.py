@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.guard.guard_fakes import FakeTool, bash, write_file
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,6 +22,7 @@ from jianmu.guard import (
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
 from jianmu.tools.calls import ToolCall
+from tests.guard.guard_fakes import FakeTool, bash, write_file
 
 START = Decision.allow("start", checker="test")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.guard.guard_fakes import FakeTool, bash, write_file
 
 from jianmu.constraints import BudgetConstraints, Constraints, GuardConstraints
 from jianmu.errors import ConfigError, InteractionError
@@ -21,6 +20,7 @@ from jianmu.guard import (
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.events import Event
 from jianmu.tools.calls import ToolCall
+from tests.guard.guard_fakes import FakeTool, bash, write_file
 
 CALC = FakeTool(name="calc")
 TOOLS: dict[str, Any] = {"calc": CALC, "bash": bash(), "write_file": write_file()}

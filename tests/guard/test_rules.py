@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tests.guard.guard_fakes import FakeTool, bash, write_file
 
 from jianmu.errors import ConfigError
 from jianmu.guard import Rule, parse_rule
 from jianmu.tools.calls import ToolCall
+from tests.guard.guard_fakes import FakeTool, bash, write_file
 
 
 def call(name: str, **args: object) -> ToolCall:

@@ -35,13 +35,17 @@ def test_get_lists_known_skills_and_load_errors(tmp_path: Path) -> None:
     catalog = SkillCatalog([tmp_path, BROKEN])
     assert catalog.get("review").name == "review"
     assert "review" in catalog and len(catalog) == 1
-    with pytest.raises(SkillNotFoundError, match=r"did you mean 'review'\? \(known skills: review\)"):
+    with pytest.raises(
+        SkillNotFoundError, match=r"did you mean 'review'\? \(known skills: review\)"
+    ):
         catalog.get("reviw")
-    with pytest.raises(KeyError, match="failed to load: .*bad-yaml"):
+    with pytest.raises(KeyError, match=r"failed to load: .*bad-yaml"):
         catalog.get("bad-yaml")
 
 
-def test_default_paths_come_from_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_paths_come_from_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     _skill(tmp_path / "skills", "shipped")
     _skill(tmp_path / "mine", "custom")
@@ -106,7 +110,7 @@ def test_resources_on_demand_and_confined(tmp_path: Path) -> None:
     assert skill.read_resource("references/guide.md") == "guide"
     with pytest.raises(ValueError, match="outside the skill's folder"):
         skill.read_resource("../outside.txt")
-    with pytest.raises(FileNotFoundError, match="its resources: references/guide.md"):
+    with pytest.raises(FileNotFoundError, match=r"its resources: references/guide\.md"):
         skill.read_resource("references/nope.md")
 
 

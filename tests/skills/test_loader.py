@@ -26,7 +26,7 @@ SHIPPED = Path(__file__).parents[2] / "skills"
         ("unknown-key", 4, "execuiton", "did you mean 'execution'"),
         ("missing-tree", 5, "tree", "'tree.py' does not exist"),
         ("no-build-tree", 4, "tree", "defines no build_tree"),
-        ("bad-constraints", 7, "constraints.guard.tool_policy.bash", "'allow', 'confirm' or 'deny'"),
+        ("bad-constraints", 7, "constraints.guard.tool_policy.bash", "'confirm' or 'deny'"),
         ("unknown-allowed", 4, "allowed-tools", "'Teleport'"),
         ("no-front-matter", 1, None, "must start with a '---' line"),
     ],
@@ -107,7 +107,7 @@ def test_tree_on_a_prompt_skill_is_an_error(tmp_path: Path) -> None:
 
 def test_tree_must_stay_in_the_folder(tmp_path: Path) -> None:
     folder = _write(tmp_path / "esc", "name: esc\ndescription: d\nexecution: bt\ntree: ../x.py\n")
-    with pytest.raises(SkillLoadError, match="a .py file in the skill's folder"):
+    with pytest.raises(SkillLoadError, match=r"a \.py file in the skill's folder"):
         load_skill(folder)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -98,7 +99,7 @@ def test_providers_from_config() -> None:
 
 
 def test_get_tools_before_initialize_is_an_error() -> None:
-    with pytest.raises(RuntimeError, match="await provider.initialize"):
+    with pytest.raises(RuntimeError, match=r"await provider\.initialize"):
         weather().get_tools()
 
 
@@ -110,7 +111,9 @@ def test_result_conversion() -> None:
         {"type": "image", "mimeType": "image/png", "data": "AAAA"},
     ])) == "one\n[image: image/png, about 3 bytes]"
     with pytest.raises(Exception, match="went wrong"):
-        mcp_result_value(MCPCallResult(is_error=True, content=[{"type": "text", "text": "went wrong"}]))
+        mcp_result_value(
+            MCPCallResult(is_error=True, content=[{"type": "text", "text": "went wrong"}])
+        )
 
 
 @pytest.mark.anyio
@@ -146,7 +149,9 @@ async def test_stdio_tools_keep_schema_and_map_annotations(
     assert forecast.get_description().startswith("Forecast for a city")
     assert forecast.input_schema["required"] == ["city"]
     assert forecast.input_schema["properties"]["days"]["default"] == 1
-    assert (forecast.category, forecast.permission, forecast.parallel_safe) == ("read", "auto", True)
+    assert (forecast.category, forecast.permission, forecast.parallel_safe) == (
+        "read", "auto", True,
+    )
     assert forecast.effect_tags == ("http",) and forecast.max_retries == 2
     assert forecast.metadata["mcp_tool"] == "get_forecast"
     delete = toolset["weather__delete_station"]
@@ -158,6 +163,8 @@ async def test_stdio_tools_keep_schema_and_map_annotations(
         "communicate", "auto", 0, (),
     )
     assert toolset["weather__alerts_list"].metadata["mcp_tool"] == "alerts.list"
+    # runtime objects the executor injects never reach the server
+    assert echo.bind_args({"text": "mine"}, {"ctx": object(), "text": "theirs"}) == {"text": "mine"}
 
 
 @pytest.mark.anyio
@@ -292,7 +299,7 @@ async def test_http_server_list_call_error_and_restart(http_server: HttpServer) 
 @pytest.mark.anyio
 async def test_http_unreachable_url_raises_mcp_error() -> None:
     provider = MCPToolProvider("nobody", url=f"http://127.0.0.1:{free_port()}/mcp", timeout=10)
-    with pytest.raises(MCPError, match="could not connect to MCP server 'nobody'.*URL"):
+    with pytest.raises(MCPError, match=r"could not connect to MCP server 'nobody'.*URL"):
         await provider.initialize()
 
 
@@ -320,3 +327,28 @@ async def test_mcp_tools_through_the_tool_executor(
     assert state.get("tool_effects") == {"http": 1}
     spans = [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
     assert spans and all(s.attributes["gen_ai.tool.type"] == "extension" for s in spans)
+
+
+@pytest.mark.anyio
+async def test_initialize_can_be_retried_once_the_server_is_up(http_server: HttpServer) -> None:
+    port = free_port()
+    provider = MCPToolProvider("late", url=f"http://127.0.0.1:{port}/mcp", timeout=20)
+    with pytest.raises(MCPError, match="could not connect"):
+        await provider.initialize()
+    http_server([WEATHER], port)
+    try:
+        await provider.initialize()
+        assert "late__echo" in [t.name for t in provider.get_tools()]
+    finally:
+        await provider.close()
+
+
+@pytest.mark.anyio
+async def test_stderr_without_a_file_descriptor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # e.g. a notebook or captured output
+    provider = weather()
+    toolset = await ToolSet.from_providers([provider])
+    try:
+        assert (await toolset.execute("weather__echo", {"text": "quiet"})).output == "quiet"
+    finally:
+        await provider.close()

@@ -14,7 +14,6 @@ import sys
 from typing import TypedDict
 
 import anyio
-
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations

@@ -1,0 +1,361 @@
+"""`FlattenedAgentNode` and `SkillNode`: skills compiled into a subtree on first tick."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import py_trees
+from py_trees.common import Status
+from pydantic import BaseModel, ConfigDict, Field
+
+from jianmu.constraints import Constraints
+from jianmu.guard import visible_tools
+from jianmu.llm.messages import Message
+from jianmu.llm.provider import LLMProvider
+from jianmu.nodes.agent_llm import recent_messages
+from jianmu.nodes.react import create_react_node
+from jianmu.nodes.tool_executor import ToolExecutorConfig
+from jianmu.runtime.async_node import RuntimeNode
+from jianmu.tools.base import Tool
+from jianmu.tools.toolset import ToolSet
+
+if TYPE_CHECKING:
+    from jianmu.skills import Skill, SkillCatalog
+    from jianmu.state import StateView
+
+__all__ = (
+    "FlattenedAgentNode",
+    "PrepareSkillContext",
+    "SkillNode",
+    "SkillNodeConfig",
+    "merge_skill_constraints",
+)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+DEFAULT_MAX_ITERATIONS = 10
+
+
+def merge_skill_constraints(base: Constraints | None, skills: Iterable[Skill]) -> Constraints:
+    """Merge the skills' SKILL.md constraints under ``base`` (config and node layers).
+
+    The rule of DESIGN.md: limits take the smallest value set, a tool's policy the strictest
+    over every layer, ``network: false`` anywhere wins, non-safety fields the nearest layer. A
+    skill can tighten what the config or the node set, never loosen it.
+    """
+    return Constraints.merge(base, *(skill.constraints for skill in skills))
+
+
+class SkillNodeConfig(BaseModel):
+    """A `SkillNode`'s own settings: its layer of constraints, history and seed messages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    constraints: Constraints | None = None
+    """The node's layer, between the config and the skills (tighten only)."""
+    history_limit: int | None = Field(default=None, ge=0)
+    """Messages of the global conversation the skill sees; default the skills' or config's."""
+    seed_messages: list[Message] = Field(default_factory=list)
+    """Messages the host adds to the skill's conversation after the history."""
+    system_prompt: str = (
+        "You are an agent that completes the task with the tools you are given. "
+        "Follow the skill's instructions below."
+    )
+    """The system prompt; the prompt skills' bodies are appended to it."""
+    executor: ToolExecutorConfig | None = None
+    """How the skill's tool batches run."""
+
+
+class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
+    """A decorator that compiles its subtree on its first tick and runs it in a namespace.
+
+    The namespace (``skill_runtime.<Name>_<path indices>``) follows from the node's place in
+    the tree, so it is the same after a restore; the node and everything below it read and
+    write there. ``outer_state`` is the view the node was placed in, for copying the
+    conversation in and the results out. The namespace is removed in ``terminate()``; when the
+    subtree fails, a JSON snapshot of it is written to ``config.runtime.debug_dir`` first.
+
+    Subclasses implement `compile_subtree` and may override `on_success`.
+    """
+
+    def __init__(self, name: str, *, timeout: float | None = None) -> None:
+        super().__init__(name=name, child=py_trees.behaviours.Running(f"{name}.uncompiled"))
+        self.timeout = timeout
+        self.outer_state: StateView | None = None
+        self.debug_snapshot_path: Path | None = None
+        self._compiled = False
+        self._expired = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- to implement ----------------------------------------------------------------------------
+    def compile_subtree(self) -> py_trees.behaviour.Behaviour:
+        """Build the subtree; called once, after the runner has bound the node."""
+        raise NotImplementedError(f"{type(self).__name__} must implement compile_subtree()")
+
+    def on_success(self) -> None:
+        """Called when the subtree succeeds, before the namespace is removed."""
+
+    def effective_timeout(self) -> float | None:
+        """Seconds the subtree may run (``None``: no limit)."""
+        return self.timeout
+
+    # -- binding and compiling -------------------------------------------------------------------
+    def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
+        """Attach the run; the outer view is the enclosing namespace's (or the root)."""
+        super().bind(state_manager, ctx, path)
+        outer = self._outer_namespace()
+        self.outer_state = state_manager.scope(outer) if outer else state_manager.root
+
+    def _outer_namespace(self) -> str | None:
+        node = self.parent
+        while node is not None:
+            namespace = getattr(node, "namespace", None)
+            if namespace:
+                return str(namespace)
+            node = node.parent
+        return None
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the subtree has been built."""
+        return self._compiled
+
+    def compile(self) -> None:
+        """Build the subtree now, derive the namespace and bind everything below."""
+        if self._compiled:
+            return
+        runner = self.ctx.runner
+        key = runner.node_key(self) if runner is not None else "0"
+        label = _UNSAFE.sub("_", self.name)
+        self.namespace = f"skill_runtime.{label}_{key.replace('/', '_')}"
+        subtree = self.compile_subtree()
+        subtree.parent = self
+        self.decorated = subtree
+        self.children = [subtree]
+        for node in subtree.iterate():
+            node.namespace = self.namespace  # type: ignore[attr-defined]
+        self.state = self.state_manager.scope(self.namespace)
+        if runner is not None:
+            runner.bind_subtree(subtree)
+        self._compiled = True
+        self.ctx.events.emit("skill.compiled", node=self.path, namespace=self.namespace)
+
+    def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
+        """Compile on the first tick (also after a restore, when initialise is skipped)."""
+        if not self._compiled:
+            self.compile()
+        yield from super().tick()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def initialise(self) -> None:
+        """Start the timeout clock, if the skill has one."""
+        self._expired = False
+        timeout = self.effective_timeout()
+        if timeout:
+            self._timer = asyncio.get_running_loop().call_later(timeout, self._expire)
+
+    def _expire(self) -> None:
+        self._expired = True
+        self.ctx.wake()
+
+    def update(self) -> Status:
+        """Mirror the subtree; write results out on success; fail when the time is up."""
+        status = self.decorated.status
+        if self._expired and status is Status.RUNNING:
+            self.feedback_message = f"the skill did not finish within {self.effective_timeout()} s"
+            return Status.FAILURE
+        if status is Status.SUCCESS:
+            self.on_success()
+            return Status.SUCCESS
+        if status is Status.FAILURE:
+            reasons = [n.feedback_message for n in self.decorated.iterate() if n.feedback_message]
+            self.feedback_message = reasons[-1] if reasons else "the skill's subtree failed"
+            return Status.FAILURE
+        return Status.RUNNING
+
+    def terminate(self, new_status: Status) -> None:
+        """Snapshot the namespace on failure, then remove it."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._compiled or not self.namespace:
+            return
+        if new_status is Status.FAILURE:
+            self.debug_snapshot_path = self._write_debug_snapshot()
+        self.state_manager.clear_namespace(self.namespace)
+
+    def _write_debug_snapshot(self) -> Path | None:
+        folder = Path(self.ctx.config.runtime.debug_dir) / self.ctx.run_id
+        target = folder / f"{self.namespace}.json"
+        payload = {
+            "node": self.path,
+            "namespace": self.namespace,
+            "error": self.feedback_message,
+            "time": time.time(),
+            "state": self.state.snapshot(),
+        }
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+        except OSError as exc:  # a debug aid must not turn a failure into a crash
+            self.ctx.events.emit("skill.debug_snapshot_failed", node=self.path, error=str(exc))
+            return None
+        self.ctx.events.emit("skill.debug_snapshot", node=self.path, path=str(target))
+        return target
+
+
+class PrepareSkillContext(RuntimeNode, py_trees.behaviour.Behaviour):
+    """Copies the recent global conversation and the host's seed messages into the skill."""
+
+    def __init__(self, name: str, owner: SkillNode) -> None:
+        super().__init__(name)
+        self.owner = owner
+
+    def update(self) -> Status:
+        """Write the history and seed messages into the namespace."""
+        outer = self.owner.outer_state
+        limit = self.owner.history_limit()
+        messages = list(outer.get("messages") or []) if outer is not None else []
+        history = recent_messages(messages, limit) if limit else []
+        self.state.update({"messages": [*history, *self.owner.config.seed_messages]})
+        return Status.SUCCESS
+
+
+class SkillNode(FlattenedAgentNode):
+    """Runs skills from SKILL.md folders with a ReAct loop, in a namespace of its own.
+
+    On its first tick it loads the skills (`_load_skills`), merges the constraints of the
+    config, the node and the skills (`_merge_constraints`: a skill can only tighten), resolves
+    their tools minus those whose policy is deny (`_resolve_tools`), and builds
+    [prepare → ReAct]: the prompt skills' bodies go into the system prompt, BT skills become
+    the ``run_bt_skill`` tool, ``max_iterations`` comes from the merged constraints. The final
+    answer (and a BT skill's ``skill_result``) is written back to the enclosing state.
+
+    Args:
+        name: the node's name (part of the namespace).
+        skills: skill names (looked up in the catalog) or `Skill` objects.
+        llm: the model provider.
+        catalog: where names are looked up; default a `SkillCatalog` over ``skills/`` and the
+            config's ``skills.paths``.
+        config: the node's settings.
+        tools: custom tools the skills may name (they win over built-ins of the same name).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        skills: Sequence[str | Skill],
+        llm: LLMProvider,
+        *,
+        catalog: SkillCatalog | None = None,
+        config: SkillNodeConfig | None = None,
+        tools: Sequence[Tool] = (),
+    ) -> None:
+        super().__init__(name)
+        if not skills:
+            raise ValueError("SkillNode needs at least one skill (a name or a Skill)")
+        self.skill_refs = list(skills)
+        self.llm = llm
+        self.catalog = catalog
+        self.config = config or SkillNodeConfig()
+        self.custom_tools = list(tools)
+        self.skills: list[Skill] = []
+        self.constraints: Constraints | None = None
+
+    # -- the seed's steps ------------------------------------------------------------------------
+    def _load_skills(self) -> list[Skill]:
+        """Resolve names through the catalog; `Skill` objects pass through."""
+        from jianmu.skills import Skill, SkillCatalog
+
+        if self.catalog is None and any(isinstance(s, str) for s in self.skill_refs):
+            self.catalog = SkillCatalog(config=self.ctx.config, custom_tools=self.custom_tools)
+        return [
+            ref if isinstance(ref, Skill) else self.catalog.get(ref)  # type: ignore[union-attr]
+            for ref in self.skill_refs
+        ]
+
+    def _merge_constraints(self) -> Constraints:
+        """Config → node → skills, tighten only."""
+        base = Constraints.merge(self.ctx.constraints, self.config.constraints)
+        return merge_skill_constraints(base, self.skills)
+
+    def _resolve_tools(self) -> ToolSet:
+        """The skills' tools (custom ones win), BT skills as ``run_bt_skill``, deny removed."""
+        from jianmu.skills import RunBTSkillTool
+
+        toolset = ToolSet()
+        for skill in self.skills:
+            toolset = toolset.merge(skill.toolset(self.custom_tools))
+        bt_skills = [s for s in self.skills if s.is_bt]
+        if bt_skills:
+            bt_tool = RunBTSkillTool(bt_skills, custom_tools=self.custom_tools)
+            toolset = toolset.with_tools([bt_tool])
+        guard = (self.constraints or Constraints()).guard
+        allowed = set(visible_tools(toolset, guard, user_roles=self.ctx.user_roles))
+        return ToolSet.from_tools(t for t in toolset if t.name.lower() in allowed)
+
+    def history_limit(self) -> int:
+        """Messages of the global conversation copied in."""
+        for value in (
+            self.config.history_limit,
+            *(s.history_limit for s in self.skills),
+        ):
+            if value is not None:
+                return value
+        return self.ctx.config.skills.history_limit
+
+    def skill_prompt(self) -> str:
+        """The prompt skills' instructions, one section each."""
+        sections = [
+            f"## Skill: {s.name}\n{s.description}\n\n{s.body}".strip()
+            for s in self.skills if not s.is_bt
+        ]
+        bt = [s for s in self.skills if s.is_bt]
+        if bt:
+            listed = "\n".join(f"- {s.name}: {s.description}" for s in bt)
+            sections.append(
+                "## Behaviour-tree skills\nRun these with the run_bt_skill tool:\n" + listed
+            )
+        return "\n\n".join(sections)
+
+    # -- FlattenedAgentNode ----------------------------------------------------------------------
+    def compile_subtree(self) -> py_trees.behaviour.Behaviour:
+        """Load, merge, resolve, then build [prepare → ReAct]."""
+        self.skills = self._load_skills()
+        self.constraints = self._merge_constraints()
+        tools = self._resolve_tools()
+        react = create_react_node(
+            self.llm,
+            tools,
+            system_prompt=self.config.system_prompt,
+            skill_prompt=self.skill_prompt(),
+            max_iterations=self.constraints.max_iterations or DEFAULT_MAX_ITERATIONS,
+            constraints=self.constraints,
+            name=f"{self.name}.react",
+            executor_config=self.config.executor,
+        )
+        prepare = PrepareSkillContext(f"{self.name}.prepare", self)
+        return py_trees.composites.Sequence(
+            f"{self.name}.steps", memory=True, children=[prepare, react]
+        )
+
+    def effective_timeout(self) -> float | None:
+        """The merged constraints' ``timeout``."""
+        return self.constraints.timeout if self.constraints is not None else self.timeout
+
+    def on_success(self) -> None:
+        """Write the final answer and any ``skill_result`` to the enclosing state."""
+        if self.outer_state is None:
+            return
+        update: dict[str, Any] = {"final_answer": self.state.get("final_answer")}
+        result = self.state.get("skill_result")
+        if result is not None:
+            update["skill_result"] = result
+        self.outer_state.update(update)
+        self.ctx.events.emit("skill.completed", node=self.path,
+                             skills=[s.name for s in self.skills])

@@ -1,0 +1,258 @@
+"""SkillNode: prompt and BT skills, namespaces, cleanup, debug snapshots, merged limits."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import py_trees
+import pytest
+
+from jianmu import AppConfig, Constraints, ReactiveRunner, RunStatus, StateManager
+from jianmu.config import parse_config
+from jianmu.llm import Message, ScriptedLLM
+from jianmu.nodes import AgentState
+from jianmu.nodes.skill_node import SkillNode, SkillNodeConfig, merge_skill_constraints
+from jianmu.skills import SkillCatalog
+from jianmu.tools import tool
+
+pytestmark = pytest.mark.anyio
+REPO = Path(__file__).resolve().parents[2]
+
+
+@tool
+def ping(host: str) -> str:
+    """Ping a host.
+
+    Args:
+        host: the host name.
+    """
+    return f"pong from {host}"
+
+
+def make_skill(root: Path, name: str, front: str, body: str = "Do the task.") -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: A test skill.\n{textwrap.dedent(front)}---\n{body}\n"
+    )
+    return folder
+
+
+def catalog(root: Path) -> SkillCatalog:
+    return SkillCatalog([root], custom_tools=[ping])
+
+
+def state_with(question: str = "go") -> StateManager:
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": question}]})
+
+
+def config(tmp_path: Path, text: str = "") -> AppConfig:
+    return parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n{text}")
+
+
+async def test_prompt_skill_runs_in_its_namespace_and_writes_back(tmp_path: Path) -> None:
+    make_skill(tmp_path, "pinger", "tools: [ping]\n", body="Ping every host you are asked about.")
+    llm = ScriptedLLM([[{"name": "ping", "arguments": {"host": "a"}}], "a answered"])
+    node = SkillNode("Pinger", ["pinger"], llm, catalog=catalog(tmp_path), tools=[ping])
+    state = state_with("ping a")
+    runner = ReactiveRunner(node, state, config=config(tmp_path))
+    seen: list[str] = []
+    runner.ctx.events.subscribe("skill.compiled", lambda e: seen.append(e.fields["namespace"]))
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.SUCCESS
+    assert state.get("final_answer") == "a answered"
+    assert seen == ["skill_runtime.Pinger_0"]
+    assert state.namespaces() == []  # cleaned up after the run
+    assert [m.role for m in state.get("messages")] == ["user"]  # global conversation untouched
+    system = llm.requests[0].messages[0]
+    assert system.role == "system" and "Ping every host" in (system.content or "")
+    assert llm.requests[0].messages[1].content == "ping a"  # history copied in
+    assert llm.requests[0].tool_names == ["ping"]
+
+
+async def test_two_skill_nodes_of_one_skill_are_isolated(tmp_path: Path) -> None:
+    make_skill(tmp_path, "pinger", "tools: [ping]\n")
+    cat = catalog(tmp_path)
+    llm_a = ScriptedLLM([[{"name": "ping", "arguments": {"host": "a"}}], "done a"])
+    llm_b = ScriptedLLM(["done b"])
+    a = SkillNode("Pinger", ["pinger"], llm_a, catalog=cat, tools=[ping])
+    b = SkillNode("Pinger", ["pinger"], llm_b, catalog=cat, tools=[ping])
+    tree = py_trees.composites.Parallel(
+        "Both", policy=py_trees.common.ParallelPolicy.SuccessOnAll(), children=[a, b]
+    )
+    state = state_with()
+    namespaces: list[str] = []
+    runner = ReactiveRunner(tree, state, config=config(tmp_path))
+    runner.ctx.events.subscribe(
+        "skill.compiled", lambda e: namespaces.append(e.fields["namespace"])
+    )
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.SUCCESS
+    assert sorted(namespaces) == ["skill_runtime.Pinger_0_0", "skill_runtime.Pinger_0_1"]
+    # b's model never saw a's tool call or its result
+    assert all(m.role in ("system", "user") for m in llm_b.requests[0].messages)
+    assert state.namespaces() == []
+
+
+async def test_failure_writes_a_debug_snapshot_and_cleans_up(tmp_path: Path) -> None:
+    make_skill(tmp_path, "looper", "tools: [ping]\nconstraints:\n  max_iterations: 2\n")
+    llm = ScriptedLLM([[{"name": "ping", "arguments": {"host": "x"}}]] * 3)
+    node = SkillNode("Looper", ["looper"], llm, catalog=catalog(tmp_path), tools=[ping])
+    state = state_with()
+    result = await ReactiveRunner(node, state, config=config(tmp_path)).run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert "max_iterations=2" in node.feedback_message
+    assert node.debug_snapshot_path is not None
+    snapshot = json.loads(node.debug_snapshot_path.read_text())
+    assert snapshot["namespace"] == "skill_runtime.Looper_0"
+    assert snapshot["state"]["rounds"] == 2 and "max_iterations" in snapshot["error"]
+    assert state.namespaces() == []
+
+
+async def test_max_iterations_from_skill_md_caps_the_loop(tmp_path: Path) -> None:
+    make_skill(tmp_path, "capped", "tools: [ping]\nconstraints:\n  max_iterations: 5\n")
+    llm = ScriptedLLM([[{"name": "ping", "arguments": {"host": "x"}}]] * 9)
+    node = SkillNode("Capped", ["capped"], llm, catalog=catalog(tmp_path), tools=[ping])
+    result = await ReactiveRunner(node, state_with(), config=config(tmp_path)).run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert len(llm.requests) == 5 and llm.remaining == 4
+
+
+async def test_max_tool_calls_from_skill_md_stops_the_third_call(tmp_path: Path) -> None:
+    make_skill(
+        tmp_path, "limited", "tools: [ping]\nconstraints:\n  guard:\n    max_tool_calls: 2\n"
+    )
+    llm = ScriptedLLM([
+        [{"name": "ping", "arguments": {"host": h}} for h in ("a", "b", "c")],
+        "done",
+    ])
+    node = SkillNode("Limited", ["limited"], llm, catalog=catalog(tmp_path), tools=[ping])
+    result = await ReactiveRunner(node, state_with(), config=config(tmp_path)).run(timeout=30)
+    assert result.status is RunStatus.SUCCESS
+    tool_texts = [m.content for m in llm.requests[1].messages if m.role == "tool"]
+    assert tool_texts[:2] == ["pong from a", "pong from b"]
+    assert "denied" in (tool_texts[2] or "") and "max_tool_calls" in (tool_texts[2] or "")
+
+
+@tool(category="write", effect_tags=["file_write"])
+def save(text: str) -> str:
+    """Save text.
+
+    Args:
+        text: what to save.
+    """
+    return "saved"
+
+
+async def test_confirm_in_skill_md_suspends(tmp_path: Path) -> None:
+    make_skill(tmp_path, "saver", "tools: [save]\nconstraints:\n  guard:\n    tool_policy:\n"
+               "      save: confirm\n")
+    llm = ScriptedLLM([[{"id": "s1", "name": "save", "arguments": {"text": "x"}}], "saved it"])
+    node = SkillNode("Saver", ["saver"], llm, catalog=SkillCatalog([tmp_path],
+                     custom_tools=[save]), tools=[save])
+    state = state_with()
+    runner = ReactiveRunner(node, state, config=config(tmp_path))
+    first = await runner.run(timeout=30)
+    assert first.status is RunStatus.SUSPENDED and [r.id for r in first.pending] == ["s1"]
+    assert state.namespaces() == ["skill_runtime.Saver_0"]  # kept while suspended
+    runner.approve("s1")
+    done = await runner.run(timeout=30)
+    assert done.status is RunStatus.SUCCESS and state.get("final_answer") == "saved it"
+
+
+async def test_skill_allow_cannot_loosen_a_config_confirm(tmp_path: Path) -> None:
+    make_skill(tmp_path, "loose", "tools: [save]\nconstraints:\n  guard:\n    tool_policy:\n"
+               "      save: allow\n")
+    llm = ScriptedLLM([[{"id": "s1", "name": "save", "arguments": {"text": "x"}}], "ok"])
+    node = SkillNode("Loose", ["loose"], llm, catalog=SkillCatalog([tmp_path],
+                     custom_tools=[save]), tools=[save])
+    cfg = config(tmp_path, "guard:\n  tool_policy:\n    save: confirm\n")
+    result = await ReactiveRunner(node, state_with(), config=cfg).run(timeout=30)
+    assert result.status is RunStatus.SUSPENDED  # still asks
+
+
+async def test_denied_tool_is_hidden_from_the_model(tmp_path: Path) -> None:
+    make_skill(tmp_path, "nosave", "tools: [save, ping]\nconstraints:\n  guard:\n"
+               "    tool_policy:\n      save: deny\n")
+    llm = ScriptedLLM(["nothing to do"])
+    node = SkillNode("NoSave", ["nosave"], llm, catalog=SkillCatalog([tmp_path],
+                     custom_tools=[save, ping]), tools=[save, ping])
+    await ReactiveRunner(node, state_with(), config=config(tmp_path)).run(timeout=30)
+    assert llm.requests[0].tool_names == ["ping"]
+
+
+def test_merge_each_field_tightens_only(tmp_path: Path) -> None:
+    root = make_skill(tmp_path, "strict", """\
+        constraints:
+          max_iterations: 3
+          timeout: 500
+          max_messages: 5
+          guard:
+            max_tool_calls: 10
+            default_policy: confirm
+            tool_policy: {ping: allow, bash: deny}
+            budget: {total_tokens: 999999}
+          execution: {network: true, mode: docker, timeout_s: 5, memory_mb: 4096}
+        """).parent
+    skill = SkillCatalog([root]).get("strict")
+    base = Constraints.model_validate({
+        "max_iterations": 8, "timeout": 60, "max_messages": 20,
+        "guard": {"max_tool_calls": 4, "tool_policy": {"ping": "confirm"},
+                  "budget": {"total_tokens": 1000}},
+        "execution": {"network": False, "mode": "local", "timeout_s": 30, "memory_mb": 512},
+    })
+    merged = merge_skill_constraints(base, [skill])
+    assert (merged.max_iterations, merged.timeout, merged.max_messages) == (3, 60, 5)
+    assert merged.guard.max_tool_calls == 4
+    assert merged.guard.budget.total_tokens == 1000
+    assert merged.guard.tool_policy == {"ping": "confirm", "bash": "deny"}
+    assert merged.guard.default_policy == "confirm"
+    assert merged.execution.network is False  # false anywhere wins
+    assert merged.execution.mode == "docker"  # non-safety: nearest layer
+    assert (merged.execution.timeout_s, merged.execution.memory_mb) == (5, 512)
+
+
+async def test_shipped_prompt_and_bt_skills_through_skill_node(tmp_path: Path) -> None:
+    (tmp_path / "notes.py").write_text("x = 1  # TODO: rename\n")
+    cfg = parse_config(
+        f"execution:\n  workdir: {tmp_path}\nguard:\n  tool_policy:\n    write_file: allow\n"
+        f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n"
+    )
+    llm = ScriptedLLM([
+        [{"name": "run_bt_skill",
+          "arguments": {"skill": "workspace-report", "inputs": {"report": "report.md"}}}],
+        lambda messages: f"Report: {[m.content for m in messages if m.role == 'tool'][-1]}",
+    ])
+    node = SkillNode("Review", ["code-review", "workspace-report"], llm,
+                     catalog=SkillCatalog([REPO / "skills"]))
+    state = state_with("survey the workspace")
+    result = await ReactiveRunner(node, state, config=cfg).run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert (tmp_path / "report.md").exists()
+    assert "TODO" in (tmp_path / "report.md").read_text()
+    system = llm.requests[0].messages[0].content or ""
+    assert "## Skill: code-review" in system and "workspace-report" in system
+    assert "run_bt_skill" in llm.requests[0].tool_names
+    assert "write_file" not in llm.requests[0].tool_names  # code-review denies it to the model
+    answer = state.get("final_answer") or ""
+    assert answer.startswith("Report:") and '"matches": 1' in answer
+
+
+async def test_seed_messages_and_history_limit(tmp_path: Path) -> None:
+    make_skill(tmp_path, "chat", "history_limit: 1\n")
+    llm = ScriptedLLM(["hi"])
+    node = SkillNode(
+        "Chat", ["chat"], llm, catalog=catalog(tmp_path),
+        config=SkillNodeConfig(seed_messages=[Message.user("seeded")]),
+    )
+    state = StateManager(AgentState, {"messages": [
+        {"role": "user", "content": "old"}, {"role": "assistant", "content": "older reply"},
+        {"role": "user", "content": "latest"},
+    ]})
+    await ReactiveRunner(node, state, config=config(tmp_path)).run(timeout=30)
+    contents = [m.content for m in llm.requests[0].messages[1:]]
+    assert contents == ["latest", "seeded"]
+
+

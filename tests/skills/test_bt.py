@@ -1,0 +1,288 @@
+"""BT skills: tree loading, inputs and outputs, the guard inside trees, run_bt_skill and the
+run_bt_skill tool, and the shipped workspace-report skill end to end."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
+from jianmu.errors import SkillLoadError, SkillRunError
+from jianmu.nodes.state import AgentState
+from jianmu.runtime import ReactiveRunner, RunStatus
+from jianmu.skills import (
+    BTSkillContext,
+    GuardedToolNode,
+    RunBTSkillTool,
+    SkillCatalog,
+    SkillTreeLoader,
+    load_skill,
+    resolve_inputs,
+    run_bt_skill,
+)
+from jianmu.state import StateManager
+
+SHIPPED = Path(__file__).parents[2] / "skills"
+
+ECHO_TREE = '''
+import py_trees
+from py_trees.common import Status
+from jianmu.runtime import AsyncNode
+
+MARK = "{mark}"
+
+class Emit(AsyncNode):
+    def __init__(self, key, value):
+        super().__init__("emit")
+        self.key, self.value = key, value
+
+    async def update_async(self):
+        self.state.write_port(self.key, self.value)
+        return Status.SUCCESS
+
+def build_tree(ctx):
+    return Emit(ctx.skill_result_key, {{"echo": ctx.inputs, "mark": MARK}})
+'''
+
+
+def _bt_skill(root: Path, name: str, tree: str, front: str = "") -> Path:
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: d\nexecution: bt\n{front}---\n", encoding="utf-8"
+    )
+    (folder / "tree.py").write_text(tree, encoding="utf-8")
+    return folder
+
+
+def test_inputs_resolve_explicit_then_state_then_default(tmp_path: Path) -> None:
+    skill = load_skill(_bt_skill(tmp_path, "order", ECHO_TREE.format(mark="x"), (
+        "inputs: {a: string, b: string, c: {type: string, default: dc}, n: integer}\n"
+    )))
+    state = StateManager(initial={"a": "from-state", "b": "from-state", "n": "7"})
+    got = resolve_inputs(skill, {"a": "explicit"}, state.root)
+    assert got == {"a": "explicit", "b": "from-state", "c": "dc", "n": 7}
+    with pytest.raises(SkillRunError, match="missing required argument 'b'"):
+        resolve_inputs(skill, {"a": "x", "n": 1}, StateManager().root)
+    with pytest.raises(SkillRunError, match="unknown argument 'zz'"):
+        resolve_inputs(skill, {"a": "x", "b": "y", "n": 1, "zz": 1})
+    with pytest.raises(SkillRunError, match="n: expected integer"):
+        resolve_inputs(skill, {"a": "x", "b": "y", "n": "many"})
+
+
+@pytest.mark.anyio
+async def test_outputs_are_validated(tmp_path: Path) -> None:
+    ok = load_skill(_bt_skill(tmp_path, "good-out", ECHO_TREE.format(mark="m"), (
+        "outputs: {mark: string}\n"
+    )))
+    assert await run_bt_skill(ok) == {"echo": {}, "mark": "m"}  # extra fields are allowed
+    bad = load_skill(_bt_skill(tmp_path, "bad-out", ECHO_TREE.format(mark="m"), (
+        "outputs: {mark: integer, count: integer}\n"
+    )))
+    with pytest.raises(
+        SkillRunError, match=r"mark: expected integer.*missing required field 'count'"
+    ):
+        await run_bt_skill(bad)
+
+
+@pytest.mark.anyio
+async def test_run_bt_skill_cleans_its_namespace(tmp_path: Path) -> None:
+    skill = load_skill(_bt_skill(tmp_path, "clean", ECHO_TREE.format(mark="c")))
+    state = StateManager()
+    assert (await run_bt_skill(skill, inputs={"q": 1}, state_manager=state))["echo"] == {"q": 1}
+    assert state.namespaces() == []
+
+
+def test_tree_modules_are_isolated_and_reloaded(tmp_path: Path) -> None:
+    one = load_skill(_bt_skill(tmp_path / "a", "same-name", ECHO_TREE.format(mark="one")))
+    two = load_skill(_bt_skill(tmp_path / "b", "same-name", ECHO_TREE.format(mark="two")))
+    loader = SkillTreeLoader()
+    first, second = loader.load_module(one), loader.load_module(two)
+    assert (first.MARK, second.MARK) == ("one", "two")
+    assert first.__name__ != second.__name__
+    assert first.__name__.startswith("jianmu._skill_trees.same_name_")
+    assert "tree" not in sys.modules or sys.modules["tree"] is not first
+    assert loader.load_module(one) is first  # unchanged file: cached
+    assert one.tree_path is not None
+    one.tree_path.write_text(ECHO_TREE.format(mark="one-edited") + "\n# longer\n", encoding="utf-8")
+    assert loader.load_module(one).MARK == "one-edited"
+
+
+def test_tree_errors_name_the_tree_file(tmp_path: Path) -> None:
+    skill = load_skill(_bt_skill(tmp_path, "not-a-tree", "def build_tree(ctx):\n    return 42\n"))
+    ctx = BTSkillContext.create(skill, state_manager=StateManager())
+    with pytest.raises(SkillLoadError, match="must return a py_trees behaviour, got int"):
+        SkillTreeLoader().build(skill, ctx)
+    raising = load_skill(_bt_skill(tmp_path, "raising", "def build_tree(ctx):\n    1 / 0\n"))
+    ctx = BTSkillContext.create(raising, state_manager=StateManager())
+    with pytest.raises(SkillLoadError, match="ZeroDivisionError") as info:
+        SkillTreeLoader().build(raising, ctx)
+    assert info.value.line == 2 and info.value.path == str(raising.tree_path)
+
+
+def test_prompt_skill_has_no_tree(tmp_path: Path) -> None:
+    skill = SkillCatalog([SHIPPED]).get("code-review")
+    with pytest.raises(SkillRunError, match="prompt skill"):
+        BTSkillContext.create(skill, state_manager=StateManager())
+
+
+UNDECLARED = '''
+from jianmu.nodes.tool_node import ToolNode
+from jianmu.tools.builtin.calculator import CalculatorTool
+
+def build_tree(ctx):
+    return ToolNode("calc", CalculatorTool(), input_key="expr", output_key="out")
+'''
+
+
+def test_tools_must_be_declared_and_tool_nodes_are_guarded(tmp_path: Path) -> None:
+    skill = load_skill(_bt_skill(tmp_path, "undeclared", UNDECLARED))
+    ctx = BTSkillContext.create(skill, state_manager=StateManager())
+    with pytest.raises(SkillLoadError, match=r"uses tool 'calculator'.*add it to 'tools'"):
+        SkillTreeLoader().build(skill, ctx)
+    declared = load_skill(_bt_skill(tmp_path, "declared", UNDECLARED, (
+        "tools: [calculator]\nconstraints: {guard: {tool_policy: {calculator: deny}}}\n"
+    )))
+    ctx = BTSkillContext.create(declared, state_manager=StateManager())
+    node = SkillTreeLoader().build(declared, ctx)
+    assert isinstance(node, GuardedToolNode)
+    assert node.bt_skill == "declared" and node.namespace == ctx.namespace
+    assert node.constraints is not None
+    assert node.constraints.guard.tool_policy == {"calculator": "deny"}
+
+
+@pytest.mark.anyio
+async def test_skill_policy_denies_inside_the_tree(tmp_path: Path) -> None:
+    skill = load_skill(_bt_skill(tmp_path, "denied", UNDECLARED, (
+        "tools: [calculator]\nconstraints: {guard: {tool_policy: {calculator: deny}}}\n"
+    )))
+    with pytest.raises(SkillRunError, match="the guard denied calculator"):
+        await run_bt_skill(skill, state_manager=StateManager(initial={"expr": "1+1"}))
+
+
+# -- the shipped workspace-report skill ------------------------------------------------------
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "app.py").write_text("x = 1  # TODO: rename\nprint(x)\n", encoding="utf-8")
+    (ws / "src" / "notes.txt").write_text("ok\nFIXME soon\nbye\n", encoding="utf-8")
+    (ws / "README.md").write_text("# demo\n", encoding="utf-8")
+    return ws
+
+
+def _in(ws: Path, **guard: Any) -> Constraints:
+    return Constraints(execution=ExecutionConstraints(workdir=str(ws)),
+                       guard=GuardConstraints(**guard))
+
+
+@pytest.mark.anyio
+async def test_workspace_report_end_to_end_with_confirmation(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    skill = SkillCatalog([SHIPPED]).get("workspace-report")
+    state = StateManager(AgentState, initial={"folder": "src"})  # the global state fills 'folder'
+    bt = BTSkillContext.create(skill, state_manager=state, inputs={"report": "out/report.md"})
+    assert bt.inputs["folder"] == "src" and bt.inputs["pattern"] == "TODO|FIXME"
+    runner = ReactiveRunner(SkillTreeLoader().build(skill, bt), state, constraints=_in(ws))
+    bt.run = runner.ctx
+    events: list[Any] = []
+    runner.ctx.events.subscribe("bt.skill.node.io", events.append)
+
+    first = await runner.run()
+    assert first.status is RunStatus.SUSPENDED
+    (request,) = first.pending
+    assert request.payload["tool"] == "write_file"
+    assert request.payload["arguments"]["path"] == "out/report.md"
+    assert not (ws / "out" / "report.md").exists()
+
+    runner.approve(request.id)
+    second = await runner.run()
+    assert second.status is RunStatus.SUCCESS, second.error
+    assert bt.result() == {"report": "out/report.md", "files": 2, "matches": 2,
+                           "total_bytes": 49, "total_lines": 5}
+    report = (ws / "out" / "report.md").read_text(encoding="utf-8")
+    assert "| src/app.py | 31 | 2 | ascii |" in report
+    assert "`src/notes.txt:2:FIXME soon`" in report
+    assert "README" not in report  # outside the surveyed folder
+    assert {e.fields["tool_name"] for e in events} == {
+        "glob_search", "file_info", "grep_search", "write_file"
+    }
+
+
+@pytest.mark.anyio
+async def test_workspace_report_rejected_write_fails(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    skill = SkillCatalog([SHIPPED]).get("workspace-report")
+    with pytest.raises(SkillRunError, match="rejected by a person"):
+        await run_bt_skill(skill, constraints=_in(ws), approve=lambda request: False)
+    assert not (ws / "workspace-report.md").exists()
+
+
+@pytest.mark.anyio
+async def test_workspace_report_runs_unasked_when_the_config_allows_writes(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    skill = SkillCatalog([SHIPPED]).get("workspace-report")
+    result = await run_bt_skill(skill, constraints=_in(ws, tool_policy={"write_file": "allow"}))
+    assert result["files"] == 3 and (ws / "workspace-report.md").is_file()
+    with pytest.raises(SkillRunError, match="waits for approval"):
+        await run_bt_skill(skill, constraints=_in(ws))
+
+
+# -- the run_bt_skill tool ---------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_tool_schema_and_plain_run(tmp_path: Path) -> None:
+    catalog = SkillCatalog([SHIPPED, tmp_path])
+    _bt_skill(tmp_path, "echo", ECHO_TREE.format(mark="t"))
+    catalog.reload()
+    tool = RunBTSkillTool(catalog)
+    assert tool.input_schema["properties"]["skill"]["enum"] == ["workspace-report", "echo"]
+    assert "workspace-report:" in tool.description
+    state = StateManager(AgentState)
+    out = await tool.execute({"skill": "echo", "inputs": {"k": "v"}},
+                             {"state": state.scope("host"), "call_id": "call_1"})
+    assert out == {"echo": {"k": "v"}, "mark": "t"}
+    assert state.namespaces() == []  # the call's namespace host.bt.echo.call_1 is gone
+    with pytest.raises(ValueError, match="at least one skill"):
+        RunBTSkillTool([catalog.get("code-review")])
+
+
+@pytest.mark.anyio
+async def test_tool_inside_a_run_suspends_the_outer_run_and_retries(tmp_path: Path) -> None:
+    """A confirm inside the tool's tree suspends the outer run; the same call after the
+    approval runs through."""
+    import py_trees
+
+    from jianmu.nodes.tool_executor import ToolExecutor
+    from jianmu.runtime import AsyncNode
+
+    ws = _workspace(tmp_path)
+    tool = RunBTSkillTool(SkillCatalog([SHIPPED]))
+    state = StateManager(AgentState)
+    # like a ReAct loop: after the executor another node runs (the model, there)
+    root = py_trees.composites.Sequence("loop", memory=True)
+    root.add_children([ToolExecutor("exec", [tool]), AsyncNode("model"),
+                       ToolExecutor("exec", [tool])])
+    runner = ReactiveRunner(root, state, constraints=_in(ws))
+    call = {"name": "run_bt_skill", "arguments": {"skill": "workspace-report",
+                                                 "inputs": {"folder": "src"}}}
+    state.update({"actions": [dict(call, id="c1")]})
+    first = await runner.run()
+    assert first.status is RunStatus.SUSPENDED
+    (request,) = first.pending
+    assert request.payload["tool"] == "write_file"
+    observation = state.get("messages")[-1].content
+    assert "needs a person's approval" in observation
+    runner.approve(request.id)
+
+    state.update({"actions": [dict(call, id="c2")]})
+    second = await runner.run()
+    assert second.status is RunStatus.SUCCESS
+    assert '"files": 2' in state.get("messages")[-1].content
+    assert (ws / "workspace-report.md").is_file()
+    assert state.namespaces() == []
