@@ -1,4 +1,4 @@
-"""`make demo`: the main example, offline."""
+"""`make demo`: the main examples, offline, one after another."""
 
 from __future__ import annotations
 
@@ -6,8 +6,15 @@ import asyncio
 import runpy
 from pathlib import Path
 
+EXAMPLES = (
+    ("hello_tree.py", "async nodes ticked by a ReactiveRunner"),
+    ("react_agent.py", "a ReAct agent over the built-in tools"),
+    ("skill_report.py", "a BT skill from skills/, with its confirmation step"),
+)
+
 if __name__ == "__main__":
     here = Path(__file__).parent
-    print("== hello_tree: async nodes ticked by a ReactiveRunner ==")
-    module = runpy.run_path(str(here / "hello_tree.py"))
-    asyncio.run(module["main"]())
+    for name, what in EXAMPLES:
+        print(f"\n== {name}: {what} ==")
+        module = runpy.run_path(str(here / name))
+        asyncio.run(module["main"]())

@@ -74,6 +74,7 @@ class ToolNode(AsyncNode):
         """Read the input, run the tool, write the output; SUCCESS or FAILURE."""
         if not self.execute:
             return Status.SUCCESS
+        self.feedback_message = ""
         args = self._arguments()
         tool = self.tool
         self.events.emit("tool.call.started", tool=tool.name, mode="workflow",

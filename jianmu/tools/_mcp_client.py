@@ -356,12 +356,12 @@ class MCPClient:
 
         stop, done = anyio.Event(), anyio.Event()
         started = False
-
         generation = self.connections + 1  # the number this session will have
 
         async def on_message(message: Any) -> None:
-            # Transport-level exceptions (an HTTP POST that failed) mean the link is gone.
-            if isinstance(message, Exception):
+            # Transport-level exceptions (an HTTP POST that failed) mean the link is gone;
+            # a line that is not JSON-RPC (ValueError) is the server's noise, not a failure.
+            if isinstance(message, Exception) and not isinstance(message, ValueError):
                 logger.debug("MCP client %r: transport error: %s", self.name, message)
                 self._mark_broken(generation)
             await anyio.lowlevel.checkpoint()
@@ -401,7 +401,8 @@ class MCPClient:
         self._session = self._stop = self._done = None
         if stop is not None and done is not None:
             stop.set()
-            with anyio.move_on_after(_SHUTDOWN_SECONDS), anyio.CancelScope(shield=True):
+            # shielded so a cancelled caller still waits for the process to go, but bounded
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_SHUTDOWN_SECONDS):
                 await done.wait()
 
     async def _ensure_session(self) -> ClientSession:

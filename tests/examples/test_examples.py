@@ -10,12 +10,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_example(name: str, **env: str) -> list[str]:
+def run_example(name: str, *args: str, **env: str) -> list[str]:
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith(("JIANMU_", "OPENAI_"))}
     out = subprocess.run(
-        [sys.executable, str(REPO / "examples" / name)], cwd=REPO, capture_output=True,
-        text=True, timeout=120, env={**clean, **env},
+        [sys.executable, str(REPO / "examples" / name), *args], cwd=REPO, capture_output=True,
+        text=True, timeout=120, env={**clean, **env}, stdin=subprocess.DEVNULL,
     )
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
@@ -32,3 +32,18 @@ def test_react_agent_says_it_is_scripted_and_answers() -> None:
     assert lines[0].startswith("LLM: the scripted stand-in")
     assert "answer: 17 * 23 = 391, and README.md has" in "\n".join(lines)
     assert lines[-1].startswith("result: success")
+
+
+def test_skill_report_asks_then_writes() -> None:
+    lines = run_example("skill_report.py", "examples")
+    text = "\n".join(lines)
+    assert "approval needed: write_file" in text
+    assert "approving as the demo user" in text
+    assert lines[-1] == "result: success"
+    assert (REPO / ".jianmu" / "workspace-report.md").is_file()
+
+
+def test_demo_runs_every_example() -> None:
+    text = "\n".join(run_example("demo.py"))
+    for name in ("hello_tree.py", "react_agent.py", "skill_report.py"):
+        assert f"== {name}" in text

@@ -180,3 +180,14 @@ async def test_unwritable_workspace_is_logged(
         result = await box.exec("touch x")
     assert result.exit_code != 0 and "Permission denied" in result.stderr
     assert "cannot write to the workspace" in caplog.text
+
+
+def test_require_docker_turns_skips_into_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.execution._helpers import skip_or_fail
+
+    monkeypatch.setenv("JIANMU_REQUIRE_DOCKER", "1")
+    with pytest.raises(pytest.fail.Exception, match="JIANMU_REQUIRE_DOCKER=1 but no daemon"):
+        skip_or_fail("no daemon")
+    monkeypatch.delenv("JIANMU_REQUIRE_DOCKER")
+    with pytest.raises(pytest.skip.Exception, match="no daemon"):
+        skip_or_fail("no daemon")
