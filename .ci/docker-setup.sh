@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 STATE_DIR=${JIANMU_CI_STATE:-/tmp/jianmu-ci}
 IMAGE=${JIANMU_SANDBOX_IMAGE:-jianmu-sandbox:latest}
-ROOTFS_CACHE=${JIANMU_ROOTFS_CACHE:-/var/cache/jianmu/rootfs-bookworm.tar}
+ROOTFS_CACHE=${JIANMU_ROOTFS_CACHE:-$PWD/.sandbox-rootfs/rootfs-bookworm.tar}
 PY=${PY_VENV:-.venv/bin/python}
 mkdir -p "$STATE_DIR"
 

@@ -12,6 +12,15 @@ from jianmu.tools.base import (
     tool,
 )
 from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.tools.mcp import (
+    MCPClient,
+    MCPTool,
+    MCPToolProvider,
+    build_mcp_server,
+    providers_from_config,
+    serve,
+    serve_sync,
+)
 from jianmu.tools.providers import BaseToolProvider, BuiltinToolProvider, ToolProvider
 from jianmu.tools.registry import ToolRegistry
 from jianmu.tools.schema import Injected
@@ -25,6 +34,9 @@ __all__ = (
     "Category",
     "FunctionTool",
     "Injected",
+    "MCPClient",
+    "MCPTool",
+    "MCPToolProvider",
     "Permission",
     "Tool",
     "ToolCall",
@@ -32,5 +44,9 @@ __all__ = (
     "ToolRegistry",
     "ToolResult",
     "ToolSet",
+    "build_mcp_server",
+    "providers_from_config",
+    "serve",
+    "serve_sync",
     "tool",
 )
