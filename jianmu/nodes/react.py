@@ -37,6 +37,10 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
         super().__init__(name=name, child=child)
         self.max_iterations = max_iterations
         self.constraints = constraints
+        self.executor: ToolExecutor | None = None
+        """The loop's executor, when built by `create_react_node` (to add tools later)."""
+        self.llm_node: AgentLLMNode | None = None
+        """The loop's model node, when built by `create_react_node`."""
 
     def limits(self) -> tuple[int, int | None]:
         """The effective ``max_iterations`` and token budget (smallest of every layer)."""
@@ -118,4 +122,7 @@ def create_react_node(
         params=llm_params, stream=stream,
     )
     round_ = py_trees.composites.Sequence(f"{name}.round", memory=True, children=[model, executor])
-    return ReActLoop(name, round_, max_iterations=max_iterations, constraints=constraints)
+    loop = ReActLoop(name, round_, max_iterations=max_iterations, constraints=constraints)
+    loop.executor = executor
+    loop.llm_node = model
+    return loop

@@ -19,9 +19,9 @@ from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import recent_messages
-from jianmu.nodes.react import create_react_node
+from jianmu.nodes.react import ReActLoop, create_react_node
 from jianmu.nodes.tool_executor import ToolExecutorConfig
-from jianmu.runtime.async_node import RuntimeNode
+from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.tools.base import Tool
 from jianmu.tools.toolset import ToolSet
 
@@ -209,15 +209,17 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         return target
 
 
-class PrepareSkillContext(RuntimeNode, py_trees.behaviour.Behaviour):
-    """Copies the recent global conversation and the host's seed messages into the skill."""
+class PrepareSkillContext(AsyncNode):
+    """Connects the skills' MCP servers, then copies the recent global conversation and the
+    host's seed messages into the skill's namespace."""
 
     def __init__(self, name: str, owner: SkillNode) -> None:
         super().__init__(name)
         self.owner = owner
 
-    def update(self) -> Status:
-        """Write the history and seed messages into the namespace."""
+    async def update_async(self) -> Status:
+        """Add MCP tools to the loop's executor; write the history and seed messages."""
+        await self.owner._connect_mcp_tools()
         outer = self.owner.outer_state
         limit = self.owner.history_limit()
         messages = list(outer.get("messages") or []) if outer is not None else []
@@ -266,6 +268,8 @@ class SkillNode(FlattenedAgentNode):
         self.custom_tools = list(tools)
         self.skills: list[Skill] = []
         self.constraints: Constraints | None = None
+        self.react: ReActLoop | None = None
+        self._mcp_connected = False
 
     # -- the seed's steps ------------------------------------------------------------------------
     def _load_skills(self) -> list[Skill]:
@@ -299,6 +303,40 @@ class SkillNode(FlattenedAgentNode):
         allowed = set(visible_tools(toolset, guard, user_roles=self.ctx.user_roles))
         return ToolSet.from_tools(t for t in toolset if t.name.lower() in allowed)
 
+    def _mcp_references(self) -> dict[str, set[str]]:
+        """Configured MCP servers the skills name, with the tools asked for (empty: all)."""
+        servers = {name.lower(): name for name in self.ctx.config.mcp.servers}
+        wanted: dict[str, set[str]] = {}
+        for skill in self.skills:
+            for ref in skill.tools:
+                key = ref.strip().lower()
+                server, _, tool_name = key.partition("__")
+                if server in servers:
+                    names = wanted.setdefault(servers[server], set())
+                    if tool_name:
+                        names.add(key)
+                    else:
+                        names.add("*")
+        return wanted
+
+    async def _connect_mcp_tools(self) -> None:
+        """Start the MCP servers the skills name and hand their tools to the executor."""
+        if self._mcp_connected or self.react is None or self.react.executor is None:
+            return
+        self._mcp_connected = True
+        from jianmu.tools.mcp import MCPToolProvider
+
+        guard = (self.constraints or Constraints()).guard
+        for server, names in self._mcp_references().items():
+            provider = MCPToolProvider.from_config(server, self.ctx.config.mcp.servers[server])
+            self.ctx.on_close(provider.close)
+            await provider.initialize()
+            chosen = [t for t in provider.get_tools() if "*" in names or t.name.lower() in names]
+            allowed = set(visible_tools(chosen, guard, user_roles=self.ctx.user_roles))
+            for mcp_tool in chosen:
+                if mcp_tool.name.lower() in allowed:
+                    self.react.executor.register_tool(mcp_tool)
+
     def history_limit(self) -> int:
         """Messages of the global conversation copied in."""
         for value in (
@@ -329,7 +367,7 @@ class SkillNode(FlattenedAgentNode):
         self.skills = self._load_skills()
         self.constraints = self._merge_constraints()
         tools = self._resolve_tools()
-        react = create_react_node(
+        react = self.react = create_react_node(
             self.llm,
             tools,
             system_prompt=self.config.system_prompt,

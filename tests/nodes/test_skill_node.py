@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 
@@ -256,3 +257,23 @@ async def test_seed_messages_and_history_limit(tmp_path: Path) -> None:
     assert contents == ["latest", "seeded"]
 
 
+
+
+async def test_skill_uses_tools_of_a_configured_mcp_server(tmp_path: Path) -> None:
+    server = REPO / "tests" / "tools" / "mcp" / "servers" / "weather_server.py"
+    make_skill(tmp_path, "forecaster", "tools: [weather__get_forecast]\n")
+    cfg = parse_config(
+        f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n"
+        f"mcp:\n  servers:\n    weather:\n      command: {sys.executable}\n"
+        f"      args: [{server}]\n"
+    )
+    llm = ScriptedLLM([
+        [{"name": "weather__get_forecast", "arguments": {"city": "Oslo"}}],
+        lambda messages: [m.content for m in messages if m.role == "tool"][-1] or "",
+    ])
+    node = SkillNode("Forecast", ["forecaster"], llm, catalog=SkillCatalog([tmp_path], config=cfg))
+    state = state_with("weather in Oslo?")
+    result = await ReactiveRunner(node, state, config=cfg).run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert llm.requests[0].tool_names == ["weather__get_forecast"]  # only the tool it named
+    assert "\"city\": \"oslo\"" in (state.get("final_answer") or "")

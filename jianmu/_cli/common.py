@@ -1,0 +1,77 @@
+"""What every command shares: exit codes, the usage error, consoles, config and inputs."""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+
+from jianmu.config import AppConfig, load_config
+
+__all__ = ("CLIError", "ExitCode", "load_cli_config", "make_console", "parse_inputs")
+
+
+class ExitCode(enum.IntEnum):
+    """The `jianmu` command's exit codes."""
+
+    OK = 0
+    """The command succeeded (for ``run``/``resume``: the tree succeeded)."""
+    FAILURE = 1
+    """The run failed, a skill did not validate, or an operation (image build) failed."""
+    USAGE = 2
+    """Bad arguments, a bad config, a script or skill that cannot be loaded."""
+    SUSPENDED = 3
+    """The run waits for approval; it is checkpointed and ``jianmu resume`` continues it."""
+    STOPPED = 4
+    """The run timed out or was cancelled (Ctrl-C)."""
+
+
+class CLIError(Exception):
+    """A problem to print as one line, without a traceback, and the exit code to use."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A rich console; highlighting is off so that values print as written."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=not sys.stdout.isatty())
+
+
+def load_cli_config(path: str | None) -> AppConfig:
+    """The config named by ``--config``, else the usual search (`load_config`)."""
+    return load_config(path)
+
+
+def parse_inputs(pairs: Iterable[str]) -> dict[str, Any]:
+    """``key=value`` (a string) and ``key:=json`` (a JSON value) into a dict.
+
+    Raises:
+        CLIError: a pair has no ``=``, an empty key, or ``:=`` with invalid JSON.
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise CLIError(f"--input {pair!r}: write key=value (or key:=JSON for a JSON value)")
+        if key.endswith(":"):
+            key = key[:-1]
+            try:
+                parsed: Any = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise CLIError(
+                    f"--input {pair!r}: the value after ':=' is not JSON ({exc.msg}); "
+                    "quote strings as JSON or use key=value"
+                ) from None
+        else:
+            parsed = value
+        key = key.strip()
+        if not key:
+            raise CLIError(f"--input {pair!r}: the key before '=' is empty")
+        out[key] = parsed
+    return out
