@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,8 @@ class ToolRunner:
         self.workspace = Path(self.execution.workdir or Path.cwd()).expanduser().absolute()
         self.max_workers = max_workers
         self.sandbox: Sandbox = sandbox if sandbox is not None else self._build_sandbox()
-        self._limiter: anyio.CapacityLimiter | None = None
+        # sync tools run in this bounded pool (cheaper per call than anyio's hand-off)
+        self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
     def from_execution_constraints(cls, execution: ExecutionConstraints | None) -> ToolRunner:
@@ -110,15 +112,15 @@ class ToolRunner:
             ToolTimeoutError: the call ran past `timeout_for` (a sandboxed command is killed).
             Exception: whatever the tool raised.
         """
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.max_workers)
+        if self._pool is None:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+            self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="jianmu-tool")
         timeout = self.timeout_for(tool)
-        self.workspace.mkdir(parents=True, exist_ok=True)
         with use_workspace(self.workspace), anyio.move_on_after(timeout) as scope:
             if getattr(tool, "sandboxed", False):
                 await self.sandbox.start()
                 return await tool.run_sandboxed(self.sandbox, **args)
-            return await tool.invoke(args, limiter=self._limiter)
+            return await tool.invoke(args, executor=self._pool)
         if scope.cancelled_caught:
             name = getattr(tool, "name", type(tool).__name__)
             raise ToolTimeoutError(
@@ -127,8 +129,18 @@ class ToolRunner:
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def release(self) -> None:
+        """Close the sandbox at the end of a run but keep the worker pool for the next one.
+
+        The sandbox starts again on its next use.
+        """
+        await self.sandbox.close()
+
     async def close(self) -> None:
-        """Close the sandbox (a Docker container is removed); idempotent."""
+        """Close the sandbox (a Docker container is removed) and the worker pool; idempotent."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         await self.sandbox.close()
 
     async def __aenter__(self) -> ToolRunner:

@@ -61,12 +61,16 @@ class RunnerCache:
                 self.runner = ToolRunner.from_execution_constraints(execution)
             except Exception as exc:  # e.g. network:false with no bubblewrap or Docker
                 self.error = exc
-            else:
-                ctx.on_close(self.close)
         if self.error is not None:
             raise self.error
+        ctx.on_close(self.release)  # once per run: the sandbox closes when the run ends
         assert self.runner is not None
         return self.runner
+
+    async def release(self) -> None:
+        """At the end of a run: close the sandbox, keep the runner and its thread pool."""
+        if self.runner is not None:
+            await self.runner.release()
 
     async def close(self) -> None:
         """Close the runner (its sandbox); the next `get` builds a new one."""

@@ -121,18 +121,20 @@ async def test_sync_tool_runs_in_a_worker_under_the_workspace(tmp_path: Path) ->
 
 
 async def test_worker_pool_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[anyio.CapacityLimiter | None] = []
+    seen: list[Any] = []
     original = EchoTool.invoke
 
-    async def spy(self: Tool, args: dict[str, Any], *, limiter: Any = None) -> Any:
-        seen.append(limiter)
-        return await original(self, args, limiter=limiter)
+    async def spy(self: Tool, args: dict[str, Any], *, executor: Any = None, **kw: Any) -> Any:
+        seen.append(executor)
+        return await original(self, args, executor=executor)
 
     monkeypatch.setattr(EchoTool, "invoke", spy)
     runner = ToolRunner(ExecutionConstraints(workdir=str(tmp_path)), max_workers=3)
     await runner.run(EchoTool(), {"text": "a"})
+    await runner.release()  # the end of a run keeps the pool
     await runner.run(EchoTool(), {"text": "b"})
-    assert seen[0] is seen[1] and seen[0] is not None and seen[0].total_tokens == 3
+    assert seen[0] is seen[1] and seen[0] is not None and seen[0]._max_workers == 3
+    await runner.close()
 
 
 async def test_timeout_is_the_smaller_of_tool_and_constraints(tmp_path: Path) -> None:

@@ -1,0 +1,186 @@
+"""``jianmu tools`` and ``jianmu skills``: list, show and validate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from jianmu._cli.common import CLIError, ExitCode, load_cli_config, make_console
+from jianmu._cli.targets import skill_catalog
+from jianmu.errors import SkillLoadError, SkillNotFoundError, ToolNotFoundError
+
+__all__ = ("cmd_skills_list", "cmd_skills_show", "cmd_skills_validate", "cmd_tools_list",
+           "cmd_tools_show")
+
+TOOL_FORMATS = ("openai", "anthropic", "mcp", "spec")
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+# -- tools -----------------------------------------------------------------------------------
+
+
+def _builtin_tools() -> tuple[list[Any], list[str]]:
+    """Every built-in that loads, and a note for each that does not (a missing extra)."""
+    from jianmu.tools import BuiltinToolProvider
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tools = BuiltinToolProvider().get_tools()
+    return tools, [str(w.message) for w in caught]
+
+
+def cmd_tools_list(args: argparse.Namespace) -> int:
+    """``jianmu tools list``: the built-in tools as a table."""
+    load_cli_config(args.config)  # a broken config is reported even here
+    console = make_console()
+    tools, notes = _builtin_tools()
+    table = Table(title="built-in tools")
+    for column in ("name", "category", "permission", "parallel-safe", "description"):
+        table.add_column(column, overflow="fold")
+    for tool in sorted(tools, key=lambda t: t.name):
+        table.add_row(tool.name, tool.category, tool.permission,
+                      "yes" if tool.parallel_safe else "no",
+                      escape(_first_line(tool.get_description())))
+    console.print(table)
+    for note in notes:
+        console.print(f"[dim]{escape(note)}[/]")
+    return ExitCode.OK
+
+
+def cmd_tools_show(args: argparse.Namespace) -> int:
+    """``jianmu tools show NAME``: the tool's definition as JSON."""
+    from jianmu.tools import BuiltinToolProvider
+
+    load_cli_config(args.config)
+    provider = BuiltinToolProvider()
+    try:
+        tool = provider.load(args.name)
+    except ToolNotFoundError as exc:
+        raise CLIError(str(exc)) from exc
+    if args.format == "openai":
+        data: Any = tool.to_openai()
+    elif args.format == "anthropic":
+        data = tool.to_anthropic()
+    elif args.format == "mcp":
+        data = tool.to_mcp()
+    else:
+        data = tool.spec()
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    return ExitCode.OK
+
+
+# -- skills ----------------------------------------------------------------------------------
+
+
+def cmd_skills_list(args: argparse.Namespace) -> int:
+    """``jianmu skills list``: the catalog, and the skills that failed to load."""
+    config = load_cli_config(args.config)
+    console = make_console()
+    catalog = skill_catalog(config, args.skills_dir)
+    table = Table(title="skills")
+    for column in ("name", "execution", "version", "tools", "description"):
+        table.add_column(column, overflow="fold")
+    for skill in catalog:
+        table.add_row(skill.name, skill.execution, skill.version or "",
+                      ", ".join(skill.tools), escape(_first_line(skill.description)))
+    console.print(table)
+    for error in catalog.errors:
+        console.print(f"[red]broken[/]: {escape(str(error))}")
+    if not len(catalog) and not catalog.errors:
+        folders = ", ".join(str(p) for p in catalog.paths)
+        console.print(f"no skills found in {escape(folders)}; add SKILL.md folders there "
+                      "or list folders in the config's skills.paths")
+    return ExitCode.OK
+
+
+def cmd_skills_show(args: argparse.Namespace) -> int:
+    """``jianmu skills show NAME``: front matter, tools, constraints, body."""
+    config = load_cli_config(args.config)
+    console = make_console()
+    catalog = skill_catalog(config, args.skills_dir)
+    try:
+        skill = catalog.get(args.name)
+    except SkillNotFoundError as exc:
+        raise CLIError(str(exc)) from exc
+    rows: list[tuple[str, Any]] = [
+        ("name", skill.name), ("description", skill.description.strip()),
+        ("execution", skill.execution), ("folder", str(skill.folder)),
+        ("tree", skill.tree_path.name if skill.tree_path else None),
+        ("version", skill.version), ("license", skill.license),
+        ("compatibility", skill.compatibility),
+        ("tools", ", ".join(skill.tools) or None),
+        ("allowed-tools", ", ".join(a.entry for a in skill.allowed_tools) or None),
+        ("history_limit", skill.history_limit),
+        ("inputs", _json(skill.inputs)), ("outputs", _json(skill.outputs)),
+        ("constraints", _json(skill.constraints.model_dump(exclude_none=True,
+                                                           exclude_defaults=True)) or None),
+        ("metadata", _json(skill.metadata) if skill.metadata else None),
+        ("resources", ", ".join(skill.resources()) or None),
+    ]
+    for key, value in rows:
+        if value not in (None, ""):
+            console.print(f"[bold]{key}[/]: {escape(str(value))}")
+    console.print()
+    console.print(escape(skill.body) if skill.body else "[dim](no body)[/]")
+    return ExitCode.OK
+
+
+def _json(value: Any) -> str | None:
+    return json.dumps(value, ensure_ascii=False, default=str) if value else None
+
+
+def _problem_line(error: SkillLoadError) -> str:
+    """``file:line: field: message``."""
+    where = error.path or "<skill>"
+    if error.line is not None:
+        where += f":{error.line}"
+    if error.field:
+        where += f" [{error.field}]"
+    text = str(error)
+    message = text[len(where) + 2:] if text.startswith(where + ": ") else text
+    return f"{error.path or '<skill>'}:{error.line or 1}: {error.field or 'skill'}: {message}"
+
+
+def cmd_skills_validate(args: argparse.Namespace) -> int:
+    """``jianmu skills validate [PATH]``: exit 1 if any skill under PATH is broken."""
+    from jianmu.skills import SKILL_FILE, SkillCatalog
+
+    config = load_cli_config(args.config)
+    console = make_console()
+    base = Path(args.path)
+    if not base.exists():
+        raise CLIError(f"{str(base)!r} does not exist; give a skill folder or a folder of skills")
+    if base.is_file() and base.name == SKILL_FILE:
+        base = base.parent
+    if (base / SKILL_FILE).is_file():
+        folders = [base]
+    else:
+        folders = sorted(p for p in base.iterdir() if p.is_dir() and (p / SKILL_FILE).is_file())
+    if not folders:
+        raise CLIError(f"no {SKILL_FILE} in {str(base)!r} or its sub-folders")
+    checker = SkillCatalog([], config=config)
+    problems = 0
+    for folder in folders:
+        try:
+            skill = checker.validate(folder)
+        except SkillLoadError as exc:
+            problems += 1
+            console.print(escape(_problem_line(exc)))
+            continue
+        console.print(f"[green]ok[/] {skill.name} ({skill.execution}) {escape(str(skill.file))}")
+    names = [f.name for f in folders]
+    if problems:
+        console.print(f"{problems} of {len(names)} skill(s) have errors")
+        return ExitCode.FAILURE
+    console.print(f"{len(names)} skill(s) valid")
+    return ExitCode.OK

@@ -1,0 +1,223 @@
+"""``jianmu run`` and ``jianmu resume``: tick a tree with live progress and approvals."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from jianmu._cli.common import CLIError, ExitCode, load_cli_config, make_console, parse_inputs
+from jianmu._cli.launches import LaunchStore
+from jianmu._cli.progress import Progress
+from jianmu._cli.targets import Target, load_target
+from jianmu.config import AppConfig, load_config
+from jianmu.errors import InteractionError, JianmuError
+from jianmu.runtime import ApprovalRequest, ReactiveRunner, RunResult, RunStatus, SQLiteCheckpointer
+
+__all__ = ("cmd_resume", "cmd_run")
+
+_EXIT = {
+    RunStatus.SUCCESS: ExitCode.OK,
+    RunStatus.FAILURE: ExitCode.FAILURE,
+    RunStatus.SUSPENDED: ExitCode.SUSPENDED,
+    RunStatus.TIMEOUT: ExitCode.STOPPED,
+    RunStatus.CANCELLED: ExitCode.STOPPED,
+}
+_FINISHED = {"success", "failure", "timeout", "cancelled"}
+
+
+def _stores(config: AppConfig) -> tuple[SQLiteCheckpointer, LaunchStore]:
+    path = config.runtime.checkpoint_path
+    return SQLiteCheckpointer(path), LaunchStore(path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``jianmu run TARGET``."""
+    console = make_console()
+    config = load_cli_config(args.config)
+    inputs = parse_inputs(args.input or [])
+    target = load_target(args.target, inputs=inputs, config=config, skills_dirs=args.skills_dir)
+    checkpointer, launches = _stores(config)
+    try:
+        runner = ReactiveRunner(
+            target.tree, target.state, config=config, constraints=target.constraints,
+            checkpointer=checkpointer, extras={"cli_launch": target.launch.target},
+        )
+        target.attach(runner)
+        launches.save(runner.run_id, target.launch)
+        console.print(f"run {runner.run_id}: {escape(_describe(target))}")
+        return _drive(runner, target, args, console)
+    finally:
+        launches.close()
+        checkpointer.close()
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """``jianmu resume RUN_ID``."""
+    console = make_console()
+    config = load_cli_config(args.config)
+    checkpointer, launches = _stores(config)
+    try:
+        launch = launches.load(args.run_id)
+        data = checkpointer.load(args.run_id)
+        if data is None:
+            known = ", ".join(r[0] for r in checkpointer.list_runs()[:10]) or "none"
+            raise CLIError(
+                f"no run {args.run_id!r} in {config.runtime.checkpoint_path!r} (recent runs: "
+                f"{known}); resume from the folder and with the --config the run used"
+            )
+        if launch is None:
+            raise CLIError(
+                f"run {args.run_id!r} was not started by 'jianmu run', so the CLI cannot rebuild "
+                "its tree; restore it in Python with ReactiveRunner.restore(tree, ...)"
+            )
+        if data.get("status") in _FINISHED:
+            raise CLIError(
+                f"run {args.run_id!r} already finished ({data['status']}); nothing to resume"
+            )
+        if args.config is None and launch.config and launch.config != config.source:
+            if Path(launch.config).is_file():
+                config = load_config(launch.config)
+        target = load_target(launch.target, inputs=launch.inputs, config=config, launch=launch)
+        runner = ReactiveRunner.restore(
+            target.tree, checkpointer, args.run_id, state_manager=target.state, config=config,
+            constraints=target.constraints, extras={"cli_launch": launch.target},
+        )
+        target.attach(runner)
+        console.print(f"resuming run {runner.run_id}: {escape(_describe(target))}")
+        try:
+            for request_id in args.approve or []:
+                runner.approve(request_id, args.message)
+            for request_id in args.reject or []:
+                runner.reject(request_id, args.message or "rejected with jianmu resume")
+        except InteractionError as exc:
+            raise CLIError(str(exc)) from exc
+        return _drive(runner, target, args, console)
+    finally:
+        launches.close()
+        checkpointer.close()
+
+
+def _describe(target: Target) -> str:
+    launch = target.launch
+    what = {"script": "script", "bt_skill": "BT skill", "prompt_skill": "prompt skill"}
+    inputs = f" with {json.dumps(launch.inputs, ensure_ascii=False)}" if launch.inputs else ""
+    return f"{what[launch.kind]} {launch.target}{inputs}"
+
+
+def _drive(runner: ReactiveRunner, target: Target, args: argparse.Namespace,
+           console: Console) -> int:
+    progress = Progress(console, runner.root)
+    progress.subscribe(runner.ctx.events)
+    timeout = args.timeout if args.timeout is not None else runner.ctx.constraints.timeout
+
+    async def loop() -> RunResult:
+        spent = 0.0
+        try:
+            while True:
+                remaining = None if timeout is None else max(timeout - spent, 0.001)
+                with progress.live():
+                    result = await runner.run(timeout=remaining)
+                spent += result.duration
+                if result.status is not RunStatus.SUSPENDED:
+                    return result
+                if not _decide(runner, result.pending, args, console):
+                    return result
+        finally:
+            await target.close()
+
+    try:
+        result = asyncio.run(loop())
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted[/]: run {runner.run_id} stopped; its last "
+                      "checkpoint is kept")
+        return ExitCode.STOPPED
+    return _report(runner, target, result, progress, args, console)
+
+
+def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
+            args: argparse.Namespace, console: Console) -> bool:
+    """Record a decision for each pending request; False when nobody can decide now."""
+    if getattr(args, "approve_all", False):
+        for request in pending:
+            console.print(f"  approving {request.id}: {escape(request.summary)} (--approve-all)")
+            runner.approve(request.id, "approved with --approve-all")
+        return True
+    if args.non_interactive:
+        return False
+    for request in pending:
+        answer = _ask(request, console)
+        if answer is None:
+            console.print("no answer on standard input")
+            return False
+        approved, message = answer
+        if approved:
+            runner.approve(request.id, message)
+        else:
+            runner.reject(request.id, message or "rejected in the terminal")
+    return True
+
+
+def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] | None:
+    """Ask on standard input (a terminal or a pipe); None at end of input."""
+    console.print(f"[bold yellow]approval needed[/] {request.id}: {escape(request.summary)}")
+    reason = request.payload.get("reason")
+    if reason:
+        console.print(f"  reason: {escape(str(reason))}")
+    while True:
+        console.print("  approve? [y/n, or 'n REASON'] ", end="")
+        console.file.flush()
+        line = sys.stdin.readline()
+        if not line:
+            console.print()
+            return None
+        answer = line.strip()
+        word, _, rest = answer.partition(" ")
+        if not sys.stdin.isatty():
+            console.print(answer)  # echo piped answers so the transcript reads well
+        if word.lower() in ("y", "yes"):
+            return True, rest.strip() or None
+        if word.lower() in ("n", "no"):
+            return False, rest.strip() or None
+        console.print("  please answer y or n")
+
+
+def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress: Progress,
+            args: argparse.Namespace, console: Console) -> int:
+    progress.show_final()
+    status = result.status
+    if status is RunStatus.SUSPENDED:
+        hint_config = f" --config {args.config}" if args.config else ""
+        console.print(f"[yellow]suspended[/]: run {runner.run_id} waits for "
+                      f"{len(result.pending)} approval(s); it is saved in "
+                      f"{escape(runner.ctx.config.runtime.checkpoint_path)}")
+        for request in result.pending:
+            console.print(f"  pending {request.id}  {escape(request.summary)}")
+        first = result.pending[0].id if result.pending else "ID"
+        console.print(f"resume with: jianmu resume {runner.run_id} --approve {first}"
+                      f"{hint_config}   (or --reject {first})")
+        return ExitCode.SUSPENDED
+    code = _EXIT[status]
+    if status is RunStatus.SUCCESS:
+        try:
+            value = target.result()
+        except JianmuError as exc:  # a BT skill's result that does not fit its outputs
+            console.print(f"[red]failure[/]: {escape(str(exc))}")
+            return ExitCode.FAILURE
+        if value is not None:
+            shown = value if isinstance(value, str) else json.dumps(
+                value, indent=2, ensure_ascii=False, default=str
+            )
+            console.print(f"result:\n{escape(shown)}" if "\n" in shown else
+                          f"result: {escape(shown)}")
+    style = {"success": "green", "failure": "red"}.get(status.value, "yellow")
+    reason = f": {result.error}" if result.error else ""
+    console.print(f"[{style}]{status.value}[/] run {runner.run_id} after {runner.ticks} ticks"
+                  f"{escape(reason)}")
+    return int(code)
+

@@ -1,0 +1,319 @@
+"""What ``jianmu run`` runs: a Python script or a skill, built into a tree and its state.
+
+A script exposes ``build_tree()`` or a module-level ``tree``; optionally ``build_state()`` or
+``STATE_SCHEMA`` (default: an `AgentState` state) and ``build_llm()``. ``build_tree``,
+``build_state`` and ``build_llm`` may take the keyword arguments ``inputs`` (the ``--input``
+values), ``config`` (the `AppConfig`) and, for ``build_tree``, ``llm``. Inputs that
+``build_state`` does not take become fields of the state.
+
+A BT skill runs its tree directly, its inputs being the ``--input`` values. A prompt skill
+runs in a `SkillNode` with the configured model; its first user message is the ``task`` (or
+``message``) input, else every input as ``key: value`` lines, and every input is also a field
+of the state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import json
+import sys
+import traceback
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from py_trees.behaviour import Behaviour
+from pydantic import BaseModel
+
+from jianmu._cli.common import CLIError
+from jianmu._cli.launches import Launch
+from jianmu.config import AppConfig
+from jianmu.constraints import Constraints
+from jianmu.errors import JianmuError, SkillLoadError, SkillNotFoundError, SkillRunError
+from jianmu.state import StateManager
+
+__all__ = ("Target", "is_script", "load_target", "skill_catalog")
+
+_BUILD_KWARGS = ("inputs", "config", "llm")
+
+
+@dataclass(kw_only=True, eq=False)
+class Target:
+    """A tree ready for a runner, with its state and how it was asked for."""
+
+    tree: Behaviour
+    """The root."""
+    state: StateManager
+    """The run's state."""
+    launch: Launch
+    """How it was started (saved for ``resume``)."""
+    constraints: Constraints | None = None
+    """The target's layer of constraints (a skill's SKILL.md)."""
+    bt: Any = None
+    """For BT skills: the `BTSkillContext` (its ``run`` is set by `attach`)."""
+    llm: Any = None
+    """A model provider to close after the run, if one was made."""
+
+    def attach(self, runner: Any) -> None:
+        """Tell the target which runner runs it."""
+        if self.bt is not None:
+            self.bt.run = runner.ctx
+
+    def result(self) -> Any:
+        """The run's result: a BT skill's validated ``skill_result``, else ``final_answer``.
+
+        Raises:
+            SkillRunError: a BT skill's result does not fit its ``outputs``.
+        """
+        if self.bt is not None:
+            return self.bt.result()
+        return self.state.get("final_answer")
+
+    async def close(self) -> None:
+        """Release the model provider."""
+        close = getattr(self.llm, "close", None)
+        if close is not None:
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+
+
+def is_script(spec: str) -> bool:
+    """Whether ``spec`` names a script rather than a skill."""
+    return spec.endswith(".py") or "/" in spec or "\\" in spec or Path(spec).is_file()
+
+
+def skill_catalog(config: AppConfig, skills_dirs: list[str] | None = None) -> Any:
+    """The catalog: ``--skills-dir`` folders if given, else ``skills/`` and ``skills.paths``."""
+    from jianmu.skills import SkillCatalog
+
+    return SkillCatalog(skills_dirs or None, config=config)
+
+
+def load_target(
+    spec: str,
+    *,
+    inputs: dict[str, Any],
+    config: AppConfig,
+    skills_dirs: list[str] | None = None,
+    launch: Launch | None = None,
+) -> Target:
+    """Build the tree for a script path or a skill name (``launch``: rebuild a saved run).
+
+    Raises:
+        CLIError: the script or skill cannot be found, loaded or built.
+    """
+    if launch is not None:
+        kind = launch.kind
+    elif is_script(spec):
+        kind = "script"
+    else:
+        kind = "skill"
+    try:
+        if kind == "script":
+            return _script_target(Path(spec), inputs, config)
+        return _skill_target(spec, inputs, config, skills_dirs, launch)
+    except (SkillLoadError, SkillNotFoundError, SkillRunError) as exc:
+        raise CLIError(str(exc)) from exc
+
+
+# -- scripts ---------------------------------------------------------------------------------
+
+
+def _script_line(exc: BaseException, path: Path) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    line = frames[-1].lineno if frames else getattr(exc, "lineno", None)
+    return f"{path}:{line}" if line else str(path)
+
+
+def _import_script(path: Path) -> types.ModuleType:
+    if not path.is_file():
+        raise CLIError(f"script {str(path)!r} not found; give the path of a .py file")
+    path = path.resolve()
+    name = "jianmu_cli_script_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CLIError(f"{path}: cannot be imported as a Python module; name it *.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    sys.path.insert(0, str(path.parent))  # let the script import its neighbours
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise CLIError(
+            f"{_script_line(exc, path)}: importing the script failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    return module
+
+
+def _call_hook(fn: Callable[..., Any], where: str, available: dict[str, Any]) -> Any:
+    """Call ``fn`` with the keyword arguments it accepts among ``available``."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn()
+    takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    kwargs = {}
+    for name, param in params.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if name in available:
+            kwargs[name] = available[name]
+        elif param.default is param.empty:
+            raise CLIError(
+                f"{where} has a required parameter {name!r} that jianmu run cannot fill; "
+                f"accept only keyword arguments among: {', '.join(_BUILD_KWARGS)}"
+            )
+    if takes_all:
+        kwargs = dict(available)
+    return fn(**kwargs)
+
+
+def _run_hook(fn: Callable[..., Any], path: Path, label: str, available: dict[str, Any]) -> Any:
+    try:
+        return _call_hook(fn, f"{path.name}: {label}()", available)
+    except CLIError:
+        raise
+    except Exception as exc:
+        raise CLIError(
+            f"{_script_line(exc, path.resolve())}: {label}() raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _script_state(module: types.ModuleType, path: Path, inputs: dict[str, Any],
+                  config: AppConfig) -> StateManager:
+    from jianmu.nodes.state import AgentState
+
+    build_state = getattr(module, "build_state", None)
+    if callable(build_state):
+        state = _run_hook(build_state, path, "build_state", {"inputs": inputs, "config": config})
+        if not isinstance(state, StateManager):
+            raise CLIError(
+                f"{path.name}: build_state() must return a jianmu StateManager, "
+                f"got {type(state).__name__}"
+            )
+        if "inputs" not in inspect.signature(build_state).parameters and inputs:
+            state.update(inputs)
+        return state
+    schema = getattr(module, "STATE_SCHEMA", None) or AgentState
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        raise CLIError(f"{path.name}: STATE_SCHEMA must be a pydantic model class, got {schema!r}")
+    return StateManager(schema, inputs)
+
+
+def _script_target(path: Path, inputs: dict[str, Any], config: AppConfig) -> Target:
+    module = _import_script(path)
+    try:
+        state = _script_state(module, path, inputs, config)
+    except JianmuError as exc:  # e.g. inputs that the state schema refuses
+        raise CLIError(f"{path.name}: the state does not accept the inputs: {exc}") from exc
+    llm = None
+    build_llm = getattr(module, "build_llm", None)
+    build_tree = getattr(module, "build_tree", None)
+    if callable(build_llm):
+        llm = _run_hook(build_llm, path, "build_llm", {"config": config, "inputs": inputs})
+    elif callable(build_tree) and "llm" in inspect.signature(build_tree).parameters:
+        llm = configured_llm(config, f"{path.name}: build_tree(llm)")
+    if callable(build_tree):
+        tree = _run_hook(build_tree, path, "build_tree",
+                         {"inputs": inputs, "config": config, "llm": llm})
+    elif hasattr(module, "tree"):
+        tree = module.tree
+    else:
+        raise CLIError(
+            f"{path}: defines neither build_tree() nor a module-level 'tree'; add "
+            "def build_tree() -> py_trees.behaviour.Behaviour"
+        )
+    if not isinstance(tree, Behaviour):
+        raise CLIError(
+            f"{path.name}: build_tree()/tree must be a py_trees behaviour, got {type(tree).__name__}"
+        )
+    launch = Launch(kind="script", target=str(path.resolve()), inputs=inputs,
+                    config=_config_path(config), cwd=str(Path.cwd()))
+    return Target(tree=tree, state=state, launch=launch, llm=llm)
+
+
+def configured_llm(config: AppConfig, who: str) -> Any:
+    """The model of the ``llm:`` section.
+
+    Raises:
+        CLIError: no model server is configured (and no scripted stand-in asked for).
+    """
+    from jianmu.llm import from_config
+
+    if not (config.llm.endpoint_configured or config.llm.provider == "scripted"):
+        raise CLIError(
+            f"{who} needs a model, and none is configured: set llm.base_url (and llm.model) "
+            "in the config, or the environment variables JIANMU_LLM_BASE_URL and "
+            "JIANMU_LLM_MODEL (or OPENAI_API_KEY)"
+        )
+    try:
+        return from_config(config)
+    except JianmuError as exc:
+        raise CLIError(str(exc)) from exc
+
+
+def _config_path(config: AppConfig) -> str | None:
+    return str(Path(config.source).resolve()) if config.source else None
+
+
+# -- skills ----------------------------------------------------------------------------------
+
+
+def _skill_target(name: str, inputs: dict[str, Any], config: AppConfig,
+                  skills_dirs: list[str] | None, launch: Launch | None) -> Target:
+    from jianmu.skills import SkillCatalog
+
+    if launch is not None and launch.skill_folder and Path(launch.skill_folder).is_dir():
+        skill = SkillCatalog([launch.skill_folder], config=config).get(launch.target)
+    else:
+        skill = skill_catalog(config, skills_dirs).get(name)
+    saved = Launch(kind="bt_skill" if skill.is_bt else "prompt_skill", target=skill.name,
+                   inputs=inputs, config=_config_path(config), cwd=str(Path.cwd()),
+                   skill_folder=str(skill.folder.resolve()))
+    if skill.is_bt:
+        return _bt_target(skill, inputs, saved, launch.namespace if launch else None)
+    return _prompt_target(skill, inputs, config, saved)
+
+
+def _bt_target(skill: Any, inputs: dict[str, Any], launch: Launch,
+               namespace: str | None) -> Target:
+    from jianmu.nodes.state import AgentState
+    from jianmu.skills import BTSkillContext, SkillTreeLoader
+
+    state = StateManager(AgentState)
+    bt = BTSkillContext.create(skill, state_manager=state, inputs=inputs, namespace=namespace)
+    tree = SkillTreeLoader().build(skill, bt)
+    launch.namespace = bt.namespace  # resume must build the tree for the same namespace
+    return Target(tree=tree, state=state, launch=launch, constraints=skill.constraints, bt=bt)
+
+
+def _prompt_target(skill: Any, inputs: dict[str, Any], config: AppConfig,
+                   launch: Launch) -> Target:
+    from jianmu.nodes import AgentState, SkillNode
+
+    if not inputs:
+        raise CLIError(
+            f"skill {skill.name!r} is a prompt skill: give it a task, e.g. "
+            f"jianmu run {skill.name} --input task='...'"
+        )
+    llm = configured_llm(config, f"prompt skill {skill.name!r}")
+    task = inputs.get("task", inputs.get("message"))
+    if task is None:
+        task = "\n".join(
+            f"{k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in inputs.items()
+        )
+    try:
+        state = StateManager(
+            AgentState, {**inputs, "messages": [{"role": "user", "content": str(task)}]}
+        )
+    except JianmuError as exc:
+        raise CLIError(f"skill {skill.name!r}: the inputs do not fit the state: {exc}") from exc
+    tree = SkillNode(skill.name, [skill], llm)
+    return Target(tree=tree, state=state, launch=launch, llm=llm)
