@@ -12,7 +12,12 @@ from rich.console import Console
 
 from jianmu.config import AppConfig, load_config
 
-__all__ = ("CLIError", "ExitCode", "load_cli_config", "make_console", "parse_inputs")
+__all__ = (
+    "TREE_FORMATS",
+    "CLIError", "ExitCode", "load_cli_config", "make_console", "parse_inputs")
+
+TREE_FORMATS = ("ascii", "dot", "mermaid")
+"""What ``jianmu tree show --format`` accepts."""
 
 
 class ExitCode(enum.IntEnum):

@@ -22,8 +22,11 @@ TOOL_FORMATS = ("openai", "anthropic", "mcp", "spec")
 
 
 def _first_line(text: str) -> str:
+    """The first line, cut at the end of its first sentence."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[0] if lines else ""
+    first = lines[0] if lines else ""
+    end = first.find(". ")
+    return first[: end + 1] if end >= 0 else first
 
 
 # -- tools -----------------------------------------------------------------------------------
@@ -39,14 +42,45 @@ def _builtin_tools() -> tuple[list[Any], list[str]]:
     return tools, [str(w.message) for w in caught]
 
 
+def _mcp_tools(config: Any) -> tuple[list[Any], list[str]]:
+    """The tools of every server in the config's ``mcp.servers`` (each connected, then closed)."""
+    import anyio
+
+    from jianmu.tools.mcp import providers_from_config
+
+    providers = providers_from_config(config)
+    if not providers:
+        return [], ["no MCP servers are configured (mcp.servers)"]
+    tools: list[Any] = []
+    notes: list[str] = []
+
+    async def gather() -> None:
+        for provider in providers:
+            try:
+                await provider.initialize()
+                tools.extend(provider.get_tools())
+            except Exception as exc:  # one unreachable server must not hide the others
+                notes.append(f"MCP server {provider.name!r} skipped: {exc}")
+            finally:
+                await provider.close()
+
+    anyio.run(gather)
+    return tools, notes
+
+
 def cmd_tools_list(args: argparse.Namespace) -> int:
-    """``jianmu tools list``: the built-in tools as a table."""
-    load_cli_config(args.config)  # a broken config is reported even here
+    """``jianmu tools list``: the built-in tools (and with ``--mcp`` the servers') as a table."""
+    config = load_cli_config(args.config)
     console = make_console()
     tools, notes = _builtin_tools()
-    table = Table(title="built-in tools")
-    for column in ("name", "category", "permission", "parallel-safe", "description"):
-        table.add_column(column, overflow="fold")
+    if args.mcp:
+        served, problems = _mcp_tools(config)
+        tools += served
+        notes += problems
+    table = Table(title="tools" if args.mcp else "built-in tools")
+    for column in ("name", "category", "permission", "parallel-safe"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("description", overflow="fold")
     for tool in sorted(tools, key=lambda t: t.name):
         table.add_row(tool.name, tool.category, tool.permission,
                       "yes" if tool.parallel_safe else "no",
@@ -61,12 +95,20 @@ def cmd_tools_show(args: argparse.Namespace) -> int:
     """``jianmu tools show NAME``: the tool's definition as JSON."""
     from jianmu.tools import BuiltinToolProvider
 
-    load_cli_config(args.config)
-    provider = BuiltinToolProvider()
-    try:
-        tool = provider.load(args.name)
-    except ToolNotFoundError as exc:
-        raise CLIError(str(exc)) from exc
+    config = load_cli_config(args.config)
+    if "__" in args.name and config.mcp.servers:  # server__tool: a configured MCP server's
+        served, notes = _mcp_tools(config)
+        found = [t for t in served if t.name == args.name]
+        if not found:
+            known = ", ".join(t.name for t in served) or "none"
+            raise CLIError(f"no MCP tool named {args.name!r} (MCP tools: {known})"
+                           + "".join(f"; {n}" for n in notes))
+        tool = found[0]
+    else:
+        try:
+            tool = BuiltinToolProvider().load(args.name)
+        except ToolNotFoundError as exc:
+            raise CLIError(str(exc)) from exc
     if args.format == "openai":
         data: Any = tool.to_openai()
     elif args.format == "anthropic":
@@ -148,7 +190,17 @@ def _problem_line(error: SkillLoadError) -> str:
         where += f" [{error.field}]"
     text = str(error)
     message = text[len(where) + 2:] if text.startswith(where + ": ") else text
-    return f"{error.path or '<skill>'}:{error.line or 1}: {error.field or 'skill'}: {message}"
+    return f"{_shown_path(error.path)}:{error.line or 1}: {error.field or 'skill'}: {message}"
+
+
+def _shown_path(path: str | None) -> str:
+    """``path`` relative to the current folder when it lies below it."""
+    if not path:
+        return "<skill>"
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def cmd_skills_validate(args: argparse.Namespace) -> int:
@@ -172,12 +224,14 @@ def cmd_skills_validate(args: argparse.Namespace) -> int:
     problems = 0
     for folder in folders:
         try:
-            skill = checker.validate(folder)
+            # absolute, so that errors raised while importing tree.py find their line
+            skill = checker.validate(folder.resolve())
         except SkillLoadError as exc:
             problems += 1
             console.print(escape(_problem_line(exc)))
             continue
-        console.print(f"[green]ok[/] {skill.name} ({skill.execution}) {escape(str(skill.file))}")
+        console.print(f"[green]ok[/] {skill.name} ({skill.execution}) "
+                      f"{escape(_shown_path(str(skill.file)))}")
     names = [f.name for f in folders]
     if problems:
         console.print(f"{problems} of {len(names)} skill(s) have errors")

@@ -93,8 +93,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
         try:
             for request_id in args.approve or []:
                 runner.approve(request_id, args.message)
+                console.print(f"  ✓ approved {escape(request_id)}")
             for request_id in args.reject or []:
                 runner.reject(request_id, args.message or "rejected with jianmu resume")
+                console.print(f"  ✗ rejected {escape(request_id)}")
         except InteractionError as exc:
             raise CLIError(str(exc)) from exc
         return _drive(runner, target, args, console)
@@ -170,7 +172,7 @@ def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] 
     if reason:
         console.print(f"  reason: {escape(str(reason))}")
     while True:
-        console.print("  approve? [y/n, or 'n REASON'] ", end="")
+        console.print(escape("  approve? [y/n, or 'n REASON'] "), end="")
         console.file.flush()
         line = sys.stdin.readline()
         if not line:

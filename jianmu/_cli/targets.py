@@ -107,14 +107,9 @@ def load_target(
     Raises:
         CLIError: the script or skill cannot be found, loaded or built.
     """
-    if launch is not None:
-        kind = launch.kind
-    elif is_script(spec):
-        kind = "script"
-    else:
-        kind = "skill"
+    script = launch.kind == "script" if launch is not None else is_script(spec)
     try:
-        if kind == "script":
+        if script:
             return _script_target(Path(spec), inputs, config)
         return _skill_target(spec, inputs, config, skills_dirs, launch)
     except (SkillLoadError, SkillNotFoundError, SkillRunError) as exc:
@@ -232,7 +227,8 @@ def _script_target(path: Path, inputs: dict[str, Any], config: AppConfig) -> Tar
         )
     if not isinstance(tree, Behaviour):
         raise CLIError(
-            f"{path.name}: build_tree()/tree must be a py_trees behaviour, got {type(tree).__name__}"
+            f"{path.name}: build_tree()/tree must be a py_trees behaviour, "
+            f"got {type(tree).__name__}"
         )
     launch = Launch(kind="script", target=str(path.resolve()), inputs=inputs,
                     config=_config_path(config), cwd=str(Path.cwd()))

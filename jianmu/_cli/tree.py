@@ -8,13 +8,12 @@ import itertools
 import py_trees
 from py_trees.behaviour import Behaviour
 
-from jianmu._cli.common import ExitCode, load_cli_config, parse_inputs
+from jianmu._cli.common import TREE_FORMATS, ExitCode, load_cli_config, parse_inputs
 from jianmu._cli.progress import node_kind
 from jianmu._cli.targets import load_target
 
 __all__ = ("TREE_FORMATS", "cmd_tree_show", "to_dot", "to_mermaid")
 
-TREE_FORMATS = ("ascii", "unicode", "dot", "mermaid")
 
 # Mermaid shapes: composites are drawn apart from leaves, each kind in its own shape.
 _MERMAID_SHAPE = {
@@ -78,8 +77,6 @@ def cmd_tree_show(args: argparse.Namespace) -> int:
     root = target.tree
     if args.format == "ascii":
         text = py_trees.display.ascii_tree(root)
-    elif args.format == "unicode":
-        text = py_trees.display.unicode_tree(root)
     elif args.format == "dot":
         text = to_dot(root)
     else:

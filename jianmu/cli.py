@@ -1,0 +1,209 @@
+"""The ``jianmu`` command: run trees and skills, resume runs, inspect tools, skills and trees,
+serve tools over MCP, build the sandbox image.
+
+Exit codes: 0 success; 1 the run failed (or a skill did not validate, an image did not build);
+2 usage or configuration error (bad arguments, config, script or skill); 3 the run is
+suspended waiting for approval (it is checkpointed: ``jianmu resume RUN_ID``); 4 the run timed
+out or was cancelled. Errors print as one line; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode
+
+__all__ = ("build_parser", "main")
+
+_EPILOG = """\
+exit codes: 0 success, 1 failure, 2 usage or config error, 3 suspended (waiting for
+approval; resume with 'jianmu resume RUN_ID'), 4 timeout or cancelled.
+"""
+
+_RUN_EPILOG = """\
+TARGET is a Python script or a skill name.
+
+A script defines build_tree() (it may take the keyword arguments inputs, config and llm) or a
+module-level 'tree'; optionally build_state() or STATE_SCHEMA (default: AgentState) and
+build_llm(). --input values go to build_tree/build_state(inputs=...), else into the state.
+
+A BT skill gets the --input values as its inputs (validated against its SKILL.md). A prompt
+skill runs with the model of the config's llm section; its first user message is the 'task'
+(or 'message') input, else all inputs as 'key: value' lines; inputs are also state fields.
+
+--input key=value passes a string; key:=JSON passes a JSON value (key:=3, key:='[1,2]').
+
+The run is checkpointed in the config's runtime.checkpoint_path. When a tool needs approval,
+you are asked on standard input (y, n, or 'n REASON'); with --non-interactive the run stops
+with exit code 3 and prints the run id and the pending request ids for 'jianmu resume'.
+""" + "\n" + _EPILOG
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    # SUPPRESS: given before or after the sub-command, the value is kept either way
+    parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                        help="configuration file (default: $JIANMU_CONFIG, ./jianmu.yaml, "
+                             "./configs/jianmu.yaml)")
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="print tracebacks of errors")
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--non-interactive", action="store_true",
+                        help="do not ask for approvals: checkpoint, print the pending requests "
+                             "and exit with code 3")
+    parser.add_argument("--approve-all", action="store_true",
+                        help="approve every request without asking")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="seconds the tree may run (default: the config's runtime.timeout "
+                             "or the skill's); time waiting for answers does not count")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``jianmu`` command."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="jianmu", description="Jianmu: behaviour-tree workflows for LLM agents.",
+        epilog=_EPILOG, formatter_class=formatter,
+    )
+    _common(parser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(sub: argparse._SubParsersAction, name: str, help_: str, **kw: object
+            ) -> argparse.ArgumentParser:
+        made: argparse.ArgumentParser = sub.add_parser(
+            name, help=help_, description=help_, formatter_class=formatter, **kw  # type: ignore[arg-type]
+        )
+        _common(made)
+        return made
+
+    run = add(commands, "run", "run a script's tree or a skill", epilog=_RUN_EPILOG)
+    run.add_argument("target", metavar="TARGET", help="SCRIPT.py or SKILL_NAME")
+    run.add_argument("--input", "-i", action="append", metavar="KEY=VALUE",
+                     help="an input (repeatable); KEY:=JSON for a JSON value")
+    run.add_argument("--skills-dir", action="append", metavar="DIR",
+                     help="look for skills here instead of skills/ and skills.paths")
+    _run_options(run)
+    run.set_defaults(handler="jianmu._cli.run:cmd_run")
+
+    resume = add(commands, "resume", "continue a checkpointed run", epilog=_EPILOG)
+    resume.add_argument("run_id", metavar="RUN_ID")
+    resume.add_argument("--approve", action="append", metavar="ID",
+                        help="approve a pending request (repeatable)")
+    resume.add_argument("--reject", action="append", metavar="ID",
+                        help="reject a pending request (repeatable)")
+    resume.add_argument("--message", "-m", help="a note for the decisions (the model sees it)")
+    _run_options(resume)
+    resume.set_defaults(handler="jianmu._cli.run:cmd_resume")
+
+    tools = add(commands, "tools", "inspect the built-in tools")
+    tools_sub = tools.add_subparsers(dest="action", metavar="ACTION", required=True)
+    tools_list = add(tools_sub, "list", "list the built-in tools")
+    tools_list.add_argument("--mcp", action="store_true",
+                            help="also list the tools of the config's mcp.servers (connects)")
+    tools_list.set_defaults(handler="jianmu._cli.info:cmd_tools_list")
+    tools_show = add(tools_sub, "show", "print a tool's definition as JSON (a built-in, or "
+                                        "server__tool of the config's mcp.servers)")
+    tools_show.add_argument("name", metavar="NAME")
+    tools_show.add_argument("--format", choices=("openai", "anthropic", "mcp", "spec"),
+                            default="openai", help="definition format (default: openai)")
+    tools_show.set_defaults(handler="jianmu._cli.info:cmd_tools_show")
+
+    skills = add(commands, "skills", "list, show and validate skills")
+    skills_sub = skills.add_subparsers(dest="action", metavar="ACTION", required=True)
+    skills_list = add(skills_sub, "list", "list the skills and any that failed to load")
+    skills_show = add(skills_sub, "show", "show a skill's front matter and body")
+    skills_show.add_argument("name", metavar="NAME")
+    for sub_parser in (skills_list, skills_show):
+        sub_parser.add_argument("--skills-dir", action="append", metavar="DIR",
+                                help="look here instead of skills/ and skills.paths")
+    skills_list.set_defaults(handler="jianmu._cli.info:cmd_skills_list")
+    skills_show.set_defaults(handler="jianmu._cli.info:cmd_skills_show")
+    validate = add(skills_sub, "validate",
+                   "check a skill folder or a folder of skills (exit 1 on any error)")
+    validate.add_argument("path", nargs="?", default="skills", metavar="PATH",
+                          help="a skill folder, a SKILL.md, or a folder of skills "
+                               "(default: skills)")
+    validate.set_defaults(handler="jianmu._cli.info:cmd_skills_validate")
+
+    tree = add(commands, "tree", "inspect trees")
+    tree_sub = tree.add_subparsers(dest="action", metavar="ACTION", required=True)
+    show = add(tree_sub, "show", "print a script's or BT skill's tree")
+    show.add_argument("target", metavar="TARGET", help="SCRIPT.py or a BT SKILL_NAME")
+    show.add_argument("--format", choices=TREE_FORMATS,
+                      default="ascii", help="output format (default: ascii)")
+    show.add_argument("--input", "-i", action="append", metavar="KEY=VALUE",
+                      help="inputs for building the tree (repeatable)")
+    show.add_argument("--skills-dir", action="append", metavar="DIR",
+                      help="look for skills here instead of skills/ and skills.paths")
+    show.set_defaults(handler="jianmu._cli.tree:cmd_tree_show")
+
+    mcp = add(commands, "mcp", "Model Context Protocol")
+    mcp_sub = mcp.add_subparsers(dest="action", metavar="ACTION", required=True)
+    serve = add(mcp_sub, "serve", "serve tools to MCP hosts, with the config's guard")
+    serve.add_argument("--tools", metavar="A,B",
+                       help="built-in tools to serve, comma-separated (default: read-only ones: "
+                            "read_file, list_dir, file_info, glob_search, grep_search, "
+                            "calculator)")
+    serve.add_argument("--skills-dir", action="append", metavar="DIR",
+                       help="also serve the BT skills found here as the run_bt_skill tool")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="http: interface (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="http: port (default 8000)")
+    serve.add_argument("--path", default="/mcp", help="http: endpoint path (default /mcp)")
+    serve.set_defaults(handler="jianmu._cli.serve:cmd_mcp_serve")
+
+    sandbox = add(commands, "sandbox", "the Docker sandbox")
+    sandbox_sub = sandbox.add_subparsers(dest="action", metavar="ACTION", required=True)
+    build = add(sandbox_sub, "build-image", "build the sandbox image (unless present)")
+    build.add_argument("--name", default="jianmu-sandbox:latest", help="repository:tag")
+    build.add_argument("--suite", default="bookworm", help="Debian release (default bookworm)")
+    build.add_argument("--mirror", help="Debian mirror (default: the host's apt sources)")
+    build.add_argument("--force", action="store_true", help="rebuild even if it exists")
+    build.set_defaults(handler="jianmu._cli.serve:cmd_sandbox_build_image")
+    return parser
+
+
+def _handler(spec: str):  # type: ignore[no-untyped-def]
+    import importlib
+
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``jianmu`` command; return its exit code."""
+    from jianmu.errors import ConfigError, JianmuError
+
+    args = build_parser().parse_args(argv)
+    args.config = getattr(args, "config", None)
+    args.debug = getattr(args, "debug", False)
+    try:
+        return int(_handler(args.handler)(args))
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.FAILURE)
+    except KeyboardInterrupt as exc:
+        error: BaseException = exc
+        code, message = ExitCode.STOPPED, "interrupted"
+    except CLIError as exc:
+        error, code, message = exc, exc.code, str(exc)
+    except ConfigError as exc:
+        error, code, message = exc, ExitCode.USAGE, str(exc)
+    except JianmuError as exc:
+        error, code, message = exc, ExitCode.FAILURE, str(exc)
+    except Exception as exc:  # a bug or an unexpected failure: one line unless --debug
+        error, code, message = exc, ExitCode.FAILURE, f"{type(exc).__name__}: {exc}"
+        if not args.debug:
+            message += " (run with --debug for the traceback)"
+    if args.debug:
+        traceback.print_exception(error)
+    print(f"jianmu: error: {message}", file=sys.stderr)
+    return int(code)
+
+if __name__ == "__main__":
+    sys.exit(main())

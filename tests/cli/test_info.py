@@ -1,0 +1,143 @@
+"""``jianmu tools`` and ``jianmu skills`` as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+
+from jianmu.tools.providers import DEFAULT_BUILTINS
+from tests.cli._helpers import REPO, SHIPPED_SKILLS, Project, assert_clean_error
+
+BROKEN_SKILL = "---\nname: broken\ndescription: d\nexecution: bt\ntools: [nosuch]\n---\nbody\n"
+GOOD_SKILL = "---\nname: notes\ndescription: Take notes. Keep them short.\n---\n# Notes\nWrite.\n"
+
+
+def test_tools_list_shows_every_builtin_with_its_metadata(project: Project) -> None:
+    done = project.jianmu("tools", "list")
+    assert done.code == 0, done.text
+    for name in DEFAULT_BUILTINS:
+        assert re.search(rf"│ {name} +│", done.out), name
+    assert re.search(r"│ calculator +│ read +│ auto +│ yes +│ Evaluate a math expression and "
+                     r"return its value\. +│", done.out)
+    assert re.search(r"│ bash +│ execute +│ user_confirm +│ no +│", done.out)
+
+
+@pytest.mark.parametrize(("fmt", "check"), [
+    ("openai", lambda d: d["type"] == "function" and d["function"]["name"] == "read_file"
+     and "path" in d["function"]["parameters"]["properties"]),
+    ("anthropic", lambda d: d["name"] == "read_file" and "path" in d["input_schema"]["properties"]),
+    ("mcp", lambda d: d["name"] == "read_file" and d["annotations"]["readOnlyHint"] is True
+     and "path" in d["inputSchema"]["properties"]),
+    ("spec", lambda d: d["category"] == "read" and d["permission"] == "auto"),
+])
+def test_tools_show_each_format_is_json(project: Project, fmt: str, check) -> None:  # type: ignore[no-untyped-def]
+    done = project.jianmu("tools", "show", "read_file", "--format", fmt)
+    assert done.code == 0, done.text
+    assert check(json.loads(done.out))
+
+
+def test_tools_show_defaults_to_openai_and_accepts_aliases(project: Project) -> None:
+    done = project.jianmu("tools", "show", "file_read")
+    assert json.loads(done.out)["function"]["name"] == "read_file"
+
+
+def test_tools_show_unknown_tool_exits_2(project: Project) -> None:
+    assert_clean_error(project.jianmu("tools", "show", "nope"), 2,
+                       "no built-in tool named 'nope'", "read_file")
+
+
+def test_skills_list_shows_skills_and_broken_ones(project: Project) -> None:
+    project.write("extra/broken/SKILL.md", BROKEN_SKILL)
+    project.write("skills/notes/SKILL.md", GOOD_SKILL)
+    done = project.jianmu("skills", "list", "--skills-dir", str(SHIPPED_SKILLS),
+                          "--skills-dir", "extra")
+    assert done.code == 0, done.text
+    assert re.search(r"│ workspace-report +│ bt +│ 1\.0 +│ glob_search, grep_search, file_info, "
+                     r"write_file +│ Survey a folder", done.out)
+    assert re.search(r"│ code-review +│ prompt +│", done.out)
+    assert "notes" not in done.out  # --skills-dir replaces the default skills/ folder
+    assert "broken: extra/broken/SKILL.md:5 [tools[0]]: unknown tool 'nosuch'" in done.out
+    default = project.jianmu("skills", "list")  # ./skills of the project
+    assert re.search(r"│ notes +│ prompt +│", default.out)
+
+
+def test_skills_list_says_where_it_looked_when_empty(project: Project) -> None:
+    done = project.jianmu("skills", "list")
+    assert done.code == 0 and "no skills found in skills" in done.out
+
+
+def test_skills_show_prints_front_matter_and_body(project: Project) -> None:
+    done = project.jianmu("skills", "show", "workspace-report", "--skills-dir", str(SHIPPED_SKILLS))
+    assert done.code == 0, done.text
+    out = done.out
+    assert "name: workspace-report" in out and "execution: bt" in out and "tree: tree.py" in out
+    assert "tools: glob_search, grep_search, file_info, write_file" in out
+    assert 'constraints: {"guard": {"max_tool_calls": 400}, "timeout": 120.0}' in out
+    assert '"folder": {"type": "string", "default": "."' in out
+    assert "# Workspace report" in out and "The result (`skill_result`)" in out
+
+
+def test_skills_show_unknown_exits_2(project: Project) -> None:
+    done = project.jianmu("skills", "show", "workspace-reprot", "--skills-dir", str(SHIPPED_SKILLS))
+    assert_clean_error(done, 2, "no skill named 'workspace-reprot'",
+                       "did you mean 'workspace-report'?")
+
+
+def test_skills_validate_good_folder(project: Project) -> None:
+    done = project.jianmu("skills", "validate", str(SHIPPED_SKILLS))
+    assert done.code == 0, done.text
+    assert "ok code-review (prompt)" in done.out and "ok workspace-report (bt)" in done.out
+    assert "2 skill(s) valid" in done.out
+    single = project.jianmu("skills", "validate", str(SHIPPED_SKILLS / "workspace-report"))
+    assert single.code == 0 and "1 skill(s) valid" in single.out
+
+
+def test_skills_validate_reports_each_error_as_file_line_field_message(project: Project) -> None:
+    project.write("skills/broken/SKILL.md", BROKEN_SKILL)
+    project.write("skills/notes/SKILL.md", GOOD_SKILL)
+    project.write("skills/bad-tree/SKILL.md",
+                  "---\nname: bad-tree\ndescription: d\nexecution: bt\n---\n")
+    project.write("skills/bad-tree/tree.py",
+                  "def build_tree(ctx):\n    pass\n\nraise ValueError('nope')\n")
+    project.write("skills/misnamed/SKILL.md", "---\nname: other\ndescription: d\n---\n")
+    done = project.jianmu("skills", "validate")  # default PATH: skills
+    assert done.code == 1, done.text
+    lines = done.out.splitlines()
+    assert "skills/broken/SKILL.md:5: tools[0]: unknown tool 'nosuch'; known tools: bash, " \
+        "calculator" in done.out
+    assert any(re.fullmatch(r"skills/bad-tree/tree\.py:4: build_tree: importing the tree "
+                            r"module failed: ValueError: nope", line) for line in lines), lines
+    assert any(re.match(r"skills/misnamed/SKILL\.md:2: name: ", line) for line in lines), lines
+    assert "ok notes (prompt)" in done.out
+    assert "3 of 4 skill(s) have errors" in done.out
+
+
+def test_skills_validate_bad_path_exits_2(project: Project) -> None:
+    assert_clean_error(project.jianmu("skills", "validate", "nowhere"), 2,
+                       "'nowhere' does not exist")
+    (project.root / "empty").mkdir()
+    assert_clean_error(project.jianmu("skills", "validate", "empty"), 2, "no SKILL.md in 'empty'")
+
+
+def test_tools_list_and_show_with_the_configs_mcp_servers(project: Project) -> None:
+    pytest.importorskip("mcp")
+    server = REPO / "tests" / "tools" / "mcp" / "servers" / "weather_server.py"
+    project.config.write_text(project.config.read_text() + (
+        f"mcp:\n  servers:\n    weather:\n      command: {sys.executable}\n"
+        f"      args: [{server}, stdio]\n    dead:\n      command: /nonexistent/mcp-server\n"
+    ), encoding="utf-8")
+    plain = project.jianmu("tools", "list")
+    assert "weather__" not in plain.out  # only --mcp connects
+    done = project.jianmu("tools", "list", "--mcp")
+    assert done.code == 0, done.text
+    assert re.search(r"│ weather__get_forecast +│ read +│ auto +│ yes +│ Forecast for", done.out)
+    assert re.search(r"│ weather__delete_station +│ dangerous +│ user_confirm +│ no +│", done.out)
+    assert "MCP server 'dead' skipped" in done.out and "│ calculator " in done.out
+    shown = project.jianmu("tools", "show", "weather__get_forecast", "--format", "mcp")
+    assert shown.code == 0, shown.text
+    assert json.loads(shown.out)["annotations"]["readOnlyHint"] is True
+    assert_clean_error(project.jianmu("tools", "show", "weather__nope"), 2,
+                       "no MCP tool named 'weather__nope'", "weather__get_forecast")

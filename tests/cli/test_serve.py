@@ -1,0 +1,69 @@
+"""``jianmu mcp serve`` (driven by the MCP SDK's client) and ``jianmu sandbox build-image``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from jianmu._cli.serve import DEFAULT_SERVED_TOOLS
+from tests.cli._helpers import REPO, SHIPPED_SKILLS, Project, assert_clean_error
+
+mcp = pytest.importorskip("mcp")
+
+
+@asynccontextmanager
+async def served(project: Project, *args: str) -> AsyncIterator[mcp.ClientSession]:
+    from mcp.client.stdio import stdio_client
+
+    params = mcp.StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "jianmu.cli", "mcp", "serve", *args, "--config", str(project.config)],
+        env={"PYTHONPATH": str(REPO)}, cwd=str(project.root),
+    )
+    async with stdio_client(params) as (read, write), mcp.ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def _text(result: object) -> str:
+    return "\n".join(b.text for b in result.content if b.type == "text")  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+async def test_serves_the_read_only_builtins_by_default(project: Project) -> None:
+    async with served(project) as session:
+        listed = {t.name: t for t in (await session.list_tools()).tools}
+        assert sorted(listed) == sorted(DEFAULT_SERVED_TOOLS)
+        assert listed["read_file"].annotations.read_only_hint is True  # type: ignore[union-attr]
+        result = await session.call_tool("calculator", {"expression": "17 * 23"})
+        assert not result.is_error and _text(result) == "391"
+        read = await session.call_tool("read_file", {"path": "README.md"})  # in the workdir
+        assert "# demo" in _text(read)
+
+
+@pytest.mark.anyio
+async def test_named_tools_with_the_config_guard_and_bt_skills(project: Project) -> None:
+    async with served(project, "--tools", "calculator,bash",
+                      "--skills-dir", str(SHIPPED_SKILLS)) as session:
+        names = [t.name for t in (await session.list_tools()).tools]
+        assert names == ["calculator", "bash", "run_bt_skill"]
+        refused = await session.call_tool("bash", {"command": "echo hi"})
+        assert refused.is_error and "needs a person's approval" in _text(refused)
+
+
+def test_serve_bad_arguments_exit_2(project: Project) -> None:
+    assert_clean_error(project.jianmu("mcp", "serve", "--tools", "calculator,nosuch"), 2,
+                       "--tools: no built-in tool named 'nosuch'")
+    (project.root / "noskills").mkdir()
+    assert_clean_error(project.jianmu("mcp", "serve", "--skills-dir", "noskills"), 2,
+                       "no BT skill found there")
+
+
+def test_build_image_without_docker_fails_cleanly(project: Project) -> None:
+    pytest.importorskip("docker")
+    done = project.jianmu("sandbox", "build-image", "--name", "jianmu-test:none",
+                          env={"DOCKER_HOST": f"unix://{project.root}/no-docker.sock"})
+    assert_clean_error(done, 1, "Docker")
