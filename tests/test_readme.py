@@ -1,0 +1,98 @@
+"""Every snippet in README.md runs, in order, in a fresh project folder."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jianmu.config import parse_config
+from jianmu.skills import SkillCatalog
+
+REPO = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
+EXPECTED_EXIT = re.compile(r"#\s*exit (\d+)\s*$")
+RESUME_HINT = re.compile(r"jianmu resume (\S+) --approve (\S+)")
+
+
+def blocks() -> list[tuple[str, str]]:
+    return BLOCK.findall((REPO / "README.md").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("readme")
+    shutil.copytree(REPO / "skills", root / "skills")
+    shutil.copytree(REPO / "examples", root / "examples")
+    return root
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run_python(code: str, cwd: Path) -> None:
+    out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=environment(),
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, f"snippet failed:\n{code}\n{out.stdout}\n{out.stderr}"
+
+
+def run_console(block: str, cwd: Path) -> None:
+    last_output = ""
+    for line in block.splitlines():
+        if not line.startswith("$ ") or line[2:].startswith("make "):
+            continue  # `make demo` / `make test` are what CI itself runs
+        command = EXPECTED_EXIT.sub("", line[2:]).strip()
+        match = EXPECTED_EXIT.search(line)
+        expected = int(match.group(1)) if match else 0
+        if "RUN_ID" in command:
+            hint = RESUME_HINT.search(last_output)
+            assert hint, f"no run to resume in:\n{last_output}"
+            command = command.replace("RUN_ID", hint.group(1)).replace("CALL_ID", hint.group(2))
+        out = subprocess.run(["bash", "-c", command], cwd=cwd, env=environment(),
+                             capture_output=True, text=True, timeout=180,
+                             stdin=subprocess.DEVNULL)
+        assert out.returncode == expected, f"{command!r}:\n{out.stdout}\n{out.stderr}"
+        last_output = out.stdout + out.stderr
+
+
+def check_skill(text: str, cwd: Path) -> None:
+    name = re.search(r"^name: (\S+)$", text, re.M)
+    assert name, "a SKILL.md snippet needs a name"
+    folder = cwd / "skills" / name.group(1)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(text, encoding="utf-8")
+    catalog = SkillCatalog([cwd / "skills"])
+    assert not catalog.errors, catalog.errors
+    assert name.group(1) in catalog.names()
+
+
+def test_readme_starts_with_the_two_setup_commands() -> None:
+    head = "\n".join((REPO / "README.md").read_text().splitlines()[:10])
+    assert "make demo" in head and "make test" in head
+
+
+def test_every_snippet_runs(project: Path) -> None:
+    kinds = set()
+    for kind, body in blocks():
+        kinds.add(kind)
+        if kind == "python":
+            run_python(body, project)
+        elif kind == "console":
+            run_console(body, project)
+        elif kind == "yaml":
+            parse_config(body, "README.md")
+        elif kind == "markdown":
+            check_skill(body, project)
+        else:
+            pytest.fail(f"README has a {kind!r} block the test does not know how to run")
+    assert kinds == {"python", "console", "yaml", "markdown"}
+    assert (project / "out" / "report.md").is_file()  # the skill run by `jianmu run`
+    assert (project / ".jianmu" / "notes.txt").read_text().strip() == "buy milk"
