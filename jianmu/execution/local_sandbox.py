@@ -24,6 +24,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -85,6 +86,20 @@ _BWRAP_BASE = (
     "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
     "--die-with-parent", "--new-session", "--cap-drop", "ALL",
 )
+
+
+def _hidden_by_private_tmp(search_path: str) -> list[str]:
+    """Folders the sandbox needs that a private ``/tmp`` would hide: this Python's install and
+    the ``PATH`` entries that live under ``/tmp`` (a virtualenv in a checkout there, say)."""
+    wanted = [sys.prefix, sys.base_prefix, *search_path.split(os.pathsep)]
+    found: list[str] = []
+    for folder in wanted:
+        real = os.path.realpath(folder) if folder else ""
+        for path in {folder, real}:
+            if (path.startswith("/tmp/") and os.path.isdir(path)
+                    and path not in found):
+                found.append(path)
+    return found
 
 
 class _Handle:
@@ -289,6 +304,8 @@ class LocalSandbox:
             argv = [
                 bwrap, *_BWRAP_BASE, *([] if self.network else ["--unshare-net"]),
                 "--bind", str(self._tmp), "/tmp",
+                *(arg for path in _hidden_by_private_tmp(full_env["PATH"])
+                  for arg in ("--ro-bind", path, path)),
                 "--bind", str(self.workspace), str(self.workspace),
                 "--chdir", str(workdir), "--", *argv,
             ]

@@ -19,6 +19,7 @@ import copy
 import hashlib
 import importlib.util
 import json
+import os
 import sys
 import traceback
 import types
@@ -288,7 +289,12 @@ class SkillTreeLoader:
             spec.loader.exec_module(module)
         except Exception as exc:
             sys.modules.pop(name, None)
-            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+            # tracebacks name the file as it was imported; compare real paths
+            real = os.path.realpath(path)
+            frames = [
+                f for f in traceback.extract_tb(exc.__traceback__)
+                if os.path.realpath(f.filename) == real
+            ]
             line = frames[-1].lineno if frames else getattr(exc, "lineno", None)
             raise SkillLoadError(
                 f"importing the tree module failed: {type(exc).__name__}: {exc}",
