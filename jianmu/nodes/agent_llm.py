@@ -126,6 +126,10 @@ class AgentLLMNode(AsyncNode):
 
     async def update_async(self) -> Status:
         """Call the model once and record its reply."""
+        from jianmu.nodes.tool_executor import ToolExecutor
+
+        if isinstance(self.tools, ToolExecutor):
+            await self.tools.prepare_tools()
         messages = self.request_messages()
         toolset = self.visible_tools()
         model = getattr(self.llm, "model", "") or "unknown"

@@ -21,7 +21,7 @@ from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import recent_messages
 from jianmu.nodes.react import ReActLoop, create_react_node
 from jianmu.nodes.tool_executor import ToolExecutorConfig
-from jianmu.runtime.async_node import AsyncNode, RuntimeNode
+from jianmu.runtime.async_node import RuntimeNode
 from jianmu.tools.base import Tool
 from jianmu.tools.toolset import ToolSet
 
@@ -209,17 +209,15 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         return target
 
 
-class PrepareSkillContext(AsyncNode):
-    """Connects the skills' MCP servers, then copies the recent global conversation and the
-    host's seed messages into the skill's namespace."""
+class PrepareSkillContext(RuntimeNode, py_trees.behaviour.Behaviour):
+    """Copies the recent global conversation and the host's seed messages into the skill."""
 
     def __init__(self, name: str, owner: SkillNode) -> None:
         super().__init__(name)
         self.owner = owner
 
-    async def update_async(self) -> Status:
-        """Add MCP tools to the loop's executor; write the history and seed messages."""
-        await self.owner._connect_mcp_tools()
+    def update(self) -> Status:
+        """Write the history and seed messages into the namespace."""
         outer = self.owner.outer_state
         limit = self.owner.history_limit()
         messages = list(outer.get("messages") or []) if outer is not None else []
@@ -269,7 +267,6 @@ class SkillNode(FlattenedAgentNode):
         self.skills: list[Skill] = []
         self.constraints: Constraints | None = None
         self.react: ReActLoop | None = None
-        self._mcp_connected = False
 
     # -- the seed's steps ------------------------------------------------------------------------
     def _load_skills(self) -> list[Skill]:
@@ -320,10 +317,13 @@ class SkillNode(FlattenedAgentNode):
         return wanted
 
     async def _connect_mcp_tools(self) -> None:
-        """Start the MCP servers the skills name and hand their tools to the executor."""
-        if self._mcp_connected or self.react is None or self.react.executor is None:
+        """Start the MCP servers the skills name and hand their tools to the executor.
+
+        The loop's executor awaits this before its tools are first needed (see
+        `ToolExecutor.add_tool_source`), so it also runs after a restore in a new process.
+        """
+        if self.react is None or self.react.executor is None:
             return
-        self._mcp_connected = True
         from jianmu.tools.mcp import MCPToolProvider
 
         guard = (self.constraints or Constraints()).guard
@@ -377,6 +377,8 @@ class SkillNode(FlattenedAgentNode):
             name=f"{self.name}.react",
             executor_config=self.config.executor,
         )
+        if self._mcp_references() and react.executor is not None:
+            react.executor.add_tool_source(self._connect_mcp_tools)
         prepare = PrepareSkillContext(f"{self.name}.prepare", self)
         return py_trees.composites.Sequence(
             f"{self.name}.steps", memory=True, children=[prepare, react]

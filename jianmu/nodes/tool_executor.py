@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -93,11 +93,27 @@ class ToolExecutor(AsyncNode):
         self._enforcer: GuardEnforcer | None = None
         self._rate_limited: set[str] = set()
         self._runners = RunnerCache()
+        self._tool_sources: list[Callable[[], Awaitable[None]]] = []
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
         """Add a tool (last registration of a name wins)."""
         self.toolset = self.toolset.with_tools([tool])
+
+    def add_tool_source(self, source: Callable[[], Awaitable[None]]) -> None:
+        """Await ``source`` once before the tools are next needed (it may `register_tool`).
+
+        For tools that need a connection first, such as an MCP server's: they are fetched on
+        first use, also after a run is restored in a new process.
+        """
+        self._tool_sources.append(source)
+
+    async def prepare_tools(self) -> None:
+        """Run the pending tool sources (once each)."""
+        while self._tool_sources:
+            source = self._tool_sources[0]
+            await source()
+            self._tool_sources.pop(0)
 
     def reset_for_run(self) -> None:
         """Forget the guard built on the first tick; the next tick builds it anew."""
@@ -123,6 +139,7 @@ class ToolExecutor(AsyncNode):
         calls = self._normalised_actions()
         if not calls:
             return Status.SUCCESS
+        await self.prepare_tools()
         constraints = self.effective_constraints()
         if self._enforcer is None:
             self._enforcer = GuardEnforcer.from_guard_constraints(constraints.guard)

@@ -329,8 +329,9 @@ class ReactiveRunner:
                     f"the checkpoint has {restored['name']!r}"
                 )
             node.status = Status[restored["status"]]
-        names = [c.name for c in node.children]
-        for index, child in enumerate(node.children):
+        children = self._children(node)
+        names = [c.name for c in children]
+        for index, child in enumerate(children):
             # paths must be unique: siblings sharing a name get their index
             child_label = child.name if names.count(child.name) == 1 else f"{child.name}[{index}]"
             self._bind(child, f"{key}/{index}", path, child_label)
@@ -348,9 +349,16 @@ class ReactiveRunner:
                 unfinished = [c for c in node.children if c.status is not Status.SUCCESS]
                 node.current_child = unfinished[0] if unfinished else node.children[-1]
 
+    @staticmethod
+    def _children(node: Behaviour) -> list[Behaviour]:
+        """A node's real children: none yet for a node that compiles them on first tick."""
+        if getattr(node, "compiled", True) is False:
+            return []
+        return list(node.children)
+
     def _walk(self, node: Behaviour, key: str) -> Iterable[tuple[str, Behaviour]]:
         yield key, node
-        for index, child in enumerate(node.children):
+        for index, child in enumerate(self._children(node)):
             yield from self._walk(child, f"{key}/{index}")
 
     def _setup_once(self) -> None:

@@ -6,11 +6,19 @@ import json
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import py_trees
 import pytest
 
-from jianmu import AppConfig, Constraints, ReactiveRunner, RunStatus, StateManager
+from jianmu import (
+    AppConfig,
+    Constraints,
+    ReactiveRunner,
+    RunStatus,
+    SQLiteCheckpointer,
+    StateManager,
+)
 from jianmu.config import parse_config
 from jianmu.llm import Message, ScriptedLLM
 from jianmu.nodes import AgentState
@@ -277,3 +285,41 @@ async def test_skill_uses_tools_of_a_configured_mcp_server(tmp_path: Path) -> No
     assert result.status is RunStatus.SUCCESS, result.error
     assert llm.requests[0].tool_names == ["weather__get_forecast"]  # only the tool it named
     assert "\"city\": \"oslo\"" in (state.get("final_answer") or "")
+
+
+async def test_suspended_skill_with_mcp_tools_resumes_in_a_new_runner(tmp_path: Path) -> None:
+    server = REPO / "tests" / "tools" / "mcp" / "servers" / "weather_server.py"
+    make_skill(tmp_path, "forecaster", "tools: [weather]\nconstraints:\n  guard:\n"
+               "    tool_policy:\n      weather__get_forecast: confirm\n")
+    cfg = parse_config(
+        f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n"
+        f"mcp:\n  servers:\n    weather:\n      command: {sys.executable}\n"
+        f"      args: [{server}]\n"
+    )
+
+    def build(*script: Any) -> tuple[SkillNode, ScriptedLLM]:
+        llm = ScriptedLLM(list(script))
+        catalog = SkillCatalog([tmp_path], config=cfg)
+        return SkillNode("Forecast", ["forecaster"], llm, catalog=catalog), llm
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+    node, _ = build(
+        [{"id": "f1", "name": "weather__get_forecast", "arguments": {"city": "Oslo"}}]
+    )
+    first = await ReactiveRunner(node, state_with("Oslo?"), config=cfg, checkpointer=store).run(
+        timeout=60
+    )
+    assert first.status is RunStatus.SUSPENDED and [r.id for r in first.pending] == ["f1"]
+
+    # a new tree and model, as a new process would build them; the model is asked only for
+    # the turn after the approved call
+    node, llm = build(lambda messages: [m.content for m in messages if m.role == "tool"][-1])
+    state = StateManager(AgentState)
+    runner = ReactiveRunner.restore(node, store, first.run_id, state_manager=state, config=cfg)
+    runner.approve("f1")
+    done = await runner.run(timeout=60)
+    assert done.status is RunStatus.SUCCESS, done.error
+    assert '"city": "oslo"' in (state.get("final_answer") or "")
+    assert len(llm.requests) == 1  # the approved call ran without asking the model again
+    assert [m.role for m in llm.requests[0].messages][-2:] == ["assistant", "tool"]
+    assert state.namespaces() == []
