@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from typing import Any
 
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
+from jianmu.errors import StateValidationError
+from jianmu.guard import GuardEnforcer, GuardLedger
 from jianmu.nodes._tool_calls import (
     RunnerCache,
     elapsed_ms,
@@ -19,7 +23,7 @@ from jianmu.nodes._tool_calls import (
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import span
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolResult
+from jianmu.tools.calls import ToolCall, ToolResult
 
 __all__ = ("ToolNode",)
 
@@ -28,9 +32,13 @@ class ToolNode(AsyncNode):
     """Runs ``tool`` with the input at ``input_key`` and writes its output to ``output_key``.
 
     A dict input is the arguments; any other value goes to the tool's single parameter.
-    The tool runs through the `ToolRunner` built from the run's execution constraints (kept
-    until they change). A failed result (an exception, or a string starting with ``Error:``)
-    makes the node FAILURE with the error on ``feedback_message``; nothing is written then.
+    The call passes the guard first, like a model's: ``deny`` makes the node FAILURE with the
+    reason, ``confirm`` (or a tool whose permission is user_confirm) suspends the run until a
+    person decides. ``guarded=False`` trusts the workflow's author instead (seed 003's
+    ToolNode). The tool runs through the `ToolRunner` built from the run's execution
+    constraints (kept until they change). A failed result (an exception, or a string starting
+    with ``Error:``) makes the node FAILURE with the error on ``feedback_message``; nothing is
+    written then.
 
     Args:
         name: the node's name.
@@ -39,6 +47,7 @@ class ToolNode(AsyncNode):
         output_key: the state key the output is written to (``None``: not written).
         execute: ``False`` skips the tool and succeeds (to switch a step off while debugging).
         constraints: this node's layer of constraints (tighten only).
+        guarded: check the guard before running (the default).
     """
 
     def __init__(
@@ -50,8 +59,10 @@ class ToolNode(AsyncNode):
         execute: bool = True,
         *,
         constraints: Constraints | None = None,
+        guarded: bool = True,
     ) -> None:
         super().__init__(name)
+        self.guarded = guarded
         self.tool = tool
         self.input_key = input_key
         self.output_key = output_key
@@ -70,12 +81,51 @@ class ToolNode(AsyncNode):
             return {properties[0]: value}
         return value  # let validation explain what the tool expects
 
+    def _approval_id(self, args: object) -> str:
+        """A stable request id: the same step with the same arguments asks once."""
+        material = json.dumps([self.path, self.tool.name, args], sort_keys=True, default=str)
+        return "step-" + hashlib.sha256(material.encode()).hexdigest()[:24]
+
+    def _check_guard(self, args: Any) -> Status | None:
+        """None to go on; RUNNING while waiting for a person; FAILURE when denied."""
+        constraints = Constraints.merge(self.ctx.constraints, self.constraints)
+        enforcer = GuardEnforcer.from_guard_constraints(constraints.guard)
+        ledger = GuardLedger.from_dict(self.state.get("guard_ledger") or {})
+        call = ToolCall(id=self._approval_id(args), name=self.tool.name, arguments=args)
+        (decision,) = enforcer.preflight(
+            [call], {self.tool.name.lower(): self.tool}, run=self.ctx,
+            calls_made=ledger.calls_made, call_times=ledger.call_times, events=self.events,
+        )
+        if decision.awaiting_approval:
+            assert self.ctx.interaction is not None  # ConfirmChecker denies without one
+            self.ctx.interaction.suspend(enforcer.approval_request(call, decision, node=self.path))
+            self.feedback_message = f"waiting for approval of {self.tool.name} ({call.id})"
+            return Status.RUNNING
+        if decision.denied:
+            self.feedback_message = f"the guard denied {self.tool.name}: {decision.reason}"
+            self.events.emit("tool.call.failed", tool=self.tool.name, error=self.feedback_message)
+            if self.bt_skill:
+                self.events.emit("bt.skill.node.io", skill=self.bt_skill, stage="guard",
+                                 tool_name=self.tool.name, ok=False,
+                                 output_preview=decision.reason)
+            return Status.FAILURE
+        ledger.record([self.tool.name], time.time())
+        try:
+            self.state.update({"guard_ledger": ledger.to_dict()})
+        except StateValidationError:  # a state schema without the ledger: no run-wide count
+            pass
+        return None
+
     async def update_async(self) -> Status:
-        """Read the input, run the tool, write the output; SUCCESS or FAILURE."""
+        """Check the guard, read the input, run the tool, write the output."""
         if not self.execute:
             return Status.SUCCESS
         self.feedback_message = ""
         args = self._arguments()
+        if self.guarded:
+            verdict = self._check_guard(args)
+            if verdict is not None:
+                return verdict
         tool = self.tool
         self.events.emit("tool.call.started", tool=tool.name, mode="workflow",
                          args_preview=preview(args))

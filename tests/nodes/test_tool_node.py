@@ -7,7 +7,7 @@ from typing import Any
 import py_trees
 import pytest
 
-from jianmu import ReactiveRunner, RunStatus, StateManager
+from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
 from jianmu.nodes.tool_node import ToolNode
 from jianmu.tools.base import tool
 
@@ -100,3 +100,46 @@ async def test_tool_nodes_in_a_sequence() -> None:
     result, events = await run(tree, state)
     assert result.status is RunStatus.SUCCESS and state.get("end") == "A"
     assert [e.node for e in events if e.name == "tool.call.completed"] == ["Flow/One", "Flow/Two"]
+
+
+@tool(category="execute", permission="user_confirm")
+def launch(target: str) -> str:
+    """Launch something (asks first).
+
+    Args:
+        target: what to launch.
+    """
+    return f"launched {target}"
+
+
+async def test_a_placed_step_passes_the_guard_too() -> None:
+    state = StateManager(initial={"t": "rocket"})
+    runner = ReactiveRunner(ToolNode("Launch", launch, "t", "out"), state)
+    first = await runner.run(timeout=10)
+    assert first.status is RunStatus.SUSPENDED and state.get("out") is None
+    runner.approve(first.pending[0].id)
+    assert (await runner.run(timeout=10)).ok and state.get("out") == "launched rocket"
+
+
+async def test_a_denied_step_fails_with_the_reason() -> None:
+    deny = Constraints.model_validate({"guard": {"tool_policy": {"shout": "deny"}}})
+    state = StateManager(initial={"text": "x"})
+    node = ToolNode("Shout", shout, "text", "out")
+    result = await ReactiveRunner(node, state, constraints=deny).run(timeout=10)
+    assert result.status is RunStatus.FAILURE and "denied" in node.feedback_message
+    assert state.get("out") is None
+
+
+async def test_guarded_false_trusts_the_author() -> None:
+    state = StateManager(initial={"t": "probe"})
+    node = ToolNode("Launch", launch, "t", "out", guarded=False)
+    assert (await ReactiveRunner(node, state).run(timeout=10)).ok
+    assert state.get("out") == "launched probe"
+
+
+def test_a_skill_step_cannot_switch_its_guard_off() -> None:
+    from jianmu.skills import GuardedToolNode
+
+    node = ToolNode("Launch", launch, "t", "out", guarded=False)
+    node.__class__ = GuardedToolNode  # what the BT skill loader does
+    assert node.guarded is True
