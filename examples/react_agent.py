@@ -3,6 +3,9 @@
 It talks to a real model when ``llm:`` in ``configs/jianmu.yaml`` points to one (set
 ``JIANMU_LLM_BASE_URL`` and ``JIANMU_LLM_MODEL``, or ``OPENAI_API_KEY``); otherwise it runs
 against the scripted stand-in and says so on its first line.
+
+Run it with ``python examples/react_agent.py``, or ``jianmu run examples/react_agent.py``
+(which uses ``build_tree`` and ``build_state``).
 """
 
 from __future__ import annotations
@@ -54,14 +57,25 @@ def show(event: Any) -> None:
         print(f"  ✗ {fields['tool']}: {fields['error']}")
 
 
+def build_tree(model: LLMProvider | None = None) -> py_trees.behaviour.Behaviour:
+    """The agent: a ReAct loop over four read-only built-in tools."""
+    tools = ToolSet.resolve(["calculator", "file_info", "read_file", "glob_search"])
+    return create_react_node(
+        model or pick_llm()[0], tools, system_prompt="Answer with the tools; be brief.",
+        max_iterations=6,
+    )
+
+
+def build_state() -> StateManager:
+    """The conversation so far: the user's question."""
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": QUESTION}]})
+
+
 async def main() -> None:
     llm, label = pick_llm()
     print(f"LLM: {label}")
-    tools = ToolSet.resolve(["calculator", "file_info", "read_file", "glob_search"])
-    tree = create_react_node(
-        llm, tools, system_prompt="Answer with the tools; be brief.", max_iterations=6
-    )
-    state = StateManager(AgentState, {"messages": [{"role": "user", "content": QUESTION}]})
+    tree = build_tree(llm)
+    state = build_state()
     runner = ReactiveRunner(tree, state)
     runner.ctx.events.subscribe("tool.call.*", show)
     print(f"user: {QUESTION}")

@@ -92,6 +92,10 @@ class RuntimeConfig(_Section):
     """SQLite file that the CLI keeps its checkpoints in."""
     debug_dir: str = ".jianmu/debug"
     """Where a failed skill writes the snapshot of its namespace."""
+    poll_interval: float = Field(default=0.05, gt=0)
+    """Seconds between ticks while a node polls: a plain py_trees behaviour that returns
+    RUNNING (a ``Timer``, say) or an async node that returned RUNNING. Otherwise the runner
+    ticks only when something changes."""
     max_iterations: int | None = Field(default=None, ge=1)
     """Default cap on agent-loop rounds."""
     timeout: float | None = Field(default=None, gt=0)

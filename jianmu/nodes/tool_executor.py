@@ -13,7 +13,7 @@ from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.constraints import Constraints
-from jianmu.errors import ToolInputError
+from jianmu.errors import MCPError, ToolInputError, ToolTimeoutError
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.llm.messages import Message
 from jianmu.nodes._tool_calls import (
@@ -31,6 +31,19 @@ from jianmu.tools.calls import ToolCall, ToolResult, new_call_id
 from jianmu.tools.toolset import ToolSet
 
 __all__ = ("ToolExecutor", "ToolExecutorConfig")
+
+
+def _transient(exc: Exception) -> bool:
+    """Whether another attempt may succeed: a dropped connection, a server that restarts.
+
+    A tool's own timeout is not retried (a hung call must not pile up), nor are the tool's
+    deliberate failures (`ToolError`) or bugs (ValueError, TypeError, ...).
+    """
+    if isinstance(exc, ToolTimeoutError):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError, MCPError)):
+        return True
+    return bool(getattr(exc, "transient", False))
 
 
 def _not_json(tool: Tool, raw: str) -> str:
@@ -66,6 +79,11 @@ class ToolExecutor(AsyncNode):
     call to ``messages`` in the calls' order, adds ``tool_effects`` for the calls that succeeded,
     clears ``actions`` and returns SUCCESS. Every failure — unknown tool, bad arguments, an
     exception, a timeout, a denial — is an observation, never an exception out of the node.
+
+    A call that fails with a transient error (a dropped connection, a restarting server) is
+    retried up to the tool's ``max_retries`` times, waiting ``retry_backoff * attempt``; tools
+    that are not idempotent default to no retries, and timeouts and deliberate failures are
+    never retried.
 
     The ids of finished calls go to ``completed_call_ids`` (and the run is checkpointed after
     each), so a run restored after a crash never runs a finished call again.
@@ -268,7 +286,7 @@ class ToolExecutor(AsyncNode):
                 except Exception as exc:
                     result = ToolResult(tool=tool.name, ok=False, call_id=call.id,
                                         error=error_text(exc))
-                    if attempt >= retries:
+                    if attempt >= retries or not _transient(exc):
                         break
                     attempt += 1
                     self.events.emit("tool.call.retry", tool=tool.name, call_id=call.id,
@@ -290,6 +308,9 @@ class ToolExecutor(AsyncNode):
         self, call: ToolCall, tool: Tool | None, result: ToolResult, *, executed: bool = False
     ) -> None:
         """Store one observation and mark the call finished, then checkpoint."""
+        if not executed:  # unknown tool, denied, no sandbox: say so like a failed call
+            self.events.emit("tool.call.failed", tool=call.name, call_id=call.id,
+                             error=result.error)
         update: dict[str, Any] = {
             "observations": {call.id: self._message(result)},
             "completed_call_ids": [call.id],

@@ -62,8 +62,9 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
     inside ``update_async`` makes the node FAILURE, is kept on ``self.error`` and is emitted as a
     ``node.failed`` event; it never escapes the runner.
 
-    If ``update_async`` returns RUNNING, the node stays RUNNING and ``update_async`` runs again:
-    at once, or, while the run is suspended for an approval, on the first tick after it resumes.
+    If ``update_async`` returns RUNNING, the node stays RUNNING and ``update_async`` runs again
+    on a later tick: the runner polls such nodes every ``runtime.poll_interval`` seconds (and
+    ticks after an approval). Prefer awaiting what you wait for: that costs nothing.
     """
 
     def __init__(self, name: str | None = None) -> None:
@@ -91,10 +92,9 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
         self._task = None
         if task.cancelled():
             return Status.INVALID
-        status = task.result()
-        if status is Status.RUNNING and not self._suspended():
-            self._start()  # "call me again": run update_async once more
-        return status
+        # RUNNING means "call me again": update_async runs anew on a later tick (the runner
+        # ticks such nodes every runtime.poll_interval, and after an approval)
+        return task.result()
 
     def terminate(self, new_status: Status) -> None:
         """Cancel the task when pre-empted (``INVALID``). Subclasses must call ``super()``."""
@@ -105,12 +105,12 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
             if tracked is not None:
                 tracked.add(task)
 
-    # -- internals ------------------------------------------------------------------------------
-    def _suspended(self) -> bool:
-        """Whether the run waits for a person: then the next tick comes after the decision."""
-        interaction = getattr(getattr(self, "ctx", None), "interaction", None)
-        return bool(interaction is not None and interaction.suspended)
+    @property
+    def wants_tick(self) -> bool:
+        """Whether the node returned RUNNING and waits for a tick to run update_async again."""
+        return self.status is Status.RUNNING and self._task is None
 
+    # -- internals ------------------------------------------------------------------------------
     def _start(self) -> None:
         self.error = None
         loop = asyncio.get_running_loop()

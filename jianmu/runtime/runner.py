@@ -17,6 +17,7 @@ from py_trees.common import Status
 from jianmu.config import AppConfig
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
+from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.events import EventBus
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
@@ -417,14 +418,36 @@ class ReactiveRunner:
                 if remaining is not None and remaining <= 0:
                     self._stop_tree()
                     return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
+                wait = remaining
+                if not self._wake_event.is_set() and self._has_pollers():
+                    poll = self.config.runtime.poll_interval
+                    wait = poll if remaining is None else min(poll, remaining)
                 try:
-                    await asyncio.wait_for(self._wake_event.wait(), remaining)
+                    await asyncio.wait_for(self._wake_event.wait(), wait)
                 except TimeoutError:
+                    if remaining is None or (wait is not None and wait < remaining):
+                        continue  # a polling node's next tick
                     self._stop_tree()
                     return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
         except asyncio.CancelledError:
             self._stop_tree()
             raise
+
+    def _has_pollers(self) -> bool:
+        """Whether a running leaf needs ticks that no event will bring.
+
+        Jianmu's async nodes wake the runner themselves; a plain py_trees behaviour that
+        returns RUNNING (a ``Timer``) or an async node that returned RUNNING must be polled.
+        """
+        for node in self.root.iterate():
+            if node.status is not Status.RUNNING or node.children:
+                continue
+            if isinstance(node, AsyncNode):
+                if node.wants_tick:
+                    return True
+            elif not isinstance(node, RuntimeNode):
+                return True
+        return False
 
     def _stop_tree(self) -> None:
         if self.root.status is Status.RUNNING:

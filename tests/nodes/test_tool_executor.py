@@ -201,15 +201,40 @@ async def test_retries_idempotent_tools_only() -> None:
         attempts["write"] += 1
         raise ConnectionError("transient")
 
+    @tool(max_retries=2)
+    async def buggy_read(key: str) -> str:
+        """Fail the same way every time.
+
+        Args:
+            key: anything.
+        """
+        attempts["bug"] = attempts.get("bug", 0) + 1
+        raise ValueError("always wrong")
+
+    @tool(max_retries=2, timeout_seconds=0.2)
+    async def slow_read(key: str) -> str:
+        """Hang past the timeout.
+
+        Args:
+            key: anything.
+        """
+        attempts["slow"] = attempts.get("slow", 0) + 1
+        await asyncio.Event().wait()
+        return key
+
     executor = ToolExecutor(
-        tools=[flaky_read, flaky_write], config=ToolExecutorConfig(retry_backoff=0)
+        tools=[flaky_read, flaky_write, buggy_read, slow_read],
+        config=ToolExecutorConfig(retry_backoff=0, execution_mode="serial"),
     )
     runner, _ = await run(executor, [
         {"id": "r", "name": "flaky_read", "arguments": {"key": "k"}},
         {"id": "w", "name": "flaky_write", "arguments": {"key": "k"}},
+        {"id": "b", "name": "buggy_read", "arguments": {"key": "k"}},
+        {"id": "s", "name": "slow_read", "arguments": {"key": "k"}},
     ])
     assert dict(contents(runner))["r"] == "value"
-    assert attempts == {"read": 3, "write": 1}
+    # transient errors are retried; non-idempotent tools, bugs and timeouts are not
+    assert attempts == {"read": 3, "write": 1, "bug": 1, "slow": 1}
 
 
 async def test_denied_tool_gets_a_rejection_observation_and_is_hidden() -> None:

@@ -255,3 +255,22 @@ def test_run_sync_refuses_inside_a_loop() -> None:
 
     asyncio.run(inner())
     assert ReactiveRunner(Boom("b")).run_sync().status is RunStatus.FAILURE
+
+
+async def test_plain_py_trees_timer_is_polled() -> None:
+    timer = py_trees.timers.Timer("timer", duration=0.2)
+    result = await ReactiveRunner(timer).run(timeout=10)
+    assert result.status is RunStatus.SUCCESS
+    assert 2 < result.ticks < 100  # ticked every poll interval, not in a busy loop
+
+
+async def test_async_node_returning_running_is_polled_not_spun() -> None:
+    class Counter(AsyncNode):
+        runs = 0
+
+        async def update_async(self) -> Status:
+            Counter.runs += 1
+            return Status.SUCCESS if Counter.runs >= 3 else Status.RUNNING
+
+    result = await ReactiveRunner(Counter("counter")).run(timeout=10)
+    assert result.status is RunStatus.SUCCESS and Counter.runs == 3
