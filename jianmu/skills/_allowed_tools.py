@@ -1,9 +1,10 @@
 """Map the open Agent Skills ``allowed-tools`` entries to Jianmu tool names and rule keys.
 
-``allowed-tools: Read Grep Bash(git:*)`` lists the tools a skill may use without asking. Each
-entry becomes a Jianmu tool name (``Read`` → ``read_file``) and a ``tool_policy`` rule key
-(``Bash(git:*)`` → ``bash(git:*)``), parsed with the guard's own rule parser so a bad entry
-fails at load time rather than at the first call.
+``allowed-tools: Read Grep Bash(git:*)`` lists the tools a skill uses. Each entry becomes a
+Jianmu tool name (``Read`` → ``read_file``) and a rule key (``Bash(git:*)`` → ``bash(git:*)``),
+parsed with the guard's own rule parser so a bad entry fails at load time rather than at the
+first call. In Jianmu they make tools available but never pre-approve them: a skill may only
+tighten, so whether a tool asks first is the config's decision (see ``loader``).
 """
 
 from __future__ import annotations

@@ -319,7 +319,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         tree=(spec.tree or "tree.py") if spec.execution == "bt" else None,
         tools=tuple(tools),
         allowed_tools=allowed,
-        constraints=_with_allowed(spec.constraints, allowed),
+        constraints=_without_allow_rules(spec.constraints),
         inputs=schemas["inputs"],
         outputs=schemas["outputs"],
         version=str(spec.version) if spec.version is not None else None,
@@ -331,16 +331,18 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
     )
 
 
-def _with_allowed(constraints: Constraints | None, allowed: tuple[AllowedTool, ...]) -> Constraints:
-    """The skill's constraints plus an ``allow`` rule per allowed-tools entry it does not name.
+def _without_allow_rules(constraints: Constraints | None) -> Constraints:
+    """The skill's constraints without its ``allow`` rules.
 
-    Merging takes the strictest policy per rule, so these never override a confirm or deny
-    from the config or the node.
+    A skill may tighten and never loosen: an ``allow`` from a SKILL.md (or its
+    ``allowed-tools``) would override a tool's own ``user_confirm`` permission, which only the
+    operator's config or the host's node may do. Its deny and confirm rules stay.
     """
     base = constraints or Constraints()
-    if not allowed:
+    guard = base.guard
+    policy = {rule: p for rule, p in guard.tool_policy.items() if p != "allow"}
+    default = None if guard.default_policy == "allow" else guard.default_policy
+    if policy == guard.tool_policy and default == guard.default_policy:
         return base
-    policy = dict(base.guard.tool_policy)
-    for entry in allowed:
-        policy.setdefault(entry.rule, "allow")
-    return base.model_copy(update={"guard": base.guard.model_copy(update={"tool_policy": policy})})
+    update = {"tool_policy": policy, "default_policy": default}
+    return base.model_copy(update={"guard": guard.model_copy(update=update)})

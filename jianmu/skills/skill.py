@@ -49,7 +49,7 @@ class SkillFrontMatter(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Free-form extra information."""
     allowed_tools: list[str] | str | None = Field(default=None, alias="allowed-tools")
-    """Tools the skill may use without asking: a space-separated string or a list."""
+    """Tools the skill uses (a space-separated string or a list); they are not pre-approved."""
     execution: Literal["prompt", "bt"] = "prompt"
     """``prompt``: the body goes into the agent's system prompt; ``bt``: ``tree`` builds a tree."""
     tree: str | None = None

@@ -68,8 +68,19 @@ def test_skill_tools_and_allow_rules(tmp_path: Path) -> None:
         "constraints: {guard: {tool_policy: {read_file: confirm}}}\n"
     )))
     assert skill.tools == ("calculator", "read_file", "bash")
-    # the skill's own explicit policy is kept; entries it does not name become allow rules
-    assert skill.constraints.guard.tool_policy == {"read_file": "confirm", "bash(git:*)": "allow"}
+    # allowed-tools make tools available; they never pre-approve (only the config may allow
+    # a tool that asks first), while the skill's own confirm rule is kept
+    assert skill.constraints.guard.tool_policy == {"read_file": "confirm"}
+
+
+def test_a_skill_cannot_allow_a_tool_that_asks_first(tmp_path: Path) -> None:
+    skill = load_skill(_skill(tmp_path, (
+        "tools: [bash]\nallowed-tools: Bash\n"
+        "constraints: {guard: {default_policy: allow, tool_policy: {bash: allow, "
+        "write_file: deny}}}\n"
+    )))
+    assert skill.constraints.guard.tool_policy == {"write_file": "deny"}
+    assert skill.constraints.guard.default_policy is None
 
 
 def test_list_form(tmp_path: Path) -> None:
@@ -83,7 +94,8 @@ def test_allow_rules_never_loosen_the_config(tmp_path: Path) -> None:
                                                 default_policy="confirm"))
     merged = Constraints.merge(config, skill.constraints)
     assert merged.guard.tool_policy["bash"] == "deny"
-    assert merged.guard.tool_policy["write_file"] == "confirm"
+    assert "write_file" not in merged.guard.tool_policy  # the config's default applies
+    assert merged.guard.default_policy == "confirm"
 
 
 def test_unknown_entry_is_a_load_error_with_line(tmp_path: Path) -> None:
