@@ -8,15 +8,24 @@ safety field and never loosen it (DESIGN.md, "Constraints"):
 - a tool's policy takes the strictest (deny > confirm > allow) over every layer, where a layer
   that does not name the tool contributes its ``default_policy``;
 - ``execution.network: false`` anywhere wins;
-- non-safety fields (``mode``, ``docker_image``, ``workdir``) take the nearest layer that sets them.
+- ``execution.mode: docker`` anywhere wins (a layer cannot move code out of the container),
+  and ``docker_image`` is the farthest layer's that sets one (a skill cannot swap the image);
+- ``execution.workdir`` may only narrow: a nearer layer's folder must lie inside the farther
+  one's (a relative path is taken from it), else `ConfigError`.
+
+DESIGN.md calls ``mode`` and ``docker_image`` non-safety fields; they are held here too, since
+a SKILL.md that could switch docker to local, or pick another image, would loosen isolation.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from jianmu.errors import ConfigError
 
 __all__ = (
     "POLICY_RANK",
@@ -50,11 +59,28 @@ def _min(values: Iterable[Any]) -> Any:
     return min(given) if given else None
 
 
-def _nearest(values: Iterable[Any]) -> Any:
-    result = None
-    for v in values:
-        if v is not None:
-            result = v
+def _first(values: Iterable[Any]) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _narrowed_workdir(values: Iterable[str | None]) -> str | None:
+    """The nearest workdir, each layer's inside the farther one's (relative ones joined)."""
+    result: str | None = None
+    for value in values:
+        if value is None:
+            continue
+        if result is None:
+            result = value
+            continue
+        outer = os.path.realpath(result)
+        inner = os.path.realpath(os.path.join(outer, os.path.expanduser(value)))
+        if os.path.commonpath([outer, inner]) != outer:
+            raise ConfigError(
+                f"execution.workdir {value!r} is outside the workspace {result!r} that an "
+                "outer layer (the config or the node) set; a nearer layer may only pick a "
+                "folder inside it"
+            )
+        result = inner
     return result
 
 
@@ -122,9 +148,10 @@ class ExecutionConstraints(_Strict):
     """Where and under which limits tools that run code execute."""
 
     mode: Literal["local", "docker"] | None = None
-    """``local`` (a child process, bubblewrap where installed) or ``docker``; unset is local."""
+    """``local`` (a child process, bubblewrap where installed) or ``docker``; unset is local.
+    ``docker`` in any layer wins."""
     docker_image: str | None = None
-    """Image for docker mode; unset is ``jianmu-sandbox:latest``."""
+    """Image for docker mode; unset is ``jianmu-sandbox:latest``; the farthest layer's wins."""
     network: bool | None = None
     """Whether sandboxed code may use the network; ``false`` in any layer wins."""
     timeout_s: float | None = Field(default=None, gt=0)
@@ -136,22 +163,24 @@ class ExecutionConstraints(_Strict):
     pids: int | None = Field(default=None, gt=0)
     """Process limit of sandboxed code."""
     workdir: str | None = None
-    """Workspace root for file tools and sandboxes; unset is the current folder."""
+    """Workspace root for file tools and sandboxes; unset is the current folder. A nearer
+    layer may only choose a folder inside the farther one's."""
 
     @classmethod
     def merge(cls, *layers: ExecutionConstraints | None) -> ExecutionConstraints:
         """Merge layers, farthest first; see the module docstring for the rule."""
         present = [e for e in layers if e is not None]
         networks = [e.network for e in present if e.network is not None]
+        modes = [e.mode for e in present if e.mode is not None]
         return cls(
-            mode=_nearest(e.mode for e in present),
-            docker_image=_nearest(e.docker_image for e in present),
+            mode="docker" if "docker" in modes else _first(modes),
+            docker_image=_first(e.docker_image for e in present),
             network=(False if False in networks else (networks[-1] if networks else None)),
             timeout_s=_min(e.timeout_s for e in present),
             memory_mb=_min(e.memory_mb for e in present),
             cpus=_min(e.cpus for e in present),
             pids=_min(e.pids for e in present),
-            workdir=_nearest(e.workdir for e in present),
+            workdir=_narrowed_workdir(e.workdir for e in present),
         )
 
 

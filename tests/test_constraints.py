@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
+from jianmu.errors import ConfigError
 
 
 def layer(**kw: object) -> Constraints:
@@ -38,15 +43,29 @@ def test_default_policy_counts_for_tools_a_layer_does_not_name() -> None:
     assert merged.guard.default_policy == "confirm"
 
 
-def test_network_false_anywhere_wins_and_nearest_sets_non_safety_fields() -> None:
+def test_network_false_and_docker_anywhere_win_and_the_image_stays() -> None:
     merged = ExecutionConstraints.merge(
         ExecutionConstraints(mode="docker", network=False, docker_image="a", memory_mb=512),
         ExecutionConstraints(network=True, docker_image="b", memory_mb=1024, mode="local"),
     )
     assert merged.network is False
-    assert merged.docker_image == "b" and merged.mode == "local"
+    assert merged.docker_image == "a" and merged.mode == "docker"
     assert merged.memory_mb == 512
     assert ExecutionConstraints.merge(ExecutionConstraints(network=True)).network is True
+    nearer = ExecutionConstraints.merge(ExecutionConstraints(), ExecutionConstraints(mode="docker"))
+    assert nearer.mode == "docker"
+
+
+def test_workdir_may_only_narrow(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    outer = ExecutionConstraints(workdir=str(tmp_path))
+    narrowed = ExecutionConstraints.merge(outer, ExecutionConstraints(workdir="sub"))
+    assert narrowed.workdir == str((tmp_path / "sub").resolve())
+    inside = ExecutionConstraints.merge(outer, ExecutionConstraints(workdir=str(tmp_path / "sub")))
+    assert inside.workdir == narrowed.workdir
+    for escape in ("/", "..", "sub/../..", str(tmp_path.parent)):
+        with pytest.raises(ConfigError, match="outside the workspace"):
+            ExecutionConstraints.merge(outer, ExecutionConstraints(workdir=escape))
 
 
 def test_rate_limits_take_the_smallest_per_tool() -> None:

@@ -323,3 +323,13 @@ async def test_suspended_skill_with_mcp_tools_resumes_in_a_new_runner(tmp_path: 
     assert len(llm.requests) == 1  # the approved call ran without asking the model again
     assert [m.role for m in llm.requests[0].messages][-2:] == ["assistant", "tool"]
     assert state.namespaces() == []
+
+
+async def test_a_skill_cannot_move_the_workspace_out(tmp_path: Path) -> None:
+    make_skill(tmp_path, "mover", "tools: [ping]\nconstraints:\n  execution:\n    workdir: /\n")
+    llm = ScriptedLLM(["never asked"])
+    node = SkillNode("Mover", ["mover"], llm, catalog=catalog(tmp_path), tools=[ping])
+    cfg = parse_config(f"execution:\n  workdir: {tmp_path}\nruntime:\n  debug_dir: {tmp_path}/d\n")
+    result = await ReactiveRunner(node, state_with(), config=cfg).run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert "outside the workspace" in (result.error or "") and llm.requests == []
