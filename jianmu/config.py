@@ -29,6 +29,13 @@ _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SEARCH_PATHS = ("jianmu.yaml", "configs/jianmu.yaml")
 
 
+def _default_state_file(name: str) -> str:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "jianmu", name)
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -88,10 +95,18 @@ class RuntimeConfig(_Section):
 
     checkpoint_every: int | None = Field(default=None, ge=1)
     """Checkpoint every N ticks (always at a suspension) when a checkpointer is set."""
-    checkpoint_path: str = ".jianmu/checkpoints.sqlite"
-    """SQLite file that the CLI keeps its checkpoints in."""
+    checkpoint_path: str = Field(default_factory=lambda: _default_state_file("checkpoints.sqlite"))
+    """SQLite file that the CLI keeps its checkpoints in. It defaults to the user's state folder
+    (``$XDG_STATE_HOME/jianmu``, else ``~/.local/state/jianmu``), outside any workspace: code
+    that a sandbox lets write the workspace must not be able to edit saved runs (and with them
+    approvals and user roles)."""
     debug_dir: str = ".jianmu/debug"
     """Where a failed skill writes the snapshot of its namespace."""
+    @field_validator("checkpoint_path", "debug_dir")
+    @classmethod
+    def _expand_home(cls, value: str) -> str:
+        return os.path.expanduser(value)
+
     poll_interval: float = Field(default=0.05, gt=0)
     """Seconds between ticks while a node polls: a plain py_trees behaviour that returns
     RUNNING (a ``Timer``, say) or an async node that returned RUNNING. Otherwise the runner

@@ -32,14 +32,15 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def environment() -> dict[str, str]:
+def environment(project: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["XDG_STATE_HOME"] = str(project / ".state")  # the snippets' checkpoints stay out of ~
     return env
 
 
 def run_python(code: str, cwd: Path) -> None:
-    out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=environment(),
+    out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=environment(cwd),
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, f"snippet failed:\n{code}\n{out.stdout}\n{out.stderr}"
 
@@ -56,7 +57,7 @@ def run_console(block: str, cwd: Path) -> None:
             hint = RESUME_HINT.search(last_output)
             assert hint, f"no run to resume in:\n{last_output}"
             command = command.replace("RUN_ID", hint.group(1)).replace("CALL_ID", hint.group(2))
-        out = subprocess.run(["bash", "-c", command], cwd=cwd, env=environment(),
+        out = subprocess.run(["bash", "-c", command], cwd=cwd, env=environment(cwd),
                              capture_output=True, text=True, timeout=180,
                              stdin=subprocess.DEVNULL)
         assert out.returncode == expected, f"{command!r}:\n{out.stdout}\n{out.stderr}"
