@@ -148,6 +148,10 @@ class StateManager:
         """A shallow copy of the root state's values."""
         return self.root.to_dict()
 
+    def accepts(self, key: str) -> bool:
+        """Whether ``key`` can be written: a field of the schema, or any key when free-form."""
+        return key in self._fields or self._extra_allowed
+
     # -- namespaces ----------------------------------------------------------------------------
     def scope(self, namespace: str) -> StateView:
         """Return a view whose keys live under ``namespace`` (created empty on first write)."""

@@ -105,6 +105,30 @@ def finish_span(
         span.set_attribute(GEN_AI_TOOL_CALL_RESULT, result.text[:4000])
 
 
+def ledger_view(node: Any) -> Any:
+    """Where the guard's counts live: the root state, so a run's limits hold across skills
+    (each in its own namespace); the node's own view if the root schema has no place."""
+    manager = node.state_manager
+    return manager.root if manager.accepts("guard_ledger") else node.state
+
+
+def fresh_request_id(base: str, ctx: Any) -> str:
+    """``base``, or ``base.N`` when the approvals under the earlier ids were already used."""
+    interaction = getattr(ctx, "interaction", None)
+    candidate, n = base, 0
+    while interaction is not None and interaction.consumed(candidate):
+        n += 1
+        candidate = f"{base}.{n}"
+    return candidate
+
+
+def consume_approval(ctx: Any, request_id: str) -> None:
+    """Mark a person's approval as used once the call it allowed has run."""
+    interaction = getattr(ctx, "interaction", None)
+    if interaction is not None and interaction.decision(request_id) is not None:
+        interaction.consume(request_id)
+
+
 def elapsed_ms(start: float) -> float:
     """Milliseconds since ``start`` (a `time.perf_counter` reading)."""
     return (time.perf_counter() - start) * 1000

@@ -18,9 +18,11 @@ from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.llm.messages import Message
 from jianmu.nodes._tool_calls import (
     RunnerCache,
+    consume_approval,
     elapsed_ms,
     error_text,
     finish_span,
+    ledger_view,
     preview,
     tool_span_attributes,
 )
@@ -166,7 +168,7 @@ class ToolExecutor(AsyncNode):
         todo = [c for c in calls if c.id not in done]
         unknown = [c for c in todo if self.toolset.get(c.name) is None]
         known = [c for c in todo if self.toolset.get(c.name) is not None]
-        ledger = GuardLedger.from_dict(self.state.get("guard_ledger") or {})
+        ledger = GuardLedger.from_dict(ledger_view(self).get("guard_ledger") or {})
         usage = self.state.get("usage")
         decisions = self._enforcer.preflight(
             known,
@@ -210,11 +212,16 @@ class ToolExecutor(AsyncNode):
         calls = ToolCall.from_list(raw)
         used = set(self.state.get("completed_call_ids") or ())
         observed = set((self.state.get("observations") or {}).keys())
+        interaction = self.ctx.interaction
         seen: set[str] = set()
         fixed: list[ToolCall] = []
         for call in calls:
-            # a model may reuse an id (even one that was approved before): never trust it twice
-            if call.id in seen or (call.id in used and call.id not in observed):
+            # a model may reuse an id (even one approved and used before, maybe in another
+            # skill's namespace): never trust it twice
+            reused = call.id in used or (
+                interaction is not None and interaction.consumed(call.id)
+            )
+            if call.id in seen or (reused and call.id not in observed):
                 call = call.with_id(new_call_id())
             seen.add(call.id)
             fixed.append(call)
@@ -315,16 +322,18 @@ class ToolExecutor(AsyncNode):
             "observations": {call.id: self._message(result)},
             "completed_call_ids": [call.id],
         }
+        if result.ok and tool is not None and tool.effect_tags:
+            update["tool_effects"] = {tag: 1 for tag in tool.effect_tags}
+        self.state.update(update)
         if executed:
-            ledger = GuardLedger.from_dict(self.state.get("guard_ledger") or {})
+            ledgers = ledger_view(self)
+            ledger = GuardLedger.from_dict(ledgers.get("guard_ledger") or {})
             if call.name in self._rate_limited:  # call times matter only under a rate limit
                 ledger.record([call.name], time.time())
             else:
                 ledger.calls_made += 1
-            update["guard_ledger"] = ledger.to_dict()
-        if result.ok and tool is not None and tool.effect_tags:
-            update["tool_effects"] = {tag: 1 for tag in tool.effect_tags}
-        self.state.update(update)
+            ledgers.update({"guard_ledger": ledger.to_dict()})
+            consume_approval(self.ctx, call.id)
         self.ctx.save_checkpoint()
 
     def _message(self, result: ToolResult) -> Message:

@@ -14,9 +14,12 @@ from jianmu.errors import StateValidationError
 from jianmu.guard import GuardEnforcer, GuardLedger
 from jianmu.nodes._tool_calls import (
     RunnerCache,
+    consume_approval,
     elapsed_ms,
     error_text,
     finish_span,
+    fresh_request_id,
+    ledger_view,
     preview,
     tool_span_attributes,
 )
@@ -90,8 +93,10 @@ class ToolNode(AsyncNode):
         """None to go on; RUNNING while waiting for a person; FAILURE when denied."""
         constraints = Constraints.merge(self.ctx.constraints, self.constraints)
         enforcer = GuardEnforcer.from_guard_constraints(constraints.guard)
-        ledger = GuardLedger.from_dict(self.state.get("guard_ledger") or {})
-        call = ToolCall(id=self._approval_id(args), name=self.tool.name, arguments=args)
+        ledgers = ledger_view(self)
+        ledger = GuardLedger.from_dict(ledgers.get("guard_ledger") or {})
+        request_id = fresh_request_id(self._approval_id(args), self.ctx)
+        call = ToolCall(id=request_id, name=self.tool.name, arguments=args)
         (decision,) = enforcer.preflight(
             [call], {self.tool.name.lower(): self.tool}, run=self.ctx,
             calls_made=ledger.calls_made, call_times=ledger.call_times, events=self.events,
@@ -111,9 +116,10 @@ class ToolNode(AsyncNode):
             return Status.FAILURE
         ledger.record([self.tool.name], time.time())
         try:
-            self.state.update({"guard_ledger": ledger.to_dict()})
+            ledgers.update({"guard_ledger": ledger.to_dict()})
         except StateValidationError:  # a state schema without the ledger: no run-wide count
             pass
+        consume_approval(self.ctx, request_id)
         return None
 
     async def update_async(self) -> Status:

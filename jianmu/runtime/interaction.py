@@ -60,6 +60,7 @@ class Interaction:
         self._pending: dict[str, ApprovalRequest] = {}
         self._asked: dict[str, ApprovalRequest] = {}
         self._decisions: dict[str, ApprovalDecision] = {}
+        self._consumed: set[str] = set()
         self._lock = threading.Lock()
         self._on_change = on_change
         self.suspended = False
@@ -85,6 +86,19 @@ class Interaction:
     def request(self, request_id: str) -> ApprovalRequest | None:
         """The request asked under ``request_id``, if the run ever asked one."""
         return self._asked.get(request_id)
+
+    def consume(self, request_id: str) -> None:
+        """Mark an approval as used: the call it allowed has run, so it allows nothing more.
+
+        A caller that meets a consumed id again (a model replaying it, another node) must ask
+        anew under a fresh id.
+        """
+        with self._lock:
+            self._consumed.add(request_id)
+
+    def consumed(self, request_id: str) -> bool:
+        """Whether the approval under ``request_id`` was already used."""
+        return request_id in self._consumed
 
     def decision(self, request_id: str) -> ApprovalDecision | None:
         """The decision recorded for ``request_id``, if any."""
@@ -132,6 +146,7 @@ class Interaction:
                 "asked": [r.to_dict() for r in self._asked.values()],
                 "pending": list(self._pending),
                 "decisions": [asdict(d) for d in self._decisions.values()],
+                "consumed": sorted(self._consumed),
             }
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -144,4 +159,5 @@ class Interaction:
             self._decisions = {
                 d["request_id"]: ApprovalDecision(**d) for d in data.get("decisions", [])
             }
+            self._consumed = set(data.get("consumed", []))
             self.suspended = bool(self._pending)

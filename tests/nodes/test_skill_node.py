@@ -333,3 +333,43 @@ async def test_a_skill_cannot_move_the_workspace_out(tmp_path: Path) -> None:
     result = await ReactiveRunner(node, state_with(), config=cfg).run(timeout=30)
     assert result.status is RunStatus.FAILURE
     assert "outside the workspace" in (result.error or "") and llm.requests == []
+
+
+def two_skill_nodes(tmp_path: Path, tool_name: str, scripts: list[list[Any]]) -> Any:
+    cat = SkillCatalog([tmp_path], custom_tools=[save, ping])
+    nodes = [
+        SkillNode(f"S{i}", ["two"], ScriptedLLM(script), catalog=cat, tools=[save, ping])
+        for i, script in enumerate(scripts)
+    ]
+    return py_trees.composites.Sequence("Both", memory=True, children=nodes)
+
+
+async def test_an_approval_is_used_once_across_skill_namespaces(tmp_path: Path) -> None:
+    make_skill(tmp_path, "two", "tools: [save]\nconstraints:\n  guard:\n    tool_policy:\n"
+               "      save: confirm\n")
+    call = [{"id": "s1", "name": "save", "arguments": {"text": "pay bob"}}]
+    tree = two_skill_nodes(tmp_path, "save", [[call, "one"], [call, "two"]])
+    runner = ReactiveRunner(tree, state_with(), config=config(tmp_path))
+    first = await runner.run(timeout=30)
+    assert [r.id for r in first.pending] == ["s1"]
+    runner.approve("s1")
+    second = await runner.run(timeout=30)
+    # the second skill replays the approved id: it must ask again, under a fresh id
+    assert second.status is RunStatus.SUSPENDED
+    assert [r.id for r in second.pending] != ["s1"] and len(second.pending) == 1
+
+
+async def test_max_tool_calls_counts_over_the_whole_run(tmp_path: Path) -> None:
+    make_skill(tmp_path, "two", "tools: [ping]\n")
+    calls = [{"name": "ping", "arguments": {"host": h}} for h in ("a", "b")]
+    tree = two_skill_nodes(tmp_path, "ping", [[calls, "one"], [calls, "two"]])
+    cfg = config(tmp_path, "guard:\n  max_tool_calls: 2\n")
+    state = state_with()
+    runner = ReactiveRunner(tree, state, config=cfg)
+    seen: list[Any] = []
+    runner.ctx.events.subscribe("tool.call.*", seen.append)
+    assert (await runner.run(timeout=30)).ok
+    done = [e for e in seen if e.name == "tool.call.completed"]
+    failed = [e for e in seen if e.name == "tool.call.failed"]
+    assert len(done) == 2 and len(failed) == 2
+    assert all("max_tool_calls" in e.fields["error"] for e in failed)

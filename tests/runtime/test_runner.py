@@ -274,3 +274,16 @@ async def test_async_node_returning_running_is_polled_not_spun() -> None:
 
     result = await ReactiveRunner(Counter("counter")).run(timeout=10)
     assert result.status is RunStatus.SUCCESS and Counter.runs == 3
+
+
+def test_consumed_approvals_survive_a_snapshot() -> None:
+    from jianmu.runtime import Interaction
+
+    first = Interaction()
+    first.suspend(ApprovalRequest(id="a"))
+    first.approve("a")
+    first.consume("a")
+    second = Interaction()
+    second.restore(first.snapshot())
+    assert second.consumed("a") and second.decision("a") is not None
+    assert not second.consumed("b")
