@@ -13,24 +13,43 @@ case-sensitively; ``*`` also crosses ``/``. A trailing ``:*`` always means the p
 ``write_file(path:*)`` is the prefix ``path`` of the main argument; write ``write_file`` to
 match every call.
 
-Two safety rules make argument patterns hard to slip past:
+How argument values are matched:
 
 - Shell commands (an argument named ``command``, ``cmd`` or ``script``, or any argument of a tool
   whose category is ``execute``) are split on shell operators (``&&``, ``||``, ``;``, ``|``,
-  ``&``, ``$(``, backticks, parentheses, redirections, newlines). A rule *grants* (allow) only
-  when every part matches — ``bash(git status*)`` does not allow ``git status; rm -rf /`` — and
-  *restricts* (deny, confirm) when any part matches. (`ToolPolicyChecker` also lets several
-  allow rules cover the parts together: ``git status | head`` with ``bash(git status*)`` and
-  ``bash(head*)``.) Quotes are not parsed, so a quoted operator
-  also splits: that can only make an allow rule not apply, never make a deny rule miss.
-- Path arguments (a name containing ``path``, ``file`` or ``dir``) are normalised first, so
-  ``docs/../secrets`` is matched as ``secrets``.
+  ``&``, ``$(``, backticks, parentheses, redirections, newlines). Each part is matched both as
+  written and *normalised* (`normalise_command`): quotes and backslashes removed, whitespace
+  collapsed, leading ``VAR=value`` assignments, ``{`` and wrapper commands (``env``,
+  ``command``, ``exec``, ``nohup``, ``time``, ``nice``, ``sudo``, ``xargs``, ``builtin``...)
+  dropped, the command word reduced to its basename (``/bin/rm`` → ``rm``), and the script of
+  ``sh -c '...'`` / ``eval ...`` split in turn. A rule *grants* (allow) only when every part
+  matches in both forms — ``bash(git status*)`` allows neither ``git status; rm -rf /`` nor
+  ``FOO=1 git status`` — and *restricts* (deny, confirm) when any part matches in either form.
+  (`ToolPolicyChecker` also lets several allow rules cover the parts together:
+  ``git status | head`` with ``bash(git status*)`` and ``bash(head*)``.)
+- A restricting pattern of two or more words whose first word is plain (``git push*``) also
+  matches a part whose command is that word when the rest of the pattern matches from any later
+  word: ``git -C . push`` is caught, and so, conservatively, is ``git log --grep push``.
+- Path arguments (a name containing ``path``, ``file`` or ``dir``) are matched in every form
+  the tool may touch: the given path normalised (``docs/../secrets`` is ``secrets``), and,
+  when the workspace root is known, the path relative to it, lexically and with symlinks
+  followed (``/ws/secrets/key`` and a link ``docs/notes`` → ``secrets`` both become
+  ``secrets/...``; a real location outside the workspace stays absolute). Allow needs every
+  form to match, deny and confirm any one.
+
+**Allow rules are the reliable form.** A shell is a programming language: an allow rule only
+grants commands that look plainly like its pattern, and anything unusual falls back to the
+tool's default (usually asking a person). Deny rules on shell commands are best effort — they
+catch the common re-spellings above, but a determined model can still build a command they do
+not recognise (variables, ``$'\\x72m'``, scripts written to a file...). To keep a tool from doing
+something, allow what it may do and let the rest be confirmed or denied by default.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import posixpath
 import re
 from dataclasses import dataclass
@@ -39,17 +58,176 @@ from typing import Any
 from jianmu.errors import ConfigError
 from jianmu.tools.calls import ToolCall
 
-__all__ = ("Rule", "parse_rule")
+__all__ = ("Rule", "normalise_command", "parse_rule", "path_forms")
 
 _RULE_RE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 _KEY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*:(.*)$", re.DOTALL)
 _SHELL_SPLIT_RE = re.compile(r"&&|\|\||\$\(|[;&|\n\r`()<>]")
 _SHELL_KEYS = frozenset({"command", "cmd", "script"})
 _PATH_HINTS = ("path", "file", "dir")
+_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+_GLOB_CHARS = frozenset("*?[")
+# Words that run the command after them; their options are skipped, and the options listed
+# here take a value (``sudo -u root rm`` runs ``rm``).
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
+    "command": frozenset(),
+    "exec": frozenset({"-a"}),
+    "nohup": frozenset(),
+    "time": frozenset({"-f", "--format", "-o", "--output"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "sudo": frozenset({"-u", "--user", "-g", "--group", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}),
+    "doas": frozenset({"-u", "-C"}),
+    "xargs": frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--delimiter"}),
+    "builtin": frozenset(),
+    "setsid": frozenset(),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+}
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+_MAX_NESTING = 3
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _shell_words(text: str) -> list[str]:
+    """Split one command into words as a shell would: quotes and backslashes removed.
+
+    Lenient: an unclosed quote runs to the end (parts are cut on operators even inside quotes).
+    """
+    words: list[str] = []
+    cur: list[str] = []
+    started = False
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            if started:
+                words.append("".join(cur))
+                cur, started = [], False
+            i += 1
+            continue
+        started = True
+        if c == "\\":
+            cur.append(text[i + 1 : i + 2])
+            i += 2
+        elif c == "$" and text[i + 1 : i + 2] in ("'", '"'):
+            i += 1  # $'...' and $"..." quote like '...' and "..."
+        elif c == "'":
+            j = text.find("'", i + 1)
+            j = n if j < 0 else j
+            cur.append(text[i + 1 : j])
+            i = j + 1
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                if text[j] == "\\" and j + 1 < n and text[j + 1] in '"\\$`':
+                    j += 1
+                cur.append(text[j])
+                j += 1
+            i = j + 1
+        else:
+            cur.append(c)
+            i += 1
+    if started:
+        words.append("".join(cur))
+    return words
+
+
+def _command_words(part: str) -> list[str]:
+    """The words of one command from its command word on (see `normalise_command`)."""
+    words = _shell_words(part)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in ("{", "(", "!") or _ASSIGN_RE.match(word):
+            i += 1
+            continue
+        base = posixpath.basename(word) or word
+        takes_value = _WRAPPERS.get(base)
+        if takes_value is None:
+            break
+        i += 1
+        while i < len(words) and (
+            words[i].startswith("-") or (base == "env" and _ASSIGN_RE.match(words[i]))
+        ):
+            i += 2 if words[i] in takes_value else 1
+    rest = words[i:]
+    if rest:
+        rest[0] = posixpath.basename(rest[0]) or rest[0]
+    return rest
+
+
+def normalise_command(part: str) -> str:
+    """One shell command as its words, without the disguises that deny rules would miss.
+
+    Quotes and backslash escapes are removed, runs of whitespace collapse to one space,
+    leading ``VAR=value`` assignments, ``{``, ``!`` and wrapper commands (``env``, ``sudo``,
+    ``xargs``... with their options) are dropped and the command word becomes its basename:
+    ``FOO=1 sudo -u root "/bin/rm" -rf x`` is ``rm -rf x``.
+    """
+    return " ".join(_command_words(part))
+
+
+def _split_shell(value: str, depth: int = 0) -> list[tuple[str, list[str]]]:
+    """The commands of a shell command line: (as written, normalised words) for each.
+
+    The script of ``sh -c '...'`` and the arguments of ``eval`` are split in turn.
+    """
+    out: list[tuple[str, list[str]]] = []
+    for raw in _SHELL_SPLIT_RE.split(value):
+        raw = raw.strip()
+        if not raw:
+            continue
+        words = _command_words(raw)
+        out.append((raw, words))
+        if depth >= _MAX_NESTING or not words:
+            continue
+        script: str | None = None
+        if words[0] == "eval":
+            script = " ".join(words[1:])
+        elif words[0] in _SHELLS:
+            for k, word in enumerate(words[1:-1], start=1):
+                if word.startswith("-") and not word.startswith("--") and "c" in word:
+                    script = words[k + 1]
+                    break
+        if script:
+            out.extend(_split_shell(script, depth + 1))
+    return out
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def path_forms(value: str, root: str | os.PathLike[str] | None = None) -> list[str]:
+    """Every spelling of a path argument a rule is matched against (duplicates dropped).
+
+    The given path normalised; with a workspace ``root``, also the path the tool will touch,
+    relative to the root: lexically (``/ws/secrets/k`` → ``secrets/k``) and with symlinks
+    followed (``docs/notes/k`` → ``secrets/k`` when ``docs/notes`` links to ``secrets``). A
+    location outside the root is given as an absolute path.
+    """
+    forms = [posixpath.normpath(value.replace("\\", "/"))]
+    if root is None or "\x00" in value or value.startswith("~"):
+        return forms
+    try:
+        base = os.path.abspath(os.fspath(root))
+        real_base = os.path.realpath(base)
+        candidate = value if os.path.isabs(value) else os.path.join(base, value)
+        lexical = os.path.normpath(candidate)
+        real = os.path.realpath(candidate)
+    except (OSError, ValueError):  # a symlink loop, an unencodable name: the given form only
+        return forms
+    for path, under in ((lexical, base), (real, real_base)):
+        if _inside(path, under):
+            rel = os.path.relpath(path, under).replace(os.sep, "/")
+        else:
+            rel = path.replace(os.sep, "/")
+        if rel not in forms:
+            forms.append(rel)
+    return forms
 
 
 def _schema_main_argument(tool: Any, args: dict[str, Any]) -> str | None:
@@ -69,6 +247,14 @@ def _schema_main_argument(tool: Any, args: dict[str, Any]) -> str | None:
     return None
 
 
+def _is_shell(name: str | None, tool: Any) -> bool:
+    return (name or "").lower() in _SHELL_KEYS or getattr(tool, "category", None) == "execute"
+
+
+def _is_path(name: str | None) -> bool:
+    return bool(name) and any(hint in str(name).lower() for hint in _PATH_HINTS)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Rule:
     """One parsed ``tool_policy`` key: which tool, and optionally which argument values."""
@@ -83,6 +269,8 @@ class Rule:
     """Claude Code's ``cmd:*`` form: the value equals the pattern or starts with it and a space."""
     text: str = ""
     """The rule as written."""
+    aliases: frozenset[str] = frozenset()
+    """Other lower-cased names of the same tool (``file_read`` for ``read_file``) it covers."""
 
     @property
     def is_name_rule(self) -> bool:
@@ -91,7 +279,8 @@ class Rule:
 
     def applies_to(self, tool_name: str) -> bool:
         """Whether the rule is about the tool called ``tool_name`` (case-insensitive)."""
-        return self.tool == tool_name.strip().lower()
+        name = tool_name.strip().lower()
+        return name == self.tool or name in self.aliases
 
     def value_of(self, call: ToolCall, tool: Any = None) -> tuple[str | None, str] | None:
         """The argument the pattern is matched against, as ``(argument name, text)``.
@@ -120,14 +309,20 @@ class Rule:
             return name, args[name]
         return None, _json(args)
 
-    def split(self, name: str | None, value: str, tool: Any = None) -> list[str]:
-        """The parts of an argument value: a shell command's commands, a normalised path."""
-        shell = (name or "").lower() in _SHELL_KEYS or getattr(tool, "category", None) == "execute"
-        if shell:
-            parts = [p.strip() for p in _SHELL_SPLIT_RE.split(value)]
-            return [p for p in parts if p] or [""]
-        if name and any(hint in name.lower() for hint in _PATH_HINTS) and value:
-            value = posixpath.normpath(value.replace("\\", "/"))
+    def split(
+        self, name: str | None, value: str, tool: Any = None, root: str | None = None
+    ) -> list[str]:
+        """Every text an allow rule must match: each shell command as written and normalised,
+        or each form of a path (see `path_forms`; ``root`` is the workspace root)."""
+        if _is_shell(name, tool):
+            parts: list[str] = []
+            for raw, words in _split_shell(value):
+                for text in (raw, " ".join(words)):
+                    if text not in parts:
+                        parts.append(text)
+            return parts or [""]
+        if _is_path(name) and value:
+            return path_forms(value, root)
         return [value.strip()]
 
     def match_text(self, text: str) -> bool:
@@ -140,15 +335,34 @@ class Rule:
             )
         return fnmatch.fnmatchcase(text, self.pattern)
 
-    def matches(self, call: ToolCall, tool: Any = None) -> bool:
+    def _match_later_words(self, words: list[str]) -> bool:
+        """``git push*`` against ``git -C . push``: the command, then the rest from any word."""
+        head, _, rest = (self.pattern or "").partition(" ")
+        if not rest.strip() or not head or _GLOB_CHARS & set(head) or words[:1] != [head]:
+            return False
+        return any(self.match_text(" ".join([head, *words[i:]])) for i in range(2, len(words)))
+
+    def _restricts(self, name: str | None, value: str, tool: Any, root: str | None) -> bool:
+        if _is_shell(name, tool):
+            return any(
+                self.match_text(raw)
+                or self.match_text(" ".join(words))
+                or self._match_later_words(words)
+                for raw, words in _split_shell(value) or [("", [])]
+            )
+        return any(self.match_text(part) for part in self.split(name, value, tool, root))
+
+    def matches(self, call: ToolCall, tool: Any = None, *, root: str | None = None) -> bool:
         """Whether the rule covers the whole call: the test for a rule that *grants* (allow).
 
-        Every part of a shell command must match (see the module docstring).
+        Every part of a shell command must match, as written and normalised, and every form
+        of a path (see the module docstring).
 
         Args:
             call: The tool call.
             tool: The tool, when known; its ``input_schema`` finds the main argument and its
                 ``category`` marks shell commands.
+            root: The workspace root that relative paths are resolved against.
         """
         if not self.applies_to(call.name):
             return False
@@ -157,13 +371,16 @@ class Rule:
         found = self.value_of(call, tool)
         if found is None:
             return False
-        return all(self.match_text(part) for part in self.split(*found, tool))
+        return all(self.match_text(part) for part in self.split(*found, tool, root))
 
-    def matches_any_part(self, call: ToolCall, tool: Any = None) -> bool:
+    def matches_any_part(
+        self, call: ToolCall, tool: Any = None, *, root: str | None = None
+    ) -> bool:
         """Whether the rule touches the call: the test for a rule that *restricts* (deny, confirm).
 
-        Any part of a shell command may match; when no main argument can be told apart, every
-        string argument is tried as well as the whole arguments as JSON.
+        Any part of a shell command may match, as written or normalised, and any form of a
+        path; when no main argument can be told apart, every string argument is tried as well
+        as the whole arguments as JSON.
         """
         if not self.applies_to(call.name):
             return False
@@ -175,11 +392,7 @@ class Rule:
         candidates = [found]
         if found[0] is None and self.key is None and isinstance(call.arguments, dict):
             candidates += [(k, v) for k, v in call.arguments.items() if isinstance(v, str)]
-        return any(
-            self.match_text(part)
-            for name, value in candidates
-            for part in self.split(name, value, tool)
-        )
+        return any(self._restricts(name, value, tool, root) for name, value in candidates)
 
 
 def parse_rule(text: str) -> Rule:

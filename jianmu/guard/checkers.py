@@ -8,8 +8,10 @@ PENDING, ALLOW or DENY.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -55,6 +57,34 @@ def tool_permission(tool: Any) -> str:
     return str(value).lower() if value else "auto"
 
 
+def _alias_groups() -> dict[str, frozenset[str]]:
+    """Each built-in name and alias -> every name of that tool (``file_read``, ``read_file``)."""
+    # imported here: the tool registry is not needed to import the guard
+    from jianmu.tools.providers import BuiltinToolProvider
+
+    groups: dict[str, set[str]] = {}
+    for alias, target in BuiltinToolProvider.default().aliases().items():
+        groups.setdefault(target, {target}).add(alias)
+    return {name: frozenset(group) for group in groups.values() for name in group}
+
+
+def _workspace_root(
+    context: GuardContext | None = None, workspace: str | os.PathLike[str] | None = None
+) -> str:
+    """The folder relative paths resolve against: ``workspace``, else the run's
+    ``execution.workdir``, else `current_workspace()` — as the file tools see it."""
+    root: Any = workspace
+    if root is None and context is not None:
+        constraints = getattr(context.run, "constraints", None)
+        execution = getattr(constraints, "execution", None)
+        root = getattr(execution, "workdir", None)
+    if root is None:
+        from jianmu.execution.workspace import current_workspace  # keeps the guard import light
+
+        root = current_workspace()
+    return os.path.abspath(os.path.expanduser(os.fspath(root)))
+
+
 def call_fingerprint(call: ToolCall) -> str:
     """A hash of the call's tool and arguments: an approval only holds for what was shown."""
     body = json.dumps(
@@ -78,6 +108,11 @@ class ToolPolicyChecker:
     3. no rule matches: the tool's permission is its default — ``user_confirm`` is confirm
        (deny if ``default_policy`` is deny), ``auto`` and ``admin_only`` take ``default_policy``,
        and an unset ``default_policy`` allows.
+
+    A rule naming a built-in by an alias covers the tool under every name
+    (``file_read: deny`` denies ``read_file``). Path arguments are resolved against the
+    workspace root — the checker's ``workspace``, else the run's ``execution.workdir``, else
+    `current_workspace()` — so a rule sees the file the tool will really touch.
     """
 
     name = "ToolPolicyChecker"
@@ -86,36 +121,58 @@ class ToolPolicyChecker:
         self,
         tool_policy: Mapping[str, Policy] | None = None,
         default_policy: Policy | None = None,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
     ) -> None:
         """Parse the rules.
+
+        Args:
+            tool_policy: Rule key -> policy.
+            default_policy: The policy when no rule matches.
+            workspace: The workspace root path rules resolve against; default the run's
+                ``execution.workdir``, else `current_workspace()` at check time.
 
         Raises:
             ConfigError: a rule key cannot be parsed or a policy is not allow/confirm/deny.
         """
         self.default_policy = _check_policy("guard.default_policy", default_policy)
+        self.workspace = workspace
+        groups = _alias_groups() if tool_policy else {}
         rules: list[tuple[Rule, Policy]] = []
         for key, policy in (tool_policy or {}).items():
             checked = _check_policy(f"guard.tool_policy[{key!r}]", policy)
             assert checked is not None
             try:
-                rules.append((parse_rule(key), checked))
+                rule = parse_rule(key)
             except ConfigError as exc:
                 raise ConfigError(f"guard.tool_policy: {exc}") from None
+            names = groups.get(rule.tool, frozenset()) - {rule.tool}
+            rules.append((dataclasses.replace(rule, aliases=names), checked))
         self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
 
     @classmethod
-    def from_guard_constraints(cls, guard: GuardConstraints) -> ToolPolicyChecker:
-        """Build from merged guard constraints."""
-        return cls(guard.tool_policy, guard.default_policy)
+    def from_guard_constraints(
+        cls, guard: GuardConstraints, *, workspace: str | os.PathLike[str] | None = None
+    ) -> ToolPolicyChecker:
+        """Build from merged guard constraints (``workspace``: see `__init__`)."""
+        return cls(guard.tool_policy, guard.default_policy, workspace=workspace)
 
-    def resolve(self, call: ToolCall, tool: Any) -> tuple[Policy, str, Rule | None]:
-        """The policy for ``call`` from rules, permission and default: (policy, reason, rule)."""
+    def resolve(
+        self, call: ToolCall, tool: Any, *, root: str | None = None
+    ) -> tuple[Policy, str, Rule | None]:
+        """The policy for ``call`` from rules, permission and default: (policy, reason, rule).
+
+        ``root`` is the workspace root path arguments resolve against (default: the checker's
+        ``workspace``, else `current_workspace()`).
+        """
+        if root is None:
+            root = _workspace_root(None, self.workspace)
         for wanted in ("deny", "confirm"):
             for rule, policy in self.rules:
-                if policy == wanted and rule.matches_any_part(call, tool):
+                if policy == wanted and rule.matches_any_part(call, tool, root=root):
                     verb = "denies" if policy == "deny" else "asks to confirm"
                     return policy, f"tool_policy rule {rule.text!r} {verb} this call", rule
-        allowing = self._allowing_rules(call, tool)
+        allowing = self._allowing_rules(call, tool, root)
         if allowing:
             texts = " and ".join(repr(r.text) for r in allowing)
             verb = "allows" if len(allowing) == 1 else "allow"
@@ -131,7 +188,7 @@ class ToolPolicyChecker:
             return "allow", f"no rule names tool {call.name!r}; allowed by default", None
         return default, f"default_policy is {default!r} and no rule names tool {call.name!r}", None
 
-    def _allowing_rules(self, call: ToolCall, tool: Any) -> list[Rule]:
+    def _allowing_rules(self, call: ToolCall, tool: Any, root: str) -> list[Rule]:
         """Allow rules that together cover every part of the call; empty if none do.
 
         A name rule covers everything; argument rules looking at the same argument pool
@@ -146,7 +203,9 @@ class ToolPolicyChecker:
             found = rule.value_of(call, tool)
             if found is None:
                 continue
-            parts, covered, rules = pools.setdefault(found, (rule.split(*found, tool), set(), []))
+            parts, covered, rules = pools.setdefault(
+                found, (rule.split(*found, tool, root), set(), [])
+            )
             hit = {i for i, part in enumerate(parts) if rule.match_text(part)}
             if hit:
                 covered.update(hit)
@@ -189,7 +248,8 @@ class ToolPolicyChecker:
                 f"'admin' role (user_roles: {roles})",
                 checker=self.name,
             )
-        policy, reason, rule = self.resolve(call, tool)
+        root = _workspace_root(context, self.workspace)
+        policy, reason, rule = self.resolve(call, tool, root=root)
         text = rule.text if rule is not None else None
         if policy == "deny":
             return Decision.deny(reason, checker=self.name, rule=text)
@@ -240,7 +300,14 @@ class RateLimitChecker:
                     "an integer >= 0"
                 )
         self.max_tool_calls = max_tool_calls
-        self.rate_limits = {k.strip().lower(): v for k, v in (rate_limits or {}).items()}
+        groups = _alias_groups() if rate_limits else {}
+        self.rate_limits: dict[str, int] = {}
+        for key, limit in (rate_limits or {}).items():
+            name = key.strip().lower()
+            # a limit written for a built-in's alias holds under each of its names
+            for each in groups.get(name, frozenset({name})):
+                known = self.rate_limits.get(each)
+                self.rate_limits[each] = limit if known is None else min(known, limit)
         self.clock: Callable[[], float] = clock or time.time
 
     def check(self, context: GuardContext, previous: Decision) -> Decision:
@@ -253,12 +320,13 @@ class RateLimitChecker:
                     f"call(s) made in this run and {earlier} admitted earlier in this batch",
                     checker=self.name,
                 )
-        limit = self.rate_limits.get(context.call.name)
+        name = context.call.name.strip().lower()
+        limit = self.rate_limits.get(name)
         if limit is not None:
             now = self.clock()
-            times = context.call_times.get(context.call.name, ())
+            times = context.call_times.get(name, context.call_times.get(context.call.name, ()))
             recent = sum(1 for t in times if now - t < RATE_WINDOW_SECONDS)
-            recent += sum(1 for c in context.admitted if c.name == context.call.name)
+            recent += sum(1 for c in context.admitted if c.name.strip().lower() == name)
             if recent >= limit:
                 return Decision.deny(
                     f"rate limit of tool {context.call.name!r} is {limit} call(s) per minute "

@@ -14,6 +14,7 @@ The executor's use, once per batch::
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -145,9 +146,20 @@ class GuardEnforcer:
 
     @classmethod
     def from_guard_constraints(
-        cls, guard: GuardConstraints | None, *, clock: Callable[[], float] | None = None
+        cls,
+        guard: GuardConstraints | None,
+        *,
+        clock: Callable[[], float] | None = None,
+        workspace: str | os.PathLike[str] | None = None,
     ) -> GuardEnforcer:
         """Build the chain from merged guard constraints.
+
+        Args:
+            guard: The merged guard constraints.
+            clock: Time source for the rate limits.
+            workspace: The workspace root that path rules resolve against (pass the merged
+                ``execution.workdir``); default the run's ``execution.workdir``, else
+                `jianmu.execution.workspace.current_workspace()`.
 
         Raises:
             ConfigError: a ``tool_policy`` rule or a limit is invalid.
@@ -156,7 +168,7 @@ class GuardEnforcer:
         clock = clock or time.time
         return cls(
             (
-                ToolPolicyChecker.from_guard_constraints(guard),
+                ToolPolicyChecker.from_guard_constraints(guard, workspace=workspace),
                 RateLimitChecker(guard.max_tool_calls, guard.rate_limits, clock=clock),
                 BudgetChecker(guard.budget.total_tokens),
                 ConfirmChecker(),

@@ -162,7 +162,9 @@ class ToolExecutor(AsyncNode):
         await self.prepare_tools()
         constraints = self.effective_constraints()
         if self._enforcer is None:
-            self._enforcer = GuardEnforcer.from_guard_constraints(constraints.guard)
+            self._enforcer = GuardEnforcer.from_guard_constraints(
+                constraints.guard, workspace=constraints.execution.workdir
+            )
             self._rate_limited = {k.lower() for k in constraints.guard.rate_limits}
         done = set(self.state.get("completed_call_ids") or ())
         todo = [c for c in calls if c.id not in done]

@@ -92,7 +92,9 @@ class ToolNode(AsyncNode):
     def _check_guard(self, args: Any) -> Status | None:
         """None to go on; RUNNING while waiting for a person; FAILURE when denied."""
         constraints = Constraints.merge(self.ctx.constraints, self.constraints)
-        enforcer = GuardEnforcer.from_guard_constraints(constraints.guard)
+        enforcer = GuardEnforcer.from_guard_constraints(
+            constraints.guard, workspace=constraints.execution.workdir
+        )
         ledgers = ledger_view(self)
         ledger = GuardLedger.from_dict(ledgers.get("guard_ledger") or {})
         request_id = fresh_request_id(self._approval_id(args), self.ctx)

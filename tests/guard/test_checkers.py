@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jianmu.constraints import Policy
+from jianmu.constraints import Constraints, ExecutionConstraints, Policy
 from jianmu.errors import ConfigError
+from jianmu.execution.workspace import use_workspace
 from jianmu.guard import (
     BudgetChecker,
     ConfirmChecker,
@@ -307,3 +310,91 @@ def test_any_rule_order_gives_the_same_decision(
     call = bash_call(command)
     expected = policy_kind(ToolPolicyChecker(dict(RULES)), call, bash())
     assert policy_kind(ToolPolicyChecker(dict(order)), call, bash()) is expected
+
+
+# --- path rules see the file the tool will touch; alias rule keys ----------------------------
+
+
+def _read_file() -> FakeTool:
+    return FakeTool(
+        name="read_file",
+        input_schema={
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    )
+
+
+def _secret_workspace(root: Path) -> Path:
+    (root / "secrets").mkdir()
+    (root / "secrets" / "key.txt").write_text("k")
+    (root / "docs").mkdir()
+    os.symlink("../secrets", root / "docs" / "notes")
+    return root
+
+
+def test_path_deny_rule_resolves_against_the_run_workdir(tmp_path: Path) -> None:
+    ws = _secret_workspace(tmp_path)
+    checker = ToolPolicyChecker({"read_file(path:secrets/*)": "deny"})
+    run = RunContext(constraints=Constraints(execution=ExecutionConstraints(workdir=str(ws))))
+    for path in (str(ws / "secrets" / "key.txt"), "docs/notes/key.txt", "secrets/key.txt"):
+        c = ToolCall(name="read_file", arguments={"path": path})
+        assert policy_kind(checker, c, _read_file(), run=run) is DecisionKind.DENY, path
+    c = ToolCall(name="read_file", arguments={"path": "docs/other.md"})
+    assert policy_kind(checker, c, _read_file(), run=run) is DecisionKind.ALLOW
+
+
+def test_path_rule_uses_the_checker_workspace_then_current_workspace(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _secret_workspace(ws)
+    other = tmp_path / "other"
+    other.mkdir()
+    c = ToolCall(name="read_file", arguments={"path": "docs/notes/key.txt"})
+    given = ToolPolicyChecker({"read_file(path:secrets/*)": "deny"}, workspace=ws)
+    with use_workspace(other):
+        assert policy_kind(given, c, _read_file()) is DecisionKind.DENY
+    ambient = ToolPolicyChecker({"read_file(path:secrets/*)": "deny"})
+    with use_workspace(other):  # no link there: docs/notes is just a folder name
+        assert policy_kind(ambient, c, _read_file()) is DecisionKind.ALLOW
+    with use_workspace(ws):
+        assert policy_kind(ambient, c, _read_file()) is DecisionKind.DENY
+
+
+def test_path_allow_rule_does_not_allow_a_link_into_another_area(tmp_path: Path) -> None:
+    ws = _secret_workspace(tmp_path)
+    checker = ToolPolicyChecker({"write_file(path:docs/*)": "allow"}, default_policy="deny")
+    ok = ToolCall(name="write_file", arguments={"path": "docs/a.md", "content": "x"})
+    assert policy_kind(checker, ok, write_file(), run=None) is DecisionKind.ALLOW
+    checker = ToolPolicyChecker(
+        {"write_file(path:docs/*)": "allow"}, default_policy="deny", workspace=ws
+    )
+    sneaky = ToolCall(name="write_file", arguments={"path": "docs/notes/key.txt", "content": "x"})
+    assert policy_kind(checker, sneaky, write_file()) is DecisionKind.DENY
+
+
+@pytest.mark.parametrize(
+    ("rule", "tool"),
+    [
+        ("file_read", "read_file"),
+        ("read_file", "file_read"),
+        ("Web_Search", "duckduckgo_search"),
+        ("file_read(path:secrets/*)", "read_file"),
+    ],
+)
+def test_rule_written_with_an_alias_covers_the_tool(rule: str, tool: str) -> None:
+    checker = ToolPolicyChecker({rule: "deny"})
+    c = ToolCall(name=tool, arguments={"path": "secrets/key.txt"})
+    assert policy_kind(checker, c, FakeTool(name=tool)) is DecisionKind.DENY
+    if "(" not in rule:
+        assert checker.hides(tool) and checker.hides(FakeTool(name=tool))
+    # other tools are untouched
+    assert policy_kind(checker, ToolCall(name="calc"), FakeTool(name="calc")) is DecisionKind.ALLOW
+
+
+def test_rate_limit_written_with_an_alias() -> None:
+    checker = RateLimitChecker(rate_limits={"web_search": 1}, clock=lambda: 100.0)
+    c = ToolCall(name="DuckDuckGo_Search")
+    assert checker.check(ctx(c, call_times={"duckduckgo_search": [90.0]}), START).denied
+    assert checker.check(ctx(c), START) is START

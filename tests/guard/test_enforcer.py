@@ -260,3 +260,25 @@ def test_public_names() -> None:
             assert hasattr(module, name), (module.__name__, name)
     exported = {n for n in dir(guard) if not n.startswith("_") and n[0].isupper()}
     assert exported <= set(guard.__all__)
+
+
+def test_visible_tools_and_is_denied_hide_a_tool_denied_by_its_alias() -> None:
+    tools = [FakeTool(name="read_file"), FakeTool(name="duckduckgo_search"), CALC]
+    guard = GuardConstraints(tool_policy={"file_read": "deny", "web_search": "deny"})
+    assert visible_tools(tools, guard) == ["calc"]
+    assert is_denied("read_file", guard) and is_denied(tools[1], guard)
+    assert GuardEnforcer.from_guard_constraints(guard).visible(tools) == ["calc"]
+
+
+def test_enforcer_resolves_path_rules_in_the_given_workspace(tmp_path: Any) -> None:
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes").symlink_to("../secrets")
+    guard = GuardConstraints(tool_policy={"write_file(path:secrets/*)": "deny"})
+    enforcer = GuardEnforcer.from_guard_constraints(guard, workspace=str(tmp_path))
+    paths = [str(tmp_path / "secrets" / "k"), "docs/notes/k", "docs/readme.md"]
+    calls = [
+        ToolCall(name="write_file", arguments={"path": p, "content": "x"}, id=f"w{i}")
+        for i, p in enumerate(paths)
+    ]
+    assert kinds(enforcer.preflight(calls, TOOLS)) == ["deny", "deny", "allow"]

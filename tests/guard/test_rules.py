@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from jianmu.errors import ConfigError
 from jianmu.guard import Rule, parse_rule
+from jianmu.guard._rules import normalise_command, path_forms
 from jianmu.tools.calls import ToolCall
 from tests.guard.guard_fakes import FakeTool, bash, write_file
 
@@ -121,3 +125,138 @@ def test_write_file_main_argument_is_the_path() -> None:
     tool = write_file()
     assert rule.matches_any_part(call("write_file", path="secret.txt", content="x"), tool)
     assert not rule.matches_any_part(call("write_file", path="a.txt", content="secret"), tool)
+
+
+# --- shell normalisation (deny rules are best effort, allow rules the reliable form) --------
+
+
+@pytest.mark.parametrize(
+    ("written", "normalised"),
+    [
+        ('"rm" -rf x', "rm -rf x"),
+        ("\\rm -rf x", "rm -rf x"),
+        ("/bin/rm -rf x", "rm -rf x"),
+        ('r""m x', "rm x"),
+        ("$'rm' x", "rm x"),
+        ("git   push", "git push"),
+        ("x=1 Y=2 rm -rf x", "rm -rf x"),
+        ("{ rm -rf x", "rm -rf x"),
+        ("env -i A=1 rm x", "rm x"),
+        ("command rm x", "rm x"),
+        ("exec -a name rm x", "rm x"),
+        ("nohup nice -n 5 time rm x", "rm x"),
+        ("sudo -u root /usr/bin/git push", "git push"),
+        ("xargs -I {} rm {}", "rm {}"),
+        ("builtin cd /", "cd /"),
+    ],
+)
+def test_normalise_command(written: str, normalised: str) -> None:
+    assert normalise_command(written) == normalised
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf x",
+        '"rm" -rf x',
+        "'rm' -rf x",
+        "\\rm -rf x",
+        "/bin/rm -rf x",
+        "command rm -rf x",
+        "env rm -rf x",
+        "x=1 rm -rf x",
+        "{ rm -rf x; }",
+        "git status; \\rm -rf x",
+        "find . | xargs rm -f",
+        "sudo rm -rf /",
+        "bash -c 'rm -rf x'",
+        'sh -ec "ls; rm -rf x"',
+        'eval "rm -rf x"',
+    ],
+)
+def test_deny_rule_sees_through_shell_spellings(command: str) -> None:
+    assert parse_rule("bash(rm*)").matches_any_part(call("bash", command=command), bash())
+
+
+@pytest.mark.parametrize(
+    "command", ["git push", "git  push", "'git' push", "/usr/bin/git push origin", "git -C . push"]
+)
+def test_subcommand_rule_matches_after_options(command: str) -> None:
+    c = call("bash", command=command)
+    assert parse_rule("bash(git push*)").matches_any_part(c, bash())
+    assert parse_rule("bash(git push:*)").matches_any_part(c, bash())
+
+
+def test_subcommand_rule_is_conservative_but_keeps_the_command_word() -> None:
+    rule = parse_rule("bash(git push*)")
+    # conservative: 'push' as a later word of a git command is enough to restrict
+    assert rule.matches_any_part(call("bash", command="git log --grep push"), bash())
+    assert not rule.matches_any_part(call("bash", command="echo git push"), bash())
+    assert not rule.matches_any_part(call("bash", command="git status"), bash())
+    # the later-word form never grants
+    assert not parse_rule("bash(git push*)").matches(call("bash", command="git -C . push"), bash())
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "FOO=1 git status",
+        '"git" status',
+        "sudo git status",
+        "/usr/bin/git status",
+        "git status; id",
+    ],
+)
+def test_allow_rule_needs_the_written_and_normalised_forms(command: str) -> None:
+    rule = parse_rule("bash(git status*)")
+    assert rule.matches(call("bash", command="git status --short"), bash())
+    assert not rule.matches(call("bash", command=command), bash())
+
+
+def test_allow_rule_does_not_grant_a_shell_script_it_did_not_see() -> None:
+    rule = parse_rule("bash(bash -c*)")
+    assert not rule.matches(call("bash", command="bash -c 'rm -rf x'"), bash())
+
+
+# --- paths resolved against the workspace ------------------------------------------------------
+
+
+def _workspace(tmp_path: Path) -> Path:
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "key.txt").write_text("k")
+    (tmp_path / "docs").mkdir()
+    os.symlink("../secrets", tmp_path / "docs" / "notes")
+    return tmp_path
+
+
+def test_path_forms(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    assert path_forms("docs/../secrets/key.txt") == ["secrets/key.txt"]
+    assert path_forms(str(ws / "secrets" / "key.txt"), ws)[1:] == ["secrets/key.txt"]
+    assert path_forms("docs/notes/key.txt", ws) == ["docs/notes/key.txt", "secrets/key.txt"]
+    outside = path_forms("../elsewhere", ws)
+    assert outside[-1] == os.path.realpath(ws.parent / "elsewhere")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["secrets/key.txt", "./secrets/../secrets/key.txt", "secrets///key.txt", "docs/notes/key.txt"],
+)
+def test_path_deny_rule_hits_every_spelling(tmp_path: Path, path: str) -> None:
+    ws = _workspace(tmp_path)
+    rule = parse_rule("read_file(path:secrets/*)")
+    for given in (path, str(ws / path)):
+        assert rule.matches_any_part(call("read_file", path=given), root=str(ws))
+
+
+def test_path_allow_rule_needs_every_form(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    (ws / "docs" / "readme.md").write_text("r")
+    rule = parse_rule("write_file(path:docs/*)")
+    assert rule.matches(call("write_file", path="docs/readme.md"), write_file(), root=str(ws))
+    # the link leads into secrets/: the real path does not match docs/*
+    c = call("write_file", path="docs/notes/key.txt", content="x")
+    assert not rule.matches(c, write_file(), root=str(ws))
+    # an absolute path is not allowed by a relative pattern (it falls back to the default)
+    c = call("write_file", path=str(ws / "docs" / "readme.md"), content="x")
+    assert not rule.matches(c, write_file(), root=str(ws))
