@@ -14,7 +14,7 @@ from jianmu.config import AppConfig, load_config
 
 __all__ = (
     "TREE_FORMATS",
-    "CLIError", "ExitCode", "load_cli_config", "make_console", "parse_inputs")
+    "CLIError", "ExitCode", "load_cli_config", "make_console", "parse_inputs", "visible")
 
 TREE_FORMATS = ("ascii", "dot", "mermaid")
 """What ``jianmu tree show --format`` accepts."""
@@ -44,8 +44,31 @@ class CLIError(Exception):
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    """A rich console; highlighting is off so that values print as written."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=not sys.stdout.isatty())
+    """A rich console; highlighting and ``:emoji:`` codes are off so values print as written."""
+    return Console(stderr=stderr, highlight=False, emoji=False,
+                   soft_wrap=not sys.stdout.isatty())
+
+
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    if char in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[char]
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with each non-printable character written as an escape (``\\u001b``, ``\\n``).
+
+    Control characters (ANSI escape sequences), format characters (bidi overrides, zero-width
+    spaces, tag characters) and separators other than the plain space would otherwise be obeyed
+    by the terminal or be invisible; a person deciding on a tool call must see them.
+    """
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escape_char(char) for char in text)
 
 
 def load_cli_config(path: str | None) -> AppConfig:

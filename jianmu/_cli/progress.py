@@ -14,9 +14,10 @@ from rich.live import Live
 from rich.text import Text
 from rich.tree import Tree
 
+from jianmu._cli.common import visible
 from jianmu.runtime.events import Event
 
-__all__ = ("Progress", "render_tree")
+__all__ = ("Progress", "render_tree", "shorten")
 
 _STATUS_STYLE = {
     Status.SUCCESS: ("✓", "green"),
@@ -42,12 +43,35 @@ def node_kind(node: Behaviour) -> str:
 _KIND_MARK = {"sequence": "→", "selector": "?", "parallel": "⇉", "decorator": "◇", "leaf": "•"}
 
 
+_TREE_REASON = 60
+"""How much of a failed node's reason the tree shows; the run's last line has it in full."""
+_EVENT_ERROR = 120
+"""How much of a failed call's error its event line shows (the run may go on after it)."""
+
+
+def shorten(value: Any, limit: int = 160) -> str:
+    """``value`` on one line, at most ``limit`` characters, cut between words and ending in "…".
+
+    Whitespace runs become one space and non-printable characters (ANSI escapes) are escaped
+    (`visible`), so a tool's output cannot move the cursor or restyle the terminal. A single
+    word longer than the limit (a path, a URL) is cut inside it: there is no better place.
+    """
+    text = visible(" ".join(str(value).split()))
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    head, space, _ = cut.rpartition(" ")
+    if space and len(head) >= limit // 2:  # a boundary near the end; else keep the hard cut
+        cut = head
+    return cut.rstrip(" ,;:.-") + "…"
+
+
 def _label(node: Behaviour) -> Text:
     mark, style = _STATUS_STYLE.get(node.status, ("-", "dim"))
-    text = Text(f"{_KIND_MARK[node_kind(node)]} {node.name} ")
+    text = Text(f"{_KIND_MARK[node_kind(node)]} {visible(node.name)} ")
     text.append(f"[{mark} {node.status.name.lower()}]", style=style)
     if node.status is Status.FAILURE and node.feedback_message:
-        text.append(f"  {node.feedback_message}", style="red")
+        text.append(f"  {shorten(node.feedback_message, _TREE_REASON)}", style="red")
     return text
 
 
@@ -61,11 +85,6 @@ def render_tree(root: Behaviour) -> Tree:
 
     add(top, root)
     return top
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Progress:
@@ -85,47 +104,48 @@ class Progress:
             events.subscribe(pattern, self.on_event)
 
     def on_event(self, event: Event) -> None:
-        """Print one event as a line."""
+        """Print one event as a line.
+
+        Every value is printed as a `Text` through `shorten`: names, arguments and outputs come
+        from models and tools, so neither rich markup nor ANSI escapes in them take effect.
+        """
         f = event.fields
         name = event.name
+        tool = (shorten(f.get("tool"), 80), "bold")
         if name == "tool.call.started":
             self.tool_calls += 1
-            self.console.print(Text.assemble(
-                ("  → ", "cyan"), (f"{f.get('tool')}", "bold"), f"({_short(f.get('args_preview'))})"
-            ))
+            self._line(("  → ", "cyan"), tool, f"({shorten(f.get('args_preview'))})")
         elif name == "tool.call.completed":
             ms = f.get("duration_ms")
             took = f" ({ms:.0f} ms)" if isinstance(ms, (int, float)) else ""
-            self.console.print(Text.assemble(
-                ("  ← ", "green"), (f"{f.get('tool')}", "bold"),
-                f": {_short(f.get('result_preview'))}{took}",
-            ))
+            self._line(("  ← ", "green"), tool, f": {shorten(f.get('result_preview'))}{took}")
         elif name == "tool.call.failed":
-            self.console.print(Text.assemble(
-                ("  ✗ ", "red"), (f"{f.get('tool')}", "bold"), f": {_short(f.get('error'))}"
-            ))
+            self._line(("  ✗ ", "red"), tool, f": {shorten(f.get('error'), _EVENT_ERROR)}")
         elif name == "tool.call.retry":
-            self.console.print(f"  ↻ {f.get('tool')}: retry {f.get('attempt')} ({f.get('error')})")
+            self._line("  ↻ ", tool, f": retry {f.get('attempt')} "
+                       f"({shorten(f.get('error'), _EVENT_ERROR)})")
         elif name == "llm.call.completed":
             self.llm_calls += 1
             self.input_tokens += int(f.get("input_tokens") or 0)
             self.output_tokens += int(f.get("output_tokens") or 0)
             calls = f.get("tool_calls") or []
-            said = f"asks for {', '.join(calls)}" if calls else \
-                f"answers: {_short(f.get('answer_preview'))}"
-            self.console.print(Text.assemble(
-                ("  ◆ ", "magenta"), (f"{f.get('model')}", "bold"), f" {said} ",
+            said = f"asks for {shorten(', '.join(map(str, calls)))}" if calls else \
+                f"answers: {shorten(f.get('answer_preview'))}"
+            self._line(
+                ("  ◆ ", "magenta"), (shorten(f.get("model"), 80), "bold"), f" {said} ",
                 (f"[{f.get('input_tokens')} in / {f.get('output_tokens')} out tokens]", "dim"),
-            ))
+            )
         elif name == "llm.call.failed":
-            self.console.print(Text.assemble(
-                ("  ✗ ", "red"), (f"{f.get('model')}", "bold"), f": {_short(f.get('error'))}"
-            ))
+            self._line(("  ✗ ", "red"), (shorten(f.get("model"), 80), "bold"),
+                       f": {shorten(f.get('error'), _EVENT_ERROR)}")
         elif name == "interaction.approved":
-            self.console.print(f"  ✓ approved {f.get('request_id')}")
+            self._line(f"  ✓ approved {shorten(f.get('request_id'), 80)}")
         elif name == "interaction.rejected":
-            message = f" ({f.get('message')})" if f.get("message") else ""
-            self.console.print(f"  ✗ rejected {f.get('request_id')}{message}")
+            message = f" ({shorten(f.get('message'))})" if f.get("message") else ""
+            self._line(f"  ✗ rejected {shorten(f.get('request_id'), 80)}{message}")
+
+    def _line(self, *parts: str | tuple[str, str]) -> None:
+        self.console.print(Text.assemble(*parts))
 
     def footer(self) -> Text:
         """Counts so far."""

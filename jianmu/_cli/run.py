@@ -10,8 +10,17 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
-from jianmu._cli.common import CLIError, ExitCode, load_cli_config, make_console, parse_inputs
+from jianmu._cli.approvals import heading, print_request
+from jianmu._cli.common import (
+    CLIError,
+    ExitCode,
+    load_cli_config,
+    make_console,
+    parse_inputs,
+    visible,
+)
 from jianmu._cli.launches import LaunchStore
 from jianmu._cli.progress import Progress
 from jianmu._cli.targets import Target, load_target
@@ -109,7 +118,7 @@ def _describe(target: Target) -> str:
     launch = target.launch
     what = {"script": "script", "bt_skill": "BT skill", "prompt_skill": "prompt skill"}
     inputs = f" with {json.dumps(launch.inputs, ensure_ascii=False)}" if launch.inputs else ""
-    return f"{what[launch.kind]} {launch.target}{inputs}"
+    return visible(f"{what[launch.kind]} {launch.target}{inputs}")
 
 
 def _drive(runner: ReactiveRunner, target: Target, args: argparse.Namespace,
@@ -146,8 +155,9 @@ def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
             args: argparse.Namespace, console: Console) -> bool:
     """Record a decision for each pending request; False when nobody can decide now."""
     if getattr(args, "approve_all", False):
-        for request in pending:
-            console.print(f"  approving {request.id}: {escape(request.summary)} (--approve-all)")
+        for request in pending:  # the transcript records exactly what was approved
+            print_request(console, heading("  approving (--approve-all) ", request), request,
+                          indent="    ")
             runner.approve(request.id, "approved with --approve-all")
         return True
     if args.non_interactive:
@@ -166,11 +176,13 @@ def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
 
 
 def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] | None:
-    """Ask on standard input (a terminal or a pipe); None at end of input."""
-    console.print(f"[bold yellow]approval needed[/] {request.id}: {escape(request.summary)}")
-    reason = request.payload.get("reason")
-    if reason:
-        console.print(f"  reason: {escape(str(reason))}")
+    """Ask on standard input (a terminal or a pipe); None at end of input.
+
+    The person sees the tool and its full arguments, not only the summary (which is cut at
+    200 characters and could hide the part of a command that matters).
+    """
+    print_request(console, heading(Text("approval needed ", style="bold yellow"), request),
+                  request)
     while True:
         console.print(escape("  approve? [y/n, or 'n REASON'] "), end="")
         console.file.flush()
@@ -199,26 +211,29 @@ def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress:
                       f"{len(result.pending)} approval(s); it is saved in "
                       f"{escape(runner.ctx.config.runtime.checkpoint_path)}")
         for request in result.pending:
-            console.print(f"  pending {request.id}  {escape(request.summary)}")
-        first = result.pending[0].id if result.pending else "ID"
+            print_request(console, heading("  pending ", request, sep="  "), request,
+                          indent="    ")
+        first = escape(visible(result.pending[0].id)) if result.pending else "ID"
         console.print(f"resume with: jianmu resume {runner.run_id} --approve {first}"
-                      f"{hint_config}   (or --reject {first})")
+                      f"{escape(hint_config)}   (or --reject {first})")
         return ExitCode.SUSPENDED
     code = _EXIT[status]
     if status is RunStatus.SUCCESS:
         try:
             value = target.result()
         except JianmuError as exc:  # a BT skill's result that does not fit its outputs
-            console.print(f"[red]failure[/]: {escape(str(exc))}")
+            console.print(f"[red]failure[/]: {escape(visible(str(exc)))}")
             return ExitCode.FAILURE
         if value is not None:
             shown = value if isinstance(value, str) else json.dumps(
                 value, indent=2, ensure_ascii=False, default=str
             )
+            # a tool's output may carry ANSI escapes: show them, do not let them act
+            shown = "\n".join(visible(line.expandtabs()) for line in shown.split("\n"))
             console.print(f"result:\n{escape(shown)}" if "\n" in shown else
                           f"result: {escape(shown)}")
     style = {"success": "green", "failure": "red"}.get(status.value, "yellow")
-    reason = f": {result.error}" if result.error else ""
+    reason = f": {visible(result.error)}" if result.error else ""  # the full error, only here
     console.print(f"[{style}]{status.value}[/] run {runner.run_id} after {runner.ticks} ticks"
                   f"{escape(reason)}")
     return int(code)

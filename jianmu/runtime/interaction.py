@@ -22,7 +22,8 @@ class ApprovalRequest:
     kind: str = "tool_call"
     """What is asked: ``tool_call`` or a node's own kind."""
     summary: str = ""
-    """One line for a person: what will happen if approved."""
+    """One line for a person, possibly shortened: show ``payload`` (the full tool arguments)
+    before asking for a decision, never the summary alone."""
     payload: dict[str, Any] = field(default_factory=dict)
     """Details: tool name, arguments, the guard's reason."""
     node: str | None = None

@@ -102,6 +102,21 @@ def test_failing_tree_exits_1_with_the_reason(project: Project) -> None:
     assert "Traceback" not in done.text
 
 
+def test_a_long_error_is_shown_in_full_once_and_short_in_the_tree(project: Project) -> None:
+    reason = "disk on fire because " + " ".join(f"step{i}" for i in range(40))
+    project.write("burn.py", FAILING_SCRIPT.replace("disk on fire", reason))
+    done = project.jianmu("run", "burn.py")
+    assert done.code == 1, done.text
+    assert done.out.count(reason) == 1
+    assert re.search(rf"^failure run \w+ after \d+ ticks: burn: RuntimeError: {reason}$",
+                     done.out, re.M)
+    tree_line = next(line for line in done.out.splitlines() if "• burn [✗ failure]" in line)
+    shown = tree_line.split("[✗ failure]  ", 1)[1]
+    assert shown.endswith("…") and len(shown) <= 60
+    assert f"RuntimeError: {reason}".startswith(shown[:-1])
+    assert f"RuntimeError: {reason}"[len(shown) - 1] == " "  # cut between words
+
+
 def test_timeout_exits_4(project: Project) -> None:
     project.write("hang.py", HANGING_SCRIPT)
     done = project.jianmu("run", "hang.py", "--timeout", "0.3")
@@ -166,6 +181,30 @@ def test_end_of_input_leaves_the_run_suspended(project: Project) -> None:
     pending_of(done.out)
 
 
+HIDDEN_NOTE = "echo 'listing files for you'" + " " * 300 + "; echo PWNED > pwned.txt"
+
+
+def test_the_prompt_shows_the_full_arguments_past_the_summary_cut(project: Project) -> None:
+    done = project.jianmu("run", APPROVAL_FLOW, "-i", f"note={HIDDEN_NOTE}", stdin="n\n")
+    assert done.code == 0, done.text
+    asked = done.out.split("approval needed ", 1)[1].split("approve? [y/n", 1)[0]
+    heading, details = asked.split("\n", 1)
+    assert "PWNED" not in heading  # the summary is cut at 200 characters...
+    assert "tool: append_note" in details  # ...but the person sees everything below it
+    assert f'"text": {json.dumps(HIDDEN_NOTE)}' in details
+    assert "reason: tool 'append_note' has permission 'user_confirm'" in details
+    assert not (project.root / ".jianmu" / "notes.txt").exists()
+
+
+def test_markup_and_escapes_in_arguments_are_shown_literally(project: Project) -> None:
+    note = "[bold]harmless[/bold] [red]x \x1b[2K\x1b[1Ahidden :smile:"
+    done = project.jianmu("run", APPROVAL_FLOW, "-i", f"note={note}", stdin="n\n")
+    assert done.code == 0, done.text
+    assert "\x1b" not in done.out
+    asked = done.out.split("approval needed ", 1)[1].split("approve? [y/n", 1)[0]
+    assert '"text": "[bold]harmless[/bold] [red]x \\u001b[2K\\u001b[1Ahidden :smile:"' in asked
+
+
 def test_approve_all(project: Project) -> None:
     done = project.jianmu("run", APPROVAL_FLOW, "--approve-all")
     assert done.code == 0, done.text
@@ -181,6 +220,7 @@ def test_non_interactive_then_resume_approve_runs_the_tool_once(project: Project
     assert first.code == 3, first.text
     run_id, (request,) = pending_of(first.out)
     assert f"resume with: jianmu resume {run_id} --approve {request}" in first.out
+    assert '    tool: append_note\n    arguments:\n      {\n        "text": "once"\n' in first.out
     assert not (project.root / ".jianmu" / "notes.txt").exists()
 
     wrong = project.jianmu("resume", run_id, "--approve", "call_nope")
@@ -208,6 +248,16 @@ def test_resume_can_suspend_again_and_reject(project: Project) -> None:
     assert rejected.code == 0, rejected.text
     assert "no notes" in rejected.out.split("result:")[1]
     assert not (project.root / ".jianmu" / "notes.txt").exists()
+
+
+def test_non_interactive_listing_shows_the_full_arguments(project: Project) -> None:
+    first = project.jianmu("run", APPROVAL_FLOW, "-i", f"note={HIDDEN_NOTE}",
+                           "--non-interactive")
+    assert first.code == 3, first.text
+    _, (request,) = pending_of(first.out)
+    listing = first.out.split(f"  pending {request}", 1)[1].split("resume with:", 1)[0]
+    assert "PWNED" not in listing.split("\n", 1)[0]  # the summary line
+    assert f'        "text": {json.dumps(HIDDEN_NOTE)}\n' in listing
 
 
 def test_resume_unknown_run_exits_2(project: Project) -> None:

@@ -1,0 +1,60 @@
+"""Progress lines and the final tree (jianmu/_cli/progress.py)."""
+
+from __future__ import annotations
+
+import io
+
+import py_trees
+from py_trees.common import Status
+from rich.console import Console
+
+from jianmu._cli.progress import Progress, render_tree, shorten
+from jianmu.runtime.events import Event
+
+
+def test_shorten_cuts_between_words_and_ends_with_an_ellipsis() -> None:
+    text = "the extremely long explanation of the failure keeps going"
+    assert shorten(text, 100) == text
+    assert shorten(text, 30) == "the extremely long…"
+    assert shorten("a,  b\n\tc  d, efgh", 12) == "a, b c d…"
+    assert shorten("x" * 50, 10) == "x" * 9 + "…"  # one long word: cut where it must
+
+
+def test_shorten_escapes_ansi_and_control_characters() -> None:
+    assert shorten("red \x1b[31mtext\x1b[0m\x07") == "red \\u001b[31mtext\\u001b[0m\\u0007"
+
+
+def _console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=200, color_system=None, highlight=False), out
+
+
+def test_a_failed_node_shows_a_short_reason_in_the_tree() -> None:
+    node = py_trees.behaviours.Failure("burn")
+    node.tick_once()
+    node.feedback_message = "RuntimeError: disk on fire because " + "the fire spreads " * 10
+    console, out = _console()
+    console.print(render_tree(node))
+    line = out.getvalue().strip()
+    assert node.status is Status.FAILURE
+    assert line.startswith("• burn [✗ failure]  RuntimeError: disk on fire because the")
+    assert line.endswith("…") and not line.endswith(" …")
+    assert line.split("  ", 1)[1][:-1] in node.feedback_message  # whole words only
+    assert len(line.split("  ", 1)[1]) <= 60
+
+
+def test_event_lines_print_markup_and_escapes_literally() -> None:
+    console, out = _console()
+    progress = Progress(console, py_trees.behaviours.Success("s"))
+    progress.on_event(Event(name="tool.call.started", run_id="r", fields={
+        "tool": "bash", "args_preview": '{"command": "[bold]ls\x1b[2J"}'}))
+    progress.on_event(Event(name="tool.call.retry", run_id="r", fields={
+        "tool": "bash", "attempt": 2, "error": "[red]boom\x1b[0m"}))
+    progress.on_event(Event(name="interaction.rejected", run_id="r", fields={
+        "request_id": "call_[x]", "message": "no [b]"}))
+    assert out.getvalue() == (
+        '  → bash({"command": "[bold]ls\\u001b[2J"})\n'
+        "  ↻ bash: retry 2 ([red]boom\\u001b[0m)\n"
+        "  ✗ rejected call_[x] (no [b])\n"
+    )
+    assert progress.tool_calls == 1
