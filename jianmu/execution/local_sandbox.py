@@ -9,7 +9,9 @@ Layers, each used where this machine allows it:
   OOM kills are counted, a CPU quota, and a way to kill every process the command started;
 - bubblewrap: a read-only view of ``/``, the workspace bound writable at its own path, private
   ``/tmp``, ``/proc`` and ``/dev``, new user/pid/ipc/uts namespaces, no capabilities, and no
-  network when ``network=False``.
+  network when ``network=False``: no network namespace access, and the usual homes of host
+  Unix sockets (``/run``, ``/var/run``, ``/var/tmp``, ``/dev/shm``) hidden behind empty
+  private folders, since a socket file stays connectable through a read-only mount.
 
 When the command's main process exits, or at its timeout, whatever it left running is killed.
 """
@@ -88,16 +90,33 @@ _BWRAP_BASE = (
 )
 
 
-def _hidden_by_private_tmp(search_path: str) -> list[str]:
-    """Folders the sandbox needs that a private ``/tmp`` would hide: this Python's install and
-    the ``PATH`` entries that live under ``/tmp`` (a virtualenv in a checkout there, say)."""
+_SOCKET_ROOTS = ("/run", "/var/run", "/var/tmp", "/dev/shm")
+"""Where host Unix sockets usually live (besides ``/tmp``, always private): hidden behind an
+empty tmpfs when the network is off. ``/var/run`` is skipped when it is a link (to ``/run``)."""
+
+
+def _private_roots(network: bool) -> list[str]:
+    """The folders replaced by empty private ones inside bubblewrap (``/tmp`` first)."""
+    roots = ["/tmp"]
+    if not network:
+        roots += [
+            root for root in _SOCKET_ROOTS
+            if root == "/dev/shm" or (os.path.isdir(root) and not os.path.islink(root))
+        ]
+    return roots
+
+
+def _hidden_by_private_roots(search_path: str, roots: Sequence[str] = ("/tmp",)) -> list[str]:
+    """Folders the sandbox needs that the private ``roots`` would hide: this Python's install
+    and the ``PATH`` entries that live under one of them (a virtualenv in a checkout in
+    ``/tmp`` or ``/var/tmp``, say), to be bound back read-only."""
     wanted = [sys.prefix, sys.base_prefix, *search_path.split(os.pathsep)]
+    prefixes = tuple(root.rstrip("/") + "/" for root in roots)
     found: list[str] = []
     for folder in wanted:
         real = os.path.realpath(folder) if folder else ""
-        for path in {folder, real}:
-            if (path.startswith("/tmp/") and os.path.isdir(path)
-                    and path not in found):
+        for path in (folder, real):
+            if path.startswith(prefixes) and os.path.isdir(path) and path not in found:
                 found.append(path)
     return found
 
@@ -301,10 +320,15 @@ class LocalSandbox:
         }
         if self.uses_bwrap:
             bwrap = shutil.which("bwrap") or "bwrap"
+            roots = _private_roots(self.network)
+            # Order matters: bwrap mounts in argument order, so the private roots come first,
+            # then what must show through them (Python, PATH entries), the workspace last (it
+            # may itself live under one of the roots).
             argv = [
                 bwrap, *_BWRAP_BASE, *([] if self.network else ["--unshare-net"]),
                 "--bind", str(self._tmp), "/tmp",
-                *(arg for path in _hidden_by_private_tmp(full_env["PATH"])
+                *(arg for root in roots[1:] for arg in ("--tmpfs", root)),
+                *(arg for path in _hidden_by_private_roots(full_env["PATH"], roots)
                   for arg in ("--ro-bind", path, path)),
                 "--bind", str(self.workspace), str(self.workspace),
                 "--chdir", str(workdir), "--", *argv,

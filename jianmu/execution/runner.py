@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 
 from jianmu.constraints import ExecutionConstraints
-from jianmu.errors import ToolTimeoutError
+from jianmu.errors import ToolExecutionError, ToolTimeoutError
 from jianmu.execution.docker_sandbox import DEFAULT_IMAGE
 from jianmu.execution.sandbox import Sandbox
 from jianmu.execution.workspace import use_workspace
@@ -109,9 +109,19 @@ class ToolRunner:
         """Run ``tool`` with already-validated ``args`` and return its raw result.
 
         Raises:
+            ToolExecutionError: the tool talks to the network (effect tag ``http``) while
+                ``execution.network`` is false: such tools run in-process, where the
+                sandbox's network cut does not reach them.
             ToolTimeoutError: the call ran past `timeout_for` (a sandboxed command is killed).
             Exception: whatever the tool raised.
         """
+        if self.execution.network is False and "http" in (getattr(tool, "effect_tags", ()) or ()):
+            name = getattr(tool, "name", type(tool).__name__)
+            raise ToolExecutionError(
+                f"tool {name!r} uses the network, which is off in the execution constraints "
+                "(execution.network: false); work without it, or ask for a run with "
+                "execution.network: true"
+            )
         if self._pool is None:
             self.workspace.mkdir(parents=True, exist_ok=True)
             self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="jianmu-tool")

@@ -175,3 +175,102 @@ async def test_close_kills_running_commands(tmp_path: Path) -> None:
         await box.close()
     assert await wait_gone("1000.3131")
     assert results and results[0].exit_code == -signal.SIGKILL
+
+
+def _socket_dir(root: str) -> str | None:
+    """A fresh folder under ``root`` we may create sockets in, or None (skip)."""
+    if not os.path.isdir(root) or not os.access(root, os.W_OK | os.X_OK):
+        return None
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="jianmu-sock-", dir=root)
+
+
+_CONNECT = (
+    "import socket, sys\n"
+    "s = socket.socket(socket.AF_UNIX)\n"
+    "try:\n"
+    "    s.connect(sys.argv[1]); print('CONNECTED')\n"
+    "except OSError as exc:\n"
+    "    print('BLOCKED', exc.errno)\n"
+)
+
+
+@pytest.mark.skipif(not bwrap_available(network=False), reason="bubblewrap cannot run here")
+@pytest.mark.parametrize("root", ["/var/tmp", "/run", "/dev/shm"])
+async def test_network_false_hides_host_unix_sockets(tmp_path: Path, root: str) -> None:
+    import shutil
+    import socket
+    import sys
+
+    folder = _socket_dir(root)
+    if folder is None:
+        pytest.skip(f"cannot create a socket under {root} here")
+    path = os.path.join(folder, "host.sock")
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(path)
+        server.listen(4)  # a pending connect succeeds without accept(): no thread needed
+        argv = [sys.executable, "-c", _CONNECT, path]
+        async with LocalSandbox(tmp_path, use_bwrap=True, network=False) as box:
+            cut = await box.exec(argv, timeout=30)
+        async with LocalSandbox(tmp_path, use_bwrap=True, network=True) as box:
+            open_ = await box.exec(argv, timeout=30)
+    finally:
+        server.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert cut.stdout.split()[0] == "BLOCKED", cut
+    # `--dev /dev` already gives every sandbox its own /dev/shm; the other roots are shared
+    # with the host while the network is on.
+    expected = "BLOCKED" if root == "/dev/shm" else "CONNECTED"
+    assert open_.stdout.split()[0] == expected, open_
+
+
+@pytest.mark.skipif(not bwrap_available(network=False), reason="bubblewrap cannot run here")
+async def test_network_false_keeps_a_workspace_under_a_hidden_root() -> None:
+    import shutil
+    import sys
+    import tempfile
+
+    if not os.access("/var/tmp", os.W_OK):
+        pytest.skip("/var/tmp is not writable here")
+    ws = Path(tempfile.mkdtemp(prefix="jianmu-ws-", dir="/var/tmp"))
+    try:
+        (ws / "seen.txt").write_text("host\n")
+        async with LocalSandbox(ws, use_bwrap=True, network=False) as box:
+            result = await box.exec(
+                [sys.executable, "-c", "import pathlib; p = pathlib.Path('seen.txt'); "
+                 "print(p.read_text().strip()); pathlib.Path('made.txt').write_text('box')"],
+                timeout=30,
+            )
+            listing = await box.exec("ls -A /var/tmp /run /dev/shm", timeout=30)
+        assert result.exit_code == 0, result
+        assert result.stdout.strip() == "host"
+        assert (ws / "made.txt").read_text() == "box"
+        # only the workspace's own path shows through the private /var/tmp
+        assert ws.name in listing.stdout
+        assert "jianmu-sock-" not in listing.stdout
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+
+
+def test_hidden_roots_and_what_is_bound_back(tmp_path: Path) -> None:
+    assert local_mod._private_roots(network=True) == ["/tmp"]
+    roots = local_mod._private_roots(network=False)
+    assert roots[0] == "/tmp" and "/var/tmp" in roots and "/dev/shm" in roots
+    if os.path.islink("/var/run"):
+        assert "/var/run" not in roots  # it leads to /run, hidden already
+    if not os.access("/var/tmp", os.W_OK):
+        pytest.skip("/var/tmp is not writable here")
+    import shutil
+    import tempfile
+
+    venv_bin = tempfile.mkdtemp(prefix="jianmu-venv-", dir="/var/tmp")
+    try:
+        search = os.pathsep.join([venv_bin, "/usr/bin", "/var/tmp/missing-folder"])
+        kept = local_mod._hidden_by_private_roots(search, roots)
+        assert venv_bin in kept and "/usr/bin" not in kept
+        assert "/var/tmp/missing-folder" not in kept
+        assert venv_bin not in local_mod._hidden_by_private_roots(search, ["/tmp"])
+    finally:
+        shutil.rmtree(venv_bin, ignore_errors=True)

@@ -11,7 +11,7 @@ import pytest
 
 import jianmu.execution.local_sandbox as local_mod
 from jianmu.constraints import ExecutionConstraints
-from jianmu.errors import SandboxUnavailableError, ToolTimeoutError
+from jianmu.errors import SandboxUnavailableError, ToolExecutionError, ToolTimeoutError
 from jianmu.execution import (
     ExecCall,
     ExecResult,
@@ -174,3 +174,46 @@ async def test_hung_sandboxed_tool_is_killed_and_the_next_call_works(tmp_path: P
         assert await wait_gone("1000.818")
         assert await runner.run(ShellTool(), {"command": "echo next"}) == "next\n"
     assert processes_with("1000.818") == []
+
+
+class FetchTool(Tool):
+    """Stands for an in-process network tool (effect tag ``http``); records each call."""
+
+    name = "fetch"
+    input_schema = {"type": "object", "properties": {"url": {"type": "string"}}}
+    effect_tags = ("http",)
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def run(self, url: str) -> str:
+        self.calls.append(url)
+        return "fetched"
+
+
+def _no_exec(call: ExecCall) -> ExecResult:
+    raise AssertionError("no command should run")
+
+
+async def test_http_tools_are_refused_when_network_is_false(tmp_path: Path) -> None:
+    from jianmu.tools.builtin import HTTPTool
+
+    execution = ExecutionConstraints(network=False, workdir=str(tmp_path))
+    tool = FetchTool()
+    async with ToolRunner(execution, sandbox=FakeSandbox(_no_exec)) as runner:
+        with pytest.raises(ToolExecutionError, match=r"tool 'fetch' uses the network.*"
+                           r"execution\.network: false"):
+            await runner.run(tool, {"url": "http://127.0.0.1:1/?leak=secret"})
+        with pytest.raises(ToolExecutionError, match="'http_request' uses the network"):
+            await runner.run(HTTPTool(), {"url": "http://127.0.0.1:1/"})
+        assert await runner.run(EchoTool(), {"text": "still fine"})  # other tools run
+    assert tool.calls == []
+
+
+@pytest.mark.parametrize("network", [None, True])
+async def test_http_tools_run_when_network_is_not_off(tmp_path: Path, network: bool | None) -> None:
+    execution = ExecutionConstraints(network=network, workdir=str(tmp_path))
+    tool = FetchTool()
+    async with ToolRunner(execution, sandbox=FakeSandbox(_no_exec)) as runner:
+        assert await runner.run(tool, {"url": "http://example.test/"}) == "fetched"
+    assert tool.calls == ["http://example.test/"]

@@ -24,6 +24,7 @@ from jianmu.tools.builtin._paths import (
 
 __all__ = (
     "DEFAULT_IGNORE",
+    "PROTECTED_DIRS",
     "append_or_write",
     "file_info",
     "list_dir",
@@ -36,6 +37,11 @@ __all__ = (
 DEFAULT_IGNORE = (
     ".git", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".ruff_cache", ".jianmu",
 )
+PROTECTED_DIRS = (".git", ".jianmu")
+"""Folders (at any depth) the file tools never write into: git runs hooks, ``core.fsmonitor``
+and other commands named in ``.git/config`` (so a write there turns an allowed ``git status``
+into arbitrary code), and ``.jianmu`` holds Jianmu's own state. Reading them stays allowed."""
+_PROTECTED = frozenset(PROTECTED_DIRS)
 _SNIFF = 8192
 _MAX_TEXT_BYTES = 50 * 1024 * 1024
 _MAX_LIST_ENTRIES = 2000
@@ -148,15 +154,48 @@ def read_file(path: str, offset: int = 1, limit: int = 500) -> str:
     return text + ("" if text.endswith("\n") else "\n") + note
 
 
+def _refuse_protected(real: str, root: str, path: str) -> None:
+    """Refuse a write whose real location is in (or is) a ``.git`` or ``.jianmu`` folder."""
+    rel = os.path.relpath(real, root)
+    # casefold: on case-insensitive file systems `.GIT/config` is `.git/config`
+    parts = {part.casefold() for part in rel.split(os.sep)}
+    hit = parts & _PROTECTED
+    if hit:
+        folder = sorted(hit)[0]
+        raise ToolInputError(
+            f"writing {path!r} is refused: it is inside a {folder!r} folder, which the file "
+            "tools never change (git runs commands named in .git/config and hooks; .jianmu "
+            "holds Jianmu's own state); edit files outside it, or ask the user to make "
+            "this change"
+        )
+
+
+def _check_writable(path: str) -> None:
+    """Refuse early (before any read) a write into a protected folder."""
+    root = real_root()
+    _refuse_protected(resolve_path(path, root=root), root, path)
+
+
+def _fd_path(fd: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None  # no /proc: the check on the resolved path is what we have
+
+
 def write_text_atomic(path: str, data: bytes, *, keep_mode: int | None = None) -> tuple[str, bool]:
     """Write ``data`` to ``path`` through a temporary file and a rename.
 
     Returns the displayed path and whether the file was created.
+
+    Raises:
+        ToolInputError: the path is inside a ``.git`` or ``.jianmu`` folder (`PROTECTED_DIRS`).
     """
     root = real_root()
     real = resolve_path(path, root=root)
     if real == root:
         raise ToolExecutionError(f"{path!r} is the workspace folder itself; give a file path")
+    _refuse_protected(real, root, path)
     parent, name = os.path.split(real)
     try:
         os.makedirs(parent, exist_ok=True)
@@ -170,6 +209,13 @@ def write_text_atomic(path: str, data: bytes, *, keep_mode: int | None = None) -
         dir_fd = open_dir_confined(parent, path, root)
     except OSError as exc:
         raise _os_error(exc, path) from None
+    opened = _fd_path(dir_fd)
+    if opened is not None:  # a parent swapped for a link to .git after the check
+        try:
+            _refuse_protected(os.path.join(opened, name), root, path)
+        except ToolInputError:
+            os.close(dir_fd)
+            raise
     tmp = f".{name}.{secrets.token_hex(6)}.tmp"
     try:
         try:
@@ -209,6 +255,7 @@ def append_or_write(path: str, content: str, mode: str = "overwrite") -> str:
         raise ToolInputError(f"mode must be 'overwrite' or 'append', got {mode!r}")
     data = content.encode("utf-8")
     keep_mode = None
+    _check_writable(path)
     if mode == "append":
         try:
             old, _real, keep_mode = read_text(path)
@@ -232,6 +279,7 @@ def str_replace(path: str, old: str, new: str, count: int | None = None) -> str:
         raise ToolInputError("old and new are the same; nothing would change")
     if count is not None and count < 1:
         raise ToolInputError(f"count must be 1 or more, got {count!r}")
+    _check_writable(path)
     text, _real, mode = read_text(path)
     found = text.count(old)
     expected = 1 if count is None else count

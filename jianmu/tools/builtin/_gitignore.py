@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import regex
+
+from jianmu.errors import ToolInputError
 from jianmu.tools.builtin._paths import is_inside
+from jianmu.tools.builtin._regex import PatternTimeout, SearchOutOfTime, timed_match
 
 __all__ = ("GitIgnore", "glob_to_regex", "walk_files")
 
@@ -52,20 +58,35 @@ def _translate(pattern: str) -> str:
     return "".join(out)
 
 
-def glob_to_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a search glob: without a ``/`` it matches a file name at any depth."""
+def _compile(body: str) -> Any:
+    # `regex` (not `re`): globs like *a*a*a*a*b backtrack badly, and only `regex` matches
+    # with a timeout (see _regex.timed_match) and without holding the GIL.
+    return regex.compile(f"^{body}$", regex.VERSION0)
+
+
+def glob_to_regex(pattern: str) -> Any:
+    """Compile a search glob: without a ``/`` it matches a file name at any depth.
+
+    Raises:
+        ToolInputError: the glob has an invalid ``[...]`` class.
+    """
     pattern = pattern.strip()
     if pattern.startswith("./"):
         pattern = pattern[2:]
     body = _translate(pattern.lstrip("/"))
     if "/" not in pattern.rstrip("/"):
         body = "(?:.*/)?" + body
-    return re.compile(f"^{body}$")
+    try:
+        return _compile(body)
+    except regex.error as exc:
+        raise ToolInputError(
+            f"invalid glob {pattern!r}: {exc}; check its [...] character classes"
+        ) from None
 
 
 @dataclass(frozen=True)
 class _Rule:
-    regex: re.Pattern[str]
+    regex: Any  # a compiled `regex` pattern
     negate: bool
     dir_only: bool
     base: str  # folder of the .gitignore, relative to the walk root ("" for the root)
@@ -112,7 +133,11 @@ class GitIgnore:
         body = _translate(line.lstrip("/"))
         if not anchored:
             body = "(?:.*/)?" + body
-        return _Rule(re.compile(f"^{body}$"), negate, dir_only, base)
+        try:
+            compiled = _compile(body)
+        except regex.error:
+            return None  # git ignores a rule it cannot parse as well
+        return _Rule(compiled, negate, dir_only, base)
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         """Whether the path ``rel`` (relative to the walk root, ``/``-separated) is ignored."""
@@ -126,7 +151,15 @@ class GitIgnore:
                 target = rel[len(rule.base) + 1 :]
             else:
                 target = rel
-            if rule.regex.match(target):
+            try:
+                hit = timed_match(rule.regex, target)
+            except SearchOutOfTime:
+                raise
+            except PatternTimeout:
+                raise PatternTimeout(
+                    f"the .gitignore rule {rule.regex.pattern!r} took too long on {rel!r}"
+                ) from None
+            if hit:
                 verdict = not rule.negate
         return verdict
 
@@ -137,7 +170,8 @@ def walk_files(
     """Yield ``(real_path, path_relative_to_root)`` for files under ``start``, sorted.
 
     Symlinked folders are not entered; symlinked files are yielded only when their real
-    location is inside ``root``. `.gitignore` files from ``root`` down are honoured.
+    location is inside ``root``. Only regular files are yielded: opening a FIFO or a device
+    would block or never end. `.gitignore` files from ``root`` down are honoured.
     """
     ignore = GitIgnore()
     if gitignore:
@@ -173,7 +207,14 @@ def walk_files(
             if os.path.islink(full):
                 real = os.path.realpath(full)
                 if not is_inside(real, root) or not os.path.isfile(real):
-                    continue
+                    continue  # isfile follows the link: regular files only
                 yield real, rel
-            else:
+            elif _is_regular(full):
                 yield full, rel
+
+
+def _is_regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

@@ -22,6 +22,7 @@ __all__ = (
     "MAX_DEPTH",
     "MAX_EXPRESSION_LENGTH",
     "MAX_INT_BITS",
+    "MAX_ROUND_DIGITS",
     "MathExpressionError",
     "evaluate",
     "format_number",
@@ -33,6 +34,9 @@ MAX_INT_BITS = 10_000
 """Largest integer result, in bits (about 3,000 decimal digits)."""
 MAX_DEPTH = 60
 """Deepest nesting of operators and calls."""
+MAX_ROUND_DIGITS = 4000
+"""Largest ``|ndigits|`` for ``round``: past every allowed integer's length (about 3,011
+digits), and ``round(1, -n)`` builds ``10**n`` internally, so a huge ``n`` would hang."""
 
 Number = int | float | bool
 
@@ -73,6 +77,18 @@ def _factorial(n: Any) -> int:
     if isinstance(n, int) and n > 1:
         _check_bits(int(n * math.log2(n)), f"factorial({n})")
     return math.factorial(n)
+
+
+def _round(x: Any, ndigits: Any = None) -> Any:
+    # int.__round__ with a negative ndigits computes 10**-ndigits before any size check
+    # could see it: bound ndigits first (floats clamp it themselves, ints do not).
+    if isinstance(ndigits, int) and abs(ndigits) > MAX_ROUND_DIGITS:
+        shown = ndigits if _bits(ndigits) < 64 else "<large int>"
+        raise MathExpressionError(
+            f"round(x, ndigits): ndigits {shown} is beyond the limit of +/-{MAX_ROUND_DIGITS:,}; "
+            f"use an ndigits between -{MAX_ROUND_DIGITS:,} and {MAX_ROUND_DIGITS:,}"
+        )
+    return round(x) if ndigits is None else round(x, ndigits)
 
 
 def _comb_perm(fn: Callable[..., int], name: str) -> Callable[..., int]:
@@ -125,7 +141,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 _FUNCTIONS.update(
     {
         "abs": abs,
-        "round": round,
+        "round": _round,
         "min": min,
         "max": max,
         "pow": math.pow,  # the float pow: overflows with an error instead of growing forever
@@ -134,7 +150,11 @@ _FUNCTIONS.update(
         "perm": _comb_perm(math.perm, "perm"),
     }
 )
-# ldexp(1, 10**9) is a float (overflow error), lcm/gcd only shrink or multiply: check lcm.
+# Every function whose cost grows with an argument's value (not just its size) is wrapped
+# or clamped: factorial/comb/perm (result bits estimated), round (ndigits capped), ldexp
+# (exponent clamped: the float overflows anyway), lcm (result bits checked below). The rest
+# are float functions, or integer ones (gcd, isqrt, trunc, floor, ceil) whose cost follows
+# the size of arguments the bit limit already bounds.
 _MAX_ARGS = 100
 
 
@@ -254,6 +274,8 @@ class _Evaluator:
             args[1] = max(min(args[1], 1 << 16), -(1 << 16))  # the float overflows anyway
         try:
             result = fn(*args)
+        except MathExpressionError:
+            raise  # a size check of a wrapped function: its message says it all
         except (ValueError, TypeError, OverflowError) as exc:
             raise MathExpressionError(f"{name}({', '.join(map(repr, args))}): {exc}") from None
         self._check_result(result)

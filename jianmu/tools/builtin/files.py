@@ -77,7 +77,8 @@ class WriteFileTool(Tool):
         "Args: path (relative to the workspace root; missing parent folders are created), "
         "content (the text to write), mode ('overwrite', the default, or 'append'). The "
         "write is atomic: a temporary file is written and then renamed over the target, so "
-        "a reader never sees half a file. Returns what was written and where."
+        "a reader never sees half a file. Files inside .git and .jianmu folders cannot be "
+        "written. Returns what was written and where."
     )
     input_schema = {
         "type": "object",
@@ -197,7 +198,8 @@ class StrReplaceTool(Tool):
         "(the replacement text), count (optional: the number of occurrences you expect and "
         "want replaced when old occurs more than once). If old is missing or occurs a "
         "different number of times, nothing changes and the error says how many times it "
-        "occurs. Returns how many occurrences were replaced and on which lines."
+        "occurs. Files inside .git and .jianmu folders cannot be edited. Returns how many "
+        "occurrences were replaced and on which lines."
     )
     input_schema = {
         "type": "object",

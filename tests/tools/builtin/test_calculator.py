@@ -13,6 +13,7 @@ from jianmu.tools.builtin._mathexpr import (
     MAX_DEPTH,
     MAX_EXPRESSION_LENGTH,
     MAX_INT_BITS,
+    MAX_ROUND_DIGITS,
     MathExpressionError,
     evaluate,
 )
@@ -151,6 +152,36 @@ def test_escape_errors_name_the_problem() -> None:
 def test_oversized_numbers_fail_fast(expression: str) -> None:
     with pytest.raises(MathExpressionError, match="over the limit"):
         evaluate(expression)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "round(1, -20000000)",  # int.__round__ would build 10**20000000 first
+        "round(1, -(2**9000))",
+        "round(7, 10**9)",
+        "round(1.5, -20000000)",
+        f"round(1, -{MAX_ROUND_DIGITS + 1})",
+    ],
+)
+def test_round_refuses_huge_ndigits(expression: str) -> None:
+    with pytest.raises(MathExpressionError, match=r"ndigits .* beyond the limit") as info:
+        evaluate(expression)
+    assert f"{MAX_ROUND_DIGITS:,}" in str(info.value)
+
+
+def test_round_within_the_cap_still_works() -> None:
+    assert evaluate("round(123456, -2)") == 123500
+    assert evaluate(f"round(10**3000 + 7, -{MAX_ROUND_DIGITS})") == 0
+    assert evaluate(f"round(1, -{MAX_ROUND_DIGITS})") == 0
+    assert evaluate("round(2.675, 2)") == round(2.675, 2)
+    assert evaluate("round(2.5)") == 2
+
+
+@pytest.mark.anyio
+async def test_round_with_huge_ndigits_is_a_tool_error() -> None:
+    with pytest.raises(ToolInputError, match="ndigits"):
+        await CalculatorTool().execute({"expression": "round(1, -20000000)"})
 
 
 def test_long_input_fails_before_parsing() -> None:

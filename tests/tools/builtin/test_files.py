@@ -164,6 +164,58 @@ async def test_write_bad_inputs(ws: Path) -> None:
         await WriteFileTool().execute({"path": "a.txt"})
 
 
+_GIT_CONFIG = '[core]\n\tfsmonitor = "id > ran.txt; false"\n'
+
+
+@pytest.mark.parametrize(
+    ("path", "folder"),
+    [
+        (".git/config", ".git"),  # e12: core.fsmonitor runs on the next `git status`
+        (".git/hooks/pre-commit", ".git"),
+        (".git", ".git"),  # a `.git` file (gitdir: ...) would point git elsewhere
+        ("sub/.git/config", ".git"),  # a nested repository
+        (".GIT/config", ".git"),  # case-insensitive file systems
+        ("./src/../.git/config", ".git"),
+        (".jianmu/state.json", ".jianmu"),
+    ],
+)
+async def test_write_into_git_or_jianmu_folders_is_refused(
+    ws: Path, path: str, folder: str
+) -> None:
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n")
+    with pytest.raises(ToolInputError, match=rf"writing {path!r} is refused: .*{folder!r}"):
+        await WriteFileTool().execute({"path": path, "content": _GIT_CONFIG})
+    with pytest.raises(ToolInputError, match="is refused"):
+        await WriteFileTool().execute({"path": path, "content": "x", "mode": "append"})
+    assert (ws / ".git" / "config").read_text() == "[core]\n"
+    assert not (ws / "sub").exists() and not (ws / ".jianmu").exists()
+
+
+async def test_write_through_a_link_into_git_is_refused(ws: Path) -> None:
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n")
+    (ws / "innocent").symlink_to(ws / ".git")
+    with pytest.raises(ToolInputError, match=r"inside a '\.git' folder"):
+        await WriteFileTool().execute({"path": "innocent/config", "content": _GIT_CONFIG})
+    with pytest.raises(ToolInputError, match=r"inside a '\.git' folder"):
+        await StrReplaceTool().execute(
+            {"path": "innocent/config", "old": "[core]", "new": _GIT_CONFIG}
+        )
+    assert (ws / ".git" / "config").read_text() == "[core]\n"
+
+
+async def test_git_files_stay_readable_and_lookalikes_writable(ws: Path) -> None:
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n")
+    with pytest.raises(ToolInputError, match="is refused"):
+        await StrReplaceTool().execute({"path": ".git/config", "old": "[core]", "new": "x"})
+    assert await ReadFileTool().execute({"path": ".git/config"}) == "[core]\n"
+    for ok in (".gitignore", ".github/workflows/ci.yml", "docs/.git-notes", "x.git/a"):
+        await WriteFileTool().execute({"path": ok, "content": "fine\n"})
+        assert (ws / ok).read_text() == "fine\n"
+
+
 async def test_append_to_binary_is_refused(ws: Path) -> None:
     (ws / "b.bin").write_bytes(b"\x00\x01")
     with pytest.raises(ToolExecutionError, match=r"binary"):

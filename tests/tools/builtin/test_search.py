@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from jianmu.errors import ToolExecutionError, ToolInputError
 from jianmu.tools.builtin import GlobSearchTool, GrepSearchTool
 from jianmu.tools.builtin._gitignore import GitIgnore, glob_to_regex
+from jianmu.tools.builtin.search import glob_search, grep_search
 
 pytestmark = pytest.mark.anyio
 
@@ -158,3 +160,70 @@ async def test_metadata_matches_the_issue() -> None:
         assert tool.category == "read" and tool.parallel_safe
         assert tool.effect_tags == ("file_read",)
         tool.check_definition(require_parameter_descriptions=True)
+
+
+async def test_grep_catastrophic_pattern_is_stopped_and_named(project: Path) -> None:
+    # (a|aa)+$ over 60 a's and a '!' backtracks ~fib(60) times: only the timeout ends it.
+    (project / "crafted.txt").write_text("ok\n" + "a" * 60 + "!\n")
+    tool = GrepSearchTool()
+    tool.timeout_seconds = 1.0  # the search's own budget; the test's timeout bounds the rest
+    with pytest.raises(ToolExecutionError, match=r"took too long on crafted\.txt:2; simplify"):
+        await tool.execute({"pattern": "(a|aa)+$", "path": "crafted.txt"})
+
+
+def test_grep_search_budget_bounds_a_whole_folder(project: Path) -> None:
+    (project / "crafted.txt").write_text("a" * 60 + "!\n")
+    with pytest.raises(ToolExecutionError, match=r"took too long on crafted\.txt:1"):
+        grep_search("(a|aa)+$", ".", timeout=2.0)
+
+
+def test_grep_out_of_time_between_lines_is_not_blamed_on_the_pattern(project: Path) -> None:
+    out = grep_search("main", ".", timeout=1e-9)  # spent before the first line is searched
+    assert out == "No matches for 'main' in '.' (0 files searched; the search ran out of " \
+        "time, narrow the path or glob)"
+
+
+def test_grep_keeps_python_re_syntax(project: Path) -> None:
+    (project / "syntax.txt").write_text("name = 'x'\nfoo_bar(1)\n")
+    assert grep_search(r"(?P<n>\w+)_bar\((?P=n)?\d\)", "syntax.txt") == "syntax.txt:2:foo_bar(1)"
+    assert grep_search(r"NAME\s*=", "syntax.txt", case_sensitive=False) == (
+        "syntax.txt:1:name = 'x'"
+    )
+    assert grep_search(r"(?i)^FOO|^zzz", "syntax.txt") == "syntax.txt:2:foo_bar(1)"
+
+
+@pytest.mark.parametrize("pattern", ["a{3000000}", "(?:a{1000}){1000}", "(?:[ab]{300}){300}"])
+def test_grep_refuses_patterns_that_expand_too_much(project: Path, pattern: str) -> None:
+    with pytest.raises(ToolInputError, match=r"too large once its counted repeats"):
+        grep_search(pattern)
+
+
+def test_grep_allows_modest_counted_repeats(project: Path) -> None:
+    (project / "hex.txt").write_text("id=" + "f" * 40 + "\n")
+    assert grep_search(r"[0-9a-f]{40}", "hex.txt").startswith("hex.txt:1:id=")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+async def test_search_skips_fifos_instead_of_blocking(project: Path) -> None:
+    os.mkfifo(project / "pipe.txt")  # opening it for reading would wait for a writer
+    (project / "plain.txt").write_text("findme\n")
+    out = await GrepSearchTool().execute({"pattern": "findme"})
+    assert out == "plain.txt:1:findme"
+    assert await GlobSearchTool().execute({"pattern": "*.txt", "root": "."}) == (
+        "plain.txt\nnotes/x.txt"
+    )
+    with pytest.raises(ToolExecutionError, match="not a regular file or a folder"):
+        await GrepSearchTool().execute({"pattern": "x", "path": "pipe.txt"})
+
+
+def test_glob_with_many_stars_does_not_hang(project: Path) -> None:
+    # With `re`, [^/]*a[^/]*a... over a long crafted name backtracks for hours.
+    name = "b" + "a" * 60 + "c"
+    (project / name).write_text("x\n")
+    assert glob_search("*a*a*a*a*a*a*a*a*a*a*ab", timeout=5.0).startswith("No files match")
+    assert glob_search("b*c", timeout=5.0) == name
+
+
+def test_glob_search_reports_running_out_of_time(project: Path) -> None:
+    with pytest.raises(ToolExecutionError, match="glob search ran out of time"):
+        glob_search("**/*.py", timeout=1e-9)  # spent before the first match begins
