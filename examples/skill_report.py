@@ -41,7 +41,7 @@ async def main(folder: str = "jianmu") -> None:
     skill = SkillCatalog([REPO / "skills"]).get("workspace-report")
     print(f"skill: {skill.name} ({skill.execution}) — {skill.description.split('.')[0]}.")
     state = StateManager(AgentState)
-    inputs = {"folder": folder, "include": "*.py", "report": ".jianmu/workspace-report.md"}
+    inputs = {"folder": folder, "include": "*.py", "report": ".reports/workspace-report.md"}
     bt = BTSkillContext.create(skill, state_manager=state, inputs=inputs)
     tree = SkillTreeLoader().build(skill, bt)
     workspace = Constraints.model_validate({"execution": {"workdir": str(REPO)}})

@@ -40,7 +40,7 @@ def test_skill_report_asks_then_writes() -> None:
     assert "approval needed: write_file" in text
     assert "approving as the demo user" in text
     assert lines[-1] == "result: success"
-    assert (REPO / ".jianmu" / "workspace-report.md").is_file()
+    assert (REPO / ".reports" / "workspace-report.md").is_file()
 
 
 def test_demo_runs_every_example() -> None:
