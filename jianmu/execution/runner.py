@@ -126,7 +126,8 @@ class ToolRunner:
             self.workspace.mkdir(parents=True, exist_ok=True)
             self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="jianmu-tool")
         timeout = self.timeout_for(tool)
-        with use_workspace(self.workspace), anyio.move_on_after(timeout) as scope:
+        # the folder was made with the pool above: no stat on every call
+        with use_workspace(self.workspace, check=False), anyio.move_on_after(timeout) as scope:
             if getattr(tool, "sandboxed", False):
                 await self.sandbox.start()
                 return await tool.run_sandboxed(self.sandbox, **args)

@@ -21,14 +21,17 @@ def current_workspace() -> Path:
 
 
 @contextlib.contextmanager
-def use_workspace(path: str | os.PathLike[str]) -> Iterator[Path]:
+def use_workspace(path: str | os.PathLike[str], *, check: bool = True) -> Iterator[Path]:
     """Make ``path`` the workspace root inside the ``with`` block (this task and its children).
+
+    ``check=False`` skips the existence check, for a caller that made the folder itself (the
+    `ToolRunner`, once, not on every call).
 
     Raises:
         ValueError: ``path`` is not an existing folder.
     """
-    root = Path(path).expanduser().absolute()
-    if not root.is_dir():
+    root = path if isinstance(path, Path) and not check else Path(path).expanduser().absolute()
+    if check and not root.is_dir():
         raise ValueError(f"workspace {str(path)!r} is not an existing folder; create it first")
     token = _WORKSPACE.set(root)
     try:

@@ -248,7 +248,9 @@ class ToolPolicyChecker:
                 f"'admin' role (user_roles: {roles})",
                 checker=self.name,
             )
-        root = _workspace_root(context, self.workspace)
+        # only argument rules look at paths: skip finding the workspace when there are none
+        needs_root = any(not rule.is_name_rule for rule, _policy in self.rules)
+        root = _workspace_root(context, self.workspace) if needs_root else None
         policy, reason, rule = self.resolve(call, tool, root=root)
         text = rule.text if rule is not None else None
         if policy == "deny":
