@@ -6,7 +6,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -206,28 +206,34 @@ def _dotted(path: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in path) or "<root>"
 
 
-def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model that holds the keys at ``path``, for suggestions."""
-    model: Any = AppConfig
+def _model_at(path: tuple[Any, ...], root: type[BaseModel] | None = None) -> type[BaseModel] | None:
+    """The pydantic model that holds the keys at ``path`` (from ``root``), for suggestions."""
+    model: Any = root or AppConfig
     for part in path:
         field = model.model_fields.get(part) if isinstance(part, str) else None
-        if field is None or not (
-            isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
-        ):
+        candidates = (field.annotation, *get_args(field.annotation)) if field else ()
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
             return None
-        model = field.annotation
+        model = nested[0]
     return model
+
+
+def unknown_key_hint(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """``; did you mean 'x'?`` (or the valid keys) for an unknown key at ``loc`` under ``root``."""
+    model = _model_at(loc[:-1], root)
+    known = [f.alias or name for name, f in model.model_fields.items()] if model else []
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; valid keys: {', '.join(known)}" if known else ""
 
 
 def _explain(error: Any, where: str, lines: dict[tuple[Any, ...], int]) -> str:
     loc = tuple(error["loc"])
     line = lines.get(loc) or lines.get(loc[:-1]) or "?"
     if error["type"] == "extra_forbidden":
-        model = _model_at(loc[:-1])
-        known = list(model.model_fields) if model else []
-        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(known)}"
-        return f"{where}:{line}: {_dotted(loc)}: unknown key{hint}"
+        return f"{where}:{line}: {_dotted(loc)}: unknown key{unknown_key_hint(AppConfig, loc)}"
     got = error.get("input")
     return (
         f"{where}:{line}: {_dotted(loc)}: {error['msg']} "

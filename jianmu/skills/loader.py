@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from jianmu.config import AppConfig, _key_lines
+from jianmu.config import AppConfig, _key_lines, unknown_key_hint
 from jianmu.constraints import Constraints
 from jianmu.errors import SkillLoadError
 from jianmu.skills._allowed_tools import AllowedTool, map_allowed_tool, split_allowed_tools
@@ -155,19 +155,20 @@ def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, 
 
 def _pydantic_error(exc: ValidationError, where: str, lines: dict[tuple[Any, ...], int],
                     offset: int) -> SkillLoadError:
-    errors = exc.errors()
+    def line_of(loc: tuple[Any, ...]) -> int | None:
+        return lines.get(loc) or lines.get(loc[:-1]) or lines.get(loc[:1])
+
+    # report the problem nearest the top of the file first, as an editor would
+    errors = sorted(exc.errors(), key=lambda e: line_of(tuple(e["loc"])) or 0)
     first = errors[0]
     loc = tuple(first["loc"])
     dotted = ".".join(str(p) for p in loc) or "<front matter>"
-    line = lines.get(loc) or lines.get(loc[:-1]) or lines.get(loc[:1])
+    line = line_of(loc)
     if first["type"] == "extra_forbidden":
-        known = [f.alias or n for n, f in SkillFrontMatter.model_fields.items()]
-        if len(loc) > 1:
-            message = f"unknown key {dotted!r}"
-        else:
-            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(known)}"
-            message = f"unknown key {loc[-1]!r}; {hint} (free-form data goes under 'metadata')"
+        hint = unknown_key_hint(SkillFrontMatter, loc)
+        message = f"unknown key {loc[-1]!r}{hint}"
+        if len(loc) == 1:
+            message += " (free-form data goes under 'metadata')"
     elif first["type"] == "missing":
         message = f"the required field {dotted!r} is missing"
     else:

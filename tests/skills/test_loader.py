@@ -133,3 +133,12 @@ def test_front_matter_must_be_a_mapping(tmp_path: Path) -> None:
     folder = _write(tmp_path / "listy", "- a\n- b\n")
     with pytest.raises(SkillLoadError, match="must be a mapping"):
         load_skill(folder)
+
+
+def test_unknown_keys_get_the_closest_valid_one_at_any_depth(tmp_path: Path) -> None:
+    folder = _write(tmp_path / "typo", "name: typo\ndescription: d\n"
+                    "constraints:\n  max_iteration: 3\n")
+    with pytest.raises(SkillLoadError) as info:
+        load_skill(folder)
+    assert "did you mean 'max_iterations'" in str(info.value)
+    assert info.value.line == 5 and info.value.field == "constraints.max_iteration"
