@@ -45,8 +45,10 @@ class CLIError(Exception):
 
 def make_console(*, stderr: bool = False) -> Console:
     """A rich console; highlighting and ``:emoji:`` codes are off so values print as written."""
-    return Console(stderr=stderr, highlight=False, emoji=False,
-                   soft_wrap=not sys.stdout.isatty())
+    tty = sys.stdout.isatty()
+    # without a terminal rich assumes 80 columns, which squeezes tables into slivers
+    return Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=not tty,
+                   width=None if tty else 120)
 
 
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

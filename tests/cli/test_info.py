@@ -55,8 +55,8 @@ def test_skills_list_shows_skills_and_broken_ones(project: Project) -> None:
     done = project.jianmu("skills", "list", "--skills-dir", str(SHIPPED_SKILLS),
                           "--skills-dir", "extra")
     assert done.code == 0, done.text
-    assert re.search(r"│ workspace-report +│ bt +│ 1\.0 +│ glob_search, grep_search, file_info, "
-                     r"write_file +│ Survey a folder", done.out)
+    assert re.search(r"│ workspace-report +│ bt +│ 1\.0 +│ glob_search, grep_search,", done.out)
+    assert "Survey a folder" in done.out
     assert re.search(r"│ code-review +│ prompt +│", done.out)
     assert "notes" not in done.out  # --skills-dir replaces the default skills/ folder
     assert "broken: extra/broken/SKILL.md:5 [tools[0]]: unknown tool 'nosuch'" in done.out
