@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +19,13 @@ from jianmu.execution.workspace import use_workspace
 __all__ = ("ToolRunner",)
 
 _DEFAULT_SANDBOX_TIMEOUT = 60.0
+
+
+def _is_async(tool: Any) -> bool:
+    schema = getattr(tool, "function_schema", None)  # FunctionTool knows its function
+    if schema is not None:
+        return bool(getattr(schema, "is_async", False))
+    return inspect.iscoroutinefunction(getattr(tool, "run", None))
 
 
 class ToolRunner:
@@ -134,9 +142,17 @@ class ToolRunner:
             return await tool.invoke(args, executor=self._pool)
         if scope.cancelled_caught:
             name = getattr(tool, "name", type(tool).__name__)
+            sandboxed = getattr(tool, "sandboxed", False)
+            # a thread cannot be killed: say so rather than claim the work stopped
+            fate = "was stopped" if sandboxed or _is_async(tool) else (
+                "was abandoned (a synchronous tool's thread finishes in the background)"
+            )
+            knob = "its timeout argument or execution.timeout_s" if sandboxed else (
+                "its timeout_seconds or execution.timeout_s"
+            )
             raise ToolTimeoutError(
-                f"tool {name!r} did not finish within {timeout:g}s and was stopped; raise "
-                "its timeout_seconds or execution.timeout_s, or make the call smaller"
+                f"tool {name!r} did not finish within {timeout:g}s and {fate}; raise "
+                f"{knob}, or make the call smaller"
             )
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -217,3 +217,25 @@ async def test_http_tools_run_when_network_is_not_off(tmp_path: Path, network: b
     async with ToolRunner(execution, sandbox=FakeSandbox(_no_exec)) as runner:
         assert await runner.run(tool, {"url": "http://example.test/"}) == "fetched"
     assert tool.calls == ["http://example.test/"]
+
+
+async def test_a_timed_out_sync_tool_is_reported_as_abandoned(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    class BlockingTool(Tool):
+        name = "blocking"
+        description = "Block a thread until released."
+        input_schema = {"type": "object", "properties": {}}
+        timeout_seconds = 0.2
+
+        def run(self) -> str:
+            release.wait(30)
+            return "done"
+
+    runner = ToolRunner(ExecutionConstraints(workdir=str(tmp_path)))
+    try:
+        with pytest.raises(ToolTimeoutError, match="abandoned"):
+            await runner.run(BlockingTool(), {})
+    finally:
+        release.set()
+        await runner.close()
