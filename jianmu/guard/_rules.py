@@ -373,6 +373,10 @@ class Rule:
             return False
         return all(self.match_text(part) for part in self.split(*found, tool, root))
 
+    def _names_a_missing_argument(self, tool: Any) -> bool:
+        properties = _schema_properties(tool)
+        return self.key is not None and properties is not None and self.key not in properties
+
     def matches_any_part(
         self, call: ToolCall, tool: Any = None, *, root: str | None = None
     ) -> bool:
@@ -384,7 +388,9 @@ class Rule:
         """
         if not self.applies_to(call.name):
             return False
-        if self.pattern is None:
+        if self.pattern is None or self._names_a_missing_argument(tool):
+            # a restricting rule on an argument the tool does not have can never match: it is
+            # a typo (``bash(comand:rm*)``), so it restricts the whole tool rather than nothing
             return True
         found = self.value_of(call, tool)
         if found is None:
@@ -393,6 +399,12 @@ class Rule:
         if found[0] is None and self.key is None and isinstance(call.arguments, dict):
             candidates += [(k, v) for k, v in call.arguments.items() if isinstance(v, str)]
         return any(self._restricts(name, value, tool, root) for name, value in candidates)
+
+
+def _schema_properties(tool: Any) -> dict[str, Any] | None:
+    schema = getattr(tool, "parameters", None) or getattr(tool, "input_schema", None)
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return properties if isinstance(properties, dict) and properties else None
 
 
 def parse_rule(text: str) -> Rule:

@@ -260,3 +260,12 @@ def test_path_allow_rule_needs_every_form(tmp_path: Path) -> None:
     # an absolute path is not allowed by a relative pattern (it falls back to the default)
     c = call("write_file", path=str(ws / "docs" / "readme.md"), content="x")
     assert not rule.matches(c, write_file(), root=str(ws))
+
+
+def test_a_restricting_rule_on_a_missing_argument_restricts_the_whole_tool() -> None:
+    # `comand` is a typo of `command`: the deny rule must not silently match nothing
+    rule = parse_rule("bash(comand:rm*)")
+    call = ToolCall(name="bash", arguments={"command": "rm -rf build"})
+    assert rule.matches_any_part(call, bash())
+    # an allow rule with the same typo allows nothing
+    assert not rule.matches(call, bash())
