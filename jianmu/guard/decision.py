@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from jianmu.telemetry import JIANMU_GUARD_DECISION
 from jianmu.tools.calls import ToolCall
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class Decision:
     def span_attributes(self) -> dict[str, str]:
         """OpenTelemetry attributes for the tool's span (no ``None`` values)."""
         attrs = {
-            "jianmu.guard.decision": self.kind.value,
+            JIANMU_GUARD_DECISION: self.kind.value,
             "jianmu.guard.checker": self.checker,
             "jianmu.guard.reason": self.reason,
         }

@@ -66,6 +66,7 @@ class ToolNode(AsyncNode):
     ) -> None:
         super().__init__(name)
         self.guarded = guarded
+        self._enforcer: tuple[tuple[str, str | None], GuardEnforcer] | None = None
         self.tool = tool
         self.input_key = input_key
         self.output_key = output_key
@@ -92,9 +93,12 @@ class ToolNode(AsyncNode):
     def _check_guard(self, args: Any) -> Status | None:
         """None to go on; RUNNING while waiting for a person; FAILURE when denied."""
         constraints = Constraints.merge(self.ctx.constraints, self.constraints)
-        enforcer = GuardEnforcer.from_guard_constraints(
-            constraints.guard, workspace=constraints.execution.workdir
-        )
+        key = (constraints.guard.model_dump_json(), constraints.execution.workdir)
+        if self._enforcer is None or self._enforcer[0] != key:  # parse the rules once
+            self._enforcer = (key, GuardEnforcer.from_guard_constraints(
+                constraints.guard, workspace=constraints.execution.workdir
+            ))
+        enforcer = self._enforcer[1]
         ledgers = ledger_view(self)
         ledger = GuardLedger.from_dict(ledgers.get("guard_ledger") or {})
         request_id = fresh_request_id(self._approval_id(args), self.ctx)

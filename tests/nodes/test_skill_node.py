@@ -335,7 +335,7 @@ async def test_a_skill_cannot_move_the_workspace_out(tmp_path: Path) -> None:
     assert "outside the workspace" in (result.error or "") and llm.requests == []
 
 
-def two_skill_nodes(tmp_path: Path, tool_name: str, scripts: list[list[Any]]) -> Any:
+def two_skill_nodes(tmp_path: Path, scripts: list[list[Any]]) -> Any:
     cat = SkillCatalog([tmp_path], custom_tools=[save, ping])
     nodes = [
         SkillNode(f"S{i}", ["two"], ScriptedLLM(script), catalog=cat, tools=[save, ping])
@@ -348,7 +348,7 @@ async def test_an_approval_is_used_once_across_skill_namespaces(tmp_path: Path) 
     make_skill(tmp_path, "two", "tools: [save]\nconstraints:\n  guard:\n    tool_policy:\n"
                "      save: confirm\n")
     call = [{"id": "s1", "name": "save", "arguments": {"text": "pay bob"}}]
-    tree = two_skill_nodes(tmp_path, "save", [[call, "one"], [call, "two"]])
+    tree = two_skill_nodes(tmp_path, [[call, "one"], [call, "two"]])
     runner = ReactiveRunner(tree, state_with(), config=config(tmp_path))
     first = await runner.run(timeout=30)
     assert [r.id for r in first.pending] == ["s1"]
@@ -362,7 +362,7 @@ async def test_an_approval_is_used_once_across_skill_namespaces(tmp_path: Path) 
 async def test_max_tool_calls_counts_over_the_whole_run(tmp_path: Path) -> None:
     make_skill(tmp_path, "two", "tools: [ping]\n")
     calls = [{"name": "ping", "arguments": {"host": h}} for h in ("a", "b")]
-    tree = two_skill_nodes(tmp_path, "ping", [[calls, "one"], [calls, "two"]])
+    tree = two_skill_nodes(tmp_path, [[calls, "one"], [calls, "two"]])
     cfg = config(tmp_path, "guard:\n  max_tool_calls: 2\n")
     state = state_with()
     runner = ReactiveRunner(tree, state, config=cfg)
