@@ -22,6 +22,7 @@ from jianmu.guard._rules import Rule, parse_rule
 from jianmu.guard.decision import Decision, DecisionKind, GuardContext
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
 from jianmu.tools.calls import ToolCall
+from jianmu.tools.names import builtin_aliases, is_tool_name, name_key, shown_name
 
 __all__ = (
     "RATE_WINDOW_SECONDS",
@@ -146,6 +147,7 @@ class ToolPolicyChecker:
                 rule = parse_rule(key)
             except ConfigError as exc:
                 raise ConfigError(f"guard.tool_policy: {exc}") from None
+            _check_rule_name("guard.tool_policy", key, key.split("(", 1)[0].strip())
             names = groups.get(rule.tool, frozenset()) - {rule.tool}
             rules.append((dataclasses.replace(rule, aliases=names), checked))
         self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
@@ -239,8 +241,17 @@ class ToolPolicyChecker:
     def check(self, context: GuardContext, previous: Decision) -> Decision:
         """Decide by policy; the decision so far is replaced."""
         call, tool = context.call, context.tool
-        if tool is None:
-            return Decision.deny(f"no tool named {call.name!r} is registered", checker=self.name)
+        if tool is None or not is_tool_name(call.name):
+            return Decision.deny(
+                f"no tool named {shown_name(call.name)!r} is registered", checker=self.name
+            )
+        if not _names_tool(call.name, tool):
+            # rules match by the call's name: it must be the tool's own (the executor makes it so)
+            return Decision.deny(
+                f"call name {call.name!r} is not the name of the tool it runs "
+                f"({getattr(tool, 'name', tool)!r})",
+                checker=self.name,
+            )
         if tool_permission(tool) == "admin_only" and "admin" not in context.user_roles:
             roles = ", ".join(sorted(context.user_roles)) or "none"
             return Decision.deny(
@@ -258,6 +269,25 @@ class ToolPolicyChecker:
         if policy == "confirm":
             return Decision.confirm(reason, checker=self.name, rule=text)
         return Decision.allow(reason, checker=self.name, rule=text)
+
+
+def _check_rule_name(where: str, key: str, name: str) -> None:
+    """Refuse a rule for a name no tool can have: it would match nothing, silently."""
+    if not is_tool_name(name):
+        raise ConfigError(
+            f"{where}[{key!r}] names tool {shown_name(name)!r}, which is not a tool name: tool "
+            "names are ASCII letters, digits, '_' and '-' (at most 64); write the tool's name "
+            "as it is registered"
+        )
+
+
+def _names_tool(name: str, tool: Any) -> bool:
+    """Whether ``name`` is ``tool``'s own name (ASCII case-insensitive) or one of its aliases."""
+    own = getattr(tool, "name", None)
+    if not isinstance(own, str):
+        return True  # a bare tool-like object: nothing to compare
+    key, own_key = name_key(name), name_key(own)
+    return key == own_key or (key is not None and builtin_aliases().get(key) == own_key)
 
 
 def _check_policy(where: str, policy: Any) -> Policy | None:
@@ -301,16 +331,26 @@ class RateLimitChecker:
                     f"guard.rate_limits[{key!r}] is {limit!r}; use calls per minute, "
                     "an integer >= 0"
                 )
+            _check_rule_name("guard.rate_limits", key, key.strip())
         self.max_tool_calls = max_tool_calls
         groups = _alias_groups() if rate_limits else {}
         self.rate_limits: dict[str, int] = {}
+        self._names: dict[str, frozenset[str]] = {}
         for key, limit in (rate_limits or {}).items():
             name = key.strip().lower()
-            # a limit written for a built-in's alias holds under each of its names
-            for each in groups.get(name, frozenset({name})):
+            # a limit written for a built-in's alias holds under each of its names, and the
+            # calls under all of them count together
+            group = groups.get(name, frozenset({name}))
+            for each in group:
                 known = self.rate_limits.get(each)
                 self.rate_limits[each] = limit if known is None else min(known, limit)
+                self._names[each] = self._names.get(each, frozenset()) | group
         self.clock: Callable[[], float] = clock or time.time
+
+    def limit_for(self, name: str) -> int | None:
+        """The per-minute limit of the tool ``name``, or ``None``."""
+        key = name_key(name)
+        return None if key is None else self.rate_limits.get(key)
 
     def check(self, context: GuardContext, previous: Decision) -> Decision:
         """Deny past a limit; otherwise pass ``previous`` on."""
@@ -322,13 +362,19 @@ class RateLimitChecker:
                     f"call(s) made in this run and {earlier} admitted earlier in this batch",
                     checker=self.name,
                 )
-        name = context.call.name.strip().lower()
-        limit = self.rate_limits.get(name)
-        if limit is not None:
+        name = name_key(context.call.name)
+        limit = None if name is None else self.rate_limits.get(name)
+        if name is not None and limit is not None:
             now = self.clock()
-            times = context.call_times.get(name, context.call_times.get(context.call.name, ()))
-            recent = sum(1 for t in times if now - t < RATE_WINDOW_SECONDS)
-            recent += sum(1 for c in context.admitted if c.name.strip().lower() == name)
+            names = self._names.get(name, frozenset({name}))
+            recent = sum(
+                1
+                for key, times in context.call_times.items()
+                if name_key(key) in names
+                for t in times
+                if now - t < RATE_WINDOW_SECONDS
+            )
+            recent += sum(1 for c in context.admitted if name_key(c.name) in names)
             if recent >= limit:
                 return Decision.deny(
                     f"rate limit of tool {context.call.name!r} is {limit} call(s) per minute "

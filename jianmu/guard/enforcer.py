@@ -33,6 +33,7 @@ from jianmu.guard.decision import Decision, DecisionKind, GuardContext
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.interaction import ApprovalRequest
 from jianmu.tools.calls import ToolCall
+from jianmu.tools.names import canonical_call
 
 __all__ = ("CHECK_KINDS", "GuardEnforcer", "GuardLedger", "is_denied", "visible_tools")
 
@@ -50,7 +51,7 @@ class GuardLedger:
     calls_made: int = 0
     """Tool calls executed in the run."""
     call_times: dict[str, list[float]] = field(default_factory=dict)
-    """Clock times of the calls of the last minute, per lower-cased tool name."""
+    """Clock times of the calls of the last minute, per canonical tool name (lower case)."""
 
     def record(self, names: Iterable[str], at: float) -> None:
         """Count calls of ``names`` made at time ``at``; forget times older than a minute."""
@@ -79,29 +80,6 @@ class GuardLedger:
             calls_made=int(data.get("calls_made", 0)),
             call_times={str(k): [float(t) for t in v] for k, v in times.items()},
         )
-
-
-def _lookup(tools: Any, name: str) -> Any:
-    """The tool called ``name`` in a mapping, a toolset with ``get`` or a list; else None."""
-    if tools is None:
-        return None
-    if isinstance(tools, Mapping):
-        if name in tools:
-            return tools[name]
-        for key, tool in tools.items():
-            if str(key).lower() == name:
-                return tool
-        return None
-    getter = getattr(tools, "get", None)
-    if callable(getter):
-        try:
-            return getter(name)
-        except LookupError:  # ToolNotFoundError is a KeyError
-            return None
-    for tool in tools:
-        if str(getattr(tool, "name", "")).lower() == name:
-            return tool
-    return None
 
 
 def _iter_tools(tools: Any) -> list[Any]:
@@ -249,15 +227,18 @@ class GuardEnforcer:
             call_times: Times of recent calls per tool; default ``self.ledger.call_times``.
             events: Where to emit ``guard.decision``; default ``run.events``.
         """
-        batch = tuple(calls)
+        # every checker sees the canonical call: the registered tool's own name, never a
+        # look-alike (callers should pass canonical calls; this makes sure of it)
+        resolved = [canonical_call(call, tools) for call in calls]
+        batch = tuple(call for call, _tool in resolved)
         made = self.ledger.calls_made if calls_made is None else calls_made
         times = self.ledger.call_times if call_times is None else call_times
         admitted: list[ToolCall] = []
         decisions: list[Decision] = []
-        for call in batch:
+        for call, tool in resolved:
             context = GuardContext(
                 call=call,
-                tool=_lookup(tools, call.name),
+                tool=tool,
                 batch=batch,
                 admitted=tuple(admitted),
                 run=run,
@@ -279,6 +260,13 @@ class GuardEnforcer:
         Only requests built here are honoured by `ConfirmChecker`.
         """
         return ConfirmChecker.request_for(call, decision, node=node)
+
+    def rate_limited(self, name: str) -> bool:
+        """Whether a per-minute limit applies to the tool ``name`` (its call times must be kept)."""
+        return any(
+            isinstance(c, RateLimitChecker) and c.limit_for(name) is not None
+            for c in self.checkers
+        )
 
     def record_executed(self, calls: Iterable[ToolCall | str], *, at: float | None = None) -> None:
         """Count calls that ran (tool calls or tool names) in `ledger`."""

@@ -30,6 +30,7 @@ from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import span
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, ToolResult, new_call_id
+from jianmu.tools.names import shown_name
 from jianmu.tools.toolset import ToolSet
 
 __all__ = ("ToolExecutor", "ToolExecutorConfig")
@@ -111,7 +112,6 @@ class ToolExecutor(AsyncNode):
         self.config = config or ToolExecutorConfig()
         self.constraints = constraints
         self._enforcer: GuardEnforcer | None = None
-        self._rate_limited: set[str] = set()
         self._runners = RunnerCache()
         self._tool_sources: list[Callable[[], Awaitable[None]]] = []
 
@@ -165,11 +165,12 @@ class ToolExecutor(AsyncNode):
             self._enforcer = GuardEnforcer.from_guard_constraints(
                 constraints.guard, workspace=constraints.execution.workdir
             )
-            self._rate_limited = {k.lower() for k in constraints.guard.rate_limits}
         done = set(self.state.get("completed_call_ids") or ())
-        todo = [c for c in calls if c.id not in done]
-        unknown = [c for c in todo if self.toolset.get(c.name) is None]
-        known = [c for c in todo if self.toolset.get(c.name) is not None]
+        # the boundary: each call is renamed, once, to the one tool it means; the guard, the
+        # ledger, the span and the observation see only that name
+        resolved = [self.toolset.canonical(c) for c in calls if c.id not in done]
+        unknown = [c for c, found in resolved if found is None]
+        known = [c for c, found in resolved if found is not None]
         ledger = GuardLedger.from_dict(ledger_view(self).get("guard_ledger") or {})
         usage = self.state.get("usage")
         decisions = self._enforcer.preflight(
@@ -190,9 +191,10 @@ class ToolExecutor(AsyncNode):
             return Status.RUNNING
         for call in unknown:
             available = ", ".join(self.toolset.names()) or "none"
+            shown = shown_name(call.name) if call.name else "<missing name>"
             self._record(call, None, ToolResult(
-                tool=call.name or "<missing name>", ok=False, call_id=call.id,
-                error=f"unknown tool {call.name!r}; available tools: {available}",
+                tool=shown, ok=False, call_id=call.id,
+                error=f"unknown tool {shown!r}; available tools: {available}",
             ))
         allowed: list[tuple[ToolCall, Decision]] = []
         for call, decision in zip(known, decisions, strict=True):
@@ -268,7 +270,7 @@ class ToolExecutor(AsyncNode):
     async def _run_one(self, call: ToolCall, decision: Decision, runner: Any) -> None:
         """Run one call with retries; record exactly one observation. Never raises."""
         tool = self.toolset.get(call.name)
-        assert tool is not None
+        assert tool is not None and tool.name == call.name  # canonical since update_async
         retries = max(0, int(getattr(tool, "max_retries", 0) or 0))
         attributes = {
             **tool_span_attributes(tool.name, call.id, tool), **decision.span_attributes()
@@ -318,7 +320,7 @@ class ToolExecutor(AsyncNode):
     ) -> None:
         """Store one observation and mark the call finished, then checkpoint."""
         if not executed:  # unknown tool, denied, no sandbox: say so like a failed call
-            self.events.emit("tool.call.failed", tool=call.name, call_id=call.id,
+            self.events.emit("tool.call.failed", tool=result.tool, call_id=call.id,
                              error=result.error)
         update: dict[str, Any] = {
             "observations": {call.id: self._message(result)},
@@ -330,7 +332,9 @@ class ToolExecutor(AsyncNode):
         if executed:
             ledgers = ledger_view(self)
             ledger = GuardLedger.from_dict(ledgers.get("guard_ledger") or {})
-            if call.name in self._rate_limited:  # call times matter only under a rate limit
+            enforcer = self._enforcer
+            # call times matter only under a rate limit
+            if enforcer is not None and enforcer.rate_limited(call.name):
                 ledger.record([call.name], time.time())
             else:
                 ledger.calls_made += 1

@@ -10,7 +10,7 @@ from typing import Any
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
-from jianmu.errors import StateValidationError
+from jianmu.errors import StateValidationError, ToolValidationError
 from jianmu.guard import GuardEnforcer, GuardLedger
 from jianmu.nodes._tool_calls import (
     RunnerCache,
@@ -27,6 +27,7 @@ from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import span
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.tools.names import check_tool_name
 
 __all__ = ("ToolNode",)
 
@@ -65,6 +66,9 @@ class ToolNode(AsyncNode):
         guarded: bool = True,
     ) -> None:
         super().__init__(name)
+        problem = check_tool_name(getattr(tool, "name", None))
+        if problem is not None:  # the guard's rules match by name: a look-alike never runs
+            raise ToolValidationError(str(getattr(tool, "name", tool)), [problem])
         self.guarded = guarded
         self._enforcer: tuple[tuple[str, str | None], GuardEnforcer] | None = None
         self.tool = tool
@@ -104,7 +108,7 @@ class ToolNode(AsyncNode):
         request_id = fresh_request_id(self._approval_id(args), self.ctx)
         call = ToolCall(id=request_id, name=self.tool.name, arguments=args)
         (decision,) = enforcer.preflight(
-            [call], {self.tool.name.lower(): self.tool}, run=self.ctx,
+            [call], [self.tool], run=self.ctx,
             calls_made=ledger.calls_made, call_times=ledger.call_times, events=self.events,
         )
         if decision.awaiting_approval:

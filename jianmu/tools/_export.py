@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import ToolDefinitionWarning, ToolValidationError
 from jianmu.tools._arguments import schema_types
+from jianmu.tools.names import TOOL_NAME_PATTERN, check_tool_name
 
 if TYPE_CHECKING:
     from jianmu.tools.base import Tool
@@ -27,7 +28,8 @@ __all__ = (
     "wrap_parameters",
 )
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAME_PATTERN = TOOL_NAME_PATTERN
+"""What a tool name may be (see `jianmu.tools.names`)."""
 _CATEGORIES = ("read", "write", "execute", "communicate", "dangerous")
 _PERMISSIONS = ("auto", "user_confirm", "admin_only")
 
@@ -190,10 +192,9 @@ def to_strict_schema(parameters: Mapping[str, Any], *, tool: str) -> dict[str, A
 def structural_problems(t: Tool) -> list[str]:
     """Problems that make a tool unusable in any registry: name, category, permission."""
     problems: list[str] = []
-    if not isinstance(t.name, str) or not NAME_PATTERN.match(t.name):
-        problems.append(
-            f"name {t.name!r} must match ^[A-Za-z0-9_-]{{1,64}}$ (letters, digits, _ and -)"
-        )
+    name_problem = check_tool_name(t.name)
+    if name_problem is not None:
+        problems.append(name_problem)
     if t.category not in _CATEGORIES:
         problems.append(f"category {t.category!r} must be one of {', '.join(_CATEGORIES)}")
     if t.permission not in _PERMISSIONS:

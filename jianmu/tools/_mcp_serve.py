@@ -28,6 +28,7 @@ import anyio
 
 from jianmu.constraints import ExecutionConstraints, GuardConstraints
 from jianmu.tools.calls import ToolCall, ToolResult, render_output
+from jianmu.tools.names import shown_name
 from jianmu.tools.toolset import ToolSet
 
 if TYPE_CHECKING:
@@ -99,14 +100,13 @@ def build_mcp_server(
     enforcer = GuardEnforcer.from_guard_constraints(guard)
     roles = frozenset(str(r).lower() for r in user_roles)
     served = [t for t in toolset.active() if not policy.hides(t, user_roles=roles)]
-    by_name = {t.name.casefold(): t for t in served}
     listing = [types.Tool.model_validate(_descriptor(t)) for t in served]
     owned_runner = runner is None
     if runner is None:
         from jianmu.execution.runner import ToolRunner
 
         runner = ToolRunner.from_execution_constraints(execution)
-    chosen = ToolSet.from_tools(served)
+    chosen = ToolSet.from_tools(served)  # one name resolution: exact, ASCII case, alias
     run_context = _Roles(roles)
 
     @contextlib.asynccontextmanager
@@ -122,10 +122,12 @@ def build_mcp_server(
         return types.ListToolsResult(tools=list(listing))
 
     async def call_tool(_ctx: Any, params: Any) -> Any:
-        found = by_name.get(str(params.name).casefold())
+        found = chosen.get(params.name) if isinstance(params.name, str) else None
         if found is None:
             known = ", ".join(t.name for t in served) or "none"
-            return _error(f"unknown tool {params.name!r}; this server offers: {known}")
+            return _error(
+                f"unknown tool {shown_name(params.name)!r}; this server offers: {known}"
+            )
         args = dict(params.arguments or {})
         call = ToolCall(name=found.name, arguments=args)
         verdict, reason, _rule = policy.resolve(call, found)
@@ -157,7 +159,7 @@ def build_mcp_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         get_tool_input_schema=lambda n: (
-            by_name[n.casefold()].parameters if n.casefold() in by_name else None
+            found.parameters if (found := chosen.get(n)) is not None else None
         ),
     )
 

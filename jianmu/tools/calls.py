@@ -37,14 +37,19 @@ class ToolCall:
     """One tool call requested by a model."""
 
     name: str
-    """The tool's name, lower-cased (lookups are case-insensitive)."""
+    """The tool's name as sent; the executor resolves it once to a registered tool's own name
+    (`jianmu.tools.names`) and every later step sees only that name."""
     arguments: Any = field(default_factory=dict)
     """Decoded arguments: usually a dict; the raw string when the model sent invalid JSON."""
     id: str = field(default_factory=new_call_id)
     """The provider's tool-call id, used to pair the call with its result."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", str(self.name or "").strip().lower())
+        # kept as sent: folding here (lower(), strip()) would let look-alikes pass for real
+        # names; the one resolution to a registered tool happens at the executor
+        object.__setattr__(self, "name", self.name if isinstance(self.name, str) else str(
+            self.name or ""
+        ))
         if not self.id:
             object.__setattr__(self, "id", new_call_id())
 

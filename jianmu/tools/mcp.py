@@ -87,10 +87,10 @@ def mcp_tool_names(server: str, tools: Sequence[str]) -> list[str]:
         if len(name) > MAX_NAME_LENGTH:
             name = _hashed(name, original)
         salt = 0
-        while name.casefold() in taken:
+        while name.lower() in taken:
             salt += 1
             name = _hashed(f"{_clean(server)}__{_clean(tool)}", f"{original}#{salt}")
-        taken.add(name.casefold())
+        taken.add(name.lower())  # names are ASCII here: lower() folds case only
         out.append(name)
     return out
 

@@ -17,6 +17,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, runt
 
 from jianmu.errors import MissingExtraError, ToolNotFoundError, ToolUnavailableWarning
 from jianmu.tools.base import Tool
+from jianmu.tools.names import check_tool_name, name_key
 
 __all__ = (
     "DEFAULT_ALIASES",
@@ -182,7 +183,7 @@ class BuiltinToolProvider(BaseToolProvider):
                 f"built-in {name!r}: register a Tool class, 'module:Class' or a factory, "
                 f"not {source!r}"
             )
-        key = name.strip().lower()
+        key = _valid_key(name, "built-in")
         self._builtins[key] = source
         self._classes.pop(key, None)
 
@@ -199,7 +200,7 @@ class BuiltinToolProvider(BaseToolProvider):
                 f"cannot alias {alias!r} to unknown built-in {target!r}; known: "
                 f"{', '.join(self._builtins)}"
             )
-        self._aliases[alias.strip().lower()] = canonical
+        self._aliases[_valid_key(alias, "alias")] = canonical
 
     @_hybridmethod
     def list_builtin_names(self) -> list[str]:
@@ -211,8 +212,14 @@ class BuiltinToolProvider(BaseToolProvider):
         return dict(self._aliases)
 
     def canonical_name(self, name: str) -> str:
-        """``name`` lower-cased with aliases resolved."""
-        key = name.strip().lower()
+        """``name`` in ASCII lower case with aliases resolved; any other name as it is.
+
+        Only a valid tool name is lower-cased (see `jianmu.tools.names`): ``lower()`` maps some
+        non-ASCII letters to ASCII ones, and a look-alike must stay unknown.
+        """
+        key = name_key(name.strip())
+        if key is None:
+            return name
         return self._aliases.get(key, key)
 
     # -- loading --------------------------------------------------------------------------
@@ -274,12 +281,13 @@ class BuiltinToolProvider(BaseToolProvider):
         (naming the missing extra); with ``strict`` the error is raised instead.
         """
         strict = self.strict if strict is None else strict
-        by_name = {t.name.strip().lower(): t for t in custom or ()}
+        by_name = {t.name.lower(): t for t in custom or ()}
         out: list[Tool] = []
         seen: set[str] = set()
         for raw in names:
-            key = raw.strip().lower()
-            chosen = by_name.get(key) or by_name.get(self.canonical_name(raw))
+            key = name_key(raw.strip())
+            chosen = by_name.get(key) if key is not None else None
+            chosen = chosen or by_name.get(self.canonical_name(raw))
             if chosen is None:
                 try:
                     chosen = self.load(raw)
@@ -297,6 +305,14 @@ class BuiltinToolProvider(BaseToolProvider):
         """The tools named at construction (all built-ins by default)."""
         names = self._names if self._names is not None else self.list_builtin_names()
         return self.resolve_named_tools(names)
+
+
+def _valid_key(name: str, what: str) -> str:
+    """The lower-case key of a name being registered; refuse what no tool can be called."""
+    key = name_key(name.strip()) if isinstance(name, str) else None
+    if key is None:
+        raise ValueError(f"{what} {name!r}: {check_tool_name(name)}")
+    return key
 
 
 def _skip_message(name: str, exc: BaseException) -> str:

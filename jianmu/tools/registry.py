@@ -14,13 +14,14 @@ from typing import Any, overload
 
 from jianmu.errors import ToolNotFoundError
 from jianmu.tools.base import FunctionTool, Tool
+from jianmu.tools.names import builtin_aliases, name_key
 from jianmu.tools.toolset import ToolSet
 
 __all__ = ("ToolRegistry",)
 
 
 class ToolRegistry:
-    """A mutable, validated, name-keyed collection of tools (O(1), case-insensitive)."""
+    """A mutable, validated, name-keyed collection of tools (O(1); names as in `ToolSet`)."""
 
     def __init__(
         self,
@@ -53,7 +54,9 @@ class ToolRegistry:
         if not isinstance(tool, Tool):
             raise TypeError(f"register() takes a Tool, got {tool!r}; wrap functions with @tool")
         tool.check_definition(require_parameter_descriptions=self.require_parameter_descriptions)
-        self._tools[tool.name.casefold()] = tool
+        key = name_key(tool.name)
+        assert key is not None  # check_definition refused any other name
+        self._tools[key] = tool
         return tool
 
     @overload
@@ -88,12 +91,19 @@ class ToolRegistry:
         return decorate(fn) if fn is not None else decorate
 
     def get(self, name: str) -> Tool | None:
-        """The tool called ``name`` (case-insensitive), or ``None``."""
-        return self._tools.get(name.casefold()) if isinstance(name, str) else None
+        """The one tool ``name`` means (exact, ASCII case-insensitive, alias), or ``None``."""
+        key = name_key(name) if isinstance(name, str) else None
+        if key is None:
+            return None
+        found = self._tools.get(key)
+        if found is None:
+            target = builtin_aliases().get(key)
+            found = self._tools.get(target) if target is not None else None
+        return found
 
     def _require(self, name: str) -> str:
-        key = name.casefold()
-        if key not in self._tools:
+        key = name_key(name) if isinstance(name, str) else None
+        if key is None or key not in self._tools:
             raise ToolNotFoundError(
                 f"no tool named {name!r}; registered: {', '.join(self.names()) or 'none'}"
             )
@@ -161,7 +171,7 @@ class ToolRegistry:
         return len(self._tools)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.casefold() in self._tools
+        return isinstance(name, str) and self.get(name) is not None
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(list(self._tools.values()))

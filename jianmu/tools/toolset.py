@@ -1,21 +1,24 @@
 """`ToolSet`: an immutable, ordered set of tools from any source, with one way to run them.
 
-Every factory and method returns a new `ToolSet`. Names are looked up case-insensitively in
-O(1); the last registration of a name wins but keeps the position of the first. Schemas are
-computed once per `ToolSet`.
+Every factory and method returns a new `ToolSet`. A name is looked up in O(1) by the rules of
+`jianmu.tools.names` (exact, then ASCII case-insensitive, then an alias; nothing else is
+folded); the last registration of a name wins but keeps the position of the first. Schemas
+are computed once per `ToolSet`.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from jianmu.errors import ToolError, ToolNotFoundError
+from jianmu.errors import ToolError, ToolNotFoundError, ToolValidationError
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolResult
+from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.tools.names import builtin_aliases, check_tool_name, name_key, shown_name
 
 if TYPE_CHECKING:
     from jianmu.tools.providers import BuiltinToolProvider, ToolProvider
@@ -23,8 +26,13 @@ if TYPE_CHECKING:
 __all__ = ("ToolSet",)
 
 
-def _key(name: str) -> str:
-    return name.strip().casefold()
+def _key(tool: Tool) -> str:
+    """The index key of a tool: its name in ASCII lower case; other names are refused."""
+    key = name_key(tool.name) if isinstance(tool.name, str) else None
+    if key is None:
+        problem = check_tool_name(tool.name)
+        raise ToolValidationError(str(tool.name), [problem or "invalid name"])
+    return key
 
 
 def _error_text(exc: BaseException) -> str:
@@ -46,7 +54,7 @@ class ToolSet:
                 raise TypeError(
                     f"ToolSet holds Tool instances, got {t!r}; wrap functions with @tool"
                 )
-            index[_key(t.name)] = t
+            index[_key(t)] = t
         self._index = index
         self._cache: dict[Any, Any] = {}
 
@@ -113,8 +121,27 @@ class ToolSet:
         return tuple(self._index.values())
 
     def get(self, name: str) -> Tool | None:
-        """The tool called ``name`` (case-insensitive), or ``None``."""
-        return self._index.get(_key(name)) if isinstance(name, str) else None
+        """The one tool ``name`` means, or ``None``: exact, ASCII case-insensitive, alias.
+
+        A name that is not ASCII ``[A-Za-z0-9_-]{1,64}`` is never folded: it is unknown.
+        """
+        key = name_key(name) if isinstance(name, str) else None
+        if key is None:
+            return None
+        found = self._index.get(key)
+        if found is None:
+            target = builtin_aliases().get(key)
+            found = self._index.get(target) if target is not None else None
+        return found
+
+    def canonical(self, call: ToolCall) -> tuple[ToolCall, Tool | None]:
+        """``call`` renamed to the tool it means, and that tool; ``(call, None)`` if unknown."""
+        found = self.get(call.name)
+        if found is None:
+            return call, None
+        if found.name != call.name:
+            call = dataclasses.replace(call, name=found.name)
+        return call, found
 
     def __getitem__(self, name: str) -> Tool:
         found = self.get(name)
@@ -125,7 +152,7 @@ class ToolSet:
         return found
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and _key(name) in self._index
+        return isinstance(name, str) and self.get(name) is not None
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self._index.values())
@@ -268,8 +295,8 @@ class ToolSet:
         if found is None:
             known = ", ".join(self.names()) or "none"
             return ToolResult(
-                tool=str(name), ok=False, call_id=call_id, duration_ms=0.0,
-                error=f"unknown tool {name!r}; known tools: {known}",
+                tool=shown_name(name), ok=False, call_id=call_id, duration_ms=0.0,
+                error=f"unknown tool {shown_name(name)!r}; known tools: {known}",
             )
         start = time.perf_counter()
         try:
