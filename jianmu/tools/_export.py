@@ -6,7 +6,6 @@ Private: `jianmu.tools.schema` re-exports the public names.
 from __future__ import annotations
 
 import copy
-import re
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
