@@ -392,3 +392,34 @@ async def test_any_name_runs_as_the_checked_tool_or_is_unknown(name: str) -> Non
     else:
         assert message.content.startswith("Error: unknown tool")
         assert not is_tool_name(name) or name.lower() not in {n.lower() for n in NAMES}
+
+
+# -- jianmu mcp serve -------------------------------------------------------------------------
+
+
+@tool(category="read")
+def list_files(folder: str) -> str:
+    """List a folder.
+
+    Args:
+        folder: the folder.
+    """
+    return f"listed {folder}"
+
+
+@pytest.mark.parametrize(
+    "name", ["li\u017ft_files", "list_\ufb01les", "list_files\x00", "LIST_FILES "]
+)
+async def test_mcp_serve_refuses_look_alike_names(name: str) -> None:
+    from mcp import Client
+
+    from jianmu.tools.mcp import build_mcp_server
+
+    server = build_mcp_server(ToolSet([list_files]), guard=guard(rate_limits={"list_files": 5}))
+    async with Client(server) as client:
+        result = await client.call_tool(name, {"folder": "/"})
+        assert result.is_error
+        text = "\n".join(b.text for b in result.content if b.type == "text")
+        assert "unknown tool" in text and "listed" not in text
+        ok = await client.call_tool("LIST_FILES", {"folder": "x"})  # ASCII case: the tool
+        assert not ok.is_error
