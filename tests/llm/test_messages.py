@@ -182,8 +182,9 @@ def test_native_anthropic_history_converts() -> None:
     assert history == [
         Message.system("sys"),
         Message.user("list files"),
-        Message.assistant(tool_calls=[ToolCall(name="ls", arguments={"path": "."}, id="toolu_01")]),
-        Message.tool("a.txt", tool_call_id="toolu_01", name="ls"),
+        # the name as sent: the executor resolves it to a registered tool (or refuses it)
+        Message.assistant(tool_calls=[ToolCall(name="LS", arguments={"path": "."}, id="toolu_01")]),
+        Message.tool("a.txt", tool_call_id="toolu_01", name="LS"),
         Message.user("and read it"),
     ]
 
@@ -232,7 +233,7 @@ def test_image_parts_are_refused_clearly() -> None:
 @pytest.mark.parametrize(
     "raw",
     [
-        {"id": "c1", "type": "function", "function": {"name": "Add", "arguments": '{"a": 1}'}},
+        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}},
         {"type": "tool_use", "id": "c1", "name": "add", "input": {"a": 1}},
         {"id": "c1", "name": "add", "arguments": {"a": 1}},
         ToolCall(name="add", arguments={"a": 1}, id="c1"),
