@@ -339,9 +339,17 @@ class Constraints(_Strict):
 
     def _merged_with(self, nearer: Constraints) -> Constraints:
         """Two layers by the operator rules; the result is of this layer's kind."""
+        execution = self.execution
+        if isinstance(self, SkillConstraints) and nearer.execution.workdir is not None:
+            # skill layers among themselves: the workdir stays relative to the operator's,
+            # which measures it when the pair meets an operator layer
+            joined = os.path.join(execution.workdir or "", nearer.execution.workdir)
+            execution = execution.model_copy(update={"workdir": joined})
+            nearer = nearer.model_copy(update={"execution": nearer.execution.model_copy(
+                update={"workdir": None})})
         return type(self)(
             guard=GuardConstraints.merge(self.guard, nearer.guard),
-            execution=ExecutionConstraints.merge(self.execution, nearer.execution),
+            execution=ExecutionConstraints.merge(execution, nearer.execution),
             max_iterations=_min((self.max_iterations, nearer.max_iterations)),
             timeout=_min((self.timeout, nearer.timeout)),
             max_messages=_min((self.max_messages, nearer.max_messages)),
