@@ -8,6 +8,7 @@ to the original code and left out of the score. Exits non-zero below ``--min`` p
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import subprocess
 import sys
@@ -43,6 +44,44 @@ def equivalent(config: Path) -> set[tuple[str, str]]:
     return keys
 
 
+def annotation_spans(module: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where the module's function annotations are: with ``from __future__ import
+    annotations`` they are never evaluated, so their mutants are equivalent by construction."""
+    spans = []
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            notes = [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs,
+                                             a.vararg, a.kwarg) if x is not None]
+            for note in (*notes, node.returns):
+                if note is not None:
+                    end = (note.end_lineno or note.lineno, note.end_col_offset or 0)
+                    spans.append(((note.lineno, note.col_offset), end))
+    return spans
+
+
+def skip_annotations(session: Path, module: Path) -> int:
+    """Mark the mutants inside function annotations as skipped; return how many."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    if "from __future__ import annotations" not in module.read_text():
+        return 0
+    spans = annotation_spans(module)
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        jobs = [
+            item.job_id for item in db.pending_work_items
+            if any(start <= tuple(m.start_pos) and tuple(m.end_pos) <= end
+                   for m in item.mutations for start, end in spans)
+        ]
+        if jobs:
+            db.set_multiple_results(jobs, WorkResult(
+                output="function annotation (never evaluated)",
+                worker_outcome=WorkerOutcome.SKIPPED,
+            ))
+    return len(jobs)
+
+
 def cosmic_ray(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the cosmic-ray CLI of this interpreter."""
     command = [sys.executable, "-m", "cosmic_ray.cli", *args]
@@ -62,6 +101,7 @@ def main() -> int:
         session.parent.mkdir(exist_ok=True)
         session.unlink(missing_ok=True)
         cosmic_ray("init", str(config), str(session))
+        print(f"{skip_annotations(session, ROOT / args.module)} mutants in annotations skipped")
         cosmic_ray("baseline", str(config))  # the tests must pass on the unmutated code
         cosmic_ray("exec", str(config), str(session))
     skip = equivalent(config)
