@@ -369,3 +369,33 @@ def test_the_sandbox_has_no_network_unless_it_is_turned_on(
     runner = ToolRunner(ExecutionConstraints(workdir=str(tmp_path), network=network))
     assert runner.sandbox.network is expected  # type: ignore[attr-defined]
     assert runner.sandbox.timeout == DEFAULT_TIMEOUT_S  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("field", "lowest"), [
+    ("max_iterations", 1), ("max_messages", 1), ("timeout", 0.001),
+    ("guard.max_tool_calls", 0), ("guard.budget.total_tokens", 0),
+    ("execution.timeout_s", 0.001), ("execution.memory_mb", 1), ("execution.cpus", 0.001),
+    ("execution.pids", 1),
+])
+def test_each_limit_accepts_its_lowest_value_and_nothing_below(field: str, lowest: float) -> None:
+    def nested(value: float) -> dict[str, object]:
+        *path, name = field.split(".")
+        tree: dict[str, object] = {name: value}
+        for part in reversed(path):
+            tree = {part: tree}
+        return tree
+
+    assert Constraints.model_validate(nested(lowest))
+    if lowest == 0.001:
+        assert Constraints.model_validate(nested(1))  # a whole second is fine too
+    below = 0 if lowest != 0 else -1
+    with pytest.raises(ValueError, match="greater than"):
+        Constraints.model_validate(nested(below))
+
+
+def test_a_layer_without_a_workdir_leaves_the_next_ones(tmp_path: Path) -> None:
+    merged = ExecutionConstraints.merge(
+        ExecutionConstraints(), ExecutionConstraints(workdir=str(tmp_path)),
+        ExecutionConstraints(), ExecutionConstraints(workdir=str(tmp_path)),
+    )
+    assert merged.workdir == str(tmp_path.resolve())
