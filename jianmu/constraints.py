@@ -59,7 +59,7 @@ __all__ = (
 Policy = Literal["allow", "confirm", "deny"]
 """What the guard does with a tool call: run it, ask first, or refuse it."""
 
-POLICY_RANK: dict[str, int] = {"allow": 0, "confirm": 1, "deny": 2}
+POLICY_RANK: dict[str, int] = {p: rank for rank, p in enumerate(("allow", "confirm", "deny"))}
 """How strict each policy is; the merge keeps the highest."""
 
 DEFAULT_IMAGE = "jianmu-sandbox:latest"
@@ -255,7 +255,8 @@ class ExecutionConstraints(_Strict):
         return cls(
             mode="docker" if "docker" in modes else _first(modes),
             docker_image=_first(e.docker_image for e in present),
-            network=(False if False in networks else (networks[-1] if networks else None)),
+            # what is left once no layer says false can only be true
+            network=(False if False in networks else (True if networks else None)),
             timeout_s=_min(e.timeout_s for e in present),
             memory_mb=_min(e.memory_mb for e in present),
             cpus=_min(e.cpus for e in present),
@@ -329,13 +330,13 @@ class Constraints(_Strict):
         present = [c for c in layers if c is not None]
         if not present:
             return Constraints()
-        merged = present[0]
+        merged = present[0].model_copy(deep=True)  # never hand back a caller's layer
         for layer in present[1:]:
             if isinstance(layer, SkillConstraints) and not isinstance(merged, SkillConstraints):
                 merged = merged._tightened_by(layer)
             else:
                 merged = merged._merged_with(layer)
-        return merged.model_copy() if merged is present[0] else merged
+        return merged
 
     def _merged_with(self, nearer: Constraints) -> Constraints:
         """Two layers by the operator rules; the result is of this layer's kind."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from jianmu.constraints import (
     Constraints,
     ExecutionConstraints,
     GuardConstraints,
+    SandboxDefaults,
     SkillConstraints,
 )
 from jianmu.errors import ConfigError
@@ -399,3 +401,32 @@ def test_a_layer_without_a_workdir_leaves_the_next_ones(tmp_path: Path) -> None:
         ExecutionConstraints(), ExecutionConstraints(workdir=str(tmp_path)),
     )
     assert merged.workdir == str(tmp_path.resolve())
+
+
+def test_the_documented_defaults() -> None:
+    assert (DEFAULT_TIMEOUT_S, DEFAULT_MAX_ITERATIONS, DEFAULT_IMAGE) == (
+        60.0, 10, "jianmu-sandbox:latest")
+    assert SANDBOX_DEFAULTS["docker"] == SandboxDefaults(60.0, 512, 1.0, 256)
+    assert SANDBOX_DEFAULTS["local"] == SandboxDefaults(60.0, None, None, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SANDBOX_DEFAULTS["docker"].pids = 1  # type: ignore[misc]
+
+
+def test_policies_are_lower_cased_and_assignments_validated() -> None:
+    guard = GuardConstraints.model_validate({"tool_policy": {"bash": "DENY", "ls": "Allow"}})
+    assert guard.tool_policy == {"bash": "deny", "ls": "allow"}
+    with pytest.raises(ValueError):
+        GuardConstraints.model_validate({"tool_policy": "bash"})
+    with pytest.raises(ValueError):
+        guard.max_tool_calls = -1
+    with pytest.raises(ValueError):
+        ExecutionConstraints().pids = 0
+
+
+@pytest.mark.parametrize("image", ["evil/img", "zzz/img"])  # before and after the default
+def test_any_other_image_is_refused_and_an_equal_one_is_not(image: str) -> None:
+    with pytest.raises(ConfigError, match="docker_image"):
+        Constraints.merge(Constraints(), skill_layer(execution={"docker_image": image}))
+    same = "".join(["jianmu-sandbox", ":latest"])  # equal, not the same object
+    merged = Constraints.merge(Constraints(), skill_layer(execution={"docker_image": same}))
+    assert merged.execution.docker_image is None
