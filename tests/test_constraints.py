@@ -430,3 +430,11 @@ def test_any_other_image_is_refused_and_an_equal_one_is_not(image: str) -> None:
     same = "".join(["jianmu-sandbox", ":latest"])  # equal, not the same object
     merged = Constraints.merge(Constraints(), skill_layer(execution={"docker_image": same}))
     assert merged.execution.docker_image is None
+
+
+def test_a_merge_never_hands_back_a_callers_layer() -> None:
+    mine = layer(guard={"tool_policy": {"bash": "confirm"}})
+    merged = Constraints.merge(mine)
+    merged.guard.tool_policy["bash"] = "allow"
+    merged.execution.pids = 1
+    assert mine.guard.tool_policy == {"bash": "confirm"} and mine.execution.pids is None
