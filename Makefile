@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_VENV := .bench-venv
 
-.PHONY: demo test lint typecheck pytest bench sandbox-image clean
+.PHONY: demo test lint typecheck pytest bench sandbox-image clean mutate
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -37,6 +37,12 @@ $(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
 
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python -m benchmarks
+
+# Mutation testing, not part of `make test`: make mutate MODULE=jianmu/guard/_rules.py
+MODULE ?= jianmu/constraints.py
+mutate: $(STAMP)
+	$(BIN)/python -c "import cosmic_ray" 2>/dev/null || $(BIN)/pip install -q -e '.[mutation]'
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python mutation/run.py $(MODULE)
 
 sandbox-image: $(STAMP)
 	$(BIN)/jianmu sandbox build-image

@@ -1,26 +1,36 @@
 """Constraints on a run: the guard's rules, the execution sandbox and loop limits, and their merge.
 
 Every field is optional: ``None`` means "this layer does not say". Layers are merged from the
-farthest (``configs/jianmu.yaml``) to the nearest (a SKILL.md). A nearer layer may tighten a
-safety field and never loosen it (DESIGN.md, "Constraints"):
+farthest (``configs/jianmu.yaml``) to the nearest (a SKILL.md) (DESIGN.md, "Constraints").
+
+Two kinds of layer. An operator layer (`Constraints`: the config, a node's config, a caller's
+layer, all written by whoever runs Jianmu) may set anything; among operator layers a nearer one
+only tightens:
 
 - numeric limits take the smallest value set;
 - a tool's policy takes the strictest (deny > confirm > allow) over every layer, where a layer
   that does not name the tool contributes its ``default_policy``;
-- ``execution.network: false`` anywhere wins;
-- ``execution.mode: docker`` anywhere wins (a layer cannot move code out of the container),
-  and ``docker_image`` is the farthest layer's that sets one (a skill cannot swap the image);
+- ``execution.network: false`` anywhere wins, else the nearest layer that sets it;
+- ``execution.mode: docker`` anywhere wins, and ``docker_image`` is the farthest layer's;
 - ``execution.workdir`` may only narrow: a nearer layer's folder must lie inside the farther
   one's (a relative path is taken from it), else `ConfigError`.
 
-DESIGN.md calls ``mode`` and ``docker_image`` non-safety fields; they are held here too, since
-a SKILL.md that could switch docker to local, or pick another image, would loosen isolation.
+A skill layer (`SkillConstraints`: a SKILL.md, a skill's tree) is untrusted and may only
+tighten what would really apply, so it is measured against the operator layers below it with
+the built-in defaults filling what they leave unset (`SANDBOX_DEFAULTS`, `DEFAULT_IMAGE`,
+`DEFAULT_MAX_ITERATIONS`, the run's working folder, network off): it cannot turn the network
+on, raise a limit past the default, choose the image, leave Docker, pick a workdir outside
+the effective one, allow a tool or set ``default_policy: allow``.
+
+A merged ``network`` keeps "unset" apart from ``false``: the sandbox treats unset as off, while
+in-process network tools (``http_request``) are refused only by an explicit ``false``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -28,20 +38,65 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from jianmu.errors import ConfigError
 
 __all__ = (
+    "DEFAULT_IMAGE",
+    "DEFAULT_MAX_ITERATIONS",
+    "DEFAULT_TIMEOUT_S",
+    "DOCKER_CPUS",
+    "DOCKER_MEMORY_MB",
+    "DOCKER_PIDS",
     "POLICY_RANK",
+    "SANDBOX_DEFAULTS",
     "BudgetConstraints",
     "Constraints",
     "ExecutionConstraints",
     "GuardConstraints",
     "Policy",
+    "SandboxDefaults",
+    "SkillConstraints",
     "stricter_policy",
 )
 
 Policy = Literal["allow", "confirm", "deny"]
 """What the guard does with a tool call: run it, ask first, or refuse it."""
 
-POLICY_RANK: dict[str, int] = {"allow": 0, "confirm": 1, "deny": 2}
+POLICY_RANK: dict[str, int] = {p: rank for rank, p in enumerate(("allow", "confirm", "deny"))}
 """How strict each policy is; the merge keeps the highest."""
+
+DEFAULT_IMAGE = "jianmu-sandbox:latest"
+"""The Docker image when no operator layer names one (what `jianmu sandbox build-image` builds)."""
+
+DEFAULT_TIMEOUT_S = 60.0
+"""A sandboxed command's timeout when no layer sets ``execution.timeout_s``."""
+
+DEFAULT_MAX_ITERATIONS = 10
+"""Agent-loop rounds when no layer sets ``max_iterations``."""
+
+DOCKER_MEMORY_MB = 512
+"""A container's memory limit (and memory plus swap) when no layer sets one, in MiB."""
+DOCKER_CPUS = 1.0
+"""A container's CPU share when no layer sets one."""
+DOCKER_PIDS = 256
+"""A container's process limit when no layer sets one."""
+
+
+@dataclass(frozen=True)
+class SandboxDefaults:
+    """The limits a sandbox applies when no layer sets them (``None``: no limit)."""
+
+    timeout_s: float
+    memory_mb: int | None
+    cpus: float | None
+    pids: int | None
+
+
+SANDBOX_DEFAULTS: dict[str, SandboxDefaults] = {
+    # a local child process is as limited as the operator says; a container always is
+    "local": SandboxDefaults(timeout_s=DEFAULT_TIMEOUT_S, memory_mb=None, cpus=None, pids=None),
+    "docker": SandboxDefaults(
+        timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DOCKER_MEMORY_MB, cpus=DOCKER_CPUS, pids=DOCKER_PIDS
+    ),
+}
+"""Each execution mode's default limits; `LocalSandbox` and `DockerSandbox` use them too."""
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -84,6 +139,17 @@ def _narrowed_workdir(values: Iterable[str | None]) -> str | None:
     return result
 
 
+def _capped(value: Any, own: Any, default: Any = None) -> Any:
+    """A skill's ``value`` no looser than ``own`` (a farther layer's), else ``default``.
+
+    Unset stays ``own``; ``None`` as the limit means there is none.
+    """
+    if value is None:
+        return own
+    limit = default if own is None else own
+    return value if limit is None else min(value, limit)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -120,6 +186,16 @@ class GuardConstraints(_Strict):
         """This layer's policy for a rule key: the explicit rule, else ``default_policy``."""
         return self.tool_policy.get(key, self.default_policy)
 
+    def without_allow(self) -> GuardConstraints:
+        """This layer without its ``allow`` rules and ``default_policy: allow``.
+
+        An untrusted layer's ``allow`` never tightens: at best it repeats a farther layer, at
+        worst it overrides a tool's own ``user_confirm`` permission.
+        """
+        policy = {rule: p for rule, p in self.tool_policy.items() if p != "allow"}
+        default = None if self.default_policy == "allow" else self.default_policy
+        return self.model_copy(update={"tool_policy": policy, "default_policy": default})
+
     @classmethod
     def merge(cls, *layers: GuardConstraints | None) -> GuardConstraints:
         """Merge layers, farthest first; see the module docstring for the rule."""
@@ -143,6 +219,10 @@ class GuardConstraints(_Strict):
             },
         )
 
+    def tightened_by(self, nearer: GuardConstraints) -> GuardConstraints:
+        """These (effective) rules with an untrusted ``nearer`` layer that may only tighten."""
+        return GuardConstraints.merge(self, nearer.without_allow())
+
 
 class ExecutionConstraints(_Strict):
     """Where and under which limits tools that run code execute."""
@@ -153,7 +233,7 @@ class ExecutionConstraints(_Strict):
     docker_image: str | None = None
     """Image for docker mode; unset is ``jianmu-sandbox:latest``; the farthest layer's wins."""
     network: bool | None = None
-    """Whether sandboxed code may use the network; ``false`` in any layer wins."""
+    """Whether sandboxed code may use the network; unset is off, ``false`` in any layer wins."""
     timeout_s: float | None = Field(default=None, gt=0)
     """Upper bound on one tool call, in seconds."""
     memory_mb: int | None = Field(default=None, gt=0)
@@ -163,19 +243,20 @@ class ExecutionConstraints(_Strict):
     pids: int | None = Field(default=None, gt=0)
     """Process limit of sandboxed code."""
     workdir: str | None = None
-    """Workspace root for file tools and sandboxes; unset is the current folder. A nearer
-    layer may only choose a folder inside the farther one's."""
+    """Workspace root for file tools and sandboxes; unset is the run's working folder. A
+    nearer layer may only choose a folder inside the farther one's."""
 
     @classmethod
     def merge(cls, *layers: ExecutionConstraints | None) -> ExecutionConstraints:
-        """Merge layers, farthest first; see the module docstring for the rule."""
+        """Merge operator layers, farthest first; see the module docstring for the rule."""
         present = [e for e in layers if e is not None]
         networks = [e.network for e in present if e.network is not None]
         modes = [e.mode for e in present if e.mode is not None]
         return cls(
             mode="docker" if "docker" in modes else _first(modes),
             docker_image=_first(e.docker_image for e in present),
-            network=(False if False in networks else (networks[-1] if networks else None)),
+            # what is left once no layer says false can only be true
+            network=(False if False in networks else (True if networks else None)),
             timeout_s=_min(e.timeout_s for e in present),
             memory_mb=_min(e.memory_mb for e in present),
             cpus=_min(e.cpus for e in present),
@@ -183,9 +264,44 @@ class ExecutionConstraints(_Strict):
             workdir=_narrowed_workdir(e.workdir for e in present),
         )
 
+    def tightened_by(self, nearer: ExecutionConstraints) -> ExecutionConstraints:
+        """These (effective) settings with an untrusted ``nearer`` layer that may only tighten.
+
+        Raises:
+            ConfigError: ``nearer`` picks another image, leaves Docker, or a workdir outside.
+        """
+        mode = "docker" if "docker" in (self.mode, nearer.mode) else self.mode
+        if nearer.mode == "local" and mode == "docker":
+            raise ConfigError(
+                "execution.mode 'local' in a skill cannot take code out of the Docker sandbox "
+                "that the config or the node chose; drop it from the skill's constraints"
+            )
+        image = self.docker_image or DEFAULT_IMAGE
+        if nearer.docker_image is not None and nearer.docker_image != image:
+            raise ConfigError(
+                f"execution.docker_image {nearer.docker_image!r} in a skill: only the config "
+                f"or the node may choose the image (in force: {image!r}); drop it from the "
+                "skill's constraints"
+            )
+        defaults = SANDBOX_DEFAULTS[mode or "local"]
+        workdir = self.workdir
+        if nearer.workdir is not None:
+            workdir = _narrowed_workdir([self.workdir or os.getcwd(), nearer.workdir])
+        return ExecutionConstraints(
+            mode=mode,
+            docker_image=self.docker_image,
+            # on only if an operator turned it on; an explicit false always holds
+            network=False if nearer.network is False else self.network,
+            timeout_s=_capped(nearer.timeout_s, self.timeout_s, defaults.timeout_s),
+            memory_mb=_capped(nearer.memory_mb, self.memory_mb, defaults.memory_mb),
+            cpus=_capped(nearer.cpus, self.cpus, defaults.cpus),
+            pids=_capped(nearer.pids, self.pids, defaults.pids),
+            workdir=workdir,
+        )
+
 
 class Constraints(_Strict):
-    """Everything that limits a run: guard, execution and loop limits."""
+    """Everything that limits a run: guard, execution and loop limits (an operator layer)."""
 
     guard: GuardConstraints = Field(default_factory=GuardConstraints)
     """The guard's rules."""
@@ -202,13 +318,64 @@ class Constraints(_Strict):
     def merge(cls, *layers: Constraints | None) -> Constraints:
         """Merge layers, farthest (config) first, nearest (SKILL.md) last.
 
-        A nearer layer may tighten a safety field, never loosen it.
+        Operator layers merge by the rules of the module docstring; a `SkillConstraints`
+        layer over them may only tighten what they, or the built-in defaults, set. Layers
+        that start with a skill layer merge into a `SkillConstraints`, which is measured when
+        it is merged over an operator layer.
+
+        Raises:
+            ConfigError: a layer picks a workdir outside a farther one's, or a skill layer
+                tries to loosen the sandbox (see `ExecutionConstraints.tightened_by`).
         """
         present = [c for c in layers if c is not None]
-        return cls(
-            guard=GuardConstraints.merge(*(c.guard for c in present)),
-            execution=ExecutionConstraints.merge(*(c.execution for c in present)),
-            max_iterations=_min(c.max_iterations for c in present),
-            timeout=_min(c.timeout for c in present),
-            max_messages=_min(c.max_messages for c in present),
+        if not present:
+            return Constraints()
+        merged = present[0].model_copy(deep=True)  # never hand back a caller's layer
+        for layer in present[1:]:
+            if isinstance(layer, SkillConstraints) and not isinstance(merged, SkillConstraints):
+                merged = merged._tightened_by(layer)
+            else:
+                merged = merged._merged_with(layer)
+        return merged
+
+    def _merged_with(self, nearer: Constraints) -> Constraints:
+        """Two layers by the operator rules; the result is of this layer's kind."""
+        execution = self.execution
+        if isinstance(self, SkillConstraints) and nearer.execution.workdir is not None:
+            # skill layers among themselves: the workdir stays relative to the operator's,
+            # which measures it when the pair meets an operator layer
+            joined = os.path.join(execution.workdir or "", nearer.execution.workdir)
+            execution = execution.model_copy(update={"workdir": joined})
+            nearer = nearer.model_copy(update={"execution": nearer.execution.model_copy(
+                update={"workdir": None})})
+        return type(self)(
+            guard=GuardConstraints.merge(self.guard, nearer.guard),
+            execution=ExecutionConstraints.merge(execution, nearer.execution),
+            max_iterations=_min((self.max_iterations, nearer.max_iterations)),
+            timeout=_min((self.timeout, nearer.timeout)),
+            max_messages=_min((self.max_messages, nearer.max_messages)),
         )
+
+    def _tightened_by(self, nearer: Constraints) -> Constraints:
+        """These (effective) constraints with an untrusted layer that may only tighten."""
+        return Constraints(
+            guard=self.guard.tightened_by(nearer.guard),
+            execution=self.execution.tightened_by(nearer.execution),
+            max_iterations=_capped(
+                nearer.max_iterations, self.max_iterations, DEFAULT_MAX_ITERATIONS
+            ),
+            timeout=_capped(nearer.timeout, self.timeout),
+            max_messages=_capped(nearer.max_messages, self.max_messages),
+        )
+
+
+class SkillConstraints(Constraints):
+    """An untrusted layer (a SKILL.md, a skill's tree): merged over operator layers, it may
+    only tighten what would really apply (see the module docstring)."""
+
+    @classmethod
+    def of(cls, layer: Constraints | None) -> SkillConstraints:
+        """``layer`` marked as a skill's (an empty layer for ``None``)."""
+        if isinstance(layer, SkillConstraints):
+            return layer
+        return cls.model_validate(layer.model_dump() if layer is not None else {})

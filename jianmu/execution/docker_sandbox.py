@@ -28,6 +28,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+# the defaults live with the constraints, whose merge measures a skill's layer against them
+from jianmu.constraints import (
+    DEFAULT_IMAGE,
+    DEFAULT_TIMEOUT_S,
+    DOCKER_CPUS,
+    DOCKER_MEMORY_MB,
+    DOCKER_PIDS,
+)
 from jianmu.errors import MissingExtraError, SandboxError, SandboxUnavailableError
 from jianmu.execution._output import (
     DEFAULT_OUTPUT_LIMIT,
@@ -42,8 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ("DEFAULT_IMAGE", "DockerSandbox")
 
-DEFAULT_IMAGE = "jianmu-sandbox:latest"
-"""The image `jianmu sandbox build-image` builds."""
 
 _log = logging.getLogger(__name__)
 _LABEL = "jianmu.sandbox"
@@ -131,12 +137,12 @@ class DockerSandbox:
         *,
         image: str = DEFAULT_IMAGE,
         network: bool = False,
-        memory_mb: int = 512,
-        cpus: float = 1.0,
-        pids: int = 256,
+        memory_mb: int = DOCKER_MEMORY_MB,
+        cpus: float = DOCKER_CPUS,
+        pids: int = DOCKER_PIDS,
         user: str | None = None,
         tmpfs_mb: int = 64,
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         env: Mapping[str, str] | None = None,
         base_url: str | None = None,

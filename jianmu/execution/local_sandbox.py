@@ -39,6 +39,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from jianmu.constraints import DEFAULT_TIMEOUT_S
 from jianmu.errors import SandboxError, SandboxUnavailableError
 from jianmu.execution._cgroup import (
     CommandCgroup,
@@ -193,7 +194,7 @@ class LocalSandbox:
         pids: int | None = None,
         cpu_seconds: int | None = None,
         file_size_mb: int = 1024,
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         env: Mapping[str, str] | None = None,
     ) -> None:

@@ -10,15 +10,12 @@ from typing import Any
 
 import anyio
 
-from jianmu.constraints import ExecutionConstraints
+from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstraints
 from jianmu.errors import ToolExecutionError, ToolTimeoutError
-from jianmu.execution.docker_sandbox import DEFAULT_IMAGE
 from jianmu.execution.sandbox import Sandbox
 from jianmu.execution.workspace import use_workspace
 
 __all__ = ("ToolRunner",)
-
-_DEFAULT_SANDBOX_TIMEOUT = 60.0
 
 
 def _is_async(tool: Any) -> bool:
@@ -34,8 +31,8 @@ class ToolRunner:
     Python tools run in-process under the timeout, sync ones in a bounded worker pool. Tools
     that set ``sandboxed = True`` (``bash``, ``python_repl``) run their command through
     `sandbox`, so the constraints, not the tool, decide where code runs: ``mode: local`` is a
-    `LocalSandbox` (network left on unless ``network: false``), ``mode: docker`` a
-    `DockerSandbox` (network off unless ``network: true``). The workspace is
+    `LocalSandbox`, ``mode: docker`` a `DockerSandbox`; either has no network unless
+    ``network: true`` (unset is off). The workspace is
     ``execution.workdir`` or the current folder; file tools see it through
     `jianmu.execution.workspace.current_workspace` while the runner runs them.
 
@@ -90,7 +87,7 @@ class ToolRunner:
 
     def _build_sandbox(self) -> Sandbox:
         e = self.execution
-        timeout = e.timeout_s or _DEFAULT_SANDBOX_TIMEOUT
+        timeout = e.timeout_s or DEFAULT_TIMEOUT_S
         if self.mode == "docker":
             from jianmu.execution.docker_sandbox import DockerSandbox
 
@@ -98,12 +95,13 @@ class ToolRunner:
             limits: dict[str, Any] = {k: v for k, v in given if v is not None}
             return DockerSandbox(
                 self.workspace, image=e.docker_image or DEFAULT_IMAGE,
-                network=bool(e.network), timeout=timeout, **limits,
+                network=e.network is True, timeout=timeout, **limits,
             )
         from jianmu.execution.local_sandbox import LocalSandbox
 
         return LocalSandbox(
-            self.workspace, network=e.network is not False, memory_mb=e.memory_mb,
+            # unset is off: only an operator's network: true lets sandboxed code out
+            self.workspace, network=e.network is True, memory_mb=e.memory_mb,
             cpus=e.cpus, pids=e.pids, timeout=timeout,
         )
 

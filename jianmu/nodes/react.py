@@ -8,7 +8,7 @@ from typing import Any
 import py_trees
 from py_trees.common import Status
 
-from jianmu.constraints import Constraints
+from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
@@ -31,7 +31,7 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
         name: str,
         child: py_trees.behaviour.Behaviour,
         *,
-        max_iterations: int = 10,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
         constraints: Constraints | None = None,
     ) -> None:
         super().__init__(name=name, child=child)
@@ -85,7 +85,7 @@ def create_react_node(
     tools: ToolSet | Sequence[Any] | None,
     *,
     system_prompt: str = "",
-    max_iterations: int = 10,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
     constraints: Constraints | None = None,
     name: str = "ReAct",
     skill_prompt: str | None = None,

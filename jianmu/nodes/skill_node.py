@@ -14,7 +14,7 @@ import py_trees
 from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
-from jianmu.constraints import Constraints
+from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints, SkillConstraints
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider
@@ -38,17 +38,20 @@ __all__ = (
 )
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
-DEFAULT_MAX_ITERATIONS = 10
 
 
 def merge_skill_constraints(base: Constraints | None, skills: Iterable[Skill]) -> Constraints:
     """Merge the skills' SKILL.md constraints under ``base`` (config and node layers).
 
-    The rule of DESIGN.md: limits take the smallest value set, a tool's policy the strictest
-    over every layer, ``network: false`` anywhere wins, non-safety fields the nearest layer. A
-    skill can tighten what the config or the node set, never loosen it.
+    The rule of DESIGN.md: a skill's layer may only tighten what would really apply — the
+    config's and the node's settings over the built-in defaults (see `jianmu.constraints`).
+
+    Raises:
+        ConfigError: a skill picks a workdir outside the effective one, another Docker image,
+            or ``mode: local`` under Docker.
     """
-    return Constraints.merge(base, *(skill.constraints for skill in skills))
+    layers = (SkillConstraints.of(skill.constraints) for skill in skills)
+    return Constraints.merge(base if base is not None else Constraints(), *layers)
 
 
 class SkillNodeConfig(BaseModel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import os
 import threading
 import time
 import uuid
@@ -32,6 +33,19 @@ if TYPE_CHECKING:
 __all__ = ("ReactiveRunner", "RunResult", "RunStatus")
 
 _CHECKPOINT_VERSION = 1
+
+
+def run_constraints(*layers: Constraints | None) -> Constraints:
+    """The run's constraints: the layers merged, the workdir resolved to an absolute folder.
+
+    An unset workdir becomes the working folder now, so a nearer layer (a skill's relative
+    ``workdir``, say) is measured against the folder the tools will really use.
+    """
+    merged = Constraints.merge(*layers)
+    workdir = os.path.abspath(os.path.expanduser(merged.execution.workdir or os.getcwd()))
+    return merged.model_copy(
+        update={"execution": merged.execution.model_copy(update={"workdir": workdir})}
+    )
 
 
 class RunStatus(enum.StrEnum):
@@ -116,7 +130,7 @@ class ReactiveRunner:
         run_id = run_id or uuid.uuid4().hex[:12]
         self.ctx = RunContext(
             config=self.config,
-            constraints=Constraints.merge(self.config.constraints(), constraints),
+            constraints=run_constraints(self.config.constraints(), constraints),
             run_id=run_id,
             events=EventBus(run_id),
             interaction=self.interaction if interactive else None,

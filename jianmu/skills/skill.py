@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jianmu.constraints import Constraints
+from jianmu.constraints import Constraints, SkillConstraints
 from jianmu.skills._allowed_tools import AllowedTool
 
 if TYPE_CHECKING:
@@ -108,6 +108,10 @@ class Skill:
     body_line: int = 1
     """1-based line of SKILL.md where the Markdown body starts."""
     _body: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # whoever built the skill, its layer is the author's: merged, it may only tighten
+        self.constraints = SkillConstraints.of(self.constraints)
 
     @property
     def is_bt(self) -> bool:

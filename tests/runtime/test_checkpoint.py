@@ -94,6 +94,34 @@ async def test_checkpoint_every_n_ticks() -> None:
     assert runs[0][0] == runner.run_id and runs[0][1] == "success"
 
 
+class RecordingCheckpointer(SQLiteCheckpointer):
+    """Keeps (status, ticks) of every save, not just the last row."""
+
+    def __init__(self) -> None:
+        super().__init__(":memory:")
+        self.saves: list[tuple[str, int]] = []
+
+    def save(self, run_id: str, checkpoint: dict[str, object]) -> None:
+        self.saves.append((str(checkpoint["status"]), int(checkpoint["ticks"])))  # type: ignore[call-overload]
+        super().save(run_id, checkpoint)
+
+
+@pytest.mark.parametrize("every", [1, 2, 3])
+async def test_checkpoint_every_n_ticks_saves_each_intermediate_row(every: int) -> None:
+    store = RecordingCheckpointer()
+    root = py_trees.composites.Sequence(
+        "Root", memory=True, children=[Count(f"c{i}") for i in range(8)]
+    )
+    runner = ReactiveRunner(root, checkpointer=store, checkpoint_every=every)
+    result = await runner.run(timeout=10)
+    assert result.status is RunStatus.SUCCESS
+    running = [ticks for status, ticks in store.saves if status == "running"]
+    # every Nth tick while the tree runs, none in between (the last tick ends the run)
+    assert running == [t for t in range(1, runner.ticks) if t % every == 0]
+    assert len(running) >= 2
+    assert store.saves[-1][0] == "success"
+
+
 def test_checkpointer_rejects_non_json() -> None:
     with SQLiteCheckpointer() as store, pytest.raises(CheckpointError, match="not JSON"):
         store.save("r", {"x": object()})

@@ -1,0 +1,132 @@
+"""Run cosmic-ray on one module and print its score: ``python mutation/run.py MODULE``.
+
+Each module has a config in this folder (``module-path`` names it, ``test-command`` its fast
+tests). Mutants listed in ``<config>.equivalent`` (``operator line:col  # why``) are equivalent
+to the original code and left out of the score. Exits non-zero below ``--min`` percent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def find_config(module: str) -> Path:
+    """The config whose ``module-path`` is ``module``."""
+    for path in sorted(HERE.glob("*.toml")):
+        if tomllib.loads(path.read_text())["cosmic-ray"]["module-path"] == module:
+            return path
+    known = ", ".join(
+        tomllib.loads(p.read_text())["cosmic-ray"]["module-path"] for p in HERE.glob("*.toml")
+    )
+    sys.exit(f"no mutation config for {module!r}; add mutation/<name>.toml (known: {known})")
+
+
+def equivalent(config: Path) -> set[tuple[str, str]]:
+    """(operator, "line:col") of the mutants known to be equivalent."""
+    listed = config.with_suffix(".equivalent")
+    if not listed.exists():
+        return set()
+    keys = set()
+    for line in listed.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            operator, where = line.split()
+            keys.add((operator, where))
+    return keys
+
+
+def annotation_spans(module: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where the module's function annotations are: with ``from __future__ import
+    annotations`` they are never evaluated, so their mutants are equivalent by construction."""
+    spans = []
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            notes = [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs,
+                                             a.vararg, a.kwarg) if x is not None]
+            for note in (*notes, node.returns):
+                if note is not None:
+                    end = (note.end_lineno or note.lineno, note.end_col_offset or 0)
+                    spans.append(((note.lineno, note.col_offset), end))
+    return spans
+
+
+def skip_annotations(session: Path, module: Path) -> int:
+    """Mark the mutants inside function annotations as skipped; return how many."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    if "from __future__ import annotations" not in module.read_text():
+        return 0
+    spans = annotation_spans(module)
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        jobs = [
+            item.job_id for item in db.pending_work_items
+            if any(start <= tuple(m.start_pos) and tuple(m.end_pos) <= end
+                   for m in item.mutations for start, end in spans)
+        ]
+        if jobs:
+            db.set_multiple_results(jobs, WorkResult(
+                output="function annotation (never evaluated)",
+                worker_outcome=WorkerOutcome.SKIPPED,
+            ))
+    return len(jobs)
+
+
+def cosmic_ray(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the cosmic-ray CLI of this interpreter."""
+    command = [sys.executable, "-m", "cosmic_ray.cli", *args]
+    return subprocess.run(command, cwd=ROOT, check=True, text=True, capture_output=True)
+
+
+def main() -> int:
+    """Mutate, test, report."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("module", nargs="?", default="jianmu/constraints.py")
+    parser.add_argument("--min", type=float, default=90.0, help="lowest passing score (%%)")
+    parser.add_argument("--report-only", action="store_true", help="score the last session")
+    args = parser.parse_args()
+    config = find_config(args.module)
+    session = ROOT / ".mutation" / f"{config.stem}.sqlite"
+    if not args.report_only:
+        session.parent.mkdir(exist_ok=True)
+        session.unlink(missing_ok=True)
+        cosmic_ray("init", str(config), str(session))
+        print(f"{skip_annotations(session, ROOT / args.module)} mutants in annotations skipped")
+        cosmic_ray("baseline", str(config))  # the tests must pass on the unmutated code
+        cosmic_ray("exec", str(config), str(session))
+    skip = equivalent(config)
+    killed, survivors, excluded, other = 0, [], 0, 0
+    for line in cosmic_ray("dump", str(session)).stdout.splitlines():
+        item, result = json.loads(line)
+        (mutation,) = item["mutations"]
+        where = "{}:{}".format(*mutation["start_pos"])
+        if (mutation["operator_name"], where) in skip:
+            excluded += 1
+        elif result is None or result.get("test_outcome") not in ("killed", "survived"):
+            other += 1  # not run, or the mutant does not even import (incompetent)
+            killed += bool(result and result.get("test_outcome") == "incompetent")
+        elif result["test_outcome"] == "killed":
+            killed += 1
+        else:
+            survivors.append(f"{args.module}:{where} {mutation['operator_name']}")
+    total = killed + len(survivors)
+    score = 100.0 * killed / total if total else 100.0
+    for survivor in survivors:
+        print("survived:", survivor)
+    print(f"{args.module}: {killed}/{total} non-equivalent mutants killed ({score:.1f}%); "
+          f"{excluded} equivalent excluded, {other} not scored")
+    return 0 if score >= args.min else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
