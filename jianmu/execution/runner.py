@@ -14,7 +14,7 @@ from jianmu.constraints import ExecutionConstraints
 from jianmu.errors import ToolExecutionError, ToolTimeoutError
 from jianmu.execution.docker_sandbox import DEFAULT_IMAGE
 from jianmu.execution.sandbox import Sandbox
-from jianmu.execution.workspace import use_workspace
+from jianmu.execution.workspace import effective_root, use_workspace
 
 __all__ = ("ToolRunner",)
 
@@ -61,7 +61,9 @@ class ToolRunner:
         if max_workers <= 0:
             raise ValueError(f"max_workers must be positive, got {max_workers!r}")
         self.execution = execution if execution is not None else ExecutionConstraints()
-        self.workspace = Path(self.execution.workdir or Path.cwd()).expanduser().absolute()
+        # fixed now, not read from the context at each call: the guard checks paths against
+        # this same folder (`effective_root`), whatever folder the process later runs in
+        self.workspace = effective_root(self.execution.workdir or Path.cwd())
         self.max_workers = max_workers
         self.sandbox: Sandbox = sandbox if sandbox is not None else self._build_sandbox()
         # sync tools run in this bounded pool (cheaper per call than anyio's hand-off)
