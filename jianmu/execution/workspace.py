@@ -148,10 +148,7 @@ def resolve_tool_path(path: str, root: str | os.PathLike[str] | None = None) -> 
             f"path {path!r} refers to a home folder, outside the workspace; "
             "give a path relative to the workspace root"
         )
-    try:
-        where = locate(path, root)
-    except OSError as exc:
-        raise ToolInputError(f"path {path!r} cannot be resolved: {exc.strerror or exc}") from None
+    where = locate(path, root)
     if not os.path.isdir(where.root):
         raise ToolExecutionError(f"workspace root {where.base!r} is not an existing folder")
     if not where.inside:
