@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,6 +130,10 @@ def test_effective_root_and_use_workspace(tree: Path, monkeypatch: pytest.Monkey
     with use_workspace("ws") as root:
         assert root == tree / "ws" and current_workspace() == tree / "ws"
         assert effective_root() == tree / "ws"
+    # made absolute, except a Path given unchecked (the runner's own absolute folder)
+    for given, check in ((Path("ws"), True), ("ws", True), ("ws", False)):
+        with use_workspace(given, check=check) as root:
+            assert root == tree / "ws" and isinstance(root, Path), (given, check)
     assert current_workspace() == tree
     with pytest.raises(ValueError, match="not an existing folder"):
         with use_workspace("missing"):
@@ -252,3 +257,18 @@ def test_open_dir_beneath_creates_only_when_asked(tree: Path) -> None:
         assert "docs" in os.listdir(root_fd)
     assert _paths.display_path(ws, ws) == "."
     assert _paths.display_path(os.path.join(ws, "docs", "a.txt"), ws) == "docs/a.txt"
+    assert _paths.display_path(os.path.join(ws, "-a"), ws) == "-a"
+    assert _paths.display_path(os.path.join(ws, "#b"), ws) == "#b"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o777 & ~umask  # as mkdir -p makes it
+    with _paths.closing_fd(_paths.open_dir_beneath(ws, ws)) as root_fd:
+        assert _paths._is_link("missing", root_fd) is False
+        assert _paths._is_link("docs", root_fd) is False
+
+
+def test_resolve_path_honours_an_explicit_root(tree: Path) -> None:
+    with use_workspace(tree / "ws"):
+        evil = str(tree / "ws-evil")
+        assert _paths.resolve_path("loot.txt", root=evil) == os.path.join(evil, "loot.txt")
+        assert _paths.resolve_path("docs") == str(tree / "ws" / "docs")

@@ -135,9 +135,7 @@ def open_beneath(real: str, root: str, flags: int, mode: int = 0o666) -> int:
             component is a symbolic link.
     """
     parent, name = os.path.split(real)
-    if not name or not is_inside(parent, root):
-        raise PathEscapeError(f"{real!r} is not a file inside the workspace {root!r}")
-    dir_fd = open_dir_beneath(parent, root)
+    dir_fd = open_dir_beneath(parent, root)  # refuses a parent outside (so the root itself)
     try:
         return os.open(name, flags | os.O_NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd)
     finally:
