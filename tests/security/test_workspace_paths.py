@@ -267,6 +267,23 @@ def test_open_dir_beneath_creates_only_when_asked(tree: Path) -> None:
         assert _paths._is_link("docs", root_fd) is False
 
 
+def test_names_sorting_before_a_dot_are_components(tree: Path) -> None:
+    ws = tree / "ws"
+    (ws / "-d").mkdir()
+    (ws / "-d" / "f.txt").write_text("in -d\n")
+    (ws / "f.txt").write_text("in the root\n")
+    fd = _paths.open_beneath(str(ws / "-d" / "f.txt"), str(ws), os.O_RDONLY)
+    with os.fdopen(fd) as fh:
+        assert fh.read() == "in -d\n"
+
+
+def test_dir_fd_at_creates_nothing_unless_asked(tree: Path) -> None:
+    with _paths.closing_fd(_paths.open_dir_beneath(str(tree / "ws"), str(tree / "ws"))) as fd:
+        with pytest.raises(FileNotFoundError):
+            _paths.dir_fd_at(fd, "not-there")
+    assert not (tree / "ws" / "not-there").exists()
+
+
 def test_resolve_path_honours_an_explicit_root(tree: Path) -> None:
     with use_workspace(tree / "ws"):
         evil = str(tree / "ws-evil")

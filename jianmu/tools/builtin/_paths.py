@@ -31,7 +31,7 @@ __all__ = (
     "resolve_path",
 )
 
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_CLOEXEC = os.O_CLOEXEC
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 """How every folder on the way is opened: a folder, never through a symlink."""
 
@@ -125,7 +125,7 @@ def open_dir_beneath(real: str, root: str, *, create: bool = False) -> int:
     return fd
 
 
-def open_beneath(real: str, root: str, flags: int, mode: int = 0o666) -> int:
+def open_beneath(real: str, root: str, flags: int) -> int:
     """Open the file ``real`` (never the root) from ``root``, without following symlinks.
 
     Raises:
@@ -137,7 +137,7 @@ def open_beneath(real: str, root: str, flags: int, mode: int = 0o666) -> int:
     parent, name = os.path.split(real)
     dir_fd = open_dir_beneath(parent, root)  # refuses a parent outside (so the root itself)
     try:
-        return os.open(name, flags | os.O_NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd)
+        return os.open(name, flags | os.O_NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
 
