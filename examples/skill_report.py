@@ -4,7 +4,9 @@ The skill surveys a folder (glob, file_info, grep) and writes a Markdown report 
 ``write_file``, which asks a person first. In a terminal you are asked; otherwise (``make
 demo`` in CI) the script approves on your behalf and says so.
 
-Run it with ``python examples/skill_report.py [FOLDER]``.
+Run it with ``python examples/skill_report.py [FOLDER [WORKSPACE]]``: FOLDER (default
+``jianmu``) is surveyed inside WORKSPACE (default this repository), where the report is
+written as ``.reports/workspace-report.md``.
 """
 
 from __future__ import annotations
@@ -37,15 +39,15 @@ def ask(summary: str) -> bool:
     return input(f"  approval needed: {summary}\n  approve? [y/N] ").strip().lower() == "y"
 
 
-async def main(folder: str = "jianmu") -> None:
+async def main(folder: str = "jianmu", workspace: str = str(REPO)) -> None:
     skill = SkillCatalog([REPO / "skills"]).get("workspace-report")
     print(f"skill: {skill.name} ({skill.execution}) — {skill.description.split('.')[0]}.")
     state = StateManager(AgentState)
     inputs = {"folder": folder, "include": "*.py", "report": ".reports/workspace-report.md"}
     bt = BTSkillContext.create(skill, state_manager=state, inputs=inputs)
     tree = SkillTreeLoader().build(skill, bt)
-    workspace = Constraints.model_validate({"execution": {"workdir": str(REPO)}})
-    runner = ReactiveRunner(tree, state, constraints=workspace)
+    constraints = Constraints.model_validate({"execution": {"workdir": workspace}})
+    runner = ReactiveRunner(tree, state, constraints=constraints)
     bt.run = runner.ctx
     calls: dict[str, int] = {}
     runner.ctx.events.subscribe(

@@ -10,6 +10,7 @@ JianmuError
 ├── ToolError
 │   ├── ToolValidationError(ValueError)  a tool definition is invalid at registration
 │   ├── ToolInputError(ValueError)       the model's arguments do not fit the tool
+│   │   └── PathEscapeError              a path leads outside the workspace
 │   ├── ToolNotFoundError(KeyError)      no tool of that name
 │   ├── ToolTimeoutError(TimeoutError)   the tool ran past its timeout
 │   └── ToolExecutionError(RuntimeError) the tool raised or its command failed
@@ -45,6 +46,7 @@ __all__ = (
     "LLMTransientError",
     "MCPError",
     "MissingExtraError",
+    "PathEscapeError",
     "SandboxError",
     "SandboxUnavailableError",
     "SkillLoadError",
@@ -116,6 +118,10 @@ class ToolInputError(ToolError, ValueError):
         super().__init__(message)
         self.tool = tool
         self.problems = list(problems) if problems is not None else [message]
+
+
+class PathEscapeError(ToolInputError):
+    """A tool's path argument leads outside the workspace root."""
 
 
 class ToolNotFoundError(ToolError, KeyError):

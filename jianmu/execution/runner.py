@@ -13,7 +13,7 @@ import anyio
 from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstraints
 from jianmu.errors import ToolExecutionError, ToolTimeoutError
 from jianmu.execution.sandbox import Sandbox
-from jianmu.execution.workspace import use_workspace
+from jianmu.execution.workspace import effective_root, use_workspace
 
 __all__ = ("ToolRunner",)
 
@@ -58,7 +58,9 @@ class ToolRunner:
         if max_workers <= 0:
             raise ValueError(f"max_workers must be positive, got {max_workers!r}")
         self.execution = execution if execution is not None else ExecutionConstraints()
-        self.workspace = Path(self.execution.workdir or Path.cwd()).expanduser().absolute()
+        # fixed now, not read from the context at each call: the guard checks paths against
+        # this same folder (`effective_root`), whatever folder the process later runs in
+        self.workspace = effective_root(self.execution.workdir or Path.cwd())
         self.max_workers = max_workers
         self.sandbox: Sandbox = sandbox if sandbox is not None else self._build_sandbox()
         # sync tools run in this bounded pool (cheaper per call than anyio's hand-off)

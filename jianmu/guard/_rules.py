@@ -197,34 +197,25 @@ def _split_shell(value: str, depth: int = 0) -> list[tuple[str, list[str]]]:
     return out
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def path_forms(value: str, root: str | os.PathLike[str] | None = None) -> list[str]:
     """Every spelling of a path argument a rule is matched against (duplicates dropped).
 
     The given path normalised; with a workspace ``root``, also the path the tool will touch,
-    relative to the root: lexically (``/ws/secrets/k`` → ``secrets/k``) and with symlinks
-    followed (``docs/notes/k`` → ``secrets/k`` when ``docs/notes`` links to ``secrets``). A
-    location outside the root is given as an absolute path.
+    relative to the root (`jianmu.execution.workspace.locate`, the resolver the file tools
+    use): lexically (``/ws/secrets/k`` → ``secrets/k``) and with symlinks followed
+    (``docs/notes/k`` → ``secrets/k`` when ``docs/notes`` links to ``secrets``). A location
+    outside the root is given as an absolute path.
     """
     forms = [posixpath.normpath(value.replace("\\", "/"))]
     if root is None or "\x00" in value or value.startswith("~"):
         return forms
+    from jianmu.execution.workspace import locate  # keeps the guard import light
+
     try:
-        base = os.path.abspath(os.fspath(root))
-        real_base = os.path.realpath(base)
-        candidate = value if os.path.isabs(value) else os.path.join(base, value)
-        lexical = os.path.normpath(candidate)
-        real = os.path.realpath(candidate)
+        where = locate(value, root)
     except (OSError, ValueError):  # a symlink loop, an unencodable name: the given form only
         return forms
-    for path, under in ((lexical, base), (real, real_base)):
-        if _inside(path, under):
-            rel = os.path.relpath(path, under).replace(os.sep, "/")
-        else:
-            rel = path.replace(os.sep, "/")
+    for rel in where.forms():
         if rel not in forms:
             forms.append(rel)
     return forms

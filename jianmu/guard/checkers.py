@@ -79,11 +79,9 @@ def _workspace_root(
         constraints = getattr(context.run, "constraints", None)
         execution = getattr(constraints, "execution", None)
         root = getattr(execution, "workdir", None)
-    if root is None:
-        from jianmu.execution.workspace import current_workspace  # keeps the guard import light
+    from jianmu.execution.workspace import effective_root  # keeps the guard import light
 
-        root = current_workspace()
-    return os.path.abspath(os.path.expanduser(os.fspath(root)))
+    return os.fspath(effective_root(root))
 
 
 def call_fingerprint(call: ToolCall) -> str:

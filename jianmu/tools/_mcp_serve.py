@@ -96,16 +96,21 @@ def build_mcp_server(
     if not isinstance(toolset, ToolSet):
         raise TypeError(f"build_mcp_server serves a ToolSet, got {toolset!r}")
     guard = guard or GuardConstraints()
-    policy = ToolPolicyChecker.from_guard_constraints(guard)
-    enforcer = GuardEnforcer.from_guard_constraints(guard)
-    roles = frozenset(str(r).lower() for r in user_roles)
-    served = [t for t in toolset.active() if not policy.hides(t, user_roles=roles)]
-    listing = [types.Tool.model_validate(_descriptor(t)) for t in served]
     owned_runner = runner is None
     if runner is None:
         from jianmu.execution.runner import ToolRunner
 
         runner = ToolRunner.from_execution_constraints(execution)
+    # The guard resolves path arguments against the folder the tools run in (the runner's
+    # workspace: execution.workdir), never the server's own working folder.
+    workspace = getattr(runner, "workspace", None)
+    if workspace is None:
+        workspace = getattr(execution, "workdir", None)
+    policy = ToolPolicyChecker.from_guard_constraints(guard, workspace=workspace)
+    enforcer = GuardEnforcer.from_guard_constraints(guard, workspace=workspace)
+    roles = frozenset(str(r).lower() for r in user_roles)
+    served = [t for t in toolset.active() if not policy.hides(t, user_roles=roles)]
+    listing = [types.Tool.model_validate(_descriptor(t)) for t in served]
     chosen = ToolSet.from_tools(served)  # one name resolution: exact, ASCII case, alias
     run_context = _Roles(roles)
 

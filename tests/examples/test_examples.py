@@ -34,13 +34,18 @@ def test_react_agent_says_it_is_scripted_and_answers() -> None:
     assert lines[-1].startswith("result: success")
 
 
-def test_skill_report_asks_then_writes() -> None:
-    lines = run_example("skill_report.py", "examples")
+def test_skill_report_asks_then_writes(tmp_path: Path) -> None:
+    # a workspace of its own under tmp: a report left in the repository by an earlier run
+    # could not make this assertion pass
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "tool_one.py").write_text("x = 1  # TODO: rename\n", encoding="utf-8")
+    lines = run_example("skill_report.py", "src", str(tmp_path))
     text = "\n".join(lines)
     assert "approval needed: write_file" in text
     assert "approving as the demo user" in text
     assert lines[-1] == "result: success"
-    assert (REPO / ".reports" / "workspace-report.md").is_file()
+    report = tmp_path / ".reports" / "workspace-report.md"
+    assert "tool_one.py" in report.read_text(encoding="utf-8")
 
 
 def test_demo_runs_every_example() -> None:

@@ -14,10 +14,12 @@ from typing import Any
 from jianmu.errors import ToolError, ToolExecutionError, ToolInputError
 from jianmu.tools.builtin._paths import (
     PathEscapeError,
+    closing_fd,
+    dir_fd_at,
     display_path,
     is_inside,
-    open_dir_confined,
-    open_file_confined,
+    open_beneath,
+    open_dir_beneath,
     real_root,
     resolve_path,
 )
@@ -66,9 +68,11 @@ def _open_regular(path: str) -> tuple[int, os.stat_result, str]:
     """Open an existing regular file inside the workspace for reading."""
     root = real_root()
     real = resolve_path(path, root=root)
+    if real == root:
+        raise ToolExecutionError(f"{path!r} is a directory, not a file; use list_dir")
     try:
         # O_NONBLOCK: a FIFO must not block the open; it is refused just below.
-        fd = open_file_confined(real, os.O_RDONLY | os.O_NONBLOCK, path, root)
+        fd = open_beneath(real, root, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise _os_error(exc, path) from None
     st = os.fstat(fd)
@@ -176,13 +180,6 @@ def _check_writable(path: str) -> None:
     _refuse_protected(resolve_path(path, root=root), root, path)
 
 
-def _fd_path(fd: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return None  # no /proc: the check on the resolved path is what we have
-
-
 def write_text_atomic(path: str, data: bytes, *, keep_mode: int | None = None) -> tuple[str, bool]:
     """Write ``data`` to ``path`` through a temporary file and a rename.
 
@@ -198,24 +195,11 @@ def write_text_atomic(path: str, data: bytes, *, keep_mode: int | None = None) -
     _refuse_protected(real, root, path)
     parent, name = os.path.split(real)
     try:
-        os.makedirs(parent, exist_ok=True)
-    except FileExistsError:
-        raise ToolExecutionError(f"a parent of {path!r} is a file, not a directory") from None
+        # each missing folder is made inside its opened parent: no swapped-in symlink is
+        # ever followed, so nothing is created outside the workspace
+        dir_fd = open_dir_beneath(parent, root, create=True)
     except OSError as exc:
         raise _os_error(exc, path) from None
-    if not is_inside(os.path.realpath(parent), root):
-        raise PathEscapeError(f"the folder of {path!r} was redirected outside the workspace")
-    try:
-        dir_fd = open_dir_confined(parent, path, root)
-    except OSError as exc:
-        raise _os_error(exc, path) from None
-    opened = _fd_path(dir_fd)
-    if opened is not None:  # a parent swapped for a link to .git after the check
-        try:
-            _refuse_protected(os.path.join(opened, name), root, path)
-        except ToolInputError:
-            os.close(dir_fd)
-            raise
     tmp = f".{name}.{secrets.token_hex(6)}.tmp"
     try:
         try:
@@ -235,8 +219,8 @@ def write_text_atomic(path: str, data: bytes, *, keep_mode: int | None = None) -
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
+                os.fchmod(fh.fileno(), mode)  # on the descriptor: the name could be swapped
                 os.fsync(fh.fileno())
-            os.chmod(tmp, mode, dir_fd=dir_fd)
             os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -325,27 +309,38 @@ def list_dir(path: str = ".", depth: int = 1, ignore: list[str] | None = None) -
     patterns = list(DEFAULT_IGNORE if ignore is None else ignore)
     root = real_root()
     real = resolve_path(path or ".", root=root)
-    if not os.path.exists(real):
-        raise ToolExecutionError(f"{path!r} does not exist; check the path with list_dir('.')")
-    if not os.path.isdir(real):
-        raise ToolExecutionError(f"{path!r} is a file, not a directory; use file_info")
+    try:
+        top = open_dir_beneath(real, root)
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise ToolExecutionError(
+                f"{path!r} is a file, not a directory; use file_info"
+            ) from None
+        if exc.errno == errno.ENOENT:
+            raise ToolExecutionError(
+                f"{path!r} does not exist; check the path with list_dir('.')"
+            ) from None
+        raise _os_error(exc, path) from None
     out: list[str] = []
     omitted = 0
 
     def skip(name: str, rel: str) -> bool:
         return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) for p in patterns)
 
-    def walk(folder: str, level: int) -> None:
+    def walk(fd: int, folder: str, level: int) -> None:
+        # `fd` is the folder's descriptor, reached without following any symlink; `folder`
+        # is its real path, used only to name entries
         nonlocal omitted
         try:
             entries = sorted(
-                os.scandir(folder), key=lambda e: (not e.is_dir(follow_symlinks=False), e.name)
+                os.scandir(fd), key=lambda e: (not e.is_dir(follow_symlinks=False), e.name)
             )
         except OSError as exc:
             out.append("  " * level + f"[cannot list: {exc.strerror}]")
             return
         for entry in entries:
-            rel = display_path(entry.path, root)
+            full = os.path.join(folder, entry.name)
+            rel = display_path(full, root)
             if skip(entry.name, rel):
                 continue
             if len(out) >= _MAX_LIST_ENTRIES:
@@ -353,18 +348,32 @@ def list_dir(path: str = ".", depth: int = 1, ignore: list[str] | None = None) -
                 continue
             pad = "  " * level
             if entry.is_symlink():
-                target = os.path.realpath(entry.path)
+                target = os.path.realpath(full)
                 where = display_path(target, root) if is_inside(target, root) else "outside"
                 out.append(f"{pad}{entry.name}@ -> {where}")
             elif entry.is_dir(follow_symlinks=False):
                 out.append(f"{pad}{entry.name}/")
                 if level + 1 < depth:
-                    walk(entry.path, level + 1)
+                    _walk_child(fd, entry.name, full, level + 1)
             else:
-                size = entry.stat(follow_symlinks=False).st_size
+                try:
+                    size = entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    size = 0  # removed while listing
                 out.append(f"{pad}{entry.name}  ({_human_size(size)})")
 
-    walk(real, 0)
+    def _walk_child(parent: int, name: str, folder: str, level: int) -> None:
+        try:
+            child = dir_fd_at(parent, name)
+        except (OSError, PathEscapeError):
+            # swapped for a symlink or removed since it was listed: not entered
+            out.append("  " * level + "[cannot list: it changed while being listed]")
+            return
+        with closing_fd(child):
+            walk(child, folder, level)
+
+    with closing_fd(top):
+        walk(top, real, 0)
     header = f"{display_path(real, root)}/"
     if not out:
         return f"{header}\n  [empty]"
@@ -402,7 +411,20 @@ def file_info(path: str) -> dict[str, Any]:
     real = resolve_path(path, root=root)
     lexical = os.path.join(root, path) if not os.path.isabs(path) else path
     try:
-        st = os.stat(real)
+        # a descriptor of the folder itself, or of the file's folder: reached without
+        # following a symlink, so a swapped-in link to outside is refused, never stat-ed
+        is_root = real == root
+        parent = open_dir_beneath(real if is_root else os.path.dirname(real), root)
+        with closing_fd(parent):
+            st = os.stat(parent) if is_root else os.stat(
+                os.path.basename(real), dir_fd=parent, follow_symlinks=False
+            )
+            if stat.S_ISLNK(st.st_mode):
+                raise PathEscapeError(f"{path!r} is a symbolic link that changed while being read")
+            entries = len(os.listdir(parent)) if is_root else None
+            if entries is None and stat.S_ISDIR(st.st_mode):
+                with closing_fd(dir_fd_at(parent, os.path.basename(real))) as folder:
+                    entries = len(os.listdir(folder))
     except OSError as exc:
         raise _os_error(exc, path) from None
     info: dict[str, Any] = {"path": display_path(real, root)}
@@ -410,7 +432,7 @@ def file_info(path: str) -> dict[str, Any]:
         info["symlink"] = True
     modified = dt.datetime.fromtimestamp(st.st_mtime, tz=dt.UTC).isoformat(timespec="seconds")
     if stat.S_ISDIR(st.st_mode):
-        info.update(type="directory", entries=len(os.listdir(real)), modified=modified)
+        info.update(type="directory", entries=entries, modified=modified)
         return info
     if not stat.S_ISREG(st.st_mode):
         info.update(type="other", size=st.st_size, modified=modified)

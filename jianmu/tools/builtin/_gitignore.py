@@ -12,10 +12,15 @@ from typing import Any
 import regex
 
 from jianmu.errors import ToolInputError
-from jianmu.tools.builtin._paths import is_inside
+from jianmu.tools.builtin._paths import (
+    closing_fd,
+    dir_fd_at,
+    is_inside,
+    open_beneath,
+)
 from jianmu.tools.builtin._regex import PatternTimeout, SearchOutOfTime, timed_match
 
-__all__ = ("GitIgnore", "glob_to_regex", "walk_files")
+__all__ = ("GitIgnore", "WalkedFile", "glob_to_regex", "walk_files")
 
 _ALWAYS_SKIP = frozenset({".git", ".hg", ".svn"})
 
@@ -100,12 +105,32 @@ class GitIgnore:
 
     def load(self, real_dir: str, rel_dir: str) -> None:
         """Read ``real_dir/.gitignore`` (if any); its rules apply below ``rel_dir``."""
-        path = os.path.join(real_dir, ".gitignore")
-        if os.path.islink(path) or not os.path.isfile(path):
-            return  # a symlinked .gitignore might point outside the workspace
         try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                lines = fh.read(1_000_000).splitlines()
+            fd = os.open(real_dir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return
+        with closing_fd(fd):
+            self.load_at(fd, rel_dir)
+
+    def load_at(self, dir_fd: int, rel_dir: str) -> None:
+        """Read the ``.gitignore`` of the folder open as ``dir_fd``; its rules apply below
+        ``rel_dir``. A symlinked one is skipped: it might point outside the workspace."""
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(".gitignore", flags, dir_fd=dir_fd)
+        except OSError:
+            return
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return
+            fh = os.fdopen(fd, "rb")
+        except OSError:
+            os.close(fd)
+            return
+        try:
+            with fh:
+                lines = fh.read(1_000_000).decode("utf-8", "replace").splitlines()
         except OSError:
             return
         for raw in lines:
@@ -164,57 +189,100 @@ class GitIgnore:
         return verdict
 
 
-def walk_files(
-    start: str, root: str, *, gitignore: bool = True
-) -> Iterator[tuple[str, str]]:
-    """Yield ``(real_path, path_relative_to_root)`` for files under ``start``, sorted.
+@dataclass(frozen=True)
+class WalkedFile:
+    """A file met by `walk_files`; `dir_fd` is valid until the walk moves on."""
 
-    Symlinked folders are not entered; symlinked files are yielded only when their real
-    location is inside ``root``. Only regular files are yielded: opening a FIFO or a device
-    would block or never end. `.gitignore` files from ``root`` down are honoured.
+    rel: str
+    """Its path relative to the workspace root, ``/``-separated."""
+    dir_fd: int
+    """A descriptor of its folder, reached without following any symlink."""
+    name: str
+    """Its name in that folder."""
+    target: str | None
+    """For a symlink to a file inside the workspace: the real path it leads to."""
+    root: str
+    """The real workspace root."""
+
+    def open(self, flags: int) -> int:
+        """Open the file (the link's target for a symlink) without leaving the workspace.
+
+        Raises:
+            OSError, PathEscapeError: it changed since it was listed.
+        """
+        if self.target is not None:
+            return open_beneath(self.target, self.root, flags)
+        return os.open(
+            self.name, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=self.dir_fd
+        )
+
+
+def walk_files(start: str, root: str, *, gitignore: bool = True) -> Iterator[WalkedFile]:
+    """Yield the regular files under the folder ``start`` (a real path inside ``root``), sorted.
+
+    The walk goes by folder descriptors from ``root`` (`os.fwalk`), so a folder swapped for a
+    symlink while it runs is never entered. Symlinked folders are not entered; symlinked files
+    are yielded only when their real location is inside ``root``. Only regular files are
+    yielded: opening a FIFO or a device would block or never end. `.gitignore` files from
+    ``root`` down are honoured.
+
+    Raises:
+        OSError, PathEscapeError: ``start`` cannot be opened as a folder inside ``root``.
     """
     ignore = GitIgnore()
-    if gitignore:
+    rel_start = os.path.relpath(start, root)
+    parts = [] if rel_start == "." else rel_start.split(os.sep)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
         # Rules of the folders between the workspace root and the start folder apply too.
-        rel_start = os.path.relpath(start, root)
-        parts = [] if rel_start == "." else rel_start.split(os.sep)
-        for k in range(len(parts)):
-            rel = "/".join(parts[:k])
-            ignore.load(os.path.join(root, *parts[:k]), rel)
+        for k, name in enumerate(parts):
+            if gitignore:
+                ignore.load_at(fd, "/".join(parts[:k]))
+            child = dir_fd_at(fd, name)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    with closing_fd(fd):
+        yield from _walk(fd, "/".join(parts), root, ignore if gitignore else None)
 
-    def rel_of(path: str) -> str:
-        rel = os.path.relpath(path, root)
-        return "" if rel == "." else rel.replace(os.sep, "/")
 
-    for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
-        rel_dir = rel_of(dirpath)
-        if gitignore:
-            ignore.load(dirpath, rel_dir)
+def _walk(
+    start_fd: int, rel_start: str, root: str, ignore: GitIgnore | None
+) -> Iterator[WalkedFile]:
+    for top, dirnames, filenames, top_fd in os.fwalk(".", dir_fd=start_fd):
+        sub = os.path.normpath(top)
+        rel_dir = rel_start if sub == "." else "/".join(p for p in (rel_start, sub) if p)
+        rel_dir = rel_dir.replace(os.sep, "/")
+        if ignore is not None:
+            ignore.load_at(top_fd, rel_dir)
         kept = []
         for d in sorted(dirnames):
             rel = f"{rel_dir}/{d}" if rel_dir else d
-            if d in _ALWAYS_SKIP or os.path.islink(os.path.join(dirpath, d)):
-                continue
-            if gitignore and ignore.ignored(rel, True):
+            if d in _ALWAYS_SKIP or _kind(d, top_fd) != stat.S_IFDIR:
+                continue  # a symlinked folder is not entered
+            if ignore is not None and ignore.ignored(rel, True):
                 continue
             kept.append(d)
         dirnames[:] = kept
         for f in sorted(filenames):
-            full = os.path.join(dirpath, f)
             rel = f"{rel_dir}/{f}" if rel_dir else f
-            if gitignore and ignore.ignored(rel, False):
+            if ignore is not None and ignore.ignored(rel, False):
                 continue
-            if os.path.islink(full):
-                real = os.path.realpath(full)
+            kind = _kind(f, top_fd)
+            if kind == stat.S_IFLNK:
+                real = os.path.realpath(os.path.join(root, rel))
                 if not is_inside(real, root) or not os.path.isfile(real):
                     continue  # isfile follows the link: regular files only
-                yield real, rel
-            elif _is_regular(full):
-                yield full, rel
+                yield WalkedFile(rel, top_fd, f, real, root)
+            elif kind == stat.S_IFREG:
+                yield WalkedFile(rel, top_fd, f, None, root)
 
 
-def _is_regular(path: str) -> bool:
+def _kind(name: str, dir_fd: int) -> int | None:
+    """The file type of ``name`` in the folder ``dir_fd`` (symlinks not followed)."""
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
+        return stat.S_IFMT(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
-        return False
+        return None

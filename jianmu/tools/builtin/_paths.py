@@ -1,49 +1,52 @@
-"""Workspace confinement for the file tools: resolve, check and open paths inside the root.
+"""Workspace confinement for the file tools: resolve a path, then reach it by descriptors.
 
-Every path a model gives is resolved against `current_workspace()` and refused unless its
-real location (symlinks followed, with ``os.path.realpath``) is the root or below it. Files
-are then opened with ``O_NOFOLLOW`` and the opened descriptor is checked again through
-``/proc/self/fd`` where it exists, so a folder swapped for a symlink between the check and the
-open is caught as well.
+A path is resolved once by `jianmu.execution.workspace.resolve_tool_path` (symlinks followed,
+refused unless the real location is inside the root). The file is then reached from a
+descriptor of the real root, one component at a time, each folder opened with
+``O_DIRECTORY | O_NOFOLLOW`` relative to its parent (``openat`` semantics) and the last
+component with ``O_NOFOLLOW``. A folder swapped for a symlink after the check makes the open
+fail instead of leaving the workspace, whatever another process does meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
-from pathlib import Path
+import stat
+from collections.abc import Iterator
 
-from jianmu.errors import ToolExecutionError, ToolInputError
-from jianmu.execution.workspace import current_workspace
+from jianmu.errors import PathEscapeError, ToolExecutionError
+from jianmu.execution.workspace import current_workspace, is_inside, resolve_tool_path
 
 __all__ = (
     "PathEscapeError",
+    "closing_fd",
+    "dir_fd_at",
     "display_path",
     "is_inside",
-    "open_dir_confined",
-    "open_file_confined",
+    "open_beneath",
+    "open_dir_beneath",
     "real_root",
     "resolve_path",
 )
 
-_PROC_FD = Path("/proc/self/fd")
-
-
-class PathEscapeError(ToolInputError):
-    """A path leads outside the workspace root."""
+_CLOEXEC = os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+"""How every folder on the way is opened: a folder, never through a symlink."""
 
 
 def real_root() -> str:
-    """The real (symlink-free) path of the current workspace root."""
+    """The real (symlink-free) path of the current workspace root.
+
+    Raises:
+        ToolExecutionError: the root is not an existing folder.
+    """
     root = current_workspace()
     real = os.path.realpath(root)
     if not os.path.isdir(real):
         raise ToolExecutionError(f"workspace root {str(root)!r} is not an existing folder")
     return real
-
-
-def is_inside(real: str, root: str) -> bool:
-    """Whether the real path ``real`` is ``root`` or below it."""
-    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def display_path(real: str, root: str) -> str:
@@ -53,73 +56,96 @@ def display_path(real: str, root: str) -> str:
 
 
 def resolve_path(path: str, *, root: str | None = None) -> str:
-    """Resolve ``path`` inside the workspace and return its real path.
-
-    Relative paths are taken from the root. Absolute paths are accepted only when they lie
-    inside the root. The path need not exist yet (for writes); its existing part is resolved.
+    """Resolve ``path`` inside the workspace ``root`` (default `real_root`); its real path.
 
     Raises:
         ToolInputError: ``path`` is empty or not a string.
         PathEscapeError: ``path`` leads outside the workspace.
     """
-    if not isinstance(path, str):
-        raise ToolInputError(f"path must be a string, got {type(path).__name__}")
-    if "\x00" in path:
-        raise ToolInputError(f"path {path!r} contains a NUL character")
-    if not path.strip():
-        raise ToolInputError("path is empty; give a path relative to the workspace root")
-    root = root or real_root()
-    if path.startswith("~"):
-        # `~` is the user's home, which is outside the workspace; never expand it silently.
-        raise PathEscapeError(
-            f"path {path!r} refers to a home folder, outside the workspace; "
-            "give a path relative to the workspace root"
-        )
-    candidate = path if os.path.isabs(path) else os.path.join(root, path)
-    lexical = os.path.normpath(candidate)
-    if not is_inside(lexical, root) and not is_inside(os.path.realpath(lexical), root):
-        raise PathEscapeError(
-            f"path {path!r} is outside the workspace {root!r}; "
-            "give a path relative to the workspace root, without '..' leading out of it"
-        )
-    real = os.path.realpath(candidate)
+    return resolve_tool_path(path, root or real_root()).real
+
+
+def _parts(real: str, root: str) -> list[str]:
+    """The components of ``real`` below ``root`` (empty for the root itself)."""
     if not is_inside(real, root):
-        raise PathEscapeError(
-            f"path {path!r} resolves to {real!r} through a symbolic link, outside the "
-            f"workspace {root!r}; only paths whose real location is inside it are allowed"
-        )
-    return real
+        raise PathEscapeError(f"{real!r} is outside the workspace {root!r}")
+    rel = os.path.relpath(real, root)
+    return [] if rel == "." else rel.split(os.sep)
 
 
-def _check_fd(fd: int, path: str, root: str) -> None:
-    """Re-check an opened descriptor's real location (Linux); close it and raise if outside."""
-    link = _PROC_FD / str(fd)
-    try:
-        actual = os.readlink(link)
-    except OSError:
-        return  # no /proc: the realpath check before the open is what we have
-    if not is_inside(actual, root):
-        os.close(fd)
-        raise PathEscapeError(
-            f"path {path!r} was redirected outside the workspace while it was being opened"
-        )
+def dir_fd_at(parent: int, name: str, *, create: bool = False) -> int:
+    """Open the folder ``name`` of the folder ``parent`` without following a symlink.
 
-
-def open_file_confined(real: str, flags: int, path: str, root: str, mode: int = 0o666) -> int:
-    """Open the resolved path ``real`` with ``O_NOFOLLOW``, and re-check where it landed.
+    ``create`` makes it first when it is missing.
 
     Raises:
-        PathEscapeError: the file was swapped for something outside the workspace.
-        OSError: the open itself failed (missing file, a directory, no permission).
+        PathEscapeError: ``name`` is a symbolic link (it was swapped in, or points away).
+        OSError: missing (without ``create``), not a folder, no permission.
     """
-    fd = os.open(real, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
-    _check_fd(fd, path, root)
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o777, dir_fd=parent)
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        # O_NOFOLLOW on a symlink: ELOOP, or ENOTDIR with O_DIRECTORY (Linux)
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, parent):
+            raise PathEscapeError(
+                f"the folder {name!r} on the way was swapped for a symbolic link while being "
+                "opened; refused, so that nothing is redirected outside the workspace"
+            ) from None
+        raise
+
+
+def _is_link(name: str, parent: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_dir_beneath(real: str, root: str, *, create: bool = False) -> int:
+    """A descriptor of the folder ``real``, reached from ``root`` component by component.
+
+    ``create`` makes missing folders on the way (each inside its opened parent).
+
+    Raises:
+        PathEscapeError: ``real`` is outside ``root``, or a component is a symbolic link.
+        OSError: a component is missing (without ``create``) or not a folder.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    try:
+        for name in _parts(real, root):
+            child = dir_fd_at(fd, name, create=create)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 
-def open_dir_confined(real: str, path: str, root: str) -> int:
-    """Open the resolved folder ``real`` (for ``dir_fd`` operations) and re-check it."""
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW
-    fd = os.open(real, flags | getattr(os, "O_CLOEXEC", 0))
-    _check_fd(fd, path, root)
-    return fd
+def open_beneath(real: str, root: str, flags: int) -> int:
+    """Open the file ``real`` (never the root) from ``root``, without following symlinks.
+
+    Raises:
+        PathEscapeError: ``real`` is outside ``root`` or the root itself, or a component is a
+            symbolic link.
+        OSError: the open failed (missing, a folder, no permission); ``ELOOP`` when the last
+            component is a symbolic link.
+    """
+    parent, name = os.path.split(real)
+    dir_fd = open_dir_beneath(parent, root)  # refuses a parent outside (so the root itself)
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def closing_fd(fd: int) -> Iterator[int]:
+    """Close ``fd`` when the block ends."""
+    try:
+        yield fd
+    finally:
+        os.close(fd)

@@ -2,7 +2,9 @@
 
 Every path is confined to `jianmu.execution.workspace.current_workspace()` (set by the
 `ToolRunner` from ``ExecutionConstraints.workdir``; the current folder otherwise): ``..``,
-absolute paths outside it, and symlinks leading out are refused with a clear error.
+absolute paths outside it, and symlinks leading out are refused with a clear error. Files are
+then reached by folder descriptors from the root without following symlinks (see `_paths`),
+so another process swapping a folder for a link cannot lead a tool outside.
 """
 
 from __future__ import annotations

@@ -6,14 +6,15 @@ import io
 import os
 import re
 import stat
+from collections.abc import Iterator
 
 from jianmu.errors import ToolExecutionError, ToolInputError
 from jianmu.tools.base import Tool
-from jianmu.tools.builtin._gitignore import glob_to_regex, walk_files
+from jianmu.tools.builtin._gitignore import WalkedFile, glob_to_regex, walk_files
 from jianmu.tools.builtin._paths import (
     PathEscapeError,
     display_path,
-    open_file_confined,
+    open_beneath,
     real_root,
     resolve_path,
 )
@@ -71,7 +72,8 @@ def glob_search(pattern: str, root: str = ".", *, timeout: float | None = None) 
     rel = ""
     try:
         with search_deadline(_budget(timeout)):
-            for _real_file, rel in walk_files(real, ws):
+            for found in _walk(real, ws, root):
+                rel = found.rel
                 rel_to_start = os.path.relpath(os.path.join(ws, rel), real).replace(os.sep, "/")
                 if not timed_match(rx, rel_to_start):
                     continue
@@ -92,14 +94,24 @@ def glob_search(pattern: str, root: str = ".", *, timeout: float | None = None) 
     return out
 
 
-def _open_text(real_file: str, rel: str, ws: str) -> io.TextIOWrapper | None:
+def _walk(real: str, ws: str, given: str) -> Iterator[WalkedFile]:
+    """`walk_files` from the folder ``real``; a folder swapped away before it opens is refused."""
+    try:
+        yield from walk_files(real, ws)
+    except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+        raise ToolExecutionError(f"cannot search {given!r}: {exc.strerror or exc}") from None
+
+
+def _open_text(found: WalkedFile | str, ws: str) -> io.TextIOWrapper | None:
     """Open a regular, non-binary file of at most `_MAX_FILE_BYTES` as text; else None.
 
-    The open never blocks (``O_NONBLOCK``) and the descriptor is checked to be a regular
-    file, so a FIFO or device swapped in after the walk is skipped, not waited on.
+    ``found`` is a walked file or the real path of one file. The open never blocks
+    (``O_NONBLOCK``), never follows a symlink swapped in, and the descriptor is checked to be
+    a regular file, so a FIFO or device swapped in after the walk is skipped, not waited on.
     """
+    flags = os.O_RDONLY | os.O_NONBLOCK
     try:
-        fd = open_file_confined(real_file, os.O_RDONLY | os.O_NONBLOCK, rel, ws)
+        fd = open_beneath(found, ws, flags) if isinstance(found, str) else found.open(flags)
     except (OSError, PathEscapeError):
         return None
     try:
@@ -143,8 +155,9 @@ def grep_search(
     rx = compile_pattern(pattern, 0 if case_sensitive else re.IGNORECASE)
     file_re = glob_to_regex(glob) if glob else None
     ws, real = _search_root(path)
+    files: Iterator[tuple[WalkedFile | str, str]]
     if os.path.isdir(real):
-        files = walk_files(real, ws)
+        files = ((found, found.rel) for found in _walk(real, ws, path))
     elif os.path.isfile(real):
         files = iter([(real, display_path(real, ws))])
     else:
@@ -162,7 +175,7 @@ def grep_search(
             for real_file, rel in files:
                 if file_re is not None and not timed_match(file_re, rel):
                     continue
-                fh = _open_text(real_file, rel, ws)
+                fh = _open_text(real_file, ws)
                 if fh is None:
                     continue
                 scanned += 1
