@@ -225,10 +225,11 @@ class Rule:
 
     def _match_dynamic(self, words: tuple[str, ...], dynamic: frozenset[int]) -> bool:
         """``git push*`` against ``git $X``: the words before the first run-time word match
-        the pattern's first words, so the run-time word could complete the match."""
-        if not dynamic:
+        the pattern's first words, so the run-time word could complete the match. A run-time
+        command word is left to the opaque check: a person is asked rather than refused."""
+        first = min(dynamic, default=0)
+        if first == 0:
             return False
-        first = min(dynamic)
         pattern = (self.pattern or "").split(" ")
         return len(pattern) > first and fnmatch.fnmatchcase(
             " ".join(words[:first]), " ".join(pattern[:first])
