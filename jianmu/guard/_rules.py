@@ -16,20 +16,26 @@ match every call.
 How argument values are matched:
 
 - Shell commands (an argument named ``command``, ``cmd`` or ``script``, or any argument of a tool
-  whose category is ``execute``) are split on shell operators (``&&``, ``||``, ``;``, ``|``,
-  ``&``, ``$(``, backticks, parentheses, redirections, newlines). Each part is matched both as
-  written and *normalised* (`normalise_command`): quotes and backslashes removed, whitespace
-  collapsed, leading ``VAR=value`` assignments, ``{`` and wrapper commands (``env``,
-  ``command``, ``exec``, ``nohup``, ``time``, ``nice``, ``sudo``, ``xargs``, ``builtin``...)
-  dropped, the command word reduced to its basename (``/bin/rm`` → ``rm``), and the script of
-  ``sh -c '...'`` / ``eval ...`` split in turn. A rule *grants* (allow) only when every part
-  matches in both forms — ``bash(git status*)`` allows neither ``git status; rm -rf /`` nor
-  ``FOO=1 git status`` — and *restricts* (deny, confirm) when any part matches in either form.
+  whose category is ``execute``) are parsed with a real shell grammar (tree-sitter-bash, see
+  `jianmu.guard._shell`). Every simple command is found — in lists, pipelines, if/while/until/
+  for/case bodies, ``{ }`` and ``( )`` groups, function bodies, command and process
+  substitutions, heredocs, the scripts of ``sh -c``/``bash -lc``/``flock -c``/``env -S`` and
+  the literal arguments of ``eval`` — and each is matched as written and in every *form*: its
+  words with quotes and escapes removed and the command word as a basename (``"/bin/rm"`` is
+  ``rm``), then again after each wrapper it runs through (``env``, ``command``, ``exec``,
+  ``nohup``, ``time``, ``nice -n 5``, ``ionice -c3``, ``taskset -c 0``, ``flock FILE``,
+  ``stdbuf -o0``, ``timeout 5``, ``setsid``, ``sudo -u root``, ``doas``, ``chroot DIR``,
+  ``busybox``, and ``xargs``/``find -exec`` for deny rules). A write redirection
+  (``> file``) is a part of its own. A rule *grants* (allow) only when every part matches in
+  every form — ``bash(git status*)`` allows neither ``git status; rm -rf /`` nor
+  ``FOO=1 git status`` — and *restricts* (deny, confirm) when any part matches in any form.
   (`ToolPolicyChecker` also lets several allow rules cover the parts together:
   ``git status | head`` with ``bash(git status*)`` and ``bash(head*)``.)
 - A restricting pattern of two or more words whose first word is plain (``git push*``) also
   matches a part whose command is that word when the rest of the pattern matches from any later
-  word: ``git -C . push`` is caught, and so, conservatively, is ``git log --grep push``.
+  word: ``git -C . push`` is caught, and so, conservatively, is ``git log --grep push``. A word
+  only the run knows (``$X``, ``$(...)``, an unquoted glob) may be anything: ``git $X`` is
+  restricted by ``git push*`` because ``git`` matches the pattern's first word.
 - Path arguments (a name containing ``path``, ``file`` or ``dir``) are matched in every form
   the tool may touch: the given path normalised (``docs/../secrets`` is ``secrets``), and,
   when the workspace root is known, the path relative to it, lexically and with symlinks
@@ -37,12 +43,26 @@ How argument values are matched:
   ``secrets/...``; a real location outside the workspace stays absolute). Allow needs every
   form to match, deny and confirm any one.
 
-**Allow rules are the reliable form.** A shell is a programming language: an allow rule only
-grants commands that look plainly like its pattern, and anything unusual falls back to the
-tool's default (usually asking a person). Deny rules on shell commands are best effort — they
-catch the common re-spellings above, but a determined model can still build a command they do
-not recognise (variables, ``$'\\x72m'``, scripts written to a file...). To keep a tool from doing
-something, allow what it may do and let the rest be confirmed or denied by default.
+**Shell rules fail closed.** A command line is *opaque* when it holds anything the matcher
+cannot prove harmless: a command word built from an expansion or substitution (``$R``,
+``$(printf rm)``, ``rm${IFS}x``, ``$'\\x72m'``), a parse error (``{rm,-rf,x}``), ``eval``,
+``source``/``.``, ``alias``, ``trap``, a shell reading a script from a file or stdin
+(``sh x.sh``, ``echo rm x | sh``, ``sh <<< ...``), an interpreter (``python``, ``perl``,
+``node``...), awk's ``system``, sed's ``e``, ``git -c``, ``xargs``, ``parallel``,
+``find -exec/-execdir/-ok/-delete``, other command runners (``watch``, ``su``, ``ssh``...),
+a program run by a path outside the system folders (``./x.sh``), an option of a wrapper the
+guard does not know, or an assignment to ``PATH``, ``LD_PRELOAD``, ``BASH_ENV``... An opaque
+command never matches an allow rule (`Rule.matches`), and `ToolPolicyChecker` never
+auto-allows it when any argument rule of the tool looks at it: it is confirmed by a person,
+which is a denial where nobody can answer (a non-interactive run). So a deny rule either
+catches a re-spelling or makes a person look. With no argument rule for the tool (a plain
+``bash: allow``) the operator allowed every command, nothing needs seeing through, and an
+opaque command is allowed like any other.
+
+What this does not promise: programs that run code from files by design (``make``, ``npm run``,
+``pytest``, git hooks) are matched as the command they are, and a command allowed by a rule
+can still do whatever that program can do. A rule is a policy on what the model asks for; the
+sandbox is what bounds what the code can reach.
 """
 
 from __future__ import annotations

@@ -233,9 +233,9 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
 
 
 def _assignment(text: str, out: _Found) -> None:
-    m = _ASSIGN_RE.match(text)
-    if m and (m.group(1) in _DANGEROUS_VARS or m.group(1).startswith("BASH_FUNC")):
-        out.opaque.append(f"it sets {m.group(1)}, which changes what later commands run")
+    name = text.split("=", 1)[0].split("[", 1)[0].rstrip("+")
+    if name in _DANGEROUS_VARS or name.startswith("BASH_FUNC"):
+        out.opaque.append(f"it sets {name}, which changes what later commands run")
 
 
 def _redirect(node: Any, out: _Found) -> None:
@@ -451,7 +451,7 @@ def _unwrap(
     while i < len(args):
         word = args[i]
         text = word.text
-        if name == "env" and word.literal and _ASSIGN_RE.match(text):
+        if name == "env" and word.literal and "=" in text and not text.startswith("-"):
             _assignment(text, out)
             i += 1
             continue

@@ -152,9 +152,7 @@ DENY_RM = {"bash": "allow", "bash(rm *)": "deny"}
 
 
 @pytest.mark.parametrize("command", RESPELLINGS)
-async def test_respelled_rm_is_refused_when_nobody_can_answer(
-    tmp_path: Path, command: str
-) -> None:
+async def test_respelled_rm_is_refused_when_nobody_can_answer(tmp_path: Path, command: str) -> None:
     ws = workspace(tmp_path)
     result, said = await send(ws, command, DENY_RM, interactive=False)
     assert result.status is RunStatus.SUCCESS
