@@ -16,20 +16,26 @@ match every call.
 How argument values are matched:
 
 - Shell commands (an argument named ``command``, ``cmd`` or ``script``, or any argument of a tool
-  whose category is ``execute``) are split on shell operators (``&&``, ``||``, ``;``, ``|``,
-  ``&``, ``$(``, backticks, parentheses, redirections, newlines). Each part is matched both as
-  written and *normalised* (`normalise_command`): quotes and backslashes removed, whitespace
-  collapsed, leading ``VAR=value`` assignments, ``{`` and wrapper commands (``env``,
-  ``command``, ``exec``, ``nohup``, ``time``, ``nice``, ``sudo``, ``xargs``, ``builtin``...)
-  dropped, the command word reduced to its basename (``/bin/rm`` → ``rm``), and the script of
-  ``sh -c '...'`` / ``eval ...`` split in turn. A rule *grants* (allow) only when every part
-  matches in both forms — ``bash(git status*)`` allows neither ``git status; rm -rf /`` nor
-  ``FOO=1 git status`` — and *restricts* (deny, confirm) when any part matches in either form.
+  whose category is ``execute``) are parsed with a real shell grammar (tree-sitter-bash, see
+  `jianmu.guard._shell`). Every simple command is found — in lists, pipelines, if/while/until/
+  for/case bodies, ``{ }`` and ``( )`` groups, function bodies, command and process
+  substitutions, heredocs, the scripts of ``sh -c``/``bash -lc``/``flock -c``/``env -S`` and
+  the literal arguments of ``eval`` — and each is matched as written and in every *form*: its
+  words with quotes and escapes removed and the command word as a basename (``"/bin/rm"`` is
+  ``rm``), then again after each wrapper it runs through (``env``, ``command``, ``exec``,
+  ``nohup``, ``time``, ``nice -n 5``, ``ionice -c3``, ``taskset -c 0``, ``flock FILE``,
+  ``stdbuf -o0``, ``timeout 5``, ``setsid``, ``sudo -u root``, ``doas``, ``chroot DIR``,
+  ``busybox``, and ``xargs``/``find -exec`` for deny rules). A write redirection
+  (``> file``) is a part of its own. A rule *grants* (allow) only when every part matches in
+  every form — ``bash(git status*)`` allows neither ``git status; rm -rf /`` nor
+  ``FOO=1 git status`` — and *restricts* (deny, confirm) when any part matches in any form.
   (`ToolPolicyChecker` also lets several allow rules cover the parts together:
   ``git status | head`` with ``bash(git status*)`` and ``bash(head*)``.)
 - A restricting pattern of two or more words whose first word is plain (``git push*``) also
   matches a part whose command is that word when the rest of the pattern matches from any later
-  word: ``git -C . push`` is caught, and so, conservatively, is ``git log --grep push``.
+  word: ``git -C . push`` is caught, and so, conservatively, is ``git log --grep push``. A word
+  only the run knows (``$X``, ``$(...)``, an unquoted glob) may be anything: ``git $X`` is
+  restricted by ``git push*`` because ``git`` matches the pattern's first word.
 - Path arguments (a name containing ``path``, ``file`` or ``dir``) are matched in every form
   the tool may touch: the given path normalised (``docs/../secrets`` is ``secrets``), and,
   when the workspace root is known, the path relative to it, lexically and with symlinks
@@ -37,12 +43,26 @@ How argument values are matched:
   ``secrets/...``; a real location outside the workspace stays absolute). Allow needs every
   form to match, deny and confirm any one.
 
-**Allow rules are the reliable form.** A shell is a programming language: an allow rule only
-grants commands that look plainly like its pattern, and anything unusual falls back to the
-tool's default (usually asking a person). Deny rules on shell commands are best effort — they
-catch the common re-spellings above, but a determined model can still build a command they do
-not recognise (variables, ``$'\\x72m'``, scripts written to a file...). To keep a tool from doing
-something, allow what it may do and let the rest be confirmed or denied by default.
+**Shell rules fail closed.** A command line is *opaque* when it holds anything the matcher
+cannot prove harmless: a command word built from an expansion or substitution (``$R``,
+``$(printf rm)``, ``rm${IFS}x``, ``$'\\x72m'``), a parse error (``{rm,-rf,x}``), ``eval``,
+``source``/``.``, ``alias``, ``trap``, a shell reading a script from a file or stdin
+(``sh x.sh``, ``echo rm x | sh``, ``sh <<< ...``), an interpreter (``python``, ``perl``,
+``node``...), awk's ``system``, sed's ``e``, ``git -c``, ``xargs``, ``parallel``,
+``find -exec/-execdir/-ok/-delete``, other command runners (``watch``, ``su``, ``ssh``...),
+a program run by a path outside the system folders (``./x.sh``), an option of a wrapper the
+guard does not know, or an assignment to ``PATH``, ``LD_PRELOAD``, ``BASH_ENV``... An opaque
+command never matches an allow rule (`Rule.matches`), and `ToolPolicyChecker` never
+auto-allows it when any argument rule of the tool looks at it: it is confirmed by a person,
+which is a denial where nobody can answer (a non-interactive run). So a deny rule either
+catches a re-spelling or makes a person look. With no argument rule for the tool (a plain
+``bash: allow``) the operator allowed every command, nothing needs seeing through, and an
+opaque command is allowed like any other.
+
+What this does not promise: programs that run code from files by design (``make``, ``npm run``,
+``pytest``, git hooks) are matched as the command they are, and a command allowed by a rule
+can still do whatever that program can do. A rule is a policy on what the model asks for; the
+sandbox is what bounds what the code can reach.
 """
 
 from __future__ import annotations
@@ -56,145 +76,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from jianmu.errors import ConfigError
+from jianmu.guard._shell import ShellScan, scan
 from jianmu.tools.calls import ToolCall
 
-__all__ = ("Rule", "normalise_command", "parse_rule", "path_forms")
+__all__ = ("Rule", "normalise_command", "parse_rule", "path_forms", "shell_parts")
 
 _RULE_RE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 _KEY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*:(.*)$", re.DOTALL)
-_SHELL_SPLIT_RE = re.compile(r"&&|\|\||\$\(|[;&|\n\r`()<>]")
 _SHELL_KEYS = frozenset({"command", "cmd", "script"})
 _PATH_HINTS = ("path", "file", "dir")
-_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _GLOB_CHARS = frozenset("*?[")
-# Words that run the command after them; their options are skipped, and the options listed
-# here take a value (``sudo -u root rm`` runs ``rm``).
-_WRAPPERS: dict[str, frozenset[str]] = {
-    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
-    "command": frozenset(),
-    "exec": frozenset({"-a"}),
-    "nohup": frozenset(),
-    "time": frozenset({"-f", "--format", "-o", "--output"}),
-    "nice": frozenset({"-n", "--adjustment"}),
-    "sudo": frozenset({"-u", "--user", "-g", "--group", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}),
-    "doas": frozenset({"-u", "-C"}),
-    "xargs": frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--delimiter"}),
-    "builtin": frozenset(),
-    "setsid": frozenset(),
-    "stdbuf": frozenset({"-i", "-o", "-e"}),
-}
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
-_MAX_NESTING = 3
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _shell_words(text: str) -> list[str]:
-    """Split one command into words as a shell would: quotes and backslashes removed.
-
-    Lenient: an unclosed quote runs to the end (parts are cut on operators even inside quotes).
-    """
-    words: list[str] = []
-    cur: list[str] = []
-    started = False
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c.isspace():
-            if started:
-                words.append("".join(cur))
-                cur, started = [], False
-            i += 1
-            continue
-        started = True
-        if c == "\\":
-            cur.append(text[i + 1 : i + 2])
-            i += 2
-        elif c == "$" and text[i + 1 : i + 2] in ("'", '"'):
-            i += 1  # $'...' and $"..." quote like '...' and "..."
-        elif c == "'":
-            j = text.find("'", i + 1)
-            j = n if j < 0 else j
-            cur.append(text[i + 1 : j])
-            i = j + 1
-        elif c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                if text[j] == "\\" and j + 1 < n and text[j + 1] in '"\\$`':
-                    j += 1
-                cur.append(text[j])
-                j += 1
-            i = j + 1
-        else:
-            cur.append(c)
-            i += 1
-    if started:
-        words.append("".join(cur))
-    return words
-
-
-def _command_words(part: str) -> list[str]:
-    """The words of one command from its command word on (see `normalise_command`)."""
-    words = _shell_words(part)
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in ("{", "(", "!") or _ASSIGN_RE.match(word):
-            i += 1
-            continue
-        base = posixpath.basename(word) or word
-        takes_value = _WRAPPERS.get(base)
-        if takes_value is None:
-            break
-        i += 1
-        while i < len(words) and (
-            words[i].startswith("-") or (base == "env" and _ASSIGN_RE.match(words[i]))
-        ):
-            i += 2 if words[i] in takes_value else 1
-    rest = words[i:]
-    if rest:
-        rest[0] = posixpath.basename(rest[0]) or rest[0]
-    return rest
-
-
 def normalise_command(part: str) -> str:
-    """One shell command as its words, without the disguises that deny rules would miss.
+    """One shell command as the words it runs, without the disguises deny rules would miss.
 
-    Quotes and backslash escapes are removed, runs of whitespace collapse to one space,
-    leading ``VAR=value`` assignments, ``{``, ``!`` and wrapper commands (``env``, ``sudo``,
-    ``xargs``... with their options) are dropped and the command word becomes its basename:
-    ``FOO=1 sudo -u root "/bin/rm" -rf x`` is ``rm -rf x``.
+    The last form `scan` finds for the first simple command: quotes and backslash escapes
+    removed, the command word as a basename, wrappers (``env``, ``sudo``, ``timeout 5``...)
+    seen through: ``FOO=1 sudo -u root "/bin/rm" -rf x`` is ``rm -rf x``.
     """
-    return " ".join(_command_words(part))
-
-
-def _split_shell(value: str, depth: int = 0) -> list[tuple[str, list[str]]]:
-    """The commands of a shell command line: (as written, normalised words) for each.
-
-    The script of ``sh -c '...'`` and the arguments of ``eval`` are split in turn.
-    """
-    out: list[tuple[str, list[str]]] = []
-    for raw in _SHELL_SPLIT_RE.split(value):
-        raw = raw.strip()
-        if not raw:
-            continue
-        words = _command_words(raw)
-        out.append((raw, words))
-        if depth >= _MAX_NESTING or not words:
-            continue
-        script: str | None = None
-        if words[0] == "eval":
-            script = " ".join(words[1:])
-        elif words[0] in _SHELLS:
-            for k, word in enumerate(words[1:-1], start=1):
-                if word.startswith("-") and not word.startswith("--") and "c" in word:
-                    script = words[k + 1]
-                    break
-        if script:
-            out.extend(_split_shell(script, depth + 1))
-    return out
+    commands = scan(part).commands
+    return " ".join(commands[0].forms[-1]) if commands else ""
 
 
 def path_forms(value: str, root: str | os.PathLike[str] | None = None) -> list[str]:
@@ -306,12 +212,7 @@ class Rule:
         """Every text an allow rule must match: each shell command as written and normalised,
         or each form of a path (see `path_forms`; ``root`` is the workspace root)."""
         if _is_shell(name, tool):
-            parts: list[str] = []
-            for raw, words in _split_shell(value):
-                for text in (raw, " ".join(words)):
-                    if text not in parts:
-                        parts.append(text)
-            return parts or [""]
+            return shell_parts(scan(value))
         if _is_path(name) and value:
             return path_forms(value, root)
         return [value.strip()]
@@ -333,14 +234,36 @@ class Rule:
             return False
         return any(self.match_text(" ".join([head, *words[i:]])) for i in range(2, len(words)))
 
+    def _match_dynamic(self, words: tuple[str, ...], dynamic: frozenset[int]) -> bool:
+        """``git push*`` against ``git $X``: the words before the first run-time word match
+        the pattern's first words, so the run-time word could complete the match. A run-time
+        command word is left to the opaque check: a person is asked rather than refused."""
+        first = min(dynamic, default=0)
+        if first == 0:
+            return False
+        pattern = (self.pattern or "").split(" ")
+        return len(pattern) > first and fnmatch.fnmatchcase(
+            " ".join(words[:first]), " ".join(pattern[:first])
+        )
+
+    def _restricts_shell(self, shell: ShellScan) -> bool:
+        if not shell.commands:
+            return self.match_text("")
+        for command in shell.commands:
+            if self.match_text(command.raw):
+                return True
+            for words, dynamic in zip(command.forms, command.dynamic, strict=True):
+                if (
+                    self.match_text(" ".join(words))
+                    or self._match_later_words(list(words))
+                    or self._match_dynamic(words, dynamic)
+                ):
+                    return True
+        return False
+
     def _restricts(self, name: str | None, value: str, tool: Any, root: str | None) -> bool:
         if _is_shell(name, tool):
-            return any(
-                self.match_text(raw)
-                or self.match_text(" ".join(words))
-                or self._match_later_words(words)
-                for raw, words in _split_shell(value) or [("", [])]
-            )
+            return self._restricts_shell(scan(value))
         return any(self.match_text(part) for part in self.split(name, value, tool, root))
 
     def matches(self, call: ToolCall, tool: Any = None, *, root: str | None = None) -> bool:
@@ -360,7 +283,7 @@ class Rule:
         if self.pattern is None:
             return True
         found = self.value_of(call, tool)
-        if found is None:
+        if found is None or (_is_shell(found[0], tool) and scan(found[1]).opaque):
             return False
         return all(self.match_text(part) for part in self.split(*found, tool, root))
 
@@ -383,13 +306,48 @@ class Rule:
             # a restricting rule on an argument the tool does not have can never match: it is
             # a typo (``bash(comand:rm*)``), so it restricts the whole tool rather than nothing
             return True
+        return any(
+            self._restricts(name, value, tool, root) for name, value in self._candidates(call, tool)
+        )
+
+    def _candidates(self, call: ToolCall, tool: Any) -> list[tuple[str | None, str]]:
+        """The values a restricting rule looks at: the main argument, and every string
+        argument when no main argument can be told apart."""
         found = self.value_of(call, tool)
         if found is None:
-            return False
+            return []
         candidates = [found]
         if found[0] is None and self.key is None and isinstance(call.arguments, dict):
             candidates += [(k, v) for k, v in call.arguments.items() if isinstance(v, str)]
-        return any(self._restricts(name, value, tool, root) for name, value in candidates)
+        return candidates
+
+    def opacity(self, call: ToolCall, tool: Any = None) -> str | None:
+        """Why the shell command this argument rule looks at cannot be fully seen through.
+
+        ``None`` when the rule has no argument pattern, is about another tool, looks at no
+        shell command, or every command in it was seen through (see `jianmu.guard._shell`).
+        """
+        if self.is_name_rule or not self.applies_to(call.name):
+            return None
+        for name, value in self._candidates(call, tool):
+            if name is None and isinstance(call.arguments, dict):
+                continue  # the whole arguments as JSON: each string is a candidate of its own
+            if _is_shell(name, tool):
+                opaque = scan(value).opaque
+                if opaque:
+                    return opaque[0]
+        return None
+
+
+def shell_parts(shell: ShellScan) -> list[str]:
+    """Every text an allow rule must match in a command line: each command as written and
+    each of its forms (see `ShellCommand.forms`)."""
+    parts: list[str] = []
+    for command in shell.commands:
+        for text in (command.raw, *(" ".join(words) for words in command.forms)):
+            if text not in parts:
+                parts.append(text)
+    return parts or [""]
 
 
 def _schema_properties(tool: Any) -> dict[str, Any] | None:

@@ -106,7 +106,12 @@ class ToolPolicyChecker:
        `Rule`) — the strictest wins, deny > confirm > allow, whatever their order;
     3. no rule matches: the tool's permission is its default — ``user_confirm`` is confirm
        (deny if ``default_policy`` is deny), ``auto`` and ``admin_only`` take ``default_policy``,
-       and an unset ``default_policy`` allows.
+       and an unset ``default_policy`` allows;
+    4. fail closed: when steps 2–3 allow a call whose shell command an argument rule of ``t``
+       looks at, and the command cannot be fully seen through (``$R x``, ``eval``, ``| sh``,
+       ``xargs``, ``./script``, a parse error... see `jianmu.guard._rules`), it is confirm
+       instead — deny where nobody can answer. With no argument rule for ``t`` (plain
+       ``bash: allow``) nothing needs seeing through and the allow stands.
 
     A rule naming a built-in by an alias covers the tool under every name
     (``file_read: deny`` denies ``read_file``). Path arguments are resolved against the
@@ -172,6 +177,33 @@ class ToolPolicyChecker:
                 if policy == wanted and rule.matches_any_part(call, tool, root=root):
                     verb = "denies" if policy == "deny" else "asks to confirm"
                     return policy, f"tool_policy rule {rule.text!r} {verb} this call", rule
+        resolved = self._allow_or_default(call, tool, root)
+        if resolved[0] == "allow":
+            opaque = self._opacity(call, tool)
+            if opaque is not None:
+                return "confirm", *opaque
+        return resolved
+
+    def _opacity(self, call: ToolCall, tool: Any) -> tuple[str, Rule] | None:
+        """Why a shell command that argument rules look at cannot be auto-allowed, if so.
+
+        Only argument rules need to see inside a command: with none for the tool (a plain
+        ``bash: allow``), the operator allowed every command and nothing is left to see.
+        """
+        for rule, _policy in self.rules:
+            why = rule.opacity(call, tool)
+            if why is not None:
+                return (
+                    f"the guard cannot see through this command ({why}), so tool_policy rule "
+                    f"{rule.text!r} cannot be checked; a person must confirm it",
+                    rule,
+                )
+        return None
+
+    def _allow_or_default(
+        self, call: ToolCall, tool: Any, root: str
+    ) -> tuple[Policy, str, Rule | None]:
+        """The policy from allow rules, else from the tool's permission and the default."""
         allowing = self._allowing_rules(call, tool, root)
         if allowing:
             texts = " and ".join(repr(r.text) for r in allowing)

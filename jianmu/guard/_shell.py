@@ -1,0 +1,537 @@
+"""Read a shell command line with a real grammar (tree-sitter-bash) for the guard's rules.
+
+`scan` finds every simple command of a command line — in lists, pipelines, compound
+statements (if/while/until/for/case, ``{ }``, ``( )``), function bodies, command and process
+substitutions, heredocs and ``sh -c`` scripts — sees through wrapper commands (``env``,
+``sudo``, ``timeout 5``, ``nice -n 5``...) and reports what it cannot see through as *opaque*:
+a command word built from an expansion, ``eval``/``source``, a shell reading a script from
+stdin or a file, an interpreter, ``xargs``, ``find -exec``, a program run by a path outside
+the system folders, a parse error. The rules (`jianmu.guard._rules`) decide what that means.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import tree_sitter
+import tree_sitter_bash
+
+__all__ = ("MAX_DEPTH", "ShellCommand", "ShellScan", "scan")
+
+MAX_DEPTH = 4
+"""How deep ``sh -c`` / ``env -S`` scripts are read before the rest counts as opaque."""
+
+_PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+_SYSTEM_DIRS = frozenset(
+    {"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"}
+)
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh"})
+_INFO_FLAGS = frozenset({"--version", "-V", "--help", "-h"})
+_INTERPRETER_RE = re.compile(
+    r"^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|irb|node(js)?|deno|bun|php[0-9.]*|"
+    r"lua[0-9.]*|luajit|tclsh[0-9.]*|wish|expect|rscript|r|julia|osascript|"
+    r"java|jshell|groovy|scala|dotnet|pwsh|powershell|guile|racket|sbcl|ghci|runghc|"
+    r"swift|elixir|erl|escript)$",
+    re.IGNORECASE,
+)
+# Commands that run code the matcher cannot read: a script given as a string or a file,
+# another command assembled at run time, or a definition that changes what a later word runs.
+_OPAQUE = frozenset(
+    {
+        "eval", "source", ".", "alias", "trap", "enable", "hash", "fc", "complete", "bind",
+        "parallel", "watch", "su", "runuser", "sg", "newgrp", "pkexec", "script",
+        "unshare", "nsenter", "chrt", "prlimit", "systemd-run", "strace", "ltrace", "gdb",
+        "valgrind", "firejail", "bwrap", "fakeroot", "proot", "at", "batch", "ssh", "crontab",
+        "unbuffer", "catchsegv", "dbus-run-session", "xvfb-run", "flatpak-spawn", "run-parts",
+    }
+)  # fmt: skip
+_FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
+# Variables that make a later program load or run code of the caller's choice.
+_DANGEROUS_VARS = frozenset(
+    {
+        "PATH", "BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "IFS",
+        "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS", "BASH_FUNC", "PYTHONSTARTUP",
+        "PYTHONPATH", "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS", "GIT_SSH_COMMAND",
+        "GIT_EXTERNAL_DIFF", "GIT_PAGER", "PAGER", "EDITOR", "VISUAL", "GIT_CONFIG_PARAMETERS",
+    }
+)  # fmt: skip
+_ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?\+?=")
+_NUMBER_RE = re.compile(r"^-?[0-9]+$")
+_REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "-"})
+
+
+@dataclass(frozen=True)
+class _Options:
+    """How a wrapper reads its options before the command it runs."""
+
+    flags: str = ""
+    """Short options without a value."""
+    valued: str = ""
+    """Short options that take a value (``-n 5`` or ``-n5``)."""
+    long_flags: frozenset[str] = frozenset()
+    long_valued: frozenset[str] = frozenset()
+    positional: int = 0
+    """Words between the options and the command (``timeout 5``, ``flock FILE``)."""
+    numbers: bool = False
+    """``-N`` is an option (``nice -10``)."""
+    no_command: str = ""
+    """Short options after which no command follows (``ionice -p PID``)."""
+
+
+_WRAPPERS: dict[str, _Options] = {
+    "env": _Options(
+        flags="i0v",
+        valued="uCS",
+        long_flags=frozenset({"--ignore-environment", "--null", "--debug"}),
+        long_valued=frozenset({"--unset", "--chdir", "--split-string"}),
+    ),
+    "command": _Options(flags="pvV"),
+    "builtin": _Options(),
+    "exec": _Options(flags="cl", valued="a"),
+    "nohup": _Options(),
+    "coproc": _Options(),
+    "time": _Options(
+        flags="pavq",
+        valued="fo",
+        long_flags=frozenset({"--portability", "--append", "--verbose", "--quiet"}),
+        long_valued=frozenset({"--format", "--output"}),
+    ),
+    "nice": _Options(valued="n", long_valued=frozenset({"--adjustment"}), numbers=True),
+    "ionice": _Options(
+        flags="t",
+        valued="cnpPu",
+        long_flags=frozenset({"--ignore"}),
+        long_valued=frozenset({"--class", "--classdata", "--pid", "--pgid", "--uid"}),
+        no_command="pPu",
+    ),
+    "taskset": _Options(flags="acp", long_flags=frozenset({"--all-tasks", "--cpu-list"}),
+                        positional=1, no_command="p"),
+    "flock": _Options(
+        flags="sxunoFe",
+        valued="wEc",
+        long_flags=frozenset({"--shared", "--exclusive", "--unlock", "--nonblock",
+                              "--close", "--no-fork", "--verbose"}),
+        long_valued=frozenset({"--timeout", "--wait", "--conflict-exit-code", "--command"}),
+        positional=1,
+    ),
+    "stdbuf": _Options(valued="ioe", long_valued=frozenset({"--input", "--output", "--error"})),
+    "timeout": _Options(
+        flags="v",
+        valued="sk",
+        long_flags=frozenset({"--preserve-status", "--foreground", "--verbose"}),
+        long_valued=frozenset({"--signal", "--kill-after"}),
+        positional=1,
+    ),
+    "setsid": _Options(flags="cfw", long_flags=frozenset({"--ctty", "--fork", "--wait"})),
+    "sudo": _Options(
+        flags="AbEHiKklnPSsv",
+        valued="CDghpRrTtUu",
+        long_flags=frozenset({"--preserve-env", "--login", "--shell", "--non-interactive",
+                              "--background", "--set-home", "--stdin", "--askpass"}),
+        long_valued=frozenset({"--user", "--group", "--chdir", "--prompt", "--host",
+                               "--close-from", "--role", "--type", "--other-user",
+                               "--command-timeout", "--chroot"}),
+    ),
+    "doas": _Options(flags="ns", valued="uC"),
+    "chroot": _Options(
+        long_flags=frozenset({"--skip-chdir"}),
+        long_valued=frozenset({"--userspec", "--groups"}),
+        positional=1,
+    ),
+    "busybox": _Options(),
+    "xargs": _Options(
+        flags="0prtxo",
+        valued="adEeIiLlnPs",
+        long_flags=frozenset({"--null", "--interactive", "--no-run-if-empty", "--verbose",
+                              "--exit", "--open-tty"}),
+        long_valued=frozenset({"--arg-file", "--delimiter", "--eof", "--replace",
+                               "--max-lines", "--max-args", "--max-procs", "--max-chars",
+                               "--process-slot-var"}),
+    ),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ShellCommand:
+    """One simple command, or one redirection target, of a command line."""
+
+    raw: str
+    """As written (the command's source text)."""
+    forms: tuple[tuple[str, ...], ...]
+    """Its words (quotes removed, command word as a basename), then after each wrapper seen
+    through: ``sudo -u r rm x`` is ``("sudo", "-u", "r", "rm", "x")``, ``("rm", "x")``."""
+    dynamic: tuple[frozenset[int], ...] = ()
+    """For each form, the positions of words whose value is only known at run time
+    (expansions, substitutions, unquoted globs); such a word is shown as written."""
+
+
+@dataclass(frozen=True)
+class ShellScan:
+    """Everything `scan` found in a command line."""
+
+    commands: tuple[ShellCommand, ...]
+    opaque: tuple[str, ...]
+    """Why the command line cannot be fully seen through; empty when it can."""
+
+
+@dataclass
+class _Found:
+    """What a scan collects while it walks."""
+
+    commands: list[ShellCommand] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Word:
+    text: str
+    literal: bool
+
+
+@lru_cache(maxsize=512)
+def scan(command: str) -> ShellScan:
+    """The simple commands of ``command`` and what in it cannot be seen through."""
+    out = _Found()
+    _scan_into(command, 0, out)
+    return ShellScan(tuple(out.commands), tuple(out.opaque))
+
+
+def _scan_into(command: str, depth: int, out: _Found) -> None:
+    if depth > MAX_DEPTH:
+        out.opaque.append(f"scripts nested deeper than {MAX_DEPTH} levels")
+        return
+    try:
+        tree = _PARSER.parse(command.encode("utf-8", "surrogatepass"))
+    except (UnicodeError, ValueError):  # pragma: no cover - the parser takes any bytes
+        out.opaque.append("the command cannot be parsed")
+        return
+    if tree.root_node.has_error:
+        out.opaque.append("the command does not parse as a shell command line")
+    _walk(tree.root_node, depth, out)
+
+
+def _text(node: Any) -> str:
+    return bytes(node.text or b"").decode("utf-8", "replace")
+
+
+def _walk(node: Any, depth: int, out: _Found) -> None:
+    kind = node.type
+    if kind == "command":
+        _command(node, depth, out)
+    elif kind == "variable_assignment":
+        _assignment(_text(node), out)
+    elif kind in ("file_redirect", "herestring_redirect"):
+        _redirect(node, out)
+    for child in node.children:
+        _walk(child, depth, out)
+
+
+def _assignment(text: str, out: _Found) -> None:
+    name = text.split("=", 1)[0].split("[", 1)[0].rstrip("+")
+    if name in _DANGEROUS_VARS or name.startswith("BASH_FUNC"):
+        out.opaque.append(f"it sets {name}, which changes what later commands run")
+
+
+def _redirect(node: Any, out: _Found) -> None:
+    """A redirection that writes a file is a part of its own, which no command rule allows."""
+    targets = [c for c in node.children if c.is_named and c.type != "file_descriptor"]
+    if node.type != "file_redirect" or not targets:
+        return
+    target = _word(targets[-1])
+    if target.text in _HARMLESS_TARGETS or _NUMBER_RE.match(target.text):
+        return  # 2>/dev/null, >&2
+    raw = _text(node)
+    out.commands.append(
+        ShellCommand(raw=raw, forms=((raw,),), dynamic=(frozenset(),)),
+    )
+
+
+_UNQUOTED_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_DQUOTE_ESCAPE = re.compile(r"\\([$`\"\\\n])")
+
+
+def _word(node: Any) -> _Word:
+    """The value of one word node, or its source text when only the run knows it."""
+    kind, text = node.type, _text(node)
+    if kind == "word":
+        if _has_unquoted_glob(text) or text.startswith("~"):
+            return _Word(text, False)
+        return _Word(_UNQUOTED_ESCAPE.sub(r"\1", text.replace("\\\n", "")), True)
+    if kind == "number":
+        return _Word(text, True)
+    if kind == "raw_string" or (kind == "ansi_c_string" and "\\" not in text):
+        return _Word(text[text.index("'") + 1 : -1], True)
+    if kind == "string":
+        parts: list[str] = []
+        for child in node.children:
+            if child.type == "string_content":
+                parts.append(_DQUOTE_ESCAPE.sub(r"\1", _text(child).replace("\\\n", "")))
+            elif child.type != '"':
+                return _Word(text, False)
+        return _Word("".join(parts), True)
+    if kind == "concatenation":
+        words = [_word(c) for c in node.children]
+        if all(w.literal for w in words):
+            return _Word("".join(w.text for w in words), True)
+        return _Word(text, False)
+    return _Word(text, False)  # expansions, substitutions, $'..', brace expansion...
+
+
+def _has_unquoted_glob(text: str) -> bool:
+    escaped = False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch in "*?[" or (ch == "{" and ("," in text or ".." in text)):
+            return True
+    return False
+
+
+def _command(node: Any, depth: int, out: _Found) -> None:
+    words: list[_Word] = []
+    for child in node.children:
+        if child.type == "variable_assignment" or child.type in _REDIRECT_TYPES:
+            continue
+        if child.type == "command_name":
+            words.extend(_word(c) for c in child.children)
+        elif child.is_named:
+            words.append(_word(child))
+    forms: list[tuple[str, ...]] = []
+    dynamic: list[frozenset[int]] = []
+    _see_through(words, depth, out, forms, dynamic)
+    if forms:
+        out.commands.append(ShellCommand(_text(node), tuple(forms), tuple(dynamic)))
+
+
+def _record(words: list[_Word], forms: list[tuple[str, ...]], dyn: list[frozenset[int]]) -> None:
+    texts = [w.text for w in words]
+    if words and words[0].literal:
+        texts[0] = posixpath.basename(texts[0]) or texts[0]
+    forms.append(tuple(texts))
+    dyn.append(frozenset(i for i, w in enumerate(words) if not w.literal))
+
+
+def _see_through(
+    words: list[_Word],
+    depth: int,
+    out: _Found,
+    forms: list[tuple[str, ...]],
+    dyn: list[frozenset[int]],
+) -> None:
+    """Record each form of one command, unwrapping wrappers and ``sh -c`` scripts."""
+    while words:
+        _record(words, forms, dyn)
+        head = words[0]
+        if not head.literal:
+            out.opaque.append(f"the command word {head.text!r} is only known at run time")
+            return
+        name = head.text
+        if "/" in name:
+            if posixpath.dirname(posixpath.normpath(name)) not in _SYSTEM_DIRS:
+                out.opaque.append(f"it runs the file {name!r}")
+                return
+            name = posixpath.basename(name)
+        if name in _SHELLS:
+            _shell(name, words[1:], depth, out)
+            return
+        if name == "eval" and all(w.literal for w in words[1:]):
+            # read what it can too, so that a deny rule denies rather than asks
+            _scan_into(" ".join(w.text for w in words[1:]), depth + 1, out)
+        if name == "find":
+            _find_commands(words[1:], forms, dyn)
+        if name in _OPAQUE or (_INTERPRETER_RE.match(name) and not _only_info(words[1:])):
+            out.opaque.append(f"{name!r} runs code the guard cannot read")
+            return
+        if _runs_code_in_arguments(name, words[1:]):
+            out.opaque.append(f"{name!r} is told to run code the guard cannot read")
+            return
+        if name == "find" and any(not w.literal or w.text in _FIND_ACTIONS for w in words[1:]):
+            out.opaque.append("'find' runs or deletes what it finds")
+            return
+        if name == "xargs":
+            out.opaque.append("'xargs' runs a command built from its input")
+        options = _WRAPPERS.get(name)
+        if options is None:
+            return
+        rest = _unwrap(name, options, words[1:], depth, out)
+        if rest is None:
+            return
+        words = rest
+
+
+# awk's system() and pipes to commands, sed's `e` command and flag, git's -c alias.x='!cmd'
+_AWK_RE = re.compile(r"system|\||getline")
+_SED_RE = re.compile(r"(^|[;{}\n])\s*e(\s|$|;)|/[a-zA-Z0-9]*e[a-zA-Z0-9]*\s*($|[;}\n])")
+
+
+def _runs_code_in_arguments(name: str, args: list[_Word]) -> bool:
+    """Whether a usually harmless program is given code to run: awk, sed, git -c."""
+    texts = [w.text for w in args]
+    if re.fullmatch(r"g?awk|mawk|nawk", name):
+        return (
+            any(not w.literal for w in args)
+            or "-f" in texts
+            or any(_AWK_RE.search(t) for t in texts)
+        )
+    if name == "sed":
+        return "-f" in texts or any(not w.literal or _SED_RE.search(w.text) for w in args)
+    if name == "git":
+        return any(
+            t in ("-c", "--config-env", "--exec-path")
+            or t.startswith(("--config-env=", "--exec-path="))
+            for t in texts
+        )
+    return False
+
+
+def _find_commands(
+    args: list[_Word], forms: list[tuple[str, ...]], dyn: list[frozenset[int]]
+) -> None:
+    """The commands of ``find -exec CMD ... ;`` as forms of the find command."""
+    for i, word in enumerate(args):
+        if word.text in _FIND_ACTIONS and word.text != "-delete":
+            end = next(
+                (j for j in range(i + 1, len(args)) if args[j].text in (";", "+")), len(args)
+            )
+            if end > i + 1:
+                _record(args[i + 1 : end], forms, dyn)
+
+
+def _only_info(args: list[_Word]) -> bool:
+    return bool(args) and all(w.literal and w.text in _INFO_FLAGS for w in args)
+
+
+def _shell(name: str, args: list[_Word], depth: int, out: _Found) -> None:
+    """``sh -c 'script'`` is read in turn; a shell reading a file or stdin is opaque."""
+    i, run_string = 0, False
+    while i < len(args):
+        word = args[i]
+        if not word.literal:
+            break
+        text = word.text
+        if text == "--" or text == "-":
+            i += 1
+            break
+        if text in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+            i += 2
+            continue
+        if text.startswith("--"):
+            i += 1
+            continue
+        if text[:1] in ("-", "+") and len(text) > 1:
+            run_string = run_string or (text[0] == "-" and "c" in text[1:])
+            i += 1
+            continue
+        break
+    if run_string and i < len(args):
+        script = args[i]
+        if not script.literal:
+            out.opaque.append(f"the script of {name} -c is only known at run time")
+            return
+        _scan_into(script.text, depth + 1, out)
+        return
+    if _only_info(args):
+        return
+    out.opaque.append(f"{name!r} reads a script the guard cannot see (a file or stdin)")
+
+
+def _unwrap(
+    name: str, spec: _Options, args: list[_Word], depth: int, out: _Found
+) -> list[_Word] | None:
+    """The words of the command a wrapper runs; ``None`` when it runs none or is opaque."""
+    i, split_string, script = 0, None, None
+    while i < len(args):
+        word = args[i]
+        text = word.text
+        if name == "env" and word.literal and "=" in text and not text.startswith("-"):
+            _assignment(text, out)
+            i += 1
+            continue
+        if not word.literal:
+            if text.startswith("-") or text.startswith("$"):
+                out.opaque.append(f"an option of {name!r} is only known at run time")
+                return None
+            break
+        if text == "--":
+            i += 1
+            break
+        if not text.startswith("-") or text == "-":
+            break
+        if spec.numbers and _NUMBER_RE.match(text):
+            i += 1
+            continue
+        value: str | None = None
+        opt = text
+        if text.startswith("--"):
+            opt, eq, value_part = text.partition("=")
+            if opt in spec.long_valued:
+                if eq:
+                    value = value_part
+                elif i + 1 < len(args):
+                    i += 1
+                    value = args[i].text if args[i].literal else None
+                    if value is None:
+                        out.opaque.append(f"an option of {name!r} is only known at run time")
+                        return None
+            elif opt not in spec.long_flags:
+                out.opaque.append(f"{name!r} has an option the guard does not know: {opt}")
+                return None
+        else:
+            for k, letter in enumerate(text[1:], start=1):
+                if letter in spec.valued:
+                    opt = "-" + letter
+                    value = text[k + 1 :]
+                    if not value and i + 1 < len(args):
+                        i += 1
+                        if not args[i].literal:
+                            out.opaque.append(f"an option of {name!r} is only known at run time")
+                            return None
+                        value = args[i].text
+                    break
+                if letter not in spec.flags:
+                    out.opaque.append(f"{name!r} has an option the guard does not know: -{letter}")
+                    return None
+                if letter in spec.no_command:
+                    return None
+        if (opt[1:] and opt[1:] in spec.no_command) or opt in ("--pid", "--pgid", "--uid"):
+            return None
+        if name == "env" and opt in ("-S", "--split-string"):
+            split_string = value
+        if name == "flock" and opt in ("-c", "--command"):
+            script = value
+        i += 1
+    rest = args[i:]
+    if script is not None:
+        _scan_into(script, depth + 1, out)
+        return None
+    if split_string is not None:
+        if "$" in split_string or depth >= MAX_DEPTH:
+            out.opaque.append("the string of env -S is only known at run time")
+            return None
+        try:
+            split = [_Word(w, True) for w in shlex.split(split_string)]
+        except ValueError:
+            out.opaque.append("the string of env -S does not parse")
+            return None
+        return _unwrap(name, spec, split + rest, depth + 1, out)
+    skip = spec.positional
+    if name == "flock" and len(rest) > 1 and rest[1].text in ("-c", "--command"):
+        if len(rest) < 3 or not rest[2].literal:
+            out.opaque.append("the script of flock -c is only known at run time")
+        else:
+            _scan_into(rest[2].text, depth + 1, out)
+        return None
+    if len(rest) <= skip:
+        return None
+    if any(not w.literal for w in rest[:skip]):
+        out.opaque.append(f"an argument of {name!r} is only known at run time")
+        return None
+    return rest[skip:]
