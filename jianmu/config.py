@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from jianmu._strict_yaml import YAMLRefused, compose_and_load
 from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
 from jianmu.errors import ConfigError
 
@@ -27,6 +28,8 @@ __all__ = (
 
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SEARCH_PATHS = ("jianmu.yaml", "configs/jianmu.yaml")
+MAX_CONFIG_CHARS = 1_000_000
+"""Longest jianmu.yaml accepted; the shipped one is about 10 KB."""
 
 
 def _default_state_file(name: str) -> str:
@@ -261,13 +264,13 @@ def _find_config(path: str | os.PathLike[str] | None) -> Path | None:
 def parse_config(text: str, where: str = "<config>") -> AppConfig:
     """Validate YAML text as an `AppConfig`; raise `ConfigError` with file, line and key."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = compose_and_load(text, max_chars=MAX_CONFIG_CHARS)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else "?"
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{where}:{line}: YAML syntax error: {problem}") from None
+        kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
+        raise ConfigError(f"{where}:{line}: {kind}{problem}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
