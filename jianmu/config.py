@@ -6,7 +6,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -20,6 +20,7 @@ __all__ = (
     "LLMConfig",
     "MCPConfig",
     "MCPServerConfig",
+    "MCPTrust",
     "RuntimeConfig",
     "SkillsConfig",
     "TelemetryConfig",
@@ -122,6 +123,10 @@ class RuntimeConfig(_Section):
     """Default number of recent messages sent to the model."""
 
 
+MCPTrust = Literal["none", "read_only", "all"]
+"""How far an MCP server's tool annotations are believed (see `MCPServerConfig.trust`)."""
+
+
 class MCPServerConfig(_Section):
     """One MCP server: a command to start (stdio) or a URL (streamable HTTP)."""
 
@@ -135,6 +140,13 @@ class MCPServerConfig(_Section):
     """URL of a streamable-HTTP server."""
     timeout: float = Field(default=30.0, gt=0)
     """Seconds a call may take."""
+    connect_timeout: float = Field(default=30.0, gt=0)
+    """Seconds that starting the server and the MCP handshake may take (apart from calls)."""
+    trust: MCPTrust = "none"
+    """How far the server's tool annotations (hints) are believed. ``none``: every tool asks
+    first (unless ``guard.tool_policy`` allows it) and counts as using the network; missing
+    hints take the MCP spec's defaults (destructive, open-world). ``read_only``: tools that
+    declare ``readOnlyHint: true`` run without asking. ``all``: every hint is believed."""
 
 
 class MCPConfig(_Section):
@@ -210,11 +222,26 @@ def _dotted(path: tuple[Any, ...]) -> str:
 
 
 def _model_at(path: tuple[Any, ...], root: type[BaseModel] | None = None) -> type[BaseModel] | None:
-    """The pydantic model that holds the keys at ``path`` (from ``root``), for suggestions."""
+    """The pydantic model that holds the keys at ``path`` (from ``root``), for suggestions.
+
+    A ``dict[str, Model]`` field (``mcp.servers``) is walked through its keys.
+    """
     model: Any = root or AppConfig
-    for part in path:
+    parts = list(path)
+    while parts:
+        part = parts.pop(0)
         field = model.model_fields.get(part) if isinstance(part, str) else None
-        candidates = (field.annotation, *get_args(field.annotation)) if field else ()
+        if field is None:
+            return None
+        args = get_args(field.annotation)
+        if get_origin(field.annotation) is dict:
+            value = args[1] if len(args) == 2 else None
+            if not (isinstance(value, type) and issubclass(value, BaseModel)) or not parts:
+                return None
+            parts.pop(0)  # the dict's key, e.g. the server's name
+            model = value
+            continue
+        candidates = (field.annotation, *args)
         nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
         if not nested:
             return None
