@@ -30,26 +30,27 @@ class _StrictLoader(yaml.SafeLoader):
         self._depth = 0
         self._max_depth = max_depth
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D102 - PyYAML hook
+    def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
+        mark: Any = event.start_mark  # the pure-Python loader's Mark (stubs also list C's)
         # checked on the event, before the composer records or expands anything
         if isinstance(event, AliasEvent):
             raise YAMLRefused(
                 problem=f"YAML aliases (*{event.anchor}) are not allowed; write the value out",
-                problem_mark=event.start_mark,
+                problem_mark=mark,
             )
         anchor = getattr(event, "anchor", None)
         if anchor is not None:
             raise YAMLRefused(
                 problem=f"YAML anchors (&{anchor}) are not allowed; write the value out",
-                problem_mark=event.start_mark,
+                problem_mark=mark,
             )
         self._depth += 1
         try:
             if self._depth > self._max_depth:
                 raise YAMLRefused(
                     problem=f"the YAML is nested more than {self._max_depth} levels deep",
-                    problem_mark=event.start_mark,
+                    problem_mark=mark,
                 )
             return super().compose_node(parent, index)
         finally:

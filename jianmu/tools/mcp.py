@@ -56,12 +56,12 @@ if TYPE_CHECKING:
     from jianmu.config import AppConfig, MCPServerConfig, MCPTrust
 
 __all__ = (
+    "TRUST_LEVELS",
     "MCPCallResult",
     "MCPClient",
     "MCPTool",
     "MCPToolInfo",
     "MCPToolProvider",
-    "TRUST_LEVELS",
     "build_mcp_server",
     "mcp_result_value",
     "mcp_tool_names",

@@ -20,13 +20,13 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
-from jianmu import ReactiveRunner, RunResult, RunStatus, StateManager  # noqa: E402
-from jianmu.config import AppConfig, parse_config  # noqa: E402
-from jianmu.errors import ConfigError  # noqa: E402
-from jianmu.nodes.state import AgentState  # noqa: E402
-from jianmu.nodes.tool_executor import ToolExecutor  # noqa: E402
-from jianmu.tools.mcp import MCPToolProvider, providers_from_config  # noqa: E402
-from jianmu.tools.toolset import ToolSet  # noqa: E402
+from jianmu import ReactiveRunner, RunResult, RunStatus, StateManager
+from jianmu.config import AppConfig, parse_config
+from jianmu.errors import ConfigError
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.tools.mcp import MCPToolProvider, providers_from_config
+from jianmu.tools.toolset import ToolSet
 
 pytestmark = pytest.mark.anyio
 SERVER = Path(__file__).parent / "servers" / "trust_server.py"
