@@ -6,11 +6,12 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from jianmu._strict_yaml import YAMLRefused, compose_and_load
 from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
 from jianmu.errors import ConfigError
 
@@ -19,6 +20,7 @@ __all__ = (
     "LLMConfig",
     "MCPConfig",
     "MCPServerConfig",
+    "MCPTrust",
     "RuntimeConfig",
     "SkillsConfig",
     "TelemetryConfig",
@@ -27,6 +29,8 @@ __all__ = (
 
 _ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SEARCH_PATHS = ("jianmu.yaml", "configs/jianmu.yaml")
+MAX_CONFIG_CHARS = 1_000_000
+"""Longest jianmu.yaml accepted; the shipped one is about 10 KB."""
 
 
 def _default_state_file(name: str) -> str:
@@ -119,6 +123,10 @@ class RuntimeConfig(_Section):
     """Default number of recent messages sent to the model."""
 
 
+MCPTrust = Literal["none", "read_only", "all"]
+"""How far an MCP server's tool annotations are believed (see `MCPServerConfig.trust`)."""
+
+
 class MCPServerConfig(_Section):
     """One MCP server: a command to start (stdio) or a URL (streamable HTTP)."""
 
@@ -132,6 +140,13 @@ class MCPServerConfig(_Section):
     """URL of a streamable-HTTP server."""
     timeout: float = Field(default=30.0, gt=0)
     """Seconds a call may take."""
+    connect_timeout: float = Field(default=30.0, gt=0)
+    """Seconds that starting the server and the MCP handshake may take (apart from calls)."""
+    trust: MCPTrust = "none"
+    """How far the server's tool annotations (hints) are believed. ``none``: every tool asks
+    first (unless ``guard.tool_policy`` allows it) and counts as using the network; missing
+    hints take the MCP spec's defaults (destructive, open-world). ``read_only``: tools that
+    declare ``readOnlyHint: true`` run without asking. ``all``: every hint is believed."""
 
 
 class MCPConfig(_Section):
@@ -207,11 +222,26 @@ def _dotted(path: tuple[Any, ...]) -> str:
 
 
 def _model_at(path: tuple[Any, ...], root: type[BaseModel] | None = None) -> type[BaseModel] | None:
-    """The pydantic model that holds the keys at ``path`` (from ``root``), for suggestions."""
+    """The pydantic model that holds the keys at ``path`` (from ``root``), for suggestions.
+
+    A ``dict[str, Model]`` field (``mcp.servers``) is walked through its keys.
+    """
     model: Any = root or AppConfig
-    for part in path:
+    parts = list(path)
+    while parts:
+        part = parts.pop(0)
         field = model.model_fields.get(part) if isinstance(part, str) else None
-        candidates = (field.annotation, *get_args(field.annotation)) if field else ()
+        if field is None:
+            return None
+        args = get_args(field.annotation)
+        if get_origin(field.annotation) is dict:
+            value = args[1] if len(args) == 2 else None
+            if not (isinstance(value, type) and issubclass(value, BaseModel)) or not parts:
+                return None
+            parts.pop(0)  # the dict's key, e.g. the server's name
+            model = value
+            continue
+        candidates = (field.annotation, *args)
         nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
         if not nested:
             return None
@@ -261,13 +291,13 @@ def _find_config(path: str | os.PathLike[str] | None) -> Path | None:
 def parse_config(text: str, where: str = "<config>") -> AppConfig:
     """Validate YAML text as an `AppConfig`; raise `ConfigError` with file, line and key."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = compose_and_load(text, max_chars=MAX_CONFIG_CHARS)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else "?"
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{where}:{line}: YAML syntax error: {problem}") from None
+        kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
+        raise ConfigError(f"{where}:{line}: {kind}{problem}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

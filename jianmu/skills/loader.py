@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from jianmu._strict_yaml import YAMLRefused, compose_and_load
 from jianmu.config import AppConfig, _key_lines, unknown_key_hint
 from jianmu.constraints import Constraints
 from jianmu.errors import SkillLoadError
@@ -39,6 +40,8 @@ _TYPES = {
     "array": "array", "list": "array", "object": "object", "dict": "object", "any": "",
 }
 _MAX_FRONT_MATTER_LINES = 2000
+_MAX_FRONT_MATTER_CHARS = 256 * 1024
+"""Front matter is a few lines of metadata; anything larger is refused before parsing."""
 
 ToolChecker = Callable[[str], bool]
 
@@ -82,10 +85,19 @@ def read_front_matter(file: Path) -> tuple[str, int]:
                     path=where, line=1,
                 )
             lines: list[str] = []
-            for line in handle:
+            size = 0
+            while line := handle.readline(_MAX_FRONT_MATTER_CHARS + 1 - size):
                 if line.rstrip() in ("---", "..."):
                     return "".join(lines), len(lines) + 3
                 lines.append(line)
+                size += len(line)
+                # bounded reads: one endless line must not be read whole into memory
+                if size > _MAX_FRONT_MATTER_CHARS:
+                    raise SkillLoadError(
+                        f"the front matter is longer than {_MAX_FRONT_MATTER_CHARS} characters; "
+                        "keep SKILL.md's metadata short and put text in the body",
+                        path=where, line=len(lines) + 1,
+                    )
                 if len(lines) > _MAX_FRONT_MATTER_LINES:
                     break
     except OSError as exc:
@@ -249,13 +261,13 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
     text, body_line = read_front_matter(file)
     offset = 1  # the front matter starts on line 2
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = compose_and_load(text, max_chars=_MAX_FRONT_MATTER_CHARS)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 + offset if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SkillLoadError(f"YAML syntax error: {problem}", path=where, line=line) from None
+        kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
+        raise SkillLoadError(f"{kind}{problem}", path=where, line=line) from None
     if not isinstance(data, dict):
         raise SkillLoadError(
             "the front matter must be a mapping with at least 'name' and 'description'",

@@ -162,9 +162,12 @@ class MCPClient:
         args: Its arguments.
         env: Extra environment variables for it (merged over a safe default set).
         url: URL of a streamable-HTTP server, e.g. ``http://127.0.0.1:8000/mcp``.
-        timeout: Seconds that connecting and each request may take.
+        timeout: Seconds that each tool call may take.
         cwd: Working folder of a stdio server.
         name: Shown in error messages; defaults to the command or URL.
+        connect_timeout: Seconds that starting the server, the handshake and listing the
+            tools may take. Kept apart from ``timeout`` because a process start on a busy
+            machine can take far longer than a short call budget.
 
     Raises:
         ValueError: neither or both of ``command`` and ``url``, a URL that is not http(s),
@@ -181,6 +184,7 @@ class MCPClient:
         timeout: float = 30.0,
         cwd: str | None = None,
         name: str | None = None,
+        connect_timeout: float = 30.0,
     ) -> None:
         if (command is None) == (url is None):
             raise ValueError(
@@ -193,15 +197,17 @@ class MCPClient:
             raise ValueError(f"MCP server url {url!r} must start with http:// or https://")
         if isinstance(args, str):
             raise ValueError(f"MCPClient args= must be a list of strings, not the string {args!r}")
-        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-            raise ValueError(
-                f"MCPClient timeout= must be a positive number of seconds, got {timeout!r}"
-            )
+        for label, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(
+                    f"MCPClient {label}= must be a positive number of seconds, got {value!r}"
+                )
         self.command = command
         self.args = [str(a) for a in args]
         self.env = dict(env or {})
         self.url = url
         self.timeout = float(timeout)
+        self.connect_timeout = float(connect_timeout)
         self.cwd = cwd
         self.name = name or command or url or "mcp"
         self.connections = 0
@@ -370,11 +376,14 @@ class MCPClient:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(
+                    # requests without their own timeout (the handshake, tools/list) are
+                    # connection work; tool calls pass the call timeout explicitly
                     ClientSession(
-                        read, write, read_timeout_seconds=self.timeout, message_handler=on_message
+                        read, write, read_timeout_seconds=self.connect_timeout,
+                        message_handler=on_message,
                     )
                 )
-                with anyio.fail_after(self.timeout):
+                with anyio.fail_after(self.connect_timeout):
                     await session.initialize()
                 task_status.started((session, stop, done))
                 started = True
@@ -424,7 +433,10 @@ class MCPClient:
     def _connect_failure(self, exc: BaseException) -> str:
         leaf = _leaf(exc)
         if isinstance(leaf, TimeoutError):
-            detail = f"no answer to the handshake within {self.timeout:g}s"
+            detail = (
+                f"no answer to the handshake within {self.connect_timeout:g}s "
+                "(connect_timeout)"
+            )
         else:
             detail = _describe(leaf)
         where = (
@@ -444,7 +456,7 @@ class MCPClient:
         generation = self.connections
         infos: list[MCPToolInfo] = []
         cursor: str | None = None
-        with self._translate("tools/list", generation):
+        with self._translate("tools/list", generation, timeout=self.connect_timeout):
             from mcp.types import PaginatedRequestParams
 
             for _page in range(1000):  # a server that pages forever must not hang us

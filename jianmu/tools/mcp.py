@@ -8,16 +8,27 @@ Using a server's tools::
     await provider.close()
 
 Each MCP tool becomes an `MCPTool` named ``<server>__<tool>`` (made safe for model APIs:
-``^[A-Za-z0-9_-]{1,64}$``, unique within the provider, a short hash added where needed). Its
-annotations set the Jianmu metadata:
+``^[A-Za-z0-9_-]{1,64}$``, unique within the provider, a short hash added where needed).
 
-- ``readOnlyHint`` → category ``read``: parallel-safe, idempotent, retried twice;
-- ``destructiveHint`` → category ``dangerous`` with permission ``user_confirm`` (the guard
-  asks before each call); it wins over ``readOnlyHint`` when a server sets both;
-- neither → category ``communicate``: the call leaves the process and what it does there is
-  unknown, so it is not parallel-safe, not idempotent and never retried behind your back;
-- ``idempotentHint`` → ``idempotent`` (and so two retries); ``openWorldHint`` → effect tag
-  ``http``.
+Its annotations are the server's claims, so how far they are believed is the operator's choice
+(``trust``, per server in ``mcp.servers.<name>.trust``). A hint that is missing, or not
+believed, takes the MCP spec's default: ``readOnlyHint: false``, ``destructiveHint: true``,
+``idempotentHint: false``, ``openWorldHint: true`` — an unknown tool may delete, may repeat
+badly and may reach the network. An untrusted claim can only make a tool stricter:
+
+- ``trust: none`` (the default): no claim is believed; every tool of the server is category
+  ``dangerous`` with permission ``user_confirm`` (the guard asks first unless the operator's
+  ``tool_policy`` allows it), tagged ``http``, never retried, never run in parallel;
+- ``trust: read_only``: a tool with ``readOnlyHint: true`` is category ``read`` (runs without
+  asking, parallel-safe, retried twice unless ``idempotentHint: false``); every other tool is
+  as with ``none``;
+- ``trust: all``: every hint is believed; ``destructiveHint: false`` (explicitly) makes a tool
+  that is not read-only run without asking (category ``communicate``, or ``write`` with
+  ``openWorldHint: false``); ``idempotentHint: true`` allows retries; ``openWorldHint: false``
+  drops the ``http`` tag. A tool without hints still asks.
+
+The ``http`` effect tag means the tool uses the network: an explicit ``execution.network:
+false`` refuses it (the runner's check, as for ``http_request``).
 
 A result's ``structuredContent`` is preferred over its text; ``isError`` raises
 `ToolExecutionError` with the server's text, so the agent loop sees a failed `ToolResult`. A
@@ -42,9 +53,10 @@ from jianmu.tools.base import Tool
 from jianmu.tools.providers import BaseToolProvider
 
 if TYPE_CHECKING:
-    from jianmu.config import AppConfig, MCPServerConfig
+    from jianmu.config import AppConfig, MCPServerConfig, MCPTrust
 
 __all__ = (
+    "TRUST_LEVELS",
     "MCPCallResult",
     "MCPClient",
     "MCPTool",
@@ -58,6 +70,8 @@ __all__ = (
     "serve_sync",
 )
 
+TRUST_LEVELS: tuple[str, ...] = ("none", "read_only", "all")
+"""How far a server's annotations are believed; see the module docstring."""
 MAX_NAME_LENGTH = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _HASH_LENGTH = 8
@@ -124,6 +138,25 @@ def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def _believed_hints(
+    notes: Mapping[str, Any], trust: str
+) -> tuple[bool, bool, bool, bool]:
+    """(read-only, destructive, idempotent, open-world) as far as ``trust`` believes ``notes``.
+
+    Anything not believed takes the spec's default, which is also the strictest value.
+    """
+    read_only = trust in ("read_only", "all") and notes.get("readOnlyHint") is True
+    believe_all = trust == "all"
+    destructive = not (believe_all and notes.get("destructiveHint") is False)
+    open_world = not (believe_all and notes.get("openWorldHint") is False)
+    if read_only:
+        # reading twice is harmless, unless the server itself says otherwise (stricter)
+        idempotent = notes.get("idempotentHint") is not False
+    else:
+        idempotent = believe_all and notes.get("idempotentHint") is True
+    return read_only, destructive, idempotent, open_world
+
+
 class MCPTool(Tool):
     """One tool of an MCP server, called through its `MCPClient`.
 
@@ -135,8 +168,11 @@ class MCPTool(Tool):
     """The tool runs in another process: the executor's span says ``extension``."""
 
     def __init__(
-        self, client: MCPClient, info: MCPToolInfo, *, server: str, name: str, timeout: float
+        self, client: MCPClient, info: MCPToolInfo, *, server: str, name: str, timeout: float,
+        trust: MCPTrust = "none",
     ) -> None:
+        if trust not in TRUST_LEVELS:
+            raise ValueError(f"MCP trust must be one of {', '.join(TRUST_LEVELS)}, got {trust!r}")
         schema = _object_schema(info.input_schema)
         if schema is None:
             raise ValueError(
@@ -155,24 +191,26 @@ class MCPTool(Tool):
         if info.output_schema:
             self.output_schema = dict(info.output_schema)
         notes = info.annotations
-        if notes.get("destructiveHint") is True:
-            self.category, self.permission = "dangerous", "user_confirm"
-        elif notes.get("readOnlyHint") is True:
+        read_only, destructive, idempotent, open_world = _believed_hints(notes, trust)
+        if read_only:
             self.category, self.permission = "read", "auto"
-        else:
-            self.category, self.permission = "communicate", "auto"
-        read = self.category == "read"
-        hinted = notes.get("idempotentHint")
-        self.idempotent = read if hinted is None else bool(hinted)
-        self.parallel_safe = read
-        self.max_retries = 2 if self.idempotent else 0
-        self.effect_tags = ("http",) if notes.get("openWorldHint") is True else ()
+        elif destructive:
+            self.category, self.permission = "dangerous", "user_confirm"
+        else:  # only a fully trusted server can say a writing tool destroys nothing
+            self.category = "communicate" if open_world else "write"
+            self.permission = "auto"
+        self.idempotent = idempotent
+        self.parallel_safe = read_only
+        self.max_retries = 2 if idempotent else 0
+        self.effect_tags = ("http",) if open_world else ()
+        self.trust = trust
         self.timeout_seconds = timeout
         self.tags = ("mcp", server)
         self.metadata = {
             "mcp_server": server,
             "mcp_tool": info.name,
             "mcp_annotations": dict(notes),
+            "mcp_trust": trust,
         }
 
     def bind_args(
@@ -213,12 +251,15 @@ class MCPToolProvider(BaseToolProvider):
         args: Its arguments.
         env: Extra environment for it.
         url: URL of a streamable-HTTP server.
-        timeout: Seconds that connecting and each call may take.
+        timeout: Seconds that each call may take.
         cwd: Working folder of a stdio server.
+        connect_timeout: Seconds that starting the server and the handshake may take.
+        trust: How far the server's annotations are believed: ``none`` (every tool asks
+            first), ``read_only`` (``readOnlyHint`` tools run freely) or ``all``.
 
     Raises:
-        ValueError: an empty name, neither or both of ``command`` and ``url``, a bad URL
-            or timeout.
+        ValueError: an empty name, neither or both of ``command`` and ``url``, a bad URL,
+            timeout or trust.
     """
 
     def __init__(
@@ -231,13 +272,18 @@ class MCPToolProvider(BaseToolProvider):
         url: str | None = None,
         timeout: float = 30.0,
         cwd: str | None = None,
+        connect_timeout: float = 30.0,
+        trust: MCPTrust = "none",
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"an MCP server needs a non-empty name, got {name!r}")
+        if trust not in TRUST_LEVELS:
+            raise ValueError(f"MCP trust must be one of {', '.join(TRUST_LEVELS)}, got {trust!r}")
         self.name = name.strip()
+        self.trust: MCPTrust = trust
         self._client_options: dict[str, Any] = {
             "command": command, "args": args, "env": env, "url": url, "timeout": timeout,
-            "cwd": cwd, "name": self.name,
+            "cwd": cwd, "name": self.name, "connect_timeout": connect_timeout,
         }
         self.client = MCPClient(**self._client_options)
         self._tools: list[MCPTool] | None = None
@@ -259,6 +305,8 @@ class MCPToolProvider(BaseToolProvider):
                 env=config.env,
                 url=config.url,
                 timeout=config.timeout,
+                connect_timeout=config.connect_timeout,
+                trust=config.trust,
             )
         except ValueError as exc:
             raise ConfigError(f"mcp.servers.{name}: {exc}") from None
@@ -293,7 +341,8 @@ class MCPToolProvider(BaseToolProvider):
         for info, name in zip(infos, names, strict=True):
             try:
                 made = MCPTool(
-                    self.client, info, server=self.name, name=name, timeout=self.client.timeout
+                    self.client, info, server=self.name, name=name, timeout=self.client.timeout,
+                    trust=self.trust,
                 )
                 tools.append(made)
             except ValueError as exc:

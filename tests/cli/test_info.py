@@ -127,7 +127,8 @@ def test_tools_list_and_show_with_the_configs_mcp_servers(project: Project) -> N
     server = REPO / "tests" / "tools" / "mcp" / "servers" / "weather_server.py"
     project.config.write_text(project.config.read_text() + (
         f"mcp:\n  servers:\n    weather:\n      command: {sys.executable}\n"
-        f"      args: [{server}, stdio]\n    dead:\n      command: /nonexistent/mcp-server\n"
+        f"      args: [{server}, stdio]\n      trust: read_only\n"
+        "    dead:\n      command: /nonexistent/mcp-server\n"
     ), encoding="utf-8")
     plain = project.jianmu("tools", "list")
     assert "weather__" not in plain.out  # only --mcp connects

@@ -270,10 +270,10 @@ async def test_seed_messages_and_history_limit(tmp_path: Path) -> None:
 async def test_skill_uses_tools_of_a_configured_mcp_server(tmp_path: Path) -> None:
     server = REPO / "tests" / "tools" / "mcp" / "servers" / "weather_server.py"
     make_skill(tmp_path, "forecaster", "tools: [weather__get_forecast]\n")
-    cfg = parse_config(
+    cfg = parse_config(  # trusted for read-only tools: get_forecast runs without asking
         f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n"
         f"mcp:\n  servers:\n    weather:\n      command: {sys.executable}\n"
-        f"      args: [{server}]\n"
+        f"      args: [{server}]\n      trust: read_only\n"
     )
     llm = ScriptedLLM([
         [{"name": "weather__get_forecast", "arguments": {"city": "Oslo"}}],

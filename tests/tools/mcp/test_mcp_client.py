@@ -44,7 +44,7 @@ def weather(**kwargs: Any) -> MCPToolProvider:
 
 @pytest.fixture
 async def stdio_tools() -> AsyncIterator[tuple[MCPToolProvider, ToolSet]]:
-    provider = weather()
+    provider = weather(trust="all")  # its hints believed: the mapping of each hint shows
     toolset = await ToolSet.from_providers([provider])
     try:
         yield provider, toolset
@@ -158,9 +158,9 @@ async def test_stdio_tools_keep_schema_and_map_annotations(
     assert (delete.category, delete.permission, delete.parallel_safe) == (
         "dangerous", "user_confirm", False,
     )
-    echo = toolset["weather__echo"]
+    echo = toolset["weather__echo"]  # no hints: the spec's defaults (destructive, open world)
     assert (echo.category, echo.permission, echo.max_retries, echo.effect_tags) == (
-        "communicate", "auto", 0, (),
+        "dangerous", "user_confirm", 0, ("http",),
     )
     assert toolset["weather__alerts_list"].metadata["mcp_tool"] == "alerts.list"
     # runtime objects the executor injects never reach the server
@@ -203,16 +203,38 @@ async def test_concurrent_calls_share_one_session(
 
 @pytest.mark.anyio
 async def test_timeout_fails_the_call_and_keeps_the_session() -> None:
-    provider = weather(timeout=1)
+    # The server starts under its own connect_timeout (30 s by default), so a busy machine
+    # cannot fail the handshake; only the hung call gets the short budget, and it never
+    # answers whatever the machine's speed.
+    provider = weather(timeout=60)
     toolset = await ToolSet.from_providers([provider])
+    assert provider.client.connect_timeout == 30
+    wait = toolset["weather__wait"]
     try:
-        slow = await toolset.execute("weather__wait", {"seconds": 30})
-        assert not slow.ok and "1s" in (slow.error or "")
+        wait.timeout_seconds = 1
+        hung = await toolset.execute("weather__wait", {"seconds": 10**6})
+        assert not hung.ok and "1s" in (hung.error or "")
+        wait.timeout_seconds = 60
         fine = await toolset.execute("weather__wait", {"seconds": 0})
         assert fine.ok and fine.output == "waited 0.0"
         assert provider.client.connections == 1
     finally:
         await provider.close()
+
+
+def test_connect_timeout_is_its_own_setting() -> None:
+    config = parse_config(
+        "mcp:\n  servers:\n    slow:\n      command: python\n      timeout: 1\n"
+        "      connect_timeout: 120\n      trust: read_only\n"
+    )
+    (provider,) = providers_from_config(config)
+    assert (provider.client.timeout, provider.client.connect_timeout) == (1, 120)
+    assert provider.trust == "read_only"
+    with pytest.raises(ValueError, match="connect_timeout= must be a positive"):
+        MCPClient(command="x", connect_timeout=0)
+    with pytest.raises(ConfigError, match=r"mcp\.servers\.slow\.conect_timeout: unknown key; "
+                       r"did you mean 'connect_timeout'\?"):
+        parse_config("mcp:\n  servers:\n    slow:\n      command: x\n      conect_timeout: 5\n")
 
 
 @pytest.mark.anyio
