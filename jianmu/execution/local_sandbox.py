@@ -135,6 +135,13 @@ def _python_paths(search_path: str) -> list[str]:
               *search_path.split(os.pathsep)]
     system = tuple(d + "/" for d in _SYSTEM_DIRS)
     found: list[str] = []
+    for folder in list(wanted):
+        if os.path.basename(folder.rstrip("/")) == "shims":
+            # a pyenv shim runs <root>/libexec/pyenv, which reads <root>/versions
+            for up in Path(folder).parents:
+                if (up / "libexec" / "pyenv").exists():
+                    wanted.insert(0, str(up))
+                    break
     for folder in wanted:
         if not folder or not os.path.isabs(folder):
             continue
