@@ -34,8 +34,8 @@ class ToolRunner:
     Python tools run in-process under the timeout, sync ones in a bounded worker pool. Tools
     that set ``sandboxed = True`` (``bash``, ``python_repl``) run their command through
     `sandbox`, so the constraints, not the tool, decide where code runs: ``mode: local`` is a
-    `LocalSandbox` (network left on unless ``network: false``), ``mode: docker`` a
-    `DockerSandbox` (network off unless ``network: true``). The workspace is
+    `LocalSandbox`, ``mode: docker`` a `DockerSandbox`; either has no network unless
+    ``network: true``. The workspace is
     ``execution.workdir`` or the current folder; file tools see it through
     `jianmu.execution.workspace.current_workspace` while the runner runs them.
 
@@ -103,7 +103,7 @@ class ToolRunner:
         from jianmu.execution.local_sandbox import LocalSandbox
 
         return LocalSandbox(
-            self.workspace, network=e.network is not False, memory_mb=e.memory_mb,
+            self.workspace, network=e.network, memory_mb=e.memory_mb,
             cpus=e.cpus, pids=e.pids, timeout=timeout,
         )
 
