@@ -18,8 +18,9 @@ from tests.execution._helpers import require_docker, wait_gone
 pytestmark = pytest.mark.anyio
 
 MODES = [
-    pytest.param({"mode": "local"}, id="local"),
+    pytest.param({"mode": "local"}, id="local"),  # network unset: off
     pytest.param({"mode": "local", "network": False}, id="local-no-network"),
+    pytest.param({"mode": "local", "network": True}, id="local-network"),
     pytest.param({"mode": "docker"}, id="docker", marks=pytest.mark.docker),
 ]
 
@@ -31,8 +32,8 @@ async def runner(
     options = dict(request.param)
     if options["mode"] == "docker":
         require_docker()
-    elif options.get("network") is False and not bwrap_available(network=False):
-        pytest.skip("network: false needs bubblewrap, which cannot run here")
+    elif options.get("network") is not True and not bwrap_available(network=False):
+        pytest.skip("the network off needs bubblewrap, which cannot run here")
     execution = ExecutionConstraints(workdir=str(shared_workspace), memory_mb=256, **options)
     async with ToolRunner.from_execution_constraints(execution) as built:
         yield built
@@ -47,7 +48,7 @@ async def test_the_constraints_pick_the_sandbox(runner: ToolRunner) -> None:
         assert (await BashTool().execute({"command": "pwd"}, runner=runner)) == "/workspace"
     else:
         assert isinstance(runner.sandbox, LocalSandbox)
-        if runner.execution.network is False:
+        if runner.execution.network is not True:  # unset means off
             assert runner.sandbox.uses_bwrap and interfaces == {"lo"}
         else:  # the host's network, and bubblewrap only where it works
             assert runner.sandbox.uses_bwrap == bwrap_available()

@@ -95,7 +95,7 @@ def listener() -> Iterator[int]:
 
 
 def _python(box: Any) -> str:
-    return box.python if isinstance(box, LocalSandbox) else "python3"
+    return getattr(box, "python", sys.executable) if isinstance(box, LocalSandbox) else "python3"
 
 
 _CONNECT = """
@@ -208,13 +208,18 @@ def _zombie(pid: str) -> bool:
         return True
 
 
-async def test_fork_bomb_that_kills_its_watchers_leaves_the_next_call_working(box: Any) -> None:
+@pytest.mark.parametrize("kills_watchers", [False, True], ids=["escapes", "kills-watchers"])
+async def test_fork_bomb_leaves_the_next_call_working(box: Any, kills_watchers: bool) -> None:
     tag = f"{uuid.uuid4().int % 10**6}"
-    # Kill every process it may signal (the timeout and the shell that would sweep up), then
-    # fork without end, each child in a session of its own.
+    # Fork without end, each child in a session of its own (out of the timeout's group), so
+    # that nothing can fork to sweep up; the harder variant first kills every process it may
+    # signal (the timeout, the shell that would sweep). kill(-1) only where a pid namespace
+    # confines it: without one it reaches every host process of the same uid (as root on
+    # unfixed code: the whole machine).
+    kill_all = "os.kill(-1, signal.SIGKILL)" if kills_watchers and box.kind != "local" else "0"
     bomb = (
         "import os, signal, time\n"
-        "try:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n"
+        f"try:\n    {kill_all}\nexcept OSError:\n    pass\n"
         "while True:\n"
         "    try:\n"
         "        if os.fork() == 0:\n            os.setsid()\n"
