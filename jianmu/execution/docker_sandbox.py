@@ -8,11 +8,13 @@ archive copy fails on a read-only container and on tmpfs paths.
 Two unprivileged users: the container's own processes (its init and ``sleep infinity``) run as
 a *keeper* uid, commands as the *sandbox* uid: yours, or as root the workspace's owner (or
 nobody, granted the workspace with an ACL, see `jianmu.execution._acl`). Commands run one at a
-time, each under ``timeout -s KILL`` (which kills its process group). When a command returns,
-a second exec runs the shell builtin ``kill -9 -1`` as the sandbox uid: every process that
-uid has in the container dies (``setsid``, double forks, ``nohup`` included) while the keeper's
-survive, and nothing needs to fork for it. If even that exec cannot start (a fork bomb holds
-every pid), the container is replaced. A host-side deadline backs up the timeout.
+time, each under ``timeout -s KILL`` (which kills its process group). When the command returns,
+its wrapper shell runs the builtin ``kill -9 -1`` as the sandbox uid: every process that uid
+has in the container dies (``setsid``, double forks, ``nohup`` included) while the keeper's
+survive, and nothing needs to fork for it. When the wrapper may not have got there (killed,
+timed out, cancelled), a second exec does the same from outside; if even that exec cannot
+run (a fork bomb holds every pid), the container is replaced. A host-side deadline backs up
+the timeout.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ _GRACE = 5.0  # host-side slack past the in-container timeout before we step in
 _CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # kill(-1) reaches every process of the caller's uid but itself and pid 1; a builtin, no fork.
 _SWEEP = ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"]
-# The in-exec sweep lets the output stream close at once when leftovers hold it open; the
-# host-side sweep after it covers a command that killed this shell.
+# The in-exec sweep lets the output stream close at once when leftovers hold it open and
+# costs no extra exec; the host-side sweep covers a command that killed this shell (its exit
+# code is then 128 + the signal).
 _WRAPPER = 'timeout -s KILL "$0" "$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
 _KEEPER = 65533
 _OOM_READ = (
@@ -385,9 +388,10 @@ class DockerSandbox:
         if not finished:
             self._sweep()  # the in-container timeout failed to act; step in
         exit_code = self._exit_code(exec_id, finished)
-        if finished and not state.get("cancelled"):
-            # Whatever is left; a cancelled call was swept by the canceller, and a later
-            # command may be running by now.
+        if finished and not state.get("cancelled") and (exit_code is None or exit_code >= 128):
+            # The wrapper sweeps as it exits; a signal-sized code means it may have been killed
+            # first (or the timeout fired), so sweep from outside. A cancelled call was swept
+            # by the canceller, and a later command may be running by now.
             self._sweep()
         duration = time.monotonic() - start
         timed_out = not finished or (exit_code == 137 and duration >= timeout * 0.98)

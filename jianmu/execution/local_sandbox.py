@@ -155,6 +155,12 @@ def _python_paths(search_path: str) -> list[str]:
 
 def _minimal_root(search_path: str) -> list[str]:
     """bwrap arguments for a read-only root holding only what programs need."""
+    return list(_minimal_root_cached(search_path))
+
+
+@cache
+def _minimal_root_cached(search_path: str) -> tuple[str, ...]:
+    """Computed once per ``PATH``: dozens of stat calls that would repeat on every command."""
     args: list[str] = []
     for folder in _SYSTEM_DIRS:
         if os.path.islink(folder):
@@ -170,7 +176,7 @@ def _minimal_root(search_path: str) -> list[str]:
     args += ["--dev", "/dev", "--proc", "/proc"]
     for path in _python_paths(search_path):
         args += [*_parents(path, made), "--ro-bind", path, path]
-    return args
+    return tuple(args)
 
 
 def _parents(path: str, made: set[str]) -> list[str]:
