@@ -1,14 +1,20 @@
 """`DockerSandbox`: one locked-down container per runner, commands run in it with ``exec``.
 
 The container has no network unless asked, a memory limit with swap equal to it, a CPU share, a
-process limit, a read-only root, no capabilities, ``no-new-privileges``, an unprivileged user,
-a tmpfs ``/tmp`` and the workspace bind-mounted at ``/workspace``. Files move through that bind
-mount: docker's archive copy fails on a read-only container and on tmpfs paths.
+process limit, a read-only root, no capabilities, ``no-new-privileges``, a tmpfs ``/tmp`` and
+the workspace bind-mounted at ``/workspace``. Files move through that bind mount: docker's
+archive copy fails on a read-only container and on tmpfs paths.
 
-Each command runs under ``timeout -s KILL`` inside the container, which kills its process
-group; every process carries a ``JIANMU_EXEC`` token in its environment, so that anything the
-command left behind (even outside its group) is killed when it returns. A host-side deadline
-backs this up and replaces the container if it stops answering.
+Two unprivileged users: the container's own processes (its init and ``sleep infinity``) run as
+a *keeper* uid, commands as the *sandbox* uid: yours, or as root the workspace's owner (or
+nobody, granted the workspace with an ACL, see `jianmu.execution._acl`). Commands run one at a
+time, each under ``timeout -s KILL`` (which kills its process group). When the command returns,
+its wrapper shell runs the builtin ``kill -9 -1`` as the sandbox uid: every process that uid
+has in the container dies (``setsid``, double forks, ``nohup`` included) while the keeper's
+survive, and nothing needs to fork for it. When the wrapper may not have got there (killed,
+timed out, cancelled), a second exec does the same from outside; if even that exec cannot
+run (a fork bomb holds every pid), the container is replaced. A host-side deadline backs up
+the timeout.
 """
 
 from __future__ import annotations
@@ -37,12 +43,14 @@ from jianmu.constraints import (
     DOCKER_PIDS,
 )
 from jianmu.errors import MissingExtraError, SandboxError, SandboxUnavailableError
+from jianmu.execution._acl import grant_tree, sandbox_user
 from jianmu.execution._output import (
     DEFAULT_OUTPUT_LIMIT,
     CappedBuffer,
     normalise_argv,
     relative_cwd,
 )
+from jianmu.execution._safe_env import safe_git_env
 from jianmu.execution.sandbox import ExecResult
 
 if TYPE_CHECKING:
@@ -55,13 +63,13 @@ _log = logging.getLogger(__name__)
 _LABEL = "jianmu.sandbox"
 _GRACE = 5.0  # host-side slack past the in-container timeout before we step in
 _CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Kill every process (but ourselves) whose environment holds this command's token.
-_SWEEP = (
-    'for p in /proc/[0-9]*; do [ "$p" = "/proc/$$" ] && continue; '
-    'grep -qsxz "JIANMU_EXEC=$JIANMU_EXEC" "$p/environ" && kill -9 "${p#/proc/}" 2>/dev/null; '
-    "done"
-)
-_WRAPPER = f'timeout -s KILL "$0" "$@"; rc=$?; {_SWEEP}; exit $rc'
+# kill(-1) reaches every process of the caller's uid but itself and pid 1; a builtin, no fork.
+_SWEEP = ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0"]
+# The in-exec sweep lets the output stream close at once when leftovers hold it open and
+# costs no extra exec; the host-side sweep covers a command that killed this shell (its exit
+# code is then 128 + the signal).
+_WRAPPER = 'timeout -s KILL "$0" "$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
+_KEEPER = 65533
 _OOM_READ = (
     "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null"
 )
@@ -118,12 +126,14 @@ class DockerSandbox:
         workspace: Host folder bind-mounted at ``/workspace``; created if missing.
         image: The image to run; see `jianmu.execution.image.build_image`. Any image with
             ``/bin/sh``, ``sleep``, GNU ``timeout`` and ``grep`` works.
-        network: ``True`` gives the container the default bridge network.
+        network: ``True`` gives the container the default bridge network; ``False`` or
+            ``None`` (unset) leaves it without any.
         memory_mb: Memory (and memory plus swap) limit of the container, in MiB.
         cpus: CPU share of the container.
         pids: Process limit of the container.
-        user: ``uid:gid`` to run as; default: yours, or ``65534:65534`` (nobody) for root.
-            That user needs write access to the workspace for commands to write there.
+        user: ``uid:gid`` commands run as; default: yours, or as root the workspace's owner
+            (``65534:65534``, nobody, when root owns it). As root, a numeric user that does
+            not own the workspace is granted it with an ACL.
         tmpfs_mb: Size of the tmpfs ``/tmp``, in MiB.
         timeout: Default timeout of `exec`, in seconds.
         output_limit: Bytes kept of each of stdout and stderr.
@@ -136,7 +146,7 @@ class DockerSandbox:
         workspace: str | os.PathLike[str] | None = None,
         *,
         image: str = DEFAULT_IMAGE,
-        network: bool = False,
+        network: bool | None = False,
         memory_mb: int = DOCKER_MEMORY_MB,
         cpus: float = DOCKER_CPUS,
         pids: int = DOCKER_PIDS,
@@ -156,11 +166,19 @@ class DockerSandbox:
             raise ValueError(f"image must be a non-empty image name, got {image!r}")
         _import_docker()  # fail now, not at the first call, when the extra is missing
         self.workspace = Path(workspace if workspace is not None else Path.cwd()).absolute()
-        self.image, self.network = image, network
+        self.image, self.network = image, bool(network)  # unset means off
         self.memory_mb, self.cpus, self.pids, self.tmpfs_mb = memory_mb, cpus, pids, tmpfs_mb
         if user is None:
-            user = "65534:65534" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"
+            if os.geteuid() == 0:
+                self.workspace.mkdir(parents=True, exist_ok=True)
+                uid, gid = sandbox_user(self.workspace) or (0, 0)
+                user = f"{uid}:{gid}"
+            else:
+                user = f"{os.getuid()}:{os.getgid()}"
         self.user = user
+        keeper = _KEEPER if not user.startswith(f"{_KEEPER}:") else _KEEPER - 1
+        self.keeper = f"{keeper}:{keeper}"
+        """The uid the container's own processes run as, out of the commands' reach."""
         self.timeout, self.output_limit = timeout, output_limit
         self.env = dict(env or {})
         self.base_url = base_url
@@ -168,6 +186,7 @@ class DockerSandbox:
         self._container: Any = None
         self._oom_baseline = 0
         self._lock = anyio.Lock()
+        self._exec_lock = anyio.Lock()  # the sweep kills all of the user's processes
 
     @property
     def container_id(self) -> str | None:
@@ -212,7 +231,7 @@ class DockerSandbox:
     def _start_sync(self) -> None:
         client = self._connect()
         self.workspace.mkdir(parents=True, exist_ok=True)
-        self._check_workspace_access()
+        self._grant_workspace()
         with _docker_errors(f"find the image {self.image!r}", self.image):
             client.images.get(self.image)
         self._remove_stale(client)
@@ -226,7 +245,7 @@ class DockerSandbox:
                 mem_limit=f"{self.memory_mb}m", memswap_limit=f"{self.memory_mb}m",
                 nano_cpus=int(self.cpus * 1e9), pids_limit=self.pids,
                 read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-                user=self.user,
+                user=self.keeper,
                 tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777"},
                 volumes={str(self.workspace): {"bind": "/workspace", "mode": "rw"}},
                 working_dir="/workspace",
@@ -235,26 +254,27 @@ class DockerSandbox:
             )
         self._oom_baseline = self._oom_count()
 
-    def _check_workspace_access(self) -> None:
-        """Log when the container's user will not be able to write to the workspace."""
+    def _grant_workspace(self) -> None:
+        """Let the commands' user write to the workspace, without opening it to everyone.
+
+        Raises:
+            SandboxUnavailableError: the user cannot write there and we cannot grant it.
+        """
         uid, _, gid = self.user.partition(":")
-        try:
-            st = self.workspace.stat()
-        except OSError:
+        st = self.workspace.stat()
+        if not uid.isdigit() or int(uid) == st.st_uid:
             return
-        if not uid.isdigit():
+        if os.geteuid() == 0:
+            grant_tree(self.workspace, int(uid))
             return
-        if int(uid) == st.st_uid:
-            writable = bool(st.st_mode & 0o200)
-        elif gid.isdigit() and int(gid) == st.st_gid:
-            writable = bool(st.st_mode & 0o020)
-        else:
-            writable = bool(st.st_mode & 0o002)
+        writable = bool(st.st_mode & (0o020 if gid.isdigit() and int(gid) == st.st_gid
+                                      else 0o002))
         if not writable:
-            _log.warning(
-                "the sandbox runs as %s, which cannot write to the workspace %s (owner %d, "
-                "mode %o); commands can read it but not write it: chown/chmod the folder or "
-                "pass user=", self.user, self.workspace, st.st_uid, st.st_mode & 0o777,
+            raise SandboxUnavailableError(
+                f"the sandbox runs as {self.user}, which cannot write to the workspace "
+                f"{str(self.workspace)!r} (owner {st.st_uid}, mode {st.st_mode & 0o777:o}); "
+                "pass user= the folder's owner, or run as root (the folder is then granted "
+                "to the sandbox's user with an ACL)"
             )
 
     @staticmethod
@@ -309,33 +329,35 @@ class DockerSandbox:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout!r}")
         data = stdin.encode() if isinstance(stdin, str) else stdin
-        full_env = {**self.env, **(env or {})}
-        for attempt in (1, 2):
-            await self.start()
-            state: dict[str, Any] = {}
-            try:
-                return await anyio.to_thread.run_sync(
-                    self._exec_sync, argv, data, full_env, workdir, timeout, state,
-                    abandon_on_cancel=True,
-                )
-            except SandboxUnavailableError:
-                raise
-            except SandboxError:
-                # The container died or stopped answering: replace it. Retry only when the
-                # command never started, so that nothing runs twice.
-                async with self._lock:
-                    await anyio.to_thread.run_sync(self._drop_container)
-                if attempt == 2 or "token" in state:
+        # last: no caller turns git's code-running settings back on
+        full_env = {**self.env, **(env or {}), **safe_git_env()}
+        # One command at a time: the sweep after a command kills every process of the user.
+        async with self._exec_lock:
+            for attempt in (1, 2):
+                await self.start()
+                state: dict[str, Any] = {}
+                try:
+                    return await anyio.to_thread.run_sync(
+                        self._exec_sync, argv, data, full_env, workdir, timeout, state,
+                        abandon_on_cancel=True,
+                    )
+                except SandboxUnavailableError:
                     raise
-            except BaseException:
-                # Cancelled from outside: kill what we started; a thread that has not started
-                # the command yet sees the flag and does not start it.
-                state["cancelled"] = True
-                token = state.get("token")
-                if token is not None:
-                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                        await anyio.to_thread.run_sync(self._kill_token, token)
-                raise
+                except SandboxError:
+                    # The container died or stopped answering: replace it. Retry only when
+                    # the command never started, so that nothing runs twice.
+                    async with self._lock:
+                        await anyio.to_thread.run_sync(self._drop_container)
+                    if attempt == 2 or "started" in state:
+                        raise
+                except BaseException:
+                    # Cancelled from outside: kill what we started; a thread that has not
+                    # started the command yet sees the flag and does not start it.
+                    state["cancelled"] = True
+                    if "started" in state:
+                        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                            await anyio.to_thread.run_sync(self._sweep)
+                    raise
         raise AssertionError("unreachable")
 
     def _exec_sync(
@@ -345,21 +367,20 @@ class DockerSandbox:
         client, container = self._connect(), self._container
         if container is None:
             raise SandboxError("the sandbox container is gone")
-        token = uuid.uuid4().hex
-        env_list = [f"{k}={v}" for k, v in env.items()] + [f"JIANMU_EXEC={token}"]
+        env_list = [f"{k}={v}" for k, v in env.items()]
         start = time.monotonic()
         with _docker_errors("run a command in the sandbox container"):
             exec_id = client.api.exec_create(
                 container.id, ["/bin/sh", "-c", _WRAPPER, f"{timeout:.3f}", *argv],
                 stdin=bool(data), stdout=True, stderr=True, environment=env_list,
-                workdir=workdir,
+                workdir=workdir, user=self.user,
             )["Id"]
-            state["token"] = token
+            state["started"] = True
             if state.get("cancelled"):
                 raise SandboxError("the call was cancelled before the command started")
             sock = client.api.exec_start(exec_id, socket=True)
         if state.get("cancelled"):
-            self._kill_token(token)  # cancelled while starting: the first kill may have missed
+            self._sweep()  # cancelled while starting: the first sweep may have missed
         raw: socket.socket = getattr(sock, "_sock", sock)
         # Feed stdin from another thread: a command that writes before it has read all its
         # input would otherwise block on a full pipe while we block on sending.
@@ -371,8 +392,13 @@ class DockerSandbox:
             with contextlib.suppress(OSError):
                 sock.close()
         if not finished:
-            self._kill_token(token)  # in-container timeout failed to act; step in
+            self._sweep()  # the in-container timeout failed to act; step in
         exit_code = self._exit_code(exec_id, finished)
+        if finished and not state.get("cancelled") and (exit_code is None or exit_code >= 128):
+            # The wrapper sweeps as it exits; a signal-sized code means it may have been killed
+            # first (or the timeout fired), so sweep from outside. A cancelled call was swept
+            # by the canceller, and a later command may be running by now.
+            self._sweep()
         duration = time.monotonic() - start
         timed_out = not finished or (exit_code == 137 and duration >= timeout * 0.98)
         oom = False
@@ -410,20 +436,21 @@ class DockerSandbox:
                 return None
             time.sleep(0.01)  # the stream closes a moment before the exec is marked done
 
-    def _kill_token(self, token: str) -> None:
-        """Kill every process of one command; a container that cannot do it is replaced."""
+    def _sweep(self) -> None:
+        """Kill every process of the commands' user; replace a container that cannot."""
         container = self._container
         if container is None:
             return
         client = self._connect()
         try:
-            with _docker_errors("kill a command in the sandbox container"):
-                exec_id = client.api.exec_create(
-                    container.id, ["/bin/sh", "-c", _SWEEP],
-                    environment=[f"JIANMU_EXEC={token}"],
-                )["Id"]
+            with _docker_errors("kill what a command left in the sandbox container"):
+                exec_id = client.api.exec_create(container.id, _SWEEP, user=self.user)["Id"]
                 client.api.exec_start(exec_id)
-        except SandboxError:
+                code = client.api.exec_inspect(exec_id).get("ExitCode")
+            if code != 0:  # the exec could not even start (no pid left): start afresh
+                raise SandboxError(f"the sweep exited with {code}")
+        except SandboxError as exc:
+            _log.info("replacing the sandbox container: %s", exc)
             self._drop_container()
 
     def _oom_count(self) -> int:

@@ -7,13 +7,19 @@ Layers, each used where this machine allows it:
   folder as ``HOME`` and ``TMPDIR``, and a minimal environment (no host secrets);
 - a control group per command (root, or a delegated cgroup): ``pids.max``, a memory limit whose
   OOM kills are counted, a CPU quota, and a way to kill every process the command started;
-- bubblewrap: a read-only view of ``/``, the workspace bound writable at its own path, private
-  ``/tmp``, ``/proc`` and ``/dev``, new user/pid/ipc/uts namespaces, no capabilities, and no
-  network when ``network=False``: no network namespace access, and the usual homes of host
-  Unix sockets (``/run``, ``/var/run``, ``/var/tmp``, ``/dev/shm``) hidden behind empty
-  private folders, since a socket file stays connectable through a read-only mount.
+- as root: the command runs as an unprivileged uid (the workspace's owner, or nobody), with no
+  capabilities, so it cannot read what only root may read; the workspace is granted to that
+  uid with an ACL (see `jianmu.execution._acl`);
+- bubblewrap: a minimal read-only root (``/usr``, ``/bin``, ``/lib*``, ``/sbin``, a few
+  ``/etc`` files programs need, this Python's install), the workspace bound writable at its own
+  path, private ``/tmp``, ``/proc`` and ``/dev``, new pid/ipc/uts (and, unless root, user)
+  namespaces, no capabilities, and no network unless ``network=True``: a network namespace of
+  its own, so neither TCP, abstract Unix sockets nor socket files under ``/run`` (never
+  mounted) reach the host.
 
-When the command's main process exits, or at its timeout, whatever it left running is killed.
+The network is off unless ``network=True``. When the command's main process exits, or at its
+timeout, whatever it left running is killed: the pid namespace dies with its first process,
+and the control group is emptied.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import anyio.to_thread
 
 from jianmu.constraints import DEFAULT_TIMEOUT_S
 from jianmu.errors import SandboxError, SandboxUnavailableError
+from jianmu.execution._acl import grant_tree, sandbox_user
 from jianmu.execution._cgroup import (
     CommandCgroup,
     cgroup_support,
@@ -53,6 +60,7 @@ from jianmu.execution._output import (
     normalise_argv,
     relative_cwd,
 )
+from jianmu.execution._safe_env import safe_git_env
 from jianmu.execution.sandbox import ExecResult
 
 __all__ = ("LocalSandbox", "bwrap_available")
@@ -67,7 +75,11 @@ def _bwrap_works(network: bool) -> str | None:
     path = shutil.which("bwrap")
     if path is None:
         return "bwrap is not installed (apt-get install bubblewrap)"
-    argv = [path, *_BWRAP_BASE, *([] if network else ["--unshare-net"]), "--", "true"]
+    as_user = (_NOBODY, _NOBODY) if os.geteuid() == 0 else None
+    if as_user is not None and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is missing: as root, bwrap needs it to drop to a user"
+    argv = [path, *_bwrap_flags(network, as_user), *_minimal_root(os.environ.get("PATH", "")),
+            "--", *_drop_to(as_user), "true"]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -82,44 +94,119 @@ def bwrap_available(*, network: bool = True) -> bool:
     return _bwrap_works(network) is None
 
 
-_BWRAP_BASE = (
-    "--ro-bind", "/", "/",
-    "--dev", "/dev",
-    "--proc", "/proc",
-    "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-    "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+_NOBODY = 65534
+_NAMESPACES = (
+    "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+    "--die-with-parent", "--new-session",
 )
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_FILES = (
+    "passwd", "group", "hosts", "host.conf", "resolv.conf", "nsswitch.conf", "gai.conf",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl/certs",
+    "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "localtime", "timezone",
+    "mime.types", "os-release", "protocols", "services", "bash.bashrc", "inputrc",
+)
+"""What programs read from ``/etc``; no secrets (``shadow``, ``ssl/private``) among them."""
+_NEVER_BOUND = ("/", "/etc", "/root", "/home", "/var", "/run", "/proc", "/sys", "/dev", "/tmp")
 
 
-_SOCKET_ROOTS = ("/run", "/var/run", "/var/tmp", "/dev/shm")
-"""Where host Unix sockets usually live (besides ``/tmp``, always private): hidden behind an
-empty tmpfs when the network is off. ``/var/run`` is skipped when it is a link (to ``/run``)."""
-
-
-def _private_roots(network: bool) -> list[str]:
-    """The folders replaced by empty private ones inside bubblewrap (``/tmp`` first)."""
-    roots = ["/tmp"]
+def _bwrap_flags(network: bool, as_user: tuple[int, int] | None) -> list[str]:
+    """Namespace flags. As root, no user namespace (it would map to host root): bwrap mounts
+    with root's rights and `setpriv` then drops to the user, capabilities and all."""
+    flags = list(_NAMESPACES)
+    if as_user is None:
+        flags += ["--unshare-user", "--cap-drop", "ALL"]
     if not network:
-        roots += [
-            root for root in _SOCKET_ROOTS
-            if root == "/dev/shm" or (os.path.isdir(root) and not os.path.islink(root))
-        ]
-    return roots
+        flags.append("--unshare-net")
+    return flags
 
 
-def _hidden_by_private_roots(search_path: str, roots: Sequence[str] = ("/tmp",)) -> list[str]:
-    """Folders the sandbox needs that the private ``roots`` would hide: this Python's install
-    and the ``PATH`` entries that live under one of them (a virtualenv in a checkout in
-    ``/tmp`` or ``/var/tmp``, say), to be bound back read-only."""
-    wanted = [sys.prefix, sys.base_prefix, *search_path.split(os.pathsep)]
-    prefixes = tuple(root.rstrip("/") + "/" for root in roots)
+def _drop_to(as_user: tuple[int, int] | None) -> list[str]:
+    if as_user is None:
+        return []
+    uid, gid = as_user
+    return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={gid}",
+            "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def _python_paths(search_path: str) -> list[str]:
+    """This Python's install and the ``PATH`` folders outside the system ones, to bind
+    read-only at their own paths (a pyenv under ``/root``, a virtualenv in ``/tmp``)."""
+    wanted = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable),
+              *search_path.split(os.pathsep)]
+    system = tuple(d + "/" for d in _SYSTEM_DIRS)
     found: list[str] = []
+    for folder in list(wanted):
+        if os.path.basename(folder.rstrip("/")) == "shims":
+            # a pyenv shim runs <root>/libexec/pyenv, which reads <root>/versions
+            for up in Path(folder).parents:
+                if (up / "libexec" / "pyenv").exists():
+                    wanted.insert(0, str(up))
+                    break
     for folder in wanted:
-        real = os.path.realpath(folder) if folder else ""
-        for path in (folder, real):
-            if path.startswith(prefixes) and os.path.isdir(path) and path not in found:
-                found.append(path)
+        if not folder or not os.path.isabs(folder):
+            continue
+        for path in (os.path.normpath(folder), os.path.realpath(folder)):
+            if (path in _NEVER_BOUND or path.startswith(system) or path in _SYSTEM_DIRS
+                    or not os.path.isdir(path) or path in found):
+                continue
+            found.append(path)
     return found
+
+
+def _minimal_root(search_path: str) -> list[str]:
+    """bwrap arguments for a read-only root holding only what programs need."""
+    return list(_minimal_root_cached(search_path))
+
+
+@cache
+def _minimal_root_cached(search_path: str) -> tuple[str, ...]:
+    """Computed once per ``PATH``: dozens of stat calls that would repeat on every command."""
+    args: list[str] = []
+    for folder in _SYSTEM_DIRS:
+        if os.path.islink(folder):
+            args += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            args += ["--ro-bind", folder, folder]
+    args += ["--perms", "0755", "--dir", "/etc"]
+    made: set[str] = {"/etc"}
+    for name in _ETC_FILES:
+        path = f"/etc/{name}"
+        if os.path.exists(path):
+            args += [*_parents(path, made), "--ro-bind", path, path]
+    args += ["--dev", "/dev", "--proc", "/proc"]
+    for path in _python_paths(search_path):
+        args += [*_parents(path, made), "--ro-bind", path, path]
+    return tuple(args)
+
+
+def _parents(path: str, made: set[str]) -> list[str]:
+    """``--dir`` for each missing parent of ``path``, world-traversable (bwrap run by root
+    makes them 0700, which the unprivileged user could not pass)."""
+    args: list[str] = []
+    parts = path.strip("/").split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        parent = "/" + "/".join(parts[:i])
+        if parent not in made and not parent.startswith(tuple(d + "/" for d in _SYSTEM_DIRS)):
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", parent]
+    return args
+
+
+def _reachable(path: str, uid: int, gid: int) -> bool:
+    """Whether ``uid``/``gid`` may run ``path``: every folder on the way is searchable."""
+    real = os.path.realpath(path)
+    current = "/"
+    for part in [*real.strip("/").split("/")]:
+        try:
+            st = os.stat(current)
+        except OSError:
+            return False
+        shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+        if not (st.st_mode >> shift) & 1:
+            return False
+        current = os.path.join(current, part)
+    return os.path.isfile(real)
 
 
 class _Handle:
@@ -160,13 +247,15 @@ class _Outcome:
 class LocalSandbox:
     """Runs commands as local child processes under resource limits (and bubblewrap).
 
-    Without bubblewrap a command runs as you, with your file permissions and network: only the
-    limits, the private temporary folder, the clean environment and the clean-up apply. Check
+    Without bubblewrap a command runs with the host's file system and network (as an
+    unprivileged user when we are root): only the limits, the private temporary folder, the
+    clean environment and the clean-up apply, and the network cannot be cut. Check
     `isolation` for what is enforced on this machine.
 
     Args:
         workspace: Host folder the commands work in; created if missing. Defaults to cwd.
-        network: ``False`` cuts the network (needs bubblewrap).
+        network: ``True`` lets commands use the network; ``False`` or ``None`` (the default)
+            cuts it, which needs bubblewrap.
         use_bwrap: ``None`` uses bubblewrap when it works here; ``True`` requires it.
         memory_mb: Memory limit of one command, in MiB.
         cpus: CPU share of one command (needs a cpu control group).
@@ -178,8 +267,8 @@ class LocalSandbox:
         env: Variables added to every command's environment.
 
     Raises:
-        SandboxUnavailableError: ``network=False`` or ``use_bwrap=True`` without a working
-            bubblewrap, or a ``pids`` limit that nothing here can enforce (root without a
+        SandboxUnavailableError: the network off (the default) or ``use_bwrap=True`` without a
+            working bubblewrap, or a ``pids`` limit that nothing here can enforce (root without a
             writable pids control group).
     """
 
@@ -187,7 +276,7 @@ class LocalSandbox:
         self,
         workspace: str | os.PathLike[str] | None = None,
         *,
-        network: bool = True,
+        network: bool | None = None,
         use_bwrap: bool | None = None,
         memory_mb: int | None = None,
         cpus: float | None = None,
@@ -204,6 +293,7 @@ class LocalSandbox:
             if value is not None and value <= 0:
                 raise ValueError(f"{label} must be positive, got {value!r}")
         self.workspace = Path(workspace if workspace is not None else Path.cwd()).absolute()
+        network = bool(network)  # unset means off: the secure default
         self.network = network
         self.memory_mb, self.cpus, self.pids = memory_mb, cpus, pids
         self.cpu_seconds, self.file_size_mb = cpu_seconds, file_size_mb
@@ -214,9 +304,10 @@ class LocalSandbox:
             raise SandboxUnavailableError(f"use_bwrap=True but {problem}")
         if not network and problem:
             raise SandboxUnavailableError(
-                "network: false needs bubblewrap or Docker to cut the network, and "
-                f"neither is usable here ({problem}); install bubblewrap "
-                "(apt-get install bubblewrap) or use mode: docker"
+                "the sandbox's network is off (the default, or network: false), which needs "
+                f"bubblewrap or Docker to cut it, and neither is usable here ({problem}); "
+                "install bubblewrap (apt-get install bubblewrap), use mode: docker, or turn "
+                "the network on in the operator's config (execution.network: true)"
             )
         self.uses_bwrap = problem is None
         support = cgroup_support()
@@ -228,6 +319,20 @@ class LocalSandbox:
             )
         self._tmp: Path | None = None
         self._running: set[_Handle] = set()
+        self._user: tuple[int, int] | None = None
+
+    @property
+    def user(self) -> tuple[int, int] | None:
+        """``(uid, gid)`` commands run as once started, or ``None`` for our own (not root)."""
+        return self._user
+
+    @property
+    def python(self) -> str:
+        """A Python interpreter that commands in this sandbox can run."""
+        user = self._user
+        if self.uses_bwrap or user is None or _reachable(sys.executable, *user):
+            return sys.executable
+        return shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "python3"
 
     @property
     def isolation(self) -> dict[str, Any]:
@@ -235,6 +340,7 @@ class LocalSandbox:
         return {
             "bwrap": self.uses_bwrap,
             "network": self.network,
+            "user": self._user,
             "cgroup": sorted(self._controllers),
             "memory": "cgroup" if "memory" in self._controllers else "rlimit_as",
         }
@@ -244,7 +350,13 @@ class LocalSandbox:
         if self._tmp is not None:
             return
         self.workspace.mkdir(parents=True, exist_ok=True)
-        self._tmp = Path(tempfile.mkdtemp(prefix="jianmu-sandbox-"))
+        user = sandbox_user(self.workspace)
+        if user is not None and user[0] != self.workspace.stat().st_uid:
+            await anyio.to_thread.run_sync(grant_tree, self.workspace, user[0])
+        tmp = Path(tempfile.mkdtemp(prefix="jianmu-sandbox-"))
+        if user is not None:
+            os.chown(tmp, *user)
+        self._tmp, self._user = tmp, user
         await anyio.to_thread.run_sync(sweep_stale_cgroups)
 
     async def close(self) -> None:
@@ -318,21 +430,23 @@ class LocalSandbox:
             "TMPDIR": home,
             **self.env,
             **(env or {}),
+            **safe_git_env(),  # last: no caller turns git's code-running settings back on
         }
         if self.uses_bwrap:
             bwrap = shutil.which("bwrap") or "bwrap"
-            roots = _private_roots(self.network)
-            # Order matters: bwrap mounts in argument order, so the private roots come first,
-            # then what must show through them (Python, PATH entries), the workspace last (it
-            # may itself live under one of the roots).
+            # Order matters: bwrap mounts in argument order, so the private /tmp comes after
+            # the root (Python may live under /tmp and is bound again after it), the
+            # workspace last (it may itself live under /tmp).
+            made: set[str] = set()
+            ws = str(self.workspace)
             argv = [
-                bwrap, *_BWRAP_BASE, *([] if self.network else ["--unshare-net"]),
+                bwrap, *_bwrap_flags(self.network, self._user),
+                *_minimal_root(full_env["PATH"]),
                 "--bind", str(self._tmp), "/tmp",
-                *(arg for root in roots[1:] for arg in ("--tmpfs", root)),
-                *(arg for path in _hidden_by_private_roots(full_env["PATH"], roots)
-                  for arg in ("--ro-bind", path, path)),
-                "--bind", str(self.workspace), str(self.workspace),
-                "--chdir", str(workdir), "--", *argv,
+                *(arg for path in _python_paths(full_env["PATH"]) if path.startswith("/tmp/")
+                  for arg in (*_parents(path, made), "--ro-bind", path, path)),
+                *_parents(ws, made), "--bind", ws, ws,
+                "--chdir", str(workdir), "--", *_drop_to(self._user), *argv,
             ]
         cpu_seconds = self.cpu_seconds or math.ceil(timeout * (os.cpu_count() or 1)) + 1
         memory = self.memory_mb * 1024 * 1024 if self.memory_mb else None
@@ -345,8 +459,10 @@ class LocalSandbox:
         if self.pids is not None and os.geteuid() != 0:
             # RLIMIT_NPROC counts every task of the user, so allow for the ones already running.
             limits.append((resource.RLIMIT_NPROC, _user_tasks() + self.pids))
+        # Without bubblewrap, the child drops to the user itself (bwrap's setpriv does it inside).
+        user = None if self.uses_bwrap else self._user
         return {
-            "argv": argv, "env": full_env, "cwd": str(workdir), "limits": limits,
+            "argv": argv, "env": full_env, "cwd": str(workdir), "limits": limits, "user": user,
             "cgroup": {"pids": self.pids, "memory_bytes": memory, "cpus": self.cpus},
         }
 
@@ -388,7 +504,7 @@ def _user_tasks() -> int:
 
 
 def _make_preexec(
-    procs_files: list[str], limits: list[tuple[int, int]]
+    procs_files: list[str], limits: list[tuple[int, int]], user: tuple[int, int] | None = None
 ) -> Callable[[], None]:
     def preexec() -> None:  # runs in the child between fork and exec: keep it to syscalls
         for name in procs_files:
@@ -399,6 +515,11 @@ def _make_preexec(
                 os.close(fd)
         for which, value in limits:
             resource.setrlimit(which, (value, value))
+        if user is not None:  # last: joining the control group needs root
+            uid, gid = user
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)  # from root to a user: every capability goes too
 
     return preexec
 
@@ -415,7 +536,9 @@ def _run(
                 spawn["argv"], stdin=subprocess.PIPE if data else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=spawn["cwd"],
                 env=spawn["env"], start_new_session=True,
-                preexec_fn=_make_preexec(group.procs_files if group else [], spawn["limits"]),
+                preexec_fn=_make_preexec(
+                    group.procs_files if group else [], spawn["limits"], spawn.get("user")
+                ),
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxError(f"could not start {spawn['argv'][0]!r}: {exc}") from exc

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.anyio
 
 MODES = [
     pytest.param({"mode": "local"}, id="local"),  # network unset: off
-    pytest.param({"mode": "local", "network": True}, id="local-network"),
     pytest.param({"mode": "local", "network": False}, id="local-no-network"),
+    pytest.param({"mode": "local", "network": True}, id="local-network"),
     pytest.param({"mode": "docker"}, id="docker", marks=pytest.mark.docker),
 ]
 

@@ -90,7 +90,8 @@ async def test_container_is_locked_down_and_removed_on_close(
         assert "/tmp" in host["Tmpfs"]
         assert f"{workspace}:/workspace:rw" in host["Binds"]
         expected_user = "65534:65534" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"
-        assert attrs["Config"]["User"] == expected_user
+        assert box.user == expected_user  # the commands' user; the container's own: keeper
+        assert attrs["Config"]["User"] == box.keeper != expected_user
         labels = attrs["Config"]["Labels"]
         assert labels["jianmu.sandbox"] == "1" and labels["jianmu.owner_pid"] == str(os.getpid())
         result = await box.exec("id -u; cat /proc/self/status | grep CapEff")
@@ -171,15 +172,31 @@ async def test_host_side_deadline_backs_up_the_container_timeout(
 
 
 @pytest.mark.docker
-async def test_unwritable_workspace_is_logged(
-    docker_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+async def test_root_grants_the_workspace_without_opening_it(
+    docker_client: Any, tmp_path: Path
 ) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("as a user, commands run as you")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)
+    (locked / "old.txt").write_text("old\n")
+    async with DockerSandbox(locked, user="65534:65534") as box:
+        result = await box.exec("cat old.txt && echo more >> old.txt && echo new > new.txt")
+    assert result.ok, result
+    assert (locked / "new.txt").read_text() == "new\n"
+    assert (locked / "old.txt").read_text() == "old\nmore\n"
+    assert locked.stat().st_mode & 0o007 == 0  # not opened to everyone (group bits: the mask)
+
+
+async def test_unwritable_workspace_is_refused_for_a_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o755)
-    async with DockerSandbox(locked, user="65534:65534") as box:
-        result = await box.exec("touch x")
-    assert result.exit_code != 0 and "Permission denied" in result.stderr
-    assert "cannot write to the workspace" in caplog.text
+    box = DockerSandbox(locked, user="65534:65534")
+    with pytest.raises(SandboxUnavailableError, match="cannot write to the workspace"):
+        box._grant_workspace()
 
 
 def test_require_docker_turns_skips_into_failures(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -50,11 +50,14 @@ def test_bad_limits_are_refused(tmp_path: Path, kwargs: dict[str, Any], message:
 
 @pytest.mark.usefixtures("no_bwrap")
 def test_network_false_without_bubblewrap_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(SandboxUnavailableError, match=r"network: false .* bubblewrap"):
+    with pytest.raises(SandboxUnavailableError, match=r"network: false.* bubblewrap"):
         LocalSandbox(tmp_path, network=False)
+    # unset means off too: the secure default is refused, not silently weakened
+    with pytest.raises(SandboxUnavailableError, match=r"network is off \(the default"):
+        LocalSandbox(tmp_path)
     with pytest.raises(SandboxUnavailableError, match="use_bwrap=True"):
-        LocalSandbox(tmp_path, use_bwrap=True)
-    assert LocalSandbox(tmp_path).isolation["bwrap"] is False
+        LocalSandbox(tmp_path, use_bwrap=True, network=True)
+    assert LocalSandbox(tmp_path, network=True).isolation["bwrap"] is False
 
 
 @pytest.mark.usefixtures("no_cgroup")
@@ -68,7 +71,7 @@ def test_pids_for_root_without_cgroups_is_refused(
 
 @pytest.mark.usefixtures("no_cgroup")
 async def test_memory_limit_falls_back_to_the_address_space_rlimit(tmp_path: Path) -> None:
-    box = LocalSandbox(tmp_path, memory_mb=128, use_bwrap=False)
+    box = LocalSandbox(tmp_path, memory_mb=128, use_bwrap=False, network=True)
     assert box.isolation["memory"] == "rlimit_as"
     async with box:
         result = await box.exec(["python3", "-c", "x = b'x' * (512 * 2**20); print('alive')"])
@@ -78,14 +81,14 @@ async def test_memory_limit_falls_back_to_the_address_space_rlimit(tmp_path: Pat
 
 @pytest.mark.usefixtures("no_cgroup")
 async def test_timeout_kills_the_group_without_cgroups(tmp_path: Path) -> None:
-    async with LocalSandbox(tmp_path, use_bwrap=False) as box:
+    async with LocalSandbox(tmp_path, use_bwrap=False, network=True) as box:
         result = await box.exec("sleep 1000.4242 & sleep 1000.4243", timeout=0.5)
     assert result.timed_out and result.exit_code == -signal.SIGKILL
     assert await wait_gone("1000.424")
 
 
 async def test_cancelling_exec_kills_the_command(tmp_path: Path) -> None:
-    async with LocalSandbox(tmp_path, use_bwrap=False) as box:
+    async with LocalSandbox(tmp_path, use_bwrap=False, network=True) as box:
         with anyio.move_on_after(0.5) as scope:
             await box.exec("sleep 1000.5151 & sleep 1000.5152", timeout=60)
         assert scope.cancelled_caught
@@ -94,21 +97,21 @@ async def test_cancelling_exec_kills_the_command(tmp_path: Path) -> None:
 
 
 async def test_cpu_seconds_limit(tmp_path: Path) -> None:
-    async with LocalSandbox(tmp_path, cpu_seconds=1, use_bwrap=False) as box:
+    async with LocalSandbox(tmp_path, cpu_seconds=1, use_bwrap=False, network=True) as box:
         result = await box.exec(["python3", "-c", "while True: pass"], timeout=60)
     assert not result.timed_out
     assert result.exit_code in (-signal.SIGXCPU, -signal.SIGKILL)
 
 
 async def test_file_size_limit(tmp_path: Path) -> None:
-    async with LocalSandbox(tmp_path, file_size_mb=1, use_bwrap=False) as box:
+    async with LocalSandbox(tmp_path, file_size_mb=1, use_bwrap=False, network=True) as box:
         result = await box.exec("head -c 3000000 /dev/zero > big.bin")
     assert not result.ok
     assert (tmp_path / "big.bin").stat().st_size <= 1024 * 1024
 
 
 async def test_missing_cwd_and_private_tmp_lifecycle(tmp_path: Path) -> None:
-    box = LocalSandbox(tmp_path / "new-ws", use_bwrap=False)
+    box = LocalSandbox(tmp_path / "new-ws", use_bwrap=False, network=True)
     with pytest.raises(ValueError, match="'nope' is not a folder"):
         await box.exec("pwd", cwd="nope")
     assert (tmp_path / "new-ws").is_dir()  # start() made the workspace
@@ -126,7 +129,7 @@ async def test_cgroups_are_removed_and_stale_ones_swept(tmp_path: Path) -> None:
     support = cgroup_support()
     assert support is not None
     parent = next(iter(support.parents.values()))
-    async with LocalSandbox(tmp_path, pids=20, use_bwrap=False) as box:
+    async with LocalSandbox(tmp_path, pids=20, use_bwrap=False, network=True) as box:
         await box.exec("true")
     assert not list(parent.glob(f"jianmu-{os.getpid()}-*"))
     stale = parent / "jianmu-999999999-deadbeef"  # no such pid: its owner crashed
@@ -153,7 +156,7 @@ async def test_cancelling_while_the_command_starts_still_kills_it(
     tmp_path: Path, use_bwrap: bool
 ) -> None:
     # Cancel at many points of the start-up: before, during and after the process exists.
-    async with LocalSandbox(tmp_path, use_bwrap=use_bwrap) as box:
+    async with LocalSandbox(tmp_path, use_bwrap=use_bwrap, network=True) as box:
         for step in range(15):
             with anyio.move_on_after(step * 0.003):
                 await box.exec("sleep 1000.2727", timeout=60)
@@ -161,7 +164,7 @@ async def test_cancelling_while_the_command_starts_still_kills_it(
 
 
 async def test_close_kills_running_commands(tmp_path: Path) -> None:
-    box = LocalSandbox(tmp_path, use_bwrap=False)
+    box = LocalSandbox(tmp_path, use_bwrap=False, network=True)
     results = []
 
     async def call() -> None:
@@ -220,10 +223,8 @@ async def test_network_false_hides_host_unix_sockets(tmp_path: Path, root: str) 
         server.close()
         shutil.rmtree(folder, ignore_errors=True)
     assert cut.stdout.split()[0] == "BLOCKED", cut
-    # `--dev /dev` already gives every sandbox its own /dev/shm; the other roots are shared
-    # with the host while the network is on.
-    expected = "BLOCKED" if root == "/dev/shm" else "CONNECTED"
-    assert open_.stdout.split()[0] == expected, open_
+    # the minimal root never mounts these folders, network or not
+    assert open_.stdout.split()[0] == "BLOCKED", open_
 
 
 @pytest.mark.skipif(not bwrap_available(network=False), reason="bubblewrap cannot run here")
@@ -254,23 +255,18 @@ async def test_network_false_keeps_a_workspace_under_a_hidden_root() -> None:
         shutil.rmtree(ws, ignore_errors=True)
 
 
-def test_hidden_roots_and_what_is_bound_back(tmp_path: Path) -> None:
-    assert local_mod._private_roots(network=True) == ["/tmp"]
-    roots = local_mod._private_roots(network=False)
-    assert roots[0] == "/tmp" and "/var/tmp" in roots and "/dev/shm" in roots
-    if os.path.islink("/var/run"):
-        assert "/var/run" not in roots  # it leads to /run, hidden already
-    if not os.access("/var/tmp", os.W_OK):
-        pytest.skip("/var/tmp is not writable here")
-    import shutil
-    import tempfile
+def test_minimal_root_binds_python_and_path_but_no_secrets(tmp_path: Path) -> None:
+    import sys
 
-    venv_bin = tempfile.mkdtemp(prefix="jianmu-venv-", dir="/var/tmp")
-    try:
-        search = os.pathsep.join([venv_bin, "/usr/bin", "/var/tmp/missing-folder"])
-        kept = local_mod._hidden_by_private_roots(search, roots)
-        assert venv_bin in kept and "/usr/bin" not in kept
-        assert "/var/tmp/missing-folder" not in kept
-        assert venv_bin not in local_mod._hidden_by_private_roots(search, ["/tmp"])
-    finally:
-        shutil.rmtree(venv_bin, ignore_errors=True)
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    search = os.pathsep.join([str(venv_bin), "/usr/bin", str(tmp_path / "missing"), "/etc"])
+    kept = local_mod._python_paths(search)
+    assert str(venv_bin) in kept and "/usr/bin" not in kept and "/etc" not in kept
+    assert str(tmp_path / "missing") not in kept
+    assert os.path.realpath(sys.base_prefix) in kept or sys.base_prefix.startswith("/usr")
+    args = local_mod._minimal_root(search)
+    bound = {args[i + 2] for i, a in enumerate(args) if a == "--ro-bind"}
+    assert "/etc/passwd" in bound and "/" not in bound
+    assert not any(p.startswith(("/etc/shadow", "/etc/ssl/private", "/run", "/var", "/root/."))
+                   and p not in kept for p in bound)

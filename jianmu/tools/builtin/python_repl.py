@@ -124,7 +124,8 @@ class PythonREPLTool(Tool):
         marker = f"\x1e@@JIANMU-REPL-{secrets.token_hex(8)}@@"
         request = {"code": code, "state": self.state_path, "cell": self._cell, "marker": marker}
         self._state_files.add(Path(sandbox.workspace) / self.state_path)
-        python = sys.executable if is_local_sandbox(sandbox) else "python3"
+        local = is_local_sandbox(sandbox)
+        python = getattr(sandbox, "python", sys.executable) if local else "python3"
         env = {"PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
         result = await sandbox.exec(
             [python, "-c", DRIVER], stdin=json.dumps(request), env=env, timeout=self.exec_timeout
