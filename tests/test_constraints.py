@@ -328,7 +328,13 @@ def test_skill_layers_merge_among_themselves_then_meet_the_operator(tmp_path: Pa
 
 def test_the_run_resolves_the_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert run_constraints(None).execution.workdir == str(tmp_path)
+    # unset stays unset (the working folder), so an operator's node may still pick its own
+    assert run_constraints(None).execution.workdir is None
+    node = Constraints.merge(run_constraints(None), layer(execution={"workdir": "/srv"}))
+    assert node.execution.workdir == "/srv"
+    with pytest.raises(ConfigError):  # while a skill stays inside the working folder
+        Constraints.merge(run_constraints(None), SkillConstraints.of(
+            layer(execution={"workdir": "/"})))
     assert run_constraints(layer(execution={"workdir": "ws"})).execution.workdir == str(
         tmp_path / "ws")
     assert run_constraints(layer(max_iterations=2)).max_iterations == 2

@@ -36,13 +36,16 @@ _CHECKPOINT_VERSION = 1
 
 
 def run_constraints(*layers: Constraints | None) -> Constraints:
-    """The run's constraints: the layers merged, the workdir resolved to an absolute folder.
+    """The run's constraints: the layers merged, a given workdir made absolute.
 
-    An unset workdir becomes the working folder now, so a nearer layer (a skill's relative
-    ``workdir``, say) is measured against the folder the tools will really use.
+    An unset workdir stays unset: it means the working folder, and a skill's layer is measured
+    against that folder (`ExecutionConstraints.tightened_by`), while a node the operator wrote
+    may still choose its own workspace, as it may when the config names none.
     """
     merged = Constraints.merge(*layers)
-    workdir = os.path.abspath(os.path.expanduser(merged.execution.workdir or os.getcwd()))
+    if merged.execution.workdir is None:
+        return merged
+    workdir = os.path.abspath(os.path.expanduser(merged.execution.workdir))
     return merged.model_copy(
         update={"execution": merged.execution.model_copy(update={"workdir": workdir})}
     )
