@@ -270,3 +270,11 @@ def test_more_wrapper_and_shell_options() -> None:
 
 def test_a_redirection_to_a_run_time_name_is_a_part() -> None:
     assert len(scan('echo hi > "$D"/f').commands) == 2
+
+
+def test_shell_and_wrapper_option_edges() -> None:
+    assert scan("sh -x s.sh").opaque  # an option without c: the shell reads a file
+    found = scan("sh -e -c 'rm x'")
+    assert found.opaque == () and found.commands[0].forms == (("rm", "x"),)
+    assert scan("nohup - x").commands[0].forms[-1] == ("-", "x")
+    assert scan("nice -n").commands[0].forms == (("nice", "-n"),)
