@@ -201,7 +201,7 @@ class Rule:
         if name is None:
             strings = [k for k, v in args.items() if isinstance(v, str)]
             if len(strings) == 1:
-                name = strings[0]
+                (name,) = strings
         if name is not None:
             return name, args[name]
         return None, _json(args)
@@ -236,13 +236,14 @@ class Rule:
 
     def _match_dynamic(self, words: tuple[str, ...], dynamic: frozenset[int]) -> bool:
         """``git push*`` against ``git $X``: the words before the first run-time word match
-        the pattern's first words, so the run-time word could complete the match. A run-time
-        command word is left to the opaque check: a person is asked rather than refused."""
+        the pattern's first words, so the run-time word could complete the match (``git push
+        $X`` against ``git push``: an empty ``$X`` vanishes). A run-time command word is left to
+        the opaque check: a person is asked rather than refused."""
         first = min(dynamic, default=0)
         if first == 0:
             return False
         pattern = (self.pattern or "").split(" ")
-        return len(pattern) > first and fnmatch.fnmatchcase(
+        return len(pattern) >= first and fnmatch.fnmatchcase(
             " ".join(words[:first]), " ".join(pattern[:first])
         )
 

@@ -226,14 +226,14 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
         _command(node, depth, out)
     elif kind == "variable_assignment":
         _assignment(_text(node), out)
-    elif kind in ("file_redirect", "herestring_redirect"):
+    elif kind == "file_redirect":  # a herestring (<<<) is input, not a file written
         _redirect(node, out)
     for child in node.children:
         _walk(child, depth, out)
 
 
 def _assignment(text: str, out: _Found) -> None:
-    name = text.split("=", 1)[0].split("[", 1)[0].rstrip("+")
+    name = text.partition("=")[0].partition("[")[0].rstrip("+")
     if name in _DANGEROUS_VARS or name.startswith("BASH_FUNC"):
         out.opaque.append(f"it sets {name}, which changes what later commands run")
 
@@ -241,7 +241,7 @@ def _assignment(text: str, out: _Found) -> None:
 def _redirect(node: Any, out: _Found) -> None:
     """A redirection that writes a file is a part of its own, which no command rule allows."""
     targets = [c for c in node.children if c.is_named and c.type != "file_descriptor"]
-    if node.type != "file_redirect" or not targets:
+    if not targets:
         return
     target = _word(targets[-1])
     if target.text in _HARMLESS_TARGETS or _NUMBER_RE.match(target.text):
@@ -342,11 +342,11 @@ def _see_through(
         if name in _SHELLS:
             _shell(name, words[1:], depth, out)
             return
-        if name == "eval" and all(w.literal for w in words[1:]):
+        if name == "eval" and all(w.literal for w in words):  # words[0] is literal here
             # read what it can too, so that a deny rule denies rather than asks
             _scan_into(" ".join(w.text for w in words[1:]), depth + 1, out)
         if name == "find":
-            _find_commands(words[1:], forms, dyn)
+            _find_commands(words, forms, dyn)
         if name in _OPAQUE or (_INTERPRETER_RE.match(name) and not _only_info(words[1:])):
             out.opaque.append(f"{name!r} runs code the guard cannot read")
             return
@@ -427,7 +427,7 @@ def _shell(name: str, args: list[_Word], depth: int, out: _Found) -> None:
             i += 1
             continue
         if text[:1] in ("-", "+") and len(text) > 1:
-            run_string = run_string or (text[0] == "-" and "c" in text[1:])
+            run_string = run_string or (text.startswith("-") and "c" in text)
             i += 1
             continue
         break
@@ -460,7 +460,7 @@ def _unwrap(
                 out.opaque.append(f"an option of {name!r} is only known at run time")
                 return None
             break
-        if text == "--":
+        if text == "--" or (name == "env" and text == "-"):  # `env - CMD` is `env -i CMD`
             i += 1
             break
         if not text.startswith("-") or text == "-":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -29,6 +30,8 @@ def test_parse_forms() -> None:
     assert (r.tool, r.key, r.pattern, r.prefix) == ("bash", None, "git", True)
     r = parse_rule("fetch(https://example.com/*)")
     assert (r.key, r.pattern) == (None, "https://example.com/*")
+    # a pattern that sorts before "*" is still a pattern, not the whole tool
+    assert parse_rule("bash('rm' *)").pattern == "'rm' *"
 
 
 @pytest.mark.parametrize(
@@ -38,7 +41,10 @@ def test_parse_forms() -> None:
         ("   ", "write a tool name"),
         ("bash(git", "balanced parentheses"),
         ("bash()", "parentheses are empty"),
-        ("write_file(path:)", "empty pattern"),
+        (
+            "write_file(path:)",
+            r"argument 'path' has an empty pattern; write e\.g\. 'write_file\(path:docs/\*\)'",
+        ),
         ("bash(:*)", "needs a prefix"),
     ],
 )
@@ -179,7 +185,15 @@ def test_deny_rule_sees_through_shell_spellings(command: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", ["git push", "git  push", "'git' push", "/usr/bin/git push origin", "git -C . push"]
+    "command",
+    [
+        "git push",
+        "git  push",
+        "'git' push",
+        "/usr/bin/git push origin",
+        "git -C . push",
+        "git --no-pager push",
+    ],
 )
 def test_subcommand_rule_matches_after_options(command: str) -> None:
     c = call("bash", command=command)
@@ -192,6 +206,7 @@ def test_subcommand_rule_is_conservative_but_keeps_the_command_word() -> None:
     # conservative: 'push' as a later word of a git command is enough to restrict
     assert rule.matches_any_part(call("bash", command="git log --grep push"), bash())
     assert not rule.matches_any_part(call("bash", command="echo git push"), bash())
+    assert not rule.matches_any_part(call("bash", command="svn log push"), bash())
     assert not rule.matches_any_part(call("bash", command="git status"), bash())
     # the later-word form never grants
     assert not parse_rule("bash(git push*)").matches(call("bash", command="git -C . push"), bash())
@@ -269,3 +284,118 @@ def test_a_restricting_rule_on_a_missing_argument_restricts_the_whole_tool() -> 
     assert rule.matches_any_part(call, bash())
     # an allow rule with the same typo allows nothing
     assert not rule.matches(call, bash())
+
+
+def test_a_path_from_home_is_not_resolved_against_the_workspace(tmp_path: Path) -> None:
+    # `~` is the user's home, which the file tools refuse: a folder named `~` in the
+    # workspace is not where the path leads
+    ws = _workspace(tmp_path)
+    os.symlink("secrets", ws / "~")
+    assert path_forms("~/key.txt", ws) == ["~/key.txt"]
+    assert path_forms("a\x00b", ws) == ["a\x00b"]
+
+
+@pytest.mark.parametrize("error", [OSError("symlink loop"), ValueError("unencodable")])
+def test_a_path_that_cannot_be_resolved_keeps_its_given_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    def fail(path: str, root: object) -> None:
+        raise error
+
+    monkeypatch.setattr("jianmu.execution.workspace.locate", fail)
+    assert path_forms("docs/../a.txt", tmp_path) == ["a.txt"]
+
+
+def test_non_string_arguments_are_json_as_written() -> None:
+    # non-ASCII stays itself, so a pattern can name it
+    assert parse_rule("tag(labels:*café*)").matches(call("tag", labels=["café"]))
+    # no string argument at all: the whole arguments as JSON
+    assert parse_rule("sleep(*10*)").matches(call("sleep", seconds=10))
+
+
+def test_main_argument_needs_a_plain_string_type() -> None:
+    # a property typed ["string", "null"] is not the main argument; the next required one is
+    tool = FakeTool(
+        name="t",
+        input_schema={
+            "type": "object",
+            "properties": {"a": {"type": ["string", "null"]}, "b": {"type": "string"}},
+            "required": ["a", "b"],
+        },
+    )
+    assert parse_rule("t(abc*)").matches(call("t", a="xyz", b="abc"), tool)
+
+
+def test_a_pattern_less_rule_matches_any_text() -> None:
+    assert Rule(tool="bash").match_text("anything")
+
+
+def test_an_argument_named_command_is_a_shell_command_whatever_the_tool() -> None:
+    # no `execute` category: the argument's name makes it a shell command, and an opaque
+    # one (an interpreter) is never granted
+    rule = parse_rule("run(python*)")
+    assert not rule.matches(call("run", command="python -c 'print(1)'"))
+    assert not rule.matches(call("run", command="python -c 'print(1)'"), FakeTool(name="run"))
+
+
+def test_an_unknown_schema_does_not_make_an_argument_missing() -> None:
+    # empty `properties` says nothing about the tool's arguments: the rule is matched, not
+    # widened to the whole tool as a typo would be
+    rule = parse_rule("run(path:secret*)")
+    assert not rule.matches_any_part(call("run", path="a.txt"), FakeTool(name="run"))
+    assert rule.matches_any_part(call("run", path="secret.txt"), FakeTool(name="run"))
+
+
+def test_a_run_time_word_may_vanish() -> None:
+    # an unquoted `$X` that is empty leaves `git push`: an exact deny rule still sees it
+    rule = parse_rule("bash(git push)")
+    assert rule.matches_any_part(call("bash", command="git push $X"), bash())
+    assert not rule.matches_any_part(call("bash", command="git status $X"), bash())
+
+
+def test_rule_is_a_frozen_keyword_only_value(tmp_path: Path) -> None:
+    rule = parse_rule("bash(git status*)")
+    assert {rule, parse_rule("bash(git status*)")} == {rule}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rule.tool = "sh"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Rule("bash")  # type: ignore[misc]
+    c = call("bash", command="git status")
+    assert rule.matches(call=c, tool=bash(), root=str(tmp_path))
+    assert rule.matches_any_part(call=c, tool=bash(), root=str(tmp_path))
+    with pytest.raises(TypeError):  # the workspace root is never taken for the tool
+        rule.matches(c, bash(), str(tmp_path))  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        rule.matches_any_part(c, bash(), str(tmp_path))  # type: ignore[misc]
+
+
+def test_whole_arguments_as_json_do_not_depend_on_their_order() -> None:
+    assert parse_rule('t({"a": 1, "b": 2})').matches(call("t", b=2, a=1))
+
+
+def test_normalise_command_is_about_the_first_command() -> None:
+    assert normalise_command("sudo rm x; ls -l") == "rm x"
+
+
+def test_path_forms_without_a_root_is_the_given_path_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no root: not even the current folder is resolved against
+    assert path_forms(str(tmp_path / "a.txt")) == [str(tmp_path / "a.txt")]
+
+
+def test_an_argument_that_is_not_a_path_is_matched_as_written() -> None:
+    rule = parse_rule("search(query:a/*)")
+    assert rule.matches(call("search", query="a/../b"))
+
+
+def test_a_glob_first_word_is_not_a_command_name() -> None:
+    # the later-word form needs a plain command word (module docstring)
+    rule = parse_rule("bash(g? push*)")
+    assert rule.matches_any_part(call("bash", command="gh push"), bash())
+    assert not rule.matches_any_part(call("bash", command="'g?' x push"), bash())
+
+
+def test_opacity_gives_the_first_reason() -> None:
+    rule = parse_rule("bash(git status*)")
+    assert "'eval'" in (rule.opacity(call("bash", command="eval x; python y"), bash()) or "")

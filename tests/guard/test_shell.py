@@ -89,12 +89,23 @@ def test_opaque_commands_say_why(command: str, why: str) -> None:
     assert any(why in reason for reason in scan(command).opaque), scan(command).opaque
 
 
-def test_nesting_is_bounded() -> None:
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        "sh -c {}",
+        "eval {}",
+        "flock -c {} /tmp/lock",
+        "flock /tmp/lock -c {}",
+    ],
+)
+def test_nesting_is_bounded(wrap: str) -> None:
     script = "rm x"
     for _ in range(MAX_DEPTH):
-        script = f"sh -c {shlex.quote(script)}"
-    assert scan(script).opaque == () and scan(script).commands[0].forms == (("rm", "x"),)
-    assert any("nested" in why for why in scan(f"sh -c {shlex.quote(script)}").opaque)
+        script = wrap.format(shlex.quote(script))
+    found = scan(script)
+    assert not any("nested" in why for why in found.opaque)
+    assert found.commands[0].forms == (("rm", "x"),)
+    assert any("nested" in why for why in scan(wrap.format(shlex.quote(script))).opaque)
 
 
 @pytest.mark.parametrize(
@@ -191,3 +202,79 @@ def test_checker_never_auto_allows_an_opaque_command(
 def test_opaque_confirm_keeps_a_stricter_default() -> None:
     checker = ToolPolicyChecker({"bash(ls*)": "allow"}, "deny")
     assert checker.resolve(call("$X"), bash(), root="/")[0] == "deny"
+
+
+# --- edges pinned by mutation testing (mutation/guard_shell.toml) -----------------------------
+
+
+def test_a_herestring_is_input_not_a_written_file() -> None:
+    assert [c.forms for c in scan("cat <<< hi").commands] == [(("cat",),)]
+
+
+def test_an_escaped_glob_is_a_literal_word() -> None:
+    (command,) = scan(r"rm \*").commands
+    assert command.forms == (("rm", "*"),) and command.dynamic == (frozenset(),)
+
+
+def test_find_forms() -> None:
+    # an empty -exec runs nothing, and -delete is an action with no command after it
+    assert scan(r"find . -exec \;").commands[0].forms == (("find", ".", "-exec", ";"),)
+    assert scan("find . -delete -print").commands[0].forms == (("find", ".", "-delete", "-print"),)
+
+
+def test_wrapper_edges() -> None:
+    assert "an option of 'sudo' is only known at run time" in scan("sudo $OPTS rm x").opaque
+    assert scan("env --unset").opaque == ()  # a valued option with no value: nothing runs
+    why = "the script of flock -c is only known at run time"
+    assert scan("flock /tmp/lock -c").opaque == (why,)
+    assert scan("env - rm x").commands[0].forms[-1] == ("rm", "x")
+    assert scan("env -- rm x").commands[0].forms[-1] == ("rm", "x")
+
+
+def test_env_split_string_is_bounded_too() -> None:
+    script = "env -S 'rm x'"
+    for _ in range(MAX_DEPTH):
+        script = f"sh -c {shlex.quote(script)}"
+    assert "the string of env -S is only known at run time" in scan(script).opaque
+
+
+def test_find_exec_commands_are_forms_of_find() -> None:
+    for path in (".", "+"):  # `+` is a folder name here, not the end of an -exec
+        (command,) = scan(rf"find {path} -exec rm {{}} \;").commands
+        assert command.forms[-1] == ("rm", "{}")
+
+
+def test_only_commands_are_commands() -> None:
+    assert [c.forms for c in scan("case x in y) ls;; esac").commands] == [(("ls",),)]
+    assert [c.forms for c in scan("(( x = 1 )); [ -f a ] && ls").commands][-1] == (("ls",),)
+
+
+def test_more_assignments() -> None:
+    assert "it sets PATH, which changes what later commands run" in scan("PATH[0]=. ls").opaque
+    assert scan("env A=1 B=2 rm x").commands[0].forms[-1] == ("rm", "x")
+
+
+@pytest.mark.parametrize("wrapper", ["env", "nohup"])
+def test_a_wrapper_runs_its_first_plain_word(wrapper: str) -> None:
+    assert scan(f"{wrapper} +x y").commands[0].forms[-1] == ("+x", "y")
+
+
+def test_more_wrapper_and_shell_options() -> None:
+    assert scan(r"find -exec rm x \;").commands[0].forms[-1] == ("rm", "x")
+    assert scan("env --unset X").commands[0].forms == (("env", "--unset", "X"),)
+    assert scan("nohup -- -x").commands[0].forms[-1] == ("-x",)
+    found = scan("bash --rcfile x -c 'rm y'")
+    assert found.opaque == () and found.commands[0].forms == (("rm", "y"),)
+    assert scan("yes | head -1").opaque == ()  # not xargs
+
+
+def test_a_redirection_to_a_run_time_name_is_a_part() -> None:
+    assert len(scan('echo hi > "$D"/f').commands) == 2
+
+
+def test_shell_and_wrapper_option_edges() -> None:
+    assert scan("sh -x s.sh").opaque  # an option without c: the shell reads a file
+    found = scan("sh -e -c 'rm x'")
+    assert found.opaque == () and found.commands[0].forms == (("rm", "x"),)
+    assert scan("nohup - x").commands[0].forms[-1] == ("-", "x")
+    assert scan("nice -n").commands[0].forms == (("nice", "-n"),)
