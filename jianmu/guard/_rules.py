@@ -84,7 +84,10 @@ __all__ = ("Rule", "normalise_command", "parse_rule", "path_forms", "shell_parts
 _RULE_RE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 _KEY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*:(.*)$", re.DOTALL)
 _SHELL_KEYS = frozenset({"command", "cmd", "script"})
-_PATH_HINTS = ("path", "file", "dir")
+_PATH_HINTS = ("path", "file", "dir", "root", "cwd", "folder")
+# Tools that read every file beneath the folder they are given: a restricting path rule also
+# holds for a folder above what it names (`grep_search .` reads `secrets/key`).
+_WALKING_TOOLS = frozenset({"list_dir", "glob_search", "grep_search"})
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -145,7 +148,10 @@ def _schema_main_argument(tool: Any, args: dict[str, Any]) -> str | None:
 
 
 def _is_shell(name: str | None, tool: Any) -> bool:
-    return (name or "").lower() in _SHELL_KEYS or getattr(tool, "category", None) == "execute"
+    # an execute tool's other arguments are shell text, except a folder it runs in (`cwd`)
+    return (name or "").lower() in _SHELL_KEYS or (
+        getattr(tool, "category", None) == "execute" and not _is_path(name)
+    )
 
 
 def _is_path(name: str | None) -> bool:
@@ -189,8 +195,12 @@ class Rule:
         """
         args = call.arguments
         if self.key is not None:
-            if not isinstance(args, dict) or self.key not in args:
+            if not isinstance(args, dict):
                 return None
+            if self.key not in args:
+                # the tool then uses its default (`grep_search` searches "."): match that
+                default = _schema_default(tool, self.key)
+                return None if default is None else (self.key, default)
             value = args[self.key]
             return self.key, value if isinstance(value, str) else _json(value)
         if isinstance(args, str):
@@ -264,7 +274,24 @@ class Rule:
     def _restricts(self, name: str | None, value: str, tool: Any, root: str | None) -> bool:
         if _is_shell(name, tool):
             return self._restricts_shell(scan(value))
-        return any(self.match_text(part) for part in self.split(name, value, tool, root))
+        parts = self.split(name, value, tool, root)
+        if any(self.match_text(part) for part in parts):
+            return True
+        walks = str(getattr(tool, "name", self.tool)).lower() in _WALKING_TOOLS
+        return walks and _is_path(name) and any(self._matches_beneath(part) for part in parts)
+
+    def _matches_beneath(self, folder: str) -> bool:
+        """Whether the pattern may match a path beneath ``folder`` (conservatively: the
+        pattern's literal beginning and the folder agree as far as both go)."""
+        if self.pattern is None:
+            return True
+        cut = min((i for i, ch in enumerate(self.pattern) if ch in _GLOB_CHARS),
+                  default=len(self.pattern))
+        literal = self.pattern[:cut]
+        if folder in (".", ""):
+            return not posixpath.isabs(literal) or cut == 0
+        below = folder.rstrip("/") + "/"
+        return literal.startswith(below) or (cut < len(self.pattern) and below.startswith(literal))
 
     def matches(self, call: ToolCall, tool: Any = None, *, root: str | None = None) -> bool:
         """Whether the rule covers the whole call: the test for a rule that *grants* (allow).
@@ -348,6 +375,13 @@ def shell_parts(shell: ShellScan) -> list[str]:
             if text not in parts:
                 parts.append(text)
     return parts or [""]
+
+
+def _schema_default(tool: Any, key: str) -> str | None:
+    """The schema's default of the string argument ``key``, if it has one."""
+    spec = (_schema_properties(tool) or {}).get(key)
+    default = spec.get("default") if isinstance(spec, dict) else None
+    return default if isinstance(default, str) else None
 
 
 def _schema_properties(tool: Any) -> dict[str, Any] | None:
