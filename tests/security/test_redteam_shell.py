@@ -40,6 +40,8 @@ BYPASSES = [
     "vi -es -c '!rm victim' -c q",
     "ed -s victim <<< '!rm victim'",
     "m4 <<< 'syscmd(rm victim)'",
+    "ld.so /bin/rm victim",
+    "/usr/bin/ld.so /usr/bin/rm victim",
     # programs told to run a command
     "sed -n '1e rm victim' victim",
     "tar -cf /dev/null victim --checkpoint=1 --checkpoint-action=exec='rm victim'",
