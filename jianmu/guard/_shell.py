@@ -245,6 +245,11 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
     why = _evaluates_code(node)
     if why is not None:
         out.opaque.append(why)
+    text = _text(node) if kind == "command_substitution" else ""
+    if text.startswith("`") and "\\`" in text:
+        # inside backquotes, \` is a nested substitution the grammar reads as a word: bash
+        # removes one level of backslashes first, so read the inside that way too
+        _scan_into(_BACKQUOTE_ESCAPE.sub(r"\1", text[1:-1]), depth + 1, out)
     if kind == "command":
         _command(node, depth, out)
     elif kind == "variable_assignment":
@@ -356,6 +361,7 @@ def _redirect(node: Any, out: _Found) -> None:
     )
 
 
+_BACKQUOTE_ESCAPE = re.compile(r"\\([$`\\])")
 _UNQUOTED_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _DQUOTE_ESCAPE = re.compile(r"\\([$`\"\\\n])")
 
@@ -381,6 +387,9 @@ def _word(node: Any) -> _Word:
         return _Word("".join(parts), True)
     if kind == "concatenation":
         words = [_word(c) for c in node.children]
+        unquoted = "".join(_text(c) if c.type == "word" else "\x00" for c in node.children)
+        if _has_unquoted_glob(unquoted):  # `rm{,}` is `rm rm`: brace expansion across parts
+            return _Word(text, False)
         if all(w.literal for w in words):
             return _Word("".join(w.text for w in words), True)
         return _Word(text, False)

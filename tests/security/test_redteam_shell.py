@@ -50,6 +50,11 @@ BYPASSES = [
     "git rebase -x 'rm victim' HEAD",
     "git submodule foreach 'rm victim'",
     "man -P 'rm victim' ls",
+    # the grammar misreads these: a nested backquote substitution, brace expansion in parts
+    "echo `echo \\`rm victim\\``",
+    "echo `echo \\`echo \\\\\\`rm victim\\\\\\`\\``",
+    "rm{,} victim",
+    "r{m,} victim",
     # bash's arithmetic and prompt expansion run $(...) found in a value
     "test -v 'a[$(rm victim)]'",
     "[ -v 'a[$(rm victim)]' ]",
