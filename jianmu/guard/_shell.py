@@ -250,6 +250,10 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
         # inside backquotes, \` is a nested substitution the grammar reads as a word: bash
         # removes one level of backslashes first, so read the inside that way too
         _scan_into(_BACKQUOTE_ESCAPE.sub(r"\1", text[1:-1]), depth + 1, out)
+    if kind in _TEXT_NODES and _UNESCAPED_BACKQUOTE.search(_text(node)):
+        if not _quoted_heredoc(node):
+            # a substitution the grammar left as text (`${x:-`rm x`}`, a heredoc's body)
+            out.opaque.append("it holds a backquoted command the guard cannot read")
     if kind == "command":
         _command(node, depth, out)
     elif kind == "variable_assignment":
@@ -359,6 +363,20 @@ def _redirect(node: Any, out: _Found) -> None:
     out.commands.append(
         ShellCommand(raw=raw, forms=((raw,),), dynamic=(frozenset(),)),
     )
+
+
+# Nodes whose text bash may still expand: a backquote left in them is a command.
+_TEXT_NODES = frozenset({"word", "heredoc_body", "regex", "string_content", "extglob_pattern"})
+_UNESCAPED_BACKQUOTE = re.compile(r"(?<!\\)(?:\\\\)*`")
+
+
+def _quoted_heredoc(node: Any) -> bool:
+    """Whether ``node`` is the body of a heredoc whose delimiter is quoted (kept literal)."""
+    parent = node.parent
+    if node.type != "heredoc_body" or parent is None:
+        return False
+    starts = [_text(c) for c in parent.children if c.type == "heredoc_start"]
+    return any(ch in start for start in starts for ch in "'\"\\")
 
 
 _BACKQUOTE_ESCAPE = re.compile(r"\\([$`\\])")

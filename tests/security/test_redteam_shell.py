@@ -54,6 +54,11 @@ BYPASSES = [
     "echo `echo \\`rm victim\\``",
     "echo `echo \\`echo \\\\\\`rm victim\\\\\\`\\``",
     "rm{,} victim",
+    "echo ${x:-`rm victim`}",
+    "echo ${x/a/`rm victim`}",
+    "echo \"${x:-`echo \\`rm victim\\``}\"",
+    "cat <<EOF\n`rm victim`\nEOF",
+    "cat <<EOF\n`echo \\`rm victim\\``\nEOF",
     "r{m,} victim",
     # bash's arithmetic and prompt expansion run $(...) found in a value
     "test -v 'a[$(rm victim)]'",
