@@ -254,6 +254,9 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
         if not _quoted_heredoc(node):
             # a substitution the grammar left as text (`${x:-`rm x`}`, a heredoc's body)
             out.opaque.append("it holds a backquoted command the guard cannot read")
+    elif kind in _PATTERN_NODES and _UNESCAPED_DOLLAR.search(_text(node)):
+        # `${x#$(rm x)}`: the grammar keeps a pattern as text; bash expands it
+        out.opaque.append("it holds an expansion the guard cannot read")
     if kind == "command":
         _command(node, depth, out)
     elif kind == "variable_assignment":
@@ -368,6 +371,8 @@ def _redirect(node: Any, out: _Found) -> None:
 # Nodes whose text bash may still expand: a backquote left in them is a command.
 _TEXT_NODES = frozenset({"word", "heredoc_body", "regex", "string_content", "extglob_pattern"})
 _UNESCAPED_BACKQUOTE = re.compile(r"(?<!\\)(?:\\\\)*`")
+_PATTERN_NODES = frozenset({"word", "regex", "extglob_pattern"})
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)(?:\\\\)*\$[({\[A-Za-z_0-9@*#?$!-]")
 
 
 def _quoted_heredoc(node: Any) -> bool:
