@@ -79,7 +79,7 @@ from jianmu.errors import ConfigError
 from jianmu.guard._shell import ShellScan, scan
 from jianmu.tools.calls import ToolCall
 
-__all__ = ("Rule", "normalise_command", "parse_rule", "path_forms", "shell_parts")
+__all__ = ("Rule", "normalise_command", "parse_rule", "path_forms", "shell_parts", "url_forms")
 
 _RULE_RE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 _KEY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*:(.*)$", re.DOTALL)
@@ -128,6 +128,37 @@ def path_forms(value: str, root: str | os.PathLike[str] | None = None) -> list[s
         if rel not in forms:
             forms.append(rel)
     return forms
+
+
+def url_forms(value: str) -> list[str]:
+    """Every spelling of a URL argument a rule is matched against (duplicates dropped).
+
+    As given, and as the HTTP client will send it (`httpx.URL`): scheme and host in lower
+    case, the host's international and trailing-dot spellings folded, no user info, no
+    default port, no fragment, an empty path as ``/``; that form percent-decoded as well. So
+    ``HTTPS://u@EVIL.com.:443`` meets a rule written for ``https://evil.com/*``.
+    """
+    from urllib.parse import unquote
+
+    import httpx  # a core dependency; imported here to keep the guard import light
+
+    forms = [value.strip()]
+    try:
+        url = httpx.URL(value.strip())
+        host = (url.host or "").rstrip(".")
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return forms
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    port = "" if url.port in (None, default) else f":{url.port}"
+    canonical = f"{url.scheme}://{host}{port}{url.raw_path.decode('ascii', 'replace')}"
+    for form in (canonical, unquote(canonical)):
+        if form not in forms:
+            forms.append(form)
+    return forms
+
+
+def _is_url(name: str | None) -> bool:
+    return bool(name) and any(hint in str(name).lower() for hint in ("url", "uri"))
 
 
 def _schema_main_argument(tool: Any, args: dict[str, Any]) -> str | None:
@@ -223,6 +254,8 @@ class Rule:
         or each form of a path (see `path_forms`; ``root`` is the workspace root)."""
         if _is_shell(name, tool):
             return shell_parts(scan(value))
+        if _is_url(name) and value:
+            return url_forms(value)
         if _is_path(name) and value:
             return path_forms(value, root)
         return [value.strip()]
