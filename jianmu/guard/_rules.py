@@ -106,14 +106,18 @@ def normalise_command(part: str) -> str:
     return " ".join(commands[0].forms[-1]) if commands else ""
 
 
-def path_forms(value: str, root: str | os.PathLike[str] | None = None) -> list[str]:
+def path_forms(
+    value: str, root: str | os.PathLike[str] | None = None, *, absolute: bool = False
+) -> list[str]:
     """Every spelling of a path argument a rule is matched against (duplicates dropped).
 
     The given path normalised; with a workspace ``root``, also the path the tool will touch,
     relative to the root (`jianmu.execution.workspace.locate`, the resolver the file tools
     use): lexically (``/ws/secrets/k`` → ``secrets/k``) and with symlinks followed
     (``docs/notes/k`` → ``secrets/k`` when ``docs/notes`` links to ``secrets``). A location
-    outside the root is given as an absolute path.
+    outside the root is given as an absolute path. With ``absolute``, the absolute
+    locations (as configured and real) are forms too: a rule written with the workspace's
+    absolute path (``/srv/ws/secrets/*``) then restricts ``secrets/key``.
     """
     forms = [posixpath.normpath(value.replace("\\", "/"))]
     if root is None or "\x00" in value or value.startswith("~"):
@@ -124,9 +128,11 @@ def path_forms(value: str, root: str | os.PathLike[str] | None = None) -> list[s
         where = locate(value, root)
     except (OSError, ValueError):  # a symlink loop, an unencodable name: the given form only
         return forms
-    for rel in where.forms():
-        if rel not in forms:
-            forms.append(rel)
+    extra = (*where.forms(), *((where.lexical, where.real) if absolute else ()))
+    for form in extra:
+        form = form.replace(os.sep, "/")
+        if form not in forms:
+            forms.append(form)
     return forms
 
 
@@ -308,6 +314,9 @@ class Rule:
         if _is_shell(name, tool):
             return self._restricts_shell(scan(value))
         parts = self.split(name, value, tool, root)
+        if _is_path(name) and value and not _is_url(name):
+            # a restricting rule may be written with absolute paths: match those forms too
+            parts = path_forms(value, root, absolute=True)
         if any(self.match_text(part) for part in parts):
             return True
         walks = str(getattr(tool, "name", self.tool)).lower() in _WALKING_TOOLS

@@ -127,3 +127,21 @@ async def test_other_spellings_of_a_denied_file_hold(ws: Path, name: str, args: 
                                                              "str_replace")}  # fmt: skip
     _, said = await send(ws, name, args, policy)
     assert SECRET not in said and (ws / "secrets" / "key").read_text() == SECRET + "\n", said
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [("read_file", {"path": "secrets/key"}), ("read_file", {"path": "./secrets/key"}),
+     ("read_file", {"path": "docs/notes/key"}), ("read_file", {"path": "docs/k"}),
+     ("grep_search", {"pattern": SECRET[:6]}), ("grep_search", {"pattern": "T", "path": "secrets"}),
+     ("list_dir", {"path": "secrets"}), ("glob_search", {"pattern": "*", "root": "secrets"})],
+)  # fmt: skip
+async def test_a_rule_written_with_the_absolute_path_holds_for_relative_spellings(
+    ws: Path, name: str, args: dict[str, str]
+) -> None:
+    real = ws.resolve()
+    policy = {f"{tool}({arg}:{real}/secrets*)": "deny" for tool, arg in
+              [("read_file", "path"), ("grep_search", "path"), ("list_dir", "path"),
+               ("glob_search", "root")]}  # fmt: skip
+    _, said = await send(ws, name, args, policy)
+    assert "denied" in said and SECRET not in said, said
