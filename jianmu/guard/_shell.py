@@ -534,6 +534,15 @@ _GIT_RUNS = frozenset(
 )  # fmt: skip
 _GIT_RUNNERS = frozenset({"bisect", "submodule", "filter-branch", "mergetool", "difftool"})
 _GIT_SHORT_RUNS = {"rebase": "-x", "grep": "-O", "clone": "-u", "ls-remote": "-u"}
+# `git config KEY VALUE` for a key whose value a later git command runs (`alias.x '!rm x'`)
+_GIT_CODE_KEYS = re.compile(
+    r"^(alias\.|core\.(editor|pager|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|"
+    r"sequence\.editor|credential\.|diff\.|difftool\.|merge\.|mergetool\.|filter\.|"
+    r"pager\.|gpg\.|uploadpack\.|receive\.|remote\.|protocol\.|include|url\.|http\.|"
+    r"web\.|browser\.|man\.|instaweb\.|sendemail\.|interactive\.|log\.|status\.|"
+    r"submodule\.|fetch\.|push\.|gc\.|transfer\.|ssh\.)",
+    re.IGNORECASE,
+)
 
 
 def _runs_code_in_arguments(name: str, args: list[_Word]) -> bool:
@@ -559,7 +568,7 @@ def _runs_code_in_arguments(name: str, args: list[_Word]) -> bool:
         ) or any(
             sub in texts and any(t.startswith(flag) for t in texts)
             for sub, flag in _GIT_SHORT_RUNS.items()
-        )
+        ) or ("config" in texts and _git_config_runs_code(args))
     options = _CODE_OPTIONS.get(name)
     if options:
         # `-Icmd`, `-I cmd`, `--to-command=cmd`: a short option may carry its value
@@ -569,6 +578,18 @@ def _runs_code_in_arguments(name: str, args: list[_Word]) -> bool:
             for t in texts
         )
     return False
+
+
+def _git_config_runs_code(args: list[_Word]) -> bool:
+    """Whether ``git config`` sets (or may set) a key whose value later git commands run,
+    or writes a config file named on the command line."""
+    return any(
+        not w.literal
+        or _GIT_CODE_KEYS.match(w.text)
+        or w.text in ("-f", "--file")
+        or w.text.startswith("--file=")
+        for w in args
+    )
 
 
 def _find_commands(

@@ -50,6 +50,11 @@ BYPASSES = [
     "git rebase -x 'rm victim' HEAD",
     "git submodule foreach 'rm victim'",
     "man -P 'rm victim' ls",
+    # git config writing a setting a later git command runs
+    "git init -q .; git config alias.st '!rm victim'; git st",
+    "git init -q .; git config --local alias.x '!rm victim' && git x",
+    "git init -q .; git config core.editor 'rm victim'; git commit --allow-empty",
+    "git init -q .; git config -f .git/config alias.x '!rm victim'; git x",
     # the grammar misreads these: a nested backquote substitution, brace expansion in parts
     "echo `echo \\`rm victim\\``",
     "echo `echo \\`echo \\\\\\`rm victim\\\\\\`\\``",
