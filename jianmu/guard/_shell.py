@@ -63,6 +63,8 @@ _OPAQUE = frozenset(
         # programs with a command language that runs shell commands (`:!cmd`, `!cmd`, syscmd)
         "vim", "vi", "nvim", "view", "vimdiff", "ex", "rvim", "ed", "red", "emacs",
         "emacsclient", "m4", "dc", "sqlite3", "gnuplot",
+        "run0", "setuidgid", "s6-setuidgid", "envdir", "envuidgid", "nq", "tsp", "daemon",
+        "schroot", "distrobox", "machinectl", "dbus-launch", "toybox",
     }
 )  # fmt: skip
 # Shell reserved words: after a wrapper they start a compound command, not a program.
@@ -533,6 +535,18 @@ _GIT_RUNS = frozenset(
     {"--exec", "--extcmd", "--open-files-in-pager", "--upload-pack", "--receive-pack"}
 )  # fmt: skip
 _GIT_RUNNERS = frozenset({"bisect", "submodule", "filter-branch", "mergetool", "difftool"})
+# Tools whose subcommand runs the command that follows it (`uv run rm x`, `npm exec rm x`).
+_SUBCOMMAND_RUNNERS: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("uv", "poetry", "pipenv", "pdm", "hatch", "rye", "pixi", "conda",
+                     "mamba", "micromamba", "cargo"), frozenset({"run"})),
+    **dict.fromkeys(("npm", "pnpm", "yarn", "bun", "bundle", "direnv", "mise", "asdf",
+                     "rbenv", "pyenv", "nodenv", "goenv"), frozenset({"exec", "dlx"})),
+    **dict.fromkeys(("docker", "podman", "nerdctl", "kubectl", "lxc", "incus", "flatpak",
+                     "toolbox"), frozenset({"run", "exec", "enter"})),
+    "nix": frozenset({"run", "shell", "develop"}),
+    "nix-shell": frozenset({"--run", "--command"}),
+    "ip": frozenset({"netns"}),
+}  # fmt: skip
 _GIT_SHORT_RUNS = {"rebase": "-x", "grep": "-O", "clone": "-u", "ls-remote": "-u"}
 # `git config KEY VALUE` for a key whose value a later git command runs (`alias.x '!rm x'`)
 _GIT_CODE_KEYS = re.compile(
@@ -569,6 +583,9 @@ def _runs_code_in_arguments(name: str, args: list[_Word]) -> bool:
             sub in texts and any(t.startswith(flag) for t in texts)
             for sub, flag in _GIT_SHORT_RUNS.items()
         ) or ("config" in texts and _git_config_runs_code(args))
+    runs = _SUBCOMMAND_RUNNERS.get(name)
+    if runs and any(t in runs for t in texts):
+        return True
     options = _CODE_OPTIONS.get(name)
     if options:
         # `-Icmd`, `-I cmd`, `--to-command=cmd`: a short option may carry its value

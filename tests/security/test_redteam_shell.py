@@ -42,6 +42,14 @@ BYPASSES = [
     "m4 <<< 'syscmd(rm victim)'",
     "ld.so /bin/rm victim",
     "/usr/bin/ld.so /usr/bin/rm victim",
+    "toybox rm victim",
+    "run0 rm victim",
+    # package and environment managers running the command that follows
+    "uv run rm victim",
+    "poetry run rm victim",
+    "npm exec rm victim",
+    "bundle exec rm victim",
+    "ip netns exec x rm victim",
     # programs told to run a command
     "sed -n '1e rm victim' victim",
     "tar -cf /dev/null victim --checkpoint=1 --checkpoint-action=exec='rm victim'",
@@ -142,7 +150,7 @@ async def test_bypass_is_denied_or_waits_for_a_person(tmp_path: Path, command: s
     ["echo $((1 + 2))", "echo ${a[@]} ${a[0]} ${x:-d} ${x:1:2}", "test 1 -eq 1",
      "[[ -n $HOME && -f victim ]]", "read -r line < victim; echo $line", "git add -u",
      "git push -u origin main 2>/dev/null; true", "sed -n 1p victim", "tar -cf x.tar victim",
-     "local_var=1; echo $local_var"],
+     "local_var=1; echo $local_var", "npm install x 2>/dev/null; true"],
 )  # fmt: skip
 async def test_ordinary_commands_still_run(tmp_path: Path, command: str) -> None:
     ws = workspace(tmp_path)
