@@ -150,10 +150,20 @@ async def test_bypass_is_denied_or_waits_for_a_person(tmp_path: Path, command: s
     ["echo $((1 + 2))", "echo ${a[@]} ${a[0]} ${x:-d} ${x:1:2}", "test 1 -eq 1",
      "[[ -n $HOME && -f victim ]]", "read -r line < victim; echo $line", "git add -u",
      "git push -u origin main 2>/dev/null; true", "sed -n 1p victim", "tar -cf x.tar victim",
-     "local_var=1; echo $local_var", "npm install x 2>/dev/null; true"],
+     "local_var=1; echo $local_var"],
 )  # fmt: skip
 async def test_ordinary_commands_still_run(tmp_path: Path, command: str) -> None:
     ws = workspace(tmp_path)
     result, said = await send(ws, command, interactive=False)
     assert result.status is RunStatus.SUCCESS
     assert "denied" not in said, said
+
+
+@pytest.mark.parametrize(
+    "command", ["npm install x", "npm run build", "uv pip list", "docker ps", "ip addr",
+                "git config user.email a@b", "git push -u origin main", "for x in 1 2; do :; done"],
+)  # fmt: skip
+def test_everyday_commands_are_read_through(command: str) -> None:
+    from jianmu.guard._shell import scan
+
+    assert scan(command).opaque == ()
