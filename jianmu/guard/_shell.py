@@ -84,6 +84,7 @@ _DANGEROUS_VARS = frozenset(
 )  # fmt: skip
 _ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?\+?=")
 _NUMBER_RE = re.compile(r"^-?[0-9]+$")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "-"})
 
@@ -313,7 +314,8 @@ def _evaluates_code(node: Any) -> str | None:
         c.type == "test_operator" and _text(c) in _ARITH_TEST_OPS for c in node.children
     ):
         operands = [c for c in node.children if c.is_named and c.type != "test_operator"]
-        if any(not _NUMBER_RE.match(_text(c)) for c in operands):
+        names_only = kind == "unary_expression"  # `-v NAME` reads no value
+        if any(not _safe_operand(_text(c), names_only) for c in operands):
             return "a numeric test evaluates a value that may hide a command"
     if kind == "declaration_command":
         flags = "".join(_text(c) for c in node.children if _text(c).startswith("-"))
@@ -325,6 +327,11 @@ def _evaluates_code(node: Any) -> str | None:
     if kind == "command":
         return _evaluating_builtin(node)
     return None
+
+
+def _safe_operand(text: str, names_ok: bool) -> bool:
+    """A number, or (for ``-v``) a plain variable name: nothing bash would evaluate."""
+    return bool(_NUMBER_RE.match(text)) or (names_ok and _NAME_RE.match(text) is not None)
 
 
 def _evaluating_builtin(node: Any) -> str | None:
@@ -341,7 +348,10 @@ def _evaluating_builtin(node: Any) -> str | None:
         return "'let' on a variable may run a command hidden in its value"
     if name in ("test", "[") and any(t in _ARITH_TEST_OPS for t in texts):
         values = [t for t in texts if t not in _ARITH_TEST_OPS and t not in ("]", "!")]
-        if any(not _NUMBER_RE.match(t) for t in values):
+        unary = not any(t in _ARITH_TEST_OPS - {"-v", "-R"} for t in texts)
+        if any(not w.literal for w in args) or any(
+            not _safe_operand(t, unary) for t in values
+        ):
             return "a numeric test evaluates a value that may hide a command"
     if name in ("printf", "read", "mapfile", "readarray") and any(
         not w.literal or "[" in w.text for w in args

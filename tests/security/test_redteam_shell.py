@@ -161,7 +161,8 @@ async def test_ordinary_commands_still_run(tmp_path: Path, command: str) -> None
 
 @pytest.mark.parametrize(
     "command", ["npm install x", "npm run build", "uv pip list", "docker ps", "ip addr",
-                "git config user.email a@b", "git push -u origin main", "for x in 1 2; do :; done"],
+                "git config user.email a@b", "git push -u origin main", "for x in 1 2; do :; done",
+                "[[ -v HOME ]]", "test -v HOME", "[ 3 -gt 2 ]"],
 )  # fmt: skip
 def test_everyday_commands_are_read_through(command: str) -> None:
     from jianmu.guard._shell import scan
