@@ -42,7 +42,9 @@ _INTERPRETER_RE = re.compile(
     r"^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|irb|node(js)?|deno|bun|php[0-9.]*|"
     r"lua[0-9.]*|luajit|tclsh[0-9.]*|wish|expect|rscript|r|julia|osascript|"
     r"java|jshell|groovy|scala|dotnet|pwsh|powershell|guile|racket|sbcl|ghci|runghc|"
-    r"swift|elixir|erl|escript|ld\.so|ld-linux[\w.-]*|ld-musl[\w.-]*)$",
+    r"swift|elixir|erl|escript|ld\.so|ld-linux[\w.-]*|ld-musl[\w.-]*|"
+    r"i?python[0-9.]*w?|bpython|ptpython|jupyter|micropython|jython|graalpy|tsx|ts-node|"
+    r"qjs|gjs|rhino|octave|sage|lldb|r2|radare2|iex|crystal|nim|zig)$",
     re.IGNORECASE,
 )
 # Commands that run code the matcher cannot read: a script given as a string or a file,

@@ -41,6 +41,7 @@ BYPASSES = [
     "ed -s victim <<< '!rm victim'",
     "m4 <<< 'syscmd(rm victim)'",
     "ld.so /bin/rm victim",
+    "ipython -c 'import os; os.remove(\"victim\")'",
     "/usr/bin/ld.so /usr/bin/rm victim",
     "toybox rm victim",
     "run0 rm victim",
