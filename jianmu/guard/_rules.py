@@ -308,6 +308,12 @@ class Rule:
                     or self._match_dynamic(words, dynamic)
                 ):
                     return True
+                # `cat ./secrets//k` is `cat secrets/k` to a rule `bash(cat secrets/*)`
+                tidy = tuple(_tidy_path_word(w, i in dynamic) for i, w in enumerate(words))
+                if tidy != words and (
+                    self.match_text(" ".join(tidy)) or self._match_later_words(list(tidy))
+                ):
+                    return True
         return False
 
     def _restricts(self, name: str | None, value: str, tool: Any, root: str | None) -> bool:
@@ -406,6 +412,13 @@ class Rule:
                 if opaque:
                     return opaque[0]
         return None
+
+
+def _tidy_path_word(word: str, dynamic: bool) -> str:
+    """A literal argument that looks like a path, normalised (``./a//b/../c`` is ``a/c``)."""
+    if dynamic or "/" not in word or word.startswith("-") or "://" in word:
+        return word
+    return posixpath.normpath(word)
 
 
 def shell_parts(shell: ShellScan) -> list[str]:

@@ -169,3 +169,29 @@ def test_everyday_commands_are_read_through(command: str) -> None:
     from jianmu.guard._shell import scan
 
     assert scan(command).opaque == ()
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cat ./secrets/key", "cat secrets//key", "cat docs/../secrets/key", "cat secrets/./key",
+     "timeout 5 cat ./secrets/key", "cat -n ./secrets/key"],
+)  # fmt: skip
+async def test_a_shell_rule_on_a_path_holds_for_other_spellings_of_it(
+    tmp_path: Path, command: str
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / "secrets").mkdir(parents=True)
+    (ws / "docs").mkdir()
+    (ws / "secrets" / "key").write_text("KEY-MATERIAL\n")
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": {"bash": "allow", "bash(cat secrets/*)": "deny"}},
+         "execution": {"workdir": str(ws)}}
+    )  # fmt: skip
+    state = StateManager(
+        AgentState, {"actions": [{"id": "c", "name": "bash", "arguments": {"command": command}}]}
+    )
+    runner = ReactiveRunner(ToolExecutor(tools=[BashTool()], constraints=constraints), state,
+                            interactive=False)  # fmt: skip
+    await runner.run(timeout=60)
+    said = runner.state.get("messages")[0].content or ""
+    assert "denied" in said and "KEY-MATERIAL" not in said, said
