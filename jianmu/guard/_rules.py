@@ -79,12 +79,15 @@ from jianmu.errors import ConfigError
 from jianmu.guard._shell import ShellScan, scan
 from jianmu.tools.calls import ToolCall
 
-__all__ = ("Rule", "normalise_command", "parse_rule", "path_forms", "shell_parts")
+__all__ = ("Rule", "normalise_command", "parse_rule", "path_forms", "shell_parts", "url_forms")
 
 _RULE_RE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 _KEY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*:(.*)$", re.DOTALL)
 _SHELL_KEYS = frozenset({"command", "cmd", "script"})
-_PATH_HINTS = ("path", "file", "dir")
+_PATH_HINTS = ("path", "file", "dir", "root", "cwd", "folder")
+# Tools that read every file beneath the folder they are given: a restricting path rule also
+# holds for a folder above what it names (`grep_search .` reads `secrets/key`).
+_WALKING_TOOLS = frozenset({"list_dir", "glob_search", "grep_search"})
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -103,14 +106,18 @@ def normalise_command(part: str) -> str:
     return " ".join(commands[0].forms[-1]) if commands else ""
 
 
-def path_forms(value: str, root: str | os.PathLike[str] | None = None) -> list[str]:
+def path_forms(
+    value: str, root: str | os.PathLike[str] | None = None, *, absolute: bool = False
+) -> list[str]:
     """Every spelling of a path argument a rule is matched against (duplicates dropped).
 
     The given path normalised; with a workspace ``root``, also the path the tool will touch,
     relative to the root (`jianmu.execution.workspace.locate`, the resolver the file tools
     use): lexically (``/ws/secrets/k`` → ``secrets/k``) and with symlinks followed
     (``docs/notes/k`` → ``secrets/k`` when ``docs/notes`` links to ``secrets``). A location
-    outside the root is given as an absolute path.
+    outside the root is given as an absolute path. With ``absolute``, the absolute
+    locations (as configured and real) are forms too: a rule written with the workspace's
+    absolute path (``/srv/ws/secrets/*``) then restricts ``secrets/key``.
     """
     forms = [posixpath.normpath(value.replace("\\", "/"))]
     if root is None or "\x00" in value or value.startswith("~"):
@@ -121,10 +128,43 @@ def path_forms(value: str, root: str | os.PathLike[str] | None = None) -> list[s
         where = locate(value, root)
     except (OSError, ValueError):  # a symlink loop, an unencodable name: the given form only
         return forms
-    for rel in where.forms():
-        if rel not in forms:
-            forms.append(rel)
+    extra = (*where.forms(), *((where.lexical, where.real) if absolute else ()))
+    for form in extra:
+        form = form.replace(os.sep, "/")
+        if form not in forms:
+            forms.append(form)
     return forms
+
+
+def url_forms(value: str) -> list[str]:
+    """Every spelling of a URL argument a rule is matched against (duplicates dropped).
+
+    As given, and as the HTTP client will send it (`httpx.URL`): scheme and host in lower
+    case, the host's international and trailing-dot spellings folded, no user info, no
+    default port, no fragment, an empty path as ``/``; that form percent-decoded as well. So
+    ``HTTPS://u@EVIL.com.:443`` meets a rule written for ``https://evil.com/*``.
+    """
+    from urllib.parse import unquote
+
+    import httpx  # a core dependency; imported here to keep the guard import light
+
+    forms = [value.strip()]
+    try:
+        url = httpx.URL(value.strip())
+        host = (url.host or "").rstrip(".")
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return forms
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    port = "" if url.port in (None, default) else f":{url.port}"
+    canonical = f"{url.scheme}://{host}{port}{url.raw_path.decode('ascii', 'replace')}"
+    for form in (canonical, unquote(canonical)):
+        if form not in forms:
+            forms.append(form)
+    return forms
+
+
+def _is_url(name: str | None) -> bool:
+    return bool(name) and any(hint in str(name).lower() for hint in ("url", "uri"))
 
 
 def _schema_main_argument(tool: Any, args: dict[str, Any]) -> str | None:
@@ -145,7 +185,10 @@ def _schema_main_argument(tool: Any, args: dict[str, Any]) -> str | None:
 
 
 def _is_shell(name: str | None, tool: Any) -> bool:
-    return (name or "").lower() in _SHELL_KEYS or getattr(tool, "category", None) == "execute"
+    # an execute tool's other arguments are shell text, except a folder it runs in (`cwd`)
+    return (name or "").lower() in _SHELL_KEYS or (
+        getattr(tool, "category", None) == "execute" and not _is_path(name)
+    )
 
 
 def _is_path(name: str | None) -> bool:
@@ -189,8 +232,12 @@ class Rule:
         """
         args = call.arguments
         if self.key is not None:
-            if not isinstance(args, dict) or self.key not in args:
+            if not isinstance(args, dict):
                 return None
+            if self.key not in args:
+                # the tool then uses its default (`grep_search` searches "."): match that
+                default = _schema_default(tool, self.key)
+                return None if default is None else (self.key, default)
             value = args[self.key]
             return self.key, value if isinstance(value, str) else _json(value)
         if isinstance(args, str):
@@ -213,6 +260,8 @@ class Rule:
         or each form of a path (see `path_forms`; ``root`` is the workspace root)."""
         if _is_shell(name, tool):
             return shell_parts(scan(value))
+        if _is_url(name) and value:
+            return url_forms(value)
         if _is_path(name) and value:
             return path_forms(value, root)
         return [value.strip()]
@@ -260,12 +309,38 @@ class Rule:
                     or self._match_dynamic(words, dynamic)
                 ):
                     return True
+                # `cat ./secrets//k` is `cat secrets/k` to a rule `bash(cat secrets/*)`
+                tidy = tuple(_tidy_path_word(w, i in dynamic) for i, w in enumerate(words))
+                if tidy != words and (
+                    self.match_text(" ".join(tidy)) or self._match_later_words(list(tidy))
+                ):
+                    return True
         return False
 
     def _restricts(self, name: str | None, value: str, tool: Any, root: str | None) -> bool:
         if _is_shell(name, tool):
             return self._restricts_shell(scan(value))
-        return any(self.match_text(part) for part in self.split(name, value, tool, root))
+        parts = self.split(name, value, tool, root)
+        if _is_path(name) and value and not _is_url(name):
+            # a restricting rule may be written with absolute paths: match those forms too
+            parts = path_forms(value, root, absolute=True)
+        if any(self.match_text(part) for part in parts):
+            return True
+        walks = str(getattr(tool, "name", self.tool)).lower() in _WALKING_TOOLS
+        return walks and _is_path(name) and any(self._matches_beneath(part) for part in parts)
+
+    def _matches_beneath(self, folder: str) -> bool:
+        """Whether the pattern may match a path beneath ``folder`` (conservatively: the
+        pattern's literal beginning and the folder agree as far as both go)."""
+        if self.pattern is None:
+            return True
+        cut = min((i for i, ch in enumerate(self.pattern) if ch in _GLOB_CHARS),
+                  default=len(self.pattern))
+        literal = self.pattern[:cut]
+        if folder in (".", ""):
+            return not posixpath.isabs(literal) or cut == 0
+        below = folder.rstrip("/") + "/"
+        return literal.startswith(below) or (cut < len(self.pattern) and below.startswith(literal))
 
     def matches(self, call: ToolCall, tool: Any = None, *, root: str | None = None) -> bool:
         """Whether the rule covers the whole call: the test for a rule that *grants* (allow).
@@ -340,6 +415,13 @@ class Rule:
         return None
 
 
+def _tidy_path_word(word: str, dynamic: bool) -> str:
+    """A literal argument that looks like a path, normalised (``./a//b/../c`` is ``a/c``)."""
+    if dynamic or "/" not in word or word.startswith("-") or "://" in word:
+        return word
+    return posixpath.normpath(word)
+
+
 def shell_parts(shell: ShellScan) -> list[str]:
     """Every text an allow rule must match in a command line: each command as written and
     each of its forms (see `ShellCommand.forms`)."""
@@ -349,6 +431,13 @@ def shell_parts(shell: ShellScan) -> list[str]:
             if text not in parts:
                 parts.append(text)
     return parts or [""]
+
+
+def _schema_default(tool: Any, key: str) -> str | None:
+    """The schema's default of the string argument ``key``, if it has one."""
+    spec = (_schema_properties(tool) or {}).get(key)
+    default = spec.get("default") if isinstance(spec, dict) else None
+    return default if isinstance(default, str) else None
 
 
 def _schema_properties(tool: Any) -> dict[str, Any] | None:

@@ -359,6 +359,16 @@ class SkillTreeLoader:
                     )
                 if type(node) is ToolNode:
                     node.__class__ = GuardedToolNode  # same fields; adds the guard check
+                elif not isinstance(node, GuardedToolNode):
+                    # a ToolNode subclass of the tree's own keeps its class, not its switch:
+                    # `guarded=False` would run the tool past the guard
+                    node.guarded = True
+                    if not node.guarded:
+                        raise SkillLoadError(
+                            f"node {node.name!r} is a tool node whose guard cannot be turned "
+                            "on; a skill's tool nodes always pass the guard",
+                            path=str(skill.file), field="tree",
+                        )
                 node.bt_skill = skill.name
                 node.constraints = Constraints.merge(skill.constraints, node.constraints)
                 if isinstance(node, GuardedToolNode):

@@ -15,7 +15,6 @@ from jianmu.errors import ToolInputError
 from jianmu.tools.builtin._paths import (
     closing_fd,
     dir_fd_at,
-    is_inside,
     open_beneath,
 )
 from jianmu.tools.builtin._regex import PatternTimeout, SearchOutOfTime, timed_match
@@ -221,8 +220,9 @@ def walk_files(start: str, root: str, *, gitignore: bool = True) -> Iterator[Wal
     """Yield the regular files under the folder ``start`` (a real path inside ``root``), sorted.
 
     The walk goes by folder descriptors from ``root`` (`os.fwalk`), so a folder swapped for a
-    symlink while it runs is never entered. Symlinked folders are not entered; symlinked files
-    are yielded only when their real location is inside ``root``. Only regular files are
+    symlink while it runs is never entered. Symlinks are not followed, to folders or files: a
+    guard rule that allowed searching ``docs`` did not look at what a link in it names
+    (``docs/k -> ../secrets/key``); read such a file by its path instead. Only regular files are
     yielded: opening a FIFO or a device would block or never end. `.gitignore` files from
     ``root`` down are honoured.
 
@@ -271,12 +271,7 @@ def _walk(
             if ignore is not None and ignore.ignored(rel, False):
                 continue
             kind = _kind(f, top_fd)
-            if kind == stat.S_IFLNK:
-                real = os.path.realpath(os.path.join(root, rel))
-                if not is_inside(real, root) or not os.path.isfile(real):
-                    continue  # isfile follows the link: regular files only
-                yield WalkedFile(rel, top_fd, f, real, root)
-            elif kind == stat.S_IFREG:
+            if kind == stat.S_IFREG:
                 yield WalkedFile(rel, top_fd, f, None, root)
 
 
