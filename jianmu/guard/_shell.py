@@ -689,7 +689,7 @@ def _unwrap(
                 out.opaque.append(f"an option of {name!r} is only known at run time")
                 return None
             break
-        if text == "--" or (name == "env" and text == "-"):  # `env - CMD` is `env -i CMD`
+        if text == "--":
             i += 1
             break
         if name == "env" and text == "-":  # `env - CMD` is `env -i CMD`
