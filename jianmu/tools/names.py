@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from jianmu.tools.calls import ToolCall
@@ -26,10 +26,13 @@ __all__ = (
     "canonical_call",
     "check_tool_name",
     "is_tool_name",
+    "lookup_keyed",
     "name_key",
     "resolve_tool",
     "shown_name",
 )
+
+_T = TypeVar("_T")
 
 MAX_TOOL_NAME_LENGTH = 64
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
@@ -71,6 +74,18 @@ def builtin_aliases() -> dict[str, str]:
     from jianmu.tools.providers import BuiltinToolProvider  # providers import this module's users
 
     return BuiltinToolProvider.default().aliases()
+
+
+def lookup_keyed(index: Mapping[str, _T], name: object) -> _T | None:
+    """The tool ``name`` means in an index keyed by `name_key`: exact/ASCII case, then alias."""
+    key = name_key(name) if isinstance(name, str) else None
+    if key is None:
+        return None
+    found = index.get(key)
+    if found is None:
+        target = builtin_aliases().get(key)
+        found = index.get(target) if target is not None else None
+    return found
 
 
 def _tool_name(tool: Any, key: Any) -> str:

@@ -14,7 +14,7 @@ from typing import Any, overload
 
 from jianmu.errors import ToolNotFoundError
 from jianmu.tools.base import FunctionTool, Tool
-from jianmu.tools.names import builtin_aliases, name_key
+from jianmu.tools.names import lookup_keyed, name_key
 from jianmu.tools.toolset import ToolSet
 
 __all__ = ("ToolRegistry",)
@@ -92,14 +92,7 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         """The one tool ``name`` means (exact, ASCII case-insensitive, alias), or ``None``."""
-        key = name_key(name) if isinstance(name, str) else None
-        if key is None:
-            return None
-        found = self._tools.get(key)
-        if found is None:
-            target = builtin_aliases().get(key)
-            found = self._tools.get(target) if target is not None else None
-        return found
+        return lookup_keyed(self._tools, name)
 
     def _require(self, name: str) -> str:
         key = name_key(name) if isinstance(name, str) else None

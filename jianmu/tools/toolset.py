@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 from jianmu.errors import ToolError, ToolNotFoundError, ToolValidationError
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, ToolResult
-from jianmu.tools.names import builtin_aliases, check_tool_name, name_key, shown_name
+from jianmu.tools.names import (
+    check_tool_name,
+    lookup_keyed,
+    name_key,
+    shown_name,
+)
 
 if TYPE_CHECKING:
     from jianmu.tools.providers import BuiltinToolProvider, ToolProvider
@@ -125,14 +130,7 @@ class ToolSet:
 
         A name that is not ASCII ``[A-Za-z0-9_-]{1,64}`` is never folded: it is unknown.
         """
-        key = name_key(name) if isinstance(name, str) else None
-        if key is None:
-            return None
-        found = self._index.get(key)
-        if found is None:
-            target = builtin_aliases().get(key)
-            found = self._index.get(target) if target is not None else None
-        return found
+        return lookup_keyed(self._index, name)
 
     def canonical(self, call: ToolCall) -> tuple[ToolCall, Tool | None]:
         """``call`` renamed to the tool it means, and that tool; ``(call, None)`` if unknown."""

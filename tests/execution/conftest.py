@@ -7,7 +7,7 @@ Docker tests skip with a reason when no daemon or image is available, and fail i
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -65,15 +65,3 @@ def marker() -> str:
     return f"jm{uuid.uuid4().hex[:10]}"
 
 
-@pytest.fixture
-def listener() -> Iterator[int]:
-    """A TCP listener on 127.0.0.1 of the host; yields its port."""
-    import socket
-
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        server.close()

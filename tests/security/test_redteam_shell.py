@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
-from jianmu.nodes.state import AgentState
-from jianmu.nodes.tool_executor import ToolExecutor
-from jianmu.tools.builtin import BashTool
+from jianmu import RunStatus
+from tests.security.test_shell_rules import DENY_RM, workspace
+from tests.security.test_shell_rules import send as send_with_policy
 
 pytestmark = pytest.mark.anyio
 
@@ -101,29 +100,9 @@ BYPASSES = [
 ]
 
 
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "victim").write_text("keep me\n")
-    return ws
-
-
 async def send(ws: Path, command: str, *, interactive: bool) -> tuple[Any, str]:
     """One bash call under ``bash: allow`` + ``bash(rm *): deny``, sent as a model would."""
-    constraints = Constraints.model_validate(
-        {
-            "guard": {"tool_policy": {"bash": "allow", "bash(rm *)": "deny"}},
-            "execution": {"workdir": str(ws)},
-        }
-    )
-    state = StateManager(
-        AgentState, {"actions": [{"id": "c", "name": "bash", "arguments": {"command": command}}]}
-    )
-    executor = ToolExecutor(tools=[BashTool()], constraints=constraints)
-    runner = ReactiveRunner(executor, state, interactive=interactive)
-    result = await runner.run(timeout=60)
-    messages = runner.state.get("messages")
-    return result, (messages[0].content or "") if messages else ""
+    return await send_with_policy(ws, command, DENY_RM, interactive=interactive)
 
 
 @pytest.mark.parametrize("command", BYPASSES)
@@ -183,15 +162,6 @@ async def test_a_shell_rule_on_a_path_holds_for_other_spellings_of_it(
     (ws / "secrets").mkdir(parents=True)
     (ws / "docs").mkdir()
     (ws / "secrets" / "key").write_text("KEY-MATERIAL\n")
-    constraints = Constraints.model_validate(
-        {"guard": {"tool_policy": {"bash": "allow", "bash(cat secrets/*)": "deny"}},
-         "execution": {"workdir": str(ws)}}
-    )  # fmt: skip
-    state = StateManager(
-        AgentState, {"actions": [{"id": "c", "name": "bash", "arguments": {"command": command}}]}
-    )
-    runner = ReactiveRunner(ToolExecutor(tools=[BashTool()], constraints=constraints), state,
-                            interactive=False)  # fmt: skip
-    await runner.run(timeout=60)
-    said = runner.state.get("messages")[0].content or ""
+    policy = {"bash": "allow", "bash(cat secrets/*)": "deny"}
+    _, said = await send_with_policy(ws, command, policy, interactive=False)
     assert "denied" in said and "KEY-MATERIAL" not in said, said

@@ -12,7 +12,7 @@ import os
 import socket
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -81,17 +81,6 @@ async def offline_box(request: pytest.FixtureRequest, workspace: Path) -> AsyncI
     assert sandbox.network is False
     async with sandbox:
         yield sandbox
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        server.close()
 
 
 def _python(box: Any) -> str:
