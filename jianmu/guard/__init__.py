@@ -11,7 +11,9 @@ from jianmu.guard.checkers import (
     ToolPolicyChecker,
 )
 from jianmu.guard.decision import Decision, DecisionKind, GuardContext
-from jianmu.guard.enforcer import GuardEnforcer, GuardLedger, is_denied, visible_tools
+from jianmu.guard.enforcer import GuardEnforcer
+from jianmu.guard.ledger import GuardLedger
+from jianmu.guard.visibility import is_denied, visible_tools
 
 __all__ = (
     "BudgetChecker",

@@ -20,6 +20,7 @@ from jianmu.constraints import POLICY_RANK, GuardConstraints, Policy, stricter_p
 from jianmu.errors import ConfigError
 from jianmu.guard._rules import Rule, parse_rule
 from jianmu.guard.decision import Decision, DecisionKind, GuardContext
+from jianmu.guard.ledger import RATE_WINDOW_SECONDS
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
 from jianmu.tools.calls import ToolCall
 from jianmu.tools.names import builtin_aliases, is_tool_name, name_key, shown_name
@@ -35,7 +36,6 @@ __all__ = (
     "tool_permission",
 )
 
-RATE_WINDOW_SECONDS = 60.0
 """The window of ``rate_limits`` (calls per minute)."""
 
 
@@ -60,11 +60,8 @@ def tool_permission(tool: Any) -> str:
 
 def _alias_groups() -> dict[str, frozenset[str]]:
     """Each built-in name and alias -> every name of that tool (``file_read``, ``read_file``)."""
-    # imported here: the tool registry is not needed to import the guard
-    from jianmu.tools.providers import BuiltinToolProvider
-
     groups: dict[str, set[str]] = {}
-    for alias, target in BuiltinToolProvider.default().aliases().items():
+    for alias, target in builtin_aliases().items():
         groups.setdefault(target, {target}).add(alias)
     return {name: frozenset(group) for group in groups.values() for name in group}
 

@@ -3,26 +3,23 @@
 The executor's use, once per batch::
 
     enforcer = GuardEnforcer.from_guard_constraints(ctx.constraints.guard)   # first tick
-    decisions = enforcer.preflight(calls, toolset, run=ctx,
-                                   tokens_used=state.usage, calls_made=len(completed))
+    decisions = enforcer.preflight(calls, toolset, run=ctx, tokens_used=state.usage,
+                                   ledger=GuardLedger.of(state.guard_ledger))
     for call, d in zip(calls, decisions):
         if d.awaiting_approval:
             ctx.interaction.suspend(enforcer.approval_request(call, d, node=path))
     ...  # nothing runs while any is PENDING; DENY becomes a rejection observation
-    enforcer.record_executed(calls_that_ran)
+    state.guard_ledger = ledger.after([call.name], now)   # for each call that ran
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from jianmu.constraints import GuardConstraints
 from jianmu.guard.checkers import (
-    RATE_WINDOW_SECONDS,
     BudgetChecker,
     ConfirmChecker,
     GuardChecker,
@@ -30,72 +27,24 @@ from jianmu.guard.checkers import (
     ToolPolicyChecker,
 )
 from jianmu.guard.decision import Decision, DecisionKind, GuardContext
+from jianmu.guard.ledger import GuardLedger
 from jianmu.runtime.context import RunContext
+from jianmu.runtime.events import EventSink
 from jianmu.runtime.interaction import ApprovalRequest
 from jianmu.tools.calls import ToolCall
-from jianmu.tools.names import canonical_call
+from jianmu.tools.names import ToolLookup, canonical_call
 
-__all__ = ("CHECK_KINDS", "GuardEnforcer", "GuardLedger", "is_denied", "visible_tools")
+__all__ = ("CHECK_KINDS", "GuardEnforcer")
 
 CHECK_KINDS = frozenset({"tool_call"})
 """What `GuardEnforcer.check` can check; other kinds are reserved."""
 
 
-@dataclass(kw_only=True)
-class GuardLedger:
-    """What a run has used that the guard counts: calls made and their times per tool.
-
-    JSON round-trips through `to_dict` / `from_dict`, so the executor can keep it in the state.
-    """
-
-    calls_made: int = 0
-    """Tool calls executed in the run."""
-    call_times: dict[str, list[float]] = field(default_factory=dict)
-    """Clock times of the calls of the last minute, per canonical tool name (lower case)."""
-
-    def record(self, names: Iterable[str], at: float) -> None:
-        """Count calls of ``names`` made at time ``at``; forget times older than a minute."""
-        for name in names:
-            self.calls_made += 1
-            self.call_times.setdefault(name.strip().lower(), []).append(at)
-        for key in list(self.call_times):
-            kept = [t for t in self.call_times[key] if at - t < RATE_WINDOW_SECONDS]
-            if kept:
-                self.call_times[key] = kept
-            else:
-                del self.call_times[key]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict."""
-        return {
-            "calls_made": self.calls_made,
-            "call_times": {k: list(v) for k, v in self.call_times.items()},
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GuardLedger:
-        """Rebuild from `to_dict`."""
-        times = data.get("call_times") or {}
-        return cls(
-            calls_made=int(data.get("calls_made", 0)),
-            call_times={str(k): [float(t) for t in v] for k, v in times.items()},
-        )
-
-
-def _iter_tools(tools: Any) -> list[Any]:
-    if isinstance(tools, Mapping):
-        return list(tools.values())
-    inner = getattr(tools, "tools", None)
-    if inner is not None and not callable(inner):
-        return _iter_tools(inner)
-    return list(tools)
-
-
 class GuardEnforcer:
     """Runs `ToolPolicyChecker` → `RateLimitChecker` → `BudgetChecker` → `ConfirmChecker`.
 
-    Holds no per-run counts that matter for correctness: `preflight` takes them as arguments;
-    the `ledger` is a convenience for callers that do not keep them in their state.
+    Holds no per-run counts: `preflight` takes the run's `GuardLedger`, which the nodes keep
+    in the run's state, so a run restored in another process counts right.
     """
 
     def __init__(
@@ -108,8 +57,7 @@ class GuardEnforcer:
 
         Args:
             checkers: The chain.
-            clock: Time source for `record_executed` (default `time.time`); pass the same to
-                the `RateLimitChecker`.
+            clock: Time source (default `time.time`); pass the same to the `RateLimitChecker`.
         """
         self.clock: Callable[[], float] = clock or time.time
         if checkers is None:
@@ -120,7 +68,6 @@ class GuardEnforcer:
                 ConfirmChecker(),
             )
         self.checkers: tuple[GuardChecker, ...] = tuple(checkers)
-        self.ledger = GuardLedger()
 
     @classmethod
     def from_guard_constraints(
@@ -162,7 +109,9 @@ class GuardEnforcer:
                 return checker
         return None
 
-    def check(self, kind: str, context: GuardContext, *, events: Any = None) -> Decision:
+    def check(
+        self, kind: str, context: GuardContext, *, events: EventSink | None = None
+    ) -> Decision:
         """Run the chain for one call and emit ``guard.decision``.
 
         Args:
@@ -204,13 +153,12 @@ class GuardEnforcer:
     def preflight(
         self,
         calls: Sequence[ToolCall],
-        tools: Any,
+        tools: ToolLookup,
         *,
         run: RunContext | None = None,
         tokens_used: int = 0,
-        calls_made: int | None = None,
-        call_times: Mapping[str, Sequence[float]] | None = None,
-        events: Any = None,
+        ledger: GuardLedger | None = None,
+        events: EventSink | None = None,
     ) -> list[Decision]:
         """Check a whole batch in order; one decision per call, in the same order.
 
@@ -219,20 +167,17 @@ class GuardEnforcer:
 
         Args:
             calls: The batch.
-            tools: The tools by name: a mapping, a `ToolSet` (``get``) or a list of tools.
+            tools: The tools by name: a `ToolSet`, a mapping of name to tool, or a list.
             run: The run's context (``user_roles``, ``interaction``, ``events``).
             tokens_used: Tokens the run has spent (the state's ``usage``).
-            calls_made: Calls executed in the run before this batch; default
-                ``self.ledger.calls_made``.
-            call_times: Times of recent calls per tool; default ``self.ledger.call_times``.
+            ledger: What the run used before this batch (calls made, recent call times).
             events: Where to emit ``guard.decision``; default ``run.events``.
         """
         # every checker sees the canonical call: the registered tool's own name, never a
         # look-alike (callers should pass canonical calls; this makes sure of it)
         resolved = [canonical_call(call, tools) for call in calls]
         batch = tuple(call for call, _tool in resolved)
-        made = self.ledger.calls_made if calls_made is None else calls_made
-        times = self.ledger.call_times if call_times is None else call_times
+        ledger = ledger if ledger is not None else GuardLedger()
         admitted: list[ToolCall] = []
         decisions: list[Decision] = []
         for call, tool in resolved:
@@ -243,8 +188,8 @@ class GuardEnforcer:
                 admitted=tuple(admitted),
                 run=run,
                 tokens_used=tokens_used,
-                calls_made=made,
-                call_times=times,
+                calls_made=ledger.calls_made,
+                call_times=ledger.call_times,
             )
             decision = self.check("tool_call", context, events=events)
             if not decision.denied:
@@ -267,46 +212,3 @@ class GuardEnforcer:
             isinstance(c, RateLimitChecker) and c.limit_for(name) is not None
             for c in self.checkers
         )
-
-    def record_executed(self, calls: Iterable[ToolCall | str], *, at: float | None = None) -> None:
-        """Count calls that ran (tool calls or tool names) in `ledger`."""
-        names = [c if isinstance(c, str) else c.name for c in calls]
-        self.ledger.record(names, self.clock() if at is None else at)
-
-    def reset_for_run(self) -> None:
-        """Forget the counts of the previous run."""
-        self.ledger = GuardLedger()
-
-    def visible(self, tools: Any, *, user_roles: Iterable[str] | None = None) -> list[str]:
-        """Names of ``tools`` the model may see (see `visible_tools`)."""
-        policy = self.policy or ToolPolicyChecker()
-        roles = None if user_roles is None else frozenset(user_roles)
-        return [_name(t) for t in _iter_tools(tools) if not policy.hides(t, user_roles=roles)]
-
-
-def _name(tool: Any) -> str:
-    return (tool if isinstance(tool, str) else str(getattr(tool, "name", ""))).lower()
-
-
-def visible_tools(
-    tools: Any, guard: GuardConstraints | None, *, user_roles: Iterable[str] | None = None
-) -> list[str]:
-    """Lower-cased names of the tools the model may see, in order.
-
-    A tool is hidden when its merged policy is a plain deny: a name rule denies it, or no rule
-    allows or confirms any of its calls and ``default_policy`` is deny. With ``user_roles``,
-    admin_only tools are hidden from users without the ``admin`` role.
-
-    Args:
-        tools: A `ToolSet`, a list of tools or names, or a mapping of name to tool.
-        guard: Merged guard constraints.
-        user_roles: The run's user roles; ``None`` does not filter by role.
-    """
-    policy = ToolPolicyChecker.from_guard_constraints(guard or GuardConstraints())
-    roles = None if user_roles is None else frozenset(user_roles)
-    return [_name(t) for t in _iter_tools(tools) if not policy.hides(t, user_roles=roles)]
-
-
-def is_denied(tool: Any, guard: GuardConstraints | None) -> bool:
-    """Whether ``tool`` (a tool or a name) is hidden from the model by policy alone."""
-    return ToolPolicyChecker.from_guard_constraints(guard or GuardConstraints()).hides(tool)

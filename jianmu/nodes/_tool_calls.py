@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jianmu.constraints import ExecutionConstraints
 from jianmu.errors import ToolError
+from jianmu.execution.runner import ToolRunner
+from jianmu.runtime.async_node import RuntimeNode
+from jianmu.runtime.context import RunContext
+from jianmu.state import StateView
 from jianmu.telemetry import (
     ERROR_TYPE,
     GEN_AI_OPERATION_NAME,
@@ -17,11 +22,11 @@ from jianmu.telemetry import (
     GEN_AI_TOOL_NAME,
     GEN_AI_TOOL_TYPE,
 )
-from jianmu.tools.calls import ToolResult, render_output
+from jianmu.tools.base import Tool
+from jianmu.tools.calls import ToolCall, ToolResult, render_output
 
 if TYPE_CHECKING:
-    from jianmu.execution.runner import ToolRunner
-    from jianmu.runtime.context import RunContext
+    from opentelemetry.trace import Span
 
 PREVIEW_CHARS = 200
 
@@ -49,8 +54,6 @@ class RunnerCache:
 
     async def get(self, execution: ExecutionConstraints, ctx: RunContext) -> ToolRunner:
         """The runner for ``execution``; raises the construction error (e.g. no isolation)."""
-        from jianmu.execution.runner import ToolRunner
-
         signature = execution.model_dump_json()
         if self._signature != signature:
             old, self.runner, self.error = self.runner, None, None
@@ -79,12 +82,12 @@ class RunnerCache:
             await runner.close()
 
 
-def tool_span_attributes(tool_name: str, call_id: str | None, tool: Any) -> dict[str, Any]:
+def tool_span_attributes(tool_name: str, call_id: str | None, tool: Tool) -> dict[str, Any]:
     """The GenAI attributes of an ``execute_tool`` span."""
     attributes: dict[str, Any] = {
         GEN_AI_OPERATION_NAME: "execute_tool",
         GEN_AI_TOOL_NAME: tool_name,
-        GEN_AI_TOOL_TYPE: "extension" if getattr(tool, "remote", False) else "function",
+        GEN_AI_TOOL_TYPE: "extension" if tool.remote else "function",
     }
     if call_id:
         attributes[GEN_AI_TOOL_CALL_ID] = call_id
@@ -92,7 +95,7 @@ def tool_span_attributes(tool_name: str, call_id: str | None, tool: Any) -> dict
 
 
 def finish_span(
-    span: Any, result: ToolResult, arguments: Any, ctx: RunContext | None
+    span: Span | None, result: ToolResult, arguments: Any, ctx: RunContext | None
 ) -> None:
     """Record a call's outcome on its span (content only when the config opts in)."""
     if span is None:
@@ -105,16 +108,34 @@ def finish_span(
         span.set_attribute(GEN_AI_TOOL_CALL_RESULT, result.text[:4000])
 
 
-def ledger_view(node: Any) -> Any:
+def unique_ids(calls: list[ToolCall], spent: Callable[[str], bool]) -> list[ToolCall]:
+    """``calls`` with each id unique in the batch and not ``spent``, derived the same each time.
+
+    A clashing id ``x`` becomes ``x.1`` (or ``x.2``...): stable, so an approval asked under it
+    and a run restored mid-batch find the same call again.
+    """
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for call in calls:
+        call_id, n = call.id, 0
+        while call_id in seen or spent(call_id):
+            n += 1
+            call_id = f"{call.id}.{n}"
+        seen.add(call_id)
+        out.append(call if call_id == call.id else call.with_id(call_id))
+    return out
+
+
+def ledger_view(node: RuntimeNode) -> StateView:
     """Where the guard's counts live: the root state, so a run's limits hold across skills
     (each in its own namespace); the node's own view if the root schema has no place."""
     manager = node.state_manager
     return manager.root if manager.accepts("guard_ledger") else node.state
 
 
-def fresh_request_id(base: str, ctx: Any) -> str:
+def fresh_request_id(base: str, ctx: RunContext) -> str:
     """``base``, or ``base.N`` when the approvals under the earlier ids were already used."""
-    interaction = getattr(ctx, "interaction", None)
+    interaction = ctx.interaction
     candidate, n = base, 0
     while interaction is not None and interaction.consumed(candidate):
         n += 1
@@ -122,9 +143,9 @@ def fresh_request_id(base: str, ctx: Any) -> str:
     return candidate
 
 
-def consume_approval(ctx: Any, request_id: str) -> None:
+def consume_approval(ctx: RunContext, request_id: str) -> None:
     """Mark a person's approval as used once the call it allowed has run."""
-    interaction = getattr(ctx, "interaction", None)
+    interaction = ctx.interaction
     if interaction is not None and interaction.decision(request_id) is not None:
         interaction.consume(request_id)
 

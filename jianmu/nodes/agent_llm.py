@@ -10,9 +10,10 @@ from py_trees.common import Status
 
 from jianmu.constraints import Constraints
 from jianmu.errors import LLMError
+from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider, LLMResponse, StreamDone, TextDelta
-from jianmu.nodes._tool_calls import preview
+from jianmu.nodes._tool_calls import preview, unique_ids
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import (
     ERROR_TYPE,
@@ -23,6 +24,7 @@ from jianmu.telemetry import (
     GEN_AI_USAGE_OUTPUT_TOKENS,
     span,
 )
+from jianmu.tools.calls import ToolCall
 from jianmu.tools.toolset import ToolSet
 
 if TYPE_CHECKING:
@@ -92,7 +94,6 @@ class AgentLLMNode(AsyncNode):
 
     def visible_tools(self) -> ToolSet:
         """The tools offered to the model (deny-policy tools removed)."""
-        from jianmu.guard import visible_tools
         from jianmu.nodes.tool_executor import ToolExecutor
 
         if isinstance(self.tools, ToolExecutor):
@@ -100,15 +101,13 @@ class AgentLLMNode(AsyncNode):
         toolset = self.tools if isinstance(self.tools, ToolSet) else ToolSet.from_tools(
             self.tools or ()
         )
-        guard = Constraints.merge(self.ctx.constraints, self.constraints).guard
-        names = set(visible_tools(toolset, guard, user_roles=self.ctx.user_roles))
-        return ToolSet.from_tools(t for t in toolset if t.name.lower() in names)
+        return visible_tools(toolset, self.ctx, self.effective_constraints)
 
     def request_messages(self) -> list[Message]:
         """The messages sent to the model on this turn."""
         limit = self.max_messages
         if limit is None:
-            limit = Constraints.merge(self.ctx.constraints, self.constraints).max_messages
+            limit = self.effective_constraints.max_messages
         system = "\n\n".join(p for p in (self.system_prompt, self.skill_prompt) if p)
         history = recent_messages(self.state.get("messages") or [], limit)
         return ([Message.system(system)] if system else []) + history
@@ -123,6 +122,21 @@ class AgentLLMNode(AsyncNode):
             elif isinstance(event, StreamDone):
                 return event.response
         raise LLMError("the model's stream ended without a final response")
+
+    def _canonical(self, response: LLMResponse, toolset: ToolSet) -> tuple[Message, list[ToolCall]]:
+        """The reply's calls, canonical once for everything after: each name is the tool it
+        resolves to among those offered (an unknown name stays as sent) and each id is unique
+        in the run; the assistant message carries the same calls, so observations match it."""
+        used = set(self.state.get("completed_call_ids") or ())
+        interaction = self.ctx.interaction
+
+        def spent(call_id: str) -> bool:
+            return call_id in used or (interaction is not None and interaction.consumed(call_id))
+
+        calls = unique_ids([toolset.canonical(c)[0] for c in response.tool_calls], spent)
+        if calls == list(response.message.tool_calls or ()):
+            return response.message, calls
+        return response.message.model_copy(update={"tool_calls": calls}), calls
 
     async def update_async(self) -> Status:
         """Call the model once and record its reply."""
@@ -160,9 +174,9 @@ class AgentLLMNode(AsyncNode):
             if current is not None:
                 current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
                 current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
-        calls = list(response.tool_calls)
+        message, calls = self._canonical(response, toolset)
         update: dict[str, Any] = {
-            "messages": [response.message],
+            "messages": [message],
             "actions": calls,
             "rounds": (self.state.get("rounds") or 0) + 1,
             "usage": response.usage,

@@ -44,7 +44,7 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
 
     def limits(self) -> tuple[int, int | None]:
         """The effective ``max_iterations`` and token budget (smallest of every layer)."""
-        merged = Constraints.merge(self.ctx.constraints, self.constraints)
+        merged = self.effective_constraints
         iterations = min(v for v in (self.max_iterations, merged.max_iterations) if v)
         return iterations, merged.guard.budget.total_tokens
 

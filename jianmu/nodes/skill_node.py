@@ -299,9 +299,7 @@ class SkillNode(FlattenedAgentNode):
         if bt_skills:
             bt_tool = RunBTSkillTool(bt_skills, custom_tools=self.custom_tools)
             toolset = toolset.with_tools([bt_tool])
-        guard = (self.constraints or Constraints()).guard
-        allowed = set(visible_tools(toolset, guard, user_roles=self.ctx.user_roles))
-        return ToolSet.from_tools(t for t in toolset if t.name.lower() in allowed)
+        return visible_tools(toolset, self.ctx, self.constraints or Constraints())
 
     def _mcp_references(self) -> dict[str, set[str]]:
         """Configured MCP servers the skills name, with the tools asked for (empty: all)."""
@@ -329,16 +327,13 @@ class SkillNode(FlattenedAgentNode):
             return
         from jianmu.tools.mcp import MCPToolProvider
 
-        guard = (self.constraints or Constraints()).guard
         for server, names in self._mcp_references().items():
             provider = MCPToolProvider.from_config(server, self.ctx.config.mcp.servers[server])
             self.ctx.on_close(provider.close)
             await provider.initialize()
             chosen = [t for t in provider.get_tools() if "*" in names or t.name.lower() in names]
-            allowed = set(visible_tools(chosen, guard, user_roles=self.ctx.user_roles))
-            for mcp_tool in chosen:
-                if mcp_tool.name.lower() in allowed:
-                    self.react.executor.register_tool(mcp_tool)
+            for mcp_tool in visible_tools(chosen, self.ctx, self.constraints or Constraints()):
+                self.react.executor.register_tool(mcp_tool)
 
     def history_limit(self) -> int:
         """Messages of the global conversation copied in."""

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from jianmu.guard.ledger import GuardLedger
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import Usage
 from jianmu.state import merge_counts
@@ -56,7 +57,7 @@ class AgentState(BaseModel):
         default_factory=dict
     )
     """Tool messages of the current batch by call id, until the batch is appended in order."""
-    guard_ledger: dict[str, Any] = Field(default_factory=dict)
+    guard_ledger: GuardLedger = Field(default_factory=GuardLedger)
     """The guard's counts (calls made, recent call times), kept here so a restore counts right."""
     skill_result: Any = None
     """Structured result of a BT skill."""

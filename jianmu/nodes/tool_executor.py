@@ -1,8 +1,20 @@
-"""`ToolExecutor`: runs the tool calls a model asked for, through the guard, into observations."""
+"""`ToolExecutor`: runs the tool calls a model asked for, through the guard, into observations.
+
+One call's path, from `ToolExecutor.update_async` to its observation, passes six modules:
+
+1. ``nodes/tool_executor.py`` (here): reads ``actions`` (canonical `ToolCall`s, written once by
+   the model's node), finds each call's tool, and gives a reused id a stable fresh one in memory;
+2. ``guard/enforcer.py``: `GuardEnforcer.preflight` runs the checker chain (the checkers are
+   plug-ins it calls in turn) over the batch against the run's `GuardLedger`;
+3. ``tools/base.py``: `Tool.bind_args` validates the arguments and adds injected values;
+4. ``execution/runner.py``: `ToolRunner.run` applies the timeout and runs the tool on the loop,
+   in a worker thread or through the sandbox;
+5. ``tools/calls.py``: `ToolResult.from_raw` turns what came back into one result, once;
+6. ``llm/messages.py``: `Message.tool` is the observation, appended to ``messages`` in order.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -14,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.constraints import Constraints
 from jianmu.errors import MCPError, ToolInputError, ToolTimeoutError
+from jianmu.execution.runner import ToolRunner
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.llm.messages import Message
 from jianmu.nodes._tool_calls import (
@@ -25,11 +38,12 @@ from jianmu.nodes._tool_calls import (
     ledger_view,
     preview,
     tool_span_attributes,
+    unique_ids,
 )
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import span
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolCall, ToolResult, new_call_id
+from jianmu.tools.calls import ToolCall, ToolResult
 from jianmu.tools.names import shown_name
 from jianmu.tools.toolset import ToolSet
 
@@ -139,47 +153,33 @@ class ToolExecutor(AsyncNode):
         """Forget the guard built on the first tick; the next tick builds it anew."""
         self._enforcer = None
 
-    def effective_constraints(self) -> Constraints:
-        """The run's constraints with this node's layer merged in (tighten only)."""
-        ctx = getattr(self, "ctx", None)
-        run_layer = ctx.constraints if ctx is not None else None
-        return Constraints.merge(run_layer, self.constraints)
-
     def visible_toolset(self) -> ToolSet:
         """The tools the model may see: this executor's, minus those whose policy is deny."""
         ctx = getattr(self, "ctx", None)
-        roles = ctx.user_roles if ctx is not None else None
-        guard = self.effective_constraints().guard
-        names = set(visible_tools(self.toolset, guard, user_roles=roles))
-        return ToolSet.from_tools(t for t in self.toolset if t.name.lower() in names)
+        return visible_tools(self.toolset, ctx, self.effective_constraints)
 
     # -- the tick --------------------------------------------------------------------------------
     async def update_async(self) -> Status:
         """Run the pending batch; RUNNING while approvals are pending, else SUCCESS."""
-        calls = self._normalised_actions()
+        calls = self._batch()
         if not calls:
             return Status.SUCCESS
         await self.prepare_tools()
-        constraints = self.effective_constraints()
+        constraints = self.effective_constraints
         if self._enforcer is None:
             self._enforcer = GuardEnforcer.from_guard_constraints(
                 constraints.guard, workspace=constraints.execution.workdir
             )
         done = set(self.state.get("completed_call_ids") or ())
-        # the boundary: each call is renamed, once, to the one tool it means; the guard, the
-        # ledger, the span and the observation see only that name
-        resolved = [self.toolset.canonical(c) for c in calls if c.id not in done]
-        unknown = [c for c, found in resolved if found is None]
-        known = [c for c, found in resolved if found is not None]
-        ledger = GuardLedger.from_dict(ledger_view(self).get("guard_ledger") or {})
+        pending = [self.toolset.canonical(c) for c in calls if c.id not in done]
+        known = [c for c, found in pending if found is not None]
         usage = self.state.get("usage")
         decisions = self._enforcer.preflight(
             known,
             self.toolset,
             run=self.ctx,
             tokens_used=getattr(usage, "total_tokens", 0) or 0,
-            calls_made=ledger.calls_made,
-            call_times=ledger.call_times,
+            ledger=GuardLedger.of(ledger_view(self).get("guard_ledger")),
             events=self.events,
         )
         waiting = [(c, d) for c, d in zip(known, decisions, strict=True) if d.awaiting_approval]
@@ -189,13 +189,14 @@ class ToolExecutor(AsyncNode):
                     self._enforcer.approval_request(call, decision, node=self.path)
                 )
             return Status.RUNNING
-        for call in unknown:
-            available = ", ".join(self.toolset.names()) or "none"
-            shown = shown_name(call.name) if call.name else "<missing name>"
-            self._record(call, None, ToolResult(
-                tool=shown, ok=False, call_id=call.id,
-                error=f"unknown tool {shown!r}; available tools: {available}",
-            ))
+        for call, found in pending:
+            if found is None:
+                available = ", ".join(self.toolset.names()) or "none"
+                shown = shown_name(call.name) if call.name else "<missing name>"
+                self._record(call, None, ToolResult(
+                    tool=shown, ok=False, call_id=call.id,
+                    error=f"unknown tool {shown!r}; available tools: {available}",
+                ))
         allowed: list[tuple[ToolCall, Decision]] = []
         for call, decision in zip(known, decisions, strict=True):
             if decision.denied:
@@ -210,28 +211,25 @@ class ToolExecutor(AsyncNode):
         return Status.SUCCESS
 
     # -- steps -----------------------------------------------------------------------------------
-    def _normalised_actions(self) -> list[ToolCall]:
-        """The batch with unique ids that no earlier call used; written back if changed."""
-        raw = self.state.get("actions") or []
-        calls = ToolCall.from_list(raw)
+    def _batch(self) -> list[ToolCall]:
+        """The pending calls, each with an id no earlier call used (``actions`` is not rewritten).
+
+        A model may reuse an id (even one approved and used before, maybe in another skill's
+        namespace): such a call gets a fresh id derived from it, the same on every tick, so an
+        approval asked under it and a restored run still find it.
+        """
+        calls = ToolCall.from_list(self.state.get("actions") or [])
         used = set(self.state.get("completed_call_ids") or ())
         observed = set((self.state.get("observations") or {}).keys())
         interaction = self.ctx.interaction
-        seen: set[str] = set()
-        fixed: list[ToolCall] = []
-        for call in calls:
-            # a model may reuse an id (even one approved and used before, maybe in another
-            # skill's namespace): never trust it twice
-            reused = call.id in used or (
-                interaction is not None and interaction.consumed(call.id)
+
+        def spent(call_id: str) -> bool:
+            reused = call_id in used or (
+                interaction is not None and interaction.consumed(call_id)
             )
-            if call.id in seen or (reused and call.id not in observed):
-                call = call.with_id(new_call_id())
-            seen.add(call.id)
-            fixed.append(call)
-        if fixed != list(raw):
-            self.state.replace({"actions": fixed})
-        return fixed
+            return reused and call_id not in observed
+
+        return unique_ids(calls, spent)
 
     def _mode(self, calls: Sequence[ToolCall]) -> Literal["serial", "parallel"]:
         mode = self.config.execution_mode
@@ -258,20 +256,22 @@ class ToolExecutor(AsyncNode):
             for call, decision in batch:
                 await self._run_one(call, decision, runner)
             return
-        limiter = asyncio.Semaphore(self.config.max_concurrency)
+        limiter = anyio.CapacityLimiter(self.config.max_concurrency)
 
         async def guarded(call: ToolCall, decision: Decision) -> None:
             async with limiter:
                 await self._run_one(call, decision, runner)
 
         # _run_one never raises, so one call's failure cannot cancel its siblings
-        await asyncio.gather(*(guarded(call, decision) for call, decision in batch))
+        async with anyio.create_task_group() as group:
+            for call, decision in batch:
+                group.start_soon(guarded, call, decision)
 
-    async def _run_one(self, call: ToolCall, decision: Decision, runner: Any) -> None:
+    async def _run_one(self, call: ToolCall, decision: Decision, runner: ToolRunner) -> None:
         """Run one call with retries; record exactly one observation. Never raises."""
         tool = self.toolset.get(call.name)
         assert tool is not None and tool.name == call.name  # canonical since update_async
-        retries = max(0, int(getattr(tool, "max_retries", 0) or 0))
+        retries = max(0, tool.max_retries or 0)
         attributes = {
             **tool_span_attributes(tool.name, call.id, tool), **decision.span_attributes()
         }
@@ -287,24 +287,22 @@ class ToolExecutor(AsyncNode):
                 try:
                     if isinstance(call.arguments, str) and not tool.wraps_input:
                         raise ToolInputError(_not_json(tool, call.arguments))
-                    raw = await tool.execute(call.arguments, injected, runner)
-                    result = ToolResult.from_raw(tool.name, raw, call_id=call.id)
+                    raw = await runner.run(tool, tool.bind_args(call.arguments, injected))
+                    error = None
                     break
                 except ToolInputError as exc:  # the model must fix the call: no retry
-                    result = ToolResult(tool=tool.name, ok=False, call_id=call.id,
-                                        error=error_text(exc))
+                    raw, error = None, error_text(exc)
                     break
                 except Exception as exc:
-                    result = ToolResult(tool=tool.name, ok=False, call_id=call.id,
-                                        error=error_text(exc))
+                    raw, error = None, error_text(exc)
                     if attempt >= retries or not _transient(exc):
                         break
                     attempt += 1
                     self.events.emit("tool.call.retry", tool=tool.name, call_id=call.id,
-                                     attempt=attempt, error=result.error)
+                                     attempt=attempt, error=error)
                     await anyio.sleep(self.config.retry_backoff * attempt)
             result = ToolResult.from_raw(
-                tool.name, result, call_id=call.id, duration_ms=elapsed_ms(start)
+                tool.name, raw, error=error, call_id=call.id, duration_ms=elapsed_ms(start)
             ).truncate(tool.max_result_length)
             finish_span(current, result, call.arguments, self.ctx)
         if result.ok and events.wants("tool.call.completed"):
@@ -331,14 +329,11 @@ class ToolExecutor(AsyncNode):
         self.state.update(update)
         if executed:
             ledgers = ledger_view(self)
-            ledger = GuardLedger.from_dict(ledgers.get("guard_ledger") or {})
+            ledger = GuardLedger.of(ledgers.get("guard_ledger"))
             enforcer = self._enforcer
             # call times matter only under a rate limit
-            if enforcer is not None and enforcer.rate_limited(call.name):
-                ledger.record([call.name], time.time())
-            else:
-                ledger.calls_made += 1
-            ledgers.update({"guard_ledger": ledger.to_dict()})
+            timed = enforcer is not None and enforcer.rate_limited(call.name)
+            ledgers.update({"guard_ledger": ledger.after([call.name], time.time(), timed=timed)})
             consume_approval(self.ctx, call.id)
         self.ctx.save_checkpoint()
 

@@ -96,7 +96,7 @@ class ToolNode(AsyncNode):
 
     def _check_guard(self, args: Any) -> Status | None:
         """None to go on; RUNNING while waiting for a person; FAILURE when denied."""
-        constraints = Constraints.merge(self.ctx.constraints, self.constraints)
+        constraints = self.effective_constraints
         key = (constraints.guard.model_dump_json(), constraints.execution.workdir)
         if self._enforcer is None or self._enforcer[0] != key:  # parse the rules once
             self._enforcer = (key, GuardEnforcer.from_guard_constraints(
@@ -104,12 +104,11 @@ class ToolNode(AsyncNode):
             ))
         enforcer = self._enforcer[1]
         ledgers = ledger_view(self)
-        ledger = GuardLedger.from_dict(ledgers.get("guard_ledger") or {})
+        ledger = GuardLedger.of(ledgers.get("guard_ledger"))
         request_id = fresh_request_id(self._approval_id(args), self.ctx)
         call = ToolCall(id=request_id, name=self.tool.name, arguments=args)
         (decision,) = enforcer.preflight(
-            [call], [self.tool], run=self.ctx,
-            calls_made=ledger.calls_made, call_times=ledger.call_times, events=self.events,
+            [call], [self.tool], run=self.ctx, ledger=ledger, events=self.events
         )
         if decision.awaiting_approval:
             assert self.ctx.interaction is not None  # ConfirmChecker denies without one
@@ -124,9 +123,8 @@ class ToolNode(AsyncNode):
                                  tool_name=self.tool.name, ok=False,
                                  output_preview=decision.reason)
             return Status.FAILURE
-        ledger.record([self.tool.name], time.time())
         try:
-            ledgers.update({"guard_ledger": ledger.to_dict()})
+            ledgers.update({"guard_ledger": ledger.after([self.tool.name], time.time())})
         except StateValidationError:  # a state schema without the ledger: no run-wide count
             pass
         consume_approval(self.ctx, request_id)
@@ -145,13 +143,14 @@ class ToolNode(AsyncNode):
         tool = self.tool
         self.events.emit("tool.call.started", tool=tool.name, mode="workflow",
                          args_preview=preview(args))
-        constraints = Constraints.merge(self.ctx.constraints, self.constraints)
+        constraints = self.effective_constraints
         start = time.perf_counter()
         with span(self.ctx.tracer, f"execute_tool {tool.name}",
                   tool_span_attributes(tool.name, None, tool)) as current:
             try:
                 runner = await self._runners.get(constraints.execution, self.ctx)
-                raw = await tool.execute(args, {"ctx": self.ctx, "state": self.state}, runner)
+                bound = tool.bind_args(args, {"ctx": self.ctx, "state": self.state})
+                raw = await runner.run(tool, bound)
                 result = ToolResult.from_raw(tool.name, raw, duration_ms=elapsed_ms(start))
             except Exception as exc:
                 result = ToolResult(tool=tool.name, ok=False, error=error_text(exc),

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import py_trees
 from py_trees.common import Status
 
+from jianmu.constraints import Constraints
+
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext
     from jianmu.runtime.events import NodeEvents
@@ -35,6 +37,9 @@ class RuntimeNode:
     state_manager: StateManager
     namespace: str | None = None
     path: str = ""
+    constraints: Constraints | None = None
+    """This node's layer of constraints, merged under the run's (it may only tighten them)."""
+    _effective: tuple[Constraints | None, Constraints | None, Constraints] | None = None
 
     def bind(self, state_manager: StateManager, ctx: RunContext, path: str) -> None:
         """Attach the state (scoped to ``self.namespace``) and the run context.
@@ -46,6 +51,21 @@ class RuntimeNode:
         self.ctx = ctx
         self.path = path
         self.state = state_manager.scope(self.namespace) if self.namespace else state_manager.root
+
+    @property
+    def effective_constraints(self) -> Constraints:
+        """The run's constraints with this node's layer merged in (tighten only).
+
+        Merged once and kept until the run's constraints or the node's layer is replaced.
+        """
+        ctx = getattr(self, "ctx", None)
+        run_layer = ctx.constraints if ctx is not None else None
+        cached = self._effective
+        if cached is not None and cached[0] is run_layer and cached[1] is self.constraints:
+            return cached[2]
+        merged = Constraints.merge(run_layer, self.constraints)
+        self._effective = (run_layer, self.constraints, merged)
+        return merged
 
     @property
     def events(self) -> NodeEvents:

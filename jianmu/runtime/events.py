@@ -7,9 +7,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ("Event", "EventBus", "EventHandler")
+__all__ = ("Event", "EventBus", "EventHandler", "EventSink")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +30,13 @@ class Event:
 
 EventHandler = Callable[[Event], None]
 """Receives events; exceptions it raises are swallowed so they never break a run."""
+
+
+class EventSink(Protocol):
+    """Where a component emits events: the `EventBus`, or one node's `NodeEvents`."""
+
+    def emit(self, name: str, /, **fields: Any) -> Event | None:
+        """Publish one event."""
 
 
 class EventBus:

@@ -8,14 +8,11 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from jianmu.errors import ToolDefinitionWarning, ToolValidationError
 from jianmu.tools._arguments import schema_types
 from jianmu.tools.names import TOOL_NAME_PATTERN, check_tool_name
-
-if TYPE_CHECKING:
-    from jianmu.tools.base import Tool
 
 __all__ = (
     "NAME_PATTERN",
@@ -188,7 +185,24 @@ def to_strict_schema(parameters: Mapping[str, Any], *, tool: str) -> dict[str, A
 # -- registration checks -------------------------------------------------------------------
 
 
-def structural_problems(t: Tool) -> list[str]:
+class ToolDefinition(Protocol):
+    """What the registration checks read of a tool (a `Tool` has all of it)."""
+
+    name: str
+    category: str
+    permission: str
+    input_schema: dict[str, Any]
+
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+
+    @property
+    def wraps_input(self) -> bool: ...
+
+    def get_description(self) -> str: ...
+
+
+def structural_problems(t: ToolDefinition) -> list[str]:
     """Problems that make a tool unusable in any registry: name, category, permission."""
     problems: list[str] = []
     name_problem = check_tool_name(t.name)
@@ -206,7 +220,7 @@ def structural_problems(t: Tool) -> list[str]:
 
 
 def check_definition(
-    t: Tool,
+    t: ToolDefinition,
     *,
     signature_params: frozenset[str] | None,
     require_parameter_descriptions: bool = False,

@@ -91,7 +91,7 @@ def build_mcp_server(
     import mcp.types as types
     from mcp.server.lowlevel import Server
 
-    from jianmu.guard import GuardContext, GuardEnforcer, ToolPolicyChecker
+    from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChecker
 
     if not isinstance(toolset, ToolSet):
         raise TypeError(f"build_mcp_server serves a ToolSet, got {toolset!r}")
@@ -108,6 +108,7 @@ def build_mcp_server(
         workspace = getattr(execution, "workdir", None)
     policy = ToolPolicyChecker.from_guard_constraints(guard, workspace=workspace)
     enforcer = GuardEnforcer.from_guard_constraints(guard, workspace=workspace)
+    ledger = GuardLedger()  # this server's calls, for max_tool_calls and the rate limits
     roles = frozenset(str(r).lower() for r in user_roles)
     served = [t for t in toolset.active() if not policy.hides(t, user_roles=roles)]
     listing = [types.Tool.model_validate(_descriptor(t)) for t in served]
@@ -127,6 +128,7 @@ def build_mcp_server(
         return types.ListToolsResult(tools=list(listing))
 
     async def call_tool(_ctx: Any, params: Any) -> Any:
+        nonlocal ledger
         found = chosen.get(params.name) if isinstance(params.name, str) else None
         if found is None:
             known = ", ".join(t.name for t in served) or "none"
@@ -142,7 +144,6 @@ def build_mcp_server(
                 "this MCP server cannot ask for it; approve it by allowing the tool in the "
                 f"config's guard.tool_policy (e.g. {found.name}: allow)"
             )
-        ledger = enforcer.ledger
         decision = enforcer.check(
             "tool_call",
             GuardContext(
@@ -152,7 +153,9 @@ def build_mcp_server(
         )
         if decision.denied:
             return _error(f"tool {found.name!r} refused by the guard: {decision.reason}")
-        enforcer.record_executed([call])
+        # counted before the await: a concurrent call sees it (nothing awaits in between)
+        ledger = ledger.after([found.name], enforcer.clock(),
+                              timed=enforcer.rate_limited(found.name))
         result = await chosen.execute(found.name, args, runner=runner)
         if not result.ok:
             return _error(result.error or f"tool {found.name!r} failed")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextvars
+import importlib
 import inspect
 import sys
 from collections.abc import Callable, Mapping
@@ -61,6 +62,8 @@ CATEGORIES: tuple[str, ...] = ("read", "write", "execute", "communicate", "dange
 PERMISSIONS: tuple[str, ...] = ("auto", "user_confirm", "admin_only")
 
 _DERIVED = ("parallel_safe", "idempotent", "max_retries")
+_TOOL_NODE_MODULE = "jianmu.nodes.tool_node"
+"""Where `Tool.as_node` finds `ToolNode` (a higher layer, so resolved by name at call time)."""
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -133,6 +136,8 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
     """Free-form extra information."""
     sandboxed: bool = False
     """True for tools that run code or commands; they also implement ``run_sandboxed``."""
+    remote: bool = False
+    """True for tools that another process serves (an MCP server's)."""
 
     _derived_attrs: ClassVar[frozenset[str]] = frozenset(_DERIVED)
 
@@ -391,18 +396,22 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
     def as_node(
         self,
         name: str | None = None,
+        *,
         input_key: str | None = None,
         output_key: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Wrap the tool in a `ToolNode` for a behaviour tree (imported lazily)."""
-        from jianmu.nodes.tool_node import ToolNode
+        """Wrap the tool in a `ToolNode` for a behaviour tree (seed 000).
 
+        `ToolNode` lives in `jianmu.nodes`, a layer above tools: it is looked up by name when
+        called, so that this module never imports upward.
+        """
+        node_class = importlib.import_module(_TOOL_NODE_MODULE).ToolNode
         if input_key is not None:
             kwargs["input_key"] = input_key
         if output_key is not None:
             kwargs["output_key"] = output_key
-        return ToolNode(name=name or self.name, tool=self, **kwargs)
+        return node_class(name=name or self.name, tool=self, **kwargs)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} category={self.category!r}>"

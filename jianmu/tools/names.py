@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+from jianmu.tools.aliases import shared_aliases
 
 if TYPE_CHECKING:
     from jianmu.tools.calls import ToolCall
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 __all__ = (
     "MAX_TOOL_NAME_LENGTH",
     "TOOL_NAME_PATTERN",
+    "ToolContainer",
+    "ToolLookup",
     "builtin_aliases",
     "canonical_call",
     "check_tool_name",
@@ -33,6 +37,19 @@ __all__ = (
 )
 
 _T = TypeVar("_T")
+
+
+class ToolContainer(Protocol):
+    """A `ToolSet` or `ToolRegistry`: its ``get`` resolves names by the rules of this module."""
+
+    resolves_names: ClassVar[bool]
+
+    def get(self, name: str) -> Any:
+        """The tool ``name`` means, or ``None``."""
+
+
+ToolLookup = ToolContainer | Mapping[str, Any] | Iterable[Any]
+"""Where a name is looked up: a tool container, a mapping of name to tool, or tools."""
 
 MAX_TOOL_NAME_LENGTH = 64
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
@@ -71,9 +88,7 @@ def shown_name(name: object) -> str:
 
 def builtin_aliases() -> dict[str, str]:
     """Alias -> built-in name, from the shared `BuiltinToolProvider` (``file_read`` ...)."""
-    from jianmu.tools.providers import BuiltinToolProvider  # providers import this module's users
-
-    return BuiltinToolProvider.default().aliases()
+    return dict(shared_aliases())
 
 
 def lookup_keyed(index: Mapping[str, _T], name: object) -> _T | None:
@@ -101,7 +116,7 @@ def _entries(tools: Any) -> Iterable[tuple[str, Any]]:
 
 
 def resolve_tool(
-    tools: Any, name: object, *, aliases: Mapping[str, str] | None = None
+    tools: ToolLookup | None, name: object, *, aliases: Mapping[str, str] | None = None
 ) -> Any | None:
     """The one tool of ``tools`` that ``name`` means, or ``None`` (an unknown tool).
 
@@ -113,10 +128,8 @@ def resolve_tool(
     """
     if tools is None or not isinstance(name, str):
         return None
-    from jianmu.tools.registry import ToolRegistry
-    from jianmu.tools.toolset import ToolSet
-
-    if isinstance(tools, (ToolSet, ToolRegistry)) and aliases is None:
+    # ToolSet and ToolRegistry say so: their own ``get`` applies these same rules
+    if getattr(type(tools), "resolves_names", False) and aliases is None:
         return tools.get(name)
     if not isinstance(tools, Mapping) and callable(getattr(tools, "get", None)):
         return _resolve_with_getter(tools, name, aliases)
@@ -156,7 +169,7 @@ def _resolve_with_getter(
     return None
 
 
-def canonical_call(call: ToolCall, tools: Any) -> tuple[ToolCall, Any | None]:
+def canonical_call(call: ToolCall, tools: ToolLookup) -> tuple[ToolCall, Any | None]:
     """``call`` named by the tool it resolves to, and that tool; ``(call, None)`` if unknown.
 
     The canonical name is the registered tool's own name, so the guard, the rate limits, the

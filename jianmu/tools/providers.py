@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from jianmu.errors import MissingExtraError, ToolNotFoundError, ToolUnavailableWarning
+from jianmu.tools.aliases import DEFAULT_ALIASES, reset_shared_aliases, shared_aliases
 from jianmu.tools.base import Tool
 from jianmu.tools.names import check_tool_name, name_key
 
@@ -42,12 +43,6 @@ DEFAULT_BUILTINS: dict[str, str] = {
     "duckduckgo_search": "jianmu.tools.builtin.web_search:DuckDuckGoSearchTool",
 }
 """The built-in tools, by name, as ``"module:Class"`` (imported on first use)."""
-
-DEFAULT_ALIASES: dict[str, str] = {
-    "file_read": "read_file",
-    "web_search": "duckduckgo_search",
-}
-"""Older names that resolve to a built-in (seed 000)."""
 
 # Top-level import names of optional dependencies and the pip extra that installs them.
 _EXTRAS: dict[str, str] = {
@@ -136,6 +131,7 @@ class BuiltinToolProvider(BaseToolProvider):
         builtins: dict[str, ToolSource] | None = None,
         aliases: dict[str, str] | None = None,
         strict: bool = False,
+        _shared: bool = False,
     ) -> None:
         """Args:
         names: The tools ``get_tools()`` returns; all built-ins when ``None``.
@@ -146,7 +142,10 @@ class BuiltinToolProvider(BaseToolProvider):
         self._builtins: dict[str, ToolSource] = dict(
             DEFAULT_BUILTINS if builtins is None else builtins
         )
-        self._aliases: dict[str, str] = dict(DEFAULT_ALIASES if aliases is None else aliases)
+        # the shared provider registers into the one table that name resolution reads
+        self._aliases: dict[str, str] = (
+            shared_aliases() if _shared else dict(DEFAULT_ALIASES if aliases is None else aliases)
+        )
         self._classes: dict[str, Callable[[], Tool]] = {}
         self._names = list(names) if names is not None else None
         self.strict = strict
@@ -154,14 +153,15 @@ class BuiltinToolProvider(BaseToolProvider):
     @classmethod
     def default(cls) -> BuiltinToolProvider:
         """The shared provider that `ToolSet.resolve` uses unless given another."""
-        if cls._default is None:
-            cls._default = cls()
-        return cls._default
+        if BuiltinToolProvider._default is None:
+            BuiltinToolProvider._default = BuiltinToolProvider(_shared=True)
+        return BuiltinToolProvider._default
 
     @classmethod
     def reset_default(cls) -> None:
         """Forget registrations made on the shared provider (for tests)."""
         BuiltinToolProvider._default = None
+        reset_shared_aliases()
 
     # -- registration ---------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import copy
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
-from typing import Any, overload
+from typing import Any, ClassVar, overload
 
 from jianmu.errors import ToolNotFoundError
 from jianmu.tools.base import FunctionTool, Tool
@@ -22,6 +22,9 @@ __all__ = ("ToolRegistry",)
 
 class ToolRegistry:
     """A mutable, validated, name-keyed collection of tools (O(1); names as in `ToolSet`)."""
+
+    resolves_names: ClassVar[bool] = True
+    """`get` resolves a name as `jianmu.tools.names.resolve_tool` does."""
 
     def __init__(
         self,

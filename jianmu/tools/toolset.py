@@ -13,7 +13,7 @@ import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jianmu.errors import ToolError, ToolNotFoundError, ToolValidationError
 from jianmu.tools.base import Tool
@@ -49,6 +49,9 @@ def _error_text(exc: BaseException) -> str:
 
 class ToolSet:
     """An immutable collection of tools with lookup, export and execution."""
+
+    resolves_names: ClassVar[bool] = True
+    """`get` resolves a name as `jianmu.tools.names.resolve_tool` does."""
 
     __slots__ = ("__weakref__", "_cache", "_index")
 
