@@ -20,6 +20,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check jianmu tests examples benchmarks skills
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy jianmu

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,17 +11,11 @@ import anyio
 
 from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstraints
 from jianmu.errors import ToolExecutionError, ToolTimeoutError
+from jianmu.execution.runnable import RunnableTool
 from jianmu.execution.sandbox import Sandbox
 from jianmu.execution.workspace import effective_root, use_workspace
 
 __all__ = ("ToolRunner",)
-
-
-def _is_async(tool: Any) -> bool:
-    schema = getattr(tool, "function_schema", None)  # FunctionTool knows its function
-    if schema is not None:
-        return bool(getattr(schema, "is_async", False))
-    return inspect.iscoroutinefunction(getattr(tool, "run", None))
 
 
 class ToolRunner:
@@ -107,13 +100,13 @@ class ToolRunner:
             cpus=e.cpus, pids=e.pids, timeout=timeout,
         )
 
-    def timeout_for(self, tool: Any) -> float:
+    def timeout_for(self, tool: RunnableTool) -> float:
         """The call's timeout: the smaller of the tool's and the constraints' (inf if neither)."""
-        tool_timeout = getattr(tool, "timeout_seconds", None)
-        limits = [t for t in (tool_timeout, self.execution.timeout_s) if t is not None and t > 0]
+        given = (tool.timeout_seconds, self.execution.timeout_s)
+        limits = [t for t in given if t is not None and t > 0]
         return min(limits) if limits else math.inf
 
-    async def run(self, tool: Any, args: dict[str, Any]) -> Any:
+    async def run(self, tool: RunnableTool, args: dict[str, Any]) -> Any:
         """Run ``tool`` with already-validated ``args`` and return its raw result.
 
         Raises:
@@ -123,10 +116,9 @@ class ToolRunner:
             ToolTimeoutError: the call ran past `timeout_for` (a sandboxed command is killed).
             Exception: whatever the tool raised.
         """
-        if self.execution.network is False and "http" in (getattr(tool, "effect_tags", ()) or ()):
-            name = getattr(tool, "name", type(tool).__name__)
+        if self.execution.network is False and "http" in tool.effect_tags:
             raise ToolExecutionError(
-                f"tool {name!r} uses the network, which is off in the execution constraints "
+                f"tool {tool.name!r} uses the network, which is off in the execution constraints "
                 "(execution.network: false); work without it, or ask for a run with "
                 "execution.network: true"
             )
@@ -136,22 +128,21 @@ class ToolRunner:
         timeout = self.timeout_for(tool)
         # the folder was made with the pool above: no stat on every call
         with use_workspace(self.workspace, check=False), anyio.move_on_after(timeout) as scope:
-            if getattr(tool, "sandboxed", False):
+            if tool.sandboxed:
                 await self.sandbox.start()
                 return await tool.run_sandboxed(self.sandbox, **args)
             return await tool.invoke(args, executor=self._pool)
         if scope.cancelled_caught:
-            name = getattr(tool, "name", type(tool).__name__)
-            sandboxed = getattr(tool, "sandboxed", False)
+            sandboxed = tool.sandboxed
             # a thread cannot be killed: say so rather than claim the work stopped
-            fate = "was stopped" if sandboxed or _is_async(tool) else (
+            fate = "was stopped" if sandboxed or tool.is_async else (
                 "was abandoned (a synchronous tool's thread finishes in the background)"
             )
             knob = "its timeout argument or execution.timeout_s" if sandboxed else (
                 "its timeout_seconds or execution.timeout_s"
             )
             raise ToolTimeoutError(
-                f"tool {name!r} did not finish within {timeout:g}s and {fate}; raise "
+                f"tool {tool.name!r} did not finish within {timeout:g}s and {fate}; raise "
                 f"{knob}, or make the call smaller"
             )
         raise AssertionError("unreachable")  # pragma: no cover

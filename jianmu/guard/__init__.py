@@ -10,7 +10,7 @@ from jianmu.guard.checkers import (
     RateLimitChecker,
     ToolPolicyChecker,
 )
-from jianmu.guard.decision import Decision, DecisionKind, GuardContext
+from jianmu.guard.decision import Decision, DecisionKind, GuardContext, PolicyTarget
 from jianmu.guard.enforcer import GuardEnforcer
 from jianmu.guard.ledger import GuardLedger
 from jianmu.guard.visibility import is_denied, visible_tools
@@ -24,6 +24,7 @@ __all__ = (
     "GuardContext",
     "GuardEnforcer",
     "GuardLedger",
+    "PolicyTarget",
     "RateLimitChecker",
     "Rule",
     "ToolPolicyChecker",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jianmu.telemetry import JIANMU_GUARD_DECISION
 from jianmu.tools.calls import ToolCall
@@ -13,7 +13,27 @@ from jianmu.tools.calls import ToolCall
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext
 
-__all__ = ("Decision", "DecisionKind", "GuardContext")
+__all__ = ("Decision", "DecisionKind", "GuardContext", "PolicyTarget")
+
+
+class PolicyTarget(Protocol):
+    """What the guard reads of a tool: its name, who may allow it, its effects, its schema."""
+
+    @property
+    def name(self) -> str:
+        """The registered name that rules match."""
+
+    @property
+    def permission(self) -> str:
+        """``auto``, ``user_confirm`` or ``admin_only``."""
+
+    @property
+    def category(self) -> str:
+        """``read``, ``write``, ``execute``, ``communicate`` or ``dangerous``."""
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments (argument rules find the main argument in it)."""
 
 
 class DecisionKind(StrEnum):
@@ -108,9 +128,8 @@ class GuardContext:
 
     call: ToolCall
     """The call being checked."""
-    tool: Any = None
-    """The tool it names (duck-typed: ``permission``, ``category``, ``input_schema``);
-    ``None`` when no tool has that name."""
+    tool: PolicyTarget | None = None
+    """The tool it names; ``None`` when no tool has that name."""
     batch: Sequence[ToolCall] = ()
     """Every call of this preflight, in order."""
     admitted: Sequence[ToolCall] = ()

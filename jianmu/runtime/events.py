@@ -35,7 +35,7 @@ EventHandler = Callable[[Event], None]
 class EventSink(Protocol):
     """Where a component emits events: the `EventBus`, or one node's `NodeEvents`."""
 
-    def emit(self, name: str, /, **fields: Any) -> Event | None:
+    def emit(self, name: str, **fields: Any) -> Event | None:
         """Publish one event."""
 
 

@@ -189,9 +189,13 @@ class ToolDefinition(Protocol):
     """What the registration checks read of a tool (a `Tool` has all of it)."""
 
     name: str
-    category: str
-    permission: str
     input_schema: dict[str, Any]
+
+    @property
+    def category(self) -> str: ...
+
+    @property
+    def permission(self) -> str: ...
 
     @property
     def parameters(self) -> dict[str, Any]: ...

@@ -42,6 +42,7 @@ from jianmu.tools.schema import (
 )
 
 if TYPE_CHECKING:
+    from jianmu.execution.runner import ToolRunner
     from jianmu.execution.sandbox import Sandbox
 
 __all__ = (
@@ -200,6 +201,11 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
         return params
 
     @property
+    def is_async(self) -> bool:
+        """Whether ``run`` is a coroutine function (it runs on the loop, not in a thread)."""
+        return inspect.iscoroutinefunction(self.run)
+
+    @property
     def wraps_input(self) -> bool:
         """Whether ``input_schema`` is not an object and ``run`` takes the single value."""
         return self.input_schema.get("type") != "object"
@@ -237,7 +243,7 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
             "sandboxed": self.sandboxed,
         }
 
-    def to_openai(self, strict: bool = False) -> dict[str, Any]:
+    def to_openai(self, *, strict: bool = False) -> dict[str, Any]:
         """The OpenAI tool definition; ``strict=True`` gives a structured-outputs schema.
 
         Raises:
@@ -362,8 +368,9 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
     async def execute(
         self,
         args: Any = None,
+        *,
         injected: Mapping[str, Any] | None = None,
-        runner: Any = None,
+        runner: ToolRunner | None = None,
         prefer_injected: bool = True,
     ) -> Any:
         """Merge ``injected``, validate, and run here or through ``runner``.
@@ -484,6 +491,11 @@ class FunctionTool(Tool):
     @output_schema.setter
     def output_schema(self, value: dict[str, Any]) -> None:
         self._explicit_output = value
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the wrapped function is a coroutine function."""
+        return self._schema.is_async
 
     @property
     def fn(self) -> Callable[..., Any]:

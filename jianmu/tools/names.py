@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast
 
 from jianmu.tools.aliases import shared_aliases
 
@@ -130,7 +130,7 @@ def resolve_tool(
         return None
     # ToolSet and ToolRegistry say so: their own ``get`` applies these same rules
     if getattr(type(tools), "resolves_names", False) and aliases is None:
-        return tools.get(name)
+        return cast(ToolContainer, tools).get(name)
     if not isinstance(tools, Mapping) and callable(getattr(tools, "get", None)):
         return _resolve_with_getter(tools, name, aliases)
     entries = list(_entries(tools))

@@ -26,6 +26,7 @@ from jianmu.tools.names import (
 )
 
 if TYPE_CHECKING:
+    from jianmu.execution.runner import ToolRunner
     from jianmu.tools.providers import BuiltinToolProvider, ToolProvider
 
 __all__ = ("ToolSet",)
@@ -238,21 +239,21 @@ class ToolSet:
             found = self._cache[key] = build()
         return list(found)
 
-    def schemas(self, include_deprecated: bool = False) -> list[dict[str, Any]]:
+    def schemas(self, *, include_deprecated: bool = False) -> list[dict[str, Any]]:
         """``to_schema()`` of each active tool (all with ``include_deprecated``); cached."""
         return self._cached(
             ("schema", include_deprecated),
             lambda: [t.to_schema() for t in self._chosen(include_deprecated)],
         )
 
-    def specs(self, include_deprecated: bool = False) -> list[dict[str, Any]]:
+    def specs(self, *, include_deprecated: bool = False) -> list[dict[str, Any]]:
         """``spec()`` of each active tool; cached."""
         return self._cached(
             ("spec", include_deprecated),
             lambda: [t.spec() for t in self._chosen(include_deprecated)],
         )
 
-    def to_openai(self, strict: bool = False, include_deprecated: bool = False) -> list[
+    def to_openai(self, *, strict: bool = False, include_deprecated: bool = False) -> list[
         dict[str, Any]
     ]:
         """OpenAI tool definitions of the active tools; cached."""
@@ -261,14 +262,14 @@ class ToolSet:
             lambda: [t.to_openai(strict=strict) for t in self._chosen(include_deprecated)],
         )
 
-    def to_anthropic(self, include_deprecated: bool = False) -> list[dict[str, Any]]:
+    def to_anthropic(self, *, include_deprecated: bool = False) -> list[dict[str, Any]]:
         """Anthropic tool definitions of the active tools; cached."""
         return self._cached(
             ("anthropic", include_deprecated),
             lambda: [t.to_anthropic() for t in self._chosen(include_deprecated)],
         )
 
-    def to_mcp(self, include_deprecated: bool = False) -> list[dict[str, Any]]:
+    def to_mcp(self, *, include_deprecated: bool = False) -> list[dict[str, Any]]:
         """MCP tool definitions of the active tools; cached."""
         return self._cached(
             ("mcp", include_deprecated),
@@ -281,9 +282,9 @@ class ToolSet:
         self,
         name: str,
         args: Any = None,
-        injected: Mapping[str, Any] | None = None,
-        runner: Any = None,
         *,
+        injected: Mapping[str, Any] | None = None,
+        runner: ToolRunner | None = None,
         call_id: str | None = None,
         prefer_injected: bool = True,
     ) -> ToolResult:
@@ -301,7 +302,9 @@ class ToolSet:
             )
         start = time.perf_counter()
         try:
-            raw = await found.execute(args, injected, runner, prefer_injected)
+            raw = await found.execute(
+                args, injected=injected, runner=runner, prefer_injected=prefer_injected
+            )
         except Exception as exc:  # the agent loop sees an observation, never a crash
             return ToolResult(
                 tool=found.name, ok=False, error=_error_text(exc), call_id=call_id,

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 import pytest
 
 from jianmu.constraints import BudgetConstraints, Constraints, GuardConstraints
-from jianmu.errors import ConfigError, InteractionError
+from jianmu.errors import ConfigError
 from jianmu.guard import (
     Decision,
-    DecisionKind,
     GuardContext,
     GuardEnforcer,
     GuardLedger,
@@ -20,7 +18,6 @@ from jianmu.guard import (
     visible_tools,
 )
 from jianmu.runtime.context import RunContext
-from jianmu.runtime.events import Event
 from jianmu.tools import Tool, ToolSet, tool
 from jianmu.tools.calls import ToolCall
 from tests.guard.guard_fakes import FakeTool, bash, write_file

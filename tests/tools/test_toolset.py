@@ -169,10 +169,10 @@ async def test_execute_passes_injected_and_runner() -> None:
 
     runner = Recorder()
     ts = ToolSet([echo])
-    result = await ts.execute("echo", {"text": "a"}, {"text": "b"}, runner)
+    result = await ts.execute("echo", {"text": "a"}, injected={"text": "b"}, runner=runner)
     assert runner.seen == [{"text": "b"}]
     assert (result.ok, result.error) == (False, "refused by runner")
-    kept = await ts.execute("echo", {"text": "a"}, {"text": "b"}, prefer_injected=False)
+    kept = await ts.execute("echo", {"text": "a"}, injected={"text": "b"}, prefer_injected=False)
     assert kept.output == "a"
 
 
