@@ -37,10 +37,7 @@ class RunnableTool(Protocol):
         """Whether it runs on the event loop (a timeout stops it) rather than in a thread."""
 
     async def invoke(
-        self,
-        args: dict[str, Any],
-        *,
-        limiter: anyio.CapacityLimiter | None = None,
+        self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None,
         executor: Executor | None = None,
     ) -> Any:
         """Run in-process with validated ``args``."""

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Unpack, overload
 
 import anyio
 import anyio.to_thread
@@ -221,9 +221,7 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
     def spec(self) -> dict[str, Any]:
         """Everything known about the tool, for prompts, UIs and documentation."""
         return {
-            "name": self.name,
-            "description": self.get_description(),
-            "parameters": self.parameters,
+            **self.to_schema(),
             "input_schema": self.input_schema,
             "output_schema": self.output_schema,
             "returns": self.output_schema.get("description", ""),
@@ -250,11 +248,7 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
             ToolValidationError: ``strict=True`` and a parameter is a free-form object
                 (``dict[str, X]``) or ``Any``, which strict mode cannot express.
         """
-        function: dict[str, Any] = {
-            "name": self.name,
-            "description": self.get_description(),
-            "parameters": self.parameters,
-        }
+        function = self.to_schema()
         if strict:
             function["parameters"] = to_strict_schema(self.parameters, tool=self.name)
             function["strict"] = True
@@ -313,11 +307,7 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
         return _arguments.validate_with_schema(self.name, self.parameters, args)
 
     def bind_args(
-        self,
-        args: Any,
-        injected: Mapping[str, Any] | None = None,
-        *,
-        prefer_injected: bool = True,
+        self, args: Any, injected: Mapping[str, Any] | None = None, *, prefer_injected: bool = True
     ) -> dict[str, Any]:
         """Merge ``injected`` into ``args`` and validate: the dict that ``invoke`` takes.
 
@@ -334,10 +324,7 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
         return values
 
     async def invoke(
-        self,
-        args: dict[str, Any],
-        *,
-        limiter: anyio.CapacityLimiter | None = None,
+        self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None,
         executor: Executor | None = None,
     ) -> Any:
         """Call ``run`` with validated ``args``; a sync ``run`` goes to a worker thread.
@@ -422,6 +409,29 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} category={self.category!r}>"
+
+
+class ToolOptions(TypedDict, total=False):
+    """The keyword options of `@tool(...)`; `FunctionTool` documents their defaults."""
+
+    name: str | None
+    description: str | None
+    input_schema: dict[str, Any] | None
+    output_schema: dict[str, Any] | None
+    category: Category
+    permission: Permission
+    parallel_safe: bool | None
+    effect_tags: tuple[str, ...] | list[str]
+    timeout_seconds: float | None
+    idempotent: bool | None
+    max_retries: int | None
+    max_result_length: int
+    tags: tuple[str, ...] | list[str]
+    version: str
+    examples: tuple[str, ...] | list[str]
+    deprecated: bool
+    metadata: Mapping[str, Any] | None
+    docstring_format: str
 
 
 class FunctionTool(Tool):
@@ -532,11 +542,7 @@ class FunctionTool(Tool):
         return self._schema.validate(self.name, args)
 
     def bind_args(
-        self,
-        args: Any,
-        injected: Mapping[str, Any] | None = None,
-        *,
-        prefer_injected: bool = True,
+        self, args: Any, injected: Mapping[str, Any] | None = None, *, prefer_injected: bool = True
     ) -> dict[str, Any]:
         """Validate the model's arguments and fill injected parameters from ``injected``."""
         if self._explicit_input and self.wraps_input:
@@ -546,10 +552,7 @@ class FunctionTool(Tool):
         )
 
     async def invoke(
-        self,
-        args: dict[str, Any],
-        *,
-        limiter: anyio.CapacityLimiter | None = None,
+        self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None,
         executor: Executor | None = None,
     ) -> Any:
         """Call the function with validated ``args``; sync functions run in a worker thread."""
@@ -575,32 +578,12 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 
 @overload
 def tool(
-    fn: None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    input_schema: dict[str, Any] | None = None,
-    output_schema: dict[str, Any] | None = None,
-    category: Category = "read",
-    permission: Permission = "auto",
-    parallel_safe: bool | None = None,
-    effect_tags: tuple[str, ...] | list[str] = (),
-    timeout_seconds: float | None = 30.0,
-    idempotent: bool | None = None,
-    max_retries: int | None = None,
-    max_result_length: int = 20000,
-    tags: tuple[str, ...] | list[str] = (),
-    version: str = "1.0.0",
-    examples: tuple[str, ...] | list[str] = (),
-    deprecated: bool = False,
-    metadata: Mapping[str, Any] | None = None,
-    docstring_format: str = "auto",
+    fn: None = None, /, **options: Unpack[ToolOptions]
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None, /, **options: Any
+    fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Turn a sync or async function into a `FunctionTool`: ``@tool`` or ``@tool(...)``.
 
