@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from jianmu.config import AppConfig, load_config
+from jianmu.errors import CLIError
 
 __all__ = (
     "TREE_FORMATS",
@@ -33,14 +34,6 @@ class ExitCode(enum.IntEnum):
     """The run waits for approval; it is checkpointed and ``jianmu resume`` continues it."""
     STOPPED = 4
     """The run timed out or was cancelled (Ctrl-C)."""
-
-
-class CLIError(Exception):
-    """A problem to print as one line, without a traceback, and the exit code to use."""
-
-    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def make_console(*, stderr: bool = False) -> Console:
