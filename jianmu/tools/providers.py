@@ -41,7 +41,8 @@ DEFAULT_BUILTINS: dict[str, str] = {
     "http_request": "jianmu.tools.builtin.http:HTTPTool",
     "duckduckgo_search": "jianmu.tools.builtin.web_search:DuckDuckGoSearchTool",
 }
-"""The built-in tools, by name, as ``"module:Class"`` (imported on first use)."""
+"""The built-in tools, by name, as ``"module:attr"`` naming a Tool class or a factory of one
+(imported on first use)."""
 
 DEFAULT_ALIASES: dict[str, str] = {
     "file_read": "read_file",

@@ -38,6 +38,8 @@ class SandboxedTool(Tool):
     with the same pydantic model, as for a `FunctionTool`.
     """
 
+    category = "execute"
+    permission = "user_confirm"
     sandboxed = True
     _function_schema: ClassVar[FunctionSchema]
 
@@ -56,3 +58,12 @@ class SandboxedTool(Tool):
             ToolInputError: listing every problem, so that the model can correct its call.
         """
         return self._function_schema.validate(self.name, args)
+
+    async def run_in_default_sandbox(self, **kwargs: Any) -> Any:
+        """``run_sandboxed`` in a local sandbox on the current workspace (no `ToolRunner`)."""
+        sandbox = default_sandbox()
+        await sandbox.start()
+        try:
+            return await self.run_sandboxed(sandbox, **kwargs)
+        finally:
+            await sandbox.close()

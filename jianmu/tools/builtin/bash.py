@@ -9,7 +9,7 @@ from pydantic import Field
 
 from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError
 from jianmu.tools.builtin._paths import PathEscapeError, display_path, resolve_path
-from jianmu.tools.builtin._sandbox import SandboxedTool, default_sandbox
+from jianmu.tools.builtin._sandbox import SandboxedTool
 from jianmu.tools.calls import truncate_text
 
 if TYPE_CHECKING:
@@ -58,10 +58,7 @@ class BashTool(SandboxedTool):
     """Run a shell command in the workspace."""
 
     name = "bash"
-    category = "execute"
-    permission = "user_confirm"
     effect_tags = ("shell",)
-    parallel_safe = False
     # The per-call `timeout` kills the process group first; this outer bound only backs it up.
     timeout_seconds = _MAX_TIMEOUT + 10
     max_result_length = 30_000
@@ -86,13 +83,9 @@ class BashTool(SandboxedTool):
         Returns:
             The command's stdout and stderr.
         """
-        # Without a ToolRunner: a default local sandbox on the current workspace.
-        sandbox = default_sandbox()
-        await sandbox.start()
-        try:
-            return await self.run_sandboxed(sandbox, command=command, cwd=cwd, timeout=timeout)
-        finally:
-            await sandbox.close()
+        return await self.run_in_default_sandbox(
+            command=command, cwd=cwd, timeout=timeout
+        )
 
     async def run_sandboxed(  # type: ignore[override]
         self, sandbox: Sandbox, command: str, cwd: str | None = None, timeout: float = 60

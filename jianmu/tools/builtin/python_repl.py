@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError
 from jianmu.tools.builtin._repl_driver import DRIVER
-from jianmu.tools.builtin._sandbox import SandboxedTool, default_sandbox, is_local_sandbox
+from jianmu.tools.builtin._sandbox import SandboxedTool, is_local_sandbox
 from jianmu.tools.calls import truncate_text
 
 if TYPE_CHECKING:
@@ -49,10 +49,7 @@ class PythonREPLTool(SandboxedTool):
     """Run Python code like a REPL; variables persist across calls of this instance."""
 
     name = "python_repl"
-    category = "execute"
-    permission = "user_confirm"
     effect_tags = ("code_exec",)
-    parallel_safe = False
     exec_timeout: float = 60.0
     """Seconds before the code's process group is killed."""
     timeout_seconds = 70.0
@@ -95,13 +92,7 @@ class PythonREPLTool(SandboxedTool):
         Returns:
             stdout, stderr and the last value.
         """
-        # Without a ToolRunner: a default local sandbox on the current workspace.
-        sandbox = default_sandbox()
-        await sandbox.start()
-        try:
-            return await self.run_sandboxed(sandbox, code=code)
-        finally:
-            await sandbox.close()
+        return await self.run_in_default_sandbox(code=code)
 
     async def run_sandboxed(self, sandbox: Sandbox, code: str) -> str:  # type: ignore[override]
         """Run ``code`` through ``sandbox.exec`` and report its output and last value.
