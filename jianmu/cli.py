@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         error: BaseException = exc
         code, message = ExitCode.STOPPED, "interrupted"
     except CLIError as exc:
-        error, code, message = exc, ExitCode(exc.code), str(exc)
+        error, code, message = exc, exc.code, str(exc)
     except ConfigError as exc:
         error, code, message = exc, ExitCode.USAGE, str(exc)
     except JianmuError as exc:

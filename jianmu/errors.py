@@ -26,7 +26,7 @@ JianmuError
 ├── SkillNotFoundError(KeyError)         no skill of that name in the catalog
 ├── SkillRunError(RuntimeError)          a BT skill run failed, waits for approval, or bad I/O
 ├── MCPError(RuntimeError)               an MCP server could not be reached or answered badly
-└── CLIError                             a ``jianmu`` command failed; one line and an exit code
+└── CLIError                             a ``jianmu`` command failed; one line and an `ExitCode`
 
 JianmuWarning(UserWarning)
 ├── ToolDefinitionWarning                a tool definition works but is incomplete
@@ -39,10 +39,13 @@ that fits; failures the model should see reach the agent loop as `ToolResult(ok=
 
 from __future__ import annotations
 
+import enum
+
 __all__ = (
     "CLIError",
     "CheckpointError",
     "ConfigError",
+    "ExitCode",
     "GuardError",
     "InteractionError",
     "JianmuError",
@@ -213,13 +216,27 @@ class MCPError(JianmuError, RuntimeError):
     """An MCP server could not be reached, or answered outside the protocol."""
 
 
+class ExitCode(enum.IntEnum):
+    """The `jianmu` command's exit codes."""
+
+    OK = 0
+    """The command succeeded (for ``run``/``resume``: the tree succeeded)."""
+    FAILURE = 1
+    """The run failed, a skill did not validate, or an operation (image build) failed."""
+    USAGE = 2
+    """Bad arguments, a bad config, a script or skill that cannot be loaded."""
+    SUSPENDED = 3
+    """The run waits for approval; it is checkpointed and ``jianmu resume`` continues it."""
+    STOPPED = 4
+    """The run timed out or was cancelled (Ctrl-C)."""
+
+
 class CLIError(JianmuError):
     """A problem to print as one line, without a traceback, and the exit code to use."""
 
-    def __init__(self, message: str, code: int = 2) -> None:
+    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
         super().__init__(message)
         self.code = code
-        """The exit code; `jianmu._cli.common.ExitCode` names them (2 is a usage error)."""
 
 
 class JianmuWarning(UserWarning):
