@@ -10,10 +10,13 @@ JianmuError
 ├── ToolError
 │   ├── ToolValidationError(ValueError)  a tool definition is invalid at registration
 │   ├── ToolInputError(ValueError)       the model's arguments do not fit the tool
-│   │   └── PathEscapeError              a path leads outside the workspace
+│   │   ├── PathEscapeError              a path leads outside the workspace
+│   │   └── MathExpressionError          a calculator expression is refused or too large
 │   ├── ToolNotFoundError(KeyError)      no tool of that name
 │   ├── ToolTimeoutError(TimeoutError)   the tool ran past its timeout
 │   └── ToolExecutionError(RuntimeError) the tool raised or its command failed
+├── PatternTimeout(TimeoutError)         a search pattern ran past the search's deadline
+│   └── SearchOutOfTime                  the deadline passed between two matches
 ├── GuardError(PermissionError)          the guard refused a call outside a node
 ├── SandboxError(RuntimeError)           a sandbox could not start or answer
 │   └── SandboxUnavailableError          the asked-for isolation is not available here
@@ -22,7 +25,8 @@ JianmuError
 ├── SkillLoadError(ValueError)           a broken SKILL.md or tree.py, file/line/field named
 ├── SkillNotFoundError(KeyError)         no skill of that name in the catalog
 ├── SkillRunError(RuntimeError)          a BT skill run failed, waits for approval, or bad I/O
-└── MCPError(RuntimeError)               an MCP server could not be reached or answered badly
+├── MCPError(RuntimeError)               an MCP server could not be reached or answered badly
+└── CLIError                             a ``jianmu`` command failed; one line and an `ExitCode`
 
 JianmuWarning(UserWarning)
 ├── ToolDefinitionWarning                a tool definition works but is incomplete
@@ -35,9 +39,13 @@ that fits; failures the model should see reach the agent loop as `ToolResult(ok=
 
 from __future__ import annotations
 
+import enum
+
 __all__ = (
+    "CLIError",
     "CheckpointError",
     "ConfigError",
+    "ExitCode",
     "GuardError",
     "InteractionError",
     "JianmuError",
@@ -45,10 +53,13 @@ __all__ = (
     "LLMError",
     "LLMTransientError",
     "MCPError",
+    "MathExpressionError",
     "MissingExtraError",
     "PathEscapeError",
+    "PatternTimeout",
     "SandboxError",
     "SandboxUnavailableError",
+    "SearchOutOfTime",
     "SkillLoadError",
     "SkillNotFoundError",
     "SkillRunError",
@@ -124,6 +135,10 @@ class PathEscapeError(ToolInputError):
     """A tool's path argument leads outside the workspace root."""
 
 
+class MathExpressionError(ToolInputError):
+    """The expression is not allowed, not valid, or too large to compute."""
+
+
 class ToolNotFoundError(ToolError, KeyError):
     """No tool of that name is registered."""
 
@@ -137,6 +152,14 @@ class ToolTimeoutError(ToolError, TimeoutError):
 
 class ToolExecutionError(ToolError, RuntimeError):
     """A tool raised, or the command it ran failed."""
+
+
+class PatternTimeout(JianmuError, TimeoutError):
+    """A match ran past the search's deadline."""
+
+
+class SearchOutOfTime(PatternTimeout):
+    """The deadline had passed before the next match began (no single match was slow)."""
 
 
 class GuardError(JianmuError, PermissionError):
@@ -191,6 +214,29 @@ class SkillRunError(JianmuError, RuntimeError):
 
 class MCPError(JianmuError, RuntimeError):
     """An MCP server could not be reached, or answered outside the protocol."""
+
+
+class ExitCode(enum.IntEnum):
+    """The `jianmu` command's exit codes."""
+
+    OK = 0
+    """The command succeeded (for ``run``/``resume``: the tree succeeded)."""
+    FAILURE = 1
+    """The run failed, a skill did not validate, or an operation (image build) failed."""
+    USAGE = 2
+    """Bad arguments, a bad config, a script or skill that cannot be loaded."""
+    SUSPENDED = 3
+    """The run waits for approval; it is checkpointed and ``jianmu resume`` continues it."""
+    STOPPED = 4
+    """The run timed out or was cancelled (Ctrl-C)."""
+
+
+class CLIError(JianmuError):
+    """A problem to print as one line, without a traceback, and the exit code to use."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class JianmuWarning(UserWarning):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import sys
 from collections.abc import Iterable
@@ -11,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from jianmu.config import AppConfig, load_config
+from jianmu.errors import CLIError, ExitCode
 
 __all__ = (
     "TREE_FORMATS",
@@ -18,29 +18,6 @@ __all__ = (
 
 TREE_FORMATS = ("ascii", "dot", "mermaid")
 """What ``jianmu tree show --format`` accepts."""
-
-
-class ExitCode(enum.IntEnum):
-    """The `jianmu` command's exit codes."""
-
-    OK = 0
-    """The command succeeded (for ``run``/``resume``: the tree succeeded)."""
-    FAILURE = 1
-    """The run failed, a skill did not validate, or an operation (image build) failed."""
-    USAGE = 2
-    """Bad arguments, a bad config, a script or skill that cannot be loaded."""
-    SUSPENDED = 3
-    """The run waits for approval; it is checkpointed and ``jianmu resume`` continues it."""
-    STOPPED = 4
-    """The run timed out or was cancelled (Ctrl-C)."""
-
-
-class CLIError(Exception):
-    """A problem to print as one line, without a traceback, and the exit code to use."""
-
-    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def make_console(*, stderr: bool = False) -> Console:

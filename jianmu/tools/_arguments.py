@@ -1,9 +1,9 @@
 """Argument handling shared by every tool: injection merge, JSON decoding, schema checks.
 
-`FunctionTool` validates with pydantic; a hand-written `Tool` (built-ins, MCP tools) has only
-its JSON Schema, so this module checks arguments against it with pydantic's lax rules for the
-common keywords (type, enum, const, required, properties, items, anyOf/oneOf/allOf, $ref,
-numeric and length bounds).
+`FunctionTool` and the built-ins validate with pydantic; what arrives as a JSON Schema only
+(MCP tools, a `Tool` subclass with a hand-written ``input_schema``, a BT skill's inputs and
+outputs) is checked here with pydantic's lax rules for the common keywords (type, enum,
+const, required, properties, items, anyOf/oneOf/allOf, $ref, numeric and length bounds).
 """
 
 from __future__ import annotations

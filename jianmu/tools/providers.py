@@ -42,7 +42,8 @@ DEFAULT_BUILTINS: dict[str, str] = {
     "http_request": "jianmu.tools.builtin.http:HTTPTool",
     "duckduckgo_search": "jianmu.tools.builtin.web_search:DuckDuckGoSearchTool",
 }
-"""The built-in tools, by name, as ``"module:Class"`` (imported on first use)."""
+"""The built-in tools, by name, as ``"module:attr"`` naming a Tool class or a factory of one
+(imported on first use)."""
 
 # Top-level import names of optional dependencies and the pip extra that installs them.
 _EXTRAS: dict[str, str] = {

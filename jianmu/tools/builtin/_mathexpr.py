@@ -16,7 +16,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from jianmu.errors import ToolInputError
+from jianmu.errors import MathExpressionError
 
 __all__ = (
     "MAX_DEPTH",
@@ -39,10 +39,6 @@ MAX_ROUND_DIGITS = 4000
 digits), and ``round(1, -n)`` builds ``10**n`` internally, so a huge ``n`` would hang."""
 
 Number = int | float | bool
-
-
-class MathExpressionError(ToolInputError):
-    """The expression is not allowed, not valid, or too large to compute."""
 
 
 def _bits(value: Number) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 
 import regex
 
-from jianmu.errors import ToolInputError
+from jianmu.errors import PatternTimeout, SearchOutOfTime, ToolInputError
 
 __all__ = (
     "MAX_PATTERN_WEIGHT",
@@ -36,14 +36,6 @@ MAX_PATTERN_WEIGHT = 50_000
 
 _DEADLINE: ContextVar[float | None] = ContextVar("jianmu_search_deadline", default=None)
 _REPEATS = frozenset({"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"})
-
-
-class PatternTimeout(TimeoutError):
-    """A match ran past the search's deadline."""
-
-
-class SearchOutOfTime(PatternTimeout):
-    """The deadline had passed before the next match began (no single match was slow)."""
 
 
 @contextlib.contextmanager

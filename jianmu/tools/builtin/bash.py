@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import Field
 
 from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError
-from jianmu.tools.base import Tool
 from jianmu.tools.builtin._paths import PathEscapeError, display_path, resolve_path
-from jianmu.tools.builtin._sandbox import default_sandbox
+from jianmu.tools.builtin._sandbox import SandboxedTool
 from jianmu.tools.calls import truncate_text
 
 if TYPE_CHECKING:
@@ -53,56 +54,38 @@ def sandbox_cwd(sandbox: Sandbox, cwd: str | None) -> str | None:
     return None if rel == "." else rel
 
 
-class BashTool(Tool):
+class BashTool(SandboxedTool):
     """Run a shell command in the workspace."""
 
     name = "bash"
-    description = (
-        "Run a shell command (/bin/sh -c, or bash when installed) in the workspace and "
-        "return its output. Use it to run programs, tests, builds or git. Args: command "
-        "(the shell command line), cwd (folder to run in, relative to the workspace root, "
-        "default the root), timeout (seconds, default 60, at most 600: the command and "
-        "every process it started are killed when it expires). Returns stdout, then stderr "
-        "under a [stderr] heading; a non-zero exit code is an error showing the code, "
-        "stderr and stdout. Long output is cut with a note of how much was dropped."
-    )
-    input_schema = {
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "The shell command to run."},
-            "cwd": {
-                "type": "string",
-                "description": "Folder to run in, relative to the workspace root.",
-            },
-            "timeout": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "maximum": _MAX_TIMEOUT,
-                "default": 60,
-                "description": "Seconds before the command and its children are killed.",
-            },
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    }
-    output_schema = {"type": "string", "description": "The command's stdout and stderr."}
-    category = "execute"
-    permission = "user_confirm"
     effect_tags = ("shell",)
-    parallel_safe = False
     # The per-call `timeout` kills the process group first; this outer bound only backs it up.
     timeout_seconds = _MAX_TIMEOUT + 10
     max_result_length = 30_000
-    sandboxed = True
 
-    async def run(self, command: str, cwd: str | None = None, timeout: float = 60) -> str:
-        """Run ``command`` in a default local sandbox on the current workspace."""
-        sandbox = default_sandbox()
-        await sandbox.start()
-        try:
-            return await self.run_sandboxed(sandbox, command=command, cwd=cwd, timeout=timeout)
-        finally:
-            await sandbox.close()
+    async def run(
+        self,
+        command: str,
+        cwd: str | None = None,
+        timeout: Annotated[float, Field(gt=0, le=_MAX_TIMEOUT)] = 60,
+    ) -> str:
+        """Run a shell command (/bin/sh -c, or bash when installed) in the workspace.
+
+        Use it to run programs, tests, builds or git. Returns stdout, then stderr under a
+        [stderr] heading; a non-zero exit code is an error showing the code, stderr and
+        stdout. Long output is cut with a note of how much was dropped.
+
+        Args:
+            command: The shell command to run.
+            cwd: Folder to run in, relative to the workspace root (default: the root).
+            timeout: Seconds before the command and every process it started are killed.
+
+        Returns:
+            The command's stdout and stderr.
+        """
+        return await self.run_in_default_sandbox(
+            command=command, cwd=cwd, timeout=timeout
+        )
 
     async def run_sandboxed(  # type: ignore[override]
         self, sandbox: Sandbox, command: str, cwd: str | None = None, timeout: float = 60

@@ -3,94 +3,71 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import typing
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import anyio
+from pydantic import Field
 
 from jianmu.errors import ToolInputError
-from jianmu.tools.base import Tool
+from jianmu.tools.base import FunctionTool
 from jianmu.tools.calls import ToolResult
 
-__all__ = ("HTTPTool",)
+__all__ = ("HTTPTool", "http_request", "http_request_tool")
 
-_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+_METHODS: tuple[str, ...] = typing.get_args(Method)
 _MAX_TIMEOUT = 120.0
 _TEXT_TYPES = ("text/", "json", "xml", "javascript", "x-www-form-urlencoded", "yaml", "csv")
+_NAME = "http_request"
 
 
 def _is_text(content_type: str) -> bool:
     return not content_type or any(t in content_type.lower() for t in _TEXT_TYPES)
 
 
-class HTTPTool(Tool):
-    """Send one HTTP or HTTPS request and return the response."""
+def _failed(message: str) -> ToolResult:
+    return ToolResult(tool=_NAME, ok=False, error=message)
 
-    name = "http_request"
-    description = (
-        "Send an HTTP or HTTPS request and return the response status, headers and body. "
-        "Use it to call web APIs or fetch a page by URL (use duckduckgo_search to find "
-        "URLs). Args: method (GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS; default GET), "
-        "url (http:// or https:// only), headers (optional object of header names to "
-        "values), body (optional request body as text; JSON text is sent as "
-        "application/json unless a Content-Type header is given), timeout (seconds, default "
-        "30, at most 120). Returns 'HTTP <status> <reason>', the main response headers and "
-        "the body as text (bodies over 1 MB are cut, with a note); a connection failure, "
-        "DNS failure or timeout is an error result."
-    )
-    input_schema = {
-        "type": "object",
-        "properties": {
-            "method": {
-                "type": "string",
-                "enum": list(_METHODS),
-                "default": "GET",
-                "description": "The HTTP method.",
-            },
-            "url": {"type": "string", "description": "The full http:// or https:// URL."},
-            "headers": {
-                "type": "object",
-                "additionalProperties": {"type": "string"},
-                "description": "Request headers, e.g. {'Authorization': 'Bearer ...'}.",
-            },
-            "body": {"type": "string", "description": "Request body as text (often JSON)."},
-            "timeout": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "maximum": _MAX_TIMEOUT,
-                "default": 30,
-                "description": "Seconds to wait for the whole response.",
-            },
-        },
-        "required": ["url"],
-        "additionalProperties": False,
-    }
-    output_schema = {"type": "string", "description": "Status line, headers and body."}
-    category = "communicate"
-    permission = "auto"
-    effect_tags = ("http",)
-    parallel_safe = True
-    timeout_seconds = _MAX_TIMEOUT + 10
-    max_result_length = 50_000
+
+@dataclass(frozen=True)
+class _HTTPRequest:
+    """The `http_request` function, with its one setting."""
+
     max_body_bytes: int = 1_000_000
     """Bytes of response body read at most; the rest is not downloaded."""
 
-    async def run(
+    async def __call__(
         self,
         url: str,
-        method: str = "GET",
+        method: Method = "GET",
         headers: dict[str, str] | None = None,
         body: str | None = None,
-        timeout: float = 30,
+        timeout: Annotated[float, Field(gt=0, le=_MAX_TIMEOUT)] = 30,
     ) -> str | ToolResult:
-        """Send the request; network failures come back as a failed `ToolResult`.
+        """Send an HTTP or HTTPS request and return the response status, headers and body.
+
+        Use it to call web APIs or fetch a page by URL (use duckduckgo_search to find URLs).
+        Returns 'HTTP <status> <reason>', the main response headers and the body as text
+        (bodies over 1 MB are cut, with a note); a connection failure, DNS failure or timeout
+        is an error result.
+
+        Args:
+            url: The full http:// or https:// URL.
+            method: The HTTP method.
+            headers: Request headers, e.g. {'Authorization': 'Bearer ...'}.
+            body: Request body as text (often JSON); JSON text is sent as application/json
+                unless a Content-Type header is given.
+            timeout: Seconds to wait for the whole response.
 
         Raises:
             ToolInputError: an unsupported scheme or method, a malformed URL or bad timeout.
         """
-        method = (method or "GET").upper()
-        if method not in _METHODS:
-            raise ToolInputError(f"method {method!r} is not supported; use one of {_METHODS}")
+        verb = (method or "GET").upper()
+        if verb not in _METHODS:
+            raise ToolInputError(f"method {verb!r} is not supported; use one of {_METHODS}")
         parts = urlsplit(url or "")
         if parts.scheme.lower() not in ("http", "https"):
             raise ToolInputError(
@@ -115,15 +92,13 @@ class HTTPTool(Tool):
             import httpx
         except ImportError as exc:  # pragma: no cover - httpx is a core dependency
             raise ToolInputError(f"httpx is not installed: {exc}") from None
-        return await self._send(httpx, method, url, headers, body, float(timeout))
+        return await self._send(httpx, verb, url, headers, body, float(timeout))
 
     async def _send(
         self, httpx: Any, method: str, url: str, headers: dict[str, str], body: str | None,
         timeout: float,
     ) -> str | ToolResult:
-        def failed(message: str) -> ToolResult:
-            return ToolResult(tool=self.name, ok=False, error=message)
-
+        """Send the request; network failures come back as a failed `ToolResult`."""
         chunks: list[bytes] = []
         size = 0
         cut = False
@@ -147,16 +122,16 @@ class HTTPTool(Tool):
                             chunks.append(chunk)
                             size += len(chunk)
         except TimeoutError:
-            return failed(f"{method} {url} timed out after {timeout:g}s; raise timeout or retry")
+            return _failed(f"{method} {url} timed out after {timeout:g}s; raise timeout or retry")
         except httpx.TimeoutException:
-            return failed(f"{method} {url} timed out after {timeout:g}s; raise timeout or retry")
+            return _failed(f"{method} {url} timed out after {timeout:g}s; raise timeout or retry")
         except httpx.ConnectError as exc:
-            return failed(f"could not connect to {url}: {exc or 'connection refused'} "
-                          "(check the host name and port, or whether the server is up)")
+            return _failed(f"could not connect to {url}: {exc or 'connection refused'} "
+                           "(check the host name and port, or whether the server is up)")
         except httpx.TooManyRedirects:
-            return failed(f"{url} redirected more than 5 times")
+            return _failed(f"{url} redirected more than 5 times")
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            return failed(f"{method} {url} failed: {type(exc).__name__}: {exc}")
+            return _failed(f"{method} {url} failed: {type(exc).__name__}: {exc}")
         return self._render(response, b"".join(chunks), cut)
 
     def _render(self, response: Any, data: bytes, cut: bool) -> str:
@@ -181,3 +156,22 @@ class HTTPTool(Tool):
             )
         return "\n".join(lines) + "\n\n" + text
 
+
+def http_request_tool(*, max_body_bytes: int = 1_000_000) -> FunctionTool:
+    """A fresh `http_request` tool that reads at most ``max_body_bytes`` of each body."""
+    return FunctionTool(
+        _HTTPRequest(max_body_bytes),
+        name=_NAME,
+        output_schema={"type": "string", "description": "Status line, headers and body."},
+        category="communicate",
+        effect_tags=("http",),
+        parallel_safe=True,
+        timeout_seconds=_MAX_TIMEOUT + 10,
+        max_result_length=50_000,
+    )
+
+
+http_request = http_request_tool()
+"""The `http_request` tool with the default body cap."""
+HTTPTool = http_request_tool
+"""The name the tool had as a class: ``HTTPTool(max_body_bytes=...)`` makes a fresh one."""

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError
-from jianmu.tools.base import Tool
 from jianmu.tools.builtin._repl_driver import DRIVER
-from jianmu.tools.builtin._sandbox import default_sandbox, is_local_sandbox
+from jianmu.tools.builtin._sandbox import SandboxedTool, is_local_sandbox
 from jianmu.tools.calls import truncate_text
 
 if TYPE_CHECKING:
@@ -46,41 +45,15 @@ def _remove_files(paths: set[Path]) -> None:
                 folder.rmdir()
 
 
-class PythonREPLTool(Tool):
+class PythonREPLTool(SandboxedTool):
     """Run Python code like a REPL; variables persist across calls of this instance."""
 
     name = "python_repl"
-    description = (
-        "Run Python 3 code in a sandboxed process, like a REPL cell. Use it for data "
-        "processing, quick experiments and calculations that need more than a single "
-        "expression. Variables, functions, classes and imports from earlier calls in the "
-        "same session are still defined (names that cannot be pickled, like open files, are "
-        "listed as not kept). Args: code (one or more Python statements). Returns what the "
-        "code printed, then anything on stderr under [stderr], then the repr of the last "
-        "line's value under [value] when the last line is an expression; an exception or a "
-        "syntax error is an error with its traceback. Runs are killed after 60 seconds."
-    )
-    input_schema = {
-        "type": "object",
-        "properties": {
-            "code": {
-                "type": "string",
-                "description": "Python code to run, e.g. 'import math\\nx = math.pi\\nx * 2'.",
-            }
-        },
-        "required": ["code"],
-        "additionalProperties": False,
-    }
-    output_schema = {"type": "string", "description": "stdout, stderr and the last value."}
-    category = "execute"
-    permission = "user_confirm"
     effect_tags = ("code_exec",)
-    parallel_safe = False
     exec_timeout: float = 60.0
     """Seconds before the code's process group is killed."""
     timeout_seconds = 70.0
     max_result_length = 30_000
-    sandboxed = True
 
     def __init__(self) -> None:
         self._session = secrets.token_hex(8)
@@ -102,13 +75,24 @@ class PythonREPLTool(Tool):
         self._session = secrets.token_hex(8)
 
     async def run(self, code: str) -> str:
-        """Run ``code`` in a default local sandbox on the current workspace."""
-        sandbox = default_sandbox()
-        await sandbox.start()
-        try:
-            return await self.run_sandboxed(sandbox, code=code)
-        finally:
-            await sandbox.close()
+        """Run Python 3 code in a sandboxed process, like a REPL cell.
+
+        Use it for data processing, quick experiments and calculations that need more than a
+        single expression. Variables, functions, classes and imports from earlier calls in
+        the same session are still defined (names that cannot be pickled, like open files,
+        are listed as not kept). Returns what the code printed, then anything on stderr under
+        [stderr], then the repr of the last line's value under [value] when the last line is
+        an expression; an exception or a syntax error is an error with its traceback. Runs
+        are killed after 60 seconds.
+
+        Args:
+            code: Python code to run (one or more statements), e.g.
+                'import math\\nx = math.pi\\nx * 2'.
+
+        Returns:
+            stdout, stderr and the last value.
+        """
+        return await self.run_in_default_sandbox(code=code)
 
     async def run_sandboxed(self, sandbox: Sandbox, code: str) -> str:  # type: ignore[override]
         """Run ``code`` through ``sandbox.exec`` and report its output and last value.

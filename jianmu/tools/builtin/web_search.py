@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
+from pydantic import Field
 
 from jianmu.errors import MissingExtraError, ToolInputError
-from jianmu.tools.base import Tool
+from jianmu.tools.base import FunctionTool
 from jianmu.tools.calls import ToolResult
 
-__all__ = ("DuckDuckGoSearchTool",)
+__all__ = ("DuckDuckGoSearchTool", "duckduckgo_search", "duckduckgo_search_tool")
 
 _NO_RESULTS = "No results found."
+_NAME = "duckduckgo_search"
 
 
 def _load_ddgs() -> Any:
@@ -25,46 +28,37 @@ def _load_ddgs() -> Any:
     return ddgs
 
 
-class DuckDuckGoSearchTool(Tool):
-    """Search the web with DuckDuckGo."""
-
-    name = "duckduckgo_search"
-    description = (
-        "Search the web with DuckDuckGo and return the top results. Use it to find current "
-        "information, documentation or URLs you do not know; fetch a page afterwards with "
-        "http_request. Args: query (the search terms), max_results (how many results, "
-        "default 5, at most 20). Returns a numbered list with each result's title, URL and "
-        "snippet. Needs network access and the 'search' extra (pip install 'jianmu[search]')."
+def _failed(reason: str) -> ToolResult:
+    return ToolResult(
+        tool=_NAME,
+        ok=False,
+        error=f"web search failed: {reason}. Check the network connection (this "
+        "machine may have no internet access) and try again later",
     )
-    input_schema = {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "The search terms."},
-            "max_results": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 20,
-                "default": 5,
-                "description": "How many results to return.",
-            },
-        },
-        "required": ["query"],
-        "additionalProperties": False,
-    }
-    output_schema = {"type": "string", "description": "Numbered results: title, URL, snippet."}
-    category = "read"
-    permission = "auto"
-    effect_tags = ("http",)
-    parallel_safe = True
-    timeout_seconds = 30.0
-    max_result_length = 10_000
+
+
+@dataclass(frozen=True)
+class _DuckDuckGoSearch:
+    """The `duckduckgo_search` function, with its settings."""
+
     search_timeout: float = 10.0
     """Seconds ddgs may spend on the request before the search fails."""
     backend: str = "duckduckgo"
     """The ddgs backend to ask."""
 
-    async def run(self, query: str, max_results: int = 5) -> str | ToolResult:
-        """Search; a network failure comes back as a failed `ToolResult`.
+    async def __call__(
+        self, query: str, max_results: Annotated[int, Field(ge=1, le=20)] = 5
+    ) -> str | ToolResult:
+        """Search the web with DuckDuckGo and return the top results.
+
+        Use it to find current information, documentation or URLs you do not know; fetch a
+        page afterwards with http_request. Returns a numbered list with each result's title,
+        URL and snippet. Needs network access and the 'search' extra (pip install
+        'jianmu[search]').
+
+        Args:
+            query: The search terms.
+            max_results: How many results to return.
 
         Raises:
             MissingExtraError: ``ddgs`` is not installed.
@@ -86,11 +80,11 @@ class DuckDuckGoSearchTool(Tool):
             with anyio.fail_after(timeout + 2):
                 results = await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
         except TimeoutError:
-            return self._failed(f"the search timed out after {timeout:g}s")
+            return _failed(f"the search timed out after {timeout:g}s")
         except Exception as exc:
             if str(exc) == _NO_RESULTS:
                 return f"No results for {query!r}."
-            return self._failed(f"{type(exc).__name__}: {exc}")
+            return _failed(f"{type(exc).__name__}: {exc}")
         if not results:
             return f"No results for {query!r}."
         lines = []
@@ -101,10 +95,23 @@ class DuckDuckGoSearchTool(Tool):
             lines.append(f"{i}. {title}\n   {url}" + (f"\n   {snippet}" if snippet else ""))
         return "\n".join(lines)
 
-    def _failed(self, reason: str) -> ToolResult:
-        return ToolResult(
-            tool=self.name,
-            ok=False,
-            error=f"web search failed: {reason}. Check the network connection (this "
-            "machine may have no internet access) and try again later",
-        )
+
+def duckduckgo_search_tool(
+    *, search_timeout: float = 10.0, backend: str = "duckduckgo"
+) -> FunctionTool:
+    """A fresh `duckduckgo_search` tool asking ``backend``, giving up after ``search_timeout``."""
+    return FunctionTool(
+        _DuckDuckGoSearch(search_timeout, backend),
+        name=_NAME,
+        output_schema={"type": "string", "description": "Numbered results: title, URL, snippet."},
+        category="read",
+        effect_tags=("http",),
+        timeout_seconds=30.0,
+        max_result_length=10_000,
+    )
+
+
+duckduckgo_search = duckduckgo_search_tool()
+"""The `duckduckgo_search` tool with the default settings."""
+DuckDuckGoSearchTool = duckduckgo_search_tool
+"""The name the tool had as a class: ``DuckDuckGoSearchTool(search_timeout=...)``."""

@@ -62,6 +62,8 @@ async def test_tool_returns_text() -> None:
     assert await calc.execute({"expression": "1 / 4"}) == "0.25"
     assert await calc.execute({"expression": "2 > 1"}) == "True"
     assert calc.parallel_safe and calc.category == "read" and calc.effect_tags == ()
+    # the docstring states the length limit in words: it must say the one enforced
+    assert f"over {MAX_EXPRESSION_LENGTH} characters" in calc.description
 
 
 ESCAPES = [

@@ -136,8 +136,7 @@ async def test_slow_response_past_the_timeout_is_a_failed_result(server: str) ->
 
 
 async def test_body_over_the_cap_is_cut_and_not_downloaded(server: str) -> None:
-    tool = HTTPTool()
-    tool.max_body_bytes = 10_000
+    tool = HTTPTool(max_body_bytes=10_000)
     out = await tool.execute({"url": f"{server}/big"})
     head, body = out.split("\n\n", 1)
     assert head.startswith("HTTP 200 OK")

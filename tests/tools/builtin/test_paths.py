@@ -120,7 +120,7 @@ ATTEMPTS: list[tuple[type[Tool], dict[str, Any]]] = [
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
-    ("tool_cls", "args"), ATTEMPTS, ids=[f"{c.name}:{a}" for c, a in ATTEMPTS]
+    ("tool_cls", "args"), ATTEMPTS, ids=[f"{c().name}:{a}" for c, a in ATTEMPTS]
 )
 async def test_escape_is_refused(
     tool_cls: type[Tool], args: dict[str, Any], layout: Path, outside: Path, spy: list[str]

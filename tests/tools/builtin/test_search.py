@@ -10,7 +10,7 @@ import pytest
 from jianmu.errors import ToolExecutionError, ToolInputError
 from jianmu.tools.builtin import GlobSearchTool, GrepSearchTool, _regex
 from jianmu.tools.builtin._gitignore import GitIgnore, glob_to_regex
-from jianmu.tools.builtin.search import glob_search, grep_search
+from jianmu.tools.builtin._search import glob_search, grep_search
 
 pytestmark = pytest.mark.anyio
 

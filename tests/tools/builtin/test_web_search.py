@@ -41,8 +41,7 @@ async def test_missing_extra_names_the_pip_command(monkeypatch: pytest.MonkeyPat
 
 
 async def test_no_network_fails_fast_with_a_clear_message() -> None:
-    tool = DuckDuckGoSearchTool()
-    tool.search_timeout = 3
+    tool = DuckDuckGoSearchTool(search_timeout=3)
     with anyio.fail_after(30):
         result = await tool.execute({"query": "behaviour trees for LLM agents"})
     assert isinstance(result, ToolResult) and not result.ok
@@ -84,8 +83,7 @@ async def test_a_hanging_backend_is_bounded(monkeypatch: pytest.MonkeyPatch) -> 
 
     release = threading.Event()
     _fake_ddgs(monkeypatch, lambda: release.wait(30) and [])
-    tool = DuckDuckGoSearchTool()
-    tool.search_timeout = 0.2
+    tool = DuckDuckGoSearchTool(search_timeout=0.2)
     try:
         with anyio.fail_after(20):
             result = await tool.execute({"query": "slow"})
