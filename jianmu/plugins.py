@@ -23,8 +23,9 @@ What each kind's class must provide (checked by `resolve`, see `REQUIRED`):
   the highest and a skill may not move to a lower one) and the `Sandbox` methods; the runner
   builds it as ``cls(workspace, network=..., timeout=..., memory_mb=..., cpus=..., pids=...)``
   (limits only when set), plus ``image=`` when the class sets ``takes_image = True``;
-- ``checker``: ``from_guard_constraints(guard, *, clock, workspace)`` and ``check(context,
-  previous)`` (`jianmu.guard.checker.BaseChecker` supplies the first).
+- ``checker``: ``from_setup(setup)`` (a classmethod given a `jianmu.guard.checker.CheckerSetup`:
+  the merged guard constraints, the clock, the workspace) and ``check(context, previous)``;
+  `jianmu.guard.checker.BaseChecker` supplies the first.
 
 This module sits at the bottom layer: it imports nothing of Jianmu but the errors, and the
 classes it names are imported only when resolved.
@@ -88,11 +89,14 @@ DEFAULT_CHECKERS: tuple[str, ...] = tuple(BUILTINS["checker"])
 REQUIRED: Mapping[str, tuple[str, ...]] = {
     "llm": ("from_llm_config", "complete"),
     "sandbox": ("isolation_rank", "exec"),
-    "checker": ("from_guard_constraints", "check"),
+    "checker": ("from_setup", "check"),
 }
 """The attributes a class of each kind must have; `resolve` refuses one that lacks any."""
 
-_EXTRAS: Mapping[tuple[str, str], str] = {("llm", "openai"): "openai", ("sandbox", "docker"): "docker"}
+_EXTRAS: Mapping[tuple[str, str], str] = {
+    ("llm", "openai"): "openai",
+    ("sandbox", "docker"): "docker",
+}
 """The pip extra a built-in needs, named when its import fails for a missing package."""
 
 Target = str | type[Any]
@@ -192,7 +196,7 @@ def register(kind: PluginKind, name: str, target: Target, *, replace: bool = Fal
 
 
 def unregister(kind: PluginKind, name: str) -> None:
-    """Remove a plug-in added by `register` (built-ins and entry points stay); no error if absent."""
+    """Remove a plug-in added by `register` (built-ins and entry points stay), if present."""
     _check_kind(kind)
     _added[kind].pop(name, None)
 

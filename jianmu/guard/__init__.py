@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from jianmu.guard._rules import Rule, parse_rule
-from jianmu.guard.checkers import (
-    BudgetChecker,
-    ConfirmChecker,
-    GuardChecker,
-    RateLimitChecker,
-    ToolPolicyChecker,
-)
+from jianmu.guard.checker import BaseChecker, CheckerSetup, GuardChecker, build_chain
+from jianmu.guard.checkers import BudgetChecker, ConfirmChecker, RateLimitChecker
 from jianmu.guard.decision import Decision, DecisionKind, GuardContext
 from jianmu.guard.enforcer import GuardEnforcer, GuardLedger, is_denied, visible_tools
+from jianmu.guard.policy import ToolPolicyChecker
 
 __all__ = (
+    "BaseChecker",
     "BudgetChecker",
+    "CheckerSetup",
     "ConfirmChecker",
     "Decision",
     "DecisionKind",
@@ -25,6 +23,7 @@ __all__ = (
     "RateLimitChecker",
     "Rule",
     "ToolPolicyChecker",
+    "build_chain",
     "is_denied",
     "parse_rule",
     "visible_tools",

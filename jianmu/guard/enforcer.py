@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jianmu.constraints import GuardConstraints
+from jianmu.guard.checker import build_chain
 from jianmu.guard.checkers import (
     RATE_WINDOW_SECONDS,
     BudgetChecker,
@@ -92,7 +93,8 @@ def _iter_tools(tools: Any) -> list[Any]:
 
 
 class GuardEnforcer:
-    """Runs `ToolPolicyChecker` → `RateLimitChecker` → `BudgetChecker` → `ConfirmChecker`.
+    """Runs the checker chain: by default `ToolPolicyChecker` → `RateLimitChecker` →
+    `BudgetChecker` → `ConfirmChecker`; ``guard.checkers`` may name others (`jianmu.plugins`).
 
     Holds no per-run counts that matter for correctness: `preflight` takes them as arguments;
     the `ledger` is a convenience for callers that do not keep them in their state.
@@ -130,7 +132,7 @@ class GuardEnforcer:
         clock: Callable[[], float] | None = None,
         workspace: str | os.PathLike[str] | None = None,
     ) -> GuardEnforcer:
-        """Build the chain from merged guard constraints.
+        """Build the chain that ``guard.checkers`` names (default: the seed's four, in order).
 
         Args:
             guard: The merged guard constraints.
@@ -140,19 +142,12 @@ class GuardEnforcer:
                 `jianmu.execution.workspace.current_workspace()`.
 
         Raises:
-            ConfigError: a ``tool_policy`` rule or a limit is invalid.
+            ConfigError: a ``tool_policy`` rule or a limit is invalid, or a checker name is
+                not registered or does not build a checker (see `jianmu.plugins`).
         """
-        guard = guard or GuardConstraints()
         clock = clock or time.time
-        return cls(
-            (
-                ToolPolicyChecker.from_guard_constraints(guard, workspace=workspace),
-                RateLimitChecker(guard.max_tool_calls, guard.rate_limits, clock=clock),
-                BudgetChecker(guard.budget.total_tokens),
-                ConfirmChecker(),
-            ),
-            clock=clock,
-        )
+        chain = build_chain(guard or GuardConstraints(), clock=clock, workspace=workspace)
+        return cls(chain, clock=clock)
 
     @property
     def policy(self) -> ToolPolicyChecker | None:
