@@ -19,10 +19,8 @@ from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtra
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import (
     BaseLLMProvider,
-    ChatRequest,
     LLMResponse,
     StreamDone,
-    StreamEvent,
     TextDelta,
     ToolCallReady,
     Usage,
@@ -33,6 +31,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
     from jianmu.config import LLMConfig
+    from jianmu.llm.provider import ChatRequest, StreamEvent
 
 __all__ = ("OpenAIProvider",)
 
