@@ -176,12 +176,12 @@ def test_an_unknown_name_lists_the_registered_ones() -> None:
     with pytest.raises(ConfigError, match=r"'nope' is not a registered sandbox; registered: "
                                           r"local, docker"):
         plugins.resolve("sandbox", "nope")
-    with pytest.raises(ValueError, match="execution.mode: 'nope' is not a registered sandbox"):
+    with pytest.raises(ValueError, match=r"execution.mode: 'nope' is not a registered sandbox"):
         ExecutionConstraints(mode="nope")
     with pytest.raises(ValueError, match=r"guard.checkers: 'nope' is not a registered checker; "
                                          r"registered: policy, rate_limit, budget, confirm"):
         GuardConstraints(checkers=["policy", "nope"])
-    with pytest.raises(ValueError, match="llm.provider: 'nope' is not a registered llm"):
+    with pytest.raises(ValueError, match=r"llm.provider: 'nope' is not a registered llm"):
         LLMConfig(provider="nope")
     with pytest.raises(ConfigError, match="unknown plug-in kind 'widget'"):
         plugins.names("widget")  # type: ignore[arg-type]
@@ -212,13 +212,13 @@ def test_a_bad_target_names_the_kind_the_name_and_the_path(
 def test_register_refuses_what_cannot_be_a_target() -> None:
     with pytest.raises(ConfigError, match="must be a class or a 'module:Class' string"):
         plugins.register("checker", "bad", "no colon")
-    with pytest.raises(ConfigError, match="without '.'"):
+    with pytest.raises(ConfigError, match=r"without '\.'"):
         plugins.register("checker", "a.b", "m:C")
 
 
 def test_a_checker_class_that_builds_no_checker_is_refused(toy_path: None) -> None:
     with plugins.registered("checker", "nothing", "toy_plugins:BuildsNothing"), \
-            pytest.raises(ConfigError, match="'nothing' built .* which is not a guard checker"):
+            pytest.raises(ConfigError, match=r"'nothing' built .* which is not a guard checker"):
         GuardEnforcer.from_guard_constraints(GuardConstraints(checkers=["nothing"]))
 
 
