@@ -7,7 +7,7 @@ Tests import this module by name (``"toy_plugins:ToySandbox"``) with its folder 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -31,16 +31,9 @@ class ToySandbox:
     async def start(self) -> None:
         """Nothing to prepare."""
 
-    async def exec(
-        self,
-        command: Sequence[str] | str,
-        *,
-        stdin: str | bytes | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
-    ) -> ExecResult:
-        """Record the command and echo it back."""
+    async def exec(self, command: Sequence[str] | str, **options: Any) -> ExecResult:
+        """Record the command and echo it back (``stdin``, ``env``, ``cwd``, ``timeout`` are
+        accepted and ignored)."""
         text = command if isinstance(command, str) else command[-1]
         self.commands.append(text)
         return ExecResult(exit_code=0, stdout=f"toy sandbox ran: {text}\n")
