@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from jianmu import plugins
 from jianmu._strict_yaml import YAMLRefused, compose_and_load
 from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
 from jianmu.errors import ConfigError
@@ -47,8 +48,9 @@ class _Section(BaseModel):
 class LLMConfig(_Section):
     """The model provider."""
 
-    provider: Literal["openai", "scripted"] | None = None
-    """``openai`` for any OpenAI-compatible server; ``scripted`` for the offline stand-in."""
+    provider: str | None = None
+    """A registered provider (`jianmu.plugins`): ``openai`` for any OpenAI-compatible server,
+    ``scripted`` for the offline stand-in, or a plug-in's name."""
     model: str | None = None
     """Model name sent to the server."""
     base_url: str | None = None
@@ -67,6 +69,13 @@ class LLMConfig(_Section):
     def _empty_is_unset(cls, value: Any) -> Any:
         # ``${VAR:-}`` yields "" when the variable is unset: treat it as not configured
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str | None) -> str | None:
+        if value is not None and not plugins.is_registered("llm", value):
+            raise ConfigError(f"llm.provider: {plugins.unknown_name_message('llm', value)}")
+        return value
 
     @property
     def endpoint_configured(self) -> bool:

@@ -11,16 +11,25 @@ only tightens:
 - a tool's policy takes the strictest (deny > confirm > allow) over every layer, where a layer
   that does not name the tool contributes its ``default_policy``;
 - ``execution.network: false`` anywhere wins, else the nearest layer that sets it;
-- ``execution.mode: docker`` anywhere wins, and ``docker_image`` is the farthest layer's;
+- ``execution.mode``: the most isolating mode set anywhere wins (its sandbox class's
+  ``isolation_rank``: ``docker`` over ``local``; the farthest among equals), and
+  ``docker_image`` is the farthest layer's;
+- ``guard.checkers``: every checker any layer names runs, farthest layer's first, a nearer
+  layer's additions after them; a layer can add checkers but not drop one;
 - ``execution.workdir`` may only narrow: a nearer layer's folder must lie inside the farther
   one's (a relative path is taken from it), else `ConfigError`.
 
 A skill layer (`SkillConstraints`: a SKILL.md, a skill's tree) is untrusted and may only
 tighten what would really apply, so it is measured against the operator layers below it with
 the built-in defaults filling what they leave unset (`SANDBOX_DEFAULTS`, `DEFAULT_IMAGE`,
-`DEFAULT_MAX_ITERATIONS`, the run's working folder, network off): it cannot turn the network
-on, raise a limit past the default, choose the image, leave Docker, pick a workdir outside
-the effective one, allow a tool or set ``default_policy: allow``.
+`DEFAULT_MAX_ITERATIONS`, `DEFAULT_CHECKERS`, the run's working folder, network off): it cannot
+turn the network on, raise a limit past the default, choose the image, move to a sandbox that
+isolates no more (leave Docker), drop a guard checker, pick a workdir outside the effective
+one, allow a tool or set ``default_policy: allow``.
+
+Sandbox modes and guard checkers are plug-ins (`jianmu.plugins`): ``mode`` and ``checkers``
+name registered ones, and a plug-in sandbox takes part in the merge through its class's
+``isolation_rank`` (its limits default to local's, `SANDBOX_DEFAULTS`).
 
 A merged ``network`` keeps "unset" apart from ``false``: the sandbox treats unset as off, while
 in-process network tools (``http_request``) are refused only by an explicit ``false``.
@@ -35,9 +44,12 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from jianmu import plugins
 from jianmu.errors import ConfigError
+from jianmu.plugins import DEFAULT_CHECKERS
 
 __all__ = (
+    "DEFAULT_CHECKERS",
     "DEFAULT_IMAGE",
     "DEFAULT_MAX_ITERATIONS",
     "DEFAULT_TIMEOUT_S",
@@ -139,6 +151,41 @@ def _narrowed_workdir(values: Iterable[str | None]) -> str | None:
     return result
 
 
+def _isolation_rank(mode: str) -> int:
+    """How strongly ``mode``'s sandbox isolates: its class's ``isolation_rank``.
+
+    Raises:
+        ConfigError: the mode is not registered, or its rank is not an integer.
+    """
+    rank = plugins.resolve("sandbox", mode).isolation_rank
+    if not isinstance(rank, int) or isinstance(rank, bool):
+        raise ConfigError(f"sandbox {mode!r}: isolation_rank is {rank!r}; make it an integer")
+    return rank
+
+
+def _strictest_mode(modes: Iterable[str | None]) -> str | None:
+    """The most isolating mode set, the farthest among equals; ``None`` if none is set."""
+    given = [m for m in modes if m is not None]
+    if len(set(given)) <= 1:
+        return _first(given)  # one mode: no sandbox class needs importing
+    return max(given, key=_isolation_rank)  # max keeps the first of equals
+
+
+def _registered(kind: plugins.PluginKind, where: str, value: str) -> str:
+    """``value`` if it names a registered plug-in of ``kind``, else a `ConfigError`."""
+    if not plugins.is_registered(kind, value):
+        raise ConfigError(f"{where}: {plugins.unknown_name_message(kind, value)}")
+    return value
+
+
+def _united(lists: Iterable[list[str] | None]) -> list[str] | None:
+    """Every name of the lists set, in first-seen order; ``None`` if no list is set."""
+    given = [names for names in lists if names is not None]
+    if not given:
+        return None
+    return list(dict.fromkeys(name for names in given for name in names))
+
+
 def _capped(value: Any, own: Any, default: Any = None) -> Any:
     """A skill's ``value`` no looser than ``own`` (a farther layer's), else ``default``.
 
@@ -174,6 +221,17 @@ class GuardConstraints(_Strict):
     """The token budget."""
     rate_limits: dict[str, int] = Field(default_factory=dict)
     """Tool name to calls allowed per minute."""
+    checkers: list[str] | None = None
+    """The guard chain, registered checker names in order (`jianmu.plugins`); unset is
+    `DEFAULT_CHECKERS` (policy, rate_limit, budget, confirm). Layers only add: see the module
+    docstring."""
+
+    @field_validator("checkers")
+    @classmethod
+    def _known_checkers(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        return list(dict.fromkeys(_registered("checker", "guard.checkers", v) for v in value))
 
     @field_validator("tool_policy", mode="before")
     @classmethod
@@ -217,19 +275,25 @@ class GuardConstraints(_Strict):
             rate_limits={
                 k: _min(g.rate_limits.get(k) for g in present) for k in sorted(rate_keys)
             },
+            checkers=_united(g.checkers for g in present),
         )
 
     def tightened_by(self, nearer: GuardConstraints) -> GuardConstraints:
         """These (effective) rules with an untrusted ``nearer`` layer that may only tighten."""
-        return GuardConstraints.merge(self, nearer.without_allow())
+        effective = self
+        if self.checkers is None and nearer.checkers is not None:
+            # measured against the chain that would run: the skill can only add to it
+            effective = self.model_copy(update={"checkers": list(DEFAULT_CHECKERS)})
+        return GuardConstraints.merge(effective, nearer.without_allow())
 
 
 class ExecutionConstraints(_Strict):
     """Where and under which limits tools that run code execute."""
 
-    mode: Literal["local", "docker"] | None = None
-    """``local`` (a child process, bubblewrap where installed) or ``docker``; unset is local.
-    ``docker`` in any layer wins."""
+    mode: str | None = None
+    """A registered sandbox mode (`jianmu.plugins`): ``local`` (a child process, bubblewrap
+    where installed), ``docker`` or a plug-in; unset is local. The most isolating mode set in
+    any layer wins."""
     docker_image: str | None = None
     """Image for docker mode; unset is ``jianmu-sandbox:latest``; the farthest layer's wins."""
     network: bool | None = None
@@ -246,14 +310,18 @@ class ExecutionConstraints(_Strict):
     """Workspace root for file tools and sandboxes; unset is the run's working folder. A
     nearer layer may only choose a folder inside the farther one's."""
 
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, value: str | None) -> str | None:
+        return None if value is None else _registered("sandbox", "execution.mode", value)
+
     @classmethod
     def merge(cls, *layers: ExecutionConstraints | None) -> ExecutionConstraints:
         """Merge operator layers, farthest first; see the module docstring for the rule."""
         present = [e for e in layers if e is not None]
         networks = [e.network for e in present if e.network is not None]
-        modes = [e.mode for e in present if e.mode is not None]
         return cls(
-            mode="docker" if "docker" in modes else _first(modes),
+            mode=_strictest_mode(e.mode for e in present),
             docker_image=_first(e.docker_image for e in present),
             # what is left once no layer says false can only be true
             network=(False if False in networks else (True if networks else None)),
@@ -268,14 +336,18 @@ class ExecutionConstraints(_Strict):
         """These (effective) settings with an untrusted ``nearer`` layer that may only tighten.
 
         Raises:
-            ConfigError: ``nearer`` picks another image, leaves Docker, or a workdir outside.
+            ConfigError: ``nearer`` picks another image, a mode that isolates no more than the
+                one in force (it leaves Docker), or a workdir outside.
         """
-        mode = "docker" if "docker" in (self.mode, nearer.mode) else self.mode
-        if nearer.mode == "local" and mode == "docker":
-            raise ConfigError(
-                "execution.mode 'local' in a skill cannot take code out of the Docker sandbox "
-                "that the config or the node chose; drop it from the skill's constraints"
-            )
+        mode, current = self.mode, self.mode or "local"
+        if nearer.mode is not None and nearer.mode != current:
+            if _isolation_rank(nearer.mode) <= _isolation_rank(current):
+                raise ConfigError(
+                    f"execution.mode {nearer.mode!r} in a skill cannot take code out of the "
+                    f"{current!r} sandbox that the config or the node chose (it isolates no "
+                    "more); drop it from the skill's constraints"
+                )
+            mode = nearer.mode
         image = self.docker_image or DEFAULT_IMAGE
         if nearer.docker_image is not None and nearer.docker_image != image:
             raise ConfigError(
@@ -283,7 +355,7 @@ class ExecutionConstraints(_Strict):
                 f"or the node may choose the image (in force: {image!r}); drop it from the "
                 "skill's constraints"
             )
-        defaults = SANDBOX_DEFAULTS[mode or "local"]
+        defaults = SANDBOX_DEFAULTS.get(mode or "local", SANDBOX_DEFAULTS["local"])
         workdir = self.workdir
         if nearer.workdir is not None:
             workdir = _narrowed_workdir([self.workdir or os.getcwd(), nearer.workdir])

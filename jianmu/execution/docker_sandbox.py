@@ -141,6 +141,9 @@ class DockerSandbox:
         base_url: Docker daemon address; default: the environment (``DOCKER_HOST``).
     """
 
+    isolation_rank = 20  # execution.mode ``docker`` isolates more than local (jianmu.plugins)
+    takes_image = True  # the runner passes execution.docker_image
+
     def __init__(
         self,
         workspace: str | os.PathLike[str] | None = None,

@@ -272,6 +272,8 @@ class LocalSandbox:
             writable pids control group).
     """
 
+    isolation_rank = 10  # execution.mode ``local``: a child process (jianmu.plugins)
+
     def __init__(
         self,
         workspace: str | os.PathLike[str] | None = None,

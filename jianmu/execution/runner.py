@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 
+from jianmu import plugins
 from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstraints
 from jianmu.errors import ToolExecutionError, ToolTimeoutError
 from jianmu.execution.runnable import RunnableTool
@@ -18,14 +19,20 @@ from jianmu.execution.workspace import effective_root, use_workspace
 __all__ = ("ToolRunner",)
 
 
+def _takes_image(mode: str) -> bool:
+    """Whether ``mode``'s sandbox class is given ``execution.docker_image`` (``takes_image``)."""
+    return getattr(plugins.resolve("sandbox", mode), "takes_image", False) is True
+
+
 class ToolRunner:
     """Runs tools under one set of `ExecutionConstraints`.
 
     Python tools run in-process under the timeout, sync ones in a bounded worker pool. Tools
     that set ``sandboxed = True`` (``bash``, ``python_repl``) run their command through
-    `sandbox`, so the constraints, not the tool, decide where code runs: ``mode: local`` is a
-    `LocalSandbox`, ``mode: docker`` a `DockerSandbox`; either has no network unless
-    ``network: true`` (unset is off). The workspace is
+    `sandbox`, so the constraints, not the tool, decide where code runs: ``mode`` names a
+    registered sandbox (`jianmu.plugins`): ``local`` is a `LocalSandbox`, ``docker`` a
+    `DockerSandbox`, a plug-in its own class; each has no network unless ``network: true``
+    (unset is off). The workspace is
     ``execution.workdir`` or the current folder; file tools see it through
     `jianmu.execution.workspace.current_workspace` while the runner runs them.
 
@@ -39,6 +46,7 @@ class ToolRunner:
             (``network: false`` without bubblewrap or Docker, a process limit for root
             without control groups).
         MissingExtraError: ``mode: docker`` without the ``docker`` extra.
+        ConfigError: the mode's class cannot be imported or is not a sandbox.
     """
 
     def __init__(
@@ -66,39 +74,35 @@ class ToolRunner:
 
     @property
     def mode(self) -> str:
-        """``local`` or ``docker``."""
+        """The registered sandbox mode: ``local``, ``docker`` or a plug-in's name."""
         return self.execution.mode or "local"
 
     def signature(self) -> tuple[Any, ...]:
         """The stable tuple of what makes two runners differ; equal tuples, same behaviour.
 
         Returns:
-            ``(mode, image, network, timeout_s, memory_mb, cpus, pids, workdir)``.
+            ``(mode, image, network, timeout_s, memory_mb, cpus, pids, workdir)``; the image
+            only for a mode whose sandbox takes one.
         """
         e = self.execution
-        image = (e.docker_image or DEFAULT_IMAGE) if self.mode == "docker" else None
+        image = (e.docker_image or DEFAULT_IMAGE) if _takes_image(self.mode) else None
         return (self.mode, image, e.network, e.timeout_s, e.memory_mb, e.cpus, e.pids,
                 str(self.workspace))
 
     def _build_sandbox(self) -> Sandbox:
+        """The mode's sandbox class (`jianmu.plugins`), built from the constraints."""
         e = self.execution
-        timeout = e.timeout_s or DEFAULT_TIMEOUT_S
-        if self.mode == "docker":
-            from jianmu.execution.docker_sandbox import DockerSandbox
-
-            given = (("memory_mb", e.memory_mb), ("cpus", e.cpus), ("pids", e.pids))
-            limits: dict[str, Any] = {k: v for k, v in given if v is not None}
-            return DockerSandbox(
-                self.workspace, image=e.docker_image or DEFAULT_IMAGE,
-                network=e.network is True, timeout=timeout, **limits,
-            )
-        from jianmu.execution.local_sandbox import LocalSandbox
-
-        return LocalSandbox(
+        given = (("memory_mb", e.memory_mb), ("cpus", e.cpus), ("pids", e.pids))
+        # unset limits are left to the sandbox's own defaults (a container always has some)
+        options: dict[str, Any] = {k: v for k, v in given if v is not None}
+        if _takes_image(self.mode):
+            options["image"] = e.docker_image or DEFAULT_IMAGE
+        sandbox: Sandbox = plugins.resolve("sandbox", self.mode)(
             # unset is off: only an operator's network: true lets sandboxed code out
-            self.workspace, network=e.network is True, memory_mb=e.memory_mb,
-            cpus=e.cpus, pids=e.pids, timeout=timeout,
+            self.workspace, network=e.network is True,
+            timeout=e.timeout_s or DEFAULT_TIMEOUT_S, **options,
         )
+        return sandbox
 
     def timeout_for(self, tool: RunnableTool) -> float:
         """The call's timeout: the smaller of the tool's and the constraints' (inf if neither)."""

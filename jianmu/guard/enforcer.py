@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from jianmu.constraints import GuardConstraints
+from jianmu.guard.checker import build_chain
 from jianmu.guard.checkers import (
     BudgetChecker,
     ConfirmChecker,
@@ -41,7 +42,8 @@ CHECK_KINDS = frozenset({"tool_call"})
 
 
 class GuardEnforcer:
-    """Runs `ToolPolicyChecker` → `RateLimitChecker` → `BudgetChecker` → `ConfirmChecker`.
+    """Runs the checker chain: by default `ToolPolicyChecker` → `RateLimitChecker` →
+    `BudgetChecker` → `ConfirmChecker`; ``guard.checkers`` may name others (`jianmu.plugins`).
 
     Holds no per-run counts: `preflight` takes the run's `GuardLedger`, which the nodes keep
     in the run's state, so a run restored in another process counts right.
@@ -77,7 +79,7 @@ class GuardEnforcer:
         clock: Callable[[], float] | None = None,
         workspace: str | os.PathLike[str] | None = None,
     ) -> GuardEnforcer:
-        """Build the chain from merged guard constraints.
+        """Build the chain that ``guard.checkers`` names (default: the seed's four, in order).
 
         Args:
             guard: The merged guard constraints.
@@ -87,19 +89,12 @@ class GuardEnforcer:
                 `jianmu.execution.workspace.current_workspace()`.
 
         Raises:
-            ConfigError: a ``tool_policy`` rule or a limit is invalid.
+            ConfigError: a ``tool_policy`` rule or a limit is invalid, or a checker name is
+                not registered or does not build a checker (see `jianmu.plugins`).
         """
-        guard = guard or GuardConstraints()
         clock = clock or time.time
-        return cls(
-            (
-                ToolPolicyChecker.from_guard_constraints(guard, workspace=workspace),
-                RateLimitChecker(guard.max_tool_calls, guard.rate_limits, clock=clock),
-                BudgetChecker(guard.budget.total_tokens),
-                ConfirmChecker(),
-            ),
-            clock=clock,
-        )
+        chain = build_chain(guard or GuardConstraints(), clock=clock, workspace=workspace)
+        return cls(chain, clock=clock)
 
     @property
     def policy(self) -> ToolPolicyChecker | None:

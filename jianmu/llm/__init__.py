@@ -14,6 +14,7 @@ from jianmu.llm.messages import (
 from jianmu.llm.openai import OpenAIProvider
 from jianmu.llm.provider import (
     BaseLLMProvider,
+    ChatRequest,
     LLMProvider,
     LLMResponse,
     StreamDone,
@@ -30,6 +31,7 @@ from jianmu.llm.scripted import ScriptedLLM, ScriptedRequest, estimate_tokens
 
 __all__ = (
     "BaseLLMProvider",
+    "ChatRequest",
     "LLMProvider",
     "LLMResponse",
     "Message",

@@ -11,29 +11,27 @@ import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import anyio
 
-from jianmu.errors import LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm.messages import Message, messages_to_openai
+from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
+from jianmu.llm.messages import Message
 from jianmu.llm.provider import (
     BaseLLMProvider,
     LLMResponse,
-    MessagesInput,
     StreamDone,
-    StreamEvent,
     TextDelta,
     ToolCallReady,
-    ToolsInput,
     Usage,
-    tool_choice_to_openai,
-    tools_to_openai,
 )
 from jianmu.tools.calls import ToolCall
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
+
+    from jianmu.config import LLMConfig
+    from jianmu.llm.provider import ChatRequest, StreamEvent
 
 __all__ = ("OpenAIProvider",)
 
@@ -134,6 +132,31 @@ class OpenAIProvider(BaseLLMProvider):
             timeout=self.timeout,
         )
 
+    @classmethod
+    def from_llm_config(cls, llm: LLMConfig) -> Self:
+        """The provider that the ``llm:`` config section describes (``provider: openai``).
+
+        Raises:
+            ConfigError: ``llm.model`` is not set.
+        """
+        if not llm.model:
+            raise ConfigError(
+                "llm.model is not set; name the model the server should run, "
+                "e.g. llm.model: gpt-4o-mini"
+            )
+        params = dict(llm.params)
+        backoff = params.pop("retry_backoff", None)
+        extra: dict[str, Any] = {} if backoff is None else {"retry_backoff": float(backoff)}
+        return cls(
+            llm.model,
+            base_url=llm.base_url,
+            api_key=llm.api_key,
+            max_retries=llm.max_retries,
+            timeout=llm.timeout,
+            **extra,
+            **params,
+        )
+
     @property
     def base_url(self) -> str:
         """The server URL requests go to."""
@@ -148,41 +171,34 @@ class OpenAIProvider(BaseLLMProvider):
 
     # -- requests ----------------------------------------------------------------------------
 
-    def _request(
-        self,
-        messages: MessagesInput,
-        tools: ToolsInput,
-        tool_choice: str | Mapping[str, Any] | None,
-        params: dict[str, Any],
-        *,
-        stream: bool,
-    ) -> dict[str, Any]:
+    def _request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        params = request.params
         merged = {**self.default_params, **params}
         options = {k: merged.pop(k) for k in _REQUEST_OPTIONS if k in merged}
         body = dict(merged.pop("extra_body", None) or {})
-        request: dict[str, Any] = {
+        body_request: dict[str, Any] = {
             "model": merged.pop("model", self.model),
-            "messages": messages_to_openai(messages),
+            "messages": [m.to_openai() for m in request.messages],
             **options,
         }
-        schemas = tools_to_openai(tools)
-        if schemas:
-            request["tools"] = schemas
-            if tool_choice is not None:
-                request["tool_choice"] = tool_choice_to_openai(tool_choice)
-        elif tool_choice is not None:
+        if request.tools:
+            body_request["tools"] = list(request.tools)
+            if request.tool_choice is not None:
+                body_request["tool_choice"] = request.tool_choice
+        elif request.tool_choice is not None:
             raise ValueError(
-                f"tool_choice={tool_choice!r} was given but no tools; pass tools=... or drop it"
+                f"tool_choice={request.tool_choice!r} was given but no tools; pass tools=... "
+                "or drop it"
             )
         if stream:
-            request["stream"] = True
-            request["stream_options"] = {"include_usage": True}
+            body_request["stream"] = True
+            body_request["stream_options"] = {"include_usage": True}
         # Vendor parameters (top_k, repetition_penalty...) are not SDK arguments: send every
         # parameter in the body so that the SDK never refuses one.
         body.update(merged)
         if body:
-            request["extra_body"] = body
-        return request
+            body_request["extra_body"] = body
+        return body_request
 
     @contextmanager
     def _map_errors(self) -> Iterator[None]:
@@ -232,23 +248,16 @@ class OpenAIProvider(BaseLLMProvider):
                 await _backoff(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def complete(
-        self,
-        messages: MessagesInput,
-        *,
-        tools: ToolsInput = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        **params: Any,
-    ) -> LLMResponse:
+    async def send(self, request: ChatRequest) -> LLMResponse:
         """Ask the server for one reply.
 
         Raises:
             LLMTransientError: a transient failure outlasted ``max_retries``.
             LLMError: the server refused the request or answered without a choice.
         """
-        request = self._request(messages, tools, tool_choice, params, stream=False)
+        body = self._request(request, stream=False)
         create: Any = self._client.chat.completions.create
-        completion = await self._with_retries(lambda: create(**request))
+        completion = await self._with_retries(lambda: create(**body))
         if not completion.choices:
             raise LLMError(f"{self.base_url} answered without any choice: {completion!r}")
         choice = completion.choices[0]
@@ -264,14 +273,7 @@ class OpenAIProvider(BaseLLMProvider):
             model=completion.model or self.model,
         )
 
-    async def stream(
-        self,
-        messages: MessagesInput,
-        *,
-        tools: ToolsInput = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        **params: Any,
-    ) -> AsyncIterator[StreamEvent]:
+    async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one reply: text deltas, each tool call once whole, then `StreamDone`.
 
         Tool-call fragments are assembled by their index; usage comes from the final chunk
@@ -282,9 +284,9 @@ class OpenAIProvider(BaseLLMProvider):
                 connection broke mid-stream (not retried: events were already yielded).
             LLMError: the server refused the request.
         """
-        request = self._request(messages, tools, tool_choice, params, stream=True)
+        body = self._request(request, stream=True)
         create: Any = self._client.chat.completions.create
-        chunks = await self._with_retries(lambda: create(**request))
+        chunks = await self._with_retries(lambda: create(**body))
         assembler = _StreamAssembler()
         try:
             with self._map_errors():

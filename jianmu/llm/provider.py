@@ -1,22 +1,23 @@
-"""The `LLMProvider` protocol, its results (`LLMResponse`, `Usage`, stream events) and
-`from_config`, which picks a provider from the ``llm:`` section of the config."""
+"""The `LLMProvider` protocol, its requests and results (`ChatRequest`, `LLMResponse`, `Usage`,
+stream events) and `from_config`, which builds the provider that the ``llm:`` section of the
+config names (through the plug-in registry, `jianmu.plugins`)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
+from jianmu import plugins
+from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError
-from jianmu.llm.messages import Message
+from jianmu.llm.messages import Message, coerce_messages
 from jianmu.tools.calls import ToolCall
-
-if TYPE_CHECKING:
-    from jianmu.config import AppConfig, LLMConfig
 
 __all__ = (
     "BaseLLMProvider",
+    "ChatRequest",
     "LLMProvider",
     "LLMResponse",
     "MessagesInput",
@@ -134,14 +135,57 @@ StreamEvent = TextDelta | ToolCallReady | StreamDone
 """What `LLMProvider.stream()` yields: text deltas, finished tool calls, then one `StreamDone`."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChatRequest:
+    """One request to a model, normalised once: what `BaseLLMProvider.send` receives."""
+
+    messages: tuple[Message, ...]
+    """The history."""
+    tools: tuple[dict[str, Any], ...] = ()
+    """The tools offered, in the OpenAI shape."""
+    tool_choice: Any = None
+    """The ``tool_choice`` asked for, in the OpenAI shape."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Other request parameters."""
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the tools offered."""
+        return [t.get("function", {}).get("name", "") for t in self.tools]
+
+    @classmethod
+    def build(
+        cls,
+        messages: MessagesInput,
+        tools: ToolsInput,
+        tool_choice: str | Mapping[str, Any] | None,
+        params: Mapping[str, Any],
+    ) -> ChatRequest:
+        """Normalise the arguments of `LLMProvider.complete`.
+
+        Raises:
+            TypeError: a message, a tool or ``tool_choice`` has no known shape.
+        """
+        return cls(
+            messages=tuple(coerce_messages(messages)),
+            tools=tuple(tools_to_openai(tools)),
+            tool_choice=tool_choice_to_openai(tool_choice),
+            params=dict(params),
+        )
+
+
 @runtime_checkable
 class LLMProvider(Protocol):
     """A chat model that can call tools.
 
     Implementations: `OpenAIProvider` (any OpenAI-compatible server) and `ScriptedLLM` (a
-    scripted stand-in for tests and offline demos). Build one from the config with
-    `from_config` (a module function: a Protocol cannot carry a constructor;
-    `BaseLLMProvider.from_config` is the same function).
+    scripted stand-in for tests and offline demos), both `BaseLLMProvider`s, or any class
+    with these methods. Build one from the config with `from_config` (a module function: a
+    Protocol cannot carry a constructor; `BaseLLMProvider.from_config` is the same function).
+
+    The method bodies here are the defaults of `BaseLLMProvider`, which subclasses this
+    protocol: they normalise the arguments once into a `ChatRequest` and hand it to
+    `BaseLLMProvider.send` / `send_stream`.
     """
 
     model: str
@@ -161,45 +205,9 @@ class LLMProvider(Protocol):
             LLMTransientError: a retryable failure outlasted the provider's retries.
             LLMError: any other failure.
         """
-        ...
-
-    def stream(
-        self,
-        messages: MessagesInput,
-        *,
-        tools: ToolsInput = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        **params: Any,
-    ) -> AsyncIterator[StreamEvent]:
-        """Ask for one reply and yield it as it arrives, ending with a `StreamDone`."""
-        ...
-
-    async def close(self) -> None:
-        """Release connections; the provider must not be used afterwards."""
-        ...
-
-
-class BaseLLMProvider:
-    """A base for providers: `stream()` built on `complete()`, a no-op `close()`, and
-    async-context-manager support. Subclasses implement `complete()`."""
-
-    model: str = ""
-
-    @staticmethod
-    def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
-        """The module function `from_config`, reachable from the class."""
-        return from_config(config)
-
-    async def complete(
-        self,
-        messages: MessagesInput,
-        *,
-        tools: ToolsInput = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        **params: Any,
-    ) -> LLMResponse:
-        """Ask the model for one reply; subclasses must implement it."""
-        raise NotImplementedError(f"{type(self).__name__} must implement complete()")
+        if not isinstance(self, BaseLLMProvider):
+            raise NotImplementedError(f"{type(self).__name__} must implement complete()")
+        return await self.send(ChatRequest.build(messages, tools, tool_choice, params))
 
     async def stream(
         self,
@@ -209,18 +217,52 @@ class BaseLLMProvider:
         tool_choice: str | Mapping[str, Any] | None = None,
         **params: Any,
     ) -> AsyncIterator[StreamEvent]:
-        """Yield `complete()`'s reply as one text delta, its tool calls, then `StreamDone`."""
-        response = await self.complete(messages, tools=tools, tool_choice=tool_choice, **params)
-        if response.text:
-            yield TextDelta(text=response.text)
+        """Ask for one reply and yield it as it arrives, ending with a `StreamDone`."""
+        if not isinstance(self, BaseLLMProvider):
+            raise NotImplementedError(f"{type(self).__name__} must implement stream()")
+        request = ChatRequest.build(messages, tools, tool_choice, params)
+        async for event in self.send_stream(request):
+            yield event
+
+    async def close(self) -> None:
+        """Release connections; the provider must not be used afterwards."""
+
+
+class BaseLLMProvider(LLMProvider):
+    """A base for providers: `complete()` and `stream()` normalise their arguments once into a
+    `ChatRequest`; subclasses implement `send()` (or override `complete()`), and may
+    implement `send_stream()` (default: `complete()`'s reply replayed). A no-op `close()` and
+    async-context-manager support come with it."""
+
+    model: str = ""
+
+    @staticmethod
+    def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
+        """The module function `from_config`, reachable from the class."""
+        return from_config(config)
+
+    async def send(self, request: ChatRequest) -> LLMResponse:
+        """Send one normalised request and return the reply; subclasses implement it."""
+        raise NotImplementedError(f"{type(self).__name__} must implement complete() or send()")
+
+    async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Yield `complete()`'s reply as text deltas (`text_pieces`), its tool calls, then
+        `StreamDone`."""
+        response = await self.complete(
+            request.messages, tools=request.tools, tool_choice=request.tool_choice,
+            **request.params,
+        )
+        for piece in self.text_pieces(response.text):
+            yield TextDelta(text=piece)
         for index, call in enumerate(response.tool_calls):
             yield ToolCallReady(call=call, index=index)
         yield StreamDone(response=response)
 
-    async def close(self) -> None:
-        """Nothing to release by default."""
+    def text_pieces(self, text: str) -> list[str]:
+        """How `send_stream` cuts a whole reply's text into deltas: one piece by default."""
+        return [text] if text else []
 
-    async def __aenter__(self) -> BaseLLMProvider:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -282,59 +324,26 @@ def tool_choice_to_openai(choice: str | Mapping[str, Any] | None) -> Any:
 def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
     """Build the provider that the ``llm:`` config section names.
 
-    ``provider: scripted`` gives a `ScriptedLLM` replaying ``params.responses``;
-    ``provider: openai`` (or no provider but a ``model``/``base_url``) gives an
-    `OpenAIProvider`. A scripted model is never picked unless asked for by name.
+    ``llm.provider`` names a registered provider (`jianmu.plugins`): ``openai`` (also chosen
+    when no provider but a ``model``/``base_url`` is set), ``scripted`` (a `ScriptedLLM`
+    replaying ``params.responses``; never picked unless asked for by name) or a plug-in. Its
+    class builds itself with ``from_llm_config(llm)``.
 
     Raises:
-        ConfigError: no provider is configured, or the chosen one lacks a setting.
+        ConfigError: no provider is configured, the name is not registered, or the chosen
+            one lacks a setting.
+        MissingExtraError: the provider needs an extra that is not installed.
     """
-    from jianmu.config import AppConfig
-
     llm = config.llm if isinstance(config, AppConfig) else config
-    params = dict(llm.params)
-    if llm.provider == "scripted":
-        from jianmu.llm.scripted import ScriptedLLM
-
-        responses = params.pop("responses", None)
-        if responses is None:
-            raise ConfigError(
-                "llm.provider is 'scripted' but llm.params.responses is not set; list the "
-                "replies to replay (a string is a final answer, a list of {name, arguments} "
-                "a tool-call turn), or set llm.provider: openai with llm.model and llm.base_url"
-            )
-        if not isinstance(responses, list):
-            raise ConfigError(
-                f"llm.params.responses must be a list of replies, got {responses!r}"
-            )
-        try:
-            return ScriptedLLM(responses, model=llm.model or "scripted")
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"llm.params.responses: {exc}") from None
-    if llm.provider == "openai" or (llm.provider is None and (llm.base_url or llm.model)):
-        if not llm.model:
-            raise ConfigError(
-                "llm.model is not set; name the model the server should run, "
-                "e.g. llm.model: gpt-4o-mini"
-            )
-        from jianmu.llm.openai import OpenAIProvider
-
-        backoff = params.pop("retry_backoff", None)
-        extra: dict[str, Any] = {} if backoff is None else {"retry_backoff": float(backoff)}
-        return OpenAIProvider(
-            llm.model,
-            base_url=llm.base_url,
-            api_key=llm.api_key,
-            max_retries=llm.max_retries,
-            timeout=llm.timeout,
-            **extra,
-            **params,
+    name = llm.provider or ("openai" if llm.base_url or llm.model else None)
+    if name is None:
+        raise ConfigError(
+            "no model provider is configured: set llm.provider in configs/jianmu.yaml to "
+            "'openai' (with llm.model and llm.base_url of any OpenAI-compatible server) or to "
+            "'scripted' (with llm.params.responses) for the offline stand-in"
         )
-    raise ConfigError(
-        "no model provider is configured: set llm.provider in configs/jianmu.yaml to 'openai' "
-        "(with llm.model and llm.base_url of any OpenAI-compatible server) or to 'scripted' "
-        "(with llm.params.responses) for the offline stand-in"
-    )
+    provider: LLMProvider = plugins.resolve("llm", name).from_llm_config(llm)
+    return provider
 
 
 provider_from_config = from_config

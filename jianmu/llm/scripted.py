@@ -8,26 +8,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
 
-from jianmu.errors import LLMError
-from jianmu.llm.messages import Message, coerce_messages
-from jianmu.llm.provider import (
-    BaseLLMProvider,
-    LLMResponse,
-    MessagesInput,
-    StreamDone,
-    StreamEvent,
-    TextDelta,
-    ToolCallReady,
-    ToolsInput,
-    Usage,
-    tool_choice_to_openai,
-    tools_to_openai,
-)
+from jianmu.errors import ConfigError, LLMError
+from jianmu.llm.messages import Message
+from jianmu.llm.provider import BaseLLMProvider, ChatRequest, LLMResponse, Usage
 from jianmu.tools.calls import ToolCall
+
+if TYPE_CHECKING:
+    from jianmu.config import LLMConfig
 
 __all__ = ("ScriptEntry", "ScriptedLLM", "ScriptedRequest", "estimate_tokens")
 
@@ -52,23 +42,8 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-@dataclass(frozen=True, kw_only=True)
-class ScriptedRequest:
-    """What `ScriptedLLM` was asked, for assertions."""
-
-    messages: tuple[Message, ...]
-    """The history it received."""
-    tools: tuple[dict[str, Any], ...] = ()
-    """The tools offered, in the OpenAI shape."""
-    tool_choice: Any = None
-    """The ``tool_choice`` asked for, in the OpenAI shape."""
-    params: dict[str, Any] = field(default_factory=dict)
-    """Other request parameters."""
-
-    @property
-    def tool_names(self) -> list[str]:
-        """Names of the tools offered."""
-        return [t.get("function", {}).get("name", "") for t in self.tools]
+ScriptedRequest = ChatRequest
+"""What `ScriptedLLM` was asked, for assertions: the normalised `ChatRequest`."""
 
 
 def _check_entry(entry: Any, where: str) -> None:
@@ -132,6 +107,30 @@ class ScriptedLLM(BaseLLMProvider):
         self._position = 0
         self._next_id = 0
 
+    @classmethod
+    def from_llm_config(cls, llm: LLMConfig) -> Self:
+        """The stand-in that the ``llm:`` section describes: ``provider: scripted`` replaying
+        ``params.responses``.
+
+        Raises:
+            ConfigError: ``llm.params.responses`` is missing, not a list, or has a bad entry.
+        """
+        responses = llm.params.get("responses")
+        if responses is None:
+            raise ConfigError(
+                "llm.provider is 'scripted' but llm.params.responses is not set; list the "
+                "replies to replay (a string is a final answer, a list of {name, arguments} "
+                "a tool-call turn), or set llm.provider: openai with llm.model and llm.base_url"
+            )
+        if not isinstance(responses, list):
+            raise ConfigError(
+                f"llm.params.responses must be a list of replies, got {responses!r}"
+            )
+        try:
+            return cls(responses, model=llm.model or "scripted")
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"llm.params.responses: {exc}") from None
+
     @property
     def remaining(self) -> int:
         """How many scripted replies are left."""
@@ -177,28 +176,14 @@ class ScriptedLLM(BaseLLMProvider):
             text += json.dumps(list(request.tools), sort_keys=True)
         return estimate_tokens(text)
 
-    async def complete(
-        self,
-        messages: MessagesInput,
-        *,
-        tools: ToolsInput = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        **params: Any,
-    ) -> LLMResponse:
+    async def send(self, request: ChatRequest) -> LLMResponse:
         """Record the request and return the next scripted reply.
 
         Raises:
             LLMError: the script has run out.
         """
-        history = coerce_messages(messages)
-        self.requests.append(
-            ScriptedRequest(
-                messages=tuple(history),
-                tools=tuple(tools_to_openai(tools)),
-                tool_choice=tool_choice_to_openai(tool_choice),
-                params=dict(params),
-            )
-        )
+        history = list(request.messages)
+        self.requests.append(request)
         if self._position >= len(self._script):
             raise LLMError(
                 f"ScriptedLLM ran out of responses: all {len(self._script)} scripted replies "
@@ -210,22 +195,9 @@ class ScriptedLLM(BaseLLMProvider):
         self._position += 1
         return self._to_response(entry, history, where)
 
-    async def stream(
-        self,
-        messages: MessagesInput,
-        *,
-        tools: ToolsInput = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        **params: Any,
-    ) -> AsyncIterator[StreamEvent]:
-        """Yield the next scripted reply word by word, its tool calls, then `StreamDone`."""
-        response = await self.complete(messages, tools=tools, tool_choice=tool_choice, **params)
-        for piece in _WORDS.findall(response.text):
-            yield TextDelta(text=piece)
-        for index, call in enumerate(response.tool_calls):
-            yield ToolCallReady(call=call, index=index)
-        yield StreamDone(response=response)
-
+    def text_pieces(self, text: str) -> list[str]:
+        """A reply streams word by word."""
+        return _WORDS.findall(text)
 
 def _message_text(message: Message) -> str:
     """The characters a message costs: its content and its calls' names and arguments."""

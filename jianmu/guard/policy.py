@@ -1,0 +1,266 @@
+"""`ToolPolicyChecker`, the first link of the guard chain: ``tool_policy`` rules, each tool's
+permission and ``default_policy`` (registered as the checker ``policy``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any, Self
+
+from jianmu.constraints import POLICY_RANK, GuardConstraints, Policy, stricter_policy
+from jianmu.errors import ConfigError
+from jianmu.guard._rules import Rule, parse_rule
+from jianmu.guard.checker import (
+    BaseChecker,
+    CheckerSetup,
+    _alias_groups,
+    _check_rule_name,
+    tool_permission,
+)
+from jianmu.guard.decision import Decision, GuardContext
+from jianmu.tools.calls import ToolCall
+from jianmu.tools.names import builtin_aliases, is_tool_name, name_key, shown_name
+
+__all__ = ("ToolPolicyChecker",)
+
+
+def _workspace_root(
+    context: GuardContext | None = None, workspace: str | os.PathLike[str] | None = None
+) -> str:
+    """The folder relative paths resolve against: ``workspace``, else the run's
+    ``execution.workdir``, else `current_workspace()` — as the file tools see it."""
+    root: Any = workspace
+    if root is None and context is not None:
+        constraints = getattr(context.run, "constraints", None)
+        execution = getattr(constraints, "execution", None)
+        root = getattr(execution, "workdir", None)
+    from jianmu.execution.workspace import effective_root  # keeps the guard import light
+
+    return os.fspath(effective_root(root))
+
+
+class ToolPolicyChecker(BaseChecker):
+    """Allow, deny or confirm by ``tool_policy`` rules, the tool's permission and the default.
+
+    Resolution for a call of tool ``t``:
+
+    1. no such tool → DENY; ``admin_only`` and no ``admin`` in the run's ``user_roles`` → DENY;
+    2. the rules for ``t`` that match the call — a deny or confirm rule when any part of a
+       shell command matches, allow rules only when every part is matched by one of them (see
+       `Rule`) — the strictest wins, deny > confirm > allow, whatever their order;
+    3. no rule matches: the tool's permission is its default — ``user_confirm`` is confirm
+       (deny if ``default_policy`` is deny), ``auto`` and ``admin_only`` take ``default_policy``,
+       and an unset ``default_policy`` allows;
+    4. fail closed: when steps 2–3 allow a call whose shell command an argument rule of ``t``
+       looks at, and the command cannot be fully seen through (``$R x``, ``eval``, ``| sh``,
+       ``xargs``, ``./script``, a parse error... see `jianmu.guard._rules`), it is confirm
+       instead — deny where nobody can answer. With no argument rule for ``t`` (plain
+       ``bash: allow``) nothing needs seeing through and the allow stands.
+
+    A rule naming a built-in by an alias covers the tool under every name
+    (``file_read: deny`` denies ``read_file``). Path arguments are resolved against the
+    workspace root — the checker's ``workspace``, else the run's ``execution.workdir``, else
+    `current_workspace()` — so a rule sees the file the tool will really touch.
+    """
+
+    name = "ToolPolicyChecker"
+
+    def __init__(
+        self,
+        tool_policy: Mapping[str, Policy] | None = None,
+        default_policy: Policy | None = None,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """Parse the rules.
+
+        Args:
+            tool_policy: Rule key -> policy.
+            default_policy: The policy when no rule matches.
+            workspace: The workspace root path rules resolve against; default the run's
+                ``execution.workdir``, else `current_workspace()` at check time.
+
+        Raises:
+            ConfigError: a rule key cannot be parsed or a policy is not allow/confirm/deny.
+        """
+        self.default_policy = _check_policy("guard.default_policy", default_policy)
+        self.workspace = workspace
+        groups = _alias_groups() if tool_policy else {}
+        rules: list[tuple[Rule, Policy]] = []
+        for key, policy in (tool_policy or {}).items():
+            checked = _check_policy(f"guard.tool_policy[{key!r}]", policy)
+            assert checked is not None
+            try:
+                rule = parse_rule(key)
+            except ConfigError as exc:
+                raise ConfigError(f"guard.tool_policy: {exc}") from None
+            _check_rule_name("guard.tool_policy", key, key.split("(", 1)[0].strip())
+            names = groups.get(rule.tool, frozenset()) - {rule.tool}
+            rules.append((dataclasses.replace(rule, aliases=names), checked))
+        self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
+
+    @classmethod
+    def from_guard_constraints(
+        cls, guard: GuardConstraints, *, workspace: str | os.PathLike[str] | None = None
+    ) -> Self:
+        """Build from merged guard constraints (``workspace``: see `__init__`)."""
+        return cls(guard.tool_policy, guard.default_policy, workspace=workspace)
+
+    @classmethod
+    def from_setup(cls, setup: CheckerSetup) -> Self:
+        """The setup's guard constraints, paths resolved in its workspace."""
+        return cls.from_guard_constraints(setup.guard, workspace=setup.workspace)
+
+    def resolve(
+        self, call: ToolCall, tool: Any, *, root: str | None = None
+    ) -> tuple[Policy, str, Rule | None]:
+        """The policy for ``call`` from rules, permission and default: (policy, reason, rule).
+
+        ``root`` is the workspace root path arguments resolve against (default: the checker's
+        ``workspace``, else `current_workspace()`).
+        """
+        if root is None:
+            root = _workspace_root(None, self.workspace)
+        for wanted in ("deny", "confirm"):
+            for rule, policy in self.rules:
+                if policy == wanted and rule.matches_any_part(call, tool, root=root):
+                    verb = "denies" if policy == "deny" else "asks to confirm"
+                    return policy, f"tool_policy rule {rule.text!r} {verb} this call", rule
+        resolved = self._allow_or_default(call, tool, root)
+        if resolved[0] == "allow":
+            opaque = self._opacity(call, tool)
+            if opaque is not None:
+                return "confirm", *opaque
+        return resolved
+
+    def _opacity(self, call: ToolCall, tool: Any) -> tuple[str, Rule] | None:
+        """Why a shell command that argument rules look at cannot be auto-allowed, if so.
+
+        Only argument rules need to see inside a command: with none for the tool (a plain
+        ``bash: allow``), the operator allowed every command and nothing is left to see.
+        """
+        for rule, _policy in self.rules:
+            why = rule.opacity(call, tool)
+            if why is not None:
+                return (
+                    f"the guard cannot see through this command ({why}), so tool_policy rule "
+                    f"{rule.text!r} cannot be checked; a person must confirm it",
+                    rule,
+                )
+        return None
+
+    def _allow_or_default(
+        self, call: ToolCall, tool: Any, root: str
+    ) -> tuple[Policy, str, Rule | None]:
+        """The policy from allow rules, else from the tool's permission and the default."""
+        allowing = self._allowing_rules(call, tool, root)
+        if allowing:
+            texts = " and ".join(repr(r.text) for r in allowing)
+            verb = "allows" if len(allowing) == 1 else "allow"
+            return "allow", f"tool_policy rule {texts} {verb} this call", allowing[0]
+        permission = tool_permission(tool)
+        default = self.default_policy
+        if permission == "user_confirm" or permission not in ("auto", "admin_only"):
+            policy = stricter_policy("confirm", default) or "confirm"
+            if policy == "deny":
+                return policy, "default_policy is 'deny' and no rule allows this tool", None
+            return policy, f"tool {call.name!r} has permission {permission!r}", None
+        if default is None:
+            return "allow", f"no rule names tool {call.name!r}; allowed by default", None
+        return default, f"default_policy is {default!r} and no rule names tool {call.name!r}", None
+
+    def _allowing_rules(self, call: ToolCall, tool: Any, root: str) -> list[Rule]:
+        """Allow rules that together cover every part of the call; empty if none do.
+
+        A name rule covers everything; argument rules looking at the same argument pool
+        their parts, so each command of ``git status | head`` may be allowed by its own rule.
+        """
+        pools: dict[tuple[str | None, str], tuple[list[str], set[int], list[Rule]]] = {}
+        for rule, policy in self.rules:
+            if policy != "allow" or not rule.applies_to(call.name):
+                continue
+            if rule.is_name_rule:
+                return [rule]
+            found = rule.value_of(call, tool)
+            if found is None:
+                continue
+            parts, covered, rules = pools.setdefault(
+                found, (rule.split(*found, tool, root), set(), [])
+            )
+            hit = {i for i, part in enumerate(parts) if rule.match_text(part)}
+            if hit:
+                covered.update(hit)
+                rules.append(rule)
+        for parts, covered, rules in pools.values():
+            if len(covered) == len(parts):
+                return rules
+        return []
+
+    def hides(self, tool: Any, *, user_roles: frozenset[str] | None = None) -> bool:
+        """Whether the model should not even see ``tool`` (a tool or a tool name).
+
+        True when a name rule denies it, or when no rule names it except to deny and its
+        default (permission and ``default_policy``) is deny; and, when ``user_roles`` is given,
+        for an admin_only tool without the ``admin`` role.
+        """
+        name = (tool if isinstance(tool, str) else str(getattr(tool, "name", ""))).lower()
+        obj = None if isinstance(tool, str) else tool
+        if user_roles is not None and tool_permission(obj) == "admin_only":
+            if "admin" not in {str(r).lower() for r in user_roles}:
+                return True
+        own = [(rule, policy) for rule, policy in self.rules if rule.applies_to(name)]
+        if any(rule.is_name_rule and policy == "deny" for rule, policy in own):
+            return True
+        if any(policy != "deny" for _rule, policy in own):
+            return False
+        permission = tool_permission(obj)
+        base: Policy = "confirm" if permission not in ("auto", "admin_only") else "allow"
+        return stricter_policy(base, self.default_policy) == "deny"
+
+    def check(self, context: GuardContext, previous: Decision) -> Decision:
+        """Decide by policy; the decision so far is replaced."""
+        call, tool = context.call, context.tool
+        if tool is None or not is_tool_name(call.name):
+            return Decision.deny(
+                f"no tool named {shown_name(call.name)!r} is registered", checker=self.name
+            )
+        if not _names_tool(call.name, tool):
+            # rules match by the call's name: it must be the tool's own (the executor makes it so)
+            return Decision.deny(
+                f"call name {call.name!r} is not the name of the tool it runs "
+                f"({getattr(tool, 'name', tool)!r})",
+                checker=self.name,
+            )
+        if tool_permission(tool) == "admin_only" and "admin" not in context.user_roles:
+            roles = ", ".join(sorted(context.user_roles)) or "none"
+            return Decision.deny(
+                f"tool {call.name!r} is admin_only and the run's user does not hold the "
+                f"'admin' role (user_roles: {roles})",
+                checker=self.name,
+            )
+        # only argument rules look at paths: skip finding the workspace when there are none
+        needs_root = any(not rule.is_name_rule for rule, _policy in self.rules)
+        root = _workspace_root(context, self.workspace) if needs_root else None
+        policy, reason, rule = self.resolve(call, tool, root=root)
+        text = rule.text if rule is not None else None
+        if policy == "deny":
+            return Decision.deny(reason, checker=self.name, rule=text)
+        if policy == "confirm":
+            return Decision.confirm(reason, checker=self.name, rule=text)
+        return Decision.allow(reason, checker=self.name, rule=text)
+
+
+def _names_tool(name: str, tool: Any) -> bool:
+    """Whether ``name`` is ``tool``'s own name (ASCII case-insensitive) or one of its aliases."""
+    own = getattr(tool, "name", None)
+    if not isinstance(own, str):
+        return True  # a bare tool-like object: nothing to compare
+    key, own_key = name_key(name), name_key(own)
+    return key == own_key or (key is not None and builtin_aliases().get(key) == own_key)
+
+
+def _check_policy(where: str, policy: Any) -> Policy | None:
+    if policy is None or policy in POLICY_RANK:
+        return policy  # type: ignore[no-any-return]
+    raise ConfigError(f"{where} is {policy!r}; use 'allow', 'confirm' or 'deny'")
