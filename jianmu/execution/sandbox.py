@@ -76,12 +76,12 @@ class Sandbox(Protocol):
 
     async def exec(
         self,
-        command: Sequence[str] | str,
+        command: Sequence[str] | str,  # an argv list, or a shell string for /bin/sh -c
         *,
-        stdin: str | bytes | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
+        stdin: str | bytes | None = None,  # fed to the command, then closed
+        env: Mapping[str, str] | None = None,  # added to the sandbox's own variables
+        cwd: str | None = None,  # relative to the workspace, without ".."
+        timeout: float | None = None,  # seconds; None: the sandbox's default
     ) -> ExecResult:
         """Run ``command`` (an argv list, or a shell string) and wait for it.
 
