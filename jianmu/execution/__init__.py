@@ -7,15 +7,16 @@ not import docker-py.
 from __future__ import annotations
 
 from jianmu.execution.docker_sandbox import DEFAULT_IMAGE, DockerSandbox
-from jianmu.execution.fake_sandbox import ExecCall, FakeSandbox
+from jianmu.execution.fake_sandbox import FakeSandbox
 from jianmu.execution.image import build_image, image_exists
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from jianmu.execution.runner import ToolRunner
-from jianmu.execution.sandbox import ExecResult, Sandbox
+from jianmu.execution.sandbox import BaseSandbox, ExecCall, ExecResult, Sandbox
 from jianmu.execution.workspace import current_workspace, use_workspace
 
 __all__ = (
     "DEFAULT_IMAGE",
+    "BaseSandbox",
     "DockerSandbox",
     "ExecCall",
     "ExecResult",

@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 
 from jianmu.errors import SandboxError
+from jianmu.execution._pids import pid_alive
 
 __all__ = (
     "CgroupSupport",
@@ -212,13 +213,7 @@ def _owner_alive(name: str) -> bool:
         pid = int(name.removeprefix(_PREFIX).split("-", 1)[0])
     except ValueError:
         return True  # not ours to judge
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def sweep_stale_cgroups() -> None:

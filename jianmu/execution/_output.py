@@ -1,12 +1,10 @@
-"""Pieces both sandboxes share: capped output buffers, argv and cwd normalisation."""
+"""A command's output: capped buffers, and the `ExecResult` with the sandbox's notes."""
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Sequence
-from pathlib import PurePosixPath
+from jianmu.execution.sandbox import ExecResult
 
-__all__ = ("DEFAULT_OUTPUT_LIMIT", "CappedBuffer", "normalise_argv", "relative_cwd")
+__all__ = ("DEFAULT_OUTPUT_LIMIT", "CappedBuffer", "exec_result")
 
 DEFAULT_OUTPUT_LIMIT = 256 * 1024
 """Bytes kept of each of stdout and stderr; the rest is counted and dropped."""
@@ -40,37 +38,22 @@ class CappedBuffer:
         return text
 
 
-def normalise_argv(command: Sequence[str] | str) -> list[str]:
-    """Turn a shell string into ``/bin/sh -c`` argv; check an argv list.
-
-    Raises:
-        ValueError: the command is empty or an argv item is not a string.
-    """
-    if isinstance(command, str):
-        if not command.strip():
-            raise ValueError("command is an empty string; pass a shell command or an argv list")
-        return ["/bin/sh", "-c", command]
-    argv = list(command)
-    if not argv:
-        raise ValueError("command is an empty list; pass at least the program to run")
-    bad = [a for a in argv if not isinstance(a, str)]
-    if bad:
-        raise ValueError(f"every argv item must be a string, got {bad[0]!r} in {argv!r}")
-    return argv
-
-
-def relative_cwd(cwd: str | None) -> PurePosixPath:
-    """Check that ``cwd`` stays inside the workspace and return it as a relative path.
-
-    Raises:
-        ValueError: ``cwd`` is absolute or climbs out with ``..``.
-    """
-    if cwd is None or cwd in ("", "."):
-        return PurePosixPath(".")
-    path = PurePosixPath(cwd)
-    if path.is_absolute() or ".." in path.parts:
-        raise ValueError(
-            f"cwd {cwd!r} must be a path relative to the workspace without '..' "
-            f"(for example 'src' or {shlex.quote('sub dir')})"
+def exec_result(
+    *, exit_code: int, out: CappedBuffer, err: CappedBuffer, duration: float,
+    timed_out: bool, timeout: float, oom: bool, memory_mb: int | None,
+) -> ExecResult:
+    """The result of one command, with a note on stderr of why the sandbox killed it."""
+    stderr = err.text()
+    notes = []
+    if timed_out:
+        notes.append(f"killed at its timeout of {timeout:g} s")
+    if oom:
+        notes.append(f"killed for going past its memory limit of {memory_mb} MiB")
+    if notes:
+        stderr += ("\n" if stderr and not stderr.endswith("\n") else "") + "".join(
+            f"[jianmu sandbox: {n}]\n" for n in notes
         )
-    return path
+    return ExecResult(
+        exit_code=exit_code, stdout=out.text(), stderr=stderr, timed_out=timed_out,
+        duration=duration, oom_killed=oom, truncated=bool(out.dropped or err.dropped),
+    )

@@ -27,8 +27,8 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from collections.abc import Iterator, Mapping
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -44,14 +44,10 @@ from jianmu.constraints import (
 )
 from jianmu.errors import MissingExtraError, SandboxError, SandboxUnavailableError
 from jianmu.execution._acl import grant_tree, sandbox_user
-from jianmu.execution._output import (
-    DEFAULT_OUTPUT_LIMIT,
-    CappedBuffer,
-    normalise_argv,
-    relative_cwd,
-)
+from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, CappedBuffer, exec_result
+from jianmu.execution._pids import pid_alive
 from jianmu.execution._safe_env import safe_git_env
-from jianmu.execution.sandbox import ExecResult
+from jianmu.execution.sandbox import BaseSandbox, ExecCall, ExecResult
 
 if TYPE_CHECKING:
     import docker
@@ -109,17 +105,7 @@ def _docker_errors(action: str, image: str | None = None) -> Iterator[None]:
         raise SandboxError(f"Docker did not answer while trying to {action}: {exc}") from exc
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class DockerSandbox:
+class DockerSandbox(BaseSandbox):
     """Runs commands in one long-lived, locked-down container.
 
     Args:
@@ -160,15 +146,14 @@ class DockerSandbox:
         env: Mapping[str, str] | None = None,
         base_url: str | None = None,
     ) -> None:
-        for label, value in (("memory_mb", memory_mb), ("cpus", cpus), ("pids", pids),
-                             ("tmpfs_mb", tmpfs_mb), ("timeout", timeout),
-                             ("output_limit", output_limit)):
-            if value <= 0:
-                raise ValueError(f"{label} must be positive, got {value!r}")
+        self.check_positive(
+            memory_mb=memory_mb, cpus=cpus, pids=pids, tmpfs_mb=tmpfs_mb, timeout=timeout,
+            output_limit=output_limit,
+        )
         if not image or not isinstance(image, str):
             raise ValueError(f"image must be a non-empty image name, got {image!r}")
         _import_docker()  # fail now, not at the first call, when the extra is missing
-        self.workspace = Path(workspace if workspace is not None else Path.cwd()).absolute()
+        super().__init__(workspace)
         self.image, self.network = image, bool(network)  # unset means off
         self.memory_mb, self.cpus, self.pids, self.tmpfs_mb = memory_mb, cpus, pids, tmpfs_mb
         if user is None:
@@ -211,13 +196,6 @@ class DockerSandbox:
         """Remove the container and close the client; idempotent."""
         async with self._lock:
             await anyio.to_thread.run_sync(self._close_sync)
-
-    async def __aenter__(self) -> DockerSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     def _connect(self) -> docker.DockerClient:
         if self._client is None:
@@ -290,7 +268,7 @@ class DockerSandbox:
             )
         for container in stale:
             pid = container.labels.get("jianmu.owner_pid", "")
-            if pid.isdigit() and not _pid_alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 with contextlib.suppress(Exception), _docker_errors("remove a stale container"):
                     container.remove(force=True)
 
@@ -310,30 +288,19 @@ class DockerSandbox:
             with contextlib.suppress(Exception), _docker_errors("remove the container"):
                 container.remove(force=True)
 
-    async def exec(
-        self,
-        command: Sequence[str] | str,
-        *,
-        stdin: str | bytes | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
-    ) -> ExecResult:
-        """Run ``command`` in the container and wait for it; see `Sandbox.exec`.
+    async def run(self, call: ExecCall) -> ExecResult:
+        """Run one checked call in the container and wait for it; see `Sandbox.exec`.
 
         Raises:
-            ValueError: an empty command, or ``cwd`` outside the workspace.
+            ValueError: a timeout that is not positive.
             SandboxError: Docker failed twice in a row, even with a fresh container.
             SandboxUnavailableError: no daemon, or no image.
         """
-        argv = normalise_argv(command)
-        workdir = str(PurePosixPath("/workspace") / relative_cwd(cwd))
-        timeout = self.timeout if timeout is None else timeout
-        if timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout!r}")
-        data = stdin.encode() if isinstance(stdin, str) else stdin
+        argv, data = call.argv, call.stdin
+        workdir = str(PurePosixPath("/workspace") / call.cwd)
+        timeout = call.timeout_or(self.timeout)
         # last: no caller turns git's code-running settings back on
-        full_env = {**self.env, **(env or {}), **safe_git_env()}
+        full_env = {**self.env, **call.env, **safe_git_env()}
         # One command at a time: the sweep after a command kills every process of the user.
         async with self._exec_lock:
             for attempt in (1, 2):
@@ -408,21 +375,11 @@ class DockerSandbox:
         if exit_code == 137 and not timed_out:
             count = self._oom_count()
             oom, self._oom_baseline = count > self._oom_baseline, count
-        notes = []
-        if timed_out:
-            notes.append(f"killed at its timeout of {timeout:g} s")
-            exit_code = exit_code if exit_code is not None else -9
-        if oom:
-            notes.append(f"killed for going past its memory limit of {self.memory_mb} MiB")
-        stderr = err.text()
-        if notes:
-            stderr += ("\n" if stderr and not stderr.endswith("\n") else "") + "".join(
-                f"[jianmu sandbox: {n}]\n" for n in notes
-            )
-        return ExecResult(
-            exit_code=exit_code if exit_code is not None else -1,
-            stdout=out.text(), stderr=stderr, timed_out=timed_out, duration=duration,
-            oom_killed=oom, truncated=bool(out.dropped or err.dropped),
+        if exit_code is None:
+            exit_code = -9 if timed_out else -1
+        return exec_result(
+            exit_code=exit_code, out=out, err=err, duration=duration, timed_out=timed_out,
+            timeout=timeout, oom=oom, memory_mb=self.memory_mb,
         )
 
     def _exit_code(self, exec_id: str, finished: bool) -> int | None:

@@ -4,32 +4,17 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
-from jianmu.execution._output import normalise_argv, relative_cwd
-from jianmu.execution.sandbox import ExecResult
+from jianmu.execution.sandbox import BaseSandbox, ExecCall, ExecResult
 
 __all__ = ("ExecCall", "FakeSandbox")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExecCall:
-    """One call that a `FakeSandbox` received."""
-
-    argv: list[str]
-    """The command as argv (a shell string becomes ``/bin/sh -c``)."""
-    stdin: bytes | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: str = "."
-    timeout: float | None = None
 
 
 Handler = Callable[[ExecCall], ExecResult | Awaitable[ExecResult]]
 
 
-class FakeSandbox:
+class FakeSandbox(BaseSandbox):
     """Answers every `exec` with ``handler(call)``; records calls; runs nothing.
 
     Args:
@@ -40,8 +25,8 @@ class FakeSandbox:
     def __init__(
         self, handler: Handler, *, workspace: str | os.PathLike[str] | None = None
     ) -> None:
+        super().__init__(workspace)
         self.handler = handler
-        self.workspace = Path(workspace if workspace is not None else Path.cwd()).absolute()
         self.calls: list[ExecCall] = []
         self.started = self.closed = False
 
@@ -53,21 +38,8 @@ class FakeSandbox:
         """Mark the sandbox closed."""
         self.closed = True
 
-    async def exec(
-        self,
-        command: Sequence[str] | str,
-        *,
-        stdin: str | bytes | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
-    ) -> ExecResult:
+    async def run(self, call: ExecCall) -> ExecResult:
         """Record the call and return the handler's result."""
-        call = ExecCall(
-            argv=normalise_argv(command),
-            stdin=stdin.encode() if isinstance(stdin, str) else stdin,
-            env=dict(env or {}), cwd=str(relative_cwd(cwd)), timeout=timeout,
-        )
         self.calls.append(call)
         result = self.handler(call)
         if inspect.isawaitable(result):

@@ -24,21 +24,13 @@ and the control group is emptied.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import resource
-import selectors
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import cache
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,151 +38,19 @@ import anyio
 import anyio.to_thread
 
 from jianmu.constraints import DEFAULT_TIMEOUT_S
-from jianmu.errors import SandboxError, SandboxUnavailableError
+from jianmu.errors import SandboxUnavailableError
 from jianmu.execution._acl import grant_tree, sandbox_user
-from jianmu.execution._cgroup import (
-    CommandCgroup,
-    cgroup_support,
-    create_cgroup,
-    sweep_stale_cgroups,
-)
-from jianmu.execution._output import (
-    DEFAULT_OUTPUT_LIMIT,
-    CappedBuffer,
-    normalise_argv,
-    relative_cwd,
-)
+from jianmu.execution._bwrap import bwrap_argv, bwrap_available, bwrap_problem
+from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
+from jianmu.execution._child import ChildHandle, ChildOutcome, ChildSpec, run_child
+from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, exec_result
+from jianmu.execution._pids import user_tasks
 from jianmu.execution._safe_env import safe_git_env
-from jianmu.execution.sandbox import ExecResult
+from jianmu.execution.sandbox import BaseSandbox, ExecCall, ExecResult
 
 __all__ = ("LocalSandbox", "bwrap_available")
 
-_DRAIN_SECONDS = 1.0  # after a kill, how long to read what is left in the pipes
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
-
-
-@cache
-def _bwrap_works(network: bool) -> str | None:
-    """Run a trivial command under the flags we use; return the error, or None if it works."""
-    path = shutil.which("bwrap")
-    if path is None:
-        return "bwrap is not installed (apt-get install bubblewrap)"
-    as_user = (_NOBODY, _NOBODY) if os.geteuid() == 0 else None
-    if as_user is not None and shutil.which("setpriv") is None:
-        return "setpriv (util-linux) is missing: as root, bwrap needs it to drop to a user"
-    argv = [path, *_bwrap_flags(network, as_user), *_minimal_root(os.environ.get("PATH", "")),
-            "--", *_drop_to(as_user), "true"]
-    try:
-        done = subprocess.run(argv, capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap failed to run: {exc}"
-    if done.returncode != 0:
-        return f"bwrap cannot create namespaces here: {done.stderr.decode(errors='replace')}"
-    return None
-
-
-def bwrap_available(*, network: bool = True) -> bool:
-    """Whether bubblewrap is installed and can create its namespaces on this machine."""
-    return _bwrap_works(network) is None
-
-
-_NOBODY = 65534
-_NAMESPACES = (
-    "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-    "--die-with-parent", "--new-session",
-)
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_ETC_FILES = (
-    "passwd", "group", "hosts", "host.conf", "resolv.conf", "nsswitch.conf", "gai.conf",
-    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl/certs",
-    "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "localtime", "timezone",
-    "mime.types", "os-release", "protocols", "services", "bash.bashrc", "inputrc",
-)
-"""What programs read from ``/etc``; no secrets (``shadow``, ``ssl/private``) among them."""
-_NEVER_BOUND = ("/", "/etc", "/root", "/home", "/var", "/run", "/proc", "/sys", "/dev", "/tmp")
-
-
-def _bwrap_flags(network: bool, as_user: tuple[int, int] | None) -> list[str]:
-    """Namespace flags. As root, no user namespace (it would map to host root): bwrap mounts
-    with root's rights and `setpriv` then drops to the user, capabilities and all."""
-    flags = list(_NAMESPACES)
-    if as_user is None:
-        flags += ["--unshare-user", "--cap-drop", "ALL"]
-    if not network:
-        flags.append("--unshare-net")
-    return flags
-
-
-def _drop_to(as_user: tuple[int, int] | None) -> list[str]:
-    if as_user is None:
-        return []
-    uid, gid = as_user
-    return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={gid}",
-            "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-
-
-def _python_paths(search_path: str) -> list[str]:
-    """This Python's install and the ``PATH`` folders outside the system ones, to bind
-    read-only at their own paths (a pyenv under ``/root``, a virtualenv in ``/tmp``)."""
-    wanted = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable),
-              *search_path.split(os.pathsep)]
-    system = tuple(d + "/" for d in _SYSTEM_DIRS)
-    found: list[str] = []
-    for folder in list(wanted):
-        if os.path.basename(folder.rstrip("/")) == "shims":
-            # a pyenv shim runs <root>/libexec/pyenv, which reads <root>/versions
-            for up in Path(folder).parents:
-                if (up / "libexec" / "pyenv").exists():
-                    wanted.insert(0, str(up))
-                    break
-    for folder in wanted:
-        if not folder or not os.path.isabs(folder):
-            continue
-        for path in (os.path.normpath(folder), os.path.realpath(folder)):
-            if (path in _NEVER_BOUND or path.startswith(system) or path in _SYSTEM_DIRS
-                    or not os.path.isdir(path) or path in found):
-                continue
-            found.append(path)
-    return found
-
-
-def _minimal_root(search_path: str) -> list[str]:
-    """bwrap arguments for a read-only root holding only what programs need."""
-    return list(_minimal_root_cached(search_path))
-
-
-@cache
-def _minimal_root_cached(search_path: str) -> tuple[str, ...]:
-    """Computed once per ``PATH``: dozens of stat calls that would repeat on every command."""
-    args: list[str] = []
-    for folder in _SYSTEM_DIRS:
-        if os.path.islink(folder):
-            args += ["--symlink", os.readlink(folder), folder]
-        elif os.path.isdir(folder):
-            args += ["--ro-bind", folder, folder]
-    args += ["--perms", "0755", "--dir", "/etc"]
-    made: set[str] = {"/etc"}
-    for name in _ETC_FILES:
-        path = f"/etc/{name}"
-        if os.path.exists(path):
-            args += [*_parents(path, made), "--ro-bind", path, path]
-    args += ["--dev", "/dev", "--proc", "/proc"]
-    for path in _python_paths(search_path):
-        args += [*_parents(path, made), "--ro-bind", path, path]
-    return tuple(args)
-
-
-def _parents(path: str, made: set[str]) -> list[str]:
-    """``--dir`` for each missing parent of ``path``, world-traversable (bwrap run by root
-    makes them 0700, which the unprivileged user could not pass)."""
-    args: list[str] = []
-    parts = path.strip("/").split("/")[:-1]
-    for i in range(1, len(parts) + 1):
-        parent = "/" + "/".join(parts[:i])
-        if parent not in made and not parent.startswith(tuple(d + "/" for d in _SYSTEM_DIRS)):
-            made.add(parent)
-            args += ["--perms", "0755", "--dir", parent]
-    return args
 
 
 def _reachable(path: str, uid: int, gid: int) -> bool:
@@ -209,42 +69,7 @@ def _reachable(path: str, uid: int, gid: int) -> bool:
     return os.path.isfile(real)
 
 
-class _Handle:
-    """Lets the event loop kill a command that a worker thread is starting or running."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._kill: Callable[[float], None] | None = None
-        self.cancelled = False
-
-    def attach(self, kill: Callable[[float], None]) -> None:
-        """Called by the thread once the process exists; kills it if already cancelled."""
-        with self._lock:
-            self._kill = kill
-            cancelled = self.cancelled
-        if cancelled:
-            kill(0.2)
-
-    def cancel(self) -> None:
-        """Kill the command now, or as soon as it has started."""
-        with self._lock:
-            self.cancelled = True
-            kill = self._kill
-        if kill is not None:
-            kill(0.2)
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Outcome:
-    exit_code: int
-    stdout: CappedBuffer
-    stderr: CappedBuffer
-    timed_out: bool
-    duration: float
-    oom_kills: int
-
-
-class LocalSandbox:
+class LocalSandbox(BaseSandbox):
     """Runs commands as local child processes under resource limits (and bubblewrap).
 
     Without bubblewrap a command runs with the host's file system and network (as an
@@ -289,19 +114,18 @@ class LocalSandbox:
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        for label, value in (("memory_mb", memory_mb), ("cpus", cpus), ("pids", pids),
-                             ("cpu_seconds", cpu_seconds), ("file_size_mb", file_size_mb),
-                             ("timeout", timeout), ("output_limit", output_limit)):
-            if value is not None and value <= 0:
-                raise ValueError(f"{label} must be positive, got {value!r}")
-        self.workspace = Path(workspace if workspace is not None else Path.cwd()).absolute()
+        self.check_positive(
+            memory_mb=memory_mb, cpus=cpus, pids=pids, cpu_seconds=cpu_seconds,
+            file_size_mb=file_size_mb, timeout=timeout, output_limit=output_limit,
+        )
+        super().__init__(workspace)
         network = bool(network)  # unset means off: the secure default
         self.network = network
         self.memory_mb, self.cpus, self.pids = memory_mb, cpus, pids
         self.cpu_seconds, self.file_size_mb = cpu_seconds, file_size_mb
         self.timeout, self.output_limit = timeout, output_limit
         self.env = dict(env or {})
-        problem = _bwrap_works(network) if use_bwrap is not False else "use_bwrap=False"
+        problem = bwrap_problem(network) if use_bwrap is not False else "use_bwrap=False"
         if use_bwrap and problem:
             raise SandboxUnavailableError(f"use_bwrap=True but {problem}")
         if not network and problem:
@@ -320,7 +144,7 @@ class LocalSandbox:
                 "pids control group is writable here; run as a non-root user or use mode: docker"
             )
         self._tmp: Path | None = None
-        self._running: set[_Handle] = set()
+        self._running: set[ChildHandle] = set()
         self._user: tuple[int, int] | None = None
 
     @property
@@ -369,47 +193,28 @@ class LocalSandbox:
         if tmp is not None:
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))
 
-    async def __aenter__(self) -> LocalSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    async def exec(
-        self,
-        command: Sequence[str] | str,
-        *,
-        stdin: str | bytes | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
-    ) -> ExecResult:
-        """Run ``command`` and wait for it; see `Sandbox.exec`.
+    async def run(self, call: ExecCall) -> ExecResult:
+        """Run one checked call as a child process and wait for it; see `Sandbox.exec`.
 
         Raises:
-            ValueError: an empty command, or ``cwd`` outside the workspace or missing.
+            ValueError: a timeout that is not positive, or ``cwd`` missing in the workspace.
             SandboxError: the process could not be started.
         """
-        argv = normalise_argv(command)
-        rel = relative_cwd(cwd)
-        timeout = self.timeout if timeout is None else timeout
-        if timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        timeout = call.timeout_or(self.timeout)
         await self.start()
         assert self._tmp is not None
-        workdir = self.workspace / rel
+        workdir = self.workspace / call.cwd
         if not workdir.is_dir():
             raise ValueError(
-                f"cwd {cwd!r} is not a folder in the workspace {str(self.workspace)!r}"
+                f"cwd {call.cwd!r} is not a folder in the workspace {str(self.workspace)!r}"
             )
-        data = stdin.encode() if isinstance(stdin, str) else stdin
-        spawn = self._spawn_args(argv, workdir, env, timeout)
-        handle = _Handle()
+        spec = self._child_spec(call.argv, workdir, call.env, timeout)
+        handle = ChildHandle()
         self._running.add(handle)
         try:
             outcome = await anyio.to_thread.run_sync(
-                _run, spawn, data, timeout, self.output_limit, handle, abandon_on_cancel=True
+                run_child, spec, call.stdin, timeout, self.output_limit, handle,
+                abandon_on_cancel=True,
             )
         except BaseException:
             # Cancelled from outside (a runner's timeout): kill now, or as soon as the process
@@ -420,9 +225,9 @@ class LocalSandbox:
             self._running.discard(handle)
         return self._result(outcome, timeout)
 
-    def _spawn_args(
-        self, argv: list[str], workdir: Path, env: Mapping[str, str] | None, timeout: float
-    ) -> dict[str, Any]:
+    def _child_spec(
+        self, argv: list[str], workdir: Path, env: Mapping[str, str], timeout: float
+    ) -> ChildSpec:
         assert self._tmp is not None
         home = "/tmp" if self.uses_bwrap else str(self._tmp)
         full_env = {
@@ -431,25 +236,14 @@ class LocalSandbox:
             "HOME": home,
             "TMPDIR": home,
             **self.env,
-            **(env or {}),
+            **env,
             **safe_git_env(),  # last: no caller turns git's code-running settings back on
         }
         if self.uses_bwrap:
-            bwrap = shutil.which("bwrap") or "bwrap"
-            # Order matters: bwrap mounts in argument order, so the private /tmp comes after
-            # the root (Python may live under /tmp and is bound again after it), the
-            # workspace last (it may itself live under /tmp).
-            made: set[str] = set()
-            ws = str(self.workspace)
-            argv = [
-                bwrap, *_bwrap_flags(self.network, self._user),
-                *_minimal_root(full_env["PATH"]),
-                "--bind", str(self._tmp), "/tmp",
-                *(arg for path in _python_paths(full_env["PATH"]) if path.startswith("/tmp/")
-                  for arg in (*_parents(path, made), "--ro-bind", path, path)),
-                *_parents(ws, made), "--bind", ws, ws,
-                "--chdir", str(workdir), "--", *_drop_to(self._user), *argv,
-            ]
+            argv = bwrap_argv(
+                argv, network=self.network, user=self._user, tmp=self._tmp,
+                workspace=self.workspace, workdir=workdir, search_path=full_env["PATH"],
+            )
         cpu_seconds = self.cpu_seconds or math.ceil(timeout * (os.cpu_count() or 1)) + 1
         memory = self.memory_mb * 1024 * 1024 if self.memory_mb else None
         limits = [
@@ -460,175 +254,22 @@ class LocalSandbox:
             limits.append((resource.RLIMIT_AS, memory))
         if self.pids is not None and os.geteuid() != 0:
             # RLIMIT_NPROC counts every task of the user, so allow for the ones already running.
-            limits.append((resource.RLIMIT_NPROC, _user_tasks() + self.pids))
+            limits.append((resource.RLIMIT_NPROC, user_tasks() + self.pids))
         # Without bubblewrap, the child drops to the user itself (bwrap's setpriv does it inside).
         user = None if self.uses_bwrap else self._user
-        return {
-            "argv": argv, "env": full_env, "cwd": str(workdir), "limits": limits, "user": user,
-            "cgroup": {"pids": self.pids, "memory_bytes": memory, "cpus": self.cpus},
-        }
+        return ChildSpec(
+            argv=argv, env=full_env, cwd=str(workdir), limits=limits, user=user,
+            pids=self.pids, memory_bytes=memory, cpus=self.cpus,
+        )
 
-    def _result(self, outcome: _Outcome, timeout: float) -> ExecResult:
-        stderr = outcome.stderr.text()
+    def _result(self, outcome: ChildOutcome, timeout: float) -> ExecResult:
         oom = outcome.oom_kills > 0
         if (not oom and self.memory_mb and "memory" not in self._controllers
-                and outcome.exit_code != 0 and any(m in stderr for m in _MEMORY_MARKERS)):
+                and outcome.exit_code != 0
+                and any(m in outcome.stderr.text() for m in _MEMORY_MARKERS)):
             oom = True  # the address-space rlimit made an allocation fail
-        notes = []
-        if outcome.timed_out:
-            notes.append(f"killed at its timeout of {timeout:g} s")
-        if oom:
-            notes.append(f"killed for going past its memory limit of {self.memory_mb} MiB")
-        if notes:
-            stderr += ("\n" if stderr and not stderr.endswith("\n") else "") + "".join(
-                f"[jianmu sandbox: {n}]\n" for n in notes
-            )
-        return ExecResult(
-            exit_code=outcome.exit_code,
-            stdout=outcome.stdout.text(),
-            stderr=stderr,
-            timed_out=outcome.timed_out,
-            duration=outcome.duration,
-            oom_killed=oom,
-            truncated=bool(outcome.stdout.dropped or outcome.stderr.dropped),
+        return exec_result(
+            exit_code=outcome.exit_code, out=outcome.stdout, err=outcome.stderr,
+            duration=outcome.duration, timed_out=outcome.timed_out, timeout=timeout, oom=oom,
+            memory_mb=self.memory_mb,
         )
-
-
-def _user_tasks() -> int:
-    """Count the tasks (threads included) of this real user, as RLIMIT_NPROC does."""
-    uid, count = os.getuid(), 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if entry.stat().st_uid == uid:
-                    count += len(os.listdir(f"/proc/{entry.name}/task"))
-    return count
-
-
-def _make_preexec(
-    procs_files: list[str], limits: list[tuple[int, int]], user: tuple[int, int] | None = None
-) -> Callable[[], None]:
-    def preexec() -> None:  # runs in the child between fork and exec: keep it to syscalls
-        for name in procs_files:
-            fd = os.open(name, os.O_WRONLY)
-            try:
-                os.write(fd, b"0")  # "0" moves the writing process itself
-            finally:
-                os.close(fd)
-        for which, value in limits:
-            resource.setrlimit(which, (value, value))
-        if user is not None:  # last: joining the control group needs root
-            uid, gid = user
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)  # from root to a user: every capability goes too
-
-    return preexec
-
-
-def _run(
-    spawn: dict[str, Any], data: bytes | None, timeout: float, limit: int, handle: _Handle
-) -> _Outcome:
-    """Start the process and collect its output in this worker thread."""
-    group: CommandCgroup | None = create_cgroup(**spawn["cgroup"])
-    start = time.monotonic()
-    try:
-        try:
-            proc = subprocess.Popen(
-                spawn["argv"], stdin=subprocess.PIPE if data else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=spawn["cwd"],
-                env=spawn["env"], start_new_session=True,
-                preexec_fn=_make_preexec(
-                    group.procs_files if group else [], spawn["limits"], spawn.get("user")
-                ),
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SandboxError(f"could not start {spawn['argv'][0]!r}: {exc}") from exc
-
-        def kill(wait: float = 1.0) -> None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            if group is not None:
-                group.kill_all(wait=wait)
-
-        handle.attach(kill)
-        with proc:
-            out, err, timed_out = _collect(proc, data, start + timeout, limit, kill)
-            exit_code = proc.wait()
-        return _Outcome(
-            exit_code=exit_code, stdout=out, stderr=err, timed_out=timed_out,
-            duration=time.monotonic() - start,
-            oom_kills=group.oom_kills() if group else 0,
-        )
-    finally:
-        if group is not None:
-            group.remove()
-
-
-def _collect(
-    proc: subprocess.Popen[bytes], data: bytes | None, deadline: float, limit: int,
-    kill: Callable[[float], None],
-) -> tuple[CappedBuffer, CappedBuffer, bool]:
-    """Feed stdin, read both pipes under the cap, and kill at the deadline or at exit."""
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = CappedBuffer(limit), CappedBuffer(limit)
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ, out)
-    sel.register(proc.stderr, selectors.EVENT_READ, err)
-    pending = memoryview(data or b"")
-    if proc.stdin is not None:
-        os.set_blocking(proc.stdin.fileno(), False)
-        sel.register(proc.stdin, selectors.EVENT_WRITE, None)
-    pidfd: int | None = None
-    with contextlib.suppress(OSError, AttributeError):
-        pidfd = os.pidfd_open(proc.pid)
-        sel.register(pidfd, selectors.EVENT_READ, "exit")
-    timed_out = exited = False
-    drain_until: float | None = None
-    try:
-        while any(k.data is out or k.data is err for k in sel.get_map().values()):
-            now = time.monotonic()
-            if drain_until is None and (exited or now >= deadline):
-                timed_out = not exited
-                kill(1.0)  # at the timeout, or leftovers after the main process exited
-                drain_until = now + _DRAIN_SECONDS
-            if drain_until is not None and now >= drain_until:
-                break  # a process outside our reach holds the pipe open
-            wait = (drain_until if drain_until is not None else deadline) - now
-            if pidfd is None:
-                wait = min(wait, 0.02)
-            for key, _mask in sel.select(max(wait, 0)):
-                if key.data == "exit":
-                    exited = True
-                    sel.unregister(key.fileobj)
-                elif key.data is None:
-                    try:
-                        written = os.write(key.fd, pending[:65536])
-                    except BlockingIOError:
-                        written = 0
-                    except BrokenPipeError:
-                        written = len(pending)  # the command stopped reading: drop the rest
-                    pending = pending[written:]
-                    if not pending:
-                        sel.unregister(key.fileobj)
-                        proc.stdin.close()  # type: ignore[union-attr]
-                else:
-                    chunk = os.read(key.fd, 65536)
-                    if chunk:
-                        key.data.write(chunk)
-                    else:
-                        sel.unregister(key.fileobj)
-            if pidfd is None and not exited and proc.poll() is not None:
-                exited = True
-        if not exited and proc.poll() is None:
-            # Pipes closed but the process lives on (it closed its stdout): wait for it.
-            try:
-                proc.wait(timeout=max(deadline - time.monotonic(), 0))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-        kill(1.0)
-    finally:
-        sel.close()
-        if pidfd is not None:
-            os.close(pidfd)
-    return out, err, timed_out

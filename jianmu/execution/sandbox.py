@@ -1,13 +1,16 @@
-"""The `Sandbox` protocol: where code and commands from tools run."""
+"""The `Sandbox` protocol: where code and commands from tools run, and `BaseSandbox`."""
 
 from __future__ import annotations
 
+import os
+import shlex
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Protocol, Self, runtime_checkable
 
-__all__ = ("ExecResult", "Sandbox")
+__all__ = ("BaseSandbox", "ExecCall", "ExecResult", "Sandbox")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +38,31 @@ class ExecResult:
         return self.exit_code == 0 and not self.timed_out
 
 
+@dataclass(frozen=True, kw_only=True)
+class ExecCall:
+    """One `Sandbox.exec` call, checked: what a `BaseSandbox` hands to `run`."""
+
+    argv: list[str]
+    """The command as argv (a shell string becomes ``/bin/sh -c``)."""
+    stdin: bytes | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str = "."
+    """The working folder, relative to the workspace, without ``..``."""
+    timeout: float | None = None
+    """As the caller gave it; `timeout_or` applies the sandbox's default."""
+
+    def timeout_or(self, default: float) -> float:
+        """The call's timeout, or ``default`` when it set none.
+
+        Raises:
+            ValueError: the timeout is not positive.
+        """
+        timeout = default if self.timeout is None else self.timeout
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        return timeout
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     """Runs commands in isolation. ``exec`` is the one working method."""
@@ -48,12 +76,12 @@ class Sandbox(Protocol):
 
     async def exec(
         self,
-        command: Sequence[str] | str,
+        command: Sequence[str] | str,  # an argv list, or a shell string for /bin/sh -c
         *,
-        stdin: str | bytes | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
+        stdin: str | bytes | None = None,  # fed to the command, then closed
+        env: Mapping[str, str] | None = None,  # added to the sandbox's own variables
+        cwd: str | None = None,  # relative to the workspace, without ".."
+        timeout: float | None = None,  # seconds; None: the sandbox's default
     ) -> ExecResult:
         """Run ``command`` (an argv list, or a shell string) and wait for it.
 
@@ -67,3 +95,104 @@ class Sandbox(Protocol):
     async def close(self) -> None:
         """Release everything the sandbox holds; idempotent."""
         ...
+
+
+class BaseSandbox(ABC):
+    """A `Sandbox` whose `exec` checks the call once and hands it to `run`.
+
+    Subclasses implement `run`; `start` and `close` do nothing unless overridden, and the
+    sandbox is an async context manager that starts and closes it.
+
+    Args:
+        workspace: The host folder commands work in; default: cwd.
+    """
+
+    def __init__(self, workspace: str | os.PathLike[str] | None = None) -> None:
+        self.workspace = Path(workspace if workspace is not None else Path.cwd()).absolute()
+
+    @staticmethod
+    def check_positive(**limits: float | None) -> None:
+        """Refuse a limit that is set but not positive.
+
+        Raises:
+            ValueError: naming the first such limit.
+        """
+        for label, value in limits.items():
+            if value is not None and value <= 0:
+                raise ValueError(f"{label} must be positive, got {value!r}")
+
+    async def start(self) -> None:
+        """Prepare the sandbox; idempotent. Does nothing here."""
+        return None
+
+    async def close(self) -> None:
+        """Release what the sandbox holds; idempotent. Does nothing here."""
+        return None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def exec(
+        self,
+        command: Sequence[str] | str,
+        *,
+        stdin: str | bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """Run ``command`` and wait for it; see `Sandbox.exec`.
+
+        Raises:
+            ValueError: an empty command, a bad argv item, or ``cwd`` absolute or with ``..``.
+        """
+        call = ExecCall(
+            argv=_normalise_argv(command),
+            stdin=stdin.encode() if isinstance(stdin, str) else stdin,
+            env=dict(env or {}), cwd=str(_relative_cwd(cwd)), timeout=timeout,
+        )
+        return await self.run(call)
+
+    @abstractmethod
+    async def run(self, call: ExecCall) -> ExecResult:
+        """Run one checked call; called by `exec`, never with an unchecked command."""
+
+
+def _normalise_argv(command: Sequence[str] | str) -> list[str]:
+    """Turn a shell string into ``/bin/sh -c`` argv; check an argv list.
+
+    Raises:
+        ValueError: the command is empty or an argv item is not a string.
+    """
+    if isinstance(command, str):
+        if not command.strip():
+            raise ValueError("command is an empty string; pass a shell command or an argv list")
+        return ["/bin/sh", "-c", command]
+    argv = list(command)
+    if not argv:
+        raise ValueError("command is an empty list; pass at least the program to run")
+    bad = [a for a in argv if not isinstance(a, str)]
+    if bad:
+        raise ValueError(f"every argv item must be a string, got {bad[0]!r} in {argv!r}")
+    return argv
+
+
+def _relative_cwd(cwd: str | None) -> PurePosixPath:
+    """Check that ``cwd`` stays inside the workspace and return it as a relative path.
+
+    Raises:
+        ValueError: ``cwd`` is absolute or climbs out with ``..``.
+    """
+    if cwd is None or cwd in ("", "."):
+        return PurePosixPath(".")
+    path = PurePosixPath(cwd)
+    if path.is_absolute() or ".." in path.parts:
+        raise ValueError(
+            f"cwd {cwd!r} must be a path relative to the workspace without '..' "
+            f"(for example 'src' or {shlex.quote('sub dir')})"
+        )
+    return path

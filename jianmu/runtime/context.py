@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from jianmu.runtime.interaction import Interaction
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
-__all__ = ("RunContext",)
+__all__ = ("RunContext", "run_constraints")
 
 
 def _noop() -> None:
@@ -66,3 +67,19 @@ class RunContext:
         runner = self.runner
         if runner is not None and getattr(runner, "checkpointer", None) is not None:
             runner.save_checkpoint()
+
+
+def run_constraints(*layers: Constraints | None) -> Constraints:
+    """The run's constraints: the layers merged, a given workdir made absolute.
+
+    An unset workdir stays unset: it means the working folder, and a skill's layer is measured
+    against that folder (`ExecutionConstraints.tightened_by`), while a node the operator wrote
+    may still choose its own workspace, as it may when the config names none.
+    """
+    merged = Constraints.merge(*layers)
+    if merged.execution.workdir is None:
+        return merged
+    workdir = os.path.abspath(os.path.expanduser(merged.execution.workdir))
+    return merged.model_copy(
+        update={"execution": merged.execution.model_copy(update={"workdir": workdir})}
+    )

@@ -1,10 +1,8 @@
-"""`ReactiveRunner`: ticks a tree only when something changed, and `RunResult`."""
+"""`ReactiveRunner`: ticks a tree only when something changed."""
 
 from __future__ import annotations
 
 import asyncio
-import enum
-import os
 import threading
 import time
 import uuid
@@ -19,9 +17,10 @@ from jianmu.config import AppConfig
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
-from jianmu.runtime.context import RunContext
+from jianmu.runtime.context import RunContext, run_constraints
 from jianmu.runtime.events import EventBus
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
+from jianmu.runtime.result import RunResult, RunStatus
 from jianmu.state import StateManager
 from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, JIANMU_RUN_ID, get_tracer
 
@@ -33,55 +32,6 @@ if TYPE_CHECKING:
 __all__ = ("ReactiveRunner", "RunResult", "RunStatus")
 
 _CHECKPOINT_VERSION = 1
-
-
-def run_constraints(*layers: Constraints | None) -> Constraints:
-    """The run's constraints: the layers merged, a given workdir made absolute.
-
-    An unset workdir stays unset: it means the working folder, and a skill's layer is measured
-    against that folder (`ExecutionConstraints.tightened_by`), while a node the operator wrote
-    may still choose its own workspace, as it may when the config names none.
-    """
-    merged = Constraints.merge(*layers)
-    if merged.execution.workdir is None:
-        return merged
-    workdir = os.path.abspath(os.path.expanduser(merged.execution.workdir))
-    return merged.model_copy(
-        update={"execution": merged.execution.model_copy(update={"workdir": workdir})}
-    )
-
-
-class RunStatus(enum.StrEnum):
-    """How a call to `ReactiveRunner.run` ended."""
-
-    SUCCESS = "success"
-    FAILURE = "failure"
-    SUSPENDED = "suspended"
-    CANCELLED = "cancelled"
-    TIMEOUT = "timeout"
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunResult:
-    """The outcome of one `ReactiveRunner.run` call."""
-
-    status: RunStatus
-    """SUCCESS or FAILURE of the root, or why the run stopped before it finished."""
-    run_id: str
-    """The run's id (the checkpoint key)."""
-    ticks: int = 0
-    """Ticks in this call."""
-    duration: float = 0.0
-    """Wall time of this call, in seconds."""
-    pending: tuple[ApprovalRequest, ...] = ()
-    """Approval requests the run waits for (when SUSPENDED)."""
-    error: str | None = None
-    """Why the run failed, timed out or was cancelled."""
-
-    @property
-    def ok(self) -> bool:
-        """Whether the root succeeded."""
-        return self.status is RunStatus.SUCCESS
 
 
 @dataclass

@@ -10,6 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
+import jianmu.execution._bwrap as bwrap_mod
+import jianmu.execution._child as child_mod
 import jianmu.execution.local_sandbox as local_mod
 from jianmu.errors import SandboxUnavailableError
 from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
@@ -22,14 +24,14 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
     """Behave as on a machine without bubblewrap."""
-    monkeypatch.setattr(local_mod, "_bwrap_works", lambda network: "bwrap is not installed")
+    monkeypatch.setattr(local_mod, "bwrap_problem", lambda network: "bwrap is not installed")
 
 
 @pytest.fixture
 def no_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
     """Behave as on a machine without writable control groups."""
     monkeypatch.setattr(local_mod, "cgroup_support", lambda: None)
-    monkeypatch.setattr(local_mod, "create_cgroup", lambda **_: None)
+    monkeypatch.setattr(child_mod, "create_cgroup", lambda **_: None)
 
 
 @pytest.mark.parametrize(
@@ -261,11 +263,11 @@ def test_minimal_root_binds_python_and_path_but_no_secrets(tmp_path: Path) -> No
     venv_bin = tmp_path / "venv" / "bin"
     venv_bin.mkdir(parents=True)
     search = os.pathsep.join([str(venv_bin), "/usr/bin", str(tmp_path / "missing"), "/etc"])
-    kept = local_mod._python_paths(search)
+    kept = bwrap_mod.python_paths(search)
     assert str(venv_bin) in kept and "/usr/bin" not in kept and "/etc" not in kept
     assert str(tmp_path / "missing") not in kept
     assert os.path.realpath(sys.base_prefix) in kept or sys.base_prefix.startswith("/usr")
-    args = local_mod._minimal_root(search)
+    args = bwrap_mod.minimal_root(search)
     bound = {args[i + 2] for i, a in enumerate(args) if a == "--ro-bind"}
     assert "/etc/passwd" in bound and "/" not in bound
     assert not any(p.startswith(("/etc/shadow", "/etc/ssl/private", "/run", "/var", "/root/."))

@@ -102,7 +102,7 @@ def test_docker_mode_builds_a_docker_sandbox(tmp_path: Path) -> None:
 def test_network_false_without_isolation_refuses_to_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(local_mod, "_bwrap_works", lambda network: "bwrap is not installed")
+    monkeypatch.setattr(local_mod, "bwrap_problem", lambda network: "bwrap is not installed")
     with pytest.raises(SandboxUnavailableError, match="network: false"):
         ToolRunner.from_execution_constraints(
             ExecutionConstraints(network=False, workdir=str(tmp_path))

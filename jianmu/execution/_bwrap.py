@@ -1,0 +1,163 @@
+"""The bubblewrap command line of `LocalSandbox`: namespaces, a minimal read-only root, binds.
+
+The root holds ``/usr``, ``/bin``, ``/lib*``, ``/sbin``, a few ``/etc`` files programs need and
+this Python's install, read-only; the private ``/tmp`` and the workspace are bound writable. As
+root, no user namespace: bwrap mounts with root's rights and ``setpriv`` drops to the user.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+__all__ = ("bwrap_argv", "bwrap_available", "bwrap_problem", "minimal_root", "python_paths")
+
+@cache
+def bwrap_problem(network: bool) -> str | None:
+    """Run a trivial command under the flags we use; return the error, or None if it works."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return "bwrap is not installed (apt-get install bubblewrap)"
+    as_user = (_NOBODY, _NOBODY) if os.geteuid() == 0 else None
+    if as_user is not None and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is missing: as root, bwrap needs it to drop to a user"
+    argv = [path, *_bwrap_flags(network, as_user), *minimal_root(os.environ.get("PATH", "")),
+            "--", *_drop_to(as_user), "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap failed to run: {exc}"
+    if done.returncode != 0:
+        return f"bwrap cannot create namespaces here: {done.stderr.decode(errors='replace')}"
+    return None
+
+
+def bwrap_available(*, network: bool = True) -> bool:
+    """Whether bubblewrap is installed and can create its namespaces on this machine."""
+    return bwrap_problem(network) is None
+
+
+_NOBODY = 65534
+_NAMESPACES = (
+    "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+    "--die-with-parent", "--new-session",
+)
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_FILES = (
+    "passwd", "group", "hosts", "host.conf", "resolv.conf", "nsswitch.conf", "gai.conf",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl/certs",
+    "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "localtime", "timezone",
+    "mime.types", "os-release", "protocols", "services", "bash.bashrc", "inputrc",
+)
+"""What programs read from ``/etc``; no secrets (``shadow``, ``ssl/private``) among them."""
+_NEVER_BOUND = ("/", "/etc", "/root", "/home", "/var", "/run", "/proc", "/sys", "/dev", "/tmp")
+
+
+def _bwrap_flags(network: bool, as_user: tuple[int, int] | None) -> list[str]:
+    """Namespace flags. As root, no user namespace (it would map to host root): bwrap mounts
+    with root's rights and `setpriv` then drops to the user, capabilities and all."""
+    flags = list(_NAMESPACES)
+    if as_user is None:
+        flags += ["--unshare-user", "--cap-drop", "ALL"]
+    if not network:
+        flags.append("--unshare-net")
+    return flags
+
+
+def _drop_to(as_user: tuple[int, int] | None) -> list[str]:
+    if as_user is None:
+        return []
+    uid, gid = as_user
+    return [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={gid}",
+            "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def python_paths(search_path: str) -> list[str]:
+    """This Python's install and the ``PATH`` folders outside the system ones, to bind
+    read-only at their own paths (a pyenv under ``/root``, a virtualenv in ``/tmp``)."""
+    wanted = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable),
+              *search_path.split(os.pathsep)]
+    system = tuple(d + "/" for d in _SYSTEM_DIRS)
+    found: list[str] = []
+    for folder in list(wanted):
+        if os.path.basename(folder.rstrip("/")) == "shims":
+            # a pyenv shim runs <root>/libexec/pyenv, which reads <root>/versions
+            for up in Path(folder).parents:
+                if (up / "libexec" / "pyenv").exists():
+                    wanted.insert(0, str(up))
+                    break
+    for folder in wanted:
+        if not folder or not os.path.isabs(folder):
+            continue
+        for path in (os.path.normpath(folder), os.path.realpath(folder)):
+            if (path in _NEVER_BOUND or path.startswith(system) or path in _SYSTEM_DIRS
+                    or not os.path.isdir(path) or path in found):
+                continue
+            found.append(path)
+    return found
+
+
+def minimal_root(search_path: str) -> list[str]:
+    """bwrap arguments for a read-only root holding only what programs need."""
+    return list(_minimal_root_cached(search_path))
+
+
+@cache
+def _minimal_root_cached(search_path: str) -> tuple[str, ...]:
+    """Computed once per ``PATH``: dozens of stat calls that would repeat on every command."""
+    args: list[str] = []
+    for folder in _SYSTEM_DIRS:
+        if os.path.islink(folder):
+            args += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            args += ["--ro-bind", folder, folder]
+    args += ["--perms", "0755", "--dir", "/etc"]
+    made: set[str] = {"/etc"}
+    for name in _ETC_FILES:
+        path = f"/etc/{name}"
+        if os.path.exists(path):
+            args += [*_parents(path, made), "--ro-bind", path, path]
+    args += ["--dev", "/dev", "--proc", "/proc"]
+    for path in python_paths(search_path):
+        args += [*_parents(path, made), "--ro-bind", path, path]
+    return tuple(args)
+
+
+def _parents(path: str, made: set[str]) -> list[str]:
+    """``--dir`` for each missing parent of ``path``, world-traversable (bwrap run by root
+    makes them 0700, which the unprivileged user could not pass)."""
+    args: list[str] = []
+    parts = path.strip("/").split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        parent = "/" + "/".join(parts[:i])
+        if parent not in made and not parent.startswith(tuple(d + "/" for d in _SYSTEM_DIRS)):
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", parent]
+    return args
+
+
+def bwrap_argv(
+    argv: list[str], *, network: bool, user: tuple[int, int] | None, tmp: Path,
+    workspace: Path, workdir: Path, search_path: str,
+) -> list[str]:
+    """``argv`` run under bubblewrap: ``tmp`` as ``/tmp``, the workspace writable at its path.
+
+    Order matters: bwrap mounts in argument order, so the private /tmp comes after the root
+    (Python may live under /tmp and is bound again after it), the workspace last (it may
+    itself live under /tmp).
+    """
+    made: set[str] = set()
+    ws = str(workspace)
+    return [
+        shutil.which("bwrap") or "bwrap", *_bwrap_flags(network, user),
+        *minimal_root(search_path),
+        "--bind", str(tmp), "/tmp",
+        *(arg for path in python_paths(search_path) if path.startswith("/tmp/")
+          for arg in (*_parents(path, made), "--ro-bind", path, path)),
+        *_parents(ws, made), "--bind", ws, ws,
+        "--chdir", str(workdir), "--", *_drop_to(user), *argv,
+    ]
