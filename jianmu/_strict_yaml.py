@@ -12,14 +12,12 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent
 
+from jianmu.errors import YAMLRefused
+
 __all__ = ("MAX_DEPTH", "YAMLRefused", "compose_and_load")
 
 MAX_DEPTH = 64
 """Deepest nesting of mappings and sequences accepted (real configs and skills use < 10)."""
-
-
-class YAMLRefused(yaml.MarkedYAMLError):
-    """The document uses a feature or a size that is refused; ``problem_mark`` says where."""
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -36,20 +34,20 @@ class _StrictLoader(yaml.SafeLoader):
         # checked on the event, before the composer records or expands anything
         if isinstance(event, AliasEvent):
             raise YAMLRefused(
-                problem=f"YAML aliases (*{event.anchor}) are not allowed; write the value out",
+                f"YAML aliases (*{event.anchor}) are not allowed; write the value out",
                 problem_mark=mark,
             )
         anchor = getattr(event, "anchor", None)
         if anchor is not None:
             raise YAMLRefused(
-                problem=f"YAML anchors (&{anchor}) are not allowed; write the value out",
+                f"YAML anchors (&{anchor}) are not allowed; write the value out",
                 problem_mark=mark,
             )
         self._depth += 1
         try:
             if self._depth > self._max_depth:
                 raise YAMLRefused(
-                    problem=f"the YAML is nested more than {self._max_depth} levels deep",
+                    f"the YAML is nested more than {self._max_depth} levels deep",
                     problem_mark=mark,
                 )
             return super().compose_node(parent, index)
@@ -69,7 +67,7 @@ def compose_and_load(
     """
     if len(text) > max_chars:
         raise YAMLRefused(
-            problem=f"the YAML is {len(text)} characters long; at most {max_chars} are allowed"
+            f"the YAML is {len(text)} characters long; at most {max_chars} are allowed"
         )
     loader = _StrictLoader(text, max_depth)
     try:

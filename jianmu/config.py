@@ -301,7 +301,7 @@ def parse_config(text: str, where: str = "<config>") -> AppConfig:
     """Validate YAML text as an `AppConfig`; raise `ConfigError` with file, line and key."""
     try:
         node, data = compose_and_load(text, max_chars=MAX_CONFIG_CHARS)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, YAMLRefused) as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else "?"
         problem = getattr(exc, "problem", None) or str(exc)

@@ -40,6 +40,7 @@ that fits; failures the model should see reach the agent loop as `ToolResult(ok=
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 __all__ = (
     "CLIError",
@@ -72,6 +73,7 @@ __all__ = (
     "ToolTimeoutError",
     "ToolUnavailableWarning",
     "ToolValidationError",
+    "YAMLRefused",
 )
 
 
@@ -81,6 +83,19 @@ class JianmuError(Exception):
 
 class ConfigError(JianmuError, ValueError):
     """The configuration is invalid; the message names the file, line and key path."""
+
+
+class YAMLRefused(JianmuError):
+    """A YAML document uses a refused feature or size: an anchor, an alias, deep nesting, length.
+
+    ``problem_mark`` (a yaml ``Mark``, or ``None``) says where; callers turn it into a
+    `ConfigError` or `SkillLoadError` with the file and line.
+    """
+
+    def __init__(self, problem: str, *, problem_mark: Any = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = problem_mark
 
 
 class MissingExtraError(JianmuError, ImportError):

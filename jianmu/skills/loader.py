@@ -262,7 +262,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
     offset = 1  # the front matter starts on line 2
     try:
         node, data = compose_and_load(text, max_chars=_MAX_FRONT_MATTER_CHARS)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, YAMLRefused) as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 + offset if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)

@@ -206,7 +206,7 @@ async def test_alias_rate_limit_holds_across_batches(tmp_path: Path) -> None:
     )
     assert second["c2"].content.startswith("Error: the guard denied this call")
     assert "rate limit" in second["c2"].content
-    times = state.get("guard_ledger")["call_times"]
+    times = state.get("guard_ledger").call_times
     assert list(times) == ["read_file"]
 
 
