@@ -35,9 +35,6 @@ from jianmu.llm import LLMProvider, LLMResponse, Message, OpenAIProvider, Script
 from jianmu.nodes import (
     AgentLLMNode,
     AgentState,
-    FlattenedAgentNode,
-    SkillNode,
-    SkillNodeConfig,
     ToolExecutor,
     ToolExecutorConfig,
     ToolNode,
@@ -59,9 +56,12 @@ from jianmu.runtime import (
 # skills
 from jianmu.skills import (
     BTSkillContext,
+    FlattenedAgentNode,
     RunBTSkillTool,
     Skill,
     SkillCatalog,
+    SkillNode,
+    SkillNodeConfig,
     SkillTreeLoader,
     run_bt_skill,
 )

@@ -22,8 +22,8 @@ from jianmu import (
 from jianmu.config import parse_config
 from jianmu.llm import Message, ScriptedLLM
 from jianmu.nodes import AgentState
-from jianmu.nodes.skill_node import SkillNode, SkillNodeConfig, merge_skill_constraints
 from jianmu.skills import SkillCatalog
+from jianmu.skills.node import SkillNode, SkillNodeConfig, merge_skill_constraints
 from jianmu.tools import tool
 
 pytestmark = pytest.mark.anyio
