@@ -31,6 +31,9 @@ from jianmu.guard import Decision, GuardEnforcer
 # models
 from jianmu.llm import LLMProvider, LLMResponse, Message, OpenAIProvider, ScriptedLLM, Usage
 
+# mcp
+from jianmu.mcp import MCPClient, MCPToolProvider
+
 # nodes
 from jianmu.nodes import (
     AgentLLMNode,
@@ -75,8 +78,6 @@ from jianmu.tools import (
     BuiltinToolProvider,
     FunctionTool,
     Injected,
-    MCPClient,
-    MCPToolProvider,
     Tool,
     ToolCall,
     ToolProvider,

@@ -13,7 +13,7 @@ import pytest
 import jianmu
 
 HEAVY = ("docker", "mcp", "openai", "httpx", "ddgs")
-MOVED = ("jianmu.nodes.skill_node",)
+MOVED = ("jianmu.nodes.skill_node", "jianmu.tools.mcp")
 """Old module paths kept for one release: every name they list warns (tests/test_moved.py)."""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import re
 import time
@@ -26,9 +27,11 @@ from jianmu.skills.bt import RunBTSkillTool
 from jianmu.skills.catalog import SkillCatalog
 from jianmu.skills.skill import Skill
 from jianmu.tools.base import Tool
+from jianmu.tools.providers import ToolProvider
 from jianmu.tools.toolset import ToolSet
 
 if TYPE_CHECKING:
+    from jianmu.config import MCPServerConfig
     from jianmu.state import StateView
 
 __all__ = (
@@ -54,6 +57,14 @@ def merge_skill_constraints(base: Constraints | None, skills: Iterable[Skill]) -
     """
     layers = (SkillConstraints.of(skill.constraints) for skill in skills)
     return Constraints.merge(base if base is not None else Constraints(), *layers)
+
+
+def _mcp_provider(server: str, config: MCPServerConfig) -> ToolProvider:
+    """The `MCPToolProvider` of the configured MCP server ``server`` (not connected yet)."""
+    # mcp sits above skills in the layers: its provider is looked up by module name
+    mcp = importlib.import_module("jianmu.mcp")
+    provider: ToolProvider = mcp.MCPToolProvider.from_config(server, config)
+    return provider
 
 
 class SkillNodeConfig(BaseModel):
@@ -325,11 +336,9 @@ class SkillNode(FlattenedAgentNode):
         """
         if self.react is None or self.react.executor is None:
             return
-        from jianmu.tools.mcp import MCPToolProvider
-
         guard = (self.constraints or Constraints()).guard
         for server, names in self._mcp_references().items():
-            provider = MCPToolProvider.from_config(server, self.ctx.config.mcp.servers[server])
+            provider = _mcp_provider(server, self.ctx.config.mcp.servers[server])
             self.ctx.on_close(provider.close)
             await provider.initialize()
             chosen = [t for t in provider.get_tools() if "*" in names or t.name.lower() in names]
