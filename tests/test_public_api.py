@@ -8,13 +8,9 @@ import pkgutil
 import subprocess
 import sys
 
-import pytest
-
 import jianmu
 
 HEAVY = ("docker", "mcp", "openai", "httpx", "ddgs")
-MOVED = ("jianmu.nodes.skill_node", "jianmu.tools.mcp")
-"""Old module paths kept for one release: every name they list warns (tests/test_moved.py)."""
 
 
 def public_modules() -> list[str]:
@@ -41,10 +37,6 @@ def test_every_public_module_declares_all() -> None:
             missing.append(name)
             continue
         for attr in module.__all__:
-            if name in MOVED:
-                with pytest.deprecated_call():
-                    assert hasattr(module, attr), f"{name}.__all__ names missing {attr!r}"
-                continue
             assert hasattr(module, attr), f"{name}.__all__ names missing {attr!r}"
     assert not missing, f"modules without __all__: {missing}"
 

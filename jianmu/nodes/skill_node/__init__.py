@@ -1,4 +1,4 @@
-"""Deprecated: `SkillNode` and `FlattenedAgentNode` moved to `jianmu.skills.node`.
+"""Deprecated: `SkillNode` and its kin moved to `jianmu.skills.node`; this path goes next release.
 
 A package rather than a ``skill_node.py`` file, so that git sees the old file renamed.
 """
@@ -7,13 +7,9 @@ from __future__ import annotations
 
 from jianmu._moved import moved
 
-__all__ = (
-    "FlattenedAgentNode",
-    "PrepareSkillContext",
-    "SkillNode",
-    "SkillNodeConfig",
-    "merge_skill_constraints",
-)
+__all__: tuple[str, ...] = ()  # an old path offers nothing to star-import
 
-# nodes sits below skills: the names are looked up by module name, not imported
-__getattr__ = moved(__name__, dict.fromkeys(__all__, "jianmu.skills.node"))
+_NAMES = ("FlattenedAgentNode", "PrepareSkillContext", "SkillNode", "SkillNodeConfig",
+          "merge_skill_constraints")
+# nodes sits below skills: the names are looked up by module name on first use, not imported
+__getattr__ = moved(__name__, dict.fromkeys(_NAMES, "jianmu.skills.node"))
