@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from jianmu.skills._allowed_tools import CLAUDE_TOOL_NAMES, AllowedTool, map_allowed_tool
 from jianmu.skills._guarded import GuardedToolNode
-from jianmu.skills.bt import (
-    BTSkillContext,
-    RunBTSkillTool,
-    SkillTreeLoader,
-    resolve_inputs,
-    run_bt_skill,
-    validate_result,
-)
+from jianmu.skills.bt import RunBTSkillTool, run_bt_skill
+from jianmu.skills.bt_context import BTSkillContext, resolve_inputs, validate_result
+from jianmu.skills.bt_loader import SkillTreeLoader
 from jianmu.skills.catalog import SkillCatalog
 from jianmu.skills.loader import SKILL_FILE, known_tool_checker, load_skill
 from jianmu.skills.node import (
