@@ -31,13 +31,13 @@ from jianmu.guard import Decision, GuardEnforcer
 # models
 from jianmu.llm import LLMProvider, LLMResponse, Message, OpenAIProvider, ScriptedLLM, Usage
 
+# mcp
+from jianmu.mcp import MCPClient, MCPToolProvider
+
 # nodes
 from jianmu.nodes import (
     AgentLLMNode,
     AgentState,
-    FlattenedAgentNode,
-    SkillNode,
-    SkillNodeConfig,
     ToolExecutor,
     ToolExecutorConfig,
     ToolNode,
@@ -59,9 +59,12 @@ from jianmu.runtime import (
 # skills
 from jianmu.skills import (
     BTSkillContext,
+    FlattenedAgentNode,
     RunBTSkillTool,
     Skill,
     SkillCatalog,
+    SkillNode,
+    SkillNodeConfig,
     SkillTreeLoader,
     run_bt_skill,
 )
@@ -75,8 +78,6 @@ from jianmu.tools import (
     BuiltinToolProvider,
     FunctionTool,
     Injected,
-    MCPClient,
-    MCPToolProvider,
     Tool,
     ToolCall,
     ToolProvider,

@@ -46,7 +46,7 @@ def _mcp_tools(config: Any) -> tuple[list[Any], list[str]]:
     """The tools of every server in the config's ``mcp.servers`` (each connected, then closed)."""
     import anyio
 
-    from jianmu.tools.mcp import providers_from_config
+    from jianmu.mcp import providers_from_config
 
     providers = providers_from_config(config)
     if not providers:

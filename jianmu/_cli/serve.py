@@ -22,8 +22,8 @@ def _split(names: str) -> list[str]:
 
 def cmd_mcp_serve(args: argparse.Namespace) -> int:
     """``jianmu mcp serve``: serve built-ins (and BT skills) over MCP with the config's guard."""
+    from jianmu.mcp import serve_sync
     from jianmu.tools import ToolSet
-    from jianmu.tools.mcp import serve_sync
 
     config = load_cli_config(args.config)
     # stdout is the MCP channel in stdio mode: everything for people goes to stderr

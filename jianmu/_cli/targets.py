@@ -292,7 +292,8 @@ def _bt_target(skill: Any, inputs: dict[str, Any], launch: Launch,
 
 def _prompt_target(skill: Any, inputs: dict[str, Any], config: AppConfig,
                    launch: Launch) -> Target:
-    from jianmu.nodes import AgentState, SkillNode
+    from jianmu.nodes import AgentState
+    from jianmu.skills import SkillNode
 
     if not inputs:
         raise CLIError(

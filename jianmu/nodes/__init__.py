@@ -1,13 +1,8 @@
-"""Behaviour-tree nodes: tools, the model, the ReAct loop and skills."""
+"""Behaviour-tree nodes: tools, the model and the ReAct loop (skills' nodes: `jianmu.skills`)."""
 
+from jianmu._moved import moved
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.react import ReActLoop, create_react_node
-from jianmu.nodes.skill_node import (
-    FlattenedAgentNode,
-    SkillNode,
-    SkillNodeConfig,
-    merge_skill_constraints,
-)
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
 from jianmu.nodes.tool_node import ToolNode
@@ -15,13 +10,18 @@ from jianmu.nodes.tool_node import ToolNode
 __all__ = (
     "AgentLLMNode",
     "AgentState",
-    "FlattenedAgentNode",
     "ReActLoop",
-    "SkillNode",
-    "SkillNodeConfig",
     "ToolExecutor",
     "ToolExecutorConfig",
     "ToolNode",
     "create_react_node",
-    "merge_skill_constraints",
+)
+
+# SkillNode and its kin moved up to jianmu.skills; nodes sits below it, so no static import
+__getattr__ = moved(
+    __name__,
+    dict.fromkeys(
+        ("FlattenedAgentNode", "SkillNode", "SkillNodeConfig", "merge_skill_constraints"),
+        "jianmu.skills.node",
+    ),
 )

@@ -52,6 +52,9 @@ class ToolNode(AsyncNode):
         execute: ``False`` skips the tool and succeeds (to switch a step off while debugging).
         constraints: this node's layer of constraints (tighten only).
         guarded: check the guard before running (the default).
+        approval_scope: set inside a BT skill run: approval ids then come from it (the skill
+            and its inputs; ``""``: the namespace) and the node's place in the skill's tree,
+            so the same call asks once across runs; ``None``: from the node's path.
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class ToolNode(AsyncNode):
         *,
         constraints: Constraints | None = None,
         guarded: bool = True,
+        approval_scope: str | None = None,
     ) -> None:
         super().__init__(name)
         problem = check_tool_name(getattr(tool, "name", None))
@@ -78,6 +82,8 @@ class ToolNode(AsyncNode):
         self.constraints = constraints
         self.result: ToolResult | None = None
         self.bt_skill: str | None = None  # set by the skill loader inside a BT skill
+        self.approval_scope = approval_scope
+        self.tree_position: str | None = None  # e.g. ``0/2``; set by the skill loader
         self._runners = RunnerCache()
 
     def _arguments(self) -> Any:
@@ -91,8 +97,12 @@ class ToolNode(AsyncNode):
 
     def _approval_id(self, args: object) -> str:
         """A stable request id: the same step with the same arguments asks once."""
-        material = json.dumps([self.path, self.tool.name, args], sort_keys=True, default=str)
-        return "step-" + hashlib.sha256(material.encode()).hexdigest()[:24]
+        prefix, place = "step-", [self.path]
+        if self.approval_scope is not None:  # a BT skill's step: its run, its place in the tree
+            where = self.tree_position if self.tree_position is not None else self.path
+            prefix, place = "bt-", [self.approval_scope or self.namespace or "", where]
+        material = json.dumps([*place, self.tool.name, args], sort_keys=True, default=str)
+        return prefix + hashlib.sha256(material.encode()).hexdigest()[:24]
 
     def _check_guard(self, args: Any) -> Status | None:
         """None to go on; RUNNING while waiting for a person; FAILURE when denied."""

@@ -1,19 +1,20 @@
-"""Skills: SKILL.md folders, the catalog, and behaviour-tree skills."""
+"""Skills: SKILL.md folders, the catalog, `SkillNode` and behaviour-tree skills."""
 
 from __future__ import annotations
 
 from jianmu.skills._allowed_tools import CLAUDE_TOOL_NAMES, AllowedTool, map_allowed_tool
 from jianmu.skills._guarded import GuardedToolNode
-from jianmu.skills.bt import (
-    BTSkillContext,
-    RunBTSkillTool,
-    SkillTreeLoader,
-    resolve_inputs,
-    run_bt_skill,
-    validate_result,
-)
+from jianmu.skills.bt import RunBTSkillTool, run_bt_skill
+from jianmu.skills.bt_context import BTSkillContext, resolve_inputs, validate_result
+from jianmu.skills.bt_loader import SkillTreeLoader
 from jianmu.skills.catalog import SkillCatalog
 from jianmu.skills.loader import SKILL_FILE, known_tool_checker, load_skill
+from jianmu.skills.node import (
+    FlattenedAgentNode,
+    SkillNode,
+    SkillNodeConfig,
+    merge_skill_constraints,
+)
 from jianmu.skills.skill import Skill, SkillFrontMatter
 
 __all__ = (
@@ -21,15 +22,19 @@ __all__ = (
     "SKILL_FILE",
     "AllowedTool",
     "BTSkillContext",
+    "FlattenedAgentNode",
     "GuardedToolNode",
     "RunBTSkillTool",
     "Skill",
     "SkillCatalog",
     "SkillFrontMatter",
+    "SkillNode",
+    "SkillNodeConfig",
     "SkillTreeLoader",
     "known_tool_checker",
     "load_skill",
     "map_allowed_tool",
+    "merge_skill_constraints",
     "resolve_inputs",
     "run_bt_skill",
     "validate_result",

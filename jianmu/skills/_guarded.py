@@ -1,11 +1,14 @@
-"""`GuardedToolNode`: a `ToolNode` whose call passes the guard first (BT skills use it)."""
+"""`GuardedToolNode`: a `ToolNode` built for a BT skill, always guarded (BT skills use it)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
+from typing import TYPE_CHECKING
 
 from jianmu.nodes.tool_node import ToolNode
+
+if TYPE_CHECKING:
+    from jianmu.constraints import Constraints
+    from jianmu.tools.base import Tool
 
 __all__ = ("GuardedToolNode",)
 
@@ -19,28 +22,27 @@ class GuardedToolNode(ToolNode):
     runs the tool (approved) or fails (rejected).
 
     The request id is derived from the skill run's ``approval_scope`` (the skill and its
-    inputs), the node's place in the skill's tree, the tool and the arguments. So a run
-    restored from a checkpoint, or the same skill called again with the same inputs after an
-    approval, finds the decision instead of asking again. ``SkillTreeLoader`` turns every plain
-    ``ToolNode`` of a BT skill into this class.
+    inputs; by default the namespace), the node's place in the skill's tree, the tool and the
+    arguments. So a run restored from a checkpoint, or the same skill called again with the
+    same inputs after an approval, finds the decision instead of asking again.
+    ``SkillTreeLoader`` gives every ``ToolNode`` of a BT skill the same guard and scope.
+
+    Args:
+        name: The node's name.
+        tool: The tool to run.
+        input_key: The state key holding the arguments (``None``: no arguments).
+        output_key: The state key the output is written to (``None``: not written).
+        execute: ``False`` skips the tool and succeeds.
+        constraints: This node's layer of constraints (tighten only).
+        approval_scope: Prefix of the approval ids (``""``: the namespace).
     """
 
-    @property  # type: ignore[override]
-    def guarded(self) -> bool:
-        """Always True: a skill's tree cannot switch its own guard off."""
-        return True
-
-    @guarded.setter
-    def guarded(self, value: bool) -> None:
-        pass  # ToolNode.__init__ sets it; a data descriptor keeps it True anyway
-
-    approval_scope: str | None = None
-    """Prefix of the approval ids; set by the skill loader (default: the namespace)."""
-    tree_position: str | None = None
-    """The node's place in the skill's tree (e.g. ``0/2``); default: its path in the run."""
-
-    def _approval_id(self, args: object) -> str:
-        scope = self.approval_scope or self.namespace or ""
-        where = self.tree_position if self.tree_position is not None else self.path
-        material = json.dumps([scope, where, self.tool.name, args], sort_keys=True, default=str)
-        return "bt-" + hashlib.sha256(material.encode()).hexdigest()[:24]
+    def __init__(
+        self, name: str, tool: Tool, *, input_key: str | None = "input",
+        output_key: str | None = "output", execute: bool = True,
+        constraints: Constraints | None = None, approval_scope: str = "",
+    ) -> None:
+        super().__init__(
+            name, tool, input_key, output_key, execute,
+            constraints=constraints, guarded=True, approval_scope=approval_scope,
+        )

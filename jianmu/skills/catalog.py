@@ -10,6 +10,7 @@ from typing import Any
 
 from jianmu.config import AppConfig
 from jianmu.errors import SkillLoadError, SkillNotFoundError
+from jianmu.skills.bt_loader import SkillTreeLoader
 from jianmu.skills.loader import SKILL_FILE, known_tool_checker, load_skill
 from jianmu.skills.skill import Skill
 
@@ -94,8 +95,6 @@ class SkillCatalog:
         """
         skill = load_skill(Path(path), is_known_tool=self._is_known)
         if skill.is_bt:
-            from jianmu.skills.bt import SkillTreeLoader
-
             SkillTreeLoader().load_module(skill)
         return skill
 

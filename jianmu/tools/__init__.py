@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jianmu._moved import moved
 from jianmu.tools.base import (
     CATEGORIES,
     PERMISSIONS,
@@ -12,15 +13,6 @@ from jianmu.tools.base import (
     tool,
 )
 from jianmu.tools.calls import ToolCall, ToolResult
-from jianmu.tools.mcp import (
-    MCPClient,
-    MCPTool,
-    MCPToolProvider,
-    build_mcp_server,
-    providers_from_config,
-    serve,
-    serve_sync,
-)
 from jianmu.tools.providers import BaseToolProvider, BuiltinToolProvider, ToolProvider
 from jianmu.tools.registry import ToolRegistry
 from jianmu.tools.schema import Injected
@@ -34,9 +26,6 @@ __all__ = (
     "Category",
     "FunctionTool",
     "Injected",
-    "MCPClient",
-    "MCPTool",
-    "MCPToolProvider",
     "Permission",
     "Tool",
     "ToolCall",
@@ -44,9 +33,15 @@ __all__ = (
     "ToolRegistry",
     "ToolResult",
     "ToolSet",
-    "build_mcp_server",
-    "providers_from_config",
-    "serve",
-    "serve_sync",
     "tool",
+)
+
+# MCP moved up to its own package; tools sits below it, so no static import
+__getattr__ = moved(
+    __name__,
+    dict.fromkeys(
+        ("MCPClient", "MCPTool", "MCPToolProvider", "build_mcp_server", "providers_from_config",
+         "serve", "serve_sync"),
+        "jianmu.mcp",
+    ),
 )

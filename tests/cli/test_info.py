@@ -124,7 +124,7 @@ def test_skills_validate_bad_path_exits_2(project: Project) -> None:
 
 def test_tools_list_and_show_with_the_configs_mcp_servers(project: Project) -> None:
     pytest.importorskip("mcp")
-    server = REPO / "tests" / "tools" / "mcp" / "servers" / "weather_server.py"
+    server = REPO / "tests" / "mcp" / "servers" / "weather_server.py"
     project.config.write_text(project.config.read_text() + (
         f"mcp:\n  servers:\n    weather:\n      command: {sys.executable}\n"
         f"      args: [{server}, stdio]\n      trust: read_only\n"

@@ -135,11 +135,3 @@ async def test_guarded_false_trusts_the_author() -> None:
     node = ToolNode("Launch", launch, "t", "out", guarded=False)
     assert (await ReactiveRunner(node, state).run(timeout=10)).ok
     assert state.get("out") == "launched probe"
-
-
-def test_a_skill_step_cannot_switch_its_guard_off() -> None:
-    from jianmu.skills import GuardedToolNode
-
-    node = ToolNode("Launch", launch, "t", "out", guarded=False)
-    node.__class__ = GuardedToolNode  # what the BT skill loader does
-    assert node.guarded is True

@@ -22,8 +22,8 @@ from jianmu.errors import SkillRunError
 from jianmu.execution.local_sandbox import bwrap_available
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState
-from jianmu.nodes.skill_node import SkillNode
 from jianmu.skills import SkillCatalog, load_skill, run_bt_skill
+from jianmu.skills.node import SkillNode
 from jianmu.tools import tool
 
 pytestmark = pytest.mark.anyio

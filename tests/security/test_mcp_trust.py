@@ -23,9 +23,9 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 from jianmu import ReactiveRunner, RunResult, RunStatus, StateManager
 from jianmu.config import AppConfig, parse_config
 from jianmu.errors import ConfigError
+from jianmu.mcp import MCPToolProvider, providers_from_config
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
-from jianmu.tools.mcp import MCPToolProvider, providers_from_config
 from jianmu.tools.toolset import ToolSet
 
 pytestmark = pytest.mark.anyio

@@ -19,8 +19,8 @@ from jianmu.config import AppConfig, parse_config
 from jianmu.errors import JianmuError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState
-from jianmu.nodes.skill_node import SkillNode
 from jianmu.skills import SkillCatalog, load_skill, run_bt_skill
+from jianmu.skills.node import SkillNode
 
 pytestmark = pytest.mark.anyio
 

@@ -413,7 +413,7 @@ def list_files(folder: str) -> str:
 async def test_mcp_serve_refuses_look_alike_names(name: str) -> None:
     from mcp import Client
 
-    from jianmu.tools.mcp import build_mcp_server
+    from jianmu.mcp import build_mcp_server
 
     server = build_mcp_server(ToolSet([list_files]), guard=guard(rate_limits={"list_files": 5}))
     async with Client(server) as client:

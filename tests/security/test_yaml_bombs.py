@@ -21,8 +21,8 @@ from jianmu.config import load_config, parse_config
 from jianmu.errors import ConfigError, SkillLoadError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState
-from jianmu.nodes.skill_node import SkillNode
 from jianmu.skills import SkillCatalog, load_skill
+from jianmu.skills.node import SkillNode
 from tests.cli._helpers import Project, make_config
 
 MAX_PEAK = 4 * 1024 * 1024  # bytes; the bomb below expands to ~10**9 strings without a guard

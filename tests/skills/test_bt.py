@@ -12,6 +12,7 @@ import pytest
 from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
 from jianmu.errors import SkillLoadError, SkillRunError
 from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_node import ToolNode
 from jianmu.runtime import ReactiveRunner, RunStatus
 from jianmu.skills import (
     BTSkillContext,
@@ -148,7 +149,8 @@ def test_tools_must_be_declared_and_tool_nodes_are_guarded(tmp_path: Path) -> No
     )))
     ctx = BTSkillContext.create(declared, state_manager=StateManager())
     node = SkillTreeLoader().build(declared, ctx)
-    assert isinstance(node, GuardedToolNode)
+    assert isinstance(node, ToolNode) and node.guarded is True
+    assert node.approval_scope == ctx.approval_scope and node.tree_position == "0"
     assert node.bt_skill == "declared" and node.namespace == ctx.namespace
     assert node.constraints is not None
     assert node.constraints.guard.tool_policy == {"calculator": "deny"}
@@ -157,6 +159,28 @@ def test_tools_must_be_declared_and_tool_nodes_are_guarded(tmp_path: Path) -> No
 @pytest.mark.anyio
 async def test_skill_policy_denies_inside_the_tree(tmp_path: Path) -> None:
     skill = load_skill(_bt_skill(tmp_path, "denied", UNDECLARED, (
+        "tools: [calculator]\nconstraints: {guard: {tool_policy: {calculator: deny}}}\n"
+    )))
+    with pytest.raises(SkillRunError, match="the guard denied calculator"):
+        await run_bt_skill(skill, state_manager=StateManager(initial={"expr": "1+1"}))
+
+
+UNGUARDED = UNDECLARED.replace('output_key="out")', 'output_key="out", guarded=False)')
+
+
+def test_a_skill_step_cannot_switch_its_guard_off(tmp_path: Path) -> None:
+    skill = load_skill(_bt_skill(tmp_path, "loose", UNGUARDED, "tools: [calculator]\n"))
+    ctx = BTSkillContext.create(skill, state_manager=StateManager())
+    node = SkillTreeLoader().build(skill, ctx)  # the loader switches every step's guard on
+    assert type(node) is ToolNode and node.guarded is True
+    with pytest.raises(TypeError):  # and a GuardedToolNode has no switch at all
+        GuardedToolNode("calc", ctx.tool("calculator"), guarded=False)  # type: ignore[call-arg]
+    assert GuardedToolNode("calc", ctx.tool("calculator")).guarded is True
+
+
+@pytest.mark.anyio
+async def test_a_step_built_unguarded_is_still_denied(tmp_path: Path) -> None:
+    skill = load_skill(_bt_skill(tmp_path, "denied", UNGUARDED, (
         "tools: [calculator]\nconstraints: {guard: {tool_policy: {calculator: deny}}}\n"
     )))
     with pytest.raises(SkillRunError, match="the guard denied calculator"):

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
-from tests.tools.mcp.helpers import REPO, HttpServer, child_env, wait_for_port
+from tests.mcp.helpers import REPO, HttpServer, child_env, wait_for_port
 
 
 @pytest.fixture

@@ -18,15 +18,18 @@ from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints, SkillConstra
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider
+from jianmu.mcp import MCPToolProvider
 from jianmu.nodes.agent_llm import recent_messages
 from jianmu.nodes.react import ReActLoop, create_react_node
 from jianmu.nodes.tool_executor import ToolExecutorConfig
 from jianmu.runtime.async_node import RuntimeNode
+from jianmu.skills.bt import RunBTSkillTool
+from jianmu.skills.catalog import SkillCatalog
+from jianmu.skills.skill import Skill
 from jianmu.tools.base import Tool
 from jianmu.tools.toolset import ToolSet
 
 if TYPE_CHECKING:
-    from jianmu.skills import Skill, SkillCatalog
     from jianmu.state import StateView
 
 __all__ = (
@@ -274,8 +277,6 @@ class SkillNode(FlattenedAgentNode):
     # -- the seed's steps ------------------------------------------------------------------------
     def _load_skills(self) -> list[Skill]:
         """Resolve names through the catalog; `Skill` objects pass through."""
-        from jianmu.skills import Skill, SkillCatalog
-
         if self.catalog is None and any(isinstance(s, str) for s in self.skill_refs):
             self.catalog = SkillCatalog(config=self.ctx.config, custom_tools=self.custom_tools)
         return [
@@ -290,8 +291,6 @@ class SkillNode(FlattenedAgentNode):
 
     def _resolve_tools(self) -> ToolSet:
         """The skills' tools (custom ones win), BT skills as ``run_bt_skill``, deny removed."""
-        from jianmu.skills import RunBTSkillTool
-
         toolset = ToolSet()
         for skill in self.skills:
             toolset = toolset.merge(skill.toolset(self.custom_tools))
@@ -325,8 +324,6 @@ class SkillNode(FlattenedAgentNode):
         """
         if self.react is None or self.react.executor is None:
             return
-        from jianmu.tools.mcp import MCPToolProvider
-
         for server, names in self._mcp_references().items():
             provider = MCPToolProvider.from_config(server, self.ctx.config.mcp.servers[server])
             self.ctx.on_close(provider.close)

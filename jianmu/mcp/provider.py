@@ -1,4 +1,4 @@
-"""MCP in both directions: tools of MCP servers as Jianmu tools, and Jianmu tools served over MCP.
+"""`MCPToolProvider`: the tools of an MCP server as Jianmu tools (`MCPTool`).
 
 Using a server's tools::
 
@@ -34,8 +34,8 @@ A result's ``structuredContent`` is preferred over its text; ``isError`` raises
 `ToolExecutionError` with the server's text, so the agent loop sees a failed `ToolResult`. A
 server that died fails the call in progress; the next call reconnects once.
 
-Serving Jianmu tools to other MCP hosts: `build_mcp_server` and `serve` (see
-`jianmu.tools._mcp_serve`). The ``mcp`` extra is imported only when one of these is used.
+Serving Jianmu tools to other MCP hosts is `jianmu.mcp.server`. The ``mcp`` extra is imported
+only when a server is connected.
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ import hashlib
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from jianmu.errors import ConfigError, ToolExecutionError, ToolUnavailableWarning
-from jianmu.tools._mcp_client import MCPCallResult, MCPClient, MCPToolInfo
-from jianmu.tools._mcp_serve import build_mcp_server, serve, serve_sync
+from jianmu.mcp.client import MCPClient, MCPServerOptions
+from jianmu.mcp.data import MCPCallResult, MCPToolInfo
 from jianmu.tools.base import Tool
 from jianmu.tools.providers import BaseToolProvider
 
@@ -57,17 +57,11 @@ if TYPE_CHECKING:
 
 __all__ = (
     "TRUST_LEVELS",
-    "MCPCallResult",
-    "MCPClient",
     "MCPTool",
-    "MCPToolInfo",
     "MCPToolProvider",
-    "build_mcp_server",
     "mcp_result_value",
     "mcp_tool_names",
     "providers_from_config",
-    "serve",
-    "serve_sync",
 )
 
 TRUST_LEVELS: tuple[str, ...] = ("none", "read_only", "all")
@@ -247,15 +241,11 @@ class MCPToolProvider(BaseToolProvider):
 
     Args:
         name: The server's name; tool names start with it (``<name>__<tool>``).
-        command: Executable of a stdio server.
-        args: Its arguments.
-        env: Extra environment for it.
-        url: URL of a streamable-HTTP server.
-        timeout: Seconds that each call may take.
-        cwd: Working folder of a stdio server.
-        connect_timeout: Seconds that starting the server and the handshake may take.
         trust: How far the server's annotations are believed: ``none`` (every tool asks
             first), ``read_only`` (``readOnlyHint`` tools run freely) or ``all``.
+        **server: Where the server is, as for `MCPClient`: ``command`` (a stdio server's
+            executable) with ``args``, ``env`` and ``cwd``, or ``url`` (streamable HTTP);
+            ``timeout`` for each call and ``connect_timeout`` for the start and handshake.
 
     Raises:
         ValueError: an empty name, neither or both of ``command`` and ``url``, a bad URL,
@@ -263,17 +253,7 @@ class MCPToolProvider(BaseToolProvider):
     """
 
     def __init__(
-        self,
-        name: str,
-        *,
-        command: str | None = None,
-        args: Sequence[str] = (),
-        env: Mapping[str, str] | None = None,
-        url: str | None = None,
-        timeout: float = 30.0,
-        cwd: str | None = None,
-        connect_timeout: float = 30.0,
-        trust: MCPTrust = "none",
+        self, name: str, *, trust: MCPTrust = "none", **server: Unpack[MCPServerOptions]
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"an MCP server needs a non-empty name, got {name!r}")
@@ -281,11 +261,8 @@ class MCPToolProvider(BaseToolProvider):
             raise ValueError(f"MCP trust must be one of {', '.join(TRUST_LEVELS)}, got {trust!r}")
         self.name = name.strip()
         self.trust: MCPTrust = trust
-        self._client_options: dict[str, Any] = {
-            "command": command, "args": args, "env": env, "url": url, "timeout": timeout,
-            "cwd": cwd, "name": self.name, "connect_timeout": connect_timeout,
-        }
-        self.client = MCPClient(**self._client_options)
+        self._server = server
+        self.client = MCPClient(name=self.name, **server)
         self._tools: list[MCPTool] | None = None
         self._closed = False
 
@@ -331,7 +308,7 @@ class MCPToolProvider(BaseToolProvider):
         except BaseException:
             # a closed client stays closed: the next initialize() tries with a fresh one
             await self.client.close()
-            self.client = MCPClient(**self._client_options)
+            self.client = MCPClient(name=self.name, **self._server)
             raise
         self._tools = self._build(infos)
 

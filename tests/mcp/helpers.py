@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[2]
+REPO = HERE.parents[1]
 WEATHER = str(HERE / "servers" / "weather_server.py")
 SERVE_APP = str(HERE / "serve_app.py")
 

@@ -27,6 +27,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from jianmu.constraints import ExecutionConstraints, GuardConstraints
+from jianmu.errors import MissingExtraError
+from jianmu.execution.runner import ToolRunner
+from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChecker
+from jianmu.mcp._bridge import require_mcp
 from jianmu.tools.calls import ToolCall, ToolResult, render_output
 from jianmu.tools.names import shown_name
 from jianmu.tools.toolset import ToolSet
@@ -35,12 +39,6 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
 __all__ = ("build_mcp_server", "serve", "serve_sync")
-
-
-def _require_mcp() -> None:
-    from jianmu.tools._mcp_client import require_mcp
-
-    require_mcp()
 
 
 def _error(text: str) -> Any:
@@ -68,7 +66,7 @@ def build_mcp_server(
     *,
     guard: GuardConstraints | None = None,
     execution: ExecutionConstraints | None = None,
-    runner: Any = None,
+    runner: ToolRunner | None = None,
     name: str = "jianmu",
     user_roles: Iterable[str] = (),
 ) -> Server[Any]:
@@ -87,25 +85,19 @@ def build_mcp_server(
         MissingExtraError: the ``mcp`` extra is not installed.
         ConfigError: a ``tool_policy`` rule or a limit in ``guard`` is invalid.
     """
-    _require_mcp()
+    require_mcp()
     import mcp.types as types
     from mcp.server.lowlevel import Server
-
-    from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChecker
 
     if not isinstance(toolset, ToolSet):
         raise TypeError(f"build_mcp_server serves a ToolSet, got {toolset!r}")
     guard = guard or GuardConstraints()
     owned_runner = runner is None
     if runner is None:
-        from jianmu.execution.runner import ToolRunner
-
         runner = ToolRunner.from_execution_constraints(execution)
     # The guard resolves path arguments against the folder the tools run in (the runner's
     # workspace: execution.workdir), never the server's own working folder.
-    workspace = getattr(runner, "workspace", None)
-    if workspace is None:
-        workspace = getattr(execution, "workdir", None)
+    workspace = runner.workspace
     policy = ToolPolicyChecker.from_guard_constraints(guard, workspace=workspace)
     enforcer = GuardEnforcer.from_guard_constraints(guard, workspace=workspace)
     ledger = GuardLedger()  # this server's calls, for max_tool_calls and the rate limits
@@ -240,8 +232,6 @@ async def serve(
     try:
         import uvicorn
     except ImportError as exc:
-        from jianmu.errors import MissingExtraError
-
         raise MissingExtraError("uvicorn", "mcp") from exc
     app = server.streamable_http_app(streamable_http_path=path, host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")

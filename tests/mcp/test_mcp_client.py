@@ -20,9 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from jianmu import ReactiveRunner, RunStatus, StateManager
 from jianmu.config import AppConfig, MCPServerConfig, parse_config
 from jianmu.errors import ConfigError, MCPError, MissingExtraError
-from jianmu.nodes.state import AgentState
-from jianmu.nodes.tool_executor import ToolExecutor
-from jianmu.tools.mcp import (
+from jianmu.mcp import (
     MCPCallResult,
     MCPClient,
     MCPTool,
@@ -31,8 +29,10 @@ from jianmu.tools.mcp import (
     mcp_tool_names,
     providers_from_config,
 )
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools.toolset import ToolSet
-from tests.tools.mcp.helpers import WEATHER, HttpServer, free_port
+from tests.mcp.helpers import WEATHER, HttpServer, free_port
 
 SAFE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -125,7 +125,7 @@ async def test_missing_extra_is_reported(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_import_jianmu_does_not_import_mcp() -> None:
     code = (
-        "import sys, jianmu, jianmu.tools.mcp\n"
+        "import sys, jianmu, jianmu.mcp\n"
         "bad = [m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_types'))]\n"
         "assert not bad, bad\n"
     )

@@ -22,8 +22,8 @@ from jianmu import (
 from jianmu.config import parse_config
 from jianmu.llm import Message, ScriptedLLM
 from jianmu.nodes import AgentState
-from jianmu.nodes.skill_node import SkillNode, SkillNodeConfig, merge_skill_constraints
 from jianmu.skills import SkillCatalog
+from jianmu.skills.node import SkillNode, SkillNodeConfig, merge_skill_constraints
 from jianmu.tools import tool
 
 pytestmark = pytest.mark.anyio
@@ -268,7 +268,7 @@ async def test_seed_messages_and_history_limit(tmp_path: Path) -> None:
 
 
 async def test_skill_uses_tools_of_a_configured_mcp_server(tmp_path: Path) -> None:
-    server = REPO / "tests" / "tools" / "mcp" / "servers" / "weather_server.py"
+    server = REPO / "tests" / "mcp" / "servers" / "weather_server.py"
     make_skill(tmp_path, "forecaster", "tools: [weather__get_forecast]\n")
     cfg = parse_config(  # trusted for read-only tools: get_forecast runs without asking
         f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n"
@@ -288,7 +288,7 @@ async def test_skill_uses_tools_of_a_configured_mcp_server(tmp_path: Path) -> No
 
 
 async def test_suspended_skill_with_mcp_tools_resumes_in_a_new_runner(tmp_path: Path) -> None:
-    server = REPO / "tests" / "tools" / "mcp" / "servers" / "weather_server.py"
+    server = REPO / "tests" / "mcp" / "servers" / "weather_server.py"
     make_skill(tmp_path, "forecaster", "tools: [weather]\nconstraints:\n  guard:\n"
                "    tool_policy:\n      weather__get_forecast: confirm\n")
     cfg = parse_config(

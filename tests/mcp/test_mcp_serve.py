@@ -12,10 +12,10 @@ from mcp.client.stdio import stdio_client
 
 from jianmu.constraints import GuardConstraints
 from jianmu.errors import MissingExtraError
+from jianmu.mcp import MCPToolProvider, build_mcp_server, serve, serve_sync
 from jianmu.tools.base import tool
-from jianmu.tools.mcp import MCPToolProvider, build_mcp_server, serve, serve_sync
 from jianmu.tools.toolset import ToolSet
-from tests.tools.mcp.helpers import REPO, SERVE_APP, HttpServer, free_port
+from tests.mcp.helpers import REPO, SERVE_APP, HttpServer, free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -13,8 +13,8 @@ import sys
 import anyio
 
 from jianmu.constraints import GuardConstraints
+from jianmu.mcp import serve
 from jianmu.tools.base import tool
-from jianmu.tools.mcp import serve
 from jianmu.tools.toolset import ToolSet
 
 

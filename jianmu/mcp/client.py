@@ -18,26 +18,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
-from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
+from jianmu.errors import MCPError, ToolTimeoutError
+from jianmu.mcp._bridge import describe, errlog, first_leaf, require_mcp, wait_future
+from jianmu.mcp.data import MCPCallResult, MCPToolInfo
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
     from mcp import ClientSession
 
-__all__ = ("MCPCallResult", "MCPClient", "MCPToolInfo")
+__all__ = ("MCPClient", "MCPServerOptions")
 
 logger = logging.getLogger("jianmu.mcp")
 
@@ -45,110 +43,19 @@ _T = TypeVar("_T")
 _SHUTDOWN_SECONDS = 10.0  # the SDK bounds a stdio shutdown at about 6 s (grace, TERM, KILL)
 
 
-@dataclass(frozen=True, kw_only=True)
-class MCPToolInfo:
-    """A tool as an MCP server lists it (plain data, no SDK types)."""
+class MCPServerOptions(TypedDict, total=False):
+    """Where an MCP server is and how long it may take: `MCPClient`'s keyword arguments.
 
-    name: str
-    """The tool's name on the server."""
-    description: str = ""
-    """Its description."""
-    title: str | None = None
-    """Its human-readable title, if any."""
-    input_schema: dict[str, Any] = field(default_factory=dict)
-    """JSON Schema of its arguments."""
-    output_schema: dict[str, Any] | None = None
-    """JSON Schema of its structured result, if declared."""
-    annotations: dict[str, Any] = field(default_factory=dict)
-    """Hints as on the wire: ``readOnlyHint``, ``destructiveHint``, ``idempotentHint``,
-    ``openWorldHint``, ``title`` (only those the server set)."""
+    `MCPToolProvider` takes them too and hands them on (see `MCPClient` for each one).
+    """
 
-
-@dataclass(frozen=True, kw_only=True)
-class MCPCallResult:
-    """The answer to one ``tools/call`` (plain data, no SDK types)."""
-
-    is_error: bool = False
-    """The server's ``isError``: the tool failed and ``content`` says why."""
-    content: list[dict[str, Any]] = field(default_factory=list)
-    """Content blocks as on the wire (``{"type": "text", "text": ...}``, images, resources)."""
-    structured_content: Any = None
-    """The server's ``structuredContent``, if any."""
-
-    def text(self) -> str:
-        """The content as text: text blocks joined, other blocks summarised."""
-        parts = [_block_text(block) for block in self.content]
-        return "\n".join(p for p in parts if p)
-
-
-def _block_text(block: Mapping[str, Any]) -> str:
-    kind = block.get("type")
-    if kind == "text":
-        return str(block.get("text", ""))
-    if kind in ("image", "audio"):
-        size = len(str(block.get("data", ""))) * 3 // 4
-        return f"[{kind}: {block.get('mimeType', 'unknown type')}, about {size} bytes]"
-    if kind == "resource":
-        resource = block.get("resource") or {}
-        if "text" in resource:
-            return str(resource["text"])
-        return f"[resource {resource.get('uri', '?')}: {resource.get('mimeType', 'binary')}]"
-    if kind == "resource_link":
-        return f"[resource link {block.get('uri', '?')}]"
-    return f"[{kind} content]"
-
-
-def require_mcp() -> None:
-    """Import the SDK or raise `MissingExtraError` naming the ``mcp`` extra."""
-    try:
-        import mcp  # noqa: F401
-    except ImportError as exc:
-        raise MissingExtraError("mcp", "mcp") from exc
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first leaf of an exception group (the SDK's task groups wrap errors)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _describe(exc: BaseException) -> str:
-    leaf = _leaf(exc)
-    text = str(leaf)
-    return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
-
-
-def _errlog() -> Any:
-    """Where the server's stderr goes: ours when it is a real file, else nowhere."""
-    try:
-        sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        return subprocess.DEVNULL  # the SDK hands it to the process spawn as is
-    return sys.stderr
-
-
-async def _wait_future(future: Future[_T]) -> _T:
-    """Await a `concurrent.futures.Future` from any anyio loop; cancelling cancels it."""
-    if not future.done():
-        done = anyio.Event()
-        token = anyio.lowlevel.current_token()
-        loop_thread = threading.get_ident()
-
-        def wake(_: Future[_T]) -> None:
-            if threading.get_ident() == loop_thread:
-                done.set()
-                return
-            with contextlib.suppress(RuntimeError):  # the caller's loop has ended
-                anyio.from_thread.run_sync(done.set, token=token)
-
-        future.add_done_callback(wake)
-        try:
-            await done.wait()
-        except BaseException:
-            future.cancel()
-            raise
-    return future.result()
+    command: str | None
+    args: Sequence[str]
+    env: Mapping[str, str] | None
+    url: str | None
+    timeout: float
+    cwd: str | None
+    connect_timeout: float
 
 
 class MCPClient:
@@ -275,7 +182,7 @@ class MCPClient:
             return
         self._loop = self._thread = None
         with contextlib.suppress(Exception):
-            await _wait_future(asyncio.run_coroutine_threadsafe(self._shutdown(), loop))
+            await wait_future(asyncio.run_coroutine_threadsafe(self._shutdown(), loop))
         if thread is not None:
             await anyio.to_thread.run_sync(thread.join, _SHUTDOWN_SECONDS)
 
@@ -299,7 +206,7 @@ class MCPClient:
         except RuntimeError as exc:  # its loop ended under a concurrent close()
             coro.close()
             raise MCPError(f"MCP client {self.name!r} is closed; make a new one") from exc
-        return await _wait_future(future)
+        return await wait_future(future)
 
     def _start_loop(self) -> asyncio.AbstractEventLoop:
         """Start the private event loop (in a daemon thread) and return it."""
@@ -323,7 +230,7 @@ class MCPClient:
                 ready.set_exception(exc)
             else:
                 logger.warning(
-                    "MCP client %r: its event loop failed: %s", self.name, _describe(exc)
+                    "MCP client %r: its event loop failed: %s", self.name, describe(exc)
                 )
 
     async def _loop_main(self, ready: Future[asyncio.AbstractEventLoop]) -> None:
@@ -348,7 +255,7 @@ class MCPClient:
             params = StdioServerParameters(
                 command=self.command, args=self.args, env=self.env or None, cwd=self.cwd
             )
-            return stdio_client(params, errlog=_errlog())
+            return stdio_client(params, errlog=errlog())
         from mcp.client.streamable_http import streamable_http_client
 
         assert self.url is not None
@@ -392,7 +299,7 @@ class MCPClient:
             if not started:
                 raise
             # A transport that died says so again on the way out; nothing is waiting for it.
-            logger.debug("MCP client %r: session closed with %s", self.name, _describe(exc))
+            logger.debug("MCP client %r: session closed with %s", self.name, describe(exc))
         finally:
             done.set()
 
@@ -425,20 +332,20 @@ class MCPClient:
             try:
                 session, stop, done = await self._tg.start(self._own_session)
             except Exception as exc:
-                raise MCPError(self._connect_failure(exc)) from _leaf(exc)
+                raise MCPError(self._connect_failure(exc)) from first_leaf(exc)
             self._session, self._stop, self._done = session, stop, done
             self.connections += 1
             return session  # type: ignore[no-any-return]
 
     def _connect_failure(self, exc: BaseException) -> str:
-        leaf = _leaf(exc)
+        leaf = first_leaf(exc)
         if isinstance(leaf, TimeoutError):
             detail = (
                 f"no answer to the handshake within {self.connect_timeout:g}s "
                 "(connect_timeout)"
             )
         else:
-            detail = _describe(leaf)
+            detail = describe(leaf)
         where = (
             f"command {' '.join([self.command, *self.args])!r}"
             if self.command is not None
@@ -531,7 +438,7 @@ class MCPClient:
                 OSError) as exc:
             self._mark_broken(generation)
             raise MCPError(
-                f"MCP server {self.name!r} is not reachable during {what} ({_describe(exc)}); "
+                f"MCP server {self.name!r} is not reachable during {what} ({describe(exc)}); "
                 "the next call reconnects"
             ) from None
         except RuntimeError as exc:  # e.g. structured content that breaks its output schema

@@ -1,0 +1,37 @@
+"""MCP in both directions: tools of MCP servers as Jianmu tools, and Jianmu tools served over MCP.
+
+`MCPClient` talks to one server, `MCPToolProvider` turns its tools into `MCPTool`s, and
+`build_mcp_server` / `serve` (what ``jianmu mcp serve`` runs) serve a `ToolSet` with the guard
+applied. ``import mcp`` in these modules is the official SDK (the ``mcp`` extra), imported only
+when a server is connected or served.
+"""
+
+from __future__ import annotations
+
+from jianmu.mcp.client import MCPClient, MCPServerOptions
+from jianmu.mcp.data import MCPCallResult, MCPToolInfo
+from jianmu.mcp.provider import (
+    TRUST_LEVELS,
+    MCPTool,
+    MCPToolProvider,
+    mcp_result_value,
+    mcp_tool_names,
+    providers_from_config,
+)
+from jianmu.mcp.server import build_mcp_server, serve, serve_sync
+
+__all__ = (
+    "TRUST_LEVELS",
+    "MCPCallResult",
+    "MCPClient",
+    "MCPServerOptions",
+    "MCPTool",
+    "MCPToolInfo",
+    "MCPToolProvider",
+    "build_mcp_server",
+    "mcp_result_value",
+    "mcp_tool_names",
+    "providers_from_config",
+    "serve",
+    "serve_sync",
+)

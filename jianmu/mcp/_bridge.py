@@ -1,0 +1,74 @@
+"""Glue between the caller's event loop and the SDK's: the extra, futures, error text."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+from jianmu.errors import MissingExtraError
+
+__all__ = ("describe", "errlog", "first_leaf", "require_mcp", "wait_future")
+
+_T = TypeVar("_T")
+
+
+def require_mcp() -> None:
+    """Import the SDK or raise `MissingExtraError` naming the ``mcp`` extra."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError("mcp", "mcp") from exc
+
+
+def first_leaf(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (the SDK's task groups wrap errors)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of the error inside ``exc`` (groups unwrapped)."""
+    inner = first_leaf(exc)
+    text = str(inner)
+    return f"{type(inner).__name__}: {text}" if text else type(inner).__name__
+
+
+def errlog() -> Any:
+    """Where the server's stderr goes: ours when it is a real file, else nowhere."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return subprocess.DEVNULL  # the SDK hands it to the process spawn as is
+    return sys.stderr
+
+
+async def wait_future(future: Future[_T]) -> _T:
+    """Await a `concurrent.futures.Future` from any anyio loop; cancelling cancels it."""
+    if not future.done():
+        done = anyio.Event()
+        token = anyio.lowlevel.current_token()
+        loop_thread = threading.get_ident()
+
+        def wake(_: Future[_T]) -> None:
+            if threading.get_ident() == loop_thread:
+                done.set()
+                return
+            with contextlib.suppress(RuntimeError):  # the caller's loop has ended
+                anyio.from_thread.run_sync(done.set, token=token)
+
+        future.add_done_callback(wake)
+        try:
+            await done.wait()
+        except BaseException:
+            future.cancel()
+            raise
+    return future.result()

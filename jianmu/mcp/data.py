@@ -1,0 +1,62 @@
+"""What an MCP server sends, as plain data (no SDK types): `MCPToolInfo`, `MCPCallResult`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ("MCPCallResult", "MCPToolInfo")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPToolInfo:
+    """A tool as an MCP server lists it (plain data, no SDK types)."""
+
+    name: str
+    """The tool's name on the server."""
+    description: str = ""
+    """Its description."""
+    title: str | None = None
+    """Its human-readable title, if any."""
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    """JSON Schema of its arguments."""
+    output_schema: dict[str, Any] | None = None
+    """JSON Schema of its structured result, if declared."""
+    annotations: dict[str, Any] = field(default_factory=dict)
+    """Hints as on the wire: ``readOnlyHint``, ``destructiveHint``, ``idempotentHint``,
+    ``openWorldHint``, ``title`` (only those the server set)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPCallResult:
+    """The answer to one ``tools/call`` (plain data, no SDK types)."""
+
+    is_error: bool = False
+    """The server's ``isError``: the tool failed and ``content`` says why."""
+    content: list[dict[str, Any]] = field(default_factory=list)
+    """Content blocks as on the wire (``{"type": "text", "text": ...}``, images, resources)."""
+    structured_content: Any = None
+    """The server's ``structuredContent``, if any."""
+
+    def text(self) -> str:
+        """The content as text: text blocks joined, other blocks summarised."""
+        parts = [_block_text(block) for block in self.content]
+        return "\n".join(p for p in parts if p)
+
+
+def _block_text(block: Mapping[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind in ("image", "audio"):
+        size = len(str(block.get("data", ""))) * 3 // 4
+        return f"[{kind}: {block.get('mimeType', 'unknown type')}, about {size} bytes]"
+    if kind == "resource":
+        resource = block.get("resource") or {}
+        if "text" in resource:
+            return str(resource["text"])
+        return f"[resource {resource.get('uri', '?')}: {resource.get('mimeType', 'binary')}]"
+    if kind == "resource_link":
+        return f"[resource link {block.get('uri', '?')}]"
+    return f"[{kind} content]"
