@@ -16,8 +16,6 @@ Derived defaults (documented once, here):
 from __future__ import annotations
 
 import abc
-import asyncio
-import contextvars
 import importlib
 import inspect
 import sys
@@ -30,15 +28,13 @@ import anyio
 import anyio.to_thread
 
 from jianmu.errors import ToolTimeoutError, ToolValidationError
+from jianmu.execution.threads import run_in_worker
 from jianmu.tools import _arguments
+from jianmu.tools.definition import ToolDefinitionMixin
 from jianmu.tools.schema import (
     FunctionSchema,
-    check_definition,
     function_schema,
     structural_problems,
-    to_mcp_annotations,
-    to_strict_schema,
-    wrap_parameters,
 )
 
 if TYPE_CHECKING:
@@ -74,26 +70,7 @@ def _derive(attr: str, category: str, idempotent: bool | None) -> Any:
     return 2 if (idempotent if idempotent is not None else category == "read") else 0
 
 
-async def _run_in_worker(
-    call: Callable[[], Any],
-    *,
-    limiter: anyio.CapacityLimiter | None = None,
-    executor: Executor | None = None,
-) -> Any:
-    """Run a blocking ``call`` in a worker thread, carrying the caller's context variables.
-
-    A cancelled caller stops waiting; the thread finishes on its own (threads cannot be
-    killed), which is why sandboxed tools run code in a child process instead.
-    """
-    if executor is None:
-        return await anyio.to_thread.run_sync(call, limiter=limiter, abandon_on_cancel=True)
-    # run_in_executor is several times cheaper than anyio's worker hand-off for short calls,
-    # but does not copy context variables (the workspace root lives in one): copy them here
-    context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(executor, context.run, call)
-
-
-class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
+class Tool(ToolDefinitionMixin, abc.ABC):
     """A capability that an agent or a workflow node can call.
 
     Subclass it, set the class attributes and implement ``run`` (sync or async). A sync
@@ -191,106 +168,9 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
         return ""
 
     @property
-    def parameters(self) -> dict[str, Any]:
-        """The input schema as an object schema (non-object schemas wrapped as ``input``)."""
-        cached = self.__dict__.get("_jm_params")
-        if cached is not None and cached[0] is self.input_schema:
-            return cached[1]  # type: ignore[no-any-return]
-        params = wrap_parameters(self.input_schema)
-        self.__dict__["_jm_params"] = (self.input_schema, params)
-        return params
-
-    @property
     def is_async(self) -> bool:
         """Whether ``run`` is a coroutine function (it runs on the loop, not in a thread)."""
         return inspect.iscoroutinefunction(self.run)
-
-    @property
-    def wraps_input(self) -> bool:
-        """Whether ``input_schema`` is not an object and ``run`` takes the single value."""
-        return self.input_schema.get("type") != "object"
-
-    def to_schema(self) -> dict[str, Any]:
-        """``{"name", "description", "parameters"}`` for LLM function calling."""
-        return {
-            "name": self.name,
-            "description": self.get_description(),
-            "parameters": self.parameters,
-        }
-
-    def spec(self) -> dict[str, Any]:
-        """Everything known about the tool, for prompts, UIs and documentation."""
-        return {
-            **self.to_schema(),
-            "input_schema": self.input_schema,
-            "output_schema": self.output_schema,
-            "returns": self.output_schema.get("description", ""),
-            "category": self.category,
-            "permission": self.permission,
-            "parallel_safe": self.parallel_safe,
-            "effect_tags": list(self.effect_tags),
-            "timeout_seconds": self.timeout_seconds,
-            "idempotent": self.idempotent,
-            "max_retries": self.max_retries,
-            "max_result_length": self.max_result_length,
-            "tags": list(self.tags),
-            "version": self.version,
-            "examples": list(self.examples),
-            "deprecated": self.deprecated,
-            "metadata": dict(self.metadata),
-            "sandboxed": self.sandboxed,
-        }
-
-    def to_openai(self, *, strict: bool = False) -> dict[str, Any]:
-        """The OpenAI tool definition; ``strict=True`` gives a structured-outputs schema.
-
-        Raises:
-            ToolValidationError: ``strict=True`` and a parameter is a free-form object
-                (``dict[str, X]``) or ``Any``, which strict mode cannot express.
-        """
-        function = self.to_schema()
-        if strict:
-            function["parameters"] = to_strict_schema(self.parameters, tool=self.name)
-            function["strict"] = True
-        return {"type": "function", "function": function}
-
-    def to_anthropic(self) -> dict[str, Any]:
-        """The Anthropic tool definition: ``{"name", "description", "input_schema"}``."""
-        return {
-            "name": self.name,
-            "description": self.get_description(),
-            "input_schema": self.parameters,
-        }
-
-    def to_mcp(self) -> dict[str, Any]:
-        """An MCP tool definition (a plain dict); annotations follow from the category."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "description": self.get_description(),
-            "inputSchema": self.parameters,
-            "annotations": to_mcp_annotations(
-                category=self.category,
-                effect_tags=self.effect_tags,
-                idempotent=bool(self.idempotent),
-                title=self.name,
-            ),
-        }
-        output = self.output_schema
-        if isinstance(output, dict) and output.get("type") == "object":
-            out["outputSchema"] = output  # MCP only allows object output schemas
-        return out
-
-    def check_definition(self, *, require_parameter_descriptions: bool = False) -> list[str]:
-        """Check the definition; raise on problems, return parameter-description warnings.
-
-        Raises:
-            ToolValidationError: listing every problem (name, description, schema, permission).
-        """
-        return check_definition(
-            self,
-            signature_params=self._signature_params(),
-            require_parameter_descriptions=require_parameter_descriptions,
-        )
 
     def _signature_params(self) -> frozenset[str] | None:
         """Names the schema may declare; ``None`` when ``run`` takes ``**kwargs``."""
@@ -347,7 +227,7 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract outside TYPE_CHECKING)
 
         if inspect.iscoroutinefunction(fn):
             return await call()
-        result = await _run_in_worker(call, limiter=limiter, executor=executor)
+        result = await run_in_worker(call, limiter=limiter, executor=executor)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -561,7 +441,7 @@ class FunctionTool(Tool):
         if self._schema.is_async:
             return await self._schema.call(self._fn, (), args)
         schema, fn = self._schema, self._fn
-        result = await _run_in_worker(
+        result = await run_in_worker(
             lambda: schema.call(fn, (), args), limiter=limiter, executor=executor
         )
         if inspect.isawaitable(result):

@@ -269,7 +269,7 @@ async def test_tool_schema_and_plain_run(tmp_path: Path) -> None:
     assert "workspace-report:" in tool.description
     state = StateManager(AgentState)
     out = await tool.execute({"skill": "echo", "inputs": {"k": "v"}},
-                             {"state": state.scope("host"), "call_id": "call_1"})
+                             injected={"state": state.scope("host"), "call_id": "call_1"})
     assert out == {"echo": {"k": "v"}, "mark": "t"}
     assert state.namespaces() == []  # the call's namespace host.bt.echo.call_1 is gone
     with pytest.raises(ValueError, match="at least one skill"):
