@@ -14,10 +14,20 @@ class RunStatus(enum.StrEnum):
     """How a call to `ReactiveRunner.run` ended."""
 
     SUCCESS = "success"
+    """The root succeeded."""
     FAILURE = "failure"
+    """The root failed (or the tree raised); ``error`` says why."""
     SUSPENDED = "suspended"
+    """The run waits for a person: ``pending`` lists the approvals asked for."""
     CANCELLED = "cancelled"
+    """The run was cancelled from outside."""
     TIMEOUT = "timeout"
+    """``run(timeout=...)`` ran out before the tree finished."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the tree ran to its end (SUCCESS or FAILURE), not stopped or waiting."""
+        return self in (RunStatus.SUCCESS, RunStatus.FAILURE)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -287,3 +287,9 @@ def test_consumed_approvals_survive_a_snapshot() -> None:
     second.restore(first.snapshot())
     assert second.consumed("a") and second.decision("a") is not None
     assert not second.consumed("b")
+
+
+def test_run_status_says_whether_the_tree_ran_to_its_end() -> None:
+    from jianmu.runtime.result import RunStatus
+
+    assert [s.value for s in RunStatus if s.finished] == ["success", "failure"]
