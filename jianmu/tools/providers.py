@@ -10,10 +10,9 @@ that need it. Each provider instance has its own registry (copied from the defau
 from __future__ import annotations
 
 import importlib
-import types
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from jianmu.errors import MissingExtraError, ToolNotFoundError, ToolUnavailableWarning
 from jianmu.tools.aliases import DEFAULT_ALIASES, reset_shared_aliases, shared_aliases
@@ -96,19 +95,6 @@ class BaseToolProvider:
         await self.close()
 
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-class _hybridmethod(Generic[_P, _R]):
-    """A method that, called on the class, acts on the shared `default()` instance."""
-
-    def __init__(self, fn: Callable[Concatenate[Any, _P], _R]) -> None:
-        self.fn = fn
-        self.__doc__ = fn.__doc__
-
-    def __get__(self, obj: Any, owner: Any) -> Callable[_P, _R]:
-        return types.MethodType(self.fn, obj if obj is not None else owner.default())
 
 
 def _missing_extra(exc: ImportError) -> MissingExtraError | None:
@@ -166,7 +152,6 @@ class BuiltinToolProvider(BaseToolProvider):
 
     # -- registration ---------------------------------------------------------------------
 
-    @_hybridmethod
     def register_tool(self, name: str, source: ToolSource) -> None:
         """Register a built-in: a `Tool` class, a ``"module:Class"`` string or a factory.
 
@@ -188,7 +173,6 @@ class BuiltinToolProvider(BaseToolProvider):
         self._builtins[key] = source
         self._classes.pop(key, None)
 
-    @_hybridmethod
     def register_alias(self, alias: str, target: str) -> None:
         """Let ``alias`` resolve to the built-in ``target``.
 
@@ -203,7 +187,6 @@ class BuiltinToolProvider(BaseToolProvider):
             )
         self._aliases[_valid_key(alias, "alias")] = canonical
 
-    @_hybridmethod
     def list_builtin_names(self) -> list[str]:
         """Names of the registered built-ins (aliases not included)."""
         return list(self._builtins)
@@ -268,7 +251,6 @@ class BuiltinToolProvider(BaseToolProvider):
             raise TypeError(f"built-in {canonical!r} built {made!r}, which is not a Tool")
         return made
 
-    @_hybridmethod
     def resolve_named_tools(
         self,
         names: Iterable[str],

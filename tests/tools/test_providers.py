@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jianmu.errors import MissingExtraError, ToolNotFoundError, ToolUnavailableWarning
-from jianmu.tools import BaseToolProvider, BuiltinToolProvider, Tool, ToolProvider, tool
+from jianmu.tools import BaseToolProvider, BuiltinToolProvider, Tool, ToolProvider, ToolSet, tool
 from jianmu.tools.providers import DEFAULT_ALIASES, DEFAULT_BUILTINS
 
 
@@ -159,16 +159,18 @@ def test_get_tools_returns_the_names_given_at_construction() -> None:
     assert [t.name for t in provider.get_tools()] == ["calculator", "read_file"]
 
 
-def test_class_level_calls_use_the_resettable_default(fresh_default: None) -> None:
-    BuiltinToolProvider.register_tool("echo", Echo)
-    BuiltinToolProvider.register_alias("say", "echo")
-    assert "echo" in BuiltinToolProvider.list_builtin_names()
-    assert isinstance(BuiltinToolProvider.resolve_named_tools(["say"])[0], Echo)
-    assert BuiltinToolProvider.default() is BuiltinToolProvider.default()
+def test_the_shared_default_is_resettable(fresh_default: None) -> None:
+    shared = BuiltinToolProvider.default()
+    shared.register_tool("echo", Echo)
+    shared.register_alias("say", "echo")
+    assert "echo" in BuiltinToolProvider.default().list_builtin_names()
+    assert isinstance(BuiltinToolProvider.default().resolve_named_tools(["say"])[0], Echo)
+    assert ToolSet.resolve(["say"]).names() == ["echo"]  # name resolution reads the same table
+    assert BuiltinToolProvider.default() is shared
     BuiltinToolProvider.reset_default()
-    assert "echo" not in BuiltinToolProvider.list_builtin_names()
-    # Instances never see class-level registrations.
-    BuiltinToolProvider.register_tool("echo", Echo)
+    assert "echo" not in BuiltinToolProvider.default().list_builtin_names()
+    # A new provider never sees what the shared one registered.
+    BuiltinToolProvider.default().register_tool("echo", Echo)
     assert "echo" not in BuiltinToolProvider().list_builtin_names()
 
 
