@@ -77,7 +77,11 @@ from typing import Any
 
 from jianmu.errors import ConfigError
 from jianmu.guard._shell import ShellScan, scan
+from jianmu.guard.decision import PolicyTarget
 from jianmu.tools.calls import ToolCall
+
+_Tool = PolicyTarget | None
+"""The tool a call names, as the guard sees it; ``None`` when no tool has that name."""
 
 __all__ = ("Rule", "normalise_command", "parse_rule", "path_forms", "shell_parts", "url_forms")
 
@@ -167,10 +171,10 @@ def _is_url(name: str | None) -> bool:
     return bool(name) and any(hint in str(name).lower() for hint in ("url", "uri"))
 
 
-def _schema_main_argument(tool: Any, args: dict[str, Any]) -> str | None:
+def _schema_main_argument(tool: _Tool, args: dict[str, Any]) -> str | None:
     """The first required string property of the tool's schema present in ``args``."""
-    schema = getattr(tool, "input_schema", None)
-    if not isinstance(schema, dict):
+    schema = tool.input_schema if tool is not None else None
+    if not isinstance(schema, dict):  # an MCP server's schema is not trusted to be a dict
         return None
     props = schema.get("properties") or {}
     for name in schema.get("required") or ():
@@ -184,10 +188,10 @@ def _schema_main_argument(tool: Any, args: dict[str, Any]) -> str | None:
     return None
 
 
-def _is_shell(name: str | None, tool: Any) -> bool:
+def _is_shell(name: str | None, tool: _Tool) -> bool:
     # an execute tool's other arguments are shell text, except a folder it runs in (`cwd`)
     return (name or "").lower() in _SHELL_KEYS or (
-        getattr(tool, "category", None) == "execute" and not _is_path(name)
+        tool is not None and tool.category == "execute" and not _is_path(name)
     )
 
 
@@ -222,7 +226,7 @@ class Rule:
         name = tool_name.strip().lower()
         return name == self.tool or name in self.aliases
 
-    def value_of(self, call: ToolCall, tool: Any = None) -> tuple[str | None, str] | None:
+    def value_of(self, call: ToolCall, tool: _Tool = None) -> tuple[str | None, str] | None:
         """The argument the pattern is matched against, as ``(argument name, text)``.
 
         With a ``key``: that argument (non-strings as JSON); ``None`` when it is missing. Without
@@ -254,7 +258,7 @@ class Rule:
         return None, _json(args)
 
     def split(
-        self, name: str | None, value: str, tool: Any = None, root: str | None = None
+        self, name: str | None, value: str, tool: _Tool = None, root: str | None = None
     ) -> list[str]:
         """Every text an allow rule must match: each shell command as written and normalised,
         or each form of a path (see `path_forms`; ``root`` is the workspace root)."""
@@ -317,7 +321,7 @@ class Rule:
                     return True
         return False
 
-    def _restricts(self, name: str | None, value: str, tool: Any, root: str | None) -> bool:
+    def _restricts(self, name: str | None, value: str, tool: _Tool, root: str | None) -> bool:
         if _is_shell(name, tool):
             return self._restricts_shell(scan(value))
         parts = self.split(name, value, tool, root)
@@ -326,7 +330,7 @@ class Rule:
             parts = path_forms(value, root, absolute=True)
         if any(self.match_text(part) for part in parts):
             return True
-        walks = str(getattr(tool, "name", self.tool)).lower() in _WALKING_TOOLS
+        walks = (tool.name if tool is not None else str(self.tool)).lower() in _WALKING_TOOLS
         return walks and _is_path(name) and any(self._matches_beneath(part) for part in parts)
 
     def _matches_beneath(self, folder: str) -> bool:
@@ -342,7 +346,7 @@ class Rule:
         below = folder.rstrip("/") + "/"
         return literal.startswith(below) or (cut < len(self.pattern) and below.startswith(literal))
 
-    def matches(self, call: ToolCall, tool: Any = None, *, root: str | None = None) -> bool:
+    def matches(self, call: ToolCall, tool: _Tool = None, *, root: str | None = None) -> bool:
         """Whether the rule covers the whole call: the test for a rule that *grants* (allow).
 
         Every part of a shell command must match, as written and normalised, and every form
@@ -363,12 +367,12 @@ class Rule:
             return False
         return all(self.match_text(part) for part in self.split(*found, tool, root))
 
-    def _names_a_missing_argument(self, tool: Any) -> bool:
+    def _names_a_missing_argument(self, tool: _Tool) -> bool:
         properties = _schema_properties(tool)
         return self.key is not None and properties is not None and self.key not in properties
 
     def matches_any_part(
-        self, call: ToolCall, tool: Any = None, *, root: str | None = None
+        self, call: ToolCall, tool: _Tool = None, *, root: str | None = None
     ) -> bool:
         """Whether the rule touches the call: the test for a rule that *restricts* (deny, confirm).
 
@@ -386,7 +390,7 @@ class Rule:
             self._restricts(name, value, tool, root) for name, value in self._candidates(call, tool)
         )
 
-    def _candidates(self, call: ToolCall, tool: Any) -> list[tuple[str | None, str]]:
+    def _candidates(self, call: ToolCall, tool: _Tool) -> list[tuple[str | None, str]]:
         """The values a restricting rule looks at: the main argument, and every string
         argument when no main argument can be told apart."""
         found = self.value_of(call, tool)
@@ -397,7 +401,7 @@ class Rule:
             candidates += [(k, v) for k, v in call.arguments.items() if isinstance(v, str)]
         return candidates
 
-    def opacity(self, call: ToolCall, tool: Any = None) -> str | None:
+    def opacity(self, call: ToolCall, tool: _Tool = None) -> str | None:
         """Why the shell command this argument rule looks at cannot be fully seen through.
 
         ``None`` when the rule has no argument pattern, is about another tool, looks at no
@@ -433,15 +437,15 @@ def shell_parts(shell: ShellScan) -> list[str]:
     return parts or [""]
 
 
-def _schema_default(tool: Any, key: str) -> str | None:
+def _schema_default(tool: _Tool, key: str) -> str | None:
     """The schema's default of the string argument ``key``, if it has one."""
     spec = (_schema_properties(tool) or {}).get(key)
     default = spec.get("default") if isinstance(spec, dict) else None
     return default if isinstance(default, str) else None
 
 
-def _schema_properties(tool: Any) -> dict[str, Any] | None:
-    schema = getattr(tool, "parameters", None) or getattr(tool, "input_schema", None)
+def _schema_properties(tool: _Tool) -> dict[str, Any] | None:
+    schema = tool.parameters if tool is not None else None
     properties = schema.get("properties") if isinstance(schema, dict) else None
     return properties if isinstance(properties, dict) and properties else None
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from jianmu import plugins
 from jianmu.constraints import DEFAULT_CHECKERS, GuardConstraints
 from jianmu.errors import ConfigError
-from jianmu.guard.decision import Decision, GuardContext
+from jianmu.guard.decision import Decision, GuardContext, PolicyTarget
 from jianmu.tools.names import builtin_aliases, is_tool_name, shown_name
 
 __all__ = ("BaseChecker", "CheckerSetup", "GuardChecker", "build_chain", "tool_permission")
@@ -99,7 +99,7 @@ def build_chain(
     return tuple(chain)
 
 
-def tool_permission(tool: Any) -> str:
+def tool_permission(tool: PolicyTarget | None) -> str:
     """The tool's ``permission`` as a lower-case string (enum values too); ``auto`` if unset."""
     value = getattr(tool, "permission", None)
     value = getattr(value, "value", value)

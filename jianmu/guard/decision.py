@@ -35,6 +35,10 @@ class PolicyTarget(Protocol):
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema of the arguments (argument rules find the main argument in it)."""
 
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The arguments as an object schema (a non-object input wrapped as ``input``)."""
+
 
 class DecisionKind(StrEnum):
     """What the guard says about a call."""

@@ -18,7 +18,7 @@ from jianmu.guard.checker import (
     _check_rule_name,
     tool_permission,
 )
-from jianmu.guard.decision import Decision, GuardContext
+from jianmu.guard.decision import Decision, GuardContext, PolicyTarget
 from jianmu.tools.calls import ToolCall
 from jianmu.tools.names import builtin_aliases, is_tool_name, name_key, shown_name
 
@@ -113,7 +113,7 @@ class ToolPolicyChecker(BaseChecker):
         return cls.from_guard_constraints(setup.guard, workspace=setup.workspace)
 
     def resolve(
-        self, call: ToolCall, tool: Any, *, root: str | None = None
+        self, call: ToolCall, tool: PolicyTarget | None, *, root: str | None = None
     ) -> tuple[Policy, str, Rule | None]:
         """The policy for ``call`` from rules, permission and default: (policy, reason, rule).
 
@@ -134,7 +134,7 @@ class ToolPolicyChecker(BaseChecker):
                 return "confirm", *opaque
         return resolved
 
-    def _opacity(self, call: ToolCall, tool: Any) -> tuple[str, Rule] | None:
+    def _opacity(self, call: ToolCall, tool: PolicyTarget | None) -> tuple[str, Rule] | None:
         """Why a shell command that argument rules look at cannot be auto-allowed, if so.
 
         Only argument rules need to see inside a command: with none for the tool (a plain
@@ -151,7 +151,7 @@ class ToolPolicyChecker(BaseChecker):
         return None
 
     def _allow_or_default(
-        self, call: ToolCall, tool: Any, root: str
+        self, call: ToolCall, tool: PolicyTarget | None, root: str
     ) -> tuple[Policy, str, Rule | None]:
         """The policy from allow rules, else from the tool's permission and the default."""
         allowing = self._allowing_rules(call, tool, root)
@@ -170,7 +170,7 @@ class ToolPolicyChecker(BaseChecker):
             return "allow", f"no rule names tool {call.name!r}; allowed by default", None
         return default, f"default_policy is {default!r} and no rule names tool {call.name!r}", None
 
-    def _allowing_rules(self, call: ToolCall, tool: Any, root: str) -> list[Rule]:
+    def _allowing_rules(self, call: ToolCall, tool: PolicyTarget | None, root: str) -> list[Rule]:
         """Allow rules that together cover every part of the call; empty if none do.
 
         A name rule covers everything; argument rules looking at the same argument pool
@@ -197,14 +197,16 @@ class ToolPolicyChecker(BaseChecker):
                 return rules
         return []
 
-    def hides(self, tool: Any, *, user_roles: frozenset[str] | None = None) -> bool:
+    def hides(
+        self, tool: PolicyTarget | str, *, user_roles: frozenset[str] | None = None
+    ) -> bool:
         """Whether the model should not even see ``tool`` (a tool or a tool name).
 
         True when a name rule denies it, or when no rule names it except to deny and its
         default (permission and ``default_policy``) is deny; and, when ``user_roles`` is given,
         for an admin_only tool without the ``admin`` role.
         """
-        name = (tool if isinstance(tool, str) else str(getattr(tool, "name", ""))).lower()
+        name = (tool if isinstance(tool, str) else tool.name).lower()
         obj = None if isinstance(tool, str) else tool
         if user_roles is not None and tool_permission(obj) == "admin_only":
             if "admin" not in {str(r).lower() for r in user_roles}:
@@ -251,7 +253,7 @@ class ToolPolicyChecker(BaseChecker):
         return Decision.allow(reason, checker=self.name, rule=text)
 
 
-def _names_tool(name: str, tool: Any) -> bool:
+def _names_tool(name: str, tool: PolicyTarget | None) -> bool:
     """Whether ``name`` is ``tool``'s own name (ASCII case-insensitive) or one of its aliases."""
     own = getattr(tool, "name", None)
     if not isinstance(own, str):

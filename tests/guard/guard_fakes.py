@@ -15,6 +15,13 @@ class FakeTool:
         default_factory=lambda: {"type": "object", "properties": {}, "required": []}
     )
 
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """As `Tool.parameters`: a non-object schema wrapped as ``input``."""
+        if self.input_schema.get("type") == "object":
+            return self.input_schema
+        return {"type": "object", "properties": {"input": self.input_schema}, "required": ["input"]}
+
 
 def bash() -> FakeTool:
     return FakeTool(
