@@ -101,8 +101,8 @@ def build_chain(
 
 def tool_permission(tool: PolicyTarget | None) -> str:
     """The tool's ``permission`` as a lower-case string (enum values too); ``auto`` if unset."""
-    value = getattr(tool, "permission", None)
-    value = getattr(value, "value", value)
+    value: object = tool.permission if tool is not None else None
+    value = getattr(value, "value", value)  # an enum's value
     return str(value).lower() if value else "auto"
 
 

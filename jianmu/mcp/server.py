@@ -31,6 +31,7 @@ from jianmu.errors import MissingExtraError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChecker
 from jianmu.mcp._bridge import require_mcp
+from jianmu.runtime.context import RunContext
 from jianmu.tools.calls import ToolCall, ToolResult, render_output
 from jianmu.tools.names import shown_name
 from jianmu.tools.toolset import ToolSet
@@ -105,7 +106,8 @@ def build_mcp_server(
     served = [t for t in toolset.active() if not policy.hides(t, user_roles=roles)]
     listing = [types.Tool.model_validate(_descriptor(t)) for t in served]
     chosen = ToolSet.from_tools(served)  # one name resolution: exact, ASCII case, alias
-    run_context = _Roles(roles)
+    # the server's own run: its roles; nobody to ask (confirm is refused), events unheard
+    run_context = RunContext(interaction=None, user_roles=roles)
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
@@ -139,7 +141,7 @@ def build_mcp_server(
         decision = enforcer.check(
             "tool_call",
             GuardContext(
-                call=call, tool=found, run=run_context,  # type: ignore[arg-type]
+                call=call, tool=found, run=run_context,
                 calls_made=ledger.calls_made, call_times=ledger.call_times,
             ),
         )
@@ -162,16 +164,6 @@ def build_mcp_server(
             found.parameters if (found := chosen.get(n)) is not None else None
         ),
     )
-
-
-class _Roles:
-    """The little of a run context the guard reads on the server side: roles, no events."""
-
-    interaction = None
-    events = None
-
-    def __init__(self, roles: frozenset[str]) -> None:
-        self.user_roles = roles
 
 
 def _descriptor(tool: Any) -> dict[str, Any]:

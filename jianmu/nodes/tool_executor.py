@@ -184,10 +184,10 @@ class ToolExecutor(AsyncNode):
         )
         waiting = [(c, d) for c, d in zip(known, decisions, strict=True) if d.awaiting_approval]
         if waiting:
+            interaction = self.ctx.interaction
+            assert interaction is not None  # without one, ConfirmChecker denies instead
             for call, decision in waiting:
-                self.ctx.interaction.suspend(  # type: ignore[union-attr]
-                    self._enforcer.approval_request(call, decision, node=self.path)
-                )
+                interaction.suspend(self._enforcer.approval_request(call, decision, node=self.path))
             return Status.RUNNING
         for call, found in pending:
             if found is None:
