@@ -11,6 +11,9 @@ One call's path, from `ToolExecutor.update_async` to its observation, passes six
    in a worker thread or through the sandbox;
 5. ``tools/calls.py``: `ToolResult.from_raw` turns what came back into one result, once;
 6. ``llm/messages.py``: `Message.tool` is the observation, appended to ``messages`` in order.
+
+Around them, the call's span (``telemetry.py``) and the state update (``state.py``) record it;
+they decide nothing about the call.
 """
 
 from __future__ import annotations
