@@ -341,8 +341,13 @@ def test_the_run_resolves_the_workdir(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 class _HttpTool:
+    """What a ToolRunner needs of a tool (`RunnableTool`), for a tool that talks HTTP."""
+
     name = "http_request"
     effect_tags = ("http",)
+    timeout_seconds = None
+    sandboxed = False
+    is_async = True
 
     async def invoke(self, args: dict[str, object], executor: object = None) -> str:
         return "fetched"
