@@ -47,7 +47,8 @@ class GuardLedger(BaseModel):
         kept = {
             k: tuple(t for t in v if at - t < RATE_WINDOW_SECONDS) for k, v in times.items()
         }
-        return GuardLedger(
+        # built from this ledger's own valid data: no need to validate it again
+        return GuardLedger.model_construct(
             calls_made=self.calls_made + len(names),
             call_times={k: v for k, v in kept.items() if v},
         )
