@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from jianmu._strict_yaml import YAMLRefused, compose_and_load
 from jianmu.config import AppConfig, _key_lines, unknown_key_hint
 from jianmu.constraints import Constraints
 from jianmu.errors import SkillLoadError
-from jianmu.skills._allowed_tools import AllowedTool, map_allowed_tool, split_allowed_tools
+from jianmu.skills._allowed_tools import AllowedTool, map_allowed_tools
 from jianmu.skills.skill import Skill, SkillFrontMatter
 
 __all__ = (
@@ -187,7 +188,8 @@ def _pydantic_error(exc: ValidationError, where: str, lines: dict[tuple[Any, ...
         got = repr(first.get("input"))
         message = f"{first['msg']} (got {got if len(got) <= 80 else got[:77] + '...'})"
         if loc == ("name",):
-            message += "; a name is 1-64 lowercase letters, digits and single hyphens"
+            message += ("; a name is 1-64 lowercase letters (any script), digits and hyphens, "
+                        "with no hyphen at either end and no '--'")
     if len(errors) > 1:
         others = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[1:4]
@@ -198,15 +200,14 @@ def _pydantic_error(exc: ValidationError, where: str, lines: dict[tuple[Any, ...
     )
 
 
-def _mapped_allowed(raw: Any, where: str, line: int | None,
-                    is_known: ToolChecker) -> tuple[AllowedTool, ...]:
+def _mapped_allowed(
+    raw: list[str] | str | None, is_known: ToolChecker
+) -> tuple[tuple[AllowedTool, ...], tuple[str, ...]]:
+    """The mapped entries and the warnings (pydantic already checked the value's shape)."""
     if raw is None:
-        return ()
-    try:
-        entries = split_allowed_tools(raw) if isinstance(raw, str) else list(raw)
-        return tuple(map_allowed_tool(e, is_known) for e in entries)
-    except ValueError as exc:
-        raise SkillLoadError(str(exc), path=where, line=line, field="allowed-tools") from None
+        return (), ()
+    allowed, notes = map_allowed_tools(raw, is_known)
+    return allowed, tuple(f"allowed-tools: {note}" for note in notes)
 
 
 def _check_tree(path: Path, where: str, line: int | None) -> None:
@@ -283,7 +284,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         spec = SkillFrontMatter.model_validate(data)
     except ValidationError as exc:
         raise _pydantic_error(exc, where, lines, offset) from None
-    if spec.name != folder.name:
+    if spec.name != unicodedata.normalize("NFKC", folder.name):
         raise SkillLoadError(
             f"name {spec.name!r} differs from the folder's name {folder.name!r}; "
             "rename one so they match",
@@ -300,7 +301,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
                 path=where, line=line_of("tools", index) or line_of("tools"),
                 field=f"tools[{index}]",
             )
-    allowed = _mapped_allowed(spec.allowed_tools, where, line_of("allowed-tools"), is_known)
+    allowed, warnings = _mapped_allowed(spec.allowed_tools, is_known)
     if spec.execution == "bt":
         tree_name = spec.tree or "tree.py"
         if Path(tree_name).name != tree_name or not tree_name.endswith(".py"):
@@ -320,7 +321,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         for key, value in (("inputs", spec.inputs), ("outputs", spec.outputs))
     }
     tools: list[str] = []
-    for name in [*spec.tools, *(a.tool for a in allowed)]:
+    for name in [*spec.tools, *(t for a in allowed for t in a.tools)]:
         if name.lower() not in tools:
             tools.append(name.lower())
     return Skill(
@@ -341,6 +342,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         compatibility=spec.compatibility,
         metadata=spec.metadata,
         body_line=body_line,
+        warnings=warnings,
     )
 
 

@@ -3,34 +3,77 @@
 The front matter follows the open Agent Skills format (``name``, ``description``, ``license``,
 ``compatibility``, ``metadata``, ``allowed-tools``) plus Jianmu's fields (``execution``,
 ``tree``, ``tools``, ``constraints``, ``inputs``, ``outputs``, ``version``, ``history_limit``).
-Only the front matter is read when a skill is loaded: the Markdown body, ``scripts/``,
-``references/`` and ``assets/`` are read when asked for.
+Only the front matter is read when a skill is loaded: the Markdown body and the folder's
+other files (``scripts/``, ``references/``, ``reference/``, ``examples/``, a top-level
+``forms.md``...) are read when asked for.
 """
 
 from __future__ import annotations
 
+import os
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jianmu.constraints import Constraints, SkillConstraints
-from jianmu.skills._allowed_tools import AllowedTool
+from jianmu.skills._allowed_tools import READ_SKILL_FILE, AllowedTool
 
 if TYPE_CHECKING:
     from jianmu.tools.base import Tool
     from jianmu.tools.providers import BuiltinToolProvider
     from jianmu.tools.toolset import ToolSet
 
-__all__ = ("NAME_PATTERN", "RESOURCE_FOLDERS", "Skill", "SkillFrontMatter")
+__all__ = (
+    "DEFAULT_PROMPT_TOOLS",
+    "MAX_NAME_LENGTH",
+    "SKIPPED_FOLDERS",
+    "Skill",
+    "SkillFrontMatter",
+    "skill_name_problem",
+)
 
-NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
-"""A skill name: lowercase letters and digits in words joined by single hyphens."""
+MAX_NAME_LENGTH = 64
+"""The longest skill name (characters, after NFKC normalisation)."""
 
-RESOURCE_FOLDERS = ("scripts", "references", "assets")
-"""Sub-folders whose files a skill may read on demand."""
+_SHOWN_FILES = 20
+"""Files named in a "no such file" message; a skill may hold hundreds."""
+
+SKIPPED_FOLDERS = frozenset({".git", "__pycache__", "node_modules"})
+"""Folders of a skill that are never listed as its files."""
+
+DEFAULT_PROMPT_TOOLS = (
+    "read_file", "list_dir", "glob_search", "grep_search", "file_info", READ_SKILL_FILE,
+)
+"""The tools of a prompt skill that names none (no ``tools``, no usable ``allowed-tools``):
+the read-only file tools, and ``read_skill_file`` for the skill's own files."""
+
+
+def skill_name_problem(name: str) -> str | None:
+    """What is wrong with a skill name, as the reference validator ``skills-ref`` judges it.
+
+    A name is 1-64 characters (NFKC-normalised): letters that are lowercase (any script,
+    ``é`` and ``数`` included; ``É`` is not), digits and hyphens, with no hyphen at either end
+    and no ``--``. Returns ``None`` for a good name.
+    """
+    if not name.strip():
+        return "the name is empty"
+    text = unicodedata.normalize("NFKC", name.strip())
+    if len(text) > MAX_NAME_LENGTH:
+        return f"the name is {len(text)} characters long; the limit is {MAX_NAME_LENGTH}"
+    if text != text.lower():
+        return "the name must be lowercase"
+    if text.startswith("-") or text.endswith("-"):
+        return "the name must not start or end with a hyphen"
+    if "--" in text:
+        return "the name must not contain '--'"
+    bad = sorted({c for c in text if not (c.isalnum() or c == "-")})
+    if bad:
+        return f"the name may hold only letters, digits and hyphens (found {''.join(bad)!r})"
+    return None
 
 
 class SkillFrontMatter(BaseModel):
@@ -38,8 +81,8 @@ class SkillFrontMatter(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN)
-    """The skill's name; must equal its folder's name."""
+    name: str
+    """The skill's name (see `skill_name_problem`); must equal its folder's name."""
     description: str = Field(min_length=1, max_length=1024)
     """What the skill does and when to use it (the model reads it)."""
     license: str | None = None
@@ -67,10 +110,38 @@ class SkillFrontMatter(BaseModel):
     history_limit: int | None = Field(default=None, ge=0)
     """Messages of the global conversation the skill sees."""
 
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        problem = skill_name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return unicodedata.normalize("NFKC", value.strip())
+
+    @field_validator("allowed_tools", mode="before")
+    @classmethod
+    def _check_allowed_tools(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(e, str) for e in value):
+            return value
+        raise ValueError(
+            "allowed-tools must be a space-separated string or a list of strings, "
+            "e.g. 'Read Grep Bash(git:*)'"
+        )
+
 
 @dataclass(kw_only=True, eq=False)
 class Skill:
-    """A loaded skill: front matter resolved, body and resources read on demand."""
+    """A loaded skill: front matter resolved, body and files read on demand.
+
+    Its tools (`tool_names`): a skill that names tools (``tools``, or ``allowed-tools``
+    entries Jianmu has a tool for) gets exactly those — ``Read`` brings ``read_file`` and
+    ``read_skill_file``. A prompt skill that names none gets `DEFAULT_PROMPT_TOOLS`, the
+    read-only file tools (``read_file``, ``list_dir``, ``glob_search``, ``grep_search``,
+    ``file_info``) and ``read_skill_file``, rather than no tools at all. A bt skill's tools are
+    what its tree places, so it gets no default.
+    """
 
     name: str
     """The skill's name (equal to its folder's name)."""
@@ -85,12 +156,13 @@ class Skill:
     tree: str | None = None
     """For bt skills: the file name of the tree module (``tree.py`` unless set)."""
     tools: tuple[str, ...] = ()
-    """Tool names: ``tools`` and the tools of ``allowed-tools``, lower-cased, no duplicates."""
+    """Tool names as written: ``tools`` and the tools of ``allowed-tools``, lower-cased, no
+    duplicates (see `tool_names` for what the skill runs with)."""
     allowed_tools: tuple[AllowedTool, ...] = ()
-    """The mapped ``allowed-tools`` entries."""
+    """The mapped ``allowed-tools`` entries (ignored ones too, with their warning)."""
     constraints: Constraints = field(default_factory=Constraints)
-    """The SKILL.md layer: ``constraints`` plus an ``allow`` rule per ``allowed-tools`` entry
-    that the skill's own ``tool_policy`` does not name."""
+    """The SKILL.md layer: ``constraints`` without ``allow`` rules (a skill only tightens;
+    ``allowed-tools`` never pre-approve)."""
     inputs: dict[str, Any] | None = None
     """JSON Schema (type object) of the inputs; ``None`` when the skill declares none."""
     outputs: dict[str, Any] | None = None
@@ -107,6 +179,9 @@ class Skill:
     """Free-form extra information."""
     body_line: int = 1
     """1-based line of SKILL.md where the Markdown body starts."""
+    warnings: tuple[str, ...] = ()
+    """What the skill asks for that Jianmu ignores (``allowed-tools: Task``...): not errors,
+    shown by ``jianmu skills validate``."""
     _body: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -131,19 +206,51 @@ class Skill:
             self._body = "".join(lines[self.body_line - 1 :]).strip()
         return self._body
 
-    def resources(self) -> list[str]:
-        """Files under ``scripts/``, ``references/`` and ``assets/``, relative, sorted."""
-        found: list[str] = []
-        for sub in RESOURCE_FOLDERS:
-            base = self.folder / sub
-            if base.is_dir():
-                found.extend(
-                    p.relative_to(self.folder).as_posix() for p in base.rglob("*") if p.is_file()
-                )
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The tool names the skill runs with: its own, else (prompt skills) the defaults."""
+        if self.tools or self.is_bt:
+            return self.tools
+        return DEFAULT_PROMPT_TOOLS
+
+    def files(self) -> list[tuple[str, int]]:
+        """Every file of the folder but SKILL.md, as (relative POSIX path, size in bytes).
+
+        Sorted by path, whatever the sub-folder (``forms.md``, ``reference/``, ``examples/``,
+        ``scripts/``...). ``.git``, ``__pycache__`` and ``node_modules`` are skipped, and so
+        are symlinks: a file link that leaves the folder, and every folder link (the files it
+        points to inside the folder are listed where they really are).
+        """
+        root = self.folder.resolve()
+        found: list[tuple[str, int]] = []
+        for here, folders, names in os.walk(root):
+            base = Path(here)
+            folders[:] = [
+                f for f in folders if f not in SKIPPED_FOLDERS and not (base / f).is_symlink()
+            ]
+            for name in names:
+                path = base / name
+                relative = path.relative_to(root).as_posix()
+                if relative == "SKILL.md":
+                    continue
+                try:
+                    real = path.resolve(strict=True)
+                    if not real.is_relative_to(root) or not real.is_file():
+                        continue
+                    found.append((relative, real.stat().st_size))
+                except OSError:  # a dangling link, or a file gone while listing
+                    continue
         return sorted(found)
+
+    def resources(self) -> list[str]:
+        """Every file of the folder but SKILL.md, relative POSIX paths, sorted (see `files`)."""
+        return [path for path, _ in self.files()]
 
     def resource_path(self, relative: str) -> Path:
         """The absolute path of a file in the skill's folder.
+
+        The path is resolved with symlinks followed; one that ends outside the folder (``..``,
+        an absolute path, a link out) is refused.
 
         Raises:
             ValueError: the path leaves the skill's folder.
@@ -157,9 +264,12 @@ class Skill:
                 "use a path relative to it such as 'references/guide.md'"
             )
         if not target.is_file():
-            known = ", ".join(self.resources()) or "none"
+            known = self.resources()
+            shown = ", ".join(known[:_SHOWN_FILES]) or "none"
+            if len(known) > _SHOWN_FILES:
+                shown += f" and {len(known) - _SHOWN_FILES} more"
             raise FileNotFoundError(
-                f"skill {self.name!r} has no file {relative!r}; its resources: {known}"
+                f"skill {self.name!r} has no file {relative!r}; its resources: {shown}"
             )
         return target
 
@@ -179,18 +289,20 @@ class Skill:
         provider: BuiltinToolProvider | None = None,
         strict: bool = False,
     ) -> ToolSet:
-        """The skill's tools: custom tools of those names, else the built-ins.
+        """The skill's tools (`tool_names`): custom tools of those names, else the built-ins.
 
-        Names that are neither (MCP tools) are left out; add them from their provider.
+        Names that are neither are left out: MCP tools (add them from their provider), and
+        ``read_skill_file`` (the `SkillNode` adds it for the skills it loads).
         """
         from jianmu.tools.providers import BuiltinToolProvider
         from jianmu.tools.toolset import ToolSet
 
         source = provider or BuiltinToolProvider.default()
-        custom_list = [t for t in custom if t.name.lower() in self.tools]
+        wanted = self.tool_names
+        custom_list = [t for t in custom if t.name.lower() in wanted]
         custom_names = {t.name.lower() for t in custom_list}
         builtins = set(source.list_builtin_names()) | set(source.aliases())
-        names = [n for n in self.tools if n in builtins and n not in custom_names]
+        names = [n for n in wanted if n in builtins and n not in custom_names]
         return ToolSet.resolve(names, custom_list, strict=strict, provider=source)
 
     def summary(self) -> str:

@@ -103,14 +103,14 @@ def test_resources_on_demand_and_confined(tmp_path: Path) -> None:
     (folder / "references" / "guide.md").write_text("guide", encoding="utf-8")
     (folder / "scripts" / "sub").mkdir(parents=True)
     (folder / "scripts" / "sub" / "run.sh").write_text("echo", encoding="utf-8")
-    (folder / "notes.txt").write_text("not a resource folder", encoding="utf-8")
+    (folder / "notes.txt").write_text("any file of the folder", encoding="utf-8")
     (tmp_path / "outside.txt").write_text("outside", encoding="utf-8")
     skill = SkillCatalog([tmp_path]).get("res")
-    assert skill.resources() == ["references/guide.md", "scripts/sub/run.sh"]
+    assert skill.resources() == ["notes.txt", "references/guide.md", "scripts/sub/run.sh"]
     assert skill.read_resource("references/guide.md") == "guide"
     with pytest.raises(ValueError, match="outside the skill's folder"):
         skill.read_resource("../outside.txt")
-    with pytest.raises(FileNotFoundError, match=r"its resources: references/guide\.md"):
+    with pytest.raises(FileNotFoundError, match=r"its resources: notes\.txt, references/guide"):
         skill.read_resource("references/nope.md")
 
 

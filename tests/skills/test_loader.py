@@ -27,7 +27,7 @@ SHIPPED = Path(__file__).parents[2] / "skills"
         ("missing-tree", 5, "tree", "'tree.py' does not exist"),
         ("no-build-tree", 4, "tree", "defines no build_tree"),
         ("bad-constraints", 7, "constraints.guard.tool_policy.bash", "'confirm' or 'deny'"),
-        ("unknown-allowed", 4, "allowed-tools", "'Teleport'"),
+        ("bad-allowed", 4, "allowed-tools", "a space-separated string or a list"),
         ("no-front-matter", 1, None, "must start with a '---' line"),
     ],
 )

@@ -1,0 +1,196 @@
+"""`Skill`: names as the reference validator judges them, every file of the folder, confined
+reads, and the tools a skill runs with."""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from jianmu.errors import SkillLoadError
+from jianmu.skills import load_skill
+from jianmu.skills.skill import DEFAULT_PROMPT_TOOLS, skill_name_problem
+from jianmu.tools import tool
+
+
+def _write(folder: Path, front: str, body: str = "Do it.\n") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(f"---\n{front}---\n{body}", encoding="utf-8")
+    return folder
+
+
+def _named(root: Path, name: str, extra: str = "") -> Path:
+    return _write(root / name, f"name: {name}\ndescription: d\n{extra}")
+
+
+# -- names -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["pdf", "pdf-processing", "a1", "2fa", "café", "数据-分析", "ñandú-2", "x" * 64],
+)
+def test_names_the_reference_validator_accepts_load(tmp_path: Path, name: str) -> None:
+    assert skill_name_problem(name) is None
+    assert load_skill(_named(tmp_path, name)).name == name
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("PDF", "lowercase"),
+        ("Café", "lowercase"),
+        ("-pdf", "start or end with a hyphen"),
+        ("pdf-", "start or end with a hyphen"),
+        ("pdf--x", "'--'"),
+        ("pdf_x", "found '_'"),
+        ("pdf.x", "found '.'"),
+        ("x" * 65, "the limit is 64"),
+        (" ", "empty"),
+    ],
+)
+def test_names_the_reference_validator_refuses(tmp_path: Path, name: str, problem: str) -> None:
+    assert problem in (skill_name_problem(name) or "")
+    folder = _write(tmp_path / "skill", f"name: '{name}'\ndescription: d\n")
+    with pytest.raises(SkillLoadError, match="lowercase letters \\(any script\\)") as info:
+        load_skill(folder)
+    assert info.value.field == "name" and info.value.line == 2 and problem in str(info.value)
+
+
+def test_name_and_folder_compare_after_unicode_normalisation(tmp_path: Path) -> None:
+    # macOS file systems hand back decomposed names; YAML usually holds the composed form
+    folder = _write(tmp_path / unicodedata.normalize("NFD", "café"), "name: café\ndescription: d\n")
+    assert load_skill(folder).name == "café"
+    other = _write(tmp_path / "cafe", "name: café\ndescription: d\n")
+    with pytest.raises(SkillLoadError, match="differs from the folder's name 'cafe'"):
+        load_skill(other)
+
+
+# -- files -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def public_skill(tmp_path: Path) -> Path:
+    """A skill laid out like the public ones, with things a listing must leave out."""
+    folder = _named(tmp_path / "skills", "pdf")
+    files = {
+        "forms.md": "# forms\n",
+        "reference/api.md": "api",
+        "examples/3p-updates.md": "example",
+        "themes/dark/theme.json": "{}",
+        "scripts/with_server.py": "print('hi')\n",
+        "LICENSE.txt": "MIT",
+        ".git/config": "[core]",
+        "__pycache__/x.cpython-311.pyc": "bytecode",
+        "scripts/__pycache__/y.pyc": "bytecode",
+        "node_modules/left-pad/index.js": "module.exports = 1",
+    }
+    for relative, text in files.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    (tmp_path / "secret.txt").write_text("outside", encoding="utf-8")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "key").write_text("outside", encoding="utf-8")
+    os.symlink(tmp_path / "secret.txt", folder / "secret-link.txt")
+    os.symlink(tmp_path / "outside", folder / "outside-dir")
+    os.symlink(folder / "forms.md", folder / "forms-link.md")
+    os.symlink(folder / "reference", folder / "ref-again")
+    os.symlink(tmp_path / "missing", folder / "dangling")
+    return folder
+
+
+def test_resources_list_every_file_whatever_the_folder(public_skill: Path) -> None:
+    skill = load_skill(public_skill)
+    assert skill.resources() == [
+        "LICENSE.txt",
+        "examples/3p-updates.md",
+        "forms-link.md",  # a link that stays inside is a file of the folder
+        "forms.md",
+        "reference/api.md",
+        "scripts/with_server.py",
+        "themes/dark/theme.json",
+    ]
+
+
+def test_files_come_with_their_sizes(public_skill: Path) -> None:
+    files = dict(load_skill(public_skill).files())
+    assert files["forms.md"] == len("# forms\n") and files["LICENSE.txt"] == 3
+    assert files["scripts/with_server.py"] == len("print('hi')\n")
+    assert "SKILL.md" not in files
+
+
+def test_reads_are_confined_to_the_folder(public_skill: Path) -> None:
+    skill = load_skill(public_skill)
+    assert skill.read_resource("examples/3p-updates.md") == "example"
+    assert skill.read_resource("forms-link.md") == "# forms\n"
+    assert skill.read_resource("ref-again/api.md") == "api"
+    outside = str(public_skill.parent.parent / "secret.txt")
+    for escape in ("../../secret.txt", outside, "secret-link.txt", "outside-dir/key",
+                   "reference/../../../secret.txt", "dangling"):
+        with pytest.raises(ValueError, match="outside the skill's folder"):
+            skill.resource_path(escape)
+    os.symlink(public_skill / "gone.md", public_skill / "dangling-inside")
+    with pytest.raises(FileNotFoundError, match="has no file 'dangling-inside'"):
+        skill.resource_path("dangling-inside")
+    with pytest.raises(FileNotFoundError, match="has no file 'reference'"):
+        skill.resource_path("reference")  # a folder is not a file
+
+
+def test_a_missing_file_message_names_a_few_files(tmp_path: Path) -> None:
+    folder = _named(tmp_path, "many")
+    for index in range(30):
+        (folder / f"f{index:02d}.md").write_text("x", encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match=r"f19\.md and 10 more$"):
+        load_skill(folder).resource_path("nope.md")
+
+
+# -- tools -----------------------------------------------------------------------------------
+
+
+def test_a_prompt_skill_naming_no_tool_gets_the_read_only_defaults(tmp_path: Path) -> None:
+    skill = load_skill(_named(tmp_path, "plain"))
+    assert skill.tools == () and skill.tool_names == DEFAULT_PROMPT_TOOLS
+    assert set(DEFAULT_PROMPT_TOOLS) == {
+        "read_file", "list_dir", "glob_search", "grep_search", "file_info", "read_skill_file"
+    }
+    # the toolset holds the built-ins; read_skill_file is added by the SkillNode
+    assert skill.toolset().names() == ["read_file", "list_dir", "glob_search", "grep_search",
+                                       "file_info"]
+
+
+def test_only_ignored_allowed_tools_still_get_the_defaults(tmp_path: Path) -> None:
+    skill = load_skill(_named(tmp_path, "claude-only", "allowed-tools: Task TodoWrite\n"))
+    assert skill.tools == () and skill.tool_names == DEFAULT_PROMPT_TOOLS
+    assert len(skill.warnings) == 2
+
+
+def test_a_skill_that_names_tools_gets_exactly_those(tmp_path: Path) -> None:
+    listed = load_skill(_named(tmp_path, "calc", "tools: [calculator]\n"))
+    assert listed.tool_names == ("calculator",)
+    assert listed.toolset().names() == ["calculator"]
+    reads = load_skill(_named(tmp_path, "reads", "allowed-tools: Read Grep\n"))
+    assert reads.tool_names == ("read_file", "read_skill_file", "grep_search")
+    assert reads.toolset().names() == ["read_file", "grep_search"]
+
+
+def test_a_bt_skill_gets_no_default(tmp_path: Path) -> None:
+    folder = _named(tmp_path, "tree-skill", "execution: bt\n")
+    (folder / "tree.py").write_text("def build_tree(ctx): ...\n", encoding="utf-8")
+    assert load_skill(folder).tool_names == ()
+
+
+def test_toolset_takes_a_custom_read_skill_file(tmp_path: Path) -> None:
+    @tool
+    def read_skill_file(skill: str, path: str) -> str:
+        """Read a file of a skill.
+
+        Args:
+            skill: The skill.
+            path: The file.
+        """
+        return f"{skill}/{path}"
+
+    skill = load_skill(_named(tmp_path, "plain"))
+    assert "read_skill_file" in skill.toolset([read_skill_file]).names()
