@@ -124,10 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     skills_list.set_defaults(handler="jianmu._cli.info:cmd_skills_list")
     skills_show.set_defaults(handler="jianmu._cli.info:cmd_skills_show")
     validate = add(skills_sub, "validate",
-                   "check a skill folder or a folder of skills (exit 1 on any error)")
-    validate.add_argument("path", nargs="?", default="skills", metavar="PATH",
-                          help="a skill folder, a SKILL.md, or a folder of skills "
-                               "(default: skills)")
+                   "check every skill under the paths, at any depth (exit 1 on any error)")
+    validate.add_argument("paths", nargs="*", metavar="PATH",
+                          help="a skill folder, a SKILL.md, or any folder holding skills at any "
+                               "depth, e.g. a repository (default: skills)")
     validate.set_defaults(handler="jianmu._cli.info:cmd_skills_validate")
 
     tree = add(commands, "tree", "inspect trees")

@@ -134,8 +134,11 @@ def cmd_skills_list(args: argparse.Namespace) -> int:
         table.add_column(column, overflow="fold")
     for skill in catalog:
         table.add_row(skill.name, skill.execution, skill.version or "",
-                      ", ".join(skill.tools), escape(_first_line(skill.description)))
+                      _tools_text(skill), escape(_first_line(skill.description)))
     console.print(table)
+    for skill in catalog:
+        for note in skill.warnings:
+            console.print(f"[yellow]warning[/] {skill.name}: {escape(note)}")
     for error in catalog.errors:
         console.print(f"[red]broken[/]: {escape(str(error))}")
     if not len(catalog) and not catalog.errors:
@@ -145,8 +148,22 @@ def cmd_skills_list(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _tools_text(skill: Any) -> str:
+    """The skill's tool names; the defaults marked as such."""
+    if skill.tools or skill.is_bt:
+        return ", ".join(skill.tools)
+    return ", ".join(skill.tool_names) + " (default: the skill names no tools)"
+
+
+def _size(size: int) -> str:
+    """``812 B``, ``4.1 KB``, ``2.3 MB``."""
+    if size < 1024:
+        return f"{size} B"
+    return f"{size / 1024:.1f} KB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MB"
+
+
 def cmd_skills_show(args: argparse.Namespace) -> int:
-    """``jianmu skills show NAME``: front matter, tools, constraints, body."""
+    """``jianmu skills show NAME``: front matter, tools, constraints, every file, body."""
     config = load_cli_config(args.config)
     console = make_console()
     catalog = skill_catalog(config, args.skills_dir)
@@ -160,18 +177,24 @@ def cmd_skills_show(args: argparse.Namespace) -> int:
         ("tree", skill.tree_path.name if skill.tree_path else None),
         ("version", skill.version), ("license", skill.license),
         ("compatibility", skill.compatibility),
-        ("tools", ", ".join(skill.tools) or None),
+        ("tools", _tools_text(skill) or None),
         ("allowed-tools", ", ".join(a.entry for a in skill.allowed_tools) or None),
         ("history_limit", skill.history_limit),
         ("inputs", _json(skill.inputs)), ("outputs", _json(skill.outputs)),
         ("constraints", _json(skill.constraints.model_dump(exclude_none=True,
                                                            exclude_defaults=True)) or None),
         ("metadata", _json(skill.metadata) if skill.metadata else None),
-        ("resources", ", ".join(skill.resources()) or None),
     ]
     for key, value in rows:
         if value not in (None, ""):
             console.print(f"[bold]{key}[/]: {escape(str(value))}")
+    for note in skill.warnings:
+        console.print(f"[yellow]warning[/]: {escape(note)}")
+    files = skill.files()
+    console.print(f"[bold]files[/]: {len(files) or 'none besides SKILL.md'}")
+    width = max((len(path) for path, _ in files), default=0)
+    for path, size in files:
+        console.print(f"  {escape(path.ljust(width))}  {_size(size):>9}")
     console.print()
     console.print(escape(skill.body) if skill.body else "[dim](no body)[/]")
     return ExitCode.OK
@@ -204,24 +227,23 @@ def _shown_path(path: str | None) -> str:
 
 
 def cmd_skills_validate(args: argparse.Namespace) -> int:
-    """``jianmu skills validate [PATH]``: exit 1 if any skill under PATH is broken."""
-    from jianmu.skills import SKILL_FILE, SkillCatalog
+    """``jianmu skills validate [PATH...]``: every skill at any depth; exit 1 if any is broken."""
+    from jianmu.skills import SKILL_FILE, SkillCatalog, find_skill_folders
 
     config = load_cli_config(args.config)
     console = make_console()
-    base = Path(args.path)
-    if not base.exists():
-        raise CLIError(f"{str(base)!r} does not exist; give a skill folder or a folder of skills")
-    if base.is_file() and base.name == SKILL_FILE:
-        base = base.parent
-    if (base / SKILL_FILE).is_file():
-        folders = [base]
-    else:
-        folders = sorted(p for p in base.iterdir() if p.is_dir() and (p / SKILL_FILE).is_file())
-    if not folders:
-        raise CLIError(f"no {SKILL_FILE} in {str(base)!r} or its sub-folders")
+    folders: list[Path] = []
+    for raw in args.paths or ["skills"]:
+        base = Path(raw)
+        if not base.exists():
+            raise CLIError(f"{raw!r} does not exist; give a skill folder or a folder of skills")
+        found = find_skill_folders(base)
+        if not found:
+            raise CLIError(f"no {SKILL_FILE} in {raw!r} or its sub-folders")
+        known = {f.resolve() for f in folders}
+        folders.extend(f for f in found if f.resolve() not in known)
     checker = SkillCatalog([], config=config)
-    problems = 0
+    problems = warned = 0
     for folder in folders:
         try:
             # absolute, so that errors raised while importing tree.py find their line
@@ -232,9 +254,12 @@ def cmd_skills_validate(args: argparse.Namespace) -> int:
             continue
         console.print(f"[green]ok[/] {skill.name} ({skill.execution}) "
                       f"{escape(_shown_path(str(skill.file)))}")
-    names = [f.name for f in folders]
+        warned += bool(skill.warnings)
+        for note in skill.warnings:
+            console.print(f"  [yellow]warning[/]: {escape(note)}")
+    with_warnings = f", {warned} with warnings" if warned else ""
     if problems:
-        console.print(f"{problems} of {len(names)} skill(s) have errors")
+        console.print(f"{problems} of {len(folders)} skill(s) have errors{with_warnings}")
         return ExitCode.FAILURE
-    console.print(f"{len(names)} skill(s) valid")
+    console.print(f"{len(folders)} skill(s) valid{with_warnings}")
     return ExitCode.OK

@@ -7,7 +7,7 @@ from jianmu.skills._guarded import GuardedToolNode
 from jianmu.skills.bt import RunBTSkillTool, run_bt_skill
 from jianmu.skills.bt_context import BTSkillContext, resolve_inputs, validate_result
 from jianmu.skills.bt_loader import SkillTreeLoader
-from jianmu.skills.catalog import SkillCatalog
+from jianmu.skills.catalog import SkillCatalog, find_skill_folders
 from jianmu.skills.loader import SKILL_FILE, known_tool_checker, load_skill
 from jianmu.skills.node import (
     FlattenedAgentNode,
@@ -31,6 +31,7 @@ __all__ = (
     "SkillNode",
     "SkillNodeConfig",
     "SkillTreeLoader",
+    "find_skill_folders",
     "known_tool_checker",
     "load_skill",
     "map_allowed_tool",

@@ -12,12 +12,37 @@ from jianmu.config import AppConfig
 from jianmu.errors import SkillLoadError, SkillNotFoundError
 from jianmu.skills.bt_loader import SkillTreeLoader
 from jianmu.skills.loader import SKILL_FILE, known_tool_checker, load_skill
-from jianmu.skills.skill import Skill
+from jianmu.skills.skill import SKIPPED_FOLDERS, Skill
 
-__all__ = ("DEFAULT_SKILLS_PATH", "SkillCatalog")
+__all__ = ("DEFAULT_SKILLS_PATH", "SkillCatalog", "find_skill_folders")
 
 DEFAULT_SKILLS_PATH = "skills"
 """The folder scanned first (relative to the current folder)."""
+
+
+def find_skill_folders(path: str | os.PathLike[str]) -> list[Path]:
+    """The skill folders at or under ``path``, at any depth, sorted.
+
+    ``path`` may be a SKILL.md, a skill folder, or any folder (a repository, a ``skills/``
+    folder of folders). ``.git``, ``node_modules``, ``__pycache__`` and hidden folders are not
+    searched, and neither is a skill folder's inside (its sub-folders are its files). A path
+    that does not exist has none.
+    """
+    base = Path(path)
+    if base.is_file():
+        return [base.parent] if base.name == SKILL_FILE else []
+    if (base / SKILL_FILE).is_file():
+        return [base]
+    found: list[Path] = []
+    for here, folders, _ in os.walk(base):
+        folders[:] = sorted(
+            f for f in folders if f not in SKIPPED_FOLDERS and not f.startswith(".")
+        )
+        for name in list(folders):
+            if (Path(here) / name / SKILL_FILE).is_file():
+                found.append(Path(here) / name)
+                folders.remove(name)
+    return sorted(found)
 
 
 class SkillCatalog:

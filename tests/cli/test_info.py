@@ -115,6 +115,56 @@ def test_skills_validate_reports_each_error_as_file_line_field_message(project: 
     assert "3 of 4 skill(s) have errors" in done.out
 
 
+CLAUDE_SKILL = (
+    "---\nname: pdf\ndescription: Fill PDF forms.\nlicense: Apache-2.0\n"
+    "allowed-tools: Read Bash(python:*) Task\nmetadata: {author: someone}\n---\n"
+    "See `examples/form.md` and `reference/api.md`.\n"
+)
+
+
+def _repository(project: Project) -> None:
+    """A repository of skills two levels deep, with folders a search must skip."""
+    project.write("repo/README.md", "# skills\n")
+    project.write("repo/skills/documents/pdf/SKILL.md", CLAUDE_SKILL)
+    project.write("repo/skills/documents/pdf/examples/form.md", "x" * 2048)
+    project.write("repo/skills/documents/pdf/reference/api.md", "api")
+    project.write("repo/skills/dev/notes/SKILL.md", GOOD_SKILL)
+    for hidden in (".git/hooks", "node_modules/pkg", ".cache/old"):
+        project.write(f"repo/{hidden}/SKILL.md", "not a skill at all\n")
+
+
+def test_skills_validate_finds_skills_at_any_depth(project: Project) -> None:
+    _repository(project)
+    done = project.jianmu("skills", "validate", "repo")
+    assert done.code == 0, done.text
+    assert "ok notes (prompt) repo/skills/dev/notes/SKILL.md" in done.out
+    assert "ok pdf (prompt) repo/skills/documents/pdf/SKILL.md" in done.out
+    assert "warning: allowed-tools: 'Task' is not a tool Jianmu has" in done.out
+    assert "2 skill(s) valid, 1 with warnings" in done.out
+    project.write("repo/skills/dev/broken/SKILL.md", BROKEN_SKILL)
+    broken = project.jianmu("skills", "validate", "repo/skills/documents", "repo/skills/dev")
+    assert broken.code == 1, broken.text
+    assert "repo/skills/dev/broken/SKILL.md:5: tools[0]: unknown tool 'nosuch'" in broken.out
+    assert "1 of 3 skill(s) have errors, 1 with warnings" in broken.out
+    same = project.jianmu("skills", "validate", "repo/skills/documents/pdf/SKILL.md", "repo")
+    assert "1 of 3 skill(s)" in same.out  # a skill named twice is checked once
+
+
+def test_skills_show_lists_every_file_with_its_size(project: Project) -> None:
+    _repository(project)
+    done = project.jianmu("skills", "show", "pdf", "--skills-dir", "repo/skills/documents")
+    assert done.code == 0, done.text
+    assert re.search(r"^files: 2$", done.out, re.M), done.out
+    assert re.search(r"^  examples/form\.md  +2\.0 KB$", done.out, re.M), done.out
+    assert re.search(r"^  reference/api\.md +3 B$", done.out, re.M), done.out
+    assert "tools: read_file, read_skill_file, bash" in done.out
+    assert "warning: allowed-tools: 'Task'" in done.out
+    notes = project.jianmu("skills", "show", "notes", "--skills-dir", "repo/skills/dev")
+    assert "files: none besides SKILL.md" in notes.out
+    assert "tools: read_file, list_dir, glob_search, grep_search, file_info, read_skill_file " \
+        "(default: the skill names no tools)" in notes.out
+
+
 def test_skills_validate_bad_path_exits_2(project: Project) -> None:
     assert_clean_error(project.jianmu("skills", "validate", "nowhere"), 2,
                        "'nowhere' does not exist")

@@ -8,7 +8,7 @@ import pytest
 
 from jianmu.config import AppConfig, SkillsConfig
 from jianmu.errors import SkillLoadError, SkillNotFoundError
-from jianmu.skills import SkillCatalog
+from jianmu.skills import SkillCatalog, find_skill_folders
 
 BROKEN = Path(__file__).parent / "fixtures" / "broken"
 
@@ -123,3 +123,17 @@ def test_validate_raises_for_a_broken_tree(tmp_path: Path) -> None:
     with pytest.raises(SkillLoadError, match="bad import") as info:
         catalog.validate(folder)
     assert info.value.line == 1 and info.value.field == "build_tree"
+
+
+def test_find_skill_folders_at_any_depth(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    deep = [_skill(repo / "skills" / "docs", "pdf"), _skill(repo / "skills" / "dev", "review"),
+            _skill(repo, "top")]
+    for skipped in (".git", "node_modules", ".hidden", "__pycache__"):
+        _skill(repo / skipped, "nope")
+    _skill(deep[0] / "examples", "inner")  # inside a skill: one of its files, not a skill
+    assert find_skill_folders(repo) == sorted(deep)
+    assert find_skill_folders(deep[0]) == [deep[0]]
+    assert find_skill_folders(deep[0] / "SKILL.md") == [deep[0]]
+    assert find_skill_folders(repo / "README.md") == []
+    assert find_skill_folders(tmp_path / "missing") == []
