@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from jianmu.skills._allowed_tools import CLAUDE_TOOL_NAMES, AllowedTool, map_allowed_tool
+from jianmu.skills._allowed_tools import (
+    CLAUDE_TOOL_NAMES,
+    READ_SKILL_FILE,
+    AllowedTool,
+    map_allowed_tool,
+    map_allowed_tools,
+)
 from jianmu.skills._guarded import GuardedToolNode
 from jianmu.skills.bt import RunBTSkillTool, run_bt_skill
 from jianmu.skills.bt_context import BTSkillContext, resolve_inputs, validate_result
@@ -15,10 +21,12 @@ from jianmu.skills.node import (
     SkillNodeConfig,
     merge_skill_constraints,
 )
-from jianmu.skills.skill import Skill, SkillFrontMatter
+from jianmu.skills.skill import DEFAULT_PROMPT_TOOLS, Skill, SkillFrontMatter, skill_name_problem
 
 __all__ = (
     "CLAUDE_TOOL_NAMES",
+    "DEFAULT_PROMPT_TOOLS",
+    "READ_SKILL_FILE",
     "SKILL_FILE",
     "AllowedTool",
     "BTSkillContext",
@@ -35,8 +43,10 @@ __all__ = (
     "known_tool_checker",
     "load_skill",
     "map_allowed_tool",
+    "map_allowed_tools",
     "merge_skill_constraints",
     "resolve_inputs",
     "run_bt_skill",
+    "skill_name_problem",
     "validate_result",
 )

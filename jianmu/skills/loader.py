@@ -21,7 +21,7 @@ from jianmu._strict_yaml import YAMLRefused, compose_and_load
 from jianmu.config import AppConfig, _key_lines, unknown_key_hint
 from jianmu.constraints import Constraints
 from jianmu.errors import SkillLoadError
-from jianmu.skills._allowed_tools import AllowedTool, map_allowed_tools
+from jianmu.skills._allowed_tools import READ_SKILL_FILE, AllowedTool, map_allowed_tools
 from jianmu.skills.skill import Skill, SkillFrontMatter
 
 __all__ = (
@@ -50,14 +50,16 @@ ToolChecker = Callable[[str], bool]
 def known_tool_checker(
     config: AppConfig | None = None, custom_tools: Iterable[Any] = ()
 ) -> ToolChecker:
-    """A test for tool names: built-ins and aliases, ``run_bt_skill``, custom tools (names or
-    tools), and MCP tools (a configured server's name, or ``server__tool``)."""
+    """A test for tool names: built-ins and aliases, the skill tools (``run_bt_skill``,
+    ``read_skill_file``, ``run_skill_script``), custom tools (names or tools), and MCP tools (a
+    configured server's name, or ``server__tool``)."""
     from jianmu.tools.providers import BuiltinToolProvider
 
     provider = BuiltinToolProvider.default()
     names = {n.lower() for n in provider.list_builtin_names()}
     names |= set(provider.aliases())
-    names.add("run_bt_skill")
+    # the skill tools a SkillNode adds itself (they are not built-ins)
+    names |= {"run_bt_skill", READ_SKILL_FILE, "run_skill_script"}
     names |= {(t if isinstance(t, str) else t.name).lower() for t in custom_tools}
     servers = [s.lower() for s in (config.mcp.servers if config is not None else {})]
 

@@ -194,3 +194,9 @@ def test_toolset_takes_a_custom_read_skill_file(tmp_path: Path) -> None:
 
     skill = load_skill(_named(tmp_path, "plain"))
     assert "read_skill_file" in skill.toolset([read_skill_file]).names()
+
+
+def test_the_skill_tools_may_be_named_in_tools(tmp_path: Path) -> None:
+    skill = load_skill(_named(tmp_path, "own", "tools: [read_skill_file, run_skill_script]\n"))
+    assert skill.tool_names == ("read_skill_file", "run_skill_script")
+    assert skill.toolset().names() == []  # the SkillNode adds them, not the provider
