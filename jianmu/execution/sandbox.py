@@ -31,7 +31,7 @@ __all__ = (
 
 MOUNT_ROOT = "/skills"
 """The sandbox folder under which read-only mounts appear, one level deep: ``/skills/<name>``."""
-_MOUNT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+_MOUNT_NAME = re.compile(r"^\w[\w.-]{0,127}$")
 
 
 @dataclass(frozen=True, kw_only=True)
