@@ -233,7 +233,7 @@ class DockerSandbox(BaseSandbox):
                 user=self.keeper,
                 tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777",
                        # read-only mounts are copied here; only the keeper may write
-                       MOUNT_ROOT: f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=0755,"
+                       MOUNT_ROOT: f"rw,exec,nosuid,nodev,size={self.tmpfs_mb}m,mode=0755,"
                                    f"uid={keeper_uid},gid={keeper_uid}"},
                 volumes={str(self.workspace): {"bind": "/workspace", "mode": "rw"}},
                 working_dir="/workspace",
