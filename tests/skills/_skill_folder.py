@@ -1,11 +1,17 @@
-"""A skill folder in the public format, with files and scripts, for the skill-tool tests."""
+"""A skill folder in the public format, with files and scripts, for the skill-tool tests;
+and the sandboxes that mount it read-only (fixtures, imported by the test modules)."""
 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from jianmu.skills import Skill, load_skill
+from tests.execution._helpers import local_problem, make_sandbox, require_docker
 
 GUIDE = "".join(f"guide line {i}\n" for i in range(1, 13))
 
@@ -81,3 +87,35 @@ def make_skill(root: Path, name: str = "demo") -> Skill:
     for path in [folder, *folder.rglob("*")]:
         path.chmod(path.stat().st_mode | 0o444 | (0o111 if path.is_dir() else 0))
     return load_skill(folder)
+
+
+@pytest.fixture(scope="module")
+def skill_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace the sandbox's unprivileged user may write to."""
+    path = tmp_path_factory.mktemp("ws")
+    path.chmod(0o777)
+    for parent in path.parents:  # pytest's folders are 0700: let the sandbox user through
+        if parent == Path(tmp_path_factory.getbasetemp()).parent:
+            break
+        parent.chmod(parent.stat().st_mode | 0o011)
+    return path
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param("local-bwrap"), pytest.param("docker", marks=pytest.mark.docker)],
+)
+async def mounting_sandbox(
+    request: pytest.FixtureRequest, skill_workspace: Path
+) -> AsyncIterator[Any]:
+    """A started sandbox that mounts read-only: bubblewrap, and one Docker container."""
+    if request.param == "docker":
+        require_docker()
+    elif (problem := local_problem(request.param)) is not None:
+        pytest.skip(problem)
+    box = make_sandbox(request.param, skill_workspace)
+    await box.start()
+    try:
+        yield box
+    finally:
+        await box.close()

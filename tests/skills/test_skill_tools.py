@@ -7,7 +7,6 @@ mounted read-only and the working folder is the workspace.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,15 @@ from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError
 from jianmu.execution import ExecCall, ExecResult, FakeSandbox, ToolRunner
 from jianmu.skills import Skill
 from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool
-from tests.execution._helpers import local_problem, make_sandbox, require_docker
+from tests.execution._helpers import local_problem
+from tests.skills import _skill_folder
 from tests.skills._skill_folder import GUIDE, make_skill
 
 pytestmark = pytest.mark.anyio
+
+# fixtures shared with tests/security/test_skill_files.py
+skill_workspace = _skill_folder.skill_workspace
+mounting_sandbox = _skill_folder.mounting_sandbox
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +170,7 @@ async def test_files_that_cannot_run_are_refused_before_the_sandbox(
     tool = RunSkillScriptTool(lambda: skills)
     with pytest.raises(ToolExecutionError, match="has a #! line but is not executable"):
         await tool.run_sandboxed(box, skill="demo", path="scripts/noexec")
-    with pytest.raises(ToolExecutionError, match="not a .py or .sh file"):
+    with pytest.raises(ToolExecutionError, match=r"not a \.py or \.sh file"):
         await tool.run_sandboxed(box, skill="demo", path="scripts/data.txt")
     with pytest.raises(ToolExecutionError, match="does not exist"):
         await tool.run_sandboxed(box, skill="demo", path="scripts/nope.py")
@@ -201,85 +205,60 @@ async def test_failures_are_reported_like_bash(skills: dict[str, Skill]) -> None
 # -- run_skill_script for real -----------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A workspace the sandbox's unprivileged user may write to."""
-    path = tmp_path_factory.mktemp("ws")
-    path.chmod(0o777)
-    for parent in path.parents:  # pytest's folders are 0700: let the sandbox user through
-        if parent == Path(tmp_path_factory.getbasetemp()).parent:
-            break
-        parent.chmod(parent.stat().st_mode | 0o011)
-    return path
-
-
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param("local-bwrap"), pytest.param("docker", marks=pytest.mark.docker)],
-)
-async def sandbox(request: pytest.FixtureRequest, workspace: Path) -> AsyncIterator[Any]:
-    """A started sandbox that mounts read-only: bubblewrap, and one Docker container."""
-    if request.param == "docker":
-        require_docker()
-    elif (problem := local_problem(request.param)) is not None:
-        pytest.skip(problem)
-    box = make_sandbox(request.param, workspace)
-    await box.start()
-    try:
-        yield box
-    finally:
-        await box.close()
-
-
-async def test_help_of_a_python_script(sandbox: Any, skills: dict[str, Skill]) -> None:
+async def test_help_of_a_python_script(mounting_sandbox: Any, skills: dict[str, Skill]) -> None:
     tool = RunSkillScriptTool(lambda: skills)
-    out = await tool.run_sandboxed(sandbox, skill="demo", path="scripts/echo.py", args=["--help"])
+    out = await tool.run_sandboxed(
+        mounting_sandbox, skill="demo", path="scripts/echo.py", args=["--help"]
+    )
     assert "Echo what the skill was given." in out and "--stdin" in out
 
 
 async def test_arguments_stdin_cwd_and_location(
-    sandbox: Any, skills: dict[str, Skill]
+    mounting_sandbox: Any, skills: dict[str, Skill]
 ) -> None:
     tool = RunSkillScriptTool(lambda: skills)
     out = await tool.run_sandboxed(
-        sandbox, skill="demo", path="scripts/echo.py", args=["two words", "ü", "--stdin"],
+        mounting_sandbox, skill="demo", path="scripts/echo.py",
+        args=["two words", "ü", "--stdin"],
         stdin="fed in\n",
     )
     lines = out.splitlines()
     assert lines[0] == "args: ['two words', 'ü']"
     assert lines[1] == "stdin: fed in"
-    cwd = "/workspace" if type(sandbox).__name__ == "DockerSandbox" else str(sandbox.workspace)
+    docker = type(mounting_sandbox).__name__ == "DockerSandbox"
+    cwd = "/workspace" if docker else str(mounting_sandbox.workspace)
     assert lines[2] == f"cwd: {cwd}"
     assert lines[3:] == ["file: /skills/demo/scripts/echo.py", "skill dir: /skills/demo"]
 
 
-async def test_sh_and_shebang_scripts(sandbox: Any, skills: dict[str, Skill]) -> None:
+async def test_sh_and_shebang_scripts(mounting_sandbox: Any, skills: dict[str, Skill]) -> None:
     tool = RunSkillScriptTool(lambda: skills)
     assert await tool.run_sandboxed(
-        sandbox, skill="demo", path="scripts/hello.sh", args=["a", "b"]
+        mounting_sandbox, skill="demo", path="scripts/hello.sh", args=["a", "b"]
     ) == "hello from sh: a b"
     assert await tool.run_sandboxed(
-        sandbox, skill="other", path="scripts/run", args=["x"]
+        mounting_sandbox, skill="other", path="scripts/run", args=["x"]
     ) == "ran itself: x"
 
 
 async def test_the_skill_folder_is_read_only_the_workspace_is_not(
-    sandbox: Any, skills: dict[str, Skill], workspace: Path
+    mounting_sandbox: Any, skills: dict[str, Skill], skill_workspace: Path
 ) -> None:
     before = sorted(p.name for p in skills["demo"].folder.rglob("*"))
     tool = RunSkillScriptTool(lambda: skills)
-    out = await tool.run_sandboxed(sandbox, skill="demo", path="scripts/write_here.py")
+    out = await tool.run_sandboxed(mounting_sandbox, skill="demo", path="scripts/write_here.py")
     assert "SUCCEEDED" not in out
     assert out.count("refused") == 4
     assert sorted(p.name for p in skills["demo"].folder.rglob("*")) == before
-    assert (workspace / "written-to-workspace.txt").read_text() == "ok"
+    assert (skill_workspace / "written-to-workspace.txt").read_text() == "ok"
 
 
-async def test_through_a_tool_runner(skills: dict[str, Skill], workspace: Path) -> None:
+async def test_through_a_tool_runner(skills: dict[str, Skill], skill_workspace: Path) -> None:
     if (problem := local_problem("local-bwrap")) is not None:
         pytest.skip(problem)
     tool = RunSkillScriptTool(lambda: skills)
-    async with ToolRunner(ExecutionConstraints(workdir=str(workspace), timeout_s=20)) as runner:
+    execution = ExecutionConstraints(workdir=str(skill_workspace), timeout_s=20)
+    async with ToolRunner(execution) as runner:
         out = await tool.execute(
             {"skill": "demo", "path": "scripts/echo.py", "args": ["hi"]}, runner=runner
         )
