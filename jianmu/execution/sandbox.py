@@ -130,13 +130,13 @@ class MountingSandbox(Sandbox, Protocol):
 
     async def exec(
         self,
-        command: Sequence[str] | str,
+        command: Sequence[str] | str,  # as in Sandbox.exec
         *,
-        stdin: str | bytes | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        ro_mounts: Mapping[str | os.PathLike[str], str] | None = None,
+        stdin: str | bytes | None = None,  # as in Sandbox.exec
+        env: Mapping[str, str] | None = None,  # as in Sandbox.exec
+        cwd: str | None = None,  # as in Sandbox.exec
+        timeout: float | None = None,  # as in Sandbox.exec
+        ro_mounts: Mapping[str | os.PathLike[str], str] | None = None,  # host -> /skills/<name>
     ) -> ExecResult:
         """`Sandbox.exec`, with each host folder of ``ro_mounts`` visible read-only at its
         value (``/skills/<name>``) while the command runs.
