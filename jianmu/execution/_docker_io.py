@@ -3,13 +3,13 @@
 A read-only container refuses docker's archive upload (``put_archive``), and ``exec`` cannot
 add a mount to a running container. So a folder that a command must see read-only is sent as
 a tar on an exec's stdin, unpacked by the container's *keeper* user into the ``/skills`` tmpfs
-that only the keeper may write: the commands' user can read it, not change it.
+that only the keeper may write: the commands' user can read it, not change it. Each command's
+mounts replace the previous ones there, so the tmpfs never fills up with old copies.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import struct
 import threading
@@ -18,17 +18,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from jianmu.errors import SandboxError
-from jianmu.execution._mounts import open_real_dir, tar_folder
+from jianmu.execution._mounts import tar_folders
 from jianmu.execution._output import CappedBuffer
+from jianmu.execution.sandbox import MOUNT_ROOT
 
 __all__ = ("feed", "pack_folders", "read_frames", "unpack_in", "wait_exit")
 
 _COPY_TIMEOUT = 60.0
-# Replace the previous copy (made read-only, so made writable first), then unpack; as the
-# keeper, into a folder the commands' user cannot write.
+# As the keeper, in the folder the commands' user cannot write: remove the previous copies
+# (read-only, so made writable first; the folder holds only what this copies in), unpack.
 _UNPACK = (
-    'set -e; t="$1"; if [ -e "$t" ]; then chmod -R u+w "$t"; rm -rf "$t"; fi; '
-    'mkdir "$t"; tar -x -f - -C "$t" --no-same-owner; chmod 0555 "$t"'
+    'set -e; cd "$1"; for d in ./* ./.[!.]*; do [ -e "$d" ] || continue; '
+    'chmod -R u+w "$d"; rm -rf "$d"; done; tar -x -f - --no-same-owner'
 )
 
 
@@ -68,48 +69,44 @@ def read_frames(
             buf = buf[8 + size:]
 
 
-def pack_folders(mounts: Mapping[str, str]) -> dict[str, bytes]:
-    """Each mount's host folder as a tar (`tar_folder`), by its target in the container.
+def pack_folders(mounts: Mapping[str, str], *, limit: int) -> bytes:
+    """One tar of every mount's host folder, each under its target's name (`tar_folders`);
+    empty when there is none.
 
     Raises:
-        SandboxError: a folder cannot be reached without a symlink, or is too large.
+        SandboxError: a folder cannot be reached without a symlink, or they are too large.
     """
-    archives: dict[str, bytes] = {}
-    for host, target in mounts.items():
-        fd = open_real_dir(host)
-        try:
-            archives[target] = tar_folder(fd)
-        finally:
-            os.close(fd)
-    return archives
+    if not mounts:
+        return b""
+    names = {target.rpartition("/")[2]: host for host, target in mounts.items()}
+    return tar_folders(names, limit=limit)
 
 
-def unpack_in(api: Any, container_id: str, user: str, archives: Mapping[str, bytes]) -> None:
-    """Unpack each archive at its target in the container, as ``user`` (the keeper).
+def unpack_in(api: Any, container_id: str, user: str, archive: bytes) -> None:
+    """Replace what ``/skills`` holds by ``archive``, as ``user`` (the keeper).
 
     Raises:
-        SandboxError: the container could not unpack one.
+        SandboxError: the container could not unpack it.
     """
-    for target, data in archives.items():
-        exec_id = api.exec_create(
-            container_id, ["/bin/sh", "-c", _UNPACK, "sh", target], stdin=True, stdout=True,
-            stderr=True, user=user,
-        )["Id"]
-        sock = api.exec_start(exec_id, socket=True)
-        raw: socket.socket = getattr(sock, "_sock", sock)
-        feeder = threading.Thread(target=feed, args=(raw, data), daemon=True)
-        feeder.start()
-        try:
-            _out, err, finished = read_frames(raw, time.monotonic() + _COPY_TIMEOUT, 4096)
-        finally:
-            with contextlib.suppress(OSError):
-                sock.close()
-        code = wait_exit(api, exec_id, 5.0) if finished else None
-        if code != 0:
-            raise SandboxError(
-                f"could not unpack a copy at {target!r} in the container (exit code {code}): "
-                f"{err.text().strip() or 'no message'}"
-            )
+    exec_id = api.exec_create(
+        container_id, ["/bin/sh", "-c", _UNPACK, "sh", MOUNT_ROOT], stdin=True, stdout=True,
+        stderr=True, user=user,
+    )["Id"]
+    sock = api.exec_start(exec_id, socket=True)
+    raw: socket.socket = getattr(sock, "_sock", sock)
+    feeder = threading.Thread(target=feed, args=(raw, archive), daemon=True)
+    feeder.start()
+    try:
+        _out, err, finished = read_frames(raw, time.monotonic() + _COPY_TIMEOUT, 4096)
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+    code = wait_exit(api, exec_id, 5.0) if finished else None
+    if code != 0:
+        raise SandboxError(
+            f"could not unpack the read-only folders in the container (exit code {code}): "
+            f"{err.text().strip() or 'no message'}"
+        )
 
 
 def wait_exit(api: Any, exec_id: str, wait: float) -> int | None:

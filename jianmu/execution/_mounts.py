@@ -14,10 +14,11 @@ import io
 import os
 import stat
 import tarfile
+from collections.abc import Mapping
 
 from jianmu.errors import SandboxError
 
-__all__ = ("MAX_COPY_BYTES", "open_real_dir", "tar_folder")
+__all__ = ("MAX_COPY_BYTES", "open_real_dir", "tar_folders")
 
 MAX_COPY_BYTES = 32 * 1024 * 1024
 """The largest folder (file bytes) a sandbox copies in for a read-only mount."""
@@ -54,19 +55,28 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def tar_folder(fd: int, *, limit: int = MAX_COPY_BYTES) -> bytes:
-    """An uncompressed tar of the folder ``fd``: its sub-folders and regular files, read-only.
+def tar_folders(folders: Mapping[str, str], *, limit: int = MAX_COPY_BYTES) -> bytes:
+    """An uncompressed tar holding each host folder of ``folders`` under its name: their
+    sub-folders and regular files, read-only.
 
-    Symbolic links, devices, sockets and pipes are left out, so unpacking the archive can
-    never write through a link. Folders and executable files get mode 0555, other files 0444.
+    Each folder is reached with `open_real_dir`. Symbolic links, devices, sockets and pipes
+    are left out, so unpacking the archive can never write through a link. Folders and
+    executable files get mode 0555, other files 0444.
 
     Raises:
-        SandboxError: the folder holds more than ``limit`` bytes or too many entries.
+        SandboxError: a folder cannot be reached without a symlink, or together they hold more
+            than ``limit`` bytes or too many entries.
     """
     buf = io.BytesIO()
     budget = _Budget(limit)
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        _add_folder(tar, fd, "", budget)
+        for name, host in folders.items():
+            fd = open_real_dir(host)
+            try:
+                tar.addfile(_info(name, tarfile.DIRTYPE, 0o555, os.fstat(fd)))
+                _add_folder(tar, fd, f"{name}/", budget)
+            finally:
+                os.close(fd)
     return buf.getvalue()
 
 

@@ -46,6 +46,7 @@ from jianmu.constraints import (
 from jianmu.errors import MissingExtraError, SandboxError, SandboxUnavailableError
 from jianmu.execution._acl import grant_tree, sandbox_user
 from jianmu.execution._docker_io import feed, pack_folders, read_frames, unpack_in, wait_exit
+from jianmu.execution._mounts import MAX_COPY_BYTES
 from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, exec_result
 from jianmu.execution._pids import pid_alive
 from jianmu.execution._safe_env import safe_git_env
@@ -180,6 +181,11 @@ class DockerSandbox(BaseSandbox):
         self._exec_lock = anyio.Lock()  # the sweep kills all of the user's processes
 
     @property
+    def _tmpfs_room(self) -> int:
+        """Bytes of files the ``/skills`` tmpfs takes, leaving room for tar's overhead."""
+        return self.tmpfs_mb * 1024 * 1024 * 3 // 4
+
+    @property
     def container_id(self) -> str | None:
         """The running container's id, once started."""
         return self._container.id if self._container is not None else None
@@ -308,8 +314,10 @@ class DockerSandbox(BaseSandbox):
         timeout = call.timeout_or(self.timeout)
         # last: no caller turns git's code-running settings back on
         full_env = {**self.env, **call.env, **safe_git_env()}
-        # the host side of a read-only mount, once: a folder too large is no container fault
-        archives = await anyio.to_thread.run_sync(pack_folders, call.ro_mounts)
+        # the host side of read-only mounts, once: a folder too large is no container fault
+        archive = await anyio.to_thread.run_sync(
+            lambda: pack_folders(call.ro_mounts, limit=min(MAX_COPY_BYTES, self._tmpfs_room))
+        )
         # One command at a time: the sweep after a command kills every process of the user.
         async with self._exec_lock:
             for attempt in (1, 2):
@@ -318,7 +326,7 @@ class DockerSandbox(BaseSandbox):
                 try:
                     return await anyio.to_thread.run_sync(
                         self._exec_sync, argv, data, full_env, workdir, timeout, state,
-                        archives, abandon_on_cancel=True,
+                        archive, abandon_on_cancel=True,
                     )
                 except SandboxUnavailableError:
                     raise
@@ -341,14 +349,14 @@ class DockerSandbox(BaseSandbox):
 
     def _exec_sync(
         self, argv: list[str], data: bytes | None, env: dict[str, str], workdir: str,
-        timeout: float, state: dict[str, Any], archives: dict[str, bytes],
+        timeout: float, state: dict[str, Any], archive: bytes,
     ) -> ExecResult:
         client, container = self._connect(), self._container
         if container is None:
             raise SandboxError("the sandbox container is gone")
-        if archives:
-            with _docker_errors("copy a read-only folder into the sandbox container"):
-                unpack_in(client.api, container.id, self.keeper, archives)
+        if archive:
+            with _docker_errors("copy read-only folders into the sandbox container"):
+                unpack_in(client.api, container.id, self.keeper, archive)
         env_list = [f"{k}={v}" for k, v in env.items()]
         start = time.monotonic()
         with _docker_errors("run a command in the sandbox container"):

@@ -7,9 +7,9 @@ at a time with ``O_NOFOLLOW``, so a folder on the way swapped for a link after t
 the open fail instead of leaving the folder.
 
 The folder itself may sit in the workspace, where sandboxed code can replace it with a link
-(to ``/``, say). So its real path is fixed the first time these tools see the skill (when the
-tools are made, for the skills loaded then) and never resolved again, and it must hold a
-SKILL.md: a swap after that point cannot move the root.
+(to ``/``, say). So its real path is fixed the first time these tools see the skill loaded
+(when the tools are made, and at every call for every skill loaded then) and never resolved
+again, and it must hold a SKILL.md: a swap after that point cannot move the root.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class SkillFiles:
         self.pin()
 
     def pin(self) -> None:
-        """Fix the real folder of every skill loaded now that has none yet."""
+        """Fix the real folder of every skill loaded now that has none yet (each call does)."""
         for skill in self._skills().values():
             self._pinned(skill)
 
@@ -101,6 +101,8 @@ class SkillFiles:
             ToolInputError: no skill of that name is loaded; the message names the loaded ones.
         """
         loaded = self._skills()
+        for skill in loaded.values():  # every skill loaded now is pinned as soon as possible
+            self._pinned(skill)
         found = loaded.get(name) if isinstance(name, str) else None
         if found is None:
             names = ", ".join(repr(n) for n in sorted(loaded)) or "none"

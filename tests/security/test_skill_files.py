@@ -28,7 +28,7 @@ from jianmu.errors import (
     ToolInputError,
 )
 from jianmu.execution import BaseSandbox, ExecCall, ExecResult, FakeSandbox
-from jianmu.execution._mounts import open_real_dir, tar_folder
+from jianmu.execution._mounts import open_real_dir, tar_folders
 from jianmu.skills import Skill
 from jianmu.skills._skill_files import SkillFiles
 from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool
@@ -223,23 +223,20 @@ def test_the_docker_copy_leaves_links_and_devices_out(setup: Any) -> None:
     (demo.folder / "leak").symlink_to(outside / "secret.txt")
     (demo.folder / "dir-leak").symlink_to(outside, target_is_directory=True)
     os.mkfifo(demo.folder / "fifo")
-    fd = open_real_dir(str(demo.folder))
-    try:
-        data = tar_folder(fd)
-    finally:
-        os.close(fd)
+    data = tar_folders({"demo": str(demo.folder)})
     with tarfile.open(fileobj=BytesIO(data)) as tar:
         members = {m.name: m for m in tar.getmembers()}
     assert SECRET.encode() not in data
-    assert {"leak", "dir-leak", "fifo"}.isdisjoint(members)
+    assert {"demo/leak", "demo/dir-leak", "demo/fifo"}.isdisjoint(members)
     assert all(m.isfile() or m.isdir() for m in members.values())
-    assert members["scripts/run"].mode == 0o555 and members["forms.md"].mode == 0o444
+    assert members["demo"].mode == members["demo/scripts/run"].mode == 0o555
+    assert members["demo/forms.md"].mode == 0o444
     with pytest.raises(SandboxError, match="more than 10 bytes"):
-        fd = open_real_dir(str(demo.folder))
-        try:
-            tar_folder(fd, limit=10)
-        finally:
-            os.close(fd)
+        tar_folders({"demo": str(demo.folder)}, limit=10)
+    swapped = demo.folder.parent / "swapped"
+    swapped.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(SandboxError, match="symbolic link"):
+        tar_folders({"x": str(swapped)})
 
 
 @pytest.mark.parametrize(

@@ -253,6 +253,25 @@ async def test_the_skill_folder_is_read_only_the_workspace_is_not(
     assert (skill_workspace / "written-to-workspace.txt").read_text() == "ok"
 
 
+async def test_each_run_sees_the_folder_as_it_is_now_and_only_its_own(
+    mounting_sandbox: Any, tmp_path: Path
+) -> None:
+    first, second = make_skill(tmp_path, "first"), make_skill(tmp_path, "second")
+    script = first.folder / "scripts" / "version.sh"
+    tool = RunSkillScriptTool(lambda: {"first": first, "second": second})
+    for version in ("v1", "v2"):
+        script.write_text(f"echo {version}; ls /skills\n")
+        script.chmod(0o644)
+        out = await tool.run_sandboxed(mounting_sandbox, skill="first", path="scripts/version.sh")
+        assert out == f"{version}\nfirst"
+    out = await tool.run_sandboxed(mounting_sandbox, skill="second", path="scripts/hello.sh")
+    assert out == "hello from sh: "
+    listing = await mounting_sandbox.exec(
+        "ls /skills", ro_mounts={str(second.folder.resolve()): "/skills/second"}
+    )
+    assert listing.stdout == "second\n"
+
+
 async def test_through_a_tool_runner(skills: dict[str, Skill], skill_workspace: Path) -> None:
     if (problem := local_problem("local-bwrap")) is not None:
         pytest.skip(problem)
