@@ -11,10 +11,18 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
-__all__ = ("bwrap_argv", "bwrap_available", "bwrap_problem", "minimal_root", "python_paths")
+__all__ = (
+    "bwrap_argv",
+    "bwrap_available",
+    "bwrap_binds_fds",
+    "bwrap_problem",
+    "minimal_root",
+    "python_paths",
+)
 
 @cache
 def bwrap_problem(network: bool) -> str | None:
@@ -34,6 +42,20 @@ def bwrap_problem(network: bool) -> str | None:
     if done.returncode != 0:
         return f"bwrap cannot create namespaces here: {done.stderr.decode(errors='replace')}"
     return None
+
+
+@cache
+def bwrap_binds_fds() -> bool:
+    """Whether this bubblewrap has ``--ro-bind-fd`` (0.8 and later): a mount of a folder
+    already opened, which a path swapped for a symlink meanwhile cannot redirect."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return False
+    try:
+        done = subprocess.run([path, "--help"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--ro-bind-fd" in done.stdout + done.stderr
 
 
 def bwrap_available(*, network: bool = True) -> bool:
@@ -142,22 +164,25 @@ def _parents(path: str, made: set[str]) -> list[str]:
 
 def bwrap_argv(
     argv: list[str], *, network: bool, user: tuple[int, int] | None, tmp: Path,
-    workspace: Path, workdir: Path, search_path: str,
+    workspace: Path, workdir: Path, search_path: str, ro_fds: Mapping[int, str] | None = None,
 ) -> list[str]:
-    """``argv`` run under bubblewrap: ``tmp`` as ``/tmp``, the workspace writable at its path.
+    """``argv`` run under bubblewrap: ``tmp`` as ``/tmp``, the workspace writable at its path,
+    each folder descriptor of ``ro_fds`` read-only at its target.
 
     Order matters: bwrap mounts in argument order, so the private /tmp comes after the root
-    (Python may live under /tmp and is bound again after it), the workspace last (it may
-    itself live under /tmp).
+    (Python may live under /tmp and is bound again after it), the workspace after it (it may
+    itself live under /tmp), the read-only folders last (nothing may cover them).
     """
     made: set[str] = set()
     ws = str(workspace)
-    return [
+    args = [
         shutil.which("bwrap") or "bwrap", *_bwrap_flags(network, user),
         *minimal_root(search_path),
         "--bind", str(tmp), "/tmp",
         *(arg for path in python_paths(search_path) if path.startswith("/tmp/")
           for arg in (*_parents(path, made), "--ro-bind", path, path)),
         *_parents(ws, made), "--bind", ws, ws,
-        "--chdir", str(workdir), "--", *_drop_to(user), *argv,
     ]
+    for fd, target in (ro_fds or {}).items():
+        args += [*_parents(target, made), "--ro-bind-fd", str(fd), target]
+    return [*args, "--chdir", str(workdir), "--", *_drop_to(user), *argv]

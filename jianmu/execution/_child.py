@@ -43,6 +43,8 @@ class ChildSpec:
     memory_bytes: int | None = None
     cpus: float | None = None
     """The control group's limits, where control groups are usable."""
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the child inherits (folders that bubblewrap mounts read-only)."""
 
 
 class ChildHandle:
@@ -116,7 +118,7 @@ def run_child(
             proc = subprocess.Popen(
                 spec.argv, stdin=subprocess.PIPE if data else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=spec.cwd,
-                env=spec.env, start_new_session=True,
+                env=spec.env, start_new_session=True, pass_fds=spec.pass_fds,
                 preexec_fn=_make_preexec(
                     group.procs_files if group else [], spec.limits, spec.user
                 ),

@@ -1,9 +1,11 @@
 """`DockerSandbox`: one locked-down container per runner, commands run in it with ``exec``.
 
 The container has no network unless asked, a memory limit with swap equal to it, a CPU share, a
-process limit, a read-only root, no capabilities, ``no-new-privileges``, a tmpfs ``/tmp`` and
-the workspace bind-mounted at ``/workspace``. Files move through that bind mount: docker's
-archive copy fails on a read-only container and on tmpfs paths.
+process limit, a read-only root, no capabilities, ``no-new-privileges``, a tmpfs ``/tmp``, a
+tmpfs ``/skills`` only the keeper (below) may write, where read-only mounts are copied (see
+`jianmu.execution._docker_io`), and the workspace bind-mounted at ``/workspace``. Files move
+through that bind mount: docker's archive copy fails on a read-only container and on tmpfs
+paths.
 
 Two unprivileged users: the container's own processes (its init and ``sleep infinity``) run as
 a *keeper* uid, commands as the *sandbox* uid: yours, or as root the workspace's owner (or
@@ -23,7 +25,6 @@ import contextlib
 import logging
 import os
 import socket
-import struct
 import threading
 import time
 import uuid
@@ -44,10 +45,12 @@ from jianmu.constraints import (
 )
 from jianmu.errors import MissingExtraError, SandboxError, SandboxUnavailableError
 from jianmu.execution._acl import grant_tree, sandbox_user
-from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, CappedBuffer, exec_result
+from jianmu.execution._docker_io import feed, pack_folders, read_frames, unpack_in, wait_exit
+from jianmu.execution._mounts import MAX_COPY_BYTES
+from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, exec_result
 from jianmu.execution._pids import pid_alive
 from jianmu.execution._safe_env import safe_git_env
-from jianmu.execution.sandbox import BaseSandbox, ExecCall, ExecResult
+from jianmu.execution.sandbox import MOUNT_ROOT, BaseSandbox, ExecCall, ExecResult
 
 if TYPE_CHECKING:
     import docker
@@ -129,6 +132,7 @@ class DockerSandbox(BaseSandbox):
 
     isolation_rank = 20  # execution.mode ``docker`` isolates more than local (jianmu.plugins)
     takes_image = True  # the runner passes execution.docker_image
+    read_only_mounts = True  # copied into the keeper's /skills tmpfs (see _docker_io)
 
     def __init__(
         self,
@@ -177,6 +181,11 @@ class DockerSandbox(BaseSandbox):
         self._exec_lock = anyio.Lock()  # the sweep kills all of the user's processes
 
     @property
+    def _tmpfs_room(self) -> int:
+        """Bytes of files the ``/skills`` tmpfs takes, leaving room for tar's overhead."""
+        return self.tmpfs_mb * 1024 * 1024 * 3 // 4
+
+    @property
     def container_id(self) -> str | None:
         """The running container's id, once started."""
         return self._container.id if self._container is not None else None
@@ -216,6 +225,7 @@ class DockerSandbox(BaseSandbox):
         with _docker_errors(f"find the image {self.image!r}", self.image):
             client.images.get(self.image)
         self._remove_stale(client)
+        keeper_uid = self.keeper.partition(":")[0]
         with _docker_errors("start the sandbox container", self.image):
             self._container = client.containers.run(
                 self.image, ["sleep", "infinity"], detach=True, init=True,
@@ -227,7 +237,10 @@ class DockerSandbox(BaseSandbox):
                 nano_cpus=int(self.cpus * 1e9), pids_limit=self.pids,
                 read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
                 user=self.keeper,
-                tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777"},
+                tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.tmpfs_mb}m,mode=1777",
+                       # read-only mounts are copied here; only the keeper may write
+                       MOUNT_ROOT: f"rw,exec,nosuid,nodev,size={self.tmpfs_mb}m,mode=0755,"
+                                   f"uid={keeper_uid},gid={keeper_uid}"},
                 volumes={str(self.workspace): {"bind": "/workspace", "mode": "rw"}},
                 working_dir="/workspace",
                 environment={"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
@@ -301,6 +314,10 @@ class DockerSandbox(BaseSandbox):
         timeout = call.timeout_or(self.timeout)
         # last: no caller turns git's code-running settings back on
         full_env = {**self.env, **call.env, **safe_git_env()}
+        # the host side of read-only mounts, once: a folder too large is no container fault
+        archive = await anyio.to_thread.run_sync(
+            lambda: pack_folders(call.ro_mounts, limit=min(MAX_COPY_BYTES, self._tmpfs_room))
+        )
         # One command at a time: the sweep after a command kills every process of the user.
         async with self._exec_lock:
             for attempt in (1, 2):
@@ -309,7 +326,7 @@ class DockerSandbox(BaseSandbox):
                 try:
                     return await anyio.to_thread.run_sync(
                         self._exec_sync, argv, data, full_env, workdir, timeout, state,
-                        abandon_on_cancel=True,
+                        archive, abandon_on_cancel=True,
                     )
                 except SandboxUnavailableError:
                     raise
@@ -332,11 +349,14 @@ class DockerSandbox(BaseSandbox):
 
     def _exec_sync(
         self, argv: list[str], data: bytes | None, env: dict[str, str], workdir: str,
-        timeout: float, state: dict[str, Any],
+        timeout: float, state: dict[str, Any], archive: bytes,
     ) -> ExecResult:
         client, container = self._connect(), self._container
         if container is None:
             raise SandboxError("the sandbox container is gone")
+        if archive:
+            with _docker_errors("copy read-only folders into the sandbox container"):
+                unpack_in(client.api, container.id, self.keeper, archive)
         env_list = [f"{k}={v}" for k, v in env.items()]
         start = time.monotonic()
         with _docker_errors("run a command in the sandbox container"):
@@ -354,10 +374,10 @@ class DockerSandbox(BaseSandbox):
         raw: socket.socket = getattr(sock, "_sock", sock)
         # Feed stdin from another thread: a command that writes before it has read all its
         # input would otherwise block on a full pipe while we block on sending.
-        feeder = threading.Thread(target=_feed, args=(raw, data or b""), daemon=True)
+        feeder = threading.Thread(target=feed, args=(raw, data or b""), daemon=True)
         feeder.start()
         try:
-            out, err, finished = _read_frames(raw, start + timeout + _GRACE, self.output_limit)
+            out, err, finished = read_frames(raw, start + timeout + _GRACE, self.output_limit)
         finally:
             with contextlib.suppress(OSError):
                 sock.close()
@@ -383,18 +403,11 @@ class DockerSandbox(BaseSandbox):
         )
 
     def _exit_code(self, exec_id: str, finished: bool) -> int | None:
-        client = self._connect()
-        deadline = time.monotonic() + (5.0 if finished else 2.0)
-        while True:
-            with _docker_errors("inspect a command in the sandbox container"):
-                info = client.api.exec_inspect(exec_id)
-            if not info.get("Running"):
-                return int(info.get("ExitCode") or 0)
-            if time.monotonic() > deadline:
-                if finished:
-                    raise SandboxError("the command's output ended but Docker says it still runs")
-                return None
-            time.sleep(0.01)  # the stream closes a moment before the exec is marked done
+        with _docker_errors("inspect a command in the sandbox container"):
+            code = wait_exit(self._connect().api, exec_id, 5.0 if finished else 2.0)
+        if code is None and finished:
+            raise SandboxError("the command's output ended but Docker says it still runs")
+        return code
 
     def _sweep(self) -> None:
         """Kill every process of the commands' user; replace a container that cannot."""
@@ -427,38 +440,3 @@ class DockerSandbox(BaseSandbox):
                 return int(value)
         return 0
 
-
-def _feed(raw: socket.socket, data: bytes) -> None:
-    """Send stdin, then half-close so that the command sees end-of-file."""
-    with contextlib.suppress(OSError):
-        if data:
-            raw.sendall(data)
-        raw.shutdown(socket.SHUT_WR)
-
-
-def _read_frames(
-    raw: socket.socket, deadline: float, limit: int
-) -> tuple[CappedBuffer, CappedBuffer, bool]:
-    """Read Docker's multiplexed stream (8-byte headers) until EOF or the deadline."""
-    out, err = CappedBuffer(limit), CappedBuffer(limit)
-    buf = b""
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return out, err, False
-        raw.settimeout(remaining)
-        try:
-            chunk = raw.recv(65536)
-        except TimeoutError:
-            return out, err, False
-        except OSError:
-            chunk = b""
-        if not chunk:
-            return out, err, True
-        buf += chunk
-        while len(buf) >= 8:
-            kind, size = buf[0], struct.unpack(">I", buf[4:8])[0]
-            if len(buf) < 8 + size:
-                break
-            (err if kind == 2 else out).write(buf[8:8 + size])
-            buf = buf[8 + size:]

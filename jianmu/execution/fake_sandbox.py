@@ -17,16 +17,22 @@ Handler = Callable[[ExecCall], ExecResult | Awaitable[ExecResult]]
 class FakeSandbox(BaseSandbox):
     """Answers every `exec` with ``handler(call)``; records calls; runs nothing.
 
+    Read-only mounts are accepted and recorded in `ExecCall.ro_mounts` (nothing is mounted).
+
     Args:
         handler: Returns (or awaits to) the `ExecResult` for a call.
         workspace: The folder it claims as its workspace; default: cwd.
+        read_only_mounts: Whether it offers `MountingSandbox`; ``False`` plays a sandbox that
+            does not.
     """
 
     def __init__(
-        self, handler: Handler, *, workspace: str | os.PathLike[str] | None = None
+        self, handler: Handler, *, workspace: str | os.PathLike[str] | None = None,
+        read_only_mounts: bool = True,
     ) -> None:
         super().__init__(workspace)
         self.handler = handler
+        self.read_only_mounts = read_only_mounts
         self.calls: list[ExecCall] = []
         self.started = self.closed = False
 

@@ -15,7 +15,9 @@ Layers, each used where this machine allows it:
   path, private ``/tmp``, ``/proc`` and ``/dev``, new pid/ipc/uts (and, unless root, user)
   namespaces, no capabilities, and no network unless ``network=True``: a network namespace of
   its own, so neither TCP, abstract Unix sockets nor socket files under ``/run`` (never
-  mounted) reach the host.
+  mounted) reach the host. Folders asked for with ``ro_mounts`` are bound read-only from a
+  descriptor opened without following symlinks (``--ro-bind-fd``), which is why read-only
+  mounts need bubblewrap 0.8 or later: without it `read_only_mounts` is false.
 
 The network is off unless ``network=True``. When the command's main process exits, or at its
 timeout, whatever it left running is killed: the pid namespace dies with its first process,
@@ -40,9 +42,10 @@ import anyio.to_thread
 from jianmu.constraints import DEFAULT_TIMEOUT_S
 from jianmu.errors import SandboxUnavailableError
 from jianmu.execution._acl import grant_tree, sandbox_user
-from jianmu.execution._bwrap import bwrap_argv, bwrap_available, bwrap_problem
+from jianmu.execution._bwrap import bwrap_argv, bwrap_available, bwrap_binds_fds, bwrap_problem
 from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
 from jianmu.execution._child import ChildHandle, ChildOutcome, ChildSpec, run_child
+from jianmu.execution._mounts import open_real_dir
 from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, exec_result
 from jianmu.execution._pids import user_tasks
 from jianmu.execution._safe_env import safe_git_env
@@ -136,6 +139,9 @@ class LocalSandbox(BaseSandbox):
                 "the network on in the operator's config (execution.network: true)"
             )
         self.uses_bwrap = problem is None
+        # read-only mounts need a mount namespace: without one the host folder would be
+        # reachable (and maybe writable) at its own path, so they are refused
+        self.read_only_mounts = self.uses_bwrap and bwrap_binds_fds()
         support = cgroup_support()
         self._controllers = support.controllers if support else frozenset()
         if pids is not None and os.geteuid() == 0 and "pids" not in self._controllers:
@@ -208,10 +214,17 @@ class LocalSandbox(BaseSandbox):
             raise ValueError(
                 f"cwd {call.cwd!r} is not a folder in the workspace {str(self.workspace)!r}"
             )
-        spec = self._child_spec(call.argv, workdir, call.env, timeout)
+        if call.ro_mounts and not self.read_only_mounts:
+            raise SandboxUnavailableError(
+                "read-only mounts need bubblewrap 0.8 or later (--ro-bind-fd), not usable here"
+            )
+        ro_fds: dict[int, str] = {}
         handle = ChildHandle()
         self._running.add(handle)
         try:
+            for host, target in call.ro_mounts.items():
+                ro_fds[open_real_dir(host)] = target
+            spec = self._child_spec(call.argv, workdir, call.env, timeout, ro_fds)
             outcome = await anyio.to_thread.run_sync(
                 run_child, spec, call.stdin, timeout, self.output_limit, handle,
                 abandon_on_cancel=True,
@@ -223,10 +236,13 @@ class LocalSandbox(BaseSandbox):
             raise
         finally:
             self._running.discard(handle)
+            for fd in ro_fds:  # bwrap holds its own copies once started
+                os.close(fd)
         return self._result(outcome, timeout)
 
     def _child_spec(
-        self, argv: list[str], workdir: Path, env: Mapping[str, str], timeout: float
+        self, argv: list[str], workdir: Path, env: Mapping[str, str], timeout: float,
+        ro_fds: Mapping[int, str],
     ) -> ChildSpec:
         assert self._tmp is not None
         home = "/tmp" if self.uses_bwrap else str(self._tmp)
@@ -243,6 +259,7 @@ class LocalSandbox(BaseSandbox):
             argv = bwrap_argv(
                 argv, network=self.network, user=self._user, tmp=self._tmp,
                 workspace=self.workspace, workdir=workdir, search_path=full_env["PATH"],
+                ro_fds=ro_fds,
             )
         cpu_seconds = self.cpu_seconds or math.ceil(timeout * (os.cpu_count() or 1)) + 1
         memory = self.memory_mb * 1024 * 1024 if self.memory_mb else None
@@ -259,7 +276,7 @@ class LocalSandbox(BaseSandbox):
         user = None if self.uses_bwrap else self._user
         return ChildSpec(
             argv=argv, env=full_env, cwd=str(workdir), limits=limits, user=user,
-            pids=self.pids, memory_bytes=memory, cpus=self.cpus,
+            pids=self.pids, memory_bytes=memory, cpus=self.cpus, pass_fds=tuple(ro_fds),
         )
 
     def _result(self, outcome: ChildOutcome, timeout: float) -> ExecResult:

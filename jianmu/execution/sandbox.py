@@ -1,16 +1,37 @@
-"""The `Sandbox` protocol: where code and commands from tools run, and `BaseSandbox`."""
+"""The `Sandbox` protocol: where code and commands from tools run, and `BaseSandbox`.
+
+One capability is optional: mounting host folders read-only for one command
+(`MountingSandbox`, ``exec(..., ro_mounts={host_folder: "/skills/name"})``). A sandbox that
+offers it sets ``read_only_mounts = True``; `can_mount_read_only` tells a caller whether it may
+ask. Third-party sandboxes need not implement it.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Protocol, Self, runtime_checkable
+from typing import Protocol, Self, TypeGuard, runtime_checkable
 
-__all__ = ("BaseSandbox", "ExecCall", "ExecResult", "Sandbox")
+from jianmu.errors import SandboxUnavailableError
+
+__all__ = (
+    "MOUNT_ROOT",
+    "BaseSandbox",
+    "ExecCall",
+    "ExecResult",
+    "MountingSandbox",
+    "Sandbox",
+    "can_mount_read_only",
+)
+
+MOUNT_ROOT = "/skills"
+"""The sandbox folder under which read-only mounts appear, one level deep: ``/skills/<name>``."""
+_MOUNT_NAME = re.compile(r"^\w[\w.-]{0,127}$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +71,9 @@ class ExecCall:
     """The working folder, relative to the workspace, without ``..``."""
     timeout: float | None = None
     """As the caller gave it; `timeout_or` applies the sandbox's default."""
+    ro_mounts: dict[str, str] = field(default_factory=dict)
+    """Host folder (absolute, no symlink on the way) -> where the command sees it read-only
+    (``/skills/<name>``); empty unless the sandbox offers `MountingSandbox`."""
 
     def timeout_or(self, default: float) -> float:
         """The call's timeout, or ``default`` when it set none.
@@ -97,11 +121,43 @@ class Sandbox(Protocol):
         ...
 
 
+@runtime_checkable
+class MountingSandbox(Sandbox, Protocol):
+    """A `Sandbox` that can show host folders to one command, read-only (optional)."""
+
+    read_only_mounts: bool
+    """Whether ``exec`` accepts ``ro_mounts`` here (it may depend on the machine)."""
+
+    async def exec(
+        self,
+        command: Sequence[str] | str,  # as in Sandbox.exec
+        *,
+        stdin: str | bytes | None = None,  # as in Sandbox.exec
+        env: Mapping[str, str] | None = None,  # as in Sandbox.exec
+        cwd: str | None = None,  # as in Sandbox.exec
+        timeout: float | None = None,  # as in Sandbox.exec
+        ro_mounts: Mapping[str | os.PathLike[str], str] | None = None,  # host -> /skills/<name>
+    ) -> ExecResult:
+        """`Sandbox.exec`, with each host folder of ``ro_mounts`` visible read-only at its
+        value (``/skills/<name>``) while the command runs.
+
+        A host folder is reached without following any symlink on its way (give its real
+        path): a folder swapped for a link after the caller checked it is refused.
+        """
+        ...
+
+
+def can_mount_read_only(sandbox: object) -> TypeGuard[MountingSandbox]:
+    """Whether ``sandbox`` offers read-only mounts (`MountingSandbox`) on this machine."""
+    return getattr(sandbox, "read_only_mounts", False) is True
+
+
 class BaseSandbox(ABC):
     """A `Sandbox` whose `exec` checks the call once and hands it to `run`.
 
     Subclasses implement `run`; `start` and `close` do nothing unless overridden, and the
-    sandbox is an async context manager that starts and closes it.
+    sandbox is an async context manager that starts and closes it. A subclass whose `run`
+    honours `ExecCall.ro_mounts` sets `read_only_mounts` (then it is a `MountingSandbox`).
 
     Args:
         workspace: The host folder commands work in; default: cwd.
@@ -109,6 +165,9 @@ class BaseSandbox(ABC):
 
     def __init__(self, workspace: str | os.PathLike[str] | None = None) -> None:
         self.workspace = Path(workspace if workspace is not None else Path.cwd()).absolute()
+
+    read_only_mounts: bool = False
+    """Whether `run` honours `ExecCall.ro_mounts`; `exec` refuses them otherwise."""
 
     @staticmethod
     def check_positive(**limits: float | None) -> None:
@@ -144,16 +203,27 @@ class BaseSandbox(ABC):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         timeout: float | None = None,
+        ro_mounts: Mapping[str | os.PathLike[str], str] | None = None,
     ) -> ExecResult:
-        """Run ``command`` and wait for it; see `Sandbox.exec`.
+        """Run ``command`` and wait for it; see `Sandbox.exec` and `MountingSandbox.exec`.
 
         Raises:
-            ValueError: an empty command, a bad argv item, or ``cwd`` absolute or with ``..``.
+            ValueError: an empty command, a bad argv item, ``cwd`` absolute or with ``..``,
+                or a mount that is not ``absolute host folder -> /skills/<name>``.
+            SandboxUnavailableError: ``ro_mounts`` given to a sandbox without
+                `read_only_mounts`.
         """
+        mounts = _checked_mounts(ro_mounts or {})
+        if mounts and not self.read_only_mounts:
+            raise SandboxUnavailableError(
+                f"{type(self).__name__} cannot mount folders read-only here; use a sandbox "
+                "that can (LocalSandbox with bubblewrap, DockerSandbox)"
+            )
         call = ExecCall(
             argv=_normalise_argv(command),
             stdin=stdin.encode() if isinstance(stdin, str) else stdin,
             env=dict(env or {}), cwd=str(_relative_cwd(cwd)), timeout=timeout,
+            ro_mounts=mounts,
         )
         return await self.run(call)
 
@@ -196,3 +266,28 @@ def _relative_cwd(cwd: str | None) -> PurePosixPath:
             f"(for example 'src' or {shlex.quote('sub dir')})"
         )
     return path
+
+
+def _checked_mounts(mounts: Mapping[str | os.PathLike[str], str]) -> dict[str, str]:
+    """``{host: target}`` as strings, each host absolute, each target ``/skills/<name>``.
+
+    Raises:
+        ValueError: naming the first mount that breaks the rule.
+    """
+    checked: dict[str, str] = {}
+    for host, target in mounts.items():
+        source = os.fspath(host)
+        if not os.path.isabs(source) or "\x00" in source or ".." in source.split("/"):
+            raise ValueError(
+                f"mount source {source!r} must be an absolute host folder without '..'"
+            )
+        parent, _, name = str(target).rpartition("/")
+        if parent != MOUNT_ROOT or not _MOUNT_NAME.match(name):
+            raise ValueError(
+                f"mount target {target!r} must be {MOUNT_ROOT}/<name> (letters, digits, "
+                "'.', '_', '-'), for example '/skills/pdf'"
+            )
+        if target in checked.values():
+            raise ValueError(f"mount target {target!r} is given twice")
+        checked[os.path.normpath(source)] = target
+    return checked

@@ -31,6 +31,7 @@ __all__ = (
     "file_info",
     "list_dir",
     "read_file",
+    "read_lines",
     "read_text",
     "str_replace",
     "write_text_atomic",
@@ -124,6 +125,14 @@ def read_file(path: str, offset: int = 1, limit: int = 500) -> str:
     if limit < 1:
         raise ToolInputError(f"limit must be 1 or more, got {limit!r}")
     fd, _st, _real = _open_regular(path)
+    return read_lines(fd, path, offset, limit)
+
+
+def read_lines(fd: int, path: str, offset: int = 1, limit: int = 500) -> str:
+    """`read_file` on an opened file: lines ``offset .. offset+limit-1``; closes ``fd``.
+
+    ``path`` names the file in messages.
+    """
     with os.fdopen(fd, "rb") as fh:
         _refuse_binary(fh.read(_SNIFF), path)
         fh.seek(0)

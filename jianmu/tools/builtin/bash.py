@@ -15,7 +15,7 @@ from jianmu.tools.calls import truncate_text
 if TYPE_CHECKING:
     from jianmu.execution.sandbox import ExecResult, Sandbox
 
-__all__ = ("BashTool", "format_exec_output")
+__all__ = ("BashTool", "exec_output", "format_exec_output")
 
 _MAX_TIMEOUT = 600.0
 # bash when the sandbox has it (models write bash syntax), /bin/sh otherwise; `exec` keeps
@@ -105,22 +105,37 @@ class BashTool(SandboxedTool):
             )
         rel = sandbox_cwd(sandbox, cwd)
         result = await sandbox.exec([*_SHELL, command], cwd=rel, timeout=timeout)
-        limit = max(self.max_result_length // 2, 1000)
-        output = format_exec_output(result, limit)
-        if result.timed_out:
-            raise ToolTimeoutError(
-                f"command timed out after {timeout:g}s and was killed with every process it "
-                "started; raise timeout or run something shorter"
-                + (f"\noutput so far:\n{output}" if output else "")
-            )
-        if result.oom_killed:
-            raise ToolExecutionError(
-                "command was killed for exceeding the sandbox's memory limit"
-                + (f"\n{output}" if output else "")
-            )
-        if result.exit_code != 0:
-            raise ToolExecutionError(
-                f"command exited with code {result.exit_code}"
-                + (f"\n{output}" if output else " and printed nothing")
-            )
-        return output if output else "(no output; exit code 0)"
+        return exec_output(
+            result, max(self.max_result_length // 2, 1000),
+            timed_out=f"command timed out after {timeout:g}s and was killed with every process "
+            "it started; raise timeout or run something shorter",
+        )
+
+
+def exec_output(result: ExecResult, limit: int, *, timed_out: str, what: str = "command") -> str:
+    """A finished command's output (`format_exec_output`), or the error it ended in.
+
+    Args:
+        result: What the sandbox returned.
+        limit: Characters kept of each of stdout and stderr.
+        timed_out: The message of the timeout error.
+        what: What ran, in the other errors ("command", "script").
+
+    Raises:
+        ToolTimeoutError: it ran past its timeout (its process group was killed).
+        ToolExecutionError: it was killed for memory, or exited with a non-zero code.
+    """
+    output = format_exec_output(result, limit)
+    if result.timed_out:
+        raise ToolTimeoutError(timed_out + (f"\noutput so far:\n{output}" if output else ""))
+    if result.oom_killed:
+        raise ToolExecutionError(
+            f"{what} was killed for exceeding the sandbox's memory limit"
+            + (f"\n{output}" if output else "")
+        )
+    if result.exit_code != 0:
+        raise ToolExecutionError(
+            f"{what} exited with code {result.exit_code}"
+            + (f"\n{output}" if output else " and printed nothing")
+        )
+    return output if output else "(no output; exit code 0)"

@@ -1,0 +1,220 @@
+"""The two tools that reach a loaded skill's own folder: `read_skill_file`, `run_skill_script`.
+
+A skill's body names its files relative to its folder ("see `references/checklist.md`", "run
+`python scripts/with_server.py --help`"); the workspace tools cannot reach them. These tools
+take the skill's name and such a path. Only skills that the lookup returns (those loaded
+right now) are reachable, and every path is confined to the skill's folder (see
+`jianmu.skills._skill_files`).
+
+``run_skill_script`` runs the file inside the run's sandbox with the skill's folder mounted
+read-only at ``/skills/<name>`` (`jianmu.execution.MountingSandbox`) and the workspace as
+its working folder; a sandbox without read-only mounts cannot run skill scripts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
+
+import anyio.to_thread
+from pydantic import Field
+
+from jianmu.errors import ToolExecutionError, ToolInputError
+from jianmu.execution.sandbox import MOUNT_ROOT, can_mount_read_only
+from jianmu.skills._skill_files import SkillFile, SkillFiles, SkillLookup
+from jianmu.tools.base import FunctionTool
+from jianmu.tools.builtin._fileops import read_lines
+from jianmu.tools.builtin._sandbox import SandboxedTool, is_local_sandbox
+from jianmu.tools.builtin.bash import exec_output
+
+if TYPE_CHECKING:
+    from jianmu.execution.sandbox import Sandbox
+
+__all__ = ("ReadSkillFileTool", "RunSkillScriptTool", "SkillLookup")
+
+_SNIFF = 8192
+
+
+class ReadSkillFileTool(FunctionTool):
+    """``read_skill_file``: read a file of a loaded skill's folder (category ``read``).
+
+    Args:
+        skills: The skills loaded right now, by name; only their folders can be read.
+    """
+
+    def __init__(self, skills: SkillLookup) -> None:
+        self.files = SkillFiles(skills)
+        super().__init__(
+            self._read, name="read_skill_file", category="read", effect_tags=("file_read",),
+            timeout_seconds=30.0, max_result_length=50_000,
+        )
+
+    def _read(
+        self,
+        skill: str,
+        path: str,
+        offset: Annotated[int, Field(ge=1)] | None = None,
+        limit: Annotated[int, Field(ge=1, le=5000)] | None = None,
+    ) -> str:
+        """Read a file of a loaded skill's folder, such as a reference its instructions name.
+
+        Use it when a skill's instructions point to one of its own files (for example
+        'references/checklist.md' or 'examples/report.md'); read_file reads the workspace,
+        not the skill. Returns the lines' text; when the file has more lines, a final note
+        says which lines were shown and the offset to continue from. A binary file is
+        answered with its size only.
+
+        Args:
+            skill: The name of a loaded skill.
+            path: Path relative to the skill's folder, e.g. 'references/guide.md'.
+            offset: First line to read, counting from 1 (default 1).
+            limit: Maximum number of lines to return (default 500).
+
+        Returns:
+            The requested lines of the file.
+        """
+        found = self.files.locate(skill, path)
+        fd, st = found.open()
+        try:
+            head = os.pread(fd, _SNIFF, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        if _is_binary(head, complete=st.st_size <= _SNIFF):
+            os.close(fd)
+            return (
+                f"[{found.rel} in skill {skill!r} is a binary file of {st.st_size:,} bytes; "
+                "its content is not shown]"
+            )
+        return read_lines(fd, found.rel, offset or 1, limit or 500)
+
+
+def _is_binary(head: bytes, *, complete: bool) -> bool:
+    """NUL bytes, or bytes that are not UTF-8 (a character cut at the sample's end is)."""
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return complete or exc.start < len(head) - 3
+    return False
+
+
+class RunSkillScriptTool(SandboxedTool):
+    """``run_skill_script``: run a file of a loaded skill's folder in the run's sandbox.
+
+    Category ``execute``, permission ``user_confirm`` (it asks first unless the operator's
+    policy allows it). The limits, network and timeout are the sandbox's, which the runner
+    builds from the merged constraints.
+
+    Args:
+        skills: The skills loaded right now, by name; only their scripts can run.
+    """
+
+    name = "run_skill_script"
+    effect_tags = ("code_exec",)
+    # the sandbox's timeout (the merged constraints') kills the script; none of our own
+    timeout_seconds = None
+    max_result_length = 30_000
+
+    def __init__(self, skills: SkillLookup) -> None:
+        self.files = SkillFiles(skills)
+
+    async def run(
+        self, skill: str, path: str, args: Sequence[str] = (), stdin: str | None = None
+    ) -> str:
+        """Run a script of a loaded skill's folder in the sandbox, in the workspace.
+
+        Use it when a skill's instructions say to run one of its own scripts (for example
+        'python scripts/check.py --help'): give the skill, the script's path in its folder
+        and the arguments. A .py file runs with Python, a .sh file with sh, an executable
+        file with a #! line directly. The skill's folder is read-only (the script sees it at
+        /skills/<skill>); the working folder is the workspace. Returns stdout, then stderr
+        under a [stderr] heading; a non-zero exit code is an error showing the code and the
+        output.
+
+        Args:
+            skill: The name of a loaded skill.
+            path: The script's path relative to the skill's folder, e.g. 'scripts/run.py'.
+            args: Arguments passed to the script, e.g. ['--help'].
+            stdin: Text fed to the script's standard input.
+
+        Returns:
+            The script's stdout and stderr.
+        """
+        return await self.run_in_default_sandbox(skill=skill, path=path, args=args, stdin=stdin)
+
+    async def run_sandboxed(  # type: ignore[override]
+        self, sandbox: Sandbox, skill: str, path: str, args: Sequence[str] = (),
+        stdin: str | None = None,
+    ) -> str:
+        """Check the script, then run it through ``sandbox.exec`` with the folder mounted.
+
+        Raises:
+            ToolInputError: unknown skill, a bad path or argument.
+            PathEscapeError: the path leads outside the skill's folder.
+            ToolExecutionError: the file cannot be run, the sandbox cannot mount the folder
+                read-only, or the script failed.
+            ToolTimeoutError: the script ran past the sandbox's timeout.
+        """
+        found, head, executable = await anyio.to_thread.run_sync(self._inspect, skill, path)
+        arguments = list(args)
+        if any(not isinstance(a, str) or "\x00" in a for a in arguments):
+            raise ToolInputError("args must be strings without NUL characters")
+        if not can_mount_read_only(sandbox):
+            raise ToolExecutionError(
+                f"this sandbox ({type(sandbox).__name__}) cannot run skill scripts: it cannot "
+                "show the skill's folder read-only; use LocalSandbox with bubblewrap 0.8+ or "
+                "DockerSandbox (execution.mode: docker)"
+            )
+        mount = f"{MOUNT_ROOT}/{found.skill.name}"
+        script = f"{mount}/{found.rel}"
+        result = await sandbox.exec(
+            [*_interpreter(found, head, executable, sandbox), script, *arguments],
+            stdin=stdin, env={"PYTHONDONTWRITEBYTECODE": "1", "JIANMU_SKILL_DIR": mount},
+            ro_mounts={found.root: mount},
+        )
+        return exec_output(
+            result, max(self.max_result_length // 2, 1000), what="script",
+            timed_out="the script ran past the sandbox's timeout and was killed with every "
+            "process it started; run something shorter, or ask for a longer "
+            "execution.timeout_s",
+        )
+
+    def _inspect(self, skill: str, path: str) -> tuple[SkillFile, bytes, bool]:
+        """The checked file, its first bytes and whether it is executable."""
+        found = self.files.locate(skill, path)
+        fd, st = found.open()
+        try:
+            head = os.pread(fd, 256, 0)
+        finally:
+            os.close(fd)
+        return found, head, bool(st.st_mode & 0o111)
+
+
+def _interpreter(
+    found: SkillFile, head: bytes, executable: bool, sandbox: Sandbox
+) -> list[str]:
+    """What runs the script: Python, sh, or nothing (it runs itself through its #! line).
+
+    Raises:
+        ToolExecutionError: none of the three fits.
+    """
+    suffix = os.path.splitext(found.rel)[1].lower()
+    if suffix == ".py":
+        # this host's Python where the sandbox runs on it (bound read-only by bubblewrap)
+        local = is_local_sandbox(sandbox)
+        return [getattr(sandbox, "python", sys.executable) if local else "python3"]
+    if suffix == ".sh":
+        return ["/bin/sh"]
+    if head.startswith(b"#!") and executable:
+        return []
+    what = "has a #! line but is not executable" if head.startswith(b"#!") else (
+        "is not a .py or .sh file, nor an executable file with a #! line"
+    )
+    raise ToolExecutionError(
+        f"cannot run {found.rel!r} of skill {found.skill.name!r}: it {what}; read it with "
+        "read_skill_file to see how it is meant to be used"
+    )
