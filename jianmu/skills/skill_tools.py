@@ -20,52 +20,49 @@ LoadedSkills = Callable[[], Mapping[str, Skill]]
 """Returns the skills loaded so far in the run, by name."""
 
 
-class ReadSkillFileTool(Tool):
-    """``read_skill_file``: reads a file of a loaded skill's folder (placeholder)."""
+class _Placeholder(Tool):
+    """The shared body of both placeholders: keeps ``skills``, refuses to run."""
+
+    def __init__(self, skills: LoadedSkills) -> None:
+        self.skills = skills
+
+    async def run(self, **kwargs: Any) -> Any:
+        """Not implemented in this branch (the skill-files branch replaces this module)."""
+        raise NotImplementedError(f"{self.name} is a placeholder in this build")
+
+
+def _schema(**properties: dict[str, Any]) -> dict[str, Any]:
+    skill = {"type": "string", "description": "The loaded skill's name."}
+    return {
+        "type": "object",
+        "properties": {"skill": skill, **properties},
+        "required": ["skill", "path"],
+    }
+
+
+_READ_ARGS: dict[str, dict[str, Any]] = {
+    "path": {"type": "string", "description": "The file, relative to the skill."},
+    "offset": {"type": "integer", "description": "First line to read (1-based)."},
+    "limit": {"type": "integer", "description": "Lines to read."},
+}
+_RUN_ARGS: dict[str, dict[str, Any]] = {
+    "path": {"type": "string", "description": "The script, relative to the skill."},
+    "args": {"type": "array", "items": {"type": "string"}, "description": "Arguments."},
+    "stdin": {"type": "string", "description": "Text fed to the script's input."},
+}
+
+
+class ReadSkillFileTool(_Placeholder):
+    """Read a file inside a loaded skill's folder (a path relative to the folder)."""
 
     name = "read_skill_file"
-    description = "Read a file inside a loaded skill's folder (a path relative to the folder)."
     category = "read"
-    input_schema = {
-        "type": "object",
-        "properties": {
-            "skill": {"type": "string", "description": "The loaded skill's name."},
-            "path": {"type": "string", "description": "The file, relative to the skill."},
-            "offset": {"type": "integer", "description": "First line to read (1-based)."},
-            "limit": {"type": "integer", "description": "Lines to read."},
-        },
-        "required": ["skill", "path"],
-    }
-
-    def __init__(self, skills: LoadedSkills) -> None:
-        self.skills = skills
-
-    async def run(self, **kwargs: Any) -> Any:
-        """Not implemented in this branch (the skill-files branch replaces this module)."""
-        raise NotImplementedError("read_skill_file is a placeholder in this build")
+    input_schema = _schema(**_READ_ARGS)
 
 
-class RunSkillScriptTool(Tool):
-    """``run_skill_script``: runs a script of a loaded skill's folder (placeholder)."""
+class RunSkillScriptTool(_Placeholder):
+    """Run a script inside a loaded skill's folder, in the run's sandbox."""
 
     name = "run_skill_script"
-    description = "Run a script inside a loaded skill's folder, in the run's sandbox."
     category = "execute"
-    input_schema = {
-        "type": "object",
-        "properties": {
-            "skill": {"type": "string", "description": "The loaded skill's name."},
-            "path": {"type": "string", "description": "The script, relative to the skill."},
-            "args": {"type": "array", "items": {"type": "string"},
-                     "description": "Command-line arguments."},
-            "stdin": {"type": "string", "description": "Text fed to the script's input."},
-        },
-        "required": ["skill", "path"],
-    }
-
-    def __init__(self, skills: LoadedSkills) -> None:
-        self.skills = skills
-
-    async def run(self, **kwargs: Any) -> Any:
-        """Not implemented in this branch (the skill-files branch replaces this module)."""
-        raise NotImplementedError("run_skill_script is a placeholder in this build")
+    input_schema = _schema(**_RUN_ARGS)
