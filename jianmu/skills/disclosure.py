@@ -8,6 +8,7 @@ apply. With one short skill the body goes into the prompt at once (``eager``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -79,20 +80,19 @@ def listing_prompt(skills: Iterable[Skill]) -> str:
 def _skill_files(skill: Skill) -> list[tuple[str, int]]:
     """Every file of the skill's folder but SKILL.md: (relative path, size in bytes), sorted.
 
-    Tool caches and VCS folders are left out; symlinks are listed as they are (reading one
-    that leads out of the folder is refused by the reading tool).
+    Tool caches and VCS folders are left out, and so are symlinks (a link may lead out of the
+    folder). The same listing as ``Skill.files()`` of the skill-model work, which can replace
+    this helper once both are in.
     """
     root = skill.folder
     found: list[tuple[str, int]] = []
-    for path in root.rglob("*"):
-        relative = path.relative_to(root)
-        if _SKIPPED_DIRS.intersection(relative.parts[:-1]) or relative == Path("SKILL.md"):
-            continue
-        try:
-            if path.is_file():
-                found.append((relative.as_posix(), path.stat().st_size))
-        except OSError:  # a dangling link: nothing to read
-            continue
+    for here, folders, names in os.walk(root):  # folder links are not followed
+        folders[:] = [f for f in folders if f not in _SKIPPED_DIRS]
+        for name in names:
+            path = Path(here, name)
+            relative = path.relative_to(root).as_posix()
+            if relative != "SKILL.md" and not path.is_symlink() and path.is_file():
+                found.append((relative, path.stat().st_size))
     return sorted(found)
 
 

@@ -13,6 +13,7 @@ from jianmu.config import AppConfig, parse_config
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState
 from jianmu.skills import SkillCatalog
+from jianmu.skills.disclosure import LoadSkillTool
 from jianmu.skills.node import SkillNode, SkillNodeConfig
 from jianmu.tools import tool
 
@@ -254,3 +255,18 @@ async def test_a_restored_run_has_its_loaded_skills_again(tmp_path: Path) -> Non
     assert restored.get("final_answer") == "saved x"  # the restored executor knew save
     assert list(skill_node.loaded) == ["asker"]
     assert llm.requests[0].tool_names == [*ENGINE_TOOLS, "save"]
+
+
+async def test_load_skill_lists_every_file_but_links_and_caches(tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text("outside")
+    folder = make_skill(tmp_path / "s", "lister", body="Read forms.md.", files={
+        "forms.md": "abc", "themes/dark/colors.css": "x" * 10, "__pycache__/m.pyc": "c",
+    })
+    (folder / "link.txt").symlink_to(tmp_path / "secret.txt")
+    (folder / "linked").symlink_to(tmp_path, target_is_directory=True)
+    loaded: list[str] = []
+    skill = SkillCatalog([tmp_path / "s"]).get("lister")
+    load_skill = LoadSkillTool({"lister": skill}, lambda s: loaded.append(s.name))
+    text = await load_skill.run("lister")
+    assert text.endswith("\n- forms.md (3 bytes)\n- themes/dark/colors.css (10 bytes)")
+    assert text.startswith("# Skill: lister\n\nRead forms.md.") and loaded == ["lister"]
