@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jianmu import ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
+from jianmu import Constraints, ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
 from jianmu.config import AppConfig, parse_config
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState
@@ -270,3 +270,24 @@ async def test_load_skill_lists_every_file_but_links_and_caches(tmp_path: Path) 
     text = await load_skill.run("lister")
     assert text.endswith("\n- forms.md (3 bytes)\n- themes/dark/colors.css (10 bytes)")
     assert text.startswith("# Skill: lister\n\nRead forms.md.") and loaded == ["lister"]
+
+
+async def test_a_loaded_skills_shorter_timeout_counts_from_the_nodes_start(tmp_path: Path) -> None:
+    two_skills(tmp_path)
+    make_skill(tmp_path, "quick", "constraints:\n  timeout: 500\n")
+    deadlines: list[float] = []
+
+    def noting(reply: Any) -> Any:
+        def respond(messages: list[Any]) -> Any:
+            timer = skill_node._timer
+            assert timer is not None and skill_node._started_at is not None
+            deadlines.append(timer.when() - skill_node._started_at)
+            return reply
+        return respond
+
+    llm = ScriptedLLM([
+        noting([{"name": "load_skill", "arguments": {"name": "quick"}}]), noting("done"),
+    ])
+    skill_node = node(tmp_path, llm, "pinger", "quick", constraints=Constraints(timeout=900))
+    assert (await ReactiveRunner(skill_node, state_with(), config=cfg(tmp_path)).run()).ok
+    assert deadlines == [900, 500]
