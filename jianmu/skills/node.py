@@ -313,6 +313,7 @@ class SkillNode(FlattenedAgentNode):
         self.loaded: dict[str, Skill] = {}
         """The active skills by name: all of them when eager, those loaded when progressive."""
         self._start: tuple[Constraints, ToolSet] | None = None
+        self._engine_tools: frozenset[str] = frozenset()
 
     # -- the seed's steps ------------------------------------------------------------------------
     def _load_skills(self) -> list[Skill]:
@@ -342,6 +343,7 @@ class SkillNode(FlattenedAgentNode):
         bt_skills = [s for s in self.skills if s.is_bt]
         if bt_skills:
             engine.append(RunBTSkillTool(bt_skills, custom_tools=self.custom_tools))
+        self._engine_tools = frozenset(t.name for t in engine)
         return visible_tools(toolset.with_tools(engine), self.ctx, self.constraints)
 
     def _loaded(self) -> dict[str, Skill]:
@@ -390,7 +392,8 @@ class SkillNode(FlattenedAgentNode):
         executor = self.react.executor
         if executor is not None:
             for found in visible_tools(skill.toolset(self.custom_tools), self.ctx, constraints):
-                executor.register_tool(found)
+                if found.name not in self._engine_tools:  # those serve every loaded skill
+                    executor.register_tool(found)
             self._add_mcp_source([skill])
         if record and self.state_manager.accepts("loaded_skills"):
             self.state.update({"loaded_skills": list(self.loaded)})
