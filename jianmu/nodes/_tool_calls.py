@@ -133,6 +133,18 @@ def ledger_view(node: RuntimeNode) -> StateView:
     return manager.root if manager.accepts("guard_ledger") else node.state
 
 
+def usage_view(node: RuntimeNode) -> StateView:
+    """Where the run's token usage adds up: the root state, so a budget holds across skills
+    (each in its own namespace); the node's own view if the root schema has no place."""
+    manager = node.state_manager
+    return manager.root if manager.accepts("usage") else node.state
+
+
+def tokens_spent(node: RuntimeNode) -> int:
+    """Tokens the whole run has spent so far (the run-wide ``usage``)."""
+    return getattr(usage_view(node).get("usage"), "total_tokens", 0) or 0
+
+
 def fresh_request_id(base: str, ctx: RunContext) -> str:
     """``base``, or ``base.N`` when the approvals under the earlier ids were already used."""
     interaction = ctx.interaction

@@ -13,7 +13,7 @@ from jianmu.errors import LLMError
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider, LLMResponse, StreamDone, TextDelta
-from jianmu.nodes._tool_calls import preview, unique_ids
+from jianmu.nodes._tool_calls import preview, unique_ids, usage_view
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import (
     ERROR_TYPE,
@@ -49,8 +49,9 @@ class AgentLLMNode(AsyncNode):
     ``tools`` (or of the executor it feeds) minus the tools whose policy is deny. The reply is
     appended to ``messages``; its tool calls go to ``actions``; with none, its text becomes
     ``final_answer`` and ``done`` is set. ``rounds`` and ``usage`` are updated for the loop's
-    limits and the guard's budget. A failed call (after the provider's retries) is FAILURE
-    with the error in an ``llm.call.failed`` event; it never crashes the run.
+    limits and the guard's budget; in a skill's namespace the usage also adds to the root's,
+    the run's total that every budget reads. A failed call (after the provider's retries) is
+    FAILURE with the error in an ``llm.call.failed`` event; it never crashes the run.
 
     Args:
         name: the node's name.
@@ -185,6 +186,10 @@ class AgentLLMNode(AsyncNode):
             update["final_answer"] = response.message.content or ""
             update["done"] = True
         self.state.update(update)
+        run_usage = usage_view(self)
+        if run_usage.namespace != self.state.namespace:
+            # a skill's namespace: the run's total lives at the root, for budgets and reports
+            run_usage.update({"usage": response.usage})
         self.events.emit(
             "llm.call.completed", model=model, tool_calls=[c.name for c in calls],
             answer_preview=None if calls else preview(response.message.content),

@@ -10,6 +10,7 @@ from py_trees.common import Status
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.provider import LLMProvider
+from jianmu.nodes._tool_calls import tokens_spent
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
 from jianmu.runtime.async_node import RuntimeNode
@@ -66,8 +67,7 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
         rounds = self.state.get("rounds") or 0
         if rounds >= iterations:
             return self._give_up(f"max_iterations={iterations} reached without a final answer")
-        usage = self.state.get("usage")
-        spent = getattr(usage, "total_tokens", 0) or 0
+        spent = tokens_spent(self)  # the run's, not this namespace's: skills share the budget
         if budget is not None and spent >= budget:
             return self._give_up(f"token budget exhausted ({spent} of {budget} tokens used)")
         self.ctx.wake()  # the next tick starts the next round

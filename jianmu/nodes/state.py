@@ -50,7 +50,8 @@ class AgentState(BaseModel):
     tool_effects: Annotated[dict[str, int], merge_counts] = Field(default_factory=dict)
     """Successful tool calls counted per effect tag (``file_write``, ``http``)."""
     usage: Annotated[Usage, operator.add] = Field(default_factory=Usage)
-    """Tokens spent so far; the guard's budget reads it."""
+    """Tokens spent so far; at the root, the whole run's (skills' namespaces included), which
+    the budget reads."""
     completed_call_ids: Annotated[list[str], operator.add] = Field(default_factory=list)
     """Ids of tool calls that finished, so a restored run never runs one twice."""
     observations: Annotated[dict[str, Message], _replace_observations] = Field(
@@ -61,3 +62,6 @@ class AgentState(BaseModel):
     """The guard's counts (calls made, recent call times), kept here so a restore counts right."""
     skill_result: Any = None
     """Structured result of a BT skill."""
+    loaded_skills: list[str] = Field(default_factory=list)
+    """Skills the model has loaded with ``load_skill`` in a SkillNode's namespace (in order), so
+    a run restored in a new process has them active again."""

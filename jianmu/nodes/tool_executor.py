@@ -41,6 +41,7 @@ from jianmu.nodes._tool_calls import (
     finish_span,
     ledger_view,
     preview,
+    tokens_spent,
     tool_span_attributes,
     unique_ids,
 )
@@ -177,12 +178,11 @@ class ToolExecutor(AsyncNode):
         done = set(self.state.get("completed_call_ids") or ())
         pending = [self.toolset.canonical(c) for c in calls if c.id not in done]
         known = [c for c, found in pending if found is not None]
-        usage = self.state.get("usage")
         decisions = self._enforcer.preflight(
             known,
             self.toolset,
             run=self.ctx,
-            tokens_used=getattr(usage, "total_tokens", 0) or 0,
+            tokens_used=tokens_spent(self),
             ledger=GuardLedger.of(ledger_view(self).get("guard_ledger")),
             events=self.events,
         )

@@ -17,7 +17,12 @@ from jianmu.errors import SkillRunError
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.skills._bt_driver import child_context, drive_subtree
-from jianmu.skills.bt_context import BTSkillContext, resolve_inputs, validate_result
+from jianmu.skills.bt_context import (
+    BTSkillContext,
+    describe_inputs,
+    resolve_inputs,
+    validate_result,
+)
 from jianmu.skills.bt_loader import TREE_MODULE_PREFIX, SkillTreeLoader
 from jianmu.skills.skill import Skill
 from jianmu.state import StateManager
@@ -167,12 +172,9 @@ class RunBTSkillTool(Tool):
         self.loader = loader or SkillTreeLoader()
         lines = []
         for skill in self.skills.values():
-            inputs = (skill.inputs or {}).get("properties") or {}
-            shown = ", ".join(
-                f"{k}: {v.get('type', 'any')}" if isinstance(v, dict) else k
-                for k, v in inputs.items()
+            lines.append(
+                f"- {skill.name}: {skill.description.strip()} Inputs: {describe_inputs(skill)}"
             )
-            lines.append(f"- {skill.name}: {skill.description.strip()} Inputs: {{{shown}}}")
         self.description = (
             "Run a behaviour-tree skill and return its structured result.\n" + "\n".join(lines)
         )

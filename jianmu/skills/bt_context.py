@@ -26,7 +26,13 @@ if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext
     from jianmu.state import StateManager, StateView
 
-__all__ = ("BTSkillContext", "fingerprint", "resolve_inputs", "validate_result")
+__all__ = (
+    "BTSkillContext",
+    "describe_inputs",
+    "fingerprint",
+    "resolve_inputs",
+    "validate_result",
+)
 
 _MISSING: Any = object()
 
@@ -38,6 +44,15 @@ def fingerprint(value: Any) -> str:
 
 
 # -- inputs and outputs ----------------------------------------------------------------------
+
+
+def describe_inputs(skill: Skill) -> str:
+    """The skill's inputs in one line for the model: ``{path: string, depth: integer}``."""
+    inputs = (skill.inputs or {}).get("properties") or {}
+    shown = ", ".join(
+        f"{k}: {v.get('type', 'any')}" if isinstance(v, dict) else k for k, v in inputs.items()
+    )
+    return f"{{{shown}}}"
 
 
 def resolve_inputs(

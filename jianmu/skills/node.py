@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -18,14 +19,23 @@ from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints, SkillConstra
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider
-from jianmu.mcp import MCPToolProvider
 from jianmu.nodes.agent_llm import recent_messages
 from jianmu.nodes.react import ReActLoop, create_react_node
 from jianmu.nodes.tool_executor import ToolExecutorConfig
 from jianmu.runtime.async_node import RuntimeNode
+from jianmu.skills._skill_mcp import connect_mcp_tools, mcp_references
 from jianmu.skills.bt import RunBTSkillTool
 from jianmu.skills.catalog import SkillCatalog
+from jianmu.skills.disclosure import (
+    DEFAULT_EAGER_MAX_CHARS,
+    Disclosure,
+    LoadSkillTool,
+    eager_prompt,
+    is_progressive,
+    listing_prompt,
+)
 from jianmu.skills.skill import Skill
+from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool
 from jianmu.tools.base import Tool
 from jianmu.tools.toolset import ToolSet
 
@@ -72,9 +82,16 @@ class SkillNodeConfig(BaseModel):
         "You are an agent that completes the task with the tools you are given. "
         "Follow the skill's instructions below."
     )
-    """The system prompt; the prompt skills' bodies are appended to it."""
+    """The system prompt; the skills' bodies (or their list) are appended to it."""
     executor: ToolExecutorConfig | None = None
     """How the skill's tool batches run."""
+    disclosure: Disclosure = "auto"
+    """``progressive``: the prompt lists each skill's name and description, and a skill's body,
+    tools and constraints arrive when the model calls ``load_skill``; ``eager``: the bodies are
+    in the prompt and every skill is active from the start; ``auto``: progressive when the node
+    holds several skills or the bodies exceed ``eager_max_chars``."""
+    eager_max_chars: int = Field(default=DEFAULT_EAGER_MAX_CHARS, ge=0)
+    """Characters of prompt-skill bodies that ``auto`` still puts into the prompt."""
 
 
 class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
@@ -97,6 +114,7 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         self._compiled = False
         self._expired = False
         self._timer: asyncio.TimerHandle | None = None
+        self._started_at: float | None = None
 
     # -- to implement ----------------------------------------------------------------------------
     def compile_subtree(self) -> py_trees.behaviour.Behaviour:
@@ -161,9 +179,18 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
     def initialise(self) -> None:
         """Start the timeout clock, if the skill has one."""
         self._expired = False
+        self._started_at = asyncio.get_running_loop().time()
+        self.arm_timer()
+
+    def arm_timer(self) -> None:
+        """(Re)start the clock from the run's start, for a timeout that has changed."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         timeout = self.effective_timeout()
-        if timeout:
-            self._timer = asyncio.get_running_loop().call_later(timeout, self._expire)
+        if timeout and self._started_at is not None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_at(self._started_at + timeout, self._expire)
 
     def _expire(self) -> None:
         self._expired = True
@@ -189,6 +216,7 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._started_at = None
         if not self._compiled or not self.namespace:
             return
         if new_status is Status.FAILURE:
@@ -236,11 +264,18 @@ class SkillNode(FlattenedAgentNode):
     """Runs skills from SKILL.md folders with a ReAct loop, in a namespace of its own.
 
     On its first tick it loads the skills (`_load_skills`), merges the constraints of the
-    config, the node and the skills (`_merge_constraints`: a skill can only tighten), resolves
-    their tools minus those whose policy is deny (`_resolve_tools`), and builds
-    [prepare → ReAct]: the prompt skills' bodies go into the system prompt, BT skills become
-    the ``run_bt_skill`` tool, ``max_iterations`` comes from the merged constraints. The final
-    answer (and a BT skill's ``skill_result``) is written back to the enclosing state.
+    config, the node and the active skills (`_merge_constraints`: a skill can only tighten),
+    resolves their tools minus those whose policy is deny (`_resolve_tools`), and builds
+    [prepare → ReAct]; ``max_iterations`` comes from the merged constraints. BT skills are the
+    ``run_bt_skill`` tool; ``read_skill_file`` and ``run_skill_script`` reach the loaded
+    skills' folders. The final answer (and a BT skill's ``skill_result``) is written back to
+    the enclosing state.
+
+    Disclosure (`SkillNodeConfig.disclosure`): eager, every body is in the system prompt and
+    every skill is active; progressive, the prompt lists names and descriptions and the model
+    calls ``load_skill``, which activates that skill for the rest of the node's run — its tools
+    are offered from the next turn and its constraints merge in (tighten only). The loaded
+    names are kept in the namespace's ``loaded_skills``, so a restored run has them again.
 
     Args:
         name: the node's name (part of the namespace).
@@ -273,6 +308,12 @@ class SkillNode(FlattenedAgentNode):
         self.skills: list[Skill] = []
         self.constraints: Constraints | None = None
         self.react: ReActLoop | None = None
+        self.progressive = False
+        """Whether the skills are disclosed on demand (decided when the subtree is built)."""
+        self.loaded: dict[str, Skill] = {}
+        """The active skills by name: all of them when eager, those loaded when progressive."""
+        self._start: tuple[Constraints, ToolSet] | None = None
+        self._engine_tools: frozenset[str] = frozenset()
 
     # -- the seed's steps ------------------------------------------------------------------------
     def _load_skills(self) -> list[Skill]:
@@ -284,53 +325,39 @@ class SkillNode(FlattenedAgentNode):
             for ref in self.skill_refs
         ]
 
-    def _merge_constraints(self) -> Constraints:
-        """Config → node → skills, tighten only."""
+    def _merge_constraints(self, active: Iterable[Skill]) -> Constraints:
+        """Config → node → the active skills, tighten only."""
         base = Constraints.merge(self.ctx.constraints, self.config.constraints)
-        return merge_skill_constraints(base, self.skills)
+        return merge_skill_constraints(base, active)
 
-    def _resolve_tools(self) -> ToolSet:
-        """The skills' tools (custom ones win), BT skills as ``run_bt_skill``, deny removed."""
+    def _resolve_tools(self, active: Iterable[Skill]) -> ToolSet:
+        """The active skills' tools (custom ones win), the skill-file tools, ``load_skill``
+        when progressive, BT skills as ``run_bt_skill``; deny removed."""
         toolset = ToolSet()
-        for skill in self.skills:
+        for skill in active:
             toolset = toolset.merge(skill.toolset(self.custom_tools))
+        engine: list[Tool] = []
+        if self.progressive:
+            engine.append(LoadSkillTool({s.name: s for s in self.skills}, self._activate))
+        engine += [ReadSkillFileTool(self._loaded), RunSkillScriptTool(self._loaded)]
         bt_skills = [s for s in self.skills if s.is_bt]
         if bt_skills:
-            bt_tool = RunBTSkillTool(bt_skills, custom_tools=self.custom_tools)
-            toolset = toolset.with_tools([bt_tool])
-        return visible_tools(toolset, self.ctx, self.constraints or Constraints())
+            engine.append(RunBTSkillTool(bt_skills, custom_tools=self.custom_tools))
+        self._engine_tools = frozenset(t.name for t in engine)
+        return visible_tools(toolset.with_tools(engine), self.ctx, self.constraints)
 
-    def _mcp_references(self) -> dict[str, set[str]]:
-        """Configured MCP servers the skills name, with the tools asked for (empty: all)."""
-        servers = {name.lower(): name for name in self.ctx.config.mcp.servers}
-        wanted: dict[str, set[str]] = {}
-        for skill in self.skills:
-            for ref in skill.tools:
-                key = ref.strip().lower()
-                server, _, tool_name = key.partition("__")
-                if server in servers:
-                    names = wanted.setdefault(servers[server], set())
-                    if tool_name:
-                        names.add(key)
-                    else:
-                        names.add("*")
-        return wanted
+    def _loaded(self) -> dict[str, Skill]:
+        return self.loaded
 
-    async def _connect_mcp_tools(self) -> None:
-        """Start the MCP servers the skills name and hand their tools to the executor.
-
-        The loop's executor awaits this before its tools are first needed (see
-        `ToolExecutor.add_tool_source`), so it also runs after a restore in a new process.
-        """
-        if self.react is None or self.react.executor is None:
-            return
-        for server, names in self._mcp_references().items():
-            provider = MCPToolProvider.from_config(server, self.ctx.config.mcp.servers[server])
-            self.ctx.on_close(provider.close)
-            await provider.initialize()
-            chosen = [t for t in provider.get_tools() if "*" in names or t.name.lower() in names]
-            for mcp_tool in visible_tools(chosen, self.ctx, self.constraints or Constraints()):
-                self.react.executor.register_tool(mcp_tool)
+    def _add_mcp_source(self, skills: Sequence[Skill]) -> None:
+        """Have the loop's executor fetch the MCP tools the skills name before it next needs
+        tools (see `ToolExecutor.add_tool_source`), also after a restore in a new process."""
+        executor = self.react.executor if self.react is not None else None
+        if executor is not None and mcp_references(skills, self.ctx):
+            executor.add_tool_source(functools.partial(
+                connect_mcp_tools, skills, self.ctx, lambda: self.constraints,
+                executor.register_tool,
+            ))
 
     def history_limit(self) -> int:
         """Messages of the global conversation copied in."""
@@ -343,25 +370,68 @@ class SkillNode(FlattenedAgentNode):
         return self.ctx.config.skills.history_limit
 
     def skill_prompt(self) -> str:
-        """The prompt skills' instructions, one section each."""
-        sections = [
-            f"## Skill: {s.name}\n{s.description}\n\n{s.body}".strip()
-            for s in self.skills if not s.is_bt
-        ]
-        bt = [s for s in self.skills if s.is_bt]
-        if bt:
-            listed = "\n".join(f"- {s.name}: {s.description}" for s in bt)
-            sections.append(
-                "## Behaviour-tree skills\nRun these with the run_bt_skill tool:\n" + listed
-            )
-        return "\n\n".join(sections)
+        """The skills' part of the system prompt: their bodies, or their list when progressive."""
+        return listing_prompt(self.skills) if self.progressive else eager_prompt(self.skills)
+
+    # -- progressive disclosure ------------------------------------------------------------------
+    def _activate(self, skill: Skill, *, record: bool = True) -> None:
+        """Make ``skill`` active for the rest of this run (``load_skill`` calls this).
+
+        Its constraints merge into the node's — tighten only — and reach the loop's nodes
+        (new objects, so their cached merges are redone, and the executor's guard is rebuilt);
+        its tools are registered on the executor, offered from the model's next turn.
+
+        Raises:
+            ConfigError: the skill's constraints would loosen the run's (nothing changes).
+        """
+        if skill.name in self.loaded or self.react is None:
+            return
+        constraints = merge_skill_constraints(self.constraints, [skill])
+        self.loaded[skill.name] = skill
+        self._apply_constraints(constraints)
+        executor = self.react.executor
+        if executor is not None:
+            for found in visible_tools(skill.toolset(self.custom_tools), self.ctx, constraints):
+                if found.name not in self._engine_tools:  # those serve every loaded skill
+                    executor.register_tool(found)
+            self._add_mcp_source([skill])
+        if record and self.state_manager.accepts("loaded_skills"):
+            self.state.update({"loaded_skills": list(self.loaded)})
+        self.ctx.events.emit("skill.loaded", node=self.path, skill=skill.name)
+
+    def _apply_constraints(self, constraints: Constraints) -> None:
+        """Give the node and the loop's nodes ``constraints``; a shorter timeout applies now."""
+        self.constraints = constraints
+        react = self.react
+        if react is not None:
+            for node in (react, react.llm_node, react.executor):
+                if node is not None:
+                    node.constraints = constraints
+            if react.executor is not None:
+                react.executor.reset_for_run()
+        self.arm_timer()
+
+    def initialise(self) -> None:
+        """A new run of the node starts with no skill loaded (progressive), then the clock."""
+        if self.progressive and self.loaded and self._start is not None:
+            constraints, toolset = self._start
+            self.loaded.clear()
+            if self.react is not None and self.react.executor is not None:
+                self.react.executor.toolset = toolset
+            self._apply_constraints(constraints)
+        super().initialise()
 
     # -- FlattenedAgentNode ----------------------------------------------------------------------
     def compile_subtree(self) -> py_trees.behaviour.Behaviour:
         """Load, merge, resolve, then build [prepare → ReAct]."""
         self.skills = self._load_skills()
-        self.constraints = self._merge_constraints()
-        tools = self._resolve_tools()
+        self.progressive = is_progressive(
+            self.skills, self.config.disclosure, self.config.eager_max_chars
+        )
+        active = [] if self.progressive else list(self.skills)
+        self.loaded = {s.name: s for s in active}
+        self.constraints = self._merge_constraints(active)
+        tools = self._resolve_tools(active)
         react = self.react = create_react_node(
             self.llm,
             tools,
@@ -372,8 +442,15 @@ class SkillNode(FlattenedAgentNode):
             name=f"{self.name}.react",
             executor_config=self.config.executor,
         )
-        if self._mcp_references() and react.executor is not None:
-            react.executor.add_tool_source(self._connect_mcp_tools)
+        self._add_mcp_source(active)
+        if react.executor is not None:
+            self._start = (self.constraints, react.executor.toolset)
+        # a run restored in a new process: the skills its model had loaded are active again
+        by_name = {s.name: s for s in self.skills}
+        restored = self.state_manager.scope(self.namespace or "").get("loaded_skills") or ()
+        for name in restored if self.progressive else ():
+            if name in by_name:
+                self._activate(by_name[name], record=False)
         prepare = PrepareSkillContext(f"{self.name}.prepare", self)
         return py_trees.composites.Sequence(
             f"{self.name}.steps", memory=True, children=[prepare, react]

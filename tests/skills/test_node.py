@@ -78,7 +78,7 @@ async def test_prompt_skill_runs_in_its_namespace_and_writes_back(tmp_path: Path
     system = llm.requests[0].messages[0]
     assert system.role == "system" and "Ping every host" in (system.content or "")
     assert llm.requests[0].messages[1].content == "ping a"  # history copied in
-    assert llm.requests[0].tool_names == ["ping"]
+    assert llm.requests[0].tool_names == ["ping", "read_skill_file", "run_skill_script"]
 
 
 async def test_two_skill_nodes_of_one_skill_are_isolated(tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ async def test_denied_tool_is_hidden_from_the_model(tmp_path: Path) -> None:
     node = SkillNode("NoSave", ["nosave"], llm, catalog=SkillCatalog([tmp_path],
                      custom_tools=[save, ping]), tools=[save, ping])
     await ReactiveRunner(node, state_with(), config=config(tmp_path)).run(timeout=30)
-    assert llm.requests[0].tool_names == ["ping"]
+    assert llm.requests[0].tool_names == ["ping", "read_skill_file", "run_skill_script"]
 
 
 def test_merge_each_field_tightens_only(tmp_path: Path) -> None:
@@ -235,7 +235,8 @@ async def test_shipped_prompt_and_bt_skills_through_skill_node(tmp_path: Path) -
         lambda messages: f"Report: {[m.content for m in messages if m.role == 'tool'][-1]}",
     ])
     node = SkillNode("Review", ["code-review", "workspace-report"], llm,
-                     catalog=SkillCatalog([REPO / "skills"]))
+                     catalog=SkillCatalog([REPO / "skills"]),
+                     config=SkillNodeConfig(disclosure="eager"))
     state = state_with("survey the workspace")
     result = await ReactiveRunner(node, state, config=cfg).run(timeout=60)
     assert result.status is RunStatus.SUCCESS, result.error
@@ -283,7 +284,10 @@ async def test_skill_uses_tools_of_a_configured_mcp_server(tmp_path: Path) -> No
     state = state_with("weather in Oslo?")
     result = await ReactiveRunner(node, state, config=cfg).run(timeout=60)
     assert result.status is RunStatus.SUCCESS, result.error
-    assert llm.requests[0].tool_names == ["weather__get_forecast"]  # only the tool it named
+    # of the server, only the tool it named (the skill-file tools come with every skill)
+    assert llm.requests[0].tool_names == [
+        "read_skill_file", "run_skill_script", "weather__get_forecast"
+    ]
     assert "\"city\": \"oslo\"" in (state.get("final_answer") or "")
 
 

@@ -1,0 +1,153 @@
+"""Progressive disclosure: a skill list in the prompt, and `load_skill` for the rest.
+
+A `SkillNode` with several skills (or bodies too long for the prompt) shows the model only
+each skill's name and description; the model calls ``load_skill(name)`` to read one skill's
+instructions and the list of its files, and only then do the skill's tools and constraints
+apply. With one short skill the body goes into the prompt at once (``eager``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from jianmu.errors import ConfigError, ToolExecutionError, ToolInputError
+from jianmu.skills.bt_context import describe_inputs
+from jianmu.skills.skill import Skill
+from jianmu.tools.base import Tool
+
+__all__ = (
+    "DEFAULT_EAGER_MAX_CHARS",
+    "Disclosure",
+    "LoadSkillTool",
+    "eager_prompt",
+    "is_progressive",
+    "listing_prompt",
+)
+
+Disclosure = Literal["auto", "eager", "progressive"]
+"""``auto``: progressive with several skills or long bodies; ``eager``: bodies in the prompt."""
+
+DEFAULT_EAGER_MAX_CHARS = 8000
+"""Characters of prompt-skill bodies that ``auto`` still puts into the prompt whole."""
+
+_SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules"})
+
+
+def is_progressive(skills: Sequence[Skill], mode: Disclosure, max_chars: int) -> bool:
+    """Whether the skills are disclosed on demand (``auto`` decides by count, then size)."""
+    if mode != "auto":
+        return mode == "progressive"
+    if len(skills) > 1:
+        return True  # decided without reading any body
+    return sum(len(s.body) for s in skills if not s.is_bt) > max_chars
+
+
+def eager_prompt(skills: Iterable[Skill]) -> str:
+    """The prompt skills' instructions, one section each, and the bt skills in a list."""
+    skills = list(skills)
+    sections = [
+        f"## Skill: {s.name}\n{s.description}\n\n{s.body}".strip()
+        for s in skills if not s.is_bt
+    ]
+    bt = [s for s in skills if s.is_bt]
+    if bt:
+        listed = "\n".join(f"- {s.name}: {s.description}" for s in bt)
+        sections.append(
+            "## Behaviour-tree skills\nRun these with the run_bt_skill tool:\n" + listed
+        )
+    return "\n\n".join(sections)
+
+
+def listing_prompt(skills: Iterable[Skill]) -> str:
+    """Names and descriptions only (a bt skill's inputs too), and how to load a skill."""
+    lines = []
+    for skill in skills:
+        description = " ".join(skill.description.split())
+        if skill.is_bt:
+            description += f" (behaviour tree: run it with run_bt_skill; inputs: " \
+                           f"{describe_inputs(skill)})"
+        lines.append(f"- {skill.name}: {description}")
+    return (
+        "## Skills\nThese skills are available. Before you use one, call load_skill with its "
+        "name: it returns the skill's instructions and the list of its files, and makes the "
+        "skill's tools available from your next turn.\n" + "\n".join(lines)
+    )
+
+
+def _skill_files(skill: Skill) -> list[tuple[str, int]]:
+    """Every file of the skill's folder but SKILL.md: (relative path, size in bytes), sorted.
+
+    Tool caches and VCS folders are left out, and so are symlinks (a link may lead out of the
+    folder). The same listing as ``Skill.files()`` of the skill-model work, which can replace
+    this helper once both are in.
+    """
+    root = skill.folder
+    found: list[tuple[str, int]] = []
+    for here, folders, names in os.walk(root):  # folder links are not followed
+        folders[:] = [f for f in folders if f not in _SKIPPED_DIRS]
+        for name in names:
+            path = Path(here, name)
+            relative = path.relative_to(root).as_posix()
+            if relative != "SKILL.md" and not path.is_symlink() and path.is_file():
+                found.append((relative, path.stat().st_size))
+    return sorted(found)
+
+
+class LoadSkillTool(Tool):
+    """``load_skill``: returns a skill's instructions and files, and makes it active.
+
+    Args:
+        skills: the node's skills by name.
+        load: activates a skill for the rest of the node's run (its tools and constraints);
+            called again for a loaded skill, it must do nothing.
+    """
+
+    name = "load_skill"
+    category = "read"
+    timeout_seconds = None  # it reads one local file and switches tools on: nothing to wait for
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "The skill's name, as listed."},
+        },
+        "required": ["name"],
+    }
+
+    def __init__(self, skills: Mapping[str, Skill], load: Callable[[Skill], None]) -> None:
+        self.skills = dict(skills)
+        self.load = load
+        self.description = (
+            "Load a skill: returns its instructions and the list of its files (read them with "
+            "read_skill_file), and makes its tools available from the next turn. Skills: "
+            + ", ".join(self.skills)
+        )
+
+    async def run(self, name: str) -> str:
+        """Activate the skill ``name`` and return its body and its files.
+
+        Raises:
+            ToolInputError: no skill of that name in this node.
+            ToolExecutionError: the skill's constraints would loosen the run's.
+        """
+        skill = self.skills.get(name.strip())
+        if skill is None:
+            raise ToolInputError(
+                f"no skill {name!r} here; load one of: {', '.join(self.skills)}"
+            )
+        try:
+            self.load(skill)
+        except ConfigError as exc:  # e.g. a workdir outside the workspace: the model is told
+            raise ToolExecutionError(f"skill {skill.name!r} cannot be loaded: {exc}") from None
+        files = _skill_files(skill)
+        listing = "\n".join(f"- {path} ({size} bytes)" for path, size in files) or "none"
+        parts = [f"# Skill: {skill.name}", skill.body or skill.description]
+        if skill.is_bt:
+            parts.append(f"Run it with run_bt_skill; inputs: {describe_inputs(skill)}")
+        parts.append(
+            "## Files of this skill (paths relative to its folder; read them with "
+            f"read_skill_file)\n{listing}"
+        )
+        return "\n\n".join(parts)
