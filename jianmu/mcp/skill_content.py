@@ -140,6 +140,8 @@ def _read_confined(folder: Path, rel: str) -> bytes:
         raise FileNotFoundError(f"the skill has no file {shown!r}") from None
     with closing_fd(fd):
         st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise FileNotFoundError(f"{shown!r} is a folder; list the resources to see its files")
         if not stat.S_ISREG(st.st_mode):
             raise ValueError(f"{shown!r} is not a regular file")
         if st.st_size > MAX_RESOURCE_BYTES:
