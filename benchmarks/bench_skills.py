@@ -148,7 +148,7 @@ def _catalog_rows(root: Path) -> list[tuple[str, ...]]:
 
     lazy = best_of(lambda: SkillCatalog([root]), repeat=5) / N_FOLDERS
     full = best_of(with_bodies, repeat=5) / N_FOLDERS
-    rows = [
+    rows: list[tuple[str, ...]] = [
         ("catalog, front matter only", f"{lazy * 1e3:.3f} ms", "1.00x",
          f"<= {TARGET_MS_PER_FOLDER:g} ms", verdict(lazy * 1e3 <= TARGET_MS_PER_FOLDER)),
         ("catalog + every body read", f"{full * 1e3:.3f} ms", f"{full / lazy:.2f}x", "", ""),
@@ -172,7 +172,7 @@ def _prompt_rows(root: Path) -> list[tuple[str, ...]]:
     eager = len(eager_prompt(skills).encode("utf-8"))
     progressive = len(progressive_listing(skills).encode("utf-8"))
     share = progressive / eager
-    rows = [
+    rows: list[tuple[str, ...]] = [
         ("eager: every body", f"{eager / 1024:.1f} KB", f"~{eager // 4:,}", "1.000", "", ""),
         ("progressive: name + description", f"{progressive / 1024:.1f} KB",
          f"~{progressive // 4:,}", f"{share:.3f}", f"<= {TARGET_PROGRESSIVE_SHARE:.2f}",
