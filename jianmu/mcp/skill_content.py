@@ -113,11 +113,15 @@ def skill_files(folder: Path) -> list[tuple[str, int]]:
         for name in names:
             full = os.path.join(here, name)
             real = os.path.realpath(full)
-            if not is_inside(real, root) or not os.path.isfile(real):
-                continue
             rel = os.path.relpath(full, root).replace(os.sep, "/")
-            if _served(rel):
-                found.append((rel, os.stat(real).st_size))
+            if not is_inside(real, root) or not _served(rel):
+                continue
+            try:
+                st = os.stat(real)
+            except OSError:  # removed meanwhile, or unreadable: not listed
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.append((rel, st.st_size))
     return sorted(found)
 
 
