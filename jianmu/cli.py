@@ -150,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "read_file, list_dir, file_info, glob_search, grep_search, "
                             "calculator)")
     serve.add_argument("--skills-dir", action="append", metavar="DIR",
-                       help="also serve the BT skills found here as the run_bt_skill tool")
+                       help="also serve the skills found here: BT skills as the run_bt_skill "
+                            "tool, prompt skills as MCP prompts, their files as MCP resources "
+                            "skill://<skill>/<path>")
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     serve.add_argument("--host", default="127.0.0.1", help="http: interface (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="http: port (default 8000)")

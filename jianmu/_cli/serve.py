@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
 from jianmu._cli.common import CLIError, ExitCode, load_cli_config, make_console
 from jianmu.errors import JianmuError, SandboxError, SkillLoadError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from jianmu.config import AppConfig
+    from jianmu.skills import Skill
 
 __all__ = ("DEFAULT_SERVED_TOOLS", "cmd_mcp_serve", "cmd_sandbox_build_image")
 
@@ -21,7 +28,8 @@ def _split(names: str) -> list[str]:
 
 
 def cmd_mcp_serve(args: argparse.Namespace) -> int:
-    """``jianmu mcp serve``: serve built-ins (and BT skills) over MCP with the config's guard."""
+    """``jianmu mcp serve``: serve built-ins over MCP with the config's guard, and with
+    ``--skills-dir`` BT skills as a tool, prompt skills as prompts, skill files as resources."""
     from jianmu.mcp import serve_sync
     from jianmu.tools import ToolSet
 
@@ -33,15 +41,12 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
         toolset = ToolSet.resolve(names, strict=True)
     except JianmuError as exc:
         raise CLIError(f"--tools: {exc}") from exc
-    if args.skills_dir:
-        from jianmu.skills import RunBTSkillTool, SkillCatalog
+    skills = _served_skills(args.skills_dir, config, log) if args.skills_dir else []
+    bt_skills = [s for s in skills if s.is_bt]
+    prompt_skills = [s for s in skills if not s.is_bt]
+    if bt_skills:
+        from jianmu.skills import RunBTSkillTool
 
-        catalog = SkillCatalog(args.skills_dir, config=config)
-        for error in catalog.errors:
-            log.print(f"[yellow]skipped a broken skill[/]: {escape(str(error))}")
-        bt_skills = [s for s in catalog if s.is_bt]
-        if not bt_skills:
-            raise CLIError(f"--skills-dir {', '.join(args.skills_dir)}: no BT skill found there")
         try:
             toolset = toolset.with_tools([RunBTSkillTool(bt_skills)])
         except SkillLoadError as exc:
@@ -50,14 +55,34 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
         f"http://{args.host}:{args.port}{args.path}"
     log.print(f"serving {len(toolset)} tool(s) over MCP ({where}): "
               f"{escape(', '.join(toolset.names()))}")
+    if skills:
+        log.print(f"  and {len(prompt_skills)} prompt skill(s) as prompts, the files of "
+                  f"{len(skills)} skill(s) as resources skill://<skill>/<path>")
     try:
         serve_sync(toolset, transport=args.transport, host=args.host, port=args.port,
-                   path=args.path, guard=config.guard, execution=config.execution)
+                   path=args.path, guard=config.guard, execution=config.execution,
+                   prompts=prompt_skills, files=skills)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     except KeyboardInterrupt:
         log.print("stopped")
     return ExitCode.OK
+
+
+def _served_skills(folders: list[str], config: AppConfig, log: Console) -> list[Skill]:
+    """The skills of ``--skills-dir`` (broken ones reported and skipped).
+
+    Raises:
+        CLIError: the folders hold no skill at all.
+    """
+    from jianmu.skills import SkillCatalog
+
+    catalog = SkillCatalog(folders, config=config)
+    for error in catalog.errors:
+        log.print(f"[yellow]skipped a broken skill[/]: {escape(str(error))}")
+    if not len(catalog):
+        raise CLIError(f"--skills-dir {', '.join(folders)}: no skill found there")
+    return catalog.skills()
 
 
 def cmd_sandbox_build_image(args: argparse.Namespace) -> int:

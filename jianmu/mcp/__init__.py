@@ -2,8 +2,9 @@
 
 `MCPClient` talks to one server, `MCPToolProvider` turns its tools into `MCPTool`s, and
 `build_mcp_server` / `serve` (what ``jianmu mcp serve`` runs) serve a `ToolSet` with the guard
-applied. ``import mcp`` in these modules is the official SDK (the ``mcp`` extra), imported only
-when a server is connected or served.
+applied, and skills beside it: prompt skills as MCP prompts, skill files as MCP resources.
+``import mcp`` in these modules is the official SDK (the ``mcp`` extra), imported only when a
+server is connected or served.
 """
 
 from __future__ import annotations
@@ -19,19 +20,29 @@ from jianmu.mcp.provider import (
     providers_from_config,
 )
 from jianmu.mcp.server import build_mcp_server, serve, serve_sync
+from jianmu.mcp.skill_content import (
+    SKILL_URI_SCHEME,
+    FileSource,
+    PromptSource,
+    skill_resource_uri,
+)
 
 __all__ = (
+    "SKILL_URI_SCHEME",
     "TRUST_LEVELS",
+    "FileSource",
     "MCPCallResult",
     "MCPClient",
     "MCPServerOptions",
     "MCPTool",
     "MCPToolInfo",
     "MCPToolProvider",
+    "PromptSource",
     "build_mcp_server",
     "mcp_result_value",
     "mcp_tool_names",
     "providers_from_config",
     "serve",
     "serve_sync",
+    "skill_resource_uri",
 )

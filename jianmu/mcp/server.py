@@ -13,6 +13,8 @@ on the server side, since an MCP host cannot be asked to honour it:
 
 Calls run through `ToolSet.execute` under a `ToolRunner` built from the execution
 constraints, so failures become ``isError`` results and code runs where the config says.
+Skills may be served beside the tools: prompt skills as MCP prompts and skill files as MCP
+resources (see `jianmu.mcp.skill_content`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from jianmu.errors import MissingExtraError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChecker
 from jianmu.mcp._bridge import require_mcp
+from jianmu.mcp.skill_content import FileSource, PromptSource, SkillContent
 from jianmu.runtime.context import RunContext
 from jianmu.tools.calls import ToolCall, ToolResult, render_output
 from jianmu.tools.names import shown_name
@@ -70,6 +73,8 @@ def build_mcp_server(
     runner: ToolRunner | None = None,
     name: str = "jianmu",
     user_roles: Iterable[str] = (),
+    prompts: Iterable[PromptSource] = (),
+    files: Iterable[FileSource] = (),
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) exposing the tools of ``toolset``.
 
@@ -81,6 +86,9 @@ def build_mcp_server(
             when the server stops.
         name: The server's name, sent to clients.
         user_roles: Roles of whoever connects; ``admin`` exposes admin_only tools.
+        prompts: Skills served as MCP prompts (name, description; the body as a user message).
+        files: Skills whose folders' files are served as MCP resources
+            ``skill://<skill>/<path>``.
 
     Raises:
         MissingExtraError: the ``mcp`` extra is not installed.
@@ -155,11 +163,18 @@ def build_mcp_server(
             return _error(result.error or f"tool {found.name!r} failed")
         return _success(result)
 
+    # prompts and resources are advertised only when there are some (the SDK derives the
+    # server's capabilities from the handlers it is given)
+    content = SkillContent(prompts=prompts, files=files)
     return Server(
         name,
         lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_prompts=content.list_prompts if content.prompts else None,
+        on_get_prompt=content.get_prompt if content.prompts else None,
+        on_list_resources=content.list_resources if content.folders else None,
+        on_read_resource=content.read_resource if content.folders else None,
         get_tool_input_schema=lambda n: (
             found.parameters if (found := chosen.get(n)) is not None else None
         ),
@@ -189,6 +204,8 @@ async def serve(
     execution: ExecutionConstraints | None = None,
     name: str = "jianmu",
     user_roles: Iterable[str] = (),
+    prompts: Iterable[PromptSource] = (),
+    files: Iterable[FileSource] = (),
 ) -> None:
     """Serve ``toolset`` over MCP until the client disconnects (stdio) or the task is cancelled.
 
@@ -203,6 +220,8 @@ async def serve(
         execution: Execution constraints for running the tools.
         name: The server's name.
         user_roles: Roles of whoever connects.
+        prompts: Skills served as MCP prompts.
+        files: Skills whose files are served as MCP resources.
 
     Raises:
         ValueError: an unknown transport, or a port outside 1..65535.
@@ -213,7 +232,8 @@ async def serve(
     if transport == "http" and not (isinstance(port, int) and 0 < port < 65536):
         raise ValueError(f"port must be an integer in 1..65535, got {port!r}")
     server = build_mcp_server(
-        toolset, guard=guard, execution=execution, name=name, user_roles=user_roles
+        toolset, guard=guard, execution=execution, name=name, user_roles=user_roles,
+        prompts=prompts, files=files,
     )
     if transport == "stdio":
         from mcp.server.stdio import stdio_server

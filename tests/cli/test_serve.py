@@ -11,6 +11,8 @@ import pytest
 from jianmu._cli.serve import DEFAULT_SERVED_TOOLS
 from tests.cli._helpers import REPO, SHIPPED_SKILLS, Project, assert_clean_error
 
+PUBLIC_SKILLS = REPO / "tests" / "fixtures" / "public_skills"
+
 mcp = pytest.importorskip("mcp")
 
 
@@ -50,8 +52,27 @@ async def test_named_tools_with_the_config_guard_and_bt_skills(project: Project)
                       "--skills-dir", str(SHIPPED_SKILLS)) as session:
         names = [t.name for t in (await session.list_tools()).tools]
         assert names == ["calculator", "bash", "run_bt_skill"]
+        assert [p.name for p in (await session.list_prompts()).prompts] == ["code-review"]
+        uris = {r.uri for r in (await session.list_resources()).resources}
+        assert {"skill://code-review/references/checklist.md",
+                "skill://workspace-report/tree.py"} <= uris
         refused = await session.call_tool("bash", {"command": "echo hi"})
         assert refused.is_error and "needs a person's approval" in _text(refused)
+
+
+@pytest.mark.anyio
+async def test_prompt_skills_only_are_served_as_prompts_and_resources(project: Project) -> None:
+    async with served(project, "--skills-dir", str(PUBLIC_SKILLS)) as session:
+        prompts = [p.name for p in (await session.list_prompts()).prompts]
+        assert {"pdf-forms", "release-notes", "brand-styling"} <= set(prompts)
+        got = await session.get_prompt("release-notes")
+        assert got.messages[0].content.text.startswith("# Release notes")  # type: ignore[union-attr]
+        uris = [r.uri for r in (await session.list_resources()).resources]
+        assert "skill://release-notes/examples/weekly-update.md" in uris
+        read = await session.read_resource("skill://release-notes/examples/weekly-update.md")
+        assert read.contents[0].text.startswith("# Week 20")  # type: ignore[union-attr]
+        assert sorted(t.name for t in (await session.list_tools()).tools) == \
+            sorted(DEFAULT_SERVED_TOOLS)  # no BT skill: no run_bt_skill
 
 
 def test_serve_bad_arguments_exit_2(project: Project) -> None:
@@ -59,7 +80,7 @@ def test_serve_bad_arguments_exit_2(project: Project) -> None:
                        "--tools: no built-in tool named 'nosuch'")
     (project.root / "noskills").mkdir()
     assert_clean_error(project.jianmu("mcp", "serve", "--skills-dir", "noskills"), 2,
-                       "no BT skill found there")
+                       "no skill found there")
 
 
 def test_build_image_without_docker_fails_cleanly(project: Project) -> None:
