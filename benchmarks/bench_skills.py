@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks._util import best_of, table, verdict
-from jianmu.skills import Skill, SkillCatalog, SkillNodeConfig
+from jianmu.skills import Skill, SkillCatalog, SkillNodeConfig, disclosure
 
 __all__ = ("eager_prompt", "main", "progressive_listing", "realistic_body", "write_skills")
 
@@ -101,21 +101,13 @@ def write_skills(root: Path, n: int, *, sizes: Sequence[int] | None = None) -> l
 
 
 def eager_prompt(skills: Sequence[Skill]) -> str:
-    """The system prompt with every body in it, as `SkillNode.skill_prompt` builds it today."""
-    sections = [f"## Skill: {s.name}\n{s.description}\n\n{s.body}".strip() for s in skills]
-    return "\n\n".join([SkillNodeConfig().system_prompt, *sections])
+    """The system prompt of a SkillNode that puts every body in (``disclosure="eager"``)."""
+    return "\n\n".join([SkillNodeConfig().system_prompt, disclosure.eager_prompt(skills)])
 
 
 def progressive_listing(skills: Sequence[Skill]) -> str:
-    """The system prompt with a ``name: description`` line per skill and no body.
-
-    A local mirror of the progressive listing that issue 14 adds to `jianmu.skills.node`;
-    once that lands, this should call the real function instead.
-    """
-    lines = "\n".join(f"- {s.name}: {s.description}" for s in skills)
-    listing = ("## Skills\nCall load_skill(name) to read a skill's instructions and list its "
-               "files before you follow it.\n" + lines)
-    return "\n\n".join([SkillNodeConfig().system_prompt, listing])
+    """The system prompt of a progressive SkillNode: names and descriptions, no body."""
+    return "\n\n".join([SkillNodeConfig().system_prompt, disclosure.listing_prompt(skills)])
 
 
 def _peer_listing(folders: Sequence[Path]) -> str | None:

@@ -8,9 +8,7 @@ apply. With one short skill the body goes into the prompt at once (``eager``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Literal
 
 from jianmu.errors import ConfigError, ToolExecutionError, ToolInputError
@@ -33,7 +31,6 @@ Disclosure = Literal["auto", "eager", "progressive"]
 DEFAULT_EAGER_MAX_CHARS = 8000
 """Characters of prompt-skill bodies that ``auto`` still puts into the prompt whole."""
 
-_SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules"})
 
 
 def is_progressive(skills: Sequence[Skill], mode: Disclosure, max_chars: int) -> bool:
@@ -75,25 +72,6 @@ def listing_prompt(skills: Iterable[Skill]) -> str:
         "name: it returns the skill's instructions and the list of its files, and makes the "
         "skill's tools available from your next turn.\n" + "\n".join(lines)
     )
-
-
-def _skill_files(skill: Skill) -> list[tuple[str, int]]:
-    """Every file of the skill's folder but SKILL.md: (relative path, size in bytes), sorted.
-
-    Tool caches and VCS folders are left out, and so are symlinks (a link may lead out of the
-    folder). The same listing as ``Skill.files()`` of the skill-model work, which can replace
-    this helper once both are in.
-    """
-    root = skill.folder
-    found: list[tuple[str, int]] = []
-    for here, folders, names in os.walk(root):  # folder links are not followed
-        folders[:] = [f for f in folders if f not in _SKIPPED_DIRS]
-        for name in names:
-            path = Path(here, name)
-            relative = path.relative_to(root).as_posix()
-            if relative != "SKILL.md" and not path.is_symlink() and path.is_file():
-                found.append((relative, path.stat().st_size))
-    return sorted(found)
 
 
 class LoadSkillTool(Tool):
@@ -141,7 +119,7 @@ class LoadSkillTool(Tool):
             self.load(skill)
         except ConfigError as exc:  # e.g. a workdir outside the workspace: the model is told
             raise ToolExecutionError(f"skill {skill.name!r} cannot be loaded: {exc}") from None
-        files = _skill_files(skill)
+        files = skill.files()
         listing = "\n".join(f"- {path} ({size} bytes)" for path, size in files) or "none"
         parts = [f"# Skill: {skill.name}", skill.body or skill.description]
         if skill.is_bt:

@@ -25,7 +25,7 @@ def test_generated_skills_load_lazily_with_bodies_of_the_asked_size(tmp_path: Pa
         assert abs(len(skill.body.encode("utf-8")) - size) < 64
         assert "references/guide.md" in skill.body
         assert [a.rule for a in skill.allowed_tools] == [
-            "read_file", "grep_search", "glob_search", "bash(python:*)"]
+            "read_file", "grep_search", "glob_search", "bash(python *)"]
 
 
 @pytest.mark.anyio

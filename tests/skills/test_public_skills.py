@@ -9,25 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from jianmu.errors import SkillLoadError
 from jianmu.skills.loader import known_tool_checker, load_skill
 
 PUBLIC_SKILLS = Path(__file__).resolve().parents[1] / "fixtures" / "public_skills"
 FOLDERS = sorted(p for p in PUBLIC_SKILLS.iterdir() if (p / "SKILL.md").is_file())
 
-# `server-builder` lists `Task` and `mcp__github__create_issue` in allowed-tools, as public
-# skills do; the reference validator accepts them. Issue 14 makes Jianmu accept them too
-# (unknown Claude names warned, mcp__server__tool mapped); until that lands the load refuses
-# it. strict: once it loads, this marker fails the test so that it gets removed.
-PENDING = pytest.mark.xfail(
-    strict=True, raises=SkillLoadError,
-    reason="allowed-tools with Claude's Task and mcp__server__tool: issue 14's mapping",
-)
-
-
 def _param(folder: Path) -> object:
-    marks = [PENDING] if folder.name == "server-builder" else []
-    return pytest.param(folder, id=folder.name, marks=marks)
+    return pytest.param(folder, id=folder.name)
 
 
 def test_the_fixture_folder_holds_several_skills() -> None:
