@@ -20,12 +20,17 @@ DEFAULT_SKILLS_PATH = "skills"
 """The folder scanned first (relative to the current folder)."""
 
 
+_SEARCHED_HIDDEN = frozenset({".claude"})
+"""Hidden folders that do hold skills: Claude Code's project folder."""
+
+
 def find_skill_folders(path: str | os.PathLike[str]) -> list[Path]:
     """The skill folders at or under ``path``, at any depth, sorted.
 
     ``path`` may be a SKILL.md, a skill folder, or any folder (a repository, a ``skills/``
     folder of folders). ``.git``, ``node_modules``, ``__pycache__`` and hidden folders are not
-    searched, and neither is a skill folder's inside (its sub-folders are its files). A path
+    searched, except ``.claude`` (where Claude Code keeps a project's ``.claude/skills/``);
+    nor is a skill folder's inside (its sub-folders are its files). A path
     that does not exist has none.
     """
     base = Path(path)
@@ -36,7 +41,8 @@ def find_skill_folders(path: str | os.PathLike[str]) -> list[Path]:
     found: list[Path] = []
     for here, folders, _ in os.walk(base):
         folders[:] = sorted(
-            f for f in folders if f not in SKIPPED_FOLDERS and not f.startswith(".")
+            f for f in folders
+            if f not in SKIPPED_FOLDERS and (not f.startswith(".") or f in _SEARCHED_HIDDEN)
         )
         for name in list(folders):
             if (Path(here) / name / SKILL_FILE).is_file():

@@ -128,7 +128,7 @@ def test_validate_raises_for_a_broken_tree(tmp_path: Path) -> None:
 def test_find_skill_folders_at_any_depth(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     deep = [_skill(repo / "skills" / "docs", "pdf"), _skill(repo / "skills" / "dev", "review"),
-            _skill(repo, "top")]
+            _skill(repo, "top"), _skill(repo / ".claude" / "skills", "claude-kept")]
     for skipped in (".git", "node_modules", ".hidden", "__pycache__"):
         _skill(repo / skipped, "nope")
     _skill(deep[0] / "examples", "inner")  # inside a skill: one of its files, not a skill
