@@ -10,6 +10,7 @@ EXAMPLES = (
     ("hello_tree.py", "async nodes ticked by a ReactiveRunner"),
     ("react_agent.py", "a ReAct agent over the built-in tools"),
     ("skill_report.py", "a BT skill from skills/, with its confirmation step"),
+    ("skill_review.py", "skills disclosed on demand: load one, open the file its body names"),
 )
 
 if __name__ == "__main__":

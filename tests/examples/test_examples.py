@@ -50,5 +50,17 @@ def test_skill_report_asks_then_writes(tmp_path: Path) -> None:
 
 def test_demo_runs_every_example() -> None:
     text = "\n".join(run_example("demo.py"))
-    for name in ("hello_tree.py", "react_agent.py", "skill_report.py"):
+    for name in ("hello_tree.py", "react_agent.py", "skill_report.py", "skill_review.py"):
         assert f"== {name}" in text
+
+
+def test_skill_review_loads_a_skill_and_opens_the_file_its_body_names(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("try:\n    x = 1\nexcept:\n    pass\n", encoding="utf-8")
+    lines = run_example("skill_review.py", str(tmp_path))
+    text = "\n".join(lines)
+    assert lines[0] == '  → load_skill({"name": "code-review"})'
+    assert "loaded skill 'code-review'" in text
+    assert '"path": "references/checklist.md"' in text
+    assert "The checklist says: No bare `except:`" in text
+    assert "names and descriptions only" in text
+    assert lines[-1] == "result: success"
