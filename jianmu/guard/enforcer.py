@@ -96,14 +96,6 @@ class GuardEnforcer:
         chain = build_chain(guard or GuardConstraints(), clock=clock, workspace=workspace)
         return cls(chain, clock=clock)
 
-    @property
-    def policy(self) -> ToolPolicyChecker | None:
-        """The chain's `ToolPolicyChecker`, if it has one."""
-        for checker in self.checkers:
-            if isinstance(checker, ToolPolicyChecker):
-                return checker
-        return None
-
     def check(
         self, kind: str, context: GuardContext, *, events: EventSink | None = None
     ) -> Decision:

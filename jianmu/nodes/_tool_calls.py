@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jianmu.constraints import ExecutionConstraints
@@ -108,12 +107,23 @@ def finish_span(
         span.set_attribute(GEN_AI_TOOL_CALL_RESULT, result.text[:4000])
 
 
-def unique_ids(calls: list[ToolCall], spent: Callable[[str], bool]) -> list[ToolCall]:
-    """``calls`` with each id unique in the batch and not ``spent``, derived the same each time.
+def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
+    """``calls`` with each id unique in the batch and unused in the run, derived the same each
+    time.
 
-    A clashing id ``x`` becomes ``x.1`` (or ``x.2``...): stable, so an approval asked under it
-    and a run restored mid-batch find the same call again.
+    A model may reuse an id (even one approved and used before, maybe in another skill's
+    namespace): a clashing id ``x`` becomes ``x.1`` (or ``x.2``...). Stable, so an approval
+    asked under it and a run restored mid-batch find the same call again; an id whose call
+    finished in the current batch (its observation is still pending) is that call, not a clash.
     """
+    used = set(node.state.get("completed_call_ids") or ())
+    observed = set((node.state.get("observations") or {}).keys())
+    interaction = node.ctx.interaction
+
+    def spent(call_id: str) -> bool:
+        reused = call_id in used or (interaction is not None and interaction.consumed(call_id))
+        return reused and call_id not in observed
+
     seen: set[str] = set()
     out: list[ToolCall] = []
     for call in calls:

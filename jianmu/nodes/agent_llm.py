@@ -128,13 +128,7 @@ class AgentLLMNode(AsyncNode):
         """The reply's calls, canonical once for everything after: each name is the tool it
         resolves to among those offered (an unknown name stays as sent) and each id is unique
         in the run; the assistant message carries the same calls, so observations match it."""
-        used = set(self.state.get("completed_call_ids") or ())
-        interaction = self.ctx.interaction
-
-        def spent(call_id: str) -> bool:
-            return call_id in used or (interaction is not None and interaction.consumed(call_id))
-
-        calls = unique_ids([toolset.canonical(c)[0] for c in response.tool_calls], spent)
+        calls = unique_ids([toolset.canonical(c)[0] for c in response.tool_calls], self)
         if calls == list(response.message.tool_calls or ()):
             return response.message, calls
         return response.message.model_copy(update={"tool_calls": calls}), calls

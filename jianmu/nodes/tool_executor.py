@@ -216,24 +216,9 @@ class ToolExecutor(AsyncNode):
 
     # -- steps -----------------------------------------------------------------------------------
     def _batch(self) -> list[ToolCall]:
-        """The pending calls, each with an id no earlier call used (``actions`` is not rewritten).
-
-        A model may reuse an id (even one approved and used before, maybe in another skill's
-        namespace): such a call gets a fresh id derived from it, the same on every tick, so an
-        approval asked under it and a restored run still find it.
-        """
-        calls = ToolCall.from_list(self.state.get("actions") or [])
-        used = set(self.state.get("completed_call_ids") or ())
-        observed = set((self.state.get("observations") or {}).keys())
-        interaction = self.ctx.interaction
-
-        def spent(call_id: str) -> bool:
-            reused = call_id in used or (
-                interaction is not None and interaction.consumed(call_id)
-            )
-            return reused and call_id not in observed
-
-        return unique_ids(calls, spent)
+        """The pending calls, each with an id no earlier call used (`unique_ids`); ``actions``
+        itself is not rewritten."""
+        return unique_ids(ToolCall.from_list(self.state.get("actions") or []), self)
 
     def _mode(self, calls: Sequence[ToolCall]) -> Literal["serial", "parallel"]:
         mode = self.config.execution_mode
