@@ -1,4 +1,5 @@
-"""A skill's model usage is the run's: it adds to the root's ``usage`` and spends its budget."""
+"""Budget bypass through skills (issue 14): a skill's model usage is the run's — it adds to
+the root's ``usage`` and spends the run's budget and max_tool_calls."""
 
 from __future__ import annotations
 
