@@ -165,6 +165,25 @@ class MCPConfig(_Section):
     """Server name to how to reach it."""
 
 
+class DurableConfig(_Section):
+    """Durable runs on DBOS (`jianmu.durable`, extra ``dbos``)."""
+
+    database_url: str | None = None
+    """``postgresql://user:password@host:port/db`` for many workers; unset: an SQLite file in the
+    user's state folder (one machine). ``${VAR}`` reads the environment."""
+    worker_concurrency: int = Field(default=16, ge=1)
+    """Runs one worker executes at once (a run parked on an approval counts until it wakes)."""
+    takeover_after_s: float = Field(default=60.0, gt=0)
+    """Seconds without a heartbeat after which a live worker takes over a worker's runs."""
+    poll_interval_s: float = Field(default=0.2, gt=0)
+    """Seconds between a worker's looks at the queue for new runs."""
+
+    @property
+    def sqlite_path(self) -> str:
+        """The embedded default's database file."""
+        return _default_state_file("durable.sqlite")
+
+
 class AppConfig(_Section):
     """The whole configuration."""
 
@@ -175,6 +194,7 @@ class AppConfig(_Section):
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     mcp: MCPConfig = Field(default_factory=MCPConfig)
+    durable: DurableConfig = Field(default_factory=DurableConfig)
     source: str | None = Field(default=None, exclude=True)
     """The file this was loaded from, if any."""
 

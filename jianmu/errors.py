@@ -7,6 +7,11 @@ JianmuError
 ├── StateValidationError(ValueError)     a state update failed validation; nothing changed
 ├── InteractionError(LookupError)        an unknown or already decided approval request
 ├── CheckpointError(RuntimeError)        a run could not be checkpointed or restored
+├── DurableError(RuntimeError)           a durable run could not be started, found or answered
+│   ├── DurableDatabaseError(ConnectionError) the database cannot be reached (URL, no password)
+│   ├── UnknownTreeError(KeyError)       no tree of that name is registered with the engine
+│   ├── TreeInputError(ValueError)       a run's inputs do not fit the tree's input schema
+│   └── RunNotFoundError(KeyError)       no run with that id (or no such pending approval)
 ├── ToolError
 │   ├── ToolValidationError(ValueError)  a tool definition is invalid at registration
 │   ├── ToolInputError(ValueError)       the model's arguments do not fit the tool
@@ -46,6 +51,8 @@ __all__ = (
     "CLIError",
     "CheckpointError",
     "ConfigError",
+    "DurableDatabaseError",
+    "DurableError",
     "ExitCode",
     "GuardError",
     "InteractionError",
@@ -58,6 +65,7 @@ __all__ = (
     "MissingExtraError",
     "PathEscapeError",
     "PatternTimeout",
+    "RunNotFoundError",
     "SandboxError",
     "SandboxUnavailableError",
     "SearchOutOfTime",
@@ -73,6 +81,8 @@ __all__ = (
     "ToolTimeoutError",
     "ToolUnavailableWarning",
     "ToolValidationError",
+    "TreeInputError",
+    "UnknownTreeError",
     "YAMLRefused",
 )
 
@@ -119,6 +129,32 @@ class InteractionError(JianmuError, LookupError):
 
 class CheckpointError(JianmuError, RuntimeError):
     """A run could not be saved to or restored from a checkpointer."""
+
+
+class DurableError(JianmuError, RuntimeError):
+    """A durable run could not be started, found or answered."""
+
+
+class DurableDatabaseError(DurableError, ConnectionError):
+    """The durable engine's database cannot be reached; the message names it without a password."""
+
+
+class UnknownTreeError(DurableError, KeyError):
+    """No tree of that name is registered with the durable engine."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class TreeInputError(DurableError, ValueError):
+    """A run's inputs do not fit the tree's input schema."""
+
+
+class RunNotFoundError(DurableError, KeyError):
+    """No durable run with that id, or no pending approval of that id in the run."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class ToolError(JianmuError):

@@ -66,6 +66,8 @@ class AgentLLMNode(AsyncNode):
         stream: stream the reply (text deltas become ``llm.call.delta`` events).
     """
 
+    records_own_steps = True
+
     def __init__(
         self,
         name: str = "AgentLLM",
@@ -153,7 +155,10 @@ class AgentLLMNode(AsyncNode):
         with span(self.ctx.tracer, f"chat {model}", attributes) as current:
             try:
                 with anyio.fail_after(timeout):
-                    response = await self._ask(messages, toolset)
+                    # in a durable run, a turn the model answered is replayed, never re-asked
+                    response = await self.ctx.step(
+                        f"model:{self.path or self.name}", lambda: self._ask(messages, toolset)
+                    )
             except Exception as exc:
                 error = (
                     f"the model did not answer within {timeout:g} s"

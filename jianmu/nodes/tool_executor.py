@@ -19,6 +19,7 @@ they decide nothing about the call.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -117,6 +118,8 @@ class ToolExecutor(AsyncNode):
         constraints: this node's layer of constraints, merged under the run's (it may only
             tighten them).
     """
+
+    records_own_steps = True
 
     def __init__(
         self,
@@ -241,6 +244,9 @@ class ToolExecutor(AsyncNode):
                     tool=call.name, ok=False, call_id=call.id, error=error_text(exc)
                 ))
             return
+        steps = self.ctx.steps
+        if steps is not None:  # a worker that dies from here on leaves these calls in flight
+            await steps.mark_started([f"tool:{call.id}" for call, _ in batch])
         if self._mode([c for c, _ in batch]) == "serial":
             for call, decision in batch:
                 await self._run_one(call, decision, runner)
@@ -276,31 +282,16 @@ class ToolExecutor(AsyncNode):
         if events.wants("tool.call.started"):
             events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
                         args_preview=preview(call.arguments))
-        injected = {"ctx": self.ctx, "state": self.state, "call_id": call.id}
         with span(self.ctx.tracer, f"execute_tool {tool.name}", attributes) as current:
-            attempt = 0
-            start = time.perf_counter()
-            while True:
-                try:
-                    if isinstance(call.arguments, str) and not tool.wraps_input:
-                        raise ToolInputError(_not_json(tool, call.arguments))
-                    raw = await runner.run(tool, tool.bind_args(call.arguments, injected))
-                    error = None
-                    break
-                except ToolInputError as exc:  # the model must fix the call: no retry
-                    raw, error = None, error_text(exc)
-                    break
-                except Exception as exc:
-                    raw, error = None, error_text(exc)
-                    if attempt >= retries or not _transient(exc):
-                        break
-                    attempt += 1
-                    self.events.emit("tool.call.retry", tool=tool.name, call_id=call.id,
-                                     attempt=attempt, error=error)
-                    await anyio.sleep(self.config.retry_backoff * attempt)
-            result = ToolResult.from_raw(
-                tool.name, raw, error=error, call_id=call.id, duration_ms=elapsed_ms(start)
-            ).truncate(tool.max_result_length)
+            steps = self.ctx.steps
+            if steps is None:
+                result = await self._attempts(call, tool, runner, retries)
+            else:  # durable: the call id is the step's identity; a finished call is replayed
+                key = f"tool:{call.id}"
+                repeated = steps.maybe_repeated(key)
+                result = await steps.run(key, lambda: self._attempts(call, tool, runner, retries))
+                if repeated:
+                    result = dataclasses.replace(result, maybe_repeated=True)
             finish_span(current, result, call.arguments, self.ctx)
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
@@ -309,6 +300,35 @@ class ToolExecutor(AsyncNode):
         elif not result.ok:
             events.emit("tool.call.failed", tool=tool.name, call_id=call.id, error=result.error)
         self._record(call, tool, result, executed=True)
+
+    async def _attempts(
+        self, call: ToolCall, tool: Tool, runner: ToolRunner, retries: int
+    ) -> ToolResult:
+        """Run the call, retrying transient failures; its one `ToolResult`."""
+        injected = {"ctx": self.ctx, "state": self.state, "call_id": call.id}
+        attempt = 0
+        start = time.perf_counter()
+        while True:
+            try:
+                if isinstance(call.arguments, str) and not tool.wraps_input:
+                    raise ToolInputError(_not_json(tool, call.arguments))
+                raw = await runner.run(tool, tool.bind_args(call.arguments, injected))
+                error = None
+                break
+            except ToolInputError as exc:  # the model must fix the call: no retry
+                raw, error = None, error_text(exc)
+                break
+            except Exception as exc:
+                raw, error = None, error_text(exc)
+                if attempt >= retries or not _transient(exc):
+                    break
+                attempt += 1
+                self.events.emit("tool.call.retry", tool=tool.name, call_id=call.id,
+                                 attempt=attempt, error=error)
+                await anyio.sleep(self.config.retry_backoff * attempt)
+        return ToolResult.from_raw(
+            tool.name, raw, error=error, call_id=call.id, duration_ms=elapsed_ms(start)
+        ).truncate(tool.max_result_length)
 
     def _record(
         self, call: ToolCall, tool: Tool | None, result: ToolResult, *, executed: bool = False

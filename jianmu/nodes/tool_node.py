@@ -57,6 +57,8 @@ class ToolNode(AsyncNode):
             so the same call asks once across runs; ``None``: from the node's path.
     """
 
+    records_own_steps = True
+
     def __init__(
         self,
         name: str,
@@ -157,15 +159,19 @@ class ToolNode(AsyncNode):
         start = time.perf_counter()
         with span(self.ctx.tracer, f"execute_tool {tool.name}",
                   tool_span_attributes(tool.name, None, tool)) as current:
-            try:
-                runner = await self._runners.get(constraints.execution, self.ctx)
-                bound = tool.bind_args(args, {"ctx": self.ctx, "state": self.state})
-                raw = await runner.run(tool, bound)
-                result = ToolResult.from_raw(tool.name, raw, duration_ms=elapsed_ms(start))
-            except Exception as exc:
-                result = ToolResult(tool=tool.name, ok=False, error=error_text(exc),
-                                    duration_ms=elapsed_ms(start))
-            result = result.truncate(tool.max_result_length)
+            async def call() -> ToolResult:
+                try:
+                    runner = await self._runners.get(constraints.execution, self.ctx)
+                    bound = tool.bind_args(args, {"ctx": self.ctx, "state": self.state})
+                    raw = await runner.run(tool, bound)
+                    done = ToolResult.from_raw(tool.name, raw, duration_ms=elapsed_ms(start))
+                except Exception as exc:
+                    done = ToolResult(tool=tool.name, ok=False, error=error_text(exc),
+                                      duration_ms=elapsed_ms(start))
+                return done.truncate(tool.max_result_length)
+
+            # in a durable run, the call runs once: a recovered run replays its result
+            result = await self.ctx.step(f"tool:{self.path}", call)
             finish_span(current, result, args, self.ctx)
         self.result = result
         if self.bt_skill:

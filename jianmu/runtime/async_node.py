@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import py_trees
 from py_trees.common import Status
@@ -13,6 +13,7 @@ from jianmu.constraints import Constraints
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext
     from jianmu.runtime.events import NodeEvents
+    from jianmu.runtime.steps import StepRecorder
     from jianmu.state import StateManager, StateView
 
 __all__ = ("AsyncNode", "RuntimeNode", "coerce_status")
@@ -87,6 +88,10 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
     ticks after an approval). Prefer awaiting what you wait for: that costs nothing.
     """
 
+    records_own_steps: ClassVar[bool] = False
+    """Whether ``update_async`` records its own steps (model turns, tool calls) in a durable
+    run; otherwise the whole ``update_async`` is one step, its state writes recorded with it."""
+
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name or self.__class__.__name__)
         self.error: BaseException | None = None
@@ -141,6 +146,9 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
 
     async def _guarded(self) -> Status:
         try:
+            steps = getattr(getattr(self, "ctx", None), "steps", None)
+            if steps is not None and not self.records_own_steps:
+                return await self._as_step(steps)
             return coerce_status(await self.update_async())
         except asyncio.CancelledError:
             raise
@@ -156,3 +164,34 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
                     error_type=type(exc).__name__,
                 )
             return Status.FAILURE
+
+    async def _as_step(self, steps: StepRecorder) -> Status:
+        """Run ``update_async`` as one durable step: its status and the values it wrote."""
+        manager = self.state_manager
+        ran = False
+
+        async def body() -> tuple[str, dict[str, Any]]:
+            nonlocal ran
+            ran = True
+            written: set[str] = set()
+            unsubscribe = manager.subscribe(written.update)
+            try:
+                status = coerce_status(await self.update_async())
+            finally:
+                unsubscribe()
+            # "*" marks a whole restore or clear, which a node's own step never does
+            return status.name, {k: _read(manager, k) for k in sorted(written) if k != "*"}
+
+        name, writes = await steps.run(f"node:{self.path or self.name}", body)
+        if not ran:  # replayed: the node's writes come back from the record
+            for key, value in writes.items():
+                namespace, _, field = key.rpartition("/")
+                view = manager.scope(namespace) if namespace else manager.root
+                view.replace({field: value})
+        return Status[name]
+
+
+def _read(manager: StateManager, key: str) -> Any:
+    namespace, _, field = key.rpartition("/")
+    view = manager.scope(namespace) if namespace else manager.root
+    return view.get(field)

@@ -7,7 +7,7 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jianmu.config import AppConfig
 from jianmu.constraints import Constraints
@@ -17,7 +17,11 @@ from jianmu.runtime.interaction import Interaction
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
+    from jianmu.runtime.steps import StepRecorder
+
 __all__ = ("RunContext", "run_constraints")
+
+T = TypeVar("T")
 
 
 def _noop() -> None:
@@ -52,6 +56,8 @@ class RunContext:
     """Async callbacks the runner awaits when the run ends (not when it suspends)."""
     runner: Any = field(default=None, repr=False)
     """The `ReactiveRunner` ticking this run (for nodes that compile subtrees lazily)."""
+    steps: StepRecorder | None = field(default=None, repr=False)
+    """Records model turns and tool calls when the run is durable (`jianmu.durable`)."""
 
     def __post_init__(self) -> None:
         if not self.events.run_id:
@@ -61,6 +67,13 @@ class RunContext:
         """Await ``closer`` when the run ends (sandboxes, connections); once per closer."""
         if closer not in self.closers:
             self.closers.append(closer)
+
+    async def step(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
+        """Run ``factory()`` as the step ``key``: once per durable run, replayed on recovery."""
+        steps = self.steps
+        if steps is None:
+            return await factory()
+        return await steps.run(key, factory)
 
     def save_checkpoint(self) -> None:
         """Checkpoint the run now, if it has a checkpointer (after a side effect, say)."""

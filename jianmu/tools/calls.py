@@ -152,6 +152,9 @@ class ToolResult:
     """How long the call took."""
     truncated: bool = False
     """Whether the output was cut to the tool's ``max_result_length``."""
+    maybe_repeated: bool = False
+    """A durable run was recovered while this call was in flight: it ran again, so it may
+    have run twice (at-least-once); completed calls are replayed, never repeated."""
 
     @property
     def is_error(self) -> bool:

@@ -1,0 +1,171 @@
+"""The DBOS workflow that is one durable run, and the recorder that makes its steps durable.
+
+A run re-executes from its start when it is recovered. Its tree is rebuilt by the same
+factory, and every step that finished before (a model turn, a tool call, a decision) comes back
+from the database instead of running again. Steps are found by their key (a tool call's id, a
+model node's path and turn), not by their order, so calls that ran in parallel replay however
+their timing falls the second time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import pickle
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from dbos import DBOS
+from dbos._context import get_local_dbos_context
+from dbos._dbos import _get_dbos_instance
+
+from jianmu.runtime.result import RunStatus
+from jianmu.runtime.runner import ReactiveRunner
+from jianmu.tools.calls import ToolResult
+
+if TYPE_CHECKING:
+    from jianmu.durable.engine import DurableEngine
+
+__all__ = ("APPROVAL", "PENDING_EVENT", "STATE_EVENT", "WORKFLOW", "approval_topic")
+
+T = TypeVar("T")
+
+WORKFLOW = "jianmu.run"
+"""The DBOS workflow name of every run, in every worker."""
+PENDING_EVENT = "jianmu.pending"
+"""Event key: the approval requests a run waits for (a list of `ApprovalRequest` dicts)."""
+STATE_EVENT = "jianmu.state"
+"""Event key: the run's final state snapshot."""
+APPROVAL = "jianmu.approval"
+"""The ``kind`` of an approval message (its recorded ``recv`` output is self-describing)."""
+_STEP_PREFIX = "jianmu:"
+_STARTED = "started:"
+_WAIT_S = 24 * 3600.0
+"""One ``recv`` waits this long; a run that waits longer simply asks again (no thread held)."""
+
+_engines: dict[str, DurableEngine] = {}
+
+
+def approval_topic(call_id: str) -> str:
+    """The ``recv`` topic on which one approval request's decision arrives."""
+    return f"{APPROVAL}:{call_id}"
+
+
+def register_engine(engine: DurableEngine) -> None:
+    """Make ``engine`` the one whose trees this process's workflows build."""
+    _engines[engine.name] = engine
+
+
+class DBOSSteps:
+    """`StepRecorder` on DBOS: a step runs once as a DBOS step; a recorded one is replayed."""
+
+    def __init__(self, recorded: dict[str, Any], started: set[str]) -> None:
+        self._recorded = recorded
+        self._started = started
+        self._counts: dict[str, int] = {}
+
+    def _name(self, key: str) -> str:
+        count = self._counts[key] = self._counts.get(key, 0) + 1
+        return f"{_STEP_PREFIX}{key}" if count == 1 else f"{_STEP_PREFIX}{key}#{count}"
+
+    async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
+        """The recorded result of ``key``, or ``factory()``'s, recorded as a DBOS step."""
+        name = self._name(key)
+        if name in self._recorded:
+            return self._recorded.pop(name)  # type: ignore[no-any-return]
+
+        async def body() -> T:
+            return _portable(await factory())
+
+        return await DBOS.run_step_async({"name": name}, body)
+
+    async def mark_started(self, keys: Sequence[str]) -> None:
+        """Record in one write that these steps are about to run."""
+        fresh = [k for k in keys if f"{_STEP_PREFIX}{k}" not in self._recorded]
+        if not fresh or all(k in self._started for k in fresh):
+            return
+
+        async def body() -> list[str]:
+            return list(fresh)
+
+        await DBOS.run_step_async({"name": f"{_STEP_PREFIX}{_STARTED}{fresh[0]}"}, body)
+
+    def maybe_repeated(self, key: str) -> bool:
+        """Whether an earlier attempt started ``key`` and recorded no result for it."""
+        return key in self._started and f"{_STEP_PREFIX}{key}" not in self._recorded
+
+
+def _portable(value: T) -> T:
+    """``value``, or for a tool result that pickle cannot store, one with its output as text."""
+    try:
+        pickle.dumps(value)
+    except Exception:
+        if isinstance(value, ToolResult):
+            return dataclasses.replace(value, output=repr(value.output))  # type: ignore[return-value]
+        raise
+    return value
+
+
+def _history(workflow_id: str) -> tuple[dict[str, Any], set[str], dict[str, dict[str, Any]], int]:
+    """What an earlier attempt of this run recorded: steps by name, started keys, decisions."""
+    # the system database's own listing, not DBOS.list_workflow_steps: that one is itself a
+    # recorded step, and would replay the (empty) listing of the run's first attempt
+    steps = _get_dbos_instance()._sys_db.list_workflow_steps(workflow_id, load_output=True)
+    recorded: dict[str, Any] = {}
+    started: set[str] = set()
+    decisions: dict[str, dict[str, Any]] = {}
+    last = 0
+    for step in steps:
+        last = max(last, step["function_id"])
+        name, output = step["function_name"], step["output"]
+        if isinstance(output, dict) and output.get("kind") == APPROVAL:
+            decisions[str(output["call_id"])] = output
+        elif name.startswith(_STEP_PREFIX + _STARTED) and isinstance(output, list):
+            started.update(output)
+        elif name.startswith(_STEP_PREFIX) and step["error"] is None:
+            recorded[name] = output
+    return recorded, started, decisions, last
+
+
+@DBOS.workflow(name=WORKFLOW)
+async def run_workflow(engine_name: str, tree: str, inputs: dict[str, Any],
+                       options: dict[str, Any]) -> dict[str, Any]:
+    """One durable run: build the tree, tick it, wait for decisions, return how it ended."""
+    engine = _engines.get(engine_name)
+    if engine is None:
+        raise RuntimeError(f"no durable engine {engine_name!r} was launched in this worker")
+    workflow_id = DBOS.workflow_id
+    assert workflow_id is not None
+    recorded, started, decisions, last = await asyncio.to_thread(_history, workflow_id)
+    context = get_local_dbos_context()
+    if context is not None and last > context.function_id:
+        # replayed steps are skipped by key, so new ones must not reuse their numbers
+        context.function_id = last
+    runner = engine.build_runner(tree, inputs, run_id=workflow_id,
+                                 user_roles=options.get("user_roles", ()))
+    runner.ctx.steps = DBOSSteps(recorded, started)
+    return await _drive(runner, decisions)
+
+
+async def _drive(runner: ReactiveRunner, decisions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    ticks = 0
+    published = False
+    while True:
+        result = await runner.run()
+        ticks += result.ticks
+        if result.status is not RunStatus.SUSPENDED:
+            break
+        await DBOS.set_event_async(PENDING_EVENT, [r.to_dict() for r in result.pending])
+        published = True
+        for request in result.pending:
+            message = decisions.pop(request.id, None)
+            while message is None:  # a run may wait days: each recv holds no thread
+                message = await DBOS.recv_async(approval_topic(request.id), _WAIT_S)
+            if message.get("approved"):
+                runner.approve(request.id, message.get("message"))
+            else:
+                runner.reject(request.id, message.get("message"))
+    if published:
+        await DBOS.set_event_async(PENDING_EVENT, [])
+    await DBOS.set_event_async(STATE_EVENT, runner.state.snapshot())
+    return {"status": result.status.value, "error": result.error, "ticks": ticks}
