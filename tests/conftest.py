@@ -1,11 +1,19 @@
-"""Shared fixtures: async tests run on asyncio through anyio's pytest plugin."""
+"""Shared fixtures: async tests run on asyncio through anyio's pytest plugin.
+
+PostgreSQL tests skip with a reason when no PostgreSQL server is installed, and fail instead
+when ``JIANMU_REQUIRE_POSTGRES=1`` (CI), so a broken set-up cannot pass as skipped.
+"""
 
 from __future__ import annotations
 
+import re
 import socket
+import uuid
 from collections.abc import Iterator
 
 import pytest
+
+from tests.support.postgres import PostgresCluster, postgres_problem, skip_or_fail
 
 
 @pytest.fixture
@@ -24,3 +32,27 @@ def listener() -> Iterator[int]:
         yield server.getsockname()[1]
     finally:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """One private PostgreSQL server on 127.0.0.1 for the whole session."""
+    problem = postgres_problem()
+    if problem is not None:
+        skip_or_fail(problem)
+    with PostgresCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres_url(
+    request: pytest.FixtureRequest, postgres_cluster: PostgresCluster
+) -> Iterator[str]:
+    """The url of a fresh, empty database of ``postgres_cluster``, dropped after the test."""
+    stem = re.sub(r"[^a-z0-9_]+", "_", request.node.name.lower())[:40].strip("_")
+    name = f"t_{stem}_{uuid.uuid4().hex[:8]}"
+    url = postgres_cluster.create_database(name)
+    try:
+        yield url
+    finally:
+        postgres_cluster.drop_database(name)
