@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import pickle
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from dbos import DBOS
 from dbos._context import get_local_dbos_context
@@ -22,9 +22,6 @@ from dbos._dbos import _get_dbos_instance
 from jianmu.runtime.result import RunStatus
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.tools.calls import ToolResult
-
-if TYPE_CHECKING:
-    from jianmu.durable.engine import DurableEngine
 
 __all__ = ("APPROVAL", "PENDING_EVENT", "STATE_EVENT", "WORKFLOW", "approval_topic")
 
@@ -43,7 +40,16 @@ _STARTED = "started:"
 _WAIT_S = 24 * 3600.0
 """One ``recv`` waits this long; a run that waits longer simply asks again (no thread held)."""
 
-_engines: dict[str, DurableEngine] = {}
+
+
+class _Engine(Protocol):
+    name: str
+
+    def build_runner(self, tree: str, inputs: dict[str, Any], *, run_id: str,
+                     user_roles: Any = ()) -> ReactiveRunner: ...
+
+
+_engines: dict[str, _Engine] = {}
 
 
 def approval_topic(call_id: str) -> str:
@@ -51,7 +57,7 @@ def approval_topic(call_id: str) -> str:
     return f"{APPROVAL}:{call_id}"
 
 
-def register_engine(engine: DurableEngine) -> None:
+def register_engine(engine: _Engine) -> None:
     """Make ``engine`` the one whose trees this process's workflows build."""
     _engines[engine.name] = engine
 

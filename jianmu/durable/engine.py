@@ -1,0 +1,449 @@
+"""`DurableEngine`: runs that survive their worker, on DBOS Transact (SQLite or PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from py_trees.behaviour import Behaviour
+from pydantic import BaseModel, ValidationError
+
+from jianmu.config import AppConfig, load_config
+from jianmu.durable.info import RUN_STATUSES, RunInfo, run_status
+from jianmu.errors import (
+    DurableDatabaseError,
+    DurableError,
+    MissingExtraError,
+    RunNotFoundError,
+    TreeInputError,
+    UnknownTreeError,
+)
+from jianmu.runtime.interaction import ApprovalRequest
+from jianmu.runtime.result import RunResult, RunStatus
+from jianmu.runtime.runner import ReactiveRunner
+from jianmu.state import StateManager
+
+if TYPE_CHECKING:
+    from dbos import DBOSClient
+
+    from jianmu.durable._workers import Heartbeat
+
+__all__ = ("DurableEngine", "TreeFactory")
+
+TreeFactory = Callable[[dict[str, Any]], "tuple[Behaviour, StateManager] | Behaviour"]
+"""Builds a run's tree (and its state) from the run's inputs; the same in every worker."""
+
+_log = logging.getLogger("jianmu.durable")
+
+
+@dataclass(frozen=True)
+class _Tree:
+    factory: TreeFactory
+    inputs: type[BaseModel] | None
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1] if "@" in url else url
+
+
+class DurableEngine:
+    """Runs registered trees as durable DBOS workflows, in any number of worker processes.
+
+    Args:
+        database_url: ``postgresql://user:password@host:port/db`` (many workers on many
+            machines), ``sqlite:///path``, or None for the config's ``durable.database_url``,
+            else an SQLite file in the user's state folder (one machine).
+        name: the application's name; workers and clients of one app share it.
+        config: the configuration (default: ``jianmu.yaml`` or ``$JIANMU_CONFIG`` if found).
+        executor_id: this worker's stable id. A worker restarted with the same id resumes its
+            runs at once; by default each process gets a fresh id, and a dead worker's runs are
+            taken over after ``durable.takeover_after_s``.
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        name: str = "jianmu",
+        config: AppConfig | None = None,
+        executor_id: str | None = None,
+    ) -> None:
+        self.config = config if config is not None else _default_config()
+        settings = self.config.durable
+        url = database_url or settings.database_url
+        if url is None:
+            path = settings.sqlite_path
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            url = f"sqlite:///{path}"
+        self.database_url = url
+        self.name = name
+        self.executor_id = executor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        self.queue_name = f"{name}.runs"
+        self._trees: dict[str, _Tree] = {}
+        self._client: DBOSClient | None = None
+        self._heartbeat: Heartbeat | None = None
+        self.launched = False
+
+    # -- trees ------------------------------------------------------------------------------------
+    def tree(
+        self, name: str, *, inputs: type[BaseModel] | None = None
+    ) -> Callable[[TreeFactory], TreeFactory]:
+        """Register a tree factory under ``name``; ``inputs`` is the runs' input schema."""
+
+        def register(factory: TreeFactory) -> TreeFactory:
+            self._trees[name] = _Tree(factory, inputs)
+            return factory
+
+        return register
+
+    @property
+    def trees(self) -> list[str]:
+        """The registered trees' names."""
+        return sorted(self._trees)
+
+    def check_inputs(self, tree: str, inputs: dict[str, Any] | BaseModel | None) -> dict[str, Any]:
+        """``inputs`` validated against ``tree``'s schema, as a JSON-ready dict.
+
+        Raises:
+            UnknownTreeError: no tree of that name is registered.
+            TreeInputError: the inputs do not fit the tree's schema.
+        """
+        entry = self._trees.get(tree)
+        if entry is None:
+            known = ", ".join(self.trees) or "none"
+            raise UnknownTreeError(f"no tree {tree!r} is registered (registered: {known})")
+        if isinstance(inputs, BaseModel):
+            inputs = inputs.model_dump(mode="json")
+        if inputs is None:
+            inputs = {}
+        if not isinstance(inputs, dict):
+            raise TreeInputError(f"the inputs of tree {tree!r} must be a JSON object, "
+                                 f"got {type(inputs).__name__}")
+        if entry.inputs is None:
+            return dict(inputs)
+        try:
+            return entry.inputs.model_validate(inputs).model_dump(mode="json")
+        except ValidationError as exc:
+            raise TreeInputError(f"the inputs do not fit tree {tree!r}: {exc}") from None
+
+    def build_runner(self, tree: str, inputs: dict[str, Any], *, run_id: str,
+                     user_roles: Iterable[str] = ()) -> ReactiveRunner:
+        """A fresh runner of ``tree`` for ``inputs`` (what a worker executes)."""
+        inputs = self.check_inputs(tree, inputs)
+        built = self._trees[tree].factory(inputs)
+        root, state = built if isinstance(built, tuple) else (built, None)
+        return ReactiveRunner(root, state, config=self.config, run_id=run_id,
+                              user_roles=user_roles, extras={"durable_engine": self})
+
+    # -- the worker -------------------------------------------------------------------------------
+    def launch(self) -> None:
+        """Make this process a worker: it takes runs from the queue and recovers its own.
+
+        Callable from synchronous code and from inside a running event loop alike.
+        """
+        if self.launched:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._launch()
+            return
+        # DBOS refuses its blocking set-up calls on a thread that runs a loop: do it beside
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(self._launch).result()
+
+    def _launch(self) -> None:
+        _require_dbos()
+        from dbos import DBOS
+
+        from jianmu.durable import _workflow
+        from jianmu.durable._workers import APP_VERSION, Heartbeat, WorkerRegistry
+
+        _check_reachable(self.database_url)
+        _workflow.register_engine(self)
+        DBOS(config={
+            "name": self.name,
+            "system_database_url": self.database_url,
+            "executor_id": self.executor_id,
+            "application_version": APP_VERSION,
+            "log_level": os.environ.get("JIANMU_DBOS_LOG_LEVEL", "WARNING"),
+        })
+        try:
+            DBOS.launch()
+        except Exception as exc:
+            DBOS.destroy()
+            raise DurableDatabaseError(
+                f"cannot start a worker on {redact(self.database_url)}: {exc}"
+            ) from None
+        settings = self.config.durable
+        DBOS.register_queue(self.queue_name, worker_concurrency=settings.worker_concurrency,
+                            polling_interval_sec=settings.poll_interval_s)
+        from dbos._dbos import _get_dbos_instance
+
+        registry = WorkerRegistry(self.database_url, self.name)
+        self._heartbeat = Heartbeat(
+            registry, self.executor_id, self.config.durable.takeover_after_s,
+            _get_dbos_instance()._sys_db,
+            on_error=lambda exc: _log.warning("heartbeat failed: %s", exc),
+        )
+        self._heartbeat.start()
+        self.launched = True
+
+    def shutdown(self) -> None:
+        """Stop being a worker (runs in flight resume on restart) and close the client."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat.registry.close()
+            self._heartbeat = None
+        if self._client is not None:
+            self._client.destroy()
+            self._client = None
+        if self.launched:
+            from dbos import DBOS
+
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                DBOS.destroy(workflow_completion_timeout_sec=0)
+            else:
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                    pool.submit(DBOS.destroy, workflow_completion_timeout_sec=0).result()
+            self.launched = False
+
+    def __enter__(self) -> DurableEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- the client: any process --------------------------------------------------------------
+    @property
+    def client(self) -> DBOSClient:
+        """The DBOS client this engine starts, answers and lists runs with."""
+        if self._client is None:
+            _require_dbos()
+            from dbos import DBOSClient
+
+            _check_reachable(self.database_url)
+            try:
+                client = DBOSClient(system_database_url=self.database_url,
+                                    application_name=self.name, retry_connection_errors=False)
+                # a client never creates DBOS's tables; a fresh database must still take runs
+                client._sys_db.run_migrations()
+            except Exception as exc:
+                raise DurableDatabaseError(
+                    f"cannot reach the durable database {redact(self.database_url)}: {exc}"
+                ) from None
+            self._client = client
+        return self._client
+
+    async def start(self, tree: str, inputs: dict[str, Any] | BaseModel | None = None, *,
+                    run_id: str | None = None, user_roles: Iterable[str] = ()) -> str:
+        """Enqueue a run of ``tree``; its id. A run id already used returns that run.
+
+        Raises:
+            UnknownTreeError: no tree of that name is registered here.
+            TreeInputError: the inputs do not fit the tree's schema.
+            DurableDatabaseError: the database cannot be reached.
+        """
+        from jianmu.durable._workers import APP_VERSION
+        from jianmu.durable._workflow import WORKFLOW
+
+        checked = self.check_inputs(tree, inputs)
+        run_id = run_id or uuid.uuid4().hex[:16]
+        await self.client.enqueue_async(
+            {"queue_name": self.queue_name, "workflow_name": WORKFLOW, "workflow_id": run_id,
+             "app_version": APP_VERSION},
+            self.name, tree, checked, {"user_roles": sorted(user_roles)},
+        )
+        return run_id
+
+    async def result(self, run_id: str, timeout: float | None = None) -> RunResult:
+        """How the run ended; waits for it. After ``timeout``, a run waiting for approvals is
+        SUSPENDED (with them); one still working raises `TimeoutError`.
+
+        Raises:
+            RunNotFoundError: no run with that id.
+        """
+        from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSNonExistentWorkflowError
+
+        try:
+            handle: Any = await self.client.retrieve_workflow_async(run_id)
+        except DBOSNonExistentWorkflowError:
+            raise RunNotFoundError(f"no durable run {run_id!r}") from None
+        try:
+            output = await asyncio.wait_for(handle.get_result(polling_interval_sec=0.05), timeout)
+        except TimeoutError:
+            pending = await self.pending(run_id)
+            if pending:
+                return RunResult(status=RunStatus.SUSPENDED, run_id=run_id,
+                                 pending=tuple(pending))
+            raise TimeoutError(f"run {run_id!r} is still running after {timeout} s") from None
+        except DBOSAwaitedWorkflowCancelledError:
+            return RunResult(status=RunStatus.CANCELLED, run_id=run_id,
+                             error="the run was cancelled")
+        except Exception as exc:  # the workflow itself failed (a tree that cannot be built)
+            return RunResult(status=RunStatus.FAILURE, run_id=run_id,
+                             error=f"{type(exc).__name__}: {exc}")
+        return RunResult(status=RunStatus(output["status"]), run_id=run_id,
+                         ticks=int(output.get("ticks", 0)), error=output.get("error"))
+
+    async def pending(self, run_id: str) -> list[ApprovalRequest]:
+        """The approval requests ``run_id`` waits for, oldest first."""
+        from jianmu.durable._workflow import PENDING_EVENT
+
+        value = await self.client.get_event_async(run_id, PENDING_EVENT, timeout_seconds=0)
+        return [ApprovalRequest.from_dict(r) for r in value or ()]
+
+    async def state(self, run_id: str) -> dict[str, Any] | None:
+        """A finished run's final state snapshot (`StateManager.snapshot`), else None."""
+        from jianmu.durable._workflow import STATE_EVENT
+
+        return await self.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)  # type: ignore[no-any-return]
+
+    async def approve(self, run_id: str, call_id: str, message: str | None = None) -> None:
+        """Approve a pending request of ``run_id``, from any process.
+
+        Raises:
+            RunNotFoundError: no such run, or it waits for no request ``call_id``.
+        """
+        await self._decide(run_id, call_id, True, message)
+
+    async def reject(self, run_id: str, call_id: str, reason: str = "") -> None:
+        """Reject a pending request; ``reason`` reaches the model.
+
+        Raises:
+            RunNotFoundError: no such run, or it waits for no request ``call_id``.
+        """
+        await self._decide(run_id, call_id, False, reason or None)
+
+    async def _decide(self, run_id: str, call_id: str, approved: bool,
+                      message: str | None) -> None:
+        from jianmu.durable._workflow import APPROVAL, approval_topic
+
+        await asyncio.to_thread(self.run_info, run_id)  # raises for an unknown run
+        pending = await self.pending(run_id)
+        if call_id not in {r.id for r in pending}:
+            known = ", ".join(r.id for r in pending) or "none"
+            raise RunNotFoundError(
+                f"run {run_id!r} waits for no approval {call_id!r} (pending: {known})"
+            )
+        await self.client.send_async(
+            run_id, {"kind": APPROVAL, "call_id": call_id, "approved": approved,
+                     "message": message},
+            approval_topic(call_id), idempotency_key=f"{run_id}:{call_id}",
+        )
+
+    def runs(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
+        """The runs of this app, oldest first, optionally only those with ``status``."""
+        if status is not None and status not in RUN_STATUSES:
+            raise ValueError(f"unknown run status {status!r}; one of {', '.join(RUN_STATUSES)}")
+        from jianmu.durable._workflow import WORKFLOW
+
+        statuses = self.client.list_workflows(name=WORKFLOW, limit=limit, load_output=True)
+        infos = [self._info(s) for s in statuses]
+        return [i for i in infos if status is None or i.status == status]
+
+    def run_info(self, run_id: str) -> RunInfo:
+        """What the engine knows of ``run_id``.
+
+        Raises:
+            RunNotFoundError: no run with that id.
+        """
+        from jianmu.durable._workflow import WORKFLOW
+
+        found = self.client.list_workflows(workflow_ids=[run_id], name=WORKFLOW)
+        if not found:
+            raise RunNotFoundError(f"no durable run {run_id!r}")
+        return self._info(found[0])
+
+    def recover(self, worker: str) -> list[str]:
+        """Declare ``worker`` dead and hand its pending runs to the live workers; their ids."""
+        from jianmu.durable._workers import WorkerRegistry, recover_worker
+
+        registry = WorkerRegistry(self.database_url, self.name)
+        try:
+            registry.claim(worker, None)
+        finally:
+            registry.close()
+        return recover_worker(self.client._sys_db, worker)
+
+    def workers(self) -> list[dict[str, Any]]:
+        """The workers that ever beat on this database: executor_id, host, started, last_seen."""
+        from jianmu.durable._workers import WorkerRegistry
+
+        registry = WorkerRegistry(self.database_url, self.name)
+        try:
+            return registry.workers()
+        finally:
+            registry.close()
+
+    def _info(self, status: Any) -> RunInfo:
+        from jianmu.durable._workflow import PENDING_EVENT
+
+        given = status.input if isinstance(status.input, dict) else {}
+        args = list(given.get("args") or ())
+        tree = args[1] if len(args) > 1 else "?"
+        inputs = args[2] if len(args) > 2 and isinstance(args[2], dict) else {}
+        pending: list[ApprovalRequest] = []
+        if status.status == "PENDING":
+            value = self.client.get_event(status.workflow_id, PENDING_EVENT, timeout_seconds=0)
+            pending = [ApprovalRequest.from_dict(r) for r in value or ()]
+        output = status.output
+        error = output.get("error") if isinstance(output, dict) else None
+        if status.error is not None:
+            error = f"{type(status.error).__name__}: {status.error}"
+        return RunInfo(
+            run_id=status.workflow_id, tree=tree,
+            status=run_status(status.status, output, pending), pending=tuple(pending),
+            created=status.created_at / 1000 if status.created_at else None,
+            updated=status.updated_at / 1000 if status.updated_at else None,
+            worker=status.executor_id, error=error, inputs=inputs,
+        )
+
+
+def _require_dbos() -> None:
+    try:
+        import dbos  # noqa: F401
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError(exc.name or "dbos", "dbos") from exc
+
+
+def _default_config() -> AppConfig:
+    return load_config()
+
+
+def _check_reachable(url: str) -> None:
+    """Fail fast, naming the database without its password, when it cannot be reached."""
+    if not url.startswith(("postgresql://", "postgres://", "postgresql+")):
+        return
+    import psycopg
+
+    from jianmu.durable._workers import sqlalchemy_url
+
+    raw = sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
+    try:
+        psycopg.connect(raw, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        if "does not exist" in str(exc):
+            return  # DBOS creates its database on first launch
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise DurableDatabaseError(
+            f"cannot reach the durable database {redact(url)}: {reason}"
+        ) from None
+    except Exception as exc:
+        raise DurableError(f"bad durable database URL {redact(url)}: {exc}") from None

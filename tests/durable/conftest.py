@@ -1,0 +1,49 @@
+"""Durable-run fixtures: a database per test (SQLite and PostgreSQL) and real worker processes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.durable import HERE, Workers
+
+pytest.importorskip("dbos")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database: the embedded SQLite file, and a real PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'durable.sqlite'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def workers(db_url: str, tmp_path: Path) -> Iterator[Workers]:
+    """Worker processes on the test's database; all killed at the end."""
+    pool = Workers(db_url, tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture
+def client(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The test app's engine in this process, as a client (never launched here)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    sys.path.insert(0, str(HERE))
+    from durable_app import engine
+
+    from jianmu.durable import DurableEngine
+
+    made = DurableEngine(db_url, name=engine.name, config=engine.config)
+    made._trees = engine._trees  # the same registered trees, on this test's database
+    try:
+        yield made
+    finally:
+        made.shutdown()

@@ -1,0 +1,130 @@
+"""A durable app for the tests, run by real worker processes (`worker.py`, ``jianmu worker``).
+
+Settings come from the environment, as a deployed app's would: ``JIANMU_TEST_DB`` (the
+database URL), ``JIANMU_TEST_WORKER`` (the executor id), ``JIANMU_TEST_TAKEOVER`` (seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from jianmu.config import AppConfig
+from jianmu.durable import DurableEngine
+from jianmu.llm.messages import Message
+from jianmu.llm.scripted import ScriptedLLM
+from jianmu.nodes import AgentState, ToolExecutorConfig, create_react_node
+from jianmu.state import StateManager
+from jianmu.tools import tool
+
+_config = AppConfig.model_validate({
+    "durable": {
+        "takeover_after_s": float(os.environ.get("JIANMU_TEST_TAKEOVER", "600")),
+        "worker_concurrency": int(os.environ.get("JIANMU_TEST_CONCURRENCY", "16")),
+        "poll_interval_s": 0.05,
+    },
+})
+engine = DurableEngine(
+    os.environ.get("JIANMU_TEST_DB"),
+    name="testapp",
+    config=_config,
+    executor_id=os.environ.get("JIANMU_TEST_WORKER") or None,
+)
+
+
+def _append(path: str, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _block_forever() -> None:
+    threading.Event().wait()
+
+
+class LinesInputs(BaseModel):
+    """Where the lines go, and where to stop and wait to be killed."""
+
+    path: str
+    asks: str
+    hang_at: int | None = None
+    marker: str | None = None
+
+
+@engine.tree("lines", inputs=LinesInputs)
+def lines(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """One model turn asking for three side-effecting calls (run one by one), then an answer."""
+    path, asks = inputs["path"], inputs["asks"]
+
+    @tool
+    def append_line(text: str) -> str:
+        """Append one line to the run's file."""
+        _append(path, text)
+        if inputs.get("hang_at") is not None and text == f"line {inputs['hang_at']}":
+            Path(inputs["marker"]).touch()  # the test kills this worker now
+            _block_forever()
+        return "written"
+
+    def turn(messages: list[Message]) -> Any:
+        # decided by the conversation, as a real model's answer is: a replayed turn leaves
+        # no trace in this process, so a script position would go out of step on recovery
+        done = len([m for m in messages if m.role == "assistant"])
+        _append(asks, f"turn {done}")
+        if done == 0:
+            return [{"id": f"call_{i}", "name": "append_line",
+                     "arguments": {"text": f"line {i}"}} for i in (1, 2, 3)]
+        return "three lines written"
+
+    llm = ScriptedLLM([turn] * 4)
+    node = create_react_node(llm, [append_line],
+                             executor_config=ToolExecutorConfig(execution_mode="serial"))
+    return node, StateManager(AgentState)
+
+
+@engine.tree("confirm")
+def confirm(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """A model turn calling a tool that asks a person first, then an answer."""
+    path = inputs["path"]
+
+    @tool(permission="user_confirm")
+    def deploy(target: str) -> str:
+        """Deploy to a target (asks first)."""
+        _append(path, f"deployed {target}")
+        return "deployed"
+
+    def turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "deploy_1", "name": "deploy", "arguments": {"target": "prod"}}]
+        return f"finished: {messages[-1].content}"
+
+    llm = ScriptedLLM([turn] * 4)
+    return create_react_node(llm, [deploy]), StateManager(AgentState)
+
+
+@engine.tree("quick")
+def quick(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """One tool call that records which worker ran which run, then an answer."""
+    path = inputs["path"]
+    worker = engine.executor_id
+
+    @tool
+    def record(run: str) -> str:
+        """Record that this worker ran this run."""
+        _append(path, f"{run} {worker}")
+        if inputs.get("slow"):
+            time.sleep(float(inputs["slow"]))
+        return "recorded"
+
+    def turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "record_1", "name": "record", "arguments": {"run": inputs["run"]}}]
+        return "ok"
+
+    llm = ScriptedLLM([turn] * 4)
+    return create_react_node(llm, [record]), StateManager(AgentState)

@@ -1,0 +1,78 @@
+"""Real worker processes of the durable test app, for the durable tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent.parent / "durable"
+ROOT = HERE.parent.parent
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 120.0, what: str = "") -> Any:
+    """Wait until ``condition()`` is truthy; fail (never hang) after a generous ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or condition}")
+        time.sleep(0.05)
+
+
+class Workers:
+    """Starts and kills real worker processes of `durable_app`."""
+
+    def __init__(self, db: str, tmp: Path) -> None:
+        self.db = db
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def env(self, worker: str, **extra: str) -> dict[str, str]:
+        """The environment of a worker (or a CLI process) of the test app."""
+        env = dict(os.environ)
+        env.update({
+            "JIANMU_TEST_DB": self.db, "JIANMU_TEST_WORKER": worker,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), env.get("PYTHONPATH", "")]),
+            "XDG_STATE_HOME": str(self.tmp / "state"),
+        })
+        env.update(extra)
+        return env
+
+    def start(self, worker: str, **extra: str) -> subprocess.Popen[str]:
+        """Start a worker and wait until it has launched."""
+        log = open(self.tmp / f"{worker}.log", "a", encoding="utf-8")
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "worker.py")], env=self.env(worker, **extra),
+            stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+        )
+        self.procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("ready"):
+            proc.kill()
+            log_text = (self.tmp / f"{worker}.log").read_text()
+            raise AssertionError(f"worker {worker} did not start: {line!r}\n{log_text}")
+        return proc
+
+    @staticmethod
+    def kill(proc: subprocess.Popen[str]) -> None:
+        """SIGKILL a worker: no clean-up runs."""
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=60)
