@@ -1,5 +1,5 @@
 """The ``jianmu`` command: run trees and skills, resume runs, inspect tools, skills and trees,
-serve tools over MCP, build the sandbox image.
+serve tools over MCP, build the sandbox image; serve, start and answer durable runs.
 
 Exit codes: 0 success; 1 the run failed (or a skill did not validate, an image did not build);
 2 usage or configuration error (bad arguments, config, script or skill); 3 the run is
@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode
 
@@ -25,7 +26,7 @@ approval; resume with 'jianmu resume RUN_ID'), 4 timeout or cancelled.
 """
 
 _RUN_EPILOG = """\
-TARGET is a Python script or a skill name.
+TARGET is a Python script or a skill name (with --durable, a tree of the app).
 
 A script defines build_tree() (it may take the keyword arguments inputs, config and llm) or a
 module-level 'tree'; optionally build_state() or STATE_SCHEMA (default: AgentState) and
@@ -40,6 +41,18 @@ skill runs with the model of the config's llm section; its first user message is
 The run is checkpointed in the config's runtime.checkpoint_path. When a tool needs approval,
 you are asked on standard input (y, n, or 'n REASON'); with --non-interactive the run stops
 with exit code 3 and prints the run id and the pending request ids for 'jianmu resume'.
+
+With --durable APP (MODULE:ATTR or path/to/file.py:ATTR, default ATTR 'engine', naming a
+DurableEngine), TARGET is a tree registered with that engine: the run is queued for the app's
+workers ('jianmu worker APP') and this command waits for it (--wait S: at most S seconds,
+then exit code 4; the run goes on). Approvals are asked here as above; with --non-interactive
+the command exits with code 3 and the run stays parked until 'jianmu runs approve' (from any
+process) answers it.
+""" + "\n" + _EPILOG
+
+_DURABLE_EPILOG = """\
+APP is MODULE:ATTR or path/to/file.py:ATTR (ATTR defaults to 'engine'): a DurableEngine.
+--app defaults to $JIANMU_APP. These commands are clients: they never execute runs.
 """ + "\n" + _EPILOG
 
 
@@ -87,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="an input (repeatable); KEY:=JSON for a JSON value")
     run.add_argument("--skills-dir", action="append", metavar="DIR",
                      help="look for skills here instead of skills/ and skills.paths")
+    run.add_argument("--durable", metavar="APP",
+                     help="run TARGET, a tree of APP's DurableEngine, in the app's workers")
+    run.add_argument("--wait", type=float, metavar="S",
+                     help="--durable: stop waiting after S seconds (exit 4; the run goes on)")
     _run_options(run)
     run.set_defaults(handler="jianmu._cli.run:cmd_run")
 
@@ -99,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--message", "-m", help="a note for the decisions (the model sees it)")
     _run_options(resume)
     resume.set_defaults(handler="jianmu._cli.run:cmd_resume")
+
+    _durable_commands(commands, add)
 
     tools = add(commands, "tools", "inspect the built-in tools")
     tools_sub = tools.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -168,6 +187,53 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--force", action="store_true", help="rebuild even if it exists")
     build.set_defaults(handler="jianmu._cli.serve:cmd_sandbox_build_image")
     return parser
+
+
+def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
+    """``jianmu worker`` and ``jianmu runs ...`` (durable runs, extra ``dbos``)."""
+    worker = add(commands, "worker", "serve a durable app's runs until SIGTERM or Ctrl-C",
+                 epilog=_DURABLE_EPILOG)
+    worker.add_argument("app", metavar="APP", help="MODULE:ATTR or path/to/file.py:ATTR")
+    worker.add_argument("--id", metavar="EXECUTOR_ID",
+                        help="this worker's stable id (restarted with it, it resumes its runs "
+                             "at once; default: the engine's, else a fresh one)")
+    worker.add_argument("--concurrency", type=int, metavar="N",
+                        help="runs executed at once (default: durable.worker_concurrency)")
+    worker.set_defaults(handler="jianmu._cli.durable:cmd_worker")
+
+    runs = add(commands, "runs", "list, show, answer and recover durable runs",
+               epilog=_DURABLE_EPILOG)
+    runs_sub = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def action(name: str, help_: str, handler: str) -> argparse.ArgumentParser:
+        made: argparse.ArgumentParser = add(runs_sub, name, help_, epilog=_DURABLE_EPILOG)
+        made.add_argument("--app", metavar="APP",
+                          help="the durable app, MODULE:ATTR or FILE.py:ATTR ($JIANMU_APP)")
+        made.set_defaults(handler=f"jianmu._cli.durable:{handler}")
+        return made
+
+    listed = action("list", "list the app's runs, oldest first", "cmd_runs_list")
+    listed.add_argument("--status", choices=("queued", "running", "suspended", "success",
+                                             "failure", "cancelled"))
+    listed.add_argument("--json", action="store_true", help="print JSON")
+    show = action("show", "show a run: status, worker, pending approvals, error, final answer",
+                  "cmd_runs_show")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    approve = action("approve", "approve a pending request of a run", "cmd_runs_approve")
+    reject = action("reject", "reject a pending request of a run (the model sees the reason)",
+                    "cmd_runs_reject")
+    for decide in (approve, reject):
+        decide.add_argument("run_id", metavar="RUN_ID")
+        decide.add_argument("call_id", metavar="CALL_ID", help="the pending request's id")
+    approve.add_argument("--message", "-m", help="a note for the model")
+    reject.add_argument("--reason", "-r", help="why (the model sees it)")
+    recover = action("recover", "hand a dead worker's pending runs to the live workers",
+                     "cmd_runs_recover")
+    recover.add_argument("--worker", required=True, metavar="EXECUTOR_ID")
+    recover.add_argument("--force", action="store_true",
+                         help="even if the worker's heartbeat is recent (it may be alive: its "
+                              "runs would then run twice at once)")
 
 
 def _handler(spec: str):  # type: ignore[no-untyped-def]
