@@ -171,7 +171,7 @@ class DurableConfig(_Section):
     database_url: str | None = None
     """``postgresql://user:password@host:port/db`` for many workers; unset: an SQLite file in the
     user's state folder (one machine). ``${VAR}`` reads the environment."""
-    worker_concurrency: int = Field(default=16, ge=1)
+    worker_concurrency: int = Field(default=64, ge=1)
     """Runs one worker executes at once (a run parked on an approval counts until it wakes)."""
     takeover_after_s: float = Field(default=60.0, gt=0)
     """Seconds without a heartbeat after which a live worker takes over a worker's runs."""

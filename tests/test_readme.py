@@ -92,8 +92,11 @@ def test_every_snippet_runs(project: Path) -> None:
             parse_config(body, "README.md")
         elif kind == "markdown":
             check_skill(body, project)
+        elif kind == "bash":  # a script from examples/, shown whole and run by its own test
+            scripts = {p.read_text().strip() for p in (REPO / "examples").glob("*.sh")}
+            assert body.strip() in scripts, "a bash block must be a script of examples/"
         else:
             pytest.fail(f"README has a {kind!r} block the test does not know how to run")
-    assert kinds == {"python", "console", "yaml", "markdown"}
+    assert kinds == {"python", "console", "yaml", "markdown", "bash"}
     assert (project / "out" / "report.md").is_file()  # the skill run by `jianmu run`
     assert (project / ".jianmu" / "notes.txt").read_text().strip() == "buy milk"

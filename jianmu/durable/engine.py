@@ -301,6 +301,25 @@ class DurableEngine:
         return RunResult(status=RunStatus(output["status"]), run_id=run_id,
                          ticks=int(output.get("ticks", 0)), error=output.get("error"))
 
+    async def wait(self, run_id: str, timeout: float | None = None) -> RunResult:
+        """Wait until the run ends or waits for a person; SUSPENDED (with the requests) then.
+
+        Raises:
+            RunNotFoundError: no run with that id.
+            TimeoutError: still working after ``timeout`` seconds.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            info = await asyncio.to_thread(self.run_info, run_id)
+            if info.status == "suspended":
+                return RunResult(status=RunStatus.SUSPENDED, run_id=run_id, pending=info.pending)
+            if info.status not in ("queued", "running"):
+                return await self.result(run_id)
+            if deadline is not None and loop.time() >= deadline:
+                raise TimeoutError(f"run {run_id!r} is still running after {timeout} s")
+            await asyncio.sleep(0.1)
+
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
         """The approval requests ``run_id`` waits for, oldest first."""
         from jianmu.durable._workflow import PENDING_EVENT

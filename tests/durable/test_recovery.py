@@ -26,7 +26,6 @@ def test_kill_after_second_tool_call_resumes_without_repeating(
     assert out.read_text().splitlines() == ["line 1", "line 2", "line 3"]
 
     # the same worker id comes back: DBOS hands it its own pending run at once
-    marker.unlink()
     workers.start("w1")
     result = asyncio.run(client.result(run_id, timeout=120))
     assert result.ok, result.error
@@ -51,7 +50,6 @@ def test_kill_between_turns_repeats_nothing(workers: Workers, client: Any,
     }))
     wait_for(marker.exists, what="the second tool call to start")
     Workers.kill(first)
-    marker.unlink()
     workers.start("w1")
     result = asyncio.run(client.result(run_id, timeout=120))
     assert result.ok, result.error
