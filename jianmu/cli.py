@@ -43,11 +43,12 @@ you are asked on standard input (y, n, or 'n REASON'); with --non-interactive th
 with exit code 3 and prints the run id and the pending request ids for 'jianmu resume'.
 
 With --durable APP (MODULE:ATTR or path/to/file.py:ATTR, default ATTR 'engine', naming a
-DurableEngine), TARGET is a tree registered with that engine: the run is queued for the app's
-workers ('jianmu worker APP') and this command waits for it (--wait S: at most S seconds,
-then exit code 4; the run goes on). Approvals are asked here as above; with --non-interactive
-the command exits with code 3 and the run stays parked until 'jianmu runs approve' (from any
-process) answers it.
+DurableEngine), TARGET (or --tree NAME) is a tree registered with that engine and --inputs
+JSON (or --input) its inputs: the run is queued for the app's workers ('jianmu worker APP')
+and this command waits for it (--wait S: at most S seconds, then exit code 4; the run goes
+on). When it waits for approval the command exits with code 3 and lists the requests; the run
+stays parked until 'jianmu runs approve' (from any process) answers it; --approve-all
+approves every request instead.
 """ + "\n" + _EPILOG
 
 _DURABLE_EPILOG = """\
@@ -95,13 +96,17 @@ def build_parser() -> argparse.ArgumentParser:
         return made
 
     run = add(commands, "run", "run a script's tree or a skill", epilog=_RUN_EPILOG)
-    run.add_argument("target", metavar="TARGET", help="SCRIPT.py or SKILL_NAME")
+    run.add_argument("target", metavar="TARGET", nargs="?",
+                     help="SCRIPT.py or SKILL_NAME (with --durable: the tree's name)")
     run.add_argument("--input", "-i", action="append", metavar="KEY=VALUE",
                      help="an input (repeatable); KEY:=JSON for a JSON value")
     run.add_argument("--skills-dir", action="append", metavar="DIR",
                      help="look for skills here instead of skills/ and skills.paths")
     run.add_argument("--durable", metavar="APP",
                      help="run TARGET, a tree of APP's DurableEngine, in the app's workers")
+    run.add_argument("--tree", metavar="NAME", help="--durable: the tree to run (or TARGET)")
+    run.add_argument("--inputs", metavar="JSON",
+                     help="--durable: the run's inputs as a JSON object (with any --input)")
     run.add_argument("--wait", type=float, metavar="S",
                      help="--durable: stop waiting after S seconds (exit 4; the run goes on)")
     _run_options(run)
@@ -231,9 +236,6 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
     recover = action("recover", "hand a dead worker's pending runs to the live workers",
                      "cmd_runs_recover")
     recover.add_argument("--worker", required=True, metavar="EXECUTOR_ID")
-    recover.add_argument("--force", action="store_true",
-                         help="even if the worker's heartbeat is recent (it may be alive: its "
-                              "runs would then run twice at once)")
 
 
 def _handler(spec: str):  # type: ignore[no-untyped-def]

@@ -1,23 +1,19 @@
 """How the CLI shows an approval request: the short summary as a heading, then the tool and
-its FULL arguments, so a person approves exactly what will run; and asks for a decision."""
+its FULL arguments, so a person approves exactly what will run."""
 
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from jianmu._cli.common import visible
 from jianmu.runtime import ApprovalRequest
 
-__all__ = (
-    "LONG_ARGUMENTS", "ask_approval", "heading", "pretty_json", "print_request", "request_details",
-)
+__all__ = ("LONG_ARGUMENTS", "heading", "pretty_json", "print_request", "request_details")
 
 LONG_ARGUMENTS = 4000
 """Arguments longer than this (in characters, as shown) get a note saying how long they are."""
@@ -87,29 +83,3 @@ def print_request(console: Console, title: Text, request: ApprovalRequest,
 def heading(prefix: Text | str, request: ApprovalRequest, sep: str = ": ") -> Text:
     """``prefix ID: SUMMARY`` with the id and summary made visible (both come from a model)."""
     return Text.assemble(prefix, visible(request.id), sep, visible(request.summary))
-
-
-def ask_approval(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] | None:
-    """Ask on standard input (a terminal or a pipe); None at end of input.
-
-    The person sees the tool and its full arguments, not only the summary (which is cut at
-    200 characters and could hide the part of a command that matters).
-    """
-    print_request(console, heading(Text("approval needed ", style="bold yellow"), request),
-                  request)
-    while True:
-        console.print(escape("  approve? [y/n, or 'n REASON'] "), end="")
-        console.file.flush()
-        line = sys.stdin.readline()
-        if not line:
-            console.print()
-            return None
-        answer = line.strip()
-        word, _, rest = answer.partition(" ")
-        if not sys.stdin.isatty():
-            console.print(answer)  # echo piped answers so the transcript reads well
-        if word.lower() in ("y", "yes"):
-            return True, rest.strip() or None
-        if word.lower() in ("n", "no"):
-            return False, rest.strip() or None
-        console.print("  please answer y or n")

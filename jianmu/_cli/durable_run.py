@@ -1,5 +1,6 @@
 """``jianmu run --durable APP TREE``: start one run through a durable app's workers, as a
-client, and wait for it (answering approvals here, like ``jianmu run``, if asked to)."""
+client, and wait until it ends or waits for approval (which ``jianmu runs approve`` gives,
+from any process)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.text import Text
 
-from jianmu._cli.approvals import ask_approval, heading, print_request
+from jianmu._cli.approvals import heading, print_request
 from jianmu._cli.common import CLIError, ExitCode, make_console, parse_inputs, visible
 from jianmu._cli.durable import final_answer, open_app, print_pending
 from jianmu.errors import RunNotFoundError, TreeInputError, UnknownTreeError
@@ -31,8 +31,8 @@ _EXIT = {
     RunStatus.TIMEOUT: ExitCode.STOPPED,
     RunStatus.CANCELLED: ExitCode.STOPPED,
 }
-_POLL_S = 1.0
-"""How long one look at the run waits before checking its approvals and ``--wait`` again."""
+_SETTLE_S = 0.2
+"""Pause after --approve-all answered, before looking again (the worker takes the answers)."""
 
 
 def cmd_run_durable(args: argparse.Namespace) -> int:
@@ -45,15 +45,15 @@ def cmd_run_durable(args: argparse.Namespace) -> int:
     if args.wait is not None and args.wait < 0:
         raise CLIError(f"--wait {args.wait:g}: give 0 or more seconds")
     console = make_console()
-    inputs = parse_inputs(args.input or [])
+    tree, inputs = _tree(args), _inputs(args)
     with open_app(args, args.durable) as engine:
         try:
-            engine.check_inputs(args.target, inputs)
+            engine.check_inputs(tree, inputs)
         except (UnknownTreeError, TreeInputError) as exc:
             raise CLIError(str(exc)) from None
         run: dict[str, str] = {}
         try:
-            return asyncio.run(_run(engine, args, inputs, console, run))
+            return asyncio.run(_run(engine, tree, inputs, args, console, run))
         except KeyboardInterrupt:
             if "id" not in run:
                 raise
@@ -62,68 +62,70 @@ def cmd_run_durable(args: argparse.Namespace) -> int:
             return ExitCode.STOPPED
 
 
+def _tree(args: argparse.Namespace) -> str:
+    if args.tree and args.target and args.tree != args.target:
+        raise CLIError(f"two trees named: {args.target!r} and --tree {args.tree!r}")
+    tree = args.tree or args.target
+    if not tree:
+        raise CLIError("name the tree to run: jianmu run --durable APP TREE (or --tree TREE)")
+    return str(tree)
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, Any]:
+    given: dict[str, Any] = {}
+    if args.inputs is not None:
+        try:
+            given = json.loads(args.inputs)
+        except json.JSONDecodeError as exc:
+            raise CLIError(f"--inputs is not JSON ({exc.msg}): {args.inputs!r}") from None
+        if not isinstance(given, dict):
+            raise CLIError(f"--inputs must be a JSON object, got {type(given).__name__}")
+    return {**given, **parse_inputs(args.input or [])}
+
+
 def _show_hint(run_id: str, args: argparse.Namespace) -> str:
     return f"jianmu runs show {run_id} --app {shlex.quote(args.durable)}"
 
 
-async def _run(engine: DurableEngine, args: argparse.Namespace, inputs: dict[str, Any],
-               console: Console, run: dict[str, str]) -> int:
-    run_id = run["id"] = await engine.start(args.target, inputs)
+async def _run(engine: DurableEngine, tree: str, inputs: dict[str, Any],
+               args: argparse.Namespace, console: Console, run: dict[str, str]) -> int:
+    run_id = run["id"] = await engine.start(tree, inputs)
     given = f" with {json.dumps(inputs, ensure_ascii=False)}" if inputs else ""
-    console.print(f"run {run_id}: durable tree {escape(visible(args.target + given))} "
+    console.print(f"run {run_id}: durable tree {escape(visible(tree + given))} "
                   f"of {escape(engine.name)}")
     console.file.flush()
     loop = asyncio.get_running_loop()
     deadline = None if args.wait is None else loop.time() + args.wait
     answered: set[str] = set()
     while True:
-        left = None if deadline is None else deadline - loop.time()
-        if left is not None and left <= 0:
+        left = None if deadline is None else max(deadline - loop.time(), 0.0)
+        try:
+            result = await engine.wait(run_id, timeout=left)
+        except TimeoutError:
             console.print(f"[yellow]still running[/]: run {run_id} did not end within "
                           f"{args.wait:g} s (is a worker serving {escape(engine.name)}?); it "
                           f"goes on in the workers ({escape(_show_hint(run_id, args))})")
             return ExitCode.STOPPED
-        try:
-            result = await engine.result(run_id, timeout=_POLL_S if left is None
-                                         else min(_POLL_S, left))
-        except TimeoutError:
-            continue
         if result.status is not RunStatus.SUSPENDED:
             return await _report(engine, result, console)
-        fresh = tuple(r for r in result.pending if r.id not in answered)
-        if not fresh:
-            continue  # our decisions are on their way to the worker
-        if not await _decide(engine, run_id, fresh, args, console):
+        if not args.approve_all:
             return _suspended(result, args, console)
+        fresh = tuple(r for r in result.pending if r.id not in answered)
+        await _approve_all(engine, run_id, fresh, console)
         answered.update(r.id for r in fresh)
+        await asyncio.sleep(_SETTLE_S)
 
 
-async def _decide(engine: DurableEngine, run_id: str, pending: tuple[ApprovalRequest, ...],
-                  args: argparse.Namespace, console: Console) -> bool:
-    """Send a decision for each request; False when nobody can decide here."""
-    if args.non_interactive and not args.approve_all:
-        return False
+async def _approve_all(engine: DurableEngine, run_id: str,
+                       pending: tuple[ApprovalRequest, ...], console: Console) -> None:
+    """Approve each request, showing exactly what was approved."""
     for request in pending:
-        message: str | None
-        if args.approve_all:  # the transcript records exactly what was approved
-            print_request(console, heading("  approving (--approve-all) ", request), request,
-                          indent="    ")
-            approved, message = True, "approved with --approve-all"
-        else:
-            answer = await asyncio.to_thread(ask_approval, request, console)
-            if answer is None:
-                console.print("no answer on standard input")
-                return False
-            approved, message = answer
+        print_request(console, heading("  approving (--approve-all) ", request), request,
+                      indent="    ")
         try:
-            if approved:
-                await engine.approve(run_id, request.id, message)
-            else:
-                await engine.reject(run_id, request.id, message or "rejected in the terminal")
+            await engine.approve(run_id, request.id, "approved with --approve-all")
         except RunNotFoundError:  # someone answered it meanwhile, from another process
-            console.print(Text.assemble("  ", visible(request.id),
-                                        " was already decided elsewhere"))
-    return True
+            console.print(f"  {escape(visible(request.id))} was already decided elsewhere")
 
 
 def _suspended(result: RunResult, args: argparse.Namespace, console: Console) -> int:

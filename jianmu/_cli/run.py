@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
-from jianmu._cli.approvals import ask_approval, heading, print_request
+from jianmu._cli.approvals import heading, print_request
 from jianmu._cli.common import (
     CLIError,
     ExitCode,
@@ -44,13 +46,16 @@ def _stores(config: AppConfig) -> tuple[SQLiteCheckpointer, LaunchStore]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``jianmu run TARGET``; with ``--durable APP``, TARGET is a tree of the app's engine."""
+    """``jianmu run TARGET``; with ``--durable APP``, a tree of the app's engine instead."""
     if getattr(args, "durable", None):
         from jianmu._cli.durable_run import cmd_run_durable
 
         return cmd_run_durable(args)
-    if getattr(args, "wait", None) is not None:
-        raise CLIError("--wait applies to --durable runs only")
+    for option, value in (("--tree", args.tree), ("--inputs", args.inputs), ("--wait", args.wait)):
+        if value is not None:
+            raise CLIError(f"{option} applies to --durable runs only")
+    if args.target is None:
+        raise CLIError("name what to run: jianmu run SCRIPT.py or SKILL_NAME")
     console = make_console()
     config = load_cli_config(args.config)
     inputs = parse_inputs(args.input or [])
@@ -167,7 +172,7 @@ def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
     if args.non_interactive:
         return False
     for request in pending:
-        answer = ask_approval(request, console)
+        answer = _ask(request, console)
         if answer is None:
             console.print("no answer on standard input")
             return False
@@ -177,6 +182,32 @@ def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
         else:
             runner.reject(request.id, message or "rejected in the terminal")
     return True
+
+
+def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] | None:
+    """Ask on standard input (a terminal or a pipe); None at end of input.
+
+    The person sees the tool and its full arguments, not only the summary (which is cut at
+    200 characters and could hide the part of a command that matters).
+    """
+    print_request(console, heading(Text("approval needed ", style="bold yellow"), request),
+                  request)
+    while True:
+        console.print(escape("  approve? [y/n, or 'n REASON'] "), end="")
+        console.file.flush()
+        line = sys.stdin.readline()
+        if not line:
+            console.print()
+            return None
+        answer = line.strip()
+        word, _, rest = answer.partition(" ")
+        if not sys.stdin.isatty():
+            console.print(answer)  # echo piped answers so the transcript reads well
+        if word.lower() in ("y", "yes"):
+            return True, rest.strip() or None
+        if word.lower() in ("n", "no"):
+            return False, rest.strip() or None
+        console.print("  please answer y or n")
 
 
 def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress: Progress,
