@@ -114,8 +114,6 @@ def test_worker_run_suspend_approve_from_other_processes_recover(
     # wrong ids name what is wrong, one line, usage exit code
     _clean_error(cli("runs", "approve", run_id, "nope", "--app", APP), 2, "'nope'", "deploy_1")
     _clean_error(cli("runs", "show", "no-such-run", "--app", APP), 2, "'no-such-run'")
-    _clean_error(cli("runs", "reject", "no-such-run", "deploy_1", "--app", APP), 2,
-                 "'no-such-run'")
 
     # the worker dies while the run waits; another worker gets it back with `runs recover`
     Workers.kill(first)
@@ -124,15 +122,17 @@ def test_worker_run_suspend_approve_from_other_processes_recover(
     assert recovered.code == 0, recovered.text
     assert "handed 1 run(s) of worker w1" in recovered.out and run_id in recovered.out
     assert "beat" in recovered.err  # w1 beat moments ago: the operator is warned
-    wait_for(lambda: cli.json("runs", "show", run_id, "--app", APP)["worker"] == "w2",
-             what="w2 to take the run")
 
-    # approved from yet another process: the run goes on and succeeds, deploying once
+    # rejecting needs a run that exists too
+    _clean_error(cli("runs", "reject", run_id, "deploy_9", "--app", APP, "--reason", "x"), 2,
+                 "'deploy_9'")
+    # approved from yet another process: w2 goes on with the run, which succeeds, deploying once
     approved = cli("runs", "approve", run_id, "deploy_1", "--app", APP, "-m", "go")
     assert approved.code == 0, approved.text
     shown = wait_for(lambda: (s := cli.json("runs", "show", run_id, "--app", APP))["status"]
                      == "success" and s, what="the approved run to finish")
     assert shown["final_answer"] == "finished: deployed" and shown["pending"] == []
+    assert shown["worker"] == "w2"
     assert deployed.read_text().splitlines() == ["deployed prod"]
     text = cli("runs", "show", run_id, "--app", APP)
     assert "success" in text.out and "final answer: finished: deployed" in text.out, text.text
@@ -176,3 +176,17 @@ def test_bad_apps_ids_and_databases_are_one_line_errors(cli: CLI, tmp_path: Path
         _clean_error(done, 1, "127.0.0.1:1/x")
         assert "secret" not in done.text, done.text
         assert len(done.err.strip().splitlines()) == 1, done.err
+
+
+@pytest.mark.parametrize(("spec", "split"), [
+    ("pkg.app:engine", ("pkg.app", "engine")),
+    ("pkg.app", ("pkg.app", "engine")),
+    ("path/to/app.py:eng", ("path/to/app.py", "eng")),
+    ("path/to/app.py", ("path/to/app.py", "engine")),
+    ("C:\\apps\\app.py", ("C:\\apps\\app.py", "engine")),
+    ("app:holder.engine", ("app", "holder.engine")),
+])
+def test_app_specs_split_as_uvicorn_names_apps(spec: str, split: tuple[str, str]) -> None:
+    from jianmu._cli.apps import split_app
+
+    assert split_app(spec) == split
