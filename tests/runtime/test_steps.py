@@ -151,7 +151,7 @@ async def test_plain_async_node_is_one_step_with_its_writes() -> None:
 
 async def test_replayed_plain_node_restores_its_writes_without_running() -> None:
     first = FakeSteps()
-    node, runner = _writer_run(first)
+    _node, runner = _writer_run(first)
     await runner.run(timeout=30)
     key = first.keys[0]
 
