@@ -1,4 +1,4 @@
-"""The peer of `bench_durable`: pydantic-ai's `DBOSAgent` doing the ``react`` run, in its own process.
+"""The peer of `bench_durable`: pydantic-ai's `DBOSAgent` doing the ``react`` run, own process.
 
 DBOS is one per process, so `bench_durable` runs this as
 ``python -m benchmarks._dbos_peer URL RUNS MODEL_MS TOOL_MS`` and reads one JSON line from its
