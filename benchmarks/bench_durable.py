@@ -92,7 +92,7 @@ def overhead(databases: dict[str, str], runs: int) -> dict[tuple[str, float], tu
         for poll in (DEFAULT_POLL, FAST_POLL):
             progress(f"overhead on {kind}, poll {poll} s: {runs} plain + {runs} durable runs")
             found[kind, poll] = asyncio.run(_overhead(url, poll, runs))
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for (kind, poll), (plain, durable) in found.items():
         ratio = durable / plain
         per_step = (durable - plain) / STEPS
@@ -201,7 +201,7 @@ def throughput(cluster: Any, runs: int, counts: tuple[int, ...], tmp: Path) -> d
                 progress(f"{rates[n]:.1f} runs/s (enqueueing took {queued:.1f} s)")
         finally:
             cluster.drop_database(name)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for n, rate in rates.items():
         scale = rate / rates[counts[0]]
         target = "" if n == counts[0] else (">= 1.6x" if n == 2 else "(printed)")
@@ -252,7 +252,7 @@ def parked(url: str, runs: int, tmp: Path) -> tuple[float, list[int]]:
         rss1, threads1 = proc_stats(pid)
     per_run = (rss1 - rss0) / runs
     threads = [threads0, threads_half, threads1]
-    rows = [
+    rows: list[tuple[str, ...]] = [
         ("resident memory", f"{rss0 / 2**20:.1f} MiB", "", f"{rss1 / 2**20:.1f} MiB",
          f"{per_run / 1024:.1f} KB per run", "<= 50 KB", verdict(per_run <= 50 * 1024)),
         # pools fill up to their bounds with the first runs; growth per run would show here
@@ -289,7 +289,7 @@ def compare(figures: dict[str, Any], ours: dict[float, tuple[float, float]], kin
         print(f"   skipped: {figures['skip']}")
         return
     theirs = figures["durable"] - figures["plain"]
-    rows = [(f"pydantic-ai-slim {figures['version']}", ms(figures["plain"]),
+    rows: list[tuple[str, ...]] = [(f"pydantic-ai-slim {figures['version']}", ms(figures["plain"]),
              ms(figures["durable"]), ms(theirs), "", "", "")]
     for poll, (plain, durable) in ours.items():
         mine = durable - plain
