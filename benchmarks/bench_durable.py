@@ -289,8 +289,9 @@ def compare(figures: dict[str, Any], ours: dict[float, tuple[float, float]], kin
         print(f"   skipped: {figures['skip']}")
         return
     theirs = figures["durable"] - figures["plain"]
-    rows: list[tuple[str, ...]] = [(f"pydantic-ai-slim {figures['version']}", ms(figures["plain"]),
-             ms(figures["durable"]), ms(theirs), "", "", "")]
+    rows: list[tuple[str, ...]] = [
+        (f"pydantic-ai-slim {figures['version']}", ms(figures["plain"]), ms(figures["durable"]),
+         ms(theirs), "", "", "")]
     for poll, (plain, durable) in ours.items():
         mine = durable - plain
         ratio = mine / theirs if theirs > 0 else float("inf")
