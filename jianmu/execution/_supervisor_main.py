@@ -15,6 +15,8 @@ every process the supervisor may signal (``kill(-1)``). The supervisor is not du
 command of the same uid can neither trace it nor open its pipes through ``/proc``.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import resource
@@ -122,6 +124,11 @@ class Command:
         user, capbset = CONFIG.get("user"), CONFIG.get("capbset")
 
         def run():  # in the child between fork and exec: join, limit, then drop
+            try:
+                os.chdir(cwd)  # as root, like bubblewrap's --chdir and a cold start
+                moved = True
+            except PermissionError:
+                moved = False  # a private /tmp on the way that only the user may pass
             for name in procs:
                 fd = os.open(name, os.O_WRONLY)
                 try:
@@ -138,7 +145,8 @@ class Command:
                 os.setgroups([])
                 os.setresgid(user[1], user[1], user[1])
                 os.setresuid(user[0], user[0], user[0])  # from root: every capability goes
-            os.chdir(cwd)  # as the user: the supervisor itself may not pass its private /tmp
+            if not moved:
+                os.chdir(cwd)
 
         return run
 
@@ -151,18 +159,21 @@ class Command:
             self.exited = True
             self.sel.unregister(self.pidfd)
         elif what == "in":
+            stdin = self.proc.stdin
+            assert stdin is not None
             try:
-                written = os.write(self.proc.stdin.fileno(), self.pending[:65536])
+                written = os.write(stdin.fileno(), self.pending[:65536])
             except BlockingIOError:
                 written = 0
             except OSError:
                 written = len(self.pending)  # the command stopped reading: drop the rest
             self.pending = self.pending[written:]
             if not self.pending:
-                self.sel.unregister(self.proc.stdin)
-                self.proc.stdin.close()
+                self.sel.unregister(stdin)
+                stdin.close()
         else:
             stream = self.proc.stdout if what == 0 else self.proc.stderr
+            assert stream is not None
             chunk = os.read(stream.fileno(), 65536)
             if not chunk:
                 self.sel.unregister(stream)
@@ -186,7 +197,7 @@ class Command:
         deadline = time.monotonic() + wait
         self.left = 0
         while self.procs:
-            pids = set()
+            pids: set[int] = set()
             for name in self.procs:
                 try:
                     with open(name) as fh:
@@ -251,7 +262,7 @@ def main():
     sel = selectors.DefaultSelector()
     os.set_blocking(0, False)
     sel.register(0, selectors.EVENT_READ, (None, "host"))
-    commands = {}
+    commands: dict[int, Command] = {}
     buf = bytearray()
     write_frame({"ready": os.getpid()})
     while True:
@@ -279,9 +290,9 @@ def main():
                 data = bytes(buf[HEAD.size + hlen:HEAD.size + hlen + plen])
                 del buf[:HEAD.size + hlen + plen]
                 if msg.get("op") == "kill":
-                    cmd = commands.get(msg["id"])
-                    if cmd is not None and cmd.drain_until is None:
-                        cmd.kill(0.2)
+                    found = commands.get(msg["id"])
+                    if found is not None and found.drain_until is None:
+                        found.kill(0.2)
                     continue
                 try:
                     commands[msg["id"]] = Command(sel, msg, data)
@@ -289,8 +300,8 @@ def main():
                     write_frame({"id": msg["id"], "error": f"could not start "
                                  f"{msg['argv'][0]!r}: {exc}"})
         now = time.monotonic()
-        for key in [k for k, c in commands.items() if c.step(now)]:
-            commands.pop(key).finish()
+        for done in [k for k, c in commands.items() if c.step(now)]:
+            commands.pop(done).finish()
 
 
 if __name__ == "__main__":

@@ -312,12 +312,13 @@ class LocalSandbox(BaseSandbox):
         finally:
             self._running.discard(handle)
         if reply is None:  # the supervisor died under it (or hung): report the command killed
-            reply = ChildOutcome(
+            died = ChildOutcome(
                 exit_code=-9, stdout=CappedBuffer(self.output_limit),
                 stderr=CappedBuffer(self.output_limit), timed_out=False, duration=timeout,
                 oom_kills=0,
             )
-            reply.stderr.write(b"[jianmu sandbox: the supervisor died during the command]\n")
+            died.stderr.write(b"[jianmu sandbox: the supervisor died during the command]\n")
+            return self._result(died, timeout)
         return self._result(reply, timeout)
 
     def _search_path(self) -> str:
