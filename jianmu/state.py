@@ -16,6 +16,7 @@ import copy
 import json
 import operator
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
@@ -63,7 +64,24 @@ def _describe(annotation: Any) -> str:
     return text or str(annotation).replace("typing.", "")
 
 
+_compiled: weakref.WeakKeyDictionary[type[BaseModel], dict[str, _Field]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _compile_fields(schema: type[BaseModel]) -> dict[str, _Field]:
+    """The schema's fields with their validators, built once per schema class.
+
+    Building a TypeAdapter costs about a millisecond; a process that runs thousands of runs
+    of one tree (a durable worker) must not pay it per run.
+    """
+    cached = _compiled.get(schema)
+    if cached is None:
+        cached = _compiled[schema] = _build_fields(schema)
+    return dict(cached)
+
+
+def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
     fields: dict[str, _Field] = {}
     for name, info in schema.model_fields.items():
         reducers = [m for m in info.metadata if callable(m) and not isinstance(m, type)]

@@ -19,11 +19,11 @@ from dbos import DBOS
 from dbos._context import get_local_dbos_context
 from dbos._dbos import _get_dbos_instance
 
-from jianmu.runtime.result import RunStatus
+from jianmu.runtime.result import RunResult, RunStatus
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.tools.calls import ToolResult
 
-__all__ = ("APPROVAL", "PENDING_EVENT", "STATE_EVENT", "WORKFLOW", "approval_topic")
+__all__ = ("APPROVAL", "PENDING_EVENT", "WORKFLOW", "approval_topic")
 
 T = TypeVar("T")
 
@@ -31,8 +31,6 @@ WORKFLOW = "jianmu.run"
 """The DBOS workflow name of every run, in every worker."""
 PENDING_EVENT = "jianmu.pending"
 """Event key: the approval requests a run waits for (a list of `ApprovalRequest` dicts)."""
-STATE_EVENT = "jianmu.state"
-"""Event key: the run's final state snapshot."""
 APPROVAL = "jianmu.approval"
 """The ``kind`` of an approval message (its recorded ``recv`` output is self-describing)."""
 _STEP_PREFIX = "jianmu:"
@@ -136,42 +134,60 @@ def _history(workflow_id: str) -> tuple[dict[str, Any], set[str], dict[str, dict
 @DBOS.workflow(name=WORKFLOW)
 async def run_workflow(engine_name: str, tree: str, inputs: dict[str, Any],
                        options: dict[str, Any]) -> dict[str, Any]:
-    """One durable run: build the tree, tick it, wait for decisions, return how it ended."""
+    """One durable run: build the tree, tick it, wait for decisions, return how it ended.
+
+    While it waits for a person the run keeps nothing but the questions: the tree, its state
+    and its resources are let go, and rebuilt by replay when the answers have arrived.
+    """
     engine = _engines.get(engine_name)
     if engine is None:
         raise RuntimeError(f"no durable engine {engine_name!r} was launched in this worker")
     workflow_id = DBOS.workflow_id
     assert workflow_id is not None
-    recorded, started, decisions, last = await asyncio.to_thread(_history, workflow_id)
-    context = get_local_dbos_context()
-    if context is not None and last > context.function_id:
-        # replayed steps are skipped by key, so new ones must not reuse their numbers
-        context.function_id = last
-    runner = engine.build_runner(tree, inputs, run_id=workflow_id,
-                                 user_roles=options.get("user_roles", ()))
-    runner.ctx.steps = DBOSSteps(recorded, started)
-    return await _drive(runner, decisions)
+    roles = options.get("user_roles", ())
+    ticks, published = 0, False
+    while True:
+        recorded, started, decisions, last = await asyncio.to_thread(_history, workflow_id)
+        context = get_local_dbos_context()
+        if context is not None and last > context.function_id:
+            # replayed steps are skipped by key, so new ones must not reuse their numbers
+            context.function_id = last
+        runner = engine.build_runner(tree, inputs, run_id=workflow_id, user_roles=roles)
+        runner.ctx.steps = DBOSSteps(recorded, started)
+        result, spent = await _until_parked(runner, decisions)
+        ticks += spent
+        if result.status is not RunStatus.SUSPENDED:
+            break
+        await runner.aclose()
+        del runner
+        asked = [r.to_dict() for r in result.pending]
+        await DBOS.set_event_async(PENDING_EVENT, asked)
+        published = True
+        for request in asked:
+            message = None
+            while message is None:  # a run may wait days: each recv holds no thread
+                message = await DBOS.recv_async(approval_topic(request["id"]), _WAIT_S)
+    if published:
+        await DBOS.set_event_async(PENDING_EVENT, [])
+    return {"status": result.status.value, "error": result.error, "ticks": ticks,
+            "state": runner.state.snapshot()}
 
 
-async def _drive(runner: ReactiveRunner, decisions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+async def _until_parked(runner: ReactiveRunner,
+                        decisions: dict[str, dict[str, Any]]) -> tuple[RunResult, int]:
+    """Tick until the run ends or waits for a request that has no recorded decision."""
     ticks = 0
-    published = False
     while True:
         result = await runner.run()
         ticks += result.ticks
         if result.status is not RunStatus.SUSPENDED:
-            break
-        await DBOS.set_event_async(PENDING_EVENT, [r.to_dict() for r in result.pending])
-        published = True
-        for request in result.pending:
-            message = decisions.pop(request.id, None)
-            while message is None:  # a run may wait days: each recv holds no thread
-                message = await DBOS.recv_async(approval_topic(request.id), _WAIT_S)
+            return result, ticks
+        known = [r.id for r in result.pending if r.id in decisions]
+        if not known:
+            return result, ticks
+        for request_id in known:
+            message = decisions.pop(request_id)
             if message.get("approved"):
-                runner.approve(request.id, message.get("message"))
+                runner.approve(request_id, message.get("message"))
             else:
-                runner.reject(request.id, message.get("message"))
-    if published:
-        await DBOS.set_event_async(PENDING_EVENT, [])
-    await DBOS.set_event_async(STATE_EVENT, runner.state.snapshot())
-    return {"status": result.status.value, "error": result.error, "ticks": ticks}
+                runner.reject(request_id, message.get("message"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import socket
@@ -271,6 +272,30 @@ class DurableEngine:
         )
         return run_id
 
+    async def run(self, tree: str, inputs: dict[str, Any] | BaseModel | None = None, *,
+                  run_id: str | None = None, user_roles: Iterable[str] = ()) -> RunResult:
+        """Run ``tree`` durably in this worker, not through the queue, and wait for its end.
+
+        The run is the same durable workflow `start` enqueues (recovered, approved and listed
+        alike); it only skips the queue's wait. A run that asks a person waits for the answer.
+
+        Raises:
+            DurableError: this process has not called `launch`.
+        """
+        if not self.launched:
+            raise DurableError("run() executes the run here: call launch() first, or start() it")
+        from dbos import DBOS, SetWorkflowID
+
+        from jianmu.durable._workflow import run_workflow
+
+        checked = self.check_inputs(tree, inputs)
+        run_id = run_id or uuid.uuid4().hex[:16]
+        with SetWorkflowID(run_id):
+            handle = await DBOS.start_workflow_async(
+                run_workflow, self.name, tree, checked, {"user_roles": sorted(user_roles)}
+            )
+        return _run_result(run_id, await handle.get_result())
+
     async def result(self, run_id: str, timeout: float | None = None) -> RunResult:
         """How the run ended; waits for it. After ``timeout``, a run waiting for approvals is
         SUSPENDED (with them); one still working raises `TimeoutError`.
@@ -298,8 +323,7 @@ class DurableEngine:
         except Exception as exc:  # the workflow itself failed (a tree that cannot be built)
             return RunResult(status=RunStatus.FAILURE, run_id=run_id,
                              error=f"{type(exc).__name__}: {exc}")
-        return RunResult(status=RunStatus(output["status"]), run_id=run_id,
-                         ticks=int(output.get("ticks", 0)), error=output.get("error"))
+        return _run_result(run_id, output)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunResult:
         """Wait until the run ends or waits for a person; SUSPENDED (with the requests) then.
@@ -329,9 +353,14 @@ class DurableEngine:
 
     async def state(self, run_id: str) -> dict[str, Any] | None:
         """A finished run's final state snapshot (`StateManager.snapshot`), else None."""
-        from jianmu.durable._workflow import STATE_EVENT
+        from jianmu.durable._workflow import WORKFLOW
 
-        return await self.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)  # type: ignore[no-any-return]
+        found = await self.client.list_workflows_async(workflow_ids=[run_id], name=WORKFLOW,
+                                                       load_input=False)
+        if not found:
+            raise RunNotFoundError(f"no durable run {run_id!r}")
+        output = found[0].output
+        return output.get("state") if isinstance(output, dict) else None
 
     async def approve(self, run_id: str, call_id: str, message: str | None = None) -> None:
         """Approve a pending request of ``run_id``, from any process.
@@ -434,6 +463,11 @@ class DurableEngine:
         )
 
 
+def _run_result(run_id: str, output: dict[str, Any]) -> RunResult:
+    return RunResult(status=RunStatus(output["status"]), run_id=run_id,
+                     ticks=int(output.get("ticks", 0)), error=output.get("error"))
+
+
 def _require_dbos() -> None:
     try:
         import dbos  # noqa: F401
@@ -446,8 +480,31 @@ def _default_config() -> AppConfig:
     return load_config()
 
 
+def _prepare_sqlite(url: str) -> None:
+    """Put an SQLite database in WAL mode (a setting kept in the file).
+
+    DBOS leaves SQLite in its rollback-journal mode, which syncs the disk several times per
+    commit; with a write-ahead log every step still commits durably (synchronous=FULL), at one
+    sync each, and readers (a CLI listing runs) no longer wait for the worker's writes.
+    """
+    import sqlite3
+
+    path = url.removeprefix("sqlite:///")
+    if not path or path == ":memory:":
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.Error as exc:
+        raise DurableDatabaseError(f"cannot open the durable database {url}: {exc}") from None
+
+
 def _check_reachable(url: str) -> None:
     """Fail fast, naming the database without its password, when it cannot be reached."""
+    if url.startswith("sqlite:///"):
+        _prepare_sqlite(url)
+        return
     if not url.startswith(("postgresql://", "postgres://", "postgresql+")):
         return
     import psycopg

@@ -16,12 +16,14 @@ from functools import cache
 from pathlib import Path
 
 __all__ = (
+    "CGROUP_MOUNT",
     "bwrap_argv",
     "bwrap_available",
     "bwrap_binds_fds",
     "bwrap_problem",
     "minimal_root",
     "python_paths",
+    "supervisor_argv",
 )
 
 @cache
@@ -174,8 +176,20 @@ def bwrap_argv(
     itself live under /tmp), the read-only folders last (nothing may cover them).
     """
     made: set[str] = set()
+    args = _rooted(network=network, user=user, tmp=tmp, workspace=workspace,
+                   search_path=search_path, made=made)
+    for fd, target in (ro_fds or {}).items():
+        args += [*_parents(target, made), "--ro-bind-fd", str(fd), target]
+    return [*args, "--chdir", str(workdir), "--", *_drop_to(user), *argv]
+
+
+def _rooted(
+    *, network: bool, user: tuple[int, int] | None, tmp: Path, workspace: Path,
+    search_path: str, made: set[str],
+) -> list[str]:
+    """bwrap, its flags, the minimal root, the private /tmp and the workspace."""
     ws = str(workspace)
-    args = [
+    return [
         shutil.which("bwrap") or "bwrap", *_bwrap_flags(network, user),
         *minimal_root(search_path),
         "--bind", str(tmp), "/tmp",
@@ -183,6 +197,29 @@ def bwrap_argv(
           for arg in (*_parents(path, made), "--ro-bind", path, path)),
         *_parents(ws, made), "--bind", ws, ws,
     ]
-    for fd, target in (ro_fds or {}).items():
-        args += [*_parents(target, made), "--ro-bind-fd", str(fd), target]
-    return [*args, "--chdir", str(workdir), "--", *_drop_to(user), *argv]
+
+
+CGROUP_MOUNT = "/.jianmu-cgroup"
+"""Where a warm supervisor's namespace shows the sandbox's control groups (``/<index>``)."""
+
+
+def supervisor_argv(
+    argv: list[str], *, network: bool, user: tuple[int, int], tmp: Path, workspace: Path,
+    search_path: str, cgroups: list[str],
+) -> list[str]:
+    """``argv`` (a warm supervisor) under bubblewrap as root, the sandbox's control group
+    folders bound at ``CGROUP_MOUNT/<index>``.
+
+    Only for root: the supervisor keeps root's uid (so the commands, dropped to ``user``,
+    can neither signal nor trace it) but no capability beyond what starting them needs:
+    setuid and setgid to drop, kill to end them, setpcap to empty their bounding set.
+    """
+    made: set[str] = set()
+    args = _rooted(network=network, user=user, tmp=tmp, workspace=workspace,
+                   search_path=search_path, made=made)
+    args += ["--perms", "0755", "--dir", CGROUP_MOUNT]
+    for index, folder in enumerate(cgroups):
+        args += ["--bind", folder, f"{CGROUP_MOUNT}/{index}"]
+    keep = [shutil.which("setpriv") or "setpriv", "--bounding-set=-all,+setuid,+setgid,+kill,"
+            "+setpcap", "--inh-caps=-all", "--no-new-privs", "--"]
+    return [*args, "--chdir", str(workspace), "--", *keep, *argv]

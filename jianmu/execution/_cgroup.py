@@ -23,6 +23,7 @@ from jianmu.errors import SandboxError
 from jianmu.execution._pids import pid_alive
 
 __all__ = (
+    "CgroupNest",
     "CgroupSupport",
     "CommandCgroup",
     "cgroup_support",
@@ -216,6 +217,20 @@ def _owner_alive(name: str) -> bool:
     return pid_alive(pid)
 
 
+def _remove_tree(support: CgroupSupport, folder: Path) -> None:
+    """Kill and remove a group and the groups under it (a sandbox's nest), deepest first."""
+    with contextlib.suppress(OSError):
+        for child in folder.iterdir():
+            if child.is_dir():
+                _remove_tree(support, child)
+    stale = CommandCgroup.__new__(CommandCgroup)
+    stale.support = support
+    stale.dirs = {"": folder}
+    stale.procs_files = [str(folder / "cgroup.procs")]
+    with contextlib.suppress(OSError):
+        stale.remove()
+
+
 def sweep_stale_cgroups() -> None:
     """Remove groups whose owning process died (a crash skipped their clean-up)."""
     support = cgroup_support()
@@ -224,14 +239,56 @@ def sweep_stale_cgroups() -> None:
     for parent in set(support.parents.values()):
         with contextlib.suppress(OSError):
             for child in parent.glob(f"{_PREFIX}*"):
-                if _owner_alive(child.name):
-                    continue
-                stale = CommandCgroup.__new__(CommandCgroup)
-                stale.support = support
-                stale.dirs = {"": child}
-                stale.procs_files = [str(child / "cgroup.procs")]
-                with contextlib.suppress(OSError):
-                    stale.remove()
+                if not _owner_alive(child.name):
+                    _remove_tree(support, child)
+
+
+class CgroupNest:
+    """A sandbox's own group (per controller) under which its warm commands' groups go.
+
+    Bound into a bubblewrap namespace, it lets the supervisor there put each command in a
+    group the host made: the commands' user may read it, not write it.
+    """
+
+    def __init__(self, support: CgroupSupport) -> None:
+        name = f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        parents = {c: p / name for c, p in support.parents.items()}
+        for path in set(parents.values()):
+            path.mkdir()
+        if support.version == 2:  # children get the controllers only if the nest hands them on
+            folder = next(iter(parents.values()))
+            with contextlib.suppress(OSError):
+                (folder / "cgroup.subtree_control").write_text(
+                    " ".join(f"+{c}" for c in sorted(parents))
+                )
+        self.support = CgroupSupport(version=support.version, parents=parents)
+        self.folders = sorted({str(p) for p in parents.values()})
+        """The nest's folders on the host, one per hierarchy."""
+
+    def command(
+        self, *, pids: int | None, memory_bytes: int | None, cpus: float | None
+    ) -> CommandCgroup:
+        """A fresh group for one command, with its limits.
+
+        Raises:
+            SandboxError: the group could not be made or limited.
+        """
+        try:
+            group = CommandCgroup(self.support, f"c-{uuid.uuid4().hex[:12]}")
+        except OSError as exc:
+            raise SandboxError(f"could not create a control group for the command: {exc}") \
+                from exc
+        try:
+            group.limit(pids=pids, memory_bytes=memory_bytes, cpus=cpus)
+        except OSError as exc:
+            group.remove()
+            raise SandboxError(f"could not set the control group's limits: {exc}") from exc
+        return group
+
+    def remove(self) -> None:
+        """Kill everything in the nest and delete it with the groups under it."""
+        for folder in self.folders:
+            _remove_tree(self.support, Path(folder))
 
 
 def create_cgroup(

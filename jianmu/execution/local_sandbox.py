@@ -26,6 +26,7 @@ and the control group is emptied.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import resource
@@ -45,14 +46,17 @@ from jianmu.execution._acl import grant_tree, sandbox_user
 from jianmu.execution._bwrap import bwrap_argv, bwrap_available, bwrap_binds_fds, bwrap_problem
 from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
 from jianmu.execution._child import ChildHandle, ChildOutcome, ChildSpec, run_child
+from jianmu.execution._local_warm import LocalWarm
 from jianmu.execution._mounts import open_real_dir
-from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, exec_result
+from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, CappedBuffer, exec_result
 from jianmu.execution._pids import user_tasks
 from jianmu.execution._safe_env import safe_git_env
+from jianmu.execution._warm import Reply
 from jianmu.execution.sandbox import BaseSandbox, ExecCall, ExecResult
 
 __all__ = ("LocalSandbox", "bwrap_available")
 
+_log = logging.getLogger(__name__)
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 
 
@@ -93,6 +97,10 @@ class LocalSandbox(BaseSandbox):
         timeout: Default timeout of `exec`, in seconds.
         output_limit: Bytes kept of each of stdout and stderr.
         env: Variables added to every command's environment.
+        warm: ``True`` (the default) keeps one supervisor per sandbox that starts each
+            command, where it can be isolated: control groups to kill every process of a
+            command, and, with bubblewrap, root (so that the commands' user cannot reach
+            it). Elsewhere every command starts cold, as `warm_problem` says.
 
     Raises:
         SandboxUnavailableError: the network off (the default) or ``use_bwrap=True`` without a
@@ -116,6 +124,7 @@ class LocalSandbox(BaseSandbox):
         timeout: float = DEFAULT_TIMEOUT_S,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         env: Mapping[str, str] | None = None,
+        warm: bool = True,
     ) -> None:
         self.check_positive(
             memory_mb=memory_mb, cpus=cpus, pids=pids, cpu_seconds=cpu_seconds,
@@ -143,7 +152,11 @@ class LocalSandbox(BaseSandbox):
         # reachable (and maybe writable) at its own path, so they are refused
         self.read_only_mounts = self.uses_bwrap and bwrap_binds_fds()
         support = cgroup_support()
+        self._support = support
         self._controllers = support.controllers if support else frozenset()
+        self.warm_problem: str | None = self._warm_problem(warm)
+        """Why commands start cold here, or ``None`` when a warm supervisor runs them."""
+        self._warm: LocalWarm | None = None
         if pids is not None and os.geteuid() == 0 and "pids" not in self._controllers:
             raise SandboxUnavailableError(
                 f"pids={pids!r} cannot be enforced: RLIMIT_NPROC does not bind root and no "
@@ -152,6 +165,27 @@ class LocalSandbox(BaseSandbox):
         self._tmp: Path | None = None
         self._running: set[ChildHandle] = set()
         self._user: tuple[int, int] | None = None
+
+    def _warm_problem(self, warm: bool) -> str | None:
+        if not warm:
+            return "warm=False"
+        if not self._controllers:
+            return ("no writable control groups: a warm supervisor could not kill every "
+                    "process of a command")
+        if self.uses_bwrap and os.geteuid() != 0:
+            return ("bubblewrap as a user: the supervisor would share the commands' uid "
+                    "inside the namespace")
+        return None
+
+    @property
+    def warm(self) -> bool:
+        """Whether a warm supervisor runs the commands (see `warm_problem`)."""
+        return self.warm_problem is None
+
+    @property
+    def supervisor_starts(self) -> int:
+        """How many warm supervisors this sandbox started so far (restarts count)."""
+        return self._warm.starts if self._warm is not None else 0
 
     @property
     def user(self) -> tuple[int, int] | None:
@@ -175,6 +209,7 @@ class LocalSandbox(BaseSandbox):
             "user": self._user,
             "cgroup": sorted(self._controllers),
             "memory": "cgroup" if "memory" in self._controllers else "rlimit_as",
+            "warm": self.warm,
         }
 
     async def start(self) -> None:
@@ -190,11 +225,26 @@ class LocalSandbox(BaseSandbox):
             os.chown(tmp, *user)
         self._tmp, self._user = tmp, user
         await anyio.to_thread.run_sync(sweep_stale_cgroups)
+        if self.warm_problem is not None:
+            _log.info("LocalSandbox: every command starts cold (%s)", self.warm_problem)
+        elif self._support is not None:
+            bwrap = None if not self.uses_bwrap else {
+                "network": self.network, "tmp": tmp, "workspace": self.workspace,
+                "search_path": self._search_path(),
+            }
+            self._warm = LocalWarm(
+                support=self._support, bwrap=bwrap, user=user, cwd=self.workspace,
+                limits={"pids": self.pids, "cpus": self.cpus, "memory_bytes":
+                        self.memory_mb * 1024 * 1024 if self.memory_mb else None},
+            )
 
     async def close(self) -> None:
         """Kill running commands and remove the private temporary folder; idempotent."""
         for handle in list(self._running):
             handle.cancel()
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            await anyio.to_thread.run_sync(warm.close)
         tmp, self._tmp = self._tmp, None
         if tmp is not None:
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))
@@ -218,6 +268,8 @@ class LocalSandbox(BaseSandbox):
             raise SandboxUnavailableError(
                 "read-only mounts need bubblewrap 0.8 or later (--ro-bind-fd), not usable here"
             )
+        if self._warm is not None and not call.ro_mounts:  # a new bind needs a cold start
+            return await self._run_warm(self._warm, call, workdir, timeout)
         ro_fds: dict[int, str] = {}
         handle = ChildHandle()
         self._running.add(handle)
@@ -240,14 +292,46 @@ class LocalSandbox(BaseSandbox):
                 os.close(fd)
         return self._result(outcome, timeout)
 
+    async def _run_warm(
+        self, warm: LocalWarm, call: ExecCall, workdir: Path, timeout: float
+    ) -> ExecResult:
+        """Run one call through the warm supervisor; see `run`."""
+        spec = self._child_spec(call.argv, workdir, call.env, timeout, {}, wrap=False)
+        request = {"argv": spec.argv, "env": spec.env, "cwd": spec.cwd,
+                   "timeout": timeout, "rlimits": spec.limits}
+        handle = ChildHandle()
+        self._running.add(handle)
+        try:
+            reply = await anyio.to_thread.run_sync(
+                warm.run, request, call.stdin, timeout, self.output_limit, handle,
+                abandon_on_cancel=True,
+            )
+        except BaseException:
+            handle.cancel()  # cancelled from outside: the supervisor kills it
+            raise
+        finally:
+            self._running.discard(handle)
+        if reply is None:  # the supervisor died under it (or hung): report the command killed
+            died = ChildOutcome(
+                exit_code=-9, stdout=CappedBuffer(self.output_limit),
+                stderr=CappedBuffer(self.output_limit), timed_out=False, duration=timeout,
+                oom_kills=0,
+            )
+            died.stderr.write(b"[jianmu sandbox: the supervisor died during the command]\n")
+            return self._result(died, timeout)
+        return self._result(reply, timeout)
+
+    def _search_path(self) -> str:
+        return os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+
     def _child_spec(
         self, argv: list[str], workdir: Path, env: Mapping[str, str], timeout: float,
-        ro_fds: Mapping[int, str],
+        ro_fds: Mapping[int, str], *, wrap: bool = True,
     ) -> ChildSpec:
         assert self._tmp is not None
         home = "/tmp" if self.uses_bwrap else str(self._tmp)
         full_env = {
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "PATH": self._search_path(),
             "LANG": "C.UTF-8",
             "HOME": home,
             "TMPDIR": home,
@@ -255,7 +339,7 @@ class LocalSandbox(BaseSandbox):
             **env,
             **safe_git_env(),  # last: no caller turns git's code-running settings back on
         }
-        if self.uses_bwrap:
+        if self.uses_bwrap and wrap:
             argv = bwrap_argv(
                 argv, network=self.network, user=self._user, tmp=self._tmp,
                 workspace=self.workspace, workdir=workdir, search_path=full_env["PATH"],
@@ -279,7 +363,7 @@ class LocalSandbox(BaseSandbox):
             pids=self.pids, memory_bytes=memory, cpus=self.cpus, pass_fds=tuple(ro_fds),
         )
 
-    def _result(self, outcome: ChildOutcome, timeout: float) -> ExecResult:
+    def _result(self, outcome: ChildOutcome | Reply, timeout: float) -> ExecResult:
         oom = outcome.oom_kills > 0
         if (not oom and self.memory_mb and "memory" not in self._controllers
                 and outcome.exit_code != 0

@@ -198,6 +198,14 @@ class ReactiveRunner:
             error=outcome.error,
         )
 
+    async def aclose(self) -> None:
+        """Release the run's resources (sandboxes, connections) without finishing it.
+
+        A run that ends does this itself; a host that drops a suspended run (a durable
+        engine parking it until a person answers) calls it.
+        """
+        await self._close_resources()
+
     # -- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, status: str = "running") -> None:
         """Save the state, every node's status and the pending requests."""

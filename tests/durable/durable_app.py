@@ -129,3 +129,38 @@ def quick(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
 
     llm = ScriptedLLM([turn] * 4)
     return create_react_node(llm, [record]), StateManager(AgentState)
+
+
+@engine.tree("parallel", inputs=LinesInputs)
+def parallel(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """One model turn asking for three parallel-safe calls (run at once by default), then an
+    answer. The call at ``hang_at`` hangs on its first attempt while the others finish."""
+    path, asks = inputs["path"], inputs["asks"]
+
+    @tool(parallel_safe=True)
+    def append_line(text: str) -> str:
+        """Append one line to the run's file."""
+        hang = inputs.get("hang_at") is not None and text == f"line {inputs['hang_at']}"
+        if hang and not Path(inputs["marker"]).exists():  # only the first attempt hangs
+            _append(path, text)
+            Path(inputs["marker"]).touch()  # the test kills this worker once the others end
+            _block_forever()
+        _append(path, text)
+        return "written"
+
+    def turn(messages: list[Message]) -> Any:
+        done = len([m for m in messages if m.role == "assistant"])
+        _append(asks, f"turn {done}")
+        if done == 0:
+            return [{"id": f"call_{i}", "name": "append_line",
+                     "arguments": {"text": f"line {i}"}} for i in (1, 2, 3)]
+        return "three lines written"
+
+    llm = ScriptedLLM([turn] * 4)
+    return create_react_node(llm, [append_line]), StateManager(AgentState)
+
+
+@engine.tree("broken")
+def broken(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """A tree whose factory fails in the worker (a missing setting, a bad file)."""
+    raise RuntimeError(f"cannot build this tree: {inputs.get('why', 'no reason')}")

@@ -41,8 +41,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 USER = "jianmu"
 DATABASE = "jianmu"
 ADMIN = "jianmu_admin"
@@ -139,6 +137,8 @@ def postgres_problem() -> str | None:
 
 def skip_or_fail(reason: str) -> None:
     """Skip, or fail under JIANMU_REQUIRE_POSTGRES=1 (CI), so a broken set-up cannot pass."""
+    import pytest  # here: the benchmarks start clusters too, where pytest is not installed
+
     if os.environ.get("JIANMU_REQUIRE_POSTGRES") == "1":
         pytest.fail(f"JIANMU_REQUIRE_POSTGRES=1 but {reason}")
     pytest.skip(reason)

@@ -1,0 +1,308 @@
+"""The warm supervisor: one long-lived process inside a sandbox that starts each command.
+
+Standalone, standard library only: the host runs it as ``python3 -I -S -c <this source>
+<config JSON>`` inside the sandbox's isolation (a bubblewrap namespace, a container). Frames go
+both ways on stdin/stdout: ``>II`` (header length, payload length), a JSON header, the payload.
+
+Host to supervisor: ``{"op": "run", "id", "argv", "env", "cwd", "timeout", "limit",
+"rlimits", "procs", "oom"}`` with stdin as payload; ``{"op": "kill", "id"}``. Supervisor to
+host: ``{"ready": pid}`` once, then per command ``{"id", "exit", "timed_out", "duration",
+"out", "err", "out_dropped", "err_dropped", "oom", "error"}`` with stdout then stderr as
+payload. Each command is a fresh child in its own session, with its rlimits, its control group
+(``procs``: files it writes ``0`` to before exec) and the user dropped; at its exit or timeout
+its process group and control group are killed, and in ``sweep`` mode (one command at a time)
+every process the supervisor may signal (``kill(-1)``). The supervisor is not dumpable, so a
+command of the same uid can neither trace it nor open its pipes through ``/proc``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+HEAD = struct.Struct(">II")
+DRAIN = 1.0  # after a kill, how long to read what is left in the pipes
+CONFIG = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+
+
+def _libc():
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True)
+    except (ImportError, OSError):
+        return None
+
+
+LIBC = _libc()  # loaded once: a child between fork and exec must not load libraries
+
+
+def prctl(option, arg):
+    """``prctl(option, arg)``, or -1 where ctypes is missing."""
+    return -1 if LIBC is None else LIBC.prctl(option, arg, 0, 0, 0)
+
+
+def last_cap():
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return 63
+
+
+LAST_CAP = last_cap()
+
+
+def write_frame(header, payload=b""):
+    data = json.dumps(header).encode()
+    view = memoryview(HEAD.pack(len(data), len(payload)) + data + payload)
+    while view:
+        view = view[os.write(1, view):]
+
+
+def read_count(path):
+    """The ``oom_kill`` count in a memory control file, or 0."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def oom_total(paths):
+    return sum(read_count(p) for p in paths)
+
+
+class Command:
+    """One running command: its process, capped output, deadline and clean-up."""
+
+    def __init__(self, sel, msg, data):
+        self.id, self.sel = msg["id"], sel
+        self.limit = msg["limit"]
+        self.procs = msg.get("procs") or []
+        self.oom_files = msg.get("oom") or CONFIG.get("oom") or []
+        self.oom_before = oom_total(self.oom_files)
+        self.kept = [bytearray(), bytearray()]
+        self.dropped = [0, 0]
+        self.start = time.monotonic()
+        self.deadline = self.start + msg["timeout"]
+        self.drain_until = None
+        self.left = 0
+        self.exited = self.timed_out = False
+        self.pending = memoryview(data)
+        self.pidfd = None
+        self.proc = subprocess.Popen(
+            msg["argv"], stdin=subprocess.PIPE if data else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=msg["env"],
+            start_new_session=True, preexec_fn=self.preexec(msg),
+        )
+        sel.register(self.proc.stdout, selectors.EVENT_READ, (self, 0))
+        sel.register(self.proc.stderr, selectors.EVENT_READ, (self, 1))
+        if self.proc.stdin is not None:
+            os.set_blocking(self.proc.stdin.fileno(), False)
+            sel.register(self.proc.stdin, selectors.EVENT_WRITE, (self, "in"))
+        try:
+            self.pidfd = os.pidfd_open(self.proc.pid)
+            sel.register(self.pidfd, selectors.EVENT_READ, (self, "exit"))
+        except (OSError, AttributeError):
+            self.pidfd = None
+
+    def preexec(self, msg):
+        procs, limits = list(self.procs), [tuple(x) for x in msg.get("rlimits", [])]
+        cwd = msg["cwd"]
+        user, capbset = CONFIG.get("user"), CONFIG.get("capbset")
+
+        def run():  # in the child between fork and exec: join, limit, then drop
+            try:
+                os.chdir(cwd)  # as root, like bubblewrap's --chdir and a cold start
+                moved = True
+            except PermissionError:
+                moved = False  # a private /tmp on the way that only the user may pass
+            for name in procs:
+                fd = os.open(name, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+            for which, value in limits:
+                resource.setrlimit(which, (value, value))
+            if capbset:
+                for cap in range(LAST_CAP + 1):
+                    if prctl(24, cap) != 0:  # PR_CAPBSET_DROP
+                        raise OSError("could not empty the capability bounding set")
+            if user is not None:
+                os.setgroups([])
+                os.setresgid(user[1], user[1], user[1])
+                os.setresuid(user[0], user[0], user[0])  # from root: every capability goes
+            if not moved:
+                os.chdir(cwd)
+
+        return run
+
+    def watched(self):
+        return any(k.data[0] is self and k.data[1] in (0, 1)
+                   for k in self.sel.get_map().values())
+
+    def on_event(self, what):
+        if what == "exit":
+            self.exited = True
+            self.sel.unregister(self.pidfd)
+        elif what == "in":
+            stdin = self.proc.stdin
+            assert stdin is not None
+            try:
+                written = os.write(stdin.fileno(), self.pending[:65536])
+            except BlockingIOError:
+                written = 0
+            except OSError:
+                written = len(self.pending)  # the command stopped reading: drop the rest
+            self.pending = self.pending[written:]
+            if not self.pending:
+                self.sel.unregister(stdin)
+                stdin.close()
+        else:
+            stream = self.proc.stdout if what == 0 else self.proc.stderr
+            assert stream is not None
+            chunk = os.read(stream.fileno(), 65536)
+            if not chunk:
+                self.sel.unregister(stream)
+                return
+            room = self.limit - len(self.kept[what])
+            if room > 0:
+                self.kept[what] += chunk[:room]
+            self.dropped[what] += max(0, len(chunk) - max(room, 0))
+
+    def kill(self, wait):
+        """Kill the process group, the control group and, in sweep mode, all we may."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if CONFIG.get("sweep"):
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+        deadline = time.monotonic() + wait
+        self.left = 0
+        while self.procs:
+            pids: set[int] = set()
+            for name in self.procs:
+                try:
+                    with open(name) as fh:
+                        pids.update(int(x) for x in fh.read().split())
+                except (OSError, ValueError):
+                    pass
+            pids.discard(0)  # outside our pid namespace: the host kills those
+            self.left = len(pids)
+            if not pids or time.monotonic() > deadline:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.002)
+
+    def step(self, now):
+        """Move on at exit or deadline; return whether the command is finished."""
+        if self.pidfd is None and not self.exited and self.proc.poll() is not None:
+            self.exited = True
+        open_pipes = self.watched()
+        if self.drain_until is None and (self.exited or now >= self.deadline):
+            self.timed_out = not self.exited
+            self.kill(1.0)
+            self.drain_until = time.monotonic() + DRAIN
+        if not open_pipes and self.drain_until is None:
+            return False  # pipes closed, process alive: wait for its exit or the deadline
+        return not open_pipes or (self.drain_until is not None and now >= self.drain_until)
+
+    def wake_at(self):
+        return self.drain_until if self.drain_until is not None else self.deadline
+
+    def finish(self):
+        for key in list(self.sel.get_map().values()):
+            if key.data[0] is self:
+                self.sel.unregister(key.fileobj)
+        self.kill(1.0)
+        code = self.proc.wait()
+        self.kill(1.0)  # its zombie is reaped: the group can empty now
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+        out, err = bytes(self.kept[0]), bytes(self.kept[1])
+        write_frame({
+            "id": self.id, "exit": code, "timed_out": self.timed_out,
+            "duration": time.monotonic() - self.start, "out": len(out), "err": len(err),
+            "out_dropped": self.dropped[0], "err_dropped": self.dropped[1],
+            "oom": oom_total(self.oom_files) - self.oom_before, "left": self.left,
+            "error": None,
+        }, out + err)
+
+
+def main():
+    prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/fd for the same uid
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sel = selectors.DefaultSelector()
+    os.set_blocking(0, False)
+    sel.register(0, selectors.EVENT_READ, (None, "host"))
+    commands: dict[int, Command] = {}
+    buf = bytearray()
+    write_frame({"ready": os.getpid()})
+    while True:
+        now = time.monotonic()
+        wait = min((c.wake_at() for c in commands.values()), default=now + 3600) - now
+        for key, _mask in sel.select(max(wait, 0)):
+            owner, what = key.data
+            if owner is not None:
+                owner.on_event(what)
+                continue
+            try:
+                chunk = os.read(0, 1 << 20)
+            except BlockingIOError:
+                continue
+            if not chunk:  # the host is gone: nothing of ours may outlive it
+                for cmd in commands.values():
+                    cmd.kill(0.5)
+                return
+            buf += chunk
+            while len(buf) >= HEAD.size:
+                hlen, plen = HEAD.unpack_from(buf)
+                if len(buf) < HEAD.size + hlen + plen:
+                    break
+                msg = json.loads(bytes(buf[HEAD.size:HEAD.size + hlen]))
+                data = bytes(buf[HEAD.size + hlen:HEAD.size + hlen + plen])
+                del buf[:HEAD.size + hlen + plen]
+                if msg.get("op") == "kill":
+                    found = commands.get(msg["id"])
+                    if found is not None and found.drain_until is None:
+                        found.kill(0.2)
+                    continue
+                try:
+                    commands[msg["id"]] = Command(sel, msg, data)
+                except (OSError, subprocess.SubprocessError, ValueError) as exc:
+                    write_frame({"id": msg["id"], "error": f"could not start "
+                                 f"{msg['argv'][0]!r}: {exc}"})
+        now = time.monotonic()
+        for done in [k for k, c in commands.items() if c.step(now)]:
+            commands.pop(done).finish()
+
+
+if __name__ == "__main__":
+    main()

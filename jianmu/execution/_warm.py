@@ -1,0 +1,184 @@
+"""The host side of a warm supervisor (see `jianmu.execution._supervisor_main`).
+
+A `Supervisor` owns one running supervisor through a `Channel` (a child's pipes, a ``docker
+exec`` socket): calls send a framed request and wait for their reply, which one reader thread
+hands out by id. When the supervisor dies, every waiting call gets ``None`` and the sandbox
+starts a new one for the next call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from jianmu.errors import SandboxError
+from jianmu.execution._child import ChildHandle
+from jianmu.execution._output import CappedBuffer
+
+__all__ = ("SUPERVISOR_SOURCE", "Channel", "Reply", "Supervisor", "frame")
+
+SUPERVISOR_SOURCE = (Path(__file__).with_name("_supervisor_main.py")).read_text()
+"""The supervisor program, run as ``python3 -I -S -c SUPERVISOR_SOURCE <config>``."""
+_HEAD = struct.Struct(">II")
+_READY_TIMEOUT = 30.0
+
+
+def frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
+    """One protocol frame: lengths, the JSON header, the payload."""
+    data = json.dumps(header).encode()
+    return _HEAD.pack(len(data), len(payload)) + data + payload
+
+
+class Channel(Protocol):
+    """A byte stream to one supervisor."""
+
+    def send(self, data: bytes) -> None:
+        """Write all of ``data`` (raises OSError when the supervisor is gone)."""
+        ...
+
+    def recv(self) -> bytes:
+        """Read what is there, blocking; ``b""`` at the end."""
+        ...
+
+    def close(self) -> None:
+        """Stop the supervisor and release the stream."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    """What the supervisor said about one finished command."""
+
+    exit_code: int
+    stdout: CappedBuffer
+    stderr: CappedBuffer
+    timed_out: bool
+    duration: float
+    oom_kills: int
+    left: int
+    """Processes of the command still in its control group after the supervisor's kill."""
+
+
+class _Slot:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.header: dict[str, Any] | None = None
+        self.payload = b""
+
+
+class Supervisor:
+    """One running supervisor: requests out, replies in by id, dead once its stream ends."""
+
+    def __init__(self, channel: Channel, name: str) -> None:
+        self._channel = channel
+        self._ids = itertools.count(1)
+        self._slots: dict[int, _Slot] = {}
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._ready = _Slot()
+        self.alive = True
+        self.pid: int | None = None
+        """The supervisor's pid as it sees itself (in its own pid namespace, if any)."""
+        self._reader = threading.Thread(target=self._read, name=f"jianmu-{name}", daemon=True)
+        self._reader.start()
+        if not self._ready.done.wait(_READY_TIMEOUT) or self._ready.header is None:
+            self.close()
+            raise SandboxError("the warm supervisor did not start")
+        self.pid = self._ready.header.get("ready")
+
+    def _read(self) -> None:
+        buf = bytearray()
+        try:
+            while True:
+                chunk = self._channel.recv()
+                if not chunk:
+                    break
+                buf += chunk
+                while len(buf) >= _HEAD.size:
+                    hlen, plen = _HEAD.unpack_from(buf)
+                    if len(buf) < _HEAD.size + hlen + plen:
+                        break
+                    header = json.loads(bytes(buf[_HEAD.size:_HEAD.size + hlen]))
+                    payload = bytes(buf[_HEAD.size + hlen:_HEAD.size + hlen + plen])
+                    del buf[:_HEAD.size + hlen + plen]
+                    self._deliver(header, payload)
+        except (OSError, ValueError):
+            pass  # a broken stream or a garbled frame: the supervisor is no longer trusted
+        finally:
+            self.alive = False
+            with self._lock:
+                slots, self._slots = list(self._slots.values()), {}
+            for slot in [*slots, self._ready]:
+                slot.done.set()
+            with contextlib.suppress(Exception):
+                self._channel.close()
+
+    def _deliver(self, header: dict[str, Any], payload: bytes) -> None:
+        if "ready" in header:
+            self._ready.header = header
+            self._ready.done.set()
+            return
+        with self._lock:
+            slot = self._slots.pop(header.get("id", -1), None)
+        if slot is None:
+            raise ValueError(f"a reply to no request: {header!r}")
+        slot.header, slot.payload = header, payload
+        slot.done.set()
+
+    def _send(self, header: dict[str, Any], payload: bytes = b"") -> None:
+        with self._send_lock:
+            self._channel.send(frame(header, payload))
+
+    def run(
+        self, request: dict[str, Any], data: bytes | None, wait: float, limit: int,
+        handle: ChildHandle,
+    ) -> Reply | None:
+        """Run one command; ``None`` when the supervisor died or did not answer in ``wait``.
+
+        Raises:
+            SandboxError: the supervisor could not start the command.
+        """
+        call_id = next(self._ids)
+        slot = _Slot()
+        with self._lock:
+            if not self.alive:
+                return None
+            self._slots[call_id] = slot
+        try:
+            self._send({**request, "op": "run", "id": call_id, "limit": limit}, data or b"")
+        except OSError:
+            self.close()
+            return None
+
+        def kill(_wait: float) -> None:
+            with contextlib.suppress(OSError):
+                self._send({"op": "kill", "id": call_id})
+
+        handle.attach(kill)
+        if not slot.done.wait(wait) or slot.header is None:
+            self.close()  # it stopped answering: a fresh one serves the next call
+            return None
+        header = slot.header
+        if header.get("error"):
+            raise SandboxError(str(header["error"]))
+        out, err = CappedBuffer(limit), CappedBuffer(limit)
+        out.write(slot.payload[:header["out"]])
+        err.write(slot.payload[header["out"]:header["out"] + header["err"]])
+        out.dropped += header["out_dropped"]
+        err.dropped += header["err_dropped"]
+        return Reply(
+            exit_code=header["exit"], stdout=out, stderr=err, timed_out=header["timed_out"],
+            duration=header["duration"], oom_kills=header["oom"], left=header.get("left", 0),
+        )
+
+    def close(self) -> None:
+        """Stop the supervisor (it kills its commands when its input ends); idempotent."""
+        self.alive = False
+        with contextlib.suppress(Exception):
+            self._channel.close()

@@ -1,0 +1,63 @@
+"""benchmarks/bench_durable.py: its trees, and the whole bench at tiny sizes (no timing)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks._durable_app import CALLS, build_park, build_react
+from jianmu import ReactiveRunner
+from jianmu.runtime import RunStatus
+
+pytestmark = pytest.mark.timeout(400)
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def _roles(state: Any) -> list[str]:
+    return [m["role"] if isinstance(m, dict) else m.role for m in state.get("messages")]
+
+
+@pytest.mark.anyio
+async def test_the_react_tree_makes_three_tool_calls_then_answers() -> None:
+    root, state = build_react({"model_ms": 1, "tool_ms": 1})
+    result = await ReactiveRunner(root, state).run(timeout=30)
+    assert result.status is RunStatus.SUCCESS
+    assert _roles(state) == ["user", "assistant", *["tool"] * CALLS, "assistant"]
+
+
+@pytest.mark.anyio
+async def test_the_park_tree_waits_for_a_person() -> None:
+    root, state = build_park({})
+    result = await ReactiveRunner(root, state).run(timeout=30)
+    assert result.status is RunStatus.SUSPENDED
+    assert [r.id for r in result.pending] == ["deploy_1"]
+
+
+_TINY = """
+from benchmarks import bench_durable as b
+b.OVERHEAD_RUNS, b.THROUGHPUT_RUNS, b.WORKER_COUNTS = 1, 6, (1, 2)
+b.PARKED_RUNS, b.PEER_RUNS = 5, 1
+b.main()
+"""
+
+
+def test_the_whole_bench_runs_at_tiny_sizes(tmp_path: Path) -> None:
+    pytest.importorskip("dbos")
+    # its own process: the bench launches DBOS, which is one per process
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", _TINY], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=360, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "1. durable run vs plain ReactiveRunner run" in out and "SQLite, poll 0.2 s" in out
+    assert "3. 5 runs parked on approvals" in out and "KB per run" in out
+    assert "4. per-run overhead of durability" in out
+    if "PostgreSQL parts skipped" not in out:
+        assert "PostgreSQL, poll 0.05 s" in out
+        assert "2 worker(s)" in out and "runs/s" in out

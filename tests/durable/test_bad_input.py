@@ -1,0 +1,96 @@
+"""What a caller gets wrong gets a clear error: unknown trees, bad inputs, no database, no run."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jianmu.durable import DurableEngine
+from jianmu.errors import (
+    DurableDatabaseError,
+    RunNotFoundError,
+    TreeInputError,
+    UnknownTreeError,
+)
+from jianmu.runtime.result import RunStatus
+from tests.support.durable import Workers
+
+pytestmark = pytest.mark.timeout(400)
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    """Errors do not depend on the database: SQLite only, to keep these quick."""
+    return f"sqlite:///{tmp_path / 'durable.sqlite'}"
+
+
+def test_unknown_tree_names_the_registered_ones(client: Any) -> None:
+    with pytest.raises(UnknownTreeError) as caught:
+        asyncio.run(client.start("no_such_tree", {}))
+    message = str(caught.value)
+    assert "no_such_tree" in message
+    for name in ("confirm", "lines", "quick"):
+        assert name in message
+    assert client.runs() == []  # nothing was enqueued
+
+
+def test_inputs_that_fail_the_schema(client: Any, tmp_path: Path) -> None:
+    with pytest.raises(TreeInputError, match="lines"):
+        asyncio.run(client.start("lines", {"path": str(tmp_path / "x")}))  # no `asks`
+    with pytest.raises(TreeInputError):
+        asyncio.run(client.start("lines", {"path": 1, "asks": "a", "hang_at": "soon"}))
+    with pytest.raises(TreeInputError, match="JSON object"):
+        asyncio.run(client.start("lines", ["not", "a", "dict"]))  # type: ignore[arg-type]
+    assert client.runs() == []
+
+
+def test_unreachable_database_names_the_url_without_its_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    url = "postgresql://user:secret@127.0.0.1:1/db"
+    engine = DurableEngine(url, name="unreachable")
+    engine.tree("t")(lambda inputs: None)  # type: ignore[arg-type,return-value]
+    try:
+        for attempt in (lambda: asyncio.run(engine.start("t", {})), engine.launch,
+                        lambda: engine.runs()):
+            with pytest.raises(DurableDatabaseError) as caught:
+                attempt()
+            message = str(caught.value)
+            assert "127.0.0.1:1/db" in message and "user" in message
+            assert "secret" not in message
+            assert "secret" not in repr(caught.value)
+    finally:
+        engine.shutdown()
+
+
+def test_unknown_run_and_unknown_approval(client: Any, tmp_path: Path) -> None:
+    for attempt in (lambda: asyncio.run(client.result("nope", timeout=5)),
+                    lambda: asyncio.run(client.approve("nope", "call_1")),
+                    lambda: asyncio.run(client.reject("nope", "call_1", "no")),
+                    lambda: client.run_info("nope")):
+        with pytest.raises(RunNotFoundError, match="nope"):
+            attempt()
+    # a run that exists (queued: no worker here) but waits for no such approval
+    run_id = asyncio.run(client.start("confirm", {"path": str(tmp_path / "deployed.txt")}))
+    assert client.run_info(run_id).status == "queued"
+    with pytest.raises(RunNotFoundError, match=r"waits for no approval 'deploy_9'.*none"):
+        asyncio.run(client.approve(run_id, "deploy_9"))
+    with pytest.raises(ValueError, match="bogus"):
+        client.runs(status="bogus")
+    assert [r.run_id for r in client.runs(status="queued")] == [run_id]
+    assert client.runs(status="success") == []
+
+
+def test_a_factory_that_raises_fails_the_run(workers: Workers, client: Any) -> None:
+    workers.start("w1")
+    run_id = asyncio.run(client.start("broken", {"why": "no API key"}))
+    result = asyncio.run(client.result(run_id, timeout=120))
+    assert result.status is RunStatus.FAILURE
+    assert result.error is not None and "no API key" in result.error
+    info = client.run_info(run_id)
+    assert info.status == "failure"
+    assert info.error is not None and "no API key" in info.error

@@ -1,0 +1,195 @@
+"""LocalSandbox's warm supervisor: reuse, restart, clean-up, limits, and the cold fallback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import jianmu.execution.local_sandbox as local_mod
+from jianmu.execution._cgroup import cgroup_support
+from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
+from tests.execution._helpers import processes_with, wait_gone
+
+pytestmark = pytest.mark.anyio
+
+_ROOT_BWRAP = os.geteuid() == 0 and bwrap_available(network=False)
+KINDS = [
+    pytest.param(False, id="no-bwrap", marks=pytest.mark.skipif(
+        cgroup_support() is None, reason="no writable control groups: no warm supervisor")),
+    pytest.param(True, id="bwrap", marks=pytest.mark.skipif(
+        not _ROOT_BWRAP or cgroup_support() is None,
+        reason="a warm bubblewrap supervisor needs root, bubblewrap and control groups")),
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _box(path: Path, bwrap: bool, **options: Any) -> LocalSandbox:
+    box = LocalSandbox(path, use_bwrap=bwrap, network=not bwrap, pids=48, memory_mb=96,
+                       **options)
+    assert box.warm, box.warm_problem
+    return box
+
+
+def _supervisors(box: LocalSandbox) -> int | None:
+    warm = box._warm
+    sup = warm.supervisor if warm is not None else None
+    return sup.pid if sup is not None and sup.alive else None
+
+
+@pytest.mark.parametrize("bwrap", KINDS)
+async def test_two_calls_share_one_supervisor(tmp_path: Path, bwrap: bool) -> None:
+    async with _box(tmp_path, bwrap) as box:
+        first = await box.exec("echo one")
+        pid = _supervisors(box)
+        second = await box.exec(["sh", "-c", "echo two; exit 4"])
+        assert (first.stdout, second.stdout, second.exit_code) == ("one\n", "two\n", 4)
+        assert pid is not None and _supervisors(box) == pid
+        assert box.supervisor_starts == 1 and box.isolation["warm"] is True
+
+
+@pytest.mark.parametrize("bwrap", KINDS)
+async def test_a_killed_supervisor_is_restarted(tmp_path: Path, bwrap: bool) -> None:
+    async with _box(tmp_path, bwrap) as box:
+        assert (await box.exec("echo before")).ok
+        warm = box._warm
+        assert warm is not None and warm.supervisor is not None
+        channel: Any = warm.supervisor._channel
+        os.killpg(channel.proc.pid, signal.SIGKILL)  # bwrap and the supervisor in it
+        with anyio.fail_after(10):
+            while warm.supervisor.alive:
+                await anyio.sleep(0.01)
+        after = await box.exec("echo after")
+        assert after.stdout == "after\n" and box.supervisor_starts == 2
+
+
+@pytest.mark.parametrize("bwrap", KINDS)
+async def test_supervisor_dying_mid_command_reports_it_and_leaves_nothing(
+    tmp_path: Path, bwrap: bool
+) -> None:
+    tag = f"{uuid.uuid4().int % 10**6}"
+    async with _box(tmp_path, bwrap) as box:
+        await box.exec("true")
+        warm = box._warm
+        assert warm is not None and warm.supervisor is not None
+        channel: Any = warm.supervisor._channel
+        results = []
+
+        async def call() -> None:
+            results.append(await box.exec(f"sleep 4000.{tag}", timeout=60))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            with anyio.fail_after(10):
+                while not processes_with(f"4000.{tag}"):
+                    await anyio.sleep(0.01)
+            os.killpg(channel.proc.pid, signal.SIGKILL)
+        assert results[0].exit_code != 0 and "supervisor died" in results[0].stderr
+        assert await wait_gone(f"4000.{tag}")
+        assert (await box.exec("echo next")).stdout == "next\n"
+
+
+@pytest.mark.skipif(not _ROOT_BWRAP or cgroup_support() is None,
+                    reason="fork bombs run only inside a warm bubblewrap sandbox")
+async def test_fork_bomb_in_a_warm_sandbox_leaves_nothing(tmp_path: Path) -> None:
+    tag = f"bomb{uuid.uuid4().int % 10**6}"
+    bomb = (
+        "import os, signal, time\n"
+        "try:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n"
+        "while True:\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n            os.setsid()\n"
+        "    except OSError:\n        time.sleep(0.01)\n"
+    )
+    async with _box(tmp_path, True) as box:
+        await box.exec("true")
+        pid = _supervisors(box)
+        result = await box.exec([box.python, "-c", bomb, tag], timeout=2)
+        assert result.exit_code != 0
+        assert await wait_gone(tag), len(processes_with(tag))
+        assert (await box.exec("echo alive")).stdout == "alive\n"
+        assert _supervisors(box) == pid  # kill(-1) as the commands' user cannot reach it
+
+
+@pytest.mark.parametrize("bwrap", KINDS)
+async def test_timeout_kills_the_whole_group_and_setsid_leftovers(
+    tmp_path: Path, bwrap: bool
+) -> None:
+    tag = f"{uuid.uuid4().int % 10**6}"
+    async with _box(tmp_path, bwrap) as box:
+        result = await box.exec(
+            f"setsid sleep 5000.{tag} & sleep 5001.{tag} & sleep 5002.{tag}", timeout=0.5
+        )
+        assert result.timed_out and result.exit_code == -signal.SIGKILL
+        assert processes_with(f".{tag}") == []
+        left = await box.exec(f"(setsid sleep 5003.{tag} &); echo back")
+        assert left.stdout == "back\n" and processes_with(f".{tag}") == []
+
+
+@pytest.mark.parametrize("bwrap", KINDS)
+async def test_output_caps_and_stdin(tmp_path: Path, bwrap: bool) -> None:
+    async with _box(tmp_path, bwrap, output_limit=1000) as box:
+        result = await box.exec(["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' y; "
+                                 "head -c 3000 /dev/zero | tr '\\0' z >&2"])
+        assert result.truncated and result.stdout.startswith("y" * 1000 + "\n")
+        assert "4000 more bytes" in result.stdout and "2000 more bytes" in result.stderr
+        echoed = await box.exec("wc -c", stdin="q" * 300_000)
+        assert echoed.stdout.strip() == "300000"
+
+
+@pytest.mark.parametrize("bwrap", KINDS)
+async def test_concurrent_calls_and_cancel(tmp_path: Path, bwrap: bool) -> None:
+    tag = f"{uuid.uuid4().int % 10**6}"
+    async with _box(tmp_path, bwrap) as box:
+        outs: dict[int, str] = {}
+
+        async def call(i: int) -> None:
+            outs[i] = (await box.exec(f"sleep 0.2; echo {i}")).stdout
+
+        async with anyio.create_task_group() as tg:
+            for i in range(4):
+                tg.start_soon(call, i)
+        assert outs == {i: f"{i}\n" for i in range(4)}
+        with anyio.move_on_after(0.5):
+            await box.exec(f"sleep 6000.{tag} & sleep 6001.{tag}", timeout=60)
+        assert await wait_gone(f".{tag}")
+        assert box.supervisor_starts == 1
+
+
+@pytest.mark.parametrize("bwrap", KINDS)
+async def test_memory_limit_per_command(tmp_path: Path, bwrap: bool) -> None:
+    async with _box(tmp_path, bwrap) as box:
+        big = await box.exec([box.python, "-c", "x = b'x' * (400 * 2**20); print('alive')"])
+        assert big.oom_killed and "alive" not in big.stdout, big
+        assert (await box.exec("echo fine")).stdout == "fine\n"
+
+
+async def test_no_cgroups_falls_back_to_cold_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(local_mod, "cgroup_support", lambda: None)
+    box = LocalSandbox(tmp_path, use_bwrap=False, network=True)
+    assert not box.warm and "control groups" in (box.warm_problem or "")
+    assert box.isolation["warm"] is False
+    with caplog.at_level("INFO", logger="jianmu.execution.local_sandbox"):
+        async with box:
+            assert (await box.exec("echo cold")).stdout == "cold\n"
+    assert "starts cold" in caplog.text and box.supervisor_starts == 0
+
+
+def test_bwrap_as_a_user_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not bwrap_available(network=False) or cgroup_support() is None:
+        pytest.skip("needs bubblewrap and control groups to reach the check")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    box = LocalSandbox(tmp_path, use_bwrap=True)
+    assert not box.warm and "share the commands' uid" in (box.warm_problem or "")
+    assert LocalSandbox(tmp_path, warm=False, network=True, use_bwrap=False).warm is False

@@ -1,0 +1,172 @@
+"""The step seam: `RunContext.step`, a `StepRecorder`, and AsyncNode's whole-node step."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import pytest
+from py_trees.common import Status
+
+from jianmu.llm.messages import Message
+from jianmu.llm.scripted import ScriptedLLM
+from jianmu.nodes import AgentState, create_react_node
+from jianmu.runtime import AsyncNode, ReactiveRunner, RunStatus
+from jianmu.runtime.context import RunContext
+from jianmu.runtime.steps import StepRecorder
+from jianmu.state import StateManager
+from jianmu.tools import tool
+
+pytestmark = pytest.mark.anyio
+
+T = TypeVar("T")
+
+
+class FakeSteps:
+    """A `StepRecorder` in memory: records every step (numbered per key, as the contract
+    says), replays what it was given."""
+
+    def __init__(self, recorded: dict[str, Any] | None = None) -> None:
+        self.recorded = dict(recorded or {})
+        self.keys: list[str] = []
+        self.ran: list[str] = []
+        self.started: list[str] = []
+        self._counts: dict[str, int] = {}
+
+    async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
+        self.keys.append(key)
+        count = self._counts[key] = self._counts.get(key, 0) + 1
+        name = key if count == 1 else f"{key}#{count}"
+        if name in self.recorded:
+            return self.recorded[name]  # type: ignore[no-any-return]
+        self.ran.append(name)
+        value = await factory()
+        self.recorded[name] = value
+        return value
+
+    async def mark_started(self, keys: Sequence[str]) -> None:
+        self.started.extend(keys)
+
+    def maybe_repeated(self, key: str) -> bool:
+        return False
+
+
+def test_fake_is_a_step_recorder() -> None:
+    assert isinstance(FakeSteps(), StepRecorder)
+
+
+async def test_step_without_a_recorder_awaits_the_factory() -> None:
+    ctx = RunContext()
+    assert ctx.steps is None
+    calls = []
+
+    async def factory() -> int:
+        calls.append(1)
+        return 42
+
+    assert await ctx.step("anything", factory) == 42
+    assert await ctx.step("anything", factory) == 42
+    assert calls == [1, 1]  # nothing is recorded: each step runs
+
+
+async def test_react_run_records_model_turns_and_tool_calls_by_key() -> None:
+    ran: list[str] = []
+
+    @tool
+    def note(text: str) -> str:
+        """Note something."""
+        ran.append(text)
+        return "noted"
+
+    def turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "call_a", "name": "note", "arguments": {"text": "a"}},
+                     {"id": "call_b", "name": "note", "arguments": {"text": "b"}}]
+        return "done"
+
+    node = create_react_node(ScriptedLLM([turn] * 3), [note])
+    runner = ReactiveRunner(node, StateManager(AgentState))
+    steps = FakeSteps()
+    runner.ctx.steps = steps
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.SUCCESS, result.error
+    model_keys = [k for k in steps.keys if k.startswith("model:")]
+    tool_keys = [k for k in steps.keys if k.startswith("tool:")]
+    assert len(model_keys) == 2 and len(set(model_keys)) == 1  # one node, two turns
+    assert sorted(tool_keys) == ["tool:call_a", "tool:call_b"]
+    assert sorted(steps.started) == ["tool:call_a", "tool:call_b"]
+    # the agent's own nodes record their steps: no whole-node step wraps them
+    assert not [k for k in steps.keys if k.startswith("node:")]
+    assert sorted(ran) == ["a", "b"]
+
+    # the same run again from the record: no tool runs, the model is not asked
+    asked: list[int] = []
+
+    def counted(messages: list[Message]) -> Any:
+        asked.append(1)
+        return turn(messages)
+
+    again = FakeSteps(steps.recorded)
+    runner2 = ReactiveRunner(create_react_node(ScriptedLLM([counted] * 3), [note]),
+                             StateManager(AgentState))
+    runner2.ctx.steps = again
+    result = await runner2.run(timeout=30)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert again.ran == [] and asked == [] and sorted(ran) == ["a", "b"]
+    assert runner2.state.get("final_answer") == "done"
+
+
+class Writer(AsyncNode):
+    """A plain node: its update_async writes to the state, and counts its runs."""
+
+    def __init__(self) -> None:
+        super().__init__("writer")
+        self.runs = 0
+
+    async def update_async(self) -> Status:
+        self.runs += 1
+        self.state.replace({"greeting": f"hello {self.runs}"})
+        return Status.SUCCESS
+
+
+def _writer_run(steps: FakeSteps) -> tuple[Writer, ReactiveRunner]:
+    node = Writer()
+    runner = ReactiveRunner(node, StateManager())
+    runner.ctx.steps = steps
+    return node, runner
+
+
+async def test_plain_async_node_is_one_step_with_its_writes() -> None:
+    steps = FakeSteps()
+    node, runner = _writer_run(steps)
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.SUCCESS
+    assert node.runs == 1
+    key = f"node:{node.path or node.name}"
+    assert steps.keys == [key]
+    status, writes = steps.recorded[key]
+    assert status == "SUCCESS"
+    assert writes == {"greeting": "hello 1"}
+
+
+async def test_replayed_plain_node_restores_its_writes_without_running() -> None:
+    first = FakeSteps()
+    _node, runner = _writer_run(first)
+    await runner.run(timeout=30)
+    key = first.keys[0]
+
+    # a recovered run: the recorder hands back the recorded step, the node does not run
+    again = FakeSteps({key: ("SUCCESS", {"greeting": "recorded hello"})})
+    node2, runner2 = _writer_run(again)
+    result = await runner2.run(timeout=30)
+    assert result.status is RunStatus.SUCCESS
+    assert node2.runs == 0
+    assert again.ran == []
+    assert runner2.state.get("greeting") == "recorded hello"
+
+
+async def test_replayed_failure_status_comes_back() -> None:
+    node, runner = _writer_run(FakeSteps({"node:writer": ("FAILURE", {})}))
+    result = await runner.run(timeout=30)
+    assert node.runs == 0
+    assert result.status is RunStatus.FAILURE
