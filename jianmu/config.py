@@ -6,15 +6,17 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from jianmu import plugins
 from jianmu._strict_yaml import YAMLRefused, compose_and_load
 from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
 from jianmu.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = (
     "AppConfig",
@@ -42,7 +44,7 @@ def _default_state_file(name: str) -> str:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
 
 class LLMConfig(_Section):
@@ -211,6 +213,8 @@ class AppConfig(_Section):
 
 def _key_lines(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
     """Map every key path in a composed YAML document to its 1-based line."""
+    import yaml  # here, not at the top: `import jianmu` does not need yaml
+
     lines: dict[tuple[Any, ...], int] = {path: node.start_mark.line + 1}
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
@@ -319,6 +323,8 @@ def _find_config(path: str | os.PathLike[str] | None) -> Path | None:
 
 def parse_config(text: str, where: str = "<config>") -> AppConfig:
     """Validate YAML text as an `AppConfig`; raise `ConfigError` with file, line and key."""
+    import yaml  # here, not at the top: `import jianmu` does not need yaml
+
     try:
         node, data = compose_and_load(text, max_chars=MAX_CONFIG_CHARS)
     except (yaml.YAMLError, YAMLRefused) as exc:

@@ -198,7 +198,7 @@ def _capped(value: Any, own: Any, default: Any = None) -> Any:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", validate_assignment=True)
 
 
 class BudgetConstraints(_Strict):

@@ -34,7 +34,6 @@ classes it names are imported only when resolved.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -118,6 +117,8 @@ def _read_entry_points() -> dict[str, dict[str, str]]:
     global _entry_points
     if _entry_points is None:
         found: dict[str, dict[str, str]] = {kind: {} for kind in BUILTINS}
+        import importlib.metadata  # here: it costs more than the rest of the module
+
         for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             kind, _, name = entry.name.partition(".")
             if kind not in found or not name:

@@ -20,7 +20,7 @@ class GuardLedger(BaseModel):
     same update as the call's observation, so a restored run counts exactly what ran.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     calls_made: int = 0
     """Tool calls executed in the run."""

@@ -53,7 +53,7 @@ class Message(BaseModel):
     live in checkpointed state.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     role: Role
     """Who speaks: ``system``, ``user``, ``assistant`` or ``tool``."""

@@ -35,7 +35,7 @@ class AgentState(BaseModel):
     put its own inputs in the same state.
     """
 
-    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+    model_config = ConfigDict(defer_build=True, extra="allow", arbitrary_types_allowed=True)
 
     messages: Annotated[list[Message], operator.add] = Field(default_factory=list)
     """The conversation, oldest first."""

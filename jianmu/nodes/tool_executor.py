@@ -81,7 +81,7 @@ def _not_json(tool: Tool, raw: str) -> str:
 class ToolExecutorConfig(BaseModel):
     """How a `ToolExecutor` runs a batch."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     execution_mode: Literal["auto", "serial", "parallel"] = "auto"
     """``auto``: parallel when the batch has several calls and every tool is parallel-safe."""

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from jianmu._strict_yaml import YAMLRefused, compose_and_load
@@ -263,6 +262,8 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
     is_known = is_known_tool or known_tool_checker()
     text, body_line = read_front_matter(file)
     offset = 1  # the front matter starts on line 2
+    import yaml  # here, not at the top: `import jianmu` does not need yaml
+
     try:
         node, data = compose_and_load(text, max_chars=_MAX_FRONT_MATTER_CHARS)
     except (yaml.YAMLError, YAMLRefused) as exc:

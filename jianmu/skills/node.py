@@ -70,7 +70,7 @@ def merge_skill_constraints(base: Constraints | None, skills: Iterable[Skill]) -
 class SkillNodeConfig(BaseModel):
     """A `SkillNode`'s own settings: its layer of constraints, history and seed messages."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     constraints: Constraints | None = None
     """The node's layer, between the config and the skills (tighten only)."""

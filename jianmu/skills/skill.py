@@ -79,7 +79,7 @@ def skill_name_problem(name: str) -> str | None:
 class SkillFrontMatter(BaseModel):
     """The YAML front matter of a SKILL.md, as written (validated, not yet resolved)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
 
     name: str
     """The skill's name (see `skill_name_problem`); must equal its folder's name."""

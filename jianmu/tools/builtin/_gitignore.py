@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import regex
-
 from jianmu.errors import ToolInputError
 from jianmu.tools.builtin._paths import (
     closing_fd,
@@ -65,6 +63,8 @@ def _translate(pattern: str) -> str:
 def _compile(body: str) -> Any:
     # `regex` (not `re`): globs like *a*a*a*a*b backtrack badly, and only `regex` matches
     # with a timeout (see _regex.timed_match) and without holding the GIL.
+    import regex  # here, not at the top: `import jianmu` does not need it
+
     return regex.compile(f"^{body}$", regex.VERSION0)
 
 
@@ -80,6 +80,8 @@ def glob_to_regex(pattern: str) -> Any:
     body = _translate(pattern.lstrip("/"))
     if "/" not in pattern.rstrip("/"):
         body = "(?:.*/)?" + body
+    import regex
+
     try:
         return _compile(body)
     except regex.error as exc:
@@ -157,6 +159,8 @@ class GitIgnore:
         body = _translate(line.lstrip("/"))
         if not anchored:
             body = "(?:.*/)?" + body
+        import regex
+
         try:
             compiled = _compile(body)
         except regex.error:

@@ -15,11 +15,12 @@ import importlib
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any
-
-import regex
+from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import PatternTimeout, SearchOutOfTime, ToolInputError
+
+if TYPE_CHECKING:
+    import regex
 
 __all__ = (
     "MAX_PATTERN_WEIGHT",
@@ -124,6 +125,8 @@ def compile_pattern(pattern: str, flags: int = 0, *, what: str = "regular expres
             f"the {what} {pattern!r} is too large once its counted repeats ({{n}}, {{m,n}}) "
             f"are multiplied out (over {MAX_PATTERN_WEIGHT:,}); use smaller counts, or + and *"
         )
+    import regex  # here, not at the top: `import jianmu` does not need it
+
     try:
         return regex.compile(pattern, flags | regex.VERSION0)
     except regex.error as exc:
