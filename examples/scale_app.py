@@ -5,7 +5,7 @@ without it, an SQLite file in the user's state folder (one machine). The model i
 the example runs offline; swap in ``OpenAIProvider`` for a real one.
 
     python examples/scale_app.py enqueue 20    # a client: enqueue 20 triage runs
-    python examples/scale_app.py wait          # a client: wait until no run is queued or running
+    python examples/scale_app.py wait          # a client: wait until every run has finished
 """
 
 from __future__ import annotations
@@ -97,11 +97,14 @@ async def _enqueue(count: int) -> None:
     print(f"enqueued {count} runs")
 
 
-async def _wait() -> None:
-    while True:
-        busy = [r for r in engine.runs() if r.status in ("queued", "running")]
+async def _wait(timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:  # every run here gets its answers, so every run ends
+        busy = [r for r in engine.runs() if r.status not in ("success", "failure", "cancelled")]
         if not busy:
             break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{len(busy)} runs have not finished: {busy[0]}")
         await asyncio.sleep(0.5)
     done = engine.runs()
     by_worker: dict[str, int] = {}
