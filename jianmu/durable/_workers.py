@@ -61,7 +61,11 @@ class WorkerRegistry:
         self.engine_name = engine_name
         self._db = sa.create_engine(sqlalchemy_url(url), pool_size=1, max_overflow=1,
                                     pool_pre_ping=True)
-        _metadata.create_all(self._db, checkfirst=True)
+        try:
+            _metadata.create_all(self._db, checkfirst=True)
+        except sa.exc.DBAPIError:
+            # two workers starting at once both saw no table; the loser finds it made now
+            _metadata.create_all(self._db, checkfirst=True)
 
     def beat(self, executor_id: str, *, started: float | None = None) -> None:
         """Record that ``executor_id`` is alive now."""

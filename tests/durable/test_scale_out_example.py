@@ -27,7 +27,8 @@ def test_scale_out_walkthrough(postgres_url: str, tmp_path: Path) -> None:
     })
     out = subprocess.run(["bash", "examples/scale_out.sh"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=360, stdin=subprocess.DEVNULL)
-    assert out.returncode == 0, f"{out.stdout}\n{out.stderr}"
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()}" for p in tmp_path.glob("worker-*.log"))
+    assert out.returncode == 0, f"{out.stdout}\n{out.stderr}\n{logs}"
     assert "enqueued 20 runs" in out.stdout
     summary = re.search(r"(\d+) runs: (.*)", out.stdout)
     assert summary and summary.group(1) == "21", out.stdout  # 20 triage runs and the deploy
