@@ -34,6 +34,7 @@ __all__ = ("DockerChannel", "DockerWarm", "warm_result")
 _log = logging.getLogger("jianmu.execution.docker_sandbox")
 # cgroup v1 and v2 names of the container's memory counters, as seen inside it
 _OOM_FILES = ["/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"]
+_PYTHON = "python3"  # the image's: the supervisor needs only its standard library and ctypes
 _CONFIG = {
     "sweep": True, "shield": True, "inherit_env": True, "shell_codes": True,
     "require_guard": True, "oom": _OOM_FILES, "user": None, "capbset": False,
@@ -44,7 +45,7 @@ class DockerChannel:
     """A supervisor's stdin and stdout over its ``docker exec`` socket (stderr kept aside)."""
 
     def __init__(self, api: Any, container_id: str, user: str) -> None:
-        argv = ["python3", "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(_CONFIG)]
+        argv = [_PYTHON, "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(_CONFIG)]
         self.exec_id = api.exec_create(
             container_id, argv, stdin=True, stdout=True, stderr=True, user=user,
             workdir="/workspace",
