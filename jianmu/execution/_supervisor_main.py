@@ -10,9 +10,12 @@ host: ``{"ready": pid}`` once, then per command ``{"id", "exit", "timed_out", "d
 "out", "err", "out_dropped", "err_dropped", "oom", "error"}`` with stdout then stderr as
 payload. Each command is a fresh child in its own session, with its rlimits, its control group
 (``procs``: files it writes ``0`` to before exec) and the user dropped; at its exit or timeout
-its process group and control group are killed, and in ``sweep`` mode (one command at a time)
-every process the supervisor may signal (``kill(-1)``). The supervisor is not dumpable, so a
-command of the same uid can neither trace it nor open its pipes through ``/proc``.
+its process group and control group are killed, and in ``sweep`` mode (one command at a time,
+inside a container only) every process the supervisor may signal (``kill(-1)``, repeated until
+none is left). The supervisor is not dumpable, so a command of the same uid can neither trace
+it nor open its pipes through ``/proc``; ``guarded`` in the ready frame says so. In ``shield``
+mode it ignores every signal it may (a command of its own uid can still SIGKILL or stop it:
+the host then sees its stream end, or no reply, and sweeps from outside).
 """
 
 from __future__ import annotations
@@ -58,6 +61,12 @@ def last_cap():
 
 
 LAST_CAP = last_cap()
+# what a command of our uid could send us; ignored in shield mode, reset in each child
+SHIELDED = [s for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
+                        signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE,
+                        signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGVTALRM,
+                        signal.SIGPROF, signal.SIGXCPU, signal.SIGXFSZ, signal.SIGIO)]
+SIGDEF = SHIELDED  # what a spawned command starts with at its default (Python ignores some)
 
 
 def write_frame(header, payload=b""):
@@ -84,6 +93,118 @@ def oom_total(paths):
     return sum(read_count(p) for p in paths)
 
 
+def ours_left():
+    """Live processes of our uid but us (zombies wait for pid 1 to reap them)."""
+    me, uid, found = os.getpid(), str(os.getuid()), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/status") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        except (OSError, ValueError):
+            continue
+        uids = fields.get("Uid", "").split()
+        if fields.get("State", "").strip().startswith("Z") or uid not in uids[:1] + uids[2:3]:
+            continue  # kill() reaches a process whose real or saved uid is ours
+        found.append(int(name))
+    return found
+
+
+def sweep(wait):
+    """``kill(-1)`` until nothing of our uid is left; return whether something still is.
+
+    kill(-1) succeeds as long as any other process exists (it counts refusals too), so the
+    process table says when we are done.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)  # every process of our uid but us and pid 1
+        except OSError:
+            pass
+        if not ours_left():
+            return False
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.001)
+
+
+def start_failure(msg, exc):
+    """A command that could not start, reported as a shell would (127: not found)."""
+    code = 126 if isinstance(exc, PermissionError) else 127
+    text = f"{msg['argv'][0]}: {exc.strerror or exc}\n".encode(errors="replace")[:msg["limit"]]
+    write_frame({"id": msg["id"], "exit": code, "timed_out": False, "duration": 0.0,
+                 "out": 0, "err": len(text), "out_dropped": 0, "err_dropped": 0, "oom": 0,
+                 "left": 0, "error": None}, text)
+
+
+def which(name, path):
+    """``name`` searched for in ``path`` (the command's PATH, as subprocess does)."""
+    if "/" in name:
+        return name
+    denied = None
+    for folder in path.split(os.pathsep):
+        full = os.path.join(folder or ".", name)
+        if os.path.isfile(full):
+            if os.access(full, os.X_OK):
+                return full
+            denied = full
+    if denied is not None:
+        raise PermissionError(13, "Permission denied", denied)
+    raise FileNotFoundError(2, "No such file or directory", name)
+
+
+class Spawned:
+    """A command started with ``posix_spawn`` in its own session, Popen's few methods."""
+
+    def __init__(self, argv, env, cwd, with_stdin):
+        path = which(argv[0], env.get("PATH", os.defpath))
+        if with_stdin:
+            child_in, parent_in = os.pipe()
+        else:
+            child_in, parent_in = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), None
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            try:
+                os.chdir(cwd)
+            except OSError as exc:
+                raise ValueError(f"cannot enter {cwd!r}: {exc.strerror}") from None
+            self.pid = os.posix_spawn(
+                path, argv, env, setsid=True, setsigdef=SIGDEF,
+                file_actions=[(os.POSIX_SPAWN_DUP2, child_in, 0),
+                              (os.POSIX_SPAWN_DUP2, out_w, 1),
+                              (os.POSIX_SPAWN_DUP2, err_w, 2)],
+            )
+        except BaseException:
+            for fd in (parent_in, out_r, err_r):
+                if fd is not None:
+                    os.close(fd)
+            raise
+        finally:
+            os.chdir("/")
+            for fd in (child_in, out_w, err_w):
+                os.close(fd)
+        self.stdin = None if parent_in is None else os.fdopen(parent_in, "wb", buffering=0)
+        self.stdout = os.fdopen(out_r, "rb", buffering=0)
+        self.stderr = os.fdopen(err_r, "rb", buffering=0)
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self):
+        if self.returncode is None:
+            _pid, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
 class Command:
     """One running command: its process, capped output, deadline and clean-up."""
 
@@ -102,11 +223,17 @@ class Command:
         self.exited = self.timed_out = False
         self.pending = memoryview(data)
         self.pidfd = None
-        self.proc = subprocess.Popen(
-            msg["argv"], stdin=subprocess.PIPE if data else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=msg["env"],
-            start_new_session=True, preexec_fn=self.preexec(msg),
-        )
+        env = {**os.environ, **msg["env"]} if CONFIG.get("inherit_env") else msg["env"]
+        self.proc: subprocess.Popen[bytes] | Spawned
+        if self.procs or msg.get("rlimits") or CONFIG.get("user") is not None \
+                or CONFIG.get("capbset"):
+            self.proc = subprocess.Popen(
+                msg["argv"], stdin=subprocess.PIPE if data else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                start_new_session=True, preexec_fn=self.preexec(msg),
+            )
+        else:  # nothing to do between fork and exec: spawn, far cheaper than forking Python
+            self.proc = Spawned(msg["argv"], env, msg["cwd"], bool(data))
         sel.register(self.proc.stdout, selectors.EVENT_READ, (self, 0))
         sel.register(self.proc.stderr, selectors.EVENT_READ, (self, 1))
         if self.proc.stdin is not None:
@@ -122,8 +249,11 @@ class Command:
         procs, limits = list(self.procs), [tuple(x) for x in msg.get("rlimits", [])]
         cwd = msg["cwd"]
         user, capbset = CONFIG.get("user"), CONFIG.get("capbset")
+        shielded = SHIELDED if CONFIG.get("shield") else []
 
         def run():  # in the child between fork and exec: join, limit, then drop
+            for sig in shielded:  # an ignored signal would stay ignored across exec
+                signal.signal(sig, signal.SIG_DFL)
             try:
                 os.chdir(cwd)  # as root, like bubblewrap's --chdir and a cold start
                 moved = True
@@ -191,7 +321,7 @@ class Command:
             pass
         if CONFIG.get("sweep"):
             try:
-                os.kill(-1, signal.SIGKILL)
+                os.kill(-1, signal.SIGKILL)  # once: our own child may be a zombie still
             except OSError:
                 pass
         deadline = time.monotonic() + wait
@@ -238,6 +368,8 @@ class Command:
         self.kill(1.0)
         code = self.proc.wait()
         self.kill(1.0)  # its zombie is reaped: the group can empty now
+        if CONFIG.get("sweep") and sweep(1.0):
+            self.left = max(self.left, 1)  # the host sweeps from outside
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 try:
@@ -257,14 +389,22 @@ class Command:
 
 
 def main():
-    prctl(4, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/fd for the same uid
+    guarded = prctl(4, 0) == 0  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/fd, same uid
+    if CONFIG.get("sweep") and (os.getuid() == 0 or not os.path.exists("/.dockerenv")):
+        guarded = False  # kill(-1) belongs in a container, as an unprivileged user
+        CONFIG["sweep"] = False
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if CONFIG.get("shield"):
+        for sig in SHIELDED:
+            signal.signal(sig, signal.SIG_IGN)
     sel = selectors.DefaultSelector()
     os.set_blocking(0, False)
     sel.register(0, selectors.EVENT_READ, (None, "host"))
     commands: dict[int, Command] = {}
     buf = bytearray()
-    write_frame({"ready": os.getpid()})
+    write_frame({"ready": os.getpid(), "guarded": guarded})
+    if not guarded and CONFIG.get("require_guard"):
+        return
     while True:
         now = time.monotonic()
         wait = min((c.wake_at() for c in commands.values()), default=now + 3600) - now
@@ -296,7 +436,13 @@ def main():
                     continue
                 try:
                     commands[msg["id"]] = Command(sel, msg, data)
-                except (OSError, subprocess.SubprocessError, ValueError) as exc:
+                except OSError as exc:
+                    if not CONFIG.get("shell_codes"):
+                        write_frame({"id": msg["id"], "error": f"could not start "
+                                     f"{msg['argv'][0]!r}: {exc}"})
+                    else:
+                        start_failure(msg, exc)
+                except (subprocess.SubprocessError, ValueError) as exc:
                     write_frame({"id": msg["id"], "error": f"could not start "
                                  f"{msg['argv'][0]!r}: {exc}"})
         now = time.monotonic()

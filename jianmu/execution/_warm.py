@@ -91,6 +91,8 @@ class Supervisor:
             self.close()
             raise SandboxError("the warm supervisor did not start")
         self.pid = self._ready.header.get("ready")
+        self.guarded = bool(self._ready.header.get("guarded"))
+        """Whether the supervisor made itself undumpable (no ptrace, no ``/proc`` pipes)."""
 
     def _read(self) -> None:
         buf = bytearray()

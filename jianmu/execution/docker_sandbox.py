@@ -17,6 +17,11 @@ survive, and nothing needs to fork for it. When the wrapper may not have got the
 timed out, cancelled), a second exec does the same from outside; if even that exec cannot
 run (a fork bomb holds every pid), the container is replaced. A host-side deadline backs up
 the timeout.
+
+Warm (the default): one supervisor per container, run by one long ``docker exec``, starts each
+command with the same guarantees, without a ``docker exec`` per call; see
+`jianmu.execution._docker_warm`. Where it cannot run (no ``python3`` with ``ctypes`` in the
+image), commands start cold as above, and a warning says so.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -43,9 +48,13 @@ from jianmu.constraints import (
     DOCKER_MEMORY_MB,
     DOCKER_PIDS,
 )
-from jianmu.errors import MissingExtraError, SandboxError, SandboxUnavailableError
+from jianmu.errors import SandboxError, SandboxUnavailableError
 from jianmu.execution._acl import grant_tree, sandbox_user
+from jianmu.execution._child import ChildHandle
+from jianmu.execution._docker_api import docker_errors as _docker_errors
+from jianmu.execution._docker_api import import_docker as _import_docker
 from jianmu.execution._docker_io import feed, pack_folders, read_frames, unpack_in, wait_exit
+from jianmu.execution._docker_warm import DockerWarm, warm_result
 from jianmu.execution._mounts import MAX_COPY_BYTES
 from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, exec_result
 from jianmu.execution._pids import pid_alive
@@ -74,40 +83,6 @@ _OOM_READ = (
 )
 
 
-def _import_docker() -> Any:
-    try:
-        import docker
-    except ImportError as exc:
-        raise MissingExtraError("docker", "docker") from exc
-    return docker
-
-
-@contextlib.contextmanager
-def _docker_errors(action: str, image: str | None = None) -> Iterator[None]:
-    """Translate docker-py and requests errors into Jianmu's, naming the fix."""
-    docker = _import_docker()
-    import requests
-
-    try:
-        yield
-    except docker.errors.ImageNotFound as exc:
-        raise SandboxUnavailableError(
-            f"the sandbox image {image!r} is not present; build it with `make sandbox-image` "
-            "or `jianmu sandbox build-image`"
-        ) from exc
-    except (docker.errors.APIError, docker.errors.NotFound) as exc:
-        raise SandboxError(f"Docker refused to {action}: {exc.explanation or exc}") from exc
-    except docker.errors.DockerException as exc:
-        raise SandboxUnavailableError(
-            f"cannot {action}: the Docker daemon does not answer ({exc}); start it with "
-            "`dockerd > /var/log/dockerd.log 2>&1 &` (or `systemctl start docker`), or set "
-            "DOCKER_HOST"
-        ) from exc
-    except requests.exceptions.RequestException as exc:
-        # wait()/exec calls with a timeout raise these, not docker errors.
-        raise SandboxError(f"Docker did not answer while trying to {action}: {exc}") from exc
-
-
 class DockerSandbox(BaseSandbox):
     """Runs commands in one long-lived, locked-down container.
 
@@ -128,6 +103,9 @@ class DockerSandbox(BaseSandbox):
         output_limit: Bytes kept of each of stdout and stderr.
         env: Variables added to every command's environment.
         base_url: Docker daemon address; default: the environment (``DOCKER_HOST``).
+        warm: ``True`` (the default) runs commands through one supervisor per container;
+            ``False``, or an image where it cannot run (see `warm_problem`), starts a
+            ``docker exec`` per command.
     """
 
     isolation_rank = 20  # execution.mode ``docker`` isolates more than local (jianmu.plugins)
@@ -149,6 +127,7 @@ class DockerSandbox(BaseSandbox):
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         env: Mapping[str, str] | None = None,
         base_url: str | None = None,
+        warm: bool = True,
     ) -> None:
         self.check_positive(
             memory_mb=memory_mb, cpus=cpus, pids=pids, tmpfs_mb=tmpfs_mb, timeout=timeout,
@@ -179,6 +158,19 @@ class DockerSandbox(BaseSandbox):
         self._oom_baseline = 0
         self._lock = anyio.Lock()
         self._exec_lock = anyio.Lock()  # the sweep kills all of the user's processes
+        self._warm = DockerWarm(user, self.keeper)
+        if not warm:
+            self._warm.problem = "warm=False"
+
+    @property
+    def warm_problem(self) -> str | None:
+        """Why commands start cold (a ``docker exec`` each), or ``None`` when warm."""
+        return self._warm.problem
+
+    @property
+    def supervisor_starts(self) -> int:
+        """How many warm supervisors were started so far (restarts count)."""
+        return self._warm.starts
 
     @property
     def _tmpfs_room(self) -> int:
@@ -286,6 +278,7 @@ class DockerSandbox(BaseSandbox):
                     container.remove(force=True)
 
     def _close_sync(self) -> None:
+        self._warm.forget()
         container, self._container = self._container, None
         if container is not None:
             with contextlib.suppress(SandboxError), _docker_errors("remove the container"):
@@ -296,6 +289,7 @@ class DockerSandbox(BaseSandbox):
 
     def _drop_container(self) -> None:
         """Forget a container that stopped answering; the next call starts a fresh one."""
+        self._warm.forget()
         container, self._container = self._container, None
         if container is not None:
             with contextlib.suppress(Exception), _docker_errors("remove the container"):
@@ -320,6 +314,12 @@ class DockerSandbox(BaseSandbox):
         )
         # One command at a time: the sweep after a command kills every process of the user.
         async with self._exec_lock:
+            if self._warm.problem is None:
+                request = {"argv": argv, "env": full_env, "cwd": workdir, "timeout": timeout,
+                           "rlimits": []}
+                result = await self._run_warm(request, data, archive, timeout)
+                if result is not None:
+                    return result  # else: the supervisor cannot run here, start cold
             for attempt in (1, 2):
                 await self.start()
                 state: dict[str, Any] = {}
@@ -346,6 +346,58 @@ class DockerSandbox(BaseSandbox):
                             await anyio.to_thread.run_sync(self._sweep)
                     raise
         raise AssertionError("unreachable")
+
+    async def _run_warm(
+        self, request: dict[str, Any], data: bytes | None, archive: bytes, timeout: float
+    ) -> ExecResult | None:
+        """Run one call through the supervisor; ``None`` when none can run here."""
+        for attempt in (1, 2):
+            await self.start()
+            handle, state = ChildHandle(), dict[str, Any]()
+            try:
+                return await anyio.to_thread.run_sync(
+                    self._warm_sync, request, data, archive, timeout, handle, state,
+                    abandon_on_cancel=True,
+                )
+            except SandboxUnavailableError:
+                raise
+            except SandboxError:
+                # the container died or stopped answering: replace it; retry only when the
+                # command never started, so that nothing runs twice
+                async with self._lock:
+                    await anyio.to_thread.run_sync(self._drop_container)
+                if attempt == 2 or "started" in state:
+                    raise
+            except BaseException:
+                handle.cancel()  # the supervisor kills it; its thread waits for that
+                raise
+        raise AssertionError("unreachable")
+
+    def _warm_sync(
+        self, request: dict[str, Any], data: bytes | None, archive: bytes, timeout: float,
+        handle: ChildHandle, state: dict[str, Any],
+    ) -> ExecResult | None:
+        with self._warm.lock:
+            container = self._container
+            if container is None:
+                raise SandboxError("the sandbox container is gone")
+            api = self._connect().api
+            with _docker_errors("start the warm supervisor in the sandbox container"):
+                sup = self._warm.ensure(api, container)
+                if sup is None:
+                    return None
+                if archive:
+                    self._warm.unpack(api, container.id, archive)
+            state["started"] = True
+            start = time.monotonic()
+            reply = sup.run(request, data, timeout + _GRACE, self.output_limit, handle)
+            if reply is None or reply.left:
+                # it died, hung (stopped by the command?) or could not kill everything
+                if reply is None:
+                    self._warm.forget()
+                self._sweep()
+            return warm_result(reply, timeout, time.monotonic() - start,
+                               limit=self.output_limit, memory_mb=self.memory_mb)
 
     def _exec_sync(
         self, argv: list[str], data: bytes | None, env: dict[str, str], workdir: str,

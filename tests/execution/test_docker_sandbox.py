@@ -164,7 +164,7 @@ async def test_host_side_deadline_backs_up_the_container_timeout(
     # Drop the in-container `timeout`, so that only the host-side deadline can stop it.
     monkeypatch.setattr(docker_mod, "_WRAPPER", '"$@"')
     monkeypatch.setattr(docker_mod, "_GRACE", 0.5)
-    async with DockerSandbox(workspace) as box:
+    async with DockerSandbox(workspace, warm=False) as box:  # the cold path's wrapper
         result = await box.exec("sleep 1000.7171", timeout=0.5)
         assert result.timed_out and "timeout" in result.stderr
         assert await wait_gone("1000.7171")
