@@ -177,7 +177,7 @@ class DurableConfig(_Section):
     """Runs one worker executes at once (a run parked on an approval counts until it wakes)."""
     takeover_after_s: float = Field(default=60.0, gt=0)
     """Seconds without a heartbeat after which a live worker takes over a worker's runs."""
-    poll_interval_s: float = Field(default=0.2, gt=0)
+    poll_interval_s: float = Field(default=0.1, gt=0)
     """Seconds between a worker's looks at the queue for new runs."""
 
     @property

@@ -42,6 +42,8 @@ TreeFactory = Callable[[dict[str, Any]], "tuple[Behaviour, StateManager] | Behav
 """Builds a run's tree (and its state) from the run's inputs; the same in every worker."""
 
 _log = logging.getLogger("jianmu.durable")
+_EXECUTOR_THREADS = 32
+"""Threads a worker gives DBOS's database calls, whatever the number of runs."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,9 @@ class DurableEngine:
             "executor_id": self.executor_id,
             "application_version": APP_VERSION,
             "log_level": os.environ.get("JIANMU_DBOS_LOG_LEVEL", "WARNING"),
+            # DBOS's pool is unbounded by default: its database calls would grow a thread per
+            # concurrent run; a bounded pool queues them instead
+            "max_executor_threads": _EXECUTOR_THREADS,
         })
         try:
             DBOS.launch()
