@@ -290,8 +290,9 @@ class ToolExecutor(AsyncNode):
                 key = f"tool:{call.id}"
                 repeated = steps.maybe_repeated(key)
                 result = await steps.run(key, lambda: self._attempts(call, tool, runner, retries))
-                if repeated:
+                if repeated:  # in flight when a worker died: it ran again (at-least-once)
                     result = dataclasses.replace(result, maybe_repeated=True)
+                    self.events.emit("tool.call.repeated", tool=tool.name, call_id=call.id)
             finish_span(current, result, call.arguments, self.ctx)
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,

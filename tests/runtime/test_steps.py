@@ -48,7 +48,9 @@ class FakeSteps:
         self.started.extend(keys)
 
     def maybe_repeated(self, key: str) -> bool:
-        return False
+        return key in self.in_flight
+
+    in_flight: frozenset[str] = frozenset()
 
 
 def test_fake_is_a_step_recorder() -> None:
@@ -114,6 +116,44 @@ async def test_react_run_records_model_turns_and_tool_calls_by_key() -> None:
     assert result.status is RunStatus.SUCCESS, result.error
     assert again.ran == [] and asked == [] and sorted(ran) == ["a", "b"]
     assert runner2.state.get("final_answer") == "done"
+
+
+async def test_a_call_in_flight_at_a_crash_is_marked_maybe_repeated() -> None:
+    ran: list[str] = []
+
+    @tool
+    def note(text: str) -> str:
+        """Note something."""
+        ran.append(text)
+        return "noted"
+
+    def turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "call_a", "name": "note", "arguments": {"text": "a"}},
+                    {"id": "call_b", "name": "note", "arguments": {"text": "b"}}]
+        return "done"
+
+    # call_a finished before the crash (recorded); call_b was running (started, no result)
+    first = FakeSteps()
+    runner = ReactiveRunner(create_react_node(ScriptedLLM([turn] * 3), [note]),
+                            StateManager(AgentState))
+    runner.ctx.steps = first
+    assert (await runner.run(timeout=30)).ok
+    recorded = {k: v for k, v in first.recorded.items() if k != "tool:call_b"}
+    recorded = {k: v for k, v in recorded.items() if not k.endswith("#2")}  # before turn 2
+    again = FakeSteps(recorded)
+    again.in_flight = frozenset({"tool:call_b"})
+    repeated: list[dict[str, Any]] = []
+    runner2 = ReactiveRunner(create_react_node(ScriptedLLM([turn] * 3), [note]),
+                             StateManager(AgentState))
+    runner2.ctx.steps = again
+    runner2.ctx.events.subscribe("tool.call.repeated", lambda event: repeated.append(event))
+    ran.clear()
+    assert (await runner2.run(timeout=30)).ok
+    assert ran == ["b"]  # only the call without a result runs again
+    assert [e.fields["call_id"] for e in repeated] == ["call_b"]
+    results = {k: v for k, v in again.recorded.items() if k.startswith("tool:")}
+    assert results["tool:call_b"].maybe_repeated is False  # the stored result is the fresh one
 
 
 class Writer(AsyncNode):
