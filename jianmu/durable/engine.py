@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import os
 import socket
@@ -17,11 +16,11 @@ from py_trees.behaviour import Behaviour
 from pydantic import BaseModel, ValidationError
 
 from jianmu.config import AppConfig, load_config
+from jianmu.durable._database import check_reachable, redact, require_dbos
 from jianmu.durable.info import RUN_STATUSES, RunInfo, run_status
 from jianmu.errors import (
     DurableDatabaseError,
     DurableError,
-    MissingExtraError,
     RunNotFoundError,
     TreeInputError,
     UnknownTreeError,
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 
     from jianmu.durable._workers import Heartbeat
 
-__all__ = ("DurableEngine", "TreeFactory")
+__all__ = ("DurableEngine", "TreeFactory", "redact")
 
 TreeFactory = Callable[[dict[str, Any]], "tuple[Behaviour, StateManager] | Behaviour"]
 """Builds a run's tree (and its state) from the run's inputs; the same in every worker."""
@@ -50,16 +49,6 @@ _EXECUTOR_THREADS = 32
 class _Tree:
     factory: TreeFactory
     inputs: type[BaseModel] | None
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url.split("@")[-1] if "@" in url else url
 
 
 class DurableEngine:
@@ -169,13 +158,13 @@ class DurableEngine:
             pool.submit(self._launch).result()
 
     def _launch(self) -> None:
-        _require_dbos()
+        require_dbos()
         from dbos import DBOS
 
         from jianmu.durable import _workflow
         from jianmu.durable._workers import APP_VERSION, Heartbeat, WorkerRegistry
 
-        _check_reachable(self.database_url)
+        check_reachable(self.database_url)
         _workflow.register_engine(self)
         DBOS(config={
             "name": self.name,
@@ -240,10 +229,10 @@ class DurableEngine:
     def client(self) -> DBOSClient:
         """The DBOS client this engine starts, answers and lists runs with."""
         if self._client is None:
-            _require_dbos()
+            require_dbos()
             from dbos import DBOSClient
 
-            _check_reachable(self.database_url)
+            check_reachable(self.database_url)
             try:
                 client = DBOSClient(system_database_url=self.database_url,
                                     application_name=self.name, retry_connection_errors=False)
@@ -473,58 +462,7 @@ def _run_result(run_id: str, output: dict[str, Any]) -> RunResult:
                      ticks=int(output.get("ticks", 0)), error=output.get("error"))
 
 
-def _require_dbos() -> None:
-    try:
-        import dbos  # noqa: F401
-        import psycopg  # noqa: F401
-    except ImportError as exc:
-        raise MissingExtraError(exc.name or "dbos", "dbos") from exc
-
-
 def _default_config() -> AppConfig:
     return load_config()
 
 
-def _prepare_sqlite(url: str) -> None:
-    """Put an SQLite database in WAL mode (a setting kept in the file).
-
-    DBOS leaves SQLite in its rollback-journal mode, which syncs the disk several times per
-    commit; with a write-ahead log every step still commits durably (synchronous=FULL), at one
-    sync each, and readers (a CLI listing runs) no longer wait for the worker's writes.
-    """
-    import sqlite3
-
-    path = url.removeprefix("sqlite:///")
-    if not path or path == ":memory:":
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    try:
-        with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-    except sqlite3.Error as exc:
-        raise DurableDatabaseError(f"cannot open the durable database {url}: {exc}") from None
-
-
-def _check_reachable(url: str) -> None:
-    """Fail fast, naming the database without its password, when it cannot be reached."""
-    if url.startswith("sqlite:///"):
-        _prepare_sqlite(url)
-        return
-    if not url.startswith(("postgresql://", "postgres://", "postgresql+")):
-        return
-    import psycopg
-
-    from jianmu.durable._workers import sqlalchemy_url
-
-    raw = sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
-    try:
-        psycopg.connect(raw, connect_timeout=5).close()
-    except psycopg.OperationalError as exc:
-        if "does not exist" in str(exc):
-            return  # DBOS creates its database on first launch
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise DurableDatabaseError(
-            f"cannot reach the durable database {redact(url)}: {reason}"
-        ) from None
-    except Exception as exc:
-        raise DurableError(f"bad durable database URL {redact(url)}: {exc}") from None
