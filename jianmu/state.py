@@ -54,8 +54,13 @@ class _Field:
     item_adapter: TypeAdapter[Any] | None  # for list fields with operator.add
     expected: str
     info: FieldInfo
+    factory: Callable[[], Any] | None = None
+    """The default factory when it takes no argument: called directly, since pydantic's
+    ``get_default`` inspects the factory's signature on every call."""
 
     def default(self) -> Any:
+        if self.factory is not None:
+            return self.factory()
         return self.info.get_default(call_default_factory=True)
 
 
@@ -98,6 +103,11 @@ def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
             item_adapter=item_adapter,
             expected=_describe(annotation),
             info=info,
+            factory=(
+                info.default_factory  # type: ignore[arg-type]
+                if info.default_factory is not None and not info.default_factory_takes_validated_data
+                else None
+            ),
         )
     return fields
 
