@@ -40,7 +40,11 @@ TOOL_LATENCY = 0.010
 TOOL_TURNS = 2  # turns that call tools; one more turn answers
 CALLS_PER_TURN = 2
 ROUNDS = 3
-IDEAL = (TOOL_TURNS + 1) * MODEL_LATENCY + TOOL_TURNS * TOOL_LATENCY
+
+
+def ideal() -> float:
+    """The wall time of a run with no overhead at all: the model's and the tools' latency."""
+    return (TOOL_TURNS + 1) * MODEL_LATENCY + TOOL_TURNS * TOOL_LATENCY
 
 TARGET_WALL = 1.5
 TARGET_SPEEDUP = 2.0
@@ -67,13 +71,13 @@ class FakeModel(BaseLLMProvider):
 
     model = "fake"
 
-    def __init__(self, latency: float = MODEL_LATENCY, tool_name: str | None = None) -> None:
+    def __init__(self, latency: float | None = None, tool_name: str | None = None) -> None:
         self.latency = latency
         self.tool_name = tool_name
 
     async def complete(self, messages: Any, *, tools: Any = None, tool_choice: Any = None,
                        **params: Any) -> LLMResponse:
-        await asyncio.sleep(self.latency)
+        await asyncio.sleep(MODEL_LATENCY if self.latency is None else self.latency)
         turn = _turn(messages)
         if turn >= TOOL_TURNS:
             return LLMResponse(message=Message(role="assistant", content="done"),
@@ -85,20 +89,27 @@ class FakeModel(BaseLLMProvider):
                            usage=Usage(input_tokens=10, output_tokens=5))
 
 
-def _make_tools(latency: float) -> list[Any]:
-    tools = []
-    for i in range(CALLS_PER_TURN):
-        async def lookup(key: str) -> str:
-            await asyncio.sleep(latency)
-            return f"value of {key}"
+def _lookup(i: int, latency: float | None = None) -> Callable[..., Awaitable[str]]:
+    """Tool ``lookup{i}``: sleeps ``latency`` (default `TOOL_LATENCY`), returns a string."""
+    async def lookup(key: str) -> str:
+        await asyncio.sleep(TOOL_LATENCY if latency is None else latency)
+        return f"value of {key}"
 
-        lookup.__name__ = f"lookup{i}"
-        lookup.__doc__ = f"Look a key up (table {i}).\n\nArgs:\n    key: the key."
-        tools.append(lookup)
-    return tools
+    lookup.__name__ = f"lookup{i}"
+    lookup.__doc__ = f"Look a key up (table {i}).\n\nArgs:\n    key: the key."
+    return lookup
 
 
-JIANMU_TOOLS = [tool(category="read")(fn) for fn in _make_tools(TOOL_LATENCY)]
+def _make_tools(latency: float | None = None) -> list[Callable[..., Awaitable[str]]]:
+    return [_lookup(i, latency) for i in range(CALLS_PER_TURN)]
+
+
+def make_tool(i: int, latency: float | None = None) -> Any:
+    """Jianmu's ``lookup{i}``: a read tool, so a turn's two calls run in parallel."""
+    return tool(category="read")(_lookup(i, latency))
+
+
+JIANMU_TOOLS = [make_tool(i) for i in range(CALLS_PER_TURN)]
 
 
 @tool(category="write", permission="user_confirm")
@@ -169,7 +180,7 @@ def langgraph_factory() -> Callable[[int], Awaitable[float]] | None:
             return ChatResult(generations=[ChatGeneration(message=message)])
 
     tools = [StructuredTool.from_function(coroutine=fn, name=fn.__name__, description=fn.__doc__)
-             for fn in _make_tools(TOOL_LATENCY)]
+             for fn in _make_tools()]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # create_react_agent is deprecated in LangGraph 1.x
         agent = create_react_agent(FakeChat(), tools)
@@ -236,7 +247,7 @@ def profile(n: int) -> None:
 async def bare_wall(n: int) -> float:
     """The floor: the same script as plain coroutines (fake model, tools), no framework."""
     llm = FakeModel()
-    functions = _make_tools(TOOL_LATENCY)
+    functions = _make_tools()
 
     async def one() -> None:
         messages: list[Any] = [{"role": "user", "content": "look it up"}]
@@ -289,9 +300,10 @@ def report(n: int = RUNS, rounds: int = ROUNDS) -> None:
     bare, bare_cpu = _median(measured["bare"], 0), _median(measured["bare"], 1)
     idle = idle_kb(n)
     active = active_kb(n)
+    best = ideal()
     rows = [
-        (f"{n} runs, wall", f"ideal {IDEAL * 1000:.0f} ms", f"{ours * 1000:.0f} ms",
-         f"{ours / IDEAL:.2f}x", f"<= {TARGET_WALL}x", verdict(ours / IDEAL <= TARGET_WALL)),
+        (f"{n} runs, wall", f"ideal {best * 1000:.0f} ms", f"{ours * 1000:.0f} ms",
+         f"{ours / best:.2f}x", f"<= {TARGET_WALL}x", verdict(ours / best <= TARGET_WALL)),
         (f"{n} runs, floor", f"bare asyncio {bare * 1000:.0f} ms", f"{ours * 1000:.0f} ms",
          f"{ours / bare:.2f}x", "", ""),
         ("CPU per run", f"bare asyncio {bare_cpu / n * 1e6:.0f} µs",

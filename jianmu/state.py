@@ -74,6 +74,14 @@ _compiled: weakref.WeakKeyDictionary[type[BaseModel], dict[str, _Field]] = (
 )
 
 
+def _plain_factory(info: FieldInfo) -> Callable[[], Any] | None:
+    """The field's default factory if it takes no argument (the validated data), else None."""
+    factory = info.default_factory
+    if factory is None or info.default_factory_takes_validated_data:
+        return None
+    return factory  # type: ignore[return-value]
+
+
 def _compile_fields(schema: type[BaseModel]) -> dict[str, _Field]:
     """The schema's fields with their validators, built once per schema class.
 
@@ -103,11 +111,7 @@ def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
             item_adapter=item_adapter,
             expected=_describe(annotation),
             info=info,
-            factory=(
-                info.default_factory  # type: ignore[arg-type]
-                if info.default_factory is not None and not info.default_factory_takes_validated_data
-                else None
-            ),
+            factory=_plain_factory(info),
         )
     return fields
 
