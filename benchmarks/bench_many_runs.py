@@ -234,7 +234,8 @@ def active_kb(n: int) -> float:
 
 
 def profile(n: int) -> None:
-    """Print where the Jianmu runs spend their time."""
+    """Print where the Jianmu runs spend their time (after a warm-up batch)."""
+    asyncio.run(jianmu_wall(min(n, 20)))
     profiler = cProfile.Profile()
     profiler.enable()
     asyncio.run(jianmu_wall(n))
