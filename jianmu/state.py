@@ -54,8 +54,13 @@ class _Field:
     item_adapter: TypeAdapter[Any] | None  # for list fields with operator.add
     expected: str
     info: FieldInfo
+    factory: Callable[[], Any] | None = None
+    """The default factory when it takes no argument: called directly, since pydantic's
+    ``get_default`` inspects the factory's signature on every call."""
 
     def default(self) -> Any:
+        if self.factory is not None:
+            return self.factory()
         return self.info.get_default(call_default_factory=True)
 
 
@@ -67,6 +72,14 @@ def _describe(annotation: Any) -> str:
 _compiled: weakref.WeakKeyDictionary[type[BaseModel], dict[str, _Field]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def _plain_factory(info: FieldInfo) -> Callable[[], Any] | None:
+    """The field's default factory if it takes no argument (the validated data), else None."""
+    factory = info.default_factory
+    if factory is None or info.default_factory_takes_validated_data:
+        return None
+    return factory  # type: ignore[return-value]
 
 
 def _compile_fields(schema: type[BaseModel]) -> dict[str, _Field]:
@@ -98,6 +111,7 @@ def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
             item_adapter=item_adapter,
             expected=_describe(annotation),
             info=info,
+            factory=_plain_factory(info),
         )
     return fields
 

@@ -75,6 +75,11 @@ class Interaction:
                 self.suspended = True
 
     @property
+    def has_pending(self) -> bool:
+        """Whether any request waits for a decision (the runner asks after every tick)."""
+        return bool(self._pending)  # one read of a dict's size: no lock, no copy
+
+    @property
     def pending(self) -> list[ApprovalRequest]:
         """Requests asked and not yet decided, oldest first."""
         with self._lock:

@@ -348,7 +348,7 @@ class ReactiveRunner:
     async def _loop_until_done(
         self, max_ticks: int | None, timeout: float | None, started: float
     ) -> _Outcome:
-        if self.interaction.pending:
+        if self.interaction.has_pending:
             return _Outcome(RunStatus.SUSPENDED, pending=self.interaction.pending)
         deadline = started + timeout if timeout is not None else None
         ticks = 0
@@ -371,7 +371,7 @@ class ReactiveRunner:
                     return _Outcome(RunStatus.SUCCESS)
                 if status in (Status.FAILURE, Status.INVALID):
                     return _Outcome(RunStatus.FAILURE, self._failure_reason())
-                if self.interaction.pending:
+                if self.interaction.has_pending:
                     if self.checkpointer is not None:
                         self.save_checkpoint(RunStatus.SUSPENDED.value)
                     self.ctx.events.emit(
