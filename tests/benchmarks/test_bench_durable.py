@@ -55,7 +55,8 @@ def test_the_whole_bench_runs_at_tiny_sizes(tmp_path: Path) -> None:
                           text=True, timeout=360, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    assert "1. durable run vs plain ReactiveRunner run" in out and "SQLite, in this worker (engine.run)" in out
+    assert "1. durable run vs plain ReactiveRunner run" in out
+    assert "SQLite, in this worker (engine.run)" in out
     assert "3. 5 runs parked on approvals" in out and "KB per run" in out
     assert "4. per-run overhead of durability" in out
     if "PostgreSQL parts skipped" not in out:
