@@ -74,8 +74,8 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None) -
         for each in sources:
             runs += await run_in_threadpool(each.runs, status)
         runs.sort(key=lambda r: r["started"] or 0, reverse=True)
-        names = [getattr(s, "path", None) or getattr(getattr(s, "engine", None), "name", s.kind)
-                 for s in sources]
+        names = [str(getattr(s, "path", None) or getattr(getattr(s, "engine", None), "name",
+                                                          s.kind)) for s in sources]
         return HTMLResponse(runs_page(runs, status, request.scope["state"]["csrf"], names))
 
     async def run(request: Request) -> Response:

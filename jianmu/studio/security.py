@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ("COOKIE", "CSRF_HEADER", "TokenGuard", "is_loopback", "new_token")
 
@@ -81,7 +81,7 @@ class TokenGuard:
             await _secured(response)(scope, receive, send)
             return
 
-        async def send_secured(message: dict) -> None:  # type: ignore[type-arg]
+        async def send_secured(message: Message) -> None:
             if message["type"] == "http.response.start":
                 raw = [(k, v) for k, v in message.get("headers", [])
                        if k.decode("latin-1").lower() not in _HEADERS]
