@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_VENV := .bench-venv
 
-.PHONY: demo test lint typecheck pytest bench sandbox-image clean mutate
+.PHONY: demo test lint typecheck pytest bench sandbox-image clean mutate studio-shot
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,6 +17,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
+
+# A screenshot of Jianmu Studio's run page for README (needs chromium and chromium-driver)
+studio-shot: $(STAMP)
+	$(BIN)/python docs/studio_shot.py docs/studio.png
 
 lint: $(STAMP)
 	$(BIN)/ruff check jianmu tests examples benchmarks skills

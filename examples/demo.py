@@ -19,3 +19,14 @@ if __name__ == "__main__":
         print(f"\n== {name}: {what} ==")
         module = runpy.run_path(str(here / name))
         asyncio.run(module["main"]())
+
+    # a run that waits for a person, checkpointed where `jianmu run` keeps runs: the studio
+    # shows it with its pending call, and approving it there finishes it
+    from jianmu.cli import main as jianmu
+
+    print("\n== approval_flow.py: a run parked on an approval (jianmu run --non-interactive) ==")
+    code = jianmu(["run", str(here / "approval_flow.py"), "--input", "note=approved in the studio",
+                   "--non-interactive"])
+    assert code == 3, f"the parked run exited with {code}, not 3"
+    print("\nOpen Jianmu Studio on the demo's runs (approve the parked one in the browser):")
+    print("  .venv/bin/jianmu studio")

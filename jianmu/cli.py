@@ -57,6 +57,14 @@ APP is MODULE:ATTR or path/to/file.py:ATTR (ATTR defaults to 'engine'): a Durabl
 """ + "\n" + _EPILOG
 
 
+_STUDIO_EPILOG = """\
+Serves Jianmu Studio: the runs of the checkpoint file (and of --app's durable engine), each
+with its tree, state, timeline and pending approvals, live. It prints a URL with a random
+token; every request needs it (a cookie after the first visit). Approving a checkpointed run
+started by 'jianmu run' continues it in the studio, as 'jianmu resume --approve' would.
+"""
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     # SUPPRESS: given before or after the sub-command, the value is kept either way
     parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
@@ -123,6 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
     resume.set_defaults(handler="jianmu._cli.run:cmd_resume")
 
     _durable_commands(commands, add)
+
+    studio = add(commands, "studio", "watch runs and answer approvals in a browser",
+                 epilog=_STUDIO_EPILOG)
+    studio.add_argument("--host", default="127.0.0.1",
+                        help="interface to serve on (default 127.0.0.1; others print a warning)")
+    studio.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    studio.add_argument("--checkpoints", metavar="PATH",
+                        help="the SQLite checkpoint file (default: the config's "
+                             "runtime.checkpoint_path, where 'jianmu run' saves runs)")
+    studio.add_argument("--app", metavar="APP",
+                        help="also show a durable app's runs, MODULE:ATTR or FILE.py:ATTR")
+    studio.add_argument("--token", help=argparse.SUPPRESS)  # tests: a known token
+    studio.set_defaults(handler="jianmu._cli.studio:cmd_studio")
 
     tools = add(commands, "tools", "inspect the built-in tools")
     tools_sub = tools.add_subparsers(dest="action", metavar="ACTION", required=True)

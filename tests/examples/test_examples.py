@@ -48,10 +48,14 @@ def test_skill_report_asks_then_writes(tmp_path: Path) -> None:
     assert "tool_one.py" in report.read_text(encoding="utf-8")
 
 
-def test_demo_runs_every_example() -> None:
-    text = "\n".join(run_example("demo.py"))
-    for name in ("hello_tree.py", "react_agent.py", "skill_report.py", "skill_review.py"):
+def test_demo_runs_every_example(tmp_path: Path) -> None:
+    lines = run_example("demo.py", XDG_STATE_HOME=str(tmp_path))
+    text = "\n".join(lines)
+    for name in ("hello_tree.py", "react_agent.py", "skill_report.py", "skill_review.py",
+                 "approval_flow.py"):
         assert f"== {name}" in text
+    assert lines[-1] == "  .venv/bin/jianmu studio"  # it ends by saying how to open the studio
+    assert (tmp_path / "jianmu" / "checkpoints.sqlite").is_file()
 
 
 def test_skill_review_loads_a_skill_and_opens_the_file_its_body_names(tmp_path: Path) -> None:

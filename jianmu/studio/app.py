@@ -1,0 +1,155 @@
+"""The studio's Starlette app: the runs list, a run's page, its live stream (server-sent
+events) and the Approve / Reject endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from jianmu.errors import JianmuError, RunNotFoundError
+from jianmu.studio.pages import STATUSES, run_page, runs_page
+from jianmu.studio.runs import FINISHED
+from jianmu.studio.security import TokenGuard
+
+__all__ = ("POLL_S", "RunSource", "create_app")
+
+POLL_S = 0.5
+"""How often a live page's stream looks at the run again."""
+_STATIC = Path(__file__).parent / "static"
+
+
+class RunSource(Protocol):
+    """Where runs come from: `CheckpointRuns` or `DurableRuns`."""
+
+    kind: str
+
+    def runs(self, status: str | None = None) -> list[dict[str, Any]]: ...
+
+    def view(self, run_id: str) -> dict[str, Any]: ...
+
+    def decide(self, run_id: str, call_id: str, approved: bool, text: str | None,
+               by: str) -> str: ...
+
+    def close(self) -> None: ...
+
+
+def _who() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in this environment
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def create_app(sources: list[RunSource], token: str, *, by: str | None = None) -> Starlette:
+    """The studio app over ``sources``, behind ``token``; ``by`` names who answers (the
+    person who started the studio and holds its token: ``user@host`` by default)."""
+    by_name = by or _who()
+    found = {s.kind: s for s in sources}
+
+    def source(request: Request) -> RunSource:
+        kind = request.path_params["source"]
+        if kind not in found:
+            raise RunNotFoundError(f"no run source {kind!r}")
+        return found[kind]
+
+    async def index(request: Request) -> Response:
+        status = request.query_params.get("status")
+        if status not in STATUSES:
+            status = None
+        runs: list[dict[str, Any]] = []
+        for each in sources:
+            runs += await run_in_threadpool(each.runs, status)
+        runs.sort(key=lambda r: r["started"] or 0, reverse=True)
+        names = [str(getattr(s, "path", None) or getattr(getattr(s, "engine", None), "name",
+                                                          s.kind)) for s in sources]
+        return HTMLResponse(runs_page(runs, status, request.scope["state"]["csrf"], names))
+
+    async def run(request: Request) -> Response:
+        view = await run_in_threadpool(source(request).view, request.path_params["run_id"])
+        return HTMLResponse(run_page(view, request.scope["state"]["csrf"]))
+
+    async def api_run(request: Request) -> Response:
+        view = await run_in_threadpool(source(request).view, request.path_params["run_id"])
+        return JSONResponse(_jsonable(view))
+
+    async def stream(request: Request) -> Response:
+        where, run_id = source(request), request.path_params["run_id"]
+        await run_in_threadpool(where.view, run_id)  # an unknown run is a 404, not a stream
+
+        async def events() -> AsyncIterator[str]:
+            last, quiet = "", 0
+            while not await request.is_disconnected():
+                view = await run_in_threadpool(where.view, run_id)
+                data = json.dumps(_jsonable(view), ensure_ascii=False)
+                if data != last:
+                    last, quiet = data, 0
+                    yield f"data: {data}\n\n"
+                    if view["status"] in FINISHED:
+                        return  # nothing more will change; the page closes its source
+                else:
+                    quiet += 1
+                    if quiet % 30 == 0:
+                        yield ": still here\n\n"
+                await asyncio.sleep(POLL_S)
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})
+
+    async def decide(request: Request) -> Response:
+        approved = request.path_params["decision"] == "approve"
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"error": "send a JSON body"}, 400)
+        call_id, text = body.get("call_id"), body.get("message") or None
+        if not isinstance(call_id, str) or not (text is None or isinstance(text, str)):
+            return JSONResponse({"error": "call_id (text) is required"}, 400)
+        try:
+            done = await run_in_threadpool(source(request).decide, request.path_params["run_id"],
+                                           call_id, approved, text, by_name)
+        except JianmuError as exc:
+            return JSONResponse({"error": str(exc)}, 409)
+        return JSONResponse({"ok": True, "message": done, "by": by_name})
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": str(exc)}, 404)
+
+    routes = [
+        Route("/", index),
+        Route("/run/{source}/{run_id}", run),
+        Route("/api/run/{source}/{run_id}", api_run),
+        Route("/stream/run/{source}/{run_id}", stream),
+        Route("/run/{source}/{run_id}/{decision:str}", decide, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=_STATIC), name="static"),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            for each in sources:
+                await run_in_threadpool(each.close)
+
+    app = Starlette(routes=routes, exception_handlers={RunNotFoundError: not_found},
+                    lifespan=lifespan)
+    app.add_middleware(TokenGuard, token=token)
+    return app
+
+
+def _jsonable(view: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(view, ensure_ascii=False, default=str))

@@ -1,0 +1,85 @@
+"""The studio over a durable app: a run parked on a confirm tool, answered from the studio
+through `DurableEngine.approve` / ``reject``, finished by a real worker process."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from jianmu.studio import DurableRuns, create_app
+from jianmu.studio.journal import Journal
+from tests.support.durable import HERE, Workers, wait_for
+
+pytest.importorskip("dbos")
+pytestmark = pytest.mark.timeout(300)
+TOKEN = "durable-token"
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    pool = Workers(f"sqlite:///{tmp_path / 'durable.sqlite'}", tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture
+def studio(workers: Workers, tmp_path: Path,
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestClient, Any]]:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    sys.path.insert(0, str(HERE))
+    from durable_app import engine
+
+    from jianmu.durable import DurableEngine
+
+    client = DurableEngine(workers.db, name=engine.name, config=engine.config)
+    client._trees = engine._trees
+    source = DurableRuns(client, Journal(str(tmp_path / "journal.sqlite")))
+    with TestClient(create_app([source], TOKEN, by="tester"), follow_redirects=False) as http:
+        http.get(f"/?token={TOKEN}")
+        yield http, client
+
+
+def _view(http: TestClient, run_id: str, *statuses: str) -> dict | None:
+    view = http.get(f"/api/run/durable/{run_id}").json()
+    return view if view["status"] in statuses else None
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_answer_a_durable_run(workers: Workers, studio: tuple[TestClient, Any], tmp_path: Path,
+                              approve: bool) -> None:
+    http, client = studio
+    workers.start("w1")
+    out = tmp_path / "deployed.txt"
+    run_id = asyncio.run(client.start("confirm", {"path": str(out)}))
+    view = wait_for(lambda: _view(http, run_id, "suspended"), what="the run to ask")
+    [request] = view["pending"]
+    assert request["id"] == "deploy_1" and request["tool"] == "deploy"
+    assert '"target": "prod"' in request["arguments"]
+    page = http.get(f"/run/durable/{run_id}").text
+    assert "deploy_1" in page and run_id in http.get("/?status=suspended").text
+    csrf = re.search(r'<meta name="csrf" content="([^"]+)">', page)
+    assert csrf
+    decision = "approve" if approve else "reject"
+    answer = http.post(f"/run/durable/{run_id}/{decision}",
+                       json={"call_id": "deploy_1", "message": "checked"},
+                       headers={"X-CSRF-Token": csrf.group(1)})
+    assert answer.status_code == 200, answer.text
+    view = wait_for(lambda: _view(http, run_id, "success", "failure"), what="the run to end")
+    assert view["status"] == "success"
+    assert out.exists() is approve
+    assert ("finished: deployed" == view["result"]) is approve
+    verb = "approved" if approve else "rejected"
+    assert any(t["title"] == f"studio.{verb}" and "tester" in t["text"]
+               for t in view["timeline"])
+    again = http.post(f"/run/durable/{run_id}/{decision}", json={"call_id": "deploy_1"},
+                      headers={"X-CSRF-Token": csrf.group(1)})
+    assert again.status_code == 409

@@ -1,0 +1,125 @@
+"""Studio test helpers: suspended runs started by the CLI, the studio served on a free port,
+and headless Chromium (Debian's) driven by Selenium."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+FLOW = Path(__file__).resolve().parent.parent / "studio" / "studio_flow.py"
+XSS = "<script>alert('args')</script>"
+
+
+def start_suspended(checkpoints: Path, target: str = f"prod {XSS}") -> str:
+    """Run the studio flow with ``jianmu run --non-interactive`` (it suspends); its run id."""
+    from jianmu.cli import main
+
+    config = checkpoints.parent / "jianmu.yaml"
+    checkpoints.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"runtime:\n  checkpoint_path: {checkpoints}\n", encoding="utf-8")
+    out = StringIO()
+    with redirect_stdout(out):
+        code = main(["run", str(FLOW), "--config", str(config), "--input", f"target={target}",
+                     "--non-interactive"])
+    assert code == 3, out.getvalue()
+    found = re.search(r"run (\w+)", out.getvalue())
+    assert found, out.getvalue()
+    return found.group(1)
+
+
+def studio_sources(checkpoints: Path) -> list[Any]:
+    """The studio's sources for a checkpoint file, runs rebuilt as ``jianmu resume`` does."""
+    from jianmu._cli.studio import restorer
+    from jianmu.config import load_config
+    from jianmu.studio import CheckpointRuns
+    from jianmu.studio.journal import Journal
+
+    config = load_config(str(checkpoints.parent / "jianmu.yaml"))
+    return [CheckpointRuns(str(checkpoints), Journal(str(checkpoints)),
+                           restorer(str(checkpoints), config, True))]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    started = threading.Event()
+
+    def watch() -> None:
+        while not server.started and thread.is_alive():
+            threading.Event().wait(0.02)
+        started.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    assert started.wait(60) and server.started, "the studio did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def chromium_problem() -> str | None:
+    """Why headless Chromium cannot run here, or None."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[dev]')"
+    if not chromium_binary():
+        return "no Chromium (apt-get install chromium chromium-driver; .ci/browser-setup.sh)"
+    if not shutil.which("chromedriver") and not Path("/usr/bin/chromedriver").exists():
+        return "no chromedriver (apt-get install chromium-driver)"
+    return None
+
+
+def chromium_binary() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip, or fail under JIANMU_REQUIRE_BROWSER=1 (CI), so a broken set-up cannot pass."""
+    import pytest
+
+    if os.environ.get("JIANMU_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"JIANMU_REQUIRE_BROWSER=1 but {reason}")
+    pytest.skip(reason)
+
+
+def make_driver(width: int = 1200, height: int = 1400) -> Any:
+    """Headless Chromium from the system packages, driven through its chromedriver."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    binary = chromium_binary()
+    assert binary is not None
+    options.binary_location = binary
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 f"--window-size={width},{height}", "--no-first-run"):
+        options.add_argument(flag)
+    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    return webdriver.Chrome(options=options, service=Service(driver_path))
