@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
+from jianmu.llm._anthropic_format import anthropic_tool, anthropic_tool_choice, merge_turns
 from jianmu.llm.messages import Message, messages_to_anthropic
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from jianmu.config import LLMConfig
     from jianmu.llm.provider import ChatRequest, StreamEvent
 
-__all__ = ("AnthropicProvider", "anthropic_tool", "anthropic_tool_choice")
+__all__ = ("AnthropicProvider",)
 
 # Statuses the SDK retries (with its backoff) and that stay transient once retries run out:
 # timeout, lock conflict, rate limit, and 5xx with Anthropic's 529 "overloaded".
@@ -42,6 +43,9 @@ _STATUS_HINTS = {
     403: "; check llm.api_key and its permissions",
     404: "; check llm.model and llm.base_url",
 }
+# Error types worth retrying, also when they arrive as an ``error`` event of a stream.
+_TRANSIENT_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error",
+                              "timeout_error"})
 _CACHE = {"type": "ephemeral"}
 # Anthropic names a refused tool by its position: "tools.3.custom.input_schema: ..."
 _TOOL_PATH = re.compile(r"\btools\.(\d+)\b")
@@ -56,53 +60,17 @@ _STOP_REASONS = {
 """Anthropic stop reasons as the OpenAI finish reasons the rest of Jianmu reads."""
 
 
-def anthropic_tool(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """An Anthropic tool definition (``Tool.to_anthropic()``'s shape) from a `ChatRequest`
-    entry in the OpenAI shape."""
-    function = entry.get("function") if isinstance(entry.get("function"), Mapping) else entry
-    assert isinstance(function, Mapping)
-    out: dict[str, Any] = {"name": function.get("name", "")}
-    if function.get("description"):
-        out["description"] = function["description"]
-    schema = function.get("parameters", function.get("input_schema"))
-    out["input_schema"] = dict(schema) if schema else {"type": "object", "properties": {}}
-    return out
+def _is_transport_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the HTTP client's (httpx, httpcore) or the socket's."""
+    package = type(exc).__module__.split(".", 1)[0]
+    return isinstance(exc, OSError) or package in {"httpx", "httpx2", "httpcore", "httpcore2"}
 
 
-def anthropic_tool_choice(choice: Any) -> dict[str, Any] | None:
-    """Anthropic's ``tool_choice`` from the OpenAI shape a `ChatRequest` holds."""
-    if choice is None:
-        return None
-    if choice in ("auto", "none"):
-        return {"type": choice}
-    if choice == "required":
-        return {"type": "any"}
-    if isinstance(choice, Mapping):
-        function = choice.get("function")
-        if isinstance(function, Mapping) and function.get("name"):
-            return {"type": "tool", "name": function["name"]}
-        if choice.get("type") in ("auto", "any", "tool", "none"):
-            return dict(choice)
-    raise ValueError(f"tool_choice {choice!r} has no Anthropic equivalent")
-
-
-def _merge_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Join consecutive turns of one role (tool results then a user note, for one), and drop
-    empty assistant turns: the Messages API wants alternating, non-empty turns."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        content = message["content"]
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if message["role"] == "assistant" and not blocks:
-            continue
-        if out and out[-1]["role"] == message["role"]:
-            previous = out[-1]["content"]
-            if isinstance(previous, str):
-                previous = out[-1]["content"] = [{"type": "text", "text": previous}]
-            previous.extend(blocks)
-        else:
-            out.append({"role": message["role"], "content": content})
-    return out
+def _error_type(exc: Any) -> str:
+    """The ``error.type`` of an Anthropic error body (``overloaded_error``...), or ``""``."""
+    body = getattr(exc, "body", None)
+    error = body.get("error") if isinstance(body, Mapping) else None
+    return str(error.get("type") or "") if isinstance(error, Mapping) else ""
 
 
 def _server_message(exc: Any) -> str:
@@ -282,7 +250,7 @@ class AnthropicProvider(BaseLLMProvider):
         out: dict[str, Any] = {
             "model": merged.pop("model", self.model),
             "max_tokens": max_tokens or alias or self.max_tokens,
-            "messages": _merge_turns(messages),
+            "messages": merge_turns(messages),
             **options,
         }
         if system:
@@ -313,18 +281,26 @@ class AnthropicProvider(BaseLLMProvider):
         return out
 
     @contextmanager
-    def _map_errors(self, tools: Sequence[Mapping[str, Any]] = ()) -> Iterator[None]:
+    def _map_errors(
+        self, tools: Sequence[Mapping[str, Any]] = (), *, midstream: bool = False
+    ) -> Iterator[None]:
         """Translate the SDK's exceptions into `LLMError` / `LLMTransientError`."""
         import anthropic
 
         where = f"{self.base_url} (model {self.model!r})"
-        tries = f" after {self.max_retries + 1} attempt(s) (max_retries={self.max_retries})"
+        tries = "" if midstream else (
+            f" after {self.max_retries + 1} attempt(s) (max_retries={self.max_retries})"
+        )
         try:
             yield
         except anthropic.APIStatusError as exc:
             status = exc.status_code
-            text = f"HTTP {status} from {where}: {_server_message(exc)}"
-            if status in _TRANSIENT_STATUSES or status >= 500:
+            kind = _error_type(exc)
+            if midstream:  # an ``error`` event in a stream that had started (HTTP 200)
+                text = f"the stream from {where} failed midway: {kind}: {_server_message(exc)}"
+            else:
+                text = f"HTTP {status} from {where}: {_server_message(exc)}"
+            if status in _TRANSIENT_STATUSES or status >= 500 or kind in _TRANSIENT_TYPES:
                 raise LLMTransientError(text + tries) from exc
             raise LLMError(text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, "")) \
                 from exc
@@ -339,6 +315,13 @@ class AnthropicProvider(BaseLLMProvider):
             ) from exc
         except anthropic.AnthropicError as exc:
             raise LLMError(f"{where}: {_server_message(exc)}") from exc
+        except Exception as exc:
+            # The SDK does not wrap a connection that breaks while a stream is being read.
+            if not midstream or not _is_transport_error(exc):
+                raise
+            raise LLMTransientError(
+                f"the stream from {where} failed midway: {type(exc).__name__}: {exc}"
+            ) from exc
 
     async def send(self, request: ChatRequest) -> LLMResponse:
         """Ask the model for one reply.
@@ -387,7 +370,7 @@ class AnthropicProvider(BaseLLMProvider):
             events = await create(**body, stream=True)
         assembler = _StreamAssembler(self.model)
         try:
-            with self._map_errors(request.tools):
+            with self._map_errors(request.tools, midstream=True):
                 async for event in events:
                     for out in assembler.feed(event):
                         yield out

@@ -333,9 +333,9 @@ def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
     """Build the provider that the ``llm:`` config section names.
 
     ``llm.provider`` names a registered provider (`jianmu.plugins`): ``openai`` (also chosen
-    when no provider but a ``model``/``base_url`` is set), ``anthropic``, ``scripted`` (a `ScriptedLLM`
-    replaying ``params.responses``; never picked unless asked for by name) or a plug-in. Its
-    class builds itself with ``from_llm_config(llm)``.
+    when no provider but a ``model``/``base_url`` is set), ``anthropic``, ``scripted`` (a
+    `ScriptedLLM` replaying ``params.responses``; never picked unless asked for by name) or a
+    plug-in. Its class builds itself with ``from_llm_config(llm)``.
 
     Raises:
         ConfigError: no provider is configured, the name is not registered, or the chosen
