@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,docker,mcp,openai,search,dbos]'
+	$(BIN)/pip install -q -e '.[dev,docker,mcp,openai,anthropic,search,dbos]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -37,7 +37,7 @@ test: lint typecheck pytest
 $(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
 	$(PY) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install -q --upgrade pip
-	$(BENCH_VENV)/bin/pip install -q -e '.[docker,mcp,openai,dbos]' -r benchmarks/requirements.txt
+	$(BENCH_VENV)/bin/pip install -q -e '.[docker,mcp,openai,anthropic,dbos]' -r benchmarks/requirements.txt
 	touch $@
 
 bench: $(BENCH_VENV)/.installed

@@ -34,7 +34,15 @@ if TYPE_CHECKING:
     )
     from jianmu.execution import DockerSandbox, LocalSandbox, Sandbox, ToolRunner
     from jianmu.guard import Decision, GuardEnforcer
-    from jianmu.llm import LLMProvider, LLMResponse, Message, OpenAIProvider, ScriptedLLM, Usage
+    from jianmu.llm import (
+        AnthropicProvider,
+        LLMProvider,
+        LLMResponse,
+        Message,
+        OpenAIProvider,
+        ScriptedLLM,
+        Usage,
+    )
     from jianmu.mcp import MCPClient, MCPToolProvider
     from jianmu.nodes import (
         AgentLLMNode,
@@ -130,6 +138,7 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
         "tool",
     ),
     "jianmu.llm": (
+        "AnthropicProvider",
         "LLMProvider",
         "LLMResponse",
         "Message",
@@ -186,6 +195,7 @@ def __dir__() -> list[str]:
 __all__ = (
     "AgentLLMNode",
     "AgentState",
+    "AnthropicProvider",
     "AppConfig",
     "ApprovalRequest",
     "AsyncNode",

@@ -52,13 +52,15 @@ class LLMConfig(_Section):
 
     provider: str | None = None
     """A registered provider (`jianmu.plugins`): ``openai`` for any OpenAI-compatible server,
-    ``scripted`` for the offline stand-in, or a plug-in's name."""
+    ``anthropic`` for Claude through the Messages API, ``scripted`` for the offline stand-in,
+    or a plug-in's name."""
     model: str | None = None
     """Model name sent to the server."""
     base_url: str | None = None
     """Server URL, e.g. ``http://127.0.0.1:8000/v1``."""
     api_key: str | None = None
-    """API key; use ``${OPENAI_API_KEY}`` rather than writing it in the file."""
+    """API key; use ``${OPENAI_API_KEY}`` (``${ANTHROPIC_API_KEY}``) rather than writing it in
+    the file. When unset, the provider reads that variable itself."""
     timeout: float = Field(default=60.0, gt=0)
     """Seconds one request may take."""
     max_retries: int = Field(default=3, ge=0)

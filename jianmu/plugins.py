@@ -66,6 +66,7 @@ ENTRY_POINT_GROUP = "jianmu.plugins"
 BUILTINS: Mapping[str, Mapping[str, str]] = {
     "llm": {
         "openai": "jianmu.llm.openai:OpenAIProvider",
+        "anthropic": "jianmu.llm.anthropic:AnthropicProvider",
         "scripted": "jianmu.llm.scripted:ScriptedLLM",
     },
     "sandbox": {
@@ -94,6 +95,7 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
 
 _EXTRAS: Mapping[tuple[str, str], str] = {
     ("llm", "openai"): "openai",
+    ("llm", "anthropic"): "anthropic",
     ("sandbox", "docker"): "docker",
 }
 """The pip extra a built-in needs, named when its import fails for a missing package."""

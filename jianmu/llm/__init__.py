@@ -1,7 +1,9 @@
-"""Chat models: `Message`, the `LLMProvider` protocol, `OpenAIProvider` and `ScriptedLLM`."""
+"""Chat models: `Message`, the `LLMProvider` protocol, `OpenAIProvider`, `AnthropicProvider`
+and `ScriptedLLM`."""
 
 from __future__ import annotations
 
+from jianmu.llm.anthropic import AnthropicProvider
 from jianmu.llm.messages import (
     Message,
     Role,
@@ -30,6 +32,7 @@ from jianmu.llm.provider import (
 from jianmu.llm.scripted import ScriptedLLM, ScriptedRequest, estimate_tokens
 
 __all__ = (
+    "AnthropicProvider",
     "BaseLLMProvider",
     "ChatRequest",
     "LLMProvider",

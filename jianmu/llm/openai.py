@@ -265,10 +265,7 @@ class OpenAIProvider(BaseLLMProvider):
         usage = completion.usage
         return LLMResponse(
             message=message,
-            usage=Usage(
-                input_tokens=(usage.prompt_tokens or 0) if usage else 0,
-                output_tokens=(usage.completion_tokens or 0) if usage else 0,
-            ),
+            usage=_usage(usage),
             finish_reason=choice.finish_reason,
             model=completion.model or self.model,
         )
@@ -305,6 +302,18 @@ async def _backoff(delay: float) -> None:
     await anyio.sleep(delay)
 
 
+def _usage(usage: Any) -> Usage:
+    """`Usage` from an OpenAI ``usage`` object; cached prompt tokens when the server says."""
+    if not usage:
+        return Usage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Usage(
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cache_read_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
+    )
+
+
 def _retry_after(exc: Any) -> float | None:
     """Seconds from a ``Retry-After`` header, if the server sent a number."""
     response = getattr(exc, "response", None)
@@ -331,10 +340,7 @@ class _StreamAssembler:
         events: list[StreamEvent] = []
         self.model = getattr(chunk, "model", None) or self.model
         if getattr(chunk, "usage", None):
-            self.usage = Usage(
-                input_tokens=chunk.usage.prompt_tokens or 0,
-                output_tokens=chunk.usage.completion_tokens or 0,
-            )
+            self.usage = _usage(chunk.usage)
         for choice in chunk.choices or []:
             if (choice.index or 0) != 0:
                 continue  # n > 1: only the first choice is assembled

@@ -44,9 +44,14 @@ class Usage:
     """Tokens one or more model calls used; ``+`` adds them up."""
 
     input_tokens: int = 0
-    """Prompt tokens."""
+    """Prompt tokens, every one of them: those read from or written to a prompt cache
+    included."""
     output_tokens: int = 0
     """Completion tokens."""
+    cache_read_tokens: int = 0
+    """Of the prompt tokens, those read from the provider's prompt cache."""
+    cache_creation_tokens: int = 0
+    """Of the prompt tokens, those written to the provider's prompt cache."""
 
     @property
     def total_tokens(self) -> int:
@@ -59,6 +64,8 @@ class Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
         )
 
     def __radd__(self, other: Any) -> Usage:
@@ -178,7 +185,8 @@ class ChatRequest:
 class LLMProvider(Protocol):
     """A chat model that can call tools.
 
-    Implementations: `OpenAIProvider` (any OpenAI-compatible server) and `ScriptedLLM` (a
+    Implementations: `OpenAIProvider` (any OpenAI-compatible server), `AnthropicProvider`
+    (Claude's Messages API) and `ScriptedLLM` (a
     scripted stand-in for tests and offline demos), both `BaseLLMProvider`s, or any class
     with these methods. Build one from the config with `from_config` (a module function: a
     Protocol cannot carry a constructor; `BaseLLMProvider.from_config` is the same function).
@@ -325,9 +333,9 @@ def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
     """Build the provider that the ``llm:`` config section names.
 
     ``llm.provider`` names a registered provider (`jianmu.plugins`): ``openai`` (also chosen
-    when no provider but a ``model``/``base_url`` is set), ``scripted`` (a `ScriptedLLM`
-    replaying ``params.responses``; never picked unless asked for by name) or a plug-in. Its
-    class builds itself with ``from_llm_config(llm)``.
+    when no provider but a ``model``/``base_url`` is set), ``anthropic``, ``scripted`` (a
+    `ScriptedLLM` replaying ``params.responses``; never picked unless asked for by name) or a
+    plug-in. Its class builds itself with ``from_llm_config(llm)``.
 
     Raises:
         ConfigError: no provider is configured, the name is not registered, or the chosen
@@ -339,8 +347,9 @@ def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
     if name is None:
         raise ConfigError(
             "no model provider is configured: set llm.provider in configs/jianmu.yaml to "
-            "'openai' (with llm.model and llm.base_url of any OpenAI-compatible server) or to "
-            "'scripted' (with llm.params.responses) for the offline stand-in"
+            "'openai' (with llm.model and llm.base_url of any OpenAI-compatible server), to "
+            "'anthropic' (with llm.model and $ANTHROPIC_API_KEY) or to 'scripted' (with "
+            "llm.params.responses) for the offline stand-in"
         )
     provider: LLMProvider = plugins.resolve("llm", name).from_llm_config(llm)
     return provider

@@ -49,7 +49,7 @@ from jianmu.nodes._tool_calls import (
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import span
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.tools.calls import ToolCall, ToolResult, not_json_message
 from jianmu.tools.names import shown_name
 from jianmu.tools.toolset import ToolSet
 
@@ -70,12 +70,7 @@ def _transient(exc: Exception) -> bool:
 
 
 def _not_json(tool: Tool, raw: str) -> str:
-    allowed = ", ".join(tool.parameters.get("properties", {})) or "none"
-    shown = raw if len(raw) <= 80 else raw[:77] + "..."
-    return (
-        f"the arguments for tool {tool.name!r} are not valid JSON: {shown!r}; "
-        f"send a JSON object with these keys: {allowed}"
-    )
+    return not_json_message(tool.name, tool.parameters, raw)
 
 
 class ToolExecutorConfig(BaseModel):

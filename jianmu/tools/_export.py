@@ -135,7 +135,10 @@ def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str])
     if ("object" in types and node.get("type") == "object") or "properties" in node:
         props = node.get("properties") or {}
         extra = node.get("additionalProperties")
-        if not props or isinstance(extra, dict) or extra is True:
+        # No properties means no arguments at the top (a tool without parameters) and in an
+        # explicit ``"properties": {}`` (an empty model); elsewhere it is a dict[str, Any].
+        empty_ok = where == "parameters" or "properties" in node
+        if isinstance(extra, dict) or extra is True or (not props and not empty_ok):
             problems.append(
                 f"{where} is a free-form object (dict[str, ...]); OpenAI strict mode would forbid "
                 "every key. Use a pydantic model or TypedDict with named fields, or export with "

@@ -5,11 +5,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ("ToolCall", "ToolResult", "new_call_id", "render_output", "truncate_text")
+__all__ = (
+    "ToolCall",
+    "ToolResult",
+    "new_call_id",
+    "not_json_message",
+    "render_output",
+    "truncate_text",
+)
 
 
 def new_call_id() -> str:
@@ -110,6 +117,16 @@ class ToolCall:
     def with_id(self, call_id: str) -> ToolCall:
         """Return a copy with another id."""
         return dataclasses.replace(self, id=call_id)
+
+
+def not_json_message(tool: str, parameters: Mapping[str, Any], raw: str) -> str:
+    """Why a call's arguments were refused: a string that is not a JSON object."""
+    allowed = ", ".join(parameters.get("properties", {})) or "none"
+    shown = raw if len(raw) <= 80 else raw[:77] + "..."
+    return (
+        f"the arguments for tool {tool!r} are not valid JSON: {shown!r}; "
+        f"send a JSON object with these keys: {allowed}"
+    )
 
 
 def render_output(value: Any) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from jianmu.errors import ToolError, ToolNotFoundError, ToolValidationError
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.tools.calls import ToolCall, ToolResult, not_json_message
 from jianmu.tools.names import (
     check_tool_name,
     lookup_keyed,
@@ -46,6 +47,48 @@ def _error_text(exc: BaseException) -> str:
     if isinstance(exc, ToolError) and text:
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _refuse_text_arguments(found: Tool, args: Any) -> str | None:
+    """Why text arguments are refused: they are not a JSON object (``None`` if they are)."""
+    if not isinstance(args, (str, bytes)) or found.wraps_input:
+        return None
+    text = args.decode(errors="replace") if isinstance(args, bytes) else args
+    if not text.strip():
+        return None  # no arguments
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict):
+        return None
+    return not_json_message(found.name, found.parameters, text)
+
+
+def _export_openai(tools: list[Tool], strict: bool) -> list[dict[str, Any]]:
+    """``to_openai`` of each tool; the tools that cannot be exported are named all at once.
+
+    Raises:
+        ToolValidationError: naming every tool that strict mode cannot express.
+    """
+    out: list[dict[str, Any]] = []
+    failed: list[ToolValidationError] = []
+    for t in tools:
+        try:
+            out.append(t.to_openai(strict=strict))
+        except ToolValidationError as exc:
+            failed.append(exc)
+    if len(failed) == 1:
+        raise failed[0]
+    if failed:
+        names = ", ".join(repr(e.tool) for e in failed)
+        raise ToolValidationError(
+            ", ".join(e.tool for e in failed),
+            [f"tool {e.tool!r}: {p}" for e in failed for p in e.problems]
+            + [f"{len(failed)} tools cannot be exported in strict mode ({names}); remove "
+               "them with ToolSet.remove(name) or export with strict=False"],
+        )
+    return out
 
 
 class ToolSet:
@@ -259,7 +302,7 @@ class ToolSet:
         """OpenAI tool definitions of the active tools; cached."""
         return self._cached(
             ("openai", strict, include_deprecated),
-            lambda: [t.to_openai(strict=strict) for t in self._chosen(include_deprecated)],
+            lambda: _export_openai(self._chosen(include_deprecated), strict),
         )
 
     def to_anthropic(self, *, include_deprecated: bool = False) -> list[dict[str, Any]]:
@@ -299,6 +342,11 @@ class ToolSet:
             return ToolResult(
                 tool=shown_name(name), ok=False, call_id=call_id, duration_ms=0.0,
                 error=f"unknown tool {shown_name(name)!r}; known tools: {known}",
+            )
+        refused = _refuse_text_arguments(found, args)
+        if refused is not None:  # as the executor does: the model must send a JSON object
+            return ToolResult(
+                tool=found.name, ok=False, error=refused, call_id=call_id, duration_ms=0.0
             )
         start = time.perf_counter()
         try:

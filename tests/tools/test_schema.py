@@ -957,3 +957,19 @@ def test_description_sections_never_leak() -> None:
         return a
 
     assert tool(f).description == "Summary line.\n\nFree text: kept."
+
+
+def test_strict_schema_of_no_parameters_and_of_an_empty_model() -> None:
+    empty = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    assert to_strict_schema({"type": "object", "properties": {}}, tool="t") == empty
+    assert to_strict_schema({"type": "object"}, tool="t") == empty
+    nested = to_strict_schema(
+        {"type": "object", "properties": {"opts": {"type": "object", "properties": {}}},
+         "required": ["opts"]},
+        tool="t",
+    )
+    assert nested["properties"]["opts"] == empty
+    with pytest.raises(ToolValidationError, match="parameter 'free' is a free-form object"):
+        to_strict_schema(
+            {"type": "object", "properties": {"free": {"type": "object"}}}, tool="t"
+        )

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from jianmu.errors import ToolNotFoundError, ToolUnavailableWarning
+from jianmu.errors import ToolNotFoundError, ToolUnavailableWarning, ToolValidationError
 from jianmu.tools import BaseToolProvider, BuiltinToolProvider, Category, Tool, ToolSet, tool
 
 
@@ -220,3 +220,82 @@ def test_resolve_skips_unknown_with_a_warning_or_raises_when_strict(fresh_defaul
 def test_resolve_uses_the_given_provider() -> None:
     provider = BuiltinToolProvider(builtins={"only": lambda: _make("only")}, aliases={})
     assert ToolSet.resolve(["only"], provider=provider).names() == ["only"]
+
+
+@pytest.mark.anyio
+async def test_execute_refuses_text_arguments_that_are_not_a_json_object() -> None:
+    @tool
+    def echo(text: str) -> str:
+        """Echo the text.
+
+        Args:
+            text: What to echo.
+        """
+        return text
+
+    ts = ToolSet([echo])
+    for raw in ("{not json", "plain words", "[1, 2]", b"{not json"):
+        result = await ts.execute("echo", raw, call_id="c1")
+        assert not result.ok and result.call_id == "c1", raw
+        assert "the arguments for tool 'echo' are not valid JSON" in (result.error or "")
+        assert "send a JSON object with these keys: text" in (result.error or "")
+    ok = await ts.execute("echo", '{"text": "hi"}')
+    assert (ok.ok, ok.output) == (True, "hi")
+    empty = await ts.execute("echo", "  ")  # no arguments at all: the schema speaks
+    assert not empty.ok and "missing required argument 'text'" in (empty.error or "")
+
+
+@pytest.mark.anyio
+async def test_execute_gives_text_to_a_tool_that_takes_one_value() -> None:
+    @tool(input_schema={"type": "string", "description": "An expression."})
+    def shout(expression: str) -> str:
+        """Shout the expression."""
+        return expression.upper()
+
+    result = await ToolSet([shout]).execute("shout", "{not json")
+    assert (result.ok, result.output) == (True, "{NOT JSON")
+
+
+def test_strict_export_of_a_tool_without_parameters() -> None:
+    @tool
+    def now() -> str:
+        """The time now."""
+        return "noon"
+
+    expected = {"type": "object", "properties": {}, "required": [],
+                "additionalProperties": False}
+    function = now.to_openai(strict=True)["function"]
+    assert function["parameters"] == expected and function["strict"] is True
+    exported = ToolSet([now, _make("alpha")]).to_openai(strict=True)
+    assert [t["function"]["name"] for t in exported] == ["now", "alpha"]
+    assert exported[0]["function"]["parameters"] == expected
+
+
+def test_strict_export_names_each_tool_it_cannot_export() -> None:
+    def scores(table: dict[str, int]) -> int:
+        """Sum the scores.
+
+        Args:
+            table: Scores by name.
+        """
+        return sum(table.values())
+
+    def anything(value: Any) -> str:
+        """Describe a value.
+
+        Args:
+            value: Any value.
+        """
+        return repr(value)
+
+    good = _make("alpha")
+    with pytest.raises(ToolValidationError, match="tool 'scores' is invalid") as one:
+        ToolSet([good, tool(scores)]).to_openai(strict=True)
+    assert one.value.tool == "scores"
+    with pytest.raises(ToolValidationError) as both:
+        ToolSet([tool(scores), good, tool(anything)]).to_openai(strict=True)
+    text = str(both.value)
+    assert "tool 'scores': parameter 'table' is a free-form object" in text
+    assert "tool 'anything': parameter 'value' accepts Any" in text
+    assert "alpha" not in text
+    assert len(ToolSet([good, tool(scores)]).to_openai()) == 2  # non-strict export unharmed

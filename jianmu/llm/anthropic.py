@@ -1,0 +1,457 @@
+"""`AnthropicProvider`: Claude models through Anthropic's Messages API.
+
+The ``anthropic`` SDK (the ``anthropic`` extra) is imported when a provider is built, never
+when this module is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Self
+
+from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
+from jianmu.llm._anthropic_format import anthropic_tool, anthropic_tool_choice, merge_turns
+from jianmu.llm.messages import Message, messages_to_anthropic
+from jianmu.llm.provider import (
+    BaseLLMProvider,
+    LLMResponse,
+    StreamDone,
+    TextDelta,
+    ToolCallReady,
+    Usage,
+)
+from jianmu.tools.calls import ToolCall
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+    from jianmu.config import LLMConfig
+    from jianmu.llm.provider import ChatRequest, StreamEvent
+
+__all__ = ("AnthropicProvider",)
+
+# Statuses the SDK retries (with its backoff) and that stay transient once retries run out:
+# timeout, lock conflict, rate limit, and 5xx with Anthropic's 529 "overloaded".
+_TRANSIENT_STATUSES = frozenset({408, 409, 429})
+_REQUEST_OPTIONS = ("extra_headers", "extra_query", "timeout")
+_STATUS_HINTS = {
+    401: "; check llm.api_key or $ANTHROPIC_API_KEY",
+    403: "; check llm.api_key and its permissions",
+    404: "; check llm.model and llm.base_url",
+}
+# Error types worth retrying, also when they arrive as an ``error`` event of a stream.
+_TRANSIENT_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error",
+                              "timeout_error"})
+_CACHE = {"type": "ephemeral"}
+# Anthropic names a refused tool by its position: "tools.3.custom.input_schema: ..."
+_TOOL_PATH = re.compile(r"\btools\.(\d+)\b")
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+"""Anthropic stop reasons as the OpenAI finish reasons the rest of Jianmu reads."""
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the HTTP client's (httpx, httpcore) or the socket's."""
+    package = type(exc).__module__.split(".", 1)[0]
+    return isinstance(exc, OSError) or package in {"httpx", "httpx2", "httpcore", "httpcore2"}
+
+
+def _error_type(exc: Any) -> str:
+    """The ``error.type`` of an Anthropic error body (``overloaded_error``...), or ``""``."""
+    body = getattr(exc, "body", None)
+    error = body.get("error") if isinstance(body, Mapping) else None
+    return str(error.get("type") or "") if isinstance(error, Mapping) else ""
+
+
+def _server_message(exc: Any) -> str:
+    """The ``error.message`` of an Anthropic error body, else the SDK's message."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping) and error.get("message"):
+            return str(error["message"])
+    elif isinstance(body, str) and body:
+        return body
+    return str(getattr(exc, "message", None) or exc)
+
+
+def _usage(usage: Any, previous: Usage | None = None) -> Usage:
+    """`Usage` from an Anthropic ``usage`` object; ``input_tokens`` counts cached ones too.
+
+    In a stream, ``message_delta`` repeats the counts so far (cumulative): missing ones keep
+    the ``previous`` values.
+    """
+    before = previous or Usage()
+
+    def count(name: str, default: int) -> int:
+        value = getattr(usage, name, None)
+        return default if value is None else int(value)
+
+    read = count("cache_read_input_tokens", before.cache_read_tokens)
+    created = count("cache_creation_input_tokens", before.cache_creation_tokens)
+    fresh = count("input_tokens", before.input_tokens - before.cache_read_tokens
+                  - before.cache_creation_tokens)
+    return Usage(
+        input_tokens=fresh + read + created,
+        output_tokens=count("output_tokens", before.output_tokens),
+        cache_read_tokens=read,
+        cache_creation_tokens=created,
+    )
+
+
+def _stop_reason(reason: str | None) -> str | None:
+    return _STOP_REASONS.get(reason, reason) if reason else None
+
+
+def _call(block_id: str, name: str, arguments: Any) -> ToolCall:
+    """A tool call from a ``tool_use`` block."""
+    return ToolCall.from_dict({"id": block_id, "name": name, "input": arguments})
+
+
+class AnthropicProvider(BaseLLMProvider):
+    """A Claude model behind Anthropic's Messages API, on the official ``anthropic`` SDK.
+
+    Tools go out with their ``input_schema``, tool calls come back as ``tool_use`` blocks and
+    results go back as ``tool_result`` blocks (consecutive results in one user turn). With
+    ``prompt_caching`` (the default) the system prompt and the tool list carry a
+    ``cache_control`` breakpoint, so later turns of a loop read them from the cache.
+
+    Rate limits and overload (429, 529), other 5xx, timeouts and dropped connections are
+    retried by the SDK, ``max_retries`` times with its exponential backoff (honouring
+    ``retry-after``), then raise `LLMTransientError`; any other failure raises `LLMError`
+    with the server's message at once, naming the tool when the server refused a tool's
+    definition. A stream is retried only until its response starts.
+
+    Args:
+        model: model name sent with each request, e.g. ``claude-sonnet-4-5``.
+        base_url: server URL; the SDK's default (``$ANTHROPIC_BASE_URL`` or Anthropic) when
+            ``None``.
+        api_key: ``$ANTHROPIC_API_KEY`` when ``None``, else ``"not-needed"`` for local servers.
+        max_retries: retries of transient failures.
+        timeout: seconds one request may take.
+        max_tokens: the reply's length limit (the Messages API requires one); a request's
+            ``max_tokens`` parameter overrides it.
+        prompt_caching: put ``cache_control`` on the system prompt and the tool list.
+        **default_params: request parameters sent every time (``temperature``...).
+
+    Raises:
+        MissingExtraError: the ``anthropic`` package is not installed.
+        ValueError: an argument is out of range.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int = 3,
+        timeout: float = 60,
+        max_tokens: int = 4096,
+        prompt_caching: bool = True,
+        **default_params: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"model must be a non-empty model name, got {model!r}")
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if not timeout or timeout <= 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+        try:
+            import anthropic
+        except ImportError:
+            raise MissingExtraError("anthropic", "anthropic") from None
+        self.model = model
+        self.max_retries = max_retries
+        self.timeout = float(timeout)
+        self.max_tokens = max_tokens
+        self.prompt_caching = bool(prompt_caching)
+        self.default_params = dict(default_params)
+        self._client: AsyncAnthropic = anthropic.AsyncAnthropic(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "not-needed",
+            max_retries=max_retries,  # the SDK's backoff, which honours retry-after
+            timeout=self.timeout,
+        )
+
+    @classmethod
+    def from_llm_config(cls, llm: LLMConfig) -> Self:
+        """The provider that the ``llm:`` config section describes (``provider: anthropic``).
+
+        ``llm.params.max_tokens`` and ``llm.params.prompt_caching`` (``false`` turns caching
+        off) configure the provider; other params are sent with every request.
+
+        Raises:
+            ConfigError: ``llm.model`` is not set, or a param has the wrong type.
+        """
+        if not llm.model:
+            raise ConfigError(
+                "llm.model is not set; name the Claude model to use, "
+                "e.g. llm.model: claude-sonnet-4-5"
+            )
+        params = dict(llm.params)
+        extra: dict[str, Any] = {}
+        if "max_tokens" in params:
+            max_tokens = params.pop("max_tokens")
+            if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+                raise ConfigError(f"llm.params.max_tokens must be an integer >= 1, got "
+                                  f"{max_tokens!r}")
+            extra["max_tokens"] = max_tokens
+        if "prompt_caching" in params:
+            caching = params.pop("prompt_caching")
+            if not isinstance(caching, bool):
+                raise ConfigError(f"llm.params.prompt_caching must be true or false, got "
+                                  f"{caching!r}")
+            extra["prompt_caching"] = caching
+        return cls(
+            llm.model,
+            base_url=llm.base_url,
+            api_key=llm.api_key,
+            max_retries=llm.max_retries,
+            timeout=llm.timeout,
+            **extra,
+            **params,
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The server URL requests go to."""
+        return str(self._client.base_url)
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self._client.close()
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _request(self, request: ChatRequest) -> dict[str, Any]:
+        """The ``messages.create`` arguments for ``request``."""
+        merged = {**self.default_params, **request.params}
+        options = {k: merged.pop(k) for k in _REQUEST_OPTIONS if k in merged}
+        body = dict(merged.pop("extra_body", None) or {})
+        system, messages = messages_to_anthropic(request.messages)
+        max_tokens = merged.pop("max_tokens", None)
+        alias = merged.pop("max_completion_tokens", None)  # OpenAI's newer name for it
+        out: dict[str, Any] = {
+            "model": merged.pop("model", self.model),
+            "max_tokens": max_tokens or alias or self.max_tokens,
+            "messages": merge_turns(messages),
+            **options,
+        }
+        if system:
+            out["system"] = (
+                [{"type": "text", "text": system, "cache_control": dict(_CACHE)}]
+                if self.prompt_caching else system
+            )
+        if request.tools:
+            tools = [anthropic_tool(t) for t in request.tools]
+            if self.prompt_caching:  # a breakpoint on the last tool caches the whole list
+                tools[-1]["cache_control"] = dict(_CACHE)
+            out["tools"] = tools
+            choice = anthropic_tool_choice(request.tool_choice)
+            if choice is not None:
+                out["tool_choice"] = choice
+        elif request.tool_choice is not None:
+            raise ValueError(
+                f"tool_choice={request.tool_choice!r} was given but no tools; pass tools=... "
+                "or drop it"
+            )
+        stop = merged.pop("stop", None)
+        if stop:
+            merged.setdefault("stop_sequences", [stop] if isinstance(stop, str) else list(stop))
+        # Every other parameter goes in the body, so that the SDK never refuses one.
+        body.update(merged)
+        if body:
+            out["extra_body"] = body
+        return out
+
+    @contextmanager
+    def _map_errors(
+        self, tools: Sequence[Mapping[str, Any]] = (), *, midstream: bool = False
+    ) -> Iterator[None]:
+        """Translate the SDK's exceptions into `LLMError` / `LLMTransientError`."""
+        import anthropic
+
+        where = f"{self.base_url} (model {self.model!r})"
+        tries = "" if midstream else (
+            f" after {self.max_retries + 1} attempt(s) (max_retries={self.max_retries})"
+        )
+        try:
+            yield
+        except anthropic.APIStatusError as exc:
+            status = exc.status_code
+            kind = _error_type(exc)
+            if midstream:  # an ``error`` event in a stream that had started (HTTP 200)
+                text = f"the stream from {where} failed midway: {kind}: {_server_message(exc)}"
+            else:
+                text = f"HTTP {status} from {where}: {_server_message(exc)}"
+            if status in _TRANSIENT_STATUSES or status >= 500 or kind in _TRANSIENT_TYPES:
+                raise LLMTransientError(text + tries) from exc
+            raise LLMError(text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, "")) \
+                from exc
+        except anthropic.APITimeoutError as exc:
+            raise LLMTransientError(
+                f"request to {where} timed out after {self.timeout:g}s{tries}"
+            ) from exc
+        except anthropic.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise LLMTransientError(
+                f"connection to {where} failed{tries}: {type(cause).__name__}: {cause}"
+            ) from exc
+        except anthropic.AnthropicError as exc:
+            raise LLMError(f"{where}: {_server_message(exc)}") from exc
+        except Exception as exc:
+            # The SDK does not wrap a connection that breaks while a stream is being read.
+            if not midstream or not _is_transport_error(exc):
+                raise
+            raise LLMTransientError(
+                f"the stream from {where} failed midway: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    async def send(self, request: ChatRequest) -> LLMResponse:
+        """Ask the model for one reply.
+
+        Raises:
+            LLMTransientError: a transient failure outlasted ``max_retries``.
+            LLMError: the server refused the request.
+        """
+        body = self._request(request)
+        create: Any = self._client.messages.create
+        with self._map_errors(request.tools):
+            reply = await create(**body)
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in reply.content or []:
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                texts.append(block.text)
+            elif kind == "tool_use":
+                calls.append(_call(block.id, block.name, block.input))
+        text = "".join(texts)
+        return LLMResponse(
+            message=Message(role="assistant", content=text or None, tool_calls=calls),
+            usage=_usage(reply.usage),
+            finish_reason=_stop_reason(reply.stop_reason),
+            model=reply.model or self.model,
+        )
+
+    async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one reply: text deltas, each tool call once its block ends, then
+        `StreamDone`.
+
+        A tool call's input arrives as ``input_json_delta`` fragments, joined when its
+        ``content_block_stop`` comes; usage comes from ``message_start`` and
+        ``message_delta``.
+
+        Raises:
+            LLMTransientError: the request failed transiently past ``max_retries``, or the
+                stream broke or reported an error midway (not retried: events were already
+                yielded).
+            LLMError: the server refused the request.
+        """
+        body = self._request(request)
+        create: Any = self._client.messages.create
+        with self._map_errors(request.tools):
+            events = await create(**body, stream=True)
+        assembler = _StreamAssembler(self.model)
+        try:
+            with self._map_errors(request.tools, midstream=True):
+                async for event in events:
+                    for out in assembler.feed(event):
+                        yield out
+        finally:
+            await events.close()
+        yield StreamDone(response=assembler.response())
+
+
+def _tool_hint(text: str, tools: Sequence[Mapping[str, Any]]) -> str:
+    """``; the definition of tool 'x' was refused`` when the error points into ``tools``."""
+    found = _TOOL_PATH.search(text)
+    if found is None or not tools:
+        return ""
+    index = int(found.group(1))
+    if index >= len(tools):
+        return ""
+    name = anthropic_tool(tools[index])["name"]
+    return (
+        f"; the server refused the definition of tool {name!r} (tools[{index}]): fix its "
+        "input schema or leave the tool out"
+    )
+
+
+class _StreamAssembler:
+    """Collects the events of a streamed message into text, whole tool calls and usage."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.text: list[str] = []
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.calls: list[ToolCall] = []
+        self.stop_reason: str | None = None
+        self.usage = Usage()
+
+    def feed(self, event: Any) -> list[StreamEvent]:
+        kind = getattr(event, "type", None)
+        if kind == "message_start":
+            message = event.message
+            self.model = getattr(message, "model", None) or self.model
+            self.usage = _usage(getattr(message, "usage", None))
+        elif kind == "content_block_start":
+            block = event.content_block
+            if getattr(block, "type", None) == "tool_use":
+                self.blocks[event.index] = {"id": block.id, "name": block.name, "json": []}
+            elif getattr(block, "type", None) == "text" and getattr(block, "text", ""):
+                self.text.append(block.text)
+                return [TextDelta(text=block.text)]
+        elif kind == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta" and delta.text:
+                self.text.append(delta.text)
+                return [TextDelta(text=delta.text)]
+            if delta.type == "input_json_delta" and event.index in self.blocks:
+                self.blocks[event.index]["json"].append(delta.partial_json or "")
+        elif kind == "content_block_stop" and event.index in self.blocks:
+            block = self.blocks.pop(event.index)
+            raw = "".join(block["json"])
+            call = _call(block["id"], block["name"], _decode_input(raw))
+            self.calls.append(call)
+            return [ToolCallReady(call=call, index=len(self.calls) - 1)]
+        elif kind == "message_delta":
+            self.stop_reason = getattr(event.delta, "stop_reason", None) or self.stop_reason
+            if getattr(event, "usage", None) is not None:
+                self.usage = _usage(event.usage, self.usage)
+        return []
+
+    def response(self) -> LLMResponse:
+        text = "".join(self.text)
+        return LLMResponse(
+            message=Message(role="assistant", content=text or None, tool_calls=self.calls),
+            usage=self.usage,
+            finish_reason=_stop_reason(self.stop_reason),
+            model=self.model,
+        )
+
+
+def _decode_input(raw: str) -> Any:
+    """A tool_use input from its JSON text: ``{}`` when empty, the raw text when broken."""
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
