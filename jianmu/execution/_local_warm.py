@@ -120,6 +120,14 @@ class LocalWarm:
             _log.info("restarted the warm sandbox supervisor (start %d)", self.starts)
         return sup
 
+    @property
+    def upcoming(self) -> CommandCgroup | None:
+        """The control group the next call takes, once made (its child may wait there)."""
+        if not self._pool or not self._pool[0][1].done():
+            return None
+        made = self._pool[0][1]
+        return None if made.exception() is not None else made.result()
+
     def _ensure(self) -> Supervisor:
         """The running supervisor, started if needed (on the owner thread)."""
         with self._sup_lock:
@@ -151,13 +159,8 @@ class LocalWarm:
         return await asyncio.wrap_future(self._owner.submit(self._make, limits))
 
     def _next(self, limits: Limits) -> CommandCgroup | None:
-        """The group the next call will take, if it is ready and has these limits."""
-        if not self._pool:
-            return None
-        key, made = self._pool[0]
-        if key != limits or not made.done() or made.exception() is not None:
-            return None
-        return made.result()
+        """The group the next call will take, if it is made and has these limits."""
+        return self.upcoming if self._pool and self._pool[0][0] == limits else None
 
     def _retire(self, made: Future[CommandCgroup] | CommandCgroup) -> Future[None] | None:
         """Kill what is left in a group and remove it, on the owner thread."""
