@@ -197,6 +197,8 @@ class CommandCgroup:
 
     def remove(self) -> None:
         """Kill what is left and delete the group; a busy group is left for the next sweep."""
+        if self._remove_empty():
+            return
         self.kill_all()
         for path in set(self.dirs.values()):
             for _ in range(50):
@@ -207,6 +209,18 @@ class CommandCgroup:
                     break
                 except OSError:
                     time.sleep(0.01)
+
+
+    def _remove_empty(self) -> bool:
+        """Delete the group if it is empty already (the kernel refuses a busy one)."""
+        for path in sorted(set(self.dirs.values())):
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return False
+        return True
 
 
 def _owner_alive(name: str) -> bool:

@@ -3,12 +3,14 @@
 The supervisor runs in one bubblewrap namespace (or, without bubblewrap, as a plain child)
 and is started from one long-lived thread of the sandbox: bubblewrap's ``--die-with-parent``
 follows the thread that started it, and a pool thread may end at any time. That thread also
-removes each used control group after the call returned and makes the next one ahead, so a
-call only sends a request and waits for its reply.
+makes control groups ahead of the calls and removes each used one after its call returned, so
+a call only sends a request from the event loop and awaits its reply there (the supervisor's
+reader thread settles the future), and the supervisor runs it in a child forked ahead.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -17,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,12 +28,15 @@ from jianmu.errors import SandboxError
 from jianmu.execution._bwrap import CGROUP_MOUNT, supervisor_argv
 from jianmu.execution._cgroup import CgroupNest, CgroupSupport, CommandCgroup
 from jianmu.execution._child import ChildHandle
-from jianmu.execution._warm import SUPERVISOR_SOURCE, Reply, Supervisor
+from jianmu.execution._warm import SPARE_SOURCE, SUPERVISOR_SOURCE, Reply, Supervisor
 
 __all__ = ("LocalWarm", "PipeChannel", "supervisor_python")
 
 _log = logging.getLogger("jianmu.execution.local_sandbox")
 _GRACE = 5.0  # host-side slack past the supervisor's own timeout
+_AHEAD = 2  # control groups made ahead: the next call's and the one it names as next
+Limits = tuple[tuple[str, int | float | None], ...]
+"""A control group's limits (``pids``, ``memory_bytes``, ``cpus``), hashable."""
 
 
 def supervisor_python() -> str:
@@ -69,21 +75,27 @@ class PipeChannel:
 
 
 class LocalWarm:
-    """The warm supervisor of one `LocalSandbox`, restarted when it dies."""
+    """The warm supervisor of one `LocalSandbox`, restarted when it dies.
+
+    Control groups are made ahead of the calls (a pool of `_AHEAD`, by the owner thread) and
+    removed after them, so a call takes a ready group and names the next one: the supervisor
+    forks that command's child into it once this command is over (`_supervisor_spare`).
+    """
 
     def __init__(
         self, *, support: CgroupSupport, bwrap: dict[str, Any] | None, user: tuple[int, int]
-        | None, cwd: Path, limits: dict[str, Any],
+        | None, cwd: Path,
     ) -> None:
         self._support, self._bwrap, self._user, self._cwd = support, bwrap, user, cwd
-        self._limits = limits
         self._owner = ThreadPoolExecutor(1, thread_name_prefix="jianmu-warm")
         self._nest: CgroupNest | None = None
-        self._spare: Future[CommandCgroup] | None = None
+        self._pool: deque[tuple[Limits, Future[CommandCgroup]]] = deque()
         self._sup: Supervisor | None = None
         self._sup_lock = threading.Lock()
         self.starts = 0
         """How many supervisors this sandbox started (a restart counts)."""
+        self.preforked = 0
+        """How many commands ran in a child forked ahead of their call."""
 
     @property
     def supervisor(self) -> Supervisor | None:
@@ -95,8 +107,9 @@ class LocalWarm:
         if self._nest is None:
             self._nest = CgroupNest(self._support)
         config = {"user": list(self._user) if self._user else None,
-                  "capbset": self._user is not None}
-        argv = [supervisor_python(), "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(config)]
+                  "capbset": self._user is not None, "prefork": True}
+        argv = [supervisor_python(), "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(config),
+                SPARE_SOURCE]
         if self._bwrap is not None:
             assert self._user is not None
             argv = supervisor_argv(argv, user=self._user, cgroups=self._nest.folders,
@@ -107,20 +120,58 @@ class LocalWarm:
             _log.info("restarted the warm sandbox supervisor (start %d)", self.starts)
         return sup
 
-    def _supervisor(self) -> Supervisor:
+    @property
+    def upcoming(self) -> CommandCgroup | None:
+        """The control group the next call takes, once made (its child may wait there)."""
+        if not self._pool or not self._pool[0][1].done():
+            return None
+        made = self._pool[0][1]
+        return None if made.exception() is not None else made.result()
+
+    def _ensure(self) -> Supervisor:
+        """The running supervisor, started if needed (on the owner thread)."""
         with self._sup_lock:
             sup = self._sup
             if sup is None or not sup.alive:
-                sup = self._sup = self._owner.submit(self._start).result()
+                sup = self._sup = self._start()
             return sup
 
-    def _group(self) -> CommandCgroup:
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            with contextlib.suppress(SandboxError):
-                return spare.result()
+    def _make(self, limits: Limits) -> CommandCgroup:
         assert self._nest is not None
-        return self._nest.command(**self._limits)
+        given: dict[str, Any] = dict(limits)
+        return self._nest.command(**given)
+
+    def _fill(self, limits: Limits) -> None:
+        """Make groups ahead (on the owner thread) until `_AHEAD` are pooled."""
+        with contextlib.suppress(RuntimeError):  # closing: no new groups
+            while len(self._pool) < _AHEAD:
+                self._pool.append((limits, self._owner.submit(self._make, limits)))
+
+    async def _take(self, limits: Limits) -> CommandCgroup:
+        """A ready group with these limits; pooled ones with other limits are removed."""
+        while self._pool:
+            key, made = self._pool.popleft()
+            if key != limits:
+                self._retire(made)
+                continue
+            with contextlib.suppress(SandboxError):
+                return made.result() if made.done() else await asyncio.wrap_future(made)
+        return await asyncio.wrap_future(self._owner.submit(self._make, limits))
+
+    def _next(self, limits: Limits) -> CommandCgroup | None:
+        """The group the next call will take, if it is made and has these limits."""
+        return self.upcoming if self._pool and self._pool[0][0] == limits else None
+
+    def _retire(self, made: Future[CommandCgroup] | CommandCgroup) -> Future[None] | None:
+        """Kill what is left in a group and remove it, on the owner thread."""
+        def work() -> None:
+            group = made.result() if isinstance(made, Future) else made
+            group.remove()
+
+        try:
+            return self._owner.submit(work)
+        except RuntimeError:  # closing: the caller removes the nest
+            return None
 
     def _in_view(self, path: str) -> str:
         """A host path of the nest as the supervisor sees it."""
@@ -131,34 +182,51 @@ class LocalWarm:
                 return f"{CGROUP_MOUNT}/{index}{path[len(folder):]}"
         raise AssertionError(f"{path} is outside the sandbox's control groups")
 
-    def run(
+    def _oom_files(self, group: CommandCgroup) -> list[str]:
+        memory = group.dirs.get("memory")
+        if memory is None:
+            return []
+        name = "memory.events" if self._support.version == 2 else "memory.oom_control"
+        return [self._in_view(str(memory / name))]
+
+    async def run(
         self, request: dict[str, Any], data: bytes | None, timeout: float, limit: int,
-        handle: ChildHandle,
+        handle: ChildHandle, limits: Limits,
     ) -> Reply | None:
         """Run one command in a fresh control group; ``None`` if the supervisor died.
 
         Raises:
             SandboxError: the command could not be started.
         """
-        sup = self._supervisor()
-        group = self._group()
-        memory = group.dirs.get("memory")
-        oom = [] if memory is None else [str(memory / (
-            "memory.events" if self._support.version == 2 else "memory.oom_control"))]
-        reply = None
+        sup = self._sup
+        if sup is None or not sup.alive:
+            sup = await asyncio.wrap_future(self._owner.submit(self._ensure))
+        group = await self._take(limits)
+        upcoming = self._next(limits)
+        self._fill(limits)
+        nxt = None if upcoming is None else {
+            "procs": [self._in_view(p) for p in upcoming.procs_files], "cwd": request["cwd"]}
         try:
-            reply = sup.run(
+            fut = sup.start(
                 {**request, "procs": [self._in_view(p) for p in group.procs_files],
-                 "oom": [self._in_view(p) for p in oom]},
+                 "oom": self._oom_files(group), "next": nxt},
                 data, timeout + _GRACE, limit, handle,
             )
-        finally:
-            if reply is None or reply.left:
-                group.kill_all(wait=1.0)  # the supervisor could not: nothing may outlive us
-            with contextlib.suppress(RuntimeError):  # closing: the caller removes the nest
-                self._owner.submit(group.remove)
-                self._spare = self._owner.submit(self._nest.command, **self._limits) \
-                    if self._nest is not None else None
+        except BaseException:
+            self._retire(group)
+            raise
+        try:
+            raw = await asyncio.shield(fut)
+        except BaseException:  # cancelled: the group goes once the supervisor has answered
+            fut.add_done_callback(lambda _f: self._retire(group))
+            raise
+        retired = self._retire(group)
+        if retired is not None and (raw is None or raw[0].get("left")):
+            await asyncio.wrap_future(retired)  # the supervisor could not: nothing may outlive us
+        if raw is None:
+            return None
+        reply = sup.reply(raw, limit)
+        self.preforked += reply.preforked
         return reply
 
     def close(self) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import selectors
 import signal
 import struct
@@ -87,6 +86,20 @@ def read_count(path):
     except (OSError, ValueError):
         pass
     return 0
+
+
+def read_small(path):
+    """A small kernel file's bytes (a control group's process list), in few system calls."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = b""
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return data
+            data += chunk
+    finally:
+        os.close(fd)
 
 
 def oom_total(paths):
@@ -205,11 +218,36 @@ class Spawned:
         return self.returncode
 
 
+def empty_bounding_set():
+    """Drop every capability from the bounding set; whether it is empty now.
+
+    The supervisor does it once at start (it never execs, and its own capabilities stay), so
+    that the children it forks inherit an empty set and need not drop it each time.
+    """
+    for cap in range(LAST_CAP + 1):
+        if prctl(23, cap) == 1 and prctl(24, cap) != 0:  # PR_CAPBSET_READ, PR_CAPBSET_DROP
+            return False
+    return True
+
+
+def load_part():
+    """What the second part (``_supervisor_spare.py``, argument 2) defines: how a child is
+    set up as root (``preexec``) and forked ahead (``Prefork``). It runs on our names."""
+    scope = dict(globals())
+    if len(sys.argv) > 2:
+        exec(compile(sys.argv[2], "<spare>", "exec"), scope)
+    return scope
+
+
+PART = load_part()
+
+
 class Command:
     """One running command: its process, capped output, deadline and clean-up."""
 
-    def __init__(self, sel, msg, data):
+    def __init__(self, sel, msg, data, spare=None):
         self.id, self.sel = msg["id"], sel
+        self.argv0 = msg["argv"][0]
         self.limit = msg["limit"]
         self.procs = msg.get("procs") or []
         self.oom_files = msg.get("oom") or CONFIG.get("oom") or []
@@ -220,17 +258,24 @@ class Command:
         self.deadline = self.start + msg["timeout"]
         self.drain_until = None
         self.left = 0
+        self.emptied = False
         self.exited = self.timed_out = False
         self.pending = memoryview(data)
         self.pidfd = None
         env = {**os.environ, **msg["env"]} if CONFIG.get("inherit_env") else msg["env"]
+        launched = None if spare is None else spare.launch(
+            msg["argv"], env, data, msg.get("rlimits") or [])
+        self.preforked = launched is not None
         self.proc: subprocess.Popen[bytes] | Spawned
-        if self.procs or msg.get("rlimits") or CONFIG.get("user") is not None \
+        if launched is not None:  # the pre-forked child: set up already, it only execs
+            self.proc = launched
+        elif self.procs or msg.get("rlimits") or CONFIG.get("user") is not None \
                 or CONFIG.get("capbset"):
             self.proc = subprocess.Popen(
                 msg["argv"], stdin=subprocess.PIPE if data else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                start_new_session=True, preexec_fn=self.preexec(msg),
+                start_new_session=True, preexec_fn=PART["preexec"](
+                    msg["cwd"], self.procs, [tuple(x) for x in msg.get("rlimits", [])]),
             )
         else:  # nothing to do between fork and exec: spawn, far cheaper than forking Python
             self.proc = Spawned(msg["argv"], env, msg["cwd"], bool(data))
@@ -244,41 +289,6 @@ class Command:
             sel.register(self.pidfd, selectors.EVENT_READ, (self, "exit"))
         except (OSError, AttributeError):
             self.pidfd = None
-
-    def preexec(self, msg):
-        procs, limits = list(self.procs), [tuple(x) for x in msg.get("rlimits", [])]
-        cwd = msg["cwd"]
-        user, capbset = CONFIG.get("user"), CONFIG.get("capbset")
-        shielded = SHIELDED if CONFIG.get("shield") else []
-
-        def run():  # in the child between fork and exec: join, limit, then drop
-            for sig in shielded:  # an ignored signal would stay ignored across exec
-                signal.signal(sig, signal.SIG_DFL)
-            try:
-                os.chdir(cwd)  # as root, like bubblewrap's --chdir and a cold start
-                moved = True
-            except PermissionError:
-                moved = False  # a private /tmp on the way that only the user may pass
-            for name in procs:
-                fd = os.open(name, os.O_WRONLY)
-                try:
-                    os.write(fd, b"0")
-                finally:
-                    os.close(fd)
-            for which, value in limits:
-                resource.setrlimit(which, (value, value))
-            if capbset:
-                for cap in range(LAST_CAP + 1):
-                    if prctl(24, cap) != 0:  # PR_CAPBSET_DROP
-                        raise OSError("could not empty the capability bounding set")
-            if user is not None:
-                os.setgroups([])
-                os.setresgid(user[1], user[1], user[1])
-                os.setresuid(user[0], user[0], user[0])  # from root: every capability goes
-            if not moved:
-                os.chdir(cwd)
-
-        return run
 
     def watched(self):
         return any(k.data[0] is self and k.data[1] in (0, 1)
@@ -330,11 +340,14 @@ class Command:
             pids: set[int] = set()
             for name in self.procs:
                 try:
-                    with open(name) as fh:
-                        pids.update(int(x) for x in fh.read().split())
+                    pids.update(int(x) for x in read_small(name).split())
                 except (OSError, ValueError):
-                    pass
+                    pids.add(-1)  # unreadable: not known to be empty
+            # nothing alive in the group: nothing can enter it again (only we and the host
+            # move processes in), so later kills of this command may be skipped
+            self.emptied = self.emptied or not pids
             pids.discard(0)  # outside our pid namespace: the host kills those
+            pids.discard(-1)
             self.left = len(pids)
             if not pids or time.monotonic() > deadline:
                 break
@@ -365,9 +378,11 @@ class Command:
         for key in list(self.sel.get_map().values()):
             if key.data[0] is self:
                 self.sel.unregister(key.fileobj)
-        self.kill(1.0)
+        if not self.emptied:
+            self.kill(1.0)
         code = self.proc.wait()
-        self.kill(1.0)  # its zombie is reaped: the group can empty now
+        if not self.emptied:
+            self.kill(1.0)  # its zombie is reaped: the group can empty now
         if CONFIG.get("sweep") and sweep(1.0):
             self.left = max(self.left, 1)  # the host sweeps from outside
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
@@ -378,14 +393,31 @@ class Command:
                     pass
         if self.pidfd is not None:
             os.close(self.pidfd)
+        failed = self.proc.failure(self.argv0) if self.preforked else None  # type: ignore
+        if failed is not None:  # as subprocess raises it: the command never ran
+            write_frame({"id": self.id, "error": f"could not start {self.argv0!r}: {failed}"})
+            return
         out, err = bytes(self.kept[0]), bytes(self.kept[1])
         write_frame({
             "id": self.id, "exit": code, "timed_out": self.timed_out,
             "duration": time.monotonic() - self.start, "out": len(out), "err": len(err),
             "out_dropped": self.dropped[0], "err_dropped": self.dropped[1],
             "oom": oom_total(self.oom_files) - self.oom_before, "left": self.left,
-            "error": None,
+            "error": None, "prefork": self.preforked,
         }, out + err)
+
+
+class NoPrefork:
+    """Where nothing is forked ahead (``prefork`` off): every command forks when it comes."""
+
+    def take(self, _msg):
+        return None
+
+    def refill(self, _busy):
+        pass
+
+    def close(self):
+        pass
 
 
 def main():
@@ -394,6 +426,8 @@ def main():
         guarded = False  # kill(-1) belongs in a container, as an unprivileged user
         CONFIG["sweep"] = False
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if CONFIG.get("capbset") and empty_bounding_set():
+        CONFIG["capbset"] = False  # inherited empty by every child
     if CONFIG.get("shield"):
         for sig in SHIELDED:
             signal.signal(sig, signal.SIG_IGN)
@@ -401,6 +435,7 @@ def main():
     os.set_blocking(0, False)
     sel.register(0, selectors.EVENT_READ, (None, "host"))
     commands: dict[int, Command] = {}
+    prefork = PART["Prefork"](sel) if CONFIG.get("prefork") else NoPrefork()
     buf = bytearray()
     write_frame({"ready": os.getpid(), "guarded": guarded})
     if not guarded and CONFIG.get("require_guard"):
@@ -418,6 +453,7 @@ def main():
             except BlockingIOError:
                 continue
             if not chunk:  # the host is gone: nothing of ours may outlive it
+                prefork.close()
                 for cmd in commands.values():
                     cmd.kill(0.5)
                 return
@@ -435,7 +471,8 @@ def main():
                         found.kill(0.2)
                     continue
                 try:
-                    commands[msg["id"]] = Command(sel, msg, data)
+                    commands[msg["id"]] = Command(sel, msg, data, prefork.take(msg))
+                    prefork.refill(True)  # as root, it prepares while this command runs
                 except OSError as exc:
                     if not CONFIG.get("shell_codes"):
                         write_frame({"id": msg["id"], "error": f"could not start "
@@ -448,6 +485,7 @@ def main():
         now = time.monotonic()
         for done in [k for k, c in commands.items() if c.step(now)]:
             commands.pop(done).finish()
+        prefork.refill(bool(commands))
 
 
 if __name__ == "__main__":

@@ -232,11 +232,8 @@ class LocalSandbox(BaseSandbox):
                 "network": self.network, "tmp": tmp, "workspace": self.workspace,
                 "search_path": self._search_path(),
             }
-            self._warm = LocalWarm(
-                support=self._support, bwrap=bwrap, user=user, cwd=self.workspace,
-                limits={"pids": self.pids, "cpus": self.cpus, "memory_bytes":
-                        self.memory_mb * 1024 * 1024 if self.memory_mb else None},
-            )
+            self._warm = LocalWarm(support=self._support, bwrap=bwrap, user=user,
+                                   cwd=self.workspace)
 
     async def close(self) -> None:
         """Kill running commands and remove the private temporary folder; idempotent."""
@@ -299,13 +296,13 @@ class LocalSandbox(BaseSandbox):
         spec = self._child_spec(call.argv, workdir, call.env, timeout, {}, wrap=False)
         request = {"argv": spec.argv, "env": spec.env, "cwd": spec.cwd,
                    "timeout": timeout, "rlimits": spec.limits}
+        limits = (("pids", self.pids), ("memory_bytes", self.memory_mb * 1024 * 1024
+                                        if self.memory_mb else None), ("cpus", self.cpus))
         handle = ChildHandle()
         self._running.add(handle)
         try:
-            reply = await anyio.to_thread.run_sync(
-                warm.run, request, call.stdin, timeout, self.output_limit, handle,
-                abandon_on_cancel=True,
-            )
+            reply = await warm.run(request, call.stdin, timeout, self.output_limit, handle,
+                                   limits)
         except BaseException:
             handle.cancel()  # cancelled from outside: the supervisor kills it
             raise
