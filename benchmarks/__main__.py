@@ -9,9 +9,12 @@ from pathlib import Path
 
 
 def main() -> int:
-    """Run the benchmarks named on the command line, or all of them."""
+    """Run the benchmarks named on the command line, or all of them.
+
+    Arguments starting with ``-`` are options the benchmarks read themselves (``--profile``).
+    """
     here = Path(__file__).parent
-    names = sys.argv[1:] or sorted(
+    names = [a for a in sys.argv[1:] if not a.startswith("-")] or sorted(
         m.name for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_")
     )
     for name in names:
