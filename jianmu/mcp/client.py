@@ -33,7 +33,15 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from jianmu.errors import MCPError, ToolTimeoutError
-from jianmu.mcp._bridge import describe, errlog, first_leaf, require_mcp, wait_future
+from jianmu.mcp._bridge import (
+    connect_failure,
+    describe,
+    errlog,
+    first_leaf,
+    require_mcp,
+    running_loop,
+    wait_future,
+)
 from jianmu.mcp.data import MCPCallResult, MCPToolInfo
 
 if TYPE_CHECKING:
@@ -42,13 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ("MCPClient", "MCPServerOptions")
 
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    """The caller's asyncio loop; None on another anyio backend (trio)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 logger = logging.getLogger("jianmu.mcp")
 
@@ -198,7 +199,7 @@ class MCPClient:
         if loop is None:
             return
         self._loop = self._thread = self._host = None
-        if loop is _running_loop():
+        if loop is running_loop():
             if host is not None and not host.done():
                 with contextlib.suppress(Exception):
                     await self._shutdown()
@@ -222,7 +223,7 @@ class MCPClient:
     async def _submit(self, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any) -> _T:
         if self._closed:
             raise MCPError(f"MCP client {self.name!r} is closed; make a new one")
-        loop, current = self._loop, _running_loop()
+        loop, current = self._loop, running_loop()
         if loop is not None and loop is not current and self._thread is None and (
             loop.is_closed() or not loop.is_running()
         ):
@@ -406,31 +407,10 @@ class MCPClient:
             try:
                 session, stop, done = await self._tg.start(self._own_session)
             except Exception as exc:
-                raise MCPError(self._connect_failure(exc)) from first_leaf(exc)
+                raise MCPError(connect_failure(self, exc)) from first_leaf(exc)
             self._session, self._stop, self._done = session, stop, done
             self.connections += 1
             return session  # type: ignore[no-any-return]
-
-    def _connect_failure(self, exc: BaseException) -> str:
-        leaf = first_leaf(exc)
-        if isinstance(leaf, TimeoutError):
-            detail = (
-                f"no answer to the handshake within {self.connect_timeout:g}s "
-                "(connect_timeout)"
-            )
-        else:
-            detail = describe(leaf)
-        where = (
-            f"command {' '.join([self.command, *self.args])!r}"
-            if self.command is not None
-            else f"url {self.url!r}"
-        )
-        fix = (
-            "check that the command starts an MCP stdio server"
-            if self.command is not None
-            else "check that the server is running and the URL ends with its MCP path (often /mcp)"
-        )
-        return f"could not connect to MCP server {self.name!r} ({where}): {detail}; {fix}"
 
     async def _list_tools(self) -> list[MCPToolInfo]:
         session = await self._ensure_session()
