@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,7 +15,12 @@ from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstr
 from jianmu.errors import ToolExecutionError, ToolTimeoutError
 from jianmu.execution.runnable import RunnableTool
 from jianmu.execution.sandbox import Sandbox
-from jianmu.execution.workspace import effective_root, use_workspace
+from jianmu.execution.workspace import (
+    effective_root,
+    reset_workspace,
+    set_workspace,
+    use_workspace,
+)
 
 __all__ = ("ToolRunner",)
 
@@ -130,26 +136,45 @@ class ToolRunner:
             self.workspace.mkdir(parents=True, exist_ok=True)
             self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="jianmu-tool")
         timeout = self.timeout_for(tool)
-        # the folder was made with the pool above: no stat on every call
-        with use_workspace(self.workspace, check=False), anyio.move_on_after(timeout) as scope:
-            if tool.sandboxed:
+        if tool.sandboxed:
+            # anyio's scope: the sandbox's own cleanup relies on anyio's shielded scopes
+            with use_workspace(self.workspace, check=False), \
+                    anyio.move_on_after(timeout):
                 await self.sandbox.start()
                 return await tool.run_sandboxed(self.sandbox, **args)
-            return await tool.invoke(args, executor=self._pool)
-        if scope.cancelled_caught:
-            sandboxed = tool.sandboxed
-            # a thread cannot be killed: say so rather than claim the work stopped
-            fate = "was stopped" if sandboxed or tool.is_async else (
-                "was abandoned (a synchronous tool's thread finishes in the background)"
-            )
-            knob = "its timeout argument or execution.timeout_s" if sandboxed else (
-                "its timeout_seconds or execution.timeout_s"
-            )
-            raise ToolTimeoutError(
-                f"tool {tool.name!r} did not finish within {timeout:g}s and {fate}; raise "
-                f"{knob}, or make the call smaller"
-            )
-        raise AssertionError("unreachable")  # pragma: no cover
+            raise self._timed_out(tool, timeout)
+        # in-process: asyncio's own timeout, a fraction of a cancel scope's cost per call;
+        # the folder was made with the pool above: no stat on every call
+        token = set_workspace(self.workspace)
+        try:
+            if timeout == math.inf:
+                return await tool.invoke(args, executor=self._pool)
+            deadline = asyncio.timeout(timeout)
+            try:
+                async with deadline:
+                    return await tool.invoke(args, executor=self._pool)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise  # the tool's own TimeoutError, not ours
+                raise self._timed_out(tool, timeout) from None
+        finally:
+            reset_workspace(token)
+
+    @staticmethod
+    def _timed_out(tool: RunnableTool, timeout: float) -> ToolTimeoutError:
+        """The error for a call that ran past ``timeout``."""
+        sandboxed = tool.sandboxed
+        # a thread cannot be killed: say so rather than claim the work stopped
+        fate = "was stopped" if sandboxed or tool.is_async else (
+            "was abandoned (a synchronous tool's thread finishes in the background)"
+        )
+        knob = "its timeout argument or execution.timeout_s" if sandboxed else (
+            "its timeout_seconds or execution.timeout_s"
+        )
+        return ToolTimeoutError(
+            f"tool {tool.name!r} did not finish within {timeout:g}s and {fate}; raise "
+            f"{knob}, or make the call smaller"
+        )
 
     async def release(self) -> None:
         """Close the sandbox at the end of a run but keep the worker pool for the next one.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +63,19 @@ def use_workspace(path: str | os.PathLike[str], *, check: bool = True) -> Iterat
         yield root
     finally:
         _WORKSPACE.reset(token)
+
+
+def set_workspace(root: Path) -> Token[Path | None]:
+    """Make the absolute, existing ``root`` the workspace root until `reset_workspace`.
+
+    The bare form of `use_workspace` for the `ToolRunner`'s per-call path (no generator).
+    """
+    return _WORKSPACE.set(root)
+
+
+def reset_workspace(token: Token[Path | None]) -> None:
+    """Undo the `set_workspace` that returned ``token``."""
+    _WORKSPACE.reset(token)
 
 
 def is_inside(path: str, root: str) -> bool:

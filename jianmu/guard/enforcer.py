@@ -70,6 +70,7 @@ class GuardEnforcer:
                 ConfirmChecker(),
             )
         self.checkers: tuple[GuardChecker, ...] = tuple(checkers)
+        self._rate_limited: dict[str, bool] = {}
 
     @classmethod
     def from_guard_constraints(
@@ -195,7 +196,10 @@ class GuardEnforcer:
 
     def rate_limited(self, name: str) -> bool:
         """Whether a per-minute limit applies to the tool ``name`` (its call times must be kept)."""
-        return any(
-            isinstance(c, RateLimitChecker) and c.limit_for(name) is not None
-            for c in self.checkers
-        )
+        known = self._rate_limited.get(name)
+        if known is None:  # the chain is fixed once built: ask it once per tool
+            known = self._rate_limited[name] = any(
+                isinstance(c, RateLimitChecker) and c.limit_for(name) is not None
+                for c in self.checkers
+            )
+        return known

@@ -40,6 +40,10 @@ class GuardLedger(BaseModel):
         ``timed=False`` counts the calls without keeping their times (no rate limit applies).
         """
         names = list(names)
+        if not timed and not self.call_times:  # nothing to keep or prune: just count
+            return GuardLedger.model_construct(
+                calls_made=self.calls_made + len(names), call_times={}
+            )
         times = {k: list(v) for k, v in self.call_times.items()}
         if timed:
             for name in names:

@@ -99,6 +99,8 @@ class ToolPolicyChecker(BaseChecker):
             names = groups.get(rule.tool, frozenset()) - {rule.tool}
             rules.append((dataclasses.replace(rule, aliases=names), checked))
         self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
+        # only argument rules look at paths: without one, no call needs the workspace root
+        self._needs_root = any(not rule.is_name_rule for rule, _policy in self.rules)
 
     @classmethod
     def from_guard_constraints(
@@ -120,7 +122,7 @@ class ToolPolicyChecker(BaseChecker):
         ``root`` is the workspace root path arguments resolve against (default: the checker's
         ``workspace``, else `current_workspace()`).
         """
-        if root is None:
+        if root is None and self._needs_root:
             root = _workspace_root(None, self.workspace)
         for wanted in ("deny", "confirm"):
             for rule, policy in self.rules:
@@ -151,7 +153,7 @@ class ToolPolicyChecker(BaseChecker):
         return None
 
     def _allow_or_default(
-        self, call: ToolCall, tool: PolicyTarget | None, root: str
+        self, call: ToolCall, tool: PolicyTarget | None, root: str | None
     ) -> tuple[Policy, str, Rule | None]:
         """The policy from allow rules, else from the tool's permission and the default."""
         allowing = self._allowing_rules(call, tool, root)
@@ -170,7 +172,9 @@ class ToolPolicyChecker(BaseChecker):
             return "allow", f"no rule names tool {call.name!r}; allowed by default", None
         return default, f"default_policy is {default!r} and no rule names tool {call.name!r}", None
 
-    def _allowing_rules(self, call: ToolCall, tool: PolicyTarget | None, root: str) -> list[Rule]:
+    def _allowing_rules(
+        self, call: ToolCall, tool: PolicyTarget | None, root: str | None
+    ) -> list[Rule]:
         """Allow rules that together cover every part of the call; empty if none do.
 
         A name rule covers everything; argument rules looking at the same argument pool
@@ -242,8 +246,7 @@ class ToolPolicyChecker(BaseChecker):
                 checker=self.name,
             )
         # only argument rules look at paths: skip finding the workspace when there are none
-        needs_root = any(not rule.is_name_rule for rule, _policy in self.rules)
-        root = _workspace_root(context, self.workspace) if needs_root else None
+        root = _workspace_root(context, self.workspace) if self._needs_root else None
         policy, reason, rule = self.resolve(call, tool, root=root)
         text = rule.text if rule is not None else None
         if policy == "deny":

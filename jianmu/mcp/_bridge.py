@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import subprocess
 import sys
@@ -15,7 +16,15 @@ import anyio.lowlevel
 
 from jianmu.errors import MissingExtraError
 
-__all__ = ("describe", "errlog", "first_leaf", "require_mcp", "wait_future")
+__all__ = (
+    "connect_failure",
+    "describe",
+    "errlog",
+    "first_leaf",
+    "require_mcp",
+    "running_loop",
+    "wait_future",
+)
 
 _T = TypeVar("_T")
 
@@ -72,3 +81,34 @@ async def wait_future(future: Future[_T]) -> _T:
             future.cancel()
             raise
     return future.result()
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The caller's asyncio loop; None on another anyio backend (trio)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def connect_failure(client: Any, exc: BaseException) -> str:
+    """Why `MCPClient` ``client`` could not connect, and what to check."""
+    leaf = first_leaf(exc)
+    if isinstance(leaf, TimeoutError):
+        detail = (
+            f"no answer to the handshake within {client.connect_timeout:g}s "
+            "(connect_timeout)"
+        )
+    else:
+        detail = describe(leaf)
+    where = (
+        f"command {' '.join([client.command, *client.args])!r}"
+        if client.command is not None
+        else f"url {client.url!r}"
+    )
+    fix = (
+        "check that the command starts an MCP stdio server"
+        if client.command is not None
+        else "check that the server is running and the URL ends with its MCP path (often /mcp)"
+    )
+    return f"could not connect to MCP server {client.name!r} ({where}): {detail}; {fix}"

@@ -1,13 +1,18 @@
-"""`MCPClient`: one connection to an MCP server, owned by a private event loop in a thread.
+"""`MCPClient`: one connection to an MCP server, owned by one event loop.
 
-Why a thread: the SDK's transports and `ClientSession` are async context managers whose
-task groups must be entered and exited in the same task. A tool call, though, may come from
-any task (a `ReactiveRunner`'s task group, a ``run_sync`` loop, a test), and ``close()``
-from yet another. So one background task owns the session (enters the transport and the
-session, waits for a stop signal, exits them) inside a dedicated event loop, and every
-request is handed to that loop (``asyncio.run_coroutine_threadsafe``; the private loop is
-always asyncio, the caller's may be any anyio backend). Callers await the answer; cancelling
-the caller cancels the request in the private loop.
+The SDK's transports and `ClientSession` are async context managers whose task groups must
+be entered and exited in the same task, while a tool call may come from any task (a
+`ReactiveRunner`'s task group, a test) and ``close()`` from yet another. So one background
+task owns the session (enters the transport and the session, waits for a stop signal, exits
+them) inside a task group that lives on one loop:
+
+- the loop of the first caller, when it is asyncio: calls from that loop (the runner's) go
+  straight to the session, with no thread hop;
+- a private loop in a daemon thread, when the caller runs on another anyio backend.
+
+A call from any other loop is handed over (``asyncio.run_coroutine_threadsafe``) and
+cancelling the caller cancels it there. When the loop that held the session has ended (an
+``asyncio.run`` that returned), the next call opens a new session on its own loop.
 
 A call that finds the connection closed marks it broken and fails; the next call
 reconnects once (a new process for stdio, a new session for HTTP) before it runs.
@@ -28,7 +33,15 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from jianmu.errors import MCPError, ToolTimeoutError
-from jianmu.mcp._bridge import describe, errlog, first_leaf, require_mcp, wait_future
+from jianmu.mcp._bridge import (
+    connect_failure,
+    describe,
+    errlog,
+    first_leaf,
+    require_mcp,
+    running_loop,
+    wait_future,
+)
 from jianmu.mcp.data import MCPCallResult, MCPToolInfo
 
 if TYPE_CHECKING:
@@ -36,6 +49,7 @@ if TYPE_CHECKING:
     from mcp import ClientSession
 
 __all__ = ("MCPClient", "MCPServerOptions")
+
 
 logger = logging.getLogger("jianmu.mcp")
 
@@ -119,9 +133,13 @@ class MCPClient:
         self.name = name or command or url or "mcp"
         self.connections = 0
         """How many times a session was opened (1 after ``connect``; more after reconnects)."""
-        # Caller side.
+        # Caller side. The session lives on ``_loop``: the first caller's own event loop
+        # (calls from it go straight to the session), or a private loop in ``_thread`` when
+        # the caller's is not asyncio. Calls from any other loop are handed over to it.
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._host: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[None] | None = None
         self._start_lock = threading.Lock()
         self._closed = False
         # Loop side: touched only by code running in the private event loop.
@@ -177,10 +195,19 @@ class MCPClient:
     async def close(self) -> None:
         """Stop the session and the server process; idempotent. A closed client stays closed."""
         self._closed = True
-        loop, thread = self._loop, self._thread
+        loop, thread, host = self._loop, self._thread, self._host
         if loop is None:
             return
-        self._loop = self._thread = None
+        self._loop = self._thread = self._host = None
+        if loop is running_loop():
+            if host is not None and not host.done():
+                with contextlib.suppress(Exception):
+                    await self._shutdown()
+                with contextlib.suppress(BaseException):
+                    await host  # its task group has ended: the server process is gone
+            return
+        if loop.is_closed():
+            return  # the loop ended and took the session with it
         with contextlib.suppress(Exception):
             await wait_future(asyncio.run_coroutine_threadsafe(self._shutdown(), loop))
         if thread is not None:
@@ -196,9 +223,22 @@ class MCPClient:
     async def _submit(self, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any) -> _T:
         if self._closed:
             raise MCPError(f"MCP client {self.name!r} is closed; make a new one")
-        loop = self._loop
+        loop, current = self._loop, running_loop()
+        if loop is not None and loop is not current and self._thread is None and (
+            loop.is_closed() or not loop.is_running()
+        ):
+            self._abandon(loop)  # the loop that held the session has ended
+            loop = None
         if loop is None:
-            loop = await anyio.to_thread.run_sync(self._start_loop)
+            if current is not None:
+                loop = self._adopt(current)
+            else:  # not asyncio (trio): the session gets a loop of its own in a thread
+                loop = await anyio.to_thread.run_sync(self._start_loop)
+        if loop is current:  # the session lives here: no hand-over
+            ready = self._ready
+            if ready is not None and not ready.done():
+                await asyncio.shield(ready)
+            return await fn(*args)
         coro = fn(*args)
         try:
             # Hands the coroutine over without waiting for the other loop to take it.
@@ -207,6 +247,38 @@ class MCPClient:
             coro.close()
             raise MCPError(f"MCP client {self.name!r} is closed; make a new one") from exc
         return await wait_future(future)
+
+    def _adopt(self, loop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
+        """Host the session on the caller's own ``loop`` (a task that holds its task group)."""
+        ready: asyncio.Future[None] = loop.create_future()
+        self._loop, self._ready = loop, ready
+        self._host = loop.create_task(self._host_main(ready), name=f"jianmu-mcp-{self.name}")
+        return loop
+
+    def _abandon(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Forget a session whose loop ended or stopped; the next call reconnects here."""
+        host = self._host
+        self._loop = self._host = self._ready = None
+        self._session = self._stop = self._done = None
+        logger.debug("MCP client %r: its event loop ended; reconnecting on this one", self.name)
+        if host is not None and not loop.is_closed():
+            # a stopped loop that runs again winds the old session down
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(host.cancel)
+
+    async def _host_main(self, ready: asyncio.Future[None]) -> None:
+        """The session's home on the caller's loop: a task group until `close`."""
+        try:
+            self._quit = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                self._tg, self._lock = tg, anyio.Lock()
+                ready.set_result(None)
+                await self._quit.wait()
+                tg.cancel_scope.cancel()  # an owner that outlived its shutdown window
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
 
     def _start_loop(self) -> asyncio.AbstractEventLoop:
         """Start the private event loop (in a daemon thread) and return it."""
@@ -324,6 +396,9 @@ class MCPClient:
     async def _ensure_session(self) -> ClientSession:
         """The live session; (re)connect when there is none or it is broken."""
         assert self._lock is not None and self._tg is not None
+        session = self._session
+        if session is not None and not self._broken:
+            return session  # the usual case: no lock (each acquire yields to the loop)
         async with self._lock:
             if self._session is not None and not self._broken:
                 return self._session
@@ -332,31 +407,10 @@ class MCPClient:
             try:
                 session, stop, done = await self._tg.start(self._own_session)
             except Exception as exc:
-                raise MCPError(self._connect_failure(exc)) from first_leaf(exc)
+                raise MCPError(connect_failure(self, exc)) from first_leaf(exc)
             self._session, self._stop, self._done = session, stop, done
             self.connections += 1
             return session  # type: ignore[no-any-return]
-
-    def _connect_failure(self, exc: BaseException) -> str:
-        leaf = first_leaf(exc)
-        if isinstance(leaf, TimeoutError):
-            detail = (
-                f"no answer to the handshake within {self.connect_timeout:g}s "
-                "(connect_timeout)"
-            )
-        else:
-            detail = describe(leaf)
-        where = (
-            f"command {' '.join([self.command, *self.args])!r}"
-            if self.command is not None
-            else f"url {self.url!r}"
-        )
-        fix = (
-            "check that the command starts an MCP stdio server"
-            if self.command is not None
-            else "check that the server is running and the URL ends with its MCP path (often /mcp)"
-        )
-        return f"could not connect to MCP server {self.name!r} ({where}): {detail}; {fix}"
 
     async def _list_tools(self) -> list[MCPToolInfo]:
         session = await self._ensure_session()

@@ -270,14 +270,16 @@ class ToolExecutor(AsyncNode):
         tool = self.toolset.get(call.name)
         assert tool is not None and tool.name == call.name  # canonical since update_async
         retries = max(0, tool.max_retries or 0)
-        attributes = {
+        tracer = self.ctx.tracer
+        # the span's attributes only when a tracer records them
+        attributes = None if tracer is None else {
             **tool_span_attributes(tool.name, call.id, tool), **decision.span_attributes()
         }
         events = self.events
         if events.wants("tool.call.started"):
             events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
                         args_preview=preview(call.arguments))
-        with span(self.ctx.tracer, f"execute_tool {tool.name}", attributes) as current:
+        with span(tracer, f"execute_tool {tool.name}", attributes) as current:
             steps = self.ctx.steps
             if steps is None:
                 result = await self._attempts(call, tool, runner, retries)
@@ -339,15 +341,23 @@ class ToolExecutor(AsyncNode):
         }
         if result.ok and tool is not None and tool.effect_tags:
             update["tool_effects"] = {tag: 1 for tag in tool.effect_tags}
-        self.state.update(update)
+        state = self.state
         if executed:
             ledgers = ledger_view(self)
             ledger = GuardLedger.of(ledgers.get("guard_ledger"))
             enforcer = self._enforcer
             # call times matter only under a rate limit
             timed = enforcer is not None and enforcer.rate_limited(call.name)
-            ledgers.update({"guard_ledger": ledger.after([call.name], time.time(), timed=timed)})
+            counted = ledger.after([call.name], time.time(), timed=timed)
+            if ledgers.manager is state.manager and ledgers.namespace == state.namespace:
+                update["guard_ledger"] = counted  # the same view: one update, not two
+                state.update(update)
+            else:
+                state.update(update)
+                ledgers.update({"guard_ledger": counted})
             consume_approval(self.ctx, call.id)
+        else:
+            state.update(update)
         self.ctx.save_checkpoint()
 
     def _message(self, result: ToolResult) -> Message:

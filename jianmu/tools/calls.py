@@ -135,6 +135,11 @@ def render_output(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
+    kind = type(value)
+    if kind is int:  # what json.dumps writes, without building an encoder per call
+        return int.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     try:
