@@ -281,6 +281,8 @@ class MCPToolProvider(BaseToolProvider):
                 args=config.args,
                 env=config.env,
                 url=config.url,
+                headers={k: v.get_secret_value() for k, v in config.headers.items()} or None,
+                bearer_token=config.auth.token.get_secret_value() if config.auth else None,
                 timeout=config.timeout,
                 connect_timeout=config.connect_timeout,
                 trust=config.trust,
