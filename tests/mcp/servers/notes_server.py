@@ -43,7 +43,9 @@ async def add_tool(name: str, ctx: Context) -> str:
     def added() -> str:
         return f"I am {name}"
 
-    server.add_tool(added, name=name, description=f"A tool added at runtime: {name}.")
+    server.add_tool(
+        added, name=name, description=f"Added at runtime: {name}.", structured_output=False
+    )
     await ctx.session.send_tool_list_changed()
     return f"added {name}"
 
