@@ -15,7 +15,14 @@ from jianmu.mcp.data import (
     MCPToolInfo,
 )
 
-__all__ = ("get_prompt", "list_prompts", "list_resources", "list_tools", "read_resource")
+__all__ = (
+    "get_prompt",
+    "list_prompts",
+    "list_resource_templates",
+    "list_resources",
+    "list_tools",
+    "read_resource",
+)
 
 _MAX_PAGES = 1000  # a server that pages forever must not hang us
 
@@ -62,6 +69,19 @@ async def list_resources(session: Any) -> list[MCPResourceInfo]:
             mime_type=r.mime_type, size=r.size,
         )
         async for r in _pages(lambda p: session.list_resources(params=p), "resources")
+    ]
+
+
+async def list_resource_templates(session: Any) -> list[MCPResourceInfo]:
+    """``resources/templates/list``, every page (``template=True``)."""
+    return [
+        MCPResourceInfo(
+            uri=str(r.uri_template), name=r.name or "", title=r.title,
+            description=r.description or "", mime_type=r.mime_type, template=True,
+        )
+        async for r in _pages(
+            lambda p: session.list_resource_templates(params=p), "resource_templates"
+        )
     ]
 
 

@@ -211,8 +211,12 @@ class MCPClient:
         """
         return await self._submit(self._request, "tools/list", _listing.list_tools)
 
-    async def list_resources(self) -> list[MCPResourceInfo]:
-        """The server's resources (every page); `MCPError` as for ``list_tools``."""
+    async def list_resources(self, *, templates: bool = False) -> list[MCPResourceInfo]:
+        """The server's resources (every page), or its resource templates; `MCPError` as for
+        ``list_tools``."""
+        if templates:
+            fn = _listing.list_resource_templates
+            return await self._submit(self._request, "resources/templates/list", fn)
         return await self._submit(self._request, "resources/list", _listing.list_resources)
 
     async def read_resource(self, uri: str) -> list[MCPResourceContent]:

@@ -69,6 +69,8 @@ class MCPResourceInfo:
     """Its MIME type, if declared."""
     size: int | None = None
     """Its size in bytes, if declared."""
+    template: bool = False
+    """True for a resource template: ``uri`` is an RFC 6570 URI template."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from jianmu.constraints import Constraints
 from jianmu.errors import MCPError
 from jianmu.guard import visible_tools
-from jianmu.mcp import MCPToolProvider
+from jianmu.mcp import MCPClient, MCPReadResourceTool, MCPToolProvider, resource_tools
 from jianmu.runtime.context import RunContext
 from jianmu.skills.skill import Skill
 
@@ -43,12 +43,30 @@ async def connect_mcp_tools(
     """Start the MCP servers the skills name (closed with the run) and register on
     ``executor`` the tools they asked for, minus those whose policy under ``constraints()``
     is deny. When a server says its tools changed, they are listed again before the model's
-    next turn (tools it dropped are removed, new ones it added registered)."""
+    next turn (tools it dropped are removed, new ones it added registered). The read-only
+    ``mcp_list_resources`` and ``mcp_read_resource`` cover the servers connected."""
     for server, names in mcp_references(skills, ctx).items():
         provider = MCPToolProvider.from_config(server, ctx.config.mcp.servers[server])
         ctx.on_close(provider.close)
         await provider.initialize()
         _Sync(provider, names, ctx, constraints, executor).attach()
+        _add_resource_tools(provider, ctx, constraints, executor)
+
+
+def _add_resource_tools(
+    provider: MCPToolProvider, ctx: RunContext,
+    constraints: Callable[[], Constraints | None], executor: ToolExecutor,
+) -> None:
+    """(Re-)register ``mcp_list_resources`` / ``mcp_read_resource`` over every server the
+    run has connected so far, this one included (unless a policy denies them)."""
+    existing = executor.toolset.get(MCPReadResourceTool.name)
+    clients: dict[str, MCPClient] = (
+        existing.clients if isinstance(existing, MCPReadResourceTool)  # type: ignore[assignment]
+        else {}
+    )
+    clients[provider.name] = provider.client
+    for tool in visible_tools(resource_tools(clients), ctx, constraints() or Constraints()):
+        executor.register_tool(tool)
 
 
 class _Sync:
