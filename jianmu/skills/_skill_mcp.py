@@ -44,13 +44,14 @@ async def connect_mcp_tools(
     ``executor`` the tools they asked for, minus those whose policy under ``constraints()``
     is deny. When a server says its tools changed, they are listed again before the model's
     next turn (tools it dropped are removed, new ones it added registered). The read-only
-    ``mcp_list_resources`` and ``mcp_read_resource`` cover the servers connected."""
+    ``mcp_list_resources`` and ``mcp_read_resource`` cover the servers named whole."""
     for server, names in mcp_references(skills, ctx).items():
         provider = MCPToolProvider.from_config(server, ctx.config.mcp.servers[server])
         ctx.on_close(provider.close)
         await provider.initialize()
         _Sync(provider, names, ctx, constraints, executor).attach()
-        _add_resource_tools(provider, ctx, constraints, executor)
+        if "*" in names:  # a skill that names one tool of a server gets only that tool
+            _add_resource_tools(provider, ctx, constraints, executor)
 
 
 def _add_resource_tools(
