@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from jianmu import plugins
 from jianmu._strict_yaml import YAMLRefused, compose_and_load
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = (
     "AppConfig",
     "LLMConfig",
+    "MCPAuthConfig",
     "MCPConfig",
     "MCPServerConfig",
     "MCPTrust",
@@ -140,6 +141,15 @@ MCPTrust = Literal["none", "read_only", "all"]
 """How far an MCP server's tool annotations are believed (see `MCPServerConfig.trust`)."""
 
 
+class MCPAuthConfig(_Section):
+    """Authentication to a streamable-HTTP MCP server: a bearer token."""
+
+    type: Literal["bearer"] = "bearer"
+    """``bearer``: ``Authorization: Bearer <token>`` on every request."""
+    token: SecretStr
+    """The token; write ``${VAR}`` to read it from the environment. Never shown."""
+
+
 class MCPServerConfig(_Section):
     """One MCP server: a command to start (stdio) or a URL (streamable HTTP)."""
 
@@ -151,6 +161,11 @@ class MCPServerConfig(_Section):
     """Extra environment for it."""
     url: str | None = None
     """URL of a streamable-HTTP server."""
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    """HTTP headers sent with every request to ``url``; ``${VAR}`` reads a secret from the
+    environment. Values are never shown (repr, logs, errors)."""
+    auth: MCPAuthConfig | None = None
+    """How to authenticate to ``url``: ``{type: bearer, token: ${VAR}}``."""
     timeout: float = Field(default=30.0, gt=0)
     """Seconds a call may take."""
     connect_timeout: float = Field(default=30.0, gt=0)
@@ -294,12 +309,18 @@ def unknown_key_hint(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     return f"; valid keys: {', '.join(known)}" if known else ""
 
 
+_SECRET_KEYS = frozenset({"headers", "auth", "token", "api_key"})
+"""Keys whose values a validation error must not echo."""
+
+
 def _explain(error: Any, where: str, lines: dict[tuple[Any, ...], int]) -> str:
     loc = tuple(error["loc"])
     line = lines.get(loc) or lines.get(loc[:-1]) or "?"
     if error["type"] == "extra_forbidden":
         return f"{where}:{line}: {_dotted(loc)}: unknown key{unknown_key_hint(AppConfig, loc)}"
     got = error.get("input")
+    if _SECRET_KEYS.intersection(str(part) for part in loc):
+        return f"{where}:{line}: {_dotted(loc)}: {error['msg']} (value not shown: it may be secret)"
     return (
         f"{where}:{line}: {_dotted(loc)}: {error['msg']} "
         f"(got {got!r} of type {type(got).__name__})"

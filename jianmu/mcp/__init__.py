@@ -10,7 +10,14 @@ server is connected or served.
 from __future__ import annotations
 
 from jianmu.mcp.client import MCPClient, MCPServerOptions
-from jianmu.mcp.data import MCPCallResult, MCPToolInfo
+from jianmu.mcp.data import (
+    MCPCallResult,
+    MCPPrompt,
+    MCPPromptInfo,
+    MCPResourceContent,
+    MCPResourceInfo,
+    MCPToolInfo,
+)
 from jianmu.mcp.provider import (
     TRUST_LEVELS,
     MCPTool,
@@ -19,6 +26,7 @@ from jianmu.mcp.provider import (
     mcp_tool_names,
     providers_from_config,
 )
+from jianmu.mcp.resources import MCPListResourcesTool, MCPReadResourceTool, resource_tools
 from jianmu.mcp.server import build_mcp_server, serve, serve_sync
 from jianmu.mcp.skill_content import (
     SKILL_URI_SCHEME,
@@ -33,6 +41,12 @@ __all__ = (
     "FileSource",
     "MCPCallResult",
     "MCPClient",
+    "MCPListResourcesTool",
+    "MCPPrompt",
+    "MCPPromptInfo",
+    "MCPReadResourceTool",
+    "MCPResourceContent",
+    "MCPResourceInfo",
     "MCPServerOptions",
     "MCPTool",
     "MCPToolInfo",
@@ -42,6 +56,7 @@ __all__ = (
     "mcp_result_value",
     "mcp_tool_names",
     "providers_from_config",
+    "resource_tools",
     "serve",
     "serve_sync",
     "skill_resource_uri",

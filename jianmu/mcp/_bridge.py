@@ -94,6 +94,9 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
 def connect_failure(client: Any, exc: BaseException) -> str:
     """Why `MCPClient` ``client`` could not connect, and what to check."""
     leaf = first_leaf(exc)
+    refusal = client._refused.explain(client.name, client._headers)
+    if refusal is not None:
+        return f"could not connect to MCP server {client.name!r} (url {client.url!r}): {refusal}"
     if isinstance(leaf, TimeoutError):
         detail = (
             f"no answer to the handshake within {client.connect_timeout:g}s "

@@ -32,21 +32,31 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from jianmu.errors import MCPError, ToolTimeoutError
+from jianmu.errors import MCPError
+from jianmu.mcp import _listing
 from jianmu.mcp._bridge import (
     connect_failure,
     describe,
-    errlog,
     first_leaf,
     require_mcp,
     running_loop,
     wait_future,
 )
-from jianmu.mcp.data import MCPCallResult, MCPToolInfo
+from jianmu.mcp._errors import translate
+from jianmu.mcp._transport import RefusedAuth, SecretHeaders, open_transport
+from jianmu.mcp.data import MCPCallResult
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
     from mcp import ClientSession
+
+    from jianmu.mcp.data import (
+        MCPPrompt,
+        MCPPromptInfo,
+        MCPResourceContent,
+        MCPResourceInfo,
+        MCPToolInfo,
+    )
 
 __all__ = ("MCPClient", "MCPServerOptions")
 
@@ -67,6 +77,8 @@ class MCPServerOptions(TypedDict, total=False):
     args: Sequence[str]
     env: Mapping[str, str] | None
     url: str | None
+    headers: Mapping[str, str] | None
+    bearer_token: str | None
     timeout: float
     cwd: str | None
     connect_timeout: float
@@ -83,6 +95,8 @@ class MCPClient:
         args: Its arguments.
         env: Extra environment variables for it (merged over a safe default set).
         url: URL of a streamable-HTTP server, e.g. ``http://127.0.0.1:8000/mcp``.
+        headers: HTTP headers sent with every request to ``url`` (values never shown).
+        bearer_token: Sent as ``Authorization: Bearer <token>`` with every request to ``url``.
         timeout: Seconds that each tool call may take.
         cwd: Working folder of a stdio server.
         name: Shown in error messages; defaults to the command or URL.
@@ -92,7 +106,7 @@ class MCPClient:
 
     Raises:
         ValueError: neither or both of ``command`` and ``url``, a URL that is not http(s),
-            or a timeout that is not positive.
+            headers or a token for a stdio server, or a timeout that is not positive.
     """
 
     def __init__(
@@ -102,6 +116,8 @@ class MCPClient:
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        bearer_token: str | None = None,
         timeout: float = 30.0,
         cwd: str | None = None,
         name: str | None = None,
@@ -116,6 +132,11 @@ class MCPClient:
             raise ValueError("MCPClient command= is empty; give the server's executable")
         if url is not None and not url.startswith(("http://", "https://")):
             raise ValueError(f"MCP server url {url!r} must start with http:// or https://")
+        if command is not None and (headers or bearer_token is not None):
+            raise ValueError(
+                "MCPClient headers= and bearer_token= are for streamable-HTTP servers (url=); "
+                "give a stdio server its secrets through env="
+            )
         if isinstance(args, str):
             raise ValueError(f"MCPClient args= must be a list of strings, not the string {args!r}")
         for label, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
@@ -127,6 +148,9 @@ class MCPClient:
         self.args = [str(a) for a in args]
         self.env = dict(env or {})
         self.url = url
+        self._headers = SecretHeaders(headers, bearer_token=bearer_token)
+        self._refused = RefusedAuth()
+        self._tools_listeners: list[Callable[[], None]] = []
         self.timeout = float(timeout)
         self.connect_timeout = float(connect_timeout)
         self.cwd = cwd
@@ -160,6 +184,13 @@ class MCPClient:
         target = self.url or " ".join([self.command or "", *self.args])
         return f"<MCPClient {self.name!r} {self.transport} {target!r}>"
 
+    def on_tools_changed(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` when the server says its tools changed (``list_changed``).
+
+        It runs on the session's event loop and must not block; list the tools again later.
+        """
+        self._tools_listeners.append(listener)
+
     # -- caller side ------------------------------------------------------------------------
 
     async def connect(self) -> None:
@@ -178,7 +209,41 @@ class MCPClient:
         Raises:
             MCPError: the server could not be reached or answered badly.
         """
-        return await self._submit(self._list_tools)
+        return await self._submit(self._request, "tools/list", _listing.list_tools)
+
+    async def list_resources(self, *, templates: bool = False) -> list[MCPResourceInfo]:
+        """The server's resources (every page), or its resource templates; `MCPError` as for
+        ``list_tools``."""
+        if templates:
+            fn = _listing.list_resource_templates
+            return await self._submit(self._request, "resources/templates/list", fn)
+        return await self._submit(self._request, "resources/list", _listing.list_resources)
+
+    async def read_resource(self, uri: str) -> list[MCPResourceContent]:
+        """The parts of the resource at ``uri``: text, or decoded binary data.
+
+        Raises:
+            MCPError: the server could not be reached or refused the read.
+        """
+        return await self._submit(
+            self._request, f"resources/read {uri!r}", _listing.read_resource, str(uri)
+        )
+
+    async def list_prompts(self) -> list[MCPPromptInfo]:
+        """The server's prompts (every page); `MCPError` as for ``list_tools``."""
+        return await self._submit(self._request, "prompts/list", _listing.list_prompts)
+
+    async def get_prompt(self, name: str, arguments: Mapping[str, Any] | None = None) -> MCPPrompt:
+        """The prompt ``name`` filled in with ``arguments`` (sent as strings).
+
+        Raises:
+            MCPError: the server could not be reached, or refused (unknown prompt, a
+                required argument missing).
+        """
+        args = {str(k): str(v) for k, v in (arguments or {}).items()}
+        return await self._submit(
+            self._request, f"prompts/get {name!r}", _listing.get_prompt, name, args
+        )
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
@@ -320,24 +385,12 @@ class MCPClient:
 
     # -- loop side ------------------------------------------------------------------------
 
-    def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        if self.command is not None:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            params = StdioServerParameters(
-                command=self.command, args=self.args, env=self.env or None, cwd=self.cwd
-            )
-            return stdio_client(params, errlog=errlog())
-        from mcp.client.streamable_http import streamable_http_client
-
-        assert self.url is not None
-        return streamable_http_client(self.url)
-
     async def _own_session(
         self, *, task_status: TaskStatus[tuple[Any, anyio.Event, anyio.Event]]
     ) -> None:
         """Enter the transport and the session, hand them out, exit them when told to."""
         from mcp import ClientSession
+        from mcp.types import ToolListChangedNotification
 
         stop, done = anyio.Event(), anyio.Event()
         started = False
@@ -349,11 +402,18 @@ class MCPClient:
             if isinstance(message, Exception) and not isinstance(message, ValueError):
                 logger.debug("MCP client %r: transport error: %s", self.name, message)
                 self._mark_broken(generation)
+            elif isinstance(message, ToolListChangedNotification):
+                for listener in list(self._tools_listeners):
+                    try:
+                        listener()
+                    except Exception:  # one bad listener must not stop the session
+                        logger.exception("MCP client %r: a tools listener failed", self.name)
             await anyio.lowlevel.checkpoint()
 
+        self._refused = refused = RefusedAuth()
         try:
             async with contextlib.AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self._transport())
+                read, write = await stack.enter_async_context(open_transport(self, refused))
                 session = await stack.enter_async_context(
                     # requests without their own timeout (the handshake, tools/list) are
                     # connection work; tool calls pass the call timeout explicitly
@@ -412,35 +472,13 @@ class MCPClient:
             self.connections += 1
             return session  # type: ignore[no-any-return]
 
-    async def _list_tools(self) -> list[MCPToolInfo]:
+    async def _request(
+        self, what: str, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any
+    ) -> _T:
+        """``fn(session, *args)`` on the live session, its errors translated."""
         session = await self._ensure_session()
-        generation = self.connections
-        infos: list[MCPToolInfo] = []
-        cursor: str | None = None
-        with self._translate("tools/list", generation, timeout=self.connect_timeout):
-            from mcp.types import PaginatedRequestParams
-
-            for _page in range(1000):  # a server that pages forever must not hang us
-                params = PaginatedRequestParams(cursor=cursor) if cursor else None
-                result = await session.list_tools(params=params)
-                for t in result.tools:
-                    notes = t.annotations.model_dump(by_alias=True, exclude_none=True) if (
-                        t.annotations is not None
-                    ) else {}
-                    infos.append(
-                        MCPToolInfo(
-                            name=t.name,
-                            description=t.description or "",
-                            title=t.title,
-                            input_schema=dict(t.input_schema or {}),
-                            output_schema=dict(t.output_schema) if t.output_schema else None,
-                            annotations=notes,
-                        )
-                    )
-                cursor = result.next_cursor
-                if not cursor:
-                    break
-        return infos
+        with translate(self, what, self.connections, timeout=self.connect_timeout):
+            return await fn(session, *args)
 
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], timeout: float | None
@@ -448,7 +486,7 @@ class MCPClient:
         session = await self._ensure_session()
         generation = self.connections
         limit = timeout or self.timeout
-        with self._translate(f"tools/call {name!r}", generation, timeout=limit):
+        with translate(self, f"tools/call {name!r}", generation, timeout=limit):
             result = await session.call_tool(name, arguments, read_timeout_seconds=limit)
         return MCPCallResult(
             is_error=bool(result.is_error),
@@ -458,42 +496,3 @@ class MCPClient:
             ],
             structured_content=result.structured_content,
         )
-
-    @contextlib.contextmanager
-    def _translate(self, what: str, generation: int, *, timeout: float | None = None) -> Any:
-        """Turn the SDK's and the transport's errors into Jianmu's (one place)."""
-        from mcp.shared.exceptions import MCPError as SDKError
-        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
-        try:
-            yield
-        except SDKError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                self._mark_broken(generation)
-                raise MCPError(
-                    f"MCP server {self.name!r} closed the connection during {what} "
-                    f"({exc.message}); the next call reconnects"
-                ) from None
-            if exc.code == REQUEST_TIMEOUT:
-                if self._broken and generation == self.connections:
-                    # the transport failed under the request (HTTP): not a slow tool
-                    raise MCPError(
-                        f"MCP server {self.name!r} could not be reached during {what}; "
-                        "the next call reconnects"
-                    ) from None
-                raise ToolTimeoutError(
-                    f"MCP server {self.name!r} did not answer {what} within "
-                    f"{timeout or self.timeout:g}s; raise the server's timeout"
-                ) from None
-            raise MCPError(
-                f"MCP server {self.name!r} refused {what}: {exc.message} (code {exc.code})"
-            ) from None
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
-                OSError) as exc:
-            self._mark_broken(generation)
-            raise MCPError(
-                f"MCP server {self.name!r} is not reachable during {what} ({describe(exc)}); "
-                "the next call reconnects"
-            ) from None
-        except RuntimeError as exc:  # e.g. structured content that breaks its output schema
-            raise MCPError(f"MCP server {self.name!r} answered {what} badly: {exc}") from None

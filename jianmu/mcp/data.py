@@ -1,4 +1,5 @@
-"""What an MCP server sends, as plain data (no SDK types): `MCPToolInfo`, `MCPCallResult`."""
+"""What an MCP server sends, as plain data (no SDK types): tools, call results, resources and
+prompts."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ("MCPCallResult", "MCPToolInfo")
+__all__ = (
+    "MCPCallResult",
+    "MCPPrompt",
+    "MCPPromptInfo",
+    "MCPResourceContent",
+    "MCPResourceInfo",
+    "MCPToolInfo",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +51,75 @@ class MCPCallResult:
         """The content as text: text blocks joined, other blocks summarised."""
         parts = [_block_text(block) for block in self.content]
         return "\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPResourceInfo:
+    """A resource as a server lists it."""
+
+    uri: str
+    """Its URI, as ``resources/read`` takes it."""
+    name: str = ""
+    """Its name."""
+    title: str | None = None
+    """Its human-readable title, if any."""
+    description: str = ""
+    """Its description."""
+    mime_type: str | None = None
+    """Its MIME type, if declared."""
+    size: int | None = None
+    """Its size in bytes, if declared."""
+    template: bool = False
+    """True for a resource template: ``uri`` is an RFC 6570 URI template."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPResourceContent:
+    """One part of a resource read: text, or binary data (``blob``)."""
+
+    uri: str
+    """The part's URI."""
+    mime_type: str | None = None
+    """Its MIME type, if given."""
+    text: str | None = None
+    """The text of a text part."""
+    blob: bytes | None = None
+    """The bytes of a binary part."""
+
+    def describe(self) -> str:
+        """The text, or for binary data a short line (type, size), never the bytes."""
+        if self.text is not None:
+            return self.text
+        size = len(self.blob or b"")
+        return f"[binary resource {self.uri}: {self.mime_type or 'unknown type'}, {size} bytes]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPPromptInfo:
+    """A prompt as a server lists it."""
+
+    name: str
+    """Its name, as ``prompts/get`` takes it."""
+    title: str | None = None
+    """Its human-readable title, if any."""
+    description: str = ""
+    """Its description."""
+    arguments: list[dict[str, Any]] = field(default_factory=list)
+    """Its arguments: ``{"name", "description", "required"}`` each."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPPrompt:
+    """A prompt filled in by the server (``prompts/get``)."""
+
+    description: str = ""
+    """The server's description of it."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """``{"role": "user"|"assistant", "content": {...}}`` as on the wire."""
+
+    def text(self) -> str:
+        """The messages' content as text (other content summarised), one message a paragraph."""
+        return "\n\n".join(_block_text(m.get("content") or {}) for m in self.messages)
 
 
 def _block_text(block: Mapping[str, Any]) -> str:

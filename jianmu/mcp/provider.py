@@ -30,6 +30,10 @@ badly and may reach the network. An untrusted claim can only make a tool stricte
 The ``http`` effect tag means the tool uses the network: an explicit ``execution.network:
 false`` refuses it (the runner's check, as for ``http_request``).
 
+When the server sends ``notifications/tools/list_changed``, the provider is marked ``stale``
+and its listeners are told (`on_tools_changed`); ``await refresh()`` lists the tools again.
+A skill's agent loop does this before the model's next turn.
+
 A result's ``structuredContent`` is preferred over its text; ``isError`` raises
 `ToolExecutionError` with the server's text, so the agent loop sees a failed `ToolResult`. A
 server that died fails the call in progress; the next call reconnects once.
@@ -43,7 +47,7 @@ from __future__ import annotations
 import hashlib
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from jianmu.errors import ConfigError, ToolExecutionError, ToolUnavailableWarning
@@ -262,9 +266,43 @@ class MCPToolProvider(BaseToolProvider):
         self.name = name.strip()
         self.trust: MCPTrust = trust
         self._server = server
-        self.client = MCPClient(name=self.name, **server)
         self._tools: list[MCPTool] | None = None
         self._closed = False
+        self.stale = False
+        """True when the server said its tools changed since they were last listed."""
+        self._listeners: list[Callable[[], None]] = []
+        self.client = self._new_client()
+
+    def _new_client(self) -> MCPClient:
+        client = MCPClient(name=self.name, **self._server)
+        client.on_tools_changed(self._tools_changed)
+        return client
+
+    def _tools_changed(self) -> None:
+        """The server sent ``notifications/tools/list_changed``."""
+        self.stale = True
+        for listener in list(self._listeners):
+            listener()
+
+    def on_tools_changed(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` when the server says its tools changed; then ``await refresh()``.
+
+        It runs on the MCP session's event loop and must not block (schedule the refresh).
+        """
+        self._listeners.append(listener)
+
+    async def refresh(self) -> list[Tool]:
+        """List the server's tools again (after ``tools/list_changed``) and return them.
+
+        Raises:
+            MCPError: the server could not be reached or listed.
+        """
+        if self._tools is None:
+            await self.initialize()
+            return self.get_tools()
+        self.stale = False  # before listing: a change during the listing marks it again
+        self._tools = self._build(await self.client.list_tools())
+        return self.get_tools()
 
     @classmethod
     def from_config(cls, name: str, config: MCPServerConfig) -> MCPToolProvider:
@@ -281,6 +319,8 @@ class MCPToolProvider(BaseToolProvider):
                 args=config.args,
                 env=config.env,
                 url=config.url,
+                headers={k: v.get_secret_value() for k, v in config.headers.items()} or None,
+                bearer_token=config.auth.token.get_secret_value() if config.auth else None,
                 timeout=config.timeout,
                 connect_timeout=config.connect_timeout,
                 trust=config.trust,
@@ -308,7 +348,7 @@ class MCPToolProvider(BaseToolProvider):
         except BaseException:
             # a closed client stays closed: the next initialize() tries with a fresh one
             await self.client.close()
-            self.client = MCPClient(name=self.name, **self._server)
+            self.client = self._new_client()
             raise
         self._tools = self._build(infos)
 

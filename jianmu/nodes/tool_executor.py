@@ -137,6 +137,11 @@ class ToolExecutor(AsyncNode):
         """Add a tool (last registration of a name wins)."""
         self.toolset = self.toolset.with_tools([tool])
 
+    def unregister_tool(self, name: str) -> None:
+        """Remove the tool ``name`` if there is one (a server that dropped it)."""
+        if name in self.toolset:
+            self.toolset = self.toolset.remove(name)
+
     def add_tool_source(self, source: Callable[[], Awaitable[None]]) -> None:
         """Await ``source`` once before the tools are next needed (it may `register_tool`).
 

@@ -355,8 +355,7 @@ class SkillNode(FlattenedAgentNode):
         executor = self.react.executor if self.react is not None else None
         if executor is not None and mcp_references(skills, self.ctx):
             executor.add_tool_source(functools.partial(
-                connect_mcp_tools, skills, self.ctx, lambda: self.constraints,
-                executor.register_tool,
+                connect_mcp_tools, skills, self.ctx, lambda: self.constraints, executor,
             ))
 
     def history_limit(self) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 WEATHER = str(HERE / "servers" / "weather_server.py")
+NOTES = str(HERE / "servers" / "notes_server.py")
 SERVE_APP = str(HERE / "serve_app.py")
 
 

@@ -1,0 +1,156 @@
+"""MCP resources and prompts: `MCPClient` and the read-only resource tools, against SDK servers
+and, where npm can install it, the official ``@modelcontextprotocol/server-everything``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from jianmu.config import AppConfig, MCPConfig, MCPServerConfig
+from jianmu.errors import MCPError
+from jianmu.mcp import MCPClient, MCPToolProvider, resource_tools
+from jianmu.mcp.resources import template_pattern
+from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.runtime.context import RunContext
+from jianmu.skills._skill_mcp import connect_mcp_tools
+from jianmu.tools.toolset import ToolSet
+from tests.mcp.helpers import NOTES
+
+EVERYTHING = "@modelcontextprotocol/server-everything"
+
+
+@pytest.fixture
+async def notes() -> AsyncIterator[MCPClient]:
+    client = MCPClient(command=sys.executable, args=[NOTES, "stdio"], name="notes", timeout=20)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.mark.anyio
+async def test_client_lists_and_reads_resources_and_prompts(notes: MCPClient) -> None:
+    listed = {r.uri: r for r in await notes.list_resources()}
+    assert listed["notes://readme"].mime_type == "text/markdown"
+    [text] = await notes.read_resource("notes://readme")
+    assert text.text == "# Notes\nRead me first." and text.describe() == text.text
+    [blob] = await notes.read_resource("notes://logo")
+    assert blob.blob == bytes(range(256)) * 4
+    assert blob.describe() == "[binary resource notes://logo: image/png, 1024 bytes]"
+
+    [prompt] = await notes.list_prompts()
+    assert prompt.name == "summarise"
+    assert prompt.arguments == [{"name": "topic", "required": True}]
+    filled = await notes.get_prompt("summarise", {"topic": "owls"})
+    assert filled.messages[0]["role"] == "user"
+    assert filled.text() == "Summarise what the notes say about owls."
+    with pytest.raises(MCPError, match="prompts/get 'nope'"):
+        await notes.get_prompt("nope")
+    with pytest.raises(MCPError, match="resources/read"):
+        await notes.read_resource("notes://missing")
+
+
+@pytest.mark.anyio
+async def test_resource_tools_are_read_only_and_confined(notes: MCPClient) -> None:
+    tools = ToolSet(resource_tools({"notes": notes}))
+    listing, reading = tools["mcp_list_resources"], tools["mcp_read_resource"]
+    for tool in (listing, reading):
+        assert (tool.category, tool.permission, tool.parallel_safe) == ("read", "auto", True)
+        assert tool.input_schema["properties"]["server"]["enum"] == ["notes"]
+    out = await tools.execute("mcp_list_resources", {"server": "notes"})
+    assert out.ok and "notes://readme — readme (text/markdown)" in str(out.output)
+    out = await tools.execute("mcp_read_resource", {"server": "notes", "uri": "notes://logo"})
+    assert out.ok and out.output == "[binary resource notes://logo: image/png, 1024 bytes]"
+    # a URI the server does not list never reaches it; an unknown server is refused
+    out = await tools.execute("mcp_read_resource", {"server": "notes", "uri": "file:///etc/passwd"})
+    assert not out.ok and "does not list the resource" in str(out.error)
+    out = await tools.execute("mcp_list_resources", {"server": "elsewhere"})
+    assert not out.ok
+
+
+def test_template_patterns() -> None:
+    one = template_pattern("demo://resource/dynamic/text/{resourceId}")
+    assert one.fullmatch("demo://resource/dynamic/text/7")
+    assert not one.fullmatch("demo://resource/dynamic/text/7/../../x")
+    assert template_pattern("file:///{+path}").fullmatch("file:///a/b.txt")
+
+
+@pytest.mark.anyio
+async def test_skill_runs_get_the_resource_tools_without_approval() -> None:
+    server = MCPServerConfig(command=sys.executable, args=[NOTES, "stdio"], timeout=20)
+    ctx = RunContext(config=AppConfig(mcp=MCPConfig(servers={"notes": server})))
+    executor = ToolExecutor()
+    try:
+        skill = SimpleNamespace(tools=["notes"])
+        await connect_mcp_tools([skill], ctx, lambda: None, executor)  # type: ignore[list-item]
+        names = executor.visible_toolset().names()
+        assert {"mcp_list_resources", "mcp_read_resource", "notes__add_tool"} <= set(names)
+        # the server's own tool asks first (trust none); the resource reader does not
+        assert executor.toolset["notes__add_tool"].permission == "user_confirm"
+        result = await executor.toolset.execute(
+            "mcp_read_resource", {"server": "notes", "uri": "notes://readme"}
+        )
+        assert result.ok and result.output == "# Notes\nRead me first."
+    finally:
+        for closer in ctx.closers:
+            await closer()
+
+
+# -- the official "everything" server from npm --------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def everything_bin() -> str:
+    """``mcp-server-everything`` installed into a cache folder (skips when npm cannot)."""
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed: cannot install @modelcontextprotocol/server-everything")
+    cache = Path(os.environ.get("JIANMU_NPM_CACHE") or Path.home() / ".cache" / "jianmu-tests")
+    binary = cache / "node_modules" / ".bin" / "mcp-server-everything"
+    if not binary.exists():
+        try:
+            subprocess.run(
+                [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", EVERYTHING],
+                check=True, capture_output=True, timeout=300,
+            )
+        except (subprocess.SubprocessError, OSError) as exc:
+            pytest.skip(f"npm could not install {EVERYTHING} (offline?): {exc}")
+    return str(binary)
+
+
+@pytest.mark.anyio
+async def test_official_everything_server(everything_bin: str) -> None:
+    provider = MCPToolProvider(
+        "everything", command=everything_bin, args=["stdio"], timeout=60, connect_timeout=60
+    )
+    try:
+        await provider.initialize()
+        client = provider.client
+        listed = await client.list_resources()
+        document = next(r for r in listed if r.uri.endswith("architecture.md"))
+        [part] = await client.read_resource(document.uri)
+        assert part.text and part.text.startswith("# Everything Server")
+        prompts = {p.name: p for p in await client.list_prompts()}
+        filled = await client.get_prompt("args-prompt", {"city": "Oslo"})
+        assert "args-prompt" in prompts and "Oslo" in filled.text()
+
+        tools = ToolSet(resource_tools([provider]))
+        out = await tools.execute("mcp_list_resources", {"server": "everything"})
+        assert out.ok and "template demo://resource/dynamic/blob/{resourceId}" in str(out.output)
+        out = await tools.execute(
+            "mcp_read_resource", {"server": "everything", "uri": "demo://resource/dynamic/blob/3"}
+        )
+        assert out.ok and str(out.output).startswith("[binary resource demo://resource/dynamic/")
+        out = await tools.execute(
+            "mcp_read_resource", {"server": "everything", "uri": "demo://resource/dynamic/text/2"}
+        )
+        assert out.ok and "2" in str(out.output) and not str(out.output).startswith("[binary")
+    finally:
+        await provider.close()
