@@ -56,13 +56,21 @@ def _success(result: ToolResult) -> Any:
 
     output = result.output
     text = render_output(output)
+    # a tool's images and audio (`ToolOutput`) go out as MCP image and audio content
+    media: list[Any] = [
+        types.ImageContent(type="image", data=part.data, mime_type=part.mime_type)
+        if part.kind == "image"
+        else types.AudioContent(type="audio", data=part.data, mime_type=part.mime_type)
+        for part in result.media
+    ]
     if isinstance(output, dict):
         # structured content without an output schema: clients validate nothing extra
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(output, default=str))],
+            content=[types.TextContent(type="text", text=json.dumps(output, default=str)),
+                     *media],
             structured_content=json.loads(json.dumps(output, default=str)),
         )
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text), *media])
 
 
 def build_mcp_server(

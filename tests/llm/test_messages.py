@@ -19,7 +19,7 @@ from jianmu.llm.messages import (
     messages_to_anthropic,
     messages_to_openai,
 )
-from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.tools.calls import MediaPart, ToolCall, ToolResult
 
 # -- strategies --------------------------------------------------------------------------------
 
@@ -313,3 +313,14 @@ def test_coerce_messages() -> None:
         coerce_messages(Message.user("a"))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="wrap it in a list"):
         coerce_messages("hello")  # type: ignore[arg-type]
+
+
+def test_media_round_trips_through_the_anthropic_format() -> None:
+    image = MediaPart(kind="image", mime_type="image/png", data="iVBORw0K")
+    history = [Message.assistant(tool_calls=[{"id": "t1", "name": "shot", "arguments": {}}]),
+               Message.tool("a screen", tool_call_id="t1", name="shot", media=[image])]
+    _, sent = messages_to_anthropic(history)
+    back = messages_from_anthropic(None, sent)
+    assert back[1].media == [image] and back[1].content.startswith("a screen\n[image: ")
+    with pytest.raises(ValueError, match="only tool and user messages carry media"):
+        Message(role="assistant", content="x", media=[image])
