@@ -171,7 +171,8 @@ class MediaPart:
 
     def describe(self) -> str:
         """A one-line text stand-in, for a model or a log that cannot take the media."""
-        return f"[{self.kind}: {self.mime_type}, about {len(self.data) * 3 // 4} bytes]"
+        size = len(self.data) * 3 // 4 - self.data.count("=", -2)  # base64 padding
+        return f"[{self.kind}: {self.mime_type}, about {size} bytes]"
 
     def data_url(self) -> str:
         """The part as a ``data:`` URL (OpenAI's ``image_url``)."""
