@@ -12,6 +12,7 @@ __all__ = (
     "OPENAI_IMAGE_TYPES",
     "anthropic_media_blocks",
     "media_from_anthropic",
+    "media_from_parts",
     "openai_image_parts",
     "with_stand_ins",
 )
@@ -66,3 +67,29 @@ def media_from_anthropic(blocks: Iterable[Any]) -> tuple[list[Any], list[MediaPa
         else:
             texts.append(block)
     return texts, media
+
+
+def media_from_parts(parts: Iterable[Any]) -> tuple[list[Any], list[MediaPart]]:
+    """Split content parts into the others and the images: OpenAI ``image_url`` parts with a
+    base64 ``data:`` URL, and Anthropic base64 ``image`` blocks."""
+    rest: list[Any] = []
+    media: list[MediaPart] = []
+    for part in parts:
+        url = part.get("image_url") if isinstance(part, dict) else None
+        url = url.get("url") if isinstance(url, dict) else url
+        if part_type(part) == "image_url" and isinstance(url, str):
+            head, sep, data = url.partition(";base64,")
+            if not (head.startswith("data:") and sep):
+                raise ValueError(f"image part {url[:40]!r}: only base64 data URLs are supported")
+            media.append(MediaPart(kind="image", mime_type=head[len("data:"):], data=data))
+        elif part_type(part) == "image":
+            _texts, found = media_from_anthropic([part])
+            media.extend(found)
+        else:
+            rest.append(part)
+    return rest, media
+
+
+def part_type(part: Any) -> Any:
+    """A content part's ``type`` (``None`` for a string)."""
+    return part.get("type") if isinstance(part, dict) else None

@@ -18,6 +18,7 @@ from pydantic import (
 from jianmu.llm._media import (
     anthropic_media_blocks,
     media_from_anthropic,
+    media_from_parts,
     openai_image_parts,
     with_stand_ins,
 )
@@ -53,7 +54,8 @@ def _join_text_parts(parts: Iterable[Any], where: str) -> str:
             kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
             raise ValueError(
                 f"{where}: content part of type {kind!r} is not supported; a Message holds "
-                f"text only, so pass text parts ({{'type': 'text', 'text': ...}}) or a string"
+                f"text (parts {{'type': 'text', 'text': ...}} or a string) and base64 images "
+                f"(image_url data URLs, image blocks, or Message.media)"
             )
     return "\n".join(texts)
 
@@ -63,7 +65,7 @@ class Message(BaseModel):
 
     ``tool_calls`` accepts `ToolCall`s and dicts in the OpenAI, Anthropic ``tool_use`` or flat
     ``{"name", "arguments"}`` shapes; ``content`` accepts a list of text parts, joined by
-    newlines. ``model_dump(mode="json")`` and ``model_validate`` round-trip, so messages can
+    newlines, and base64 image parts, which move to ``media``. ``model_dump(mode="json")`` and ``model_validate`` round-trip, so messages can
     live in checkpointed state.
     """
 
@@ -88,6 +90,17 @@ class Message(BaseModel):
         data: dict[str, Any] = handler(self)
         if not self.media:  # the common case: dumps stay as they were before media existed
             data.pop("media", None)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _media_parts(cls, data: Any) -> Any:
+        """Image parts in ``content`` (OpenAI ``image_url`` data URLs, Anthropic ``image``
+        blocks) move to ``media``."""
+        if isinstance(data, Mapping) and isinstance(data.get("content"), (list, tuple)):
+            rest, found = media_from_parts(data["content"])
+            if found:
+                return {**data, "content": rest, "media": [*data.get("media", ()), *found]}
         return data
 
     @field_validator("content", mode="before")
