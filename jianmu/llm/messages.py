@@ -65,8 +65,8 @@ class Message(BaseModel):
 
     ``tool_calls`` accepts `ToolCall`s and dicts in the OpenAI, Anthropic ``tool_use`` or flat
     ``{"name", "arguments"}`` shapes; ``content`` accepts a list of text parts, joined by
-    newlines, and base64 image parts, which move to ``media``. ``model_dump(mode="json")`` and ``model_validate`` round-trip, so messages can
-    live in checkpointed state.
+    newlines, and base64 image parts, which move to ``media``. ``model_dump(mode="json")`` and
+    ``model_validate`` round-trip, so messages can live in checkpointed state.
     """
 
     model_config = ConfigDict(defer_build=True, extra="forbid")
