@@ -148,8 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     tools = add(commands, "tools", "inspect the built-in tools")
     tools_sub = tools.add_subparsers(dest="action", metavar="ACTION", required=True)
     tools_list = add(tools_sub, "list", "list the built-in tools")
-    tools_list.add_argument("--mcp", action="store_true",
-                            help="also list the tools of the config's mcp.servers (connects)")
+    tools_list.add_argument("--mcp", nargs="?", const=True, default=False, metavar="SERVER",
+                            help="also list the tools of the config's mcp.servers (connects); "
+                                 "with SERVER, only that server's tools and whether the guard "
+                                 "asks before each runs")
     tools_list.set_defaults(handler="jianmu._cli.info:cmd_tools_list")
     tools_show = add(tools_sub, "show", "print a tool's definition as JSON (a built-in, or "
                                         "server__tool of the config's mcp.servers)")

@@ -42,15 +42,27 @@ def _builtin_tools() -> tuple[list[Any], list[str]]:
     return tools, [str(w.message) for w in caught]
 
 
-def _mcp_tools(config: Any) -> tuple[list[Any], list[str]]:
-    """The tools of every server in the config's ``mcp.servers`` (each connected, then closed)."""
+def _mcp_tools(config: Any, only: str | None = None) -> tuple[list[Any], list[str]]:
+    """The tools of every server in the config's ``mcp.servers``, or of the one named ``only``
+    (each connected, then closed).
+
+    Raises:
+        CLIError: ``only`` is not a configured server.
+    """
     import anyio
 
     from jianmu.mcp import providers_from_config
 
     providers = providers_from_config(config)
     if not providers:
+        if only is not None:
+            raise CLIError(f"--mcp {only}: no MCP servers are configured (mcp.servers)")
         return [], ["no MCP servers are configured (mcp.servers)"]
+    if only is not None:
+        providers = [p for p in providers if p.name == only]
+        if not providers:
+            known = ", ".join(config.mcp.servers)
+            raise CLIError(f"--mcp {only}: no such server in mcp.servers (configured: {known})")
     tools: list[Any] = []
     notes: list[str] = []
 
@@ -68,10 +80,65 @@ def _mcp_tools(config: Any) -> tuple[list[Any], list[str]]:
     return tools, notes
 
 
+_HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"),
+          ("idempotentHint", "idempotent"), ("openWorldHint", "open-world"))
+
+
+def _hints(tool: Any) -> str:
+    """The server's annotations, short: ``read-only``, ``not destructive``..."""
+    notes = tool.metadata.get("mcp_annotations") or {}
+    words = [word if notes[key] else f"not {word}" for key, word in _HINTS
+             if isinstance(notes.get(key), bool)]
+    return ", ".join(words) or "none"
+
+
+def _guard_view(tool: Any, config: Any) -> tuple[str, str]:
+    """Whether the guard asks before ``tool`` runs (``no``, ``yes``, ``denied``), and why.
+
+    The config's ``guard.tool_policy`` and ``default_policy`` over the tool's permission, as a
+    call without arguments meets them (argument rules may still ask for some calls), and the
+    runner's refusal of network tools under ``execution.network: false``.
+    """
+    from jianmu.guard import ToolPolicyChecker
+    from jianmu.tools.calls import ToolCall
+
+    policy = ToolPolicyChecker.from_guard_constraints(config.guard)
+    if policy.hides(tool, user_roles=frozenset()):
+        return "denied", "hidden from the model by guard.tool_policy"
+    verdict, reason, _rule = policy.resolve(ToolCall(name=tool.name, arguments={}), tool)
+    if verdict != "deny" and "http" in tool.effect_tags and config.execution.network is False:
+        return "denied", "it uses the network and execution.network is false"
+    limit = config.guard.rate_limits.get(tool.name)
+    if limit is not None and verdict != "deny":
+        reason += f"; at most {limit} call(s) a minute"
+    return {"allow": "no", "confirm": "yes", "deny": "denied"}[verdict], reason
+
+
+def _server_table(server: str, tools: list[Any], config: Any) -> Table:
+    """One MCP server's tools with the guard's view of each."""
+    trust = config.mcp.servers[server].trust
+    table = Table(title=f"MCP server {server} (trust: {trust})")
+    for column in ("name", "category", "permission", "asks first", "hints"):
+        table.add_column(column, no_wrap=column != "hints")
+    table.add_column("why", overflow="fold")
+    for tool in tools:
+        asks, why = _guard_view(tool, config)
+        table.add_row(tool.name, tool.category, tool.permission, asks, _hints(tool),
+                      escape(why))
+    return table
+
+
 def cmd_tools_list(args: argparse.Namespace) -> int:
-    """``jianmu tools list``: the built-in tools (and with ``--mcp`` the servers') as a table."""
+    """``jianmu tools list``: the built-in tools (and with ``--mcp`` the servers') as a table;
+    ``--mcp SERVER``: that server's tools with the guard's view of each."""
     config = load_cli_config(args.config)
     console = make_console()
+    if isinstance(args.mcp, str):
+        served, problems = _mcp_tools(config, args.mcp)
+        if problems:
+            raise CLIError("; ".join(problems), ExitCode.FAILURE)
+        console.print(_server_table(args.mcp, served, config))
+        return ExitCode.OK
     tools, notes = _builtin_tools()
     if args.mcp:
         served, problems = _mcp_tools(config)

@@ -30,7 +30,7 @@ def _split(names: str) -> list[str]:
 def cmd_mcp_serve(args: argparse.Namespace) -> int:
     """``jianmu mcp serve``: serve built-ins over MCP with the config's guard, and with
     ``--skills-dir`` BT skills as a tool, prompt skills as prompts, skill files as resources."""
-    from jianmu.mcp import serve_sync
+    from jianmu.mcp.server import serve_sync, served_tools
     from jianmu.tools import ToolSet
 
     config = load_cli_config(args.config)
@@ -53,8 +53,14 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
             raise CLIError(str(exc)) from exc
     where = "stdio" if args.transport == "stdio" else \
         f"http://{args.host}:{args.port}{args.path}"
-    log.print(f"serving {len(toolset)} tool(s) over MCP ({where}): "
-              f"{escape(', '.join(toolset.names()))}")
+    # what clients will see: the guard's tool_policy hides denied tools from the listing
+    served = [t.name for t in served_tools(toolset, guard=config.guard)]
+    hidden = [n for n in toolset.names() if n not in served]
+    log.print(f"serving {len(served)} tool(s) over MCP ({where}): "
+              f"{escape(', '.join(served)) or 'none'}")
+    if hidden:
+        log.print("  not served (hidden by the guard, admin only or deprecated): "
+                  f"{escape(', '.join(hidden))}")
     if skills:
         log.print(f"  and {len(prompt_skills)} prompt skill(s) as prompts, the files of "
                   f"{len(skills)} skill(s) as resources skill://<skill>/<path>")

@@ -142,6 +142,8 @@ class AnthropicProvider(BaseLLMProvider):
         max_tokens: the reply's length limit (the Messages API requires one); a request's
             ``max_tokens`` parameter overrides it.
         prompt_caching: put ``cache_control`` on the system prompt and the tool list.
+        images: send the images of tool results (MCP screenshots, charts) as image parts;
+            off for a model that reads no images (they stay as text stand-ins).
         **default_params: request parameters sent every time (``temperature``...).
 
     Raises:
@@ -159,6 +161,7 @@ class AnthropicProvider(BaseLLMProvider):
         timeout: float = 60,
         max_tokens: int = 4096,
         prompt_caching: bool = True,
+        images: bool = True,
         **default_params: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -178,6 +181,7 @@ class AnthropicProvider(BaseLLMProvider):
         self.timeout = float(timeout)
         self.max_tokens = max_tokens
         self.prompt_caching = bool(prompt_caching)
+        self.images = bool(images)
         self.default_params = dict(default_params)
         self._client: AsyncAnthropic = anthropic.AsyncAnthropic(
             base_url=base_url,
@@ -244,7 +248,7 @@ class AnthropicProvider(BaseLLMProvider):
         merged = {**self.default_params, **request.params}
         options = {k: merged.pop(k) for k in _REQUEST_OPTIONS if k in merged}
         body = dict(merged.pop("extra_body", None) or {})
-        system, messages = messages_to_anthropic(request.messages)
+        system, messages = messages_to_anthropic(request.messages, images=self.images)
         max_tokens = merged.pop("max_tokens", None)
         alias = merged.pop("max_completion_tokens", None)  # OpenAI's newer name for it
         out: dict[str, Any] = {

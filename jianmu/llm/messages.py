@@ -5,9 +5,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
-from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.llm._media import (
+    anthropic_media_blocks,
+    media_from_anthropic,
+    media_from_parts,
+    openai_image_parts,
+    with_stand_ins,
+)
+from jianmu.tools.calls import MediaPart, ToolCall, ToolResult
 
 __all__ = (
     "Message",
@@ -39,7 +54,8 @@ def _join_text_parts(parts: Iterable[Any], where: str) -> str:
             kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
             raise ValueError(
                 f"{where}: content part of type {kind!r} is not supported; a Message holds "
-                f"text only, so pass text parts ({{'type': 'text', 'text': ...}}) or a string"
+                f"text (parts {{'type': 'text', 'text': ...}} or a string) and base64 images "
+                f"(image_url data URLs, image blocks, or Message.media)"
             )
     return "\n".join(texts)
 
@@ -49,8 +65,8 @@ class Message(BaseModel):
 
     ``tool_calls`` accepts `ToolCall`s and dicts in the OpenAI, Anthropic ``tool_use`` or flat
     ``{"name", "arguments"}`` shapes; ``content`` accepts a list of text parts, joined by
-    newlines. ``model_dump(mode="json")`` and ``model_validate`` round-trip, so messages can
-    live in checkpointed state.
+    newlines, and base64 image parts, which move to ``media``. ``model_dump(mode="json")`` and
+    ``model_validate`` round-trip, so messages can live in checkpointed state.
     """
 
     model_config = ConfigDict(defer_build=True, extra="forbid")
@@ -65,6 +81,27 @@ class Message(BaseModel):
     """The tool calls an assistant turn asks for."""
     tool_call_id: str | None = None
     """For a tool message, the id of the call it answers."""
+    media: list[MediaPart] = Field(default_factory=list)
+    """Images and audio beside the text (a tool's `ToolOutput`, a user's picture); providers
+    send the images as image parts when the model reads them, and a text stand-in always."""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_media(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.media:  # the common case: dumps stay as they were before media existed
+            data.pop("media", None)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _media_parts(cls, data: Any) -> Any:
+        """Image parts in ``content`` (OpenAI ``image_url`` data URLs, Anthropic ``image``
+        blocks) move to ``media``."""
+        if isinstance(data, Mapping) and isinstance(data.get("content"), (list, tuple)):
+            rest, found = media_from_parts(data["content"])
+            if found:
+                return {**data, "content": rest, "media": [*data.get("media", ()), *found]}
+        return data
 
     @field_validator("content", mode="before")
     @classmethod
@@ -99,6 +136,8 @@ class Message(BaseModel):
             raise ValueError(
                 f"tool_call_id belongs on tool messages, not on a {self.role!r} message"
             )
+        if self.media and self.role not in ("tool", "user"):
+            raise ValueError(f"only tool and user messages carry media, not a {self.role!r} one")
         return self
 
     # -- constructors ------------------------------------------------------------------------
@@ -121,9 +160,14 @@ class Message(BaseModel):
         return cls(role="assistant", content=content, tool_calls=list(tool_calls or []))
 
     @classmethod
-    def tool(cls, content: str, *, tool_call_id: str, name: str | None = None) -> Message:
-        """A tool result answering the call ``tool_call_id``."""
-        return cls(role="tool", content=content, tool_call_id=tool_call_id, name=name)
+    def tool(
+        cls, content: str, *, tool_call_id: str, name: str | None = None,
+        media: Iterable[MediaPart] = (),
+    ) -> Message:
+        """A tool result answering the call ``tool_call_id``, with any images or audio."""
+        return cls(
+            role="tool", content=content, tool_call_id=tool_call_id, name=name, media=list(media)
+        )
 
     @classmethod
     def from_tool_result(cls, result: ToolResult) -> Message:
@@ -137,7 +181,9 @@ class Message(BaseModel):
                 f"ToolResult for tool {result.tool!r} has no call_id; a tool message must name "
                 f"the call it answers"
             )
-        return cls(role="tool", content=result.text, tool_call_id=result.call_id, name=result.tool)
+        return cls.tool(
+            result.text, tool_call_id=result.call_id, name=result.tool, media=result.media
+        )
 
     # -- OpenAI ------------------------------------------------------------------------------
 
@@ -186,9 +232,50 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Mes
     return [Message.from_openai(m) for m in messages]
 
 
-def messages_to_openai(messages: Iterable[Message | Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A history in the OpenAI chat format."""
-    return [m.to_openai() for m in coerce_messages(messages)]
+def messages_to_openai(
+    messages: Iterable[Message | Mapping[str, Any]], *, images: bool = True
+) -> list[dict[str, Any]]:
+    """A history in the OpenAI chat format.
+
+    A tool message's images follow its run of tool messages in a user message of
+    ``image_url`` parts (tool messages hold only text there); ``images=False`` leaves only
+    their text stand-ins, for a model that reads no images.
+    """
+    return _openai_chat_messages(coerce_messages(messages), images=images)
+
+
+def _openai_chat_messages(
+    messages: Sequence[Message], *, images: bool = True
+) -> list[dict[str, Any]]:
+    """A history in the OpenAI chat format, images of tool results included.
+
+    A tool message can only hold text there, so the images of a run of tool messages follow
+    it in one user message, each introduced by the call it came from; with ``images`` off
+    (a model that reads no images) only the text stand-ins remain.
+    """
+    out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # the image parts of the current run of tool messages
+    for message in messages:
+        if message.role != "tool" and pending:
+            out.append({"role": "user", "content": pending})
+            pending = []
+        entry = message.to_openai()
+        if message.media:
+            entry["content"] = with_stand_ins(message.content, message.media)
+            parts = openai_image_parts(message.media) if images else []
+            if parts and message.role == "tool":
+                who = f" ({message.name})" if message.name else ""
+                pending.append({
+                    "type": "text",
+                    "text": f"Images returned by tool call {message.tool_call_id}{who}:",
+                })
+                pending.extend(parts)
+            elif parts:
+                entry["content"] = [{"type": "text", "text": entry["content"]}, *parts]
+        out.append(entry)
+    if pending:
+        out.append({"role": "user", "content": pending})
+    return out
 
 
 def messages_from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
@@ -212,7 +299,7 @@ def _from_anthropic_input(value: Any) -> Any:
 
 
 def messages_to_anthropic(
-    messages: Iterable[Message | Mapping[str, Any]],
+    messages: Iterable[Message | Mapping[str, Any]], *, images: bool = True
 ) -> tuple[str | None, list[dict[str, Any]]]:
     """Convert a history to the Anthropic messages format.
 
@@ -221,7 +308,8 @@ def messages_to_anthropic(
     messages as one user message of ``tool_result`` blocks, as Anthropic requires. Speaker
     names do not exist in that format and are dropped; tool arguments that are not an object
     travel as ``{"_raw_arguments": value}``; a tool result whose text starts with ``Error:``
-    is marked ``is_error``.
+    is marked ``is_error``. A tool result's images go inside it as ``image`` blocks (with
+    ``images`` on), after its text, which names every media part.
     """
     system_parts: list[str] = []
     out: list[dict[str, Any]] = []
@@ -229,7 +317,12 @@ def messages_to_anthropic(
         if message.role == "system":
             system_parts.append(message.content or "")
         elif message.role == "user":
-            out.append({"role": "user", "content": message.content or ""})
+            pictures = anthropic_media_blocks(message.media) if images else []
+            said = with_stand_ins(message.content, message.media)
+            out.append({
+                "role": "user",
+                "content": [{"type": "text", "text": said}, *pictures] if pictures else said,
+            })
         elif message.role == "assistant":
             blocks: list[dict[str, Any]] = []
             if message.content:  # Anthropic rejects empty text blocks
@@ -246,10 +339,13 @@ def messages_to_anthropic(
             out.append({"role": "assistant", "content": blocks})
         else:
             text = message.content or ""
+            images_in = anthropic_media_blocks(message.media) if images else []
+            described = with_stand_ins(text, message.media)
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": message.tool_call_id,
-                "content": text,
+                "content": [{"type": "text", "text": described}, *images_in]
+                if images_in else described,
             }
             if text.startswith("Error:"):
                 block["is_error"] = True
@@ -327,12 +423,13 @@ def messages_from_anthropic(
                         pending = []
                     call_id = str(block.get("tool_use_id") or "")
                     content = block.get("content")
+                    texts_in, media = media_from_anthropic(_blocks(content, where))
                     text = content if isinstance(content, str) else _join_text_parts(
-                        _blocks(content, where), where
+                        texts_in, where
                     )
                     out.append(
                         Message(role="tool", content=text, tool_call_id=call_id,
-                                name=call_names.get(call_id))
+                                name=call_names.get(call_id), media=media)
                     )
                 else:
                     pending.append(block)

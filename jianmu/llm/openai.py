@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import anyio
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm.messages import Message
+from jianmu.llm.messages import Message, messages_to_openai
 from jianmu.llm.provider import (
     BaseLLMProvider,
     LLMResponse,
@@ -85,6 +85,8 @@ class OpenAIProvider(BaseLLMProvider):
         timeout: seconds one request may take.
         retry_backoff: first backoff delay in seconds.
         max_backoff: longest delay between attempts.
+        images: send the images of tool results (MCP screenshots, charts) as image parts;
+            off for a model that reads no images (they stay as text stand-ins).
         **default_params: request parameters sent every time (``temperature``...).
 
     Raises:
@@ -102,6 +104,7 @@ class OpenAIProvider(BaseLLMProvider):
         timeout: float = 60,
         retry_backoff: float = 0.5,
         max_backoff: float = 8.0,
+        images: bool = True,
         **default_params: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -124,6 +127,7 @@ class OpenAIProvider(BaseLLMProvider):
         self.timeout = float(timeout)
         self.retry_backoff = float(retry_backoff)
         self.max_backoff = float(max_backoff)
+        self.images = bool(images)
         self.default_params = dict(default_params)
         self._client: AsyncOpenAI = openai.AsyncOpenAI(
             base_url=base_url,
@@ -178,7 +182,7 @@ class OpenAIProvider(BaseLLMProvider):
         body = dict(merged.pop("extra_body", None) or {})
         body_request: dict[str, Any] = {
             "model": merged.pop("model", self.model),
-            "messages": [m.to_openai() for m in request.messages],
+            "messages": messages_to_openai(request.messages, images=self.images),
             **options,
         }
         if request.tools:

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jianmu.tools.calls import MediaPart
+
 __all__ = (
     "MCPCallResult",
     "MCPPrompt",
@@ -47,10 +49,29 @@ class MCPCallResult:
     structured_content: Any = None
     """The server's ``structuredContent``, if any."""
 
-    def text(self) -> str:
-        """The content as text: text blocks joined, other blocks summarised."""
-        parts = [_block_text(block) for block in self.content]
+    def text(self, *, media: bool = True) -> str:
+        """The content as text: text blocks joined, other blocks summarised (images and audio
+        left out with ``media=False``, for when they travel as `media`)."""
+        parts = [
+            _block_text(block) for block in self.content
+            if media or block.get("type") not in _MEDIA_KINDS
+        ]
         return "\n".join(p for p in parts if p)
+
+    def media(self) -> list[MediaPart]:
+        """The image and audio blocks, whole."""
+        return [
+            MediaPart(
+                kind=str(block["type"]),
+                mime_type=str(block.get("mimeType") or "application/octet-stream"),
+                data=str(block.get("data", "")),
+            )
+            for block in self.content
+            if block.get("type") in _MEDIA_KINDS
+        ]
+
+
+_MEDIA_KINDS = frozenset({"image", "audio"})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,7 +34,8 @@ When the server sends ``notifications/tools/list_changed``, the provider is mark
 and its listeners are told (`on_tools_changed`); ``await refresh()`` lists the tools again.
 A skill's agent loop does this before the model's next turn.
 
-A result's ``structuredContent`` is preferred over its text; ``isError`` raises
+A result's ``structuredContent`` is preferred over its text; its images and audio travel
+whole, as content parts of the tool message (`ToolOutput`); ``isError`` raises
 `ToolExecutionError` with the server's text, so the agent loop sees a failed `ToolResult`. A
 server that died fails the call in progress; the next call reconnects once.
 
@@ -54,6 +55,7 @@ from jianmu.errors import ConfigError, ToolExecutionError, ToolUnavailableWarnin
 from jianmu.mcp.client import MCPClient, MCPServerOptions
 from jianmu.mcp.data import MCPCallResult, MCPToolInfo
 from jianmu.tools.base import Tool
+from jianmu.tools.calls import ToolOutput
 from jianmu.tools.providers import BaseToolProvider
 
 if TYPE_CHECKING:
@@ -111,7 +113,10 @@ def mcp_result_value(result: MCPCallResult, *, tool: str = "mcp tool") -> Any:
     """The value a Jianmu tool returns for an MCP result.
 
     Returns:
-        ``structuredContent`` when the server sent it, else the content as text.
+        ``structuredContent`` when the server sent it, else the content as text; wrapped in
+        a `ToolOutput` with the images and audio when there are any, so that the tool
+        message carries them whole (never summarised or cut, and not hidden by
+        ``structuredContent``).
 
     Raises:
         ToolExecutionError: the server set ``isError``; the message is its text.
@@ -119,9 +124,12 @@ def mcp_result_value(result: MCPCallResult, *, tool: str = "mcp tool") -> Any:
     if result.is_error:
         text = result.text().strip()
         raise ToolExecutionError(text or f"MCP tool {tool!r} failed without saying why")
+    media = result.media()
     if result.structured_content is not None:
-        return result.structured_content
-    return result.text()
+        value = result.structured_content
+    else:
+        value = result.text(media=not media)
+    return ToolOutput(value=value, media=tuple(media)) if media else value
 
 
 def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:

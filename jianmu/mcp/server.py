@@ -42,7 +42,30 @@ from jianmu.tools.toolset import ToolSet
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
-__all__ = ("build_mcp_server", "serve", "serve_sync")
+    from jianmu.tools.base import Tool
+
+__all__ = ("build_mcp_server", "jianmu_version", "serve", "serve_sync", "served_tools")
+
+
+def jianmu_version() -> str:
+    """Jianmu's installed version (what ``serverInfo.version`` says), ``0+unknown`` when the
+    package metadata is missing (a bare checkout on ``PYTHONPATH``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jianmu")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def served_tools(
+    toolset: ToolSet, *, guard: GuardConstraints | None = None, user_roles: Iterable[str] = ()
+) -> list[Tool]:
+    """The tools of ``toolset`` that a server built with this guard lists: not deprecated, not
+    hidden by ``tool_policy`` (a deny rule, a deny default), admin_only ones only for admins."""
+    policy = ToolPolicyChecker.from_guard_constraints(guard or GuardConstraints())
+    roles = frozenset(str(r).lower() for r in user_roles)
+    return [t for t in toolset.active() if not policy.hides(t, user_roles=roles)]
 
 
 def _error(text: str) -> Any:
@@ -56,13 +79,21 @@ def _success(result: ToolResult) -> Any:
 
     output = result.output
     text = render_output(output)
+    # a tool's images and audio (`ToolOutput`) go out as MCP image and audio content
+    media: list[Any] = [
+        types.ImageContent(type="image", data=part.data, mime_type=part.mime_type)
+        if part.kind == "image"
+        else types.AudioContent(type="audio", data=part.data, mime_type=part.mime_type)
+        for part in result.media
+    ]
     if isinstance(output, dict):
         # structured content without an output schema: clients validate nothing extra
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(output, default=str))],
+            content=[types.TextContent(type="text", text=json.dumps(output, default=str)),
+                     *media],
             structured_content=json.loads(json.dumps(output, default=str)),
         )
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text), *media])
 
 
 def build_mcp_server(
@@ -84,7 +115,7 @@ def build_mcp_server(
         execution: Execution constraints for the `ToolRunner` (ignored with ``runner``).
         runner: A `ToolRunner` to use; by default one is built from ``execution`` and closed
             when the server stops.
-        name: The server's name, sent to clients.
+        name: The server's name, sent to clients (its version is Jianmu's).
         user_roles: Roles of whoever connects; ``admin`` exposes admin_only tools.
         prompts: Skills served as MCP prompts (name, description; the body as a user message).
         files: Skills whose folders' files are served as MCP resources
@@ -111,7 +142,7 @@ def build_mcp_server(
     enforcer = GuardEnforcer.from_guard_constraints(guard, workspace=workspace)
     ledger = GuardLedger()  # this server's calls, for max_tool_calls and the rate limits
     roles = frozenset(str(r).lower() for r in user_roles)
-    served = [t for t in toolset.active() if not policy.hides(t, user_roles=roles)]
+    served = served_tools(toolset, guard=guard, user_roles=roles)
     listing = [types.Tool.model_validate(_descriptor(t)) for t in served]
     chosen = ToolSet.from_tools(served)  # one name resolution: exact, ASCII case, alias
     # the server's own run: its roles; nobody to ask (confirm is refused), events unheard
@@ -168,6 +199,7 @@ def build_mcp_server(
     content = SkillContent(prompts=prompts, files=files)
     return Server(
         name,
+        version=jianmu_version(),
         lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,

@@ -373,7 +373,9 @@ class ToolExecutor(AsyncNode):
             )
         else:
             content = result.text
-        return Message.tool(content, tool_call_id=result.call_id or "", name=result.tool)
+        return Message.tool(
+            content, tool_call_id=result.call_id or "", name=result.tool, media=result.media
+        )
 
     def _flush(self, calls: list[ToolCall]) -> None:
         """Append the batch's observations in the calls' order; clear the batch."""

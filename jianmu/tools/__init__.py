@@ -12,7 +12,7 @@ from jianmu.tools.base import (
     Tool,
     tool,
 )
-from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.tools.calls import MediaPart, ToolCall, ToolOutput, ToolResult
 from jianmu.tools.providers import BaseToolProvider, BuiltinToolProvider, ToolProvider
 from jianmu.tools.registry import ToolRegistry
 from jianmu.tools.schema import Injected
@@ -26,9 +26,11 @@ __all__ = (
     "Category",
     "FunctionTool",
     "Injected",
+    "MediaPart",
     "Permission",
     "Tool",
     "ToolCall",
+    "ToolOutput",
     "ToolProvider",
     "ToolRegistry",
     "ToolResult",

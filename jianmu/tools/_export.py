@@ -166,12 +166,14 @@ def to_strict_schema(parameters: Mapping[str, Any], *, tool: str) -> dict[str, A
     """The OpenAI strict-mode form of an object schema.
 
     Every property required, optional ones nullable, defaults dropped, ``additionalProperties:
-    false`` at every level including ``$defs``.
+    false`` at every level including ``$defs``; a top-level ``$schema`` (the dialect, which
+    MCP servers often send) is dropped: it says nothing about the arguments.
 
     Raises:
         ToolValidationError: a free-form object (``dict[str, X]``) or ``Any`` is present.
     """
     root = copy.deepcopy(dict(parameters))
+    root.pop("$schema", None)
     problems: list[str] = []
     defs = root.pop("$defs", None)
     out = _strict(root, "parameters", {"$defs": defs or {}}, problems)

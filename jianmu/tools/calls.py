@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = (
+    "MediaPart",
     "ToolCall",
+    "ToolOutput",
     "ToolResult",
     "new_call_id",
     "not_json_message",
@@ -157,6 +159,41 @@ def truncate_text(text: str, limit: int | None) -> tuple[str, int]:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MediaPart:
+    """An image or audio clip a tool returned, kept whole (base64) for the model to see."""
+
+    kind: str
+    """``image`` or ``audio``."""
+    mime_type: str
+    """Its media type, e.g. ``image/png``."""
+    data: str
+    """The bytes, base64-encoded (as MCP and the model APIs carry them)."""
+
+    def describe(self) -> str:
+        """A one-line text stand-in, for a model or a log that cannot take the media."""
+        size = len(self.data) * 3 // 4 - self.data.count("=", -2)  # base64 padding
+        return f"[{self.kind}: {self.mime_type}, about {size} bytes]"
+
+    def data_url(self) -> str:
+        """The part as a ``data:`` URL (OpenAI's ``image_url``)."""
+        return f"data:{self.mime_type};base64,{self.data}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolOutput:
+    """What a tool returns when its result holds media: the value, and the images or audio.
+
+    `ToolResult.from_raw` unpacks it: ``output`` is ``value``, ``media`` the parts, which the
+    tool message carries as content parts (never cut to ``max_result_length``).
+    """
+
+    value: Any = None
+    """The result proper (text or data)."""
+    media: tuple[MediaPart, ...] = ()
+    """Images and audio clips, in the order the tool gave them."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolResult:
     """The normalised outcome of one tool call."""
 
@@ -177,6 +214,8 @@ class ToolResult:
     maybe_repeated: bool = False
     """A durable run was recovered while this call was in flight: it ran again, so it may
     have run twice (at-least-once); completed calls are replayed, never repeated."""
+    media: tuple[MediaPart, ...] = ()
+    """Images and audio the tool returned (`ToolOutput`), sent to the model as content parts."""
 
     @property
     def is_error(self) -> bool:
@@ -197,7 +236,8 @@ class ToolResult:
 
         The shapes: a `ToolResult` (passed through, ids filled in); an explicit ``error``; an
         exception; a dict with an ``ok`` field (``output``/``result`` and ``error`` read from
-        it); a string starting with ``Error:`` (a failure); anything else (a success).
+        it); a string starting with ``Error:`` (a failure); a `ToolOutput` (a success with
+        media); anything else (a success).
         """
         if isinstance(raw, ToolResult):
             return dataclasses.replace(
@@ -208,6 +248,8 @@ class ToolResult:
         common: dict[str, Any] = {"tool": tool, "call_id": call_id, "duration_ms": duration_ms}
         if error is not None:
             return cls(ok=False, output=raw, error=str(error), **common)
+        if isinstance(raw, ToolOutput):
+            return cls(ok=True, output=raw.value, media=tuple(raw.media), **common)
         if isinstance(raw, BaseException):
             return cls(ok=False, error=f"{type(raw).__name__}: {raw}", **common)
         if isinstance(raw, dict) and "ok" in raw:

@@ -192,3 +192,47 @@ def test_tools_list_and_show_with_the_configs_mcp_servers(project: Project) -> N
     assert json.loads(shown.out)["annotations"]["readOnlyHint"] is True
     assert_clean_error(project.jianmu("tools", "show", "weather__nope"), 2,
                        "no MCP tool named 'weather__nope'", "weather__get_forecast")
+
+
+def _table_rows(out: str) -> dict[str, list[str]]:
+    """A rich table's rows by first cell, wrapped cells joined (the other cells in order)."""
+    rows: dict[str, list[str]] = {}
+    last: list[str] = []
+    for line in out.splitlines():
+        if not line.startswith("│"):
+            continue
+        cells = [c.strip() for c in line.strip("│").split("│")]
+        if cells[0]:
+            last = rows[cells[0]] = cells[1:]
+        else:
+            last[:] = [f"{a} {b}".strip() for a, b in zip(last, cells[1:], strict=True)]
+    return rows
+
+
+def test_tools_list_mcp_server_shows_the_guards_view_of_each_tool(project: Project) -> None:
+    pytest.importorskip("mcp")
+    server = REPO / "tests" / "mcp" / "servers" / "weather_server.py"
+    project.config.write_text(project.config.read_text() + (
+        f"mcp:\n  servers:\n    weather:\n      command: {sys.executable}\n"
+        f"      args: [{server}, stdio]\n      trust: read_only\n"
+        "    other:\n      command: /nonexistent/mcp-server\n"
+        "guard:\n  tool_policy:\n    weather__echo: allow\n    weather__delete_station: deny\n"
+        "  rate_limits:\n    weather__get_forecast: 5\n"
+    ), encoding="utf-8")
+    done = project.jianmu("tools", "list", "--mcp", "weather")
+    assert done.code == 0, done.text
+    assert "MCP server weather (trust: read_only)" in done.out
+    assert "calculator" not in done.out and "other" not in done.out  # that server only
+    rows = _table_rows(done.out)
+    # read-only hint believed: runs without asking; its rate limit is shown
+    assert rows["weather__get_forecast"][:4] == ["read", "auto", "no", "read-only, open-world"]
+    assert "at most 5 call(s) a minute" in rows["weather__get_forecast"][4]
+    # no believed hint: dangerous, asks first, unless a rule allows or denies it
+    assert rows["weather__alerts_list"][:3] == ["dangerous", "user_confirm", "yes"]
+    assert rows["weather__echo"][2:4] == ["no", "none"]
+    assert "'weather__echo' allows" in rows["weather__echo"][4]
+    assert rows["weather__delete_station"][2:4] == ["denied", "destructive"]
+    assert_clean_error(project.jianmu("tools", "list", "--mcp", "nosuch"), 2,
+                       "--mcp nosuch: no such server in mcp.servers (configured: weather, other)")
+    assert_clean_error(project.jianmu("tools", "list", "--mcp", "other"), 1,
+                       "MCP server 'other' skipped")

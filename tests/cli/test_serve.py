@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TextIO
 
 import pytest
 
@@ -17,7 +19,9 @@ mcp = pytest.importorskip("mcp")
 
 
 @asynccontextmanager
-async def served(project: Project, *args: str) -> AsyncIterator[mcp.ClientSession]:
+async def served(
+    project: Project, *args: str, errlog: TextIO = sys.stderr
+) -> AsyncIterator[mcp.ClientSession]:
     from mcp.client.stdio import stdio_client
 
     params = mcp.StdioServerParameters(
@@ -25,7 +29,8 @@ async def served(project: Project, *args: str) -> AsyncIterator[mcp.ClientSessio
         args=["-m", "jianmu.cli", "mcp", "serve", *args, "--config", str(project.config)],
         env={"PYTHONPATH": str(REPO)}, cwd=str(project.root),
     )
-    async with stdio_client(params) as (read, write), mcp.ClientSession(read, write) as session:
+    async with stdio_client(params, errlog=errlog) as (read, write), \
+            mcp.ClientSession(read, write) as session:
         await session.initialize()
         yield session
 
@@ -88,3 +93,26 @@ def test_build_image_without_docker_fails_cleanly(project: Project) -> None:
     done = project.jianmu("sandbox", "build-image", "--name", "jianmu-test:none",
                           env={"DOCKER_HOST": f"unix://{project.root}/no-docker.sock"})
     assert_clean_error(done, 1, "Docker")
+
+
+@pytest.mark.anyio
+async def test_version_and_start_up_line_list_only_the_served_tools(
+    project: Project, tmp_path: Path
+) -> None:
+    from jianmu.mcp.server import jianmu_version
+
+    project.config.write_text(project.config.read_text(encoding="utf-8") + (
+        "guard:\n  tool_policy:\n    calculator: deny\n"
+    ), encoding="utf-8")
+    errlog = tmp_path / "stderr.txt"
+    with errlog.open("w", encoding="utf-8") as log:
+        async with served(project, "--tools", "calculator,read_file,list_dir",
+                          errlog=log) as session:
+            info = await session.initialize()  # the handshake's result, kept by the session
+            names = [t.name for t in (await session.list_tools()).tools]
+    assert names == ["read_file", "list_dir"]
+    assert info.server_info.name == "jianmu" and info.server_info.version == jianmu_version()
+    assert jianmu_version() != ""
+    text = errlog.read_text(encoding="utf-8")
+    assert "serving 2 tool(s) over MCP (stdio): read_file, list_dir" in text
+    assert "not served (hidden by the guard, admin only or deprecated): calculator" in text

@@ -19,7 +19,7 @@ from jianmu.llm.messages import (
     messages_to_anthropic,
     messages_to_openai,
 )
-from jianmu.tools.calls import ToolCall, ToolResult
+from jianmu.tools.calls import MediaPart, ToolCall, ToolResult
 
 # -- strategies --------------------------------------------------------------------------------
 
@@ -225,9 +225,11 @@ def test_content_parts_are_joined() -> None:
     assert Message(role="user", content=parts).content == "one\ntwo\nthree"
 
 
-def test_image_parts_are_refused_clearly() -> None:
-    with pytest.raises(ValidationError, match="'image_url' is not supported"):
+def test_parts_that_are_not_text_nor_base64_images_are_refused_clearly() -> None:
+    with pytest.raises(ValidationError, match="only base64 data URLs are supported"):
         Message(role="user", content=[{"type": "image_url", "image_url": {"url": "x"}}])
+    with pytest.raises(ValidationError, match="'input_audio' is not supported"):
+        Message(role="user", content=[{"type": "input_audio", "input_audio": {"data": "x"}}])
 
 
 @pytest.mark.parametrize(
@@ -313,3 +315,24 @@ def test_coerce_messages() -> None:
         coerce_messages(Message.user("a"))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="wrap it in a list"):
         coerce_messages("hello")  # type: ignore[arg-type]
+
+
+def test_media_round_trips_through_the_anthropic_format() -> None:
+    image = MediaPart(kind="image", mime_type="image/png", data="iVBORw0K")
+    history = [Message.assistant(tool_calls=[{"id": "t1", "name": "shot", "arguments": {}}]),
+               Message.tool("a screen", tool_call_id="t1", name="shot", media=[image])]
+    _, sent = messages_to_anthropic(history)
+    back = messages_from_anthropic(None, sent)
+    assert back[1].media == [image] and back[1].content.startswith("a screen\n[image: ")
+    with pytest.raises(ValueError, match="only tool and user messages carry media"):
+        Message(role="assistant", content="x", media=[image])
+
+
+def test_openai_image_parts_read_back_as_media() -> None:
+    image = MediaPart(kind="image", mime_type="image/png", data="iVBORw0K")
+    history = [Message.assistant(tool_calls=[{"id": "c1", "name": "shot", "arguments": {}}]),
+               Message.tool("a screen", tool_call_id="c1", name="shot", media=[image])]
+    sent = messages_to_openai(history)
+    back = messages_from_openai(sent)
+    assert back[2].role == "user" and back[2].media == [image]
+    assert back[2].content == "Images returned by tool call c1 (shot):"

@@ -31,6 +31,7 @@ from jianmu.mcp import (
 )
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.tools.calls import MediaPart, ToolOutput
 from jianmu.tools.toolset import ToolSet
 from tests.mcp.helpers import WEATHER, HttpServer, free_port
 
@@ -109,7 +110,8 @@ def test_result_conversion() -> None:
     assert mcp_result_value(MCPCallResult(content=[
         {"type": "text", "text": "one"},
         {"type": "image", "mimeType": "image/png", "data": "AAAA"},
-    ])) == "one\n[image: image/png, about 3 bytes]"
+    ])) == ToolOutput(value="one", media=(MediaPart(kind="image", mime_type="image/png",
+                                                    data="AAAA"),))
     with pytest.raises(Exception, match="went wrong"):
         mcp_result_value(
             MCPCallResult(is_error=True, content=[{"type": "text", "text": "went wrong"}])

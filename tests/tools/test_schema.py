@@ -973,3 +973,12 @@ def test_strict_schema_of_no_parameters_and_of_an_empty_model() -> None:
         to_strict_schema(
             {"type": "object", "properties": {"free": {"type": "object"}}}, tool="t"
         )
+
+
+def test_strict_export_drops_the_schema_dialect_of_a_tool_without_parameters() -> None:
+    # an MCP server's no-argument tool (the filesystem server's list_allowed_directories)
+    sent = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+            "properties": {}}
+    assert to_strict_schema(sent, tool="list_allowed_directories") == {
+        "type": "object", "properties": {}, "required": [], "additionalProperties": False,
+    }

@@ -1,0 +1,85 @@
+"""Jianmu's MCP client against the official ``@modelcontextprotocol/server-filesystem`` (npm).
+
+The package is installed once into a cache folder (``$JIANMU_NPM_CACHE``, else
+``~/.cache/jianmu-tests/npm``) with ``npm install --prefix``; the tests skip, saying why, when
+``npm`` is absent or the registry cannot be reached.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from jianmu.mcp import MCPToolProvider
+from jianmu.tools.toolset import ToolSet
+
+pytestmark = pytest.mark.anyio
+
+PACKAGE = "@modelcontextprotocol/server-filesystem"
+
+
+@pytest.fixture(scope="module")
+def server_script() -> Path:
+    """The installed server's entry point (installed on first use)."""
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        pytest.skip("npm/node are not installed: cannot fetch the official filesystem server")
+    cache = Path(os.environ.get("JIANMU_NPM_CACHE")
+                 or Path.home() / ".cache" / "jianmu-tests" / "npm")
+    script = cache / "node_modules" / PACKAGE / "dist" / "index.js"
+    if not script.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        try:
+            done = subprocess.run(
+                [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", PACKAGE],
+                capture_output=True, text=True, timeout=300,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.skip(f"npm install {PACKAGE} timed out (registry unreachable?)")
+        if done.returncode != 0 or not script.is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            pytest.skip(f"npm install {PACKAGE} failed (registry unreachable?): {' | '.join(tail)}")
+    return script
+
+
+@pytest.fixture
+async def filesystem(server_script: Path, tmp_path: Path) -> AsyncIterator[ToolSet]:
+    (tmp_path / "notes.txt").write_text("hello from the filesystem server\n", encoding="utf-8")
+    provider = MCPToolProvider("fs", command=str(shutil.which("node")),
+                               args=[str(server_script), str(tmp_path)], trust="read_only",
+                               timeout=30, connect_timeout=60)
+    toolset = await ToolSet.from_providers([provider])
+    try:
+        yield toolset
+    finally:
+        await provider.close()
+
+
+async def test_lists_strict_exports_and_calls_the_official_server(
+    filesystem: ToolSet, tmp_path: Path
+) -> None:
+    names = filesystem.names()
+    assert {"fs__read_text_file", "fs__write_file", "fs__list_allowed_directories"} <= set(names)
+    assert len(names) >= 10
+    # every tool exports strictly, the one without parameters too
+    exported = {e["function"]["name"]: e["function"] for e in filesystem.to_openai(strict=True)}
+    assert set(exported) == set(names)
+    assert exported["fs__list_allowed_directories"]["parameters"] == {
+        "type": "object", "properties": {}, "required": [], "additionalProperties": False,
+    }
+    assert all(f["strict"] is True for f in exported.values())
+    # the server's hints, believed for reading: a read tool runs freely, a write one asks
+    assert filesystem.get("fs__read_text_file").permission == "auto"  # type: ignore[union-attr]
+    assert filesystem.get("fs__write_file").permission == "user_confirm"  # type: ignore[union-attr]
+    listed = await filesystem.execute("fs__list_allowed_directories", {})
+    assert listed.ok and str(tmp_path.resolve()) in str(listed.output)
+    read = await filesystem.execute("fs__read_text_file", {"path": str(tmp_path / "notes.txt")})
+    assert read.ok, read.error
+    assert "hello from the filesystem server" in str(read.output)
+    outside = await filesystem.execute("fs__read_text_file", {"path": "/etc/hostname"})
+    assert not outside.ok and "denied" in (outside.error or "").lower()
