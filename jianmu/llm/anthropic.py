@@ -15,9 +15,15 @@ from typing import TYPE_CHECKING, Any, Self
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._anthropic_format import anthropic_tool, anthropic_tool_choice, merge_turns
+from jianmu.llm._sdk import (
+    REQUEST_OPTIONS,
+    TRANSIENT_STATUSES,
+    SDKProvider,
+    check_common,
+    server_message,
+)
 from jianmu.llm.messages import Message, messages_to_anthropic
 from jianmu.llm.provider import (
-    BaseLLMProvider,
     LLMResponse,
     StreamDone,
     TextDelta,
@@ -34,10 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ("AnthropicProvider",)
 
-# Statuses the SDK retries (with its backoff) and that stay transient once retries run out:
-# timeout, lock conflict, rate limit, and 5xx with Anthropic's 529 "overloaded".
-_TRANSIENT_STATUSES = frozenset({408, 409, 429})
-_REQUEST_OPTIONS = ("extra_headers", "extra_query", "timeout")
 _STATUS_HINTS = {
     401: "; check llm.api_key or $ANTHROPIC_API_KEY",
     403: "; check llm.api_key and its permissions",
@@ -73,18 +75,6 @@ def _error_type(exc: Any) -> str:
     return str(error.get("type") or "") if isinstance(error, Mapping) else ""
 
 
-def _server_message(exc: Any) -> str:
-    """The ``error.message`` of an Anthropic error body, else the SDK's message."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, Mapping) and error.get("message"):
-            return str(error["message"])
-    elif isinstance(body, str) and body:
-        return body
-    return str(getattr(exc, "message", None) or exc)
-
-
 def _usage(usage: Any, previous: Usage | None = None) -> Usage:
     """`Usage` from an Anthropic ``usage`` object; ``input_tokens`` counts cached ones too.
 
@@ -118,7 +108,7 @@ def _call(block_id: str, name: str, arguments: Any) -> ToolCall:
     return ToolCall.from_dict({"id": block_id, "name": name, "input": arguments})
 
 
-class AnthropicProvider(BaseLLMProvider):
+class AnthropicProvider(SDKProvider):
     """A Claude model behind Anthropic's Messages API, on the official ``anthropic`` SDK.
 
     Tools go out with their ``input_schema``, tool calls come back as ``tool_use`` blocks and
@@ -164,12 +154,7 @@ class AnthropicProvider(BaseLLMProvider):
         images: bool = True,
         **default_params: Any,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ValueError(f"model must be a non-empty model name, got {model!r}")
-        if not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-        if not timeout or timeout <= 0:
-            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        check_common(model, max_retries, timeout)
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
         try:
@@ -219,34 +204,14 @@ class AnthropicProvider(BaseLLMProvider):
                 raise ConfigError(f"llm.params.prompt_caching must be true or false, got "
                                   f"{caching!r}")
             extra["prompt_caching"] = caching
-        return cls(
-            llm.model,
-            base_url=llm.base_url,
-            api_key=llm.api_key,
-            max_retries=llm.max_retries,
-            timeout=llm.timeout,
-            **extra,
-            **params,
-        )
-
-    @property
-    def base_url(self) -> str:
-        """The server URL requests go to."""
-        return str(self._client.base_url)
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
-
-    async def close(self) -> None:
-        """Close the HTTP client."""
-        await self._client.close()
+        return cls._from_llm(llm, params, **extra)
 
     # -- requests ----------------------------------------------------------------------------
 
     def _request(self, request: ChatRequest) -> dict[str, Any]:
         """The ``messages.create`` arguments for ``request``."""
         merged = {**self.default_params, **request.params}
-        options = {k: merged.pop(k) for k in _REQUEST_OPTIONS if k in merged}
+        options = {k: merged.pop(k) for k in REQUEST_OPTIONS if k in merged}
         body = dict(merged.pop("extra_body", None) or {})
         system, messages = messages_to_anthropic(request.messages, images=self.images)
         max_tokens = merged.pop("max_tokens", None)
@@ -301,10 +266,10 @@ class AnthropicProvider(BaseLLMProvider):
             status = exc.status_code
             kind = _error_type(exc)
             if midstream:  # an ``error`` event in a stream that had started (HTTP 200)
-                text = f"the stream from {where} failed midway: {kind}: {_server_message(exc)}"
+                text = f"the stream from {where} failed midway: {kind}: {server_message(exc)}"
             else:
-                text = f"HTTP {status} from {where}: {_server_message(exc)}"
-            if status in _TRANSIENT_STATUSES or status >= 500 or kind in _TRANSIENT_TYPES:
+                text = f"HTTP {status} from {where}: {server_message(exc)}"
+            if status in TRANSIENT_STATUSES or status >= 500 or kind in _TRANSIENT_TYPES:
                 raise LLMTransientError(text + tries) from exc
             raise LLMError(text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, "")) \
                 from exc
@@ -318,7 +283,7 @@ class AnthropicProvider(BaseLLMProvider):
                 f"connection to {where} failed{tries}: {type(cause).__name__}: {cause}"
             ) from exc
         except anthropic.AnthropicError as exc:
-            raise LLMError(f"{where}: {_server_message(exc)}") from exc
+            raise LLMError(f"{where}: {server_message(exc)}") from exc
         except Exception as exc:
             # The SDK does not wrap a connection that breaks while a stream is being read.
             if not midstream or not _is_transport_error(exc):

@@ -9,16 +9,22 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import anyio
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
+from jianmu.llm._sdk import (
+    REQUEST_OPTIONS,
+    TRANSIENT_STATUSES,
+    SDKProvider,
+    check_common,
+    server_message,
+)
 from jianmu.llm.messages import Message, messages_to_openai
 from jianmu.llm.provider import (
-    BaseLLMProvider,
     LLMResponse,
     StreamDone,
     TextDelta,
@@ -37,10 +43,6 @@ __all__ = ("OpenAIProvider",)
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-# Statuses worth retrying, as the SDK itself treats them: timeout, lock conflict, rate limit.
-_TRANSIENT_STATUSES = frozenset({408, 409, 429})
-# Per-request options of the SDK; every other parameter goes into the JSON body.
-_REQUEST_OPTIONS = ("extra_headers", "extra_query", "timeout")
 _STATUS_HINTS = {
     401: "; check llm.api_key",
     403: "; check llm.api_key and its permissions",
@@ -48,25 +50,7 @@ _STATUS_HINTS = {
 }
 
 
-def _server_message(exc: Any) -> str:
-    """The error text a server put in its body, else the SDK's message."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, Mapping):
-            for key in ("message", "detail", "msg"):
-                if error.get(key):
-                    return str(error[key])
-        elif isinstance(error, str) and error:
-            return error
-        if body.get("detail"):
-            return str(body["detail"])
-    elif isinstance(body, str) and body:
-        return body
-    return str(getattr(exc, "message", None) or exc)
-
-
-class OpenAIProvider(BaseLLMProvider):
+class OpenAIProvider(SDKProvider):
     """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Uses the official SDK's ``AsyncOpenAI`` with its own retries off: 429, 408, 409, 5xx,
@@ -107,12 +91,7 @@ class OpenAIProvider(BaseLLMProvider):
         images: bool = True,
         **default_params: Any,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ValueError(f"model must be a non-empty model name, got {model!r}")
-        if not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-        if not timeout or timeout <= 0:
-            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        check_common(model, max_retries, timeout)
         if retry_backoff < 0 or max_backoff < 0:
             raise ValueError(
                 f"retry_backoff and max_backoff must be >= 0, got {retry_backoff!r} and "
@@ -151,34 +130,14 @@ class OpenAIProvider(BaseLLMProvider):
         params = dict(llm.params)
         backoff = params.pop("retry_backoff", None)
         extra: dict[str, Any] = {} if backoff is None else {"retry_backoff": float(backoff)}
-        return cls(
-            llm.model,
-            base_url=llm.base_url,
-            api_key=llm.api_key,
-            max_retries=llm.max_retries,
-            timeout=llm.timeout,
-            **extra,
-            **params,
-        )
-
-    @property
-    def base_url(self) -> str:
-        """The server URL requests go to."""
-        return str(self._client.base_url)
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
-
-    async def close(self) -> None:
-        """Close the HTTP client."""
-        await self._client.close()
+        return cls._from_llm(llm, params, **extra)
 
     # -- requests ----------------------------------------------------------------------------
 
     def _request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         params = request.params
         merged = {**self.default_params, **params}
-        options = {k: merged.pop(k) for k in _REQUEST_OPTIONS if k in merged}
+        options = {k: merged.pop(k) for k in REQUEST_OPTIONS if k in merged}
         body = dict(merged.pop("extra_body", None) or {})
         body_request: dict[str, Any] = {
             "model": merged.pop("model", self.model),
@@ -214,8 +173,8 @@ class OpenAIProvider(BaseLLMProvider):
             yield
         except openai.APIStatusError as exc:
             status = exc.status_code
-            text = f"HTTP {status} from {where}: {_server_message(exc)}"
-            if status in _TRANSIENT_STATUSES or status >= 500:
+            text = f"HTTP {status} from {where}: {server_message(exc)}"
+            if status in TRANSIENT_STATUSES or status >= 500:
                 error: LLMError = LLMTransientError(text)
                 error.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
                 raise error from exc
@@ -230,7 +189,7 @@ class OpenAIProvider(BaseLLMProvider):
                 f"connection to {where} failed: {type(cause).__name__}: {cause}"
             ) from exc
         except openai.OpenAIError as exc:
-            raise LLMError(f"{where}: {_server_message(exc)}") from exc
+            raise LLMError(f"{where}: {server_message(exc)}") from exc
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``attempt``, retrying transient failures with backoff."""
