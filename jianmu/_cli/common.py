@@ -11,13 +11,23 @@ from rich.console import Console
 
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import CLIError, ExitCode
+from jianmu.runtime.result import RunStatus
 
 __all__ = (
-    "TREE_FORMATS",
+    "RUN_EXIT_CODES", "TREE_FORMATS",
     "CLIError", "ExitCode", "load_cli_config", "make_console", "parse_inputs", "visible")
 
 TREE_FORMATS = ("ascii", "dot", "mermaid")
 """What ``jianmu tree show --format`` accepts."""
+
+RUN_EXIT_CODES = {
+    RunStatus.SUCCESS: ExitCode.OK,
+    RunStatus.FAILURE: ExitCode.FAILURE,
+    RunStatus.SUSPENDED: ExitCode.SUSPENDED,
+    RunStatus.TIMEOUT: ExitCode.STOPPED,
+    RunStatus.CANCELLED: ExitCode.STOPPED,
+}
+"""How ``jianmu run`` (plain or durable) and ``resume`` exit for each way a run ends."""
 
 
 def make_console(*, stderr: bool = False) -> Console:

@@ -14,7 +14,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from jianmu._cli.approvals import heading, print_request
-from jianmu._cli.common import CLIError, ExitCode, make_console, parse_inputs, visible
+from jianmu._cli.common import (
+    RUN_EXIT_CODES,
+    CLIError,
+    ExitCode,
+    make_console,
+    parse_inputs,
+    visible,
+)
 from jianmu._cli.durable import final_answer, open_app, print_pending
 from jianmu.errors import RunNotFoundError, TreeInputError, UnknownTreeError
 from jianmu.runtime import ApprovalRequest, RunResult, RunStatus
@@ -24,13 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ("cmd_run_durable",)
 
-_EXIT = {
-    RunStatus.SUCCESS: ExitCode.OK,
-    RunStatus.FAILURE: ExitCode.FAILURE,
-    RunStatus.SUSPENDED: ExitCode.SUSPENDED,
-    RunStatus.TIMEOUT: ExitCode.STOPPED,
-    RunStatus.CANCELLED: ExitCode.STOPPED,
-}
 _SETTLE_S = 0.2
 """Pause after --approve-all answered, before looking again (the worker takes the answers)."""
 
@@ -149,4 +149,4 @@ async def _report(engine: DurableEngine, result: RunResult, console: Console) ->
     reason = f": {visible(result.error)}" if result.error else ""
     console.print(f"[{style}]{status.value}[/] run {result.run_id} after {result.ticks} ticks"
                   f"{escape(reason)}")
-    return int(_EXIT[status])
+    return int(RUN_EXIT_CODES[status])

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from jianmu._cli.approvals import heading, print_request
 from jianmu._cli.common import (
+    RUN_EXIT_CODES,
     CLIError,
     ExitCode,
     load_cli_config,
@@ -30,13 +31,6 @@ from jianmu.runtime import ApprovalRequest, ReactiveRunner, RunResult, RunStatus
 
 __all__ = ("cmd_resume", "cmd_run")
 
-_EXIT = {
-    RunStatus.SUCCESS: ExitCode.OK,
-    RunStatus.FAILURE: ExitCode.FAILURE,
-    RunStatus.SUSPENDED: ExitCode.SUSPENDED,
-    RunStatus.TIMEOUT: ExitCode.STOPPED,
-    RunStatus.CANCELLED: ExitCode.STOPPED,
-}
 _FINISHED = {"success", "failure", "timeout", "cancelled"}
 
 
@@ -226,7 +220,7 @@ def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress:
         console.print(f"resume with: jianmu resume {runner.run_id} --approve {first}"
                       f"{escape(hint_config)}   (or --reject {first})")
         return ExitCode.SUSPENDED
-    code = _EXIT[status]
+    code = RUN_EXIT_CODES[status]
     if status is RunStatus.SUCCESS:
         try:
             value = target.result()

@@ -8,31 +8,18 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli._helpers import Done
 from tests.support.durable import HERE, ROOT, Workers, wait_for
 
 pytestmark = pytest.mark.timeout(400)
 
 APP = f"{HERE / 'durable_app.py'}:engine"
 MODULE_APP = "durable_app:engine"  # HERE is on the CLI's PYTHONPATH (Workers.env)
-
-
-@dataclass
-class Done:
-    """A finished ``jianmu`` process."""
-
-    code: int
-    out: str
-    err: str
-
-    @property
-    def text(self) -> str:
-        return self.out + self.err
 
 
 class CLI:
