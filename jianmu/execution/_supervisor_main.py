@@ -168,7 +168,28 @@ def which(name, path):
     raise FileNotFoundError(2, "No such file or directory", name)
 
 
-class Spawned:
+class Child:
+    """Popen's ``poll`` and ``wait`` for a child whose ``pid`` is known (the second part's
+    `Launched` is one too)."""
+
+    pid = 0
+    returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self):
+        if self.returncode is None:
+            _pid, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+class Spawned(Child):
     """A command started with ``posix_spawn`` in its own session, Popen's few methods."""
 
     def __init__(self, argv, env, cwd, with_stdin):
@@ -203,19 +224,6 @@ class Spawned:
         self.stdout = os.fdopen(out_r, "rb", buffering=0)
         self.stderr = os.fdopen(err_r, "rb", buffering=0)
         self.returncode = None
-
-    def poll(self):
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self):
-        if self.returncode is None:
-            _pid, status = os.waitpid(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
 
 
 def empty_bounding_set():

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # at run time the supervisor runs this file on its own names
     from jianmu.execution._supervisor_main import (
         CONFIG,
         SHIELDED,
+        Child,
         empty_bounding_set,
     )
 
@@ -152,7 +153,7 @@ def execute(argv, env):  # pragma: no cover - in the child
     raise first or last or FileNotFoundError(2, "No such file or directory", name)
 
 
-class Launched:
+class Launched(Child):
     """A command running in what was a `Spare`: Popen's few methods."""
 
     def __init__(self, spare, stdin):
@@ -161,19 +162,6 @@ class Launched:
         self.stdout = os.fdopen(spare.out_r, "rb", buffering=0)
         self.stderr = os.fdopen(spare.err_r, "rb", buffering=0)
         self.returncode = None
-
-    def poll(self):
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self):
-        if self.returncode is None:
-            _pid, status = os.waitpid(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
 
     def failure(self, argv0):
         """Why the command did not start (an OSError), or ``None`` if it did; after `wait`."""
