@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from jianmu.errors import SandboxError
-from jianmu.execution._child import ChildHandle
+from jianmu.execution._child import ChildHandle, ChildOutcome
 from jianmu.execution._output import CappedBuffer
 
 __all__ = ("SPARE_SOURCE", "SUPERVISOR_SOURCE", "Channel", "Raw", "Reply", "Supervisor", "frame")
@@ -59,15 +59,9 @@ class Channel(Protocol):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Reply:
-    """What the supervisor said about one finished command."""
+class Reply(ChildOutcome):
+    """What the supervisor said about one finished command: a cold child's outcome, and more."""
 
-    exit_code: int
-    stdout: CappedBuffer
-    stderr: CappedBuffer
-    timed_out: bool
-    duration: float
-    oom_kills: int
     left: int
     """Processes of the command still in its control group after the supervisor's kill."""
     preforked: bool = False

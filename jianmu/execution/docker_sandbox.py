@@ -33,9 +33,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -68,6 +68,7 @@ __all__ = ("DEFAULT_IMAGE", "DockerSandbox")
 
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 _LABEL = "jianmu.sandbox"
 _GRACE = 5.0  # host-side slack past the in-container timeout before we step in
 _CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -320,58 +321,62 @@ class DockerSandbox(BaseSandbox):
                 result = await self._run_warm(request, data, archive, timeout)
                 if result is not None:
                     return result  # else: the supervisor cannot run here, start cold
-            for attempt in (1, 2):
-                await self.start()
-                state: dict[str, Any] = {}
-                try:
-                    return await anyio.to_thread.run_sync(
-                        self._exec_sync, argv, data, full_env, workdir, timeout, state,
-                        archive, abandon_on_cancel=True,
-                    )
-                except SandboxUnavailableError:
+
+            async def cold(state: dict[str, Any]) -> ExecResult:
+                return await anyio.to_thread.run_sync(self._exec_sync, argv, data, full_env,
+                    workdir, timeout, state, archive, abandon_on_cancel=True)
+
+            async def stop_cold(state: dict[str, Any]) -> None:
+                # a thread that has not started the command yet sees the flag and does not
+                state["cancelled"] = True
+                if "started" in state:
+                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                        await anyio.to_thread.run_sync(self._sweep)
+
+            return await self._at_most_twice(cold, stop_cold)
+
+    async def _at_most_twice(
+        self,
+        attempt: Callable[[dict[str, Any]], Awaitable[T]],
+        on_cancel: Callable[[dict[str, Any]], Awaitable[None]],
+    ) -> T:
+        """Run ``attempt`` in the container; once more in a fresh one if Docker failed before
+        the command started (so that nothing runs twice). ``on_cancel`` kills what a
+        cancelled attempt started."""
+        for tries in (1, 2):
+            await self.start()
+            state: dict[str, Any] = {}
+            try:
+                return await attempt(state)
+            except SandboxUnavailableError:
+                raise
+            except SandboxError:
+                # the container died or stopped answering: replace it
+                async with self._lock:
+                    await anyio.to_thread.run_sync(self._drop_container)
+                if tries == 2 or "started" in state:
                     raise
-                except SandboxError:
-                    # The container died or stopped answering: replace it. Retry only when
-                    # the command never started, so that nothing runs twice.
-                    async with self._lock:
-                        await anyio.to_thread.run_sync(self._drop_container)
-                    if attempt == 2 or "started" in state:
-                        raise
-                except BaseException:
-                    # Cancelled from outside: kill what we started; a thread that has not
-                    # started the command yet sees the flag and does not start it.
-                    state["cancelled"] = True
-                    if "started" in state:
-                        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                            await anyio.to_thread.run_sync(self._sweep)
-                    raise
+            except BaseException:
+                await on_cancel(state)
+                raise
         raise AssertionError("unreachable")
 
     async def _run_warm(
         self, request: dict[str, Any], data: bytes | None, archive: bytes, timeout: float
     ) -> ExecResult | None:
         """Run one call through the supervisor; ``None`` when none can run here."""
-        for attempt in (1, 2):
-            await self.start()
-            handle, state = ChildHandle(), dict[str, Any]()
-            try:
-                return await anyio.to_thread.run_sync(
-                    self._warm_sync, request, data, archive, timeout, handle, state,
-                    abandon_on_cancel=True,
-                )
-            except SandboxUnavailableError:
-                raise
-            except SandboxError:
-                # the container died or stopped answering: replace it; retry only when the
-                # command never started, so that nothing runs twice
-                async with self._lock:
-                    await anyio.to_thread.run_sync(self._drop_container)
-                if attempt == 2 or "started" in state:
-                    raise
-            except BaseException:
-                handle.cancel()  # the supervisor kills it; its thread waits for that
-                raise
-        raise AssertionError("unreachable")
+
+        async def warm(state: dict[str, Any]) -> ExecResult | None:
+            handle = state["handle"] = ChildHandle()
+            return await anyio.to_thread.run_sync(
+                self._warm_sync, request, data, archive, timeout, handle, state,
+                abandon_on_cancel=True,
+            )
+
+        async def stop_warm(state: dict[str, Any]) -> None:
+            state["handle"].cancel()  # the supervisor kills it; its thread waits for that
+
+        return await self._at_most_twice(warm, stop_warm)
 
     def _warm_sync(
         self, request: dict[str, Any], data: bytes | None, archive: bytes, timeout: float,
