@@ -14,7 +14,6 @@ from jianmu import ReactiveRunner, SQLiteCheckpointer, StateManager
 from jianmu.nodes import AgentState
 from jianmu.studio import CheckpointRuns, create_app
 from jianmu.studio.journal import Journal
-from jianmu.studio.security import is_loopback
 from tests.studio.conftest import TOKEN
 from tests.studio.studio_flow import build_tree
 from tests.support.durable import wait_for
@@ -32,61 +31,10 @@ def _finished(client: TestClient, run_id: str) -> dict | None:
     return view if view["status"] in ("success", "failure") else None
 
 
-def test_every_request_needs_the_token(anonymous: TestClient, run_id: str) -> None:
-    for path in ("/", f"/run/cp/{run_id}", f"/api/run/cp/{run_id}", "/static/studio.js",
-                 f"/stream/run/cp/{run_id}", "/?token=wrong"):
-        answer = anonymous.get(path)
-        assert answer.status_code == 403, path
-        assert run_id not in answer.text
-    assert anonymous.post(f"/run/cp/{run_id}/approve", json={"call_id": "deploy_1"}
-                          ).status_code == 403
-
-
-def test_the_token_becomes_a_strict_http_only_cookie(anonymous: TestClient) -> None:
-    answer = anonymous.get(f"/?status=suspended&token={TOKEN}")
-    assert answer.status_code == 303
-    assert answer.headers["location"] == "/?status=suspended"  # the token leaves the URL
-    cookie = answer.headers["set-cookie"].lower()
-    assert f"jianmu_studio={TOKEN}".lower() in cookie
-    assert "httponly" in cookie and "samesite=strict" in cookie
-    page = anonymous.get("/?status=suspended")
-    assert page.status_code == 200
-    assert "script-src 'self'" in page.headers["content-security-policy"]
-    assert page.headers["referrer-policy"] == "no-referrer"
-
-
 def test_runs_list_filters_by_status(client: TestClient, run_id: str) -> None:
     assert run_id in client.get("/").text
     assert run_id in client.get("/?status=suspended").text
     assert run_id not in client.get("/?status=success").text
-
-
-def test_posts_need_the_csrf_token(client: TestClient, run_id: str) -> None:
-    url = f"/run/cp/{run_id}/approve"
-    body = {"call_id": "deploy_1"}
-    assert client.post(url, json=body).status_code == 403
-    assert client.post(url, json=body, headers={"X-CSRF-Token": "nope"}).status_code == 403
-    csrf = _csrf(client, run_id)
-    crossed = client.post(url, json=body, headers={"X-CSRF-Token": csrf,
-                                                   "Origin": "http://evil.example"})
-    assert crossed.status_code == 403
-    assert client.get(f"/api/run/cp/{run_id}").json()["status"] == "suspended"
-
-
-def test_nothing_from_the_run_is_markup(client: TestClient, run_id: str) -> None:
-    page = client.get(f"/run/cp/{run_id}").text
-    assert "<script>alert" not in page  # node name, arguments
-    assert "&lt;script&gt;alert(&quot;node&quot;)&lt;/script&gt; flow" in page
-    assert "&lt;script&gt;alert(&#x27;args&#x27;)&lt;/script&gt;" in page
-    assert page.count("<script") == 1  # the studio's own script only
-    csrf = _csrf(client, run_id)
-    client.post(f"/run/cp/{run_id}/approve", json={"call_id": "deploy_1"},
-                headers={"X-CSRF-Token": csrf})
-    wait_for(lambda: _finished(client, run_id), 60, "the run to finish")
-    page = client.get(f"/run/cp/{run_id}").text
-    assert "<script>alert" not in page and "<b>deployed" not in page  # the tool's result
-    assert "&lt;b&gt;deployed&lt;/b&gt;" in page
-    assert page.count("<script") == 1
 
 
 def test_the_pending_call_shows_in_full(client: TestClient, run_id: str) -> None:
@@ -174,13 +122,6 @@ def test_a_run_the_studio_cannot_rebuild_gets_the_decision_recorded(tmp_path: Pa
                                        state_manager=StateManager(AgentState))
         assert again.run_sync().ok
         assert "deployed" in str(again.state.get("final_answer"))
-
-
-@pytest.mark.parametrize(("host", "loopback"), [
-    ("127.0.0.1", True), ("localhost", True), ("::1", True), ("0.0.0.0", False),
-    ("192.168.1.5", False), ("example.com", False)])
-def test_loopback_hosts(host: str, loopback: bool) -> None:
-    assert is_loopback(host) is loopback
 
 
 def test_the_command_prints_the_url_and_warns_off_loopback(
