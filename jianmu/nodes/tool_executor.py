@@ -73,6 +73,17 @@ def _not_json(tool: Tool, raw: str) -> str:
     return not_json_message(tool.name, tool.parameters, raw)
 
 
+@dataclasses.dataclass(slots=True)
+class _Record:
+    """One finished call, before it is written to the state."""
+
+    call: ToolCall
+    tool: Tool | None
+    result: ToolResult
+    executed: bool
+    at: float
+
+
 class ToolExecutorConfig(BaseModel):
     """How a `ToolExecutor` runs a batch."""
 
@@ -131,6 +142,7 @@ class ToolExecutor(AsyncNode):
         self._enforcer: GuardEnforcer | None = None
         self._runners = RunnerCache()
         self._tool_sources: list[Callable[[], Awaitable[None]]] = []
+        self._held: list[_Record] | None = None
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
@@ -196,25 +208,35 @@ class ToolExecutor(AsyncNode):
             for call, decision in waiting:
                 interaction.suspend(self._enforcer.approval_request(call, decision, node=self.path))
             return Status.RUNNING
-        for call, found in pending:
-            if found is None:
-                available = ", ".join(self.toolset.names()) or "none"
-                shown = shown_name(call.name) if call.name else "<missing name>"
-                self._record(call, None, ToolResult(
-                    tool=shown, ok=False, call_id=call.id,
-                    error=f"unknown tool {shown!r}; available tools: {available}",
-                ))
-        allowed: list[tuple[ToolCall, Decision]] = []
-        for call, decision in zip(known, decisions, strict=True):
-            if decision.denied:
-                self._record(call, None, ToolResult(
-                    tool=call.name, ok=False, call_id=call.id,
-                    error=f"the guard denied this call: {decision.reason}",
-                ))
-            else:
-                allowed.append((call, decision))
-        await self._execute(allowed, constraints)
-        self._flush(calls)
+        # without a checkpointer nothing can be saved between calls: the batch's observations
+        # are held here and written with the flush, one state update instead of one per call
+        self._held = None if self.ctx.checkpointed else []
+        try:
+            for call, found in pending:
+                if found is None:
+                    available = ", ".join(self.toolset.names()) or "none"
+                    shown = shown_name(call.name) if call.name else "<missing name>"
+                    self._record(call, None, ToolResult(
+                        tool=shown, ok=False, call_id=call.id,
+                        error=f"unknown tool {shown!r}; available tools: {available}",
+                    ))
+            allowed: list[tuple[ToolCall, Decision]] = []
+            for call, decision in zip(known, decisions, strict=True):
+                if decision.denied:
+                    self._record(call, None, ToolResult(
+                        tool=call.name, ok=False, call_id=call.id,
+                        error=f"the guard denied this call: {decision.reason}",
+                    ))
+                else:
+                    allowed.append((call, decision))
+            await self._execute(allowed, constraints)
+        except BaseException:  # cancelled (halted, pre-empted): keep what finished
+            held, self._held = self._held, None
+            if held:
+                self._write(held)
+            raise
+        held, self._held = self._held, None
+        self._write(held or [], flush=calls)
         return Status.SUCCESS
 
     # -- steps -----------------------------------------------------------------------------------
@@ -336,34 +358,71 @@ class ToolExecutor(AsyncNode):
     def _record(
         self, call: ToolCall, tool: Tool | None, result: ToolResult, *, executed: bool = False
     ) -> None:
-        """Store one observation and mark the call finished, then checkpoint."""
+        """Store one observation and mark the call finished, then checkpoint (or hold it for
+        the batch's one write when the run has no checkpointer)."""
         if not executed:  # unknown tool, denied, no sandbox: say so like a failed call
             self.events.emit("tool.call.failed", tool=result.tool, call_id=call.id,
                              error=result.error)
-        update: dict[str, Any] = {
-            "observations": {call.id: self._message(result)},
-            "completed_call_ids": [call.id],
-        }
-        if result.ok and tool is not None and tool.effect_tags:
-            update["tool_effects"] = {tag: 1 for tag in tool.effect_tags}
-        state = self.state
-        if executed:
-            ledgers = ledger_view(self)
-            ledger = GuardLedger.of(ledgers.get("guard_ledger"))
-            enforcer = self._enforcer
-            # call times matter only under a rate limit
-            timed = enforcer is not None and enforcer.rate_limited(call.name)
-            counted = ledger.after([call.name], time.time(), timed=timed)
-            if ledgers.manager is state.manager and ledgers.namespace == state.namespace:
-                update["guard_ledger"] = counted  # the same view: one update, not two
-                state.update(update)
-            else:
-                state.update(update)
-                ledgers.update({"guard_ledger": counted})
+        else:
             consume_approval(self.ctx, call.id)
+        record = _Record(call, tool, result, executed, time.time())
+        if self._held is not None:
+            self._held.append(record)
+            return
+        self._write([record])
+        self.ctx.save_checkpoint()
+
+    def _write(self, records: list[_Record], *, flush: list[ToolCall] | None = None) -> None:
+        """One state update for ``records``: observations, finished ids, effects, the ledger.
+
+        With ``flush`` (the batch's calls), the observations go to ``messages`` in the calls'
+        order and the batch is cleared in the same update: a crash leaves either the whole
+        batch pending or none of it.
+        """
+        state = self.state
+        observations = {r.call.id: self._message(r.result) for r in records}
+        update: dict[str, Any] = {}
+        if records:
+            update["completed_call_ids"] = [r.call.id for r in records]
+        effects: dict[str, int] = {}
+        for r in records:
+            if r.result.ok and r.tool is not None:
+                for tag in r.tool.effect_tags:
+                    effects[tag] = effects.get(tag, 0) + 1
+        if effects:
+            update["tool_effects"] = effects
+        if flush is None:
+            update["observations"] = observations
+        else:
+            earlier = state.get("observations") or {}  # held over from an interrupted tick
+            found = (observations.get(c.id, earlier.get(c.id)) for c in flush)
+            update.update(actions=[], observations={}, messages=[m for m in found if m is not None])
+        ran = [r for r in records if r.executed]
+        if not ran:
+            state.update(update)
+            return
+        ledgers = ledger_view(self)
+        counted = self._counted(GuardLedger.of(ledgers.get("guard_ledger")), ran)
+        if ledgers.manager is state.manager and ledgers.namespace == state.namespace:
+            update["guard_ledger"] = counted  # the same view: one update, not two
+            state.update(update)
         else:
             state.update(update)
-        self.ctx.save_checkpoint()
+            ledgers.update({"guard_ledger": counted})
+
+    def _counted(self, ledger: GuardLedger, ran: list[_Record]) -> GuardLedger:
+        """``ledger`` plus the calls that ran, each at the time it finished."""
+        enforcer = self._enforcer
+        untimed: list[str] = []
+        for r in ran:
+            # call times matter only under a rate limit
+            if enforcer is not None and enforcer.rate_limited(r.call.name):
+                ledger = ledger.after([r.call.name], r.at, timed=True)
+            else:
+                untimed.append(r.call.name)
+        if untimed:
+            ledger = ledger.after(untimed, ran[-1].at, timed=False)
+        return ledger
 
     def _message(self, result: ToolResult) -> Message:
         if self.config.observation_format == "json":
@@ -376,10 +435,3 @@ class ToolExecutor(AsyncNode):
         return Message.tool(
             content, tool_call_id=result.call_id or "", name=result.tool, media=result.media
         )
-
-    def _flush(self, calls: list[ToolCall]) -> None:
-        """Append the batch's observations in the calls' order; clear the batch."""
-        observations = self.state.get("observations") or {}
-        ordered = [observations[c.id] for c in calls if c.id in observations]
-        # one atomic update: a crash leaves either the whole batch pending or none of it
-        self.state.update({"actions": [], "observations": {}, "messages": ordered})

@@ -75,11 +75,15 @@ class RunContext:
             return await factory()
         return await steps.run(key, factory)
 
+    @property
+    def checkpointed(self) -> bool:
+        """Whether the run has a checkpointer (`save_checkpoint` saves something)."""
+        return getattr(self.runner, "checkpointer", None) is not None
+
     def save_checkpoint(self) -> None:
         """Checkpoint the run now, if it has a checkpointer (after a side effect, say)."""
-        runner = self.runner
-        if runner is not None and getattr(runner, "checkpointer", None) is not None:
-            runner.save_checkpoint()
+        if self.checkpointed:
+            self.runner.save_checkpoint()
 
 
 def run_constraints(*layers: Constraints | None) -> Constraints:

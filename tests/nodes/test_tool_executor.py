@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
+from jianmu import Constraints, ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
 from jianmu.tools.base import tool
@@ -377,9 +377,10 @@ def test_sigkill_mid_batch_then_restore_runs_each_effect_once(tmp_path: Path) ->
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     try:
-        # wait (bounded) until the first two side effects happened; the third is blocked
+        # wait (bounded) until the first two calls are done and checkpointed; the third is
+        # blocked (a kill between a side effect and its checkpoint would rightly repeat it)
         for _ in range(1200):
-            if effects.exists() and effects.read_text().count("\n") == 2:
+            if effects.exists() and effects.read_text().count("\n") == 2 and checkpointed(db):
                 break
             if proc.poll() is not None:
                 pytest.fail(f"the app exited early: {proc.communicate()}")
@@ -394,6 +395,19 @@ def test_sigkill_mid_batch_then_restore_runs_each_effect_once(tmp_path: Path) ->
     assert effects.read_text() == "one\ntwo\nthree\nfour\nfive\n"
     assert [m["tool_call_id"] for m in result["messages"]] == ["c0", "c1", "c2", "c3", "c4"]
     assert result["effects"] == {"file_write": 5}
+
+
+def checkpointed(db: str) -> bool:
+    """Whether run ``r``'s newest checkpoint records the calls c0 and c1 as finished."""
+    if not Path(db).exists():
+        return False
+    store = SQLiteCheckpointer(db)
+    try:
+        saved = store.load("r")
+    finally:
+        store.close()
+    done = (saved or {}).get("state", {}).get("root", {}).get("completed_call_ids", [])
+    return {"c0", "c1"} <= set(done)
 
 
 def proc_wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
