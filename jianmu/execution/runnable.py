@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     import anyio
 
     from jianmu.execution.sandbox import Sandbox
+    from jianmu.execution.threads import WorkerPool
 
 __all__ = ("RunnableTool",)
 
@@ -38,7 +39,7 @@ class RunnableTool(Protocol):
 
     async def invoke(
         self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None,
-        executor: Executor | None = None,
+        executor: Executor | WorkerPool | None = None,
     ) -> Any:
         """Run in-process with validated ``args``."""
 

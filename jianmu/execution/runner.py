@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstr
 from jianmu.errors import ToolExecutionError, ToolTimeoutError
 from jianmu.execution.runnable import RunnableTool
 from jianmu.execution.sandbox import Sandbox
+from jianmu.execution.threads import WorkerPool
 from jianmu.execution.workspace import (
     effective_root,
     reset_workspace,
@@ -71,7 +71,7 @@ class ToolRunner:
         self.max_workers = max_workers
         self.sandbox: Sandbox = sandbox if sandbox is not None else self._build_sandbox()
         # sync tools run in this bounded pool (cheaper per call than anyio's hand-off)
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: WorkerPool | None = None
 
     @classmethod
     def from_execution_constraints(cls, execution: ExecutionConstraints | None) -> ToolRunner:
@@ -134,7 +134,7 @@ class ToolRunner:
             )
         if self._pool is None:
             self.workspace.mkdir(parents=True, exist_ok=True)
-            self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="jianmu-tool")
+            self._pool = WorkerPool(self.max_workers)
         timeout = self.timeout_for(tool)
         if tool.sandboxed:
             # anyio's scope: the sandbox's own cleanup relies on anyio's shielded scopes
@@ -149,16 +149,41 @@ class ToolRunner:
         try:
             if timeout == math.inf:
                 return await tool.invoke(args, executor=self._pool)
-            deadline = asyncio.timeout(timeout)
-            try:
-                async with deadline:
-                    return await tool.invoke(args, executor=self._pool)
-            except TimeoutError:
-                if not deadline.expired():
-                    raise  # the tool's own TimeoutError, not ours
-                raise self._timed_out(tool, timeout) from None
+            return await self._within(tool, args, timeout)
         finally:
             reset_workspace(token)
+
+    async def _within(self, tool: RunnableTool, args: dict[str, Any], timeout: float) -> Any:
+        """Await the in-process call, cancelled into `ToolTimeoutError` after ``timeout``.
+
+        What `asyncio.timeout` does, with one timer and none of its bookkeeping objects:
+        this is every in-process call's path. A cancel from anyone else stays a cancel, and a
+        tool's own TimeoutError stays the tool's.
+        """
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None  # the runner's nodes run in tasks
+        cancelling = task.cancelling()
+        fired = False
+
+        def expire() -> None:
+            nonlocal fired
+            fired = True
+            task.cancel()
+
+        handle = loop.call_at(loop.time() + timeout, expire)
+        try:
+            return await tool.invoke(args, executor=self._pool)
+        except asyncio.CancelledError:
+            if fired:
+                fired = False
+                if task.uncancel() <= cancelling:  # ours alone: the call timed out
+                    raise self._timed_out(tool, timeout) from None
+            raise
+        finally:
+            handle.cancel()
+            if fired:  # the tool swallowed our cancel: take it back all the same
+                task.uncancel()
 
     @staticmethod
     def _timed_out(tool: RunnableTool, timeout: float) -> ToolTimeoutError:
@@ -187,7 +212,7 @@ class ToolRunner:
         """Close the sandbox (a Docker container is removed) and the worker pool; idempotent."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown()
         await self.sandbox.close()
 
     async def __aenter__(self) -> ToolRunner:

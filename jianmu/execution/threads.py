@@ -1,19 +1,21 @@
-"""`run_in_worker`: a blocking call in a worker thread, with the caller's context variables."""
+"""`run_in_worker`: a blocking call in a worker thread, with the caller's context variables;
+`WorkerPool`: the bounded threads a `ToolRunner` runs sync tools on."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import queue
 import threading
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-__all__ = ("run_in_worker",)
+__all__ = ("WorkerPool", "run_in_worker")
 
 
 class _Inbox:
@@ -68,11 +70,103 @@ def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
     return inbox
 
 
+class _Job:
+    """One blocking call on its way to a worker; dropped calls never start."""
+
+    __slots__ = ("call", "context", "dropped", "future", "inbox")
+
+    def __init__(
+        self, call: Callable[[], Any], future: asyncio.Future[Any], inbox: _Inbox
+    ) -> None:
+        self.call = call
+        self.future = future
+        self.inbox = inbox
+        self.context = contextvars.copy_context()
+        self.dropped = False
+
+    def run(self) -> None:
+        if self.dropped:  # the caller stopped waiting before a worker got here
+            return
+        try:
+            value = self.context.run(self.call)
+        except BaseException as exc:  # handed to the caller, as run_in_executor does
+            self.inbox.deliver(self.future, False, exc)
+        else:
+            self.inbox.deliver(self.future, True, value)
+
+    def drop(self) -> None:
+        """Never start; a caller still waiting is cancelled (the pool closed under it)."""
+        self.dropped = True
+        try:
+            self.inbox.loop.call_soon_threadsafe(self.future.cancel)
+        except RuntimeError:  # the loop closed: nobody waits
+            pass
+
+
+class WorkerPool:
+    """At most ``max_workers`` threads running blocking calls, started as they are needed.
+
+    A queue and a count of idle threads: none of `ThreadPoolExecutor`'s per-call future,
+    condition and semaphore, which cost more than a trivial sync tool itself.
+    """
+
+    def __init__(self, max_workers: int, *, name: str = "jianmu-tool") -> None:
+        if max_workers <= 0:
+            raise ValueError(f"max_workers must be positive, got {max_workers!r}")
+        self.max_workers = max_workers
+        self._name = name
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._closed = False
+
+    def submit(self, job: _Job) -> None:
+        """Queue ``job``; start a thread when none is idle and the bound allows one."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the worker pool is closed")
+            if self._idle:
+                self._idle -= 1  # that thread takes this job
+            elif len(self._threads) < self.max_workers:
+                thread = threading.Thread(
+                    target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+        self._queue.put(job)
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            job.run()
+            del job  # release the call's arguments and result while idle
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self) -> None:
+        """Drop the calls not yet started and let the threads end (running calls finish)."""
+        with self._lock:
+            self._closed = True
+            threads = len(self._threads)
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job.drop()
+        for _ in range(threads):
+            self._queue.put(None)
+
+
 async def run_in_worker(
     call: Callable[[], Any],
     *,
     limiter: anyio.CapacityLimiter | None = None,
-    executor: Executor | None = None,
+    executor: Executor | WorkerPool | None = None,
 ) -> Any:
     """Run a blocking ``call`` in a worker thread, carrying the caller's context variables.
 
@@ -80,36 +174,19 @@ async def run_in_worker(
     finishes on its own (threads cannot be killed), which is why sandboxed tools run code in
     a child process instead.
     """
-    if executor is None:
-        return await anyio.to_thread.run_sync(call, limiter=limiter, abandon_on_cancel=True)
-    # several times cheaper than anyio's worker hand-off for short calls; context variables
-    # (the workspace root lives in one) are copied as anyio does
-    loop = asyncio.get_running_loop()
-    inbox = _inbox(loop)
-    future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def work() -> None:
+    if isinstance(executor, WorkerPool):
+        # several times cheaper than anyio's worker hand-off for short calls; context
+        # variables (the workspace root lives in one) are copied as anyio does
+        loop = asyncio.get_running_loop()
+        job = _Job(call, loop.create_future(), _inbox(loop))
+        executor.submit(job)
         try:
-            value = context.run(call)
-        except BaseException as exc:  # handed to the caller, as run_in_executor does
-            inbox.deliver(future, False, exc)
-        else:
-            inbox.deliver(future, True, value)
-
-    submitted = executor.submit(work)
-
-    def dropped(done: Future[Any]) -> None:
-        # the pool cancelled the call before it ran (shut down): the caller must not hang
-        if done.cancelled():
-            try:
-                loop.call_soon_threadsafe(future.cancel)
-            except RuntimeError:  # the loop closed: nobody waits
-                pass
-
-    submitted.add_done_callback(dropped)
-    try:
-        return await future
-    except asyncio.CancelledError:
-        submitted.cancel()  # not started yet: it never starts
-        raise
+            return await job.future
+        except asyncio.CancelledError:
+            job.dropped = True  # not started yet: it never starts
+            raise
+    if executor is not None:
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
+        return await loop.run_in_executor(executor, context.run, call)
+    return await anyio.to_thread.run_sync(call, limiter=limiter, abandon_on_cancel=True)

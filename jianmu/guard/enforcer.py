@@ -41,6 +41,10 @@ CHECK_KINDS = frozenset({"tool_call"})
 """What `GuardEnforcer.check` can check; other kinds are reserved."""
 
 
+_NO_OBJECTION = Decision.allow("no checker objected", checker="GuardEnforcer")
+"""Where the chain starts (a `Decision` is immutable: one serves every call)."""
+
+
 class GuardEnforcer:
     """Runs the checker chain: by default `ToolPolicyChecker` → `RateLimitChecker` →
     `BudgetChecker` → `ConfirmChecker`; ``guard.checkers`` may name others (`jianmu.plugins`).
@@ -112,7 +116,7 @@ class GuardEnforcer:
         """
         if kind not in CHECK_KINDS:
             raise ValueError(f"unknown guard check kind {kind!r}; supported: {sorted(CHECK_KINDS)}")
-        decision = Decision.allow("no checker objected", checker=type(self).__name__)
+        decision = _NO_OBJECTION
         for checker in self.checkers:
             decision = checker.check(context, decision)
             if decision.kind is DecisionKind.DENY:

@@ -261,6 +261,8 @@ def _names_tool(name: str, tool: PolicyTarget | None) -> bool:
     own = getattr(tool, "name", None)
     if not isinstance(own, str):
         return True  # a bare tool-like object: nothing to compare
+    if name == own:
+        return True
     key, own_key = name_key(name), name_key(own)
     return key == own_key or (key is not None and builtin_aliases().get(key) == own_key)
 

@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 
 from jianmu.errors import ToolTimeoutError, ToolValidationError
-from jianmu.execution.threads import run_in_worker
+from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
 from jianmu.tools.definition import ToolDefinitionMixin
 from jianmu.tools.schema import (
@@ -205,7 +205,7 @@ class Tool(ToolDefinitionMixin, abc.ABC):
 
     async def invoke(
         self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None,
-        executor: Executor | None = None,
+        executor: Executor | WorkerPool | None = None,
     ) -> Any:
         """Call ``run`` with validated ``args``; a sync ``run`` goes to a worker thread.
 
@@ -433,7 +433,7 @@ class FunctionTool(Tool):
 
     async def invoke(
         self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None,
-        executor: Executor | None = None,
+        executor: Executor | WorkerPool | None = None,
     ) -> Any:
         """Call the function with validated ``args``; sync functions run in a worker thread."""
         if self._explicit_input and self.wraps_input and "input" in args:

@@ -97,7 +97,7 @@ class ToolSet:
     resolves_names: ClassVar[bool] = True
     """`get` resolves a name as `jianmu.tools.names.resolve_tool` does."""
 
-    __slots__ = ("__weakref__", "_cache", "_index")
+    __slots__ = ("__weakref__", "_cache", "_exact", "_index")
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         index: dict[str, Tool] = {}
@@ -108,6 +108,8 @@ class ToolSet:
                 )
             index[_key(t)] = t
         self._index = index
+        # a tool's own name is a valid one (`_key` checked it): the common lookup is one dict get
+        self._exact = {t.name: t for t in index.values()}
         self._cache: dict[Any, Any] = {}
 
     # -- factories ------------------------------------------------------------------------
@@ -177,7 +179,8 @@ class ToolSet:
 
         A name that is not ASCII ``[A-Za-z0-9_-]{1,64}`` is never folded: it is unknown.
         """
-        return lookup_keyed(self._index, name)
+        found = self._exact.get(name) if type(name) is str else None
+        return found if found is not None else lookup_keyed(self._index, name)
 
     def canonical(self, call: ToolCall) -> tuple[ToolCall, Tool | None]:
         """``call`` renamed to the tool it means, and that tool; ``(call, None)`` if unknown."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,7 @@ async def test_worker_pool_is_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
     await runner.run(EchoTool(), {"text": "a"})
     await runner.release()  # the end of a run keeps the pool
     await runner.run(EchoTool(), {"text": "b"})
-    assert seen[0] is seen[1] and seen[0] is not None and seen[0]._max_workers == 3
+    assert seen[0] is seen[1] and seen[0] is not None and seen[0].max_workers == 3
     await runner.close()
 
 
@@ -239,3 +240,49 @@ async def test_a_timed_out_sync_tool_is_reported_as_abandoned(tmp_path: Path) ->
     finally:
         release.set()
         await runner.close()
+
+
+async def test_a_tools_own_timeout_error_is_not_taken_for_the_runners(tmp_path: Path) -> None:
+    class OwnTimeout(Tool):
+        name = "own_timeout"
+        input_schema = {"type": "object", "properties": {}}
+        timeout_seconds = 30
+
+        async def run(self) -> None:
+            raise TimeoutError("the upstream service timed out")
+
+    runner = ToolRunner(ExecutionConstraints(workdir=str(tmp_path)))
+    with pytest.raises(TimeoutError, match="upstream") as caught:
+        await runner.run(OwnTimeout(), {})
+    assert not isinstance(caught.value, ToolTimeoutError)
+
+
+async def test_a_cancel_from_outside_stays_a_cancel(tmp_path: Path) -> None:
+    class Slow(HangTool):
+        timeout_seconds = 30
+
+    runner = ToolRunner(ExecutionConstraints(workdir=str(tmp_path)))
+    with anyio.move_on_after(0.05) as scope:  # the caller gives up, not the tool's timeout
+        await runner.run(Slow(), {})
+    assert scope.cancelled_caught
+    await anyio.sleep(0)  # the task carries no leftover cancel
+
+
+async def test_a_tool_that_swallows_the_timeout_leaves_no_cancel_behind(tmp_path: Path) -> None:
+    class Stubborn(Tool):
+        name = "stubborn"
+        input_schema = {"type": "object", "properties": {}}
+        timeout_seconds = 0.05
+
+        async def run(self) -> str:
+            try:
+                await anyio.Event().wait()
+            except asyncio.CancelledError:
+                return "kept going"
+            return "unreachable"
+
+    runner = ToolRunner(ExecutionConstraints(workdir=str(tmp_path)))
+    assert await runner.run(Stubborn(), {}) == "kept going"
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+    await asyncio.sleep(0)  # would raise if the runner's cancel were still pending
