@@ -120,6 +120,8 @@ class RateLimitChecker(BaseChecker):
 
     def check(self, context: GuardContext, previous: Decision) -> Decision:
         """Deny past a limit; otherwise pass ``previous`` on."""
+        if self.max_tool_calls is None and not self.rate_limits:
+            return previous  # no limits: nothing to count
         if self.max_tool_calls is not None:
             earlier = len(context.admitted)
             if context.calls_made + earlier >= self.max_tool_calls:

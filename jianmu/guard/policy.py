@@ -101,6 +101,10 @@ class ToolPolicyChecker(BaseChecker):
         self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
         # only argument rules look at paths: without one, no call needs the workspace root
         self._needs_root = any(not rule.is_name_rule for rule, _policy in self.rules)
+        # with name rules alone, a decision depends on the call's name and the tool's
+        # permission only: each is worked out once (see `_by_name`)
+        self._decided: dict[tuple[str, str], Decision] = {}
+        self._decided_for: tuple[object, object] = (self.rules, self.default_policy)
 
     @classmethod
     def from_guard_constraints(
@@ -245,8 +249,12 @@ class ToolPolicyChecker(BaseChecker):
                 f"'admin' role (user_roles: {roles})",
                 checker=self.name,
             )
-        # only argument rules look at paths: skip finding the workspace when there are none
-        root = _workspace_root(context, self.workspace) if self._needs_root else None
+        if not self._needs_root and type(self) is ToolPolicyChecker:  # a subclass may differ
+            return self._by_name(call, tool)
+        # only argument rules look at paths: find the workspace only when there are some
+        return self._decide(call, tool, _workspace_root(context, self.workspace))
+
+    def _decide(self, call: ToolCall, tool: PolicyTarget, root: str | None) -> Decision:
         policy, reason, rule = self.resolve(call, tool, root=root)
         text = rule.text if rule is not None else None
         if policy == "deny":
@@ -254,6 +262,21 @@ class ToolPolicyChecker(BaseChecker):
         if policy == "confirm":
             return Decision.confirm(reason, checker=self.name, rule=text)
         return Decision.allow(reason, checker=self.name, rule=text)
+
+    def _by_name(self, call: ToolCall, tool: PolicyTarget) -> Decision:
+        """`_decide` for a chain of name rules: the same name and permission, the same answer
+        (a `Decision` is immutable), kept until the rules or the default change."""
+        rules, default = self._decided_for
+        if rules is not self.rules or default != self.default_policy:
+            self._decided, self._decided_for = {}, (self.rules, self.default_policy)
+        key = (call.name, tool_permission(tool))
+        found = self._decided.get(key)
+        if found is None:
+            found = self._decide(call, tool, None)
+            if len(self._decided) >= 4096:  # names come from a model: never grow unbounded
+                self._decided.clear()
+            self._decided[key] = found
+        return found
 
 
 def _names_tool(name: str, tool: PolicyTarget | None) -> bool:

@@ -281,16 +281,17 @@ class ToolExecutor(AsyncNode):
             if len(batch) > self.config.max_concurrency else None
         )
 
-        async def one(call: ToolCall, decision: Decision) -> None:
-            if limiter is None:
-                await self._run_one(call, decision, runner)
-                return
+        async def limited(call: ToolCall, decision: Decision) -> None:
+            assert limiter is not None
             async with limiter:
                 await self._run_one(call, decision, runner)
 
         async with asyncio.TaskGroup() as group:
             for call, decision in batch:
-                group.create_task(one(call, decision))
+                group.create_task(
+                    self._run_one(call, decision, runner) if limiter is None
+                    else limited(call, decision)
+                )
 
     async def _run_one(self, call: ToolCall, decision: Decision, runner: ToolRunner) -> None:
         """Run one call with retries; record exactly one observation. Never raises."""
@@ -306,18 +307,12 @@ class ToolExecutor(AsyncNode):
         if events.wants("tool.call.started"):
             events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
                         args_preview=preview(call.arguments))
-        with span(tracer, f"execute_tool {tool.name}", attributes) as current:
-            steps = self.ctx.steps
-            if steps is None:
-                result = await self._attempts(call, tool, runner, retries)
-            else:  # durable: the call id is the step's identity; a finished call is replayed
-                key = f"tool:{call.id}"
-                repeated = steps.maybe_repeated(key)
-                result = await steps.run(key, lambda: self._attempts(call, tool, runner, retries))
-                if repeated:  # in flight when a worker died: it ran again (at-least-once)
-                    result = dataclasses.replace(result, maybe_repeated=True)
-                    self.events.emit("tool.call.repeated", tool=tool.name, call_id=call.id)
-            finish_span(current, result, call.arguments, self.ctx)
+        if tracer is None and self.ctx.steps is None:  # the common path: nothing around it
+            result = await self._attempts(call, tool, runner, retries)
+        else:
+            with span(tracer, f"execute_tool {tool.name}", attributes) as current:
+                result = await self._recorded(call, tool, runner, retries)
+                finish_span(current, result, call.arguments, self.ctx)
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
                         result_preview=preview(result.output),
@@ -325,6 +320,22 @@ class ToolExecutor(AsyncNode):
         elif not result.ok:
             events.emit("tool.call.failed", tool=tool.name, call_id=call.id, error=result.error)
         self._record(call, tool, result, executed=True)
+
+    async def _recorded(
+        self, call: ToolCall, tool: Tool, runner: ToolRunner, retries: int
+    ) -> ToolResult:
+        """`_attempts`, as a durable step when the run is durable."""
+        steps = self.ctx.steps
+        if steps is None:
+            return await self._attempts(call, tool, runner, retries)
+        # durable: the call id is the step's identity; a finished call is replayed
+        key = f"tool:{call.id}"
+        repeated = steps.maybe_repeated(key)
+        result = await steps.run(key, lambda: self._attempts(call, tool, runner, retries))
+        if repeated:  # in flight when a worker died: it ran again (at-least-once)
+            result = dataclasses.replace(result, maybe_repeated=True)
+            self.events.emit("tool.call.repeated", tool=tool.name, call_id=call.id)
+        return result
 
     async def _attempts(
         self, call: ToolCall, tool: Tool, runner: ToolRunner, retries: int
