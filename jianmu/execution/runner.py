@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import anyio
 from jianmu import plugins
 from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstraints
 from jianmu.errors import ToolExecutionError, ToolTimeoutError
+from jianmu.execution._deadlines import within
 from jianmu.execution.runnable import RunnableTool
 from jianmu.execution.sandbox import Sandbox
 from jianmu.execution.threads import WorkerPool
@@ -143,47 +143,18 @@ class ToolRunner:
                 await self.sandbox.start()
                 return await tool.run_sandboxed(self.sandbox, **args)
             raise self._timed_out(tool, timeout)
-        # in-process: asyncio's own timeout, a fraction of a cancel scope's cost per call;
+        # in-process: a deadline shared with the calls that started with it (`within`);
         # the folder was made with the pool above: no stat on every call
         token = set_workspace(self.workspace)
         try:
             if timeout == math.inf:
                 return await tool.invoke(args, executor=self._pool)
-            return await self._within(tool, args, timeout)
+            return await within(
+                tool.invoke(args, executor=self._pool), timeout,
+                lambda: self._timed_out(tool, timeout),
+            )
         finally:
             reset_workspace(token)
-
-    async def _within(self, tool: RunnableTool, args: dict[str, Any], timeout: float) -> Any:
-        """Await the in-process call, cancelled into `ToolTimeoutError` after ``timeout``.
-
-        What `asyncio.timeout` does, with one timer and none of its bookkeeping objects:
-        this is every in-process call's path. A cancel from anyone else stays a cancel, and a
-        tool's own TimeoutError stays the tool's.
-        """
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None  # the runner's nodes run in tasks
-        cancelling = task.cancelling()
-        fired = False
-
-        def expire() -> None:
-            nonlocal fired
-            fired = True
-            task.cancel()
-
-        handle = loop.call_at(loop.time() + timeout, expire)
-        try:
-            return await tool.invoke(args, executor=self._pool)
-        except asyncio.CancelledError:
-            if fired:
-                fired = False
-                if task.uncancel() <= cancelling:  # ours alone: the call timed out
-                    raise self._timed_out(tool, timeout) from None
-            raise
-        finally:
-            handle.cancel()
-            if fired:  # the tool swallowed our cancel: take it back all the same
-                task.uncancel()
 
     @staticmethod
     def _timed_out(tool: RunnableTool, timeout: float) -> ToolTimeoutError:
