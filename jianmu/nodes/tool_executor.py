@@ -114,8 +114,10 @@ class ToolExecutor(AsyncNode):
     that are not idempotent default to no retries, and timeouts and deliberate failures are
     never retried.
 
-    The ids of finished calls go to ``completed_call_ids`` (and the run is checkpointed after
-    each), so a run restored after a crash never runs a finished call again.
+    The ids of finished calls go to ``completed_call_ids``. With a checkpointer, each call's
+    observation is written and the run checkpointed as the call finishes, so a run restored
+    after a crash never runs a finished call again; without one (nothing to restore from),
+    the batch's observations are written together when it ends, or when it is cancelled.
 
     Args:
         name: the node's name.
