@@ -416,3 +416,50 @@ def proc_wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
         proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         pass
+
+
+async def test_a_cancelled_batch_keeps_what_finished_and_runs_it_not_again() -> None:
+    """Without a checkpointer a batch's observations are written together; a cancel in the
+    middle still writes the finished calls, so the next run of the batch skips them."""
+    runs: list[str] = []
+    release = asyncio.Event()
+
+    @tool
+    async def quick(text: str) -> str:
+        """Finish at once.
+
+        Args:
+            text: what to return.
+        """
+        runs.append(text)
+        return text
+
+    @tool
+    async def stuck(text: str, ctx: Any = None) -> str:
+        """Stop the run once the quick calls are done, then wait to be released.
+
+        Args:
+            text: what to return.
+        """
+        if not release.is_set():
+            ctx.runner.cancel()
+            await release.wait()
+        runs.append(text)
+        return text
+
+    serial = ToolExecutorConfig(execution_mode="serial")
+    executor = ToolExecutor(tools=[quick, stuck], config=serial)
+    state = StateManager(AgentState, {"actions": [
+        {"id": "a", "name": "quick", "arguments": {"text": "a"}},
+        {"id": "b", "name": "stuck", "arguments": {"text": "b"}},
+    ]})
+    runner = ReactiveRunner(executor, state)
+    first = await runner.run(timeout=30)
+    assert first.status is RunStatus.CANCELLED
+    assert state.get("completed_call_ids") == ["a"]
+    assert list(state.get("observations")) == ["a"]
+    release.set()
+    second = await runner.run(timeout=30)
+    assert second.ok, second
+    assert runs == ["a", "b"]  # "a" did not run again
+    assert [m.tool_call_id for m in state.get("messages")] == ["a", "b"]
