@@ -223,7 +223,8 @@ class FunctionSchema:
             raise input_error(tool, problems, self._allowed) from None
         if problems:
             raise input_error(tool, problems, self._allowed)
-        return {real: getattr(instance, internal) for internal, real in self._fields}
+        values = instance.__dict__  # the validated fields, read without attribute lookups
+        return {real: values[internal] for internal, real in self._fields}
 
     def bind(
         self,
@@ -235,7 +236,7 @@ class FunctionSchema:
     ) -> dict[str, Any]:
         """Validate ``args`` and fill injected parameters from ``injected``."""
         args = decode_container(args)
-        if injected and isinstance(args, dict):
+        if injected and isinstance(args, dict) and not self._props.keys().isdisjoint(injected):
             merged = dict(args)
             for key, value in injected.items():
                 if key in self._props and (prefer_injected or key not in merged):
