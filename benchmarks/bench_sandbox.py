@@ -13,8 +13,11 @@ starts its supervisor or container, is reported on its own ("cold start").
 
 Targets (issue 16): LocalSandbox warm call of ``true`` at most 3x a plain ``subprocess.run``;
 with bubblewrap (no network) at most 4x; a warm DockerSandbox call at most 5 ms. The figure is
-the median of the calls after the first one. Floors measured in the same run: a bare
-``bwrap ... true``, a fork plus exec from a small Python, and a bare ``docker exec true``.
+the median of the calls after the first one. The plain baseline is measured twice: in this
+process (the target's baseline) and in a small ``python3 -I -S`` of its own (no benchmark
+imports, no other threads), and every ratio is printed against both ("here / small"). Floors
+measured in the same run: a bare ``bwrap ... true``, a fork plus exec from a small Python, and
+a bare ``docker exec true``.
 """
 
 from __future__ import annotations
@@ -101,6 +104,25 @@ def _docker_exec_floor(workspace: Path, calls: int) -> float:
         anyio.run(box.close)
 
 
+_PLAIN_SMALL = (
+    "import subprocess, time, statistics\n"
+    "subprocess.run(['true'], check=True)\n"
+    "t = []\n"
+    "for _ in range(%d):\n"
+    "    s = time.perf_counter()\n"
+    "    subprocess.run(['true'], check=True, capture_output=True)\n"
+    "    t.append(time.perf_counter() - s)\n"
+    "print(statistics.median(t))\n"
+)
+
+
+def _small_python(source: str) -> float:
+    """The figure a small ``python3 -I -S`` running ``source`` prints (seconds)."""
+    done = subprocess.run(["/usr/bin/python3", "-I", "-S", "-c", source],
+                          capture_output=True, check=True, text=True)
+    return float(done.stdout)
+
+
 _FORK_EXEC = (
     "import os, time, statistics\n"
     "t = []\n"
@@ -121,8 +143,16 @@ def main() -> None:
     workspace = Path(tempfile.mkdtemp(prefix="jianmu-bench-"))  # granted by ACL, no chmod
     try:
         plain = _plain(CALLS)
+        small = _small_python(_PLAIN_SMALL % CALLS)
+
+        def ratio(seconds: float) -> str:
+            return f"{seconds / plain:.1f}x / {seconds / small:.1f}x"
+
         rows: list[tuple[str, ...]] = [
-            ("plain subprocess.run", f"{plain * 1000:.2f}", "1.0x", "-", "-", "")
+            ("plain subprocess.run, here", f"{plain * 1000:.2f}", ratio(plain), "-", "-",
+             "the target's baseline"),
+            ("plain subprocess.run, small python", f"{small * 1000:.2f}", ratio(small), "-", "-",
+             "python3 -I -S, nothing else loaded"),
         ]
 
         def add(label: str, figures: tuple[float, float] | None, ok: bool | None,
@@ -132,8 +162,8 @@ def main() -> None:
                 return
             first, seconds = figures
             mark = "" if ok is None else f" {verdict(ok)}"
-            rows.append((label, f"{seconds * 1000:.2f}", f"{seconds / plain:.1f}x",
-                         target + mark, f"{first * 1000:.1f}", note))
+            rows.append((label, f"{seconds * 1000:.2f}", ratio(seconds), target + mark,
+                         f"{first * 1000:.1f}", note))
 
         def local(label: str, ratio: float, **options: Any) -> None:
             for warm in (False, True):
@@ -153,14 +183,13 @@ def main() -> None:
             bare = _floor(["bwrap", "--unshare-pid", "--unshare-net", "--die-with-parent",
                            *minimal_root("/usr/bin:/bin"), "--", "true"], CALLS)
             rows.append(("floor: bare `bwrap --unshare-pid/net true`", f"{bare * 1000:.2f}",
-                         f"{bare / plain:.1f}x", "-", "-", "what a cold call cannot beat"))
+                         ratio(bare), "-", "-", "what a cold call cannot beat"))
         else:
             add("LocalSandbox (bwrap)", None, None, f"<={BWRAP_RATIO:g}x",
                 "bubblewrap not usable here")
-        fork = float(subprocess.run(["/usr/bin/python3", "-I", "-S", "-c", _FORK_EXEC],
-                                    capture_output=True, check=True, text=True).stdout)
+        fork = _small_python(_FORK_EXEC)
         rows.append(("floor: fork+exec from a small python", f"{fork * 1000:.2f}",
-                     f"{fork / plain:.1f}x", "-", "-", "what a supervisor pays per call"))
+                     ratio(fork), "-", "-", "what a supervisor pays per call"))
         try:
             for warm in (False, True):
                 docker_box = DockerSandbox(workspace, warm=warm)
@@ -172,13 +201,14 @@ def main() -> None:
                     f"<={DOCKER_TARGET * 1000:g} ms" if warm else "before", note)
             bare = _docker_exec_floor(workspace, CALLS)
             rows.append(("floor: bare `docker exec true` (API)", f"{bare * 1000:.2f}",
-                         f"{bare / plain:.1f}x", "-", "-", "what a cold call cannot beat"))
+                         ratio(bare), "-", "-", "what a cold call cannot beat"))
         except (JianmuError, ImportError) as exc:
             add("DockerSandbox (warm)", None, None, f"<={DOCKER_TARGET * 1000:g} ms",
                 f"not run: {exc}"[:90])
         print(f"Per-call wall time of `true`, median of {CALLS} calls after the first; "
               "cold start = the first call")
-        table(rows, ("runner", "ms/call", "vs plain", "target", "cold start ms", "note"))
+        table(rows, ("runner", "ms/call", "vs plain: here / small", "target", "cold start ms",
+                     "note"))
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
 

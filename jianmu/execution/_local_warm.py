@@ -3,9 +3,10 @@
 The supervisor runs in one bubblewrap namespace (or, without bubblewrap, as a plain child)
 and is started from one long-lived thread of the sandbox: bubblewrap's ``--die-with-parent``
 follows the thread that started it, and a pool thread may end at any time. That thread also
-makes control groups ahead of the calls and removes each used one after its call returned, so
-a call only sends a request from the event loop and awaits its reply there (the supervisor's
-reader thread settles the future), and the supervisor runs it in a child forked ahead.
+makes control groups ahead of the calls and removes the used ones (at once when the supervisor
+could not empty one; one it saw empty while the next call runs), so a call only sends a request
+from the event loop and awaits its reply there (the supervisor's reader thread settles the
+future), and the supervisor runs it in a child forked ahead.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class LocalWarm:
         self._owner = ThreadPoolExecutor(1, thread_name_prefix="jianmu-warm")
         self._nest: CgroupNest | None = None
         self._pool: deque[tuple[Limits, Future[CommandCgroup]]] = deque()
+        self._spent: list[CommandCgroup] = []  # used and found empty, not yet removed
         self._sup: Supervisor | None = None
         self._sup_lock = threading.Lock()
         self.starts = 0
@@ -203,7 +205,6 @@ class LocalWarm:
             sup = await asyncio.wrap_future(self._owner.submit(self._ensure))
         group = await self._take(limits)
         upcoming = self._next(limits)
-        self._fill(limits)
         nxt = None if upcoming is None else {
             "procs": [self._in_view(p) for p in upcoming.procs_files], "cwd": request["cwd"]}
         try:
@@ -215,14 +216,24 @@ class LocalWarm:
         except BaseException:
             self._retire(group)
             raise
+        # The owner thread's work goes while the command runs, not beside the request or the
+        # reply: on a small machine it would compete with them (for a core and for the GIL).
+        # A group the supervisor saw empty is removed then too (or at close, with the nest).
+        self._fill(limits)
+        spent, self._spent = self._spent, []
+        for old in spent:
+            self._retire(old)
         try:
             raw = await asyncio.shield(fut)
         except BaseException:  # cancelled: the group goes once the supervisor has answered
             fut.add_done_callback(lambda _f: self._retire(group))
             raise
-        retired = self._retire(group)
-        if retired is not None and (raw is None or raw[0].get("left")):
-            await asyncio.wrap_future(retired)  # the supervisor could not: nothing may outlive us
+        if raw is not None and raw[0].get("empty") and not raw[0].get("left"):
+            self._spent.append(group)  # seen empty, and nothing enters it: removed later
+        else:
+            retired = self._retire(group)
+            if retired is not None and (raw is None or raw[0].get("left")):
+                await asyncio.wrap_future(retired)  # it could not: nothing may outlive us
         if raw is None:
             return None
         reply = sup.reply(raw, limit)

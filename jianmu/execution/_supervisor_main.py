@@ -4,18 +4,18 @@ Standalone, standard library only: the host runs it as ``python3 -I -S -c <this 
 <config JSON>`` inside the sandbox's isolation (a bubblewrap namespace, a container). Frames go
 both ways on stdin/stdout: ``>II`` (header length, payload length), a JSON header, the payload.
 
-Host to supervisor: ``{"op": "run", "id", "argv", "env", "cwd", "timeout", "limit",
-"rlimits", "procs", "oom"}`` with stdin as payload; ``{"op": "kill", "id"}``. Supervisor to
-host: ``{"ready": pid}`` once, then per command ``{"id", "exit", "timed_out", "duration",
-"out", "err", "out_dropped", "err_dropped", "oom", "error"}`` with stdout then stderr as
-payload. Each command is a fresh child in its own session, with its rlimits, its control group
-(``procs``: files it writes ``0`` to before exec) and the user dropped; at its exit or timeout
-its process group and control group are killed, and in ``sweep`` mode (one command at a time,
-inside a container only) every process the supervisor may signal (``kill(-1)``, repeated until
-none is left). The supervisor is not dumpable, so a command of the same uid can neither trace
-it nor open its pipes through ``/proc``; ``guarded`` in the ready frame says so. In ``shield``
-mode it ignores every signal it may (a command of its own uid can still SIGKILL or stop it:
-the host then sees its stream end, or no reply, and sweeps from outside).
+Host to supervisor: ``{"op": "run", "id", "argv", "env", "cwd", "timeout", "limit", "rlimits",
+"procs", "oom"}`` with stdin as payload; ``{"op": "kill", "id"}``. Supervisor to host: ``{"ready":
+pid}`` once, then per command ``{"id", "exit", "timed_out", "duration", "out", "err",
+"out_dropped", "err_dropped", "oom", "error", "empty"}`` with stdout then stderr as payload
+(``empty``: its group was seen empty). Each command is a fresh child in its own session, with its
+rlimits, its control group (``procs``: files it writes ``0`` to before exec) and the user dropped;
+at its exit or timeout its process group and control group are killed, and in ``sweep`` mode (one
+command at a time, inside a container only) every process the supervisor may signal (``kill(-1)``,
+repeated until none is left). The supervisor is not dumpable, so a command of the same uid can
+neither trace it nor open its pipes through ``/proc``; ``guarded`` in the ready frame says so. In
+``shield`` mode it ignores every signal it may (a command of its own uid can still SIGKILL or stop
+it: the host then sees its stream end, or no reply, and sweeps from outside).
 """
 
 from __future__ import annotations
@@ -411,7 +411,7 @@ class Command:
             "duration": time.monotonic() - self.start, "out": len(out), "err": len(err),
             "out_dropped": self.dropped[0], "err_dropped": self.dropped[1],
             "oom": oom_total(self.oom_files) - self.oom_before, "left": self.left,
-            "error": None, "prefork": self.preforked,
+            "error": None, "prefork": self.preforked, "empty": self.emptied,
         }, out + err)
 
 

@@ -142,8 +142,18 @@ def execute(argv, env):  # pragma: no cover - in the child
     name = argv[0]
     if "/" in name:
         os.execve(name, argv, env)
+    folders = os.get_exec_path(env)
+    # A failed execve costs far more than access() in a forked Python (a PATH of the host's
+    # may list several folders before the right one): exec the first entry the user may run
+    # at once; if that fails, the full search below decides, as before.
+    for folder in folders:
+        full = os.path.join(folder, name)
+        if os.access(full, os.X_OK):
+            with contextlib.suppress(OSError):
+                os.execve(full, argv, env)
+            break
     first = last = None
-    for folder in os.get_exec_path(env):
+    for folder in folders:
         try:
             os.execve(os.path.join(folder, name), argv, env)
         except (FileNotFoundError, NotADirectoryError) as exc:
