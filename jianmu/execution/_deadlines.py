@@ -65,6 +65,20 @@ _TIMERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Timers] = (
 )
 
 
+_last: list[_Timers] = []
+"""The loop seen last, with its timers: most processes run one loop (no weak lookup then)."""
+
+
+def _timers(loop: asyncio.AbstractEventLoop) -> _Timers:
+    if _last and _last[0].loop is loop:
+        return _last[0]
+    timers = _TIMERS.get(loop)
+    if timers is None:
+        timers = _TIMERS[loop] = _Timers(loop)
+    _last[:] = [timers]
+    return timers
+
+
 async def within(
     call: Awaitable[T], timeout: float, timed_out: Callable[[], Exception]
 ) -> T:
@@ -76,9 +90,7 @@ async def within(
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None  # in-process calls run in tasks
-    timers = _TIMERS.get(loop)
-    if timers is None:
-        timers = _TIMERS[loop] = _Timers(loop)
+    timers = _timers(loop)
     cancelling = task.cancelling()
     grain, watch = timers.watch(task, timeout)
     try:

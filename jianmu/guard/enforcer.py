@@ -129,7 +129,8 @@ class GuardEnforcer:
                 rule=decision.rule,
             )
         emitter = events if events is not None else getattr(context.run, "events", None)
-        if emitter is not None:
+        wants = getattr(emitter, "wants", None)  # a bare EventSink is always told
+        if emitter is not None and (wants is None or wants("guard.decision")):
             emitter.emit(
                 "guard.decision",
                 check=kind,

@@ -41,6 +41,7 @@ class RuntimeNode:
     constraints: Constraints | None = None
     """This node's layer of constraints, merged under the run's (it may only tighten them)."""
     _effective: tuple[Constraints | None, Constraints | None, Constraints] | None = None
+    _bound_events: NodeEvents | None = None
 
     def bind(self, state_manager: StateManager, ctx: RunContext, path: str) -> None:
         """Attach the state (scoped to ``self.namespace``) and the run context.
@@ -76,7 +77,10 @@ class RuntimeNode:
     @property
     def events(self) -> NodeEvents:
         """The run's event bus, stamping events with this node's path."""
-        return self.ctx.events.bind(self.path)
+        bus, bound = self.ctx.events, self._bound_events
+        if bound is None or bound.bus is not bus or bound.node != self.path:
+            bound = self._bound_events = bus.bind(self.path)  # once, not on every event
+        return bound
 
 
 class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):

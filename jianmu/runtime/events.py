@@ -62,6 +62,8 @@ class EventBus:
 
     def wants(self, name: str) -> bool:
         """Whether any handler listens for ``name`` (skip building costly fields if not)."""
+        if not self._handlers:
+            return False
         return any(p == "*" or fnmatch.fnmatchcase(name, p) for p, _ in self._handlers)
 
     def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event | None:
