@@ -16,6 +16,7 @@ Derived defaults (documented once, here):
 from __future__ import annotations
 
 import abc
+import asyncio
 import importlib
 import inspect
 import sys
@@ -28,6 +29,7 @@ import anyio
 import anyio.to_thread
 
 from jianmu.errors import ToolTimeoutError, ToolValidationError
+from jianmu.execution._deadlines import within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
 from jianmu.tools.definition import ToolDefinitionMixin
@@ -69,6 +71,14 @@ def _derive(attr: str, category: str, idempotent: bool | None) -> Any:
         return category == "read"
     return 2 if (idempotent if idempotent is not None else category == "read") else 0
 
+
+
+def _on_asyncio() -> bool:
+    """Whether this runs in an asyncio task (not trio under anyio)."""
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:  # no asyncio loop running
+        return False
 
 class Tool(ToolDefinitionMixin, abc.ABC):
     """A capability that an agent or a workflow node can call.
@@ -256,16 +266,22 @@ class Tool(ToolDefinitionMixin, abc.ABC):
         timeout = self.timeout_seconds
         if timeout is None or timeout <= 0:
             return await self.invoke(call_args)
+
+        def timed_out() -> ToolTimeoutError:
+            return ToolTimeoutError(
+                f"tool {self.name!r} did not finish within {timeout:g}s; "
+                "raise its timeout_seconds or make the call smaller"
+            )
+
+        if _on_asyncio():  # a shared loop timer, a fraction of a cancel scope's cost
+            return await within(self.invoke(call_args), timeout, timed_out)
         try:
             with anyio.fail_after(timeout):
                 return await self.invoke(call_args)
         except TimeoutError as exc:
             if isinstance(exc, ToolTimeoutError):
                 raise
-            raise ToolTimeoutError(
-                f"tool {self.name!r} did not finish within {timeout:g}s; "
-                "raise its timeout_seconds or make the call smaller"
-            ) from None
+            raise timed_out() from None
 
     def as_node(
         self,
