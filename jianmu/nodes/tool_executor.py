@@ -275,9 +275,9 @@ class ToolExecutor(AsyncNode):
             for call, decision in batch:
                 await self._run_one(call, decision, runner)
             return
-        # _run_one never raises, so one call's failure cannot cancel its siblings. Tasks come
-        # from asyncio's own TaskGroup, as AsyncNode's do: anyio's cost several times more
-        # per task, which is most of a trivial call's overhead.
+        # _run_one never raises, so one call's failure cannot cancel its siblings: plain
+        # asyncio tasks awaited in turn do what a TaskGroup would, without its per-task
+        # callback (anyio's task groups cost several times more per task still).
         limiter = (
             anyio.CapacityLimiter(self.config.max_concurrency)
             if len(batch) > self.config.max_concurrency else None
@@ -288,12 +288,22 @@ class ToolExecutor(AsyncNode):
             async with limiter:
                 await self._run_one(call, decision, runner)
 
-        async with asyncio.TaskGroup() as group:
-            for call, decision in batch:
-                group.create_task(
-                    self._run_one(call, decision, runner) if limiter is None
-                    else limited(call, decision)
-                )
+        loop = asyncio.get_running_loop()
+        tasks = [
+            loop.create_task(
+                self._run_one(call, decision, runner) if limiter is None
+                else limited(call, decision)
+            )
+            for call, decision in batch
+        ]
+        try:
+            for task in tasks:
+                await task  # a call already finished returns at once
+        except BaseException:  # the node was halted (or a bug): stop the calls still running
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     async def _run_one(self, call: ToolCall, decision: Decision, runner: ToolRunner) -> None:
         """Run one call with retries; record exactly one observation. Never raises."""

@@ -463,3 +463,42 @@ async def test_a_cancelled_batch_keeps_what_finished_and_runs_it_not_again() -> 
     assert second.ok, second
     assert runs == ["a", "b"]  # "a" did not run again
     assert [m.tool_call_id for m in state.get("messages")] == ["a", "b"]
+
+
+async def test_halting_a_parallel_batch_cancels_the_calls_still_running() -> None:
+    stopped = asyncio.Event()
+
+    @tool
+    async def quick(text: str) -> str:
+        """Finish at once.
+
+        Args:
+            text: what to return.
+        """
+        return text
+
+    @tool
+    async def stuck(text: str, ctx: Any = None) -> str:
+        """Stop the run, then wait until cancelled.
+
+        Args:
+            text: ignored.
+        """
+        ctx.runner.cancel()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()  # the halt reached this call
+        return text
+
+    parallel = ToolExecutorConfig(execution_mode="parallel")
+    executor = ToolExecutor(tools=[quick, stuck], config=parallel)
+    state = StateManager(AgentState, {"actions": [
+        {"id": "a", "name": "quick", "arguments": {"text": "a"}},
+        {"id": "b", "name": "stuck", "arguments": {"text": "b"}},
+        {"id": "c", "name": "quick", "arguments": {"text": "c"}},
+    ]})
+    result = await ReactiveRunner(executor, state).run(timeout=30)
+    assert result.status is RunStatus.CANCELLED
+    assert stopped.is_set()
+    assert sorted(state.get("completed_call_ids")) == ["a", "c"]
