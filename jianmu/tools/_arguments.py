@@ -397,16 +397,19 @@ def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dic
     Raises:
         ToolInputError: listing every problem and the allowed arguments.
     """
-    props = schema.get("properties") or {}
-    allowed = [
-        f"{k}{' (required)' if k in (schema.get('required') or ()) else ''}" for k in props
-    ]
     args = single_argument(schema, decode_container(args))
     if not isinstance(args, dict):
         raise input_error(
-            tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"], allowed
+            tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"],
+            _allowed(schema),
         )
     out, problems = _check_object(args, schema, schema, "", 0)
     if problems:
-        raise input_error(tool, problems, allowed)
+        raise input_error(tool, problems, _allowed(schema))
     return out
+
+
+def _allowed(schema: Mapping[str, Any]) -> list[str]:
+    """The arguments an object ``schema`` allows, for an error message."""
+    required = schema.get("required") or ()
+    return [f"{k}{' (required)' if k in required else ''}" for k in schema.get("properties") or {}]
