@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import uuid
 from collections.abc import Iterable, Mapping
@@ -264,9 +265,9 @@ class ToolResult:
             return cls(ok=False, error=message, **common)
         return cls(ok=True, output=raw, **common)
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
-        """The observation text: the rendered output, or ``Error: ...``."""
+        """The observation text: the rendered output, or ``Error: ...`` (rendered once)."""
         if self.ok:
             return render_output(self.output)
         return f"Error: {self.error}"
@@ -275,7 +276,7 @@ class ToolResult:
         """Return a copy whose output text is cut to ``limit`` characters with a marker."""
         if not self.ok:
             return self
-        text, dropped = truncate_text(render_output(self.output), limit)
+        text, dropped = truncate_text(self.text, limit)
         if not dropped:
             return self
         return dataclasses.replace(self, output=text, truncated=True)
