@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-__all__ = ("GRAIN_S", "within")
+__all__ = ("GRAIN_S", "on_asyncio", "within")
 
 T = TypeVar("T")
 
@@ -63,6 +63,14 @@ class _Timers:
 _TIMERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Timers] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def on_asyncio() -> bool:
+    """Whether this runs in an asyncio task (`within` needs one; trio under anyio is not)."""
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:  # no asyncio loop running
+        return False
 
 
 _last: list[_Timers] = []

@@ -16,7 +16,6 @@ Derived defaults (documented once, here):
 from __future__ import annotations
 
 import abc
-import asyncio
 import importlib
 import inspect
 import sys
@@ -29,7 +28,7 @@ import anyio
 import anyio.to_thread
 
 from jianmu.errors import ToolTimeoutError, ToolValidationError
-from jianmu.execution._deadlines import within
+from jianmu.execution._deadlines import on_asyncio, within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
 from jianmu.tools.definition import ToolDefinitionMixin
@@ -71,14 +70,6 @@ def _derive(attr: str, category: str, idempotent: bool | None) -> Any:
         return category == "read"
     return 2 if (idempotent if idempotent is not None else category == "read") else 0
 
-
-
-def _on_asyncio() -> bool:
-    """Whether this runs in an asyncio task (not trio under anyio)."""
-    try:
-        return asyncio.current_task() is not None
-    except RuntimeError:  # no asyncio loop running
-        return False
 
 class Tool(ToolDefinitionMixin, abc.ABC):
     """A capability that an agent or a workflow node can call.
@@ -273,7 +264,7 @@ class Tool(ToolDefinitionMixin, abc.ABC):
                 "raise its timeout_seconds or make the call smaller"
             )
 
-        if _on_asyncio():  # a shared loop timer, a fraction of a cancel scope's cost
+        if on_asyncio():  # a shared loop timer, a fraction of a cancel scope's cost
             return await within(self.invoke(call_args), timeout, timed_out)
         try:
             with anyio.fail_after(timeout):
