@@ -287,17 +287,10 @@ class CgroupNest:
         Raises:
             SandboxError: the group could not be made or limited.
         """
-        try:
-            group = CommandCgroup(self.support, f"c-{uuid.uuid4().hex[:12]}")
-        except OSError as exc:
-            raise SandboxError(f"could not create a control group for the command: {exc}") \
-                from exc
-        try:
-            group.limit(pids=pids, memory_bytes=memory_bytes, cpus=cpus)
-        except OSError as exc:
-            group.remove()
-            raise SandboxError(f"could not set the control group's limits: {exc}") from exc
-        return group
+        return _limited_group(
+            self.support, f"c-{uuid.uuid4().hex[:12]}",
+            pids=pids, memory_bytes=memory_bytes, cpus=cpus,
+        )
 
     def remove(self) -> None:
         """Kill everything in the nest and delete it with the groups under it."""
@@ -316,8 +309,19 @@ def create_cgroup(
     support = cgroup_support()
     if support is None:
         return None
+    return _limited_group(
+        support, f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}",
+        pids=pids, memory_bytes=memory_bytes, cpus=cpus,
+    )
+
+
+def _limited_group(
+    support: CgroupSupport, name: str,
+    *, pids: int | None, memory_bytes: int | None, cpus: float | None,
+) -> CommandCgroup:
+    """Make the group ``name`` and set its limits (removed again if they cannot be set)."""
     try:
-        group = CommandCgroup(support, f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}")
+        group = CommandCgroup(support, name)
     except OSError as exc:
         raise SandboxError(f"could not create a control group for the command: {exc}") from exc
     try:

@@ -469,15 +469,6 @@ async def test_halting_a_parallel_batch_cancels_the_calls_still_running() -> Non
     stopped = asyncio.Event()
 
     @tool
-    async def quick(text: str) -> str:
-        """Finish at once.
-
-        Args:
-            text: what to return.
-        """
-        return text
-
-    @tool
     async def stuck(text: str, ctx: Any = None) -> str:
         """Stop the run, then wait until cancelled.
 
@@ -492,11 +483,11 @@ async def test_halting_a_parallel_batch_cancels_the_calls_still_running() -> Non
         return text
 
     parallel = ToolExecutorConfig(execution_mode="parallel")
-    executor = ToolExecutor(tools=[quick, stuck], config=parallel)
+    executor = ToolExecutor(tools=[echo, stuck], config=parallel)
     state = StateManager(AgentState, {"actions": [
-        {"id": "a", "name": "quick", "arguments": {"text": "a"}},
+        {"id": "a", "name": "echo", "arguments": {"text": "a"}},
         {"id": "b", "name": "stuck", "arguments": {"text": "b"}},
-        {"id": "c", "name": "quick", "arguments": {"text": "c"}},
+        {"id": "c", "name": "echo", "arguments": {"text": "c"}},
     ]})
     result = await ReactiveRunner(executor, state).run(timeout=30)
     assert result.status is RunStatus.CANCELLED
