@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from jianmu.mcp.data import (
+    MCPCallResult,
     MCPPrompt,
     MCPPromptInfo,
     MCPResourceContent,
@@ -16,6 +17,7 @@ from jianmu.mcp.data import (
 )
 
 __all__ = (
+    "call_result",
     "get_prompt",
     "list_prompts",
     "list_resource_templates",
@@ -25,6 +27,27 @@ __all__ = (
 )
 
 _MAX_PAGES = 1000  # a server that pages forever must not hang us
+_TEXT: list[Any] = []  # the SDK's TextContent, imported on the first answer
+
+
+def call_result(result: Any) -> MCPCallResult:
+    """A ``tools/call`` answer (the SDK's ``CallToolResult``) as plain data."""
+    if not _TEXT:
+        from mcp.types import TextContent
+
+        _TEXT.append(TextContent)
+    text = _TEXT[0]
+    return MCPCallResult(
+        is_error=bool(result.is_error),
+        content=[
+            # a bare text block, by far the most common, needs no pydantic dump
+            {"type": "text", "text": block.text}
+            if type(block) is text and block.annotations is None and block.meta is None
+            else block.model_dump(by_alias=True, exclude_none=True, mode="json")
+            for block in result.content
+        ],
+        structured_content=result.structured_content,
+    )
 
 
 async def _pages(fetch: Callable[[Any], Awaitable[Any]], items: str) -> AsyncIterator[Any]:

@@ -42,7 +42,7 @@ from jianmu.mcp._bridge import (
     running_loop,
     wait_future,
 )
-from jianmu.mcp._errors import translate
+from jianmu.mcp._errors import translate, translated
 from jianmu.mcp._transport import RefusedAuth, SecretHeaders, open_transport
 from jianmu.mcp.data import MCPCallResult
 
@@ -486,13 +486,11 @@ class MCPClient:
         session = await self._ensure_session()
         generation = self.connections
         limit = timeout or self.timeout
-        with translate(self, f"tools/call {name!r}", generation, timeout=limit):
+        try:  # not `translate`: a context manager per call costs more than the rest here
             result = await session.call_tool(name, arguments, read_timeout_seconds=limit)
-        return MCPCallResult(
-            is_error=bool(result.is_error),
-            content=[
-                block.model_dump(by_alias=True, exclude_none=True, mode="json")
-                for block in result.content
-            ],
-            structured_content=result.structured_content,
-        )
+        except Exception as exc:
+            mapped = translated(self, f"tools/call {name!r}", generation, exc, timeout=limit)
+            if mapped is None:
+                raise
+            raise mapped from None
+        return _listing.call_result(result)

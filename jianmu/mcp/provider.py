@@ -54,12 +54,14 @@ from typing import TYPE_CHECKING, Any, Unpack
 from jianmu.errors import ConfigError, ToolExecutionError, ToolUnavailableWarning
 from jianmu.mcp.client import MCPClient, MCPServerOptions
 from jianmu.mcp.data import MCPCallResult, MCPToolInfo
+from jianmu.tools import _arguments
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolOutput
 from jianmu.tools.providers import BaseToolProvider
 
 if TYPE_CHECKING:
     from jianmu.config import AppConfig, MCPServerConfig, MCPTrust
+    from jianmu.execution.runner import ToolRunner
 
 __all__ = (
     "TRUST_LEVELS",
@@ -232,7 +234,33 @@ class MCPTool(Tool):
         cross a process boundary, and a server parameter that happens to share a name
         (``state``) must get the model's value, not Jianmu's.
         """
-        return super().bind_args(args, None, prefer_injected=prefer_injected)
+        if self.wraps_input:
+            return super().bind_args(args, None, prefer_injected=prefer_injected)
+        return self.validate_args(args)
+
+    def validate_args(self, args: Any) -> dict[str, Any]:
+        """Check the arguments against the server's schema (a plan of it is made once)."""
+        params = self.parameters
+        made = self.__dict__.get("_jm_plan")
+        if made is None or made[0] is not params:  # a new input_schema was assigned
+            made = self.__dict__["_jm_plan"] = (params, _arguments.scalar_plan(params))
+        if made[1] is None:
+            return _arguments.validate_with_schema(self.name, params, args)
+        return _arguments.validate_planned(self.name, params, made[1], args)
+
+    async def execute(
+        self,
+        args: Any = None,
+        *,
+        injected: Mapping[str, Any] | None = None,
+        runner: ToolRunner | None = None,
+        prefer_injected: bool = True,
+    ) -> Any:
+        """Validate and call the tool; the client bounds the wait by ``timeout_seconds``."""
+        if runner is not None:
+            return await runner.run(self, self.bind_args(args))
+        # no second timer over the client's: the SDK's read timeout raises ToolTimeoutError
+        return await self.run(**self.bind_args(args))
 
     async def run(self, **kwargs: Any) -> Any:
         """Call the tool on its server; see `mcp_result_value` for the result."""

@@ -24,8 +24,10 @@ __all__ = (
     "drop_default_nulls",
     "input_error",
     "merge_injected",
+    "scalar_plan",
     "schema_types",
     "single_argument",
+    "validate_planned",
     "validate_with_schema",
 )
 
@@ -407,6 +409,59 @@ def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dic
     if problems:
         raise input_error(tool, problems, _allowed(schema))
     return out
+
+
+_SCALARS: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+}
+_INERT = frozenset({
+    "type", "title", "description", "default", "examples", "format", "deprecated",
+    "readOnly", "writeOnly", "$comment",
+})
+
+
+Plan = tuple[dict[str, tuple[type, ...]], tuple[str, ...]]
+"""`scalar_plan`'s answer: each property's accepted Python types, and the required names."""
+
+
+def scalar_plan(schema: Mapping[str, Any]) -> Plan | None:
+    """For an object schema whose properties are plain scalars without bounds, each
+    property's Python types that `validate_with_schema` accepts unchanged, and the required
+    names; ``None`` for any other schema."""
+    props = schema.get("properties") or {}
+    if not isinstance(props, dict):
+        return None
+    kinds: dict[str, tuple[type, ...]] = {}
+    for key, sub in props.items():
+        # only keywords the checker ignores besides the type: anything else may refuse
+        if not isinstance(sub, dict) or not sub.keys() <= _INERT:
+            return None
+        t = sub.get("type")
+        if not isinstance(t, str) or t not in _SCALARS:
+            return None
+        kinds[key] = _SCALARS[t]
+    required = tuple(r for r in schema.get("required") or () if isinstance(r, str))
+    return kinds, required
+
+
+def validate_planned(
+    tool: str,
+    schema: Mapping[str, Any],
+    plan: Plan,
+    args: Any,
+) -> dict[str, Any]:
+    """`validate_with_schema` with ``plan`` (`scalar_plan` of ``schema``) as a shortcut: a
+    dict whose every value already has its property's type is accepted as it is."""
+    kinds, required = plan
+    if type(args) is dict:
+        for key, value in args.items():
+            expected = kinds.get(key)
+            if expected is None or type(value) not in expected:
+                break  # an unknown name, a null, a value to coerce or refuse: the checker
+        else:
+            if all(key in args for key in required):
+                return dict(args)
+    return validate_with_schema(tool, schema, args)
 
 
 def _allowed(schema: Mapping[str, Any]) -> list[str]:

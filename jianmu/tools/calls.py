@@ -146,9 +146,13 @@ def render_output(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     try:
-        return json.dumps(value, ensure_ascii=False, default=str)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError):
         return str(value)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+"""What ``render_output`` writes with: ``json.dumps`` would build an encoder per call."""
 
 
 def truncate_text(text: str, limit: int | None) -> tuple[str, int]:

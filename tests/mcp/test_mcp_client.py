@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from jianmu import ReactiveRunner, RunStatus, StateManager
 from jianmu.config import AppConfig, MCPServerConfig, parse_config
-from jianmu.errors import ConfigError, MCPError, MissingExtraError
+from jianmu.errors import ConfigError, MCPError, MissingExtraError, ToolInputError
 from jianmu.mcp import (
     MCPCallResult,
     MCPClient,
@@ -118,6 +118,27 @@ def test_result_conversion() -> None:
         )
 
 
+def test_call_result_keeps_every_block_as_on_the_wire() -> None:
+    from mcp import types
+
+    from jianmu.mcp._listing import call_result
+
+    blocks = [
+        types.TextContent(type="text", text="plain"),
+        types.TextContent(type="text", text="noted",
+                          annotations=types.Annotations(audience=["user"], priority=0.5)),
+        types.TextContent(type="text", text="meta", _meta={"k": 1}),
+        types.ImageContent(type="image", data="AAAA", mime_type="image/png"),
+    ]
+    got = call_result(types.CallToolResult(content=blocks, structured_content={"a": 1}))
+    assert got.content == [
+        b.model_dump(by_alias=True, exclude_none=True, mode="json") for b in blocks
+    ]
+    assert got.content[0] == {"type": "text", "text": "plain"}
+    assert got.content[1]["annotations"] == {"audience": ["user"], "priority": 0.5}
+    assert got.structured_content == {"a": 1} and got.is_error is False
+
+
 @pytest.mark.anyio
 async def test_missing_extra_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "mcp", None)  # makes `import mcp` raise ImportError
@@ -184,6 +205,26 @@ async def test_stdio_calls_structured_text_and_errors(
     assert not failed.ok and "unknown city 'Atlantis'" in (failed.error or "")
     bad_args = await toolset.execute("weather__echo", {})
     assert not bad_args.ok and "text" in (bad_args.error or "")
+
+
+@pytest.mark.anyio
+async def test_argument_checks_follow_a_replaced_schema(
+    stdio_tools: tuple[MCPToolProvider, ToolSet],
+) -> None:
+    _, toolset = stdio_tools
+    echo = toolset["weather__echo"]
+    sent = {"text": "hi"}
+    assert echo.bind_args(sent) == sent and echo.bind_args(sent) is not sent
+    assert echo.bind_args('{"text": "hi"}') == sent
+    for bad in ({"text": 3}, {"text": "hi", "other": 1}, {}, {"text": None}, [1]):
+        with pytest.raises(ToolInputError):
+            echo.bind_args(bad)
+    # a schema the plan cannot cover (a bound) is checked in full, from the next call on
+    echo.input_schema = {"type": "object", "required": ["text"],
+                         "properties": {"text": {"type": "string", "maxLength": 3}}}
+    with pytest.raises(ToolInputError, match="at most 3"):
+        echo.bind_args({"text": "long"})
+    assert echo.bind_args({"text": "ok"}) == {"text": "ok"}
 
 
 @pytest.mark.anyio

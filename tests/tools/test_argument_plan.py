@@ -1,0 +1,84 @@
+"""The scalar plan: a shortcut of the schema checker that must answer exactly as it does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jianmu.errors import ToolInputError
+from jianmu.tools._arguments import scalar_plan, validate_planned, validate_with_schema
+
+NAMES = ("a", "b", "c")
+SCALARS = ("string", "integer", "number", "boolean")
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=5),
+    st.sampled_from(["1", "true", "2.5", " 3 ", "[1]", '{"x": 1}']),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(),
+                                                         max_size=2),
+)
+
+
+def answer(fn: Any, *args: Any) -> tuple[str, Any]:
+    try:
+        return "ok", fn(*args)
+    except ToolInputError as exc:
+        return "refused", str(exc)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    types=st.dictionaries(st.sampled_from(NAMES), st.sampled_from(SCALARS), max_size=3),
+    required=st.lists(st.sampled_from(NAMES), unique=True, max_size=3),
+    extra=st.sampled_from([None, True, False]),
+    args=st.one_of(st.dictionaries(st.sampled_from((*NAMES, "zz")), VALUES, max_size=4),
+                   VALUES),
+)
+def test_plan_answers_as_the_checker_does(
+    types: dict[str, str], required: list[str], extra: bool | None, args: Any
+) -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {k: {"type": t, "description": k} for k, t in types.items()},
+        "required": required,
+    }
+    if extra is not None:
+        schema["additionalProperties"] = extra
+    plan = scalar_plan(schema)
+    assert plan is not None
+    got = answer(validate_planned, "t", schema, plan, args)
+    assert got == answer(validate_with_schema, "t", schema, args)
+    if got[0] == "ok" and isinstance(args, dict):
+        assert got[1] is not args  # a copy: the caller's dict is never handed on
+
+
+@pytest.mark.parametrize("prop", [
+    {"type": "string", "maxLength": 3},
+    {"type": "string", "pattern": "^a"},
+    {"type": "string", "enum": ["a"]},
+    {"type": "integer", "minimum": 0},
+    {"type": "number", "exclusiveMaximum": 1},
+    {"type": "array", "items": {"type": "string"}},
+    {"type": "object"},
+    {"type": ["string", "null"]},
+    {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+    {"$ref": "#/$defs/x"},
+    {"type": "string", "const": "a"},
+    {"type": "string", "x-unknown-keyword": 1},
+    {},
+])
+def test_any_keyword_that_could_refuse_gets_no_plan(prop: dict[str, Any]) -> None:
+    assert scalar_plan({"type": "object", "properties": {"p": prop}}) is None
+
+
+def test_a_plan_refuses_what_the_checker_refuses() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    plan = scalar_plan(schema)
+    assert plan is not None
+    for bad in ({"n": True}, {"n": "x"}, {}, {"n": 1, "other": 2}, {"n": None}):
+        with pytest.raises(ToolInputError):
+            validate_planned("t", schema, plan, bad)
+    assert validate_planned("t", schema, plan, {"n": "7"}) == {"n": 7}  # coerced as before
+    assert validate_planned("t", schema, plan, '{"n": 7}') == {"n": 7}
