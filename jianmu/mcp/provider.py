@@ -169,7 +169,9 @@ class MCPTool(Tool):
     """One tool of an MCP server, called through its `MCPClient`.
 
     Built by `MCPToolProvider`; the metadata comes from the server's annotations (see the
-    module docstring).
+    module docstring). ``timeout_seconds`` bounds the wait for the server's answer (the
+    client's read timeout, raising `ToolTimeoutError`). Assign a new ``input_schema`` to
+    change the arguments it checks; the dict is not meant to be edited in place.
     """
 
     remote = True
