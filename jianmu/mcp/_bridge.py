@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import subprocess
 import sys
 import threading
+from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -21,6 +23,7 @@ __all__ = (
     "describe",
     "errlog",
     "first_leaf",
+    "hand_over",
     "require_mcp",
     "running_loop",
     "wait_future",
@@ -81,6 +84,22 @@ async def wait_future(future: Future[_T]) -> _T:
             future.cancel()
             raise
     return future.result()
+
+
+def hand_over(coro: Coroutine[Any, Any, _T], loop: asyncio.AbstractEventLoop) -> Future[_T]:
+    """Run ``coro`` on ``loop`` (another thread's), in a copy of the caller's context.
+
+    The copy does not name the caller's async library: a trio caller's would make anyio
+    pick its trio backend on the session's asyncio loop (sniffio reads a context variable).
+    """
+    context = contextvars.copy_context()
+    try:
+        import sniffio
+    except ImportError:  # anyio then assumes asyncio anyway
+        pass
+    else:
+        context.run(sniffio.current_async_library_cvar.set, None)
+    return context.run(asyncio.run_coroutine_threadsafe, coro, loop)
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:

@@ -38,6 +38,7 @@ from jianmu.mcp._bridge import (
     connect_failure,
     describe,
     first_leaf,
+    hand_over,
     require_mcp,
     running_loop,
     wait_future,
@@ -274,7 +275,7 @@ class MCPClient:
         if loop.is_closed():
             return  # the loop ended and took the session with it
         with contextlib.suppress(Exception):
-            await wait_future(asyncio.run_coroutine_threadsafe(self._shutdown(), loop))
+            await wait_future(hand_over(self._shutdown(), loop))
         if thread is not None:
             await anyio.to_thread.run_sync(thread.join, _SHUTDOWN_SECONDS)
 
@@ -307,7 +308,7 @@ class MCPClient:
         coro = fn(*args)
         try:
             # Hands the coroutine over without waiting for the other loop to take it.
-            future = asyncio.run_coroutine_threadsafe(coro, loop)
+            future = hand_over(coro, loop)
         except RuntimeError as exc:  # its loop ended under a concurrent close()
             coro.close()
             raise MCPError(f"MCP client {self.name!r} is closed; make a new one") from exc

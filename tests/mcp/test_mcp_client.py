@@ -334,6 +334,25 @@ def test_provider_outlives_the_event_loop_that_opened_it() -> None:
         anyio.run(provider.close)
 
 
+def test_calls_from_trio_run_on_a_private_asyncio_loop() -> None:
+    pytest.importorskip("trio")
+    provider = weather(timeout=60)
+
+    async def main() -> list[Any]:
+        toolset = await ToolSet.from_providers([provider])
+        try:
+            echo = await toolset.execute("weather__echo", {"text": "from trio"})
+            toolset["weather__wait"].timeout_seconds = 1
+            hung = await toolset.execute("weather__wait", {"seconds": 10**6})
+            return [echo, hung, provider.client.connections]
+        finally:
+            await provider.close()
+
+    echo, hung, connections = anyio.run(main, backend="trio")
+    assert echo.ok and echo.output == "from trio"
+    assert not hung.ok and "within 1s" in (hung.error or "") and connections == 1
+
+
 # -- streamable HTTP --------------------------------------------------------------------------
 
 
