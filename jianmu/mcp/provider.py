@@ -61,7 +61,6 @@ from jianmu.tools.providers import BaseToolProvider
 
 if TYPE_CHECKING:
     from jianmu.config import AppConfig, MCPServerConfig, MCPTrust
-    from jianmu.execution.runner import ToolRunner
 
 __all__ = (
     "TRUST_LEVELS",
@@ -176,6 +175,8 @@ class MCPTool(Tool):
 
     remote = True
     """The tool runs in another process: the executor's span says ``extension``."""
+    bounds_own_wait = True
+    """The client's read timeout stops a call at ``timeout_seconds`` (`ToolTimeoutError`)."""
 
     def __init__(
         self, client: MCPClient, info: MCPToolInfo, *, server: str, name: str, timeout: float,
@@ -249,20 +250,6 @@ class MCPTool(Tool):
         if made[1] is None:
             return _arguments.validate_with_schema(self.name, params, args)
         return _arguments.validate_planned(self.name, params, made[1], args)
-
-    async def execute(
-        self,
-        args: Any = None,
-        *,
-        injected: Mapping[str, Any] | None = None,
-        runner: ToolRunner | None = None,
-        prefer_injected: bool = True,
-    ) -> Any:
-        """Validate and call the tool; the client bounds the wait by ``timeout_seconds``."""
-        if runner is not None:
-            return await runner.run(self, self.bind_args(args))
-        # no second timer over the client's: the SDK's read timeout raises ToolTimeoutError
-        return await self.run(**self.bind_args(args))
 
     async def run(self, **kwargs: Any) -> Any:
         """Call the tool on its server; see `mcp_result_value` for the result."""

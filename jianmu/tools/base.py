@@ -117,6 +117,9 @@ class Tool(ToolDefinitionMixin, abc.ABC):
     """True for tools that run code or commands; they also implement ``run_sandboxed``."""
     remote: bool = False
     """True for tools that another process serves (an MCP server's)."""
+    bounds_own_wait: ClassVar[bool] = False
+    """True when ``run`` itself stops at ``timeout_seconds`` (an MCP client's read timeout):
+    ``execute`` then sets no timer of its own."""
 
     _derived_attrs: ClassVar[frozenset[str]] = frozenset(_DERIVED)
 
@@ -255,7 +258,7 @@ class Tool(ToolDefinitionMixin, abc.ABC):
         if runner is not None:
             return await runner.run(self, call_args)
         timeout = self.timeout_seconds
-        if timeout is None or timeout <= 0:
+        if timeout is None or timeout <= 0 or self.bounds_own_wait:
             return await self.invoke(call_args)
 
         def timed_out() -> ToolTimeoutError:

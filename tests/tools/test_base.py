@@ -240,6 +240,25 @@ async def test_execute_times_out_async_tools() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_tool_that_bounds_its_own_wait_gets_no_second_timer() -> None:
+    class Patient(Tool):
+        name = "patient"
+        input_schema = {"type": "object", "properties": {}}
+        timeout_seconds = 0.05
+
+        async def run(self) -> str:
+            await anyio.sleep(0.2)  # past timeout_seconds: only its own bound may stop it
+            return "done"
+
+    class OwnBound(Patient):
+        bounds_own_wait = True
+
+    with pytest.raises(ToolTimeoutError):
+        await Patient().execute({})
+    assert await OwnBound().execute({}) == "done"
+
+
+@pytest.mark.anyio
 async def test_execute_times_out_sync_tools_without_waiting_for_the_thread() -> None:
     release = threading.Event()
 
