@@ -167,9 +167,11 @@ def _parents(path: str, made: set[str]) -> list[str]:
 def bwrap_argv(
     argv: list[str], *, network: bool, user: tuple[int, int] | None, tmp: Path,
     workspace: Path, workdir: Path, search_path: str, ro_fds: Mapping[int, str] | None = None,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """``argv`` run under bubblewrap: ``tmp`` as ``/tmp``, the workspace writable at its path,
-    each folder descriptor of ``ro_fds`` read-only at its target.
+    each folder descriptor of ``ro_fds`` read-only at its target, the seccomp filter in
+    ``seccomp_fd`` (`jianmu.execution._seccomp`) loaded before ``argv`` starts.
 
     Order matters: bwrap mounts in argument order, so the private /tmp comes after the root
     (Python may live under /tmp and is bound again after it), the workspace after it (it may
@@ -180,6 +182,8 @@ def bwrap_argv(
                    search_path=search_path, made=made)
     for fd, target in (ro_fds or {}).items():
         args += [*_parents(target, made), "--ro-bind-fd", str(fd), target]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     return [*args, "--chdir", str(workdir), "--", *_drop_to(user), *argv]
 
 
@@ -208,7 +212,8 @@ def supervisor_argv(
     search_path: str, cgroups: list[str],
 ) -> list[str]:
     """``argv`` (a warm supervisor) under bubblewrap as root, the sandbox's control group
-    folders bound at ``CGROUP_MOUNT/<index>``.
+    folders bound at ``CGROUP_MOUNT/<index>``, the IPC namespace's message queues at
+    ``/dev/mqueue`` (the supervisor removes what a command left there).
 
     Only for root: the supervisor keeps root's uid (so the commands, dropped to ``user``,
     can neither signal nor trace it) but no capability beyond what starting them needs:
@@ -217,7 +222,7 @@ def supervisor_argv(
     made: set[str] = set()
     args = _rooted(network=network, user=user, tmp=tmp, workspace=workspace,
                    search_path=search_path, made=made)
-    args += ["--perms", "0755", "--dir", CGROUP_MOUNT]
+    args += ["--mqueue", "/dev/mqueue", "--perms", "0755", "--dir", CGROUP_MOUNT]
     for index, folder in enumerate(cgroups):
         args += ["--bind", folder, f"{CGROUP_MOUNT}/{index}"]
     keep = [shutil.which("setpriv") or "setpriv", "--bounding-set=-all,+setuid,+setgid,+kill,"

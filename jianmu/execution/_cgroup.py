@@ -3,8 +3,9 @@
 ``RLIMIT_NPROC`` does not apply to root, and ``RLIMIT_AS`` makes allocations fail rather than
 killing the process. A control group with ``pids.max`` and a memory limit does both for any
 user, counts OOM kills, and lets us kill every process of a command, even one that left its
-process group. Each command gets its own group, made under the caller's own group so the host's
-accounting still sees it. Works with cgroup v1 (one hierarchy per controller) and v2; returns
+process group. Each command gets its own group, made in its sandbox's group (`CgroupNest`, under
+the caller's own group so the host's accounting still sees it), which bounds what the commands
+hold together. Works with cgroup v1 (one hierarchy per controller) and v2; `cgroup_support` is
 ``None`` wherever the groups are not writable, and the sandbox falls back to rlimits.
 """
 
@@ -27,7 +28,6 @@ __all__ = (
     "CgroupSupport",
     "CommandCgroup",
     "cgroup_support",
-    "create_cgroup",
     "sweep_stale_cgroups",
 )
 
@@ -258,17 +258,26 @@ def sweep_stale_cgroups() -> None:
 
 
 class CgroupNest:
-    """A sandbox's own group (per controller) under which its warm commands' groups go.
+    """A sandbox's own group (per controller) under which its commands' groups go.
+
+    It holds everything the sandbox's commands can allocate, including what outlives a
+    command: files in a tmpfs, System V shared memory, page cache. The kernel charges those
+    to the command's group and, once that group is removed, to this one, so the memory limit
+    is set here too: together, the sandbox's commands never hold more than it.
 
     Bound into a bubblewrap namespace, it lets the supervisor there put each command in a
     group the host made: the commands' user may read it, not write it.
     """
 
-    def __init__(self, support: CgroupSupport) -> None:
-        name = f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        parents = {c: p / name for c, p in support.parents.items()}
-        for path in set(parents.values()):
-            path.mkdir()
+    def __init__(self, support: CgroupSupport, *, memory_bytes: int | None = None) -> None:
+        """Make the nest, its memory limit set.
+
+        Raises:
+            SandboxError: it could not be made or limited.
+        """
+        own = _limited_group(support, f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}",
+                             pids=None, memory_bytes=memory_bytes, cpus=None)
+        parents = own.dirs
         if support.version == 2:  # children get the controllers only if the nest hands them on
             folder = next(iter(parents.values()))
             with contextlib.suppress(OSError):
@@ -296,23 +305,6 @@ class CgroupNest:
         """Kill everything in the nest and delete it with the groups under it."""
         for folder in self.folders:
             _remove_tree(self.support, Path(folder))
-
-
-def create_cgroup(
-    *, pids: int | None, memory_bytes: int | None, cpus: float | None
-) -> CommandCgroup | None:
-    """Make a group with these limits, or return ``None`` when control groups are unusable.
-
-    Raises:
-        SandboxError: the groups were usable when probed but could not be made now.
-    """
-    support = cgroup_support()
-    if support is None:
-        return None
-    return _limited_group(
-        support, f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}",
-        pids=pids, memory_bytes=memory_bytes, cpus=cpus,
-    )
 
 
 def _limited_group(

@@ -1,9 +1,10 @@
 """One command as a child process: its own session, rlimits, a control group, capped output.
 
-`run_child` runs in a worker thread: it starts the process (the control group joined and the
-rlimits set between fork and exec, then the user dropped), feeds stdin, reads both pipes under
-the cap, and kills the whole group at the deadline or when the main process exits, so nothing
-it started in the background outlives it. A `ChildHandle` lets the event loop kill it.
+`run_child` runs in a worker thread: it starts the process (the control group joined, its own
+IPC namespace and the seccomp filter taken, the rlimits set between fork and exec, then the
+user dropped), feeds stdin, reads both pipes under the cap, and kills the whole group at the
+deadline or when the main process exits, so nothing it started in the background outlives
+it. A `ChildHandle` lets the event loop kill it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jianmu.errors import SandboxError
-from jianmu.execution._cgroup import CommandCgroup, create_cgroup
+from jianmu.execution._cgroup import CgroupNest, CommandCgroup
+from jianmu.execution._harden import SeccompFilter, unshare_ipc
 from jianmu.execution._output import CappedBuffer
 
 __all__ = ("ChildHandle", "ChildOutcome", "ChildSpec", "run_child")
@@ -43,8 +45,14 @@ class ChildSpec:
     memory_bytes: int | None = None
     cpus: float | None = None
     """The control group's limits, where control groups are usable."""
+    nest: CgroupNest | None = None
+    """The sandbox's group the command's group is made in; ``None``: no control group."""
     pass_fds: tuple[int, ...] = ()
     """Descriptors the child inherits (folders that bubblewrap mounts read-only)."""
+    own_ipc: bool = False
+    """Whether the child takes an IPC namespace of its own (root, no bubblewrap)."""
+    seccomp: SeccompFilter | None = None
+    """The filter the child loads itself (no bubblewrap to load it)."""
 
 
 class ChildHandle:
@@ -85,7 +93,8 @@ class ChildOutcome:
 
 
 def _make_preexec(
-    procs_files: list[str], limits: list[tuple[int, int]], user: tuple[int, int] | None = None
+    procs_files: list[str], limits: list[tuple[int, int]], user: tuple[int, int] | None = None,
+    *, own_ipc: bool = False, seccomp: SeccompFilter | None = None,
 ) -> Callable[[], None]:
     def preexec() -> None:  # runs in the child between fork and exec: keep it to syscalls
         for name in procs_files:
@@ -94,6 +103,10 @@ def _make_preexec(
                 os.write(fd, b"0")  # "0" moves the writing process itself
             finally:
                 os.close(fd)
+        if own_ipc:
+            unshare_ipc()
+        if seccomp is not None:
+            seccomp.install()
         for which, value in limits:
             resource.setrlimit(which, (value, value))
         if user is not None:  # last: joining the control group needs root
@@ -109,7 +122,7 @@ def run_child(
     spec: ChildSpec, data: bytes | None, timeout: float, limit: int, handle: ChildHandle
 ) -> ChildOutcome:
     """Start the process and collect its output in this worker thread."""
-    group: CommandCgroup | None = create_cgroup(
+    group: CommandCgroup | None = None if spec.nest is None else spec.nest.command(
         pids=spec.pids, memory_bytes=spec.memory_bytes, cpus=spec.cpus
     )
     start = time.monotonic()
@@ -120,7 +133,8 @@ def run_child(
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=spec.cwd,
                 env=spec.env, start_new_session=True, pass_fds=spec.pass_fds,
                 preexec_fn=_make_preexec(
-                    group.procs_files if group else [], spec.limits, spec.user
+                    group.procs_files if group else [], spec.limits, spec.user,
+                    own_ipc=spec.own_ipc, seccomp=spec.seccomp,
                 ),
             )
         except (OSError, subprocess.SubprocessError) as exc:

@@ -9,7 +9,8 @@ command at a time, and ``kill(-1)`` until nothing of that uid is left after each
 path's wrapper does), is not dumpable (a command can neither trace it nor open its pipes
 through ``/proc``) and ignores every signal it may. A command can still SIGKILL or stop it:
 its call then ends (at once, or at the host-side deadline), the host sweeps the user's
-processes from outside, and the next call starts a new supervisor.
+processes from outside, and the next call starts a new supervisor. After each command it
+removes the System V objects and message queues the command left (its own uid owns them).
 """
 
 from __future__ import annotations
@@ -35,9 +36,13 @@ _log = logging.getLogger("jianmu.execution.docker_sandbox")
 # cgroup v1 and v2 names of the container's memory counters, as seen inside it
 _OOM_FILES = ["/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"]
 _PYTHON = "python3"  # the image's: the supervisor needs only its standard library and ctypes
+# clear_ipc: the container's IPC namespace outlives each command; what one left there (System V
+# objects, message queues, all the user's) is removed before the next (Docker's default
+# seccomp profile already refuses the keyring)
 _CONFIG = {
     "sweep": True, "shield": True, "inherit_env": True, "shell_codes": True,
     "require_guard": True, "oom": _OOM_FILES, "user": None, "capbset": False,
+    "clear_ipc": True,
 }
 
 

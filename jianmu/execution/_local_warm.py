@@ -27,7 +27,7 @@ from typing import Any
 
 from jianmu.errors import SandboxError
 from jianmu.execution._bwrap import CGROUP_MOUNT, supervisor_argv
-from jianmu.execution._cgroup import CgroupNest, CgroupSupport, CommandCgroup
+from jianmu.execution._cgroup import CgroupNest, CommandCgroup
 from jianmu.execution._child import ChildHandle
 from jianmu.execution._warm import SPARE_SOURCE, SUPERVISOR_SOURCE, Reply, Supervisor
 
@@ -84,12 +84,13 @@ class LocalWarm:
     """
 
     def __init__(
-        self, *, support: CgroupSupport, bwrap: dict[str, Any] | None, user: tuple[int, int]
-        | None, cwd: Path,
+        self, *, nest: CgroupNest, bwrap: dict[str, Any] | None, user: tuple[int, int]
+        | None, cwd: Path, seccomp: bytes | None,
     ) -> None:
-        self._support, self._bwrap, self._user, self._cwd = support, bwrap, user, cwd
+        self._support, self._bwrap, self._user, self._cwd = nest.support, bwrap, user, cwd
+        self._seccomp = seccomp
         self._owner = ThreadPoolExecutor(1, thread_name_prefix="jianmu-warm")
-        self._nest: CgroupNest | None = None
+        self._nest: CgroupNest | None = nest
         self._pool: deque[tuple[Limits, Future[CommandCgroup]]] = deque()
         self._spent: list[CommandCgroup] = []  # used and found empty, not yet removed
         self._sup: Supervisor | None = None
@@ -105,11 +106,16 @@ class LocalWarm:
         return self._sup
 
     def _start(self) -> Supervisor:
-        """Start a supervisor (on the owner thread); the nest is made once."""
-        if self._nest is None:
-            self._nest = CgroupNest(self._support)
+        """Start a supervisor (on the owner thread)."""
+        assert self._nest is not None
         config = {"user": list(self._user) if self._user else None,
-                  "capbset": self._user is not None, "prefork": True}
+                  "capbset": self._user is not None, "prefork": True,
+                  "seccomp": self._seccomp.hex() if self._seccomp else None,
+                  # bubblewrap's IPC namespace is the sandbox's own, emptied after each call
+                  # (a root supervisor there may not make one per call); without it, a root
+                  # supervisor gives each call one (else calls share the host's: documented)
+                  "clear_ipc": self._bwrap is not None,
+                  "own_ipc": self._bwrap is None and os.geteuid() == 0}
         argv = [supervisor_python(), "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(config),
                 SPARE_SOURCE]
         if self._bwrap is not None:
@@ -241,11 +247,10 @@ class LocalWarm:
         return reply
 
     def close(self) -> None:
-        """Stop the supervisor, kill what runs in the nest and remove it; idempotent."""
+        """Stop the supervisor; idempotent (the sandbox removes the nest, with the groups
+        made ahead and whatever still runs in them)."""
         sup, self._sup = self._sup, None
         if sup is not None:
             sup.close()
         self._owner.shutdown(wait=True)
-        nest, self._nest = self._nest, None
-        if nest is not None:
-            nest.remove()
+        self._nest = None

@@ -16,6 +16,13 @@ repeated until none is left). The supervisor is not dumpable, so a command of th
 neither trace it nor open its pipes through ``/proc``; ``guarded`` in the ready frame says so. In
 ``shield`` mode it ignores every signal it may (a command of its own uid can still SIGKILL or stop
 it: the host then sees its stream end, or no reply, and sweeps from outside).
+
+What one command leaves in the kernel beside files is not seen by the next: with ``seccomp`` (a
+BPF program, hex) every child loads that filter (the keyring calls fail); with ``own_ipc`` each
+child gets an IPC namespace of its own; with ``clear_ipc`` (the host runs one command at a time)
+every System V object and POSIX message queue of the supervisor's IPC namespace is removed once
+no command runs, and the supervisor exits, for a fresh one, if one stays. SIGPIPE is ignored:
+a command that closes its stdin only ends what it is fed.
 """
 
 from __future__ import annotations
@@ -238,6 +245,88 @@ def empty_bounding_set():
     return True
 
 
+def _fprog(hexed):
+    """The ``struct sock_fprog`` of the config's seccomp program, built once, before forks."""
+    if not hexed or LIBC is None:
+        return None
+    import ctypes
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    program = bytes.fromhex(hexed)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    return Fprog(len(program) // 8, ctypes.addressof(buffer)), buffer, ctypes.byref
+
+
+FPROG = _fprog(CONFIG.get("seccomp"))
+
+
+def harden():
+    """In a child before exec: its own IPC namespace and the seccomp filter, as configured.
+
+    Raises OSError when either cannot be had: the command must not run without them.
+    """
+    if CONFIG.get("own_ipc") and (LIBC is None or LIBC.unshare(0x08000000) != 0):
+        raise OSError("could not give the command its own IPC namespace")  # CLONE_NEWIPC
+    if CONFIG.get("seccomp"):
+        if FPROG is None or prctl(38, 1) != 0:  # PR_SET_NO_NEW_PRIVS
+            raise OSError("could not set no_new_privs for the seccomp filter")
+        prog, _buffer, byref = FPROG
+        if LIBC.prctl(22, 2, byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+            raise OSError("could not load the seccomp filter")
+
+
+def ipc_ids(kind):
+    """The ids of the System V objects of ``kind`` (shm, msg, sem) in our IPC namespace."""
+    try:
+        with open(f"/proc/sysvipc/{kind}") as fh:
+            lines = fh.read().splitlines()[1:]
+    except OSError:
+        return []
+    return [int(line.split()[1]) for line in lines if line.split()[1:2]]
+
+
+def remove_ipc(kind, ident):
+    """``IPC_RMID`` (0) on one System V object; 0 when removed."""
+    if kind == "sem":
+        return LIBC.semctl(ident, 0, 0)
+    return (LIBC.shmctl if kind == "shm" else LIBC.msgctl)(ident, 0, None)
+
+
+def clear_ipc():
+    """Remove every System V object and POSIX message queue of our IPC namespace; return
+    whether none is left.
+
+    Only their owner (or CAP_SYS_ADMIN, which a root supervisor does not keep) may remove
+    them, so a root supervisor takes the commands' uid as its effective one meanwhile: its
+    real and saved uid stay root, so no process of that uid may signal it even then.
+    """
+    uid = (CONFIG.get("user") or [None])[0]
+    switched = uid is not None and os.geteuid() == 0
+    if switched:
+        os.setresuid(-1, uid, -1)
+    left = 0
+    try:
+        for kind in ("shm", "msg", "sem"):
+            for ident in ipc_ids(kind):
+                if LIBC is None or remove_ipc(kind, ident) != 0:
+                    left += 1
+        try:
+            names = os.listdir("/dev/mqueue")
+        except OSError:
+            names = []
+        for name in names:
+            try:
+                os.unlink("/dev/mqueue/" + name)
+            except OSError:
+                left += 1
+    finally:
+        if switched:
+            os.setresuid(-1, 0, -1)
+    return left == 0
+
+
 def load_part():
     """What the second part (``_supervisor_spare.py``, argument 2) defines: how a child is
     set up as root (``preexec``) and forked ahead (``Prefork``). It runs on our names."""
@@ -278,7 +367,7 @@ class Command:
         if launched is not None:  # the pre-forked child: set up already, it only execs
             self.proc = launched
         elif self.procs or msg.get("rlimits") or CONFIG.get("user") is not None \
-                or CONFIG.get("capbset"):
+                or CONFIG.get("capbset") or CONFIG.get("seccomp") or CONFIG.get("own_ipc"):
             self.proc = subprocess.Popen(
                 msg["argv"], stdin=subprocess.PIPE if data else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -433,21 +522,38 @@ def main():
     if CONFIG.get("sweep") and (os.getuid() == 0 or not os.path.exists("/.dockerenv")):
         guarded = False  # kill(-1) belongs in a container, as an unprivileged user
         CONFIG["sweep"] = False
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # a command that closes its stdin must not end us: a write there fails with EPIPE instead
+    # (every child starts with SIGPIPE at its default again)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     if CONFIG.get("capbset") and empty_bounding_set():
         CONFIG["capbset"] = False  # inherited empty by every child
     if CONFIG.get("shield"):
         for sig in SHIELDED:
             signal.signal(sig, signal.SIG_IGN)
+    if CONFIG.get("clear_ipc") and not clear_ipc():
+        return  # what an earlier supervisor's command left stays: refuse to serve beside it
     sel = selectors.DefaultSelector()
     os.set_blocking(0, False)
     sel.register(0, selectors.EVENT_READ, (None, "host"))
     commands: dict[int, Command] = {}
     prefork = PART["Prefork"](sel) if CONFIG.get("prefork") else NoPrefork()
-    buf = bytearray()
     write_frame({"ready": os.getpid(), "guarded": guarded})
     if not guarded and CONFIG.get("require_guard"):
         return
+    try:
+        serve(sel, commands, prefork)
+    except BrokenPipeError:
+        pass  # the host stopped reading: it is gone
+    finally:  # nothing of ours may outlive the host
+        prefork.close()
+        for cmd in commands.values():
+            cmd.kill(0.5)
+
+
+def serve(sel, commands, prefork):
+    """Run the host's commands until its stream ends (or a command leaves IPC objects that
+    cannot be removed: a fresh supervisor then serves the next call)."""
+    buf = bytearray()
     while True:
         now = time.monotonic()
         wait = min((c.wake_at() for c in commands.values()), default=now + 3600) - now
@@ -460,10 +566,7 @@ def main():
                 chunk = os.read(0, 1 << 20)
             except BlockingIOError:
                 continue
-            if not chunk:  # the host is gone: nothing of ours may outlive it
-                prefork.close()
-                for cmd in commands.values():
-                    cmd.kill(0.5)
+            if not chunk:  # the host is gone
                 return
             buf += chunk
             while len(buf) >= HEAD.size:
@@ -491,10 +594,13 @@ def main():
                     write_frame({"id": msg["id"], "error": f"could not start "
                                  f"{msg['argv'][0]!r}: {exc}"})
         now = time.monotonic()
-        for done in [k for k, c in commands.items() if c.step(now)]:
+        finished = [k for k, c in commands.items() if c.step(now)]
+        for done in finished:
             commands.pop(done).finish()
+        # after the reply, before the next request is read: the next command sees none of it
+        if finished and not commands and CONFIG.get("clear_ipc") and not clear_ipc():
+            return
         prefork.refill(bool(commands))
-
 
 if __name__ == "__main__":
     main()

@@ -3,8 +3,9 @@
 Standard library only, like `jianmu.execution._supervisor_main`: the host passes this source
 as the supervisor's second argument and the supervisor runs it on its own names (``CONFIG``,
 ``SHIELDED``...). `preexec` is what a child forked for a command does before ``exec``: as
-root, enter the cwd, join the command's control group, empty the bounding set; then the
-rlimits; then drop to the user.
+root, enter the cwd, join the command's control group, empty the bounding set, take its own
+IPC namespace and load the seccomp filter (as configured); then the rlimits; then drop to the
+user.
 
 A `Spare` (``prefork`` on) is that child forked for the next command as soon as the host
 named its control group, the root-side part done, in its own session, with its own pipes on
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # at run time the supervisor runs this file on its own names
         SHIELDED,
         Child,
         empty_bounding_set,
+        harden,
     )
 
 
@@ -41,9 +43,10 @@ def child_setup(cwd, procs):
     """What a child does before it runs a command: as root, then as the user.
 
     Returns ``(enter, drop)``: ``enter`` resets the signals, enters ``cwd`` as root (like
-    bubblewrap's --chdir and a cold start), joins the control group and empties the bounding
-    set; ``drop`` drops to the user (every capability goes) and enters ``cwd`` if root could
-    not. The rlimits go between the two.
+    bubblewrap's --chdir and a cold start), joins the control group, empties the bounding
+    set and hardens the child (`harden`: IPC namespace, seccomp filter); ``drop`` drops to
+    the user (every capability goes) and enters ``cwd`` if root could not. The rlimits go
+    between the two.
     """
     user, capbset = CONFIG.get("user"), CONFIG.get("capbset")
     shielded = SHIELDED if CONFIG.get("shield") else []
@@ -64,6 +67,7 @@ def child_setup(cwd, procs):
                 os.close(fd)
         if capbset and not empty_bounding_set():
             raise OSError("could not empty the capability bounding set")
+        harden()  # its own IPC namespace, the seccomp filter: as root, ahead of the call
 
     def drop():
         if user is not None:

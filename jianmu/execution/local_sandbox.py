@@ -4,9 +4,15 @@ Layers, each used where this machine allows it:
 
 - always: its own session and process group, ``setrlimit`` (CPU seconds, file size, address
   space when no memory control group binds, processes for non-root users), a private temporary
-  folder as ``HOME`` and ``TMPDIR``, and a minimal environment (no host secrets);
+  folder as ``HOME`` and ``TMPDIR``, a minimal environment (no host secrets), no new
+  privileges, and a seccomp filter that refuses the kernel keyring (``add_key``, ``keyctl``,
+  ``request_key``: shared by every process of a uid, see `jianmu.execution._harden`);
 - a control group per command (root, or a delegated cgroup): ``pids.max``, a memory limit whose
-  OOM kills are counted, a CPU quota, and a way to kill every process the command started;
+  OOM kills are counted, a CPU quota, and a way to kill every process the command started; all
+  of them in one group of the sandbox with the memory limit too, so that what outlives a
+  command (a file in a tmpfs, shared memory, page cache) stays within it;
+- an IPC namespace per command (bubblewrap, or root without it); a warm sandbox with
+  bubblewrap has one for the sandbox, emptied after each command;
 - as root: the command runs as an unprivileged uid (the workspace's owner, or nobody), with no
   capabilities, so it cannot read what only root may read; the workspace is granted to that
   uid with an ACL (see `jianmu.execution._acl`);
@@ -21,7 +27,8 @@ Layers, each used where this machine allows it:
 
 The network is off unless ``network=True``. When the command's main process exits, or at its
 timeout, whatever it left running is killed: the pid namespace dies with its first process,
-and the control group is emptied.
+and the control group is emptied. A sandbox runs one command at a time, so no command sees
+another one running (its processes, their environment and memory).
 """
 
 from __future__ import annotations
@@ -44,8 +51,9 @@ from jianmu.constraints import DEFAULT_TIMEOUT_S
 from jianmu.errors import SandboxUnavailableError
 from jianmu.execution._acl import grant_tree, sandbox_user
 from jianmu.execution._bwrap import bwrap_argv, bwrap_available, bwrap_binds_fds, bwrap_problem
-from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
+from jianmu.execution._cgroup import CgroupNest, cgroup_support, sweep_stale_cgroups
 from jianmu.execution._child import ChildHandle, ChildOutcome, ChildSpec, run_child
+from jianmu.execution._harden import SeccompFilter, keyring_filter, seccomp_fd
 from jianmu.execution._local_warm import LocalWarm
 from jianmu.execution._mounts import open_real_dir
 from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, CappedBuffer, exec_result
@@ -89,7 +97,8 @@ class LocalSandbox(BaseSandbox):
         network: ``True`` lets commands use the network; ``False`` or ``None`` (the default)
             cuts it, which needs bubblewrap.
         use_bwrap: ``None`` uses bubblewrap when it works here; ``True`` requires it.
-        memory_mb: Memory limit of one command, in MiB.
+        memory_mb: Memory limit, in MiB, of each command and of what the sandbox's commands
+            hold together (with control groups: files in a tmpfs, shared memory, page cache).
         cpus: CPU share of one command (needs a cpu control group).
         pids: Processes one command may have at once.
         cpu_seconds: CPU-time limit; default: the timeout times the number of cores, plus one.
@@ -157,6 +166,15 @@ class LocalSandbox(BaseSandbox):
         self.warm_problem: str | None = self._warm_problem(warm)
         """Why commands start cold here, or ``None`` when a warm supervisor runs them."""
         self._warm: LocalWarm | None = None
+        self._nest: CgroupNest | None = None
+        # the keyring filter: bubblewrap or the warm supervisor loads the program, a cold
+        # child without bubblewrap this prepared copy
+        self._seccomp = keyring_filter()
+        self._filter = None if self._seccomp is None or self.uses_bwrap \
+            else SeccompFilter(self._seccomp)
+        # one command at a time: a running command is never seen by another (its processes,
+        # their environment, its IPC objects), in the same pid namespace and uid as it
+        self._turn = anyio.Lock(fast_acquire=True)
         if pids is not None and os.geteuid() == 0 and "pids" not in self._controllers:
             raise SandboxUnavailableError(
                 f"pids={pids!r} cannot be enforced: RLIMIT_NPROC does not bind root and no "
@@ -210,6 +228,7 @@ class LocalSandbox(BaseSandbox):
             "cgroup": sorted(self._controllers),
             "memory": "cgroup" if "memory" in self._controllers else "rlimit_as",
             "warm": self.warm,
+            "keyring": "blocked" if self._seccomp is not None else "shared",
         }
 
     async def start(self) -> None:
@@ -225,15 +244,20 @@ class LocalSandbox(BaseSandbox):
             os.chown(tmp, *user)
         self._tmp, self._user = tmp, user
         await anyio.to_thread.run_sync(sweep_stale_cgroups)
+        support = self._support
+        if support is not None:
+            memory = self.memory_mb * 1024 * 1024 if self.memory_mb else None
+            self._nest = await anyio.to_thread.run_sync(
+                lambda: CgroupNest(support, memory_bytes=memory))
         if self.warm_problem is not None:
             _log.info("LocalSandbox: every command starts cold (%s)", self.warm_problem)
-        elif self._support is not None:
+        elif self._nest is not None:
             bwrap = None if not self.uses_bwrap else {
                 "network": self.network, "tmp": tmp, "workspace": self.workspace,
                 "search_path": self._search_path(),
             }
-            self._warm = LocalWarm(support=self._support, bwrap=bwrap, user=user,
-                                   cwd=self.workspace)
+            self._warm = LocalWarm(nest=self._nest, bwrap=bwrap, user=user,
+                                   cwd=self.workspace, seccomp=self._seccomp)
 
     async def close(self) -> None:
         """Kill running commands and remove the private temporary folder; idempotent."""
@@ -242,6 +266,9 @@ class LocalSandbox(BaseSandbox):
         warm, self._warm = self._warm, None
         if warm is not None:
             await anyio.to_thread.run_sync(warm.close)
+        nest, self._nest = self._nest, None
+        if nest is not None:
+            await anyio.to_thread.run_sync(nest.remove)
         tmp, self._tmp = self._tmp, None
         if tmp is not None:
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))
@@ -254,26 +281,34 @@ class LocalSandbox(BaseSandbox):
             SandboxError: the process could not be started.
         """
         timeout = call.timeout_or(self.timeout)
-        await self.start()
-        assert self._tmp is not None
-        workdir = self.workspace / call.cwd
-        if not workdir.is_dir():
-            raise ValueError(
-                f"cwd {call.cwd!r} is not a folder in the workspace {str(self.workspace)!r}"
-            )
         if call.ro_mounts and not self.read_only_mounts:
             raise SandboxUnavailableError(
                 "read-only mounts need bubblewrap 0.8 or later (--ro-bind-fd), not usable here"
             )
-        if self._warm is not None and not call.ro_mounts:  # a new bind needs a cold start
-            return await self._run_warm(self._warm, call, workdir, timeout)
+        async with self._turn:
+            await self.start()
+            workdir = self.workspace / call.cwd
+            if not workdir.is_dir():
+                raise ValueError(
+                    f"cwd {call.cwd!r} is not a folder in the workspace {str(self.workspace)!r}"
+                )
+            if self._warm is not None and not call.ro_mounts:  # a new bind: a cold start
+                return await self._run_warm(self._warm, call, workdir, timeout)
+            return await self._run_cold(call, workdir, timeout)
+
+    async def _run_cold(self, call: ExecCall, workdir: Path, timeout: float) -> ExecResult:
+        """Run one call in a child process of its own; see `run`."""
         ro_fds: dict[int, str] = {}
+        filter_fd: int | None = None  # bwrap loads the seccomp filter from it
         handle = ChildHandle()
         self._running.add(handle)
         try:
             for host, target in call.ro_mounts.items():
                 ro_fds[open_real_dir(host)] = target
-            spec = self._child_spec(call.argv, workdir, call.env, timeout, ro_fds)
+            if self.uses_bwrap and self._seccomp is not None:
+                filter_fd = seccomp_fd(self._seccomp)
+            spec = self._child_spec(call.argv, workdir, call.env, timeout, ro_fds,
+                                    filter_fd=filter_fd)
             outcome = await anyio.to_thread.run_sync(
                 run_child, spec, call.stdin, timeout, self.output_limit, handle,
                 abandon_on_cancel=True,
@@ -285,8 +320,8 @@ class LocalSandbox(BaseSandbox):
             raise
         finally:
             self._running.discard(handle)
-            for fd in ro_fds:  # bwrap holds its own copies once started
-                os.close(fd)
+            for fd in [*ro_fds, *([] if filter_fd is None else [filter_fd])]:
+                os.close(fd)  # bwrap holds its own copies once started
         return self._result(outcome, timeout)
 
     async def _run_warm(
@@ -323,7 +358,7 @@ class LocalSandbox(BaseSandbox):
 
     def _child_spec(
         self, argv: list[str], workdir: Path, env: Mapping[str, str], timeout: float,
-        ro_fds: Mapping[int, str], *, wrap: bool = True,
+        ro_fds: Mapping[int, str], *, wrap: bool = True, filter_fd: int | None = None,
     ) -> ChildSpec:
         assert self._tmp is not None
         home = "/tmp" if self.uses_bwrap else str(self._tmp)
@@ -340,7 +375,7 @@ class LocalSandbox(BaseSandbox):
             argv = bwrap_argv(
                 argv, network=self.network, user=self._user, tmp=self._tmp,
                 workspace=self.workspace, workdir=workdir, search_path=full_env["PATH"],
-                ro_fds=ro_fds,
+                ro_fds=ro_fds, seccomp_fd=filter_fd,
             )
         cpu_seconds = self.cpu_seconds or math.ceil(timeout * (os.cpu_count() or 1)) + 1
         memory = self.memory_mb * 1024 * 1024 if self.memory_mb else None
@@ -353,11 +388,15 @@ class LocalSandbox(BaseSandbox):
         if self.pids is not None and os.geteuid() != 0:
             # RLIMIT_NPROC counts every task of the user, so allow for the ones already running.
             limits.append((resource.RLIMIT_NPROC, user_tasks() + self.pids))
-        # Without bubblewrap, the child drops to the user itself (bwrap's setpriv does it inside).
+        # Without bubblewrap, the child drops to the user itself (bwrap's setpriv does it
+        # inside), takes its own IPC namespace where it may (root) and loads the filter.
         user = None if self.uses_bwrap else self._user
+        fds = (*ro_fds, *(() if filter_fd is None else (filter_fd,)))
         return ChildSpec(
             argv=argv, env=full_env, cwd=str(workdir), limits=limits, user=user,
-            pids=self.pids, memory_bytes=memory, cpus=self.cpus, pass_fds=tuple(ro_fds),
+            pids=self.pids, memory_bytes=memory, cpus=self.cpus, nest=self._nest,
+            pass_fds=fds, own_ipc=not self.uses_bwrap and os.geteuid() == 0,
+            seccomp=self._filter,
         )
 
     def _result(self, outcome: ChildOutcome | Reply, timeout: float) -> ExecResult:

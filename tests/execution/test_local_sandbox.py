@@ -11,7 +11,6 @@ import anyio
 import pytest
 
 import jianmu.execution._bwrap as bwrap_mod
-import jianmu.execution._child as child_mod
 import jianmu.execution.local_sandbox as local_mod
 from jianmu.errors import SandboxUnavailableError
 from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
@@ -31,7 +30,6 @@ def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
     """Behave as on a machine without writable control groups."""
     monkeypatch.setattr(local_mod, "cgroup_support", lambda: None)
-    monkeypatch.setattr(child_mod, "create_cgroup", lambda **_: None)
 
 
 @pytest.mark.parametrize(
