@@ -12,7 +12,8 @@ on the server side, since an MCP host cannot be asked to honour it:
 - ``max_tool_calls`` and ``rate_limits`` count the calls of the whole server process.
 
 Calls run through `ToolSet.execute` under a `ToolRunner` built from the execution
-constraints, so failures become ``isError`` results and code runs where the config says.
+constraints, so failures become ``isError`` results and code runs where the config says; over
+HTTP each client gets a runner, and so a sandbox, of its own (`jianmu.mcp._client_runners`).
 Skills may be served beside the tools: prompt skills as MCP prompts and skill files as MCP
 resources (see `jianmu.mcp.skill_content`).
 """
@@ -33,6 +34,7 @@ from jianmu.errors import MissingExtraError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChecker
 from jianmu.mcp._bridge import require_mcp
+from jianmu.mcp._client_runners import ClientRunners
 from jianmu.mcp.skill_content import FileSource, PromptSource, SkillContent
 from jianmu.runtime.context import RunContext
 from jianmu.tools.calls import ToolCall, ToolResult, render_output
@@ -113,7 +115,8 @@ def build_mcp_server(
         toolset: The tools to serve (deprecated ones are left out).
         guard: The guard constraints, usually the config's ``guard``; see the module docstring.
         execution: Execution constraints for the `ToolRunner` (ignored with ``runner``).
-        runner: A `ToolRunner` to use; by default one is built from ``execution`` and closed
+        runner: A `ToolRunner` to use, for every client; by default one is built from
+            ``execution`` (and one more for each HTTP client, its own sandbox) and closed
             when the server stops.
         name: The server's name, sent to clients (its version is Jianmu's).
         user_roles: Roles of whoever connects; ``admin`` exposes admin_only tools.
@@ -135,6 +138,8 @@ def build_mcp_server(
     owned_runner = runner is None
     if runner is None:
         runner = ToolRunner.from_execution_constraints(execution)
+    runners = ClientRunners(runner, (lambda: ToolRunner.from_execution_constraints(execution))
+                            if owned_runner else None)
     # The guard resolves path arguments against the folder the tools run in (the runner's
     # workspace: execution.workdir), never the server's own working folder.
     workspace = runner.workspace
@@ -154,8 +159,7 @@ def build_mcp_server(
             yield {}
         finally:
             if owned_runner:
-                with anyio.CancelScope(shield=True):
-                    await runner.close()
+                await runners.close()
 
     async def list_tools(_ctx: Any, _params: Any) -> Any:
         return types.ListToolsResult(tools=list(listing))
@@ -189,7 +193,8 @@ def build_mcp_server(
         # counted before the await: a concurrent call sees it (nothing awaits in between)
         ledger = ledger.after([found.name], enforcer.clock(),
                               timed=enforcer.rate_limited(found.name))
-        result = await chosen.execute(found.name, args, runner=runner)
+        async with runners.runner_for(_ctx.request) as client_runner:
+            result = await chosen.execute(found.name, args, runner=client_runner)
         if not result.ok:
             return _error(result.error or f"tool {found.name!r} failed")
         return _success(result)
