@@ -9,7 +9,12 @@ Compared in the same run against a plain ``subprocess.run`` of the same command:
 
 Each LocalSandbox runs twice: ``warm=False`` (every command starts cold: the path before
 warm supervisors) and warm (one supervisor per sandbox). The first call of a sandbox, which
-starts its supervisor or container, is reported on its own ("cold start").
+starts its supervisor or container, is reported on its own ("cold start"). The warm rows pay
+for the isolation between calls (issue 27): one command at a time, the keyring's seccomp
+filter, and an IPC namespace per call (no bubblewrap, as root) or the sandbox's emptied after
+each call (bubblewrap, Docker). The per-call namespace and the filter are set up in the child
+forked ahead of the call; the row "ahead of a call: IPC namespace" shows what the namespace
+costs there, off the call's path.
 
 Targets (issue 16): LocalSandbox warm call of ``true`` at most 3x a plain ``subprocess.run``;
 with bubblewrap (no network) at most 4x; a warm DockerSandbox call at most 5 ms. The figure is
@@ -132,6 +137,20 @@ _FORK_EXEC = (
     "    os.waitpid(pid, 0); t.append(time.perf_counter() - s)\n"
     "print(statistics.median(t))\n"
 )
+# what a warm call's child forked ahead pays for its own IPC namespace (root, no bubblewrap)
+_OWN_IPC = (
+    "import ctypes, os, time, statistics\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "r, w = os.pipe(); t = []\n"
+    "for _ in range(30):\n"
+    "    pid = os.fork()\n"
+    "    if pid == 0:\n"
+    "        s = time.perf_counter(); ok = libc.unshare(0x08000000) == 0\n"
+    "        os.write(w, repr(time.perf_counter() - s if ok else -1.0).encode().ljust(32))\n"
+    "        os._exit(0)\n"
+    "    os.waitpid(pid, 0); t.append(float(os.read(r, 32)))\n"
+    "print(statistics.median(t))\n"
+)
 
 
 def main() -> None:
@@ -190,6 +209,10 @@ def main() -> None:
         fork = _small_python(_FORK_EXEC)
         rows.append(("floor: fork+exec from a small python", f"{fork * 1000:.2f}",
                      ratio(fork), "-", "-", "what a supervisor pays per call"))
+        own_ipc = _small_python(_OWN_IPC)
+        if own_ipc >= 0:  # root may make namespaces
+            rows.append(("ahead of a call: IPC namespace", f"{own_ipc * 1000:.2f}",
+                         ratio(own_ipc), "-", "-", "warm, no bwrap: in the child forked ahead"))
         try:
             for warm in (False, True):
                 docker_box = DockerSandbox(workspace, warm=warm)

@@ -41,12 +41,16 @@ DRAIN = 1.0  # after a kill, how long to read what is left in the pipes
 CONFIG = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 
 
+try:
+    import ctypes
+except ImportError:  # an image's python3 without it: no guard, and the host says so
+    ctypes = None
+
+
 def _libc():
     try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True)
-    except (ImportError, OSError):
+        return None if ctypes is None else ctypes.CDLL(None, use_errno=True)
+    except OSError:
         return None
 
 
@@ -249,14 +253,14 @@ def _fprog(hexed):
     """The ``struct sock_fprog`` of the config's seccomp program, built once, before forks."""
     if not hexed or LIBC is None:
         return None
-    import ctypes
 
     class Fprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     program = bytes.fromhex(hexed)
     buffer = ctypes.create_string_buffer(program, len(program))
-    return Fprog(len(program) // 8, ctypes.addressof(buffer)), buffer, ctypes.byref
+    prog = Fprog(len(program) // 8, ctypes.addressof(buffer))
+    return ctypes.byref(prog), prog, buffer  # the last two kept alive with it
 
 
 FPROG = _fprog(CONFIG.get("seccomp"))
@@ -272,8 +276,7 @@ def harden():
     if CONFIG.get("seccomp"):
         if FPROG is None or prctl(38, 1) != 0:  # PR_SET_NO_NEW_PRIVS
             raise OSError("could not set no_new_privs for the seccomp filter")
-        prog, _buffer, byref = FPROG
-        if LIBC.prctl(22, 2, byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        if LIBC.prctl(22, 2, FPROG[0], 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
             raise OSError("could not load the seccomp filter")
 
 
@@ -294,6 +297,28 @@ def remove_ipc(kind, ident):
     return (LIBC.shmctl if kind == "shm" else LIBC.msgctl)(ident, 0, None)
 
 
+IPC_INFO = None if LIBC is None else (ctypes.c_int * 64)()
+
+
+def ipc_in_use():
+    """Whether our IPC namespace may hold an object: three ``*_INFO`` counts and one folder,
+    a few system calls (the full lists in ``/proc/sysvipc`` cost far more)."""
+    if IPC_INFO is None:
+        return True
+    # each count read before the next call reuses the buffer: SHM_INFO's used_ids, MSG_INFO's
+    # msgpool (queues), SEM_INFO's semusz (sets)
+    if LIBC.shmctl(0, 14, IPC_INFO) < 0 or IPC_INFO[0]:
+        return True
+    if LIBC.msgctl(0, 12, IPC_INFO) < 0 or IPC_INFO[0]:
+        return True
+    if LIBC.semctl(0, 0, 19, IPC_INFO) < 0 or IPC_INFO[7]:
+        return True
+    try:
+        return bool(os.listdir("/dev/mqueue"))
+    except OSError:
+        return True  # no queue can be listed (nor removed): not known to be empty
+
+
 def clear_ipc():
     """Remove every System V object and POSIX message queue of our IPC namespace; return
     whether none is left.
@@ -302,6 +327,8 @@ def clear_ipc():
     them, so a root supervisor takes the commands' uid as its effective one meanwhile: its
     real and saved uid stay root, so no process of that uid may signal it even then.
     """
+    if not ipc_in_use():
+        return True
     uid = (CONFIG.get("user") or [None])[0]
     switched = uid is not None and os.geteuid() == 0
     if switched:
@@ -315,7 +342,7 @@ def clear_ipc():
         try:
             names = os.listdir("/dev/mqueue")
         except OSError:
-            names = []
+            names, left = [], left + 1  # not mounted: queues we cannot see may be there
         for name in names:
             try:
                 os.unlink("/dev/mqueue/" + name)

@@ -130,11 +130,12 @@ def _host_keys() -> str:
     return "".join(Path(f"/proc/sysvipc/{k}").read_text() for k in ("shm", "msg", "sem"))
 
 
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
 @pytest.mark.parametrize("kind", KINDS)
-async def test_ipc_objects_reach_no_other_call(opener: Opener, kind: str) -> None:
+async def test_ipc_objects_reach_no_other_call(opener: Opener, kind: str, warm: bool) -> None:
     key, name = 0x4A4D0000 + uuid.uuid4().int % 0xFFFF, f"/jm-{uuid.uuid4().hex[:8]}"
     secret = f"IPC-SECRET-{uuid.uuid4().hex[:10]}"
-    async with opener() as box:
+    async with opener(warm=warm) as box:
         made = await box.exec([box.py, "-c", _IPC, "write", str(key), name, secret])
         assert made.stdout == "MADE True True True\n", made
         for _ in range(2):  # the next call, and the one after a call that did nothing
