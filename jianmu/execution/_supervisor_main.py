@@ -44,7 +44,7 @@ CONFIG = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 try:
     import ctypes
 except ImportError:  # an image's python3 without it: no guard, and the host says so
-    ctypes = None
+    ctypes = None  # type: ignore[assignment]
 
 
 def _libc():

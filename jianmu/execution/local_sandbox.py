@@ -175,6 +175,7 @@ class LocalSandbox(BaseSandbox):
         # one command at a time: a running command is never seen by another (its processes,
         # their environment, its IPC objects), in the same pid namespace and uid as it
         self._turn = anyio.Lock(fast_acquire=True)
+        self._starting = anyio.Lock()
         if pids is not None and os.geteuid() == 0 and "pids" not in self._controllers:
             raise SandboxUnavailableError(
                 f"pids={pids!r} cannot be enforced: RLIMIT_NPROC does not bind root and no "
@@ -232,32 +233,43 @@ class LocalSandbox(BaseSandbox):
         }
 
     async def start(self) -> None:
-        """Create the workspace and the private temporary folder; idempotent."""
+        """Create the workspace, the private temporary folder and the sandbox's control group;
+        idempotent.
+
+        Raises:
+            SandboxError: the control groups were usable when probed but the sandbox's could
+                not be made (nothing runs without the limits it promises).
+        """
         if self._tmp is not None:
             return
+        async with self._starting:
+            if self._tmp is None:
+                await self._start()
+
+    async def _start(self) -> None:
         self.workspace.mkdir(parents=True, exist_ok=True)
         user = sandbox_user(self.workspace)
         if user is not None and user[0] != self.workspace.stat().st_uid:
             await anyio.to_thread.run_sync(grant_tree, self.workspace, user[0])
+        await anyio.to_thread.run_sync(sweep_stale_cgroups)
+        support, nest = self._support, None
+        if support is not None:
+            memory = self.memory_mb * 1024 * 1024 if self.memory_mb else None
+            nest = await anyio.to_thread.run_sync(
+                lambda: CgroupNest(support, memory_bytes=memory))
         tmp = Path(tempfile.mkdtemp(prefix="jianmu-sandbox-"))
         if user is not None:
             os.chown(tmp, *user)
-        self._tmp, self._user = tmp, user
-        await anyio.to_thread.run_sync(sweep_stale_cgroups)
-        support = self._support
-        if support is not None:
-            memory = self.memory_mb * 1024 * 1024 if self.memory_mb else None
-            self._nest = await anyio.to_thread.run_sync(
-                lambda: CgroupNest(support, memory_bytes=memory))
+        self._tmp, self._user, self._nest = tmp, user, nest
         if self.warm_problem is not None:
             _log.info("LocalSandbox: every command starts cold (%s)", self.warm_problem)
-        elif self._nest is not None:
+        elif nest is not None:
             bwrap = None if not self.uses_bwrap else {
                 "network": self.network, "tmp": tmp, "workspace": self.workspace,
                 "search_path": self._search_path(),
             }
-            self._warm = LocalWarm(nest=self._nest, bwrap=bwrap, user=user,
-                                   cwd=self.workspace, seccomp=self._seccomp)
+            self._warm = LocalWarm(nest=nest, bwrap=bwrap, user=user, cwd=self.workspace,
+                                   seccomp=self._seccomp)
 
     async def close(self) -> None:
         """Kill running commands and remove the private temporary folder; idempotent."""

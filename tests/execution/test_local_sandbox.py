@@ -12,7 +12,7 @@ import pytest
 
 import jianmu.execution._bwrap as bwrap_mod
 import jianmu.execution.local_sandbox as local_mod
-from jianmu.errors import SandboxUnavailableError
+from jianmu.errors import SandboxError, SandboxUnavailableError
 from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from tests.execution._helpers import processes_with, wait_gone
@@ -270,3 +270,21 @@ def test_minimal_root_binds_python_and_path_but_no_secrets(tmp_path: Path) -> No
     assert "/etc/passwd" in bound and "/" not in bound
     assert not any(p.startswith(("/etc/shadow", "/etc/ssl/private", "/run", "/var", "/root/."))
                    and p not in kept for p in bound)
+
+
+async def test_a_sandbox_group_that_cannot_be_made_fails_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if cgroup_support() is None:
+        pytest.skip("no control groups here")
+
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise SandboxError("could not create a control group for the command: no room")
+
+    monkeypatch.setattr(local_mod, "CgroupNest", refuse)
+    box = LocalSandbox(tmp_path, use_bwrap=False, network=True)
+    with pytest.raises(SandboxError, match="control group"):
+        await box.exec("true")  # never without the limits it promises
+    monkeypatch.undo()
+    async with box:
+        assert (await box.exec("echo ok")).stdout == "ok\n"
