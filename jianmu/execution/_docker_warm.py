@@ -27,7 +27,7 @@ from typing import Any
 from jianmu.errors import SandboxError
 from jianmu.execution._docker_io import unpack_in
 from jianmu.execution._output import CappedBuffer, exec_result
-from jianmu.execution._warm import SPARE_SOURCE, SUPERVISOR_SOURCE, Reply, Supervisor
+from jianmu.execution._warm import PART_SOURCES, SUPERVISOR_SOURCE, Reply, Supervisor
 from jianmu.execution.sandbox import ExecResult
 
 __all__ = ("DockerChannel", "DockerWarm", "warm_result")
@@ -50,7 +50,7 @@ class DockerChannel:
     """A supervisor's stdin and stdout over its ``docker exec`` socket (stderr kept aside)."""
 
     def __init__(self, api: Any, container_id: str, user: str) -> None:
-        argv = [_PYTHON, "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(_CONFIG), SPARE_SOURCE]
+        argv = [_PYTHON, "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(_CONFIG), *PART_SOURCES]
         self.exec_id = api.exec_create(
             container_id, argv, stdin=True, stdout=True, stderr=True, user=user,
             workdir="/workspace",

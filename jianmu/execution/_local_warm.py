@@ -29,7 +29,7 @@ from jianmu.errors import SandboxError
 from jianmu.execution._bwrap import CGROUP_MOUNT, supervisor_argv
 from jianmu.execution._cgroup import CgroupNest, CommandCgroup
 from jianmu.execution._child import ChildHandle
-from jianmu.execution._warm import SPARE_SOURCE, SUPERVISOR_SOURCE, Reply, Supervisor
+from jianmu.execution._warm import PART_SOURCES, SUPERVISOR_SOURCE, Reply, Supervisor
 
 __all__ = ("LocalWarm", "PipeChannel", "supervisor_python")
 
@@ -117,7 +117,7 @@ class LocalWarm:
                   "clear_ipc": self._bwrap is not None,
                   "own_ipc": self._bwrap is None and os.geteuid() == 0}
         argv = [supervisor_python(), "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(config),
-                SPARE_SOURCE]
+                *PART_SOURCES]
         if self._bwrap is not None:
             assert self._user is not None
             argv = supervisor_argv(argv, user=self._user, cgroups=self._nest.folders,

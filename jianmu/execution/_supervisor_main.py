@@ -17,12 +17,9 @@ neither trace it nor open its pipes through ``/proc``; ``guarded`` in the ready 
 ``shield`` mode it ignores every signal it may (a command of its own uid can still SIGKILL or stop
 it: the host then sees its stream end, or no reply, and sweeps from outside).
 
-What one command leaves in the kernel beside files is not seen by the next: with ``seccomp`` (a
-BPF program, hex) every child loads that filter (the keyring calls fail); with ``own_ipc`` each
-child gets an IPC namespace of its own; with ``clear_ipc`` (the host runs one command at a time)
-every System V object and POSIX message queue of the supervisor's IPC namespace is removed once
-no command runs, and the supervisor exits, for a fresh one, if one stays. SIGPIPE is ignored:
-a command that closes its stdin only ends what it is fed.
+What a command leaves in the kernel (IPC objects, keys) reaches no other: see the third part,
+`jianmu.execution._supervisor_isolation`. SIGPIPE is ignored: a command that closes its stdin
+only ends what it is fed.
 """
 
 from __future__ import annotations
@@ -35,6 +32,7 @@ import struct
 import subprocess
 import sys
 import time
+from typing import IO
 
 HEAD = struct.Struct(">II")
 DRAIN = 1.0  # after a kill, how long to read what is left in the pipes
@@ -163,28 +161,15 @@ def start_failure(msg, exc):
                  "left": 0, "error": None}, text)
 
 
-def which(name, path):
-    """``name`` searched for in ``path`` (the command's PATH, as subprocess does)."""
-    if "/" in name:
-        return name
-    denied = None
-    for folder in path.split(os.pathsep):
-        full = os.path.join(folder or ".", name)
-        if os.path.isfile(full):
-            if os.access(full, os.X_OK):
-                return full
-            denied = full
-    if denied is not None:
-        raise PermissionError(13, "Permission denied", denied)
-    raise FileNotFoundError(2, "No such file or directory", name)
-
-
 class Child:
     """Popen's ``poll`` and ``wait`` for a child whose ``pid`` is known (the second part's
-    `Launched` is one too)."""
+    `Spawned` and `Launched` are ones too)."""
 
     pid = 0
     returncode = None
+    stdin: IO[bytes] | None = None
+    stdout: IO[bytes]
+    stderr: IO[bytes]
 
     def poll(self):
         if self.returncode is None:
@@ -200,43 +185,6 @@ class Child:
         return self.returncode
 
 
-class Spawned(Child):
-    """A command started with ``posix_spawn`` in its own session, Popen's few methods."""
-
-    def __init__(self, argv, env, cwd, with_stdin):
-        path = which(argv[0], env.get("PATH", os.defpath))
-        if with_stdin:
-            child_in, parent_in = os.pipe()
-        else:
-            child_in, parent_in = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), None
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        try:
-            try:
-                os.chdir(cwd)
-            except OSError as exc:
-                raise ValueError(f"cannot enter {cwd!r}: {exc.strerror}") from None
-            self.pid = os.posix_spawn(
-                path, argv, env, setsid=True, setsigdef=SIGDEF,
-                file_actions=[(os.POSIX_SPAWN_DUP2, child_in, 0),
-                              (os.POSIX_SPAWN_DUP2, out_w, 1),
-                              (os.POSIX_SPAWN_DUP2, err_w, 2)],
-            )
-        except BaseException:
-            for fd in (parent_in, out_r, err_r):
-                if fd is not None:
-                    os.close(fd)
-            raise
-        finally:
-            os.chdir("/")
-            for fd in (child_in, out_w, err_w):
-                os.close(fd)
-        self.stdin = None if parent_in is None else os.fdopen(parent_in, "wb", buffering=0)
-        self.stdout = os.fdopen(out_r, "rb", buffering=0)
-        self.stderr = os.fdopen(err_r, "rb", buffering=0)
-        self.returncode = None
-
-
 def empty_bounding_set():
     """Drop every capability from the bounding set; whether it is empty now.
 
@@ -249,117 +197,13 @@ def empty_bounding_set():
     return True
 
 
-def _fprog(hexed):
-    """The ``struct sock_fprog`` of the config's seccomp program, built once, before forks."""
-    if not hexed or LIBC is None:
-        return None
-
-    class Fprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    program = bytes.fromhex(hexed)
-    buffer = ctypes.create_string_buffer(program, len(program))
-    prog = Fprog(len(program) // 8, ctypes.addressof(buffer))
-    return ctypes.byref(prog), prog, buffer  # the last two kept alive with it
-
-
-FPROG = _fprog(CONFIG.get("seccomp"))
-
-
-def harden():
-    """In a child before exec: its own IPC namespace and the seccomp filter, as configured.
-
-    Raises OSError when either cannot be had: the command must not run without them.
-    """
-    if CONFIG.get("own_ipc") and (LIBC is None or LIBC.unshare(0x08000000) != 0):
-        raise OSError("could not give the command its own IPC namespace")  # CLONE_NEWIPC
-    if CONFIG.get("seccomp"):
-        if FPROG is None or prctl(38, 1) != 0:  # PR_SET_NO_NEW_PRIVS
-            raise OSError("could not set no_new_privs for the seccomp filter")
-        if LIBC.prctl(22, 2, FPROG[0], 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-            raise OSError("could not load the seccomp filter")
-
-
-def ipc_ids(kind):
-    """The ids of the System V objects of ``kind`` (shm, msg, sem) in our IPC namespace."""
-    try:
-        with open(f"/proc/sysvipc/{kind}") as fh:
-            lines = fh.read().splitlines()[1:]
-    except OSError:
-        return []
-    return [int(line.split()[1]) for line in lines if line.split()[1:2]]
-
-
-def remove_ipc(kind, ident):
-    """``IPC_RMID`` (0) on one System V object; 0 when removed."""
-    if kind == "sem":
-        return LIBC.semctl(ident, 0, 0)
-    return (LIBC.shmctl if kind == "shm" else LIBC.msgctl)(ident, 0, None)
-
-
-IPC_INFO = None if LIBC is None else (ctypes.c_int * 64)()
-
-
-def ipc_in_use():
-    """Whether our IPC namespace may hold an object: three ``*_INFO`` counts and one folder,
-    a few system calls (the full lists in ``/proc/sysvipc`` cost far more)."""
-    if IPC_INFO is None:
-        return True
-    # each count read before the next call reuses the buffer: SHM_INFO's used_ids, MSG_INFO's
-    # msgpool (queues), SEM_INFO's semusz (sets)
-    if LIBC.shmctl(0, 14, IPC_INFO) < 0 or IPC_INFO[0]:
-        return True
-    if LIBC.msgctl(0, 12, IPC_INFO) < 0 or IPC_INFO[0]:
-        return True
-    if LIBC.semctl(0, 0, 19, IPC_INFO) < 0 or IPC_INFO[7]:
-        return True
-    try:
-        return bool(os.listdir("/dev/mqueue"))
-    except OSError:
-        return True  # no queue can be listed (nor removed): not known to be empty
-
-
-def clear_ipc():
-    """Remove every System V object and POSIX message queue of our IPC namespace; return
-    whether none is left.
-
-    Only their owner (or CAP_SYS_ADMIN, which a root supervisor does not keep) may remove
-    them, so a root supervisor takes the commands' uid as its effective one meanwhile: its
-    real and saved uid stay root, so no process of that uid may signal it even then.
-    """
-    if not ipc_in_use():
-        return True
-    uid = (CONFIG.get("user") or [None])[0]
-    switched = uid is not None and os.geteuid() == 0
-    if switched:
-        os.setresuid(-1, uid, -1)
-    left = 0
-    try:
-        for kind in ("shm", "msg", "sem"):
-            for ident in ipc_ids(kind):
-                if LIBC is None or remove_ipc(kind, ident) != 0:
-                    left += 1
-        try:
-            names = os.listdir("/dev/mqueue")
-        except OSError:
-            names, left = [], left + 1  # not mounted: queues we cannot see may be there
-        for name in names:
-            try:
-                os.unlink("/dev/mqueue/" + name)
-            except OSError:
-                left += 1
-    finally:
-        if switched:
-            os.setresuid(-1, 0, -1)
-    return left == 0
-
-
 def load_part():
-    """What the second part (``_supervisor_spare.py``, argument 2) defines: how a child is
-    set up as root (``preexec``) and forked ahead (``Prefork``). It runs on our names."""
+    """What the other parts (arguments 2 on) define, run on our names: how a child is set up
+    as root (``preexec``) and forked ahead (``Prefork``), `_supervisor_spare`; what keeps one
+    command's kernel state from the next (``harden``, ``clear_ipc``), `_supervisor_isolation`."""
     scope = dict(globals())
-    if len(sys.argv) > 2:
-        exec(compile(sys.argv[2], "<spare>", "exec"), scope)
+    for index, source in enumerate(sys.argv[2:]):
+        exec(compile(source, f"<part {index + 2}>", "exec"), scope)
     return scope
 
 
@@ -390,7 +234,7 @@ class Command:
         launched = None if spare is None else spare.launch(
             msg["argv"], env, data, msg.get("rlimits") or [])
         self.preforked = launched is not None
-        self.proc: subprocess.Popen[bytes] | Spawned
+        self.proc: subprocess.Popen[bytes] | Child
         if launched is not None:  # the pre-forked child: set up already, it only execs
             self.proc = launched
         elif self.procs or msg.get("rlimits") or CONFIG.get("user") is not None \
@@ -402,7 +246,7 @@ class Command:
                     msg["cwd"], self.procs, [tuple(x) for x in msg.get("rlimits", [])]),
             )
         else:  # nothing to do between fork and exec: spawn, far cheaper than forking Python
-            self.proc = Spawned(msg["argv"], env, msg["cwd"], bool(data))
+            self.proc = PART["Spawned"](msg["argv"], env, msg["cwd"], bool(data))
         sel.register(self.proc.stdout, selectors.EVENT_READ, (self, 0))
         sel.register(self.proc.stderr, selectors.EVENT_READ, (self, 1))
         if self.proc.stdin is not None:
@@ -557,7 +401,7 @@ def main():
     if CONFIG.get("shield"):
         for sig in SHIELDED:
             signal.signal(sig, signal.SIG_IGN)
-    if CONFIG.get("clear_ipc") and not clear_ipc():
+    if CONFIG.get("clear_ipc") and not PART["clear_ipc"]():
         return  # what an earlier supervisor's command left stays: refuse to serve beside it
     sel = selectors.DefaultSelector()
     os.set_blocking(0, False)
@@ -625,7 +469,7 @@ def serve(sel, commands, prefork):
         for done in finished:
             commands.pop(done).finish()
         # after the reply, before the next request is read: the next command sees none of it
-        if finished and not commands and CONFIG.get("clear_ipc") and not clear_ipc():
+        if finished and not commands and CONFIG.get("clear_ipc") and not PART["clear_ipc"]():
             return
         prefork.refill(bool(commands))
 

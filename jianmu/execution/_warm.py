@@ -23,12 +23,14 @@ from jianmu.errors import SandboxError
 from jianmu.execution._child import ChildHandle, ChildOutcome
 from jianmu.execution._output import CappedBuffer
 
-__all__ = ("SPARE_SOURCE", "SUPERVISOR_SOURCE", "Channel", "Raw", "Reply", "Supervisor", "frame")
+__all__ = ("PART_SOURCES", "SUPERVISOR_SOURCE", "Channel", "Raw", "Reply", "Supervisor", "frame")
 
 SUPERVISOR_SOURCE = (Path(__file__).with_name("_supervisor_main.py")).read_text()
-"""The supervisor program, run as ``python3 -I -S -c SUPERVISOR_SOURCE <config> [<spare>]``."""
-SPARE_SOURCE = (Path(__file__).with_name("_supervisor_spare.py")).read_text()
-"""Its pre-fork part, passed as the argument after the config when ``prefork`` is on."""
+"""The supervisor program, run as ``python3 -I -S -c SUPERVISOR_SOURCE <config> <parts>...``."""
+PART_SOURCES = tuple(Path(__file__).with_name(name).read_text()
+                     for name in ("_supervisor_spare.py", "_supervisor_isolation.py"))
+"""Its other parts, passed as the arguments after the config: how a child is set up and forked
+ahead; what keeps one command's kernel state from the next."""
 _HEAD = struct.Struct(">II")
 _READY_TIMEOUT = 30.0
 _INLINE = 1 << 15  # requests up to this size are written from the event loop itself

@@ -13,12 +13,10 @@ nobody, granted the workspace with an ACL, see `jianmu.execution._acl`). Command
 time, each under ``timeout -s KILL`` (which kills its process group). When the command returns,
 its wrapper shell runs the builtin ``kill -9 -1`` as the sandbox uid: every process that uid
 has in the container dies (``setsid``, double forks, ``nohup`` included) while the keeper's
-survive, and nothing needs to fork for it; then what the command left in the container's IPC
-namespace is removed (``ipcrm -a``, the message queues). When the wrapper may not have got
-there (killed, timed out, cancelled), a second exec does the same from outside; if even that
-exec cannot run (a fork bomb holds every pid), the container is replaced. A host-side deadline
-backs up the timeout. Docker's default seccomp profile, never turned off here, refuses the
-kernel keyring (one per uid, shared by every process of it).
+survive, and nothing needs to fork for it; then what it left in the IPC namespace goes. When
+the wrapper may not have got there (killed, timed out, cancelled), a second exec does the same
+from outside; if even that exec cannot run (a fork bomb holds every pid), the container is
+replaced. A host-side deadline backs up the timeout.
 
 Warm (the default): one supervisor per container, run by one long ``docker exec``, starts each
 command with the same guarantees, without a ``docker exec`` per call; see
@@ -74,9 +72,7 @@ T = TypeVar("T")
 _LABEL = "jianmu.sandbox"
 _GRACE = 5.0  # host-side slack past the in-container timeout before we step in
 _CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# What a command left in the container's IPC namespace (System V objects, message queues: the
-# user owns them) goes too, where the image has ipcrm.
-_CLEAR_IPC = "ipcrm -a 2>/dev/null; rm -f /dev/mqueue/* 2>/dev/null"
+_CLEAR_IPC = "ipcrm -a 2>/dev/null; rm -f /dev/mqueue/* 2>/dev/null"  # the user's IPC objects
 # kill(-1) reaches every process of the caller's uid but itself and pid 1; a builtin, no fork.
 _SWEEP = ["/bin/sh", "-c", f"kill -9 -1 2>/dev/null; {_CLEAR_IPC}; exit 0"]
 # The in-exec sweep lets the output stream close at once when leftovers hold it open and
