@@ -25,6 +25,7 @@ from jianmu.errors import (
     TreeInputError,
     UnknownTreeError,
 )
+from jianmu.nodes.state import inputs_message
 from jianmu.runtime.interaction import ApprovalRequest
 from jianmu.runtime.result import RunResult, RunStatus
 from jianmu.runtime.runner import ReactiveRunner
@@ -137,6 +138,9 @@ class DurableEngine:
         inputs = self.check_inputs(tree, inputs)
         built = self._trees[tree].factory(inputs)
         root, state = built if isinstance(built, tuple) else (built, None)
+        if state is not None and inputs and state.accepts("messages") and not state.get("messages"):
+            # an agent's tree with no conversation yet: the inputs are the user's request
+            state.append_port_messages({"role": "user", "content": inputs_message(inputs)})
         return ReactiveRunner(root, state, config=self.config, run_id=run_id,
                               user_roles=user_roles, extras={"durable_engine": self})
 
