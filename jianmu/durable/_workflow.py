@@ -41,7 +41,9 @@ _WAIT_S = 24 * 3600.0
 
 class _Engine(Protocol):
     name: str
-    client: Any
+
+    @property
+    def client(self) -> Any: ...
 
     def build_runner(self, tree: str, inputs: dict[str, Any], *, run_id: str,
                      user_roles: Any = ()) -> ReactiveRunner: ...
