@@ -16,7 +16,7 @@ from py_trees.common import Status
 from jianmu.config import AppConfig
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
-from jianmu.runtime.async_node import AsyncNode, RuntimeNode
+from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
 from jianmu.runtime.context import RunContext, run_constraints
 from jianmu.runtime.events import EventBus
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
@@ -146,6 +146,39 @@ class ReactiveRunner:
         self.interaction.reject(request_id, message)
         self.ctx.events.emit("interaction.rejected", request_id=request_id, message=message)
 
+    def send(self, message: Any, *, namespace: str | None = None) -> None:
+        """Add the user's next message to the conversation; the next ``run()`` answers it.
+
+        The follow-up turn of a chat: ``message`` (text, a `jianmu.llm.Message` or its dict in
+        the OpenAI shape) is appended to ``messages`` and the previous turn's
+        ``final_answer``, ``final_output`` and ``done`` are cleared, so a result read after
+        the next run is that run's. Works the same on a runner restored from a checkpoint in
+        another process. ``namespace`` is where the agent's conversation lives, if not at the
+        root.
+
+        Raises:
+            RuntimeError: the run is going, or waits for approval (decide that first).
+        """
+        if self._running:
+            raise RuntimeError("send() while the run is going; await run() first")
+        if self.interaction.has_pending:
+            waiting = ", ".join(r.id for r in self.interaction.pending)
+            raise RuntimeError(
+                f"the run waits for approval ({waiting}); approve or reject before sending more"
+            )
+        if isinstance(message, str):
+            message = {"role": "user", "content": message}
+        view = self.state.scope(namespace) if namespace else self.state.root
+        view.append_port_messages(message)
+        cleared = {
+            key: value for key, value in
+            (("final_answer", None), ("final_output", None), ("done", False))
+            if self.state.accepts(key) and view.get(key) not in (None, False)
+        }
+        if cleared:
+            view.replace(cleared)
+        self.ctx.events.emit("run.message", namespace=namespace)
+
     def cancel(self) -> None:
         """Stop the run at the next wake-up with status CANCELLED; thread-safe."""
         self._cancel_requested = True
@@ -199,12 +232,22 @@ class ReactiveRunner:
         )
 
     async def aclose(self) -> None:
-        """Release the run's resources (sandboxes, connections) without finishing it.
+        """Release everything the run and its tree hold: sandboxes, connections, and the
+        worker threads that nodes keep between runs (each node's ``aclose``).
 
-        A run that ends does this itself; a host that drops a suspended run (a durable
-        engine parking it until a person answers) calls it.
+        A run that ends closes its sandboxes itself but lets the nodes keep their threads for
+        the next run; call this when the runner is done with (a finished agent, a durable
+        engine parking a suspended run). The runner may still run again: nodes rebuild what
+        they need. ``async with ReactiveRunner(...) as runner:`` calls it on the way out.
         """
         await self._close_resources()
+        await close_tree(self.root)
+
+    async def __aenter__(self) -> ReactiveRunner:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, status: str = "running") -> None:
