@@ -22,6 +22,7 @@ __all__ = (
     "bwrap_binds_fds",
     "bwrap_problem",
     "minimal_root",
+    "mqueue_available",
     "python_paths",
     "supervisor_argv",
 )
@@ -203,6 +204,17 @@ def _rooted(
     ]
 
 
+@cache
+def mqueue_available() -> bool:
+    """Whether this kernel has POSIX message queues (their file system), which a warm
+    supervisor's namespace mounts at ``/dev/mqueue`` to see and remove what commands left."""
+    try:
+        with open("/proc/filesystems") as fh:
+            return any(line.split()[-1:] == ["mqueue"] for line in fh)
+    except OSError:
+        return False
+
+
 CGROUP_MOUNT = "/.jianmu-cgroup"
 """Where a warm supervisor's namespace shows the sandbox's control groups (``/<index>``)."""
 
@@ -213,7 +225,7 @@ def supervisor_argv(
 ) -> list[str]:
     """``argv`` (a warm supervisor) under bubblewrap as root, the sandbox's control group
     folders bound at ``CGROUP_MOUNT/<index>``, the IPC namespace's message queues at
-    ``/dev/mqueue`` (the supervisor removes what a command left there).
+    ``/dev/mqueue`` where the kernel has them (the supervisor removes what a command left).
 
     Only for root: the supervisor keeps root's uid (so the commands, dropped to ``user``,
     can neither signal nor trace it) but no capability beyond what starting them needs:
@@ -222,7 +234,9 @@ def supervisor_argv(
     made: set[str] = set()
     args = _rooted(network=network, user=user, tmp=tmp, workspace=workspace,
                    search_path=search_path, made=made)
-    args += ["--mqueue", "/dev/mqueue", "--perms", "0755", "--dir", CGROUP_MOUNT]
+    if mqueue_available():
+        args += ["--mqueue", "/dev/mqueue"]
+    args += ["--perms", "0755", "--dir", CGROUP_MOUNT]
     for index, folder in enumerate(cgroups):
         args += ["--bind", folder, f"{CGROUP_MOUNT}/{index}"]
     keep = [shutil.which("setpriv") or "setpriv", "--bounding-set=-all,+setuid,+setgid,+kill,"

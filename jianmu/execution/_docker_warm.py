@@ -42,7 +42,7 @@ _PYTHON = "python3"  # the image's: the supervisor needs only its standard libra
 _CONFIG = {
     "sweep": True, "shield": True, "inherit_env": True, "shell_codes": True,
     "require_guard": True, "oom": _OOM_FILES, "user": None, "capbset": False,
-    "clear_ipc": True,
+    "clear_ipc": True, "mqueue": "/dev/mqueue",
 }
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from jianmu.errors import SandboxError
-from jianmu.execution._bwrap import CGROUP_MOUNT, supervisor_argv
+from jianmu.execution._bwrap import CGROUP_MOUNT, mqueue_available, supervisor_argv
 from jianmu.execution._cgroup import CgroupNest, CommandCgroup
 from jianmu.execution._child import ChildHandle
 from jianmu.execution._warm import PART_SOURCES, SUPERVISOR_SOURCE, Reply, Supervisor
@@ -115,6 +115,7 @@ class LocalWarm:
                   # (a root supervisor there may not make one per call); without it, a root
                   # supervisor gives each call one (else calls share the host's: documented)
                   "clear_ipc": self._bwrap is not None,
+                  "mqueue": "/dev/mqueue" if mqueue_available() else None,
                   "own_ipc": self._bwrap is None and os.geteuid() == 0}
         argv = [supervisor_python(), "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(config),
                 *PART_SOURCES]

@@ -86,9 +86,19 @@ def ipc_in_use():
     if LIBC.semctl(0, 0, 19, IPC_INFO) < 0 or IPC_INFO[7]:
         return True
     try:
-        return bool(os.listdir("/dev/mqueue"))
+        return bool(queues())
     except OSError:
-        return True  # no queue can be listed (nor removed): not known to be empty
+        return True  # not known to be empty
+
+
+def queues():
+    """The paths of the POSIX message queues in our IPC namespace (``mqueue``: where its file
+    system is mounted, ``None`` where the kernel has none).
+
+    Raises OSError where they cannot be listed: then none can be removed either.
+    """
+    folder = CONFIG.get("mqueue")
+    return [] if folder is None else [f"{folder}/{name}" for name in os.listdir(folder)]
 
 
 def clear_ipc():
@@ -112,12 +122,12 @@ def clear_ipc():
                 if LIBC is None or remove_ipc(kind, ident) != 0:
                     left += 1
         try:
-            names = os.listdir("/dev/mqueue")
+            paths = queues()
         except OSError:
-            names, left = [], left + 1  # not mounted: queues we cannot see may be there
-        for name in names:
+            paths, left = [], left + 1  # not mounted: queues we cannot see may be there
+        for path in paths:
             try:
-                os.unlink("/dev/mqueue/" + name)
+                os.unlink(path)
             except OSError:
                 left += 1
     finally:

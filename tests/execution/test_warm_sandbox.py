@@ -193,3 +193,18 @@ def test_bwrap_as_a_user_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     box = LocalSandbox(tmp_path, use_bwrap=True)
     assert not box.warm and "share the commands' uid" in (box.warm_problem or "")
     assert LocalSandbox(tmp_path, warm=False, network=True, use_bwrap=False).warm is False
+
+
+@pytest.mark.parametrize("bwrap", KINDS)
+async def test_a_kernel_without_message_queues_keeps_one_supervisor(
+    tmp_path: Path, bwrap: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jianmu.execution._bwrap as bwrap_mod
+    import jianmu.execution._local_warm as warm_mod
+
+    for module in (bwrap_mod, warm_mod):  # no /dev/mqueue to list: nothing to empty there
+        monkeypatch.setattr(module, "mqueue_available", lambda: False)
+    async with _box(tmp_path, bwrap) as box:
+        for _ in range(3):
+            assert (await box.exec("echo again")).stdout == "again\n"
+        assert box.supervisor_starts == 1
