@@ -47,7 +47,7 @@ from jianmu.execution._bwrap import bwrap_argv, bwrap_available, bwrap_binds_fds
 from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
 from jianmu.execution._child import ChildHandle, ChildOutcome, ChildSpec, run_child
 from jianmu.execution._local_warm import LocalWarm
-from jianmu.execution._mounts import open_real_dir
+from jianmu.execution._mounts import open_mount_source
 from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, CappedBuffer, exec_result
 from jianmu.execution._pids import user_tasks
 from jianmu.execution._safe_env import safe_git_env
@@ -272,7 +272,7 @@ class LocalSandbox(BaseSandbox):
         self._running.add(handle)
         try:
             for host, target in call.ro_mounts.items():
-                ro_fds[open_real_dir(host)] = target
+                ro_fds[open_mount_source(host)] = target
             spec = self._child_spec(call.argv, workdir, call.env, timeout, ro_fds)
             outcome = await anyio.to_thread.run_sync(
                 run_child, spec, call.stdin, timeout, self.output_limit, handle,
