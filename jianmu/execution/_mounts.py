@@ -69,9 +69,9 @@ def tar_folders(folders: Mapping[str, str | int], *, limit: int = MAX_COPY_BYTES
     """An uncompressed tar holding each host folder of ``folders`` under its name: their
     sub-folders and regular files, read-only.
 
-    Each folder is reached with `open_mount_source` (by path, or by a pinned descriptor). Symbolic links, devices, sockets and pipes
-    are left out, so unpacking the archive can never write through a link. Folders and
-    executable files get mode 0555, other files 0444.
+    Each folder is reached with `open_mount_source` (by path, or by a pinned descriptor).
+    Symbolic links, devices, sockets and pipes are left out, so unpacking the archive can
+    never write through a link. Folders and executable files get mode 0555, other files 0444.
 
     Raises:
         SandboxError: a folder cannot be reached without a symlink, or together they hold more

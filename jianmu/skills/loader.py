@@ -29,9 +29,9 @@ from jianmu.skills.skill import Skill, SkillFrontMatter
 from jianmu.tools.builtin._pinned import PinnedFolder
 
 __all__ = (
+    "MAX_TREE_BYTES",
     "SKILL_FILE",
     "fields_schema",
-    "MAX_TREE_BYTES",
     "known_tool_checker",
     "load_skill",
     "read_front_matter",

@@ -54,8 +54,10 @@ _MAX_TEXT_BYTES = 8 * 1024 * 1024
 """The largest file read whole (to edit it): with its text and the edited copy, the memory
 an edit takes stays bounded."""
 _CHUNK = 64 * 1024
-MAX_READ_BYTES = 256 * 1024
-"""The most of a file one `read_lines` keeps: every read is bounded in bytes, never by lines."""
+MAX_READ_BYTES = 40_000
+"""The most of a file one `read_lines` keeps: every read is bounded in bytes, never only by
+lines. With its note it fits the 50,000 characters a ``read_file`` result may hold, so the
+note saying what was cut reaches the model."""
 _MAX_LIST_ENTRIES = 2000
 
 
@@ -95,12 +97,10 @@ def _open_regular(path: str) -> tuple[int, os.stat_result, str]:
     return fd, st, real
 
 
-def _decode(data: bytes, path: str, offset: int = 0, *, cut: bool = False) -> str:
+def _decode(data: bytes, path: str, offset: int = 0) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if cut and exc.start >= len(data) - 3 and exc.reason == "unexpected end of data":
-            return data[:exc.start].decode("utf-8")  # a character cut at the byte limit
         raise ToolExecutionError(
             f"{path!r} is not valid UTF-8 (byte {data[exc.start]:#04x} at offset "
             f"{offset + exc.start}); it may use another encoding — file_info shows it"
@@ -163,7 +163,7 @@ def read_lines(
         raise ToolInputError(
             f"offset {offset} is past the end of {path!r}, which has {total} lines"
         )
-    text = _decode(window.data(), path, window.start_byte, cut=window.cut is not None)
+    text = _decode(window.data(), path, window.start_byte)
     last = window.last
     remaining = total - last
     if offset == 1 and remaining == 0 and window.cut is None:
@@ -172,7 +172,7 @@ def read_lines(
     if window.cut is not None:
         line, size = window.cut
         note += (f"; line {line} is {size:,} bytes long and only its first "
-                 f"{window.kept_of_cut:,} are shown (the output is limited to "
+                 f"{window.kept_of_cut:,} bytes are shown (the output is limited to "
                  f"{max_bytes:,} bytes)")
     elif window.full and remaining:
         note += f"; the output is limited to {max_bytes:,} bytes"
@@ -213,11 +213,12 @@ class _Window:
             if keep:
                 if not self.chosen:
                     self.start_byte = position
+                if size > len(head):
+                    head = _whole_characters(head)
+                    self.cut, self.kept_of_cut = (line, size), len(head)
                 self.chosen.append(head)
                 self.room -= len(head)
                 self.last = line
-                if size > len(head):
-                    self.cut, self.kept_of_cut = (line, size), len(head)
                 self.full = self.room <= 0 or self.cut is not None
             position += size
         return line
@@ -234,6 +235,18 @@ def line_heads(fh: io.BufferedReader, max_bytes: int) -> Iterator[tuple[bytes, i
     """
     while head := fh.readline(max_bytes):
         yield head, len(head) + (0 if head.endswith(b"\n") else _skip_line(fh))
+
+
+def _whole_characters(head: bytes) -> bytes:
+    """``head`` without a UTF-8 character cut at its end."""
+    for back in range(1, min(4, len(head)) + 1):
+        byte = head[-back]
+        if byte < 0x80:
+            return head
+        if byte >= 0xC0:  # the lead byte of the last character: is it complete?
+            needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return head if back >= needed else head[:-back]
+    return head
 
 
 def _skip_line(fh: io.BufferedReader) -> int:
