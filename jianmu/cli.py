@@ -204,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="http: interface (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="http: port (default 8000)")
     serve.add_argument("--path", default="/mcp", help="http: endpoint path (default /mcp)")
+    serve.add_argument("--token-env", metavar="NAME",
+                       help="http: read the bearer token every request must carry from the "
+                            "environment variable NAME (default: a new token, printed at "
+                            "start)")
     serve.set_defaults(handler="jianmu._cli.serve:cmd_mcp_serve")
 
     sandbox = add(commands, "sandbox", "the Docker sandbox")

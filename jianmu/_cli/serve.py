@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -64,15 +65,38 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
     if skills:
         log.print(f"  and {len(prompt_skills)} prompt skill(s) as prompts, the files of "
                   f"{len(skills)} skill(s) as resources skill://<skill>/<path>")
+    token = _bearer_token(args, log) if args.transport == "http" else None
     try:
         serve_sync(toolset, transport=args.transport, host=args.host, port=args.port,
                    path=args.path, guard=config.guard, execution=config.execution,
-                   prompts=prompt_skills, files=skills)
+                   prompts=prompt_skills, files=skills, token=token, config=config)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     except KeyboardInterrupt:
         log.print("stopped")
     return ExitCode.OK
+
+
+def _bearer_token(args: argparse.Namespace, log: Console) -> str:
+    """The token every HTTP request must carry: ``--token-env``'s variable, else a new one,
+    printed (to stderr) for the person who connects clients.
+
+    Raises:
+        CLIError: ``--token-env`` names a variable that is unset or empty.
+    """
+    from jianmu._tokens import new_token
+
+    if args.token_env:
+        token = os.environ.get(args.token_env, "").strip()
+        if not token:
+            raise CLIError(f"--token-env {args.token_env}: the environment variable "
+                           f"{args.token_env} is not set or empty; set it to the token "
+                           "clients will send")
+        log.print(f"  clients must send: Authorization: Bearer ${args.token_env}")
+        return token
+    token = new_token()
+    log.print(f"  clients must send: Authorization: Bearer {token}")
+    return token
 
 
 def _served_skills(folders: list[str], config: AppConfig, log: Console) -> list[Skill]:
