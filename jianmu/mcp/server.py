@@ -331,13 +331,15 @@ async def serve(
     except ImportError as exc:
         raise MissingExtraError("uvicorn", "mcp") from exc
     from mcp.server.auth.settings import AuthSettings
+    from pydantic import AnyHttpUrl
 
     assert token is not None
     shown = f"[{host}]" if ":" in host else host
     app = server.streamable_http_app(
         streamable_http_path=path, host=host,
         # the SDK's bearer middleware: 401 and WWW-Authenticate: Bearer without the token
-        auth=AuthSettings(issuer_url=f"http://{shown}:{port}", resource_server_url=None),
+        auth=AuthSettings(issuer_url=AnyHttpUrl(f"http://{shown}:{port}"),
+                          resource_server_url=None),
         token_verifier=BearerToken(token),
     )
     settings = uvicorn.Config(app, host=host, port=port, log_level="warning")
