@@ -22,7 +22,7 @@ from rich.table import Table
 from jianmu._cli.approvals import heading, print_request
 from jianmu._cli.apps import load_app
 from jianmu._cli.common import CLIError, ExitCode, make_console, visible
-from jianmu.errors import RunNotFoundError
+from jianmu.errors import AlreadyDecidedError, RunNotFoundError
 from jianmu.runtime import ApprovalRequest
 
 if TYPE_CHECKING:
@@ -183,6 +183,8 @@ def _decide(args: argparse.Namespace, approved: bool) -> int:
                 asyncio.run(engine.reject(args.run_id, args.call_id, args.reason or ""))
         except RunNotFoundError as exc:
             raise CLIError(str(exc)) from None
+        except AlreadyDecidedError as exc:  # the first decision stands: say which it was
+            raise CLIError(str(exc), ExitCode.FAILURE) from None
     verb = "approved" if approved else "rejected"
     console.print(f"{verb} {escape(visible(args.call_id))} of run {escape(args.run_id)}; "
                   "a worker goes on with it")

@@ -23,7 +23,12 @@ from jianmu._cli.common import (
     visible,
 )
 from jianmu._cli.durable import final_answer, open_app, print_pending
-from jianmu.errors import RunNotFoundError, TreeInputError, UnknownTreeError
+from jianmu.errors import (
+    AlreadyDecidedError,
+    RunNotFoundError,
+    TreeInputError,
+    UnknownTreeError,
+)
 from jianmu.runtime import ApprovalRequest, RunResult, RunStatus
 
 if TYPE_CHECKING:
@@ -124,7 +129,9 @@ async def _approve_all(engine: DurableEngine, run_id: str,
                       indent="    ")
         try:
             await engine.approve(run_id, request.id, "approved with --approve-all")
-        except RunNotFoundError:  # someone answered it meanwhile, from another process
+        except AlreadyDecidedError as exc:  # someone answered it first, from another process
+            console.print(f"  {escape(visible(str(exc)))}")
+        except RunNotFoundError:  # answered and gone on meanwhile
             console.print(f"  {escape(visible(request.id))} was already decided elsewhere")
 
 

@@ -7,6 +7,7 @@ import concurrent.futures
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from jianmu.config import AppConfig, load_config
 from jianmu.durable._database import check_reachable, redact, require_dbos
 from jianmu.durable.info import RUN_STATUSES, RunInfo, run_status
 from jianmu.errors import (
+    AlreadyDecidedError,
     DurableDatabaseError,
     DurableError,
     RunNotFoundError,
@@ -33,6 +35,7 @@ from jianmu.state import StateManager
 if TYPE_CHECKING:
     from dbos import DBOSClient
 
+    from jianmu.durable._decisions import Decision, DecisionLedger
     from jianmu.durable._workers import Heartbeat
 
 __all__ = ("DurableEngine", "TreeFactory", "redact")
@@ -86,6 +89,7 @@ class DurableEngine:
         self.queue_name = f"{name}.runs"
         self._trees: dict[str, _Tree] = {}
         self._client: DBOSClient | None = None
+        self._decisions: DecisionLedger | None = None
         self._heartbeat: Heartbeat | None = None
         self.launched = False
 
@@ -206,6 +210,9 @@ class DurableEngine:
         if self._client is not None:
             self._client.destroy()
             self._client = None
+        if self._decisions is not None:
+            self._decisions.close()
+            self._decisions = None
         if self.launched:
             from dbos import DBOS
 
@@ -361,6 +368,8 @@ class DurableEngine:
 
         Raises:
             RunNotFoundError: no such run, or it waits for no request ``call_id``.
+            AlreadyDecidedError: the request was decided before (the first decision stands;
+                the error names it).
         """
         await self._decide(run_id, call_id, True, message)
 
@@ -369,25 +378,55 @@ class DurableEngine:
 
         Raises:
             RunNotFoundError: no such run, or it waits for no request ``call_id``.
+            AlreadyDecidedError: the request was decided before (the first decision stands;
+                the error names it).
         """
         await self._decide(run_id, call_id, False, reason or None)
+
+    def decision(self, run_id: str, call_id: str) -> Decision | None:
+        """How request ``call_id`` of ``run_id`` was decided (from any process), if it was."""
+        return self._ledger().first(run_id, call_id)
+
+    def _ledger(self) -> DecisionLedger:
+        if self._decisions is None:
+            from jianmu.durable._decisions import DecisionLedger
+
+            self.client  # noqa: B018 - reached (and named without its password) first
+            self._decisions = DecisionLedger(self.database_url)
+        return self._decisions
 
     async def _decide(self, run_id: str, call_id: str, approved: bool,
                       message: str | None) -> None:
         from jianmu.durable._workflow import APPROVAL, approval_topic
 
         await asyncio.to_thread(self.run_info, run_id)  # raises for an unknown run
+        ledger = self._ledger()
+        first = await asyncio.to_thread(ledger.first, run_id, call_id)
+        if first is not None:
+            raise _already_decided(run_id, call_id, first)
         pending = await self.pending(run_id)
         if call_id not in {r.id for r in pending}:
+            # decided (and gone on) since the look above: name that decision
+            first = await asyncio.to_thread(ledger.first, run_id, call_id)
+            if first is not None:
+                raise _already_decided(run_id, call_id, first)
             known = ", ".join(r.id for r in pending) or "none"
             raise RunNotFoundError(
                 f"run {run_id!r} waits for no approval {call_id!r} (pending: {known})"
             )
-        await self.client.send_async(
-            run_id, {"kind": APPROVAL, "call_id": call_id, "approved": approved,
-                     "message": message},
-            approval_topic(call_id), idempotency_key=f"{run_id}:{call_id}",
-        )
+        decision = {"kind": APPROVAL, "call_id": call_id, "approved": approved,
+                    "message": message}
+        client = self.client
+
+        def send(conn: Any) -> None:
+            client.send_in_transaction(conn, run_id, decision, approval_topic(call_id),
+                                       idempotency_key=f"{run_id}:{call_id}")
+
+        # recorded and sent in one transaction: a second decision, even one racing this one,
+        # finds this row and is refused
+        first = await asyncio.to_thread(ledger.decide, run_id, call_id, approved, message, send)
+        if first is not None:
+            raise _already_decided(run_id, call_id, first)
 
     def runs(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
         """The runs of this app, oldest first, optionally only those with ``status``."""
@@ -455,6 +494,17 @@ class DurableEngine:
             updated=status.updated_at / 1000 if status.updated_at else None,
             worker=status.executor_id, error=error, inputs=inputs,
         )
+
+
+def _already_decided(run_id: str, call_id: str, first: Decision) -> AlreadyDecidedError:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(first.decided_at))
+    said = f" ({first.message!r})" if first.message else ""
+    return AlreadyDecidedError(
+        f"request {call_id!r} of run {run_id!r} was already {first.verb} at {when}{said}; "
+        "the first decision stands and this one was not recorded",
+        run_id=run_id, call_id=call_id, approved=first.approved, first_message=first.message,
+        decided_at=first.decided_at,
+    )
 
 
 def _run_result(run_id: str, output: dict[str, Any]) -> RunResult:
