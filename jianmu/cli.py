@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode
+from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode, printable
 
 __all__ = ("build_parser", "main")
 
@@ -299,7 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             message += " (run with --debug for the traceback)"
     if args.debug:
         traceback.print_exception(error)
-    print(f"jianmu: error: {message}", file=sys.stderr)
+    # the message may quote a run id, a tool's output or a driver's error: shown, never obeyed
+    print(f"jianmu: error: {printable(message)}", file=sys.stderr)
     return int(code)
 
 if __name__ == "__main__":
