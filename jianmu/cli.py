@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode, printable
+from jianmu._redact import redact_text
 
 __all__ = ("build_parser", "main")
 
@@ -299,8 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             message += " (run with --debug for the traceback)"
     if args.debug:
         traceback.print_exception(error)
-    # the message may quote a run id, a tool's output or a driver's error: shown, never obeyed
-    print(f"jianmu: error: {printable(message)}", file=sys.stderr)
+    # the message may quote a run id, a tool's output or a driver's error: shown, never
+    # obeyed, and without the password of any URL it quotes
+    print(f"jianmu: error: {printable(redact_text(message))}", file=sys.stderr)
     return int(code)
 
 if __name__ == "__main__":

@@ -17,7 +17,13 @@ from py_trees.behaviour import Behaviour
 from pydantic import BaseModel, ValidationError
 
 from jianmu.config import AppConfig, load_config
-from jianmu.durable._database import check_reachable, redact, require_dbos
+from jianmu.durable._database import (
+    check_reachable,
+    clean_error,
+    guard_logs,
+    redact,
+    require_dbos,
+)
 from jianmu.durable.info import RUN_STATUSES, RunInfo, run_status
 from jianmu.errors import (
     AlreadyDecidedError,
@@ -84,6 +90,7 @@ class DurableEngine:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             url = f"sqlite:///{path}"
         self.database_url = url
+        guard_logs(url)  # whoever logs the URL (a driver, DBOS), its secrets stay out
         self.name = name
         self.executor_id = executor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         self.queue_name = f"{name}.runs"
@@ -185,7 +192,8 @@ class DurableEngine:
         except Exception as exc:
             DBOS.destroy()
             raise DurableDatabaseError(
-                f"cannot start a worker on {redact(self.database_url)}: {exc}"
+                f"cannot start a worker on {redact(self.database_url)}: "
+                f"{clean_error(exc, self.database_url)}"
             ) from None
         settings = self.config.durable
         DBOS.register_queue(self.queue_name, worker_concurrency=settings.worker_concurrency,
@@ -196,7 +204,8 @@ class DurableEngine:
         self._heartbeat = Heartbeat(
             registry, self.executor_id, self.config.durable.takeover_after_s,
             _get_dbos_instance()._sys_db,
-            on_error=lambda exc: _log.warning("heartbeat failed: %s", exc),
+            on_error=lambda exc: _log.warning(
+                "heartbeat failed: %s", clean_error(exc, self.database_url)),
         )
         self._heartbeat.start()
         self.launched = True
@@ -225,6 +234,9 @@ class DurableEngine:
                     pool.submit(DBOS.destroy, workflow_completion_timeout_sec=0).result()
             self.launched = False
 
+    def __repr__(self) -> str:
+        return f"<DurableEngine {self.name!r} on {redact(self.database_url)}>"
+
     def __enter__(self) -> DurableEngine:
         return self
 
@@ -247,7 +259,8 @@ class DurableEngine:
                 client._sys_db.run_migrations()
             except Exception as exc:
                 raise DurableDatabaseError(
-                    f"cannot reach the durable database {redact(self.database_url)}: {exc}"
+                    f"cannot reach the durable database {redact(self.database_url)}: "
+                    f"{clean_error(exc, self.database_url)}"
                 ) from None
             self._client = client
         return self._client
