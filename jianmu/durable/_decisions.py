@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from jianmu.durable._workers import sqlalchemy_url
+from jianmu.durable._workers import open_tables
 
 __all__ = ("Decision", "DecisionLedger")
 
@@ -50,13 +50,7 @@ class DecisionLedger:
     """The ``jianmu_decisions`` table beside DBOS's own, in the same database."""
 
     def __init__(self, url: str) -> None:
-        self._db = sa.create_engine(sqlalchemy_url(url), pool_size=1, max_overflow=1,
-                                    pool_pre_ping=True)
-        try:
-            _metadata.create_all(self._db, checkfirst=True)
-        except sa.exc.DBAPIError:
-            # two processes starting at once both saw no table; the loser finds it made now
-            _metadata.create_all(self._db, checkfirst=True)
+        self._db = open_tables(url, _metadata)
 
     def first(self, run_id: str, call_id: str) -> Decision | None:
         """The decision recorded for ``call_id`` of ``run_id``, if any."""

@@ -14,36 +14,22 @@ import asyncio
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jianmu.errors import AlreadyDecidedError, InteractionError
+from tests.support import durable
 from tests.support.durable import HERE, ROOT, Workers, wait_for
 
 pytest.importorskip("dbos")
 pytestmark = pytest.mark.timeout(400)
 
+db_url = durable.db_url
+workers = durable.workers
 APP = f"{HERE / 'durable_app.py'}:engine"
 TOKEN = "decisions-token"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'durable.sqlite'}"
-    return str(request.getfixturevalue("postgres_url"))
-
-
-@pytest.fixture
-def workers(db_url: str, tmp_path: Path) -> Iterator[Workers]:
-    pool = Workers(db_url, tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.close()
 
 
 def engine_on(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:

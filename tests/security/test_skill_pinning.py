@@ -36,12 +36,7 @@ SECRET = "HOST-SECRET-NEVER-SHOWN"
 
 skill_workspace = _skill_folder.skill_workspace
 mounting_sandbox = _skill_folder.mounting_sandbox
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """Module scope, so that one container serves the module's Docker tests."""
-    return "asyncio"
+anyio_backend = _skill_folder.anyio_backend  # module scope: one container per module
 
 
 @tool

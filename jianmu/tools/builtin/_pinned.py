@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jianmu.errors import PathEscapeError
-from jianmu.tools.builtin._paths import closing_fd, dir_fd_at, open_dir_beneath
+from jianmu.tools.builtin._paths import closing_fd, dir_fd_at, open_dir_at, open_dir_beneath
 
 __all__ = ("MAX_LISTED_FILES", "PinnedFolder")
 
@@ -122,16 +122,7 @@ class PinnedFolder:
 
     def _dir_at(self, parts: Iterable[str]) -> int:
         """A new descriptor of the sub-folder ``parts``, no link followed on the way."""
-        fd = os.dup(self._fd)
-        try:
-            for part in parts:
-                child = dir_fd_at(fd, part)
-                os.close(fd)
-                fd = child
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return open_dir_at(self._fd, parts)
 
     # -- files -----------------------------------------------------------------------------------
     def open(self, rel: str, flags: int = os.O_RDONLY) -> int:
