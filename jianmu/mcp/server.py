@@ -222,10 +222,9 @@ def build_mcp_server(
         # counted before the await: a concurrent call sees it (nothing awaits in between)
         ledger = ledger.after([found.name], enforcer.clock(),
                               timed=enforcer.rate_limited(found.name))
-        # the model's arguments win over a property of the same name (only a parameter that
-        # asks for the run context gets it)
+        # only a tool that declares a run-context parameter gets it (injection by declaration)
         result = await chosen.execute(found.name, args, runner=runner,
-                                      injected={"ctx": run_context}, prefer_injected=False)
+                                      injected={"ctx": run_context})
         if not result.ok:
             return _error(result.error or f"tool {found.name!r} failed")
         return _success(result)
