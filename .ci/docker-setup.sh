@@ -58,6 +58,14 @@ fi
 
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
     log "image $IMAGE is present"
+    # skills' instructions say `python scripts/x.py`: an image built before it had `python`
+    # gets the link as one more layer, built offline from the local image
+    if ! docker run --rm --network none "$IMAGE" python -c pass >/dev/null 2>&1; then
+        log "linking python to python3 in $IMAGE"
+        printf 'FROM %s\nRUN ln -sf python3 /usr/bin/python\n' "$IMAGE" \
+            | docker build -q -t "$IMAGE" - >"$STATE_DIR/python-link.log" 2>&1 \
+            || { cat "$STATE_DIR/python-link.log" >&2; exit 1; }
+    fi
 else
     [ -x "$PY" ] || make -s .venv/.installed
     log "building $IMAGE (rootfs cache: $ROOTFS_CACHE)"

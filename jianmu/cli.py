@@ -16,7 +16,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode
+from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode, printable
+from jianmu._redact import redact_text
 
 __all__ = ("build_parser", "main")
 
@@ -204,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="http: interface (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="http: port (default 8000)")
     serve.add_argument("--path", default="/mcp", help="http: endpoint path (default /mcp)")
+    serve.add_argument("--token-env", metavar="NAME",
+                       help="http: read the bearer token every request must carry from the "
+                            "environment variable NAME (default: a new token, printed at "
+                            "start)")
     serve.set_defaults(handler="jianmu._cli.serve:cmd_mcp_serve")
 
     sandbox = add(commands, "sandbox", "the Docker sandbox")
@@ -295,7 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             message += " (run with --debug for the traceback)"
     if args.debug:
         traceback.print_exception(error)
-    print(f"jianmu: error: {message}", file=sys.stderr)
+    # the message may quote a run id, a tool's output or a driver's error: shown, never
+    # obeyed, and without the password of any URL it quotes
+    print(f"jianmu: error: {printable(redact_text(message))}", file=sys.stderr)
     return int(code)
 
 if __name__ == "__main__":

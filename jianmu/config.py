@@ -5,12 +5,14 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from jianmu import plugins
+from jianmu._redact import MASK, redact_url
 from jianmu._strict_yaml import YAMLRefused, compose_and_load
 from jianmu.constraints import (
     BlankIsUnset,
@@ -52,9 +54,25 @@ def _default_state_file(name: str) -> str:
 class _Section(BlankIsUnset):
     model_config = ConfigDict(defer_build=True, extra="forbid")
 
+    _secret_fields: ClassVar[frozenset[str]] = frozenset()
+    """Fields shown as ``***`` in a ``repr``."""
+    _url_fields: ClassVar[frozenset[str]] = frozenset()
+    """Fields holding a URL, shown without its password in a ``repr`` (`redact_url`)."""
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for key, value in super().__repr_args__():
+            if key in self._secret_fields and value is not None:
+                value = MASK
+            elif key in self._url_fields and isinstance(value, str):
+                value = redact_url(value)
+            yield key, value
+
 
 class LLMConfig(_Section):
     """The model provider."""
+
+    _secret_fields = frozenset({"api_key"})
+    _url_fields = frozenset({"base_url"})
 
     provider: str | None = None
     """A registered provider (`jianmu.plugins`): ``openai`` for any OpenAI-compatible server,
@@ -152,6 +170,8 @@ class MCPAuthConfig(_Section):
 class MCPServerConfig(_Section):
     """One MCP server: a command to start (stdio) or a URL (streamable HTTP)."""
 
+    _url_fields = frozenset({"url"})
+
     command: str | None = None
     """Executable for a stdio server."""
     args: list[str] = Field(default_factory=list)
@@ -185,6 +205,8 @@ class MCPConfig(_Section):
 
 class DurableConfig(_Section):
     """Durable runs on DBOS (`jianmu.durable`, extra ``dbos``)."""
+
+    _url_fields = frozenset({"database_url"})
 
     database_url: str | None = None
     """``postgresql://user:password@host:port/db`` for many workers; unset: an SQLite file in the

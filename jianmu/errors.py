@@ -11,7 +11,8 @@ JianmuError
 │   ├── DurableDatabaseError(ConnectionError) the database cannot be reached (URL, no password)
 │   ├── UnknownTreeError(KeyError)       no tree of that name is registered with the engine
 │   ├── TreeInputError(ValueError)       a run's inputs do not fit the tree's input schema
-│   └── RunNotFoundError(KeyError)       no run with that id (or no such pending approval)
+│   ├── RunNotFoundError(KeyError)       no run with that id (or no such pending approval)
+│   └── AlreadyDecidedError(InteractionError) a request was decided before: the first stands
 ├── ToolError
 │   ├── ToolValidationError(ValueError)  a tool definition is invalid at registration
 │   │   └── ToolDefinitionError          a definition contradicts itself (an injected name
@@ -50,6 +51,7 @@ import enum
 from typing import Any
 
 __all__ = (
+    "AlreadyDecidedError",
     "CLIError",
     "CheckpointError",
     "ConfigError",
@@ -158,6 +160,22 @@ class RunNotFoundError(DurableError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class AlreadyDecidedError(DurableError, InteractionError):
+    """A decision on an approval request that was already decided: refused, the first stands.
+
+    The message names the first decision; `approved`, `first_message` and `decided_at` hold it.
+    """
+
+    def __init__(self, message: str, *, run_id: str, call_id: str, approved: bool,
+                 first_message: str | None = None, decided_at: float | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.call_id = call_id
+        self.approved = approved
+        self.first_message = first_message
+        self.decided_at = decided_at
 
 
 class ToolError(JianmuError):

@@ -1,4 +1,12 @@
-"""What every command shares: exit codes, the usage error, consoles, config and inputs."""
+"""What every command shares: exit codes, the usage error, consoles, config and inputs.
+
+Run ids, tool names, arguments, errors and answers come from models, tools and other
+processes: printed raw, rich markup in them (``[link=...]``) or ANSI escapes would be obeyed by
+the terminal. So the console every command prints with (`make_console`) takes each string it
+is given as plain text: no markup is parsed, and control and format characters are written as
+escapes (`printable`). Styles come only from `rich.text.Text` objects the commands build
+(`say`), whose strings are made printable the same way.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import CLIError, ExitCode
@@ -15,7 +24,8 @@ from jianmu.runtime.result import RunStatus
 
 __all__ = (
     "RUN_EXIT_CODES", "TREE_FORMATS",
-    "CLIError", "ExitCode", "load_cli_config", "make_console", "parse_inputs", "visible")
+    "CLIError", "ExitCode", "json_text", "load_cli_config", "make_console", "parse_inputs",
+    "printable", "say", "visible")
 
 TREE_FORMATS = ("ascii", "dot", "mermaid")
 """What ``jianmu tree show --format`` accepts."""
@@ -30,12 +40,22 @@ RUN_EXIT_CODES = {
 """How ``jianmu run`` (plain or durable) and ``resume`` exit for each way a run ends."""
 
 
+class _PlainConsole(Console):
+    """A rich console that prints every string as written: no markup, nothing obeyed."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        # every string rich turns into text passes here: print's, a table's cells and title
+        options.update(markup=False, emoji=False, highlight=False)
+        return super().render_str(printable(text), **options)
+
+
 def make_console(*, stderr: bool = False) -> Console:
-    """A rich console; highlighting and ``:emoji:`` codes are off so values print as written."""
+    """A rich console for data: strings print as written (no markup, control characters
+    escaped, see the module docstring); styles come from `say`."""
     tty = sys.stdout.isatty()
     # without a terminal rich assumes 80 columns, which squeezes tables into slivers
-    return Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=not tty,
-                   width=None if tty else 120)
+    return _PlainConsole(stderr=stderr, highlight=False, emoji=False, markup=False,
+                         soft_wrap=not tty, width=None if tty else 120)
 
 
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -58,6 +78,34 @@ def visible(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(char if char.isprintable() else _escape_char(char) for char in text)
+
+
+def printable(text: str) -> str:
+    """``text`` with its lines kept and every other non-printable character escaped
+    (`visible`, tabs expanded): what a multi-line value may show on a terminal."""
+    if text.isprintable():
+        return text
+    return "\n".join(visible(line.expandtabs()) for line in text.split("\n"))
+
+
+def say(*parts: str | tuple[str, str]) -> Text:
+    """One styled line: ``("suspended", "yellow")`` is a label in a style, a string plain
+    text; every part is made `printable`, so data can be any of them."""
+    return Text.assemble(*(
+        (printable(p[0]), p[1]) if isinstance(p, tuple) else printable(p) for p in parts
+    ))
+
+
+def json_text(value: Any) -> str:
+    """``value`` as indented JSON that shows every character yet cannot drive a terminal:
+    non-printable characters (C1 controls, bidi overrides) are ``\\u`` escapes, as valid
+    JSON."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    if text.isprintable() or all(c.isprintable() or c == "\n" for c in text):
+        return text
+    return "".join(
+        c if c.isprintable() or c == "\n" else json.dumps(c)[1:-1] for c in text
+    )
 
 
 def load_cli_config(path: str | None) -> AppConfig:

@@ -16,13 +16,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from jianmu._cli.approvals import heading, print_request
 from jianmu._cli.apps import load_app
-from jianmu._cli.common import CLIError, ExitCode, make_console, visible
-from jianmu.errors import RunNotFoundError
+from jianmu._cli.common import CLIError, ExitCode, json_text, make_console, say, visible
+from jianmu.errors import AlreadyDecidedError, RunNotFoundError
 from jianmu.runtime import ApprovalRequest
 
 if TYPE_CHECKING:
@@ -76,13 +75,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         engine.launch()
-        print(f"worker {engine.executor_id} serving {engine.name} on "
-              f"{redact(engine.database_url)}", flush=True)
+        print(f"worker {visible(engine.executor_id)} serving {visible(engine.name)} on "
+              f"{visible(redact(engine.database_url))}", flush=True)
         while not stop.wait(5.0):
             pass
     finally:
         engine.shutdown()
-    print(f"worker {engine.executor_id} stopped", flush=True)
+    print(f"worker {visible(engine.executor_id)} stopped", flush=True)
     return ExitCode.OK
 
 
@@ -95,19 +94,21 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
     with open_app(args) as engine:
         infos = engine.runs(args.status)
     if args.json:
-        print(json.dumps([i.to_dict() for i in infos], indent=2, ensure_ascii=False, default=str))
+        print(json_text([i.to_dict() for i in infos]))
         return ExitCode.OK
     console = make_console()
     if not infos:
         which = f" with status {args.status}" if args.status else ""
-        console.print(f"no runs{which} in {escape(engine.name)}")
+        console.print(f"no runs{which} in {visible(engine.name)}")
         return ExitCode.OK
-    table = Table(title=f"runs of {engine.name}")
+    # every cell is data: the console prints it as written (no markup, escapes shown)
+    table = Table(title=f"runs of {visible(engine.name)}")
     for column in ("run", "tree", "status", "worker", "updated", "pending"):
         table.add_column(column)
     for info in infos:
-        table.add_row(info.run_id, visible(info.tree), info.status, visible(info.worker or "-"),
-                      _when(info.updated), ", ".join(visible(r.id) for r in info.pending))
+        table.add_row(visible(info.run_id), visible(info.tree), visible(info.status),
+                      visible(info.worker or "-"), _when(info.updated),
+                      ", ".join(visible(r.id) for r in info.pending))
     console.print(table)
     return ExitCode.OK
 
@@ -126,27 +127,26 @@ def print_pending(console: Console, run_id: str, pending: tuple[ApprovalRequest,
     for request in pending:
         print_request(console, heading("  pending ", request, sep="  "), request, indent="    ")
     first = shlex.quote(visible(pending[0].id)) if pending else "CALL_ID"
-    where = f"{run_id} {first} --app {shlex.quote(app)}"
-    console.print(f"approve with: jianmu runs approve {escape(where)}   "
-                  f"(or: jianmu runs reject {escape(where)} --reason R)")
+    where = f"{shlex.quote(visible(run_id))} {first} --app {shlex.quote(visible(app))}"
+    console.print(f"approve with: jianmu runs approve {where}   "
+                  f"(or: jianmu runs reject {where} --reason R)")
 
 
 def _show(console: Console, info: RunInfo, answer: Any, app: str) -> None:
     style = {"success": "green", "failure": "red", "suspended": "yellow"}.get(info.status, "")
-    status = f"[{style}]{info.status}[/]" if style else info.status
-    console.print(f"run {info.run_id}: {status}")
+    console.print(say(f"run {visible(info.run_id)}: ", (visible(info.status), style)))
     fields = {"tree": info.tree, "worker": info.worker or "-", "created": _when(info.created),
               "updated": _when(info.updated),
               "inputs": json.dumps(info.inputs, ensure_ascii=False, default=str)}
     for key, value in fields.items():
-        console.print(f"  [bold]{key}[/]: {escape(visible(str(value)))}")
+        console.print(say("  ", (key, "bold"), ": ", visible(str(value))))
     if info.error:
-        console.print(f"  [bold]error[/]: {escape(visible(info.error))}")
+        console.print(say("  ", ("error", "bold"), ": ", visible(info.error)))
     if answer is not None:
         shown = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
-        console.print(f"  [bold]final answer[/]: {escape(visible(shown))}")
+        console.print(say("  ", ("final answer", "bold"), ": ", visible(shown)))
     if info.pending:
-        console.print(f"  [bold]pending[/]: {len(info.pending)} approval(s)")
+        console.print(say("  ", ("pending", "bold"), f": {len(info.pending)} approval(s)"))
         print_pending(console, info.run_id, info.pending, app)
 
 
@@ -158,8 +158,7 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
         if info.status in ("success", "failure"):
             answer = final_answer(asyncio.run(engine.state(info.run_id)))
     if args.json:
-        print(json.dumps({**info.to_dict(), "final_answer": answer}, indent=2,
-                         ensure_ascii=False, default=str))
+        print(json_text({**info.to_dict(), "final_answer": answer}))
         return ExitCode.OK
     _show(make_console(), info, answer, _app_spec(args))
     return ExitCode.OK
@@ -183,8 +182,10 @@ def _decide(args: argparse.Namespace, approved: bool) -> int:
                 asyncio.run(engine.reject(args.run_id, args.call_id, args.reason or ""))
         except RunNotFoundError as exc:
             raise CLIError(str(exc)) from None
+        except AlreadyDecidedError as exc:  # the first decision stands: say which it was
+            raise CLIError(str(exc), ExitCode.FAILURE) from None
     verb = "approved" if approved else "rejected"
-    console.print(f"{verb} {escape(visible(args.call_id))} of run {escape(args.run_id)}; "
+    console.print(f"{verb} {visible(args.call_id)} of run {visible(args.run_id)}; "
                   "a worker goes on with it")
     return ExitCode.OK
 
@@ -206,12 +207,12 @@ def cmd_runs_recover(args: argparse.Namespace) -> int:
         _warn_if_alive(engine, args.worker)
         ids = engine.recover(args.worker)
     if not ids:
-        console.print(f"worker {escape(args.worker)} has no pending runs")
+        console.print(f"worker {visible(args.worker)} has no pending runs")
         return ExitCode.OK
-    console.print(f"handed {len(ids)} run(s) of worker {escape(args.worker)} to the live "
+    console.print(f"handed {len(ids)} run(s) of worker {visible(args.worker)} to the live "
                   "workers:")
     for run_id in ids:
-        console.print(f"  {run_id}")
+        console.print(f"  {visible(run_id)}")
     return ExitCode.OK
 
 
@@ -223,7 +224,7 @@ def _warn_if_alive(engine: DurableEngine, worker: str) -> None:
     for row in engine.workers():
         silent = time.time() - float(row["last_seen"])
         if row["executor_id"] == worker and silent < 2 * beat:
-            make_console(stderr=True).print(
-                f"[yellow]warning[/]: worker {escape(worker)} beat {silent:.0f} s ago; if it is "
-                "still alive, the tool calls it has in flight run again"
-            )
+            make_console(stderr=True).print(say(
+                ("warning", "yellow"), f": worker {visible(worker)} beat {silent:.0f} s ago; if "
+                "it is still alive, the tool calls it has in flight run again"
+            ))

@@ -11,7 +11,6 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from jianmu._cli.approvals import heading, print_request
 from jianmu._cli.common import (
@@ -20,10 +19,16 @@ from jianmu._cli.common import (
     ExitCode,
     make_console,
     parse_inputs,
+    say,
     visible,
 )
 from jianmu._cli.durable import final_answer, open_app, print_pending
-from jianmu.errors import RunNotFoundError, TreeInputError, UnknownTreeError
+from jianmu.errors import (
+    AlreadyDecidedError,
+    RunNotFoundError,
+    TreeInputError,
+    UnknownTreeError,
+)
 from jianmu.runtime import ApprovalRequest, RunResult, RunStatus
 
 if TYPE_CHECKING:
@@ -57,8 +62,9 @@ def cmd_run_durable(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             if "id" not in run:
                 raise
-            console.print(f"[yellow]interrupted[/]: stopped waiting; run {run['id']} goes on "
-                          f"in the workers ({escape(_show_hint(run['id'], args))})")
+            console.print(say(("interrupted", "yellow"), f": stopped waiting; run "
+                              f"{visible(run['id'])} goes on in the workers "
+                              f"({_show_hint(run['id'], args)})"))
             return ExitCode.STOPPED
 
 
@@ -84,15 +90,16 @@ def _inputs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _show_hint(run_id: str, args: argparse.Namespace) -> str:
-    return f"jianmu runs show {run_id} --app {shlex.quote(args.durable)}"
+    return f"jianmu runs show {shlex.quote(visible(run_id))} --app " \
+        f"{shlex.quote(visible(args.durable))}"
 
 
 async def _run(engine: DurableEngine, tree: str, inputs: dict[str, Any],
                args: argparse.Namespace, console: Console, run: dict[str, str]) -> int:
     run_id = run["id"] = await engine.start(tree, inputs)
     given = f" with {json.dumps(inputs, ensure_ascii=False)}" if inputs else ""
-    console.print(f"run {run_id}: durable tree {escape(visible(tree + given))} "
-                  f"of {escape(engine.name)}")
+    console.print(f"run {visible(run_id)}: durable tree {visible(tree + given)} "
+                  f"of {visible(engine.name)}")
     console.file.flush()
     loop = asyncio.get_running_loop()
     deadline = None if args.wait is None else loop.time() + args.wait
@@ -102,9 +109,10 @@ async def _run(engine: DurableEngine, tree: str, inputs: dict[str, Any],
         try:
             result = await engine.wait(run_id, timeout=left)
         except TimeoutError:
-            console.print(f"[yellow]still running[/]: run {run_id} did not end within "
-                          f"{args.wait:g} s (is a worker serving {escape(engine.name)}?); it "
-                          f"goes on in the workers ({escape(_show_hint(run_id, args))})")
+            console.print(say(("still running", "yellow"), f": run {visible(run_id)} did not "
+                              f"end within {args.wait:g} s (is a worker serving "
+                              f"{visible(engine.name)}?); it goes on in the workers "
+                              f"({_show_hint(run_id, args)})"))
             return ExitCode.STOPPED
         if result.status is not RunStatus.SUSPENDED:
             return await _report(engine, result, console)
@@ -124,13 +132,15 @@ async def _approve_all(engine: DurableEngine, run_id: str,
                       indent="    ")
         try:
             await engine.approve(run_id, request.id, "approved with --approve-all")
-        except RunNotFoundError:  # someone answered it meanwhile, from another process
-            console.print(f"  {escape(visible(request.id))} was already decided elsewhere")
+        except AlreadyDecidedError as exc:  # someone answered it first, from another process
+            console.print(f"  {visible(str(exc))}")
+        except RunNotFoundError:  # answered and gone on meanwhile
+            console.print(f"  {visible(request.id)} was already decided elsewhere")
 
 
 def _suspended(result: RunResult, args: argparse.Namespace, console: Console) -> int:
-    console.print(f"[yellow]suspended[/]: run {result.run_id} waits for "
-                  f"{len(result.pending)} approval(s); it stays parked in the workers")
+    console.print(say(("suspended", "yellow"), f": run {visible(result.run_id)} waits for "
+                      f"{len(result.pending)} approval(s); it stays parked in the workers"))
     print_pending(console, result.run_id, result.pending, args.durable)
     return ExitCode.SUSPENDED
 
@@ -142,11 +152,10 @@ async def _report(engine: DurableEngine, result: RunResult, console: Console) ->
         if value is not None:
             shown = value if isinstance(value, str) else json.dumps(
                 value, indent=2, ensure_ascii=False, default=str)
-            shown = "\n".join(visible(line.expandtabs()) for line in shown.split("\n"))
-            console.print(f"result:\n{escape(shown)}" if "\n" in shown else
-                          f"result: {escape(shown)}")
+            # a tool's output may carry ANSI escapes: the console shows them, never obeys
+            console.print(f"result:\n{shown}" if "\n" in shown else f"result: {shown}")
     style = {"success": "green", "failure": "red"}.get(status.value, "yellow")
     reason = f": {visible(result.error)}" if result.error else ""
-    console.print(f"[{style}]{status.value}[/] run {result.run_id} after {result.ticks} ticks"
-                  f"{escape(reason)}")
+    console.print(say((status.value, style), f" run {visible(result.run_id)} after "
+                      f"{result.ticks} ticks{reason}"))
     return int(RUN_EXIT_CODES[status])

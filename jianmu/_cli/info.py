@@ -8,10 +8,17 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
-from jianmu._cli.common import CLIError, ExitCode, load_cli_config, make_console
+from jianmu._cli.common import (
+    CLIError,
+    ExitCode,
+    json_text,
+    load_cli_config,
+    make_console,
+    say,
+    visible,
+)
 from jianmu._cli.targets import skill_catalog
 from jianmu.errors import SkillLoadError, SkillNotFoundError, ToolNotFoundError
 
@@ -123,8 +130,7 @@ def _server_table(server: str, tools: list[Any], config: Any) -> Table:
     table.add_column("why", overflow="fold")
     for tool in tools:
         asks, why = _guard_view(tool, config)
-        table.add_row(tool.name, tool.category, tool.permission, asks, _hints(tool),
-                      escape(why))
+        table.add_row(tool.name, tool.category, tool.permission, asks, _hints(tool), why)
     return table
 
 
@@ -151,10 +157,10 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
     for tool in sorted(tools, key=lambda t: t.name):
         table.add_row(tool.name, tool.category, tool.permission,
                       "yes" if tool.parallel_safe else "no",
-                      escape(_first_line(tool.get_description())))
+                      _first_line(tool.get_description()))
     console.print(table)
     for note in notes:
-        console.print(f"[dim]{escape(note)}[/]")
+        console.print(say((note, "dim")))
     return ExitCode.OK
 
 
@@ -184,7 +190,7 @@ def cmd_tools_show(args: argparse.Namespace) -> int:
         data = tool.to_mcp()
     else:
         data = tool.spec()
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    print(json_text(data))
     return ExitCode.OK
 
 
@@ -201,16 +207,16 @@ def cmd_skills_list(args: argparse.Namespace) -> int:
         table.add_column(column, overflow="fold")
     for skill in catalog:
         table.add_row(skill.name, skill.execution, skill.version or "",
-                      _tools_text(skill), escape(_first_line(skill.description)))
+                      _tools_text(skill), _first_line(skill.description))
     console.print(table)
     for skill in catalog:
         for note in skill.warnings:
-            console.print(f"[yellow]warning[/] {skill.name}: {escape(note)}")
+            console.print(say(("warning", "yellow"), f" {skill.name}: {note}"))
     for error in catalog.errors:
-        console.print(f"[red]broken[/]: {escape(str(error))}")
+        console.print(say(("broken", "red"), f": {error}"))
     if not len(catalog) and not catalog.errors:
         folders = ", ".join(str(p) for p in catalog.paths)
-        console.print(f"no skills found in {escape(folders)}; add SKILL.md folders there "
+        console.print(f"no skills found in {folders}; add SKILL.md folders there "
                       "or list folders in the config's skills.paths")
     return ExitCode.OK
 
@@ -254,16 +260,16 @@ def cmd_skills_show(args: argparse.Namespace) -> int:
     ]
     for key, value in rows:
         if value not in (None, ""):
-            console.print(f"[bold]{key}[/]: {escape(str(value))}")
+            console.print(say((key, "bold"), f": {value}"))
     for note in skill.warnings:
-        console.print(f"[yellow]warning[/]: {escape(note)}")
+        console.print(say(("warning", "yellow"), f": {note}"))
     files = skill.files()
-    console.print(f"[bold]files[/]: {len(files) or 'none besides SKILL.md'}")
+    console.print(say(("files", "bold"), f": {len(files) or 'none besides SKILL.md'}"))
     width = max((len(path) for path, _ in files), default=0)
     for path, size in files:
-        console.print(f"  {escape(path.ljust(width))}  {_size(size):>9}")
+        console.print(f"  {visible(path).ljust(width)}  {_size(size):>9}")
     console.print()
-    console.print(escape(skill.body) if skill.body else "[dim](no body)[/]")
+    console.print(skill.body if skill.body else say(("(no body)", "dim")))
     return ExitCode.OK
 
 
@@ -317,13 +323,13 @@ def cmd_skills_validate(args: argparse.Namespace) -> int:
             skill = checker.validate(folder.resolve())
         except SkillLoadError as exc:
             problems += 1
-            console.print(escape(_problem_line(exc)))
+            console.print(_problem_line(exc))
             continue
-        console.print(f"[green]ok[/] {skill.name} ({skill.execution}) "
-                      f"{escape(_shown_path(str(skill.file)))}")
+        console.print(say(("ok", "green"), f" {skill.name} ({skill.execution}) "
+                          f"{_shown_path(str(skill.file))}"))
         warned += bool(skill.warnings)
         for note in skill.warnings:
-            console.print(f"  [yellow]warning[/]: {escape(note)}")
+            console.print(say("  ", ("warning", "yellow"), f": {note}"))
     with_warnings = f", {warned} with warnings" if warned else ""
     if problems:
         console.print(f"{problems} of {len(folders)} skill(s) have errors{with_warnings}")

@@ -14,7 +14,7 @@ from rich.live import Live
 from rich.text import Text
 from rich.tree import Tree
 
-from jianmu._cli.common import visible
+from jianmu._cli.common import say, visible
 from jianmu.runtime.events import Event
 
 __all__ = ("Progress", "render_tree", "shorten")
@@ -145,7 +145,7 @@ class Progress:
             self._line(f"  ✗ rejected {shorten(f.get('request_id'), 80)}{message}")
 
     def _line(self, *parts: str | tuple[str, str]) -> None:
-        self.console.print(Text.assemble(*parts))
+        self.console.print(say(*parts))  # every part shown as written
 
     def footer(self) -> Text:
         """Counts so far."""

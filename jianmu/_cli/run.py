@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from jianmu._cli.approvals import heading, print_request
@@ -20,6 +20,7 @@ from jianmu._cli.common import (
     load_cli_config,
     make_console,
     parse_inputs,
+    say,
     visible,
 )
 from jianmu._cli.launches import LaunchStore
@@ -62,7 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         target.attach(runner)
         launches.save(runner.run_id, target.launch)
-        console.print(f"run {runner.run_id}: {escape(_describe(target))}")
+        console.print(f"run {visible(runner.run_id)}: {_describe(target)}")
         return _drive(runner, target, args, console)
     finally:
         launches.close()
@@ -101,14 +102,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
             constraints=target.constraints, extras={"cli_launch": launch.target},
         )
         target.attach(runner)
-        console.print(f"resuming run {runner.run_id}: {escape(_describe(target))}")
+        console.print(f"resuming run {visible(runner.run_id)}: {_describe(target)}")
         try:
             for request_id in args.approve or []:
                 runner.approve(request_id, args.message)
-                console.print(f"  ✓ approved {escape(request_id)}")
+                console.print(f"  ✓ approved {visible(request_id)}")
             for request_id in args.reject or []:
                 runner.reject(request_id, args.message or "rejected with jianmu resume")
-                console.print(f"  ✗ rejected {escape(request_id)}")
+                console.print(f"  ✗ rejected {visible(request_id)}")
         except InteractionError as exc:
             raise CLIError(str(exc)) from exc
         return _drive(runner, target, args, console)
@@ -148,8 +149,8 @@ def _drive(runner: ReactiveRunner, target: Target, args: argparse.Namespace,
     try:
         result = asyncio.run(loop())
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted[/]: run {runner.run_id} stopped; its last "
-                      "checkpoint is kept")
+        console.print(say(("interrupted", "yellow"), f": run {visible(runner.run_id)} "
+                          "stopped; its last checkpoint is kept"))
         return ExitCode.STOPPED
     return _report(runner, target, result, progress, args, console)
 
@@ -187,7 +188,7 @@ def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] 
     print_request(console, heading(Text("approval needed ", style="bold yellow"), request),
                   request)
     while True:
-        console.print(escape("  approve? [y/n, or 'n REASON'] "), end="")
+        console.print("  approve? [y/n, or 'n REASON'] ", end="")
         console.file.flush()
         line = sys.stdin.readline()
         if not line:
@@ -210,34 +211,32 @@ def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress:
     status = result.status
     if status is RunStatus.SUSPENDED:
         hint_config = f" --config {args.config}" if args.config else ""
-        console.print(f"[yellow]suspended[/]: run {runner.run_id} waits for "
-                      f"{len(result.pending)} approval(s); it is saved in "
-                      f"{escape(runner.ctx.config.runtime.checkpoint_path)}")
+        console.print(say(("suspended", "yellow"), f": run {visible(runner.run_id)} waits for "
+                          f"{len(result.pending)} approval(s); it is saved in "
+                          f"{runner.ctx.config.runtime.checkpoint_path}"))
         for request in result.pending:
             print_request(console, heading("  pending ", request, sep="  "), request,
                           indent="    ")
-        first = escape(visible(result.pending[0].id)) if result.pending else "ID"
-        console.print(f"resume with: jianmu resume {runner.run_id} --approve {first}"
-                      f"{escape(hint_config)}   (or --reject {first})")
+        first = shlex.quote(visible(result.pending[0].id)) if result.pending else "ID"
+        console.print(f"resume with: jianmu resume {visible(runner.run_id)} --approve {first}"
+                      f"{hint_config}   (or --reject {first})")
         return ExitCode.SUSPENDED
     code = RUN_EXIT_CODES[status]
     if status is RunStatus.SUCCESS:
         try:
             value = target.result()
         except JianmuError as exc:  # a BT skill's result that does not fit its outputs
-            console.print(f"[red]failure[/]: {escape(visible(str(exc)))}")
+            console.print(say(("failure", "red"), f": {visible(str(exc))}"))
             return ExitCode.FAILURE
         if value is not None:
             shown = value if isinstance(value, str) else json.dumps(
                 value, indent=2, ensure_ascii=False, default=str
             )
-            # a tool's output may carry ANSI escapes: show them, do not let them act
-            shown = "\n".join(visible(line.expandtabs()) for line in shown.split("\n"))
-            console.print(f"result:\n{escape(shown)}" if "\n" in shown else
-                          f"result: {escape(shown)}")
+            # a tool's output may carry ANSI escapes: the console shows them, never obeys
+            console.print(f"result:\n{shown}" if "\n" in shown else f"result: {shown}")
     style = {"success": "green", "failure": "red"}.get(status.value, "yellow")
     reason = f": {visible(result.error)}" if result.error else ""  # the full error, only here
-    console.print(f"[{style}]{status.value}[/] run {runner.run_id} after {runner.ticks} ticks"
-                  f"{escape(reason)}")
+    console.print(say((status.value, style), f" run {visible(runner.run_id)} after "
+                      f"{runner.ticks} ticks{reason}"))
     return int(code)
 

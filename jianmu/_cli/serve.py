@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-
-from jianmu._cli.common import CLIError, ExitCode, load_cli_config, make_console
+from jianmu._cli.common import CLIError, ExitCode, load_cli_config, make_console, say
 from jianmu.errors import JianmuError, SandboxError, SkillLoadError
 
 if TYPE_CHECKING:
@@ -57,22 +56,45 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
     served = [t.name for t in served_tools(toolset, guard=config.guard)]
     hidden = [n for n in toolset.names() if n not in served]
     log.print(f"serving {len(served)} tool(s) over MCP ({where}): "
-              f"{escape(', '.join(served)) or 'none'}")
+              f"{', '.join(served) or 'none'}")
     if hidden:
         log.print("  not served (hidden by the guard, admin only or deprecated): "
-                  f"{escape(', '.join(hidden))}")
+                  f"{', '.join(hidden)}")
     if skills:
         log.print(f"  and {len(prompt_skills)} prompt skill(s) as prompts, the files of "
                   f"{len(skills)} skill(s) as resources skill://<skill>/<path>")
+    token = _bearer_token(args, log) if args.transport == "http" else None
     try:
         serve_sync(toolset, transport=args.transport, host=args.host, port=args.port,
                    path=args.path, guard=config.guard, execution=config.execution,
-                   prompts=prompt_skills, files=skills)
+                   prompts=prompt_skills, files=skills, token=token, config=config)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     except KeyboardInterrupt:
         log.print("stopped")
     return ExitCode.OK
+
+
+def _bearer_token(args: argparse.Namespace, log: Console) -> str:
+    """The token every HTTP request must carry: ``--token-env``'s variable, else a new one,
+    printed (to stderr) for the person who connects clients.
+
+    Raises:
+        CLIError: ``--token-env`` names a variable that is unset or empty.
+    """
+    from jianmu._tokens import new_token
+
+    if args.token_env:
+        token = os.environ.get(args.token_env, "").strip()
+        if not token:
+            raise CLIError(f"--token-env {args.token_env}: the environment variable "
+                           f"{args.token_env} is not set or empty; set it to the token "
+                           "clients will send")
+        log.print(f"  clients must send: Authorization: Bearer ${args.token_env}")
+        return token
+    token = new_token()
+    log.print(f"  clients must send: Authorization: Bearer {token}")
+    return token
 
 
 def _served_skills(folders: list[str], config: AppConfig, log: Console) -> list[Skill]:
@@ -85,7 +107,7 @@ def _served_skills(folders: list[str], config: AppConfig, log: Console) -> list[
 
     catalog = SkillCatalog(folders, config=config)
     for error in catalog.errors:
-        log.print(f"[yellow]skipped a broken skill[/]: {escape(str(error))}")
+        log.print(say(("skipped a broken skill", "yellow"), f": {error}"))
     if not len(catalog):
         raise CLIError(f"--skills-dir {', '.join(folders)}: no skill found there")
     return catalog.skills()
@@ -99,8 +121,8 @@ def cmd_sandbox_build_image(args: argparse.Namespace) -> int:
     console = make_console()
     try:
         image_id = build_image(args.name, suite=args.suite, mirror=args.mirror, force=args.force,
-                               log=lambda line: console.print(f"  {escape(line)}"))
+                               log=lambda line: console.print(f"  {line}"))
     except SandboxError as exc:  # no daemon, or both ways of building failed
         raise CLIError(str(exc), ExitCode.FAILURE) from exc
-    console.print(f"image {escape(args.name)}: {image_id}")
+    console.print(f"image {args.name}: {image_id}")
     return ExitCode.OK

@@ -8,7 +8,7 @@ import itertools
 import py_trees
 from py_trees.behaviour import Behaviour
 
-from jianmu._cli.common import TREE_FORMATS, ExitCode, load_cli_config, parse_inputs
+from jianmu._cli.common import TREE_FORMATS, ExitCode, load_cli_config, parse_inputs, printable
 from jianmu._cli.progress import node_kind
 from jianmu._cli.targets import load_target
 
@@ -81,5 +81,5 @@ def cmd_tree_show(args: argparse.Namespace) -> int:
         text = to_dot(root)
     else:
         text = to_mermaid(root)
-    print(text.rstrip("\n"))
+    print(printable(text.rstrip("\n")))
     return ExitCode.OK

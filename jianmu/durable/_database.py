@@ -1,23 +1,49 @@
-"""The durable engine's database: reachable or not, named without its password."""
+"""The durable engine's database: reachable or not, named without its password.
+
+The URL's password (in its user-info or a ``?password=`` parameter) never reaches a message,
+a log line or a ``repr``: the URL is shown redacted (`redact`), and a driver's error, which may
+quote the URL or a piece of it (psycopg does for a malformed one), is cleaned of its secrets
+(`clean_error`) before it is shown. The loggers of DBOS, SQLAlchemy and this package drop them
+too (`guard_logs`).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 
+from jianmu._redact import SecretFilter, redact_text, redact_url, url_secrets
 from jianmu.errors import DurableDatabaseError, DurableError, MissingExtraError
 
-__all__ = ("check_reachable", "redact", "require_dbos")
+__all__ = ("check_reachable", "clean_error", "guard_logs", "redact", "require_dbos")
+
+_LOGGERS = ("dbos", "sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool", "jianmu.durable")
+_filters: dict[str, SecretFilter] = {}
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    try:
-        from sqlalchemy.engine import make_url
+    """``url`` without its password (user-info or query parameter), for messages and logs."""
+    return redact_url(url)
 
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url.split("@")[-1] if "@" in url else url
+
+def clean_error(exc: BaseException | str, url: str) -> str:
+    """An error's text (a driver's, say) without the secrets of ``url`` or any other URL's."""
+    return redact_text(str(exc), *url_secrets(url))
+
+
+def guard_logs(url: str) -> None:
+    """Keep the secrets of ``url`` out of the log records of DBOS, SQLAlchemy and Jianmu's
+    durable engine, whoever logs them."""
+    secrets = url_secrets(url)
+    if not secrets:
+        return
+    for name in _LOGGERS:
+        found = _filters.get(name)
+        if found is None:
+            found = _filters[name] = SecretFilter()
+            logging.getLogger(name).addFilter(found)
+        found.secrets = tuple(dict.fromkeys((*found.secrets, *secrets)))
 
 
 def require_dbos() -> None:
@@ -46,7 +72,9 @@ def _prepare_sqlite(url: str) -> None:
         with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
     except sqlite3.Error as exc:
-        raise DurableDatabaseError(f"cannot open the durable database {url}: {exc}") from None
+        raise DurableDatabaseError(
+            f"cannot open the durable database {redact(url)}: {clean_error(exc, url)}"
+        ) from None
 
 
 def check_reachable(url: str) -> None:
@@ -68,7 +96,9 @@ def check_reachable(url: str) -> None:
             return  # DBOS creates its database on first launch
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise DurableDatabaseError(
-            f"cannot reach the durable database {redact(url)}: {reason}"
+            f"cannot reach the durable database {redact(url)}: {clean_error(reason, url)}"
         ) from None
-    except Exception as exc:
-        raise DurableError(f"bad durable database URL {redact(url)}: {exc}") from None
+    except Exception as exc:  # psycopg quotes a malformed URL (its password too): cleaned
+        raise DurableError(
+            f"bad durable database URL {redact(url)}: {clean_error(exc, url)}"
+        ) from None

@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ("WorkerRegistry", "recover_worker", "sqlalchemy_url")
+__all__ = ("WorkerRegistry", "open_tables", "recover_worker", "sqlalchemy_url")
 
 APP_VERSION = "jianmu-1"
 """DBOS application version of every Jianmu worker: recovery matches runs by it, so workers
@@ -42,6 +42,18 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
+def open_tables(url: str, metadata: sa.MetaData) -> sa.Engine:
+    """A small engine on the durable database, with ``metadata``'s tables made if missing
+    (beside DBOS's own)."""
+    db = sa.create_engine(sqlalchemy_url(url), pool_size=1, max_overflow=1, pool_pre_ping=True)
+    try:
+        metadata.create_all(db, checkfirst=True)
+    except sa.exc.DBAPIError:
+        # two processes starting at once both saw no table; the loser finds it made now
+        metadata.create_all(db, checkfirst=True)
+    return db
+
+
 def recover_worker(client: Any, executor_id: str) -> list[str]:
     """Hand ``executor_id``'s pending runs back to the queue; their ids."""
     from jianmu.durable._dbos_adapter import reenqueue_dead_worker_runs
@@ -55,13 +67,7 @@ class WorkerRegistry:
 
     def __init__(self, url: str, engine_name: str) -> None:
         self.engine_name = engine_name
-        self._db = sa.create_engine(sqlalchemy_url(url), pool_size=1, max_overflow=1,
-                                    pool_pre_ping=True)
-        try:
-            _metadata.create_all(self._db, checkfirst=True)
-        except sa.exc.DBAPIError:
-            # two workers starting at once both saw no table; the loser finds it made now
-            _metadata.create_all(self._db, checkfirst=True)
+        self._db = open_tables(url, _metadata)
 
     def beat(self, executor_id: str, *, started: float | None = None) -> None:
         """Record that ``executor_id`` is alive now."""

@@ -7,6 +7,7 @@ import concurrent.futures
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -16,9 +17,16 @@ from py_trees.behaviour import Behaviour
 from pydantic import BaseModel, ValidationError
 
 from jianmu.config import AppConfig, load_config
-from jianmu.durable._database import check_reachable, redact, require_dbos
+from jianmu.durable._database import (
+    check_reachable,
+    clean_error,
+    guard_logs,
+    redact,
+    require_dbos,
+)
 from jianmu.durable.info import RUN_STATUSES, RunInfo, run_status
 from jianmu.errors import (
+    AlreadyDecidedError,
     DurableDatabaseError,
     DurableError,
     RunNotFoundError,
@@ -34,6 +42,7 @@ from jianmu.state import StateManager
 if TYPE_CHECKING:
     from dbos import DBOSClient
 
+    from jianmu.durable._decisions import Decision, DecisionLedger
     from jianmu.durable._workers import Heartbeat
 
 __all__ = ("DurableEngine", "TreeFactory", "redact")
@@ -82,11 +91,13 @@ class DurableEngine:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             url = f"sqlite:///{path}"
         self.database_url = url
+        guard_logs(url)  # whoever logs the URL (a driver, DBOS), its secrets stay out
         self.name = name
         self.executor_id = executor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         self.queue_name = f"{name}.runs"
         self._trees: dict[str, _Tree] = {}
         self._client: DBOSClient | None = None
+        self._decisions: DecisionLedger | None = None
         self._heartbeat: Heartbeat | None = None
         self.launched = False
 
@@ -185,7 +196,8 @@ class DurableEngine:
         except Exception as exc:
             DBOS.destroy()
             raise DurableDatabaseError(
-                f"cannot start a worker on {redact(self.database_url)}: {exc}"
+                f"cannot start a worker on {redact(self.database_url)}: "
+                f"{clean_error(exc, self.database_url)}"
             ) from None
         settings = self.config.durable
         DBOS.register_queue(self.queue_name, worker_concurrency=settings.worker_concurrency,
@@ -194,7 +206,8 @@ class DurableEngine:
         self._heartbeat = Heartbeat(
             registry, self.executor_id, self.config.durable.takeover_after_s,
             self.client,
-            on_error=lambda exc: _log.warning("heartbeat failed: %s", exc),
+            on_error=lambda exc: _log.warning(
+                "heartbeat failed: %s", clean_error(exc, self.database_url)),
         )
         self._heartbeat.start()
         self.launched = True
@@ -208,6 +221,9 @@ class DurableEngine:
         if self._client is not None:
             self._client.destroy()
             self._client = None
+        if self._decisions is not None:
+            self._decisions.close()
+            self._decisions = None
         if self.launched:
             from dbos import DBOS
 
@@ -219,6 +235,9 @@ class DurableEngine:
                 with concurrent.futures.ThreadPoolExecutor(1) as pool:
                     pool.submit(DBOS.destroy, workflow_completion_timeout_sec=0).result()
             self.launched = False
+
+    def __repr__(self) -> str:
+        return f"<DurableEngine {self.name!r} on {redact(self.database_url)}>"
 
     def __enter__(self) -> DurableEngine:
         return self
@@ -242,7 +261,8 @@ class DurableEngine:
                                     application_name=self.name, retry_connection_errors=False)
             except Exception as exc:
                 raise DurableDatabaseError(
-                    f"cannot reach the durable database {redact(self.database_url)}: {exc}"
+                    f"cannot reach the durable database {redact(self.database_url)}: "
+                    f"{clean_error(exc, self.database_url)}"
                 ) from None
             self._client = client
         return self._client
@@ -363,6 +383,8 @@ class DurableEngine:
 
         Raises:
             RunNotFoundError: no such run, or it waits for no request ``call_id``.
+            AlreadyDecidedError: the request was decided before (the first decision stands;
+                the error names it).
         """
         await self._decide(run_id, call_id, True, message)
 
@@ -371,25 +393,55 @@ class DurableEngine:
 
         Raises:
             RunNotFoundError: no such run, or it waits for no request ``call_id``.
+            AlreadyDecidedError: the request was decided before (the first decision stands;
+                the error names it).
         """
         await self._decide(run_id, call_id, False, reason or None)
+
+    def decision(self, run_id: str, call_id: str) -> Decision | None:
+        """How request ``call_id`` of ``run_id`` was decided (from any process), if it was."""
+        return self._ledger().first(run_id, call_id)
+
+    def _ledger(self) -> DecisionLedger:
+        if self._decisions is None:
+            from jianmu.durable._decisions import DecisionLedger
+
+            self.client  # noqa: B018 - reached (and named without its password) first
+            self._decisions = DecisionLedger(self.database_url)
+        return self._decisions
 
     async def _decide(self, run_id: str, call_id: str, approved: bool,
                       message: str | None) -> None:
         from jianmu.durable._workflow import APPROVAL, approval_topic
 
         await asyncio.to_thread(self.run_info, run_id)  # raises for an unknown run
+        ledger = self._ledger()
+        first = await asyncio.to_thread(ledger.first, run_id, call_id)
+        if first is not None:
+            raise _already_decided(run_id, call_id, first)
         pending = await self.pending(run_id)
         if call_id not in {r.id for r in pending}:
+            # decided (and gone on) since the look above: name that decision
+            first = await asyncio.to_thread(ledger.first, run_id, call_id)
+            if first is not None:
+                raise _already_decided(run_id, call_id, first)
             known = ", ".join(r.id for r in pending) or "none"
             raise RunNotFoundError(
                 f"run {run_id!r} waits for no approval {call_id!r} (pending: {known})"
             )
-        await self.client.send_async(
-            run_id, {"kind": APPROVAL, "call_id": call_id, "approved": approved,
-                     "message": message},
-            approval_topic(call_id), idempotency_key=f"{run_id}:{call_id}",
-        )
+        decision = {"kind": APPROVAL, "call_id": call_id, "approved": approved,
+                    "message": message}
+        client = self.client
+
+        def send(conn: Any) -> None:
+            client.send_in_transaction(conn, run_id, decision, approval_topic(call_id),
+                                       idempotency_key=f"{run_id}:{call_id}")
+
+        # recorded and sent in one transaction: a second decision, even one racing this one,
+        # finds this row and is refused
+        first = await asyncio.to_thread(ledger.decide, run_id, call_id, approved, message, send)
+        if first is not None:
+            raise _already_decided(run_id, call_id, first)
 
     def runs(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
         """The runs of this app, oldest first, optionally only those with ``status``."""
@@ -457,6 +509,17 @@ class DurableEngine:
             updated=status.updated_at / 1000 if status.updated_at else None,
             worker=status.executor_id, error=error, inputs=inputs,
         )
+
+
+def _already_decided(run_id: str, call_id: str, first: Decision) -> AlreadyDecidedError:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(first.decided_at))
+    said = f" ({first.message!r})" if first.message else ""
+    return AlreadyDecidedError(
+        f"request {call_id!r} of run {run_id!r} was already {first.verb} at {when}{said}; "
+        "the first decision stands and this one was not recorded",
+        run_id=run_id, call_id=call_id, approved=first.approved, first_message=first.message,
+        decided_at=first.decided_at,
+    )
 
 
 def _run_result(run_id: str, output: dict[str, Any]) -> RunResult:

@@ -69,7 +69,7 @@ def read_frames(
             buf = buf[8 + size:]
 
 
-def pack_folders(mounts: Mapping[str, str], *, limit: int) -> bytes:
+def pack_folders(mounts: Mapping[str | int, str], *, limit: int) -> bytes:
     """One tar of every mount's host folder, each under its target's name (`tar_folders`);
     empty when there is none.
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from jianmu.errors import SandboxError
 
-__all__ = ("MAX_COPY_BYTES", "open_real_dir", "tar_folders")
+__all__ = ("MAX_COPY_BYTES", "open_mount_source", "open_real_dir", "tar_folders")
 
 MAX_COPY_BYTES = 32 * 1024 * 1024
 """The largest folder (file bytes) a sandbox copies in for a read-only mount."""
@@ -49,19 +49,29 @@ def open_real_dir(path: str) -> int:
     return fd
 
 
+def open_mount_source(source: str | int) -> int:
+    """A new descriptor of a mount's host folder: a duplicate of a given descriptor (a folder
+    pinned earlier), or the path reached with `open_real_dir`.
+
+    Raises:
+        SandboxError: see `open_real_dir`.
+    """
+    return os.dup(source) if isinstance(source, int) else open_real_dir(source)
+
+
 def _why(exc: OSError) -> str:
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW | O_DIRECTORY on a link
         return "a symbolic link or not a folder"
     return exc.strerror or str(exc)
 
 
-def tar_folders(folders: Mapping[str, str], *, limit: int = MAX_COPY_BYTES) -> bytes:
+def tar_folders(folders: Mapping[str, str | int], *, limit: int = MAX_COPY_BYTES) -> bytes:
     """An uncompressed tar holding each host folder of ``folders`` under its name: their
     sub-folders and regular files, read-only.
 
-    Each folder is reached with `open_real_dir`. Symbolic links, devices, sockets and pipes
-    are left out, so unpacking the archive can never write through a link. Folders and
-    executable files get mode 0555, other files 0444.
+    Each folder is reached with `open_mount_source` (by path, or by a pinned descriptor).
+    Symbolic links, devices, sockets and pipes are left out, so unpacking the archive can
+    never write through a link. Folders and executable files get mode 0555, other files 0444.
 
     Raises:
         SandboxError: a folder cannot be reached without a symlink, or together they hold more
@@ -71,7 +81,7 @@ def tar_folders(folders: Mapping[str, str], *, limit: int = MAX_COPY_BYTES) -> b
     budget = _Budget(limit)
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, host in folders.items():
-            fd = open_real_dir(host)
+            fd = open_mount_source(host)
             try:
                 tar.addfile(_info(name, tarfile.DIRTYPE, 0o555, os.fstat(fd)))
                 _add_folder(tar, fd, f"{name}/", budget)

@@ -5,6 +5,9 @@ image is made from a root file system: ``debootstrap --variant=minbase
 --include=python3``, trimmed, packed with ``tar`` and imported. Where debootstrap is
 missing or fails, a Dockerfile build from ``debian:bookworm-slim`` is tried, which needs a
 registry. `jianmu sandbox build-image` and ``make sandbox-image`` call `build_image`.
+
+The image answers to ``python`` as well as ``python3`` (skills' instructions say ``python
+scripts/x.py``): a one-line layer links it, added to an image that lacks it, offline.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ _CHANGES = ['ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 _DOCKERFILE = """\
 FROM debian:{suite}-slim
 RUN apt-get update && apt-get install -y --no-install-recommends python3 \\
-    && rm -rf /var/lib/apt/lists/*
+    && ln -sf python3 /usr/bin/python && rm -rf /var/lib/apt/lists/*
 ENV LANG=C.UTF-8
 WORKDIR /workspace
 CMD ["/bin/bash"]
@@ -106,10 +109,12 @@ def build_image(
         if not force:
             try:
                 image = client.images.get(name)
-                say(f"image {name} is present ({image.short_id}); use force=True to rebuild")
-                return str(image.id)
             except docker.errors.ImageNotFound:
                 pass
+            else:
+                say(f"image {name} is present ({image.short_id}); use force=True to rebuild")
+                _link_python(client, name, say)
+                return str(client.images.get(name).id)
         repository, _, tag = name.rpartition(":") if ":" in name.split("/")[-1] else (
             name, "", "latest")
         try:
@@ -137,6 +142,7 @@ def build_image(
                     "Install debootstrap (apt-get install debootstrap) and run as root, or "
                     "make a registry reachable"
                 ) from second
+        _link_python(client, name, say)
         _check(client, name)
         image_id = str(client.images.get(name).id)
         say(f"built {name} ({image_id[:19]})")
@@ -189,12 +195,36 @@ def _rootfs_tarball(
         return out
 
 
+def _has_python(client: object, name: str) -> bool:
+    docker = _import_docker()
+    try:
+        client.containers.run(  # type: ignore[attr-defined]
+            name, ["python", "-c", "pass"], remove=True, network_mode="none",
+        )
+    except (docker.errors.ContainerError, docker.errors.APIError):
+        return False
+    return True
+
+
+def _link_python(client: object, name: str, say: Callable[[str], None]) -> None:
+    """Give ``name`` a ``python`` command (a link to python3) if it has none: one layer,
+    built from the local image, offline."""
+    if _has_python(client, name):
+        return
+    say(f"linking python to python3 in {name}")
+    with _docker_errors("add the python link", name):
+        client.images.build(  # type: ignore[attr-defined]
+            fileobj=io.BytesIO(f"FROM {name}\nRUN ln -sf python3 /usr/bin/python\n".encode()),
+            tag=name, rm=True, pull=False,
+        )
+
+
 def _check(client: object, name: str) -> None:
     """Run Python once in the new image, so that a broken build fails here, not in a tool."""
     with _docker_errors("test the new image", name):
         output = client.containers.run(  # type: ignore[attr-defined]
-            name, ["python3", "-c", "import json, pickle; print(6 * 7)"], remove=True,
+            name, ["python", "-c", "import json, pickle; print(6 * 7)"], remove=True,
             network_mode="none",
         )
     if output.strip() != b"42":
-        raise SandboxError(f"the image {name!r} was built but python3 does not work in it")
+        raise SandboxError(f"the image {name!r} was built but python does not work in it")

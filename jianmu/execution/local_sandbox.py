@@ -55,7 +55,7 @@ from jianmu.execution._cgroup import CgroupNest, cgroup_support, sweep_stale_cgr
 from jianmu.execution._child import ChildHandle, ChildOutcome, ChildSpec, run_child
 from jianmu.execution._harden import SeccompFilter, keyring_filter, seccomp_fd
 from jianmu.execution._local_warm import LocalWarm
-from jianmu.execution._mounts import open_real_dir
+from jianmu.execution._mounts import open_mount_source
 from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, CappedBuffer, exec_result
 from jianmu.execution._pids import user_tasks
 from jianmu.execution._safe_env import safe_git_env
@@ -316,7 +316,7 @@ class LocalSandbox(BaseSandbox):
         self._running.add(handle)
         try:
             for host, target in call.ro_mounts.items():
-                ro_fds[open_real_dir(host)] = target
+                ro_fds[open_mount_source(host)] = target
             if self.uses_bwrap and self._seccomp is not None:
                 filter_fd = seccomp_fd(self._seccomp)
             spec = self._child_spec(call.argv, workdir, call.env, timeout, ro_fds,

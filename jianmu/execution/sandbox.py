@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,10 @@ __all__ = (
 MOUNT_ROOT = "/skills"
 """The sandbox folder under which read-only mounts appear, one level deep: ``/skills/<name>``."""
 _MOUNT_NAME = re.compile(r"^\w[\w.-]{0,127}$")
+
+MountSource = str | int
+"""A read-only mount's host side: a folder's absolute path (reached without following a link),
+or an open descriptor of a folder pinned earlier (used as it is, whatever its path is now)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,9 +76,10 @@ class ExecCall:
     """The working folder, relative to the workspace, without ``..``."""
     timeout: float | None = None
     """As the caller gave it; `timeout_or` applies the sandbox's default."""
-    ro_mounts: dict[str, str] = field(default_factory=dict)
-    """Host folder (absolute, no symlink on the way) -> where the command sees it read-only
-    (``/skills/<name>``); empty unless the sandbox offers `MountingSandbox`."""
+    ro_mounts: dict[MountSource, str] = field(default_factory=dict)
+    """Host folder (absolute, no symlink on the way, or a folder's descriptor) -> where the
+    command sees it read-only (``/skills/<name>``); empty unless the sandbox offers
+    `MountingSandbox`."""
 
     def timeout_or(self, default: float) -> float:
         """The call's timeout, or ``default`` when it set none.
@@ -136,13 +142,15 @@ class MountingSandbox(Sandbox, Protocol):
         env: Mapping[str, str] | None = None,  # as in Sandbox.exec
         cwd: str | None = None,  # as in Sandbox.exec
         timeout: float | None = None,  # as in Sandbox.exec
-        ro_mounts: Mapping[str | os.PathLike[str], str] | None = None,  # host -> /skills/<name>
+        ro_mounts: Mapping[str | os.PathLike[str] | int, str] | None = None,  # host -> /skills/x
     ) -> ExecResult:
         """`Sandbox.exec`, with each host folder of ``ro_mounts`` visible read-only at its
         value (``/skills/<name>``) while the command runs.
 
-        A host folder is reached without following any symlink on its way (give its real
-        path): a folder swapped for a link after the caller checked it is refused.
+        A host folder given by path is reached without following any symlink on its way
+        (give its real path): a folder swapped for a link after the caller checked it is
+        refused. One given by descriptor (an ``int``, a folder pinned earlier) is the folder
+        that descriptor holds.
         """
         ...
 
@@ -203,7 +211,7 @@ class BaseSandbox(ABC):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         timeout: float | None = None,
-        ro_mounts: Mapping[str | os.PathLike[str], str] | None = None,
+        ro_mounts: Mapping[str | os.PathLike[str] | int, str] | None = None,
     ) -> ExecResult:
         """Run ``command`` and wait for it; see `Sandbox.exec` and `MountingSandbox.exec`.
 
@@ -268,19 +276,33 @@ def _relative_cwd(cwd: str | None) -> PurePosixPath:
     return path
 
 
-def _checked_mounts(mounts: Mapping[str | os.PathLike[str], str]) -> dict[str, str]:
-    """``{host: target}`` as strings, each host absolute, each target ``/skills/<name>``.
+def _checked_mounts(
+    mounts: Mapping[str | os.PathLike[str] | int, str],
+) -> dict[MountSource, str]:
+    """``{host: target}``, each host an absolute path (a string) or a folder's descriptor,
+    each target ``/skills/<name>``.
 
     Raises:
         ValueError: naming the first mount that breaks the rule.
     """
-    checked: dict[str, str] = {}
+    checked: dict[MountSource, str] = {}
     for host, target in mounts.items():
-        source = os.fspath(host)
-        if not os.path.isabs(source) or "\x00" in source or ".." in source.split("/"):
-            raise ValueError(
-                f"mount source {source!r} must be an absolute host folder without '..'"
-            )
+        source: MountSource
+        if isinstance(host, int) and not isinstance(host, bool):
+            source = host
+            try:
+                is_dir = stat.S_ISDIR(os.fstat(host).st_mode)
+            except OSError:
+                is_dir = False
+            if not is_dir:
+                raise ValueError(f"mount source {host!r} is not a descriptor of a folder")
+        else:
+            source = os.fspath(host)  # type: ignore[arg-type]
+            if not os.path.isabs(source) or "\x00" in source or ".." in source.split("/"):
+                raise ValueError(
+                    f"mount source {source!r} must be an absolute host folder without '..'"
+                )
+            source = os.path.normpath(source)
         parent, _, name = str(target).rpartition("/")
         if parent != MOUNT_ROOT or not _MOUNT_NAME.match(name):
             raise ValueError(
@@ -289,5 +311,5 @@ def _checked_mounts(mounts: Mapping[str | os.PathLike[str], str]) -> dict[str, s
             )
         if target in checked.values():
             raise ValueError(f"mount target {target!r} is given twice")
-        checked[os.path.normpath(source)] = target
+        checked[source] = target
     return checked

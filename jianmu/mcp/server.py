@@ -13,9 +13,17 @@ on the server side, since an MCP host cannot be asked to honour it:
 
 Calls run through `ToolSet.execute` under a `ToolRunner` built from the execution
 constraints, so failures become ``isError`` results and code runs where the config says; over
-HTTP each client gets a runner, and so a sandbox, of its own (`jianmu.mcp._client_runners`).
+HTTP each client gets a runner, and so a sandbox, of its own (`jianmu.mcp._client_runners`). A
+tool that runs other tools (``run_bt_skill``) gets the server's own run context: the guard's
+rules, ``execution.workdir`` and the rest of the constraints hold for every tool it runs, and
+a call that would need a person's approval is refused (nobody here can give it).
 Skills may be served beside the tools: prompt skills as MCP prompts and skill files as MCP
 resources (see `jianmu.mcp.skill_content`).
+
+Over HTTP every request must carry the bearer token given to `serve` (``Authorization: Bearer
+TOKEN``, compared in constant time); anything else is answered ``401`` with a
+``WWW-Authenticate: Bearer`` header, as the MCP authorization spec shapes it (the SDK's own
+bearer middleware does it). There is no HTTP server without a token.
 """
 
 from __future__ import annotations
@@ -25,18 +33,20 @@ import contextlib
 import functools
 import json
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from jianmu.constraints import ExecutionConstraints, GuardConstraints
+from jianmu._tokens import same_token
+from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
 from jianmu.errors import MissingExtraError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChecker
 from jianmu.mcp._bridge import require_mcp
 from jianmu.mcp._client_runners import ClientRunners
 from jianmu.mcp.skill_content import FileSource, PromptSource, SkillContent
-from jianmu.runtime.context import RunContext
+from jianmu.runtime.context import RunContext, run_constraints
 from jianmu.tools.calls import ToolCall, ToolResult, render_output
 from jianmu.tools.names import shown_name
 from jianmu.tools.toolset import ToolSet
@@ -44,9 +54,15 @@ from jianmu.tools.toolset import ToolSet
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
+    from jianmu.config import AppConfig
     from jianmu.tools.base import Tool
 
-__all__ = ("build_mcp_server", "jianmu_version", "serve", "serve_sync", "served_tools")
+__all__ = (
+    "BearerToken", "build_mcp_server", "jianmu_version", "serve", "serve_sync", "served_tools",
+)
+
+_CLIENT_ID = "jianmu-mcp-client"
+"""Who a request with the server's token is, for the SDK's session bookkeeping."""
 
 
 def jianmu_version() -> str:
@@ -108,6 +124,7 @@ def build_mcp_server(
     user_roles: Iterable[str] = (),
     prompts: Iterable[PromptSource] = (),
     files: Iterable[FileSource] = (),
+    config: AppConfig | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) exposing the tools of ``toolset``.
 
@@ -123,6 +140,9 @@ def build_mcp_server(
         prompts: Skills served as MCP prompts (name, description; the body as a user message).
         files: Skills whose folders' files are served as MCP resources
             ``skill://<skill>/<path>``.
+        config: The configuration the served tools run under (what a tool that runs other
+            tools, such as ``run_bt_skill``, reads); ``guard`` and ``execution`` default to
+            its own.
 
     Raises:
         MissingExtraError: the ``mcp`` extra is not installed.
@@ -134,6 +154,9 @@ def build_mcp_server(
 
     if not isinstance(toolset, ToolSet):
         raise TypeError(f"build_mcp_server serves a ToolSet, got {toolset!r}")
+    if config is not None:
+        guard = guard if guard is not None else config.guard
+        execution = execution if execution is not None else config.execution
     guard = guard or GuardConstraints()
     owned_runner = runner is None
     if runner is None:
@@ -150,8 +173,18 @@ def build_mcp_server(
     served = served_tools(toolset, guard=guard, user_roles=roles)
     listing = [types.Tool.model_validate(_descriptor(t)) for t in served]
     chosen = ToolSet.from_tools(served)  # one name resolution: exact, ASCII case, alias
-    # the server's own run: its roles; nobody to ask (confirm is refused), events unheard
-    run_context = RunContext(interaction=None, user_roles=roles)
+    # the server's own run: its guard and execution (the runner's workspace), its roles;
+    # nobody to ask (confirm is refused), events unheard. A tool that runs tools of its own
+    # (run_bt_skill) runs them under these, never under a default context.
+    served_execution = runner.execution.model_copy(update={"workdir": str(workspace)})
+    base = config.constraints() if config is not None else Constraints()
+    run_context = RunContext(
+        config=config if config is not None else _config_of(guard, served_execution),
+        constraints=run_constraints(
+            base.model_copy(update={"guard": guard, "execution": served_execution})
+        ),
+        interaction=None, user_roles=roles,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
@@ -193,8 +226,10 @@ def build_mcp_server(
         # counted before the await: a concurrent call sees it (nothing awaits in between)
         ledger = ledger.after([found.name], enforcer.clock(),
                               timed=enforcer.rate_limited(found.name))
+        # only a tool that declares a run-context parameter gets it (injection by declaration)
         async with runners.runner_for(_ctx.request) as client_runner:
-            result = await chosen.execute(found.name, args, runner=client_runner)
+            result = await chosen.execute(found.name, args, runner=client_runner,
+                                          injected={"ctx": run_context})
         if not result.ok:
             return _error(result.error or f"tool {found.name!r} failed")
         return _success(result)
@@ -216,6 +251,12 @@ def build_mcp_server(
             found.parameters if (found := chosen.get(n)) is not None else None
         ),
     )
+
+
+def _config_of(guard: GuardConstraints, execution: ExecutionConstraints) -> AppConfig:
+    from jianmu.config import AppConfig
+
+    return AppConfig(guard=guard, execution=execution)
 
 
 def _descriptor(tool: Any) -> dict[str, Any]:
@@ -243,6 +284,8 @@ async def serve(
     user_roles: Iterable[str] = (),
     prompts: Iterable[PromptSource] = (),
     files: Iterable[FileSource] = (),
+    token: str | None = None,
+    config: AppConfig | None = None,
 ) -> None:
     """Serve ``toolset`` over MCP until the client disconnects (stdio) or the task is cancelled.
 
@@ -259,18 +302,27 @@ async def serve(
         user_roles: Roles of whoever connects.
         prompts: Skills served as MCP prompts.
         files: Skills whose files are served as MCP resources.
+        token: http: the bearer token every request must carry (``jianmu._tokens.new_token``
+            makes one); required, on every interface, loopback included.
+        config: The configuration the tools run under (see `build_mcp_server`).
 
     Raises:
-        ValueError: an unknown transport, or a port outside 1..65535.
+        ValueError: an unknown transport, a port outside 1..65535, or http without a token.
         MissingExtraError: the ``mcp`` extra (or uvicorn, for http) is not installed.
     """
     if transport not in ("stdio", "http"):
         raise ValueError(f"unknown MCP transport {transport!r}; use 'stdio' or 'http'")
     if transport == "http" and not (isinstance(port, int) and 0 < port < 65536):
         raise ValueError(f"port must be an integer in 1..65535, got {port!r}")
+    if transport == "http" and not (isinstance(token, str) and token.strip()):
+        where = f"{host}:{port}"
+        raise ValueError(
+            f"MCP over HTTP ({where}) needs a bearer token: anyone who can reach the port "
+            "would run the tools; pass token= (jianmu._tokens.new_token() makes one)"
+        )
     server = build_mcp_server(
         toolset, guard=guard, execution=execution, name=name, user_roles=user_roles,
-        prompts=prompts, files=files,
+        prompts=prompts, files=files, config=config,
     )
     if transport == "stdio":
         from mcp.server.stdio import stdio_server
@@ -282,9 +334,38 @@ async def serve(
         import uvicorn
     except ImportError as exc:
         raise MissingExtraError("uvicorn", "mcp") from exc
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-    await uvicorn.Server(config).serve()
+    from mcp.server.auth.settings import AuthSettings
+    from pydantic import AnyHttpUrl
+
+    assert token is not None
+    shown = f"[{host}]" if ":" in host else host
+    app = server.streamable_http_app(
+        streamable_http_path=path, host=host,
+        # the SDK's bearer middleware: 401 and WWW-Authenticate: Bearer without the token
+        auth=AuthSettings(issuer_url=AnyHttpUrl(f"http://{shown}:{port}"),
+                          resource_server_url=None),
+        token_verifier=BearerToken(token),
+    )
+    settings = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    await uvicorn.Server(settings).serve()
+
+
+@dataclass(frozen=True, repr=False)
+class BearerToken:
+    """The SDK's ``TokenVerifier`` for one static token, compared in constant time."""
+
+    token: str
+
+    async def verify_token(self, token: str) -> Any:
+        """The access of a request carrying ``token``: all of it, or none."""
+        from mcp.server.auth.provider import AccessToken
+
+        if not same_token(token, self.token):
+            return None
+        return AccessToken(token="", client_id=_CLIENT_ID, scopes=[])
+
+    def __repr__(self) -> str:
+        return "BearerToken(***)"
 
 
 def serve_sync(toolset: ToolSet, **options: Any) -> None:

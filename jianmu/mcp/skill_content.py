@@ -8,9 +8,14 @@ attributes below (`PromptSource`, `FileSource`; a `jianmu.skills.Skill` has them
 - Every file of a skill's folder except its SKILL.md is a resource ``skill://<skill>/<path>``
   (``__pycache__`` and ``.git`` left out), its mime type guessed from the name; it is read as
   text when it decodes as UTF-8 and is not a known binary type, else as a base64 blob.
-  A read is confined to the skill's folder the way the workspace file tools are: ``..``,
-  absolute paths and symlinks leading out are refused, and the file is opened from the
-  folder's descriptor without following links.
+  A read is confined to the skill's folder: ``..`` leading out, absolute paths and symlinks
+  leading out are refused, and the file is opened from the folder's descriptor without
+  following links.
+
+Each folder is pinned once, when the server is built (a skill loaded by `jianmu.skills`
+brings the folder it pinned at load; see `jianmu.tools.builtin._pinned`): listings, reads and
+prompts all come from that descriptor, so a folder renamed or swapped for a link afterwards
+changes nothing.
 """
 
 from __future__ import annotations
@@ -27,9 +32,9 @@ from urllib.parse import quote, unquote, urlsplit
 
 import anyio.to_thread
 
-from jianmu.errors import JianmuError
-from jianmu.execution.workspace import is_inside, resolve_tool_path
-from jianmu.tools.builtin._paths import closing_fd, open_beneath
+from jianmu.errors import JianmuError, PathEscapeError
+from jianmu.tools.builtin._paths import closing_fd
+from jianmu.tools.builtin._pinned import PinnedFolder
 
 if TYPE_CHECKING:
     import mcp.types as types
@@ -76,7 +81,8 @@ class PromptSource(Protocol):
 
 
 class FileSource(Protocol):
-    """A skill whose folder's files are served as MCP resources."""
+    """A skill whose folder's files are served as MCP resources (its ``pinned`` folder, a
+    `PinnedFolder`, when it has one; else ``folder`` is pinned when the server is built)."""
 
     @property
     def name(self) -> str:
@@ -100,48 +106,43 @@ def _served(rel: str) -> bool:
     return rel != _SKILL_FILE and not _SKIPPED_DIRS.intersection(parts[:-1])
 
 
-def skill_files(folder: Path) -> list[tuple[str, int]]:
+def skill_files(folder: Path | PinnedFolder) -> list[tuple[str, int]]:
     """Every file of ``folder`` except SKILL.md: (relative path, size), sorted.
 
     A symlink whose real location is outside the folder is left out; folders reached
     through symlinks are not entered.
     """
-    root = os.path.realpath(folder)
-    found: list[tuple[str, int]] = []
-    for here, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS]
-        for name in names:
-            full = os.path.join(here, name)
-            real = os.path.realpath(full)
-            rel = os.path.relpath(full, root).replace(os.sep, "/")
-            if not is_inside(real, root) or not _served(rel):
-                continue
-            try:
-                st = os.stat(real)
-            except OSError:  # removed meanwhile, or unreadable: not listed
-                continue
-            if stat.S_ISREG(st.st_mode):
-                found.append((rel, st.st_size))
-    return sorted(found)
+    pinned = folder if isinstance(folder, PinnedFolder) else PinnedFolder(folder)
+    return [(rel, size) for rel, size in pinned.files(skip=_SKIPPED_DIRS) if _served(rel)]
 
 
-def _read_confined(folder: Path, rel: str) -> bytes:
+def _read_confined(folder: PinnedFolder, rel: str) -> bytes:
     """The bytes of the file ``rel`` of ``folder``, confined to it.
 
     Raises:
         PathEscapeError: the path leads outside the folder (``..``, absolute, a symlink).
-        ToolInputError: the path is empty or holds a NUL character.
         FileNotFoundError: no such file (or one not served: SKILL.md, a cache).
-        ValueError: not a regular file, or larger than `MAX_RESOURCE_BYTES`.
+        ValueError: an empty path, not a regular file, or larger than `MAX_RESOURCE_BYTES`.
     """
-    where = resolve_tool_path(rel, folder)
-    shown = where.rel
-    if not _served(shown):
-        raise FileNotFoundError(f"{shown!r} is not one of the skill's files")
+    if not rel.strip() or "\x00" in rel:
+        raise ValueError(f"{rel!r} names no file of the skill")
+    if os.path.isabs(rel):
+        raise PathEscapeError(f"{rel!r} leads outside the skill's folder (it is absolute)")
     try:
-        fd = open_beneath(where.real, where.root, os.O_RDONLY | os.O_NONBLOCK)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        shown = folder.resolve(rel)
+    except PathEscapeError as exc:
+        raise PathEscapeError(str(exc).replace("the folder", "the skill's folder")) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(f"the skill has no file {rel!r}") from None
+    if not shown or not _served(shown):
+        raise FileNotFoundError(f"{rel!r} is not one of the skill's files")
+    try:
+        fd = folder.open(shown, os.O_RDONLY | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
         raise FileNotFoundError(f"the skill has no file {shown!r}") from None
+    except IsADirectoryError:
+        raise FileNotFoundError(
+            f"{shown!r} is a folder; list the resources to see its files") from None
     with closing_fd(fd):
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
@@ -154,7 +155,10 @@ def _read_confined(folder: Path, rel: str) -> bytes:
                 "served; read it from the skill's folder instead"
             )
         with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read(MAX_RESOURCE_BYTES + 1)
+            data = handle.read(MAX_RESOURCE_BYTES + 1)
+        if len(data) > MAX_RESOURCE_BYTES:  # it grew after the fstat
+            raise ValueError(f"{shown!r} has more than the {MAX_RESOURCE_BYTES} bytes served")
+        return data
 
 
 def _mime_type(path: str) -> str | None:
@@ -191,7 +195,7 @@ def _invalid(message: str) -> Exception:
 @dataclass(frozen=True)
 class _Folder:
     name: str
-    folder: Path
+    pinned: PinnedFolder
 
 
 class SkillContent:
@@ -206,7 +210,11 @@ class SkillContent:
         self, *, prompts: Iterable[PromptSource] = (), files: Iterable[FileSource] = ()
     ) -> None:
         self.prompts = {p.name: p for p in prompts}
-        self.folders = {f.name: _Folder(f.name, Path(f.folder)) for f in files}
+        # pinned now, when the server is built (a loaded skill brings its own pin)
+        self.folders = {
+            f.name: _Folder(f.name, getattr(f, "pinned", None) or PinnedFolder(f.folder))
+            for f in files
+        }
 
     async def list_prompts(self, _ctx: Any, _params: Any) -> types.ListPromptsResult:
         """``prompts/list``: each prompt's name and description."""
@@ -234,7 +242,7 @@ class SkillContent:
 
         listing: list[types.Resource] = []
         for entry in self.folders.values():
-            for rel, size in skill_files(entry.folder):
+            for rel, size in skill_files(entry.pinned):
                 listing.append(types.Resource(
                     uri=skill_resource_uri(entry.name, rel), name=f"{entry.name}/{rel}",
                     description=f"file {rel!r} of the skill {entry.name!r}",
@@ -261,7 +269,7 @@ class SkillContent:
                            f"{SKILL_URI_SCHEME}://<skill>/<path> for the skills: {known}")
         rel = unquote(parts.path).removeprefix("/")
         try:
-            data = await anyio.to_thread.run_sync(_read_confined, entry.folder, rel)
+            data = await anyio.to_thread.run_sync(_read_confined, entry.pinned, rel)
         except (OSError, ValueError, JianmuError) as exc:
             # PathEscapeError, a bad path, a missing file: the client asked for the wrong thing
             raise _invalid(f"cannot read {uri!r} of the skill {entry.name!r}: {exc}") from None

@@ -118,8 +118,14 @@ class Interaction:
                     f"no approval request {request_id!r} was asked in this run "
                     f"(pending: {known})"
                 )
-            if request_id in self._decisions:
-                raise InteractionError(f"request {request_id!r} was already decided")
+            first = self._decisions.get(request_id)
+            if first is not None:
+                verb = "approved" if first.approved else "rejected"
+                said = f" ({first.message!r})" if first.message else ""
+                raise InteractionError(
+                    f"request {request_id!r} was already {verb}{said}; the first decision "
+                    "stands and this one was not recorded"
+                )
             self._decisions[request_id] = ApprovalDecision(
                 request_id=request_id, approved=approved, message=message
             )

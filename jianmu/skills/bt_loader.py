@@ -1,7 +1,8 @@
 """`SkillTreeLoader`: imports a bt skill's ``tree.py`` and prepares the tree it builds.
 
 A bt skill's ``tree.py`` defines ``build_tree(ctx: BTSkillContext) -> Behaviour``. The loader
-imports it under a private module name (one per file, replaced when the file changes), then
+imports it under a private module name (one per file, replaced when the file changes), from
+the folder pinned when the skill was loaded (its source is read there, never by path), then
 prepares the tree: every runtime node gets the skill run's namespace, and every ``ToolNode``
 gets the skill's name (for ``bt.skill.node.io`` events), the SKILL.md constraints as its layer,
 the guard switched on and approval ids scoped to the skill run: a skill's tools never run past
@@ -11,6 +12,7 @@ its policies. A tool the skill does not declare in ``tools`` is a load error.
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
 import importlib.util
 import os
 import sys
@@ -21,10 +23,11 @@ from pathlib import Path
 from py_trees.behaviour import Behaviour
 
 from jianmu.constraints import Constraints
-from jianmu.errors import SkillLoadError
+from jianmu.errors import PathEscapeError, SkillLoadError
 from jianmu.nodes.tool_node import ToolNode
 from jianmu.runtime.async_node import RuntimeNode
 from jianmu.skills.bt_context import BTSkillContext
+from jianmu.skills.loader import read_tree_source
 from jianmu.skills.skill import Skill
 
 __all__ = ("TREE_MODULE_PREFIX", "SkillTreeLoader")
@@ -33,17 +36,35 @@ TREE_MODULE_PREFIX = "jianmu._skill_trees"
 """Tree modules are imported as ``jianmu._skill_trees.<skill>_<hash of the path>``."""
 
 
+class _SourceLoader(importlib.abc.InspectLoader):
+    """Executes source already read (from the pinned folder) as the module at ``path``."""
+
+    def __init__(self, source: bytes, path: str) -> None:
+        self.source, self.path = source, path
+
+    def get_source(self, fullname: str) -> str:
+        return importlib.util.decode_source(self.source)
+
+    def get_code(self, fullname: str) -> types.CodeType:
+        return compile(self.source, self.path, "exec", dont_inherit=True)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__file__ = self.path
+        exec(self.get_code(module.__name__), module.__dict__)
+
+
 class SkillTreeLoader:
     """Imports bt skills' tree modules under private names and builds prepared trees."""
 
     def __init__(self) -> None:
-        self._modules: dict[Path, tuple[tuple[int, int], types.ModuleType]] = {}
+        self._modules: dict[Path, tuple[tuple[int, int, str], types.ModuleType]] = {}
 
     @staticmethod
     def module_name(skill: Skill) -> str:
         """The private module name of the skill's tree file."""
         assert skill.tree_path is not None
-        digest = hashlib.sha256(str(skill.tree_path.resolve()).encode()).hexdigest()[:12]
+        where = os.path.join(skill.pinned.path, skill.tree_path.name)
+        digest = hashlib.sha256(where.encode()).hexdigest()[:12]
         return f"{TREE_MODULE_PREFIX}.{skill.name.replace('-', '_')}_{digest}"
 
     def load_module(self, skill: Skill) -> types.ModuleType:
@@ -60,18 +81,25 @@ class SkillTreeLoader:
                 field="execution",
             )
         try:
-            stat = path.stat()
-        except OSError:
+            # from the folder pinned when the skill was loaded, never by its path again
+            status = skill.pinned.stat(path.name)
+            source = read_tree_source(skill.pinned, path.name)
+        except (OSError, PathEscapeError) as exc:
+            missing = isinstance(exc, FileNotFoundError)
             raise SkillLoadError(
-                f"the tree module {path.name!r} does not exist", path=str(skill.file), field="tree"
+                f"the tree module {path.name!r} does not exist" if missing
+                else f"the tree module {path.name!r} cannot be read: {exc}",
+                path=str(skill.file), field="tree",
             ) from None
-        stamp = (stat.st_mtime_ns, stat.st_size)
+        stamp = (status.st_mtime_ns, status.st_size, hashlib.sha256(source).hexdigest())
         cached = self._modules.get(path)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         name = self.module_name(skill)
-        spec = importlib.util.spec_from_file_location(name, path)
+        spec = importlib.util.spec_from_loader(name, _SourceLoader(source, str(path)),
+                                               origin=str(path))
         assert spec is not None and spec.loader is not None
+        spec.has_location = True  # tracebacks and inspect name the file
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses and pickling look the module up by name
         try:

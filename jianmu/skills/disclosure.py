@@ -20,6 +20,7 @@ __all__ = (
     "DEFAULT_EAGER_MAX_CHARS",
     "Disclosure",
     "LoadSkillTool",
+    "base_dir_note",
     "eager_prompt",
     "is_progressive",
     "listing_prompt",
@@ -42,11 +43,24 @@ def is_progressive(skills: Sequence[Skill], mode: Disclosure, max_chars: int) ->
     return sum(len(s.body) for s in skills if not s.is_bt) > max_chars
 
 
+def base_dir_note(skill: Skill) -> str:
+    """Where the skill's folder is and how its scripts run (`Skill.base_dir`)."""
+    base = skill.base_dir
+    return (
+        f"Base directory for this skill: {base} (read-only). Paths in its instructions, "
+        f"such as scripts/ or references/, are relative to it: a command the instructions "
+        f"give as `python scripts/x.py ARGS` runs with bash as `python {base}/scripts/x.py "
+        "ARGS` (the working folder stays the workspace, so file arguments are workspace "
+        "paths); run_skill_script(skill, path, args) runs one of its scripts directly, and "
+        "read_skill_file(skill, path) reads one of its files."
+    )
+
+
 def eager_prompt(skills: Iterable[Skill]) -> str:
     """The prompt skills' instructions, one section each, and the bt skills in a list."""
     skills = list(skills)
     sections = [
-        f"## Skill: {s.name}\n{s.description}\n\n{s.body}".strip()
+        f"## Skill: {s.name}\n{s.description}\n\n{base_dir_note(s)}\n\n{s.body}".strip()
         for s in skills if not s.is_bt
     ]
     bt = [s for s in skills if s.is_bt]
@@ -121,11 +135,11 @@ class LoadSkillTool(Tool):
             raise ToolExecutionError(f"skill {skill.name!r} cannot be loaded: {exc}") from None
         files = skill.files()
         listing = "\n".join(f"- {path} ({size} bytes)" for path, size in files) or "none"
-        parts = [f"# Skill: {skill.name}", skill.body or skill.description]
+        parts = [f"# Skill: {skill.name}", base_dir_note(skill), skill.body or skill.description]
         if skill.is_bt:
             parts.append(f"Run it with run_bt_skill; inputs: {describe_inputs(skill)}")
         parts.append(
-            "## Files of this skill (paths relative to its folder; read them with "
+            f"## Files of this skill (paths relative to {skill.base_dir}; read them with "
             f"read_skill_file)\n{listing}"
         )
         return "\n\n".join(parts)

@@ -9,26 +9,33 @@ from __future__ import annotations
 
 import ast
 import difflib
+import errno
+import io
+import os
+import stat
 import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 
 from jianmu._strict_yaml import YAMLRefused, compose_and_load
 from jianmu.config import AppConfig, _key_lines, unknown_key_hint
 from jianmu.constraints import Constraints
-from jianmu.errors import SkillLoadError
+from jianmu.errors import PathEscapeError, SkillLoadError
 from jianmu.skills._allowed_tools import READ_SKILL_FILE, AllowedTool, map_allowed_tools
 from jianmu.skills.skill import Skill, SkillFrontMatter
+from jianmu.tools.builtin._pinned import PinnedFolder
 
 __all__ = (
+    "MAX_TREE_BYTES",
     "SKILL_FILE",
     "fields_schema",
     "known_tool_checker",
     "load_skill",
     "read_front_matter",
+    "read_tree_source",
 )
 
 SKILL_FILE = "SKILL.md"
@@ -39,6 +46,8 @@ _TYPES = {
     "number": "number", "float": "number", "boolean": "boolean", "bool": "boolean",
     "array": "array", "list": "array", "object": "object", "dict": "object", "any": "",
 }
+MAX_TREE_BYTES = 1024 * 1024
+"""The largest tree module a bt skill may have."""
 _MAX_FRONT_MATTER_LINES = 2000
 _MAX_FRONT_MATTER_CHARS = 256 * 1024
 """Front matter is a few lines of metadata; anything larger is refused before parsing."""
@@ -70,16 +79,27 @@ def known_tool_checker(
     return is_known
 
 
-def read_front_matter(file: Path) -> tuple[str, int]:
+def read_front_matter(file: Path, *, folder: PinnedFolder | None = None) -> tuple[str, int]:
     """The front matter text (between the ``---`` lines) and the line the body starts on.
+
+    With ``folder`` (the pinned folder ``file`` is in), the file is read from it.
 
     Raises:
         SkillLoadError: the file cannot be read or has no front matter.
     """
     where = str(file)
     try:
-        with file.open(encoding="utf-8") as handle:
-            first = handle.readline()
+        if folder is not None:
+            fd = folder.open(file.name, os.O_RDONLY | os.O_NONBLOCK)
+            raw = os.fdopen(fd, "rb")
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raw.close()
+                raise SkillLoadError(f"{SKILL_FILE} is not a regular file", path=where)
+            opened: TextIO = io.TextIOWrapper(raw, encoding="utf-8")
+        else:
+            opened = file.open(encoding="utf-8")
+        with opened as handle:
+            first = handle.readline(_MAX_FRONT_MATTER_CHARS)
             if first.strip() != "---":
                 raise SkillLoadError(
                     "SKILL.md must start with a '---' line, then the YAML front matter "
@@ -102,7 +122,7 @@ def read_front_matter(file: Path) -> tuple[str, int]:
                     )
                 if len(lines) > _MAX_FRONT_MATTER_LINES:
                     break
-    except OSError as exc:
+    except (OSError, PathEscapeError) as exc:
         raise SkillLoadError(f"cannot read the file: {exc}", path=where) from None
     except UnicodeDecodeError as exc:
         raise SkillLoadError(f"the file is not UTF-8 text: {exc}", path=where) from None
@@ -211,15 +231,32 @@ def _mapped_allowed(
     return allowed, tuple(f"allowed-tools: {note}" for note in notes)
 
 
-def _check_tree(path: Path, where: str, line: int | None) -> None:
-    if not path.is_file():
+def read_tree_source(folder: PinnedFolder, name: str) -> bytes:
+    """The source of the tree module ``name`` of a pinned skill folder (bounded).
+
+    Raises:
+        OSError: missing, a folder, not a regular file, or larger than `MAX_TREE_BYTES`.
+        PathEscapeError: it leads outside the folder.
+    """
+    data = folder.read_bytes(name, MAX_TREE_BYTES + 1)
+    if len(data) > MAX_TREE_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_TREE_BYTES:,} bytes", name)
+    return data
+
+
+def _check_tree(folder: PinnedFolder, path: Path, where: str, line: int | None) -> None:
+    try:
+        source = read_tree_source(folder, path.name)
+    except (OSError, PathEscapeError) as exc:
+        missing = isinstance(exc, FileNotFoundError)
         raise SkillLoadError(
             f"the tree module {path.name!r} does not exist in {str(path.parent)!r}; create it "
-            "with a function build_tree(ctx) that returns a py_trees behaviour",
+            "with a function build_tree(ctx) that returns a py_trees behaviour" if missing
+            else f"the tree module {path.name!r} cannot be read: {exc}",
             path=where, line=line, field="tree",
-        )
+        ) from None
     try:
-        module = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        module = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise SkillLoadError(
             f"syntax error: {exc.msg}", path=str(path), line=exc.lineno, field="build_tree"
@@ -257,10 +294,19 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
     file = folder if folder.name == SKILL_FILE else folder / SKILL_FILE
     folder = file.parent
     where = str(file)
-    if not file.is_file():
+    try:
+        # pinned now: everything below is read from this descriptor, never by path again
+        pinned = PinnedFolder(folder)
+    except (OSError, PathEscapeError) as exc:
+        raise SkillLoadError(f"cannot open the skill's folder: {exc}", path=where) from None
+    try:
+        is_skill = stat.S_ISREG(pinned.stat(SKILL_FILE).st_mode)
+    except (OSError, PathEscapeError):
+        is_skill = False
+    if not is_skill:
         raise SkillLoadError(f"no {SKILL_FILE} in {str(folder)!r}", path=where)
     is_known = is_known_tool or known_tool_checker()
-    text, body_line = read_front_matter(file)
+    text, body_line = read_front_matter(file, folder=pinned)
     offset = 1  # the front matter starts on line 2
     import yaml  # here, not at the top: `import jianmu` does not need yaml
 
@@ -312,7 +358,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
                 f"tree must be the name of a .py file in the skill's folder, got {tree_name!r}",
                 path=where, line=line_of("tree"), field="tree",
             )
-        _check_tree(folder / tree_name, where, line_of("tree") or line_of("execution"))
+        _check_tree(pinned, folder / tree_name, where, line_of("tree") or line_of("execution"))
     elif spec.tree is not None:
         raise SkillLoadError(
             "tree is only used by bt skills; add 'execution: bt' or remove 'tree'",
@@ -346,6 +392,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         metadata=spec.metadata,
         body_line=body_line,
         warnings=warnings,
+        pinned=pinned,
     )
 
 

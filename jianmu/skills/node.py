@@ -35,8 +35,9 @@ from jianmu.skills.disclosure import (
     listing_prompt,
 )
 from jianmu.skills.skill import Skill
-from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool
+from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool, SkillBashTool
 from jianmu.tools.base import Tool
+from jianmu.tools.builtin.bash import BashTool
 from jianmu.tools.toolset import ToolSet
 
 if TYPE_CHECKING:
@@ -336,6 +337,7 @@ class SkillNode(FlattenedAgentNode):
         toolset = ToolSet()
         for skill in active:
             toolset = toolset.merge(skill.toolset(self.custom_tools))
+        toolset = ToolSet(self._skill_bash(toolset))
         engine: list[Tool] = []
         if self.progressive:
             engine.append(LoadSkillTool({s.name: s for s in self.skills}, self._activate))
@@ -348,6 +350,11 @@ class SkillNode(FlattenedAgentNode):
 
     def _loaded(self) -> dict[str, Skill]:
         return self.loaded
+
+    def _skill_bash(self, tools: Iterable[Tool]) -> list[Tool]:
+        """``tools`` with the built-in ``bash`` made the skills' (`SkillBashTool`): its
+        commands see the loaded skills' folders read-only, where `load_skill` says they are."""
+        return [SkillBashTool(self._loaded) if type(t) is BashTool else t for t in tools]
 
     def _add_mcp_source(self, skills: Sequence[Skill]) -> None:
         """Have the loop's executor fetch the MCP tools the skills name before it next needs
@@ -390,7 +397,8 @@ class SkillNode(FlattenedAgentNode):
         self._apply_constraints(constraints)
         executor = self.react.executor
         if executor is not None:
-            for found in visible_tools(skill.toolset(self.custom_tools), self.ctx, constraints):
+            shown = visible_tools(skill.toolset(self.custom_tools), self.ctx, constraints)
+            for found in self._skill_bash(shown):
                 if found.name not in self._engine_tools:  # those serve every loaded skill
                     executor.register_tool(found)
             self._add_mcp_source([skill])

@@ -6,11 +6,16 @@ The front matter follows the open Agent Skills format (``name``, ``description``
 Only the front matter is read when a skill is loaded: the Markdown body and the folder's
 other files (``scripts/``, ``references/``, ``reference/``, ``examples/``, a top-level
 ``forms.md``...) are read when asked for.
+
+The folder is pinned when the skill is loaded (`PinnedFolder`: one descriptor, opened without
+following a link): the body, the files, the tree module and the read-only mount of its scripts
+all come from that descriptor, so a folder renamed or swapped for a link afterwards changes
+nothing.
 """
 
 from __future__ import annotations
 
-import os
+import stat
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,7 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jianmu.constraints import Constraints, SkillConstraints
+from jianmu.errors import PathEscapeError
 from jianmu.skills._allowed_tools import READ_SKILL_FILE, AllowedTool
+from jianmu.tools.builtin._pinned import PinnedFolder
 
 if TYPE_CHECKING:
     from jianmu.tools.base import Tool
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "DEFAULT_PROMPT_TOOLS",
+    "MAX_BODY_BYTES",
     "MAX_NAME_LENGTH",
     "SKIPPED_FOLDERS",
     "Skill",
@@ -41,6 +49,9 @@ MAX_NAME_LENGTH = 64
 
 _SHOWN_FILES = 20
 """Files named in a "no such file" message; a skill may hold hundreds."""
+
+MAX_BODY_BYTES = 1024 * 1024
+"""The most of a SKILL.md read for its body (a body is instructions, not data)."""
 
 SKIPPED_FOLDERS = frozenset({".git", "__pycache__", "node_modules"})
 """Folders of a skill that are never listed as its files."""
@@ -182,11 +193,24 @@ class Skill:
     warnings: tuple[str, ...] = ()
     """What the skill asks for that Jianmu ignores (``allowed-tools: Task``...): not errors,
     shown by ``jianmu skills validate``."""
+    pinned: PinnedFolder = field(default=None, repr=False)  # type: ignore[assignment]
+    """The folder, held by descriptor since the skill was loaded (`PinnedFolder`); pinned
+    when the skill is made if not given."""
     _body: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # whoever built the skill, its layer is the author's: merged, it may only tighten
         self.constraints = SkillConstraints.of(self.constraints)
+        if self.pinned is None:
+            self.pinned = PinnedFolder(self.folder)
+
+    @property
+    def base_dir(self) -> str:
+        """Where the skill's folder is shown, read-only, to sandboxed commands
+        (``/skills/<name>``): its scripts run as ``python <base_dir>/scripts/x.py``."""
+        from jianmu.execution.sandbox import MOUNT_ROOT
+
+        return f"{MOUNT_ROOT}/{self.name}"
 
     @property
     def is_bt(self) -> bool:
@@ -202,8 +226,15 @@ class Skill:
     def body(self) -> str:
         """The Markdown body (the prompt), read from SKILL.md on first access."""
         if self._body is None:
-            lines = self.file.read_text(encoding="utf-8").splitlines(keepends=True)
+            name = self.file.name
+            data = self.pinned.read_bytes(name, MAX_BODY_BYTES + 1)
+            cut = len(data) > MAX_BODY_BYTES
+            text = data[:MAX_BODY_BYTES].decode("utf-8", errors="replace")
+            lines = text.splitlines(keepends=True)
             self._body = "".join(lines[self.body_line - 1 :]).strip()
+            if cut:
+                self._body += (f"\n\n[the rest of {name} is not shown: only its first "
+                               f"{MAX_BODY_BYTES:,} bytes are read]")
         return self._body
 
     @property
@@ -219,51 +250,41 @@ class Skill:
         Sorted by path, whatever the sub-folder (``forms.md``, ``reference/``, ``examples/``,
         ``scripts/``...). ``.git``, ``__pycache__`` and ``node_modules`` are skipped, and so
         are symlinks: a file link that leaves the folder, and every folder link (the files it
-        points to inside the folder are listed where they really are).
+        points to inside the folder are listed where they really are). Listed from the pinned
+        folder, at most `jianmu.tools.builtin._pinned.MAX_LISTED_FILES` entries.
         """
-        root = self.folder.resolve()
-        found: list[tuple[str, int]] = []
-        for here, folders, names in os.walk(root):
-            base = Path(here)
-            folders[:] = [
-                f for f in folders if f not in SKIPPED_FOLDERS and not (base / f).is_symlink()
-            ]
-            for name in names:
-                path = base / name
-                relative = path.relative_to(root).as_posix()
-                if relative == "SKILL.md":
-                    continue
-                try:
-                    real = path.resolve(strict=True)
-                    if not real.is_relative_to(root) or not real.is_file():
-                        continue
-                    found.append((relative, real.stat().st_size))
-                except OSError:  # a dangling link, or a file gone while listing
-                    continue
-        return sorted(found)
+        found = self.pinned.files(skip=SKIPPED_FOLDERS)
+        return [(path, size) for path, size in found if path != self.file.name]
 
     def resources(self) -> list[str]:
         """Every file of the folder but SKILL.md, relative POSIX paths, sorted (see `files`)."""
         return [path for path, _ in self.files()]
 
     def resource_path(self, relative: str) -> Path:
-        """The absolute path of a file in the skill's folder.
+        """The absolute path of a file in the skill's folder (as pinned).
 
-        The path is resolved with symlinks followed; one that ends outside the folder (``..``,
-        an absolute path, a link out) is refused.
+        The path is resolved in the pinned folder with links inside followed; one that ends
+        outside the folder (``..``, an absolute path, a link out) is refused. Read the file
+        with `read_resource`, which reads it from the pinned folder, not by this path.
 
         Raises:
             ValueError: the path leaves the skill's folder.
             FileNotFoundError: no such file.
         """
-        root = self.folder.resolve()
-        target = (root / relative).resolve()
-        if not target.is_relative_to(root):
+        return Path(self.pinned.path) / self._resolved(relative)
+
+    def _resolved(self, relative: str) -> str:
+        try:
+            real = self.pinned.resolve(relative)
+            is_file = bool(real) and stat.S_ISREG(self.pinned.stat(real).st_mode)
+        except PathEscapeError:
             raise ValueError(
                 f"skill {self.name!r}: resource {relative!r} is outside the skill's folder; "
                 "use a path relative to it such as 'references/guide.md'"
-            )
-        if not target.is_file():
+            ) from None
+        except OSError:
+            is_file = False
+        if not is_file:
             known = self.resources()
             shown = ", ".join(known[:_SHOWN_FILES]) or "none"
             if len(known) > _SHOWN_FILES:
@@ -271,16 +292,18 @@ class Skill:
             raise FileNotFoundError(
                 f"skill {self.name!r} has no file {relative!r}; its resources: {shown}"
             )
-        return target
+        return real
 
-    def read_resource(self, relative: str) -> str:
-        """Read a text file of the skill's folder (e.g. ``references/guide.md``).
+    def read_resource(self, relative: str, *, limit: int = MAX_BODY_BYTES) -> str:
+        """Read a text file of the skill's folder (e.g. ``references/guide.md``), from the
+        pinned folder, at most ``limit`` bytes.
 
         Raises:
-            ValueError: the path leaves the skill's folder.
+            ValueError: the path leaves the skill's folder, or the file is not UTF-8.
             FileNotFoundError: no such file.
         """
-        return self.resource_path(relative).read_text(encoding="utf-8")
+        data = self.pinned.read_bytes(self._resolved(relative), limit)
+        return data.decode("utf-8")
 
     def toolset(
         self,

@@ -1,4 +1,5 @@
-"""The two tools that reach a loaded skill's own folder: `read_skill_file`, `run_skill_script`.
+"""The tools that reach a loaded skill's own folder: `read_skill_file`, `run_skill_script`, and
+the `bash` of a skill node, which sees the loaded skills' folders read-only.
 
 A skill's body names its files relative to its folder ("see `references/checklist.md`", "run
 `python scripts/with_server.py --help`"); the workspace tools cannot reach them. These tools
@@ -6,9 +7,15 @@ take the skill's name and such a path. Only skills that the lookup returns (thos
 right now) are reachable, and every path is confined to the skill's folder (see
 `jianmu.skills._skill_files`).
 
-``run_skill_script`` runs the file inside the run's sandbox with the skill's folder mounted
-read-only at ``/skills/<name>`` (`jianmu.execution.MountingSandbox`) and the workspace as
-its working folder; a sandbox without read-only mounts cannot run skill scripts.
+``run_skill_script`` runs the file inside the run's sandbox with the skill's folder (the one
+pinned when the skill was loaded, by its descriptor) mounted read-only at ``/skills/<name>``
+(`jianmu.execution.MountingSandbox`) and the workspace as its working folder; a sandbox
+without read-only mounts cannot run skill scripts.
+
+A `SkillNode`'s ``bash`` (`SkillBashTool`) is the built-in ``bash``, under the same name and the
+same guard, whose commands also see every loaded skill's folder read-only at the same
+``/skills/<name>``: a skill whose instructions say "run ``python scripts/x.py``" works when the
+model runs ``python /skills/<name>/scripts/x.py``, as `load_skill` tells it to.
 """
 
 from __future__ import annotations
@@ -22,17 +29,22 @@ import anyio.to_thread
 from pydantic import Field
 
 from jianmu.errors import ToolExecutionError, ToolInputError
-from jianmu.execution.sandbox import MOUNT_ROOT, can_mount_read_only
+from jianmu.execution.sandbox import can_mount_read_only
 from jianmu.skills._skill_files import SkillFile, SkillFiles, SkillLookup
 from jianmu.tools.base import FunctionTool
 from jianmu.tools.builtin._fileops import read_lines
 from jianmu.tools.builtin._sandbox import SandboxedTool, is_local_sandbox
-from jianmu.tools.builtin.bash import exec_output
+from jianmu.tools.builtin.bash import BashTool, exec_output
 
 if TYPE_CHECKING:
-    from jianmu.execution.sandbox import Sandbox
+    from collections.abc import Mapping
 
-__all__ = ("ReadSkillFileTool", "RunSkillScriptTool", "SkillLookup")
+    from jianmu.execution.sandbox import Sandbox
+    from jianmu.skills.skill import Skill
+
+__all__ = (
+    "ReadSkillFileTool", "RunSkillScriptTool", "SkillBashTool", "SkillLookup", "skill_env",
+)
 
 _SNIFF = 8192
 
@@ -102,6 +114,12 @@ def _is_binary(head: bytes, *, complete: bool) -> bool:
     return False
 
 
+def skill_env(skill: Skill) -> dict[str, str]:
+    """What a skill's script finds in its environment: where its folder is, no bytecode
+    written (the folder is read-only)."""
+    return {"PYTHONDONTWRITEBYTECODE": "1", "JIANMU_SKILL_DIR": skill.base_dir}
+
+
 class RunSkillScriptTool(SandboxedTool):
     """``run_skill_script``: run a file of a loaded skill's folder in the run's sandbox.
 
@@ -169,12 +187,13 @@ class RunSkillScriptTool(SandboxedTool):
                 "show the skill's folder read-only; use LocalSandbox with bubblewrap 0.8+ or "
                 "DockerSandbox (execution.mode: docker)"
             )
-        mount = f"{MOUNT_ROOT}/{found.skill.name}"
+        mount = found.skill.base_dir
         script = f"{mount}/{found.rel}"
         result = await sandbox.exec(
             [*_interpreter(found, head, executable, sandbox), script, *arguments],
-            stdin=stdin, env={"PYTHONDONTWRITEBYTECODE": "1", "JIANMU_SKILL_DIR": mount},
-            ro_mounts={found.root: mount},
+            stdin=stdin, env=skill_env(found.skill),
+            # the folder pinned when the skill was loaded, by its descriptor: never its path
+            ro_mounts={found.skill.pinned.fileno(): mount},
         )
         return exec_output(
             result, max(self.max_result_length // 2, 1000), what="script",
@@ -218,3 +237,24 @@ def _interpreter(
         f"cannot run {found.rel!r} of skill {found.skill.name!r}: it {what}; read it with "
         "read_skill_file to see how it is meant to be used"
     )
+
+
+class SkillBashTool(BashTool):
+    """``bash`` in a skill node: the built-in, whose commands also see each loaded skill's
+    folder read-only at ``/skills/<name>`` (the folder pinned at load, by descriptor).
+
+    Same name, schema and guard as ``bash`` (``allowed-tools: Bash(python:*)`` governs it
+    alike). A sandbox that cannot mount read-only runs the command without the folders.
+
+    Args:
+        skills: The skills loaded right now, by name.
+    """
+
+    def __init__(self, skills: SkillLookup) -> None:
+        self.skills = skills
+
+    def read_only_mounts(self, sandbox: Sandbox) -> Mapping[str | int, str]:
+        """Every loaded skill's pinned folder at its base directory, where the sandbox can."""
+        if not can_mount_read_only(sandbox):
+            return {}
+        return {s.pinned.fileno(): s.base_dir for s in self.skills().values()}

@@ -39,6 +39,15 @@ Restorer = Callable[[str], "Restored | None"]
 """Rebuilds a checkpointed run's tree (as ``jianmu resume`` does); None when it cannot."""
 
 
+def _decided(data: dict[str, Any], call_id: str) -> str | None:
+    """How ``call_id`` was decided in a checkpoint ("approved ('msg')"), if it was."""
+    for decision in data.get("interaction", {}).get("decisions", []):
+        if decision.get("request_id") == call_id:
+            said = f" ({decision['message']!r})" if decision.get("message") else ""
+            return f"{_verb(bool(decision.get('approved')))}{said}"
+    return None
+
+
 def _verb(approved: bool) -> str:
     return "approved" if approved else "rejected"
 
@@ -153,6 +162,11 @@ class CheckpointRuns:
             if data.get("status") in FINISHED:
                 raise InteractionError(f"run {run_id!r} already finished ({data['status']})")
             if call_id not in data.get("interaction", {}).get("pending", []):
+                first = _decided(data, call_id)
+                if first is not None:  # answered before: name the decision that stands
+                    raise InteractionError(
+                        f"request {call_id!r} of run {run_id!r} was already {first}; the "
+                        "first decision stands and this one was not recorded")
                 raise InteractionError(f"run {run_id!r} waits for no request {call_id!r}")
             restored = self.restorer(run_id) if self.restorer is not None else None
             if restored is None:

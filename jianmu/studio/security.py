@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
-import secrets
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from jianmu._tokens import is_loopback, new_token, same_token
 
 __all__ = ("COOKIE", "CSRF_HEADER", "TokenGuard", "is_loopback", "new_token")
 
@@ -29,21 +29,6 @@ _HEADERS = {
 }
 
 
-def new_token() -> str:
-    """A fresh random token (as Jupyter prints one)."""
-    return secrets.token_urlsafe(24)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is only reachable from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 class TokenGuard:
     """ASGI middleware: refuses every request without the token, and POSTs without the CSRF
     token (derived from the token, so it is only in pages served to the token's holder)."""
@@ -54,7 +39,7 @@ class TokenGuard:
         self.csrf = hmac.new(token.encode(), b"csrf", hashlib.sha256).hexdigest()
 
     def _same(self, given: str | None, expected: str) -> bool:
-        return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+        return same_token(given, expected)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

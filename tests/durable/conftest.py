@@ -9,27 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.support.durable import HERE, Workers
+from tests.support.durable import HERE, db_url, workers
+
+__all__ = ("client", "db_url", "workers")  # the shared fixtures, for the durable tests
 
 pytest.importorskip("dbos")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh database: the embedded SQLite file, and a real PostgreSQL database."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'durable.sqlite'}"
-    return str(request.getfixturevalue("postgres_url"))
-
-
-@pytest.fixture
-def workers(db_url: str, tmp_path: Path) -> Iterator[Workers]:
-    """Worker processes on the test's database; all killed at the end."""
-    pool = Workers(db_url, tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.close()
 
 
 @pytest.fixture

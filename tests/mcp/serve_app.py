@@ -8,6 +8,7 @@ dangerous tool the config explicitly allows (``rotate_logs``), a tool the config
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import anyio
@@ -68,13 +69,15 @@ def explode(reason: str) -> str:
 def main() -> None:
     """Serve the tools with a guard that denies one and allows one.
 
-    ``python serve_app.py`` serves over stdio; ``python serve_app.py http PORT`` over HTTP.
+    ``python serve_app.py`` serves over stdio; ``python serve_app.py http PORT`` over HTTP,
+    with the bearer token in ``$SERVE_APP_TOKEN``.
     """
     toolset = ToolSet.from_tools([add, wipe_disk, rotate_logs, read_secrets, explode])
     guard = GuardConstraints(tool_policy={"read_secrets": "deny", "rotate_logs": "allow"})
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         run = functools.partial(
-            serve, toolset, transport="http", port=int(sys.argv[2]), guard=guard
+            serve, toolset, transport="http", port=int(sys.argv[2]), guard=guard,
+            token=os.environ["SERVE_APP_TOKEN"],
         )
     else:
         run = functools.partial(serve, toolset, transport="stdio", guard=guard)

@@ -83,10 +83,12 @@ async def test_jianmu_tools_served_and_consumed_by_jianmu() -> None:
         await provider.close()
 
 
-async def test_http_transport(http_server: HttpServer) -> None:
+async def test_http_transport(http_server: HttpServer, monkeypatch: pytest.MonkeyPatch) -> None:
     port = free_port()
+    monkeypatch.setenv("SERVE_APP_TOKEN", "t0ken-for-the-test")
     http_server([SERVE_APP], port)
-    provider = MCPToolProvider("web", url=f"http://127.0.0.1:{port}/mcp", timeout=20)
+    provider = MCPToolProvider("web", url=f"http://127.0.0.1:{port}/mcp", timeout=20,
+                               headers={"Authorization": "Bearer t0ken-for-the-test"})
     toolset = await ToolSet.from_providers([provider])
     try:
         assert "web__read_secrets" not in toolset
@@ -140,7 +142,10 @@ async def test_bad_arguments_are_rejected(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(ValueError, match="unknown MCP transport 'pipe'"):
         await serve(toolset, transport="pipe")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"1\.\.65535"):
-        await serve(toolset, transport="http", port=0)
+        await serve(toolset, transport="http", port=0, token="t")
+    for token in (None, "", "  "):
+        with pytest.raises(ValueError, match="needs a bearer token"):
+            await serve(toolset, transport="http", port=8000, token=token)
     with pytest.raises(TypeError, match="serves a ToolSet"):
         build_mcp_server([lookup])  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="await serve"):

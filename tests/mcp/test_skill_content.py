@@ -101,9 +101,9 @@ async def test_skill_files_are_resources(skills_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("uri", "says"),
     [
-        ("skill://pdf-forms/../../secret.txt", "outside the workspace"),
-        ("skill://pdf-forms/%2E%2E/%2E%2E/secret.txt", "outside the workspace"),
-        ("skill://pdf-forms//etc/passwd", "outside the workspace"),
+        ("skill://pdf-forms/../../secret.txt", "outside the skill's folder"),
+        ("skill://pdf-forms/%2E%2E/%2E%2E/secret.txt", "outside the skill's folder"),
+        ("skill://pdf-forms//etc/passwd", "outside the skill's folder"),
         ("skill://pdf-forms/reference/leak.md", "through a symbolic link"),
         ("skill://pdf-forms/SKILL.md", "not one of the skill's files"),
         ("skill://pdf-forms/nothing.md", "has no file 'nothing.md'"),

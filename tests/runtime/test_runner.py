@@ -244,7 +244,7 @@ async def test_unknown_request_id_is_refused() -> None:
     with pytest.raises(InteractionError, match="nope"):
         runner.approve("nope")
     runner.approve("req-1")
-    with pytest.raises(InteractionError, match="already decided"):
+    with pytest.raises(InteractionError, match="already approved; the first decision stands"):
         runner.reject("req-1")
 
 

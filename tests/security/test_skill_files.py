@@ -41,12 +41,7 @@ SECRET = "HOST-SECRET-NEVER-SHOWN"
 
 skill_workspace = _skill_folder.skill_workspace
 mounting_sandbox = _skill_folder.mounting_sandbox
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """Module scope, so that one container serves the module's Docker tests."""
-    return "asyncio"
+anyio_backend = _skill_folder.anyio_backend  # module scope: one container per module
 
 
 @pytest.fixture
@@ -168,26 +163,31 @@ async def test_a_folder_swapped_for_a_link_after_the_check_is_not_followed(setup
 async def test_the_skill_folder_swapped_for_a_link_stays_pinned(setup: Any) -> None:
     demo, outside, loaded = setup
     (outside / "SKILL.md").write_text("---\nname: demo\ndescription: fake\n---\n")
-    reader, runner = tools(loaded)  # the tools fix the folder's real path now
+    reader, runner = tools(loaded)
     shutil.move(demo.folder, demo.folder.parent / "demo.moved")
     demo.folder.symlink_to(outside, target_is_directory=True)
-    box = FakeSandbox(lambda call: ExecResult(exit_code=0, stdout=SECRET))
-    for path in ("secret.txt", "SKILL.md"):
-        with pytest.raises(PathEscapeError) as read:
-            await reader.execute({"skill": "demo", "path": path})
-        assert SECRET not in str(read.value)
-    with pytest.raises(PathEscapeError):
+    box = FakeSandbox(lambda call: ExecResult(exit_code=0, stdout="ran"))
+    with pytest.raises(ToolExecutionError, match="does not exist") as read:
+        await reader.execute({"skill": "demo", "path": "secret.txt"})
+    assert SECRET not in str(read.value)
+    # the folder the skill was loaded from, wherever it went: not the link's target
+    assert "A demo skill" in await reader.execute({"skill": "demo", "path": "SKILL.md"})
+    with pytest.raises(ToolExecutionError, match="does not exist"):
         await runner.run_sandboxed(box, skill="demo", path="evil.py")
-    assert box.calls == []
+    await runner.run_sandboxed(box, skill="demo", path="scripts/echo.py")
+    assert box.calls[0].ro_mounts == {demo.pinned.fileno(): "/skills/demo"}
 
 
-async def test_a_folder_seen_first_as_a_link_to_root_is_refused(setup: Any) -> None:
+async def test_a_folder_swapped_for_a_link_to_root_before_use_changes_nothing(
+    setup: Any,
+) -> None:
     demo, _outside, loaded = setup
     shutil.move(demo.folder, demo.folder.parent / "demo.moved")
     demo.folder.symlink_to("/", target_is_directory=True)  # before the tools ever saw it
     reader, _ = tools(loaded)
-    with pytest.raises(ToolExecutionError, match=r"no longer holds its SKILL\.md"):
+    with pytest.raises(ToolExecutionError, match="does not exist"):
         await reader.execute({"skill": "demo", "path": "etc/passwd"})
+    assert (await reader.execute({"skill": "demo", "path": "forms.md"})) == "top-level file\n"
 
 
 # -- the mount: its source, its target, sandboxes that cannot ----------------------------------

@@ -90,6 +90,12 @@ def make_skill(root: Path, name: str = "demo") -> Skill:
 
 
 @pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Module scope, so that one container serves a module's Docker tests."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
 def skill_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workspace the sandbox's unprivileged user may write to."""
     path = tmp_path_factory.mktemp("ws")

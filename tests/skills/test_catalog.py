@@ -9,6 +9,7 @@ import pytest
 from jianmu.config import AppConfig, SkillsConfig
 from jianmu.errors import SkillLoadError, SkillNotFoundError
 from jianmu.skills import SkillCatalog, find_skill_folders
+from jianmu.tools.builtin._pinned import PinnedFolder
 
 BROKEN = Path(__file__).parent / "fixtures" / "broken"
 
@@ -69,22 +70,22 @@ def test_a_path_may_be_one_skill(tmp_path: Path) -> None:
 
 
 def test_body_is_read_only_when_used(tmp_path: Path) -> None:
-    folder = _skill(tmp_path, "lazy", body="# Lazy\n\nThe instructions.\n")
-    original = Path.read_text
-    reads: list[Path] = []
+    _skill(tmp_path, "lazy", body="# Lazy\n\nThe instructions.\n")
+    original = PinnedFolder.read_bytes
+    reads: list[str] = []
 
-    def counting(self: Path, *args: object, **kwargs: object) -> str:
-        reads.append(self)
-        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+    def counting(self: PinnedFolder, rel: str, limit: int) -> bytes:
+        reads.append(rel)
+        return original(self, rel, limit)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Path, "read_text", counting)
+        mp.setattr(PinnedFolder, "read_bytes", counting)
         catalog = SkillCatalog([tmp_path])
         skill = catalog.get("lazy")
         assert reads == []  # scanning read the front matter line by line, not the file
         assert skill.body == "# Lazy\n\nThe instructions."
         assert skill.body  # cached
-    assert reads == [folder / "SKILL.md"]
+    assert reads == ["SKILL.md"]  # from the folder pinned at load
 
 
 def test_body_comes_from_the_file_at_first_use(tmp_path: Path) -> None:

@@ -269,7 +269,8 @@ async def test_load_skill_lists_every_file_but_links_and_caches(tmp_path: Path) 
     load_skill = LoadSkillTool({"lister": skill}, lambda s: loaded.append(s.name))
     text = await load_skill.run("lister")
     assert text.endswith("\n- forms.md (3 bytes)\n- themes/dark/colors.css (10 bytes)")
-    assert text.startswith("# Skill: lister\n\nRead forms.md.") and loaded == ["lister"]
+    assert text.startswith("# Skill: lister\n\nBase directory for this skill: /skills/lister")
+    assert "\n\nRead forms.md." in text and loaded == ["lister"]
 
 
 async def test_a_loaded_skills_shorter_timeout_counts_from_the_nodes_start(tmp_path: Path) -> None:

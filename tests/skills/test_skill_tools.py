@@ -159,7 +159,7 @@ async def test_each_kind_of_script_runs_from_the_read_only_mount(
     assert call == ExecCall(
         argv=[*argv0, f"/skills/demo/{path}", "a b", "--x"], stdin=b"in",
         env={"PYTHONDONTWRITEBYTECODE": "1", "JIANMU_SKILL_DIR": "/skills/demo"},
-        ro_mounts={str(skills["demo"].folder.resolve()): "/skills/demo"},
+        ro_mounts={skills["demo"].pinned.fileno(): "/skills/demo"},  # the folder pinned at load
     )
 
 

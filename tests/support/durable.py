@@ -7,9 +7,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 HERE = Path(__file__).resolve().parent.parent / "durable"
 ROOT = HERE.parent.parent
@@ -76,3 +78,21 @@ class Workers:
                 except ProcessLookupError:
                     pass
                 proc.wait(timeout=60)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database: the embedded SQLite file, and a real PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'durable.sqlite'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def workers(db_url: str, tmp_path: Path) -> Iterator[Workers]:
+    """Worker processes on the test's database; all killed at the end."""
+    pool = Workers(db_url, tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.close()

@@ -6,9 +6,11 @@ import contextlib
 import datetime as dt
 import errno
 import fnmatch
+import io
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from typing import Any
 
 from jianmu.errors import ToolError, ToolExecutionError, ToolInputError
@@ -26,9 +28,11 @@ from jianmu.tools.builtin._paths import (
 
 __all__ = (
     "DEFAULT_IGNORE",
+    "MAX_READ_BYTES",
     "PROTECTED_DIRS",
     "append_or_write",
     "file_info",
+    "line_heads",
     "list_dir",
     "read_file",
     "read_lines",
@@ -46,7 +50,14 @@ and other commands named in ``.git/config`` (so a write there turns an allowed `
 into arbitrary code), and ``.jianmu`` holds Jianmu's own state. Reading them stays allowed."""
 _PROTECTED = frozenset(PROTECTED_DIRS)
 _SNIFF = 8192
-_MAX_TEXT_BYTES = 50 * 1024 * 1024
+_MAX_TEXT_BYTES = 8 * 1024 * 1024
+"""The largest file read whole (to edit it): with its text and the edited copy, the memory
+an edit takes stays bounded."""
+_CHUNK = 64 * 1024
+MAX_READ_BYTES = 40_000
+"""The most of a file one `read_lines` keeps: every read is bounded in bytes, never only by
+lines. With its note it fits the 50,000 characters a ``read_file`` result may hold, so the
+note saying what was cut reaches the model."""
 _MAX_LIST_ENTRIES = 2000
 
 
@@ -113,7 +124,9 @@ def read_text(path: str) -> tuple[str, str, int]:
             f"{path!r} is {st.st_size:,} bytes, over the {_MAX_TEXT_BYTES:,}-byte limit"
         )
     with os.fdopen(fd, "rb") as fh:
-        data = fh.read()
+        data = fh.read(_MAX_TEXT_BYTES + 1)  # bounded: the file may grow after the fstat
+    if len(data) > _MAX_TEXT_BYTES:
+        raise ToolExecutionError(f"{path!r} is over the {_MAX_TEXT_BYTES:,}-byte limit")
     _refuse_binary(data[:_SNIFF], path)
     return _decode(data, path), real, stat.S_IMODE(st.st_mode)
 
@@ -128,43 +141,132 @@ def read_file(path: str, offset: int = 1, limit: int = 500) -> str:
     return read_lines(fd, path, offset, limit)
 
 
-def read_lines(fd: int, path: str, offset: int = 1, limit: int = 500) -> str:
+def read_lines(
+    fd: int, path: str, offset: int = 1, limit: int = 500, *, max_bytes: int = MAX_READ_BYTES
+) -> str:
     """`read_file` on an opened file: lines ``offset .. offset+limit-1``; closes ``fd``.
 
-    ``path`` names the file in messages.
+    ``path`` names the file in messages. At most ``max_bytes`` of the file are kept, whatever
+    its lines' lengths: every read is bounded before it is split into lines, so a huge file
+    with no newline costs no more memory than a small one. A line longer than what is left
+    is cut, and a final note says so (and where to go on from).
     """
     with os.fdopen(fd, "rb") as fh:
         _refuse_binary(fh.read(_SNIFF), path)
         fh.seek(0)
-        chosen: list[bytes] = []
-        total = 0
-        byte_pos = 0
-        start_byte = 0
-        for line in fh:
-            total += 1
-            if offset <= total < offset + limit:
-                if not chosen:
-                    start_byte = byte_pos
-                chosen.append(line)
-            byte_pos += len(line)
+        window = _Window(offset, offset + limit - 1, max_bytes)
+        total = window.read(fh)
+        total += _count_rest(fh)
     if total == 0:
         return f"[{path} is empty]"
     if offset > total:
         raise ToolInputError(
             f"offset {offset} is past the end of {path!r}, which has {total} lines"
         )
-    text = _decode(b"".join(chosen), path, start_byte)
-    last = offset + len(chosen) - 1
+    text = _decode(window.data(), path, window.start_byte)
+    last = window.last
     remaining = total - last
-    if offset == 1 and remaining == 0:
+    if offset == 1 and remaining == 0 and window.cut is None:
         return text
     note = f"[lines {offset}-{last} of {total}"
+    if window.cut is not None:
+        line, size = window.cut
+        note += (f"; line {line} is {size:,} bytes long and only its first "
+                 f"{window.kept_of_cut:,} bytes are shown (the output is limited to "
+                 f"{max_bytes:,} bytes)")
+    elif window.full and remaining:
+        note += f"; the output is limited to {max_bytes:,} bytes"
     if remaining:
         noun = "line" if remaining == 1 else "lines"
         note += f"; {remaining} more {noun}: call again with offset={last + 1}]"
     else:
         note += "]"
     return text + ("" if text.endswith("\n") else "\n") + note
+
+
+class _Window:
+    """The lines ``first .. last`` of a file, kept up to a number of bytes; counts lines."""
+
+    def __init__(self, first: int, last: int, max_bytes: int) -> None:
+        self.first, self.wanted_last, self.room = first, last, max(max_bytes, 1)
+        self.chosen: list[bytes] = []
+        self.start_byte = 0
+        self.last = first - 1
+        """The last line kept."""
+        self.cut: tuple[int, int] | None = None
+        """(line, its length in bytes) of a line kept only in part."""
+        self.kept_of_cut = 0
+        self.full = False
+        """Whether the byte limit stopped the window before ``wanted_last``."""
+
+    def read(self, fh: io.BufferedReader) -> int:
+        """Read lines up to the window's end (or the byte limit); the number of lines read."""
+        line = 0
+        position = 0
+        while line < self.wanted_last and not self.full:
+            keep = line + 1 >= self.first
+            head = fh.readline(self.room if keep else _CHUNK)
+            if not head:
+                return line
+            size = len(head) + (0 if head.endswith(b"\n") else _skip_line(fh))
+            line += 1
+            if keep:
+                if not self.chosen:
+                    self.start_byte = position
+                if size > len(head):
+                    head = _whole_characters(head)
+                    self.cut, self.kept_of_cut = (line, size), len(head)
+                self.chosen.append(head)
+                self.room -= len(head)
+                self.last = line
+                self.full = self.room <= 0 or self.cut is not None
+            position += size
+        return line
+
+    def data(self) -> bytes:
+        """The kept bytes."""
+        return b"".join(self.chosen)
+
+
+def line_heads(fh: io.BufferedReader, max_bytes: int) -> Iterator[tuple[bytes, int]]:
+    """Each line of ``fh``: its first ``max_bytes`` bytes and its whole length in bytes.
+
+    The rest of a longer line is read in chunks and dropped, so no line is held whole.
+    """
+    while head := fh.readline(max_bytes):
+        yield head, len(head) + (0 if head.endswith(b"\n") else _skip_line(fh))
+
+
+def _whole_characters(head: bytes) -> bytes:
+    """``head`` without a UTF-8 character cut at its end."""
+    for back in range(1, min(4, len(head)) + 1):
+        byte = head[-back]
+        if byte < 0x80:
+            return head
+        if byte >= 0xC0:  # the lead byte of the last character: is it complete?
+            needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return head if back >= needed else head[:-back]
+    return head
+
+
+def _skip_line(fh: io.BufferedReader) -> int:
+    """Read the rest of the current line without keeping it; its length in bytes."""
+    size = 0
+    while chunk := fh.readline(_CHUNK):
+        size += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return size
+
+
+def _count_rest(fh: io.BufferedReader) -> int:
+    """The lines from the current position (at a line's start) to the end, read in chunks."""
+    lines = 0
+    last = b"\n"
+    while chunk := fh.read(_CHUNK):
+        lines += chunk.count(b"\n")
+        last = chunk[-1:]
+    return lines + (0 if last == b"\n" else 1)
 
 
 def _refuse_protected(real: str, root: str, path: str) -> None:

@@ -14,7 +14,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from jianmu.errors import PathEscapeError, ToolExecutionError
 from jianmu.execution.workspace import current_workspace, is_inside, resolve_tool_path
@@ -26,6 +26,7 @@ __all__ = (
     "display_path",
     "is_inside",
     "open_beneath",
+    "open_dir_at",
     "open_dir_beneath",
     "real_root",
     "resolve_path",
@@ -104,6 +105,26 @@ def _is_link(name: str, parent: int) -> bool:
         return False
 
 
+def open_dir_at(fd: int, parts: Iterable[str], *, create: bool = False) -> int:
+    """A new descriptor of the folder reached from the folder ``fd`` through ``parts`` (names,
+    one level each), no symlink followed; ``fd`` itself stays open.
+
+    Raises:
+        PathEscapeError: a component is a symbolic link.
+        OSError: a component is missing (without ``create``) or not a folder.
+    """
+    fd = os.dup(fd)
+    try:
+        for name in parts:
+            child = dir_fd_at(fd, name, create=create)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def open_dir_beneath(real: str, root: str, *, create: bool = False) -> int:
     """A descriptor of the folder ``real``, reached from ``root`` component by component.
 
@@ -113,16 +134,9 @@ def open_dir_beneath(real: str, root: str, *, create: bool = False) -> int:
         PathEscapeError: ``real`` is outside ``root``, or a component is a symbolic link.
         OSError: a component is missing (without ``create``) or not a folder.
     """
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
-    try:
-        for name in _parts(real, root):
-            child = dir_fd_at(fd, name, create=create)
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    parts = _parts(real, root)  # refuses a path outside before anything is opened
+    with closing_fd(os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)) as top:
+        return open_dir_at(top, parts, create=create)
 
 
 def open_beneath(real: str, root: str, flags: int) -> int:

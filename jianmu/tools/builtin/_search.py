@@ -9,6 +9,7 @@ import stat
 from collections.abc import Iterator
 
 from jianmu.errors import ToolExecutionError, ToolInputError
+from jianmu.tools.builtin._fileops import line_heads
 from jianmu.tools.builtin._gitignore import WalkedFile, glob_to_regex, walk_files
 from jianmu.tools.builtin._paths import (
     PathEscapeError,
@@ -101,8 +102,8 @@ def _walk(real: str, ws: str, given: str) -> Iterator[WalkedFile]:
         raise ToolExecutionError(f"cannot search {given!r}: {exc.strerror or exc}") from None
 
 
-def _open_text(found: WalkedFile | str, ws: str) -> io.TextIOWrapper | None:
-    """Open a regular, non-binary file of at most `_MAX_FILE_BYTES` as text; else None.
+def _open_text(found: WalkedFile | str, ws: str) -> io.BufferedReader | None:
+    """Open a regular, non-binary file of at most `_MAX_FILE_BYTES`; else None.
 
     ``found`` is a walked file or the real path of one file. The open never blocks
     (``O_NONBLOCK``), never follows a symlink swapped in, and the descriptor is checked to be
@@ -130,7 +131,7 @@ def _open_text(found: WalkedFile | str, ws: str) -> io.TextIOWrapper | None:
     except OSError:
         raw.close()
         return None
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    return raw
 
 
 def grep_search(
@@ -179,17 +180,21 @@ def grep_search(
                     continue
                 scanned += 1
                 with fh:
-                    for lineno, line in enumerate(fh, 1):
-                        text = line.rstrip("\n")
+                    # bounded reads: a minified file's one long line is scanned in part
+                    lines = line_heads(fh, _MAX_LINE_SCANNED)
+                    for lineno, (head, size) in enumerate(lines, 1):
+                        text = head.decode("utf-8", errors="replace").rstrip("\n")
                         at = f"{rel}:{lineno}"
-                        hit = timed_search(rx, text[:_MAX_LINE_SCANNED])
+                        hit = timed_search(rx, text)
                         at = ""
                         if not hit:
                             continue
                         if len(out) >= max_matches:
                             truncated = True
                             break
-                        if len(text) > _MAX_LINE_SHOWN:
+                        if size > len(head):  # only its head was read
+                            text = text[:_MAX_LINE_SHOWN] + f"…[a line of {size:,} bytes]"
+                        elif len(text) > _MAX_LINE_SHOWN:
                             extra = len(text) - _MAX_LINE_SHOWN
                             text = text[:_MAX_LINE_SHOWN] + f"…[+{extra} chars]"
                         out.append(f"{rel}:{lineno}:{text}")

@@ -13,6 +13,8 @@ from jianmu.tools.builtin._sandbox import SandboxedTool
 from jianmu.tools.calls import truncate_text
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from jianmu.execution.sandbox import ExecResult, Sandbox
 
 __all__ = ("BashTool", "exec_output", "format_exec_output")
@@ -87,6 +89,10 @@ class BashTool(SandboxedTool):
             command=command, cwd=cwd, timeout=timeout
         )
 
+    def read_only_mounts(self, sandbox: Sandbox) -> Mapping[str | int, str]:
+        """Host folders shown read-only to each command (none here; see the skills' bash)."""
+        return {}
+
     async def run_sandboxed(  # type: ignore[override]
         self, sandbox: Sandbox, command: str, cwd: str | None = None, timeout: float = 60
     ) -> str:
@@ -104,7 +110,13 @@ class BashTool(SandboxedTool):
                 f"timeout must be in (0, {_MAX_TIMEOUT:g}] seconds, got {timeout!r}"
             )
         rel = sandbox_cwd(sandbox, cwd)
-        result = await sandbox.exec([*_SHELL, command], cwd=rel, timeout=timeout)
+        mounts = self.read_only_mounts(sandbox)
+        if mounts:
+            result = await sandbox.exec(  # type: ignore[call-arg]
+                [*_SHELL, command], cwd=rel, timeout=timeout, ro_mounts=mounts
+            )
+        else:
+            result = await sandbox.exec([*_SHELL, command], cwd=rel, timeout=timeout)
         return exec_output(
             result, max(self.max_result_length // 2, 1000),
             timed_out=f"command timed out after {timeout:g}s and was killed with every process "
