@@ -44,7 +44,7 @@ def test_the_pending_call_shows_in_full(client: TestClient, run_id: str) -> None
     assert request["id"] == "deploy_1" and request["tool"] == "deploy"
     assert json.loads(request["arguments"]) == {"target": "prod <script>alert('args')</script>"}
     assert "user_confirm" in request["reason"]
-    assert [n["status"] for n in view["nodes"]] == ["running", "success", "running", "invalid"]
+    assert [n["status"] for n in view["nodes"]] == ["running", "success", "suspended", "invalid"]
 
 
 def test_approve_continues_the_run_and_records_who(client: TestClient, run_id: str) -> None:
@@ -57,8 +57,8 @@ def test_approve_continues_the_run_and_records_who(client: TestClient, run_id: s
     assert view["status"] == "success"
     assert "deployed" in view["result"] and view["pending"] == []
     assert {n["status"] for n in view["nodes"]} == {"success"}
-    approved = [t for t in view["timeline"] if t["title"] == "studio.approved"]
-    assert approved and '"by": "tester"' in approved[0]["text"]
+    [approved] = [t for t in view["timeline"] if t["kind"] == "decision"]
+    assert approved["title"] == "approved by tester: deploy"
     calls = [t for t in view["timeline"] if t["kind"] == "result"]
     assert calls and "deployed" in calls[0]["text"]
     again = client.post(f"/run/cp/{run_id}/approve", json={"call_id": "deploy_1"},

@@ -78,7 +78,7 @@ def test_answer_a_durable_run(workers: Workers, studio: tuple[TestClient, Any], 
     assert out.exists() is approve
     assert ("finished: deployed" == view["result"]) is approve
     verb = "approved" if approve else "rejected"
-    assert any(t["title"] == f"studio.{verb}" and "tester" in t["text"]
+    assert any(t["title"] == f"{verb} by tester: deploy_1" and t["text"] == "checked"
                for t in view["timeline"])
     again = http.post(f"/run/durable/{run_id}/{decision}", json={"call_id": "deploy_1"},
                       headers={"X-CSRF-Token": csrf.group(1)})
