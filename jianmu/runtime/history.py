@@ -43,8 +43,8 @@ EVENT_TEXT_LIMIT = 4000
 
 Op = list[Any]
 """One state change: ``["set", ns, key, value]``, ``["add", ns, key, items]`` (appended to a
-list), ``["del", ns, key]`` or ``["drop", ns]`` (a namespace removed); ``ns`` is None for the
-root."""
+list), ``["del", ns, key]``, ``["new", ns]`` (a namespace made) or ``["drop", ns]`` (a
+namespace removed); ``ns`` is None for the root."""
 
 
 def short(value: Any) -> Any:
@@ -81,6 +81,8 @@ def apply_ops(snapshot: dict[str, Any], ops: list[Op]) -> dict[str, Any]:
         if kind == "drop":
             spaces.pop(ns, None)
             fresh.discard(ns)
+        elif kind == "new":
+            store(ns)
         elif kind == "del":
             store(ns).pop(op[2], None)
         elif kind == "add":
@@ -96,6 +98,7 @@ def snapshot_ops(snapshot: dict[str, Any]) -> list[Op]:
     """The operations that build ``snapshot`` from nothing (point 0 of a run)."""
     ops: list[Op] = [["set", None, k, v] for k, v in (snapshot.get("root") or {}).items()]
     for ns, values in (snapshot.get("namespaces") or {}).items():
+        ops.append(["new", ns])
         ops += [["set", ns, k, v] for k, v in (values or {}).items()]
     return ops
 
@@ -104,6 +107,8 @@ def _changed_keys(ops: list[Op]) -> list[str]:
     out: list[str] = []
     for op in ops:
         ns = op[1]
+        if op[0] == "new":
+            continue
         name = "*" if op[0] == "drop" else op[2]
         key = f"{ns}/{name}" if ns else name
         if key not in out:

@@ -325,7 +325,7 @@ class TickRecorder:
             if ns is not None:
                 if spaces_now is None:
                     spaces_now = manager.namespaces()
-                if ns not in spaces_now:
+                if ns not in spaces_now or ns not in self._mirror:  # gone, or new
                     self._compare_space(ns, ops)
                     continue
             self._compare(ns, key, ops)
@@ -338,6 +338,9 @@ class TickRecorder:
                 ops.append(["drop", ns])
             return
         view = manager.scope(ns) if ns else manager.root
+        if ns not in self._mirror:
+            self._mirror[ns] = {}
+            ops.append(["new", ns])
         for key in sorted({*view.keys(), *self._mirror.get(ns, {})}):
             self._compare(ns, key, ops)
 

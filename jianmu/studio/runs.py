@@ -87,8 +87,16 @@ class CheckpointRuns:
                 "SELECT c.run_id, c.data, (SELECT MIN(created) FROM checkpoints WHERE run_id ="
                 " c.run_id), c.created FROM checkpoints c WHERE c.seq = (SELECT MAX(seq) FROM"
                 " checkpoints WHERE run_id = c.run_id) ORDER BY c.created DESC").fetchall()
-        recorded = self.store.history.runs()
+        history = self.store.history
+        recorded = history.runs()
         out = []
+        saved = {row[0] for row in rows}
+        for run_id, meta in recorded.items():  # going on elsewhere, not checkpointed yet
+            if run_id not in saved and history.last_point(run_id) is not None:
+                root = history.frame(run_id, 0).tree.get("0", {})
+                rows.append((run_id, json.dumps({"tree": root.get("name", "?")}),
+                             meta["created"], meta["created"]))
+        rows.sort(key=lambda row: row[3] or 0, reverse=True)
         for run_id, data, started, updated in rows:
             summary = self._summary(run_id, _json(data), started, updated)
             meta = recorded.get(run_id, {})
@@ -130,9 +138,11 @@ class CheckpointRuns:
             }
         else:
             loaded = self.store.load(run_id)
-            if loaded is None:
+            if loaded is None and frame is None:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
-            data = loaded
+            # a run going on elsewhere that saved no checkpoint yet: its points tell it
+            data = loaded or {"tree": frame.tree.get("0", {}).get("name", "?") if frame
+                              else "?", "status": "running"}
             if frame is not None:  # the points are written as the run goes: the newest view
                 data = {**data, "state": frame.state, "nodes": {
                     k: {"name": frame.tree.get(k, {}).get("name", "?"), "status": s}

@@ -9,7 +9,7 @@ const BOX_H = 42;
 const GAP_X = 14;
 const GAP_Y = 46;
 const MIN_W = 96;
-const MAX_W = 250;
+const MAX_W = 300;
 const FONT = "600 13px system-ui, 'DejaVu Sans', sans-serif";
 const SUB_FONT = "11px system-ui, 'DejaVu Sans', sans-serif";
 const COMPOSITE_MARK = {sequence: "→", selector: "?", parallel: "⇉", decorator: "◇",
@@ -21,10 +21,15 @@ function svg(tag, attrs) {
   return node;
 }
 
-let measurer = null;
+const measurers = new Map();  // one canvas per font: setting a font is the costly part
 function textWidth(text, font) {
-  if (!measurer) measurer = document.createElement("canvas").getContext("2d");
-  measurer.font = font || FONT;
+  const wanted = font || FONT;
+  let measurer = measurers.get(wanted);
+  if (!measurer) {
+    measurer = document.createElement("canvas").getContext("2d");
+    measurer.font = wanted;
+    measurers.set(wanted, measurer);
+  }
   return measurer.measureText(text).width;
 }
 
@@ -53,6 +58,11 @@ export class Graph {
     this.layer = svg("g", {class: "viewport"});
     this.svg.append(this.layer);
     box.replaceChildren(this.svg);
+    // the box's width is read once and then told by an observer: reading it while the page
+    // changes would make the browser lay the whole page out again
+    this.width = box.clientWidth || 800;
+    new ResizeObserver((seen) => { this.width = seen[0].contentRect.width || this.width; })
+      .observe(box);
     this._panZoom();
   }
 
@@ -207,10 +217,11 @@ export class Graph {
 
   fit() {
     const size = this.size || {w: 1, h: 1};
-    const width = this.box.clientWidth || 800;
+    const width = this.width;
     // a small tree gets a small box; a big one the most the page gives a graph
-    this.box.style.height = Math.round(Math.max(260, Math.min(460, size.h + 40))) + "px";
-    const height = this.box.clientHeight || 400;
+    const height = Math.round(Math.max(260, Math.min(460, size.h + 40)));
+    this.box.style.height = height + "px";
+    this.height = height;
     const k = Math.max(0.35, Math.min(1.2, (width - 40) / size.w, (height - 30) / size.h));
     const x = size.w * k < width ? (width - size.w * k) / 2 : 20;
     this.view = {x, y: 16, k};
@@ -220,8 +231,8 @@ export class Graph {
   zoom(factor, cx, cy) {
     const {x, y, k} = this.view;
     const next = Math.max(0.1, Math.min(4, k * factor));
-    const px = cx === undefined ? (this.box.clientWidth || 800) / 2 : cx;
-    const py = cy === undefined ? (this.box.clientHeight || 400) / 2 : cy;
+    const px = cx === undefined ? this.width / 2 : cx;
+    const py = cy === undefined ? (this.height || 400) / 2 : cy;
     this.view = {x: px - (px - x) * (next / k), y: py - (py - y) * (next / k), k: next};
     this._apply();
   }

@@ -10,10 +10,12 @@ export function el(tag, cls, text) {
   return node;
 }
 
-export function clock(stamp) {
+const two = (n) => String(n).padStart(2, "0");
+
+export function clock(stamp) {  // HH:MM:SS.mmm (toLocaleTimeString costs ~0.1 ms a call)
   if (!stamp) return "";
   const d = new Date(stamp * 1000);
-  return d.toLocaleTimeString([], {hour12: false}) + "." +
+  return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}.` +
     String(d.getMilliseconds()).padStart(3, "0");
 }
 

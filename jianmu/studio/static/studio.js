@@ -32,6 +32,7 @@ class RunPage {
     this.wanted = null;
     this.loading = false;
     this.lastState = null;
+    this.drawn = {pending: null, story: null};
     this.selected = null;
     this.stream = null;
     this.graph = new Graph(document.getElementById("tree"), (key) => {
@@ -69,6 +70,7 @@ class RunPage {
   }
 
   show(view) {
+    const started = performance.now();
     this.view = view;
     const status = document.getElementById("status");
     status.textContent = view.status;
@@ -80,10 +82,18 @@ class RunPage {
       (typeof view.result === "string" ? view.result : JSON.stringify(view.result, null, 2));
     document.getElementById("result").textContent = result ||
       (FINISHED.includes(view.status) ? "" : `no result yet: the run is ${view.status}`);
-    const pending = document.getElementById("pending");
-    pending.replaceChildren(...view.pending.map(drawRequest));
-    document.getElementById("approvals").hidden = !view.pending.length;
-    drawTimeline(document.getElementById("timeline"), view.timeline, view.points);
+    // redrawn only when they change: a reason being typed, a click, a scroll are kept
+    const asked = JSON.stringify(view.pending);
+    if (asked !== this.drawn.pending) {
+      this.drawn.pending = asked;
+      document.getElementById("pending").replaceChildren(...view.pending.map(drawRequest));
+      document.getElementById("approvals").hidden = !view.pending.length;
+    }
+    const story = JSON.stringify([view.timeline, view.points]);
+    if (story !== this.drawn.story) {
+      this.drawn.story = story;
+      drawTimeline(document.getElementById("timeline"), view.timeline, view.points);
+    }
     const last = view.points.length ? view.points[view.points.length - 1].n : 0;
     if (this.slider) {
       this.slider.max = String(last);
@@ -91,6 +101,8 @@ class RunPage {
     }
     if (this.shown === null) this.showNow();
     else this.markPoint(this.shown);
+    // the page's own script time per update, for anyone measuring (the browser tests do)
+    performance.measure("jianmu:show", {start: started});
   }
 
   showNow() {
@@ -179,6 +191,7 @@ class RunPage {
         if (this.cache.size > 64) this.cache.delete(this.cache.keys().next().value);
       }
       if (this.wanted !== null || this.shown !== n) continue;
+      const started = performance.now();
       this.frame = frame;
       this.graph.update(frame.nodes);
       drawState(document.getElementById("state"), frame.state, frame.changed);
@@ -187,6 +200,7 @@ class RunPage {
       const group = this.markPoint(n);
       if (group) group.scrollIntoView({block: "nearest"});
       this.drawDetails();
+      performance.measure("jianmu:point", {start: started});
     }
   }
 
