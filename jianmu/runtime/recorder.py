@@ -123,9 +123,15 @@ class TickRecorder:
         self._events: list[tuple[float, str, str | None, dict[str, Any]]] = []
         self._writes: dict[str, set[str]] = {}
         self._mirror: dict[str | None, dict[str, Any]] = {None: {}}
+        self._lists: dict[tuple[str | None, str], tuple[int, int]] = {}
+        """For each list value last seen: its identity and length (see `_compare`)."""
         self._statuses: dict[str, str] = {}
         self._tree: dict[str, dict[str, Any]] = {}
-        self._nodes: list[tuple[str, Behaviour, int]] = []
+        self._nodes: list[tuple[str, Behaviour]] = []
+        self._seen: list[Any] = []
+        """Each node's status at the last point, in `_nodes` order (compared by identity)."""
+        self._shapes: list[tuple[Behaviour, int, bool]] = []
+        """Each node that has or may get children: its count, whether it compiles them."""
         self._asked: set[str] = set()
         self._next = 0
         self._flushed = time.monotonic()
@@ -148,7 +154,7 @@ class TickRecorder:
         self._mirror = {None: dict(snapshot["root"])}
         self._mirror.update({ns: dict(v) for ns, v in snapshot["namespaces"].items()})
         self._rebuild()
-        self._statuses = {key: node.status.name for key, node, _ in self._nodes}
+        self._statuses = {key: node.status.name for key, node in self._nodes}
         try:
             cwd: str | None = os.getcwd()
         except OSError:  # the folder was removed under us
@@ -216,12 +222,18 @@ class TickRecorder:
             events, self._events = self._events, []
             writes, self._writes = self._writes, {}
         ops = self._state_ops(changed) if changed else []
-        added, gone = self._structure()
+        grown = not self._nodes or any(
+            count != (0 if lazy and not node.compiled else len(node.children))  # type: ignore[attr-defined]
+            for node, count, lazy in self._shapes)
+        added, gone = self._structure() if grown else ({}, [])
         nodes: dict[str, str] = {}
-        for key, node, _ in self._nodes:
-            status = node.status.name
-            if self._statuses.get(key) != status:
-                nodes[key] = self._statuses[key] = status
+        statuses, seen = self._statuses, self._seen
+        for index, (key, node) in enumerate(self._nodes):  # a tight loop: it runs every tick
+            status = node.status
+            if status is not seen[index]:
+                seen[index] = status
+                if statuses.get(key) != status.name:
+                    nodes[key] = statuses[key] = status.name
         events += self._asked_events()
         if not (ops or nodes or added or gone or events or writes):
             return
@@ -279,7 +291,7 @@ class TickRecorder:
     def _errors(self, nodes: dict[str, str]) -> dict[str, str]:
         failed = {key for key, status in nodes.items() if status == "FAILURE"}
         out = {}
-        for key, node, _ in self._nodes:
+        for key, node in self._nodes:
             if key in failed:
                 error = getattr(node, "error", None)
                 text = node.feedback_message or (f"{type(error).__name__}: {error}"
@@ -291,8 +303,6 @@ class TickRecorder:
     # -- the tree ------------------------------------------------------------------------------
     def _structure(self) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """Nodes that appeared (a compiled skill's subtree) or went, since the last point."""
-        if self._nodes and all(len(_children(n)) == count for _, n, count in self._nodes):
-            return {}, []
         before = self._tree
         self._rebuild()
         added = {k: v for k, v in self._tree.items() if before.get(k) != v}
@@ -303,7 +313,11 @@ class TickRecorder:
 
     def _rebuild(self) -> None:
         walked = walk_tree(self.runner.root)
-        self._nodes = [(key, node, count) for key, node, _, count in walked]
+        self._nodes = [(key, node) for key, node, _, _ in walked]
+        self._seen = [None] * len(self._nodes)  # compared again on the next point
+        self._shapes = [(node, count, hasattr(type(node), "compiled")) for _, node, _, count
+                        in walked if count or hasattr(type(node), "compiled")
+                        or isinstance(node, py_trees.composites.Composite)]
         self._tree = {key: describe_node(node, path) for key, node, path, _ in walked}
 
     # -- the state -----------------------------------------------------------------------------
@@ -355,6 +369,17 @@ class TickRecorder:
                 del mirror[key]
                 ops.append(["del", ns, key])
             return
+        seen = self._lists.get((ns, key))
+        if isinstance(raw, list):
+            self._lists[(ns, key)] = (id(raw), len(raw))
+            if (seen is not None and seen[0] == id(raw) and len(raw) > seen[1]
+                    and isinstance(old, list) and len(old) == seen[1]):
+                # the same list, grown: a reducer appended to it (`StateManager` extends a
+                # list in place), so only the new items are dumped, however long it is
+                added = _dump(raw[seen[1]:])
+                mirror[key] = [*old, *added]
+                ops.append(["add", ns, key, added])
+                return
         new = _dump(raw)
         if old is not _MISSING and new == old:
             return

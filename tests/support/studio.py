@@ -125,53 +125,10 @@ def make_driver(width: int = 1200, height: int = 1400) -> Any:
     return webdriver.Chrome(options=options, service=Service(driver_path))
 
 
-def big_tree(ticks: int, nodes: int) -> Any:
-    """A tree of ``nodes`` nodes whose last leaf writes the state on each of ``ticks`` ticks."""
-    import py_trees
-    from py_trees.common import Status
-
-    from jianmu.runtime import RuntimeNode
-
-    class Count(RuntimeNode, py_trees.behaviour.Behaviour):
-        """Writes ``count`` and a line of ``log`` on every tick, ``ticks`` times."""
-
-        def __init__(self) -> None:
-            super().__init__("count")
-            self.left = ticks
-
-        def update(self) -> Status:
-            self.left -= 1
-            self.state.update({"count": ticks - self.left,
-                               "log": [*(self.state.get("log") or [])[-20:],
-                                       f"tick {ticks - self.left}"]})
-            return Status.SUCCESS if self.left <= 0 else Status.RUNNING
-
-    children: list[Any] = []
-    made = 2  # the root and the counter
-    group = 0
-    while made < nodes:
-        size = min(9, nodes - made - 1)
-        if size <= 0:
-            children.append(py_trees.behaviours.Success(f"step {group}"))
-            made += 1
-        else:
-            children.append(py_trees.composites.Sequence(
-                f"stage {group}", memory=True,
-                children=[py_trees.behaviours.Success(f"step {group}.{i}") for i in range(size)]))
-            made += size + 1
-        group += 1
-    children.append(Count())
-    return py_trees.composites.Sequence("big", memory=True, children=children)
-
 
 def long_run(checkpoints: Path, ticks: int = 1000, nodes: int = 200) -> str:
-    """Run `big_tree` to its end, checkpointed in ``checkpoints``; its run id."""
-    from jianmu.runtime import ReactiveRunner, SQLiteCheckpointer
-    from jianmu.state import StateManager
+    """A run of the studio benchmark's big tree to its end, saved in ``checkpoints``; its id."""
+    from benchmarks.bench_studio import run_big
 
     checkpoints.parent.mkdir(parents=True, exist_ok=True)
-    with SQLiteCheckpointer(checkpoints) as store:
-        runner = ReactiveRunner(big_tree(ticks, nodes), StateManager(), checkpointer=store)
-        result = runner.run_sync()
-        assert result.ok, result
-    return runner.run_id
+    return run_big(checkpoints, ticks=ticks, nodes=nodes)[0]
