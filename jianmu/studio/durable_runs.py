@@ -53,6 +53,9 @@ class DurableRuns:
         tree = self._tree(run_id, info.tree, info.inputs)
         finished = {s["name"][len("jianmu:node:"):]: s["output"] for s in steps
                     if s["name"].startswith("jianmu:node:")}
+        for step in steps:  # a model node's recorded turn: it answered
+            if step["name"].startswith("jianmu:model:") and step["error"] is None:
+                finished.setdefault(step["name"][len("jianmu:model:"):], ("SUCCESS", {}))
         rows = node_rows({}, tree)
         for row in rows:
             done = finished.get(row["path"])
