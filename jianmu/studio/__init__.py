@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jianmu.studio.app import create_app
     from jianmu.studio.durable_runs import DurableRuns
-    from jianmu.studio.runs import CheckpointRuns, ForkError, Restored, Restorer
+    from jianmu.studio.runs import CheckpointRuns, Restored, Restorer
 
-__all__ = ("CheckpointRuns", "DurableRuns", "ForkError", "Restored", "Restorer", "create_app")
+__all__ = ("CheckpointRuns", "DurableRuns", "Restored", "Restorer", "create_app")
 
 _WHERE = {"create_app": "app", "DurableRuns": "durable_runs", "CheckpointRuns": "runs",
-          "ForkError": "runs", "Restored": "runs", "Restorer": "runs"}
+          "Restored": "runs", "Restorer": "runs"}
 
 
 def __getattr__(name: str) -> Any:

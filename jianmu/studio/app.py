@@ -20,9 +20,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from jianmu.errors import JianmuError, RunNotFoundError
+from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
 from jianmu.studio.pages import STATUSES, run_page, runs_page
-from jianmu.studio.runs import FINISHED, ForkError
+from jianmu.studio.runs import FINISHED
 from jianmu.studio.security import TokenGuard
 
 __all__ = ("POLL_S", "RunSource", "create_app")
@@ -161,7 +161,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         where, run_id = source(request), request.path_params["run_id"]
         try:
             made = await run_in_threadpool(where.fork, run_id, point, state, by_name)
-        except ForkError as exc:
+        except CheckpointError as exc:  # no such point, a state that does not fit
             return JSONResponse({"error": str(exc)}, 400)
         return JSONResponse({"ok": True, "run_id": made, "url": f"/run/{where.kind}/{made}",
                              "message": f"forked run {made} from {run_id} at point {point}"})

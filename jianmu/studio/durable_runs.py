@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from jianmu.errors import RunNotFoundError
+from jianmu.errors import CheckpointError, RunNotFoundError
 from jianmu.runtime.recorder import describe_node, walk_tree
 from jianmu.studio.journal import Journal
-from jianmu.studio.runs import ForkError, decision_message, verb
+from jianmu.studio.runs import decision_message, verb
 from jianmu.studio.timeline import durable_timeline, event_timeline
 from jianmu.studio.views import final_answer, node_rows, pending_rows
 
@@ -93,9 +93,9 @@ class DurableRuns:
         """Durable runs are not forked from the studio.
 
         Raises:
-            ForkError: always.
+            CheckpointError: always.
         """
-        raise ForkError("durable runs cannot be forked from the studio")
+        raise CheckpointError("durable runs cannot be forked from the studio")
 
     def _tree(self, run_id: str, tree: str, inputs: dict[str, Any]
               ) -> dict[str, dict[str, Any]]:

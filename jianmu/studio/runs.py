@@ -22,14 +22,9 @@ from jianmu.studio.journal import Journal
 from jianmu.studio.timeline import event_timeline, message_timeline
 from jianmu.studio.views import asking_at, final_answer, node_rows, pending_rows, point_rows
 
-__all__ = ("FINISHED", "CheckpointRuns", "ForkError", "Restored", "Restorer", "decision_message",
-           "verb")
+__all__ = ("FINISHED", "CheckpointRuns", "Restored", "Restorer", "decision_message", "verb")
 
 FINISHED = frozenset({"success", "failure", "timeout", "cancelled"})
-
-
-class ForkError(CheckpointError):
-    """A fork could not start: no such point, a state that does not fit, a tree not rebuilt."""
 
 
 @dataclass
@@ -234,30 +229,26 @@ class CheckpointRuns:
         if given) and run it here; returns its id. The original run is not touched.
 
         Raises:
-            ForkError: no such point, a state that does not fit the tree, or a tree the studio
-                cannot rebuild (nothing is left behind).
+            CheckpointError: no such point, a state that does not fit the tree, or a tree the
+                studio cannot rebuild (nothing is left behind).
             RunNotFoundError: no such run.
         """
         if self.store.load(run_id) is None:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         if self.restorer is None:
-            raise ForkError("the studio cannot rebuild this run's tree; fork it in Python with "
+            raise CheckpointError("the studio cannot rebuild this run's tree; fork it in Python with "
                             "jianmu.runtime.fork.fork_run and ReactiveRunner.restore")
-        try:
-            fork_id = fork_run(self.store, run_id, point, state=state)
-        except CheckpointError as exc:
-            raise ForkError(str(exc)) from None
+        fork_id = fork_run(self.store, run_id, point, state=state)
         try:
             restored = self.restorer(fork_id)
-            if restored is None:
-                raise ForkError("the studio cannot rebuild this run's tree ('jianmu run' did "
-                                "not start it)")
         except Exception as exc:  # a state that does not fit the schema, a script that fails
             self.store.delete(fork_id)
-            if isinstance(exc, ForkError):
-                raise
             reason = str(exc) if isinstance(exc, JianmuError) else f"{type(exc).__name__}: {exc}"
-            raise ForkError(f"the fork did not start: {reason}") from None
+            raise CheckpointError(f"the fork did not start: {reason}") from None
+        if restored is None:
+            self.store.delete(fork_id)
+            raise CheckpointError("the studio cannot rebuild this run's tree ('jianmu run' did "
+                                  "not start it)")
         with self._lock:
             self._live[fork_id] = restored.runner
             self._continue(restored)
