@@ -236,8 +236,8 @@ class CheckpointRuns:
         if self.store.load(run_id) is None:
             raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
         if self.restorer is None:
-            raise CheckpointError("the studio cannot rebuild this run's tree; fork it in Python with "
-                            "jianmu.runtime.fork.fork_run and ReactiveRunner.restore")
+            raise CheckpointError("the studio cannot rebuild this run's tree; fork it in Python "
+                                  "with jianmu.runtime.fork.fork_run and ReactiveRunner.restore")
         fork_id = fork_run(self.store, run_id, point, state=state)
         try:
             restored = self.restorer(fork_id)
