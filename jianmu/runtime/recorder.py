@@ -199,10 +199,21 @@ class TickRecorder:
         fields = dict(event.fields)
         if name in ("interaction.approved", "interaction.rejected"):
             self._add_decision(fields)
+        elif name == "run.message":  # the user's next turn (`ReactiveRunner.send`): its text
+            self._add_message(fields)
         with self._lock:
             self._events.append((event.timestamp, name, event.node, short(fields)))
         if name == "run.finished":
             self._tick(self.runner.ticks, final=True)
+
+    def _add_message(self, fields: dict[str, Any]) -> None:
+        namespace = fields.get("namespace")
+        manager = self.runner.state
+        view = manager.scope(str(namespace)) if namespace else manager.root
+        messages = view.get("messages") or []
+        if messages:
+            last = _dump(messages[-1])
+            fields.setdefault("content", last.get("content") if isinstance(last, dict) else last)
 
     def _add_decision(self, fields: dict[str, Any]) -> None:
         """Who answered and what they said (the event carries the request id only)."""

@@ -196,6 +196,8 @@ class _Story:
                 _fields_text({k: v for k, v in f.items() if k not in ("skill", "status")})
         if name == "react.stopped":
             return "error", "agent loop stopped", _text(f.get("reason"))
+        if name == "run.message":
+            return "user", "the user's next message", _text(f.get("content"))
         if name == "run.forked":
             return "run", f"forked from run {f.get('run')} at point {f.get('point')}", (
                 "with an edited state" if f.get("edited") else "")

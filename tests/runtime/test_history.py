@@ -251,3 +251,16 @@ async def test_a_state_value_that_is_not_json_does_not_stop_the_run(tmp_path: Pa
     assert result.status is RunStatus.FAILURE
     assert store.history.points(runner.run_id)
     store.close()
+
+
+async def test_the_users_next_message_is_recorded_with_its_text(tmp_path: Path) -> None:
+    from jianmu.nodes import AgentState
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+    runner = ReactiveRunner(tree(Note("a")), StateManager(AgentState), checkpointer=store)
+    assert (await runner.run()).ok
+    runner.send("and now in French?")
+    await runner.run()
+    [said] = [e for e in store.history.events(runner.run_id) if e["name"] == "run.message"]
+    assert said["fields"]["content"] == "and now in French?"
+    store.close()
