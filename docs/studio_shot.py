@@ -53,6 +53,7 @@ def main(out: Path) -> None:
     problem = chromium_problem()
     if problem is not None:
         sys.exit(f"studio-shot: {problem}")
+    out = out.resolve()  # before moving into the demo's folder
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         os.chdir(folder)
