@@ -70,9 +70,11 @@ the guard, approvals included.
 
 _STUDIO_EPILOG = """\
 Serves Jianmu Studio: the runs of the checkpoint file (and of --app's durable engine), each
-with its tree, state, timeline and pending approvals, live. It prints a URL with a random
-token; every request needs it (a cookie after the first visit). Approving a checkpointed run
-started by 'jianmu run' continues it in the studio, as 'jianmu resume --approve' would.
+with its tree as a graph, its timeline, state and pending approvals, live; a time slider goes
+back to any point of a run, and Fork starts a new run from there. The list shows the runs
+started in this folder ("all projects" one click away). It prints a URL with a random token;
+every request needs it (a cookie after the first visit). Approving a checkpointed run started
+by 'jianmu run' continues it in the studio, as 'jianmu resume --approve' would.
 """
 
 

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from jianmu.runtime.interaction import Interaction
     from jianmu.state import StateManager
 
-__all__ = ("FLUSH_S", "RecordedRun", "TickRecorder", "describe_node", "node_kind", "walk_tree")
+__all__ = ("FLUSH_S", "RecordedRun", "TickRecorder", "composite_kind", "describe_node",
+           "node_kind", "walk_tree")
 
 FLUSH_S = 0.2
 """Points wait at most this long (between ticks) before they are written, so a studio
@@ -51,12 +52,8 @@ class RecordedRun(Protocol):
     def run_id(self) -> str: ...
 
 
-def node_kind(node: Behaviour) -> str:
-    """What a node is: ``sequence``, ``selector``, ``parallel``, ``decorator`` for composites,
-    else its class's ``node_kind`` (``tool``, ``model``, ``skill``) or ``custom``."""
-    kind = getattr(node, "node_kind", None)
-    if isinstance(kind, str) and kind != "custom":
-        return kind
+def composite_kind(node: Behaviour) -> str | None:
+    """``sequence``, ``selector``, ``parallel`` or ``decorator``; None for a leaf."""
     if isinstance(node, py_trees.composites.Sequence):
         return "sequence"
     if isinstance(node, py_trees.composites.Selector):
@@ -65,7 +62,16 @@ def node_kind(node: Behaviour) -> str:
         return "parallel"
     if isinstance(node, py_trees.decorators.Decorator):
         return "decorator"
-    return "custom"
+    return None
+
+
+def node_kind(node: Behaviour) -> str:
+    """What a node is: its class's ``node_kind`` (``tool``, ``model``, ``skill``), else its
+    composite kind (`composite_kind`), else ``custom``."""
+    kind = getattr(node, "node_kind", None)
+    if isinstance(kind, str) and kind != "custom":
+        return kind
+    return composite_kind(node) or "custom"
 
 
 def _children(node: Behaviour) -> list[Behaviour]:

@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ("call_details", "durable_timeline", "entry_label", "event_timeline",
-           "message_timeline", "pretty_json")
+__all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
+           "pretty_json")
 
 _NESTING = ("skill", "agent")
 """Kinds of node whose descendants' entries are indented under them."""
@@ -198,6 +198,8 @@ class _Story:
             return "error", "agent loop stopped", _text(f.get("reason"))
         if name == "run.message":
             return "user", "the user's next message", _text(f.get("content"))
+        if name == "studio.forked":
+            return "run", f"started in the studio by {f.get('by') or '?'}", ""
         if name == "run.forked":
             return "run", f"forked from run {f.get('run')} at point {f.get('point')}", (
                 "with an edited state" if f.get("edited") else "")
@@ -222,11 +224,6 @@ def event_timeline(events: Iterable[dict[str, Any]], *,
     story = _Story(call_details(snapshot), list(nesting))
     ordered = sorted(events, key=lambda e: e.get("time") or 0.0)
     return [e for e in (story.entry(event) for event in ordered) if e is not None]
-
-
-def entry_label(entry: dict[str, Any]) -> str:
-    """An entry on one line (the time slider's label for its point)."""
-    return str(entry["title"])
 
 
 def message_timeline(snapshot: dict[str, Any] | None,

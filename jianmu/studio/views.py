@@ -11,11 +11,7 @@ from jianmu.runtime.history import PointInfo
 from jianmu.runtime.interaction import ApprovalRequest
 from jianmu.studio.timeline import pretty_json
 
-__all__ = ("PREVIEW", "asking_at", "final_answer", "node_rows", "pending_rows", "point_rows",
-           "pretty_json")
-
-PREVIEW = 400
-"""Characters of a tool result or model text shown before the rest is folded away."""
+__all__ = ("asking_at", "final_answer", "node_rows", "pending_rows", "point_rows")
 
 _SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by"})
 
@@ -41,21 +37,23 @@ def node_rows(nodes: dict[str, dict[str, Any]], tree: dict[str, dict[str, Any]] 
     for key in keys:
         if "/" in key:
             children.setdefault(key.rpartition("/")[0], []).append(key)
+
+    def name_of(key: str) -> str:
+        return str((tree.get(key) or {}).get("name") or nodes.get(key, {}).get("name", "?"))
+
+    siblings = {parent: Counter(name_of(k) for k in kids) for parent, kids in children.items()}
     paths: dict[str, str] = {}
     for key in keys:  # parents come first: paths as the runner names them
-        info, node = tree.get(key, {}), nodes.get(key, {})
-        if info.get("path"):
-            paths[key] = str(info["path"])
-            continue
-        name = str(info.get("name") or node.get("name", "?"))
+        recorded = tree.get(key, {}).get("path")
+        name = name_of(key)
         parent = key.rpartition("/")[0]
-        if not parent:
+        if recorded:
+            paths[key] = str(recorded)
+        elif not parent:
             paths[key] = name
-            continue
-        siblings = Counter(str((tree.get(k) or nodes.get(k) or {}).get("name", "?"))
-                           for k in children.get(parent, []))
-        label = name if siblings[name] == 1 else f"{name}[{key.rpartition('/')[2]}]"
-        paths[key] = f"{paths.get(parent, parent)}/{label}"
+        else:
+            label = name if siblings[parent][name] == 1 else f"{name}[{key.rpartition('/')[2]}]"
+            paths[key] = f"{paths.get(parent, parent)}/{label}"
     rows = []
     for key in keys:
         info, node = tree.get(key, {}), nodes.get(key, {})
@@ -65,8 +63,7 @@ def node_rows(nodes: dict[str, dict[str, Any]], tree: dict[str, dict[str, Any]] 
             status = "suspended"
         kind = str(info.get("kind") or ("composite" if key in children else "custom"))
         rows.append({
-            "key": key, "parent": key.rpartition("/")[0], "name": str(info.get("name") or
-                                                                      node.get("name", "?")),
+            "key": key, "parent": key.rpartition("/")[0], "name": name_of(key),
             "path": path, "kind": kind, "type": str(info.get("type") or ""),
             "namespace": str(info.get("ns") or ""), "status": status,
             "reads": list(info.get("reads") or []),

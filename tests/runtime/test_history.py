@@ -264,3 +264,26 @@ async def test_the_users_next_message_is_recorded_with_its_text(tmp_path: Path) 
     [said] = [e for e in store.history.events(runner.run_id) if e["name"] == "run.message"]
     assert said["fields"]["content"] == "and now in French?"
     store.close()
+
+
+async def test_a_subtree_compiled_on_its_first_tick_appears_at_that_point(
+        tmp_path: Path) -> None:
+    from jianmu.skills.node import FlattenedAgentNode
+
+    class Lazy(FlattenedAgentNode):
+        def compile_subtree(self) -> py_trees.behaviour.Behaviour:
+            return py_trees.composites.Sequence("inner", memory=True,
+                                                children=[Note("x"), Note("y")])
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+    runner = ReactiveRunner(tree(Note("a"), Lazy("lazy")), StateManager(Log),
+                            checkpointer=store)
+    assert (await runner.run()).ok
+    history = store.history
+    frames = [history.frame(runner.run_id, p.number) for p in history.points(runner.run_id)]
+    assert "0/1/0" not in frames[0].tree and frames[0].tree["0/1"]["kind"] == "skill"
+    grown = next(f for f in frames if "0/1/0" in f.tree)
+    assert grown.tree["0/1/0/1"]["path"] == "root/lazy/inner/y"
+    assert grown.tree["0/1/0/1"]["ns"].startswith("skill_runtime.lazy_0_1")
+    assert frames[-1].statuses["0/1/0/1"] == "SUCCESS"
+    store.close()

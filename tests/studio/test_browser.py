@@ -137,6 +137,24 @@ def test_the_graph_draws_each_node_with_its_status(driver: Any,
     assert len(_statuses(driver)) == len(view["nodes"])  # one [data-node] per tree node
     root = driver.find_element(By.CSS_SELECTOR, "#tree g[data-key='0']")
     assert ROOT in root.get_attribute("textContent")  # the name, as text (in full in its title)
+    # fold the root's subtree and unfold it; zoom in
+    driver.find_element(By.CSS_SELECTOR, "#tree g[data-key='0'] > g.fold").click()
+    _until(driver, lambda d: list(_statuses(d)) == [ROOT], "the folded subtree")
+    driver.find_element(By.CSS_SELECTOR, "#tree g[data-key='0'] > g.fold").click()
+    _until(driver, lambda d: len(_statuses(d)) == 4, "the unfolded subtree")
+
+    def scale(d: Any) -> float:
+        shown = d.find_element(By.CSS_SELECTOR, "#tree g.viewport").get_attribute("transform")
+        return float(shown.rsplit("scale(", 1)[1].rstrip(")"))
+
+    before = scale(driver)
+    driver.find_element(By.CSS_SELECTOR, "[data-role=zoom-in]").click()
+    _until(driver, lambda d: scale(d) > before, "the graph to zoom in")
+    # a click on a node shows its details
+    driver.find_element(By.CSS_SELECTOR, "#tree g[data-key='0/1']").click()  # execute
+    _until(driver, lambda d: "ToolExecutor" in _text(d, "[data-role=details]"), "the details")
+    details = _text(driver, "[data-role=details]")
+    assert "suspended" in details and "asked: deploy" in details
     _no_alert(driver)
 
 
