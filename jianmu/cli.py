@@ -58,11 +58,24 @@ APP is MODULE:ATTR or path/to/file.py:ATTR (ATTR defaults to 'engine'): a Durabl
 """ + "\n" + _EPILOG
 
 
+_RUNS_EPILOG = """\
+Without --app (or $JIANMU_APP), 'show' and 'fork' work on the runs 'jianmu run' saved in the
+config's runtime.checkpoint_path. Each run has points: point 0 is where it started, and each
+tick that changed something adds one. 'jianmu runs show RUN_ID' lists them, with the same
+numbers as the studio's time slider and timeline; 'jianmu runs fork RUN_ID --at POINT' starts
+a new run from one (with --set KEY=VALUE changes to its state) and runs it as 'jianmu resume'
+would. A tool call that finished before that point does not run again; later ones go through
+the guard, approvals included.
+""" + "\n" + _DURABLE_EPILOG
+
+
 _STUDIO_EPILOG = """\
 Serves Jianmu Studio: the runs of the checkpoint file (and of --app's durable engine), each
-with its tree, state, timeline and pending approvals, live. It prints a URL with a random
-token; every request needs it (a cookie after the first visit). Approving a checkpointed run
-started by 'jianmu run' continues it in the studio, as 'jianmu resume --approve' would.
+with its tree as a graph, its timeline, state and pending approvals, live; a time slider goes
+back to any point of a run, and Fork starts a new run from there. The list shows the runs
+started in this folder ("all projects" one click away). It prints a URL with a random token;
+every request needs it (a cookie after the first visit). Approving a checkpointed run started
+by 'jianmu run' continues it in the studio, as 'jianmu resume --approve' would.
 """
 
 
@@ -234,8 +247,8 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
                         help="runs executed at once (default: durable.worker_concurrency)")
     worker.set_defaults(handler="jianmu._cli.durable:cmd_worker")
 
-    runs = add(commands, "runs", "list, show, answer and recover durable runs",
-               epilog=_DURABLE_EPILOG)
+    runs = add(commands, "runs", "show and fork saved runs; list, show, answer and recover "
+               "durable runs", epilog=_RUNS_EPILOG)
     runs_sub = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def action(name: str, help_: str, handler: str) -> argparse.ArgumentParser:
@@ -249,10 +262,23 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
     listed.add_argument("--status", choices=("queued", "running", "suspended", "success",
                                              "failure", "cancelled"))
     listed.add_argument("--json", action="store_true", help="print JSON")
-    show = action("show", "show a run: status, worker, pending approvals, error, final answer",
-                  "cmd_runs_show")
+    show = action("show", "show a run: its status, pending approvals, error, final answer and "
+                  "(a run 'jianmu run' saved) its points", "cmd_runs_show")
+    show.set_defaults(handler="jianmu._cli.points:cmd_runs_show")
+    show.epilog = _RUNS_EPILOG
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--json", action="store_true", help="print JSON")
+    fork = add(runs_sub, "fork", "start a new run from a point of a run 'jianmu run' saved "
+               "(the original is not changed)", epilog=_RUNS_EPILOG)
+    fork.add_argument("run_id", metavar="RUN_ID")
+    fork.add_argument("--at", type=int, required=True, metavar="POINT",
+                      help="the point to start from, as 'jianmu runs show RUN_ID' and the "
+                           "studio's time slider number them")
+    fork.add_argument("--set", action="append", metavar="KEY=VALUE",
+                      help="set a state key at that point (repeatable; KEY:=JSON for a JSON "
+                           "value; NAMESPACE/KEY in a skill's namespace)")
+    _run_options(fork)
+    fork.set_defaults(handler="jianmu._cli.points:cmd_runs_fork")
     approve = action("approve", "approve a pending request of a run", "cmd_runs_approve")
     reject = action("reject", "reject a pending request of a run (the model sees the reason)",
                     "cmd_runs_reject")

@@ -3,7 +3,8 @@ the same tree in another process.
 
 A table ``jianmu_cli_launches`` in the checkpointer's SQLite file holds one JSON row per run:
 the target (script path or skill name), the inputs, the config path, the folder the run was
-started in, and for BT skills the state namespace the tree was built for.
+started in, and for BT skills the state namespace the tree was built for. A fork
+(``jianmu runs fork``, the studio's Fork) has none of its own: it runs what its origin ran.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from jianmu.errors import CheckpointError
+from jianmu.runtime.history import forked_from
 
 __all__ = ("Launch", "LaunchStore")
 
@@ -63,11 +65,20 @@ class LaunchStore:
             )
 
     def load(self, run_id: str) -> Launch | None:
-        """How ``run_id`` was started, or None if the CLI did not start it."""
-        row = self._db.execute(
-            "SELECT data FROM jianmu_cli_launches WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        return Launch(**json.loads(row[0])) if row else None
+        """How ``run_id`` was started (for a fork, its origin), or None if the CLI did not."""
+        seen: set[str] = set()
+        while run_id not in seen:
+            seen.add(run_id)
+            row = self._db.execute(
+                "SELECT data FROM jianmu_cli_launches WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row:
+                return Launch(**json.loads(row[0]))
+            origin = forked_from(self._db, run_id)
+            if origin is None:
+                return None
+            run_id = origin[0]
+        return None
 
     def close(self) -> None:
         """Close the database."""

@@ -6,7 +6,6 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-import py_trees
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 from rich.console import Console, Group, RenderableType
@@ -16,6 +15,7 @@ from rich.tree import Tree
 
 from jianmu._cli.common import say, visible
 from jianmu.runtime.events import Event
+from jianmu.runtime.recorder import composite_kind
 
 __all__ = ("Progress", "render_tree", "shorten")
 
@@ -29,15 +29,7 @@ _STATUS_STYLE = {
 
 def node_kind(node: Behaviour) -> str:
     """``sequence``, ``selector``, ``parallel``, ``decorator`` or ``leaf``."""
-    if isinstance(node, py_trees.composites.Sequence):
-        return "sequence"
-    if isinstance(node, py_trees.composites.Selector):
-        return "selector"
-    if isinstance(node, py_trees.composites.Parallel):
-        return "parallel"
-    if isinstance(node, py_trees.decorators.Decorator):
-        return "decorator"
-    return "leaf"
+    return composite_kind(node) or "leaf"
 
 
 _KIND_MARK = {"sequence": "→", "selector": "?", "parallel": "⇉", "decorator": "◇", "leaf": "•"}

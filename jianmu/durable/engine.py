@@ -443,6 +443,24 @@ class DurableEngine:
         if first is not None:
             raise _already_decided(run_id, call_id, first)
 
+    def steps(self, run_id: str) -> list[dict[str, Any]]:
+        """The steps ``run_id`` recorded so far, oldest first: model turns, tool calls, node
+        steps and answers, each with ``name``, ``output``, ``error``, ``started`` and
+        ``completed`` (seconds since the epoch, or None).
+
+        Raises:
+            RunNotFoundError: no run with that id.
+        """
+        self.run_info(run_id)
+        steps = self.client.list_workflow_steps(run_id)
+
+        def seconds(ms: int | None) -> float | None:
+            return ms / 1000 if ms else None
+
+        return [{"name": s["function_name"], "output": s["output"], "error": s["error"],
+                 "started": seconds(s.get("started_at_epoch_ms")),
+                 "completed": seconds(s.get("completed_at_epoch_ms"))} for s in steps]
+
     def runs(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
         """The runs of this app, oldest first, optionally only those with ``status``."""
         if status is not None and status not in RUN_STATUSES:

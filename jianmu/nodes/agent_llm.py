@@ -67,6 +67,7 @@ class AgentLLMNode(AsyncNode):
     """
 
     records_own_steps = True
+    node_kind = "model"
 
     def __init__(
         self,

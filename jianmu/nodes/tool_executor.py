@@ -128,6 +128,7 @@ class ToolExecutor(AsyncNode):
     """
 
     records_own_steps = True
+    node_kind = "tool"
 
     def __init__(
         self,

@@ -58,6 +58,7 @@ class ToolNode(AsyncNode):
     """
 
     records_own_steps = True
+    node_kind = "tool"
 
     def __init__(
         self,

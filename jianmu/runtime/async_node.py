@@ -40,6 +40,8 @@ class RuntimeNode:
     path: str = ""
     constraints: Constraints | None = None
     """This node's layer of constraints, merged under the run's (it may only tighten them)."""
+    node_kind: ClassVar[str] = "custom"
+    """What the studio draws the node as: ``tool``, ``model``, ``skill`` or ``custom``."""
     _effective: tuple[Constraints | None, Constraints | None, Constraints] | None = None
     _bound_events: NodeEvents | None = None
 

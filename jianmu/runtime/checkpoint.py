@@ -7,9 +7,13 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from jianmu.errors import CheckpointError
+from jianmu.runtime.history import RunHistory
+
+if TYPE_CHECKING:
+    from jianmu.runtime.recorder import RecordedRun
 
 __all__ = ("Checkpointer", "SQLiteCheckpointer")
 
@@ -35,10 +39,14 @@ class SQLiteCheckpointer:
     """A `Checkpointer` on SQLite (stdlib); ``":memory:"`` is the in-process stand-in.
 
     Every save appends a row, so the history of a run is kept; ``load`` returns the newest.
+    With ``record_ticks`` (the default) it also keeps every tick that changed something
+    (`RunHistory`, in the same file): Jianmu Studio travels back through them, and
+    ``jianmu runs fork`` starts a new run from any of them.
     """
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path = ":memory:", *, record_ticks: bool = True) -> None:
         self.path = str(path)
+        self.record_ticks = record_ticks
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -53,6 +61,15 @@ class SQLiteCheckpointer:
             self._db.commit()
         except sqlite3.Error as exc:
             raise CheckpointError(f"cannot open checkpoint store {self.path!r}: {exc}") from exc
+        self.history = RunHistory(self._db, self._lock)
+        """The run's points and events, beside its checkpoints."""
+
+    def observe(self, runner: RecordedRun) -> None:
+        """Record ``runner``'s ticks (the runner calls this when it is made)."""
+        if self.record_ticks:
+            from jianmu.runtime.recorder import TickRecorder
+
+            TickRecorder(runner, self.history).attach()
 
     def save(self, run_id: str, checkpoint: dict[str, Any]) -> None:
         """Append a checkpoint for ``run_id`` (one transaction)."""
@@ -63,6 +80,7 @@ class SQLiteCheckpointer:
         with self._lock:
             try:
                 with self._db:
+                    self.history.write_pending()  # the points up to this checkpoint first
                     row = self._db.execute(
                         "SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?", (run_id,)
                     ).fetchone()
@@ -95,9 +113,14 @@ class SQLiteCheckpointer:
         """Forget every checkpoint of ``run_id``."""
         with self._lock, self._db:
             self._db.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
+            self.history.delete(run_id)
 
     def close(self) -> None:
-        """Close the database."""
+        """Write what the history holds, then close the database."""
+        try:
+            self.history.flush()
+        except CheckpointError:
+            pass  # closing must not fail on the history: the checkpoints are what resumes
         with self._lock:
             self._db.close()
 

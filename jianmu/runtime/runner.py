@@ -103,6 +103,9 @@ class ReactiveRunner:
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
         self.state.subscribe(lambda _keys: self.wake())
+        observe = getattr(checkpointer, "observe", None)
+        if callable(observe):  # a checkpointer that keeps every tick (`SQLiteCheckpointer`)
+            observe(self)
 
     # -- public API ------------------------------------------------------------------------------
     @property
@@ -409,6 +412,7 @@ class ReactiveRunner:
                     return _Outcome(RunStatus.FAILURE, f"{type(exc).__name__}: {exc}")
                 ticks += 1
                 self.ticks += 1
+                self.ctx.events.emit("run.ticked", tick=self.ticks)
                 status = self.root.status
                 if status is Status.SUCCESS:
                     return _Outcome(RunStatus.SUCCESS)

@@ -107,6 +107,8 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
     Subclasses implement `compile_subtree` and may override `on_success`.
     """
 
+    node_kind = "skill"
+
     def __init__(self, name: str, *, timeout: float | None = None) -> None:
         super().__init__(name=name, child=py_trees.behaviours.Running(f"{name}.uncompiled"))
         self.timeout = timeout

@@ -1,5 +1,5 @@
 """The studio's Starlette app: the runs list, a run's page, its live stream (server-sent
-events) and the Approve / Reject endpoints."""
+events), a run at one of its points, and the Approve / Reject / Fork endpoints."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import getpass
 import json
+import os
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from jianmu.errors import JianmuError, RunNotFoundError
+from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
 from jianmu.studio.pages import STATUSES, run_page, runs_page
 from jianmu.studio.runs import FINISHED
 from jianmu.studio.security import TokenGuard
@@ -40,6 +41,10 @@ class RunSource(Protocol):
 
     def view(self, run_id: str) -> dict[str, Any]: ...
 
+    def point(self, run_id: str, number: int) -> dict[str, Any]: ...
+
+    def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str: ...
+
     def decide(self, run_id: str, call_id: str, approved: bool, text: str | None,
                by: str) -> str: ...
 
@@ -54,10 +59,14 @@ def _who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def create_app(sources: list[RunSource], token: str, *, by: str | None = None) -> Starlette:
+def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
+               project: str | None = None) -> Starlette:
     """The studio app over ``sources``, behind ``token``; ``by`` names who answers (the
-    person who started the studio and holds its token: ``user@host`` by default)."""
+    person who started the studio and holds its token: ``user@host`` by default). The runs
+    list shows the runs started in ``project`` (default: the working folder) unless asked
+    for all."""
     by_name = by or _who()
+    folder = os.path.realpath(project or os.getcwd())
     found = {s.kind: s for s in sources}
 
     def source(request: Request) -> RunSource:
@@ -70,13 +79,18 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None) -
         status = request.query_params.get("status")
         if status not in STATUSES:
             status = None
+        everywhere = request.query_params.get("scope") == "all"
         runs: list[dict[str, Any]] = []
         for each in sources:
-            runs += await run_in_threadpool(each.runs, status)
+            found = await run_in_threadpool(each.runs, status)
+            if not everywhere and each.kind == "cp":  # a durable app is a project of its own
+                found = [r for r in found if _inside(r.get("cwd"), folder)]
+            runs += found
         runs.sort(key=lambda r: r["started"] or 0, reverse=True)
         names = [str(getattr(s, "path", None) or getattr(getattr(s, "engine", None), "name",
                                                           s.kind)) for s in sources]
-        return HTMLResponse(runs_page(runs, status, request.scope["state"]["csrf"], names))
+        return HTMLResponse(runs_page(runs, status, request.scope["state"]["csrf"], names,
+                                      project=folder, everywhere=everywhere))
 
     async def run(request: Request) -> Response:
         view = await run_in_threadpool(source(request).view, request.path_params["run_id"])
@@ -84,6 +98,11 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None) -
 
     async def api_run(request: Request) -> Response:
         view = await run_in_threadpool(source(request).view, request.path_params["run_id"])
+        return JSONResponse(_jsonable(view))
+
+    async def api_point(request: Request) -> Response:
+        where, run_id = source(request), request.path_params["run_id"]
+        view = await run_in_threadpool(where.point, run_id, request.path_params["number"])
         return JSONResponse(_jsonable(view))
 
     async def stream(request: Request) -> Response:
@@ -110,7 +129,10 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None) -
                                  headers={"x-accel-buffering": "no"})
 
     async def decide(request: Request) -> Response:
-        approved = request.path_params["decision"] == "approve"
+        decision = request.path_params["decision"]
+        if decision not in ("approve", "reject"):
+            return JSONResponse({"error": f"no action {decision!r}"}, 404)
+        approved = decision == "approve"
         try:
             body = await request.json()
         except ValueError:
@@ -125,6 +147,25 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None) -
             return JSONResponse({"error": str(exc)}, 409)
         return JSONResponse({"ok": True, "message": done, "by": by_name})
 
+    async def fork(request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"error": "send a JSON body"}, 400)
+        point, state = body.get("point"), body.get("state")
+        if not isinstance(point, int) or isinstance(point, bool) or point < 0:
+            return JSONResponse({"error": "point (a number from the time slider) is required"},
+                                400)
+        if state is not None and not isinstance(state, dict):
+            return JSONResponse({"error": "state must be a JSON object (a state snapshot)"}, 400)
+        where, run_id = source(request), request.path_params["run_id"]
+        try:
+            made = await run_in_threadpool(where.fork, run_id, point, state, by_name)
+        except CheckpointError as exc:  # no such point, a state that does not fit
+            return JSONResponse({"error": str(exc)}, 400)
+        return JSONResponse({"ok": True, "run_id": made, "url": f"/run/{where.kind}/{made}",
+                             "message": f"forked run {made} from {run_id} at point {point}"})
+
     async def not_found(request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": str(exc)}, 404)
 
@@ -132,7 +173,9 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None) -
         Route("/", index),
         Route("/run/{source}/{run_id}", run),
         Route("/api/run/{source}/{run_id}", api_run),
+        Route("/api/run/{source}/{run_id}/point/{number:int}", api_point),
         Route("/stream/run/{source}/{run_id}", stream),
+        Route("/run/{source}/{run_id}/fork", fork, methods=["POST"]),
         Route("/run/{source}/{run_id}/{decision:str}", decide, methods=["POST"]),
         Mount("/static", StaticFiles(directory=_STATIC), name="static"),
     ]
@@ -149,6 +192,14 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None) -
                     lifespan=lifespan)
     app.add_middleware(TokenGuard, token=token)
     return app
+
+
+def _inside(cwd: str | None, folder: str) -> bool:
+    """Whether a run started in ``cwd`` belongs to the project in ``folder``."""
+    if not cwd:
+        return False
+    where = os.path.realpath(cwd)
+    return where == folder or where.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _jsonable(view: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""The studio's own record of what happened to a run: who answered which approval, and the
-events of the runs it continued. A table beside the checkpoints, in the same SQLite file."""
+"""The studio's own record of what it did to a run: who answered which approval, which run
+it forked, what went wrong continuing one. A table beside the checkpoints, in the same SQLite
+file; the runs' own events are in their history (`jianmu.runtime.history`)."""
 
 from __future__ import annotations
 
@@ -10,24 +11,9 @@ import time
 from typing import Any
 
 from jianmu.errors import CheckpointError
-from jianmu.runtime.events import Event
+from jianmu.runtime.history import short
 
 __all__ = ("Journal",)
-
-_LONG = 4000
-"""A recorded field's text is cut here; the run's state keeps the whole of it."""
-
-
-def _short(value: Any) -> Any:
-    if isinstance(value, str):
-        return value if len(value) <= _LONG else value[:_LONG] + f"… ({len(value)} characters)"
-    if isinstance(value, dict):
-        return {str(k): _short(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_short(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return _short(str(value))
 
 
 class Journal:
@@ -47,14 +33,10 @@ class Journal:
 
     def add(self, run_id: str, name: str, node: str | None = None, **fields: Any) -> None:
         """Record one event of ``run_id``."""
-        data = json.dumps(_short(fields), ensure_ascii=False)
+        data = json.dumps(short(fields), ensure_ascii=False)
         with self._lock, self._db:
             self._db.execute("INSERT INTO jianmu_studio_events VALUES (?, ?, ?, ?, ?)",
                              (run_id, time.time(), name, node, data))
-
-    def record(self, event: Event) -> None:
-        """Record a runtime event (an `EventBus` handler)."""
-        self.add(event.run_id, event.name, event.node, **event.fields)
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         """``run_id``'s events, oldest first."""

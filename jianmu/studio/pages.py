@@ -3,9 +3,11 @@ name, an argument or a result that holds ``<script>`` shows as text."""
 
 from __future__ import annotations
 
+import json
 import time
 from html import escape
 from typing import Any
+from urllib.parse import urlencode
 
 __all__ = ("json_tree", "run_page", "runs_page")
 
@@ -26,35 +28,63 @@ def _layout(title: str, csrf: str, body: str, main_attrs: str = "") -> str:
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<meta name=\"csrf\" content=\"{_e(csrf)}\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<link rel=\"icon\" href=\"data:,\">"
         f"<title>{_e(title)} · Jianmu Studio</title>"
         "<link rel=\"stylesheet\" href=\"/static/studio.css\">"
-        "<script src=\"/static/studio.js\" defer></script></head><body>"
+        "<script type=\"module\" src=\"/static/studio.js\"></script></head><body>"
         "<header><a class=\"brand\" href=\"/\">Jianmu Studio</a></header>"
         f"<main{main_attrs}>{body}</main></body></html>"
     )
 
 
+def _query(**params: str | None) -> str:
+    shown = urlencode({k: v for k, v in params.items() if v})
+    return f"/?{shown}" if shown else "/"
+
+
+def _origin(forked: dict[str, Any] | None, source: str) -> str:
+    if not forked:
+        return ""
+    return (f'forked from <a href="/run/{_e(source)}/{_e(forked["run"])}">{_e(forked["run"])}'
+            f'</a> at point {_e(forked["point"])}')
+
+
 def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
-              sources: list[str]) -> str:
-    """The list of runs, with a status filter."""
-    links = ['<a href="/"' + (' class="on"' if status is None else "") + ">all</a>"]
-    links += [f'<a href="/?status={s}"' + (' class="on"' if s == status else "") + f">{s}</a>"
-              for s in STATUSES]
+              sources: list[str], *, project: str | None, everywhere: bool) -> str:
+    """The list of runs: those of this project (the folder the studio serves) unless
+    ``everywhere``, with a status filter. Colour is kept to each run's status badge."""
+    scope = "all" if everywhere else None
+    links = [f'<a href="{_query(scope=scope)}"' + (' class="on"' if status is None else "")
+             + ">any status</a>"]
+    links += [f'<a href="{_query(status=s, scope=scope)}"'
+              + (' class="on"' if s == status else "") + f">{s}</a>" for s in STATUSES]
+    here = (f'<a href="{_query(status=status)}"' + ("" if everywhere else ' class="on"')
+            + ' data-role="scope-project">this project</a>')
+    there = (f'<a href="{_query(status=status, scope="all")}"'
+             + (' class="on"' if everywhere else "") + ' data-role="scope-all">all projects</a>')
     rows = "".join(
-        f'<tr class="run status-{_e(r["status"])}"><td><a href="/run/{_e(r["source"])}/'
+        f'<tr class="run" data-run="{_e(r["run_id"])}"><td><a href="/run/{_e(r["source"])}/'
         f'{_e(r["run_id"])}">{_e(r["run_id"])}</a></td><td>{_e(r["tree"])}</td>'
         f'<td><span class="status status-{_e(r["status"])}">{_e(r["status"])}</span></td>'
         f'<td>{_when(r["started"])}</td><td>{_e(r["pending"] or "")}</td>'
+        f'<td class="origin">{_origin(r.get("forked_from"), r["source"])}</td>'
         f'<td>{_e(r["source"])}</td></tr>'
         for r in runs
     )
-    empty = "" if runs else f'<p class="empty">no runs{" " + _e(status) if status else ""}</p>'
+    which = f" {_e(status)}" if status else ""
+    where = "" if everywhere else " in this project"
+    empty = "" if runs else (f'<p class="empty">no runs{which}{where}'
+                             + ("" if everywhere else
+                                f' (<a href="{_query(status=status, scope="all")}">all '
+                                "projects</a>)") + "</p>")
+    folder = f" · this project: {_e(project)}" if project else ""
     body = (
-        f"<h1>Runs</h1><p class=\"sources\">from {_e(', '.join(sources))}</p>"
+        f"<h1>Runs</h1><p class=\"sources\">from {_e(', '.join(sources))}{folder}</p>"
+        f"<nav class=\"filter scope\">{here} {there}</nav>"
         f"<nav class=\"filter\">{' '.join(links)}</nav>"
         "<table class=\"runs\"><thead><tr><th>run</th><th>tree</th><th>status</th>"
-        f"<th>started</th><th>pending</th><th>source</th></tr></thead><tbody>{rows}</tbody>"
-        f"</table>{empty}"
+        "<th>started</th><th>pending</th><th>origin</th><th>source</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>{empty}"
     )
     return _layout("Runs", csrf, body)
 
@@ -69,26 +99,8 @@ def json_tree(value: Any, key: str | None = None, depth: int = 0) -> str:
         opened = " open" if depth < 2 else ""
         return (f"<details{opened}><summary>{label}<span class=\"kind\">{kind}</span>"
                 f"</summary><ul>{inner}</ul></details>")
-    import json
-
     shown = json.dumps(value, ensure_ascii=False, default=str)
     return f'{label}<span class="value">{_e(shown)}</span>'
-
-
-def _tree(nodes: list[dict[str, Any]]) -> str:
-    children: dict[str, list[dict[str, Any]]] = {}
-    for node in nodes:
-        children.setdefault(node["key"].rpartition("/")[0], []).append(node)
-
-    def draw(parent: str) -> str:
-        items = "".join(
-            f'<li class="node node-{_e(n["status"])}" data-key="{_e(n["key"])}">'
-            f'<span class="dot"></span><span class="name">{_e(n["name"])}</span> '
-            f'<span class="node-status">{_e(n["status"])}</span>{draw(n["key"])}</li>'
-            for n in children.get(parent, []))
-        return f"<ul>{items}</ul>" if items else ""
-
-    return draw("") or '<p class="empty">no nodes recorded</p>'
 
 
 def _request(r: dict[str, Any]) -> str:
@@ -107,38 +119,102 @@ def _request(r: dict[str, Any]) -> str:
     )
 
 
-def _timeline(items: list[dict[str, Any]]) -> str:
-    out = []
+def _entry(item: dict[str, Any]) -> str:
+    text = item.get("text") or ""
+    depth = min(int(item.get("depth") or 0), 4)
+    return (f'<li class="entry entry-{_e(item["kind"])} depth-{depth}"><span class="title">'
+            f'{_e(item["title"])}</span>'
+            + (f'<pre class="text">{_e(text)}</pre>' if text else "") + "</li>")
+
+
+def _timeline(items: list[dict[str, Any]], points: list[dict[str, Any]]) -> str:
+    """One group per point with the entries that led to it (as the page's script draws it)."""
+    if not points:
+        return "".join(_entry(item) for item in items)
+    grouped: dict[int, list[dict[str, Any]]] = {}
+    loose = [item for item in items if item.get("point") is None]
     for item in items:
-        text = item.get("text") or ""
-        extra = "".join(f'<p class="{k}">{_e(item[k])}</p>' for k in ("guard", "decision")
-                        if item.get(k))
-        out.append(f'<li class="entry entry-{_e(item["kind"])}"><span class="title">'
-                   f'{_e(item["title"])}</span>{extra}'
-                   + (f'<pre class="text">{_e(text)}</pre>' if text else "") + "</li>")
+        if item.get("point") is not None:
+            grouped.setdefault(int(item["point"]), []).append(item)
+    out, next_loose = [], 0
+    for point in points:
+        while next_loose < len(loose) and (loose[next_loose].get("time") or 0) <= point["time"]:
+            out.append(_entry(loose[next_loose]))
+            next_loose += 1
+        said = grouped.get(point["n"], [])
+        changes = "" if said else f'<span class="changes">{_e(point["label"])}</span>'
+        inner = f'<ol class="entries">{"".join(_entry(i) for i in said)}</ol>' if said else ""
+        out.append(f'<li class="point-group" data-point="{_e(point["n"])}"><div class='
+                   f'"point-head"><span class="point">{_e(point["n"])}</span>{changes}</div>'
+                   f"{inner}</li>")
+    out += [_entry(item) for item in loose[next_loose:]]
     return "".join(out)
 
 
+def _time_bar(view: dict[str, Any]) -> str:
+    points = view["points"]
+    if not points:
+        return ('<section class="time" id="time"><p class="empty">this run keeps no points to '
+                "travel back to</p></section>")
+    last = points[-1]["n"]
+    fork = ('<button type="button" data-role="fork">Fork from this point…</button>'
+            if view["can_fork"] else "")
+    return (
+        '<section class="time" id="time"><div class="time-row">'
+        f'<label for="time-slider">point</label><input type="range" id="time-slider" '
+        f'data-role="time" min="0" max="{last}" value="{last}" step="1">'
+        f'<span id="time-label" data-role="time-label">point {last} of {last}: '
+        f'{_e(points[-1]["label"])}</span>'
+        '<button type="button" data-role="live" disabled>back to now</button>'
+        f"{fork}</div>"
+        '<div id="fork-panel" class="fork-panel" hidden><p>The new run starts from this point '
+        "with the state below (edit it as JSON); the original run is not changed. Tool calls "
+        "that finished before this point do not run again; later ones go through the guard."
+        '</p><textarea data-role="fork-state" spellcheck="false" rows="14"></textarea>'
+        '<div class="actions"><button type="button" data-role="fork-start">Start the fork'
+        '</button><button type="button" data-role="fork-cancel">Cancel</button></div>'
+        '<p id="fork-msg" role="status"></p></div></section>'
+    )
+
+
 def run_page(view: dict[str, Any], csrf: str) -> str:
-    """One run: status, approvals, tree, result, timeline, state; live through SSE."""
+    """One run: its tree as a graph, approvals, the time slider, timeline, state and result;
+    live through server-sent events."""
     source, run_id = view["source"], view["run_id"]
     pending = "".join(_request(r) for r in view["pending"])
     result = "" if view["result"] is None else str(view["result"])
+    origin = _origin(view.get("forked_from"), source)
+    points = view["points"]
+    at = f"at point {points[-1]['n']}" if points else ""
     body = (
-        f'<h1>run <span id="run-id">{_e(run_id)}</span></h1>'
-        f'<p class="meta">tree <span id="tree-name">{_e(view["tree"])}</span> · status '
-        f'<span id="status" class="status status-{_e(view["status"])}">{_e(view["status"])}'
-        f'</span> · <span id="live">live</span></p>'
+        f'<h1>run <span id="run-id">{_e(run_id)}</span> <span id="status" class="status '
+        f'status-{_e(view["status"])}">{_e(view["status"])}</span></h1>'
+        f'<p class="meta">tree <span id="tree-name">{_e(view["tree"])}</span> · '
+        f'<span id="live">live</span> <span id="origin">{origin}</span></p>'
         f'<p id="note" class="note">{_e(view["note"])}</p>'
         f'<p id="error" class="error">{_e(view["error"])}</p>'
-        '<section class="approvals"><h2>Approvals</h2>'
+        f'<section class="approvals" id="approvals"{"" if pending else " hidden"}>'
+        '<h2>Approvals</h2>'
         f'<div id="pending">{pending}</div><p id="decision-msg" role="status"></p></section>'
+        '<section class="graph-box"><div class="panel-head"><h2>Tree</h2>'
+        '<div class="graph-tools"><button type="button" data-role="zoom-in" title="zoom in">+'
+        '</button><button type="button" data-role="zoom-out" title="zoom out">−</button>'
+        '<button type="button" data-role="fit">fit</button></div>'
+        '<p class="legend"><span class="badge s-success">success</span><span class="badge '
+        's-running">running</span><span class="badge s-suspended">suspended</span><span '
+        'class="badge s-failure">failure</span><span class="badge s-invalid">not run</span>'
+        '</p></div><div class="graph-row"><div id="tree" class="graph" data-role="graph">'
+        '</div><aside class="details"><div id="details" class="inner" data-role="details">'
+        '<p class="hint">Click a node for its details; click ▾ under a node to fold its '
+        "subtree. Drag to move, wheel to zoom.</p></div></aside></div></section>"
+        f"{_time_bar(view)}"
+        '<div class="columns"><section class="story"><h2>Timeline</h2>'
+        f'<ol id="timeline" data-role="timeline">{_timeline(view["timeline"], points)}</ol>'
+        "</section>"
+        f'<section class="state-box"><h2>State <span id="state-at" class="at">{_e(at)}</span>'
+        '</h2><div id="state" class="json" data-role="state">'
+        f'{json_tree(view["state"])}</div></section></div>'
         f'<section><h2>Result</h2><pre id="result">{_e(result)}</pre></section>'
-        f'<section><h2>Tree</h2><div id="tree">{_tree(view["nodes"])}</div></section>'
-        f'<section><h2>Timeline</h2><ol id="timeline">{_timeline(view["timeline"])}</ol>'
-        '</section>'
-        f'<section><h2>State</h2><div id="state" class="json">{json_tree(view["state"])}'
-        '</div></section>'
     )
     attrs = (f' id="run" data-source="{_e(source)}" data-run="{_e(run_id)}"'
              f' data-status="{_e(view["status"])}"')

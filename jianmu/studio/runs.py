@@ -1,27 +1,28 @@
-"""Where the studio finds runs and answers them: the CLI's SQLite checkpoints, and a durable
-app's engine. Both answer through the same path as the CLI (`ReactiveRunner.approve` on a
-restored run; `DurableEngine.approve`), so an approval is used once."""
+"""Where the studio finds the CLI's runs and answers them: the SQLite checkpoints, with each
+run's recorded points. It answers through the same path as the CLI (`ReactiveRunner.approve`
+on a restored run), so an approval is used once, and forks a run from any of its points."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNotFoundError
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
+from jianmu.runtime.fork import fork_run
+from jianmu.runtime.history import Frame
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.studio.journal import Journal
-from jianmu.studio.views import final_answer, node_rows, pending_rows, timeline
+from jianmu.studio.timeline import event_timeline, message_timeline
+from jianmu.studio.views import asking_at, final_answer, node_rows, pending_rows, point_rows
 
-if TYPE_CHECKING:
-    from jianmu.durable import DurableEngine
-
-__all__ = ("FINISHED", "CheckpointRuns", "DurableRuns", "Restored", "Restorer")
+__all__ = ("FINISHED", "CheckpointRuns", "Restored", "Restorer", "decision_message", "verb")
 
 FINISHED = frozenset({"success", "failure", "timeout", "cancelled"})
 
@@ -44,17 +45,18 @@ def _decided(data: dict[str, Any], call_id: str) -> str | None:
     for decision in data.get("interaction", {}).get("decisions", []):
         if decision.get("request_id") == call_id:
             said = f" ({decision['message']!r})" if decision.get("message") else ""
-            return f"{_verb(bool(decision.get('approved')))}{said}"
+            return f"{verb(bool(decision.get('approved')))}{said}"
     return None
 
 
-def _verb(approved: bool) -> str:
+def verb(approved: bool) -> str:
+    """``approved`` or ``rejected``."""
     return "approved" if approved else "rejected"
 
 
-def _message(approved: bool, text: str | None, by: str) -> str:
+def decision_message(approved: bool, text: str | None, by: str) -> str:
     """The decision's message: the person's note, and who answered."""
-    signed = f"{_verb(approved)} by {by} in Jianmu Studio"
+    signed = f"{verb(approved)} by {by} in Jianmu Studio"
     return f"{text} ({signed})" if text else signed
 
 
@@ -80,16 +82,30 @@ class CheckpointRuns:
         self._db.close()
         self.store.close()
 
+    # -- the list ------------------------------------------------------------------------------
     def runs(self, status: str | None = None) -> list[dict[str, Any]]:
-        """Each run, newest first: id, tree, status, start time, pending approvals."""
+        """Each run, newest first: id, tree, status, start time, pending approvals, the folder
+        it was started in and what it was forked from."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT c.run_id, c.data, (SELECT MIN(created) FROM checkpoints WHERE run_id ="
                 " c.run_id), c.created FROM checkpoints c WHERE c.seq = (SELECT MAX(seq) FROM"
                 " checkpoints WHERE run_id = c.run_id) ORDER BY c.created DESC").fetchall()
+        history = self.store.history
+        recorded = history.runs()
         out = []
+        saved = {row[0] for row in rows}
+        for run_id, meta in recorded.items():  # going on elsewhere, not checkpointed yet
+            if run_id not in saved and history.last_point(run_id) is not None:
+                root = history.frame(run_id, 0).tree.get("0", {})
+                rows.append((run_id, json.dumps({"tree": root.get("name", "?")}),
+                             meta["created"], meta["created"]))
+        rows.sort(key=lambda row: row[3] or 0, reverse=True)
         for run_id, data, started, updated in rows:
             summary = self._summary(run_id, _json(data), started, updated)
+            meta = recorded.get(run_id, {})
+            summary["cwd"] = meta.get("cwd")
+            summary["forked_from"] = _origin(meta)
             if status is None or summary["status"] == status:
                 out.append(summary)
         return out
@@ -109,10 +125,15 @@ class CheckpointRuns:
             return "decided"  # answered here without its tree: waits to be resumed
         return status
 
+    # -- one run -------------------------------------------------------------------------------
     def view(self, run_id: str) -> dict[str, Any]:
-        """What the run page shows: status, tree, state, timeline, pending requests."""
+        """What the run page shows: status, tree, state, timeline, points, pending requests."""
         runner = self._live.get(run_id)
-        if runner is not None:  # running here: its live statuses, not the last checkpoint
+        history = self.store.history
+        points = history.points(run_id)
+        recorded = bool(points) and points[-1].kind == "tick"
+        frame = history.frame(run_id, points[-1].number) if recorded else None
+        if runner is not None:  # running here: its live state and statuses
             data: dict[str, Any] = {
                 "tree": runner.root.name, "state": runner.state.snapshot(),
                 "interaction": runner.interaction.snapshot(),
@@ -121,28 +142,63 @@ class CheckpointRuns:
             }
         else:
             loaded = self.store.load(run_id)
-            if loaded is None:
+            if loaded is None and frame is None:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
-            data = loaded
+            # a run going on elsewhere that saved no checkpoint yet: its points tell it
+            data = loaded or {"tree": frame.tree.get("0", {}).get("name", "?") if frame
+                              else "?", "status": "running"}
+            if frame is not None:  # the points are written as the run goes: the newest view
+                data = {**data, "state": frame.state, "nodes": {
+                    k: {"name": frame.tree.get(k, {}).get("name", "?"), "status": s}
+                    for k, s in frame.statuses.items()}}
         interaction = data.get("interaction", {})
         asked = {r["id"]: r for r in interaction.get("asked", [])}
         pending = [ApprovalRequest.from_dict(asked[i]) for i in interaction.get("pending", [])
                    if i in asked]
         status = self._status(run_id, data)
+        state = data.get("state")
+        events = history.events(run_id)
+        tree = frame.tree if frame is not None else {}
+        nesting = [str(i.get("path")) for i in tree.values() if i.get("kind") in ("skill",
+                                                                                  "agent")]
+        said = [e for e in self.journal.events(run_id)]
+        if events:
+            entries = event_timeline(events + said, snapshot=state, nesting=nesting)
+        else:
+            entries = message_timeline(state, interaction) + event_timeline(said)
+        nodes = node_rows(data.get("nodes", {}), tree,
+                          asking={r.node or "" for r in pending},
+                          errors=frame.errors if frame is not None else None,
+                          written=frame.written if frame is not None else None)
+        names = {row["key"]: row["name"] for row in nodes}
         note = ""
         if status == "decided":
             note = ("answered; the studio cannot rebuild this run's tree (it was not started by "
                     "'jianmu run'): continue it with ReactiveRunner.restore(tree, "
                     f"SQLiteCheckpointer({self.path!r}), {run_id!r})")
-        state = data.get("state")
         return {
             "source": self.kind, "run_id": run_id, "tree": str(data.get("tree", "?")),
-            "status": status, "nodes": node_rows(data.get("nodes", {})),
-            "pending": pending_rows(pending), "state": state,
-            "timeline": timeline(state, interaction, self.journal.events(run_id)),
-            "result": final_answer(state), "error": data.get("error") or "", "note": note,
+            "status": status, "nodes": nodes, "pending": pending_rows(pending), "state": state,
+            "timeline": entries, "result": final_answer(state), "error": data.get("error") or "",
+            "note": note, "points": point_rows(points, entries, names),
+            "changed": list(frame.changed) if frame is not None else [],
+            "forked_from": _origin(history.run(run_id) or {}),
+            "can_fork": self.restorer is not None and bool(points),
         }
 
+    def point(self, run_id: str, number: int) -> dict[str, Any]:
+        """The run at one of its points: the state, what changed there, each node's status.
+
+        Raises:
+            RunNotFoundError: no such run or point.
+        """
+        try:
+            frame = self.store.history.frame(run_id, number)
+        except CheckpointError as exc:
+            raise RunNotFoundError(str(exc)) from None
+        return point_view(frame, self.store.history.events(run_id))
+
+    # -- answering and forking -----------------------------------------------------------------
     def decide(self, run_id: str, call_id: str, approved: bool, text: str | None,
                by: str) -> str:
         """Approve or reject a pending request, then continue the run here if its tree can be
@@ -152,7 +208,7 @@ class CheckpointRuns:
             InteractionError: no such pending request, or the run is not waiting.
             RunNotFoundError: no such run.
         """
-        message = _message(approved, text, by)
+        message = decision_message(approved, text, by)
         with self._lock:
             if run_id in self._live:
                 raise InteractionError(f"run {run_id!r} is running; it waits for nothing")
@@ -178,9 +234,40 @@ class CheckpointRuns:
                 self._live[run_id] = runner
                 self._continue(restored)
                 done = "the run goes on in the studio"
-        self.journal.add(run_id, f"studio.{_verb(approved)}", request_id=call_id, by=by,
+        self.journal.add(run_id, f"studio.{verb(approved)}", request_id=call_id, by=by,
                          message=message)
-        return f"{_verb(approved)} {call_id}: {done}"
+        return f"{verb(approved)} {call_id}: {done}"
+
+    def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str:
+        """Start a new run from ``point`` of ``run_id`` (with ``state`` instead of the point's,
+        if given) and run it here; returns its id. The original run is not touched.
+
+        Raises:
+            CheckpointError: no such point, a state that does not fit the tree, or a tree the
+                studio cannot rebuild (nothing is left behind).
+            RunNotFoundError: no such run.
+        """
+        if self.store.load(run_id) is None:
+            raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+        if self.restorer is None:
+            raise CheckpointError("the studio cannot rebuild this run's tree; fork it in Python "
+                                  "with jianmu.runtime.fork.fork_run and ReactiveRunner.restore")
+        fork_id = fork_run(self.store, run_id, point, state=state)
+        try:
+            restored = self.restorer(fork_id)
+        except Exception as exc:  # a state that does not fit the schema, a script that fails
+            self.store.delete(fork_id)
+            reason = str(exc) if isinstance(exc, JianmuError) else f"{type(exc).__name__}: {exc}"
+            raise CheckpointError(f"the fork did not start: {reason}") from None
+        if restored is None:
+            self.store.delete(fork_id)
+            raise CheckpointError("the studio cannot rebuild this run's tree ('jianmu run' did "
+                                  "not start it)")
+        with self._lock:
+            self._live[fork_id] = restored.runner
+            self._continue(restored)
+        self.journal.add(fork_id, "studio.forked", run=run_id, point=point, by=by)
+        return fork_id
 
     def _record(self, run_id: str, data: dict[str, Any], call_id: str, approved: bool,
                 message: str) -> None:
@@ -191,7 +278,6 @@ class CheckpointRuns:
 
     def _continue(self, restored: Restored) -> None:
         runner = restored.runner
-        unsubscribe = runner.ctx.events.subscribe("*", self.journal.record)
 
         async def drive() -> None:
             try:
@@ -210,7 +296,6 @@ class CheckpointRuns:
                 except JianmuError:
                     pass
             finally:
-                unsubscribe()
                 with self._lock:
                     self._live.pop(runner.run_id, None)
 
@@ -219,78 +304,27 @@ class CheckpointRuns:
         thread.start()
 
 
-def _json(text: str) -> dict[str, Any]:
-    import json
+def point_view(frame: Frame, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the page shows of a run at one point."""
+    nodes = {k: {"name": frame.tree.get(k, {}).get("name", "?"), "status": s}
+             for k, s in frame.statuses.items()}
+    return {
+        "point": frame.number, "tick": frame.tick, "time": frame.time, "kind": frame.kind,
+        "state": frame.state, "changed": list(frame.changed),
+        "changed_nodes": list(frame.changed_nodes),
+        "nodes": node_rows(nodes, frame.tree, asking=asking_at(events, frame.number),
+                           errors=frame.errors, written=frame.written),
+    }
 
+
+def _origin(meta: dict[str, Any]) -> dict[str, Any] | None:
+    parent = meta.get("parent")
+    return None if not parent else {"run": parent, "point": meta.get("parent_point")}
+
+
+def _json(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except ValueError:
         raise CheckpointError("a checkpoint is not JSON") from None
     return value if isinstance(value, dict) else {}
-
-
-class DurableRuns:
-    """Runs of a durable app, through its `DurableEngine` as a client (it executes none)."""
-
-    kind = "durable"
-
-    def __init__(self, engine: DurableEngine, journal: Journal) -> None:
-        self.engine = engine
-        self.journal = journal
-        self._trees: dict[str, list[dict[str, Any]]] = {}
-
-    def close(self) -> None:
-        """Close the engine's client."""
-        self.engine.shutdown()
-
-    def runs(self, status: str | None = None) -> list[dict[str, Any]]:
-        """Each run, newest first."""
-        infos = self.engine.runs(status)
-        return [{"source": self.kind, "run_id": i.run_id, "tree": i.tree, "status": i.status,
-                 "started": i.created, "updated": i.updated, "pending": len(i.pending)}
-                for i in reversed(infos)]
-
-    def view(self, run_id: str) -> dict[str, Any]:
-        """What the run page shows (node statuses are not recorded: the root shows the run's)."""
-        info = self.engine.run_info(run_id)
-        state = None
-        if info.status not in ("queued", "running", "suspended"):
-            state = asyncio.run(self.engine.state(run_id))
-        nodes = [dict(n) for n in self._tree(run_id, info.tree, info.inputs)]
-        if nodes:
-            nodes[0]["status"] = {"suspended": "running"}.get(info.status, info.status)
-        return {
-            "source": self.kind, "run_id": run_id, "tree": info.tree, "status": info.status,
-            "nodes": nodes, "pending": pending_rows(list(info.pending)), "state": state,
-            "timeline": timeline(state, None, self.journal.events(run_id)),
-            "result": final_answer(state), "error": info.error or "",
-            "note": f"worker: {info.worker or '-'}",
-        }
-
-    def _tree(self, run_id: str, tree: str, inputs: dict[str, Any]) -> list[dict[str, Any]]:
-        """The run's tree as its factory builds it (names only; built once per run)."""
-        if run_id not in self._trees:
-            try:
-                runner = self.engine.build_runner(tree, inputs, run_id=run_id)
-                self._trees[run_id] = node_rows({
-                    runner.node_key(n): {"name": n.name, "status": "unknown"}
-                    for n in runner.root.iterate()})
-            except Exception:  # a factory that fails here still fails in the worker: say so there
-                self._trees[run_id] = []
-        return self._trees[run_id]
-
-    def decide(self, run_id: str, call_id: str, approved: bool, text: str | None,
-               by: str) -> str:
-        """Answer a pending request with `DurableEngine.approve` / ``reject``.
-
-        Raises:
-            RunNotFoundError: no such run, or it waits for no request ``call_id``.
-        """
-        message = _message(approved, text, by)
-        if approved:
-            asyncio.run(self.engine.approve(run_id, call_id, message))
-        else:
-            asyncio.run(self.engine.reject(run_id, call_id, message))
-        self.journal.add(run_id, f"studio.{_verb(approved)}", request_id=call_id, by=by,
-                         message=message)
-        return f"{_verb(approved)} {call_id}: a worker goes on with the run"

@@ -3,38 +3,74 @@ live updates, so the server and the browser draw one thing."""
 
 from __future__ import annotations
 
-import json
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
+from jianmu.runtime.history import PointInfo
 from jianmu.runtime.interaction import ApprovalRequest
+from jianmu.studio.timeline import pretty_json
 
-__all__ = ("PREVIEW", "final_answer", "node_rows", "pending_rows", "pretty_json", "timeline")
-
-PREVIEW = 400
-"""Characters of a tool result or model text shown before the rest is folded away."""
+__all__ = ("asking_at", "final_answer", "node_rows", "pending_rows", "point_rows")
 
 _SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by"})
 
 
-def pretty_json(value: Any) -> str:
-    """``value`` as indented JSON (non-ASCII kept, as the CLI shows it); repr if it is not JSON."""
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):  # a circular structure
-        return repr(value)
+def _order(key: str) -> list[int]:
+    return [int(part) for part in key.split("/") if part.isdigit()]
 
 
-def node_rows(nodes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """A checkpoint's ``nodes`` (``0/1/2`` -> name, status) in depth-first order."""
+def node_rows(nodes: dict[str, dict[str, Any]], tree: dict[str, dict[str, Any]] | None = None,
+              *, asking: Iterable[str] = (), errors: dict[str, str] | None = None,
+              written: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+    """One row per node, depth-first: its key (``0/1/2``), parent, name, path from the root,
+    kind, type, namespace, status, the state keys it reads and writes where known, its last
+    error. ``nodes`` maps keys to name and status (a checkpoint's), ``tree`` to what the run's
+    history knows of each node; a running node in ``asking`` (paths of nodes waiting for an
+    answer) is ``suspended``."""
+    tree = tree or {}
+    errors = errors or {}
+    written = written or {}
+    waiting = set(asking)
+    keys = sorted(set(nodes) | set(tree), key=_order)
+    children: dict[str, list[str]] = {}
+    for key in keys:
+        if "/" in key:
+            children.setdefault(key.rpartition("/")[0], []).append(key)
 
-    def order(key: str) -> list[int]:
-        return [int(part) for part in key.split("/") if part.isdigit()]
+    def name_of(key: str) -> str:
+        return str((tree.get(key) or {}).get("name") or nodes.get(key, {}).get("name", "?"))
 
-    return [
-        {"key": key, "name": str(node.get("name", "?")),
-         "status": str(node.get("status", "INVALID")).lower()}
-        for key, node in sorted(nodes.items(), key=lambda item: order(item[0]))
-    ]
+    siblings = {parent: Counter(name_of(k) for k in kids) for parent, kids in children.items()}
+    paths: dict[str, str] = {}
+    for key in keys:  # parents come first: paths as the runner names them
+        recorded = tree.get(key, {}).get("path")
+        name = name_of(key)
+        parent = key.rpartition("/")[0]
+        if recorded:
+            paths[key] = str(recorded)
+        elif not parent:
+            paths[key] = name
+        else:
+            label = name if siblings[parent][name] == 1 else f"{name}[{key.rpartition('/')[2]}]"
+            paths[key] = f"{paths.get(parent, parent)}/{label}"
+    rows = []
+    for key in keys:
+        info, node = tree.get(key, {}), nodes.get(key, {})
+        status = str(node.get("status", "INVALID")).lower()
+        path = paths[key]
+        if status == "running" and path in waiting:
+            status = "suspended"
+        kind = str(info.get("kind") or ("composite" if key in children else "custom"))
+        rows.append({
+            "key": key, "parent": key.rpartition("/")[0], "name": name_of(key),
+            "path": path, "kind": kind, "type": str(info.get("type") or ""),
+            "namespace": str(info.get("ns") or ""), "status": status,
+            "reads": list(info.get("reads") or []),
+            "writes": sorted({*(info.get("writes") or []), *written.get(path, [])}),
+            "error": errors.get(key, ""),
+        })
+    return rows
 
 
 def pending_rows(requests: list[ApprovalRequest]) -> list[dict[str, Any]]:
@@ -61,52 +97,44 @@ def final_answer(snapshot: dict[str, Any] | None) -> Any:
     return root.get("final_answer") if isinstance(root, dict) else None
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else pretty_json(value)
-
-
-def timeline(snapshot: dict[str, Any] | None, interaction: dict[str, Any] | None,
-             events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The run's story: model turns and their tool calls (with the guard's question and the
-    person's answer), tool results, then the events the studio recorded (approvals, runs it
-    continued)."""
-    interaction = interaction or {}
-    asked = {r["id"]: r for r in interaction.get("asked", []) if isinstance(r, dict)}
-    decided = {d["request_id"]: d for d in interaction.get("decisions", [])
-               if isinstance(d, dict)}
-    root = snapshot.get("root", {}) if isinstance(snapshot, dict) else {}
-    messages = root.get("messages", []) if isinstance(root, dict) else []
-    out: list[dict[str, Any]] = []
-    for message in messages if isinstance(messages, list) else []:
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role")
-        if role == "assistant":
-            out.append({"kind": "model", "title": "model turn",
-                        "text": _text(message.get("content") or "")})
-            for call in message.get("tool_calls") or []:
-                call_id = str(call.get("id", ""))
-                item = {"kind": "call", "title": f"tool call {call.get('name', '?')} ({call_id})",
-                        "text": pretty_json(call.get("arguments", {}))}
-                if call_id in asked:
-                    reason = asked[call_id].get("payload", {}).get("reason") or "asks a person"
-                    item["guard"] = f"guard: confirm — {reason}"
-                if call_id in decided:
-                    decision = decided[call_id]
-                    verb = "approved" if decision.get("approved") else "rejected"
-                    note = f": {decision['message']}" if decision.get("message") else ""
-                    item["decision"] = f"{verb}{note}"
-                out.append(item)
-        elif role == "tool":
-            out.append({"kind": "result",
-                        "title": f"result of {message.get('name') or '?'} "
-                                 f"({message.get('tool_call_id') or ''})",
-                        "text": _text(message.get("content") or "")})
-        elif role == "user":
-            out.append({"kind": "user", "title": "user", "text": _text(message.get("content"))})
+def asking_at(events: Iterable[dict[str, Any]], point: int | None = None) -> set[str]:
+    """Paths of the nodes waiting for an answer at ``point`` (at the end: None)."""
+    asked: dict[str, str] = {}
     for event in events:
-        fields = {k: v for k, v in event.get("fields", {}).items() if v is not None}
-        out.append({"kind": "event", "title": str(event.get("name", "")),
-                    "text": pretty_json(fields) if fields else "",
-                    "time": event.get("time"), "node": event.get("node") or ""})
-    return out
+        if point is not None and (event.get("point") is None or event["point"] > point):
+            continue
+        fields = event.get("fields") or {}
+        request = str(fields.get("request_id") or "")
+        if event.get("name") == "interaction.asked":
+            asked[request] = str(event.get("node") or "")
+        elif event.get("name") in ("interaction.approved", "interaction.rejected"):
+            asked.pop(request, None)
+    return set(asked.values())
+
+
+def point_rows(points: list[PointInfo], entries: list[dict[str, Any]],
+               names: dict[str, str]) -> list[dict[str, Any]]:
+    """Each point for the time slider and ``jianmu runs show``: number, tick, time, and a
+    label saying what happened there (its timeline entries, else what changed)."""
+    said: dict[int, list[str]] = {}
+    for entry in entries:
+        if entry.get("point") is not None:
+            said.setdefault(int(entry["point"]), []).append(str(entry["title"]))
+    rows = []
+    for info in points:
+        titles = said.get(info.number, [])
+        if titles:
+            label = "; ".join(titles[:2]) + (f" (+{len(titles) - 2})" if len(titles) > 2 else "")
+        elif info.number == 0 and info.kind == "tick":
+            label = "start"
+        elif info.nodes:
+            shown = [f"{names.get(k, k)} {s.lower()}" for k, s in list(info.nodes.items())[:3]]
+            more = f" (+{len(info.nodes) - 3})" if len(info.nodes) > 3 else ""
+            label = ", ".join(shown) + more
+        elif info.keys:
+            label = "state: " + ", ".join(info.keys[:4]) + ("…" if len(info.keys) > 4 else "")
+        else:
+            label = "checkpoint" if info.kind == "checkpoint" else "tick"
+        rows.append({"n": info.number, "tick": info.tick, "time": info.time, "kind": info.kind,
+                     "label": label})
+    return rows

@@ -8,6 +8,8 @@ may act without the printed token, or post without the page's CSRF token from th
 # ruff: noqa: F811 - the studio's fixtures are imported by name, and the tests take them
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from starlette.testclient import TestClient
 
@@ -19,12 +21,14 @@ from tests.support.durable import wait_for
 
 def test_every_request_needs_the_token(anonymous: TestClient, run_id: str) -> None:
     for path in ("/", f"/run/cp/{run_id}", f"/api/run/cp/{run_id}", "/static/studio.js",
-                 f"/stream/run/cp/{run_id}", "/?token=wrong"):
+                 "/static/graph.js", f"/api/run/cp/{run_id}/point/0",
+                 f"/stream/run/cp/{run_id}", "/?token=wrong", "/?scope=all"):
         answer = anonymous.get(path)
         assert answer.status_code == 403, path
         assert run_id not in answer.text
     assert anonymous.post(f"/run/cp/{run_id}/approve", json={"call_id": "deploy_1"}
                           ).status_code == 403
+    assert anonymous.post(f"/run/cp/{run_id}/fork", json={"point": 0}).status_code == 403
 
 
 def test_the_token_becomes_a_strict_http_only_cookie(anonymous: TestClient) -> None:
@@ -73,3 +77,37 @@ def test_nothing_from_the_run_is_markup(client: TestClient, run_id: str) -> None
     ("192.168.1.5", False), ("example.com", False)])
 def test_loopback_hosts(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_a_fork_needs_the_csrf_token_from_the_same_site(client: TestClient, run_id: str,
+                                                        checkpoints: Path) -> None:
+    from jianmu.runtime import SQLiteCheckpointer
+
+    with SQLiteCheckpointer(checkpoints) as store:
+        runs = len(store.list_runs())
+    url = f"/run/cp/{run_id}/fork"
+    assert client.post(url, json={"point": 0}).status_code == 403
+    csrf = _csrf(client, run_id)
+    crossed = client.post(url, json={"point": 0}, headers={"X-CSRF-Token": csrf,
+                                                           "Origin": "http://evil.example"})
+    assert crossed.status_code == 403
+    with SQLiteCheckpointer(checkpoints) as store:
+        assert len(store.list_runs()) == runs
+
+
+def test_markup_in_a_forked_state_is_text(client: TestClient, run_id: str) -> None:
+    points = client.get(f"/api/run/cp/{run_id}").json()["points"]
+    before = next(p["n"] for p in points if "asked: deploy" in p["label"]) - 1
+    state = client.get(f"/api/run/cp/{run_id}/point/{before}").json()["state"]
+    bad = '<img src=x onerror="alert(1)"><script>alert("fork")</script>'
+    state["root"]["actions"][0]["arguments"] = {"target": bad}
+    csrf = _csrf(client, run_id)
+    made = client.post(f"/run/cp/{run_id}/fork", json={"point": before, "state": state},
+                       headers={"X-CSRF-Token": csrf}).json()
+    fork_id = made["run_id"]
+    wait_for(lambda: client.get(f"/api/run/cp/{fork_id}").json()["pending"] or None, 60,
+             "the fork to ask")
+    page = client.get(f"/run/cp/{fork_id}").text
+    assert "<img src=x" not in page and '<script>alert("fork")' not in page
+    assert "&lt;img src=x onerror=" in page
+    assert page.count("<script") == 1

@@ -44,7 +44,7 @@ def test_the_pending_call_shows_in_full(client: TestClient, run_id: str) -> None
     assert request["id"] == "deploy_1" and request["tool"] == "deploy"
     assert json.loads(request["arguments"]) == {"target": "prod <script>alert('args')</script>"}
     assert "user_confirm" in request["reason"]
-    assert [n["status"] for n in view["nodes"]] == ["running", "success", "running", "invalid"]
+    assert [n["status"] for n in view["nodes"]] == ["running", "success", "suspended", "invalid"]
 
 
 def test_approve_continues_the_run_and_records_who(client: TestClient, run_id: str) -> None:
@@ -57,8 +57,8 @@ def test_approve_continues_the_run_and_records_who(client: TestClient, run_id: s
     assert view["status"] == "success"
     assert "deployed" in view["result"] and view["pending"] == []
     assert {n["status"] for n in view["nodes"]} == {"success"}
-    approved = [t for t in view["timeline"] if t["title"] == "studio.approved"]
-    assert approved and '"by": "tester"' in approved[0]["text"]
+    [approved] = [t for t in view["timeline"] if t["kind"] == "decision"]
+    assert approved["title"] == "approved by tester: deploy"
     calls = [t for t in view["timeline"] if t["kind"] == "result"]
     assert calls and "deployed" in calls[0]["text"]
     again = client.post(f"/run/cp/{run_id}/approve", json={"call_id": "deploy_1"},
@@ -141,3 +141,155 @@ def test_the_command_prints_the_url_and_warns_off_loopback(
     assert "warning: serving on 0.0.0.0" in capsys.readouterr().err
     assert len(served) == 2
     assert main(["studio", "--checkpoints", str(checkpoints / "missing")]) == 2
+
+
+def _approved(client: TestClient, run_id: str) -> dict:
+    csrf = _csrf(client, run_id)
+    answer = client.post(f"/run/cp/{run_id}/approve", json={"call_id": "deploy_1"},
+                         headers={"X-CSRF-Token": csrf})
+    assert answer.status_code == 200, answer.text
+    return wait_for(lambda: _finished(client, run_id), 60, "the run to finish")
+
+
+def test_the_timeline_tells_the_run_in_the_order_it_happened(client: TestClient,
+                                                             run_id: str) -> None:
+    view = _approved(client, run_id)
+    titles = [t["title"] for t in view["timeline"]]
+    order = ["guard asks a person about: deploy", "asked: deploy",
+             "approved by tester: deploy", "guard allowed: deploy", "started: deploy"]
+    assert [titles.index(t) for t in order] == sorted(titles.index(t) for t in order), titles
+    result = next(i for i, t in enumerate(titles) if t.startswith("result of deploy"))
+    assert result > titles.index("started: deploy")
+    times = [t["time"] for t in view["timeline"]]
+    assert times == sorted(times)
+    points = [t["point"] for t in view["timeline"]]
+    assert points == sorted(points)  # each entry names the point it led to
+    assert all("." not in t["title"].split(":")[0] for t in view["timeline"])  # words, not names
+
+
+def test_a_point_shows_the_state_and_statuses_then(client: TestClient, run_id: str) -> None:
+    view = _approved(client, run_id)
+    points = view["points"]
+    assert [p["n"] for p in points] == list(range(len(points)))
+    first = client.get(f"/api/run/cp/{run_id}/point/0").json()
+    assert {n["status"] for n in first["nodes"]} == {"invalid"}
+    assert first["state"]["root"]["actions"] == [] and first["changed"] == []
+    assert [n["path"] for n in first["nodes"]] == [n["path"] for n in view["nodes"]]
+    asked = next(p["n"] for p in points if "asked: deploy" in p["label"])
+    there = client.get(f"/api/run/cp/{run_id}/point/{asked}").json()
+    assert [n["status"] for n in there["nodes"]] == ["running", "success", "suspended",
+                                                     "invalid"]
+    last = client.get(f"/api/run/cp/{run_id}/point/{points[-1]['n']}").json()
+    assert last["state"] == view["state"]
+    assert "final_answer" in last["changed"]
+    missing = client.get(f"/api/run/cp/{run_id}/point/{len(points) + 5}")
+    assert missing.status_code == 404 and "its points are 0 to" in missing.json()["error"]
+
+
+def _fork(client: TestClient, run_id: str, body: dict) -> tuple[int, dict]:
+    csrf = _csrf(client, run_id)
+    answer = client.post(f"/run/cp/{run_id}/fork", json=body, headers={"X-CSRF-Token": csrf})
+    return answer.status_code, answer.json()
+
+
+def test_fork_from_a_point_leaves_the_original_as_it_was(client: TestClient, run_id: str,
+                                                         checkpoints: Path) -> None:
+    view = _approved(client, run_id)
+    with SQLiteCheckpointer(checkpoints) as store:
+        saved = store.load(run_id)
+    before = next(p["n"] for p in view["points"] if "asked: deploy" in p["label"]) - 1
+    state = client.get(f"/api/run/cp/{run_id}/point/{before}").json()["state"]
+    state["root"]["actions"][0]["arguments"] = {"target": "staging"}
+    code, made = _fork(client, run_id, {"point": before, "state": state})
+    assert code == 200, made
+    fork_id = made["run_id"]
+    assert fork_id != run_id and made["url"] == f"/run/cp/{fork_id}"
+    view_fork = wait_for(lambda: client.get(f"/api/run/cp/{fork_id}").json()
+                         if client.get(f"/api/run/cp/{fork_id}").json()["status"] != "running"
+                         else None, 60, "the fork to ask")
+    assert view_fork["status"] == "suspended"  # the guard asks again, in the fork
+    assert view_fork["forked_from"] == {"run": run_id, "point": before}
+    assert "staging" in view_fork["pending"][0]["arguments"]
+    done = _approved(client, fork_id)
+    assert "deployed</b> staging" in done["result"]
+    with SQLiteCheckpointer(checkpoints) as store:
+        assert store.load(run_id) == saved
+    listed = client.get("/").text
+    assert f'forked from <a href="/run/cp/{run_id}">{run_id}</a> at point {before}' in listed
+
+
+def test_a_fork_that_does_not_fit_is_refused_and_leaves_nothing(
+        client: TestClient, run_id: str, checkpoints: Path) -> None:
+    with SQLiteCheckpointer(checkpoints) as store:
+        runs = len(store.list_runs())
+    code, said = _fork(client, run_id, {"point": 1, "state": {"root": {"rounds": "many"}}})
+    assert code == 400 and "rounds" in said["error"]
+    code, said = _fork(client, run_id, {"point": 999})
+    assert code == 400 and "no point 999" in said["error"]
+    code, said = _fork(client, run_id, {"point": "1"})
+    assert code == 400
+    code, said = _fork(client, run_id, {"point": 1, "state": [1]})
+    assert code == 400
+    with SQLiteCheckpointer(checkpoints) as store:
+        assert len(store.list_runs()) == runs
+
+
+def test_the_runs_list_shows_this_project_unless_asked_for_all(
+        client: TestClient, run_id: str, checkpoints: Path,
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support.studio import start_suspended
+
+    # another project, the same (global) checkpoint file
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    other = start_suspended(checkpoints)
+    mine = client.get("/").text
+    assert run_id in mine and other not in mine
+    everything = client.get("/?scope=all").text
+    assert run_id in everything and other in everything
+    assert other in client.get("/?scope=all&status=suspended").text
+    assert 'class="run status-' not in mine  # colour is kept to the status badge
+
+
+def test_a_run_in_progress_elsewhere_shows_as_it_goes(checkpoints: Path) -> None:
+    import asyncio
+    import threading
+
+    import py_trees
+    from py_trees.common import Status
+
+    from jianmu import AsyncNode
+
+    release = threading.Event()
+
+    class Hold(AsyncNode):
+        async def update_async(self) -> Status:
+            self.state.update({"final_answer": "halfway"})
+            await asyncio.to_thread(release.wait, 60)
+            return Status.SUCCESS
+
+    checkpoints.parent.mkdir(parents=True, exist_ok=True)
+    store = SQLiteCheckpointer(checkpoints)
+    runner = ReactiveRunner(py_trees.composites.Sequence("busy", memory=True, children=[
+        Hold("hold")]), StateManager(AgentState), checkpointer=store)
+    thread = threading.Thread(target=runner.run_sync)
+    thread.start()
+    try:
+        journal = Journal(str(checkpoints))
+        with TestClient(create_app([CheckpointRuns(str(checkpoints), journal)], TOKEN,
+                                   by="tester"), follow_redirects=False) as client:
+            client.get(f"/?token={TOKEN}")
+            def halfway() -> dict | None:
+                answer = client.get(f"/api/run/cp/{runner.run_id}")
+                if answer.status_code != 200:  # nothing written yet
+                    return None
+                view = answer.json()
+                return view if view["state"]["root"]["final_answer"] == "halfway" else None
+
+            view = wait_for(halfway, 30, "the run's progress")
+            assert [n["status"] for n in view["nodes"]] == ["running", "running"]
+            assert view["points"] and view["status"] == "running"
+            assert runner.run_id in client.get("/?status=running").text
+    finally:
+        release.set()
+        thread.join(60)
+        store.close()

@@ -78,8 +78,15 @@ def test_answer_a_durable_run(workers: Workers, studio: tuple[TestClient, Any], 
     assert out.exists() is approve
     assert ("finished: deployed" == view["result"]) is approve
     verb = "approved" if approve else "rejected"
-    assert any(t["title"] == f"studio.{verb}" and "tester" in t["text"]
+    assert any(t["title"] == f"{verb} by tester: deploy_1" and t["text"] == "checked"
                for t in view["timeline"])
+    kinds = [t["kind"] for t in view["timeline"]]  # told from the steps the run recorded
+    assert kinds[0] == "model" and kinds[-1] == "model" and "decision" in kinds
+    assert ("result" in kinds) is approve
+    assert view["timeline"][0]["title"].startswith("model turn · ")
+    assert "asks for: deploy" in view["timeline"][0]["text"]
+    llm = next(n for n in view["nodes"] if n["kind"] == "model")
+    assert llm["status"] == "success"  # its turns were recorded
     again = http.post(f"/run/durable/{run_id}/{decision}", json={"call_id": "deploy_1"},
                       headers={"X-CSRF-Token": csrf.group(1)})
     assert again.status_code == 409

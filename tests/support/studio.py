@@ -123,3 +123,12 @@ def make_driver(width: int = 1200, height: int = 1400) -> Any:
         options.add_argument(flag)
     driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
     return webdriver.Chrome(options=options, service=Service(driver_path))
+
+
+
+def long_run(checkpoints: Path, ticks: int = 1000, nodes: int = 200) -> str:
+    """A run of the studio benchmark's big tree to its end, saved in ``checkpoints``; its id."""
+    from benchmarks.bench_studio import run_big
+
+    checkpoints.parent.mkdir(parents=True, exist_ok=True)
+    return run_big(checkpoints, ticks=ticks, nodes=nodes)[0]

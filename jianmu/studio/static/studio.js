@@ -1,15 +1,12 @@
-// Jianmu Studio: a run page follows its run through server-sent events.
-// Run data only ever goes into the page as text (textContent), never as markup.
+// Jianmu Studio: a run page follows its run through server-sent events, draws its tree,
+// travels back to any recorded point (the time slider, a click on the timeline) and forks
+// a new run from there. Run data only ever goes into the page as text, never as markup.
 "use strict";
 
-const FINISHED = ["success", "failure", "timeout", "cancelled"];
+import {Graph} from "./graph.js";
+import {clock, drawDetails, drawRequest, drawState, drawTimeline} from "./panels.js";
 
-function el(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
+const FINISHED = ["success", "failure", "timeout", "cancelled"];
 
 function setStatus(node, prefix, status) {
   for (const c of Array.from(node.classList)) {
@@ -18,171 +15,292 @@ function setStatus(node, prefix, status) {
   node.classList.add(prefix + status);
 }
 
-function drawRequest(r) {
-  const box = el("div", "request");
-  box.dataset.id = r.id;
-  const h = el("h3");
-  h.append(el("span", "tool", r.tool), " ", el("code", "call-id", r.id));
-  box.append(h, el("p", "summary", r.summary));
-  const why = el("p", "why", "why: " + r.reason);
-  if (r.rule) why.append(" ", el("span", "rule", "(rule " + r.rule + ")"));
-  box.append(why, el("h4", null, "arguments"), el("pre", "arguments", r.arguments));
-  if (r.details) box.append(el("h4", null, "details"), el("pre", "details", r.details));
-  const actions = el("div", "actions");
-  const approve = el("button", "approve", "Approve");
-  approve.type = "button";
-  const reason = el("input", "reason");
-  reason.type = "text";
-  reason.placeholder = "reason (the model sees it)";
-  const reject = el("button", "reject", "Reject");
-  reject.type = "button";
-  actions.append(approve, reason, reject);
-  box.append(actions);
-  return box;
+function role(name) {
+  return document.querySelector(`[data-role="${name}"]`);
 }
 
-function drawTree(nodes) {
-  const children = {};
-  for (const n of nodes) {
-    const parent = n.key.includes("/") ? n.key.slice(0, n.key.lastIndexOf("/")) : "";
-    (children[parent] = children[parent] || []).push(n);
+class RunPage {
+  constructor(main) {
+    this.main = main;
+    this.base = "/run/" + encodeURIComponent(main.dataset.source) + "/" +
+      encodeURIComponent(main.dataset.run);
+    this.csrf = document.querySelector('meta[name="csrf"]').content;
+    this.view = null;
+    this.shown = null;  // the point shown; null: the run as it is now
+    this.frame = null;  // what the page shows of that point (from /api/.../point/N)
+    this.cache = new Map();
+    this.wanted = null;
+    this.loading = false;
+    this.lastState = null;
+    this.drawn = {pending: null, story: null};
+    this.selected = null;
+    this.stream = null;
+    this.graph = new Graph(document.getElementById("tree"), (key) => {
+      this.selected = key;
+      this.drawDetails();
+    });
+    this.slider = role("time");
   }
-  function draw(parent) {
-    const kids = children[parent] || [];
-    if (!kids.length) return null;
-    const ul = el("ul");
-    for (const n of kids) {
-      const li = el("li", "node node-" + n.status);
-      li.dataset.key = n.key;
-      li.append(el("span", "dot"), el("span", "name", n.name), " ",
-                el("span", "node-status", n.status));
-      const sub = draw(n.key);
-      if (sub) li.append(sub);
-      ul.append(li);
+
+  async start() {
+    this.wire();
+    try {
+      const first = await fetch("/api" + this.base, {credentials: "same-origin"});
+      if (first.ok) this.show(await first.json());
+    } catch (error) {
+      // the stream below brings the run as well
     }
-    return ul;
+    this.connect();
   }
-  return draw("") || el("p", "empty", "no nodes recorded");
-}
 
-function updateTree(box, nodes) {
-  const shown = Array.from(box.querySelectorAll("li.node")).map((li) => li.dataset.key);
-  if (shown.sort().join(",") !== nodes.map((n) => n.key).sort().join(",")) {
-    box.replaceChildren(drawTree(nodes));
-    return;
+  // -- the run as it is now ------------------------------------------------------------------
+  connect() {
+    const live = document.getElementById("live");
+    this.stream = new EventSource("/stream" + this.base);
+    this.stream.onopen = () => { live.textContent = "live"; };
+    this.stream.onmessage = (message) => {
+      const view = JSON.parse(message.data);
+      this.show(view);
+      if (FINISHED.includes(view.status)) {
+        this.stream.close();
+        live.textContent = "finished";
+      }
+    };
+    this.stream.onerror = () => { live.textContent = "reconnecting…"; };
   }
-  for (const n of nodes) {
-    const li = box.querySelector('li.node[data-key="' + CSS.escape(n.key) + '"]');
-    if (!li) continue;
-    setStatus(li, "node-", n.status);
-    li.querySelector(":scope > .node-status").textContent = n.status;
-  }
-}
 
-function drawJSON(value, key, depth) {
-  const frag = el("span");
-  const label = key === null ? null : el("span", "key", key);
-  if (value !== null && typeof value === "object") {
-    const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v])
-                                         : Object.entries(value);
-    const details = el("details");
-    details.open = depth < 2;
-    const summary = el("summary");
-    if (label) summary.append(label, ": ");
-    summary.append(el("span", "kind", Array.isArray(value) ? "[" + entries.length + "]"
-                                                            : "{" + entries.length + "}"));
-    const ul = el("ul");
-    for (const [k, v] of entries) {
-      const li = el("li");
-      li.append(drawJSON(v, k, depth + 1));
-      ul.append(li);
-    }
-    details.append(summary, ul);
-    return details;
-  }
-  if (label) frag.append(label, ": ");
-  frag.append(el("span", "value", JSON.stringify(value)));
-  return frag;
-}
-
-function drawTimeline(items) {
-  const out = [];
-  for (const item of items) {
-    const li = el("li", "entry entry-" + item.kind);
-    li.append(el("span", "title", item.title));
-    for (const k of ["guard", "decision"]) if (item[k]) li.append(el("p", k, item[k]));
-    if (item.text) li.append(el("pre", "text", item.text));
-    out.push(li);
-  }
-  return out;
-}
-
-function follow(main) {
-  const source = main.dataset.source;
-  const run = main.dataset.run;
-  const base = "/run/" + encodeURIComponent(source) + "/" + encodeURIComponent(run);
-  const csrf = document.querySelector('meta[name="csrf"]').content;
-  const live = document.getElementById("live");
-  const said = document.getElementById("decision-msg");
-  let lastState = null;
-
-  function show(view) {
+  show(view) {
+    const started = performance.now();
+    this.view = view;
     const status = document.getElementById("status");
     status.textContent = view.status;
     setStatus(status, "status-", view.status);
-    main.dataset.status = view.status;
+    this.main.dataset.status = view.status;
     document.getElementById("note").textContent = view.note || "";
     document.getElementById("error").textContent = view.error || "";
     const result = view.result === null || view.result === undefined ? "" :
       (typeof view.result === "string" ? view.result : JSON.stringify(view.result, null, 2));
-    document.getElementById("result").textContent = result;
-    document.getElementById("pending").replaceChildren(...view.pending.map(drawRequest));
-    updateTree(document.getElementById("tree"), view.nodes);
-    document.getElementById("timeline").replaceChildren(...drawTimeline(view.timeline));
-    const state = JSON.stringify(view.state);
-    if (state !== lastState) {
-      lastState = state;
-      document.getElementById("state").replaceChildren(drawJSON(view.state, null, 0));
+    document.getElementById("result").textContent = result ||
+      (FINISHED.includes(view.status) ? "" : `no result yet: the run is ${view.status}`);
+    // redrawn only when they change: a reason being typed, a click, a scroll are kept
+    const asked = JSON.stringify(view.pending);
+    if (asked !== this.drawn.pending) {
+      this.drawn.pending = asked;
+      document.getElementById("pending").replaceChildren(...view.pending.map(drawRequest));
+      document.getElementById("approvals").hidden = !view.pending.length;
+    }
+    const story = JSON.stringify([view.timeline, view.points]);
+    if (story !== this.drawn.story) {
+      this.drawn.story = story;
+      drawTimeline(document.getElementById("timeline"), view.timeline, view.points);
+    }
+    const last = view.points.length ? view.points[view.points.length - 1].n : 0;
+    if (this.slider) {
+      this.slider.max = String(last);
+      if (this.shown === null) this.slider.value = String(last);
+    }
+    if (this.shown === null) this.showNow();
+    else this.markPoint(this.shown);
+    // the page's own script time per update, for anyone measuring (the browser tests do)
+    performance.measure("jianmu:show", {start: started});
+  }
+
+  showNow() {
+    const view = this.view;
+    if (!view) return;
+    this.graph.update(view.nodes);
+    const state = JSON.stringify(view.state) + "|" + (view.changed || []).join(",");
+    if (state !== this.lastState) {
+      this.lastState = state;
+      drawState(document.getElementById("state"), view.state, view.changed || []);
+    }
+    const points = view.points;
+    const at = points.length ? points[points.length - 1] : null;
+    document.getElementById("state-at").textContent = at ? `at point ${at.n} (now)` : "";
+    this.label(at, true);
+    const back = role("live");
+    if (back) back.disabled = true;
+    this.markPoint(at ? at.n : null);
+    this.drawDetails();
+  }
+
+  label(point, now) {
+    const label = role("time-label");
+    if (!label || !point) return;
+    const last = this.view.points[this.view.points.length - 1].n;
+    label.textContent = `point ${point.n} of ${last}${now ? " (now)" : ""} · tick ` +
+      `${point.tick} · ${clock(point.time)} · ${point.label}`;
+  }
+
+  markPoint(number) {
+    for (const g of document.querySelectorAll("#timeline .point-group.current")) {
+      g.classList.remove("current");
+    }
+    if (number === null) return;
+    const group = document.querySelector(`#timeline .point-group[data-point="${number}"]`);
+    if (group) group.classList.add("current");
+    return group;
+  }
+
+  drawDetails() {
+    const box = document.getElementById("details");
+    const nodes = this.shown === null || !this.frame ? this.view && this.view.nodes
+                                                      : this.frame.nodes;
+    const node = (nodes || []).find((n) => n.key === this.selected);
+    drawDetails(box, node, this.view ? this.view.timeline : []);
+  }
+
+  // -- time travel ---------------------------------------------------------------------------
+  go(number) {
+    const points = this.view ? this.view.points : [];
+    if (!points.length) return;
+    const last = points[points.length - 1].n;
+    const n = Math.max(0, Math.min(last, number));
+    if (this.slider) this.slider.value = String(n);
+    const point = points.find((p) => p.n === n);
+    if (n === last && !FINISHED.includes(this.view.status)) {
+      this.shown = null;  // the newest point of a live run: follow it again
+      this.frame = null;
+      this.showNow();
+      return;
+    }
+    this.shown = n;
+    this.label(point, false);
+    const back = role("live");
+    if (back) back.disabled = n === last;
+    this.wanted = n;
+    this.load();
+  }
+
+  async load() {
+    if (this.loading) return;  // the newest wish is fetched when this one is back
+    while (this.wanted !== null) {
+      const n = this.wanted;
+      this.wanted = null;
+      let frame = this.cache.get(n);
+      if (!frame) {
+        this.loading = true;
+        try {
+          const answer = await fetch(`/api${this.base}/point/${n}`, {credentials: "same-origin"});
+          if (!answer.ok) break;
+          frame = await answer.json();
+        } finally {
+          this.loading = false;
+        }
+        this.cache.set(n, frame);
+        if (this.cache.size > 64) this.cache.delete(this.cache.keys().next().value);
+      }
+      if (this.wanted !== null || this.shown !== n) continue;
+      const started = performance.now();
+      this.frame = frame;
+      this.graph.update(frame.nodes);
+      drawState(document.getElementById("state"), frame.state, frame.changed);
+      this.lastState = null;
+      document.getElementById("state-at").textContent = `at point ${n}`;
+      const group = this.markPoint(n);
+      if (group) group.scrollIntoView({block: "nearest"});
+      this.drawDetails();
+      performance.measure("jianmu:point", {start: started});
     }
   }
 
-  let stream = null;
-  function connect() {
-    stream = new EventSource("/stream" + base);
-    stream.onopen = () => { live.textContent = "live"; };
-    stream.onmessage = (message) => {
-      const view = JSON.parse(message.data);
-      show(view);
-      if (FINISHED.includes(view.status)) {
-        stream.close();
-        live.textContent = "finished";
-      }
-    };
-    stream.onerror = () => { live.textContent = "reconnecting…"; };
+  // -- fork ----------------------------------------------------------------------------------
+  openFork() {
+    const panel = document.getElementById("fork-panel");
+    const points = this.view.points;
+    const n = this.shown === null ? points[points.length - 1].n : this.shown;
+    const state = this.shown === null || !this.frame ? this.view.state : this.frame.state;
+    panel.dataset.point = String(n);
+    role("fork-state").value = JSON.stringify(state, null, 2);
+    panel.querySelector("p").firstChild.textContent =
+      `The new run starts from point ${n} with the state below (edit it as JSON); the ` +
+      "original run is not changed. Tool calls that finished before this point do not run " +
+      "again; later ones go through the guard.";
+    document.getElementById("fork-msg").textContent = "";
+    panel.hidden = false;
   }
-  connect();
 
-  document.getElementById("pending").addEventListener("click", async (event) => {
+  async startFork() {
+    const panel = document.getElementById("fork-panel");
+    const said = document.getElementById("fork-msg");
+    let state;
+    try {
+      state = JSON.parse(role("fork-state").value);
+    } catch (error) {
+      said.textContent = "the state is not valid JSON: " + error.message;
+      return;
+    }
+    const start = role("fork-start");
+    start.disabled = true;
+    said.textContent = "starting the fork…";
+    const answer = await fetch(this.base + "/fork", {
+      method: "POST", credentials: "same-origin",
+      headers: {"Content-Type": "application/json", "X-CSRF-Token": this.csrf},
+      body: JSON.stringify({point: Number(panel.dataset.point), state}),
+    });
+    const body = await answer.json().catch(() => ({error: "HTTP " + answer.status}));
+    if (body.ok) {
+      said.textContent = body.message;
+      window.location.assign(body.url);
+      return;
+    }
+    start.disabled = false;
+    said.textContent = "refused: " + body.error;
+  }
+
+  // -- wiring --------------------------------------------------------------------------------
+  wire() {
+    if (this.slider) {
+      this.slider.addEventListener("input", () => this.go(Number(this.slider.value)));
+    }
+    const back = role("live");
+    if (back) back.addEventListener("click", () => this.go(Infinity));
+    document.getElementById("timeline").addEventListener("click", (event) => {
+      if (String(window.getSelection() || "")) return;  // selecting text, not travelling
+      const group = event.target.closest("[data-point]");
+      if (group) this.go(Number(group.dataset.point));
+    });
+    const fork = role("fork");
+    if (fork) fork.addEventListener("click", () => this.openFork());
+    const start = role("fork-start");
+    if (start) start.addEventListener("click", () => this.startFork());
+    const cancel = role("fork-cancel");
+    if (cancel) {
+      cancel.addEventListener("click", () => {
+        document.getElementById("fork-panel").hidden = true;
+      });
+    }
+    role("zoom-in").addEventListener("click", () => this.graph.zoom(1.25));
+    role("zoom-out").addEventListener("click", () => this.graph.zoom(1 / 1.25));
+    role("fit").addEventListener("click", () => this.graph.fit());
+    document.getElementById("pending").addEventListener("click", (event) => this.decide(event));
+  }
+
+  async decide(event) {
     const button = event.target.closest("button");
     if (!button) return;
+    const said = document.getElementById("decision-msg");
     const box = button.closest(".request");
     const approve = button.classList.contains("approve");
     const reason = box.querySelector("input.reason").value;
     for (const b of box.querySelectorAll("button")) b.disabled = true;
     said.textContent = (approve ? "approving " : "rejecting ") + box.dataset.id + "…";
-    const answer = await fetch(base + "/" + (approve ? "approve" : "reject"), {
+    const answer = await fetch(this.base + "/" + (approve ? "approve" : "reject"), {
       method: "POST", credentials: "same-origin",
-      headers: {"Content-Type": "application/json", "X-CSRF-Token": csrf},
+      headers: {"Content-Type": "application/json", "X-CSRF-Token": this.csrf},
       body: JSON.stringify({call_id: box.dataset.id, message: reason || null}),
     });
     const body = await answer.json().catch(() => ({error: "HTTP " + answer.status}));
     said.textContent = body.ok ? body.message : "refused: " + body.error;
     if (!body.ok) for (const b of box.querySelectorAll("button")) b.disabled = false;
-    if (stream && stream.readyState === EventSource.CLOSED) connect();
-  });
+    if (this.stream && this.stream.readyState === EventSource.CLOSED) this.connect();
+  }
 }
 
-document.addEventListener("DOMContentLoaded", () => {
-  const main = document.getElementById("run");
-  if (main) follow(main);
-});
+function main() {
+  const run = document.getElementById("run");
+  if (run) new RunPage(run).start();
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", main);
+else main();

@@ -1,0 +1,109 @@
+"""`fork_run`: a new run that starts from a past point of another, the original untouched.
+
+The fork is a checkpoint under a new run id holding the state at that point (or the state a
+person edited), the nodes' statuses there and the tick count; restoring it continues the tree
+from that point, as resuming a checkpoint would. What had happened by then is in the state:
+a tool call that finished before the point is in ``completed_call_ids`` and does not run again.
+Anything after the point runs anew, through the guard: the fork starts with no approvals, so
+an approval given in the original run allows nothing in the fork.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from jianmu.errors import CheckpointError
+from jianmu.runtime.history import snapshot_ops
+
+if TYPE_CHECKING:
+    from jianmu.runtime.checkpoint import SQLiteCheckpointer
+
+__all__ = ("fork_run", "set_state_values")
+
+
+def set_state_values(snapshot: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``snapshot`` with ``values`` written: ``key`` at the root, ``namespace/key``
+    in a namespace (it must exist)."""
+    out = copy.deepcopy(snapshot)
+    for full, value in values.items():
+        ns, _, key = str(full).rpartition("/")
+        if not key:
+            raise CheckpointError(f"cannot set {full!r}: name a key (key or namespace/key)")
+        if ns:
+            spaces = out.setdefault("namespaces", {})
+            if ns not in spaces:
+                known = ", ".join(sorted(spaces)) or "none"
+                raise CheckpointError(f"cannot set {full!r}: the state has no namespace {ns!r} "
+                                      f"at that point (namespaces: {known})")
+            spaces[ns][key] = value
+        else:
+            out.setdefault("root", {})[key] = value
+    return out
+
+
+def _check_snapshot(state: Any) -> dict[str, Any]:
+    if not isinstance(state, dict):
+        raise CheckpointError("the fork's state must be a JSON object (a state snapshot with "
+                              "'root' and 'namespaces')")
+    if state.get("version", 1) != 1:
+        raise CheckpointError(f"unsupported state snapshot version {state.get('version')!r}")
+    root, spaces = state.get("root", {}), state.get("namespaces", {})
+    if not isinstance(root, dict):
+        raise CheckpointError("the fork's state: 'root' must be a JSON object of state keys")
+    if not isinstance(spaces, dict) or not all(isinstance(v, dict) for v in spaces.values()):
+        raise CheckpointError("the fork's state: 'namespaces' must map each namespace to a "
+                              "JSON object of state keys")
+    unknown = sorted(set(state) - {"version", "root", "namespaces"})
+    if unknown:
+        raise CheckpointError(f"the fork's state has unknown parts {unknown}: give 'root' "
+                              "and 'namespaces'")
+    return {"version": 1, "root": root, "namespaces": spaces}
+
+
+def fork_run(store: SQLiteCheckpointer, run_id: str, point: int, *,
+             state: dict[str, Any] | None = None, values: Mapping[str, Any] | None = None,
+             new_id: str | None = None) -> str:
+    """Save a new run that starts at ``point`` of ``run_id``; returns its id.
+
+    Args:
+        store: the checkpoint file of ``run_id``; the fork is saved there.
+        run_id: the run to fork.
+        point: the point to start from (`RunHistory.points`).
+        state: the state to start with instead of the point's (a `StateManager.snapshot`).
+        values: state keys to set on top (``key`` or ``namespace/key``).
+        new_id: the new run's id (default: a fresh one).
+
+    Raises:
+        CheckpointError: no such run or point, or a state that is not a snapshot. (The state's
+            values are checked against the tree's schema when the fork is restored.)
+    """
+    latest = store.load(run_id)
+    if latest is None:
+        raise CheckpointError(f"no run {run_id!r} in {store.path}")
+    frame = store.history.frame(run_id, point)
+    snapshot = _check_snapshot(frame.state if state is None else state)
+    if values:
+        snapshot = set_state_values(snapshot, values)
+    fork_id = new_id or uuid.uuid4().hex[:12]
+    if store.load(fork_id) is not None:
+        raise CheckpointError(f"run {fork_id!r} already exists in {store.path}")
+    nodes = {key: {"name": str(frame.tree.get(key, {}).get("name", "?")), "status": status}
+             for key, status in frame.statuses.items()}
+    parent = store.history.run(run_id) or {}
+    history = store.history
+    history.begin(fork_id, cwd=parent.get("cwd"), parent=run_id, parent_point=point)
+    history.add_point(fork_id, 0, frame.tick, {
+        "state": snapshot_ops(snapshot), "nodes": dict(frame.statuses), "tree": frame.tree,
+        "errors": frame.errors}, [(time.time(), "run.forked", None, {
+            "run": run_id, "point": point, "edited": state is not None or bool(values)})])
+    store.save(fork_id, {
+        "version": latest.get("version", 1), "run_id": fork_id, "status": "running",
+        "tree": latest.get("tree", "?"), "ticks": frame.tick, "state": snapshot,
+        "nodes": nodes, "interaction": {}, "user_roles": latest.get("user_roles", []),
+        "saved": time.time(), "forked_from": {"run": run_id, "point": point},
+    })
+    return fork_id

@@ -1,0 +1,424 @@
+"""`RunHistory`: the points of a run, kept beside its checkpoints, for going back in time.
+
+A point is what a run looked like after one tick that changed something: its state, each
+node's status, the tree's nodes and the events since the point before. Points are numbered
+0, 1, 2... per run, and that number is the same everywhere: the studio's time slider and
+timeline, ``jianmu runs show`` and ``jianmu runs fork --at``. Point 0 is the state a run
+started from.
+
+A point stores only what changed (`TickRecorder` computes it): state keys as operations (a key
+set, items appended to a list, a key or namespace removed), statuses that changed, nodes that
+appeared. Replaying the operations from point 0 gives any point back. A run saved by a
+checkpointer that recorded no ticks has its checkpoints as its points instead.
+
+Three tables in the checkpoint file: ``jianmu_points`` (one row per point), ``jianmu_events``
+(the run's events, each with the point it led to) and ``jianmu_runs`` (the folder a run was
+started in, and the run and point it was forked from).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from jianmu.errors import CheckpointError
+
+__all__ = (
+    "EVENT_TEXT_LIMIT",
+    "Frame",
+    "PointInfo",
+    "RunHistory",
+    "apply_ops",
+    "forked_from",
+    "short",
+    "snapshot_ops",
+)
+
+EVENT_TEXT_LIMIT = 4000
+"""A recorded event's text field is cut here; the run's state keeps the whole of it."""
+
+Op = list[Any]
+"""One state change: ``["set", ns, key, value]``, ``["add", ns, key, items]`` (appended to a
+list), ``["del", ns, key]``, ``["new", ns]`` (a namespace made) or ``["drop", ns]`` (a
+namespace removed); ``ns`` is None for the root."""
+
+
+def short(value: Any) -> Any:
+    """``value`` as JSON data with every long text cut at `EVENT_TEXT_LIMIT`."""
+    if isinstance(value, str):
+        if len(value) <= EVENT_TEXT_LIMIT:
+            return value
+        return value[:EVENT_TEXT_LIMIT] + f"… ({len(value)} characters)"
+    if isinstance(value, dict):
+        return {str(k): short(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [short(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return short(str(value))
+
+
+def apply_ops(snapshot: dict[str, Any], ops: list[Op]) -> dict[str, Any]:
+    """A new state snapshot: ``snapshot`` with ``ops`` applied (``snapshot`` is not changed)."""
+    root = dict(snapshot.get("root") or {})
+    spaces = dict(snapshot.get("namespaces") or {})
+    fresh: set[str] = set()  # namespaces copied already: the caller's stay as they were
+
+    def store(ns: str | None) -> dict[str, Any]:
+        if ns is None:
+            return root
+        if ns not in fresh:
+            fresh.add(ns)
+            spaces[ns] = dict(spaces.get(ns) or {})
+        return spaces[ns]  # type: ignore[no-any-return]
+
+    for op in ops:
+        kind, ns = op[0], op[1]
+        if kind == "drop":
+            spaces.pop(ns, None)
+            fresh.discard(ns)
+        elif kind == "new":
+            store(ns)
+        elif kind == "del":
+            store(ns).pop(op[2], None)
+        elif kind == "add":
+            values = store(ns)
+            old = values.get(op[2])
+            values[op[2]] = [*(old if isinstance(old, list) else []), *op[3]]
+        else:
+            store(ns)[op[2]] = op[3]
+    return {"version": snapshot.get("version", 1), "root": root, "namespaces": spaces}
+
+
+def snapshot_ops(snapshot: dict[str, Any]) -> list[Op]:
+    """The operations that build ``snapshot`` from nothing (point 0 of a run)."""
+    ops: list[Op] = [["set", None, k, v] for k, v in (snapshot.get("root") or {}).items()]
+    for ns, values in (snapshot.get("namespaces") or {}).items():
+        ops.append(["new", ns])
+        ops += [["set", ns, k, v] for k, v in (values or {}).items()]
+    return ops
+
+
+def _changed_keys(ops: list[Op]) -> list[str]:
+    out: list[str] = []
+    for op in ops:
+        ns = op[1]
+        if op[0] == "new":
+            continue
+        name = "*" if op[0] == "drop" else op[2]
+        key = f"{ns}/{name}" if ns else name
+        if key not in out:
+            out.append(key)
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointInfo:
+    """One point of a run, as listed (no state)."""
+
+    number: int
+    """The point's number: 0 is where the run started."""
+    tick: int
+    """The run's tick count at the point."""
+    time: float
+    """When it was recorded (seconds since the epoch)."""
+    kind: Literal["tick", "checkpoint"]
+    """A recorded tick, or a checkpoint (a run that recorded no ticks)."""
+    keys: tuple[str, ...] = ()
+    """State keys that changed (``key``, or ``namespace/key``)."""
+    nodes: dict[str, str] = field(default_factory=dict)
+    """Nodes whose status changed: node key -> status name."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Frame:
+    """A run at one point: its state, its nodes and what changed there."""
+
+    run_id: str
+    number: int
+    """The point's number."""
+    tick: int
+    """The run's tick count at the point."""
+    time: float
+    """When the point was recorded."""
+    kind: Literal["tick", "checkpoint"]
+    """A recorded tick or a checkpoint."""
+    state: dict[str, Any]
+    """The state snapshot (`StateManager.snapshot` format)."""
+    statuses: dict[str, str]
+    """Each node's status name (``SUCCESS``...) by node key (``0/1``)."""
+    tree: dict[str, dict[str, Any]]
+    """Each node by key: name, path, kind, type, namespace, reads, writes."""
+    changed: tuple[str, ...] = ()
+    """State keys this point changed (``key`` or ``namespace/key``; ``namespace/*``)."""
+    changed_nodes: tuple[str, ...] = ()
+    """Node keys whose status changed at this point."""
+    errors: dict[str, str] = field(default_factory=dict)
+    """The last error of each node that failed, by node key."""
+    written: dict[str, list[str]] = field(default_factory=dict)
+    """State keys each node wrote up to this point, by node path (where known)."""
+
+
+_EMPTY_STATE: dict[str, Any] = {"version": 1, "root": {}, "namespaces": {}}
+
+
+class RunHistory:
+    """Reads and writes points, events and run records in a checkpoint file.
+
+    It shares the `SQLiteCheckpointer`'s connection and lock. Writes are buffered and land in
+    one transaction on `flush` (the recorder flushes a few times a second, and every checkpoint
+    flushes first), so recording costs no disk write per tick.
+    """
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
+        self._db = db
+        self._lock = lock
+        self._points: list[tuple[str, int, int, float, str]] = []
+        self._events: list[tuple[str, int, float, str, str | None, str]] = []
+        self._runs: list[tuple[str, float, str | None, str | None, int | None]] = []
+        self._frames: dict[str, Frame] = {}
+        try:
+            with self._db:
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS jianmu_points (run_id TEXT NOT NULL,"
+                    " point INTEGER NOT NULL, tick INTEGER NOT NULL, time REAL NOT NULL,"
+                    " data TEXT NOT NULL, PRIMARY KEY (run_id, point))")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS jianmu_events (run_id TEXT NOT NULL,"
+                    " point INTEGER NOT NULL, time REAL NOT NULL, name TEXT NOT NULL,"
+                    " node TEXT, fields TEXT NOT NULL)")
+                self._db.execute(
+                    "CREATE INDEX IF NOT EXISTS jianmu_events_run ON jianmu_events (run_id)")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS jianmu_runs (run_id TEXT PRIMARY KEY,"
+                    " created REAL NOT NULL, cwd TEXT, parent TEXT, parent_point INTEGER)")
+        except sqlite3.Error as exc:
+            raise CheckpointError(f"cannot open the run history: {exc}") from exc
+
+    # -- writing -------------------------------------------------------------------------------
+    def begin(self, run_id: str, *, cwd: str | None, parent: str | None = None,
+              parent_point: int | None = None) -> None:
+        """Record where ``run_id`` was started (kept if it was recorded before)."""
+        self._runs.append((run_id, time.time(), cwd, parent, parent_point))
+
+    def add_point(self, run_id: str, number: int, tick: int, data: dict[str, Any],
+                  events: list[tuple[float, str, str | None, dict[str, Any]]],
+                  at: float | None = None) -> None:
+        """Buffer point ``number`` of ``run_id`` and the events that led to it."""
+        self._points.append((run_id, number, tick, at or time.time(),
+                             json.dumps(data, ensure_ascii=False, default=repr)))
+        self.add_events(run_id, number, events)
+
+    def add_events(self, run_id: str, number: int,
+                   events: list[tuple[float, str, str | None, dict[str, Any]]]) -> None:
+        """Buffer events that belong to point ``number`` (they led to it)."""
+        for stamp, name, node, fields in events:
+            self._events.append((run_id, number, stamp, name, node,
+                                 json.dumps(short(fields), ensure_ascii=False)))
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether anything waits to be written."""
+        return bool(self._points or self._events or self._runs)
+
+    def flush(self) -> None:
+        """Write what is buffered, in one transaction."""
+        if not self.has_pending:
+            return
+        with self._lock:
+            try:
+                with self._db:
+                    self.write_pending()
+            except sqlite3.Error as exc:
+                raise CheckpointError(f"cannot save the run history: {exc}") from exc
+
+    def write_pending(self) -> None:
+        """Write what is buffered on the shared connection; the caller holds the lock and the
+        transaction (a checkpoint writes the points before it in its own)."""
+        points, self._points = self._points, []
+        events, self._events = self._events, []
+        runs, self._runs = self._runs, []
+        if runs:
+            self._db.executemany("INSERT OR IGNORE INTO jianmu_runs VALUES (?, ?, ?, ?, ?)", runs)
+        if points:
+            self._db.executemany("INSERT OR REPLACE INTO jianmu_points VALUES (?, ?, ?, ?, ?)",
+                                 points)
+        if events:
+            self._db.executemany("INSERT INTO jianmu_events VALUES (?, ?, ?, ?, ?, ?)", events)
+
+    def delete(self, run_id: str) -> None:
+        """Forget ``run_id``'s points, events and record (the caller holds the transaction)."""
+        self._points = [p for p in self._points if p[0] != run_id]
+        self._events = [e for e in self._events if e[0] != run_id]
+        self._runs = [r for r in self._runs if r[0] != run_id]
+        self._frames.pop(run_id, None)
+        for table in ("jianmu_points", "jianmu_events", "jianmu_runs"):
+            self._db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+
+    # -- reading -------------------------------------------------------------------------------
+    def _rows(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def last_point(self, run_id: str) -> int | None:
+        """The number of ``run_id``'s newest recorded point (buffered ones included)."""
+        buffered = [p[1] for p in self._points if p[0] == run_id]
+        if buffered:
+            return max(buffered)
+        row = self._rows("SELECT MAX(point) FROM jianmu_points WHERE run_id = ?", (run_id,))
+        return None if row[0][0] is None else int(row[0][0])
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        """Where ``run_id`` was started and what it was forked from, or None."""
+        return self.runs([run_id]).get(run_id)
+
+    def runs(self, run_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Each recorded run's folder (``cwd``) and origin (``parent``, ``parent_point``)."""
+        sql = "SELECT run_id, created, cwd, parent, parent_point FROM jianmu_runs"
+        rows = self._rows(sql, ())
+        wanted = None if run_ids is None else set(run_ids)
+        return {r[0]: {"created": r[1], "cwd": r[2], "parent": r[3], "parent_point": r[4]}
+                for r in rows if wanted is None or r[0] in wanted}
+
+    def points(self, run_id: str) -> list[PointInfo]:
+        """Every point of ``run_id``, oldest first (its checkpoints if it recorded no ticks)."""
+        rows = self._rows("SELECT point, tick, time, data FROM jianmu_points WHERE run_id = ?"
+                          " ORDER BY point", (run_id,))
+        if rows:
+            out = []
+            for number, tick, stamp, data in rows:
+                parsed = json.loads(data)
+                out.append(PointInfo(number=number, tick=tick, time=stamp, kind="tick",
+                                     keys=tuple(_changed_keys(parsed.get("state", []))),
+                                     nodes=dict(parsed.get("nodes", {}))))
+            return out
+        out, before = [], None
+        for number, (stamp, data) in enumerate(self._checkpoints(run_id)):
+            nodes = {k: str(v.get("status")) for k, v in (data.get("nodes") or {}).items()}
+            state = data.get("state") or _EMPTY_STATE
+            keys = _diff_keys(before, state)
+            out.append(PointInfo(number=number, tick=int(data.get("ticks", 0)), time=stamp,
+                                 kind="checkpoint", keys=tuple(keys), nodes=nodes))
+            before = state
+        return out
+
+    def _checkpoints(self, run_id: str) -> list[tuple[float, dict[str, Any]]]:
+        rows = self._rows("SELECT created, data FROM checkpoints WHERE run_id = ? ORDER BY seq",
+                          (run_id,))
+        return [(r[0], json.loads(r[1])) for r in rows]
+
+    def frame(self, run_id: str, number: int) -> Frame:
+        """``run_id`` at point ``number``.
+
+        Raises:
+            CheckpointError: the run has no such point.
+        """
+        cached = self._frames.get(run_id)
+        start = cached if cached is not None and cached.number <= number else None
+        if start is not None and start.number == number:
+            return start
+        after = -1 if start is None else start.number
+        rows = self._rows("SELECT point, tick, time, data FROM jianmu_points WHERE run_id = ?"
+                          " AND point > ? AND point <= ? ORDER BY point", (run_id, after, number))
+        if not rows:
+            if start is None and not self._rows(
+                    "SELECT 1 FROM jianmu_points WHERE run_id = ? LIMIT 1", (run_id,)):
+                return self._checkpoint_frame(run_id, number)
+            raise CheckpointError(self._no_point(run_id, number))
+        frame = start
+        for point, tick, stamp, data in rows:
+            frame = _advance(run_id, frame, point, tick, stamp, json.loads(data))
+        assert frame is not None
+        if frame.number != number:
+            raise CheckpointError(self._no_point(run_id, number))
+        self._frames[run_id] = frame
+        return frame
+
+    def _no_point(self, run_id: str, number: int) -> str:
+        last = self.last_point(run_id)
+        if last is None:
+            count = len(self._checkpoints(run_id))
+            if not count:
+                return f"run {run_id!r} has no recorded points"
+            last = count - 1
+        return f"run {run_id!r} has no point {number}: its points are 0 to {last}"
+
+    def _checkpoint_frame(self, run_id: str, number: int) -> Frame:
+        saved = self._checkpoints(run_id)
+        if not 0 <= number < len(saved):
+            raise CheckpointError(self._no_point(run_id, number))
+        stamp, data = saved[number]
+        nodes = data.get("nodes") or {}
+        before = saved[number - 1][1].get("state") if number else None
+        state = data.get("state") or _EMPTY_STATE
+        return Frame(run_id=run_id, number=number, tick=int(data.get("ticks", 0)), time=stamp,
+                     kind="checkpoint", state=state,
+                     statuses={k: str(v.get("status")) for k, v in nodes.items()},
+                     tree={k: {"name": str(v.get("name", "?"))} for k, v in nodes.items()},
+                     changed=tuple(_diff_keys(before, state)))
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """``run_id``'s recorded events, in the order they happened."""
+        rows = self._rows("SELECT point, time, name, node, fields FROM jianmu_events"
+                          " WHERE run_id = ? ORDER BY rowid", (run_id,))
+        out = [{"point": r[0], "time": r[1], "name": r[2], "node": r[3],
+                "fields": json.loads(r[4])} for r in rows]
+        out.sort(key=lambda e: e["time"])  # stable: events of one instant keep their order
+        return out
+
+
+def _advance(run_id: str, before: Frame | None, number: int, tick: int, stamp: float,
+             data: dict[str, Any]) -> Frame:
+    ops = data.get("state") or []
+    state = apply_ops(before.state if before is not None else _EMPTY_STATE, ops)
+    statuses = dict(before.statuses) if before is not None else {}
+    tree = dict(before.tree) if before is not None else {}
+    nodes = data.get("nodes") or {}
+    statuses.update(nodes)
+    tree.update(data.get("tree") or {})
+    for gone in data.get("gone") or []:
+        tree.pop(gone, None)
+        statuses.pop(gone, None)
+    errors = dict(before.errors) if before is not None else {}
+    errors.update(data.get("errors") or {})
+    written = {k: list(v) for k, v in before.written.items()} if before is not None else {}
+    for path, keys in (data.get("writes") or {}).items():
+        known = written.setdefault(path, [])
+        known += [k for k in keys if k not in known]
+    first = before is None  # where the run started: nothing "changed" yet
+    return Frame(run_id=run_id, number=number, tick=tick, time=stamp, kind="tick",
+                 state=state, statuses=statuses, tree=tree,
+                 changed=() if first else tuple(_changed_keys(ops)),
+                 changed_nodes=() if first else tuple(nodes), errors=errors, written=written)
+
+
+def _diff_keys(before: dict[str, Any] | None, after: dict[str, Any]) -> list[str]:
+    """The keys that differ between two snapshots (for points that are checkpoints)."""
+    if before is None:
+        return []
+    out = []
+    spaces = [(None, before.get("root") or {}, after.get("root") or {})]
+    old_spaces, new_spaces = before.get("namespaces") or {}, after.get("namespaces") or {}
+    spaces += [(ns, old_spaces.get(ns) or {}, new_spaces.get(ns) or {})
+               for ns in {*old_spaces, *new_spaces}]
+    for ns, old, new in spaces:
+        for key in {*old, *new}:
+            if old.get(key) != new.get(key):
+                out.append(f"{ns}/{key}" if ns else key)
+    return sorted(out)
+
+
+def forked_from(db: sqlite3.Connection, run_id: str) -> tuple[str, int] | None:
+    """The run and point ``run_id`` was forked from, or None (also when nothing is recorded)."""
+    try:
+        row = db.execute("SELECT parent, parent_point FROM jianmu_runs WHERE run_id = ?",
+                         (run_id,)).fetchone()
+    except sqlite3.Error:  # a file without the table: nothing was forked there
+        return None
+    if row is None or row[0] is None:
+        return None
+    return str(row[0]), int(row[1] or 0)

@@ -1,0 +1,126 @@
+"""The runs of a durable app, through its `DurableEngine` as a client (the studio executes
+none of them): answered with `DurableEngine.approve`, told from the steps they recorded."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from jianmu.errors import CheckpointError, RunNotFoundError
+from jianmu.runtime.recorder import describe_node, walk_tree
+from jianmu.studio.journal import Journal
+from jianmu.studio.runs import decision_message, verb
+from jianmu.studio.timeline import durable_timeline, event_timeline
+from jianmu.studio.views import final_answer, node_rows, pending_rows
+
+if TYPE_CHECKING:
+    from jianmu.durable import DurableEngine
+
+__all__ = ("DurableRuns",)
+
+
+class DurableRuns:
+    """Runs of a durable app, through its `DurableEngine` as a client (it executes none)."""
+
+    kind = "durable"
+
+    def __init__(self, engine: DurableEngine, journal: Journal) -> None:
+        self.engine = engine
+        self.journal = journal
+        self._trees: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def close(self) -> None:
+        """Close the engine's client."""
+        self.engine.shutdown()
+
+    def runs(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Each run, newest first."""
+        infos = self.engine.runs(status)
+        return [{"source": self.kind, "run_id": i.run_id, "tree": i.tree, "status": i.status,
+                 "started": i.created, "updated": i.updated, "pending": len(i.pending),
+                 "cwd": None, "forked_from": None}
+                for i in reversed(infos)]
+
+    def view(self, run_id: str) -> dict[str, Any]:
+        """What the run page shows. The timeline comes from the steps the run recorded (its
+        model turns, tool calls and answers); a node's status from its own step, where it
+        has one, and the root shows the run's."""
+        info = self.engine.run_info(run_id)
+        state = None
+        if info.status not in ("queued", "running", "suspended"):
+            state = asyncio.run(self.engine.state(run_id))
+        steps = self.engine.steps(run_id)
+        tree = self._tree(run_id, info.tree, info.inputs)
+        finished = {s["name"][len("jianmu:node:"):]: s["output"] for s in steps
+                    if s["name"].startswith("jianmu:node:")}
+        for step in steps:  # a model node's recorded turn: it answered
+            if step["name"].startswith("jianmu:model:") and step["error"] is None:
+                finished.setdefault(step["name"][len("jianmu:model:"):], ("SUCCESS", {}))
+        rows = node_rows({}, tree)
+        for row in rows:
+            done = finished.get(row["path"])
+            if isinstance(done, (list, tuple)) and done:
+                row["status"] = str(done[0]).lower()
+        if rows:
+            rows[0]["status"] = {"suspended": "running"}.get(info.status, info.status)
+        asking = {r.node for r in info.pending if r.node}
+        for row in rows:
+            if row["path"] in asking:
+                row["status"] = "suspended"
+        entries = durable_timeline(steps)
+        answered = {e.get("call") for e in entries if e["kind"] == "decision"}
+        entries += [e for e in event_timeline(self.journal.events(run_id))
+                    if not (e["kind"] == "decision" and e.get("call") in answered)]
+        entries.sort(key=lambda e: e.get("time") or 0.0)
+        return {
+            "source": self.kind, "run_id": run_id, "tree": info.tree, "status": info.status,
+            "nodes": rows, "pending": pending_rows(list(info.pending)), "state": state,
+            "timeline": entries, "result": final_answer(state), "error": info.error or "",
+            "note": f"worker: {info.worker or '-'}", "points": [], "changed": [],
+            "forked_from": None,
+            "can_fork": False,
+        }
+
+    def point(self, run_id: str, number: int) -> dict[str, Any]:
+        """Durable runs keep no points (their steps replay them instead).
+
+        Raises:
+            RunNotFoundError: always.
+        """
+        raise RunNotFoundError(f"durable run {run_id!r} has no recorded points")
+
+    def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str:
+        """Durable runs are not forked from the studio.
+
+        Raises:
+            CheckpointError: always.
+        """
+        raise CheckpointError("durable runs cannot be forked from the studio")
+
+    def _tree(self, run_id: str, tree: str, inputs: dict[str, Any]
+              ) -> dict[str, dict[str, Any]]:
+        """The run's tree as its factory builds it (built once per run)."""
+        if run_id not in self._trees:
+            try:
+                runner = self.engine.build_runner(tree, inputs, run_id=run_id)
+                self._trees[run_id] = {key: describe_node(node, path) for key, node, path, _
+                                       in walk_tree(runner.root)}
+            except Exception:  # a factory that fails here still fails in the worker: say so there
+                self._trees[run_id] = {}
+        return self._trees[run_id]
+
+    def decide(self, run_id: str, call_id: str, approved: bool, text: str | None,
+               by: str) -> str:
+        """Answer a pending request with `DurableEngine.approve` / ``reject``.
+
+        Raises:
+            RunNotFoundError: no such run, or it waits for no request ``call_id``.
+        """
+        message = decision_message(approved, text, by)
+        if approved:
+            asyncio.run(self.engine.approve(run_id, call_id, message))
+        else:
+            asyncio.run(self.engine.reject(run_id, call_id, message))
+        self.journal.add(run_id, f"studio.{verb(approved)}", request_id=call_id, by=by,
+                         message=message)
+        return f"{verb(approved)} {call_id}: a worker goes on with the run"

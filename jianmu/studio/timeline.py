@@ -1,0 +1,318 @@
+"""A run's story for a person: its events in the order they happened, each said in words.
+
+Model turns (tokens, time taken), tool calls with their arguments and results, the guard's
+decisions, the questions asked and who answered them, skills and sub-agents (nested under
+the node that runs them), errors. Each entry carries the point it led to, so a click on it
+shows the run there. Every value is text: the page never renders it as markup.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
+           "pretty_json")
+
+_NESTING = ("skill", "agent")
+"""Kinds of node whose descendants' entries are indented under them."""
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON (non-ASCII kept, as the CLI shows it); repr if it is not JSON."""
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # a circular structure
+        return repr(value)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else pretty_json(value)
+
+
+def call_details(snapshot: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Each tool call in the state's conversations by id: its full arguments and result."""
+    out: dict[str, dict[str, Any]] = {}
+    if not isinstance(snapshot, dict):
+        return out
+    stores = [snapshot.get("root"), *list((snapshot.get("namespaces") or {}).values())]
+    for store in stores:
+        messages = store.get("messages") if isinstance(store, dict) else None
+        for message in messages if isinstance(messages, list) else []:
+            if not isinstance(message, dict):
+                continue
+            for call in message.get("tool_calls") or []:
+                if isinstance(call, dict) and call.get("id"):
+                    out.setdefault(str(call["id"]), {})["arguments"] = call.get("arguments")
+            if message.get("role") == "tool" and message.get("tool_call_id"):
+                out.setdefault(str(message["tool_call_id"]), {})["result"] = message.get(
+                    "content")
+    return out
+
+
+_SIGNATURE = re.compile(r"^(?:(?P<note>.*) \()?(?:approved|rejected) by (?P<who>.+?) in Jianmu "
+                        r"Studio\)?$", re.S)
+
+
+def _signed(message: str) -> tuple[str, str]:
+    """Who answered and their note, from a decision's message (the studio signs its own)."""
+    found = _SIGNATURE.match(message)
+    if found is None:
+        return "", message
+    return found.group("who"), found.group("note") or ""
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def _fields_text(fields: dict[str, Any]) -> str:
+    """Fields as ``key: value`` lines, for events the studio has no words of its own for."""
+    lines = []
+    for key, value in fields.items():
+        if value is None or value == "" or value == []:
+            continue
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                               default=str)
+        lines.append(f"{key.replace('_', ' ')}: {shown}")
+    return "\n".join(lines)
+
+
+class _Story:
+    """Turns events into entries, remembering what earlier events said."""
+
+    def __init__(self, calls: dict[str, dict[str, Any]], nesting: list[str]) -> None:
+        self.calls = calls
+        self.nesting = nesting
+        self.model_started: dict[str, float] = {}
+        self.answered: set[str] = set()
+        self.open_skills = 0
+
+    def depth(self, node: str | None) -> int:
+        if not node:
+            return self.open_skills
+        inside = sum(1 for path in self.nesting if node.startswith(path + "/"))
+        return inside + self.open_skills
+
+    def entry(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        name = str(event.get("name", ""))
+        f = event.get("fields") or {}
+        node = event.get("node") or ""
+        said = self.words(name, f, event.get("time") or 0.0, node)
+        if said is None:
+            return None
+        kind, title, text = said
+        out = {"kind": kind, "title": title, "text": text, "time": event.get("time"),
+               "point": event.get("point"), "node": node, "depth": self.depth(node),
+               "event": name}
+        if f.get("call_id") or f.get("request_id"):
+            out["call"] = str(f.get("call_id") or f.get("request_id"))
+        if name in ("bt.skill.started",):
+            self.open_skills += 1
+        elif name == "bt.skill.finished":
+            self.open_skills = max(0, self.open_skills - 1)
+            out["depth"] = self.depth(node)
+        return out
+
+    def words(self, name: str, f: dict[str, Any], at: float, node: str
+              ) -> tuple[str, str, str] | None:
+        tool = str(f.get("tool") or "?")
+        call = self.calls.get(str(f.get("call_id") or f.get("request_id") or ""), {})
+        if name == "llm.call.started":
+            self.model_started[node] = at
+            return None
+        if name == "llm.call.completed":
+            took = at - self.model_started.pop(node, at)
+            bits = [f"model turn · {f.get('model') or 'model'}",
+                    f"{f.get('input_tokens', 0)} in / {f.get('output_tokens', 0)} out tokens"]
+            if took > 0:
+                bits.append(_seconds(took))
+            calls = f.get("tool_calls") or []
+            text = (f"asks for: {', '.join(map(str, calls))}" if calls
+                    else f"answers: {f.get('answer_preview') or ''}")
+            return "model", " · ".join(bits), text
+        if name == "llm.call.failed":
+            self.model_started.pop(node, None)
+            return "error", f"model failed · {f.get('model') or 'model'}", _text(f.get("error"))
+        if name == "guard.decision":
+            decision = str(f.get("decision"))
+            verb = {"allow": "allowed", "deny": "denied", "confirm": "asks a person about",
+                    "pending": "asks a person about"}.get(decision, decision)
+            rule = f" (rule {f['rule']})" if f.get("rule") else ""
+            return "guard", f"guard {verb}: {tool}", f"{f.get('reason') or ''}{rule}"
+        if name == "interaction.asked":
+            why = f"why: {f.get('reason')}" if f.get("reason") else ""
+            args = pretty_json(f.get("arguments")) if f.get("arguments") is not None else ""
+            return "ask", f"asked: {tool}", "\n".join(p for p in (args, why) if p)
+        if name in ("interaction.approved", "interaction.rejected", "studio.approved",
+                    "studio.rejected"):
+            approved = name.endswith("approved")
+            request = str(f.get("request_id") or "")
+            if name.startswith("studio.") and request in self.answered:
+                return None  # the run's own record of the answer says it already
+            self.answered.add(request)
+            verb = "approved" if approved else "rejected"
+            message = str(f.get("message") or "")
+            who, note = _signed(message)
+            who = who or str(f.get("by") or "")
+            by = f" by {who}" if who else ""
+            what = tool if f.get("tool") else request
+            return "decision", f"{verb}{by}: {what}", note
+        if name == "tool.call.started":
+            given = call.get("arguments")
+            text = pretty_json(given) if given is not None else str(f.get("args_preview") or "")
+            return "call", f"started: {tool}", text
+        if name == "tool.call.completed":
+            result = call.get("result")
+            text = _text(result) if result is not None else str(f.get("result_preview") or "")
+            ms = f.get("duration_ms")
+            spent = f" · {_seconds(float(ms) / 1000)}" if isinstance(ms, (int, float)) else ""
+            return "result", f"result of {tool}{spent}", text
+        if name == "tool.call.failed":
+            return "error", f"failed: {tool}", _text(f.get("error"))
+        if name == "tool.call.retry":
+            return "call", f"retry {f.get('attempt')}: {tool}", _text(f.get("error"))
+        if name == "tool.call.repeated":
+            return "call", f"ran again after a worker died: {tool}", ""
+        if name in ("node.failed", "run.cleanup_failed", "studio.error"):
+            where = f" in {node}" if node else ""
+            return "error", f"error{where}", _text(f.get("error"))
+        if name == "skill.loaded":
+            return "skill", f"skill loaded: {f.get('skill')}", ""
+        if name == "skill.compiled":
+            return "skill", f"skill subtree compiled: {node}", str(f.get("namespace") or "")
+        if name == "skill.completed":
+            return "skill", f"skill finished: {node}", _fields_text(
+                {k: v for k, v in f.items() if k != "node"})
+        if name == "bt.skill.started":
+            return "skill", f"sub-agent started: skill {f.get('skill')}", _fields_text(
+                {k: v for k, v in f.items() if k != "skill"})
+        if name == "bt.skill.finished":
+            return "skill", f"sub-agent finished: skill {f.get('skill')} · {f.get('status')}", \
+                _fields_text({k: v for k, v in f.items() if k not in ("skill", "status")})
+        if name == "react.stopped":
+            return "error", "agent loop stopped", _text(f.get("reason"))
+        if name == "run.message":
+            return "user", "the user's next message", _text(f.get("content"))
+        if name == "studio.forked":
+            return "run", f"started in the studio by {f.get('by') or '?'}", ""
+        if name == "run.forked":
+            return "run", f"forked from run {f.get('run')} at point {f.get('point')}", (
+                "with an edited state" if f.get("edited") else "")
+        if name == "run.suspended":
+            pending = f.get("pending") or []
+            return "run", f"waits for {len(pending)} approval(s)", ", ".join(map(str, pending))
+        if name == "run.finished":
+            if f.get("status") == "suspended":
+                return None  # "waits for approval" said it
+            return "run", f"run {f.get('status')}", _text(f.get("error"))
+        if name in ("bt.skill.node.io", "skill.debug_snapshot"):
+            return "detail", name.replace(".", " ").replace("_", " "), _fields_text(f)
+        return "event", name.replace(".", " ").replace("_", " "), _fields_text(f)
+
+
+def event_timeline(events: Iterable[dict[str, Any]], *,
+                   snapshot: dict[str, Any] | None = None,
+                   nesting: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The entries for recorded events (each with ``time``, ``name``, ``node``, ``fields`` and
+    the ``point`` it led to), oldest first. ``snapshot`` supplies full arguments and results
+    (events carry previews); ``nesting`` lists the paths of skill and agent nodes."""
+    story = _Story(call_details(snapshot), list(nesting))
+    ordered = sorted(events, key=lambda e: e.get("time") or 0.0)
+    return [e for e in (story.entry(event) for event in ordered) if e is not None]
+
+
+def message_timeline(snapshot: dict[str, Any] | None,
+                     interaction: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The story told from the conversation in the state, for a run that recorded no events:
+    model turns and their calls (with the question asked and the answer), tool results."""
+    interaction = interaction or {}
+    asked = {r["id"]: r for r in interaction.get("asked", []) if isinstance(r, dict)}
+    decided = {d["request_id"]: d for d in interaction.get("decisions", [])
+               if isinstance(d, dict)}
+    root = snapshot.get("root", {}) if isinstance(snapshot, dict) else {}
+    messages = root.get("messages", []) if isinstance(root, dict) else []
+    out: list[dict[str, Any]] = []
+
+    def add(kind: str, title: str, text: str, call: str | None = None) -> None:
+        out.append({"kind": kind, "title": title, "text": text, "time": None, "point": None,
+                    "node": "", "depth": 0, **({"call": call} if call else {})})
+
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role == "assistant":
+            add("model", "model turn", _text(message.get("content") or ""))
+            for call in message.get("tool_calls") or []:
+                call_id = str(call.get("id", ""))
+                name = call.get("name", "?")
+                if call_id in asked:
+                    reason = asked[call_id].get("payload", {}).get("reason") or ""
+                    add("ask", f"asked: {name}", reason, call_id)
+                if call_id in decided:
+                    decision = decided[call_id]
+                    verb = "approved" if decision.get("approved") else "rejected"
+                    add("decision", f"{verb}: {name}", str(decision.get("message") or ""),
+                        call_id)
+                add("call", f"started: {name}", pretty_json(call.get("arguments", {})), call_id)
+        elif role == "tool":
+            add("result", f"result of {message.get('name') or '?'}",
+                _text(message.get("content") or ""), str(message.get("tool_call_id") or ""))
+        elif role == "user":
+            add("user", "user", _text(message.get("content")))
+    return out
+
+
+def durable_timeline(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The story of a durable run from its recorded steps (model turns, tool calls, node
+    steps, answers), oldest first. Each step is a dict: ``name``, ``output``, ``error``,
+    ``started`` and ``completed`` (seconds)."""
+    out: list[dict[str, Any]] = []
+    for step in steps:
+        name = str(step.get("name", ""))
+        output, error = step.get("output"), step.get("error")
+        started, completed = step.get("started"), step.get("completed")
+        took = (completed - started) if started and completed else 0.0
+        at = started or completed
+        entry: dict[str, Any] | None = None
+        if isinstance(output, dict) and output.get("kind") == "jianmu.approval":
+            verb = "approved" if output.get("approved") else "rejected"
+            who, note = _signed(str(output.get("message") or ""))
+            by = f" by {who}" if who else ""
+            entry = {"kind": "decision", "title": f"{verb}{by}: {output.get('call_id')}",
+                     "text": note, "call": output.get("call_id")}
+        elif name.startswith("jianmu:model:"):
+            usage = getattr(output, "usage", None)
+            message = getattr(output, "message", None)
+            calls = [c.name for c in getattr(message, "tool_calls", None) or []]
+            tokens = (f" · {usage.input_tokens} in / {usage.output_tokens} out tokens"
+                      if usage is not None else "")
+            text = (f"asks for: {', '.join(calls)}" if calls
+                    else f"answers: {getattr(message, 'content', '') or ''}")
+            entry = {"kind": "model", "title": f"model turn{tokens} · {_seconds(took)}",
+                     "text": text, "node": name[len("jianmu:model:"):]}
+        elif name.startswith("jianmu:tool:"):
+            tool = getattr(output, "tool", None) or name[len("jianmu:tool:"):]
+            ok = getattr(output, "ok", error is None)
+            shown = getattr(output, "output", None) if ok else getattr(output, "error", error)
+            entry = {"kind": "result" if ok else "error",
+                     "title": f"{'result of' if ok else 'failed:'} {tool} · {_seconds(took)}",
+                     "text": _text(shown), "call": getattr(output, "call_id", None)}
+        elif name.startswith("jianmu:node:"):
+            status = output[0] if isinstance(output, (list, tuple)) and output else output
+            entry = {"kind": "node", "title": f"{name[len('jianmu:node:'):]}: "
+                                              f"{str(status).lower()}",
+                     "text": _fields_text(output[1]) if isinstance(output, (list, tuple))
+                     and len(output) > 1 and isinstance(output[1], dict) else "",
+                     "node": name[len("jianmu:node:"):]}
+        elif error is not None:
+            entry = {"kind": "error", "title": f"error in step {name}", "text": str(error)}
+        if entry is not None:
+            out.append({"text": "", "node": "", "depth": 0, "point": None, "time": at,
+                        "event": name, **entry})
+    return out

@@ -1,0 +1,95 @@
+"""``jianmu runs show`` and ``jianmu runs fork`` on the runs 'jianmu run' saved."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from jianmu.runtime import SQLiteCheckpointer
+from tests.cli._helpers import REPO, Project, assert_clean_error, pending_of
+
+APPROVAL_FLOW = str(REPO / "examples" / "approval_flow.py")
+
+
+def _finished(project: Project, note: str = "milk") -> str:
+    first = project.jianmu("run", APPROVAL_FLOW, "-i", f"note={note}", "--approve-all")
+    assert first.code == 0, first.text
+    found = re.search(r"^run (\w+):", first.out, re.M)
+    assert found, first.out
+    return found.group(1)
+
+
+def _points(project: Project, run_id: str) -> list[dict]:
+    done = project.jianmu("runs", "show", run_id, "--json")
+    assert done.code == 0, done.text
+    return list(json.loads(done.out)["points"])
+
+
+def _notes(project: Project) -> list[str]:
+    return (project.root / ".jianmu" / "notes.txt").read_text().splitlines()
+
+
+def test_show_lists_the_points_with_their_numbers(project: Project) -> None:
+    first = project.jianmu("run", APPROVAL_FLOW, "-i", "note=milk", "--non-interactive")
+    run_id, (request,) = pending_of(first.out)
+    shown = project.jianmu("runs", "show", run_id)
+    assert shown.code == 0, shown.text
+    assert f"run {run_id}: suspended" in shown.out
+    assert "asked: append_note" in shown.out
+    assert f"resume with: jianmu resume {run_id} --approve {request}" in shown.out
+    assert f"fork with: jianmu runs fork {run_id} --at POINT" in shown.out
+    points = _points(project, run_id)
+    assert [p["n"] for p in points] == list(range(len(points)))
+    assert points[0]["label"] == "start"
+    with SQLiteCheckpointer(project.root / ".jianmu" / "runs.sqlite") as store:
+        assert [p.number for p in store.history.points(run_id)] == [p["n"] for p in points]
+    for point in points:
+        assert re.search(rf"^│ {point['n']} +│ {point['tick']} ", shown.out, re.M), point
+
+
+def test_fork_after_the_call_does_not_run_it_again(project: Project) -> None:
+    run_id = _finished(project)
+    points = _points(project, run_id)
+    after = next(p["n"] for p in points if "result of append_note" in p["label"])
+    forked = project.jianmu("runs", "fork", run_id, "--at", str(after))
+    assert forked.code == 0, forked.text
+    assert re.search(rf"^forked run \w+ from run {run_id} at point {after}:", forked.out, re.M)
+    assert "result: added 'milk' to .jianmu/notes.txt" in forked.out
+    assert _notes(project) == ["milk"]  # the call ran once, in the original
+    assert _points(project, run_id) == points  # the original is untouched
+
+
+def test_fork_before_the_call_runs_it_through_the_guard(project: Project) -> None:
+    run_id = _finished(project)
+    points = _points(project, run_id)
+    before = next(p["n"] for p in points if "asked: append_note" in p["label"]) - 1
+    actions = '[{"name": "append_note", "arguments": {"text": "bread"}}]'
+    asked = project.jianmu("runs", "fork", run_id, "--at", str(before), "--set",
+                           f"actions:={actions}", "--non-interactive")
+    assert asked.code == 3, asked.text  # the guard asks again: the old approval is not reused
+    fork_id, (request,) = pending_of(asked.out)
+    assert '"text": "bread"' in asked.out
+    done = project.jianmu("resume", fork_id, "--approve", request)
+    assert done.code == 0, done.text
+    assert _notes(project) == ["milk", "bread"]
+    shown = project.jianmu("runs", "show", fork_id)
+    assert f"forked from: run {run_id} at point {before}" in shown.out
+
+
+def test_bad_points_and_values_exit_2_and_leave_no_run(project: Project) -> None:
+    run_id = _finished(project)
+    last = _points(project, run_id)[-1]["n"]
+    with SQLiteCheckpointer(project.root / ".jianmu" / "runs.sqlite") as store:
+        runs = len(store.list_runs())
+    wrong = project.jianmu("runs", "fork", run_id, "--at", "999")
+    assert_clean_error(wrong, 2, f"--at 999: run '{run_id}' has no point 999: its points are "
+                                 f"0 to {last}")
+    bad = project.jianmu("runs", "fork", run_id, "--at", "1", "--set", "rounds=many")
+    assert_clean_error(bad, 2, "the fork did not start", "rounds")
+    unparsed = project.jianmu("runs", "fork", run_id, "--at", "1", "--set", "x:={nope")
+    assert_clean_error(unparsed, 2, "--set 'x:={nope'")
+    missing = project.jianmu("runs", "show", "nope")
+    assert_clean_error(missing, 2, "no run 'nope'", run_id)
+    with SQLiteCheckpointer(project.root / ".jianmu" / "runs.sqlite") as store:
+        assert len(store.list_runs()) == runs
+    assert _notes(project) == ["milk"]
