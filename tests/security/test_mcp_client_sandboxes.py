@@ -27,8 +27,9 @@ pytest.importorskip("mcp")
 pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.anyio
 
-HEADERS: dict[str, str] = {}
-"""Sent by both clients with every request (an ``Authorization`` header goes here)."""
+TOKEN = "test-token-0123456789abcdef"
+HEADERS: dict[str, str] = {"Authorization": f"Bearer {TOKEN}"}
+"""Sent by both clients with every request: the server's bearer token (``--token-env``)."""
 
 # A makes a secret, keeps it in its environment and its /tmp, and waits (bounded) for B
 FIRST = ("S=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \\n'); export S; "
@@ -66,9 +67,11 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    env["MCP_TEST_TOKEN"] = TOKEN
     proc = subprocess.Popen(
         [sys.executable, "-m", "jianmu.cli", "mcp", "serve", "--transport", "http",
-         "--port", str(port), "--tools", "bash", "--config", str(config)],
+         "--port", str(port), "--tools", "bash", "--config", str(config),
+         "--token-env", "MCP_TEST_TOKEN"],
         env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
