@@ -106,6 +106,11 @@ class ScriptedLLM(BaseLLMProvider):
         """Every request received, oldest first."""
         self._position = 0
         self._next_id = 0
+        # the estimate reads every message and tool schema on every turn; a message's length
+        # is kept by identity (each is kept alive in `requests` anyway) and the tools' for the
+        # last tuple offered, so a turn costs its new messages, not the whole history again
+        self._chars: dict[int, tuple[Message, int]] = {}
+        self._tools_chars: tuple[tuple[dict[str, Any], ...], int] | None = None
 
     @classmethod
     def from_llm_config(cls, llm: LLMConfig) -> Self:
@@ -170,11 +175,30 @@ class ScriptedLLM(BaseLLMProvider):
         )
 
     def _prompt_tokens(self, messages: list[Message]) -> int:
+        """`estimate_tokens` of the messages' text followed by the tools' JSON."""
         request = self.requests[-1]
-        text = "".join(_message_text(m) for m in messages)
+        chars = sum(self._message_chars(m) for m in messages)
         if request.tools:
-            text += json.dumps(list(request.tools), sort_keys=True)
-        return estimate_tokens(text)
+            chars += self._tool_chars(request.tools)
+        return (chars + 3) // 4
+
+    def _message_chars(self, message: Message) -> int:
+        found = self._chars.get(id(message))
+        if found is not None and found[0] is message:
+            return found[1]
+        count = len(_message_text(message))
+        self._chars[id(message)] = (message, count)
+        return count
+
+    def _tool_chars(self, tools: tuple[dict[str, Any], ...]) -> int:
+        last = self._tools_chars
+        if last is not None and len(last[0]) == len(tools) and all(
+            a is b for a, b in zip(last[0], tools, strict=True)
+        ):
+            return last[1]
+        count = len(json.dumps(list(tools), sort_keys=True))
+        self._tools_chars = (tools, count)
+        return count
 
     async def send(self, request: ChatRequest) -> LLMResponse:
         """Record the request and return the next scripted reply.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from py_trees.common import Status
@@ -11,8 +11,16 @@ from py_trees.common import Status
 from jianmu.constraints import Constraints
 from jianmu.errors import LLMError
 from jianmu.guard import visible_tools
-from jianmu.llm.messages import Message
-from jianmu.llm.provider import LLMProvider, LLMResponse, StreamDone, TextDelta
+from jianmu.llm.messages import Message, coerce_messages
+from jianmu.llm.provider import (
+    ChatRequest,
+    LLMProvider,
+    LLMResponse,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    takes_requests,
+)
 from jianmu.nodes._tool_calls import preview, unique_ids, usage_view
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import (
@@ -116,10 +124,25 @@ class AgentLLMNode(AsyncNode):
         return ([Message.system(system)] if system else []) + history
 
     async def _ask(self, messages: list[Message], toolset: ToolSet) -> LLMResponse:
-        tools = list(toolset) or None
-        if not self.stream:
-            return await self.llm.complete(messages, tools=tools, **self.params)
-        async for event in self.llm.stream(messages, tools=tools, **self.params):
+        llm, params = self.llm, self.params
+        events: AsyncIterator[StreamEvent]
+        if takes_requests(llm, stream=self.stream, params=params):
+            # what the base `complete` would build, with the toolset's export made once
+            # rather than every tool's on every turn
+            request = ChatRequest(
+                messages=tuple(coerce_messages(messages)),
+                tools=tuple(toolset.to_openai(include_deprecated=True)),
+                params=dict(params),
+            )
+            if not self.stream:
+                return await llm.send(request)
+            events = llm.send_stream(request)
+        else:
+            tools = list(toolset) or None
+            if not self.stream:
+                return await llm.complete(messages, tools=tools, **params)
+            events = llm.stream(messages, tools=tools, **params)
+        async for event in events:
             if isinstance(event, TextDelta):
                 self.events.emit("llm.call.delta", text=event.text)
             elif isinstance(event, StreamDone):
