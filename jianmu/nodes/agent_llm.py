@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from py_trees.common import Status
@@ -36,6 +37,8 @@ from jianmu.tools.calls import ToolCall
 from jianmu.tools.toolset import ToolSet
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from jianmu.nodes.tool_executor import ToolExecutor
 
 __all__ = ("AgentLLMNode", "recent_messages")
@@ -168,14 +171,16 @@ class AgentLLMNode(AsyncNode):
         toolset = self.visible_tools()
         model = getattr(self.llm, "model", "") or "unknown"
         timeout = self.timeout or self.ctx.config.llm.timeout
-        self.events.emit("llm.call.started", model=model, messages=len(messages),
-                         tools=toolset.names())
-        attributes = {
-            GEN_AI_OPERATION_NAME: "chat",
-            GEN_AI_REQUEST_MODEL: model,
-            GEN_AI_AGENT_NAME: self.name,
-        }
-        with span(self.ctx.tracer, f"chat {model}", attributes) as current:
+        events, tracer = self.events, self.ctx.tracer
+        if events.wants("llm.call.started"):  # the fields only when someone reads them
+            events.emit("llm.call.started", model=model, messages=len(messages),
+                        tools=toolset.names())
+        scope: AbstractContextManager[Span | None] = nullcontext() if tracer is None else span(
+            tracer, f"chat {model}",
+            {GEN_AI_OPERATION_NAME: "chat", GEN_AI_REQUEST_MODEL: model,
+             GEN_AI_AGENT_NAME: self.name},
+        )
+        with scope as current:
             try:
                 # asyncio's own timeout: the runner is asyncio's, and anyio's scope costs
                 # twice as much per call
@@ -214,9 +219,11 @@ class AgentLLMNode(AsyncNode):
         if run_usage.namespace != self.state.namespace:
             # a skill's namespace: the run's total lives at the root, for budgets and reports
             run_usage.update({"usage": response.usage})
-        self.events.emit(
-            "llm.call.completed", model=model, tool_calls=[c.name for c in calls],
-            answer_preview=None if calls else preview(response.message.content),
-            input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens,
-        )
+        if events.wants("llm.call.completed"):
+            events.emit(
+                "llm.call.completed", model=model, tool_calls=[c.name for c in calls],
+                answer_preview=None if calls else preview(response.message.content),
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+            )
         return Status.SUCCESS

@@ -145,6 +145,7 @@ class ToolExecutor(AsyncNode):
         self._runners = RunnerCache()
         self._tool_sources: list[Callable[[], Awaitable[None]]] = []
         self._held: list[_Record] | None = None
+        self._visible: tuple[tuple[object, ...], ToolSet] | None = None
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
@@ -174,11 +175,23 @@ class ToolExecutor(AsyncNode):
     def reset_for_run(self) -> None:
         """Forget the guard built on the first tick; the next tick builds it anew."""
         self._enforcer = None
+        self._visible = None
 
     def visible_toolset(self) -> ToolSet:
-        """The tools the model may see: this executor's, minus those whose policy is deny."""
+        """The tools the model may see: this executor's, minus those whose policy is deny.
+
+        Worked out once per run, toolset and constraints (the model asks every turn), as the
+        guard that checks the calls is built once (`reset_for_run` forgets both).
+        """
         ctx = getattr(self, "ctx", None)
-        return visible_tools(self.toolset, ctx, self.effective_constraints)
+        constraints = self.effective_constraints
+        key = (self.toolset, ctx, constraints, getattr(ctx, "user_roles", None))
+        seen = self._visible
+        if seen is not None and all(a is b for a, b in zip(seen[0], key, strict=True)):
+            return seen[1]
+        visible = visible_tools(self.toolset, ctx, constraints)
+        self._visible = (key, visible)
+        return visible
 
     # -- the tick --------------------------------------------------------------------------------
     async def update_async(self) -> Status:
