@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -11,6 +10,7 @@ from py_trees.common import Status
 
 from jianmu.constraints import Constraints
 from jianmu.errors import LLMError
+from jianmu.execution._deadlines import within
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message, coerce_messages
 from jianmu.llm.provider import (
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from jianmu.nodes.tool_executor import ToolExecutor
 
 __all__ = ("AgentLLMNode", "recent_messages")
+
+
+def _no_answer() -> TimeoutError:
+    return TimeoutError("the model did not answer in time")
 
 
 def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Message]:
@@ -182,13 +186,14 @@ class AgentLLMNode(AsyncNode):
         )
         with scope as current:
             try:
-                # asyncio's own timeout: the runner is asyncio's, and anyio's scope costs
-                # twice as much per call
-                async with asyncio.timeout(timeout):
-                    # in a durable run, a turn the model answered is replayed, never re-asked
-                    response = await self.ctx.step(
-                        f"model:{self.path or self.name}", lambda: self._ask(messages, toolset)
-                    )
+                steps = self.ctx.steps
+                # in a durable run, a turn the model answered is replayed, never re-asked
+                asked = self._ask(messages, toolset) if steps is None else steps.run(
+                    f"model:{self.path or self.name}", lambda: self._ask(messages, toolset)
+                )
+                # the loop timer that calls starting together share (`within`), as an
+                # asyncio.timeout would, without a timer of its own per turn
+                response = await within(asked, timeout, _no_answer)
             except Exception as exc:
                 error = (
                     f"the model did not answer within {timeout:g} s"

@@ -398,7 +398,10 @@ class ReactiveRunner:
                     poll = self.config.runtime.poll_interval
                     wait = poll if remaining is None else min(poll, remaining)
                 try:
-                    await asyncio.wait_for(self._wake_event.wait(), wait)
+                    if wait is None:  # no deadline: nothing to time (wait_for would only wrap)
+                        await self._wake_event.wait()
+                    else:
+                        await asyncio.wait_for(self._wake_event.wait(), wait)
                 except TimeoutError:
                     if remaining is None or (wait is not None and wait < remaining):
                         continue  # a polling node's next tick
