@@ -14,6 +14,8 @@ JianmuError
 │   └── RunNotFoundError(KeyError)       no run with that id (or no such pending approval)
 ├── ToolError
 │   ├── ToolValidationError(ValueError)  a tool definition is invalid at registration
+│   │   └── ToolDefinitionError          a definition contradicts itself (an injected name
+│   │                                    that is also a schema property, a bad JSON Schema)
 │   ├── ToolInputError(ValueError)       the model's arguments do not fit the tool
 │   │   ├── PathEscapeError              a path leads outside the workspace
 │   │   └── MathExpressionError          a calculator expression is refused or too large
@@ -73,6 +75,7 @@ __all__ = (
     "SkillNotFoundError",
     "SkillRunError",
     "StateValidationError",
+    "ToolDefinitionError",
     "ToolDefinitionWarning",
     "ToolError",
     "ToolExecutionError",
@@ -169,6 +172,10 @@ class ToolValidationError(ToolError, ValueError):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"tool {tool!r} is invalid:\n{lines}")
+
+
+class ToolDefinitionError(ToolValidationError):
+    """A tool's declaration contradicts itself or its schema is not valid JSON Schema."""
 
 
 class ToolInputError(ToolError, ValueError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,10 @@ class ToolRunner:
             )
         if self._pool is None:
             self.workspace.mkdir(parents=True, exist_ok=True)
-            self._pool = WorkerPool(self.max_workers)
+            self._pool = pool = WorkerPool(self.max_workers)
+            # a runner dropped without close() still ends its threads (the pool itself is
+            # kept alive by them, never by a reference back to this runner)
+            weakref.finalize(self, pool.shutdown)
         timeout = self.timeout_for(tool)
         if tool.sandboxed:
             # anyio's scope: the sandbox's own cleanup relies on anyio's shielded scopes

@@ -224,23 +224,6 @@ class MCPTool(Tool):
             "mcp_trust": trust,
         }
 
-    def bind_args(
-        self,
-        args: Any,
-        injected: Mapping[str, Any] | None = None,
-        *,
-        prefer_injected: bool = True,
-    ) -> dict[str, Any]:
-        """Validate the model's arguments; injected values are never sent.
-
-        The executor injects runtime objects (``ctx``, ``state``, ``call_id``); they cannot
-        cross a process boundary, and a server parameter that happens to share a name
-        (``state``) must get the model's value, not Jianmu's.
-        """
-        if self.wraps_input:
-            return super().bind_args(args, None, prefer_injected=prefer_injected)
-        return self.validate_args(args)
-
     def validate_args(self, args: Any) -> dict[str, Any]:
         """Check the arguments against the server's schema (a plan of it is made once)."""
         params = self.parameters
@@ -250,6 +233,10 @@ class MCPTool(Tool):
         if made[1] is None:
             return _arguments.validate_with_schema(self.name, params, args)
         return _arguments.validate_planned(self.name, params, made[1], args)
+
+    async def aclose(self) -> None:
+        """Close the connection to the server (shared with the server's other tools)."""
+        await self.client.close()
 
     async def run(self, **kwargs: Any) -> Any:
         """Call the tool on its server; see `mcp_result_value` for the result."""

@@ -75,8 +75,8 @@ class RunnerCache:
             await self.runner.release()
 
     async def close(self) -> None:
-        """Close the runner (its sandbox); the next `get` builds a new one."""
-        runner, self.runner, self._signature = self.runner, None, None
+        """Close the runner (its sandbox and worker threads); the next `get` builds a new one."""
+        runner, self.runner, self._signature, self.error = self.runner, None, None, None
         if runner is not None:
             await runner.close()
 

@@ -193,6 +193,16 @@ class ToolExecutor(AsyncNode):
         self._visible = (key, visible)
         return visible
 
+    async def aclose(self) -> None:
+        """Close the sandbox and end the worker threads kept for the next run."""
+        await self._runners.close()
+
+    async def __aenter__(self) -> ToolExecutor:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
     # -- the tick --------------------------------------------------------------------------------
     async def update_async(self) -> Status:
         """Run the pending batch; RUNNING while approvals are pending, else SUCCESS."""

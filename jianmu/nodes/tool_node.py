@@ -142,6 +142,10 @@ class ToolNode(AsyncNode):
         consume_approval(self.ctx, request_id)
         return None
 
+    async def aclose(self) -> None:
+        """Close the sandbox and end the worker threads kept for the next run."""
+        await self._runners.close()
+
     async def update_async(self) -> Status:
         """Check the guard, read the input, run the tool, write the output."""
         if not self.execute:

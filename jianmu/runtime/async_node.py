@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from jianmu.runtime.steps import StepRecorder
     from jianmu.state import StateManager, StateView
 
-__all__ = ("AsyncNode", "RuntimeNode", "coerce_status")
+__all__ = ("AsyncNode", "RuntimeNode", "close_tree", "coerce_status")
 
 
 def coerce_status(value: Any) -> Status:
@@ -55,6 +55,13 @@ class RuntimeNode:
         self.ctx = ctx
         self.path = path
         self.state = state_manager.scope(self.namespace) if self.namespace else state_manager.root
+
+    async def aclose(self) -> None:
+        """Release what the node keeps from one run to the next (worker threads, sandboxes).
+
+        `ReactiveRunner.aclose` calls it on every node of the tree; a node that runs again
+        afterwards builds what it needs anew. The default keeps nothing.
+        """
 
     @property
     def effective_constraints(self) -> Constraints:
@@ -226,3 +233,11 @@ def _read(manager: StateManager, key: str) -> Any:
     namespace, _, field = key.rpartition("/")
     view = manager.scope(namespace) if namespace else manager.root
     return view.get(field)
+
+
+async def close_tree(root: Any) -> None:
+    """Await ``aclose()`` of every node of ``root`` that has one (each node once)."""
+    for node in root.iterate():
+        closer = getattr(node, "aclose", None)
+        if closer is not None:
+            await closer()

@@ -16,7 +16,7 @@ from py_trees.common import Status
 from jianmu.config import AppConfig
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
-from jianmu.runtime.async_node import AsyncNode, RuntimeNode
+from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
 from jianmu.runtime.context import RunContext, run_constraints
 from jianmu.runtime.events import EventBus
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
@@ -199,12 +199,22 @@ class ReactiveRunner:
         )
 
     async def aclose(self) -> None:
-        """Release the run's resources (sandboxes, connections) without finishing it.
+        """Release everything the run and its tree hold: sandboxes, connections, and the
+        worker threads that nodes keep between runs (each node's ``aclose``).
 
-        A run that ends does this itself; a host that drops a suspended run (a durable
-        engine parking it until a person answers) calls it.
+        A run that ends closes its sandboxes itself but lets the nodes keep their threads for
+        the next run; call this when the runner is done with (a finished agent, a durable
+        engine parking a suspended run). The runner may still run again: nodes rebuild what
+        they need. ``async with ReactiveRunner(...) as runner:`` calls it on the way out.
         """
         await self._close_resources()
+        await close_tree(self.root)
+
+    async def __aenter__(self) -> ReactiveRunner:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, status: str = "running") -> None:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 
+from jianmu.runtime.async_node import close_tree
+
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext
     from jianmu.runtime.interaction import ApprovalRequest
@@ -122,7 +124,7 @@ async def drive_subtree(
             batch = list(ctx.cancelled_tasks)
             ctx.cancelled_tasks.clear()
             await asyncio.gather(*batch, return_exceptions=True)
-        for closer in list(ctx.closers):
+        for closer in [*ctx.closers, lambda: close_tree(root)]:
             try:
                 await closer()
             except Exception as exc:  # cleanup must not hide the skill's outcome

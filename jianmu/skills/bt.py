@@ -151,6 +151,7 @@ class RunBTSkillTool(Tool):
 
     name = "run_bt_skill"
     category = "write"
+    injected_params = ("state", "call_id")  # ctx is a RunContext: injected by its type
     timeout_seconds = None  # the skill's own constraints (timeout) bound the run
     max_result_length = 20000
 

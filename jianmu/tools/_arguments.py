@@ -1,9 +1,13 @@
-"""Argument handling shared by every tool: injection merge, JSON decoding, schema checks.
+"""Argument handling shared by every tool: JSON decoding and schema checks.
 
-`FunctionTool` and the built-ins validate with pydantic; what arrives as a JSON Schema only
-(MCP tools, a `Tool` subclass with a hand-written ``input_schema``, a BT skill's inputs and
-outputs) is checked here with pydantic's lax rules for the common keywords (type, enum,
-const, required, properties, items, anyOf/oneOf/allOf, $ref, numeric and length bounds).
+`FunctionTool` and the built-ins validate with pydantic. A tool made from a JSON Schema
+(`Tool.from_schema`, `Tool.from_openai`, ``@tool(input_schema=...)``) is checked by
+`SchemaArguments`: exactly that schema, with the ``jsonschema`` library (the schema's own
+``$schema`` dialect, JSON Schema 2020-12 when it names none). What arrives as a JSON Schema
+from elsewhere (MCP tools, a `Tool` subclass with a hand-written ``input_schema``, a BT skill's
+inputs and outputs) is checked here with pydantic's lax rules for the common keywords (type,
+enum, const, required, properties, items, anyOf/oneOf/allOf, $ref, numeric and length bounds),
+since a server or a skill validates again on its side.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ from typing import Any
 from jianmu.errors import ToolInputError
 
 __all__ = (
+    "SchemaArguments",
     "accepted_names",
     "decode_container",
     "drop_default_nulls",
     "input_error",
-    "merge_injected",
     "scalar_plan",
     "schema_types",
     "single_argument",
@@ -98,37 +102,6 @@ def single_argument(schema: Mapping[str, Any], args: Any) -> Any:
     if len(required) == 1 and args is not None:
         return {required[0]: args}
     return args
-
-
-def merge_injected(
-    args: Any,
-    injected: Mapping[str, Any] | None,
-    *,
-    prefer_injected: bool,
-    schema_names: Mapping[str, Any] | frozenset[str],
-    extra_names: frozenset[str] | None,
-    self_wrapped: bool,
-) -> tuple[Any, dict[str, Any]]:
-    """Split a call into (arguments to validate, injected values passed through to ``run``).
-
-    Injected values for schema properties override the model's when ``prefer_injected``;
-    other injected values reach ``run`` only when it accepts them; the rest are dropped.
-    """
-    if self_wrapped and not isinstance(args, dict):
-        args = {"input": args} if args is not None else {}
-    else:
-        args = decode_container(args)
-    if not injected or not isinstance(args, dict):
-        return args, {}
-    model_args = dict(args)
-    passthrough: dict[str, Any] = {}
-    for key, value in injected.items():
-        if key in schema_names:
-            if prefer_injected or key not in model_args:
-                model_args[key] = value
-        elif extra_names is None or key in extra_names:
-            passthrough[key] = value
-    return model_args, passthrough
 
 
 # -- a small lax JSON Schema checker -------------------------------------------------------
@@ -468,3 +441,110 @@ def _allowed(schema: Mapping[str, Any]) -> list[str]:
     """The arguments an object ``schema`` allows, for an error message."""
     required = schema.get("required") or ()
     return [f"{k}{' (required)' if k in required else ''}" for k in schema.get("properties") or {}]
+
+
+# -- exactly a JSON Schema ----------------------------------------------------------------------
+
+_PLAIN_TOP = frozenset({
+    "type", "properties", "required", "additionalProperties", "title", "description",
+    "$schema", "$comment", "examples",
+})
+_MAX_PROBLEM = 300
+
+
+def _exact_plan(schema: Mapping[str, Any]) -> Plan | None:
+    """`scalar_plan` for a schema whose top level says nothing else that could refuse."""
+    if schema.get("type") != "object" or not schema.keys() <= _PLAIN_TOP:
+        return None
+    if not isinstance(schema.get("additionalProperties", True), bool):
+        return None
+    return scalar_plan(schema)
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of JSON-shaped containers, so a tool never changes the model's stored call."""
+    if type(value) is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_fresh(v) for v in value]
+    return value
+
+
+class SchemaArguments:
+    """Checks a call's arguments against exactly one JSON Schema.
+
+    The schema's dialect is its ``$schema``, JSON Schema 2020-12 when it names none; nothing
+    is coerced (``"2"`` is not an integer) and the tool receives a copy of exactly what the
+    model sent. Every problem is reported with its JSON path (``$.items[0].qty``).
+
+    Args:
+        tool: the tool's name, for messages.
+        schema: the object schema of the arguments.
+        accepted: the keyword names the function accepts, ``None`` when it takes
+            ``**kwargs``: an argument it cannot take is refused by name, even where the schema
+            allows more properties.
+
+    Raises:
+        ToolDefinitionError: the schema is not a valid JSON Schema.
+    """
+
+    def __init__(
+        self, tool: str, schema: Mapping[str, Any], *, accepted: frozenset[str] | None
+    ) -> None:
+        from jsonschema import Draft202012Validator, validators
+        from jsonschema.exceptions import SchemaError
+
+        from jianmu.errors import ToolDefinitionError
+
+        cls = validators.validator_for(schema, default=Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except SchemaError as exc:
+            where = "/".join(str(p) for p in exc.path) or "the root"
+            raise ToolDefinitionError(
+                tool, [f"input schema is not a valid JSON Schema at {where}: {exc.message}"]
+            ) from None
+        self.tool = tool
+        self.schema = schema
+        self.accepted = accepted
+        self._validator = cls(schema)
+        self._plan = _exact_plan(schema)
+        self._allowed = _allowed(schema)
+
+    def validate(self, args: Any) -> dict[str, Any]:
+        """The arguments, copied, when the schema accepts them.
+
+        Raises:
+            ToolInputError: listing every problem with its JSON path.
+        """
+        args = decode_container(args)
+        if not isinstance(args, dict):
+            raise input_error(
+                self.tool,
+                [f"$: arguments must be a JSON object, got {type(args).__name__} {args!r}"],
+                self._allowed,
+            )
+        plan = self._plan
+        if plan is not None:
+            kinds, required = plan
+            for key, value in args.items():
+                expected = kinds.get(key)
+                if expected is None or type(value) not in expected:
+                    break
+            else:
+                if all(key in args for key in required):
+                    return dict(args)  # scalars only: a shallow copy is a copy
+        problems: list[str] = []
+        accepted = self.accepted
+        if accepted is not None:
+            problems += [
+                f"unknown argument {key!r}; the tool takes {', '.join(sorted(accepted)) or 'none'}"
+                for key in args if key not in accepted
+            ]
+        errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+        for err in errors:
+            text = f"{err.json_path}: {err.message}"
+            problems.append(text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 1] + "…")
+        if problems:
+            raise input_error(self.tool, problems, self._allowed)
+        return _fresh(args)  # type: ignore[no-any-return]

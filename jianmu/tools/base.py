@@ -2,8 +2,15 @@
 
 A tool describes itself with class attributes (name, description, JSON Schemas and the
 metadata of seed 002) and implements ``run()``. The framework calls ``execute()``, which
-validates the model's arguments, merges injected values, and either hands the call to a
-`ToolRunner` or runs it here under the tool's timeout.
+validates the model's arguments, adds the runtime's values to the parameters that declare
+themselves injected, and either hands the call to a `ToolRunner` or runs it here under the
+tool's timeout. `Tool.from_schema` and `Tool.from_openai` make a tool from a function and a
+JSON Schema (a `SchemaTool`).
+
+Injection is by declaration, never by name: the runtime's values (``ctx``, ``state``,
+``call_id``) reach only a parameter annotated ``Injected[T]`` or typed `RunContext`, or named
+in ``injected_params`` (``@tool(injected=[...])``). A schema property called ``state`` gets
+the model's value; a parameter declared injected may not also be a schema property.
 
 Derived defaults (documented once, here):
 
@@ -16,6 +23,7 @@ Derived defaults (documented once, here):
 from __future__ import annotations
 
 import abc
+import copy
 import importlib
 import inspect
 import sys
@@ -27,14 +35,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Un
 import anyio
 import anyio.to_thread
 
-from jianmu.errors import ToolTimeoutError, ToolValidationError
+from jianmu.errors import ToolDefinitionError, ToolTimeoutError, ToolValidationError
 from jianmu.execution._deadlines import on_asyncio, within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
 from jianmu.tools.definition import ToolDefinitionMixin
 from jianmu.tools.schema import (
     FunctionSchema,
+    InjectedParam,
+    declared_injection,
+    fill_injected,
     function_schema,
+    injection_clashes,
     structural_problems,
 )
 
@@ -48,7 +60,9 @@ __all__ = (
     "Category",
     "FunctionTool",
     "Permission",
+    "SchemaTool",
     "Tool",
+    "ToolMetadata",
     "tool",
 )
 
@@ -117,6 +131,9 @@ class Tool(ToolDefinitionMixin, abc.ABC):
     """True for tools that run code or commands; they also implement ``run_sandboxed``."""
     remote: bool = False
     """True for tools that another process serves (an MCP server's)."""
+    injected_params: tuple[str, ...] = ()
+    """Parameters of ``run`` that the runtime fills (``ctx``, ``state``, ``call_id``), never
+    the model; ``Injected[T]`` and `RunContext` annotations declare them too."""
     bounds_own_wait: ClassVar[bool] = False
     """True when ``run`` itself stops at ``timeout_seconds`` (an MCP client's read timeout):
     ``execute`` then sets no timer of its own."""
@@ -180,6 +197,26 @@ class Tool(ToolDefinitionMixin, abc.ABC):
         """Names the schema may declare; ``None`` when ``run`` takes ``**kwargs``."""
         return _arguments.accepted_names(self.run)
 
+    def injection(self) -> tuple[InjectedParam, ...]:
+        """The parameters of ``run`` the runtime fills: annotated ``Injected[T]`` or
+        `RunContext`, or named in ``injected_params``.
+
+        Raises:
+            ToolDefinitionError: one of them is also a property of the input schema, or
+                ``injected_params`` names a parameter ``run`` does not have.
+        """
+        params = self.parameters
+        cached = self.__dict__.get("_jm_inject")
+        if cached is not None and cached[0] is params:
+            return cached[1]  # type: ignore[no-any-return]
+        try:
+            found = declared_injection(self.run, tuple(self.injected_params))
+        except ToolDefinitionError as exc:
+            raise ToolDefinitionError(self.name, exc.problems) from None
+        injection_clashes(self.name, found, params.get("properties") or {})
+        self.__dict__["_jm_inject"] = (params, found)
+        return found
+
     # -- calling ----------------------------------------------------------------------------
 
     def validate_args(self, args: Any) -> dict[str, Any]:
@@ -190,21 +227,22 @@ class Tool(ToolDefinitionMixin, abc.ABC):
         """
         return _arguments.validate_with_schema(self.name, self.parameters, args)
 
-    def bind_args(
-        self, args: Any, injected: Mapping[str, Any] | None = None, *, prefer_injected: bool = True
-    ) -> dict[str, Any]:
-        """Merge ``injected`` into ``args`` and validate: the dict that ``invoke`` takes.
+    def bind_args(self, args: Any, injected: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Validate the model's ``args`` and add the runtime's values: what ``invoke`` takes.
 
-        Injected values the tool does not declare are dropped, so callers may inject freely.
+        Only the parameters that declare themselves injected (`injection`) get a value from
+        ``injected``; every other injected value is dropped, whatever its name.
+
+        Raises:
+            ToolInputError: the arguments do not fit the schema.
+            ToolExecutionError: an injected parameter without a default got no value.
         """
-        params = self.parameters.get("properties", {})
-        extras = _arguments.accepted_names(self.run)
-        model_args, passthrough = _arguments.merge_injected(
-            args, injected, prefer_injected=prefer_injected, schema_names=params,
-            extra_names=extras, self_wrapped=self.wraps_input,
-        )
-        values = self.validate_args(model_args)
-        values.update(passthrough)
+        if self.wraps_input and not isinstance(args, dict):
+            args = {"input": args} if args is not None else {}
+        values = self.validate_args(args)
+        injection = self.injection()
+        if injection:
+            fill_injected(self.name, injection, values, injected)
         return values
 
     async def invoke(
@@ -242,9 +280,8 @@ class Tool(ToolDefinitionMixin, abc.ABC):
         *,
         injected: Mapping[str, Any] | None = None,
         runner: ToolRunner | None = None,
-        prefer_injected: bool = True,
     ) -> Any:
-        """Merge ``injected``, validate, and run here or through ``runner``.
+        """Validate, add the declared injected values, and run here or through ``runner``.
 
         Returns:
             The tool's raw result.
@@ -254,7 +291,7 @@ class Tool(ToolDefinitionMixin, abc.ABC):
             ToolTimeoutError: the call ran past ``timeout_seconds``.
             Exception: whatever the tool itself raised.
         """
-        call_args = self.bind_args(args, injected, prefer_injected=prefer_injected)
+        call_args = self.bind_args(args, injected)
         if runner is not None:
             return await runner.run(self, call_args)
         timeout = self.timeout_seconds
@@ -276,6 +313,48 @@ class Tool(ToolDefinitionMixin, abc.ABC):
             if isinstance(exc, ToolTimeoutError):
                 raise
             raise timed_out() from None
+
+    async def aclose(self) -> None:
+        """Release what the tool holds (a connection to its server); a no-op by default."""
+
+    @classmethod
+    def from_schema(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str,
+        description: str,
+        input_schema: Mapping[str, Any],
+        output_schema: Mapping[str, Any] | None = None,
+        **metadata: Unpack[ToolMetadata],
+    ) -> SchemaTool:
+        """A tool that checks its arguments against exactly ``input_schema`` and calls ``fn``.
+
+        As pydantic-ai's ``Tool.from_schema`` or the OpenAI Agents SDK's ``FunctionTool``:
+        ``fn`` (sync or async) receives exactly the model's arguments that pass the schema.
+        ``metadata`` takes what `@tool` takes (`ToolMetadata`); see `SchemaTool`.
+        """
+        return SchemaTool(
+            fn, name=name, description=description, input_schema=input_schema,
+            output_schema=output_schema, **metadata,
+        )
+
+    @classmethod
+    def from_openai(
+        cls,
+        definition: Mapping[str, Any],
+        fn: Callable[..., Any],
+        **metadata: Unpack[ToolMetadata],
+    ) -> SchemaTool:
+        """A tool from an OpenAI function definition and the function that implements it.
+
+        ``definition`` is ``{"type": "function", "function": {"name", "description",
+        "parameters"}}`` or the inner dict; its ``parameters`` are the input schema.
+
+        Raises:
+            ToolDefinitionError: the definition has no name, or its schema is not valid.
+        """
+        return _from_openai(definition, fn, metadata)
 
     def as_node(
         self,
@@ -301,31 +380,112 @@ class Tool(ToolDefinitionMixin, abc.ABC):
         return f"<{type(self).__name__} {self.name!r} category={self.category!r}>"
 
 
-class ToolOptions(TypedDict, total=False):
-    """The keyword options of `@tool(...)`; `FunctionTool` documents their defaults."""
+class ToolMetadata(TypedDict, total=False):
+    """What a tool says about itself besides its schema; `@tool`, `Tool.from_schema` and
+    `Tool.from_openai` take the same keywords.
 
-    name: str | None
-    description: str | None
-    input_schema: dict[str, Any] | None
-    output_schema: dict[str, Any] | None
+    ``read_only`` is the short form of ``category="read"`` (``False``: ``"write"``),
+    ``confirm=True`` of ``permission="user_confirm"``, ``timeout`` of ``timeout_seconds``;
+    ``effects`` is a category name or a list of effect tags. ``parallel_safe`` and
+    ``idempotent`` default to ``True`` only for reads, ``max_retries`` to 2 only for
+    idempotent tools.
+    """
+
     category: Category
+    read_only: bool
     permission: Permission
-    parallel_safe: bool | None
+    confirm: bool
+    effects: str | tuple[str, ...] | list[str]
     effect_tags: tuple[str, ...] | list[str]
-    timeout_seconds: float | None
+    parallel_safe: bool | None
     idempotent: bool | None
     max_retries: int | None
+    timeout: float | None
+    timeout_seconds: float | None
     max_result_length: int
     tags: tuple[str, ...] | list[str]
     version: str
     examples: tuple[str, ...] | list[str]
     deprecated: bool
     metadata: Mapping[str, Any] | None
+
+
+class ToolOptions(ToolMetadata, total=False):
+    """The keyword options of `@tool(...)`; `FunctionTool` documents their defaults."""
+
+    name: str | None
+    description: str | None
+    input_schema: dict[str, Any] | None
+    output_schema: dict[str, Any] | None
+    injected: tuple[str, ...] | list[str]
     docstring_format: str
 
 
+def _apply_metadata(target: Tool, options: ToolMetadata, *, default_category: str) -> None:
+    """Set ``target``'s metadata attributes from ``options`` (see `ToolMetadata`).
+
+    Raises:
+        ToolValidationError: contradicting options, or a category, permission or
+            combination the guard refuses (a dangerous tool that asks nobody).
+    """
+    unknown = set(options) - set(ToolMetadata.__annotations__)
+    if unknown:
+        raise TypeError(f"unknown tool option(s): {', '.join(sorted(unknown))}")
+    effects = options.get("effects", ())
+    tags = tuple(options.get("effect_tags", ()))
+    category = options.get("category")
+    if isinstance(effects, str):
+        if effects in CATEGORIES:
+            category = category or effects  # type: ignore[assignment]
+        else:
+            tags += (effects,)
+    else:
+        tags += tuple(effects)
+    read_only = options.get("read_only")
+    problems: list[str] = []
+    if read_only is not None:
+        implied = "read" if read_only else (category if category not in (None, "read") else "write")
+        if category is not None and category != implied:
+            problems.append(f"read_only={read_only} contradicts category={category!r}")
+        category = implied  # type: ignore[assignment]
+    category = category or default_category  # type: ignore[assignment]
+    permission = options.get("permission")
+    if permission is None:
+        permission = "user_confirm" if options.get("confirm") else "auto"
+    elif options.get("confirm") and permission == "auto":
+        problems.append("confirm=True contradicts permission='auto'")
+    if problems:
+        raise ToolValidationError(target.name, problems)
+    reads = category == "read"
+    idempotent = options.get("idempotent")
+    idempotent = reads if idempotent is None else idempotent
+    parallel_safe = options.get("parallel_safe")
+    max_retries = options.get("max_retries")
+    target.category = category  # type: ignore[assignment]
+    target.permission = permission
+    target.idempotent = idempotent
+    target.parallel_safe = reads if parallel_safe is None else parallel_safe
+    target.max_retries = (2 if idempotent else 0) if max_retries is None else max_retries
+    target.effect_tags = tags
+    target.timeout_seconds = (
+        options["timeout"] if "timeout" in options else options.get("timeout_seconds", 30.0)
+    )
+    target.max_result_length = options.get("max_result_length", 20000)
+    target.tags = tuple(options.get("tags", ()))
+    target.version = options.get("version", "1.0.0")
+    target.examples = tuple(options.get("examples", ()))
+    target.deprecated = options.get("deprecated", False)
+    target.metadata = dict(options.get("metadata") or {})
+
+
 class FunctionTool(Tool):
-    """A tool made from a plain function by `@tool`; the schema comes from its signature."""
+    """A tool made from a plain function by `@tool`; the schema comes from its signature.
+
+    With an explicit ``input_schema``, arguments are checked by exactly that schema (as for
+    `Tool.from_schema`) and the function receives what the model sent, plus its injected
+    parameters. ``injected`` names parameters the runtime fills (``state``, ``call_id``);
+    see `ToolMetadata` for the rest. The category defaults to ``read``.
+    """
 
     def __init__(
         self,
@@ -335,51 +495,39 @@ class FunctionTool(Tool):
         description: str | None = None,
         input_schema: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | None = None,
-        category: Category = "read",
-        permission: Permission = "auto",
-        parallel_safe: bool | None = None,
-        effect_tags: tuple[str, ...] | list[str] = (),
-        timeout_seconds: float | None = 30.0,
-        idempotent: bool | None = None,
-        max_retries: int | None = None,
-        max_result_length: int = 20000,
-        tags: tuple[str, ...] | list[str] = (),
-        version: str = "1.0.0",
-        examples: tuple[str, ...] | list[str] = (),
-        deprecated: bool = False,
-        metadata: Mapping[str, Any] | None = None,
+        injected: tuple[str, ...] | list[str] = (),
         docstring_format: str = "auto",
         namespace: Mapping[str, Any] | None = None,
+        **options: Unpack[ToolMetadata],
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@tool needs a function, got {fn!r}")
         self._fn = fn
         self._schema: FunctionSchema = function_schema(
-            fn, docstring_format=docstring_format, namespace=namespace
+            fn, docstring_format=docstring_format, namespace=namespace,
+            injected_names=tuple(injected),
         )
         self.name = name if name is not None else self._schema.name
         self.description = description if description is not None else self._schema.description
         self._explicit_input = input_schema is not None
         self.input_schema = input_schema if input_schema is not None else self._schema.parameters
         self._explicit_output = output_schema
-        self.category = category
-        self.permission = permission
-        self.idempotent = category == "read" if idempotent is None else idempotent
-        self.parallel_safe = category == "read" if parallel_safe is None else parallel_safe
-        self.max_retries = (2 if self.idempotent else 0) if max_retries is None else max_retries
-        self.effect_tags = tuple(effect_tags)
-        self.timeout_seconds = timeout_seconds
-        self.max_result_length = max_result_length
-        self.tags = tuple(tags)
-        self.version = version
-        self.examples = tuple(examples)
-        self.deprecated = deprecated
-        self.metadata = dict(metadata or {})
+        _apply_metadata(self, options, default_category="read")
         if self._schema.is_async:
             self.run = self._run_async  # type: ignore[method-assign]
         problems = structural_problems(self)
         if problems:
             raise ToolValidationError(self.name, problems)
+        self._exact: _arguments.SchemaArguments | None = None
+        if input_schema is not None:
+            injection_clashes(self.name, self._schema.injection, self.parameters["properties"])
+            accepted = self._schema.signature_names
+            if accepted is not None:
+                accepted -= {p.name for p in self._schema.injection}
+            self._exact = _arguments.SchemaArguments(
+                self.name, self.parameters,
+                accepted=None if self.wraps_input else accepted,
+            )
 
     @property  # type: ignore[override]
     def output_schema(self) -> dict[str, Any]:
@@ -421,25 +569,25 @@ class FunctionTool(Tool):
     def _signature_params(self) -> frozenset[str] | None:
         return self._schema.signature_names
 
+    def injection(self) -> tuple[InjectedParam, ...]:
+        """The function's injected parameters (checked against the schema when made)."""
+        return self._schema.injection
+
     def validate_args(self, args: Any) -> dict[str, Any]:
-        """Validate with the pydantic model built from the signature (lax mode).
+        """Validate with the explicit schema, else the pydantic model of the signature (lax).
 
         Raises:
             ToolInputError: listing every problem, injected parameters never mentioned.
         """
-        if self._explicit_input and self.wraps_input:
-            return super().validate_args(args)
+        if self._exact is not None:
+            return self._exact.validate(args)
         return self._schema.validate(self.name, args)
 
-    def bind_args(
-        self, args: Any, injected: Mapping[str, Any] | None = None, *, prefer_injected: bool = True
-    ) -> dict[str, Any]:
-        """Validate the model's arguments and fill injected parameters from ``injected``."""
-        if self._explicit_input and self.wraps_input:
-            return super().bind_args(args, injected, prefer_injected=prefer_injected)
-        return self._schema.bind(
-            self.name, args, injected, prefer_injected=prefer_injected
-        )
+    def bind_args(self, args: Any, injected: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Validate the model's arguments and fill the injected parameters from ``injected``."""
+        if self._exact is not None:
+            return super().bind_args(args, injected)
+        return self._schema.bind(self.name, args, injected)
 
     async def invoke(
         self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None,
@@ -460,6 +608,131 @@ class FunctionTool(Tool):
 
     def __repr__(self) -> str:
         return f"<FunctionTool {self.name!r} of {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+
+class SchemaTool(Tool):
+    """A tool made from a function and a JSON Schema: `Tool.from_schema`, `Tool.from_openai`.
+
+    The model's arguments are checked by exactly the given schema (see
+    `jianmu.tools._arguments.SchemaArguments`: its own dialect, 2020-12 by default, nothing
+    coerced), and ``fn`` (sync or async) receives a copy of exactly what the model sent: no
+    extras and no injected values. Export gives back the given schema unchanged. The category
+    defaults to ``write`` (a function's effects are unknown: its calls run one at a time and
+    are never retried) unless ``read_only=True`` or ``category`` says otherwise.
+
+    Raises:
+        ToolDefinitionError: the schema is not valid JSON Schema, or names a property that
+            ``fn`` cannot take.
+        ToolValidationError: a bad name, category or permission.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str,
+        description: str,
+        input_schema: Mapping[str, Any],
+        output_schema: Mapping[str, Any] | None = None,
+        **options: Unpack[ToolMetadata],
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"a tool needs a function, got {fn!r}")
+        if not isinstance(input_schema, Mapping):
+            raise ToolDefinitionError(str(name), [
+                f"input_schema must be a JSON Schema object, got {type(input_schema).__name__}"
+            ])
+        self.name = name
+        self.description = description or ""
+        self.input_schema = copy.deepcopy(dict(input_schema))
+        self.output_schema = dict(output_schema) if output_schema is not None else {}
+        self._fn = fn
+        _apply_metadata(self, options, default_category="write")
+        problems = structural_problems(self)
+        if problems:
+            raise ToolValidationError(self.name, problems)
+        accepted = _arguments.accepted_names(fn)
+        properties = self.parameters.get("properties") or {}
+        if accepted is not None and not self.wraps_input:
+            missing = [p for p in properties if p not in accepted]
+            if missing:
+                raise ToolDefinitionError(self.name, [
+                    f"schema property {p!r} is not a parameter of the function "
+                    f"({', '.join(sorted(accepted)) or 'none'})" for p in missing
+                ])
+        self._arguments = _arguments.SchemaArguments(
+            self.name, self.parameters, accepted=None if self.wraps_input else accepted
+        )
+        call = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
+        if inspect.iscoroutinefunction(inspect.unwrap(fn)) or inspect.iscoroutinefunction(call):
+            self.run = self._run_async  # type: ignore[method-assign]
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The given schema as it is (a non-object schema is wrapped as ``input``)."""
+        if self.input_schema.get("type") == "object":
+            return self.input_schema
+        return super().parameters
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The wrapped function."""
+        return self._fn
+
+    def injection(self) -> tuple[InjectedParam, ...]:
+        """Nothing: the function receives only the model's arguments."""
+        return ()
+
+    def validate_args(self, args: Any) -> dict[str, Any]:
+        """Check ``args`` against exactly the given schema; a copy of them.
+
+        Raises:
+            ToolInputError: every problem, each with its JSON path.
+        """
+        return self._arguments.validate(args)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function with the model's arguments."""
+        return self._fn(*args, **kwargs)
+
+    async def _run_async(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<SchemaTool {self.name!r} of {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+
+def _openai_function(definition: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The inner ``{"name", "description", "parameters"}`` of an OpenAI tool definition."""
+    if not isinstance(definition, Mapping):
+        raise ToolDefinitionError("?", [
+            f"an OpenAI tool definition is a dict, got {type(definition).__name__}"
+        ])
+    if definition.get("type") == "function" or "function" in definition:
+        inner = definition.get("function")
+        if not isinstance(inner, Mapping):
+            raise ToolDefinitionError("?", [
+                "an OpenAI tool definition of type 'function' needs a 'function' object"
+            ])
+        return inner
+    return definition
+
+
+def _from_openai(definition: Mapping[str, Any], fn: Callable[..., Any],
+                 options: ToolMetadata) -> SchemaTool:
+    function = _openai_function(definition)
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise ToolDefinitionError("?", [
+            f"the definition has no 'name' (keys: {', '.join(function) or 'none'})"
+        ])
+    parameters = function.get("parameters")
+    if parameters is None:
+        parameters = {"type": "object", "properties": {}}
+    return SchemaTool(
+        fn, name=name, description=str(function.get("description") or ""),
+        input_schema=parameters, **options,
+    )
 
 
 @overload

@@ -57,6 +57,7 @@ class ToolRegistry:
         if not isinstance(tool, Tool):
             raise TypeError(f"register() takes a Tool, got {tool!r}; wrap functions with @tool")
         tool.check_definition(require_parameter_descriptions=self.require_parameter_descriptions)
+        tool.injection()  # an injected parameter may not shadow a schema property
         key = name_key(tool.name)
         assert key is not None  # check_definition refused any other name
         self._tools[key] = tool

@@ -16,14 +16,14 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from jianmu.errors import ToolExecutionError, ToolValidationError
+from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import (
     decode_container,
     drop_default_nulls,
@@ -47,8 +47,12 @@ __all__ = (
     "NAME_PATTERN",
     "FunctionSchema",
     "Injected",
+    "InjectedParam",
     "check_definition",
+    "declared_injection",
+    "fill_injected",
     "function_schema",
+    "injection_clashes",
     "strip_titles",
     "structural_problems",
     "to_mcp_annotations",
@@ -82,10 +86,113 @@ _CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_nam
 
 
 @dataclass(frozen=True)
-class _InjectedParam:
+class InjectedParam:
+    """A parameter the runtime fills (never the model): its name, whether it takes the run
+    context (under ``ctx``, ``context`` or ``run_context``), and whether it may be left out."""
+
     name: str
     context: bool
     has_default: bool
+
+
+def fill_injected(
+    tool: str,
+    params: tuple[InjectedParam, ...],
+    values: dict[str, Any],
+    injected: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """Add to ``values`` the runtime's value of each declared injected parameter.
+
+    Only the parameters in ``params`` are filled: an injected value that no parameter declares
+    is dropped, whatever its name, so it can never stand in for a model's argument.
+
+    Raises:
+        ToolExecutionError: a parameter without a default was given no value.
+    """
+    for param in params:
+        if injected:
+            if param.name in injected:
+                values[param.name] = injected[param.name]
+                continue
+            if param.context:
+                found = next((injected[k] for k in _CONTEXT_KEYS if k in injected), None)
+                if found is not None:
+                    values[param.name] = found
+                    continue
+        if not param.has_default:
+            raise ToolExecutionError(
+                f"tool {tool!r} needs the injected value {param.name!r}; the caller must "
+                f"pass it in injected={{{param.name!r}: ...}}"
+                + (" (or the run context as 'ctx')" if param.context else "")
+            )
+    return values
+
+
+def declared_injection(
+    fn: Callable[..., Any], names: tuple[str, ...] | frozenset[str] = ()
+) -> tuple[InjectedParam, ...]:
+    """The injected parameters of ``fn``: those annotated ``Injected[T]`` or typed
+    `RunContext`, and those named in ``names``.
+
+    Raises:
+        ToolDefinitionError: a name in ``names`` is not a parameter of ``fn``.
+    """
+    target = fn.__call__ if _is_callable_object(fn) else fn  # type: ignore[operator]
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        sig = None
+    params = {} if sig is None else {
+        p.name: p for p in sig.parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    unknown = [n for n in names if n not in params]
+    if unknown:
+        tool = getattr(fn, "__name__", type(fn).__name__)
+        raise ToolDefinitionError(tool, [
+            f"injected parameter {n!r} is not a parameter of {tool!r} "
+            f"({', '.join(params) or 'none'})" for n in unknown
+        ])
+    if sig is None:
+        return ()
+    hints, failed = _resolve_hints(target, sig, None)
+    out: list[InjectedParam] = []
+    for pname, param in params.items():
+        has_default = param.default is not inspect.Parameter.empty
+        raw = failed.get(pname)
+        annotation = hints.get(pname, inspect.Parameter.empty)
+        if raw is not None:
+            context = bool(_CONTEXT_STR.match(raw))
+            marked = context or bool(_INJECTED_STR.match(raw))
+        else:
+            context = annotation is not inspect.Parameter.empty and _is_context_type(annotation)
+            marked = annotation is not inspect.Parameter.empty and _is_injected(annotation)
+        if marked or pname in names:
+            out.append(InjectedParam(pname, context, has_default))
+    return tuple(out)
+
+
+def injection_clashes(
+    tool: str, params: tuple[InjectedParam, ...], properties: Mapping[str, Any]
+) -> None:
+    """Refuse a tool that declares an injected parameter named like a schema property.
+
+    Raises:
+        ToolDefinitionError: naming each clash.
+    """
+    clashes = [p.name for p in params if p.name in properties]
+    if clashes:
+        raise ToolDefinitionError(tool, [
+            f"parameter {name!r} is declared injected but is also a property of the input "
+            "schema: the model's value and the runtime's would compete; rename one of them"
+            for name in clashes
+        ])
+
+
+def _is_callable_object(fn: Any) -> bool:
+    return not (inspect.isfunction(fn) or inspect.ismethod(fn)) and not isinstance(
+        fn, functools.partial
+    ) and callable(fn) and not inspect.isbuiltin(fn) and not isinstance(fn, type)
 
 
 def _is_context_type(tp: Any) -> bool:
@@ -131,7 +238,7 @@ class FunctionSchema:
         parameters: dict[str, Any],
         model: type[BaseModel] | Callable[[], type[BaseModel]],
         fields: tuple[tuple[str, str], ...],
-        injected: tuple[_InjectedParam, ...],
+        injected: tuple[InjectedParam, ...],
         positional: tuple[str, ...],
         signature_names: frozenset[str] | None,
         is_async: bool,
@@ -231,34 +338,17 @@ class FunctionSchema:
         tool: str,
         args: Any,
         injected: Mapping[str, Any] | None,
-        *,
-        prefer_injected: bool = True,
     ) -> dict[str, Any]:
-        """Validate ``args`` and fill injected parameters from ``injected``."""
-        args = decode_container(args)
-        if injected and isinstance(args, dict) and not self._props.keys().isdisjoint(injected):
-            merged = dict(args)
-            for key, value in injected.items():
-                if key in self._props and (prefer_injected or key not in merged):
-                    merged[key] = value
-            args = merged
+        """Validate the model's ``args``, then fill the declared injected parameters."""
         values = self.validate(tool, args)
-        for param in self._injected:
-            if injected and param.name in injected:
-                values[param.name] = injected[param.name]
-                continue
-            if param.context and injected:
-                found = next((injected[k] for k in _CONTEXT_KEYS if k in injected), None)
-                if found is not None:
-                    values[param.name] = found
-                    continue
-            if not param.has_default:
-                raise ToolExecutionError(
-                    f"tool {tool!r} needs the injected value {param.name!r}; the caller must "
-                    f"pass it in injected={{{param.name!r}: ...}}"
-                    + (" (or the run context as 'ctx')" if param.context else "")
-                )
+        if self._injected:
+            fill_injected(tool, self._injected, values, injected)
         return values
+
+    @property
+    def injection(self) -> tuple[InjectedParam, ...]:
+        """The injected parameters."""
+        return self._injected
 
     def unwrap_input(self, args: dict[str, Any]) -> dict[str, Any]:
         """Map a wrapped ``{"input": v}`` call onto the function's first parameter."""
@@ -336,18 +426,21 @@ def function_schema(
     *,
     docstring_format: str = "auto",
     namespace: Mapping[str, Any] | None = None,
+    injected_names: Iterable[str] = (),
     _fast: bool = True,
 ) -> FunctionSchema:
     """Build the schema and validator of ``fn`` from its signature and docstring.
 
+    Parameters annotated ``Injected[T]`` or typed `RunContext`, and those named in
+    ``injected_names``, are injected: left out of the schema, filled by the runtime.
+
     Raises:
         ToolValidationError: the signature cannot be described (``*args``, an annotation that
             cannot be resolved, a type pydantic cannot handle).
+        ToolDefinitionError: a name in ``injected_names`` is not a parameter of ``fn``.
     """
     target: Callable[..., Any] = fn
-    if not (inspect.isfunction(fn) or inspect.ismethod(fn)) and not isinstance(
-        fn, functools.partial
-    ) and callable(fn) and not inspect.isbuiltin(fn) and not isinstance(fn, type):
+    if _is_callable_object(fn):
         target = fn.__call__  # type: ignore[operator]  # a callable object: its __call__
     raw_name = getattr(inspect.unwrap(getattr(target, "__func__", target)), "__name__", None)
     name = raw_name if raw_name and raw_name != "__call__" else type(fn).__name__
@@ -361,9 +454,19 @@ def function_schema(
     problems: list[str] = []
     fields: dict[str, Any] = {}
     field_map: list[tuple[str, str]] = []
-    injected: list[_InjectedParam] = []
+    injected: list[InjectedParam] = []
     positional: list[str] = []
     var_kw = False
+    declared = frozenset(injected_names)
+    unknown = declared - {
+        p.name for p in sig.parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    if unknown:
+        raise ToolDefinitionError(str(name), [
+            f"injected parameter {n!r} is not a parameter of the function "
+            f"({', '.join(sig.parameters) or 'none'})" for n in sorted(unknown)
+        ])
     # The fast path assembles the object schema from cached per-type schemas (each made by
     # pydantic) and builds the validating model only on first use; anything a per-type
     # schema cannot express exactly (Field infos, $defs, odd defaults) takes the model path.
@@ -381,8 +484,8 @@ def function_schema(
         has_default = param.default is not inspect.Parameter.empty
         if pname in failed:
             raw = failed[pname]
-            if _INJECTED_STR.match(raw) or _CONTEXT_STR.match(raw):
-                injected.append(_InjectedParam(pname, "RunContext" in raw, has_default))
+            if pname in declared or _INJECTED_STR.match(raw) or _CONTEXT_STR.match(raw):
+                injected.append(InjectedParam(pname, "RunContext" in raw, has_default))
                 continue
             problems.append(
                 f"cannot resolve the annotation {raw!r} of parameter {pname!r}; import the "
@@ -390,8 +493,11 @@ def function_schema(
             )
             continue
         annotation = hints.get(pname, inspect.Parameter.empty)
-        if annotation is not inspect.Parameter.empty and _is_injected(annotation):
-            injected.append(_InjectedParam(pname, _is_context_type(annotation), has_default))
+        if pname in declared or (
+            annotation is not inspect.Parameter.empty and _is_injected(annotation)
+        ):
+            context = annotation is not inspect.Parameter.empty and _is_context_type(annotation)
+            injected.append(InjectedParam(pname, context, has_default))
             continue
         if param.kind is param.POSITIONAL_ONLY:
             positional.append(pname)

@@ -12,12 +12,12 @@ import copy
 import dataclasses
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from jianmu.errors import ToolError, ToolNotFoundError, ToolValidationError
-from jianmu.tools.base import Tool
+from jianmu.errors import ToolDefinitionError, ToolError, ToolNotFoundError, ToolValidationError
+from jianmu.tools.base import Tool, ToolMetadata, _openai_function
 from jianmu.tools.calls import ToolCall, ToolResult, not_json_message
 from jianmu.tools.names import (
     check_tool_name,
@@ -106,6 +106,7 @@ class ToolSet:
                 raise TypeError(
                     f"ToolSet holds Tool instances, got {t!r}; wrap functions with @tool"
                 )
+            t.injection()  # a tool whose injected parameter shadows a property is refused here
             index[_key(t)] = t
         self._index = index
         # a tool's own name is a valid one (`_key` checked it): the common lookup is one dict get
@@ -117,6 +118,49 @@ class ToolSet:
     @classmethod
     def from_tools(cls, tools: Iterable[Tool]) -> ToolSet:
         """A set of the given tool instances (last one of a name wins)."""
+        return cls(tools)
+
+    @classmethod
+    def from_openai(
+        cls,
+        definitions: Iterable[Mapping[str, Any]],
+        functions: Mapping[str, Callable[..., Any]] | Iterable[Callable[..., Any]],
+        *,
+        metadata: Mapping[str, ToolMetadata] | None = None,
+    ) -> ToolSet:
+        """Tools from OpenAI function definitions, each calling the function of its name.
+
+        ``functions`` maps each definition's name to its function, or lists functions whose
+        ``__name__`` is that name; ``metadata`` gives a tool's `ToolMetadata` by name
+        (``{"cancel_order": {"confirm": True}}``). See `Tool.from_openai`.
+
+        Raises:
+            ToolDefinitionError: a definition without a function, a function without a
+                definition, or a definition that is not valid.
+        """
+        if isinstance(functions, Mapping):
+            by_name = dict(functions)
+        else:
+            by_name = {getattr(f, "__name__", repr(f)): f for f in functions}
+        chosen = dict(metadata or {})
+        tools: list[Tool] = []
+        named: set[str] = set()
+        missing: list[str] = []
+        for definition in definitions:
+            inner = _openai_function(definition)
+            name = inner.get("name")
+            fn = by_name.get(name) if isinstance(name, str) else None
+            if fn is None:
+                missing.append(f"definition {name!r} has no function")
+                continue
+            named.add(name)  # type: ignore[arg-type]
+            tools.append(Tool.from_openai(definition, fn, **chosen.pop(name, {})))  # type: ignore[arg-type]
+        missing += [f"function {n!r} has no definition" for n in by_name if n not in named]
+        missing += [f"metadata for {n!r} names no definition" for n in chosen]
+        if missing:
+            raise ToolDefinitionError(", ".join(sorted(set(by_name) - named)) or "toolset", [
+                *missing, f"definitions: {', '.join(sorted(named)) or 'none'}"
+            ])
         return cls(tools)
 
     @classmethod
@@ -322,6 +366,19 @@ class ToolSet:
             lambda: [t.to_mcp() for t in self._chosen(include_deprecated)],
         )
 
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close what the tools hold (an MCP server's connection and process); idempotent."""
+        for t in self._index.values():
+            await t.aclose()
+
+    async def __aenter__(self) -> ToolSet:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
     # -- execution ------------------------------------------------------------------------
 
     async def execute(
@@ -332,7 +389,6 @@ class ToolSet:
         injected: Mapping[str, Any] | None = None,
         runner: ToolRunner | None = None,
         call_id: str | None = None,
-        prefer_injected: bool = True,
     ) -> ToolResult:
         """Run ``name`` and return a `ToolResult`; never raises for the tool's failures.
 
@@ -353,9 +409,7 @@ class ToolSet:
             )
         start = time.perf_counter()
         try:
-            raw = await found.execute(
-                args, injected=injected, runner=runner, prefer_injected=prefer_injected
-            )
+            raw = await found.execute(args, injected=injected, runner=runner)
         except Exception as exc:  # the agent loop sees an observation, never a crash
             return ToolResult(
                 tool=found.name, ok=False, error=_error_text(exc), call_id=call_id,

@@ -436,3 +436,31 @@ async def test_stderr_without_a_file_descriptor(monkeypatch: pytest.MonkeyPatch)
         assert (await toolset.execute("weather__echo", {"text": "quiet"})).output == "quiet"
     finally:
         await provider.close()
+
+
+@pytest.mark.anyio
+async def test_arguments_named_like_injected_values_reach_the_server() -> None:
+    """A server's ``state``/``ctx``/``call_id``/``context`` get the model's values, never the
+    runtime's objects, through the executor as through a direct call."""
+    import json
+
+    script = os.path.join(os.path.dirname(WEATHER), "address_server.py")
+    provider = MCPToolProvider(
+        "addr", command=sys.executable, args=[script], timeout=20, trust="read_only"
+    )
+    toolset = await ToolSet.from_providers([provider])
+    try:
+        sent = {"state": "NY", "ctx": "c", "call_id": "model-id", "context": "x"}
+        state = StateManager(AgentState, {"actions": [
+            {"id": "a", "name": "addr__set_address", "arguments": dict(sent)},
+        ]})
+        runner = ReactiveRunner(ToolExecutor(tools=toolset), state)
+        result = await runner.run(timeout=60)
+        assert result.status is RunStatus.SUCCESS
+        (message,) = state.get("messages")
+        assert json.loads(message.content or "") == sent
+        direct = await toolset.execute("addr__set_address", dict(sent),
+                                       injected={"state": state.root, "ctx": runner.ctx})
+        assert json.loads(direct.text) == sent
+    finally:
+        await provider.close()

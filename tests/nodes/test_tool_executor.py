@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from jianmu import Constraints, ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
+from jianmu.runtime.context import RunContext
 from jianmu.tools.base import tool
 
 pytestmark = pytest.mark.anyio
@@ -435,13 +436,14 @@ async def test_a_cancelled_batch_keeps_what_finished_and_runs_it_not_again() -> 
         return text
 
     @tool
-    async def stuck(text: str, ctx: Any = None) -> str:
+    async def stuck(text: str, ctx: RunContext | None = None) -> str:
         """Stop the run once the quick calls are done, then wait to be released.
 
         Args:
             text: what to return.
         """
         if not release.is_set():
+            assert ctx is not None and ctx.runner is not None
             ctx.runner.cancel()
             await release.wait()
         runs.append(text)
@@ -469,12 +471,13 @@ async def test_halting_a_parallel_batch_cancels_the_calls_still_running() -> Non
     stopped = asyncio.Event()
 
     @tool
-    async def stuck(text: str, ctx: Any = None) -> str:
+    async def stuck(text: str, ctx: RunContext | None = None) -> str:
         """Stop the run, then wait until cancelled.
 
         Args:
             text: ignored.
         """
+        assert ctx is not None and ctx.runner is not None
         ctx.runner.cancel()
         try:
             await asyncio.Event().wait()

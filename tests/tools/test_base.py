@@ -293,13 +293,18 @@ async def test_execute_delegates_validated_args_to_the_runner() -> None:
 
 
 @pytest.mark.anyio
-async def test_injected_values_merge_by_preference() -> None:
+async def test_injected_values_reach_only_declared_parameters() -> None:
     w = Writer()
-    assert await w.execute({"path": "a"}, injected={"path": "b"}) == "b:1:nobody"
-    assert await w.execute({"path": "a"}, injected={"path": "b"}, prefer_injected=False) == (
-        "a:1:nobody")
-    # `user` is not in the schema but run() accepts it; `session` is accepted by nothing.
+    # a schema property is the model's, whatever is injected under its name
+    assert await w.execute({"path": "a"}, injected={"path": "b"}) == "a:1:nobody"
+    # `user` is a parameter of run() but nothing declares it injected: not filled
     assert await w.execute({"path": "a"}, injected={"user": "ann", "session": "s1"}) == (
+        "a:1:nobody")
+
+    class DeclaringWriter(Writer):
+        injected_params = ("user",)
+
+    assert await DeclaringWriter().execute({"path": "a"}, injected={"user": "ann"}) == (
         "a:1:ann")
 
 

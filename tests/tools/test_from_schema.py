@@ -1,0 +1,207 @@
+"""Tools from a JSON Schema: `Tool.from_schema`, `Tool.from_openai`, `ToolSet.from_openai`, and
+`@tool(input_schema=...)` validate with exactly the schema they were given."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pytest
+
+from jianmu.errors import ToolDefinitionError, ToolInputError, ToolValidationError
+from jianmu.tools import Tool, ToolSet, tool
+
+ORDER = {
+    "type": "object",
+    "properties": {
+        "order_id": {"type": "string", "description": "The order id, such as '#W0000000'."},
+        "item_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                     "description": "Items."},
+        "quantity": {"type": "integer", "minimum": 1, "description": "How many."},
+        "address": {
+            "type": "object",
+            "properties": {"state": {"type": "string", "pattern": "^[A-Z]{2}$"},
+                           "zip": {"type": "string"}},
+            "required": ["state", "zip"],
+            "additionalProperties": False,
+        },
+        "reason": {"type": "string", "enum": ["no longer needed", "ordered by mistake"]},
+    },
+    "required": ["order_id", "item_ids"],
+}
+DEFINITION = {"type": "function", "function": {
+    "name": "cancel_items", "description": "Cancel items of an order.", "parameters": ORDER,
+}}
+
+
+def cancel_items(**kwargs: Any) -> dict[str, Any]:
+    return kwargs
+
+
+async def cancel_items_async(order_id: str, item_ids: list[str], quantity: int = 1,
+                             address: dict[str, str] | None = None,
+                             reason: str | None = None) -> str:
+    await asyncio.sleep(0)
+    return f"{order_id}:{','.join(item_ids)}:{quantity}:{address}:{reason}"
+
+
+@pytest.mark.anyio
+async def test_the_function_gets_exactly_the_models_arguments() -> None:
+    t = Tool.from_openai(DEFINITION, cancel_items)
+    args = {"order_id": "#W1", "item_ids": ["1", "2"], "address": {"state": "NY", "zip": "10001"}}
+    assert await t.execute(copy.deepcopy(args), injected={"ctx": object()}) == args
+    assert await t.execute('{"order_id": "#W1", "item_ids": ["1"]}') == {
+        "order_id": "#W1", "item_ids": ["1"]}
+
+
+@pytest.mark.anyio
+async def test_the_function_may_be_async_and_the_inner_dict_form_works() -> None:
+    t = Tool.from_openai(DEFINITION["function"], cancel_items_async)
+    assert t.name == "cancel_items" and t.get_description() == "Cancel items of an order."
+    assert await t.execute({"order_id": "#W1", "item_ids": ["3"], "quantity": 2}) == (
+        "#W1:3:2:None:None")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("args", "path"),
+    [
+        ({"order_id": "#W1", "item_ids": []}, "$.item_ids"),
+        ({"order_id": "#W1", "item_ids": [1]}, "$.item_ids[0]"),
+        ({"order_id": "#W1", "item_ids": ["1"], "quantity": 0}, "$.quantity"),
+        ({"order_id": "#W1", "item_ids": ["1"], "quantity": "2"}, "$.quantity"),
+        ({"order_id": "#W1", "item_ids": ["1"], "address": {"state": "New York", "zip": "1"}},
+         "$.address.state"),
+        ({"order_id": "#W1", "item_ids": ["1"], "address": {"state": "NY"}}, "$.address"),
+        ({"order_id": "#W1", "item_ids": ["1"], "address": {"state": "NY", "zip": "1", "x": 1}},
+         "$.address"),
+        ({"order_id": "#W1", "item_ids": ["1"], "reason": "bored"}, "$.reason"),
+        ({"item_ids": ["1"]}, "order_id"),
+        ({"order_id": 7, "item_ids": ["1"]}, "$.order_id"),
+    ],
+)
+async def test_arguments_the_schema_refuses_are_refused_with_their_path(
+    args: dict[str, Any], path: str
+) -> None:
+    called: list[Any] = []
+    t = Tool.from_schema(lambda **kw: called.append(kw), name="cancel_items",
+                         description="Cancel.", input_schema=ORDER)
+    with pytest.raises(ToolInputError) as info:
+        await t.execute(args)
+    assert path in str(info.value)
+    assert called == []
+    result = await ToolSet([t]).execute("cancel_items", args)
+    assert not result.ok and path in (result.error or "")
+
+
+@pytest.mark.anyio
+async def test_an_argument_the_function_cannot_take_is_refused_clearly() -> None:
+    t = Tool.from_openai(DEFINITION, cancel_items_async)
+    with pytest.raises(ToolInputError, match="unknown argument 'color'"):
+        await t.execute({"order_id": "#W1", "item_ids": ["1"], "color": "red"})
+    loose = Tool.from_openai(DEFINITION, cancel_items)  # **kwargs: the schema allows extras
+    assert await loose.execute({"order_id": "#W1", "item_ids": ["1"], "color": "red"}) == {
+        "order_id": "#W1", "item_ids": ["1"], "color": "red"}
+
+
+@pytest.mark.anyio
+async def test_the_function_gets_a_copy_it_may_change() -> None:
+    kept: list[Any] = []
+
+    def mutate(order_id: str, item_ids: list[str], **rest: Any) -> str:
+        item_ids.append("changed")
+        kept.append(item_ids)
+        return "ok"
+
+    t = Tool.from_openai(DEFINITION, mutate)
+    args = {"order_id": "#W1", "item_ids": ["1"]}
+    await t.execute(args)
+    assert args == {"order_id": "#W1", "item_ids": ["1"]}
+
+
+def test_export_gives_back_the_same_parameters() -> None:
+    t = Tool.from_openai(DEFINITION, cancel_items)
+    assert t.to_openai() == DEFINITION
+    assert t.to_anthropic()["input_schema"] == ORDER
+    assert t.to_mcp()["inputSchema"] == ORDER
+    assert ToolSet([t]).to_openai() == [DEFINITION]
+
+
+def test_strict_export_says_when_the_schema_cannot_be_strict() -> None:
+    free = {"type": "object", "properties": {"data": {"type": "object", "description": "Any"}}}
+    t = Tool.from_schema(cancel_items, name="free", description="Free.", input_schema=free)
+    with pytest.raises(ToolValidationError, match="strict") as info:
+        t.to_openai(strict=True)
+    assert "data" in str(info.value)
+    ok = Tool.from_openai(DEFINITION, cancel_items).to_openai(strict=True)
+    assert ok["function"]["strict"] is True
+    assert ok["function"]["parameters"]["additionalProperties"] is False
+
+
+def test_metadata_drives_the_guard_and_the_parallel_choice() -> None:
+    default = Tool.from_openai(DEFINITION, cancel_items)
+    assert (default.category, default.parallel_safe, default.idempotent, default.max_retries) == (
+        "write", False, False, 0)
+    assert default.permission == "auto"
+    reader = Tool.from_openai(DEFINITION, cancel_items, read_only=True)
+    assert (reader.category, reader.parallel_safe, reader.idempotent) == ("read", True, True)
+    asks = Tool.from_openai(DEFINITION, cancel_items, confirm=True, timeout=5,
+                            effects=["http"], idempotent=True)
+    assert (asks.permission, asks.timeout_seconds, asks.effect_tags, asks.idempotent) == (
+        "user_confirm", 5, ("http",), True)
+    danger = Tool.from_openai(DEFINITION, cancel_items, category="dangerous", confirm=True)
+    assert danger.category == "dangerous"
+    with pytest.raises(ToolValidationError, match="dangerous"):
+        Tool.from_openai(DEFINITION, cancel_items, category="dangerous")
+    decorated = tool(read_only=False, confirm=True, timeout=3)(cancel_items_async)
+    assert (decorated.category, decorated.permission, decorated.timeout_seconds) == (
+        "write", "user_confirm", 3)
+
+
+def test_bad_definitions_are_refused_clearly() -> None:
+    with pytest.raises(ToolDefinitionError, match="not a valid JSON Schema"):
+        Tool.from_schema(cancel_items, name="bad", description="Bad.",
+                         input_schema={"type": "object", "properties": {"a": {"type": "nope"}}})
+    with pytest.raises(ToolDefinitionError, match="'name'"):
+        Tool.from_openai({"type": "function", "function": {"parameters": ORDER}}, cancel_items)
+
+    def takes_less(order_id: str) -> str:
+        return order_id
+
+    with pytest.raises(ToolDefinitionError, match="'item_ids'"):
+        Tool.from_openai(DEFINITION, takes_less)
+
+
+def test_toolset_from_openai_matches_functions_by_name() -> None:
+    other = {"type": "function", "function": {
+        "name": "ping", "description": "Ping.", "parameters": {"type": "object", "properties": {}},
+    }}
+
+    def ping() -> str:
+        return "pong"
+
+    ts = ToolSet.from_openai([DEFINITION, other], {"cancel_items": cancel_items, "ping": ping})
+    assert ts.names() == ["cancel_items", "ping"]
+    assert ToolSet.from_openai([DEFINITION, other], [cancel_items, ping]).names() == ts.names()
+    with pytest.raises(ToolDefinitionError, match="'ping'"):
+        ToolSet.from_openai([DEFINITION, other], {"cancel_items": cancel_items})
+    with pytest.raises(ToolDefinitionError, match="'extra'"):
+        ToolSet.from_openai([other], {"ping": ping, "extra": cancel_items})
+    meta = ToolSet.from_openai([DEFINITION, other], [cancel_items, ping],
+                               metadata={"ping": {"read_only": True}})
+    assert meta.is_parallel_safe(["ping"]) and not meta.is_parallel_safe(["cancel_items"])
+
+
+@pytest.mark.anyio
+async def test_tool_with_an_explicit_schema_honours_it() -> None:
+    @tool(input_schema=ORDER)
+    def anything(**kwargs: Any) -> dict[str, Any]:
+        """Take the order."""
+        return kwargs
+
+    assert await anything.execute({"order_id": "#W1", "item_ids": ["1"], "state": "NY"}) == {
+        "order_id": "#W1", "item_ids": ["1"], "state": "NY"}
+    with pytest.raises(ToolInputError, match=r"\$\.item_ids"):
+        await anything.execute({"order_id": "#W1", "item_ids": "1"})
+    assert anything.parameters == ORDER
