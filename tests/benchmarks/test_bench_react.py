@@ -18,9 +18,10 @@ def test_each_task_is_ten_turns_of_ten_calls() -> None:
 async def test_jianmu_leaves_the_shop_as_the_direct_calls_do() -> None:
     _, direct = await bench_react._all_tasks(bench_react.direct_task)
     _, ours = await bench_react._all_tasks(bench_react.jianmu_task)
+    _, from_definitions = await bench_react._all_tasks(bench_react.jianmu_openai_task)
     bench_react.reset_db()
     untouched = bench_react.db_hash()
-    assert ours == direct != untouched
+    assert ours == from_definitions == direct != untouched
 
 
 def test_report_prints_every_row(monkeypatch: pytest.MonkeyPatch,
@@ -30,5 +31,6 @@ def test_report_prints_every_row(monkeypatch: pytest.MonkeyPatch,
     bench_react.report(rounds=1)
     out = capsys.readouterr().out
     for row in ("time per task", "time per model turn", "LangGraph not installed",
-                "overhead per tool call"):
+                "overhead per tool call, @tool functions",
+                "overhead per tool call, OpenAI definitions"):
         assert row in out
