@@ -292,7 +292,8 @@ class StateManager:
             return value
         adapter = spec.item_adapter if appending and spec.item_adapter else spec.adapter
         try:
-            return adapter.validate_python(value)
+            # the core validator itself: TypeAdapter's method only forwards its defaults
+            return adapter.validator.validate_python(value)
         except ValidationError as exc:
             expected = f"list of items for {spec.expected}" if appending else spec.expected
             raise StateValidationError(_validation_error(key, value, expected, exc)) from None

@@ -13,11 +13,33 @@ from jianmu.llm.provider import LLMProvider
 from jianmu.nodes._tool_calls import tokens_spent
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
-from jianmu.runtime._ticks import checked, decorator_stop, logs_debug
+from jianmu.runtime._ticks import (
+    checked,
+    composite_stop,
+    decorator_stop,
+    logs_debug,
+    sequence_tick,
+)
 from jianmu.runtime.async_node import RuntimeNode
 from jianmu.tools.toolset import ToolSet
 
 __all__ = ("ReActLoop", "create_react_node")
+
+
+class _Round(py_trees.composites.Sequence):
+    """One round, model then tools: a py_trees Sequence with memory that ticks and stops as
+    py_trees' does, without its unread debug strings (`jianmu.runtime._ticks`)."""
+
+    def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
+        if logs_debug():
+            return super().tick()
+        return sequence_tick(self)
+
+    def stop(self, new_status: Status = Status.INVALID) -> None:
+        if logs_debug():
+            super().stop(new_status)
+            return
+        composite_stop(self, new_status)
 
 
 class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
@@ -159,7 +181,7 @@ def create_react_node(
         skill_prompt=skill_prompt, max_messages=max_messages, constraints=constraints,
         params=llm_params, stream=stream,
     )
-    round_ = py_trees.composites.Sequence(f"{name}.round", memory=True, children=[model, executor])
+    round_ = _Round(f"{name}.round", memory=True, children=[model, executor])
     loop = ReActLoop(name, round_, max_iterations=max_iterations, constraints=constraints)
     loop.executor = executor
     loop.llm_node = model
