@@ -305,17 +305,11 @@ class ToolExecutor(AsyncNode):
             anyio.CapacityLimiter(self.config.max_concurrency)
             if len(batch) > self.config.max_concurrency else None
         )
-
-        async def limited(call: ToolCall, decision: Decision) -> None:
-            assert limiter is not None
-            async with limiter:
-                await self._run_one(call, decision, runner)
-
         loop = asyncio.get_running_loop()
         tasks = [
             loop.create_task(
                 self._run_one(call, decision, runner) if limiter is None
-                else limited(call, decision)
+                else self._run_limited(limiter, call, decision, runner)
             )
             for call, decision in batch
         ]
@@ -327,6 +321,13 @@ class ToolExecutor(AsyncNode):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+
+    async def _run_limited(
+        self, limiter: anyio.CapacityLimiter, call: ToolCall, decision: Decision,
+        runner: ToolRunner,
+    ) -> None:
+        async with limiter:
+            await self._run_one(call, decision, runner)
 
     async def _run_one(self, call: ToolCall, decision: Decision, runner: ToolRunner) -> None:
         """Run one call with retries; record exactly one observation. Never raises."""
@@ -478,6 +479,11 @@ class ToolExecutor(AsyncNode):
             )
         else:
             content = result.text
-        return Message.tool(
-            content, tool_call_id=result.call_id or "", name=result.tool, media=result.media
-        )
+        call_id = result.call_id or ""
+        if call_id and not result.media and type(content) is str and type(result.tool) is str:
+            # what Message.tool builds from these engine-made parts, which its checks would
+            # only pass (a tool message with its call's id, text, no calls, no media)
+            return Message.model_construct(
+                role="tool", content=content, tool_call_id=call_id, name=result.tool, media=[]
+            )
+        return Message.tool(content, tool_call_id=call_id, name=result.tool, media=result.media)
