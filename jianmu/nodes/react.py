@@ -77,7 +77,16 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
 
     def initialise(self) -> None:
         """Start a fresh loop: no answer, no rounds."""
-        self.state.replace({"final_answer": None, "done": False, "rounds": 0})
+        fresh: dict[str, Any] = {"final_answer": None, "done": False, "rounds": 0}
+        state = self.state
+        # only what differs: rewriting a fresh state's own values would only wake the runner
+        # for a tick with nothing to do
+        changed = {
+            key: value for key, value in fresh.items()
+            if not (type(state.get(key)) is type(value) and state.get(key) == value)
+        }
+        if changed:
+            state.replace(changed)
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
         """py_trees' decorator tick, except that a round that ends with the loop going on is

@@ -204,6 +204,10 @@ class ToolExecutor(AsyncNode):
         await self.aclose()
 
     # -- the tick --------------------------------------------------------------------------------
+    def settled(self) -> Status | None:
+        """SUCCESS when no call is pending (a model that answered): nothing to run."""
+        return None if self.state.get("actions") else Status.SUCCESS
+
     async def update_async(self) -> Status:
         """Run the pending batch; RUNNING while approvals are pending, else SUCCESS."""
         calls = self._batch()

@@ -114,10 +114,20 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
         super().__init__(name or self.__class__.__name__)
         self.error: BaseException | None = None
         self._task: asyncio.Task[Status] | None = None
+        self._settled: Status | None = None
 
     async def update_async(self) -> Status:
         """The node's work. Subclasses override it; the default succeeds at once."""
         return Status.SUCCESS
+
+    def settled(self) -> Status | None:
+        """The status the node already knows it would end with, or None to run the work.
+
+        Called on entering the node, before a task starts: a node with nothing to do (an
+        executor with no pending call) returns what ``update_async`` would have returned,
+        and no task or tick is spent on it. Must not start work; the default is None.
+        """
+        return None
 
     # -- py_trees lifecycle ---------------------------------------------------------------------
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
@@ -135,11 +145,20 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
         self.status = new_status
 
     def initialise(self) -> None:
-        """Start ``update_async`` as a task. Called by py_trees when the node is (re)entered."""
-        self._start()
+        """Start ``update_async`` as a task (unless `settled` already knows the outcome).
+        Called by py_trees when the node is (re)entered."""
+        self._settled = settled = self.settled()
+        if settled is None:
+            self._start()
+        else:
+            self.error = None
 
     def update(self) -> Status:
         """Report the task: RUNNING while it runs, then its status. Never blocks."""
+        settled = self._settled
+        if settled is not None:
+            self._settled = None
+            return settled
         task = self._task
         if task is None:  # restored from a checkpoint, or the last run asked to be called again
             self._start()

@@ -427,8 +427,14 @@ class ReactiveRunner:
         Jianmu's async nodes wake the runner themselves; a plain py_trees behaviour that
         returns RUNNING (a ``Timer``) or an async node that returned RUNNING must be polled.
         """
-        for node in self.root.iterate():
-            if node.status is not Status.RUNNING or node.children:
+        # a plain walk rather than py_trees' recursive iterate(): this runs after every tick
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if node.children:
+                stack.extend(node.children)
+                continue
+            if node.status is not Status.RUNNING:
                 continue
             if isinstance(node, AsyncNode):
                 if node.wants_tick:
