@@ -483,11 +483,6 @@ class ToolExecutor(AsyncNode):
             )
         else:
             content = result.text
-        call_id = result.call_id or ""
-        if call_id and not result.media and type(content) is str and type(result.tool) is str:
-            # what Message.tool builds from these engine-made parts, which its checks would
-            # only pass (a tool message with its call's id, text, no calls, no media)
-            return Message.model_construct(
-                role="tool", content=content, tool_call_id=call_id, name=result.tool, media=[]
-            )
-        return Message.tool(content, tool_call_id=call_id, name=result.tool, media=result.media)
+        return Message.tool(
+            content, tool_call_id=result.call_id or "", name=result.tool, media=result.media
+        )
