@@ -158,12 +158,11 @@ class ScriptedLLM(BaseLLMProvider):
         if isinstance(entry, str):
             message = Message(role="assistant", content=entry)
         elif isinstance(entry, Message):
-            message = entry
+            message = entry.model_copy(update={
+                "tool_calls": [c.with_id(self._call_id(c.id)) for c in entry.tool_calls]
+            })
         else:
-            message = Message(role="assistant", tool_calls=list(entry))
-        message = message.model_copy(
-            update={"tool_calls": [c.with_id(self._call_id(c.id)) for c in message.tool_calls]}
-        )
+            message = Message(role="assistant", tool_calls=self._calls(entry))
         return LLMResponse(
             message=message,
             usage=Usage(
@@ -173,6 +172,21 @@ class ScriptedLLM(BaseLLMProvider):
             finish_reason="tool_calls" if message.tool_calls else "stop",
             model=self.model,
         )
+
+    def _calls(self, entry: Sequence[ToolCall | Mapping[str, Any]]) -> list[ToolCall]:
+        """A tool-call turn's calls, in order, those without an id numbered ``call_N``."""
+        calls: list[ToolCall] = []
+        for item in entry:
+            if isinstance(item, dict) and item.get(
+                "id", item.get("tool_call_id", item.get("call_id"))
+            ) in (None, ""):
+                # numbered here rather than given a random id to replace (see _call_id)
+                calls.append(ToolCall.from_dict({**item, "id": self._call_id(None)}))
+                continue
+            call = ToolCall.from_dict(item)
+            given = self._call_id(call.id)
+            calls.append(call if given == call.id else call.with_id(given))
+        return calls
 
     def _prompt_tokens(self, messages: list[Message]) -> int:
         """`estimate_tokens` of the messages' text followed by the tools' JSON."""
