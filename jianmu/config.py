@@ -13,7 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from jianmu import plugins
 from jianmu._strict_yaml import YAMLRefused, compose_and_load
-from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
+from jianmu.constraints import (
+    BlankIsUnset,
+    Constraints,
+    ExecutionConstraints,
+    GuardConstraints,
+)
 from jianmu.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -49,7 +54,7 @@ def _state_file(name: str, state_home: str | None, home: str | None) -> str:
     return os.path.join(base, "jianmu", name)
 
 
-class _Section(BaseModel):
+class _Section(BlankIsUnset):
     model_config = ConfigDict(defer_build=True, extra="forbid")
 
 
@@ -73,12 +78,6 @@ class LLMConfig(_Section):
     """Retries of transient failures (429, 5xx, connection reset)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra request parameters such as ``temperature``."""
-
-    @field_validator("provider", "model", "base_url", "api_key", mode="before")
-    @classmethod
-    def _empty_is_unset(cls, value: Any) -> Any:
-        # ``${VAR:-}`` yields "" when the variable is unset: treat it as not configured
-        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("provider")
     @classmethod

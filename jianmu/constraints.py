@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import copy
 import os
+import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from jianmu import plugins
 from jianmu.errors import ConfigError
@@ -59,6 +60,7 @@ __all__ = (
     "DOCKER_PIDS",
     "POLICY_RANK",
     "SANDBOX_DEFAULTS",
+    "BlankIsUnset",
     "BudgetConstraints",
     "Constraints",
     "ExecutionConstraints",
@@ -220,7 +222,36 @@ def _detached(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-class _Strict(BaseModel):
+class BlankIsUnset(BaseModel):
+    """A settings model where a blank string means "not set" for every field that may be left
+    out (it has a default, or accepts ``None``).
+
+    ``${VAR:-}`` in a config file gives ``""`` when the variable is unset, and a person may write
+    ``key: ""`` for the same: either way the field takes its default, as if it were absent.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_is_unset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        blank = [
+            key for key, value in data.items()
+            if isinstance(value, str) and not value.strip() and key in fields
+            and (not fields[key].is_required() or _admits_none(fields[key].annotation))
+        ]
+        if not blank:
+            return data
+        return {k: v for k, v in data.items() if k not in blank}
+
+
+def _admits_none(annotation: Any) -> bool:
+    """Whether a field's type accepts ``None`` (``str | None``, ``Optional[...]``)."""
+    return annotation is None or type(None) in typing.get_args(annotation)
+
+
+class _Strict(BlankIsUnset):
     model_config = ConfigDict(defer_build=True, extra="forbid", validate_assignment=True)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jianmu.config import AppConfig, load_config
+from jianmu.config import AppConfig, load_config, parse_config
 from jianmu.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,3 +95,26 @@ def test_missing_explicit_file(tmp_path: Path) -> None:
 def test_shipped_config_loads() -> None:
     config = load_config(REPO / "configs" / "jianmu.yaml")
     assert config.source is not None
+
+
+def test_a_blank_setting_means_unset_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``${VAR:-}`` of an unset variable, or ``""``, leaves a setting at its default."""
+    monkeypatch.delenv("JIANMU_DATABASE_URL", raising=False)
+    config = parse_config(
+        "durable:\n  database_url: ${JIANMU_DATABASE_URL:-}\n"
+        "llm:\n  base_url: ''\n  api_key: '  '\n"
+        "execution:\n  workdir: ''\n  docker_image: ${NO_SUCH_IMAGE_VAR:-}\n"
+        "runtime:\n  checkpoint_path: ''\n"
+    )
+    assert config.durable.database_url is None
+    assert config.llm.base_url is None and config.llm.api_key is None
+    assert config.execution.workdir is None and config.execution.docker_image is None
+    assert config.runtime.checkpoint_path == AppConfig().runtime.checkpoint_path
+
+
+def test_the_shipped_config_leaves_the_durable_database_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("JIANMU_DATABASE_URL", raising=False)
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "jianmu.yaml")
+    assert config.durable.database_url is None

@@ -1,4 +1,5 @@
-"""Every snippet in README.md runs, in order, in a fresh project folder."""
+"""Every snippet in README.md runs, in order, in a fresh copy of the project's folder, and prints
+what README says it prints."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("readme")
     shutil.copytree(REPO / "skills", root / "skills")
     shutil.copytree(REPO / "examples", root / "examples")
+    # the shipped config too: a user runs the snippets from the repository's root
+    shutil.copytree(REPO / "configs", root / "configs")
     return root
 
 
@@ -39,10 +42,48 @@ def environment(project: Path) -> dict[str, str]:
     return env
 
 
+PRINT = re.compile(r"^\s*print\(")
+TRAILING = re.compile(r"#\s*(.+?)\s*$")
+
+
+def stated_outputs(code: str) -> list[str]:
+    """What README says each ``print`` of a snippet prints, in order.
+
+    The output is the print line's trailing comment, or, when the line has none, the comment
+    line right below it. A stated output ending in ``...`` is a prefix of the printed line.
+    Every print must state its output: a snippet whose output nobody checks proves nothing.
+    """
+    lines = code.splitlines()
+    stated: list[str] = []
+    for i, line in enumerate(lines):
+        if not PRINT.match(line):
+            continue
+        _code, hash_, comment = line.partition("  # ")
+        if hash_:
+            stated.append(comment.strip())
+            continue
+        below = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        assert below.startswith("# "), f"README print without its output stated: {line.strip()}"
+        stated.append(below[2:].strip())
+    return stated
+
+
+def matches(printed: str, stated: str) -> bool:
+    if stated.endswith("..."):
+        return printed.startswith(stated[:-3].rstrip())
+    return printed == stated
+
+
 def run_python(code: str, cwd: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=environment(cwd),
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, f"snippet failed:\n{code}\n{out.stdout}\n{out.stderr}"
+    printed = [line.rstrip() for line in out.stdout.splitlines() if line.strip()]
+    stated = stated_outputs(code)
+    assert len(printed) == len(stated), (
+        f"the snippet printed {printed!r}, README states {stated!r}:\n{code}")
+    for got, want in zip(printed, stated, strict=True):
+        assert matches(got, want), f"README says {want!r}, the snippet printed {got!r}:\n{code}"
 
 
 def run_console(block: str, cwd: Path) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
-import json
 import sys
 import traceback
 import types
@@ -293,6 +292,7 @@ def _bt_target(skill: Any, inputs: dict[str, Any], launch: Launch,
 def _prompt_target(skill: Any, inputs: dict[str, Any], config: AppConfig,
                    launch: Launch) -> Target:
     from jianmu.nodes import AgentState
+    from jianmu.nodes.state import inputs_message
     from jianmu.skills import SkillNode
 
     if not inputs:
@@ -301,15 +301,9 @@ def _prompt_target(skill: Any, inputs: dict[str, Any], config: AppConfig,
             f"jianmu run {skill.name} --input task='...'"
         )
     llm = configured_llm(config, f"prompt skill {skill.name!r}")
-    task = inputs.get("task", inputs.get("message"))
-    if task is None:
-        task = "\n".join(
-            f"{k}: {v if isinstance(v, str) else json.dumps(v)}" for k, v in inputs.items()
-        )
     try:
-        state = StateManager(
-            AgentState, {**inputs, "messages": [{"role": "user", "content": str(task)}]}
-        )
+        first = {"role": "user", "content": inputs_message(inputs)}
+        state = StateManager(AgentState, {**inputs, "messages": [first]})
     except JianmuError as exc:
         raise CLIError(f"skill {skill.name!r}: the inputs do not fit the state: {exc}") from exc
     tree = SkillNode(skill.name, [skill], llm)

@@ -1,6 +1,5 @@
 """Behaviour-tree nodes: tools, the model and the ReAct loop (skills' nodes: `jianmu.skills`)."""
 
-from jianmu._moved import moved
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.react import ReActLoop, create_react_node
 from jianmu.nodes.state import AgentState
@@ -17,11 +16,3 @@ __all__ = (
     "create_react_node",
 )
 
-# SkillNode and its kin moved up to jianmu.skills; nodes sits below it, so no static import
-__getattr__ = moved(
-    __name__,
-    dict.fromkeys(
-        ("FlattenedAgentNode", "SkillNode", "SkillNodeConfig", "merge_skill_constraints"),
-        "jianmu.skills.node",
-    ),
-)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import operator
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -13,7 +15,7 @@ from jianmu.llm.provider import Usage
 from jianmu.state import merge_counts
 from jianmu.tools.calls import ToolCall
 
-__all__ = ("AgentState",)
+__all__ = ("AgentState", "inputs_message")
 
 
 def _calls(value: Any) -> Any:
@@ -65,3 +67,15 @@ class AgentState(BaseModel):
     loaded_skills: list[str] = Field(default_factory=list)
     """Skills the model has loaded with ``load_skill`` in a SkillNode's namespace (in order), so
     a run restored in a new process has them active again."""
+
+
+def inputs_message(inputs: Mapping[str, Any]) -> str:
+    """A run's inputs as the user's first message: the ``task`` or ``message`` input when
+    given, else one ``name: value`` line per input."""
+    task = inputs.get("task", inputs.get("message"))
+    if isinstance(task, str):
+        return task
+    return "\n".join(
+        f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)}"
+        for k, v in inputs.items()
+    )

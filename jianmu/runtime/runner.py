@@ -146,6 +146,39 @@ class ReactiveRunner:
         self.interaction.reject(request_id, message)
         self.ctx.events.emit("interaction.rejected", request_id=request_id, message=message)
 
+    def send(self, message: Any, *, namespace: str | None = None) -> None:
+        """Add the user's next message to the conversation; the next ``run()`` answers it.
+
+        The follow-up turn of a chat: ``message`` (text, a `jianmu.llm.Message` or its dict in
+        the OpenAI shape) is appended to ``messages`` and the previous turn's
+        ``final_answer``, ``final_output`` and ``done`` are cleared, so a result read after
+        the next run is that run's. Works the same on a runner restored from a checkpoint in
+        another process. ``namespace`` is where the agent's conversation lives, if not at the
+        root.
+
+        Raises:
+            RuntimeError: the run is going, or waits for approval (decide that first).
+        """
+        if self._running:
+            raise RuntimeError("send() while the run is going; await run() first")
+        if self.interaction.has_pending:
+            waiting = ", ".join(r.id for r in self.interaction.pending)
+            raise RuntimeError(
+                f"the run waits for approval ({waiting}); approve or reject before sending more"
+            )
+        if isinstance(message, str):
+            message = {"role": "user", "content": message}
+        view = self.state.scope(namespace) if namespace else self.state.root
+        view.append_port_messages(message)
+        cleared = {
+            key: value for key, value in
+            (("final_answer", None), ("final_output", None), ("done", False))
+            if self.state.accepts(key) and view.get(key) not in (None, False)
+        }
+        if cleared:
+            view.replace(cleared)
+        self.ctx.events.emit("run.message", namespace=namespace)
+
     def cancel(self) -> None:
         """Stop the run at the next wake-up with status CANCELLED; thread-safe."""
         self._cancel_requested = True

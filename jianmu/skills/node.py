@@ -460,13 +460,17 @@ class SkillNode(FlattenedAgentNode):
         return self.constraints.timeout if self.constraints is not None else self.timeout
 
     def on_success(self) -> None:
-        """Write the final answer and any ``skill_result`` to the enclosing state."""
+        """Write the final answer and any ``skill_result`` to the enclosing state, and the
+        answer to its conversation, so that the user's next turn follows on from it."""
         if self.outer_state is None:
             return
-        update: dict[str, Any] = {"final_answer": self.state.get("final_answer")}
+        answer = self.state.get("final_answer")
+        update: dict[str, Any] = {"final_answer": answer}
         result = self.state.get("skill_result")
         if result is not None:
             update["skill_result"] = result
         self.outer_state.update(update)
+        if isinstance(answer, str) and answer and self.outer_state.manager.accepts("messages"):
+            self.outer_state.append_port_messages(Message.assistant(answer))
         self.ctx.events.emit("skill.completed", node=self.path,
                              skills=[s.name for s in self.skills])

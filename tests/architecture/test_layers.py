@@ -13,7 +13,7 @@ import grimp
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "jianmu"
-MAX_LINES = 500
+MAX_LINES = 1000  # a module holds one concept, whatever its length; past 1,000 lines it sprawls
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -87,7 +87,7 @@ def test_import_linter_contracts_hold() -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
-def test_no_module_over_500_lines() -> None:
+def test_no_module_over_1000_lines() -> None:
     long = {
         str(p.relative_to(PACKAGE.parent)): n
         for p in PACKAGE.rglob("*.py")

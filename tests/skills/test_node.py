@@ -74,7 +74,9 @@ async def test_prompt_skill_runs_in_its_namespace_and_writes_back(tmp_path: Path
     assert state.get("final_answer") == "a answered"
     assert seen == ["skill_runtime.Pinger_0"]
     assert state.namespaces() == []  # cleaned up after the run
-    assert [m.role for m in state.get("messages")] == ["user"]  # global conversation untouched
+    # the global conversation gets the answer, not the skill's own tool calls
+    assert [(m.role, m.content) for m in state.get("messages")] == [
+        ("user", "ping a"), ("assistant", "a answered")]
     system = llm.requests[0].messages[0]
     assert system.role == "system" and "Ping every host" in (system.content or "")
     assert llm.requests[0].messages[1].content == "ping a"  # history copied in
