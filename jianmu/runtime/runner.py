@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -507,6 +508,8 @@ class ReactiveRunner:
                 self.ctx.events.emit("run.cleanup_failed", error=f"{type(exc).__name__}: {exc}")
 
     def _span(self) -> Any:
+        if self.ctx.tracer is None:  # nothing to record: no generator held for the whole run
+            return nullcontext()
         from jianmu.telemetry import span
 
         return span(
