@@ -109,6 +109,7 @@ class AgentLLMNode(AsyncNode):
         self.timeout = timeout
         self.constraints = constraints
         self.params = dict(params or {})
+        self._system: tuple[str, Message] | None = None
 
     def visible_tools(self) -> ToolSet:
         """The tools offered to the model (deny-policy tools removed)."""
@@ -128,7 +129,12 @@ class AgentLLMNode(AsyncNode):
             limit = self.effective_constraints.max_messages
         system = "\n\n".join(p for p in (self.system_prompt, self.skill_prompt) if p)
         history = recent_messages(self.state.get("messages") or [], limit)
-        return ([Message.system(system)] if system else []) + history
+        if not system:
+            return history
+        made = self._system
+        if made is None or made[0] != system:  # one message per prompt, not one per turn
+            made = self._system = (system, Message.system(system))
+        return [made[1], *history]
 
     async def _ask(self, messages: list[Message], toolset: ToolSet) -> LLMResponse:
         llm, params = self.llm, self.params
