@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -45,9 +46,13 @@ MAX_CONFIG_CHARS = 1_000_000
 
 
 def _default_state_file(name: str) -> str:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
+    return _state_file(name, os.environ.get("XDG_STATE_HOME"), os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=16)
+def _state_file(name: str, state_home: str | None, home: str | None) -> str:
+    # by the variables it reads: every runner builds a config, and the joins cost more
+    base = state_home or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(base, "jianmu", name)
 
 

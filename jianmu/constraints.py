@@ -37,6 +37,7 @@ in-process network tools (``http_request``) are refused only by an explicit ``fa
 
 from __future__ import annotations
 
+import copy
 import os
 import typing
 from collections.abc import Iterable
@@ -197,6 +198,28 @@ def _capped(value: Any, own: Any, default: Any = None) -> Any:
         return own
     limit = default if own is None else own
     return value if limit is None else min(value, limit)
+
+
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+def _detached(value: Any) -> Any:
+    """A deep copy of a constraints value, as ``copy.deepcopy`` makes one (models keep their
+    class and set fields), without its generic walk: every run copies its layers."""
+    if isinstance(value, _IMMUTABLE):
+        return value
+    if isinstance(value, BaseModel):
+        copied = copy.copy(value)  # the model's own shallow copy: class, set fields, extras
+        values = copied.__dict__
+        for key, item in values.items():
+            if not isinstance(item, _IMMUTABLE):
+                values[key] = _detached(item)
+        return copied
+    if type(value) is dict:
+        return {k: _detached(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_detached(v) for v in value]
+    return copy.deepcopy(value)
 
 
 class BlankIsUnset(BaseModel):
@@ -433,7 +456,7 @@ class Constraints(_Strict):
         present = [c for c in layers if c is not None]
         if not present:
             return Constraints()
-        merged = present[0].model_copy(deep=True)  # never hand back a caller's layer
+        merged = _detached(present[0])  # never hand back a caller's layer
         for layer in present[1:]:
             if isinstance(layer, SkillConstraints) and not isinstance(merged, SkillConstraints):
                 merged = merged._tightened_by(layer)

@@ -107,8 +107,11 @@ _added: dict[str, dict[str, Target]] = {kind: {} for kind in BUILTINS}
 _entry_points: dict[str, dict[str, str]] | None = None
 
 
+_KINDS = frozenset(get_args(PluginKind))
+
+
 def _check_kind(kind: str) -> None:
-    if kind not in get_args(PluginKind):
+    if kind not in _KINDS:
         raise ConfigError(
             f"unknown plug-in kind {kind!r}; use one of {', '.join(get_args(PluginKind))}"
         )
@@ -257,6 +260,11 @@ def resolve(kind: PluginKind, name: str) -> type[Any]:
     target = _target(kind, name)
     if target is None:
         raise ConfigError(unknown_name_message(kind, name))
+    # by what is registered under the name now: registering another target misses this
+    key = (kind, name, target)
+    known = _resolved.get(key)
+    if known is not None:
+        return known
     found = _import(kind, name, target) if isinstance(target, str) else target
     where = f"{kind} {name!r}" + (f" -> {target!r}" if isinstance(target, str) else "")
     if not isinstance(found, type):
@@ -267,4 +275,10 @@ def resolve(kind: PluginKind, name: str) -> type[Any]:
             f"{where}: {found.__qualname__} is not a {kind}: it lacks {', '.join(missing)} "
             f"(see jianmu.plugins for what a {kind} provides)"
         )
+    _resolved[key] = found
     return found
+
+
+_resolved: dict[tuple[str, str, Target], type[Any]] = {}
+"""Classes found by `resolve`, by kind, name and target: a run resolves its sandbox and each
+checker of its chain, and importing by name costs more than the lookup."""

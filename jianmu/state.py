@@ -64,6 +64,15 @@ class _Field:
         return self.info.get_default(call_default_factory=True)
 
 
+class _Extend:
+    """Validated items to append to a list field (what `_validated` hands `_apply`)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+
 def _describe(annotation: Any) -> str:
     text = getattr(annotation, "__name__", None) if get_origin(annotation) is None else None
     return text or str(annotation).replace("typing.", "")
@@ -283,7 +292,8 @@ class StateManager:
             return value
         adapter = spec.item_adapter if appending and spec.item_adapter else spec.adapter
         try:
-            return adapter.validate_python(value)
+            # the core validator itself: TypeAdapter's method only forwards its defaults
+            return adapter.validator.validate_python(value)
         except ValidationError as exc:
             expected = f"list of items for {spec.expected}" if appending else spec.expected
             raise StateValidationError(_validation_error(key, value, expected, exc)) from None
@@ -305,7 +315,7 @@ class StateManager:
                 result[key] = self._validate_value(key, value, spec, appending=False)
             elif spec is not None and spec.item_adapter is not None:
                 items = value if isinstance(value, list) else [value]
-                result[key] = ("extend", self._validate_value(key, items, spec, appending=True))
+                result[key] = _Extend(self._validate_value(key, items, spec, appending=True))
             else:
                 new = self._validate_value(key, value, spec, appending=False)
                 old = current[key] if key in current else (spec.default() if spec else None)
@@ -324,16 +334,18 @@ class StateManager:
             validated = self._validated(values, namespace, reduce=reduce)
             store = self._store(namespace)
             for key, value in validated.items():
-                if isinstance(value, tuple) and len(value) == 2 and value[0] == "extend":
+                if type(value) is _Extend:
                     existing = store.get(key)
                     if existing is None:
-                        store[key] = list(value[1])
+                        store[key] = list(value.items)
                     else:
-                        existing.extend(value[1])  # O(new items): see the module docstring
+                        existing.extend(value.items)  # O(new items): see the module docstring
                 else:
                     store[key] = value
-        prefix = f"{namespace}/" if namespace else ""
-        self._notify(frozenset(prefix + key for key in values))
+        if namespace:
+            self._notify(frozenset(f"{namespace}/{key}" for key in values))
+        else:
+            self._notify(frozenset(values))
 
     def _notify(self, keys: frozenset[str]) -> None:
         with self._lock:

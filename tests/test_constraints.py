@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 from pathlib import Path
@@ -18,6 +19,7 @@ from jianmu.constraints import (
     GuardConstraints,
     SandboxDefaults,
     SkillConstraints,
+    _detached,
 )
 from jianmu.errors import ConfigError
 from jianmu.runtime.runner import run_constraints
@@ -449,3 +451,19 @@ def test_a_merge_never_hands_back_a_callers_layer() -> None:
     merged.guard.tool_policy["bash"] = "allow"
     merged.execution.pids = 1
     assert mine.guard.tool_policy == {"bash": "confirm"} and mine.execution.pids is None
+
+
+def test_detached_constraints_equal_a_deep_copy_and_share_nothing() -> None:
+    layer = Constraints.model_validate({
+        "guard": {"tool_policy": {"bash": "deny"}, "rate_limits": {"x": 3},
+                  "checkers": ["policy"], "budget": {"total_tokens": 9}},
+        "execution": {"workdir": "/tmp", "network": False}, "max_iterations": 3,
+    })
+    for original in (layer, SkillConstraints.of(layer)):
+        copied = _detached(original)
+        assert copied == copy.deepcopy(original) and type(copied) is type(original)
+        assert copied.model_fields_set == original.model_fields_set
+        copied.guard.tool_policy["bash"] = "allow"
+        copied.guard.budget.total_tokens = 1
+        assert original.guard.tool_policy["bash"] == "deny"
+        assert original.guard.budget.total_tokens == 9

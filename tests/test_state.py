@@ -39,6 +39,12 @@ def test_reducers_append_and_merge() -> None:
     assert state.get("effects") == {}
 
 
+def test_a_value_shaped_like_an_append_is_stored_as_given() -> None:
+    state = StateManager()
+    state.update({"pair": ("extend", [1])})
+    assert state.get("pair") == ("extend", [1])
+
+
 def test_any_two_argument_callable_is_a_reducer() -> None:
     class M(BaseModel):
         best: Annotated[int, max] = 0

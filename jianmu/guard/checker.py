@@ -90,13 +90,25 @@ def build_chain(
     chain: list[GuardChecker] = []
     for name in guard.checkers if guard.checkers is not None else DEFAULT_CHECKERS:
         checker = plugins.resolve("checker", name).from_setup(setup)
-        if not isinstance(checker, GuardChecker):
+        if type(checker) not in _CHECKER_CLASSES and not _is_checker(checker):
             raise ConfigError(
                 f"guard.checkers: {name!r} built {checker!r}, which is not a guard checker: "
                 "it needs a 'name' and a check(context, previous) method"
             )
         chain.append(checker)
     return tuple(chain)
+
+
+_CHECKER_CLASSES: set[type] = set()
+"""Classes whose instances passed the `GuardChecker` check: every run builds its chain, and
+typing's protocol check walks the class each time."""
+
+
+def _is_checker(checker: object) -> bool:
+    if not isinstance(checker, GuardChecker):
+        return False
+    _CHECKER_CLASSES.add(type(checker))
+    return True
 
 
 def tool_permission(tool: PolicyTarget | None) -> str:

@@ -105,6 +105,8 @@ class ToolPolicyChecker(BaseChecker):
         # permission only: each is worked out once (see `_by_name`)
         self._decided: dict[tuple[str, str], Decision] = {}
         self._decided_for: tuple[object, object] = (self.rules, self.default_policy)
+        self._hidden: dict[tuple[str, str, frozenset[str] | None], bool] = {}
+        self._hidden_for: tuple[object, object] = (self.rules, self.default_policy)
 
     @classmethod
     def from_guard_constraints(
@@ -215,8 +217,26 @@ class ToolPolicyChecker(BaseChecker):
         for an admin_only tool without the ``admin`` role.
         """
         name = (tool if isinstance(tool, str) else tool.name).lower()
-        obj = None if isinstance(tool, str) else tool
-        if user_roles is not None and tool_permission(obj) == "admin_only":
+        permission = tool_permission(None if isinstance(tool, str) else tool)
+        # the answer depends on these three alone (and the rules): the model's tools are
+        # filtered on every turn, so each is worked out once
+        roles = user_roles if user_roles is None or isinstance(user_roles, frozenset) else (
+            frozenset(user_roles)
+        )
+        key = (name, permission, roles)
+        rules, default = self._hidden_for
+        if rules is not self.rules or default != self.default_policy:
+            self._hidden, self._hidden_for = {}, (self.rules, self.default_policy)
+        found = self._hidden.get(key)
+        if found is None:
+            found = self._hides(name, permission, roles)
+            if len(self._hidden) >= 4096:  # never grow unbounded
+                self._hidden.clear()
+            self._hidden[key] = found
+        return found
+
+    def _hides(self, name: str, permission: str, user_roles: frozenset[str] | None) -> bool:
+        if user_roles is not None and permission == "admin_only":
             if "admin" not in {str(r).lower() for r in user_roles}:
                 return True
         own = [(rule, policy) for rule, policy in self.rules if rule.applies_to(name)]
@@ -224,7 +244,6 @@ class ToolPolicyChecker(BaseChecker):
             return True
         if any(policy != "deny" for _rule, policy in own):
             return False
-        permission = tool_permission(obj)
         base: Policy = "confirm" if permission not in ("auto", "admin_only") else "allow"
         return stricter_policy(base, self.default_policy) == "deny"
 

@@ -26,6 +26,7 @@ from jianmu.llm.provider import (
     Usage,
     from_config,
     provider_from_config,
+    takes_requests,
     tool_choice_to_openai,
     tools_to_openai,
 )
@@ -55,6 +56,7 @@ __all__ = (
     "messages_to_anthropic",
     "messages_to_openai",
     "provider_from_config",
+    "takes_requests",
     "tool_choice_to_openai",
     "tools_to_openai",
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, TypeGuard, runtime_checkable
 
 from jianmu import plugins
 from jianmu.config import AppConfig, LLMConfig
@@ -29,6 +29,7 @@ __all__ = (
     "Usage",
     "from_config",
     "provider_from_config",
+    "takes_requests",
     "tool_choice_to_openai",
     "tools_to_openai",
 )
@@ -280,6 +281,30 @@ class BaseLLMProvider(LLMProvider):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+_ARGUMENT_NAMES = frozenset({"messages", "tools", "tool_choice"})
+
+
+def takes_requests(
+    llm: object, *, stream: bool = False, params: Mapping[str, Any] | None = None
+) -> TypeGuard[BaseLLMProvider]:
+    """Whether ``llm.complete`` (``stream``: ``llm.stream``) is the base one, which only
+    normalises its arguments into a `ChatRequest` for ``send`` (``send_stream``).
+
+    A caller that already holds the request's parts in normal form (an agent node, every
+    turn) may then build the request itself and hand it to ``send`` directly: the provider
+    receives exactly what `complete` would have built. ``params`` are the extra request
+    parameters, which must not repeat an argument's name (`complete` would refuse them).
+    """
+    if not isinstance(llm, BaseLLMProvider):
+        return False
+    name = "stream" if stream else "complete"
+    if getattr(type(llm), name) is not getattr(LLMProvider, name):
+        return False
+    if name in getattr(llm, "__dict__", {}):  # replaced on the instance
+        return False
+    return not params or not _ARGUMENT_NAMES.intersection(params)
 
 
 def tools_to_openai(tools: ToolsInput) -> list[dict[str, Any]]:

@@ -106,6 +106,11 @@ class ScriptedLLM(BaseLLMProvider):
         """Every request received, oldest first."""
         self._position = 0
         self._next_id = 0
+        # the estimate reads every message and tool schema on every turn; a message's length
+        # is kept by identity (each is kept alive in `requests` anyway) and the tools' for the
+        # last tuple offered, so a turn costs its new messages, not the whole history again
+        self._chars: dict[int, tuple[Message, int]] = {}
+        self._tools_chars: tuple[tuple[dict[str, Any], ...], int] | None = None
 
     @classmethod
     def from_llm_config(cls, llm: LLMConfig) -> Self:
@@ -153,12 +158,11 @@ class ScriptedLLM(BaseLLMProvider):
         if isinstance(entry, str):
             message = Message(role="assistant", content=entry)
         elif isinstance(entry, Message):
-            message = entry
+            message = entry.model_copy(update={
+                "tool_calls": [c.with_id(self._call_id(c.id)) for c in entry.tool_calls]
+            })
         else:
-            message = Message(role="assistant", tool_calls=list(entry))
-        message = message.model_copy(
-            update={"tool_calls": [c.with_id(self._call_id(c.id)) for c in message.tool_calls]}
-        )
+            message = Message(role="assistant", tool_calls=self._calls(entry))
         return LLMResponse(
             message=message,
             usage=Usage(
@@ -169,12 +173,46 @@ class ScriptedLLM(BaseLLMProvider):
             model=self.model,
         )
 
+    def _calls(self, entry: Sequence[ToolCall | Mapping[str, Any]]) -> list[ToolCall]:
+        """A tool-call turn's calls, in order, those without an id numbered ``call_N``."""
+        calls: list[ToolCall] = []
+        for item in entry:
+            if isinstance(item, dict) and item.get(
+                "id", item.get("tool_call_id", item.get("call_id"))
+            ) in (None, ""):
+                # numbered here rather than given a random id to replace (see _call_id)
+                calls.append(ToolCall.from_dict({**item, "id": self._call_id(None)}))
+                continue
+            call = ToolCall.from_dict(item)
+            given = self._call_id(call.id)
+            calls.append(call if given == call.id else call.with_id(given))
+        return calls
+
     def _prompt_tokens(self, messages: list[Message]) -> int:
+        """`estimate_tokens` of the messages' text followed by the tools' JSON."""
         request = self.requests[-1]
-        text = "".join(_message_text(m) for m in messages)
+        chars = sum(self._message_chars(m) for m in messages)
         if request.tools:
-            text += json.dumps(list(request.tools), sort_keys=True)
-        return estimate_tokens(text)
+            chars += self._tool_chars(request.tools)
+        return (chars + 3) // 4
+
+    def _message_chars(self, message: Message) -> int:
+        found = self._chars.get(id(message))
+        if found is not None and found[0] is message:
+            return found[1]
+        count = len(_message_text(message))
+        self._chars[id(message)] = (message, count)
+        return count
+
+    def _tool_chars(self, tools: tuple[dict[str, Any], ...]) -> int:
+        last = self._tools_chars
+        if last is not None and len(last[0]) == len(tools) and all(
+            a is b for a, b in zip(last[0], tools, strict=True)
+        ):
+            return last[1]
+        count = len(json.dumps(list(tools), sort_keys=True))
+        self._tools_chars = (tools, count)
+        return count
 
     async def send(self, request: ChatRequest) -> LLMResponse:
         """Record the request and return the next scripted reply.

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
 from jianmu.errors import LLMError
+from jianmu.execution._deadlines import within
 from jianmu.guard import visible_tools
-from jianmu.llm.messages import Message
-from jianmu.llm.provider import LLMProvider, LLMResponse, StreamDone, TextDelta
+from jianmu.llm.messages import Message, coerce_messages
+from jianmu.llm.provider import (
+    ChatRequest,
+    LLMProvider,
+    LLMResponse,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    takes_requests,
+)
 from jianmu.nodes._tool_calls import preview, unique_ids, usage_view
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import (
@@ -28,9 +37,15 @@ from jianmu.tools.calls import ToolCall
 from jianmu.tools.toolset import ToolSet
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from jianmu.nodes.tool_executor import ToolExecutor
 
 __all__ = ("AgentLLMNode", "recent_messages")
+
+
+def _no_answer() -> TimeoutError:
+    return TimeoutError("the model did not answer in time")
 
 
 def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Message]:
@@ -95,6 +110,7 @@ class AgentLLMNode(AsyncNode):
         self.timeout = timeout
         self.constraints = constraints
         self.params = dict(params or {})
+        self._system: tuple[str, Message] | None = None
 
     def visible_tools(self) -> ToolSet:
         """The tools offered to the model (deny-policy tools removed)."""
@@ -114,13 +130,33 @@ class AgentLLMNode(AsyncNode):
             limit = self.effective_constraints.max_messages
         system = "\n\n".join(p for p in (self.system_prompt, self.skill_prompt) if p)
         history = recent_messages(self.state.get("messages") or [], limit)
-        return ([Message.system(system)] if system else []) + history
+        if not system:
+            return history
+        made = self._system
+        if made is None or made[0] != system:  # one message per prompt, not one per turn
+            made = self._system = (system, Message.system(system))
+        return [made[1], *history]
 
     async def _ask(self, messages: list[Message], toolset: ToolSet) -> LLMResponse:
-        tools = list(toolset) or None
-        if not self.stream:
-            return await self.llm.complete(messages, tools=tools, **self.params)
-        async for event in self.llm.stream(messages, tools=tools, **self.params):
+        llm, params = self.llm, self.params
+        events: AsyncIterator[StreamEvent]
+        if takes_requests(llm, stream=self.stream, params=params):
+            # what the base `complete` would build, with the toolset's export made once
+            # rather than every tool's on every turn
+            request = ChatRequest(
+                messages=tuple(coerce_messages(messages)),
+                tools=tuple(toolset.to_openai(include_deprecated=True)),
+                params=dict(params),
+            )
+            if not self.stream:
+                return await llm.send(request)
+            events = llm.send_stream(request)
+        else:
+            tools = list(toolset) or None
+            if not self.stream:
+                return await llm.complete(messages, tools=tools, **params)
+            events = llm.stream(messages, tools=tools, **params)
+        async for event in events:
             if isinstance(event, TextDelta):
                 self.events.emit("llm.call.delta", text=event.text)
             elif isinstance(event, StreamDone):
@@ -146,22 +182,25 @@ class AgentLLMNode(AsyncNode):
         toolset = self.visible_tools()
         model = getattr(self.llm, "model", "") or "unknown"
         timeout = self.timeout or self.ctx.config.llm.timeout
-        self.events.emit("llm.call.started", model=model, messages=len(messages),
-                         tools=toolset.names())
-        attributes = {
-            GEN_AI_OPERATION_NAME: "chat",
-            GEN_AI_REQUEST_MODEL: model,
-            GEN_AI_AGENT_NAME: self.name,
-        }
-        with span(self.ctx.tracer, f"chat {model}", attributes) as current:
+        events, tracer = self.events, self.ctx.tracer
+        if events.wants("llm.call.started"):  # the fields only when someone reads them
+            events.emit("llm.call.started", model=model, messages=len(messages),
+                        tools=toolset.names())
+        scope: AbstractContextManager[Span | None] = nullcontext() if tracer is None else span(
+            tracer, f"chat {model}",
+            {GEN_AI_OPERATION_NAME: "chat", GEN_AI_REQUEST_MODEL: model,
+             GEN_AI_AGENT_NAME: self.name},
+        )
+        with scope as current:
             try:
-                # asyncio's own timeout: the runner is asyncio's, and anyio's scope costs
-                # twice as much per call
-                async with asyncio.timeout(timeout):
-                    # in a durable run, a turn the model answered is replayed, never re-asked
-                    response = await self.ctx.step(
-                        f"model:{self.path or self.name}", lambda: self._ask(messages, toolset)
-                    )
+                steps = self.ctx.steps
+                # in a durable run, a turn the model answered is replayed, never re-asked
+                asked = self._ask(messages, toolset) if steps is None else steps.run(
+                    f"model:{self.path or self.name}", lambda: self._ask(messages, toolset)
+                )
+                # the loop timer that calls starting together share (`within`), as an
+                # asyncio.timeout would, without a timer of its own per turn
+                response = await within(asked, timeout, _no_answer)
             except Exception as exc:
                 error = (
                     f"the model did not answer within {timeout:g} s"
@@ -192,9 +231,11 @@ class AgentLLMNode(AsyncNode):
         if run_usage.namespace != self.state.namespace:
             # a skill's namespace: the run's total lives at the root, for budgets and reports
             run_usage.update({"usage": response.usage})
-        self.events.emit(
-            "llm.call.completed", model=model, tool_calls=[c.name for c in calls],
-            answer_preview=None if calls else preview(response.message.content),
-            input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens,
-        )
+        if events.wants("llm.call.completed"):
+            events.emit(
+                "llm.call.completed", model=model, tool_calls=[c.name for c in calls],
+                answer_preview=None if calls else preview(response.message.content),
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+            )
         return Status.SUCCESS

@@ -146,6 +146,7 @@ class ToolExecutor(AsyncNode):
         self._runners = RunnerCache()
         self._tool_sources: list[Callable[[], Awaitable[None]]] = []
         self._held: list[_Record] | None = None
+        self._visible: tuple[tuple[object, ...], ToolSet] | None = None
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
@@ -175,11 +176,23 @@ class ToolExecutor(AsyncNode):
     def reset_for_run(self) -> None:
         """Forget the guard built on the first tick; the next tick builds it anew."""
         self._enforcer = None
+        self._visible = None
 
     def visible_toolset(self) -> ToolSet:
-        """The tools the model may see: this executor's, minus those whose policy is deny."""
+        """The tools the model may see: this executor's, minus those whose policy is deny.
+
+        Worked out once per run, toolset and constraints (the model asks every turn), as the
+        guard that checks the calls is built once (`reset_for_run` forgets both).
+        """
         ctx = getattr(self, "ctx", None)
-        return visible_tools(self.toolset, ctx, self.effective_constraints)
+        constraints = self.effective_constraints
+        key = (self.toolset, ctx, constraints, getattr(ctx, "user_roles", None))
+        seen = self._visible
+        if seen is not None and all(a is b for a, b in zip(seen[0], key, strict=True)):
+            return seen[1]
+        visible = visible_tools(self.toolset, ctx, constraints)
+        self._visible = (key, visible)
+        return visible
 
     async def aclose(self) -> None:
         """Close the sandbox and end the worker threads kept for the next run."""
@@ -192,6 +205,10 @@ class ToolExecutor(AsyncNode):
         await self.aclose()
 
     # -- the tick --------------------------------------------------------------------------------
+    def settled(self) -> Status | None:
+        """SUCCESS when no call is pending (a model that answered): nothing to run."""
+        return None if self.state.get("actions") else Status.SUCCESS
+
     async def update_async(self) -> Status:
         """Run the pending batch; RUNNING while approvals are pending, else SUCCESS."""
         calls = self._batch()
@@ -293,17 +310,11 @@ class ToolExecutor(AsyncNode):
             anyio.CapacityLimiter(self.config.max_concurrency)
             if len(batch) > self.config.max_concurrency else None
         )
-
-        async def limited(call: ToolCall, decision: Decision) -> None:
-            assert limiter is not None
-            async with limiter:
-                await self._run_one(call, decision, runner)
-
         loop = asyncio.get_running_loop()
         tasks = [
             loop.create_task(
                 self._run_one(call, decision, runner) if limiter is None
-                else limited(call, decision)
+                else self._run_limited(limiter, call, decision, runner)
             )
             for call, decision in batch
         ]
@@ -315,6 +326,13 @@ class ToolExecutor(AsyncNode):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+
+    async def _run_limited(
+        self, limiter: anyio.CapacityLimiter, call: ToolCall, decision: Decision,
+        runner: ToolRunner,
+    ) -> None:
+        async with limiter:
+            await self._run_one(call, decision, runner)
 
     async def _run_one(self, call: ToolCall, decision: Decision, runner: ToolRunner) -> None:
         """Run one call with retries; record exactly one observation. Never raises."""

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import py_trees
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
+from jianmu.runtime._ticks import behaviour_tick, logs_debug
 
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext
@@ -114,18 +116,51 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
         super().__init__(name or self.__class__.__name__)
         self.error: BaseException | None = None
         self._task: asyncio.Task[Status] | None = None
+        self._settled: Status | None = None
 
     async def update_async(self) -> Status:
         """The node's work. Subclasses override it; the default succeeds at once."""
         return Status.SUCCESS
 
+    def settled(self) -> Status | None:
+        """The status the node already knows it would end with, or None to run the work.
+
+        Called on entering the node, before a task starts: a node with nothing to do (an
+        executor with no pending call) returns what ``update_async`` would have returned,
+        and no task or tick is spent on it. Must not start work; the default is None.
+        """
+        return None
+
     # -- py_trees lifecycle ---------------------------------------------------------------------
+    def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
+        """py_trees' tick, the same steps without its unread debug strings (`_ticks`)."""
+        if logs_debug():
+            return super().tick()
+        return behaviour_tick(self)
+
+    def stop(self, new_status: Status) -> None:
+        """py_trees' stop: `terminate`, then the new status."""
+        if logs_debug():
+            super().stop(new_status)
+            return
+        self.terminate(new_status)
+        self.status = new_status
+
     def initialise(self) -> None:
-        """Start ``update_async`` as a task. Called by py_trees when the node is (re)entered."""
-        self._start()
+        """Start ``update_async`` as a task (unless `settled` already knows the outcome).
+        Called by py_trees when the node is (re)entered."""
+        self._settled = settled = self.settled()
+        if settled is None:
+            self._start()
+        else:
+            self.error = None
 
     def update(self) -> Status:
         """Report the task: RUNNING while it runs, then its status. Never blocks."""
+        settled = self._settled
+        if settled is not None:
+            self._settled = None
+            return settled
         task = self._task
         if task is None:  # restored from a checkpoint, or the last run asked to be called again
             self._start()
@@ -160,7 +195,13 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
         self._task = loop.create_task(self._guarded(), name=f"jianmu:{self.path or self.name}")
         ctx = getattr(self, "ctx", None)
         if ctx is not None:
-            self._task.add_done_callback(lambda _t: ctx.wake())
+            self._task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Status]) -> None:
+        """Wake the runner to report the finished task, unless a tick already has: a task
+        that wrote the state woke it then, and the tick took the result before this runs."""
+        if self._task is task:
+            self.ctx.wake()
 
     async def _guarded(self) -> Status:
         try:

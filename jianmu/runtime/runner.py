@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -445,7 +446,10 @@ class ReactiveRunner:
                     poll = self.config.runtime.poll_interval
                     wait = poll if remaining is None else min(poll, remaining)
                 try:
-                    await asyncio.wait_for(self._wake_event.wait(), wait)
+                    if wait is None:  # no deadline: nothing to time (wait_for would only wrap)
+                        await self._wake_event.wait()
+                    else:
+                        await asyncio.wait_for(self._wake_event.wait(), wait)
                 except TimeoutError:
                     if remaining is None or (wait is not None and wait < remaining):
                         continue  # a polling node's next tick
@@ -461,8 +465,14 @@ class ReactiveRunner:
         Jianmu's async nodes wake the runner themselves; a plain py_trees behaviour that
         returns RUNNING (a ``Timer``) or an async node that returned RUNNING must be polled.
         """
-        for node in self.root.iterate():
-            if node.status is not Status.RUNNING or node.children:
+        # a plain walk rather than py_trees' recursive iterate(): this runs after every tick
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if node.children:
+                stack.extend(node.children)
+                continue
+            if node.status is not Status.RUNNING:
                 continue
             if isinstance(node, AsyncNode):
                 if node.wants_tick:
@@ -502,6 +512,8 @@ class ReactiveRunner:
                 self.ctx.events.emit("run.cleanup_failed", error=f"{type(exc).__name__}: {exc}")
 
     def _span(self) -> Any:
+        if self.ctx.tracer is None:  # nothing to record: no generator held for the whole run
+            return nullcontext()
         from jianmu.telemetry import span
 
         return span(

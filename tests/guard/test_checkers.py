@@ -398,3 +398,12 @@ def test_rate_limit_written_with_an_alias() -> None:
     c = ToolCall(name="DuckDuckGo_Search")
     assert checker.check(ctx(c, call_times={"duckduckgo_search": [90.0]}), START).denied
     assert checker.check(ctx(c), START) is START
+
+
+def test_a_checker_decides_hidden_again_when_its_rules_change() -> None:
+    checker = ToolPolicyChecker({"bash": "deny"})
+    assert checker.hides("bash") and not checker.hides("ls")
+    assert checker.hides("drop", user_roles=frozenset()) is False
+    assert checker.hides("drop", user_roles={"dev"}) is False  # type: ignore[arg-type]
+    checker.rules = ToolPolicyChecker({"ls": "deny"}).rules
+    assert checker.hides("ls") and not checker.hides("bash")

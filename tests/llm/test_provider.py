@@ -23,6 +23,7 @@ from jianmu.llm import (
     Usage,
     from_config,
     provider_from_config,
+    takes_requests,
     tool_choice_to_openai,
     tools_to_openai,
 )
@@ -185,3 +186,25 @@ def test_importing_the_llm_package_does_not_import_the_sdk() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+class _Base(BaseLLMProvider):
+    async def send(self, request: Any) -> LLMResponse:
+        return LLMResponse(message=Message.assistant("ok"))
+
+
+class _OwnComplete(_Base):
+    async def complete(self, messages: Any, **kwargs: Any) -> LLMResponse:
+        return LLMResponse(message=Message.assistant("mine"))
+
+
+def test_takes_requests_only_when_complete_is_the_base_one() -> None:
+    assert takes_requests(_Base())
+    assert takes_requests(_Base(), stream=True)
+    assert not takes_requests(_OwnComplete())
+    patched = _Base()
+    patched.complete = _OwnComplete().complete  # type: ignore[method-assign]
+    assert not takes_requests(patched)
+    assert not takes_requests(_Base(), params={"tools": []})
+    assert takes_requests(_Base(), params={"temperature": 0})
+    assert not takes_requests(object())

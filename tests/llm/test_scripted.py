@@ -153,3 +153,16 @@ async def test_bad_function_results_are_refused() -> None:
         await llm.complete([Message.user("x")])
     with pytest.raises(TypeError, match="returned another function"):
         await llm.complete([Message.user("x")])
+
+
+async def test_scripted_calls_are_numbered_in_order_and_given_ids_kept() -> None:
+    llm = ScriptedLLM([
+        [{"name": "a"}, {"name": "b", "id": "mine"}, ToolCall(name="c", arguments={})],
+        [{"name": "d", "arguments": '{"k": 1}'}],
+        "done",
+    ])
+    first = await llm.complete([Message.user("x")])
+    assert [c.id for c in first.tool_calls] == ["call_1", "mine", "call_2"]
+    assert [c.id for c in first.message.tool_calls] == ["call_1", "mine", "call_2"]
+    second = await llm.complete([Message.user("x")])
+    assert second.tool_calls[0].id == "call_3" and second.tool_calls[0].arguments == {"k": 1}

@@ -174,3 +174,52 @@ async def test_server_error_exhausting_retries_fails_the_loop() -> None:
     assert result.status is RunStatus.FAILURE
     assert "500" in failed[0].fields["error"] or "LLMTransientError" in failed[0].fields["error"]
     assert len(server.requests) == 3  # the first try and two retries
+
+
+async def test_each_round_takes_two_ticks() -> None:
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}]] * 4 + ["done"])
+    state = start_state()
+    result = await ReactiveRunner(create_react_node(llm, [lookup]), state).run(timeout=30)
+    assert result.status is RunStatus.SUCCESS and state.get("rounds") == 5
+    # the first tick asks the model; each round ends two ticks later (the model's reply
+    # starts the tools, their end starts the next turn); the answer needs no tools' tick
+    assert result.ticks == 2 * 4 + 2
+
+
+async def test_py_trees_debug_level_ticks_the_same_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import py_trees
+
+    monkeypatch.setattr(py_trees.logging, "level", py_trees.logging.Level.DEBUG)
+    monkeypatch.setattr(py_trees.console, "logdebug", lambda _msg: None)
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Oslo"}}], "snow"])
+    state = start_state()
+    result = await ReactiveRunner(create_react_node(llm, [lookup]), state).run(timeout=30)
+    assert result.status is RunStatus.SUCCESS and state.get("final_answer") == "snow"
+    assert [m.role for m in state.get("messages")] == ["user", "assistant", "tool", "assistant"]
+
+
+class _OwnComplete(ScriptedLLM):
+    """A provider with its own complete(): it receives the Tool objects, as always."""
+
+    seen: list[Any]
+
+    async def complete(self, messages: Any, *, tools: Any = None, tool_choice: Any = None,
+                       **params: Any) -> Any:
+        type(self).seen = list(tools or [])
+        return await super().complete(messages, tools=tools, tool_choice=tool_choice, **params)
+
+
+async def test_a_provider_sees_what_complete_would_build_or_its_own_complete_gets_tools() -> None:
+    from jianmu.llm.provider import tools_to_openai
+
+    base = ScriptedLLM(["ok"])
+    state = start_state()
+    await ReactiveRunner(create_react_node(base, [lookup, note]), state).run(timeout=30)
+    assert list(base.requests[0].tools) == tools_to_openai([lookup, note])
+    assert base.requests[0].messages == tuple(state.get("messages")[:1])
+    own = _OwnComplete(["ok"])
+    await ReactiveRunner(create_react_node(own, [lookup, note]), start_state()).run(timeout=30)
+    assert _OwnComplete.seen == [lookup, note]
+    assert list(own.requests[0].tools) == tools_to_openai([lookup, note])

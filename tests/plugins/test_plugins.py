@@ -247,3 +247,24 @@ def test_an_entry_point_cannot_replace_a_built_in(
     finally:
         monkeypatch.undo()
         plugins.reload_entry_points()
+
+
+def test_resolve_follows_what_is_registered_now() -> None:
+    class First:
+        name = "first"
+
+        @classmethod
+        def from_setup(cls, setup: Any) -> Any:
+            return cls()
+
+        def check(self, context: Any, previous: Any) -> Any:
+            return previous
+
+    class Second(First):
+        name = "second"
+
+    with plugins.registered("checker", "perf_probe", First):
+        assert plugins.resolve("checker", "perf_probe") is First
+        assert plugins.resolve("checker", "perf_probe") is First
+        plugins.register("checker", "perf_probe", Second, replace=True)
+        assert plugins.resolve("checker", "perf_probe") is Second

@@ -293,3 +293,23 @@ def test_run_status_says_whether_the_tree_ran_to_its_end() -> None:
     from jianmu.runtime.result import RunStatus
 
     assert [s.value for s in RunStatus if s.finished] == ["success", "failure"]
+
+
+class _Settled(AsyncNode):
+    def __init__(self) -> None:
+        super().__init__("settled")
+        self.ran = 0
+
+    def settled(self) -> Status | None:
+        return Status.SUCCESS
+
+    async def update_async(self) -> Status:
+        self.ran += 1
+        return Status.FAILURE
+
+
+async def test_a_settled_node_reports_its_status_without_running() -> None:
+    node = _Settled()
+    result = await ReactiveRunner(node, StateManager()).run(timeout=10)
+    assert result.ok and node.ran == 0 and result.ticks == 1
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("jianmu:settled")]
