@@ -162,13 +162,19 @@ class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
         return name if name in self.members else self.entry
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
-        """Tick the active agent's round and mirror its status."""
-        if self.status is not Status.RUNNING and self.state.get("active_agent") is None:
-            self.state.replace({"active_agent": self.entry})  # who answers, from the start
-        child = self.members[self.active()]
+        """Tick the round of the agent that answers now and mirror its status.
+
+        The agent is chosen when a round starts: a hand-off written during a round (by its
+        model's turn) takes effect with the next one, so every round ends for the loop above
+        to count.
+        """
         current = self.current_child
-        if current is not None and current is not child and current.status is Status.RUNNING:
-            current.stop(Status.INVALID)
+        if self.status is Status.RUNNING and current is not None:
+            child = current
+        else:
+            if self.state.get("active_agent") is None:
+                self.state.replace({"active_agent": self.entry})  # who answers, from the start
+            child = self.members[self.active()]
         self.current_child = child
         yield from child.tick()
         status = child.status

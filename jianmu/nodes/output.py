@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import ConfigDict, PydanticSchemaGenerationError, TypeAdapter, ValidationError
+from pydantic import ConfigDict, PydanticUserError, TypeAdapter, ValidationError
 from pydantic import create_model as _create_model
 
 from jianmu.errors import ConfigError, OutputValidationError, ToolExecutionError
@@ -194,7 +194,7 @@ class OutputSpec:
             self.shape = _shape(output_type)
             members = get_args(output_type) if _is_union(output_type) else ()
             shapes = [_shape(m) for m in members] if mode == "tool" and len(members) > 1 else []
-        except (PydanticSchemaGenerationError, TypeError) as exc:
+        except (PydanticUserError, TypeError) as exc:
             raise TypeError(
                 f"output_type {output_type!r} has no JSON Schema: {exc}; use a pydantic model, "
                 "a dataclass, a TypedDict or a plain type"

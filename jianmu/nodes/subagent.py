@@ -34,7 +34,7 @@ from typing import Any
 
 import py_trees
 from py_trees.common import Status
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
 from pydantic import create_model as _create_model
 from pydantic_core import to_jsonable_python
 
@@ -263,7 +263,7 @@ class AgentTool(Tool):
         self.parallel_safe = self._factory
         try:
             self._schema_of(input_type)
-        except (TypeError, ValueError) as exc:
+        except (PydanticUserError, TypeError, ValueError) as exc:
             raise ToolValidationError(name, [f"input_type {input_type!r}: {exc}"]) from None
         problems = structural_problems(self)
         if problems:
