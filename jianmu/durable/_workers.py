@@ -42,16 +42,12 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-def recover_worker(sys_db: Any, executor_id: str) -> list[str]:
+def recover_worker(client: Any, executor_id: str) -> list[str]:
     """Hand ``executor_id``'s pending runs back to the queue; their ids."""
-    from dbos._utils import INTERNAL_QUEUE_NAME
+    from jianmu.durable._dbos_adapter import reenqueue_dead_worker_runs
 
-    ids = []
-    for pending in sys_db.get_pending_workflows(executor_id, APP_VERSION):
-        # re-enqueueing is DBOS's own recovery path: one dequeue admits exactly one worker
-        if sys_db.reenqueue_for_recovery(pending.workflow_id, [executor_id], INTERNAL_QUEUE_NAME):
-            ids.append(pending.workflow_id)
-    return ids
+    # re-enqueueing is DBOS's own recovery path: one dequeue admits exactly one worker
+    return reenqueue_dead_worker_runs(client, executor_id, APP_VERSION)
 
 
 class WorkerRegistry:
@@ -110,11 +106,11 @@ class Heartbeat:
     """A daemon thread: beat every few seconds, and take over workers silent for too long."""
 
     def __init__(self, registry: WorkerRegistry, executor_id: str, takeover_after_s: float,
-                 sys_db: Any, on_error: Any = None) -> None:
+                 client: Any, on_error: Any = None) -> None:
         self.registry = registry
         self.executor_id = executor_id
         self.after_s = takeover_after_s
-        self.sys_db = sys_db
+        self.client = client
         self.on_error = on_error
         self.taken: list[str] = []
         self._stop = threading.Event()
@@ -132,7 +128,7 @@ class Heartbeat:
         runs: list[str] = []
         for dead in self.registry.stale(self.after_s, besides=self.executor_id):
             if self.registry.claim(dead, self.after_s):
-                runs += recover_worker(self.sys_db, dead)
+                runs += recover_worker(self.client, dead)
                 self.taken.append(dead)
         return runs
 

@@ -16,9 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from dbos import DBOS
-from dbos._context import get_local_dbos_context
-from dbos._dbos import _get_dbos_instance
 
+from jianmu.durable._dbos_adapter import advance_step_counter
 from jianmu.runtime.result import RunResult, RunStatus
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.tools.calls import ToolResult
@@ -42,6 +41,9 @@ _WAIT_S = 24 * 3600.0
 
 class _Engine(Protocol):
     name: str
+
+    @property
+    def client(self) -> Any: ...
 
     def build_runner(self, tree: str, inputs: dict[str, Any], *, run_id: str,
                      user_roles: Any = ()) -> ReactiveRunner: ...
@@ -110,11 +112,13 @@ def _portable(value: T) -> T:
     return value
 
 
-def _history(workflow_id: str) -> tuple[dict[str, Any], set[str], dict[str, dict[str, Any]], int]:
+def _history(
+    engine: _Engine, workflow_id: str
+) -> tuple[dict[str, Any], set[str], dict[str, dict[str, Any]], int]:
     """What an earlier attempt of this run recorded: steps by name, started keys, decisions."""
-    # the system database's own listing, not DBOS.list_workflow_steps: that one is itself a
-    # recorded step, and would replay the (empty) listing of the run's first attempt
-    steps = _get_dbos_instance()._sys_db.list_workflow_steps(workflow_id, load_output=True)
+    # the client's listing, not DBOS.list_workflow_steps: inside a workflow that one is itself
+    # a recorded step, and would replay the (empty) listing of the run's first attempt
+    steps = engine.client.list_workflow_steps(workflow_id, load_output=True)
     recorded: dict[str, Any] = {}
     started: set[str] = set()
     decisions: dict[str, dict[str, Any]] = {}
@@ -147,11 +151,11 @@ async def run_workflow(engine_name: str, tree: str, inputs: dict[str, Any],
     roles = options.get("user_roles", ())
     ticks, published = 0, False
     while True:
-        recorded, started, decisions, last = await asyncio.to_thread(_history, workflow_id)
-        context = get_local_dbos_context()
-        if context is not None and last > context.function_id:
-            # replayed steps are skipped by key, so new ones must not reuse their numbers
-            context.function_id = last
+        recorded, started, decisions, last = await asyncio.to_thread(
+            _history, engine, workflow_id
+        )
+        # replayed steps are skipped by key, so new ones must not reuse their numbers
+        advance_step_counter(last)
         runner = engine.build_runner(tree, inputs, run_id=workflow_id, user_roles=roles)
         runner.ctx.steps = DBOSSteps(recorded, started)
         result, spent = await _until_parked(runner, decisions)

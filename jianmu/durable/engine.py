@@ -190,12 +190,10 @@ class DurableEngine:
         settings = self.config.durable
         DBOS.register_queue(self.queue_name, worker_concurrency=settings.worker_concurrency,
                             polling_interval_sec=settings.poll_interval_s)
-        from dbos._dbos import _get_dbos_instance
-
         registry = WorkerRegistry(self.database_url, self.name)
         self._heartbeat = Heartbeat(
             registry, self.executor_id, self.config.durable.takeover_after_s,
-            _get_dbos_instance()._sys_db,
+            self.client,
             on_error=lambda exc: _log.warning("heartbeat failed: %s", exc),
         )
         self._heartbeat.start()
@@ -234,14 +232,14 @@ class DurableEngine:
         """The DBOS client this engine starts, answers and lists runs with."""
         if self._client is None:
             require_dbos()
-            from dbos import DBOSClient
+            from dbos import DBOS, DBOSClient
 
             check_reachable(self.database_url)
             try:
+                # a client never creates DBOS's tables; a fresh database must still take runs
+                DBOS.migrate(self.database_url)
                 client = DBOSClient(system_database_url=self.database_url,
                                     application_name=self.name, retry_connection_errors=False)
-                # a client never creates DBOS's tables; a fresh database must still take runs
-                client._sys_db.run_migrations()
             except Exception as exc:
                 raise DurableDatabaseError(
                     f"cannot reach the durable database {redact(self.database_url)}: {exc}"
@@ -301,11 +299,11 @@ class DurableEngine:
         Raises:
             RunNotFoundError: no run with that id.
         """
-        from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSNonExistentWorkflowError
+        from dbos import error
 
         try:
             handle: Any = await self.client.retrieve_workflow_async(run_id)
-        except DBOSNonExistentWorkflowError:
+        except error.DBOSNonExistentWorkflowError:
             raise RunNotFoundError(f"no durable run {run_id!r}") from None
         try:
             output = await asyncio.wait_for(handle.get_result(polling_interval_sec=0.05), timeout)
@@ -315,7 +313,7 @@ class DurableEngine:
                 return RunResult(status=RunStatus.SUSPENDED, run_id=run_id,
                                  pending=tuple(pending))
             raise TimeoutError(f"run {run_id!r} is still running after {timeout} s") from None
-        except DBOSAwaitedWorkflowCancelledError:
+        except error.DBOSAwaitedWorkflowCancelledError:
             return RunResult(status=RunStatus.CANCELLED, run_id=run_id,
                              error="the run was cancelled")
         except Exception as exc:  # the workflow itself failed (a tree that cannot be built)
@@ -425,7 +423,7 @@ class DurableEngine:
             registry.claim(worker, None)
         finally:
             registry.close()
-        return recover_worker(self.client._sys_db, worker)
+        return recover_worker(self.client, worker)
 
     def workers(self) -> list[dict[str, Any]]:
         """The workers that ever beat on this database: executor_id, host, started, last_seen."""

@@ -176,7 +176,8 @@ class GuardEnforcer:
         for call, tool in resolved:
             context = GuardContext(
                 call=call,
-                tool=tool,
+                # the checkers read the tool's spec: what it says of itself, in one place
+                tool=getattr(tool, "tool_spec", tool),
                 batch=batch,
                 admitted=tuple(admitted),
                 run=run,

@@ -46,11 +46,12 @@ def visible_tools(
     policy = _policy_for(constraints.guard if constraints is not None else None)
     roles = ctx.user_roles if ctx is not None else None
     tools = toolset if isinstance(toolset, ToolSet) else ToolSet.from_tools(toolset)
-    if not any(policy.hides(t, user_roles=roles) for t in tools):
+    hidden = [policy.hides(t.tool_spec, user_roles=roles) for t in tools]
+    if not any(hidden):
         return tools  # the common case: nothing hidden, no new set
-    return ToolSet.from_tools(t for t in tools if not policy.hides(t, user_roles=roles))
+    return ToolSet.from_tools(t for t, gone in zip(tools, hidden, strict=True) if not gone)
 
 
 def is_denied(tool: Tool | str, guard: GuardConstraints | None) -> bool:
     """Whether ``tool`` (a tool or a name) is hidden from the model by policy alone."""
-    return _policy_for(guard).hides(tool)
+    return _policy_for(guard).hides(getattr(tool, "tool_spec", tool))

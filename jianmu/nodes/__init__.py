@@ -1,7 +1,6 @@
 """Behaviour-tree nodes: tools, the model, the ReAct loop, typed answers, history processors
 and agents that call agents (skills' nodes: `jianmu.skills`)."""
 
-from jianmu._moved import moved
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.handoffs import AgentSwitch, Handoff, handoff
 from jianmu.nodes.history import (
@@ -50,11 +49,3 @@ __all__ = (
     "trim_history",
 )
 
-# SkillNode and its kin moved up to jianmu.skills; nodes sits below it, so no static import
-__getattr__ = moved(
-    __name__,
-    dict.fromkeys(
-        ("FlattenedAgentNode", "SkillNode", "SkillNodeConfig", "merge_skill_constraints"),
-        "jianmu.skills.node",
-    ),
-)

@@ -327,7 +327,7 @@ class ToolExecutor(AsyncNode):
         """Run one call with retries; record exactly one observation. Never raises."""
         tool = self.toolset.get(call.name)
         assert tool is not None and tool.name == call.name  # canonical since update_async
-        retries = max(0, tool.max_retries or 0)
+        retries = tool.tool_spec.max_retries
         tracer = self.ctx.tracer
         # the span's attributes only when a tracer records them
         attributes = None if tracer is None else {
@@ -438,7 +438,7 @@ class ToolExecutor(AsyncNode):
         effects: dict[str, int] = {}
         for r in records:
             if r.result.ok and r.tool is not None:
-                for tag in r.tool.effect_tags:
+                for tag in r.tool.tool_spec.effect_tags:
                     effects[tag] = effects.get(tag, 0) + 1
         if effects:
             update["tool_effects"] = effects

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from jianmu._moved import moved
 from jianmu.tools.base import (
     CATEGORIES,
     PERMISSIONS,
@@ -38,12 +37,3 @@ __all__ = (
     "tool",
 )
 
-# MCP moved up to its own package; tools sits below it, so no static import
-__getattr__ = moved(
-    __name__,
-    dict.fromkeys(
-        ("MCPClient", "MCPTool", "MCPToolProvider", "build_mcp_server", "providers_from_config",
-         "serve", "serve_sync"),
-        "jianmu.mcp",
-    ),
-)

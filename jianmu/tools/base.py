@@ -39,7 +39,6 @@ from jianmu.errors import ToolDefinitionError, ToolTimeoutError, ToolValidationE
 from jianmu.execution._deadlines import on_asyncio, within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
-from jianmu.tools.definition import ToolDefinitionMixin
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
@@ -47,7 +46,13 @@ from jianmu.tools.schema import (
     fill_injected,
     function_schema,
     injection_clashes,
+)
+from jianmu.tools.spec import (
+    SPEC_FIELDS,
+    ToolSpec,
+    check_definition,
     structural_problems,
+    wrap_parameters,
 )
 
 if TYPE_CHECKING:
@@ -85,7 +90,7 @@ def _derive(attr: str, category: str, idempotent: bool | None) -> Any:
     return 2 if (idempotent if idempotent is not None else category == "read") else 0
 
 
-class Tool(ToolDefinitionMixin, abc.ABC):
+class Tool(abc.ABC):  # noqa: B024 (run is abstract; ruff reads the TYPE_CHECKING branch)
     """A capability that an agent or a workflow node can call.
 
     Subclass it, set the class attributes and implement ``run`` (sync or async). A sync
@@ -192,6 +197,85 @@ class Tool(ToolDefinitionMixin, abc.ABC):
     def is_async(self) -> bool:
         """Whether ``run`` is a coroutine function (it runs on the loop, not in a thread)."""
         return inspect.iscoroutinefunction(self.run)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in SPEC_FIELDS:  # the spec follows what the tool says of itself
+            self.__dict__.pop("_jm_spec", None)
+
+    @property
+    def tool_spec(self) -> ToolSpec:
+        """The tool's one description (`ToolSpec`), made from its attributes; export, argument
+        validation and the guard read it."""
+        made = self.__dict__.get("_jm_spec")
+        if made is not None:
+            return made  # type: ignore[no-any-return]
+        made = ToolSpec(
+            name=self.name, description=self.get_description(),
+            input_schema=self.input_schema, parameters=self.parameters,
+            output_schema=self.output_schema or {}, category=self.category,
+            permission=self.permission, parallel_safe=bool(self.parallel_safe),
+            idempotent=bool(self.idempotent), max_retries=self.max_retries or 0,
+            effect_tags=tuple(self.effect_tags), timeout_seconds=self.timeout_seconds,
+            max_result_length=self.max_result_length, tags=tuple(self.tags),
+            version=self.version, examples=tuple(self.examples), deprecated=self.deprecated,
+            metadata=dict(self.metadata), sandboxed=self.sandboxed, remote=self.remote,
+            injected=tuple(p.name for p in self.injection()),
+        )
+        self.__dict__["_jm_spec"] = made
+        return made
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The input schema as an object schema (non-object schemas wrapped as ``input``)."""
+        cached = self.__dict__.get("_jm_params")
+        if cached is not None and cached[0] is self.input_schema:
+            return cached[1]  # type: ignore[no-any-return]
+        params = wrap_parameters(self.input_schema)
+        self.__dict__["_jm_params"] = (self.input_schema, params)
+        return params
+
+    @property
+    def wraps_input(self) -> bool:
+        """Whether ``input_schema`` is not an object and ``run`` takes the single value."""
+        return self.input_schema.get("type") != "object"
+
+    def to_schema(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}`` for LLM function calling."""
+        return self.tool_spec.to_schema()
+
+    def spec(self) -> dict[str, Any]:
+        """Everything known about the tool as plain data, for prompts, UIs and documentation."""
+        return self.tool_spec.as_dict()
+
+    def to_openai(self, *, strict: bool = False) -> dict[str, Any]:
+        """The OpenAI tool definition; ``strict=True`` gives a structured-outputs schema.
+
+        Raises:
+            ToolValidationError: ``strict=True`` and a parameter is a free-form object
+                (``dict[str, X]``) or ``Any``, which strict mode cannot express.
+        """
+        return self.tool_spec.to_openai(strict=strict)
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """The Anthropic tool definition: ``{"name", "description", "input_schema"}``."""
+        return self.tool_spec.to_anthropic()
+
+    def to_mcp(self) -> dict[str, Any]:
+        """An MCP tool definition (a plain dict); annotations follow from the category."""
+        return self.tool_spec.to_mcp()
+
+    def check_definition(self, *, require_parameter_descriptions: bool = False) -> list[str]:
+        """Check the definition; raise on problems, return parameter-description warnings.
+
+        Raises:
+            ToolValidationError: listing every problem (name, description, schema, permission).
+        """
+        return check_definition(
+            self,
+            signature_params=self._signature_params(),
+            require_parameter_descriptions=require_parameter_descriptions,
+        )
 
     def _signature_params(self) -> frozenset[str] | None:
         """Names the schema may declare; ``None`` when ``run`` takes ``**kwargs``."""
@@ -314,7 +398,7 @@ class Tool(ToolDefinitionMixin, abc.ABC):
                 raise
             raise timed_out() from None
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (optional: most tools hold nothing)
         """Release what the tool holds (a connection to its server); a no-op by default."""
 
     @classmethod

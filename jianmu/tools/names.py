@@ -16,12 +16,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast
 
-from jianmu.tools.aliases import shared_aliases
-
 if TYPE_CHECKING:
     from jianmu.tools.calls import ToolCall
 
 __all__ = (
+    "DEFAULT_ALIASES",
     "MAX_TOOL_NAME_LENGTH",
     "TOOL_NAME_PATTERN",
     "ToolContainer",
@@ -32,9 +31,30 @@ __all__ = (
     "is_tool_name",
     "lookup_keyed",
     "name_key",
+    "reset_shared_aliases",
     "resolve_tool",
+    "shared_aliases",
     "shown_name",
 )
+
+DEFAULT_ALIASES: dict[str, str] = {
+    "file_read": "read_file",
+    "web_search": "duckduckgo_search",
+}
+"""Older names that resolve to a built-in."""
+
+_shared: dict[str, str] = dict(DEFAULT_ALIASES)
+
+
+def shared_aliases() -> dict[str, str]:
+    """The live alias table of the shared `BuiltinToolProvider` (alias -> built-in name)."""
+    return _shared
+
+
+def reset_shared_aliases() -> None:
+    """Forget aliases registered on the shared provider (for tests)."""
+    _shared.clear()
+    _shared.update(DEFAULT_ALIASES)
 
 _T = TypeVar("_T")
 

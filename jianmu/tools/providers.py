@@ -15,9 +15,14 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from jianmu.errors import MissingExtraError, ToolNotFoundError, ToolUnavailableWarning
-from jianmu.tools.aliases import DEFAULT_ALIASES, reset_shared_aliases, shared_aliases
 from jianmu.tools.base import Tool
-from jianmu.tools.names import check_tool_name, name_key
+from jianmu.tools.names import (
+    DEFAULT_ALIASES,
+    check_tool_name,
+    name_key,
+    reset_shared_aliases,
+    shared_aliases,
+)
 
 __all__ = (
     "DEFAULT_ALIASES",

@@ -1,6 +1,10 @@
-"""Tool definitions for each provider, and their registration checks (seed 002).
+"""`ToolSpec`: the one description of a tool, and what is made from it — the definitions each
+model API and MCP take, and the checks a tool passes at registration.
 
-Private: `jianmu.tools.schema` re-exports the public names.
+Every tool has one spec, however it was made (`@tool`, a `Tool` subclass, `Tool.from_schema`
+or `Tool.from_openai`, an MCP server, a skill): ``tool.tool_spec``. Export (OpenAI, Anthropic,
+MCP), argument validation and the guard read the spec; a tool declares it through its
+attributes (or `@tool`'s keywords, which set them) and the spec follows any change to them.
 """
 
 from __future__ import annotations
@@ -10,12 +14,16 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from jianmu.errors import ToolDefinitionWarning, ToolValidationError
 from jianmu.tools._arguments import schema_types
 from jianmu.tools.names import TOOL_NAME_PATTERN, check_tool_name
 
 __all__ = (
     "NAME_PATTERN",
+    "SPEC_FIELDS",
+    "ToolSpec",
     "check_definition",
     "strip_titles",
     "structural_problems",
@@ -28,6 +36,128 @@ NAME_PATTERN = TOOL_NAME_PATTERN
 """What a tool name may be (see `jianmu.tools.names`)."""
 _CATEGORIES = ("read", "write", "execute", "communicate", "dangerous")
 _PERMISSIONS = ("auto", "user_confirm", "admin_only")
+
+
+class ToolSpec(BaseModel):
+    """Everything a tool says about itself: its name, description and schemas, its effects
+    and who must allow a call (which drive the guard), and its limits.
+
+    Made by `Tool.tool_spec` from the tool's attributes; frozen. The derived defaults are
+    resolved: ``parallel_safe`` and ``idempotent`` are booleans, ``max_retries`` a number.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    name: str
+    """The name the model calls the tool by (ASCII, ``^[A-Za-z0-9_-]{1,64}$``)."""
+    description: str = ""
+    """What the tool does, when to use it, what it returns."""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    """JSON Schema of the arguments, as declared."""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    """The input schema as the object schema a model sees (others wrapped as ``input``)."""
+    output_schema: dict[str, Any] = Field(default_factory=dict)
+    """JSON Schema of the result."""
+    category: str = "read"
+    """Side-effect class: read, write, execute, communicate or dangerous."""
+    permission: str = "auto"
+    """Who must allow a call: auto, user_confirm or admin_only."""
+    parallel_safe: bool = False
+    """Whether calls may run beside others."""
+    idempotent: bool = False
+    """Whether repeating a call is harmless."""
+    max_retries: int = 0
+    """Retries after a transient failure."""
+    effect_tags: tuple[str, ...] = ()
+    """Side effects the guard counts (``file_write``, ``http``)."""
+    timeout_seconds: float | None = 30.0
+    """Per-call timeout; ``None`` for none."""
+    max_result_length: int = 20000
+    """Characters of output the model sees."""
+    tags: tuple[str, ...] = ()
+    """Labels for tool selection."""
+    version: str = "1.0.0"
+    """The tool's version."""
+    examples: tuple[str, ...] = ()
+    """Usage examples shown to the model."""
+    deprecated: bool = False
+    """Kept but not offered to new agents."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Free-form extra information."""
+    sandboxed: bool = False
+    """Runs code or commands through the sandbox."""
+    remote: bool = False
+    """Another process serves it (an MCP server)."""
+    injected: tuple[str, ...] = ()
+    """Parameters the runtime fills, never the model."""
+
+    def to_schema(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}`` for LLM function calling."""
+        return {"name": self.name, "description": self.description,
+                "parameters": self.parameters}
+
+    def to_openai(self, *, strict: bool = False) -> dict[str, Any]:
+        """The OpenAI tool definition; ``strict=True`` gives a structured-outputs schema.
+
+        Raises:
+            ToolValidationError: ``strict=True`` and the schema has what strict mode cannot
+                express (a free-form object, ``Any``), each named.
+        """
+        function = self.to_schema()
+        if strict:
+            function["parameters"] = to_strict_schema(self.parameters, tool=self.name)
+            function["strict"] = True
+        return {"type": "function", "function": function}
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """The Anthropic tool definition: ``{"name", "description", "input_schema"}``."""
+        return {"name": self.name, "description": self.description,
+                "input_schema": self.parameters}
+
+    def to_mcp(self) -> dict[str, Any]:
+        """An MCP tool definition (a plain dict); annotations follow from the category."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.parameters,
+            "annotations": to_mcp_annotations(
+                category=self.category, effect_tags=self.effect_tags,
+                idempotent=self.idempotent, title=self.name,
+            ),
+        }
+        if self.output_schema.get("type") == "object":
+            out["outputSchema"] = self.output_schema  # MCP only allows object output schemas
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """Everything known about the tool as plain data, for prompts, UIs and documentation
+        (``Tool.spec()``)."""
+        return {
+            **self.to_schema(),
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+            "returns": self.output_schema.get("description", ""),
+            "category": self.category,
+            "permission": self.permission,
+            "parallel_safe": self.parallel_safe,
+            "effect_tags": list(self.effect_tags),
+            "timeout_seconds": self.timeout_seconds,
+            "idempotent": self.idempotent,
+            "max_retries": self.max_retries,
+            "max_result_length": self.max_result_length,
+            "tags": list(self.tags),
+            "version": self.version,
+            "examples": list(self.examples),
+            "deprecated": self.deprecated,
+            "metadata": dict(self.metadata),
+            "sandboxed": self.sandboxed,
+        }
+
+
+SPEC_FIELDS: frozenset[str] = frozenset(ToolSpec.model_fields) - {"parameters", "injected"} | {
+    "injected_params",
+}
+"""The attributes of a `Tool` its spec is made from: setting one makes a new spec."""
 
 
 # -- small schema helpers -------------------------------------------------------------------
