@@ -31,9 +31,9 @@ from pydantic import ConfigDict, PydanticUserError, TypeAdapter, ValidationError
 from pydantic import create_model as _create_model
 
 from jianmu.errors import ConfigError, OutputValidationError, ToolExecutionError
-from jianmu.tools._export import strip_titles, to_strict_schema
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall
+from jianmu.tools.spec import strip_titles, to_strict_schema
 
 __all__ = ("FINAL_RESULT", "OUTPUT_MODES", "OutputMode", "OutputSpec", "OutputTool")
 

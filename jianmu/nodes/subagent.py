@@ -51,10 +51,10 @@ from jianmu.runtime.runner import ReactiveRunner
 from jianmu.state import StateManager, StateView
 from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, JIANMU_RUN_ID, span
 from jianmu.tools._arguments import decode_container, input_error
-from jianmu.tools._export import strip_titles
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolResult
 from jianmu.tools.schema import Injected, InjectedParam, declared_injection, structural_problems
+from jianmu.tools.spec import strip_titles
 
 __all__ = ("AgentTool", "agent_tool")
 
