@@ -262,6 +262,14 @@ async def apply_history(
 # -- units: a message, or an assistant tool-call turn with all of its results ------------------
 
 
+def _parts(messages: Sequence[Message]) -> tuple[Sequence[Message], Sequence[Message]]:
+    """A turn's messages as (the node's system prompt, the rest): a `MessageHistory`'s own
+    parts, indexed at list speed, or ``((), messages)``."""
+    if isinstance(messages, MessageHistory):
+        return messages._head, messages._stored
+    return (), messages
+
+
 def _leading_system(messages: Sequence[Message]) -> int:
     n, i = len(messages), 0
     while i < n and messages[i].role == "system":
@@ -277,17 +285,22 @@ def _unit_start(messages: Sequence[Message], end: int, lower: int) -> tuple[int,
     that may not be sent.
     """
     last = messages[end - 1]
-    if last.role == "assistant":
+    role = last.role
+    if role == "assistant":
         return end - 1, not last.tool_calls  # calls whose results have not arrived yet
-    if last.role != "tool":
+    if role != "tool":
         return end - 1, True
-    k = end - 1
+    k = end - 2
     while k >= lower and messages[k].role == "tool":
         k -= 1
-    if k < lower or messages[k].role != "assistant" or not messages[k].tool_calls:
+    asker = messages[k] if k >= lower else None
+    if asker is None or asker.role != "assistant" or not asker.tool_calls:
         return k + 1, False  # results whose call is not in the window
+    calls = asker.tool_calls
+    if len(calls) == 1 and end - k == 2:  # the common case: one call, one result
+        return k, last.tool_call_id == calls[0].id
     answered = {m.tool_call_id for m in messages[k + 1:end]}
-    return k, all(call.id in answered for call in messages[k].tool_calls)
+    return k, all(call.id in answered for call in calls)
 
 
 class TrimHistory(HistoryProcessor):
@@ -325,32 +338,33 @@ class TrimHistory(HistoryProcessor):
     def trim(self, messages: Sequence[Message]) -> list[Message]:
         """The messages to send, worked out from the newest backwards: the cost is what is
         kept, however long the history."""
-        n = len(messages)
-        head = _leading_system(messages)
+        pre, seq = _parts(messages)
+        n = len(seq)
+        head = _leading_system(seq)
         first = None
         if self.keep_first_user:
-            first = next((i for i in range(head, n) if messages[i].role == "user"), None)
+            first = next((i for i in range(head, n) if seq[i].role == "user"), None)
         count = self.count
         tokens_left = None if self.max_tokens is None else self.max_tokens - sum(
-            count(messages[i]) for i in range(head)
+            count(m) for m in (*pre, *seq[:head])
         )
         slots_left = self.max_messages
         lower = head
         if first is not None:
             lower = first + 1
             if tokens_left is not None:
-                tokens_left -= count(messages[first])
+                tokens_left -= count(seq[first])
             if slots_left is not None:
                 slots_left -= 1
         kept: list[tuple[int, int]] = []
         end = n
         while end > lower:
-            start, sendable = _unit_start(messages, end, lower)
+            start, sendable = _unit_start(seq, end, lower)
             if not sendable:
                 end = start
                 continue
-            cost = sum(count(messages[i]) for i in range(start, end))
             size = end - start
+            cost = count(seq[start]) if size == 1 else sum(map(count, seq[start:end]))
             over = (tokens_left is not None and cost > tokens_left) or (
                 slots_left is not None and size > slots_left
             )
@@ -362,11 +376,11 @@ class TrimHistory(HistoryProcessor):
             if slots_left is not None:
                 slots_left -= size
             end = start
-        out = [messages[i] for i in range(head)]
+        out = [*pre, *seq[:head]]
         if first is not None:
-            out.append(messages[first])
+            out.append(seq[first])
         for start, end in reversed(kept):
-            out.extend(messages[start:end])
+            out.extend(seq[start:end])
         return out
 
 

@@ -295,7 +295,10 @@ class AgentTool(Tool):
     def injection(self) -> tuple[InjectedParam, ...]:
         """``run``'s injected parameters. The model's arguments reach ``run`` as one value,
         never by name, so a property named like one of them (``state``) clashes with nothing."""
-        return declared_injection(self.run)
+        found = self.__dict__.get("_jm_run_injection")
+        if found is None:  # resolving the annotations costs: once per tool
+            found = self.__dict__["_jm_run_injection"] = declared_injection(self.run)
+        return found  # type: ignore[no-any-return]
 
     def validate_args(self, args: Any) -> dict[str, Any]:
         """Check the model's arguments against ``input_type`` (pydantic, paths in errors).
