@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
-from jianmu.errors import LLMError
+from jianmu.errors import LLMError, ToolValidationError
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider, LLMResponse, StreamDone, TextDelta
@@ -49,6 +49,23 @@ def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Mess
     while window and window[0].role == "tool":
         window.pop(0)
     return window
+
+
+def _refuse_clashes(names: Sequence[str], own: Sequence[Any]) -> None:
+    """Refuse a tool named like one the node answers itself (``final_result``,
+    ``transfer_to_<agent>``): the model's call would never reach it.
+
+    Raises:
+        ToolValidationError: naming the tool.
+    """
+    taken = set(names)
+    for tool in own:
+        if tool.name in taken:
+            raise ToolValidationError(tool.name, [
+                f"a tool named {tool.name!r} is given, and the agent's "
+                f"{'hand-off' if tool.name.startswith('transfer_to_') else 'answer'} tool has "
+                "that name; rename the tool"
+            ])
 
 
 class AgentLLMNode(AsyncNode):
@@ -132,6 +149,14 @@ class AgentLLMNode(AsyncNode):
         """The agent this node speaks for, in a team joined by hand-offs."""
         self._offered: tuple[ToolSet, ToolSet] | None = None
         history_processors(self.history, None)  # refuse a non-processor now, not mid-run
+        given: Any = getattr(tools, "toolset", tools)  # an executor's, or the tools given
+        if given is not None:
+            if not isinstance(given, ToolSet):
+                given = ToolSet.from_tools(given)
+            _refuse_clashes(given.names(), [
+                *(self.output.tools if self.output is not None else ()),
+                *(h.tool for h in self.handoffs),
+            ])
 
     def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
         """Attach the run; a typed answer restored as JSON becomes an object again."""
@@ -162,6 +187,7 @@ class AgentLLMNode(AsyncNode):
         cached = self._offered
         if cached is not None and cached[0] is visible:
             return cached[1]
+        _refuse_clashes(visible.names(), extra)
         offered = visible.with_tools(extra)
         self._offered = (visible, offered)
         return offered

@@ -29,8 +29,8 @@ import contextlib
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import py_trees
 from py_trees.common import Status
@@ -48,6 +48,7 @@ from jianmu.runtime.events import Event, EventBus, EventHandler
 from jianmu.runtime.interaction import ApprovalDecision, ApprovalRequest, Interaction
 from jianmu.runtime.result import RunStatus
 from jianmu.runtime.runner import ReactiveRunner
+from jianmu.runtime.steps import StepRecorder
 from jianmu.state import StateManager, StateView
 from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, JIANMU_RUN_ID, span
 from jianmu.tools._arguments import decode_container, input_error
@@ -58,14 +59,18 @@ from jianmu.tools.spec import strip_titles
 
 __all__ = ("AgentTool", "agent_tool")
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+T = TypeVar("T")
+
+_ESCAPED = re.compile(r"[%./#\s]")
 AgentFactory = Callable[[], py_trees.behaviour.Behaviour]
 """Builds a fresh tree of the sub-agent (one per call, so calls may run in parallel)."""
 
 
 def _label(call_id: str) -> str:
-    """A call id as a namespace part: no ``.`` (which nests namespaces) nor ``/``."""
-    return _UNSAFE.sub("_", call_id) or "call"
+    """A call id as a namespace part, one to one: ``%``, ``.`` (which nests namespaces), ``/``
+    (which separates path parts), ``#`` (which numbers durable steps) and spaces escaped, so
+    two ids of one run never share a namespace."""
+    return _ESCAPED.sub(lambda m: f"%{ord(m.group()):02X}", call_id) or "call"
 
 
 # -- the caller's run, as the sub-agent's run sees it ------------------------------------------
@@ -158,6 +163,24 @@ class _AgentEvents(EventBus):
         return self.parent.emit(_renamed(name), node=node, **fields)
 
 
+class _ScopedSteps:
+    """A durable run's step recorder as a sub-agent sees it: its keys under its namespace, so
+    its calls (``tool:call_1``) never share a record with the caller's."""
+
+    def __init__(self, parent: StepRecorder, prefix: str) -> None:
+        self.parent = parent
+        self.prefix = prefix
+
+    async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
+        return await self.parent.run(self.prefix + key, factory)
+
+    async def mark_started(self, keys: Sequence[str]) -> None:
+        await self.parent.mark_started([self.prefix + k for k in keys])
+
+    def maybe_repeated(self, key: str) -> bool:
+        return self.parent.maybe_repeated(self.prefix + key)
+
+
 class _AgentRoot(RuntimeNode, py_trees.decorators.Decorator):
     """The sub-agent's tree in its namespace; finishes as the tree does."""
 
@@ -194,7 +217,7 @@ class _SubRun(ReactiveRunner):
             self.ctx.interaction = self.interaction
         self.ctx.events = _AgentEvents(parent.events, label)
         self.ctx.tracer = parent.tracer
-        self.ctx.steps = parent.steps
+        self.ctx.steps = None if parent.steps is None else _ScopedSteps(parent.steps, prefix)
         self.parent = parent
         self.label = label
         self.view = view
@@ -241,6 +264,7 @@ class AgentTool(Tool):
     max_retries = 0
     parallel_safe = False
     timeout_seconds = None  # the sub-agent's own limits bound it (and execution.timeout_s)
+    records_own_steps = True  # in a durable run, its turns and calls are steps of their own
 
     def __init__(
         self,
@@ -368,12 +392,12 @@ class AgentTool(Tool):
             try:
                 result = await runner.run()
             except BaseException:
-                self._finish(namespace)
+                await self._finish(namespace)
                 raise
             if result.status is RunStatus.SUSPENDED:
                 waiting = ", ".join(r.id for r in result.pending) or "a decision"
                 raise ToolSuspended(f"agent {self.name!r} waits for approval of {waiting}")
-            self._finish(namespace)
+            await self._finish(namespace)
         if not result.ok:
             raise ToolExecutionError(
                 f"agent {self.name!r} failed: {result.error or result.status.value}"
@@ -437,13 +461,16 @@ class AgentTool(Tool):
             self._lock = (loop, asyncio.Lock())
         return self._lock[1]
 
-    def _finish(self, namespace: str) -> None:
+    async def _finish(self, namespace: str) -> None:
+        """Forget a call's run; a tree built for the call ends its threads and sandboxes."""
         runner = self._runs.pop(namespace, None)
         if runner is not None:
             runner.detach()
         if self._holder == namespace:
             self._holder = None
-        self._trees.pop(namespace, None)
+        tree = self._trees.pop(namespace, None)
+        if tree is not None:
+            await close_tree(tree)
 
     @staticmethod
     def _answer(view: StateView) -> Any:
@@ -453,12 +480,9 @@ class AgentTool(Tool):
     async def aclose(self) -> None:
         """End the worker threads and sandboxes the sub-agent's tree keeps."""
         for namespace in list(self._runs):
-            self._finish(namespace)
-        trees: Iterable[Any] = (
-            list(self._trees.values()) if self._factory else [self.agent]
-        )
-        for tree in trees:
-            await close_tree(tree)
+            await self._finish(namespace)
+        if not self._factory:
+            await close_tree(self.agent)
 
     def __repr__(self) -> str:
         return f"<AgentTool {self.name!r}>"

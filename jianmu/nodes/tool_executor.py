@@ -361,7 +361,7 @@ class ToolExecutor(AsyncNode):
     ) -> ToolResult:
         """`_attempts`, as a durable step when the run is durable."""
         steps = self.ctx.steps
-        if steps is None:
+        if steps is None or tool.records_own_steps:
             return await self._attempts(call, tool, runner, retries)
         # durable: the call id is the step's identity; a finished call is replayed
         key = f"tool:{call.id}"

@@ -408,3 +408,19 @@ async def test_a_skill_node_gives_its_typed_answer_to_the_enclosing_state(
     assert result.ok and result.output == Invoice.model_validate(GOOD)
     assert isinstance(state.get("final_output"), Invoice)
     assert "final_result" in [t["function"]["name"] for t in llm.requests[0].tools]
+
+
+def test_a_tool_named_like_the_answer_tool_is_refused() -> None:
+    from jianmu.errors import ToolValidationError
+
+    @tool
+    def final_result(x: int) -> int:
+        """Mine.
+
+        Args:
+            x: a number.
+        """
+        return x
+
+    with pytest.raises(ToolValidationError, match="agent's answer tool has that name"):
+        create_react_node(ScriptedLLM([]), [final_result], output_type=int)

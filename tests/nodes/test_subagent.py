@@ -339,3 +339,21 @@ def test_bad_definitions_are_refused() -> None:
         agent_tool("not an agent", name="x", description="d")  # type: ignore[arg-type]
     with pytest.raises(ToolValidationError, match="input_type"):
         agent_tool(sub, name="x", description="d", input_type=object())
+
+
+async def test_call_ids_that_differ_only_in_punctuation_get_namespaces_of_their_own() -> None:
+    def researcher() -> Any:
+        def reply(messages: list[Any]) -> str:
+            return f"about {messages[-1].content}"
+
+        return create_react_node(ScriptedLLM([reply]), [], name="researcher")
+
+    tool_ = agent_tool(researcher, name="researcher", description="Researches.")
+    llm = ScriptedLLM([[{"id": "a.b", "name": "researcher", "arguments": {"input": "one"}},
+                        {"id": "a_b", "name": "researcher", "arguments": {"input": "two"}}],
+                       "done"])
+    state = start()
+    assert (await ReactiveRunner(create_react_node(llm, [tool_]), state).run()).ok
+    assert [m.content for m in state.get("messages") if m.role == "tool"] == [
+        "about one", "about two"]  # the second is not the first's answer again
+    assert sorted(state.namespaces()) == ["researcher/a%2Eb", "researcher/a_b"]
