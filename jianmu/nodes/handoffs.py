@@ -20,9 +20,9 @@ from typing import Any
 import py_trees
 from py_trees.common import Status
 
-from jianmu.errors import HandoffError, ToolExecutionError
+from jianmu.errors import HandoffError
+from jianmu.nodes._node_tool import NodeTool
 from jianmu.runtime.async_node import RuntimeNode
-from jianmu.tools.base import Tool
 from jianmu.tools.toolset import ToolSet
 
 __all__ = ("AgentSwitch", "Handoff", "HandoffTool", "build_team", "handoff", "split_handoffs")
@@ -34,24 +34,15 @@ def _slug(name: str) -> str:
     return _UNSAFE.sub("_", name.lower()).strip("_") or "agent"
 
 
-class HandoffTool(Tool):
-    """The tool a model calls to hand the conversation over; the model's node reads the call,
-    so it is never run."""
+class HandoffTool(NodeTool):
+    """The tool a model calls to hand the conversation over (``transfer_to_<agent>``)."""
 
-    category = "read"
-    timeout_seconds = None
-    input_schema = {"type": "object", "properties": {}, "additionalProperties": False}
+    purpose = "hands the conversation to another agent"
 
     def __init__(self, name: str, description: str) -> None:
-        self.name = name
-        self.description = description
-
-    def run(self, **kwargs: Any) -> Any:
-        """Never called: the agent's model node hands the conversation over."""
-        raise ToolExecutionError(
-            f"{self.name!r} hands the conversation to another agent and is not run as a tool; "
-            "give it in create_react_node's tools"
-        )
+        super().__init__(name, description, {
+            "type": "object", "properties": {}, "additionalProperties": False,
+        })
 
 
 @dataclass(eq=False)

@@ -30,8 +30,8 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import ConfigDict, PydanticUserError, TypeAdapter, ValidationError
 from pydantic import create_model as _create_model
 
-from jianmu.errors import ConfigError, OutputValidationError, ToolExecutionError
-from jianmu.tools.base import Tool
+from jianmu.errors import ConfigError, OutputValidationError
+from jianmu.nodes._node_tool import NodeTool
 from jianmu.tools.calls import ToolCall
 from jianmu.tools.spec import strip_titles, to_strict_schema
 
@@ -122,24 +122,10 @@ def _shape(tp: Any) -> _Shape:
     return _Shape(tp, wrapped, checker, True)
 
 
-class OutputTool(Tool):
-    """The tool a model calls to give its typed answer; the model's node reads the call, so it
-    is never run."""
+class OutputTool(NodeTool):
+    """The tool a model calls to give its typed answer (``final_result``)."""
 
-    category = "read"
-    timeout_seconds = None
-
-    def __init__(self, name: str, description: str, schema: dict[str, Any]) -> None:
-        self.name = name
-        self.description = description
-        self.input_schema = schema
-
-    def run(self, **kwargs: Any) -> Any:
-        """Never called: the agent's model node takes the answer from the call."""
-        raise ToolExecutionError(
-            f"{self.name!r} carries the agent's answer and is not run as a tool; give it to "
-            "an AgentLLMNode (output_type=...), not to a ToolExecutor"
-        )
+    purpose = "carries the agent's answer"
 
 
 @dataclass(frozen=True)

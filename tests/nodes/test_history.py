@@ -295,3 +295,21 @@ def test_the_summary_is_reused_after_a_restore(tmp_path: Path) -> None:
     assert later.requests == []  # the kept summary served; nobody summarized again
     answered = restored.root.llm_node.llm.requests[0].messages  # type: ignore[attr-defined]
     assert answered[0].content == "Summary of the conversation so far:\nS1: counting."
+
+
+def test_summarize_then_trim_compose() -> None:
+    summarizer = ScriptedLLM(["S: counting."])
+    llm = ScriptedLLM([f"reply {i} " + "z" * 40 for i in range(8)])
+    agent = create_react_node(llm, [], history=[
+        summarize_history(summarizer, max_tokens=120, keep_last=2),
+        trim_history(max_tokens=90),
+    ])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "count"}]})
+    runner = ReactiveRunner(agent, state)
+    assert runner.run_sync(timeout=30).ok
+    _talk(runner, [f"t{i}" for i in range(1, 8)])
+    assert len(summarizer.requests) >= 1
+    for request in llm.requests:
+        assert tokens(list(request.messages)) <= 90 or len(request.messages) <= 3
+        assert pairs_whole(list(request.messages))
+    assert len(state.get("messages")) == 16

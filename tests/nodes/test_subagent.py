@@ -357,3 +357,21 @@ async def test_call_ids_that_differ_only_in_punctuation_get_namespaces_of_their_
     assert [m.content for m in state.get("messages") if m.role == "tool"] == [
         "about one", "about two"]  # the second is not the first's answer again
     assert sorted(state.namespaces()) == ["researcher/a%2Eb", "researcher/a_b"]
+
+
+async def test_any_tree_that_sets_final_answer_is_a_sub_agent() -> None:
+    import py_trees
+
+    from jianmu import AsyncNode
+
+    class Shout(AsyncNode):
+        async def update_async(self) -> Any:
+            said = self.state.get("messages")[-1].content
+            self.state.update({"final_answer": said.upper()})
+
+    tree = py_trees.composites.Sequence("shouter", memory=True, children=[Shout("shout")])
+    lead, _ = lead_with(tree, [calls("researcher", input="quiet please"), "Heard."])
+    state = start()
+    assert (await ReactiveRunner(lead, state).run()).ok
+    assert state.get("messages")[2].content == "QUIET PLEASE"
+    assert state.get("final_answer") == "Heard."
