@@ -87,6 +87,11 @@ def build_tree(model: LLMProvider | None = None) -> ReActLoop:
     )
 
 
+def build_state() -> StateManager:
+    """The conversation so far: the first message (what `jianmu run` starts from)."""
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": FIRST}]})
+
+
 def show(event: Any) -> None:
     fields = event.fields
     if event.name == "agent.handoff":
@@ -98,7 +103,7 @@ def show(event: Any) -> None:
 async def main() -> None:
     llm, label = pick_llm()
     print(f"LLM: {label}")
-    state = StateManager(AgentState, {"messages": [{"role": "user", "content": FIRST}]})
+    state = build_state()
     runner = ReactiveRunner(build_tree(llm), state)
     runner.ctx.events.subscribe("agent.handoff", show)
     runner.ctx.events.subscribe("tool.call.started", show)

@@ -95,6 +95,11 @@ def build_tree(model: LLMProvider | None = None) -> ReActLoop:
     )
 
 
+def build_state() -> StateManager:
+    """The conversation so far: the first message (what `jianmu run` starts from)."""
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": QUESTION}]})
+
+
 def show(event: Any) -> None:
     fields = event.fields
     depth = "    " if "researcher[" in (event.node or "") else "  "
@@ -107,7 +112,7 @@ def show(event: Any) -> None:
 async def main() -> None:
     llm, label = pick_llm()
     print(f"LLM: {label}")
-    state = StateManager(AgentState, {"messages": [{"role": "user", "content": QUESTION}]})
+    state = build_state()
     runner = ReactiveRunner(build_tree(llm), state)
     runner.ctx.events.subscribe("tool.call.*", show)
     print(f"user: {QUESTION}")

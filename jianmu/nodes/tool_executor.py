@@ -252,7 +252,8 @@ class ToolExecutor(AsyncNode):
             raise
         held, self._held = self._held, None
         if self._suspended:  # a call waits for a person: the batch stays, the rest is kept
-            self._write(held or [])
+            if held:
+                self._write(held)
             return Status.RUNNING
         self._write(held or [], flush=calls)
         return Status.SUCCESS

@@ -375,3 +375,31 @@ async def test_any_tree_that_sets_final_answer_is_a_sub_agent() -> None:
     assert (await ReactiveRunner(lead, state).run()).ok
     assert state.get("messages")[2].content == "QUIET PLEASE"
     assert state.get("final_answer") == "Heard."
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+async def test_a_batch_waiting_on_a_sub_agent_keeps_the_calls_that_finished(
+    tmp_path: Path, checkpointed: bool
+) -> None:
+    log = tmp_path / "calls.log"
+    researcher = create_react_node(ScriptedLLM(agents_app.RESEARCHER),
+                                   agents_app.logged_tools(log), name="researcher")
+    llm = ScriptedLLM([
+        [{"name": "search", "arguments": {"query": "moon"}},
+         {"name": "researcher", "arguments": {"input": "tides?"}}],
+        "Both done.",
+    ])
+    lead = create_react_node(
+        llm, [search, agent_tool(researcher, name="researcher", description="Researches.")],
+        name="lead",
+    )
+    state = start()
+    checkpointer = SQLiteCheckpointer(tmp_path / "runs.sqlite") if checkpointed else None
+    runner = ReactiveRunner(lead, state, checkpointer=checkpointer)
+    first = await runner.run()
+    assert first.status is RunStatus.SUSPENDED
+    runner.approve(first.pending[0].id)
+    assert (await runner.run()).ok
+    results = [(m.tool_call_id, m.content) for m in state.get("messages") if m.role == "tool"]
+    assert results == [("call_1", "found moon"), ("call_2", "Tides come twice a day.")]
+    assert log.read_text().splitlines() == ["search tides", "write_note tides: twice a day"]
