@@ -57,6 +57,11 @@ def turn_update(
     Without an output type or hand-offs it is the plain ReAct step: the calls go to
     ``actions``, or the text becomes ``final_answer``.
     """
+    if output is None and not handoffs:  # the plain ReAct step, every turn of most agents
+        if calls:
+            return TurnUpdate({"messages": [message], "actions": calls})
+        return TurnUpdate({"messages": [message], "actions": [],
+                           "final_answer": message.content or "", "done": True})
     if output is not None and output.mode == "tool":
         answer = next((c for c in calls if c.name in output.tool_names), None)
         if answer is not None:

@@ -148,6 +148,7 @@ class AgentLLMNode(AsyncNode):
         self.agent_name: str | None = None
         """The agent this node speaks for, in a team joined by hand-offs."""
         self._offered: tuple[ToolSet, ToolSet] | None = None
+        self._processors: tuple[tuple[Any, ...], tuple[ProcessorInput, ...]] | None = None
         history_processors(self.history, None)  # refuse a non-processor now, not mid-run
         given: Any = getattr(tools, "toolset", tools)  # an executor's, or the tools given
         if given is not None:
@@ -229,7 +230,11 @@ class AgentLLMNode(AsyncNode):
             limit = self.effective_constraints.max_messages
         if not self.history and limit is None:
             return self.request_messages()
-        processors = history_processors(self.history, limit)
+        key = (limit, tuple(self.history))
+        made = self._processors
+        if made is None or made[0] != key:  # made once, unless the list or the limit changed
+            made = self._processors = (key, history_processors(self.history, limit))
+        processors = made[1]
         stored = self.state.get("messages") or []
         run = HistoryContext(state=self.state, ctx=self.ctx, events=self.events, node=self.path,
                              spend=self._spend)

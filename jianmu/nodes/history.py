@@ -364,7 +364,10 @@ class TrimHistory(HistoryProcessor):
                 end = start
                 continue
             size = end - start
-            cost = count(seq[start]) if size == 1 else sum(map(count, seq[start:end]))
+            if tokens_left is None:  # the count form: no tokens to count
+                cost = 0
+            else:
+                cost = count(seq[start]) if size == 1 else sum(map(count, seq[start:end]))
             over = (tokens_left is not None and cost > tokens_left) or (
                 slots_left is not None and size > slots_left
             )

@@ -221,11 +221,14 @@ class OutputSpec:
         """What the system prompt says about the answer's form (text mode only)."""
         if self.mode != "text":
             return ""
-        schema = json.dumps(strip_titles(self.adapter.json_schema()), ensure_ascii=False)
-        return (
-            "When you are done, answer with JSON only (a ```json fenced block is fine), "
-            f"matching this JSON Schema:\n{schema}"
-        )
+        said = self.__dict__.get("_instructions")
+        if said is None:  # the schema's text, made once: the prompt of every turn holds it
+            schema = json.dumps(strip_titles(self.adapter.json_schema()), ensure_ascii=False)
+            said = self.__dict__["_instructions"] = (
+                "When you are done, answer with JSON only (a ```json fenced block is fine), "
+                f"matching this JSON Schema:\n{schema}"
+            )
+        return str(said)
 
     def request_params(self, llm: Any) -> dict[str, Any]:
         """Request parameters for native mode: the provider's structured-output setting.
