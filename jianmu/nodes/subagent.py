@@ -366,7 +366,8 @@ class AgentTool(Tool):
             ToolSuspended: the sub-agent waits for a person; the call runs again afterwards.
             ToolExecutionError: the sub-agent failed (its error in the message).
         """
-        relative = f"{self.name}/{_label(call_id or 'call')}"
+        label = _label(call_id or "call")
+        relative = f"{self.name}/{label}"
         view = state.scope(relative)
         namespace = str(view.namespace)
         record = view.get("agent_run")
@@ -384,8 +385,8 @@ class AgentTool(Tool):
                     )
                 runner = self._start(
                     arguments, view, record, ctx, constraints or ctx.constraints,
-                    f"{node_path}/{self.name}[{call_id}]" if node_path else
-                    f"{self.name}[{call_id}]", f"{relative}/",
+                    f"{node_path}/{self.name}[{label}]" if node_path else
+                    f"{self.name}[{label}]", f"{relative}/",
                 )
             if not self._factory:
                 self._holder = namespace
