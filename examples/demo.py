@@ -11,6 +11,8 @@ EXAMPLES = (
     ("react_agent.py", "a ReAct agent over the built-in tools"),
     ("skill_report.py", "a BT skill from skills/, with its confirmation step"),
     ("skill_review.py", "skills disclosed on demand: load one, open the file its body names"),
+    ("handoff_agents.py", "a triage agent hands the customer to billing, which answers typed"),
+    ("lead_researcher.py", "a lead agent calls a researcher agent as a tool, approvals and all"),
 )
 
 if __name__ == "__main__":

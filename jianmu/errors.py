@@ -7,6 +7,10 @@ JianmuError
 ├── StateValidationError(ValueError)     a state update failed validation; nothing changed
 ├── InteractionError(LookupError)        an unknown or already decided approval request
 ├── CheckpointError(RuntimeError)        a run could not be checkpointed or restored
+├── OutputValidationError(ValueError)    the model's answer never fit the output type (paths,
+│                                        last raw output kept)
+├── HistoryProcessorError(RuntimeError)  a history processor failed; the message names it
+├── HandoffError(LookupError)            a hand-off names an agent its team does not have
 ├── DurableError(RuntimeError)           a durable run could not be started, found or answered
 │   ├── DurableDatabaseError(ConnectionError) the database cannot be reached (URL, no password)
 │   ├── UnknownTreeError(KeyError)       no tree of that name is registered with the engine
@@ -22,6 +26,7 @@ JianmuError
 │   │   └── MathExpressionError          a calculator expression is refused or too large
 │   ├── ToolNotFoundError(KeyError)      no tool of that name
 │   ├── ToolTimeoutError(TimeoutError)   the tool ran past its timeout
+│   ├── ToolSuspended                    the call waits for a person (a sub-agent's approval)
 │   └── ToolExecutionError(RuntimeError) the tool raised or its command failed
 ├── PatternTimeout(TimeoutError)         a search pattern ran past the search's deadline
 │   └── SearchOutOfTime                  the deadline passed between two matches
@@ -59,6 +64,8 @@ __all__ = (
     "DurableError",
     "ExitCode",
     "GuardError",
+    "HandoffError",
+    "HistoryProcessorError",
     "InteractionError",
     "JianmuError",
     "JianmuWarning",
@@ -67,6 +74,7 @@ __all__ = (
     "MCPError",
     "MathExpressionError",
     "MissingExtraError",
+    "OutputValidationError",
     "PathEscapeError",
     "PatternTimeout",
     "RunNotFoundError",
@@ -83,6 +91,7 @@ __all__ = (
     "ToolExecutionError",
     "ToolInputError",
     "ToolNotFoundError",
+    "ToolSuspended",
     "ToolTimeoutError",
     "ToolUnavailableWarning",
     "ToolValidationError",
@@ -134,6 +143,36 @@ class InteractionError(JianmuError, LookupError):
 
 class CheckpointError(JianmuError, RuntimeError):
     """A run could not be saved to or restored from a checkpointer."""
+
+
+class OutputValidationError(JianmuError, ValueError):
+    """The model's answer did not fit the agent's output type after every retry.
+
+    ``problems`` lists each problem as ``(JSON path, message)``; ``raw`` is the last output the
+    model gave (the tool call's arguments as JSON, or the text).
+    """
+
+    def __init__(
+        self, message: str, *, problems: list[tuple[str, str]] | None = None, raw: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.problems = list(problems or [])
+        self.raw = raw
+
+
+class HistoryProcessorError(JianmuError, RuntimeError):
+    """A history processor raised, or returned something that is not a list of messages."""
+
+    def __init__(self, message: str, *, processor: str = "") -> None:
+        super().__init__(message)
+        self.processor = processor
+
+
+class HandoffError(JianmuError, LookupError):
+    """A hand-off names an agent that its team does not have; the message lists the team."""
+
+    def __str__(self) -> str:  # LookupError would not quote, but keep it plain like the rest
+        return str(self.args[0]) if self.args else ""
 
 
 class DurableError(JianmuError, RuntimeError):
@@ -224,6 +263,14 @@ class ToolNotFoundError(ToolError, KeyError):
 
 class ToolTimeoutError(ToolError, TimeoutError):
     """A tool ran past its timeout and was cancelled."""
+
+
+class ToolSuspended(ToolError):
+    """A tool call waits for a person: a sub-agent it runs asked for an approval.
+
+    Raised by the tool to its executor, which keeps the call pending (the run suspends) and
+    calls the tool again once the request is decided; never an observation.
+    """
 
 
 class ToolExecutionError(ToolError, RuntimeError):

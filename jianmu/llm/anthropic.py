@@ -208,6 +208,25 @@ class AnthropicProvider(SDKProvider):
 
     # -- requests ----------------------------------------------------------------------------
 
+    def output_format_params(
+        self, *, name: str, schema: dict[str, Any], strict: bool
+    ) -> dict[str, Any]:
+        """The request parameter that asks for JSON of ``schema``: Anthropic's structured
+        output (``output_config.format``), which constrains the reply to the schema.
+
+        Raises:
+            ConfigError: the installed ``anthropic`` SDK has no ``output_config`` yet.
+        """
+        import importlib.util
+
+        if importlib.util.find_spec("anthropic.types.output_config_param") is None:
+            raise ConfigError(
+                f"the installed anthropic SDK has no structured output (output_config), which "
+                f"output_mode='native' needs for {self.model!r}; upgrade it (pip install -U "
+                "anthropic) or use output_mode='tool'"
+            )
+        return {"output_config": {"format": {"type": "json_schema", "schema": schema}}}
+
     def _request(self, request: ChatRequest) -> dict[str, Any]:
         """The ``messages.create`` arguments for ``request``."""
         merged = {**self.default_params, **request.params}

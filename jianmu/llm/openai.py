@@ -134,6 +134,15 @@ class OpenAIProvider(SDKProvider):
 
     # -- requests ----------------------------------------------------------------------------
 
+    def output_format_params(
+        self, *, name: str, schema: dict[str, Any], strict: bool
+    ) -> dict[str, Any]:
+        """The request parameter that asks for JSON of ``schema`` (structured outputs):
+        ``response_format`` with a ``json_schema``, ``strict`` when the schema allows it."""
+        return {"response_format": {"type": "json_schema", "json_schema": {
+            "name": name, "schema": schema, "strict": strict,
+        }}}
+
     def _request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         params = request.params
         merged = {**self.default_params, **params}

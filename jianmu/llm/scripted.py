@@ -136,6 +136,15 @@ class ScriptedLLM(BaseLLMProvider):
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"llm.params.responses: {exc}") from None
 
+    def output_format_params(
+        self, *, name: str, schema: dict[str, Any], strict: bool
+    ) -> dict[str, Any]:
+        """As `OpenAIProvider`'s (``response_format``), kept in `requests`; the script's JSON
+        text plays the structured reply."""
+        return {"response_format": {"type": "json_schema", "json_schema": {
+            "name": name, "schema": schema, "strict": strict,
+        }}}
+
     @property
     def remaining(self) -> int:
         """How many scripted replies are left."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
-from jianmu.errors import LLMError
+from jianmu.errors import LLMError, ToolValidationError
 from jianmu.execution._deadlines import within
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message, coerce_messages
@@ -23,6 +23,15 @@ from jianmu.llm.provider import (
     takes_requests,
 )
 from jianmu.nodes._tool_calls import preview, unique_ids, usage_view
+from jianmu.nodes._turn import turn_update
+from jianmu.nodes.history import (
+    HistoryContext,
+    MessageHistory,
+    ProcessorInput,
+    apply_history,
+    history_processors,
+)
+from jianmu.nodes.output import OutputMode, OutputSpec, output_spec
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import (
     ERROR_TYPE,
@@ -39,6 +48,7 @@ from jianmu.tools.toolset import ToolSet
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+    from jianmu.nodes.handoffs import Handoff
     from jianmu.nodes.tool_executor import ToolExecutor
 
 __all__ = ("AgentLLMNode", "recent_messages")
@@ -54,6 +64,23 @@ def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Mess
     while window and window[0].role == "tool":
         window.pop(0)
     return window
+
+
+def _refuse_clashes(names: Sequence[str], own: Sequence[Any]) -> None:
+    """Refuse a tool named like one the node answers itself (``final_result``,
+    ``transfer_to_<agent>``): the model's call would never reach it.
+
+    Raises:
+        ToolValidationError: naming the tool.
+    """
+    taken = set(names)
+    for tool in own:
+        if tool.name in taken:
+            raise ToolValidationError(tool.name, [
+                f"a tool named {tool.name!r} is given, and the agent's "
+                f"{'hand-off' if tool.name.startswith('transfer_to_') else 'answer'} tool has "
+                "that name; rename the tool"
+            ])
 
 
 class AgentLLMNode(AsyncNode):
@@ -79,6 +106,18 @@ class AgentLLMNode(AsyncNode):
         timeout: seconds one model call may take; default the config's ``llm.timeout``.
         params: extra request parameters (``temperature``, ...).
         stream: stream the reply (text deltas become ``llm.call.delta`` events).
+        output_type: the answer's type (`jianmu.nodes.output`): the validated object goes to
+            ``final_output``, and an answer that does not fit is sent back to the model.
+        output_mode: ``"tool"`` (a ``final_result`` tool), ``"native"`` (the provider's
+            structured output) or ``"text"`` (JSON text).
+        output_retries: answers that may fail the check before `OutputValidationError`.
+        history: processors that shape what is sent (`jianmu.nodes.history`); the stored
+            messages never change. ``max_messages`` adds `trim_history`'s count form.
+        handoffs: hand-offs the model may make (`jianmu.nodes.handoffs`; `create_react_node`
+            takes them among the tools).
+
+    Raises:
+        ConfigError: ``output_mode="native"`` with a provider that has no structured output.
     """
 
     records_own_steps = True
@@ -97,6 +136,11 @@ class AgentLLMNode(AsyncNode):
         constraints: Constraints | None = None,
         params: dict[str, Any] | None = None,
         stream: bool = False,
+        output_type: Any = None,
+        output_mode: OutputMode = "tool",
+        output_retries: int = 2,
+        history: Sequence[ProcessorInput] | None = None,
+        handoffs: Sequence[Handoff] = (),
     ) -> None:
         super().__init__(name)
         self.stream = stream
@@ -111,6 +155,60 @@ class AgentLLMNode(AsyncNode):
         self.constraints = constraints
         self.params = dict(params or {})
         self._system: tuple[str, Message] | None = None
+        self.output: OutputSpec | None = output_spec(output_type, output_mode, output_retries)
+        """How the answer is asked for and checked (None: free text)."""
+        if self.output is not None:
+            self.params.update(self.output.request_params(llm))
+        self.history = list(history or ())
+        """The history processors given (``max_messages`` adds one when the turn is sent)."""
+        self.handoffs = list(handoffs)
+        self.agent_name: str | None = None
+        """The agent this node speaks for, in a team joined by hand-offs."""
+        self._offered: tuple[ToolSet, ToolSet] | None = None
+        self._processors: tuple[tuple[Any, ...], tuple[ProcessorInput, ...]] | None = None
+        history_processors(self.history, None)  # refuse a non-processor now, not mid-run
+        given: Any = getattr(tools, "toolset", tools)  # an executor's, or the tools given
+        if given is not None:
+            if not isinstance(given, ToolSet):
+                given = ToolSet.from_tools(given)
+            _refuse_clashes(given.names(), [
+                *(self.output.tools if self.output is not None else ()),
+                *(h.tool for h in self.handoffs),
+            ])
+
+    def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
+        """Attach the run; a typed answer restored as JSON becomes an object again."""
+        super().bind(state_manager, ctx, path)
+        output = self.output
+        if output is None:
+            return
+        value = self.state.get("final_output")
+        active = self.state.get("active_agent")
+        if value is None or (self.handoffs_team and active not in (None, self.agent_name)):
+            return
+        revived = output.revive(value)
+        if revived is not value:
+            self.state.replace({"final_output": revived})
+
+    @property
+    def handoffs_team(self) -> bool:
+        """Whether this node's agent is one of a team joined by hand-offs."""
+        return self.agent_name is not None
+
+    def offered_tools(self) -> ToolSet:
+        """The tools the model sees: `visible_tools`, plus the answer tools and hand-offs."""
+        visible = self.visible_tools()
+        extra = [*(self.output.tools if self.output is not None else ()),
+                 *(h.tool for h in self.handoffs)]
+        if not extra:
+            return visible
+        cached = self._offered
+        if cached is not None and cached[0] is visible:
+            return cached[1]
+        _refuse_clashes(visible.names(), extra)
+        offered = visible.with_tools(extra)
+        self._offered = (visible, offered)
+        return offered
 
     def visible_tools(self) -> ToolSet:
         """The tools offered to the model (deny-policy tools removed)."""
@@ -128,14 +226,48 @@ class AgentLLMNode(AsyncNode):
         limit = self.max_messages
         if limit is None:
             limit = self.effective_constraints.max_messages
-        system = "\n\n".join(p for p in (self.system_prompt, self.skill_prompt) if p)
         history = recent_messages(self.state.get("messages") or [], limit)
+        return self._head() + history
+
+    def _head(self) -> list[Message]:
+        """The system message of a turn: the prompt, the skill's, the answer's form."""
+        form = self.output.instructions() if self.output is not None else ""
+        system = "\n\n".join(p for p in (self.system_prompt, self.skill_prompt, form) if p)
         if not system:
-            return history
+            return []
         made = self._system
         if made is None or made[0] != system:  # one message per prompt, not one per turn
             made = self._system = (system, Message.system(system))
-        return [made[1], *history]
+        return [made[1]]
+
+    async def prepare_messages(self) -> list[Message]:
+        """The messages of this turn, through the history processors (none: as
+        `request_messages`, the last ``max_messages``).
+
+        Raises:
+            HistoryProcessorError: a processor failed (the message names it).
+        """
+        limit = self.max_messages
+        if limit is None:
+            limit = self.effective_constraints.max_messages
+        if not self.history and limit is None:
+            return self.request_messages()
+        key = (limit, tuple(self.history))
+        made = self._processors
+        if made is None or made[0] != key:  # made once, unless the list or the limit changed
+            made = self._processors = (key, history_processors(self.history, limit))
+        processors = made[1]
+        stored = self.state.get("messages") or []
+        run = HistoryContext(state=self.state, ctx=self.ctx, events=self.events, node=self.path,
+                             spend=self._spend)
+        return await apply_history(processors, MessageHistory(self._head(), stored), run)
+
+    def _spend(self, usage: Any) -> None:
+        """Add tokens spent beside the turn (a summary's) to this view's and the run's usage."""
+        self.state.update({"usage": usage})
+        run_usage = usage_view(self)
+        if run_usage.namespace != self.state.namespace:
+            run_usage.update({"usage": usage})
 
     async def _ask(self, messages: list[Message], toolset: ToolSet) -> LLMResponse:
         llm, params = self.llm, self.params
@@ -178,8 +310,8 @@ class AgentLLMNode(AsyncNode):
 
         if isinstance(self.tools, ToolExecutor):
             await self.tools.prepare_tools()
-        messages = self.request_messages()
-        toolset = self.visible_tools()
+        messages = await self.prepare_messages()
+        toolset = self.offered_tools()
         model = getattr(self.llm, "model", "") or "unknown"
         timeout = self.timeout or self.ctx.config.llm.timeout
         events, tracer = self.events, self.ctx.tracer
@@ -217,15 +349,13 @@ class AgentLLMNode(AsyncNode):
                 current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
                 current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
         message, calls = self._canonical(response, toolset)
+        turn = turn_update(message, calls, state=self.state, output=self.output,
+                           handoffs=self.handoffs, agent=self.agent_name)
         update: dict[str, Any] = {
-            "messages": [message],
-            "actions": calls,
+            **turn.values,
             "rounds": (self.state.get("rounds") or 0) + 1,
             "usage": response.usage,
         }
-        if not calls:
-            update["final_answer"] = response.message.content or ""
-            update["done"] = True
         self.state.update(update)
         run_usage = usage_view(self)
         if run_usage.namespace != self.state.namespace:
@@ -238,4 +368,8 @@ class AgentLLMNode(AsyncNode):
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,
             )
+        for name, fields in turn.events:
+            events.emit(name, **fields)
+        if turn.error is not None:  # written first: the history shows the last answer
+            raise turn.error
         return Status.SUCCESS

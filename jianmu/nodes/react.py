@@ -12,6 +12,9 @@ from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes._tool_calls import tokens_spent
 from jianmu.nodes.agent_llm import AgentLLMNode
+from jianmu.nodes.handoffs import Handoff, build_team, split_handoffs
+from jianmu.nodes.history import ProcessorInput
+from jianmu.nodes.output import OutputMode
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
 from jianmu.runtime._ticks import (
     checked,
@@ -65,6 +68,10 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
         """The loop's executor, when built by `create_react_node` (to add tools later)."""
         self.llm_node: AgentLLMNode | None = None
         """The loop's model node, when built by `create_react_node`."""
+        self.own_round: py_trees.behaviour.Behaviour = child
+        """This agent's round [model → tools]; in a team, one of the switch's children."""
+        self.handoffs: list[Handoff] = []
+        """The hand-offs this agent's model may make."""
 
     def limits(self) -> tuple[int, int | None]:
         """The effective ``max_iterations`` and token budget (smallest of every layer)."""
@@ -79,6 +86,8 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
         """Start a fresh loop: no answer, no rounds."""
         fresh: dict[str, Any] = {"final_answer": None, "done": False, "rounds": 0}
         state = self.state
+        if state.get("failed_outputs"):  # a typed answer's retries count per run
+            fresh["failed_outputs"] = 0
         # only what differs: rewriting a fresh state's own values would only wake the runner
         # for a tick with nothing to do
         changed = {
@@ -162,12 +171,21 @@ def create_react_node(
     max_messages: int | None = None,
     llm_params: dict[str, Any] | None = None,
     stream: bool = False,
+    output_type: Any = None,
+    output_mode: OutputMode = "tool",
+    output_retries: int = 2,
+    history: Sequence[ProcessorInput] | None = None,
 ) -> ReActLoop:
     """Build the ReAct subtree: a loop over [AgentLLMNode → ToolExecutor].
 
     It ends with SUCCESS when ``final_answer`` is set and FAILURE with the reason when
     ``max_iterations`` is reached or the budget runs out. Place it anywhere in a tree; it reads
     and writes the `AgentState` fields of the state (or namespace) it is bound to.
+
+    With ``output_type``, the answer is a validated object in ``final_output`` (and
+    ``RunResult.output``); see `jianmu.nodes.output`. `handoff` entries among ``tools`` let the
+    model pass the conversation to another agent (`jianmu.nodes.handoffs`): the loop then runs
+    the round of whichever agent answers now, under this loop's iteration cap.
 
     Args:
         llm: the model provider.
@@ -181,17 +199,33 @@ def create_react_node(
         max_messages: most recent messages sent to the model.
         llm_params: extra request parameters.
         stream: stream the model's replies.
+        output_type: the answer's type (a model, dataclass, TypedDict, ``list[X]``, a union...).
+        output_mode: ``"tool"``, ``"native"`` or ``"text"``.
+        output_retries: answers that may fail validation before `OutputValidationError`.
+        history: history processors (`trim_history`, `summarize_history`, functions).
+
+    Raises:
+        ConfigError: ``output_mode="native"`` with a provider that has no structured output.
+        HandoffError: two agents of the team reached by hand-offs share a name.
     """
+    tools, handoffs = split_handoffs(tools)
     executor = ToolExecutor(
         f"{name}.tools", tools, config=executor_config, constraints=constraints
     )
     model = AgentLLMNode(
         f"{name}.llm", llm, tools=executor, system_prompt=system_prompt,
         skill_prompt=skill_prompt, max_messages=max_messages, constraints=constraints,
-        params=llm_params, stream=stream,
+        params=llm_params, stream=stream, output_type=output_type, output_mode=output_mode,
+        output_retries=output_retries, history=history, handoffs=handoffs,
     )
     round_ = _Round(f"{name}.round", memory=True, children=[model, executor])
-    loop = ReActLoop(name, round_, max_iterations=max_iterations, constraints=constraints)
+    child: py_trees.behaviour.Behaviour = round_
+    if handoffs:
+        model.agent_name = name
+        child = build_team(name, round_, handoffs)
+    loop = ReActLoop(name, child, max_iterations=max_iterations, constraints=constraints)
+    loop.own_round = round_
+    loop.handoffs = handoffs
     loop.executor = executor
     loop.llm_node = model
     return loop

@@ -12,6 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from jianmu.guard.ledger import GuardLedger
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import Usage
+from jianmu.nodes.history import HistorySummary
 from jianmu.state import merge_counts
 from jianmu.tools.calls import ToolCall
 
@@ -44,7 +45,16 @@ class AgentState(BaseModel):
     actions: Annotated[list[ToolCall], BeforeValidator(_calls)] = Field(default_factory=list)
     """Tool calls the model asked for and the executor has not finished."""
     final_answer: str | None = None
-    """The model's answer once it stops calling tools."""
+    """The model's answer once it stops calling tools (with an ``output_type``: the raw text or
+    JSON of the answer that validated)."""
+    final_output: Any = None
+    """The validated answer, an object of the agent's ``output_type``; checkpointed as its JSON
+    and an object of the type again once the agent's node is bound after a restore."""
+    failed_outputs: int = 0
+    """Answers in a row that did not fit the ``output_type`` (each one a retry)."""
+    active_agent: str | None = None
+    """In a team of agents joined by hand-offs, the agent that answers now (and the next user
+    turn); ``None`` for the first."""
     done: bool = False
     """Whether the agent loop has finished."""
     rounds: int = 0
@@ -62,6 +72,11 @@ class AgentState(BaseModel):
     """Tool messages of the current batch by call id, until the batch is appended in order."""
     guard_ledger: GuardLedger = Field(default_factory=GuardLedger)
     """The guard's counts (calls made, recent call times), kept here so a restore counts right."""
+    history_summaries: dict[str, HistorySummary] = Field(default_factory=dict)
+    """Summaries that `summarize_history` made, by key, each with the messages it covers."""
+    agent_run: dict[str, Any] | None = None
+    """In a sub-agent's namespace (`agent_tool`): its run's node statuses and outcome, so a
+    parent restored while the sub-agent waits for a person resumes it where it stopped."""
     skill_result: Any = None
     """Structured result of a BT skill."""
     loaded_skills: list[str] = Field(default_factory=list)

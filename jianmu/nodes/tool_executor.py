@@ -30,7 +30,7 @@ from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.constraints import Constraints
-from jianmu.errors import MCPError, ToolInputError, ToolTimeoutError
+from jianmu.errors import MCPError, ToolInputError, ToolSuspended, ToolTimeoutError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.llm.messages import Message
@@ -147,6 +147,8 @@ class ToolExecutor(AsyncNode):
         self._tool_sources: list[Callable[[], Awaitable[None]]] = []
         self._held: list[_Record] | None = None
         self._visible: tuple[tuple[object, ...], ToolSet] | None = None
+        self._suspended: list[str] = []
+        """Calls of the batch that wait for a person (a sub-agent's approval)."""
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
@@ -241,6 +243,7 @@ class ToolExecutor(AsyncNode):
         # without a checkpointer nothing can be saved between calls: the batch's observations
         # are held here and written with the flush, one state update instead of one per call
         self._held = None if self.ctx.checkpointed else []
+        self._suspended = []
         try:
             for call, found in pending:
                 if found is None:
@@ -266,6 +269,10 @@ class ToolExecutor(AsyncNode):
                 self._write(held)
             raise
         held, self._held = self._held, None
+        if self._suspended:  # a call waits for a person: the batch stays, the rest is kept
+            if held:
+                self._write(held)
+            return Status.RUNNING
         self._write(held or [], flush=calls)
         return Status.SUCCESS
 
@@ -301,6 +308,8 @@ class ToolExecutor(AsyncNode):
             await steps.mark_started([f"tool:{call.id}" for call, _ in batch])
         if self._mode([c for c, _ in batch]) == "serial":
             for call, decision in batch:
+                if self._suspended:  # the calls after one that waits run after it
+                    break
                 await self._run_one(call, decision, runner)
             return
         # _run_one never raises, so one call's failure cannot cancel its siblings: plain
@@ -348,12 +357,17 @@ class ToolExecutor(AsyncNode):
         if events.wants("tool.call.started"):
             events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
                         args_preview=preview(call.arguments))
-        if tracer is None and self.ctx.steps is None:  # the common path: nothing around it
-            result = await self._attempts(call, tool, runner, retries)
-        else:
-            with span(tracer, f"execute_tool {tool.name}", attributes) as current:
-                result = await self._recorded(call, tool, runner, retries)
-                finish_span(current, result, call.arguments, self.ctx)
+        try:
+            if tracer is None and self.ctx.steps is None:  # the common path: nothing around it
+                result = await self._attempts(call, tool, runner, retries)
+            else:
+                with span(tracer, f"execute_tool {tool.name}", attributes) as current:
+                    result = await self._recorded(call, tool, runner, retries)
+                    finish_span(current, result, call.arguments, self.ctx)
+        except ToolSuspended as exc:  # runs again, to its end, once the person has answered
+            self._suspended.append(call.id)
+            events.emit("tool.call.suspended", tool=tool.name, call_id=call.id, reason=str(exc))
+            return
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
                         result_preview=preview(result.output),
@@ -367,7 +381,7 @@ class ToolExecutor(AsyncNode):
     ) -> ToolResult:
         """`_attempts`, as a durable step when the run is durable."""
         steps = self.ctx.steps
-        if steps is None:
+        if steps is None or tool.records_own_steps:
             return await self._attempts(call, tool, runner, retries)
         # durable: the call id is the step's identity; a finished call is replayed
         key = f"tool:{call.id}"
@@ -382,7 +396,10 @@ class ToolExecutor(AsyncNode):
         self, call: ToolCall, tool: Tool, runner: ToolRunner, retries: int
     ) -> ToolResult:
         """Run the call, retrying transient failures; its one `ToolResult`."""
-        injected = {"ctx": self.ctx, "state": self.state, "call_id": call.id}
+        injected = {
+            "ctx": self.ctx, "state": self.state, "call_id": call.id,
+            "constraints": self.effective_constraints, "node_path": self.path,
+        }
         attempt = 0
         start = time.perf_counter()
         while True:
@@ -395,6 +412,8 @@ class ToolExecutor(AsyncNode):
             except ToolInputError as exc:  # the model must fix the call: no retry
                 raw, error = None, error_text(exc)
                 break
+            except ToolSuspended:
+                raise
             except Exception as exc:
                 raw, error = None, error_text(exc)
                 if attempt >= retries or not _transient(exc):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 from jianmu.runtime.interaction import ApprovalRequest
 
@@ -46,6 +47,8 @@ class RunResult:
     """Approval requests the run waits for (when SUSPENDED)."""
     error: str | None = None
     """Why the run failed, timed out or was cancelled."""
+    output: Any = None
+    """The agent's typed answer (the state's ``final_output``) when it gave one."""
 
     @property
     def ok(self) -> bool:

@@ -103,7 +103,9 @@ class ReactiveRunner:
         self._is_set_up = False
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
-        self.state.subscribe(lambda _keys: self.wake())
+        # kept so that a runner that shares its state with a longer-lived one (a sub-agent's)
+        # can stop listening when it is done
+        self._unsubscribe_state = self.state.subscribe(lambda _keys: self.wake())
         observe = getattr(checkpointer, "observe", None)
         if callable(observe):  # a checkpointer that keeps every tick (`SQLiteCheckpointer`)
             observe(self)
@@ -233,6 +235,7 @@ class ReactiveRunner:
             duration=time.monotonic() - started,
             pending=tuple(outcome.pending),
             error=outcome.error,
+            output=self.state.get("final_output"),  # an agent's typed answer, if it gave one
         )
 
     async def aclose(self) -> None:

@@ -20,6 +20,7 @@ from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import recent_messages
+from jianmu.nodes.output import OutputMode, OutputSpec, output_spec
 from jianmu.nodes.react import ReActLoop, create_react_node
 from jianmu.nodes.tool_executor import ToolExecutorConfig
 from jianmu.runtime.async_node import RuntimeNode
@@ -288,6 +289,13 @@ class SkillNode(FlattenedAgentNode):
             config's ``skills.paths``.
         config: the node's settings.
         tools: custom tools the skills may name (they win over built-ins of the same name).
+        output_type: the answer's type, as for `create_react_node`: the validated object is
+            written to the enclosing state's ``final_output``.
+        output_mode: ``"tool"``, ``"native"`` or ``"text"``.
+        output_retries: answers that may fail validation before `OutputValidationError`.
+
+    Raises:
+        ConfigError: ``output_mode="native"`` with a provider that has no structured output.
     """
 
     def __init__(
@@ -299,6 +307,9 @@ class SkillNode(FlattenedAgentNode):
         catalog: SkillCatalog | None = None,
         config: SkillNodeConfig | None = None,
         tools: Sequence[Tool] = (),
+        output_type: Any = None,
+        output_mode: OutputMode = "tool",
+        output_retries: int = 2,
     ) -> None:
         super().__init__(name)
         if not skills:
@@ -308,6 +319,10 @@ class SkillNode(FlattenedAgentNode):
         self.catalog = catalog
         self.config = config or SkillNodeConfig()
         self.custom_tools = list(tools)
+        self.output: OutputSpec | None = output_spec(output_type, output_mode, output_retries)
+        """The answer's type and how it is asked for (None: free text)."""
+        if self.output is not None:
+            self.output.request_params(llm)  # a provider without structured output: now
         self.skills: list[Skill] = []
         self.constraints: Constraints | None = None
         self.react: ReActLoop | None = None
@@ -317,6 +332,19 @@ class SkillNode(FlattenedAgentNode):
         """The active skills by name: all of them when eager, those loaded when progressive."""
         self._start: tuple[Constraints, ToolSet] | None = None
         self._engine_tools: frozenset[str] = frozenset()
+
+    def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
+        """Attach the run; a typed answer restored as JSON in the enclosing state becomes an
+        object again."""
+        super().bind(state_manager, ctx, path)
+        output, outer = self.output, self.outer_state
+        if output is None or outer is None:
+            return
+        value = outer.get("final_output")
+        if value is not None:
+            revived = output.revive(value)
+            if revived is not value:
+                outer.replace({"final_output": revived})
 
     # -- the seed's steps ------------------------------------------------------------------------
     def _load_skills(self) -> list[Skill]:
@@ -450,6 +478,7 @@ class SkillNode(FlattenedAgentNode):
             constraints=self.constraints,
             name=f"{self.name}.react",
             executor_config=self.config.executor,
+            output_type=self.output,
         )
         self._add_mcp_source(active)
         if react.executor is not None:
@@ -476,6 +505,9 @@ class SkillNode(FlattenedAgentNode):
             return
         answer = self.state.get("final_answer")
         update: dict[str, Any] = {"final_answer": answer}
+        output = self.state.get("final_output")
+        if output is not None:
+            update["final_output"] = output
         result = self.state.get("skill_result")
         if result is not None:
             update["skill_result"] = result

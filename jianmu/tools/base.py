@@ -8,7 +8,8 @@ tool's timeout. `Tool.from_schema` and `Tool.from_openai` make a tool from a fun
 JSON Schema (a `SchemaTool`).
 
 Injection is by declaration, never by name: the runtime's values (``ctx``, ``state``,
-``call_id``) reach only a parameter annotated ``Injected[T]`` or typed `RunContext`, or named
+``call_id``; from an agent's executor also ``constraints``, the ones in force for the call, and
+``node_path``) reach only a parameter annotated ``Injected[T]`` or typed `RunContext`, or named
 in ``injected_params`` (``@tool(injected=[...])``). A schema property called ``state`` gets
 the model's value; a parameter declared injected may not also be a schema property.
 
@@ -142,6 +143,9 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract; ruff reads the TYPE_CHECKIN
     bounds_own_wait: ClassVar[bool] = False
     """True when ``run`` itself stops at ``timeout_seconds`` (an MCP client's read timeout):
     ``execute`` then sets no timer of its own."""
+    records_own_steps: ClassVar[bool] = False
+    """True when ``run`` records its own durable steps (an `agent_tool`'s sub-agent, whose model
+    turns and calls are steps of their own): the executor does not make the call one step."""
 
     _derived_attrs: ClassVar[frozenset[str]] = frozenset(_DERIVED)
 

@@ -151,7 +151,18 @@ def render_output(value: Any) -> str:
         return str(value)
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+def _jsonable(value: Any) -> Any:
+    """A value the encoder does not know, as JSON data: a pydantic model or a dataclass (an
+    agent's typed answer) as its fields, anything else as its text."""
+    from pydantic_core import to_jsonable_python
+
+    try:
+        return to_jsonable_python(value)
+    except Exception:  # no serializer for it: its text
+        return str(value)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_jsonable)
 """What ``render_output`` writes with: ``json.dumps`` would build an encoder per call."""
 
 

@@ -52,7 +52,7 @@ def test_demo_runs_every_example(tmp_path: Path) -> None:
     lines = run_example("demo.py", XDG_STATE_HOME=str(tmp_path))
     text = "\n".join(lines)
     for name in ("hello_tree.py", "react_agent.py", "skill_report.py", "skill_review.py",
-                 "approval_flow.py"):
+                 "handoff_agents.py", "lead_researcher.py", "approval_flow.py"):
         assert f"== {name}" in text
     assert lines[-1] == "  .venv/bin/jianmu studio"  # it ends by saying how to open the studio
     assert (tmp_path / "jianmu" / "checkpoints.sqlite").is_file()
@@ -67,4 +67,25 @@ def test_skill_review_loads_a_skill_and_opens_the_file_its_body_names(tmp_path: 
     assert '"path": "references/checklist.md"' in text
     assert "The checklist says: No bare `except:`" in text
     assert "names and descriptions only" in text
+    assert lines[-1] == "result: success"
+
+
+def test_handoff_agents_says_it_is_scripted_and_billing_answers_both_turns() -> None:
+    lines = run_example("handoff_agents.py")
+    assert lines[0].startswith("LLM: the scripted stand-in")
+    assert "  ⇢ triage hands the conversation to billing" in lines
+    answers = [line for line in lines if line.startswith("billing: Refund(")]
+    assert len(answers) == 2 and "order='A1', amount=30.0" in answers[0]
+    assert "order='B7', amount=0.0" in answers[1]
+    assert lines[-1] == "result: success, 12 messages kept"
+
+
+def test_lead_researcher_asks_by_path_then_answers() -> None:
+    lines = run_example("lead_researcher.py")
+    assert lines[0].startswith("LLM: the scripted stand-in")
+    asked = [line for line in lines if line.startswith("approval needed:")]
+    assert asked == ['approval needed: researcher > save_note({"text": "Tides: twice a day, '
+                     'from the Moon\'s pull."})  [id researcher/call_1/call_3]']
+    assert "    ← save_note: saved" in lines  # the researcher's call, nested under the lead's
+    assert any(line.startswith("answer: Tides come in twice a day") for line in lines)
     assert lines[-1] == "result: success"

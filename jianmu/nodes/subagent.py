@@ -1,0 +1,527 @@
+"""`agent_tool`: any subtree that answers (a ReAct node, a `SkillNode`, a tree) as a tool.
+
+A lead agent calls a researcher like any other tool. Each call runs the sub-agent's tree in a
+run of its own, nested in the caller's:
+
+- in its own state namespace, ``<name>/<call id>`` under the caller's, which starts with the
+  call's input as the user's message;
+- under the caller's constraints as the outer layer (the sub-agent can only tighten them),
+  with its tokens added to the run's usage (the budget every layer reads) and its tool calls
+  to the run's guard counts;
+- with its events and spans nested under the caller's (node paths below the caller's
+  executor; an ``invoke_agent <name>`` span inside ``execute_tool <name>``);
+- on the caller's approval channel: a call inside the sub-agent that asks a person suspends
+  the whole run, the request named by its path (``researcher > write_file(...)``, id
+  ``researcher/<call id>/<sub-call id>``). After the decision the sub-agent continues where it
+  stopped, also in another process restored from the run's checkpoint: its node statuses are
+  kept in its namespace (``agent_run``) and every finished call in its ``completed_call_ids``,
+  so none runs twice.
+
+The tool's result is the sub-agent's ``final_output`` (its typed answer), else its
+``final_answer``. A sub-agent that fails is the tool's failure: its error is the caller's
+observation, and the caller goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import py_trees
+from py_trees.common import Status
+from pydantic import ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError
+from pydantic import create_model as _create_model
+from pydantic_core import to_jsonable_python
+
+from jianmu.constraints import Constraints
+from jianmu.errors import ToolExecutionError, ToolSuspended, ToolValidationError
+from jianmu.llm.messages import Message
+from jianmu.nodes.output import json_path
+from jianmu.runtime.async_node import RuntimeNode, close_tree
+from jianmu.runtime.context import RunContext
+from jianmu.runtime.events import Event, EventBus, EventHandler
+from jianmu.runtime.interaction import ApprovalDecision, ApprovalRequest, Interaction
+from jianmu.runtime.result import RunStatus
+from jianmu.runtime.runner import ReactiveRunner
+from jianmu.runtime.steps import StepRecorder
+from jianmu.state import StateManager, StateView
+from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, JIANMU_RUN_ID, span
+from jianmu.tools._arguments import decode_container, input_error
+from jianmu.tools.base import Tool
+from jianmu.tools.calls import ToolResult
+from jianmu.tools.schema import Injected, InjectedParam, declared_injection, structural_problems
+from jianmu.tools.spec import strip_titles
+
+__all__ = ("AgentTool", "agent_tool")
+
+T = TypeVar("T")
+
+_ESCAPED = re.compile(r"[%./#\s]")
+AgentFactory = Callable[[], py_trees.behaviour.Behaviour]
+"""Builds a fresh tree of the sub-agent (one per call, so calls may run in parallel)."""
+
+
+def _label(call_id: str) -> str:
+    """A call id as a namespace part, one to one: ``%``, ``.`` (which nests namespaces), ``/``
+    (which separates path parts), ``#`` (which numbers durable steps) and spaces escaped, so
+    two ids of one run never share a namespace."""
+    return _ESCAPED.sub(lambda m: f"%{ord(m.group()):02X}", call_id) or "call"
+
+
+# -- the caller's run, as the sub-agent's run sees it ------------------------------------------
+
+
+class _ScopedInteraction(Interaction):
+    """The caller's approval channel as a sub-agent sees it: the sub-agent's request ids live
+    under ``prefix`` there, and their summaries start with the agent's name."""
+
+    def __init__(self, parent: Interaction, prefix: str, label: str) -> None:
+        super().__init__()
+        self.parent = parent
+        self.prefix = prefix
+        self.label = label
+
+    def suspend(self, request: ApprovalRequest) -> None:
+        """Ask ``request`` on the caller's channel, under this sub-agent's path."""
+        payload = dict(request.payload)
+        payload["agent_path"] = [self.label, *payload.get("agent_path", ())]
+        self.parent.suspend(dataclasses.replace(
+            request, id=self.prefix + request.id, summary=f"{self.label} > {request.summary}",
+            payload=payload,
+        ))
+
+    @property
+    def pending(self) -> list[ApprovalRequest]:
+        """This sub-agent's requests waiting for a decision, with its own ids."""
+        n = len(self.prefix)
+        return [dataclasses.replace(r, id=r.id[n:]) for r in self.parent.pending
+                if r.id.startswith(self.prefix)]
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether one of this sub-agent's requests waits for a decision."""
+        return self.parent.has_pending and any(
+            r.id.startswith(self.prefix) for r in self.parent.pending
+        )
+
+    def asked(self, request_id: str) -> bool:
+        return self.parent.asked(self.prefix + request_id)
+
+    def request(self, request_id: str) -> ApprovalRequest | None:
+        return self.parent.request(self.prefix + request_id)
+
+    def consume(self, request_id: str) -> None:
+        self.parent.consume(self.prefix + request_id)
+
+    def consumed(self, request_id: str) -> bool:
+        return self.parent.consumed(self.prefix + request_id)
+
+    def decision(self, request_id: str) -> ApprovalDecision | None:
+        return self.parent.decision(self.prefix + request_id)
+
+    def approve(self, request_id: str, message: str | None = None) -> None:
+        self.parent.approve(self.prefix + request_id, message)
+
+    def reject(self, request_id: str, message: str | None = None) -> None:
+        self.parent.reject(self.prefix + request_id, message)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Nothing of its own: the caller's run keeps the requests and decisions."""
+        return {}
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Nothing of its own to restore (see `snapshot`)."""
+
+
+def _renamed(name: str) -> str:
+    # the nested run's own run.* events would read as the end of the caller's run
+    return "agent." + name[4:] if name.startswith("run.") else name
+
+
+class _AgentEvents(EventBus):
+    """The caller's event bus, as the sub-agent's run emits on it."""
+
+    def __init__(self, parent: EventBus, agent: str) -> None:
+        super().__init__(parent.run_id)
+        self.parent = parent
+        self.agent = agent
+
+    def subscribe(self, pattern: str, handler: EventHandler) -> Callable[[], None]:
+        return self.parent.subscribe(pattern, handler)
+
+    def wants(self, name: str) -> bool:
+        return self.parent.wants(_renamed(name))
+
+    def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event | None:
+        if name.startswith("run."):
+            fields.setdefault("agent", self.agent)
+        return self.parent.emit(_renamed(name), node=node, **fields)
+
+
+class _ScopedSteps:
+    """A durable run's step recorder as a sub-agent sees it: its keys under its namespace, so
+    its calls (``tool:call_1``) never share a record with the caller's."""
+
+    def __init__(self, parent: StepRecorder, prefix: str) -> None:
+        self.parent = parent
+        self.prefix = prefix
+
+    async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
+        return await self.parent.run(self.prefix + key, factory)
+
+    async def mark_started(self, keys: Sequence[str]) -> None:
+        await self.parent.mark_started([self.prefix + k for k in keys])
+
+    def maybe_repeated(self, key: str) -> bool:
+        return self.parent.maybe_repeated(self.prefix + key)
+
+
+class _AgentRoot(RuntimeNode, py_trees.decorators.Decorator):
+    """The sub-agent's tree in its namespace; finishes as the tree does."""
+
+    def update(self) -> Status:
+        """The tree's status."""
+        return self.decorated.status
+
+
+def _place(node: py_trees.behaviour.Behaviour, namespace: str) -> None:
+    """Put ``node`` and the nodes below it in ``namespace``; a node that compiles its own
+    subtree (a `SkillNode`) keeps its own namespace and reads this one as its outer state."""
+    if hasattr(node, "compile_subtree"):
+        return
+    node.namespace = namespace  # type: ignore[attr-defined]
+    for child in node.children:
+        _place(child, namespace)
+
+
+class _SubRun(ReactiveRunner):
+    """One call's run of the sub-agent: the caller's state, context and approvals, its own
+    ticks. Its checkpoints go into its namespace and save the caller's run."""
+
+    def __init__(
+        self, root: _AgentRoot, state: StateManager, parent: RunContext, *,
+        constraints: Constraints, label: str, prefix: str, view: StateView,
+    ) -> None:
+        super().__init__(
+            root, state, config=parent.config, constraints=constraints,
+            run_id=f"{parent.run_id}:{view.namespace}", user_roles=parent.user_roles,
+            interactive=parent.interaction is not None, extras=parent.extras,
+        )
+        if parent.interaction is not None:
+            self.interaction = _ScopedInteraction(parent.interaction, prefix, label)
+            self.ctx.interaction = self.interaction
+        self.ctx.events = _AgentEvents(parent.events, label)
+        self.ctx.tracer = parent.tracer
+        self.ctx.steps = None if parent.steps is None else _ScopedSteps(parent.steps, prefix)
+        self.parent = parent
+        self.label = label
+        self.view = view
+        # checkpoints only when the caller's run has a checkpointer (`save_checkpoint`)
+        self.checkpointer = parent.runner.checkpointer if parent.checkpointed else None
+
+    def resume_nodes(self, record: dict[str, Any]) -> None:
+        """Take the node statuses of a run that was suspended (restored in a new process)."""
+        self._restored_nodes = dict(record.get("nodes") or {})
+        self.ticks = int(record.get("ticks") or 0)
+
+    def save_checkpoint(self, status: str = "running") -> None:
+        """Keep the node statuses in the namespace, then checkpoint the caller's run."""
+        nodes = {
+            key: {"name": node.name, "status": node.status.name}
+            for key, node in self._walk(self.root, "0")
+        }
+        self.view.replace({"agent_run": {"status": status, "nodes": nodes, "ticks": self.ticks}})
+        self.parent.save_checkpoint()
+
+    def detach(self) -> None:
+        """Stop listening to the shared state (the run is over)."""
+        self._unsubscribe_state()
+
+    def _span(self) -> Any:
+        return span(self.ctx.tracer, f"invoke_agent {self.label}", {
+            GEN_AI_OPERATION_NAME: "invoke_agent", GEN_AI_AGENT_NAME: self.label,
+            JIANMU_RUN_ID: self.parent.run_id,
+        })
+
+
+# -- the tool ------------------------------------------------------------------------------
+
+
+class AgentTool(Tool):
+    """A sub-agent as a tool; made by `agent_tool` (see the module's docstring).
+
+    One tree serves one call at a time (calls to it run one after another); give a function
+    that builds the tree for calls that may run in parallel.
+    """
+
+    category = "execute"
+    idempotent = False
+    max_retries = 0
+    parallel_safe = False
+    timeout_seconds = None  # the sub-agent's own limits bound it (and execution.timeout_s)
+    records_own_steps = True  # in a durable run, its turns and calls are steps of their own
+
+    def __init__(
+        self,
+        agent: py_trees.behaviour.Behaviour | AgentFactory,
+        *,
+        name: str,
+        description: str,
+        input_type: Any = str,
+    ) -> None:
+        if not isinstance(agent, py_trees.behaviour.Behaviour) and not callable(agent):
+            raise TypeError(
+                f"agent_tool() takes a behaviour tree (a ReAct node, a SkillNode, any subtree) "
+                f"or a function that builds one, got {type(agent).__name__}"
+            )
+        self.agent = agent
+        self.name = name
+        self.description = description
+        self.input_type = input_type
+        self._factory = not isinstance(agent, py_trees.behaviour.Behaviour)
+        self.parallel_safe = self._factory
+        try:
+            self._schema_of(input_type)
+        except (PydanticUserError, TypeError, ValueError) as exc:
+            raise ToolValidationError(name, [f"input_type {input_type!r}: {exc}"]) from None
+        problems = structural_problems(self)
+        if problems:
+            raise ToolValidationError(self.name, problems)
+        self._runs: dict[str, _SubRun] = {}
+        self._trees: dict[str, py_trees.behaviour.Behaviour] = {}
+        self._holder: str | None = None
+        self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+
+    def _schema_of(self, input_type: Any) -> None:
+        adapter: TypeAdapter[Any] = TypeAdapter(input_type)
+        schema = strip_titles(adapter.json_schema())
+        if schema.get("type") == "object":
+            self.input_schema = schema
+            self._checker = adapter
+            self._wrapped = False
+            return
+        said = "What to ask the agent." if input_type is str else "The agent's input."
+        wrapper = _create_model(
+            "AgentInput", __config__=ConfigDict(extra="forbid"),
+            input=(input_type, Field(description=said)),
+        )
+        self._checker = TypeAdapter(wrapper)
+        self.input_schema = strip_titles(self._checker.json_schema())
+        self.input_schema.pop("title", None)
+        self._wrapped = True
+
+    # -- arguments -------------------------------------------------------------------------
+    def injection(self) -> tuple[InjectedParam, ...]:
+        """``run``'s injected parameters. The model's arguments reach ``run`` as one value,
+        never by name, so a property named like one of them (``state``) clashes with nothing."""
+        found = self.__dict__.get("_jm_run_injection")
+        if found is None:  # resolving the annotations costs: once per tool
+            found = self.__dict__["_jm_run_injection"] = declared_injection(self.run)
+        return found  # type: ignore[no-any-return]
+
+    def validate_args(self, args: Any) -> dict[str, Any]:
+        """Check the model's arguments against ``input_type`` (pydantic, paths in errors).
+
+        Raises:
+            ToolInputError: every problem, with its JSON path.
+        """
+        args = decode_container(args)
+        if self._wrapped and not isinstance(args, dict):
+            args = {"input": args}
+        try:
+            checked = self._checker.validate_python(args)
+        except ValidationError as exc:
+            problems = [
+                f"{json_path(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)
+            ]
+            allowed = list(self.parameters.get("properties") or {})
+            raise input_error(self.name, problems, allowed) from None
+        return {"arguments": checked.input if self._wrapped else checked}
+
+    def _message(self, value: Any) -> str:
+        """The sub-agent's first user message: the text, or the input as JSON."""
+        if isinstance(value, str):
+            return value
+        return json.dumps(to_jsonable_python(value), ensure_ascii=False)
+
+    # -- running ---------------------------------------------------------------------------
+    async def run(
+        self,
+        arguments: Any = None,
+        *,
+        ctx: RunContext,
+        state: Injected[StateView],
+        call_id: Injected[str] = "",
+        constraints: Injected[Constraints | None] = None,
+        node_path: Injected[str] = "",
+    ) -> Any:
+        """Run the sub-agent for one call (or resume it) and return its answer.
+
+        Raises:
+            ToolSuspended: the sub-agent waits for a person; the call runs again afterwards.
+            ToolExecutionError: the sub-agent failed (its error in the message).
+        """
+        label = _label(call_id or "call")
+        relative = f"{self.name}/{label}"
+        view = state.scope(relative)
+        namespace = str(view.namespace)
+        record = view.get("agent_run")
+        if isinstance(record, dict) and record.get("status") == RunStatus.SUCCESS.value:
+            # it finished before the caller recorded the call (a crash, a restore)
+            return ToolResult(tool=self.name, ok=True, output=self._answer(view))
+        guard = self._exclusive()
+        async with guard:
+            runner = self._runs.get(namespace)
+            if runner is None:
+                if self._holder not in (None, namespace):
+                    raise ToolSuspended(
+                        f"agent {self.name!r} is busy with call {self._holder!r}, which waits "
+                        "for a person; this call runs after it"
+                    )
+                runner = self._start(
+                    arguments, view, record, ctx, constraints or ctx.constraints,
+                    f"{node_path}/{self.name}[{label}]" if node_path else
+                    f"{self.name}[{label}]", f"{relative}/",
+                )
+            if not self._factory:
+                self._holder = namespace
+            try:
+                result = await runner.run()
+            except BaseException:
+                await self._finish(namespace)
+                raise
+            if result.status is RunStatus.SUSPENDED:
+                waiting = ", ".join(r.id for r in result.pending) or "a decision"
+                raise ToolSuspended(f"agent {self.name!r} waits for approval of {waiting}")
+            await self._finish(namespace)
+        if not result.ok:
+            raise ToolExecutionError(
+                f"agent {self.name!r} failed: {result.error or result.status.value}"
+            )
+        answer = self._answer(view)
+        # what the caller needs of the finished run is its answer (also a caller restored
+        # before it recorded the call); the conversation goes, so the state stays small
+        view.clear()
+        view.update({
+            "final_answer": _text(answer), "final_output": _output(answer),
+            "agent_run": {"status": RunStatus.SUCCESS.value},
+        })
+        return ToolResult(tool=self.name, ok=True, output=answer)
+
+    def _start(
+        self, arguments: Any, view: StateView, record: Any, ctx: RunContext,
+        constraints: Constraints, root_name: str, prefix: str,
+    ) -> _SubRun:
+        namespace = str(view.namespace)
+        tree = self._tree(namespace)
+        tree.parent = None  # a tree served to an earlier call hangs off that call's root
+        root = _AgentRoot(root_name, tree)
+        root.namespace = namespace
+        _place(tree, namespace)
+        resumed = isinstance(record, dict) and record.get("status") in (
+            RunStatus.SUSPENDED.value, "running",
+        )
+        if not resumed:
+            view.clear()  # what an attempt left before it could checkpoint
+            view.update({"messages": [Message.user(self._message(arguments))]})
+        runner = _SubRun(
+            root, view.manager, ctx, constraints=constraints, label=self.name, prefix=prefix,
+            view=view,
+        )
+        if resumed:
+            runner.resume_nodes(record)
+        self._runs[namespace] = runner
+        return runner
+
+    def _tree(self, namespace: str) -> py_trees.behaviour.Behaviour:
+        if not self._factory:
+            return self.agent  # type: ignore[return-value]
+        tree = self._trees.get(namespace)
+        if tree is None:
+            tree = self.agent()  # type: ignore[operator]
+            if not isinstance(tree, py_trees.behaviour.Behaviour):
+                raise ToolExecutionError(
+                    f"the function given to agent_tool({self.name!r}) returned "
+                    f"{type(tree).__name__}, not a behaviour tree"
+                )
+            self._trees[namespace] = tree
+        return tree
+
+    def _exclusive(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """One call at a time on a shared tree (a lock of the running loop); none needed for
+        a tree per call."""
+        if self._factory:
+            return contextlib.nullcontext()
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock[0] is not loop:
+            self._lock = (loop, asyncio.Lock())
+        return self._lock[1]
+
+    async def _finish(self, namespace: str) -> None:
+        """Forget a call's run; a tree built for the call ends its threads and sandboxes."""
+        runner = self._runs.pop(namespace, None)
+        if runner is not None:
+            runner.detach()
+        if self._holder == namespace:
+            self._holder = None
+        tree = self._trees.pop(namespace, None)
+        if tree is not None:
+            await close_tree(tree)
+
+    @staticmethod
+    def _answer(view: StateView) -> Any:
+        output = view.get("final_output")
+        return output if output is not None else (view.get("final_answer") or "")
+
+    async def aclose(self) -> None:
+        """End the worker threads and sandboxes the sub-agent's tree keeps."""
+        for namespace in list(self._runs):
+            await self._finish(namespace)
+        if not self._factory:
+            await close_tree(self.agent)
+
+    def __repr__(self) -> str:
+        return f"<AgentTool {self.name!r}>"
+
+
+def _text(answer: Any) -> str:
+    return answer if isinstance(answer, str) else json.dumps(
+        to_jsonable_python(answer), ensure_ascii=False
+    )
+
+
+def _output(answer: Any) -> Any:
+    return None if isinstance(answer, str) else answer
+
+
+def agent_tool(
+    agent: py_trees.behaviour.Behaviour | AgentFactory,
+    *,
+    name: str,
+    description: str,
+    input_type: Any = str,
+) -> AgentTool:
+    """A tool that runs ``agent`` (a ReAct node, a `SkillNode`, any subtree that sets
+    ``final_answer``/``final_output``) for each call, in a namespace of its own, under the
+    caller's guard, budget, approvals and checkpoints (see `jianmu.nodes.subagent`).
+
+    Args:
+        agent: the sub-agent's tree, or a function that builds a fresh one per call (then
+            several calls may run at once).
+        name: the tool's name (and the sub-agent's, in request paths and events).
+        description: when to call it, for the model.
+        input_type: the input's type (pydantic); its JSON Schema is the tool's input schema.
+            ``str``: ``{"input": "..."}``, given to the sub-agent as its user message; other
+            types arrive as their JSON.
+
+    Raises:
+        ToolValidationError: a bad name, or an ``input_type`` without a JSON Schema.
+        TypeError: ``agent`` is neither a tree nor a function.
+    """
+    return AgentTool(agent, name=name, description=description, input_type=input_type)
+

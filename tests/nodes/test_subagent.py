@@ -1,0 +1,405 @@
+"""`agent_tool`: a sub-agent as a tool, under the caller's guard, budget, approvals and
+checkpoints, through `ReactiveRunner`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import BaseModel
+
+from jianmu import Constraints, ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
+from jianmu.errors import ToolValidationError
+from jianmu.llm import ScriptedLLM
+from jianmu.nodes import AgentState, agent_tool, create_react_node
+from jianmu.tools import tool
+from tests.support import agents_app
+
+pytestmark = pytest.mark.anyio
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start(text: str = "Research tides.") -> StateManager:
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": text}]})
+
+
+@tool
+def search(query: str) -> str:
+    """Search.
+
+    Args:
+        query: what to look for.
+    """
+    return f"found {query}"
+
+
+def lead_with(sub: Any, lead_script: list[Any], **kwargs: Any) -> tuple[Any, ScriptedLLM]:
+    llm = ScriptedLLM(lead_script)
+    tool_ = agent_tool(sub, name="researcher", description="Researches.", **kwargs)
+    return create_react_node(llm, [tool_], name="lead"), llm
+
+
+def calls(name: str, **arguments: Any) -> list[dict[str, Any]]:
+    return [{"name": name, "arguments": arguments}]
+
+
+async def test_the_sub_agents_answer_is_the_observation_and_its_usage_the_runs() -> None:
+    sub_llm = ScriptedLLM([calls("search", query="tides"), "Tides: twice a day."])
+    sub = create_react_node(sub_llm, [search], name="researcher")
+    lead, _lead_llm = lead_with(sub, [calls("researcher", input="tides?"), "Twice a day."])
+    state = start()
+    events: list[Any] = []
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    runner = ReactiveRunner(lead, state, tracer_provider=provider)
+    runner.ctx.events.subscribe("*", events.append)
+    result = await runner.run()
+    assert result.ok and state.get("final_answer") == "Twice a day."
+    observation = state.get("messages")[2]
+    assert observation.role == "tool" and observation.content == "Tides: twice a day."
+    # the sub-agent started from the call's input, in its own namespace
+    assert [m.content for m in sub_llm.requests[0].messages] == ["tides?"]
+    assert state.namespaces() == ["researcher/call_1"]
+    assert state.scope("researcher/call_1").get("final_answer") == "Tides: twice a day."
+    # its tokens are the run's: the root adds both models' usage
+    sub_usage = sum(e.fields["input_tokens"] + e.fields["output_tokens"] for e in events
+                    if e.name == "llm.call.completed" and "researcher[" in (e.node or ""))
+    lead_usage = sum(e.fields["input_tokens"] + e.fields["output_tokens"] for e in events
+                     if e.name == "llm.call.completed" and "researcher[" not in (e.node or ""))
+    assert sub_usage > 0 and state.get("usage").total_tokens == sub_usage + lead_usage
+    # its events nest under the caller's executor; its run's end is not the run's end
+    nested = [e for e in events if e.name == "tool.call.started" and e.fields["tool"] == "search"]
+    assert nested[0].node == ("lead/lead.round/lead.tools/researcher[call_1]/researcher/"
+                              "researcher.round/researcher.tools")
+    assert [e.name for e in events if e.name.endswith(".finished")] == [
+        "agent.finished", "run.finished"]
+    # and its spans under the call's execute_tool span
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    invoke = spans["invoke_agent researcher"]
+    assert invoke.parent is not None
+    assert invoke.parent.span_id == spans["execute_tool researcher"].context.span_id
+    assert spans["execute_tool search"].parent is not None
+
+
+class Finding(BaseModel):
+    topic: str
+    sources: int
+
+
+class Question(BaseModel):
+    topic: str
+    state: str  # a US state: a model's argument, never the runtime's
+
+
+async def test_a_typed_sub_agent_answers_with_its_object_and_takes_a_typed_input() -> None:
+    sub_llm = ScriptedLLM([calls("final_result", topic="tides", sources=3)])
+    sub = create_react_node(sub_llm, [], name="researcher", output_type=Finding)
+    lead, lead_llm = lead_with(
+        sub, [calls("researcher", topic="tides", state="ME"), "Three sources."],
+        input_type=Question,
+    )
+    state = start()
+    result = await ReactiveRunner(lead, state).run()
+    assert result.ok
+    schema = lead_llm.requests[0].tools[0]["function"]["parameters"]
+    assert sorted(schema["properties"]) == ["state", "topic"]
+    assert json.loads(sub_llm.requests[0].messages[0].content or "") == {
+        "topic": "tides", "state": "ME"}
+    assert json.loads(state.get("messages")[2].content or "") == {"topic": "tides", "sources": 3}
+    assert state.scope("researcher/call_1").get("final_output") == Finding(topic="tides",
+                                                                           sources=3)
+
+
+async def test_bad_input_is_an_observation_with_its_path() -> None:
+    sub = create_react_node(ScriptedLLM([]), [], name="researcher")
+    lead, _ = lead_with(sub, [calls("researcher", topic=5), "I see."], input_type=Question)
+    state = start()
+    assert (await ReactiveRunner(lead, state).run()).ok
+    said = state.get("messages")[2].content or ""
+    assert "$.topic" in said and "$.state" in said and state.namespaces() == []
+
+
+async def test_a_sub_agent_that_fails_is_an_observation_and_the_caller_goes_on() -> None:
+    sub = create_react_node(ScriptedLLM([]), [], name="researcher")  # its model has no reply
+    lead, _lead_llm = lead_with(sub, [calls("researcher", input="x"), "It failed; I answer."])
+    state = start()
+    result = await ReactiveRunner(lead, state).run()
+    assert result.ok and state.get("final_answer") == "It failed; I answer."
+    said = state.get("messages")[2].content or ""
+    assert said.startswith("Error: agent 'researcher' failed:")
+    assert "ran out of responses" in said
+
+
+async def test_an_approval_inside_the_sub_agent_suspends_the_whole_run(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    lead = agents_app.build(log, agents_app.RESEARCHER, agents_app.LEAD)
+    state = start()
+    runner = ReactiveRunner(lead, state)
+    first = await runner.run()
+    assert first.status is RunStatus.SUSPENDED
+    (request,) = first.pending
+    assert request.id == "researcher/call_1/call_2"
+    assert request.summary == 'researcher > write_note({"text": "tides: twice a day"})'
+    assert request.payload["agent_path"] == ["researcher"] and request.payload["tool"] == \
+        "write_note"
+    assert log.read_text().splitlines() == ["search tides"]
+    runner.approve(request.id)
+    second = await runner.run()
+    assert second.ok and state.get("final_answer") == agents_app.LEAD[1]
+    assert log.read_text().splitlines() == ["search tides", "write_note tides: twice a day"]
+    assert state.get("messages")[2].content == "Tides come twice a day."
+
+
+async def test_a_rejection_inside_the_sub_agent_reaches_its_model(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    researcher = [agents_app.RESEARCHER[0], agents_app.RESEARCHER[1], "No note then."]
+    lead = agents_app.build(log, researcher, [agents_app.LEAD[0], "Fine."])
+    runner = ReactiveRunner(lead, start())
+    first = await runner.run()
+    runner.reject(first.pending[0].id, "not now")
+    assert (await runner.run()).ok
+    assert log.read_text().splitlines() == ["search tides"]
+    assert runner.state.get("messages")[2].content == "No note then."
+
+
+def test_a_run_restored_in_another_process_resumes_the_sub_agent(tmp_path: Path) -> None:
+    log, db = tmp_path / "calls.log", tmp_path / "runs.sqlite"
+    lead = agents_app.build(log, agents_app.RESEARCHER, agents_app.LEAD)
+    runner = ReactiveRunner(lead, start(), checkpointer=SQLiteCheckpointer(db), run_id="sub1")
+    first = runner.run_sync(timeout=30)
+    assert first.status is RunStatus.SUSPENDED
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from jianmu import ReactiveRunner, SQLiteCheckpointer, StateManager
+        from jianmu.nodes import AgentState
+        from tests.support import agents_app
+
+        # the models say only what is left of their scripts: what they said is in the state
+        lead = agents_app.build(Path({str(log)!r}), agents_app.RESEARCHER[2:],
+                                agents_app.LEAD[1:])
+        runner = ReactiveRunner.restore(lead, SQLiteCheckpointer({str(db)!r}), "sub1",
+                                        state_manager=StateManager(AgentState))
+        print([r.id for r in runner.pending])
+        runner.approve("researcher/call_1/call_2")
+        result = runner.run_sync(timeout=30)
+        print(result.status.value, runner.state.get("final_answer"))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines == ["['researcher/call_1/call_2']", f"success {agents_app.LEAD[1]}"]
+    # the search before the suspension did not run again; the approved write ran once
+    assert log.read_text().splitlines() == ["search tides", "write_note tides: twice a day"]
+
+
+async def test_the_callers_constraints_are_the_outer_layer() -> None:
+    @tool(read_only=False)
+    def wipe(target: str) -> str:
+        """Wipe.
+
+        Args:
+            target: what.
+        """
+        return "wiped"
+
+    loose = Constraints.model_validate({"guard": {"max_tool_calls": 50}})
+    sub_llm = ScriptedLLM([calls("wipe", target="all"), calls("search", query="a"),
+                           calls("search", query="b"), calls("search", query="c"), "done"])
+    sub = create_react_node(sub_llm, [search, wipe], name="researcher", constraints=loose)
+    llm = ScriptedLLM([calls("researcher", input="go"), "ok"])
+    caller = Constraints.model_validate(
+        {"guard": {"max_tool_calls": 2, "tool_policy": {"wipe": "deny"}}})
+    lead = create_react_node(
+        llm, [agent_tool(sub, name="researcher", description="Researches.")], name="lead",
+        constraints=caller,
+    )
+    state = start()
+    assert (await ReactiveRunner(lead, state).run()).ok
+    # denied for the caller: not offered to the sub-agent, and refused when called anyway
+    assert "wipe" not in [t["function"]["name"] for t in sub_llm.requests[0].tools]
+    sub_messages = [m.content or "" for m in sub_llm.requests[-1].messages if m.role == "tool"]
+    assert "unknown tool 'wipe'" in sub_messages[0] or "denied" in sub_messages[0]
+    # the run's max_tool_calls holds for the sub-agent's calls: the third search is over
+    # it, whatever the sub-agent's own (looser) layer says
+    assert sub_messages[1:3] == ["found a", "found b"]
+    assert "max_tool_calls" in sub_messages[3]
+
+
+async def test_the_callers_budget_stops_the_sub_agent() -> None:
+    sub_llm = ScriptedLLM([calls("search", query=str(i)) for i in range(20)])
+    sub = create_react_node(sub_llm, [search], name="researcher", max_iterations=50)
+    llm = ScriptedLLM([calls("researcher", input="go"), "out of budget"])
+    lead = create_react_node(
+        llm, [agent_tool(sub, name="researcher", description="Researches.")], name="lead",
+        constraints=Constraints.model_validate({"guard": {"budget": {"total_tokens": 600}}}),
+        max_iterations=50,
+    )
+    state = start()
+    result = await ReactiveRunner(lead, state).run()
+    said = state.get("messages")[2].content or ""
+    assert said.startswith("Error: agent 'researcher' failed:") and "token budget" in said
+    assert len(sub_llm.requests) < 20
+    assert result.status is RunStatus.FAILURE or state.get("final_answer") == "out of budget"
+
+
+async def test_a_skill_node_is_a_sub_agent_too(tmp_path: Path) -> None:
+    from jianmu.config import parse_config
+    from jianmu.skills import SkillCatalog, SkillNode
+
+    folder = tmp_path / "skills" / "research"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: research\ndescription: Research a topic.\ntools: [search]\n---\n"
+        "Search before you answer.\n")
+    sub_llm = ScriptedLLM([calls("search", query="tides"), "Twice a day (skill)."])
+    skill = SkillNode("Research", ["research"], sub_llm, tools=[search],
+                      catalog=SkillCatalog([tmp_path / "skills"], custom_tools=[search]))
+    lead, _ = lead_with(skill, [calls("researcher", input="tides?"), "Done."])
+    state = start()
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    assert (await ReactiveRunner(lead, state, config=config).run()).ok
+    assert state.get("messages")[2].content == "Twice a day (skill)."
+    assert sub_llm.requests[0].messages[-1].content == "tides?"  # the skill read its input
+    assert state.get("final_answer") == "Done."  # the lead's, not overwritten by the skill
+
+
+async def test_a_factory_serves_parallel_calls_each_with_its_own_tree() -> None:
+    started = asyncio.Event()
+    seen: list[str] = []
+
+    @tool
+    async def slow(query: str) -> str:
+        """Wait for the other call.
+
+        Args:
+            query: the topic.
+        """
+        seen.append(query)
+        if len(seen) == 2:
+            started.set()
+        await asyncio.wait_for(started.wait(), 20)  # both calls are in flight at once
+        return f"slow {query}"
+
+    def researcher() -> Any:
+        def reply(messages: list[Any]) -> Any:
+            topic = messages[-1].content
+            return calls("slow", query=topic) if messages[-1].role == "user" else f"{topic}!"
+
+        return create_react_node(ScriptedLLM([reply, reply]), [slow], name="researcher")
+
+    tool_ = agent_tool(researcher, name="researcher", description="Researches.")
+    assert tool_.parallel_safe is True
+    llm = ScriptedLLM([[{"name": "researcher", "arguments": {"input": "a"}},
+                        {"name": "researcher", "arguments": {"input": "b"}}], "both"])
+    state = start()
+    assert (await ReactiveRunner(create_react_node(llm, [tool_]), state).run()).ok
+    assert sorted(seen) == ["a", "b"]
+    assert [m.content for m in state.get("messages") if m.role == "tool"] == [
+        "slow a!", "slow b!"]
+    assert sorted(state.namespaces()) == ["researcher/call_1", "researcher/call_2"]
+
+
+async def test_a_sub_agent_of_a_sub_agent_names_the_whole_path(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    inner = create_react_node(
+        ScriptedLLM([calls("write_note", text="deep"), "noted"]),
+        agents_app.logged_tools(log), name="scribe",
+    )
+    middle = create_react_node(
+        ScriptedLLM([calls("scribe", input="note it"), "scribe noted it"]),
+        [agent_tool(inner, name="scribe", description="Writes notes.")], name="researcher",
+    )
+    lead, _ = lead_with(middle, [calls("researcher", input="go"), "all done"])
+    runner = ReactiveRunner(lead, start())
+    first = await runner.run()
+    (request,) = first.pending
+    assert request.id == "researcher/call_1/scribe/call_1/call_1"
+    assert request.summary.startswith("researcher > scribe > write_note(")
+    runner.approve(request.id)
+    assert (await runner.run()).ok and runner.state.get("final_answer") == "all done"
+    assert log.read_text().splitlines() == ["write_note deep"]
+
+
+def test_bad_definitions_are_refused() -> None:
+    sub = create_react_node(ScriptedLLM([]), [], name="x")
+    with pytest.raises(ToolValidationError, match="bad name"):
+        agent_tool(sub, name="bad name", description="d")
+    with pytest.raises(TypeError, match="takes a behaviour tree"):
+        agent_tool("not an agent", name="x", description="d")  # type: ignore[arg-type]
+    with pytest.raises(ToolValidationError, match="input_type"):
+        agent_tool(sub, name="x", description="d", input_type=object())
+
+
+async def test_call_ids_that_differ_only_in_punctuation_get_namespaces_of_their_own() -> None:
+    def researcher() -> Any:
+        def reply(messages: list[Any]) -> str:
+            return f"about {messages[-1].content}"
+
+        return create_react_node(ScriptedLLM([reply]), [], name="researcher")
+
+    tool_ = agent_tool(researcher, name="researcher", description="Researches.")
+    llm = ScriptedLLM([[{"id": "a.b", "name": "researcher", "arguments": {"input": "one"}},
+                        {"id": "a_b", "name": "researcher", "arguments": {"input": "two"}}],
+                       "done"])
+    state = start()
+    assert (await ReactiveRunner(create_react_node(llm, [tool_]), state).run()).ok
+    assert [m.content for m in state.get("messages") if m.role == "tool"] == [
+        "about one", "about two"]  # the second is not the first's answer again
+    assert sorted(state.namespaces()) == ["researcher/a%2Eb", "researcher/a_b"]
+
+
+async def test_any_tree_that_sets_final_answer_is_a_sub_agent() -> None:
+    import py_trees
+
+    from jianmu import AsyncNode
+
+    class Shout(AsyncNode):
+        async def update_async(self) -> Any:
+            said = self.state.get("messages")[-1].content
+            self.state.update({"final_answer": said.upper()})
+
+    tree = py_trees.composites.Sequence("shouter", memory=True, children=[Shout("shout")])
+    lead, _ = lead_with(tree, [calls("researcher", input="quiet please"), "Heard."])
+    state = start()
+    assert (await ReactiveRunner(lead, state).run()).ok
+    assert state.get("messages")[2].content == "QUIET PLEASE"
+    assert state.get("final_answer") == "Heard."
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+async def test_a_batch_waiting_on_a_sub_agent_keeps_the_calls_that_finished(
+    tmp_path: Path, checkpointed: bool
+) -> None:
+    log = tmp_path / "calls.log"
+    researcher = create_react_node(ScriptedLLM(agents_app.RESEARCHER),
+                                   agents_app.logged_tools(log), name="researcher")
+    llm = ScriptedLLM([
+        [{"name": "search", "arguments": {"query": "moon"}},
+         {"name": "researcher", "arguments": {"input": "tides?"}}],
+        "Both done.",
+    ])
+    lead = create_react_node(
+        llm, [search, agent_tool(researcher, name="researcher", description="Researches.")],
+        name="lead",
+    )
+    state = start()
+    checkpointer = SQLiteCheckpointer(tmp_path / "runs.sqlite") if checkpointed else None
+    runner = ReactiveRunner(lead, state, checkpointer=checkpointer)
+    first = await runner.run()
+    assert first.status is RunStatus.SUSPENDED
+    runner.approve(first.pending[0].id)
+    assert (await runner.run()).ok
+    results = [(m.tool_call_id, m.content) for m in state.get("messages") if m.role == "tool"]
+    assert results == [("call_1", "found moon"), ("call_2", "Tides come twice a day.")]
+    assert log.read_text().splitlines() == ["search tides", "write_note tides: twice a day"]
