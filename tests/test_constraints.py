@@ -360,8 +360,8 @@ async def test_in_process_network_tools_are_refused_only_by_an_explicit_false(
     tmp_path: Path,
 ) -> None:
     from jianmu.errors import ToolExecutionError
-    from jianmu.execution.fake_sandbox import FakeSandbox
     from jianmu.execution.runner import ToolRunner
+    from jianmu.execution.sandbox import FakeSandbox
 
     fake = FakeSandbox(lambda *args, **kwargs: None)
     async with ToolRunner(ExecutionConstraints(workdir=str(tmp_path)), sandbox=fake) as runner:

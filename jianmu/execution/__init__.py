@@ -7,7 +7,6 @@ not import docker-py.
 from __future__ import annotations
 
 from jianmu.execution.docker_sandbox import DEFAULT_IMAGE, DockerSandbox
-from jianmu.execution.fake_sandbox import FakeSandbox
 from jianmu.execution.image import build_image, image_exists
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from jianmu.execution.runner import ToolRunner
@@ -16,6 +15,7 @@ from jianmu.execution.sandbox import (
     BaseSandbox,
     ExecCall,
     ExecResult,
+    FakeSandbox,
     MountingSandbox,
     Sandbox,
     can_mount_read_only,

@@ -172,7 +172,7 @@ def bwrap_argv(
 ) -> list[str]:
     """``argv`` run under bubblewrap: ``tmp`` as ``/tmp``, the workspace writable at its path,
     each folder descriptor of ``ro_fds`` read-only at its target, the seccomp filter in
-    ``seccomp_fd`` (`jianmu.execution._seccomp`) loaded before ``argv`` starts.
+    ``seccomp_fd`` (`jianmu.execution._process`) loaded before ``argv`` starts.
 
     Order matters: bwrap mounts in argument order, so the private /tmp comes after the root
     (Python may live under /tmp and is bound again after it), the workspace after it (it may

@@ -1,10 +1,20 @@
-"""The host side of a warm supervisor (see `jianmu.execution._supervisor_main`).
+"""The host side of a warm supervisor (the program is `jianmu.execution._supervisor`).
 
 A `Supervisor` owns one running supervisor through a `Channel` (a child's pipes, a ``docker
 exec`` socket): calls send a framed request and wait for their reply, which one reader thread
 hands out by id: to a thread blocked in `Supervisor.run`, or straight to an event loop's future
 (`Supervisor.start`), so an async call costs no worker thread. When the supervisor dies, every
 waiting call gets ``None`` and the sandbox starts a new one for the next call.
+
+`LocalWarm` is `LocalSandbox`'s warm path: one supervisor per sandbox, a control group per
+command. The supervisor runs in one bubblewrap namespace (or, without bubblewrap, as a plain
+child) and is started from one long-lived thread of the sandbox: bubblewrap's
+``--die-with-parent`` follows the thread that started it, and a pool thread may end at any
+time. That thread also makes control groups ahead of the calls and removes the used ones (at
+once when the supervisor could not empty one; one it saw empty while the next call runs), so a
+call only sends a request from the event loop and awaits its reply there (the supervisor's
+reader thread settles the future), and the supervisor runs it in a child forked ahead.
+(`DockerSandbox`'s warm path is in `jianmu.execution._docker`.)
 """
 
 from __future__ import annotations
@@ -13,24 +23,38 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
+import os
+import signal
 import struct
+import subprocess
+import sys
 import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from jianmu.errors import SandboxError
-from jianmu.execution._child import ChildHandle, ChildOutcome
-from jianmu.execution._output import CappedBuffer
+from jianmu.execution._bwrap import CGROUP_MOUNT, mqueue_available, supervisor_argv
+from jianmu.execution._process import CgroupNest, ChildHandle, ChildOutcome, CommandCgroup
+from jianmu.execution.sandbox import CappedBuffer
 
-__all__ = ("PART_SOURCES", "SUPERVISOR_SOURCE", "Channel", "Raw", "Reply", "Supervisor", "frame")
+__all__ = (
+    "SUPERVISOR_SOURCE",
+    "Channel",
+    "LocalWarm",
+    "PipeChannel",
+    "Raw",
+    "Reply",
+    "Supervisor",
+    "frame",
+    "supervisor_python",
+)
 
-SUPERVISOR_SOURCE = (Path(__file__).with_name("_supervisor_main.py")).read_text()
-"""The supervisor program, run as ``python3 -I -S -c SUPERVISOR_SOURCE <config> <parts>...``."""
-PART_SOURCES = tuple(Path(__file__).with_name(name).read_text()
-                     for name in ("_supervisor_spare.py", "_supervisor_isolation.py"))
-"""Its other parts, passed as the arguments after the config: how a child is set up and forked
-ahead; what keeps one command's kernel state from the next."""
+SUPERVISOR_SOURCE = (Path(__file__).with_name("_supervisor.py")).read_text()
+"""The supervisor program, run as ``python3 -I -S -c SUPERVISOR_SOURCE <config JSON>``."""
 _HEAD = struct.Struct(">II")
 _READY_TIMEOUT = 30.0
 _INLINE = 1 << 15  # requests up to this size are written from the event loop itself
@@ -279,3 +303,226 @@ class Supervisor:
         self.alive = False
         with contextlib.suppress(Exception):
             self._channel.close()
+
+
+_log = logging.getLogger("jianmu.execution.local_sandbox")
+_GRACE = 5.0  # host-side slack past the supervisor's own timeout
+_AHEAD = 2  # control groups made ahead: the next call's and the one it names as next
+Limits = tuple[tuple[str, int | float | None], ...]
+"""A control group's limits (``pids``, ``memory_bytes``, ``cpus``), hashable."""
+
+
+def supervisor_python() -> str:
+    """The interpreter a supervisor runs on: the system's, else this one."""
+    return "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+
+
+class PipeChannel:
+    """A supervisor that is our child process, spoken to over its stdin and stdout."""
+
+    def __init__(self, argv: list[str], cwd: str) -> None:
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd=cwd, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            start_new_session=True,
+        )
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.proc.stdin.fileno(), view):]
+
+    def recv(self) -> bytes:
+        assert self.proc.stdout is not None
+        return os.read(self.proc.stdout.fileno(), 1 << 20)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # bwrap's whole namespace, if any
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=2)
+
+
+class LocalWarm:
+    """The warm supervisor of one `LocalSandbox`, restarted when it dies.
+
+    Control groups are made ahead of the calls (a pool of `_AHEAD`, by the owner thread) and
+    removed after them, so a call takes a ready group and names the next one: the supervisor
+    forks that command's child into it once this command is over (its `Prefork`).
+    """
+
+    def __init__(
+        self, *, nest: CgroupNest, bwrap: dict[str, Any] | None, user: tuple[int, int]
+        | None, cwd: Path, seccomp: bytes | None,
+    ) -> None:
+        self._support, self._bwrap, self._user, self._cwd = nest.support, bwrap, user, cwd
+        self._seccomp = seccomp
+        self._owner = ThreadPoolExecutor(1, thread_name_prefix="jianmu-warm")
+        self._nest: CgroupNest | None = nest
+        self._pool: deque[tuple[Limits, Future[CommandCgroup]]] = deque()
+        self._spent: list[CommandCgroup] = []  # used and found empty, not yet removed
+        self._sup: Supervisor | None = None
+        self._sup_lock = threading.Lock()
+        self.starts = 0
+        """How many supervisors this sandbox started (a restart counts)."""
+        self.preforked = 0
+        """How many commands ran in a child forked ahead of their call."""
+
+    @property
+    def supervisor(self) -> Supervisor | None:
+        """The running supervisor, if any."""
+        return self._sup
+
+    def _start(self) -> Supervisor:
+        """Start a supervisor (on the owner thread)."""
+        assert self._nest is not None
+        config = {"user": list(self._user) if self._user else None,
+                  "capbset": self._user is not None, "prefork": True,
+                  "seccomp": self._seccomp.hex() if self._seccomp else None,
+                  # bubblewrap's IPC namespace is the sandbox's own, emptied after each call
+                  # (a root supervisor there may not make one per call); without it, a root
+                  # supervisor gives each call one (else calls share the host's: documented)
+                  "clear_ipc": self._bwrap is not None,
+                  "mqueue": "/dev/mqueue" if mqueue_available() else None,
+                  "own_ipc": self._bwrap is None and os.geteuid() == 0}
+        argv = [supervisor_python(), "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(config)]
+        if self._bwrap is not None:
+            assert self._user is not None
+            argv = supervisor_argv(argv, user=self._user, cgroups=self._nest.folders,
+                                   **self._bwrap)
+        sup = Supervisor(PipeChannel(argv, str(self._cwd)), "supervisor")
+        self.starts += 1
+        if self.starts > 1:
+            _log.info("restarted the warm sandbox supervisor (start %d)", self.starts)
+        return sup
+
+    @property
+    def upcoming(self) -> CommandCgroup | None:
+        """The control group the next call takes, once made (its child may wait there)."""
+        if not self._pool or not self._pool[0][1].done():
+            return None
+        made = self._pool[0][1]
+        return None if made.exception() is not None else made.result()
+
+    def _ensure(self) -> Supervisor:
+        """The running supervisor, started if needed (on the owner thread)."""
+        with self._sup_lock:
+            sup = self._sup
+            if sup is None or not sup.alive:
+                sup = self._sup = self._start()
+            return sup
+
+    def _make(self, limits: Limits) -> CommandCgroup:
+        assert self._nest is not None
+        given: dict[str, Any] = dict(limits)
+        return self._nest.command(**given)
+
+    def _fill(self, limits: Limits) -> None:
+        """Make groups ahead (on the owner thread) until `_AHEAD` are pooled."""
+        with contextlib.suppress(RuntimeError):  # closing: no new groups
+            while len(self._pool) < _AHEAD:
+                self._pool.append((limits, self._owner.submit(self._make, limits)))
+
+    async def _take(self, limits: Limits) -> CommandCgroup:
+        """A ready group with these limits; pooled ones with other limits are removed."""
+        while self._pool:
+            key, made = self._pool.popleft()
+            if key != limits:
+                self._retire(made)
+                continue
+            with contextlib.suppress(SandboxError):
+                return made.result() if made.done() else await asyncio.wrap_future(made)
+        return await asyncio.wrap_future(self._owner.submit(self._make, limits))
+
+    def _next(self, limits: Limits) -> CommandCgroup | None:
+        """The group the next call will take, if it is made and has these limits."""
+        return self.upcoming if self._pool and self._pool[0][0] == limits else None
+
+    def _retire(self, made: Future[CommandCgroup] | CommandCgroup) -> Future[None] | None:
+        """Kill what is left in a group and remove it, on the owner thread."""
+        def work() -> None:
+            group = made.result() if isinstance(made, Future) else made
+            group.remove()
+
+        try:
+            return self._owner.submit(work)
+        except RuntimeError:  # closing: the caller removes the nest
+            return None
+
+    def _in_view(self, path: str) -> str:
+        """A host path of the nest as the supervisor sees it."""
+        if self._bwrap is None or self._nest is None:
+            return path
+        for index, folder in enumerate(self._nest.folders):
+            if path.startswith(folder + "/"):
+                return f"{CGROUP_MOUNT}/{index}{path[len(folder):]}"
+        raise AssertionError(f"{path} is outside the sandbox's control groups")
+
+    def _oom_files(self, group: CommandCgroup) -> list[str]:
+        memory = group.dirs.get("memory")
+        if memory is None:
+            return []
+        name = "memory.events" if self._support.version == 2 else "memory.oom_control"
+        return [self._in_view(str(memory / name))]
+
+    async def run(
+        self, request: dict[str, Any], data: bytes | None, timeout: float, limit: int,
+        handle: ChildHandle, limits: Limits,
+    ) -> Reply | None:
+        """Run one command in a fresh control group; ``None`` if the supervisor died.
+
+        Raises:
+            SandboxError: the command could not be started.
+        """
+        sup = self._sup
+        if sup is None or not sup.alive:
+            sup = await asyncio.wrap_future(self._owner.submit(self._ensure))
+        group = await self._take(limits)
+        upcoming = self._next(limits)
+        nxt = None if upcoming is None else {
+            "procs": [self._in_view(p) for p in upcoming.procs_files], "cwd": request["cwd"]}
+        try:
+            fut = sup.start(
+                {**request, "procs": [self._in_view(p) for p in group.procs_files],
+                 "oom": self._oom_files(group), "next": nxt},
+                data, timeout + _GRACE, limit, handle,
+            )
+        except BaseException:
+            self._retire(group)
+            raise
+        # The owner thread's work goes while the command runs, not beside the request or the
+        # reply: on a small machine it would compete with them (for a core and for the GIL).
+        # A group the supervisor saw empty is removed then too (or at close, with the nest).
+        self._fill(limits)
+        spent, self._spent = self._spent, []
+        for old in spent:
+            self._retire(old)
+        try:
+            raw = await asyncio.shield(fut)
+        except BaseException:  # cancelled: the group goes once the supervisor has answered
+            fut.add_done_callback(lambda _f: self._retire(group))
+            raise
+        if raw is not None and raw[0].get("empty") and not raw[0].get("left"):
+            self._spent.append(group)  # seen empty, and nothing enters it: removed later
+        else:
+            retired = self._retire(group)
+            if retired is not None and (raw is None or raw[0].get("left")):
+                await asyncio.wrap_future(retired)  # it could not: nothing may outlive us
+        if raw is None:
+            return None
+        reply = sup.reply(raw, limit)
+        self.preforked += reply.preforked
+        return reply
+
+    def close(self) -> None:
+        """Stop the supervisor; idempotent (the sandbox removes the nest, with the groups
+        made ahead and whatever still runs in them)."""
+        sup, self._sup = self._sup, None
+        if sup is not None:
+            sup.close()
+        self._owner.shutdown(wait=True)
+        self._nest = None

@@ -3,13 +3,13 @@
 The container has no network unless asked, a memory limit with swap equal to it, a CPU share, a
 process limit, a read-only root, no capabilities, ``no-new-privileges``, a tmpfs ``/tmp``, a
 tmpfs ``/skills`` only the keeper (below) may write, where read-only mounts are copied (see
-`jianmu.execution._docker_io`), and the workspace bind-mounted at ``/workspace``. Files move
+`jianmu.execution._docker`), and the workspace bind-mounted at ``/workspace``. Files move
 through that bind mount: docker's archive copy fails on a read-only container and on tmpfs
 paths.
 
 Two unprivileged users: the container's own processes (its init and ``sleep infinity``) run as
 a *keeper* uid, commands as the *sandbox* uid: yours, or as root the workspace's owner (or
-nobody, granted the workspace with an ACL, see `jianmu.execution._acl`). Commands run one at a
+nobody, granted the workspace with an ACL, see `jianmu.execution._process`). Commands run one at a
 time, each under ``timeout -s KILL`` (which kills its process group). When the command returns,
 its wrapper shell runs the builtin ``kill -9 -1`` as the sandbox uid: every process that uid
 has in the container dies (``setsid``, double forks, ``nohup`` included) while the keeper's
@@ -20,7 +20,7 @@ replaced. A host-side deadline backs up the timeout.
 
 Warm (the default): one supervisor per container, run by one long ``docker exec``, starts each
 command with the same guarantees, without a ``docker exec`` per call; see
-`jianmu.execution._docker_warm`. Where it cannot run (no ``python3`` with ``ctypes`` in the
+`jianmu.execution._docker`. Where it cannot run (no ``python3`` with ``ctypes`` in the
 image), commands start cold as above, and a warning says so.
 """
 
@@ -49,17 +49,28 @@ from jianmu.constraints import (
     DOCKER_PIDS,
 )
 from jianmu.errors import SandboxError, SandboxUnavailableError
-from jianmu.execution._acl import grant_tree, sandbox_user
-from jianmu.execution._child import ChildHandle
-from jianmu.execution._docker_api import docker_errors as _docker_errors
-from jianmu.execution._docker_api import import_docker as _import_docker
-from jianmu.execution._docker_io import feed, pack_folders, read_frames, unpack_in, wait_exit
-from jianmu.execution._docker_warm import DockerWarm, warm_result
-from jianmu.execution._mounts import MAX_COPY_BYTES
-from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, exec_result
-from jianmu.execution._pids import pid_alive
-from jianmu.execution._safe_env import safe_git_env
-from jianmu.execution.sandbox import MOUNT_ROOT, BaseSandbox, ExecCall, ExecResult
+from jianmu.execution._docker import (
+    MAX_COPY_BYTES,
+    DockerWarm,
+    feed,
+    pack_folders,
+    read_frames,
+    unpack_in,
+    wait_exit,
+    warm_result,
+)
+from jianmu.execution._docker import docker_errors as _docker_errors
+from jianmu.execution._docker import import_docker as _import_docker
+from jianmu.execution._process import ChildHandle, grant_tree, pid_alive, sandbox_user
+from jianmu.execution.sandbox import (
+    DEFAULT_OUTPUT_LIMIT,
+    MOUNT_ROOT,
+    BaseSandbox,
+    ExecCall,
+    ExecResult,
+    exec_result,
+    safe_git_env,
+)
 
 if TYPE_CHECKING:
     import docker
@@ -112,7 +123,7 @@ class DockerSandbox(BaseSandbox):
 
     isolation_rank = 20  # execution.mode ``docker`` isolates more than local (jianmu.plugins)
     takes_image = True  # the runner passes execution.docker_image
-    read_only_mounts = True  # copied into the keeper's /skills tmpfs (see _docker_io)
+    read_only_mounts = True  # copied into the keeper's /skills tmpfs (see _docker)
 
     def __init__(
         self,

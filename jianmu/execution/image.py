@@ -22,7 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jianmu.errors import SandboxError
-from jianmu.execution.docker_sandbox import DEFAULT_IMAGE, _docker_errors, _import_docker
+from jianmu.execution._docker import docker_errors as _docker_errors
+from jianmu.execution._docker import import_docker as _import_docker
+from jianmu.execution.docker_sandbox import DEFAULT_IMAGE
 
 __all__ = ("DEFAULT_MIRROR", "build_image", "debian_mirror", "image_exists")
 

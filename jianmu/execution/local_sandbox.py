@@ -6,7 +6,7 @@ Layers, each used where this machine allows it:
   space when no memory control group binds, processes for non-root users), a private temporary
   folder as ``HOME`` and ``TMPDIR``, a minimal environment (no host secrets), no new
   privileges, and a seccomp filter that refuses the kernel keyring (``add_key``, ``keyctl``,
-  ``request_key``: shared by every process of a uid, see `jianmu.execution._harden`);
+  ``request_key``: shared by every process of a uid, see `jianmu.execution._process`);
 - a control group per command (root, or a delegated cgroup): ``pids.max``, a memory limit whose
   OOM kills are counted, a CPU quota, and a way to kill every process the command started; all
   of them in one group of the sandbox with the memory limit too, so that what outlives a
@@ -15,7 +15,7 @@ Layers, each used where this machine allows it:
   bubblewrap has one for the sandbox, emptied after each command;
 - as root: the command runs as an unprivileged uid (the workspace's owner, or nobody), with no
   capabilities, so it cannot read what only root may read; the workspace is granted to that
-  uid with an ACL (see `jianmu.execution._acl`);
+  uid with an ACL (see `jianmu.execution._process`);
 - bubblewrap: a minimal read-only root (``/usr``, ``/bin``, ``/lib*``, ``/sbin``, a few
   ``/etc`` files programs need, this Python's install), the workspace bound writable at its own
   path, private ``/tmp``, ``/proc`` and ``/dev``, new pid/ipc/uts (and, unless root, user)
@@ -49,18 +49,33 @@ import anyio.to_thread
 
 from jianmu.constraints import DEFAULT_TIMEOUT_S
 from jianmu.errors import SandboxUnavailableError
-from jianmu.execution._acl import grant_tree, sandbox_user
 from jianmu.execution._bwrap import bwrap_argv, bwrap_available, bwrap_binds_fds, bwrap_problem
-from jianmu.execution._cgroup import CgroupNest, cgroup_support, sweep_stale_cgroups
-from jianmu.execution._child import ChildHandle, ChildOutcome, ChildSpec, run_child
-from jianmu.execution._harden import SeccompFilter, keyring_filter, seccomp_fd
-from jianmu.execution._local_warm import LocalWarm
-from jianmu.execution._mounts import open_mount_source
-from jianmu.execution._output import DEFAULT_OUTPUT_LIMIT, CappedBuffer, exec_result
-from jianmu.execution._pids import user_tasks
-from jianmu.execution._safe_env import safe_git_env
-from jianmu.execution._warm import Reply
-from jianmu.execution.sandbox import BaseSandbox, ExecCall, ExecResult
+from jianmu.execution._process import (
+    CgroupNest,
+    ChildHandle,
+    ChildOutcome,
+    ChildSpec,
+    SeccompFilter,
+    cgroup_support,
+    grant_tree,
+    keyring_filter,
+    run_child,
+    sandbox_user,
+    seccomp_fd,
+    sweep_stale_cgroups,
+    user_tasks,
+)
+from jianmu.execution._warm import LocalWarm, Reply
+from jianmu.execution.sandbox import (
+    DEFAULT_OUTPUT_LIMIT,
+    BaseSandbox,
+    CappedBuffer,
+    ExecCall,
+    ExecResult,
+    exec_result,
+    open_mount_source,
+    safe_git_env,
+)
 
 __all__ = ("LocalSandbox", "bwrap_available")
 

@@ -1,11 +1,13 @@
-"""`ToolRunner`: runs tools under the execution constraints, in-process or through a sandbox."""
+"""`ToolRunner`: runs tools under the execution constraints, in-process or through a sandbox,
+and `RunnableTool`, what it needs of a tool."""
 
 from __future__ import annotations
 
 import math
 import weakref
+from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -13,7 +15,6 @@ from jianmu import plugins
 from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstraints
 from jianmu.errors import ToolExecutionError, ToolTimeoutError
 from jianmu.execution._deadlines import within
-from jianmu.execution.runnable import RunnableTool
 from jianmu.execution.sandbox import Sandbox
 from jianmu.execution.threads import WorkerPool
 from jianmu.execution.workspace import (
@@ -23,7 +24,44 @@ from jianmu.execution.workspace import (
     use_workspace,
 )
 
-__all__ = ("ToolRunner",)
+if TYPE_CHECKING:
+    import anyio
+
+__all__ = ("RunnableTool", "ToolRunner")
+
+
+class RunnableTool(Protocol):
+    """A tool as the runner sees it: its name, limits and effects, and two ways to run it
+    (a `jianmu.tools.Tool` has it all)."""
+
+    @property
+    def name(self) -> str:
+        """The tool's name, for errors."""
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """Its own per-call timeout; ``None`` for none."""
+
+    @property
+    def effect_tags(self) -> tuple[str, ...]:
+        """Its side effects; ``http`` is refused while the network is off."""
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether it runs code through the sandbox (`run_sandboxed`)."""
+
+    @property
+    def is_async(self) -> bool:
+        """Whether it runs on the event loop (a timeout stops it) rather than in a thread."""
+
+    async def invoke(
+        self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None,
+        executor: Executor | WorkerPool | None = None,
+    ) -> Any:
+        """Run in-process with validated ``args``."""
+
+    async def run_sandboxed(self, sandbox: Sandbox, **kwargs: Any) -> Any:
+        """Run through ``sandbox``."""
 
 
 def _takes_image(mode: str) -> bool:

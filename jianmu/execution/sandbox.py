@@ -1,33 +1,52 @@
-"""The `Sandbox` protocol: where code and commands from tools run, and `BaseSandbox`.
+"""The `Sandbox` protocol: where code and commands from tools run, and what every sandbox shares.
+
+`BaseSandbox` checks each call once (`ExecCall`); the built-in sandboxes build their
+`ExecResult` from capped output (`CappedBuffer`, `exec_result`) and give every command git's
+safe environment (`safe_git_env`). `FakeSandbox` answers calls from a handler, for tests.
 
 One capability is optional: mounting host folders read-only for one command
 (`MountingSandbox`, ``exec(..., ro_mounts={host_folder: "/skills/name"})``). A sandbox that
 offers it sets ``read_only_mounts = True``; `can_mount_read_only` tells a caller whether it may
-ask. Third-party sandboxes need not implement it.
+ask. Third-party sandboxes need not implement it. A mount's host folder is reached without
+following symlinks (`open_real_dir`): it may sit in the workspace, which sandboxed code can
+change, and a folder swapped for a link to ``/root`` between the caller's check and the mount
+must not show ``/root`` to the command. So the folder is reached from ``/`` one component at a
+time, each opened with ``O_NOFOLLOW`` (a real path has no link on its way: a link found there
+was swapped in), and what a sandbox mounts or copies is that descriptor, never the path again.
 """
 
 from __future__ import annotations
 
+import errno
+import inspect
 import os
 import re
 import shlex
 import stat
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol, Self, TypeGuard, runtime_checkable
 
-from jianmu.errors import SandboxUnavailableError
+from jianmu.errors import SandboxError, SandboxUnavailableError
 
 __all__ = (
+    "DEFAULT_OUTPUT_LIMIT",
+    "GIT_OVERRIDES",
     "MOUNT_ROOT",
     "BaseSandbox",
+    "CappedBuffer",
     "ExecCall",
     "ExecResult",
+    "FakeSandbox",
     "MountingSandbox",
     "Sandbox",
     "can_mount_read_only",
+    "exec_result",
+    "open_mount_source",
+    "open_real_dir",
+    "safe_git_env",
 )
 
 MOUNT_ROOT = "/skills"
@@ -313,3 +332,200 @@ def _checked_mounts(
             raise ValueError(f"mount target {target!r} is given twice")
         checked[source] = target
     return checked
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_real_dir(path: str) -> int:
+    """A descriptor of the folder ``path``, reached from ``/`` without following a symlink.
+
+    Raises:
+        SandboxError: a component is a symbolic link, missing, or not a folder.
+    """
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    name = "/"
+    try:
+        for name in (part for part in path.split("/") if part and part != "."):
+            child = os.open(name, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except OSError as exc:
+        os.close(fd)
+        raise SandboxError(
+            f"cannot mount {path!r}: {name!r} on the way is {_why(exc)}; give the real path "
+            "of an existing folder (a symbolic link on the way is refused)"
+        ) from None
+    return fd
+
+
+def open_mount_source(source: str | int) -> int:
+    """A new descriptor of a mount's host folder: a duplicate of a given descriptor (a folder
+    pinned earlier), or the path reached with `open_real_dir`.
+
+    Raises:
+        SandboxError: see `open_real_dir`.
+    """
+    return os.dup(source) if isinstance(source, int) else open_real_dir(source)
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW | O_DIRECTORY on a link
+        return "a symbolic link or not a folder"
+    return exc.strerror or str(exc)
+
+
+DEFAULT_OUTPUT_LIMIT = 256 * 1024
+"""Bytes kept of each of stdout and stderr; the rest is counted and dropped."""
+
+
+class CappedBuffer:
+    """Keeps the first ``limit`` bytes written to it and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        if limit <= 0:
+            raise ValueError(f"output limit must be a positive number of bytes, got {limit!r}")
+        self.limit = limit
+        self._chunks: list[bytes] = []
+        self._kept = 0
+        self.dropped = 0
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``, keeping what fits under the limit."""
+        room = self.limit - self._kept
+        if room > 0:
+            head = data[:room]
+            self._chunks.append(head)
+            self._kept += len(head)
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    def text(self) -> str:
+        """The kept bytes decoded as UTF-8, with a note of how much was cut."""
+        text = b"".join(self._chunks).decode("utf-8", errors="replace")
+        if self.dropped:
+            text += f"\n…[truncated by the sandbox: {self.dropped} more bytes]"
+        return text
+
+
+def exec_result(
+    *, exit_code: int, out: CappedBuffer, err: CappedBuffer, duration: float,
+    timed_out: bool, timeout: float, oom: bool, memory_mb: int | None,
+) -> ExecResult:
+    """The result of one command, with a note on stderr of why the sandbox killed it."""
+    stderr = err.text()
+    notes = []
+    if timed_out:
+        notes.append(f"killed at its timeout of {timeout:g} s")
+    if oom:
+        notes.append(f"killed for going past its memory limit of {memory_mb} MiB")
+    if notes:
+        stderr += ("\n" if stderr and not stderr.endswith("\n") else "") + "".join(
+            f"[jianmu sandbox: {n}]\n" for n in notes
+        )
+    return ExecResult(
+        exit_code=exit_code, stdout=out.text(), stderr=stderr, timed_out=timed_out,
+        duration=duration, oom_killed=oom, truncated=bool(out.dropped or err.dropped),
+    )
+
+
+# A plain unified diff from diff(1), called the way git calls an external diff
+# (path old-file old-hex old-mode new-file new-hex new-mode): it replaces any diff.external.
+_PLAIN_DIFF = (
+    'f() { echo "diff --git a/$1 b/$1"; diff -u --label "a/$1" --label "b/$1" "$2" "$5"; '
+    '[ $? -le 1 ]; }; f'
+)
+
+GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
+    ("safe.bareRepository", "explicit"),
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.editor", "true"),
+    ("sequence.editor", "true"),
+    ("core.sshCommand", "ssh"),
+    ("core.askPass", ""),
+    ("credential.helper", ""),  # an empty value resets the list of helpers
+    ("diff.external", _PLAIN_DIFF),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("gpg.program", "gpg"),
+    ("gpg.ssh.program", "ssh-keygen"),
+    ("gpg.x509.program", "gpgsm"),
+    ("protocol.ext.allow", "never"),
+    ("core.attributesFile", "/dev/null"),
+)
+"""``(key, value)`` pairs given to git with command-line precedence."""
+
+
+def safe_git_env() -> dict[str, str]:
+    """The variables that make git ignore the code-running settings of any config file.
+
+    Every sandboxed command gets them, last (no caller turns them back on). An allow rule such
+    as ``bash(git status*): allow`` is not a code-execution boundary (the sandbox is), but git
+    should not run code that a workspace file chose. A repository config the model wrote (a
+    bare repository outside ``.git/``, or ``.git/config``) can name commands that git runs:
+    ``core.fsmonitor``, hooks, pagers, editors, ``core.sshCommand``, ``diff.external``, signing
+    programs, credential helpers. Settings passed through ``GIT_CONFIG_COUNT`` have command-line
+    scope and win over every config file, and ``safe.bareRepository=explicit`` makes git refuse
+    a bare repository it merely discovered. Not covered: drivers the repository names itself
+    (``filter.<name>.clean``, ``diff.<name>.textconv``, ``merge.<name>.driver`` with a
+    ``.gitattributes`` line), whose names cannot be listed in advance; such code still runs
+    inside the sandbox, without network, root or leftovers.
+    """
+    env = {
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_PAGER": "cat",  # wins over core.pager and pager.<command>
+        "PAGER": "cat",
+        "GIT_EDITOR": "true",
+        "GIT_SEQUENCE_EDITOR": "true",
+        "GIT_ASKPASS": "true",
+        "GIT_CONFIG_COUNT": str(len(GIT_OVERRIDES)),
+    }
+    for index, (key, value) in enumerate(GIT_OVERRIDES):
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    return env
+
+
+Handler = Callable[[ExecCall], ExecResult | Awaitable[ExecResult]]
+
+
+class FakeSandbox(BaseSandbox):
+    """Answers every `exec` with ``handler(call)``; records calls; runs nothing.
+
+    Read-only mounts are accepted and recorded in `ExecCall.ro_mounts` (nothing is mounted).
+
+    Args:
+        handler: Returns (or awaits to) the `ExecResult` for a call.
+        workspace: The folder it claims as its workspace; default: cwd.
+        read_only_mounts: Whether it offers `MountingSandbox`; ``False`` plays a sandbox that
+            does not.
+    """
+
+    def __init__(
+        self, handler: Handler, *, workspace: str | os.PathLike[str] | None = None,
+        read_only_mounts: bool = True,
+    ) -> None:
+        super().__init__(workspace)
+        self.handler = handler
+        self.read_only_mounts = read_only_mounts
+        self.calls: list[ExecCall] = []
+        self.started = self.closed = False
+
+    async def start(self) -> None:
+        """Mark the sandbox started."""
+        self.started = True
+
+    async def close(self) -> None:
+        """Mark the sandbox closed."""
+        self.closed = True
+
+    async def run(self, call: ExecCall) -> ExecResult:
+        """Record the call and return the handler's result."""
+        self.calls.append(call)
+        result = self.handler(call)
+        if inspect.isawaitable(result):
+            result = await result
+        return result

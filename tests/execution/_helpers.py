@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jianmu.execution._cgroup import cgroup_support
+from jianmu.execution._process import cgroup_support
 from jianmu.execution.docker_sandbox import DEFAULT_IMAGE
 from jianmu.execution.local_sandbox import bwrap_available
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-import jianmu.execution._docker_warm as warm_mod
+import jianmu.execution._docker as warm_mod
 import jianmu.execution.docker_sandbox as docker_mod
 from jianmu.execution.docker_sandbox import DockerSandbox
 from tests.execution._helpers import processes_with, require_docker, wait_gone

@@ -13,7 +13,7 @@ import pytest
 import jianmu.execution._bwrap as bwrap_mod
 import jianmu.execution.local_sandbox as local_mod
 from jianmu.errors import SandboxError, SandboxUnavailableError
-from jianmu.execution._cgroup import cgroup_support, sweep_stale_cgroups
+from jianmu.execution._process import cgroup_support, sweep_stale_cgroups
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from tests.execution._helpers import processes_with, wait_gone
 

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from jianmu.execution._cgroup import cgroup_support
+from jianmu.execution._process import cgroup_support
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 
 pytestmark = pytest.mark.anyio

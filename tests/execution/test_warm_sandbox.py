@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 import jianmu.execution.local_sandbox as local_mod
-from jianmu.execution._cgroup import cgroup_support
+from jianmu.execution._process import cgroup_support
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from tests.execution._helpers import processes_with, wait_gone
 
@@ -200,7 +200,7 @@ async def test_a_kernel_without_message_queues_keeps_one_supervisor(
     tmp_path: Path, bwrap: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import jianmu.execution._bwrap as bwrap_mod
-    import jianmu.execution._local_warm as warm_mod
+    import jianmu.execution._warm as warm_mod
 
     for module in (bwrap_mod, warm_mod):  # no /dev/mqueue to list: nothing to empty there
         monkeypatch.setattr(module, "mqueue_available", lambda: False)

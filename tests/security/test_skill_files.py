@@ -28,7 +28,8 @@ from jianmu.errors import (
     ToolInputError,
 )
 from jianmu.execution import BaseSandbox, ExecCall, ExecResult, FakeSandbox
-from jianmu.execution._mounts import open_real_dir, tar_folders
+from jianmu.execution._docker import tar_folders
+from jianmu.execution.sandbox import open_real_dir
 from jianmu.skills import Skill
 from jianmu.skills._skill_files import SkillFiles
 from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from jianmu.execution._cgroup import cgroup_support
+from jianmu.execution._process import cgroup_support
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from tests.execution._helpers import processes_with, wait_gone
 

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from jianmu.execution._cgroup import cgroup_support
+from jianmu.execution._process import cgroup_support
 from jianmu.execution.docker_sandbox import DockerSandbox
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from tests.execution._helpers import require_docker

@@ -1,0 +1,790 @@
+"""One local command's process on this host, and what confines it there.
+
+A cold command (`run_child`) runs in a worker thread: it starts the process (its control group
+joined, its own IPC namespace and the seccomp filter taken, the rlimits set between fork and
+exec, then the user dropped), feeds stdin, reads both pipes under the cap, and kills the whole
+group at the deadline or when the main process exits, so nothing it started in the background
+outlives it. A `ChildHandle` lets the event loop kill it. The pieces, each also used by the warm
+supervisor's host side (`jianmu.execution._warm`) and some by `DockerSandbox`:
+
+- **The user** (`sandbox_user`, `grant_tree`). As root, sandboxed code runs as an unprivileged
+  uid, so that it cannot read what only root may read. That uid gets ``rwX`` on the workspace
+  tree through a named-user POSIX ACL entry, and every folder gets the same entry as its default
+  ACL, so files and folders made later inherit it; ownership and the mode bits for everyone else
+  stay as they were (no chmod 0777). ACLs are set through the ``system.posix_acl_*`` extended
+  attributes (the kernel's binary format), so no ``setfacl`` binary is needed.
+- **Control groups** (`CgroupNest`, `CommandCgroup`): the only limits that bind root.
+  ``RLIMIT_NPROC`` does not apply to root, and ``RLIMIT_AS`` makes allocations fail rather than
+  killing the process. A group with ``pids.max`` and a memory limit does both for any user,
+  counts OOM kills, and lets us kill every process of a command, even one that left its process
+  group. Each command gets its own group, made in its sandbox's group (`CgroupNest`, under the
+  caller's own group so the host's accounting still sees it), which bounds what the commands hold
+  together. Works with cgroup v1 (one hierarchy per controller) and v2; `cgroup_support` is
+  ``None`` wherever the groups are not writable, and the sandbox falls back to rlimits.
+- **The kernel keyring and IPC** (`keyring_filter`, `SeccompFilter`, `unshare_ipc`). The keyring
+  is not namespaced for a root-run sandbox (no user namespace): every process of the commands'
+  uid shares one user keyring, across sandboxes and runs. So ``add_key``, ``request_key`` and
+  ``keyctl`` fail with ``EPERM`` in every command, as Docker's default profile has them, on each
+  system-call ABI the machine runs (x86-64, x32 and i386 on x86-64; arm64 and arm on arm64;
+  riscv64). The filter is a classic BPF program: bubblewrap loads it (``--seccomp FD``), the warm
+  supervisor gets it in its config (and loads it the same way, standard library only), and a
+  cold child without bubblewrap loads it itself (`SeccompFilter`), always after
+  ``no_new_privs``. System V objects and POSIX message queues live in an IPC namespace: a cold
+  child without bubblewrap, as root, takes one of its own (`unshare_ipc`), so nothing it leaves
+  there reaches another command (bubblewrap gives each cold command one already).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import platform
+import resource
+import selectors
+import signal
+import stat
+import struct
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from jianmu.errors import SandboxError, SandboxUnavailableError
+from jianmu.execution.sandbox import CappedBuffer
+
+__all__ = (
+    "CgroupNest",
+    "CgroupSupport",
+    "ChildHandle",
+    "ChildOutcome",
+    "ChildSpec",
+    "CommandCgroup",
+    "SeccompFilter",
+    "cgroup_support",
+    "grant_tree",
+    "keyring_filter",
+    "pid_alive",
+    "run_child",
+    "sandbox_user",
+    "seccomp_fd",
+    "sweep_stale_cgroups",
+    "unshare_ipc",
+    "user_tasks",
+)
+
+
+# --- processes --------------------------------------------------------------------------
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (one we may not signal counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def user_tasks() -> int:
+    """Count the tasks (threads included) of this real user, as RLIMIT_NPROC does."""
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+    return count
+
+
+# --- the sandbox's user and its ACL -----------------------------------------------------
+
+_ACCESS = "system.posix_acl_access"
+_DEFAULT = "system.posix_acl_default"
+_VERSION = 2
+_USER_OBJ, _USER, _GROUP_OBJ, _GROUP, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+_NO_ID = 0xFFFFFFFF
+_NOBODY = 65534
+_Entry = tuple[int, int, int]  # (tag, perm, id)
+
+
+def sandbox_user(workspace: Path) -> tuple[int, int] | None:
+    """The ``(uid, gid)`` sandboxed code runs as, or ``None`` to keep ours (not root).
+
+    As root: the workspace's owner when that is not root (files stay theirs), else nobody.
+    """
+    if os.geteuid() != 0:
+        return None
+    try:
+        st = workspace.stat()
+    except OSError:
+        return _NOBODY, _NOBODY
+    if st.st_uid != 0:
+        return st.st_uid, st.st_gid
+    return _NOBODY, _NOBODY
+
+
+def _parse(blob: bytes) -> list[_Entry]:
+    (version,) = struct.unpack_from("<I", blob)
+    if version != _VERSION:
+        raise OSError(errno.EINVAL, f"unknown ACL version {version}")
+    return [struct.unpack_from("<HHI", blob, off) for off in range(4, len(blob), 8)]
+
+
+def _pack(entries: list[_Entry]) -> bytes:
+    ordered = sorted(entries, key=lambda e: (e[0], e[2]))
+    return struct.pack("<I", _VERSION) + b"".join(struct.pack("<HHI", *e) for e in ordered)
+
+
+def _from_mode(mode: int) -> list[_Entry]:
+    return [(_USER_OBJ, (mode >> 6) & 7, _NO_ID), (_GROUP_OBJ, (mode >> 3) & 7, _NO_ID),
+            (_OTHER, mode & 7, _NO_ID)]
+
+
+def _with_user(entries: list[_Entry], uid: int, perm: int) -> list[_Entry]:
+    """``entries`` with a named-user entry for ``uid`` and a mask that lets it through."""
+    kept = [e for e in entries if e[0] != _MASK and not (e[0] == _USER and e[2] == uid)]
+    kept.append((_USER, perm, uid))
+    mask = 0
+    for tag, p, _ in kept:
+        if tag in (_GROUP_OBJ, _USER, _GROUP):
+            mask |= p
+    return [*kept, (_MASK, mask, _NO_ID)]
+
+
+def _read(path: str, name: str, fallback: list[_Entry]) -> list[_Entry]:
+    try:
+        return _parse(os.getxattr(path, name, follow_symlinks=False))
+    except OSError as exc:
+        if exc.errno in (errno.ENODATA, getattr(errno, "ENOATTR", errno.ENODATA)):
+            return fallback
+        raise
+
+
+def _grant_one(path: str, st: os.stat_result, uid: int) -> None:
+    is_dir = stat.S_ISDIR(st.st_mode)
+    perm = 7 if is_dir or st.st_mode & 0o111 else 6
+    access = _read(path, _ACCESS, _from_mode(st.st_mode))
+    os.setxattr(path, _ACCESS, _pack(_with_user(access, uid, perm)), follow_symlinks=False)
+    if is_dir:
+        default = _read(path, _DEFAULT, _from_mode(st.st_mode))
+        os.setxattr(path, _DEFAULT, _pack(_with_user(default, uid, 7)), follow_symlinks=False)
+
+
+def grant_tree(root: Path, uid: int) -> None:
+    """Give ``uid`` read-write access to ``root`` and everything under it (links untouched).
+
+    Raises:
+        SandboxUnavailableError: the file system refuses ACLs on ``root``.
+    """
+    try:
+        _grant_one(str(root), root.stat(), uid)
+    except OSError as exc:
+        raise SandboxUnavailableError(
+            f"cannot grant the sandbox user (uid {uid}) the workspace {str(root)!r} with an "
+            f"ACL ({exc}); use a file system with ACLs, chown the folder to a non-root user "
+            "(the sandbox then runs as that user), or run Jianmu as a non-root user"
+        ) from exc
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = os.path.join(folder, name)
+            with contextlib.suppress(OSError):  # vanished, or a special file: skip it
+                st = os.lstat(path)
+                if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
+                    _grant_one(path, st, uid)
+
+
+# --- control groups ---------------------------------------------------------------------
+
+_ROOT = Path("/sys/fs/cgroup")
+_PREFIX = "jianmu-"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CgroupSupport:
+    """Which controllers this process can use, and where their groups go."""
+
+    version: int
+    parents: dict[str, Path] = field(default_factory=dict)
+    """Controller name to the folder new groups are made in (v2: one folder for all)."""
+
+    @property
+    def controllers(self) -> frozenset[str]:
+        """The usable controllers among pids, memory and cpu."""
+        return frozenset(self.parents)
+
+
+def _own_paths() -> dict[str, str]:
+    """Map controller names (``""`` for v2) to this process's group path."""
+    result: dict[str, str] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return result
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for name in parts[1].split(","):
+                result[name] = parts[2]
+    return result
+
+
+def _writable_parent(candidates: list[Path]) -> Path | None:
+    for parent in candidates:
+        probe = parent / f"{_PREFIX}probe-{uuid.uuid4().hex[:8]}"
+        try:
+            probe.mkdir()
+        except OSError:
+            continue
+        with contextlib.suppress(OSError):
+            probe.rmdir()
+        return parent
+    return None
+
+
+@cache
+def cgroup_support() -> CgroupSupport | None:
+    """Probe once which controllers are writable here; ``None`` when none is."""
+    return _probe()
+
+
+def _probe() -> CgroupSupport | None:
+    own = _own_paths()
+    if (_ROOT / "cgroup.controllers").exists():
+        base = own.get("", "/").lstrip("/")
+        # Own group first; v2 forbids children there while it holds processes (not root), so
+        # the root is the usual fallback, where the no-internal-process rule does not apply.
+        for parent in (_ROOT / base, _ROOT):
+            try:
+                available = set((parent / "cgroup.controllers").read_text().split())
+                wanted = available & {"pids", "memory", "cpu"}
+                enabled = set((parent / "cgroup.subtree_control").read_text().split())
+                if wanted - enabled:
+                    (parent / "cgroup.subtree_control").write_text(
+                        " ".join(f"+{c}" for c in sorted(wanted - enabled))
+                    )
+            except OSError:
+                continue
+            if wanted and _writable_parent([parent]):
+                return CgroupSupport(version=2, parents={c: parent for c in wanted})
+        return None
+    parents: dict[str, Path] = {}
+    for controller in ("pids", "memory", "cpu"):
+        mount = _ROOT / controller
+        if not mount.is_dir():
+            continue
+        rel = own.get(controller, "/").lstrip("/")
+        found = _writable_parent([mount / rel, mount])
+        if found is not None:
+            parents[controller] = found
+    return CgroupSupport(version=1, parents=parents) if parents else None
+
+
+class CommandCgroup:
+    """One group (per controller on v1) holding one command and everything it starts."""
+
+    def __init__(self, support: CgroupSupport, name: str) -> None:
+        self.support = support
+        if support.version == 2:
+            parent = next(iter(support.parents.values()))
+            self.dirs = {c: parent / name for c in support.parents}
+        else:
+            self.dirs = {c: p / name for c, p in support.parents.items()}
+        for path in set(self.dirs.values()):
+            path.mkdir()
+        self.procs_files = sorted({str(p / "cgroup.procs") for p in self.dirs.values()})
+
+    def _write(self, controller: str, v1_file: str, v2_file: str, value: str) -> None:
+        name = v2_file if self.support.version == 2 else v1_file
+        (self.dirs[controller] / name).write_text(value)
+
+    def limit(self, *, pids: int | None, memory_bytes: int | None, cpus: float | None) -> None:
+        """Write the limits this group enforces; unset ones stay unlimited."""
+        if pids is not None and "pids" in self.dirs:
+            self._write("pids", "pids.max", "pids.max", str(pids))
+        if memory_bytes is not None and "memory" in self.dirs:
+            self._write("memory", "memory.limit_in_bytes", "memory.max", str(memory_bytes))
+            # No swap either, or the limit only slows the process down.
+            with contextlib.suppress(OSError):
+                self._write(
+                    "memory", "memory.memsw.limit_in_bytes", "memory.swap.max",
+                    str(memory_bytes) if self.support.version == 1 else "0",
+                )
+        if cpus is not None and "cpu" in self.dirs:
+            period = 100_000
+            quota = max(1000, int(cpus * period))
+            if self.support.version == 2:
+                self._write("cpu", "", "cpu.max", f"{quota} {period}")
+            else:
+                self._write("cpu", "cpu.cfs_period_us", "", str(period))
+                self._write("cpu", "cpu.cfs_quota_us", "", str(quota))
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed in this group for its memory limit."""
+        path = self.dirs.get("memory")
+        if path is None:
+            return 0
+        name = "memory.events" if self.support.version == 2 else "memory.oom_control"
+        try:
+            for line in (path / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def pids(self) -> set[int]:
+        """The processes now in the group."""
+        found: set[int] = set()
+        for name in self.procs_files:
+            with contextlib.suppress(OSError, ValueError):
+                found.update(int(x) for x in Path(name).read_text().split())
+        return found
+
+    def kill_all(self, *, wait: float = 2.0) -> bool:
+        """SIGKILL every process in the group until it is empty; return whether it emptied."""
+        deadline = time.monotonic() + wait
+        if self.support.version == 2:
+            kill_file = next(iter(self.dirs.values())) / "cgroup.kill"
+            with contextlib.suppress(OSError):
+                kill_file.write_text("1")
+        while True:
+            pids = self.pids()
+            if not pids:
+                return True
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)  # killed processes leave the group once their parent reaps them
+
+    def remove(self) -> None:
+        """Kill what is left and delete the group; a busy group is left for the next sweep."""
+        if self._remove_empty():
+            return
+        self.kill_all()
+        for path in set(self.dirs.values()):
+            for _ in range(50):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)
+
+
+    def _remove_empty(self) -> bool:
+        """Delete the group if it is empty already (the kernel refuses a busy one)."""
+        for path in sorted(set(self.dirs.values())):
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return False
+        return True
+
+
+def _owner_alive(name: str) -> bool:
+    try:
+        pid = int(name.removeprefix(_PREFIX).split("-", 1)[0])
+    except ValueError:
+        return True  # not ours to judge
+    return pid_alive(pid)
+
+
+def _remove_tree(support: CgroupSupport, folder: Path) -> None:
+    """Kill and remove a group and the groups under it (a sandbox's nest), deepest first."""
+    with contextlib.suppress(OSError):
+        for child in folder.iterdir():
+            if child.is_dir():
+                _remove_tree(support, child)
+    stale = CommandCgroup.__new__(CommandCgroup)
+    stale.support = support
+    stale.dirs = {"": folder}
+    stale.procs_files = [str(folder / "cgroup.procs")]
+    with contextlib.suppress(OSError):
+        stale.remove()
+
+
+def sweep_stale_cgroups() -> None:
+    """Remove groups whose owning process died (a crash skipped their clean-up)."""
+    support = cgroup_support()
+    if support is None:
+        return
+    for parent in set(support.parents.values()):
+        with contextlib.suppress(OSError):
+            for child in parent.glob(f"{_PREFIX}*"):
+                if not _owner_alive(child.name):
+                    _remove_tree(support, child)
+
+
+class CgroupNest:
+    """A sandbox's own group (per controller) under which its commands' groups go.
+
+    It holds everything the sandbox's commands can allocate, including what outlives a
+    command: files in a tmpfs, System V shared memory, page cache. The kernel charges those
+    to the command's group and, once that group is removed, to this one, so the memory limit
+    is set here too: together, the sandbox's commands never hold more than it.
+
+    Bound into a bubblewrap namespace, it lets the supervisor there put each command in a
+    group the host made: the commands' user may read it, not write it.
+    """
+
+    def __init__(self, support: CgroupSupport, *, memory_bytes: int | None = None) -> None:
+        """Make the nest, its memory limit set.
+
+        Raises:
+            SandboxError: it could not be made or limited.
+        """
+        own = _limited_group(support, f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}",
+                             pids=None, memory_bytes=memory_bytes, cpus=None)
+        parents = own.dirs
+        if support.version == 2:  # children get the controllers only if the nest hands them on
+            folder = next(iter(parents.values()))
+            with contextlib.suppress(OSError):
+                (folder / "cgroup.subtree_control").write_text(
+                    " ".join(f"+{c}" for c in sorted(parents))
+                )
+        self.support = CgroupSupport(version=support.version, parents=parents)
+        self.folders = sorted({str(p) for p in parents.values()})
+        """The nest's folders on the host, one per hierarchy."""
+
+    def command(
+        self, *, pids: int | None, memory_bytes: int | None, cpus: float | None
+    ) -> CommandCgroup:
+        """A fresh group for one command, with its limits.
+
+        Raises:
+            SandboxError: the group could not be made or limited.
+        """
+        return _limited_group(
+            self.support, f"c-{uuid.uuid4().hex[:12]}",
+            pids=pids, memory_bytes=memory_bytes, cpus=cpus,
+        )
+
+    def remove(self) -> None:
+        """Kill everything in the nest and delete it with the groups under it."""
+        for folder in self.folders:
+            _remove_tree(self.support, Path(folder))
+
+
+def _limited_group(
+    support: CgroupSupport, name: str,
+    *, pids: int | None, memory_bytes: int | None, cpus: float | None,
+) -> CommandCgroup:
+    """Make the group ``name`` and set its limits (removed again if they cannot be set)."""
+    try:
+        group = CommandCgroup(support, name)
+    except OSError as exc:
+        raise SandboxError(f"could not create a control group for the command: {exc}") from exc
+    try:
+        group.limit(pids=pids, memory_bytes=memory_bytes, cpus=cpus)
+    except OSError as exc:
+        group.remove()
+        raise SandboxError(f"could not set the control group's limits: {exc}") from exc
+    return group
+
+
+# --- seccomp and IPC --------------------------------------------------------------------
+
+_LD_ABS_W = 0x20  # BPF_LD | BPF_W | BPF_ABS: load a 32-bit word of struct seccomp_data
+_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_RET_K = 0x06  # BPF_RET | BPF_K
+_ALLOW = 0x7FFF0000  # SECCOMP_RET_ALLOW
+_DENY = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO: what Docker's profile answers
+_NR, _ARCH = 0, 4  # offsets in struct seccomp_data
+_X32 = 0x40000000  # the x32 ABI's bit in the system-call number
+# (audit arch, [add_key, request_key, keyctl] under that ABI), per machine
+_ABIS: dict[str, list[tuple[int, list[int]]]] = {
+    "x86_64": [(0xC000003E, [248, 249, 250, _X32 | 248, _X32 | 249, _X32 | 250]),
+               (0x40000003, [286, 287, 288])],
+    "aarch64": [(0xC00000B7, [217, 218, 219]), (0x40000028, [309, 310, 311])],
+    "riscv64": [(0xC00000F3, [217, 218, 219])],
+}
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)  # struct sock_filter, native order
+
+
+@cache
+def keyring_filter(machine: str | None = None) -> bytes | None:
+    """The filter for this machine (``uname -m``), or ``None`` where its numbers are unknown."""
+    abis = _ABIS.get(machine or platform.machine())
+    if abis is None:
+        return None
+    size = sum(4 + len(nrs) for _arch, nrs in abis) + 2  # per ABI: ld, jeq, ld, jeqs, ret
+    deny = size - 1
+    ops: list[bytes] = []
+    for arch, nrs in abis:
+        ops.append(_op(_LD_ABS_W, _ARCH))
+        ops.append(_op(_JEQ_K, arch, 0, len(nrs) + 2))  # another ABI: on to the next block
+        ops.append(_op(_LD_ABS_W, _NR))
+        for nr in nrs:
+            ops.append(_op(_JEQ_K, nr, deny - len(ops) - 1, 0))
+        ops.append(_op(_RET_K, _ALLOW))
+    ops += [_op(_RET_K, _ALLOW), _op(_RET_K, _DENY)]
+    assert len(ops) == size
+    return b"".join(ops)
+
+
+def seccomp_fd(program: bytes) -> int:
+    """A descriptor holding ``program`` from its start, for bubblewrap's ``--seccomp``."""
+    fd = os.memfd_create("jianmu-seccomp", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class _Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+class SeccompFilter:
+    """A filter made ready before ``fork``, installed in the child by `install` (system calls
+    only: nothing to allocate or load between fork and exec)."""
+
+    def __init__(self, program: bytes) -> None:
+        self._buffer = ctypes.create_string_buffer(program, len(program))
+        self._prog = _Fprog(len(program) // 8, ctypes.addressof(self._buffer))
+        self._ref = ctypes.byref(self._prog)
+
+    def install(self) -> None:
+        """Set ``no_new_privs`` and load the filter in this process.
+
+        Raises:
+            OSError: the kernel refused (the command must not start without it).
+        """
+        if _LIBC.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            raise OSError(ctypes.get_errno(), "could not set no_new_privs")
+        if _LIBC.prctl(22, 2, self._ref, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+            raise OSError(ctypes.get_errno(), "could not load the seccomp filter")
+
+
+def unshare_ipc() -> None:
+    """Move this process into a new IPC namespace (needs CAP_SYS_ADMIN; between fork and exec).
+
+    Raises:
+        OSError: the kernel refused.
+    """
+    if _LIBC.unshare(0x08000000) != 0:  # CLONE_NEWIPC
+        raise OSError(ctypes.get_errno(), "could not make the command an IPC namespace")
+
+
+# --- the child process ------------------------------------------------------------------
+
+_DRAIN_SECONDS = 1.0  # after a kill, how long to read what is left in the pipes
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildSpec:
+    """How to start one command."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    limits: list[tuple[int, int]]
+    """``(resource, value)`` pairs set as both soft and hard rlimits."""
+    user: tuple[int, int] | None = None
+    """``(uid, gid)`` the child drops to, or ``None`` to stay who we are."""
+    pids: int | None = None
+    memory_bytes: int | None = None
+    cpus: float | None = None
+    """The control group's limits, where control groups are usable."""
+    nest: CgroupNest | None = None
+    """The sandbox's group the command's group is made in; ``None``: no control group."""
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the child inherits (folders that bubblewrap mounts read-only)."""
+    own_ipc: bool = False
+    """Whether the child takes an IPC namespace of its own (root, no bubblewrap)."""
+    seccomp: SeccompFilter | None = None
+    """The filter the child loads itself (no bubblewrap to load it)."""
+
+
+class ChildHandle:
+    """Lets the event loop kill a command that a worker thread is starting or running."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kill: Callable[[float], None] | None = None
+        self.cancelled = False
+
+    def attach(self, kill: Callable[[float], None]) -> None:
+        """Called by the thread once the process exists; kills it if already cancelled."""
+        with self._lock:
+            self._kill = kill
+            cancelled = self.cancelled
+        if cancelled:
+            kill(0.2)
+
+    def cancel(self) -> None:
+        """Kill the command now, or as soon as it has started."""
+        with self._lock:
+            self.cancelled = True
+            kill = self._kill
+        if kill is not None:
+            kill(0.2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildOutcome:
+    """What a finished command left: its exit code, output and how it ended."""
+
+    exit_code: int
+    stdout: CappedBuffer
+    stderr: CappedBuffer
+    timed_out: bool
+    duration: float
+    oom_kills: int
+
+
+def _make_preexec(
+    procs_files: list[str], limits: list[tuple[int, int]], user: tuple[int, int] | None = None,
+    *, own_ipc: bool = False, seccomp: SeccompFilter | None = None,
+) -> Callable[[], None]:
+    def preexec() -> None:  # runs in the child between fork and exec: keep it to syscalls
+        for name in procs_files:
+            fd = os.open(name, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")  # "0" moves the writing process itself
+            finally:
+                os.close(fd)
+        if own_ipc:
+            unshare_ipc()
+        if seccomp is not None:
+            seccomp.install()
+        for which, value in limits:
+            resource.setrlimit(which, (value, value))
+        if user is not None:  # last: joining the control group needs root
+            uid, gid = user
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)  # from root to a user: every capability goes too
+
+    return preexec
+
+
+def run_child(
+    spec: ChildSpec, data: bytes | None, timeout: float, limit: int, handle: ChildHandle
+) -> ChildOutcome:
+    """Start the process and collect its output in this worker thread."""
+    group: CommandCgroup | None = None if spec.nest is None else spec.nest.command(
+        pids=spec.pids, memory_bytes=spec.memory_bytes, cpus=spec.cpus
+    )
+    start = time.monotonic()
+    try:
+        try:
+            proc = subprocess.Popen(
+                spec.argv, stdin=subprocess.PIPE if data else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=spec.cwd,
+                env=spec.env, start_new_session=True, pass_fds=spec.pass_fds,
+                preexec_fn=_make_preexec(
+                    group.procs_files if group else [], spec.limits, spec.user,
+                    own_ipc=spec.own_ipc, seccomp=spec.seccomp,
+                ),
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxError(f"could not start {spec.argv[0]!r}: {exc}") from exc
+
+        def kill(wait: float = 1.0) -> None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if group is not None:
+                group.kill_all(wait=wait)
+
+        handle.attach(kill)
+        with proc:
+            out, err, timed_out = _collect(proc, data, start + timeout, limit, kill)
+            exit_code = proc.wait()
+        return ChildOutcome(
+            exit_code=exit_code, stdout=out, stderr=err, timed_out=timed_out,
+            duration=time.monotonic() - start,
+            oom_kills=group.oom_kills() if group else 0,
+        )
+    finally:
+        if group is not None:
+            group.remove()
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], data: bytes | None, deadline: float, limit: int,
+    kill: Callable[[float], None],
+) -> tuple[CappedBuffer, CappedBuffer, bool]:
+    """Feed stdin, read both pipes under the cap, and kill at the deadline or at exit."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = CappedBuffer(limit), CappedBuffer(limit)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    pending = memoryview(data or b"")
+    if proc.stdin is not None:
+        os.set_blocking(proc.stdin.fileno(), False)
+        sel.register(proc.stdin, selectors.EVENT_WRITE, None)
+    pidfd: int | None = None
+    with contextlib.suppress(OSError, AttributeError):
+        pidfd = os.pidfd_open(proc.pid)
+        sel.register(pidfd, selectors.EVENT_READ, "exit")
+    timed_out = exited = False
+    drain_until: float | None = None
+    try:
+        while any(k.data is out or k.data is err for k in sel.get_map().values()):
+            now = time.monotonic()
+            if drain_until is None and (exited or now >= deadline):
+                timed_out = not exited
+                kill(1.0)  # at the timeout, or leftovers after the main process exited
+                drain_until = now + _DRAIN_SECONDS
+            if drain_until is not None and now >= drain_until:
+                break  # a process outside our reach holds the pipe open
+            wait = (drain_until if drain_until is not None else deadline) - now
+            if pidfd is None:
+                wait = min(wait, 0.02)
+            for key, _mask in sel.select(max(wait, 0)):
+                if key.data == "exit":
+                    exited = True
+                    sel.unregister(key.fileobj)
+                elif key.data is None:
+                    try:
+                        written = os.write(key.fd, pending[:65536])
+                    except BlockingIOError:
+                        written = 0
+                    except BrokenPipeError:
+                        written = len(pending)  # the command stopped reading: drop the rest
+                    pending = pending[written:]
+                    if not pending:
+                        sel.unregister(key.fileobj)
+                        proc.stdin.close()  # type: ignore[union-attr]
+                else:
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        key.data.write(chunk)
+                    else:
+                        sel.unregister(key.fileobj)
+            if pidfd is None and not exited and proc.poll() is not None:
+                exited = True
+        if not exited and proc.poll() is None:
+            # Pipes closed but the process lives on (it closed its stdout): wait for it.
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        kill(1.0)
+    finally:
+        sel.close()
+        if pidfd is not None:
+            os.close(pidfd)
+    return out, err, timed_out
