@@ -1,4 +1,5 @@
-"""LocalSandbox beyond the shared contract: refusals, fallbacks, clean-up, cancellation."""
+"""LocalSandbox beyond the shared contract: refusals, fallbacks, clean-up, cancellation, and
+read-only mounts only with bubblewrap."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import pytest
 import jianmu.execution._bwrap as bwrap_mod
 import jianmu.execution.local_sandbox as local_mod
 from jianmu.errors import SandboxError, SandboxUnavailableError
+from jianmu.execution._bwrap import bwrap_binds_fds
 from jianmu.execution._process import cgroup_support, sweep_stale_cgroups
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
-from tests.execution._helpers import processes_with, wait_gone
+from tests.execution._helpers import local_problem, processes_with, wait_gone
 
 pytestmark = pytest.mark.anyio
 
@@ -288,3 +290,13 @@ async def test_a_sandbox_group_that_cannot_be_made_fails_the_call(
     monkeypatch.undo()
     async with box:
         assert (await box.exec("echo ok")).stdout == "ok\n"
+
+
+async def test_local_sandbox_offers_them_only_with_bubblewrap(tmp_path: Path) -> None:
+    plain = LocalSandbox(tmp_path, network=True, use_bwrap=False)
+    assert plain.read_only_mounts is False
+    with pytest.raises(SandboxUnavailableError, match="cannot mount"):
+        await plain.exec(["true"], ro_mounts={str(tmp_path): "/skills/x"})
+    if local_problem("local-bwrap") is None:
+        boxed = LocalSandbox(tmp_path, use_bwrap=True)
+        assert boxed.read_only_mounts is bwrap_binds_fds()
