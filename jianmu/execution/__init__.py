@@ -1,26 +1,31 @@
 """Where tools run: `ToolRunner`, the `Sandbox` protocol and its implementations.
 
-`DockerSandbox` needs the ``docker`` extra only when it is used; importing this package does
-not import docker-py.
+The public names load on first use (module ``__getattr__``): a run whose tools all run
+in-process imports the runner and never a sandbox, and `DockerSandbox` needs the ``docker``
+extra only when it is used.
 """
 
 from __future__ import annotations
 
-from jianmu.execution.docker_sandbox import DEFAULT_IMAGE, DockerSandbox
-from jianmu.execution.image import build_image, image_exists
-from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
-from jianmu.execution.runner import ToolRunner
-from jianmu.execution.sandbox import (
-    MOUNT_ROOT,
-    BaseSandbox,
-    ExecCall,
-    ExecResult,
-    FakeSandbox,
-    MountingSandbox,
-    Sandbox,
-    can_mount_read_only,
-)
-from jianmu.execution.workspace import current_workspace, use_workspace
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jianmu.execution.docker_sandbox import DEFAULT_IMAGE, DockerSandbox
+    from jianmu.execution.image import build_image, image_exists
+    from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
+    from jianmu.execution.runner import ToolRunner
+    from jianmu.execution.sandbox import (
+        MOUNT_ROOT,
+        BaseSandbox,
+        ExecCall,
+        ExecResult,
+        FakeSandbox,
+        MountingSandbox,
+        Sandbox,
+        can_mount_read_only,
+    )
+    from jianmu.execution.workspace import current_workspace, use_workspace
 
 __all__ = (
     "DEFAULT_IMAGE",
@@ -41,3 +46,36 @@ __all__ = (
     "image_exists",
     "use_workspace",
 )
+
+_HOLDERS = {
+    "jianmu.execution.docker_sandbox": ("DEFAULT_IMAGE", "DockerSandbox"),
+    "jianmu.execution.image": ("build_image", "image_exists"),
+    "jianmu.execution.local_sandbox": ("LocalSandbox", "bwrap_available"),
+    "jianmu.execution.runner": ("ToolRunner",),
+    "jianmu.execution.sandbox": (
+        "MOUNT_ROOT",
+        "BaseSandbox",
+        "ExecCall",
+        "ExecResult",
+        "FakeSandbox",
+        "MountingSandbox",
+        "Sandbox",
+        "can_mount_read_only",
+    ),
+    "jianmu.execution.workspace": ("current_workspace", "use_workspace"),
+}
+_WHERE = {name: module for module, names in _HOLDERS.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    """Load a public name from the module that holds it, on first access."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access skips this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

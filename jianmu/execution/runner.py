@@ -9,23 +9,17 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
-
 from jianmu import plugins
 from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstraints
 from jianmu.errors import ToolExecutionError, ToolTimeoutError
 from jianmu.execution._deadlines import within
-from jianmu.execution.sandbox import Sandbox
 from jianmu.execution.threads import WorkerPool
-from jianmu.execution.workspace import (
-    effective_root,
-    reset_workspace,
-    set_workspace,
-    use_workspace,
-)
+from jianmu.execution.workspace import effective_root, reset_workspace, set_workspace
 
 if TYPE_CHECKING:
     import anyio
+
+    from jianmu.execution.sandbox import Sandbox
 
 __all__ = ("RunnableTool", "ToolRunner")
 
@@ -77,21 +71,15 @@ class ToolRunner:
     `sandbox`, so the constraints, not the tool, decide where code runs: ``mode`` names a
     registered sandbox (`jianmu.plugins`): ``local`` is a `LocalSandbox`, ``docker`` a
     `DockerSandbox`, a plug-in its own class; each has no network unless ``network: true``
-    (unset is off). The workspace is
-    ``execution.workdir`` or the current folder; file tools see it through
+    (unset is off). The sandbox is built, and the isolation it promises checked, when the first
+    sandboxed call comes: a runner whose calls all run in-process never touches one. The
+    workspace is ``execution.workdir`` or the current folder; file tools see it through
     `jianmu.execution.workspace.current_workspace` while the runner runs them.
 
     Args:
         execution: The merged execution constraints; unset fields take the defaults.
         sandbox: Use this sandbox instead of building one from ``execution``.
         max_workers: Sync tools that may run at once in worker threads.
-
-    Raises:
-        SandboxUnavailableError: the constraints ask for isolation this machine lacks
-            (``network: false`` without bubblewrap or Docker, a process limit for root
-            without control groups).
-        MissingExtraError: ``mode: docker`` without the ``docker`` extra.
-        ConfigError: the mode's class cannot be imported or is not a sandbox.
     """
 
     def __init__(
@@ -108,13 +96,28 @@ class ToolRunner:
         # this same folder (`effective_root`), whatever folder the process later runs in
         self.workspace = effective_root(self.execution.workdir or Path.cwd())
         self.max_workers = max_workers
-        self.sandbox: Sandbox = sandbox if sandbox is not None else self._build_sandbox()
+        self._sandbox = sandbox
         # sync tools run in this bounded pool (cheaper per call than anyio's hand-off)
         self._pool: WorkerPool | None = None
 
+    @property
+    def sandbox(self) -> Sandbox:
+        """Where sandboxed tools run: the one given, else the mode's, built on first use.
+
+        Raises:
+            SandboxUnavailableError: the constraints ask for isolation this machine lacks
+                (``network: false`` without bubblewrap or Docker, a process limit for root
+                without control groups).
+            MissingExtraError: ``mode: docker`` without the ``docker`` extra.
+            ConfigError: the mode's class cannot be imported or is not a sandbox.
+        """
+        if self._sandbox is None:
+            self._sandbox = self._build_sandbox()
+        return self._sandbox
+
     @classmethod
     def from_execution_constraints(cls, execution: ExecutionConstraints | None) -> ToolRunner:
-        """Build a runner (and its sandbox, not yet started) from the constraints."""
+        """Build a runner from the constraints (its sandbox comes with the first sandboxed call)."""
         return cls(execution)
 
     @property
@@ -162,6 +165,8 @@ class ToolRunner:
             ToolExecutionError: the tool talks to the network (effect tag ``http``) while
                 ``execution.network`` is false: such tools run in-process, where the
                 sandbox's network cut does not reach them.
+            SandboxUnavailableError: a sandboxed tool, and the isolation the constraints ask
+                for is missing here (see `sandbox`): it never runs without it.
             ToolTimeoutError: the call ran past `timeout_for` (a sandboxed command is killed).
             Exception: whatever the tool raised.
         """
@@ -178,23 +183,29 @@ class ToolRunner:
             # kept alive by them, never by a reference back to this runner)
             weakref.finalize(self, pool.shutdown)
         timeout = self.timeout_for(tool)
+        # a deadline shared with the calls that started with it (`within`)
         if tool.sandboxed:
-            # anyio's scope: the sandbox's own cleanup relies on anyio's shielded scopes
-            with use_workspace(self.workspace, check=False), \
-                    anyio.move_on_after(timeout):
-                await self.sandbox.start()
-                return await tool.run_sandboxed(self.sandbox, **args)
-            raise self._timed_out(tool, timeout)
-        # in-process: a deadline shared with the calls that started with it (`within`);
-        # the folder was made with the pool above: no stat on every call
+            if timeout == math.inf:
+                return await self._run_sandboxed(tool, args)
+            return await within(self._run_sandboxed(tool, args), timeout,
+                                lambda: self._timed_out(tool, timeout))
+        # in-process; the folder was made with the pool above: no stat on every call
         token = set_workspace(self.workspace)
         try:
             if timeout == math.inf:
                 return await tool.invoke(args, executor=self._pool)
-            return await within(
-                tool.invoke(args, executor=self._pool), timeout,
-                lambda: self._timed_out(tool, timeout),
-            )
+            return await within(tool.invoke(args, executor=self._pool), timeout,
+                                lambda: self._timed_out(tool, timeout))
+        finally:
+            reset_workspace(token)
+
+    async def _run_sandboxed(self, tool: RunnableTool, args: dict[str, Any]) -> Any:
+        """Through the sandbox, built and checked now if this is the first such call."""
+        sandbox = self.sandbox
+        token = set_workspace(self.workspace)
+        try:
+            await sandbox.start()
+            return await tool.run_sandboxed(sandbox, **args)
         finally:
             reset_workspace(token)
 
@@ -219,14 +230,16 @@ class ToolRunner:
 
         The sandbox starts again on its next use.
         """
-        await self.sandbox.close()
+        if self._sandbox is not None:
+            await self._sandbox.close()
 
     async def close(self) -> None:
         """Close the sandbox (a Docker container is removed) and the worker pool; idempotent."""
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown()
-        await self.sandbox.close()
+        if self._sandbox is not None:
+            await self._sandbox.close()
 
     async def __aenter__(self) -> ToolRunner:
         return self
@@ -235,4 +248,5 @@ class ToolRunner:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<ToolRunner mode={self.mode!r} sandbox={type(self.sandbox).__name__}>"
+        built = "not built yet" if self._sandbox is None else type(self._sandbox).__name__
+        return f"<ToolRunner mode={self.mode!r} sandbox={built}>"

@@ -4,6 +4,9 @@ and `python_repl` through each sandbox, chosen by the execution constraints alon
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +29,9 @@ from jianmu.execution import (
     current_workspace,
 )
 from jianmu.execution.local_sandbox import bwrap_available
+from jianmu.nodes import AgentState, ToolExecutor
+from jianmu.runtime import ReactiveRunner
+from jianmu.state import StateManager
 from jianmu.tools.base import Tool
 from jianmu.tools.builtin.bash import BashTool
 from jianmu.tools.builtin.python_repl import PythonREPLTool
@@ -106,14 +112,38 @@ def test_docker_mode_builds_a_docker_sandbox(tmp_path: Path) -> None:
     assert custom.sandbox.image == "mine:1" and custom.sandbox.network is True
 
 
-def test_network_false_without_isolation_refuses_to_start(
+async def test_network_false_without_isolation_refuses_every_sandboxed_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(local_mod, "bwrap_problem", lambda network: "bwrap is not installed")
-    with pytest.raises(SandboxUnavailableError, match="network: false"):
-        ToolRunner.from_execution_constraints(
-            ExecutionConstraints(network=False, workdir=str(tmp_path))
-        )
+    runner = ToolRunner.from_execution_constraints(
+        ExecutionConstraints(network=False, workdir=str(tmp_path))
+    )
+    assert "not built" in repr(runner)  # nothing sandboxed ran yet: no sandbox either
+    assert (await runner.run(EchoTool(), {"text": "hi"}))["text"] == "hi"
+    for _ in range(2):  # every time, never a sandbox without the isolation it promises
+        with pytest.raises(SandboxUnavailableError, match="network: false"):
+            await runner.run(ShellTool(), {"command": "echo escaped"})
+    with pytest.raises(SandboxUnavailableError, match="bwrap is not installed"):
+        _ = runner.sandbox
+    await runner.close()
+
+
+def test_a_sandboxed_call_without_isolation_is_an_observation_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_mod, "bwrap_problem", lambda network: "bwrap is not installed")
+    monkeypatch.chdir(tmp_path)  # the workspace; the network is unset: off
+    state = StateManager(AgentState, {"actions": [
+        {"id": "a", "name": "echo", "arguments": {"text": "in-process"}},
+        {"id": "b", "name": "shell", "arguments": {"command": "echo escaped"}},
+    ]})
+    ReactiveRunner(ToolExecutor(tools=[EchoTool(), ShellTool()]), state).run_sync()
+    said = {m.tool_call_id: m.content for m in state.get("messages")}
+    assert "in-process" in said["a"]
+    assert said["b"].startswith(
+        "Error: SandboxUnavailableError: the sandbox's network is off"), said
+    assert "bwrap is not installed" in said["b"]
 
 
 def test_bad_max_workers(tmp_path: Path) -> None:
@@ -373,3 +403,66 @@ async def test_python_repl_memory_limit(runner: ToolRunner) -> None:
             await repl.execute({"code": "blob = b'x' * (1024 * 2**20)"}, runner=runner)
     finally:
         repl.reset()
+
+
+# README's plain @tool call (its ToolExecutor snippet), traced in a fresh interpreter: the
+# jianmu modules whose code runs, from the import to the end of both runs, and those imported
+_TRACE = r"""
+import json, re, sys, threading
+ran = set()
+
+def profile(frame, event, arg):
+    if event == "call" and "/jianmu/" in frame.f_code.co_filename:
+        ran.add(frame.f_code.co_filename)
+
+sys.setprofile(profile)
+threading.setprofile(profile)
+from jianmu import AgentState, ReactiveRunner, StateManager, ToolExecutor, tool
+
+@tool
+def forecast(city: str, days: int = 1) -> str:
+    '''Give the weather forecast.
+
+    Args:
+        city: The city's name.
+        days: How many days ahead.
+    '''
+    return f"{city}: sunny for {days} day(s)"
+
+@tool(category="write", permission="user_confirm")
+def book(city: str) -> str:
+    '''Book a trip (asks a person first).
+
+    Args:
+        city: Where to go.
+    '''
+    return f"booked {city}"
+
+state = StateManager(AgentState, {"actions": [
+    {"id": "c1", "name": "forecast", "arguments": '{"city": "Paris", "days": "2"}'},
+    {"id": "c2", "name": "book", "arguments": {"city": "Paris"}},
+]})
+runner = ReactiveRunner(ToolExecutor(tools=[forecast, book]), state)
+assert runner.run_sync().status.value == "suspended"
+runner.approve("c2")
+assert runner.run_sync().ok
+assert [m.content for m in state.get("messages")] == ["Paris: sunny for 2 day(s)", "booked Paris"]
+sys.setprofile(None)
+threading.setprofile(None)
+names = {re.sub(r"^.*/(jianmu/.*)[.]py$", r"\1", f).replace("/", ".") for f in ran}
+print(json.dumps({"ran": sorted(n.removesuffix(".__init__") for n in names),
+                  "imported": sorted(m for m in sys.modules if m.startswith("jianmu."))}))
+"""
+_IN_PROCESS = {"jianmu.execution", "jianmu.execution.runner", "jianmu.execution.threads",
+               "jianmu.execution._deadlines", "jianmu.execution.workspace"}
+
+
+def test_a_plain_tool_call_touches_no_sandbox_module(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _TRACE], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert {"jianmu.execution.runner", "jianmu.tools.base"} <= set(seen["ran"])
+    for kind in ("ran", "imported"):
+        execution = {m for m in seen[kind] if m.startswith("jianmu.execution")}
+        assert execution <= _IN_PROCESS, f"{kind}: {sorted(execution - _IN_PROCESS)}"
