@@ -37,9 +37,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
-import anyio.to_thread
-
 # the defaults live with the constraints, whose merge measures a skill's layer against them
 from jianmu.constraints import (
     DEFAULT_IMAGE,
@@ -68,9 +65,11 @@ from jianmu.execution.sandbox import (
     BaseSandbox,
     ExecCall,
     ExecResult,
+    LoopLock,
     exec_result,
     safe_git_env,
 )
+from jianmu.execution.threads import to_thread
 
 if TYPE_CHECKING:
     import docker
@@ -169,8 +168,8 @@ class DockerSandbox(BaseSandbox):
         self._client: docker.DockerClient | None = None
         self._container: Any = None
         self._oom_baseline = 0
-        self._lock = anyio.Lock()
-        self._exec_lock = anyio.Lock()  # the sweep kills all of the user's processes
+        self._lock = LoopLock()
+        self._exec_lock = LoopLock()  # the sweep kills all of the user's processes
         self._warm = DockerWarm(user, self.keeper)
         if not warm:
             self._warm.problem = "warm=False"
@@ -204,12 +203,12 @@ class DockerSandbox(BaseSandbox):
         """
         async with self._lock:
             if self._container is None:
-                await anyio.to_thread.run_sync(self._start_sync)
+                await to_thread(self._start_sync, shielded=True)  # never a stray container
 
     async def close(self) -> None:
         """Remove the container and close the client; idempotent."""
         async with self._lock:
-            await anyio.to_thread.run_sync(self._close_sync)
+            await to_thread(self._close_sync, shielded=True)
 
     def _connect(self) -> docker.DockerClient:
         if self._client is None:
@@ -281,14 +280,16 @@ class DockerSandbox(BaseSandbox):
         """Remove containers whose owning process on this host has died."""
         host = socket.gethostname()
         with _docker_errors("list old sandbox containers"):
-            stale = client.containers.list(
+            # one request, labels included: `containers.list` inspects each container in turn,
+            # and fails when another process removes one meanwhile
+            stale = client.api.containers(
                 all=True, filters={"label": [f"{_LABEL}=1", f"jianmu.owner_host={host}"]}
             )
         for container in stale:
-            pid = container.labels.get("jianmu.owner_pid", "")
+            pid = (container.get("Labels") or {}).get("jianmu.owner_pid", "")
             if pid.isdigit() and not pid_alive(int(pid)):
                 with contextlib.suppress(Exception), _docker_errors("remove a stale container"):
-                    container.remove(force=True)
+                    client.api.remove_container(container["Id"], force=True)
 
     def _close_sync(self) -> None:
         self._warm.forget()
@@ -322,7 +323,7 @@ class DockerSandbox(BaseSandbox):
         # last: no caller turns git's code-running settings back on
         full_env = {**self.env, **call.env, **safe_git_env()}
         # the host side of read-only mounts, once: a folder too large is no container fault
-        archive = await anyio.to_thread.run_sync(
+        archive = await to_thread(
             lambda: pack_folders(call.ro_mounts, limit=min(MAX_COPY_BYTES, self._tmpfs_room))
         )
         # One command at a time: the sweep after a command kills every process of the user.
@@ -335,15 +336,15 @@ class DockerSandbox(BaseSandbox):
                     return result  # else: the supervisor cannot run here, start cold
 
             async def cold(state: dict[str, Any]) -> ExecResult:
-                return await anyio.to_thread.run_sync(self._exec_sync, argv, data, full_env,
-                    workdir, timeout, state, archive, abandon_on_cancel=True)
+                return await to_thread(self._exec_sync, argv, data, full_env, workdir, timeout,
+                                       state, archive)
 
             async def stop_cold(state: dict[str, Any]) -> None:
                 # a thread that has not started the command yet sees the flag and does not
                 state["cancelled"] = True
                 if "started" in state:
-                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                        await anyio.to_thread.run_sync(self._sweep)
+                    with contextlib.suppress(Exception):
+                        await to_thread(self._sweep, shielded=True)
 
             return await self._at_most_twice(cold, stop_cold)
 
@@ -365,7 +366,7 @@ class DockerSandbox(BaseSandbox):
             except SandboxError:
                 # the container died or stopped answering: replace it
                 async with self._lock:
-                    await anyio.to_thread.run_sync(self._drop_container)
+                    await to_thread(self._drop_container, shielded=True)
                 if tries == 2 or "started" in state:
                     raise
             except BaseException:
@@ -380,9 +381,8 @@ class DockerSandbox(BaseSandbox):
 
         async def warm(state: dict[str, Any]) -> ExecResult | None:
             handle = state["handle"] = ChildHandle()
-            return await anyio.to_thread.run_sync(
-                self._warm_sync, request, data, archive, timeout, handle, state,
-                abandon_on_cancel=True,
+            return await to_thread(
+                self._warm_sync, request, data, archive, timeout, handle, state
             )
 
         async def stop_warm(state: dict[str, Any]) -> None:
@@ -409,9 +409,10 @@ class DockerSandbox(BaseSandbox):
             start = time.monotonic()
             reply = sup.run(request, data, timeout + _GRACE, self.output_limit, handle)
             if reply is None or reply.left:
-                # it died, hung (stopped by the command?) or could not kill everything
-                if reply is None:
-                    self._warm.forget()
+                # it died, hung (stopped by the command?) or could not kill everything: the
+                # sweep kills every process of the commands' user, the supervisor too, so the
+                # next call starts a new one rather than find this one dead mid-call
+                self._warm.forget()
                 self._sweep()
             return warm_result(reply, timeout, time.monotonic() - start,
                                limit=self.output_limit, memory_mb=self.memory_mb)

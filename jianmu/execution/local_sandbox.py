@@ -44,9 +44,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.to_thread
-
 from jianmu.constraints import DEFAULT_TIMEOUT_S
 from jianmu.errors import SandboxUnavailableError
 from jianmu.execution._bwrap import bwrap_argv, bwrap_available, bwrap_binds_fds, bwrap_problem
@@ -72,10 +69,12 @@ from jianmu.execution.sandbox import (
     CappedBuffer,
     ExecCall,
     ExecResult,
+    LoopLock,
     exec_result,
     open_mount_source,
     safe_git_env,
 )
+from jianmu.execution.threads import to_thread
 
 __all__ = ("LocalSandbox", "bwrap_available")
 
@@ -189,8 +188,8 @@ class LocalSandbox(BaseSandbox):
             else SeccompFilter(self._seccomp)
         # one command at a time: a running command is never seen by another (its processes,
         # their environment, its IPC objects), in the same pid namespace and uid as it
-        self._turn = anyio.Lock(fast_acquire=True)
-        self._starting = anyio.Lock()
+        self._turn = LoopLock()
+        self._starting = LoopLock()
         if pids is not None and os.geteuid() == 0 and "pids" not in self._controllers:
             raise SandboxUnavailableError(
                 f"pids={pids!r} cannot be enforced: RLIMIT_NPROC does not bind root and no "
@@ -265,13 +264,14 @@ class LocalSandbox(BaseSandbox):
         self.workspace.mkdir(parents=True, exist_ok=True)
         user = sandbox_user(self.workspace)
         if user is not None and user[0] != self.workspace.stat().st_uid:
-            await anyio.to_thread.run_sync(grant_tree, self.workspace, user[0])
-        await anyio.to_thread.run_sync(sweep_stale_cgroups)
+            await to_thread(grant_tree, self.workspace, user[0], shielded=True)
+        await to_thread(sweep_stale_cgroups, shielded=True)
         support, nest = self._support, None
         if support is not None:
             memory = self.memory_mb * 1024 * 1024 if self.memory_mb else None
-            nest = await anyio.to_thread.run_sync(
-                lambda: CgroupNest(support, memory_bytes=memory))
+            # shielded: a nest made for a cancelled start would never be removed
+            nest = await to_thread(lambda: CgroupNest(support, memory_bytes=memory),
+                                   shielded=True)
         tmp = Path(tempfile.mkdtemp(prefix="jianmu-sandbox-"))
         if user is not None:
             os.chown(tmp, *user)
@@ -292,13 +292,13 @@ class LocalSandbox(BaseSandbox):
             handle.cancel()
         warm, self._warm = self._warm, None
         if warm is not None:
-            await anyio.to_thread.run_sync(warm.close)
+            await to_thread(warm.close, shielded=True)
         nest, self._nest = self._nest, None
         if nest is not None:
-            await anyio.to_thread.run_sync(nest.remove)
+            await to_thread(nest.remove, shielded=True)
         tmp, self._tmp = self._tmp, None
         if tmp is not None:
-            await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))
+            await to_thread(shutil.rmtree, tmp, True, shielded=True)
 
     async def run(self, call: ExecCall) -> ExecResult:
         """Run one checked call as a child process and wait for it; see `Sandbox.exec`.
@@ -336,9 +336,8 @@ class LocalSandbox(BaseSandbox):
                 filter_fd = seccomp_fd(self._seccomp)
             spec = self._child_spec(call.argv, workdir, call.env, timeout, ro_fds,
                                     filter_fd=filter_fd)
-            outcome = await anyio.to_thread.run_sync(
-                run_child, spec, call.stdin, timeout, self.output_limit, handle,
-                abandon_on_cancel=True,
+            outcome = await to_thread(
+                run_child, spec, call.stdin, timeout, self.output_limit, handle
             )
         except BaseException:
             # Cancelled from outside (a runner's timeout): kill now, or as soon as the process

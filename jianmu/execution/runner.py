@@ -4,7 +4,6 @@ and `RunnableTool`, what it needs of a tool."""
 from __future__ import annotations
 
 import math
-import weakref
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,8 +16,6 @@ from jianmu.execution.threads import WorkerPool
 from jianmu.execution.workspace import effective_root, reset_workspace, set_workspace
 
 if TYPE_CHECKING:
-    import anyio
-
     from jianmu.execution.sandbox import Sandbox
 
 __all__ = ("RunnableTool", "ToolRunner")
@@ -49,10 +46,9 @@ class RunnableTool(Protocol):
         """Whether it runs on the event loop (a timeout stops it) rather than in a thread."""
 
     async def invoke(
-        self, args: dict[str, Any], *, limiter: anyio.CapacityLimiter | None = None,
-        executor: Executor | WorkerPool | None = None,
+        self, args: dict[str, Any], *, executor: Executor | WorkerPool | None = None
     ) -> Any:
-        """Run in-process with validated ``args``."""
+        """Run in-process with validated ``args``, a sync tool on ``executor``'s threads."""
 
     async def run_sandboxed(self, sandbox: Sandbox, **kwargs: Any) -> Any:
         """Run through ``sandbox``."""
@@ -97,7 +93,7 @@ class ToolRunner:
         self.workspace = effective_root(self.execution.workdir or Path.cwd())
         self.max_workers = max_workers
         self._sandbox = sandbox
-        # sync tools run in this bounded pool (cheaper per call than anyio's hand-off)
+        # this runner's share of the process's tool threads (made with the first call)
         self._pool: WorkerPool | None = None
 
     @property
@@ -178,10 +174,7 @@ class ToolRunner:
             )
         if self._pool is None:
             self.workspace.mkdir(parents=True, exist_ok=True)
-            self._pool = pool = WorkerPool(self.max_workers)
-            # a runner dropped without close() still ends its threads (the pool itself is
-            # kept alive by them, never by a reference back to this runner)
-            weakref.finalize(self, pool.shutdown)
+            self._pool = WorkerPool(self.max_workers)
         timeout = self.timeout_for(tool)
         # a deadline shared with the calls that started with it (`within`)
         if tool.sandboxed:
@@ -234,7 +227,8 @@ class ToolRunner:
             await self._sandbox.close()
 
     async def close(self) -> None:
-        """Close the sandbox (a Docker container is removed) and the worker pool; idempotent."""
+        """Close the sandbox (a Docker container is removed) and drop the sync calls not started
+        yet; idempotent. The threads are the process's: they end once idle (`IDLE_S`)."""
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown()

@@ -17,6 +17,7 @@ was swapped in), and what a sandbox mounts or copies is that descriptor, never t
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import inspect
 import os
@@ -40,6 +41,7 @@ __all__ = (
     "ExecCall",
     "ExecResult",
     "FakeSandbox",
+    "LoopLock",
     "MountingSandbox",
     "Sandbox",
     "can_mount_read_only",
@@ -257,6 +259,36 @@ class BaseSandbox(ABC):
     @abstractmethod
     async def run(self, call: ExecCall) -> ExecResult:
         """Run one checked call; called by `exec`, never with an unchecked command."""
+
+
+class LoopLock:
+    """An `asyncio.Lock` for an object that outlives event loops (a sandbox kept between runs,
+    each ``run_sync`` on a loop of its own): a fresh lock for each loop that takes it.
+
+    An `asyncio.Lock` belongs to the first loop that waits for it and refuses any other.
+    """
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _current(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            if self._lock.locked():
+                raise RuntimeError("the lock is held by a task of another event loop")
+            self._lock, self._loop = asyncio.Lock(), loop
+        return self._lock
+
+    def locked(self) -> bool:
+        """Whether a task holds it."""
+        return self._lock.locked()
+
+    async def __aenter__(self) -> None:
+        await self._current().acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._lock.release()
 
 
 def _normalise_argv(command: Sequence[str] | str) -> list[str]:

@@ -1,21 +1,39 @@
-"""`run_in_worker`: a blocking call in a worker thread, with the caller's context variables;
-`WorkerPool`: the bounded threads a `ToolRunner` runs sync tools on."""
+"""Worker threads: blocking calls made from the event loop, on the process's shared threads.
+
+Two kinds of blocking work leave the loop: a sync tool's call (`run_in_worker`, through a
+runner's `WorkerPool`) and a sandbox's blocking step (`to_thread`: a child process to wait for,
+a Docker request). Each kind runs on one process-wide set of threads (``jianmu-tool``,
+``jianmu-sandbox``), started as calls need them, up to a bound, and a thread idle for `IDLE_S`
+seconds ends: a process that ran thousands of runs keeps no thread, and a new run starts none
+while one is idle (a thread start blocks the loop and costs more than a short tool). Results
+come back to each loop in bunches (`_Inbox`), without ``run_in_executor``'s chained futures.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
+import functools
+import os
 import queue
 import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
-__all__ = ("WorkerPool", "run_in_worker")
+__all__ = ("IDLE_S", "MAX_THREADS", "WorkerPool", "run_in_worker", "to_thread")
+
+T = TypeVar("T")
+
+IDLE_S = 1.0
+"""Seconds a shared thread waits for work before it ends."""
+MAX_THREADS = 64
+"""Threads of one kind at most in the process; calls beyond them wait for a free one."""
 
 
 class _Inbox:
@@ -71,21 +89,26 @@ def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
 
 
 class _Job:
-    """One blocking call on its way to a worker; dropped calls never start."""
+    """One blocking call on its way to a thread; dropped calls never start."""
 
-    __slots__ = ("call", "context", "dropped", "future", "inbox")
+    __slots__ = ("call", "context", "dropped", "future", "inbox", "pool")
 
     def __init__(
-        self, call: Callable[[], Any], future: asyncio.Future[Any], inbox: _Inbox
+        self, call: Callable[[], Any], future: asyncio.Future[Any], inbox: _Inbox,
+        pool: WorkerPool | None = None,
     ) -> None:
         self.call = call
         self.future = future
         self.inbox = inbox
+        self.pool = pool
         self.context = contextvars.copy_context()
         self.dropped = False
 
     def run(self) -> None:
-        if self.dropped:  # the caller stopped waiting before a worker got here
+        if self.pool is not None and self.pool.closed:
+            self.drop()  # its pool closed while it waited for a thread
+            return
+        if self.dropped:  # the caller stopped waiting before a thread came
             return
         try:
             value = self.context.run(self.call)
@@ -103,63 +126,121 @@ class _Job:
             pass
 
 
-class WorkerPool:
-    """At most ``max_workers`` threads running blocking calls, started as they are needed.
+class _Threads:
+    """The process's threads of one kind: started as calls need them, at most ``limit``; one
+    idle for `IDLE_S` ends.
 
     A queue and a count of idle threads: none of `ThreadPoolExecutor`'s per-call future,
     condition and semaphore, which cost more than a trivial sync tool itself.
+    """
+
+    def __init__(self, name: str, limit: int) -> None:
+        self._name = name
+        self._limit = limit
+        self._queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._count = 0
+        self._started = 0
+        self._idle = 0  # threads waiting for a job that no submitted job has claimed yet
+
+    def submit(self, job: _Job) -> None:
+        """Queue ``job``; start a thread when none is idle and the bound allows one."""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1  # an idle thread takes this job
+            elif self._count < self._limit:
+                self._count += 1
+                self._started += 1
+                threading.Thread(
+                    target=self._work, name=f"{self._name}_{self._started}", daemon=True
+                ).start()
+        self._queue.put(job)
+
+    def _work(self) -> None:
+        while True:
+            try:
+                job = self._queue.get(timeout=IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle:  # unclaimed: no job is on its way to this thread
+                        self._idle -= 1
+                        self._count -= 1
+                        return
+                continue  # a job was claimed from us just now: it is being queued
+            job.run()
+            pool = job.pool
+            del job  # release the call's arguments and result while idle
+            with self._lock:
+                self._idle += 1
+            if pool is not None:  # idle first: the pool's next call takes this thread
+                pool.finished()
+            del pool
+
+
+_SHARED: dict[str, _Threads] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _threads(name: str) -> _Threads:
+    threads = _SHARED.get(name)
+    if threads is None:
+        with _SHARED_LOCK:
+            threads = _SHARED.get(name)
+            if threads is None:
+                threads = _SHARED[name] = _Threads(name, MAX_THREADS)
+    return threads
+
+
+# a forked child has none of its parent's threads: it starts its own
+os.register_at_fork(after_in_child=_SHARED.clear)
+
+
+class WorkerPool:
+    """A runner's share of the process's tool threads: at most ``max_workers`` of its blocking
+    calls run at once; more wait here, in order.
+
+    The threads are the process's (``name``), so a new runner starts none while one is idle,
+    and none is left once they have been idle for `IDLE_S`. `shutdown` drops the calls not
+    started yet.
     """
 
     def __init__(self, max_workers: int, *, name: str = "jianmu-tool") -> None:
         if max_workers <= 0:
             raise ValueError(f"max_workers must be positive, got {max_workers!r}")
         self.max_workers = max_workers
-        self._name = name
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._threads = _threads(name)
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
-        self._closed = False
+        self._running = 0
+        self._waiting: collections.deque[_Job] = collections.deque()
+        self.closed = False
 
     def submit(self, job: _Job) -> None:
-        """Queue ``job``; start a thread when none is idle and the bound allows one."""
+        """Run ``job`` on a thread now, or once one of this pool's calls has finished."""
         with self._lock:
-            if self._closed:
+            if self.closed:
                 raise RuntimeError("the worker pool is closed")
-            if self._idle:
-                self._idle -= 1  # that thread takes this job
-            elif len(self._threads) < self.max_workers:
-                thread = threading.Thread(
-                    target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
-        self._queue.put(job)
-
-    def _work(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:
+            if self._running >= self.max_workers:
+                self._waiting.append(job)
                 return
-            job.run()
-            del job  # release the call's arguments and result while idle
-            with self._lock:
-                self._idle += 1
+            self._running += 1
+        self._threads.submit(job)
+
+    def finished(self) -> None:
+        """From a thread: one of this pool's calls is over (or dropped); the next one goes."""
+        with self._lock:
+            job = self._waiting.popleft() if self._waiting else None
+            if job is None:
+                self._running -= 1
+        if job is not None:
+            self._threads.submit(job)
 
     def shutdown(self) -> None:
-        """Drop the calls not yet started and let the threads end (running calls finish)."""
+        """Drop the calls not yet started (their callers are cancelled); running ones finish."""
         with self._lock:
-            self._closed = True
-            threads = len(self._threads)
-        while True:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is not None:
-                job.drop()
-        for _ in range(threads):
-            self._queue.put(None)
+            self.closed = True
+            waiting, self._waiting = list(self._waiting), collections.deque()
+        for job in waiting:
+            job.drop()
 
 
 async def run_in_worker(
@@ -172,13 +253,14 @@ async def run_in_worker(
 
     A cancelled caller stops waiting (a call not yet started never starts); a started thread
     finishes on its own (threads cannot be killed), which is why sandboxed tools run code in
-    a child process instead.
+    a child process instead. With a `WorkerPool` (a `ToolRunner`'s) the call runs on the
+    process's tool threads; with another ``executor`` on that one. Without either, the call is
+    a user's own (`jianmu.tools.Tool.invoke` called directly, maybe from trio-style code), and
+    anyio's threads run it, under ``limiter``.
     """
     if isinstance(executor, WorkerPool):
-        # several times cheaper than anyio's worker hand-off for short calls; context
-        # variables (the workspace root lives in one) are copied as anyio does
         loop = asyncio.get_running_loop()
-        job = _Job(call, loop.create_future(), _inbox(loop))
+        job = _Job(call, loop.create_future(), _inbox(loop), executor)
         executor.submit(job)
         try:
             return await job.future
@@ -190,3 +272,34 @@ async def run_in_worker(
         context = contextvars.copy_context()
         return await loop.run_in_executor(executor, context.run, call)
     return await anyio.to_thread.run_sync(call, limiter=limiter, abandon_on_cancel=True)
+
+
+async def to_thread(fn: Callable[..., T], /, *args: Any, shielded: bool = False) -> T:
+    """``fn(*args)`` on one of the process's sandbox threads, with the caller's context.
+
+    A cancelled caller stops waiting at once (the thread finishes on its own), unless
+    ``shielded``: then it waits for ``fn`` to finish and only then raises the cancel, for work
+    that must not be cut short (clean-up, a container's start).
+    """
+    loop = asyncio.get_running_loop()
+    job = _Job(functools.partial(fn, *args), loop.create_future(), _inbox(loop))
+    _threads("jianmu-sandbox").submit(job)
+    if not shielded:
+        try:
+            return await job.future  # type: ignore[no-any-return]
+        except asyncio.CancelledError:
+            job.dropped = True
+            raise
+    cancelled = False
+    while not job.future.done():
+        try:
+            await asyncio.shield(job.future)
+        except asyncio.CancelledError:
+            if job.future.cancelled():
+                raise
+            cancelled = True  # ours: the call goes on, and so do we until it is over
+        except BaseException:  # its own failure: raised below, unless we were cancelled
+            pass
+    if cancelled:
+        raise asyncio.CancelledError
+    return job.future.result()  # type: ignore[no-any-return]

@@ -1,14 +1,18 @@
-"""WorkerPool: bounded threads for sync tools; calls not started never start."""
+"""Worker threads: each runner's `WorkerPool` is bounded, calls not started never start, the
+process's threads are shared and end once idle; `to_thread` for a sandbox's blocking steps."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import threading
+from collections.abc import Callable
 
+import anyio
 import pytest
 
-from jianmu.execution.threads import WorkerPool, run_in_worker
+from jianmu.execution import threads
+from jianmu.execution.threads import WorkerPool, run_in_worker, to_thread
 
 pytestmark = pytest.mark.anyio
 
@@ -34,7 +38,7 @@ async def test_never_more_threads_than_the_bound_and_every_call_finishes() -> No
     await asyncio.sleep(0)
     release.set()
     assert await asyncio.gather(*calls) == list(range(6))
-    assert most[0] <= 2 and len(pool._threads) == 2
+    assert most[0] <= 2
     pool.shutdown()
 
 
@@ -91,3 +95,92 @@ async def test_shutdown_drops_queued_calls_and_their_callers_do_not_hang() -> No
 def test_a_bound_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="positive"):
         WorkerPool(0)
+
+
+def _named(prefix: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
+
+
+async def _until(check: Callable[[], bool], seconds: float = 60) -> bool:
+    """Whether ``check`` holds within ``seconds`` (idle threads end on their own time)."""
+    with anyio.move_on_after(seconds):
+        while not check():
+            await asyncio.sleep(0.01)
+        return True
+    return False
+
+
+async def test_pools_share_the_process_threads_which_end_once_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(threads, "IDLE_S", 60.0)  # however slow the machine: none ends yet
+    first = WorkerPool(4)
+    assert await run_in_worker(threading.get_ident, executor=first) > 0
+    started = {t.ident for t in _named("jianmu-tool")}
+    assert started
+    for _ in range(20):  # one call at a time: an idle thread takes each, none is started
+        assert await run_in_worker(threading.get_ident, executor=WorkerPool(4)) in started
+    first.shutdown()  # a closed pool's threads are the process's: they end when idle
+    monkeypatch.setattr(threads, "IDLE_S", 0.05)
+    waiting = len(_named("jianmu-tool"))  # each takes one call, then waits the short time
+    barrier, pool = threading.Barrier(waiting), WorkerPool(waiting)
+    await asyncio.gather(*(run_in_worker(lambda: barrier.wait(30), executor=pool)
+                           for _ in range(waiting)))
+    assert await _until(lambda: not _named("jianmu-tool"))
+    assert await run_in_worker(lambda: "again", executor=WorkerPool(1)) == "again"
+
+
+async def test_a_pool_bound_waits_without_starting_threads_for_it() -> None:
+    pool, gate = WorkerPool(1), threading.Event()
+    before = threads._threads("jianmu-tool")._started
+    calls = [asyncio.ensure_future(run_in_worker(lambda: gate.wait(30), executor=pool))
+             for _ in range(20)]
+    await asyncio.sleep(0)
+    gate.set()
+    assert await asyncio.gather(*calls) == [True] * 20
+    assert threads._threads("jianmu-tool")._started - before <= 2  # not one per call
+
+
+async def test_to_thread_carries_the_context_and_its_errors() -> None:
+    VAR.set("sandbox's")
+    assert await to_thread(VAR.get) == "sandbox's"
+    assert threading.current_thread().name != (await to_thread(threading.current_thread)).name
+    with pytest.raises(ValueError, match="boom"):
+        await to_thread(int, "boom")
+
+
+async def test_a_shielded_step_finishes_before_the_cancel_is_raised() -> None:
+    started, gate, done = threading.Event(), threading.Event(), []
+
+    def cleanup() -> None:
+        started.set()
+        gate.wait(30)
+        done.append("cleaned")
+
+    task = asyncio.ensure_future(to_thread(cleanup, shielded=True))
+    assert await asyncio.to_thread(started.wait, 30)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    assert not task.done()  # the cancel waits for the step
+    task.cancel()  # a second cancel too
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert done == ["cleaned"]
+
+
+async def test_an_unshielded_step_is_abandoned_at_a_cancel() -> None:
+    started, gate, done = threading.Event(), threading.Event(), []
+
+    def step() -> None:
+        started.set()
+        done.append(gate.wait(30))
+
+    task = asyncio.ensure_future(to_thread(step))
+    assert await asyncio.to_thread(started.wait, 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task  # at once: the thread goes on alone
+    assert done == []
+    gate.set()
+    assert await _until(lambda: done == [True])
