@@ -4,6 +4,7 @@ holds for LocalSandbox (with and without bubblewrap) and Docker."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from jianmu.execution import (
     Sandbox,
     can_mount_read_only,
 )
+from jianmu.execution.sandbox import LoopLock
 from tests.execution._helpers import MEMORY_MB, OUTPUT_LIMIT, PIDS, processes_with
 
 pytestmark = pytest.mark.anyio
@@ -304,3 +306,19 @@ async def test_bad_input_is_refused(sandbox: Any, kwargs: dict[str, Any], messag
 def _digits(marker: str) -> str:
     """Only digits survive in a sleep duration."""
     return "".join(str(int(c, 16) % 10) for c in marker[2:8])
+
+
+def test_a_loop_lock_serves_each_event_loop_that_takes_it() -> None:
+    lock, order = LoopLock(), []
+
+    async def hold(tag: str) -> None:
+        async with lock:
+            order.append(tag)
+            await asyncio.sleep(0.01)
+
+    async def contend() -> None:  # a waiter: a plain asyncio.Lock would now belong to this loop
+        await asyncio.gather(hold("a"), hold("b"))
+
+    asyncio.run(contend())
+    asyncio.run(contend())  # a sandbox kept between runs, each run_sync on a new loop
+    assert order == ["a", "b", "a", "b"] and not lock.locked()
