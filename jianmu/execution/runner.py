@@ -90,7 +90,8 @@ class ToolRunner:
         self.execution = execution if execution is not None else ExecutionConstraints()
         # fixed now, not read from the context at each call: the guard checks paths against
         # this same folder (`effective_root`), whatever folder the process later runs in
-        self.workspace = effective_root(self.execution.workdir or Path.cwd())
+        workdir = self.execution.workdir
+        self.workspace = effective_root(workdir) if workdir else Path.cwd()
         self.max_workers = max_workers
         self._sandbox = sandbox
         # this runner's share of the process's tool threads (made with the first call)
@@ -173,7 +174,8 @@ class ToolRunner:
                 "execution.network: true"
             )
         if self._pool is None:
-            self.workspace.mkdir(parents=True, exist_ok=True)
+            if self.execution.workdir:  # else the current folder: it exists
+                self.workspace.mkdir(parents=True, exist_ok=True)
             self._pool = WorkerPool(self.max_workers)
         timeout = self.timeout_for(tool)
         # a deadline shared with the calls that started with it (`within`)
