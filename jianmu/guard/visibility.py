@@ -9,7 +9,7 @@ from jianmu.constraints import Constraints, GuardConstraints
 from jianmu.guard.checkers import ToolPolicyChecker
 from jianmu.runtime.context import RunContext
 from jianmu.tools.base import Tool
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 __all__ = ("is_denied", "visible_tools")
 
