@@ -28,8 +28,9 @@ TARGET_LONGEST = 1000
 TARGET_CALL_PATH = 18
 TARGET_IMPORT = 1.5
 ROUNDS = 9
-SANDBOX_MODULES = ("jianmu.execution.local_sandbox", "jianmu.execution.docker_sandbox",
-                   "jianmu.execution.sandbox", "jianmu.execution._cgroup")
+SANDBOX_MODULES = tuple(f"jianmu.execution.{name}" for name in (
+    "sandbox", "local_sandbox", "docker_sandbox", "image", "_process", "_bwrap", "_warm",
+    "_docker", "_supervisor"))
 
 # One plain call, as README's first ToolExecutor snippet makes it; the trace starts after the
 # imports, so it lists the modules whose code the run itself executes.
