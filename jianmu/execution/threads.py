@@ -137,10 +137,14 @@ class _Threads:
     def __init__(self, name: str, limit: int) -> None:
         self._name = name
         self._limit = limit
+        self._started = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every thread: in a forked child, none of the parent's threads exists."""
         self._queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._count = 0
-        self._started = 0
         self._idle = 0  # threads waiting for a job that no submitted job has claimed yet
 
     def submit(self, job: _Job) -> None:
@@ -191,8 +195,13 @@ def _threads(name: str) -> _Threads:
     return threads
 
 
+def _after_fork() -> None:
+    for threads in _SHARED.values():  # the pools that hold them see the reset too
+        threads.reset()
+
+
 # a forked child has none of its parent's threads: it starts its own
-os.register_at_fork(after_in_child=_SHARED.clear)
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class WorkerPool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 from collections.abc import Callable
 
@@ -110,6 +111,16 @@ async def _until(check: Callable[[], bool], seconds: float = 60) -> bool:
     return False
 
 
+async def _idle_briefly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every tool thread wait a short idle time from now on (each takes one call)."""
+    monkeypatch.setattr(threads, "IDLE_S", 0.05)
+    waiting = len(_named("jianmu-tool"))
+    if waiting:
+        barrier, pool = threading.Barrier(waiting), WorkerPool(waiting)
+        await asyncio.gather(*(run_in_worker(lambda: barrier.wait(30), executor=pool)
+                               for _ in range(waiting)))
+
+
 async def test_pools_share_the_process_threads_which_end_once_idle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -121,11 +132,7 @@ async def test_pools_share_the_process_threads_which_end_once_idle(
     for _ in range(20):  # one call at a time: an idle thread takes each, none is started
         assert await run_in_worker(threading.get_ident, executor=WorkerPool(4)) in started
     first.shutdown()  # a closed pool's threads are the process's: they end when idle
-    monkeypatch.setattr(threads, "IDLE_S", 0.05)
-    waiting = len(_named("jianmu-tool"))  # each takes one call, then waits the short time
-    barrier, pool = threading.Barrier(waiting), WorkerPool(waiting)
-    await asyncio.gather(*(run_in_worker(lambda: barrier.wait(30), executor=pool)
-                           for _ in range(waiting)))
+    await _idle_briefly(monkeypatch)
     assert await _until(lambda: not _named("jianmu-tool"))
     assert await run_in_worker(lambda: "again", executor=WorkerPool(1)) == "again"
 
@@ -184,3 +191,27 @@ async def test_an_unshielded_step_is_abandoned_at_a_cancel() -> None:
     assert done == []
     gate.set()
     assert await _until(lambda: done == [True])
+
+
+async def test_a_forked_child_starts_threads_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(threads, "IDLE_S", 60.0)  # however slow the machine: it stays idle
+    pool = WorkerPool(2)
+    assert await run_in_worker(lambda: "parent", executor=pool) == "parent"
+    assert await _until(lambda: threads._threads("jianmu-tool")._idle > 0)  # one waits
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            answer = asyncio.run(asyncio.wait_for(
+                run_in_worker(lambda: "child", executor=pool), 30))
+            os.write(write, answer.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        got = await asyncio.to_thread(os.read, read, 100)
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert got == b"child"  # not queued for the parent's idle thread, which the child lacks
+    await _idle_briefly(monkeypatch)  # none waits a minute in the tests after this one
