@@ -220,7 +220,7 @@ def _warn_if_alive(engine: DurableEngine, worker: str) -> None:
     """Say so when ``worker`` beat lately: if it is alive after all, the calls it has in
     flight run twice. Recovering is still the operator's call (they may have just killed it)."""
     after = engine.config.durable.takeover_after_s
-    beat = max(0.2, min(5.0, after / 3))  # the heartbeat's interval (_workers.Heartbeat)
+    beat = max(0.2, min(5.0, after / 3))  # as often as durable._tables.Heartbeat beats
     for row in engine.workers():
         silent = time.time() - float(row["last_seen"])
         if row["executor_id"] == worker and silent < 2 * beat:
