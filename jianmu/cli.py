@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode, printable
-from jianmu._redact import redact_text
+from jianmu._secrets import redact_text
 
 __all__ = ("build_parser", "main")
 

@@ -82,7 +82,7 @@ def _bearer_token(args: argparse.Namespace, log: Console) -> str:
     Raises:
         CLIError: ``--token-env`` names a variable that is unset or empty.
     """
-    from jianmu._tokens import new_token
+    from jianmu._secrets import new_token
 
     if args.token_env:
         token = os.environ.get(args.token_env, "").strip()

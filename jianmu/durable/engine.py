@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from py_trees.behaviour import Behaviour
 from pydantic import BaseModel, ValidationError
 
-from jianmu._redact import SecretFilter, redact_text, redact_url, url_secrets
+from jianmu._secrets import SecretFilter, redact_text, redact_url, url_secrets
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import (
     AlreadyDecidedError,

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from jianmu._tokens import same_token
+from jianmu._secrets import same_token
 from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
 from jianmu.errors import MissingExtraError
 from jianmu.execution.runner import ToolRunner
@@ -302,7 +302,7 @@ async def serve(
         user_roles: Roles of whoever connects.
         prompts: Skills served as MCP prompts.
         files: Skills whose files are served as MCP resources.
-        token: http: the bearer token every request must carry (``jianmu._tokens.new_token``
+        token: http: the bearer token every request must carry (``jianmu._secrets.new_token``
             makes one); required, on every interface, loopback included.
         config: The configuration the tools run under (see `build_mcp_server`).
 
@@ -318,7 +318,7 @@ async def serve(
         where = f"{host}:{port}"
         raise ValueError(
             f"MCP over HTTP ({where}) needs a bearer token: anyone who can reach the port "
-            "would run the tools; pass token= (jianmu._tokens.new_token() makes one)"
+            "would run the tools; pass token= (jianmu._secrets.new_token() makes one)"
         )
     server = build_mcp_server(
         toolset, guard=guard, execution=execution, name=name, user_roles=user_roles,

@@ -11,7 +11,7 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jianmu._tokens import is_loopback, new_token, same_token
+from jianmu._secrets import is_loopback, new_token, same_token
 
 __all__ = ("COOKIE", "CSRF_HEADER", "TokenGuard", "is_loopback", "new_token")
 
