@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     studio.add_argument("--app", metavar="APP",
                         help="also show a durable app's runs, MODULE:ATTR or FILE.py:ATTR")
     studio.add_argument("--token", help=argparse.SUPPRESS)  # tests: a known token
-    studio.set_defaults(handler="jianmu._cli.studio:cmd_studio")
+    studio.set_defaults(handler="jianmu._cli.serve:cmd_studio")
 
     tools = add(commands, "tools", "inspect the built-in tools")
     tools_sub = tools.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="inputs for building the tree (repeatable)")
     show.add_argument("--skills-dir", action="append", metavar="DIR",
                       help="look for skills here instead of skills/ and skills.paths")
-    show.set_defaults(handler="jianmu._cli.tree:cmd_tree_show")
+    show.set_defaults(handler="jianmu._cli.info:cmd_tree_show")
 
     mcp = add(commands, "mcp", "Model Context Protocol")
     mcp_sub = mcp.add_subparsers(dest="action", metavar="ACTION", required=True)

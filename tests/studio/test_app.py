@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from jianmu import ReactiveRunner, SQLiteCheckpointer, StateManager
 from jianmu.nodes import AgentState
 from jianmu.studio import CheckpointRuns, create_app
-from jianmu.studio.journal import Journal
+from jianmu.studio.runs import Journal
 from tests.studio.conftest import TOKEN
 from tests.studio.studio_flow import build_tree
 from tests.support.durable import wait_for
