@@ -50,7 +50,7 @@ async def run() -> None:
         print("mcp is not installed (pip install 'jianmu[mcp]')")
         return
     from jianmu.mcp import MCPToolProvider
-    from jianmu.tools.toolset import ToolSet
+    from jianmu.tools.registry import ToolSet
 
     async with AsyncExitStack() as stack:
         params = StdioServerParameters(command=sys.executable, args=[SERVER])

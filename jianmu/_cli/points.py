@@ -80,6 +80,7 @@ def run_points(store: SQLiteCheckpointer, run_id: str) -> dict[str, Any]:
         "error": data.get("error"), "final_answer": final_answer(data.get("state")),
         "pending": [asked[i] for i in interaction.get("pending", []) if i in asked],
         "points": points,
+        "timeline": entries,
     }
 
 

@@ -48,7 +48,7 @@ from jianmu.mcp.skill_content import FileSource, PromptSource, SkillContent
 from jianmu.runtime.context import RunContext, run_constraints
 from jianmu.tools.calls import ToolCall, ToolResult, render_output
 from jianmu.tools.names import shown_name
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server

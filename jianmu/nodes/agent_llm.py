@@ -43,7 +43,7 @@ from jianmu.telemetry import (
     span,
 )
 from jianmu.tools.calls import ToolCall
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span

@@ -23,7 +23,7 @@ from py_trees.common import Status
 from jianmu.errors import HandoffError
 from jianmu.nodes._node_tool import NodeTool
 from jianmu.runtime.async_node import RuntimeNode
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 __all__ = ("AgentSwitch", "Handoff", "HandoffTool", "build_team", "handoff", "split_handoffs")
 

@@ -24,7 +24,7 @@ from jianmu.runtime._ticks import (
     sequence_tick,
 )
 from jianmu.runtime.async_node import RuntimeNode
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 __all__ = ("ReActLoop", "create_react_node")
 

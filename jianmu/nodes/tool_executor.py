@@ -51,7 +51,7 @@ from jianmu.telemetry import span
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, ToolResult, not_json_message
 from jianmu.tools.names import shown_name
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 __all__ = ("ToolExecutor", "ToolExecutorConfig")
 

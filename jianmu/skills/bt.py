@@ -27,7 +27,7 @@ from jianmu.skills.bt_loader import TREE_MODULE_PREFIX, SkillTreeLoader
 from jianmu.skills.skill import Skill
 from jianmu.state import StateManager
 from jianmu.tools.base import Tool
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:
     from jianmu.config import AppConfig

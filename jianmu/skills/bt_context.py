@@ -20,7 +20,7 @@ from jianmu.skills._guarded import GuardedToolNode
 from jianmu.skills.skill import Skill
 from jianmu.tools import _arguments
 from jianmu.tools.base import Tool
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext

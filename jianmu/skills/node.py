@@ -39,7 +39,7 @@ from jianmu.skills.skill import Skill
 from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool, SkillBashTool
 from jianmu.tools.base import Tool
 from jianmu.tools.builtin.bash import BashTool
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:
     from jianmu.state import StateView

@@ -32,7 +32,7 @@ from jianmu.tools.builtin._pinned import PinnedFolder
 if TYPE_CHECKING:
     from jianmu.tools.base import Tool
     from jianmu.tools.providers import BuiltinToolProvider
-    from jianmu.tools.toolset import ToolSet
+    from jianmu.tools.registry import ToolSet
 
 __all__ = (
     "DEFAULT_PROMPT_TOOLS",
@@ -318,7 +318,7 @@ class Skill:
         ``read_skill_file`` (the `SkillNode` adds it for the skills it loads).
         """
         from jianmu.tools.providers import BuiltinToolProvider
-        from jianmu.tools.toolset import ToolSet
+        from jianmu.tools.registry import ToolSet
 
         source = provider or BuiltinToolProvider.default()
         wanted = self.tool_names

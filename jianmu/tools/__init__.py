@@ -13,9 +13,8 @@ from jianmu.tools.base import (
 )
 from jianmu.tools.calls import MediaPart, ToolCall, ToolOutput, ToolResult
 from jianmu.tools.providers import BaseToolProvider, BuiltinToolProvider, ToolProvider
-from jianmu.tools.registry import ToolRegistry
+from jianmu.tools.registry import ToolRegistry, ToolSet
 from jianmu.tools.schema import Injected
-from jianmu.tools.toolset import ToolSet
 
 __all__ = (
     "CATEGORIES",

@@ -1,23 +1,443 @@
-"""`ToolRegistry`: the mutable registry of seeds 001 and 002, validated at registration.
+"""The one registry of tools: `ToolRegistry` (mutable, validated at registration, the seeds'
+registry) and `ToolSet`, the immutable view of one that runs use.
 
-Use it while assembling tools (``@registry.tool(...)``, ``register``, ``deprecate``,
-``remove``), then take an immutable `ToolSet` with ``registry.toolset()`` for a run.
+A name is looked up in O(1) by the rules of `jianmu.tools.names` (exact, then ASCII
+case-insensitive, then an alias; nothing else is folded); the last registration of a name wins
+but keeps the position of the first. Every `ToolSet` factory and method returns a new set;
+its exports are computed once per set. Assemble tools in a registry (``@registry.tool``,
+``register``, ``deprecate``, ``remove``), then take ``registry.toolset()`` for a run; a
+`ToolExecutor` holds a `ToolSet`.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 import sys
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
-from typing import Any, ClassVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, overload
 
-from jianmu.errors import ToolNotFoundError
-from jianmu.tools.base import FunctionTool, Tool
-from jianmu.tools.names import lookup_keyed, name_key
-from jianmu.tools.toolset import ToolSet
+from jianmu.errors import ToolDefinitionError, ToolError, ToolNotFoundError, ToolValidationError
+from jianmu.tools.base import FunctionTool, Tool, ToolMetadata, _openai_function
+from jianmu.tools.calls import ToolCall, ToolResult, not_json_message
+from jianmu.tools.names import (
+    check_tool_name,
+    lookup_keyed,
+    name_key,
+    shown_name,
+)
 
-__all__ = ("ToolRegistry",)
+if TYPE_CHECKING:
+    from jianmu.execution.runner import ToolRunner
+    from jianmu.tools.providers import BuiltinToolProvider, ToolProvider
+
+__all__ = ("ToolRegistry", "ToolSet")
+
+
+def _key(tool: Tool) -> str:
+    """The index key of a tool: its name in ASCII lower case; other names are refused."""
+    key = name_key(tool.name) if isinstance(tool.name, str) else None
+    if key is None:
+        problem = check_tool_name(tool.name)
+        raise ToolValidationError(str(tool.name), [problem or "invalid name"])
+    return key
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc)
+    if isinstance(exc, ToolError) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _refuse_text_arguments(found: Tool, args: Any) -> str | None:
+    """Why text arguments are refused: they are not a JSON object (``None`` if they are)."""
+    if not isinstance(args, (str, bytes)) or found.wraps_input:
+        return None
+    text = args.decode(errors="replace") if isinstance(args, bytes) else args
+    if not text.strip():
+        return None  # no arguments
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict):
+        return None
+    return not_json_message(found.name, found.parameters, text)
+
+
+def _export_openai(tools: list[Tool], strict: bool) -> list[dict[str, Any]]:
+    """``to_openai`` of each tool; the tools that cannot be exported are named all at once.
+
+    Raises:
+        ToolValidationError: naming every tool that strict mode cannot express.
+    """
+    out: list[dict[str, Any]] = []
+    failed: list[ToolValidationError] = []
+    for t in tools:
+        try:
+            out.append(t.to_openai(strict=strict))
+        except ToolValidationError as exc:
+            failed.append(exc)
+    if len(failed) == 1:
+        raise failed[0]
+    if failed:
+        names = ", ".join(repr(e.tool) for e in failed)
+        raise ToolValidationError(
+            ", ".join(e.tool for e in failed),
+            [f"tool {e.tool!r}: {p}" for e in failed for p in e.problems]
+            + [f"{len(failed)} tools cannot be exported in strict mode ({names}); remove "
+               "them with ToolSet.remove(name) or export with strict=False"],
+        )
+    return out
+
+
+class ToolSet:
+    """An immutable collection of tools with lookup, export and execution."""
+
+    resolves_names: ClassVar[bool] = True
+    """`get` resolves a name as `jianmu.tools.names.resolve_tool` does."""
+
+    __slots__ = ("__weakref__", "_cache", "_exact", "_index", "_registry")
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        registry = ToolRegistry()
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise TypeError(
+                    f"ToolSet holds Tool instances, got {t!r}; wrap functions with @tool"
+                )
+            registry._put(t)
+        self._bind(registry)
+
+    def _bind(self, registry: ToolRegistry) -> None:
+        self._registry = registry
+        # the registry's own maps, read directly on the hot path (a set never changes them)
+        self._index = registry._tools
+        self._exact = registry._exact
+        self._cache: dict[Any, Any] = {}
+
+    @classmethod
+    def view(cls, registry: ToolRegistry) -> ToolSet:
+        """A set over ``registry``, which must not change afterwards (`ToolRegistry.toolset`
+        hands it a copy)."""
+        made = cls.__new__(cls)
+        made._bind(registry)
+        return made
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The set's tools as a registry of their own (a copy: the set stays as it is)."""
+        return self._registry.copy()
+
+    # -- factories ------------------------------------------------------------------------
+
+    @classmethod
+    def from_tools(cls, tools: Iterable[Tool]) -> ToolSet:
+        """A set of the given tool instances (last one of a name wins)."""
+        return cls(tools)
+
+    @classmethod
+    def from_openai(
+        cls,
+        definitions: Iterable[Mapping[str, Any]],
+        functions: Mapping[str, Callable[..., Any]] | Iterable[Callable[..., Any]],
+        *,
+        metadata: Mapping[str, ToolMetadata] | None = None,
+    ) -> ToolSet:
+        """Tools from OpenAI function definitions, each calling the function of its name.
+
+        ``functions`` maps each definition's name to its function, or lists functions whose
+        ``__name__`` is that name; ``metadata`` gives a tool's `ToolMetadata` by name
+        (``{"cancel_order": {"confirm": True}}``). See `Tool.from_openai`.
+
+        Raises:
+            ToolDefinitionError: a definition without a function, a function without a
+                definition, or a definition that is not valid.
+        """
+        if isinstance(functions, Mapping):
+            by_name = dict(functions)
+        else:
+            by_name = {getattr(f, "__name__", repr(f)): f for f in functions}
+        chosen = dict(metadata or {})
+        tools: list[Tool] = []
+        named: set[str] = set()
+        missing: list[str] = []
+        for definition in definitions:
+            inner = _openai_function(definition)
+            name = inner.get("name")
+            fn = by_name.get(name) if isinstance(name, str) else None
+            if fn is None:
+                missing.append(f"definition {name!r} has no function")
+                continue
+            named.add(name)  # type: ignore[arg-type]
+            tools.append(Tool.from_openai(definition, fn, **chosen.pop(name, {})))  # type: ignore[arg-type]
+        missing += [f"function {n!r} has no definition" for n in by_name if n not in named]
+        missing += [f"metadata for {n!r} names no definition" for n in chosen]
+        if missing:
+            raise ToolDefinitionError(", ".join(sorted(set(by_name) - named)) or "toolset", [
+                *missing, f"definitions: {', '.join(sorted(named)) or 'none'}"
+            ])
+        return cls(tools)
+
+    @classmethod
+    def resolve(
+        cls,
+        names: Iterable[str] = (),
+        custom: Iterable[Tool] | None = None,
+        *,
+        strict: bool = False,
+        provider: BuiltinToolProvider | None = None,
+    ) -> ToolSet:
+        """Built-in tools by name, plus ``custom`` tools (which win over built-ins of a name).
+
+        A built-in that cannot be loaded is skipped with a `ToolUnavailableWarning` naming the
+        missing extra; ``strict=True`` raises instead.
+        """
+        from jianmu.tools.providers import BuiltinToolProvider
+
+        source = provider if provider is not None else BuiltinToolProvider.default()
+        custom_list = list(custom or ())
+        named = source.resolve_named_tools(list(names), custom_list, strict=strict)
+        return cls([*named, *custom_list]) if custom_list else cls(named)
+
+    @classmethod
+    async def from_providers(cls, providers: Iterable[ToolProvider], **kwargs: Any) -> ToolSet:
+        """Initialise each provider and gather its tools (providers stay open)."""
+        tools: list[Tool] = []
+        for provider in providers:
+            await provider.initialize()
+            tools.extend(provider.get_tools(**kwargs))
+        return cls(tools)
+
+    @staticmethod
+    def list_builtin_names() -> list[str]:
+        """Names of the built-in tools that `resolve` knows."""
+        from jianmu.tools.providers import BuiltinToolProvider
+
+        return BuiltinToolProvider.default().list_builtin_names()
+
+    def merge(self, *others: ToolSet | Iterable[Tool]) -> ToolSet:
+        """A new set with the tools of ``others`` added; later ones win."""
+        tools = list(self._index.values())
+        for other in others:
+            tools.extend(other)
+        return ToolSet(tools)
+
+    def with_tools(self, tools: Iterable[Tool]) -> ToolSet:
+        """A new set with ``tools`` added or replacing tools of the same name."""
+        return ToolSet([*self._index.values(), *tools])
+
+    # -- lookup ---------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools, in insertion order."""
+        return tuple(self._index.values())
+
+    def get(self, name: str) -> Tool | None:
+        """The one tool ``name`` means, or ``None``: exact, ASCII case-insensitive, alias.
+
+        A name that is not ASCII ``[A-Za-z0-9_-]{1,64}`` is never folded: it is unknown.
+        """
+        found = self._exact.get(name) if type(name) is str else None
+        return found if found is not None else lookup_keyed(self._index, name)
+
+    def canonical(self, call: ToolCall) -> tuple[ToolCall, Tool | None]:
+        """``call`` renamed to the tool it means, and that tool; ``(call, None)`` if unknown."""
+        found = self.get(call.name)
+        if found is None:
+            return call, None
+        if found.name != call.name:
+            call = dataclasses.replace(call, name=found.name)
+        return call, found
+
+    def __getitem__(self, name: str) -> Tool:
+        found = self.get(name)
+        if found is None:
+            raise ToolNotFoundError(
+                f"no tool named {name!r}; known tools: {', '.join(self.names()) or 'none'}"
+            )
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._index.values())
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __bool__(self) -> bool:
+        return bool(self._index)
+
+    def __repr__(self) -> str:
+        return f"ToolSet({self.names()!r})"
+
+    def names(self) -> list[str]:
+        """Tool names in insertion order."""
+        return [t.name for t in self._index.values()]
+
+    def describe(self) -> str:
+        """A bullet list ``- name: first line of the description`` for prompts."""
+        lines = []
+        for t in self._index.values():
+            text = t.get_description().strip().splitlines()
+            lines.append(f"- {t.name}: {text[0] if text else ''}".rstrip(": ").rstrip())
+        return "\n".join(lines)
+
+    def is_parallel_safe(self, names: Iterable[str] | None = None) -> bool:
+        """Whether every named tool (default: all) is parallel-safe; unknown names are not."""
+        chosen = self.names() if names is None else list(names)
+        for name in chosen:
+            found = self.get(name)
+            if found is None or not found.parallel_safe:
+                return False
+        return True
+
+    # -- lifecycle and selection (seed 002) -----------------------------------------------
+
+    def deprecate(self, name: str, reason: str = "") -> ToolSet:
+        """A new set where ``name`` is marked deprecated (kept, but left out of schemas).
+
+        Raises:
+            ToolNotFoundError: no tool of that name.
+        """
+        original = self[name]
+        marked = copy.copy(original)
+        marked.__dict__.pop("_jm_params", None)
+        marked.deprecated = True
+        marked.metadata = {**dict(original.metadata), "deprecation_reason": reason}
+        return ToolSet(marked if t is original else t for t in self._index.values())
+
+    def remove(self, name: str) -> ToolSet:
+        """A new set without ``name``.
+
+        Raises:
+            ToolNotFoundError: no tool of that name.
+        """
+        gone = self[name]
+        return ToolSet(t for t in self._index.values() if t is not gone)
+
+    def active(self) -> ToolSet:
+        """The tools that are not deprecated."""
+        return ToolSet(t for t in self._index.values() if not t.deprecated)
+
+    def by_category(self, category: str | Enum) -> ToolSet:
+        """Active tools of ``category`` (read, write, execute, communicate, dangerous)."""
+        wanted = getattr(category, "value", category)
+        return ToolSet(
+            t for t in self._index.values() if t.category == wanted and not t.deprecated
+        )
+
+    def by_tag(self, tag: str) -> ToolSet:
+        """Active tools carrying ``tag``."""
+        return ToolSet(t for t in self._index.values() if tag in t.tags and not t.deprecated)
+
+    # -- export ---------------------------------------------------------------------------
+
+    def _chosen(self, include_deprecated: bool) -> list[Tool]:
+        return [t for t in self._index.values() if include_deprecated or not t.deprecated]
+
+    def _cached(self, key: Any, build: Any) -> list[dict[str, Any]]:
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = build()
+        return list(found)
+
+    def schemas(self, *, include_deprecated: bool = False) -> list[dict[str, Any]]:
+        """``to_schema()`` of each active tool (all with ``include_deprecated``); cached."""
+        return self._cached(
+            ("schema", include_deprecated),
+            lambda: [t.to_schema() for t in self._chosen(include_deprecated)],
+        )
+
+    def specs(self, *, include_deprecated: bool = False) -> list[dict[str, Any]]:
+        """``spec()`` of each active tool; cached."""
+        return self._cached(
+            ("spec", include_deprecated),
+            lambda: [t.spec() for t in self._chosen(include_deprecated)],
+        )
+
+    def to_openai(self, *, strict: bool = False, include_deprecated: bool = False) -> list[
+        dict[str, Any]
+    ]:
+        """OpenAI tool definitions of the active tools; cached."""
+        return self._cached(
+            ("openai", strict, include_deprecated),
+            lambda: _export_openai(self._chosen(include_deprecated), strict),
+        )
+
+    def to_anthropic(self, *, include_deprecated: bool = False) -> list[dict[str, Any]]:
+        """Anthropic tool definitions of the active tools; cached."""
+        return self._cached(
+            ("anthropic", include_deprecated),
+            lambda: [t.to_anthropic() for t in self._chosen(include_deprecated)],
+        )
+
+    def to_mcp(self, *, include_deprecated: bool = False) -> list[dict[str, Any]]:
+        """MCP tool definitions of the active tools; cached."""
+        return self._cached(
+            ("mcp", include_deprecated),
+            lambda: [t.to_mcp() for t in self._chosen(include_deprecated)],
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close what the tools hold (an MCP server's connection and process); idempotent."""
+        for t in self._index.values():
+            await t.aclose()
+
+    async def __aenter__(self) -> ToolSet:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- execution ------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        name: str,
+        args: Any = None,
+        *,
+        injected: Mapping[str, Any] | None = None,
+        runner: ToolRunner | None = None,
+        call_id: str | None = None,
+    ) -> ToolResult:
+        """Run ``name`` and return a `ToolResult`; never raises for the tool's failures.
+
+        An unknown name, bad arguments, a timeout or any exception from the tool becomes
+        ``ok=False`` with the reason; output is cut to the tool's ``max_result_length``.
+        """
+        found = self.get(name)
+        if found is None:
+            known = ", ".join(self.names()) or "none"
+            return ToolResult(
+                tool=shown_name(name), ok=False, call_id=call_id, duration_ms=0.0,
+                error=f"unknown tool {shown_name(name)!r}; known tools: {known}",
+            )
+        refused = _refuse_text_arguments(found, args)
+        if refused is not None:  # as the executor does: the model must send a JSON object
+            return ToolResult(
+                tool=found.name, ok=False, error=refused, call_id=call_id, duration_ms=0.0
+            )
+        start = time.perf_counter()
+        try:
+            raw = await found.execute(args, injected=injected, runner=runner)
+        except Exception as exc:  # the agent loop sees an observation, never a crash
+            return ToolResult(
+                tool=found.name, ok=False, error=_error_text(exc), call_id=call_id,
+                duration_ms=(time.perf_counter() - start) * 1000,
+            )
+        elapsed = (time.perf_counter() - start) * 1000
+        result = ToolResult.from_raw(found.name, raw, call_id=call_id, duration_ms=elapsed)
+        return result.truncate(found.max_result_length)
 
 
 class ToolRegistry:
@@ -42,6 +462,9 @@ class ToolRegistry:
         max_result_length: Default output cut for tools made by ``registry.tool``.
         """
         self._tools: dict[str, Tool] = {}
+        """The tools by `name_key` (ASCII lower case), in registration order."""
+        self._exact: dict[str, Tool] = {}
+        """The tools by their own name: the common lookup is one dict get."""
         self.require_parameter_descriptions = require_parameter_descriptions
         self.timeout_seconds = timeout_seconds
         self.max_result_length = max_result_length
@@ -57,11 +480,38 @@ class ToolRegistry:
         if not isinstance(tool, Tool):
             raise TypeError(f"register() takes a Tool, got {tool!r}; wrap functions with @tool")
         tool.check_definition(require_parameter_descriptions=self.require_parameter_descriptions)
-        tool.injection()  # an injected parameter may not shadow a schema property
-        key = name_key(tool.name)
-        assert key is not None  # check_definition refused any other name
-        self._tools[key] = tool
+        self._put(tool)
         return tool
+
+    def _put(self, tool: Tool) -> None:
+        """Index ``tool`` (the one place a tool enters a registry or a `ToolSet`).
+
+        Raises:
+            ToolValidationError: the name is not a valid tool name.
+            ToolDefinitionError: an injected parameter shadows a schema property.
+        """
+        tool.injection()  # an injected parameter may not shadow a schema property
+        key = _key(tool)
+        old = self._tools.get(key)
+        if old is not None and old.name != tool.name:
+            self._exact.pop(old.name, None)
+        self._tools[key] = tool  # a name registered again keeps its first position
+        self._exact[tool.name] = tool
+
+    def _drop(self, key: str) -> Tool:
+        gone = self._tools.pop(key)
+        self._exact.pop(gone.name, None)
+        return gone
+
+    def copy(self) -> ToolRegistry:
+        """A registry with the same tools and settings, changed apart from this one."""
+        twin = ToolRegistry(
+            require_parameter_descriptions=self.require_parameter_descriptions,
+            timeout_seconds=self.timeout_seconds, max_result_length=self.max_result_length,
+        )
+        twin._tools = dict(self._tools)
+        twin._exact = dict(self._exact)
+        return twin
 
     @overload
     def tool(self, fn: Callable[..., Any], /) -> FunctionTool: ...
@@ -95,8 +545,12 @@ class ToolRegistry:
         return decorate(fn) if fn is not None else decorate
 
     def get(self, name: str) -> Tool | None:
-        """The one tool ``name`` means (exact, ASCII case-insensitive, alias), or ``None``."""
-        return lookup_keyed(self._tools, name)
+        """The one tool ``name`` means (exact, ASCII case-insensitive, alias), or ``None``.
+
+        A name that is not ASCII ``[A-Za-z0-9_-]{1,64}`` is never folded: it is unknown.
+        """
+        found = self._exact.get(name) if type(name) is str else None
+        return found if found is not None else lookup_keyed(self._tools, name)
 
     def _require(self, name: str) -> str:
         key = name_key(name) if isinstance(name, str) else None
@@ -133,6 +587,7 @@ class ToolRegistry:
         marked.deprecated = True
         marked.metadata = {**dict(original.metadata), "deprecation_reason": reason}
         self._tools[key] = marked
+        self._exact[marked.name] = marked
 
     def remove(self, name: str) -> Tool:
         """Remove ``name`` and return it.
@@ -140,7 +595,7 @@ class ToolRegistry:
         Raises:
             ToolNotFoundError: no tool of that name.
         """
-        return self._tools.pop(self._require(name))
+        return self._drop(self._require(name))
 
     def get_active_tools(self) -> list[Tool]:
         """The tools that are not deprecated."""
@@ -161,8 +616,9 @@ class ToolRegistry:
         return [t.to_openai() for t in chosen]
 
     def toolset(self) -> ToolSet:
-        """An immutable `ToolSet` of every registered tool (deprecation flags kept)."""
-        return ToolSet(self._tools.values())
+        """An immutable `ToolSet` view of every registered tool (deprecation flags kept); later
+        changes to this registry do not reach it."""
+        return ToolSet.view(self.copy())
 
     def __len__(self) -> int:
         return len(self._tools)

@@ -50,7 +50,10 @@ def test_show_lists_the_points_with_their_numbers(project: Project) -> None:
 def test_fork_after_the_call_does_not_run_it_again(project: Project) -> None:
     run_id = _finished(project)
     points = _points(project, run_id)
-    after = next(p["n"] for p in points if "result of append_note" in p["label"])
+    # the point whose timeline holds the call's result (it may share a tick with its start)
+    shown = project.jianmu("runs", "show", run_id, "--json")
+    entries = json.loads(shown.out)["timeline"]
+    after = next(e["point"] for e in entries if e["title"].startswith("result of append_note"))
     forked = project.jianmu("runs", "fork", run_id, "--at", str(after))
     assert forked.code == 0, forked.text
     assert re.search(rf"^forked run \w+ from run {run_id} at point {after}:", forked.out, re.M)

@@ -16,7 +16,7 @@ import anyio
 from jianmu.constraints import GuardConstraints
 from jianmu.mcp import serve
 from jianmu.tools.base import tool
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 
 @tool

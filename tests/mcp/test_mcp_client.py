@@ -32,7 +32,7 @@ from jianmu.mcp import (
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools.calls import MediaPart, ToolOutput
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 from tests.mcp.helpers import WEATHER, HttpServer, free_port
 
 SAFE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

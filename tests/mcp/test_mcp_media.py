@@ -16,7 +16,7 @@ from jianmu.mcp import MCPToolProvider
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools.calls import ToolCall
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 from tests.mcp.helpers import HERE
 from tests.support.fake_anthropic import FakeAnthropicServer, fake_anthropic
 from tests.support.fake_openai import FakeOpenAIServer, fake_openai

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from jianmu.mcp import MCPToolProvider
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio
 

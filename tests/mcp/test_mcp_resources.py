@@ -20,7 +20,7 @@ from jianmu.mcp.resources import template_pattern
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.runtime.context import RunContext
 from jianmu.skills._skill_mcp import connect_mcp_tools
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 from tests.mcp.helpers import NOTES
 
 EVERYTHING = "@modelcontextprotocol/server-everything"

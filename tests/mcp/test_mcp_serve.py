@@ -17,7 +17,7 @@ from jianmu.errors import MissingExtraError
 from jianmu.mcp import MCPToolProvider, build_mcp_server, serve, serve_sync
 from jianmu.mcp.server import ClientRunners
 from jianmu.tools.base import tool
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 from tests.mcp.helpers import REPO, SERVE_APP, HttpServer, free_port
 
 pytestmark = pytest.mark.anyio

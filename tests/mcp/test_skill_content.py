@@ -16,7 +16,7 @@ from jianmu.mcp import build_mcp_server, skill_resource_uri
 from jianmu.mcp.skill_content import skill_files
 from jianmu.skills import SkillCatalog
 from jianmu.tools.base import tool
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio
 

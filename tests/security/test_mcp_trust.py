@@ -26,7 +26,7 @@ from jianmu.errors import ConfigError
 from jianmu.mcp import MCPToolProvider, providers_from_config
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio
 SERVER = Path(__file__).parent / "servers" / "trust_server.py"

@@ -17,7 +17,7 @@ import pytest
 from jianmu import Constraints, ReactiveRunner, StateManager
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio
 

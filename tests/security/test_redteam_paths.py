@@ -18,7 +18,7 @@ import pytest
 from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio
 

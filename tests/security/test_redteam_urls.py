@@ -16,7 +16,7 @@ from jianmu.guard import ToolPolicyChecker
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools.calls import ToolCall
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio
 

@@ -27,7 +27,7 @@ from jianmu.skills import SkillCatalog, run_bt_skill
 from jianmu.skills.disclosure import LoadSkillTool
 from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool
 from jianmu.tools.base import tool
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 from tests.skills import _skill_folder
 
 pytestmark = pytest.mark.anyio

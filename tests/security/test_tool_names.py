@@ -29,7 +29,7 @@ from jianmu.nodes.tool_node import ToolNode
 from jianmu.tools.base import Tool, tool
 from jianmu.tools.calls import ToolCall
 from jianmu.tools.names import is_tool_name
-from jianmu.tools.toolset import ToolSet
+from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio
 

@@ -101,3 +101,17 @@ async def test_an_mcp_tool_has_a_spec() -> None:
         spec = tools["addr__set_address"].tool_spec
         assert spec.remote and spec.category == "read"
         assert set(spec.parameters["properties"]) == {"state", "ctx", "call_id", "context"}
+
+
+def test_the_registry_is_the_one_index_and_a_toolset_is_its_view() -> None:
+    from jianmu.tools import ToolRegistry
+
+    registry = ToolRegistry([save])
+    view = registry.toolset()
+    registry.register(Lookup())
+    assert view.names() == ["save"]  # a view of the registry as it was
+    assert registry.toolset().names() == ["save", "lookup"]
+    assert view.get("SAVE") is save and registry.get("SAVE") is save
+    own = view.registry
+    own.remove("save")
+    assert view.names() == ["save"]  # the set's registry is a copy: the set stays as it is
