@@ -14,6 +14,7 @@ arguments (`print_request`), so a person approves exactly what will run.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import textwrap
@@ -24,15 +25,15 @@ from rich.console import Console
 from rich.text import Text
 
 from jianmu.config import AppConfig, load_config
-from jianmu.errors import CLIError, ExitCode
+from jianmu.errors import CLIError, ExitCode, MissingExtraError
 from jianmu.runtime.interaction import ApprovalRequest
 from jianmu.runtime.result import RunStatus
 
 __all__ = (
-    "LONG_ARGUMENTS", "RUN_EXIT_CODES", "TREE_FORMATS",
+    "EXTRAS", "LONG_ARGUMENTS", "RUN_EXIT_CODES", "TREE_FORMATS",
     "CLIError", "ExitCode", "heading", "json_text", "load_cli_config", "make_console",
-    "parse_inputs", "pretty_json", "print_request", "printable", "request_details", "say",
-    "visible")
+    "missing_extra", "parse_inputs", "pretty_json", "print_request", "printable",
+    "request_details", "require_extra", "say", "visible")
 
 TREE_FORMATS = ("ascii", "dot", "mermaid")
 """What ``jianmu tree show --format`` accepts."""
@@ -147,6 +148,52 @@ def parse_inputs(pairs: Iterable[str]) -> dict[str, Any]:
             raise CLIError(f"--input {pair!r}: the key before '=' is empty")
         out[key] = parsed
     return out
+
+
+
+# -- extras ---------------------------------------------------------------------------------------
+
+EXTRAS: dict[str, str] = {
+    "anthropic": "anthropic",
+    "dbos": "dbos",
+    "psycopg": "dbos",
+    "sqlalchemy": "dbos",
+    "ddgs": "search",
+    "docker": "docker",
+    "mcp": "mcp",
+    "openai": "openai",
+    "starlette": "studio",
+    "uvicorn": "studio",
+}
+"""The pip extra (pyproject.toml) that installs each optional package a command may import,
+by the package's import name."""
+
+
+def require_extra(extra: str, *modules: str) -> None:
+    """Fail, naming ``extra``, unless each of ``modules`` (top-level import names) is installed.
+
+    A command calls it first, before it prints or starts anything.
+
+    Raises:
+        MissingExtraError: a module is not installed (``pip install 'jianmu[EXTRA]'``).
+    """
+    for name in modules:
+        if name in sys.modules:  # imported already, or blocked (None)
+            installed = sys.modules[name] is not None
+        else:
+            installed = importlib.util.find_spec(name) is not None
+        if not installed:
+            raise MissingExtraError(name, extra)
+
+
+def missing_extra(exc: ImportError) -> MissingExtraError | None:
+    """The error naming the extra to install when ``exc`` is the import of a missing optional
+    package (`EXTRAS`); ``None`` for any other import error."""
+    if isinstance(exc, MissingExtraError):
+        return exc
+    top = (exc.name or "").partition(".")[0]
+    extra = EXTRAS.get(top)
+    return MissingExtraError(top, extra) if extra is not None else None
 
 
 # -- approval requests ----------------------------------------------------------------------------

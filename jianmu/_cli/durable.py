@@ -34,8 +34,10 @@ from jianmu._cli.common import (
     heading,
     json_text,
     make_console,
+    missing_extra,
     parse_inputs,
     print_request,
+    require_extra,
     say,
     visible,
 )
@@ -67,6 +69,7 @@ def _app_spec(args: argparse.Namespace) -> str:
 
 
 def _load(args: argparse.Namespace, spec: str) -> DurableEngine:
+    require_extra("dbos", "dbos", "psycopg")
     if args.config:  # the app's engine reads its config the usual way: $JIANMU_CONFIG first
         os.environ["JIANMU_CONFIG"] = args.config
     return load_app(spec)
@@ -423,6 +426,9 @@ def _import_file(spec: str, where: str) -> ModuleType:
         module_spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(name, None)
+        missing = missing_extra(exc) if isinstance(exc, ImportError) else None
+        if missing is not None:  # the app imports a package of an extra: name the extra
+            raise missing from exc
         raise CLIError(f"app {spec!r}: {where} failed to load: {type(exc).__name__}: {exc}"
                        ) from exc
     return module
@@ -438,6 +444,9 @@ def _import_module(spec: str, where: str) -> ModuleType:
         if exc.name and (where == exc.name or where.startswith(exc.name + ".")):
             raise CLIError(f"app {spec!r}: no module {where!r} (looked in {cwd} and the "
                            "Python path)") from None
+        missing = missing_extra(exc)
+        if missing is not None:
+            raise missing from exc
         raise CLIError(f"app {spec!r}: module {where!r} failed to import: {exc}") from exc
     except Exception as exc:
         raise CLIError(f"app {spec!r}: module {where!r} failed to import: "

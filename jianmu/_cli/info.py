@@ -4,6 +4,7 @@ would use; a tree as ASCII, DOT or Mermaid."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import json
 import warnings
@@ -22,12 +23,18 @@ from jianmu._cli.common import (
     make_console,
     parse_inputs,
     printable,
+    require_extra,
     say,
     visible,
 )
 from jianmu._cli.progress import node_kind
 from jianmu._cli.targets import load_target, skill_catalog
-from jianmu.errors import SkillLoadError, SkillNotFoundError, ToolNotFoundError
+from jianmu.errors import (
+    MissingExtraError,
+    SkillLoadError,
+    SkillNotFoundError,
+    ToolNotFoundError,
+)
 
 __all__ = ("cmd_skills_list", "cmd_skills_show", "cmd_skills_validate", "cmd_tools_list",
            "cmd_tools_show", "cmd_tree_show", "to_dot", "to_mermaid")
@@ -63,8 +70,6 @@ def _mcp_tools(config: Any, only: str | None = None) -> tuple[list[Any], list[st
     Raises:
         CLIError: ``only`` is not a configured server.
     """
-    import anyio
-
     from jianmu.mcp import providers_from_config
 
     providers = providers_from_config(config)
@@ -72,6 +77,7 @@ def _mcp_tools(config: Any, only: str | None = None) -> tuple[list[Any], list[st
         if only is not None:
             raise CLIError(f"--mcp {only}: no MCP servers are configured (mcp.servers)")
         return [], ["no MCP servers are configured (mcp.servers)"]
+    require_extra("mcp", "mcp")
     if only is not None:
         providers = [p for p in providers if p.name == only]
         if not providers:
@@ -90,7 +96,7 @@ def _mcp_tools(config: Any, only: str | None = None) -> tuple[list[Any], list[st
             finally:
                 await provider.close()
 
-    anyio.run(gather)
+    asyncio.run(gather())
     return tools, notes
 
 
@@ -162,13 +168,30 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
         table.add_column(column, no_wrap=True)
     table.add_column("description", overflow="fold")
     for tool in sorted(tools, key=lambda t: t.name):
+        missing = _missing_extras(tool)
+        marks = "".join(f" (needs the {extra!r} extra: not installed)" for extra in missing)
         table.add_row(tool.name, tool.category, tool.permission,
                       "yes" if tool.parallel_safe else "no",
-                      _first_line(tool.get_description()))
+                      _first_line(tool.get_description()) + marks)
+        notes += [f"{tool.name} needs the {extra!r} extra, which is not installed: "
+                  f"pip install 'jianmu[{extra}]'" for extra in missing]
     console.print(table)
     for note in notes:
         console.print(say((note, "dim")))
     return ExitCode.OK
+
+
+def _missing_extras(tool: Any) -> list[str]:
+    """The extras ``tool`` needs that are not installed: its ``metadata["requires"]`` maps the
+    import name of each package it needs to the pip extra that installs it."""
+    missing: list[str] = []
+    for module, extra in (tool.metadata.get("requires") or {}).items():
+        try:
+            require_extra(extra, module)
+        except MissingExtraError:
+            if extra not in missing:
+                missing.append(extra)
+    return missing
 
 
 def cmd_tools_show(args: argparse.Namespace) -> int:

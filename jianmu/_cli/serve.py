@@ -8,7 +8,14 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from jianmu._cli.common import CLIError, ExitCode, load_cli_config, make_console, say
+from jianmu._cli.common import (
+    CLIError,
+    ExitCode,
+    load_cli_config,
+    make_console,
+    require_extra,
+    say,
+)
 from jianmu.errors import JianmuError, SandboxError, SkillLoadError
 
 if TYPE_CHECKING:
@@ -33,6 +40,8 @@ def _split(names: str) -> list[str]:
 def cmd_mcp_serve(args: argparse.Namespace) -> int:
     """``jianmu mcp serve``: serve built-ins over MCP with the config's guard, and with
     ``--skills-dir`` BT skills as a tool, prompt skills as prompts, skill files as resources."""
+    # before the banner: a server that cannot start must not say it is serving
+    require_extra("mcp", "mcp", *(("uvicorn",) if args.transport == "http" else ()))
     from jianmu.mcp.server import serve_sync, served_tools
     from jianmu.tools import ToolSet
 
@@ -166,6 +175,9 @@ def restorer(path: str, config: AppConfig, explicit_config: bool = False):  # ty
 
 def cmd_studio(args: argparse.Namespace) -> int:
     """``jianmu studio``: print the URL with its token, then serve until Ctrl-C."""
+    require_extra("studio", "starlette", "uvicorn")
+    if args.app:
+        require_extra("dbos", "dbos", "psycopg")
     import uvicorn
 
     from jianmu._secrets import is_loopback, new_token
