@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import io
 import json
+import tomllib
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from jianmu._cli.common import (
+    EXTRAS,
     LONG_ARGUMENTS,
     CLIError,
     ExitCode,
     heading,
     make_console,
+    missing_extra,
     parse_inputs,
     pretty_json,
     print_request,
@@ -41,6 +45,15 @@ def test_bad_pairs_say_what_to_write(pair: str, message: str) -> None:
 
 def test_exit_codes_are_stable() -> None:
     assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4]
+
+
+
+def test_every_extra_the_commands_name_is_one_pip_can_install() -> None:
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    assert set(EXTRAS.values()) <= set(extras)
+    assert missing_extra(ModuleNotFoundError("no", name="uvicorn.config")).extra == "studio"
+    assert missing_extra(ModuleNotFoundError("no", name="yaml")) is None
 
 
 # -- approval requests -------------------------------------------------------------------------

@@ -198,6 +198,29 @@ def test_tools_list_and_show_with_the_configs_mcp_servers(project: Project) -> N
                        "no MCP tool named 'weather__nope'", "weather__get_forecast")
 
 
+
+def test_tools_list_shows_a_tool_whose_extra_is_missing_and_says_so(project: Project) -> None:
+    done = project.jianmu("tools", "list", without=["ddgs"])
+    assert done.code == 0, done.text
+    row = _table_rows(done.out)["duckduckgo_search"]
+    assert row[-1].endswith("(needs the 'search' extra: not installed)"), row
+    assert ("duckduckgo_search needs the 'search' extra, which is not installed: "
+            "pip install 'jianmu[search]'") in done.out
+    installed = project.jianmu("tools", "list")
+    assert "not installed" not in installed.out  # the dev install has every extra
+
+
+def test_tools_list_mcp_without_the_extra_names_it(project: Project) -> None:
+    project.config.write_text(project.config.read_text() + (
+        "mcp:\n  servers:\n    dead:\n      command: /nonexistent/mcp-server\n"
+    ), encoding="utf-8")
+    for command in (["tools", "list", "--mcp"], ["tools", "list", "--mcp", "dead"],
+                    ["tools", "show", "dead__tool"]):
+        done = project.jianmu(*command, without=["mcp"])
+        assert_clean_error(done, 1, "pip install 'jianmu[mcp]'")
+        assert done.out == "", done.text
+
+
 def _table_rows(out: str) -> dict[str, list[str]]:
     """A rich table's rows by first cell, wrapped cells joined (the other cells in order)."""
     rows: dict[str, list[str]] = {}
