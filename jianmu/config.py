@@ -416,7 +416,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> AppConfig:
     return parse_config(found.read_text(encoding="utf-8"), str(found))
 
 
-# -- YAML that may come from an attacker ----------------------------------------------------------
+# -- YAML that may come from an attacker -------------------------------------------------------
 
 MAX_YAML_DEPTH = 64
 """Deepest nesting of mappings and sequences accepted (real configs and skills use < 10)."""

@@ -151,7 +151,7 @@ def parse_inputs(pairs: Iterable[str]) -> dict[str, Any]:
 
 
 
-# -- extras ---------------------------------------------------------------------------------------
+# -- extras ------------------------------------------------------------------------------------
 
 EXTRAS: dict[str, str] = {
     "anthropic": "anthropic",
@@ -196,7 +196,7 @@ def missing_extra(exc: ImportError) -> MissingExtraError | None:
     return MissingExtraError(top, extra) if extra is not None else None
 
 
-# -- approval requests ----------------------------------------------------------------------------
+# -- approval requests -------------------------------------------------------------------------
 
 LONG_ARGUMENTS = 4000
 """Arguments longer than this (in characters, as shown) get a note saying how long they are."""

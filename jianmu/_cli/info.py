@@ -368,7 +368,7 @@ def cmd_skills_validate(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-# -- trees ----------------------------------------------------------------------------------------
+# -- trees -------------------------------------------------------------------------------------
 
 
 # Mermaid shapes: composites are drawn apart from leaves, each kind in its own shape.

@@ -325,7 +325,7 @@ def _prompt_target(skill: Any, inputs: dict[str, Any], config: AppConfig,
     return Target(tree=tree, state=state, launch=launch, llm=llm)
 
 
-# -- how a run was launched -----------------------------------------------------------------------
+# -- how a run was launched --------------------------------------------------------------------
 
 
 @dataclass(kw_only=True)

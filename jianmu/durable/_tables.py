@@ -174,7 +174,7 @@ class Heartbeat:
             self._thread.join(timeout=10)
 
 
-# -- decisions ------------------------------------------------------------------------------------
+# -- decisions ---------------------------------------------------------------------------------
 
 _decisions_metadata = sa.MetaData()
 _decisions = sa.Table(

@@ -550,7 +550,7 @@ def _run_result(run_id: str, output: dict[str, Any]) -> RunResult:
 def _default_config() -> AppConfig:
     return load_config()
 
-# -- a run's information --------------------------------------------------------------------------
+# -- a run's information -----------------------------------------------------------------------
 
 
 RUN_STATUSES = ("queued", "running", "suspended", "success", "failure", "cancelled")
@@ -609,7 +609,7 @@ class RunInfo:
             "inputs": self.inputs,
         }
 
-# -- the database ---------------------------------------------------------------------------------
+# -- the database ------------------------------------------------------------------------------
 
 
 _LOGGERS = ("dbos", "sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool", "jianmu.durable")

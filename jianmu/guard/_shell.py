@@ -42,7 +42,7 @@ import tree_sitter_bash
 __all__ = ("MAX_DEPTH", "ShellCommand", "ShellScan", "scan")
 
 
-# -- words ----------------------------------------------------------------------------------------
+# -- words -------------------------------------------------------------------------------------
 
 NUMBER_RE = re.compile(r"^-?[0-9]+$")
 REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
@@ -105,7 +105,7 @@ def has_unquoted_glob(text: str) -> bool:
     return False
 
 
-# -- code the guard cannot read -------------------------------------------------------------------
+# -- code the guard cannot read ----------------------------------------------------------------
 
 SHELLS = frozenset(
     {
@@ -386,7 +386,7 @@ def _git_config_runs_code(args: list[Word]) -> bool:
     )
 
 
-# -- wrappers and shells --------------------------------------------------------------------------
+# -- wrappers and shells -----------------------------------------------------------------------
 
 MAX_DEPTH = 4
 """How deep ``sh -c`` / ``env -S`` scripts are read before the rest counts as opaque."""
@@ -614,7 +614,7 @@ def unwrap(
     return rest[skip:]
 
 
-# -- the scan -------------------------------------------------------------------------------------
+# -- the scan ----------------------------------------------------------------------------------
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 _SYSTEM_DIRS = frozenset(

@@ -162,7 +162,7 @@ def _check_rule_name(where: str, key: str, name: str) -> None:
         )
 
 
-# -- the built-in checkers ------------------------------------------------------------------------
+# -- the built-in checkers ---------------------------------------------------------------------
 
 
 def call_fingerprint(call: ToolCall) -> str:

@@ -325,7 +325,7 @@ def _check_policy(where: str, policy: Any) -> Policy | None:
         return policy  # type: ignore[no-any-return]
     raise ConfigError(f"{where} is {policy!r}; use 'allow', 'confirm' or 'deny'")
 
-# -- what the model sees --------------------------------------------------------------------------
+# -- what the model sees -----------------------------------------------------------------------
 
 
 @lru_cache(maxsize=64)

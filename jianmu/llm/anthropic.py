@@ -441,7 +441,7 @@ def _decode_input(raw: str) -> Any:
     except ValueError:
         return raw
 
-# -- the request format ---------------------------------------------------------------------------
+# -- the request format ------------------------------------------------------------------------
 # Tool definitions, ``tool_choice`` and turns in Anthropic's shape, from the OpenAI shapes a
 # `ChatRequest` holds.
 

@@ -436,7 +436,7 @@ def messages_from_anthropic(
             )
     return out
 
-# -- images and audio -----------------------------------------------------------------------------
+# -- images and audio --------------------------------------------------------------------------
 
 OPENAI_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Image types OpenAI's chat models read from an ``image_url`` data URL."""

@@ -384,7 +384,7 @@ def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
 provider_from_config = from_config
 """Alias of `from_config`."""
 
-# -- providers on a vendor SDK --------------------------------------------------------------------
+# -- providers on a vendor SDK -----------------------------------------------------------------
 # Argument checks, the SDK client's URL and closing, building from the ``llm:`` section, and
 # reading a server's error text.
 

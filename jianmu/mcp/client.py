@@ -501,7 +501,7 @@ class MCPClient:
             raise mapped from None
         return data.call_result(result)
 
-# -- between event loops --------------------------------------------------------------------------
+# -- between event loops -----------------------------------------------------------------------
 
 
 def require_mcp() -> None:
@@ -602,7 +602,7 @@ def connect_failure(client: Any, exc: BaseException) -> str:
     )
     return f"could not connect to MCP server {client.name!r} ({where}): {detail}; {fix}"
 
-# -- the transport --------------------------------------------------------------------------------
+# -- the transport -----------------------------------------------------------------------------
 
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
@@ -702,7 +702,7 @@ async def open_transport(client: Any, refused: RefusedAuth) -> AsyncIterator[Any
     async with http, streamable_http_client(client.url, http_client=http) as streams:
         yield streams
 
-# -- errors ---------------------------------------------------------------------------------------
+# -- errors ------------------------------------------------------------------------------------
 
 
 _UNREACHABLE = (

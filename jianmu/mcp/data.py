@@ -161,7 +161,7 @@ def _block_text(block: Mapping[str, Any]) -> str:
         return f"[resource link {block.get('uri', '?')}]"
     return f"[{kind} content]"
 
-# -- requests on a live session -------------------------------------------------------------------
+# -- requests on a live session ----------------------------------------------------------------
 
 
 _MAX_PAGES = 1000  # a server that pages forever must not hang us

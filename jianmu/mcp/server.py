@@ -382,7 +382,7 @@ def serve_sync(toolset: ToolSet, **options: Any) -> None:
     raise RuntimeError("serve_sync() was called inside an event loop; use await serve(...)")
 
 
-# -- one runner per client ------------------------------------------------------------------------
+# -- one runner per client ---------------------------------------------------------------------
 
 IDLE_S = 600.0
 """Seconds without a call after which a client's runner (its sandbox) is closed."""

@@ -220,7 +220,7 @@ def _jsonable(view: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(view, ensure_ascii=False, default=str))
 
 
-# -- the door -------------------------------------------------------------------------------------
+# -- the door ----------------------------------------------------------------------------------
 
 COOKIE = "jianmu_studio"
 CSRF_HEADER = "x-csrf-token"

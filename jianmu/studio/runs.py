@@ -336,7 +336,7 @@ def _json(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-# -- the studio's journal -------------------------------------------------------------------------
+# -- the studio's journal ----------------------------------------------------------------------
 
 
 class Journal:

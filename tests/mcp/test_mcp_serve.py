@@ -158,7 +158,7 @@ async def test_bad_arguments_are_rejected(monkeypatch: pytest.MonkeyPatch) -> No
         build_mcp_server(toolset)
 
 
-# -- one runner per client ------------------------------------------------------------------------
+# -- one runner per client ---------------------------------------------------------------------
 
 
 class FakeRunner:
