@@ -12,10 +12,16 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,docker,mcp,openai,anthropic,search,dbos]'
+	$(BIN)/pip install -q -e '.[dev,docker,mcp,openai,anthropic,search,dbos,studio]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# the demo needs Jianmu and, for the studio it ends with, the studio extra: nothing more
+DEMO_STAMP := $(VENV)/.demo-installed
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[studio]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/python examples/demo.py
 
 # A screenshot of Jianmu Studio's run page for README (needs chromium and chromium-driver)

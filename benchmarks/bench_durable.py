@@ -147,7 +147,7 @@ def _count(url: str, sql: str, **params: Any) -> int:
     """One count from DBOS's system tables (schema ``dbos`` on PostgreSQL)."""
     import sqlalchemy
 
-    from jianmu.durable._workers import sqlalchemy_url
+    from jianmu.durable._tables import sqlalchemy_url
 
     postgres = not url.startswith("sqlite")
     engine = sqlalchemy.create_engine(sqlalchemy_url(url) if postgres else url)

@@ -110,9 +110,8 @@ def stored_bytes(path: Path, run_id: str) -> tuple[int, int, int]:
 
 def page_seconds(path: Path, run_id: str) -> float:
     """The server's time to build the run page and its first data, best of a few."""
-    from jianmu.studio.journal import Journal
     from jianmu.studio.pages import run_page
-    from jianmu.studio.runs import CheckpointRuns
+    from jianmu.studio.runs import CheckpointRuns, Journal
 
     def build() -> None:
         runs = CheckpointRuns(str(path), Journal(str(path)))  # a fresh studio: nothing cached
@@ -129,8 +128,7 @@ def page_seconds(path: Path, run_id: str) -> float:
 
 def point_seconds(path: Path, run_id: str) -> float:
     """The server's time to show the middle point, from a fresh studio (replayed from 0)."""
-    from jianmu.studio.journal import Journal
-    from jianmu.studio.runs import CheckpointRuns
+    from jianmu.studio.runs import CheckpointRuns, Journal
 
     def show() -> None:
         runs = CheckpointRuns(str(path), Journal(str(path)))

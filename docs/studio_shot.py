@@ -19,10 +19,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jianmu._cli.studio import restorer  # noqa: E402
+from jianmu._cli.serve import restorer  # noqa: E402
 from jianmu.config import load_config  # noqa: E402
 from jianmu.studio import CheckpointRuns, create_app  # noqa: E402
-from jianmu.studio.journal import Journal  # noqa: E402
+from jianmu.studio.runs import Journal  # noqa: E402
 from tests.support.studio import chromium_problem, make_driver, serve  # noqa: E402
 
 TOKEN = "screenshot"

@@ -16,8 +16,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode, printable
-from jianmu._redact import redact_text
+from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode, missing_extra, printable
+from jianmu._secrets import redact_text
 
 __all__ = ("build_parser", "main")
 
@@ -52,9 +52,19 @@ stays parked until 'jianmu runs approve' (from any process) answers it; --approv
 approves every request instead.
 """ + "\n" + _EPILOG
 
-_DURABLE_EPILOG = """\
-APP is MODULE:ATTR or path/to/file.py:ATTR (ATTR defaults to 'engine'): a DurableEngine.
+_APP = "APP is MODULE:ATTR or path/to/file.py:ATTR (ATTR defaults to 'engine'): a DurableEngine."
+
+_DURABLE_EPILOG = f"""\
+{_APP}
 --app defaults to $JIANMU_APP. These commands are clients: they never execute runs.
+""" + "\n" + _EPILOG
+
+_WORKER_EPILOG = f"""\
+{_APP}
+The worker executes the app's runs: those that 'jianmu run --durable' or the app's own code
+starts, and those it takes over from a worker that stopped beating. Start as many as you like,
+on any machine that reaches the app's database; each runs up to --concurrency runs at once.
+Needs the 'dbos' extra: pip install 'jianmu[dbos]'.
 """ + "\n" + _EPILOG
 
 
@@ -76,6 +86,7 @@ back to any point of a run, and Fork starts a new run from there. The list shows
 started in this folder ("all projects" one click away). It prints a URL with a random token;
 every request needs it (a cookie after the first visit). Approving a checkpointed run started
 by 'jianmu run' continues it in the studio, as 'jianmu resume --approve' would.
+Needs the 'studio' extra: pip install 'jianmu[studio]'.
 """
 
 
@@ -157,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     studio.add_argument("--app", metavar="APP",
                         help="also show a durable app's runs, MODULE:ATTR or FILE.py:ATTR")
     studio.add_argument("--token", help=argparse.SUPPRESS)  # tests: a known token
-    studio.set_defaults(handler="jianmu._cli.studio:cmd_studio")
+    studio.set_defaults(handler="jianmu._cli.serve:cmd_studio")
 
     tools = add(commands, "tools", "inspect the built-in tools")
     tools_sub = tools.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -201,11 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="inputs for building the tree (repeatable)")
     show.add_argument("--skills-dir", action="append", metavar="DIR",
                       help="look for skills here instead of skills/ and skills.paths")
-    show.set_defaults(handler="jianmu._cli.tree:cmd_tree_show")
+    show.set_defaults(handler="jianmu._cli.info:cmd_tree_show")
 
     mcp = add(commands, "mcp", "Model Context Protocol")
     mcp_sub = mcp.add_subparsers(dest="action", metavar="ACTION", required=True)
-    serve = add(mcp_sub, "serve", "serve tools to MCP hosts, with the config's guard")
+    serve = add(mcp_sub, "serve", "serve tools to MCP hosts, with the config's guard",
+                epilog="Needs the 'mcp' extra: pip install 'jianmu[mcp]'.\n\n" + _EPILOG)
     serve.add_argument("--tools", metavar="A,B",
                        help="built-in tools to serve, comma-separated (default: read-only ones: "
                             "read_file, list_dir, file_info, glob_search, grep_search, "
@@ -238,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
     """``jianmu worker`` and ``jianmu runs ...`` (durable runs, extra ``dbos``)."""
     worker = add(commands, "worker", "serve a durable app's runs until SIGTERM or Ctrl-C",
-                 epilog=_DURABLE_EPILOG)
+                 epilog=_WORKER_EPILOG)
     worker.add_argument("app", metavar="APP", help="MODULE:ATTR or path/to/file.py:ATTR")
     worker.add_argument("--id", metavar="EXECUTOR_ID",
                         help="this worker's stable id (restarted with it, it resumes its runs "
@@ -320,6 +332,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         error, code, message = exc, ExitCode.USAGE, str(exc)
     except JianmuError as exc:
         error, code, message = exc, ExitCode.FAILURE, str(exc)
+    except ImportError as exc:  # a package of an extra, imported wherever: name the extra
+        missing = missing_extra(exc)
+        error, code = exc, ExitCode.FAILURE
+        if missing is not None:
+            message = str(missing)
+        else:
+            message = f"{type(exc).__name__}: {exc}"
+            if not args.debug:
+                message += " (run with --debug for the traceback)"
     except Exception as exc:  # a bug or an unexpected failure: one line unless --debug
         error, code, message = exc, ExitCode.FAILURE, f"{type(exc).__name__}: {exc}"
         if not args.debug:

@@ -23,9 +23,9 @@ What each kind's class must provide (checked by `resolve`, see `REQUIRED`):
   the highest and a skill may not move to a lower one) and the `Sandbox` methods; the runner
   builds it as ``cls(workspace, network=..., timeout=..., memory_mb=..., cpus=..., pids=...)``
   (limits only when set), plus ``image=`` when the class sets ``takes_image = True``;
-- ``checker``: ``from_setup(setup)`` (a classmethod given a `jianmu.guard.checker.CheckerSetup`:
+- ``checker``: ``from_setup(setup)`` (a classmethod given a `jianmu.guard.checkers.CheckerSetup`:
   the merged guard constraints, the clock, the workspace) and ``check(context, previous)``;
-  `jianmu.guard.checker.BaseChecker` supplies the first.
+  `jianmu.guard.checkers.BaseChecker` supplies the first.
 
 This module sits at the bottom layer: it imports nothing of Jianmu but the errors, and the
 classes it names are imported only when resolved.

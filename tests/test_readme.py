@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,16 @@ def check_skill(text: str, cwd: Path) -> None:
 def test_readme_starts_with_the_two_setup_commands() -> None:
     head = "\n".join((REPO / "README.md").read_text().splitlines()[:10])
     assert "make demo" in head and "make test" in head
+
+
+def test_the_extras_line_names_every_extra() -> None:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^Python 3\.11\+\. Extras: (.*?)\n\n", text, re.S | re.M)
+    assert found, "README names the extras in one paragraph: 'Python 3.11+. Extras: ...'"
+    named = set(re.findall(r"`(\w+)`", found.group(1)))
+    assert set(extras) <= named, sorted(set(extras) - named)
 
 
 def test_every_snippet_runs(project: Path) -> None:

@@ -1,4 +1,5 @@
-"""What every command shares: exit codes, the usage error, consoles, config and inputs.
+"""What every command shares: exit codes, the usage error, consoles, config and inputs, and
+how an approval request is shown.
 
 Run ids, tool names, arguments, errors and answers come from models, tools and other
 processes: printed raw, rich markup in them (``[link=...]``) or ANSI escapes would be obeyed by
@@ -6,12 +7,17 @@ the terminal. So the console every command prints with (`make_console`) takes ea
 is given as plain text: no markup is parsed, and control and format characters are written as
 escapes (`printable`). Styles come only from `rich.text.Text` objects the commands build
 (`say`), whose strings are made printable the same way.
+
+An approval request shows its short summary as a heading, then the tool and its FULL
+arguments (`print_request`), so a person approves exactly what will run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
+import textwrap
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,13 +25,15 @@ from rich.console import Console
 from rich.text import Text
 
 from jianmu.config import AppConfig, load_config
-from jianmu.errors import CLIError, ExitCode
+from jianmu.errors import CLIError, ExitCode, MissingExtraError
+from jianmu.runtime.interaction import ApprovalRequest
 from jianmu.runtime.result import RunStatus
 
 __all__ = (
-    "RUN_EXIT_CODES", "TREE_FORMATS",
-    "CLIError", "ExitCode", "json_text", "load_cli_config", "make_console", "parse_inputs",
-    "printable", "say", "visible")
+    "EXTRAS", "LONG_ARGUMENTS", "RUN_EXIT_CODES", "TREE_FORMATS",
+    "CLIError", "ExitCode", "heading", "json_text", "load_cli_config", "make_console",
+    "missing_extra", "parse_inputs", "pretty_json", "print_request", "printable",
+    "request_details", "require_extra", "say", "visible")
 
 TREE_FORMATS = ("ascii", "dot", "mermaid")
 """What ``jianmu tree show --format`` accepts."""
@@ -140,3 +148,121 @@ def parse_inputs(pairs: Iterable[str]) -> dict[str, Any]:
             raise CLIError(f"--input {pair!r}: the key before '=' is empty")
         out[key] = parsed
     return out
+
+
+
+# -- extras ------------------------------------------------------------------------------------
+
+EXTRAS: dict[str, str] = {
+    "anthropic": "anthropic",
+    "dbos": "dbos",
+    "psycopg": "dbos",
+    "sqlalchemy": "dbos",
+    "ddgs": "search",
+    "docker": "docker",
+    "mcp": "mcp",
+    "openai": "openai",
+    "starlette": "studio",
+    "uvicorn": "studio",
+}
+"""The pip extra (pyproject.toml) that installs each optional package a command may import,
+by the package's import name."""
+
+
+def require_extra(extra: str, *modules: str) -> None:
+    """Fail, naming ``extra``, unless each of ``modules`` (top-level import names) is installed.
+
+    A command calls it first, before it prints or starts anything.
+
+    Raises:
+        MissingExtraError: a module is not installed (``pip install 'jianmu[EXTRA]'``).
+    """
+    for name in modules:
+        if name in sys.modules:  # imported already, or blocked (None)
+            installed = sys.modules[name] is not None
+        else:
+            installed = importlib.util.find_spec(name) is not None
+        if not installed:
+            raise MissingExtraError(name, extra)
+
+
+def missing_extra(exc: ImportError) -> MissingExtraError | None:
+    """The error naming the extra to install when ``exc`` is the import of a missing optional
+    package (`EXTRAS`); ``None`` for any other import error."""
+    if isinstance(exc, MissingExtraError):
+        return exc
+    top = (exc.name or "").partition(".")[0]
+    extra = EXTRAS.get(top)
+    return MissingExtraError(top, extra) if extra is not None else None
+
+
+# -- approval requests -------------------------------------------------------------------------
+
+LONG_ARGUMENTS = 4000
+"""Arguments longer than this (in characters, as shown) get a note saying how long they are."""
+
+# Shown on their own lines, or the guard's bookkeeping (a hash of the call, who asked) that
+# is nothing a person decides on; any other payload key goes under "details".
+_SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by"})
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON with every non-printable character escaped (`visible`).
+
+    JSON already escapes C0 controls inside strings, so the only raw newlines are the layout's;
+    what is left (DEL, C1 controls, bidi overrides, zero-width characters) is escaped per line.
+    """
+    try:
+        text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # a circular structure: repr still shows everything
+        return visible(repr(value))
+    return "\n".join(visible(line) for line in text.split("\n"))
+
+
+def _field(indent: str, key: str, value: Any) -> Text:
+    return Text.assemble(indent, (f"{key}: ", "bold"), visible(str(value)))
+
+
+def _block(indent: str, title: str, value: Any) -> list[Text]:
+    shown = pretty_json(value)
+    size = f" ({len(shown)} characters, shown in full)" if len(shown) > LONG_ARGUMENTS else ""
+    body = textwrap.indent(shown, indent + "  ", lambda _line: True)  # blank lines too
+    return [Text.assemble(indent, (title, "bold"), f"{size}:"), Text(body)]
+
+
+def request_details(request: ApprovalRequest, indent: str = "  ") -> list[Text]:
+    """Lines under a request's heading: tool, full arguments, reason, rule, other details.
+
+    Each line is a `Text`, so rich markup (``[bold]``) in a value prints literally; nothing is
+    shortened.
+    """
+    payload = request.payload
+    lines: list[Text] = []
+    if payload.get("tool") is not None:
+        lines.append(_field(indent, "tool", payload["tool"]))
+    if "arguments" in payload:
+        lines.extend(_block(indent, "arguments", payload["arguments"]))
+    for key in ("reason", "rule"):
+        if payload.get(key) is not None:
+            lines.append(_field(indent, key, payload[key]))
+    rest = {k: v for k, v in payload.items() if k not in _SHOWN}
+    if rest:  # a node's own kind of request: show whatever it put in
+        lines.extend(_block(indent, "details", rest))
+    return lines
+
+
+def print_request(console: Console, title: Text, request: ApprovalRequest,
+                  indent: str = "  ") -> None:
+    """Print ``title`` (a `heading`, with the summary) and the request's full details.
+
+    ``soft_wrap`` leaves long lines to the terminal: rich would otherwise re-wrap them and
+    could drop the spaces where it breaks.
+    """
+    console.print(title, soft_wrap=True)
+    for line in request_details(request, indent):
+        console.print(line, soft_wrap=True)
+
+
+def heading(prefix: Text | str, request: ApprovalRequest, sep: str = ": ") -> Text:
+    """``prefix ID: SUMMARY`` with the id and summary made visible (both come from a model)."""
+    return Text.assemble(prefix, visible(request.id), sep, visible(request.summary))

@@ -1,35 +1,62 @@
-"""``jianmu worker`` and ``jianmu runs ...``: serve a durable app's runs, and inspect and answer
-them from any process (a client: it never executes runs)."""
+"""The commands of a durable app: ``jianmu worker`` serves its runs; ``jianmu runs ...``
+inspects and answers them, and ``jianmu run --durable APP TREE`` starts one and waits until it
+ends or waits for approval. Those two are clients, from any process: they never execute runs.
+
+An app is named ``module:attr`` or ``path/to/file.py:attr``, as uvicorn names one (`load_app`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
+import importlib.util
 import json
 import os
 import shlex
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from jianmu._cli.approvals import heading, print_request
-from jianmu._cli.apps import load_app
-from jianmu._cli.common import CLIError, ExitCode, json_text, make_console, say, visible
-from jianmu.errors import AlreadyDecidedError, RunNotFoundError
-from jianmu.runtime import ApprovalRequest
+from jianmu._cli.common import (
+    RUN_EXIT_CODES,
+    CLIError,
+    ExitCode,
+    heading,
+    json_text,
+    make_console,
+    missing_extra,
+    parse_inputs,
+    print_request,
+    require_extra,
+    say,
+    visible,
+)
+from jianmu.errors import (
+    AlreadyDecidedError,
+    RunNotFoundError,
+    TreeInputError,
+    UnknownTreeError,
+)
+from jianmu.runtime.interaction import ApprovalRequest
+from jianmu.runtime.result import RunResult, RunStatus
 
 if TYPE_CHECKING:
     from jianmu.durable import DurableEngine, RunInfo
 
 __all__ = (
-    "cmd_runs_approve", "cmd_runs_list", "cmd_runs_recover", "cmd_runs_reject", "cmd_runs_show",
-    "cmd_worker", "final_answer", "open_app", "print_pending",
+    "DEFAULT_ATTR", "cmd_run_durable", "cmd_runs_approve", "cmd_runs_list", "cmd_runs_recover",
+    "cmd_runs_reject", "cmd_runs_show", "cmd_worker", "final_answer", "load_app", "open_app",
+    "print_pending", "split_app",
 )
 
 
@@ -42,6 +69,7 @@ def _app_spec(args: argparse.Namespace) -> str:
 
 
 def _load(args: argparse.Namespace, spec: str) -> DurableEngine:
+    require_extra("dbos", "dbos", "psycopg")
     if args.config:  # the app's engine reads its config the usual way: $JIANMU_CONFIG first
         os.environ["JIANMU_CONFIG"] = args.config
     return load_app(spec)
@@ -220,7 +248,7 @@ def _warn_if_alive(engine: DurableEngine, worker: str) -> None:
     """Say so when ``worker`` beat lately: if it is alive after all, the calls it has in
     flight run twice. Recovering is still the operator's call (they may have just killed it)."""
     after = engine.config.durable.takeover_after_s
-    beat = max(0.2, min(5.0, after / 3))  # the heartbeat's interval (_workers.Heartbeat)
+    beat = max(0.2, min(5.0, after / 3))  # as often as durable._tables.Heartbeat beats
     for row in engine.workers():
         silent = time.time() - float(row["last_seen"])
         if row["executor_id"] == worker and silent < 2 * beat:
@@ -228,3 +256,222 @@ def _warn_if_alive(engine: DurableEngine, worker: str) -> None:
                 ("warning", "yellow"), f": worker {visible(worker)} beat {silent:.0f} s ago; if "
                 "it is still alive, the tool calls it has in flight run again"
             ))
+
+
+# -- jianmu run --durable ----------------------------------------------------------------------
+
+
+_SETTLE_S = 0.2
+"""Pause after --approve-all answered, before looking again (the worker takes the answers)."""
+
+
+def cmd_run_durable(args: argparse.Namespace) -> int:
+    """``jianmu run --durable APP TREE``."""
+    if args.timeout is not None:
+        raise CLIError("--timeout does not apply to --durable runs (the workers' config sets "
+                       "the run's timeout); --wait S stops waiting for it")
+    if args.skills_dir:
+        raise CLIError("--skills-dir does not apply to --durable runs")
+    if args.wait is not None and args.wait < 0:
+        raise CLIError(f"--wait {args.wait:g}: give 0 or more seconds")
+    console = make_console()
+    tree, inputs = _tree(args), _inputs(args)
+    with open_app(args, args.durable) as engine:
+        try:
+            engine.check_inputs(tree, inputs)
+        except (UnknownTreeError, TreeInputError) as exc:
+            raise CLIError(str(exc)) from None
+        run: dict[str, str] = {}
+        try:
+            return asyncio.run(_run(engine, tree, inputs, args, console, run))
+        except KeyboardInterrupt:
+            if "id" not in run:
+                raise
+            console.print(say(("interrupted", "yellow"), f": stopped waiting; run "
+                              f"{visible(run['id'])} goes on in the workers "
+                              f"({_show_hint(run['id'], args)})"))
+            return ExitCode.STOPPED
+
+
+def _tree(args: argparse.Namespace) -> str:
+    if args.tree and args.target and args.tree != args.target:
+        raise CLIError(f"two trees named: {args.target!r} and --tree {args.tree!r}")
+    tree = args.tree or args.target
+    if not tree:
+        raise CLIError("name the tree to run: jianmu run --durable APP TREE (or --tree TREE)")
+    return str(tree)
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, Any]:
+    given: dict[str, Any] = {}
+    if args.inputs is not None:
+        try:
+            given = json.loads(args.inputs)
+        except json.JSONDecodeError as exc:
+            raise CLIError(f"--inputs is not JSON ({exc.msg}): {args.inputs!r}") from None
+        if not isinstance(given, dict):
+            raise CLIError(f"--inputs must be a JSON object, got {type(given).__name__}")
+    return {**given, **parse_inputs(args.input or [])}
+
+
+def _show_hint(run_id: str, args: argparse.Namespace) -> str:
+    return f"jianmu runs show {shlex.quote(visible(run_id))} --app " \
+        f"{shlex.quote(visible(args.durable))}"
+
+
+async def _run(engine: DurableEngine, tree: str, inputs: dict[str, Any],
+               args: argparse.Namespace, console: Console, run: dict[str, str]) -> int:
+    run_id = run["id"] = await engine.start(tree, inputs)
+    given = f" with {json.dumps(inputs, ensure_ascii=False)}" if inputs else ""
+    console.print(f"run {visible(run_id)}: durable tree {visible(tree + given)} "
+                  f"of {visible(engine.name)}")
+    console.file.flush()
+    loop = asyncio.get_running_loop()
+    deadline = None if args.wait is None else loop.time() + args.wait
+    answered: set[str] = set()
+    while True:
+        left = None if deadline is None else max(deadline - loop.time(), 0.0)
+        try:
+            result = await engine.wait(run_id, timeout=left)
+        except TimeoutError:
+            console.print(say(("still running", "yellow"), f": run {visible(run_id)} did not "
+                              f"end within {args.wait:g} s (is a worker serving "
+                              f"{visible(engine.name)}?); it goes on in the workers "
+                              f"({_show_hint(run_id, args)})"))
+            return ExitCode.STOPPED
+        if result.status is not RunStatus.SUSPENDED:
+            return await _report(engine, result, console)
+        if not args.approve_all:
+            return _suspended(result, args, console)
+        fresh = tuple(r for r in result.pending if r.id not in answered)
+        await _approve_all(engine, run_id, fresh, console)
+        answered.update(r.id for r in fresh)
+        await asyncio.sleep(_SETTLE_S)
+
+
+async def _approve_all(engine: DurableEngine, run_id: str,
+                       pending: tuple[ApprovalRequest, ...], console: Console) -> None:
+    """Approve each request, showing exactly what was approved."""
+    for request in pending:
+        print_request(console, heading("  approving (--approve-all) ", request), request,
+                      indent="    ")
+        try:
+            await engine.approve(run_id, request.id, "approved with --approve-all")
+        except AlreadyDecidedError as exc:  # someone answered it first, from another process
+            console.print(f"  {visible(str(exc))}")
+        except RunNotFoundError:  # answered and gone on meanwhile
+            console.print(f"  {visible(request.id)} was already decided elsewhere")
+
+
+def _suspended(result: RunResult, args: argparse.Namespace, console: Console) -> int:
+    console.print(say(("suspended", "yellow"), f": run {visible(result.run_id)} waits for "
+                      f"{len(result.pending)} approval(s); it stays parked in the workers"))
+    print_pending(console, result.run_id, result.pending, args.durable)
+    return ExitCode.SUSPENDED
+
+
+async def _report(engine: DurableEngine, result: RunResult, console: Console) -> int:
+    status = result.status
+    if status is RunStatus.SUCCESS:
+        value = final_answer(await engine.state(result.run_id))
+        if value is not None:
+            shown = value if isinstance(value, str) else json.dumps(
+                value, indent=2, ensure_ascii=False, default=str)
+            # a tool's output may carry ANSI escapes: the console shows them, never obeys
+            console.print(f"result:\n{shown}" if "\n" in shown else f"result: {shown}")
+    style = {"success": "green", "failure": "red"}.get(status.value, "yellow")
+    reason = f": {visible(result.error)}" if result.error else ""
+    console.print(say((status.value, style), f" run {visible(result.run_id)} after "
+                      f"{result.ticks} ticks{reason}"))
+    return int(RUN_EXIT_CODES[status])
+
+
+# -- loading the app ---------------------------------------------------------------------------
+
+
+DEFAULT_ATTR = "engine"
+"""The attribute an APP without ``:attr`` names."""
+
+
+def split_app(spec: str) -> tuple[str, str]:
+    """``(module or file, attribute)`` of an APP spec; the attribute defaults to ``engine``."""
+    where, sep, attr = spec.rpartition(":")
+    # no colon, or the colon is a Windows drive's ("C:\\app.py"): the whole spec is the place
+    if not sep or any(c in attr for c in "/\\") or attr.endswith(".py"):
+        return spec, DEFAULT_ATTR
+    return where, attr or DEFAULT_ATTR
+
+
+def _is_file(where: str) -> bool:
+    return where.endswith(".py") or "/" in where or os.sep in where
+
+
+def _import_file(spec: str, where: str) -> ModuleType:
+    path = Path(where).expanduser().resolve()
+    if not path.is_file():
+        raise CLIError(f"app {spec!r}: no file {where!r}")
+    name = path.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    folder = str(path.parent)
+    if folder not in sys.path:  # its sibling modules import as they do when run as a script
+        sys.path.insert(0, folder)
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise CLIError(f"app {spec!r}: {where!r} is not a Python file")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        missing = missing_extra(exc) if isinstance(exc, ImportError) else None
+        if missing is not None:  # the app imports a package of an extra: name the extra
+            raise missing from exc
+        raise CLIError(f"app {spec!r}: {where} failed to load: {type(exc).__name__}: {exc}"
+                       ) from exc
+    return module
+
+
+def _import_module(spec: str, where: str) -> ModuleType:
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:  # as uvicorn's --app-dir: the current folder
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as exc:
+        if exc.name and (where == exc.name or where.startswith(exc.name + ".")):
+            raise CLIError(f"app {spec!r}: no module {where!r} (looked in {cwd} and the "
+                           "Python path)") from None
+        missing = missing_extra(exc)
+        if missing is not None:
+            raise missing from exc
+        raise CLIError(f"app {spec!r}: module {where!r} failed to import: {exc}") from exc
+    except Exception as exc:
+        raise CLIError(f"app {spec!r}: module {where!r} failed to import: "
+                       f"{type(exc).__name__}: {exc}") from exc
+
+
+def load_app(spec: str) -> DurableEngine:
+    """The `DurableEngine` that ``spec`` names (``module:attr``, ``file.py:attr``; attr
+    defaults to ``engine`` and may be dotted).
+
+    Raises:
+        CLIError: the module or file cannot be found or imported, it has no such attribute,
+            or the attribute is not a `DurableEngine`.
+    """
+    from jianmu.durable import DurableEngine
+
+    where, attr = split_app(spec)
+    if not where:
+        raise CLIError(f"app {spec!r}: write MODULE:ATTR or path/to/file.py:ATTR")
+    value: object = _import_file(spec, where) if _is_file(where) else _import_module(spec, where)
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise CLIError(f"app {spec!r}: {where} has no attribute {attr!r}") from None
+    if not isinstance(value, DurableEngine):
+        raise CLIError(f"app {spec!r}: {attr} is a {type(value).__name__}, not a DurableEngine")
+    return value

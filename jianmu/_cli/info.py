@@ -1,13 +1,18 @@
-"""``jianmu tools`` and ``jianmu skills``: list, show and validate."""
+"""``jianmu tools``, ``jianmu skills`` and ``jianmu tree``: list, show and validate what a run
+would use; a tree as ASCII, DOT or Mermaid."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import itertools
 import json
 import warnings
 from pathlib import Path
 from typing import Any
 
+import py_trees
+from py_trees.behaviour import Behaviour
 from rich.table import Table
 
 from jianmu._cli.common import (
@@ -16,14 +21,23 @@ from jianmu._cli.common import (
     json_text,
     load_cli_config,
     make_console,
+    parse_inputs,
+    printable,
+    require_extra,
     say,
     visible,
 )
-from jianmu._cli.targets import skill_catalog
-from jianmu.errors import SkillLoadError, SkillNotFoundError, ToolNotFoundError
+from jianmu._cli.progress import node_kind
+from jianmu._cli.targets import load_target, skill_catalog
+from jianmu.errors import (
+    MissingExtraError,
+    SkillLoadError,
+    SkillNotFoundError,
+    ToolNotFoundError,
+)
 
 __all__ = ("cmd_skills_list", "cmd_skills_show", "cmd_skills_validate", "cmd_tools_list",
-           "cmd_tools_show")
+           "cmd_tools_show", "cmd_tree_show", "to_dot", "to_mermaid")
 
 TOOL_FORMATS = ("openai", "anthropic", "mcp", "spec")
 
@@ -56,8 +70,6 @@ def _mcp_tools(config: Any, only: str | None = None) -> tuple[list[Any], list[st
     Raises:
         CLIError: ``only`` is not a configured server.
     """
-    import anyio
-
     from jianmu.mcp import providers_from_config
 
     providers = providers_from_config(config)
@@ -65,6 +77,7 @@ def _mcp_tools(config: Any, only: str | None = None) -> tuple[list[Any], list[st
         if only is not None:
             raise CLIError(f"--mcp {only}: no MCP servers are configured (mcp.servers)")
         return [], ["no MCP servers are configured (mcp.servers)"]
+    require_extra("mcp", "mcp")
     if only is not None:
         providers = [p for p in providers if p.name == only]
         if not providers:
@@ -83,7 +96,7 @@ def _mcp_tools(config: Any, only: str | None = None) -> tuple[list[Any], list[st
             finally:
                 await provider.close()
 
-    anyio.run(gather)
+    asyncio.run(gather())
     return tools, notes
 
 
@@ -155,13 +168,30 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
         table.add_column(column, no_wrap=True)
     table.add_column("description", overflow="fold")
     for tool in sorted(tools, key=lambda t: t.name):
+        missing = _missing_extras(tool)
+        marks = "".join(f" (needs the {extra!r} extra: not installed)" for extra in missing)
         table.add_row(tool.name, tool.category, tool.permission,
                       "yes" if tool.parallel_safe else "no",
-                      _first_line(tool.get_description()))
+                      _first_line(tool.get_description()) + marks)
+        notes += [f"{tool.name} needs the {extra!r} extra, which is not installed: "
+                  f"pip install 'jianmu[{extra}]'" for extra in missing]
     console.print(table)
     for note in notes:
         console.print(say((note, "dim")))
     return ExitCode.OK
+
+
+def _missing_extras(tool: Any) -> list[str]:
+    """The extras ``tool`` needs that are not installed: its ``metadata["requires"]`` maps the
+    import name of each package it needs to the pip extra that installs it."""
+    missing: list[str] = []
+    for module, extra in (tool.metadata.get("requires") or {}).items():
+        try:
+            require_extra(extra, module)
+        except MissingExtraError:
+            if extra not in missing:
+                missing.append(extra)
+    return missing
 
 
 def cmd_tools_show(args: argparse.Namespace) -> int:
@@ -335,4 +365,77 @@ def cmd_skills_validate(args: argparse.Namespace) -> int:
         console.print(f"{problems} of {len(folders)} skill(s) have errors{with_warnings}")
         return ExitCode.FAILURE
     console.print(f"{len(folders)} skill(s) valid{with_warnings}")
+    return ExitCode.OK
+
+
+# -- trees -------------------------------------------------------------------------------------
+
+
+# Mermaid shapes: composites are drawn apart from leaves, each kind in its own shape.
+_MERMAID_SHAPE = {
+    "sequence": ('{{"', '"}}'),   # hexagon
+    "selector": ('{"', '"}'),     # rhombus
+    "parallel": ('[["', '"]]'),   # subroutine
+    "decorator": ('(["', '"])'),  # stadium
+    "leaf": ('["', '"]'),         # rectangle
+}
+_MARK = {"sequence": "→ ", "selector": "? ", "parallel": "⇉ ", "decorator": "◇ ", "leaf": ""}
+_DOT_SHAPE = {"sequence": "box", "selector": "octagon", "parallel": "parallelogram",
+              "decorator": "ellipse", "leaf": "ellipse"}
+
+
+def _numbered(root: Behaviour) -> list[tuple[str, Behaviour, str | None]]:
+    """(id, node, parent id) for each node in depth-first order; ids are ``n0``, ``n1``..."""
+    counter = itertools.count()
+    out: list[tuple[str, Behaviour, str | None]] = []
+
+    def walk(node: Behaviour, parent: str | None) -> None:
+        node_id = f"n{next(counter)}"
+        out.append((node_id, node, parent))
+        for child in node.children:
+            walk(child, node_id)
+
+    walk(root, None)
+    return out
+
+
+def to_mermaid(root: Behaviour) -> str:
+    """A Mermaid flowchart (``graph TD``) of the tree; composites are shaped by kind."""
+    lines = ["graph TD"]
+    nodes = _numbered(root)
+    for node_id, node, _ in nodes:
+        kind = node_kind(node)
+        left, right = _MERMAID_SHAPE[kind]
+        label = (_MARK[kind] + node.name).replace('"', "#quot;")
+        lines.append(f"    {node_id}{left}{label}{right}")
+    lines += [f"    {parent} --> {node_id}" for node_id, _, parent in nodes if parent]
+    return "\n".join(lines) + "\n"
+
+
+def to_dot(root: Behaviour) -> str:
+    """A Graphviz DOT digraph of the tree, ids ``n0``..., one shape per kind of node."""
+    lines = ["digraph tree {", "    ordering=out;", "    node [fontsize=10];"]
+    nodes = _numbered(root)
+    for node_id, node, _ in nodes:
+        kind = node_kind(node)
+        label = (_MARK[kind] + node.name).replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'    {node_id} [label="{label}", shape={_DOT_SHAPE[kind]}];')
+    lines += [f"    {parent} -> {node_id};" for node_id, _, parent in nodes if parent]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_tree_show(args: argparse.Namespace) -> int:
+    """``jianmu tree show TARGET --format FORMAT``."""
+    config = load_cli_config(args.config)
+    target = load_target(args.target, inputs=parse_inputs(args.input or []), config=config,
+                         skills_dirs=args.skills_dir)
+    root = target.tree
+    if args.format == "ascii":
+        text = py_trees.display.ascii_tree(root)
+    elif args.format == "dot":
+        text = to_dot(root)
+    else:
+        text = to_mermaid(root)
+    print(printable(text.rstrip("\n")))
     return ExitCode.OK

@@ -16,13 +16,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from jianmu._cli.approvals import heading, print_request
 from jianmu._cli.common import (
     CLIError,
     ExitCode,
+    heading,
     load_cli_config,
     make_console,
     parse_inputs,
+    print_request,
     visible,
 )
 from jianmu._cli.run import _describe, _drive, _stores

@@ -12,20 +12,20 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from jianmu._cli.approvals import heading, print_request
 from jianmu._cli.common import (
     RUN_EXIT_CODES,
     CLIError,
     ExitCode,
+    heading,
     load_cli_config,
     make_console,
     parse_inputs,
+    print_request,
     say,
     visible,
 )
-from jianmu._cli.launches import LaunchStore
 from jianmu._cli.progress import Progress
-from jianmu._cli.targets import Target, load_target
+from jianmu._cli.targets import LaunchStore, Target, load_target
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import InteractionError, JianmuError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, RunResult, RunStatus, SQLiteCheckpointer
@@ -43,7 +43,7 @@ def _stores(config: AppConfig) -> tuple[SQLiteCheckpointer, LaunchStore]:
 def cmd_run(args: argparse.Namespace) -> int:
     """``jianmu run TARGET``; with ``--durable APP``, a tree of the app's engine instead."""
     if getattr(args, "durable", None):
-        from jianmu._cli.durable_run import cmd_run_durable
+        from jianmu._cli.durable import cmd_run_durable
 
         return cmd_run_durable(args)
     for option, value in (("--tree", args.tree), ("--inputs", args.inputs), ("--wait", args.wait)):

@@ -1,12 +1,21 @@
-"""``jianmu mcp serve`` and ``jianmu sandbox build-image``."""
+"""The commands that serve: ``jianmu mcp serve`` (tools to MCP hosts) and ``jianmu studio`` (runs
+to a browser), each behind a token; and ``jianmu sandbox build-image``."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING
 
-from jianmu._cli.common import CLIError, ExitCode, load_cli_config, make_console, say
+from jianmu._cli.common import (
+    CLIError,
+    ExitCode,
+    load_cli_config,
+    make_console,
+    require_extra,
+    say,
+)
 from jianmu.errors import JianmuError, SandboxError, SkillLoadError
 
 if TYPE_CHECKING:
@@ -15,7 +24,9 @@ if TYPE_CHECKING:
     from jianmu.config import AppConfig
     from jianmu.skills import Skill
 
-__all__ = ("DEFAULT_SERVED_TOOLS", "cmd_mcp_serve", "cmd_sandbox_build_image")
+__all__ = (
+    "DEFAULT_SERVED_TOOLS", "cmd_mcp_serve", "cmd_sandbox_build_image", "cmd_studio", "restorer",
+)
 
 DEFAULT_SERVED_TOOLS = ("read_file", "list_dir", "file_info", "glob_search", "grep_search",
                         "calculator")
@@ -29,6 +40,8 @@ def _split(names: str) -> list[str]:
 def cmd_mcp_serve(args: argparse.Namespace) -> int:
     """``jianmu mcp serve``: serve built-ins over MCP with the config's guard, and with
     ``--skills-dir`` BT skills as a tool, prompt skills as prompts, skill files as resources."""
+    # before the banner: a server that cannot start must not say it is serving
+    require_extra("mcp", "mcp", *(("uvicorn",) if args.transport == "http" else ()))
     from jianmu.mcp.server import serve_sync, served_tools
     from jianmu.tools import ToolSet
 
@@ -82,7 +95,7 @@ def _bearer_token(args: argparse.Namespace, log: Console) -> str:
     Raises:
         CLIError: ``--token-env`` names a variable that is unset or empty.
     """
-    from jianmu._tokens import new_token
+    from jianmu._secrets import new_token
 
     if args.token_env:
         token = os.environ.get(args.token_env, "").strip()
@@ -111,6 +124,98 @@ def _served_skills(folders: list[str], config: AppConfig, log: Console) -> list[
     if not len(catalog):
         raise CLIError(f"--skills-dir {', '.join(folders)}: no skill found there")
     return catalog.skills()
+
+
+# -- jianmu studio -----------------------------------------------------------------------------
+
+
+def restorer(path: str, config: AppConfig, explicit_config: bool = False):  # type: ignore[no-untyped-def]
+    """Rebuilds a run as ``jianmu resume`` does (its launch record, its target), or None when
+    'jianmu run' did not start it."""
+    from jianmu._cli.targets import LaunchStore, load_target
+    from jianmu.config import load_config
+    from jianmu.errors import CheckpointError
+    from jianmu.runtime import ReactiveRunner, SQLiteCheckpointer
+    from jianmu.studio import Restored
+
+    def restore(run_id: str) -> Restored | None:
+        launches = LaunchStore(path)
+        try:
+            launch = launches.load(run_id)
+        finally:
+            launches.close()
+        if launch is None:
+            return None
+        used = config
+        if not explicit_config and launch.config and launch.config != config.source:
+            if os.path.isfile(launch.config):
+                used = load_config(launch.config)
+        target = load_target(launch.target, inputs=launch.inputs, config=used, launch=launch)
+        checkpointer = SQLiteCheckpointer(path)
+        try:
+            runner = ReactiveRunner.restore(
+                target.tree, checkpointer, run_id, state_manager=target.state, config=used,
+                constraints=target.constraints, extras={"cli_launch": launch.target},
+            )
+        except CheckpointError:
+            checkpointer.close()
+            raise
+        target.attach(runner)
+
+        async def close() -> None:
+            try:
+                await target.close()
+            finally:
+                checkpointer.close()
+
+        return Restored(runner=runner, close=close)
+
+    return restore
+
+
+def cmd_studio(args: argparse.Namespace) -> int:
+    """``jianmu studio``: print the URL with its token, then serve until Ctrl-C."""
+    require_extra("studio", "starlette", "uvicorn")
+    if args.app:
+        require_extra("dbos", "dbos", "psycopg")
+    import uvicorn
+
+    from jianmu._secrets import is_loopback, new_token
+    from jianmu.studio import CheckpointRuns, DurableRuns, create_app
+    from jianmu.studio.runs import Journal
+
+    config = load_cli_config(args.config)
+    path = os.path.abspath(os.path.expanduser(args.checkpoints or
+                                              config.runtime.checkpoint_path))
+    if args.checkpoints and not os.path.isfile(path):
+        raise CLIError(f"--checkpoints {args.checkpoints!r}: no such file")
+    journal = Journal(path)
+    sources: list = [CheckpointRuns(path, journal, restorer(path, config, bool(args.config)))]
+    if args.app:
+        from jianmu._cli.durable import load_app
+
+        if args.config:  # the app's engine reads its config the usual way
+            os.environ["JIANMU_CONFIG"] = args.config
+        engine = load_app(args.app)
+        engine.client  # noqa: B018 - reach its database now: one clean error if unreachable
+        sources.append(DurableRuns(engine, journal))
+    token = args.token or new_token()
+    if not is_loopback(args.host):
+        print(f"jianmu: warning: serving on {args.host}, not the loopback interface: anyone "
+              "who can reach it and learns the token can approve tool calls", file=sys.stderr)
+    shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    host = f"[{shown}]" if ":" in shown else shown
+    print(f"Jianmu Studio on {path}" + (f" and app {args.app}" if args.app else ""), flush=True)
+    print(f"open: http://{host}:{args.port}/?token={token}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(
+        create_app(sources, token), host=args.host, port=args.port, log_level="warning",
+        timeout_graceful_shutdown=1,
+    ))
+    server.run()
+    return ExitCode.OK
+
+
+# -- jianmu sandbox build-image ----------------------------------------------------------------
 
 
 def cmd_sandbox_build_image(args: argparse.Namespace) -> int:

@@ -5,7 +5,6 @@ dies loses nothing finished: another worker (or the same one restarted) replays 
 steps and runs only what had not finished. Approvals wait with DBOS messaging.
 """
 
-from jianmu.durable.engine import DurableEngine, TreeFactory
-from jianmu.durable.info import RUN_STATUSES, RunInfo
+from jianmu.durable.engine import RUN_STATUSES, DurableEngine, RunInfo, TreeFactory
 
 __all__ = ("RUN_STATUSES", "DurableEngine", "RunInfo", "TreeFactory")

@@ -1,34 +1,37 @@
-"""`DurableEngine`: runs that survive their worker, on DBOS Transact (SQLite or PostgreSQL)."""
+"""`DurableEngine`: runs that survive their worker, on DBOS Transact (SQLite or PostgreSQL).
+
+`RunInfo` is what the engine knows about one run. The engine's database URL carries a password
+(in its user-info or a ``?password=`` parameter), which never reaches a message, a log line or
+a ``repr``: the URL is shown redacted (`redact`), and a driver's error, which may quote the URL
+or a piece of it (psycopg does for a malformed one), is cleaned of its secrets (`clean_error`)
+before it is shown. The loggers of DBOS, SQLAlchemy and this package drop them too
+(`guard_logs`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from py_trees.behaviour import Behaviour
 from pydantic import BaseModel, ValidationError
 
+from jianmu._secrets import SecretFilter, redact_text, redact_url, url_secrets
 from jianmu.config import AppConfig, load_config
-from jianmu.durable._database import (
-    check_reachable,
-    clean_error,
-    guard_logs,
-    redact,
-    require_dbos,
-)
-from jianmu.durable.info import RUN_STATUSES, RunInfo, run_status
 from jianmu.errors import (
     AlreadyDecidedError,
     DurableDatabaseError,
     DurableError,
+    MissingExtraError,
     RunNotFoundError,
     TreeInputError,
     UnknownTreeError,
@@ -42,10 +45,9 @@ from jianmu.state import StateManager
 if TYPE_CHECKING:
     from dbos import DBOSClient
 
-    from jianmu.durable._decisions import Decision, DecisionLedger
-    from jianmu.durable._workers import Heartbeat
+    from jianmu.durable._tables import Decision, DecisionLedger, Heartbeat
 
-__all__ = ("DurableEngine", "TreeFactory", "redact")
+__all__ = ("RUN_STATUSES", "DurableEngine", "RunInfo", "TreeFactory", "redact")
 
 TreeFactory = Callable[[dict[str, Any]], "tuple[Behaviour, StateManager] | Behaviour"]
 """Builds a run's tree (and its state) from the run's inputs; the same in every worker."""
@@ -177,7 +179,7 @@ class DurableEngine:
         from dbos import DBOS
 
         from jianmu.durable import _workflow
-        from jianmu.durable._workers import APP_VERSION, Heartbeat, WorkerRegistry
+        from jianmu.durable._tables import APP_VERSION, Heartbeat, WorkerRegistry
 
         check_reachable(self.database_url)
         _workflow.register_engine(self)
@@ -276,7 +278,7 @@ class DurableEngine:
             TreeInputError: the inputs do not fit the tree's schema.
             DurableDatabaseError: the database cannot be reached.
         """
-        from jianmu.durable._workers import APP_VERSION
+        from jianmu.durable._tables import APP_VERSION
         from jianmu.durable._workflow import WORKFLOW
 
         checked = self.check_inputs(tree, inputs)
@@ -404,7 +406,7 @@ class DurableEngine:
 
     def _ledger(self) -> DecisionLedger:
         if self._decisions is None:
-            from jianmu.durable._decisions import DecisionLedger
+            from jianmu.durable._tables import DecisionLedger
 
             self.client  # noqa: B018 - reached (and named without its password) first
             self._decisions = DecisionLedger(self.database_url)
@@ -486,7 +488,7 @@ class DurableEngine:
 
     def recover(self, worker: str) -> list[str]:
         """Declare ``worker`` dead and hand its pending runs to the live workers; their ids."""
-        from jianmu.durable._workers import WorkerRegistry, recover_worker
+        from jianmu.durable._tables import WorkerRegistry, recover_worker
 
         registry = WorkerRegistry(self.database_url, self.name)
         try:
@@ -497,7 +499,7 @@ class DurableEngine:
 
     def workers(self) -> list[dict[str, Any]]:
         """The workers that ever beat on this database: executor_id, host, started, last_seen."""
-        from jianmu.durable._workers import WorkerRegistry
+        from jianmu.durable._tables import WorkerRegistry
 
         registry = WorkerRegistry(self.database_url, self.name)
         try:
@@ -548,4 +550,149 @@ def _run_result(run_id: str, output: dict[str, Any]) -> RunResult:
 def _default_config() -> AppConfig:
     return load_config()
 
+# -- a run's information -----------------------------------------------------------------------
 
+
+RUN_STATUSES = ("queued", "running", "suspended", "success", "failure", "cancelled")
+"""A durable run's statuses, as `RunInfo.status` and ``runs(status=...)`` spell them."""
+
+_DBOS_STATUS = {
+    "ENQUEUED": "queued",
+    "DELAYED": "queued",
+    "PENDING": "running",
+    "SUCCESS": "success",
+    "ERROR": "failure",
+    "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failure",
+    "CANCELLED": "cancelled",
+}
+
+
+def run_status(dbos_status: str, output: Any, pending: list[ApprovalRequest]) -> str:
+    """A run's status from DBOS's workflow status, its output and its pending approvals."""
+    status = _DBOS_STATUS.get(dbos_status, dbos_status.lower())
+    if status == "running" and pending:
+        return "suspended"
+    if status == "success" and isinstance(output, dict):
+        return "success" if output.get("status") == "success" else "failure"
+    return status
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunInfo:
+    """One durable run, as `DurableEngine.runs` lists it."""
+
+    run_id: str
+    """The run's id, which is its DBOS workflow id."""
+    tree: str
+    """The registered tree it runs."""
+    status: str
+    """One of `RUN_STATUSES`."""
+    pending: tuple[ApprovalRequest, ...] = ()
+    """Approval requests it waits for (when ``suspended``)."""
+    created: float | None = None
+    """When it was started (Unix time)."""
+    updated: float | None = None
+    """When its status last changed."""
+    worker: str | None = None
+    """The executor id of the worker that runs (or last ran) it."""
+    error: str | None = None
+    """Why it failed."""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    """The inputs it was started with."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict."""
+        return {
+            "run_id": self.run_id, "tree": self.tree, "status": self.status,
+            "pending": [r.to_dict() for r in self.pending], "created": self.created,
+            "updated": self.updated, "worker": self.worker, "error": self.error,
+            "inputs": self.inputs,
+        }
+
+# -- the database ------------------------------------------------------------------------------
+
+
+_LOGGERS = ("dbos", "sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool", "jianmu.durable")
+_filters: dict[str, SecretFilter] = {}
+
+
+def redact(url: str) -> str:
+    """``url`` without its password (user-info or query parameter), for messages and logs."""
+    return redact_url(url)
+
+
+def clean_error(exc: BaseException | str, url: str) -> str:
+    """An error's text (a driver's, say) without the secrets of ``url`` or any other URL's."""
+    return redact_text(str(exc), *url_secrets(url))
+
+
+def guard_logs(url: str) -> None:
+    """Keep the secrets of ``url`` out of the log records of DBOS, SQLAlchemy and Jianmu's
+    durable engine, whoever logs them."""
+    secrets = url_secrets(url)
+    if not secrets:
+        return
+    for name in _LOGGERS:
+        found = _filters.get(name)
+        if found is None:
+            found = _filters[name] = SecretFilter()
+            logging.getLogger(name).addFilter(found)
+        found.secrets = tuple(dict.fromkeys((*found.secrets, *secrets)))
+
+
+def require_dbos() -> None:
+    """Fail with the extra to install when DBOS or psycopg is missing."""
+    try:
+        import dbos  # noqa: F401
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError(exc.name or "dbos", "dbos") from exc
+
+
+def _prepare_sqlite(url: str) -> None:
+    """Put an SQLite database in WAL mode (a setting kept in the file).
+
+    DBOS leaves SQLite in its rollback-journal mode, which syncs the disk several times per
+    commit; with a write-ahead log every step still commits durably (synchronous=FULL), at one
+    sync each, and readers (a CLI listing runs) no longer wait for the worker's writes.
+    """
+    import sqlite3
+
+    path = url.removeprefix("sqlite:///")
+    if not path or path == ":memory:":
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.Error as exc:
+        raise DurableDatabaseError(
+            f"cannot open the durable database {redact(url)}: {clean_error(exc, url)}"
+        ) from None
+
+
+def check_reachable(url: str) -> None:
+    """Fail fast, naming the database without its password, when it cannot be reached."""
+    if url.startswith("sqlite:///"):
+        _prepare_sqlite(url)
+        return
+    if not url.startswith(("postgresql://", "postgres://", "postgresql+")):
+        return
+    import psycopg
+
+    from jianmu.durable._tables import sqlalchemy_url
+
+    raw = sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
+    try:
+        psycopg.connect(raw, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        if "does not exist" in str(exc):
+            return  # DBOS creates its database on first launch
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise DurableDatabaseError(
+            f"cannot reach the durable database {redact(url)}: {clean_error(reason, url)}"
+        ) from None
+    except Exception as exc:  # psycopg quotes a malformed URL (its password too): cleaned
+        raise DurableError(
+            f"bad durable database URL {redact(url)}: {clean_error(exc, url)}"
+        ) from None

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from jianmu.guard._rules import Rule, parse_rule
-from jianmu.guard.checker import BaseChecker, CheckerSetup, GuardChecker, build_chain
-from jianmu.guard.checkers import BudgetChecker, ConfirmChecker, RateLimitChecker
-from jianmu.guard.decision import Decision, DecisionKind, GuardContext, PolicyTarget
+from jianmu.guard.checkers import (
+    BaseChecker,
+    BudgetChecker,
+    CheckerSetup,
+    ConfirmChecker,
+    GuardChecker,
+    RateLimitChecker,
+    build_chain,
+)
+from jianmu.guard.decision import (
+    Decision,
+    DecisionKind,
+    GuardContext,
+    GuardLedger,
+    PolicyTarget,
+)
 from jianmu.guard.enforcer import GuardEnforcer
-from jianmu.guard.ledger import GuardLedger
-from jianmu.guard.policy import ToolPolicyChecker
-from jianmu.guard.visibility import is_denied, visible_tools
+from jianmu.guard.policy import ToolPolicyChecker, is_denied, visible_tools
 
 __all__ = (
     "BaseChecker",

@@ -19,16 +19,15 @@ import time
 from collections.abc import Callable, Sequence
 
 from jianmu.constraints import GuardConstraints
-from jianmu.guard.checker import build_chain
 from jianmu.guard.checkers import (
     BudgetChecker,
     ConfirmChecker,
     GuardChecker,
     RateLimitChecker,
-    ToolPolicyChecker,
+    build_chain,
 )
-from jianmu.guard.decision import Decision, DecisionKind, GuardContext
-from jianmu.guard.ledger import GuardLedger
+from jianmu.guard.decision import Decision, DecisionKind, GuardContext, GuardLedger
+from jianmu.guard.policy import ToolPolicyChecker
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.events import EventSink
 from jianmu.runtime.interaction import ApprovalRequest

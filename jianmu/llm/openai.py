@@ -6,6 +6,7 @@ this module is imported.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -13,23 +14,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-import anyio
-
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm._sdk import (
-    REQUEST_OPTIONS,
-    TRANSIENT_STATUSES,
-    SDKProvider,
-    check_common,
-    server_message,
-)
 from jianmu.llm.messages import Message, messages_to_openai
 from jianmu.llm.provider import (
+    REQUEST_OPTIONS,
+    TRANSIENT_STATUSES,
     LLMResponse,
+    SDKProvider,
     StreamDone,
     TextDelta,
     ToolCallReady,
     Usage,
+    check_common,
+    server_message,
 )
 from jianmu.tools.calls import ToolCall
 
@@ -271,7 +268,7 @@ class OpenAIProvider(SDKProvider):
 
 async def _backoff(delay: float) -> None:
     """Wait between attempts (a seam that tests replace to record the delays)."""
-    await anyio.sleep(delay)
+    await asyncio.sleep(delay)
 
 
 def _usage(usage: Any) -> Usage:

@@ -8,7 +8,8 @@ them) inside a task group that lives on one loop:
 
 - the loop of the first caller, when it is asyncio: calls from that loop (the runner's) go
   straight to the session, with no thread hop;
-- a private loop in a daemon thread, when the caller runs on another anyio backend.
+- a private asyncio loop in a daemon thread, when the caller has no running asyncio loop
+  (``asyncio.get_running_loop()`` fails: a trio caller, say).
 
 A call from any other loop is handed over (``asyncio.run_coroutine_threadsafe``) and
 cancelling the caller cancels it there. When the loop that held the session has ended (an
@@ -16,35 +17,39 @@ cancelling the caller cancels it there. When the loop that held the session has 
 
 A call that finds the connection closed marks it broken and fails; the next call
 reconnects once (a new process for stdio, a new session for HTTP) before it runs.
+
+Jianmu is asyncio inside. anyio appears here in two places only: where a caller of any async
+library meets the client (waiting for a handed-over call, starting the private loop from a
+trio caller), and on the session's side, which drives the SDK: the SDK is built on anyio, and
+its task groups and cancel scopes are what it requires.
+
+Header values (a bearer token among them) live in `SecretHeaders`, whose repr and str show
+only the header names, so a client's repr, an error or a log line never carries them. The
+SDK's and the transport's errors become Jianmu's (`MCPError`, `ToolTimeoutError`) in one
+place, `translated`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
+import re
+import subprocess
+import sys
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import anyio
+import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
-from jianmu.errors import MCPError
-from jianmu.mcp import _listing
-from jianmu.mcp._bridge import (
-    connect_failure,
-    describe,
-    first_leaf,
-    hand_over,
-    require_mcp,
-    running_loop,
-    wait_future,
-)
-from jianmu.mcp._errors import translate, translated
-from jianmu.mcp._transport import RefusedAuth, SecretHeaders, open_transport
+from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
+from jianmu.mcp import data
 from jianmu.mcp.data import MCPCallResult
 
 if TYPE_CHECKING:
@@ -210,15 +215,15 @@ class MCPClient:
         Raises:
             MCPError: the server could not be reached or answered badly.
         """
-        return await self._submit(self._request, "tools/list", _listing.list_tools)
+        return await self._submit(self._request, "tools/list", data.list_tools)
 
     async def list_resources(self, *, templates: bool = False) -> list[MCPResourceInfo]:
         """The server's resources (every page), or its resource templates; `MCPError` as for
         ``list_tools``."""
         if templates:
-            fn = _listing.list_resource_templates
+            fn = data.list_resource_templates
             return await self._submit(self._request, "resources/templates/list", fn)
-        return await self._submit(self._request, "resources/list", _listing.list_resources)
+        return await self._submit(self._request, "resources/list", data.list_resources)
 
     async def read_resource(self, uri: str) -> list[MCPResourceContent]:
         """The parts of the resource at ``uri``: text, or decoded binary data.
@@ -227,12 +232,12 @@ class MCPClient:
             MCPError: the server could not be reached or refused the read.
         """
         return await self._submit(
-            self._request, f"resources/read {uri!r}", _listing.read_resource, str(uri)
+            self._request, f"resources/read {uri!r}", data.read_resource, str(uri)
         )
 
     async def list_prompts(self) -> list[MCPPromptInfo]:
         """The server's prompts (every page); `MCPError` as for ``list_tools``."""
-        return await self._submit(self._request, "prompts/list", _listing.list_prompts)
+        return await self._submit(self._request, "prompts/list", data.list_prompts)
 
     async def get_prompt(self, name: str, arguments: Mapping[str, Any] | None = None) -> MCPPrompt:
         """The prompt ``name`` filled in with ``arguments`` (sent as strings).
@@ -243,7 +248,7 @@ class MCPClient:
         """
         args = {str(k): str(v) for k, v in (arguments or {}).items()}
         return await self._submit(
-            self._request, f"prompts/get {name!r}", _listing.get_prompt, name, args
+            self._request, f"prompts/get {name!r}", data.get_prompt, name, args
         )
 
     async def call_tool(
@@ -298,7 +303,7 @@ class MCPClient:
         if loop is None:
             if current is not None:
                 loop = self._adopt(current)
-            else:  # not asyncio (trio): the session gets a loop of its own in a thread
+            else:  # no asyncio loop (trio): the session gets a loop of its own in a thread
                 loop = await anyio.to_thread.run_sync(self._start_loop)
         if loop is current:  # the session lives here: no hand-over
             ready = self._ready
@@ -362,7 +367,7 @@ class MCPClient:
 
     def _thread_main(self, ready: Future[asyncio.AbstractEventLoop]) -> None:
         try:
-            anyio.run(self._loop_main, ready, backend="asyncio")
+            asyncio.run(self._loop_main(ready))
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
@@ -494,4 +499,268 @@ class MCPClient:
             if mapped is None:
                 raise
             raise mapped from None
-        return _listing.call_result(result)
+        return data.call_result(result)
+
+# -- between event loops -----------------------------------------------------------------------
+
+
+def require_mcp() -> None:
+    """Import the SDK or raise `MissingExtraError` naming the ``mcp`` extra."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError("mcp", "mcp") from exc
+
+
+def first_leaf(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (the SDK's task groups wrap errors)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of the error inside ``exc`` (groups unwrapped)."""
+    inner = first_leaf(exc)
+    text = str(inner)
+    return f"{type(inner).__name__}: {text}" if text else type(inner).__name__
+
+
+def errlog() -> Any:
+    """Where the server's stderr goes: ours when it is a real file, else nowhere."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return subprocess.DEVNULL  # the SDK hands it to the process spawn as is
+    return sys.stderr
+
+
+async def wait_future(future: Future[_T]) -> _T:
+    """Await a `concurrent.futures.Future` from any anyio loop; cancelling cancels it."""
+    if not future.done():
+        done = anyio.Event()
+        token = anyio.lowlevel.current_token()
+        loop_thread = threading.get_ident()
+
+        def wake(_: Future[_T]) -> None:
+            if threading.get_ident() == loop_thread:
+                done.set()
+                return
+            with contextlib.suppress(RuntimeError):  # the caller's loop has ended
+                anyio.from_thread.run_sync(done.set, token=token)
+
+        future.add_done_callback(wake)
+        try:
+            await done.wait()
+        except BaseException:
+            future.cancel()
+            raise
+    return future.result()
+
+
+def hand_over(coro: Coroutine[Any, Any, _T], loop: asyncio.AbstractEventLoop) -> Future[_T]:
+    """Run ``coro`` on ``loop`` (another thread's), in a copy of the caller's context.
+
+    A caller with no running asyncio loop (trio) hands over a fresh context instead: its own
+    names its async library, which anyio would read on the session's asyncio loop and take
+    for the library running there.
+    """
+    context = contextvars.copy_context() if running_loop() is not None else contextvars.Context()
+    return context.run(asyncio.run_coroutine_threadsafe, coro, loop)
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The caller's asyncio loop; None when it has none (a trio caller)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def connect_failure(client: Any, exc: BaseException) -> str:
+    """Why `MCPClient` ``client`` could not connect, and what to check."""
+    leaf = first_leaf(exc)
+    refusal = client._refused.explain(client.name, client._headers)
+    if refusal is not None:
+        return f"could not connect to MCP server {client.name!r} (url {client.url!r}): {refusal}"
+    if isinstance(leaf, TimeoutError):
+        detail = (
+            f"no answer to the handshake within {client.connect_timeout:g}s "
+            "(connect_timeout)"
+        )
+    else:
+        detail = describe(leaf)
+    where = (
+        f"command {' '.join([client.command, *client.args])!r}"
+        if client.command is not None
+        else f"url {client.url!r}"
+    )
+    fix = (
+        "check that the command starts an MCP stdio server"
+        if client.command is not None
+        else "check that the server is running and the URL ends with its MCP path (often /mcp)"
+    )
+    return f"could not connect to MCP server {client.name!r} ({where}): {detail}; {fix}"
+
+# -- the transport -----------------------------------------------------------------------------
+
+
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
+_REFUSED = {401: "401 Unauthorized", 403: "403 Forbidden"}
+
+
+class SecretHeaders:
+    """HTTP headers sent on every request to a server; values never shown.
+
+    Raises:
+        ValueError: a header name that is not an HTTP token, a value that is not a string
+            or holds a line break, or an empty bearer token.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(
+        self, headers: Mapping[str, str] | None = None, *, bearer_token: str | None = None
+    ) -> None:
+        values: dict[str, str] = {}
+        for name, value in (headers or {}).items():
+            if not isinstance(name, str) or not _HEADER_NAME.match(name):
+                raise ValueError(f"MCP header name {name!r} is not a valid HTTP header name")
+            if not isinstance(value, str) or "\r" in value or "\n" in value:
+                # the value is not echoed: it may be a secret
+                raise ValueError(f"MCP header {name!r} needs a one-line string value")
+            values[name] = value
+        if bearer_token is not None:
+            if not isinstance(bearer_token, str) or not bearer_token.strip() or any(
+                c in bearer_token for c in "\r\n"
+            ):
+                raise ValueError("MCP bearer token must be a non-empty one-line string")
+            values = {k: v for k, v in values.items() if k.lower() != "authorization"}
+            values["Authorization"] = f"Bearer {bearer_token.strip()}"
+        self._values = values
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The header names (safe to show)."""
+        return tuple(self._values)
+
+    def reveal(self) -> dict[str, str]:
+        """The headers with their values, for the HTTP client only."""
+        return dict(self._values)
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def __repr__(self) -> str:
+        return f"<SecretHeaders {', '.join(self._values) or 'none'}>"
+
+    __str__ = __repr__
+
+
+class RefusedAuth:
+    """The last 401/403 a server answered (the SDK turns it into a generic error)."""
+
+    __slots__ = ("status",)
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+
+    async def record(self, response: Any) -> None:
+        """httpx response hook: remember a refusal."""
+        if response.status_code in _REFUSED:
+            self.status = response.status_code
+
+    def explain(self, server: str, headers: SecretHeaders) -> str | None:
+        """Why the server refused us, naming the headers sent (never their values)."""
+        if self.status is None:
+            return None
+        sent = f"headers sent: {', '.join(headers.names)}" if headers else "no headers sent"
+        return (
+            f"the server answered HTTP {_REFUSED[self.status]} ({sent}); check "
+            f"mcp.servers.{server}.auth / headers and the variables they read"
+        )
+
+
+@contextlib.asynccontextmanager
+async def open_transport(client: Any, refused: RefusedAuth) -> AsyncIterator[Any]:
+    """The SDK transport of ``client`` (an `MCPClient`): stdio, or HTTP with its headers."""
+    if client.command is not None:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(
+            command=client.command, args=client.args, env=client.env or None, cwd=client.cwd
+        )
+        async with stdio_client(params, errlog=errlog()) as streams:
+            yield streams
+        return
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    headers: SecretHeaders = client._headers
+    http = create_mcp_http_client(headers=headers.reveal() or None)
+    http.event_hooks = {"request": [], "response": [refused.record]}
+    async with http, streamable_http_client(client.url, http_client=http) as streams:
+        yield streams
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+_UNREACHABLE = (
+    anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError
+)
+
+
+def translated(
+    client: Any, what: str, generation: int, exc: Exception, *, timeout: float | None = None
+) -> Exception | None:
+    """Jianmu's error for ``exc`` raised by ``client``'s (an `MCPClient`) request ``what``.
+
+    Returns ``None`` for an error that is not the SDK's or the transport's (raise it as is).
+    """
+    from mcp.shared.exceptions import MCPError as SDKError
+    from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    if isinstance(exc, SDKError):
+        if exc.code == CONNECTION_CLOSED:
+            client._mark_broken(generation)
+            return MCPError(
+                f"MCP server {client.name!r} closed the connection during {what} "
+                f"({exc.message}); the next call reconnects"
+            )
+        if exc.code == REQUEST_TIMEOUT:
+            if client._broken and generation == client.connections:
+                # the transport failed under the request (HTTP): not a slow tool
+                return MCPError(
+                    f"MCP server {client.name!r} could not be reached during {what}; "
+                    "the next call reconnects"
+                )
+            return ToolTimeoutError(
+                f"MCP server {client.name!r} did not answer {what} within "
+                f"{timeout or client.timeout:g}s; raise the server's timeout"
+            )
+        refusal = client._refused.explain(client.name, client._headers)
+        detail = refusal or f"{exc.message} (code {exc.code})"
+        return MCPError(f"MCP server {client.name!r} refused {what}: {detail}")
+    if isinstance(exc, _UNREACHABLE):
+        client._mark_broken(generation)
+        return MCPError(
+            f"MCP server {client.name!r} is not reachable during {what} ({describe(exc)}); "
+            "the next call reconnects"
+        )
+    if isinstance(exc, RuntimeError):  # e.g. structured content that breaks its output schema
+        return MCPError(f"MCP server {client.name!r} answered {what} badly: {exc}")
+    return None
+
+
+@contextlib.contextmanager
+def translate(
+    client: Any, what: str, generation: int, *, timeout: float | None = None
+) -> Iterator[None]:
+    """Turn errors of ``client``'s request ``what`` into Jianmu's (see `translated`)."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = translated(client, what, generation, exc, timeout=timeout)
+        if mapped is None:
+            raise
+        raise mapped from None

@@ -13,7 +13,7 @@ on the server side, since an MCP host cannot be asked to honour it:
 
 Calls run through `ToolSet.execute` under a `ToolRunner` built from the execution
 constraints, so failures become ``isError`` results and code runs where the config says; over
-HTTP each client gets a runner, and so a sandbox, of its own (`jianmu.mcp._client_runners`). A
+HTTP each client gets a runner, and so a sandbox, of its own (`ClientRunners`). A
 tool that runs other tools (``run_bt_skill``) gets the server's own run context: the guard's
 rules, ``execution.workdir`` and the rest of the constraints hold for every tool it runs, and
 a call that would need a person's approval is refused (nobody here can give it).
@@ -30,21 +30,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
-from collections.abc import AsyncIterator, Iterable
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from jianmu._tokens import same_token
+from jianmu._secrets import same_token
 from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
 from jianmu.errors import MissingExtraError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChecker
-from jianmu.mcp._bridge import require_mcp
-from jianmu.mcp._client_runners import ClientRunners
+from jianmu.mcp.client import require_mcp
 from jianmu.mcp.skill_content import FileSource, PromptSource, SkillContent
 from jianmu.runtime.context import RunContext, run_constraints
 from jianmu.tools.calls import ToolCall, ToolResult, render_output
@@ -58,7 +57,8 @@ if TYPE_CHECKING:
     from jianmu.tools.base import Tool
 
 __all__ = (
-    "BearerToken", "build_mcp_server", "jianmu_version", "serve", "serve_sync", "served_tools",
+    "IDLE_S", "MAX_CLIENTS", "BearerToken", "ClientRunners", "build_mcp_server", "jianmu_version",
+    "serve", "serve_sync", "served_tools",
 )
 
 _CLIENT_ID = "jianmu-mcp-client"
@@ -302,7 +302,7 @@ async def serve(
         user_roles: Roles of whoever connects.
         prompts: Skills served as MCP prompts.
         files: Skills whose files are served as MCP resources.
-        token: http: the bearer token every request must carry (``jianmu._tokens.new_token``
+        token: http: the bearer token every request must carry (``jianmu._secrets.new_token``
             makes one); required, on every interface, loopback included.
         config: The configuration the tools run under (see `build_mcp_server`).
 
@@ -318,7 +318,7 @@ async def serve(
         where = f"{host}:{port}"
         raise ValueError(
             f"MCP over HTTP ({where}) needs a bearer token: anyone who can reach the port "
-            "would run the tools; pass token= (jianmu._tokens.new_token() makes one)"
+            "would run the tools; pass token= (jianmu._secrets.new_token() makes one)"
         )
     server = build_mcp_server(
         toolset, guard=guard, execution=execution, name=name, user_roles=user_roles,
@@ -377,6 +377,109 @@ def serve_sync(toolset: ToolSet, **options: Any) -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # no loop running: the expected case
-        anyio.run(functools.partial(serve, toolset, **options))
+        asyncio.run(serve(toolset, **options))
         return
     raise RuntimeError("serve_sync() was called inside an event loop; use await serve(...)")
+
+
+# -- one runner per client ---------------------------------------------------------------------
+
+IDLE_S = 600.0
+"""Seconds without a call after which a client's runner (its sandbox) is closed."""
+MAX_CLIENTS = 32
+"""Clients that keep a runner at once; the one idle longest makes room for a new one."""
+
+
+@dataclass
+class _Client:
+    runner: ToolRunner
+    busy: int = 0
+    last: float = 0.0
+
+
+class ClientRunners:
+    """The runner each request of an MCP server runs its tool call on: clients over HTTP
+    never share a sandbox.
+
+    A sandbox runs one command at a time and keeps what its commands leave (files in its
+    ``/tmp``) for its next ones: fine within one client's work, wrong between clients. So each
+    streamable-HTTP session (its ``Mcp-Session-Id``) gets a runner of its own, built from the
+    server's execution constraints at its first call: one client's commands never see
+    another's (processes, their environment, ``/tmp``, IPC objects), nor wait for them. A
+    request from no HTTP client (stdio: one client) uses the server's runner; an HTTP request
+    without a session, or one beyond `MAX_CLIENTS` clients that all have calls running, gets a
+    runner for that call alone. A client's runner is closed once it has had no call for
+    `IDLE_S` (looked at on each call) and when the server stops.
+
+    Args:
+        shared: The server's runner: for stdio, and for every client when ``make`` is None.
+        make: Builds a client's runner; ``None`` shares ``shared`` (a runner the caller
+            passed in, whose sandbox the caller chose).
+    """
+
+    def __init__(self, shared: ToolRunner, make: Callable[[], ToolRunner] | None) -> None:
+        self._shared, self._make = shared, make
+        self._clients: dict[str, _Client] = {}
+
+    @contextlib.asynccontextmanager
+    async def runner_for(self, request: Any) -> AsyncIterator[ToolRunner]:
+        """The runner of the client that sent ``request`` (the transport's HTTP request, or
+        ``None``), held for one call."""
+        if request is None or self._make is None:
+            yield self._shared
+            return
+        await self._close_idle()
+        key = request.headers.get("mcp-session-id")
+        client = self._clients.get(key) if key else None
+        if client is None and key:
+            client = await self._admit(key)
+        if client is None:  # no session to keep it for, or no room: this call's own
+            once = self._make()
+            try:
+                yield once
+            finally:
+                await _close([once])
+            return
+        client.busy += 1
+        try:
+            yield client.runner
+        finally:
+            client.busy -= 1
+            client.last = time.monotonic()
+
+    async def _admit(self, key: str) -> _Client | None:
+        """A new client's entry; the longest idle client's runner closes if there is no room,
+        and ``None`` comes back if every client has a call running."""
+        if len(self._clients) >= MAX_CLIENTS:
+            idle = [(c.last, k) for k, c in self._clients.items() if not c.busy]
+            if not idle:
+                return None
+            await _close([self._clients.pop(min(idle)[1]).runner])
+            if key in self._clients:  # a call of the same client came in meanwhile
+                return self._clients[key]
+        assert self._make is not None
+        client = self._clients[key] = _Client(self._make(), last=time.monotonic())
+        return client
+
+    async def _close_idle(self) -> None:
+        """Close the runners of clients without a call for `IDLE_S`."""
+        now = time.monotonic()
+        idle = [k for k, c in self._clients.items() if not c.busy and now - c.last > IDLE_S]
+        await _close([self._clients.pop(k).runner for k in idle])
+
+    async def close(self) -> None:
+        """Close every client's runner and the shared one."""
+        runners = [c.runner for c in self._clients.values()]
+        self._clients.clear()
+        await _close([*runners, self._shared])
+
+
+async def _close(runners: list[ToolRunner]) -> None:
+    """Close ``runners`` (their sandboxes), even if the caller is being cancelled.
+
+    This runs in the SDK's request and lifespan tasks, which the SDK cancels with anyio's
+    cancel scopes: only an anyio shield holds against them.
+    """
+    with anyio.CancelScope(shield=True):
+        for runner in runners:
+            await runner.close()

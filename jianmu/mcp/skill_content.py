@@ -20,6 +20,7 @@ changes nothing.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import mimetypes
 import os
@@ -29,8 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, unquote, urlsplit
-
-import anyio.to_thread
 
 from jianmu.errors import JianmuError, PathEscapeError
 from jianmu.tools.builtin._paths import closing_fd
@@ -232,7 +231,7 @@ class SkillContent:
         if found is None:
             known = ", ".join(self.prompts) or "none"
             raise _invalid(f"unknown prompt {params.name!r}; this server offers: {known}")
-        body = await anyio.to_thread.run_sync(lambda: found.body)
+        body = await asyncio.to_thread(lambda: found.body)
         return types.GetPromptResult(description=found.description, messages=[
             types.PromptMessage(role="user", content=types.TextContent(type="text", text=body))
         ])
@@ -254,7 +253,7 @@ class SkillContent:
         """``resources/list``: every file of every skill folder (walked on each call)."""
         import mcp.types as types
 
-        return types.ListResourcesResult(resources=await anyio.to_thread.run_sync(self._listing))
+        return types.ListResourcesResult(resources=await asyncio.to_thread(self._listing))
 
     async def read_resource(self, _ctx: Any, params: Any) -> types.ReadResourceResult:
         """``resources/read``: one skill file, confined to its skill's folder."""
@@ -269,7 +268,7 @@ class SkillContent:
                            f"{SKILL_URI_SCHEME}://<skill>/<path> for the skills: {known}")
         rel = unquote(parts.path).removeprefix("/")
         try:
-            data = await anyio.to_thread.run_sync(_read_confined, entry.pinned, rel)
+            data = await asyncio.to_thread(_read_confined, entry.pinned, rel)
         except (OSError, ValueError, JianmuError) as exc:
             # PathEscapeError, a bad path, a missing file: the client asked for the wrong thing
             raise _invalid(f"cannot read {uri!r} of the skill {entry.name!r}: {exc}") from None

@@ -20,10 +20,9 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from jianmu._strict_yaml import YAMLRefused, compose_and_load
-from jianmu.config import AppConfig, _key_lines, unknown_key_hint
+from jianmu.config import AppConfig, _key_lines, compose_and_load, unknown_key_hint
 from jianmu.constraints import Constraints
-from jianmu.errors import PathEscapeError, SkillLoadError
+from jianmu.errors import PathEscapeError, SkillLoadError, YAMLRefused
 from jianmu.skills._allowed_tools import READ_SKILL_FILE, AllowedTool, map_allowed_tools
 from jianmu.skills.skill import Skill, SkillFrontMatter
 from jianmu.tools.builtin._pinned import PinnedFolder

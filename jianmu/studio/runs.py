@@ -1,6 +1,10 @@
 """Where the studio finds the CLI's runs and answers them: the SQLite checkpoints, with each
 run's recorded points. It answers through the same path as the CLI (`ReactiveRunner.approve`
-on a restored run), so an approval is used once, and forks a run from any of its points."""
+on a restored run), so an approval is used once, and forks a run from any of its points.
+
+The studio's own record of what it did to a run (who answered which approval, which run it
+forked, what went wrong continuing one) is its `Journal`: a table beside the checkpoints, in
+the same SQLite file; the runs' own events are in their history (`jianmu.runtime.history`)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import asyncio
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,14 +20,15 @@ from typing import Any
 from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNotFoundError
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.fork import fork_run
-from jianmu.runtime.history import Frame
+from jianmu.runtime.history import Frame, short
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
 from jianmu.runtime.runner import ReactiveRunner
-from jianmu.studio.journal import Journal
 from jianmu.studio.timeline import event_timeline, message_timeline
 from jianmu.studio.views import asking_at, final_answer, node_rows, pending_rows, point_rows
 
-__all__ = ("FINISHED", "CheckpointRuns", "Restored", "Restorer", "decision_message", "verb")
+__all__ = (
+    "FINISHED", "CheckpointRuns", "Journal", "Restored", "Restorer", "decision_message", "verb",
+)
 
 FINISHED = frozenset({"success", "failure", "timeout", "cancelled"})
 
@@ -328,3 +334,43 @@ def _json(text: str) -> dict[str, Any]:
     except ValueError:
         raise CheckpointError("a checkpoint is not JSON") from None
     return value if isinstance(value, dict) else {}
+
+
+# -- the studio's journal ----------------------------------------------------------------------
+
+
+class Journal:
+    """Appends and lists a run's studio events (``jianmu_studio_events``)."""
+
+    def __init__(self, path: str) -> None:
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False)
+            with self._db:
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS jianmu_studio_events (run_id TEXT NOT NULL,"
+                    " time REAL NOT NULL, name TEXT NOT NULL, node TEXT, fields TEXT NOT NULL)"
+                )
+        except sqlite3.Error as exc:
+            raise CheckpointError(f"cannot open the studio's journal {path!r}: {exc}") from exc
+
+    def add(self, run_id: str, name: str, node: str | None = None, **fields: Any) -> None:
+        """Record one event of ``run_id``."""
+        data = json.dumps(short(fields), ensure_ascii=False)
+        with self._lock, self._db:
+            self._db.execute("INSERT INTO jianmu_studio_events VALUES (?, ?, ?, ?, ?)",
+                             (run_id, time.time(), name, node, data))
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """``run_id``'s events, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT time, name, node, fields FROM jianmu_studio_events WHERE run_id = ?"
+                " ORDER BY rowid", (run_id,)).fetchall()
+        return [{"time": r[0], "name": r[1], "node": r[2], "fields": json.loads(r[3])}
+                for r in rows]
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()

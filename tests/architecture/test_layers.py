@@ -127,3 +127,11 @@ def test_every_error_derives_from_jianmu_error() -> None:
                and not issubclass(v, Warning) and v.__module__ == errors.__name__]
     assert classes
     assert [c.__name__ for c in classes if not issubclass(c, errors.JianmuError)] == []
+
+
+def test_no_module_asks_sniffio_which_library_runs() -> None:
+    # one concurrency style: asyncio inside; a caller without a running asyncio loop is told
+    # apart by asyncio.get_running_loop() failing, never by branching on sniffio
+    asking = [str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py")
+              if "sniffio" in p.read_text(encoding="utf-8")]
+    assert asking == []

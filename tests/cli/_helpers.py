@@ -6,11 +6,19 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_SKILLS = REPO / "skills"
+WITHOUT = (
+    "import runpy, sys\n"
+    "for name in {!r}:\n"
+    "    sys.modules[name] = None  # `import name` now fails as for a package not installed\n"
+    "runpy.run_module('jianmu.cli', run_name='__main__')\n"
+)
+"""``python -c`` code that runs ``jianmu`` with some packages impossible to import."""
 
 
 @dataclass
@@ -41,13 +49,19 @@ class Project:
         return path
 
     def jianmu(self, *args: str, stdin: str | None = None, config: bool = True,
-               timeout: float = 90, env: dict[str, str] | None = None) -> Done:
-        """Run ``jianmu ARGS --config CONFIG`` here; ``stdin`` is piped in (else empty)."""
+               timeout: float = 90, env: dict[str, str] | None = None,
+               without: Sequence[str] = ()) -> Done:
+        """Run ``jianmu ARGS --config CONFIG`` here; ``stdin`` is piped in (else empty).
+
+        ``without`` names packages (top-level import names) that the process cannot import,
+        as if their extra were not installed.
+        """
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
         clean.update(COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO), **(env or {}))
         extra = ["--config", str(self.config)] if config else []
+        command = ["-m", "jianmu.cli"] if not without else ["-c", WITHOUT.format(list(without))]
         done = subprocess.run(
-            [sys.executable, "-m", "jianmu.cli", *args, *extra], cwd=self.root, env=clean,
+            [sys.executable, *command, *args, *extra], cwd=self.root, env=clean,
             input=stdin if stdin is not None else "", capture_output=True, text=True,
             timeout=timeout,
         )

@@ -57,3 +57,75 @@ def test_debug_adds_the_traceback(project: Project) -> None:
     loud = project.jianmu("--debug", "run", "missing.py")
     assert loud.code == 2 and "Traceback" in loud.err
     assert "script 'missing.py' not found" in loud.err
+
+
+# -- what each command needs installed ---------------------------------------------------------
+
+OPENAI_SCRIPT = '''
+import py_trees
+from jianmu.llm import OpenAIProvider
+
+def build_llm():
+    return OpenAIProvider("gpt-4o-mini", api_key="sk-test")
+
+def build_tree(llm):
+    return py_trees.behaviours.Success("done")
+'''
+
+ANTHROPIC_SCRIPT = OPENAI_SCRIPT.replace("OpenAIProvider", "AnthropicProvider").replace(
+    "gpt-4o-mini", "claude-sonnet-4-5")
+
+# (command, the packages taken away, the extra it must name)
+NEEDS = [
+    (["studio"], ["starlette", "uvicorn"], "studio"),
+    (["studio"], ["uvicorn"], "studio"),
+    (["studio", "--app", "app.py"], ["dbos"], "dbos"),
+    (["mcp", "serve"], ["mcp"], "mcp"),
+    (["mcp", "serve", "--transport", "http"], ["mcp"], "mcp"),
+    (["worker", "app.py"], ["dbos", "psycopg"], "dbos"),
+    (["runs", "list", "--app", "app.py"], ["dbos"], "dbos"),
+    (["runs", "approve", "r1", "c1", "--app", "app.py"], ["psycopg"], "dbos"),
+    (["run", "--durable", "app.py", "tree"], ["dbos"], "dbos"),
+    (["sandbox", "build-image"], ["docker"], "docker"),
+    (["run", "uses_openai.py"], ["openai"], "openai"),
+    (["run", "uses_anthropic.py"], ["anthropic"], "anthropic"),
+]
+
+
+@pytest.mark.parametrize(("command", "without", "extra"), NEEDS,
+                         ids=lambda v: " ".join(v) if isinstance(v, list) else str(v))
+def test_a_command_without_its_extra_names_it_and_starts_nothing(
+    project: Project, command: list[str], without: list[str], extra: str
+) -> None:
+    project.write("uses_openai.py", OPENAI_SCRIPT)
+    project.write("uses_anthropic.py", ANTHROPIC_SCRIPT)
+    done = project.jianmu(*command, without=without, timeout=60)
+    assert done.code != 0, done.text
+    assert "Traceback" not in done.text, done.text
+    assert f"pip install 'jianmu[{extra}]'" in done.err, done.text
+    # nothing was started or announced before the error
+    assert "serving" not in done.text and "open: http" not in done.text, done.text
+
+
+def test_mcp_serve_says_nothing_before_the_missing_extra(project: Project) -> None:
+    done = project.jianmu("mcp", "serve", "--tools", "calculator", without=["mcp"])
+    assert_clean_error(done, 1, "'mcp' is not installed", "pip install 'jianmu[mcp]'")
+    assert done.out == "" and done.err.count("\n") == 1, done.text
+
+
+def test_an_app_that_imports_a_missing_extra_names_it(project: Project) -> None:
+    project.write("needs_studio.py", "import starlette\nengine = None\n")
+    done = project.jianmu("runs", "list", "--app", "needs_studio.py", without=["starlette"])
+    assert_clean_error(done, 1, "'starlette' is not installed", "pip install 'jianmu[studio]'")
+
+
+def test_the_worker_help_says_it_executes_runs(project: Project) -> None:
+    worker = project.jianmu("worker", "--help", config=False)
+    assert worker.code == 0, worker.text
+    assert "they never execute runs" not in worker.out
+    assert "The worker executes the app's runs" in worker.out
+    assert "pip install 'jianmu[dbos]'" in worker.out
+    runs = project.jianmu("runs", "list", "--help", config=False)
+    assert "These commands are clients: they never execute runs." in runs.out
+    studio = project.jianmu("studio", "--help", config=False)
+    assert "pip install 'jianmu[studio]'" in studio.out

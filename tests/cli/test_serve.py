@@ -57,8 +57,8 @@ async def test_named_tools_with_the_config_guard_and_bt_skills(project: Project)
                       "--skills-dir", str(SHIPPED_SKILLS)) as session:
         names = [t.name for t in (await session.list_tools()).tools]
         assert names == ["calculator", "bash", "run_bt_skill"]
-        assert [p.name for p in (await session.list_prompts()).prompts] == [
-            "code-review", "release-notes"]
+        prompts = [p.name for p in (await session.list_prompts()).prompts]
+        assert prompts == ["code-review", "release-notes"]  # the shipped prompt skills
         uris = {r.uri for r in (await session.list_resources()).resources}
         assert {"skill://code-review/references/checklist.md",
                 "skill://workspace-report/tree.py"} <= uris

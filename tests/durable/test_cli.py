@@ -174,6 +174,6 @@ def test_bad_apps_ids_and_databases_are_one_line_errors(cli: CLI, tmp_path: Path
     ("app:holder.engine", ("app", "holder.engine")),
 ])
 def test_app_specs_split_as_uvicorn_names_apps(spec: str, split: tuple[str, str]) -> None:
-    from jianmu._cli.apps import split_app
+    from jianmu._cli.durable import split_app
 
     assert split_app(spec) == split

@@ -121,7 +121,7 @@ def test_result_conversion() -> None:
 def test_call_result_keeps_every_block_as_on_the_wire() -> None:
     from mcp import types
 
-    from jianmu.mcp._listing import call_result
+    from jianmu.mcp.data import call_result
 
     blocks = [
         types.TextContent(type="text", text="plain"),

@@ -141,7 +141,7 @@ def test_the_studio_says_which_decision_came_first(
     from starlette.testclient import TestClient
 
     from jianmu.studio import DurableRuns, create_app
-    from jianmu.studio.journal import Journal
+    from jianmu.studio.runs import Journal
 
     client = engine_on(db_url, tmp_path, monkeypatch)
     try:

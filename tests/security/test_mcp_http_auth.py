@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jianmu import _tokens
+from jianmu import _secrets
 from jianmu.mcp import MCPToolProvider, serve
 from jianmu.mcp.server import BearerToken
 from jianmu.tools import ToolSet
@@ -141,13 +141,13 @@ async def test_no_http_server_without_a_token_on_any_interface() -> None:
 
 async def test_the_token_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     compared: list[tuple[bytes, bytes]] = []
-    real = _tokens.hmac.compare_digest
+    real = _secrets.hmac.compare_digest
 
     def spy(a: bytes, b: bytes) -> bool:
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(_tokens.hmac, "compare_digest", spy)
+    monkeypatch.setattr(_secrets.hmac, "compare_digest", spy)
     verifier = BearerToken("right-token")
     assert await verifier.verify_token("wrong-token") is None
     assert await verifier.verify_token("right-token") is not None

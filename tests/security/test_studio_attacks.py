@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from jianmu.studio.security import is_loopback
+from jianmu._secrets import is_loopback
 from tests.studio.conftest import TOKEN, anonymous, checkpoints, client, run_id  # noqa: F401
 from tests.studio.test_app import _csrf, _finished
 from tests.support.durable import wait_for

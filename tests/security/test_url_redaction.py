@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jianmu._redact import redact_text, redact_url, url_secrets
+from jianmu._secrets import redact_text, redact_url, url_secrets
 from jianmu.config import AppConfig
 from jianmu.errors import DurableError
 from tests.support.durable import HERE, ROOT, Workers

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from starlette.testclient import TestClient
 from jianmu import ReactiveRunner, SQLiteCheckpointer, StateManager
 from jianmu.nodes import AgentState
 from jianmu.studio import CheckpointRuns, create_app
-from jianmu.studio.journal import Journal
+from jianmu.studio.runs import Journal
 from tests.studio.conftest import TOKEN
 from tests.studio.studio_flow import build_tree
 from tests.support.durable import wait_for
@@ -293,3 +295,15 @@ def test_a_run_in_progress_elsewhere_shows_as_it_goes(checkpoints: Path) -> None
         release.set()
         thread.join(60)
         store.close()
+
+
+def test_the_app_without_the_studio_extra_names_it() -> None:
+    code = ("import sys\nsys.modules['starlette'] = None\n"
+            "from jianmu.errors import MissingExtraError\n"
+            "from jianmu.studio import timeline  # no Starlette needed to tell a run's story\n"
+            "try:\n    from jianmu.studio import create_app\n"
+            "except MissingExtraError as exc:\n    print(exc.extra, exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.startswith("studio "), done.stdout + done.stderr
+    assert "pip install 'jianmu[studio]'" in done.stdout

@@ -14,7 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from jianmu.studio import DurableRuns, create_app
-from jianmu.studio.journal import Journal
+from jianmu.studio.runs import Journal
 from tests.support.durable import HERE, Workers, wait_for
 
 pytest.importorskip("dbos")

@@ -37,10 +37,10 @@ def start_suspended(checkpoints: Path, target: str = f"prod {XSS}") -> str:
 
 def studio_sources(checkpoints: Path) -> list[Any]:
     """The studio's sources for a checkpoint file, runs rebuilt as ``jianmu resume`` does."""
-    from jianmu._cli.studio import restorer
+    from jianmu._cli.serve import restorer
     from jianmu.config import load_config
     from jianmu.studio import CheckpointRuns
-    from jianmu.studio.journal import Journal
+    from jianmu.studio.runs import Journal
 
     config = load_config(str(checkpoints.parent / "jianmu.yaml"))
     return [CheckpointRuns(str(checkpoints), Journal(str(checkpoints)),

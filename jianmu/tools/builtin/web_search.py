@@ -108,6 +108,9 @@ def duckduckgo_search_tool(
         effect_tags=("http",),
         timeout_seconds=30.0,
         max_result_length=10_000,
+        # what `jianmu tools list` checks: the import name of each package it needs, and the
+        # pip extra that installs it
+        metadata={"requires": {"ddgs": "search"}},
     )
 
 

@@ -1,10 +1,18 @@
-"""Worker heartbeats, and the takeover of a dead worker's runs by a live one.
+"""Jianmu's two tables beside DBOS's own, in the durable database: who is alive, and how each
+approval request was decided.
 
-DBOS recovers a worker's pending runs when the same worker (same executor id) starts again.
-A worker that never comes back needs someone else to declare it dead: each worker writes a
-heartbeat row, and a live worker that sees a row older than ``durable.takeover_after_s``
-claims it (one atomic delete, so two live workers never both claim it) and hands the dead
-worker's runs back to the queue, where any worker picks them up.
+**Workers.** DBOS recovers a worker's pending runs when the same worker (same executor id)
+starts again. A worker that never comes back needs someone else to declare it dead: each
+worker writes a heartbeat row (``jianmu_workers``), and a live worker that sees a row older
+than ``durable.takeover_after_s`` claims it (one atomic delete, so two live workers never both
+claim it) and hands the dead worker's runs back to the queue, where any worker picks them up.
+
+**Decisions.** A decision travels to the run as a DBOS message. Two people answering the same
+request (one approves, the other rejects) must not both be told "done" while the run goes on
+with one of the answers: so each decision is first claimed in the ``jianmu_decisions`` table
+(one row per run and request; the insert of a second fails on the key), and the message is
+sent in the same transaction (`DBOSClient.send_in_transaction`). The first decision is
+recorded and sent together, or neither; every later one is refused, naming the first.
 """
 
 from __future__ import annotations
@@ -12,20 +20,31 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ("WorkerRegistry", "open_tables", "recover_worker", "sqlalchemy_url")
+__all__ = (
+    "APP_VERSION",
+    "Decision",
+    "DecisionLedger",
+    "Heartbeat",
+    "WorkerRegistry",
+    "open_tables",
+    "recover_worker",
+    "sqlalchemy_url",
+)
 
 APP_VERSION = "jianmu-1"
 """DBOS application version of every Jianmu worker: recovery matches runs by it, so workers
 built from different checkouts of the same app still recover each other's runs."""
 
-_metadata = sa.MetaData()
+_workers_metadata = sa.MetaData()
 _workers = sa.Table(
     "jianmu_workers",
-    _metadata,
+    _workers_metadata,
     sa.Column("executor_id", sa.String(200), primary_key=True),
     sa.Column("engine", sa.String(200), nullable=False),
     sa.Column("host", sa.String(255), nullable=False),
@@ -67,7 +86,7 @@ class WorkerRegistry:
 
     def __init__(self, url: str, engine_name: str) -> None:
         self.engine_name = engine_name
-        self._db = open_tables(url, _metadata)
+        self._db = open_tables(url, _workers_metadata)
 
     def beat(self, executor_id: str, *, started: float | None = None) -> None:
         """Record that ``executor_id`` is alive now."""
@@ -153,3 +172,83 @@ class Heartbeat:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
+
+
+# -- decisions ---------------------------------------------------------------------------------
+
+_decisions_metadata = sa.MetaData()
+_decisions = sa.Table(
+    "jianmu_decisions",
+    _decisions_metadata,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("call_id", sa.String(500), primary_key=True),
+    sa.Column("approved", sa.Boolean, nullable=False),
+    sa.Column("message", sa.Text, nullable=True),
+    sa.Column("decided_at", sa.Float, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How a request was decided, and when."""
+
+    approved: bool
+    message: str | None
+    decided_at: float
+
+    @property
+    def verb(self) -> str:
+        """``approved`` or ``rejected``."""
+        return "approved" if self.approved else "rejected"
+
+
+class DecisionLedger:
+    """The ``jianmu_decisions`` table beside DBOS's own, in the same database."""
+
+    def __init__(self, url: str) -> None:
+        self._db = open_tables(url, _decisions_metadata)
+
+    def first(self, run_id: str, call_id: str) -> Decision | None:
+        """The decision recorded for ``call_id`` of ``run_id``, if any."""
+        with self._db.connect() as conn:
+            return _read(conn, run_id, call_id)
+
+    def decide(self, run_id: str, call_id: str, approved: bool, message: str | None,
+               send: Callable[[sa.Connection], None]) -> Decision | None:
+        """Record this decision and ``send`` it in one transaction, unless one is recorded.
+
+        Returns:
+            ``None`` when this decision was recorded and sent; else the first decision (and
+            nothing was recorded or sent).
+        """
+        for _attempt in range(3):
+            try:
+                with self._db.begin() as conn:
+                    conn.execute(_decisions.insert().values(
+                        run_id=run_id, call_id=call_id, approved=approved, message=message,
+                        decided_at=time.time(),
+                    ))
+                    send(conn)
+            except sa.exc.IntegrityError:
+                with self._db.connect() as conn:
+                    first = _read(conn, run_id, call_id)
+                if first is not None:
+                    return first
+                continue  # the other decision's transaction was rolled back: try again
+            return None
+        raise RuntimeError(f"could not record the decision on {call_id!r} of run {run_id!r}")
+
+    def close(self) -> None:
+        """Release the connections."""
+        self._db.dispose()
+
+
+def _read(conn: sa.Connection, run_id: str, call_id: str) -> Decision | None:
+    row = conn.execute(
+        sa.select(_decisions.c.approved, _decisions.c.message, _decisions.c.decided_at)
+        .where(_decisions.c.run_id == run_id, _decisions.c.call_id == call_id)
+    ).first()
+    if row is None:
+        return None
+    return Decision(approved=bool(row.approved), message=row.message,
+                    decided_at=float(row.decided_at))

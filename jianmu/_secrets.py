@@ -1,6 +1,11 @@
-"""Secrets out of messages: passwords in URLs, ``key=value`` secrets, and known secret values.
+"""Secrets: the access tokens of the servers Jianmu starts, and secrets kept out of messages.
 
-A database URL carries its password in the user-info (``postgresql://user:PASSWORD@host/db``)
+The servers (``jianmu studio``, ``jianmu mcp serve``) want a random token on every request:
+`new_token` makes one, `same_token` compares in constant time, and `is_loopback` says whether
+a host is only reachable from this machine.
+
+Out of messages go passwords in URLs, ``key=value`` secrets, and known secret values. A
+database URL carries its password in the user-info (``postgresql://user:PASSWORD@host/db``)
 or as a query parameter (``?password=...``), and a driver quotes the URL, or a piece of it, in
 its errors (psycopg: ``invalid percent-encoded token: "PASSWORD%zz"``). Every message, log line
 and ``repr`` that may carry such a URL goes through here:
@@ -14,12 +19,24 @@ and ``repr`` that may carry such a URL goes through here:
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import logging
 import re
 from collections.abc import Iterable
+from secrets import token_urlsafe
 from urllib.parse import unquote
 
-__all__ = ("MASK", "SecretFilter", "redact_text", "redact_url", "url_secrets")
+__all__ = (
+    "MASK",
+    "SecretFilter",
+    "is_loopback",
+    "new_token",
+    "redact_text",
+    "redact_url",
+    "same_token",
+    "url_secrets",
+)
 
 MASK = "***"
 
@@ -147,3 +164,26 @@ class SecretFilter(logging.Filter):
                 # the traceback would quote it again: keep the cleaned message only
                 record.exc_info, record.exc_text = None, None
         return True
+
+
+# -- access tokens -----------------------------------------------------------------------------
+
+
+def new_token() -> str:
+    """A fresh random token (as Jupyter prints one): 192 bits, URL-safe."""
+    return token_urlsafe(24)
+
+
+def same_token(given: str | None, expected: str) -> bool:
+    """Whether ``given`` is ``expected``, compared in constant time (no timing hint)."""
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is only reachable from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
