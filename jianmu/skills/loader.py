@@ -26,7 +26,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError
 from jianmu.skills._allowed_tools import READ_SKILL_FILE, AllowedTool, map_allowed_tools
 from jianmu.skills.skill import Skill, SkillFrontMatter
-from jianmu.tools.builtin._pinned import PinnedFolder
+from jianmu.tools.builtin._paths import PinnedFolder
 
 __all__ = (
     "MAX_TREE_BYTES",

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from jianmu.constraints import Constraints, SkillConstraints
 from jianmu.errors import PathEscapeError
 from jianmu.skills._allowed_tools import READ_SKILL_FILE, AllowedTool
-from jianmu.tools.builtin._pinned import PinnedFolder
+from jianmu.tools.builtin._paths import PinnedFolder
 
 if TYPE_CHECKING:
     from jianmu.tools.base import Tool
@@ -251,7 +251,7 @@ class Skill:
         ``scripts/``...). ``.git``, ``__pycache__`` and ``node_modules`` are skipped, and so
         are symlinks: a file link that leaves the folder, and every folder link (the files it
         points to inside the folder are listed where they really are). Listed from the pinned
-        folder, at most `jianmu.tools.builtin._pinned.MAX_LISTED_FILES` entries.
+        folder, at most `jianmu.tools.builtin._paths.MAX_LISTED_FILES` entries.
         """
         found = self.pinned.files(skip=SKIPPED_FOLDERS)
         return [(path, size) for path, size in found if path != self.file.name]

@@ -32,9 +32,8 @@ from jianmu.errors import ToolExecutionError, ToolInputError
 from jianmu.execution.sandbox import can_mount_read_only
 from jianmu.skills._skill_files import SkillFile, SkillFiles, SkillLookup
 from jianmu.tools.base import FunctionTool
-from jianmu.tools.builtin._fileops import read_lines
-from jianmu.tools.builtin._sandbox import SandboxedTool, is_local_sandbox
-from jianmu.tools.builtin.bash import BashTool, exec_output
+from jianmu.tools.builtin.bash import BashTool, SandboxedTool, exec_output, is_local_sandbox
+from jianmu.tools.builtin.files import read_lines
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
