@@ -24,8 +24,13 @@ from jianmu._strict_yaml import YAMLRefused, compose_and_load
 from jianmu.config import AppConfig, _key_lines, unknown_key_hint
 from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError
-from jianmu.skills._allowed_tools import READ_SKILL_FILE, AllowedTool, map_allowed_tools
-from jianmu.skills.skill import Skill, SkillFrontMatter
+from jianmu.skills.skill import (
+    READ_SKILL_FILE,
+    AllowedTool,
+    Skill,
+    SkillFrontMatter,
+    map_allowed_tools,
+)
 from jianmu.tools.builtin._paths import PinnedFolder
 
 __all__ = (

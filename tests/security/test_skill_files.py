@@ -30,8 +30,7 @@ from jianmu.errors import (
 from jianmu.execution import BaseSandbox, ExecCall, ExecResult, FakeSandbox
 from jianmu.execution._mounts import open_real_dir, tar_folders
 from jianmu.skills import Skill
-from jianmu.skills._skill_files import SkillFiles
-from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool
+from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool, SkillFiles
 from tests.skills import _skill_folder
 from tests.skills._skill_folder import make_skill
 
