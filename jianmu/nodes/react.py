@@ -10,11 +10,11 @@ from py_trees.common import Status
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.provider import LLMProvider
-from jianmu.nodes._tool_calls import tokens_spent
 from jianmu.nodes.agent_llm import AgentLLMNode
-from jianmu.nodes.handoffs import Handoff, build_team, split_handoffs
+from jianmu.nodes.agents import Handoff, build_team, split_handoffs
 from jianmu.nodes.history import ProcessorInput
 from jianmu.nodes.output import OutputMode
+from jianmu.nodes.state import tokens_spent
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
 from jianmu.runtime._ticks import (
     checked,
@@ -184,7 +184,7 @@ def create_react_node(
 
     With ``output_type``, the answer is a validated object in ``final_output`` (and
     ``RunResult.output``); see `jianmu.nodes.output`. `handoff` entries among ``tools`` let the
-    model pass the conversation to another agent (`jianmu.nodes.handoffs`): the loop then runs
+    model pass the conversation to another agent (`jianmu.nodes.agents`): the loop then runs
     the round of whichever agent answers now, under this loop's iteration cap.
 
     Args:

@@ -12,14 +12,14 @@ from py_trees.common import Status
 from jianmu.constraints import Constraints
 from jianmu.errors import StateValidationError, ToolValidationError
 from jianmu.guard import GuardEnforcer, GuardLedger
-from jianmu.nodes._tool_calls import (
+from jianmu.nodes.state import ledger_view
+from jianmu.nodes.tool_executor import (
     RunnerCache,
     consume_approval,
     elapsed_ms,
     error_text,
     finish_span,
     fresh_request_id,
-    ledger_view,
     preview,
     tool_span_attributes,
 )
