@@ -20,7 +20,7 @@ from rich.text import Text
 
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import CLIError, ExitCode
-from jianmu.runtime.result import RunStatus
+from jianmu.runtime.runner import RunStatus
 
 __all__ = (
     "RUN_EXIT_CODES", "TREE_FORMATS",

@@ -55,12 +55,10 @@ from jianmu.errors import HandoffError, ToolExecutionError, ToolSuspended, ToolV
 from jianmu.llm.messages import Message
 from jianmu.nodes.output import NodeTool, json_path
 from jianmu.runtime.async_node import RuntimeNode, close_tree
-from jianmu.runtime.context import RunContext
+from jianmu.runtime.context import RunContext, StepRecorder
 from jianmu.runtime.events import Event, EventBus, EventHandler
 from jianmu.runtime.interaction import ApprovalDecision, ApprovalRequest, Interaction
-from jianmu.runtime.result import RunStatus
-from jianmu.runtime.runner import ReactiveRunner
-from jianmu.runtime.steps import StepRecorder
+from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.state import StateManager, StateView
 from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, JIANMU_RUN_ID, span
 from jianmu.tools._arguments import decode_container, input_error

@@ -16,14 +16,14 @@ from jianmu.nodes.history import ProcessorInput
 from jianmu.nodes.output import OutputMode
 from jianmu.nodes.state import tokens_spent
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
-from jianmu.runtime._ticks import (
+from jianmu.runtime.async_node import (
+    RuntimeNode,
     checked,
     composite_stop,
     decorator_stop,
     logs_debug,
     sequence_tick,
 )
-from jianmu.runtime.async_node import RuntimeNode
 from jianmu.tools.toolset import ToolSet
 
 __all__ = ("ReActLoop", "create_react_node")
@@ -31,7 +31,7 @@ __all__ = ("ReActLoop", "create_react_node")
 
 class _Round(py_trees.composites.Sequence):
     """One round, model then tools: a py_trees Sequence with memory that ticks and stops as
-    py_trees' does, without its unread debug strings (`jianmu.runtime._ticks`)."""
+    py_trees' does, without its unread debug strings (`jianmu.runtime.async_node`)."""
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
         if logs_debug():

@@ -1,13 +1,21 @@
-"""`RunContext`: what the runner hands every node (never globals)."""
+"""`RunContext`: what the runner hands every node (never globals).
+
+`StepRecorder` is the seam through which a durable engine records a run's steps. A plain run
+has no recorder: a step is just its coroutine. A durable run (`jianmu.durable`) puts one in
+`RunContext.steps`; it runs each step once, stores its result under the step's key, and on
+recovery hands the stored result back instead of running the step again. The keys are stable
+across re-executions of the same run: a model turn is ``model:{node path}`` (numbered by the
+recorder per key), a tool call is ``tool:{call id}``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from jianmu.config import AppConfig
 from jianmu.constraints import Constraints
@@ -17,9 +25,12 @@ from jianmu.runtime.interaction import Interaction
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
-    from jianmu.runtime.steps import StepRecorder
+__all__ = (
+    "RunContext",
+    "StepRecorder",
+    "run_constraints",
+)
 
-__all__ = ("RunContext", "run_constraints")
 
 T = TypeVar("T")
 
@@ -100,3 +111,27 @@ def run_constraints(*layers: Constraints | None) -> Constraints:
     return merged.model_copy(
         update={"execution": merged.execution.model_copy(update={"workdir": workdir})}
     )
+
+
+
+
+@runtime_checkable
+class StepRecorder(Protocol):
+    """Runs a run's steps once, durably."""
+
+    async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
+        """The result recorded under ``key`` (numbered per key), or ``factory()``'s, recorded."""
+        ...
+
+    async def mark_started(self, keys: Sequence[str]) -> None:
+        """Record that the steps under ``keys`` are about to run (for at-least-once marks)."""
+        ...
+
+    def maybe_repeated(self, key: str) -> bool:
+        """Whether an earlier attempt started the step under ``key`` and recorded no result."""
+        ...
+
+
+def key_part(value: Any) -> str:
+    """A value as it may appear in a step key (no ``#``, which numbers repeats)."""
+    return str(value).replace("#", "%23")

@@ -290,7 +290,7 @@ def test_consumed_approvals_survive_a_snapshot() -> None:
 
 
 def test_run_status_says_whether_the_tree_ran_to_its_end() -> None:
-    from jianmu.runtime.result import RunStatus
+    from jianmu.runtime.runner import RunStatus
 
     assert [s.value for s in RunStatus if s.finished] == ["success", "failure"]
 
