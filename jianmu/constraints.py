@@ -1,7 +1,7 @@
 """Constraints on a run: the guard's rules, the execution sandbox and loop limits, and their merge.
 
 Every field is optional: ``None`` means "this layer does not say". Layers are merged from the
-farthest (``configs/jianmu.yaml``) to the nearest (a SKILL.md) (DESIGN.md, "Constraints").
+farthest (``configs/jianmu.yaml``) to the nearest (a SKILL.md).
 
 Two kinds of layer. An operator layer (`Constraints`: the config, a node's config, a caller's
 layer, all written by whoever runs Jianmu) may set anything; among operator layers a nearer one

@@ -73,7 +73,7 @@ BUILTINS: Mapping[str, Mapping[str, str]] = {
         "local": "jianmu.execution.local_sandbox:LocalSandbox",
         "docker": "jianmu.execution.docker_sandbox:DockerSandbox",
     },
-    # in the seed's order, which is the default chain
+    # in the order of the default chain
     "checker": {
         "policy": "jianmu.guard.policy:ToolPolicyChecker",
         "rate_limit": "jianmu.guard.checkers:RateLimitChecker",

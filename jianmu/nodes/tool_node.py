@@ -38,9 +38,9 @@ class ToolNode(AsyncNode):
     A dict input is the arguments; any other value goes to the tool's single parameter.
     The call passes the guard first, like a model's: ``deny`` makes the node FAILURE with the
     reason, ``confirm`` (or a tool whose permission is user_confirm) suspends the run until a
-    person decides. ``guarded=False`` trusts the workflow's author instead (seed 003's
-    ToolNode). The tool runs through the `ToolRunner` built from the run's execution
-    constraints (kept until they change). A failed result (an exception, or a string starting
+    person decides. ``guarded=False`` trusts the workflow's author instead (a step the author
+    placed and vouches for). The tool runs through the `ToolRunner` built from the run's
+    execution constraints (kept until they change). A failed result (an exception, or a string starting
     with ``Error:``) makes the node FAILURE with the error on ``feedback_message``; nothing is
     written then.
 

@@ -71,7 +71,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 def merge_skill_constraints(base: Constraints | None, skills: Iterable[Skill]) -> Constraints:
     """Merge the skills' SKILL.md constraints under ``base`` (config and node layers).
 
-    The rule of DESIGN.md: a skill's layer may only tighten what would really apply — the
+    A skill's layer may only tighten what would really apply — the
     config's and the node's settings over the built-in defaults (see `jianmu.constraints`).
 
     Raises:
@@ -359,7 +359,7 @@ class SkillNode(FlattenedAgentNode):
             if revived is not value:
                 outer.replace({"final_output": revived})
 
-    # -- the seed's steps ------------------------------------------------------------------------
+    # -- the steps of a skill node --------------------------------------------------------------
     def _load_skills(self) -> list[Skill]:
         """Resolve names through the catalog; `Skill` objects pass through."""
         if self.catalog is None and any(isinstance(s, str) for s in self.skill_refs):
