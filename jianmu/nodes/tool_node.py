@@ -40,9 +40,9 @@ class ToolNode(AsyncNode):
     reason, ``confirm`` (or a tool whose permission is user_confirm) suspends the run until a
     person decides. ``guarded=False`` trusts the workflow's author instead (a step the author
     placed and vouches for). The tool runs through the `ToolRunner` built from the run's
-    execution constraints (kept until they change). A failed result (an exception, or a string starting
-    with ``Error:``) makes the node FAILURE with the error on ``feedback_message``; nothing is
-    written then.
+    execution constraints (kept until they change). A failed result (an exception, or a string
+    starting with ``Error:``) makes the node FAILURE with the error on ``feedback_message``;
+    nothing is written then.
 
     Args:
         name: the node's name.
