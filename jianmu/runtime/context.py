@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from jianmu.config import AppConfig
-from jianmu.constraints import Constraints
+from jianmu.config import AppConfig, default_config
+from jianmu.constraints import Constraints, is_read_only, read_only
 from jianmu.runtime.events import EventBus
 from jianmu.runtime.interaction import Interaction
 
@@ -43,8 +43,8 @@ def _noop() -> None:
 class RunContext:
     """The run's configuration, constraints, event bus, interaction channel and tracer."""
 
-    config: AppConfig = field(default_factory=AppConfig)
-    """The loaded configuration."""
+    config: AppConfig = field(default_factory=default_config)
+    """The loaded configuration (`default_config`, shared and read-only, when none is given)."""
     constraints: Constraints = field(default_factory=Constraints)
     """The constraints in force for this run (config layer merged with the caller's)."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -103,7 +103,28 @@ def run_constraints(*layers: Constraints | None) -> Constraints:
     An unset workdir stays unset: it means the working folder, and a skill's layer is measured
     against that folder (`ExecutionConstraints.tightened_by`), while a node the operator wrote
     may still choose its own workspace, as it may when the config names none.
+
+    Read-only layers (the default configuration's) give one read-only result, merged once:
+    the runs that nobody gave constraints share it rather than each copying the defaults.
     """
+    present = [layer for layer in layers if layer is not None]
+    if not present or not all(is_read_only(layer) for layer in present):
+        return _merged(present)
+    key = tuple(id(layer) for layer in present)
+    shared = _shared_constraints.get(key)
+    if shared is None:
+        shared = _merged(present)
+        if shared.execution.workdir is not None:  # made absolute from the working folder,
+            return shared  # which may change: merged anew every time
+        shared = _shared_constraints[key] = read_only(shared)
+    return shared
+
+
+_shared_constraints: dict[tuple[int, ...], Constraints] = {}
+"""`run_constraints` of read-only layers (which live for good: their ids stay theirs)."""
+
+
+def _merged(layers: list[Constraints]) -> Constraints:
     merged = Constraints.merge(*layers)
     if merged.execution.workdir is None:
         return merged
@@ -111,8 +132,6 @@ def run_constraints(*layers: Constraints | None) -> Constraints:
     return merged.model_copy(
         update={"execution": merged.execution.model_copy(update={"workdir": workdir})}
     )
-
-
 
 
 @runtime_checkable

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 
-from jianmu.config import AppConfig
+from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
@@ -99,7 +99,8 @@ class ReactiveRunner:
     Args:
         root: the tree.
         state_manager: the run's state; a free-form one is made when omitted.
-        config: the configuration (default: `AppConfig()`).
+        config: the configuration (default: `default_config`, the defaults, shared and
+            read-only).
         constraints: the caller's constraints, merged under the config's (they may only
             tighten them).
         checkpointer: where to save the run at every suspension and every
@@ -127,7 +128,7 @@ class ReactiveRunner:
     ) -> None:
         self.root = root
         self.state = state_manager if state_manager is not None else StateManager()
-        self.config = config if config is not None else AppConfig()
+        self.config = config if config is not None else default_config()
         self.checkpointer = checkpointer
         self.checkpoint_every = checkpoint_every or self.config.runtime.checkpoint_every
         self.interaction = Interaction(on_change=self.wake)

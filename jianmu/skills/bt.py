@@ -586,7 +586,7 @@ async def run_bt_skill(
         skill: A bt skill.
         inputs: Explicit inputs (the global state and the defaults fill the rest).
         state_manager: The state (default: a free-form one); the skill runs in a namespace.
-        config: The configuration (default `AppConfig()`).
+        config: The configuration (default: `jianmu.config.default_config`).
         constraints: The caller's layer of constraints.
         tools: The tools (default: the skill's declared tools, built-in or ``custom_tools``).
         custom_tools: Tools besides the built-ins.

@@ -313,3 +313,29 @@ async def test_a_settled_node_reports_its_status_without_running() -> None:
     result = await ReactiveRunner(node, StateManager()).run(timeout=10)
     assert result.ok and node.ran == 0 and result.ticks == 1
     assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("jianmu:settled")]
+
+
+async def test_runners_given_no_config_share_read_only_defaults() -> None:
+    """A run given no configuration or constraints reads the shared defaults; no run can
+    loosen them for another."""
+    from jianmu.config import AppConfig, default_config
+    from jianmu.constraints import Constraints
+    from jianmu.errors import ConfigError
+
+    one = ReactiveRunner(Wait("a", write=False))
+    two = ReactiveRunner(Wait("b", write=False))
+    assert one.config is two.config is default_config()
+    assert one.ctx.constraints is two.ctx.constraints
+    with pytest.raises(ConfigError, match="read-only"):
+        one.ctx.constraints.guard.tool_policy["bash"] = "allow"
+    with pytest.raises(ConfigError, match="read-only"):
+        one.config.guard.default_policy = "allow"
+    assert two.ctx.constraints.guard.tool_policy == {} and two.config == AppConfig()
+    # a run with its own config or constraints gets its own, which it may change
+    mine = ReactiveRunner(Wait("c", write=False), config=AppConfig(),
+                          constraints=Constraints(max_iterations=3))
+    mine.config.runtime.poll_interval = 0.01
+    mine.ctx.constraints.guard.tool_policy["bash"] = "deny"
+    assert default_config().runtime.poll_interval == AppConfig().runtime.poll_interval
+    assert mine.ctx.constraints.max_iterations == 3
+    assert ReactiveRunner(Wait("d", write=False)).ctx.constraints.guard.tool_policy == {}
