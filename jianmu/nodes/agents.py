@@ -442,7 +442,7 @@ class _SubRun(ReactiveRunner):
 
     def detach(self) -> None:
         """Stop listening to the shared state (the run is over)."""
-        self._unsubscribe_state()
+        self._stop_listening()
 
     def _span(self) -> Any:
         return span(self.ctx.tracer, f"invoke_agent {self.label}", {

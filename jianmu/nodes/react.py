@@ -17,6 +17,7 @@ from jianmu.nodes.output import OutputMode
 from jianmu.nodes.state import tokens_spent
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
 from jianmu.runtime.async_node import (
+    LeanExtras,
     RuntimeNode,
     checked,
     composite_stop,
@@ -29,7 +30,7 @@ from jianmu.tools.toolset import ToolSet
 __all__ = ("ReActLoop", "create_react_node")
 
 
-class _Round(py_trees.composites.Sequence):
+class _Round(LeanExtras, py_trees.composites.Sequence):
     """One round, model then tools: a py_trees Sequence with memory that ticks and stops as
     py_trees' does, without its unread debug strings (`jianmu.runtime.async_node`)."""
 

@@ -225,9 +225,9 @@ class _Record:
 
 
 class ToolExecutorConfig(BaseModel):
-    """How a `ToolExecutor` runs a batch."""
+    """How a `ToolExecutor` runs a batch (frozen: make another to change it)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     execution_mode: Literal["auto", "serial", "parallel"] = "auto"
     """``auto``: parallel when the batch has several calls and every tool is parallel-safe."""
@@ -237,6 +237,10 @@ class ToolExecutorConfig(BaseModel):
     """Seconds to wait before retry ``n``, times ``n``."""
     observation_format: Literal["text", "json"] = "text"
     """Tool message content: the result text, or ``{"ok", "output", "error"}`` as JSON."""
+
+
+_DEFAULT_CONFIG = ToolExecutorConfig()
+"""What an executor given no config uses (frozen: one serves them all)."""
 
 
 class ToolExecutor(AsyncNode):
@@ -280,14 +284,14 @@ class ToolExecutor(AsyncNode):
     ) -> None:
         super().__init__(name)
         self.toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(tools or ())
-        self.config = config or ToolExecutorConfig()
+        self.config = config or _DEFAULT_CONFIG
         self.constraints = constraints
         self._enforcer: GuardEnforcer | None = None
         self._runners = RunnerCache()
-        self._tool_sources: list[Callable[[], Awaitable[None]]] = []
+        self._tool_sources: tuple[Callable[[], Awaitable[None]], ...] = ()
         self._held: list[_Record] | None = None
         self._visible: tuple[tuple[object, ...], ToolSet] | None = None
-        self._suspended: list[str] = []
+        self._suspended: tuple[str, ...] = ()
         """Calls of the batch that wait for a person (a sub-agent's approval)."""
 
     # -- configuration ---------------------------------------------------------------------------
@@ -306,14 +310,14 @@ class ToolExecutor(AsyncNode):
         For tools that need a connection first, such as an MCP server's: they are fetched on
         first use, also after a run is restored in a new process.
         """
-        self._tool_sources.append(source)
+        self._tool_sources = (*self._tool_sources, source)
 
     async def prepare_tools(self) -> None:
         """Run the pending tool sources (once each)."""
         while self._tool_sources:
             source = self._tool_sources[0]
             await source()
-            self._tool_sources.pop(0)
+            self._tool_sources = self._tool_sources[1:]
 
     def reset_for_run(self) -> None:
         """Forget the guard built on the first tick; the next tick builds it anew."""
@@ -357,52 +361,11 @@ class ToolExecutor(AsyncNode):
         if not calls:
             return Status.SUCCESS
         await self.prepare_tools()
-        constraints = self.effective_constraints
-        if self._enforcer is None:
-            self._enforcer = GuardEnforcer.from_guard_constraints(
-                constraints.guard, workspace=constraints.execution.workdir
-            )
-        done = set(self.state.get("completed_call_ids") or ())
-        pending = [self.toolset.canonical(c) for c in calls if c.id not in done]
-        known = [c for c, found in pending if found is not None]
-        decisions = self._enforcer.preflight(
-            known,
-            self.toolset,
-            run=self.ctx,
-            tokens_used=tokens_spent(self),
-            ledger=GuardLedger.of(ledger_view(self).get("guard_ledger")),
-            events=self.events,
-        )
-        waiting = [(c, d) for c, d in zip(known, decisions, strict=True) if d.awaiting_approval]
-        if waiting:
-            interaction = self.ctx.interaction
-            assert interaction is not None  # without one, ConfirmChecker denies instead
-            for call, decision in waiting:
-                interaction.suspend(self._enforcer.approval_request(call, decision, node=self.path))
-            return Status.RUNNING
-        # without a checkpointer nothing can be saved between calls: the batch's observations
-        # are held here and written with the flush, one state update instead of one per call
-        self._held = None if self.ctx.checkpointed else []
-        self._suspended = []
         try:
-            for call, found in pending:
-                if found is None:
-                    available = ", ".join(self.toolset.names()) or "none"
-                    shown = shown_name(call.name) if call.name else "<missing name>"
-                    self._record(call, None, ToolResult(
-                        tool=shown, ok=False, call_id=call.id,
-                        error=f"unknown tool {shown!r}; available tools: {available}",
-                    ))
-            allowed: list[tuple[ToolCall, Decision]] = []
-            for call, decision in zip(known, decisions, strict=True):
-                if decision.denied:
-                    self._record(call, None, ToolResult(
-                        tool=call.name, ok=False, call_id=call.id,
-                        error=f"the guard denied this call: {decision.reason}",
-                    ))
-                else:
-                    allowed.append((call, decision))
-            await self._execute(allowed, constraints)
+            allowed = self._admit(calls)
+            if allowed is None:
+                return Status.RUNNING
+            await self._execute(allowed)
         except BaseException:  # cancelled (halted, pre-empted): keep what finished
             held, self._held = self._held, None
             if held:
@@ -417,6 +380,65 @@ class ToolExecutor(AsyncNode):
         return Status.SUCCESS
 
     # -- steps -----------------------------------------------------------------------------------
+    def _guard(self, constraints: Constraints) -> GuardEnforcer:
+        """The guard of this run, built on the first batch (`reset_for_run` forgets it)."""
+        if self._enforcer is None:
+            self._enforcer = GuardEnforcer.from_guard_constraints(
+                constraints.guard, workspace=constraints.execution.workdir
+            )
+        return self._enforcer
+
+    def _admit(self, calls: list[ToolCall]) -> list[tuple[ToolCall, Decision]] | None:
+        """Check the batch with the guard: the calls that may run, each with its decision.
+
+        Unknown and denied calls get their observation here. None when a call needs a
+        person's approval: each such call is asked, and nothing runs until all are decided.
+        (A plain method: what it works with is gone before the calls run, not held by the
+        node's task while they do.)
+        """
+        enforcer = self._guard(self.effective_constraints)
+        done = set(self.state.get("completed_call_ids") or ())
+        toolset = self.toolset
+        pending = [toolset.canonical(c) for c in calls if c.id not in done]
+        known = [c for c, found in pending if found is not None]
+        decisions = enforcer.preflight(
+            known,
+            toolset,
+            run=self.ctx,
+            tokens_used=tokens_spent(self),
+            ledger=GuardLedger.of(ledger_view(self).get("guard_ledger")),
+            events=self.events,
+        )
+        waiting = [(c, d) for c, d in zip(known, decisions, strict=True) if d.awaiting_approval]
+        if waiting:
+            interaction = self.ctx.interaction
+            assert interaction is not None  # without one, ConfirmChecker denies instead
+            for call, decision in waiting:
+                interaction.suspend(enforcer.approval_request(call, decision, node=self.path))
+            return None
+        # without a checkpointer nothing can be saved between calls: the batch's observations
+        # are held here and written with the flush, one state update instead of one per call
+        self._held = None if self.ctx.checkpointed else []
+        self._suspended = ()
+        for call, found in pending:
+            if found is None:
+                available = ", ".join(toolset.names()) or "none"
+                shown = shown_name(call.name) if call.name else "<missing name>"
+                self._record(call, None, ToolResult(
+                    tool=shown, ok=False, call_id=call.id,
+                    error=f"unknown tool {shown!r}; available tools: {available}",
+                ))
+        allowed: list[tuple[ToolCall, Decision]] = []
+        for call, decision in zip(known, decisions, strict=True):
+            if decision.denied:
+                self._record(call, None, ToolResult(
+                    tool=call.name, ok=False, call_id=call.id,
+                    error=f"the guard denied this call: {decision.reason}",
+                ))
+            else:
+                allowed.append((call, decision))
+        return allowed
+
     def _batch(self) -> list[ToolCall]:
         """The pending calls, each with an id no earlier call used (`unique_ids`); ``actions``
         itself is not rewritten."""
@@ -430,13 +452,11 @@ class ToolExecutor(AsyncNode):
             return "serial"
         return "parallel"
 
-    async def _execute(
-        self, batch: list[tuple[ToolCall, Decision]], constraints: Constraints
-    ) -> None:
+    async def _execute(self, batch: list[tuple[ToolCall, Decision]]) -> None:
         if not batch:
             return
         try:
-            runner = await self._runners.get(constraints.execution, self.ctx)
+            runner = await self._runners.get(self.effective_constraints.execution, self.ctx)
         except Exception as exc:  # no isolation available: every call says why
             for call, _decision in batch:
                 self._record(call, None, ToolResult(
@@ -460,13 +480,12 @@ class ToolExecutor(AsyncNode):
             if len(batch) > self.config.max_concurrency else None
         )
         loop = asyncio.get_running_loop()
-        tasks = [
-            loop.create_task(
+        tasks = []
+        for call, decision in batch:  # a loop, not a comprehension: no closure cells kept
+            tasks.append(loop.create_task(
                 self._run_one(call, decision, runner) if limiter is None
                 else self._run_limited(limiter, call, decision, runner)
-            )
-            for call, decision in batch
-        ]
+            ))
         try:
             for task in tasks:
                 await task  # a call already finished returns at once
@@ -505,7 +524,7 @@ class ToolExecutor(AsyncNode):
                     result = await self._recorded(call, tool, runner, retries)
                     finish_span(current, result, call.arguments, self.ctx)
         except ToolSuspended as exc:  # runs again, to its end, once the person has answered
-            self._suspended.append(call.id)
+            self._suspended = (*self._suspended, call.id)
             events.emit("tool.call.suspended", tool=tool.name, call_id=call.id, reason=str(exc))
             return
         if result.ok and events.wants("tool.call.completed"):
@@ -536,17 +555,13 @@ class ToolExecutor(AsyncNode):
         self, call: ToolCall, tool: Tool, runner: ToolRunner, retries: int
     ) -> ToolResult:
         """Run the call, retrying transient failures; its one `ToolResult`."""
-        injected = {
-            "ctx": self.ctx, "state": self.state, "call_id": call.id,
-            "constraints": self.effective_constraints, "node_path": self.path,
-        }
         attempt = 0
         start = time.perf_counter()
         while True:
             try:
                 if isinstance(call.arguments, str) and not tool.wraps_input:
                     raise ToolInputError(_not_json(tool, call.arguments))
-                raw = await runner.run(tool, tool.bind_args(call.arguments, injected))
+                raw = await runner.run(tool, tool.bind_args(call.arguments, self._injected(call)))
                 error = None
                 break
             except ToolInputError as exc:  # the model must fix the call: no retry
@@ -565,6 +580,13 @@ class ToolExecutor(AsyncNode):
         return ToolResult.from_raw(
             tool.name, raw, error=error, call_id=call.id, duration_ms=elapsed_ms(start)
         ).truncate(tool.max_result_length)
+
+    def _injected(self, call: ToolCall) -> dict[str, Any]:
+        """What a tool may ask to be given (`jianmu.tools.schema.Injected`)."""
+        return {
+            "ctx": self.ctx, "state": self.state, "call_id": call.id,
+            "constraints": self.effective_constraints, "node_path": self.path,
+        }
 
     def _record(
         self, call: ToolCall, tool: Tool | None, result: ToolResult, *, executed: bool = False

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = (
     "STATUSES",
     "AsyncNode",
+    "LeanExtras",
     "RuntimeNode",
     "behaviour_tick",
     "checked",
@@ -54,7 +56,57 @@ def coerce_status(value: Any) -> Status:
     raise TypeError(f"update_async() must return a py_trees Status, got {value!r}")
 
 
-class RuntimeNode:
+class _MadeOnRead:
+    """One of the extras py_trees gives every node (its id, logger, blackboard clients, a
+    spare tick generator), which most runs never read: made when first read, not kept when
+    py_trees' ``__init__`` makes it. Thousands of runs in flight hold fewer objects so."""
+
+    def __init__(self, make: Any, keep: Any = None) -> None:
+        self.make = make
+        """Makes the value on first read, from the node."""
+        self.keep = keep
+        """Whether a value assigned is kept (else it is made again when read); default: kept
+        unless assigned by py_trees' ``__init__`` (before the node has a name)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_made_{name}"
+
+    def __get__(self, node: Any, owner: type | None = None) -> Any:
+        if node is None:
+            return self
+        values = node.__dict__
+        value = values.get(self.slot, _UNSET)
+        if value is _UNSET:
+            value = values[self.slot] = self.make(node)
+        return value
+
+    def __set__(self, node: Any, value: Any) -> None:
+        keep = self.keep(node, value) if self.keep is not None else "name" in node.__dict__
+        if keep:
+            node.__dict__[self.slot] = value
+        else:
+            node.__dict__.pop(self.slot, None)
+
+
+_UNSET: Any = object()
+
+
+class LeanExtras:
+    """Mixin (before the py_trees class) for nodes whose py_trees extras are made on first
+    read: the id, the logger, the blackboard clients and the spare tick generator."""
+
+    id = _MadeOnRead(lambda node: uuid.uuid4())
+    logger = _MadeOnRead(
+        lambda node: py_trees.logging.Logger(node.name),
+        # py_trees' own logger is a function of the name: made again when asked for
+        keep=lambda node, value: not isinstance(value, py_trees.logging.Logger),
+    )
+    blackboards = _MadeOnRead(lambda node: [], keep=lambda node, value: bool(value))
+    iterator = _MadeOnRead(lambda node: None, keep=lambda node, value: False)
+    """Never read by py_trees, which sets it on every stop: nothing is kept."""
+
+
+class RuntimeNode(LeanExtras):
     """Mixin for nodes that the runner binds to the state and the run context."""
 
     state: StateView
@@ -192,18 +244,31 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
         self._task = None
         if task.cancelled():
             return Status.INVALID
-        # RUNNING means "call me again": update_async runs anew on a later tick (the runner
-        # ticks such nodes every runtime.poll_interval, and after an approval)
-        return task.result()
+        exc = task.exception()
+        if exc is None:
+            # RUNNING means "call me again": update_async runs anew on a later tick (the
+            # runner ticks such nodes every runtime.poll_interval, and after an approval)
+            try:
+                return coerce_status(task.result())
+            except TypeError as bad:
+                exc = bad
+        if not isinstance(exc, Exception):
+            raise exc
+        return self._failed(exc)
 
     def terminate(self, new_status: Status) -> None:
         """Cancel the task when pre-empted (``INVALID``). Subclasses must call ``super()``."""
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            tracked = getattr(getattr(self, "ctx", None), "cancelled_tasks", None)
-            if tracked is not None:
-                tracked.add(task)
+        if task is None:
+            return
+        if task.done():
+            if not task.cancelled():
+                task.exception()  # a failure nobody will report now: asyncio must not log it
+            return
+        task.cancel()
+        tracked = getattr(getattr(self, "ctx", None), "cancelled_tasks", None)
+        if tracked is not None:
+            tracked.add(task)
 
     @property
     def wants_tick(self) -> bool:
@@ -212,12 +277,17 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
 
     # -- internals ------------------------------------------------------------------------------
     def _start(self) -> None:
+        # the task runs update_async itself (no wrapper coroutine held for the whole work):
+        # `update` reads its outcome, an exception included
         self.error = None
-        loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._guarded(), name=f"jianmu:{self.path or self.name}")
         ctx = getattr(self, "ctx", None)
+        steps = getattr(ctx, "steps", None)
+        work = (self._as_step(steps) if steps is not None and not self.records_own_steps
+                else self.update_async())
+        task = self._task = asyncio.get_running_loop().create_task(
+            work, name=f"jianmu:{self.path or self.name}")
         if ctx is not None:
-            self._task.add_done_callback(self._done)
+            task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[Status]) -> None:
         """Wake the runner to report the finished task, unless a tick already has: a task
@@ -225,26 +295,19 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
         if self._task is task:
             self.ctx.wake()
 
-    async def _guarded(self) -> Status:
-        try:
-            steps = getattr(getattr(self, "ctx", None), "steps", None)
-            if steps is not None and not self.records_own_steps:
-                return await self._as_step(steps)
-            return coerce_status(await self.update_async())
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.error = exc
-            self.feedback_message = f"{type(exc).__name__}: {exc}"
-            ctx = getattr(self, "ctx", None)
-            if ctx is not None:
-                ctx.events.emit(
-                    "node.failed",
-                    node=self.path,
-                    error=f"{type(exc).__name__}: {exc}",
-                    error_type=type(exc).__name__,
-                )
-            return Status.FAILURE
+    def _failed(self, exc: Exception) -> Status:
+        """``update_async`` raised: FAILURE, the error kept and emitted, never raised."""
+        self.error = exc
+        self.feedback_message = f"{type(exc).__name__}: {exc}"
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None:
+            ctx.events.emit(
+                "node.failed",
+                node=self.path,
+                error=f"{type(exc).__name__}: {exc}",
+                error_type=type(exc).__name__,
+            )
+        return Status.FAILURE
 
     async def _as_step(self, steps: StepRecorder) -> Status:
         """Run ``update_async`` as one durable step: its status and the values it wrote."""

@@ -83,6 +83,7 @@ class RunResult:
 
 
 _CHECKPOINT_VERSION = 1
+_NO_ROLES: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -131,7 +132,8 @@ class ReactiveRunner:
         self.config = config if config is not None else default_config()
         self.checkpointer = checkpointer
         self.checkpoint_every = checkpoint_every or self.config.runtime.checkpoint_every
-        self.interaction = Interaction(on_change=self.wake)
+        wake = self.wake  # one bound method for both
+        self.interaction = Interaction(on_change=wake)
         run_id = run_id or uuid.uuid4().hex[:12]
         self.ctx = RunContext(
             config=self.config,
@@ -140,8 +142,8 @@ class ReactiveRunner:
             events=EventBus(run_id),
             interaction=self.interaction if interactive else None,
             tracer=get_tracer(tracer_provider, enabled=self.config.telemetry.enabled),
-            user_roles=frozenset(user_roles),
-            wake=self.wake,
+            user_roles=frozenset(user_roles) if user_roles else _NO_ROLES,
+            wake=wake,
             extras=dict(extras or {}),
             runner=self,
         )
@@ -154,12 +156,18 @@ class ReactiveRunner:
         self._is_set_up = False
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
-        # kept so that a runner that shares its state with a longer-lived one (a sub-agent's)
-        # can stop listening when it is done
-        self._unsubscribe_state = self.state.subscribe(lambda _keys: self.wake())
+        self.state.subscribe(self._state_changed)
         observe = getattr(checkpointer, "observe", None)
         if callable(observe):  # a checkpointer that keeps every tick (`SQLiteCheckpointer`)
             observe(self)
+
+    def _state_changed(self, keys: frozenset[str]) -> None:
+        self.wake()
+
+    def _stop_listening(self) -> None:
+        """Stop waking on state changes: for a runner that shares its state with a
+        longer-lived one (a sub-agent's), once it is done."""
+        self.state.unsubscribe(self._state_changed)
 
     # -- public API ------------------------------------------------------------------------------
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 
 import py_trees
 import pytest
@@ -339,3 +340,29 @@ async def test_runners_given_no_config_share_read_only_defaults() -> None:
     assert default_config().runtime.poll_interval == AppConfig().runtime.poll_interval
     assert mine.ctx.constraints.max_iterations == 3
     assert ReactiveRunner(Wait("d", write=False)).ctx.constraints.guard.tool_policy == {}
+
+
+def test_py_trees_extras_are_made_when_read() -> None:
+    """A node keeps no id, logger, blackboard list or tick generator until one is read; then
+    they behave as py_trees' own."""
+    from jianmu.llm.scripted import ScriptedLLM
+    from jianmu.nodes import create_react_node
+
+    loop = create_react_node(ScriptedLLM(["done"]), [])
+    nodes = list(loop.iterate())
+    assert all(not {"id", "logger", "blackboards", "iterator"} & set(vars(n)) for n in nodes
+               if isinstance(n, (AsyncNode,)))
+    leaf = Wait("leaf", write=False)
+    assert isinstance(leaf.id, uuid.UUID) and leaf.id == leaf.id
+    assert leaf.logger.prefix.startswith("leaf")
+    leaf.blackboards.append("client")
+    assert leaf.blackboards == ["client"]
+    assert leaf.iterator is None
+    mine = object()
+    leaf.logger = mine  # type: ignore[assignment]
+    assert leaf.logger is mine
+    # py_trees' own readers of these still work
+    assert "leaf" in py_trees.display.unicode_tree(py_trees.composites.Sequence(
+        "root", memory=True, children=[Wait("leaf", write=False)]))
+    root = py_trees.composites.Sequence("root", memory=True, children=[leaf])
+    assert root.remove_child(leaf) == 0 and root.children == []
