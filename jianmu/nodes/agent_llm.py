@@ -9,7 +9,8 @@ history keeps its result.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import functools
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,10 @@ __all__ = (
     "recent_messages",
     "turn_update",
 )
+
+
+_NO_SPAN = nullcontext()
+"""The scope of a turn when nobody traces: one serves every turn (it holds nothing)."""
 
 
 def _no_answer() -> TimeoutError:
@@ -281,9 +286,10 @@ class AgentLLMNode(AsyncNode):
         if run_usage.namespace != self.state.namespace:
             run_usage.update({"usage": usage})
 
-    async def _ask(self, messages: list[Message], toolset: ToolSet) -> LLMResponse:
+    def _ask(self, messages: list[Message], toolset: ToolSet) -> Awaitable[LLMResponse]:
+        """The model's reply to this turn, to await: the provider's own coroutine (no layer of
+        ours around it), or `_streamed` over its stream."""
         llm, params = self.llm, self.params
-        events: AsyncIterator[StreamEvent]
         if takes_requests(llm, stream=self.stream, params=params):
             # what the base `complete` would build, with the toolset's export made once
             # rather than every tool's on every turn
@@ -293,19 +299,30 @@ class AgentLLMNode(AsyncNode):
                 params=dict(params),
             )
             if not self.stream:
-                return await llm.send(request)
-            events = llm.send_stream(request)
-        else:
-            tools = list(toolset) or None
-            if not self.stream:
-                return await llm.complete(messages, tools=tools, **params)
-            events = llm.stream(messages, tools=tools, **params)
+                return llm.send(request)
+            return self._streamed(llm.send_stream(request))
+        tools = list(toolset) or None
+        if not self.stream:
+            return llm.complete(messages, tools=tools, **params)
+        return self._streamed(llm.stream(messages, tools=tools, **params))
+
+    async def _streamed(self, events: AsyncIterator[StreamEvent]) -> LLMResponse:
+        """The reply at the end of a stream; its text deltas become ``llm.call.delta``."""
         async for event in events:
             if isinstance(event, TextDelta):
                 self.events.emit("llm.call.delta", text=event.text)
             elif isinstance(event, StreamDone):
                 return event.response
         raise LLMError("the model's stream ended without a final response")
+
+    def _asked(self, messages: list[Message], toolset: ToolSet) -> Awaitable[LLMResponse]:
+        """`_ask`, as a durable step in a durable run: a turn the model answered is replayed,
+        never asked again."""
+        steps = self.ctx.steps
+        if steps is None:
+            return self._ask(messages, toolset)
+        return steps.run(f"model:{self.path or self.name}",
+                         functools.partial(self._ask, messages, toolset))
 
     def _canonical(self, response: LLMResponse, toolset: ToolSet) -> tuple[Message, list[ToolCall]]:
         """The reply's calls, canonical once for everything after: each name is the tool it
@@ -329,21 +346,16 @@ class AgentLLMNode(AsyncNode):
         if events.wants("llm.call.started"):  # the fields only when someone reads them
             events.emit("llm.call.started", model=model, messages=len(messages),
                         tools=toolset.names())
-        scope: AbstractContextManager[Span | None] = nullcontext() if tracer is None else span(
+        scope: AbstractContextManager[Span | None] = _NO_SPAN if tracer is None else span(
             tracer, f"chat {model}",
             {GEN_AI_OPERATION_NAME: "chat", GEN_AI_REQUEST_MODEL: model,
              GEN_AI_AGENT_NAME: self.name},
         )
         with scope as current:
             try:
-                steps = self.ctx.steps
-                # in a durable run, a turn the model answered is replayed, never re-asked
-                asked = self._ask(messages, toolset) if steps is None else steps.run(
-                    f"model:{self.path or self.name}", lambda: self._ask(messages, toolset)
-                )
                 # the loop timer that calls starting together share (`within`), as an
                 # asyncio.timeout would, without a timer of its own per turn
-                response = await within(asked, timeout, _no_answer)
+                response = await within(self._asked(messages, toolset), timeout, _no_answer)
             except Exception as exc:
                 error = (
                     f"the model did not answer within {timeout:g} s"
