@@ -171,6 +171,13 @@ def is_registered(kind: PluginKind, name: str) -> bool:
     return _target(kind, name) is not None
 
 
+def is_builtin(kind: PluginKind, name: str) -> bool:
+    """Whether ``name`` stands for the built-in plug-in of ``kind`` (not one `register`
+    put in its place)."""
+    _check_kind(kind)
+    return name in BUILTINS[kind] and name not in _added[kind]
+
+
 def unknown_name_message(kind: PluginKind, name: object) -> str:
     """The error text for a name that is not registered: it lists the names that are."""
     return (

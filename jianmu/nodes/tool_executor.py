@@ -33,7 +33,8 @@ import anyio
 from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
-from jianmu.constraints import Constraints, ExecutionConstraints
+from jianmu import plugins
+from jianmu.constraints import DEFAULT_CHECKERS, Constraints, ExecutionConstraints, is_read_only
 from jianmu.errors import MCPError, ToolError, ToolInputError, ToolSuspended, ToolTimeoutError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
@@ -239,6 +240,9 @@ class ToolExecutorConfig(BaseModel):
     """Tool message content: the result text, or ``{"ok", "output", "error"}`` as JSON."""
 
 
+_SHARED_GUARDS: dict[tuple[int, str | None], GuardEnforcer] = {}
+"""The guard of the runs under each read-only constraints object (which lives for good)."""
+
 _DEFAULT_CONFIG = ToolExecutorConfig()
 """What an executor given no config uses (frozen: one serves them all)."""
 
@@ -381,11 +385,25 @@ class ToolExecutor(AsyncNode):
 
     # -- steps -----------------------------------------------------------------------------------
     def _guard(self, constraints: Constraints) -> GuardEnforcer:
-        """The guard of this run, built on the first batch (`reset_for_run` forgets it)."""
+        """The guard of this run, built on the first batch (`reset_for_run` forgets it).
+
+        Runs under the shared read-only defaults (`run_constraints`) share one: the built-in
+        checkers keep no per-run counts (the run's `GuardLedger` is passed to each batch),
+        so one chain serves them all. A chain with any other checker is built per run.
+        """
         if self._enforcer is None:
-            self._enforcer = GuardEnforcer.from_guard_constraints(
-                constraints.guard, workspace=constraints.execution.workdir
+            shareable = is_read_only(constraints) and constraints.guard.checkers is None and all(
+                plugins.is_builtin("checker", name) for name in DEFAULT_CHECKERS
             )
+            key = (id(constraints), constraints.execution.workdir)
+            enforcer = _SHARED_GUARDS.get(key) if shareable else None
+            if enforcer is None:
+                enforcer = GuardEnforcer.from_guard_constraints(
+                    constraints.guard, workspace=constraints.execution.workdir
+                )
+                if shareable:
+                    _SHARED_GUARDS[key] = enforcer
+            self._enforcer = enforcer
         return self._enforcer
 
     def _admit(self, calls: list[ToolCall]) -> list[tuple[ToolCall, Decision]] | None:
