@@ -26,6 +26,8 @@ from jianmu.constraints import (
     Constraints,
     ExecutionConstraints,
     GuardConstraints,
+    is_read_only,
+    read_only,
 )
 from jianmu.errors import ConfigError, YAMLRefused
 
@@ -42,6 +44,7 @@ __all__ = (
     "RuntimeConfig",
     "SkillsConfig",
     "TelemetryConfig",
+    "default_config",
     "load_config",
 )
 
@@ -250,7 +253,16 @@ class AppConfig(_Section):
     """The file this was loaded from, if any."""
 
     def constraints(self) -> Constraints:
-        """The configuration's layer of constraints: the farthest one."""
+        """The configuration's layer of constraints: the farthest one (read-only, and made
+        once, for a read-only configuration such as `default_config`)."""
+        if is_read_only(self):
+            layer = _read_only_layers.get(id(self))
+            if layer is None:
+                layer = _read_only_layers[id(self)] = read_only(self._layer())
+            return layer
+        return self._layer()
+
+    def _layer(self) -> Constraints:
         return Constraints(
             guard=self.guard,
             execution=self.execution,
@@ -258,6 +270,26 @@ class AppConfig(_Section):
             timeout=self.runtime.timeout,
             max_messages=self.runtime.max_messages,
         )
+
+
+_read_only_layers: dict[int, Constraints] = {}
+"""The constraints layer of each read-only configuration (they live for good: ids stay)."""
+
+
+def default_config() -> AppConfig:
+    """What a run given no configuration reads: `AppConfig()`, built once and shared.
+
+    It is read-only (`jianmu.constraints.read_only`): setting any of it raises `ConfigError`,
+    since every such run reads the same object. To change a setting, pass a configuration of
+    your own (``AppConfig(...)``, `load_config`). Built anew when ``HOME`` or
+    ``XDG_STATE_HOME`` changes, as the default file paths come from them.
+    """
+    return _default_config(os.environ.get("XDG_STATE_HOME"), os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _default_config(state_home: str | None, home: str | None) -> AppConfig:
+    return read_only(AppConfig())
 
 
 def _key_lines(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:

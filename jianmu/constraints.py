@@ -1,7 +1,7 @@
 """Constraints on a run: the guard's rules, the execution sandbox and loop limits, and their merge.
 
 Every field is optional: ``None`` means "this layer does not say". Layers are merged from the
-farthest (``configs/jianmu.yaml``) to the nearest (a SKILL.md) (DESIGN.md, "Constraints").
+farthest (``configs/jianmu.yaml``) to the nearest (a SKILL.md).
 
 Two kinds of layer. An operator layer (`Constraints`: the config, a node's config, a caller's
 layer, all written by whoever runs Jianmu) may set anything; among operator layers a nearer one
@@ -68,6 +68,8 @@ __all__ = (
     "Policy",
     "SandboxDefaults",
     "SkillConstraints",
+    "is_read_only",
+    "read_only",
     "stricter_policy",
 )
 
@@ -222,6 +224,84 @@ def _detached(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+_READ_ONLY: dict[int, BaseModel] = {}
+"""Models made read-only (`read_only`), by id; held here for good, so no id is reused."""
+_READ_ONLY_MESSAGE = (
+    "this is a shared, read-only default (every run given no configuration or constraints "
+    "reads it); pass your own instead, e.g. ReactiveRunner(..., config=AppConfig(...)), or "
+    "change a copy: model_copy(deep=True)"
+)
+
+
+class _ReadOnlyDict(dict):  # type: ignore[type-arg]
+    """A read-only model's dict: it cannot change; a copy of it is a plain dict."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise ConfigError(_READ_ONLY_MESSAGE)
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __copy__(self) -> dict[Any, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
+        return {k: copy.deepcopy(v, memo) for k, v in self.items()}
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+class _ReadOnlyList(list):  # type: ignore[type-arg]
+    """A read-only model's list: it cannot change; a copy of it is a plain list."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise ConfigError(_READ_ONLY_MESSAGE)
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return [copy.deepcopy(v, memo) for v in self]
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
+def read_only(model: _M) -> _M:
+    """Make ``model``, its nested models and its dicts and lists read-only, and return it.
+
+    For a default that many runs share (`jianmu.config.default_config`, a run's constraints
+    when nobody gave any): setting a field of a settings model (`BlankIsUnset`) or changing
+    one of its dicts or lists raises `ConfigError`, so no run can change what another reads.
+    A copy (``model_copy(deep=True)``, `copy.deepcopy`, `Constraints.merge`) is a plain model
+    that may change.
+    """
+    values = model.__dict__
+    for key, value in list(values.items()):
+        values[key] = _read_only_value(value)
+    _READ_ONLY[id(model)] = model
+    return model
+
+
+def is_read_only(model: BaseModel) -> bool:
+    """Whether `read_only` made ``model`` read-only."""
+    return id(model) in _READ_ONLY
+
+
+def _read_only_value(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return read_only(value)
+    if type(value) is dict:
+        return _ReadOnlyDict({k: _read_only_value(v) for k, v in value.items()})
+    if type(value) is list:
+        return _ReadOnlyList(_read_only_value(v) for v in value)
+    return value
+
+
 class BlankIsUnset(BaseModel):
     """A settings model where a blank string means "not set" for every field that may be left
     out (it has a default, or accepts ``None``).
@@ -229,6 +309,16 @@ class BlankIsUnset(BaseModel):
     ``${VAR:-}`` in a config file gives ``""`` when the variable is unset, and a person may write
     ``key: ""`` for the same: either way the field takes its default, as if it were absent.
     """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if id(self) in _READ_ONLY:  # a shared default (`read_only`): no run may change it
+            raise ConfigError(_READ_ONLY_MESSAGE)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if id(self) in _READ_ONLY:
+            raise ConfigError(_READ_ONLY_MESSAGE)
+        super().__delattr__(name)
 
     @model_validator(mode="before")
     @classmethod

@@ -73,7 +73,7 @@ BUILTINS: Mapping[str, Mapping[str, str]] = {
         "local": "jianmu.execution.local_sandbox:LocalSandbox",
         "docker": "jianmu.execution.docker_sandbox:DockerSandbox",
     },
-    # in the seed's order, which is the default chain
+    # in the order of the default chain
     "checker": {
         "policy": "jianmu.guard.policy:ToolPolicyChecker",
         "rate_limit": "jianmu.guard.checkers:RateLimitChecker",
@@ -169,6 +169,13 @@ def names(kind: PluginKind) -> tuple[str, ...]:
 def is_registered(kind: PluginKind, name: str) -> bool:
     """Whether ``name`` is a plug-in of ``kind`` (nothing is imported)."""
     return _target(kind, name) is not None
+
+
+def is_builtin(kind: PluginKind, name: str) -> bool:
+    """Whether ``name`` stands for the built-in plug-in of ``kind`` (not one `register`
+    put in its place)."""
+    _check_kind(kind)
+    return name in BUILTINS[kind] and name not in _added[kind]
 
 
 def unknown_name_message(kind: PluginKind, name: object) -> str:

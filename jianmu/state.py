@@ -100,7 +100,7 @@ def _compile_fields(schema: type[BaseModel]) -> dict[str, _Field]:
     cached = _compiled.get(schema)
     if cached is None:
         cached = _compiled[schema] = _build_fields(schema)
-    return dict(cached)
+    return cached  # shared by every manager of the schema: read, never changed
 
 
 def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
@@ -224,12 +224,13 @@ class StateManager:
         with self._lock:
             self._subscribers.append(callback)
 
-        def unsubscribe() -> None:
-            with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
+        return lambda: self.unsubscribe(callback)
 
-        return unsubscribe
+    def unsubscribe(self, callback: Subscriber) -> None:
+        """Stop calling ``callback`` (one subscription of it; nothing if there is none)."""
+        with self._lock:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
 
     # -- snapshot ------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

@@ -118,3 +118,57 @@ def test_the_shipped_config_leaves_the_durable_database_unset(
     monkeypatch.delenv("JIANMU_DATABASE_URL", raising=False)
     config = load_config(Path(__file__).resolve().parents[1] / "configs" / "jianmu.yaml")
     assert config.durable.database_url is None
+
+
+# -- the shared default ------------------------------------------------------------------------
+def test_the_default_config_is_built_once_and_equals_the_defaults() -> None:
+    from jianmu.config import default_config
+
+    assert default_config() is default_config()
+    assert default_config() == AppConfig()
+
+
+@pytest.mark.parametrize("change", [
+    lambda c: setattr(c.runtime, "poll_interval", 0.01),
+    lambda c: setattr(c, "source", "mine.yaml"),
+    lambda c: setattr(c.guard, "default_policy", "allow"),
+    lambda c: setattr(c.guard.budget, "total_tokens", 1),
+    lambda c: c.guard.tool_policy.__setitem__("bash", "allow"),
+    lambda c: c.guard.tool_policy.update({"bash": "allow"}),
+    lambda c: c.guard.rate_limits.setdefault("x", 1),
+    lambda c: c.llm.params.update(temperature=2),
+    lambda c: c.skills.paths.append("/elsewhere"),
+    lambda c: c.mcp.servers.__setitem__("x", None),
+    lambda c: delattr(c.runtime, "poll_interval"),
+])
+def test_the_shared_default_cannot_change(change: object) -> None:
+    """Every run given no configuration reads the same object: no one may change it."""
+    from jianmu.config import default_config
+
+    config = default_config()
+    with pytest.raises(ConfigError, match="shared, read-only default"):
+        change(config)  # type: ignore[operator]
+    assert config == AppConfig()
+
+
+def test_a_copy_of_the_default_is_a_config_of_ones_own() -> None:
+    from jianmu.config import default_config
+
+    mine = default_config().model_copy(deep=True)
+    mine.runtime.poll_interval = 0.01
+    mine.guard.tool_policy["bash"] = "deny"
+    mine.skills.paths.append("/elsewhere")
+    assert default_config() == AppConfig()
+    assert type(mine.guard.tool_policy) is dict and type(mine.skills.paths) is list
+    assert AppConfig.model_validate(mine.model_dump()) == mine
+
+
+def test_the_default_follows_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jianmu.config import default_config
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "one"))
+    one = default_config()
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "two"))
+    two = default_config()
+    assert one.runtime.checkpoint_path.startswith(str(tmp_path / "one"))
+    assert two.runtime.checkpoint_path.startswith(str(tmp_path / "two"))

@@ -20,6 +20,8 @@ from jianmu.constraints import (
     SandboxDefaults,
     SkillConstraints,
     _detached,
+    is_read_only,
+    read_only,
 )
 from jianmu.errors import ConfigError
 from jianmu.runtime.runner import run_constraints
@@ -467,3 +469,22 @@ def test_detached_constraints_equal_a_deep_copy_and_share_nothing() -> None:
         copied.guard.budget.total_tokens = 1
         assert original.guard.tool_policy["bash"] == "deny"
         assert original.guard.budget.total_tokens == 9
+
+
+def test_a_read_only_layer_merges_into_a_constraints_of_ones_own() -> None:
+    shared = read_only(layer(guard={"tool_policy": {"bash": "confirm"}, "rate_limits": {"x": 3},
+                                    "checkers": ["policy"]}))
+    with pytest.raises(ConfigError, match="read-only"):
+        shared.guard.tool_policy["bash"] = "allow"
+    with pytest.raises(ConfigError, match="read-only"):
+        shared.guard.checkers.append("confirm")  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match="read-only"):
+        shared.execution.pids = 1
+    merged = Constraints.merge(shared)
+    merged.guard.tool_policy["bash"] = "allow"
+    merged.guard.checkers.append("confirm")  # type: ignore[union-attr]
+    merged.execution.pids = 1
+    assert shared.guard.tool_policy == {"bash": "confirm"} and shared.execution.pids is None
+    assert shared.guard.checkers == ["policy"]
+    assert not is_read_only(merged) and is_read_only(shared)
+    assert copy.deepcopy(shared) == shared and not is_read_only(copy.deepcopy(shared))

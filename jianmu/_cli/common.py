@@ -27,7 +27,7 @@ from rich.text import Text
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import CLIError, ExitCode, MissingExtraError
 from jianmu.runtime.interaction import ApprovalRequest
-from jianmu.runtime.result import RunStatus
+from jianmu.runtime.runner import RunStatus
 
 __all__ = (
     "EXTRAS", "LONG_ARGUMENTS", "RUN_EXIT_CODES", "TREE_FORMATS",

@@ -48,7 +48,7 @@ from jianmu.errors import (
     UnknownTreeError,
 )
 from jianmu.runtime.interaction import ApprovalRequest
-from jianmu.runtime.result import RunResult, RunStatus
+from jianmu.runtime.runner import RunResult, RunStatus
 
 if TYPE_CHECKING:
     from jianmu.durable import DurableEngine, RunInfo

@@ -18,8 +18,7 @@ from typing import Any, Protocol, TypeVar
 from dbos import DBOS
 
 from jianmu.durable._dbos_adapter import advance_step_counter
-from jianmu.runtime.result import RunResult, RunStatus
-from jianmu.runtime.runner import ReactiveRunner
+from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.tools.calls import ToolResult
 
 __all__ = ("APPROVAL", "PENDING_EVENT", "WORKFLOW", "approval_topic")

@@ -38,8 +38,7 @@ from jianmu.errors import (
 )
 from jianmu.nodes.state import inputs_message
 from jianmu.runtime.interaction import ApprovalRequest
-from jianmu.runtime.result import RunResult, RunStatus
-from jianmu.runtime.runner import ReactiveRunner
+from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.state import StateManager
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ attributes below (`PromptSource`, `FileSource`; a `jianmu.skills.Skill` has them
   following links.
 
 Each folder is pinned once, when the server is built (a skill loaded by `jianmu.skills`
-brings the folder it pinned at load; see `jianmu.tools.builtin._pinned`): listings, reads and
+brings the folder it pinned at load; see `jianmu.tools.builtin._paths`): listings, reads and
 prompts all come from that descriptor, so a folder renamed or swapped for a link afterwards
 changes nothing.
 """
@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
 from jianmu.errors import JianmuError, PathEscapeError
-from jianmu.tools.builtin._paths import closing_fd
-from jianmu.tools.builtin._pinned import PinnedFolder
+from jianmu.tools.builtin._paths import PinnedFolder, closing_fd
 
 if TYPE_CHECKING:
     import mcp.types as types

@@ -2,7 +2,7 @@
 and agents that call agents (skills' nodes: `jianmu.skills`)."""
 
 from jianmu.nodes.agent_llm import AgentLLMNode
-from jianmu.nodes.handoffs import AgentSwitch, Handoff, handoff
+from jianmu.nodes.agents import AgentSwitch, AgentTool, Handoff, agent_tool, handoff
 from jianmu.nodes.history import (
     HistoryContext,
     HistoryProcessor,
@@ -18,7 +18,6 @@ from jianmu.nodes.history import (
 from jianmu.nodes.output import OutputMode, OutputSpec
 from jianmu.nodes.react import ReActLoop, create_react_node
 from jianmu.nodes.state import AgentState
-from jianmu.nodes.subagent import AgentTool, agent_tool
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
 from jianmu.nodes.tool_node import ToolNode
 

@@ -1,9 +1,18 @@
-"""`AgentLLMNode`: asks the model for the next step and writes its tool calls or answer."""
+"""`AgentLLMNode`: asks the model for the next step and writes its tool calls or answer.
+
+A turn writes tool calls to run, an answer (checked against the output type), or a hand-off to
+another agent (`turn_update`, with the reply's canonical calls). Calls to the answer tools
+(``final_result``) and to hand-off tools (``transfer_to_<agent>``) are the node's own: they
+never reach the executor, and each gets its one tool message here, so every call in the
+history keeps its result.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import functools
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from py_trees.common import Status
@@ -22,8 +31,6 @@ from jianmu.llm.provider import (
     TextDelta,
     takes_requests,
 )
-from jianmu.nodes._tool_calls import preview, unique_ids, usage_view
-from jianmu.nodes._turn import turn_update
 from jianmu.nodes.history import (
     HistoryContext,
     MessageHistory,
@@ -31,7 +38,9 @@ from jianmu.nodes.history import (
     apply_history,
     history_processors,
 )
-from jianmu.nodes.output import OutputMode, OutputSpec, output_spec
+from jianmu.nodes.output import Checked, OutputMode, OutputSpec, output_spec
+from jianmu.nodes.state import usage_view
+from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import (
     ERROR_TYPE,
@@ -48,10 +57,19 @@ from jianmu.tools.registry import ToolSet
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from jianmu.nodes.handoffs import Handoff
-    from jianmu.nodes.tool_executor import ToolExecutor
+    from jianmu.nodes.agents import Handoff
+    from jianmu.state import StateView
 
-__all__ = ("AgentLLMNode", "recent_messages")
+__all__ = (
+    "AgentLLMNode",
+    "TurnUpdate",
+    "recent_messages",
+    "turn_update",
+)
+
+
+_NO_SPAN = nullcontext()
+"""The scope of a turn when nobody traces: one serves every turn (it holds nothing)."""
 
 
 def _no_answer() -> TimeoutError:
@@ -113,7 +131,7 @@ class AgentLLMNode(AsyncNode):
         output_retries: answers that may fail the check before `OutputValidationError`.
         history: processors that shape what is sent (`jianmu.nodes.history`); the stored
             messages never change. ``max_messages`` adds `trim_history`'s count form.
-        handoffs: hand-offs the model may make (`jianmu.nodes.handoffs`; `create_react_node`
+        handoffs: hand-offs the model may make (`jianmu.nodes.agents`; `create_react_node`
             takes them among the tools).
 
     Raises:
@@ -212,7 +230,6 @@ class AgentLLMNode(AsyncNode):
 
     def visible_tools(self) -> ToolSet:
         """The tools offered to the model (deny-policy tools removed)."""
-        from jianmu.nodes.tool_executor import ToolExecutor
 
         if isinstance(self.tools, ToolExecutor):
             return self.tools.visible_toolset()
@@ -269,9 +286,10 @@ class AgentLLMNode(AsyncNode):
         if run_usage.namespace != self.state.namespace:
             run_usage.update({"usage": usage})
 
-    async def _ask(self, messages: list[Message], toolset: ToolSet) -> LLMResponse:
+    def _ask(self, messages: list[Message], toolset: ToolSet) -> Awaitable[LLMResponse]:
+        """The model's reply to this turn, to await: the provider's own coroutine (no layer of
+        ours around it), or `_streamed` over its stream."""
         llm, params = self.llm, self.params
-        events: AsyncIterator[StreamEvent]
         if takes_requests(llm, stream=self.stream, params=params):
             # what the base `complete` would build, with the toolset's export made once
             # rather than every tool's on every turn
@@ -281,19 +299,30 @@ class AgentLLMNode(AsyncNode):
                 params=dict(params),
             )
             if not self.stream:
-                return await llm.send(request)
-            events = llm.send_stream(request)
-        else:
-            tools = list(toolset) or None
-            if not self.stream:
-                return await llm.complete(messages, tools=tools, **params)
-            events = llm.stream(messages, tools=tools, **params)
+                return llm.send(request)
+            return self._streamed(llm.send_stream(request))
+        tools = list(toolset) or None
+        if not self.stream:
+            return llm.complete(messages, tools=tools, **params)
+        return self._streamed(llm.stream(messages, tools=tools, **params))
+
+    async def _streamed(self, events: AsyncIterator[StreamEvent]) -> LLMResponse:
+        """The reply at the end of a stream; its text deltas become ``llm.call.delta``."""
         async for event in events:
             if isinstance(event, TextDelta):
                 self.events.emit("llm.call.delta", text=event.text)
             elif isinstance(event, StreamDone):
                 return event.response
         raise LLMError("the model's stream ended without a final response")
+
+    def _asked(self, messages: list[Message], toolset: ToolSet) -> Awaitable[LLMResponse]:
+        """`_ask`, as a durable step in a durable run: a turn the model answered is replayed,
+        never asked again."""
+        steps = self.ctx.steps
+        if steps is None:
+            return self._ask(messages, toolset)
+        return steps.run(f"model:{self.path or self.name}",
+                         functools.partial(self._ask, messages, toolset))
 
     def _canonical(self, response: LLMResponse, toolset: ToolSet) -> tuple[Message, list[ToolCall]]:
         """The reply's calls, canonical once for everything after: each name is the tool it
@@ -306,7 +335,6 @@ class AgentLLMNode(AsyncNode):
 
     async def update_async(self) -> Status:
         """Call the model once and record its reply."""
-        from jianmu.nodes.tool_executor import ToolExecutor
 
         if isinstance(self.tools, ToolExecutor):
             await self.tools.prepare_tools()
@@ -318,21 +346,16 @@ class AgentLLMNode(AsyncNode):
         if events.wants("llm.call.started"):  # the fields only when someone reads them
             events.emit("llm.call.started", model=model, messages=len(messages),
                         tools=toolset.names())
-        scope: AbstractContextManager[Span | None] = nullcontext() if tracer is None else span(
+        scope: AbstractContextManager[Span | None] = _NO_SPAN if tracer is None else span(
             tracer, f"chat {model}",
             {GEN_AI_OPERATION_NAME: "chat", GEN_AI_REQUEST_MODEL: model,
              GEN_AI_AGENT_NAME: self.name},
         )
         with scope as current:
             try:
-                steps = self.ctx.steps
-                # in a durable run, a turn the model answered is replayed, never re-asked
-                asked = self._ask(messages, toolset) if steps is None else steps.run(
-                    f"model:{self.path or self.name}", lambda: self._ask(messages, toolset)
-                )
                 # the loop timer that calls starting together share (`within`), as an
                 # asyncio.timeout would, without a timer of its own per turn
-                response = await within(asked, timeout, _no_answer)
+                response = await within(self._asked(messages, toolset), timeout, _no_answer)
             except Exception as exc:
                 error = (
                     f"the model did not answer within {timeout:g} s"
@@ -373,3 +396,118 @@ class AgentLLMNode(AsyncNode):
         if turn.error is not None:  # written first: the history shows the last answer
             raise turn.error
         return Status.SUCCESS
+
+
+# -- what a turn writes -------------------------------------------------------------------------
+_ANSWERED = "Final answer received."
+_NOT_RUN = "Not run: {reason}."
+
+
+@dataclass
+class TurnUpdate:
+    """The state update of one turn, and the error to fail with after writing it."""
+
+    values: dict[str, Any]
+    error: Exception | None = None
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Events to emit once the update is written."""
+
+
+def _not_run(calls: Sequence[ToolCall], skip: ToolCall, reason: str) -> list[Message]:
+    """A tool message for every call but ``skip``: the turn ended before they ran."""
+    text = _NOT_RUN.format(reason=reason)
+    return [Message.tool(text, tool_call_id=c.id, name=c.name) for c in calls if c is not skip]
+
+
+def turn_update(
+    message: Message,
+    calls: list[ToolCall],
+    *,
+    state: StateView,
+    output: OutputSpec | None,
+    handoffs: Sequence[Handoff],
+    agent: str | None,
+) -> TurnUpdate:
+    """The update for a turn whose reply is ``message`` with canonical ``calls``.
+
+    Without an output type or hand-offs it is the plain ReAct step: the calls go to
+    ``actions``, or the text becomes ``final_answer``.
+    """
+    if output is None and not handoffs:  # the plain ReAct step, every turn of most agents
+        if calls:
+            return TurnUpdate({"messages": [message], "actions": calls})
+        return TurnUpdate({"messages": [message], "actions": [],
+                           "final_answer": message.content or "", "done": True})
+    if output is not None and output.mode == "tool":
+        answer = next((c for c in calls if c.name in output.tool_names), None)
+        if answer is not None:
+            return _checked(message, calls, output.check_call(answer), output, state, answer)
+    by_tool = {h.tool.name: h for h in handoffs}
+    transfer = next((c for c in calls if c.name in by_tool), None)
+    if transfer is not None:
+        return _handoff(message, calls, transfer, by_tool[transfer.name], agent)
+    if calls:
+        return TurnUpdate({"messages": [message], "actions": calls})
+    text = message.content or ""
+    if output is None:
+        return TurnUpdate({"messages": [message], "actions": [], "final_answer": text,
+                           "done": True})
+    if output.mode == "tool":  # a text answer where the answer tool was asked for
+        return _checked(message, calls, Checked(False, raw=text), output, state, None)
+    return _checked(message, calls, output.check_text(text), output, state, None)
+
+
+def _checked(
+    message: Message,
+    calls: list[ToolCall],
+    checked: Checked,
+    output: OutputSpec,
+    state: StateView,
+    answer: ToolCall | None,
+) -> TurnUpdate:
+    """An answer that validated ends the loop; one that did not is told why, or fails the
+    loop once its retries are used up."""
+    if checked.ok:
+        replies = [] if answer is None else [
+            Message.tool(_ANSWERED, tool_call_id=answer.id, name=answer.name),
+            *_not_run(calls, answer, "the final answer was given in the same turn"),
+        ]
+        return TurnUpdate({
+            "messages": [message, *replies], "actions": [], "final_answer": checked.raw,
+            "final_output": checked.value, "done": True, "failed_outputs": 0,
+        }, events=[("output.validated", {"type": output.type_name})])
+    failed = (state.get("failed_outputs") or 0) + 1
+    prompt = output.retry_prompt(checked, called=answer is not None)
+    if answer is not None:
+        replies = [
+            Message.tool(prompt, tool_call_id=answer.id, name=answer.name),
+            *_not_run(calls, answer, "the final answer was not accepted"),
+        ]
+    else:
+        replies = [Message.user(prompt)]
+    update = TurnUpdate(
+        {"messages": [message, *replies], "actions": [], "failed_outputs": failed},
+        events=[("output.invalid", {
+            "type": output.type_name, "attempt": failed,
+            "problems": [f"{p}: {m}" for p, m in checked.problems],
+        })],
+    )
+    if failed > output.retries:
+        update.error = output.failure(checked, failed)
+    return update
+
+
+def _handoff(
+    message: Message, calls: list[ToolCall], transfer: ToolCall, handoff: Handoff,
+    agent: str | None,
+) -> TurnUpdate:
+    """The conversation goes to the hand-off's agent: one tool message says so."""
+    target = handoff.agent_name
+    said = Message.tool(f"Transferred to {target}.", tool_call_id=transfer.id,
+                        name=transfer.name)
+    others = _not_run(calls, transfer, f"the conversation was handed to {target}")
+    return TurnUpdate(
+        {"messages": [message, said, *others], "actions": [], "active_agent": target},
+        events=[("agent.handoff", {"source": agent, "target": target,
+                                   "tool": transfer.name})],
+    )

@@ -15,6 +15,10 @@ holds: how the model is asked for the answer (``mode``), how the answer is check
 
 A non-object type (``list[Item]``, ``int``, a ``Literal``) travels wrapped as
 ``{"response": ...}`` wherever the wire needs an object (a tool's input, a native schema).
+
+The answer tools are `NodeTool`s: offered to the model beside the real tools, their calls
+taken by the model's own node and never run (the hand-off tools of `jianmu.nodes.agents` are
+too).
 """
 
 from __future__ import annotations
@@ -30,12 +34,20 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import ConfigDict, PydanticUserError, TypeAdapter, ValidationError
 from pydantic import create_model as _create_model
 
-from jianmu.errors import ConfigError, OutputValidationError
-from jianmu.nodes._node_tool import NodeTool
+from jianmu.errors import ConfigError, OutputValidationError, ToolExecutionError
+from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall
 from jianmu.tools.spec import strip_titles, to_strict_schema
 
-__all__ = ("FINAL_RESULT", "OUTPUT_MODES", "OutputMode", "OutputSpec", "OutputTool")
+__all__ = (
+    "FINAL_RESULT",
+    "OUTPUT_MODES",
+    "NodeTool",
+    "OutputMode",
+    "OutputSpec",
+    "OutputTool",
+)
+
 
 OutputMode = Literal["tool", "native", "text"]
 """How the model gives a typed answer: a ``final_result`` tool call, the provider's structured
@@ -120,6 +132,28 @@ def _shape(tp: Any) -> _Shape:
     wrapped = strip_titles(checker.json_schema())
     wrapped.pop("title", None)
     return _Shape(tp, wrapped, checker, True)
+
+
+class NodeTool(Tool):
+    """Offered to the model beside the real tools; `AgentLLMNode` reads its calls itself, so
+    they never reach an executor."""
+
+    category = "read"
+    timeout_seconds = None
+    purpose = "is read by the agent's model node"
+    """What the tool is for, in the error of a run that should never happen."""
+
+    def __init__(self, name: str, description: str, schema: dict[str, Any]) -> None:
+        self.name = name
+        self.description = description
+        self.input_schema = schema
+
+    def run(self, **kwargs: Any) -> Any:
+        """Never called: the model's node takes the call."""
+        raise ToolExecutionError(
+            f"{self.name!r} {self.purpose} and is not run as a tool; give the agent's settings "
+            "to create_react_node (or AgentLLMNode), not this tool to a ToolExecutor"
+        )
 
 
 class OutputTool(NodeTool):

@@ -10,28 +10,29 @@ from py_trees.common import Status
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.provider import LLMProvider
-from jianmu.nodes._tool_calls import tokens_spent
 from jianmu.nodes.agent_llm import AgentLLMNode
-from jianmu.nodes.handoffs import Handoff, build_team, split_handoffs
+from jianmu.nodes.agents import Handoff, build_team, split_handoffs
 from jianmu.nodes.history import ProcessorInput
 from jianmu.nodes.output import OutputMode
+from jianmu.nodes.state import tokens_spent
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
-from jianmu.runtime._ticks import (
+from jianmu.runtime.async_node import (
+    LeanExtras,
+    RuntimeNode,
     checked,
     composite_stop,
     decorator_stop,
     logs_debug,
     sequence_tick,
 )
-from jianmu.runtime.async_node import RuntimeNode
 from jianmu.tools.registry import ToolSet
 
 __all__ = ("ReActLoop", "create_react_node")
 
 
-class _Round(py_trees.composites.Sequence):
+class _Round(LeanExtras, py_trees.composites.Sequence):
     """One round, model then tools: a py_trees Sequence with memory that ticks and stops as
-    py_trees' does, without its unread debug strings (`jianmu.runtime._ticks`)."""
+    py_trees' does, without its unread debug strings (`jianmu.runtime.async_node`)."""
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
         if logs_debug():
@@ -184,7 +185,7 @@ def create_react_node(
 
     With ``output_type``, the answer is a validated object in ``final_output`` (and
     ``RunResult.output``); see `jianmu.nodes.output`. `handoff` entries among ``tools`` let the
-    model pass the conversation to another agent (`jianmu.nodes.handoffs`): the loop then runs
+    model pass the conversation to another agent (`jianmu.nodes.agents`): the loop then runs
     the round of whichever agent answers now, under this loop's iteration cap.
 
     Args:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -13,10 +13,13 @@ from jianmu.guard.decision import GuardLedger
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import Usage
 from jianmu.nodes.history import HistorySummary
-from jianmu.state import merge_counts
+from jianmu.state import StateView, merge_counts
 from jianmu.tools.calls import ToolCall
 
-__all__ = ("AgentState", "inputs_message")
+if TYPE_CHECKING:
+    from jianmu.runtime.async_node import RuntimeNode
+
+__all__ = ("AgentState", "inputs_message", "ledger_view", "tokens_spent", "usage_view")
 
 
 def _calls(value: Any) -> Any:
@@ -94,3 +97,22 @@ def inputs_message(inputs: Mapping[str, Any]) -> str:
         f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)}"
         for k, v in inputs.items()
     )
+
+
+def ledger_view(node: RuntimeNode) -> StateView:
+    """Where the guard's counts live: the root state, so a run's limits hold across skills
+    (each in its own namespace); the node's own view if the root schema has no place."""
+    manager = node.state_manager
+    return manager.root if manager.accepts("guard_ledger") else node.state
+
+
+def usage_view(node: RuntimeNode) -> StateView:
+    """Where the run's token usage adds up: the root state, so a budget holds across skills
+    (each in its own namespace); the node's own view if the root schema has no place."""
+    manager = node.state_manager
+    return manager.root if manager.accepts("usage") else node.state
+
+
+def tokens_spent(node: RuntimeNode) -> int:
+    """Tokens the whole run has spent so far (the run-wide ``usage``)."""
+    return getattr(usage_view(node).get("usage"), "total_tokens", 0) or 0

@@ -14,6 +14,10 @@ One call's path, from `ToolExecutor.update_async` to its observation, passes six
 
 Around them, the call's span (``telemetry.py``) and the state update (``state.py``) record it;
 they decide nothing about the call.
+
+The helpers a call's node needs are here too, for `ToolNode` as well: the runner kept between
+runs (`RunnerCache`), ids unique in the run (`unique_ids`), approvals used once
+(`consume_approval`), previews and the call's span.
 """
 
 from __future__ import annotations
@@ -23,37 +27,174 @@ import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
-from jianmu.constraints import Constraints
-from jianmu.errors import MCPError, ToolInputError, ToolSuspended, ToolTimeoutError
+from jianmu import plugins
+from jianmu.constraints import DEFAULT_CHECKERS, Constraints, ExecutionConstraints, is_read_only
+from jianmu.errors import MCPError, ToolError, ToolInputError, ToolSuspended, ToolTimeoutError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.llm.messages import Message
-from jianmu.nodes._tool_calls import (
-    RunnerCache,
-    consume_approval,
-    elapsed_ms,
-    error_text,
-    finish_span,
-    ledger_view,
-    preview,
-    tokens_spent,
-    tool_span_attributes,
-    unique_ids,
+from jianmu.nodes.state import ledger_view, tokens_spent
+from jianmu.runtime.async_node import AsyncNode, RuntimeNode
+from jianmu.runtime.context import RunContext
+from jianmu.telemetry import (
+    ERROR_TYPE,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_CALL_RESULT,
+    GEN_AI_TOOL_NAME,
+    GEN_AI_TOOL_TYPE,
+    span,
 )
-from jianmu.runtime.async_node import AsyncNode
-from jianmu.telemetry import span
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolCall, ToolResult, not_json_message
+from jianmu.tools.calls import ToolCall, ToolResult, not_json_message, render_output
 from jianmu.tools.names import shown_name
 from jianmu.tools.registry import ToolSet
 
-__all__ = ("ToolExecutor", "ToolExecutorConfig")
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+__all__ = (
+    "ToolExecutor",
+    "ToolExecutorConfig",
+)
+
+
+PREVIEW_CHARS = 200
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A short one-line rendering of a value for events and terminal output."""
+    text = render_output(value).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_text(exc: BaseException) -> str:
+    """An exception as the model should read it: our errors speak for themselves."""
+    if isinstance(exc, ToolError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+class RunnerCache:
+    """Keeps one `ToolRunner` until the execution constraints' signature changes."""
+
+    def __init__(self) -> None:
+        self.runner: ToolRunner | None = None
+        self.error: Exception | None = None
+        self._signature: str | None = None
+
+    async def get(self, execution: ExecutionConstraints, ctx: RunContext) -> ToolRunner:
+        """The runner for ``execution``; raises the construction error (e.g. no isolation)."""
+        signature = execution.model_dump_json()
+        if self._signature != signature:
+            old, self.runner, self.error = self.runner, None, None
+            self._signature = signature
+            if old is not None:
+                await old.close()
+            try:
+                self.runner = ToolRunner.from_execution_constraints(execution)
+            except Exception as exc:  # e.g. network:false with no bubblewrap or Docker
+                self.error = exc
+        if self.error is not None:
+            raise self.error
+        ctx.on_close(self.release)  # once per run: the sandbox closes when the run ends
+        assert self.runner is not None
+        return self.runner
+
+    async def release(self) -> None:
+        """At the end of a run: close the sandbox, keep the runner and its thread pool."""
+        if self.runner is not None:
+            await self.runner.release()
+
+    async def close(self) -> None:
+        """Close the runner (its sandbox and worker threads); the next `get` builds a new one."""
+        runner, self.runner, self._signature, self.error = self.runner, None, None, None
+        if runner is not None:
+            await runner.close()
+
+
+def tool_span_attributes(tool_name: str, call_id: str | None, tool: Tool) -> dict[str, Any]:
+    """The GenAI attributes of an ``execute_tool`` span."""
+    attributes: dict[str, Any] = {
+        GEN_AI_OPERATION_NAME: "execute_tool",
+        GEN_AI_TOOL_NAME: tool_name,
+        GEN_AI_TOOL_TYPE: "extension" if tool.remote else "function",
+    }
+    if call_id:
+        attributes[GEN_AI_TOOL_CALL_ID] = call_id
+    return attributes
+
+
+def finish_span(
+    span: Span | None, result: ToolResult, arguments: Any, ctx: RunContext | None
+) -> None:
+    """Record a call's outcome on its span (content only when the config opts in)."""
+    if span is None:
+        return
+    if not result.ok:
+        span.set_attribute(ERROR_TYPE, result.error.split(":", 1)[0] if result.error else "error")
+    span.set_attribute("jianmu.tool.ok", result.ok)
+    if ctx is not None and ctx.config.telemetry.capture_content:
+        span.set_attribute(GEN_AI_TOOL_CALL_ARGUMENTS, json.dumps(arguments, default=str))
+        span.set_attribute(GEN_AI_TOOL_CALL_RESULT, result.text[:4000])
+
+
+def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
+    """``calls`` with each id unique in the batch and unused in the run, derived the same each
+    time.
+
+    A model may reuse an id (even one approved and used before, maybe in another skill's
+    namespace): a clashing id ``x`` becomes ``x.1`` (or ``x.2``...). Stable, so an approval
+    asked under it and a run restored mid-batch find the same call again; an id whose call
+    finished in the current batch (its observation is still pending) is that call, not a clash.
+    """
+    used = set(node.state.get("completed_call_ids") or ())
+    observed = set((node.state.get("observations") or {}).keys())
+    interaction = node.ctx.interaction
+
+    def spent(call_id: str) -> bool:
+        reused = call_id in used or (interaction is not None and interaction.consumed(call_id))
+        return reused and call_id not in observed
+
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for call in calls:
+        call_id, n = call.id, 0
+        while call_id in seen or spent(call_id):
+            n += 1
+            call_id = f"{call.id}.{n}"
+        seen.add(call_id)
+        out.append(call if call_id == call.id else call.with_id(call_id))
+    return out
+
+
+def fresh_request_id(base: str, ctx: RunContext) -> str:
+    """``base``, or ``base.N`` when the approvals under the earlier ids were already used."""
+    interaction = ctx.interaction
+    candidate, n = base, 0
+    while interaction is not None and interaction.consumed(candidate):
+        n += 1
+        candidate = f"{base}.{n}"
+    return candidate
+
+
+def consume_approval(ctx: RunContext, request_id: str) -> None:
+    """Mark a person's approval as used once the call it allowed has run."""
+    interaction = ctx.interaction
+    if interaction is not None and interaction.decision(request_id) is not None:
+        interaction.consume(request_id)
+
+
+def elapsed_ms(start: float) -> float:
+    """Milliseconds since ``start`` (a `time.perf_counter` reading)."""
+    return (time.perf_counter() - start) * 1000
 
 
 def _transient(exc: Exception) -> bool:
@@ -85,9 +226,9 @@ class _Record:
 
 
 class ToolExecutorConfig(BaseModel):
-    """How a `ToolExecutor` runs a batch."""
+    """How a `ToolExecutor` runs a batch (frozen: make another to change it)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     execution_mode: Literal["auto", "serial", "parallel"] = "auto"
     """``auto``: parallel when the batch has several calls and every tool is parallel-safe."""
@@ -97,6 +238,13 @@ class ToolExecutorConfig(BaseModel):
     """Seconds to wait before retry ``n``, times ``n``."""
     observation_format: Literal["text", "json"] = "text"
     """Tool message content: the result text, or ``{"ok", "output", "error"}`` as JSON."""
+
+
+_SHARED_GUARDS: dict[tuple[int, str | None], GuardEnforcer] = {}
+"""The guard of the runs under each read-only constraints object (which lives for good)."""
+
+_DEFAULT_CONFIG = ToolExecutorConfig()
+"""What an executor given no config uses (frozen: one serves them all)."""
 
 
 class ToolExecutor(AsyncNode):
@@ -140,14 +288,14 @@ class ToolExecutor(AsyncNode):
     ) -> None:
         super().__init__(name)
         self.toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(tools or ())
-        self.config = config or ToolExecutorConfig()
+        self.config = config or _DEFAULT_CONFIG
         self.constraints = constraints
         self._enforcer: GuardEnforcer | None = None
         self._runners = RunnerCache()
-        self._tool_sources: list[Callable[[], Awaitable[None]]] = []
+        self._tool_sources: tuple[Callable[[], Awaitable[None]], ...] = ()
         self._held: list[_Record] | None = None
         self._visible: tuple[tuple[object, ...], ToolSet] | None = None
-        self._suspended: list[str] = []
+        self._suspended: tuple[str, ...] = ()
         """Calls of the batch that wait for a person (a sub-agent's approval)."""
 
     # -- configuration ---------------------------------------------------------------------------
@@ -166,14 +314,14 @@ class ToolExecutor(AsyncNode):
         For tools that need a connection first, such as an MCP server's: they are fetched on
         first use, also after a run is restored in a new process.
         """
-        self._tool_sources.append(source)
+        self._tool_sources = (*self._tool_sources, source)
 
     async def prepare_tools(self) -> None:
         """Run the pending tool sources (once each)."""
         while self._tool_sources:
             source = self._tool_sources[0]
             await source()
-            self._tool_sources.pop(0)
+            self._tool_sources = self._tool_sources[1:]
 
     def reset_for_run(self) -> None:
         """Forget the guard built on the first tick; the next tick builds it anew."""
@@ -217,52 +365,11 @@ class ToolExecutor(AsyncNode):
         if not calls:
             return Status.SUCCESS
         await self.prepare_tools()
-        constraints = self.effective_constraints
-        if self._enforcer is None:
-            self._enforcer = GuardEnforcer.from_guard_constraints(
-                constraints.guard, workspace=constraints.execution.workdir
-            )
-        done = set(self.state.get("completed_call_ids") or ())
-        pending = [self.toolset.canonical(c) for c in calls if c.id not in done]
-        known = [c for c, found in pending if found is not None]
-        decisions = self._enforcer.preflight(
-            known,
-            self.toolset,
-            run=self.ctx,
-            tokens_used=tokens_spent(self),
-            ledger=GuardLedger.of(ledger_view(self).get("guard_ledger")),
-            events=self.events,
-        )
-        waiting = [(c, d) for c, d in zip(known, decisions, strict=True) if d.awaiting_approval]
-        if waiting:
-            interaction = self.ctx.interaction
-            assert interaction is not None  # without one, ConfirmChecker denies instead
-            for call, decision in waiting:
-                interaction.suspend(self._enforcer.approval_request(call, decision, node=self.path))
-            return Status.RUNNING
-        # without a checkpointer nothing can be saved between calls: the batch's observations
-        # are held here and written with the flush, one state update instead of one per call
-        self._held = None if self.ctx.checkpointed else []
-        self._suspended = []
         try:
-            for call, found in pending:
-                if found is None:
-                    available = ", ".join(self.toolset.names()) or "none"
-                    shown = shown_name(call.name) if call.name else "<missing name>"
-                    self._record(call, None, ToolResult(
-                        tool=shown, ok=False, call_id=call.id,
-                        error=f"unknown tool {shown!r}; available tools: {available}",
-                    ))
-            allowed: list[tuple[ToolCall, Decision]] = []
-            for call, decision in zip(known, decisions, strict=True):
-                if decision.denied:
-                    self._record(call, None, ToolResult(
-                        tool=call.name, ok=False, call_id=call.id,
-                        error=f"the guard denied this call: {decision.reason}",
-                    ))
-                else:
-                    allowed.append((call, decision))
-            await self._execute(allowed, constraints)
+            allowed = self._admit(calls)
+            if allowed is None:
+                return Status.RUNNING
+            await self._execute(allowed)
         except BaseException:  # cancelled (halted, pre-empted): keep what finished
             held, self._held = self._held, None
             if held:
@@ -277,6 +384,79 @@ class ToolExecutor(AsyncNode):
         return Status.SUCCESS
 
     # -- steps -----------------------------------------------------------------------------------
+    def _guard(self, constraints: Constraints) -> GuardEnforcer:
+        """The guard of this run, built on the first batch (`reset_for_run` forgets it).
+
+        Runs under the shared read-only defaults (`run_constraints`) share one: the built-in
+        checkers keep no per-run counts (the run's `GuardLedger` is passed to each batch),
+        so one chain serves them all. A chain with any other checker is built per run.
+        """
+        if self._enforcer is None:
+            shareable = is_read_only(constraints) and constraints.guard.checkers is None and all(
+                plugins.is_builtin("checker", name) for name in DEFAULT_CHECKERS
+            )
+            key = (id(constraints), constraints.execution.workdir)
+            enforcer = _SHARED_GUARDS.get(key) if shareable else None
+            if enforcer is None:
+                enforcer = GuardEnforcer.from_guard_constraints(
+                    constraints.guard, workspace=constraints.execution.workdir
+                )
+                if shareable:
+                    _SHARED_GUARDS[key] = enforcer
+            self._enforcer = enforcer
+        return self._enforcer
+
+    def _admit(self, calls: list[ToolCall]) -> list[tuple[ToolCall, Decision]] | None:
+        """Check the batch with the guard: the calls that may run, each with its decision.
+
+        Unknown and denied calls get their observation here. None when a call needs a
+        person's approval: each such call is asked, and nothing runs until all are decided.
+        (A plain method: what it works with is gone before the calls run, not held by the
+        node's task while they do.)
+        """
+        enforcer = self._guard(self.effective_constraints)
+        done = set(self.state.get("completed_call_ids") or ())
+        toolset = self.toolset
+        pending = [toolset.canonical(c) for c in calls if c.id not in done]
+        known = [c for c, found in pending if found is not None]
+        decisions = enforcer.preflight(
+            known,
+            toolset,
+            run=self.ctx,
+            tokens_used=tokens_spent(self),
+            ledger=GuardLedger.of(ledger_view(self).get("guard_ledger")),
+            events=self.events,
+        )
+        waiting = [(c, d) for c, d in zip(known, decisions, strict=True) if d.awaiting_approval]
+        if waiting:
+            interaction = self.ctx.interaction
+            assert interaction is not None  # without one, ConfirmChecker denies instead
+            for call, decision in waiting:
+                interaction.suspend(enforcer.approval_request(call, decision, node=self.path))
+            return None
+        # without a checkpointer nothing can be saved between calls: the batch's observations
+        # are held here and written with the flush, one state update instead of one per call
+        self._held = None if self.ctx.checkpointed else []
+        self._suspended = ()
+        for call, found in pending:
+            if found is None:
+                available = ", ".join(toolset.names()) or "none"
+                shown = shown_name(call.name) if call.name else "<missing name>"
+                self._record(call, None, ToolResult(
+                    tool=shown, ok=False, call_id=call.id,
+                    error=f"unknown tool {shown!r}; available tools: {available}",
+                ))
+        allowed: list[tuple[ToolCall, Decision]] = []
+        for call, decision in zip(known, decisions, strict=True):
+            if decision.denied:
+                self._record(call, None, ToolResult(
+                    tool=call.name, ok=False, call_id=call.id,
+                    error=f"the guard denied this call: {decision.reason}",
+                ))
+            else:
+                allowed.append((call, decision))
+        return allowed
+
     def _batch(self) -> list[ToolCall]:
         """The pending calls, each with an id no earlier call used (`unique_ids`); ``actions``
         itself is not rewritten."""
@@ -290,13 +470,11 @@ class ToolExecutor(AsyncNode):
             return "serial"
         return "parallel"
 
-    async def _execute(
-        self, batch: list[tuple[ToolCall, Decision]], constraints: Constraints
-    ) -> None:
+    async def _execute(self, batch: list[tuple[ToolCall, Decision]]) -> None:
         if not batch:
             return
         try:
-            runner = await self._runners.get(constraints.execution, self.ctx)
+            runner = await self._runners.get(self.effective_constraints.execution, self.ctx)
         except Exception as exc:  # no isolation available: every call says why
             for call, _decision in batch:
                 self._record(call, None, ToolResult(
@@ -320,13 +498,12 @@ class ToolExecutor(AsyncNode):
             if len(batch) > self.config.max_concurrency else None
         )
         loop = asyncio.get_running_loop()
-        tasks = [
-            loop.create_task(
+        tasks = []
+        for call, decision in batch:  # a loop, not a comprehension: no closure cells kept
+            tasks.append(loop.create_task(
                 self._run_one(call, decision, runner) if limiter is None
                 else self._run_limited(limiter, call, decision, runner)
-            )
-            for call, decision in batch
-        ]
+            ))
         try:
             for task in tasks:
                 await task  # a call already finished returns at once
@@ -365,7 +542,7 @@ class ToolExecutor(AsyncNode):
                     result = await self._recorded(call, tool, runner, retries)
                     finish_span(current, result, call.arguments, self.ctx)
         except ToolSuspended as exc:  # runs again, to its end, once the person has answered
-            self._suspended.append(call.id)
+            self._suspended = (*self._suspended, call.id)
             events.emit("tool.call.suspended", tool=tool.name, call_id=call.id, reason=str(exc))
             return
         if result.ok and events.wants("tool.call.completed"):
@@ -396,17 +573,13 @@ class ToolExecutor(AsyncNode):
         self, call: ToolCall, tool: Tool, runner: ToolRunner, retries: int
     ) -> ToolResult:
         """Run the call, retrying transient failures; its one `ToolResult`."""
-        injected = {
-            "ctx": self.ctx, "state": self.state, "call_id": call.id,
-            "constraints": self.effective_constraints, "node_path": self.path,
-        }
         attempt = 0
         start = time.perf_counter()
         while True:
             try:
                 if isinstance(call.arguments, str) and not tool.wraps_input:
                     raise ToolInputError(_not_json(tool, call.arguments))
-                raw = await runner.run(tool, tool.bind_args(call.arguments, injected))
+                raw = await runner.run(tool, tool.bind_args(call.arguments, self._injected(call)))
                 error = None
                 break
             except ToolInputError as exc:  # the model must fix the call: no retry
@@ -425,6 +598,13 @@ class ToolExecutor(AsyncNode):
         return ToolResult.from_raw(
             tool.name, raw, error=error, call_id=call.id, duration_ms=elapsed_ms(start)
         ).truncate(tool.max_result_length)
+
+    def _injected(self, call: ToolCall) -> dict[str, Any]:
+        """What a tool may ask to be given (`jianmu.tools.schema.Injected`)."""
+        return {
+            "ctx": self.ctx, "state": self.state, "call_id": call.id,
+            "constraints": self.effective_constraints, "node_path": self.path,
+        }
 
     def _record(
         self, call: ToolCall, tool: Tool | None, result: ToolResult, *, executed: bool = False

@@ -12,14 +12,14 @@ from py_trees.common import Status
 from jianmu.constraints import Constraints
 from jianmu.errors import StateValidationError, ToolValidationError
 from jianmu.guard import GuardEnforcer, GuardLedger
-from jianmu.nodes._tool_calls import (
+from jianmu.nodes.state import ledger_view
+from jianmu.nodes.tool_executor import (
     RunnerCache,
     consume_approval,
     elapsed_ms,
     error_text,
     finish_span,
     fresh_request_id,
-    ledger_view,
     preview,
     tool_span_attributes,
 )
@@ -38,11 +38,11 @@ class ToolNode(AsyncNode):
     A dict input is the arguments; any other value goes to the tool's single parameter.
     The call passes the guard first, like a model's: ``deny`` makes the node FAILURE with the
     reason, ``confirm`` (or a tool whose permission is user_confirm) suspends the run until a
-    person decides. ``guarded=False`` trusts the workflow's author instead (seed 003's
-    ToolNode). The tool runs through the `ToolRunner` built from the run's execution
-    constraints (kept until they change). A failed result (an exception, or a string starting
-    with ``Error:``) makes the node FAILURE with the error on ``feedback_message``; nothing is
-    written then.
+    person decides. ``guarded=False`` trusts the workflow's author instead (a step the author
+    placed and vouches for). The tool runs through the `ToolRunner` built from the run's
+    execution constraints (kept until they change). A failed result (an exception, or a string
+    starting with ``Error:``) makes the node FAILURE with the error on ``feedback_message``;
+    nothing is written then.
 
     Args:
         name: the node's name.

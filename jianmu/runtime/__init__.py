@@ -5,8 +5,7 @@ from jianmu.runtime.checkpoint import Checkpointer, SQLiteCheckpointer
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.events import Event, EventBus
 from jianmu.runtime.interaction import ApprovalDecision, ApprovalRequest, Interaction
-from jianmu.runtime.result import RunResult, RunStatus
-from jianmu.runtime.runner import ReactiveRunner
+from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 
 __all__ = (
     "ApprovalDecision",

@@ -1,24 +1,48 @@
-"""`AsyncNode`: a py_trees behaviour whose work is a coroutine, run as an asyncio task."""
+"""`AsyncNode`: a py_trees behaviour whose work is a coroutine, run as an asyncio task.
+
+The runtime's nodes tick and stop with py_trees' own steps in py_trees' order
+(`behaviour_tick`, `sequence_tick`, `decorator_stop`, `composite_stop` follow
+`py_trees.behaviour.Behaviour`, `py_trees.decorators.Decorator` and
+`py_trees.composites.Sequence`), minus what nobody reads: the debug-log strings (formatted on
+every tick and stop, enum statuses and all, though py_trees prints them only at its debug
+level), the list of every status built to check each one, and the fresh ``tick()`` generator a
+stop leaves in ``iterator`` (py_trees never reads it). At py_trees' debug level the nodes use
+py_trees' own methods, so their logs are as before.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import py_trees
+from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
-from jianmu.runtime._ticks import behaviour_tick, logs_debug
 
 if TYPE_CHECKING:
-    from jianmu.runtime.context import RunContext
+    from jianmu.runtime.context import RunContext, StepRecorder
     from jianmu.runtime.events import NodeEvents
-    from jianmu.runtime.steps import StepRecorder
     from jianmu.state import StateManager, StateView
 
-__all__ = ("AsyncNode", "RuntimeNode", "close_tree", "coerce_status")
+__all__ = (
+    "STATUSES",
+    "AsyncNode",
+    "LeanExtras",
+    "RuntimeNode",
+    "behaviour_tick",
+    "checked",
+    "close_tree",
+    "coerce_status",
+    "composite_stop",
+    "decorator_stop",
+    "logs_debug",
+    "sequence_tick",
+)
 
 
 def coerce_status(value: Any) -> Status:
@@ -32,7 +56,68 @@ def coerce_status(value: Any) -> Status:
     raise TypeError(f"update_async() must return a py_trees Status, got {value!r}")
 
 
-class RuntimeNode:
+class _MadeOnRead:
+    """One of the extras py_trees gives every node (its id, logger, blackboard clients, a
+    spare tick generator), which most runs never read: made when first read, not kept when
+    py_trees' ``__init__`` makes it. Thousands of runs in flight hold fewer objects so."""
+
+    def __init__(self, make: Any, keep: Any = None) -> None:
+        self.make = make
+        """Makes the value on first read, from the node."""
+        self.keep = keep
+        """Whether a value assigned is kept (else it is made again when read); default: kept
+        unless assigned by py_trees' ``__init__`` (before the node has a name)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_made_{name}"
+
+    def __get__(self, node: Any, owner: type | None = None) -> Any:
+        if node is None:
+            return self
+        values = node.__dict__
+        value = values.get(self.slot, _UNSET)
+        if value is _UNSET:
+            value = values[self.slot] = self.make(node)
+        return value
+
+    def __set__(self, node: Any, value: Any) -> None:
+        keep = self.keep(node, value) if self.keep is not None else "name" in node.__dict__
+        if keep:
+            node.__dict__[self.slot] = value
+        else:
+            node.__dict__.pop(self.slot, None)
+
+
+_UNSET: Any = object()
+_ID_BASE = uuid.uuid4().int
+_ID_COUNT = itertools.count()
+
+
+def _new_id() -> uuid.UUID:
+    """A node id unique in the process (py_trees compares ids within a tree), without the
+    system call of a `uuid.uuid4` per node: a random base, counted up."""
+    return uuid.UUID(int=(_ID_BASE + next(_ID_COUNT)) & _ID_MASK)
+
+
+_ID_MASK = (1 << 128) - 1
+
+
+class LeanExtras:
+    """Mixin (before the py_trees class) for nodes whose py_trees extras are made on first
+    read: the id, the logger, the blackboard clients and the spare tick generator."""
+
+    id = _MadeOnRead(lambda node: _new_id())
+    logger = _MadeOnRead(
+        lambda node: py_trees.logging.Logger(node.name),
+        # py_trees' own logger is a function of the name: made again when asked for
+        keep=lambda node, value: not isinstance(value, py_trees.logging.Logger),
+    )
+    blackboards = _MadeOnRead(lambda node: [], keep=lambda node, value: bool(value))
+    iterator = _MadeOnRead(lambda node: None, keep=lambda node, value: False)
+    """Never read by py_trees, which sets it on every stop: nothing is kept."""
+
+
+class RuntimeNode(LeanExtras):
     """Mixin for nodes that the runner binds to the state and the run context."""
 
     state: StateView
@@ -113,7 +198,18 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
     run; otherwise the whole ``update_async`` is one step, its state writes recorded with it."""
 
     def __init__(self, name: str | None = None) -> None:
-        super().__init__(name or self.__class__.__name__)
+        # py_trees' `Behaviour.__init__`, without the extras `LeanExtras` makes on first read
+        # (its uuid4 alone is a system call per node); tests hold the two to the same fields
+        name = name or self.__class__.__name__
+        if not isinstance(name, str):
+            raise TypeError(f"a behaviour name should be a string, but you passed in {type(name)}")
+        self.name = name
+        self.qualified_name = f"{self.__class__.__qualname__}/{name}"
+        self.status = Status.INVALID
+        self.parent: py_trees.behaviour.Behaviour | None = None
+        self.children: list[py_trees.behaviour.Behaviour] = []
+        self.feedback_message = ""
+        self.blackbox_level = py_trees.common.BlackBoxLevel.NOT_A_BLACKBOX
         self.error: BaseException | None = None
         self._task: asyncio.Task[Status] | None = None
         self._settled: Status | None = None
@@ -170,18 +266,31 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
         self._task = None
         if task.cancelled():
             return Status.INVALID
-        # RUNNING means "call me again": update_async runs anew on a later tick (the runner
-        # ticks such nodes every runtime.poll_interval, and after an approval)
-        return task.result()
+        exc = task.exception()
+        if exc is None:
+            # RUNNING means "call me again": update_async runs anew on a later tick (the
+            # runner ticks such nodes every runtime.poll_interval, and after an approval)
+            try:
+                return coerce_status(task.result())
+            except TypeError as bad:
+                exc = bad
+        if not isinstance(exc, Exception):
+            raise exc
+        return self._failed(exc)
 
     def terminate(self, new_status: Status) -> None:
         """Cancel the task when pre-empted (``INVALID``). Subclasses must call ``super()``."""
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            tracked = getattr(getattr(self, "ctx", None), "cancelled_tasks", None)
-            if tracked is not None:
-                tracked.add(task)
+        if task is None:
+            return
+        if task.done():
+            if not task.cancelled():
+                task.exception()  # a failure nobody will report now: asyncio must not log it
+            return
+        task.cancel()
+        tracked = getattr(getattr(self, "ctx", None), "cancelled_tasks", None)
+        if tracked is not None:
+            tracked.add(task)
 
     @property
     def wants_tick(self) -> bool:
@@ -190,12 +299,17 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
 
     # -- internals ------------------------------------------------------------------------------
     def _start(self) -> None:
+        # the task runs update_async itself (no wrapper coroutine held for the whole work):
+        # `update` reads its outcome, an exception included
         self.error = None
-        loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._guarded(), name=f"jianmu:{self.path or self.name}")
         ctx = getattr(self, "ctx", None)
+        steps = getattr(ctx, "steps", None)
+        work = (self._as_step(steps) if steps is not None and not self.records_own_steps
+                else self.update_async())
+        task = self._task = asyncio.get_running_loop().create_task(
+            work, name=f"jianmu:{self.path or self.name}")
         if ctx is not None:
-            self._task.add_done_callback(self._done)
+            task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[Status]) -> None:
         """Wake the runner to report the finished task, unless a tick already has: a task
@@ -203,26 +317,19 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
         if self._task is task:
             self.ctx.wake()
 
-    async def _guarded(self) -> Status:
-        try:
-            steps = getattr(getattr(self, "ctx", None), "steps", None)
-            if steps is not None and not self.records_own_steps:
-                return await self._as_step(steps)
-            return coerce_status(await self.update_async())
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.error = exc
-            self.feedback_message = f"{type(exc).__name__}: {exc}"
-            ctx = getattr(self, "ctx", None)
-            if ctx is not None:
-                ctx.events.emit(
-                    "node.failed",
-                    node=self.path,
-                    error=f"{type(exc).__name__}: {exc}",
-                    error_type=type(exc).__name__,
-                )
-            return Status.FAILURE
+    def _failed(self, exc: Exception) -> Status:
+        """``update_async`` raised: FAILURE, the error kept and emitted, never raised."""
+        self.error = exc
+        self.feedback_message = f"{type(exc).__name__}: {exc}"
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None:
+            ctx.events.emit(
+                "node.failed",
+                node=self.path,
+                error=f"{type(exc).__name__}: {exc}",
+                error_type=type(exc).__name__,
+            )
+        return Status.FAILURE
 
     async def _as_step(self, steps: StepRecorder) -> Status:
         """Run ``update_async`` as one durable step: its status and the values it wrote."""
@@ -262,3 +369,96 @@ async def close_tree(root: Any) -> None:
         closer = getattr(node, "aclose", None)
         if closer is not None:
             await closer()
+
+
+STATUSES = tuple(Status)
+"""The valid results of ``update()`` (a tuple: membership must not hash what it is given)."""
+
+
+def logs_debug() -> bool:
+    """Whether py_trees logs at its debug level (then the nodes keep py_trees' own methods)."""
+    return bool(py_trees.logging.level < py_trees.logging.Level.INFO)
+
+
+def checked(node: Behaviour, status: Status) -> Status:
+    """``status``, or INVALID (logged as py_trees logs it) when it is not a status."""
+    if status in STATUSES:
+        return status
+    node.logger.error(
+        f"A behaviour returned an invalid status, setting to INVALID [{status}][{node.name}]"
+    )
+    return Status.INVALID
+
+
+def behaviour_tick(node: Behaviour) -> Iterator[Behaviour]:
+    """`Behaviour.tick`: initialise when not running, update, stop when done, yield the node."""
+    if node.status is not Status.RUNNING:
+        node.initialise()
+    new_status = checked(node, node.update())
+    if new_status is not Status.RUNNING:
+        node.stop(new_status)
+    node.status = new_status
+    yield node
+
+
+def decorator_stop(node: py_trees.decorators.Decorator, new_status: Status) -> None:
+    """`Decorator.stop`: terminate, then stop the child when invalidated or left running."""
+    node.terminate(new_status)
+    if new_status is Status.INVALID:
+        node.decorated.stop(new_status)
+    if node.decorated.status is Status.RUNNING:
+        node.decorated.stop(Status.INVALID)
+    node.status = new_status
+
+
+def sequence_tick(node: py_trees.composites.Sequence) -> Iterator[Behaviour]:
+    """`Sequence.tick`: the children in turn while they succeed (from the running one, with
+    memory); the first that does not succeed decides; all succeeded is SUCCESS."""
+    index = 0
+    children = node.children
+    if node.status is not Status.RUNNING:
+        node.current_child = children[0] if children else None
+        for child in children:
+            if child.status is not Status.INVALID:
+                child.stop(Status.INVALID)
+        node.initialise()
+    elif node.memory and node.current_child is not None:
+        index = children.index(node.current_child)
+    else:
+        node.current_child = children[0] if children else None
+    if not children:
+        node.current_child = None
+        node.stop(Status.SUCCESS)
+        yield node
+        return
+    for child in itertools.islice(children, index, None):
+        for found in child.tick():
+            yield found
+            if found is child and found.status is not Status.SUCCESS:
+                if not node.memory:  # invalidate the rest: kill dangling runners
+                    for later in itertools.islice(children, index + 1, None):
+                        if later.status is not Status.INVALID:
+                            later.stop(Status.INVALID)
+                if found.status is not Status.RUNNING:
+                    node.stop(found.status)
+                else:
+                    node.status = found.status
+                yield node
+                return
+        if index + 1 < len(children):  # advance to the next sibling, if there is one
+            index += 1
+            node.current_child = children[index]
+    node.stop(Status.SUCCESS)
+    yield node
+
+
+def composite_stop(node: py_trees.composites.Composite, new_status: Status) -> None:
+    """`Composite.stop`: on INVALID forget the current child and stop every child not yet
+    invalid; then terminate and take the status."""
+    if new_status is Status.INVALID:
+        node.current_child = None
+        for child in node.children:
+            if child.status is not Status.INVALID:
+                child.stop(new_status)
+    node.terminate(new_status)
+    node.status = new_status

@@ -7,13 +7,10 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from jianmu.errors import CheckpointError
-from jianmu.runtime.history import RunHistory
-
-if TYPE_CHECKING:
-    from jianmu.runtime.recorder import RecordedRun
+from jianmu.runtime.history import RecordedRun, RunHistory, TickRecorder
 
 __all__ = ("Checkpointer", "SQLiteCheckpointer")
 
@@ -67,8 +64,6 @@ class SQLiteCheckpointer:
     def observe(self, runner: RecordedRun) -> None:
         """Record ``runner``'s ticks (the runner calls this when it is made)."""
         if self.record_ticks:
-            from jianmu.runtime.recorder import TickRecorder
-
             TickRecorder(runner, self.history).attach()
 
     def save(self, run_id: str, checkpoint: dict[str, Any]) -> None:

@@ -1,25 +1,36 @@
-"""`RunContext`: what the runner hands every node (never globals)."""
+"""`RunContext`: what the runner hands every node (never globals).
+
+`StepRecorder` is the seam through which a durable engine records a run's steps. A plain run
+has no recorder: a step is just its coroutine. A durable run (`jianmu.durable`) puts one in
+`RunContext.steps`; it runs each step once, stores its result under the step's key, and on
+recovery hands the stored result back instead of running the step again. The keys are stable
+across re-executions of the same run: a model turn is ``model:{node path}`` (numbered by the
+recorder per key), a tool call is ``tool:{call id}``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from jianmu.config import AppConfig
-from jianmu.constraints import Constraints
+from jianmu.config import AppConfig, default_config
+from jianmu.constraints import Constraints, is_read_only, read_only
 from jianmu.runtime.events import EventBus
 from jianmu.runtime.interaction import Interaction
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
-    from jianmu.runtime.steps import StepRecorder
+__all__ = (
+    "RunContext",
+    "StepRecorder",
+    "run_constraints",
+)
 
-__all__ = ("RunContext", "run_constraints")
 
 T = TypeVar("T")
 
@@ -32,8 +43,8 @@ def _noop() -> None:
 class RunContext:
     """The run's configuration, constraints, event bus, interaction channel and tracer."""
 
-    config: AppConfig = field(default_factory=AppConfig)
-    """The loaded configuration."""
+    config: AppConfig = field(default_factory=default_config)
+    """The loaded configuration (`default_config`, shared and read-only, when none is given)."""
     constraints: Constraints = field(default_factory=Constraints)
     """The constraints in force for this run (config layer merged with the caller's)."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -92,7 +103,28 @@ def run_constraints(*layers: Constraints | None) -> Constraints:
     An unset workdir stays unset: it means the working folder, and a skill's layer is measured
     against that folder (`ExecutionConstraints.tightened_by`), while a node the operator wrote
     may still choose its own workspace, as it may when the config names none.
+
+    Read-only layers (the default configuration's) give one read-only result, merged once:
+    the runs that nobody gave constraints share it rather than each copying the defaults.
     """
+    present = [layer for layer in layers if layer is not None]
+    if not present or not all(is_read_only(layer) for layer in present):
+        return _merged(present)
+    key = tuple(id(layer) for layer in present)
+    shared = _shared_constraints.get(key)
+    if shared is None:
+        shared = _merged(present)
+        if shared.execution.workdir is not None:  # made absolute from the working folder,
+            return shared  # which may change: merged anew every time
+        shared = _shared_constraints[key] = read_only(shared)
+    return shared
+
+
+_shared_constraints: dict[tuple[int, ...], Constraints] = {}
+"""`run_constraints` of read-only layers (which live for good: their ids stay theirs)."""
+
+
+def _merged(layers: list[Constraints]) -> Constraints:
     merged = Constraints.merge(*layers)
     if merged.execution.workdir is None:
         return merged
@@ -100,3 +132,25 @@ def run_constraints(*layers: Constraints | None) -> Constraints:
     return merged.model_copy(
         update={"execution": merged.execution.model_copy(update={"workdir": workdir})}
     )
+
+
+@runtime_checkable
+class StepRecorder(Protocol):
+    """Runs a run's steps once, durably."""
+
+    async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
+        """The result recorded under ``key`` (numbered per key), or ``factory()``'s, recorded."""
+        ...
+
+    async def mark_started(self, keys: Sequence[str]) -> None:
+        """Record that the steps under ``keys`` are about to run (for at-least-once marks)."""
+        ...
+
+    def maybe_repeated(self, key: str) -> bool:
+        """Whether an earlier attempt started the step under ``key`` and recorded no result."""
+        ...
+
+
+def key_part(value: Any) -> str:
+    """A value as it may appear in a step key (no ``#``, which numbers repeats)."""
+    return str(value).replace("#", "%23")

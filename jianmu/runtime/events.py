@@ -28,6 +28,9 @@ class Event:
     """Whatever the emitter attached."""
 
 
+_SUBSCRIBING = threading.Lock()
+"""Orders the (rare) subscriptions of every bus; emitting takes no lock."""
+
 EventHandler = Callable[[Event], None]
 """Receives events; exceptions it raises are swallowed so they never break a run."""
 
@@ -44,35 +47,38 @@ class EventBus:
 
     def __init__(self, run_id: str = "") -> None:
         self.run_id = run_id
-        self._handlers: list[tuple[str, EventHandler]] = []
-        self._lock = threading.Lock()
+        # a tuple replaced whole on (un)subscribe: `emit` reads it without a lock or a copy,
+        # and a bus nobody listens to (most runs') holds no list and no lock of its own
+        self._handlers: tuple[tuple[str, EventHandler], ...] = ()
 
     def subscribe(self, pattern: str, handler: EventHandler) -> Callable[[], None]:
         """Call ``handler`` for every event whose name matches ``pattern``; return unsubscribe."""
         entry = (pattern, handler)
-        with self._lock:
-            self._handlers.append(entry)
+        with _SUBSCRIBING:
+            self._handlers = (*self._handlers, entry)
 
         def unsubscribe() -> None:
-            with self._lock:
-                if entry in self._handlers:
-                    self._handlers.remove(entry)
+            with _SUBSCRIBING:
+                handlers = list(self._handlers)
+                if entry in handlers:
+                    handlers.remove(entry)
+                    self._handlers = tuple(handlers)
 
         return unsubscribe
 
     def wants(self, name: str) -> bool:
         """Whether any handler listens for ``name`` (skip building costly fields if not)."""
-        if not self._handlers:
+        handlers = self._handlers
+        if not handlers:
             return False
-        return any(p == "*" or fnmatch.fnmatchcase(name, p) for p, _ in self._handlers)
+        return any(p == "*" or fnmatch.fnmatchcase(name, p) for p, _ in handlers)
 
     def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event | None:
         """Publish an event to every matching handler and return it (None if nobody listens)."""
-        if not self._handlers:
+        handlers = self._handlers
+        if not handlers:
             return None
         event = Event(name=name, run_id=self.run_id, node=node, fields=fields)
-        with self._lock:
-            handlers = list(self._handlers)
         for pattern, handler in handlers:
             if pattern == "*" or fnmatch.fnmatchcase(name, pattern):
                 try:

@@ -12,6 +12,9 @@ from jianmu.errors import InteractionError
 
 __all__ = ("ApprovalDecision", "ApprovalRequest", "Interaction")
 
+_LOCK = threading.RLock()
+"""Guards every run's interaction (decisions are rare; a lock each would cost every run)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalRequest:
@@ -61,8 +64,10 @@ class Interaction:
         self._pending: dict[str, ApprovalRequest] = {}
         self._asked: dict[str, ApprovalRequest] = {}
         self._decisions: dict[str, ApprovalDecision] = {}
-        self._consumed: set[str] = set()
-        self._lock = threading.Lock()
+        self._consumed: dict[str, None] = {}
+        """Approvals used, as the keys of a dict (which holds no object the collector
+        tracks, as a set would)."""
+        self._lock = _LOCK
         self._on_change = on_change
         self.suspended = False
 
@@ -100,7 +105,7 @@ class Interaction:
         anew under a fresh id.
         """
         with self._lock:
-            self._consumed.add(request_id)
+            self._consumed[request_id] = None
 
     def consumed(self, request_id: str) -> bool:
         """Whether the approval under ``request_id`` was already used."""
@@ -171,5 +176,5 @@ class Interaction:
             self._decisions = {
                 d["request_id"]: ApprovalDecision(**d) for d in data.get("decisions", [])
             }
-            self._consumed = set(data.get("consumed", []))
+            self._consumed = dict.fromkeys(data.get("consumed", []))
             self.suspended = bool(self._pending)

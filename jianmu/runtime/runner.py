@@ -1,8 +1,9 @@
-"""`ReactiveRunner`: ticks a tree only when something changed."""
+"""`ReactiveRunner`: ticks a tree only when something changed; `RunResult` says how a run ended."""
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import threading
 import time
 import uuid
@@ -14,14 +15,13 @@ from typing import TYPE_CHECKING, Any
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 
-from jianmu.config import AppConfig
+from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
 from jianmu.runtime.context import RunContext, run_constraints
 from jianmu.runtime.events import EventBus
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
-from jianmu.runtime.result import RunResult, RunStatus
 from jianmu.state import StateManager
 from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, JIANMU_RUN_ID, get_tracer
 
@@ -30,9 +30,60 @@ if TYPE_CHECKING:
 
     from jianmu.runtime.checkpoint import Checkpointer
 
-__all__ = ("ReactiveRunner", "RunResult", "RunStatus")
+__all__ = (
+    "ReactiveRunner",
+    "RunResult",
+    "RunStatus",
+)
+
+
+class RunStatus(enum.StrEnum):
+    """How a call to `ReactiveRunner.run` ended."""
+
+    SUCCESS = "success"
+    """The root succeeded."""
+    FAILURE = "failure"
+    """The root failed (or the tree raised); ``error`` says why."""
+    SUSPENDED = "suspended"
+    """The run waits for a person: ``pending`` lists the approvals asked for."""
+    CANCELLED = "cancelled"
+    """The run was cancelled from outside."""
+    TIMEOUT = "timeout"
+    """``run(timeout=...)`` ran out before the tree finished."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the tree ran to its end (SUCCESS or FAILURE), not stopped or waiting."""
+        return self in (RunStatus.SUCCESS, RunStatus.FAILURE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """The outcome of one `ReactiveRunner.run` call."""
+
+    status: RunStatus
+    """SUCCESS or FAILURE of the root, or why the run stopped before it finished."""
+    run_id: str
+    """The run's id (the checkpoint key)."""
+    ticks: int = 0
+    """Ticks in this call."""
+    duration: float = 0.0
+    """Wall time of this call, in seconds."""
+    pending: tuple[ApprovalRequest, ...] = ()
+    """Approval requests the run waits for (when SUSPENDED)."""
+    error: str | None = None
+    """Why the run failed, timed out or was cancelled."""
+    output: Any = None
+    """The agent's typed answer (the state's ``final_output``) when it gave one."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the root succeeded."""
+        return self.status is RunStatus.SUCCESS
+
 
 _CHECKPOINT_VERSION = 1
+_NO_ROLES: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -49,7 +100,8 @@ class ReactiveRunner:
     Args:
         root: the tree.
         state_manager: the run's state; a free-form one is made when omitted.
-        config: the configuration (default: `AppConfig()`).
+        config: the configuration (default: `default_config`, the defaults, shared and
+            read-only).
         constraints: the caller's constraints, merged under the config's (they may only
             tighten them).
         checkpointer: where to save the run at every suspension and every
@@ -77,10 +129,11 @@ class ReactiveRunner:
     ) -> None:
         self.root = root
         self.state = state_manager if state_manager is not None else StateManager()
-        self.config = config if config is not None else AppConfig()
+        self.config = config if config is not None else default_config()
         self.checkpointer = checkpointer
         self.checkpoint_every = checkpoint_every or self.config.runtime.checkpoint_every
-        self.interaction = Interaction(on_change=self.wake)
+        wake = self.wake  # one bound method for both
+        self.interaction = Interaction(on_change=wake)
         run_id = run_id or uuid.uuid4().hex[:12]
         self.ctx = RunContext(
             config=self.config,
@@ -89,8 +142,8 @@ class ReactiveRunner:
             events=EventBus(run_id),
             interaction=self.interaction if interactive else None,
             tracer=get_tracer(tracer_provider, enabled=self.config.telemetry.enabled),
-            user_roles=frozenset(user_roles),
-            wake=self.wake,
+            user_roles=frozenset(user_roles) if user_roles else _NO_ROLES,
+            wake=wake,
             extras=dict(extras or {}),
             runner=self,
         )
@@ -103,12 +156,18 @@ class ReactiveRunner:
         self._is_set_up = False
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
-        # kept so that a runner that shares its state with a longer-lived one (a sub-agent's)
-        # can stop listening when it is done
-        self._unsubscribe_state = self.state.subscribe(lambda _keys: self.wake())
+        self.state.subscribe(self._state_changed)
         observe = getattr(checkpointer, "observe", None)
         if callable(observe):  # a checkpointer that keeps every tick (`SQLiteCheckpointer`)
             observe(self)
+
+    def _state_changed(self, keys: frozenset[str]) -> None:
+        self.wake()
+
+    def _stop_listening(self) -> None:
+        """Stop waking on state changes: for a runner that shares its state with a
+        longer-lived one (a sub-agent's), once it is done."""
+        self.state.unsubscribe(self._state_changed)
 
     # -- public API ------------------------------------------------------------------------------
     @property

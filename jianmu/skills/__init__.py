@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from jianmu.skills._allowed_tools import (
-    CLAUDE_TOOL_NAMES,
-    READ_SKILL_FILE,
-    AllowedTool,
-    map_allowed_tool,
-    map_allowed_tools,
+from jianmu.skills.bt import (
+    BTSkillContext,
+    GuardedToolNode,
+    RunBTSkillTool,
+    SkillTreeLoader,
+    resolve_inputs,
+    run_bt_skill,
+    validate_result,
 )
-from jianmu.skills._guarded import GuardedToolNode
-from jianmu.skills.bt import RunBTSkillTool, run_bt_skill
-from jianmu.skills.bt_context import BTSkillContext, resolve_inputs, validate_result
-from jianmu.skills.bt_loader import SkillTreeLoader
 from jianmu.skills.catalog import SkillCatalog, find_skill_folders
 from jianmu.skills.loader import SKILL_FILE, known_tool_checker, load_skill
 from jianmu.skills.node import (
@@ -21,7 +19,17 @@ from jianmu.skills.node import (
     SkillNodeConfig,
     merge_skill_constraints,
 )
-from jianmu.skills.skill import DEFAULT_PROMPT_TOOLS, Skill, SkillFrontMatter, skill_name_problem
+from jianmu.skills.skill import (
+    CLAUDE_TOOL_NAMES,
+    DEFAULT_PROMPT_TOOLS,
+    READ_SKILL_FILE,
+    AllowedTool,
+    Skill,
+    SkillFrontMatter,
+    map_allowed_tool,
+    map_allowed_tools,
+    skill_name_problem,
+)
 
 __all__ = (
     "CLAUDE_TOOL_NAMES",

@@ -1,31 +1,61 @@
-"""Running behaviour-tree skills: `run_bt_skill` (from Python) and `RunBTSkillTool` (the model).
+"""Behaviour-tree skills: a skill whose ``tree.py`` builds the tree that does its work.
 
-The skill's tree comes from `SkillTreeLoader` (`jianmu.skills.bt_loader`) and receives a
-`BTSkillContext` (`jianmu.skills.bt_context`); both are re-exported here.
+A bt skill's ``tree.py`` defines ``build_tree(ctx: BTSkillContext) -> Behaviour``.
+`SkillTreeLoader` imports it under a private module name (one per file, replaced when the file
+changes), from the folder pinned when the skill was loaded (its source is read there, never by
+path), then prepares the tree: every runtime node gets the skill run's namespace, and every
+``ToolNode`` gets the skill's name (for ``bt.skill.node.io`` events), the SKILL.md constraints
+as its layer, the guard switched on and approval ids scoped to the skill run
+(`GuardedToolNode`): a skill's tools never run past its policies. A tool the skill does not
+declare in ``tools`` is a load error.
+
+`BTSkillContext` is what ``build_tree`` receives. Inputs resolve in this order: the explicit
+inputs, then the global state's field of the same name, then the schema's default. The tree
+writes ``skill_result`` (``skill_result_key``) in its namespace; `BTSkillContext.result`
+validates it against ``outputs``.
+
+A bt skill runs from Python (`run_bt_skill`, under a runner of its own) or as the model's tool
+(`RunBTSkillTool`). The tool ticks the skill's subtree inside the run that is already going
+(`drive_subtree`): it shares the outer run's event bus, interaction channel, config and roles,
+ticks when a node's task finishes, never polls, and returns as soon as the subtree asks for
+approval.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
+import hashlib
+import importlib.abc
+import importlib.util
 import inspect
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+import types
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from py_trees.behaviour import Behaviour
+from py_trees.common import Status
+
 from jianmu.constraints import Constraints
-from jianmu.errors import SkillRunError
+from jianmu.errors import PathEscapeError, SkillLoadError, SkillRunError, ToolInputError
+from jianmu.nodes.tool_node import ToolNode
+from jianmu.runtime.async_node import RuntimeNode, close_tree
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
-from jianmu.skills._bt_driver import child_context, drive_subtree
-from jianmu.skills.bt_context import (
-    BTSkillContext,
-    describe_inputs,
-    resolve_inputs,
-    validate_result,
-)
-from jianmu.skills.bt_loader import TREE_MODULE_PREFIX, SkillTreeLoader
+from jianmu.skills.loader import read_tree_source
 from jianmu.skills.skill import Skill
 from jianmu.state import StateManager
+from jianmu.tools import _arguments
 from jianmu.tools.base import Tool
 from jianmu.tools.registry import ToolSet
 
@@ -37,14 +67,501 @@ if TYPE_CHECKING:
 __all__ = (
     "TREE_MODULE_PREFIX",
     "BTSkillContext",
+    "GuardedToolNode",
     "RunBTSkillTool",
     "SkillTreeLoader",
+    "describe_inputs",
+    "fingerprint",
     "resolve_inputs",
     "run_bt_skill",
     "validate_result",
 )
 
-# -- running a bt skill directly --------------------------------------------------------------
+
+class GuardedToolNode(ToolNode):
+    """A `ToolNode` that always asks the guard, with approval ids scoped to a BT skill run.
+
+    The policy comes from the run's constraints merged with this node's layer (in a BT skill,
+    the SKILL.md layer). ``deny`` makes the node FAILURE with the reason; ``confirm`` suspends
+    the run with an approval request and the node stays RUNNING until a person decides, then
+    runs the tool (approved) or fails (rejected).
+
+    The request id is derived from the skill run's ``approval_scope`` (the skill and its
+    inputs; by default the namespace), the node's place in the skill's tree, the tool and the
+    arguments. So a run restored from a checkpoint, or the same skill called again with the
+    same inputs after an approval, finds the decision instead of asking again.
+    ``SkillTreeLoader`` gives every ``ToolNode`` of a BT skill the same guard and scope.
+
+    Args:
+        name: The node's name.
+        tool: The tool to run.
+        input_key: The state key holding the arguments (``None``: no arguments).
+        output_key: The state key the output is written to (``None``: not written).
+        execute: ``False`` skips the tool and succeeds.
+        constraints: This node's layer of constraints (tighten only).
+        approval_scope: Prefix of the approval ids (``""``: the namespace).
+    """
+
+    def __init__(
+        self, name: str, tool: Tool, *, input_key: str | None = "input",
+        output_key: str | None = "output", execute: bool = True,
+        constraints: Constraints | None = None, approval_scope: str = "",
+    ) -> None:
+        super().__init__(
+            name, tool, input_key, output_key, execute,
+            constraints=constraints, guarded=True, approval_scope=approval_scope,
+        )
+
+
+_MISSING: Any = object()
+
+
+def fingerprint(value: Any) -> str:
+    """A short stable hash of a JSON-able value."""
+    text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def describe_inputs(skill: Skill) -> str:
+    """The skill's inputs in one line for the model: ``{path: string, depth: integer}``."""
+    inputs = (skill.inputs or {}).get("properties") or {}
+    shown = ", ".join(
+        f"{k}: {v.get('type', 'any')}" if isinstance(v, dict) else k for k, v in inputs.items()
+    )
+    return f"{{{shown}}}"
+
+
+def resolve_inputs(
+    skill: Skill, explicit: Mapping[str, Any] | None = None, global_state: Any = None
+) -> dict[str, Any]:
+    """The skill's inputs: explicit values, then the global state's field of the same name,
+    then the schema's default; validated against ``inputs``.
+
+    Args:
+        skill: The skill.
+        explicit: Inputs given by the caller.
+        global_state: A `StateView` (or anything with ``get(key, default)``) of the global state.
+
+    Raises:
+        SkillRunError: a required input is missing, unknown, or of the wrong type.
+    """
+    given = dict(explicit or {})
+    schema = skill.inputs
+    if schema is None:
+        return given
+    values: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        if name in given:
+            values[name] = given.pop(name)
+            continue
+        found = global_state.get(name, _MISSING) if global_state is not None else _MISSING
+        if found is not _MISSING and found is not None:
+            values[name] = found
+        elif isinstance(prop, dict) and "default" in prop:
+            values[name] = prop["default"]
+    values.update(given)  # unknown names: validation explains them
+    try:
+        return _arguments.validate_with_schema(f"{skill.name} inputs", schema, values)
+    except ToolInputError as exc:
+        problems = "; ".join(exc.problems)
+        raise SkillRunError(
+            f"skill {skill.name!r}: invalid inputs: {problems}. Pass inputs explicitly, set the "
+            "state field of the same name, or give the field a default in SKILL.md"
+        ) from None
+
+
+def validate_result(skill: Skill, value: Any) -> Any:
+    """Check a ``skill_result`` against the skill's ``outputs`` (if any); return it coerced.
+
+    Fields the schema does not list are allowed unless it sets ``additionalProperties``.
+
+    Raises:
+        SkillRunError: the result is missing or does not fit ``outputs``.
+    """
+    schema = skill.outputs
+    if schema is None:
+        return value
+    if value is None:
+        raise SkillRunError(
+            f"skill {skill.name!r} declares outputs but its tree wrote no skill_result"
+        )
+    schema = {"additionalProperties": True, **schema}
+    try:
+        return _arguments.validate_with_schema(f"{skill.name} outputs", schema, value)
+    except ToolInputError as exc:
+        problems = "; ".join(p.replace("argument", "field") for p in exc.problems)
+        raise SkillRunError(
+            f"skill {skill.name!r}: skill_result does not fit its outputs: {problems}"
+        ) from None
+
+
+@dataclass(kw_only=True, eq=False)
+class BTSkillContext:
+    """What ``build_tree(ctx)`` receives, and how the caller reads the result afterwards."""
+
+    skill: Skill
+    """The skill being run."""
+    inputs: dict[str, Any]
+    """The resolved, validated inputs."""
+    state: StateView
+    """The skill run's namespace of the state; the tree's nodes read and write here."""
+    tools: ToolSet
+    """The skill's tools."""
+    namespace: str
+    """The namespace's name."""
+    skill_result_key: str = "skill_result"
+    """The state key (in the namespace) the tree writes its result to."""
+    run: RunContext | None = None
+    """The run context, once known (set by `run_bt_skill`, the tool, or the caller)."""
+
+    @classmethod
+    def create(
+        cls,
+        skill: Skill,
+        *,
+        state_manager: StateManager,
+        inputs: Mapping[str, Any] | None = None,
+        namespace: str | None = None,
+        tools: ToolSet | None = None,
+        custom_tools: Iterable[Tool] = (),
+        skill_result_key: str = "skill_result",
+        run: RunContext | None = None,
+    ) -> BTSkillContext:
+        """Resolve the inputs against the global state and build the context.
+
+        Raises:
+            SkillRunError: the skill is not a bt skill, or its inputs do not resolve.
+        """
+        if not skill.is_bt:
+            raise SkillRunError(
+                f"skill {skill.name!r} is a prompt skill; only 'execution: bt' skills build trees"
+            )
+        resolved = resolve_inputs(skill, inputs, state_manager.root)
+        namespace = namespace or f"skill_runtime.bt.{skill.name}.{uuid.uuid4().hex[:8]}"
+        return cls(
+            skill=skill,
+            inputs=resolved,
+            state=state_manager.scope(namespace),
+            tools=tools if tools is not None else skill.toolset(custom_tools),
+            namespace=namespace,
+            skill_result_key=skill_result_key,
+            run=run,
+        )
+
+    @property
+    def approval_scope(self) -> str:
+        """What approval ids of this run share: the skill and a hash of its inputs."""
+        return f"{self.skill.name}:{fingerprint(self.inputs)}"
+
+    def tool(self, name: str) -> Tool:
+        """The skill's tool called ``name``.
+
+        Raises:
+            ToolNotFoundError: the skill has no such tool.
+        """
+        return self.tools[name]
+
+    def tool_node(
+        self,
+        tool: str | Tool,
+        *,
+        name: str | None = None,
+        input_key: str | None = "input",
+        output_key: str | None = "output",
+        confirm: bool = False,
+    ) -> GuardedToolNode:
+        """A guarded tool node for one of the skill's tools (by name or instance).
+
+        Args:
+            tool: The tool or its name.
+            name: The node's name (default: the tool's).
+            input_key: The state key (in the namespace) holding the arguments.
+            output_key: The state key the output is written to.
+            confirm: Ask a person before each call unless a ``tool_policy`` rule allows the
+                tool (the node runs a copy of the tool whose permission is ``user_confirm``).
+        """
+        found = self.tool(tool) if isinstance(tool, str) else tool
+        if confirm and found.permission == "auto":
+            found = copy.copy(found)
+            found.permission = "user_confirm"
+        return GuardedToolNode(
+            name or found.name, found, input_key=input_key, output_key=output_key,
+            approval_scope=self.approval_scope,
+        )
+
+    def result(self) -> Any:
+        """The tree's ``skill_result``, validated against ``outputs``.
+
+        Raises:
+            SkillRunError: the result is missing or does not fit ``outputs``.
+        """
+        return validate_result(self.skill, self.state.get(self.skill_result_key))
+
+
+TREE_MODULE_PREFIX = "jianmu._skill_trees"
+"""Tree modules are imported as ``jianmu._skill_trees.<skill>_<hash of the path>``."""
+
+
+class _SourceLoader(importlib.abc.InspectLoader):
+    """Executes source already read (from the pinned folder) as the module at ``path``."""
+
+    def __init__(self, source: bytes, path: str) -> None:
+        self.source, self.path = source, path
+
+    def get_source(self, fullname: str) -> str:
+        return importlib.util.decode_source(self.source)
+
+    def get_code(self, fullname: str) -> types.CodeType:
+        return compile(self.source, self.path, "exec", dont_inherit=True)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__file__ = self.path
+        exec(self.get_code(module.__name__), module.__dict__)
+
+
+class SkillTreeLoader:
+    """Imports bt skills' tree modules under private names and builds prepared trees."""
+
+    def __init__(self) -> None:
+        self._modules: dict[Path, tuple[tuple[int, int, str], types.ModuleType]] = {}
+
+    @staticmethod
+    def module_name(skill: Skill) -> str:
+        """The private module name of the skill's tree file."""
+        assert skill.tree_path is not None
+        where = os.path.join(skill.pinned.path, skill.tree_path.name)
+        digest = hashlib.sha256(where.encode()).hexdigest()[:12]
+        return f"{TREE_MODULE_PREFIX}.{skill.name.replace('-', '_')}_{digest}"
+
+    def load_module(self, skill: Skill) -> types.ModuleType:
+        """Import (or re-import, if the file changed) the skill's tree module.
+
+        Raises:
+            SkillLoadError: not a bt skill, the file is missing, importing it raised, or it has
+                no callable ``build_tree``.
+        """
+        path = skill.tree_path
+        if path is None:
+            raise SkillLoadError(
+                "a prompt skill has no tree; set 'execution: bt'", path=str(skill.file),
+                field="execution",
+            )
+        try:
+            # from the folder pinned when the skill was loaded, never by its path again
+            status = skill.pinned.stat(path.name)
+            source = read_tree_source(skill.pinned, path.name)
+        except (OSError, PathEscapeError) as exc:
+            missing = isinstance(exc, FileNotFoundError)
+            raise SkillLoadError(
+                f"the tree module {path.name!r} does not exist" if missing
+                else f"the tree module {path.name!r} cannot be read: {exc}",
+                path=str(skill.file), field="tree",
+            ) from None
+        stamp = (status.st_mtime_ns, status.st_size, hashlib.sha256(source).hexdigest())
+        cached = self._modules.get(path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        name = self.module_name(skill)
+        spec = importlib.util.spec_from_loader(name, _SourceLoader(source, str(path)),
+                                               origin=str(path))
+        assert spec is not None and spec.loader is not None
+        spec.has_location = True  # tracebacks and inspect name the file
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and pickling look the module up by name
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            # tracebacks name the file as it was imported; compare real paths
+            real = os.path.realpath(path)
+            frames = [
+                f for f in traceback.extract_tb(exc.__traceback__)
+                if os.path.realpath(f.filename) == real
+            ]
+            line = frames[-1].lineno if frames else getattr(exc, "lineno", None)
+            raise SkillLoadError(
+                f"importing the tree module failed: {type(exc).__name__}: {exc}",
+                path=str(path), line=line, field="build_tree",
+            ) from exc
+        if not callable(getattr(module, "build_tree", None)):
+            sys.modules.pop(name, None)
+            raise SkillLoadError(
+                f"{path.name} defines no callable build_tree(ctx)", path=str(path),
+                field="build_tree",
+            )
+        self._modules[path] = (stamp, module)
+        return module
+
+    def build(self, skill: Skill, ctx: BTSkillContext) -> Behaviour:
+        """Call ``build_tree(ctx)`` and prepare the tree for the skill's namespace and guard.
+
+        Raises:
+            SkillLoadError: the module cannot be loaded, ``build_tree`` raised or returned
+                something other than a behaviour, or the tree uses an undeclared tool.
+        """
+        module = self.load_module(skill)
+        path = str(skill.tree_path)
+        try:
+            tree = module.build_tree(ctx)
+        except SkillLoadError:
+            raise
+        except Exception as exc:
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+            raise SkillLoadError(
+                f"build_tree raised {type(exc).__name__}: {exc}", path=path,
+                line=frames[-1].lineno if frames else None, field="build_tree",
+            ) from exc
+        if not isinstance(tree, Behaviour):
+            raise SkillLoadError(
+                f"build_tree must return a py_trees behaviour, got {type(tree).__name__}",
+                path=path, field="build_tree",
+            )
+        self.prepare(tree, ctx)
+        return tree
+
+    @staticmethod
+    def prepare(tree: Behaviour, ctx: BTSkillContext) -> None:
+        """Give every node the namespace, and every tool node the skill's name, constraints,
+        guard and approval scope.
+
+        Raises:
+            SkillLoadError: a tool node uses a tool the skill does not declare.
+        """
+        skill = ctx.skill
+
+        def walk(node: Behaviour, position: str) -> None:
+            if isinstance(node, RuntimeNode) and node.namespace is None:
+                node.namespace = ctx.namespace
+            if isinstance(node, ToolNode):
+                if node.tool.name.lower() not in ctx.tools:
+                    declared = ", ".join(ctx.tools.names()) or "none"
+                    raise SkillLoadError(
+                        f"node {node.name!r} uses tool {node.tool.name!r}, which the skill does "
+                        f"not declare (declared: {declared}); add it to 'tools'",
+                        path=str(skill.file), field="tools",
+                    )
+                # every tool node of a skill passes the guard, whatever its tree asked for
+                node.guarded = True
+                if not node.guarded:  # a subclass of the tree's own that keeps it off
+                    raise SkillLoadError(
+                        f"node {node.name!r} is a tool node whose guard cannot be turned "
+                        "on; a skill's tool nodes always pass the guard",
+                        path=str(skill.file), field="tree",
+                    )
+                node.bt_skill = skill.name
+                node.constraints = Constraints.merge(skill.constraints, node.constraints)
+                node.approval_scope = ctx.approval_scope
+                node.tree_position = position
+            for index, child in enumerate(node.children):
+                walk(child, f"{position}/{index}")
+
+        walk(tree, "0")
+
+
+@dataclass
+class SubtreeOutcome:
+    """How a subtree run ended."""
+
+    status: str
+    """``success``, ``failure``, ``suspended`` or ``timeout``."""
+    error: str | None = None
+    """Why it failed."""
+    pending: list[ApprovalRequest] = field(default_factory=list)
+    """The requests it waits for (when suspended)."""
+
+
+def child_context(ctx: RunContext, wake: asyncio.Event) -> RunContext:
+    """The outer context with a wake-up of the subtree's own and its own cleanup lists."""
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def wake_up() -> None:
+        if threading.get_ident() == loop_thread:
+            wake.set()
+        else:
+            try:
+                loop.call_soon_threadsafe(wake.set)
+            except RuntimeError:  # the loop has closed: nothing to wake
+                pass
+
+    return dataclasses.replace(
+        ctx, wake=wake_up, cancelled_tasks=set(), closers=[], runner=None
+    )
+
+
+def _bind(node: Behaviour, manager: StateManager, ctx: RunContext, path: str) -> None:
+    bind = getattr(node, "bind", None)
+    if callable(bind):
+        bind(manager, ctx, path)
+    names = [c.name for c in node.children]
+    for index, child in enumerate(node.children):
+        label = child.name if names.count(child.name) == 1 else f"{child.name}[{index}]"
+        _bind(child, manager, ctx, f"{path}/{label}")
+
+
+def _failure_reason(root: Behaviour) -> str | None:
+    for node in root.iterate():
+        error = getattr(node, "error", None)
+        if error is not None:
+            return f"{node.name}: {type(error).__name__}: {error}"
+    for node in root.iterate():
+        if node.status is Status.FAILURE and node.feedback_message:
+            return f"{node.name}: {node.feedback_message}"
+    return None
+
+
+async def drive_subtree(
+    root: Behaviour,
+    manager: StateManager,
+    ctx: RunContext,
+    *,
+    path: str,
+    wake: asyncio.Event,
+    timeout: float | None = None,
+) -> SubtreeOutcome:
+    """Bind, set up and tick ``root`` until it finishes, asks for approval or times out.
+
+    ``ctx`` should come from `child_context` with the same ``wake`` event. The subtree is
+    stopped (its tasks cancelled and awaited) and ``ctx.closers`` are awaited before returning.
+    """
+    _bind(root, manager, ctx, path)
+    root.setup_with_descendants()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            wake.clear()
+            root.tick_once()
+            if root.status is Status.SUCCESS:
+                return SubtreeOutcome("success")
+            if root.status in (Status.FAILURE, Status.INVALID):
+                return SubtreeOutcome("failure", _failure_reason(root))
+            interaction = ctx.interaction
+            mine = [
+                r for r in (interaction.pending if interaction is not None else [])
+                if (r.node or "").startswith(path)
+            ]
+            if mine:
+                return SubtreeOutcome("suspended", pending=mine)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            try:
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError
+                await asyncio.wait_for(wake.wait(), remaining)
+            except TimeoutError:
+                return SubtreeOutcome("timeout", f"the skill timed out after {timeout} s")
+    finally:
+        if root.status is Status.RUNNING:
+            root.stop(Status.INVALID)
+        while ctx.cancelled_tasks:
+            batch = list(ctx.cancelled_tasks)
+            ctx.cancelled_tasks.clear()
+            await asyncio.gather(*batch, return_exceptions=True)
+        for closer in [*ctx.closers, lambda: close_tree(root)]:
+            try:
+                await closer()
+            except Exception as exc:  # cleanup must not hide the skill's outcome
+                ctx.events.emit("run.cleanup_failed", error=f"{type(exc).__name__}: {exc}")
+
 
 Approver = Callable[["ApprovalRequest"], "bool | Awaitable[bool]"]
 
@@ -69,7 +586,7 @@ async def run_bt_skill(
         skill: A bt skill.
         inputs: Explicit inputs (the global state and the defaults fill the rest).
         state_manager: The state (default: a free-form one); the skill runs in a namespace.
-        config: The configuration (default `AppConfig()`).
+        config: The configuration (default: `jianmu.config.default_config`).
         constraints: The caller's layer of constraints.
         tools: The tools (default: the skill's declared tools, built-in or ``custom_tools``).
         custom_tools: Tools besides the built-ins.
@@ -120,8 +637,6 @@ async def run_bt_skill(
     finally:
         if not keep_namespace:
             manager.clear_namespace(bt.namespace)
-
-# -- the tool the model calls ------------------------------------------------------------------
 
 
 class RunBTSkillTool(Tool):

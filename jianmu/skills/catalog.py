@@ -10,7 +10,7 @@ from typing import Any
 
 from jianmu.config import AppConfig
 from jianmu.errors import SkillLoadError, SkillNotFoundError
-from jianmu.skills.bt_loader import SkillTreeLoader
+from jianmu.skills.bt import SkillTreeLoader
 from jianmu.skills.loader import SKILL_FILE, known_tool_checker, load_skill
 from jianmu.skills.skill import SKIPPED_FOLDERS, Skill
 

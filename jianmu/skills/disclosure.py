@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal
 
 from jianmu.errors import ConfigError, ToolExecutionError, ToolInputError
-from jianmu.skills.bt_context import describe_inputs
+from jianmu.skills.bt import describe_inputs
 from jianmu.skills.skill import Skill
 from jianmu.tools.base import Tool
 

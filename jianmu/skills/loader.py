@@ -23,9 +23,14 @@ from pydantic import ValidationError
 from jianmu.config import AppConfig, _key_lines, compose_and_load, unknown_key_hint
 from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError, YAMLRefused
-from jianmu.skills._allowed_tools import READ_SKILL_FILE, AllowedTool, map_allowed_tools
-from jianmu.skills.skill import Skill, SkillFrontMatter
-from jianmu.tools.builtin._pinned import PinnedFolder
+from jianmu.skills.skill import (
+    READ_SKILL_FILE,
+    AllowedTool,
+    Skill,
+    SkillFrontMatter,
+    map_allowed_tools,
+)
+from jianmu.tools.builtin._paths import PinnedFolder
 
 __all__ = (
     "MAX_TREE_BYTES",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jianmu.errors import RunNotFoundError
-from jianmu.runtime.result import RunStatus
+from jianmu.runtime.runner import RunStatus
 from tests.support.durable import Workers, wait_for
 
 pytestmark = pytest.mark.timeout(400)

@@ -15,7 +15,7 @@ from jianmu.errors import (
     TreeInputError,
     UnknownTreeError,
 )
-from jianmu.runtime.result import RunStatus
+from jianmu.runtime.runner import RunStatus
 from tests.support.durable import Workers
 
 pytestmark = pytest.mark.timeout(400)

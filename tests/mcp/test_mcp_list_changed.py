@@ -13,7 +13,7 @@ from jianmu.config import AppConfig, MCPConfig, MCPServerConfig
 from jianmu.mcp import MCPToolProvider
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.runtime.context import RunContext
-from jianmu.skills._skill_mcp import connect_mcp_tools
+from jianmu.skills.node import connect_mcp_tools
 from tests.mcp.helpers import NOTES
 
 

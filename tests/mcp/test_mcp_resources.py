@@ -19,7 +19,7 @@ from jianmu.mcp import MCPClient, MCPToolProvider, resource_tools
 from jianmu.mcp.resources import template_pattern
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.runtime.context import RunContext
-from jianmu.skills._skill_mcp import connect_mcp_tools
+from jianmu.skills.node import connect_mcp_tools
 from jianmu.tools.registry import ToolSet
 from tests.mcp.helpers import NOTES
 

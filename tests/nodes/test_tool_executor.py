@@ -496,3 +496,31 @@ async def test_halting_a_parallel_batch_cancels_the_calls_still_running() -> Non
     assert result.status is RunStatus.CANCELLED
     assert stopped.is_set()
     assert sorted(state.get("completed_call_ids")) == ["a", "c"]
+
+
+async def test_runs_under_the_shared_defaults_share_one_guard_and_count_apart() -> None:
+    """The built-in chain keeps no per-run counts: runs under the read-only defaults share
+    it, each counting its own calls; another chain, or constraints of the run's own, are the
+    run's alone."""
+    from jianmu import plugins
+    from jianmu.guard.policy import ToolPolicyChecker
+
+    actions = [{"id": "a", "name": "publish", "arguments": {"text": "x"}}]
+    first, one = await run(ToolExecutor(tools=[publish]), actions)
+    second, two = await run(ToolExecutor(tools=[publish]), actions)
+    assert one.status is two.status is RunStatus.SUSPENDED  # each asks, one never approves both
+    assert first.root._enforcer is second.root._enforcer
+    first.approve("a")
+    assert (await first.run(timeout=10)).status is RunStatus.SUCCESS
+    assert second.pending and second.state.get("messages") == []
+    own, _ = await run(ToolExecutor(tools=[publish]), actions,
+                       constraints=Constraints.model_validate({"guard": {"max_tool_calls": 5}}))
+    assert own.root._enforcer is not first.root._enforcer
+
+    class Strict(ToolPolicyChecker):
+        """A replacement of the built-in policy checker."""
+
+    with plugins.registered("checker", "policy", Strict):
+        replaced, _ = await run(ToolExecutor(tools=[publish]), actions)
+    assert replaced.root._enforcer is not first.root._enforcer
+    assert type(replaced.root._enforcer.checkers[0]) is Strict

@@ -268,3 +268,13 @@ def test_resolve_follows_what_is_registered_now() -> None:
         assert plugins.resolve("checker", "perf_probe") is First
         plugins.register("checker", "perf_probe", Second, replace=True)
         assert plugins.resolve("checker", "perf_probe") is Second
+
+
+def test_is_builtin_until_a_registration_replaces_it() -> None:
+    assert plugins.is_builtin("checker", "policy")
+    assert not plugins.is_builtin("checker", "no_such_checker")
+    with plugins.registered("checker", "policy", "jianmu.guard.checkers:BudgetChecker"):
+        assert not plugins.is_builtin("checker", "policy")
+    assert plugins.is_builtin("checker", "policy")
+    with pytest.raises(ConfigError, match="unknown plug-in kind"):
+        plugins.is_builtin("nope", "policy")  # type: ignore[arg-type]

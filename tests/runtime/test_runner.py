@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 
 import py_trees
 import pytest
@@ -290,7 +291,7 @@ def test_consumed_approvals_survive_a_snapshot() -> None:
 
 
 def test_run_status_says_whether_the_tree_ran_to_its_end() -> None:
-    from jianmu.runtime.result import RunStatus
+    from jianmu.runtime.runner import RunStatus
 
     assert [s.value for s in RunStatus if s.finished] == ["success", "failure"]
 
@@ -313,3 +314,74 @@ async def test_a_settled_node_reports_its_status_without_running() -> None:
     result = await ReactiveRunner(node, StateManager()).run(timeout=10)
     assert result.ok and node.ran == 0 and result.ticks == 1
     assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("jianmu:settled")]
+
+
+async def test_runners_given_no_config_share_read_only_defaults() -> None:
+    """A run given no configuration or constraints reads the shared defaults; no run can
+    loosen them for another."""
+    from jianmu.config import AppConfig, default_config
+    from jianmu.constraints import Constraints
+    from jianmu.errors import ConfigError
+
+    one = ReactiveRunner(Wait("a", write=False))
+    two = ReactiveRunner(Wait("b", write=False))
+    assert one.config is two.config is default_config()
+    assert one.ctx.constraints is two.ctx.constraints
+    with pytest.raises(ConfigError, match="read-only"):
+        one.ctx.constraints.guard.tool_policy["bash"] = "allow"
+    with pytest.raises(ConfigError, match="read-only"):
+        one.config.guard.default_policy = "allow"
+    assert two.ctx.constraints.guard.tool_policy == {} and two.config == AppConfig()
+    # a run with its own config or constraints gets its own, which it may change
+    mine = ReactiveRunner(Wait("c", write=False), config=AppConfig(),
+                          constraints=Constraints(max_iterations=3))
+    mine.config.runtime.poll_interval = 0.01
+    mine.ctx.constraints.guard.tool_policy["bash"] = "deny"
+    assert default_config().runtime.poll_interval == AppConfig().runtime.poll_interval
+    assert mine.ctx.constraints.max_iterations == 3
+    assert ReactiveRunner(Wait("d", write=False)).ctx.constraints.guard.tool_policy == {}
+
+
+def test_py_trees_extras_are_made_when_read() -> None:
+    """A node keeps no id, logger, blackboard list or tick generator until one is read; then
+    they behave as py_trees' own."""
+    from jianmu.llm.scripted import ScriptedLLM
+    from jianmu.nodes import create_react_node
+
+    loop = create_react_node(ScriptedLLM(["done"]), [])
+    nodes = list(loop.iterate())
+    assert all(not {"id", "logger", "blackboards", "iterator"} & set(vars(n)) for n in nodes
+               if isinstance(n, (AsyncNode,)))
+    leaf = Wait("leaf", write=False)
+    assert isinstance(leaf.id, uuid.UUID) and leaf.id == leaf.id
+    assert leaf.logger.prefix.startswith("leaf")
+    leaf.blackboards.append("client")
+    assert leaf.blackboards == ["client"]
+    assert leaf.iterator is None
+    mine = object()
+    leaf.logger = mine  # type: ignore[assignment]
+    assert leaf.logger is mine
+    # py_trees' own readers of these still work
+    assert "leaf" in py_trees.display.unicode_tree(py_trees.composites.Sequence(
+        "root", memory=True, children=[Wait("leaf", write=False)]))
+    root = py_trees.composites.Sequence("root", memory=True, children=[leaf])
+    assert root.remove_child(leaf) == 0 and root.children == []
+
+
+def test_an_async_node_has_every_field_py_trees_gives_a_behaviour() -> None:
+    """AsyncNode sets py_trees' fields itself (its uuid4 would be a system call per node):
+    a py_trees upgrade that adds one fails here."""
+
+    class Plain(py_trees.behaviour.Behaviour):
+        def update(self) -> Status:
+            return Status.SUCCESS
+
+    plain, mine = Plain("n"), Wait("n", write=False)
+    lazy = {"id", "logger", "blackboards", "iterator"}
+    assert set(vars(plain)) - lazy <= set(vars(mine))
+    for field in set(vars(plain)) - lazy - {"qualified_name"}:
+        assert getattr(mine, field) == getattr(plain, field), field
+    assert mine.qualified_name == "Wait/n"
+    assert len({Wait("x").id for _ in range(1000)}) == 1000
+    with pytest.raises(TypeError, match="should be a string"):
+        Wait(3)  # type: ignore[arg-type]

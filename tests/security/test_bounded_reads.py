@@ -20,7 +20,7 @@ import pytest
 
 from jianmu.execution.workspace import use_workspace
 from jianmu.tools.builtin import ReadFileTool
-from jianmu.tools.builtin._fileops import MAX_READ_BYTES
+from jianmu.tools.builtin.files import MAX_READ_BYTES
 
 pytestmark = pytest.mark.anyio
 

@@ -31,8 +31,7 @@ from jianmu.execution import BaseSandbox, ExecCall, ExecResult, FakeSandbox
 from jianmu.execution._docker import tar_folders
 from jianmu.execution.sandbox import open_real_dir
 from jianmu.skills import Skill
-from jianmu.skills._skill_files import SkillFiles
-from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool
+from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool, SkillFiles
 from tests.skills import _skill_folder
 from tests.skills._skill_folder import make_skill
 

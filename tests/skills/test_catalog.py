@@ -9,7 +9,7 @@ import pytest
 from jianmu.config import AppConfig, SkillsConfig
 from jianmu.errors import SkillLoadError, SkillNotFoundError
 from jianmu.skills import SkillCatalog, find_skill_folders
-from jianmu.tools.builtin._pinned import PinnedFolder
+from jianmu.tools.builtin._paths import PinnedFolder
 
 BROKEN = Path(__file__).parent / "fixtures" / "broken"
 

@@ -1,23 +1,93 @@
-"""`bash`: run a shell command in the sandbox, with a timeout that kills its process group."""
+"""`bash`: run a shell command in the sandbox, with a timeout that kills its process group.
+
+`SandboxedTool` is the base of the built-ins that run code in a sandbox (`bash`,
+`python_repl`): its schema comes from ``run``, and without a `ToolRunner` it runs in a local
+sandbox on the current workspace (`default_sandbox`).
+"""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import Field
 
 from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError
+from jianmu.execution.workspace import current_workspace
+from jianmu.tools.base import Tool
 from jianmu.tools.builtin._paths import PathEscapeError, display_path, resolve_path
-from jianmu.tools.builtin._sandbox import SandboxedTool
 from jianmu.tools.calls import truncate_text
+from jianmu.tools.schema import FunctionSchema, function_schema
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from jianmu.execution.local_sandbox import LocalSandbox
     from jianmu.execution.sandbox import ExecResult, Sandbox
 
-__all__ = ("BashTool", "exec_output", "format_exec_output")
+__all__ = (
+    "BashTool",
+    "SandboxedTool",
+    "default_sandbox",
+    "exec_output",
+    "format_exec_output",
+    "is_local_sandbox",
+)
+
+
+def default_sandbox(workspace: str | os.PathLike[str] | None = None) -> LocalSandbox:
+    """A `LocalSandbox` on ``workspace`` (default: the current workspace), no extra limits."""
+    from jianmu.execution.local_sandbox import LocalSandbox
+
+    return LocalSandbox(Path(workspace) if workspace is not None else current_workspace())
+
+
+def is_local_sandbox(sandbox: object) -> bool:
+    """Whether ``sandbox`` runs on this host, where this interpreter's Python is usable."""
+    from jianmu.execution.local_sandbox import LocalSandbox
+
+    return isinstance(sandbox, LocalSandbox)
+
+
+class SandboxedTool(Tool):
+    """A built-in that runs code in a sandbox (``run_sandboxed``); ``run`` describes it.
+
+    The input schema, the description and the output schema come from the signature and the
+    docstring of the subclass's ``run``, computed once per class, and arguments are checked
+    with the same pydantic model, as for a `FunctionTool`.
+    """
+
+    category = "execute"
+    permission = "user_confirm"
+    sandboxed = True
+    _function_schema: ClassVar[FunctionSchema]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        schema = function_schema(cls.run)
+        cls._function_schema = schema
+        cls.input_schema = schema.parameters
+        cls.description = schema.description
+        cls.output_schema = schema.output_schema
+
+    def validate_args(self, args: Any) -> dict[str, Any]:
+        """Validate with the pydantic model built from ``run``'s signature (lax mode).
+
+        Raises:
+            ToolInputError: listing every problem, so that the model can correct its call.
+        """
+        return self._function_schema.validate(self.name, args)
+
+    async def run_in_default_sandbox(self, **kwargs: Any) -> Any:
+        """``run_sandboxed`` in a local sandbox on the current workspace (no `ToolRunner`)."""
+        sandbox = default_sandbox()
+        await sandbox.start()
+        try:
+            return await self.run_sandboxed(sandbox, **kwargs)
+        finally:
+            await sandbox.close()
+
 
 _MAX_TIMEOUT = 600.0
 # bash when the sandbox has it (models write bash syntax), /bin/sh otherwise; `exec` keeps

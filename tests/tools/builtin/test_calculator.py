@@ -1,4 +1,4 @@
-"""Tests for jianmu/tools/builtin/calculator.py and its evaluator, _mathexpr.py."""
+"""Tests for jianmu/tools/builtin/calculator.py and its evaluator."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from jianmu.errors import ToolInputError
 from jianmu.tools.builtin import CalculatorTool
-from jianmu.tools.builtin._mathexpr import (
+from jianmu.tools.builtin.calculator import (
     MAX_DEPTH,
     MAX_EXPRESSION_LENGTH,
     MAX_INT_BITS,

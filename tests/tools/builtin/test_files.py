@@ -1,4 +1,4 @@
-"""Tests for jianmu/tools/builtin/files.py (and _fileops.py): normal use and bad inputs."""
+"""Tests for jianmu/tools/builtin/files.py: normal use and bad inputs."""
 
 from __future__ import annotations
 

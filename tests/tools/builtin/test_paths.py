@@ -26,8 +26,8 @@ from jianmu.tools.builtin import (
     ReadFileTool,
     StrReplaceTool,
     WriteFileTool,
-    _fileops,
 )
+from jianmu.tools.builtin import files as file_tools
 from jianmu.tools.builtin._paths import PathEscapeError, resolve_path
 
 OUT = "@OUT@"  # replaced by the outside folder's absolute path
@@ -178,7 +178,7 @@ async def test_folder_swapped_for_a_symlink_after_the_check_is_caught(
     """A TOCTOU race: the folder becomes a symlink to outside between check and open."""
     (layout / "d").mkdir()
     (layout / "d" / "secret.txt").write_text("inside\n")
-    real_resolve = _fileops.resolve_path
+    real_resolve = file_tools.resolve_path
 
     def racing_resolve(path: str, *, root: str | None = None) -> str:
         resolved = real_resolve(path, root=root)
@@ -186,7 +186,7 @@ async def test_folder_swapped_for_a_symlink_after_the_check_is_caught(
         (layout / "d").symlink_to(outside, target_is_directory=True)
         return resolved
 
-    monkeypatch.setattr(_fileops, "resolve_path", racing_resolve)
+    monkeypatch.setattr(file_tools, "resolve_path", racing_resolve)
     with pytest.raises(PathEscapeError, match="redirected outside"):
         await ReadFileTool().execute({"path": "d/secret.txt"})
 
@@ -197,7 +197,7 @@ async def test_write_racing_a_folder_swap_writes_nothing_outside(
 ) -> None:
     (layout / "d").mkdir()
     before = _snapshot(outside)
-    real_resolve = _fileops.resolve_path
+    real_resolve = file_tools.resolve_path
 
     def racing_resolve(path: str, *, root: str | None = None) -> str:
         resolved = real_resolve(path, root=root)
@@ -205,7 +205,7 @@ async def test_write_racing_a_folder_swap_writes_nothing_outside(
         (layout / "d").symlink_to(outside, target_is_directory=True)
         return resolved
 
-    monkeypatch.setattr(_fileops, "resolve_path", racing_resolve)
+    monkeypatch.setattr(file_tools, "resolve_path", racing_resolve)
     with pytest.raises(ToolError, match="outside"):
         await WriteFileTool().execute({"path": "d/new.txt", "content": "x"})
     assert _snapshot(outside) == before

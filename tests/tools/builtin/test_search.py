@@ -1,4 +1,4 @@
-"""Tests for jianmu/tools/builtin/search.py and _gitignore.py."""
+"""Tests for jianmu/tools/builtin/search.py: the tools, .gitignore and timed regexes."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from jianmu.errors import ToolExecutionError, ToolInputError
-from jianmu.tools.builtin import GlobSearchTool, GrepSearchTool, _regex
-from jianmu.tools.builtin._gitignore import GitIgnore, glob_to_regex
-from jianmu.tools.builtin._search import glob_search, grep_search
+from jianmu.tools.builtin import GlobSearchTool, GrepSearchTool
+from jianmu.tools.builtin import search as search_module
+from jianmu.tools.builtin.search import GitIgnore, find_files, find_lines, glob_to_regex
 
 pytestmark = pytest.mark.anyio
 
@@ -169,7 +169,7 @@ async def test_grep_catastrophic_pattern_is_stopped_and_named(
     # per-match budget runs out. The budget is given to each match directly (never "spent"
     # before the match starts, however busy the machine), and the tool's own timeout is far
     # above it, so the search always stops first and names the line.
-    monkeypatch.setattr(_regex, "_remaining", lambda: 0.2)
+    monkeypatch.setattr(search_module, "_remaining", lambda: 0.2)
     (project / "crafted.txt").write_text("ok\n" + "a" * 60 + "!\n")
     tool = GrepSearchTool()
     assert tool.timeout_seconds == 60.0
@@ -182,33 +182,33 @@ def test_grep_search_budget_bounds_a_whole_folder(project: Path) -> None:
     # busy machine, yet spent in full by the pattern, which never ends
     (project / "crafted.txt").write_text("a" * 60 + "!\n")
     with pytest.raises(ToolExecutionError, match=r"took too long on crafted\.txt:1"):
-        grep_search("(a|aa)+$", ".", timeout=3.0)
+        find_lines("(a|aa)+$", ".", timeout=3.0)
 
 
 def test_grep_out_of_time_between_lines_is_not_blamed_on_the_pattern(project: Path) -> None:
-    out = grep_search("main", ".", timeout=1e-9)  # spent before the first line is searched
+    out = find_lines("main", ".", timeout=1e-9)  # spent before the first line is searched
     assert out == "No matches for 'main' in '.' (0 files searched; the search ran out of " \
         "time, narrow the path or glob)"
 
 
 def test_grep_keeps_python_re_syntax(project: Path) -> None:
     (project / "syntax.txt").write_text("name = 'x'\nfoo_bar(1)\n")
-    assert grep_search(r"(?P<n>\w+)_bar\((?P=n)?\d\)", "syntax.txt") == "syntax.txt:2:foo_bar(1)"
-    assert grep_search(r"NAME\s*=", "syntax.txt", case_sensitive=False) == (
+    assert find_lines(r"(?P<n>\w+)_bar\((?P=n)?\d\)", "syntax.txt") == "syntax.txt:2:foo_bar(1)"
+    assert find_lines(r"NAME\s*=", "syntax.txt", case_sensitive=False) == (
         "syntax.txt:1:name = 'x'"
     )
-    assert grep_search(r"(?i)^FOO|^zzz", "syntax.txt") == "syntax.txt:2:foo_bar(1)"
+    assert find_lines(r"(?i)^FOO|^zzz", "syntax.txt") == "syntax.txt:2:foo_bar(1)"
 
 
 @pytest.mark.parametrize("pattern", ["a{3000000}", "(?:a{1000}){1000}", "(?:[ab]{300}){300}"])
 def test_grep_refuses_patterns_that_expand_too_much(project: Path, pattern: str) -> None:
     with pytest.raises(ToolInputError, match=r"too large once its counted repeats"):
-        grep_search(pattern)
+        find_lines(pattern)
 
 
 def test_grep_allows_modest_counted_repeats(project: Path) -> None:
     (project / "hex.txt").write_text("id=" + "f" * 40 + "\n")
-    assert grep_search(r"[0-9a-f]{40}", "hex.txt").startswith("hex.txt:1:id=")
+    assert find_lines(r"[0-9a-f]{40}", "hex.txt").startswith("hex.txt:1:id=")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
@@ -228,10 +228,10 @@ def test_glob_with_many_stars_does_not_hang(project: Path) -> None:
     # With `re`, [^/]*a[^/]*a... over a long crafted name backtracks for hours.
     name = "b" + "a" * 60 + "c"
     (project / name).write_text("x\n")
-    assert glob_search("*a*a*a*a*a*a*a*a*a*a*ab", timeout=5.0).startswith("No files match")
-    assert glob_search("b*c", timeout=5.0) == name
+    assert find_files("*a*a*a*a*a*a*a*a*a*a*ab", timeout=5.0).startswith("No files match")
+    assert find_files("b*c", timeout=5.0) == name
 
 
 def test_glob_search_reports_running_out_of_time(project: Path) -> None:
     with pytest.raises(ToolExecutionError, match="glob search ran out of time"):
-        glob_search("**/*.py", timeout=1e-9)  # spent before the first match begins
+        find_files("**/*.py", timeout=1e-9)  # spent before the first match begins

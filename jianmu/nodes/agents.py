@@ -1,7 +1,18 @@
-"""`agent_tool`: any subtree that answers (a ReAct node, a `SkillNode`, a tree) as a tool.
+"""Agents that work with other agents: a hand-off passes the conversation on, an agent tool asks
+another agent for an answer.
 
-A lead agent calls a researcher like any other tool. Each call runs the sub-agent's tree in a
-run of its own, nested in the caller's:
+**Hand-offs** (a triage agent to a specialist). ``handoff(billing)`` in a ReAct node's tools is
+offered to the model as ``transfer_to_billing``. Calling it ends the current agent's turn and
+the next round is the target's, on the same conversation, with its own system prompt, tools and
+output type; the hand-off is one tool message in the history and ``active_agent`` in the state
+names who answers now. The agents reachable by hand-offs from the one placed in the tree form
+its team: `AgentSwitch` holds each one's round and runs the active agent's, inside the first
+agent's loop, so one iteration cap bounds every round of every agent (a hand-off cycle
+included). The next user turn continues with the agent that answered last.
+
+**Agent tools.** `agent_tool` makes any subtree that answers (a ReAct node, a `SkillNode`, a
+tree) a tool: a lead agent calls a researcher like any other tool. Each call runs the
+sub-agent's tree in a run of its own, nested in the caller's:
 
 - in its own state namespace, ``<name>/<call id>`` under the caller's, which starts with the
   call's input as the user's message;
@@ -29,7 +40,8 @@ import contextlib
 import dataclasses
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import py_trees
@@ -39,25 +51,218 @@ from pydantic import create_model as _create_model
 from pydantic_core import to_jsonable_python
 
 from jianmu.constraints import Constraints
-from jianmu.errors import ToolExecutionError, ToolSuspended, ToolValidationError
+from jianmu.errors import HandoffError, ToolExecutionError, ToolSuspended, ToolValidationError
 from jianmu.llm.messages import Message
-from jianmu.nodes.output import json_path
+from jianmu.nodes.output import NodeTool, json_path
 from jianmu.runtime.async_node import RuntimeNode, close_tree
-from jianmu.runtime.context import RunContext
+from jianmu.runtime.context import RunContext, StepRecorder
 from jianmu.runtime.events import Event, EventBus, EventHandler
 from jianmu.runtime.interaction import ApprovalDecision, ApprovalRequest, Interaction
-from jianmu.runtime.result import RunStatus
-from jianmu.runtime.runner import ReactiveRunner
-from jianmu.runtime.steps import StepRecorder
+from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.state import StateManager, StateView
 from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, JIANMU_RUN_ID, span
 from jianmu.tools._arguments import decode_container, input_error
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolResult
+from jianmu.tools.registry import ToolSet
 from jianmu.tools.schema import Injected, InjectedParam, declared_injection, structural_problems
 from jianmu.tools.spec import strip_titles
 
-__all__ = ("AgentTool", "agent_tool")
+__all__ = (
+    "AgentSwitch",
+    "AgentTool",
+    "Handoff",
+    "HandoffTool",
+    "agent_tool",
+    "build_team",
+    "handoff",
+    "split_handoffs",
+)
+
+
+_UNSAFE = re.compile(r"[^a-z0-9_]+")
+
+
+def _slug(name: str) -> str:
+    return _UNSAFE.sub("_", name.lower()).strip("_") or "agent"
+
+
+class HandoffTool(NodeTool):
+    """The tool a model calls to hand the conversation over (``transfer_to_<agent>``)."""
+
+    purpose = "hands the conversation to another agent"
+
+    def __init__(self, name: str, description: str) -> None:
+        super().__init__(name, description, {
+            "type": "object", "properties": {}, "additionalProperties": False,
+        })
+
+
+@dataclass(eq=False)
+class Handoff:
+    """A hand-off to ``target`` (an agent from `create_react_node`, or such an agent's name),
+    offered to the model as ``tool``. Made by `handoff`."""
+
+    target: Any
+    """The agent (a `ReActLoop`), or its name for an agent built later (a cycle)."""
+    name: str
+    """How the tool names the target: ``transfer_to_<name>``."""
+    description: str
+    """What the model reads about the target."""
+    tool: HandoffTool = field(init=False)
+    """The tool offered to the model."""
+
+    def __post_init__(self) -> None:
+        tool_name = f"transfer_to_{_slug(self.name)}"[:64]
+        said = f"Hand the conversation over to {self.name}" + (
+            f": {self.description}" if self.description else "."
+        )
+        self.tool = HandoffTool(tool_name, said)
+
+    @property
+    def agent_name(self) -> str:
+        """The name of the agent that takes over (the `ReActLoop`'s name)."""
+        return self.target if isinstance(self.target, str) else str(self.target.name)
+
+
+def handoff(agent: Any, *, name: str | None = None, description: str | None = None) -> Handoff:
+    """A hand-off to ``agent``, for a ReAct node's tools: the model sees ``transfer_to_<name>``.
+
+    Args:
+        agent: an agent built by `create_react_node` (a `ReActLoop`), or the name of one in
+            the same team (to close a cycle: a specialist handing back to the triage agent
+            built after it).
+        name: how the tool names the agent; default the agent's name.
+        description: when to hand over, for the model.
+
+    Raises:
+        TypeError: ``agent`` is neither an agent from `create_react_node` nor a name.
+    """
+    if isinstance(agent, str):
+        if not agent.strip():
+            raise TypeError("handoff() needs an agent or the name of one, got an empty name")
+    elif not hasattr(agent, "own_round"):
+        raise TypeError(
+            f"handoff() takes an agent built by create_react_node (or its name), got "
+            f"{type(agent).__name__}; to call any other subtree, use agent_tool()"
+        )
+    label = name or (agent if isinstance(agent, str) else agent.name)
+    return Handoff(agent, str(label), description or "")
+
+
+def split_handoffs(tools: Any) -> tuple[Any, list[Handoff]]:
+    """``tools`` without the hand-offs given among them, and the hand-offs."""
+    if tools is None or isinstance(tools, ToolSet):
+        return tools, []
+    items = list(tools)
+    found = [t for t in items if isinstance(t, Handoff)]
+    if not found:
+        return tools, []
+    return [t for t in items if not isinstance(t, Handoff)], found
+
+
+class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
+    """Runs the round of the agent that answers now: the state's ``active_agent``, else the
+    first agent. A hand-off changes it between two rounds of the loop above.
+
+    Args:
+        name: the node's name.
+        members: each agent's name and round, the first agent first.
+        handoffs: the hand-offs each agent may make, by agent name.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        members: Sequence[tuple[str, py_trees.behaviour.Behaviour]],
+        handoffs: dict[str, list[Handoff]],
+    ) -> None:
+        super().__init__(name, children=[child for _agent, child in members])
+        self.members = dict(members)
+        self.entry = members[0][0]
+        self.handoffs = handoffs
+
+    def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
+        """Attach the run, after checking that every hand-off names an agent of the team.
+
+        Raises:
+            HandoffError: a hand-off names an agent the team does not have.
+        """
+        for agent, given in self.handoffs.items():
+            for h in given:
+                if h.agent_name not in self.members:
+                    team = ", ".join(sorted(self.members))
+                    raise HandoffError(
+                        f"agent {agent!r} hands off to {h.agent_name!r}, which is not in its team "
+                        f"({team}); pass that agent itself to handoff(), or build it with "
+                        f"create_react_node(..., name={h.agent_name!r}) and reach it by "
+                        "hand-offs from the first agent"
+                    )
+        super().bind(state_manager, ctx, path)
+
+    def active(self) -> str:
+        """The agent that answers now."""
+        name = self.state.get("active_agent")
+        return name if name in self.members else self.entry
+
+    def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
+        """Tick the round of the agent that answers now and mirror its status.
+
+        The agent is chosen when a round starts: a hand-off written during a round (by its
+        model's turn) takes effect with the next one, so every round ends for the loop above
+        to count.
+        """
+        current = self.current_child
+        if self.status is Status.RUNNING and current is not None:
+            child = current
+        else:
+            if self.state.get("active_agent") is None:
+                self.state.replace({"active_agent": self.entry})  # who answers, from the start
+            child = self.members[self.active()]
+        self.current_child = child
+        yield from child.tick()
+        status = child.status
+        if status is not Status.RUNNING:
+            self.stop(status)
+        self.status = status
+        yield self
+
+
+def build_team(
+    entry: str, entry_round: py_trees.behaviour.Behaviour, entry_handoffs: list[Handoff]
+) -> AgentSwitch:
+    """The switch over ``entry`` and every agent its hand-offs reach (transitively).
+
+    Each target's round moves into the team: a hand-off target runs inside the loop of the
+    agent placed in the tree, not on its own.
+
+    Raises:
+        HandoffError: two different agents of the team share a name.
+    """
+    members: dict[str, py_trees.behaviour.Behaviour] = {entry: entry_round}
+    handoffs: dict[str, list[Handoff]] = {entry: entry_handoffs}
+    queue = list(entry_handoffs)
+    while queue:
+        target = queue.pop(0).target
+        if isinstance(target, str):
+            continue  # checked when the team is bound to a run
+        found = members.get(target.name)
+        if found is not None:
+            if found is not target.own_round:
+                raise HandoffError(
+                    f"two agents of one team are named {target.name!r}; give each a name of "
+                    "its own (create_react_node(..., name=...))"
+                )
+            continue
+        round_ = target.own_round
+        round_.parent = None  # it joins this team's switch
+        if getattr(target, "llm_node", None) is not None:
+            target.llm_node.agent_name = target.name
+        members[target.name] = round_
+        handoffs[target.name] = list(target.handoffs)
+        queue.extend(target.handoffs)
+    return AgentSwitch(f"{entry}.agents", list(members.items()), handoffs)
+
 
 T = TypeVar("T")
 
@@ -71,9 +276,6 @@ def _label(call_id: str) -> str:
     (which separates path parts), ``#`` (which numbers durable steps) and spaces escaped, so
     two ids of one run never share a namespace."""
     return _ESCAPED.sub(lambda m: f"%{ord(m.group()):02X}", call_id) or "call"
-
-
-# -- the caller's run, as the sub-agent's run sees it ------------------------------------------
 
 
 class _ScopedInteraction(Interaction):
@@ -240,16 +442,13 @@ class _SubRun(ReactiveRunner):
 
     def detach(self) -> None:
         """Stop listening to the shared state (the run is over)."""
-        self._unsubscribe_state()
+        self._stop_listening()
 
     def _span(self) -> Any:
         return span(self.ctx.tracer, f"invoke_agent {self.label}", {
             GEN_AI_OPERATION_NAME: "invoke_agent", GEN_AI_AGENT_NAME: self.label,
             JIANMU_RUN_ID: self.parent.run_id,
         })
-
-
-# -- the tool ------------------------------------------------------------------------------
 
 
 class AgentTool(Tool):
@@ -508,7 +707,7 @@ def agent_tool(
 ) -> AgentTool:
     """A tool that runs ``agent`` (a ReAct node, a `SkillNode`, any subtree that sets
     ``final_answer``/``final_output``) for each call, in a namespace of its own, under the
-    caller's guard, budget, approvals and checkpoints (see `jianmu.nodes.subagent`).
+    caller's guard, budget, approvals and checkpoints (see `jianmu.nodes.agents`).
 
     Args:
         agent: the sub-agent's tree, or a function that builds a fresh one per call (then
@@ -524,4 +723,3 @@ def agent_tool(
         TypeError: ``agent`` is neither a tree nor a function.
     """
     return AgentTool(agent, name=name, description=description, input_type=input_type)
-

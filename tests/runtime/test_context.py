@@ -12,8 +12,7 @@ from jianmu.llm.messages import Message
 from jianmu.llm.scripted import ScriptedLLM
 from jianmu.nodes import AgentState, create_react_node
 from jianmu.runtime import AsyncNode, ReactiveRunner, RunStatus
-from jianmu.runtime.context import RunContext
-from jianmu.runtime.steps import StepRecorder
+from jianmu.runtime.context import RunContext, StepRecorder
 from jianmu.state import StateManager
 from jianmu.tools import tool
 
