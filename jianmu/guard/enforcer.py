@@ -83,7 +83,7 @@ class GuardEnforcer:
         clock: Callable[[], float] | None = None,
         workspace: str | os.PathLike[str] | None = None,
     ) -> GuardEnforcer:
-        """Build the chain that ``guard.checkers`` names (default: the seed's four, in order).
+        """Build the chain that ``guard.checkers`` names (default: `DEFAULT_CHECKERS`, in order).
 
         Args:
             guard: The merged guard constraints.

@@ -1,7 +1,7 @@
 """`Tool`, the abstract contract of every tool, and `@tool`, which turns a function into one.
 
 A tool describes itself with class attributes (name, description, JSON Schemas and the
-metadata of seed 002) and implements ``run()``. The framework calls ``execute()``, which
+metadata the guard reads) and implements ``run()``. The framework calls ``execute()``, which
 validates the model's arguments, adds the runtime's values to the parameters that declare
 themselves injected, and either hands the call to a `ToolRunner` or runs it here under the
 tool's timeout. `Tool.from_schema` and `Tool.from_openai` make a tool from a function and a
@@ -73,7 +73,7 @@ __all__ = (
 )
 
 Category = Literal["read", "write", "execute", "communicate", "dangerous"]
-"""A tool's side-effect class (seed 002); it drives the safety defaults."""
+"""A tool's side-effect class; it drives the safety defaults."""
 Permission = Literal["auto", "user_confirm", "admin_only"]
 """Who may let a call run: the agent alone, the user, or an administrator."""
 CATEGORIES: tuple[str, ...] = ("read", "write", "execute", "communicate", "dangerous")
@@ -452,7 +452,7 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract; ruff reads the TYPE_CHECKIN
         output_key: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Wrap the tool in a `ToolNode` for a behaviour tree (seed 000).
+        """Wrap the tool in a `ToolNode` for a behaviour tree.
 
         `ToolNode` lives in `jianmu.nodes`, a layer above tools: it is looked up by name when
         called, so that this module never imports upward.

@@ -235,7 +235,7 @@ class ToolResult:
 
     @property
     def is_error(self) -> bool:
-        """``not ok``: the name seed 001 uses."""
+        """``not ok``, under the name the tool-call protocol gives it."""
         return not self.ok
 
     @classmethod

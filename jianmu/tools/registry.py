@@ -1,5 +1,5 @@
-"""The one registry of tools: `ToolRegistry` (mutable, validated at registration, the seeds'
-registry) and `ToolSet`, the immutable view of one that runs use.
+"""The one registry of tools: `ToolRegistry` (mutable, validated at registration) and
+`ToolSet`, the immutable view of one that runs use.
 
 A name is looked up in O(1) by the rules of `jianmu.tools.names` (exact, then ASCII
 case-insensitive, then an alias; nothing else is folded); the last registration of a name wins
@@ -299,7 +299,7 @@ class ToolSet:
                 return False
         return True
 
-    # -- lifecycle and selection (seed 002) -----------------------------------------------
+    # -- lifecycle and selection -------------------------------------------------------
 
     def deprecate(self, name: str, reason: str = "") -> ToolSet:
         """A new set where ``name`` is marked deprecated (kept, but left out of schemas).
@@ -475,7 +475,7 @@ class ToolRegistry:
         """Validate and add ``tool``; a tool of the same name is replaced.
 
         Raises:
-            ToolValidationError: listing every problem of the definition (seed 002).
+            ToolValidationError: listing every problem of the definition.
         """
         if not isinstance(tool, Tool):
             raise TypeError(f"register() takes a Tool, got {tool!r}; wrap functions with @tool")
@@ -569,7 +569,7 @@ class ToolRegistry:
         return list(self._tools.values())
 
     def get_tool_definitions(self) -> list[dict[str, Any]]:
-        """OpenAI tool definitions of the active tools (seed 001)."""
+        """OpenAI tool definitions of the active tools."""
         return [t.to_openai() for t in self.get_active_tools()]
 
     def deprecate(self, name: str, reason: str = "") -> None:

@@ -364,7 +364,7 @@ def check_definition(
     signature_params: frozenset[str] | None,
     require_parameter_descriptions: bool = False,
 ) -> list[str]:
-    """Check a tool at registration (seed 002); return the warnings it emitted.
+    """Check a tool at registration; return the warnings it emitted.
 
     Raises:
         ToolValidationError: every problem at once, naming the tool.
