@@ -32,8 +32,7 @@ from jianmu.guard.decision import (
     PolicyTarget,
 )
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
-from jianmu.tools.calls import ToolCall
-from jianmu.tools.names import builtin_aliases, is_tool_name, name_key, shown_name
+from jianmu.tools.calls import ToolCall, builtin_aliases, is_tool_name, name_key, shown_name
 
 __all__ = (
     "RATE_WINDOW_SECONDS",

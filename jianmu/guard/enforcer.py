@@ -32,7 +32,7 @@ from jianmu.runtime.context import RunContext
 from jianmu.runtime.events import EventSink
 from jianmu.runtime.interaction import ApprovalRequest
 from jianmu.tools.calls import ToolCall
-from jianmu.tools.names import ToolLookup, canonical_call
+from jianmu.tools.registry import ToolLookup, canonical_call
 
 __all__ = ("CHECK_KINDS", "GuardEnforcer")
 

@@ -29,8 +29,7 @@ from jianmu.guard.checkers import (
 from jianmu.guard.decision import Decision, GuardContext, PolicyTarget
 from jianmu.runtime.context import RunContext
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolCall
-from jianmu.tools.names import builtin_aliases, is_tool_name, name_key, shown_name
+from jianmu.tools.calls import ToolCall, builtin_aliases, is_tool_name, name_key, shown_name
 from jianmu.tools.registry import ToolSet
 
 __all__ = ("ToolPolicyChecker", "is_denied", "visible_tools")

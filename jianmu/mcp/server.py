@@ -46,8 +46,7 @@ from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChe
 from jianmu.mcp.client import require_mcp
 from jianmu.mcp.skill_content import FileSource, PromptSource, SkillContent
 from jianmu.runtime.context import RunContext, run_constraints
-from jianmu.tools.calls import ToolCall, ToolResult, render_output
-from jianmu.tools.names import shown_name
+from jianmu.tools.calls import ToolCall, ToolResult, render_output, shown_name
 from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:

@@ -61,12 +61,12 @@ from jianmu.runtime.interaction import ApprovalDecision, ApprovalRequest, Intera
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.state import StateManager, StateView
 from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, JIANMU_RUN_ID, span
-from jianmu.tools._arguments import decode_container, input_error
+from jianmu.tools._arguments import input_error
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolResult
+from jianmu.tools.calls import ToolResult, decode_container
 from jianmu.tools.registry import ToolSet
-from jianmu.tools.schema import Injected, InjectedParam, declared_injection, structural_problems
-from jianmu.tools.spec import strip_titles
+from jianmu.tools.schema import Injected, InjectedParam, declared_injection, strip_titles
+from jianmu.tools.spec import structural_problems
 
 __all__ = (
     "AgentSwitch",

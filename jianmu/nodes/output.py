@@ -37,7 +37,8 @@ from pydantic import create_model as _create_model
 from jianmu.errors import ConfigError, OutputValidationError, ToolExecutionError
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall
-from jianmu.tools.spec import strip_titles, to_strict_schema
+from jianmu.tools.schema import strip_titles
+from jianmu.tools.spec import to_strict_schema
 
 __all__ = (
     "FINAL_RESULT",

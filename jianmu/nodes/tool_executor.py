@@ -53,8 +53,7 @@ from jianmu.telemetry import (
     span,
 )
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolCall, ToolResult, not_json_message, render_output
-from jianmu.tools.names import shown_name
+from jianmu.tools.calls import ToolCall, ToolResult, not_json_message, render_output, shown_name
 from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:

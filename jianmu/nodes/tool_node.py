@@ -26,8 +26,7 @@ from jianmu.nodes.tool_executor import (
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.telemetry import span
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolCall, ToolResult
-from jianmu.tools.names import check_tool_name
+from jianmu.tools.calls import ToolCall, ToolResult, check_tool_name
 
 __all__ = ("ToolNode",)
 

@@ -21,16 +21,15 @@ from functools import lru_cache
 from typing import Any
 
 from jianmu.errors import ToolInputError
+from jianmu.tools.calls import decode_container, single_argument
 
 __all__ = (
     "SchemaArguments",
     "accepted_names",
-    "decode_container",
     "drop_default_nulls",
     "input_error",
     "scalar_plan",
     "schema_types",
-    "single_argument",
     "validate_planned",
     "validate_with_schema",
 )
@@ -74,34 +73,6 @@ def accepted_names(fn: Callable[..., Any]) -> frozenset[str] | None:
         return _accepted_names_of(target)
     except TypeError:  # unhashable callable
         return _names_of(target)
-
-
-def decode_container(args: Any) -> Any:
-    """``None`` -> ``{}``; a JSON-object string -> dict; anything else unchanged."""
-    if args is None:
-        return {}
-    if isinstance(args, (str, bytes)):
-        text = args.decode() if isinstance(args, bytes) else args
-        if not text.strip():
-            return {}
-        try:
-            decoded = json.loads(text)
-        except ValueError:
-            return args
-        return decoded if isinstance(decoded, dict) else args
-    if isinstance(args, Mapping) and not isinstance(args, dict):
-        return dict(args)
-    return args
-
-
-def single_argument(schema: Mapping[str, Any], args: Any) -> Any:
-    """Give a bare value to the one required parameter (seed: ``execute("2+3")``)."""
-    if isinstance(args, dict):
-        return args
-    required = list(schema.get("required") or [])
-    if len(required) == 1 and args is not None:
-        return {required[0]: args}
-    return args
 
 
 # -- a small lax JSON Schema checker -------------------------------------------------------

@@ -1,25 +1,114 @@
-"""`ToolCall` and `ToolResult`: what a model asks for and what it gets back."""
+"""`ToolCall` and `ToolResult`: what a model asks for and what it gets back.
+
+A call names a tool. A tool's name is ASCII, ``^[A-Za-z0-9_-]{1,64}$``; the rules of what a
+name may be, and the older names that are aliases of a built-in, are here, below everything
+that reads a name. A requested name resolves to exactly one tool (`jianmu.tools.registry`) by,
+in order: an exact match; an ASCII case-insensitive match (only for a name that is itself a
+valid tool name); an alias (``file_read`` is ``read_file``). Nothing folds Unicode (no
+``casefold()``, no normalisation): ``baſh`` (long s), ``write_ﬁle`` (a ligature) or fullwidth
+letters are unknown tools, never ``bash`` or ``write_file`` — otherwise a look-alike name could
+reach a tool that a rule written for its real name denies.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = (
+    "DEFAULT_ALIASES",
+    "MAX_TOOL_NAME_LENGTH",
+    "TOOL_NAME_PATTERN",
     "MediaPart",
     "ToolCall",
     "ToolOutput",
     "ToolResult",
+    "builtin_aliases",
+    "check_tool_name",
+    "decode_container",
+    "is_tool_name",
+    "name_key",
     "new_call_id",
     "not_json_message",
     "render_output",
+    "reset_shared_aliases",
+    "shared_aliases",
+    "shown_name",
+    "single_argument",
     "truncate_text",
 )
+
+# -- a tool's name --------------------------------------------------------------------------
+
+MAX_TOOL_NAME_LENGTH = 64
+TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+"""What a tool name may be (``\\Z``, not ``$``, which would accept a trailing newline)."""
+
+
+def is_tool_name(name: object) -> bool:
+    """Whether ``name`` is a valid tool name: ASCII letters, digits, ``_`` and ``-``, 1-64."""
+    return isinstance(name, str) and TOOL_NAME_PATTERN.fullmatch(name) is not None
+
+
+def check_tool_name(name: object) -> str | None:
+    """The problem with ``name`` as a tool name, or ``None`` when it is valid."""
+    if is_tool_name(name):
+        return None
+    return f"name {name!r} must match ^[A-Za-z0-9_-]{{1,64}}$ (ASCII letters, digits, _ and -)"
+
+
+def name_key(name: str) -> str | None:
+    """The case-insensitive key of a valid name (ASCII lower case); ``None`` for any other.
+
+    Only ASCII is lower-cased: ``str.lower()`` maps some non-ASCII letters to ASCII ones (the
+    Kelvin sign ``K`` becomes ``k``), which would let a look-alike pass for a real name.
+    """
+    return name.lower() if is_tool_name(name) else None
+
+
+def shown_name(name: object) -> str:
+    """``name`` safe to print and to send back to a model: escaped, at most 80 characters."""
+    text = name if isinstance(name, str) else repr(name)
+    if is_tool_name(text):
+        return text
+    escaped = ascii(text)[1:-1]
+    return escaped if len(escaped) <= 80 else escaped[:79] + "…"
+
+
+DEFAULT_ALIASES: dict[str, str] = {
+    "file_read": "read_file",
+    "web_search": "duckduckgo_search",
+}
+"""Older names that resolve to a built-in."""
+
+_shared: dict[str, str] = dict(DEFAULT_ALIASES)
+
+
+def shared_aliases() -> dict[str, str]:
+    """The live alias table of the shared `BuiltinToolProvider` (alias -> built-in name)."""
+    return _shared
+
+
+def reset_shared_aliases() -> None:
+    """Forget aliases registered on the shared provider (for tests)."""
+    _shared.clear()
+    _shared.update(DEFAULT_ALIASES)
+
+
+def builtin_aliases() -> dict[str, str]:
+    """Alias -> built-in name, from the shared `BuiltinToolProvider` (``file_read`` ...)."""
+    return dict(shared_aliases())
+
+
+
+
+# -- a call ----------------------------------------------------------------------------------
 
 
 def new_call_id() -> str:
@@ -42,13 +131,41 @@ def _decode_arguments(raw: Any) -> Any:
     return raw
 
 
+def decode_container(args: Any) -> Any:
+    """``None`` -> ``{}``; a JSON-object string -> dict; anything else unchanged."""
+    if args is None:
+        return {}
+    if isinstance(args, (str, bytes)):
+        text = args.decode() if isinstance(args, bytes) else args
+        if not text.strip():
+            return {}
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            return args
+        return decoded if isinstance(decoded, dict) else args
+    if isinstance(args, Mapping) and not isinstance(args, dict):
+        return dict(args)
+    return args
+
+
+def single_argument(schema: Mapping[str, Any], args: Any) -> Any:
+    """Give a bare value to the one required parameter (``execute("2+3")``)."""
+    if isinstance(args, dict):
+        return args
+    required = list(schema.get("required") or [])
+    if len(required) == 1 and args is not None:
+        return {required[0]: args}
+    return args
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolCall:
     """One tool call requested by a model."""
 
     name: str
     """The tool's name as sent; the executor resolves it once to a registered tool's own name
-    (`jianmu.tools.names`) and every later step sees only that name."""
+    (`jianmu.tools.registry`) and every later step sees only that name."""
     arguments: Any = field(default_factory=dict)
     """Decoded arguments: usually a dict; the raw string when the model sent invalid JSON."""
     id: str = field(default_factory=new_call_id)

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from jianmu.errors import MissingExtraError, ToolNotFoundError, ToolUnavailableWarning
 from jianmu.tools.base import Tool
-from jianmu.tools.names import (
+from jianmu.tools.calls import (
     DEFAULT_ALIASES,
     check_tool_name,
     name_key,
@@ -203,7 +203,7 @@ class BuiltinToolProvider(BaseToolProvider):
     def canonical_name(self, name: str) -> str:
         """``name`` in ASCII lower case with aliases resolved; any other name as it is.
 
-        Only a valid tool name is lower-cased (see `jianmu.tools.names`): ``lower()`` maps some
+        Only a valid tool name is lower-cased (see `jianmu.tools.calls`): ``lower()`` maps some
         non-ASCII letters to ASCII ones, and a look-alike must stay unknown.
         """
         key = name_key(name.strip())

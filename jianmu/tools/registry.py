@@ -1,7 +1,7 @@
 """The one registry of tools: `ToolRegistry` (mutable, validated at registration) and
 `ToolSet`, the immutable view of one that runs use.
 
-A name is looked up in O(1) by the rules of `jianmu.tools.names` (exact, then ASCII
+A name is looked up in O(1) by the rules of `resolve_tool` (exact, then ASCII
 case-insensitive, then an alias; nothing else is folded); the last registration of a name wins
 but keeps the position of the first. Every `ToolSet` factory and method returns a new set;
 its exports are computed once per set. Assemble tools in a registry (``@registry.tool``,
@@ -18,15 +18,17 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast, overload
 
 from jianmu.errors import ToolDefinitionError, ToolError, ToolNotFoundError, ToolValidationError
 from jianmu.tools.base import FunctionTool, Tool, ToolMetadata, _openai_function
-from jianmu.tools.calls import ToolCall, ToolResult, not_json_message
-from jianmu.tools.names import (
+from jianmu.tools.calls import (
+    ToolCall,
+    ToolResult,
+    builtin_aliases,
     check_tool_name,
-    lookup_keyed,
     name_key,
+    not_json_message,
     shown_name,
 )
 
@@ -34,7 +36,129 @@ if TYPE_CHECKING:
     from jianmu.execution.runner import ToolRunner
     from jianmu.tools.providers import BuiltinToolProvider, ToolProvider
 
-__all__ = ("ToolRegistry", "ToolSet")
+__all__ = (
+    "ToolContainer",
+    "ToolLookup",
+    "ToolRegistry",
+    "ToolSet",
+    "canonical_call",
+    "lookup_keyed",
+    "resolve_tool",
+)
+
+_T = TypeVar("_T")
+
+
+# -- name resolution ------------------------------------------------------------------------
+
+
+class ToolContainer(Protocol):
+    """A `ToolSet` or `ToolRegistry`: its ``get`` resolves names as `resolve_tool` does."""
+
+    resolves_names: ClassVar[bool]
+
+    def get(self, name: str) -> Any:
+        """The tool ``name`` means, or ``None``."""
+
+
+ToolLookup = ToolContainer | Mapping[str, Any] | Iterable[Any]
+"""Where a name is looked up: a tool container, a mapping of name to tool, or tools."""
+
+
+def lookup_keyed(index: Mapping[str, _T], name: object) -> _T | None:
+    """The tool ``name`` means in an index keyed by `name_key`: exact/ASCII case, then alias."""
+    key = name_key(name) if isinstance(name, str) else None
+    if key is None:
+        return None
+    found = index.get(key)
+    if found is None:
+        target = builtin_aliases().get(key)
+        found = index.get(target) if target is not None else None
+    return found
+
+
+def _tool_name(tool: Any, key: Any) -> str:
+    found = getattr(tool, "name", None)
+    return found if isinstance(found, str) else str(key)
+
+
+def _entries(tools: Any) -> Iterable[tuple[str, Any]]:
+    """(name, tool) pairs of a mapping or an iterable of tools."""
+    if isinstance(tools, Mapping):
+        return ((str(k), v) for k, v in tools.items())
+    return ((_tool_name(t, ""), t) for t in tools)
+
+
+def resolve_tool(
+    tools: ToolLookup | None, name: object, *, aliases: Mapping[str, str] | None = None
+) -> Any | None:
+    """The one tool of ``tools`` that ``name`` means, or ``None`` (an unknown tool).
+
+    Args:
+        tools: A `ToolSet` or `ToolRegistry` (their own ``get`` applies these same rules), a
+            mapping of name to tool, or an iterable of tools.
+        name: The requested name.
+        aliases: Alias -> tool name; default the built-in aliases.
+    """
+    if tools is None or not isinstance(name, str):
+        return None
+    # ToolSet and ToolRegistry say so: their own ``get`` applies these same rules
+    if getattr(type(tools), "resolves_names", False) and aliases is None:
+        return cast(ToolContainer, tools).get(name)
+    if not isinstance(tools, Mapping) and callable(getattr(tools, "get", None)):
+        return _resolve_with_getter(tools, name, aliases)
+    entries = list(_entries(tools))
+    for key, tool in entries:  # an exact match
+        if key == name:
+            return tool
+    wanted = name_key(name)
+    if wanted is None:  # not ASCII, or not a name at all: never folded
+        return None
+    for key, tool in entries:
+        if name_key(key) == wanted:
+            return tool
+    target = (builtin_aliases() if aliases is None else aliases).get(wanted)
+    if target is None or target == wanted:
+        return None
+    return resolve_tool(dict(entries), target, aliases={})
+
+
+def _resolve_with_getter(
+    tools: Any, name: str, aliases: Mapping[str, str] | None
+) -> Any | None:
+    """Ask a foreign container's ``get``, but only for a valid name, and keep its answer only
+    when it is the tool the name means (its own lookup may fold more than ours)."""
+    wanted = name_key(name)
+    if wanted is None:
+        return None
+    target = (builtin_aliases() if aliases is None else aliases).get(wanted)
+    accepted = {wanted} if target is None else {wanted, target.lower()}
+    for asked in dict.fromkeys([name, wanted, *([target] if target else [])]):
+        try:
+            found = tools.get(asked)
+        except LookupError:  # ToolNotFoundError is a KeyError
+            continue
+        if found is not None and name_key(_tool_name(found, asked)) in accepted:
+            return found
+    return None
+
+
+def canonical_call(call: ToolCall, tools: ToolLookup) -> tuple[ToolCall, Any | None]:
+    """``call`` named by the tool it resolves to, and that tool; ``(call, None)`` if unknown.
+
+    The canonical name is the registered tool's own name, so the guard, the rate limits, the
+    ledger, the span and the observation all see one name for one tool.
+    """
+    tool = resolve_tool(tools, call.name)
+    if tool is None:
+        return call, None
+    canonical = _tool_name(tool, call.name)
+    if canonical != call.name:
+        call = dataclasses.replace(call, name=canonical)
+    return call, tool
+
+
+# -- the registry ----------------------------------------------------------------------------
 
 
 def _key(tool: Tool) -> str:
@@ -99,7 +223,7 @@ class ToolSet:
     """An immutable collection of tools with lookup, export and execution."""
 
     resolves_names: ClassVar[bool] = True
-    """`get` resolves a name as `jianmu.tools.names.resolve_tool` does."""
+    """`get` resolves a name as `resolve_tool` does."""
 
     __slots__ = ("__weakref__", "_cache", "_exact", "_index", "_registry")
 
@@ -444,7 +568,7 @@ class ToolRegistry:
     """A mutable, validated, name-keyed collection of tools (O(1); names as in `ToolSet`)."""
 
     resolves_names: ClassVar[bool] = True
-    """`get` resolves a name as `jianmu.tools.names.resolve_tool` does."""
+    """`get` resolves a name as `resolve_tool` does."""
 
     def __init__(
         self,

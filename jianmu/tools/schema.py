@@ -26,37 +26,18 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pydantic.fields import FieldInfo
 
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
-from jianmu.tools._arguments import (
-    decode_container,
-    drop_default_nulls,
-    input_error,
-    schema_types,
-    single_argument,
-)
-from jianmu.tools.spec import (
-    NAME_PATTERN,
-    check_definition,
-    strip_titles,
-    structural_problems,
-    to_mcp_annotations,
-    to_strict_schema,
-    wrap_parameters,
-)
+from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
+from jianmu.tools.calls import decode_container, single_argument
 
 __all__ = (
-    "NAME_PATTERN",
     "FunctionSchema",
     "Injected",
     "InjectedParam",
-    "check_definition",
     "declared_injection",
     "fill_injected",
     "function_schema",
     "injection_clashes",
     "strip_titles",
-    "structural_problems",
-    "to_mcp_annotations",
-    "to_strict_schema",
     "wrap_parameters",
 )
 
@@ -768,3 +749,51 @@ def function_schema(
         returns_doc=doc.returns,
         param_descriptions=dict(doc.params),
     )
+
+
+# -- schema transforms ----------------------------------------------------------------------
+
+
+def wrap_parameters(input_schema: Mapping[str, Any]) -> dict[str, Any]:
+    """An object schema: object schemas as they are, others wrapped as ``{"input": ...}``."""
+    if input_schema.get("type") == "object":
+        schema = dict(input_schema)
+        schema.setdefault("properties", {})
+        return schema
+    return {"type": "object", "properties": {"input": dict(input_schema)}, "required": ["input"]}
+
+
+def _auto_titles(name: str) -> tuple[str, ...]:
+    return (name.title().replace("_", " ").strip(), name.replace("_", " ").title().strip(), name)
+
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
+
+
+def strip_titles(schema: Any, _auto: tuple[str, ...] = ()) -> Any:
+    """Remove pydantic's generated ``title`` keys in place; a property named ``title`` stays.
+
+    Only keys that hold schemas are walked, so ``default``/``enum`` data is never touched;
+    a title is removed when pydantic would have generated it (from the field or model name).
+    """
+    if not isinstance(schema, dict):
+        return schema
+    title = schema.get("title")
+    if isinstance(title, str) and (not _auto or title in _auto):
+        del schema["title"]
+    for key in _SCHEMA_MAPS:
+        sub = schema.get(key)
+        if isinstance(sub, dict):
+            for name, value in sub.items():
+                strip_titles(value, _auto_titles(name) if key != "patternProperties" else ())
+    for key in _SCHEMA_LISTS:
+        sub = schema.get(key)
+        if isinstance(sub, list):
+            for value in sub:
+                strip_titles(value, ("",))
+    for key in _SCHEMA_ONE:
+        if isinstance(schema.get(key), dict):
+            strip_titles(schema[key], ("",))
+    return schema

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.errors import ToolDefinitionWarning, ToolValidationError
 from jianmu.tools._arguments import schema_types
-from jianmu.tools.names import TOOL_NAME_PATTERN, check_tool_name
+from jianmu.tools.calls import TOOL_NAME_PATTERN, check_tool_name
+from jianmu.tools.schema import strip_titles, wrap_parameters
 
 __all__ = (
     "NAME_PATTERN",
@@ -33,7 +34,7 @@ __all__ = (
 )
 
 NAME_PATTERN = TOOL_NAME_PATTERN
-"""What a tool name may be (see `jianmu.tools.names`)."""
+"""What a tool name may be (see `jianmu.tools.calls`)."""
 _CATEGORIES = ("read", "write", "execute", "communicate", "dangerous")
 _PERMISSIONS = ("auto", "user_confirm", "admin_only")
 
@@ -158,54 +159,6 @@ SPEC_FIELDS: frozenset[str] = frozenset(ToolSpec.model_fields) - {"parameters", 
     "injected_params",
 }
 """The attributes of a `Tool` its spec is made from: setting one makes a new spec."""
-
-
-# -- small schema helpers -------------------------------------------------------------------
-
-
-def wrap_parameters(input_schema: Mapping[str, Any]) -> dict[str, Any]:
-    """An object schema: object schemas as they are, others wrapped as ``{"input": ...}``."""
-    if input_schema.get("type") == "object":
-        schema = dict(input_schema)
-        schema.setdefault("properties", {})
-        return schema
-    return {"type": "object", "properties": {"input": dict(input_schema)}, "required": ["input"]}
-
-
-def _auto_titles(name: str) -> tuple[str, ...]:
-    return (name.title().replace("_", " ").strip(), name.replace("_", " ").title().strip(), name)
-
-
-_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
-
-
-def strip_titles(schema: Any, _auto: tuple[str, ...] = ()) -> Any:
-    """Remove pydantic's generated ``title`` keys in place; a property named ``title`` stays.
-
-    Only keys that hold schemas are walked, so ``default``/``enum`` data is never touched;
-    a title is removed when pydantic would have generated it (from the field or model name).
-    """
-    if not isinstance(schema, dict):
-        return schema
-    title = schema.get("title")
-    if isinstance(title, str) and (not _auto or title in _auto):
-        del schema["title"]
-    for key in _SCHEMA_MAPS:
-        sub = schema.get(key)
-        if isinstance(sub, dict):
-            for name, value in sub.items():
-                strip_titles(value, _auto_titles(name) if key != "patternProperties" else ())
-    for key in _SCHEMA_LISTS:
-        sub = schema.get(key)
-        if isinstance(sub, list):
-            for value in sub:
-                strip_titles(value, ("",))
-    for key in _SCHEMA_ONE:
-        if isinstance(schema.get(key), dict):
-            strip_titles(schema[key], ("",))
-    return schema
 
 
 def to_mcp_annotations(

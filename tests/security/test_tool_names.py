@@ -27,8 +27,7 @@ from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.nodes.tool_node import ToolNode
 from jianmu.tools.base import Tool, tool
-from jianmu.tools.calls import ToolCall
-from jianmu.tools.names import is_tool_name
+from jianmu.tools.calls import ToolCall, is_tool_name
 from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio

@@ -26,12 +26,8 @@ from typing_extensions import NotRequired, TypedDict  # noqa: UP035 (pydantic ne
 from jianmu.errors import ToolDefinitionWarning, ToolInputError, ToolValidationError
 from jianmu.runtime.context import RunContext
 from jianmu.tools import FunctionTool, Injected, Tool, tool
-from jianmu.tools.schema import (
-    function_schema,
-    strip_titles,
-    to_mcp_annotations,
-    to_strict_schema,
-)
+from jianmu.tools.schema import function_schema, strip_titles
+from jianmu.tools.spec import to_mcp_annotations, to_strict_schema
 
 # -- types used by the signatures ----------------------------------------------------------
 
