@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from jianmu.execution.docker_sandbox import DEFAULT_IMAGE, DockerSandbox
     from jianmu.execution.image import build_image, image_exists
     from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
-    from jianmu.execution.runner import ToolRunner
+    from jianmu.execution.runner import ToolRunner, current_workspace, use_workspace
     from jianmu.execution.sandbox import (
         MOUNT_ROOT,
         BaseSandbox,
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
         Sandbox,
         can_mount_read_only,
     )
-    from jianmu.execution.workspace import current_workspace, use_workspace
 
 __all__ = (
     "DEFAULT_IMAGE",
@@ -51,7 +50,7 @@ _HOLDERS = {
     "jianmu.execution.docker_sandbox": ("DEFAULT_IMAGE", "DockerSandbox"),
     "jianmu.execution.image": ("build_image", "image_exists"),
     "jianmu.execution.local_sandbox": ("LocalSandbox", "bwrap_available"),
-    "jianmu.execution.runner": ("ToolRunner",),
+    "jianmu.execution.runner": ("ToolRunner", "current_workspace", "use_workspace"),
     "jianmu.execution.sandbox": (
         "MOUNT_ROOT",
         "BaseSandbox",
@@ -62,7 +61,6 @@ _HOLDERS = {
         "Sandbox",
         "can_mount_read_only",
     ),
-    "jianmu.execution.workspace": ("current_workspace", "use_workspace"),
 }
 _WHERE = {name: module for module, names in _HOLDERS.items() for name in names}
 

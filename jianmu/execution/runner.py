@@ -1,25 +1,311 @@
 """`ToolRunner`: runs tools under the execution constraints, in-process or through a sandbox,
-and `RunnableTool`, what it needs of a tool."""
+in the workspace they are confined to; `RunnableTool`, what it needs of a tool.
+
+Three things a call needs around its tool, here beside the runner that does them:
+
+- the workspace root: a context variable (`use_workspace`, set by the `ToolRunner` from
+  ``execution.workdir``; `effective_root` gives it for a configured workdir), and the one
+  resolver of tool paths. Every place that turns a tool's path argument into a file — the file
+  tools, the guard's path rules, the MCP server, a sandbox's ``cwd`` — goes through `locate` /
+  `resolve_tool_path`, so they all agree on which file a path names;
+- `within`: an in-process call cancelled into `ToolTimeoutError` at its deadline, with calls
+  whose deadlines fall close together sharing one loop timer;
+- the call itself, on the loop or on the worker pool, or through the sandbox, which is built
+  only when a tool needs one.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
+import os
+import weakref
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Executor
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from jianmu import plugins
 from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstraints
-from jianmu.errors import ToolExecutionError, ToolTimeoutError
-from jianmu.execution._deadlines import within
+from jianmu.errors import PathEscapeError, ToolExecutionError, ToolInputError, ToolTimeoutError
 from jianmu.execution.threads import WorkerPool
-from jianmu.execution.workspace import effective_root, reset_workspace, set_workspace
 
 if TYPE_CHECKING:
     from jianmu.execution.sandbox import Sandbox
 
-__all__ = ("RunnableTool", "ToolRunner")
+__all__ = (
+    "GRAIN_S",
+    "RunnableTool",
+    "ToolPath",
+    "ToolRunner",
+    "current_workspace",
+    "effective_root",
+    "is_inside",
+    "locate",
+    "on_asyncio",
+    "resolve_tool_path",
+    "use_workspace",
+    "within",
+)
 
+T = TypeVar("T")
+
+
+# -- the workspace ---------------------------------------------------------------------------
+
+# None means "not set": the current folder, read at call time so `chdir` is honoured.
+_WORKSPACE: ContextVar[Path | None] = ContextVar("jianmu_workspace", default=None)
+
+
+def current_workspace() -> Path:
+    """Return the workspace root for this context: the one set by `use_workspace`, else cwd."""
+    root = _WORKSPACE.get()
+    return root if root is not None else Path.cwd()
+
+
+def effective_root(workdir: str | os.PathLike[str] | None = None) -> Path:
+    """The absolute workspace root: ``workdir`` (``~`` expanded, relative to cwd) if given,
+    else `current_workspace()`. Symlinks are kept; `locate` resolves them."""
+    root = Path(workdir).expanduser() if workdir is not None else current_workspace()
+    return root.absolute()
+
+
+@contextlib.contextmanager
+def use_workspace(path: str | os.PathLike[str], *, check: bool = True) -> Iterator[Path]:
+    """Make ``path`` the workspace root inside the ``with`` block (this task and its children).
+
+    ``check=False`` skips the existence check, for a caller that made the folder itself (the
+    `ToolRunner`, once, not on every call).
+
+    Raises:
+        ValueError: ``path`` is not an existing folder.
+    """
+    root = path if isinstance(path, Path) and not check else effective_root(path)
+    if check and not root.is_dir():
+        raise ValueError(f"workspace {str(path)!r} is not an existing folder; create it first")
+    token = _WORKSPACE.set(root)
+    try:
+        yield root
+    finally:
+        _WORKSPACE.reset(token)
+
+
+def set_workspace(root: Path) -> Token[Path | None]:
+    """Make the absolute, existing ``root`` the workspace root until `reset_workspace`.
+
+    The bare form of `use_workspace` for the `ToolRunner`'s per-call path (no generator).
+    """
+    return _WORKSPACE.set(root)
+
+
+def reset_workspace(token: Token[Path | None]) -> None:
+    """Undo the `set_workspace` that returned ``token``."""
+    _WORKSPACE.reset(token)
+
+
+def is_inside(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or below it (``/ws-evil`` is not below ``/ws``)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _relative(path: str, root: str) -> str:
+    """``path`` relative to ``root`` with ``/`` separators ("." for the root itself)."""
+    return os.path.relpath(path, root).replace(os.sep, "/")
+
+
+@dataclass(frozen=True)
+class ToolPath:
+    """Where a tool's path argument leads, under one workspace root."""
+
+    given: str
+    """The path as the model wrote it."""
+    base: str
+    """The absolute workspace root as configured (it may be reached through a symlink)."""
+    root: str
+    """The real (symlink-free) workspace root."""
+    lexical: str
+    """The path joined to `base` and normalised, no symlink followed."""
+    real: str
+    """The path's real location: its existing part with every symlink followed."""
+
+    @property
+    def inside(self) -> bool:
+        """Whether the real location is the root or below it."""
+        return is_inside(self.real, self.root)
+
+    @property
+    def rel(self) -> str:
+        """The real location relative to the real root ("." for the root itself)."""
+        return _relative(self.real, self.root)
+
+    def forms(self) -> tuple[str, str]:
+        """The lexical and the real location, each relative to its root when inside it,
+        else absolute: what a path rule is matched against."""
+        lexical = self.lexical
+        lexical = _relative(lexical, self.base) if is_inside(lexical, self.base) else lexical
+        real = self.rel if self.inside else self.real
+        return lexical.replace(os.sep, "/"), real.replace(os.sep, "/")
+
+
+def locate(path: str, root: str | os.PathLike[str] | None = None) -> ToolPath:
+    """Where ``path`` leads from the workspace ``root`` (default `effective_root`), unchecked.
+
+    Relative paths are taken from the root, absolute ones as they are.
+
+    Raises:
+        OSError, ValueError: the path cannot be resolved (a symlink loop, a NUL character).
+    """
+    base = os.fspath(effective_root(root))
+    real_root = os.path.realpath(base)
+    candidate = os.path.join(base, path)  # an absolute path replaces the base
+    return ToolPath(
+        given=path, base=base, root=real_root,
+        lexical=os.path.normpath(candidate), real=os.path.realpath(candidate),
+    )
+
+
+def resolve_tool_path(path: str, root: str | os.PathLike[str] | None = None) -> ToolPath:
+    """Resolve a tool's ``path`` argument and refuse it unless its real location is inside
+    the workspace ``root`` (default `effective_root`). The path need not exist (for writes).
+
+    Raises:
+        ToolInputError: ``path`` is not a string, is empty or contains a NUL character.
+        PathEscapeError: ``path`` leads outside the workspace (``..``, an absolute path, a
+            symlink, or ``~``).
+        ToolExecutionError: the workspace root is not an existing folder.
+    """
+    if not isinstance(path, str):
+        raise ToolInputError(f"path must be a string, got {type(path).__name__}")
+    if "\x00" in path:
+        raise ToolInputError(f"path {path!r} contains a NUL character")
+    if not path.strip():
+        raise ToolInputError("path is empty; give a path relative to the workspace root")
+    if path.startswith("~"):
+        # `~` is the user's home, which is outside the workspace; never expand it silently.
+        raise PathEscapeError(
+            f"path {path!r} refers to a home folder, outside the workspace; "
+            "give a path relative to the workspace root"
+        )
+    where = locate(path, root)
+    if not os.path.isdir(where.root):
+        raise ToolExecutionError(f"workspace root {where.base!r} is not an existing folder")
+    if not where.inside:
+        how = "through a symbolic link, " if is_inside(where.lexical, where.base) else ""
+        raise PathEscapeError(
+            f"path {path!r} leads {how}outside the workspace {where.base!r}; give a path "
+            "relative to the workspace root whose real location is inside it"
+        )
+    return where
+
+
+# -- deadlines ------------------------------------------------------------------------------
+
+GRAIN_S = 0.01
+"""Deadlines are rounded up to this: a timeout fires at most this much late."""
+
+
+class _Watch:
+    """One call under a deadline: its task, and whether the deadline cancelled it."""
+
+    __slots__ = ("fired", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.fired = False
+
+
+class _Timers:
+    """One loop's deadlines, by grain: the calls of a batch start together and share a timer.
+
+    A loop timer per call (what `asyncio.timeout` sets) costs more than a trivial tool. A
+    grain's timer stays set when its calls finish early (a few per second at most, each
+    gone at its deadline), so calls that start and end one after another reuse it.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.grains: dict[int, set[_Watch]] = {}
+
+    def watch(self, task: asyncio.Task[Any], timeout: float) -> tuple[int, _Watch]:
+        grain = math.ceil((self.loop.time() + timeout) / GRAIN_S)
+        watches = self.grains.get(grain)
+        if watches is None:
+            watches = self.grains[grain] = set()
+            self.loop.call_at(grain * GRAIN_S, self._expire, grain)
+        watch = _Watch(task)
+        watches.add(watch)
+        return grain, watch
+
+    def unwatch(self, grain: int, watch: _Watch) -> None:
+        watches = self.grains.get(grain)
+        if watches is not None:
+            watches.discard(watch)
+
+    def _expire(self, grain: int) -> None:
+        for watch in self.grains.pop(grain, ()):
+            watch.fired = True
+            watch.task.cancel()
+
+
+_TIMERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Timers] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def on_asyncio() -> bool:
+    """Whether this runs in an asyncio task (`within` needs one; trio under anyio is not)."""
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:  # no asyncio loop running
+        return False
+
+
+_last: list[_Timers] = []
+"""The loop seen last, with its timers: most processes run one loop (no weak lookup then)."""
+
+
+def _timers(loop: asyncio.AbstractEventLoop) -> _Timers:
+    if _last and _last[0].loop is loop:
+        return _last[0]
+    timers = _TIMERS.get(loop)
+    if timers is None:
+        timers = _TIMERS[loop] = _Timers(loop)
+    _last[:] = [timers]
+    return timers
+
+
+async def within(
+    call: Awaitable[T], timeout: float, timed_out: Callable[[], Exception]
+) -> T:
+    """Await ``call``; past ``timeout`` seconds cancel it and raise ``timed_out()``.
+
+    What `asyncio.timeout` does: a cancel from anyone else stays a cancel, a call's own
+    TimeoutError stays its own, and a call that swallows the cancel keeps its result.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None  # in-process calls run in tasks
+    timers = _timers(loop)
+    cancelling = task.cancelling()
+    grain, watch = timers.watch(task, timeout)
+    try:
+        return await call
+    except asyncio.CancelledError:
+        if watch.fired:
+            watch.fired = False
+            if task.uncancel() <= cancelling:  # ours alone: the call timed out
+                raise timed_out() from None
+        raise
+    finally:
+        timers.unwatch(grain, watch)
+        if watch.fired:  # the call swallowed our cancel: take it back all the same
+            task.uncancel()
+
+
+# -- the runner ----------------------------------------------------------------------------
 
 class RunnableTool(Protocol):
     """A tool as the runner sees it: its name, limits and effects, and two ways to run it
@@ -70,7 +356,7 @@ class ToolRunner:
     (unset is off). The sandbox is built, and the isolation it promises checked, when the first
     sandboxed call comes: a runner whose calls all run in-process never touches one. The
     workspace is ``execution.workdir`` or the current folder; file tools see it through
-    `jianmu.execution.workspace.current_workspace` while the runner runs them.
+    `current_workspace` while the runner runs them.
 
     Args:
         execution: The merged execution constraints; unset fields take the defaults.

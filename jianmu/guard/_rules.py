@@ -116,7 +116,7 @@ def path_forms(
     """Every spelling of a path argument a rule is matched against (duplicates dropped).
 
     The given path normalised; with a workspace ``root``, also the path the tool will touch,
-    relative to the root (`jianmu.execution.workspace.locate`, the resolver the file tools
+    relative to the root (`jianmu.execution.runner.locate`, the resolver the file tools
     use): lexically (``/ws/secrets/k`` → ``secrets/k``) and with symlinks followed
     (``docs/notes/k`` → ``secrets/k`` when ``docs/notes`` links to ``secrets``). A location
     outside the root is given as an absolute path. With ``absolute``, the absolute
@@ -126,7 +126,7 @@ def path_forms(
     forms = [posixpath.normpath(value.replace("\\", "/"))]
     if root is None or "\x00" in value or value.startswith("~"):
         return forms
-    from jianmu.execution.workspace import locate  # keeps the guard import light
+    from jianmu.execution.runner import locate  # keeps the guard import light
 
     try:
         where = locate(value, root)

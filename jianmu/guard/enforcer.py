@@ -90,7 +90,7 @@ class GuardEnforcer:
             clock: Time source for the rate limits.
             workspace: The workspace root that path rules resolve against (pass the merged
                 ``execution.workdir``); default the run's ``execution.workdir``, else
-                `jianmu.execution.workspace.current_workspace()`.
+                `jianmu.execution.runner.current_workspace()`.
 
         Raises:
             ConfigError: a ``tool_policy`` rule or a limit is invalid, or a checker name is

@@ -45,7 +45,7 @@ def _workspace_root(
         constraints = getattr(context.run, "constraints", None)
         execution = getattr(constraints, "execution", None)
         root = getattr(execution, "workdir", None)
-    from jianmu.execution.workspace import effective_root  # keeps the guard import light
+    from jianmu.execution.runner import effective_root  # keeps the guard import light
 
     return os.fspath(effective_root(root))
 

@@ -19,7 +19,7 @@ from py_trees.common import Status
 
 from jianmu.constraints import Constraints
 from jianmu.errors import LLMError, ToolValidationError
-from jianmu.execution._deadlines import within
+from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message, coerce_messages
 from jianmu.llm.provider import (

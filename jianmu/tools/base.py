@@ -37,7 +37,7 @@ import anyio
 import anyio.to_thread
 
 from jianmu.errors import ToolDefinitionError, ToolTimeoutError, ToolValidationError
-from jianmu.execution._deadlines import on_asyncio, within
+from jianmu.execution.runner import on_asyncio, within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
 from jianmu.tools.schema import (

@@ -453,8 +453,7 @@ names = {re.sub(r"^.*/(jianmu/.*)[.]py$", r"\1", f).replace("/", ".") for f in r
 print(json.dumps({"ran": sorted(n.removesuffix(".__init__") for n in names),
                   "imported": sorted(m for m in sys.modules if m.startswith("jianmu."))}))
 """
-_IN_PROCESS = {"jianmu.execution", "jianmu.execution.runner", "jianmu.execution.threads",
-               "jianmu.execution._deadlines", "jianmu.execution.workspace"}
+_IN_PROCESS = {"jianmu.execution", "jianmu.execution.runner", "jianmu.execution.threads"}
 
 
 def test_a_plain_tool_call_touches_no_sandbox_module(tmp_path: Path) -> None:

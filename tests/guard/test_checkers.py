@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from jianmu.constraints import Constraints, ExecutionConstraints, Policy
 from jianmu.errors import ConfigError
-from jianmu.execution.workspace import use_workspace
+from jianmu.execution.runner import use_workspace
 from jianmu.guard import (
     BudgetChecker,
     ConfirmChecker,

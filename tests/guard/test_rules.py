@@ -302,7 +302,7 @@ def test_a_path_that_cannot_be_resolved_keeps_its_given_form(
     def fail(path: str, root: object) -> None:
         raise error
 
-    monkeypatch.setattr("jianmu.execution.workspace.locate", fail)
+    monkeypatch.setattr("jianmu.execution.runner.locate", fail)
     assert path_forms("docs/../a.txt", tmp_path) == ["a.txt"]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jianmu.execution.workspace import use_workspace
+from jianmu.execution.runner import use_workspace
 from jianmu.tools.builtin import ReadFileTool
 from jianmu.tools.builtin.files import MAX_READ_BYTES
 
@@ -30,7 +30,7 @@ ALLOWED_GROWTH_KB = 64 * 1024
 CHILD = textwrap.dedent('''\
     import json, resource, sys, asyncio
     from pathlib import Path
-    from jianmu.execution.workspace import use_workspace
+    from jianmu.execution.runner import use_workspace
     from jianmu.skills import load_skill
     from jianmu.skills.skill_tools import ReadSkillFileTool
     from jianmu.tools.builtin import GrepSearchTool, ReadFileTool

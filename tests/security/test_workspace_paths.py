@@ -1,4 +1,4 @@
-"""The one resolver of tool paths (jianmu/execution/workspace.py) and the descriptor walk
+"""The one resolver of tool paths (jianmu/execution/runner.py) and the descriptor walk
 (jianmu/tools/builtin/_paths.py): a sibling ``ws-evil`` beside ``ws`` is outside, a workspace
 reached through a symlink works and stays confined, and the guard's path forms agree with
 what the tools touch."""
@@ -15,8 +15,8 @@ import pytest
 
 from jianmu.constraints import Constraints, ExecutionConstraints
 from jianmu.errors import PathEscapeError, ToolExecutionError, ToolInputError
-from jianmu.execution.runner import ToolRunner
-from jianmu.execution.workspace import (
+from jianmu.execution.runner import (
+    ToolRunner,
     current_workspace,
     effective_root,
     is_inside,

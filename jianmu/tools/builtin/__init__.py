@@ -1,7 +1,7 @@
 """The built-in tools that `BuiltinToolProvider` registers lazily, safe by default.
 
 File and search tools are confined to the workspace root
-(`jianmu.execution.workspace.current_workspace`); `bash` and `python_repl` run in a sandbox;
+(`jianmu.execution.runner.current_workspace`); `bash` and `python_repl` run in a sandbox;
 `calculator` is a closed AST evaluator.
 
 Each tool is a `@tool` function (``read_file``, ``grep_search``...; ``http_request_tool()``

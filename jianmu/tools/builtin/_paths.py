@@ -1,6 +1,6 @@
 """Confined paths: a file tool's path inside the workspace, and a folder pinned by descriptor.
 
-A tool's path is resolved once by `jianmu.execution.workspace.resolve_tool_path` (symlinks
+A tool's path is resolved once by `jianmu.execution.runner.resolve_tool_path` (symlinks
 followed, refused unless the real location is inside the root). The file is then reached from
 a descriptor of the real root, one component at a time, each folder opened with
 ``O_DIRECTORY | O_NOFOLLOW`` relative to its parent (``openat`` semantics) and the last
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jianmu.errors import PathEscapeError, ToolExecutionError
-from jianmu.execution.workspace import current_workspace, is_inside, resolve_tool_path
+from jianmu.execution.runner import current_workspace, is_inside, resolve_tool_path
 
 __all__ = (
     "MAX_LISTED_FILES",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 from pydantic import Field
 
 from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError
-from jianmu.execution.workspace import current_workspace
+from jianmu.execution.runner import current_workspace
 from jianmu.tools.base import Tool
 from jianmu.tools.builtin._paths import PathEscapeError, display_path, resolve_path
 from jianmu.tools.calls import truncate_text

@@ -1,6 +1,6 @@
 """File tools: read, write, list, inspect and edit files inside the workspace root.
 
-Every path is confined to `jianmu.execution.workspace.current_workspace()` (set by the
+Every path is confined to `jianmu.execution.runner.current_workspace()` (set by the
 `ToolRunner` from ``ExecutionConstraints.workdir``; the current folder otherwise): ``..``,
 absolute paths outside it, and symlinks leading out are refused with a clear error. Files are
 then reached by folder descriptors from the root without following symlinks (see `_paths`),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jianmu.execution.workspace import use_workspace
+from jianmu.execution.runner import use_workspace
 
 SECRET = "TOP-SECRET-OUTSIDE"
 

@@ -1,4 +1,4 @@
-"""Tests for jianmu/execution/workspace.py."""
+"""The workspace root of jianmu/execution/runner.py: a context variable the runner sets."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from jianmu.execution.workspace import current_workspace, use_workspace
+from jianmu.execution.runner import current_workspace, use_workspace
 
 
 def test_default_is_the_current_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

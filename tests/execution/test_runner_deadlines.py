@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from jianmu.execution._deadlines import GRAIN_S, within
+from jianmu.execution.runner import GRAIN_S, within
 
 pytestmark = pytest.mark.anyio
 
