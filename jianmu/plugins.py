@@ -37,11 +37,13 @@ import importlib
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from jianmu.errors import ConfigError, MissingExtraError
 
 __all__ = (
+    "ADDED",
     "BUILTINS",
     "DEFAULT_CHECKERS",
     "ENTRY_POINT_GROUP",
@@ -75,7 +77,7 @@ BUILTINS: Mapping[str, Mapping[str, str]] = {
     },
     # in the order of the default chain
     "checker": {
-        "policy": "jianmu.guard.policy:ToolPolicyChecker",
+        "policy": "jianmu.guard.enforcer:ToolPolicyChecker",
         "rate_limit": "jianmu.guard.checkers:RateLimitChecker",
         "budget": "jianmu.guard.checkers:BudgetChecker",
         "confirm": "jianmu.guard.checkers:ConfirmChecker",
@@ -104,6 +106,12 @@ Target = str | type[Any]
 """What a name stands for: a ``"module:Class"`` string or the class itself."""
 
 _added: dict[str, dict[str, Target]] = {kind: {} for kind in BUILTINS}
+ADDED: Mapping[str, Mapping[str, Target]] = MappingProxyType(
+    {kind: MappingProxyType(added) for kind, added in _added.items()}
+)
+"""What `register` added, by kind and name, read-only and live: a built-in name found here
+was replaced. A kind's own code (the guard's checkers) may use its built-in classes directly
+when their names are not here, without a look-up."""
 _entry_points: dict[str, dict[str, str]] | None = None
 
 

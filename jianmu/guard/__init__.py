@@ -8,19 +8,21 @@ from jianmu.guard.checkers import (
     BudgetChecker,
     CheckerSetup,
     ConfirmChecker,
-    GuardChecker,
-    RateLimitChecker,
-    build_chain,
-)
-from jianmu.guard.decision import (
     Decision,
     DecisionKind,
+    GuardChecker,
     GuardContext,
     GuardLedger,
     PolicyTarget,
+    RateLimitChecker,
 )
-from jianmu.guard.enforcer import GuardEnforcer
-from jianmu.guard.policy import ToolPolicyChecker, is_denied, visible_tools
+from jianmu.guard.enforcer import (
+    GuardEnforcer,
+    ToolPolicyChecker,
+    build_chain,
+    is_denied,
+    visible_tools,
+)
 
 __all__ = (
     "BaseChecker",

@@ -77,7 +77,7 @@ from typing import Any
 
 from jianmu.errors import ConfigError
 from jianmu.guard._shell import ShellScan, scan
-from jianmu.guard.decision import PolicyTarget
+from jianmu.guard.checkers import PolicyTarget
 from jianmu.tools.calls import ToolCall
 
 _Tool = PolicyTarget | None

@@ -1,4 +1,8 @@
-"""`GuardEnforcer`: runs the checker chain over a batch of tool calls.
+"""`GuardEnforcer`: builds the checker chain that ``guard.checkers`` names and runs it over a
+batch of tool calls; and the chain's first link, the tool policy: `ToolPolicyChecker`
+(``tool_policy`` rules, each tool's permission and ``default_policy``, registered as the
+checker ``policy``) and `visible_tools`, the one place that decides by that policy which tools
+a model may see.
 
 The executor's use, once per batch::
 
@@ -14,27 +18,470 @@ The executor's use, once per batch::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any, Self
 
-from jianmu.constraints import GuardConstraints
-from jianmu.guard.checkers import (
-    BudgetChecker,
-    ConfirmChecker,
-    GuardChecker,
-    RateLimitChecker,
-    build_chain,
+from jianmu import plugins
+from jianmu.constraints import (
+    DEFAULT_CHECKERS,
+    POLICY_RANK,
+    Constraints,
+    GuardConstraints,
+    Policy,
+    stricter_policy,
 )
-from jianmu.guard.decision import Decision, DecisionKind, GuardContext, GuardLedger
-from jianmu.guard.policy import ToolPolicyChecker
+from jianmu.errors import ConfigError
+from jianmu.guard._rules import Rule, parse_rule
+from jianmu.guard.checkers import (
+    BaseChecker,
+    BudgetChecker,
+    CheckerSetup,
+    ConfirmChecker,
+    Decision,
+    DecisionKind,
+    GuardChecker,
+    GuardContext,
+    GuardLedger,
+    PolicyTarget,
+    RateLimitChecker,
+    _alias_groups,
+    _check_rule_name,
+    tool_permission,
+)
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.events import EventSink
 from jianmu.runtime.interaction import ApprovalRequest
-from jianmu.tools.calls import ToolCall
-from jianmu.tools.registry import ToolLookup, canonical_call
+from jianmu.tools.base import Tool
+from jianmu.tools.calls import ToolCall, builtin_aliases, is_tool_name, name_key, shown_name
+from jianmu.tools.registry import ToolLookup, ToolSet, canonical_call
 
-__all__ = ("CHECK_KINDS", "GuardEnforcer")
+__all__ = (
+    "BUILTIN_CHECKERS",
+    "CHECK_KINDS",
+    "GuardEnforcer",
+    "ToolPolicyChecker",
+    "build_chain",
+    "builtin_chain",
+    "is_denied",
+    "visible_tools",
+)
+
+
+# -- the tool policy ---------------------------------------------------------------------------
+
+
+def _workspace_root(
+    context: GuardContext | None = None, workspace: str | os.PathLike[str] | None = None
+) -> str:
+    """The folder relative paths resolve against: ``workspace``, else the run's
+    ``execution.workdir``, else `current_workspace()` — as the file tools see it."""
+    root: Any = workspace
+    if root is None and context is not None:
+        constraints = getattr(context.run, "constraints", None)
+        execution = getattr(constraints, "execution", None)
+        root = getattr(execution, "workdir", None)
+    from jianmu.execution.runner import effective_root  # keeps the guard import light
+
+    return os.fspath(effective_root(root))
+
+
+class ToolPolicyChecker(BaseChecker):
+    """Allow, deny or confirm by ``tool_policy`` rules, the tool's permission and the default.
+
+    Resolution for a call of tool ``t``:
+
+    1. no such tool → DENY; ``admin_only`` and no ``admin`` in the run's ``user_roles`` → DENY;
+    2. the rules for ``t`` that match the call — a deny or confirm rule when any part of a
+       shell command matches, allow rules only when every part is matched by one of them (see
+       `Rule`) — the strictest wins, deny > confirm > allow, whatever their order;
+    3. no rule matches: the tool's permission is its default — ``user_confirm`` is confirm
+       (deny if ``default_policy`` is deny), ``auto`` and ``admin_only`` take ``default_policy``,
+       and an unset ``default_policy`` allows;
+    4. fail closed: when steps 2–3 allow a call whose shell command an argument rule of ``t``
+       looks at, and the command cannot be fully seen through (``$R x``, ``eval``, ``| sh``,
+       ``xargs``, ``./script``, a parse error... see `jianmu.guard._rules`), it is confirm
+       instead — deny where nobody can answer. With no argument rule for ``t`` (plain
+       ``bash: allow``) nothing needs seeing through and the allow stands.
+
+    A rule naming a built-in by an alias covers the tool under every name
+    (``file_read: deny`` denies ``read_file``). Path arguments are resolved against the
+    workspace root — the checker's ``workspace``, else the run's ``execution.workdir``, else
+    `current_workspace()` — so a rule sees the file the tool will really touch.
+    """
+
+    name = "ToolPolicyChecker"
+
+    def __init__(
+        self,
+        tool_policy: Mapping[str, Policy] | None = None,
+        default_policy: Policy | None = None,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """Parse the rules.
+
+        Args:
+            tool_policy: Rule key -> policy.
+            default_policy: The policy when no rule matches.
+            workspace: The workspace root path rules resolve against; default the run's
+                ``execution.workdir``, else `current_workspace()` at check time.
+
+        Raises:
+            ConfigError: a rule key cannot be parsed or a policy is not allow/confirm/deny.
+        """
+        self.default_policy = _check_policy("guard.default_policy", default_policy)
+        self.workspace = workspace
+        groups = _alias_groups() if tool_policy else {}
+        rules: list[tuple[Rule, Policy]] = []
+        for key, policy in (tool_policy or {}).items():
+            checked = _check_policy(f"guard.tool_policy[{key!r}]", policy)
+            assert checked is not None
+            try:
+                rule = parse_rule(key)
+            except ConfigError as exc:
+                raise ConfigError(f"guard.tool_policy: {exc}") from None
+            _check_rule_name("guard.tool_policy", key, key.split("(", 1)[0].strip())
+            names = groups.get(rule.tool, frozenset()) - {rule.tool}
+            rules.append((dataclasses.replace(rule, aliases=names), checked))
+        self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
+        # only argument rules look at paths: without one, no call needs the workspace root
+        self._needs_root = any(not rule.is_name_rule for rule, _policy in self.rules)
+        # with name rules alone, a decision depends on the call's name and the tool's
+        # permission only: each is worked out once (see `_by_name`)
+        self._decided: dict[tuple[str, str], Decision] = {}
+        self._decided_for: tuple[object, object] = (self.rules, self.default_policy)
+        self._hidden: dict[tuple[str, str, frozenset[str] | None], bool] = {}
+        self._hidden_for: tuple[object, object] = (self.rules, self.default_policy)
+
+    @classmethod
+    def from_guard_constraints(
+        cls, guard: GuardConstraints, *, workspace: str | os.PathLike[str] | None = None
+    ) -> Self:
+        """Build from merged guard constraints (``workspace``: see `__init__`)."""
+        return cls(guard.tool_policy, guard.default_policy, workspace=workspace)
+
+    @classmethod
+    def from_setup(cls, setup: CheckerSetup) -> Self:
+        """The setup's guard constraints, paths resolved in its workspace."""
+        return cls.from_guard_constraints(setup.guard, workspace=setup.workspace)
+
+    def resolve(
+        self, call: ToolCall, tool: PolicyTarget | None, *, root: str | None = None
+    ) -> tuple[Policy, str, Rule | None]:
+        """The policy for ``call`` from rules, permission and default: (policy, reason, rule).
+
+        ``root`` is the workspace root path arguments resolve against (default: the checker's
+        ``workspace``, else `current_workspace()`).
+        """
+        if root is None and self._needs_root:
+            root = _workspace_root(None, self.workspace)
+        for wanted in ("deny", "confirm"):
+            for rule, policy in self.rules:
+                if policy == wanted and rule.matches_any_part(call, tool, root=root):
+                    verb = "denies" if policy == "deny" else "asks to confirm"
+                    return policy, f"tool_policy rule {rule.text!r} {verb} this call", rule
+        resolved = self._allow_or_default(call, tool, root)
+        if resolved[0] == "allow":
+            opaque = self._opacity(call, tool)
+            if opaque is not None:
+                return "confirm", *opaque
+        return resolved
+
+    def _opacity(self, call: ToolCall, tool: PolicyTarget | None) -> tuple[str, Rule] | None:
+        """Why a shell command that argument rules look at cannot be auto-allowed, if so.
+
+        Only argument rules need to see inside a command: with none for the tool (a plain
+        ``bash: allow``), the operator allowed every command and nothing is left to see.
+        """
+        for rule, _policy in self.rules:
+            why = rule.opacity(call, tool)
+            if why is not None:
+                return (
+                    f"the guard cannot see through this command ({why}), so tool_policy rule "
+                    f"{rule.text!r} cannot be checked; a person must confirm it",
+                    rule,
+                )
+        return None
+
+    def _allow_or_default(
+        self, call: ToolCall, tool: PolicyTarget | None, root: str | None
+    ) -> tuple[Policy, str, Rule | None]:
+        """The policy from allow rules, else from the tool's permission and the default."""
+        allowing = self._allowing_rules(call, tool, root)
+        if allowing:
+            texts = " and ".join(repr(r.text) for r in allowing)
+            verb = "allows" if len(allowing) == 1 else "allow"
+            return "allow", f"tool_policy rule {texts} {verb} this call", allowing[0]
+        permission = tool_permission(tool)
+        default = self.default_policy
+        if permission == "user_confirm" or permission not in ("auto", "admin_only"):
+            policy = stricter_policy("confirm", default) or "confirm"
+            if policy == "deny":
+                return policy, "default_policy is 'deny' and no rule allows this tool", None
+            return policy, f"tool {call.name!r} has permission {permission!r}", None
+        if default is None:
+            return "allow", f"no rule names tool {call.name!r}; allowed by default", None
+        return default, f"default_policy is {default!r} and no rule names tool {call.name!r}", None
+
+    def _allowing_rules(
+        self, call: ToolCall, tool: PolicyTarget | None, root: str | None
+    ) -> list[Rule]:
+        """Allow rules that together cover every part of the call; empty if none do.
+
+        A name rule covers everything; argument rules looking at the same argument pool
+        their parts, so each command of ``git status | head`` may be allowed by its own rule.
+        """
+        pools: dict[tuple[str | None, str], tuple[list[str], set[int], list[Rule]]] = {}
+        for rule, policy in self.rules:
+            if policy != "allow" or not rule.applies_to(call.name):
+                continue
+            if rule.is_name_rule:
+                return [rule]
+            found = rule.value_of(call, tool)
+            if found is None:
+                continue
+            parts, covered, rules = pools.setdefault(
+                found, (rule.split(*found, tool, root), set(), [])
+            )
+            hit = {i for i, part in enumerate(parts) if rule.match_text(part)}
+            if hit:
+                covered.update(hit)
+                rules.append(rule)
+        for parts, covered, rules in pools.values():
+            if len(covered) == len(parts):
+                return rules
+        return []
+
+    def hides(
+        self, tool: PolicyTarget | str, *, user_roles: frozenset[str] | None = None
+    ) -> bool:
+        """Whether the model should not even see ``tool`` (a tool or a tool name).
+
+        True when a name rule denies it, or when no rule names it except to deny and its
+        default (permission and ``default_policy``) is deny; and, when ``user_roles`` is given,
+        for an admin_only tool without the ``admin`` role.
+        """
+        name = (tool if isinstance(tool, str) else tool.name).lower()
+        permission = tool_permission(None if isinstance(tool, str) else tool)
+        # the answer depends on these three alone (and the rules): the model's tools are
+        # filtered on every turn, so each is worked out once
+        roles = user_roles if user_roles is None or isinstance(user_roles, frozenset) else (
+            frozenset(user_roles)
+        )
+        key = (name, permission, roles)
+        rules, default = self._hidden_for
+        if rules is not self.rules or default != self.default_policy:
+            self._hidden, self._hidden_for = {}, (self.rules, self.default_policy)
+        found = self._hidden.get(key)
+        if found is None:
+            found = self._hides(name, permission, roles)
+            if len(self._hidden) >= 4096:  # never grow unbounded
+                self._hidden.clear()
+            self._hidden[key] = found
+        return found
+
+    def _hides(self, name: str, permission: str, user_roles: frozenset[str] | None) -> bool:
+        if user_roles is not None and permission == "admin_only":
+            if "admin" not in {str(r).lower() for r in user_roles}:
+                return True
+        own = [(rule, policy) for rule, policy in self.rules if rule.applies_to(name)]
+        if any(rule.is_name_rule and policy == "deny" for rule, policy in own):
+            return True
+        if any(policy != "deny" for _rule, policy in own):
+            return False
+        base: Policy = "confirm" if permission not in ("auto", "admin_only") else "allow"
+        return stricter_policy(base, self.default_policy) == "deny"
+
+    def check(self, context: GuardContext, previous: Decision) -> Decision:
+        """Decide by policy; the decision so far is replaced."""
+        call, tool = context.call, context.tool
+        if tool is None or not is_tool_name(call.name):
+            return Decision.deny(
+                f"no tool named {shown_name(call.name)!r} is registered", checker=self.name
+            )
+        if not _names_tool(call.name, tool):
+            # rules match by the call's name: it must be the tool's own (the executor makes it so)
+            return Decision.deny(
+                f"call name {call.name!r} is not the name of the tool it runs "
+                f"({getattr(tool, 'name', tool)!r})",
+                checker=self.name,
+            )
+        if tool_permission(tool) == "admin_only" and "admin" not in context.user_roles:
+            roles = ", ".join(sorted(context.user_roles)) or "none"
+            return Decision.deny(
+                f"tool {call.name!r} is admin_only and the run's user does not hold the "
+                f"'admin' role (user_roles: {roles})",
+                checker=self.name,
+            )
+        if not self._needs_root and type(self) is ToolPolicyChecker:  # a subclass may differ
+            return self._by_name(call, tool)
+        # only argument rules look at paths: find the workspace only when there are some
+        return self._decide(call, tool, _workspace_root(context, self.workspace))
+
+    def _decide(self, call: ToolCall, tool: PolicyTarget, root: str | None) -> Decision:
+        policy, reason, rule = self.resolve(call, tool, root=root)
+        text = rule.text if rule is not None else None
+        if policy == "deny":
+            return Decision.deny(reason, checker=self.name, rule=text)
+        if policy == "confirm":
+            return Decision.confirm(reason, checker=self.name, rule=text)
+        return Decision.allow(reason, checker=self.name, rule=text)
+
+    def _by_name(self, call: ToolCall, tool: PolicyTarget) -> Decision:
+        """`_decide` for a chain of name rules: the same name and permission, the same answer
+        (a `Decision` is immutable), kept until the rules or the default change."""
+        rules, default = self._decided_for
+        if rules is not self.rules or default != self.default_policy:
+            self._decided, self._decided_for = {}, (self.rules, self.default_policy)
+        key = (call.name, tool_permission(tool))
+        found = self._decided.get(key)
+        if found is None:
+            found = self._decide(call, tool, None)
+            if len(self._decided) >= 4096:  # names come from a model: never grow unbounded
+                self._decided.clear()
+            self._decided[key] = found
+        return found
+
+
+def _names_tool(name: str, tool: PolicyTarget | None) -> bool:
+    """Whether ``name`` is ``tool``'s own name (ASCII case-insensitive) or one of its aliases."""
+    own = getattr(tool, "name", None)
+    if not isinstance(own, str):
+        return True  # a bare tool-like object: nothing to compare
+    if name == own:
+        return True
+    key, own_key = name_key(name), name_key(own)
+    return key == own_key or (key is not None and builtin_aliases().get(key) == own_key)
+
+
+def _check_policy(where: str, policy: Any) -> Policy | None:
+    if policy is None or policy in POLICY_RANK:
+        return policy  # type: ignore[no-any-return]
+    raise ConfigError(f"{where} is {policy!r}; use 'allow', 'confirm' or 'deny'")
+
+# -- what the model sees -----------------------------------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def _policy(guard_json: str) -> ToolPolicyChecker:
+    # one parse of the rules per distinct guard: the model's tools are filtered every turn
+    guard = GuardConstraints.model_validate_json(guard_json)
+    return ToolPolicyChecker.from_guard_constraints(guard)
+
+
+def _policy_for(guard: GuardConstraints | None) -> ToolPolicyChecker:
+    return _policy((guard or GuardConstraints()).model_dump_json())
+
+
+def visible_tools(
+    toolset: ToolSet | Iterable[Tool],
+    ctx: RunContext | None,
+    constraints: Constraints | None = None,
+) -> ToolSet:
+    """The tools of ``toolset`` the model may see, in order, as a `ToolSet`.
+
+    A tool is hidden when its merged policy is a plain deny: a name rule denies it, or no rule
+    allows or confirms any of its calls and ``default_policy`` is deny; and an admin_only tool
+    is hidden from a run whose user lacks the ``admin`` role.
+
+    Args:
+        toolset: The tools that could be offered.
+        ctx: The run's context (its ``user_roles``); ``None`` does not filter by role.
+        constraints: The merged constraints in force; default ``ctx.constraints``.
+    """
+    if constraints is None and ctx is not None:
+        constraints = ctx.constraints
+    policy = _policy_for(constraints.guard if constraints is not None else None)
+    roles = ctx.user_roles if ctx is not None else None
+    tools = toolset if isinstance(toolset, ToolSet) else ToolSet.from_tools(toolset)
+    hidden = [policy.hides(t.tool_spec, user_roles=roles) for t in tools]
+    if not any(hidden):
+        return tools  # the common case: nothing hidden, no new set
+    return ToolSet.from_tools(t for t, gone in zip(tools, hidden, strict=True) if not gone)
+
+
+def is_denied(tool: Tool | str, guard: GuardConstraints | None) -> bool:
+    """Whether ``tool`` (a tool or a name) is hidden from the model by policy alone."""
+    return _policy_for(guard).hides(getattr(tool, "tool_spec", tool))
+
+
+# -- the chain ---------------------------------------------------------------------------------
+
+
+BUILTIN_CHECKERS: Mapping[str, type[BaseChecker]] = {
+    "policy": ToolPolicyChecker,
+    "rate_limit": RateLimitChecker,
+    "budget": BudgetChecker,
+    "confirm": ConfirmChecker,
+}
+"""The guard's own checkers by their registered names, in the order of the default chain
+(`jianmu.plugins.BUILTINS` names the same classes, for a config checked without imports)."""
+
+
+def _checker_class(name: str) -> type[Any]:
+    """The class ``name`` stands for: the guard's own for a built-in name that no
+    `jianmu.plugins.register` replaced, else whatever `jianmu.plugins` resolves it to."""
+    own = BUILTIN_CHECKERS.get(name)
+    if own is not None and name not in plugins.ADDED["checker"]:
+        return own
+    return plugins.resolve("checker", name)
+
+
+def builtin_chain(guard: GuardConstraints) -> bool:
+    """Whether every checker ``guard.checkers`` names is a built-in one (none replaced by
+    `jianmu.plugins.register`): such a chain keeps no per-run counts, so runs may share it."""
+    names = guard.checkers if guard.checkers is not None else DEFAULT_CHECKERS
+    added = plugins.ADDED["checker"]
+    return all(name in BUILTIN_CHECKERS and name not in added for name in names)
+
+
+def build_chain(
+    guard: GuardConstraints,
+    *,
+    clock: Callable[[], float] | None = None,
+    workspace: str | os.PathLike[str] | None = None,
+) -> tuple[GuardChecker, ...]:
+    """The checkers that ``guard.checkers`` names (default `DEFAULT_CHECKERS`), in order.
+
+    A built-in name is the guard's own class (`BUILTIN_CHECKERS`) unless `jianmu.plugins.register`
+    put another in its place; any other name is resolved through `jianmu.plugins`. Each is built
+    by its class's ``from_setup(CheckerSetup(guard=..., clock=..., workspace=...))``.
+
+    Raises:
+        ConfigError: a name is not registered, its class cannot be imported, or it does not
+            build a `GuardChecker`; a checker refuses its settings.
+    """
+    setup = CheckerSetup(guard=guard, clock=clock, workspace=workspace)
+    chain: list[GuardChecker] = []
+    for name in guard.checkers if guard.checkers is not None else DEFAULT_CHECKERS:
+        checker = _checker_class(name).from_setup(setup)
+        if type(checker) not in _CHECKER_CLASSES and not _is_checker(checker):
+            raise ConfigError(
+                f"guard.checkers: {name!r} built {checker!r}, which is not a guard checker: "
+                "it needs a 'name' and a check(context, previous) method"
+            )
+        chain.append(checker)
+    return tuple(chain)
+
+
+_CHECKER_CLASSES: set[type] = set()
+"""Classes whose instances passed the `GuardChecker` check: every run builds its chain, and
+typing's protocol check walks the class each time."""
+
+
+def _is_checker(checker: object) -> bool:
+    if not isinstance(checker, GuardChecker):
+        return False
+    _CHECKER_CLASSES.add(type(checker))
+    return True
+
+
+# -- the enforcer ------------------------------------------------------------------------------
+
 
 CHECK_KINDS = frozenset({"tool_call"})
 """What `GuardEnforcer.check` can check; other kinds are reserved."""

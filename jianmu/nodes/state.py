@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from jianmu.guard.decision import GuardLedger
+from jianmu.guard.checkers import GuardLedger
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import Usage
 from jianmu.nodes.history import HistorySummary

@@ -33,11 +33,11 @@ import anyio
 from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
-from jianmu import plugins
-from jianmu.constraints import DEFAULT_CHECKERS, Constraints, ExecutionConstraints, is_read_only
+from jianmu.constraints import Constraints, ExecutionConstraints, is_read_only
 from jianmu.errors import MCPError, ToolError, ToolInputError, ToolSuspended, ToolTimeoutError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
+from jianmu.guard.enforcer import builtin_chain
 from jianmu.llm.messages import Message
 from jianmu.nodes.state import ledger_view, tokens_spent
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
@@ -391,9 +391,7 @@ class ToolExecutor(AsyncNode):
         so one chain serves them all. A chain with any other checker is built per run.
         """
         if self._enforcer is None:
-            shareable = is_read_only(constraints) and constraints.guard.checkers is None and all(
-                plugins.is_builtin("checker", name) for name in DEFAULT_CHECKERS
-            )
+            shareable = is_read_only(constraints) and builtin_chain(constraints.guard)
             key = (id(constraints), constraints.execution.workdir)
             enforcer = _SHARED_GUARDS.get(key) if shareable else None
             if enforcer is None:

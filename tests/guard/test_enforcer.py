@@ -167,9 +167,9 @@ def test_visible_tools_hide_plain_deny() -> None:
 
 def test_public_names() -> None:
     import jianmu.guard as guard
-    from jianmu.guard import checkers, decision, enforcer
+    from jianmu.guard import checkers, enforcer
 
-    for module in (guard, checkers, decision, enforcer):
+    for module in (guard, checkers, enforcer):
         for name in module.__all__:
             assert hasattr(module, name), (module.__name__, name)
     exported = {n for n in dir(guard) if not n.startswith("_") and n[0].isupper()}
@@ -182,3 +182,35 @@ def test_visible_tools_and_is_denied_hide_a_tool_denied_by_its_alias() -> None:
     tools = [_real(t) for t in fakes]
     assert visible_tools(tools, None, Constraints(guard=guard)).names() == ["calc"]
     assert is_denied("read_file", guard) and is_denied(tools[1], guard)
+
+
+def test_the_guard_builds_its_own_checkers_as_the_plugin_table_names_them() -> None:
+    """The built-in names need no plug-in look-up, yet stand for what `jianmu.plugins` says."""
+    from jianmu import plugins
+    from jianmu.constraints import DEFAULT_CHECKERS
+    from jianmu.guard.enforcer import BUILTIN_CHECKERS, build_chain, builtin_chain
+
+    assert tuple(BUILTIN_CHECKERS) == DEFAULT_CHECKERS == tuple(plugins.BUILTINS["checker"])
+    for name, cls in BUILTIN_CHECKERS.items():
+        assert plugins.resolve("checker", name) is cls
+    chain = build_chain(GuardConstraints())
+    assert [type(c) for c in chain] == list(BUILTIN_CHECKERS.values())
+    assert builtin_chain(GuardConstraints())
+    assert builtin_chain(GuardConstraints(checkers=["policy", "confirm"]))
+
+
+def test_a_registered_replacement_of_a_built_in_checker_is_built_instead() -> None:
+    from jianmu import plugins
+    from jianmu.guard import BudgetChecker
+    from jianmu.guard.enforcer import build_chain, builtin_chain
+
+    class Stricter(BudgetChecker):
+        """Stands in for the built-in budget checker."""
+
+    with plugins.registered("checker", "budget", Stricter):
+        assert not builtin_chain(GuardConstraints())
+        assert any(type(c) is Stricter for c in build_chain(GuardConstraints()))
+        assert plugins.ADDED["checker"]["budget"] is Stricter
+    assert "budget" not in plugins.ADDED["checker"]
+    assert builtin_chain(GuardConstraints())
+    assert not any(type(c) is Stricter for c in build_chain(GuardConstraints()))

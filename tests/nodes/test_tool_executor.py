@@ -503,7 +503,7 @@ async def test_runs_under_the_shared_defaults_share_one_guard_and_count_apart() 
     it, each counting its own calls; another chain, or constraints of the run's own, are the
     run's alone."""
     from jianmu import plugins
-    from jianmu.guard.policy import ToolPolicyChecker
+    from jianmu.guard.enforcer import ToolPolicyChecker
 
     actions = [{"id": "a", "name": "publish", "arguments": {"text": "x"}}]
     first, one = await run(ToolExecutor(tools=[publish]), actions)

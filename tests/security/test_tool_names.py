@@ -371,7 +371,7 @@ async def test_any_name_runs_as_the_checked_tool_or_is_unknown(name: str) -> Non
     tools = ToolSet([Recorder(n, log) for n in NAMES])
     checked: list[str] = []
 
-    from jianmu.guard.policy import ToolPolicyChecker
+    from jianmu.guard.enforcer import ToolPolicyChecker
 
     class Spy(ToolPolicyChecker):
         def check(self, context: Any, previous: Any) -> Any:
