@@ -1,9 +1,10 @@
 """`Message`: one turn of a chat, and its conversions to the OpenAI and Anthropic formats,
-images and audio of tool messages included."""
+images and audio of tool messages included; and `Usage`, the tokens the turns of a chat cost."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import (
@@ -21,6 +22,7 @@ from jianmu.tools.calls import MediaPart, ToolCall, ToolResult
 __all__ = (
     "Message",
     "Role",
+    "Usage",
     "coerce_messages",
     "messages_from_anthropic",
     "messages_from_openai",
@@ -514,3 +516,39 @@ def media_from_parts(parts: Iterable[Any]) -> tuple[list[Any], list[MediaPart]]:
 def part_type(part: Any) -> Any:
     """A content part's ``type`` (``None`` for a string)."""
     return part.get("type") if isinstance(part, dict) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Usage:
+    """Tokens one or more model calls used; ``+`` adds them up."""
+
+    input_tokens: int = 0
+    """Prompt tokens, every one of them: those read from or written to a prompt cache
+    included."""
+    output_tokens: int = 0
+    """Completion tokens."""
+    cache_read_tokens: int = 0
+    """Of the prompt tokens, those read from the provider's prompt cache."""
+    cache_creation_tokens: int = 0
+    """Of the prompt tokens, those written to the provider's prompt cache."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
+        )
+
+    def __radd__(self, other: Any) -> Usage:
+        # Lets sum(usages) start from its default 0.
+        if other == 0:
+            return self
+        return NotImplemented

@@ -1,7 +1,7 @@
-"""The `LLMProvider` protocol, its requests and results (`ChatRequest`, `LLMResponse`, `Usage`,
-stream events) and `from_config`, which builds the provider that the ``llm:`` section of the
-config names (through the plug-in registry, `jianmu.plugins`); and `SDKProvider`, what the
-providers built on a vendor SDK (OpenAI's, Anthropic's) share."""
+"""The `LLMProvider` protocol, its requests and results (`ChatRequest`, `LLMResponse`, `Usage`
+from `jianmu.llm.messages`, stream events) and `from_config`, which builds the provider that
+the ``llm:`` section of the config names (through the plug-in registry, `jianmu.plugins`); and
+`SDKProvider`, what the providers built on a vendor SDK (OpenAI's, Anthropic's) share."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any, Protocol, Self, TypeGuard, runtime_checkable
 from jianmu import plugins
 from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError
-from jianmu.llm.messages import Message, coerce_messages
+from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.tools.calls import ToolCall
 
 __all__ = (
@@ -39,42 +39,6 @@ MessagesInput = Sequence[Message | Mapping[str, Any]]
 """A history: `Message`s or OpenAI-style message dicts."""
 ToolsInput = Iterable[Any] | None
 """Tools offered to the model: `Tool` objects (anything with ``to_openai()``) or schema dicts."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Usage:
-    """Tokens one or more model calls used; ``+`` adds them up."""
-
-    input_tokens: int = 0
-    """Prompt tokens, every one of them: those read from or written to a prompt cache
-    included."""
-    output_tokens: int = 0
-    """Completion tokens."""
-    cache_read_tokens: int = 0
-    """Of the prompt tokens, those read from the provider's prompt cache."""
-    cache_creation_tokens: int = 0
-    """Of the prompt tokens, those written to the provider's prompt cache."""
-
-    @property
-    def total_tokens(self) -> int:
-        """Input plus output tokens."""
-        return self.input_tokens + self.output_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        if not isinstance(other, Usage):
-            return NotImplemented
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
-        )
-
-    def __radd__(self, other: Any) -> Usage:
-        # Lets sum(usages) start from its default 0.
-        if other == 0:
-            return self
-        return NotImplemented
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from jianmu.guard.checkers import GuardLedger
-from jianmu.llm.messages import Message
-from jianmu.llm.provider import Usage
+from jianmu.llm.messages import Message, Usage
 from jianmu.nodes.history import HistorySummary
 from jianmu.state import StateView, merge_counts
 from jianmu.tools.calls import ToolCall
