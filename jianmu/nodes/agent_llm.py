@@ -42,7 +42,7 @@ from jianmu.nodes.output import Checked, OutputMode, OutputSpec, output_spec
 from jianmu.nodes.state import usage_view
 from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
 from jianmu.runtime.async_node import AsyncNode
-from jianmu.telemetry import (
+from jianmu.runtime.events import (
     ERROR_TYPE,
     GEN_AI_AGENT_NAME,
     GEN_AI_OPERATION_NAME,

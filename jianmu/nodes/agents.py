@@ -56,11 +56,18 @@ from jianmu.llm.messages import Message
 from jianmu.nodes.output import NodeTool, json_path
 from jianmu.runtime.async_node import RuntimeNode, close_tree
 from jianmu.runtime.context import RunContext, StepRecorder
-from jianmu.runtime.events import Event, EventBus, EventHandler
+from jianmu.runtime.events import (
+    GEN_AI_AGENT_NAME,
+    GEN_AI_OPERATION_NAME,
+    JIANMU_RUN_ID,
+    Event,
+    EventBus,
+    EventHandler,
+    span,
+)
 from jianmu.runtime.interaction import ApprovalDecision, ApprovalRequest, Interaction
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.state import StateManager, StateView
-from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, JIANMU_RUN_ID, span
 from jianmu.tools._arguments import input_error
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolResult, decode_container

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from jianmu.errors import HistoryProcessorError
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider, Usage
-from jianmu.telemetry import (
+from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
     GEN_AI_OPERATION_NAME,
     GEN_AI_REQUEST_MODEL,

@@ -12,7 +12,7 @@ One call's path, from `ToolExecutor.update_async` to its observation, passes six
 5. ``tools/calls.py``: `ToolResult.from_raw` turns what came back into one result, once;
 6. ``llm/messages.py``: `Message.tool` is the observation, appended to ``messages`` in order.
 
-Around them, the call's span (``telemetry.py``) and the state update (``state.py``) record it;
+Around them, the call's span (``runtime/events.py``) and the state update (``state.py``) record it;
 they decide nothing about the call.
 
 The helpers a call's node needs are here too, for `ToolNode` as well: the runner kept between
@@ -42,7 +42,7 @@ from jianmu.llm.messages import Message
 from jianmu.nodes.state import ledger_view, tokens_spent
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.runtime.context import RunContext
-from jianmu.telemetry import (
+from jianmu.runtime.events import (
     ERROR_TYPE,
     GEN_AI_OPERATION_NAME,
     GEN_AI_TOOL_CALL_ARGUMENTS,

@@ -24,7 +24,7 @@ from jianmu.nodes.tool_executor import (
     tool_span_attributes,
 )
 from jianmu.runtime.async_node import AsyncNode
-from jianmu.telemetry import span
+from jianmu.runtime.events import span
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, ToolResult, check_tool_name
 

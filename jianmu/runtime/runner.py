@@ -20,10 +20,15 @@ from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
 from jianmu.runtime.context import RunContext, run_constraints
-from jianmu.runtime.events import EventBus
+from jianmu.runtime.events import (
+    GEN_AI_AGENT_NAME,
+    GEN_AI_OPERATION_NAME,
+    JIANMU_RUN_ID,
+    EventBus,
+    get_tracer,
+)
 from jianmu.runtime.interaction import ApprovalRequest, Interaction
 from jianmu.state import StateManager
-from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, JIANMU_RUN_ID, get_tracer
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -576,7 +581,7 @@ class ReactiveRunner:
     def _span(self) -> Any:
         if self.ctx.tracer is None:  # nothing to record: no generator held for the whole run
             return nullcontext()
-        from jianmu.telemetry import span
+        from jianmu.runtime.events import span
 
         return span(
             self.ctx.tracer,

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from jianmu import ReactiveRunner
-from jianmu.telemetry import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME
+from jianmu.runtime.events import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME
 
 pytestmark = pytest.mark.anyio
 
