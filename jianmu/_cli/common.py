@@ -26,7 +26,7 @@ from rich.text import Text
 
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import CLIError, ExitCode, MissingExtraError
-from jianmu.runtime.interaction import ApprovalRequest
+from jianmu.runtime.context import ApprovalRequest
 from jianmu.runtime.runner import RunStatus
 
 __all__ = (

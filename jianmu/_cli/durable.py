@@ -47,7 +47,7 @@ from jianmu.errors import (
     TreeInputError,
     UnknownTreeError,
 )
-from jianmu.runtime.interaction import ApprovalRequest
+from jianmu.runtime.context import ApprovalRequest
 from jianmu.runtime.runner import RunResult, RunStatus
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from jianmu.errors import (
     UnknownTreeError,
 )
 from jianmu.nodes.state import inputs_message
-from jianmu.runtime.interaction import ApprovalRequest
+from jianmu.runtime.context import ApprovalRequest
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.state import StateManager
 

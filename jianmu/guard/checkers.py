@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.constraints import GuardConstraints
 from jianmu.errors import ConfigError
+from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.events import JIANMU_GUARD_DECISION
-from jianmu.runtime.interaction import ApprovalRequest, Interaction
 from jianmu.tools.calls import ToolCall, builtin_aliases, is_tool_name, name_key, shown_name
 
 if TYPE_CHECKING:

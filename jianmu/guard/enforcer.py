@@ -52,9 +52,8 @@ from jianmu.guard.checkers import (
     _check_rule_name,
     tool_permission,
 )
-from jianmu.runtime.context import RunContext
+from jianmu.runtime.context import ApprovalRequest, RunContext
 from jianmu.runtime.events import EventSink
-from jianmu.runtime.interaction import ApprovalRequest
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, builtin_aliases, is_tool_name, name_key, shown_name
 from jianmu.tools.registry import ToolLookup, ToolSet, canonical_call

@@ -55,7 +55,13 @@ from jianmu.errors import HandoffError, ToolExecutionError, ToolSuspended, ToolV
 from jianmu.llm.messages import Message
 from jianmu.nodes.output import NodeTool, json_path
 from jianmu.runtime.async_node import RuntimeNode, close_tree
-from jianmu.runtime.context import RunContext, StepRecorder
+from jianmu.runtime.context import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Interaction,
+    RunContext,
+    StepRecorder,
+)
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
     GEN_AI_OPERATION_NAME,
@@ -65,7 +71,6 @@ from jianmu.runtime.events import (
     EventHandler,
     span,
 )
-from jianmu.runtime.interaction import ApprovalDecision, ApprovalRequest, Interaction
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.state import StateManager, StateView
 from jianmu.tools._arguments import input_error

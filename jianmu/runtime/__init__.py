@@ -2,9 +2,8 @@
 
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.runtime.checkpoint import Checkpointer, SQLiteCheckpointer
-from jianmu.runtime.context import RunContext
+from jianmu.runtime.context import ApprovalDecision, ApprovalRequest, Interaction, RunContext
 from jianmu.runtime.events import Event, EventBus
-from jianmu.runtime.interaction import ApprovalDecision, ApprovalRequest, Interaction
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 
 __all__ = (

@@ -39,9 +39,8 @@ from pydantic_core import to_jsonable_python
 from jianmu.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from jianmu.runtime.context import RunContext
+    from jianmu.runtime.context import Interaction, RunContext
     from jianmu.runtime.events import Event
-    from jianmu.runtime.interaction import Interaction
     from jianmu.state import StateManager
 
 __all__ = (

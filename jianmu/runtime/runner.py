@@ -19,7 +19,7 @@ from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
-from jianmu.runtime.context import RunContext, run_constraints
+from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
     GEN_AI_OPERATION_NAME,
@@ -27,7 +27,6 @@ from jianmu.runtime.events import (
     EventBus,
     get_tracer,
 )
-from jianmu.runtime.interaction import ApprovalRequest, Interaction
 from jianmu.state import StateManager
 
 if TYPE_CHECKING:

@@ -61,7 +61,7 @@ from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:
     from jianmu.config import AppConfig
-    from jianmu.runtime.interaction import ApprovalRequest
+    from jianmu.runtime.context import ApprovalRequest
     from jianmu.state import StateView
 
 __all__ = (

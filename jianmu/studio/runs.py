@@ -19,9 +19,9 @@ from typing import Any
 
 from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNotFoundError
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
+from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.history import Frame, short
-from jianmu.runtime.interaction import ApprovalRequest, Interaction
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.studio.timeline import event_timeline, message_timeline
 from jianmu.studio.views import asking_at, final_answer, node_rows, pending_rows, point_rows

@@ -7,8 +7,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from jianmu.runtime.context import ApprovalRequest
 from jianmu.runtime.history import PointInfo
-from jianmu.runtime.interaction import ApprovalRequest
 from jianmu.studio.timeline import pretty_json
 
 __all__ = ("asking_at", "final_answer", "node_rows", "pending_rows", "point_rows")

@@ -22,8 +22,7 @@ from jianmu.guard import (
     RateLimitChecker,
     ToolPolicyChecker,
 )
-from jianmu.runtime.context import RunContext
-from jianmu.runtime.interaction import ApprovalRequest, Interaction
+from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext
 from jianmu.tools.calls import ToolCall
 from tests.guard.guard_fakes import FakeTool, bash, write_file
 
@@ -280,7 +279,7 @@ def test_decision_for_an_id_never_asked_allows_nothing() -> None:
         """A channel whose decision() answers for ids nobody asked."""
 
         def decision(self, request_id: str) -> Any:
-            from jianmu.runtime.interaction import ApprovalDecision
+            from jianmu.runtime.context import ApprovalDecision
 
             return ApprovalDecision(request_id=request_id, approved=True)
 
