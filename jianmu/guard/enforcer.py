@@ -597,6 +597,7 @@ class GuardEnforcer:
         tokens_used: int = 0,
         ledger: GuardLedger | None = None,
         events: EventSink | None = None,
+        resolved: Sequence[Any] | None = None,
     ) -> list[Decision]:
         """Check a whole batch in order; one decision per call, in the same order.
 
@@ -610,15 +611,25 @@ class GuardEnforcer:
             tokens_used: Tokens the run has spent (the state's ``usage``).
             ledger: What the run used before this batch (calls made, recent call times).
             events: Where to emit ``guard.decision``; default ``run.events``.
+            resolved: The tool of each call, in order, when the caller has resolved the calls
+                already (`ToolSet.canonical`): a call named by its tool's own name is not looked
+                up again.
         """
         # every checker sees the canonical call: the registered tool's own name, never a
-        # look-alike (callers should pass canonical calls; this makes sure of it)
-        resolved = [canonical_call(call, tools) for call in calls]
-        batch = tuple(call for call, _tool in resolved)
+        # look-alike; a call the caller did not resolve to its tool's own name is resolved here
+        if resolved is None:
+            pairs = [canonical_call(call, tools) for call in calls]
+        else:
+            pairs = [
+                (call, tool) if tool is not None and getattr(tool, "name", None) == call.name
+                else canonical_call(call, tools)
+                for call, tool in zip(calls, resolved, strict=True)
+            ]
+        batch = tuple(call for call, _tool in pairs)
         ledger = ledger if ledger is not None else GuardLedger()
         admitted: list[ToolCall] = []
         decisions: list[Decision] = []
-        for call, tool in resolved:
+        for call, tool in pairs:
             context = GuardContext(
                 call=call,
                 # the checkers read the tool's spec: what it says of itself, in one place

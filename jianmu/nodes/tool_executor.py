@@ -403,8 +403,9 @@ class ToolExecutor(AsyncNode):
             self._enforcer = enforcer
         return self._enforcer
 
-    def _admit(self, calls: list[ToolCall]) -> list[tuple[ToolCall, Decision]] | None:
-        """Check the batch with the guard: the calls that may run, each with its decision.
+    def _admit(self, calls: list[ToolCall]) -> list[tuple[ToolCall, Tool, Decision]] | None:
+        """Check the batch with the guard: the calls that may run, each with its tool (resolved
+        once, here, and passed down) and its decision.
 
         Unknown and denied calls get their observation here. None when a call needs a
         person's approval: each such call is asked, and nothing runs until all are decided.
@@ -415,16 +416,18 @@ class ToolExecutor(AsyncNode):
         done = set(self.state.get("completed_call_ids") or ())
         toolset = self.toolset
         pending = [toolset.canonical(c) for c in calls if c.id not in done]
-        known = [c for c, found in pending if found is not None]
+        known = [(c, found) for c, found in pending if found is not None]
         decisions = enforcer.preflight(
-            known,
+            [c for c, _ in known],
             toolset,
             run=self.ctx,
             tokens_used=tokens_spent(self),
             ledger=GuardLedger.of(ledger_view(self).get("guard_ledger")),
             events=self.events,
+            resolved=[found for _, found in known],
         )
-        waiting = [(c, d) for c, d in zip(known, decisions, strict=True) if d.awaiting_approval]
+        waiting = [(c, d) for (c, _), d in zip(known, decisions, strict=True)
+                   if d.awaiting_approval]
         if waiting:
             interaction = self.ctx.interaction
             assert interaction is not None  # without one, ConfirmChecker denies instead
@@ -443,15 +446,15 @@ class ToolExecutor(AsyncNode):
                     tool=shown, ok=False, call_id=call.id,
                     error=f"unknown tool {shown!r}; available tools: {available}",
                 ))
-        allowed: list[tuple[ToolCall, Decision]] = []
-        for call, decision in zip(known, decisions, strict=True):
+        allowed: list[tuple[ToolCall, Tool, Decision]] = []
+        for (call, found), decision in zip(known, decisions, strict=True):
             if decision.denied:
                 self._record(call, None, ToolResult(
                     tool=call.name, ok=False, call_id=call.id,
                     error=f"the guard denied this call: {decision.reason}",
                 ))
             else:
-                allowed.append((call, decision))
+                allowed.append((call, found, decision))
         return allowed
 
     def _batch(self) -> list[ToolCall]:
@@ -459,33 +462,33 @@ class ToolExecutor(AsyncNode):
         itself is not rewritten."""
         return unique_ids(ToolCall.from_list(self.state.get("actions") or []), self)
 
-    def _mode(self, calls: Sequence[ToolCall]) -> Literal["serial", "parallel"]:
+    def _mode(self, tools: Sequence[Tool]) -> Literal["serial", "parallel"]:
         mode = self.config.execution_mode
         if mode != "auto":
             return mode
-        if len(calls) <= 1 or not self.toolset.is_parallel_safe([c.name for c in calls]):
+        if len(tools) <= 1 or not all(t.parallel_safe for t in tools):
             return "serial"
         return "parallel"
 
-    async def _execute(self, batch: list[tuple[ToolCall, Decision]]) -> None:
+    async def _execute(self, batch: list[tuple[ToolCall, Tool, Decision]]) -> None:
         if not batch:
             return
         try:
             runner = await self._runners.get(self.effective_constraints.execution, self.ctx)
         except Exception as exc:  # no isolation available: every call says why
-            for call, _decision in batch:
+            for call, _tool, _decision in batch:
                 self._record(call, None, ToolResult(
                     tool=call.name, ok=False, call_id=call.id, error=error_text(exc)
                 ))
             return
         steps = self.ctx.steps
         if steps is not None:  # a worker that dies from here on leaves these calls in flight
-            await steps.mark_started([f"tool:{call.id}" for call, _ in batch])
-        if self._mode([c for c, _ in batch]) == "serial":
-            for call, decision in batch:
+            await steps.mark_started([f"tool:{call.id}" for call, _, _ in batch])
+        if self._mode([tool for _, tool, _ in batch]) == "serial":
+            for call, tool, decision in batch:
                 if self._suspended:  # the calls after one that waits run after it
                     break
-                await self._run_one(call, decision, runner)
+                await self._run_one(call, tool, decision, runner)
             return
         # _run_one never raises, so one call's failure cannot cancel its siblings: plain
         # asyncio tasks awaited in turn do what a TaskGroup would, without its per-task
@@ -496,10 +499,10 @@ class ToolExecutor(AsyncNode):
         )
         loop = asyncio.get_running_loop()
         tasks = []
-        for call, decision in batch:  # a loop, not a comprehension: no closure cells kept
+        for call, tool, decision in batch:  # a loop, not a comprehension: no closure cells kept
             tasks.append(loop.create_task(
-                self._run_one(call, decision, runner) if limiter is None
-                else self._run_limited(limiter, call, decision, runner)
+                self._run_one(call, tool, decision, runner) if limiter is None
+                else self._run_limited(limiter, call, tool, decision, runner)
             ))
         try:
             for task in tasks:
@@ -511,16 +514,17 @@ class ToolExecutor(AsyncNode):
             raise
 
     async def _run_limited(
-        self, limiter: anyio.CapacityLimiter, call: ToolCall, decision: Decision,
+        self, limiter: anyio.CapacityLimiter, call: ToolCall, tool: Tool, decision: Decision,
         runner: ToolRunner,
     ) -> None:
         async with limiter:
-            await self._run_one(call, decision, runner)
+            await self._run_one(call, tool, decision, runner)
 
-    async def _run_one(self, call: ToolCall, decision: Decision, runner: ToolRunner) -> None:
-        """Run one call with retries; record exactly one observation. Never raises."""
-        tool = self.toolset.get(call.name)
-        assert tool is not None and tool.name == call.name  # canonical since update_async
+    async def _run_one(
+        self, call: ToolCall, tool: Tool, decision: Decision, runner: ToolRunner
+    ) -> None:
+        """Run one call (``tool`` is the one `_admit` resolved it to) with retries; record
+        exactly one observation. Never raises."""
         retries = tool.tool_spec.max_retries
         tracer = self.ctx.tracer
         # the span's attributes only when a tracer records them

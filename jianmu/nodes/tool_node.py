@@ -120,7 +120,8 @@ class ToolNode(AsyncNode):
         request_id = fresh_request_id(self._approval_id(args), self.ctx)
         call = ToolCall(id=request_id, name=self.tool.name, arguments=args)
         (decision,) = enforcer.preflight(
-            [call], [self.tool], run=self.ctx, ledger=ledger, events=self.events
+            [call], [self.tool], run=self.ctx, ledger=ledger, events=self.events,
+            resolved=[self.tool],
         )
         if decision.awaiting_approval:
             assert self.ctx.interaction is not None  # ConfirmChecker denies without one

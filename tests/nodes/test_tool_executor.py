@@ -524,3 +524,25 @@ async def test_runs_under_the_shared_defaults_share_one_guard_and_count_apart() 
         replaced, _ = await run(ToolExecutor(tools=[publish]), actions)
     assert replaced.root._enforcer is not first.root._enforcer
     assert type(replaced.root._enforcer.checkers[0]) is Strict
+
+
+async def test_each_call_is_resolved_to_its_tool_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor resolves a call's name once and passes the tool down: the guard and the
+    run do not look it up again."""
+    from jianmu.tools.registry import ToolSet
+
+    looked_up: list[str] = []
+    real_get = ToolSet.get
+
+    def counting_get(self: ToolSet, name: str) -> Any:
+        looked_up.append(name)
+        return real_get(self, name)
+
+    monkeypatch.setattr(ToolSet, "get", counting_get)
+    runner, result = await run(ToolExecutor(tools=[echo, add]), [
+        {"id": "a", "name": "ECHO", "arguments": {"text": "hi"}},
+        {"id": "b", "name": "add", "arguments": {"a": 1, "b": 2}},
+    ])
+    assert result.status is RunStatus.SUCCESS
+    assert contents(runner) == [("a", "hi"), ("b", "3")]
+    assert looked_up == ["ECHO", "add"]

@@ -422,3 +422,16 @@ async def test_mcp_serve_refuses_look_alike_names(name: str) -> None:
         assert "unknown tool" in text and "listed" not in text
         ok = await client.call_tool("LIST_FILES", {"folder": "x"})  # ASCII case: the tool
         assert not ok.is_error
+
+
+@pytest.mark.parametrize("name", ["write_\ufb01le", "WRITE_FILE", "file_read"])
+def test_a_resolved_tool_that_is_not_the_calls_own_is_resolved_again(name: str) -> None:
+    """`preflight(resolved=...)` skips the look-up only for a call named by its tool's own
+    name: a caller that passes a look-alike call with some tool is checked as if it had not."""
+    tools = ToolSet.resolve(["write_file", "read_file"])
+    enforcer = GuardEnforcer.from_guard_constraints(
+        guard(tool_policy={"write_file": "deny", "read_file": "deny"})
+    )
+    call = ToolCall(name=name, arguments={"path": "x"})
+    decision, = enforcer.preflight([call], tools, resolved=[tools.get("read_file")])
+    assert decision.denied
