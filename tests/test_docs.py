@@ -35,3 +35,28 @@ def test_the_design_page_is_part_of_the_project_and_nothing_cites_an_outside_one
         if outside.search(line)
     ]
     assert cited == []
+
+
+def _listed(text: str, heading: str) -> list[str]:
+    """The module paths a numbered list under ``heading`` names first on each item."""
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    items = re.findall(r"^\d+\. `([a-z_/]+\.py)`", section, flags=re.MULTILINE)
+    return ["jianmu." + item.removesuffix(".py").replace("/", ".") for item in items]
+
+
+def test_the_plain_call_path_in_the_design_page_is_the_traced_one() -> None:
+    """docs/design.md lists, in order, exactly the modules `bench_house` traces for a plain
+    call; the executor's docstring names none that the call does not run."""
+    from benchmarks.bench_house import SANDBOX_MODULES, TARGET_CALL_PATH, call_path
+
+    traced = call_path()
+    listed = _listed((REPO / "docs" / "design.md").read_text(encoding="utf-8"),
+                     "## A plain call's path")
+    assert sorted(listed) == sorted(traced)
+    assert len(listed) == len(set(listed)) <= TARGET_CALL_PATH
+    assert not set(listed) & set(SANDBOX_MODULES)
+    docstring = (REPO / "jianmu" / "nodes" / "tool_executor.py").read_text(encoding="utf-8")
+    docstring = docstring.split('"""', 2)[1]
+    named = {"jianmu." + m.removesuffix(".py").replace("/", ".")
+             for m in re.findall(r"``([a-z_/]+/[a-z_]+\.py)``", docstring)}
+    assert named and named <= set(traced)

@@ -1,19 +1,23 @@
 """`ToolExecutor`: runs the tool calls a model asked for, through the guard, into observations.
 
-One call's path, from `ToolExecutor.update_async` to its observation, passes six modules:
+One call, from `ToolExecutor.update_async` to its observation, is decided by these modules:
 
 1. ``nodes/tool_executor.py`` (here): reads ``actions`` (canonical `ToolCall`s, written once by
-   the model's node), finds each call's tool, and gives a reused id a stable fresh one in memory;
+   the model's node), resolves each call once to its tool (``tools/registry.py``), gives a
+   reused id a stable fresh one in memory, and passes the (call, tool) pair down;
 2. ``guard/enforcer.py``: `GuardEnforcer.preflight` runs the checker chain (the checkers are
-   plug-ins it calls in turn) over the batch against the run's `GuardLedger`;
-3. ``tools/base.py``: `Tool.bind_args` validates the arguments and adds injected values;
+   plug-ins it calls in turn, ``guard/checkers.py``) over the batch against the run's
+   `GuardLedger`;
+3. ``tools/base.py``: `Tool.bind_args` validates the arguments (``tools/schema.py``) and adds
+   injected values;
 4. ``execution/runner.py``: `ToolRunner.run` applies the timeout and runs the tool on the loop,
    in a worker thread or through the sandbox;
 5. ``tools/calls.py``: `ToolResult.from_raw` turns what came back into one result, once;
 6. ``llm/messages.py``: `Message.tool` is the observation, appended to ``messages`` in order.
 
-Around them, the call's span (``runtime/events.py``) and the state update (``state.py``) record it;
-they decide nothing about the call.
+Around them, the call's span (``runtime/events.py``) and the state update (``state.py``)
+record it; they decide nothing about the call. Every module a plain call's whole run crosses
+is listed, in order, in docs/design.md ("A plain call's path").
 
 The helpers a call's node needs are here too, for `ToolNode` as well: the runner kept between
 runs (`RunnerCache`), ids unique in the run (`unique_ids`), approvals used once
