@@ -1,26 +1,35 @@
-"""The guard: decides whether each tool call may run, must be confirmed, or is refused."""
+"""The guard: decides whether each tool call may run, must be confirmed, or is refused.
+
+Its names load on first use (module ``__getattr__``): importing one imports only the module
+that holds it.
+"""
 
 from __future__ import annotations
 
-from jianmu.guard._rules import Rule, parse_rule
-from jianmu.guard.checkers import (
-    BaseChecker,
-    BudgetChecker,
-    CheckerSetup,
-    ConfirmChecker,
-    GuardChecker,
-    RateLimitChecker,
-    build_chain,
-)
-from jianmu.guard.decision import (
-    Decision,
-    DecisionKind,
-    GuardContext,
-    GuardLedger,
-    PolicyTarget,
-)
-from jianmu.guard.enforcer import GuardEnforcer
-from jianmu.guard.policy import ToolPolicyChecker, is_denied, visible_tools
+from typing import TYPE_CHECKING
+
+from jianmu._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from jianmu.guard._rules import Rule, parse_rule
+    from jianmu.guard.checkers import (
+        BaseChecker,
+        BudgetChecker,
+        CheckerSetup,
+        ConfirmChecker,
+        GuardChecker,
+        RateLimitChecker,
+        build_chain,
+    )
+    from jianmu.guard.decision import (
+        Decision,
+        DecisionKind,
+        GuardContext,
+        GuardLedger,
+        PolicyTarget,
+    )
+    from jianmu.guard.enforcer import GuardEnforcer
+    from jianmu.guard.policy import ToolPolicyChecker, is_denied, visible_tools
 
 __all__ = (
     "BaseChecker",
@@ -42,3 +51,26 @@ __all__ = (
     "parse_rule",
     "visible_tools",
 )
+
+_HOLDERS = {
+    "jianmu.guard._rules": ("Rule", "parse_rule"),
+    "jianmu.guard.checkers": (
+        "BaseChecker",
+        "BudgetChecker",
+        "CheckerSetup",
+        "ConfirmChecker",
+        "GuardChecker",
+        "RateLimitChecker",
+        "build_chain",
+    ),
+    "jianmu.guard.decision": (
+        "Decision",
+        "DecisionKind",
+        "GuardContext",
+        "GuardLedger",
+        "PolicyTarget",
+    ),
+    "jianmu.guard.enforcer": ("GuardEnforcer",),
+    "jianmu.guard.policy": ("ToolPolicyChecker", "is_denied", "visible_tools"),
+}
+__getattr__, __dir__ = lazy_names(__name__, _HOLDERS, __all__)
