@@ -19,12 +19,9 @@ from typing import TYPE_CHECKING
 
 from jianmu._lazy import lazy_names
 
-# ``calculator`` is also its module's name: importing the module would set the package's
-# attribute to the module, so the tool is bound here, once, before anything can.
-from jianmu.tools.builtin.calculator import CalculatorTool, calculator
-
 if TYPE_CHECKING:
     from jianmu.tools.builtin.bash import BashTool
+    from jianmu.tools.builtin.calculator import CalculatorTool, calculator
     from jianmu.tools.builtin.files import (
         FileInfoTool,
         ListDirTool,
@@ -74,6 +71,7 @@ __all__ = (
 )
 
 _HOLDERS = {
+    "jianmu.tools.builtin.calculator": ("CalculatorTool", "calculator"),
     "jianmu.tools.builtin.bash": ("BashTool",),
     "jianmu.tools.builtin.files": (
         "FileInfoTool",
