@@ -25,7 +25,6 @@ from jianmu.errors import MCPError
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider
-from jianmu.nodes.output import OutputMode, OutputSpec, output_spec
 from jianmu.nodes.tool_executor import ToolExecutorConfig
 from jianmu.runtime.async_node import RuntimeNode
 from jianmu.runtime.context import RunContext
@@ -37,17 +36,18 @@ from jianmu.skills.disclosure import (
     is_progressive,
     listing_prompt,
 )
-from jianmu.skills.skill import Skill
 from jianmu.tools.base import Tool
 from jianmu.tools.registry import ToolSet
 
-# The modules a skill's subtree is compiled from (the ReAct loop, the catalog, the skill and
-# BT-skill tools, the built-in bash) load on the first tick, not with the node's class.
+# The modules a skill's subtree is compiled from (the ReAct loop, the catalog, skills, the skill
+# and BT-skill tools, the built-in bash) load on the first tick, not with the node's class.
 if TYPE_CHECKING:
     from jianmu.mcp import MCPClient, MCPToolProvider
+    from jianmu.nodes.output import OutputMode, OutputSpec
     from jianmu.nodes.react import ReActLoop
     from jianmu.nodes.tool_executor import ToolExecutor
     from jianmu.skills.catalog import SkillCatalog
+    from jianmu.skills.skill import Skill
     from jianmu.state import StateView
 
 __all__ = (
@@ -332,6 +332,8 @@ class SkillNode(FlattenedAgentNode):
         self.catalog = catalog
         self.config = config or SkillNodeConfig()
         self.custom_tools = list(tools)
+        from jianmu.nodes.output import output_spec  # typed answers: loaded by a node that has one
+
         self.output: OutputSpec | None = output_spec(output_type, output_mode, output_retries)
         """The answer's type and how it is asked for (None: free text)."""
         if self.output is not None:
@@ -363,6 +365,7 @@ class SkillNode(FlattenedAgentNode):
     def _load_skills(self) -> list[Skill]:
         """Resolve names through the catalog; `Skill` objects pass through."""
         from jianmu.skills.catalog import SkillCatalog
+        from jianmu.skills.skill import Skill
 
         if self.catalog is None and any(isinstance(s, str) for s in self.skill_refs):
             self.catalog = SkillCatalog(config=self.ctx.config, custom_tools=self.custom_tools)
