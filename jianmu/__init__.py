@@ -6,8 +6,9 @@ The public names load on first use (module ``__getattr__``), so ``import jianmu`
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from jianmu._lazy import lazy_names
 
 if TYPE_CHECKING:
     from jianmu.config import AppConfig, load_config
@@ -182,28 +183,6 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
         "run_bt_skill",
     ),
 }
-_WHERE = {name: module for module, names in _HOLDERS.items() for name in names}
-
-
-def __getattr__(name: str) -> object:
-    """Load a public name, or a sub-module (``jianmu.config``), on first access."""
-    module = _WHERE.get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value  # the next access skips this hook
-        return value
-    if not name.startswith("__"):
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    """The module's names, with the lazy public ones."""
-    return sorted({*globals(), *__all__})
 
 
 __all__ = (
@@ -290,3 +269,4 @@ __all__ = (
     "tool",
     "trim_history",
 )
+__getattr__, __dir__ = lazy_names(__name__, _HOLDERS, __all__)

@@ -9,7 +9,6 @@ or very deep document from exhausting memory or the stack.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 import re
@@ -367,6 +366,8 @@ def unknown_key_hint(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """``; did you mean 'x'?`` (or the valid keys) for an unknown key at ``loc`` under ``root``."""
     model = _model_at(loc[:-1], root)
     known = [f.alias or name for name, f in model.model_fields.items()] if model else []
+    import difflib  # only a misspelt key needs it
+
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
     if close:
         return f"; did you mean {close[0]!r}?"

@@ -310,6 +310,10 @@ class BlankIsUnset(BaseModel):
     ``key: ""`` for the same: either way the field takes its default, as if it were absent.
     """
 
+    # Every model of the package defers its validator to its first use (pydantic's
+    # ``defer_build``): importing a module that defines models builds none.
+    model_config = ConfigDict(defer_build=True)
+
     def __setattr__(self, name: str, value: Any) -> None:
         if id(self) in _READ_ONLY:  # a shared default (`read_only`): no run may change it
             raise ConfigError(_READ_ONLY_MESSAGE)

@@ -7,8 +7,9 @@ extra only when it is used.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from jianmu._lazy import lazy_names
 
 if TYPE_CHECKING:
     from jianmu.execution.docker_sandbox import DEFAULT_IMAGE, DockerSandbox
@@ -62,18 +63,4 @@ _HOLDERS = {
         "can_mount_read_only",
     ),
 }
-_WHERE = {name: module for module, names in _HOLDERS.items() for name in names}
-
-
-def __getattr__(name: str) -> object:
-    """Load a public name from the module that holds it, on first access."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next access skips this hook
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _HOLDERS, __all__)

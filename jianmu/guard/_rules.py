@@ -73,12 +73,14 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import ConfigError
-from jianmu.guard._shell import ShellScan, scan
 from jianmu.guard.checkers import PolicyTarget
 from jianmu.tools.calls import ToolCall
+
+if TYPE_CHECKING:
+    from jianmu.guard._shell import ShellScan
 
 _Tool = PolicyTarget | None
 """The tool a call names, as the guard sees it; ``None`` when no tool has that name."""
@@ -97,6 +99,14 @@ _GLOB_CHARS = frozenset("*?[")
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def scan(command: str) -> ShellScan:
+    """`jianmu.guard._shell.scan`, whose bash grammar (tree-sitter) loads with the first
+    command a shell rule reads."""
+    from jianmu.guard._shell import scan as read
+
+    return read(command)
 
 
 def normalise_command(part: str) -> str:

@@ -1,36 +1,45 @@
 """Chat models: `Message`, the `LLMProvider` protocol, `OpenAIProvider`, `AnthropicProvider`
-and `ScriptedLLM`."""
+and `ScriptedLLM`.
+
+Its names load on first use (module ``__getattr__``): importing one imports only the module
+that holds it.
+"""
 
 from __future__ import annotations
 
-from jianmu.llm.anthropic import AnthropicProvider
-from jianmu.llm.messages import (
-    Message,
-    Role,
-    coerce_messages,
-    messages_from_anthropic,
-    messages_from_openai,
-    messages_to_anthropic,
-    messages_to_openai,
-)
-from jianmu.llm.openai import OpenAIProvider
-from jianmu.llm.provider import (
-    BaseLLMProvider,
-    ChatRequest,
-    LLMProvider,
-    LLMResponse,
-    StreamDone,
-    StreamEvent,
-    TextDelta,
-    ToolCallReady,
-    Usage,
-    from_config,
-    provider_from_config,
-    takes_requests,
-    tool_choice_to_openai,
-    tools_to_openai,
-)
-from jianmu.llm.scripted import ScriptedLLM, ScriptedRequest, estimate_tokens
+from typing import TYPE_CHECKING
+
+from jianmu._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from jianmu.llm.anthropic import AnthropicProvider
+    from jianmu.llm.messages import (
+        Message,
+        Role,
+        coerce_messages,
+        messages_from_anthropic,
+        messages_from_openai,
+        messages_to_anthropic,
+        messages_to_openai,
+    )
+    from jianmu.llm.openai import OpenAIProvider
+    from jianmu.llm.provider import (
+        BaseLLMProvider,
+        ChatRequest,
+        LLMProvider,
+        LLMResponse,
+        StreamDone,
+        StreamEvent,
+        TextDelta,
+        ToolCallReady,
+        Usage,
+        from_config,
+        provider_from_config,
+        takes_requests,
+        tool_choice_to_openai,
+        tools_to_openai,
+    )
+    from jianmu.llm.scripted import ScriptedLLM, ScriptedRequest, estimate_tokens
 
 __all__ = (
     "AnthropicProvider",
@@ -60,3 +69,35 @@ __all__ = (
     "tool_choice_to_openai",
     "tools_to_openai",
 )
+
+_HOLDERS = {
+    "jianmu.llm.anthropic": ("AnthropicProvider",),
+    "jianmu.llm.messages": (
+        "Message",
+        "Role",
+        "coerce_messages",
+        "messages_from_anthropic",
+        "messages_from_openai",
+        "messages_to_anthropic",
+        "messages_to_openai",
+    ),
+    "jianmu.llm.openai": ("OpenAIProvider",),
+    "jianmu.llm.provider": (
+        "BaseLLMProvider",
+        "ChatRequest",
+        "LLMProvider",
+        "LLMResponse",
+        "StreamDone",
+        "StreamEvent",
+        "TextDelta",
+        "ToolCallReady",
+        "Usage",
+        "from_config",
+        "provider_from_config",
+        "takes_requests",
+        "tool_choice_to_openai",
+        "tools_to_openai",
+    ),
+    "jianmu.llm.scripted": ("ScriptedLLM", "ScriptedRequest", "estimate_tokens"),
+}
+__getattr__, __dir__ = lazy_names(__name__, _HOLDERS, __all__)

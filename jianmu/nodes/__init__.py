@@ -1,25 +1,36 @@
 """Behaviour-tree nodes: tools, the model, the ReAct loop, typed answers, history processors
-and agents that call agents (skills' nodes: `jianmu.skills`)."""
+and agents that call agents (skills' nodes: `jianmu.skills`).
 
-from jianmu.nodes.agent_llm import AgentLLMNode
-from jianmu.nodes.agents import AgentSwitch, AgentTool, Handoff, agent_tool, handoff
-from jianmu.nodes.history import (
-    HistoryContext,
-    HistoryProcessor,
-    HistorySummary,
-    MessageHistory,
-    SummarizeHistory,
-    TrimHistory,
-    estimate_message_tokens,
-    summarize_history,
-    token_counter,
-    trim_history,
-)
-from jianmu.nodes.output import OutputMode, OutputSpec
-from jianmu.nodes.react import ReActLoop, create_react_node
-from jianmu.nodes.state import AgentState
-from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
-from jianmu.nodes.tool_node import ToolNode
+Its names load on first use (module ``__getattr__``): importing one imports only the module
+that holds it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jianmu._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from jianmu.nodes.agent_llm import AgentLLMNode
+    from jianmu.nodes.agents import AgentSwitch, AgentTool, Handoff, agent_tool, handoff
+    from jianmu.nodes.history import (
+        HistoryContext,
+        HistoryProcessor,
+        HistorySummary,
+        MessageHistory,
+        SummarizeHistory,
+        TrimHistory,
+        estimate_message_tokens,
+        summarize_history,
+        token_counter,
+        trim_history,
+    )
+    from jianmu.nodes.output import OutputMode, OutputSpec
+    from jianmu.nodes.react import ReActLoop, create_react_node
+    from jianmu.nodes.state import AgentState
+    from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
+    from jianmu.nodes.tool_node import ToolNode
 
 __all__ = (
     "AgentLLMNode",
@@ -48,3 +59,25 @@ __all__ = (
     "trim_history",
 )
 
+_HOLDERS = {
+    "jianmu.nodes.agent_llm": ("AgentLLMNode",),
+    "jianmu.nodes.agents": ("AgentSwitch", "AgentTool", "Handoff", "agent_tool", "handoff"),
+    "jianmu.nodes.history": (
+        "HistoryContext",
+        "HistoryProcessor",
+        "HistorySummary",
+        "MessageHistory",
+        "SummarizeHistory",
+        "TrimHistory",
+        "estimate_message_tokens",
+        "summarize_history",
+        "token_counter",
+        "trim_history",
+    ),
+    "jianmu.nodes.output": ("OutputMode", "OutputSpec"),
+    "jianmu.nodes.react": ("ReActLoop", "create_react_node"),
+    "jianmu.nodes.state": ("AgentState",),
+    "jianmu.nodes.tool_executor": ("ToolExecutor", "ToolExecutorConfig"),
+    "jianmu.nodes.tool_node": ("ToolNode",),
+}
+__getattr__, __dir__ = lazy_names(__name__, _HOLDERS, __all__)

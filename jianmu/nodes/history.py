@@ -434,7 +434,7 @@ _SUMMARY_LEAD = "Summary of the conversation so far:\n"
 class HistorySummary(BaseModel):
     """A summary that stands, in what is sent, for the stored messages before ``upto``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     upto: int
     """How many stored messages (after the leading system messages) it replaces."""

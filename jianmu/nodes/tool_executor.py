@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -246,8 +247,12 @@ class ToolExecutorConfig(BaseModel):
 _SHARED_GUARDS: dict[tuple[int, str | None], GuardEnforcer] = {}
 """The guard of the runs under each read-only constraints object (which lives for good)."""
 
-_DEFAULT_CONFIG = ToolExecutorConfig()
-"""What an executor given no config uses (frozen: one serves them all)."""
+
+@functools.cache
+def _default_config() -> ToolExecutorConfig:
+    """What an executor given no config uses (frozen: one serves them all), made by the first
+    executor rather than at import, where it would build the model's validator."""
+    return ToolExecutorConfig()
 
 
 class ToolExecutor(AsyncNode):
@@ -291,7 +296,7 @@ class ToolExecutor(AsyncNode):
     ) -> None:
         super().__init__(name)
         self.toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(tools or ())
-        self.config = config or _DEFAULT_CONFIG
+        self.config = config or _default_config()
         self.constraints = constraints
         self._enforcer: GuardEnforcer | None = None
         self._runners = RunnerCache()

@@ -1,10 +1,21 @@
-"""The runtime: async nodes, the reactive runner, events, interaction and checkpoints."""
+"""The runtime: async nodes, the reactive runner, events, interaction and checkpoints.
 
-from jianmu.runtime.async_node import AsyncNode, RuntimeNode
-from jianmu.runtime.checkpoint import Checkpointer, SQLiteCheckpointer
-from jianmu.runtime.context import ApprovalDecision, ApprovalRequest, Interaction, RunContext
-from jianmu.runtime.events import Event, EventBus
-from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
+Its names load on first use (module ``__getattr__``): importing one imports only the module
+that holds it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jianmu._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from jianmu.runtime.async_node import AsyncNode, RuntimeNode
+    from jianmu.runtime.checkpoint import Checkpointer, SQLiteCheckpointer
+    from jianmu.runtime.context import ApprovalDecision, ApprovalRequest, Interaction, RunContext
+    from jianmu.runtime.events import Event, EventBus
+    from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 
 __all__ = (
     "ApprovalDecision",
@@ -21,3 +32,12 @@ __all__ = (
     "RuntimeNode",
     "SQLiteCheckpointer",
 )
+
+_HOLDERS = {
+    "jianmu.runtime.async_node": ("AsyncNode", "RuntimeNode"),
+    "jianmu.runtime.checkpoint": ("Checkpointer", "SQLiteCheckpointer"),
+    "jianmu.runtime.context": ("ApprovalDecision", "ApprovalRequest", "Interaction", "RunContext"),
+    "jianmu.runtime.events": ("Event", "EventBus"),
+    "jianmu.runtime.runner": ("ReactiveRunner", "RunResult", "RunStatus"),
+}
+__getattr__, __dir__ = lazy_names(__name__, _HOLDERS, __all__)

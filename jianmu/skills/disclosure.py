@@ -9,12 +9,13 @@ apply. With one short skill the body goes into the prompt at once (``eager``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from jianmu.errors import ConfigError, ToolExecutionError, ToolInputError
-from jianmu.skills.bt import describe_inputs
-from jianmu.skills.skill import Skill
 from jianmu.tools.base import Tool
+
+if TYPE_CHECKING:
+    from jianmu.skills.skill import Skill
 
 __all__ = (
     "DEFAULT_EAGER_MAX_CHARS",
@@ -78,6 +79,8 @@ def listing_prompt(skills: Iterable[Skill]) -> str:
     for skill in skills:
         description = " ".join(skill.description.split())
         if skill.is_bt:
+            from jianmu.skills.bt import describe_inputs  # the BT engine: only for a BT skill
+
             description += f" (behaviour tree: run it with run_bt_skill; inputs: " \
                            f"{describe_inputs(skill)})"
         lines.append(f"- {skill.name}: {description}")
@@ -137,6 +140,8 @@ class LoadSkillTool(Tool):
         listing = "\n".join(f"- {path} ({size} bytes)" for path, size in files) or "none"
         parts = [f"# Skill: {skill.name}", base_dir_note(skill), skill.body or skill.description]
         if skill.is_bt:
+            from jianmu.skills.bt import describe_inputs
+
             parts.append(f"Run it with run_bt_skill; inputs: {describe_inputs(skill)}")
         parts.append(
             f"## Files of this skill (paths relative to {skill.base_dir}; read them with "

@@ -25,14 +25,9 @@ from jianmu.errors import MCPError
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider
-from jianmu.nodes.agent_llm import recent_messages
-from jianmu.nodes.output import OutputMode, OutputSpec, output_spec
-from jianmu.nodes.react import ReActLoop, create_react_node
 from jianmu.nodes.tool_executor import ToolExecutorConfig
 from jianmu.runtime.async_node import RuntimeNode
 from jianmu.runtime.context import RunContext
-from jianmu.skills.bt import RunBTSkillTool
-from jianmu.skills.catalog import SkillCatalog
 from jianmu.skills.disclosure import (
     DEFAULT_EAGER_MAX_CHARS,
     Disclosure,
@@ -41,15 +36,18 @@ from jianmu.skills.disclosure import (
     is_progressive,
     listing_prompt,
 )
-from jianmu.skills.skill import Skill
-from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool, SkillBashTool
 from jianmu.tools.base import Tool
-from jianmu.tools.builtin.bash import BashTool
 from jianmu.tools.registry import ToolSet
 
+# The modules a skill's subtree is compiled from (the ReAct loop, the catalog, skills, the skill
+# and BT-skill tools, the built-in bash) load on the first tick, not with the node's class.
 if TYPE_CHECKING:
     from jianmu.mcp import MCPClient, MCPToolProvider
+    from jianmu.nodes.output import OutputMode, OutputSpec
+    from jianmu.nodes.react import ReActLoop
     from jianmu.nodes.tool_executor import ToolExecutor
+    from jianmu.skills.catalog import SkillCatalog
+    from jianmu.skills.skill import Skill
     from jianmu.state import StateView
 
 __all__ = (
@@ -272,6 +270,8 @@ class PrepareSkillContext(RuntimeNode, py_trees.behaviour.Behaviour):
         outer = self.owner.outer_state
         limit = self.owner.history_limit()
         messages = list(outer.get("messages") or []) if outer is not None else []
+        from jianmu.nodes.agent_llm import recent_messages
+
         history = recent_messages(messages, limit) if limit else []
         self.state.update({"messages": [*history, *self.owner.config.seed_messages]})
         return Status.SUCCESS
@@ -332,6 +332,8 @@ class SkillNode(FlattenedAgentNode):
         self.catalog = catalog
         self.config = config or SkillNodeConfig()
         self.custom_tools = list(tools)
+        from jianmu.nodes.output import output_spec  # typed answers: loaded by a node that has one
+
         self.output: OutputSpec | None = output_spec(output_type, output_mode, output_retries)
         """The answer's type and how it is asked for (None: free text)."""
         if self.output is not None:
@@ -362,6 +364,9 @@ class SkillNode(FlattenedAgentNode):
     # -- the steps of a skill node --------------------------------------------------------------
     def _load_skills(self) -> list[Skill]:
         """Resolve names through the catalog; `Skill` objects pass through."""
+        from jianmu.skills.catalog import SkillCatalog
+        from jianmu.skills.skill import Skill
+
         if self.catalog is None and any(isinstance(s, str) for s in self.skill_refs):
             self.catalog = SkillCatalog(config=self.ctx.config, custom_tools=self.custom_tools)
         return [
@@ -377,6 +382,9 @@ class SkillNode(FlattenedAgentNode):
     def _resolve_tools(self, active: Iterable[Skill]) -> ToolSet:
         """The active skills' tools (custom ones win), the skill-file tools, ``load_skill``
         when progressive, BT skills as ``run_bt_skill``; deny removed."""
+        from jianmu.skills.bt import RunBTSkillTool
+        from jianmu.skills.skill_tools import ReadSkillFileTool, RunSkillScriptTool
+
         toolset = ToolSet()
         for skill in active:
             toolset = toolset.merge(skill.toolset(self.custom_tools))
@@ -397,6 +405,9 @@ class SkillNode(FlattenedAgentNode):
     def _skill_bash(self, tools: Iterable[Tool]) -> list[Tool]:
         """``tools`` with the built-in ``bash`` made the skills' (`SkillBashTool`): its
         commands see the loaded skills' folders read-only, where `load_skill` says they are."""
+        from jianmu.skills.skill_tools import SkillBashTool
+        from jianmu.tools.builtin.bash import BashTool
+
         return [SkillBashTool(self._loaded) if type(t) is BashTool else t for t in tools]
 
     def _add_mcp_source(self, skills: Sequence[Skill]) -> None:
@@ -474,6 +485,8 @@ class SkillNode(FlattenedAgentNode):
     # -- FlattenedAgentNode ----------------------------------------------------------------------
     def compile_subtree(self) -> py_trees.behaviour.Behaviour:
         """Load, merge, resolve, then build [prepare → ReAct]."""
+        from jianmu.nodes.react import create_react_node
+
         self.skills = self._load_skills()
         self.progressive = is_progressive(
             self.skills, self.config.disclosure, self.config.eager_max_chars

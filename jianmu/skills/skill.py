@@ -39,8 +39,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jianmu.constraints import Constraints, SkillConstraints
 from jianmu.errors import ConfigError, PathEscapeError
-from jianmu.guard._rules import parse_rule
-from jianmu.mcp.provider import mcp_tool_names
 from jianmu.tools.builtin._paths import PinnedFolder
 
 if TYPE_CHECKING:
@@ -134,6 +132,8 @@ def _ignored(entry: str, why: str) -> AllowedTool:
 def _mcp_name(name: str) -> str | None:
     """``mcp__github__create_issue`` → ``github__create_issue`` (``mcp__github`` → ``github``),
     spelled as `MCPToolProvider` names the tool; ``None`` for a name without a server."""
+    from jianmu.mcp.provider import mcp_tool_names  # the MCP client comes only with such a name
+
     server, _, tool = name[len(_MCP_PREFIX):].partition("__")
     if not server:
         return None
@@ -156,6 +156,8 @@ def map_allowed_tool(entry: str, is_known: ToolChecker | None = None) -> Allowed
     Raises:
         ValueError: the entry's pattern is invalid (empty parentheses, ``:*`` without a prefix).
     """
+    from jianmu.guard._rules import parse_rule  # the shell grammar loads when a skill names tools
+
     try:
         rule = parse_rule(entry)
     except ConfigError as exc:
