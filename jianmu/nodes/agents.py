@@ -266,6 +266,10 @@ def build_team(
 
 T = TypeVar("T")
 
+MAX_AGENT_DEPTH = 8
+"""How deep agent tools may nest (an agent that calls itself, directly or through others):
+each level has its own iteration cap, so without this the run's work would have none."""
+
 _ESCAPED = re.compile(r"[%./#\s]")
 AgentFactory = Callable[[], py_trees.behaviour.Behaviour]
 """Builds a fresh tree of the sub-agent (one per call, so calls may run in parallel)."""
@@ -420,6 +424,8 @@ class _SubRun(ReactiveRunner):
         self.ctx.events = _AgentEvents(parent.events, label)
         self.ctx.tracer = parent.tracer
         self.ctx.steps = None if parent.steps is None else _ScopedSteps(parent.steps, prefix)
+        self.ctx.running_calls = parent.running_calls  # the caller's calls in flight count here
+        self.depth = getattr(parent.runner, "depth", 0) + 1
         self.parent = parent
         self.label = label
         self.view = view
@@ -565,6 +571,11 @@ class AgentTool(Tool):
             ToolSuspended: the sub-agent waits for a person; the call runs again afterwards.
             ToolExecutionError: the sub-agent failed (its error in the message).
         """
+        if getattr(ctx.runner, "depth", 0) >= MAX_AGENT_DEPTH:
+            raise ToolExecutionError(
+                f"agent {self.name!r} not run: agent tools are nested {MAX_AGENT_DEPTH} deep "
+                "(an agent calling itself?); answer with what you have"
+            )
         label = _label(call_id or "call")
         relative = f"{self.name}/{label}"
         view = state.scope(relative)

@@ -369,7 +369,12 @@ class ToolExecutor(AsyncNode):
             allowed = self._admit(calls)
             if allowed is None:
                 return Status.RUNNING
-            await self._execute(allowed)
+            batch, running = object(), self.ctx.running_calls
+            running[batch] = len(allowed)
+            try:
+                await self._execute(allowed)
+            finally:
+                running.pop(batch, None)
         except BaseException:  # cancelled (halted, pre-empted): keep what finished
             held, self._held = self._held, None
             if held:
@@ -419,12 +424,12 @@ class ToolExecutor(AsyncNode):
         toolset = self.toolset
         pending = [toolset.canonical(c) for c in calls if c.id not in done]
         known = [c for c, found in pending if found is not None]
+        ledger = GuardLedger.of(ledger_view(self).get("guard_ledger"))
+        running = sum(self.ctx.running_calls.values())
+        if running:  # calls of enclosing runs (agent tools) that are not done yet count too
+            ledger = ledger.model_copy(update={"calls_made": ledger.calls_made + running})
         decisions = enforcer.preflight(
-            known,
-            toolset,
-            run=self.ctx,
-            tokens_used=tokens_spent(self),
-            ledger=GuardLedger.of(ledger_view(self).get("guard_ledger")),
+            known, toolset, run=self.ctx, tokens_used=tokens_spent(self), ledger=ledger,
             events=self.events,
         )
         waiting = [(c, d) for c, d in zip(known, decisions, strict=True) if d.awaiting_approval]
