@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -146,6 +147,10 @@ def finish_span(
         span.set_attribute(GEN_AI_TOOL_CALL_RESULT, result.text[:4000])
 
 
+MAX_CALL_ID = 128
+"""The longest call id kept as the model sent it; a longer one is cut and given a digest."""
+
+
 def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     """``calls`` with each id unique in the batch and unused in the run, derived the same each
     time.
@@ -166,10 +171,17 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     seen: set[str] = set()
     out: list[ToolCall] = []
     for call in calls:
-        call_id, n = call.id, 0
+        # '/' separates the parts of a sub-agent's request id (``helper/<call>/<its call>``):
+        # an id of the caller's own must never read as one, or its approval would be the
+        # sub-agent's too
+        base = call.id.replace("/", "%2F")
+        if len(base) > MAX_CALL_ID:  # it names state namespaces, requests and steps: keep it short
+            digest = hashlib.sha256(base.encode("utf-8", "replace")).hexdigest()[:16]
+            base = f"{base[:MAX_CALL_ID - 17]}~{digest}"
+        call_id, n = base, 0
         while call_id in seen or spent(call_id):
             n += 1
-            call_id = f"{call.id}.{n}"
+            call_id = f"{base}.{n}"
         seen.add(call_id)
         out.append(call if call_id == call.id else call.with_id(call_id))
     return out
