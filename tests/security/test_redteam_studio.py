@@ -9,11 +9,15 @@ string broke the endpoints with a server error.
 # ruff: noqa: F811 - the studio's fixtures are imported by name, and the tests take them
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
+from jianmu.errors import CheckpointError
 from jianmu.runtime import SQLiteCheckpointer
+from jianmu.runtime.fork import fork_run
 from tests.studio.conftest import TOKEN, anonymous, checkpoints, client, run_id  # noqa: F401
 from tests.studio.test_app import _csrf
 
@@ -48,6 +52,10 @@ def test_a_fork_from_a_bad_point_or_body_is_refused(client: TestClient, run_id: 
     for other in ("nope", "..%2f..%2fetc", "x" * 5000):
         assert client.post(f"/run/cp/{other}/fork", json={"point": 0},
                            headers=csrf).status_code in (400, 404)
+    with SQLiteCheckpointer(checkpoints) as store:  # what `jianmu runs fork --at` calls
+        for point in (HUGE, -1):
+            with pytest.raises(CheckpointError, match="point"):
+                fork_run(store, run_id, point)
     assert _runs(checkpoints) == before
 
 
@@ -65,3 +73,16 @@ def test_state_changing_endpoints_take_only_posts(client: TestClient, run_id: st
         assert client.get(path).status_code in (404, 405), path
         assert client.put(path, json={}).status_code == 403, path  # no CSRF token
     assert client.get(f"/api/run/cp/{run_id}").json()["status"] == "suspended"
+
+
+def test_the_studios_scripts_never_turn_data_into_markup_or_code() -> None:
+    import jianmu.studio
+
+    static = Path(jianmu.studio.__file__).parent / "static"
+    sinks = re.compile(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|"
+                       r"new Function|setAttribute\(\s*[\"'](?:on|href|src|style)", re.I)
+    scripts = sorted(static.glob("*.js"))
+    assert scripts
+    for script in scripts:
+        found = sinks.findall(script.read_text(encoding="utf-8"))
+        assert not found, (script.name, found)
