@@ -229,12 +229,14 @@ class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
 
 
 def build_team(
-    entry: str, entry_round: py_trees.behaviour.Behaviour, entry_handoffs: list[Handoff]
+    entry: str, entry_round: py_trees.behaviour.Behaviour, entry_handoffs: list[Handoff],
+    constraints: Constraints | None = None,
 ) -> AgentSwitch:
     """The switch over ``entry`` and every agent its hand-offs reach (transitively).
 
     Each target's round moves into the team: a hand-off target runs inside the loop of the
-    agent placed in the tree, not on its own.
+    agent placed in the tree, not on its own, and under that agent's ``constraints`` too (a
+    hand-off must not be a way around the first agent's guard).
 
     Raises:
         HandoffError: two different agents of the team share a name.
@@ -256,12 +258,22 @@ def build_team(
             continue
         round_ = target.own_round
         round_.parent = None  # it joins this team's switch
+        if constraints is not None:
+            _tighten(round_, constraints)
         if getattr(target, "llm_node", None) is not None:
             target.llm_node.agent_name = target.name
         members[target.name] = round_
         handoffs[target.name] = list(target.handoffs)
         queue.extend(target.handoffs)
     return AgentSwitch(f"{entry}.agents", list(members.items()), handoffs)
+
+
+def _tighten(node: py_trees.behaviour.Behaviour, outer: Constraints) -> None:
+    """Hold ``node`` and the nodes below it to ``outer`` as well as their own layer."""
+    if isinstance(node, RuntimeNode):
+        node.constraints = Constraints.merge(outer, node.constraints)
+    for child in node.children:
+        _tighten(child, outer)
 
 
 T = TypeVar("T")
