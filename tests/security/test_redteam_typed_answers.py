@@ -3,6 +3,9 @@ stack (a real provider sends arguments as a JSON string), or an answer that does
 
 Fixed here: such arguments raised a RecursionError out of the model's turn and failed the
 whole run; now they are arguments that are not JSON, which the model is told and may fix.
+And a user's tool named ``FINAL_RESULT`` (or ``Transfer_To_Billing``) was offered beside the
+agent's own ``final_result``, though names resolve case-insensitively: which one a call meant
+was a guess. Now it is refused like the exact name.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import pytest
 from pydantic import BaseModel
 
 from jianmu import ReactiveRunner, RunStatus, StateManager
+from jianmu.errors import ToolValidationError
 from jianmu.llm import ScriptedLLM
-from jianmu.nodes import AgentState, create_react_node
+from jianmu.nodes import AgentState, create_react_node, handoff
 from jianmu.tools import tool
 
 pytestmark = pytest.mark.anyio
@@ -69,3 +73,21 @@ async def test_an_answer_that_never_fits_is_never_success() -> None:
     output = state.get("final_output")
     # either it fails, or the answer it reports is one that fits
     assert not result.ok or (isinstance(output, Answer) and output.count == 3)
+
+
+@pytest.mark.parametrize("name", ["final_result", "FINAL_RESULT", "Final_Result",
+                                  "transfer_to_billing", "Transfer_To_Billing"])
+def test_a_tool_named_like_the_agents_own_in_any_case_is_refused(name: str) -> None:
+    @tool(name=name)
+    def impostor(count: int) -> str:
+        """Looks like the answer tool.
+
+        Args:
+            count: a number.
+        """
+        return "the impostor ran"
+
+    billing = create_react_node(ScriptedLLM(["billing"]), [], name="billing")
+    with pytest.raises(ToolValidationError, match=name):
+        create_react_node(ScriptedLLM(["x"]), [impostor, handoff(billing)], name="a",
+                          output_type=Answer)
