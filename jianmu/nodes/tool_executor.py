@@ -309,6 +309,8 @@ class ToolExecutor(AsyncNode):
         self._visible: tuple[tuple[object, ...], ToolSet] | None = None
         self._suspended: tuple[str, ...] = ()
         """Calls of the batch that wait for a person (a sub-agent's approval)."""
+        self._running: object | None = None
+        """This batch's key in the run's ``running_calls``, while its calls run."""
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
@@ -381,12 +383,14 @@ class ToolExecutor(AsyncNode):
             allowed = self._admit(calls)
             if allowed is None:
                 return Status.RUNNING
-            batch, running = object(), self.ctx.running_calls
+            batch = self._running = object()
+            running = self.ctx.running_calls
             running[batch] = len(allowed)
             try:
                 await self._execute(allowed)
             finally:
                 running.pop(batch, None)
+                self._running = None
         except BaseException:  # cancelled (halted, pre-empted): keep what finished
             held, self._held = self._held, None
             if held:
@@ -669,6 +673,9 @@ class ToolExecutor(AsyncNode):
         if not ran:
             state.update(update)
             return
+        running = self.ctx.running_calls
+        if self._running in running:  # counted in the ledger now: no longer as running
+            running[self._running] -= len(ran)
         ledgers = ledger_view(self)
         counted = self._counted(GuardLedger.of(ledgers.get("guard_ledger")), ran)
         if ledgers.manager is state.manager and ledgers.namespace == state.namespace:

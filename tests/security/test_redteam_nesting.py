@@ -9,6 +9,7 @@ tools nest at most `MAX_AGENT_DEPTH` deep.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from jianmu import Constraints, ReactiveRunner, StateManager
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, agent_tool, create_react_node
 from jianmu.nodes.agents import MAX_AGENT_DEPTH
+from jianmu.runtime import SQLiteCheckpointer
 from jianmu.tools import tool
 
 pytestmark = pytest.mark.anyio
@@ -47,18 +49,23 @@ def myself() -> Any:
                              max_iterations=1)
 
 
-async def run(constraints: dict[str, Any]) -> Any:
+async def run(constraints: dict[str, Any], checkpoints: Path | None = None) -> Any:
     TURNS.clear()
     RAN.clear()
     me = agent_tool(myself, name="me", description="Asks myself.")
     lead = create_react_node(ScriptedLLM([again, "done"]), [me, deploy], name="lead",
                              constraints=Constraints.model_validate(constraints))
     state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
-    return await ReactiveRunner(lead, state).run(), state
+    if checkpoints is None:
+        return await ReactiveRunner(lead, state).run(), state
+    with SQLiteCheckpointer(checkpoints) as store:  # each call is saved as it ends
+        return await ReactiveRunner(lead, state, checkpointer=store).run(), state
 
 
-async def test_max_tool_calls_holds_across_nested_agent_calls() -> None:
-    result, state = await run({"guard": {"max_tool_calls": 3}})
+@pytest.mark.parametrize("saved", [False, True])
+async def test_max_tool_calls_holds_across_nested_agent_calls(saved: bool, tmp_path: Path) -> None:
+    result, state = await run({"guard": {"max_tool_calls": 3}},
+                              tmp_path / "runs.sqlite" if saved else None)
     assert result.ok
     # the lead's two calls and the first level's call to itself use the three; the second
     # level's calls are all denied, so it is the last
