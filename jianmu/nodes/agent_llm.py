@@ -91,11 +91,12 @@ def _refuse_clashes(names: Sequence[str], own: Sequence[Any]) -> None:
     Raises:
         ToolValidationError: naming the tool.
     """
-    taken = set(names)
+    taken = {n.lower(): n for n in names}  # tool names resolve ASCII case-insensitively
     for tool in own:
-        if tool.name in taken:
-            raise ToolValidationError(tool.name, [
-                f"a tool named {tool.name!r} is given, and the agent's "
+        given = taken.get(tool.name.lower())
+        if given is not None:
+            raise ToolValidationError(given, [
+                f"a tool named {given!r} is given, and the agent's "
                 f"{'hand-off' if tool.name.startswith('transfer_to_') else 'answer'} tool has "
                 "that name; rename the tool"
             ])

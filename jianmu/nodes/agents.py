@@ -241,12 +241,14 @@ class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
 
 
 def build_team(
-    entry: str, entry_round: py_trees.behaviour.Behaviour, entry_handoffs: list[Handoff]
+    entry: str, entry_round: py_trees.behaviour.Behaviour, entry_handoffs: list[Handoff],
+    constraints: Constraints | None = None,
 ) -> AgentSwitch:
     """The switch over ``entry`` and every agent its hand-offs reach (transitively).
 
     Each target's round moves into the team: a hand-off target runs inside the loop of the
-    agent placed in the tree, not on its own.
+    agent placed in the tree, not on its own, and under that agent's ``constraints`` too (a
+    hand-off must not be a way around the first agent's guard).
 
     Raises:
         HandoffError: two different agents of the team share a name.
@@ -268,6 +270,8 @@ def build_team(
             continue
         round_ = target.own_round
         round_.parent = None  # it joins this team's switch
+        if constraints is not None:
+            _tighten(round_, constraints)
         if getattr(target, "llm_node", None) is not None:
             target.llm_node.agent_name = target.name
         members[target.name] = round_
@@ -276,7 +280,19 @@ def build_team(
     return AgentSwitch(f"{entry}.agents", list(members.items()), handoffs)
 
 
+def _tighten(node: py_trees.behaviour.Behaviour, outer: Constraints) -> None:
+    """Hold ``node`` and the nodes below it to ``outer`` as well as their own layer."""
+    if isinstance(node, RuntimeNode):
+        node.constraints = Constraints.merge(outer, node.constraints)
+    for child in node.children:
+        _tighten(child, outer)
+
+
 T = TypeVar("T")
+
+MAX_AGENT_DEPTH = 8
+"""How deep agent tools may nest (an agent that calls itself, directly or through others):
+each level has its own iteration cap, so without this the run's work would have none."""
 
 _ESCAPED = re.compile(r"[%./#\s]")
 AgentFactory = Callable[[], py_trees.behaviour.Behaviour]
@@ -432,6 +448,8 @@ class _SubRun(ReactiveRunner):
         self.ctx.events = _AgentEvents(parent.events, label)
         self.ctx.tracer = parent.tracer
         self.ctx.steps = None if parent.steps is None else _ScopedSteps(parent.steps, prefix)
+        self.ctx.running_calls = parent.running_calls  # the caller's calls in flight count here
+        self.depth = getattr(parent.runner, "depth", 0) + 1
         self.parent = parent
         self.label = label
         self.view = view
@@ -577,6 +595,11 @@ class AgentTool(Tool):
             ToolSuspended: the sub-agent waits for a person; the call runs again afterwards.
             ToolExecutionError: the sub-agent failed (its error in the message).
         """
+        if getattr(ctx.runner, "depth", 0) >= MAX_AGENT_DEPTH:
+            raise ToolExecutionError(
+                f"agent {self.name!r} not run: agent tools are nested {MAX_AGENT_DEPTH} deep "
+                "(an agent calling itself?); answer with what you have"
+            )
         label = _label(call_id or "call")
         relative = f"{self.name}/{label}"
         view = state.scope(relative)

@@ -305,7 +305,7 @@ class OutputSpec:
         if isinstance(args, str):
             try:
                 args = json.loads(args) if args.strip() else {}
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # nested past the stack: not JSON
                 return Checked(False, problems=(("$", f"arguments are not JSON: {exc}"),), raw=raw)
         try:
             checked = shape.checker.validate_python(args)

@@ -223,7 +223,7 @@ def create_react_node(
     child: py_trees.behaviour.Behaviour = round_
     if handoffs:
         model.agent_name = name
-        child = build_team(name, round_, handoffs)
+        child = build_team(name, round_, handoffs, constraints)
     loop = ReActLoop(name, child, max_iterations=max_iterations, constraints=constraints)
     loop.own_round = round_
     loop.handoffs = handoffs

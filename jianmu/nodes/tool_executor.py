@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -150,6 +151,10 @@ def finish_span(
         span.set_attribute(GEN_AI_TOOL_CALL_RESULT, result.text[:4000])
 
 
+MAX_CALL_ID = 128
+"""The longest call id kept as the model sent it; a longer one is cut and given a digest."""
+
+
 def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     """``calls`` with each id unique in the batch and unused in the run, derived the same each
     time.
@@ -170,10 +175,17 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     seen: set[str] = set()
     out: list[ToolCall] = []
     for call in calls:
-        call_id, n = call.id, 0
+        # '/' separates the parts of a sub-agent's request id (``helper/<call>/<its call>``):
+        # an id of the caller's own must never read as one, or its approval would be the
+        # sub-agent's too
+        base = call.id.replace("/", "%2F")
+        if len(base) > MAX_CALL_ID:  # it names state namespaces, requests and steps: keep it short
+            digest = hashlib.sha256(base.encode("utf-8", "replace")).hexdigest()[:16]
+            base = f"{base[:MAX_CALL_ID - 17]}~{digest}"
+        call_id, n = base, 0
         while call_id in seen or spent(call_id):
             n += 1
-            call_id = f"{call.id}.{n}"
+            call_id = f"{base}.{n}"
         seen.add(call_id)
         out.append(call if call_id == call.id else call.with_id(call_id))
     return out
@@ -305,6 +317,8 @@ class ToolExecutor(AsyncNode):
         self._visible: tuple[tuple[object, ...], ToolSet] | None = None
         self._suspended: tuple[str, ...] = ()
         """Calls of the batch that wait for a person (a sub-agent's approval)."""
+        self._running: object | None = None
+        """This batch's key in the run's ``running_calls``, while its calls run."""
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
@@ -377,7 +391,14 @@ class ToolExecutor(AsyncNode):
             allowed = self._admit(calls)
             if allowed is None:
                 return Status.RUNNING
-            await self._execute(allowed)
+            batch = self._running = object()
+            running = self.ctx.running_calls
+            running[batch] = len(allowed)
+            try:
+                await self._execute(allowed)
+            finally:
+                running.pop(batch, None)
+                self._running = None
         except BaseException:  # cancelled (halted, pre-empted): keep what finished
             held, self._held = self._held, None
             if held:
@@ -426,12 +447,13 @@ class ToolExecutor(AsyncNode):
         toolset = self.toolset
         pending = [toolset.canonical(c) for c in calls if c.id not in done]
         known = [(c, found) for c, found in pending if found is not None]
+        ledger = GuardLedger.of(ledger_view(self).get("guard_ledger"))
+        running = sum(self.ctx.running_calls.values())
+        if running:  # calls of enclosing runs (agent tools) that are not done yet count too
+            ledger = ledger.model_copy(update={"calls_made": ledger.calls_made + running})
         decisions = enforcer.preflight(
-            [c for c, _ in known],
-            toolset,
-            run=self.ctx,
-            tokens_used=tokens_spent(self),
-            ledger=GuardLedger.of(ledger_view(self).get("guard_ledger")),
+            [c for c, _ in known], toolset, run=self.ctx, tokens_used=tokens_spent(self),
+            ledger=ledger,
             events=self.events,
             resolved=[found for _, found in known],
         )
@@ -662,6 +684,9 @@ class ToolExecutor(AsyncNode):
         if not ran:
             state.update(update)
             return
+        running = self.ctx.running_calls
+        if self._running in running:  # counted in the ledger now: no longer as running
+            running[self._running] -= len(ran)
         ledgers = ledger_view(self)
         counted = self._counted(GuardLedger.of(ledgers.get("guard_ledger")), ran)
         if ledgers.manager is state.manager and ledgers.namespace == state.namespace:

@@ -249,6 +249,9 @@ class RunContext:
     """The `ReactiveRunner` ticking this run (for nodes that compile subtrees lazily)."""
     steps: StepRecorder | None = field(default=None, repr=False)
     """Records model turns and tool calls when the run is durable (`jianmu.durable`)."""
+    running_calls: dict[object, int] = field(default_factory=dict, repr=False)
+    """Admitted tool calls still running, per batch; shared with the runs of sub-agents, whose
+    guard counts them as made (an agent tool's own call ends only after its sub-agent's)."""
 
     def __post_init__(self) -> None:
         if not self.events.run_id:

@@ -341,6 +341,8 @@ class RunHistory:
         Raises:
             CheckpointError: the run has no such point.
         """
+        if not 0 <= number < 2**63:  # none is recorded there, and SQLite cannot even look
+            raise CheckpointError(self._no_point(run_id, number))
         cached = self._frames.get(run_id)
         start = cached if cached is not None and cached.number <= number else None
         if start is not None and start.number == number:

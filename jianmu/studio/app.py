@@ -147,10 +147,9 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         if decision not in ("approve", "reject"):
             return JSONResponse({"error": f"no action {decision!r}"}, 404)
         approved = decision == "approve"
-        try:
-            body = await request.json()
-        except ValueError:
-            return JSONResponse({"error": "send a JSON body"}, 400)
+        body = await _json_object(request)
+        if body is None:
+            return JSONResponse({"error": "send a JSON object"}, 400)
         call_id, text = body.get("call_id"), body.get("message") or None
         if not isinstance(call_id, str) or not (text is None or isinstance(text, str)):
             return JSONResponse({"error": "call_id (text) is required"}, 400)
@@ -162,10 +161,9 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         return JSONResponse({"ok": True, "message": done, "by": by_name})
 
     async def fork(request: Request) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            return JSONResponse({"error": "send a JSON body"}, 400)
+        body = await _json_object(request)
+        if body is None:
+            return JSONResponse({"error": "send a JSON object"}, 400)
         point, state = body.get("point"), body.get("state")
         if not isinstance(point, int) or isinstance(point, bool) or point < 0:
             return JSONResponse({"error": "point (a number from the time slider) is required"},
@@ -206,6 +204,15 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                     lifespan=lifespan)
     app.add_middleware(TokenGuard, token=token)
     return app
+
+
+async def _json_object(request: Request) -> dict[str, Any] | None:
+    """The request's JSON body when it is an object; None for anything else."""
+    try:
+        body = await request.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def _inside(cwd: str | None, folder: str) -> bool:

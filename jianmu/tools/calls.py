@@ -126,7 +126,7 @@ def _decode_arguments(raw: Any) -> Any:
             return {}
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past Python's stack: not usable JSON
             return raw
     return raw
 

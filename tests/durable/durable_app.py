@@ -18,7 +18,7 @@ from jianmu.config import AppConfig
 from jianmu.durable import DurableEngine
 from jianmu.llm.messages import Message
 from jianmu.llm.scripted import ScriptedLLM
-from jianmu.nodes import AgentState, ToolExecutorConfig, create_react_node
+from jianmu.nodes import AgentState, ToolExecutorConfig, agent_tool, create_react_node
 from jianmu.state import StateManager
 from jianmu.tools import tool
 
@@ -106,6 +106,35 @@ def confirm(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
 
     llm = ScriptedLLM([turn] * 4)
     return create_react_node(llm, [deploy]), StateManager(AgentState)
+
+
+@engine.tree("agents")
+def agents(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """A lead that asks a helper agent, whose deploy asks a person first, then answers."""
+    path = inputs["path"]
+
+    @tool(permission="user_confirm")
+    def deploy(target: str) -> str:
+        """Deploy to a target (asks first)."""
+        _append(path, f"deployed {target}")
+        return "deployed"
+
+    def helper_turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "deploy_1", "name": "deploy", "arguments": {"target": "prod"}}]
+        return f"helper: {messages[-1].content}"
+
+    def helper() -> Any:
+        return create_react_node(ScriptedLLM([helper_turn] * 4), [deploy], name="helper")
+
+    def turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "ask_1", "name": "helper", "arguments": {"input": "deploy"}}]
+        return f"finished: {messages[-1].content}"
+
+    lead = create_react_node(ScriptedLLM([turn] * 4), [
+        agent_tool(helper, name="helper", description="Deploys."), deploy])
+    return lead, StateManager(AgentState)
 
 
 @engine.tree("quick")
