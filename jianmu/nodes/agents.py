@@ -294,6 +294,10 @@ MAX_AGENT_DEPTH = 8
 """How deep agent tools may nest (an agent that calls itself, directly or through others):
 each level has its own iteration cap, so without this the run's work would have none."""
 
+MAX_AGENT_RUNS = 256
+"""How many sub-agent runs one run may start, at every depth together: the depth cap alone
+bounds the work only by each level's iterations multiplied together, which is exponential."""
+
 _ESCAPED = re.compile(r"[%./#\s]")
 AgentFactory = Callable[[], py_trees.behaviour.Behaviour]
 """Builds a fresh tree of the sub-agent (one per call, so calls may run in parallel)."""
@@ -433,6 +437,8 @@ class _SubRun(ReactiveRunner):
     """One call's run of the sub-agent: the caller's state, context and approvals, its own
     ticks. Its checkpoints go into its namespace and save the caller's run."""
 
+    is_sub_run = True
+
     def __init__(
         self, root: _AgentRoot, state: StateManager, parent: RunContext, *,
         constraints: Constraints, label: str, prefix: str, view: StateView,
@@ -449,6 +455,7 @@ class _SubRun(ReactiveRunner):
         self.ctx.tracer = parent.tracer
         self.ctx.steps = None if parent.steps is None else _ScopedSteps(parent.steps, prefix)
         self.ctx.running_calls = parent.running_calls  # the caller's calls in flight count here
+        self.ctx.agent_runs = parent.agent_runs  # one count for the whole tree of sub-agents
         self.depth = getattr(parent.runner, "depth", 0) + 1
         self.parent = parent
         self.label = label
@@ -617,6 +624,12 @@ class AgentTool(Tool):
                         f"agent {self.name!r} is busy with call {self._holder!r}, which waits "
                         "for a person; this call runs after it"
                     )
+                if ctx.agent_runs[0] >= MAX_AGENT_RUNS:
+                    raise ToolExecutionError(
+                        f"agent {self.name!r} not run: this run already started "
+                        f"{MAX_AGENT_RUNS} agent runs; answer with what you have"
+                    )
+                ctx.agent_runs[0] += 1
                 runner = self._start(
                     arguments, view, record, ctx, constraints or ctx.constraints,
                     f"{node_path}/{self.name}[{label}]" if node_path else

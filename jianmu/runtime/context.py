@@ -252,6 +252,9 @@ class RunContext:
     running_calls: dict[object, int] = field(default_factory=dict, repr=False)
     """Admitted tool calls still running, per batch; shared with the runs of sub-agents, whose
     guard counts them as made (an agent tool's own call ends only after its sub-agent's)."""
+    agent_runs: list[int] = field(default_factory=lambda: [0], repr=False)
+    """Sub-agent runs started in this run's ``run()``, counted in one cell shared with the runs
+    of sub-agents, so `jianmu.nodes.agents.MAX_AGENT_RUNS` bounds the whole tree of them."""
 
     def __post_init__(self) -> None:
         if not self.events.run_id:

@@ -116,6 +116,9 @@ class ReactiveRunner:
         interactive: whether a person can approve; without, confirm policies become deny.
     """
 
+    is_sub_run = False
+    """True for the run of a sub-agent inside another run (it shares the caller's counts)."""
+
     def __init__(
         self,
         root: Behaviour,
@@ -271,6 +274,8 @@ class ReactiveRunner:
             raise RuntimeError("this runner is already running")
         self._running = True
         self._cancel_requested = False
+        if not self.is_sub_run:  # the count of sub-agent runs is per run of the whole tree
+            self.ctx.agent_runs[0] = 0
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._wake_event = asyncio.Event()

@@ -4,11 +4,14 @@ again, so a hostile model nests calls without end.
 Fixed here: an agent tool's call counts as made only when it ends, which for a chain of
 nested calls is never, so ``max_tool_calls`` held nothing and the nesting had no floor. Now
 the calls of enclosing runs still running count against the sub-agent's guard, and agent
-tools nest at most `MAX_AGENT_DEPTH` deep.
+tools nest at most `MAX_AGENT_DEPTH` deep. The depth cap alone bounds the work only by each
+level's iterations multiplied together (exponential), so a run also starts at most
+`MAX_AGENT_RUNS` sub-agent runs, at every depth together.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ import pytest
 
 from jianmu import Constraints, ReactiveRunner, StateManager
 from jianmu.llm import ScriptedLLM
-from jianmu.nodes import AgentState, agent_tool, create_react_node
+from jianmu.nodes import AgentState, agent_tool, agents, create_react_node
 from jianmu.nodes.agents import MAX_AGENT_DEPTH
 from jianmu.runtime import SQLiteCheckpointer
 from jianmu.tools import tool
@@ -79,3 +82,32 @@ async def test_agent_tools_nest_only_so_deep() -> None:
     # one turn per level (max_iterations=1), the deepest level refused, each level deploys
     assert len(TURNS) == MAX_AGENT_DEPTH + 1
     assert len(RAN) == MAX_AGENT_DEPTH + 1
+
+
+def fan_out(_messages: list[Any]) -> list[dict[str, Any]]:
+    TURNS.append(1)
+    return [{"name": "me", "arguments": {"input": f"again {i}"}} for i in range(3)]
+
+
+def fanning() -> Any:
+    me = agent_tool(fanning, name="me", description="Asks myself, three times at once.")
+    return create_react_node(ScriptedLLM([fan_out] * 10_000), [me], name="me", max_iterations=1)
+
+
+async def test_a_run_starts_only_so_many_sub_agent_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three calls to itself per level would be 3**8 runs under the depth cap alone."""
+    monkeypatch.setattr(agents, "MAX_AGENT_RUNS", 20)
+    TURNS.clear()
+    me = agent_tool(fanning, name="me", description="Asks myself, three times at once.")
+    lead = create_react_node(ScriptedLLM([fan_out, "done", fan_out, "done"]), [me], name="lead")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(lead, state)
+    assert (await runner.run()).ok
+    assert len(TURNS) == 1 + 20  # the lead's turn and one per sub-agent run
+    # the refusals are observations of the sub-agents that asked for one run too many
+    assert "already started 20 agent runs" in json.dumps(state.snapshot(), default=str)
+    # the next turn of the conversation is a new run of the tree, with a count of its own
+    TURNS.clear()
+    runner.send("again")
+    assert (await runner.run()).ok
+    assert len(TURNS) == 1 + 20
