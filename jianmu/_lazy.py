@@ -20,18 +20,6 @@ def lazy_names(
     where = {name: module for module, names in holders.items() for name in names}
     namespace = sys.modules[package].__dict__
     listed = frozenset(public)
-    # A public name spelled like the module that holds it (``calculator``): the import system
-    # sets the package's attribute to each sub-module it loads, which would hide the name.
-    shadowed = {name for name, module in where.items() if module == f"{package}.{name}"}
-    if shadowed:
-
-        class _Package(ModuleType):
-            def __setattr__(self, name: str, value: object) -> None:
-                if name in shadowed and isinstance(value, ModuleType):
-                    value = getattr(value, name)
-                super().__setattr__(name, value)
-
-        sys.modules[package].__class__ = _Package
 
     def __getattr__(name: str) -> object:
         """A public name from the module that holds it, or a sub-module, on first access."""

@@ -48,7 +48,7 @@ HEAVY_LIBRARIES = (
 )
 LAZY_PACKAGES = (
     "jianmu", "jianmu.execution", "jianmu.guard", "jianmu.llm", "jianmu.mcp", "jianmu.nodes",
-    "jianmu.runtime", "jianmu.skills", "jianmu.tools", "jianmu.tools.builtin",
+    "jianmu.runtime", "jianmu.skills", "jianmu.tools",
 )
 
 

@@ -9,39 +9,34 @@ and ``duckduckgo_search_tool()`` make ones with other settings), except the sand
 `BashTool` and `PythonREPLTool` classes. The other names ending in ``Tool`` are what the
 tools were called as classes: calling one gives a fresh copy of the tool.
 
-Its names load on first use (module ``__getattr__``): importing one imports only the module
-that holds it.
+The package loads every built-in tool at once: nothing on a script's import path imports it,
+and a lazy package would let the module ``calculator`` hide the tool of that name.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from jianmu._lazy import lazy_names
-
-if TYPE_CHECKING:
-    from jianmu.tools.builtin.bash import BashTool
-    from jianmu.tools.builtin.calculator import CalculatorTool, calculator
-    from jianmu.tools.builtin.files import (
-        FileInfoTool,
-        ListDirTool,
-        ReadFileTool,
-        StrReplaceTool,
-        WriteFileTool,
-        file_info,
-        list_dir,
-        read_file,
-        str_replace,
-        write_file,
-    )
-    from jianmu.tools.builtin.http import HTTPTool, http_request, http_request_tool
-    from jianmu.tools.builtin.python_repl import PythonREPLTool
-    from jianmu.tools.builtin.search import GlobSearchTool, GrepSearchTool, glob_search, grep_search
-    from jianmu.tools.builtin.web_search import (
-        DuckDuckGoSearchTool,
-        duckduckgo_search,
-        duckduckgo_search_tool,
-    )
+from jianmu.tools.builtin.bash import BashTool
+from jianmu.tools.builtin.calculator import CalculatorTool, calculator
+from jianmu.tools.builtin.files import (
+    FileInfoTool,
+    ListDirTool,
+    ReadFileTool,
+    StrReplaceTool,
+    WriteFileTool,
+    file_info,
+    list_dir,
+    read_file,
+    str_replace,
+    write_file,
+)
+from jianmu.tools.builtin.http import HTTPTool, http_request, http_request_tool
+from jianmu.tools.builtin.python_repl import PythonREPLTool
+from jianmu.tools.builtin.search import GlobSearchTool, GrepSearchTool, glob_search, grep_search
+from jianmu.tools.builtin.web_search import (
+    DuckDuckGoSearchTool,
+    duckduckgo_search,
+    duckduckgo_search_tool,
+)
 
 __all__ = (
     "BashTool",
@@ -69,34 +64,3 @@ __all__ = (
     "str_replace",
     "write_file",
 )
-
-_HOLDERS = {
-    "jianmu.tools.builtin.calculator": ("CalculatorTool", "calculator"),
-    "jianmu.tools.builtin.bash": ("BashTool",),
-    "jianmu.tools.builtin.files": (
-        "FileInfoTool",
-        "ListDirTool",
-        "ReadFileTool",
-        "StrReplaceTool",
-        "WriteFileTool",
-        "file_info",
-        "list_dir",
-        "read_file",
-        "str_replace",
-        "write_file",
-    ),
-    "jianmu.tools.builtin.http": ("HTTPTool", "http_request", "http_request_tool"),
-    "jianmu.tools.builtin.python_repl": ("PythonREPLTool",),
-    "jianmu.tools.builtin.search": (
-        "GlobSearchTool",
-        "GrepSearchTool",
-        "glob_search",
-        "grep_search",
-    ),
-    "jianmu.tools.builtin.web_search": (
-        "DuckDuckGoSearchTool",
-        "duckduckgo_search",
-        "duckduckgo_search_tool",
-    ),
-}
-__getattr__, __dir__ = lazy_names(__name__, _HOLDERS, __all__)
