@@ -51,7 +51,7 @@ from jianmu.runtime.events import (
     GEN_AI_USAGE_OUTPUT_TOKENS,
     span,
 )
-from jianmu.tools.calls import ToolCall
+from jianmu.tools.calls import ToolCall, name_key
 from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:
@@ -91,9 +91,10 @@ def _refuse_clashes(names: Sequence[str], own: Sequence[Any]) -> None:
     Raises:
         ToolValidationError: naming the tool.
     """
-    taken = {n.lower(): n for n in names}  # tool names resolve ASCII case-insensitively
+    taken = {name_key(n): n for n in names}  # names resolve by their case-insensitive key
     for tool in own:
-        given = taken.get(tool.name.lower())
+        key = name_key(tool.name)
+        given = taken.get(key) if key is not None else None
         if given is not None:
             raise ToolValidationError(given, [
                 f"a tool named {given!r} is given, and the agent's "

@@ -89,24 +89,13 @@ class _MadeOnRead:
 
 
 _UNSET: Any = object()
-_ID_BASE = uuid.uuid4().int
-_ID_COUNT = itertools.count()
-
-
-def _new_id() -> uuid.UUID:
-    """A node id unique in the process (py_trees compares ids within a tree), without the
-    system call of a `uuid.uuid4` per node: a random base, counted up."""
-    return uuid.UUID(int=(_ID_BASE + next(_ID_COUNT)) & _ID_MASK)
-
-
-_ID_MASK = (1 << 128) - 1
 
 
 class LeanExtras:
     """Mixin (before the py_trees class) for nodes whose py_trees extras are made on first
     read: the id, the logger, the blackboard clients and the spare tick generator."""
 
-    id = _MadeOnRead(lambda node: _new_id())
+    id = _MadeOnRead(lambda node: uuid.uuid4())
     logger = _MadeOnRead(
         lambda node: py_trees.logging.Logger(node.name),
         # py_trees' own logger is a function of the name: made again when asked for
@@ -198,18 +187,7 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
     run; otherwise the whole ``update_async`` is one step, its state writes recorded with it."""
 
     def __init__(self, name: str | None = None) -> None:
-        # py_trees' `Behaviour.__init__`, without the extras `LeanExtras` makes on first read
-        # (its uuid4 alone is a system call per node); tests hold the two to the same fields
-        name = name or self.__class__.__name__
-        if not isinstance(name, str):
-            raise TypeError(f"a behaviour name should be a string, but you passed in {type(name)}")
-        self.name = name
-        self.qualified_name = f"{self.__class__.__qualname__}/{name}"
-        self.status = Status.INVALID
-        self.parent: py_trees.behaviour.Behaviour | None = None
-        self.children: list[py_trees.behaviour.Behaviour] = []
-        self.feedback_message = ""
-        self.blackbox_level = py_trees.common.BlackBoxLevel.NOT_A_BLACKBOX
+        super().__init__(name or self.__class__.__name__)
         self.error: BaseException | None = None
         self._task: asyncio.Task[Status] | None = None
         self._settled: Status | None = None
