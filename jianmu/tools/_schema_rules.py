@@ -56,7 +56,8 @@ def pattern_search(pattern: str, text: str) -> bool:
 def _retrieve_nothing(uri: str) -> Any:
     from referencing.exceptions import NoSuchResource
 
-    raise NoSuchResource(ref=uri)  # nothing outside the schema itself is ever fetched
+    # nothing outside the schema itself is ever fetched
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
 @functools.cache
@@ -64,7 +65,7 @@ def local_registry() -> Any:
     """The `referencing.Registry` every schema validator uses: it retrieves nothing."""
     from referencing import Registry
 
-    return Registry(retrieve=_retrieve_nothing)
+    return Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
 
 
 def _quoted(text: str) -> str:
@@ -109,9 +110,9 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     ``patternProperties`` name must compile with RE2; ``patternProperties`` cannot be combined
     with ``unevaluatedProperties`` (jsonschema matches that pair with Python's `re`).
     """
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
     from referencing import Resource
     from referencing.exceptions import Unresolvable
-    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
     from referencing.jsonschema import DRAFT202012
 
     refs: list[tuple[Any, str, str]] = []
