@@ -29,7 +29,7 @@ import pytest
 
 from jianmu import ReactiveRunner, RunStatus, StateManager
 from jianmu.config import parse_config
-from jianmu.errors import ToolDefinitionError, ToolUnavailableWarning
+from jianmu.errors import ToolDefinitionError, ToolInputError, ToolUnavailableWarning
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools import Tool
@@ -228,6 +228,23 @@ def test_the_lax_checker_answers_promptly_for_a_self_referencing_schema() -> Non
     assert validate_with_schema("loop", schema, {"name": "x", "extra": None}) == {"name": "x"}
 
 
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+def test_the_lax_checker_bounds_its_work_on_a_schema_that_multiplies() -> None:
+    from jianmu.tools._arguments import validate_with_schema
+
+    # 20 levels of anyOf, four refs each, to a leaf that refuses null: 4**20 checks unbounded
+    defs: dict[str, Any] = {"d20": {"type": "string"}}
+    for level in range(20):
+        defs[f"d{level}"] = {"anyOf": [{"$ref": f"#/$defs/d{level + 1}"}] * 4}
+    schema = {"type": "object", "$defs": defs, "required": ["x"],
+              "properties": {"x": {"$ref": "#/$defs/d0"}}}
+    with pytest.raises(ToolInputError, match="too complex"):
+        validate_with_schema("deep", schema, {"x": None})
+    assert validate_with_schema("deep", schema, {"x": "ok"}) == {"x": "ok"}
+    with pytest.raises(ToolDefinitionError, match="more than 10,000 schemas"):
+        Tool.from_openai({"name": "deep", "parameters": schema}, _noop)
+
+
 # -- 4. bounded observations -------------------------------------------------------------------
 
 
@@ -251,6 +268,7 @@ async def schema_server(
     tmp_path: Path, url: str, secret: Path,
 ) -> AsyncIterator[tuple[ToolSet, list[str]]]:
     """The hostile server's tools as a ToolSet, and the warnings its refused tools raised."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
     from jianmu.mcp import providers_from_config
 
     config = parse_config(
@@ -270,10 +288,9 @@ async def schema_server(
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
-async def test_an_mcp_server_s_hostile_schemas_are_refused_or_bounded(
+async def test_an_mcp_server_s_remote_refs_and_loops_are_refused_and_nothing_is_fetched(
     tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
 ) -> None:
-    pytest.importorskip("mcp", reason="the mcp extra is not installed")
     url, hits = schema_url
     async with schema_server(tmp_path, url, secret_file) as (tools, skipped):
         # refused when listed, each by name: the remote ref, the host file, the loop
@@ -284,25 +301,51 @@ async def test_an_mcp_server_s_hostile_schemas_are_refused_or_bounded(
         names = set(tools.names())
         assert {"schemas__fetch_ref", "schemas__file_ref", "schemas__self_loop"}.isdisjoint(names)
         assert {"schemas__backtrack", "schemas__big_enum", "schemas__echo"} <= names
-
         calls = [
-            {"id": "c1", "name": "schemas__backtrack", "arguments": {"word": HOSTILE_WORD}},
-            {"id": "c2", "name": "schemas__big_enum", "arguments": {"choice": "nope"}},
-            {"id": "c3", "name": "schemas__huge_error", "arguments": {}},
-            {"id": "c4", "name": "schemas__huge_ok", "arguments": {}},
-            {"id": "c5", "name": "schemas__self_loop", "arguments": {"name": "x", "extra": None}},
-            {"id": "c6", "name": "schemas__echo", "arguments": {"text": "hi"}},
+            {"id": "c1", "name": "schemas__fetch_ref", "arguments": {"item": 1}},
+            {"id": "c2", "name": "schemas__file_ref", "arguments": {"item": 1}},
+            {"id": "c3", "name": "schemas__self_loop", "arguments": {"name": "x", "extra": None}},
+            {"id": "c4", "name": "schemas__echo", "arguments": {"text": "hi"}},
         ]
         state = await _run_calls(tools, calls, tmp_path)
-        limit = tools.get("schemas__huge_error").max_result_length
+        for call_id in ("c1", "c2", "c3"):
+            assert "unknown tool" in _observation(state, call_id)
+            assert SECRET_TEXT not in _observation(state, call_id)
+        assert "echo ran" in _observation(state, "c4")
+    assert hits == []
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_an_mcp_server_s_catastrophic_pattern_fails_at_once(
+    tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
+) -> None:
+    async with schema_server(tmp_path, schema_url[0], secret_file) as (tools, _):
+        calls = [
+            {"id": "c1", "name": "schemas__backtrack", "arguments": {"word": HOSTILE_WORD}},
+            {"id": "c2", "name": "schemas__backtrack", "arguments": {"word": "aaa"}},
+        ]
+        state = await _run_calls(tools, calls, tmp_path)
         assert "does not match pattern" in _observation(state, "c1")
-        enum_error = _observation(state, "c2")
-        assert "(200,000 values)" in enum_error and len(enum_error) < 2_000
-        for call_id in ("c3", "c4"):  # a failure is cut like a success
+        assert "backtrack ran" in _observation(state, "c2")
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_an_mcp_server_s_huge_enum_and_huge_failure_reach_the_model_bounded(
+    tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
+) -> None:
+    async with schema_server(tmp_path, schema_url[0], secret_file) as (tools, _):
+        calls = [
+            {"id": "c1", "name": "schemas__big_enum", "arguments": {"choice": "nope"}},
+            {"id": "c2", "name": "schemas__huge_error", "arguments": {}},
+            {"id": "c3", "name": "schemas__huge_ok", "arguments": {}},
+            {"id": "c4", "name": "schemas__big_enum", "arguments": {"choice": "value-199999"}},
+        ]
+        state = await _run_calls(tools, calls, tmp_path)
+        enum_error = _observation(state, "c1")
+        assert "(200,000 values)" in enum_error and "'value-0', 'value-1'" in enum_error
+        assert len(enum_error) < 2_000
+        limit = tools.get("schemas__huge_error").max_result_length
+        for call_id in ("c2", "c3"):  # a failure is cut like a success
             seen = _observation(state, call_id)
             assert len(seen) <= limit + 100 and "truncated" in seen
-        assert "unknown tool" in _observation(state, "c5")
-        assert "echo ran" in _observation(state, "c6")
-        for call_id in ("c1", "c2", "c3", "c4", "c5", "c6"):
-            assert SECRET_TEXT not in _observation(state, call_id)
-    assert hits == []
+        assert "big_enum ran" in _observation(state, "c4")
