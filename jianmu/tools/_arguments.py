@@ -286,9 +286,20 @@ class _Budget:
         self.left = 10_000 + 64 * _size(value)
 
     def spend(self) -> bool:
-        """Take one step; ``False`` once the budget is gone."""
+        """Take one step; ``False`` once the budget is gone (every later step is refused)."""
         self.left -= 1
         return self.left >= 0
+
+    @property
+    def spent(self) -> bool:
+        """Whether the check ran out of steps."""
+        return self.left < 0
+
+
+_TOO_COMPLEX = (
+    "the tool's schema is too complex to check these arguments (it refers to itself too many "
+    "times); the call was not made"
+)
 
 
 def _size(value: Any) -> int:
@@ -304,16 +315,12 @@ def _size(value: Any) -> int:
     return count
 
 
-class _TooComplex(Exception):
-    """The budget of a check ran out."""
-
-
 def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: int = 0,
            budget: _Budget | None = None) -> tuple[Any, list[str]]:
     if budget is None:
         budget = _Budget(value)
-    if not budget.spend():
-        raise _TooComplex
+    if not budget.spend():  # every check from here on fails at once: the work stays bounded
+        return value, [_TOO_COMPLEX]
     schema = _resolve(schema, root)
     if not isinstance(schema, dict) or depth > 32:
         return value, []
@@ -456,13 +463,10 @@ def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dic
             tool, [f"arguments must be a JSON object, got {type(args).__name__} {_shown(args)}"],
             _allowed(schema),
         )
-    try:
-        out, problems = _check_object(args, schema, schema, "", 0, _Budget(args))
-    except _TooComplex:
-        problems = [
-            "the tool's schema is too complex to check these arguments (it refers to itself "
-            "too many times); the call was not made"
-        ]
+    budget = _Budget(args)
+    out, problems = _check_object(args, schema, schema, "", 0, budget)
+    if budget.spent:
+        problems = [_TOO_COMPLEX]
     if problems:
         raise input_error(tool, problems, _allowed(schema))
     return out
