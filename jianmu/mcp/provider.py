@@ -198,6 +198,8 @@ class MCPTool(Tool):
         self.description = (
             info.description or info.title or f"Tool {info.name!r} of MCP server {server!r}."
         )
+        # the server's schema reaches nothing outside itself and matches in linear time
+        _arguments.check_schema_rules(name, schema)
         self.input_schema = schema
         if info.output_schema:
             self.output_schema = dict(info.output_schema)
@@ -229,6 +231,7 @@ class MCPTool(Tool):
         params = self.parameters
         made = self.__dict__.get("_jm_plan")
         if made is None or made[0] is not params:  # a new input_schema was assigned
+            _arguments.check_schema_rules(self.name, params)
             made = self.__dict__["_jm_plan"] = (params, _arguments.scalar_plan(params))
         if made[1] is None:
             return _arguments.validate_with_schema(self.name, params, args)

@@ -644,6 +644,8 @@ class ToolExecutor(AsyncNode):
         """Store one observation and mark the call finished, then checkpoint (or hold it for
         the batch's one write when the run has no checkpointer)."""
         if not executed:  # unknown tool, denied, no sandbox: say so like a failed call
+            # bounded like every observation (a denial may quote the model's arguments)
+            result = result.truncate(tool.max_result_length if tool else Tool.max_result_length)
             self.events.emit("tool.call.failed", tool=result.tool, call_id=call.id,
                              error=result.error)
         else:

@@ -20,14 +20,17 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from jianmu.errors import ToolInputError
+from jianmu.errors import ToolDefinitionError, ToolInputError
+from jianmu.tools import _schema_rules
 from jianmu.tools.calls import decode_container, single_argument
 
 __all__ = (
     "SchemaArguments",
     "accepted_names",
+    "check_schema_rules",
     "drop_default_nulls",
     "input_error",
+    "one_of",
     "scalar_plan",
     "schema_types",
     "validate_planned",
@@ -36,13 +39,42 @@ __all__ = (
 
 _ANY = "any"
 _MISSING = object()
+_MAX_PROBLEMS = 20  # an error lists this many problems, then how many more there are
+_MAX_NAMES = 30  # and this many allowed arguments
+_MAX_VALUES = 5  # and this many allowed values of an enum, with their count
+_MAX_SHOWN = 80  # characters of a value quoted back in a message
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut to a few dozen characters: a message never echoes a whole blob."""
+    text = repr(value)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 1] + "…"
+
+
+def one_of(values: Any) -> str:
+    """``one of 'a', 'b', 'c', … (200,000 values)``: a few allowed values, with their count."""
+    values = list(values) if not isinstance(values, list) else values
+    shown = ", ".join(_shown(v) for v in values[:_MAX_VALUES])
+    if len(values) <= _MAX_VALUES:
+        return f"one of {shown}"
+    return f"one of {shown}, … ({len(values):,} values)"
+
+
+def _some(names: list[str]) -> str:
+    if len(names) <= _MAX_NAMES:
+        return ", ".join(names)
+    return f"{', '.join(names[:_MAX_NAMES])}, … ({len(names):,} in all)"
 
 
 def input_error(tool: str, problems: list[str], allowed: list[str]) -> ToolInputError:
-    """A `ToolInputError` that lists every problem and the allowed arguments."""
-    lines = "\n".join(f"  - {p}" for p in problems)
+    """A `ToolInputError` that lists the problems (the first 20, and how many more) and the
+    allowed arguments."""
+    listed = problems[:_MAX_PROBLEMS]
+    if len(problems) > _MAX_PROBLEMS:
+        listed.append(f"… and {len(problems) - _MAX_PROBLEMS:,} more problems")
+    lines = "\n".join(f"  - {p}" for p in listed)
     hint = (
-        f"\nallowed arguments: {', '.join(allowed)}" if allowed else "\nthe tool takes no arguments"
+        f"\nallowed arguments: {_some(allowed)}" if allowed else "\nthe tool takes no arguments"
     )
     return ToolInputError(
         f"invalid arguments for tool {tool!r}:\n{lines}{hint}", tool=tool, problems=problems
@@ -95,32 +127,56 @@ def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
     return schema
 
 
-def schema_types(schema: Any, root: Mapping[str, Any], _depth: int = 0) -> set[str]:
+def schema_types(schema: Any, root: Mapping[str, Any]) -> set[str]:
     """JSON types a schema may accept; ``{"any"}`` when it does not restrict the type."""
-    schema = _resolve(schema, root)
-    if not isinstance(schema, dict) or _depth > 16:
-        return {_ANY}
+    return set(_types(schema, root, {}, 0))
+
+
+def _types(
+    schema: Any, root: Mapping[str, Any], memo: dict[int, frozenset[str]], depth: int
+) -> frozenset[str]:
+    # Memoized per node: a schema whose anyOf refers to itself four times would otherwise
+    # take 4**depth steps. A node met again while its own answer is pending (a cycle)
+    # restricts nothing.
+    key = id(schema)
+    known = memo.get(key)
+    if known is not None:
+        return known
+    memo[key] = _ANY_TYPE
+    found = _types_of(_resolve(schema, root), root, memo, depth)
+    memo[key] = found
+    return found
+
+
+_ANY_TYPE = frozenset({_ANY})
+
+
+def _types_of(
+    schema: Any, root: Mapping[str, Any], memo: dict[int, frozenset[str]], depth: int
+) -> frozenset[str]:
+    if not isinstance(schema, dict) or depth > 16:
+        return _ANY_TYPE
     for key in ("anyOf", "oneOf"):
         if key in schema:
             out: set[str] = set()
             for sub in schema[key]:
-                out |= schema_types(sub, root, _depth + 1)
-            return out
+                out |= _types(sub, root, memo, depth + 1)
+            return frozenset(out)
     if schema.get("allOf"):
-        return schema_types(schema["allOf"][0], root, _depth + 1)
+        return _types(schema["allOf"][0], root, memo, depth + 1)
     t = schema.get("type")
     if isinstance(t, str):
-        return {t}
+        return frozenset({t})
     if isinstance(t, list):
-        return {str(x) for x in t}
+        return frozenset(str(x) for x in t)
     if "enum" in schema or "const" in schema:
         values = schema.get("enum", [schema.get("const")])
-        return {_json_type(v) for v in values}
+        return frozenset(_json_type(v) for v in values)
     if "properties" in schema:
-        return {"object"}
+        return frozenset({"object"})
     if "items" in schema or "prefixItems" in schema:
-        return {"array"}
-    return {_ANY}
+        return frozenset({"array"})
+    return _ANY_TYPE
 
 
 def drop_default_nulls(value: Any, schema: Any, root: Mapping[str, Any], depth: int = 0) -> Any:
@@ -220,9 +276,51 @@ def _coerce_type(value: Any, t: str) -> Any:
     return value  # unknown type keyword: accept
 
 
-def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: int = 0) -> tuple[
-    Any, list[str]
-]:
+class _Budget:
+    """How many more schema nodes one check may visit: a self-referencing schema (an anyOf of
+    refs to itself) would otherwise take exponential time on the event loop."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, value: Any) -> None:
+        self.left = 10_000 + 64 * _size(value)
+
+    def spend(self) -> bool:
+        """Take one step; ``False`` once the budget is gone (every later step is refused)."""
+        self.left -= 1
+        return self.left >= 0
+
+    @property
+    def spent(self) -> bool:
+        """Whether the check ran out of steps."""
+        return self.left < 0
+
+
+_TOO_COMPLEX = (
+    "the tool's schema is too complex to check these arguments (it refers to itself too many "
+    "times); the call was not made"
+)
+
+
+def _size(value: Any) -> int:
+    """How many JSON values ``value`` holds (itself included)."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: int = 0,
+           budget: _Budget | None = None) -> tuple[Any, list[str]]:
+    if budget is None:
+        budget = _Budget(value)
+    if not budget.spend():  # every check from here on fails at once: the work stays bounded
+        return value, [_TOO_COMPLEX]
     schema = _resolve(schema, root)
     if not isinstance(schema, dict) or depth > 32:
         return value, []
@@ -230,13 +328,15 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
         if key in schema:
             first: list[str] = []
             for sub in schema[key]:
-                out, probs = _check(value, sub, root, path, depth + 1)
+                out, probs = _check(value, sub, root, path, depth + 1, budget)
                 if not probs:
                     return out, []
                 first = first or probs
-            return value, [f"{path}: {value!r} matches none of the allowed forms ({first[0]})"]
+            return value, [
+                f"{path}: {_shown(value)} matches none of the allowed forms ({first[0]})"
+            ]
     for sub in schema.get("allOf", ()):
-        value, probs = _check(value, sub, root, path, depth + 1)
+        value, probs = _check(value, sub, root, path, depth + 1, budget)
         if probs:
             return value, probs
     types = schema_types(schema, root)
@@ -254,24 +354,23 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
                 value = coerced
                 break
         else:
-            return value, [f"{path}: expected {' or '.join(candidates)}, got {value!r}"]
-    if "enum" in schema and value not in schema["enum"]:
-        options = ", ".join(repr(v) for v in schema["enum"])
-        return value, [f"{path}: {value!r} is not one of {options}"]
+            return value, [f"{path}: expected {' or '.join(candidates)}, got {_shown(value)}"]
+    if "enum" in schema and isinstance(schema["enum"], list) and value not in schema["enum"]:
+        return value, [f"{path}: {_shown(value)} is not {one_of(schema['enum'])}"]
     if "const" in schema and value != schema["const"]:
-        return value, [f"{path}: must be {schema['const']!r}, got {value!r}"]
+        return value, [f"{path}: must be {_shown(schema['const'])}, got {_shown(value)}"]
     problems = _bounds(value, schema, path)
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
             out_list = []
             for i, item in enumerate(value):
-                v, probs = _check(item, items, root, f"{path}[{i}]", depth + 1)
+                v, probs = _check(item, items, root, f"{path}[{i}]", depth + 1, budget)
                 out_list.append(v)
                 problems += probs
             value = out_list
     elif isinstance(value, dict) and ("properties" in schema or "additionalProperties" in schema):
-        value, probs = _check_object(value, schema, root, path, depth)
+        value, probs = _check_object(value, schema, root, path, depth, budget)
         problems += probs
     return value, problems
 
@@ -297,18 +396,21 @@ def _bounds(value: Any, schema: Mapping[str, Any], path: str) -> list[str]:
             problems.append(f"{path}: needs at least {lo} {unit}, got {len(value)}")
         if isinstance(hi, int) and len(value) > hi:
             problems.append(f"{path}: allows at most {hi} {unit}, got {len(value)}")
-    if isinstance(value, str) and isinstance(schema.get("pattern"), str):
-        try:
-            if not re.search(schema["pattern"], value):
-                problems.append(f"{path}: {value!r} does not match pattern {schema['pattern']!r}")
-        except re.error:
-            pass
+    pattern = schema.get("pattern")
+    if isinstance(value, str) and isinstance(pattern, str):
+        try:  # RE2, in linear time: Python's re backtracks exponentially on ^(a+)+$
+            if not _schema_rules.pattern_search(pattern, value):
+                problems.append(
+                    f"{path}: {_shown(value)} does not match pattern {_shown(pattern)}"
+                )
+        except _schema_rules.PatternError:
+            pass  # not RE2 syntax: a tool from outside is refused when made (check_schema_rules)
     return problems
 
 
 def _check_object(
     value: dict[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any], path: str,
-    depth: int,
+    depth: int, budget: _Budget,
 ) -> tuple[dict[str, Any], list[str]]:
     props: Mapping[str, Any] = schema.get("properties") or {}
     required = [r for r in schema.get("required") or () if isinstance(r, str)]
@@ -321,13 +423,13 @@ def _check_object(
             sub = props[key]
             if item is None and key not in required and "null" not in schema_types(sub, root):
                 continue  # strict-mode callers send null for "not given": use the default
-            out[key], probs = _check(item, sub, root, f"{prefix}{key}", depth + 1)
+            out[key], probs = _check(item, sub, root, f"{prefix}{key}", depth + 1, budget)
             problems += probs
         elif extra is False:
-            allowed = ", ".join(props) or "none"
-            problems.append(f"unknown argument {prefix + key!r}; allowed: {allowed}")
+            allowed = _some(list(props)) or "none"
+            problems.append(f"unknown argument {_shown(prefix + key)}; allowed: {allowed}")
         elif isinstance(extra, dict):
-            out[key], probs = _check(item, extra, root, f"{prefix}{key}", depth + 1)
+            out[key], probs = _check(item, extra, root, f"{prefix}{key}", depth + 1, budget)
             problems += probs
         else:
             out[key] = item
@@ -335,6 +437,18 @@ def _check_object(
         if key not in value:
             problems.append(f"missing required argument {prefix + key!r}")
     return out, problems
+
+
+def check_schema_rules(tool: str, schema: Mapping[str, Any]) -> None:
+    """Refuse a schema that reaches outside itself or has a pattern RE2 cannot match in linear
+    time (see `jianmu.tools._schema_rules`); once, when the tool is made.
+
+    Raises:
+        ToolDefinitionError: naming each such reference or pattern.
+    """
+    problems = _schema_rules.schema_problems(schema)
+    if problems:
+        raise ToolDefinitionError(tool, problems)
 
 
 def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dict[str, Any]:
@@ -346,10 +460,13 @@ def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dic
     args = single_argument(schema, decode_container(args))
     if not isinstance(args, dict):
         raise input_error(
-            tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"],
+            tool, [f"arguments must be a JSON object, got {type(args).__name__} {_shown(args)}"],
             _allowed(schema),
         )
-    out, problems = _check_object(args, schema, schema, "", 0)
+    budget = _Budget(args)
+    out, problems = _check_object(args, schema, schema, "", 0, budget)
+    if budget.spent:
+        problems = [_TOO_COMPLEX]
     if problems:
         raise input_error(tool, problems, _allowed(schema))
     return out
@@ -465,11 +582,10 @@ class SchemaArguments:
         from jsonschema import Draft202012Validator, validators
         from jsonschema.exceptions import SchemaError
 
-        from jianmu.errors import ToolDefinitionError
-
+        check_schema_rules(tool, schema)
         cls = validators.validator_for(schema, default=Draft202012Validator)
         try:
-            cls.check_schema(schema)
+            cls.check_schema(schema, format_checker=_schema_rules.format_checker(cls))
         except SchemaError as exc:
             where = "/".join(str(p) for p in exc.path) or "the root"
             raise ToolDefinitionError(
@@ -478,7 +594,10 @@ class SchemaArguments:
         self.tool = tool
         self.schema = schema
         self.accepted = accepted
-        self._validator = cls(schema)
+        # patterns matched by RE2; a $ref resolves inside the schema only, nothing is fetched
+        self._validator = _schema_rules.validator_class(cls)(
+            schema, registry=_schema_rules.local_registry()
+        )
         self._plan = _exact_plan(schema)
         self._allowed = _allowed(schema)
 
@@ -492,7 +611,7 @@ class SchemaArguments:
         if not isinstance(args, dict):
             raise input_error(
                 self.tool,
-                [f"$: arguments must be a JSON object, got {type(args).__name__} {args!r}"],
+                [f"$: arguments must be a JSON object, got {type(args).__name__} {_shown(args)}"],
                 self._allowed,
             )
         plan = self._plan
@@ -514,7 +633,10 @@ class SchemaArguments:
             ]
         errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
         for err in errors:
-            text = f"{err.json_path}: {err.message}"
+            message = err.message
+            if err.validator == "enum" and isinstance(err.validator_value, list):
+                message = f"{_shown(err.instance)} is not {one_of(err.validator_value)}"
+            text = f"{err.json_path}: {message}"
             problems.append(text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 1] + "…")
         if problems:
             raise input_error(self.tool, problems, self._allowed)

@@ -343,7 +343,7 @@ class ToolResult:
     duration_ms: float | None = None
     """How long the call took."""
     truncated: bool = False
-    """Whether the output was cut to the tool's ``max_result_length``."""
+    """Whether the output (or the error) was cut to the tool's ``max_result_length``."""
     maybe_repeated: bool = False
     """A durable run was recovered while this call was in flight: it ran again, so it may
     have run twice (at-least-once); completed calls are replayed, never repeated."""
@@ -405,9 +405,11 @@ class ToolResult:
         return f"Error: {self.error}"
 
     def truncate(self, limit: int | None) -> ToolResult:
-        """Return a copy whose output text is cut to ``limit`` characters with a marker."""
+        """Return a copy whose output text, or error, is cut to ``limit`` characters with a
+        marker: every observation the model reads is bounded, failures included."""
         if not self.ok:
-            return self
+            error, dropped = truncate_text(self.error or "", limit)
+            return dataclasses.replace(self, error=error, truncated=True) if dropped else self
         text, dropped = truncate_text(self.text, limit)
         if not dropped:
             return self

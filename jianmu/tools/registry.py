@@ -558,7 +558,7 @@ class ToolSet:
             return ToolResult(
                 tool=found.name, ok=False, error=_error_text(exc), call_id=call_id,
                 duration_ms=(time.perf_counter() - start) * 1000,
-            )
+            ).truncate(found.max_result_length)
         elapsed = (time.perf_counter() - start) * 1000
         result = ToolResult.from_raw(found.name, raw, call_id=call_id, duration_ms=elapsed)
         return result.truncate(found.max_result_length)

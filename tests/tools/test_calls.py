@@ -146,7 +146,10 @@ def test_truncate_marks_the_cut() -> None:
     assert long.truncate(100) is long
     assert long.truncate(None) is long
     failed = ToolResult(tool="t", ok=False, error="e" * 50)
-    assert failed.truncate(10) is failed
+    cut_failure = failed.truncate(10)  # a failure is bounded too (issue 34)
+    assert cut_failure.truncated and not cut_failure.ok
+    assert cut_failure.error.startswith("e" * 10) and "40 more characters" in cut_failure.error
+    assert failed.truncate(100) is failed
 
 
 def test_render_and_truncate_helpers() -> None:

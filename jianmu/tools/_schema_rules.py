@@ -1,0 +1,297 @@
+"""What a tool's JSON Schema may use, checked once when the tool is made.
+
+A schema may come from outside: an OpenAI definition, an MCP server's tool list, a skill. Two
+keywords of JSON Schema reach past the document. ``$ref``: jsonschema's default registry fetches
+any URL it names (``http://``, ``file://``) with no timeout. ``pattern``: Python's `re`
+backtracks, so ``^(a+)+$`` against ``'a' * 40 + '!'`` takes years. Here a reference resolves only
+inside the schema itself (``#/…``, ``$defs``/``definitions``, the ``$id``\\ s and anchors it
+declares) and nothing is ever fetched; a pattern is RE2's syntax, matched in linear time (no
+backreferences, no lookaround). `schema_problems` names every reference or pattern that breaks
+these rules, for a `ToolDefinitionError`; `validator_class` gives the jsonschema validator that
+matches with RE2 and retrieves nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import urljoin
+
+import re2
+
+__all__ = (
+    "PatternError",
+    "format_checker", "local_registry", "pattern_search", "schema_problems", "validator_class",
+)
+
+PatternError = re2.error
+"""What RE2 raises for a pattern it does not accept."""
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a refused pattern is reported by us, not printed to stderr
+_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+_MAX_NAMED = 200  # how much of a reference or pattern an error quotes
+_IN_PLACE = ("anyOf", "allOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+_MAX_IN_PLACE = 10_000
+"""How many schemas one value may be checked against, through anyOf/allOf/$ref and the like,
+before the check descends into a property or an item: a chain of anyOf's of four refs each is
+4**depth checks of the same value, on the event loop."""
+
+
+@functools.lru_cache(maxsize=2048)
+def _compiled(pattern: str) -> Any:
+    return re2.compile(pattern, _OPTIONS)
+
+
+def pattern_search(pattern: str, text: str) -> bool:
+    """Whether RE2 finds ``pattern`` in ``text`` (linear time; compiled once per pattern).
+
+    Raises:
+        re2.error: ``pattern`` is not RE2 syntax (`schema_problems` refuses it beforehand).
+    """
+    return _compiled(pattern).search(text) is not None
+
+
+def _retrieve_nothing(uri: str) -> Any:
+    from referencing.exceptions import NoSuchResource
+
+    # nothing outside the schema itself is ever fetched
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+@functools.cache
+def local_registry() -> Any:
+    """The `referencing.Registry` every schema validator uses: it retrieves nothing."""
+    from referencing import Registry
+
+    return Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
+
+
+def _quoted(text: str) -> str:
+    return repr(text if len(text) <= _MAX_NAMED else text[:_MAX_NAMED] + "…")
+
+
+def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list[str],
+          keywords: set[str]) -> None:
+    # Every object in the document counts as a schema: a pointer ($ref: "#/x/y") can make any
+    # of them one, whatever keyword holds it.
+    stack: list[tuple[Any, str]] = [(node, base)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, list):
+            stack.extend((v, where) for v in item)
+            continue
+        if not isinstance(item, dict):
+            continue
+        ident = item.get("$id")
+        if isinstance(ident, str):
+            where = urljoin(where, ident)
+        for key in _REFS:
+            ref = item.get(key)
+            if isinstance(ref, str):
+                refs.append((item, ref, where))
+        pattern = item.get("pattern")
+        if isinstance(pattern, str):
+            patterns.append(pattern)
+        named = item.get("patternProperties")
+        if isinstance(named, dict):
+            patterns.extend(k for k in named if isinstance(k, str))
+            keywords.add("patternProperties")
+        if "unevaluatedProperties" in item:
+            keywords.add("unevaluatedProperties")
+        stack.extend((v, where) for v in item.values())
+
+
+def schema_problems(schema: Mapping[str, Any]) -> list[str]:
+    """What in ``schema`` breaks the rules of this module, one line each; ``[]`` when nothing.
+
+    A ``$ref`` (or ``$dynamicRef``) must resolve inside ``schema``; a ``pattern`` or a
+    ``patternProperties`` name must compile with RE2; ``patternProperties`` cannot be combined
+    with ``unevaluatedProperties`` (jsonschema matches that pair with Python's `re`).
+    """
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+    from referencing import Resource
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
+    refs: list[tuple[Any, str, str]] = []
+    patterns: list[str] = []
+    keywords: set[str] = set()
+    _walk(schema, "", refs, patterns, keywords)
+    problems: list[str] = []
+    for pattern in dict.fromkeys(patterns):
+        try:
+            _compiled(pattern)
+        except re2.error as exc:
+            problems.append(
+                f"pattern {_quoted(pattern)} is not RE2 syntax (no backreferences or "
+                f"lookaround): {_reason(exc)}"
+            )
+    if {"patternProperties", "unevaluatedProperties"} <= keywords:
+        problems.append("patternProperties cannot be combined with unevaluatedProperties")
+    if refs:
+        try:
+            resource = Resource.from_contents(schema, default_specification=DRAFT202012)
+            resolver = SPECIFICATIONS.combine(local_registry()).resolver_with_root(resource)
+        except Exception as exc:  # an unknown dialect or a malformed $id
+            return [*problems, f"the schema's references cannot be resolved: {exc}"]
+        targets: dict[int, list[Any]] = {}
+        for node, ref, base in refs:
+            try:
+                found = resolver.lookup(urljoin(base, ref) if base else ref).contents
+                targets.setdefault(id(node), []).append(found)
+            except Unresolvable:
+                problems.append(
+                    f"$ref {_quoted(ref)} does not point inside the schema; only references "
+                    "to the schema itself (#/…, $defs, its own $id) are followed, nothing is "
+                    "fetched"
+                )
+            except Exception as exc:  # a malformed pointer or URI
+                problems.append(f"$ref {_quoted(ref)} cannot be resolved: {exc}")
+        if not problems:
+            problems += _in_place_problems(schema, targets)
+    return problems
+
+
+def _in_place_children(node: Any, targets: Mapping[int, list[Any]]) -> list[Any]:
+    """The schemas ``node`` checks the same value against: its $ref targets, anyOf, not, …"""
+    if not isinstance(node, dict):
+        return []
+    out = list(targets.get(id(node), ()))
+    for key in _IN_PLACE:
+        sub = node.get(key)
+        if isinstance(sub, list):
+            out += sub
+        elif isinstance(sub, dict):
+            out += sub.values() if key == "dependentSchemas" else [sub]
+    return [c for c in out if isinstance(c, dict)]
+
+
+def _in_place_problems(schema: Mapping[str, Any], targets: Mapping[int, list[Any]]) -> list[str]:
+    """A schema that refers to itself without descending into the value (jsonschema recurses
+    forever), or whose refs and anyOf's multiply to more than `_MAX_IN_PLACE` checks."""
+    nodes: list[Any] = []
+    stack: list[Any] = [schema]
+    while stack:  # every object of the document
+        item = stack.pop()
+        if isinstance(item, dict):
+            nodes.append(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    size: dict[int, int] = {}
+    pending: set[int] = set()
+    for start in nodes:
+        if id(start) in size:
+            continue
+        work: list[tuple[Any, bool]] = [(start, False)]
+        while work:  # depth first, without recursion: a schema may nest thousands deep
+            node, done = work.pop()
+            key = id(node)
+            children = _in_place_children(node, targets)
+            if done:
+                pending.discard(key)
+                total = 1 + sum(size[id(c)] for c in children)
+                size[key] = min(total, _MAX_IN_PLACE + 1)
+                continue
+            if key in size:
+                continue
+            if key in pending:
+                return ["the schema refers to itself without descending into a property or "
+                        "an item (through $ref, anyOf, allOf, oneOf or not): checking a value "
+                        "would never end"]
+            pending.add(key)
+            work.append((node, True))
+            for child in children:
+                if id(child) in pending:
+                    return ["the schema refers to itself without descending into a property "
+                            "or an item (through $ref, anyOf, allOf, oneOf or not): checking "
+                            "a value would never end"]
+                if id(child) not in size:
+                    work.append((child, False))
+        if size[id(start)] > _MAX_IN_PLACE:
+            return [f"the schema checks one value against more than {_MAX_IN_PLACE:,} schemas "
+                    "(through $ref, anyOf, allOf or oneOf); make it simpler"]
+    return []
+
+
+def _reason(exc: BaseException) -> str:
+    text = exc.args[0] if exc.args else exc
+    return text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+
+
+# -- the jsonschema keywords that match patterns, with RE2 ----------------------------------
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not pattern_search(pattern, instance):
+        shown = instance if len(instance) <= 80 else instance[:80] + "…"
+        yield ValidationError(f"{shown!r} does not match {_quoted(pattern)}")
+
+
+def _pattern_properties(
+    validator: Any, named: Mapping[str, Any], instance: Any, schema: Any
+) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in named.items():
+        for key, value in instance.items():
+            if pattern_search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    return [
+        key for key in instance
+        if key not in properties and not any(pattern_search(p, key) for p in patterns)
+    ]
+
+
+def _additional_properties(
+    validator: Any, allowed: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    extras = _additional(instance, schema)
+    if validator.is_type(allowed, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], allowed, path=extra)
+    elif not allowed and extras:
+        names = sorted(extras, key=str)
+        shown = ", ".join(repr(e) for e in names[:10]) + (", …" if len(names) > 10 else "")
+        verb = "was" if len(names) == 1 else "were"
+        yield ValidationError(
+            f"Additional properties are not allowed ({shown} {verb} unexpected)"
+        )
+
+
+@functools.lru_cache(maxsize=16)
+def validator_class(cls: Any) -> Any:
+    """The jsonschema validator class ``cls`` (one per dialect), matching patterns with RE2."""
+    from jsonschema import validators
+
+    return validators.extend(cls, {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    })
+
+
+@functools.lru_cache(maxsize=16)
+def format_checker(cls: Any) -> Any:
+    """``cls``'s format checker for checking a schema, with RE2 deciding the ``regex`` format."""
+    from jsonschema import FormatChecker
+
+    checker = FormatChecker(formats=())
+    checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
+    checker.checks("regex", raises=re2.error)(
+        lambda value: not isinstance(value, str) or _compiled(value) is not None
+    )
+    return checker

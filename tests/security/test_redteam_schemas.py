@@ -1,0 +1,351 @@
+"""Schemas from outside (issue 34, items 1-4): no fetch, no hang, no unbounded text.
+
+A tool's JSON Schema may come from an OpenAI definition or an untrusted MCP server. A ``$ref``
+to ``http://`` or ``file://`` is refused when the tool is made, naming it, and nothing is ever
+fetched (a real local ``http.server`` counts its requests). A catastrophic ``pattern`` is
+matched by RE2 in linear time, so the call fails at once with a bad-argument observation; a
+pattern RE2 cannot take is refused by name. A schema that refers to itself without descending
+into the value is refused. Every observation, errors included, is cut to
+``max_result_length``, and an error lists a few allowed values with their count.
+
+The MCP cases run a real server over stdio (tests/security/servers/schema_server.py) and the
+calls go through `ToolExecutor` under a `ReactiveRunner`, as a model's actions would. The run
+has its own timeout; the test's is that plus one second, so a hang fails the test.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import sys
+import threading
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jianmu import ReactiveRunner, RunStatus, StateManager
+from jianmu.config import parse_config
+from jianmu.errors import ToolDefinitionError, ToolInputError, ToolUnavailableWarning
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.tools import Tool
+from jianmu.tools.registry import ToolSet
+
+pytestmark = pytest.mark.anyio
+SERVER = Path(__file__).parent / "servers" / "schema_server.py"
+RUN_TIMEOUT = 60.0
+SECRET_TEXT = "TOP-SECRET-HOST-FILE-CONTENT"
+HOSTILE_WORD = "a" * 40 + "!"  # ^(a+)+$ backtracks 2**40 times in Python's re
+
+
+class _Counted(http.server.BaseHTTPRequestHandler):
+    """Serves a schema and counts every request (the test asserts there were none)."""
+
+    hits: list[str]
+
+    def do_GET(self) -> None:
+        self.hits.append(self.path)
+        body = json.dumps({"type": "string", "description": SECRET_TEXT}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/schema+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def schema_url() -> Iterator[tuple[str, list[str]]]:
+    """A real local HTTP server serving a schema: its URL and the requests it received."""
+    hits: list[str] = []
+    handler = type("Handler", (_Counted,), {"hits": hits})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/item.schema.json", hits
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+@pytest.fixture
+def secret_file(tmp_path: Path) -> Path:
+    path = tmp_path / "host-secret.json"
+    path.write_text(json.dumps({"type": "string", "description": SECRET_TEXT}), encoding="utf-8")
+    return path
+
+
+def _definition(name: str, properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {
+        "name": name, "description": f"the {name} tool",
+        "parameters": {"type": "object", "properties": properties, **extra},
+    }}
+
+
+def _noop(**kwargs: Any) -> str:
+    return f"ran with {kwargs}"
+
+
+async def _run_calls(tools: ToolSet, calls: list[dict[str, Any]], tmp_path: Path) -> StateManager:
+    config = parse_config(f"execution:\n  workdir: {tmp_path / 'ws'}\n")
+    state = StateManager(AgentState, {"actions": calls})
+    runner = ReactiveRunner(ToolExecutor(tools=tools), state, config=config, interactive=False)
+    result = await runner.run(timeout=RUN_TIMEOUT)
+    assert result.status is RunStatus.SUCCESS, result.error
+    return state
+
+
+def _observation(state: StateManager, call_id: str) -> str:
+    found = [m for m in state.get("messages") if m.tool_call_id == call_id]
+    assert found, f"no observation for {call_id}"
+    return found[-1].content or ""
+
+
+# -- 1. $ref: nothing is fetched, ever -----------------------------------------------------
+
+
+def test_an_http_ref_in_an_openai_definition_is_refused_and_never_fetched(
+    schema_url: tuple[str, list[str]],
+) -> None:
+    url, hits = schema_url
+    with pytest.raises(ToolDefinitionError) as refused:
+        Tool.from_openai(_definition("lookup", {"item": {"$ref": url}}), _noop)
+    assert url in str(refused.value)
+    assert hits == []
+
+
+def test_an_http_ref_in_an_input_schema_of_tool_is_refused(
+    schema_url: tuple[str, list[str]],
+) -> None:
+    from jianmu import tool
+
+    url, hits = schema_url
+    schema = {"type": "object", "properties": {"item": {"$ref": url}}}
+    with pytest.raises(ToolDefinitionError, match="does not point inside the schema"):
+        tool(input_schema=schema)(_noop)
+    assert hits == []
+
+
+def test_a_file_ref_is_refused_and_the_file_never_read(secret_file: Path) -> None:
+    with pytest.raises(ToolDefinitionError) as refused:
+        Tool.from_openai(
+            _definition("lookup", {"item": {"$ref": secret_file.as_uri()}}, required=["item"]),
+            _noop,
+        )
+    assert secret_file.as_uri() in str(refused.value)
+    assert SECRET_TEXT not in str(refused.value)
+
+
+def test_references_inside_the_schema_still_resolve() -> None:
+    made = Tool.from_openai(_definition(
+        "order",
+        {"item": {"$ref": "#/$defs/item"}, "size": {"$ref": "#size"},
+         "by_id": {"$ref": "https://example.test/sizes"}},
+        **{"$defs": {
+            "item": {"type": "string", "minLength": 2},
+            "size": {"$anchor": "size", "enum": ["s", "m", "l"]},
+            "sizes": {"$id": "https://example.test/sizes", "type": "integer"},
+        }},
+    ), _noop)
+    assert made.validate_args({"item": "tea", "size": "m", "by_id": 3}) == {
+        "item": "tea", "size": "m", "by_id": 3,
+    }
+    with pytest.raises(Exception, match=r"\$\.item"):
+        made.validate_args({"item": "t"})
+
+
+# -- 2. patterns: RE2, linear time -------------------------------------------------------------
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_a_catastrophic_pattern_in_an_openai_definition_fails_at_once(
+    tmp_path: Path,
+) -> None:
+    made = Tool.from_openai(
+        _definition("greet", {"word": {"type": "string", "pattern": "^(a+)+$"}},
+                    required=["word"]),
+        _noop, read_only=True,
+    )
+    calls = [{"id": "c1", "name": "greet", "arguments": {"word": HOSTILE_WORD}},
+             {"id": "c2", "name": "greet", "arguments": {"word": "aaaa"}}]
+    state = await _run_calls(ToolSet.from_tools([made]), calls, tmp_path)
+    bad = _observation(state, "c1")
+    assert "invalid arguments" in bad and "does not match" in bad
+    assert "ran with" in _observation(state, "c2")
+
+
+@pytest.mark.parametrize("pattern", [r"^(a)\1$", r"^(?=a)a+$", r"^(?<!b)a$"])
+def test_a_pattern_re2_cannot_match_in_linear_time_is_refused_by_name(pattern: str) -> None:
+    with pytest.raises(ToolDefinitionError) as refused:
+        Tool.from_openai(_definition("greet", {"word": {"type": "string", "pattern": pattern}}),
+                         _noop)
+    assert repr(pattern) in str(refused.value) and "RE2" in str(refused.value)
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+def test_a_catastrophic_pattern_property_fails_at_once() -> None:
+    made = Tool.from_openai(_definition(
+        "tags", {"tags": {"type": "object", "patternProperties": {"^(a+)+$": {"type": "string"}},
+                          "additionalProperties": False}},
+    ), _noop)
+    with pytest.raises(Exception, match="not allowed"):
+        made.validate_args({"tags": {HOSTILE_WORD: "x"}})
+    assert made.validate_args({"tags": {"aaa": "x"}}) == {"tags": {"aaa": "x"}}
+
+
+# -- 3. a schema that refers to itself ---------------------------------------------------------
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+def test_a_self_referencing_schema_is_refused_not_followed() -> None:
+    loop = {"anyOf": [{"$ref": "#/$defs/loop"}] * 4}
+    with pytest.raises(ToolDefinitionError, match="refers to itself"):
+        Tool.from_openai(_definition(
+            "loop", {"name": {"type": "string"}, "extra": {"$ref": "#/$defs/loop"}},
+            **{"$defs": {"loop": loop}},
+        ), _noop)
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+def test_the_lax_checker_answers_promptly_for_a_self_referencing_schema() -> None:
+    from jianmu.tools._arguments import schema_types, validate_with_schema
+
+    schema = {
+        "type": "object",
+        "$defs": {"loop": {"anyOf": [{"$ref": "#/$defs/loop"}] * 4}},
+        "properties": {"name": {"type": "string"}, "extra": {"$ref": "#/$defs/loop"}},
+    }
+    assert schema_types(schema["properties"]["extra"], schema) == {"any"}
+    # null for an optional argument means "not given", as for any non-nullable one
+    assert validate_with_schema("loop", schema, {"name": "x", "extra": None}) == {"name": "x"}
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+def test_the_lax_checker_bounds_its_work_on_a_schema_that_multiplies() -> None:
+    from jianmu.tools._arguments import validate_with_schema
+
+    # 20 levels of anyOf, four refs each, to a leaf that refuses null: 4**20 checks unbounded
+    defs: dict[str, Any] = {"d20": {"type": "string"}}
+    for level in range(20):
+        defs[f"d{level}"] = {"anyOf": [{"$ref": f"#/$defs/d{level + 1}"}] * 4}
+    schema = {"type": "object", "$defs": defs, "required": ["x"],
+              "properties": {"x": {"$ref": "#/$defs/d0"}}}
+    with pytest.raises(ToolInputError, match="too complex"):
+        validate_with_schema("deep", schema, {"x": None})
+    assert validate_with_schema("deep", schema, {"x": "ok"}) == {"x": "ok"}
+    with pytest.raises(ToolDefinitionError, match="more than 10,000 schemas"):
+        Tool.from_openai({"name": "deep", "parameters": schema}, _noop)
+
+
+# -- 4. bounded observations -------------------------------------------------------------------
+
+
+def test_a_huge_enum_error_names_a_few_values_and_the_count() -> None:
+    made = Tool.from_openai(
+        _definition("pick", {"choice": {"enum": [f"value-{i}" for i in range(200_000)]}}),
+        _noop,
+    )
+    with pytest.raises(Exception) as refused:
+        made.validate_args({"choice": "nope"})
+    text = str(refused.value)
+    assert len(text) < 2_000
+    assert "'value-0', 'value-1'" in text and "(200,000 values)" in text
+
+
+# -- the same through a real MCP server over stdio ---------------------------------------------
+
+
+@asynccontextmanager
+async def schema_server(
+    tmp_path: Path, url: str, secret: Path,
+) -> AsyncIterator[tuple[ToolSet, list[str]]]:
+    """The hostile server's tools as a ToolSet, and the warnings its refused tools raised."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    from jianmu.mcp import providers_from_config
+
+    config = parse_config(
+        f"mcp:\n  servers:\n    schemas:\n      command: {sys.executable}\n"
+        f"      args: [{SERVER}, '{url}', '{secret}']\n      trust: read_only\n"
+    )
+    providers = providers_from_config(config)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ToolUnavailableWarning)
+            tools = await ToolSet.from_providers(providers)
+        skipped = [str(w.message) for w in caught if w.category is ToolUnavailableWarning]
+        yield tools, skipped
+    finally:
+        for provider in providers:
+            await provider.close()
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_an_mcp_server_s_remote_refs_and_loops_are_refused_and_nothing_is_fetched(
+    tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
+) -> None:
+    url, hits = schema_url
+    async with schema_server(tmp_path, url, secret_file) as (tools, skipped):
+        # refused when listed, each by name: the remote ref, the host file, the loop
+        assert any("schemas__fetch_ref" in w and url in w for w in skipped), skipped
+        assert any("schemas__file_ref" in w and secret_file.as_uri() in w for w in skipped)
+        assert any("schemas__self_loop" in w and "refers to itself" in w for w in skipped)
+        assert all(SECRET_TEXT not in w for w in skipped)
+        names = set(tools.names())
+        assert {"schemas__fetch_ref", "schemas__file_ref", "schemas__self_loop"}.isdisjoint(names)
+        assert {"schemas__backtrack", "schemas__big_enum", "schemas__echo"} <= names
+        calls = [
+            {"id": "c1", "name": "schemas__fetch_ref", "arguments": {"item": 1}},
+            {"id": "c2", "name": "schemas__file_ref", "arguments": {"item": 1}},
+            {"id": "c3", "name": "schemas__self_loop", "arguments": {"name": "x", "extra": None}},
+            {"id": "c4", "name": "schemas__echo", "arguments": {"text": "hi"}},
+        ]
+        state = await _run_calls(tools, calls, tmp_path)
+        for call_id in ("c1", "c2", "c3"):
+            assert "unknown tool" in _observation(state, call_id)
+            assert SECRET_TEXT not in _observation(state, call_id)
+        assert "echo ran" in _observation(state, "c4")
+    assert hits == []
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_an_mcp_server_s_catastrophic_pattern_fails_at_once(
+    tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
+) -> None:
+    async with schema_server(tmp_path, schema_url[0], secret_file) as (tools, _):
+        calls = [
+            {"id": "c1", "name": "schemas__backtrack", "arguments": {"word": HOSTILE_WORD}},
+            {"id": "c2", "name": "schemas__backtrack", "arguments": {"word": "aaa"}},
+        ]
+        state = await _run_calls(tools, calls, tmp_path)
+        assert "does not match pattern" in _observation(state, "c1")
+        assert "backtrack ran" in _observation(state, "c2")
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_an_mcp_server_s_huge_enum_and_huge_failure_reach_the_model_bounded(
+    tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
+) -> None:
+    async with schema_server(tmp_path, schema_url[0], secret_file) as (tools, _):
+        calls = [
+            {"id": "c1", "name": "schemas__big_enum", "arguments": {"choice": "nope"}},
+            {"id": "c2", "name": "schemas__huge_error", "arguments": {}},
+            {"id": "c3", "name": "schemas__huge_ok", "arguments": {}},
+            {"id": "c4", "name": "schemas__big_enum", "arguments": {"choice": "value-199999"}},
+        ]
+        state = await _run_calls(tools, calls, tmp_path)
+        enum_error = _observation(state, "c1")
+        assert "(200,000 values)" in enum_error and "'value-0', 'value-1'" in enum_error
+        assert len(enum_error) < 2_000
+        limit = tools.get("schemas__huge_error").max_result_length
+        for call_id in ("c2", "c3"):  # a failure is cut like a success
+            seen = _observation(state, call_id)
+            assert len(seen) <= limit + 100 and "truncated" in seen
+        assert "big_enum ran" in _observation(state, "c4")
