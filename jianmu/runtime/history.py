@@ -528,6 +528,12 @@ def describe_node(node: Behaviour, path: str) -> dict[str, Any]:
         value = getattr(node, attr, None)
         if isinstance(value, str) and value:
             info[port] = [value]
+    # the sub-agents a node calls as tools (`agent_tool`): they run trees of their own, which
+    # the graph draws under it
+    agents = [tool.name for tool in getattr(node, "toolset", None) or ()
+              if getattr(tool, "node_kind", None) == "agent"]
+    if agents:
+        info["agents"] = agents
     return info
 
 
