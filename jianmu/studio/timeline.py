@@ -160,6 +160,9 @@ class _Story:
             text = (f"asks for: {', '.join(map(str, calls))}" if calls
                     else f"answers: {f.get('answer_preview') or ''}")
             return "model", " · ".join(bits), text
+        if name == "llm.fallback":
+            return "model", f"model {f.get('from')} failed: asking {f.get('to')}", \
+                _text(f.get("error"))
         if name == "llm.call.failed":
             self.model_started.pop(node, None)
             return "error", f"model failed · {f.get('model') or 'model'}", _text(f.get("error"))
