@@ -15,7 +15,7 @@ from rich.tree import Tree
 
 from jianmu._cli.common import say, visible
 from jianmu.runtime.events import Event
-from jianmu.runtime.history import composite_kind
+from jianmu.runtime.points import composite_kind
 
 __all__ = ("Progress", "render_tree", "shorten")
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import CheckpointError
-from jianmu.runtime.history import snapshot_ops
+from jianmu.runtime.points import snapshot_ops
 
 if TYPE_CHECKING:
     from jianmu.runtime.checkpoint import SQLiteCheckpointer

@@ -4,7 +4,7 @@ on a restored run), so an approval is used once, and forks a run from any of its
 
 The studio's own record of what it did to a run (who answered which approval, which run it
 forked, what went wrong continuing one) is its `Journal`: a table beside the checkpoints, in
-the same SQLite file; the runs' own events are in their history (`jianmu.runtime.history`)."""
+the same SQLite file; the runs' own events are with their points (`jianmu.runtime.points`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNot
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
-from jianmu.runtime.history import Frame, short
+from jianmu.runtime.points import Frame, short
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.studio.timeline import event_timeline, message_timeline
 from jianmu.studio.views import (

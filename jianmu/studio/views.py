@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jianmu.runtime.context import ApprovalRequest
-from jianmu.runtime.history import PointInfo
+from jianmu.runtime.points import PointInfo
 from jianmu.studio.timeline import pretty_json
 
 __all__ = ("agent_statuses", "asking_at", "final_answer", "node_rows", "pending_rows",

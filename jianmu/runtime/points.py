@@ -1,4 +1,4 @@
-"""A run's history: the points of a run, kept beside its checkpoints, for going back in time.
+"""A run's points, kept beside its checkpoints: the run after each tick, to go back in time.
 
 A point is what a run looked like after one tick that changed something: its state, each
 node's status, the tree's nodes and the events since the point before. Points are numbered
