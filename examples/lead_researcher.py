@@ -106,7 +106,7 @@ def show(event: Any) -> None:
     if event.name == "tool.call.started":
         print(f"{depth}→ {fields['tool']}({fields['args_preview']})")
     elif event.name == "tool.call.completed":
-        print(f"{depth}← {fields['tool']}: {fields['result_preview'][:70]}")
+        print(f"{depth}← {fields['tool']}: {fields['result_preview']}")
 
 
 async def main() -> None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from jianmu.guard import Decision, GuardEnforcer
     from jianmu.llm import (
         AnthropicProvider,
+        FallbackLLM,
         LLMProvider,
         LLMResponse,
         Message,
@@ -150,6 +151,7 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
     ),
     "jianmu.llm": (
         "AnthropicProvider",
+        "FallbackLLM",
         "LLMProvider",
         "LLMResponse",
         "Message",
@@ -202,6 +204,7 @@ __all__ = (
     "Decision",
     "DockerSandbox",
     "ExecutionConstraints",
+    "FallbackLLM",
     "FlattenedAgentNode",
     "FunctionTool",
     "GuardConstraints",

@@ -90,6 +90,16 @@ Needs the 'studio' extra: pip install 'jianmu[studio]'.
 """
 
 
+def _version() -> str:
+    """The installed distribution's version (read from its metadata, not imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jianmu")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     # SUPPRESS: given before or after the sub-command, the value is kept either way
     parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
@@ -118,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG, formatter_class=formatter,
     )
     _common(parser)
+    parser.add_argument("--version", action="version", version=f"jianmu {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(sub: argparse._SubParsersAction, name: str, help_: str, **kw: object

@@ -104,6 +104,9 @@ class LLMConfig(_Section):
     """Retries of transient failures (429, 5xx, connection reset)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra request parameters such as ``temperature``."""
+    fallback: list[LLMConfig] = Field(default_factory=list)
+    """Models asked in turn when this one is rate-limited, down or unreachable (after its own
+    retries): each an ``llm:`` section of its own (`jianmu.llm.FallbackLLM`)."""
 
     @field_validator("provider")
     @classmethod
@@ -116,6 +119,18 @@ class LLMConfig(_Section):
     def endpoint_configured(self) -> bool:
         """Whether a real model server is configured (a base URL or an API key)."""
         return self.provider != "scripted" and bool(self.base_url or self.api_key)
+
+    @field_validator("fallback")
+    @classmethod
+    def _fallbacks_name_models(cls, value: list[LLMConfig]) -> list[LLMConfig]:
+        for index, each in enumerate(value):
+            if each.fallback:
+                raise ConfigError(f"llm.fallback[{index}]: a fallback model lists no "
+                                  "fallback of its own; list every model under llm.fallback")
+            if each.provider == "fallback":
+                raise ConfigError(f"llm.fallback[{index}].provider: name the model's own "
+                                  "provider (openai, anthropic, ...)")
+        return value
 
 
 class SkillsConfig(_Section):

@@ -70,6 +70,8 @@ BUILTINS: Mapping[str, Mapping[str, str]] = {
         "openai": "jianmu.llm.openai:OpenAIProvider",
         "anthropic": "jianmu.llm.anthropic:AnthropicProvider",
         "scripted": "jianmu.llm.scripted:ScriptedLLM",
+        # not named in llm.provider: built when llm.fallback lists models to fall back on
+        "fallback": "jianmu.llm.fallback:FallbackLLM",
     },
     "sandbox": {
         "local": "jianmu.execution.local_sandbox:LocalSandbox",

@@ -152,3 +152,17 @@ def test_every_snippet_runs(project: Path) -> None:
     assert kinds == {"python", "console", "yaml", "markdown", "bash"}
     assert (project / "out" / "report.md").is_file()  # the skill run by `jianmu run`
     assert (project / ".jianmu" / "notes.txt").read_text().strip() == "buy milk"
+
+
+def test_inline_yaml_mappings_in_the_prose_parse() -> None:
+    import yaml
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    prose = BLOCK.sub("", text).replace("\n", " ")
+    spans = [s for s in re.findall(r"`([a-z_]+: \{[^`]*\})`", prose)]
+    assert spans, "README shows inline YAML like `auth: {type: bearer, ...}`"
+    for span in spans:
+        parsed = yaml.safe_load(span)
+        assert isinstance(parsed, dict) and len(parsed) == 1, span
+        (value,) = parsed.values()
+        assert isinstance(value, dict), span

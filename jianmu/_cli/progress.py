@@ -15,7 +15,7 @@ from rich.tree import Tree
 
 from jianmu._cli.common import say, visible
 from jianmu.runtime.events import Event
-from jianmu.runtime.history import composite_kind
+from jianmu.runtime.points import composite_kind
 
 __all__ = ("Progress", "render_tree", "shorten")
 
@@ -92,7 +92,8 @@ class Progress:
 
     def subscribe(self, events: Any) -> None:
         """Listen to the run's event bus."""
-        for pattern in ("tool.call.*", "llm.call.*", "interaction.*", "skill.compiled"):
+        for pattern in ("tool.call.*", "llm.call.*", "llm.fallback", "interaction.*",
+                        "skill.compiled"):
             events.subscribe(pattern, self.on_event)
 
     def on_event(self, event: Event) -> None:
@@ -127,6 +128,10 @@ class Progress:
                 ("  ◆ ", "magenta"), (shorten(f.get("model"), 80), "bold"), f" {said} ",
                 (f"[{f.get('input_tokens')} in / {f.get('output_tokens')} out tokens]", "dim"),
             )
+        elif name == "llm.fallback":
+            self._line(("  ⇣ ", "yellow"), (shorten(f.get("from"), 80), "bold"),
+                       f" failed ({shorten(f.get('error'), _EVENT_ERROR)}); asking ",
+                       (shorten(f.get("to"), 80), "bold"))
         elif name == "llm.call.failed":
             self._line(("  ✗ ", "red"), (shorten(f.get("model"), 80), "bold"),
                        f": {shorten(f.get('error'), _EVENT_ERROR)}")

@@ -63,6 +63,8 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
             toolset = toolset.with_tools([RunBTSkillTool(bt_skills)])
         except SkillLoadError as exc:
             raise CLIError(str(exc)) from exc
+    # the token is checked before the banner: a server that cannot start must not say it serves
+    token = _bearer_token(args) if args.transport == "http" else None
     where = "stdio" if args.transport == "stdio" else \
         f"http://{args.host}:{args.port}{args.path}"
     # what clients will see: the guard's tool_policy hides denied tools from the listing
@@ -76,7 +78,9 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
     if skills:
         log.print(f"  and {len(prompt_skills)} prompt skill(s) as prompts, the files of "
                   f"{len(skills)} skill(s) as resources skill://<skill>/<path>")
-    token = _bearer_token(args, log) if args.transport == "http" else None
+    if args.transport == "http":
+        shown = f"${args.token_env}" if args.token_env else token
+        log.print(f"  clients must send: Authorization: Bearer {shown}")
     try:
         serve_sync(toolset, transport=args.transport, host=args.host, port=args.port,
                    path=args.path, guard=config.guard, execution=config.execution,
@@ -88,9 +92,9 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _bearer_token(args: argparse.Namespace, log: Console) -> str:
-    """The token every HTTP request must carry: ``--token-env``'s variable, else a new one,
-    printed (to stderr) for the person who connects clients.
+def _bearer_token(args: argparse.Namespace) -> str:
+    """The token every HTTP request must carry: ``--token-env``'s variable, else a new one
+    (the banner prints it, to stderr, for the person who connects clients).
 
     Raises:
         CLIError: ``--token-env`` names a variable that is unset or empty.
@@ -103,11 +107,8 @@ def _bearer_token(args: argparse.Namespace, log: Console) -> str:
             raise CLIError(f"--token-env {args.token_env}: the environment variable "
                            f"{args.token_env} is not set or empty; set it to the token "
                            "clients will send")
-        log.print(f"  clients must send: Authorization: Bearer ${args.token_env}")
         return token
-    token = new_token()
-    log.print(f"  clients must send: Authorization: Bearer {token}")
-    return token
+    return new_token()
 
 
 def _served_skills(folders: list[str], config: AppConfig, log: Console) -> list[Skill]:

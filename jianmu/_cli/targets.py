@@ -47,7 +47,7 @@ from jianmu.errors import (
     SkillNotFoundError,
     SkillRunError,
 )
-from jianmu.runtime.history import forked_from
+from jianmu.runtime.points import forked_from
 from jianmu.state import StateManager
 
 __all__ = ("Launch", "LaunchStore", "Target", "is_script", "load_target", "skill_catalog")

@@ -1,22 +1,22 @@
-"""The two things Jianmu needs from DBOS that its public API does not offer.
+"""Where Jianmu meets DBOS at the edge of its public API.
 
 Everything else in `jianmu.durable` goes through DBOS's public names (`DBOS`, `DBOSClient`,
-`dbos.error`, `DBOS.migrate`, `DBOSClient.list_workflow_steps`). What is missing, and why it
-is needed:
+`dbos.error`, `DBOS.migrate`, `DBOSClient.list_workflow_steps`). The two needs met here:
 
-1. **Numbering new steps after replayed ones.** A recovered run replays its finished steps
-   from Jianmu's own record (by key, so parallel calls replay whatever their timing), not by
-   re-running DBOS steps in order. The steps it then runs must be numbered after the last one
-   recorded, or DBOS would mistake a new step for an old one. DBOS has no public setter for a
-   workflow's step counter; `advance_step_counter` moves the running workflow's counter.
-2. **Handing a dead worker's runs back to the queue, only if still its own.** DBOS recovers a
-   worker's runs when the same executor id starts again; a worker that never returns needs a
-   live one to take them. `DBOSClient.resume_workflow` would also restart a run another worker
-   took meanwhile; the system database's conditional re-enqueue (PENDING and still owned by
-   the dead executor) is the atomic form, and it is not public.
+1. **Numbering new steps after replayed ones** (public API). A recovered run replays its
+   finished steps from Jianmu's own record (by key, so parallel calls replay whatever their
+   timing), not by re-running DBOS steps in order. The steps it then runs must be numbered
+   after the last one recorded, or DBOS would mistake a new step for an old one.
+   `advance_step_counter` draws step numbers with `DBOS.reserve_step` until the workflow's
+   counter has passed the last recorded one.
+2. **Handing a dead worker's runs back to the queue, only if still its own** (not public).
+   DBOS recovers a worker's runs when the same executor id starts again; a worker that never
+   returns needs a live one to take them. `DBOSClient.resume_workflow` would also restart a
+   run another worker took meanwhile; the system database's conditional re-enqueue (PENDING
+   and still owned by the dead executor) is the atomic form, and it is not public.
 
 `tests/durable/test_dbos_adapter.py` fails loudly, naming the missing attribute, when a DBOS
-release changes either of them.
+release changes what it uses.
 """
 
 from __future__ import annotations
@@ -27,12 +27,16 @@ __all__ = ("advance_step_counter", "reenqueue_dead_worker_runs")
 
 
 def advance_step_counter(last: int) -> None:
-    """Make the running workflow's next step number follow ``last`` (no-op if it already does)."""
-    from dbos._context import get_local_dbos_context
+    """Make the running workflow's next step number follow ``last``.
 
-    context = get_local_dbos_context()
-    if context is not None and last > context.function_id:
-        context.function_id = last
+    Each `DBOS.reserve_step` draws the next number; the reservations are never run (a number
+    left unused is a gap DBOS allows). When the counter has passed ``last`` already, one
+    number is drawn and skipped: DBOS offers no public way to read the counter.
+    """
+    from dbos import DBOS
+
+    while DBOS.reserve_step().step_id < last:
+        pass
 
 
 def reenqueue_dead_worker_runs(client: Any, executor_id: str, app_version: str) -> list[str]:

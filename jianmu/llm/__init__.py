@@ -13,6 +13,7 @@ from jianmu._lazy import lazy_names
 
 if TYPE_CHECKING:
     from jianmu.llm.anthropic import AnthropicProvider
+    from jianmu.llm.fallback import FallbackLLM, fallback_events
     from jianmu.llm.messages import (
         Message,
         Role,
@@ -45,6 +46,7 @@ __all__ = (
     "AnthropicProvider",
     "BaseLLMProvider",
     "ChatRequest",
+    "FallbackLLM",
     "LLMProvider",
     "LLMResponse",
     "Message",
@@ -59,6 +61,7 @@ __all__ = (
     "Usage",
     "coerce_messages",
     "estimate_tokens",
+    "fallback_events",
     "from_config",
     "messages_from_anthropic",
     "messages_from_openai",
@@ -72,6 +75,7 @@ __all__ = (
 
 _HOLDERS = {
     "jianmu.llm.anthropic": ("AnthropicProvider",),
+    "jianmu.llm.fallback": ("FallbackLLM", "fallback_events"),
     "jianmu.llm.messages": (
         "Message",
         "Role",

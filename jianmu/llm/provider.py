@@ -325,7 +325,8 @@ def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
     ``llm.provider`` names a registered provider (`jianmu.plugins`): ``openai`` (also chosen
     when no provider but a ``model``/``base_url`` is set), ``anthropic``, ``scripted`` (a
     `ScriptedLLM` replaying ``params.responses``; never picked unless asked for by name) or a
-    plug-in. Its class builds itself with ``from_llm_config(llm)``.
+    plug-in. Its class builds itself with ``from_llm_config(llm)``. With ``llm.fallback``, a
+    `FallbackLLM` asks that model first, then each of the list in turn.
 
     Raises:
         ConfigError: no provider is configured, the name is not registered, or the chosen
@@ -333,6 +334,9 @@ def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
         MissingExtraError: the provider needs an extra that is not installed.
     """
     llm = config.llm if isinstance(config, AppConfig) else config
+    if llm.fallback:  # FallbackLLM builds the first model and those listed, each by this
+        wrapper: LLMProvider = plugins.resolve("llm", "fallback").from_llm_config(llm)
+        return wrapper
     name = llm.provider or ("openai" if llm.base_url or llm.model else None)
     if name is None:
         raise ConfigError(

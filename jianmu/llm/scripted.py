@@ -230,6 +230,8 @@ class ScriptedLLM(BaseLLMProvider):
             LLMError: the script has run out.
         """
         history = list(request.messages)
+        if not self.requests:  # a fresh script meets a conversation: it may be a restored run
+            self._skip_replayed(history)
         self.requests.append(request)
         if self._position >= len(self._script):
             raise LLMError(
@@ -242,6 +244,27 @@ class ScriptedLLM(BaseLLMProvider):
         self._position += 1
         return self._to_response(entry, history, where)
 
+    def _skip_replayed(self, history: list[Message]) -> None:
+        """Go on after the turns this script already played in ``history``.
+
+        A run restored from a checkpoint (in another process, by `jianmu resume`) gets a new
+        `ScriptedLLM` whose conversation already holds the script's first replies; when every
+        assistant turn there is the script's next entry, in order, the script goes on after
+        them, and the call ids it numbered continue. A conversation that differs anywhere (a
+        history from elsewhere) starts the script at its beginning.
+        """
+        played = [m for m in history if m.role == "assistant"]
+        if not played or len(played) > len(self._script):
+            return
+        numbered = 0
+        for entry, message in zip(self._script, played, strict=False):
+            if not _same_turn(entry, message):
+                return
+            if isinstance(entry, (list, tuple)):
+                numbered += sum(1 for call in entry if _unnumbered(call))
+        self._position = len(played)
+        self._next_id += numbered
+
     def text_pieces(self, text: str) -> list[str]:
         """A reply streams word by word."""
         return _WORDS.findall(text)
@@ -251,3 +274,28 @@ def _message_text(message: Message) -> str:
     parts = [message.content or ""]
     parts.extend(call.name + call.arguments_json() for call in message.tool_calls)
     return "".join(parts)
+
+
+def _unnumbered(call: ToolCall | Mapping[str, Any]) -> bool:
+    """Whether a scripted call gets its id from the script's numbering (``call_N``)."""
+    if isinstance(call, ToolCall):
+        return bool(_RANDOM_CALL_ID.fullmatch(call.id or "")) or not call.id
+    return call.get("id", call.get("tool_call_id", call.get("call_id"))) in (None, "")
+
+
+def _same_turn(entry: Any, message: Message) -> bool:
+    """Whether ``message`` is what the script entry replies (a function matches any turn)."""
+    if callable(entry):
+        return True
+    if isinstance(entry, LLMResponse):
+        entry = entry.message
+    if isinstance(entry, str):
+        return not message.tool_calls and (message.content or "") == entry
+    if isinstance(entry, Message):
+        wanted = [(c.name, c.arguments) for c in entry.tool_calls]
+        return (message.content or "") == (entry.content or "") and wanted == [
+            (c.name, c.arguments) for c in message.tool_calls]
+    calls = [c if isinstance(c, ToolCall) else ToolCall.from_dict({**c, "id": "x"})
+             for c in entry]
+    return [(c.name, c.arguments) for c in calls] == [
+        (c.name, c.arguments) for c in message.tool_calls]

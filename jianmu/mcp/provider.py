@@ -49,7 +49,7 @@ import hashlib
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 from jianmu.errors import ConfigError, ToolExecutionError, ToolUnavailableWarning
 from jianmu.mcp.client import MCPClient, MCPServerOptions
@@ -172,6 +172,9 @@ class MCPTool(Tool):
     client's read timeout, raising `ToolTimeoutError`). Assign a new ``input_schema`` to
     change the arguments it checks; the dict is not meant to be edited in place.
     """
+
+    _wraps_tools: ClassVar[bool] = True
+    """Its docstring documents the class, not the server's tool."""
 
     remote = True
     """The tool runs in another process: the executor's span says ``extension``."""

@@ -21,6 +21,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import LLMError, ToolValidationError
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
+from jianmu.llm.fallback import fallback_events
 from jianmu.llm.messages import Message, coerce_messages
 from jianmu.llm.provider import (
     ChatRequest,
@@ -357,7 +358,9 @@ class AgentLLMNode(AsyncNode):
             try:
                 # the loop timer that calls starting together share (`within`), as an
                 # asyncio.timeout would, without a timer of its own per turn
-                response = await within(self._asked(messages, toolset), timeout, _no_answer)
+                with fallback_events(events.emit):  # a FallbackLLM says its switches here
+                    response = await within(self._asked(messages, toolset), timeout,
+                                            _no_answer)
             except Exception as exc:
                 error = (
                     f"the model did not answer within {timeout:g} s"
@@ -387,8 +390,9 @@ class AgentLLMNode(AsyncNode):
             # a skill's namespace: the run's total lives at the root, for budgets and reports
             run_usage.update({"usage": response.usage})
         if events.wants("llm.call.completed"):
-            events.emit(
-                "llm.call.completed", model=model, tool_calls=[c.name for c in calls],
+            events.emit(  # the model that answered: a fallback's, when the first failed
+                "llm.call.completed", model=response.model or model,
+                tool_calls=[c.name for c in calls],
                 answer_preview=None if calls else preview(response.message.content),
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,

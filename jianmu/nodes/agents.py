@@ -42,7 +42,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import py_trees
 from py_trees.common import Status
@@ -495,6 +495,8 @@ class AgentTool(Tool):
     that builds the tree for calls that may run in parallel.
     """
 
+    node_kind: ClassVar[str] = "agent"
+    """How the studio draws it: a sub-agent under the node that calls it."""
     category = "execute"
     idempotent = False
     max_retries = 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from jianmu.errors import CheckpointError
-from jianmu.runtime.history import RecordedRun, RunHistory, TickRecorder
+from jianmu.runtime.points import RecordedRun, RunHistory, TickRecorder
 
 __all__ = ("Checkpointer", "SQLiteCheckpointer")
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import CheckpointError
-from jianmu.runtime.history import snapshot_ops
+from jianmu.runtime.points import snapshot_ops
 
 if TYPE_CHECKING:
     from jianmu.runtime.checkpoint import SQLiteCheckpointer
@@ -85,9 +85,12 @@ def fork_run(store: SQLiteCheckpointer, run_id: str, point: int, *,
     if latest is None:
         raise CheckpointError(f"no run {run_id!r} in {store.path}")
     frame = store.history.frame(run_id, point)
-    snapshot = _check_snapshot(frame.state if state is None else state)
+    original = _check_snapshot(frame.state)
+    snapshot = original if state is None else _check_snapshot(state)
     if values:
         snapshot = set_state_values(snapshot, values)
+    # a state sent back unchanged (the studio's fork box sends the point's state) is no edit
+    edited = snapshot != original
     fork_id = new_id or uuid.uuid4().hex[:12]
     if store.load(fork_id) is not None:
         raise CheckpointError(f"run {fork_id!r} already exists in {store.path}")
@@ -99,7 +102,7 @@ def fork_run(store: SQLiteCheckpointer, run_id: str, point: int, *,
     history.add_point(fork_id, 0, frame.tick, {
         "state": snapshot_ops(snapshot), "nodes": dict(frame.statuses), "tree": frame.tree,
         "errors": frame.errors}, [(time.time(), "run.forked", None, {
-            "run": run_id, "point": point, "edited": state is not None or bool(values)})])
+            "run": run_id, "point": point, "edited": edited})])
     store.save(fork_id, {
         "version": latest.get("version", 1), "run_id": fork_id, "status": "running",
         "tree": latest.get("tree", "?"), "ticks": frame.tick, "state": snapshot,

@@ -7,7 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import CheckpointError, RunNotFoundError
-from jianmu.runtime.history import describe_node, walk_tree
+from jianmu.runtime.points import describe_node, walk_tree
 from jianmu.studio.runs import Journal, decision_message, verb
 from jianmu.studio.timeline import durable_timeline, event_timeline
 from jianmu.studio.views import final_answer, node_rows, pending_rows

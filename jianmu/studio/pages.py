@@ -42,6 +42,21 @@ def _query(**params: str | None) -> str:
     return f"/?{shown}" if shown else "/"
 
 
+SOURCES = {
+    "cp": ("checkpoints", "saved by 'jianmu run' (or a ReactiveRunner with a "
+           "SQLiteCheckpointer) in the checkpoint file; the studio can answer and fork it"),
+    "durable": ("durable", "a durable run of the app's workers (DBOS): answered through the "
+                "app's database"),
+}
+"""What each kind of run source is called on the page, and what it means (its tooltip)."""
+
+
+def _source(kind: str) -> str:
+    """A run's source in words, with what it means on hover (``cp`` is only the URL's)."""
+    label, meaning = SOURCES.get(kind, (kind, ""))
+    return f'<abbr title="{_e(meaning)}" data-role="source">{_e(label)}</abbr>'
+
+
 def _origin(forked: dict[str, Any] | None, source: str) -> str:
     if not forked:
         return ""
@@ -68,7 +83,7 @@ def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
         f'<td><span class="status status-{_e(r["status"])}">{_e(r["status"])}</span></td>'
         f'<td>{_when(r["started"])}</td><td>{_e(r["pending"] or "")}</td>'
         f'<td class="origin">{_origin(r.get("forked_from"), r["source"])}</td>'
-        f'<td>{_e(r["source"])}</td></tr>'
+        f'<td>{_source(r["source"])}</td></tr>'
         for r in runs
     )
     which = f" {_e(status)}" if status else ""
@@ -83,7 +98,9 @@ def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
         f"<nav class=\"filter scope\">{here} {there}</nav>"
         f"<nav class=\"filter\">{' '.join(links)}</nav>"
         "<table class=\"runs\"><thead><tr><th>run</th><th>tree</th><th>status</th>"
-        "<th>started</th><th>pending</th><th>origin</th><th>source</th></tr></thead>"
+        "<th>started</th><th>pending</th><th>origin</th>"
+        "<th title=\"where the run is kept: checkpoints (jianmu run) or durable (DBOS)\">"
+        "source</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>{empty}"
     )
     return _layout("Runs", csrf, body)

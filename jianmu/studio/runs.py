@@ -4,7 +4,7 @@ on a restored run), so an approval is used once, and forks a run from any of its
 
 The studio's own record of what it did to a run (who answered which approval, which run it
 forked, what went wrong continuing one) is its `Journal`: a table beside the checkpoints, in
-the same SQLite file; the runs' own events are in their history (`jianmu.runtime.history`)."""
+the same SQLite file; the runs' own events are with their points (`jianmu.runtime.points`)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,17 @@ from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNot
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
-from jianmu.runtime.history import Frame, short
+from jianmu.runtime.points import Frame, short
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.studio.timeline import event_timeline, message_timeline
-from jianmu.studio.views import asking_at, final_answer, node_rows, pending_rows, point_rows
+from jianmu.studio.views import (
+    agent_statuses,
+    asking_at,
+    final_answer,
+    node_rows,
+    pending_rows,
+    point_rows,
+)
 
 __all__ = (
     "FINISHED", "CheckpointRuns", "Journal", "Restored", "Restorer", "decision_message", "verb",
@@ -175,7 +182,8 @@ class CheckpointRuns:
         nodes = node_rows(data.get("nodes", {}), tree,
                           asking={r.node or "" for r in pending},
                           errors=frame.errors if frame is not None else None,
-                          written=frame.written if frame is not None else None)
+                          written=frame.written if frame is not None else None,
+                          agents=agent_statuses(events))
         names = {row["key"]: row["name"] for row in nodes}
         note = ""
         if status == "decided":
@@ -319,7 +327,9 @@ def point_view(frame: Frame, events: list[dict[str, Any]]) -> dict[str, Any]:
         "state": frame.state, "changed": list(frame.changed),
         "changed_nodes": list(frame.changed_nodes),
         "nodes": node_rows(nodes, frame.tree, asking=asking_at(events, frame.number),
-                           errors=frame.errors, written=frame.written),
+                           errors=frame.errors, written=frame.written,
+                           agents=agent_statuses(e for e in events
+                                                 if (e.get("point") or 0) <= frame.number)),
     }
 
 

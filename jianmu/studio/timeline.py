@@ -34,23 +34,43 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else pretty_json(value)
 
 
-def call_details(snapshot: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """Each tool call in the state's conversations by id: its full arguments and result."""
-    out: dict[str, dict[str, Any]] = {}
+_SUB_AGENT = re.compile(r"^(?P<name>[^/\[\]]+)\[(?P<label>[^\]]*[^\]\d][^\]]*)\]$")
+"""A node path's part where a sub-agent's tree hangs: ``researcher[call_1]`` (the agent tool's
+name and the escaped call id; a sibling's index, ``fetch[2]``, is all digits)."""
+
+
+def call_scope(node: str | None) -> str:
+    """The state namespace whose conversation holds the calls of the node at ``node``: ``""``
+    for the run's own, ``researcher/call_1`` inside the sub-agent ``researcher[call_1]``."""
+    parts: list[str] = []
+    for part in (node or "").split("/"):
+        found = _SUB_AGENT.match(part)
+        if found is not None:
+            parts += [found.group("name"), found.group("label")]
+    return "/".join(parts)
+
+
+def call_details(snapshot: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each tool call in the state's conversations by (namespace, id), the run's own under
+    ``""``: its full arguments and result. Call ids repeat across conversations (each agent
+    numbers its own), so an id alone names no call."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     if not isinstance(snapshot, dict):
         return out
-    stores = [snapshot.get("root"), *list((snapshot.get("namespaces") or {}).values())]
-    for store in stores:
+    stores = [("", snapshot.get("root")),
+              *((str(ns), store) for ns, store in (snapshot.get("namespaces") or {}).items())]
+    for scope, store in stores:
         messages = store.get("messages") if isinstance(store, dict) else None
         for message in messages if isinstance(messages, list) else []:
             if not isinstance(message, dict):
                 continue
             for call in message.get("tool_calls") or []:
                 if isinstance(call, dict) and call.get("id"):
-                    out.setdefault(str(call["id"]), {})["arguments"] = call.get("arguments")
+                    out.setdefault((scope, str(call["id"])), {})["arguments"] = call.get(
+                        "arguments")
             if message.get("role") == "tool" and message.get("tool_call_id"):
-                out.setdefault(str(message["tool_call_id"]), {})["result"] = message.get(
-                    "content")
+                out.setdefault((scope, str(message["tool_call_id"])), {})["result"] = (
+                    message.get("content"))
     return out
 
 
@@ -85,7 +105,8 @@ def _fields_text(fields: dict[str, Any]) -> str:
 class _Story:
     """Turns events into entries, remembering what earlier events said."""
 
-    def __init__(self, calls: dict[str, dict[str, Any]], nesting: list[str]) -> None:
+    def __init__(self, calls: dict[tuple[str, str], dict[str, Any]], nesting: list[str]
+                 ) -> None:
         self.calls = calls
         self.nesting = nesting
         self.model_started: dict[str, float] = {}
@@ -96,7 +117,8 @@ class _Story:
         if not node:
             return self.open_skills
         inside = sum(1 for path in self.nesting if node.startswith(path + "/"))
-        return inside + self.open_skills
+        agents = call_scope(node).count("/") // 2 + (1 if call_scope(node) else 0)
+        return inside + agents + self.open_skills
 
     def entry(self, event: dict[str, Any]) -> dict[str, Any] | None:
         name = str(event.get("name", ""))
@@ -109,8 +131,11 @@ class _Story:
         out = {"kind": kind, "title": title, "text": text, "time": event.get("time"),
                "point": event.get("point"), "node": node, "depth": self.depth(node),
                "event": name}
-        if f.get("call_id") or f.get("request_id"):
-            out["call"] = str(f.get("call_id") or f.get("request_id"))
+        if f.get("call_id"):  # by its full path, as a request id names it: ids repeat
+            scope = call_scope(node)
+            out["call"] = f"{scope}/{f['call_id']}" if scope else str(f["call_id"])
+        elif f.get("request_id"):
+            out["call"] = str(f["request_id"])
         if name in ("bt.skill.started",):
             self.open_skills += 1
         elif name == "bt.skill.finished":
@@ -121,7 +146,7 @@ class _Story:
     def words(self, name: str, f: dict[str, Any], at: float, node: str
               ) -> tuple[str, str, str] | None:
         tool = str(f.get("tool") or "?")
-        call = self.calls.get(str(f.get("call_id") or f.get("request_id") or ""), {})
+        call = self.calls.get((call_scope(node), str(f.get("call_id") or "")), {})
         if name == "llm.call.started":
             self.model_started[node] = at
             return None
@@ -135,6 +160,9 @@ class _Story:
             text = (f"asks for: {', '.join(map(str, calls))}" if calls
                     else f"answers: {f.get('answer_preview') or ''}")
             return "model", " · ".join(bits), text
+        if name == "llm.fallback":
+            return "model", f"model {f.get('from')} failed: asking {f.get('to')}", \
+                _text(f.get("error"))
         if name == "llm.call.failed":
             self.model_started.pop(node, None)
             return "error", f"model failed · {f.get('model') or 'model'}", _text(f.get("error"))
@@ -194,6 +222,16 @@ class _Story:
         if name == "bt.skill.finished":
             return "skill", f"sub-agent finished: skill {f.get('skill')} · {f.get('status')}", \
                 _fields_text({k: v for k, v in f.items() if k not in ("skill", "status")})
+        if name == "agent.ticked":
+            return None  # one per tick of a sub-agent's tree: its points say it
+        if name == "agent.suspended":
+            pending = f.get("pending") or []
+            return "run", f"sub-agent {f.get('agent')} waits for {len(pending)} approval(s)", \
+                ", ".join(map(str, pending))
+        if name == "agent.finished":
+            if f.get("status") == "suspended":
+                return None  # "waits for approval" said it
+            return "run", f"sub-agent {f.get('agent')} {f.get('status')}", _text(f.get("error"))
         if name == "react.stopped":
             return "error", "agent loop stopped", _text(f.get("reason"))
         if name == "run.message":

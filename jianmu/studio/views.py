@@ -8,10 +8,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from jianmu.runtime.context import ApprovalRequest
-from jianmu.runtime.history import PointInfo
+from jianmu.runtime.points import PointInfo
 from jianmu.studio.timeline import pretty_json
 
-__all__ = ("asking_at", "final_answer", "node_rows", "pending_rows", "point_rows")
+__all__ = ("agent_statuses", "asking_at", "final_answer", "node_rows", "pending_rows",
+           "point_rows")
 
 _SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by"})
 
@@ -22,12 +23,14 @@ def _order(key: str) -> list[int]:
 
 def node_rows(nodes: dict[str, dict[str, Any]], tree: dict[str, dict[str, Any]] | None = None,
               *, asking: Iterable[str] = (), errors: dict[str, str] | None = None,
-              written: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+              written: dict[str, list[str]] | None = None,
+              agents: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One row per node, depth-first: its key (``0/1/2``), parent, name, path from the root,
     kind, type, namespace, status, the state keys it reads and writes where known, its last
     error. ``nodes`` maps keys to name and status (a checkpoint's), ``tree`` to what the run's
     history knows of each node; a running node in ``asking`` (paths of nodes waiting for an
-    answer) is ``suspended``."""
+    answer) is ``suspended``. A node's sub-agents (``agent_tool``) follow it as rows of kind
+    ``agent``, their status from ``agents`` (`agent_statuses`)."""
     tree = tree or {}
     errors = errors or {}
     written = written or {}
@@ -69,6 +72,41 @@ def node_rows(nodes: dict[str, dict[str, Any]], tree: dict[str, dict[str, Any]] 
             "reads": list(info.get("reads") or []),
             "writes": sorted({*(info.get("writes") or []), *written.get(path, [])}),
             "error": errors.get(key, ""),
+        })
+        rows.extend(_agent_rows(key, path, info, waiting, agents or {}))
+    return rows
+
+
+def agent_statuses(events: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """Each sub-agent's last status by name, from a run's ``agent.*`` events."""
+    statuses: dict[str, str] = {}
+    for event in events:
+        name, fields = event.get("name"), event.get("fields") or {}
+        agent = fields.get("agent")
+        if not isinstance(agent, str):
+            continue
+        if name == "agent.finished":
+            statuses[agent] = str(fields.get("status") or "running")
+        elif name in ("agent.ticked", "agent.started"):
+            statuses[agent] = "running"
+    return statuses
+
+
+def _agent_rows(key: str, path: str, info: dict[str, Any], waiting: set[str],
+                agents: dict[str, str]) -> list[dict[str, Any]]:
+    """The sub-agents a node calls as tools (``agent_tool``), each drawn as a child of kind
+    ``agent``: suspended while one of its requests waits (its nodes' paths start
+    ``<path>/<name>[``), else as its last ``agent.*`` event says (not run before any)."""
+    rows = []
+    for name in info.get("agents") or ():
+        inside = f"{path}/{name}["
+        status = agents.get(str(name), "invalid")
+        if any(p.startswith(inside) for p in waiting):
+            status = "suspended"
+        rows.append({
+            "key": f"{key}/agent:{name}", "parent": key, "name": str(name),
+            "path": f"{path}/{name}", "kind": "agent", "type": "AgentTool", "namespace": "",
+            "status": status, "reads": [], "writes": [], "error": "",
         })
     return rows
 

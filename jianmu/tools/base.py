@@ -99,6 +99,9 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract; ruff reads the TYPE_CHECKIN
     ``input_schema`` is wrapped as ``{"input": ...}`` and ``run`` receives the single value.
     """
 
+    _wraps_tools: ClassVar[bool] = True
+    """Its docstring documents the class, not the tools it makes (see `get_description`)."""
+
     name: str = "unnamed_tool"
     """Unique name the model calls the tool by; must match ``^[A-Za-z0-9_-]{1,64}$``."""
     description: str = ""
@@ -189,11 +192,17 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract; ruff reads the TYPE_CHECKIN
     # -- descriptions and schemas -----------------------------------------------------------
 
     def get_description(self) -> str:
-        """The explicit description, else the class docstring, else an empty string."""
+        """The explicit description, else the class docstring, else an empty string.
+
+        The docstring of a class that wraps tools (``Tool``, `FunctionTool`, `SchemaTool`,
+        `MCPTool`: ``_wraps_tools`` in its own body) documents the library, not the tool, so
+        a tool made by one of them without a description has none.
+        """
         if self.description and self.description != "No description provided":
             return self.description
-        doc = type(self).__doc__
-        if doc and doc is not Tool.__doc__:
+        cls = type(self)
+        doc = cls.__doc__  # a class's docstring is its own: never inherited
+        if doc and not vars(cls).get("_wraps_tools", False):
             return inspect.cleandoc(doc)
         return ""
 
@@ -575,6 +584,9 @@ class FunctionTool(Tool):
     see `ToolMetadata` for the rest. The category defaults to ``read``.
     """
 
+    _wraps_tools: ClassVar[bool] = True
+    """Its docstring documents the class, not the tools it makes (see `get_description`)."""
+
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -713,6 +725,9 @@ class SchemaTool(Tool):
             ``fn`` cannot take.
         ToolValidationError: a bad name, category or permission.
     """
+
+    _wraps_tools: ClassVar[bool] = True
+    """Its docstring documents the class, not the tools it makes (see `get_description`)."""
 
     def __init__(
         self,

@@ -135,3 +135,15 @@ def test_no_module_asks_sniffio_which_library_runs() -> None:
     asking = [str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py")
               if "sniffio" in p.read_text(encoding="utf-8")]
     assert asking == []
+
+
+def test_every_top_level_module_and_package_is_in_a_layer() -> None:
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"]
+                    if c["type"] == "layers")
+    named = {part.strip(" ()") for layer in contract["layers"] for part in layer.split("|")}
+    children = {f"jianmu.{p.stem}" for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    children |= {f"jianmu.{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert sorted(children - named) == []

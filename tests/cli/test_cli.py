@@ -129,3 +129,11 @@ def test_the_worker_help_says_it_executes_runs(project: Project) -> None:
     assert "These commands are clients: they never execute runs." in runs.out
     studio = project.jianmu("studio", "--help", config=False)
     assert "pip install 'jianmu[studio]'" in studio.out
+
+
+def test_version_prints_the_installed_version(project: Project) -> None:
+    from importlib.metadata import version
+
+    done = project.jianmu("--version", config=False)
+    assert done.code == 0, done.text
+    assert done.out.strip() == f"jianmu {version('jianmu')}"

@@ -58,3 +58,17 @@ def test_event_lines_print_markup_and_escapes_literally() -> None:
         "  ✗ rejected call_[x] (no [b])\n"
     )
     assert progress.tool_calls == 1
+
+
+def test_a_fallback_and_the_model_that_answered_are_shown() -> None:
+    console, out = _console()
+    progress = Progress(console, py_trees.behaviours.Success("s"))
+    progress.on_event(Event(name="llm.fallback", run_id="r", fields={
+        "from": "gpt-main", "to": "claude-backup", "error": "HTTP 429 from x: slow down"}))
+    progress.on_event(Event(name="llm.call.completed", run_id="r", fields={
+        "model": "claude-backup", "tool_calls": [], "answer_preview": "hi",
+        "input_tokens": 3, "output_tokens": 1}))
+    assert out.getvalue() == (
+        "  ⇣ gpt-main failed (HTTP 429 from x: slow down); asking claude-backup\n"
+        "  ◆ claude-backup answers: hi [3 in / 1 out tokens]\n"
+    )

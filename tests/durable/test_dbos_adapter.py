@@ -13,15 +13,14 @@ import pytest
 pytest.importorskip("dbos")
 
 
-def test_the_step_counter_of_a_running_workflow_is_reachable() -> None:
-    from dbos import _context
+def test_step_numbers_are_drawn_through_the_public_api() -> None:
+    from dbos import DBOS, StepReservation
 
-    assert callable(getattr(_context, "get_local_dbos_context", None)), (
-        "dbos._context.get_local_dbos_context is gone: advance_step_counter needs a new way "
-        "to number new steps after replayed ones")
-    context = _context.DBOSContext()
-    assert isinstance(getattr(context, "function_id", None), int), (
-        "DBOSContext.function_id is gone: advance_step_counter needs a new way in")
+    assert callable(getattr(DBOS, "reserve_step", None)), (
+        "DBOS.reserve_step is gone: advance_step_counter needs a new way to number new steps "
+        "after replayed ones")
+    assert isinstance(getattr(StepReservation, "step_id", None), property), (
+        "StepReservation.step_id is gone: advance_step_counter cannot tell where it is")
 
 
 def test_the_conditional_reenqueue_of_a_dead_workers_runs_is_reachable() -> None:

@@ -166,3 +166,80 @@ async def test_scripted_calls_are_numbered_in_order_and_given_ids_kept() -> None
     assert [c.id for c in first.message.tool_calls] == ["call_1", "mine", "call_2"]
     second = await llm.complete([Message.user("x")])
     assert second.tool_calls[0].id == "call_3" and second.tool_calls[0].arguments == {"k": 1}
+
+
+def _restore_with(script: list[Any], db: Any, run_id: str) -> tuple[Any, ScriptedLLM]:
+    from jianmu import ReactiveRunner, SQLiteCheckpointer, StateManager
+    from jianmu.nodes import AgentState, create_react_node
+
+    llm = ScriptedLLM(script)
+    runner = ReactiveRunner.restore(create_react_node(llm, _TOOLS, name="agent"),
+                                    SQLiteCheckpointer(db), run_id,
+                                    state_manager=StateManager(AgentState))
+    return runner, llm
+
+
+def _deploy(target: str) -> str:
+    """Deploy.
+
+    Args:
+        target: where.
+    """
+    return f"deployed {target}"
+
+
+def _lookup(city: str) -> str:
+    """The weather.
+
+    Args:
+        city: the city.
+    """
+    return f"sunny in {city}"
+
+
+def _tools() -> list[Any]:
+    from jianmu.tools import tool
+
+    return [tool(confirm=True)(_deploy), tool(_lookup)]
+
+
+_TOOLS = _tools()
+
+
+def test_a_restored_run_goes_on_with_the_script_where_it_was(tmp_path: Any) -> None:
+    from jianmu import ReactiveRunner, SQLiteCheckpointer, StateManager
+    from jianmu.nodes import AgentState, create_react_node
+
+    script: list[Any] = [[{"name": "_lookup", "arguments": {"city": "Oslo"}}],
+                         [{"name": "_deploy", "arguments": {"target": "prod"}}],
+                         "Deployed.", [{"name": "_lookup", "arguments": {"city": "Rome"}}],
+                         "Rome is sunny."]
+    db = tmp_path / "runs.sqlite"
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "ship"}]})
+    runner = ReactiveRunner(create_react_node(ScriptedLLM(script), _TOOLS, name="agent"), state,
+                            checkpointer=SQLiteCheckpointer(db), run_id="r1")
+    first = runner.run_sync(timeout=30)
+    assert first.status.value == "suspended" and [r.id for r in first.pending] == ["call_2"]
+
+    restored, llm = _restore_with(script, db, "r1")  # as in another process: a new script
+    restored.approve("call_2")
+    assert restored.run_sync(timeout=30).ok
+    assert restored.state.get("final_answer") == "Deployed."
+    assert len(llm.requests) == 1 and llm.remaining == 2
+
+    again, llm = _restore_with(script, db, "r1")
+    again.send("And Rome?")
+    assert again.run_sync(timeout=30).ok
+    assert again.state.get("final_answer") == "Rome is sunny."
+    calls = [c.id for m in again.state.get("messages") for c in m.tool_calls]
+    assert calls == ["call_1", "call_2", "call_3"]  # the numbering went on too
+
+
+def test_a_history_from_elsewhere_starts_the_script_at_its_beginning() -> None:
+    llm = ScriptedLLM(["first", "second"])
+    llm._skip_replayed([Message(role="user", content="hi"),
+                        Message(role="assistant", content="not from this script")])
+    assert llm.remaining == 2
+    llm._skip_replayed([Message(role="user", content="hi"),
+                        Message(role="assistant", content="first")])
+    assert llm.remaining == 1

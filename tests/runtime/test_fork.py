@@ -180,3 +180,25 @@ async def test_bad_points_and_states_are_refused_and_leave_nothing(tmp_path: Pat
     with pytest.raises(StateValidationError, match="rounds"):  # the schema is checked on restore
         await _restore(store, fork_id)
     store.close()
+
+
+async def test_a_fork_is_edited_only_when_its_state_differs(tmp_path: Path) -> None:
+    import json
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+    original = await _finished(store)
+    state = store.history.frame(original.run_id, 1).state
+    sent_back = json.loads(json.dumps(state))  # what the studio's fork box sends unchanged
+
+    def edited(fork_id: str) -> bool:
+        (forked,) = [e for e in store.history.events(fork_id) if e["name"] == "run.forked"]
+        return bool(forked["fields"]["edited"])
+
+    assert not edited(fork_run(store, original.run_id, 1))
+    assert not edited(fork_run(store, original.run_id, 1, state=sent_back))
+    assert not edited(fork_run(store, original.run_id, 1, values={
+        "rounds": state["root"].get("rounds", 0)}))
+    assert edited(fork_run(store, original.run_id, 1, values={"rounds": 7}))
+    sent_back["root"]["final_answer"] = "changed by a person"
+    assert edited(fork_run(store, original.run_id, 1, state=sent_back))
+    store.close()

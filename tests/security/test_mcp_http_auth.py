@@ -130,6 +130,7 @@ def test_a_token_variable_that_is_unset_is_a_clean_error(tmp_path: Path) -> None
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
     assert "NO_SUCH_VARIABLE_HERE" in err and "Traceback" not in err
+    assert "serving" not in err  # checked before the banner: it never says it serves
 
 
 async def test_no_http_server_without_a_token_on_any_interface() -> None:

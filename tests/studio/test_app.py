@@ -307,3 +307,12 @@ def test_the_app_without_the_studio_extra_names_it() -> None:
                           check=True, cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.startswith("studio "), done.stdout + done.stderr
     assert "pip install 'jianmu[studio]'" in done.stdout
+
+
+def test_the_runs_list_says_what_a_source_is(client: TestClient, run_id: str) -> None:
+    page = client.get("/").text
+    row = re.search(rf'<tr class="run" data-run="{run_id}">.*?</tr>', page, re.S)
+    assert row is not None
+    assert '<abbr title="saved by &#x27;jianmu run&#x27;' in row.group(0)
+    assert 'data-role="source">checkpoints</abbr>' in row.group(0)
+    assert ">cp<" not in row.group(0)  # the URL's short name is not what a person reads

@@ -93,6 +93,25 @@ def test_get_description_falls_back_to_the_docstring_then_empty() -> None:
     assert Bare().get_description() == ""
 
 
+def test_a_tool_without_a_docstring_has_no_description_not_the_librarys() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    assert add.get_description() == ""
+    assert add.to_openai()["function"]["description"] == ""
+    made = Tool.from_schema(lambda **kw: kw, name="echo", description="",
+                            input_schema={"type": "object", "properties": {}})
+    assert made.get_description() == ""
+
+    class Documented(FunctionTool):
+        """A subclass that documents its own tool."""
+
+    assert Documented(lambda: 1, name="documented").get_description() == (
+        "A subclass that documents its own tool."
+    )
+
+
 def test_non_object_input_schema_is_wrapped() -> None:
     c = Calculator()
     assert c.wraps_input

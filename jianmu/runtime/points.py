@@ -1,4 +1,4 @@
-"""A run's history: the points of a run, kept beside its checkpoints, for going back in time.
+"""A run's points, kept beside its checkpoints: the run after each tick, to go back in time.
 
 A point is what a run looked like after one tick that changed something: its state, each
 node's status, the tree's nodes and the events since the point before. Points are numbered
@@ -528,6 +528,12 @@ def describe_node(node: Behaviour, path: str) -> dict[str, Any]:
         value = getattr(node, attr, None)
         if isinstance(value, str) and value:
             info[port] = [value]
+    # the sub-agents a node calls as tools (`agent_tool`): they run trees of their own, which
+    # the graph draws under it
+    agents = [tool.name for tool in getattr(node, "toolset", None) or ()
+              if getattr(tool, "node_kind", None) == "agent"]
+    if agents:
+        info["agents"] = agents
     return info
 
 

@@ -22,7 +22,7 @@ from jianmu.runtime import (
     RunStatus,
     SQLiteCheckpointer,
 )
-from jianmu.runtime.history import apply_ops, snapshot_ops
+from jianmu.runtime.points import apply_ops, snapshot_ops
 from jianmu.state import StateManager
 
 pytestmark = pytest.mark.anyio

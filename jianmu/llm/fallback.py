@@ -1,0 +1,163 @@
+"""`FallbackLLM`: ask the next model when one is rate-limited, down or unreachable.
+
+A production run should not fail on one provider's 429 or 503. `FallbackLLM([primary,
+secondary, ...])` asks each model in turn: when one fails transiently (rate limit, server
+error, connection error, timeout: the `LLMTransientError` a provider raises once its own
+retries are spent), the next is asked with the same request. Any other failure (a 400, a 401:
+the caller's error) is raised at once, and so is the last model's failure.
+
+Each switch is said with an ``llm.fallback`` event (``from``, ``to``, ``error``) on the run
+whose node asked (`fallback_events`), and the reply names the model that answered
+(`LLMResponse.model`). Usage is counted per model in `FallbackLLM.usage_by_model`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import replace
+from typing import Any
+
+from jianmu.config import LLMConfig
+from jianmu.errors import ConfigError, LLMTransientError
+from jianmu.llm.messages import Usage
+from jianmu.llm.provider import (
+    BaseLLMProvider,
+    ChatRequest,
+    LLMProvider,
+    LLMResponse,
+    StreamDone,
+    StreamEvent,
+    from_config,
+    takes_requests,
+)
+
+__all__ = ("FallbackLLM", "fallback_events")
+
+Emit = Callable[..., object]
+
+_EMIT: ContextVar[Emit | None] = ContextVar("jianmu_llm_fallback_emit", default=None)
+
+
+@contextmanager
+def fallback_events(emit: Emit) -> Iterator[None]:
+    """Within the block, a `FallbackLLM` in this task says its switches through ``emit``
+    (an event bus's ``emit``): the agent node that asks the model sets it."""
+    token = _EMIT.set(emit)
+    try:
+        yield
+    finally:
+        _EMIT.reset(token)
+
+
+def _name(llm: LLMProvider) -> str:
+    return str(getattr(llm, "model", "") or type(llm).__name__)
+
+
+class FallbackLLM(BaseLLMProvider):
+    """Asks ``models`` in order, moving on when one fails transiently (see the module).
+
+    Args:
+        models: the providers, the preferred first; at least one.
+
+    Raises:
+        ValueError: no model is given.
+    """
+
+    def __init__(self, models: Sequence[LLMProvider]) -> None:
+        self.models = tuple(models)
+        if not self.models:
+            raise ValueError("FallbackLLM needs at least one model")
+        self.model = _name(self.models[0])
+        self.usage_by_model: dict[str, Usage] = {}
+        """Tokens spent by each model that answered, by its name."""
+
+    @classmethod
+    def from_llm_config(cls, llm: LLMConfig) -> FallbackLLM:
+        """The ``llm:`` section's model first, then each of ``llm.fallback`` in turn.
+
+        Raises:
+            ConfigError: ``llm.provider`` is ``fallback`` (name the first model's own), or a
+                model lacks a setting.
+        """
+        if llm.provider == "fallback":
+            raise ConfigError("llm.provider: name the first model's own provider (openai, "
+                              "anthropic, ...) and list the others under llm.fallback")
+        first = from_config(llm.model_copy(update={"fallback": []}))
+        return cls([first, *(from_config(each) for each in llm.fallback)])
+
+    def __repr__(self) -> str:
+        return f"FallbackLLM([{', '.join(repr(m) for m in self.models)}])"
+
+    def output_format_params(self, **kwargs: Any) -> dict[str, Any]:
+        """The primary model's structured-output parameters (sent to whichever answers)."""
+        primary = getattr(self.models[0], "output_format_params", None)
+        if primary is None:
+            raise NotImplementedError(f"{_name(self.models[0])} offers no structured output")
+        params: dict[str, Any] = primary(**kwargs)
+        return params
+
+    async def send(self, request: ChatRequest) -> LLMResponse:
+        """The first model's reply that does not fail transiently.
+
+        Raises:
+            LLMTransientError: every model failed transiently (the last one's error).
+            LLMError: a model failed for any other reason (not passed on).
+        """
+        for index, llm in enumerate(self.models):
+            try:
+                if takes_requests(llm, params=request.params):
+                    response = await llm.send(request)
+                else:
+                    response = await llm.complete(
+                        request.messages, tools=request.tools or None,
+                        tool_choice=request.tool_choice, **request.params)
+            except LLMTransientError as exc:
+                self._switch(index, exc)
+                continue
+            return self._answered(llm, response)
+        raise AssertionError("unreachable: the last model's failure is raised")
+
+    async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """The first model's stream that does not fail transiently before it yields anything;
+        a failure after the first delta is raised (what was shown cannot be taken back)."""
+        for index, llm in enumerate(self.models):
+            if takes_requests(llm, stream=True, params=request.params):
+                events = llm.send_stream(request)  # type: ignore[union-attr]
+            else:
+                events = llm.stream(request.messages, tools=request.tools or None,
+                                    tool_choice=request.tool_choice, **request.params)
+            started = False
+            try:
+                async for event in events:
+                    started = True
+                    if isinstance(event, StreamDone):
+                        event = StreamDone(response=self._answered(llm, event.response))
+                    yield event
+            except LLMTransientError as exc:
+                if started:
+                    raise
+                self._switch(index, exc)
+                continue
+            return
+
+    def _switch(self, index: int, exc: LLMTransientError) -> None:
+        """Say the move from model ``index`` to the next; raise when it was the last."""
+        if index + 1 >= len(self.models):
+            raise exc
+        emit = _EMIT.get()
+        if emit is not None:
+            emit("llm.fallback", **{"from": _name(self.models[index]),
+                                    "to": _name(self.models[index + 1]), "error": str(exc)})
+
+    def _answered(self, llm: LLMProvider, response: LLMResponse) -> LLMResponse:
+        """Count the reply's usage for its model, and name that model on the reply."""
+        name = _name(llm)
+        self.usage_by_model[name] = self.usage_by_model.get(name, Usage()) + response.usage
+        return response if response.model else replace(response, model=name)
+
+    async def close(self) -> None:
+        """Close every model."""
+        for llm in self.models:
+            await llm.close()

@@ -1,0 +1,131 @@
+"""`FallbackLLM`: the next model answers when one is rate-limited or down, over real HTTP; a
+caller's error (400, 401) is raised, not passed on; from the config too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from jianmu import FallbackLLM, ReactiveRunner, StateManager
+from jianmu.config import LLMConfig
+from jianmu.errors import ConfigError, LLMError, LLMTransientError
+from jianmu.llm import OpenAIProvider, ScriptedLLM, from_config
+from jianmu.nodes import AgentState, create_react_node
+from jianmu.tools import tool
+from tests.support.fake_openai import FakeError, FakeOpenAIServer
+
+
+@tool
+def weather(city: str) -> str:
+    """The weather.
+
+    Args:
+        city: the city.
+    """
+    return f"sunny in {city}"
+
+
+@pytest.fixture
+def servers() -> Iterator[list[FakeOpenAIServer]]:
+    """Three OpenAI-compatible servers: a rate-limited one, one that is down, one that works."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(FakeOpenAIServer(model=name))
+               for name in ("primary", "secondary", "tertiary")]
+
+
+def _provider(server: FakeOpenAIServer) -> OpenAIProvider:
+    return OpenAIProvider(server.model, base_url=server.base_url, api_key="test",
+                          max_retries=0, retry_backoff=0)
+
+
+def _run(llm: Any) -> tuple[Any, list[Any], StateManager]:
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "Oslo?"}]})
+    runner = ReactiveRunner(create_react_node(llm, [weather]), state)
+    seen: list[Any] = []
+    runner.ctx.events.subscribe("llm.*", seen.append)
+    return runner.run_sync(timeout=60), seen, state
+
+
+def test_429_then_503_then_an_answer(servers: list[FakeOpenAIServer]) -> None:
+    primary, secondary, tertiary = servers
+    primary.add(FakeError(status=429, message="slow down"), FakeError(status=429))
+    secondary.add(FakeError(status=503, message="overloaded"), FakeError(status=503))
+    tertiary.add([{"name": "weather", "arguments": {"city": "Oslo"}}], "Sunny in Oslo.")
+    llm = FallbackLLM([_provider(s) for s in servers])
+    result, seen, state = _run(llm)
+    assert result.ok, result.error
+    assert state.get("final_answer") == "Sunny in Oslo."
+    switches = [(e.fields["from"], e.fields["to"]) for e in seen if e.name == "llm.fallback"]
+    assert switches == [("primary", "secondary"), ("secondary", "tertiary")] * 2
+    errors = [e.fields["error"] for e in seen if e.name == "llm.fallback"]
+    assert "HTTP 429" in errors[0] and "slow down" in errors[0]
+    assert "HTTP 503" in errors[1] and "overloaded" in errors[1]
+    answered = [e.fields["model"] for e in seen if e.name == "llm.call.completed"]
+    assert answered == ["tertiary", "tertiary"]  # which model answered each turn
+    assert list(llm.usage_by_model) == ["tertiary"]  # usage counted per model
+    assert llm.usage_by_model["tertiary"] == state.get("usage")
+    assert (len(primary.requests), len(secondary.requests), len(tertiary.requests)) == (2, 2, 2)
+
+
+@pytest.mark.parametrize("status", [400, 401])
+def test_a_callers_error_is_raised_not_passed_on(servers: list[FakeOpenAIServer],
+                                                 status: int) -> None:
+    primary, secondary, _ = servers
+    primary.add(FakeError(status=status, message="bad key"))
+    secondary.add("never asked")
+    result, seen, _state = _run(FallbackLLM([_provider(primary), _provider(secondary)]))
+    assert result.status.value == "failure"
+    assert f"HTTP {status}" in (result.error or "")
+    assert not [e for e in seen if e.name == "llm.fallback"]
+    assert secondary.requests == []
+
+
+@pytest.mark.anyio
+async def test_the_last_models_failure_is_raised(servers: list[FakeOpenAIServer]) -> None:
+    primary, secondary, _ = servers
+    primary.add(FakeError(status=429))
+    secondary.add(FakeError(status=502, message="bad gateway"))
+    llm = FallbackLLM([_provider(primary), _provider(secondary)])
+    with pytest.raises(LLMTransientError, match="HTTP 502"):
+        await llm.complete([{"role": "user", "content": "hi"}])
+    await llm.close()
+
+
+@pytest.mark.anyio
+async def test_a_stream_falls_back_before_its_first_delta(
+        servers: list[FakeOpenAIServer]) -> None:
+    primary, secondary, _ = servers
+    primary.add(FakeError(status=503))
+    secondary.add("Hello from the second model.")
+    llm = FallbackLLM([_provider(primary), _provider(secondary)])
+    events = [e async for e in llm.stream([{"role": "user", "content": "hi"}])]
+    assert events[-1].response.text == "Hello from the second model."
+    assert events[-1].response.model == "secondary"
+    await llm.close()
+
+
+def test_from_the_config() -> None:
+    config = LLMConfig.model_validate({
+        "provider": "scripted", "params": {"responses": ["one"]},
+        "fallback": [{"provider": "scripted", "model": "backup",
+                      "params": {"responses": ["two"]}}],
+    })
+    llm = from_config(config)
+    assert isinstance(llm, FallbackLLM)
+    assert [type(m) for m in llm.models] == [ScriptedLLM, ScriptedLLM]
+    assert [m.model for m in llm.models] == ["scripted", "backup"]
+    with pytest.raises(ValueError, match="fallback model lists no fallback"):
+        LLMConfig.model_validate({"model": "a", "fallback": [
+            {"model": "b", "fallback": [{"model": "c"}]}]})
+    with pytest.raises(ConfigError, match="name the first model's own provider"):
+        from_config(LLMConfig.model_validate({"provider": "fallback", "fallback": [
+            {"provider": "scripted", "params": {"responses": ["x"]}}]}))
+
+
+def test_no_models_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one model"):
+        FallbackLLM([])
+    assert issubclass(LLMTransientError, LLMError)

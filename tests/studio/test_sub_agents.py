@@ -1,0 +1,110 @@
+"""The studio tells a run with sub-agents right: each call's arguments and result are its own
+(call ids repeat across agents), the sub-agent is drawn in the graph, and its ticks are folded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager
+from jianmu.nodes import AgentState, agent_tool, create_react_node
+from jianmu.studio import CheckpointRuns
+from jianmu.studio.runs import Journal
+from jianmu.studio.timeline import call_scope
+from jianmu.tools import tool
+
+
+@tool
+def search_notes(query: str) -> str:
+    """Search notes.
+
+    Args:
+        query: a keyword.
+    """
+    return f"notes about {query}"
+
+
+@tool(read_only=False, confirm=True)
+def flag_account(account: str) -> str:
+    """Flag an account.
+
+    Args:
+        account: its id.
+    """
+    return f"flagged {account}"
+
+
+@tool
+def lookup_order(order: str) -> str:
+    """Look an order up.
+
+    Args:
+        order: its id.
+    """
+    return f"order {order}: shipped"
+
+
+def _run(path: Path) -> tuple[str, CheckpointRuns]:
+    researcher = create_react_node(ScriptedLLM([
+        [{"name": "search_notes", "arguments": {"query": "fraud"}}],
+        [{"name": "flag_account", "arguments": {"account": "A-7"}}],
+        "Account A-7 is flagged.",
+    ]), [search_notes, flag_account], name="researcher")
+    lead = create_react_node(ScriptedLLM([
+        [{"name": "lookup_order", "arguments": {"order": "O-1"}},
+         {"name": "researcher", "arguments": {"input": "check the account of O-1"}}],
+        "Done.",
+    ]), [lookup_order, agent_tool(researcher, name="researcher", description="Researches.")],
+        name="lead")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "O-1?"}]})
+    runner = ReactiveRunner(lead, state, checkpointer=SQLiteCheckpointer(path), run_id="team")
+    result = runner.run_sync(timeout=30)
+    assert result.status.value == "suspended"
+    runner.approve(result.pending[0].id)
+    assert runner.run_sync(timeout=30).ok
+    return "team", CheckpointRuns(str(path), Journal(str(path)))
+
+
+def _entries(view: dict[str, Any], title: str) -> list[dict[str, Any]]:
+    return [e for e in view["timeline"] if e["title"].startswith(title)]
+
+
+def test_each_call_shows_its_own_arguments_and_result(tmp_path: Path) -> None:
+    run_id, runs = _run(tmp_path / "runs.sqlite")
+    view = runs.view(run_id)
+    (search,) = _entries(view, "started: search_notes")
+    assert "fraud" in search["text"] and "O-1" not in search["text"]
+    (result,) = _entries(view, "result of search_notes")
+    assert result["text"] == "notes about fraud"
+    (flagged,) = _entries(view, "result of flag_account")
+    assert flagged["text"] == "flagged A-7"  # not lookup_order's result, call_1 of the lead
+    (lookup,) = _entries(view, "result of lookup_order")
+    assert lookup["text"] == "order O-1: shipped"
+    assert search["call"] == "researcher/call_2/call_1" and search["depth"] == 1
+    assert lookup["call"] == "call_1" and lookup["depth"] == 0
+
+
+def test_sub_agent_ticks_are_folded_and_its_end_is_said(tmp_path: Path) -> None:
+    run_id, runs = _run(tmp_path / "runs.sqlite")
+    view = runs.view(run_id)
+    assert not [e for e in view["timeline"] if "ticked" in e["title"]]
+    assert _entries(view, "sub-agent researcher waits for 1 approval(s)")
+    assert _entries(view, "sub-agent researcher success")
+
+
+def test_the_graph_draws_the_sub_agent_under_its_caller(tmp_path: Path) -> None:
+    run_id, runs = _run(tmp_path / "runs.sqlite")
+    nodes = runs.view(run_id)["nodes"]
+    (agent,) = [n for n in nodes if n["kind"] == "agent"]
+    caller = next(n for n in nodes if n["key"] == agent["parent"])
+    assert agent["name"] == "researcher" and caller["name"] == "lead.tools"
+    assert agent["path"] == f"{caller['path']}/researcher" and agent["status"] == "success"
+    first = runs.point(run_id, 1)["nodes"]
+    assert [n["status"] for n in first if n["kind"] == "agent"] == ["invalid"]  # not run yet
+
+
+def test_call_scope_reads_sub_agent_parts_not_sibling_indexes() -> None:
+    assert call_scope("lead/lead.tools") == ""
+    assert call_scope("lead/tools/researcher[call_1]/researcher/r.tools") == "researcher/call_1"
+    assert call_scope("a/fetch[2]/x") == ""
+    assert call_scope("l/t/r[c1]/r/t/helper[c4]/h") == "r/c1/helper/c4"

@@ -1,0 +1,20 @@
+"""The timeline's words for events a person needs to read: a model fallback names both models."""
+
+from __future__ import annotations
+
+from jianmu.studio.timeline import event_timeline
+
+
+def test_a_fallback_says_which_model_failed_and_which_answered() -> None:
+    entries = event_timeline([
+        {"time": 1.0, "name": "llm.call.started", "node": "a/llm", "fields": {"model": "main"}},
+        {"time": 1.5, "name": "llm.fallback", "node": "a/llm",
+         "fields": {"from": "main", "to": "backup", "error": "HTTP 503 from x: overloaded"}},
+        {"time": 2.0, "name": "llm.call.completed", "node": "a/llm",
+         "fields": {"model": "backup", "tool_calls": [], "answer_preview": "hi",
+                    "input_tokens": 5, "output_tokens": 1}},
+    ])
+    assert [(e["title"], e["text"]) for e in entries] == [
+        ("model main failed: asking backup", "HTTP 503 from x: overloaded"),
+        ("model turn · backup · 5 in / 1 out tokens · 1.0 s", "answers: hi"),
+    ]
