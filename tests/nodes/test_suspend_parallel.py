@@ -1,0 +1,113 @@
+"""A suspend stops the run: when `run()` returns SUSPENDED, nothing of the run still executes.
+
+Two sub-agents run in parallel under a lead agent (`tests/support/suspend_app.py`): the deployer
+waits for approval of its deploy, while the writer, in flight, writes three notes and then asks
+for its own deploy. The writer's calls finish (and are recorded) before `run()` returns; after
+the decisions each approved deploy runs once and the run finishes, also through README's
+approve-then-`run_sync` pattern and after a restore in another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jianmu import ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
+from jianmu.nodes import AgentState
+from tests.support import suspend_app as app
+
+REPO = Path(__file__).resolve().parents[2]
+PENDING = ["deployer/c_deploy/dep", "writer/c_write/dep"]
+
+
+def start() -> StateManager:
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": "Go."}]})
+
+
+def runner_for(log: app.Log, **kwargs: object) -> ReactiveRunner:
+    gate = app.Gate()
+    runner = ReactiveRunner(app.build(log, gate), start(), **kwargs)  # type: ignore[arg-type]
+    runner.ctx.events.subscribe("guard.decision", gate.on_event)
+    return runner
+
+
+def assert_finished(runner: ReactiveRunner, log: app.Log) -> None:
+    """The run ended with both sub-agents' answers, and every effect happened once, in time."""
+    assert runner.state.get("final_answer") == app.ANSWER
+    assert sorted(log.lines()) == sorted(app.EFFECTS)
+    results = [(m.tool_call_id, m.content) for m in runner.state.get("messages")
+               if m.role == "tool"]
+    assert results == [("c_deploy", "deployer: deployed a"),
+                       ("c_write", "writer: 3 notes, deployed b")]
+
+
+@pytest.mark.anyio
+async def test_calls_in_flight_finish_and_are_recorded_before_run_returns(tmp_path: Path) -> None:
+    log = app.Log(tmp_path / "effects.log")
+    runner = runner_for(log)
+    first = await runner.run(timeout=60)
+    log.returned = True  # a side effect from here on is marked LATE
+    assert first.status is RunStatus.SUSPENDED
+    # the writer was in flight when the deployer asked: its notes are done, and it asks too
+    assert [r.id for r in first.pending] == PENDING
+    assert log.lines() == ["note n1", "note n2", "note n3"]
+    writer = runner.state.scope("writer/c_write")
+    assert writer.get("completed_call_ids") == ["note1", "note2", "note3"]
+    # nothing of the run is left running in the loop
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not [t for t in others if t.get_name().startswith("jianmu:")]
+    for request in first.pending:
+        runner.approve(request.id)
+    log.returned = False
+    second = await runner.run(timeout=60)
+    assert second.status is RunStatus.SUCCESS, second.error
+    assert_finished(runner, log)
+
+
+def test_readme_approve_then_run_sync_runs_each_approved_call_once(tmp_path: Path) -> None:
+    log = app.Log(tmp_path / "effects.log")
+    runner = runner_for(log)
+    result = runner.run_sync(timeout=60)
+    log.returned = True
+    assert result.status is RunStatus.SUSPENDED
+    assert [r.id for r in result.pending] == PENDING
+    for request in result.pending:
+        runner.approve(request.id)
+    log.returned = False
+    final = runner.run_sync(timeout=60)
+    assert final.status is RunStatus.SUCCESS, final.error
+    assert_finished(runner, log)
+
+
+def test_a_run_restored_in_another_process_runs_each_approved_call_once(tmp_path: Path) -> None:
+    log, db = app.Log(tmp_path / "effects.log"), tmp_path / "runs.sqlite"
+    runner = runner_for(log, checkpointer=SQLiteCheckpointer(db), run_id="par1")
+    first = runner.run_sync(timeout=60)
+    assert first.status is RunStatus.SUSPENDED
+    assert log.lines() == ["note n1", "note n2", "note n3"]
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from jianmu import ReactiveRunner, SQLiteCheckpointer, StateManager
+        from jianmu.nodes import AgentState
+        from tests.support import suspend_app as app
+
+        log = app.Log(Path({str(log.path)!r}))
+        runner = ReactiveRunner.restore(app.build(log, app.Gate()), SQLiteCheckpointer(
+            {str(db)!r}), "par1", state_manager=StateManager(AgentState))
+        print(sorted(r.id for r in runner.pending))
+        for request in runner.pending:
+            runner.approve(request.id)
+        result = runner.run_sync(timeout=60)
+        print(result.status.value, result.error)
+        print(runner.state.get("final_answer"))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines() == [str(PENDING), "success None", app.ANSWER]
+    assert sorted(log.lines()) == sorted(app.EFFECTS)
