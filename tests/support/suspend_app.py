@@ -12,6 +12,7 @@ is in flight.
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,33 +25,41 @@ NOTES = 3
 
 
 class Gate:
-    """Opens once; whoever waits on it in any event loop goes on (no asyncio.Event: each
-    `run_sync` has its own loop)."""
+    """Opens once, from any thread; whoever waits on it in any event loop goes on (no
+    asyncio.Event: each `run_sync` has its own loop)."""
 
     def __init__(self) -> None:
-        self.opened = False
+        self.flag = threading.Event()
+        """Set once open: a tool in a worker thread waits on it."""
+        self._lock = threading.Lock()
         self._waiters: list[asyncio.Future[None]] = []
 
     def open(self) -> None:
         """Let every waiter go on, now and later."""
-        self.opened = True
-        for waiter in self._waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self._waiters.clear()
+        with self._lock:
+            self.flag.set()
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.get_loop().call_soon_threadsafe(_release, waiter)
 
     async def wait(self) -> None:
         """Return once the gate is open."""
-        if self.opened:
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        with self._lock:
+            if self.flag.is_set():
+                return
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
         await waiter
 
     def on_event(self, event: Event) -> None:
         """Open when the guard has checked a ``deploy`` (the first time, it asks a person)."""
         if event.fields.get("tool") == "deploy":
             self.open()
+
+
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class Log:
@@ -69,8 +78,23 @@ class Log:
         return self.path.read_text().splitlines() if self.path.exists() else []
 
 
-def tools(log: Log, gate: Gate) -> list[Tool]:
-    """``write_note`` (no approval; waits for the gate) and ``deploy`` (a person approves)."""
+def tools(
+    log: Log, gate: Gate, *, threaded: bool = False, writing: Gate | None = None
+) -> list[Tool]:
+    """``write_note`` (no approval; waits for the gate), ``deploy`` (a person approves) and
+    ``standby`` (waits until a note is being written).
+
+    ``threaded``: ``write_note`` is synchronous, so it runs in a worker thread (which a cancel
+    cannot stop), and opens ``writing`` when it starts.
+    """
+
+    @tool
+    async def standby() -> str:
+        """Wait until the notes are being written."""
+        assert writing is not None
+        await writing.wait()
+        return "ready"
+
 
     @tool(read_only=False)
     async def write_note(text: str) -> str:
@@ -80,6 +104,19 @@ def tools(log: Log, gate: Gate) -> list[Tool]:
             text: the note.
         """
         await gate.wait()
+        log.write(f"note {text}")
+        return "written"
+
+    @tool(read_only=False, name="write_note")
+    def write_note_in_thread(text: str) -> str:
+        """Write a note.
+
+        Args:
+            text: the note.
+        """
+        if writing is not None:
+            writing.open()  # the deployer may ask now
+        assert gate.flag.wait(60), "the deployer never asked"
         log.write(f"note {text}")
         return "written"
 
@@ -93,7 +130,9 @@ def tools(log: Log, gate: Gate) -> list[Tool]:
         log.write(f"deploy {target}")
         return f"deployed {target}"
 
-    return [write_note, deploy]
+    if threaded:
+        return [write_note_in_thread, deploy, standby]
+    return [write_note, deploy, standby]
 
 
 def _tool_results(messages: list[Any]) -> list[str]:
@@ -104,6 +143,16 @@ def deployer_reply(messages: list[Any]) -> Any:
     if not _tool_results(messages):
         return [{"id": "dep", "name": "deploy", "arguments": {"target": "a"}}]
     return f"deployer: {_tool_results(messages)[-1]}"
+
+
+def patient_deployer_reply(messages: list[Any]) -> Any:
+    """The deployer's, after a ``standby`` until the writer is at work."""
+    done = _tool_results(messages)
+    if not done:
+        return [{"id": "wait", "name": "standby", "arguments": {}}]
+    if len(done) == 1:
+        return [{"id": "dep", "name": "deploy", "arguments": {"target": "a"}}]
+    return f"deployer: {done[-1]}"
 
 
 def writer_reply(messages: list[Any]) -> Any:
@@ -126,15 +175,22 @@ def lead_reply(messages: list[Any]) -> Any:
     return " | ".join(done)
 
 
-def build(log: Log, gate: Gate) -> ReActLoop:
-    """The lead agent with its two sub-agents as tools (a tree per call: they run in parallel)."""
+def build(log: Log, gate: Gate, *, threaded: bool = False) -> ReActLoop:
+    """The lead agent with its two sub-agents as tools (a tree per call: they run in parallel).
+
+    ``threaded``: the writer's notes are written in a worker thread, and the deployer asks only
+    once the writer's first note is under way (so it is in flight when the run suspends).
+    """
+    writing = Gate() if threaded else None
 
     def deployer() -> Any:
-        return create_react_node(ScriptedLLM([deployer_reply] * 4), tools(log, gate),
+        reply = patient_deployer_reply if threaded else deployer_reply
+        return create_react_node(ScriptedLLM([reply] * 4), tools(log, gate, writing=writing),
                                  name="deployer")
 
     def writer() -> Any:
-        return create_react_node(ScriptedLLM([writer_reply] * 8), tools(log, gate),
+        return create_react_node(ScriptedLLM([writer_reply] * 8),
+                                 tools(log, gate, threaded=threaded, writing=writing),
                                  name="writer")
 
     return create_react_node(
