@@ -285,8 +285,13 @@ class ReactiveRunner:
             self._setup_once()
             with self._span() as run_span:
                 outcome = await self._loop_until_done(max_ticks, timeout, started)
-                if outcome.status is RunStatus.SUSPENDED:
-                    outcome = await self._settle(outcome, timeout, started)
+                while outcome.status is RunStatus.SUSPENDED:
+                    settled = await self._settle(timeout, started)
+                    if settled is not None:
+                        outcome = settled
+                        break
+                    # everything was decided while the calls finished: the run goes on
+                    outcome = await self._loop_until_done(max_ticks, timeout, started)
                 if run_span is not None:
                     run_span.set_attribute("jianmu.run.status", outcome.status.value)
         finally:
@@ -544,7 +549,7 @@ class ReactiveRunner:
                 found.append(task)
         return found
 
-    async def _settle(self, outcome: _Outcome, timeout: float | None, started: float) -> _Outcome:
+    async def _settle(self, timeout: float | None, started: float) -> _Outcome | None:
         """At a suspension, let what the tree already started finish before run() returns.
 
         No tick starts anything new: a branch's calls in flight (a parallel sibling, a
@@ -552,6 +557,7 @@ class ReactiveRunner:
         and record themselves, so nothing of the run goes on unrecorded once it has returned;
         their nodes report on the next run's first tick. A timeout or `cancel` meanwhile stops
         the tree instead: what finished is kept, the rest is cancelled and runs again later.
+        None when no request is pending any more (all decided meanwhile): the run goes on.
         """
         deadline = None if timeout is None else started + timeout
         wake = self._wake_event
@@ -576,7 +582,8 @@ class ReactiveRunner:
             self._stop_tree()
             raise
         # requests asked while the calls finished (a sub-agent's) are the run's too
-        return _Outcome(RunStatus.SUSPENDED, pending=self.interaction.pending)
+        pending = self.interaction.pending
+        return _Outcome(RunStatus.SUSPENDED, pending=pending) if pending else None
 
     def _has_pollers(self) -> bool:
         """Whether a running leaf needs ticks that no event will bring.

@@ -111,3 +111,42 @@ def test_a_run_restored_in_another_process_runs_each_approved_call_once(tmp_path
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines() == [str(PENDING), "success None", app.ANSWER]
     assert sorted(log.lines()) == sorted(app.EFFECTS)
+
+
+def jianmu_tasks() -> list[asyncio.Task[object]]:
+    """The run's node tasks still running in this loop."""
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith("jianmu:") and not t.done()]
+
+
+@pytest.mark.anyio
+async def test_a_cancel_while_the_calls_finish_stops_them(tmp_path: Path) -> None:
+    log = app.Log(tmp_path / "effects.log")
+    runner = runner_for(log)
+    runner.ctx.events.subscribe("run.suspended", lambda _event: runner.cancel())
+    result = await runner.run(timeout=60)
+    assert result.status is RunStatus.CANCELLED
+    assert not jianmu_tasks()  # cancelled and awaited: nothing of the run goes on
+
+
+@pytest.mark.anyio
+async def test_requests_decided_while_the_calls_finish_let_the_run_go_on(tmp_path: Path) -> None:
+    log = app.Log(tmp_path / "effects.log")
+    runner = runner_for(log)
+    loop = asyncio.get_running_loop()
+    suspended: list[str] = []
+
+    def approve_all() -> None:
+        for request in runner.pending:
+            runner.approve(request.id)
+
+    def decide(event: object) -> None:  # a person deciding while the calls still finish
+        if getattr(event, "name", "") == "run.suspended" or suspended:
+            suspended.append(getattr(event, "name", ""))
+            loop.call_soon(approve_all)
+
+    runner.ctx.events.subscribe("run.suspended", decide)
+    runner.ctx.events.subscribe("agent.suspended", decide)
+    result = await runner.run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert suspended[0] == "run.suspended" and "agent.suspended" in suspended
+    assert_finished(runner, log)
