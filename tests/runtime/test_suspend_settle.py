@@ -13,30 +13,11 @@ import pytest
 from py_trees.common import Status
 
 from jianmu import ReactiveRunner, RunStatus
-from jianmu.runtime.async_node import AsyncNode, RuntimeNode
+from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.context import ApprovalRequest
+from tests.support.suspend_app import Asker
 
 pytestmark = pytest.mark.anyio
-
-
-class Asker(RuntimeNode, py_trees.behaviour.Behaviour):
-    """Asks a person on its first tick (synchronously) and succeeds once approved."""
-
-    def __init__(self, name: str, opens: asyncio.Event | None = None) -> None:
-        super().__init__(name)
-        self.opens = opens
-
-    def update(self) -> Status:
-        interaction = self.ctx.interaction
-        assert interaction is not None
-        decision = interaction.decision(self.name)
-        if decision is not None:
-            return Status.SUCCESS if decision.approved else Status.FAILURE
-        if not interaction.asked(self.name):
-            interaction.suspend(ApprovalRequest(id=self.name, summary=self.name))
-            if self.opens is not None:
-                self.opens.set()  # its siblings go on from here: they are in flight
-        return Status.RUNNING
 
 
 class Worker(AsyncNode):

@@ -8,9 +8,12 @@ recorded it, and after the approval the run did it again (a payment paid twice).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
-from jianmu import ReactiveRunner, RunStatus, StateManager
+import py_trees
+
+from jianmu import ReactiveRunner, RunStatus, StateManager, ToolExecutor, tool
 from jianmu.nodes import AgentState
 from tests.support import suspend_app as app
 
@@ -38,3 +41,45 @@ def test_a_threaded_call_in_flight_at_a_suspend_is_done_once_and_before_run_retu
     assert result.status is RunStatus.SUCCESS, result.error
     assert sorted(log.lines()) == sorted(app.EFFECTS)  # every note and deploy exactly once
     assert state.get("final_answer") == app.ANSWER
+
+
+def test_a_threaded_call_stopped_with_the_run_is_recorded_and_never_run_again(
+    tmp_path: Path,
+) -> None:
+    """A cancel (or the run's timeout) while a suspended run's calls finish stops them; a call
+    in a worker thread cannot be stopped, so it is recorded as maybe done, not run again."""
+    log = app.Log(tmp_path / "effects.log")
+    release, finished = threading.Event(), threading.Event()
+    runner: ReactiveRunner | None = None
+
+    @tool(read_only=False)
+    def pay(amount: int) -> str:
+        """Pay (it takes a while).
+
+        Args:
+            amount: how much.
+        """
+        assert runner is not None
+        runner.cancel()  # someone stops the run while the payment is under way
+        assert release.wait(60)
+        log.write(f"pay {amount}")
+        finished.set()
+        return "paid"
+
+    state = StateManager(AgentState, {"actions": [
+        {"id": "p1", "name": "pay", "arguments": {"amount": 30}}]})
+    root = py_trees.composites.Parallel(
+        "both", policy=py_trees.common.ParallelPolicy.SuccessOnAll(),
+        children=[app.Asker("ask"), ToolExecutor(tools=[pay])],
+    )
+    runner = ReactiveRunner(root, state)
+    first = runner.run_sync(timeout=60)
+    assert first.status is RunStatus.CANCELLED
+    release.set()
+    assert finished.wait(60)  # the thread did its work after the run had stopped
+    assert state.get("completed_call_ids") == ["p1"]  # ...and that was recorded
+    runner.approve("ask")
+    assert runner.run_sync(timeout=60).ok
+    assert log.lines() == ["pay 30"]  # once
+    (said,) = [m.content for m in state.get("messages") if m.role == "tool"]
+    assert "may have done its work" in (said or "")

@@ -16,8 +16,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import py_trees
+from py_trees.common import Status
+
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import ReActLoop, agent_tool, create_react_node
+from jianmu.runtime.async_node import RuntimeNode
+from jianmu.runtime.context import ApprovalRequest
 from jianmu.runtime.events import Event
 from jianmu.tools import Tool, tool
 
@@ -205,3 +210,24 @@ ANSWER = "deployer: deployed a | writer: 3 notes, deployed b"
 """The lead's final answer once both sub-agents finished."""
 EFFECTS = ["note n1", "note n2", "note n3", "deploy a", "deploy b"]
 """Every side effect, each once (the deploys in either order)."""
+
+
+class Asker(RuntimeNode, py_trees.behaviour.Behaviour):
+    """A plain node for a tree of one's own: asks a person on its first tick (synchronously,
+    so its siblings' tasks are in flight when the run suspends) and succeeds once approved."""
+
+    def __init__(self, name: str, opens: asyncio.Event | None = None) -> None:
+        super().__init__(name)
+        self.opens = opens
+
+    def update(self) -> Status:
+        interaction = self.ctx.interaction
+        assert interaction is not None
+        decision = interaction.decision(self.name)
+        if decision is not None:
+            return Status.SUCCESS if decision.approved else Status.FAILURE
+        if not interaction.asked(self.name):
+            interaction.suspend(ApprovalRequest(id=self.name, summary=self.name))
+            if self.opens is not None:
+                self.opens.set()  # its siblings go on from here: they are in flight
+        return Status.RUNNING
