@@ -294,6 +294,8 @@ class ToolExecutor(AsyncNode):
     observation is written and the run checkpointed as the call finishes, so a run restored
     after a crash never runs a finished call again; without one (nothing to restore from),
     the batch's observations are written together when it ends, or when it is cancelled.
+    A halted batch's unfinished calls run again on the next run, except a call that is not
+    idempotent in a worker thread: nothing can stop it, so it is recorded as maybe done.
 
     Args:
         name: the node's name.

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,4 +150,31 @@ async def test_requests_decided_while_the_calls_finish_let_the_run_go_on(tmp_pat
     result = await runner.run(timeout=60)
     assert result.status is RunStatus.SUCCESS, result.error
     assert suspended[0] == "run.suspended" and "agent.suspended" in suspended
+    assert_finished(runner, log)
+
+
+@pytest.mark.anyio
+async def test_a_sub_agent_stopped_mid_way_resumes_where_it_stood(tmp_path: Path) -> None:
+    """A cancel while the writer is at work stops it; run again, it goes on from its last note
+    (none written twice), as a sub-agent restored from a checkpoint does."""
+    log = app.Log(tmp_path / "effects.log")
+    runner = runner_for(log)
+
+    def stop_after_the_first_note(event: Any) -> None:
+        if event.fields.get("tool") == "write_note":
+            runner.cancel()
+
+    unsubscribe = runner.ctx.events.subscribe("tool.call.completed", stop_after_the_first_note)
+    first = await runner.run(timeout=60)
+    unsubscribe()
+    assert first.status is RunStatus.CANCELLED
+    assert not jianmu_tasks()
+    written = log.lines()
+    assert written and len(written) < app.NOTES  # stopped mid-way
+    result = await runner.run(timeout=60)
+    while result.status is RunStatus.SUSPENDED:
+        for request in result.pending:
+            runner.approve(request.id)
+        result = await runner.run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
     assert_finished(runner, log)
