@@ -562,6 +562,7 @@ class ReactiveRunner:
         deadline = None if timeout is None else started + timeout
         wake = self._wake_event
         assert wake is not None
+        asked = [r.id for r in self.interaction.pending]
         try:
             while tasks := self._in_flight():
                 if self._cancel_requested:
@@ -583,7 +584,11 @@ class ReactiveRunner:
             raise
         # requests asked while the calls finished (a sub-agent's) are the run's too
         pending = self.interaction.pending
-        return _Outcome(RunStatus.SUSPENDED, pending=pending) if pending else None
+        if not pending:
+            return None
+        if [r.id for r in pending] != asked:  # the timeline says what the run waits for now
+            self.ctx.events.emit("run.suspended", pending=[r.id for r in pending])
+        return _Outcome(RunStatus.SUSPENDED, pending=pending)
 
     def _has_pollers(self) -> bool:
         """Whether a running leaf needs ticks that no event will bring.

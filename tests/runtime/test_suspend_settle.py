@@ -75,9 +75,12 @@ async def test_a_request_asked_while_siblings_finish_is_returned_too() -> None:
     gate, effects = asyncio.Event(), []
     runner = ReactiveRunner(tree(Asker("ask", opens=gate),
                                  Worker("worker", gate, effects, asks=True)))
+    said: list[list[str]] = []
+    runner.ctx.events.subscribe("run.suspended", lambda e: said.append(e.fields["pending"]))
     first = await runner.run()
     assert first.status is RunStatus.SUSPENDED
     assert [r.id for r in first.pending] == ["ask", "worker"]
+    assert said == [["ask"], ["ask", "worker"]]  # the timeline says what it waits for now
     for request in first.pending:
         runner.approve(request.id)
     assert (await runner.run()).ok
