@@ -26,7 +26,9 @@ sub-agent's tree in a run of its own, nested in the caller's:
   ``researcher/<call id>/<sub-call id>``). After the decision the sub-agent continues where it
   stopped, also in another process restored from the run's checkpoint: its node statuses are
   kept in its namespace (``agent_run``) and every finished call in its ``completed_call_ids``,
-  so none runs twice.
+  so none runs twice. While the run suspends, a sub-agent in flight in a parallel batch runs
+  to its end or its own request first (`ReactiveRunner.run`); one halted meanwhile keeps where
+  it stood, and the call run again resumes there.
 
 The tool's result is the sub-agent's ``final_output`` (its typed answer), else its
 ``final_answer``. A sub-agent that fails is the tool's failure: its error is the caller's
@@ -470,12 +472,24 @@ class _SubRun(ReactiveRunner):
 
     def save_checkpoint(self, status: str = "running") -> None:
         """Keep the node statuses in the namespace, then checkpoint the caller's run."""
+        self._keep(status)
+        self.parent.save_checkpoint()
+
+    def _keep(self, status: str) -> None:
+        """Write where the run stands to its namespace (``agent_run``), for the next call."""
         nodes = {
             key: {"name": node.name, "status": node.status.name}
             for key, node in self._walk(self.root, "0")
         }
         self.view.replace({"agent_run": {"status": status, "nodes": nodes, "ticks": self.ticks}})
-        self.parent.save_checkpoint()
+
+    def _stop_tree(self) -> None:
+        """Keep where the run stood, then stop it: a call run again after a halt (the caller
+        cancelled, timed out) resumes there, as after a restore, and runs no finished call
+        again, checkpointer or not."""
+        if self.root.status is Status.RUNNING:
+            self._keep("running")
+        super()._stop_tree()
 
     def detach(self) -> None:
         """Stop listening to the shared state (the run is over)."""

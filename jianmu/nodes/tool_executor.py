@@ -213,6 +213,14 @@ def elapsed_ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def abandoned(tool_name: str) -> str:
+    """The observation of a call in a worker thread when the run stopped under it."""
+    return (
+        f"the run stopped while {tool_name!r} ran in a worker thread, which cannot be stopped: "
+        "it may have done its work. Check before calling it again"
+    )
+
+
 def _transient(exc: Exception) -> bool:
     """Whether another attempt may succeed: a dropped connection, a server that restarts.
 
@@ -286,6 +294,8 @@ class ToolExecutor(AsyncNode):
     observation is written and the run checkpointed as the call finishes, so a run restored
     after a crash never runs a finished call again; without one (nothing to restore from),
     the batch's observations are written together when it ends, or when it is cancelled.
+    A halted batch's unfinished calls run again on the next run, except a call that is not
+    idempotent in a worker thread: nothing can stop it, so it is recorded as maybe done.
 
     Args:
         name: the node's name.
@@ -577,6 +587,16 @@ class ToolExecutor(AsyncNode):
             self._suspended = (*self._suspended, call.id)
             events.emit("tool.call.suspended", tool=tool.name, call_id=call.id, reason=str(exc))
             return
+        except asyncio.CancelledError:  # halted: a cancelled call is not recorded, it runs again
+            if not tool.is_async and not tool.sandboxed and not tool.tool_spec.idempotent:
+                # ...but a worker thread cannot be stopped: its work may still be done, so it
+                # is recorded as done (never run twice) and the model is told
+                self._record(call, tool, ToolResult(
+                    tool=tool.name, ok=False, call_id=call.id, error=abandoned(tool.name),
+                ), executed=True)
+                events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
+                            error=abandoned(tool.name))
+            raise
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
                         result_preview=preview(result.output),

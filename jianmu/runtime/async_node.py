@@ -271,6 +271,12 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
             tracked.add(task)
 
     @property
+    def in_flight(self) -> asyncio.Task[Status] | None:
+        """The task running ``update_async``, while it has not finished."""
+        task = self._task
+        return task if task is not None and not task.done() else None
+
+    @property
     def wants_tick(self) -> bool:
         """Whether the node returned RUNNING and waits for a tick to run update_async again."""
         return self.status is Status.RUNNING and self._task is None

@@ -285,6 +285,13 @@ class ReactiveRunner:
             self._setup_once()
             with self._span() as run_span:
                 outcome = await self._loop_until_done(max_ticks, timeout, started)
+                while outcome.status is RunStatus.SUSPENDED:
+                    settled = await self._settle(timeout, started)
+                    if settled is not None:
+                        outcome = settled
+                        break
+                    # everything was decided while the calls finished: the run goes on
+                    outcome = await self._loop_until_done(max_ticks, timeout, started)
                 if run_span is not None:
                     run_span.set_attribute("jianmu.run.status", outcome.status.value)
         finally:
@@ -529,6 +536,59 @@ class ReactiveRunner:
         except asyncio.CancelledError:
             self._stop_tree()
             raise
+
+    def _in_flight(self) -> list[asyncio.Task[Any]]:
+        """The tasks of the tree's nodes that have not finished."""
+        found = []
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children)
+            task = node.in_flight if isinstance(node, AsyncNode) else None
+            if task is not None:
+                found.append(task)
+        return found
+
+    async def _settle(self, timeout: float | None, started: float) -> _Outcome | None:
+        """At a suspension, let what the tree already started finish before run() returns.
+
+        No tick starts anything new: a branch's calls in flight (a parallel sibling, a
+        sub-agent) run to their end or to their own request, bounded by their own timeouts,
+        and record themselves, so nothing of the run goes on unrecorded once it has returned;
+        their nodes report on the next run's first tick. A timeout or `cancel` meanwhile stops
+        the tree instead: what finished is kept, the rest is cancelled and runs again later.
+        None when no request is pending any more (all decided meanwhile): the run goes on.
+        """
+        deadline = None if timeout is None else started + timeout
+        wake = self._wake_event
+        assert wake is not None
+        asked = [r.id for r in self.interaction.pending]
+        try:
+            while tasks := self._in_flight():
+                if self._cancel_requested:
+                    self._stop_tree()
+                    return _Outcome(RunStatus.CANCELLED, "the run was cancelled")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    self._stop_tree()
+                    return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
+                wake.clear()  # cancel() sets it: a waiter on it ends the wait
+                woken = asyncio.get_running_loop().create_task(wake.wait())
+                try:
+                    await asyncio.wait([*tasks, woken], timeout=remaining,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    woken.cancel()
+        except asyncio.CancelledError:
+            self._stop_tree()
+            raise
+        # requests asked while the calls finished (a sub-agent's) are the run's too
+        pending = self.interaction.pending
+        if not pending:
+            return None
+        if [r.id for r in pending] != asked:  # the timeline says what the run waits for now
+            self.ctx.events.emit("run.suspended", pending=[r.id for r in pending])
+        return _Outcome(RunStatus.SUSPENDED, pending=pending)
 
     def _has_pollers(self) -> bool:
         """Whether a running leaf needs ticks that no event will bring.
