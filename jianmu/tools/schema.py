@@ -11,10 +11,12 @@ left out of the schema and of every error message; `FunctionSchema.bind` fills t
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import json
 import re
+import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -409,8 +411,10 @@ class FunctionSchema:
         return_annotation: Any,
         returns_doc: str,
         param_descriptions: dict[str, str],
+        plan: ArgumentPlan | None = None,
     ) -> None:
         self.name = name
+        self._plan = plan
         self.description = description
         self.parameters = parameters
         self._model = model
@@ -470,6 +474,10 @@ class FunctionSchema:
                 tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"],
                 self._allowed,
             )
+        if self._plan is not None:
+            planned = self._plan.take(args, self._fields)
+            if planned is not None:
+                return planned
         problems: list[str] = []
         data: dict[str, Any] = {}
         for key, value in args.items():
@@ -549,6 +557,8 @@ def _output_schema(annotation: Any, doc: str) -> dict[str, Any]:
         schema: dict[str, Any] = {}
     elif annotation is None or annotation is type(None):
         schema = {"type": "null"}
+    elif _builtin_annotation(annotation):
+        schema = copy.deepcopy(_builtin_output_schema(annotation))
     else:
         try:
             schema = strip_titles(TypeAdapter(annotation).json_schema())
@@ -557,6 +567,112 @@ def _output_schema(annotation: Any, doc: str) -> dict[str, Any]:
     if doc and "description" not in schema:
         schema["description"] = doc
     return schema
+
+
+_BUILTIN_TYPES = frozenset({str, int, float, bool, bytes, type(None), Any})
+_BUILTIN_ORIGINS = frozenset({list, dict, tuple, set, frozenset, typing.Union, types.UnionType})
+
+
+def _builtin_annotation(annotation: Any, depth: int = 0) -> bool:
+    """True for a builtin scalar or a builtin container of them (``dict[str, list[int]]``):
+    types whose JSON Schema never changes, so it can be remembered."""
+    try:
+        if annotation in _BUILTIN_TYPES:
+            return True
+    except TypeError:  # unhashable
+        return False
+    if depth > 8 or typing.get_origin(annotation) not in _BUILTIN_ORIGINS:
+        return False
+    return all(a is Ellipsis or _builtin_annotation(a, depth + 1)
+               for a in typing.get_args(annotation))
+
+
+@lru_cache(maxsize=512)
+def _builtin_output_schema(annotation: Any) -> dict[str, Any]:
+    """pydantic's JSON Schema of a `_builtin_annotation` type, remembered (callers copy it)."""
+    try:
+        return strip_titles(TypeAdapter(annotation).json_schema())  # type: ignore[no-any-return]
+    except Exception:  # any type pydantic cannot describe: say nothing rather than fail
+        return {}
+
+
+_PLAIN_KINDS: dict[Any, tuple[type, ...]] = {
+    str: (str,), int: (int,), float: (float,), bool: (bool,),
+}
+"""Parameter types whose values, of exactly these Python types, pydantic (lax, as `_CONFIG`)
+returns unchanged."""
+
+
+def _plain_kinds(annotation: Any) -> tuple[tuple[type, ...], bool] | None:
+    """The exact value types `ArgumentPlan` accepts for ``annotation``, and whether it is a
+    list of them; None for any other annotation (it goes to the model)."""
+    try:
+        kinds = _PLAIN_KINDS.get(annotation)
+    except TypeError:  # unhashable
+        return None
+    if kinds is not None:
+        return kinds, False
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        inner = _PLAIN_KINDS.get(args[0] if args[1] is type(None) else args[1])
+        return ((*inner, type(None)), False) if inner is not None else None
+    if origin is list and len(args) == 1 and args[0] in _PLAIN_KINDS:
+        return _PLAIN_KINDS[args[0]], True
+    return None
+
+
+class ArgumentPlan:
+    """A shortcut past the pydantic model for arguments it would return unchanged: every
+    value already of its parameter's exact type (``str``, ``int``, ``float``, ``bool``,
+    optional, or a list of them), every missing parameter one with a plain default. Anything
+    else (a value to coerce or refuse, an unknown name) goes to the model, built on first use.
+    """
+
+    __slots__ = ("defaults", "kinds")
+
+    def __init__(self, kinds: dict[str, tuple[tuple[type, ...], bool]],
+                 defaults: dict[str, Any]) -> None:
+        self.kinds = kinds
+        self.defaults = defaults
+
+    @classmethod
+    def of(cls, fast: list[tuple[str, Any, str | None, bool, Any]]) -> ArgumentPlan | None:
+        """The plan of a signature's fast-path parameters, or None when no parameter has one."""
+        kinds: dict[str, tuple[tuple[type, ...], bool]] = {}
+        defaults: dict[str, Any] = {}
+        for pname, annotation, _, has_default, default in fast:
+            if has_default:
+                defaults[pname] = default  # a plain JSON value: pydantic returns it as it is
+            found = _plain_kinds(annotation)
+            if found is not None:
+                kinds[pname] = found
+        return cls(kinds, defaults) if kinds else None
+
+    def take(self, args: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> dict[
+            str, Any] | None:
+        """The validated arguments in field order, or None when the model must decide."""
+        kinds = self.kinds
+        for key, value in args.items():
+            entry = kinds.get(key)
+            if entry is None:
+                return None
+            allowed, many = entry
+            if many:
+                if type(value) is not list or not all(type(v) in allowed for v in value):
+                    return None
+            elif type(value) not in allowed:
+                return None
+        out: dict[str, Any] = {}
+        defaults = self.defaults
+        for _, real in fields:
+            if real in args:
+                value = args[real]
+                out[real] = list(value) if kinds[real][1] else value
+            elif real in defaults:
+                out[real] = defaults[real]
+            else:
+                return None  # a missing required argument: the model says so
+        return out
 
 
 def _resolve_hints(
@@ -744,6 +860,7 @@ def function_schema(
         return_annotation=hints.get("return", sig.return_annotation),
         returns_doc=doc.returns,
         param_descriptions=dict(doc.params),
+        plan=ArgumentPlan.of(fast) if fast is not None else None,
     )
 
 
