@@ -25,6 +25,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
+from pydantic_core import CoreSchema, SchemaValidator, core_schema
 
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
@@ -412,9 +413,11 @@ class FunctionSchema:
         returns_doc: str,
         param_descriptions: dict[str, str],
         plan: ArgumentPlan | None = None,
+        validator: Callable[[], SchemaValidator | None] | None = None,
     ) -> None:
         self.name = name
         self._plan = plan
+        self._validator: SchemaValidator | Callable[[], SchemaValidator | None] | None = validator
         self.description = description
         self.parameters = parameters
         self._model = model
@@ -449,6 +452,15 @@ class FunctionSchema:
         if not isinstance(model, type):
             model = self._model = model()
         return model
+
+    @property
+    def validator(self) -> SchemaValidator | type[BaseModel]:
+        """What checks the arguments (built on first use): a pydantic-core validator of the
+        parameters as a typed dict when every parameter's type allows one, else `model`."""
+        found = self._validator
+        if found is not None and not isinstance(found, SchemaValidator):
+            found = self._validator = found()
+        return found if found is not None else self.model
 
     @property
     def output_schema(self) -> dict[str, Any]:
@@ -495,14 +507,19 @@ class FunctionSchema:
             if isinstance(value, (dict, list)):
                 value = drop_default_nulls(value, self._props[key], self.parameters)
             data[key] = value
+        validator = self.validator
         try:
-            instance = self.model.model_validate(data)
+            if isinstance(validator, SchemaValidator):
+                checked = validator.validate_python(data)  # keyed by the parameters' names
+            else:
+                values = validator.model_validate(data).__dict__  # keyed by field names
         except ValidationError as exc:
             problems += [_format_error(e) for e in exc.errors(include_url=False)]
             raise input_error(tool, problems, self._allowed) from None
         if problems:
             raise input_error(tool, problems, self._allowed)
-        values = instance.__dict__  # the validated fields, read without attribute lookups
+        if isinstance(validator, SchemaValidator):
+            return {real: checked[real] for _, real in self._fields}
         return {real: values[internal] for internal, real in self._fields}
 
     def bind(
@@ -594,6 +611,47 @@ def _builtin_output_schema(annotation: Any) -> dict[str, Any]:
         return strip_titles(TypeAdapter(annotation).json_schema())  # type: ignore[no-any-return]
     except Exception:  # any type pydantic cannot describe: say nothing rather than fail
         return {}
+
+
+_CORE: dict[Any, CoreSchema | None] = {}
+
+
+def _core_schema(annotation: Any) -> CoreSchema | None:
+    """pydantic's core schema of one type as a model field of `_CONFIG` gets it, memoised;
+    None for a type that brings its own config or definitions (the model handles those)."""
+    try:
+        return _CORE[annotation]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable annotation: no memo
+        return None
+    try:
+        schema: CoreSchema | None = TypeAdapter(annotation, config=_CONFIG).core_schema
+    except Exception:
+        schema = None
+    if schema is not None and "definition" in repr(schema):  # definitions / definition-ref
+        schema = None
+    if len(_CORE) >= _FRAGMENTS_MAX:
+        _CORE.clear()
+    _CORE[annotation] = schema
+    return schema
+
+
+def typed_dict_validator(
+    fast: list[tuple[str, Any, str | None, bool, Any]],
+) -> SchemaValidator | None:
+    """A validator of the parameters as a typed dict of pydantic's per-type core schemas:
+    what the model would check, without building a model class (several times cheaper).
+    None when a type has no such schema: the model is used."""
+    fields: dict[str, Any] = {}
+    for pname, annotation, _, has_default, default in fast:
+        inner = _core_schema(annotation)
+        if inner is None:
+            return None
+        if has_default:  # a plain JSON value, returned as it is (as the model does)
+            inner = core_schema.with_default_schema(inner, default=default)
+        fields[pname] = core_schema.typed_dict_field(inner, required=not has_default)
+    return SchemaValidator(core_schema.typed_dict_schema(fields, extra_behavior="forbid"))
 
 
 _PLAIN_KINDS: dict[Any, tuple[type, ...]] = {
@@ -861,6 +919,7 @@ def function_schema(
         returns_doc=doc.returns,
         param_descriptions=dict(doc.params),
         plan=ArgumentPlan.of(fast) if fast is not None else None,
+        validator=functools.partial(typed_dict_validator, fast) if fast is not None else None,
     )
 
 
