@@ -14,6 +14,9 @@ Two workloads, each replayed three ways with the same tool functions and the sam
 The sides:
 
 - directly: each scripted call is ``fn(**arguments)``, nothing else;
+- threaded: each call made on a worker thread as a runner makes a sync tool's call
+  (`run_in_worker` on a `WorkerPool`), nothing else: the floor of a sync tool kept off the
+  event loop, which LangGraph pays as well (``run_in_executor``);
 - Jianmu: per task, the tools built (``Tool.from_openai`` / ``tool(fn)``), a fresh
   `create_react_node` tree, `StateManager` and `ReactiveRunner`, run to the end;
 - LangGraph: per task, the tools built (``StructuredTool`` with the definition's JSON schema
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import cProfile
+import functools
 import io
 import pstats
 import random
@@ -46,6 +50,7 @@ from typing import Any
 from benchmarks import _shop
 from benchmarks._util import table, verdict
 from jianmu import ReactiveRunner, StateManager
+from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.llm import LLMResponse, Message, Usage
 from jianmu.llm.provider import BaseLLMProvider
 from jianmu.nodes import AgentState, create_react_node
@@ -151,6 +156,23 @@ def bfcl_tasks(n: int = BFCL_TASKS) -> list[Task]:
 def direct(task: Task) -> list[str]:
     """The floor: the task's calls made directly, in order."""
     return [str(task.functions[name](**args)) for turn in task.turns for name, args in turn]
+
+
+_POOL: list[WorkerPool] = []
+
+
+async def threaded(task: Task) -> list[str]:
+    """The floor of a sync tool in an agent: each call made on a worker thread, as a runner
+    makes it (`run_in_worker` on a `WorkerPool`), and nothing else."""
+    if not _POOL:
+        _POOL.append(WorkerPool(8))
+    out = []
+    for turn in task.turns:
+        for name, args in turn:
+            fn = task.functions[name]
+            out.append(str(await run_in_worker(functools.partial(fn, **args),
+                                               executor=_POOL[0])))
+    return out
 
 
 class ScriptModel(BaseLLMProvider):
@@ -267,22 +289,23 @@ BFCL = bfcl_tasks()
 
 
 async def _all(side: Side, workload: Workload, pick: Callable[[Task], bool]) -> tuple[
-        float, str, list[str]]:
-    """Seconds for every picked task of a workload (fresh data, untimed), the data's digest
-    after, and every call's output."""
+        float, float, str, list[str]]:
+    """Seconds and CPU seconds (the process's, worker threads included) for every picked task
+    of a workload (fresh data, untimed), the data's digest after, and every call's output."""
     tasks, digest = workload()
-    total = 0.0
+    total = cpu = 0.0
     outputs: list[str] = []
     for task in tasks:
         if not pick(task):
             continue
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         done = side(task)
         if asyncio.iscoroutine(done):
             done = await done
         total += time.perf_counter() - start
+        cpu += time.process_time() - start_cpu
         outputs += done
-    return total, digest(), outputs
+    return total, cpu, digest(), outputs
 
 
 GROUPS: dict[str, tuple[Workload, Callable[[Task], bool]]] = {
@@ -293,8 +316,9 @@ GROUPS: dict[str, tuple[Workload, Callable[[Task], bool]]] = {
 
 
 async def measure(rounds: int = ROUNDS) -> dict[tuple[str, str], list[float]]:
-    """Seconds per call of each (group, side), per round; the sides' order rotating."""
-    sides: dict[str, Side] = {"direct": direct, "jianmu": jianmu}
+    """Seconds per call of each (group, side), per round, the sides' order rotating; and CPU
+    seconds per call under (group, side + " cpu")."""
+    sides: dict[str, Side] = {"direct": direct, "threaded": threaded, "jianmu": jianmu}
     peer = langgraph_side()
     if peer is not None:
         sides["langgraph"] = peer
@@ -303,15 +327,16 @@ async def measure(rounds: int = ROUNDS) -> dict[tuple[str, str], list[float]]:
     for group, (workload, pick) in GROUPS.items():
         expected: tuple[str, list[str]] | None = None
         for name, side in sides.items():  # warm up, and check every side does the same work
-            _, digest, outputs = await _all(side, workload, pick)
+            _, _, digest, outputs = await _all(side, workload, pick)
             expected = expected or (digest, outputs)
             if (digest, outputs) != expected:
                 raise AssertionError(f"{name} did other work than the direct calls on {group}")
         calls = sum(t.calls for t in workload()[0] if pick(t))
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
-                seconds, _, _ = await _all(sides[name], workload, pick)
+                seconds, cpu, _, _ = await _all(sides[name], workload, pick)
                 out.setdefault((group, name), []).append(seconds / calls)
+                out.setdefault((group, f"{name} cpu"), []).append(cpu / calls)
     return out
 
 
@@ -329,6 +354,17 @@ def report(rounds: int = ROUNDS) -> None:
         rows.append((f"{group}: per call above direct", f"direct {floor * 1e6:.1f} µs",
                      f"{over:.3f} ms", "", f"<= {target} ms" if target else "",
                      verdict(over <= target) if target else ""))
+        hand_off = statistics.median(
+            t - d for t, d in zip(times[group, "threaded"], times[group, "direct"],
+                                  strict=True)) * 1e3
+        cpu = statistics.median(
+            j - d for j, d in zip(times[group, "jianmu cpu"], times[group, "direct cpu"],
+                                  strict=True)) * 1e3
+        rows.append((f"{group}:  of which the thread floor", "a sync call on a worker thread",
+                     f"{hand_off:.3f} ms", f"{hand_off / over:.0%}" if over > 0 else "", "",
+                     ""))
+        rows.append((f"{group}:  CPU per call above direct", "process time, threads too",
+                     f"{cpu:.3f} ms", "", "", ""))
         if (group, "langgraph") in times:
             theirs = [g - d for g, d in zip(times[group, "langgraph"], times[group, "direct"],
                                             strict=True)]

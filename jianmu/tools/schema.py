@@ -384,6 +384,16 @@ def _is_injected(tp: Any) -> bool:
     return _is_context_type(tp)
 
 
+def _model_field(annotation: Any, base: FieldInfo | None, has_default: bool, default: Any,
+                 overrides: dict[str, Any]) -> tuple[Any, FieldInfo]:
+    """A parameter as a model field: its annotation and `FieldInfo`."""
+    if base is not None:
+        return annotation, _merge_field(base, **overrides)
+    if has_default:
+        return annotation, Field(default, **overrides)
+    return annotation, Field(**overrides)
+
+
 def _merge_field(base: FieldInfo, **overrides: Any) -> FieldInfo:
     if not overrides:
         return base
@@ -867,13 +877,8 @@ def function_schema(
         internal = pname if safe else f"p{index}_{pname.lstrip('_')}"
         if not safe:
             overrides["alias"] = pname
-        if default_info is not None:
-            info = _merge_field(default_info, **overrides)
-        elif has_default:
-            info = Field(param.default, **overrides)
-        else:
-            info = Field(**overrides)
-        fields[internal] = (annotation, info)
+        # the model's field, made only when the model is (see `_model_field`)
+        fields[internal] = (annotation, default_info, has_default, param.default, overrides)
         field_map.append((internal, pname))
         if fast is not None:
             if default_info is not None or has_field_info(annotation) or (
@@ -887,7 +892,8 @@ def function_schema(
     model_name = f"{name}_arguments"
 
     def build_model() -> type[BaseModel]:
-        return create_model(model_name, __config__=_CONFIG, **fields)
+        made: dict[str, Any] = {k: _model_field(*spec) for k, spec in fields.items()}
+        return create_model(model_name, __config__=_CONFIG, **made)
 
     parameters = fast_parameters(fast, _CONFIG) if fast is not None and _fast else None
     model: type[BaseModel] | Callable[[], type[BaseModel]] = build_model
