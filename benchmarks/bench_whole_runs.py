@@ -37,6 +37,7 @@ import asyncio
 import cProfile
 import functools
 import io
+import itertools
 import pstats
 import random
 import statistics
@@ -109,9 +110,10 @@ _TYPES: list[tuple[str, dict[str, Any], Callable[[random.Random], Any]]] = [
 ]
 
 
-def _bfcl_task(t: int, calls: int, as_functions: bool, rng: random.Random) -> Task:
-    """Task ``t``: ``calls`` fresh tools (of 1-4 typed parameters), each called once."""
-    names = [f"fn_{t}_{i}" for i in range(calls)]
+def _bfcl_task(t: int, calls: int, as_functions: bool, rng: random.Random, tag: int) -> Task:
+    """Task ``t``: ``calls`` fresh tools (of 1-4 typed parameters), each called once; ``tag``
+    is in their names and docs, so no cache keyed by them serves a later round."""
+    names = [f"fn_{t}_{i}_{tag}" for i in range(calls)]
     params = [[(f"p{j}", *rng.choice(_TYPES)) for j in range(rng.randint(1, 4))]
               for _ in names]
     turn: list[Call] = [(name, {p: make(rng) for p, _, _, make in ps})
@@ -119,7 +121,7 @@ def _bfcl_task(t: int, calls: int, as_functions: bool, rng: random.Random) -> Ta
     if as_functions:
         source = "".join(
             f"def {name}({', '.join(f'{p}: {py}' for p, py, _, _ in ps)}) -> str:\n"
-            f'    """Compute thing {i} of task {t}.\n\n    Args:\n'
+            f'    """Compute thing {i} of task {t} ({tag}).\n\n    Args:\n'
             + "".join(f"        {p}: the {p} of thing {i}.\n" for p, _, _, _ in ps)
             + f'    """\n    return repr(({", ".join(p for p, _, _, _ in ps)},))\n'
             for i, (name, ps) in enumerate(zip(names, params, strict=True)))
@@ -127,7 +129,7 @@ def _bfcl_task(t: int, calls: int, as_functions: bool, rng: random.Random) -> Ta
         exec(compile(source, f"<bfcl task {t}>", "exec"), namespace)
         return Task(f"task {t}", [turn], {n: namespace[n] for n in names})
     definitions = [{"type": "function", "function": {
-        "name": name, "description": f"Compute thing {i} of task {t}.",
+        "name": name, "description": f"Compute thing {i} of task {t} ({tag}).",
         "parameters": {"type": "object", "required": [p for p, _, _, _ in ps], "properties": {
             p: {**schema, "description": f"the {p} of thing {i}."} for p, _, schema, _ in ps}},
     }} for i, (name, ps) in enumerate(zip(names, params, strict=True))]
@@ -142,11 +144,12 @@ def _bfcl_task(t: int, calls: int, as_functions: bool, rng: random.Random) -> Ta
     return Task(f"task {t}", [turn], functions, definitions)
 
 
-def bfcl_tasks(n: int = BFCL_TASKS) -> list[Task]:
+def bfcl_tasks(n: int = BFCL_TASKS, tag: int = 0) -> list[Task]:
     """``n`` one-turn tasks: half one call, the rest two to four; half of each kind as
-    JSON-schema definitions, half as typed functions."""
+    JSON-schema definitions, half as typed functions. The calls are the same for every
+    ``tag``; the tools' names and docs are new."""
     rng = random.Random(33)
-    return [_bfcl_task(t, 1 if t % 2 == 0 else 2 + t % 3, t % 4 in (0, 1), rng)
+    return [_bfcl_task(t, 1 if t % 2 == 0 else 2 + t % 3, t % 4 in (0, 1), rng, tag)
             for t in range(n)]
 
 
@@ -281,11 +284,12 @@ Side = Callable[[Task], Any]
 Workload = Callable[[], tuple[list[Task], Callable[[], str]]]
 
 
+_TAGS = itertools.count()
+
+
 def _bfcl_workload() -> tuple[list[Task], Callable[[], str]]:
-    return BFCL, lambda: ""
-
-
-BFCL = bfcl_tasks()
+    """Fresh bfcl tasks (new functions, names and docs; the same calls) each time."""
+    return bfcl_tasks(tag=next(_TAGS)), lambda: ""
 
 
 async def _all(side: Side, workload: Workload, pick: Callable[[Task], bool]) -> tuple[
