@@ -144,13 +144,13 @@ def _bfcl_task(t: int, calls: int, as_functions: bool, rng: random.Random, tag: 
     return Task(f"task {t}", [turn], functions, definitions)
 
 
-def bfcl_tasks(n: int = BFCL_TASKS, tag: int = 0) -> list[Task]:
+def bfcl_tasks(n: int | None = None, tag: int = 0) -> list[Task]:
     """``n`` one-turn tasks: half one call, the rest two to four; half of each kind as
     JSON-schema definitions, half as typed functions. The calls are the same for every
     ``tag``; the tools' names and docs are new."""
     rng = random.Random(33)
     return [_bfcl_task(t, 1 if t % 2 == 0 else 2 + t % 3, t % 4 in (0, 1), rng, tag)
-            for t in range(n)]
+            for t in range(BFCL_TASKS if n is None else n)]
 
 
 # -- the sides ----------------------------------------------------------------------------------
