@@ -285,8 +285,10 @@ def validator_class(cls: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=16)
+@functools.cache
 def format_checker(cls: Any) -> Any:
-    """``cls``'s format checker for checking a schema, with RE2 deciding the ``regex`` format."""
+    """``cls``'s format checker for checking a schema, with RE2 deciding the ``regex`` format
+    (one per validator class: it is made once, then only read)."""
     from jsonschema import FormatChecker
 
     checker = FormatChecker(formats=())

@@ -747,7 +747,7 @@ class SchemaTool(Tool):
             ])
         self.name = name
         self.description = description or ""
-        self.input_schema = copy.deepcopy(dict(input_schema))
+        self.input_schema = _copy_schema(input_schema)
         self.output_schema = dict(output_schema) if output_schema is not None else {}
         self._fn = fn
         _apply_metadata(self, options, default_category="write")
@@ -803,6 +803,23 @@ class SchemaTool(Tool):
 
     def __repr__(self) -> str:
         return f"<SchemaTool {self.name!r} of {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+
+def _copy_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``copy.deepcopy(dict(schema))``, JSON's own types copied by hand (several times faster
+    on a tool's schema), anything else by ``copy.deepcopy``."""
+    return {k: _copy_json(v) for k, v in schema.items()}
+
+
+def _copy_json(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy_json(v) for v in value]
+    if value is None or kind in (str, int, float, bool):
+        return value
+    return copy.deepcopy(value)
 
 
 def _openai_function(definition: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -11,10 +11,12 @@ left out of the schema and of every error message; `FunctionSchema.bind` fills t
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import json
 import re
+import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
+from pydantic_core import CoreSchema, SchemaValidator, core_schema
 
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
@@ -381,6 +384,16 @@ def _is_injected(tp: Any) -> bool:
     return _is_context_type(tp)
 
 
+def _model_field(annotation: Any, base: FieldInfo | None, has_default: bool, default: Any,
+                 overrides: dict[str, Any]) -> tuple[Any, FieldInfo]:
+    """A parameter as a model field: its annotation and `FieldInfo`."""
+    if base is not None:
+        return annotation, _merge_field(base, **overrides)
+    if has_default:
+        return annotation, Field(default, **overrides)
+    return annotation, Field(**overrides)
+
+
 def _merge_field(base: FieldInfo, **overrides: Any) -> FieldInfo:
     if not overrides:
         return base
@@ -409,8 +422,12 @@ class FunctionSchema:
         return_annotation: Any,
         returns_doc: str,
         param_descriptions: dict[str, str],
+        plan: ArgumentPlan | None = None,
+        validator: Callable[[], SchemaValidator | None] | None = None,
     ) -> None:
         self.name = name
+        self._plan = plan
+        self._validator: SchemaValidator | Callable[[], SchemaValidator | None] | None = validator
         self.description = description
         self.parameters = parameters
         self._model = model
@@ -447,6 +464,15 @@ class FunctionSchema:
         return model
 
     @property
+    def validator(self) -> SchemaValidator | type[BaseModel]:
+        """What checks the arguments (built on first use): a pydantic-core validator of the
+        parameters as a typed dict when every parameter's type allows one, else `model`."""
+        found = self._validator
+        if found is not None and not isinstance(found, SchemaValidator):
+            found = self._validator = found()
+        return found if found is not None else self.model
+
+    @property
     def output_schema(self) -> dict[str, Any]:
         """JSON Schema of the return annotation (computed on first use)."""
         if self._output is None:
@@ -470,6 +496,10 @@ class FunctionSchema:
                 tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"],
                 self._allowed,
             )
+        if self._plan is not None:
+            planned = self._plan.take(args, self._fields)
+            if planned is not None:
+                return planned
         problems: list[str] = []
         data: dict[str, Any] = {}
         for key, value in args.items():
@@ -487,14 +517,19 @@ class FunctionSchema:
             if isinstance(value, (dict, list)):
                 value = drop_default_nulls(value, self._props[key], self.parameters)
             data[key] = value
+        validator = self.validator
         try:
-            instance = self.model.model_validate(data)
+            if isinstance(validator, SchemaValidator):
+                checked = validator.validate_python(data)  # keyed by the parameters' names
+            else:
+                values = validator.model_validate(data).__dict__  # keyed by field names
         except ValidationError as exc:
             problems += [_format_error(e) for e in exc.errors(include_url=False)]
             raise input_error(tool, problems, self._allowed) from None
         if problems:
             raise input_error(tool, problems, self._allowed)
-        values = instance.__dict__  # the validated fields, read without attribute lookups
+        if isinstance(validator, SchemaValidator):
+            return {real: checked[real] for _, real in self._fields}
         return {real: values[internal] for internal, real in self._fields}
 
     def bind(
@@ -549,6 +584,8 @@ def _output_schema(annotation: Any, doc: str) -> dict[str, Any]:
         schema: dict[str, Any] = {}
     elif annotation is None or annotation is type(None):
         schema = {"type": "null"}
+    elif _builtin_annotation(annotation):
+        schema = copy.deepcopy(_builtin_output_schema(annotation))
     else:
         try:
             schema = strip_titles(TypeAdapter(annotation).json_schema())
@@ -557,6 +594,153 @@ def _output_schema(annotation: Any, doc: str) -> dict[str, Any]:
     if doc and "description" not in schema:
         schema["description"] = doc
     return schema
+
+
+_BUILTIN_TYPES = frozenset({str, int, float, bool, bytes, type(None), Any})
+_BUILTIN_ORIGINS = frozenset({list, dict, tuple, set, frozenset, typing.Union, types.UnionType})
+
+
+def _builtin_annotation(annotation: Any, depth: int = 0) -> bool:
+    """True for a builtin scalar or a builtin container of them (``dict[str, list[int]]``):
+    types whose JSON Schema never changes, so it can be remembered."""
+    try:
+        if annotation in _BUILTIN_TYPES:
+            return True
+    except TypeError:  # unhashable
+        return False
+    if depth > 8 or typing.get_origin(annotation) not in _BUILTIN_ORIGINS:
+        return False
+    return all(a is Ellipsis or _builtin_annotation(a, depth + 1)
+               for a in typing.get_args(annotation))
+
+
+@lru_cache(maxsize=512)
+def _builtin_output_schema(annotation: Any) -> dict[str, Any]:
+    """pydantic's JSON Schema of a `_builtin_annotation` type, remembered (callers copy it)."""
+    try:
+        return strip_titles(TypeAdapter(annotation).json_schema())  # type: ignore[no-any-return]
+    except Exception:  # any type pydantic cannot describe: say nothing rather than fail
+        return {}
+
+
+_CORE: dict[Any, CoreSchema | None] = {}
+
+
+def _core_schema(annotation: Any) -> CoreSchema | None:
+    """pydantic's core schema of one type as a model field of `_CONFIG` gets it, memoised;
+    None for a type that brings its own config or definitions (the model handles those)."""
+    try:
+        return _CORE[annotation]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable annotation: no memo
+        return None
+    try:
+        schema: CoreSchema | None = TypeAdapter(annotation, config=_CONFIG).core_schema
+    except Exception:
+        schema = None
+    if schema is not None and "definition" in repr(schema):  # definitions / definition-ref
+        schema = None
+    if len(_CORE) >= _FRAGMENTS_MAX:
+        _CORE.clear()
+    _CORE[annotation] = schema
+    return schema
+
+
+def typed_dict_validator(
+    fast: list[tuple[str, Any, str | None, bool, Any]],
+) -> SchemaValidator | None:
+    """A validator of the parameters as a typed dict of pydantic's per-type core schemas:
+    what the model would check, without building a model class (several times cheaper).
+    None when a type has no such schema: the model is used."""
+    fields: dict[str, Any] = {}
+    for pname, annotation, _, has_default, default in fast:
+        inner = _core_schema(annotation)
+        if inner is None:
+            return None
+        if has_default:  # a plain JSON value, returned as it is (as the model does)
+            inner = core_schema.with_default_schema(inner, default=default)
+        fields[pname] = core_schema.typed_dict_field(inner, required=not has_default)
+    return SchemaValidator(core_schema.typed_dict_schema(fields, extra_behavior="forbid"))
+
+
+_PLAIN_KINDS: dict[Any, tuple[type, ...]] = {
+    str: (str,), int: (int,), float: (float,), bool: (bool,),
+}
+"""Parameter types whose values, of exactly these Python types, pydantic (lax, as `_CONFIG`)
+returns unchanged."""
+
+
+def _plain_kinds(annotation: Any) -> tuple[tuple[type, ...], bool] | None:
+    """The exact value types `ArgumentPlan` accepts for ``annotation``, and whether it is a
+    list of them; None for any other annotation (it goes to the model)."""
+    try:
+        kinds = _PLAIN_KINDS.get(annotation)
+    except TypeError:  # unhashable
+        return None
+    if kinds is not None:
+        return kinds, False
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        inner = _PLAIN_KINDS.get(args[0] if args[1] is type(None) else args[1])
+        return ((*inner, type(None)), False) if inner is not None else None
+    if origin is list and len(args) == 1 and args[0] in _PLAIN_KINDS:
+        return _PLAIN_KINDS[args[0]], True
+    return None
+
+
+class ArgumentPlan:
+    """A shortcut past the pydantic model for arguments it would return unchanged: every
+    value already of its parameter's exact type (``str``, ``int``, ``float``, ``bool``,
+    optional, or a list of them), every missing parameter one with a plain default. Anything
+    else (a value to coerce or refuse, an unknown name) goes to the model, built on first use.
+    """
+
+    __slots__ = ("defaults", "kinds")
+
+    def __init__(self, kinds: dict[str, tuple[tuple[type, ...], bool]],
+                 defaults: dict[str, Any]) -> None:
+        self.kinds = kinds
+        self.defaults = defaults
+
+    @classmethod
+    def of(cls, fast: list[tuple[str, Any, str | None, bool, Any]]) -> ArgumentPlan | None:
+        """The plan of a signature's fast-path parameters, or None when no parameter has one."""
+        kinds: dict[str, tuple[tuple[type, ...], bool]] = {}
+        defaults: dict[str, Any] = {}
+        for pname, annotation, _, has_default, default in fast:
+            if has_default:
+                defaults[pname] = default  # a plain JSON value: pydantic returns it as it is
+            found = _plain_kinds(annotation)
+            if found is not None:
+                kinds[pname] = found
+        return cls(kinds, defaults) if kinds else None
+
+    def take(self, args: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> dict[
+            str, Any] | None:
+        """The validated arguments in field order, or None when the model must decide."""
+        kinds = self.kinds
+        for key, value in args.items():
+            entry = kinds.get(key)
+            if entry is None:
+                return None
+            allowed, many = entry
+            if many:
+                if type(value) is not list or not all(type(v) in allowed for v in value):
+                    return None
+            elif type(value) not in allowed:
+                return None
+        out: dict[str, Any] = {}
+        defaults = self.defaults
+        for _, real in fields:
+            if real in args:
+                value = args[real]
+                out[real] = list(value) if kinds[real][1] else value
+            elif real in defaults:
+                out[real] = defaults[real]
+            else:
+                return None  # a missing required argument: the model says so
+        return out
 
 
 def _resolve_hints(
@@ -693,13 +877,8 @@ def function_schema(
         internal = pname if safe else f"p{index}_{pname.lstrip('_')}"
         if not safe:
             overrides["alias"] = pname
-        if default_info is not None:
-            info = _merge_field(default_info, **overrides)
-        elif has_default:
-            info = Field(param.default, **overrides)
-        else:
-            info = Field(**overrides)
-        fields[internal] = (annotation, info)
+        # the model's field, made only when the model is (see `_model_field`)
+        fields[internal] = (annotation, default_info, has_default, param.default, overrides)
         field_map.append((internal, pname))
         if fast is not None:
             if default_info is not None or has_field_info(annotation) or (
@@ -713,7 +892,8 @@ def function_schema(
     model_name = f"{name}_arguments"
 
     def build_model() -> type[BaseModel]:
-        return create_model(model_name, __config__=_CONFIG, **fields)
+        made: dict[str, Any] = {k: _model_field(*spec) for k, spec in fields.items()}
+        return create_model(model_name, __config__=_CONFIG, **made)
 
     parameters = fast_parameters(fast, _CONFIG) if fast is not None and _fast else None
     model: type[BaseModel] | Callable[[], type[BaseModel]] = build_model
@@ -744,6 +924,8 @@ def function_schema(
         return_annotation=hints.get("return", sig.return_annotation),
         returns_doc=doc.returns,
         param_descriptions=dict(doc.params),
+        plan=ArgumentPlan.of(fast) if fast is not None else None,
+        validator=functools.partial(typed_dict_validator, fast) if fast is not None else None,
     )
 
 

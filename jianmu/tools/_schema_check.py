@@ -1,0 +1,158 @@
+"""Checking a tool's input schema against its dialect's meta-schema, at the cost of a dict walk.
+
+jsonschema's ``check_schema`` for 2020-12 follows the meta-schema's ``$dynamicRef`` chains
+through the ``referencing`` registry: about 1.5 ms for a five-property schema, more than the
+rest of a one-call agent run. Almost every tool schema uses a handful of keywords whose
+meta-schema rules are plain (``type`` is one of seven names, ``required`` is an array of
+distinct strings, ``properties`` maps names to schemas ...). `check_schema` decides those
+schemas by walking them, and hands anything else (another dialect, ``$ref``, ``pattern``, any
+keyword or value it does not know exactly) to jsonschema, remembering the schemas jsonschema
+accepted, so an agent built again with the same tools checks them once.
+
+The walk only ever says "valid": a schema it is not sure of goes to jsonschema, which gives the
+error message, so both paths refuse exactly what the meta-schema refuses.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any
+
+__all__ = ("check_schema",)
+
+_SIMPLE_TYPES = frozenset(
+    {"array", "boolean", "integer", "null", "number", "object", "string"}
+)
+_STRINGS = frozenset({"title", "description", "$comment", "format"})
+"""Keywords whose value the 2020-12 meta-schema wants to be a string (and nothing else)."""
+_ANY = frozenset({"default", "const"})
+"""Keywords whose value may be any JSON value."""
+_NUMBERS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_COUNTS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties",
+                     "maxProperties"})
+_FLAGS = frozenset({"uniqueItems", "deprecated", "readOnly", "writeOnly"})
+_SUBSCHEMA = frozenset({"items", "additionalProperties", "not", "contains", "propertyNames"})
+_SCHEMA_ARRAYS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+_SCHEMA_MAPS = frozenset({"properties", "$defs"})
+_MAX_DEPTH = 32
+_REMEMBERED = 4096
+
+
+def _plainly_valid(schema: Any, depth: int = 0) -> bool:
+    """True when ``schema`` surely passes the 2020-12 meta-schema; False when unsure."""
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, dict) or depth > _MAX_DEPTH:
+        return False
+    for key, value in schema.items():
+        if key in _STRINGS:
+            if not isinstance(value, str):
+                return False
+        elif key == "type":
+            if isinstance(value, str):
+                if value not in _SIMPLE_TYPES:
+                    return False
+            elif not (isinstance(value, list) and value
+                      and all(isinstance(v, str) and v in _SIMPLE_TYPES for v in value)
+                      and len(set(value)) == len(value)):
+                return False
+        elif key in _SCHEMA_MAPS:
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and _plainly_valid(v, depth + 1) for k, v in value.items()
+            ):
+                return False
+        elif key in _SUBSCHEMA:
+            if not _plainly_valid(value, depth + 1):
+                return False
+        elif key == "required":
+            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)
+                    and len(set(value)) == len(value)):
+                return False
+        elif key in ("enum", "examples"):
+            if not isinstance(value, list) or not all(_is_json(v, depth + 1) for v in value):
+                return False
+        elif key in _ANY:
+            if not _is_json(value, depth + 1):
+                return False
+        elif key in _SCHEMA_ARRAYS:
+            if not (isinstance(value, list) and value
+                    and all(_plainly_valid(v, depth + 1) for v in value)):
+                return False
+        elif key in _NUMBERS:
+            if type(value) not in (int, float):
+                return False
+        elif key in _COUNTS:
+            if type(value) is not int or value < 0:
+                return False
+        elif key in _FLAGS:
+            if not isinstance(value, bool):
+                return False
+        else:  # $schema, $ref, pattern, a keyword of another vocabulary ...: ask jsonschema
+            return False
+    return True
+
+
+def _is_json(value: Any, depth: int) -> bool:
+    """True when ``value`` is made of JSON's own types only (so jsonschema sees it as JSON)."""
+    if value is None or type(value) in (str, int, float, bool):
+        return True
+    if depth > _MAX_DEPTH:
+        return False
+    if type(value) is list:
+        return all(_is_json(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and _is_json(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _key(value: Any, depth: int = 0) -> Hashable | None:
+    """A hashable copy of a JSON value that tells its types apart, or None for anything
+    else (a tuple, a mapping of another class ... which jsonschema may judge otherwise)."""
+    kind = type(value)
+    if value is None or kind in (str, int, float, bool):
+        return (kind.__name__, value)
+    if depth > _MAX_DEPTH:
+        return None
+    if kind is list:
+        items = tuple(_key(v, depth + 1) for v in value)
+        return None if None in items else ("list", items)
+    if kind is dict:
+        pairs = tuple((k, _key(v, depth + 1)) for k, v in value.items())
+        if any(type(k) is not str or v is None for k, v in pairs):
+            return None
+        return ("dict", frozenset(pairs))
+    return None
+
+
+_accepted: OrderedDict[tuple[type, Hashable], None] = OrderedDict()
+_lock = threading.Lock()
+
+
+def check_schema(cls: Any, schema: Any, *, format_checker: Any = None) -> None:
+    """Check ``schema`` against the meta-schema of validator class ``cls``, as
+    ``cls.check_schema(schema, format_checker=...)`` does.
+
+    Raises:
+        jsonschema.exceptions.SchemaError: the schema is not valid (jsonschema's own error).
+    """
+    from jsonschema import Draft202012Validator
+
+    if cls is Draft202012Validator and _plainly_valid(schema):
+        return
+    key = _key(schema)
+    if key is not None:
+        with _lock:
+            if (cls, key) in _accepted:
+                _accepted.move_to_end((cls, key))
+                return
+    if format_checker is None:
+        cls.check_schema(schema)
+    else:
+        cls.check_schema(schema, format_checker=format_checker)
+    if key is not None:
+        with _lock:
+            _accepted[cls, key] = None
+            if len(_accepted) > _REMEMBERED:
+                _accepted.popitem(last=False)
