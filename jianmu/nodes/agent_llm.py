@@ -9,6 +9,7 @@ history keeps its result.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -21,8 +22,9 @@ from jianmu.constraints import Constraints
 from jianmu.errors import LLMError, ToolValidationError
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
-from jianmu.llm.messages import Message, coerce_messages
+from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.llm.provider import (
+    BaseLLMProvider,
     ChatRequest,
     LLMProvider,
     LLMResponse,
@@ -84,6 +86,22 @@ def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Mess
     return window
 
 
+def _one_request(usage: Any) -> Any:
+    """A reply's usage, counting the call as one model request when it counts none itself."""
+    if isinstance(usage, Usage) and not usage.requests:
+        return dataclasses.replace(usage, requests=1)
+    return usage
+
+
+def _can_stream(llm: Any) -> bool:
+    """Whether ``llm`` streams: a `BaseLLMProvider` does (a reply it cannot stream is replayed
+    as deltas), another provider when it has a ``stream`` of its own."""
+    if isinstance(llm, BaseLLMProvider):
+        return True
+    method = getattr(type(llm), "stream", None)
+    return callable(method) and method is not LLMProvider.stream
+
+
 def _refuse_clashes(names: Sequence[str], own: Sequence[Any]) -> None:
     """Refuse a tool named like one the node answers itself (``final_result``,
     ``transfer_to_<agent>``): the model's call would never reach it.
@@ -125,7 +143,9 @@ class AgentLLMNode(AsyncNode):
         max_messages: most recent messages sent; default the constraints' ``max_messages``.
         timeout: seconds one model call may take; default the config's ``llm.timeout``.
         params: extra request parameters (``temperature``, ...).
-        stream: stream the reply (text deltas become ``llm.call.delta`` events).
+        stream: stream the reply (text deltas become ``llm.call.delta`` events); default
+            (None): whenever someone listens to ``llm.call.delta`` (``runner.stream()``)
+            and the provider can stream.
         output_type: the answer's type (`jianmu.nodes.output`): the validated object goes to
             ``final_output``, and an answer that does not fit is sent back to the model.
         output_mode: ``"tool"`` (a ``final_result`` tool), ``"native"`` (the provider's
@@ -155,7 +175,7 @@ class AgentLLMNode(AsyncNode):
         timeout: float | None = None,
         constraints: Constraints | None = None,
         params: dict[str, Any] | None = None,
-        stream: bool = False,
+        stream: bool | None = None,
         output_type: Any = None,
         output_mode: OutputMode = "tool",
         output_retries: int = 2,
@@ -167,6 +187,7 @@ class AgentLLMNode(AsyncNode):
         if llm is None:
             raise ValueError("AgentLLMNode needs an llm (an LLMProvider such as OpenAIProvider)")
         self.llm = llm
+        self._can_stream = _can_stream(llm)
         self.tools = tools
         self.system_prompt = system_prompt
         self.skill_prompt = skill_prompt
@@ -283,6 +304,7 @@ class AgentLLMNode(AsyncNode):
 
     def _spend(self, usage: Any) -> None:
         """Add tokens spent beside the turn (a summary's) to this view's and the run's usage."""
+        usage = _one_request(usage)
         self.state.update({"usage": usage})
         run_usage = usage_view(self)
         if run_usage.namespace != self.state.namespace:
@@ -292,7 +314,10 @@ class AgentLLMNode(AsyncNode):
         """The model's reply to this turn, to await: the provider's own coroutine (no layer of
         ours around it), or `_streamed` over its stream."""
         llm, params = self.llm, self.params
-        if takes_requests(llm, stream=self.stream, params=params):
+        streams = self.stream
+        if streams is None:  # automatic: when the deltas have a reader
+            streams = self._can_stream and self.events.wants("llm.call.delta")
+        if takes_requests(llm, stream=streams, params=params):
             # what the base `complete` would build, with the toolset's export made once
             # rather than every tool's on every turn
             request = ChatRequest(
@@ -300,11 +325,11 @@ class AgentLLMNode(AsyncNode):
                 tools=tuple(toolset.to_openai(include_deprecated=True)),
                 params=dict(params),
             )
-            if not self.stream:
+            if not streams:
                 return llm.send(request)
             return self._streamed(llm.send_stream(request))
         tools = list(toolset) or None
-        if not self.stream:
+        if not streams:
             return llm.complete(messages, tools=tools, **params)
         return self._streamed(llm.stream(messages, tools=tools, **params))
 
@@ -376,16 +401,17 @@ class AgentLLMNode(AsyncNode):
         message, calls = self._canonical(response, toolset)
         turn = turn_update(message, calls, state=self.state, output=self.output,
                            handoffs=self.handoffs, agent=self.agent_name)
+        usage = _one_request(response.usage)
         update: dict[str, Any] = {
             **turn.values,
             "rounds": (self.state.get("rounds") or 0) + 1,
-            "usage": response.usage,
+            "usage": usage,
         }
         self.state.update(update)
         run_usage = usage_view(self)
         if run_usage.namespace != self.state.namespace:
             # a skill's namespace: the run's total lives at the root, for budgets and reports
-            run_usage.update({"usage": response.usage})
+            run_usage.update({"usage": usage})
         if events.wants("llm.call.completed"):
             events.emit(
                 "llm.call.completed", model=model, tool_calls=[c.name for c in calls],
