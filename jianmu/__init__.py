@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         MCPError,
         MissingExtraError,
         OutputValidationError,
+        RunFailed,
         SandboxError,
         SandboxUnavailableError,
         SkillLoadError,
@@ -49,7 +50,9 @@ if TYPE_CHECKING:
     )
     from jianmu.mcp import MCPClient, MCPToolProvider
     from jianmu.nodes import (
+        Agent,
         AgentLLMNode,
+        AgentResult,
         AgentState,
         ToolExecutor,
         ToolExecutorConfig,
@@ -110,6 +113,7 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
         "MCPError",
         "MissingExtraError",
         "OutputValidationError",
+        "RunFailed",
         "SandboxError",
         "SandboxUnavailableError",
         "SkillLoadError",
@@ -159,7 +163,9 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
     ),
     "jianmu.guard": ("Decision", "GuardEnforcer"),
     "jianmu.nodes": (
+        "Agent",
         "AgentLLMNode",
+        "AgentResult",
         "AgentState",
         "ToolExecutor",
         "ToolExecutorConfig",
@@ -186,7 +192,9 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
 
 
 __all__ = (
+    "Agent",
     "AgentLLMNode",
+    "AgentResult",
     "AgentState",
     "AnthropicProvider",
     "AppConfig",
@@ -225,6 +233,7 @@ __all__ = (
     "OutputValidationError",
     "ReactiveRunner",
     "RunBTSkillTool",
+    "RunFailed",
     "RunContext",
     "RunResult",
     "RunStatus",
