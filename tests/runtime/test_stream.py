@@ -195,7 +195,7 @@ async def test_a_reader_that_is_cancelled_cancels_the_run() -> None:
     reader.cancel()
     with pytest.raises(asyncio.CancelledError):
         await reader
-    assert cancelled.is_set()
+    assert cancelled.is_set() and [e.fields["status"] for e in finished] == ["cancelled"]
     assert asyncio.all_tasks() == before
 
 
