@@ -15,10 +15,11 @@ conversation.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -217,7 +218,7 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """`run`, yielding its events as they happen (`ReactiveRunner.stream`): the model's
         text as ``llm.call.delta``, tool calls, and last ``run.finished``, whose
         ``fields["result"]`` is the `AgentResult`. Leaving the loop early cancels the run.
@@ -227,14 +228,16 @@ class Agent:
         """
         runner = self._runner(prompt, history, resume)
         try:
-            async for event in runner.stream(timeout=timeout):
-                result = event.fields.get("result")
-                if event.name == "run.finished" and isinstance(result, RunResult) \
-                        and result.run_id == runner.run_id:
-                    event = dataclasses.replace(
-                        event, fields={**event.fields, "result": self._result(runner, result)}
-                    )
-                yield event
+            # closed here, not when collected: leaving this stream stops the run at once
+            async with contextlib.aclosing(runner.stream(timeout=timeout)) as events:
+                async for event in events:
+                    result = event.fields.get("result")
+                    if event.name == "run.finished" and isinstance(result, RunResult) \
+                            and result.run_id == runner.run_id:
+                        event = dataclasses.replace(
+                            event, fields={**event.fields, "result": self._result(runner, result)}
+                        )
+                    yield event
         finally:
             self._release(runner)
 

@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -347,7 +347,7 @@ class ReactiveRunner:
 
     async def stream(
         self, max_ticks: int | None = None, timeout: float | None = None
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Run the tree (as `run`) and yield the run's events as they happen, in order.
 
         The events are the bus's own (`Event`: ``name``, ``node``, ``fields``), those of
