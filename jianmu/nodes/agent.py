@@ -81,6 +81,9 @@ class AgentResult(RunResult):
         return waiting[0].id
 
 
+_RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunResult))
+
+
 class Agent:
     """A ReAct agent: a model, its tools, its prompt and answer type, run in one call.
 
@@ -287,7 +290,7 @@ class Agent:
                 self._shared_free = True
 
     def _result(self, runner: ReactiveRunner, result: RunResult) -> AgentResult:
-        fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(RunResult)}
+        fields = {name: getattr(result, name) for name in _RUN_FIELDS}
         if fields["output"] is None and self.output_type is None:
             fields["output"] = runner.state.get("final_answer")  # the text answer
         return AgentResult(**fields, runner=runner)

@@ -24,7 +24,14 @@ from jianmu.runtime.fork import fork_run
 from jianmu.runtime.history import Frame, short
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.studio.timeline import event_timeline, message_timeline
-from jianmu.studio.views import asking_at, final_answer, node_rows, pending_rows, point_rows
+from jianmu.studio.views import (
+    asking_at,
+    final_answer,
+    node_rows,
+    pending_rows,
+    point_rows,
+    usage_text,
+)
 
 __all__ = (
     "FINISHED", "CheckpointRuns", "Journal", "Restored", "Restorer", "decision_message", "verb",
@@ -186,7 +193,7 @@ class CheckpointRuns:
             "source": self.kind, "run_id": run_id, "tree": str(data.get("tree", "?")),
             "status": status, "nodes": nodes, "pending": pending_rows(pending), "state": state,
             "timeline": entries, "result": final_answer(state), "error": data.get("error") or "",
-            "note": note, "points": point_rows(points, entries, names),
+            "usage": usage_text(state), "note": note, "points": point_rows(points, entries, names),
             "changed": list(frame.changed) if frame is not None else [],
             "forked_from": _origin(history.run(run_id) or {}),
             "can_fork": self.restorer is not None and bool(points),
