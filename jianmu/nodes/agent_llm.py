@@ -144,8 +144,8 @@ class AgentLLMNode(AsyncNode):
         timeout: seconds one model call may take; default the config's ``llm.timeout``.
         params: extra request parameters (``temperature``, ...).
         stream: stream the reply (text deltas become ``llm.call.delta`` events); default
-            (None): whenever someone listens to ``llm.call.delta`` (``runner.stream()``)
-            and the provider can stream.
+            (None): when the provider can stream and someone reads the text as it comes
+            (``runner.stream()``, or a handler subscribed to ``llm.call.delta`` or ``llm.*``).
         output_type: the answer's type (`jianmu.nodes.output`): the validated object goes to
             ``final_output``, and an answer that does not fit is sent back to the model.
         output_mode: ``"tool"`` (a ``final_result`` tool), ``"native"`` (the provider's
@@ -315,8 +315,8 @@ class AgentLLMNode(AsyncNode):
         ours around it), or `_streamed` over its stream."""
         llm, params = self.llm, self.params
         streams = self.stream
-        if streams is None:  # automatic: when the deltas have a reader
-            streams = self._can_stream and self.events.wants("llm.call.delta")
+        if streams is None:  # automatic: when someone reads the deltas (not a recorder of all)
+            streams = self._can_stream and self.events.asked_for("llm.call.delta")
         if takes_requests(llm, stream=streams, params=params):
             # what the base `complete` would build, with the toolset's export made once
             # rather than every tool's on every turn

@@ -94,6 +94,8 @@ class EventBus:
         # and a bus nobody listens to (most runs') holds no list and no lock of its own
         self._handlers: tuple[tuple[str, EventHandler], ...] = ()
         self._everything = False  # whether a handler takes every event ("*"): `wants` at once
+        self.readers = 0
+        """Streams reading every event (`ReactiveRunner.stream`), which `asked_for` counts."""
 
     def subscribe(self, pattern: str, handler: EventHandler) -> Callable[[], None]:
         """Call ``handler`` for every event whose name matches ``pattern``; return unsubscribe."""
@@ -120,6 +122,16 @@ class EventBus:
         if not handlers:
             return False
         return any(p == "*" or fnmatch.fnmatchcase(name, p) for p, _ in handlers)
+
+    def asked_for(self, name: str) -> bool:
+        """Whether someone reads ``name`` in particular: a stream of the run, or a handler
+        whose pattern is not ``*`` (a recorder of everything asks for no kind). What a costly
+        way of making an event (the model streaming its text) waits for."""
+        if self.readers:
+            return True
+        return any(
+            p != "*" and fnmatch.fnmatchcase(name, p) for p, _ in self._handlers
+        )
 
     def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event | None:
         """Publish an event to every matching handler and return it (None if nobody listens)."""
@@ -154,6 +166,10 @@ class NodeEvents:
     def wants(self, name: str) -> bool:
         """Whether any handler listens for ``name``."""
         return self.bus.wants(name)
+
+    def asked_for(self, name: str) -> bool:
+        """Whether someone reads ``name`` in particular (`EventBus.asked_for`)."""
+        return self.bus.asked_for(name)
 
     def subscribe(self, pattern: str, handler: EventHandler) -> Callable[[], None]:
         """Subscribe on the underlying bus."""

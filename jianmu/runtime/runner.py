@@ -378,7 +378,9 @@ class ReactiveRunner:
             else:
                 loop.call_soon_threadsafe(ready.set)
 
-        unsubscribe = self.ctx.events.subscribe("*", arrived)
+        bus = self.ctx.events
+        unsubscribe = bus.subscribe("*", arrived)
+        bus.readers += 1  # the model streams its text for this reader (`EventBus.asked_for`)
         task = loop.create_task(self.run(max_ticks=max_ticks, timeout=timeout))
         task.add_done_callback(lambda _: ready.set())
         try:
@@ -396,6 +398,7 @@ class ReactiveRunner:
                     await ready.wait()
         finally:
             unsubscribe()
+            bus.readers -= 1
             if not task.done():
                 self.cancel()  # the reader left: stop the run as cancel() does, cleanly
                 try:

@@ -101,6 +101,16 @@ async def test_a_run_without_a_reader_does_not_stream() -> None:
     assert (await ReactiveRunner(create_react_node(llm, []), start()).run()).ok
     assert llm.streamed == 0
     llm = Counting(["a short answer"])
+    recorder = ReactiveRunner(create_react_node(llm, []), start())
+    everything: list[Event] = []
+    recorder.ctx.events.subscribe("*", everything.append)  # records all, asks for no kind
+    assert (await recorder.run()).ok and llm.streamed == 0 and everything
+    llm = Counting(["a short answer"])
+    listener = ReactiveRunner(create_react_node(llm, []), start())
+    deltas: list[Event] = []
+    listener.ctx.events.subscribe("llm.call.delta", deltas.append)  # the old way still streams
+    assert (await listener.run()).ok and llm.streamed == 1 and len(deltas) == 3
+    llm = Counting(["a short answer"])
     events = await collect(ReactiveRunner(create_react_node(llm, []), start()))
     assert llm.streamed == 1 and [e.fields["text"] for e in events
                                   if e.name == "llm.call.delta"] == ["a ", "short ", "answer"]
