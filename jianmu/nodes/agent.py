@@ -19,7 +19,7 @@ import contextlib
 import dataclasses
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +104,7 @@ class Agent:
         config: the configuration of its runs (default: the shared defaults).
         checkpointer: where its runs are saved (a suspended one can resume in a new process).
         interactive: whether a person can approve; without, confirm policies become deny.
+        user_roles: roles of the user its runs act for (``admin`` unlocks admin_only tools).
         **options: any other keyword of `create_react_node` (``max_messages``,
             ``llm_params``, ``executor_config``, ``stream``...).
     """
@@ -125,6 +126,7 @@ class Agent:
         config: AppConfig | None = None,
         checkpointer: Checkpointer | None = None,
         interactive: bool = True,
+        user_roles: Iterable[str] = (),
         **options: Any,
     ) -> None:
         self.llm = llm
@@ -135,6 +137,7 @@ class Agent:
         self.config = config
         self.checkpointer = checkpointer
         self.interactive = interactive
+        self.user_roles = tuple(user_roles)
         self._node_options: dict[str, Any] = {
             "system_prompt": system_prompt, "output_type": output_type,
             "output_mode": output_mode, "output_retries": output_retries,
@@ -269,7 +272,7 @@ class Agent:
         state = StateManager(AgentState, {"messages": messages})
         runner = ReactiveRunner(
             self._take(), state, config=self.config, checkpointer=self.checkpointer,
-            interactive=self.interactive,
+            interactive=self.interactive, user_roles=self.user_roles,
         )
         self._runs.add(runner)
         return runner

@@ -230,3 +230,96 @@ async def test_run_sync_inside_a_loop_says_to_await() -> None:
 def test_a_prompt_is_needed() -> None:
     with pytest.raises(ValueError, match="prompt"):
         Agent(ScriptedLLM(["x"])).run_sync()
+
+
+async def test_an_agents_stream_orders_its_events_and_keeps_up_with_a_slow_reader() -> None:
+    answering = asyncio.Event()
+
+    def answer(messages: list[Any]) -> str:
+        answering.set()  # the last turn: every event before it is queued for the reader
+        return "It is sunny in Oslo today."
+
+    agent = Agent(script(answer), tools=[lookup])
+    got: list[Event] = []
+    async for event in agent.stream("Oslo?"):
+        got.append(event)
+        if len(got) == 1:
+            await answering.wait()  # a reader busy elsewhere: the run goes on without it
+    names = [e.name for e in got]
+    steps = [n for n in names if n in ("llm.call.started", "llm.call.completed",
+                                       "tool.call.started", "tool.call.completed")]
+    assert steps == ["llm.call.started", "llm.call.completed", "tool.call.started",
+                     "tool.call.completed", "llm.call.started", "llm.call.completed"]
+    assert names[-1] == "run.finished" and names.count("run.finished") == 1
+    text = "".join(e.fields["text"] for e in got if e.name == "llm.call.delta")
+    assert text == got[-1].fields["result"].output
+
+
+async def test_an_agents_stream_stops_at_an_approval_and_goes_on_after_it() -> None:
+    @tool(confirm=True)
+    def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: where.
+        """
+        return f"deployed to {target}"
+
+    llm = ScriptedLLM([[{"name": "deploy", "arguments": {"target": "prod"}}], "Deployed it."])
+    agent = Agent(llm, tools=[deploy])
+    first = [e async for e in agent.stream("Ship it.")]
+    paused = first[-1].fields["result"]
+    assert paused.status is RunStatus.SUSPENDED and "run.suspended" in [e.name for e in first]
+    paused.approve()
+    second = [e async for e in agent.stream(resume=paused)]
+    names = [e.name for e in second]
+    assert names.count("run.finished") == 1 and "tool.call.completed" in names
+    assert second[-1].fields["result"].output == "Deployed it."
+
+
+async def test_a_sub_agents_text_streams_in_the_lead_agents_stream() -> None:
+    researcher = Agent(script("Oslo is sunny."), tools=[lookup], name="researcher")
+    lead = Agent(ScriptedLLM([
+        [{"name": "research", "arguments": {"input": "Oslo?"}, "id": "r1"}], "Sunny.",
+    ]), tools=[researcher.as_tool("research", "Ask the researcher.")], name="lead")
+    events = [e async for e in lead.stream("Weather?")]
+    inner = "lead/lead.round/lead.tools/research[r1]/researcher/"
+    text = "".join(e.fields["text"] for e in events
+                   if e.name == "llm.call.delta" and (e.node or "").startswith(inner))
+    assert text == "Oslo is sunny."
+    assert [e.fields["tool"] for e in events if e.name == "tool.call.completed"] == [
+        "lookup", "research"]
+    assert [e.name for e in events].count("run.finished") == 1
+
+
+async def test_a_plain_break_out_of_an_agents_stream_cancels_the_running_tool() -> None:
+    running, cancelled = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def wait_forever(what: str) -> str:
+        """Wait.
+
+        Args:
+            what: the thing.
+        """
+        running.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return what
+
+    agent = Agent(ScriptedLLM([[{"name": "wait_forever", "arguments": {"what": "x"}}]]),
+                  tools=[wait_forever])
+    before = asyncio.all_tasks()
+    async for event in agent.stream("go"):
+        if event.name == "tool.call.started":
+            await running.wait()
+            break
+    await cancelled.wait()
+    for _ in range(200):  # the dropped generator closes in a task of its own
+        if asyncio.all_tasks() == before:
+            break
+        await asyncio.sleep(0)
+    assert asyncio.all_tasks() == before
