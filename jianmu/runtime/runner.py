@@ -369,20 +369,29 @@ class ReactiveRunner:
         loop = asyncio.get_running_loop()
         thread = threading.get_ident()
         queue: deque[Event] = deque()
-        ready = asyncio.Event()
+        # the reader's wait, when it waits: a bare future, one per wait (lighter than an
+        # asyncio.Event, whose set() runs on every event)
+        waiter: list[asyncio.Future[None] | None] = [None]
+
+        def wake(_: object = None) -> None:
+            fut = waiter[0]
+            if fut is not None:
+                waiter[0] = None
+                if not fut.done():
+                    fut.set_result(None)
 
         def arrived(event: Event) -> None:
             queue.append(event)  # deque.append is atomic: a tool's thread may emit too
-            if threading.get_ident() == thread:
-                ready.set()
-            else:
-                loop.call_soon_threadsafe(ready.set)
+            if threading.get_ident() != thread:
+                loop.call_soon_threadsafe(wake)
+            elif waiter[0] is not None:
+                wake()
 
         bus = self.ctx.events
         unsubscribe = bus.subscribe("*", arrived)
         bus.readers += 1  # the model streams its text for this reader (`EventBus.asked_for`)
         task = loop.create_task(self.run(max_ticks=max_ticks, timeout=timeout))
-        task.add_done_callback(lambda _: ready.set())
+        task.add_done_callback(wake)
         try:
             while True:
                 while queue:
@@ -393,9 +402,8 @@ class ReactiveRunner:
                 if task.done():
                     task.result()  # run() raised: so does the stream
                     return
-                ready.clear()
-                if not queue and not task.done():
-                    await ready.wait()
+                waiter[0] = fut = loop.create_future()
+                await fut
         finally:
             unsubscribe()
             bus.readers -= 1
