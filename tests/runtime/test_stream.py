@@ -132,6 +132,25 @@ async def test_a_provider_that_cannot_stream_is_streamed_without_deltas() -> Non
     assert not [e for e in events if e.name == "llm.call.delta"]
 
 
+async def test_an_openai_compatible_server_streams_the_run() -> None:
+    from jianmu.llm import OpenAIProvider
+    from tests.support.fake_openai import FakeOpenAIServer, FakeReply
+
+    with FakeOpenAIServer([
+        FakeReply(tool_calls=[{"name": "lookup", "arguments": {"city": "Oslo"}}]),
+        FakeReply(text="Oslo is sunny all day.", chunk_size=4),
+    ]) as server:
+        async with OpenAIProvider("m", base_url=server.base_url) as llm:
+            runner = ReactiveRunner(create_react_node(llm, [lookup]), start())
+            events = await collect(runner, timeout=30)
+    assert events[-1].fields["result"].ok
+    deltas = [e.fields["text"] for e in events if e.name == "llm.call.delta"]
+    assert deltas[:2] == ["Oslo", " is "] and "".join(deltas) == "Oslo is sunny all day."
+    assert all(body.get("stream") is True for body in server.requests)
+    assert [e.fields["result_preview"] for e in events if e.name == "tool.call.completed"] \
+        == ["sunny in Oslo"]
+
+
 def slow_tool() -> tuple[Any, asyncio.Event, asyncio.Event]:
     running, cancelled = asyncio.Event(), asyncio.Event()
 
