@@ -84,6 +84,16 @@ async def _streamed(tree: Any) -> tuple[float, str]:
     return elapsed, "".join(deltas)
 
 
+async def _by_hand(tree: Any) -> tuple[float, str]:
+    """What `Agent.run` does, written out: the state with the question, a runner, the run."""
+    start = time.perf_counter()
+    state = _state()
+    result = await ReactiveRunner(tree, state).run()
+    elapsed = time.perf_counter() - start
+    assert result.ok, result.error
+    return elapsed, state.get("final_answer")
+
+
 async def _agent(agent: Agent) -> tuple[float, str]:
     start = time.perf_counter()
     result = await agent.run(QUESTION)
@@ -121,7 +131,7 @@ async def agent_costs(runs: int = RUNS) -> dict[str, float]:
     tree = create_react_node(script(runs), [weather], name="agent")
     agent = Agent(script(runs), tools=[weather])
     return await _interleaved({
-        "by_hand": lambda: _plain(tree),
+        "by_hand": lambda: _by_hand(tree),
         "agent": lambda: _agent(agent),
     }, runs)
 
