@@ -335,11 +335,19 @@ class AgentLLMNode(AsyncNode):
 
     async def _streamed(self, events: AsyncIterator[StreamEvent]) -> LLMResponse:
         """The reply at the end of a stream; its text deltas become ``llm.call.delta``."""
-        async for event in events:
-            if isinstance(event, TextDelta):
-                self.events.emit("llm.call.delta", text=event.text)
-            elif isinstance(event, StreamDone):
-                return event.response
+        emit = self.events.emit
+        try:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    emit("llm.call.delta", text=event.text)
+                elif isinstance(event, StreamDone):
+                    return event.response
+        finally:
+            # closed here: a stream left open is closed by the loop's finalizer, a task and a
+            # wake-up of the loop per model call
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
         raise LLMError("the model's stream ended without a final response")
 
     def _asked(self, messages: list[Message], toolset: ToolSet) -> Awaitable[LLMResponse]:
