@@ -145,7 +145,7 @@ class AgentLLMNode(AsyncNode):
         params: extra request parameters (``temperature``, ...).
         stream: stream the reply (text deltas become ``llm.call.delta`` events); default
             (None): when the provider can stream and someone reads the text as it comes
-            (``runner.stream()``, or a handler subscribed to ``llm.call.delta`` or ``llm.*``).
+            (``runner.stream()``, or a handler subscribed to ``llm.call.delta`` itself).
         output_type: the answer's type (`jianmu.nodes.output`): the validated object goes to
             ``final_output``, and an answer that does not fit is sent back to the model.
         output_mode: ``"tool"`` (a ``final_result`` tool), ``"native"`` (the provider's

@@ -125,13 +125,10 @@ class EventBus:
 
     def asked_for(self, name: str) -> bool:
         """Whether someone reads ``name`` in particular: a stream of the run, or a handler
-        whose pattern is not ``*`` (a recorder of everything asks for no kind). What a costly
-        way of making an event (the model streaming its text) waits for."""
-        if self.readers:
-            return True
-        return any(
-            p != "*" and fnmatch.fnmatchcase(name, p) for p, _ in self._handlers
-        )
+        subscribed to exactly ``name`` (a recorder of everything, or of ``llm.call.*``, asks
+        for no kind). What a costly way of making an event (the model streaming its text)
+        waits for."""
+        return bool(self.readers) or any(p == name for p, _ in self._handlers)
 
     def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event | None:
         """Publish an event to every matching handler and return it (None if nobody listens)."""

@@ -104,6 +104,7 @@ async def test_a_run_without_a_reader_does_not_stream() -> None:
     recorder = ReactiveRunner(create_react_node(llm, []), start())
     everything: list[Event] = []
     recorder.ctx.events.subscribe("*", everything.append)  # records all, asks for no kind
+    recorder.ctx.events.subscribe("llm.call.*", everything.append)  # as the CLI's progress
     assert (await recorder.run()).ok and llm.streamed == 0 and everything
     llm = Counting(["a short answer"])
     listener = ReactiveRunner(create_react_node(llm, []), start())
