@@ -380,9 +380,11 @@ class ReactiveRunner:
                 if not fut.done():
                     fut.set_result(None)
 
+        append, ident = queue.append, threading.get_ident
+
         def arrived(event: Event) -> None:
-            queue.append(event)  # deque.append is atomic: a tool's thread may emit too
-            if threading.get_ident() != thread:
+            append(event)  # deque.append is atomic: a tool's thread may emit too
+            if ident() != thread:
                 loop.call_soon_threadsafe(wake)
             elif waiter[0] is not None:
                 wake()
@@ -393,9 +395,10 @@ class ReactiveRunner:
         task = loop.create_task(self.run(max_ticks=max_ticks, timeout=timeout))
         task.add_done_callback(wake)
         try:
+            popleft = queue.popleft
             while True:
                 while queue:
-                    event = queue.popleft()
+                    event = popleft()
                     yield event
                     if event.name == "run.finished" and self._is_own_end(event):
                         return
