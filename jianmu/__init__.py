@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         MCPError,
         MissingExtraError,
         OutputValidationError,
+        RunFailed,
         SandboxError,
         SandboxUnavailableError,
         SkillLoadError,
@@ -50,7 +51,9 @@ if TYPE_CHECKING:
     )
     from jianmu.mcp import MCPClient, MCPToolProvider
     from jianmu.nodes import (
+        Agent,
         AgentLLMNode,
+        AgentResult,
         AgentState,
         ToolExecutor,
         ToolExecutorConfig,
@@ -111,6 +114,7 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
         "MCPError",
         "MissingExtraError",
         "OutputValidationError",
+        "RunFailed",
         "SandboxError",
         "SandboxUnavailableError",
         "SkillLoadError",
@@ -161,7 +165,9 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
     ),
     "jianmu.guard": ("Decision", "GuardEnforcer"),
     "jianmu.nodes": (
+        "Agent",
         "AgentLLMNode",
+        "AgentResult",
         "AgentState",
         "ToolExecutor",
         "ToolExecutorConfig",
@@ -188,7 +194,9 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
 
 
 __all__ = (
+    "Agent",
     "AgentLLMNode",
+    "AgentResult",
     "AgentState",
     "AnthropicProvider",
     "AppConfig",
@@ -229,6 +237,7 @@ __all__ = (
     "ReactiveRunner",
     "RunBTSkillTool",
     "RunContext",
+    "RunFailed",
     "RunResult",
     "RunStatus",
     "SQLiteCheckpointer",

@@ -7,6 +7,8 @@ JianmuError
 ├── StateValidationError(ValueError)     a state update failed validation; nothing changed
 ├── InteractionError(LookupError)        an unknown or already decided approval request
 ├── CheckpointError(RuntimeError)        a run could not be checkpointed or restored
+├── RunFailed(RuntimeError)              ``RunResult.raise_for_status()``: the run timed out,
+│                                        was cancelled, or failed without an exception
 ├── OutputValidationError(ValueError)    the model's answer never fit the output type (paths,
 │                                        last raw output kept)
 ├── HistoryProcessorError(RuntimeError)  a history processor failed; the message names it
@@ -77,6 +79,7 @@ __all__ = (
     "OutputValidationError",
     "PathEscapeError",
     "PatternTimeout",
+    "RunFailed",
     "RunNotFoundError",
     "SandboxError",
     "SandboxUnavailableError",
@@ -158,6 +161,20 @@ class OutputValidationError(JianmuError, ValueError):
         super().__init__(message)
         self.problems = list(problems or [])
         self.raw = raw
+
+
+class RunFailed(JianmuError, RuntimeError):
+    """A run did not succeed and no other exception says why: it timed out, was cancelled, or
+    its tree failed without one (`RunResult.raise_for_status`).
+
+    ``status`` is the run's status value (``timeout``, ``cancelled``, ``failure``); ``result``
+    the `RunResult`, when raised from one.
+    """
+
+    def __init__(self, message: str, *, status: str = "failure", result: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.result = result
 
 
 class HistoryProcessorError(JianmuError, RuntimeError):

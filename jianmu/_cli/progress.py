@@ -165,7 +165,15 @@ class Progress:
                   refresh_per_second=8, redirect_stdout=False, redirect_stderr=False):
             yield
 
-    def show_final(self) -> None:
-        """Print the tree with the final statuses and the counts."""
+    def show_final(self, usage: Any = None) -> None:
+        """Print the tree with the final statuses and the counts; with ``usage`` (the run's
+        `Usage`, every process's turns and calls of a resumed run included), what it spent."""
         self.console.print(render_tree(self.root))
         self.console.print(self.footer())
+        requests = getattr(usage, "requests", None)
+        if isinstance(requests, int):
+            calls = usage.tool_calls
+            self.console.print(Text(
+                f"run's usage: {requests} model request{'s' * (requests != 1)} · {calls} tool "
+                f"call{'s' * (calls != 1)} · {usage.input_tokens} in / {usage.output_tokens} "
+                "out tokens", style="dim"))

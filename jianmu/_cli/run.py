@@ -207,7 +207,7 @@ def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] 
 
 def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress: Progress,
             args: argparse.Namespace, console: Console) -> int:
-    progress.show_final()
+    progress.show_final(runner.state.get("usage"))
     status = result.status
     if status is RunStatus.SUSPENDED:
         hint_config = f" --config {args.config}" if args.config else ""

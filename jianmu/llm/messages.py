@@ -520,7 +520,7 @@ def part_type(part: Any) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class Usage:
-    """Tokens one or more model calls used; ``+`` adds them up."""
+    """What one or more model calls (and a run's tool calls) used; ``+`` adds them up."""
 
     input_tokens: int = 0
     """Prompt tokens, every one of them: those read from or written to a prompt cache
@@ -531,6 +531,10 @@ class Usage:
     """Of the prompt tokens, those read from the provider's prompt cache."""
     cache_creation_tokens: int = 0
     """Of the prompt tokens, those written to the provider's prompt cache."""
+    requests: int = 0
+    """Model calls made (a provider's reply counts as one when its usage says none)."""
+    tool_calls: int = 0
+    """Tool calls executed (not those denied, unknown or waiting for a person)."""
 
     @property
     def total_tokens(self) -> int:
@@ -545,6 +549,8 @@ class Usage:
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
+            requests=self.requests + other.requests,
+            tool_calls=self.tool_calls + other.tool_calls,
         )
 
     def __radd__(self, other: Any) -> Usage:

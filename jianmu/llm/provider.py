@@ -222,10 +222,13 @@ class BaseLLMProvider(LLMProvider):
     async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Yield `complete()`'s reply as text deltas (`text_pieces`), its tool calls, then
         `StreamDone`."""
-        response = await self.complete(
-            request.messages, tools=request.tools, tool_choice=request.tool_choice,
-            **request.params,
-        )
+        if takes_requests(self, params=request.params):
+            response = await self.send(request)  # what `complete` would do, minus rebuilding it
+        else:
+            response = await self.complete(
+                request.messages, tools=request.tools, tool_choice=request.tool_choice,
+                **request.params,
+            )
         for piece in self.text_pieces(response.text):
             yield TextDelta(text=piece)
         for index, call in enumerate(response.tool_calls):

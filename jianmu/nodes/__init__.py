@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from jianmu._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from jianmu.nodes.agent import Agent, AgentResult
     from jianmu.nodes.agent_llm import AgentLLMNode
     from jianmu.nodes.agents import AgentSwitch, AgentTool, Handoff, agent_tool, handoff
     from jianmu.nodes.history import (
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
     from jianmu.nodes.tool_node import ToolNode
 
 __all__ = (
+    "Agent",
     "AgentLLMNode",
+    "AgentResult",
     "AgentState",
     "AgentSwitch",
     "AgentTool",
@@ -60,6 +63,7 @@ __all__ = (
 )
 
 _HOLDERS = {
+    "jianmu.nodes.agent": ("Agent", "AgentResult"),
     "jianmu.nodes.agent_llm": ("AgentLLMNode",),
     "jianmu.nodes.agents": ("AgentSwitch", "AgentTool", "Handoff", "agent_tool", "handoff"),
     "jianmu.nodes.history": (

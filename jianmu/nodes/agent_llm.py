@@ -9,6 +9,7 @@ history keeps its result.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -22,8 +23,9 @@ from jianmu.errors import LLMError, ToolValidationError
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
 from jianmu.llm.fallback import fallback_events
-from jianmu.llm.messages import Message, coerce_messages
+from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.llm.provider import (
+    BaseLLMProvider,
     ChatRequest,
     LLMProvider,
     LLMResponse,
@@ -85,6 +87,22 @@ def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Mess
     return window
 
 
+def _one_request(usage: Any) -> Any:
+    """A reply's usage, counting the call as one model request when it counts none itself."""
+    if isinstance(usage, Usage) and not usage.requests:
+        return dataclasses.replace(usage, requests=1)
+    return usage
+
+
+def _can_stream(llm: Any) -> bool:
+    """Whether ``llm`` streams: a `BaseLLMProvider` does (a reply it cannot stream is replayed
+    as deltas), another provider when it has a ``stream`` of its own."""
+    if isinstance(llm, BaseLLMProvider):
+        return True
+    method = getattr(type(llm), "stream", None)
+    return callable(method) and method is not LLMProvider.stream
+
+
 def _refuse_clashes(names: Sequence[str], own: Sequence[Any]) -> None:
     """Refuse a tool named like one the node answers itself (``final_result``,
     ``transfer_to_<agent>``): the model's call would never reach it.
@@ -126,7 +144,9 @@ class AgentLLMNode(AsyncNode):
         max_messages: most recent messages sent; default the constraints' ``max_messages``.
         timeout: seconds one model call may take; default the config's ``llm.timeout``.
         params: extra request parameters (``temperature``, ...).
-        stream: stream the reply (text deltas become ``llm.call.delta`` events).
+        stream: stream the reply (text deltas become ``llm.call.delta`` events); default
+            (None): when the provider can stream and someone reads the text as it comes
+            (``runner.stream()``, or a handler subscribed to ``llm.call.delta`` itself).
         output_type: the answer's type (`jianmu.nodes.output`): the validated object goes to
             ``final_output``, and an answer that does not fit is sent back to the model.
         output_mode: ``"tool"`` (a ``final_result`` tool), ``"native"`` (the provider's
@@ -156,7 +176,7 @@ class AgentLLMNode(AsyncNode):
         timeout: float | None = None,
         constraints: Constraints | None = None,
         params: dict[str, Any] | None = None,
-        stream: bool = False,
+        stream: bool | None = None,
         output_type: Any = None,
         output_mode: OutputMode = "tool",
         output_retries: int = 2,
@@ -168,6 +188,7 @@ class AgentLLMNode(AsyncNode):
         if llm is None:
             raise ValueError("AgentLLMNode needs an llm (an LLMProvider such as OpenAIProvider)")
         self.llm = llm
+        self._can_stream = _can_stream(llm)
         self.tools = tools
         self.system_prompt = system_prompt
         self.skill_prompt = skill_prompt
@@ -284,6 +305,7 @@ class AgentLLMNode(AsyncNode):
 
     def _spend(self, usage: Any) -> None:
         """Add tokens spent beside the turn (a summary's) to this view's and the run's usage."""
+        usage = _one_request(usage)
         self.state.update({"usage": usage})
         run_usage = usage_view(self)
         if run_usage.namespace != self.state.namespace:
@@ -293,7 +315,10 @@ class AgentLLMNode(AsyncNode):
         """The model's reply to this turn, to await: the provider's own coroutine (no layer of
         ours around it), or `_streamed` over its stream."""
         llm, params = self.llm, self.params
-        if takes_requests(llm, stream=self.stream, params=params):
+        streams = self.stream
+        if streams is None:  # automatic: when someone reads the deltas (not a recorder of all)
+            streams = self._can_stream and self.events.asked_for("llm.call.delta")
+        if takes_requests(llm, stream=streams, params=params):
             # what the base `complete` would build, with the toolset's export made once
             # rather than every tool's on every turn
             request = ChatRequest(
@@ -301,21 +326,29 @@ class AgentLLMNode(AsyncNode):
                 tools=tuple(toolset.to_openai(include_deprecated=True)),
                 params=dict(params),
             )
-            if not self.stream:
+            if not streams:
                 return llm.send(request)
             return self._streamed(llm.send_stream(request))
         tools = list(toolset) or None
-        if not self.stream:
+        if not streams:
             return llm.complete(messages, tools=tools, **params)
         return self._streamed(llm.stream(messages, tools=tools, **params))
 
     async def _streamed(self, events: AsyncIterator[StreamEvent]) -> LLMResponse:
         """The reply at the end of a stream; its text deltas become ``llm.call.delta``."""
-        async for event in events:
-            if isinstance(event, TextDelta):
-                self.events.emit("llm.call.delta", text=event.text)
-            elif isinstance(event, StreamDone):
-                return event.response
+        emit = self.events.emit
+        try:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    emit("llm.call.delta", text=event.text)
+                elif isinstance(event, StreamDone):
+                    return event.response
+        finally:
+            # closed here: a stream left open is closed by the loop's finalizer, a task and a
+            # wake-up of the loop per model call
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
         raise LLMError("the model's stream ended without a final response")
 
     def _asked(self, messages: list[Message], toolset: ToolSet) -> Awaitable[LLMResponse]:
@@ -379,16 +412,17 @@ class AgentLLMNode(AsyncNode):
         message, calls = self._canonical(response, toolset)
         turn = turn_update(message, calls, state=self.state, output=self.output,
                            handoffs=self.handoffs, agent=self.agent_name)
+        usage = _one_request(response.usage)
         update: dict[str, Any] = {
             **turn.values,
             "rounds": (self.state.get("rounds") or 0) + 1,
-            "usage": response.usage,
+            "usage": usage,
         }
         self.state.update(update)
         run_usage = usage_view(self)
         if run_usage.namespace != self.state.namespace:
             # a skill's namespace: the run's total lives at the root, for budgets and reports
-            run_usage.update({"usage": response.usage})
+            run_usage.update({"usage": usage})
         if events.wants("llm.call.completed"):
             events.emit(  # the model that answered: a fallback's, when the first failed
                 "llm.call.completed", model=response.model or model,

@@ -393,6 +393,9 @@ class _AgentEvents(EventBus):
     def wants(self, name: str) -> bool:
         return self.parent.wants(_renamed(name))
 
+    def asked_for(self, name: str) -> bool:
+        return self.parent.asked_for(_renamed(name))
+
     def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event | None:
         if name.startswith("run."):
             fields.setdefault("agent", self.agent)

@@ -171,7 +171,7 @@ def create_react_node(
     executor_config: ToolExecutorConfig | None = None,
     max_messages: int | None = None,
     llm_params: dict[str, Any] | None = None,
-    stream: bool = False,
+    stream: bool | None = None,
     output_type: Any = None,
     output_mode: OutputMode = "tool",
     output_retries: int = 2,
@@ -199,7 +199,7 @@ def create_react_node(
         executor_config: how tool batches run.
         max_messages: most recent messages sent to the model.
         llm_params: extra request parameters.
-        stream: stream the model's replies.
+        stream: stream the model's replies (default: when ``llm.call.delta`` has a reader).
         output_type: the answer's type (a model, dataclass, TypedDict, ``list[X]``, a union...).
         output_mode: ``"tool"``, ``"native"`` or ``"text"``.
         output_retries: answers that may fail validation before `OutputValidationError`.

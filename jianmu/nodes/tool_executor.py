@@ -44,8 +44,8 @@ from jianmu.errors import MCPError, ToolError, ToolInputError, ToolSuspended, To
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.guard.enforcer import builtin_chain
-from jianmu.llm.messages import Message
-from jianmu.nodes.state import ledger_view, tokens_spent
+from jianmu.llm.messages import Message, Usage
+from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.events import (
@@ -706,6 +706,11 @@ class ToolExecutor(AsyncNode):
         if not ran:
             state.update(update)
             return
+        counted_calls = Usage(tool_calls=len(ran))  # the run's count of executed calls
+        update["usage"] = counted_calls
+        run_usage = usage_view(self)
+        if run_usage.manager is not state.manager or run_usage.namespace != state.namespace:
+            run_usage.update({"usage": counted_calls})  # the run's total, at the root
         running = self.ctx.running_calls
         if self._running in running:  # counted in the ledger now: no longer as running
             running[self._running] -= len(ran)

@@ -58,6 +58,19 @@ class Event:
     """Whatever the emitter attached."""
 
 
+_new = object.__new__
+
+
+def _event(name: str, run_id: str, node: str | None, fields: dict[str, Any]) -> Event:
+    """An `Event` as its constructor makes it, at half the cost: a streamed run makes one per
+    step and per piece of the model's text (a frozen dataclass sets each field through
+    ``object.__setattr__``)."""
+    event = _new(Event)
+    event.__dict__.update(name=name, run_id=run_id, node=node, timestamp=time.time(),
+                          fields=fields)
+    return event
+
+
 _SUBSCRIBING = threading.Lock()
 """Orders the (rare) subscriptions of every bus; emitting takes no lock."""
 
@@ -80,12 +93,16 @@ class EventBus:
         # a tuple replaced whole on (un)subscribe: `emit` reads it without a lock or a copy,
         # and a bus nobody listens to (most runs') holds no list and no lock of its own
         self._handlers: tuple[tuple[str, EventHandler], ...] = ()
+        self._everything = False  # whether a handler takes every event ("*"): `wants` at once
+        self.readers = 0
+        """Streams reading every event (`ReactiveRunner.stream`), which `asked_for` counts."""
 
     def subscribe(self, pattern: str, handler: EventHandler) -> Callable[[], None]:
         """Call ``handler`` for every event whose name matches ``pattern``; return unsubscribe."""
         entry = (pattern, handler)
         with _SUBSCRIBING:
             self._handlers = (*self._handlers, entry)
+            self._everything = self._everything or pattern == "*"
 
         def unsubscribe() -> None:
             with _SUBSCRIBING:
@@ -93,22 +110,32 @@ class EventBus:
                 if entry in handlers:
                     handlers.remove(entry)
                     self._handlers = tuple(handlers)
+                    self._everything = any(p == "*" for p, _ in handlers)
 
         return unsubscribe
 
     def wants(self, name: str) -> bool:
         """Whether any handler listens for ``name`` (skip building costly fields if not)."""
+        if self._everything:
+            return True
         handlers = self._handlers
         if not handlers:
             return False
         return any(p == "*" or fnmatch.fnmatchcase(name, p) for p, _ in handlers)
+
+    def asked_for(self, name: str) -> bool:
+        """Whether someone reads ``name`` in particular: a stream of the run, or a handler
+        subscribed to exactly ``name`` (a recorder of everything, or of ``llm.call.*``, asks
+        for no kind). What a costly way of making an event (the model streaming its text)
+        waits for."""
+        return bool(self.readers) or any(p == name for p, _ in self._handlers)
 
     def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event | None:
         """Publish an event to every matching handler and return it (None if nobody listens)."""
         handlers = self._handlers
         if not handlers:
             return None
-        event = Event(name=name, run_id=self.run_id, node=node, fields=fields)
+        event = _event(name, self.run_id, node, fields)
         for pattern, handler in handlers:
             if pattern == "*" or fnmatch.fnmatchcase(name, pattern):
                 try:
@@ -136,6 +163,10 @@ class NodeEvents:
     def wants(self, name: str) -> bool:
         """Whether any handler listens for ``name``."""
         return self.bus.wants(name)
+
+    def asked_for(self, name: str) -> bool:
+        """Whether someone reads ``name`` in particular (`EventBus.asked_for`)."""
+        return self.bus.asked_for(name)
 
     def subscribe(self, pattern: str, handler: EventHandler) -> Callable[[], None]:
         """Subscribe on the underlying bus."""

@@ -628,6 +628,7 @@ class TickRecorder:
         if name in _SKIPPED:
             return
         fields = dict(event.fields)
+        fields.pop("result", None)  # run.finished's RunResult: the run's own record says it
         if name in ("interaction.approved", "interaction.rejected"):
             self._add_decision(fields)
         elif name == "run.message":  # the user's next turn (`ReactiveRunner.send`): its text

@@ -7,7 +7,8 @@ import enum
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,13 +18,14 @@ from py_trees.common import Status
 
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
-from jianmu.errors import CheckpointError
+from jianmu.errors import CheckpointError, RunFailed
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
     GEN_AI_OPERATION_NAME,
     JIANMU_RUN_ID,
+    Event,
     EventBus,
     get_tracer,
 )
@@ -79,11 +81,40 @@ class RunResult:
     """Why the run failed, timed out or was cancelled."""
     output: Any = None
     """The agent's typed answer (the state's ``final_output``) when it gave one."""
+    exception: BaseException | None = field(default=None, repr=False)
+    """The exception that failed the run (FAILURE): a node's error, such as the
+    `OutputValidationError` with its problems and the last raw output, else a `RunFailed`
+    saying why; None otherwise."""
+    messages: tuple[Any, ...] = field(default=(), repr=False)
+    """The conversation as it stands: the root state's ``messages`` (`jianmu.llm.Message`)."""
+    usage: Any = field(default=None, repr=False)
+    """What the run has spent so far: the root state's ``usage`` (`jianmu.llm.Usage`: model
+    requests, tool calls, tokens), None when the state keeps none."""
 
     @property
     def ok(self) -> bool:
         """Whether the root succeeded."""
         return self.status is RunStatus.SUCCESS
+
+    def raise_for_status(self) -> RunResult:
+        """Return this result if the run succeeded or waits for a person; raise otherwise.
+
+        A SUSPENDED run is not a failure: it returns, and ``pending`` lists what to approve.
+
+        Raises:
+            Exception: FAILURE: `exception`, the error that failed the run.
+            RunFailed: TIMEOUT or CANCELLED (the message says which).
+        """
+        status = self.status
+        if status is RunStatus.SUCCESS or status is RunStatus.SUSPENDED:
+            return self
+        if status is RunStatus.FAILURE and self.exception is not None:
+            raise self.exception
+        what = {RunStatus.TIMEOUT: "timed out", RunStatus.CANCELLED: "was cancelled"}.get(
+            status, "failed"
+        )
+        reason = f": {self.error}" if self.error else ""
+        raise RunFailed(f"run {self.run_id} {what}{reason}", status=status.value, result=self)
 
 
 _CHECKPOINT_VERSION = 1
@@ -95,6 +126,7 @@ class _Outcome:
     status: RunStatus
     error: str | None = None
     pending: list[ApprovalRequest] = field(default_factory=list)
+    exception: BaseException | None = None
 
 
 class ReactiveRunner:
@@ -302,16 +334,104 @@ class ReactiveRunner:
             await self._close_resources()
         if self.checkpointer is not None:
             self.save_checkpoint(outcome.status.value)
-        self.ctx.events.emit("run.finished", status=outcome.status.value, error=outcome.error)
-        return RunResult(
+        state = self.state
+        result = RunResult(
             status=outcome.status,
             run_id=self.run_id,
             ticks=self.ticks - ticks_before,
             duration=time.monotonic() - started,
             pending=tuple(outcome.pending),
             error=outcome.error,
-            output=self.state.get("final_output"),  # an agent's typed answer, if it gave one
+            output=state.get("final_output"),  # an agent's typed answer, if it gave one
+            exception=self._failure_exception(outcome),
+            messages=tuple(state.get("messages") or ()),
+            usage=state.get("usage"),
         )
+        self.ctx.events.emit(
+            "run.finished", status=outcome.status.value, error=outcome.error, result=result
+        )
+        return result
+
+    async def stream(
+        self, max_ticks: int | None = None, timeout: float | None = None
+    ) -> AsyncGenerator[Event, None]:
+        """Run the tree (as `run`) and yield the run's events as they happen, in order.
+
+        The events are the bus's own (`Event`: ``name``, ``node``, ``fields``), those of
+        sub-agents included (under their node paths); the model's text arrives as
+        ``llm.call.delta`` events while it answers. The last one is this run's
+        ``run.finished``, whose ``fields["result"]`` is the `RunResult`. A run that suspends
+        ends its stream there; after ``approve()``, ``stream()`` again goes on.
+
+        No event is dropped for a slow reader: they wait in an unbounded queue. Leaving the
+        loop early (``break``, an exception, ``aclose()``) cancels the run: its running tools
+        see ``CancelledError`` and the run ends CANCELLED before the generator closes.
+
+        Raises:
+            RuntimeError: the runner is already running.
+            Exception: whatever `run` raised.
+        """
+        if self._running:
+            raise RuntimeError("this runner is already running")
+        loop = asyncio.get_running_loop()
+        thread = threading.get_ident()
+        queue: deque[Event] = deque()
+        # the reader's wait, when it waits: a bare future, one per wait (lighter than an
+        # asyncio.Event, whose set() runs on every event)
+        waiter: list[asyncio.Future[None] | None] = [None]
+
+        def wake(_: object = None) -> None:
+            fut = waiter[0]
+            if fut is not None:
+                waiter[0] = None
+                if not fut.done():
+                    fut.set_result(None)
+
+        append, ident = queue.append, threading.get_ident
+
+        def arrived(event: Event) -> None:
+            append(event)  # deque.append is atomic: a tool's thread may emit too
+            if ident() != thread:
+                loop.call_soon_threadsafe(wake)
+            elif waiter[0] is not None:
+                wake()
+
+        bus = self.ctx.events
+        unsubscribe = bus.subscribe("*", arrived)
+        bus.readers += 1  # the model streams its text for this reader (`EventBus.asked_for`)
+        task = loop.create_task(self.run(max_ticks=max_ticks, timeout=timeout))
+        task.add_done_callback(wake)
+        try:
+            popleft = queue.popleft
+            while True:
+                while queue:
+                    event = popleft()
+                    yield event
+                    if event.name == "run.finished" and self._is_own_end(event):
+                        return
+                if task.done():
+                    task.result()  # run() raised: so does the stream
+                    return
+                waiter[0] = fut = loop.create_future()
+                await fut
+        finally:
+            unsubscribe()
+            bus.readers -= 1
+            if not task.done():
+                self.cancel()  # the reader left: stop the run as cancel() does, cleanly
+                try:
+                    await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    task.cancel()  # the reader itself is being cancelled: so is the run
+                    await asyncio.gather(task, return_exceptions=True)
+                    raise
+                except Exception:  # the reader's own exit reason is the one to surface
+                    pass
+
+    def _is_own_end(self, event: Event) -> bool:
+        """Whether ``event`` (a ``run.finished``) ends this run, not a nested runner's."""
+        result = event.fields.get("result")
+        return isinstance(result, RunResult) and result.run_id == self.run_id
 
     async def aclose(self) -> None:
         """Release everything the run and its tree hold: sandboxes, connections, and the
@@ -488,7 +608,9 @@ class ReactiveRunner:
                     self.root.tick_once()
                 except Exception as exc:  # a synchronous behaviour raised: fail the run cleanly
                     self._stop_tree()
-                    return _Outcome(RunStatus.FAILURE, f"{type(exc).__name__}: {exc}")
+                    return _Outcome(
+                        RunStatus.FAILURE, f"{type(exc).__name__}: {exc}", exception=exc
+                    )
                 ticks += 1
                 self.ticks += 1
                 self.ctx.events.emit("run.ticked", tick=self.ticks)
@@ -615,6 +737,20 @@ class ReactiveRunner:
     def _stop_tree(self) -> None:
         if self.root.status is Status.RUNNING:
             self.root.stop(Status.INVALID)
+
+    def _failure_exception(self, outcome: _Outcome) -> BaseException | None:
+        """The exception a FAILURE outcome carries: a node's error, else a `RunFailed`."""
+        if outcome.status is not RunStatus.FAILURE:
+            return None
+        if outcome.exception is not None:
+            return outcome.exception
+        for node in self.root.iterate():
+            error = getattr(node, "error", None)
+            if isinstance(error, BaseException):
+                return error
+        return RunFailed(
+            f"run {self.run_id} failed: {outcome.error or 'the tree failed'}", status="failure"
+        )
 
     def _failure_reason(self) -> str | None:
         for node in self.root.iterate():

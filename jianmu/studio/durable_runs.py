@@ -10,7 +10,7 @@ from jianmu.errors import CheckpointError, RunNotFoundError
 from jianmu.runtime.points import describe_node, walk_tree
 from jianmu.studio.runs import Journal, decision_message, verb
 from jianmu.studio.timeline import durable_timeline, event_timeline
-from jianmu.studio.views import final_answer, node_rows, pending_rows
+from jianmu.studio.views import final_answer, node_rows, pending_rows, usage_text
 
 if TYPE_CHECKING:
     from jianmu.durable import DurableEngine
@@ -75,7 +75,8 @@ class DurableRuns:
             "source": self.kind, "run_id": run_id, "tree": info.tree, "status": info.status,
             "nodes": rows, "pending": pending_rows(list(info.pending)), "state": state,
             "timeline": entries, "result": final_answer(state), "error": info.error or "",
-            "note": f"worker: {info.worker or '-'}", "points": [], "changed": [],
+            "usage": usage_text(state), "note": f"worker: {info.worker or '-'}", "points": [],
+            "changed": [],
             "forked_from": None,
             "can_fork": False,
         }

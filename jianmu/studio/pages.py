@@ -209,6 +209,7 @@ def run_page(view: dict[str, Any], csrf: str) -> str:
         f'<p class="meta">tree <span id="tree-name">{_e(view["tree"])}</span> · '
         f'<span id="live">live</span> <span id="origin">{origin}</span></p>'
         f'<p id="note" class="note">{_e(view["note"])}</p>'
+        f'<p id="usage" class="meta">{_e(view.get("usage") or "")}</p>'
         f'<p id="error" class="error">{_e(view["error"])}</p>'
         f'<section class="approvals" id="approvals"{"" if pending else " hidden"}>'
         '<h2>Approvals</h2>'

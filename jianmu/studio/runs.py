@@ -31,6 +31,7 @@ from jianmu.studio.views import (
     node_rows,
     pending_rows,
     point_rows,
+    usage_text,
 )
 
 __all__ = (
@@ -194,7 +195,7 @@ class CheckpointRuns:
             "source": self.kind, "run_id": run_id, "tree": str(data.get("tree", "?")),
             "status": status, "nodes": nodes, "pending": pending_rows(pending), "state": state,
             "timeline": entries, "result": final_answer(state), "error": data.get("error") or "",
-            "note": note, "points": point_rows(points, entries, names),
+            "usage": usage_text(state), "note": note, "points": point_rows(points, entries, names),
             "changed": list(frame.changed) if frame is not None else [],
             "forked_from": _origin(history.run(run_id) or {}),
             "can_fork": self.restorer is not None and bool(points),

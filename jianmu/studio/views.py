@@ -12,7 +12,7 @@ from jianmu.runtime.points import PointInfo
 from jianmu.studio.timeline import pretty_json
 
 __all__ = ("agent_statuses", "asking_at", "final_answer", "node_rows", "pending_rows",
-           "point_rows")
+           "point_rows", "usage_text")
 
 _SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by"})
 
@@ -133,6 +133,26 @@ def final_answer(snapshot: dict[str, Any] | None) -> Any:
         return None
     root = snapshot.get("root", snapshot)
     return root.get("final_answer") if isinstance(root, dict) else None
+
+
+def usage_text(snapshot: dict[str, Any] | None) -> str:
+    """What a run has spent, from its state snapshot's ``usage``: model requests, tool calls
+    executed, tokens; ``""`` when the state keeps none."""
+    if not isinstance(snapshot, dict):
+        return ""
+    root = snapshot.get("root", snapshot)
+    usage = root.get("usage") if isinstance(root, dict) else None
+    if not isinstance(usage, dict):
+        return ""
+
+    def count(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) else 0
+
+    requests, calls = count("requests"), count("tool_calls")
+    return (f"{requests} model request{'s' * (requests != 1)} · {calls} tool "
+            f"call{'s' * (calls != 1)} · {usage.get('input_tokens')} in / "
+            f"{usage.get('output_tokens')} out tokens")
 
 
 def asking_at(events: Iterable[dict[str, Any]], point: int | None = None) -> set[str]:

@@ -72,3 +72,16 @@ def test_a_fallback_and_the_model_that_answered_are_shown() -> None:
         "  ⇣ gpt-main failed (HTTP 429 from x: slow down); asking claude-backup\n"
         "  ◆ claude-backup answers: hi [3 in / 1 out tokens]\n"
     )
+
+
+def test_the_final_lines_show_the_runs_usage() -> None:
+    from jianmu.llm import Usage
+
+    console, out = _console()
+    progress = Progress(console, py_trees.behaviours.Success("s"))
+    progress.show_final(Usage(input_tokens=30, output_tokens=4, requests=1, tool_calls=2))
+    assert out.getvalue().splitlines()[-1] == (
+        "run's usage: 1 model request · 2 tool calls · 30 in / 4 out tokens")
+    console, out = _console()
+    Progress(console, py_trees.behaviours.Success("s")).show_final(None)
+    assert "usage" not in out.getvalue()

@@ -81,6 +81,7 @@ def test_script_run_shows_calls_tree_tokens_and_answer(project: Project) -> None
     assert "◆ scripted answers: 17 * 23 = 391" in out
     assert "ReAct.tools [✓ success]" in out  # the tree with each node's status
     assert re.search(r"tool calls: 1 · model calls: 2 · tokens: \d+ in / \d+ out", out)
+    assert re.search(r"run's usage: 2 model requests · 1 tool call · \d+ in / \d+ out", out)
     assert "result: 17 * 23 = 391" in out
     assert re.search(r"^success run \w+ after \d+ ticks$", out, re.M)
 

@@ -272,7 +272,7 @@ async def test_usage_adds_up_over_a_react_loop(fake_anthropic: FakeAnthropicServ
     assert [m.content for m in state.get("messages") if m.role == "tool"] == ["sunny", "snow"]
     usage = state.get("usage")
     assert usage == Usage(input_tokens=930, output_tokens=30, cache_read_tokens=400,
-                          cache_creation_tokens=400)
+                          cache_creation_tokens=400, requests=2, tool_calls=2)
     last = fake_anthropic.requests[-1]
     assert [b["type"] for b in last["messages"][-1]["content"]] == ["tool_result"] * 2
     assert last["system"][0]["cache_control"] == {"type": "ephemeral"}

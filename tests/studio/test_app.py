@@ -58,6 +58,7 @@ def test_approve_continues_the_run_and_records_who(client: TestClient, run_id: s
     view = wait_for(lambda: _finished(client, run_id), 60, "the run to finish")
     assert view["status"] == "success"
     assert "deployed" in view["result"] and view["pending"] == []
+    assert view["usage"].startswith("0 model requests · 1 tool call · ")  # the run's usage
     assert {n["status"] for n in view["nodes"]} == {"success"}
     [approved] = [t for t in view["timeline"] if t["kind"] == "decision"]
     assert approved["title"] == "approved by tester: deploy"

@@ -78,6 +78,7 @@ class RunPage {
     this.main.dataset.status = view.status;
     document.getElementById("note").textContent = view.note || "";
     document.getElementById("error").textContent = view.error || "";
+    document.getElementById("usage").textContent = view.usage || "";
     const result = view.result === null || view.result === undefined ? "" :
       (typeof view.result === "string" ? view.result : JSON.stringify(view.result, null, 2));
     document.getElementById("result").textContent = result ||

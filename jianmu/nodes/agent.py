@@ -1,0 +1,302 @@
+"""`Agent`: a ReAct agent in one object — the tree, its state and its runner made for you.
+
+``Agent(llm, tools=[...])`` holds what `create_react_node` takes. ``agent.run_sync("...")``
+builds the run a tree author would (`create_react_node` + ``StateManager(AgentState)`` +
+`ReactiveRunner`) and returns an `AgentResult`: the `RunResult` with ``output`` set to the
+answer (the typed one with an ``output_type``, else the text) and the run's ``runner``. It is a
+face over the tree, not another engine: ``agent.as_node()`` is the same tree to place in any
+other, ``agent.as_tool(...)`` the same agent as another agent's tool (`agent_tool`).
+
+A run that asks a person suspends as in any tree: ``result.pending`` lists the requests,
+``result.approve(id)`` (or ``reject``) decides one, and ``agent.run_sync(resume=result)``
+goes on from where it stopped. ``agent.run_sync("next", history=result.messages)`` continues a
+conversation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import weakref
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
+from jianmu.llm.messages import Message
+from jianmu.nodes.agents import AgentTool, agent_tool
+from jianmu.nodes.react import ReActLoop, create_react_node
+from jianmu.nodes.state import AgentState
+from jianmu.runtime.events import Event
+from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
+from jianmu.state import StateManager
+
+if TYPE_CHECKING:
+    from jianmu.config import AppConfig
+    from jianmu.llm.provider import LLMProvider
+    from jianmu.nodes.history import ProcessorInput
+    from jianmu.nodes.output import OutputMode
+    from jianmu.nodes.tool_executor import ToolExecutorConfig
+    from jianmu.runtime.checkpoint import Checkpointer
+
+__all__ = ("Agent", "AgentResult")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentResult(RunResult):
+    """A `RunResult` of an `Agent` run: ``output`` is the answer, ``runner`` the run."""
+
+    runner: ReactiveRunner = field(repr=False, compare=False)
+    """The run's runner: its state, its checkpoints, the approvals it waits for."""
+
+    def approve(self, request_id: str | None = None, message: str | None = None) -> None:
+        """Approve a pending request (the only one, when ``request_id`` is omitted).
+
+        Raises:
+            InteractionError: no such request, or it was already decided.
+            ValueError: no ``request_id`` and not exactly one request waits.
+        """
+        self.runner.approve(self._request(request_id), message)
+
+    def reject(self, request_id: str | None = None, message: str | None = None) -> None:
+        """Reject a pending request (the only one, when ``request_id`` is omitted);
+        ``message`` reaches the model.
+
+        Raises:
+            InteractionError: no such request, or it was already decided.
+            ValueError: no ``request_id`` and not exactly one request waits.
+        """
+        self.runner.reject(self._request(request_id), message)
+
+    def _request(self, request_id: str | None) -> str:
+        if request_id is not None:
+            return request_id
+        waiting = self.runner.pending
+        if len(waiting) != 1:
+            raise ValueError(
+                f"{len(waiting)} requests wait for a decision; name one: "
+                f"{', '.join(r.id for r in waiting) or 'none'}"
+            )
+        return waiting[0].id
+
+
+_RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunResult))
+
+
+class Agent:
+    """A ReAct agent: a model, its tools, its prompt and answer type, run in one call.
+
+    Args:
+        llm: the model provider.
+        tools: the tools the model may call (`Tool`s, ``@tool`` functions, a `ToolSet`,
+            `handoff`s and other agents' ``as_tool()``).
+        system_prompt: the system message.
+        output_type: the answer's type (a pydantic model, dataclass, ``list[X]``...); the
+            result's ``output`` is then a validated object of it, else the answer's text.
+        output_mode: ``"tool"``, ``"native"`` or ``"text"`` (`create_react_node`).
+        output_retries: answers that may fail validation before `OutputValidationError`.
+        constraints: the agent's layer of constraints (tighten only): tool policies,
+            budgets, limits.
+        name: the agent's name (its tree's, and its tool's by default).
+        max_iterations: the most model turns per run.
+        history_processors: what shapes the messages sent (`trim_history`, ...).
+        config: the configuration of its runs (default: the shared defaults).
+        checkpointer: where its runs are saved (a suspended one can resume in a new process).
+        interactive: whether a person can approve; without, confirm policies become deny.
+        user_roles: roles of the user its runs act for (``admin`` unlocks admin_only tools).
+        **options: any other keyword of `create_react_node` (``max_messages``,
+            ``llm_params``, ``executor_config``, ``stream``...).
+    """
+
+    def __init__(
+        self,
+        llm: LLMProvider,
+        *,
+        tools: Sequence[Any] | None = None,
+        system_prompt: str = "",
+        output_type: Any = None,
+        output_mode: OutputMode = "tool",
+        output_retries: int = 2,
+        constraints: Constraints | None = None,
+        name: str = "agent",
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        history_processors: Sequence[ProcessorInput] | None = None,
+        executor_config: ToolExecutorConfig | None = None,
+        config: AppConfig | None = None,
+        checkpointer: Checkpointer | None = None,
+        interactive: bool = True,
+        user_roles: Iterable[str] = (),
+        **options: Any,
+    ) -> None:
+        self.llm = llm
+        self.tools = list(tools or ())
+        self.system_prompt = system_prompt
+        self.output_type = output_type
+        self.name = name
+        self.config = config
+        self.checkpointer = checkpointer
+        self.interactive = interactive
+        self.user_roles = tuple(user_roles)
+        self._node_options: dict[str, Any] = {
+            "system_prompt": system_prompt, "output_type": output_type,
+            "output_mode": output_mode, "output_retries": output_retries,
+            "constraints": constraints, "name": name, "max_iterations": max_iterations,
+            "history": history_processors, "executor_config": executor_config, **options,
+        }
+        self._shared: ReActLoop = self.as_node()  # checks the arguments now, not on a run
+        self._shared_free = True
+        self._lock = threading.Lock()
+        self._runs: weakref.WeakSet[ReactiveRunner] = weakref.WeakSet()
+        """The runners of this agent's runs, while someone holds them (for ``resume=``)."""
+
+    # -- the tree --------------------------------------------------------------------------
+    def as_node(self) -> ReActLoop:
+        """A fresh tree of this agent (`create_react_node`), to place in any other tree.
+
+        Raises:
+            ConfigError, ToolValidationError, HandoffError: as `create_react_node`.
+        """
+        return create_react_node(self.llm, self.tools, **self._node_options)
+
+    def as_tool(
+        self, name: str | None = None, description: str = "", *, input_type: Any = str
+    ) -> AgentTool:
+        """This agent as another agent's tool (`agent_tool`): each call a run of a fresh tree
+        of it, under the caller's guard, budget and approvals.
+
+        Args:
+            name: the tool's name; default the agent's.
+            description: when to call it, for the model.
+            input_type: the input's type (default: the question as text).
+        """
+        return agent_tool(self.as_node, name=name or self.name,
+                          description=description or f"Ask the {self.name} agent.",
+                          input_type=input_type)
+
+    # -- running ---------------------------------------------------------------------------
+    async def run(
+        self,
+        prompt: str | Message | None = None,
+        *,
+        history: Sequence[Message | Mapping[str, Any]] | None = None,
+        resume: AgentResult | None = None,
+        timeout: float | None = None,
+    ) -> AgentResult:
+        """Answer ``prompt`` (after ``history``, a conversation so far), or go on with the
+        suspended run ``resume`` once its requests are decided.
+
+        Raises:
+            ValueError: no prompt and nothing to resume, or ``resume`` is not suspended.
+        """
+        runner = self._runner(prompt, history, resume)
+        try:
+            result = await runner.run(timeout=timeout)
+        finally:
+            self._release(runner)
+        return self._result(runner, result)
+
+    def run_sync(
+        self,
+        prompt: str | Message | None = None,
+        *,
+        history: Sequence[Message | Mapping[str, Any]] | None = None,
+        resume: AgentResult | None = None,
+        timeout: float | None = None,
+    ) -> AgentResult:
+        """`run` from synchronous code (through `ReactiveRunner.run_sync`).
+
+        Raises:
+            RuntimeError: called inside a running event loop (``await agent.run()`` there).
+            ValueError: as `run`.
+        """
+        runner = self._runner(prompt, history, resume)
+        try:
+            result = runner.run_sync(timeout=timeout)
+        finally:
+            self._release(runner)
+        return self._result(runner, result)
+
+    async def stream(
+        self,
+        prompt: str | Message | None = None,
+        *,
+        history: Sequence[Message | Mapping[str, Any]] | None = None,
+        resume: AgentResult | None = None,
+        timeout: float | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """`run`, yielding its events as they happen (`ReactiveRunner.stream`): the model's
+        text as ``llm.call.delta``, tool calls, and last ``run.finished``, whose
+        ``fields["result"]`` is the `AgentResult`. Leaving the loop early cancels the run.
+
+        Raises:
+            ValueError: as `run`.
+        """
+        runner = self._runner(prompt, history, resume)
+        try:
+            # closed here, not when collected: leaving this stream stops the run at once
+            async with contextlib.aclosing(runner.stream(timeout=timeout)) as events:
+                async for event in events:
+                    result = event.fields.get("result")
+                    if event.name == "run.finished" and isinstance(result, RunResult) \
+                            and result.run_id == runner.run_id:
+                        event = dataclasses.replace(
+                            event, fields={**event.fields, "result": self._result(runner, result)}
+                        )
+                    yield event
+        finally:
+            self._release(runner)
+
+    # -- the parts -------------------------------------------------------------------------
+    def _runner(
+        self, prompt: str | Message | None, history: Any, resume: AgentResult | None
+    ) -> ReactiveRunner:
+        if resume is not None:
+            if prompt is not None or history is not None:
+                raise ValueError(
+                    "resume= goes on with a suspended run as it was; to ask something new, "
+                    "pass history=result.messages instead"
+                )
+            if resume.runner not in self._runs:
+                raise ValueError("resume= takes the result of a run of this agent")
+            if resume.status is not RunStatus.SUSPENDED:
+                raise ValueError(
+                    f"the run to resume is {resume.status.value}, not waiting for a decision; "
+                    "to go on talking, pass history=result.messages with the next prompt"
+                )
+            return resume.runner
+        if prompt is None:
+            raise ValueError("Agent.run() needs a prompt (or resume= a suspended result)")
+        messages: list[Any] = list(history or ())
+        messages.append(Message.user(prompt) if isinstance(prompt, str) else prompt)
+        state = StateManager(AgentState, {"messages": messages})
+        runner = ReactiveRunner(
+            self._take(), state, config=self.config, checkpointer=self.checkpointer,
+            interactive=self.interactive, user_roles=self.user_roles,
+        )
+        self._runs.add(runner)
+        return runner
+
+    def _take(self) -> ReActLoop:
+        """The shared tree when it is free; a fresh one while another run holds it (runs at
+        once, or one waiting for a person)."""
+        with self._lock:
+            if self._shared_free:
+                self._shared_free = False
+                return self._shared
+        return self.as_node()
+
+    def _release(self, runner: ReactiveRunner) -> None:
+        """Free the shared tree once its run is over (not while it waits for a person)."""
+        if runner.root is self._shared and not runner.pending:
+            with self._lock:
+                self._shared_free = True
+
+    def _result(self, runner: ReactiveRunner, result: RunResult) -> AgentResult:
+        fields = {name: getattr(result, name) for name in _RUN_FIELDS}
+        if fields["output"] is None and self.output_type is None:
+            fields["output"] = runner.state.get("final_answer")  # the text answer
+        return AgentResult(**fields, runner=runner)
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.name!r} tools={len(self.tools)}>"

@@ -1,0 +1,325 @@
+"""`jianmu.Agent`: the one-object face over create_react_node + StateManager + ReactiveRunner."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import py_trees
+import pytest
+from pydantic import BaseModel
+
+from jianmu import Agent, AgentResult, ReactiveRunner, ScriptedLLM, StateManager, tool
+from jianmu.errors import OutputValidationError
+from jianmu.nodes import AgentState, ReActLoop
+from jianmu.runtime import RunStatus
+from jianmu.runtime.events import Event
+
+pytestmark = pytest.mark.anyio
+
+
+@tool
+def lookup(city: str) -> str:
+    """The weather of a city.
+
+    Args:
+        city: the city.
+    """
+    return f"sunny in {city}"
+
+
+class Forecast(BaseModel):
+    city: str
+    sunny: bool
+
+
+def script(*answer: Any) -> ScriptedLLM:
+    return ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Oslo"}}], *answer])
+
+
+def test_run_sync_answers_in_one_line() -> None:
+    llm = script("It is sunny in Oslo.")
+    agent = Agent(llm, tools=[lookup], system_prompt="Answer briefly.")
+    result = agent.run_sync("Weather in Oslo?")
+    assert isinstance(result, AgentResult) and result.ok
+    assert result.output == "It is sunny in Oslo."
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+    assert (result.usage.requests, result.usage.tool_calls) == (2, 1)
+    sent = llm.requests[0]
+    assert sent.messages[0].role == "system" and sent.messages[0].content == "Answer briefly."
+    assert sent.tool_names == ["lookup"]
+
+
+def test_output_type_gives_the_typed_answer() -> None:
+    llm = script([{"name": "final_result", "arguments": {"city": "Oslo", "sunny": True}}])
+    result = Agent(llm, tools=[lookup], output_type=Forecast).run_sync("Oslo?")
+    assert result.output == Forecast(city="Oslo", sunny=True)
+    assert result.raise_for_status() is result
+
+
+def test_a_typed_answer_that_never_fits_raises_with_details() -> None:
+    bad = [{"name": "final_result", "arguments": {"city": 3}}]
+    agent = Agent(ScriptedLLM([bad] * 3), output_type=Forecast)
+    result = agent.run_sync("Oslo?")
+    assert result.status is RunStatus.FAILURE and result.output is None
+    with pytest.raises(OutputValidationError) as raised:
+        result.raise_for_status()
+    assert "$.sunny" in {path for path, _ in raised.value.problems}
+
+
+def test_history_continues_a_conversation() -> None:
+    llm = ScriptedLLM(["Hello Ada.", "You are Ada."])
+    agent = Agent(llm)
+    first = agent.run_sync("I am Ada.")
+    second = agent.run_sync("Who am I?", history=first.messages)
+    assert second.output == "You are Ada."
+    assert [(m.role, m.content) for m in llm.requests[-1].messages] == [
+        ("user", "I am Ada."), ("assistant", "Hello Ada."), ("user", "Who am I?")]
+    assert len(first.messages) == 2  # the first run's result is not changed
+
+
+def test_an_approval_suspends_and_the_run_resumes_after_it() -> None:
+    @tool(confirm=True)
+    def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: where.
+        """
+        return f"deployed to {target}"
+
+    llm = ScriptedLLM([[{"name": "deploy", "arguments": {"target": "prod"}}], "Deployed."])
+    agent = Agent(llm, tools=[deploy])
+    paused = agent.run_sync("Ship it.")
+    assert paused.status is RunStatus.SUSPENDED and paused.output is None
+    assert [r.payload["tool"] for r in paused.pending] == ["deploy"]
+    assert paused.raise_for_status() is paused
+    paused.approve()
+    done = agent.run_sync(resume=paused)
+    assert done.ok and done.output == "Deployed."
+    assert done.messages[2].content == "deployed to prod"
+    with pytest.raises(ValueError, match="not waiting"):
+        agent.run_sync(resume=done)
+    with pytest.raises(ValueError, match="this agent"):
+        Agent(ScriptedLLM(["x"])).run_sync(resume=paused)
+
+
+def test_a_rejection_reaches_the_model() -> None:
+    @tool(confirm=True)
+    def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: where.
+        """
+        return "deployed"
+
+    llm = ScriptedLLM([[{"name": "deploy", "arguments": {"target": "prod"}}], "Not deployed."])
+    agent = Agent(llm, tools=[deploy])
+    paused = agent.run_sync("Ship it.")
+    paused.reject(message="not on Friday")
+    done = agent.run_sync(resume=paused)
+    assert done.ok and "not on Friday" in (done.messages[2].content or "")
+
+
+def test_as_node_is_the_tree_to_place_in_any_other() -> None:
+    agent = Agent(script("sunny"), tools=[lookup], name="weather")
+    node = agent.as_node()
+    assert isinstance(node, ReActLoop) and node.name == "weather" and node is not agent.as_node()
+    tree = py_trees.composites.Sequence("flow", memory=True, children=[node])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "Oslo?"}]})
+    result = ReactiveRunner(tree, state).run_sync(timeout=30)
+    assert result.ok and state.get("final_answer") == "sunny"
+
+
+def test_as_tool_makes_the_agent_another_agents_tool() -> None:
+    researcher = Agent(script("Oslo is sunny."), tools=[lookup], name="researcher")
+    lead = Agent(ScriptedLLM([
+        [{"name": "research", "arguments": {"input": "Oslo?"}}], "Sunny, says research.",
+    ]), tools=[researcher.as_tool("research", "Ask the researcher.")])
+    result = lead.run_sync("Weather?")
+    assert result.output == "Sunny, says research."
+    assert result.messages[2].content == "Oslo is sunny."
+    assert (result.usage.requests, result.usage.tool_calls) == (4, 2)
+
+
+async def test_await_run_and_runs_at_once_each_get_their_own_tree() -> None:
+    gate = asyncio.Event()
+    started: list[str] = []
+
+    @tool
+    async def slow(name: str) -> str:
+        """Wait until both runs have called it.
+
+        Args:
+            name: who waits.
+        """
+        started.append(name)
+        if len(started) == 2:
+            gate.set()
+        await gate.wait()
+        return name
+
+    agent = Agent(ScriptedLLM(lambda_script()), tools=[slow])
+    one, two = await asyncio.gather(agent.run("x"), agent.run("y"))
+    assert (one.output, two.output) == ("done x", "done y") and sorted(started) == ["x", "y"]
+    assert one.runner.root is not two.runner.root
+    assert [m.content for m in one.messages if m.role == "tool"] == ["x"]
+
+
+def lambda_script() -> list[Any]:
+    """Replies that depend on the conversation: two runs of one agent at once."""
+
+    def first(messages: list[Any]) -> Any:
+        return [{"name": "slow", "arguments": {"name": messages[-1].content}}]
+
+    def answer(messages: list[Any]) -> Any:
+        return f"done {messages[0].content}"
+
+    return [first, first, answer, answer]
+
+
+async def test_stream_yields_the_runs_events_and_ends_with_the_agents_result() -> None:
+    agent = Agent(script("It is sunny in Oslo today."), tools=[lookup])
+    events: list[Event] = [e async for e in agent.stream("Oslo?")]
+    assert [e.name for e in events].count("run.finished") == 1
+    result = events[-1].fields["result"]
+    assert isinstance(result, AgentResult) and result.output == "It is sunny in Oslo today."
+    text = "".join(e.fields["text"] for e in events if e.name == "llm.call.delta")
+    assert text == result.output
+    assert [e.fields["tool"] for e in events if e.name == "tool.call.completed"] == ["lookup"]
+
+
+async def test_leaving_an_agents_stream_early_cancels_its_run() -> None:
+    running, cancelled = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def wait_forever(what: str) -> str:
+        """Wait.
+
+        Args:
+            what: the thing.
+        """
+        running.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return what
+
+    agent = Agent(ScriptedLLM([[{"name": "wait_forever", "arguments": {"what": "x"}}], "no"]),
+                  tools=[wait_forever])
+    before = asyncio.all_tasks()
+    async with contextlib.aclosing(agent.stream("go")) as events:
+        async for event in events:
+            if event.name == "tool.call.started":
+                await running.wait()
+                break
+    assert cancelled.is_set() and asyncio.all_tasks() == before
+    # the run is over: the agent runs again
+    assert (await agent.run("again")).output == "no"
+
+
+async def test_run_sync_inside_a_loop_says_to_await() -> None:
+    with pytest.raises(RuntimeError, match="await"):
+        Agent(ScriptedLLM(["x"])).run_sync("hi")
+
+
+def test_a_prompt_is_needed() -> None:
+    with pytest.raises(ValueError, match="prompt"):
+        Agent(ScriptedLLM(["x"])).run_sync()
+
+
+async def test_an_agents_stream_orders_its_events_and_keeps_up_with_a_slow_reader() -> None:
+    answering = asyncio.Event()
+
+    def answer(messages: list[Any]) -> str:
+        answering.set()  # the last turn: every event before it is queued for the reader
+        return "It is sunny in Oslo today."
+
+    agent = Agent(script(answer), tools=[lookup])
+    got: list[Event] = []
+    async for event in agent.stream("Oslo?"):
+        got.append(event)
+        if len(got) == 1:
+            await answering.wait()  # a reader busy elsewhere: the run goes on without it
+    names = [e.name for e in got]
+    steps = [n for n in names if n in ("llm.call.started", "llm.call.completed",
+                                       "tool.call.started", "tool.call.completed")]
+    assert steps == ["llm.call.started", "llm.call.completed", "tool.call.started",
+                     "tool.call.completed", "llm.call.started", "llm.call.completed"]
+    assert names[-1] == "run.finished" and names.count("run.finished") == 1
+    text = "".join(e.fields["text"] for e in got if e.name == "llm.call.delta")
+    assert text == got[-1].fields["result"].output
+
+
+async def test_an_agents_stream_stops_at_an_approval_and_goes_on_after_it() -> None:
+    @tool(confirm=True)
+    def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: where.
+        """
+        return f"deployed to {target}"
+
+    llm = ScriptedLLM([[{"name": "deploy", "arguments": {"target": "prod"}}], "Deployed it."])
+    agent = Agent(llm, tools=[deploy])
+    first = [e async for e in agent.stream("Ship it.")]
+    paused = first[-1].fields["result"]
+    assert paused.status is RunStatus.SUSPENDED and "run.suspended" in [e.name for e in first]
+    paused.approve()
+    second = [e async for e in agent.stream(resume=paused)]
+    names = [e.name for e in second]
+    assert names.count("run.finished") == 1 and "tool.call.completed" in names
+    assert second[-1].fields["result"].output == "Deployed it."
+
+
+async def test_a_sub_agents_text_streams_in_the_lead_agents_stream() -> None:
+    researcher = Agent(script("Oslo is sunny."), tools=[lookup], name="researcher")
+    lead = Agent(ScriptedLLM([
+        [{"name": "research", "arguments": {"input": "Oslo?"}, "id": "r1"}], "Sunny.",
+    ]), tools=[researcher.as_tool("research", "Ask the researcher.")], name="lead")
+    events = [e async for e in lead.stream("Weather?")]
+    inner = "lead/lead.round/lead.tools/research[r1]/researcher/"
+    text = "".join(e.fields["text"] for e in events
+                   if e.name == "llm.call.delta" and (e.node or "").startswith(inner))
+    assert text == "Oslo is sunny."
+    assert [e.fields["tool"] for e in events if e.name == "tool.call.completed"] == [
+        "lookup", "research"]
+    assert [e.name for e in events].count("run.finished") == 1
+
+
+async def test_a_plain_break_out_of_an_agents_stream_cancels_the_running_tool() -> None:
+    running, cancelled = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def wait_forever(what: str) -> str:
+        """Wait.
+
+        Args:
+            what: the thing.
+        """
+        running.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return what
+
+    agent = Agent(ScriptedLLM([[{"name": "wait_forever", "arguments": {"what": "x"}}]]),
+                  tools=[wait_forever])
+    before = asyncio.all_tasks()
+    async for event in agent.stream("go"):
+        if event.name == "tool.call.started":
+            await running.wait()
+            break
+    await cancelled.wait()
+    for _ in range(200):  # the dropped generator closes in a task of its own
+        if asyncio.all_tasks() == before:
+            break
+        await asyncio.sleep(0)
+    assert asyncio.all_tasks() == before
