@@ -154,8 +154,11 @@ class FallbackLLM(BaseLLMProvider):
     def _answered(self, llm: LLMProvider, response: LLMResponse) -> LLMResponse:
         """Count the reply's usage for its model, and name that model on the reply."""
         name = _name(llm)
-        self.usage_by_model[name] = self.usage_by_model.get(name, Usage()) + response.usage
-        return response if response.model else replace(response, model=name)
+        usage = response.usage
+        if not usage.requests:  # one request answered, as the agent node counts it
+            usage = replace(usage, requests=1)
+        self.usage_by_model[name] = self.usage_by_model.get(name, Usage()) + usage
+        return replace(response, model=response.model or name, usage=usage)
 
     async def close(self) -> None:
         """Close every model."""

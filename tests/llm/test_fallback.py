@@ -66,7 +66,9 @@ def test_429_then_503_then_an_answer(servers: list[FakeOpenAIServer]) -> None:
     answered = [e.fields["model"] for e in seen if e.name == "llm.call.completed"]
     assert answered == ["tertiary", "tertiary"]  # which model answered each turn
     assert list(llm.usage_by_model) == ["tertiary"]  # usage counted per model
-    assert llm.usage_by_model["tertiary"] == state.get("usage")
+    spent = state.get("usage")
+    assert llm.usage_by_model["tertiary"].total_tokens == spent.total_tokens
+    assert llm.usage_by_model["tertiary"].requests == spent.requests == 2
     assert (len(primary.requests), len(secondary.requests), len(tertiary.requests)) == (2, 2, 2)
 
 
