@@ -1,0 +1,181 @@
+"""One owner per run: the lease a runner takes in its checkpoint store before it decides,
+resumes or continues a run, so two processes never both restore a checkpoint and both act on it.
+
+A lease names its owner (``host:pid:purpose:token``, for people to read) and when it expires.
+It is taken atomically in the store (`SQLiteCheckpointer.claim`), renewed while the run goes on
+(on every checkpoint saved under it, and every third of its time-to-live), and released when
+the run returns; a crashed owner's lease simply expires. A second claimant meanwhile gets
+`RunClaimedError` naming the holder and when its lease ends. A runner also remembers the
+newest checkpoint it knows: when the run went on elsewhere after it read it (another owner
+continued and released it), its next claim is refused too, so it cannot act on a stale copy.
+
+Durable runs (`jianmu.durable`) do not use this: DBOS owns their workflows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from jianmu.errors import CheckpointError, RunClaimedError
+
+__all__ = ("Lease", "LeasingCheckpointer", "RunClaim", "default_owner", "until")
+
+DEFAULT_LEASE_TTL = 60.0
+"""Seconds a lease lasts unless renewed: how long a crashed owner keeps others waiting."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lease:
+    """An owner's hold on a run in a checkpoint store."""
+
+    run_id: str
+    """The run held."""
+    owner: str
+    """Who holds it (``host:pid:purpose:token``)."""
+    expires: float
+    """When it ends unless renewed, in seconds since the epoch (the store's clock)."""
+    seq: int = 0
+    """The number of the run's newest checkpoint when the lease was taken (0: none yet)."""
+
+
+@runtime_checkable
+class LeasingCheckpointer(Protocol):
+    """A `Checkpointer` that can also lease runs to one owner at a time (`SQLiteCheckpointer`).
+
+    A runner on a checkpointer without these methods runs unclaimed, as before.
+    """
+
+    lease_ttl: float
+    """Seconds a lease lasts unless renewed."""
+
+    def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None) -> None:
+        """Store a checkpoint; with ``owner``, only while ``owner`` holds the run (renewed)."""
+        ...
+
+    def load(self, run_id: str) -> dict[str, Any] | None:
+        """Return the newest checkpoint of ``run_id``, or None."""
+        ...
+
+    def claim(self, run_id: str, owner: str, *, ttl: float | None = None) -> Lease:
+        """Take or renew the lease on ``run_id`` for ``owner``; `RunClaimedError` if another
+        owner holds it."""
+        ...
+
+    def release(self, run_id: str, owner: str) -> None:
+        """Give up ``owner``'s lease on ``run_id`` (nothing if it does not hold it)."""
+        ...
+
+    def holder(self, run_id: str) -> Lease | None:
+        """The unexpired lease on ``run_id``, if any."""
+        ...
+
+
+def default_owner(purpose: str) -> str:
+    """A new owner name: ``host:pid:purpose:token`` (the token tells apart two runners of
+    one process)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{purpose}:{uuid.uuid4().hex[:6]}"
+
+
+def until(expires: float, now: float) -> str:
+    """When a lease ends, for a message: local time, and how far off."""
+    stamp = datetime.fromtimestamp(expires).astimezone().isoformat(timespec="seconds")
+    return f"{stamp} (in {max(expires - now, 0):.0f} s)"
+
+
+class RunClaim:
+    """A runner's side of its lease: who it is, whether it holds the run, and the newest
+    checkpoint it knows (so it never acts on a copy another owner has since moved on)."""
+
+    def __init__(self, store: LeasingCheckpointer, run_id: str, owner: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.owner = owner
+        self.held = False
+        self.seen: int | None = None
+        """The number of the newest checkpoint this runner read or wrote (None: none yet)."""
+        # a subclass may override save() without ``owner``: it then renews, then saves
+        self._owned_save = "owner" in inspect.signature(store.save).parameters
+
+    @classmethod
+    def of(cls, store: object, run_id: str, owner: str | None) -> RunClaim | None:
+        """The claim of a runner on ``store``; None when the store keeps no leases."""
+        if not isinstance(store, LeasingCheckpointer):
+            return None
+        return cls(store, run_id, owner or default_owner("python"))
+
+    def take(self) -> Lease:
+        """Take (or renew) the lease, then check that nobody moved the run on meanwhile.
+
+        Raises:
+            RunClaimedError: another owner holds the run, or continued it after this runner
+                read it.
+        """
+        lease = self.store.claim(self.run_id, self.owner)
+        if self.seen is not None and lease.seq != self.seen:
+            if not self.held:
+                self.store.release(self.run_id, self.owner)
+            raise RunClaimedError(
+                f"run {self.run_id!r} went on elsewhere after this runner read it (its newest "
+                f"checkpoint is number {lease.seq}, this runner has number {self.seen}); "
+                "nothing was done: restore the run again to act on where it is now",
+                run_id=self.run_id,
+            )
+        self.seen = lease.seq
+        self.held = True
+        return lease
+
+    def release(self) -> None:
+        """Give the run up (the run returned, or the runner is closed)."""
+        if self.held:
+            self.held = False
+            self.store.release(self.run_id, self.owner)
+
+    def save(self, checkpoint: dict[str, Any]) -> None:
+        """Save under the lease (renewing it); a runner that does not hold the run takes it
+        for this one save."""
+        if self.held:
+            self._save(checkpoint)
+        else:
+            self.take()
+            try:
+                self._save(checkpoint)
+            finally:
+                self.release()
+        self.seen = (self.seen or 0) + 1
+
+    def _save(self, checkpoint: dict[str, Any]) -> None:
+        if self._owned_save:  # renewed and saved in one transaction
+            self.store.save(self.run_id, checkpoint, owner=self.owner)
+        else:
+            self.store.claim(self.run_id, self.owner)
+            self.store.save(self.run_id, checkpoint)
+
+    @asynccontextmanager
+    async def kept(self) -> AsyncIterator[None]:
+        """Renew the lease every third of its time-to-live while the block runs (a long tool
+        call saves no checkpoint, yet the run is not dead)."""
+        task = asyncio.create_task(self._renew())
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self.store.lease_ttl / 3)
+            if not self.held:
+                return
+            try:
+                self.store.claim(self.run_id, self.owner)
+            except CheckpointError:  # lost to another owner: the next save refuses and says so
+                return
