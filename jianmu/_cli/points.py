@@ -29,7 +29,7 @@ from jianmu._cli.common import (
 from jianmu._cli.run import _describe, _drive, _stores
 from jianmu._cli.targets import load_target
 from jianmu.config import load_config
-from jianmu.errors import CheckpointError, JianmuError
+from jianmu.errors import CheckpointError, JianmuError, RunClaimedError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, SQLiteCheckpointer
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
@@ -178,6 +178,8 @@ def cmd_runs_fork(args: argparse.Namespace) -> int:
         try:
             fork_id = fork_run(checkpointer, args.run_id, args.at, values=values,
                                owner=default_owner("jianmu runs fork"))
+        except RunClaimedError:
+            raise  # another owner acts on the run now: a failure to retry, not bad usage
         except CheckpointError as exc:
             raise CLIError(f"--at {args.at}: {exc}" if "point" in str(exc) else str(exc)) \
                 from None
