@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from jianmu.errors import CheckpointError, RunClaimedError
 from jianmu.runtime.history import RecordedRun, RunHistory, TickRecorder
-from jianmu.runtime.lease import DEFAULT_LEASE_TTL, Lease, until
+from jianmu.runtime.lease import DEFAULT_LEASE_TTL, Lease, process_gone, this_process, until
 
 __all__ = ("Checkpointer", "SQLiteCheckpointer")
 
@@ -45,7 +45,8 @@ class SQLiteCheckpointer:
     It also leases each run to one owner at a time (`claim`, in the ``jianmu_leases`` table of
     the same file): whoever decides, resumes or continues a run holds it, renewed by each save
     made under it; a lease not renewed for ``lease_ttl`` seconds has expired (its owner
-    crashed). ``clock`` (default `time.time`) is what leases are timed by.
+    crashed), and one whose process on this machine has died is taken over at once.
+    ``clock`` (default `time.time`) is what leases are timed by.
     """
 
     def __init__(self, path: str | Path = ":memory:", *, record_ticks: bool = True,
@@ -72,7 +73,7 @@ class SQLiteCheckpointer:
             )
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS jianmu_leases (run_id TEXT PRIMARY KEY,"
-                " owner TEXT NOT NULL, expires REAL NOT NULL)"
+                " owner TEXT NOT NULL, expires REAL NOT NULL, process TEXT NOT NULL)"
             )
             self._db.commit()
         except sqlite3.Error as exc:
@@ -146,14 +147,16 @@ class SQLiteCheckpointer:
             try:
                 with self._db:
                     now = self._clock()
+                    process = this_process()
                     taken = self._db.execute(
-                        "INSERT INTO jianmu_leases (run_id, owner, expires) VALUES (?, ?, ?)"
+                        "INSERT INTO jianmu_leases (run_id, owner, expires, process)"
+                        " VALUES (?, ?, ?, ?)"
                         " ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner,"
-                        " expires = excluded.expires"
+                        " expires = excluded.expires, process = excluded.process"
                         " WHERE jianmu_leases.owner = excluded.owner"
                         " OR jianmu_leases.expires <= ?",
-                        (run_id, owner, now + ttl, now),
-                    ).rowcount
+                        (run_id, owner, now + ttl, process, now),
+                    ).rowcount or self._take_over(run_id, owner, now + ttl, process)
                     held = None if taken else self._held(run_id, now)
                     seq = self._db.execute(
                         "SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?",
@@ -171,6 +174,19 @@ class SQLiteCheckpointer:
                 )
             self._granted.add((run_id, owner))
         return Lease(run_id=run_id, owner=owner, expires=now + ttl, seq=int(seq))
+
+    def _take_over(self, run_id: str, owner: str, expires: float, process: str) -> int:
+        """Take a lease whose holder was a process of this machine that has died (killed,
+        crashed): no need to wait for it to expire. 1 if taken, else 0."""
+        row = self._db.execute("SELECT owner, process FROM jianmu_leases WHERE run_id = ?",
+                               (run_id,)).fetchone()
+        if row is None or not process_gone(row[1]):
+            return 0
+        return int(self._db.execute(  # only if it is still that dead holder's
+            "UPDATE jianmu_leases SET owner = ?, expires = ?, process = ?"
+            " WHERE run_id = ? AND owner = ? AND process = ?",
+            (owner, expires, process, run_id, row[0], row[1]),
+        ).rowcount)
 
     def release(self, run_id: str, owner: str) -> None:
         """Give up ``owner``'s lease on ``run_id`` (nothing if it does not hold it)."""

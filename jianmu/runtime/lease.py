@@ -4,7 +4,9 @@ resumes or continues a run, so two processes never both restore a checkpoint and
 A lease names its owner (``host:pid:purpose:token``, for people to read) and when it expires.
 It is taken atomically in the store (`SQLiteCheckpointer.claim`), renewed while the run goes on
 (on every checkpoint saved under it, and every third of its time-to-live), and released when
-the run returns; a crashed owner's lease simply expires. A second claimant meanwhile gets
+the run returns; a crashed owner's lease expires, or is taken over at once when the owner was
+a process of this machine that is gone (Linux: the same boot and pid namespace, and no live
+process with its pid and start time). A second claimant meanwhile gets
 `RunClaimedError` naming the holder and when its lease ends. A runner also remembers the
 newest checkpoint it knows: when the run went on elsewhere after it read it (another owner
 continued and released it), its next claim is refused too, so it cannot act on a stale copy.
@@ -23,11 +25,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from jianmu.errors import CheckpointError, RunClaimedError
 
-__all__ = ("Lease", "LeasingCheckpointer", "RunClaim", "default_owner", "until")
+__all__ = (
+    "Lease", "LeasingCheckpointer", "RunClaim", "default_owner", "process_gone", "this_process",
+    "until",
+)
 
 DEFAULT_LEASE_TTL = 60.0
 """Seconds a lease lasts unless renewed: how long a crashed owner keeps others waiting."""
@@ -83,6 +89,46 @@ def default_owner(purpose: str) -> str:
     """A new owner name: ``host:pid:purpose:token`` (the token tells apart two runners of
     one process)."""
     return f"{socket.gethostname()}:{os.getpid()}:{purpose}:{uuid.uuid4().hex[:6]}"
+
+
+_PROCESS: dict[int, str] = {}
+
+
+def this_process() -> str:
+    """This process as ``boot:pid-namespace:pid:start-time`` (Linux), so another process of
+    the same machine can tell whether it is still alive; ``""`` where /proc cannot tell."""
+    pid = os.getpid()  # a forked child is another process: keyed by pid
+    known = _PROCESS.get(pid)
+    if known is None:
+        try:
+            boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+            namespace = os.stat("/proc/self/ns/pid").st_ino
+            started = _stat(pid)[19]
+        except (OSError, IndexError):
+            known = ""
+        else:
+            known = f"{boot}:{namespace}:{pid}:{started}"
+        _PROCESS[pid] = known
+    return known
+
+
+def process_gone(process: str) -> bool:
+    """Whether the process ``this_process()`` described has died. Only a process of this
+    boot and pid namespace can be known dead; of anything else, False (its lease expires)."""
+    mine = this_process()
+    parts = process.split(":")
+    if not mine or len(parts) != 4 or mine.split(":")[:2] != parts[:2]:
+        return False
+    try:
+        stat = _stat(int(parts[2]))
+    except (OSError, ValueError):
+        return True  # no such process any more
+    return stat[0] in ("Z", "X") or stat[19] != parts[3]  # a zombie, or its pid reused
+
+
+def _stat(pid: int) -> list[str]:
+    """``/proc/PID/stat``'s fields after the command name (state first, start time 20th)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def until(expires: float, now: float) -> str:

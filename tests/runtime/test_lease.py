@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from jianmu import AgentState, AsyncNode, ToolExecutor, tool
 from jianmu.errors import CheckpointError, InteractionError, RunClaimedError
 from jianmu.runtime import ReactiveRunner, RunStatus, SQLiteCheckpointer
 from jianmu.runtime.fork import fork_run
-from jianmu.runtime.lease import Lease, LeasingCheckpointer
+from jianmu.runtime.lease import Lease, LeasingCheckpointer, process_gone, this_process
 from jianmu.state import StateManager
 
 pytestmark = pytest.mark.anyio
@@ -293,3 +295,43 @@ async def test_a_fork_from_the_latest_point_claims_the_run(tmp_path: Path) -> No
     assert store.load(forked) is not None
     assert store.holder(run_id) is None
     store.close()
+
+
+HOLDER = """
+import os, sys
+from jianmu.runtime import SQLiteCheckpointer
+store = SQLiteCheckpointer(sys.argv[1])
+store.claim("r", "other-process")
+print("held", flush=True)
+sys.stdin.readline()  # hold it until told, then die without giving it back
+os._exit(0)
+"""
+
+
+def test_a_lease_of_a_process_of_this_machine_that_died_is_taken_at_once(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.sqlite"
+    SQLiteCheckpointer(db).close()
+    clock = Clock()  # stands still: no lease expires by time here
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdin is not None
+    assert holder.stdout.readline() == "held\n"
+    with SQLiteCheckpointer(db, clock=clock) as store:
+        with pytest.raises(RunClaimedError, match="'other-process'"):
+            store.claim("r", "me")  # alive: refused
+        holder.stdin.write("die\n")
+        holder.stdin.close()
+        assert holder.wait(60) == 0
+        assert store.claim("r", "me").owner == "me"  # gone: taken without waiting
+
+
+def test_a_lease_of_another_machine_is_left_to_expire() -> None:
+    assert process_gone("other-boot:1:123:456") is False
+    assert process_gone("") is False
+    mine = this_process()
+    if mine:  # Linux: this process is alive, a pid of this boot that does not exist is not
+        assert process_gone(mine) is False
+        boot, namespace, _, start = mine.split(":")
+        assert process_gone(f"{boot}:{namespace}:{2**22 + 1}:{start}") is True
