@@ -193,7 +193,8 @@ class ReactiveRunner:
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
         self.state.subscribe(self._state_changed)
-        self._claim = RunClaim.of(checkpointer, run_id, owner)  # one owner per run
+        # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
+        self._claim = None if checkpointer is None else RunClaim.of(checkpointer, run_id, owner)
         observe = getattr(checkpointer, "observe", None)
         if callable(observe):  # a checkpointer that keeps every tick (`SQLiteCheckpointer`)
             observe(self)
