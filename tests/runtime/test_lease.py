@@ -335,3 +335,32 @@ def test_a_lease_of_another_machine_is_left_to_expire() -> None:
         assert process_gone(mine) is False
         boot, namespace, _, start = mine.split(":")
         assert process_gone(f"{boot}:{namespace}:{2**22 + 1}:{start}") is True
+
+
+async def test_a_long_step_keeps_the_lease_alive_without_a_save() -> None:
+    renewed = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    class Counting(SQLiteCheckpointer):
+        claims = 0
+
+        def claim(self, run_id: str, owner: str, *, ttl: float | None = None) -> Lease:
+            lease = super().claim(run_id, owner, ttl=ttl)
+            Counting.claims += 1
+            if Counting.claims >= 3:  # the run's own claim, then two renewals
+                loop.call_soon_threadsafe(renewed.set)
+            return lease
+
+    store = Counting(lease_ttl=0.06)  # renewed every 20 ms while the step goes on
+    reached, opened = asyncio.Event(), asyncio.Event()
+    runner = ReactiveRunner(
+        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
+        checkpointer=store, owner="long-step",
+    )
+    going = asyncio.create_task(runner.run(timeout=60))
+    await reached.wait()
+    await asyncio.wait_for(renewed.wait(), 30)  # renewed while nothing was saved
+    opened.set()
+    assert (await going).ok
+    assert store.holder(runner.run_id) is None
+    store.close()
