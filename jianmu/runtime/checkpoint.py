@@ -86,10 +86,12 @@ class SQLiteCheckpointer:
         if self.record_ticks:
             TickRecorder(runner, self.history).attach()
 
-    def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None) -> None:
+    def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None,
+             release: bool = False) -> None:
         """Append a checkpoint for ``run_id`` (one transaction).
 
-        With ``owner``, only while ``owner`` holds the run's lease, which the save renews.
+        With ``owner``, only while ``owner`` holds the run's lease, which the save renews, or
+        with ``release``, gives up (the run returned: one commit for both).
 
         Raises:
             RunClaimedError: ``owner`` no longer holds the run (its lease expired and another
@@ -104,6 +106,10 @@ class SQLiteCheckpointer:
                 with self._db:
                     if owner is not None:
                         self._renew(run_id, owner)
+                        if release:
+                            self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ?",
+                                             (run_id,))
+                            self._granted.discard((run_id, owner))
                     self.history.write_pending()  # the points up to this checkpoint first
                     row = self._db.execute(
                         "SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?", (run_id,)

@@ -20,6 +20,7 @@ import asyncio
 import inspect
 import os
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -63,8 +64,10 @@ class LeasingCheckpointer(Protocol):
     lease_ttl: float
     """Seconds a lease lasts unless renewed."""
 
-    def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None) -> None:
-        """Store a checkpoint; with ``owner``, only while ``owner`` holds the run (renewed)."""
+    def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None,
+             release: bool = False) -> None:
+        """Store a checkpoint; with ``owner``, only while ``owner`` holds the run (renewed, or
+        given up with ``release``)."""
         ...
 
     def load(self, run_id: str) -> dict[str, Any] | None:
@@ -146,6 +149,7 @@ class RunClaim:
         self.run_id = run_id
         self.owner = owner
         self.held = False
+        self._renewed = 0.0  # time.monotonic() of the last renewal, while held
         self.seen: int | None = None
         """The number of the newest checkpoint this runner read or wrote (None: none yet)."""
         # a subclass may override save() without ``owner``: it then renews, then saves
@@ -158,13 +162,15 @@ class RunClaim:
             return None
         return cls(store, run_id, owner or default_owner("python"))
 
-    def take(self) -> Lease:
+    def take(self) -> None:
         """Take (or renew) the lease, then check that nobody moved the run on meanwhile.
 
         Raises:
             RunClaimedError: another owner holds the run, or continued it after this runner
                 read it.
         """
+        if self.held and time.monotonic() - self._renewed < self.store.lease_ttl / 3:
+            return  # held and fresh: nobody else can have written since (no commit to pay)
         lease = self.store.claim(self.run_id, self.owner)
         if self.seen is not None and lease.seq != self.seen:
             if not self.held:
@@ -177,7 +183,7 @@ class RunClaim:
             )
         self.seen = lease.seq
         self.held = True
-        return lease
+        self._renewed = time.monotonic()
 
     def release(self) -> None:
         """Give the run up (the run returned, or the runner is closed)."""
@@ -185,25 +191,31 @@ class RunClaim:
             self.held = False
             self.store.release(self.run_id, self.owner)
 
-    def save(self, checkpoint: dict[str, Any]) -> None:
-        """Save under the lease (renewing it); a runner that does not hold the run takes it
-        for this one save."""
-        if self.held:
-            self._save(checkpoint)
-        else:
+    def save(self, checkpoint: dict[str, Any], *, last: bool = False) -> None:
+        """Save under the lease (renewing it); ``last`` gives the run up with the same commit
+        (the run returned). A runner that does not hold the run takes it for this save."""
+        if not self.held:
             self.take()
-            try:
-                self._save(checkpoint)
-            finally:
+            last = True
+        try:
+            self._save(checkpoint, last)
+        except BaseException:
+            if last:
                 self.release()
+            raise
         self.seen = (self.seen or 0) + 1
+        if last:
+            self.held = False
 
-    def _save(self, checkpoint: dict[str, Any]) -> None:
-        if self._owned_save:  # renewed and saved in one transaction
-            self.store.save(self.run_id, checkpoint, owner=self.owner)
+    def _save(self, checkpoint: dict[str, Any], last: bool) -> None:
+        if self._owned_save:  # renewed (or given up) and saved in one transaction
+            self.store.save(self.run_id, checkpoint, owner=self.owner, release=last)
+            self._renewed = time.monotonic()
         else:
             self.store.claim(self.run_id, self.owner)
             self.store.save(self.run_id, checkpoint)
+            if last:
+                self.store.release(self.run_id, self.owner)
 
     @asynccontextmanager
     async def kept(self) -> AsyncIterator[None]:
@@ -223,5 +235,6 @@ class RunClaim:
                 return
             try:
                 self.store.claim(self.run_id, self.owner)
+                self._renewed = time.monotonic()
             except CheckpointError:  # lost to another owner: the next save refuses and says so
                 return

@@ -387,8 +387,8 @@ class ReactiveRunner:
                 "user_roles": sorted(self.ctx.user_roles),
                 "saved": time.time(),
         }
-        if self._claim is not None:  # under the run's lease, which the save renews
-            self._claim.save(data)
+        if self._claim is not None:  # under the run's lease; a save after the run gives it up
+            self._claim.save(data, last=not self._running)
         else:
             self.checkpointer.save(self.run_id, data)
 
