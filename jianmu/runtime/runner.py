@@ -375,7 +375,9 @@ class ReactiveRunner:
             key: {"name": node.name, "status": node.status.name}
             for key, node in self._walk(self.root, "0")
         }
-        data = {
+        self._save_to_store(
+            self.run_id,
+            {
                 "version": _CHECKPOINT_VERSION,
                 "run_id": self.run_id,
                 "status": status,
@@ -386,11 +388,8 @@ class ReactiveRunner:
                 "interaction": self.interaction.snapshot(),
                 "user_roles": sorted(self.ctx.user_roles),
                 "saved": time.time(),
-        }
-        if self._claim is not None:  # under the run's lease; a save after the run gives it up
-            self._claim.save(data, last=not self._running)
-        else:
-            self.checkpointer.save(self.run_id, data)
+            },
+        )
 
     @classmethod
     def restore(
@@ -437,6 +436,14 @@ class ReactiveRunner:
                 claim.release()
             raise
         return runner
+
+    def _save_to_store(self, run_id: str, checkpoint: dict[str, Any]) -> None:
+        """Save under the run's lease when the store keeps leases (a save once the run has
+        returned gives the lease up in the same commit)."""
+        if self._claim is not None:
+            self._claim.save(checkpoint, last=not self._running)
+        elif self.checkpointer is not None:
+            self.checkpointer.save(run_id, checkpoint)
 
     def _take_claim(self) -> None:
         """Claim the run (or renew the claim) before deciding or continuing it."""
