@@ -7,6 +7,7 @@ JianmuError
 ├── StateValidationError(ValueError)     a state update failed validation; nothing changed
 ├── InteractionError(LookupError)        an unknown or already decided approval request
 ├── CheckpointError(RuntimeError)        a run could not be checkpointed or restored
+│   └── RunClaimedError                  another owner holds the run's lease (named, until when)
 ├── RunFailed(RuntimeError)              ``RunResult.raise_for_status()``: the run timed out,
 │                                        was cancelled, or failed without an exception
 ├── OutputValidationError(ValueError)    the model's answer never fit the output type (paths,
@@ -79,6 +80,7 @@ __all__ = (
     "OutputValidationError",
     "PathEscapeError",
     "PatternTimeout",
+    "RunClaimedError",
     "RunFailed",
     "RunNotFoundError",
     "SandboxError",
@@ -146,6 +148,24 @@ class InteractionError(JianmuError, LookupError):
 
 class CheckpointError(JianmuError, RuntimeError):
     """A run could not be saved to or restored from a checkpointer."""
+
+
+class RunClaimedError(CheckpointError):
+    """Another owner holds the run: it decides or continues it now; the message names the
+    holder and when its lease ends (a crashed owner's lease expires then).
+
+    Also raised when the run went on elsewhere after this runner read it: restore it again.
+    """
+
+    def __init__(self, message: str, *, run_id: str, owner: str | None = None,
+                 expires: float | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        """The run asked for."""
+        self.owner = owner
+        """Who holds it (``host:pid:purpose:token``), when another owner holds it."""
+        self.expires = expires
+        """When the holder's lease ends unless renewed (seconds since the epoch)."""
 
 
 class OutputValidationError(JianmuError, ValueError):

@@ -29,9 +29,10 @@ from jianmu._cli.common import (
 from jianmu._cli.run import _describe, _drive, _stores
 from jianmu._cli.targets import load_target
 from jianmu.config import load_config
-from jianmu.errors import CheckpointError, JianmuError
+from jianmu.errors import CheckpointError, JianmuError, RunClaimedError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, SQLiteCheckpointer
 from jianmu.runtime.fork import fork_run
+from jianmu.runtime.lease import default_owner
 from jianmu.studio.timeline import event_timeline
 from jianmu.studio.views import final_answer, point_rows
 
@@ -175,7 +176,10 @@ def cmd_runs_fork(args: argparse.Namespace) -> int:
             if Path(launch.config).is_file():
                 config = load_config(launch.config)
         try:
-            fork_id = fork_run(checkpointer, args.run_id, args.at, values=values)
+            fork_id = fork_run(checkpointer, args.run_id, args.at, values=values,
+                               owner=default_owner("jianmu runs fork"))
+        except RunClaimedError:
+            raise  # another owner acts on the run now: a failure to retry, not bad usage
         except CheckpointError as exc:
             raise CLIError(f"--at {args.at}: {exc}" if "point" in str(exc) else str(exc)) \
                 from None
@@ -184,6 +188,7 @@ def cmd_runs_fork(args: argparse.Namespace) -> int:
             runner = ReactiveRunner.restore(
                 target.tree, checkpointer, fork_id, state_manager=target.state, config=config,
                 constraints=target.constraints, extras={"cli_launch": launch.target},
+                owner=default_owner("jianmu runs fork"),
             )
         except JianmuError as exc:  # a --set value the state's schema refuses: leave nothing
             checkpointer.delete(fork_id)

@@ -29,6 +29,7 @@ from jianmu._cli.targets import LaunchStore, Target, load_target
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import InteractionError, JianmuError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, RunResult, RunStatus, SQLiteCheckpointer
+from jianmu.runtime.lease import default_owner
 
 __all__ = ("cmd_resume", "cmd_run")
 
@@ -60,6 +61,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         runner = ReactiveRunner(
             target.tree, target.state, config=config, constraints=target.constraints,
             checkpointer=checkpointer, extras={"cli_launch": target.launch.target},
+            owner=default_owner("jianmu run"),
         )
         target.attach(runner)
         launches.save(runner.run_id, target.launch)
@@ -100,6 +102,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         runner = ReactiveRunner.restore(
             target.tree, checkpointer, args.run_id, state_manager=target.state, config=config,
             constraints=target.constraints, extras={"cli_launch": launch.target},
+            owner=default_owner("jianmu resume"),  # refused while another owner holds the run
         )
         target.attach(runner)
         console.print(f"resuming run {visible(runner.run_id)}: {_describe(target)}")

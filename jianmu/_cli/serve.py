@@ -137,6 +137,7 @@ def restorer(path: str, config: AppConfig, explicit_config: bool = False):  # ty
     from jianmu.config import load_config
     from jianmu.errors import CheckpointError
     from jianmu.runtime import ReactiveRunner, SQLiteCheckpointer
+    from jianmu.runtime.lease import default_owner
     from jianmu.studio import Restored
 
     def restore(run_id: str) -> Restored | None:
@@ -157,6 +158,7 @@ def restorer(path: str, config: AppConfig, explicit_config: bool = False):  # ty
             runner = ReactiveRunner.restore(
                 target.tree, checkpointer, run_id, state_manager=target.state, config=used,
                 constraints=target.constraints, extras={"cli_launch": launch.target},
+                owner=default_owner("jianmu studio"),  # refused while another owner holds it
             )
         except CheckpointError:
             checkpointer.close()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from jianmu.runtime.checkpoint import Checkpointer, SQLiteCheckpointer
     from jianmu.runtime.context import ApprovalDecision, ApprovalRequest, Interaction, RunContext
     from jianmu.runtime.events import Event, EventBus
+    from jianmu.runtime.lease import Lease, LeasingCheckpointer
     from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 
 __all__ = (
@@ -25,6 +26,8 @@ __all__ = (
     "Event",
     "EventBus",
     "Interaction",
+    "Lease",
+    "LeasingCheckpointer",
     "ReactiveRunner",
     "RunContext",
     "RunResult",
@@ -38,6 +41,7 @@ _HOLDERS = {
     "jianmu.runtime.checkpoint": ("Checkpointer", "SQLiteCheckpointer"),
     "jianmu.runtime.context": ("ApprovalDecision", "ApprovalRequest", "Interaction", "RunContext"),
     "jianmu.runtime.events": ("Event", "EventBus"),
+    "jianmu.runtime.lease": ("Lease", "LeasingCheckpointer"),
     "jianmu.runtime.runner": ("ReactiveRunner", "RunResult", "RunStatus"),
 }
 __getattr__, __dir__ = lazy_names(__name__, _HOLDERS, __all__)

@@ -6,10 +6,12 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from jianmu.errors import CheckpointError
+from jianmu.errors import CheckpointError, RunClaimedError
+from jianmu.runtime.lease import DEFAULT_LEASE_TTL, Lease, process_gone, this_process, until
 from jianmu.runtime.points import RecordedRun, RunHistory, TickRecorder
 
 __all__ = ("Checkpointer", "SQLiteCheckpointer")
@@ -39,11 +41,25 @@ class SQLiteCheckpointer:
     With ``record_ticks`` (the default) it also keeps every tick that changed something
     (`RunHistory`, in the same file): Jianmu Studio travels back through them, and
     ``jianmu runs fork`` starts a new run from any of them.
+
+    It also leases each run to one owner at a time (`claim`, in the ``jianmu_leases`` table of
+    the same file): whoever decides, resumes or continues a run holds it, renewed by each save
+    made under it; a lease not renewed for ``lease_ttl`` seconds has expired (its owner
+    crashed), and one whose process on this machine has died is taken over at once.
+    ``clock`` (default `time.time`) is what leases are timed by.
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, record_ticks: bool = True) -> None:
+    def __init__(self, path: str | Path = ":memory:", *, record_ticks: bool = True,
+                 lease_ttl: float = DEFAULT_LEASE_TTL,
+                 clock: Callable[[], float] = time.time) -> None:
+        if lease_ttl <= 0:
+            raise ValueError(f"lease_ttl must be positive, got {lease_ttl!r}")
         self.path = str(path)
         self.record_ticks = record_ticks
+        self.lease_ttl = lease_ttl
+        """Seconds a lease lasts unless renewed."""
+        self._clock = clock
+        self._granted: set[tuple[str, str]] = set()  # released on close()
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -54,6 +70,10 @@ class SQLiteCheckpointer:
                 "CREATE TABLE IF NOT EXISTS checkpoints ("
                 " run_id TEXT NOT NULL, seq INTEGER NOT NULL, created REAL NOT NULL,"
                 " status TEXT, data TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
+            )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS jianmu_leases (run_id TEXT PRIMARY KEY,"
+                " owner TEXT NOT NULL, expires REAL NOT NULL, process TEXT NOT NULL)"
             )
             self._db.commit()
         except sqlite3.Error as exc:
@@ -66,8 +86,17 @@ class SQLiteCheckpointer:
         if self.record_ticks:
             TickRecorder(runner, self.history).attach()
 
-    def save(self, run_id: str, checkpoint: dict[str, Any]) -> None:
-        """Append a checkpoint for ``run_id`` (one transaction)."""
+    def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None,
+             release: bool = False) -> None:
+        """Append a checkpoint for ``run_id`` (one transaction).
+
+        With ``owner``, only while ``owner`` holds the run's lease, which the save renews, or
+        with ``release``, gives up (the run returned: one commit for both).
+
+        Raises:
+            RunClaimedError: ``owner`` no longer holds the run (its lease expired and another
+                owner took it); nothing was saved.
+        """
         try:
             data = json.dumps(checkpoint)
         except (TypeError, ValueError) as exc:
@@ -75,6 +104,12 @@ class SQLiteCheckpointer:
         with self._lock:
             try:
                 with self._db:
+                    if owner is not None:
+                        self._renew(run_id, owner)
+                        if release:
+                            self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ?",
+                                             (run_id,))
+                            self._granted.discard((run_id, owner))
                     self.history.write_pending()  # the points up to this checkpoint first
                     row = self._db.execute(
                         "SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?", (run_id,)
@@ -85,6 +120,102 @@ class SQLiteCheckpointer:
                     )
             except sqlite3.Error as exc:
                 raise CheckpointError(f"cannot save run {run_id!r}: {exc}") from exc
+
+    def _renew(self, run_id: str, owner: str) -> None:
+        """Extend ``owner``'s lease (inside the caller's transaction), or refuse: the run is
+        no longer ``owner``'s once another owner has taken it, even if that one let it go."""
+        now = self._clock()
+        changed = self._db.execute(
+            "UPDATE jianmu_leases SET expires = ? WHERE run_id = ? AND owner = ?",
+            (now + self.lease_ttl, run_id, owner),
+        ).rowcount
+        if not changed:
+            held = self._held(run_id, now)
+            by = f"{held.owner!r} holds it until {until(held.expires, now)}" if held else \
+                "another owner may have continued it"
+            raise RunClaimedError(
+                f"run {run_id!r} is no longer held by {owner!r} (its lease ran out; {by}); "
+                "this checkpoint was not saved: restore the run again",
+                run_id=run_id, owner=held.owner if held else None,
+                expires=held.expires if held else None,
+            )
+
+    def claim(self, run_id: str, owner: str, *, ttl: float | None = None) -> Lease:
+        """Take the lease on ``run_id`` for ``owner``, or renew it if ``owner`` holds it; one
+        atomic statement, so of two claimants at the same moment exactly one gets it.
+
+        Raises:
+            RunClaimedError: another owner holds an unexpired lease; the message names it and
+                when the lease ends.
+        """
+        ttl = self.lease_ttl if ttl is None else ttl
+        with self._lock:
+            try:
+                with self._db:
+                    now = self._clock()
+                    process = this_process()
+                    taken = self._db.execute(
+                        "INSERT INTO jianmu_leases (run_id, owner, expires, process)"
+                        " VALUES (?, ?, ?, ?)"
+                        " ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner,"
+                        " expires = excluded.expires, process = excluded.process"
+                        " WHERE jianmu_leases.owner = excluded.owner"
+                        " OR jianmu_leases.expires <= ?",
+                        (run_id, owner, now + ttl, process, now),
+                    ).rowcount or self._take_over(run_id, owner, now + ttl, process)
+                    held = None if taken else self._held(run_id, now)
+                    seq = self._db.execute(
+                        "SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?",
+                        (run_id,),
+                    ).fetchone()[0]
+            except sqlite3.Error as exc:
+                raise CheckpointError(f"cannot claim run {run_id!r}: {exc}") from exc
+            if held is not None:
+                raise RunClaimedError(
+                    f"run {run_id!r} is claimed by {held.owner!r} until "
+                    f"{until(held.expires, now)}: that owner is deciding or continuing it now; "
+                    "nothing was done here. Try again once it is done (if that owner crashed, "
+                    "once its lease has expired)",
+                    run_id=run_id, owner=held.owner, expires=held.expires,
+                )
+            self._granted.add((run_id, owner))
+        return Lease(run_id=run_id, owner=owner, expires=now + ttl, seq=int(seq))
+
+    def _take_over(self, run_id: str, owner: str, expires: float, process: str) -> int:
+        """Take a lease whose holder was a process of this machine that has died (killed,
+        crashed): no need to wait for it to expire. 1 if taken, else 0."""
+        row = self._db.execute("SELECT owner, process FROM jianmu_leases WHERE run_id = ?",
+                               (run_id,)).fetchone()
+        if row is None or not process_gone(row[1]):
+            return 0
+        return int(self._db.execute(  # only if it is still that dead holder's
+            "UPDATE jianmu_leases SET owner = ?, expires = ?, process = ?"
+            " WHERE run_id = ? AND owner = ? AND process = ?",
+            (owner, expires, process, run_id, row[0], row[1]),
+        ).rowcount)
+
+    def release(self, run_id: str, owner: str) -> None:
+        """Give up ``owner``'s lease on ``run_id`` (nothing if it does not hold it)."""
+        with self._lock:
+            self._granted.discard((run_id, owner))
+            try:
+                with self._db:
+                    self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ? AND owner = ?",
+                                     (run_id, owner))
+            except sqlite3.Error as exc:
+                raise CheckpointError(f"cannot release run {run_id!r}: {exc}") from exc
+
+    def holder(self, run_id: str) -> Lease | None:
+        """The unexpired lease on ``run_id``, if any."""
+        with self._lock:
+            return self._held(run_id, self._clock())
+
+    def _held(self, run_id: str, now: float) -> Lease | None:
+        row = self._db.execute(
+            "SELECT owner, expires FROM jianmu_leases WHERE run_id = ? AND expires > ?",
+            (run_id, now),
+        ).fetchone()
+        return None if row is None else Lease(run_id=run_id, owner=row[0], expires=row[1])
 
     def load(self, run_id: str) -> dict[str, Any] | None:
         """Return the newest checkpoint of ``run_id``, or None."""
@@ -108,6 +239,7 @@ class SQLiteCheckpointer:
         """Forget every checkpoint of ``run_id``."""
         with self._lock, self._db:
             self._db.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
+            self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ?", (run_id,))
             self.history.delete(run_id)
 
     def close(self) -> None:
@@ -116,6 +248,11 @@ class SQLiteCheckpointer:
             self.history.flush()
         except CheckpointError:
             pass  # closing must not fail on the history: the checkpoints are what resumes
+        for run_id, owner in list(self._granted):  # this process is done with them
+            try:
+                self.release(run_id, owner)
+            except CheckpointError:
+                pass  # the lease expires on its own
         with self._lock:
             self._db.close()
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import CheckpointError
+from jianmu.runtime.lease import default_owner
 from jianmu.runtime.points import snapshot_ops
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def _check_snapshot(state: Any) -> dict[str, Any]:
 
 def fork_run(store: SQLiteCheckpointer, run_id: str, point: int, *,
              state: dict[str, Any] | None = None, values: Mapping[str, Any] | None = None,
-             new_id: str | None = None) -> str:
+             new_id: str | None = None, owner: str | None = None) -> str:
     """Save a new run that starts at ``point`` of ``run_id``; returns its id.
 
     Args:
@@ -76,11 +77,29 @@ def fork_run(store: SQLiteCheckpointer, run_id: str, point: int, *,
         state: the state to start with instead of the point's (a `StateManager.snapshot`).
         values: state keys to set on top (``key`` or ``namespace/key``).
         new_id: the new run's id (default: a fresh one).
+        owner: who forks, named in ``run_id``'s lease while a fork from its latest point is
+            made (default ``host:pid:fork:token``).
 
     Raises:
         CheckpointError: no such run or point, or a state that is not a snapshot. (The state's
             values are checked against the tree's schema when the fork is restored.)
+        RunClaimedError: the fork is from the run's latest point and another owner holds the
+            run (it may be executing what that point was about to do).
     """
+    newest = store.history.last_point(run_id)
+    if newest is None or point >= newest:
+        # the latest point is where the run's owner is acting now: claim it while copying
+        owner = owner or default_owner("fork")
+        store.claim(run_id, owner)
+        try:
+            return _fork(store, run_id, point, state, values, new_id)
+        finally:
+            store.release(run_id, owner)
+    return _fork(store, run_id, point, state, values, new_id)
+
+
+def _fork(store: SQLiteCheckpointer, run_id: str, point: int, state: dict[str, Any] | None,
+          values: Mapping[str, Any] | None, new_id: str | None) -> str:
     latest = store.load(run_id)
     if latest is None:
         raise CheckpointError(f"no run {run_id!r} in {store.path}")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
@@ -29,6 +30,7 @@ from jianmu.runtime.events import (
     EventBus,
     get_tracer,
 )
+from jianmu.runtime.lease import RunClaim
 from jianmu.state import StateManager
 
 if TYPE_CHECKING:
@@ -117,6 +119,7 @@ class RunResult:
         raise RunFailed(f"run {self.run_id} {what}{reason}", status=status.value, result=self)
 
 
+_P = ParamSpec("_P")
 _CHECKPOINT_VERSION = 1
 _NO_ROLES: frozenset[str] = frozenset()
 
@@ -127,6 +130,27 @@ class _Outcome:
     error: str | None = None
     pending: list[ApprovalRequest] = field(default_factory=list)
     exception: BaseException | None = None
+
+
+def _one_owner(
+    run: Callable[Concatenate[ReactiveRunner, _P], Coroutine[Any, Any, RunResult]],
+) -> Callable[Concatenate[ReactiveRunner, _P], Coroutine[Any, Any, RunResult]]:
+    """Wrap `ReactiveRunner.run`: claim the run first, keep the lease while it goes on, give
+    it up when it returns (a sub-agent's run goes under its caller's lease)."""
+
+    @functools.wraps(run)
+    async def claimed(self: ReactiveRunner, *args: _P.args, **kwargs: _P.kwargs) -> RunResult:
+        claim = self._claim
+        if claim is None or self.is_sub_run or self._running:
+            return await run(self, *args, **kwargs)
+        claim.take()
+        try:
+            async with claim.kept():
+                return await run(self, *args, **kwargs)
+        finally:
+            claim.release()
+
+    return claimed
 
 
 class ReactiveRunner:
@@ -146,6 +170,10 @@ class ReactiveRunner:
         user_roles: roles of the user starting the run (``admin`` unlocks admin_only tools).
         tracer_provider: OpenTelemetry provider for spans (default: the global API's).
         interactive: whether a person can approve; without, confirm policies become deny.
+        owner: who runs it, named in the run's lease (default ``host:pid:python:token``); on
+            a checkpointer that leases runs (`SQLiteCheckpointer`), `run`, `approve`,
+            `reject` and `restore` first claim the run, and a second claimant is refused
+            (`jianmu.runtime.lease`).
     """
 
     is_sub_run = False
@@ -165,6 +193,7 @@ class ReactiveRunner:
         interactive: bool = True,
         checkpoint_every: int | None = None,
         extras: dict[str, Any] | None = None,
+        owner: str | None = None,
     ) -> None:
         self.root = root
         self.state = state_manager if state_manager is not None else StateManager()
@@ -196,6 +225,8 @@ class ReactiveRunner:
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
         self.state.subscribe(self._state_changed)
+        # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
+        self._claim = None if checkpointer is None else RunClaim.of(checkpointer, run_id, owner)
         observe = getattr(checkpointer, "observe", None)
         if callable(observe):  # a checkpointer that keeps every tick (`SQLiteCheckpointer`)
             observe(self)
@@ -237,7 +268,9 @@ class ReactiveRunner:
 
         Raises:
             InteractionError: no such request was asked, or it was already decided.
+            RunClaimedError: another owner holds the run, or went on with it since.
         """
+        self._take_claim()
         self.interaction.approve(request_id, message)
         self.ctx.events.emit("interaction.approved", request_id=request_id)
 
@@ -246,7 +279,9 @@ class ReactiveRunner:
 
         Raises:
             InteractionError: no such request was asked, or it was already decided.
+            RunClaimedError: another owner holds the run, or went on with it since.
         """
+        self._take_claim()
         self.interaction.reject(request_id, message)
         self.ctx.events.emit("interaction.rejected", request_id=request_id, message=message)
 
@@ -300,8 +335,13 @@ class ReactiveRunner:
             return asyncio.run(self.run(max_ticks=max_ticks, timeout=timeout))
         raise RuntimeError("run_sync() cannot be called from a running event loop; await run()")
 
+    @_one_owner
     async def run(self, max_ticks: int | None = None, timeout: float | None = None) -> RunResult:
-        """Tick until the root finishes, the run suspends, times out or is cancelled."""
+        """Tick until the root finishes, the run suspends, times out or is cancelled.
+
+        Raises:
+            RunClaimedError: another owner holds the run, or went on with it since.
+        """
         if self._running:
             raise RuntimeError("this runner is already running")
         self._running = True
@@ -444,6 +484,8 @@ class ReactiveRunner:
         """
         await self._close_resources()
         await close_tree(self.root)
+        if self._claim is not None:
+            self._claim.release()
 
     async def __aenter__(self) -> ReactiveRunner:
         return self
@@ -460,7 +502,7 @@ class ReactiveRunner:
             key: {"name": node.name, "status": node.status.name}
             for key, node in self._walk(self.root, "0")
         }
-        self.checkpointer.save(
+        self._save_to_store(
             self.run_id,
             {
                 "version": _CHECKPOINT_VERSION,
@@ -491,23 +533,49 @@ class ReactiveRunner:
         ``root`` must be the same tree the run was built with (built by the same code);
         ``state_manager`` should have the run's schema.
 
+        On a checkpointer that leases runs, the new runner first claims the run (as
+        ``owner``, a keyword) and holds it until a `run` returns or `aclose`.
+
         Raises:
             CheckpointError: no checkpoint for ``run_id``, or the tree does not match it.
+            RunClaimedError: another owner holds the run.
         """
-        data = checkpointer.load(run_id)
-        if data is None:
-            raise CheckpointError(f"no checkpoint for run {run_id!r}")
-        if data.get("version") != _CHECKPOINT_VERSION:
-            raise CheckpointError(f"unsupported checkpoint version {data.get('version')!r}")
-        state = state_manager if state_manager is not None else StateManager()
-        state.restore(data["state"])
-        kwargs.setdefault("user_roles", data.get("user_roles", ()))
-        runner = cls(root, state, checkpointer=checkpointer, run_id=run_id, **kwargs)
-        runner.interaction.restore(data.get("interaction", {}))
-        runner.ticks = int(data.get("ticks", 0))
-        runner._restored_nodes = dict(data.get("nodes", {}))
-        runner._setup_once()
+        claim = RunClaim.of(checkpointer, run_id, kwargs.get("owner"))
+        if claim is not None:  # claimed before it is read: no other owner moves it on meanwhile
+            claim.take()
+        try:
+            data = checkpointer.load(run_id)
+            if data is None:
+                raise CheckpointError(f"no checkpoint for run {run_id!r}")
+            if data.get("version") != _CHECKPOINT_VERSION:
+                raise CheckpointError(f"unsupported checkpoint version {data.get('version')!r}")
+            state = state_manager if state_manager is not None else StateManager()
+            state.restore(data["state"])
+            kwargs.setdefault("user_roles", data.get("user_roles", ()))
+            runner = cls(root, state, checkpointer=checkpointer, run_id=run_id, **kwargs)
+            runner._claim = claim
+            runner.interaction.restore(data.get("interaction", {}))
+            runner.ticks = int(data.get("ticks", 0))
+            runner._restored_nodes = dict(data.get("nodes", {}))
+            runner._setup_once()
+        except BaseException:
+            if claim is not None:
+                claim.release()
+            raise
         return runner
+
+    def _save_to_store(self, run_id: str, checkpoint: dict[str, Any]) -> None:
+        """Save under the run's lease when the store keeps leases (a save once the run has
+        returned gives the lease up in the same commit)."""
+        if self._claim is not None:
+            self._claim.save(checkpoint, last=not self._running)
+        elif self.checkpointer is not None:
+            self.checkpointer.save(run_id, checkpoint)
+
+    def _take_claim(self) -> None:
+        """Claim the run (or renew the claim) before deciding or continuing it."""
+        if self._claim is not None and not self.is_sub_run:
+            self._claim.take()
 
     # -- binding ---------------------------------------------------------------------------------
     def bind_subtree(self, node: Behaviour) -> None:

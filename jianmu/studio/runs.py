@@ -21,6 +21,7 @@ from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNot
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
+from jianmu.runtime.lease import default_owner
 from jianmu.runtime.points import Frame, short
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.studio.timeline import event_timeline, message_timeline
@@ -239,13 +240,18 @@ class CheckpointRuns:
                         f"request {call_id!r} of run {run_id!r} was already {first}; the "
                         "first decision stands and this one was not recorded")
                 raise InteractionError(f"run {run_id!r} waits for no request {call_id!r}")
+            # rebuilding the run claims it: refused while a terminal (or another studio) holds it
             restored = self.restorer(run_id) if self.restorer is not None else None
             if restored is None:
-                self._record(run_id, data, call_id, approved, message)
+                self._record(run_id, call_id, approved, message)
                 done = "recorded in the checkpoint (the studio cannot rebuild this run's tree)"
             else:
                 runner = restored.runner
-                (runner.approve if approved else runner.reject)(call_id, message)
+                try:
+                    (runner.approve if approved else runner.reject)(call_id, message)
+                except BaseException:  # decided meanwhile: give the run and its target back
+                    asyncio.run(_close(restored))
+                    raise
                 self._live[run_id] = runner
                 self._continue(restored)
                 done = "the run goes on in the studio"
@@ -267,7 +273,8 @@ class CheckpointRuns:
         if self.restorer is None:
             raise CheckpointError("the studio cannot rebuild this run's tree; fork it in Python "
                                   "with jianmu.runtime.fork.fork_run and ReactiveRunner.restore")
-        fork_id = fork_run(self.store, run_id, point, state=state)
+        fork_id = fork_run(self.store, run_id, point, state=state,
+                           owner=default_owner("jianmu studio"))
         try:
             restored = self.restorer(fork_id)
         except Exception as exc:  # a state that does not fit the schema, a script that fails
@@ -284,12 +291,19 @@ class CheckpointRuns:
         self.journal.add(fork_id, "studio.forked", run=run_id, point=point, by=by)
         return fork_id
 
-    def _record(self, run_id: str, data: dict[str, Any], call_id: str, approved: bool,
-                message: str) -> None:
-        interaction = Interaction()
-        interaction.restore(data.get("interaction", {}))
-        (interaction.approve if approved else interaction.reject)(call_id, message)
-        self.store.save(run_id, {**data, "interaction": interaction.snapshot()})
+    def _record(self, run_id: str, call_id: str, approved: bool, message: str) -> None:
+        """Write the decision into a new checkpoint, under the run's lease: read after the
+        claim, so a decision made meanwhile elsewhere is seen and this one refused."""
+        owner = default_owner("jianmu studio")
+        self.store.claim(run_id, owner)
+        try:
+            data = self.store.load(run_id) or {}
+            interaction = Interaction()
+            interaction.restore(data.get("interaction", {}))
+            (interaction.approve if approved else interaction.reject)(call_id, message)
+            self.store.save(run_id, {**data, "interaction": interaction.snapshot()}, owner=owner)
+        finally:
+            self.store.release(run_id, owner)
 
     def _continue(self, restored: Restored) -> None:
         runner = restored.runner
@@ -317,6 +331,10 @@ class CheckpointRuns:
         thread = threading.Thread(target=main, name=f"studio-run-{runner.run_id}", daemon=True)
         self._threads.append(thread)
         thread.start()
+
+
+async def _close(restored: Restored) -> None:
+    await restored.close()
 
 
 def point_view(frame: Frame, events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,0 +1,240 @@
+"""One owner per run: the lease a runner takes in its checkpoint store before it decides,
+resumes or continues a run, so two processes never both restore a checkpoint and both act on it.
+
+A lease names its owner (``host:pid:purpose:token``, for people to read) and when it expires.
+It is taken atomically in the store (`SQLiteCheckpointer.claim`), renewed while the run goes on
+(on every checkpoint saved under it, and every third of its time-to-live), and released when
+the run returns; a crashed owner's lease expires, or is taken over at once when the owner was
+a process of this machine that is gone (Linux: the same boot and pid namespace, and no live
+process with its pid and start time). A second claimant meanwhile gets
+`RunClaimedError` naming the holder and when its lease ends. A runner also remembers the
+newest checkpoint it knows: when the run went on elsewhere after it read it (another owner
+continued and released it), its next claim is refused too, so it cannot act on a stale copy.
+
+Durable runs (`jianmu.durable`) do not use this: DBOS owns their workflows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from jianmu.errors import CheckpointError, RunClaimedError
+
+__all__ = (
+    "Lease", "LeasingCheckpointer", "RunClaim", "default_owner", "process_gone", "this_process",
+    "until",
+)
+
+DEFAULT_LEASE_TTL = 60.0
+"""Seconds a lease lasts unless renewed: how long a crashed owner keeps others waiting."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lease:
+    """An owner's hold on a run in a checkpoint store."""
+
+    run_id: str
+    """The run held."""
+    owner: str
+    """Who holds it (``host:pid:purpose:token``)."""
+    expires: float
+    """When it ends unless renewed, in seconds since the epoch (the store's clock)."""
+    seq: int = 0
+    """The number of the run's newest checkpoint when the lease was taken (0: none yet)."""
+
+
+@runtime_checkable
+class LeasingCheckpointer(Protocol):
+    """A `Checkpointer` that can also lease runs to one owner at a time (`SQLiteCheckpointer`).
+
+    A runner on a checkpointer without these methods runs unclaimed, as before.
+    """
+
+    lease_ttl: float
+    """Seconds a lease lasts unless renewed."""
+
+    def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None,
+             release: bool = False) -> None:
+        """Store a checkpoint; with ``owner``, only while ``owner`` holds the run (renewed, or
+        given up with ``release``)."""
+        ...
+
+    def load(self, run_id: str) -> dict[str, Any] | None:
+        """Return the newest checkpoint of ``run_id``, or None."""
+        ...
+
+    def claim(self, run_id: str, owner: str, *, ttl: float | None = None) -> Lease:
+        """Take or renew the lease on ``run_id`` for ``owner``; `RunClaimedError` if another
+        owner holds it."""
+        ...
+
+    def release(self, run_id: str, owner: str) -> None:
+        """Give up ``owner``'s lease on ``run_id`` (nothing if it does not hold it)."""
+        ...
+
+    def holder(self, run_id: str) -> Lease | None:
+        """The unexpired lease on ``run_id``, if any."""
+        ...
+
+
+def default_owner(purpose: str) -> str:
+    """A new owner name: ``host:pid:purpose:token`` (the token tells apart two runners of
+    one process)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{purpose}:{uuid.uuid4().hex[:6]}"
+
+
+_PROCESS: dict[int, str] = {}
+
+
+def this_process() -> str:
+    """This process as ``boot:pid-namespace:pid:start-time`` (Linux), so another process of
+    the same machine can tell whether it is still alive; ``""`` where /proc cannot tell."""
+    pid = os.getpid()  # a forked child is another process: keyed by pid
+    known = _PROCESS.get(pid)
+    if known is None:
+        try:
+            boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+            namespace = os.stat("/proc/self/ns/pid").st_ino
+            started = _stat(pid)[19]
+        except (OSError, IndexError):
+            known = ""
+        else:
+            known = f"{boot}:{namespace}:{pid}:{started}"
+        _PROCESS[pid] = known
+    return known
+
+
+def process_gone(process: str) -> bool:
+    """Whether the process ``this_process()`` described has died. Only a process of this
+    boot and pid namespace can be known dead; of anything else, False (its lease expires)."""
+    mine = this_process()
+    parts = process.split(":")
+    if not mine or len(parts) != 4 or mine.split(":")[:2] != parts[:2]:
+        return False
+    try:
+        stat = _stat(int(parts[2]))
+    except (OSError, ValueError):
+        return True  # no such process any more
+    return stat[0] in ("Z", "X") or stat[19] != parts[3]  # a zombie, or its pid reused
+
+
+def _stat(pid: int) -> list[str]:
+    """``/proc/PID/stat``'s fields after the command name (state first, start time 20th)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def until(expires: float, now: float) -> str:
+    """When a lease ends, for a message: local time, and how far off."""
+    stamp = datetime.fromtimestamp(expires).astimezone().isoformat(timespec="seconds")
+    return f"{stamp} (in {max(expires - now, 0):.0f} s)"
+
+
+class RunClaim:
+    """A runner's side of its lease: who it is, whether it holds the run, and the newest
+    checkpoint it knows (so it never acts on a copy another owner has since moved on)."""
+
+    def __init__(self, store: LeasingCheckpointer, run_id: str, owner: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.owner = owner
+        self.held = False
+        self._renewed = 0.0  # time.monotonic() of the last renewal, while held
+        self.seen: int | None = None
+        """The number of the newest checkpoint this runner read or wrote (None: none yet)."""
+        # a subclass may override save() without ``owner``: it then renews, then saves
+        self._owned_save = "owner" in inspect.signature(store.save).parameters
+
+    @classmethod
+    def of(cls, store: object, run_id: str, owner: str | None) -> RunClaim | None:
+        """The claim of a runner on ``store``; None when the store keeps no leases."""
+        if not isinstance(store, LeasingCheckpointer):
+            return None
+        return cls(store, run_id, owner or default_owner("python"))
+
+    def take(self) -> None:
+        """Take (or renew) the lease, then check that nobody moved the run on meanwhile.
+
+        Raises:
+            RunClaimedError: another owner holds the run, or continued it after this runner
+                read it.
+        """
+        if self.held and time.monotonic() - self._renewed < self.store.lease_ttl / 3:
+            return  # held and fresh: nobody else can have written since (no commit to pay)
+        lease = self.store.claim(self.run_id, self.owner)
+        if self.seen is not None and lease.seq != self.seen:
+            if not self.held:
+                self.store.release(self.run_id, self.owner)
+            raise RunClaimedError(
+                f"run {self.run_id!r} went on elsewhere after this runner read it (its newest "
+                f"checkpoint is number {lease.seq}, this runner has number {self.seen}); "
+                "nothing was done: restore the run again to act on where it is now",
+                run_id=self.run_id,
+            )
+        self.seen = lease.seq
+        self.held = True
+        self._renewed = time.monotonic()
+
+    def release(self) -> None:
+        """Give the run up (the run returned, or the runner is closed)."""
+        if self.held:
+            self.held = False
+            self.store.release(self.run_id, self.owner)
+
+    def save(self, checkpoint: dict[str, Any], *, last: bool = False) -> None:
+        """Save under the lease (renewing it); ``last`` gives the run up with the same commit
+        (the run returned). A runner that does not hold the run takes it for this save."""
+        if not self.held:
+            self.take()
+            last = True
+        try:
+            self._save(checkpoint, last)
+        except BaseException:
+            if last:
+                self.release()
+            raise
+        self.seen = (self.seen or 0) + 1
+        if last:
+            self.held = False
+
+    def _save(self, checkpoint: dict[str, Any], last: bool) -> None:
+        if self._owned_save:  # renewed (or given up) and saved in one transaction
+            self.store.save(self.run_id, checkpoint, owner=self.owner, release=last)
+            self._renewed = time.monotonic()
+        else:
+            self.store.claim(self.run_id, self.owner)
+            self.store.save(self.run_id, checkpoint)
+            if last:
+                self.store.release(self.run_id, self.owner)
+
+    @asynccontextmanager
+    async def kept(self) -> AsyncIterator[None]:
+        """Renew the lease every third of its time-to-live while the block runs (a long tool
+        call saves no checkpoint, yet the run is not dead)."""
+        task = asyncio.create_task(self._renew())
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self.store.lease_ttl / 3)
+            if not self.held:
+                return
+            try:
+                self.store.claim(self.run_id, self.owner)
+                self._renewed = time.monotonic()
+            except CheckpointError:  # lost to another owner: the next save refuses and says so
+                return
