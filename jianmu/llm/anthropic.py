@@ -154,10 +154,6 @@ class AnthropicProvider(SDKProvider):
         check_common(model, max_retries, timeout)
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
-        try:
-            import anthropic
-        except ImportError:
-            raise MissingExtraError("anthropic", "anthropic") from None
         self.model = model
         self.max_retries = max_retries
         self.timeout = float(timeout)
@@ -165,11 +161,20 @@ class AnthropicProvider(SDKProvider):
         self.prompt_caching = bool(prompt_caching)
         self.images = bool(images)
         self.default_params = dict(default_params)
-        self._client: AsyncAnthropic = anthropic.AsyncAnthropic(
+        self._client_options: dict[str, Any] = dict(
             base_url=base_url,
             api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "not-needed",
-            max_retries=max_retries,  # the SDK's backoff, which honours retry-after
-            timeout=self.timeout,
+        )
+        self._start_clients()
+
+    def _make_client(self) -> AsyncAnthropic:
+        """An SDK client with the SDK's backoff, which honours ``retry-after``."""
+        try:
+            import anthropic
+        except ImportError:
+            raise MissingExtraError("anthropic", "anthropic") from None
+        return anthropic.AsyncAnthropic(
+            **self._client_options, max_retries=self.max_retries, timeout=self.timeout
         )
 
     @classmethod

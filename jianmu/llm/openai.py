@@ -94,10 +94,6 @@ class OpenAIProvider(SDKProvider):
                 f"retry_backoff and max_backoff must be >= 0, got {retry_backoff!r} and "
                 f"{max_backoff!r}"
             )
-        try:
-            import openai
-        except ImportError:
-            raise MissingExtraError("openai", "openai") from None
         self.model = model
         self.max_retries = max_retries
         self.timeout = float(timeout)
@@ -105,12 +101,19 @@ class OpenAIProvider(SDKProvider):
         self.max_backoff = float(max_backoff)
         self.images = bool(images)
         self.default_params = dict(default_params)
-        self._client: AsyncOpenAI = openai.AsyncOpenAI(
+        self._client_options: dict[str, Any] = dict(
             base_url=base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            max_retries=0,  # retried here, with our own policy and errors
-            timeout=self.timeout,
         )
+        self._start_clients()
+
+    def _make_client(self) -> AsyncOpenAI:
+        """An SDK client with its own retries off (retried here, with our policy and errors)."""
+        try:
+            import openai
+        except ImportError:
+            raise MissingExtraError("openai", "openai") from None
+        return openai.AsyncOpenAI(**self._client_options, max_retries=0, timeout=self.timeout)
 
     @classmethod
     def from_llm_config(cls, llm: LLMConfig) -> Self:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import os
 import threading
 import time
 import uuid
@@ -18,6 +19,7 @@ from py_trees.common import Status
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
+from jianmu.runtime._sync_loop import sync_loop
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
@@ -157,6 +159,8 @@ class ReactiveRunner:
         self.ticks = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._sync_loop: asyncio.AbstractEventLoop | None = None
+        self._sync_pid = 0
         self._wake_event: asyncio.Event | None = None
         self._cancel_requested = False
         self._running = False
@@ -257,16 +261,33 @@ class ReactiveRunner:
         self.wake()
 
     def run_sync(self, max_ticks: int | None = None, timeout: float | None = None) -> RunResult:
-        """Run to completion from synchronous code.
+        """Run to completion from synchronous code, on the runner's one event loop.
+
+        Every call runs on the same loop, which outlives it (unlike ``asyncio.run``'s): the
+        loop the runner first ran on, else the calling thread's loop for synchronous callers,
+        shared by the thread's runners so that they share a provider's kept-alive
+        connections. It is shut down when its thread ends or the interpreter exits; a forked
+        child makes its own.
 
         Raises:
-            RuntimeError: called inside a running event loop (use ``await run()`` there).
+            RuntimeError: called inside a running event loop (use ``await run()`` there), or
+                while the runner's loop runs in another thread.
         """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(max_ticks=max_ticks, timeout=timeout))
-        raise RuntimeError("run_sync() cannot be called from a running event loop; await run()")
+            pass
+        else:
+            raise RuntimeError(
+                "run_sync() cannot be called from a running event loop; await run()"
+            )
+        loop = self._sync_loop
+        if loop is None or loop.is_closed() or self._sync_pid != os.getpid():
+            loop = self._sync_loop = sync_loop()
+            self._sync_pid = os.getpid()
+        if loop.is_running():
+            raise RuntimeError("this runner's event loop is running in another thread")
+        return loop.run_until_complete(self.run(max_ticks=max_ticks, timeout=timeout))
 
     async def run(self, max_ticks: int | None = None, timeout: float | None = None) -> RunResult:
         """Tick until the root finishes, the run suspends, times out or is cancelled."""
