@@ -72,12 +72,15 @@ def _error_type(exc: Any) -> str:
     return str(error.get("type") or "") if isinstance(error, Mapping) else ""
 
 
-def _usage(usage: Any, previous: Usage | None = None) -> Usage:
-    """`Usage` from an Anthropic ``usage`` object; ``input_tokens`` counts cached ones too.
+def _usage(usage: Any, previous: Usage | None = None) -> Usage | None:
+    """`Usage` from an Anthropic ``usage`` object; ``input_tokens`` counts cached ones too;
+    ``None`` (unknown) when the server sent none.
 
     In a stream, ``message_delta`` repeats the counts so far (cumulative): missing ones keep
     the ``previous`` values.
     """
+    if usage is None:
+        return previous
     before = previous or Usage()
 
     def count(name: str, default: int) -> int:
@@ -335,7 +338,7 @@ class AnthropicProvider(SDKProvider):
         text = "".join(texts)
         return LLMResponse(
             message=Message(role="assistant", content=text or None, tool_calls=calls),
-            usage=_usage(reply.usage),
+            usage=_usage(getattr(reply, "usage", None)),
             finish_reason=_stop_reason(reply.stop_reason),
             model=reply.model or self.model,
         )
@@ -393,7 +396,7 @@ class _StreamAssembler:
         self.blocks: dict[int, dict[str, Any]] = {}
         self.calls: list[ToolCall] = []
         self.stop_reason: str | None = None
-        self.usage = Usage()
+        self.usage: Usage | None = None  # unknown until the server says
 
     def feed(self, event: Any) -> list[StreamEvent]:
         kind = getattr(event, "type", None)

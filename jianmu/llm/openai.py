@@ -7,6 +7,7 @@ this module is imported.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import os
@@ -233,7 +234,9 @@ class OpenAIProvider(SDKProvider):
         if not completion.choices:
             raise LLMError(f"{self.base_url} answered without any choice: {completion!r}")
         choice = completion.choices[0]
-        message = Message.from_openai(choice.message.model_dump())
+        # warnings off: some servers send a call's arguments as a JSON object, not the
+        # string the SDK's model declares; `Message.from_openai` takes either
+        message = Message.from_openai(choice.message.model_dump(warnings=False))
         usage = completion.usage
         return LLMResponse(
             message=message,
@@ -274,10 +277,11 @@ async def _backoff(delay: float) -> None:
     await asyncio.sleep(delay)
 
 
-def _usage(usage: Any) -> Usage:
-    """`Usage` from an OpenAI ``usage`` object; cached prompt tokens when the server says."""
+def _usage(usage: Any) -> Usage | None:
+    """`Usage` from an OpenAI ``usage`` object; cached prompt tokens when the server says;
+    ``None`` (unknown) when the server sent none."""
     if not usage:
-        return Usage()
+        return None
     details = getattr(usage, "prompt_tokens_details", None)
     return Usage(
         input_tokens=usage.prompt_tokens or 0,
@@ -304,7 +308,7 @@ class _StreamAssembler:
         self.text: list[str] = []
         self.calls: dict[int, dict[str, str]] = {}
         self.finish_reason: str | None = None
-        self.usage = Usage()
+        self.usage: Usage | None = None  # unknown until the server's usage chunk
         self.model = ""
         self._emitted = False
 
@@ -343,8 +347,12 @@ class _StreamAssembler:
             # The name normally arrives whole in the first fragment; some servers repeat it.
             if function.name and function.name != slot["name"]:
                 slot["name"] += function.name
-            if function.arguments:
-                slot["arguments"] += function.arguments
+            arguments = function.arguments
+            if arguments and not isinstance(arguments, str):
+                # a server that sends the arguments as a JSON object sends them whole
+                slot["arguments"] = json.dumps(arguments)
+            elif arguments:
+                slot["arguments"] += arguments
 
     def _tool_calls(self) -> list[ToolCall]:
         return [

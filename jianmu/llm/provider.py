@@ -50,8 +50,8 @@ class LLMResponse:
     """The assistant message to append to the history."""
     tool_calls: tuple[ToolCall, ...] = ()
     """The tool calls it asks for; taken from ``message`` when left empty."""
-    usage: Usage = field(default_factory=Usage)
-    """Tokens used by this call."""
+    usage: Usage | None = field(default_factory=Usage)
+    """Tokens used by this call; ``None`` when the server did not say (unknown, not 0)."""
     finish_reason: str | None = None
     """Why the model stopped: ``stop``, ``tool_calls``, ``length``..."""
     model: str = ""
@@ -100,8 +100,8 @@ class StreamDone:
     """The assembled reply, the same as `complete()` would have returned."""
 
     @property
-    def usage(self) -> Usage:
-        """Tokens used by the call."""
+    def usage(self) -> Usage | None:
+        """Tokens used by the call; ``None`` when the server did not say."""
         return self.response.usage
 
 

@@ -167,12 +167,18 @@ class ReactiveRunner:
         self._is_set_up = False
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
+        # how the run ended (SUCCESS or FAILURE, and why), until new input: run() then
+        # returns it without ticking, so a finished run never asks the model again
+        self._finished: tuple[RunStatus, str | None] | None = None
+        self._end_error: str | None = None
         self.state.subscribe(self._state_changed)
         observe = getattr(checkpointer, "observe", None)
         if callable(observe):  # a checkpointer that keeps every tick (`SQLiteCheckpointer`)
             observe(self)
 
     def _state_changed(self, keys: frozenset[str]) -> None:
+        if not self._running:  # new input written between runs: the next run() runs the tree
+            self._finished = None
         self.wake()
 
     def _stop_listening(self) -> None:
@@ -253,6 +259,7 @@ class ReactiveRunner:
         }
         if cleared:
             view.replace(cleared)
+        self._finished = None  # a new turn: the next run() answers it
         self.ctx.events.emit("run.message", namespace=namespace)
 
     def cancel(self) -> None:
@@ -290,11 +297,22 @@ class ReactiveRunner:
         return loop.run_until_complete(self.run(max_ticks=max_ticks, timeout=timeout))
 
     async def run(self, max_ticks: int | None = None, timeout: float | None = None) -> RunResult:
-        """Tick until the root finishes, the run suspends, times out or is cancelled."""
+        """Tick until the root finishes, the run suspends, times out or is cancelled.
+
+        A run's end is final: on a run that finished (SUCCESS or FAILURE, also as recorded
+        in the checkpoint it was restored from) it returns that result at once, with no
+        tick and no model call, until `send` (or any other write to the state) gives it
+        new input.
+        """
         if self._running:
             raise RuntimeError("this runner is already running")
+        if self._finished is not None:
+            status, error = self._finished
+            return RunResult(status=status, run_id=self.run_id, error=error,
+                             output=self.state.get("final_output"))
         self._running = True
         self._cancel_requested = False
+        self._end_error = None
         if not self.is_sub_run:  # the count of sub-agent runs is per run of the whole tree
             self.ctx.agent_runs[0] = 0
         self._loop = asyncio.get_running_loop()
@@ -315,7 +333,10 @@ class ReactiveRunner:
         if outcome.status is not RunStatus.SUSPENDED:
             await self._close_resources()
         if self.checkpointer is not None:
+            self._end_error = outcome.error  # kept in the checkpoint, for a restored run
             self.save_checkpoint(outcome.status.value)
+        if outcome.status.finished:
+            self._finished = (outcome.status, outcome.error)
         self.ctx.events.emit("run.finished", status=outcome.status.value, error=outcome.error)
         return RunResult(
             status=outcome.status,
@@ -347,7 +368,9 @@ class ReactiveRunner:
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, status: str = "running") -> None:
-        """Save the state, every node's status and the pending requests."""
+        """Save the state, every node's status and the pending requests (and why the run
+        ended, once it did)."""
+        error = self._end_error if status != "running" else None
         if self.checkpointer is None:
             raise CheckpointError("this runner has no checkpointer")
         nodes = {
@@ -367,6 +390,7 @@ class ReactiveRunner:
                 "interaction": self.interaction.snapshot(),
                 "user_roles": sorted(self.ctx.user_roles),
                 "saved": time.time(),
+                **({"error": error} if error is not None else {}),
             },
         )
 
@@ -400,6 +424,9 @@ class ReactiveRunner:
         runner.interaction.restore(data.get("interaction", {}))
         runner.ticks = int(data.get("ticks", 0))
         runner._restored_nodes = dict(data.get("nodes", {}))
+        status = data.get("status")
+        if status in (RunStatus.SUCCESS.value, RunStatus.FAILURE.value):
+            runner._finished = (RunStatus(status), data.get("error"))
         runner._setup_once()
         return runner
 
