@@ -623,7 +623,7 @@ class SummarizeHistory(HistoryProcessor):
         if run is not None:
             usage = counted_usage(response, request)
             if response.usage is None:
-                run.events.emit("llm.usage_unknown", model=model, node="summarize_history",
+                run.events.emit("llm.usage_unknown", model=model, by="summarize_history",
                                 estimated_input_tokens=usage.input_tokens,
                                 estimated_output_tokens=usage.output_tokens)
             run.spend(usage)
