@@ -9,8 +9,14 @@ from pathlib import Path
 import py_trees
 from py_trees.common import Status
 
-from jianmu import AgentState, AsyncNode, ReactiveRunner, ScriptedLLM, StateManager
-from jianmu import create_react_node
+from jianmu import (
+    AgentState,
+    AsyncNode,
+    ReactiveRunner,
+    ScriptedLLM,
+    StateManager,
+    create_react_node,
+)
 from jianmu.runtime import RunStatus, SQLiteCheckpointer
 
 
