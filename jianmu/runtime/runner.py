@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -270,11 +270,12 @@ class ReactiveRunner:
     def run_sync(self, max_ticks: int | None = None, timeout: float | None = None) -> RunResult:
         """Run to completion from synchronous code, on the runner's one event loop.
 
-        Every call runs on the same loop, which outlives it (unlike ``asyncio.run``'s): the
-        loop the runner first ran on, else the calling thread's loop for synchronous callers,
-        shared by the thread's runners so that they share a provider's kept-alive
-        connections. It is shut down when its thread ends or the interpreter exits; a forked
-        child makes its own.
+        Every call runs on the same loop, which outlives it (unlike ``asyncio.run``'s): that
+        of the runner's first ``run_sync()``, the calling thread's loop for synchronous
+        callers, which the thread's runners share (and with it a provider's kept-alive
+        connections). It is shut down when its thread ends or the interpreter exits; a
+        forked child makes its own. Interrupted (Ctrl-C), the run is cancelled before the
+        exception leaves, so the runner can run again.
 
         Raises:
             RuntimeError: called inside a running event loop (use ``await run()`` there), or
@@ -294,7 +295,15 @@ class ReactiveRunner:
             self._sync_pid = os.getpid()
         if loop.is_running():
             raise RuntimeError("this runner's event loop is running in another thread")
-        return loop.run_until_complete(self.run(max_ticks=max_ticks, timeout=timeout))
+        task = loop.create_task(self.run(max_ticks=max_ticks, timeout=timeout))
+        try:
+            return loop.run_until_complete(task)
+        except BaseException:
+            if not task.done():  # interrupted: let the run stop cleanly on its loop
+                task.cancel()
+                with suppress(BaseException):
+                    loop.run_until_complete(task)
+            raise
 
     async def run(self, max_ticks: int | None = None, timeout: float | None = None) -> RunResult:
         """Tick until the root finishes, the run suspends, times out or is cancelled.

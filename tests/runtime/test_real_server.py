@@ -236,3 +236,29 @@ def test_the_server_records_connections_and_requests(server: ModelServer) -> Non
     assert [r.last_user_text for r in server.requests] == ["a", "b"]
     assert len(server.connections) == 1  # kept alive between the two
     assert isinstance(server.requests[0], Request)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_runs_on_a_loop_of_its_own(server: ModelServer) -> None:
+    server.add("Parent.", "Child.", "Parent again.")
+    llm = provider(server, "openai")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+    runner = ReactiveRunner(agent(llm, False), state)
+    assert runner.run_sync(timeout=30).ok
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's loop and connection are never touched here
+        code = 1
+        try:
+            runner.send("child")
+            code = 0 if runner.run_sync(timeout=30).ok else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    runner.send("parent")
+    assert runner.run_sync(timeout=30).ok
+    assert [state.get("final_answer")] == ["Parent again."]
+    assert [r.last_user_text for r in server.requests] == ["hi", "child", "parent"]
+    # the parent kept its connection; the child opened its own
+    assert server.requests[0].connection == server.requests[2].connection
+    assert server.requests[1].connection != server.requests[0].connection
