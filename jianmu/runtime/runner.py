@@ -8,6 +8,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterable
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
@@ -19,7 +20,6 @@ from py_trees.common import Status
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
-from jianmu.runtime._sync_loop import sync_loop
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
@@ -86,6 +86,60 @@ class RunResult:
     def ok(self) -> bool:
         """Whether the root succeeded."""
         return self.status is RunStatus.SUCCESS
+
+
+# -- the loop of run_sync() ----------------------------------------------------------------------
+# ``asyncio.run()`` closes its loop, and with it whatever a run left for the next one: the
+# model provider's kept-alive connections, a node's loop-bound resources. So every
+# ``run_sync()`` of a thread runs on the same loop, which lives until the thread ends or the
+# interpreter exits; it is then shut down the way ``asyncio.run`` shuts down its own (tasks
+# cancelled, async generators closed, so per-loop clients close their connections), and
+# closed. A forked child never touches the loop it inherited: it makes its own.
+
+_local = threading.local()
+# Loops inherited through fork(): never closed (closing one would unregister the parent's
+# descriptors from the epoll instance the child shares with it), never collected (the loop's
+# __del__ would close it).
+_inherited: list[asyncio.AbstractEventLoop] = []
+
+
+class _Holder:
+    """The thread's loop; when the thread's locals go, a finalizer shuts the loop down."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        weakref.finalize(self, _shut_down, self.loop, self.pid)
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    """This thread's loop for synchronous callers, made on first use (again after a fork)."""
+    holder: _Holder | None = getattr(_local, "holder", None)
+    if holder is not None and holder.pid == os.getpid() and not holder.loop.is_closed():
+        return holder.loop
+    if holder is not None and holder.pid != os.getpid():
+        _inherited.append(holder.loop)
+    holder = _local.holder = _Holder()
+    return holder.loop
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop, pid: int) -> None:
+    """Shut ``loop`` down as ``asyncio.run`` would, then close it (in the process that made it)."""
+    if pid != os.getpid() or loop.is_closed() or loop.is_running():
+        return
+    if asyncio._get_running_loop() is not None:  # another loop runs here: it cannot be driven
+        loop.close()
+        return
+    try:
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()
 
 
 _CHECKPOINT_VERSION = 1
@@ -291,7 +345,7 @@ class ReactiveRunner:
             )
         loop = self._sync_loop
         if loop is None or loop.is_closed() or self._sync_pid != os.getpid():
-            loop = self._sync_loop = sync_loop()
+            loop = self._sync_loop = _thread_loop()
             self._sync_pid = os.getpid()
         if loop.is_running():
             raise RuntimeError("this runner's event loop is running in another thread")
