@@ -15,10 +15,13 @@ touching the dead loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Generic, TypeVar
 
 __all__ = ("PerLoop",)
+
+_log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -73,12 +76,18 @@ class PerLoop(Generic[_T]):
                 del self._entries[loop]
             if not entry.abandoned:
                 entry.abandoned = True
-                await self._close(entry.client)
+                try:
+                    await self._close(entry.client)
+                except Exception:  # a connection that broke while closing: nothing to keep
+                    _log.debug("closing a client at its loop's shutdown failed", exc_info=True)
 
     def _drop_closed(self) -> None:
         """Forget the clients of loops that closed without shutting their generators down."""
-        for loop in [loop for loop in self._entries if loop.is_closed()]:
-            self._abandon(self._entries.pop(loop))
+        for loop in list(self._entries):  # a copy: other threads may add their loops
+            if loop.is_closed():
+                entry = self._entries.pop(loop, None)
+                if entry is not None:
+                    self._abandon(entry)
 
     @staticmethod
     def _abandon(entry: _Entry[_T]) -> None:
