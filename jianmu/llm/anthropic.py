@@ -72,12 +72,15 @@ def _error_type(exc: Any) -> str:
     return str(error.get("type") or "") if isinstance(error, Mapping) else ""
 
 
-def _usage(usage: Any, previous: Usage | None = None) -> Usage:
-    """`Usage` from an Anthropic ``usage`` object; ``input_tokens`` counts cached ones too.
+def _usage(usage: Any, previous: Usage | None = None) -> Usage | None:
+    """`Usage` from an Anthropic ``usage`` object; ``input_tokens`` counts cached ones too;
+    ``None`` (unknown) when the server sent none.
 
     In a stream, ``message_delta`` repeats the counts so far (cumulative): missing ones keep
     the ``previous`` values.
     """
+    if usage is None:
+        return previous
     before = previous or Usage()
 
     def count(name: str, default: int) -> int:
@@ -154,10 +157,6 @@ class AnthropicProvider(SDKProvider):
         check_common(model, max_retries, timeout)
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
-        try:
-            import anthropic
-        except ImportError:
-            raise MissingExtraError("anthropic", "anthropic") from None
         self.model = model
         self.max_retries = max_retries
         self.timeout = float(timeout)
@@ -165,11 +164,20 @@ class AnthropicProvider(SDKProvider):
         self.prompt_caching = bool(prompt_caching)
         self.images = bool(images)
         self.default_params = dict(default_params)
-        self._client: AsyncAnthropic = anthropic.AsyncAnthropic(
+        self._client_options: dict[str, Any] = dict(
             base_url=base_url,
             api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "not-needed",
-            max_retries=max_retries,  # the SDK's backoff, which honours retry-after
-            timeout=self.timeout,
+        )
+        self._start_clients()
+
+    def _make_client(self) -> AsyncAnthropic:
+        """An SDK client with the SDK's backoff, which honours ``retry-after``."""
+        try:
+            import anthropic
+        except ImportError:
+            raise MissingExtraError("anthropic", "anthropic") from None
+        return anthropic.AsyncAnthropic(
+            **self._client_options, max_retries=self.max_retries, timeout=self.timeout
         )
 
     @classmethod
@@ -330,7 +338,7 @@ class AnthropicProvider(SDKProvider):
         text = "".join(texts)
         return LLMResponse(
             message=Message(role="assistant", content=text or None, tool_calls=calls),
-            usage=_usage(reply.usage),
+            usage=_usage(getattr(reply, "usage", None)),
             finish_reason=_stop_reason(reply.stop_reason),
             model=reply.model or self.model,
         )
@@ -388,7 +396,7 @@ class _StreamAssembler:
         self.blocks: dict[int, dict[str, Any]] = {}
         self.calls: list[ToolCall] = []
         self.stop_reason: str | None = None
-        self.usage = Usage()
+        self.usage: Usage | None = None  # unknown until the server says
 
     def feed(self, event: Any) -> list[StreamEvent]:
         kind = getattr(event, "type", None)

@@ -155,6 +155,10 @@ class FallbackLLM(BaseLLMProvider):
         """Count the reply's usage for its model, and name that model on the reply."""
         name = _name(llm)
         usage = response.usage
+        if usage is None:  # the server said nothing: the agent node estimates the tokens
+            self.usage_by_model[name] = self.usage_by_model.get(name, Usage()) + Usage(
+                requests=1)
+            return replace(response, model=response.model or name)
         if not usage.requests:  # one request answered, as the agent node counts it
             usage = replace(usage, requests=1)
         self.usage_by_model[name] = self.usage_by_model.get(name, Usage()) + usage

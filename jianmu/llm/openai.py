@@ -7,6 +7,7 @@ this module is imported.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import os
@@ -94,10 +95,6 @@ class OpenAIProvider(SDKProvider):
                 f"retry_backoff and max_backoff must be >= 0, got {retry_backoff!r} and "
                 f"{max_backoff!r}"
             )
-        try:
-            import openai
-        except ImportError:
-            raise MissingExtraError("openai", "openai") from None
         self.model = model
         self.max_retries = max_retries
         self.timeout = float(timeout)
@@ -105,12 +102,19 @@ class OpenAIProvider(SDKProvider):
         self.max_backoff = float(max_backoff)
         self.images = bool(images)
         self.default_params = dict(default_params)
-        self._client: AsyncOpenAI = openai.AsyncOpenAI(
+        self._client_options: dict[str, Any] = dict(
             base_url=base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            max_retries=0,  # retried here, with our own policy and errors
-            timeout=self.timeout,
         )
+        self._start_clients()
+
+    def _make_client(self) -> AsyncOpenAI:
+        """An SDK client with its own retries off (retried here, with our policy and errors)."""
+        try:
+            import openai
+        except ImportError:
+            raise MissingExtraError("openai", "openai") from None
+        return openai.AsyncOpenAI(**self._client_options, max_retries=0, timeout=self.timeout)
 
     @classmethod
     def from_llm_config(cls, llm: LLMConfig) -> Self:
@@ -230,7 +234,9 @@ class OpenAIProvider(SDKProvider):
         if not completion.choices:
             raise LLMError(f"{self.base_url} answered without any choice: {completion!r}")
         choice = completion.choices[0]
-        message = Message.from_openai(choice.message.model_dump())
+        # warnings off: some servers send a call's arguments as a JSON object, not the
+        # string the SDK's model declares; `Message.from_openai` takes either
+        message = Message.from_openai(choice.message.model_dump(warnings=False))
         usage = completion.usage
         return LLMResponse(
             message=message,
@@ -271,10 +277,11 @@ async def _backoff(delay: float) -> None:
     await asyncio.sleep(delay)
 
 
-def _usage(usage: Any) -> Usage:
-    """`Usage` from an OpenAI ``usage`` object; cached prompt tokens when the server says."""
+def _usage(usage: Any) -> Usage | None:
+    """`Usage` from an OpenAI ``usage`` object; cached prompt tokens when the server says;
+    ``None`` (unknown) when the server sent none."""
     if not usage:
-        return Usage()
+        return None
     details = getattr(usage, "prompt_tokens_details", None)
     return Usage(
         input_tokens=usage.prompt_tokens or 0,
@@ -301,7 +308,7 @@ class _StreamAssembler:
         self.text: list[str] = []
         self.calls: dict[int, dict[str, str]] = {}
         self.finish_reason: str | None = None
-        self.usage = Usage()
+        self.usage: Usage | None = None  # unknown until the server's usage chunk
         self.model = ""
         self._emitted = False
 
@@ -340,8 +347,12 @@ class _StreamAssembler:
             # The name normally arrives whole in the first fragment; some servers repeat it.
             if function.name and function.name != slot["name"]:
                 slot["name"] += function.name
-            if function.arguments:
-                slot["arguments"] += function.arguments
+            arguments = function.arguments
+            if arguments and not isinstance(arguments, str):
+                # a server that sends the arguments as a JSON object sends them whole
+                slot["arguments"] = json.dumps(arguments)
+            elif arguments:
+                slot["arguments"] += arguments
 
     def _tool_calls(self) -> list[ToolCall]:
         return [

@@ -13,6 +13,7 @@ from typing import Any, Protocol, Self, TypeGuard, runtime_checkable
 from jianmu import plugins
 from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError
+from jianmu.llm._per_loop import PerLoop
 from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.tools.calls import ToolCall
 
@@ -49,8 +50,8 @@ class LLMResponse:
     """The assistant message to append to the history."""
     tool_calls: tuple[ToolCall, ...] = ()
     """The tool calls it asks for; taken from ``message`` when left empty."""
-    usage: Usage = field(default_factory=Usage)
-    """Tokens used by this call."""
+    usage: Usage | None = field(default_factory=Usage)
+    """Tokens used by this call; ``None`` when the server did not say (unknown, not 0)."""
     finish_reason: str | None = None
     """Why the model stopped: ``stop``, ``tool_calls``, ``length``..."""
     model: str = ""
@@ -99,8 +100,8 @@ class StreamDone:
     """The assembled reply, the same as `complete()` would have returned."""
 
     @property
-    def usage(self) -> Usage:
-        """Tokens used by the call."""
+    def usage(self) -> Usage | None:
+        """Tokens used by the call; ``None`` when the server did not say."""
         return self.response.usage
 
 
@@ -395,9 +396,37 @@ def server_message(exc: Any) -> str:
 
 
 class SDKProvider(BaseLLMProvider):
-    """A provider whose requests go through a vendor SDK client kept in ``_client``."""
+    """A provider whose requests go through a vendor SDK client: one client per event loop
+    (``_client`` is the running loop's), closed when that loop shuts down.
 
-    _client: Any
+    A client and its connection pool belong to the loop they were used on, so a provider
+    shared by runners on different loops (or by one ``asyncio.run`` after another) never
+    hands a client to a loop it was not made on. Subclasses make a client in
+    ``_make_client`` and call ``_start_clients`` at the end of ``__init__``.
+    """
+
+    _base_url: str = ""
+    _clients: PerLoop[Any]
+    _spare: list[Any]
+
+    def _make_client(self) -> Any:
+        """A new SDK client; subclasses implement it."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _make_client()")
+
+    def _start_clients(self) -> None:
+        """Make the first client now (the SDK checks its settings), kept for the first loop."""
+        first = self._make_client()
+        self._base_url = str(first.base_url)
+        self._spare = [first]
+        self._clients = PerLoop(self._next_client, _close_client)
+
+    def _next_client(self) -> Any:
+        return self._spare.pop() if self._spare else self._make_client()
+
+    @property
+    def _client(self) -> Any:
+        """The running event loop's client."""
+        return self._clients.get()
 
     @classmethod
     def _from_llm(cls, llm: LLMConfig, params: dict[str, Any], **extra: Any) -> Self:
@@ -416,11 +445,16 @@ class SDKProvider(BaseLLMProvider):
     @property
     def base_url(self) -> str:
         """The server URL requests go to."""
-        return str(self._client.base_url)
+        return self._base_url
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
 
     async def close(self) -> None:
-        """Close the HTTP client."""
-        await self._client.close()
+        """Close the running loop's HTTP client (other loops' close when those loops shut
+        down); a later request opens a new one."""
+        await self._clients.aclose()
+
+
+async def _close_client(client: Any) -> None:
+    await client.close()

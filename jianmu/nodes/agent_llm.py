@@ -39,6 +39,7 @@ from jianmu.nodes.history import (
     MessageHistory,
     ProcessorInput,
     apply_history,
+    counted_usage,
     history_processors,
 )
 from jianmu.nodes.output import Checked, OutputMode, OutputSpec, output_spec
@@ -406,13 +407,18 @@ class AgentLLMNode(AsyncNode):
                 self.events.emit("llm.call.failed", model=model, error=error,
                                  error_type=type(exc).__name__)
                 return Status.FAILURE
-            if current is not None:
+            if current is not None and response.usage is not None:
                 current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
                 current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
+        usage = counted_usage(response, messages)
+        if response.usage is None:  # counted as an estimate: a budget still holds
+            events.emit("llm.usage_unknown", model=model,
+                        estimated_input_tokens=usage.input_tokens,
+                        estimated_output_tokens=usage.output_tokens)
         message, calls = self._canonical(response, toolset)
         turn = turn_update(message, calls, state=self.state, output=self.output,
                            handoffs=self.handoffs, agent=self.agent_name)
-        usage = _one_request(response.usage)
+        usage = _one_request(usage)  # the server's count or the estimate, one request
         update: dict[str, Any] = {
             **turn.values,
             "rounds": (self.state.get("rounds") or 0) + 1,
@@ -428,8 +434,8 @@ class AgentLLMNode(AsyncNode):
                 "llm.call.completed", model=response.model or model,
                 tool_calls=[c.name for c in calls],
                 answer_preview=None if calls else preview(response.message.content),
-                input_tokens=response.usage.input_tokens,
-                output_tokens=response.usage.output_tokens,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
             )
         for name, fields in turn.events:
             events.emit(name, **fields)

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from jianmu.errors import HistoryProcessorError
 from jianmu.llm.messages import Message
-from jianmu.llm.provider import LLMProvider, Usage
+from jianmu.llm.provider import LLMProvider, LLMResponse, Usage
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
     GEN_AI_OPERATION_NAME,
@@ -52,6 +52,7 @@ __all__ = (
     "TokenCounter",
     "TrimHistory",
     "apply_history",
+    "counted_usage",
     "estimate_message_tokens",
     "history_processors",
     "processor_name",
@@ -85,6 +86,21 @@ def estimate_message_tokens(message: Message) -> int:
     real tokenizers count within about 30% of it for English and code.
     """
     return (len(message_text(message)) + 3) // 4 + _PER_MESSAGE + _PER_MEDIA * len(message.media)
+
+
+def counted_usage(response: LLMResponse, prompt: Sequence[Message]) -> Usage:
+    """What a reply adds to the run's usage: the server's count, or, when it sent none
+    (``response.usage is None``), the offline estimate of the prompt and the reply, so that a
+    server that reports no usage never lets a token budget be escaped by counting 0.
+
+    The caller says so in an ``llm.usage_unknown`` event; ``response.usage`` stays ``None``.
+    """
+    if response.usage is not None:
+        return response.usage
+    return Usage(
+        input_tokens=sum(estimate_message_tokens(m) for m in prompt),
+        output_tokens=estimate_message_tokens(response.message),
+    )
 
 
 def token_counter(encode: Callable[[str], Sequence[Any]]) -> TokenCounter:
@@ -598,18 +614,23 @@ class SummarizeHistory(HistoryProcessor):
         }
         with span(tracer, f"summarize_history {model}", attributes) as current:
             response = await self.llm.complete(request)
-            if current is not None:
+            if current is not None and response.usage is not None:
                 current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
                 current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
         text = (response.message.content or "").strip()
         if not text:
             raise ValueError(f"the summary model {model!r} answered with no text")
         if run is not None:
-            run.spend(response.usage)
+            usage = counted_usage(response, request)
+            if response.usage is None:
+                run.events.emit("llm.usage_unknown", model=model, by="summarize_history",
+                                estimated_input_tokens=usage.input_tokens,
+                                estimated_output_tokens=usage.output_tokens)
+            run.spend(usage)
             run.events.emit(
                 "history.summarized", key=self.key, covers=upto, messages=len(older),
-                input_tokens=response.usage.input_tokens,
-                output_tokens=response.usage.output_tokens,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
             )
         return HistorySummary(upto=upto, text=text, mark=_mark(last))
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import functools
+import os
 import threading
 import time
 import uuid
+import weakref
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
@@ -120,6 +123,62 @@ class RunResult:
 
 
 _P = ParamSpec("_P")
+
+
+# -- the loop of run_sync() ----------------------------------------------------------------------
+# ``asyncio.run()`` closes its loop, and with it whatever a run left for the next one: the
+# model provider's kept-alive connections, a node's loop-bound resources. So every
+# ``run_sync()`` of a thread runs on the same loop, which lives until the thread ends or the
+# interpreter exits; it is then shut down the way ``asyncio.run`` shuts down its own (tasks
+# cancelled, async generators closed, so per-loop clients close their connections), and
+# closed. A forked child never touches the loop it inherited: it makes its own.
+
+_local = threading.local()
+# Loops inherited through fork(): never closed (closing one would unregister the parent's
+# descriptors from the epoll instance the child shares with it), never collected (the loop's
+# __del__ would close it).
+_inherited: list[asyncio.AbstractEventLoop] = []
+
+
+class _Holder:
+    """The thread's loop; when the thread's locals go, a finalizer shuts the loop down."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        weakref.finalize(self, _shut_down, self.loop, self.pid)
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    """This thread's loop for synchronous callers, made on first use (again after a fork)."""
+    holder: _Holder | None = getattr(_local, "holder", None)
+    if holder is not None and holder.pid == os.getpid() and not holder.loop.is_closed():
+        return holder.loop
+    if holder is not None and holder.pid != os.getpid():
+        _inherited.append(holder.loop)
+    holder = _local.holder = _Holder()
+    return holder.loop
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop, pid: int) -> None:
+    """Shut ``loop`` down as ``asyncio.run`` would, then close it (in the process that made it)."""
+    if pid != os.getpid() or loop.is_closed() or loop.is_running():
+        return
+    if asyncio._get_running_loop() is not None:  # another loop runs here: it cannot be driven
+        loop.close()
+        return
+    try:
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()
+
+
 _CHECKPOINT_VERSION = 1
 _NO_ROLES: frozenset[str] = frozenset()
 
@@ -218,12 +277,18 @@ class ReactiveRunner:
         self.ticks = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._sync_loop: asyncio.AbstractEventLoop | None = None
+        self._sync_pid = 0
         self._wake_event: asyncio.Event | None = None
         self._cancel_requested = False
         self._running = False
         self._is_set_up = False
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
+        # how the run ended (SUCCESS or FAILURE, and why), until new input: run() then
+        # returns it without ticking, so a finished run never asks the model again
+        self._finished: RunResult | None = None
+        self._end_error: str | None = None
         self.state.subscribe(self._state_changed)
         # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
         self._claim = None if checkpointer is None else RunClaim.of(checkpointer, run_id, owner)
@@ -232,6 +297,8 @@ class ReactiveRunner:
             observe(self)
 
     def _state_changed(self, keys: frozenset[str]) -> None:
+        if not self._running:  # new input written between runs: the next run() runs the tree
+            self._finished = None
         self.wake()
 
     def _stop_listening(self) -> None:
@@ -316,6 +383,7 @@ class ReactiveRunner:
         }
         if cleared:
             view.replace(cleared)
+        self._finished = None  # a new turn: the next run() answers it
         self.ctx.events.emit("run.message", namespace=namespace)
 
     def cancel(self) -> None:
@@ -324,28 +392,65 @@ class ReactiveRunner:
         self.wake()
 
     def run_sync(self, max_ticks: int | None = None, timeout: float | None = None) -> RunResult:
-        """Run to completion from synchronous code.
+        """Run to completion from synchronous code, on the runner's one event loop.
+
+        Every call runs on the same loop, which outlives it (unlike ``asyncio.run``'s): that
+        of the runner's first ``run_sync()``, the calling thread's loop for synchronous
+        callers, which the thread's runners share (and with it a provider's kept-alive
+        connections). It is shut down when its thread ends or the interpreter exits; a
+        forked child makes its own. Interrupted (Ctrl-C), the run is cancelled before the
+        exception leaves, so the runner can run again.
 
         Raises:
-            RuntimeError: called inside a running event loop (use ``await run()`` there).
+            RuntimeError: called inside a running event loop (use ``await run()`` there), or
+                while the runner's loop runs in another thread.
         """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(max_ticks=max_ticks, timeout=timeout))
-        raise RuntimeError("run_sync() cannot be called from a running event loop; await run()")
+            pass
+        else:
+            raise RuntimeError(
+                "run_sync() cannot be called from a running event loop; await run()"
+            )
+        loop = self._sync_loop
+        if loop is None or loop.is_closed() or self._sync_pid != os.getpid():
+            loop = self._sync_loop = _thread_loop()
+            self._sync_pid = os.getpid()
+        if loop.is_running():
+            raise RuntimeError("this runner's event loop is running in another thread")
+        task = loop.create_task(self.run(max_ticks=max_ticks, timeout=timeout))
+        try:
+            return loop.run_until_complete(task)
+        except BaseException:
+            if not task.done():  # interrupted: let the run stop cleanly on its loop
+                task.cancel()
+                with suppress(BaseException):
+                    loop.run_until_complete(task)
+            raise
 
     @_one_owner
     async def run(self, max_ticks: int | None = None, timeout: float | None = None) -> RunResult:
         """Tick until the root finishes, the run suspends, times out or is cancelled.
+
+        A run's end is final: on a run that finished (SUCCESS or FAILURE, also as recorded
+        in the checkpoint it was restored from) it returns that result at once, with no
+        tick and no model call, until `send` (or any other write to the state) gives it
+        new input.
 
         Raises:
             RunClaimedError: another owner holds the run, or went on with it since.
         """
         if self._running:
             raise RuntimeError("this runner is already running")
+        if self._finished is not None:
+            ended = dataclasses.replace(self._finished, ticks=0, duration=0.0)
+            self.ctx.events.emit("run.finished", status=ended.status.value, error=ended.error,
+                                 result=ended)
+            return ended
         self._running = True
         self._cancel_requested = False
+        self._end_error = None
         if not self.is_sub_run:  # the count of sub-agent runs is per run of the whole tree
             self.ctx.agent_runs[0] = 0
         self._loop = asyncio.get_running_loop()
@@ -373,6 +478,7 @@ class ReactiveRunner:
         if outcome.status is not RunStatus.SUSPENDED:
             await self._close_resources()
         if self.checkpointer is not None:
+            self._end_error = outcome.error  # kept in the checkpoint, for a restored run
             self.save_checkpoint(outcome.status.value)
         state = self.state
         result = RunResult(
@@ -387,6 +493,8 @@ class ReactiveRunner:
             messages=tuple(state.get("messages") or ()),
             usage=state.get("usage"),
         )
+        if outcome.status.finished:
+            self._finished = result
         self.ctx.events.emit(
             "run.finished", status=outcome.status.value, error=outcome.error, result=result
         )
@@ -495,7 +603,9 @@ class ReactiveRunner:
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, status: str = "running") -> None:
-        """Save the state, every node's status and the pending requests."""
+        """Save the state, every node's status and the pending requests (and why the run
+        ended, once it did)."""
+        error = self._end_error if status != "running" else None
         if self.checkpointer is None:
             raise CheckpointError("this runner has no checkpointer")
         nodes = {
@@ -515,6 +625,7 @@ class ReactiveRunner:
                 "interaction": self.interaction.snapshot(),
                 "user_roles": sorted(self.ctx.user_roles),
                 "saved": time.time(),
+                **({"error": error} if error is not None else {}),
             },
         )
 
@@ -557,6 +668,9 @@ class ReactiveRunner:
             runner.interaction.restore(data.get("interaction", {}))
             runner.ticks = int(data.get("ticks", 0))
             runner._restored_nodes = dict(data.get("nodes", {}))
+            status = data.get("status")
+            if status in (RunStatus.SUCCESS.value, RunStatus.FAILURE.value):
+                runner._finished = runner._ended(RunStatus(status), data.get("error"))
             runner._setup_once()
         except BaseException:
             if claim is not None:
@@ -805,6 +919,17 @@ class ReactiveRunner:
     def _stop_tree(self) -> None:
         if self.root.status is Status.RUNNING:
             self.root.stop(Status.INVALID)
+
+    def _ended(self, status: RunStatus, error: str | None) -> RunResult:
+        """The result of a run that ended before this runner was made (its checkpoint says
+        how): what the state holds now, no tick of this process."""
+        state = self.state
+        return RunResult(
+            status=status, run_id=self.run_id, error=error,
+            output=state.get("final_output"),
+            exception=self._failure_exception(_Outcome(status, error)),
+            messages=tuple(state.get("messages") or ()), usage=state.get("usage"),
+        )
 
     def _failure_exception(self, outcome: _Outcome) -> BaseException | None:
         """The exception a FAILURE outcome carries: a node's error, else a `RunFailed`."""

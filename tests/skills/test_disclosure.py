@@ -218,6 +218,7 @@ async def test_a_new_run_of_the_node_starts_with_nothing_loaded(tmp_path: Path) 
     skill_node = node(tmp_path, llm, "pinger", "saver")
     runner = ReactiveRunner(skill_node, state_with(), config=cfg(tmp_path))
     assert (await runner.run(timeout=30)).ok
+    runner.send("And again.")  # a finished run runs again only with new input
     assert (await runner.run(timeout=30)).ok
     assert llm.requests[1].tool_names == [*ENGINE_TOOLS, "ping"]
     assert llm.requests[2].tool_names == ENGINE_TOOLS

@@ -1,0 +1,57 @@
+"""A model server that reports no usage must not let a run escape its token budget: its
+replies count as an estimate (and say so), never as 0 tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from jianmu import AgentState, ReactiveRunner, RunStatus, StateManager, create_react_node, tool
+from jianmu.config import parse_config
+from jianmu.llm import AnthropicProvider, OpenAIProvider
+from tests.support.model_server import ModelServer, Request, Turn
+
+
+@tool
+def ping(host: str) -> str:
+    """Ping a host.
+
+    Args:
+        host: the host name.
+    """
+    return f"pong from {host}"
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as running:
+        yield running
+
+
+def forever(request: Request) -> Turn:
+    """Another call every turn, and never a word about usage."""
+    return Turn(text="x" * 400, calls=[{"name": "ping", "arguments": {"host": "a" * 200}}],
+                usage=None)
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_server_without_usage_cannot_spend_past_the_budget(
+    server: ModelServer, api: str,
+) -> None:
+    server.add(forever)
+    llm: Any = (OpenAIProvider("m", base_url=server.openai_url, retry_backoff=0)
+                if api == "openai" else AnthropicProvider("m", base_url=server.anthropic_url))
+    config = parse_config("guard:\n  budget:\n    total_tokens: 1000\n")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "ping a"}]})
+    agent = create_react_node(llm, [ping], max_iterations=50)
+    runner = ReactiveRunner(agent, state, config=config)
+    unknown: list[Any] = []
+    runner.ctx.events.subscribe("llm.usage_unknown", unknown.append)
+    result = runner.run_sync(timeout=60)
+    assert result.status is RunStatus.FAILURE
+    assert "token budget exhausted" in (result.error or "")
+    # each turn's estimate is some 250 tokens: the budget stops the loop within a few turns
+    assert len(server.requests) <= 6 and len(unknown) == len(server.requests)
+    assert state.get("usage").total_tokens >= 1000

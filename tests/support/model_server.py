@@ -1,0 +1,347 @@
+"""A real model server for tests: uvicorn + starlette on 127.0.0.1, keep-alive on, speaking
+the OpenAI chat-completions API and the Anthropic messages API, streamed (SSE) or not.
+
+Unlike `tests.support.fake_openai` (``http.server``, one connection per request), this server
+keeps connections alive as every real one does, so a client that reuses a pooled connection
+on another event loop is caught. It runs in a background thread with its own loop; `start`
+and `stop` wait on readiness and the thread's end, never on sleeps.
+
+Usage::
+
+    from tests.support.model_server import ModelServer, Turn
+
+    with ModelServer() as server:
+        server.add(Turn(calls=[{"name": "add", "arguments": {"a": 1}}]), "The sum is 1.")
+        llm = OpenAIProvider("m", base_url=server.openai_url)        # or
+        llm = AnthropicProvider("m", base_url=server.anthropic_url)
+        ...
+        assert server.requests[0].api == "openai"
+
+Script entries, one per request (whichever API asks): a ``str`` (a final answer), a `Turn`
+(text and/or tool calls, usage or none, arguments as a JSON object) or a callable that takes
+the request (`Request`) and returns one of those (for concurrent clients). When the script is
+empty the server answers 500 and records the problem in ``problems``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import socket
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+__all__ = ("ModelServer", "Request", "Turn")
+
+
+@dataclass(kw_only=True)
+class Turn:
+    """One scripted reply."""
+
+    text: str | None = None
+    """The assistant's text."""
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    """Tool calls: ``{"name", "arguments", "id"?}`` with ``arguments`` a dict."""
+    usage: tuple[int, int] | None = (10, 5)
+    """Input and output tokens; ``None`` sends no usage at all."""
+    object_arguments: bool = False
+    """Send OpenAI tool-call arguments as a JSON object instead of a string (some servers do)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """A request the server received."""
+
+    api: str
+    """``openai`` or ``anthropic``."""
+    body: dict[str, Any]
+    """The JSON body."""
+    connection: tuple[str, int]
+    """The client's address: one per TCP connection, so repeats show a kept-alive one."""
+
+    @property
+    def stream(self) -> bool:
+        """Whether the client asked for a stream."""
+        return bool(self.body.get("stream"))
+
+    @property
+    def last_user_text(self) -> str:
+        """The text of the last user message (either API's shape)."""
+        for message in reversed(self.body.get("messages", [])):
+            if message.get("role") != "user":
+                continue
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            texts = [p.get("text", "") for p in content or [] if p.get("type") == "text"]
+            if texts:
+                return "".join(texts)
+        return ""
+
+
+Script = str | Turn | Callable[[Request], "str | Turn"]
+
+
+class ModelServer:
+    """A scripted OpenAI- and Anthropic-compatible server with keep-alive connections."""
+
+    def __init__(self, *script: Script, model: str = "test-model") -> None:
+        self.model = model
+        self.requests: list[Request] = []
+        self.problems: list[str] = []
+        self._script: deque[Script] = deque(script)
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._server: Any = None
+        self.port = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> ModelServer:
+        """Serve on a free port; returns once the server accepts connections."""
+        import uvicorn
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        ready = threading.Event()
+        failed: list[BaseException] = []
+
+        class _Server(uvicorn.Server):
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets=sockets)
+                ready.set()
+
+        config = uvicorn.Config(
+            self._app(), log_level="error", lifespan="off", timeout_keep_alive=30,
+            timeout_graceful_shutdown=5,
+        )
+        self._server = server = _Server(config)
+
+        def serve() -> None:
+            try:
+                asyncio.run(server.serve(sockets=[sock]))
+            except BaseException as exc:  # reported to start(), which waits on it
+                failed.append(exc)
+            finally:
+                sock.close()
+                ready.set()
+
+        self._thread = threading.Thread(target=serve, name="model-server", daemon=True)
+        self._thread.start()
+        if not ready.wait(30) or failed or not server.started:
+            raise RuntimeError(f"the model server did not start: {failed!r}")
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and wait for the server's thread to end."""
+        if self._thread is None:
+            return
+        self._server.should_exit = True
+        self._thread.join(30)
+        if self._thread.is_alive():
+            raise RuntimeError("the model server did not stop")
+        self._thread = None
+
+    def __enter__(self) -> ModelServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def openai_url(self) -> str:
+        """The ``base_url`` for `OpenAIProvider`."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        """The ``base_url`` for `AnthropicProvider`."""
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- the script --------------------------------------------------------------------------
+    def add(self, *items: Script) -> None:
+        """Queue replies."""
+        with self._lock:
+            self._script.extend(items)
+
+    @property
+    def connections(self) -> set[tuple[str, int]]:
+        """The TCP connections requests came on."""
+        return {r.connection for r in self.requests}
+
+    def _next(self, request: Request) -> Turn | None:
+        with self._lock:
+            self.requests.append(request)
+            if not self._script:
+                self.problems.append(f"request {len(self.requests)} came after the script ended")
+                return None
+            item = self._script[0]
+            if not callable(item):
+                self._script.popleft()
+        reply = item(request) if callable(item) else item
+        return Turn(text=reply) if isinstance(reply, str) else reply
+
+    def _id(self, prefix: str) -> str:
+        return f"{prefix}_{next(self._ids)}"
+
+    # -- the app -----------------------------------------------------------------------------
+    def _app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.requests import Request as HTTPRequest
+        from starlette.responses import JSONResponse, Response, StreamingResponse
+        from starlette.routing import Route
+
+        async def handle(http: HTTPRequest, api: str) -> Response:
+            body = await http.json()
+            client = http.client
+            request = Request(api=api, body=body,
+                              connection=(client.host, client.port) if client else ("", 0))
+            turn = self._next(request)
+            if turn is None:
+                return JSONResponse({"error": {"message": "script ended"}}, status_code=500)
+            if api == "openai":
+                if request.stream:
+                    return StreamingResponse(_sse(self._openai_chunks(body, turn)),
+                                             media_type="text/event-stream")
+                return JSONResponse(self._openai_completion(turn))
+            if request.stream:
+                return StreamingResponse(_sse(self._anthropic_events(turn), named=True),
+                                         media_type="text/event-stream")
+            return JSONResponse(self._anthropic_message(turn))
+
+        async def openai(http: HTTPRequest) -> Response:
+            return await handle(http, "openai")
+
+        async def anthropic(http: HTTPRequest) -> Response:
+            return await handle(http, "anthropic")
+
+        return Starlette(routes=[
+            Route("/v1/chat/completions", openai, methods=["POST"]),
+            Route("/v1/messages", anthropic, methods=["POST"]),
+        ])
+
+    # -- OpenAI shapes -----------------------------------------------------------------------
+    def _openai_calls(self, turn: Turn) -> list[dict[str, Any]]:
+        return [
+            {"id": call.get("id") or self._id("call"), "type": "function",
+             "function": {"name": call["name"], "arguments": (
+                 call["arguments"] if turn.object_arguments else json.dumps(call["arguments"])
+             )}}
+            for call in turn.calls
+        ]
+
+    def _openai_completion(self, turn: Turn) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+        if turn.calls:
+            message["tool_calls"] = self._openai_calls(turn)
+        out: dict[str, Any] = {
+            "id": self._id("chatcmpl"), "object": "chat.completion", "created": 0,
+            "model": self.model,
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if turn.calls else "stop"}],
+        }
+        if turn.usage is not None:
+            out["usage"] = _openai_usage(turn.usage)
+        return out
+
+    def _openai_chunks(self, body: dict[str, Any], turn: Turn) -> list[dict[str, Any]]:
+        cid = self._id("chatcmpl")
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {"id": cid, "object": "chat.completion.chunk", "created": 0,
+                    "model": self.model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        text = turn.text or ""
+        out += [chunk({"content": text[i : i + 4]}) for i in range(0, len(text), 4)]
+        for index, call in enumerate(self._openai_calls(turn)):
+            arguments = call["function"]["arguments"]
+            head = {"index": index, "id": call["id"], "type": "function",
+                    "function": {"name": call["function"]["name"], "arguments": ""}}
+            if not isinstance(arguments, str):  # the whole object in the first fragment
+                head["function"]["arguments"] = arguments
+                out.append(chunk({"tool_calls": [head]}))
+                continue
+            out.append(chunk({"tool_calls": [head]}))
+            out += [chunk({"tool_calls": [{"index": index,
+                                           "function": {"arguments": arguments[i : i + 5]}}]})
+                    for i in range(0, len(arguments), 5)]
+        out.append(chunk({}, "tool_calls" if turn.calls else "stop"))
+        wants_usage = (body.get("stream_options") or {}).get("include_usage")
+        if wants_usage and turn.usage is not None:
+            out.append({"id": cid, "object": "chat.completion.chunk", "created": 0,
+                        "model": self.model, "choices": [], "usage": _openai_usage(turn.usage)})
+        return out
+
+    # -- Anthropic shapes --------------------------------------------------------------------
+    def _anthropic_message(self, turn: Turn) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        if turn.text:
+            content.append({"type": "text", "text": turn.text})
+        content += [{"type": "tool_use", "id": call.get("id") or self._id("toolu"),
+                     "name": call["name"], "input": call["arguments"]} for call in turn.calls]
+        out: dict[str, Any] = {
+            "id": self._id("msg"), "type": "message", "role": "assistant", "model": self.model,
+            "content": content, "stop_reason": "tool_use" if turn.calls else "end_turn",
+            "stop_sequence": None,
+        }
+        if turn.usage is not None:
+            out["usage"] = {"input_tokens": turn.usage[0], "output_tokens": turn.usage[1]}
+        return out
+
+    def _anthropic_events(self, turn: Turn) -> list[dict[str, Any]]:
+        whole = self._anthropic_message(turn)
+        start = {**whole, "content": [], "stop_reason": None}
+        if turn.usage is not None:
+            start["usage"] = {"input_tokens": turn.usage[0], "output_tokens": 1}
+        out: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+        for index, block in enumerate(whole["content"]):
+            if block["type"] == "text":
+                out.append({"type": "content_block_start", "index": index,
+                            "content_block": {"type": "text", "text": ""}})
+                text = block["text"]
+                out += [{"type": "content_block_delta", "index": index,
+                         "delta": {"type": "text_delta", "text": text[i : i + 4]}}
+                        for i in range(0, len(text), 4)]
+            else:
+                out.append({"type": "content_block_start", "index": index,
+                            "content_block": {**block, "input": {}}})
+                raw = json.dumps(block["input"])
+                out += [{"type": "content_block_delta", "index": index,
+                         "delta": {"type": "input_json_delta", "partial_json": raw[i : i + 5]}}
+                        for i in range(0, len(raw), 5)]
+            out.append({"type": "content_block_stop", "index": index})
+        delta: dict[str, Any] = {
+            "type": "message_delta",
+            "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
+        }
+        if turn.usage is not None:
+            delta["usage"] = {"output_tokens": turn.usage[1]}
+        out += [delta, {"type": "message_stop"}]
+        return out
+
+
+def _openai_usage(usage: tuple[int, int]) -> dict[str, int]:
+    return {"prompt_tokens": usage[0], "completion_tokens": usage[1],
+            "total_tokens": usage[0] + usage[1]}
+
+
+async def _sse(events: list[dict[str, Any]], *, named: bool = False) -> AsyncIterator[bytes]:
+    """Server-sent events: Anthropic names each event, OpenAI ends with ``[DONE]``."""
+    for event in events:
+        head = f"event: {event['type']}\n" if named else ""
+        yield f"{head}data: {json.dumps(event)}\n\n".encode()
+    if not named:
+        yield b"data: [DONE]\n\n"
+
