@@ -167,7 +167,7 @@ class ReactiveRunner:
         self._is_set_up = False
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
-        self._at_rest: list[tuple[Behaviour, Status]] | None = None
+        self._at_rest: list[tuple[Behaviour, Status, str | None]] | None = None
         """The statuses after the last tick that asked for another at once (see `_tick`)."""
         self.state.subscribe(self._state_changed)
         observe = getattr(checkpointer, "observe", None)
@@ -595,12 +595,17 @@ class ReactiveRunner:
         if not again:
             self._at_rest = None
             return False, poll, due
-        statuses = [(node, node.status) for node in visited]
-        if statuses != self._at_rest:
-            self._at_rest = statuses
+        # py_trees' decorators show their counts (a Repeat's successes) in the feedback; a
+        # Timeout's shows the time left, which changes on every tick, so not its
+        seen = [
+            (node, node.status, None if isinstance(node, Timeout) else node.feedback_message)
+            for node in visited
+        ]
+        if seen != self._at_rest:
+            self._at_rest = seen
             return True, poll, due
         ran_leaf = any(not node.children and status is not Status.RUNNING
-                       for node, status in statuses)
+                       for node, status, _ in seen)
         return False, poll or ran_leaf, due
 
     def _stop_tree(self) -> None:

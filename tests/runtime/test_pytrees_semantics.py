@@ -3,12 +3,12 @@ py_trees' own ``tick()`` loop, on seeded random trees of every composite and dec
 
 The two worlds see the same outside events: a driver completes one running leaf at a time,
 the same leaf in both (the one with the earliest due step, then the earliest start), and only
-once the tree is quiet. py_trees' loop is quiet when a tick starts, ends and cancels nothing;
-the runner is quiet when it sleeps on its wake event. Every leaf logs its starts, ends and
-cancellations as its tick makes them, so the two logs must be the same list, and the runs must
-end the same way. A runner that misses a tick py_trees would have made (a `Retry` after a
-failure, a non-memory `Sequence` re-entering an ended leaf) goes quiet early and its log
-differs.
+once the tree is quiet. py_trees' loop is quiet when a tick starts, ends and cancels nothing
+and changes no status and no decorator's count; the runner is quiet when it sleeps on its
+wake event. Every leaf logs its starts, ends and cancellations as its tick makes them, so the
+two logs must be the same list, and the runs must end the same way. A runner that misses a
+tick py_trees would have made (a `Retry` after a failure, a non-memory `Sequence` re-entering
+an ended leaf) goes quiet early and its log differs.
 """
 
 from __future__ import annotations
@@ -218,11 +218,19 @@ def run_py_trees(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]]]:
     root = build(spec, world, SyncLeaf)
     root.setup_with_descendants()
 
+    def inside() -> list[Any]:
+        # what a tick may change: statuses, and the decorators' counts and one-shot results
+        return [
+            (n.status, getattr(n, "success", 0), getattr(n, "failures", 0),
+             getattr(n, "final_status", None))
+            for n in root.iterate()
+        ]
+
     def settle() -> bool:
         for _ in range(SPIN_TICKS):
-            before = len(world.log)
+            before = (len(world.log), inside())
             root.tick_once()
-            if root.status is not Status.RUNNING or len(world.log) == before:
+            if root.status is not Status.RUNNING or (len(world.log), inside()) == before:
                 return True
         return False
 
