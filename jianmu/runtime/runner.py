@@ -569,13 +569,19 @@ class ReactiveRunner:
         # list() runs the tick as tick_once() does, keeping what it visited (a node more
         # than once when a parent ticks it twice); statuses are read once the tick is done
         visited = list(self.root.tick())
+        assert self._wake_event is not None
+        if self._wake_event.is_set():  # woken during the tick: the next comes at once anyway
+            return False, False, None
         poll = again = False
         due: float | None = None
         for node in visited:
             if node.status is Status.RUNNING:
                 children = node.children
                 if children:
-                    if not again:
+                    # a decorator's child, a composite's current one: most often the running one
+                    first = (children[0] if len(children) == 1
+                             else getattr(node, "current_child", None))
+                    if not again and (first is None or first.status is not Status.RUNNING):
                         for child in children:
                             if child.status is Status.RUNNING:
                                 break
