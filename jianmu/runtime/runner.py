@@ -103,7 +103,8 @@ class _Outcome:
 
 class ReactiveRunner:
     """Ticks a py_trees tree when something changes: a task ends, the state changes, an
-    approval arrives, or `wake` is called. It never polls.
+    approval arrives, `wake` is called, a node must tick its child again or a `Timeout`
+    expires (docs/design.md lists when). Only leaves that need it are polled.
 
     Args:
         root: the tree.
