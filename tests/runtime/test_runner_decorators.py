@@ -235,3 +235,33 @@ async def test_waiting_on_an_async_leaf_is_not_a_busy_loop(wrap: object) -> None
     status, ticks = await run(wrap(leaf))  # type: ignore[operator]
     assert status is RunStatus.SUCCESS
     assert ticks <= 3
+
+
+async def test_a_decorator_looping_on_a_closed_guard_rests_until_woken() -> None:
+    """FailureIsRunning over a guard that stays shut changes nothing from tick to tick: the
+    runner ticks it again once, sees the tree at rest and sleeps until the leaf ends."""
+    leaf = Blocked("sleeper", seconds=0.2)
+    shut = d.EternalGuard("shut", Scripted("never", [S]), condition=lambda: False)
+    root = py_trees.composites.Parallel(
+        "root", policy=ParallelPolicy.SuccessOnSelected([leaf]),
+        children=[leaf, d.FailureIsRunning("spin", shut)],
+    )
+    status, ticks = await run(root)
+    assert status is RunStatus.SUCCESS
+    assert ticks <= 5
+
+
+@pytest.mark.parametrize(
+    ("root", "expected"),
+    [
+        (lambda: d.Retry("retry", py_trees.behaviours.Failure("f"), num_failures=3),
+         RunStatus.FAILURE),
+        (lambda: d.Repeat("repeat", py_trees.behaviours.Success("s"), num_success=3),
+         RunStatus.SUCCESS),
+    ],
+)
+async def test_decorators_over_plain_leaves_finish(root: object, expected: RunStatus) -> None:
+    """Plain py_trees leaves are re-evaluated by polling once ticks stop changing statuses:
+    the counts still go on, as in py_trees' loop."""
+    status, _ = await run(root())  # type: ignore[operator]
+    assert status is expected
