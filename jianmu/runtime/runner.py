@@ -14,13 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
-from py_trees.composites import Parallel, Selector, Sequence
-from py_trees.decorators import Decorator, Timeout
 
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
-from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
+from jianmu.runtime.async_node import Ticker, close_tree
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
@@ -89,8 +87,6 @@ class RunResult:
 
 
 _CHECKPOINT_VERSION = 1
-_DEADLINE_SLACK = 0.001
-"""Seconds past a `Timeout`'s ``finish_time`` at which the runner wakes to tick it."""
 _NO_ROLES: frozenset[str] = frozenset()
 
 
@@ -168,8 +164,7 @@ class ReactiveRunner:
         self._is_set_up = False
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
-        self._at_rest: list[tuple[Behaviour, Status, str | None]] | None = None
-        """The statuses after the last tick that asked for another at once (see `_tick`)."""
+        self._ticker = Ticker()
         self.state.subscribe(self._state_changed)
         observe = getattr(checkpointer, "observe", None)
         if callable(observe):  # a checkpointer that keeps every tick (`SQLiteCheckpointer`)
@@ -477,7 +472,7 @@ class ReactiveRunner:
             return _Outcome(RunStatus.SUSPENDED, pending=self.interaction.pending)
         deadline = started + timeout if timeout is not None else None
         ticks = 0
-        self._at_rest = None
+        self._ticker.reset()
         assert self._wake_event is not None
         try:
             while True:
@@ -486,7 +481,7 @@ class ReactiveRunner:
                     return _Outcome(RunStatus.CANCELLED, "the run was cancelled")
                 self._wake_event.clear()
                 try:
-                    again, poll, due = self._tick()
+                    plan = self._ticker.tick(self.root, self._wake_event)
                 except Exception as exc:  # a synchronous behaviour raised: fail the run cleanly
                     self._stop_tree()
                     return _Outcome(RunStatus.FAILURE, f"{type(exc).__name__}: {exc}")
@@ -520,19 +515,10 @@ class ReactiveRunner:
                 if remaining is not None and remaining <= 0:
                     self._stop_tree()
                     return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
-                if again:  # the next tick changes the tree by itself: take it now, but let
-                    await asyncio.sleep(0)  # the loop run first (a cancel, finished tasks)
+                if plan.again:  # the next tick changes the tree by itself: take it now,
+                    await asyncio.sleep(0)  # letting the loop run first (a cancel, tasks)
                     continue
-                wait = remaining
-                if not self._wake_event.is_set():
-                    if poll:
-                        interval = self.config.runtime.poll_interval
-                        wait = interval if wait is None else min(interval, wait)
-                    if due is not None:
-                        # py_trees' Timeout fires once ``monotonic() > finish_time``: wake
-                        # just after, never before (the loop's clock may round down)
-                        until = due - time.monotonic() + _DEADLINE_SLACK
-                        wait = until if wait is None else min(until, wait)
+                wait = plan.wait(remaining, self.config.runtime.poll_interval)
                 if not await self._wait_for_wake(wait) and (
                     remaining is not None and wait is not None and wait >= remaining
                 ):
@@ -553,67 +539,6 @@ class ReactiveRunner:
         except TimeoutError:
             return self._wake_event.is_set()
         return True
-
-    def _tick(self) -> tuple[bool, bool, float | None]:
-        """Tick the tree once; say what needs the next tick, since no task or state will.
-
-        Returns ``(again, poll, due)``: whether the next tick would change the tree by itself,
-        whether a running leaf must be polled, and the earliest ``finish_time`` of a running
-        py_trees `Timeout`. The next tick is due at once after an async leaf ended that its
-        parent ticks again (so restarts), and after a node returned RUNNING with no running
-        child (a `Retry` after a failed attempt, a `Condition` not yet met), as py_trees'
-        loop would tick it. When such ticks repeat with every status the same, the tree is
-        at rest: a tick that ran a leaf (a plain behaviour re-evaluated, an async node that
-        settles at once) is then polled, and one that ran none waits for a wake-up. Only the
-        nodes this tick visited are looked at: every running node is among them.
-        """
-        # list() runs the tick as tick_once() does, keeping what it visited (a node more
-        # than once when a parent ticks it twice); statuses are read once the tick is done
-        visited = list(self.root.tick())
-        assert self._wake_event is not None
-        if self._wake_event.is_set():  # woken during the tick: the next comes at once anyway
-            return False, False, None
-        poll = again = False
-        due: float | None = None
-        for node in visited:
-            if node.status is Status.RUNNING:
-                children = node.children
-                if children:
-                    # a decorator's child, a composite's current one: most often the running one
-                    first = (children[0] if len(children) == 1
-                             else getattr(node, "current_child", None))
-                    if not again and (first is None or first.status is not Status.RUNNING):
-                        for child in children:
-                            if child.status is Status.RUNNING:
-                                break
-                        else:
-                            again = True
-                    if isinstance(node, Timeout):
-                        finish = node.finish_time
-                        due = finish if due is None or finish < due else due
-                elif isinstance(node, AsyncNode):
-                    poll = poll or node.wants_tick
-                elif not isinstance(node, RuntimeNode):
-                    # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
-                    poll = True
-            elif not node.children and isinstance(node, AsyncNode) and _ticked_again(node):
-                self._at_rest = None
-                return True, poll, due  # its restart is new work: at once
-        if not again:
-            self._at_rest = None
-            return False, poll, due
-        # py_trees' decorators show their counts (a Repeat's successes) in the feedback; a
-        # Timeout's shows the time left, which changes on every tick, so not its
-        seen = [
-            (node, node.status, None if isinstance(node, Timeout) else node.feedback_message)
-            for node in visited
-        ]
-        if seen != self._at_rest:
-            self._at_rest = seen
-            return True, poll, due
-        ran_leaf = any(not node.children and status is not Status.RUNNING
-                       for node, status, _ in seen)
-        return False, poll or ran_leaf, due
 
     def _stop_tree(self) -> None:
         if self.root.status is Status.RUNNING:
@@ -660,33 +585,3 @@ class ReactiveRunner:
             },
         )
 
-
-def _ticked_again(node: Behaviour) -> bool:
-    """Whether the next tick, with nothing else changed, ticks ``node`` (ended) again.
-
-    Follows py_trees' composites: a decorator ticks its child on every tick; a sequence or
-    selector without memory ticks again the children before the one it runs, with memory
-    only that one; a parallel ticks every child but, when it synchronises, the succeeded
-    ones. A parent that ended is ticked again, so re-entered, when its own parent ticks it.
-    Unknown composites are assumed to tick the child: one spare tick at worst.
-    """
-    while True:
-        parent = node.parent
-        if parent is None:  # the root ended: the run is over
-            return False
-        if parent.status is not Status.RUNNING:
-            node = parent
-            continue
-        if isinstance(parent, Decorator):
-            return True
-        if isinstance(parent, Parallel):
-            return not (parent.policy.synchronise and node.status is Status.SUCCESS)
-        if isinstance(parent, (Sequence, Selector)):
-            current = parent.current_child
-            if current is None or current is node:
-                return True
-            if parent.memory:
-                return False
-            children = parent.children
-            return children.index(node) < children.index(current)
-        return True
