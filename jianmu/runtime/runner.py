@@ -584,4 +584,3 @@ class ReactiveRunner:
                 JIANMU_RUN_ID: self.run_id,
             },
         )
-
