@@ -299,16 +299,38 @@ async def run_jianmu(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]],
     return status, world.log, result.ticks
 
 
+def kinds(spec: tuple[Any, ...]) -> list[str]:
+    """Every composite (with its memory or policy) and decorator of a tree spec."""
+    kind = spec[0]
+    if kind == "leaf":
+        return []
+    if kind in ("Sequence", "Selector"):
+        own = f"{kind} memory={spec[1]}"
+    elif kind == "Parallel":
+        policy, synchronise, _ = spec[1]
+        own = f"Parallel {policy}" + ("" if policy == "one" else f" synchronise={synchronise}")
+    else:
+        return [kind, *kinds(spec[2])]
+    return [own, *(k for child in spec[2] for k in kinds(child))]
+
+
 async def test_random_trees_match_py_trees() -> None:
     rng = random.Random(SEED)
-    mismatches = []
+    mismatches, seen, ends = [], set(), set()
     for index in range(TREES):
         spec = random_spec(rng, depth=rng.randint(1, 4), counter=[0])
+        seen.update(kinds(spec))
         expected = run_py_trees(spec)
+        ends.add(expected[0])
         status, log, _ = await run_jianmu(spec)
         if (status, log) != expected:
             mismatches.append((index, spec, expected, (status, log)))
     assert not mismatches, f"{len(mismatches)} of {TREES} differ; first: {mismatches[0]}"
+    # the trees cover every composite and decorator, and runs that end every way
+    assert seen >= {*DECORATORS, "Parallel one"} | {
+        f"{kind} memory={memory}" for kind in ("Sequence", "Selector") for memory in (True, False)
+    } | {f"Parallel {p} synchronise={s}" for p in ("all", "selected") for s in (True, False)}
+    assert ends == {"success", "failure", "unfinished", "spins"}
 
 
 @pytest.mark.parametrize("name", DECORATORS)
