@@ -496,13 +496,14 @@ class Ticker:
     def tick(self, root: Behaviour, woken: asyncio.Event) -> TickPlan:
         """Tick ``root`` once and plan the next tick.
 
-        The next tick is due at once after an async leaf ended that its parent ticks again
-        (so restarts), and after a node returned RUNNING with no running child (a `Retry`
-        after a failed attempt, a `Condition` not yet met), as py_trees' loop would tick it.
-        When such ticks repeat with every status and feedback message the same, the tree is
-        at rest: a tick that ran a leaf (a plain behaviour re-evaluated, an async node that
-        settles at once) is then polled, and one that ran none waits for a wake-up. Only the
-        nodes this tick visited are looked at: every running node is among them.
+        The next tick is due at once after a node returned RUNNING with no running child (a
+        `Retry` after a failed attempt, a `Condition` not yet met), and after an async leaf
+        or a subtree ended that its parent ticks again (a sequence without memory re-enters
+        its earlier children), as py_trees' loop would tick them. When such ticks repeat
+        with every status and feedback message the same, the tree is at rest: it is polled
+        if an async node ran in it (one that settles at once), else it waits for a wake-up
+        (plain leaves give the same results until the state changes). Only the nodes this
+        tick visited are looked at: every running node is among them.
         """
         # list() runs the tick as tick_once() does, keeping what it visited (a node more
         # than once when a parent ticks it twice); statuses are read once the tick is done
@@ -532,9 +533,10 @@ class Ticker:
                 elif not isinstance(node, RuntimeNode):
                     # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
                     poll = True
-            elif not node.children and isinstance(node, AsyncNode) and ticked_again(node):
-                self._at_rest = None
-                return TickPlan(True, poll, due)  # its restart is new work: at once
+            elif not again and (node.children or isinstance(node, AsyncNode)):
+                # ended, and re-entered next tick: its subtree starts anew (a plain leaf
+                # ended gives the same result until the state changes: no tick for it)
+                again = ticked_again(node)
         if not again:
             self._at_rest = None
             return TickPlan(False, poll, due)
@@ -547,9 +549,9 @@ class Ticker:
         if seen != self._at_rest:
             self._at_rest = seen
             return TickPlan(True, poll, due)
-        ran_leaf = any(not node.children and status is not Status.RUNNING
-                       for node, status, _ in seen)
-        return TickPlan(False, poll or ran_leaf, due)
+        ran_async = any(status is not Status.RUNNING and isinstance(node, AsyncNode)
+                        for node, status, _ in seen)
+        return TickPlan(False, poll or ran_async, due)
 
 
 def ticked_again(node: Behaviour) -> bool:
