@@ -227,10 +227,18 @@ async def test_running_converters_restart_their_async_child() -> None:
             "parallel", policy=ParallelPolicy.SuccessOnAll(synchronise=False),
             children=[leaf],
         ),
+        # a reactive guard: the failed branch is re-entered on every tick, plain leaves only
+        lambda leaf: py_trees.composites.Selector("reactive", memory=False, children=[
+            py_trees.composites.Sequence("guard", memory=True, children=[
+                py_trees.behaviours.Success("ok"), py_trees.behaviours.Failure("shut"),
+            ]),
+            leaf,
+        ]),
     ],
 )
 async def test_waiting_on_an_async_leaf_is_not_a_busy_loop(wrap: object) -> None:
-    """A tree waiting on an async leaf sleeps: it ticks when the leaf starts and ends."""
+    """A tree waiting on an async leaf sleeps: it ticks when the leaf starts and ends (and
+    once more to see a re-entered branch change nothing)."""
     leaf = Blocked("sleeper", seconds=0.2)
     status, ticks = await run(wrap(leaf))  # type: ignore[operator]
     assert status is RunStatus.SUCCESS
