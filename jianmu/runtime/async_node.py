@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from jianmu.state import StateManager, StateView
 
 __all__ = (
+    "IDLE_PLAN",
     "STATUSES",
     "AsyncNode",
     "LeanExtras",
@@ -480,7 +481,33 @@ class TickPlan(NamedTuple):
         return wait
 
 
-_WOKEN = TickPlan(again=False, poll=False, due=None)
+IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
+"""Nothing to do until woken (one shared plan: most ticks end so)."""
+
+# what the planning asks of a node's class, found once per class: py_trees' classes are
+# ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
+_ASYNC, _RUNTIME, _TIMEOUT, _DECORATOR, _PARALLEL, _SEQUENCE = 1, 2, 4, 8, 16, 32
+_KINDS: dict[type, int] = {}
+_KINDS_KEPT = 512
+"""Classes remembered at most (trees built at run time, a reloaded skill's, make new ones)."""
+
+
+def _kind(cls: type) -> int:
+    """The flags of ``cls``, remembered."""
+    kind = _KINDS.get(cls)
+    if kind is not None:
+        return kind
+    kind = 0
+    for flag, base in (
+        (_ASYNC, AsyncNode), (_RUNTIME, RuntimeNode), (_TIMEOUT, Timeout),
+        (_DECORATOR, Decorator), (_PARALLEL, Parallel), (_SEQUENCE, (Sequence, Selector)),
+    ):
+        if issubclass(cls, base):
+            kind |= flag
+    if len(_KINDS) >= _KINDS_KEPT:
+        _KINDS.clear()
+    _KINDS[cls] = kind
+    return kind
 
 
 class Ticker:
@@ -509,10 +536,15 @@ class Ticker:
         # than once when a parent ticks it twice); statuses are read once the tick is done
         visited = list(root.tick())
         if woken.is_set():  # woken during the tick: the next comes at once anyway
-            return _WOKEN
+            return IDLE_PLAN
         poll = again = False
         due: float | None = None
+        kinds = _KINDS
         for node in visited:
+            cls = type(node)
+            kind = kinds.get(cls)
+            if kind is None:
+                kind = _kind(cls)
             if node.status is Status.RUNNING:
                 children = node.children
                 if children:
@@ -525,31 +557,31 @@ class Ticker:
                                 break
                         else:
                             again = True
-                    if isinstance(node, Timeout):
-                        finish = node.finish_time
+                    if kind & _TIMEOUT:
+                        finish = node.finish_time  # type: ignore[attr-defined]
                         due = finish if due is None or finish < due else due
-                elif isinstance(node, AsyncNode):
-                    poll = poll or node.wants_tick
-                elif not isinstance(node, RuntimeNode):
+                elif kind & _ASYNC:
+                    poll = poll or node.wants_tick  # type: ignore[attr-defined]
+                elif not kind & _RUNTIME:
                     # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
                     poll = True
-            elif not again and (node.children or isinstance(node, AsyncNode)):
+            elif not again and (node.children or kind & _ASYNC):
                 # ended, and re-entered next tick: its subtree starts anew (a plain leaf
                 # ended gives the same result until the state changes: no tick for it)
                 again = ticked_again(node)
         if not again:
             self._at_rest = None
-            return TickPlan(False, poll, due)
+            return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
         # py_trees' decorators show their counts (a Repeat's successes) in the feedback; a
         # Timeout's shows the time left, which changes on every tick, so not its
         seen = [
-            (node, node.status, None if isinstance(node, Timeout) else node.feedback_message)
+            (node, node.status, None if _kind(type(node)) & _TIMEOUT else node.feedback_message)
             for node in visited
         ]
         if seen != self._at_rest:
             self._at_rest = seen
             return TickPlan(True, poll, due)
-        ran_async = any(status is not Status.RUNNING and isinstance(node, AsyncNode)
+        ran_async = any(status is not Status.RUNNING and _kind(type(node)) & _ASYNC
                         for node, status, _ in seen)
         return TickPlan(False, poll or ran_async, due)
 
@@ -570,15 +602,20 @@ def ticked_again(node: Behaviour) -> bool:
         if parent.status is not Status.RUNNING:
             node = parent
             continue
-        if isinstance(parent, Decorator):
+        cls = type(parent)
+        kind = _KINDS.get(cls)
+        if kind is None:
+            kind = _kind(cls)
+        if kind & _DECORATOR:
             return True
-        if isinstance(parent, Parallel):
-            return not (parent.policy.synchronise and node.status is Status.SUCCESS)
-        if isinstance(parent, (Sequence, Selector)):
-            current = parent.current_child
+        if kind & _PARALLEL:
+            policy = parent.policy  # type: ignore[attr-defined]
+            return not (policy.synchronise and node.status is Status.SUCCESS)
+        if kind & _SEQUENCE:
+            current = parent.current_child  # type: ignore[attr-defined]
             if current is None or current is node:
                 return True
-            if parent.memory:
+            if parent.memory:  # type: ignore[attr-defined]
                 return False
             children = parent.children
             return children.index(node) < children.index(current)

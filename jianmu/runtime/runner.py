@@ -18,7 +18,7 @@ from py_trees.common import Status
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError
-from jianmu.runtime.async_node import Ticker, close_tree
+from jianmu.runtime.async_node import IDLE_PLAN, Ticker, close_tree
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
@@ -518,7 +518,8 @@ class ReactiveRunner:
                 if plan.again:  # the next tick changes the tree by itself: take it now,
                     await asyncio.sleep(0)  # letting the loop run first (a cancel, tasks)
                     continue
-                wait = plan.wait(remaining, self.config.runtime.poll_interval)
+                wait = (remaining if plan is IDLE_PLAN
+                        else plan.wait(remaining, self.config.runtime.poll_interval))
                 if not await self._wait_for_wake(wait) and (
                     remaining is not None and wait is not None and wait >= remaining
                 ):
