@@ -139,23 +139,22 @@ async def test_retry_over_a_timeout_tries_again_after_each_deadline() -> None:
 
 
 @pytest.mark.parametrize(
-    ("policy", "outcomes", "runs", "status"),
+    ("policy", "outcomes", "runs", "final"),
     [
-        (OneShotPolicy.ON_COMPLETION, [F, S], 1, RunStatus.FAILURE),
-        (OneShotPolicy.ON_SUCCESSFUL_COMPLETION, [S, F], 1, RunStatus.SUCCESS),
+        (OneShotPolicy.ON_COMPLETION, [F, S], 1, F),
+        (OneShotPolicy.ON_SUCCESSFUL_COMPLETION, [S, F], 1, S),
+        (OneShotPolicy.ON_SUCCESSFUL_COMPLETION, [F, S], 2, S),
     ],
 )
-async def test_oneshot_runs_its_async_child_once_then_bounces(
-    policy: OneShotPolicy, outcomes: list[Status], runs: int, status: RunStatus
+async def test_oneshot_runs_its_async_child_until_done_then_bounces(
+    policy: OneShotPolicy, outcomes: list[Status], runs: int, final: Status
 ) -> None:
     leaf = Scripted("leaf", outcomes)
+    once = d.OneShot("once", leaf, policy=policy)
     # FailureIsSuccess keeps the repeat going when the one shot's result was a failure
-    root = d.Repeat(
-        "repeat", d.FailureIsSuccess("ok", d.OneShot("once", leaf, policy=policy)), num_success=3
-    )
+    root = d.Repeat("repeat", d.FailureIsSuccess("ok", once), num_success=3)
     assert (await run(root))[0] is RunStatus.SUCCESS
-    assert leaf.runs == runs
-    assert root.decorated.decorated.final_status is (S if status is RunStatus.SUCCESS else F)
+    assert (leaf.runs, once.final_status) == (runs, final)
 
 
 async def test_eternal_guard_preempts_its_async_child_when_the_state_changes() -> None:
