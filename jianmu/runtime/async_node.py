@@ -8,19 +8,26 @@ every tick and stop, enum statuses and all, though py_trees prints them only at 
 level), the list of every status built to check each one, and the fresh ``tick()`` generator a
 stop leaves in ``iterator`` (py_trees never reads it). At py_trees' debug level the nodes use
 py_trees' own methods, so their logs are as before.
+
+`Ticker` ticks a tree for an event-driven runner and tells what needs the next tick that no
+task or state change brings: a decorator returning RUNNING over an ended child, an ended async
+leaf that its parent ticks again, a leaf to poll, a running `Timeout`'s deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import py_trees
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
+from py_trees.composites import Parallel, Selector, Sequence
+from py_trees.decorators import Decorator, Timeout
 
 from jianmu.constraints import Constraints
 
@@ -30,10 +37,13 @@ if TYPE_CHECKING:
     from jianmu.state import StateManager, StateView
 
 __all__ = (
+    "IDLE_PLAN",
     "STATUSES",
     "AsyncNode",
     "LeanExtras",
     "RuntimeNode",
+    "TickPlan",
+    "Ticker",
     "behaviour_tick",
     "checked",
     "close_tree",
@@ -42,6 +52,7 @@ __all__ = (
     "decorator_stop",
     "logs_debug",
     "sequence_tick",
+    "ticked_again",
 )
 
 
@@ -446,3 +457,172 @@ def composite_stop(node: py_trees.composites.Composite, new_status: Status) -> N
                 child.stop(new_status)
     node.terminate(new_status)
     node.status = new_status
+
+
+# -- when to tick: py_trees' loop would tick at a fixed rate, an event-driven runner must
+# find the ticks no task or state change brings (docs/design.md says when the runner ticks)
+DEADLINE_SLACK = 0.001
+"""Seconds past a `Timeout`'s ``finish_time`` at which to wake: py_trees' Timeout fires once
+``monotonic() > finish_time``, and the loop's clock may round down."""
+
+
+class TickPlan(NamedTuple):
+    """What the last tick leaves for the next one."""
+
+    again: bool
+    """The next tick would change the tree by itself: take it at once."""
+    poll: bool
+    """A running leaf learns what it does only when ticked: tick every poll interval."""
+    due: float | None
+    """The earliest ``finish_time`` (``time.monotonic``) of a running `Timeout`."""
+
+    def wait(self, remaining: float | None, poll_interval: float) -> float | None:
+        """How long to sleep on the wake event at most (None: until woken)."""
+        wait = remaining
+        if self.poll:
+            wait = poll_interval if wait is None else min(poll_interval, wait)
+        if self.due is not None:
+            until = self.due - time.monotonic() + DEADLINE_SLACK
+            wait = until if wait is None else min(until, wait)
+        return wait
+
+
+IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
+"""Nothing to do until woken (one shared plan: most ticks end so)."""
+
+# what the planning asks of a node's class, found once per class: py_trees' classes are
+# ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
+_ASYNC, _RUNTIME, _TIMEOUT, _DECORATOR, _PARALLEL, _SEQUENCE = 1, 2, 4, 8, 16, 32
+_KINDS: dict[type, int] = {}
+_KINDS_KEPT = 512
+"""Classes remembered at most (trees built at run time, a reloaded skill's, make new ones)."""
+
+
+def _kind(cls: type) -> int:
+    """The flags of ``cls``, remembered."""
+    kind = _KINDS.get(cls)
+    if kind is not None:
+        return kind
+    kind = 0
+    for flag, base in (
+        (_ASYNC, AsyncNode), (_RUNTIME, RuntimeNode), (_TIMEOUT, Timeout),
+        (_DECORATOR, Decorator), (_PARALLEL, Parallel), (_SEQUENCE, (Sequence, Selector)),
+    ):
+        if issubclass(cls, base):
+            kind |= flag
+    if len(_KINDS) >= _KINDS_KEPT:
+        _KINDS.clear()
+    _KINDS[cls] = kind
+    return kind
+
+
+class Ticker:
+    """Ticks a tree and plans the next tick; keeps what it needs to see the tree at rest."""
+
+    def __init__(self) -> None:
+        self._at_rest: list[tuple[Behaviour, Status, str | None]] | None = None
+
+    def reset(self) -> None:
+        """Forget the last tick (a new run starts)."""
+        self._at_rest = None
+
+    def tick(self, root: Behaviour, woken: asyncio.Event) -> TickPlan:
+        """Tick ``root`` once and plan the next tick.
+
+        The next tick is due at once after a node returned RUNNING with no running child (a
+        `Retry` after a failed attempt, a `Condition` not yet met), and after an async leaf
+        or a subtree ended that its parent ticks again (a sequence without memory re-enters
+        its earlier children), as py_trees' loop would tick them. When such ticks repeat
+        with every status and feedback message the same, the tree is at rest: it is polled
+        if an async node ran in it (one that settles at once), else it waits for a wake-up
+        (plain leaves give the same results until the state changes). Only the nodes this
+        tick visited are looked at: every running node is among them.
+        """
+        # list() runs the tick as tick_once() does, keeping what it visited (a node more
+        # than once when a parent ticks it twice); statuses are read once the tick is done
+        visited = list(root.tick())
+        if woken.is_set():  # woken during the tick: the next comes at once anyway
+            return IDLE_PLAN
+        poll = again = False
+        due: float | None = None
+        kinds = _KINDS
+        for node in visited:
+            cls = type(node)
+            kind = kinds.get(cls)
+            if kind is None:
+                kind = _kind(cls)
+            if node.status is Status.RUNNING:
+                children = node.children
+                if children:
+                    # a decorator's child, a composite's current one: most often the running one
+                    first = (children[0] if len(children) == 1
+                             else getattr(node, "current_child", None))
+                    if not again and (first is None or first.status is not Status.RUNNING):
+                        for child in children:
+                            if child.status is Status.RUNNING:
+                                break
+                        else:
+                            again = True
+                    if kind & _TIMEOUT:
+                        finish = node.finish_time  # type: ignore[attr-defined]
+                        due = finish if due is None or finish < due else due
+                elif kind & _ASYNC:
+                    poll = poll or node.wants_tick  # type: ignore[attr-defined]
+                elif not kind & _RUNTIME:
+                    # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
+                    poll = True
+            elif not again and (node.children or kind & _ASYNC):
+                # ended, and re-entered next tick: its subtree starts anew (a plain leaf
+                # ended gives the same result until the state changes: no tick for it)
+                again = ticked_again(node)
+        if not again:
+            self._at_rest = None
+            return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
+        # py_trees' decorators show their counts (a Repeat's successes) in the feedback; a
+        # Timeout's shows the time left, which changes on every tick, so not its
+        seen = [
+            (node, node.status, None if _kind(type(node)) & _TIMEOUT else node.feedback_message)
+            for node in visited
+        ]
+        if seen != self._at_rest:
+            self._at_rest = seen
+            return TickPlan(True, poll, due)
+        ran_async = any(status is not Status.RUNNING and _kind(type(node)) & _ASYNC
+                        for node, status, _ in seen)
+        return TickPlan(False, poll or ran_async, due)
+
+
+def ticked_again(node: Behaviour) -> bool:
+    """Whether the next tick, with nothing else changed, ticks ``node`` (ended) again.
+
+    Follows py_trees' composites: a decorator ticks its child on every tick; a sequence or
+    selector without memory ticks again the children before the one it runs, with memory
+    only that one; a parallel ticks every child but, when it synchronises, the succeeded
+    ones. A parent that ended is ticked again, so re-entered, when its own parent ticks it.
+    Unknown composites are assumed to tick the child: one spare tick at worst.
+    """
+    while True:
+        parent = node.parent
+        if parent is None:  # the root ended: the run is over
+            return False
+        if parent.status is not Status.RUNNING:
+            node = parent
+            continue
+        cls = type(parent)
+        kind = _KINDS.get(cls)
+        if kind is None:
+            kind = _kind(cls)
+        if kind & _DECORATOR:
+            return True
+        if kind & _PARALLEL:
+            policy = parent.policy  # type: ignore[attr-defined]
+            return not (policy.synchronise and node.status is Status.SUCCESS)
+        if kind & _SEQUENCE:
+            current = parent.current_child  # type: ignore[attr-defined]
+            if current is None or current is node:
+                return True
+            if parent.memory:  # type: ignore[attr-defined]
+                return False
+            children = parent.children
+            return children.index(node) < children.index(current)
+        return True

@@ -23,7 +23,7 @@ from py_trees.common import Status
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed
-from jianmu.runtime.async_node import AsyncNode, RuntimeNode, close_tree
+from jianmu.runtime.async_node import IDLE_PLAN, AsyncNode, Ticker, close_tree
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
@@ -214,7 +214,8 @@ def _one_owner(
 
 class ReactiveRunner:
     """Ticks a py_trees tree when something changes: a task ends, the state changes, an
-    approval arrives, or `wake` is called. It never polls.
+    approval arrives, `wake` is called, a node must tick its child again or a `Timeout`
+    expires (docs/design.md lists when). Only leaves that need it are polled.
 
     Args:
         root: the tree.
@@ -289,6 +290,7 @@ class ReactiveRunner:
         # returns it without ticking, so a finished run never asks the model again
         self._finished: RunResult | None = None
         self._end_error: str | None = None
+        self._ticker = Ticker()
         self.state.subscribe(self._state_changed)
         # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
         self._claim = None if checkpointer is None else RunClaim.of(checkpointer, run_id, owner)
@@ -779,6 +781,7 @@ class ReactiveRunner:
             return _Outcome(RunStatus.SUSPENDED, pending=self.interaction.pending)
         deadline = started + timeout if timeout is not None else None
         ticks = 0
+        self._ticker.reset()
         assert self._wake_event is not None
         try:
             while True:
@@ -787,7 +790,7 @@ class ReactiveRunner:
                     return _Outcome(RunStatus.CANCELLED, "the run was cancelled")
                 self._wake_event.clear()
                 try:
-                    self.root.tick_once()
+                    plan = self._ticker.tick(self.root, self._wake_event)
                 except Exception as exc:  # a synchronous behaviour raised: fail the run cleanly
                     self._stop_tree()
                     return _Outcome(
@@ -823,18 +826,14 @@ class ReactiveRunner:
                 if remaining is not None and remaining <= 0:
                     self._stop_tree()
                     return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
-                wait = remaining
-                if not self._wake_event.is_set() and self._has_pollers():
-                    poll = self.config.runtime.poll_interval
-                    wait = poll if remaining is None else min(poll, remaining)
-                try:
-                    if wait is None:  # no deadline: nothing to time (wait_for would only wrap)
-                        await self._wake_event.wait()
-                    else:
-                        await asyncio.wait_for(self._wake_event.wait(), wait)
-                except TimeoutError:
-                    if remaining is None or (wait is not None and wait < remaining):
-                        continue  # a polling node's next tick
+                if plan.again:  # the next tick changes the tree by itself: take it now,
+                    await asyncio.sleep(0)  # letting the loop run first (a cancel, tasks)
+                    continue
+                wait = (remaining if plan is IDLE_PLAN
+                        else plan.wait(remaining, self.config.runtime.poll_interval))
+                if not await self._wait_for_wake(wait) and (
+                    remaining is not None and wait is not None and wait >= remaining
+                ):
                     self._stop_tree()
                     return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
         except asyncio.CancelledError:
@@ -894,27 +893,17 @@ class ReactiveRunner:
             self.ctx.events.emit("run.suspended", pending=[r.id for r in pending])
         return _Outcome(RunStatus.SUSPENDED, pending=pending)
 
-    def _has_pollers(self) -> bool:
-        """Whether a running leaf needs ticks that no event will bring.
-
-        Jianmu's async nodes wake the runner themselves; a plain py_trees behaviour that
-        returns RUNNING (a ``Timer``) or an async node that returned RUNNING must be polled.
-        """
-        # a plain walk rather than py_trees' recursive iterate(): this runs after every tick
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            if node.children:
-                stack.extend(node.children)
-                continue
-            if node.status is not Status.RUNNING:
-                continue
-            if isinstance(node, AsyncNode):
-                if node.wants_tick:
-                    return True
-            elif not isinstance(node, RuntimeNode):
-                return True
-        return False
+    async def _wait_for_wake(self, wait: float | None) -> bool:
+        """Sleep until woken (True) or ``wait`` seconds have passed (False)."""
+        assert self._wake_event is not None
+        if wait is None:  # no deadline: nothing to time (wait_for would only wrap)
+            await self._wake_event.wait()
+            return True
+        try:
+            await asyncio.wait_for(self._wake_event.wait(), max(wait, 0.0))
+        except TimeoutError:
+            return self._wake_event.is_set()
+        return True
 
     def _stop_tree(self) -> None:
         if self.root.status is Status.RUNNING:

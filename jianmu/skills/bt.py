@@ -17,8 +17,8 @@ validates it against ``outputs``.
 A bt skill runs from Python (`run_bt_skill`, under a runner of its own) or as the model's tool
 (`RunBTSkillTool`). The tool ticks the skill's subtree inside the run that is already going
 (`drive_subtree`): it shares the outer run's event bus, interaction channel, config and roles,
-ticks when a node's task finishes, never polls, and returns as soon as the subtree asks for
-approval.
+ticks as `ReactiveRunner` does (when a node's task finishes, and when py_trees' own loop would
+find work: docs/design.md), and returns as soon as the subtree asks for approval.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from py_trees.common import Status
 from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError, SkillRunError, ToolInputError
 from jianmu.nodes.tool_node import ToolNode
-from jianmu.runtime.async_node import RuntimeNode, close_tree
+from jianmu.runtime.async_node import RuntimeNode, Ticker, close_tree
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.skills.loader import read_tree_source
@@ -527,10 +527,11 @@ async def drive_subtree(
     _bind(root, manager, ctx, path)
     root.setup_with_descendants()
     deadline = None if timeout is None else time.monotonic() + timeout
+    ticker = Ticker()  # py_trees' semantics: what needs a tick that no event brings
     try:
         while True:
             wake.clear()
-            root.tick_once()
+            plan = ticker.tick(root, wake)
             if root.status is Status.SUCCESS:
                 return SubtreeOutcome("success")
             if root.status in (Status.FAILURE, Status.INVALID):
@@ -543,12 +544,17 @@ async def drive_subtree(
             if mine:
                 return SubtreeOutcome("suspended", pending=mine)
             remaining = None if deadline is None else deadline - time.monotonic()
-            try:
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError
-                await asyncio.wait_for(wake.wait(), remaining)
-            except TimeoutError:
+            if remaining is not None and remaining <= 0:
                 return SubtreeOutcome("timeout", f"the skill timed out after {timeout} s")
+            if plan.again:  # yield to the loop, then tick at once
+                await asyncio.sleep(0)
+                continue
+            wait = plan.wait(remaining, ctx.config.runtime.poll_interval)
+            try:
+                await asyncio.wait_for(wake.wait(), wait)
+            except TimeoutError:
+                if remaining is not None and wait is not None and wait >= remaining:
+                    return SubtreeOutcome("timeout", f"the skill timed out after {timeout} s")
     finally:
         if root.status is Status.RUNNING:
             root.stop(Status.INVALID)

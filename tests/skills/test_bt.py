@@ -310,3 +310,50 @@ async def test_tool_inside_a_run_suspends_the_outer_run_and_retries(tmp_path: Pa
     assert '"files": 2' in state.get("messages")[-1].content
     assert (ws / "workspace-report.md").is_file()
     assert state.namespaces() == []
+
+
+DECORATED_TREE = '''
+import asyncio
+
+import py_trees
+from py_trees.common import Status
+from jianmu.runtime import AsyncNode
+
+class Flaky(AsyncNode):
+    def __init__(self, key):
+        super().__init__("flaky")
+        self.key, self.runs = key, 0
+
+    async def update_async(self):
+        self.runs += 1
+        if self.runs < 3:
+            return Status.FAILURE  # no state written: only the Retry asks for the next tick
+        self.state.write_port(self.key, {"runs": self.runs})
+        return Status.SUCCESS
+
+class Stuck(AsyncNode):
+    async def update_async(self):
+        await asyncio.Event().wait()
+
+def build_tree(ctx):
+    d = py_trees.decorators
+    return py_trees.composites.Sequence("root", memory=True, children=[
+        d.FailureIsSuccess("skip", d.Timeout("slow", Stuck("stuck"), duration=0.05)),
+        d.Retry("retry", Flaky(ctx.skill_result_key), num_failures=3),
+    ])
+'''
+
+
+@pytest.mark.anyio
+async def test_the_tool_ticks_a_trees_decorators_as_py_trees_does(tmp_path: Path) -> None:
+    """Inside a run (`drive_subtree`), a Timeout's deadline cancels its child and a Retry
+    gets its next attempt, though neither brings a task's end or a state write."""
+    catalog = SkillCatalog([tmp_path])
+    _bt_skill(tmp_path, "decorated", DECORATED_TREE)
+    catalog.reload()
+    state = StateManager(AgentState)
+    out = await RunBTSkillTool(catalog).execute(
+        {"skill": "decorated", "inputs": {}},
+        injected={"state": state.scope("host"), "call_id": "call_1"},
+    )
+    assert out == {"runs": 3}

@@ -1,0 +1,274 @@
+"""Each py_trees decorator over async leaves under `ReactiveRunner`: when the runner ticks.
+
+A decorator that returns RUNNING over a finished child (`Retry`, `Repeat`, `Condition`) gets
+its next tick at once; a running `Timeout`'s deadline wakes the runner and cancels the child;
+waiting on an async leaf costs a handful of ticks, not a busy loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import py_trees
+import pytest
+from py_trees.behaviour import Behaviour
+from py_trees.common import OneShotPolicy, ParallelPolicy, Status
+
+from jianmu.runtime import AsyncNode, ReactiveRunner, RunStatus
+from jianmu.state import StateManager
+
+pytestmark = pytest.mark.anyio
+
+d = py_trees.decorators
+S, F = Status.SUCCESS, Status.FAILURE
+
+
+class Scripted(AsyncNode):
+    """Each run yields to the loop, then returns the next scripted status (the last repeats)."""
+
+    def __init__(self, name: str, outcomes: Sequence[Status]) -> None:
+        super().__init__(name)
+        self.outcomes = list(outcomes)
+        self.runs = 0
+
+    async def update_async(self) -> Status:
+        self.runs += 1
+        await asyncio.sleep(0)
+        return self.outcomes[min(self.runs, len(self.outcomes)) - 1]
+
+
+class Blocked(AsyncNode):
+    """Waits on an event (or for ever); records whether the cancellation reached it."""
+
+    def __init__(self, name: str, gate: asyncio.Event | None = None, seconds: float = 0) -> None:
+        super().__init__(name)
+        self.gate = gate or asyncio.Event()
+        self.seconds = seconds
+        self.started = asyncio.Event()
+        self.cancelled = self.finally_ran = False
+
+    async def update_async(self) -> Status:
+        self.started.set()
+        try:
+            if self.seconds:
+                await asyncio.sleep(self.seconds)
+            else:
+                await self.gate.wait()
+            return Status.SUCCESS
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        finally:
+            await asyncio.sleep(0)  # a finally block that itself awaits
+            self.finally_ran = True
+
+
+async def run(root: Behaviour) -> tuple[RunStatus, int]:
+    # the timeout only bounds a broken runner: every run here ends long before it
+    result = await ReactiveRunner(root, StateManager()).run(timeout=60)
+    assert result.status is not RunStatus.TIMEOUT, "the runner stopped ticking"
+    return result.status, result.ticks
+
+
+async def test_retry_runs_another_attempt_after_an_async_failure() -> None:
+    leaf = Scripted("leaf", [F, F, S])
+    status, _ = await run(d.Retry("retry", leaf, num_failures=3))
+    assert (status, leaf.runs) == (RunStatus.SUCCESS, 3)
+
+
+async def test_retry_fails_once_its_attempts_are_used() -> None:
+    leaf = Scripted("leaf", [F])
+    status, _ = await run(d.Retry("retry", leaf, num_failures=2))
+    assert (status, leaf.runs) == (RunStatus.FAILURE, 2)
+
+
+async def test_repeat_runs_its_async_child_num_success_times() -> None:
+    leaf = Scripted("leaf", [S])
+    status, _ = await run(d.Repeat("repeat", leaf, num_success=4))
+    assert (status, leaf.runs) == (RunStatus.SUCCESS, 4)
+
+
+async def test_condition_ticks_its_async_child_until_it_has_the_status() -> None:
+    leaf = Scripted("leaf", [S, S, F])
+    status, _ = await run(d.Condition("condition", leaf, status=F))
+    assert (status, leaf.runs) == (RunStatus.SUCCESS, 3)
+
+
+async def test_timeout_cancels_its_async_child_at_the_deadline() -> None:
+    leaf = Blocked("slow")  # never released: only the deadline ends it
+    root = d.Timeout("timeout", leaf, duration=0.05)
+    status, ticks = await run(root)
+    assert status is RunStatus.FAILURE
+    assert root.feedback_message == "timed out"
+    assert leaf.cancelled and leaf.finally_ran  # the run waited for the finally block
+    assert ticks <= 3
+
+
+async def test_a_timed_out_branch_gives_way_to_the_next() -> None:
+    slow, fallback = Blocked("slow"), Scripted("fallback", [S])
+    root = py_trees.composites.Selector(
+        "root", memory=True, children=[d.Timeout("timeout", slow, duration=0.05), fallback]
+    )
+    status, _ = await run(root)
+    assert (status, fallback.runs) == (RunStatus.SUCCESS, 1)
+    assert slow.cancelled and slow.finally_ran
+
+
+async def test_timeout_not_reached_passes_the_childs_status_through() -> None:
+    leaf = Scripted("leaf", [F])
+    status, _ = await run(d.Timeout("timeout", leaf, duration=60))
+    assert status is RunStatus.FAILURE and leaf.runs == 1
+
+
+async def test_retry_over_a_timeout_tries_again_after_each_deadline() -> None:
+    leaves = [Blocked(f"slow{i}") for i in range(2)]
+    root = d.Retry(
+        "retry",
+        py_trees.composites.Parallel(
+            "both",
+            policy=ParallelPolicy.SuccessOnAll(),
+            children=[d.Timeout(f"timeout{i}", leaf, duration=0.02) for i, leaf in
+                      enumerate(leaves)],
+        ),
+        num_failures=3,
+    )
+    status, _ = await run(root)
+    assert status is RunStatus.FAILURE
+    assert all(leaf.cancelled and leaf.finally_ran for leaf in leaves)
+
+
+@pytest.mark.parametrize(
+    ("policy", "outcomes", "runs", "final"),
+    [
+        (OneShotPolicy.ON_COMPLETION, [F, S], 1, F),
+        (OneShotPolicy.ON_SUCCESSFUL_COMPLETION, [S, F], 1, S),
+        (OneShotPolicy.ON_SUCCESSFUL_COMPLETION, [F, S], 2, S),
+    ],
+)
+async def test_oneshot_runs_its_async_child_until_done_then_bounces(
+    policy: OneShotPolicy, outcomes: list[Status], runs: int, final: Status
+) -> None:
+    leaf = Scripted("leaf", outcomes)
+    once = d.OneShot("once", leaf, policy=policy)
+    # FailureIsSuccess keeps the repeat going when the one shot's result was a failure
+    root = d.Repeat("repeat", d.FailureIsSuccess("ok", once), num_success=3)
+    assert (await run(root))[0] is RunStatus.SUCCESS
+    assert (leaf.runs, once.final_status) == (runs, final)
+
+
+async def test_eternal_guard_preempts_its_async_child_when_the_state_changes() -> None:
+    guarded, gate = Blocked("guarded"), asyncio.Event()
+    state = StateManager()
+
+    class Flip(AsyncNode):
+        async def update_async(self) -> Status:
+            await guarded.started.wait()
+            self.state.write_port("stop", True)  # the write wakes the runner
+            await gate.wait()
+            return Status.SUCCESS
+
+    guard = d.EternalGuard(
+        "guard", guarded, condition=lambda: not state.root.get("stop")
+    )
+    root = py_trees.composites.Parallel(
+        "root", policy=ParallelPolicy.SuccessOnOne(), children=[guard, Flip("flip")]
+    )
+    result = await ReactiveRunner(root, state).run(timeout=60)
+    assert result.status is RunStatus.FAILURE
+    assert guarded.cancelled and guarded.finally_ran
+
+
+@pytest.mark.parametrize(
+    ("decorator", "child", "expected"),
+    [
+        (d.Inverter, S, RunStatus.FAILURE),
+        (d.Inverter, F, RunStatus.SUCCESS),
+        (d.SuccessIsFailure, S, RunStatus.FAILURE),
+        (d.FailureIsSuccess, F, RunStatus.SUCCESS),
+        (d.PassThrough, F, RunStatus.FAILURE),
+        (d.RunningIsFailure, None, RunStatus.FAILURE),
+        (d.RunningIsSuccess, None, RunStatus.SUCCESS),
+    ],
+)
+async def test_status_converters_over_async_leaves(
+    decorator: type[d.Decorator], child: Status | None, expected: RunStatus
+) -> None:
+    leaf: AsyncNode = Blocked("leaf") if child is None else Scripted("leaf", [child])
+    status, _ = await run(decorator(name="converter", child=leaf))
+    assert status is expected
+    if child is None:  # the running child was stopped, its coroutine cancelled
+        assert leaf.status is Status.INVALID
+
+
+async def test_running_converters_restart_their_async_child() -> None:
+    """FailureIsRunning and SuccessIsRunning keep the child going, as py_trees ticks it."""
+    failing, succeeding = Scripted("f", [F, F, S]), Scripted("s", [S, S, F])
+    status, _ = await run(
+        py_trees.composites.Sequence("root", memory=True, children=[
+            d.Condition("until f", d.FailureIsRunning("f running", failing), status=S),
+            d.Condition("until s", d.SuccessIsRunning("s running", succeeding), status=F),
+        ])
+    )
+    assert (status, failing.runs, succeeding.runs) == (RunStatus.SUCCESS, 3, 3)
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda leaf: leaf,
+        lambda leaf: d.Retry("retry", leaf, num_failures=3),
+        lambda leaf: d.Repeat("repeat", leaf, num_success=1),
+        lambda leaf: d.Condition("condition", leaf, status=S),
+        lambda leaf: d.Timeout("timeout", leaf, duration=60),
+        lambda leaf: d.EternalGuard("guard", leaf, condition=lambda: True),
+        lambda leaf: py_trees.composites.Parallel(
+            "parallel", policy=ParallelPolicy.SuccessOnAll(synchronise=False),
+            children=[leaf],
+        ),
+        # a reactive guard: the failed branch is re-entered on every tick, plain leaves only
+        lambda leaf: py_trees.composites.Selector("reactive", memory=False, children=[
+            py_trees.composites.Sequence("guard", memory=True, children=[
+                py_trees.behaviours.Success("ok"), py_trees.behaviours.Failure("shut"),
+            ]),
+            leaf,
+        ]),
+    ],
+)
+async def test_waiting_on_an_async_leaf_is_not_a_busy_loop(wrap: object) -> None:
+    """A tree waiting on an async leaf sleeps: it ticks when the leaf starts and ends (and
+    once more to see a re-entered branch change nothing)."""
+    leaf = Blocked("sleeper", seconds=0.2)
+    status, ticks = await run(wrap(leaf))  # type: ignore[operator]
+    assert status is RunStatus.SUCCESS
+    assert ticks <= 3
+
+
+async def test_a_decorator_looping_on_a_closed_guard_rests_until_woken() -> None:
+    """FailureIsRunning over a guard that stays shut changes nothing from tick to tick: the
+    runner ticks it again once, sees the tree at rest and sleeps until the leaf ends."""
+    leaf = Blocked("sleeper", seconds=0.2)
+    shut = d.EternalGuard("shut", Scripted("never", [S]), condition=lambda: False)
+    root = py_trees.composites.Parallel(
+        "root", policy=ParallelPolicy.SuccessOnSelected([leaf]),
+        children=[leaf, d.FailureIsRunning("spin", shut)],
+    )
+    status, ticks = await run(root)
+    assert status is RunStatus.SUCCESS
+    assert ticks <= 5
+
+
+@pytest.mark.parametrize(
+    ("root", "expected"),
+    [
+        (lambda: d.Retry("retry", py_trees.behaviours.Failure("f"), num_failures=3),
+         RunStatus.FAILURE),
+        (lambda: d.Repeat("repeat", py_trees.behaviours.Success("s"), num_success=3),
+         RunStatus.SUCCESS),
+    ],
+)
+async def test_decorators_over_plain_leaves_finish(root: object, expected: RunStatus) -> None:
+    """Plain py_trees leaves are re-evaluated by polling once ticks stop changing statuses:
+    the counts still go on, as in py_trees' loop."""
+    status, _ = await run(root())  # type: ignore[operator]
+    assert status is expected
