@@ -251,7 +251,8 @@ class ScriptedLLM(BaseLLMProvider):
         `ScriptedLLM` whose conversation already holds the script's first replies; when every
         assistant turn there is the script's next entry, in order, the script goes on after
         them, and the call ids it numbered continue. A conversation that differs anywhere (a
-        history from elsewhere) starts the script at its beginning.
+        history from elsewhere), or a played turn that a function of the script would answer,
+        starts the script at its beginning.
         """
         played = [m for m in history if m.role == "assistant"]
         if not played or len(played) > len(self._script):
@@ -284,9 +285,10 @@ def _unnumbered(call: ToolCall | Mapping[str, Any]) -> bool:
 
 
 def _same_turn(entry: Any, message: Message) -> bool:
-    """Whether ``message`` is what the script entry replies (a function matches any turn)."""
+    """Whether ``message`` is what the script entry replies (a function's reply cannot be
+    known without calling it: it is never taken as played)."""
     if callable(entry):
-        return True
+        return False
     if isinstance(entry, LLMResponse):
         entry = entry.message
     if isinstance(entry, str):

@@ -243,3 +243,7 @@ def test_a_history_from_elsewhere_starts_the_script_at_its_beginning() -> None:
     llm._skip_replayed([Message(role="user", content="hi"),
                         Message(role="assistant", content="first")])
     assert llm.remaining == 1
+    scripted = ScriptedLLM([lambda messages: "from a function"])  # its reply is unknown
+    scripted._skip_replayed([Message(role="user", content="hi"),
+                             Message(role="assistant", content="from a function")])
+    assert scripted.remaining == 1

@@ -101,7 +101,8 @@ def test_turns_on_one_runner_after_approve_send_and_restore(
     # every request was sent once (none re-sent by a retry), each reply's usage kept
     assert len(server.requests) == 4 and not server.problems
     assert all(r.stream is stream and r.api == api for r in server.requests)
-    assert restored_state.get("usage") == Usage(input_tokens=140, output_tokens=22)
+    assert restored_state.get("usage") == Usage(input_tokens=140, output_tokens=22, requests=4,
+                                                tool_calls=1)
     # one kept-alive connection carried every turn: the loop outlived each run_sync()
     assert len(server.connections) == 1
     err = capfd.readouterr().err
