@@ -36,7 +36,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy jianmu
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 
 test: lint typecheck pytest
 
