@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from jianmu.config import AppConfig, load_config
     from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
     from jianmu.errors import (
+        ApprovalEditError,
         CheckpointError,
         ConfigError,
         GuardError,
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
 # Each sub-package and the public names it holds; a name's module is imported on first access.
 _HOLDERS: dict[str, tuple[str, ...]] = {
     "jianmu.errors": (
+        "ApprovalEditError",
         "CheckpointError",
         "ConfigError",
         "GuardError",
@@ -190,6 +192,7 @@ __all__ = (
     "AgentState",
     "AnthropicProvider",
     "AppConfig",
+    "ApprovalEditError",
     "ApprovalRequest",
     "AsyncNode",
     "BTSkillContext",

@@ -152,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--reject", action="append", metavar="ID",
                         help="reject a pending request (repeatable)")
     resume.add_argument("--message", "-m", help="a note for the decisions (the model sees it)")
+    resume.add_argument("--arguments", metavar="JSON",
+                        help="run the one call approved with --approve with these arguments "
+                             "instead (a JSON object; checked against the tool's schema and "
+                             "the guard's policy)")
+    resume.add_argument("--answer", action="append", nargs=2, metavar=("ID", "TEXT"),
+                        help="answer a pending question (ask_user) with TEXT (repeatable)")
     _run_options(resume)
     resume.set_defaults(handler="jianmu._cli.run:cmd_resume")
 

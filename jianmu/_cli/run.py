@@ -29,6 +29,7 @@ from jianmu._cli.targets import LaunchStore, Target, load_target
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import InteractionError, JianmuError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, RunResult, RunStatus, SQLiteCheckpointer
+from jianmu.runtime.context import QUESTION
 
 __all__ = ("cmd_resume", "cmd_run")
 
@@ -104,9 +105,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
         target.attach(runner)
         console.print(f"resuming run {visible(runner.run_id)}: {_describe(target)}")
         try:
+            edited = _edited_arguments(args)
             for request_id in args.approve or []:
-                runner.approve(request_id, args.message)
-                console.print(f"  ✓ approved {visible(request_id)}")
+                runner.approve(request_id, args.message, arguments=edited)
+                note = " with edited arguments" if edited is not None else ""
+                console.print(f"  ✓ approved {visible(request_id)}{note}")
+            for request_id, text in getattr(args, "answer", None) or []:
+                runner.answer(request_id, text)
+                console.print(f"  ✓ answered {visible(request_id)}")
             for request_id in args.reject or []:
                 runner.reject(request_id, args.message or "rejected with jianmu resume")
                 console.print(f"  ✗ rejected {visible(request_id)}")
@@ -116,6 +122,22 @@ def cmd_resume(args: argparse.Namespace) -> int:
     finally:
         launches.close()
         checkpointer.close()
+
+
+def _edited_arguments(args: argparse.Namespace) -> dict[str, object] | None:
+    """``--arguments JSON``: the edited arguments of the one call approved with it."""
+    raw = getattr(args, "arguments", None)
+    if raw is None:
+        return None
+    if len(args.approve or []) != 1:
+        raise CLIError("--arguments edits one call: give exactly one --approve ID with it")
+    try:
+        edited = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"--arguments is not valid JSON: {exc}") from None
+    if not isinstance(edited, dict):
+        raise CLIError("--arguments must be a JSON object, e.g. '{\"k\": 1}'")
+    return edited
 
 
 def _describe(target: Target) -> str:
@@ -159,14 +181,26 @@ def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
             args: argparse.Namespace, console: Console) -> bool:
     """Record a decision for each pending request; False when nobody can decide now."""
     if getattr(args, "approve_all", False):
+        questions = tuple(r for r in pending if r.kind == QUESTION)  # only a person answers
         for request in pending:  # the transcript records exactly what was approved
+            if request.kind == QUESTION:
+                continue
             print_request(console, heading("  approving (--approve-all) ", request), request,
                           indent="    ")
             runner.approve(request.id, "approved with --approve-all")
-        return True
+        if not questions:
+            return True
+        pending = questions
     if args.non_interactive:
         return False
     for request in pending:
+        if request.kind == QUESTION:
+            text = _ask_question(request, console)
+            if text is None:
+                console.print("no answer on standard input")
+                return False
+            runner.answer(request.id, text)
+            continue
         answer = _ask(request, console)
         if answer is None:
             console.print("no answer on standard input")
@@ -177,6 +211,22 @@ def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
         else:
             runner.reject(request.id, message or "rejected in the terminal")
     return True
+
+
+def _ask_question(request: ApprovalRequest, console: Console) -> str | None:
+    """Ask a question (``ask_user``) on standard input; its answer, or None at end of input."""
+    console.print(Text.assemble(("question ", "bold yellow"), visible(request.id), ": ",
+                                visible(request.question or "")), soft_wrap=True)
+    console.print("  your answer: ", end="")
+    console.file.flush()
+    line = sys.stdin.readline()
+    if not line:
+        console.print()
+        return None
+    text = line.rstrip("\n")
+    if not sys.stdin.isatty():
+        console.print(visible(text))  # echo piped answers so the transcript reads well
+    return text
 
 
 def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] | None:
@@ -218,6 +268,10 @@ def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress:
             print_request(console, heading("  pending ", request, sep="  "), request,
                           indent="    ")
         first = shlex.quote(visible(result.pending[0].id)) if result.pending else "ID"
+        if result.pending and result.pending[0].kind == QUESTION:
+            console.print(f"resume with: jianmu resume {visible(runner.run_id)} --answer {first}"
+                          f" TEXT{hint_config}")
+            return ExitCode.SUSPENDED
         console.print(f"resume with: jianmu resume {visible(runner.run_id)} --approve {first}"
                       f"{hint_config}   (or --reject {first})")
         return ExitCode.SUSPENDED

@@ -14,6 +14,7 @@ from jianmu._lazy import lazy_names
 if TYPE_CHECKING:
     from jianmu.nodes.agent_llm import AgentLLMNode
     from jianmu.nodes.agents import AgentSwitch, AgentTool, Handoff, agent_tool, handoff
+    from jianmu.nodes.ask import AskUser
     from jianmu.nodes.history import (
         HistoryContext,
         HistoryProcessor,
@@ -37,6 +38,7 @@ __all__ = (
     "AgentState",
     "AgentSwitch",
     "AgentTool",
+    "AskUser",
     "Handoff",
     "HistoryContext",
     "HistoryProcessor",
@@ -61,6 +63,7 @@ __all__ = (
 
 _HOLDERS = {
     "jianmu.nodes.agent_llm": ("AgentLLMNode",),
+    "jianmu.nodes.ask": ("AskUser",),
     "jianmu.nodes.agents": ("AgentSwitch", "AgentTool", "Handoff", "agent_tool", "handoff"),
     "jianmu.nodes.history": (
         "HistoryContext",

@@ -13,7 +13,8 @@ from jianmu.studio.timeline import pretty_json
 
 __all__ = ("asking_at", "final_answer", "node_rows", "pending_rows", "point_rows")
 
-_SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by"})
+_SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by",
+                    "parameters", "call_id"})
 
 
 def _order(key: str) -> list[int]:
