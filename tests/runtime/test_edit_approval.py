@@ -151,11 +151,20 @@ async def test_approving_a_question_or_editing_a_non_call_is_refused() -> None:
 
 
 async def test_an_edit_of_one_call_does_not_carry_over_to_another_call() -> None:
-    runner = agent_runner()
+    call = {"id": "pay", "name": "transfer", "arguments": {"amount": 100, "to": "bob"}}
+    llm = ScriptedLLM([[call], [call], "ok"])  # the model replays the same call id
+    constraints = Constraints.model_validate({"guard": {"tool_policy": {"transfer": "confirm"}}})
+    node = create_react_node(llm, [transfer], constraints=constraints)
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "pay bob"}]})
+    runner = ReactiveRunner(node, state)
     assert (await runner.run(timeout=30)).status is RunStatus.SUSPENDED
     runner.approve("pay", arguments={"amount": 5, "to": "bob"})
+    second = await runner.run(timeout=30)
+    assert second.status is RunStatus.SUSPENDED
+    (request,) = second.pending
+    assert request.id == "pay.1" and request.payload["arguments"] == {"amount": 100, "to": "bob"}
+    runner.reject("pay.1", "no more")
     assert (await runner.run(timeout=30)).status is RunStatus.SUCCESS
-    assert runner.interaction.consumed("pay")
     assert PAID == [(5, "bob")]
 
 
