@@ -192,7 +192,8 @@ class Interaction:
                 )
             first = self._decisions.get(request_id)
             if first is not None:
-                verb = "approved" if first.approved else "rejected"
+                verb = ("answered" if first.answer is not None
+                        else "approved" if first.approved else "rejected")
                 said = f" ({first.message!r})" if first.message else ""
                 raise InteractionError(
                     f"request {request_id!r} was already {verb}{said}; the first decision "
