@@ -35,6 +35,7 @@ __all__ = (
     "Interaction",
     "RunContext",
     "StepRecorder",
+    "check_edit",
     "run_constraints",
 )
 
@@ -200,7 +201,7 @@ class Interaction:
                     "stands and this one was not recorded"
                 )
             if arguments is not None:
-                _check_edit(asked, arguments)
+                check_edit(asked, arguments)
             self._decisions[request_id] = ApprovalDecision(
                 request_id=request_id, approved=approved, message=message,
                 arguments=arguments, answer=answer,
@@ -270,8 +271,12 @@ class Interaction:
             self.suspended = bool(self._pending)
 
 
-def _check_edit(request: ApprovalRequest, arguments: Any) -> None:
-    """Refuse edited arguments that are not a tool call's or do not fit its input schema."""
+def check_edit(request: ApprovalRequest, arguments: Any) -> None:
+    """Refuse edited arguments that are not a tool call's or do not fit its input schema.
+
+    Raises:
+        ApprovalEditError: naming every problem.
+    """
     if request.kind != "tool_call":
         raise ApprovalEditError(
             request.id, [f"a request of kind {request.kind!r} has no arguments to edit"]

@@ -51,8 +51,21 @@ def _decided(data: dict[str, Any], call_id: str) -> str | None:
     for decision in data.get("interaction", {}).get("decisions", []):
         if decision.get("request_id") == call_id:
             said = f" ({decision['message']!r})" if decision.get("message") else ""
+            if decision.get("answer") is not None:
+                return "answered"
             return f"{verb(bool(decision.get('approved')))}{said}"
     return None
+
+
+def _close_quietly(restored: Restored) -> None:
+    """Release a run rebuilt for a decision that was refused (its checkpoint is untouched)."""
+    async def close() -> None:
+        await restored.close()
+
+    try:
+        asyncio.run(close())
+    except Exception:  # nothing more to do: the refusal is what the caller hears of
+        pass
 
 
 def verb(approved: bool) -> str:
@@ -206,15 +219,20 @@ class CheckpointRuns:
 
     # -- answering and forking -----------------------------------------------------------------
     def decide(self, run_id: str, call_id: str, approved: bool, text: str | None,
-               by: str) -> str:
-        """Approve or reject a pending request, then continue the run here if its tree can be
-        rebuilt; else record the decision in a new checkpoint. Returns what was done.
+               by: str, *, arguments: dict[str, Any] | None = None,
+               answer: str | None = None) -> str:
+        """Approve (with ``arguments``: the call edited), reject or ``answer`` a pending
+        request, then continue the run here if its tree can be rebuilt; else record the
+        decision in a new checkpoint. Returns what was done.
 
         Raises:
-            InteractionError: no such pending request, or the run is not waiting.
+            ApprovalEditError: the edited arguments do not fit the tool (nothing recorded).
+            InteractionError: no such pending request, the run is not waiting, or the
+                request is of the other kind (a question approved, an approval answered).
             RunNotFoundError: no such run.
         """
         message = decision_message(approved, text, by)
+        did = "answered" if answer is not None else verb(approved)
         with self._lock:
             if run_id in self._live:
                 raise InteractionError(f"run {run_id!r} is running; it waits for nothing")
@@ -232,17 +250,33 @@ class CheckpointRuns:
                 raise InteractionError(f"run {run_id!r} waits for no request {call_id!r}")
             restored = self.restorer(run_id) if self.restorer is not None else None
             if restored is None:
-                self._record(run_id, data, call_id, approved, message)
+                self._record(run_id, data, call_id, approved, message, arguments=arguments,
+                             answer=answer)
                 done = "recorded in the checkpoint (the studio cannot rebuild this run's tree)"
             else:
                 runner = restored.runner
-                (runner.approve if approved else runner.reject)(call_id, message)
+                try:
+                    if answer is not None:
+                        runner.answer(call_id, answer)
+                    elif approved:
+                        runner.approve(call_id, message, arguments=arguments)
+                    else:
+                        runner.reject(call_id, message)
+                except BaseException:  # refused: the restored run is let go, left as it was
+                    _close_quietly(restored)
+                    raise
                 self._live[run_id] = runner
                 self._continue(restored)
                 done = "the run goes on in the studio"
-        self.journal.add(run_id, f"studio.{verb(approved)}", request_id=call_id, by=by,
-                         message=message)
-        return f"{verb(approved)} {call_id}: {done}"
+        extra: dict[str, Any] = {}
+        if arguments is not None:
+            extra.update(edited=True, arguments=arguments)
+        if answer is not None:
+            extra["answer"] = answer
+        self.journal.add(run_id, f"studio.{did}", request_id=call_id, by=by,
+                         message=message, **extra)
+        edited = " with edited arguments" if arguments is not None else ""
+        return f"{did} {call_id}{edited}: {done}"
 
     def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str:
         """Start a new run from ``point`` of ``run_id`` (with ``state`` instead of the point's,
@@ -276,10 +310,16 @@ class CheckpointRuns:
         return fork_id
 
     def _record(self, run_id: str, data: dict[str, Any], call_id: str, approved: bool,
-                message: str) -> None:
+                message: str, *, arguments: dict[str, Any] | None = None,
+                answer: str | None = None) -> None:
         interaction = Interaction()
         interaction.restore(data.get("interaction", {}))
-        (interaction.approve if approved else interaction.reject)(call_id, message)
+        if answer is not None:
+            interaction.answer(call_id, answer)
+        elif approved:
+            interaction.approve(call_id, message, arguments=arguments)
+        else:
+            interaction.reject(call_id, message)
         self.store.save(run_id, {**data, "interaction": interaction.snapshot()})
 
     def _continue(self, restored: Restored) -> None:

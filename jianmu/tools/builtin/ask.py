@@ -28,13 +28,15 @@ def question_id(call_id: str) -> str:
 
 
 class AskUserTool(Tool):
-    """Ask the user a question and wait for their answer.
-
-    Use it when you need information only the user has (a preference, a missing detail, a
-    choice between options); ask one clear question at a time. Returns the user's answer.
-    """
+    """The ``ask_user`` tool: the run waits for a person's answer to the model's question."""
 
     name = "ask_user"
+    description = (
+        "Ask the user a question and wait for their answer. Use it when you need information "
+        "only the user has (a preference, a missing detail, a choice between options), not "
+        "for what you can find out yourself; ask one clear, self-contained question at a time. "
+        "Args: question, the text the user reads. Returns the user's answer as text."
+    )
     category = "communicate"
     permission = "auto"
     parallel_safe = False
