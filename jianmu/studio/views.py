@@ -14,7 +14,7 @@ from jianmu.studio.timeline import pretty_json
 __all__ = ("asking_at", "final_answer", "node_rows", "pending_rows", "point_rows")
 
 _SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by",
-                    "parameters", "call_id"})
+                    "parameters", "call_id", "question"})
 
 
 def _order(key: str) -> list[int]:
@@ -86,6 +86,7 @@ def pending_rows(requests: list[ApprovalRequest]) -> list[dict[str, Any]]:
             "arguments": pretty_json(payload.get("arguments", {})),
             "reason": str(payload.get("reason") or ""), "rule": str(payload.get("rule") or ""),
             "details": pretty_json(rest) if rest else "",
+            "kind": request.kind, "question": request.question or "",
         })
     return rows
 
