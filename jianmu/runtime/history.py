@@ -622,7 +622,7 @@ class TickRecorder:
         if name in _SKIPPED:
             return
         fields = dict(event.fields)
-        if name in ("interaction.approved", "interaction.rejected"):
+        if name in ("interaction.approved", "interaction.rejected", "interaction.answered"):
             self._add_decision(fields)
         elif name == "run.message":  # the user's next turn (`ReactiveRunner.send`): its text
             self._add_message(fields)

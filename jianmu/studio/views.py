@@ -109,7 +109,8 @@ def asking_at(events: Iterable[dict[str, Any]], point: int | None = None) -> set
         request = str(fields.get("request_id") or "")
         if event.get("name") == "interaction.asked":
             asked[request] = str(event.get("node") or "")
-        elif event.get("name") in ("interaction.approved", "interaction.rejected"):
+        elif event.get("name") in ("interaction.approved", "interaction.rejected",
+                                   "interaction.answered"):
             asked.pop(request, None)
     return set(asked.values())
 

@@ -334,6 +334,8 @@ def test_approve_with_edited_arguments(client: TestClient, run_id: str) -> None:
     assert view["status"] == "success"
     assert "deployed</b> staging" in view["result"]
     assert "a person edited" in view["result"]
+    [approved] = [t for t in view["timeline"] if t["kind"] == "decision"]
+    assert "(edited)" in approved["title"] and '"staging"' in approved["text"]
 
 
 def _start_question(checkpoints: Path) -> str:
@@ -374,3 +376,5 @@ def test_a_question_is_answered_in_the_text_box(client: TestClient, checkpoints:
     assert answer.json()["message"].startswith(f"answered {request['id']}")
     done = wait_for(lambda: _finished(client, asking), 60, "the run to finish")
     assert done["status"] == "success" and done["result"] == "going to Lisbon"
+    [answered] = [t for t in done["timeline"] if t["kind"] == "decision"]
+    assert answered["title"].startswith("answered") and answered["text"] == "Lisbon"
