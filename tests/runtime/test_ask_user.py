@@ -154,3 +154,26 @@ async def test_a_question_answered_after_a_restore_in_another_process(tmp_path: 
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"status": "success", "kind": "question", "question": "Which city?",
                       "answer": "Booking a trip to Kyoto."}
+
+
+async def test_a_sub_agent_asks_through_the_callers_channel() -> None:
+    from jianmu.nodes import agent_tool
+
+    helper = create_react_node(ScriptedLLM([respond, respond]), ToolSet.resolve(["ask_user"]),
+                               name="helper")
+    lead = ScriptedLLM([
+        [{"id": "h1", "name": "planner", "arguments": {"input": "plan a trip"}}],
+        lambda messages: "lead: " + messages[-1].content,
+    ])
+    tools = [agent_tool(helper, name="planner", description="Plans trips.")]
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "trip"}]})
+    runner = ReactiveRunner(create_react_node(lead, tools), state)
+    first = await runner.run(timeout=30)
+    assert first.status is RunStatus.SUSPENDED
+    (request,) = first.pending
+    assert request.kind == "question" and request.question == "Which city?"
+    assert request.id.endswith("ask:q1") and request.id != "ask:q1"
+    runner.answer(request.id, "Oslo")
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert state.get("final_answer") == "lead: Booking a trip to Oslo."

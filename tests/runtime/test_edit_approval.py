@@ -261,3 +261,17 @@ async def test_an_edit_after_a_restore_in_another_process(tmp_path: Path) -> Non
     assert data is not None
     (decision,) = data["interaction"]["decisions"]
     assert decision["arguments"] == {"amount": 3, "to": "dan"}
+
+
+async def test_a_tool_node_runs_an_edited_call() -> None:
+    from jianmu.nodes import ToolNode
+
+    node = ToolNode("pay", transfer, input_key="args", output_key="receipt",
+                    constraints=Constraints.model_validate(
+                        {"guard": {"tool_policy": {"transfer": "confirm"}}}))
+    runner = ReactiveRunner(node, StateManager(initial={"args": {"amount": 100, "to": "bob"}}))
+    first = await runner.run(timeout=30)
+    (request,) = first.pending
+    runner.approve(request.id, arguments={"amount": 1, "to": "bob"})
+    assert (await runner.run(timeout=30)).status is RunStatus.SUCCESS
+    assert PAID == [(1, "bob")] and runner.state.get("receipt") == "sent 1 to bob"
