@@ -48,7 +48,7 @@ from jianmu.errors import (
     TreeInputError,
     UnknownTreeError,
 )
-from jianmu.runtime.context import ApprovalRequest
+from jianmu.runtime.context import QUESTION, ApprovalRequest
 from jianmu.runtime.runner import RunResult, RunStatus
 
 if TYPE_CHECKING:
@@ -157,6 +157,10 @@ def print_pending(console: Console, run_id: str, pending: tuple[ApprovalRequest,
         print_request(console, heading("  pending ", request, sep="  "), request, indent="    ")
     first = shlex.quote(visible(pending[0].id)) if pending else "CALL_ID"
     where = f"{shlex.quote(visible(run_id))} {first} --app {shlex.quote(visible(app))}"
+    if pending and pending[0].kind == QUESTION:
+        console.print(f"answer with: jianmu runs answer {shlex.quote(visible(run_id))} {first} "
+                      f"TEXT --app {shlex.quote(visible(app))}")
+        return
     console.print(f"approve with: jianmu runs approve {where}   "
                   f"(or: jianmu runs reject {where} --reason R)")
 
