@@ -8,6 +8,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -27,7 +28,7 @@ from jianmu._cli.common import (
 from jianmu._cli.progress import Progress
 from jianmu._cli.targets import LaunchStore, Target, load_target
 from jianmu.config import AppConfig, load_config
-from jianmu.errors import InteractionError, JianmuError
+from jianmu.errors import ApprovalEditError, InteractionError, JianmuError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, RunResult, RunStatus, SQLiteCheckpointer
 from jianmu.runtime.context import QUESTION
 
@@ -201,16 +202,35 @@ def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
                 return False
             runner.answer(request.id, text)
             continue
+        if not _ask_until_decided(runner, request, console):
+            return False
+    return True
+
+
+def _ask_until_decided(runner: ReactiveRunner, request: ApprovalRequest,
+                       console: Console) -> bool:
+    """Ask about one request until a decision is recorded; False at end of input.
+
+    Arguments edited at the prompt that do not fit the tool are refused and asked again.
+    """
+    while True:
         answer = _ask(request, console)
         if answer is None:
             console.print("no answer on standard input")
             return False
-        approved, message = answer
-        if approved:
-            runner.approve(request.id, message)
-        else:
-            runner.reject(request.id, message or "rejected in the terminal")
-    return True
+        approved, message, edited = answer
+        try:
+            if edited is not None:
+                runner.approve(request.id, "approved with edited arguments in the terminal",
+                               arguments=edited)
+            elif approved:
+                runner.approve(request.id, message)
+            else:
+                runner.reject(request.id, message or "rejected in the terminal")
+        except ApprovalEditError as exc:
+            console.print(f"  {visible(str(exc))}")
+            continue
+        return True
 
 
 def _ask_question(request: ApprovalRequest, console: Console) -> str | None:
@@ -229,7 +249,8 @@ def _ask_question(request: ApprovalRequest, console: Console) -> str | None:
     return text
 
 
-def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] | None:
+def _ask(request: ApprovalRequest,
+         console: Console) -> tuple[bool, str | None, dict[str, Any] | None] | None:
     """Ask on standard input (a terminal or a pipe); None at end of input.
 
     The person sees the tool and its full arguments, not only the summary (which is cut at
@@ -238,7 +259,8 @@ def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] 
     print_request(console, heading(Text("approval needed ", style="bold yellow"), request),
                   request)
     while True:
-        console.print("  approve? [y/n, or 'n REASON'] ", end="")
+        console.print("  approve? [y/n, or 'n REASON', or 'e JSON' to run it with these "
+                      "arguments] ", end="")
         console.file.flush()
         line = sys.stdin.readline()
         if not line:
@@ -249,9 +271,19 @@ def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] 
         if not sys.stdin.isatty():
             console.print(answer)  # echo piped answers so the transcript reads well
         if word.lower() in ("y", "yes"):
-            return True, rest.strip() or None
+            return True, rest.strip() or None, None
+        if word.lower() in ("e", "edit") and rest.strip():
+            try:
+                edited = json.loads(rest)
+            except json.JSONDecodeError as exc:
+                console.print(f"  the arguments are not JSON: {exc}")
+                continue
+            if isinstance(edited, dict):
+                return True, None, edited
+            console.print("  the arguments must be a JSON object")
+            continue
         if word.lower() in ("n", "no"):
-            return False, rest.strip() or None
+            return False, rest.strip() or None, None
         console.print("  please answer y or n")
 
 

@@ -73,3 +73,13 @@ def test_an_interactive_run_asks_the_question_on_stdin(project: Project) -> None
     assert done.code == 0, done.text
     assert "question ask:q1: Which city?" in done.out
     assert "result: Booking a trip to Porto." in done.out
+
+
+def test_an_interactive_run_approves_arguments_edited_at_the_prompt(project: Project) -> None:
+    done = project.jianmu("run", APPROVAL_FLOW, "-i", "note=model's note",
+                          stdin='e {nope\ne {"txt": 1}\ne {"text": "typed here"}\n')
+    assert done.code == 0, done.text
+    assert "the arguments are not JSON" in done.out
+    assert "do not fit tool 'append_note'" in done.out
+    assert "approved " in done.out and "with edited arguments" in done.out
+    assert (project.root / ".jianmu" / "notes.txt").read_text() == "typed here\n"
