@@ -12,6 +12,7 @@ recorder per key), a tool call is ``tool:{call id}``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
@@ -285,16 +286,26 @@ def check_edit(request: ApprovalRequest, arguments: Any) -> None:
         raise ApprovalEditError(
             request.id, [f"arguments must be a JSON object, got {type(arguments).__name__}"]
         )
+    try:  # the decision is checkpointed and sent to durable workers as JSON
+        json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ApprovalEditError(request.id, [f"arguments must be plain JSON: {exc}"]) from None
     schema = request.payload.get("parameters")
     if not isinstance(schema, dict):  # asked before schemas were kept: the tool checks them
         return
     from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import SchemaError
+    from referencing.exceptions import Unresolvable
 
     cls = validators.validator_for(schema, default=Draft202012Validator)
-    problems = [
-        f"{error.json_path}: {error.message}"
-        for error in sorted(cls(schema).iter_errors(arguments), key=lambda e: e.json_path)
-    ]
+    try:
+        cls.check_schema(schema)
+        problems = [
+            f"{error.json_path}: {error.message}"
+            for error in sorted(cls(schema).iter_errors(arguments), key=lambda e: e.json_path)
+        ]
+    except (SchemaError, Unresolvable):  # a schema jsonschema cannot use: the tool's own check runs
+        return
     if problems:
         raise ApprovalEditError(request.id, problems, tool=request.payload.get("tool"))
 

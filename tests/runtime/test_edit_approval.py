@@ -275,3 +275,15 @@ async def test_a_tool_node_runs_an_edited_call() -> None:
     runner.approve(request.id, arguments={"amount": 1, "to": "bob"})
     assert (await runner.run(timeout=30)).status is RunStatus.SUCCESS
     assert PAID == [(1, "bob")] and runner.state.get("receipt") == "sent 1 to bob"
+
+
+def test_an_edit_must_be_plain_json_and_a_broken_schema_leaves_the_check_to_the_tool() -> None:
+    from jianmu.runtime import ApprovalRequest, Interaction
+
+    interaction = Interaction()
+    interaction.suspend(ApprovalRequest(id="a", payload={"tool": "t", "parameters": {
+        "type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}}}))
+    with pytest.raises(ApprovalEditError, match="plain JSON"):
+        interaction.approve("a", arguments={"x": float("nan")})
+    interaction.approve("a", arguments={"x": 1})  # the tool's own check runs before it does
+    assert interaction.decision("a").arguments == {"x": 1}  # type: ignore[union-attr]
