@@ -30,7 +30,6 @@ from jianmu._cli.targets import LaunchStore, Target, load_target
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import ApprovalEditError, InteractionError, JianmuError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, RunResult, RunStatus, SQLiteCheckpointer
-from jianmu.runtime.context import QUESTION
 
 __all__ = ("cmd_resume", "cmd_run")
 
@@ -182,9 +181,9 @@ def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
             args: argparse.Namespace, console: Console) -> bool:
     """Record a decision for each pending request; False when nobody can decide now."""
     if getattr(args, "approve_all", False):
-        questions = tuple(r for r in pending if r.kind == QUESTION)  # only a person answers
+        questions = tuple(r for r in pending if r.question is not None)  # only a person answers
         for request in pending:  # the transcript records exactly what was approved
-            if request.kind == QUESTION:
+            if request.question is not None:
                 continue
             print_request(console, heading("  approving (--approve-all) ", request), request,
                           indent="    ")
@@ -195,7 +194,7 @@ def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
     if args.non_interactive:
         return False
     for request in pending:
-        if request.kind == QUESTION:
+        if request.question is not None:
             text = _ask_question(request, console)
             if text is None:
                 console.print("no answer on standard input")
@@ -300,7 +299,7 @@ def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress:
             print_request(console, heading("  pending ", request, sep="  "), request,
                           indent="    ")
         first = shlex.quote(visible(result.pending[0].id)) if result.pending else "ID"
-        if result.pending and result.pending[0].kind == QUESTION:
+        if result.pending and result.pending[0].question is not None:
             console.print(f"resume with: jianmu resume {visible(runner.run_id)} --answer {first}"
                           f" TEXT{hint_config}")
             return ExitCode.SUSPENDED

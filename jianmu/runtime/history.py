@@ -622,7 +622,9 @@ class TickRecorder:
         if name in _SKIPPED:
             return
         fields = dict(event.fields)
-        if name in ("interaction.approved", "interaction.rejected", "interaction.answered"):
+        if name in ("interaction.approved", "interaction.rejected"):
+            self._add_decision(fields)
+        elif name == "interaction.answered":  # a question's answer (ask_user, AskUser)
             self._add_decision(fields)
         elif name == "run.message":  # the user's next turn (`ReactiveRunner.send`): its text
             self._add_message(fields)

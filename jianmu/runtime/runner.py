@@ -224,6 +224,15 @@ class ReactiveRunner:
             self.ctx.events.emit("interaction.approved", request_id=request_id, edited=True,
                                  arguments=arguments)
 
+    def reject(self, request_id: str, message: str | None = None) -> None:
+        """Reject a pending request; ``message`` reaches the model.
+
+        Raises:
+            InteractionError: no such request was asked, or it was already decided.
+        """
+        self.interaction.reject(request_id, message)
+        self.ctx.events.emit("interaction.rejected", request_id=request_id, message=message)
+
     def answer(self, request_id: str, text: str) -> None:
         """Answer a question (`ApprovalRequest.kind` ``question``); the asker reads ``text``.
 
@@ -233,15 +242,6 @@ class ReactiveRunner:
         """
         self.interaction.answer(request_id, text)
         self.ctx.events.emit("interaction.answered", request_id=request_id, answer=text)
-
-    def reject(self, request_id: str, message: str | None = None) -> None:
-        """Reject a pending request; ``message`` reaches the model.
-
-        Raises:
-            InteractionError: no such request was asked, or it was already decided.
-        """
-        self.interaction.reject(request_id, message)
-        self.ctx.events.emit("interaction.rejected", request_id=request_id, message=message)
 
     def send(self, message: Any, *, namespace: str | None = None) -> None:
         """Add the user's next message to the conversation; the next ``run()`` answers it.
