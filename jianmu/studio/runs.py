@@ -57,6 +57,19 @@ def _decided(data: dict[str, Any], call_id: str) -> str | None:
     return None
 
 
+def apply_decision(to: ReactiveRunner | Interaction, call_id: str, approved: bool,
+                   message: str, arguments: dict[str, Any] | None = None,
+                   answer: str | None = None) -> None:
+    """Record one decision on a runner or a bare interaction: an answer to a question, an
+    approval (``arguments``: the call edited) or a rejection."""
+    if answer is not None:
+        to.answer(call_id, answer)
+    elif approved:
+        to.approve(call_id, message, arguments=arguments)
+    else:
+        to.reject(call_id, message)
+
+
 def _close_quietly(restored: Restored) -> None:
     """Release a run rebuilt for a decision that was refused (its checkpoint is untouched)."""
     async def close() -> None:
@@ -256,12 +269,7 @@ class CheckpointRuns:
             else:
                 runner = restored.runner
                 try:
-                    if answer is not None:
-                        runner.answer(call_id, answer)
-                    elif approved:
-                        runner.approve(call_id, message, arguments=arguments)
-                    else:
-                        runner.reject(call_id, message)
+                    apply_decision(runner, call_id, approved, message, arguments, answer)
                 except BaseException:  # refused: the restored run is let go, left as it was
                     _close_quietly(restored)
                     raise
@@ -314,12 +322,7 @@ class CheckpointRuns:
                 answer: str | None = None) -> None:
         interaction = Interaction()
         interaction.restore(data.get("interaction", {}))
-        if answer is not None:
-            interaction.answer(call_id, answer)
-        elif approved:
-            interaction.approve(call_id, message, arguments=arguments)
-        else:
-            interaction.reject(call_id, message)
+        apply_decision(interaction, call_id, approved, message, arguments, answer)
         self.store.save(run_id, {**data, "interaction": interaction.snapshot()})
 
     def _continue(self, restored: Restored) -> None:
