@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from jianmu.config import AppConfig, load_config
     from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstraints
     from jianmu.errors import (
+        ApprovalEditError,
         CheckpointError,
         ConfigError,
         GuardError,
@@ -103,6 +104,7 @@ if TYPE_CHECKING:
 # Each sub-package and the public names it holds; a name's module is imported on first access.
 _HOLDERS: dict[str, tuple[str, ...]] = {
     "jianmu.errors": (
+        "ApprovalEditError",
         "CheckpointError",
         "ConfigError",
         "GuardError",
@@ -200,6 +202,7 @@ __all__ = (
     "AgentState",
     "AnthropicProvider",
     "AppConfig",
+    "ApprovalEditError",
     "ApprovalRequest",
     "AsyncNode",
     "BTSkillContext",

@@ -163,6 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--reject", action="append", metavar="ID",
                         help="reject a pending request (repeatable)")
     resume.add_argument("--message", "-m", help="a note for the decisions (the model sees it)")
+    resume.add_argument("--arguments", metavar="JSON",
+                        help="run the one call approved with --approve with these arguments "
+                             "instead (a JSON object; checked against the tool's schema and "
+                             "the guard's policy)")
+    resume.add_argument("--answer", action="append", nargs=2, metavar=("ID", "TEXT"),
+                        help="answer a pending question (ask_user) with TEXT (repeatable)")
     _run_options(resume)
     resume.set_defaults(handler="jianmu._cli.run:cmd_resume")
 
@@ -309,7 +315,15 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
         decide.add_argument("run_id", metavar="RUN_ID")
         decide.add_argument("call_id", metavar="CALL_ID", help="the pending request's id")
     approve.add_argument("--message", "-m", help="a note for the model")
+    approve.add_argument("--arguments", metavar="JSON",
+                         help="run the call with these arguments instead (a JSON object; "
+                              "checked against the tool's schema and the guard's policy)")
     reject.add_argument("--reason", "-r", help="why (the model sees it)")
+    answer = action("answer", "answer a question a run asked (ask_user, AskUser)",
+                    "cmd_runs_answer")
+    answer.add_argument("run_id", metavar="RUN_ID")
+    answer.add_argument("call_id", metavar="ID", help="the pending question's id")
+    answer.add_argument("text", metavar="TEXT", help="the answer (the asker reads it)")
     recover = action("recover", "hand a dead worker's pending runs to the live workers",
                      "cmd_runs_recover")
     recover.add_argument("--worker", required=True, metavar="EXECUTOR_ID")

@@ -6,6 +6,7 @@ JianmuError
 ├── MissingExtraError(ImportError)       an optional extra is not installed
 ├── StateValidationError(ValueError)     a state update failed validation; nothing changed
 ├── InteractionError(LookupError)        an unknown or already decided approval request
+│   └── ApprovalEditError(ValueError)    edited arguments that do not fit the tool's schema
 ├── CheckpointError(RuntimeError)        a run could not be checkpointed or restored
 │   └── RunClaimedError                  another owner holds the run's lease (named, until when)
 ├── RunFailed(RuntimeError)              ``RunResult.raise_for_status()``: the run timed out,
@@ -60,6 +61,7 @@ from typing import Any
 
 __all__ = (
     "AlreadyDecidedError",
+    "ApprovalEditError",
     "CLIError",
     "CheckpointError",
     "ConfigError",
@@ -144,6 +146,20 @@ class StateValidationError(JianmuError, ValueError):
 
 class InteractionError(JianmuError, LookupError):
     """An approval names a request that is unknown or already decided."""
+
+
+class ApprovalEditError(InteractionError, ValueError):
+    """Arguments a person edited at approval do not fit the call; nothing was recorded."""
+
+    def __init__(self, request_id: str, problems: list[str], *, tool: str | None = None) -> None:
+        what = f"tool {tool!r}" if tool else "the call"
+        super().__init__(
+            f"the edited arguments of request {request_id!r} do not fit {what}: "
+            + "; ".join(problems) + "; the request is still pending"
+        )
+        self.request_id = request_id
+        self.problems = list(problems)
+        self.tool = tool
 
 
 class CheckpointError(JianmuError, RuntimeError):

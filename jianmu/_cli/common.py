@@ -203,7 +203,8 @@ LONG_ARGUMENTS = 4000
 
 # Shown on their own lines, or the guard's bookkeeping (a hash of the call, who asked) that
 # is nothing a person decides on; any other payload key goes under "details".
-_SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by"})
+_SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by",
+                    "parameters", "call_id"})
 
 
 def pretty_json(value: Any) -> str:

@@ -43,20 +43,21 @@ from jianmu._cli.common import (
 )
 from jianmu.errors import (
     AlreadyDecidedError,
+    InteractionError,
     RunNotFoundError,
     TreeInputError,
     UnknownTreeError,
 )
-from jianmu.runtime.context import ApprovalRequest
+from jianmu.runtime.context import QUESTION, ApprovalRequest
 from jianmu.runtime.runner import RunResult, RunStatus
 
 if TYPE_CHECKING:
     from jianmu.durable import DurableEngine, RunInfo
 
 __all__ = (
-    "DEFAULT_ATTR", "cmd_run_durable", "cmd_runs_approve", "cmd_runs_list", "cmd_runs_recover",
-    "cmd_runs_reject", "cmd_runs_show", "cmd_worker", "final_answer", "load_app", "open_app",
-    "print_pending", "split_app",
+    "DEFAULT_ATTR", "cmd_run_durable", "cmd_runs_answer", "cmd_runs_approve", "cmd_runs_list",
+    "cmd_runs_recover", "cmd_runs_reject", "cmd_runs_show", "cmd_worker", "final_answer",
+    "load_app", "open_app", "print_pending", "split_app",
 )
 
 
@@ -156,6 +157,10 @@ def print_pending(console: Console, run_id: str, pending: tuple[ApprovalRequest,
         print_request(console, heading("  pending ", request, sep="  "), request, indent="    ")
     first = shlex.quote(visible(pending[0].id)) if pending else "CALL_ID"
     where = f"{shlex.quote(visible(run_id))} {first} --app {shlex.quote(visible(app))}"
+    if pending and pending[0].kind == QUESTION:
+        console.print(f"answer with: jianmu runs answer {shlex.quote(visible(run_id))} {first} "
+                      f"TEXT --app {shlex.quote(visible(app))}")
+        return
     console.print(f"approve with: jianmu runs approve {where}   "
                   f"(or: jianmu runs reject {where} --reason R)")
 
@@ -199,20 +204,26 @@ def _info(engine: DurableEngine, run_id: str) -> RunInfo:
         raise CLIError(f"{exc} in {engine.name} on the app's database") from None
 
 
-def _decide(args: argparse.Namespace, approved: bool) -> int:
+def _decide(args: argparse.Namespace, approved: bool, answer: str | None = None) -> int:
     console = make_console()
+    edited = _edited(args) if approved and answer is None else None
     with open_app(args) as engine:
         _info(engine, args.run_id)
         try:
-            if approved:
-                asyncio.run(engine.approve(args.run_id, args.call_id, args.message))
+            if answer is not None:
+                asyncio.run(engine.answer(args.run_id, args.call_id, answer))
+            elif approved:
+                asyncio.run(engine.approve(args.run_id, args.call_id, args.message,
+                                           arguments=edited))
             else:
                 asyncio.run(engine.reject(args.run_id, args.call_id, args.reason or ""))
         except RunNotFoundError as exc:
             raise CLIError(str(exc)) from None
         except AlreadyDecidedError as exc:  # the first decision stands: say which it was
             raise CLIError(str(exc), ExitCode.FAILURE) from None
-    verb = "approved" if approved else "rejected"
+        except InteractionError as exc:  # a question approved, an edit that does not fit
+            raise CLIError(str(exc)) from None
+    verb = "answered" if answer is not None else "approved" if approved else "rejected"
     console.print(f"{verb} {visible(args.call_id)} of run {visible(args.run_id)}; "
                   "a worker goes on with it")
     return ExitCode.OK
@@ -226,6 +237,25 @@ def cmd_runs_approve(args: argparse.Namespace) -> int:
 def cmd_runs_reject(args: argparse.Namespace) -> int:
     """``jianmu runs reject RUN_ID CALL_ID``."""
     return _decide(args, False)
+
+
+def cmd_runs_answer(args: argparse.Namespace) -> int:
+    """``jianmu runs answer RUN_ID CALL_ID TEXT``: answer a question the run asked."""
+    return _decide(args, True, answer=args.text)
+
+
+def _edited(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--arguments JSON``: the call's edited arguments."""
+    raw = getattr(args, "arguments", None)
+    if raw is None:
+        return None
+    try:
+        edited = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"--arguments is not valid JSON: {exc}") from None
+    if not isinstance(edited, dict):
+        raise CLIError("--arguments must be a JSON object, e.g. '{\"k\": 1}'")
+    return edited
 
 
 def cmd_runs_recover(args: argparse.Namespace) -> int:

@@ -136,7 +136,10 @@ class Progress:
             self._line(("  ✗ ", "red"), (shorten(f.get("model"), 80), "bold"),
                        f": {shorten(f.get('error'), _EVENT_ERROR)}")
         elif name == "interaction.approved":
-            self._line(f"  ✓ approved {shorten(f.get('request_id'), 80)}")
+            edited = " with edited arguments" if f.get("edited") else ""
+            self._line(f"  ✓ approved {shorten(f.get('request_id'), 80)}{edited}")
+        elif name == "interaction.answered":
+            self._line(f"  ✓ answered {shorten(f.get('request_id'), 80)}")
         elif name == "interaction.rejected":
             message = f" ({shorten(f.get('message'))})" if f.get("message") else ""
             self._line(f"  ✗ rejected {shorten(f.get('request_id'), 80)}{message}")

@@ -8,6 +8,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -27,7 +28,7 @@ from jianmu._cli.common import (
 from jianmu._cli.progress import Progress
 from jianmu._cli.targets import LaunchStore, Target, load_target
 from jianmu.config import AppConfig, load_config
-from jianmu.errors import InteractionError, JianmuError
+from jianmu.errors import ApprovalEditError, InteractionError, JianmuError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, RunResult, RunStatus, SQLiteCheckpointer
 from jianmu.runtime.lease import default_owner
 
@@ -107,9 +108,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
         target.attach(runner)
         console.print(f"resuming run {visible(runner.run_id)}: {_describe(target)}")
         try:
+            edited = _edited_arguments(args)
             for request_id in args.approve or []:
-                runner.approve(request_id, args.message)
-                console.print(f"  ✓ approved {visible(request_id)}")
+                runner.approve(request_id, args.message, arguments=edited)
+                note = " with edited arguments" if edited is not None else ""
+                console.print(f"  ✓ approved {visible(request_id)}{note}")
+            for request_id, text in getattr(args, "answer", None) or []:
+                runner.answer(request_id, text)
+                console.print(f"  ✓ answered {visible(request_id)}")
             for request_id in args.reject or []:
                 runner.reject(request_id, args.message or "rejected with jianmu resume")
                 console.print(f"  ✗ rejected {visible(request_id)}")
@@ -119,6 +125,22 @@ def cmd_resume(args: argparse.Namespace) -> int:
     finally:
         launches.close()
         checkpointer.close()
+
+
+def _edited_arguments(args: argparse.Namespace) -> dict[str, object] | None:
+    """``--arguments JSON``: the edited arguments of the one call approved with it."""
+    raw = getattr(args, "arguments", None)
+    if raw is None:
+        return None
+    if len(args.approve or []) != 1:
+        raise CLIError("--arguments edits one call: give exactly one --approve ID with it")
+    try:
+        edited = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"--arguments is not valid JSON: {exc}") from None
+    if not isinstance(edited, dict):
+        raise CLIError("--arguments must be a JSON object, e.g. '{\"k\": 1}'")
+    return edited
 
 
 def _describe(target: Target) -> str:
@@ -162,27 +184,75 @@ def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
             args: argparse.Namespace, console: Console) -> bool:
     """Record a decision for each pending request; False when nobody can decide now."""
     if getattr(args, "approve_all", False):
+        questions = tuple(r for r in pending if r.question is not None)  # only a person answers
         for request in pending:  # the transcript records exactly what was approved
+            if request.question is not None:
+                continue
             print_request(console, heading("  approving (--approve-all) ", request), request,
                           indent="    ")
             runner.approve(request.id, "approved with --approve-all")
-        return True
+        if not questions:
+            return True
+        pending = questions
     if args.non_interactive:
         return False
     for request in pending:
+        if request.question is not None:
+            text = _ask_question(request, console)
+            if text is None:
+                console.print("no answer on standard input")
+                return False
+            runner.answer(request.id, text)
+            continue
+        if not _ask_until_decided(runner, request, console):
+            return False
+    return True
+
+
+def _ask_until_decided(runner: ReactiveRunner, request: ApprovalRequest,
+                       console: Console) -> bool:
+    """Ask about one request until a decision is recorded; False at end of input.
+
+    Arguments edited at the prompt that do not fit the tool are refused and asked again.
+    """
+    while True:
         answer = _ask(request, console)
         if answer is None:
             console.print("no answer on standard input")
             return False
-        approved, message = answer
-        if approved:
-            runner.approve(request.id, message)
-        else:
-            runner.reject(request.id, message or "rejected in the terminal")
-    return True
+        approved, message, edited = answer
+        try:
+            if edited is not None:
+                runner.approve(request.id, "approved with edited arguments in the terminal",
+                               arguments=edited)
+            elif approved:
+                runner.approve(request.id, message)
+            else:
+                runner.reject(request.id, message or "rejected in the terminal")
+        except ApprovalEditError as exc:
+            console.print(f"  {visible(str(exc))}")
+            continue
+        return True
 
 
-def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] | None:
+def _ask_question(request: ApprovalRequest, console: Console) -> str | None:
+    """Ask a question (``ask_user``) on standard input; its answer, or None at end of input."""
+    console.print(Text.assemble(("question ", "bold yellow"), visible(request.id), ": ",
+                                visible(request.question or "")), soft_wrap=True)
+    console.print("  your answer: ", end="")
+    console.file.flush()
+    line = sys.stdin.readline()
+    if not line:
+        console.print()
+        return None
+    text = line.rstrip("\n")
+    if not sys.stdin.isatty():
+        console.print(visible(text))  # echo piped answers so the transcript reads well
+    return text
+
+
+def _ask(request: ApprovalRequest,
+         console: Console) -> tuple[bool, str | None, dict[str, Any] | None] | None:
     """Ask on standard input (a terminal or a pipe); None at end of input.
 
     The person sees the tool and its full arguments, not only the summary (which is cut at
@@ -191,7 +261,8 @@ def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] 
     print_request(console, heading(Text("approval needed ", style="bold yellow"), request),
                   request)
     while True:
-        console.print("  approve? [y/n, or 'n REASON'] ", end="")
+        console.print("  approve? [y/n, or 'n REASON', or 'e JSON' to run it with these "
+                      "arguments] ", end="")
         console.file.flush()
         line = sys.stdin.readline()
         if not line:
@@ -202,9 +273,19 @@ def _ask(request: ApprovalRequest, console: Console) -> tuple[bool, str | None] 
         if not sys.stdin.isatty():
             console.print(answer)  # echo piped answers so the transcript reads well
         if word.lower() in ("y", "yes"):
-            return True, rest.strip() or None
+            return True, rest.strip() or None, None
+        if word.lower() in ("e", "edit") and rest.strip():
+            try:
+                edited = json.loads(rest)
+            except json.JSONDecodeError as exc:
+                console.print(f"  the arguments are not JSON: {exc}")
+                continue
+            if isinstance(edited, dict):
+                return True, None, edited
+            console.print("  the arguments must be a JSON object")
+            continue
         if word.lower() in ("n", "no"):
-            return False, rest.strip() or None
+            return False, rest.strip() or None, None
         console.print("  please answer y or n")
 
 
@@ -221,6 +302,10 @@ def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress:
             print_request(console, heading("  pending ", request, sep="  "), request,
                           indent="    ")
         first = shlex.quote(visible(result.pending[0].id)) if result.pending else "ID"
+        if result.pending and result.pending[0].question is not None:
+            console.print(f"resume with: jianmu resume {visible(runner.run_id)} --answer {first}"
+                          f" TEXT{hint_config}")
+            return ExitCode.SUSPENDED
         console.print(f"resume with: jianmu resume {visible(runner.run_id)} --approve {first}"
                       f"{hint_config}   (or --reject {first})")
         return ExitCode.SUSPENDED

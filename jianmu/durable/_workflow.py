@@ -190,7 +190,10 @@ async def _until_parked(runner: ReactiveRunner,
             return result, ticks
         for request_id in known:
             message = decisions.pop(request_id)
-            if message.get("approved"):
-                runner.approve(request_id, message.get("message"))
+            if message.get("answer") is not None:
+                runner.answer(request_id, str(message["answer"]))
+            elif message.get("approved"):
+                runner.approve(request_id, message.get("message"),
+                               arguments=message.get("arguments"))
             else:
                 runner.reject(request_id, message.get("message"))

@@ -31,13 +31,14 @@ from jianmu.errors import (
     AlreadyDecidedError,
     DurableDatabaseError,
     DurableError,
+    InteractionError,
     MissingExtraError,
     RunNotFoundError,
     TreeInputError,
     UnknownTreeError,
 )
 from jianmu.nodes.state import inputs_message
-from jianmu.runtime.context import ApprovalRequest
+from jianmu.runtime.context import QUESTION, ApprovalRequest, check_edit
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.state import StateManager
 
@@ -379,15 +380,32 @@ class DurableEngine:
         output = found[0].output
         return output.get("state") if isinstance(output, dict) else None
 
-    async def approve(self, run_id: str, call_id: str, message: str | None = None) -> None:
-        """Approve a pending request of ``run_id``, from any process.
+    async def approve(self, run_id: str, call_id: str, message: str | None = None, *,
+                      arguments: dict[str, Any] | None = None) -> None:
+        """Approve a pending request of ``run_id``, from any process; with ``arguments``, the
+        call runs with those instead (checked against the tool's schema here, and by the
+        guard again before it runs).
 
         Raises:
+            ApprovalEditError: the edited arguments do not fit (nothing was recorded).
+            InteractionError: the request is a question (`answer` it).
             RunNotFoundError: no such run, or it waits for no request ``call_id``.
             AlreadyDecidedError: the request was decided before (the first decision stands;
                 the error names it).
         """
-        await self._decide(run_id, call_id, True, message)
+        await self._decide(run_id, call_id, True, message, arguments=arguments)
+
+    async def answer(self, run_id: str, call_id: str, text: str) -> None:
+        """Answer a pending question (``ask_user``, `AskUser`) of ``run_id``, from any process.
+
+        Raises:
+            InteractionError: the request asks for approval, not an answer.
+            RunNotFoundError: no such run, or it waits for no request ``call_id``.
+            AlreadyDecidedError: the request was decided before.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"an answer is text, got {type(text).__name__}")
+        await self._decide(run_id, call_id, True, None, answer=text)
 
     async def reject(self, run_id: str, call_id: str, reason: str = "") -> None:
         """Reject a pending request; ``reason`` reaches the model.
@@ -412,7 +430,8 @@ class DurableEngine:
         return self._decisions
 
     async def _decide(self, run_id: str, call_id: str, approved: bool,
-                      message: str | None) -> None:
+                      message: str | None, *, arguments: dict[str, Any] | None = None,
+                      answer: str | None = None) -> None:
         from jianmu.durable._workflow import APPROVAL, approval_topic
 
         await asyncio.to_thread(self.run_info, run_id)  # raises for an unknown run
@@ -430,8 +449,14 @@ class DurableEngine:
             raise RunNotFoundError(
                 f"run {run_id!r} waits for no approval {call_id!r} (pending: {known})"
             )
+        (request,) = [r for r in pending if r.id == call_id]
+        _check_decision(request, approved, arguments, answer)
         decision = {"kind": APPROVAL, "call_id": call_id, "approved": approved,
                     "message": message}
+        if arguments is not None:
+            decision["arguments"] = arguments
+        if answer is not None:
+            decision["answer"] = answer
         client = self.client
 
         def send(conn: Any) -> None:
@@ -550,6 +575,22 @@ def _default_config() -> AppConfig:
     return load_config()
 
 # -- a run's information -----------------------------------------------------------------------
+
+
+def _check_decision(request: ApprovalRequest, approved: bool,
+                    arguments: dict[str, Any] | None, answer: str | None) -> None:
+    """Refuse, before it is sent, a decision the run's own channel would refuse: a question
+    approved or rejected, an approval answered, edited arguments that do not fit."""
+    if (request.kind == QUESTION) != (answer is not None):
+        if answer is None:
+            raise InteractionError(
+                f"request {request.id!r} is a question ({request.question!r}); answer it "
+                "rather than approve or reject it")
+        raise InteractionError(
+            f"request {request.id!r} asks for approval ({request.summary}), not for an answer; "
+            "approve or reject it")
+    if arguments is not None and approved:
+        check_edit(request, arguments)
 
 
 RUN_STATUSES = ("queued", "running", "suspended", "success", "failure", "cancelled")

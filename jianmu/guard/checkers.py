@@ -499,41 +499,58 @@ class ConfirmChecker(BaseChecker):
                 checker=self.name,
                 rule=rule,
             )
-        if payload.get("fingerprint") != call_fingerprint(call):
+        answer = interaction.decision(call.id)
+        expected = payload.get("fingerprint")
+        if answer is not None and answer.approved and answer.arguments is not None:
+            # a person edited the call: the approval holds for the arguments they gave, and
+            # only for the tool they were asked about
+            expected = call_fingerprint(ToolCall(
+                id=call.id, name=str(payload.get("tool", "")), arguments=answer.arguments
+            ))
+        if expected != call_fingerprint(call):
             return Decision.deny(
                 f"call id {call.id!r} was asked about another tool or other arguments; "
                 "that answer does not confirm this call",
                 checker=self.name,
                 rule=rule,
             )
-        answer = interaction.decision(call.id)
         if answer is None:
             return Decision.pending(previous.reason, checker=self.name, rule=rule)
         if answer.approved:
             note = f": {answer.message}" if answer.message else ""
-            return Decision.allow(f"approved by a person{note}", checker=self.name, rule=rule)
+            edited = " (with arguments a person edited)" if answer.arguments is not None else ""
+            return Decision.allow(f"approved by a person{edited}{note}", checker=self.name,
+                                  rule=rule)
         note = f": {answer.message}" if answer.message else " (no reason given)"
         return Decision.deny(f"rejected by a person{note}", checker=self.name, rule=rule)
 
     @staticmethod
     def request_for(
-        call: ToolCall, decision: Decision, *, node: str | None = None
+        call: ToolCall, decision: Decision, *, node: str | None = None,
+        parameters: dict[str, Any] | None = None,
     ) -> ApprovalRequest:
-        """The approval request for a PENDING call; its id is the call's id."""
+        """The approval request for a PENDING call; its id is the call's id.
+
+        ``parameters`` (the tool's input schema) lets a person's edited arguments be checked
+        when they approve, also in another process (`Interaction.approve`).
+        """
         args = call.arguments_json()
         shown = args if len(args) <= 200 else args[:200] + "…"
+        payload = {
+            "tool": call.name,
+            "arguments": call.arguments,
+            "reason": decision.reason,
+            "rule": decision.rule,
+            "fingerprint": call_fingerprint(call),
+            "asked_by": "guard",
+        }
+        if parameters is not None:
+            payload["parameters"] = parameters
         return ApprovalRequest(
             id=call.id,
             kind="tool_call",
             summary=f"{call.name}({shown})",
-            payload={
-                "tool": call.name,
-                "arguments": call.arguments,
-                "reason": decision.reason,
-                "rule": decision.rule,
-                "fingerprint": call_fingerprint(call),
-                "asked_by": "guard",
-            },
+            payload=payload,
             node=node,
         )
 

@@ -648,13 +648,15 @@ class GuardEnforcer:
         return decisions
 
     def approval_request(
-        self, call: ToolCall, decision: Decision, *, node: str | None = None
+        self, call: ToolCall, decision: Decision, *, node: str | None = None,
+        parameters: dict[str, Any] | None = None,
     ) -> ApprovalRequest:
-        """The request to suspend with for a PENDING call (its id is the call id).
+        """The request to suspend with for a PENDING call (its id is the call id); with the
+        tool's input schema as ``parameters``, a person's edited arguments are checked.
 
         Only requests built here are honoured by `ConfirmChecker`.
         """
-        return ConfirmChecker.request_for(call, decision, node=node)
+        return ConfirmChecker.request_for(call, decision, node=node, parameters=parameters)
 
     def rate_limited(self, name: str) -> bool:
         """Whether a per-minute limit applies to the tool ``name`` (its call times must be kept)."""

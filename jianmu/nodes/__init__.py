@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from jianmu.nodes.agent import Agent, AgentResult
     from jianmu.nodes.agent_llm import AgentLLMNode
     from jianmu.nodes.agents import AgentSwitch, AgentTool, Handoff, agent_tool, handoff
+    from jianmu.nodes.ask import AskUser
     from jianmu.nodes.history import (
         HistoryContext,
         HistoryProcessor,
@@ -40,6 +41,7 @@ __all__ = (
     "AgentState",
     "AgentSwitch",
     "AgentTool",
+    "AskUser",
     "Handoff",
     "HistoryContext",
     "HistoryProcessor",
@@ -65,6 +67,7 @@ __all__ = (
 _HOLDERS = {
     "jianmu.nodes.agent": ("Agent", "AgentResult"),
     "jianmu.nodes.agent_llm": ("AgentLLMNode",),
+    "jianmu.nodes.ask": ("AskUser",),
     "jianmu.nodes.agents": ("AgentSwitch", "AgentTool", "Handoff", "agent_tool", "handoff"),
     "jianmu.nodes.history": (
         "HistoryContext",

@@ -360,8 +360,14 @@ class _ScopedInteraction(Interaction):
     def decision(self, request_id: str) -> ApprovalDecision | None:
         return self.parent.decision(self.prefix + request_id)
 
-    def approve(self, request_id: str, message: str | None = None) -> None:
-        self.parent.approve(self.prefix + request_id, message)
+    def approve(
+        self, request_id: str, message: str | None = None, *,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        self.parent.approve(self.prefix + request_id, message, arguments=arguments)
+
+    def answer(self, request_id: str, text: str) -> None:
+        self.parent.answer(self.prefix + request_id, text)
 
     def reject(self, request_id: str, message: str | None = None) -> None:
         self.parent.reject(self.prefix + request_id, message)

@@ -43,6 +43,7 @@ from jianmu.constraints import Constraints, ExecutionConstraints, is_read_only
 from jianmu.errors import MCPError, ToolError, ToolInputError, ToolSuspended, ToolTimeoutError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
+from jianmu.guard.checkers import call_fingerprint
 from jianmu.guard.enforcer import builtin_chain
 from jianmu.llm.messages import Message, Usage
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
@@ -206,6 +207,32 @@ def consume_approval(ctx: RunContext, request_id: str) -> None:
     interaction = ctx.interaction
     if interaction is not None and interaction.decision(request_id) is not None:
         interaction.consume(request_id)
+
+
+def edited_call(call: ToolCall, ctx: RunContext) -> ToolCall:
+    """``call`` with the arguments a person gave when approving it, if they edited it.
+
+    Only an edit of this very call counts: the request must have been asked about this tool
+    and these arguments (its fingerprint), so an edit never carries over to another call that
+    reuses the id. The guard then checks the edited call like any other.
+    """
+    interaction = ctx.interaction
+    decision = interaction.decision(call.id) if interaction is not None else None
+    if decision is None or decision.arguments is None or not decision.approved:
+        return call
+    request = interaction.request(call.id) if interaction is not None else None
+    if request is None or request.payload.get("fingerprint") != call_fingerprint(call):
+        return call
+    return dataclasses.replace(call, arguments=dict(decision.arguments))
+
+
+def input_schema_of(tool: Tool | None) -> dict[str, Any] | None:
+    """The tool's input schema as JSON, for checking a person's edit; None if it has none."""
+    try:
+        schema = tool.parameters if tool is not None else None
+    except Exception:  # a tool whose schema cannot be built: its own check runs later
+        return None
+    return dict(schema) if isinstance(schema, dict) else None
 
 
 def elapsed_ms(start: float) -> float:
@@ -456,6 +483,8 @@ class ToolExecutor(AsyncNode):
         done = set(self.state.get("completed_call_ids") or ())
         toolset = self.toolset
         pending = [toolset.canonical(c) for c in calls if c.id not in done]
+        if self.ctx.interaction is not None:  # a person may have edited calls when approving
+            pending = [(edited_call(c, self.ctx), found) for c, found in pending]
         known = [(c, found) for c, found in pending if found is not None]
         ledger = GuardLedger.of(ledger_view(self).get("guard_ledger"))
         running = sum(self.ctx.running_calls.values())
@@ -472,8 +501,11 @@ class ToolExecutor(AsyncNode):
         if waiting:
             interaction = self.ctx.interaction
             assert interaction is not None  # without one, ConfirmChecker denies instead
+            tools = {c.id: found for c, found in known}
             for call, decision in waiting:
-                interaction.suspend(enforcer.approval_request(call, decision, node=self.path))
+                interaction.suspend(enforcer.approval_request(
+                    call, decision, node=self.path, parameters=input_schema_of(tools.get(call.id)),
+                ))
             return None
         # without a checkpointer nothing can be saved between calls: the batch's observations
         # are held here and written with the flush, one state update instead of one per call
@@ -685,7 +717,7 @@ class ToolExecutor(AsyncNode):
         batch pending or none of it.
         """
         state = self.state
-        observations = {r.call.id: self._message(r.result) for r in records}
+        observations = {r.call.id: self._message(r.result, self._edit_of(r)) for r in records}
         update: dict[str, Any] = {}
         if records:
             update["completed_call_ids"] = [r.call.id for r in records]
@@ -737,14 +769,26 @@ class ToolExecutor(AsyncNode):
             ledger = ledger.after(untimed, ran[-1].at, timed=False)
         return ledger
 
-    def _message(self, result: ToolResult) -> Message:
+    def _edit_of(self, record: _Record) -> Any:
+        """The arguments a person edited this call to, or None (the model's ran)."""
+        interaction = self.ctx.interaction
+        decision = interaction.decision(record.call.id) if interaction is not None else None
+        if decision is None or decision.arguments is None:
+            return None
+        return decision.arguments if record.call.arguments == decision.arguments else None
+
+    def _message(self, result: ToolResult, edited: Any = None) -> Message:
         if self.config.observation_format == "json":
-            content = json.dumps(
-                {"ok": result.ok, "output": result.output, "error": result.error},
-                default=str, ensure_ascii=False,
-            )
+            body = {"ok": result.ok, "output": result.output, "error": result.error}
+            if edited is not None:
+                body["edited_arguments"] = edited
+            content = json.dumps(body, default=str, ensure_ascii=False)
         else:
             content = result.text
+            if edited is not None:
+                # the assistant message keeps what the model asked; this says what ran instead
+                shown = json.dumps(edited, default=str, ensure_ascii=False)
+                content = f"[a person edited this call's arguments to {shown}]\n{content}"
         return Message.tool(
             content, tool_call_id=result.call_id or "", name=result.tool, media=result.media
         )

@@ -16,10 +16,12 @@ from jianmu.nodes.state import ledger_view
 from jianmu.nodes.tool_executor import (
     RunnerCache,
     consume_approval,
+    edited_call,
     elapsed_ms,
     error_text,
     finish_span,
     fresh_request_id,
+    input_schema_of,
     preview,
     tool_span_attributes,
 )
@@ -118,14 +120,17 @@ class ToolNode(AsyncNode):
         ledgers = ledger_view(self)
         ledger = GuardLedger.of(ledgers.get("guard_ledger"))
         request_id = fresh_request_id(self._approval_id(args), self.ctx)
-        call = ToolCall(id=request_id, name=self.tool.name, arguments=args)
+        # a person who approved may have edited the arguments: the guard checks those
+        call = edited_call(ToolCall(id=request_id, name=self.tool.name, arguments=args), self.ctx)
         (decision,) = enforcer.preflight(
             [call], [self.tool], run=self.ctx, ledger=ledger, events=self.events,
             resolved=[self.tool],
         )
         if decision.awaiting_approval:
             assert self.ctx.interaction is not None  # ConfirmChecker denies without one
-            self.ctx.interaction.suspend(enforcer.approval_request(call, decision, node=self.path))
+            self.ctx.interaction.suspend(enforcer.approval_request(
+                call, decision, node=self.path, parameters=input_schema_of(self.tool)
+            ))
             self.feedback_message = f"waiting for approval of {self.tool.name} ({call.id})"
             return Status.RUNNING
         if decision.denied:
@@ -141,6 +146,7 @@ class ToolNode(AsyncNode):
         except StateValidationError:  # a state schema without the ledger: no run-wide count
             pass
         consume_approval(self.ctx, request_id)
+        self._approved_args = call.arguments
         return None
 
     async def aclose(self) -> None:
@@ -157,6 +163,7 @@ class ToolNode(AsyncNode):
             verdict = self._check_guard(args)
             if verdict is not None:
                 return verdict
+            args = self._approved_args  # a person's edit, if they made one
         tool = self.tool
         self.events.emit("tool.call.started", tool=tool.name, mode="workflow",
                          args_preview=preview(args))

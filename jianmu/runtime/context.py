@@ -1,5 +1,5 @@
 """`RunContext`: what the runner hands every node (never globals); and `Interaction`, the run's
-channel to a person: suspend, approve, reject.
+channel to a person: suspend, approve (possibly with edited arguments), reject, answer.
 
 `StepRecorder` is the seam through which a durable engine records a run's steps. A plain run
 has no recorder: a step is just its coroutine. A durable run (`jianmu.durable`) puts one in
@@ -12,6 +12,7 @@ recorder per key), a tool call is ``tool:{call id}``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
@@ -22,23 +23,28 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints, is_read_only, read_only
-from jianmu.errors import InteractionError
+from jianmu.errors import ApprovalEditError, InteractionError
 from jianmu.runtime.events import EventBus
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
 __all__ = (
+    "QUESTION",
     "ApprovalDecision",
     "ApprovalRequest",
     "Interaction",
     "RunContext",
     "StepRecorder",
+    "check_edit",
     "run_constraints",
 )
 
 
 T = TypeVar("T")
+
+QUESTION = "question"
+"""`ApprovalRequest.kind` of a question a person answers with text (`Interaction.answer`)."""
 
 
 # -- the channel to a person -------------------------------------------------------------------
@@ -55,7 +61,8 @@ class ApprovalRequest:
     id: str
     """Unique id; `ReactiveRunner.approve` and ``reject`` take it."""
     kind: str = "tool_call"
-    """What is asked: ``tool_call`` or a node's own kind."""
+    """What is asked: ``tool_call`` (approve or reject), ``question`` (answer with text) or a
+    node's own kind."""
     summary: str = ""
     """One line for a person, possibly shortened: show ``payload`` (the full tool arguments)
     before asking for a decision, never the summary alone."""
@@ -65,6 +72,13 @@ class ApprovalRequest:
     """Path of the node that asked."""
     created: float = field(default_factory=time.time)
     """When it was asked."""
+
+    @property
+    def question(self) -> str | None:
+        """The question a person is asked to answer, when ``kind`` is ``question``."""
+        if self.kind != QUESTION:
+            return None
+        return str(self.payload.get("question", self.summary))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""
@@ -83,6 +97,15 @@ class ApprovalDecision:
     request_id: str
     approved: bool
     message: str | None = None
+    arguments: dict[str, Any] | None = None
+    """The arguments a person edited the call to (it runs with these), or None: as asked."""
+    answer: str | None = None
+    """A person's answer to a question (``kind == "question"``)."""
+
+    @property
+    def edited(self) -> bool:
+        """Whether a person changed the call's arguments when approving it."""
+        return self.arguments is not None
 
 
 class Interaction:
@@ -147,7 +170,10 @@ class Interaction:
         """The decision recorded for ``request_id``, if any."""
         return self._decisions.get(request_id)
 
-    def _decide(self, request_id: str, approved: bool, message: str | None) -> None:
+    def _decide(
+        self, request_id: str, approved: bool, message: str | None, *,
+        arguments: dict[str, Any] | None = None, answer: str | None = None,
+    ) -> None:
         with self._lock:
             if request_id not in self._asked:
                 known = ", ".join(sorted(self._pending)) or "none"
@@ -155,16 +181,31 @@ class Interaction:
                     f"no approval request {request_id!r} was asked in this run "
                     f"(pending: {known})"
                 )
+            asked = self._asked[request_id]
+            if (asked.kind == QUESTION) != (answer is not None):
+                if answer is None:
+                    raise InteractionError(
+                        f"request {request_id!r} is a question ({asked.question!r}); answer it "
+                        "with answer(request_id, text) rather than approve or reject it"
+                    )
+                raise InteractionError(
+                    f"request {request_id!r} asks for approval ({asked.summary}), not for an "
+                    "answer; approve or reject it"
+                )
             first = self._decisions.get(request_id)
             if first is not None:
-                verb = "approved" if first.approved else "rejected"
+                verb = ("answered" if first.answer is not None
+                        else "approved" if first.approved else "rejected")
                 said = f" ({first.message!r})" if first.message else ""
                 raise InteractionError(
                     f"request {request_id!r} was already {verb}{said}; the first decision "
                     "stands and this one was not recorded"
                 )
+            if arguments is not None:
+                check_edit(asked, arguments)
             self._decisions[request_id] = ApprovalDecision(
-                request_id=request_id, approved=approved, message=message
+                request_id=request_id, approved=approved, message=message,
+                arguments=arguments, answer=answer,
             )
             self._pending.pop(request_id, None)
             if not self._pending:
@@ -172,13 +213,32 @@ class Interaction:
         if self._on_change is not None:
             self._on_change()
 
-    def approve(self, request_id: str, message: str | None = None) -> None:
-        """Approve a pending request.
+    def approve(
+        self, request_id: str, message: str | None = None, *,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Approve a pending request; with ``arguments``, the call runs with those instead.
+
+        Edited arguments are checked against the tool's input schema here (nothing is recorded
+        when they do not fit), and by the guard's policy again before the call runs.
 
         Raises:
-            InteractionError: the id was never asked, or was already decided.
+            ApprovalEditError: the edited arguments do not fit the tool's schema, or the
+                request is not a tool call.
+            InteractionError: the id was never asked, was already decided, or is a question.
         """
-        self._decide(request_id, True, message)
+        self._decide(request_id, True, message, arguments=arguments)
+
+    def answer(self, request_id: str, text: str) -> None:
+        """Answer a question (a request of kind ``question``); ``text`` is what the asker reads.
+
+        Raises:
+            InteractionError: the id was never asked, was already decided, or is not a
+                question.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"an answer is text, got {type(text).__name__}")
+        self._decide(request_id, True, None, answer=text)
 
     def reject(self, request_id: str, message: str | None = None) -> None:
         """Reject a pending request; ``message`` is shown to the model.
@@ -210,6 +270,44 @@ class Interaction:
             }
             self._consumed = dict.fromkeys(data.get("consumed", []))
             self.suspended = bool(self._pending)
+
+
+def check_edit(request: ApprovalRequest, arguments: Any) -> None:
+    """Refuse edited arguments that are not a tool call's or do not fit its input schema.
+
+    Raises:
+        ApprovalEditError: naming every problem.
+    """
+    if request.kind != "tool_call":
+        raise ApprovalEditError(
+            request.id, [f"a request of kind {request.kind!r} has no arguments to edit"]
+        )
+    if not isinstance(arguments, dict):
+        raise ApprovalEditError(
+            request.id, [f"arguments must be a JSON object, got {type(arguments).__name__}"]
+        )
+    try:  # the decision is checkpointed and sent to durable workers as JSON
+        json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ApprovalEditError(request.id, [f"arguments must be plain JSON: {exc}"]) from None
+    schema = request.payload.get("parameters")
+    if not isinstance(schema, dict):  # asked before schemas were kept: the tool checks them
+        return
+    from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import SchemaError
+    from referencing.exceptions import Unresolvable
+
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+        problems = [
+            f"{error.json_path}: {error.message}"
+            for error in sorted(cls(schema).iter_errors(arguments), key=lambda e: e.json_path)
+        ]
+    except (SchemaError, Unresolvable):  # a schema jsonschema cannot use: the tool's own check runs
+        return
+    if problems:
+        raise ApprovalEditError(request.id, problems, tool=request.payload.get("tool"))
 
 
 # -- the run's context -------------------------------------------------------------------------

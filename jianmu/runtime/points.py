@@ -631,6 +631,8 @@ class TickRecorder:
         fields.pop("result", None)  # run.finished's RunResult: the run's own record says it
         if name in ("interaction.approved", "interaction.rejected"):
             self._add_decision(fields)
+        elif name == "interaction.answered":  # a question's answer (ask_user, AskUser)
+            self._add_decision(fields)
         elif name == "run.message":  # the user's next turn (`ReactiveRunner.send`): its text
             self._add_message(fields)
         with self._lock:

@@ -332,16 +332,31 @@ class ReactiveRunner:
         except RuntimeError:  # the loop has closed: nothing to wake
             pass
 
-    def approve(self, request_id: str, message: str | None = None) -> None:
+    def approve(
+        self, request_id: str, message: str | None = None, *,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
         """Approve a pending request; ``await run()`` then continues the same tree.
 
+        With ``arguments``, a person edits the call: it runs with these instead of the model's,
+        once they fit the tool's input schema (checked here) and the guard's policy (checked
+        again before the call runs; a denied edit does not run). The decision, its arguments
+        and ``edited=True`` are recorded and checkpointed, and the model's observation says
+        that a person changed the call.
+
         Raises:
-            InteractionError: no such request was asked, or it was already decided.
+            ApprovalEditError: the edited arguments do not fit; nothing was recorded.
+            InteractionError: no such request was asked, it was already decided, or it is a
+                question (`answer` it).
             RunClaimedError: another owner holds the run, or went on with it since.
         """
         self._take_claim()
-        self.interaction.approve(request_id, message)
-        self.ctx.events.emit("interaction.approved", request_id=request_id)
+        self.interaction.approve(request_id, message, arguments=arguments)
+        if arguments is None:
+            self.ctx.events.emit("interaction.approved", request_id=request_id)
+        else:
+            self.ctx.events.emit("interaction.approved", request_id=request_id, edited=True,
+                                 arguments=arguments)
 
     def reject(self, request_id: str, message: str | None = None) -> None:
         """Reject a pending request; ``message`` reaches the model.
@@ -353,6 +368,18 @@ class ReactiveRunner:
         self._take_claim()
         self.interaction.reject(request_id, message)
         self.ctx.events.emit("interaction.rejected", request_id=request_id, message=message)
+
+    def answer(self, request_id: str, text: str) -> None:
+        """Answer a question (`ApprovalRequest.kind` ``question``); the asker reads ``text``.
+
+        Raises:
+            InteractionError: no such request was asked, it was already decided, or it asks
+                for approval (approve or reject it).
+            RunClaimedError: another owner holds the run, or went on with it since.
+        """
+        self._take_claim()
+        self.interaction.answer(request_id, text)
+        self.ctx.events.emit("interaction.answered", request_id=request_id, answer=text)
 
     def send(self, message: Any, *, namespace: str | None = None) -> None:
         """Add the user's next message to the conversation; the next ``run()`` answers it.

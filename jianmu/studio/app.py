@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import getpass
 import hashlib
 import hmac
@@ -60,7 +61,8 @@ class RunSource(Protocol):
     def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str: ...
 
     def decide(self, run_id: str, call_id: str, approved: bool, text: str | None,
-               by: str) -> str: ...
+               by: str, *, arguments: dict[str, Any] | None = None,
+               answer: str | None = None) -> str: ...
 
     def close(self) -> None: ...
 
@@ -144,18 +146,26 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
 
     async def decide(request: Request) -> Response:
         decision = request.path_params["decision"]
-        if decision not in ("approve", "reject"):
+        if decision not in ("approve", "reject", "answer"):
             return JSONResponse({"error": f"no action {decision!r}"}, 404)
-        approved = decision == "approve"
+        approved = decision != "reject"
         body = await _json_object(request)
         if body is None:
             return JSONResponse({"error": "send a JSON object"}, 400)
         call_id, text = body.get("call_id"), body.get("message") or None
         if not isinstance(call_id, str) or not (text is None or isinstance(text, str)):
             return JSONResponse({"error": "call_id (text) is required"}, 400)
+        # an edit of the call's arguments (approve), or the answer to a question (answer)
+        arguments, answer = body.get("arguments"), body.get("answer")
+        if (decision != "approve" and arguments is not None) or not (
+                arguments is None or isinstance(arguments, dict)):
+            return JSONResponse({"error": "arguments (a JSON object) go with approve"}, 400)
+        if (decision == "answer") != isinstance(answer, str):
+            return JSONResponse({"error": "answer (text) goes with answer, and only there"}, 400)
         try:
-            done = await run_in_threadpool(source(request).decide, request.path_params["run_id"],
-                                           call_id, approved, text, by_name)
+            done = await run_in_threadpool(functools.partial(
+                source(request).decide, request.path_params["run_id"], call_id, approved, text,
+                by_name, arguments=arguments, answer=answer))
         except JianmuError as exc:
             return JSONResponse({"error": str(exc)}, 409)
         return JSONResponse({"ok": True, "message": done, "by": by_name})

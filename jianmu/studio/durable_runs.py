@@ -110,17 +110,28 @@ class DurableRuns:
         return self._trees[run_id]
 
     def decide(self, run_id: str, call_id: str, approved: bool, text: str | None,
-               by: str) -> str:
-        """Answer a pending request with `DurableEngine.approve` / ``reject``.
+               by: str, *, arguments: dict[str, Any] | None = None,
+               answer: str | None = None) -> str:
+        """Answer a pending request with `DurableEngine.approve` (``arguments``: the call
+        edited), ``reject`` or ``answer`` (a question).
 
         Raises:
+            InteractionError: a question approved, an approval answered, or edited arguments
+                that do not fit (`ApprovalEditError`).
             RunNotFoundError: no such run, or it waits for no request ``call_id``.
         """
         message = decision_message(approved, text, by)
-        if approved:
-            asyncio.run(self.engine.approve(run_id, call_id, message))
+        did = "answered" if answer is not None else verb(approved)
+        extra: dict[str, Any] = {}
+        if answer is not None:
+            asyncio.run(self.engine.answer(run_id, call_id, answer))
+            extra["answer"] = answer
+        elif approved:
+            asyncio.run(self.engine.approve(run_id, call_id, message, arguments=arguments))
+            if arguments is not None:
+                extra.update(edited=True, arguments=arguments)
         else:
             asyncio.run(self.engine.reject(run_id, call_id, message))
-        self.journal.add(run_id, f"studio.{verb(approved)}", request_id=call_id, by=by,
-                         message=message)
-        return f"{verb(approved)} {call_id}: a worker goes on with the run"
+        self.journal.add(run_id, f"studio.{did}", request_id=call_id, by=by,
+                         message=message, **extra)
+        return f"{did} {call_id}: a worker goes on with the run"

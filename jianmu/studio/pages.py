@@ -120,7 +120,21 @@ def json_tree(value: Any, key: str | None = None, depth: int = 0) -> str:
     return f'{label}<span class="value">{_e(shown)}</span>'
 
 
+def _question(r: dict[str, Any]) -> str:
+    """A question a run asks (``ask_user``, `AskUser`): its text and a box for the answer."""
+    return (
+        f'<div class="request question" data-id="{_e(r["id"])}" data-kind="question"><h3>'
+        f'<span class="tool">question</span> <code class="call-id">{_e(r["id"])}</code></h3>'
+        f'<p class="question-text">{_e(r["question"])}</p>'
+        '<div class="actions"><textarea class="answer-text" rows="3" '
+        'placeholder="your answer (the run reads it)"></textarea>'
+        '<button type="button" class="answer">Answer</button></div></div>'
+    )
+
+
 def _request(r: dict[str, Any]) -> str:
+    if r.get("kind") == "question":
+        return _question(r)
     why = _e(r["reason"]) + (f' <span class="rule">(rule {_e(r["rule"])})</span>'
                              if r["rule"] else "")
     details = (f'<h4>details</h4><pre class="details">{_e(r["details"])}</pre>'
@@ -130,6 +144,9 @@ def _request(r: dict[str, Any]) -> str:
         f'</span> <code class="call-id">{_e(r["id"])}</code></h3>'
         f'<p class="summary">{_e(r["summary"])}</p><p class="why">why: {why}</p>'
         f'<h4>arguments</h4><pre class="arguments">{_e(r["arguments"])}</pre>{details}'
+        '<details class="edit"><summary>edit the arguments, then approve</summary>'
+        f'<textarea class="edit-arguments" rows="6" spellcheck="false">{_e(r["arguments"])}'
+        '</textarea></details>'
         '<div class="actions"><button type="button" class="approve">Approve</button>'
         '<input class="reason" type="text" placeholder="reason (the model sees it)">'
         '<button type="button" class="reject">Reject</button></div></div>'

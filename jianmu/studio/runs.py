@@ -60,8 +60,34 @@ def _decided(data: dict[str, Any], call_id: str) -> str | None:
     for decision in data.get("interaction", {}).get("decisions", []):
         if decision.get("request_id") == call_id:
             said = f" ({decision['message']!r})" if decision.get("message") else ""
+            if decision.get("answer") is not None:
+                return "answered"
             return f"{verb(bool(decision.get('approved')))}{said}"
     return None
+
+
+def apply_decision(to: ReactiveRunner | Interaction, call_id: str, approved: bool,
+                   message: str, arguments: dict[str, Any] | None = None,
+                   answer: str | None = None) -> None:
+    """Record one decision on a runner or a bare interaction: an answer to a question, an
+    approval (``arguments``: the call edited) or a rejection."""
+    if answer is not None:
+        to.answer(call_id, answer)
+    elif approved:
+        to.approve(call_id, message, arguments=arguments)
+    else:
+        to.reject(call_id, message)
+
+
+def _close_quietly(restored: Restored) -> None:
+    """Release a run rebuilt for a decision that was refused (its checkpoint is untouched)."""
+    async def close() -> None:
+        await restored.close()
+
+    try:
+        asyncio.run(close())
+    except Exception:  # nothing more to do: the refusal is what the caller hears of
+        pass
 
 
 def verb(approved: bool) -> str:
@@ -216,15 +242,20 @@ class CheckpointRuns:
 
     # -- answering and forking -----------------------------------------------------------------
     def decide(self, run_id: str, call_id: str, approved: bool, text: str | None,
-               by: str) -> str:
-        """Approve or reject a pending request, then continue the run here if its tree can be
-        rebuilt; else record the decision in a new checkpoint. Returns what was done.
+               by: str, *, arguments: dict[str, Any] | None = None,
+               answer: str | None = None) -> str:
+        """Approve (with ``arguments``: the call edited), reject or ``answer`` a pending
+        request, then continue the run here if its tree can be rebuilt; else record the
+        decision in a new checkpoint. Returns what was done.
 
         Raises:
-            InteractionError: no such pending request, or the run is not waiting.
+            ApprovalEditError: the edited arguments do not fit the tool (nothing recorded).
+            InteractionError: no such pending request, the run is not waiting, or the
+                request is of the other kind (a question approved, an approval answered).
             RunNotFoundError: no such run.
         """
         message = decision_message(approved, text, by)
+        did = "answered" if answer is not None else verb(approved)
         with self._lock:
             if run_id in self._live:
                 raise InteractionError(f"run {run_id!r} is running; it waits for nothing")
@@ -243,21 +274,28 @@ class CheckpointRuns:
             # rebuilding the run claims it: refused while a terminal (or another studio) holds it
             restored = self.restorer(run_id) if self.restorer is not None else None
             if restored is None:
-                self._record(run_id, call_id, approved, message)
+                self._record(run_id, call_id, approved, message, arguments=arguments,
+                             answer=answer)
                 done = "recorded in the checkpoint (the studio cannot rebuild this run's tree)"
             else:
                 runner = restored.runner
                 try:
-                    (runner.approve if approved else runner.reject)(call_id, message)
-                except BaseException:  # decided meanwhile: give the run and its target back
-                    asyncio.run(_close(restored))
+                    apply_decision(runner, call_id, approved, message, arguments, answer)
+                except BaseException:  # refused: give the run (its lease) and its target back
+                    _close_quietly(restored)
                     raise
                 self._live[run_id] = runner
                 self._continue(restored)
                 done = "the run goes on in the studio"
-        self.journal.add(run_id, f"studio.{verb(approved)}", request_id=call_id, by=by,
-                         message=message)
-        return f"{verb(approved)} {call_id}: {done}"
+        extra: dict[str, Any] = {}
+        if arguments is not None:
+            extra.update(edited=True, arguments=arguments)
+        if answer is not None:
+            extra["answer"] = answer
+        self.journal.add(run_id, f"studio.{did}", request_id=call_id, by=by,
+                         message=message, **extra)
+        edited = " with edited arguments" if arguments is not None else ""
+        return f"{did} {call_id}{edited}: {done}"
 
     def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str:
         """Start a new run from ``point`` of ``run_id`` (with ``state`` instead of the point's,
@@ -291,7 +329,8 @@ class CheckpointRuns:
         self.journal.add(fork_id, "studio.forked", run=run_id, point=point, by=by)
         return fork_id
 
-    def _record(self, run_id: str, call_id: str, approved: bool, message: str) -> None:
+    def _record(self, run_id: str, call_id: str, approved: bool, message: str, *,
+                arguments: dict[str, Any] | None = None, answer: str | None = None) -> None:
         """Write the decision into a new checkpoint, under the run's lease: read after the
         claim, so a decision made meanwhile elsewhere is seen and this one refused."""
         owner = default_owner("jianmu studio")
@@ -300,7 +339,7 @@ class CheckpointRuns:
             data = self.store.load(run_id) or {}
             interaction = Interaction()
             interaction.restore(data.get("interaction", {}))
-            (interaction.approve if approved else interaction.reject)(call_id, message)
+            apply_decision(interaction, call_id, approved, message, arguments, answer)
             self.store.save(run_id, {**data, "interaction": interaction.snapshot()}, owner=owner)
         finally:
             self.store.release(run_id, owner)
@@ -331,10 +370,6 @@ class CheckpointRuns:
         thread = threading.Thread(target=main, name=f"studio-run-{runner.run_id}", daemon=True)
         self._threads.append(thread)
         thread.start()
-
-
-async def _close(restored: Restored) -> None:
-    await restored.close()
 
 
 def point_view(frame: Frame, events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -176,6 +176,14 @@ class _Story:
             why = f"why: {f.get('reason')}" if f.get("reason") else ""
             args = pretty_json(f.get("arguments")) if f.get("arguments") is not None else ""
             return "ask", f"asked: {tool}", "\n".join(p for p in (args, why) if p)
+        if name in ("interaction.answered", "studio.answered"):  # a question (ask_user)
+            request = str(f.get("request_id") or "")
+            if name.startswith("studio.") and request in self.answered:
+                return None
+            self.answered.add(request)
+            who = str(f.get("by") or "")
+            return "decision", f"answered{f' by {who}' if who else ''}: {request}", _text(
+                f.get("answer"))
         if name in ("interaction.approved", "interaction.rejected", "studio.approved",
                     "studio.rejected"):
             approved = name.endswith("approved")
@@ -189,6 +197,10 @@ class _Story:
             who = who or str(f.get("by") or "")
             by = f" by {who}" if who else ""
             what = tool if f.get("tool") else request
+            if f.get("edited"):  # a person changed the call's arguments as they approved it
+                edit = "edited arguments:\n" + pretty_json(f.get("arguments"))
+                return "decision", f"{verb}{by} (edited): {what}", "\n".join(
+                    p for p in (edit, note) if p)
             return "decision", f"{verb}{by}: {what}", note
         if name == "tool.call.started":
             given = call.get("arguments")

@@ -14,7 +14,8 @@ from jianmu.studio.timeline import pretty_json
 __all__ = ("agent_statuses", "asking_at", "final_answer", "node_rows", "pending_rows",
            "point_rows", "usage_text")
 
-_SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by"})
+_SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by",
+                    "parameters", "call_id", "question"})
 
 
 def _order(key: str) -> list[int]:
@@ -123,6 +124,7 @@ def pending_rows(requests: list[ApprovalRequest]) -> list[dict[str, Any]]:
             "arguments": pretty_json(payload.get("arguments", {})),
             "reason": str(payload.get("reason") or ""), "rule": str(payload.get("rule") or ""),
             "details": pretty_json(rest) if rest else "",
+            "kind": request.kind, "question": request.question or "",
         })
     return rows
 
@@ -165,7 +167,8 @@ def asking_at(events: Iterable[dict[str, Any]], point: int | None = None) -> set
         request = str(fields.get("request_id") or "")
         if event.get("name") == "interaction.asked":
             asked[request] = str(event.get("node") or "")
-        elif event.get("name") in ("interaction.approved", "interaction.rejected"):
+        elif event.get("name") in ("interaction.approved", "interaction.rejected",
+                                   "interaction.answered"):
             asked.pop(request, None)
     return set(asked.values())
 

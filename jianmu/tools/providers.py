@@ -45,6 +45,7 @@ DEFAULT_BUILTINS: dict[str, str] = {
     "bash": "jianmu.tools.builtin.bash:BashTool",
     "http_request": "jianmu.tools.builtin.http:HTTPTool",
     "duckduckgo_search": "jianmu.tools.builtin.web_search:DuckDuckGoSearchTool",
+    "ask_user": "jianmu.tools.builtin.ask:AskUserTool",
 }
 """The built-in tools, by name, as ``"module:attr"`` naming a Tool class or a factory of one
 (imported on first use)."""

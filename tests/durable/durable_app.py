@@ -108,6 +108,20 @@ def confirm(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     return create_react_node(llm, [deploy]), StateManager(AgentState)
 
 
+@engine.tree("ask")
+def ask(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """A model turn asking the user a question (``ask_user``), then an answer with the reply."""
+    from jianmu.tools import ToolSet
+
+    def turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "q1", "name": "ask_user", "arguments": {"question": "Which city?"}}]
+        return f"going to {messages[-1].content}"
+
+    llm = ScriptedLLM([turn] * 4)
+    return create_react_node(llm, ToolSet.resolve(["ask_user"])), StateManager(AgentState)
+
+
 @engine.tree("agents")
 def agents(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     """A lead that asks a helper agent, whose deploy asks a person first, then answers."""

@@ -38,10 +38,10 @@ def fresh_default() -> Iterator[None]:
     BuiltinToolProvider.reset_default()
 
 
-def test_the_twelve_builtins_and_aliases_are_registered() -> None:
+def test_the_thirteen_builtins_and_aliases_are_registered() -> None:
     provider = BuiltinToolProvider()
     assert provider.list_builtin_names() == list(DEFAULT_BUILTINS)
-    assert len(DEFAULT_BUILTINS) == 12
+    assert len(DEFAULT_BUILTINS) == 13
     assert provider.aliases() == DEFAULT_ALIASES
     assert provider.canonical_name("File_Read") == "read_file"
     assert provider.canonical_name("web_search") == "duckduckgo_search"

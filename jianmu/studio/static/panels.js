@@ -185,7 +185,27 @@ export function drawDetails(box, node, entries) {
 }
 
 // -- a pending request -----------------------------------------------------------------------
+function drawQuestion(r) {
+  // a question the run asks (ask_user, AskUser): its text and a box for the answer
+  const box = el("div", "request question");
+  box.dataset.id = r.id;
+  box.dataset.kind = "question";
+  const h = el("h3");
+  h.append(el("span", "tool", "question"), " ", el("code", "call-id", r.id));
+  box.append(h, el("p", "question-text", r.question));
+  const actions = el("div", "actions");
+  const text = el("textarea", "answer-text");
+  text.rows = 3;
+  text.placeholder = "your answer (the run reads it)";
+  const answer = el("button", "answer", "Answer");
+  answer.type = "button";
+  actions.append(text, answer);
+  box.append(actions);
+  return box;
+}
+
 export function drawRequest(r) {
+  if (r.kind === "question") return drawQuestion(r);
   const box = el("div", "request");
   box.dataset.id = r.id;
   const h = el("h3");
@@ -195,6 +215,12 @@ export function drawRequest(r) {
   if (r.rule) why.append(" ", el("span", "rule", "(rule " + r.rule + ")"));
   box.append(why, el("h4", null, "arguments"), el("pre", "arguments", r.arguments));
   if (r.details) box.append(el("h4", null, "details"), el("pre", "details", r.details));
+  const edit = el("details", "edit");
+  const area = el("textarea", "edit-arguments", r.arguments);
+  area.rows = 6;
+  area.spellcheck = false;
+  edit.append(el("summary", null, "edit the arguments, then approve"), area);
+  box.append(edit);
   const actions = el("div", "actions");
   const approve = el("button", "approve", "Approve");
   approve.type = "button";

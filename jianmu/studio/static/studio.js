@@ -282,19 +282,48 @@ class RunPage {
     if (!button) return;
     const said = document.getElementById("decision-msg");
     const box = button.closest(".request");
-    const approve = button.classList.contains("approve");
-    const reason = box.querySelector("input.reason").value;
+    const request = this.decision(button, box, said);
+    if (!request) return;
     for (const b of box.querySelectorAll("button")) b.disabled = true;
-    said.textContent = (approve ? "approving " : "rejecting ") + box.dataset.id + "…";
-    const answer = await fetch(this.base + "/" + (approve ? "approve" : "reject"), {
+    said.textContent = request.doing + box.dataset.id + "…";
+    const answer = await fetch(this.base + "/" + request.action, {
       method: "POST", credentials: "same-origin",
       headers: {"Content-Type": "application/json", "X-CSRF-Token": this.csrf},
-      body: JSON.stringify({call_id: box.dataset.id, message: reason || null}),
+      body: JSON.stringify(request.body),
     });
     const body = await answer.json().catch(() => ({error: "HTTP " + answer.status}));
     said.textContent = body.ok ? body.message : "refused: " + body.error;
     if (!body.ok) for (const b of box.querySelectorAll("button")) b.disabled = false;
     if (this.stream && this.stream.readyState === EventSource.CLOSED) this.connect();
+  }
+
+  decision(button, box, said) {
+    // what the button asks for: an answer to a question, or an approval (the arguments
+    // edited when the person changed them) or a rejection; null when it cannot be sent
+    const call = box.dataset.id;
+    if (button.classList.contains("answer")) {
+      const text = box.querySelector("textarea.answer-text").value;
+      return {action: "answer", doing: "answering ", body: {call_id: call, answer: text}};
+    }
+    const approve = button.classList.contains("approve");
+    const reason = box.querySelector("input.reason").value;
+    const body = {call_id: call, message: reason || null};
+    const area = box.querySelector("textarea.edit-arguments");
+    if (approve && area && area.value.trim() !== area.defaultValue.trim()) {
+      try {
+        body.arguments = JSON.parse(area.value);
+      } catch (error) {
+        said.textContent = "the edited arguments are not JSON: " + error.message;
+        return null;
+      }
+      if (!body.arguments || typeof body.arguments !== "object" || Array.isArray(body.arguments)) {
+        said.textContent = "the edited arguments must be a JSON object";
+        return null;
+      }
+    }
+    return {action: approve ? "approve" : "reject",
+            doing: approve ? (body.arguments ? "approving (edited) " : "approving ") : "rejecting ",
+            body};
   }
 }
 

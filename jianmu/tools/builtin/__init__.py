@@ -2,7 +2,7 @@
 
 File and search tools are confined to the workspace root
 (`jianmu.execution.runner.current_workspace`); `bash` and `python_repl` run in a sandbox;
-`calculator` is a closed AST evaluator.
+`calculator` is a closed AST evaluator; `ask_user` suspends the run until a person answers.
 
 Each tool is a `@tool` function (``read_file``, ``grep_search``...; ``http_request_tool()``
 and ``duckduckgo_search_tool()`` make ones with other settings), except the sandboxed
@@ -15,6 +15,7 @@ and a lazy package would let the module ``calculator`` hide the tool of that nam
 
 from __future__ import annotations
 
+from jianmu.tools.builtin.ask import AskUserTool, ask_user
 from jianmu.tools.builtin.bash import BashTool
 from jianmu.tools.builtin.calculator import CalculatorTool, calculator
 from jianmu.tools.builtin.files import (
@@ -39,6 +40,7 @@ from jianmu.tools.builtin.web_search import (
 )
 
 __all__ = (
+    "AskUserTool",
     "BashTool",
     "CalculatorTool",
     "DuckDuckGoSearchTool",
@@ -51,6 +53,7 @@ __all__ = (
     "ReadFileTool",
     "StrReplaceTool",
     "WriteFileTool",
+    "ask_user",
     "calculator",
     "duckduckgo_search",
     "duckduckgo_search_tool",

@@ -21,6 +21,7 @@ NAMES = {
     "BashTool": "bash",
     "HTTPTool": "http_request",
     "DuckDuckGoSearchTool": "duckduckgo_search",
+    "AskUserTool": "ask_user",
 }
 
 
@@ -36,6 +37,7 @@ TOOLS = {
     "calculator": "calculator",
     "http_request": "http_request",
     "duckduckgo_search": "duckduckgo_search",
+    "ask_user": "ask_user",
 }
 FACTORIES = {"http_request_tool": "http_request", "duckduckgo_search_tool": "duckduckgo_search"}
 

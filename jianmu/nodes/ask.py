@@ -1,0 +1,73 @@
+"""`AskUser`: a tree node that asks a person a question and writes the answer to the state.
+
+The node's counterpart of the ``ask_user`` tool, on the same channel: it suspends the run
+with a request of kind ``question`` (`ApprovalRequest.question`), and `ReactiveRunner.answer`
+(the CLI's ``--answer``, the studio, a durable run's ``answer``) resumes it, also after a
+restore in another process. Run again (in a loop), it asks anew under a fresh id.
+"""
+
+from __future__ import annotations
+
+from py_trees.common import Status
+
+from jianmu.nodes.tool_executor import fresh_request_id
+from jianmu.runtime.async_node import AsyncNode
+from jianmu.runtime.context import QUESTION, ApprovalRequest
+
+__all__ = ("AskUser",)
+
+
+class AskUser(AsyncNode):
+    """Ask a person ``question`` (or the text under ``question_key``); write the answer to
+    ``output_key``.
+
+    RUNNING (the run suspends) until answered, then SUCCESS; FAILURE when the run has nobody
+    to ask (not interactive) or no question to ask.
+
+    Args:
+        name: the node's name.
+        question: the question's text.
+        question_key: a state key holding the question (read when the node asks), instead.
+        output_key: the state key the answer is written to.
+    """
+
+    node_kind = "ask"
+
+    def __init__(
+        self,
+        name: str = "AskUser",
+        *,
+        question: str | None = None,
+        question_key: str | None = None,
+        output_key: str = "answer",
+    ) -> None:
+        super().__init__(name)
+        if (question is None) == (question_key is None):
+            raise ValueError("give AskUser either question= or question_key=, not both")
+        self.question = question
+        self.question_key = question_key
+        self.output_key = output_key
+
+    async def update_async(self) -> Status:
+        """SUCCESS once answered (the answer written); RUNNING while the question waits."""
+        interaction = self.ctx.interaction
+        if interaction is None:
+            self.feedback_message = "nobody can answer questions in this run (not interactive)"
+            return Status.FAILURE
+        request_id = fresh_request_id(f"ask:{self.path}", self.ctx)
+        decision = interaction.decision(request_id)
+        if decision is not None and decision.answer is not None:
+            self.state.write_port(self.output_key, decision.answer)
+            interaction.consume(request_id)  # a later run of this node asks anew
+            return Status.SUCCESS
+        text = self.question if self.question_key is None else self.state.get(self.question_key)
+        if not isinstance(text, str) or not text.strip():
+            self.feedback_message = f"no question to ask under {self.question_key!r}"
+            return Status.FAILURE
+        summary = text if len(text) <= 200 else text[:200] + "…"
+        interaction.suspend(ApprovalRequest(
+            id=request_id, kind=QUESTION, summary=summary, payload={"question": text},
+            node=self.path,
+        ))
+        self.feedback_message = f"waiting for the answer to {summary!r} ({request_id})"
+        return Status.RUNNING

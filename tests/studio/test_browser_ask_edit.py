@@ -1,0 +1,69 @@
+"""The studio in a real browser (issue 36): arguments edited in the approval box, and a
+question answered in its text box. Skips like `test_browser` when Chromium is missing."""
+
+from __future__ import annotations
+
+import re
+from contextlib import redirect_stdout
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.studio.test_browser import (  # noqa: F401 - the fixtures
+    TOKEN,
+    _no_alert,
+    _open_suspended,
+    _text,
+    _until,
+    driver,
+    studio,
+)
+from tests.support.studio import start_suspended
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+
+def test_arguments_edited_in_the_box_run(driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    url, checkpoints = studio
+    run_id = start_suspended(checkpoints, "prod")
+    _open_suspended(driver, url, run_id, '"target": "prod"')
+    driver.find_element(By.CSS_SELECTOR, ".request details.edit summary").click()
+    area = driver.find_element(By.CSS_SELECTOR, ".request textarea.edit-arguments")
+    area.clear()
+    area.send_keys('{"target": ')
+    driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
+    _until(driver, lambda d: "not JSON" in _text(d, "#decision-msg"), "the JSON refusal")
+    area.send_keys('"staging"}')
+    driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
+    _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
+    result = _text(driver, "#result")
+    assert "a person edited" in result and "<b>deployed</b> staging" in result
+    _no_alert(driver)
+
+
+def test_a_question_is_answered_in_the_text_box(driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    from jianmu.cli import main
+
+    url, checkpoints = studio
+    out = StringIO()
+    with redirect_stdout(out):
+        code = main(["run", str(Path(__file__).parent / "ask_flow.py"), "--config",
+                     str(checkpoints.parent / "jianmu.yaml"), "--non-interactive"])
+    assert code == 3, out.getvalue()
+    found = re.search(r"run (\w+)", out.getvalue())
+    assert found is not None
+    driver.get(f"{url}/?token={TOKEN}")
+    driver.find_element(By.LINK_TEXT, found.group(1)).click()
+    _until(driver, lambda d: _text(d, "#status") == "suspended", "the run to show suspended")
+    assert _text(driver, ".request .question-text") == "Which <b>city</b>?"
+    driver.find_element(By.CSS_SELECTOR, ".request textarea.answer-text").send_keys("Lisbon")
+    driver.find_element(By.CSS_SELECTOR, ".request button.answer").click()
+    _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
+    assert _text(driver, "#result") == "going to Lisbon"
+    _no_alert(driver)
