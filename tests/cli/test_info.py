@@ -110,8 +110,8 @@ def test_skills_validate_reports_each_error_as_file_line_field_message(project: 
     done = project.jianmu("skills", "validate")  # default PATH: skills
     assert done.code == 1, done.text
     lines = done.out.splitlines()
-    assert "skills/broken/SKILL.md:5: tools[0]: unknown tool 'nosuch'; known tools: bash, " \
-        "calculator" in done.out
+    assert "skills/broken/SKILL.md:5: tools[0]: unknown tool 'nosuch'; known tools: ask_user, " \
+        "bash, calculator" in done.out
     assert any(re.fullmatch(r"skills/bad-tree/tree\.py:4: build_tree: importing the tree "
                             r"module failed: ValueError: nope", line) for line in lines), lines
     assert any(re.match(r"skills/misnamed/SKILL\.md:2: name: ", line) for line in lines), lines
