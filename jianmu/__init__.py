@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         CheckpointError,
         ConfigError,
         GuardError,
+        GuardrailTripped,
         HandoffError,
         HistoryProcessorError,
         InteractionError,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     )
     from jianmu.execution import DockerSandbox, LocalSandbox, Sandbox, ToolRunner
     from jianmu.guard import Decision, GuardEnforcer
+    from jianmu.guard.guardrails import Tripwire
     from jianmu.llm import (
         AnthropicProvider,
         FallbackLLM,
@@ -106,6 +108,7 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
         "CheckpointError",
         "ConfigError",
         "GuardError",
+        "GuardrailTripped",
         "HandoffError",
         "HistoryProcessorError",
         "InteractionError",
@@ -164,6 +167,7 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
         "Usage",
     ),
     "jianmu.guard": ("Decision", "GuardEnforcer"),
+    "jianmu.guard.guardrails": ("Tripwire",),
     "jianmu.nodes": (
         "Agent",
         "AgentLLMNode",
@@ -218,6 +222,7 @@ __all__ = (
     "GuardConstraints",
     "GuardEnforcer",
     "GuardError",
+    "GuardrailTripped",
     "HandoffError",
     "HistoryProcessorError",
     "Injected",
@@ -270,6 +275,7 @@ __all__ = (
     "ToolSet",
     "ToolTimeoutError",
     "ToolValidationError",
+    "Tripwire",
     "Usage",
     "agent_tool",
     "create_react_node",
