@@ -213,7 +213,7 @@ class PromptInjectionGuardrail:
             (_ADDRESSED, "text addressed to the model"),
         ):
             found = pattern.search(text)
-            if found is not None:
-                quoted = found.group(0).strip()[:60]
-                return Tripwire(f"possible prompt injection: {what} ({quoted!r})")
+            if found is not None:  # not quoted: the reason reaches the model
+                return Tripwire(f"possible prompt injection: {what}, at character "
+                                f"{found.start()} of the result")
         return None
