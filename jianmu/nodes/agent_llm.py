@@ -516,20 +516,29 @@ class AgentLLMNode(AsyncNode):
         self, reply: Awaitable[LLMResponse], checks: asyncio.Task[GuardrailTripped | None]
     ) -> LLMResponse:
         """The model's reply, asked while the input guardrails run; a trip that comes first
-        cancels the call and is raised."""
-        asked = asyncio.ensure_future(reply)
-        try:
-            await asyncio.wait((asked, checks), return_when=asyncio.FIRST_COMPLETED)
-            if not asked.done():
-                tripped = checks.result()
-                if tripped is not None:
-                    raise tripped
-            return await asked
-        except BaseException:  # tripped, the call failed, or the node was halted: both stop
-            for task in (asked, checks):
+        cancels the call (as `asyncio.timeout` does: no task of its own for the call) and is
+        raised."""
+        task = asyncio.current_task()
+        racing = True
+
+        def trip(done: asyncio.Task[GuardrailTripped | None]) -> None:
+            if racing and task is not None and not done.cancelled() and done.result():
                 task.cancel()
-            await asyncio.gather(asked, checks, return_exceptions=True)
+
+        checks.add_done_callback(trip)
+        try:
+            return await reply
+        except BaseException as exc:
+            tripped = (
+                isinstance(exc, asyncio.CancelledError) and task is not None
+                and checks.done() and not checks.cancelled() and checks.result() is not None
+            )
+            if tripped and task is not None and task.uncancel() == 0:
+                raise checks.result() from None  # type: ignore[misc]
+            checks.cancel()  # the call failed, or the node was halted: the turn stops
             raise
+        finally:
+            racing = False
 
     async def _check_output(
         self, constraints: Constraints, values: dict[str, Any]
