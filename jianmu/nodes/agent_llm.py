@@ -529,12 +529,12 @@ class AgentLLMNode(AsyncNode):
         try:
             return await reply
         except BaseException as exc:
-            tripped = (
-                isinstance(exc, asyncio.CancelledError) and task is not None
-                and checks.done() and not checks.cancelled() and checks.result() is not None
-            )
-            if tripped and task is not None and task.uncancel() == 0:
-                raise checks.result() from None  # type: ignore[misc]
+            found = checks.result() if checks.done() and not checks.cancelled() else None
+            if found is not None:  # a trip is the turn's failure, whatever the call did
+                if not isinstance(exc, asyncio.CancelledError):
+                    raise found from exc
+                if task is not None and task.uncancel() == 0:  # our cancel, not a halt
+                    raise found from None
             checks.cancel()  # the call failed, or the node was halted: the turn stops
             raise
         finally:

@@ -119,6 +119,29 @@ async def test_a_slow_model_call_is_cancelled_by_an_input_trip() -> None:
     assert cancelled.is_set()
 
 
+async def test_a_trip_after_the_model_answered_still_runs_none_of_its_calls() -> None:
+    answered = asyncio.Event()
+
+    class Answering(ScriptedLLM):
+        async def complete(self, messages: Any, tools: Any = None, **params: Any) -> Any:
+            reply = await super().complete(messages, tools=tools, **params)
+            answered.set()
+            return reply
+
+    async def slow_check(ctx: Any, text: str) -> Tripwire:
+        await answered.wait()  # trips only once the model has asked for its calls
+        return Tripwire("too late for the calls")
+
+    llm = Answering([[{"name": "lookup", "arguments": {"city": "Paris"}}], "done"])
+    tree = create_react_node(llm, [lookup], input_guardrails=[slow_check])
+    runner = ReactiveRunner(tree, start("weather in Paris?"))
+    result = await runner.run()
+    assert isinstance(result.exception, GuardrailTripped)
+    assert answered.is_set() and ran == []
+    assert not runner.state.get("actions")
+    assert runner.state.get("usage").requests == 1  # the answered call's tokens count
+
+
 async def test_output_trip_fails_the_run_and_writes_no_answer() -> None:
     def no_shouting(ctx: Any, answer: str) -> Tripwire | None:
         return Tripwire("shouts") if answer.isupper() else None
