@@ -383,11 +383,13 @@ class GuardrailConstraints(_Strict):
     def merge(cls, *layers: GuardrailConstraints | None) -> GuardrailConstraints:
         """Every name of every layer, farthest first, none twice."""
         present = [g for g in layers if g is not None]
-        return cls(
-            input=_united(g.input for g in present),
-            output=_united(g.output for g in present),
-            tool_output=_united(g.tool_output for g in present),
-        )
+        united = {
+            kind: names for kind in ("input", "output", "tool_output")
+            if (names := _united(getattr(g, kind) for g in present)) is not None
+        }
+        # each layer's names were checked when it was made: no validation again (every run
+        # merges its layers)
+        return cls.model_construct(**united)
 
 
 class GuardConstraints(_Strict):
