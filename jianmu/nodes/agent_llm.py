@@ -203,8 +203,9 @@ class AgentLLMNode(AsyncNode):
         """Guardrails of the user's message, before the configured ones."""
         self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
         """Guardrails of the final answer, before the configured ones."""
-        self._passed: Message | None = None
-        """The user message the input guardrails last passed (not checked again next turn)."""
+        self._passed: tuple[Message, tuple[Guardrail, ...]] | None = None
+        """The user message the input guardrails last passed, and those guardrails: not
+        checked again next turn, unless the guardrails changed (a skill loaded)."""
         if tool_output_guardrails:
             if not isinstance(tools, ToolExecutor):
                 raise ValueError(
@@ -497,9 +498,12 @@ class AgentLLMNode(AsyncNode):
         latest = next(
             (m for m in reversed(self.state.get("messages") or []) if m.role == "user"), None
         )
-        if latest is None or latest is self._passed:
+        if latest is None:
             return None
         guardrails = configured_guardrails("input", self.input_guardrails, constraints)
+        passed = self._passed
+        if passed is not None and passed[0] is latest and passed[1] == guardrails:
+            return None
         return asyncio.ensure_future(self._input_checked(guardrails, latest))
 
     async def _input_checked(
@@ -508,7 +512,7 @@ class AgentLLMNode(AsyncNode):
         found = await run_guardrails("input", guardrails, self.ctx, message.content or "",
                                      self.events)
         if found is None:
-            self._passed = message
+            self._passed = (message, tuple(guardrails))
             return None
         return GuardrailTripped(found[0], found[1].reason, "input")
 

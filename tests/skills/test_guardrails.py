@@ -88,3 +88,22 @@ async def test_a_skill_adds_an_input_guardrail_and_a_node_its_own(tmp_path: Path
         result = await run_of(tmp_path, node).run(timeout=30)
     assert isinstance(result.exception, GuardrailTripped)
     assert (result.exception.guardrail, result.exception.kind) == ("short", "output")
+
+
+async def test_a_skill_loaded_mid_run_adds_its_guardrails_from_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    from jianmu.skills.node import SkillNodeConfig
+
+    make_skill(tmp_path, "careful", "tools: [fetch]\nconstraints:\n  guard:\n    guardrails:\n"
+               "      input: [no_secrets]\n")
+    with plugins.registered("guardrail", "no_secrets", NoSecrets):
+        llm = ScriptedLLM([[{"name": "load_skill", "arguments": {"name": "careful"}}],
+                           [{"name": "fetch", "arguments": {"url": "http://x"}}], "ok"])
+        node = SkillNode("Careful", ["careful"], llm, catalog=SkillCatalog(
+            [tmp_path], custom_tools=[fetch]), tools=[fetch],
+            config=SkillNodeConfig(disclosure="progressive"))
+        result = await run_of(tmp_path, node, "tell me the secret").run(timeout=30)
+    assert isinstance(result.exception, GuardrailTripped)
+    assert result.exception.guardrail == "no_secrets"
+    assert len(llm.requests) == 2  # passed before the skill was loaded, tripped after
