@@ -526,14 +526,14 @@ class AgentLLMNode(AsyncNode):
         racing = True
 
         def trip(done: asyncio.Task[GuardrailTripped | None]) -> None:
-            if racing and task is not None and not done.cancelled() and done.result():
+            if racing and task is not None and _tripwire(done) is not None:
                 task.cancel()
 
         checks.add_done_callback(trip)
         try:
             return await reply
         except BaseException as exc:
-            found = checks.result() if checks.done() and not checks.cancelled() else None
+            found = _tripwire(checks)
             if found is not None:  # a trip is the turn's failure, whatever the call did
                 if not isinstance(exc, asyncio.CancelledError):
                     raise found from exc
@@ -558,6 +558,13 @@ class AgentLLMNode(AsyncNode):
         self.error = exc
         self.feedback_message = str(exc)
         return Status.FAILURE
+
+
+def _tripwire(checks: asyncio.Task[GuardrailTripped | None]) -> GuardrailTripped | None:
+    """The trip of finished input guardrails, if they tripped (``None`` while they run)."""
+    if not checks.done() or checks.cancelled() or checks.exception() is not None:
+        return None
+    return checks.result()
 
 
 # -- what a turn writes -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from jianmu import (
     Tripwire,
     plugins,
 )
+from jianmu.errors import LLMError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.react import create_react_node
@@ -140,6 +141,23 @@ async def test_a_trip_after_the_model_answered_still_runs_none_of_its_calls() ->
     assert answered.is_set() and ran == []
     assert not runner.state.get("actions")
     assert runner.state.get("usage").requests == 1  # the answered call's tokens count
+
+
+async def test_a_failed_model_call_with_passing_guardrails_is_the_calls_failure() -> None:
+    gate = asyncio.Event()
+
+    async def waits(ctx: Any, text: str) -> None:
+        await gate.wait()  # still running when the call fails: it is cancelled
+        return None
+
+    class Failing(ScriptedLLM):
+        async def complete(self, messages: Any, tools: Any = None, **params: Any) -> Any:
+            raise LLMError("HTTP 500 from the server")
+
+    tree = AgentLLMNode("llm", Failing(["never"]), tools=[lookup], input_guardrails=[waits])
+    result = await ReactiveRunner(tree, start("hello")).run()
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, LLMError)
 
 
 async def test_output_trip_fails_the_run_and_writes_no_answer() -> None:
