@@ -294,3 +294,36 @@ def test_guardrail_tripped_pickles() -> None:
     assert (exc.guardrail, exc.reason, exc.kind) == ("g", "why", "output")
     assert str(exc) == "output guardrail 'g' tripped: why"
 
+
+
+async def test_in_a_durable_run_a_replayed_result_is_checked_again_and_a_trip_fails() -> None:
+    from tests.runtime.test_context import FakeSteps
+
+    def no_sun(ctx: Any, result: Any) -> Tripwire | None:
+        return Tripwire("mentions the sun") if "sunny" in result.text else None
+
+    def script() -> ScriptedLLM:
+        return ScriptedLLM([[{"id": "c1", "name": "lookup", "arguments": {"city": "Paris"}}],
+                            "no idea"])
+
+    steps = FakeSteps()
+    runner = ReactiveRunner(create_react_node(script(), [lookup],
+                                              tool_output_guardrails=[no_sun]), start("go"))
+    runner.ctx.steps = steps
+    assert (await runner.run(timeout=30)).ok
+    assert steps.recorded["tool:c1"].output == "sunny"  # the step keeps the tool's own result
+    # replayed from the record: the tool does not run again, and its result is withheld again
+    again = ReactiveRunner(create_react_node(script(), [lookup],
+                                             tool_output_guardrails=[no_sun]), start("go"))
+    again.ctx.steps = FakeSteps(steps.recorded)
+    assert (await again.run(timeout=30)).ok
+    assert ran == ["Paris"]
+    observation = next(m for m in again.state.get("messages") if m.role == "tool")
+    assert "withheld" in observation.content
+
+    tripped = ReactiveRunner(create_react_node(script(), [lookup],
+                                               input_guardrails=[no_secrets]),
+                             start("the password"))
+    tripped.ctx.steps = FakeSteps()
+    result = await tripped.run(timeout=30)
+    assert isinstance(result.exception, GuardrailTripped) and ran == ["Paris"]
