@@ -383,7 +383,7 @@ class GuardrailConstraints(_Strict):
     def merge(cls, *layers: GuardrailConstraints | None) -> GuardrailConstraints:
         """Every name of every layer, farthest first, none twice."""
         present = [g for g in layers if g is not None]
-        united = {
+        united: dict[str, Any] = {
             kind: names for kind in ("input", "output", "tool_output")
             if (names := _united(getattr(g, kind) for g in present)) is not None
         }

@@ -334,12 +334,12 @@ class SkillNode(FlattenedAgentNode):
         tool_output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
         super().__init__(name)
-        self.guardrails = {
-            "input_guardrails": tuple(input_guardrails),
-            "output_guardrails": tuple(output_guardrails),
-            "tool_output_guardrails": tuple(tool_output_guardrails),
-        }
-        """The guardrails given, by `create_react_node`'s keyword."""
+        self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
+        """Guardrails of the user's message (the configured ones add to them)."""
+        self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
+        """Guardrails of the skill's answer."""
+        self.tool_output_guardrails: tuple[Guardrail, ...] = tuple(tool_output_guardrails)
+        """Guardrails of each tool result."""
         if not skills:
             raise ValueError("SkillNode needs at least one skill (a name or a Skill)")
         self.skill_refs = list(skills)
@@ -520,7 +520,9 @@ class SkillNode(FlattenedAgentNode):
             name=f"{self.name}.react",
             executor_config=self.config.executor,
             output_type=self.output,
-            **self.guardrails,
+            input_guardrails=self.input_guardrails,
+            output_guardrails=self.output_guardrails,
+            tool_output_guardrails=self.tool_output_guardrails,
         )
         self._add_mcp_source(active)
         if react.executor is not None:
