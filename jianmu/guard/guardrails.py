@@ -19,7 +19,8 @@ A guardrail that raises, or returns something other than ``None`` or a `Tripwire
 Every trip emits a ``guardrail.tripped`` event and, with a tracer, a ``guardrail <name>`` span.
 
 A plug-in guardrail is a class made with no arguments whose instances are guardrails
-(`PromptInjectionGuardrail`, registered as ``prompt_injection``).
+(`PromptInjectionGuardrail`, registered as ``prompt_injection``); one instance per name serves
+every run of the process, so it keeps no per-run state.
 """
 
 from __future__ import annotations
