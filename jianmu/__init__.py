@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         CheckpointError,
         ConfigError,
         GuardError,
+        GuardrailTripped,
         HandoffError,
         HistoryProcessorError,
         InteractionError,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     )
     from jianmu.execution import DockerSandbox, LocalSandbox, Sandbox, ToolRunner
     from jianmu.guard import Decision, GuardEnforcer
+    from jianmu.guard.guardrails import Tripwire
     from jianmu.llm import (
         AnthropicProvider,
         FallbackLLM,
@@ -108,6 +110,7 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
         "CheckpointError",
         "ConfigError",
         "GuardError",
+        "GuardrailTripped",
         "HandoffError",
         "HistoryProcessorError",
         "InteractionError",
@@ -166,6 +169,7 @@ _HOLDERS: dict[str, tuple[str, ...]] = {
         "Usage",
     ),
     "jianmu.guard": ("Decision", "GuardEnforcer"),
+    "jianmu.guard.guardrails": ("Tripwire",),
     "jianmu.nodes": (
         "Agent",
         "AgentLLMNode",
@@ -221,6 +225,7 @@ __all__ = (
     "GuardConstraints",
     "GuardEnforcer",
     "GuardError",
+    "GuardrailTripped",
     "HandoffError",
     "HistoryProcessorError",
     "Injected",
@@ -273,6 +278,7 @@ __all__ = (
     "ToolSet",
     "ToolTimeoutError",
     "ToolValidationError",
+    "Tripwire",
     "Usage",
     "agent_tool",
     "create_react_node",

@@ -16,6 +16,8 @@ only tightens:
   ``docker_image`` is the farthest layer's;
 - ``guard.checkers``: every checker any layer names runs, farthest layer's first, a nearer
   layer's additions after them; a layer can add checkers but not drop one;
+- ``guard.guardrails`` (``input``, ``output``, ``tool_output``): likewise, every guardrail any
+  layer names runs, farthest first, none twice; a layer (a skill's too) can add, never drop;
 - ``execution.workdir`` may only narrow: a nearer layer's folder must lie inside the farther
   one's (a relative path is taken from it), else `ConfigError`.
 
@@ -65,6 +67,7 @@ __all__ = (
     "Constraints",
     "ExecutionConstraints",
     "GuardConstraints",
+    "GuardrailConstraints",
     "Policy",
     "SandboxDefaults",
     "SkillConstraints",
@@ -356,6 +359,39 @@ class BudgetConstraints(_Strict):
     """Input plus output tokens the run may spend; the guard denies calls past it."""
 
 
+class GuardrailConstraints(_Strict):
+    """Content guardrails by kind: names of registered ``guardrail`` plug-ins
+    (`jianmu.plugins`, `jianmu.guard.guardrails`). Layers only add."""
+
+    input: list[str] | None = None
+    """Guardrails of the latest user message: a trip fails the run."""
+    output: list[str] | None = None
+    """Guardrails of the final answer (or typed output): a trip fails the run."""
+    tool_output: list[str] | None = None
+    """Guardrails of each tool result: a trip withholds it from the model."""
+
+    @field_validator("input", "output", "tool_output")
+    @classmethod
+    def _known_guardrails(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        return list(dict.fromkeys(
+            _registered("guardrail", "guard.guardrails", v) for v in value
+        ))
+
+    @classmethod
+    def merge(cls, *layers: GuardrailConstraints | None) -> GuardrailConstraints:
+        """Every name of every layer, farthest first, none twice."""
+        present = [g for g in layers if g is not None]
+        united: dict[str, Any] = {
+            kind: names for kind in ("input", "output", "tool_output")
+            if (names := _united(getattr(g, kind) for g in present)) is not None
+        }
+        # each layer's names were checked when it was made: no validation again (every run
+        # merges its layers)
+        return cls.model_construct(**united)
+
+
 class GuardConstraints(_Strict):
     """The guard's rules: tool policies, call limits and the token budget."""
 
@@ -373,6 +409,8 @@ class GuardConstraints(_Strict):
     """The guard chain, registered checker names in order (`jianmu.plugins`); unset is
     `DEFAULT_CHECKERS` (policy, rate_limit, budget, confirm). Layers only add: see the module
     docstring."""
+    guardrails: GuardrailConstraints = Field(default_factory=GuardrailConstraints)
+    """Content guardrails by kind (``input``, ``output``, ``tool_output``); layers only add."""
 
     @field_validator("checkers")
     @classmethod
@@ -424,6 +462,7 @@ class GuardConstraints(_Strict):
                 k: _min(g.rate_limits.get(k) for g in present) for k in sorted(rate_keys)
             },
             checkers=_united(g.checkers for g in present),
+            guardrails=GuardrailConstraints.merge(*(g.guardrails for g in present)),
         )
 
     def tightened_by(self, nearer: GuardConstraints) -> GuardConstraints:

@@ -35,6 +35,7 @@ JianmuError
 ├── PatternTimeout(TimeoutError)         a search pattern ran past the search's deadline
 │   └── SearchOutOfTime                  the deadline passed between two matches
 ├── GuardError(PermissionError)          the guard refused a call outside a node
+├── GuardrailTripped(PermissionError)    an input or output guardrail tripped (named, why)
 ├── SandboxError(RuntimeError)           a sandbox could not start or answer
 │   └── SandboxUnavailableError          the asked-for isolation is not available here
 ├── LLMError(RuntimeError)               the model provider failed
@@ -69,6 +70,7 @@ __all__ = (
     "DurableError",
     "ExitCode",
     "GuardError",
+    "GuardrailTripped",
     "HandoffError",
     "HistoryProcessorError",
     "InteractionError",
@@ -340,6 +342,25 @@ class SearchOutOfTime(PatternTimeout):
 
 class GuardError(JianmuError, PermissionError):
     """The guard refused a call."""
+
+
+class GuardrailTripped(JianmuError, PermissionError):
+    """A content guardrail tripped (`jianmu.Tripwire`): the run fails with it.
+
+    Args:
+        guardrail: the guardrail's name.
+        reason: the tripwire's reason.
+        kind: ``"input"``, ``"output"`` or ``"tool_output"``.
+    """
+
+    def __init__(self, guardrail: str, reason: str, kind: str = "input") -> None:
+        super().__init__(f"{kind} guardrail {guardrail!r} tripped: {reason}")
+        self.guardrail = guardrail
+        self.reason = reason
+        self.kind = kind
+
+    def __reduce__(self) -> Any:  # pickles (a durable run's failure) with its fields
+        return (type(self), (self.guardrail, self.reason, self.kind))
 
 
 class SandboxError(JianmuError, RuntimeError):

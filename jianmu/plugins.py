@@ -1,8 +1,8 @@
-"""Plug-ins by name: the LLM providers, sandbox modes and guard checkers Jianmu can use.
+"""Plug-ins by name: the LLM providers, sandbox modes, guard checkers and guardrails Jianmu uses.
 
 Each kind is a registry of names to ``"module:Class"`` strings, so the config can name a
-plug-in (``llm.provider``, ``execution.mode``, ``guard.checkers``) and be checked without
-importing anything. A name comes from, in this order of precedence:
+plug-in (``llm.provider``, ``execution.mode``, ``guard.checkers``, ``guard.guardrails``) and
+be checked without importing anything. A name comes from, in this order of precedence:
 
 1. `register` (a test or an application, undone with `unregister` or by leaving `registered`);
 2. the ``jianmu.plugins`` entry points of installed packages, named ``<kind>.<name>``::
@@ -25,7 +25,9 @@ What each kind's class must provide (checked by `resolve`, see `REQUIRED`):
   (limits only when set), plus ``image=`` when the class sets ``takes_image = True``;
 - ``checker``: ``from_setup(setup)`` (a classmethod given a `jianmu.guard.checkers.CheckerSetup`:
   the merged guard constraints, the clock, the workspace) and ``check(context, previous)``;
-  `jianmu.guard.checkers.BaseChecker` supplies the first.
+  `jianmu.guard.checkers.BaseChecker` supplies the first;
+- ``guardrail``: made with no arguments, its instance is called ``(ctx, value)`` and returns
+  ``None`` or a `jianmu.Tripwire` (`jianmu.guard.guardrails`).
 
 This module sits at the bottom layer: it imports nothing of Jianmu but the errors, and the
 classes it names are imported only when resolved.
@@ -59,8 +61,8 @@ __all__ = (
     "unregister",
 )
 
-PluginKind = Literal["llm", "sandbox", "checker"]
-"""The three kinds of plug-in."""
+PluginKind = Literal["llm", "sandbox", "checker", "guardrail"]
+"""The four kinds of plug-in."""
 
 ENTRY_POINT_GROUP = "jianmu.plugins"
 """The entry-point group read for plug-ins; entry names are ``<kind>.<name>``."""
@@ -84,6 +86,9 @@ BUILTINS: Mapping[str, Mapping[str, str]] = {
         "budget": "jianmu.guard.checkers:BudgetChecker",
         "confirm": "jianmu.guard.checkers:ConfirmChecker",
     },
+    "guardrail": {
+        "prompt_injection": "jianmu.guard.guardrails:PromptInjectionGuardrail",
+    },
 }
 """The built-in plug-ins of each kind, name -> ``"module:Class"``."""
 
@@ -94,6 +99,7 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "llm": ("from_llm_config", "complete"),
     "sandbox": ("isolation_rank", "exec"),
     "checker": ("from_setup", "check"),
+    "guardrail": ("__call__",),
 }
 """The attributes a class of each kind must have; `resolve` refuses one that lacks any."""
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from jianmu import plugins
 from jianmu.constraints import (
     DEFAULT_IMAGE,
     DEFAULT_MAX_ITERATIONS,
@@ -488,3 +489,38 @@ def test_a_read_only_layer_merges_into_a_constraints_of_ones_own() -> None:
     assert shared.guard.checkers == ["policy"]
     assert not is_read_only(merged) and is_read_only(shared)
     assert copy.deepcopy(shared) == shared and not is_read_only(copy.deepcopy(shared))
+
+
+def test_guardrails_unite_every_layer_in_order_without_repeats() -> None:
+    def guarded(**kinds: list[str]) -> Constraints:
+        return Constraints.model_validate({"guard": {"guardrails": kinds}})
+
+    with plugins.registered("guardrail", "pii", "jianmu.guard.guardrails:PromptInjectionGuardrail"):
+        merged = Constraints.merge(
+            guarded(input=["pii"], tool_output=["prompt_injection"]),
+            guarded(input=["pii", "prompt_injection"]),
+            SkillConstraints.model_validate(
+                {"guard": {"guardrails": {"output": ["pii"], "tool_output": []}}}
+            ),
+        )
+    guardrails = merged.guard.guardrails
+    assert guardrails.input == ["pii", "prompt_injection"]
+    assert guardrails.output == ["pii"]
+    assert guardrails.tool_output == ["prompt_injection"]  # an empty list drops nothing
+
+
+def test_a_skill_adds_guardrails_and_never_removes_the_runs() -> None:
+    run = Constraints.model_validate(
+        {"guard": {"guardrails": {"tool_output": ["prompt_injection"]}}})
+    skill = SkillConstraints.model_validate(
+        {"guard": {"guardrails": {"input": ["prompt_injection"]}}})
+    merged = Constraints.merge(run, skill)
+    assert merged.guard.guardrails.tool_output == ["prompt_injection"]
+    assert merged.guard.guardrails.input == ["prompt_injection"]
+    unset = Constraints.merge(Constraints(), Constraints())
+    assert unset.guard.guardrails.input is None  # nothing configured: nothing to run
+
+
+def test_an_unknown_guardrail_is_refused_with_the_registered_names() -> None:
+    with pytest.raises(ValueError, match=r"'nosuch' is not a registered guardrail.*prompt_inj"):
+        Constraints.model_validate({"guard": {"guardrails": {"input": ["nosuch"]}}})

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         is_denied,
         visible_tools,
     )
+    from jianmu.guard.guardrails import Guardrail, PromptInjectionGuardrail, Tripwire
 
 __all__ = (
     "BaseChecker",
@@ -44,10 +45,13 @@ __all__ = (
     "GuardContext",
     "GuardEnforcer",
     "GuardLedger",
+    "Guardrail",
     "PolicyTarget",
+    "PromptInjectionGuardrail",
     "RateLimitChecker",
     "Rule",
     "ToolPolicyChecker",
+    "Tripwire",
     "build_chain",
     "is_denied",
     "parse_rule",
@@ -76,5 +80,6 @@ _HOLDERS = {
         "is_denied",
         "visible_tools",
     ),
+    "jianmu.guard.guardrails": ("Guardrail", "PromptInjectionGuardrail", "Tripwire"),
 }
 __getattr__, __dir__ = lazy_names(__name__, _HOLDERS, __all__)

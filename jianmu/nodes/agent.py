@@ -34,6 +34,7 @@ from jianmu.state import StateManager
 
 if TYPE_CHECKING:
     from jianmu.config import AppConfig
+    from jianmu.guard.guardrails import Guardrail
     from jianmu.llm.provider import LLMProvider
     from jianmu.nodes.history import ProcessorInput
     from jianmu.nodes.output import OutputMode
@@ -105,6 +106,9 @@ class Agent:
         checkpointer: where its runs are saved (a suspended one can resume in a new process).
         interactive: whether a person can approve; without, confirm policies become deny.
         user_roles: roles of the user its runs act for (``admin`` unlocks admin_only tools).
+        input_guardrails: guardrails of the user's message (`jianmu.guard.guardrails`).
+        output_guardrails: guardrails of the answer.
+        tool_output_guardrails: guardrails of each tool result.
         **options: any other keyword of `create_react_node` (``max_messages``,
             ``llm_params``, ``executor_config``, ``stream``...).
     """
@@ -127,6 +131,9 @@ class Agent:
         checkpointer: Checkpointer | None = None,
         interactive: bool = True,
         user_roles: Iterable[str] = (),
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
+        tool_output_guardrails: Sequence[Guardrail] = (),
         **options: Any,
     ) -> None:
         self.llm = llm
@@ -142,7 +149,9 @@ class Agent:
             "system_prompt": system_prompt, "output_type": output_type,
             "output_mode": output_mode, "output_retries": output_retries,
             "constraints": constraints, "name": name, "max_iterations": max_iterations,
-            "history": history_processors, "executor_config": executor_config, **options,
+            "history": history_processors, "executor_config": executor_config,
+            "input_guardrails": input_guardrails, "output_guardrails": output_guardrails,
+            "tool_output_guardrails": tool_output_guardrails, **options,
         }
         self._shared: ReActLoop = self.as_node()  # checks the arguments now, not on a run
         self._shared_free = True

@@ -9,6 +9,7 @@ history keeps its result.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -19,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
-from jianmu.errors import LLMError, ToolValidationError
+from jianmu.errors import GuardrailTripped, LLMError, ToolValidationError
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
+from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.fallback import fallback_events
 from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.llm.provider import (
@@ -157,9 +159,17 @@ class AgentLLMNode(AsyncNode):
             messages never change. ``max_messages`` adds `trim_history`'s count form.
         handoffs: hand-offs the model may make (`jianmu.nodes.agents`; `create_react_node`
             takes them among the tools).
+        input_guardrails: guardrails of the latest user message (`jianmu.guard.guardrails`),
+            run while the model is asked; a trip fails the node with `GuardrailTripped` and
+            writes none of the turn, so none of its calls runs.
+        output_guardrails: guardrails of the final answer (the typed one with
+            ``output_type``); a trip fails the node and the answer is not written.
+        tool_output_guardrails: guardrails of each tool result, given to the `ToolExecutor`
+            passed as ``tools`` (which runs them).
 
     Raises:
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
+        ValueError: ``tool_output_guardrails`` without a `ToolExecutor` as ``tools``.
     """
 
     records_own_steps = True
@@ -183,9 +193,28 @@ class AgentLLMNode(AsyncNode):
         output_retries: int = 2,
         history: Sequence[ProcessorInput] | None = None,
         handoffs: Sequence[Handoff] = (),
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
+        tool_output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
         super().__init__(name)
         self.stream = stream
+        self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
+        """Guardrails of the user's message, before the configured ones."""
+        self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
+        """Guardrails of the final answer, before the configured ones."""
+        self._passed: tuple[Message, tuple[Guardrail, ...]] | None = None
+        """The user message the input guardrails last passed, and those guardrails: not
+        checked again next turn, unless the guardrails changed (a skill loaded)."""
+        if tool_output_guardrails:
+            if not isinstance(tools, ToolExecutor):
+                raise ValueError(
+                    "tool_output_guardrails need the ToolExecutor that runs the calls as "
+                    "tools=; or give them to ToolExecutor(tool_output_guardrails=...)"
+                )
+            tools.tool_output_guardrails = (
+                *tools.tool_output_guardrails, *tool_output_guardrails
+            )
         if llm is None:
             raise ValueError("AgentLLMNode needs an llm (an LLMProvider such as OpenAIProvider)")
         self.llm = llm
@@ -388,14 +417,22 @@ class AgentLLMNode(AsyncNode):
             {GEN_AI_OPERATION_NAME: "chat", GEN_AI_REQUEST_MODEL: model,
              GEN_AI_AGENT_NAME: self.name},
         )
+        constraints = self.effective_constraints
+        checks = None  # the input guardrails' task, run beside the model's call
+        if self.input_guardrails or constraints.guard.guardrails.input:
+            checks = self._check_input(constraints)
         with scope as current:
             try:
                 # the loop timer that calls starting together share (`within`), as an
                 # asyncio.timeout would, without a timer of its own per turn
                 with fallback_events(events.emit):  # a FallbackLLM says its switches here
-                    response = await within(self._asked(messages, toolset), timeout,
-                                            _no_answer)
+                    reply = within(self._asked(messages, toolset), timeout, _no_answer)
+                    response = await (reply if checks is None else self._beside(reply, checks))
+            except GuardrailTripped as exc:  # tripped before the model answered
+                return self._tripped(exc)
             except Exception as exc:
+                if checks is not None:
+                    checks.cancel()
                 error = (
                     f"the model did not answer within {timeout:g} s"
                     if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
@@ -419,8 +456,15 @@ class AgentLLMNode(AsyncNode):
         turn = turn_update(message, calls, state=self.state, output=self.output,
                            handoffs=self.handoffs, agent=self.agent_name)
         usage = _one_request(usage)  # the server's count or the estimate, one request
+        tripped = None
+        if checks is not None:  # every input guardrail passed before any call is written
+            tripped = await checks
+        if tripped is None and turn.values.get("done") and (
+            self.output_guardrails or constraints.guard.guardrails.output
+        ):
+            tripped = await self._check_output(constraints, turn.values)
         update: dict[str, Any] = {
-            **turn.values,
+            **(turn.values if tripped is None else {}),  # a trip writes none of the turn
             "rounds": (self.state.get("rounds") or 0) + 1,
             "usage": usage,
         }
@@ -437,11 +481,90 @@ class AgentLLMNode(AsyncNode):
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
             )
+        if tripped is not None:
+            return self._tripped(tripped)
         for name, fields in turn.events:
             events.emit(name, **fields)
         if turn.error is not None:  # written first: the history shows the last answer
             raise turn.error
         return Status.SUCCESS
+
+    # -- guardrails (`jianmu.guard.guardrails`) -------------------------------------------------
+    def _check_input(
+        self, constraints: Constraints
+    ) -> asyncio.Task[GuardrailTripped | None] | None:
+        """The input guardrails on the latest user message, started as a task (``None``: no
+        user message, or the one they already passed)."""
+        latest = next(
+            (m for m in reversed(self.state.get("messages") or []) if m.role == "user"), None
+        )
+        if latest is None:
+            return None
+        guardrails = configured_guardrails("input", self.input_guardrails, constraints)
+        passed = self._passed
+        if passed is not None and passed[0] is latest and passed[1] == guardrails:
+            return None
+        return asyncio.ensure_future(self._input_checked(guardrails, latest))
+
+    async def _input_checked(
+        self, guardrails: Sequence[Guardrail], message: Message
+    ) -> GuardrailTripped | None:
+        found = await run_guardrails("input", guardrails, self.ctx, message.content or "",
+                                     self.events)
+        if found is None:
+            self._passed = (message, tuple(guardrails))
+            return None
+        return GuardrailTripped(found[0], found[1].reason, "input")
+
+    async def _beside(
+        self, reply: Awaitable[LLMResponse], checks: asyncio.Task[GuardrailTripped | None]
+    ) -> LLMResponse:
+        """The model's reply, asked while the input guardrails run; a trip that comes first
+        cancels the call (as `asyncio.timeout` does: no task of its own for the call) and is
+        raised."""
+        task = asyncio.current_task()
+        racing = True
+
+        def trip(done: asyncio.Task[GuardrailTripped | None]) -> None:
+            if racing and task is not None and _tripwire(done) is not None:
+                task.cancel()
+
+        checks.add_done_callback(trip)
+        try:
+            return await reply
+        except BaseException as exc:
+            found = _tripwire(checks)
+            if found is not None:  # a trip is the turn's failure, whatever the call did
+                if not isinstance(exc, asyncio.CancelledError):
+                    raise found from exc
+                if task is not None and task.uncancel() == 0:  # our cancel, not a halt
+                    raise found from None
+            checks.cancel()  # the call failed, or the node was halted: the turn stops
+            raise
+        finally:
+            racing = False
+
+    async def _check_output(
+        self, constraints: Constraints, values: dict[str, Any]
+    ) -> GuardrailTripped | None:
+        guardrails = configured_guardrails("output", self.output_guardrails, constraints)
+        value = values.get("final_output") if self.output is not None else values.get(
+            "final_answer")
+        found = await run_guardrails("output", guardrails, self.ctx, value, self.events)
+        return None if found is None else GuardrailTripped(found[0], found[1].reason, "output")
+
+    def _tripped(self, exc: GuardrailTripped) -> Status:
+        """Fail the node with ``exc``: the run fails with it (`RunResult.exception`)."""
+        self.error = exc
+        self.feedback_message = str(exc)
+        return Status.FAILURE
+
+
+def _tripwire(checks: asyncio.Task[GuardrailTripped | None]) -> GuardrailTripped | None:
+    """The trip of finished input guardrails, if they tripped (``None`` while they run)."""
+    if not checks.done() or checks.cancelled() or checks.exception() is not None:
+        return None
+    return checks.result()
 
 
 # -- what a turn writes -------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import py_trees
 from py_trees.common import Status
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
+from jianmu.guard.guardrails import Guardrail
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.agents import Handoff, build_team, split_handoffs
@@ -176,6 +177,9 @@ def create_react_node(
     output_mode: OutputMode = "tool",
     output_retries: int = 2,
     history: Sequence[ProcessorInput] | None = None,
+    input_guardrails: Sequence[Guardrail] = (),
+    output_guardrails: Sequence[Guardrail] = (),
+    tool_output_guardrails: Sequence[Guardrail] = (),
 ) -> ReActLoop:
     """Build the ReAct subtree: a loop over [AgentLLMNode → ToolExecutor].
 
@@ -204,6 +208,12 @@ def create_react_node(
         output_mode: ``"tool"``, ``"native"`` or ``"text"``.
         output_retries: answers that may fail validation before `OutputValidationError`.
         history: history processors (`trim_history`, `summarize_history`, functions).
+        input_guardrails: guardrails of the latest user message (`jianmu.guard.guardrails`):
+            a trip fails the loop with `GuardrailTripped` before any call of the turn runs.
+        output_guardrails: guardrails of the final answer (or typed output): a trip fails it.
+        tool_output_guardrails: guardrails of each tool result: a trip replaces the result
+            with a refusal the model reads. The configuration's ``guard.guardrails`` add to
+            all three.
 
     Raises:
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
@@ -211,13 +221,15 @@ def create_react_node(
     """
     tools, handoffs = split_handoffs(tools)
     executor = ToolExecutor(
-        f"{name}.tools", tools, config=executor_config, constraints=constraints
+        f"{name}.tools", tools, config=executor_config, constraints=constraints,
+        tool_output_guardrails=tool_output_guardrails,
     )
     model = AgentLLMNode(
         f"{name}.llm", llm, tools=executor, system_prompt=system_prompt,
         skill_prompt=skill_prompt, max_messages=max_messages, constraints=constraints,
         params=llm_params, stream=stream, output_type=output_type, output_mode=output_mode,
         output_retries=output_retries, history=history, handoffs=handoffs,
+        input_guardrails=input_guardrails, output_guardrails=output_guardrails,
     )
     round_ = _Round(f"{name}.round", memory=True, children=[model, executor])
     child: py_trees.behaviour.Behaviour = round_

@@ -42,6 +42,7 @@ from jianmu.tools.registry import ToolSet
 # The modules a skill's subtree is compiled from (the ReAct loop, the catalog, skills, the skill
 # and BT-skill tools, the built-in bash) load on the first tick, not with the node's class.
 if TYPE_CHECKING:
+    from jianmu.guard.guardrails import Guardrail
     from jianmu.mcp import MCPClient, MCPToolProvider
     from jianmu.nodes.output import OutputMode, OutputSpec
     from jianmu.nodes.react import ReActLoop
@@ -306,6 +307,11 @@ class SkillNode(FlattenedAgentNode):
             written to the enclosing state's ``final_output``.
         output_mode: ``"tool"``, ``"native"`` or ``"text"``.
         output_retries: answers that may fail validation before `OutputValidationError`.
+        input_guardrails: guardrails of the latest user message, as for `create_react_node`
+            (`jianmu.guard.guardrails`); a skill's SKILL.md may add configured ones
+            (``constraints: guard: guardrails:``), never remove these or the run's.
+        output_guardrails: guardrails of the skill's answer.
+        tool_output_guardrails: guardrails of each tool result.
 
     Raises:
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
@@ -323,8 +329,17 @@ class SkillNode(FlattenedAgentNode):
         output_type: Any = None,
         output_mode: OutputMode = "tool",
         output_retries: int = 2,
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
+        tool_output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
         super().__init__(name)
+        self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
+        """Guardrails of the user's message (the configured ones add to them)."""
+        self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
+        """Guardrails of the skill's answer."""
+        self.tool_output_guardrails: tuple[Guardrail, ...] = tuple(tool_output_guardrails)
+        """Guardrails of each tool result."""
         if not skills:
             raise ValueError("SkillNode needs at least one skill (a name or a Skill)")
         self.skill_refs = list(skills)
@@ -505,6 +520,9 @@ class SkillNode(FlattenedAgentNode):
             name=f"{self.name}.react",
             executor_config=self.config.executor,
             output_type=self.output,
+            input_guardrails=self.input_guardrails,
+            output_guardrails=self.output_guardrails,
+            tool_output_guardrails=self.tool_output_guardrails,
         )
         self._add_mcp_source(active)
         if react.executor is not None:

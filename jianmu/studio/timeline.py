@@ -166,6 +166,13 @@ class _Story:
         if name == "llm.call.failed":
             self.model_started.pop(node, None)
             return "error", f"model failed · {f.get('model') or 'model'}", _text(f.get("error"))
+        if name == "guardrail.tripped":
+            kind = str(f.get("kind") or "").replace("_", " ")
+            what = f": {tool}" if f.get("tool") else ""
+            verdict = ("result withheld from the model" if f.get("kind") == "tool_output"
+                       else "the run fails")
+            return "guard", f"{kind} guardrail {f.get('guardrail')} tripped{what}", \
+                f"{_text(f.get('reason'))} ({verdict})"
         if name == "guard.decision":
             decision = str(f.get("decision"))
             verb = {"allow": "allowed", "deny": "denied", "confirm": "asks a person about",

@@ -18,3 +18,18 @@ def test_a_fallback_says_which_model_failed_and_which_answered() -> None:
         ("model main failed: asking backup", "HTTP 503 from x: overloaded"),
         ("model turn · backup · 5 in / 1 out tokens · 1.0 s", "answers: hi"),
     ]
+
+
+def test_a_tripped_guardrail_says_which_and_what_follows() -> None:
+    entries = event_timeline([
+        {"time": 1.0, "name": "guardrail.tripped", "node": "a/tools",
+         "fields": {"kind": "tool_output", "guardrail": "prompt_injection", "tool": "fetch",
+                    "call_id": "c1", "reason": "possible prompt injection"}},
+        {"time": 2.0, "name": "guardrail.tripped", "node": "a/llm",
+         "fields": {"kind": "input", "guardrail": "no_secrets", "reason": "asks for a secret"}},
+    ])
+    assert [(e["kind"], e["title"], e["text"]) for e in entries] == [
+        ("guard", "tool output guardrail prompt_injection tripped: fetch",
+         "possible prompt injection (result withheld from the model)"),
+        ("guard", "input guardrail no_secrets tripped", "asks for a secret (the run fails)"),
+    ]

@@ -1,0 +1,220 @@
+"""Content guardrails: checks of what enters and leaves an agent, beside the guard of its calls.
+
+A guardrail is a sync or async callable ``(ctx, value) -> None | Tripwire``: returning a
+`Tripwire` trips it. Three kinds, given to `create_react_node` (``input_guardrails=``,
+``output_guardrails=``, ``tool_output_guardrails=``), `AgentLLMNode`, `SkillNode` and
+`Agent`, or named in the configuration (``guard: guardrails: {input: [...], output: [...],
+tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
+
+- **input** guardrails see the latest user message (its text). They run while the model is
+  asked; no tool call of that turn runs until every one has passed. A trip fails the agent
+  node, and so the run, with `GuardrailTripped`;
+- **output** guardrails see the final answer (the typed object with an ``output_type``). A
+  trip fails the run the same way, and the answer is not written;
+- **tool_output** guardrails see each `ToolResult` before the model does. A trip replaces the
+  result with a refusal that the model reads, and the run goes on.
+
+A guardrail that raises, or returns something other than ``None`` or a `Tripwire`, trips
+(fail closed). Sync guardrails run on the event loop: one that blocks should be async.
+Every trip emits a ``guardrail.tripped`` event and, with a tracer, a ``guardrail <name>`` span.
+
+A plug-in guardrail is a class made with no arguments whose instances are guardrails
+(`PromptInjectionGuardrail`, registered as ``prompt_injection``); one instance per name serves
+every run of the process, so it keeps no per-run state.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from jianmu import plugins
+from jianmu.runtime.events import ERROR_TYPE, span
+
+if TYPE_CHECKING:
+    from jianmu.constraints import Constraints
+    from jianmu.runtime.context import RunContext
+    from jianmu.runtime.events import NodeEvents
+
+__all__ = (
+    "Guardrail",
+    "GuardrailKind",
+    "PromptInjectionGuardrail",
+    "Tripwire",
+    "configured_guardrails",
+    "guardrail_name",
+    "run_guardrails",
+)
+
+
+@dataclass(frozen=True)
+class Tripwire:
+    """What a guardrail returns to trip: the run fails (input, output) or the tool's result
+    is withheld (tool output)."""
+
+    reason: str
+    """Why it tripped, in words for the person reading the run (and the model, for a tool
+    result)."""
+
+
+Guardrail: TypeAlias = Callable[[Any, Any], "Tripwire | Awaitable[Tripwire | None] | None"]
+"""A sync or async callable ``(ctx, value) -> None | Tripwire``."""
+
+GuardrailKind = Literal["input", "output", "tool_output"]
+"""Where a guardrail looks: the user's message, the final answer, or a tool's result."""
+
+
+def guardrail_name(guardrail: Any) -> str:
+    """A guardrail's name: its ``name`` attribute, its function's name, or its class's."""
+    name = getattr(guardrail, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    name = getattr(guardrail, "__name__", None)
+    return name if isinstance(name, str) and name else type(guardrail).__name__
+
+
+_instances: dict[tuple[str, type[Any]], Any] = {}
+"""Plug-in guardrails made, one instance per name and class."""
+
+
+def _plugin(name: str) -> Any:
+    """The guardrail registered as ``name``, made once."""
+    cls = plugins.resolve("guardrail", name)
+    key = (name, cls)
+    found = _instances.get(key)
+    if found is None:
+        found = _instances[key] = cls()
+        if getattr(found, "name", None) is None:
+            try:
+                found.name = name
+            except AttributeError:  # slots or a frozen class: its own name stands
+                pass
+    return found
+
+
+_cache: dict[tuple[int, str], tuple[Any, tuple[Any, ...], tuple[Any, ...]]] = {}
+
+
+def configured_guardrails(
+    kind: GuardrailKind, own: Sequence[Guardrail], constraints: Constraints
+) -> tuple[Guardrail, ...]:
+    """``own`` guardrails, then those the constraints name for ``kind`` (none repeated)."""
+    names = getattr(constraints.guard.guardrails, kind)
+    if not names:
+        return tuple(own)
+    key = (id(constraints), kind)
+    cached = _cache.get(key)
+    if cached is not None and cached[0] is constraints and cached[1] == tuple(own):
+        return cached[2]
+    found = tuple(dict.fromkeys([*own, *(_plugin(n) for n in names)]))
+    if len(_cache) > 256:  # constraints of finished runs: start again
+        _cache.clear()
+    _cache[key] = (constraints, tuple(own), found)
+    return found
+
+
+async def run_guardrails(
+    kind: GuardrailKind,
+    guardrails: Sequence[Guardrail],
+    ctx: RunContext,
+    value: Any,
+    events: NodeEvents,
+    **fields: Any,
+) -> tuple[str, Tripwire] | None:
+    """Run ``guardrails`` on ``value`` in order; the first trip, named, or ``None``.
+
+    A trip emits ``guardrail.tripped`` (kind, guardrail, reason and ``fields``) and a span.
+    A guardrail that raises or returns something else than ``None`` or a `Tripwire` trips.
+    """
+    for guardrail in guardrails:
+        try:
+            verdict = guardrail(ctx, value)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+        except Exception as exc:  # fail closed: a broken check lets nothing through
+            verdict = Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
+        if verdict is None:
+            continue
+        if not isinstance(verdict, Tripwire):
+            verdict = Tripwire(
+                f"the guardrail returned {type(verdict).__name__}, not None or a Tripwire"
+            )
+        name = guardrail_name(guardrail)
+        with span(ctx.tracer, f"guardrail {name}", {
+            "jianmu.guardrail.name": name, "jianmu.guardrail.kind": kind,
+        }) as current:
+            if current is not None:
+                current.set_attribute(ERROR_TYPE, "GuardrailTripped")
+                current.set_attribute("jianmu.guardrail.reason", verdict.reason)
+        events.emit("guardrail.tripped", kind=kind, guardrail=name, reason=verdict.reason,
+                    **fields)
+        return name, verdict
+    return None
+
+
+# -- the built-in tool-output guardrail ---------------------------------------------------------
+_OVERRIDE = re.compile(
+    r"\b(?:ignore|disregard|forget|override|skip)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+)*"
+    r"(?:previous|prior|above|earlier|preceding|system|original|initial)\s+"
+    r"(?:instructions?|prompts?|rules?|directions?|messages?|context)",
+    re.IGNORECASE,
+)
+_ROLE_LINE = re.compile(
+    r"^[ \t>*#-]*(?:<\|?)?(?:system|user|assistant|developer)(?:\|?>)?\s*:",
+    re.IGNORECASE | re.MULTILINE,
+)
+_CHAT_MARKUP = re.compile(
+    r"<\|(?:im_start|im_end|system|user|assistant|start_header_id|endoftext)\|>"
+    r"|\[/?INST\]|<</?SYS>>",
+    re.IGNORECASE,
+)
+_ADDRESSED = re.compile(
+    r"\b(?:new|updated|real|actual)\s+(?:system\s+)?instructions?\s*:"
+    r"|\byou\s+are\s+now\s+(?:a|an|in|the)\b"
+    r"|\bnote\s+to\s+(?:the\s+)?(?:ai|assistant|model|llm)\b",
+    re.IGNORECASE,
+)
+
+
+class PromptInjectionGuardrail:
+    """A tool-output guardrail that flags text in a tool's result addressed to the model.
+
+    It catches, anywhere in the result's text (its output, or its error):
+
+    - orders to drop the instructions: "ignore (all) previous instructions", "disregard the
+      system prompt", "forget prior rules" and the like;
+    - a role line: ``system:``, ``user:``, ``assistant:`` or ``developer:`` at the start of a
+      line (after spaces, quote or list marks), as a forged turn of the chat;
+    - chat-template markup: ``<|im_start|>``, ``<|system|>``, ``[INST]``, ``<<SYS>>``;
+    - lines that re-address the model: "new instructions:", "you are now a ...", "note to
+      the AI".
+
+    What it cannot catch: injections in other words or languages, paraphrases, text split
+    or encoded (base64, homoglyphs, zero-width characters between letters), instructions in
+    images or other media, or in data the model is asked to act on without these markers. It
+    also trips on honest text that quotes such phrases (a page about prompt injection, a
+    chat log with ``user:`` lines). It is a tripwire for the common forms, not a proof of
+    safety: keep the guard's tool policies on what an injected model could do.
+    """
+
+    name = "prompt_injection"
+
+    def __call__(self, ctx: Any, value: Any) -> Tripwire | None:
+        """Trip when the result's text holds one of the forms above."""
+        text = getattr(value, "text", None)
+        if not isinstance(text, str):
+            text = value if isinstance(value, str) else str(value)
+        for pattern, what in (
+            (_OVERRIDE, "an order to ignore the instructions"),
+            (_ROLE_LINE, "a line posing as a chat role"),
+            (_CHAT_MARKUP, "chat-template markup"),
+            (_ADDRESSED, "text addressed to the model"),
+        ):
+            found = pattern.search(text)
+            if found is not None:  # not quoted: the reason reaches the model
+                return Tripwire(f"possible prompt injection: {what}, at character "
+                                f"{found.start()} of the result")
+        return None

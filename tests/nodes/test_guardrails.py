@@ -1,0 +1,329 @@
+"""Content guardrails through `ReactiveRunner`: input, output and tool-output trips."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import BaseModel
+
+from jianmu import (
+    Agent,
+    Constraints,
+    GuardrailTripped,
+    ReactiveRunner,
+    RunStatus,
+    StateManager,
+    Tripwire,
+    plugins,
+)
+from jianmu.errors import LLMError
+from jianmu.llm import ScriptedLLM
+from jianmu.nodes.agent_llm import AgentLLMNode
+from jianmu.nodes.react import create_react_node
+from jianmu.nodes.state import AgentState
+from jianmu.tools.base import tool
+
+pytestmark = pytest.mark.anyio
+
+ran: list[str] = []
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look up the weather of a city.
+
+    Args:
+        city: the city's name.
+    """
+    ran.append(city)
+    return {"paris": "sunny"}.get(city.lower(), "unknown")
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    ran.clear()
+
+
+def start(question: str) -> StateManager:
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": question}]})
+
+
+def no_secrets(ctx: Any, text: str) -> Tripwire | None:
+    return Tripwire("asks for a password") if "password" in text else None
+
+
+async def no_secrets_async(ctx: Any, text: str) -> Tripwire | None:
+    await asyncio.sleep(0)
+    return no_secrets(ctx, text)
+
+
+def trips_of(runner: ReactiveRunner) -> list[dict[str, Any]]:
+    """The fields of each ``guardrail.tripped`` event of the run, as they come."""
+    seen: list[dict[str, Any]] = []
+    runner.ctx.events.subscribe("guardrail.tripped", lambda e: seen.append(dict(e.fields)))
+    return seen
+
+
+@pytest.mark.parametrize("guardrail", [no_secrets, no_secrets_async])
+async def test_input_trip_fails_the_run_and_runs_no_tool_of_the_turn(guardrail: Any) -> None:
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}], "done"])
+    tree = create_react_node(llm, [lookup], input_guardrails=[guardrail])
+    runner = ReactiveRunner(tree, start("what is the admin password?"))
+    tripped = trips_of(runner)
+    result = await runner.run()
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, GuardrailTripped)
+    assert result.exception.guardrail == guardrail.__name__
+    assert result.exception.reason == "asks for a password"
+    assert result.exception.kind == "input"
+    assert ran == []  # the turn's call never ran
+    assert not runner.state.get("actions")
+    assert tripped == [{"kind": "input", "guardrail": guardrail.__name__,
+                        "reason": "asks for a password"}]
+
+
+async def test_input_guardrail_that_passes_is_checked_once_per_message() -> None:
+    seen: list[str] = []
+
+    def record(ctx: Any, text: str) -> None:
+        seen.append(text)
+
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}], "sunny"])
+    tree = create_react_node(llm, [lookup], input_guardrails=[record])
+    result = await ReactiveRunner(tree, start("weather in Paris?")).run()
+    assert result.status is RunStatus.SUCCESS
+    assert ran == ["Paris"]
+    assert seen == ["weather in Paris?"]  # two turns, one user message
+
+
+async def test_a_slow_model_call_is_cancelled_by_an_input_trip() -> None:
+    cancelled = asyncio.Event()
+
+    class Hanging(ScriptedLLM):
+        async def complete(self, messages: Any, tools: Any = None, **params: Any) -> Any:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+    tree = AgentLLMNode("llm", Hanging(["never"]), tools=[lookup],
+                        input_guardrails=[no_secrets_async])
+    runner = ReactiveRunner(tree, start("the password please"))
+    result = await runner.run()
+    assert isinstance(result.exception, GuardrailTripped)
+    assert cancelled.is_set()
+
+
+async def test_a_trip_after_the_model_answered_still_runs_none_of_its_calls() -> None:
+    answered = asyncio.Event()
+
+    class Answering(ScriptedLLM):
+        async def complete(self, messages: Any, tools: Any = None, **params: Any) -> Any:
+            reply = await super().complete(messages, tools=tools, **params)
+            answered.set()
+            return reply
+
+    async def slow_check(ctx: Any, text: str) -> Tripwire:
+        await answered.wait()  # trips only once the model has asked for its calls
+        return Tripwire("too late for the calls")
+
+    llm = Answering([[{"name": "lookup", "arguments": {"city": "Paris"}}], "done"])
+    tree = create_react_node(llm, [lookup], input_guardrails=[slow_check])
+    runner = ReactiveRunner(tree, start("weather in Paris?"))
+    result = await runner.run()
+    assert isinstance(result.exception, GuardrailTripped)
+    assert answered.is_set() and ran == []
+    assert not runner.state.get("actions")
+    assert runner.state.get("usage").requests == 1  # the answered call's tokens count
+
+
+async def test_a_failed_model_call_with_passing_guardrails_is_the_calls_failure() -> None:
+    gate = asyncio.Event()
+
+    async def waits(ctx: Any, text: str) -> None:
+        await gate.wait()  # still running when the call fails: it is cancelled
+        return None
+
+    class Failing(ScriptedLLM):
+        async def complete(self, messages: Any, tools: Any = None, **params: Any) -> Any:
+            raise LLMError("HTTP 500 from the server")
+
+    tree = AgentLLMNode("llm", Failing(["never"]), tools=[lookup], input_guardrails=[waits])
+    result = await ReactiveRunner(tree, start("hello")).run()
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, LLMError)
+
+
+async def test_output_trip_fails_the_run_and_writes_no_answer() -> None:
+    def no_shouting(ctx: Any, answer: str) -> Tripwire | None:
+        return Tripwire("shouts") if answer.isupper() else None
+
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}], "SUNNY"])
+    tree = create_react_node(llm, [lookup], output_guardrails=[no_shouting])
+    runner = ReactiveRunner(tree, start("weather in Paris?"))
+    result = await runner.run()
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, GuardrailTripped)
+    assert (result.exception.guardrail, result.exception.kind) == ("no_shouting", "output")
+    assert runner.state.get("final_answer") is None
+    assert all(m.content != "SUNNY" for m in runner.state.get("messages"))
+    assert runner.state.get("usage").requests == 2  # the tripped turn's tokens still count
+
+
+class Weather(BaseModel):
+    city: str
+    degrees: int
+
+
+async def test_output_guardrail_sees_the_typed_output() -> None:
+    seen: list[Any] = []
+
+    def too_hot(ctx: Any, value: Weather) -> Tripwire | None:
+        seen.append(value)
+        return Tripwire("implausible") if value.degrees > 60 else None
+
+    llm = ScriptedLLM([[{"name": "final_result", "arguments": {"city": "Oslo", "degrees": 99}}]])
+    tree = create_react_node(llm, [], output_type=Weather, output_guardrails=[too_hot])
+    result = await ReactiveRunner(tree, start("weather?")).run()
+    assert isinstance(result.exception, GuardrailTripped)
+    assert seen == [Weather(city="Oslo", degrees=99)]
+    assert result.output is None
+
+
+async def test_tool_output_trip_withholds_the_result_and_the_run_goes_on() -> None:
+    def no_sun(ctx: Any, result: Any) -> Tripwire | None:
+        return Tripwire("mentions the sun") if "sunny" in result.text else None
+
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}], "no idea"])
+    tree = create_react_node(llm, [lookup], tool_output_guardrails=[no_sun])
+    runner = ReactiveRunner(tree, start("weather in Paris?"))
+    tripped = trips_of(runner)
+    result = await runner.run()
+    assert result.status is RunStatus.SUCCESS
+    assert ran == ["Paris"]
+    observation = next(m for m in runner.state.get("messages") if m.role == "tool")
+    assert "sunny" not in observation.content
+    assert "withheld" in observation.content and "no_sun" in observation.content
+    # the model read the refusal, not the result
+    sent = llm.requests[1].messages
+    assert any("withheld" in (m.content or "") for m in sent if m.role == "tool")
+    assert [(t["kind"], t["tool"]) for t in tripped] == [("tool_output", "lookup")]
+
+
+async def test_a_guardrail_that_raises_or_returns_junk_trips() -> None:
+    def broken(ctx: Any, text: str) -> None:
+        raise RuntimeError("boom")
+
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}]])
+    result = await ReactiveRunner(
+        create_react_node(llm, [lookup], input_guardrails=[broken]), start("hi")).run()
+    assert isinstance(result.exception, GuardrailTripped)
+    assert "RuntimeError: boom" in result.exception.reason
+    assert ran == []
+
+    def junk(ctx: Any, text: str) -> Any:
+        return False
+
+    llm = ScriptedLLM(["hello"])
+    result = await ReactiveRunner(
+        create_react_node(llm, [], output_guardrails=[junk]), start("hi")).run()
+    assert isinstance(result.exception, GuardrailTripped)
+
+
+class Flag:
+    """A plug-in guardrail: trips on the word 'forbidden'."""
+
+    def __call__(self, ctx: Any, value: Any) -> Tripwire | None:
+        text = getattr(value, "text", value)
+        return Tripwire("forbidden word") if "forbidden" in str(text) else None
+
+
+async def test_configured_guardrails_by_plugin_name() -> None:
+    with plugins.registered("guardrail", "flag", Flag):
+        constraints = Constraints.model_validate(
+            {"guard": {"guardrails": {"input": ["flag"]}}}
+        )
+        llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}]])
+        runner = ReactiveRunner(create_react_node(llm, [lookup]), start("a forbidden thing"),
+                                constraints=constraints)
+        result = await runner.run()
+        assert isinstance(result.exception, GuardrailTripped)
+        assert result.exception.guardrail == "flag"
+        assert ran == []
+
+
+async def test_trip_span_is_recorded() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    llm = ScriptedLLM(["the password is hunter2"])
+    tree = create_react_node(llm, [], output_guardrails=[no_secrets])
+    runner = ReactiveRunner(tree, start("hi"), tracer_provider=provider)
+    result = await runner.run()
+    assert isinstance(result.exception, GuardrailTripped)
+    spans = [s for s in exporter.get_finished_spans() if s.name == "guardrail no_secrets"]
+    assert len(spans) == 1
+    assert spans[0].attributes["jianmu.guardrail.kind"] == "output"
+    assert spans[0].attributes["error.type"] == "GuardrailTripped"
+
+
+async def test_agent_takes_the_guardrail_keywords() -> None:
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}], "done"])
+    agent = Agent(llm, tools=[lookup], input_guardrails=[no_secrets])
+    result = await agent.run("the password?")
+    assert isinstance(result.exception, GuardrailTripped)
+    assert ran == []
+
+
+def test_tool_output_guardrails_need_an_executor() -> None:
+    with pytest.raises(ValueError, match="ToolExecutor"):
+        AgentLLMNode("llm", ScriptedLLM(["x"]), tools=[lookup],
+                     tool_output_guardrails=[no_secrets])
+
+
+def test_guardrail_tripped_pickles() -> None:
+    import pickle
+
+    exc = pickle.loads(pickle.dumps(GuardrailTripped("g", "why", "output")))
+    assert (exc.guardrail, exc.reason, exc.kind) == ("g", "why", "output")
+    assert str(exc) == "output guardrail 'g' tripped: why"
+
+
+
+async def test_in_a_durable_run_a_replayed_result_is_checked_again_and_a_trip_fails() -> None:
+    from tests.runtime.test_context import FakeSteps
+
+    def no_sun(ctx: Any, result: Any) -> Tripwire | None:
+        return Tripwire("mentions the sun") if "sunny" in result.text else None
+
+    def script() -> ScriptedLLM:
+        return ScriptedLLM([[{"id": "c1", "name": "lookup", "arguments": {"city": "Paris"}}],
+                            "no idea"])
+
+    steps = FakeSteps()
+    runner = ReactiveRunner(create_react_node(script(), [lookup],
+                                              tool_output_guardrails=[no_sun]), start("go"))
+    runner.ctx.steps = steps
+    assert (await runner.run(timeout=30)).ok
+    assert steps.recorded["tool:c1"].output == "sunny"  # the step keeps the tool's own result
+    # replayed from the record: the tool does not run again, and its result is withheld again
+    again = ReactiveRunner(create_react_node(script(), [lookup],
+                                             tool_output_guardrails=[no_sun]), start("go"))
+    again.ctx.steps = FakeSteps(steps.recorded)
+    assert (await again.run(timeout=30)).ok
+    assert ran == ["Paris"]
+    observation = next(m for m in again.state.get("messages") if m.role == "tool")
+    assert "withheld" in observation.content
+
+    tripped = ReactiveRunner(create_react_node(script(), [lookup],
+                                               input_guardrails=[no_secrets]),
+                             start("the password"))
+    tripped.ctx.steps = FakeSteps()
+    result = await tripped.run(timeout=30)
+    assert isinstance(result.exception, GuardrailTripped) and ran == ["Paris"]
