@@ -11,7 +11,6 @@ import threading
 import time
 import uuid
 import weakref
-from collections import deque
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
@@ -529,7 +528,7 @@ class ReactiveRunner:
         )
         return result
 
-    async def stream(
+    def stream(
         self, max_ticks: int | None = None, timeout: float | None = None
     ) -> AsyncGenerator[Event, None]:
         """Run the tree (as `run`) and yield the run's events as they happen, in order.
@@ -542,73 +541,16 @@ class ReactiveRunner:
 
         No event is dropped for a slow reader: they wait in an unbounded queue. Leaving the
         loop early (``break``, an exception, ``aclose()``) cancels the run: its running tools
-        see ``CancelledError`` and the run ends CANCELLED before the generator closes.
+        see ``CancelledError`` and the run ends CANCELLED before the generator closes
+        (`jianmu.runtime.stream`).
 
         Raises:
             RuntimeError: the runner is already running.
             Exception: whatever `run` raised.
         """
-        if self._running:
-            raise RuntimeError("this runner is already running")
-        loop = asyncio.get_running_loop()
-        thread = threading.get_ident()
-        queue: deque[Event] = deque()
-        # the reader's wait, when it waits: a bare future, one per wait (lighter than an
-        # asyncio.Event, whose set() runs on every event)
-        waiter: list[asyncio.Future[None] | None] = [None]
+        from jianmu.runtime.stream import stream_run
 
-        def wake(_: object = None) -> None:
-            fut = waiter[0]
-            if fut is not None:
-                waiter[0] = None
-                if not fut.done():
-                    fut.set_result(None)
-
-        append, ident = queue.append, threading.get_ident
-
-        def arrived(event: Event) -> None:
-            append(event)  # deque.append is atomic: a tool's thread may emit too
-            if ident() != thread:
-                loop.call_soon_threadsafe(wake)
-            elif waiter[0] is not None:
-                wake()
-
-        bus = self.ctx.events
-        unsubscribe = bus.subscribe("*", arrived)
-        bus.readers += 1  # the model streams its text for this reader (`EventBus.asked_for`)
-        task = loop.create_task(self.run(max_ticks=max_ticks, timeout=timeout))
-        task.add_done_callback(wake)
-        try:
-            popleft = queue.popleft
-            while True:
-                while queue:
-                    event = popleft()
-                    yield event
-                    if event.name == "run.finished" and self._is_own_end(event):
-                        return
-                if task.done():
-                    task.result()  # run() raised: so does the stream
-                    return
-                waiter[0] = fut = loop.create_future()
-                await fut
-        finally:
-            unsubscribe()
-            bus.readers -= 1
-            if not task.done():
-                self.cancel()  # the reader left: stop the run as cancel() does, cleanly
-                try:
-                    await asyncio.shield(task)
-                except asyncio.CancelledError:
-                    task.cancel()  # the reader itself is being cancelled: so is the run
-                    await asyncio.gather(task, return_exceptions=True)
-                    raise
-                except Exception:  # the reader's own exit reason is the one to surface
-                    pass
-
-    def _is_own_end(self, event: Event) -> bool:
-        """Whether ``event`` (a ``run.finished``) ends this run, not a nested runner's."""
-        result = event.fields.get("result")
-        return isinstance(result, RunResult) and result.run_id == self.run_id
+        return stream_run(self, max_ticks=max_ticks, timeout=timeout)
 
     async def aclose(self) -> None:
         """Release everything the run and its tree hold: sandboxes, connections, and the

@@ -1,0 +1,92 @@
+"""`ReactiveRunner.stream`: a run's events handed to an async reader as they happen.
+
+The reader gets the bus's own events, in order, from an unbounded queue (a slow reader loses
+nothing), ending with the run's own ``run.finished`` (a sub-run's end does not end it). A
+reader that leaves early stops the run as `ReactiveRunner.cancel` does, and waits for it: its
+running tools see ``CancelledError`` and nothing is left running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from jianmu.runtime.events import Event
+
+__all__ = ("stream_run",)
+
+
+def _ends(runner: Any, event: Event) -> bool:
+    """Whether ``event`` (a ``run.finished``) ends this run, not a nested runner's."""
+    return getattr(event.fields.get("result"), "run_id", None) == runner.run_id
+
+
+async def stream_run(
+    runner: Any, *, max_ticks: int | None = None, timeout: float | None = None
+) -> AsyncGenerator[Event, None]:
+    """Run ``runner`` (a `ReactiveRunner`, as its ``run``) and yield its events as they
+    happen; see `ReactiveRunner.stream`.
+
+    Raises:
+        RuntimeError: the runner is already running (on the first step, as ``run`` would).
+    """
+    if runner._running:
+        raise RuntimeError("this runner is already running")
+    loop = asyncio.get_running_loop()
+    thread = threading.get_ident()
+    queue: deque[Event] = deque()
+    # the reader's wait, when it waits: a bare future, one per wait (lighter than an
+    # asyncio.Event, whose set() runs on every event)
+    waiter: list[asyncio.Future[None] | None] = [None]
+
+    def wake(_: object = None) -> None:
+        fut = waiter[0]
+        if fut is not None:
+            waiter[0] = None
+            if not fut.done():
+                fut.set_result(None)
+
+    append, ident = queue.append, threading.get_ident
+
+    def arrived(event: Event) -> None:
+        append(event)  # deque.append is atomic: a tool's thread may emit too
+        if ident() != thread:
+            loop.call_soon_threadsafe(wake)
+        elif waiter[0] is not None:
+            wake()
+
+    bus = runner.ctx.events
+    unsubscribe = bus.subscribe("*", arrived)
+    bus.readers += 1  # the model streams its text for this reader (`EventBus.asked_for`)
+    task = loop.create_task(runner.run(max_ticks=max_ticks, timeout=timeout))
+    task.add_done_callback(wake)
+    try:
+        popleft = queue.popleft
+        while True:
+            while queue:
+                event = popleft()
+                yield event
+                if event.name == "run.finished" and _ends(runner, event):
+                    return
+            if task.done():
+                task.result()  # run() raised: so does the stream
+                return
+            waiter[0] = fut = loop.create_future()
+            await fut
+    finally:
+        unsubscribe()
+        bus.readers -= 1
+        if not task.done():
+            runner.cancel()  # the reader left: stop the run as cancel() does, cleanly
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                task.cancel()  # the reader itself is being cancelled: so is the run
+                await asyncio.gather(task, return_exceptions=True)
+                raise
+            except Exception:  # the reader's own exit reason is the one to surface
+                pass
+
