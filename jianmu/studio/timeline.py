@@ -190,6 +190,8 @@ class _Story:
             by = f" by {who}" if who else ""
             what = tool if f.get("tool") else request
             return "decision", f"{verb}{by}: {what}", note
+        if name == "tool.call.started" and f.get("resumed"):
+            return "call", f"goes on: {tool}", "after waiting for a person"  # no second start
         if name == "tool.call.started":
             given = call.get("arguments")
             text = pretty_json(given) if given is not None else str(f.get("args_preview") or "")

@@ -18,3 +18,14 @@ def test_a_fallback_says_which_model_failed_and_which_answered() -> None:
         ("model main failed: asking backup", "HTTP 503 from x: overloaded"),
         ("model turn · backup · 5 in / 1 out tokens · 1.0 s", "answers: hi"),
     ]
+
+
+def test_a_call_that_waited_goes_on_rather_than_starting_again() -> None:
+    started = {"tool": "researcher", "call_id": "c1", "args_preview": '{"input": "tides"}'}
+    entries = event_timeline([
+        {"time": 1.0, "name": "tool.call.started", "node": "a/tools", "fields": started},
+        {"time": 2.0, "name": "tool.call.started", "node": "a/tools",
+         "fields": {**started, "resumed": True}},
+    ])
+    assert [e["title"] for e in entries] == ["started: researcher", "goes on: researcher"]
+    assert entries[1]["text"] == "after waiting for a person"
