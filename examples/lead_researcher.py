@@ -103,7 +103,9 @@ def build_state() -> StateManager:
 def show(event: Any) -> None:
     fields = event.fields
     depth = "    " if "researcher[" in (event.node or "") else "  "
-    if event.name == "tool.call.started":
+    if event.name == "tool.call.started" and fields.get("resumed"):  # it waited: goes on
+        print(f"{depth}↻ {fields['tool']} goes on")
+    elif event.name == "tool.call.started":
         print(f"{depth}→ {fields['tool']}({fields['args_preview']})")
     elif event.name == "tool.call.completed":
         print(f"{depth}← {fields['tool']}: {fields['result_preview']}")

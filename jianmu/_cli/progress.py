@@ -105,7 +105,9 @@ class Progress:
         f = event.fields
         name = event.name
         tool = (shorten(f.get("tool"), 80), "bold")
-        if name == "tool.call.started":
+        if name == "tool.call.started" and f.get("resumed"):  # a call that waited goes on
+            self._line(("  ↻ ", "cyan"), tool, " goes on")
+        elif name == "tool.call.started":
             self.tool_calls += 1
             self._line(("  → ", "cyan"), tool, f"({shorten(f.get('args_preview'))})")
         elif name == "tool.call.completed":

@@ -5,7 +5,7 @@ the ``llm:`` section of the config names (through the plug-in registry, `jianmu.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeGuard, runtime_checkable
@@ -31,6 +31,7 @@ __all__ = (
     "Usage",
     "from_config",
     "provider_from_config",
+    "replays_stream",
     "takes_requests",
     "tool_choice_to_openai",
     "tools_to_openai",
@@ -223,13 +224,7 @@ class BaseLLMProvider(LLMProvider):
     async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Yield `complete()`'s reply as text deltas (`text_pieces`), its tool calls, then
         `StreamDone`."""
-        if takes_requests(self, params=request.params):
-            response = await self.send(request)  # what `complete` would do, minus rebuilding it
-        else:
-            response = await self.complete(
-                request.messages, tools=request.tools, tool_choice=request.tool_choice,
-                **request.params,
-            )
+        response = await self.whole_reply(request)
         for piece in self.text_pieces(response.text):
             yield TextDelta(text=piece)
         for index, call in enumerate(response.tool_calls):
@@ -239,6 +234,16 @@ class BaseLLMProvider(LLMProvider):
     def text_pieces(self, text: str) -> list[str]:
         """How `send_stream` cuts a whole reply's text into deltas: one piece by default."""
         return [text] if text else []
+
+    def whole_reply(self, request: ChatRequest) -> Awaitable[LLMResponse]:
+        """The reply that the base `send_stream` replays: `send`'s, or `complete()`'s when a
+        subclass overrides that."""
+        if takes_requests(self, params=request.params):
+            return self.send(request)  # what `complete` would do, minus rebuilding the request
+        return self.complete(
+            request.messages, tools=request.tools, tool_choice=request.tool_choice,
+            **request.params,
+        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -253,6 +258,15 @@ class BaseLLMProvider(LLMProvider):
 
 
 _ARGUMENT_NAMES = frozenset({"messages", "tools", "tool_choice"})
+
+
+def replays_stream(llm: BaseLLMProvider) -> bool:
+    """Whether ``llm.send_stream`` is the base one, which replays the whole reply
+    (`BaseLLMProvider.whole_reply`) cut by ``text_pieces``: a caller that wants only the
+    pieces and the reply may then ask for those two itself, without a stream's generator
+    and its event objects in between."""
+    return (type(llm).send_stream is BaseLLMProvider.send_stream
+            and "send_stream" not in getattr(llm, "__dict__", {}))
 
 
 def takes_requests(

@@ -34,6 +34,7 @@ from jianmu.llm.provider import (
     StreamDone,
     StreamEvent,
     TextDelta,
+    replays_stream,
     takes_requests,
 )
 from jianmu.nodes.history import (
@@ -358,11 +359,24 @@ class AgentLLMNode(AsyncNode):
             )
             if not streams:
                 return llm.send(request)
+            if replays_stream(llm):  # a whole reply cut in pieces: no stream to go through
+                return self._replayed(llm, request)
             return self._streamed(llm.send_stream(request))
         tools = list(toolset) or None
         if not streams:
             return llm.complete(messages, tools=tools, **params)
         return self._streamed(llm.stream(messages, tools=tools, **params))
+
+    async def _replayed(self, llm: BaseLLMProvider, request: ChatRequest) -> LLMResponse:
+        """The reply as the base ``send_stream`` would replay it, its ``text_pieces`` as
+        ``llm.call.delta``: the same events, without a generator and an object per piece."""
+        response = await llm.whole_reply(request)
+        text = response.text
+        if text:
+            emit = self.events.emit
+            for piece in llm.text_pieces(text):
+                emit("llm.call.delta", text=piece)
+        return response
 
     async def _streamed(self, events: AsyncIterator[StreamEvent]) -> LLMResponse:
         """The reply at the end of a stream; its text deltas become ``llm.call.delta``."""

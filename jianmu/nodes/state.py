@@ -68,6 +68,9 @@ class AgentState(BaseModel):
     the budget reads."""
     completed_call_ids: Annotated[list[str], operator.add] = Field(default_factory=list)
     """Ids of tool calls that finished, so a restored run never runs one twice."""
+    suspended_call_ids: Annotated[list[str], operator.add] = Field(default_factory=list)
+    """Ids of tool calls that waited for a person (`ToolSuspended`): run again, each goes on
+    where it stopped, and its ``tool.call.started`` says ``resumed``, also after a restore."""
     observations: Annotated[dict[str, Message], _replace_observations] = Field(
         default_factory=dict
     )

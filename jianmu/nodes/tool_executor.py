@@ -613,8 +613,12 @@ class ToolExecutor(AsyncNode):
         }
         events = self.events
         if events.wants("tool.call.started"):
-            events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
-                        args_preview=preview(call.arguments))
+            if call.id in (self.state.get("suspended_call_ids") or ()):  # it goes on
+                events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
+                            args_preview=preview(call.arguments), resumed=True)
+            else:
+                events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
+                            args_preview=preview(call.arguments))
         try:
             if tracer is None and self.ctx.steps is None:  # the common path: nothing around it
                 result = await self._attempts(call, tool, runner, retries)
@@ -624,6 +628,9 @@ class ToolExecutor(AsyncNode):
                     finish_span(current, result, call.arguments, self.ctx)
         except ToolSuspended as exc:  # runs again, to its end, once the person has answered
             self._suspended = (*self._suspended, call.id)
+            if call.id not in (self.state.get("suspended_call_ids") or ()):
+                # kept in the state, so the call run again says it goes on, in any process
+                self.state.update({"suspended_call_ids": [call.id]})
             events.emit("tool.call.suspended", tool=tool.name, call_id=call.id, reason=str(exc))
             return
         except asyncio.CancelledError:  # halted: a cancelled call is not recorded, it runs again

@@ -209,6 +209,8 @@ class _Story:
                 return "decision", f"{verb}{by} (edited): {what}", "\n".join(
                     p for p in (edit, note) if p)
             return "decision", f"{verb}{by}: {what}", note
+        if name == "tool.call.started" and f.get("resumed"):
+            return "call", f"goes on: {tool}", "after waiting for a person"  # no second start
         if name == "tool.call.started":
             given = call.get("arguments")
             text = pretty_json(given) if given is not None else str(f.get("args_preview") or "")

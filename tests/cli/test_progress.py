@@ -85,3 +85,15 @@ def test_the_final_lines_show_the_runs_usage() -> None:
     console, out = _console()
     Progress(console, py_trees.behaviours.Success("s")).show_final(None)
     assert "usage" not in out.getvalue()
+
+
+def test_a_call_that_waited_goes_on_rather_than_starting_again() -> None:
+    console, out = _console()
+    progress = Progress(console, py_trees.behaviours.Success("s"))
+    progress.on_event(Event(name="tool.call.started", run_id="r", fields={
+        "tool": "researcher", "call_id": "c1", "args_preview": '{"input": "tides"}'}))
+    progress.on_event(Event(name="tool.call.started", run_id="r", fields={
+        "tool": "researcher", "call_id": "c1", "args_preview": '{"input": "tides"}',
+        "resumed": True}))
+    assert out.getvalue() == '  → researcher({"input": "tides"})\n  ↻ researcher goes on\n'
+    assert progress.tool_calls == 1  # one call, announced once

@@ -87,6 +87,10 @@ def test_lead_researcher_asks_by_path_then_answers() -> None:
     assert asked == ['approval needed: researcher > save_note({"text": "Tides: twice a day, '
                      'from the Moon\'s pull."})  [id researcher/call_1/call_3]']
     assert "    ← save_note: saved" in lines  # the researcher's call, nested under the lead's
+    # the researcher starts once; after the approval its call goes on, it does not start again
+    assert [line for line in lines if line.startswith("  → researcher(")] == [
+        '  → researcher({"input": "How often do tides come, and why?"})']
+    assert lines.index("  ↻ researcher goes on") < lines.index("    ← save_note: saved")
     assert ("  ← researcher: Two high tides a day, about 12 h 25 min apart: the Moon's pull "
             "raises a bulge of water on each side of the Earth.") in lines  # whole, not cut
     assert any(line.startswith("answer: Tides come in twice a day") for line in lines)

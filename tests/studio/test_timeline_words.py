@@ -33,3 +33,14 @@ def test_a_tripped_guardrail_says_which_and_what_follows() -> None:
          "possible prompt injection (result withheld from the model)"),
         ("guard", "input guardrail no_secrets tripped", "asks for a secret (the run fails)"),
     ]
+
+
+def test_a_call_that_waited_goes_on_rather_than_starting_again() -> None:
+    started = {"tool": "researcher", "call_id": "c1", "args_preview": '{"input": "tides"}'}
+    entries = event_timeline([
+        {"time": 1.0, "name": "tool.call.started", "node": "a/tools", "fields": started},
+        {"time": 2.0, "name": "tool.call.started", "node": "a/tools",
+         "fields": {**started, "resumed": True}},
+    ])
+    assert [e["title"] for e in entries] == ["started: researcher", "goes on: researcher"]
+    assert entries[1]["text"] == "after waiting for a person"
