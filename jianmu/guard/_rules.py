@@ -352,7 +352,7 @@ class Rule:
                   default=len(self.pattern))
         literal = self.pattern[:cut]
         if folder in (".", ""):
-            return not posixpath.isabs(literal) or cut == 0
+            return not posixpath.isabs(literal)
         below = folder.rstrip("/") + "/"
         return literal.startswith(below) or (cut < len(self.pattern) and below.startswith(literal))
 
