@@ -208,7 +208,8 @@ def cmd_studio(args: argparse.Namespace) -> int:
     print(f"Jianmu Studio on {path}" + (f" and app {args.app}" if args.app else ""), flush=True)
     print(f"open: http://{host}:{args.port}/?token={token}", flush=True)
     server = uvicorn.Server(uvicorn.Config(
-        create_app(sources, token), host=args.host, port=args.port, log_level="warning",
+        create_app(sources, token, host=args.host, port=args.port), host=args.host,
+        port=args.port, log_level="warning",
         timeout_graceful_shutdown=1,
     ))
     server.run()
