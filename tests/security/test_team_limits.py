@@ -4,6 +4,11 @@ Item 5: under ``rate_limits: {send: 2}``, two sub-agents run in parallel, each s
 one batch. Each admitted its two sends without seeing the other's, still in flight: 4 went
 through, where one after another or in one batch they stop at 2. Now every limit of the guard
 counts the calls in flight in every branch and sub-agent of the run.
+
+Item 6: alone, an agent with a 300-token budget stops after a few turns; handed the
+conversation, it went on until the first agent's iteration cap, because the team's loop
+checked only the first agent's limits. Now each agent's own limits (budget, max_iterations)
+hold while it answers, and the first agent's bound the whole team.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import pytest
 
 from jianmu import Constraints, ReactiveRunner, StateManager
 from jianmu.llm import ScriptedLLM
-from jianmu.nodes import AgentState, agent_tool, create_react_node
+from jianmu.nodes import AgentState, agent_tool, create_react_node, handoff
 from jianmu.runtime.events import Event
 from jianmu.tools import tool
 
@@ -69,3 +74,63 @@ async def test_parallel_sub_agents_share_the_runs_limits(limits: dict[str, Any])
     assert result.ok, result
     assert len(sent) == 2, (sent, decided)
     assert sorted(decided) == ["allow", "allow", "deny", "deny"]
+
+
+def note_again(_messages: list[Any]) -> list[dict[str, Any]]:
+    return [{"name": "note", "arguments": {"text": "still working on it " * 8}}]
+
+
+@tool
+def note(text: str) -> str:
+    """Take a note.
+
+    Args:
+        text: the note.
+    """
+    return "noted"
+
+
+def worker(llm: ScriptedLLM, **limits: Any) -> Any:
+    layer = Constraints.model_validate({"guard": {"budget": {"total_tokens": 300}}}) if (
+        limits.pop("budget", True)) else None
+    return create_react_node(llm, [note], name="worker", constraints=layer, **limits)
+
+
+def start() -> StateManager:
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+
+
+async def team_run(work: ScriptedLLM, lead_limits: dict[str, Any], **limits: Any) -> Any:
+    handed = worker(work, **limits)
+    lead = create_react_node(ScriptedLLM([[{"name": "transfer_to_worker", "arguments": {}}]]),
+                             [handoff(handed)], name="lead", **lead_limits)
+    state = start()
+    result = await ReactiveRunner(lead, state).run(timeout=TIMEOUT)
+    assert state.get("active_agent") == "worker"
+    return result
+
+
+async def test_a_hand_off_target_stops_at_its_own_budget() -> None:
+    alone_llm = ScriptedLLM([note_again] * 100)
+    alone = await ReactiveRunner(worker(alone_llm), start()).run(timeout=TIMEOUT)
+    assert not alone.ok and "token budget exhausted" in str(alone.error)
+    assert 2 <= len(alone_llm.requests) < 10
+    handed_llm = ScriptedLLM([note_again] * 100)
+    result = await team_run(handed_llm, {"max_iterations": 50})
+    assert not result.ok and "token budget exhausted" in str(result.error), result
+    # the first agent's turn spent tokens too: the worker gets no more turns than alone
+    assert len(handed_llm.requests) <= len(alone_llm.requests)
+
+
+async def test_a_hand_off_target_stops_at_its_own_iteration_cap() -> None:
+    handed_llm = ScriptedLLM([note_again] * 100)
+    result = await team_run(handed_llm, {"max_iterations": 50}, max_iterations=3, budget=False)
+    assert not result.ok and "max_iterations=3" in str(result.error), result
+    assert len(handed_llm.requests) == 3
+
+
+async def test_the_first_agents_limits_bound_the_whole_team() -> None:
+    handed_llm = ScriptedLLM([note_again] * 100)
+    result = await team_run(handed_llm, {"max_iterations": 4}, max_iterations=50, budget=False)
+    assert not result.ok and "max_iterations=4" in str(result.error), result
+    assert len(handed_llm.requests) == 3  # the first agent's turn was one of the four
