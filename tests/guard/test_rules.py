@@ -440,7 +440,8 @@ def test_a_walking_tool_is_known_by_the_rules_name_when_the_tool_is_not(tmp_path
      ("secrets/*.txt", "secrets", True), ("secrets/*.txt", "docs", False),
      ("secrets/key", "secrets", True),
      ("secrets/key", "secrets/keyring", False),  # an exact path is not below a sibling
-     ("secrets/key", "secrets/key/more", False)],
+     ("secrets/key", "secrets/key/more", False),
+     ("secrets/" + "k" * 300, "secrets/" + "k" * 300 + "ring", False)],  # past cached ints
 )  # fmt: skip
 def test_a_search_of_a_folder_is_restricted_by_what_may_lie_beneath(
     tmp_path: Path, pattern: str, folder: str, beneath: bool
@@ -460,3 +461,15 @@ def test_only_literal_path_words_are_normalised(word: str, dynamic: bool, tidy: 
 
     # a run-time word (``$X/..`` need not be a folder), an option, a URL are left as written
     assert _tidy_path_word(word, dynamic) == tidy
+
+
+def test_a_path_word_tidied_restricts_only_what_its_rule_matches(tmp_path: Path) -> None:
+    rule = parse_rule("bash(rm *)")
+    assert not rule.matches_any_part(call("bash", command="cat ./a//b"), bash())
+    assert parse_rule("bash(cat a/*)").matches_any_part(call("bash", command="cat ./a//b"), bash())
+
+
+def test_path_forms_takes_absolute_by_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        path_forms("a", None, True)  # type: ignore[misc]
+    assert path_forms("a", "/ws", absolute=True)[-1] == "/ws/a"
