@@ -473,3 +473,19 @@ def test_path_forms_takes_absolute_by_keyword_only() -> None:
     with pytest.raises(TypeError):
         path_forms("a", None, True)  # type: ignore[misc]
     assert path_forms("a", "/ws", absolute=True)[-1] == "/ws/a"
+
+
+def test_a_url_httpx_cannot_read_is_matched_as_written() -> None:
+    from jianmu.guard._rules import url_forms
+
+    # a malformed international host: httpx raises an IDNA error (a ValueError)
+    assert url_forms("http://xn--zz/x") == ["http://xn--zz/x"]
+    assert parse_rule("fetch(url:http://xn--zz/*)").matches_any_part(
+        call("fetch", url="http://xn--zz/x"))
+
+
+@pytest.mark.parametrize("path", ["x/../secrets/k", "zz/./../secrets//k", "./secrets/k"])
+def test_a_path_word_is_tidied_whichever_way_it_sorts(path: str) -> None:
+    # "secrets/k" sorts before "x/../secrets/k" and after "./secrets/k": both are tidied
+    rule = parse_rule("bash(cat secrets/*)")
+    assert rule.matches_any_part(call("bash", command=f"cat {path}"), bash())
