@@ -27,8 +27,7 @@ from jianmu._cli.common import (
     visible,
 )
 from jianmu._cli.run import _describe, _drive, _stores
-from jianmu._cli.targets import load_target
-from jianmu.config import load_config
+from jianmu._cli.targets import launch_config, load_target
 from jianmu.errors import CheckpointError, JianmuError, RunClaimedError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, SQLiteCheckpointer
 from jianmu.runtime.fork import fork_run
@@ -172,9 +171,7 @@ def cmd_runs_fork(args: argparse.Namespace) -> int:
                 "rebuild its tree; fork it in Python with jianmu.runtime.fork.fork_run and "
                 "ReactiveRunner.restore"
             )
-        if args.config is None and launch.config and launch.config != config.source:
-            if Path(launch.config).is_file():
-                config = load_config(launch.config)
+        config = launch_config(launch, args.run_id)  # its own folder and config, not ours
         try:
             fork_id = fork_run(checkpointer, args.run_id, args.at, values=values,
                                owner=default_owner("jianmu runs fork"))

@@ -7,7 +7,6 @@ import asyncio
 import json
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -26,8 +25,8 @@ from jianmu._cli.common import (
     visible,
 )
 from jianmu._cli.progress import Progress
-from jianmu._cli.targets import LaunchStore, Target, load_target
-from jianmu.config import AppConfig, load_config
+from jianmu._cli.targets import LaunchStore, Target, launch_config, load_target
+from jianmu.config import AppConfig
 from jianmu.errors import ApprovalEditError, InteractionError, JianmuError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, RunResult, RunStatus, SQLiteCheckpointer
 from jianmu.runtime.lease import default_owner
@@ -96,9 +95,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             raise CLIError(
                 f"run {args.run_id!r} already finished ({data['status']}); nothing to resume"
             )
-        if args.config is None and launch.config and launch.config != config.source:
-            if Path(launch.config).is_file():
-                config = load_config(launch.config)
+        config = launch_config(launch, args.run_id)  # its own folder and config, not ours
         target = load_target(launch.target, inputs=launch.inputs, config=config, launch=launch)
         runner = ReactiveRunner.restore(
             target.tree, checkpointer, args.run_id, state_manager=target.state, config=config,

@@ -132,9 +132,10 @@ def _served_skills(folders: list[str], config: AppConfig, log: Console) -> list[
 
 def restorer(path: str, config: AppConfig, explicit_config: bool = False):  # type: ignore[no-untyped-def]
     """Rebuilds a run as ``jianmu resume`` does (its launch record, its target), or None when
-    'jianmu run' did not start it."""
-    from jianmu._cli.targets import LaunchStore, load_target
-    from jianmu.config import load_config
+    'jianmu run' did not start it. The run is rebuilt in its own folder under its own recorded
+    config (`launch_config`), never the studio's: ``config`` and ``explicit_config`` no longer
+    choose it."""
+    from jianmu._cli.targets import LaunchStore, launch_config, load_target
     from jianmu.errors import CheckpointError
     from jianmu.runtime import ReactiveRunner, SQLiteCheckpointer
     from jianmu.runtime.lease import default_owner
@@ -148,10 +149,7 @@ def restorer(path: str, config: AppConfig, explicit_config: bool = False):  # ty
             launches.close()
         if launch is None:
             return None
-        used = config
-        if not explicit_config and launch.config and launch.config != config.source:
-            if os.path.isfile(launch.config):
-                used = load_config(launch.config)
+        used = launch_config(launch, run_id)  # its own folder and config, not the studio's
         target = load_target(launch.target, inputs=launch.inputs, config=used, launch=launch)
         checkpointer = SQLiteCheckpointer(path)
         try:
@@ -211,7 +209,8 @@ def cmd_studio(args: argparse.Namespace) -> int:
     print(f"Jianmu Studio on {path}" + (f" and app {args.app}" if args.app else ""), flush=True)
     print(f"open: http://{host}:{args.port}/?token={token}", flush=True)
     server = uvicorn.Server(uvicorn.Config(
-        create_app(sources, token), host=args.host, port=args.port, log_level="warning",
+        create_app(sources, token, host=args.host, port=args.port), host=args.host,
+        port=args.port, log_level="warning",
         timeout_graceful_shutdown=1,
     ))
     server.run()

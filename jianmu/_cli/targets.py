@@ -390,3 +390,32 @@ class LaunchStore:
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+
+def launch_config(launch: Launch, run_id: str) -> AppConfig:
+    """The configuration ``run_id`` was launched under, read again from its file (the defaults
+    when it had none), with its workspace pinned to the folder it was launched in: a run is
+    resumed, decided and forked there, whichever folder or config the command came from.
+
+    Raises:
+        CLIError: that folder or that config file is gone.
+    """
+    from jianmu.config import load_config
+
+    where = Path(launch.cwd)
+    if not where.is_absolute() or not where.is_dir():
+        raise CLIError(
+            f"run {run_id!r} was started in the folder {launch.cwd!r}, which is gone; a run "
+            "is resumed, decided and forked only in its own folder, under its own config"
+        )
+    if launch.config and not Path(launch.config).is_file():
+        raise CLIError(
+            f"run {run_id!r} was started under the config {launch.config!r}, which is gone; "
+            "a run is resumed, decided and forked only under its own config"
+        )
+    config = load_config(launch.config) if launch.config else AppConfig()
+    workdir = config.execution.workdir
+    # relative to the run's folder, not to the folder this command runs in
+    pinned = where / Path(workdir).expanduser() if workdir else where
+    config.execution = config.execution.model_copy(update={"workdir": str(pinned)})
+    return config

@@ -168,8 +168,7 @@ def url_forms(value: str) -> list[str]:
         host = (url.host or "").rstrip(".")
     except (httpx.InvalidURL, ValueError, TypeError):
         return forms
-    default = {"http": 80, "https": 443}.get(url.scheme)
-    port = "" if url.port in (None, default) else f":{url.port}"
+    port = "" if url.port is None else f":{url.port}"  # httpx drops the scheme's default
     canonical = f"{url.scheme}://{host}{port}{url.raw_path.decode('ascii', 'replace')}"
     for form in (canonical, unquote(canonical)):
         if form not in forms:
@@ -352,7 +351,7 @@ class Rule:
                   default=len(self.pattern))
         literal = self.pattern[:cut]
         if folder in (".", ""):
-            return not posixpath.isabs(literal) or cut == 0
+            return not posixpath.isabs(literal)
         below = folder.rstrip("/") + "/"
         return literal.startswith(below) or (cut < len(self.pattern) and below.startswith(literal))
 

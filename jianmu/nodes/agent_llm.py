@@ -482,6 +482,9 @@ class AgentLLMNode(AsyncNode):
             "rounds": (self.state.get("rounds") or 0) + 1,
             "usage": usage,
         }
+        if self.handoffs_team:  # the turns of the agent answering now, for its own cap
+            update["agent_rounds"] = 0 if "active_agent" in turn.values else (
+                self.state.get("agent_rounds") or 0) + 1
         self.state.update(update)
         run_usage = usage_view(self)
         if run_usage.namespace != self.state.namespace:

@@ -183,6 +183,8 @@ class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
         name: the node's name.
         members: each agent's name and round, the first agent first.
         handoffs: the hand-offs each agent may make, by agent name.
+        loops: the loops the hand-off targets were built with, by agent name: their own
+            ``max_iterations`` and budget hold while they answer (`answering_limits`).
     """
 
     def __init__(
@@ -190,11 +192,13 @@ class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
         name: str,
         members: Sequence[tuple[str, py_trees.behaviour.Behaviour]],
         handoffs: dict[str, list[Handoff]],
+        loops: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(name, children=[child for _agent, child in members])
         self.members = dict(members)
         self.entry = members[0][0]
         self.handoffs = handoffs
+        self.loops = dict(loops or {})
 
     def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
         """Attach the run, after checking that every hand-off names an agent of the team.
@@ -218,6 +222,20 @@ class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
         """The agent that answers now."""
         name = self.state.get("active_agent")
         return name if name in self.members else self.entry
+
+    def answering_limits(self) -> tuple[str, int, int | None] | None:
+        """The agent answering now, its own ``max_iterations`` and token budget (its layer,
+        the first agent's and the run's, merged); None while the first agent answers, whose
+        limits are the loop's own."""
+        name = self.active()
+        loop = self.loops.get(name)
+        if loop is None:
+            return None
+        node = loop.llm_node
+        merged = (node.effective_constraints if node is not None
+                  else Constraints.merge(self.ctx.constraints, loop.constraints))
+        iterations = min(v for v in (loop.max_iterations, merged.max_iterations) if v)
+        return name, iterations, merged.guard.budget.total_tokens
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
         """Tick the round of the agent that answers now and mirror its status.
@@ -257,6 +275,7 @@ def build_team(
     """
     members: dict[str, py_trees.behaviour.Behaviour] = {entry: entry_round}
     handoffs: dict[str, list[Handoff]] = {entry: entry_handoffs}
+    loops: dict[str, Any] = {}
     queue = list(entry_handoffs)
     while queue:
         target = queue.pop(0).target
@@ -278,8 +297,9 @@ def build_team(
             target.llm_node.agent_name = target.name
         members[target.name] = round_
         handoffs[target.name] = list(target.handoffs)
+        loops[target.name] = target  # its own limits hold while it answers
         queue.extend(target.handoffs)
-    return AgentSwitch(f"{entry}.agents", list(members.items()), handoffs)
+    return AgentSwitch(f"{entry}.agents", list(members.items()), handoffs, loops)
 
 
 def _tighten(node: py_trees.behaviour.Behaviour, outer: Constraints) -> None:

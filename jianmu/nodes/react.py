@@ -12,7 +12,7 @@ from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.guard.guardrails import Guardrail
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import AgentLLMNode
-from jianmu.nodes.agents import Handoff, build_team, split_handoffs
+from jianmu.nodes.agents import AgentSwitch, Handoff, build_team, split_handoffs
 from jianmu.nodes.history import ProcessorInput
 from jianmu.nodes.output import OutputMode
 from jianmu.nodes.state import tokens_spent
@@ -86,7 +86,8 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
 
     def initialise(self) -> None:
         """Start a fresh loop: no answer, no rounds."""
-        fresh: dict[str, Any] = {"final_answer": None, "done": False, "rounds": 0}
+        fresh: dict[str, Any] = {"final_answer": None, "done": False, "rounds": 0,
+                                 "agent_rounds": 0}
         state = self.state
         if state.get("failed_outputs"):  # a typed answer's retries count per run
             fresh["failed_outputs"] = 0
@@ -149,6 +150,16 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
         spent = tokens_spent(self)  # the run's, not this namespace's: skills share the budget
         if budget is not None and spent >= budget:
             return self._give_up(f"token budget exhausted ({spent} of {budget} tokens used)")
+        team = self.decorated
+        answering = team.answering_limits() if isinstance(team, AgentSwitch) else None
+        if answering is not None:  # a hand-off target: its own limits hold while it answers
+            agent, its_iterations, its_budget = answering
+            if (self.state.get("agent_rounds") or 0) >= its_iterations:
+                return self._give_up(f"agent {agent!r}: max_iterations={its_iterations} "
+                                     "reached without a final answer")
+            if its_budget is not None and spent >= its_budget:
+                return self._give_up(f"agent {agent!r}: token budget exhausted ({spent} of "
+                                     f"{its_budget} tokens used)")
         if not self._next_round_in_tick:
             self.ctx.wake()  # the next tick starts the next round
         return Status.RUNNING
@@ -190,7 +201,8 @@ def create_react_node(
     With ``output_type``, the answer is a validated object in ``final_output`` (and
     ``RunResult.output``); see `jianmu.nodes.output`. `handoff` entries among ``tools`` let the
     model pass the conversation to another agent (`jianmu.nodes.agents`): the loop then runs
-    the round of whichever agent answers now, under this loop's iteration cap.
+    the round of whichever agent answers now, under this loop's limits (iterations, budget)
+    and, while it answers, the agent's own.
 
     Args:
         llm: the model provider.

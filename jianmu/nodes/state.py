@@ -61,6 +61,9 @@ class AgentState(BaseModel):
     """Whether the agent loop has finished."""
     rounds: int = 0
     """Model turns taken."""
+    agent_rounds: int = 0
+    """In a team of agents joined by hand-offs, the model turns the agent answering now has
+    taken since the conversation was handed to it (its own ``max_iterations`` holds)."""
     tool_effects: Annotated[dict[str, int], merge_counts] = Field(default_factory=dict)
     """Successful tool calls counted per effect tag (``file_write``, ``http``)."""
     usage: Annotated[Usage, operator.add] = Field(default_factory=Usage)

@@ -266,6 +266,21 @@ def _not_json(tool: Tool, raw: str) -> str:
     return not_json_message(tool.name, tool.parameters, raw)
 
 
+def _in_flight(
+    ledger: GuardLedger, running: dict[object, list[str]], enforcer: GuardEnforcer
+) -> GuardLedger:
+    """``ledger`` plus the calls admitted and not done yet in every branch and sub-agent of
+    the run (an agent tool's call, its sub-agent's, a parallel sibling's), as made now: each
+    limit counts them, or two branches both fit under a limit only one of them may use."""
+    names = [name for batch in running.values() for name in batch]
+    if not names:
+        return ledger
+    timed = [name for name in names if enforcer.rate_limited(name)]
+    if timed:
+        ledger = ledger.after(timed, enforcer.clock())
+    return ledger.model_copy(update={"calls_made": ledger.calls_made + len(names) - len(timed)})
+
+
 @dataclasses.dataclass(slots=True)
 class _Record:
     """One finished call, before it is written to the state."""
@@ -437,7 +452,7 @@ class ToolExecutor(AsyncNode):
                 return Status.RUNNING
             batch = self._running = object()
             running = self.ctx.running_calls
-            running[batch] = len(allowed)
+            running[batch] = [call.name for call, _, _ in allowed]
             try:
                 await self._execute(allowed)
             finally:
@@ -493,10 +508,8 @@ class ToolExecutor(AsyncNode):
         if self.ctx.interaction is not None:  # a person may have edited calls when approving
             pending = [(edited_call(c, self.ctx), found) for c, found in pending]
         known = [(c, found) for c, found in pending if found is not None]
-        ledger = GuardLedger.of(ledger_view(self).get("guard_ledger"))
-        running = sum(self.ctx.running_calls.values())
-        if running:  # calls of enclosing runs (agent tools) that are not done yet count too
-            ledger = ledger.model_copy(update={"calls_made": ledger.calls_made + running})
+        ledger = _in_flight(GuardLedger.of(ledger_view(self).get("guard_ledger")),
+                            self.ctx.running_calls, enforcer)
         decisions = enforcer.preflight(
             [c for c, _ in known], toolset, run=self.ctx, tokens_used=tokens_spent(self),
             ledger=ledger,
@@ -780,8 +793,11 @@ class ToolExecutor(AsyncNode):
         if run_usage.manager is not state.manager or run_usage.namespace != state.namespace:
             run_usage.update({"usage": counted_calls})  # the run's total, at the root
         running = self.ctx.running_calls
-        if self._running in running:  # counted in the ledger now: no longer as running
-            running[self._running] -= len(ran)
+        names = running.get(self._running)
+        if names is not None:  # counted in the ledger now: no longer as running
+            for r in ran:
+                if r.call.name in names:
+                    names.remove(r.call.name)
         ledgers = ledger_view(self)
         counted = self._counted(GuardLedger.of(ledgers.get("guard_ledger")), ran)
         if ledgers.manager is state.manager and ledgers.namespace == state.namespace:

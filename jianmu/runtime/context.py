@@ -347,9 +347,10 @@ class RunContext:
     """The `ReactiveRunner` ticking this run (for nodes that compile subtrees lazily)."""
     steps: StepRecorder | None = field(default=None, repr=False)
     """Records model turns and tool calls when the run is durable (`jianmu.durable`)."""
-    running_calls: dict[object, int] = field(default_factory=dict, repr=False)
-    """Admitted tool calls still running, per batch; shared with the runs of sub-agents, whose
-    guard counts them as made (an agent tool's own call ends only after its sub-agent's)."""
+    running_calls: dict[object, list[str]] = field(default_factory=dict, repr=False)
+    """The names of admitted tool calls still running, per batch; shared with the runs of
+    sub-agents and parallel branches, whose guard counts them as made, in every limit (an agent
+    tool's own call ends only after its sub-agent's)."""
     agent_runs: list[int] = field(default_factory=lambda: [0], repr=False)
     """Sub-agent runs started in this run's ``run()``, counted in one cell shared with the runs
     of sub-agents, so `jianmu.nodes.agents.MAX_AGENT_RUNS` bounds the whole tree of them."""

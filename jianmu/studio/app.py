@@ -1,7 +1,8 @@
 """The studio's Starlette app: the runs list, a run's page, its live stream (server-sent
 events), a run at one of its points, and the Approve / Reject / Fork endpoints; and its door
-(`TokenGuard`): a random token on every request (then an HttpOnly, SameSite=Strict cookie), a
-CSRF token on every POST, and headers that keep the page to its own scripts."""
+(`TokenGuard`): a ``Host:`` the studio serves (no DNS-rebinding page reaches it), a random token
+on every request (then an HttpOnly, SameSite=Strict cookie), a CSRF token on every POST, and
+headers that keep the page to its own scripts."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import functools
 import getpass
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import socket
@@ -35,7 +37,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jianmu._secrets import same_token
+from jianmu._secrets import is_loopback, same_token
 from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
 from jianmu.studio.pages import STATUSES, run_page, runs_page
 from jianmu.studio.runs import FINISHED
@@ -76,11 +78,13 @@ def _who() -> str:
 
 
 def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
-               project: str | None = None) -> Starlette:
+               project: str | None = None, host: str = "127.0.0.1",
+               port: int | None = None) -> Starlette:
     """The studio app over ``sources``, behind ``token``; ``by`` names who answers (the
     person who started the studio and holds its token: ``user@host`` by default). The runs
     list shows the runs started in ``project`` (default: the working folder) unless asked
-    for all."""
+    for all. ``host`` and ``port`` are where it is served: a request naming another
+    ``Host:`` is refused (``port=None`` accepts any port)."""
     by_name = by or _who()
     folder = os.path.realpath(project or os.getcwd())
     found = {s.kind: s for s in sources}
@@ -212,7 +216,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
 
     app = Starlette(routes=routes, exception_handlers={RunNotFoundError: not_found},
                     lifespan=lifespan)
-    app.add_middleware(TokenGuard, token=token)
+    app.add_middleware(TokenGuard, token=token, host=host, port=port)
     return app
 
 
@@ -254,13 +258,17 @@ _HEADERS = {
 
 
 class TokenGuard:
-    """ASGI middleware: refuses every request without the token, and POSTs without the CSRF
-    token (derived from the token, so it is only in pages served to the token's holder)."""
+    """ASGI middleware: refuses every request naming a ``Host:`` the studio is not served at,
+    or without the token, and POSTs without the CSRF token (derived from the token, so it is
+    only in pages served to the token's holder)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, *, host: str = "127.0.0.1",
+                 port: int | None = None) -> None:
         self.app = app
         self.token = token
         self.csrf = hmac.new(token.encode(), b"csrf", hashlib.sha256).hexdigest()
+        self.host = host
+        self.port = port
 
     def _same(self, given: str | None, expected: str) -> bool:
         return same_token(given, expected)
@@ -273,7 +281,11 @@ class TokenGuard:
         headers = Headers(scope=scope)
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         response: Response | None = None
-        if self._same(query.get("token"), self.token):
+        if not _served_host(headers.get("host"), self.host, self.port):
+            # a DNS-rebinding page reaches the port under its own name: refuse it before the
+            # token is even looked at
+            response = PlainTextResponse("421: this studio is not served at that Host", 421)
+        elif self._same(query.get("token"), self.token):
             # swap the token in the URL for a cookie, and drop it from the address bar
             rest = urlencode({k: v for k, v in query.items() if k != "token"})
             response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), 303)
@@ -313,6 +325,38 @@ def _cookie(headers: Headers) -> str | None:
         if name == COOKIE:
             return value
     return None
+
+
+_WILDCARDS = ("", "0.0.0.0", "::")
+_LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _served_host(value: str | None, host: str, port: int | None) -> bool:
+    """Whether a request's ``Host:`` names where the studio is served: its own address, or
+    this machine's loopback names when it serves there; on every interface (``0.0.0.0``),
+    any IP address, since a rebinding page comes under a DNS name."""
+    if not value:
+        return False
+    try:
+        parts = urlsplit(f"//{value}")
+        name, given = (parts.hostname or ""), parts.port
+    except ValueError:  # a port that is not a number, an unclosed bracket
+        return False
+    if parts.username is not None or parts.password is not None or parts.path:
+        return False
+    if port is not None and (given or 80) != port:
+        return False
+    served = host.strip("[]").lower()
+    local = is_loopback(served) or served in _WILDCARDS
+    if name == served or (local and name in _LOCAL_NAMES):
+        return True
+    if served not in _WILDCARDS:
+        return False
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _same_origin(headers: Headers) -> bool:

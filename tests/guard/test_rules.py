@@ -399,3 +399,93 @@ def test_a_glob_first_word_is_not_a_command_name() -> None:
 def test_opacity_gives_the_first_reason() -> None:
     rule = parse_rule("bash(git status*)")
     assert "'eval'" in (rule.opacity(call("bash", command="eval x; python y"), bash()) or "")
+
+
+# -- found by mutation testing (make mutate MODULE=jianmu/guard/_rules.py) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "port"), [("https://evil.com:443/x", ""), ("http://evil.com:80/x", ""),
+                        ("https://evil.com:8443/x", ":8443"), ("http://evil.com:443/x", ":443"),
+                        ("http://evil.com:79/x", ":79"), ("https://evil.com:444/x", ":444")]
+)  # fmt: skip
+def test_a_urls_default_port_is_dropped_and_no_other(given: str, port: str) -> None:
+    from jianmu.guard._rules import url_forms
+
+    scheme = given.split(":", 1)[0]
+    assert f"{scheme}://evil.com{port}/x" in url_forms(given)
+    rule = parse_rule(f"fetch(url:{scheme}://evil.com/*)")
+    assert rule.matches_any_part(call("fetch", url=given)) is (port == "")
+
+
+def test_a_text_argument_is_matched_as_written_not_as_a_path(tmp_path: Path) -> None:
+    # only path arguments are normalised (``./hello`` is ``hello``); a message is text
+    rule = parse_rule("send(message:hello*)")
+    assert not rule.matches_any_part(call("send", message="./hello", to="x"), root=str(tmp_path))
+    assert parse_rule("send(path:hello*)").matches_any_part(
+        call("send", path="./hello", to="x"), root=str(tmp_path))
+
+
+def test_a_walking_tool_is_known_by_the_rules_name_when_the_tool_is_not(tmp_path: Path) -> None:
+    # no tool object (an unknown or not yet registered tool): a search of "." still walks
+    rule = parse_rule("grep_search(path:secrets/*)")
+    assert rule.matches_any_part(call("grep_search", path="."), None, root=str(tmp_path))
+    assert not parse_rule("read_file(path:secrets/*)").matches_any_part(
+        call("read_file", path="."), None, root=str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "folder", "beneath"),
+    [("secrets/*.txt", "secrets/sub", True),  # a glob may match below a deeper folder
+     ("secrets/*.txt", "secrets", True), ("secrets/*.txt", "docs", False),
+     ("secrets/key", "secrets", True),
+     ("secrets/key", "secrets/keyring", False),  # an exact path is not below a sibling
+     ("secrets/key", "secrets/key/more", False),
+     ("secrets/" + "k" * 300, "secrets/" + "k" * 300 + "ring", False)],  # past cached ints
+)  # fmt: skip
+def test_a_search_of_a_folder_is_restricted_by_what_may_lie_beneath(
+    tmp_path: Path, pattern: str, folder: str, beneath: bool
+) -> None:
+    rule = parse_rule(f"grep_search(path:{pattern})")
+    got = rule.matches_any_part(call("grep_search", path=folder), None, root=str(tmp_path))
+    assert got is beneath
+
+
+@pytest.mark.parametrize(
+    ("word", "dynamic", "tidy"),
+    [("./a//b/../c", False, "a/c"), ("$X/../k", True, "$X/../k"), ("-o/../k", False, "-o/../k"),
+     ("https://h/a/../b", False, "https://h/a/../b"), ("", False, ""), ("k", False, "k")],
+)  # fmt: skip
+def test_only_literal_path_words_are_normalised(word: str, dynamic: bool, tidy: str) -> None:
+    from jianmu.guard._rules import _tidy_path_word
+
+    # a run-time word (``$X/..`` need not be a folder), an option, a URL are left as written
+    assert _tidy_path_word(word, dynamic) == tidy
+
+
+def test_a_path_word_tidied_restricts_only_what_its_rule_matches(tmp_path: Path) -> None:
+    rule = parse_rule("bash(rm *)")
+    assert not rule.matches_any_part(call("bash", command="cat ./a//b"), bash())
+    assert parse_rule("bash(cat a/*)").matches_any_part(call("bash", command="cat ./a//b"), bash())
+
+
+def test_path_forms_takes_absolute_by_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        path_forms("a", None, True)  # type: ignore[misc]
+    assert path_forms("a", "/ws", absolute=True)[-1] == "/ws/a"
+
+
+def test_a_url_httpx_cannot_read_is_matched_as_written() -> None:
+    from jianmu.guard._rules import url_forms
+
+    # a malformed international host: httpx raises an IDNA error (a ValueError)
+    assert url_forms("http://xn--zz/x") == ["http://xn--zz/x"]
+    assert parse_rule("fetch(url:http://xn--zz/*)").matches_any_part(
+        call("fetch", url="http://xn--zz/x"))
+
+
+@pytest.mark.parametrize("path", ["x/../secrets/k", "zz/./../secrets//k", "./secrets/k"])
+def test_a_path_word_is_tidied_whichever_way_it_sorts(path: str) -> None:
+    # "secrets/k" sorts before "x/../secrets/k" and after "./secrets/k": both are tidied
+    rule = parse_rule("bash(cat secrets/*)")
+    assert rule.matches_any_part(call("bash", command=f"cat {path}"), bash())

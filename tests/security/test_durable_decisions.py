@@ -149,7 +149,7 @@ def test_the_studio_says_which_decision_came_first(
         asyncio.run(client.reject(run_id, "deploy_1", "not on a Friday"))
         source = DurableRuns(client, Journal(str(tmp_path / "journal.sqlite")))
         with TestClient(create_app([source], TOKEN, by="tester"),
-                        follow_redirects=False) as http:
+                        base_url="http://127.0.0.1", follow_redirects=False) as http:
             http.get(f"/?token={TOKEN}")
             page = http.get(f"/run/durable/{run_id}").text
             csrf = re.search(r'<meta name="csrf" content="([^"]+)">', page)

@@ -145,3 +145,18 @@ async def test_a_rule_written_with_the_absolute_path_holds_for_relative_spelling
                ("glob_search", "root")]}  # fmt: skip
     _, said = await send(ws, name, args, policy)
     assert "denied" in said and SECRET not in said, said
+
+
+async def test_an_absolute_deny_rule_holds_against_a_search_of_the_workspace(ws: Path) -> None:
+    # the rule names the folder by its absolute path; the search names the workspace as "."
+    policy = {"grep_search": "allow", f"grep_search(path:{ws}/secrets/*)": "deny"}
+    for args in ({"pattern": SECRET[:6], "path": "."}, {"pattern": SECRET[:6]}):
+        _, said = await send(ws, "grep_search", args, policy)
+        assert refused(said), said
+
+
+async def test_an_absolute_deny_rule_elsewhere_leaves_a_search_of_the_workspace(ws: Path) -> None:
+    # a folder outside the workspace is not beneath ".": the search runs
+    policy = {"grep_search": "allow", f"grep_search(path:{ws.parent}/other/*)": "deny"}
+    _, said = await send(ws, "grep_search", {"pattern": "alpha", "path": "."}, policy)
+    assert "docs/a.txt:1:alpha" in said and "denied" not in said, said

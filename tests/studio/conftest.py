@@ -32,7 +32,7 @@ def run_id(checkpoints: Path) -> str:
 def anonymous(checkpoints: Path, run_id: str) -> Iterator[TestClient]:
     """A client of the studio without its token."""
     with TestClient(create_app(studio_sources(checkpoints), TOKEN, by="tester"),
-                    follow_redirects=False) as client:
+                    base_url="http://127.0.0.1", follow_redirects=False) as client:
         yield client
 
 

@@ -112,7 +112,7 @@ def test_a_run_the_studio_cannot_rebuild_gets_the_decision_recorded(tmp_path: Pa
         assert runner.run_sync().status.value == "suspended"
     journal = Journal(str(path))
     with TestClient(create_app([CheckpointRuns(str(path), journal)], TOKEN, by="tester"),
-                    follow_redirects=False) as client:
+                    base_url="http://127.0.0.1", follow_redirects=False) as client:
         client.get(f"/?token={TOKEN}")
         csrf = _csrf(client, runner.run_id)
         answer = client.post(f"/run/cp/{runner.run_id}/approve", json={"call_id": "deploy_1"},
@@ -279,7 +279,8 @@ def test_a_run_in_progress_elsewhere_shows_as_it_goes(checkpoints: Path) -> None
     try:
         journal = Journal(str(checkpoints))
         with TestClient(create_app([CheckpointRuns(str(checkpoints), journal)], TOKEN,
-                                   by="tester"), follow_redirects=False) as client:
+                                   by="tester"), base_url="http://127.0.0.1",
+                        follow_redirects=False) as client:
             client.get(f"/?token={TOKEN}")
             def halfway() -> dict | None:
                 answer = client.get(f"/api/run/cp/{runner.run_id}")

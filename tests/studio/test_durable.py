@@ -43,7 +43,8 @@ def studio(workers: Workers, tmp_path: Path,
     client = DurableEngine(workers.db, name=engine.name, config=engine.config)
     client._trees = engine._trees
     source = DurableRuns(client, Journal(str(tmp_path / "journal.sqlite")))
-    with TestClient(create_app([source], TOKEN, by="tester"), follow_redirects=False) as http:
+    with TestClient(create_app([source], TOKEN, by="tester"), base_url="http://127.0.0.1",
+                    follow_redirects=False) as http:
         http.get(f"/?token={TOKEN}")
         yield http, client
 
