@@ -41,7 +41,7 @@ def run_id(project: Payments) -> str:
 @pytest.fixture
 def studio(project: Payments, run_id: str) -> Iterator[TestClient]:
     with TestClient(create_app(studio_of(project), TOKEN, by="alice"),
-                    follow_redirects=False) as client:
+                    base_url="http://127.0.0.1", follow_redirects=False) as client:
         assert client.get(f"/?token={TOKEN}").status_code == 303
         yield client
 
