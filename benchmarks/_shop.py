@@ -1,5 +1,6 @@
-"""The shop workload of ``tests/nodes/test_replay_shop.py`` (a copy: the benchmarks' venv has no
-pytest): nine tools as OpenAI function definitions over a shop's data, and 24 scripted tasks.
+"""A shop workload: nine tools as OpenAI function definitions over a shop's data, and 24
+scripted tasks of ground-truth calls. `bench_whole_runs` replays it against LangGraph, and
+``tests/nodes/test_replay_shop.py`` holds Jianmu's replay to the data of direct calls.
 """
 
 from __future__ import annotations
