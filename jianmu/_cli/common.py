@@ -32,8 +32,8 @@ from jianmu.runtime.runner import RunStatus
 __all__ = (
     "EXTRAS", "LONG_ARGUMENTS", "RUN_EXIT_CODES", "TREE_FORMATS",
     "CLIError", "ExitCode", "heading", "json_text", "load_cli_config", "make_console",
-    "missing_extra", "parse_inputs", "pretty_json", "print_request", "printable",
-    "request_details", "require_extra", "say", "visible")
+    "missing_extra", "parse_edited_arguments", "parse_inputs", "pretty_json", "print_request",
+    "printable", "request_details", "require_extra", "say", "visible")
 
 TREE_FORMATS = ("ascii", "dot", "mermaid")
 """What ``jianmu tree show --format`` accepts."""
@@ -167,6 +167,21 @@ EXTRAS: dict[str, str] = {
 }
 """The pip extra (pyproject.toml) that installs each optional package a command may import,
 by the package's import name."""
+
+
+def parse_edited_arguments(raw: str) -> dict[str, Any]:
+    """``--arguments JSON``: a call's arguments as a person edited them (a JSON object).
+
+    Raises:
+        CLIError: the text is not JSON, or not an object.
+    """
+    try:
+        edited = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"--arguments is not valid JSON: {exc}") from None
+    if not isinstance(edited, dict):
+        raise CLIError("--arguments must be a JSON object, e.g. '{\"k\": 1}'")
+    return edited
 
 
 def require_extra(extra: str, *modules: str) -> None:

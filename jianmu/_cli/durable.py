@@ -35,6 +35,7 @@ from jianmu._cli.common import (
     json_text,
     make_console,
     missing_extra,
+    parse_edited_arguments,
     parse_inputs,
     print_request,
     require_extra,
@@ -247,15 +248,7 @@ def cmd_runs_answer(args: argparse.Namespace) -> int:
 def _edited(args: argparse.Namespace) -> dict[str, Any] | None:
     """``--arguments JSON``: the call's edited arguments."""
     raw = getattr(args, "arguments", None)
-    if raw is None:
-        return None
-    try:
-        edited = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise CLIError(f"--arguments is not valid JSON: {exc}") from None
-    if not isinstance(edited, dict):
-        raise CLIError("--arguments must be a JSON object, e.g. '{\"k\": 1}'")
-    return edited
+    return None if raw is None else parse_edited_arguments(raw)
 
 
 def cmd_runs_recover(args: argparse.Namespace) -> int:

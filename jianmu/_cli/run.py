@@ -19,6 +19,7 @@ from jianmu._cli.common import (
     heading,
     load_cli_config,
     make_console,
+    parse_edited_arguments,
     parse_inputs,
     print_request,
     say,
@@ -131,13 +132,7 @@ def _edited_arguments(args: argparse.Namespace) -> dict[str, object] | None:
         return None
     if len(args.approve or []) != 1:
         raise CLIError("--arguments edits one call: give exactly one --approve ID with it")
-    try:
-        edited = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise CLIError(f"--arguments is not valid JSON: {exc}") from None
-    if not isinstance(edited, dict):
-        raise CLIError("--arguments must be a JSON object, e.g. '{\"k\": 1}'")
-    return edited
+    return parse_edited_arguments(raw)
 
 
 def _describe(target: Target) -> str:
