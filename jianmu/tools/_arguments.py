@@ -631,10 +631,9 @@ class SchemaArguments:
         self.schema = schema
         self.accepted = accepted
         key = _schema_key(schema)
-        checked = _CHECKED.get(key) if key is not None else None
-        if checked is None and key is None:
+        if key is None:
             checked = _checked_schema(tool, schema)
-        elif checked is None:
+        elif (checked := _CHECKED.get(key)) is None:
             # built on a private copy: a later change to this tool's schema cannot reach the
             # validator of another tool with the same schema
             checked = _checked_schema(tool, json.loads(key))
