@@ -631,9 +631,12 @@ class SchemaArguments:
         self.schema = schema
         self.accepted = accepted
         key = _schema_key(schema)
-        if key is None:
+        found = _CHECKED.get(key) if key is not None else None
+        if found is not None:
+            checked = found
+        elif key is None:
             checked = _checked_schema(tool, schema)
-        elif (checked := _CHECKED.get(key)) is None:
+        else:
             # built on a private copy: a later change to this tool's schema cannot reach the
             # validator of another tool with the same schema
             checked = _checked_schema(tool, json.loads(key))
