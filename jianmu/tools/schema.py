@@ -129,6 +129,22 @@ def _clean_description(text: str) -> str:
 
 
 @lru_cache(maxsize=2048)
+@functools.cache
+def _parser(style: str) -> Any:
+    """One parser per style where docstring-parser has a class for it: its module function
+    builds a parser (its sections and their regular expression) on every docstring, and a
+    parser keeps nothing of what it parsed."""
+    if style == "GOOGLE":
+        from docstring_parser.google import GoogleParser
+
+        return GoogleParser()
+    if style == "NUMPYDOC":
+        from docstring_parser.numpydoc import NumpydocParser
+
+        return NumpydocParser()
+    return None
+
+
 def parse_docstring(doc: str | None, style: str = "auto") -> ParsedDocstring:
     """Parse ``doc`` in ``style`` (auto, google, numpy, sphinx).
 
@@ -147,7 +163,9 @@ def parse_docstring(doc: str | None, style: str = "auto") -> ParsedDocstring:
         chosen = _STYLES[style]
         if chosen == "AUTO":
             chosen = _guess_style(doc)
-        parsed = docstring_parser.parse(doc, style=docstring_parser.DocstringStyle[chosen])
+        parser = _parser(chosen)
+        parsed = parser.parse(doc) if parser is not None else docstring_parser.parse(
+            doc, style=docstring_parser.DocstringStyle[chosen])
     except docstring_parser.ParseError:
         return ParsedDocstring(description=_clean_description(doc))
     text = parsed.short_description or ""
@@ -743,12 +761,57 @@ class ArgumentPlan:
         return out
 
 
+@lru_cache(maxsize=1024)
+def _annotation_code(text: str) -> Any:
+    return compile(text, "<annotation>", "eval")
+
+
+def _plain_type(value: Any) -> bool:
+    """A class, or a builtin generic of classes (``list[str]``): what get_type_hints would
+    hand back unchanged."""
+    if isinstance(value, types.GenericAlias):
+        return all(isinstance(a, type) and not isinstance(a, types.GenericAlias)
+                   for a in typing.get_args(value))
+    return isinstance(value, type)
+
+
+def _plain_hints(
+    target: Any, globalns: Mapping[str, Any], localns: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The annotations when each is (or names) a plain class or a builtin generic of classes,
+    else None (`typing.get_type_hints` then decides).
+
+    Under ``from __future__ import annotations`` every annotation is a string, which
+    ``get_type_hints`` compiles anew for every function: a new tool per request paid that.
+    """
+    annotations = getattr(target, "__annotations__", None)
+    if not isinstance(annotations, dict) or not isinstance(globalns, dict):
+        return None
+    hints: dict[str, Any] = {}
+    local = dict(localns) if localns else None
+    for name, value in annotations.items():
+        if isinstance(value, str):
+            try:  # as get_type_hints evaluates it: in the function's own globals
+                value = eval(_annotation_code(value), globalns, local)
+            except Exception:
+                return None
+        if value is None:
+            value = type(None)
+        if not _plain_type(value):
+            return None
+        hints[name] = value
+    return hints
+
+
 def _resolve_hints(
     fn: Callable[..., Any], sig: inspect.Signature, localns: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Resolved annotations, plus the raw strings of those that could not be resolved."""
     target = inspect.unwrap(getattr(fn, "__func__", fn))
     globalns = getattr(target, "__globals__", {})
+    plain = _plain_hints(target, globalns, localns)
+    if plain is not None:
+        return plain, {}
     try:
         return typing.get_type_hints(target, globalns, dict(localns or {}),
                                      include_extras=True), {}
