@@ -29,6 +29,7 @@ from pydantic_core import CoreSchema, SchemaValidator, core_schema
 
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
+from jianmu.tools._hints import plain_hints
 from jianmu.tools.calls import decode_container, single_argument
 
 __all__ = (
@@ -761,55 +762,13 @@ class ArgumentPlan:
         return out
 
 
-@lru_cache(maxsize=1024)
-def _annotation_code(text: str) -> Any:
-    return compile(text, "<annotation>", "eval")
-
-
-def _plain_type(value: Any) -> bool:
-    """A class, or a builtin generic of classes (``list[str]``): what get_type_hints would
-    hand back unchanged."""
-    if isinstance(value, types.GenericAlias):
-        return all(isinstance(a, type) and not isinstance(a, types.GenericAlias)
-                   for a in typing.get_args(value))
-    return isinstance(value, type)
-
-
-def _plain_hints(
-    target: Any, globalns: Mapping[str, Any], localns: Mapping[str, Any] | None
-) -> dict[str, Any] | None:
-    """The annotations when each is (or names) a plain class or a builtin generic of classes,
-    else None (`typing.get_type_hints` then decides).
-
-    Under ``from __future__ import annotations`` every annotation is a string, which
-    ``get_type_hints`` compiles anew for every function: a new tool per request paid that.
-    """
-    annotations = getattr(target, "__annotations__", None)
-    if not isinstance(annotations, dict) or not isinstance(globalns, dict):
-        return None
-    hints: dict[str, Any] = {}
-    local = dict(localns) if localns else None
-    for name, value in annotations.items():
-        if isinstance(value, str):
-            try:  # as get_type_hints evaluates it: in the function's own globals
-                value = eval(_annotation_code(value), globalns, local)
-            except Exception:
-                return None
-        if value is None:
-            value = type(None)
-        if not _plain_type(value):
-            return None
-        hints[name] = value
-    return hints
-
-
 def _resolve_hints(
     fn: Callable[..., Any], sig: inspect.Signature, localns: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Resolved annotations, plus the raw strings of those that could not be resolved."""
     target = inspect.unwrap(getattr(fn, "__func__", fn))
     globalns = getattr(target, "__globals__", {})
-    plain = _plain_hints(target, globalns, localns)
+    plain = plain_hints(target, globalns, localns)
     if plain is not None:
         return plain, {}
     try:
