@@ -230,3 +230,30 @@ def test_a_bad_schema_is_refused_every_time_under_each_tools_name() -> None:
     for name in ("first", "second"):
         with pytest.raises(ToolDefinitionError, match=name):
             Tool.from_schema(cancel_items, name=name, description="d", input_schema=bad)
+
+
+def test_accepted_names_of_plain_functions_are_what_their_signature_says() -> None:
+    import functools
+    import inspect
+
+    from jianmu.tools._arguments import accepted_names
+
+    def by_signature(fn: Any) -> frozenset[str] | None:
+        params = inspect.signature(fn).parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return None
+        return frozenset(p.name for p in params
+                         if p.kind is not p.VAR_POSITIONAL and p.name != "self")
+
+    def a(x: int, /, y: int, *rest: int, z: int, w: int = 1) -> None: ...
+    def b(self: Any, x: int) -> None:
+        local = x  # a local variable is no parameter
+        del local
+    def c(x: int, **more: Any) -> None: ...
+    def d() -> None: ...
+
+    @functools.wraps(a)
+    def wrapped(*args: Any) -> None: ...
+
+    for fn in (a, b, c, d, wrapped, lambda q, *s, r=1: None):
+        assert accepted_names(fn) == by_signature(fn), fn
