@@ -112,7 +112,7 @@ _TYPES: list[tuple[str, dict[str, Any], Callable[[random.Random], Any]]] = [
 
 def _bfcl_task(t: int, calls: int, as_functions: bool, rng: random.Random, tag: int) -> Task:
     """Task ``t``: ``calls`` fresh tools (of 1-4 typed parameters), each called once; ``tag``
-    is in their names and docs, so no cache keyed by them serves a later round."""
+    is in their names, docs and schemas, so no cache keyed by them serves a later round."""
     names = [f"fn_{t}_{i}_{tag}" for i in range(calls)]
     params = [[(f"p{j}", *rng.choice(_TYPES)) for j in range(rng.randint(1, 4))]
               for _ in names]
@@ -131,7 +131,8 @@ def _bfcl_task(t: int, calls: int, as_functions: bool, rng: random.Random, tag: 
     definitions = [{"type": "function", "function": {
         "name": name, "description": f"Compute thing {i} of task {t} ({tag}).",
         "parameters": {"type": "object", "required": [p for p, _, _, _ in ps], "properties": {
-            p: {**schema, "description": f"the {p} of thing {i}."} for p, _, schema, _ in ps}},
+            p: {**schema, "description": f"the {p} of thing {i} ({tag})."}
+            for p, _, schema, _ in ps}},
     }} for i, (name, ps) in enumerate(zip(names, params, strict=True))]
 
     def implementation(order: list[str]) -> Callable[..., str]:

@@ -57,10 +57,15 @@ class _Field:
     factory: Callable[[], Any] | None = None
     """The default factory when it takes no argument: called directly, since pydantic's
     ``get_default`` inspects the factory's signature on every call."""
+    constant: bool = False
+    """The default is an immutable scalar: handed out as it is, no copy (every run's state
+    starts from the defaults)."""
 
     def default(self) -> Any:
         if self.factory is not None:
             return self.factory()
+        if self.constant:
+            return self.info.default
         return self.info.get_default(call_default_factory=True)
 
 
@@ -81,6 +86,9 @@ def _describe(annotation: Any) -> str:
 _compiled: weakref.WeakKeyDictionary[type[BaseModel], dict[str, _Field]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+_IMMUTABLE_DEFAULTS = frozenset({type(None), bool, int, float, str, bytes})
 
 
 def _plain_factory(info: FieldInfo) -> Callable[[], Any] | None:
@@ -121,6 +129,8 @@ def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
             expected=_describe(annotation),
             info=info,
             factory=_plain_factory(info),
+            constant=info.default_factory is None
+            and type(info.default) in _IMMUTABLE_DEFAULTS,
         )
     return fields
 

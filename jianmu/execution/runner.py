@@ -437,9 +437,10 @@ class ToolRunner:
 
     def timeout_for(self, tool: RunnableTool) -> float:
         """The call's timeout: the smaller of the tool's and the constraints' (inf if neither)."""
-        given = (tool.timeout_seconds, self.execution.timeout_s)
-        limits = [t for t in given if t is not None and t > 0]
-        return min(limits) if limits else math.inf
+        own, merged = tool.timeout_seconds, self.execution.timeout_s
+        # no list per call: this runs for every call
+        own = own if own is not None and own > 0 else math.inf
+        return min(own, merged) if merged is not None and merged > 0 else own
 
     async def run(self, tool: RunnableTool, args: dict[str, Any]) -> Any:
         """Run ``tool`` with already-validated ``args`` and return its raw result.

@@ -13,9 +13,8 @@ whose node asked (`fallback_events`), and the reply names the model that answere
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextvars import ContextVar, Token
 from dataclasses import replace
 from typing import Any
 
@@ -40,15 +39,27 @@ Emit = Callable[..., object]
 _EMIT: ContextVar[Emit | None] = ContextVar("jianmu_llm_fallback_emit", default=None)
 
 
-@contextmanager
-def fallback_events(emit: Emit) -> Iterator[None]:
+class fallback_events:
     """Within the block, a `FallbackLLM` in this task says its switches through ``emit``
-    (an event bus's ``emit``): the agent node that asks the model sets it."""
-    token = _EMIT.set(emit)
-    try:
-        yield
-    finally:
-        _EMIT.reset(token)
+    (an event bus's ``emit``): the agent node that asks the model sets it.
+
+    A slotted class rather than a ``@contextmanager``: it is entered on every model turn,
+    and a generator with its wrapper is two more objects for the collector each time.
+    """
+
+    __slots__ = ("_emit", "_token")
+
+    def __init__(self, emit: Emit) -> None:
+        self._emit = emit
+        self._token: Token[Emit | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _EMIT.set(self._emit)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _EMIT.reset(self._token)
+            self._token = None
 
 
 def _name(llm: LLMProvider) -> str:

@@ -104,9 +104,12 @@ _UNSET: Any = object()
 
 class LeanExtras:
     """Mixin (before the py_trees class) for nodes whose py_trees extras are made on first
-    read: the id, the logger, the blackboard clients and the spare tick generator."""
+    read: the logger, the blackboard clients and the spare tick generator (and the id, when
+    py_trees' ``__init__`` has not made one)."""
 
-    id = _MadeOnRead(lambda node: uuid.uuid4())
+    id = _MadeOnRead(lambda node: uuid.uuid4(), keep=lambda node, value: True)
+    """py_trees' ``__init__`` has made one already (a uuid4 costs several µs): kept, since a
+    parent's ``add_child`` reads it at once anyway."""
     logger = _MadeOnRead(
         lambda node: py_trees.logging.Logger(node.name),
         # py_trees' own logger is a function of the name: made again when asked for

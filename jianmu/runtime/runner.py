@@ -9,7 +9,6 @@ import functools
 import os
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable
 from contextlib import nullcontext, suppress
@@ -261,7 +260,8 @@ class ReactiveRunner:
         self.checkpoint_every = checkpoint_every or self.config.runtime.checkpoint_every
         wake = self.wake  # one bound method for both
         self.interaction = Interaction(on_change=wake)
-        run_id = run_id or uuid.uuid4().hex[:12]
+        # the 48 random bits of uuid4().hex[:12], without building a UUID (several µs a run)
+        run_id = run_id or os.urandom(6).hex()
         self.ctx = RunContext(
             config=self.config,
             constraints=run_constraints(self.config.constraints(), constraints),

@@ -16,6 +16,8 @@ import inspect
 import json
 import math
 import re
+import threading
+import types
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -82,6 +84,15 @@ def input_error(tool: str, problems: list[str], allowed: list[str]) -> ToolInput
 
 
 def _names_of(func: Callable[..., Any]) -> frozenset[str] | None:
+    code = getattr(func, "__code__", None)
+    if (type(func) is types.FunctionType and isinstance(code, types.CodeType)
+            and not hasattr(func, "__wrapped__") and not hasattr(func, "__signature__")):
+        # a plain function: its code object names what inspect.signature would, at a
+        # fraction of the cost (a tool made per request from a new function paid it)
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            return None
+        count = code.co_argcount + code.co_kwonlyargcount
+        return frozenset(n for n in code.co_varnames[:count] if n != "self")
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):
@@ -558,6 +569,53 @@ def _fresh(value: Any) -> Any:
     return value
 
 
+_Checked = tuple[Any, "Plan | None", list[str]]
+"""A schema's validator, exact plan and allowed names: what `SchemaArguments` keeps."""
+
+_CHECKED: dict[str, _Checked] = {}
+"""Checked schemas by their JSON text: an agent built per request (or per task) from the same
+definitions checks each schema once per process, not once per build (the check and the
+validator cost tens of µs a schema, most of building a tool)."""
+_CHECKED_MAX = 1024
+_CHECKED_LOCK = threading.Lock()
+
+
+def _schema_key(schema: Mapping[str, Any]) -> str | None:
+    """The schema's JSON text, or None when it holds anything but JSON (never cached then)."""
+    try:
+        return json.dumps(schema, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _checked_schema(tool: str, schema: Mapping[str, Any]) -> _Checked:
+    """Check ``schema`` and build its validator and plan.
+
+    Raises:
+        ToolDefinitionError: the schema is not a valid JSON Schema, or breaks the rules.
+    """
+    from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import SchemaError
+
+    from jianmu.tools._schema_check import check_schema
+
+    check_schema_rules(tool, schema)
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        # cls.check_schema, faster for plain schemas; RE2 decides the regex format
+        check_schema(cls, schema, format_checker=_schema_rules.format_checker(cls))
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "the root"
+        raise ToolDefinitionError(
+            tool, [f"input schema is not a valid JSON Schema at {where}: {exc.message}"]
+        ) from None
+    # patterns matched by RE2; a $ref resolves inside the schema only, nothing is fetched
+    validator = _schema_rules.validator_class(cls)(
+        schema, registry=_schema_rules.local_registry()
+    )
+    return validator, _exact_plan(schema), _allowed(schema)
+
+
 class SchemaArguments:
     """Checks a call's arguments against exactly one JSON Schema.
 
@@ -579,30 +637,24 @@ class SchemaArguments:
     def __init__(
         self, tool: str, schema: Mapping[str, Any], *, accepted: frozenset[str] | None
     ) -> None:
-        from jsonschema import Draft202012Validator, validators
-        from jsonschema.exceptions import SchemaError
-
-        from jianmu.tools._schema_check import check_schema
-
-        check_schema_rules(tool, schema)
-        cls = validators.validator_for(schema, default=Draft202012Validator)
-        try:
-            # cls.check_schema, faster for plain schemas; RE2 decides the regex format
-            check_schema(cls, schema, format_checker=_schema_rules.format_checker(cls))
-        except SchemaError as exc:
-            where = "/".join(str(p) for p in exc.path) or "the root"
-            raise ToolDefinitionError(
-                tool, [f"input schema is not a valid JSON Schema at {where}: {exc.message}"]
-            ) from None
         self.tool = tool
         self.schema = schema
         self.accepted = accepted
-        # patterns matched by RE2; a $ref resolves inside the schema only, nothing is fetched
-        self._validator = _schema_rules.validator_class(cls)(
-            schema, registry=_schema_rules.local_registry()
-        )
-        self._plan = _exact_plan(schema)
-        self._allowed = _allowed(schema)
+        key = _schema_key(schema)
+        found = _CHECKED.get(key) if key is not None else None
+        if found is not None:
+            checked = found
+        elif key is None:
+            checked = _checked_schema(tool, schema)
+        else:
+            # built on a private copy: a later change to this tool's schema cannot reach the
+            # validator of another tool with the same schema
+            checked = _checked_schema(tool, json.loads(key))
+            with _CHECKED_LOCK:  # tools are built in threads too
+                if len(_CHECKED) >= _CHECKED_MAX:
+                    _CHECKED.pop(next(iter(_CHECKED)), None)
+                _CHECKED[key] = checked
+        self._validator, self._plan, self._allowed = checked
 
     def validate(self, args: Any) -> dict[str, Any]:
         """The arguments, copied, when the schema accepts them.

@@ -80,7 +80,7 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list
     while stack:
         item, where = stack.pop()
         if isinstance(item, list):
-            stack.extend((v, where) for v in item)
+            stack.extend((v, where) for v in item if isinstance(v, (dict, list)))
             continue
         if not isinstance(item, dict):
             continue
@@ -100,7 +100,8 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list
             keywords.add("patternProperties")
         if "unevaluatedProperties" in item:
             keywords.add("unevaluatedProperties")
-        stack.extend((v, where) for v in item.values())
+        # only containers go on the stack: most values are strings and numbers
+        stack.extend((v, where) for v in item.values() if isinstance(v, (dict, list)))
 
 
 def schema_problems(schema: Mapping[str, Any]) -> list[str]:

@@ -29,6 +29,7 @@ from pydantic_core import CoreSchema, SchemaValidator, core_schema
 
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
+from jianmu.tools._hints import plain_hints
 from jianmu.tools.calls import decode_container, single_argument
 
 __all__ = (
@@ -129,6 +130,22 @@ def _clean_description(text: str) -> str:
 
 
 @lru_cache(maxsize=2048)
+@functools.cache
+def _parser(style: str) -> Any:
+    """One parser per style where docstring-parser has a class for it: its module function
+    builds a parser (its sections and their regular expression) on every docstring, and a
+    parser keeps nothing of what it parsed."""
+    if style == "GOOGLE":
+        from docstring_parser.google import GoogleParser
+
+        return GoogleParser()
+    if style == "NUMPYDOC":
+        from docstring_parser.numpydoc import NumpydocParser
+
+        return NumpydocParser()
+    return None
+
+
 def parse_docstring(doc: str | None, style: str = "auto") -> ParsedDocstring:
     """Parse ``doc`` in ``style`` (auto, google, numpy, sphinx).
 
@@ -147,7 +164,9 @@ def parse_docstring(doc: str | None, style: str = "auto") -> ParsedDocstring:
         chosen = _STYLES[style]
         if chosen == "AUTO":
             chosen = _guess_style(doc)
-        parsed = docstring_parser.parse(doc, style=docstring_parser.DocstringStyle[chosen])
+        parser = _parser(chosen)
+        parsed = parser.parse(doc) if parser is not None else docstring_parser.parse(
+            doc, style=docstring_parser.DocstringStyle[chosen])
     except docstring_parser.ParseError:
         return ParsedDocstring(description=_clean_description(doc))
     text = parsed.short_description or ""
@@ -749,6 +768,9 @@ def _resolve_hints(
     """Resolved annotations, plus the raw strings of those that could not be resolved."""
     target = inspect.unwrap(getattr(fn, "__func__", fn))
     globalns = getattr(target, "__globals__", {})
+    plain = plain_hints(target, globalns, localns)
+    if plain is not None:
+        return plain, {}
     try:
         return typing.get_type_hints(target, globalns, dict(localns or {}),
                                      include_extras=True), {}

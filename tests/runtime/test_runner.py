@@ -343,8 +343,8 @@ async def test_runners_given_no_config_share_read_only_defaults() -> None:
 
 
 def test_py_trees_extras_are_made_when_read() -> None:
-    """A node keeps no id, logger, blackboard list or tick generator until one is read; then
-    they behave as py_trees' own."""
+    """A node keeps no logger, blackboard list or tick generator until one is read (its id is
+    the one py_trees' ``__init__`` made); then they behave as py_trees' own."""
     from jianmu.llm.scripted import ScriptedLLM
     from jianmu.nodes import create_react_node
 

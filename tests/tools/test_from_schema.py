@@ -205,3 +205,55 @@ async def test_tool_with_an_explicit_schema_honours_it() -> None:
     with pytest.raises(ToolInputError, match=r"\$\.item_ids"):
         await anything.execute({"order_id": "#W1", "item_ids": "1"})
     assert anything.parameters == ORDER
+
+
+@pytest.mark.anyio
+async def test_tools_built_again_from_one_schema_each_keep_exactly_theirs() -> None:
+    # a schema is checked once per process (by its JSON text): each tool still validates by
+    # the schema it was given, and changing one tool's schema after reaches no other tool
+    first = Tool.from_openai(DEFINITION, cancel_items)
+    second = Tool.from_openai(copy.deepcopy(DEFINITION), cancel_items)
+    first.input_schema["properties"]["quantity"]["minimum"] = 5
+    args = {"order_id": "#W1", "item_ids": ["1"], "quantity": 2}
+    assert await second.execute(copy.deepcopy(args)) == args
+    stricter = copy.deepcopy(ORDER)
+    stricter["properties"]["quantity"]["minimum"] = 3
+    third = Tool.from_schema(cancel_items, name="cancel_items", description="Cancel.",
+                             input_schema=stricter)
+    with pytest.raises(ToolInputError, match=r"\$\.quantity"):
+        await third.execute(copy.deepcopy(args))
+    assert await Tool.from_openai(DEFINITION, cancel_items).execute(copy.deepcopy(args)) == args
+
+
+def test_a_bad_schema_is_refused_every_time_under_each_tools_name() -> None:
+    bad = {"type": "object", "properties": {"x": {"type": "strng"}}}
+    for name in ("first", "second"):
+        with pytest.raises(ToolDefinitionError, match=name):
+            Tool.from_schema(cancel_items, name=name, description="d", input_schema=bad)
+
+
+def test_accepted_names_of_plain_functions_are_what_their_signature_says() -> None:
+    import functools
+    import inspect
+
+    from jianmu.tools._arguments import accepted_names
+
+    def by_signature(fn: Any) -> frozenset[str] | None:
+        params = inspect.signature(fn).parameters.values()
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return None
+        return frozenset(p.name for p in params
+                         if p.kind is not p.VAR_POSITIONAL and p.name != "self")
+
+    def a(x: int, /, y: int, *rest: int, z: int, w: int = 1) -> None: ...
+    def b(self: Any, x: int) -> None:
+        local = x  # a local variable is no parameter
+        del local
+    def c(x: int, **more: Any) -> None: ...
+    def d() -> None: ...
+
+    @functools.wraps(a)
+    def wrapped(*args: Any) -> None: ...
+
+    for fn in (a, b, c, d, wrapped, lambda q, *s, r=1: None):
+        assert accepted_names(fn) == by_signature(fn), fn

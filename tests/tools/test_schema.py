@@ -978,3 +978,17 @@ def test_strict_export_drops_the_schema_dialect_of_a_tool_without_parameters() -
     assert to_strict_schema(sent, tool="list_allowed_directories") == {
         "type": "object", "properties": {}, "required": [], "additionalProperties": False,
     }
+
+
+def test_string_annotations_resolve_in_the_functions_own_globals() -> None:
+    # a string annotation means what its own module says (here Path names int), however many
+    # functions of other modules used the same text before
+    namespace: dict[str, Any] = {"Path": int}
+    exec("def f(a: 'Path', b: 'list[Path]', c: 'Path | None' = None) -> 'str':\n"
+         "    return ''", namespace)
+    props = function_schema(namespace["f"]).parameters["properties"]
+    assert props["a"]["type"] == "integer"
+    assert props["b"]["items"]["type"] == "integer"
+    assert {"type": "integer"} in props["c"]["anyOf"]
+    here = function_schema(lambda a: a)  # no annotations at all: still a schema
+    assert "a" in here.parameters["properties"]
