@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import random
 import subprocess
 import sys
 import tomllib
@@ -82,6 +83,25 @@ def skip_annotations(session: Path, module: Path) -> int:
     return len(jobs)
 
 
+def keep_sample(session: Path, size: int, seed: int) -> int:
+    """Keep ``size`` of the pending mutants, drawn with ``seed``; mark the rest skipped.
+
+    For a quick estimate on a module too big to mutate whole in one sitting; the report then
+    says the score is a sample's. Returns how many were left out."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        jobs = sorted(item.job_id for item in db.pending_work_items)
+        kept = set(random.Random(seed).sample(jobs, min(size, len(jobs))))
+        left = [job for job in jobs if job not in kept]
+        if left:
+            db.set_multiple_results(left, WorkResult(
+                output="not in the sample", worker_outcome=WorkerOutcome.SKIPPED,
+            ))
+    return len(left)
+
+
 def cosmic_ray(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the cosmic-ray CLI of this interpreter."""
     command = [sys.executable, "-m", "cosmic_ray.cli", *args]
@@ -94,6 +114,8 @@ def main() -> int:
     parser.add_argument("module", nargs="?", default="jianmu/constraints.py")
     parser.add_argument("--min", type=float, default=90.0, help="lowest passing score (%%)")
     parser.add_argument("--report-only", action="store_true", help="score the last session")
+    parser.add_argument("--sample", type=int, help="mutate only this many, drawn at random")
+    parser.add_argument("--seed", type=int, default=0, help="the draw of --sample")
     args = parser.parse_args()
     config = find_config(args.module)
     session = ROOT / ".mutation" / f"{config.stem}.sqlite"
@@ -102,6 +124,9 @@ def main() -> int:
         session.unlink(missing_ok=True)
         cosmic_ray("init", str(config), str(session))
         print(f"{skip_annotations(session, ROOT / args.module)} mutants in annotations skipped")
+        if args.sample is not None:
+            left = keep_sample(session, args.sample, args.seed)
+            print(f"a sample of {args.sample} (seed {args.seed}): {left} mutants left out")
         cosmic_ray("baseline", str(config))  # the tests must pass on the unmutated code
         cosmic_ray("exec", str(config), str(session))
     skip = equivalent(config)
