@@ -669,3 +669,122 @@ def test_run_result_defaults_describe_a_run_that_did_nothing() -> None:
     assert (result.ticks, result.duration, result.pending, result.error) == (0, 0.0, (), None)
     assert result.output is None and result.exception is None and result.messages == ()
     assert result.usage is None
+
+
+# -- ownership, counters and options -------------------------------------------------------------
+async def test_a_second_run_while_running_keeps_the_first_runs_lease() -> None:
+    gate = Gate("wait")
+    store = SQLiteCheckpointer(":memory:")
+    runner = ReactiveRunner(gate, checkpointer=store, owner="me")
+    task = asyncio.create_task(runner.run(timeout=30))
+    await gate.started.wait()
+    with pytest.raises(RuntimeError, match="already running"):
+        await runner.run()
+    assert store.holder(runner.run_id).owner == "me"  # type: ignore[union-attr]
+    gate.gate.set()
+    assert (await task).status is RunStatus.SUCCESS
+    assert store.holder(runner.run_id) is None
+
+
+async def test_a_run_resets_the_count_of_sub_agent_runs_a_sub_run_keeps_it() -> None:
+    store = SQLiteCheckpointer(":memory:")
+    runner = ReactiveRunner(Log("a"), checkpointer=store, owner="me")
+    runner.ctx.agent_runs[0] = 5
+    assert (await runner.run(timeout=10)).ok
+    assert runner.ctx.agent_runs == [0] and store.holder(runner.run_id) is None
+
+    sub = ReactiveRunner(Log("b"))
+    sub.is_sub_run = True  # a sub-agent's run counts into its caller's
+    sub.ctx.agent_runs[0] = 5
+    assert (await sub.run(timeout=10)).ok
+    assert sub.ctx.agent_runs == [5]
+
+
+async def test_a_cancel_asked_before_a_run_does_not_stop_the_next_run() -> None:
+    runner = ReactiveRunner(Log("a"))
+    runner.cancel()
+    assert (await runner.run(timeout=10)).status is RunStatus.SUCCESS
+
+
+async def test_running_a_suspended_run_undecided_returns_at_once() -> None:
+    runner = ReactiveRunner(Ask("ask"))
+    first = await runner.run(timeout=10)
+    seen = events_of(runner)
+    again = await runner.run(timeout=10)
+    assert again.status is RunStatus.SUSPENDED and again.ticks == 0
+    assert [r.id for r in again.pending] == ["deploy"] == [r.id for r in first.pending]
+    assert [e.name for e in seen] == ["run.finished"]
+
+
+async def test_the_suspension_is_saved_and_told_before_the_siblings_settle() -> None:
+    store = Store()
+    gate = Gate("sibling")
+    root = py_trees.composites.Parallel(
+        "Root", policy=ParallelPolicy.SuccessOnAll(synchronise=False),
+        children=[Ask("ask"), gate],
+    )
+    runner = ReactiveRunner(root, checkpointer=store)
+    told = asyncio.Event()
+    suspended: list[Any] = []
+
+    def on_suspend(event: Event) -> None:
+        suspended.append(event.fields["pending"])
+        told.set()
+
+    runner.ctx.events.subscribe("run.suspended", on_suspend)
+    task = asyncio.create_task(runner.run(timeout=30))
+    await told.wait()
+    assert suspended == [["deploy"]]
+    assert [s["status"] for s in store.saves] == ["suspended"]  # saved while the sibling runs
+    gate.gate.set()
+    result = await task
+    assert result.status is RunStatus.SUSPENDED and suspended == [["deploy"]]
+
+
+def test_a_runner_without_a_person_has_no_interaction_and_copies_its_extras() -> None:
+    extras = {"k": 1}
+    runner = ReactiveRunner(Log("a"), interactive=False, extras=extras, user_roles=["x"])
+    assert runner.ctx.interaction is None
+    assert runner.ctx.extras == {"k": 1} and runner.ctx.extras is not extras
+    assert runner.ctx.user_roles == frozenset({"x"})
+    assert len(runner.run_id) == 12 and runner.run_id != ReactiveRunner(Log("a")).run_id
+    assert ReactiveRunner(Log("a"), run_id="mine").run_id == "mine"
+    assert ReactiveRunner(Log("a")).ctx.interaction is not None
+    assert ReactiveRunner(Log("a"), checkpoint_every=3).checkpoint_every == 3
+    assert ReactiveRunner(Log("a")).checkpoint_every == ReactiveRunner(
+        Log("a")).config.runtime.checkpoint_every
+
+
+def test_a_runner_that_stopped_listening_ignores_new_input() -> None:
+    runner = ReactiveRunner(Log("a"))
+    assert runner.run_sync(timeout=10).ok
+    runner._stop_listening()
+    runner.state.update({"other": 1})
+    assert runner.run_sync(timeout=10).ticks == 0  # still the finished run
+    assert runner.state.get("log") == ["a"]
+
+
+def test_a_failure_result_made_without_an_exception_raises_run_failed() -> None:
+    result = RunResult(status=RunStatus.FAILURE, run_id="r", error="went wrong")
+    with pytest.raises(RunFailed) as raised:
+        result.raise_for_status()
+    assert str(raised.value) == "run r failed: went wrong"
+    assert raised.value.result is result and raised.value.status == "failure"
+    bare = RunResult(status=RunStatus.TIMEOUT, run_id="r")
+    with pytest.raises(RunFailed, match=r"^run r timed out$"):
+        bare.raise_for_status()
+
+
+def test_a_restored_finished_run_returns_what_its_state_holds(tmp_path: Any) -> None:
+    store = Store()
+    state = StateManager()
+    state.update({"final_output": {"answer": 42}, "messages": [{"role": "user"}]})
+    store.rows["r1"] = {**checkpoint(["SUCCESS"], root="SUCCESS"), "status": "success",
+                        "state": state.snapshot()}
+    runner = ReactiveRunner.restore(composite(py_trees.composites.Sequence, 1), store, "r1",
+                                    state_manager=StateManager())
+    result = runner.run_sync(timeout=10)
+    assert result.status is RunStatus.SUCCESS and result.ticks == 0
+    assert result.output == {"answer": 42} and result.messages == ({"role": "user"},)
+    assert result.exception is None and result.run_id == "r1"
+    assert runner.ticks == 7
