@@ -5,6 +5,7 @@ a run took and why it failed (the mutation score of ``jianmu/runtime/runner.py``
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 import time
 from typing import Any
@@ -496,6 +497,7 @@ async def test_a_timeout_stops_the_tree_and_says_after_how_long() -> None:
     result = await runner.run(timeout=0.05)
     assert result.status is RunStatus.TIMEOUT
     assert result.error == "the run timed out after 0.05 s"
+    assert result.ticks == 1  # the deadline ends the wait: no tick after it
     assert gate.cancelled and gate.status is Status.INVALID
     with pytest.raises(RunFailed, match=f"run {runner.run_id} timed out: the run timed out"):
         result.raise_for_status()
@@ -788,3 +790,150 @@ def test_a_restored_finished_run_returns_what_its_state_holds(tmp_path: Any) -> 
     assert result.output == {"answer": 42} and result.messages == ({"role": "user"},)
     assert result.exception is None and result.run_id == "r1"
     assert runner.ticks == 7
+
+
+# -- the loop of run_sync() ----------------------------------------------------------------------
+def test_a_threads_loop_is_shut_down_like_asyncio_run_when_the_thread_ends() -> None:
+    task_cancelled = threading.Event()
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def lingering() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            task_cancelled.set()
+            raise
+
+    def work() -> None:
+        runner = ReactiveRunner(Log("a"))
+        assert runner.run_sync(timeout=10).ok
+        loop = runner._sync_loop
+        assert loop is not None
+        loops.append(loop)
+        loop.create_task(lingering())  # left on the loop when the thread ends
+        loop.run_until_complete(asyncio.sleep(0))  # started
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert task_cancelled.wait(30)
+    while not loops[0].is_closed():  # closed right after the shutdown cancelled the task
+        time.sleep(0.001)
+
+
+def test_a_loop_is_shut_down_only_by_the_process_that_made_it_and_not_inside_another() -> None:
+    import os
+
+    from jianmu.runtime import runner as module
+
+    loop = asyncio.new_event_loop()
+    module._shut_down(loop, os.getpid() + 1)  # a forked child's copy: untouched
+    assert not loop.is_closed()
+    left: list[asyncio.Future[None]] = []
+
+    async def inside() -> None:
+        left.append(loop.create_future())
+        module._shut_down(loop, os.getpid())  # cannot drive it from here: closed as it is
+
+    asyncio.run(inside())
+    assert loop.is_closed() and not left[0].done()
+    module._shut_down(loop, os.getpid())  # closed already: nothing to do
+
+
+def test_a_forked_thread_loop_is_kept_and_a_new_one_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from jianmu.runtime import runner as module
+
+    made: list[Any] = []
+    pid = os.getpid()
+
+    def work() -> None:
+        first = module._thread_loop()
+        assert module._thread_loop() is first
+        with monkeypatch.context() as patch:
+            patch.setattr(module.os, "getpid", lambda: pid + 1)  # as in a forked child
+            second = module._thread_loop()
+            made.extend([second is not first, first in module._inherited, first.is_closed()])
+        module._inherited.remove(first)
+        first.close()
+        second.close()  # made "in the child": closed here, by hand
+        third = module._thread_loop()  # the child's holder, seen from the parent: a new one
+        module._inherited.remove(second)
+        third.close()
+        made.append(module._thread_loop() is not third)  # a closed loop is replaced too
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert made == [True, True, False, True]
+
+
+class Nested(AsyncNode):
+    """Emits the ends of two nested runs (ids sorting before and after any), then its own."""
+
+    async def update_async(self) -> Status:
+        for run_id in ("000000000000", "zzzzzzzzzzzz"):
+            self.ctx.events.emit("run.finished", status="success", error=None,
+                                 result=RunResult(status=RunStatus.SUCCESS, run_id=run_id))
+        await asyncio.sleep(0)
+        self.ctx.events.emit("after.nested")
+        return Status.SUCCESS
+
+
+async def test_a_nested_runs_end_does_not_end_the_stream() -> None:
+    runner = ReactiveRunner(Nested("outer"))
+    names = [event.name async for event in runner.stream(timeout=10)]
+    assert names.count("run.finished") == 3 and "after.nested" in names
+    assert names[-1] == "run.finished"
+
+
+class FromThread(AsyncNode):
+    """Has another thread emit an event, then waits until the stream's reader has seen it."""
+
+    def __init__(self, name: str, emit_in: Any) -> None:
+        super().__init__(name)
+        self.emit_in = emit_in
+        self.seen: asyncio.Event | None = None
+
+    async def update_async(self) -> Status:
+        self.seen = asyncio.Event()
+        bus = self.ctx.events
+        self.emit_in(lambda: bus.emit("from.thread"))
+        await self.seen.wait()
+        return Status.SUCCESS
+
+
+async def read_until_seen(node: FromThread) -> RunResult:
+    runner = ReactiveRunner(node)
+    async for event in runner.stream(timeout=60):
+        if event.name == "from.thread":
+            assert node.seen is not None
+            node.seen.set()
+        if event.name == "run.finished":
+            result = event.fields["result"]
+    return result
+
+
+def test_an_event_from_another_thread_reaches_an_idle_stream() -> None:
+    # thread idents have no order: the loop runs on this thread and on a new one, and the
+    # event comes from a new thread and from this one
+    threads: list[threading.Thread] = []
+
+    def in_new_thread(emit: Any) -> None:
+        threads.append(threading.Thread(target=emit))
+        threads[-1].start()
+
+    result = asyncio.run(read_until_seen(FromThread("a", in_new_thread)))
+    threads[0].join()
+    assert result.status is RunStatus.SUCCESS
+
+    asked: queue.Queue[Any] = queue.Queue()
+    results: list[RunResult] = []
+    loop_thread = threading.Thread(
+        target=lambda: results.append(asyncio.run(read_until_seen(FromThread("b", asked.put))))
+    )
+    loop_thread.start()
+    asked.get(timeout=60)()  # emitted from this thread
+    loop_thread.join()
+    assert results[0].status is RunStatus.SUCCESS
