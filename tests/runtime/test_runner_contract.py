@@ -937,3 +937,48 @@ def test_an_event_from_another_thread_reaches_an_idle_stream() -> None:
     asked.get(timeout=60)()  # emitted from this thread
     loop_thread.join()
     assert results[0].status is RunStatus.SUCCESS
+
+
+async def test_a_timed_out_run_closes_its_resources() -> None:
+    closed: list[str] = []
+
+    async def close() -> None:
+        closed.append("closed")
+
+    root = py_trees.composites.Sequence(
+        "Root", memory=True, children=[Closes("open", [close]), Gate("wait")]
+    )
+    result = await ReactiveRunner(root).run(timeout=0.05)
+    assert result.status is RunStatus.TIMEOUT and closed == ["closed"]
+
+
+@pytest.mark.parametrize("saved", ["Alpha", "Zulu"])  # sorting before and after "Middle"
+def test_a_checkpoint_of_another_tree_is_refused_naming_the_node(saved: str) -> None:
+    store = Store()
+    store.rows["r1"] = checkpoint(["SUCCESS", "RUNNING"], names=["c0", saved])
+    root = py_trees.composites.Sequence("Root", memory=True, children=[Log("c0"), Log("Middle")])
+    with pytest.raises(CheckpointError) as raised:
+        ReactiveRunner.restore(root, store, "r1")
+    assert str(raised.value) == (
+        f"the tree does not match the checkpoint: node 0/1 is 'Middle', "
+        f"the checkpoint has {saved!r}"
+    )
+
+
+async def test_max_ticks_counts_past_the_small_integers() -> None:
+    forever = py_trees.decorators.Repeat(
+        "forever", child=py_trees.behaviours.Success("step"), num_success=-1
+    )
+    result = await ReactiveRunner(forever).run(max_ticks=300, timeout=60)
+    assert result.status is RunStatus.FAILURE and result.ticks == 300
+
+
+async def test_a_stream_counts_as_a_reader_only_while_it_reads() -> None:
+    gate = Gate("wait")
+    runner = ReactiveRunner(gate)
+    readers: list[int] = []
+    async for event in runner.stream(timeout=10):
+        readers.append(runner.ctx.events.readers)
+        if event.name == "run.ticked":
+            gate.gate.set()
+    assert set(readers) == {1} and runner.ctx.events.readers == 0
