@@ -5,6 +5,7 @@ a run took and why it failed (the mutation score of ``jianmu/runtime/runner.py``
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import queue
 import threading
 import time
@@ -668,6 +669,14 @@ def test_a_finished_run_reports_itself_again_in_an_event() -> None:
 
 def test_run_result_defaults_describe_a_run_that_did_nothing() -> None:
     result = RunResult(status=RunStatus.SUCCESS, run_id="r")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.ticks = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        RunResult(RunStatus.SUCCESS, "r")  # type: ignore[misc]  # keywords only
+    shown = repr(RunResult(status=RunStatus.FAILURE, run_id="r", exception=ValueError("x"),
+                           messages=("hi",), usage={"requests": 1}))
+    assert "exception" not in shown and "messages" not in shown and "usage" not in shown
+    assert "status=" in shown and "error=None" in shown
     assert (result.ticks, result.duration, result.pending, result.error) == (0, 0.0, (), None)
     assert result.output is None and result.exception is None and result.messages == ()
     assert result.usage is None
@@ -906,7 +915,8 @@ class FromThread(AsyncNode):
 
 async def read_until_seen(node: FromThread) -> RunResult:
     runner = ReactiveRunner(node)
-    async for event in runner.stream(timeout=60):
+    # no timeout: the loop has no timer to wake it, only the event's own wake-up
+    async for event in runner.stream():
         if event.name == "from.thread":
             assert node.seen is not None
             node.seen.set()
@@ -915,27 +925,23 @@ async def read_until_seen(node: FromThread) -> RunResult:
     return result
 
 
-def test_an_event_from_another_thread_reaches_an_idle_stream() -> None:
-    # thread idents have no order: the loop runs on this thread and on a new one, and the
-    # event comes from a new thread and from this one
-    threads: list[threading.Thread] = []
-
-    def in_new_thread(emit: Any) -> None:
-        threads.append(threading.Thread(target=emit))
-        threads[-1].start()
-
-    result = asyncio.run(read_until_seen(FromThread("a", in_new_thread)))
-    threads[0].join()
-    assert result.status is RunStatus.SUCCESS
-
+@pytest.mark.parametrize("loop_here", [True, False])
+def test_an_event_from_another_thread_wakes_an_idle_stream(loop_here: bool) -> None:
+    # thread idents have no order: the loop runs on this thread and the event comes from a
+    # new one, or the other way round
     asked: queue.Queue[Any] = queue.Queue()
     results: list[RunResult] = []
-    loop_thread = threading.Thread(
-        target=lambda: results.append(asyncio.run(read_until_seen(FromThread("b", asked.put))))
-    )
-    loop_thread.start()
-    asked.get(timeout=60)()  # emitted from this thread
-    loop_thread.join()
+
+    def loop() -> None:
+        results.append(asyncio.run(read_until_seen(FromThread("a", asked.put))))
+
+    def emit() -> None:
+        asked.get(timeout=60)()
+
+    other = threading.Thread(target=emit if loop_here else loop)
+    other.start()
+    loop() if loop_here else emit()
+    other.join()
     assert results[0].status is RunStatus.SUCCESS
 
 
