@@ -102,6 +102,20 @@ def keep_sample(session: Path, size: int, seed: int) -> int:
     return len(left)
 
 
+def retry_survivors(session: Path) -> int:
+    """Forget the last session's survivors, so `exec` tests them again (after new tests: a
+    mutant once killed stays killed by a larger suite). Returns how many."""
+    from cosmic_ray.work_db import WorkDB, WorkResultStorage, use_db
+    from cosmic_ray.work_item import TestOutcome
+
+    with use_db(str(session), WorkDB.Mode.open) as db, db._session_maker.begin() as rows:
+        survived = rows.query(WorkResultStorage).filter(
+            WorkResultStorage.test_outcome == TestOutcome.SURVIVED)
+        count = survived.count()
+        survived.delete()
+    return count
+
+
 def cosmic_ray(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the cosmic-ray CLI of this interpreter."""
     command = [sys.executable, "-m", "cosmic_ray.cli", *args]
@@ -114,12 +128,17 @@ def main() -> int:
     parser.add_argument("module", nargs="?", default="jianmu/constraints.py")
     parser.add_argument("--min", type=float, default=90.0, help="lowest passing score (%%)")
     parser.add_argument("--report-only", action="store_true", help="score the last session")
+    parser.add_argument("--retry-survivors", action="store_true",
+                        help="test the last session's survivors again (after adding tests)")
     parser.add_argument("--sample", type=int, help="mutate only this many, drawn at random")
     parser.add_argument("--seed", type=int, default=0, help="the draw of --sample")
     args = parser.parse_args()
     config = find_config(args.module)
     session = ROOT / ".mutation" / f"{config.stem}.sqlite"
-    if not args.report_only:
+    if args.retry_survivors:
+        print(f"{retry_survivors(session)} survivors to test again")
+        cosmic_ray("exec", str(config), str(session))
+    elif not args.report_only:
         session.parent.mkdir(exist_ok=True)
         session.unlink(missing_ok=True)
         cosmic_ray("init", str(config), str(session))

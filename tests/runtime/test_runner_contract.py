@@ -988,3 +988,38 @@ async def test_a_stream_counts_as_a_reader_only_while_it_reads() -> None:
         if event.name == "run.ticked":
             gate.gate.set()
     assert set(readers) == {1} and runner.ctx.events.readers == 0
+
+
+class AskFor(AsyncNode):
+    """Asks for approval of its own name; succeeds once approved."""
+
+    async def update_async(self) -> Status:
+        decision = self.ctx.interaction.decision(self.name)
+        if decision is None:
+            self.ctx.interaction.suspend(ApprovalRequest(id=self.name, summary="ok?"))
+            return Status.RUNNING
+        return Status.SUCCESS
+
+
+async def test_a_request_decided_while_siblings_finish_is_told_as_no_longer_pending() -> None:
+    gate = Gate("sibling")
+    root = py_trees.composites.Parallel(
+        "Root", policy=ParallelPolicy.SuccessOnAll(synchronise=False),
+        children=[AskFor("y"), AskFor("x"), gate],  # asked in this order: y, then x
+    )
+    runner = ReactiveRunner(root)
+    said: list[list[str]] = []
+    told = asyncio.Event()
+
+    def on_suspend(event: Event) -> None:
+        said.append(event.fields["pending"])
+        told.set()
+
+    runner.ctx.events.subscribe("run.suspended", on_suspend)
+    task = asyncio.create_task(runner.run(timeout=30))
+    await told.wait()
+    runner.approve("y")  # decided while the sibling still runs
+    gate.gate.set()
+    result = await task
+    assert result.status is RunStatus.SUSPENDED and [r.id for r in result.pending] == ["x"]
+    assert said == [["y", "x"], ["x"]]
