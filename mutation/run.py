@@ -46,11 +46,21 @@ def equivalent(config: Path) -> set[tuple[str, str]]:
 
 
 def annotation_spans(module: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """Where the module's function annotations are: with ``from __future__ import
-    annotations`` they are never evaluated, so their mutants are equivalent by construction."""
+    """Where the module's function annotations are, and those of variables inside functions:
+    with ``from __future__ import annotations`` they are never evaluated, so their mutants are
+    equivalent by construction. (A class's are left: pydantic evaluates a model's.)"""
     spans = []
     for node in ast.walk(ast.parse(module.read_text())):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            inside = list(ast.iter_child_nodes(node))
+            while inside:  # its local variables' annotations (a class in it is left)
+                inner = inside.pop()
+                if isinstance(inner, ast.AnnAssign):
+                    note = inner.annotation
+                    end = (note.end_lineno or note.lineno, note.end_col_offset or 0)
+                    spans.append(((note.lineno, note.col_offset), end))
+                if not isinstance(inner, ast.ClassDef):
+                    inside.extend(ast.iter_child_nodes(inner))
             a = node.args
             notes = [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs,
                                              a.vararg, a.kwarg) if x is not None]
@@ -62,7 +72,7 @@ def annotation_spans(module: Path) -> list[tuple[tuple[int, int], tuple[int, int
 
 
 def skip_annotations(session: Path, module: Path) -> int:
-    """Mark the mutants inside function annotations as skipped; return how many."""
+    """Mark the mutants inside annotations as skipped; return how many."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
@@ -77,7 +87,7 @@ def skip_annotations(session: Path, module: Path) -> int:
         ]
         if jobs:
             db.set_multiple_results(jobs, WorkResult(
-                output="function annotation (never evaluated)",
+                output="annotation (never evaluated)",
                 worker_outcome=WorkerOutcome.SKIPPED,
             ))
     return len(jobs)
