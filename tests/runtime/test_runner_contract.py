@@ -1023,3 +1023,29 @@ async def test_a_request_decided_while_siblings_finish_is_told_as_no_longer_pend
     result = await task
     assert result.status is RunStatus.SUSPENDED and [r.id for r in result.pending] == ["x"]
     assert said == [["y", "x"], ["x"]]
+
+
+def test_send_appends_the_message_and_clears_the_last_turns_answer() -> None:
+    runner = ReactiveRunner(Log("a"))
+    assert runner.run_sync(timeout=10).ok
+    runner.state.update({"final_answer": "42", "final_output": {"n": 42}, "done": True})
+    seen = events_of(runner)
+    runner.send("and then?")
+    runner.send({"role": "user", "content": "well?"})
+    state = runner.state
+    assert [m["content"] if isinstance(m, dict) else m.content
+            for m in state.get("messages")] == ["and then?", "well?"]
+    assert state.get("final_answer") is None and state.get("final_output") is None
+    assert state.get("done") is False
+    assert [(e.name, e.fields["namespace"]) for e in seen] == [("run.message", None)] * 2
+    assert runner.run_sync(timeout=10).ticks > 0  # a new turn runs the tree
+
+
+def test_send_into_a_namespace_leaves_the_root_alone() -> None:
+    runner = ReactiveRunner(Log("a"))
+    runner.state.update({"final_answer": "root's"})
+    runner.state.scope("agent").update({"final_answer": "agent's"})
+    runner.send("hi", namespace="agent")
+    agent = runner.state.scope("agent")
+    assert len(agent.get("messages")) == 1 and agent.get("final_answer") is None
+    assert runner.state.get("final_answer") == "root's" and not runner.state.get("messages")
