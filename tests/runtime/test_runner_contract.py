@@ -1049,3 +1049,19 @@ def test_send_into_a_namespace_leaves_the_root_alone() -> None:
     agent = runner.state.scope("agent")
     assert len(agent.get("messages")) == 1 and agent.get("final_answer") is None
     assert runner.state.get("final_answer") == "root's" and not runner.state.get("messages")
+
+
+def test_decisions_are_told_on_the_bus() -> None:
+    runner = ReactiveRunner(py_trees.composites.Parallel(
+        "Root", policy=ParallelPolicy.SuccessOnAll(synchronise=False),
+        children=[AskFor("y"), AskFor("x")],
+    ))
+    assert runner.run_sync(timeout=10).status is RunStatus.SUSPENDED
+    seen = events_of(runner)
+    runner.approve("y", "fine")
+    runner.reject("x", "not now")
+    assert [(e.name, e.fields) for e in seen] == [
+        ("interaction.approved", {"request_id": "y"}),
+        ("interaction.rejected", {"request_id": "x", "message": "not now"}),
+    ]
+    assert runner.pending == []
