@@ -1065,3 +1065,38 @@ def test_decisions_are_told_on_the_bus() -> None:
         ("interaction.rejected", {"request_id": "x", "message": "not now"}),
     ]
     assert runner.pending == []
+
+
+class WaitForKey(py_trees.behaviour.Behaviour):
+    """A synchronous node: only a wake-up (a state write) makes the runner tick it again."""
+
+    def __init__(self, name: str, state: StateManager) -> None:
+        super().__init__(name)
+        self.state = state
+
+    def update(self) -> Status:
+        return Status.SUCCESS if self.state.get("go") else Status.RUNNING
+
+
+@pytest.mark.parametrize("loop_here", [True, False])
+def test_a_state_write_from_another_thread_wakes_an_idle_run(loop_here: bool) -> None:
+    # thread idents have no order: the run goes on this thread and the write comes from a
+    # new one, or the other way round
+    state = StateManager()
+    runner = ReactiveRunner(WaitForKey("waiter", state), state)
+    ticked = threading.Event()
+    runner.ctx.events.subscribe("run.ticked", lambda event: ticked.set())
+    results: list[RunResult] = []
+
+    def run() -> None:
+        results.append(asyncio.run(runner.run()))
+
+    def write() -> None:
+        assert ticked.wait(60)
+        state.write_port("go", True)
+
+    other = threading.Thread(target=write if loop_here else run)
+    other.start()
+    run() if loop_here else write()
+    other.join()
+    assert results[0].status is RunStatus.SUCCESS and results[0].ticks == 2
