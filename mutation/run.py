@@ -147,6 +147,7 @@ def main() -> int:
     session = ROOT / ".mutation" / f"{config.stem}.sqlite"
     if args.retry_survivors:
         print(f"{retry_survivors(session)} survivors to test again")
+        skip_annotations(session, ROOT / args.module)  # as annotations are skipped now
         cosmic_ray("exec", str(config), str(session))
     elif not args.report_only:
         session.parent.mkdir(exist_ok=True)
