@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import queue
+import sys
 import threading
 import time
 from typing import Any
@@ -1100,3 +1101,42 @@ def test_a_state_write_from_another_thread_wakes_an_idle_run(loop_here: bool) ->
     run() if loop_here else write()
     other.join()
     assert results[0].status is RunStatus.SUCCESS and results[0].ticks == 2
+
+
+def asleep_in_select(thread: int) -> bool:
+    """Whether ``thread``'s event loop sleeps in its selector (nothing else would wake it)."""
+    frame = sys._current_frames().get(thread)
+    return frame is not None and frame.f_code.co_name == "select"
+
+
+@pytest.mark.parametrize("loop_here", [True, False])
+def test_wake_from_another_thread_reaches_a_sleeping_loop(loop_here: bool) -> None:
+    # thread idents have no order: the loop runs on this thread and wake() comes from a new
+    # one, or the other way round; the waker waits until the loop sleeps, so only its own
+    # wake-up can bring the next tick
+    runner = ReactiveRunner(Gate("idle"))
+    first, second = threading.Event(), threading.Event()
+    runner.ctx.events.subscribe(
+        "run.ticked", lambda event: (first if event.fields["tick"] == 1 else second).set()
+    )
+    loop_thread: list[int] = []
+    results: list[RunResult] = []
+    woken: list[bool] = []
+
+    def run() -> None:
+        loop_thread.append(threading.get_ident())
+        results.append(asyncio.run(runner.run(timeout=60)))
+
+    def wake() -> None:
+        assert first.wait(60)
+        while not asleep_in_select(loop_thread[0]):
+            time.sleep(0.001)
+        runner.wake()
+        woken.append(second.wait(30))
+        runner.cancel()
+
+    other = threading.Thread(target=wake if loop_here else run)
+    other.start()
+    run() if loop_here else wake()
+    other.join()
+    assert woken == [True] and results[0].status is RunStatus.CANCELLED
