@@ -1140,3 +1140,29 @@ def test_wake_from_another_thread_reaches_a_sleeping_loop(loop_here: bool) -> No
     run() if loop_here else wake()
     other.join()
     assert woken == [True] and results[0].status is RunStatus.CANCELLED
+
+
+class Slow(AsyncNode):
+    """Finishes after ``seconds`` (a timer of the loop), unless cancelled first."""
+
+    def __init__(self, name: str, seconds: float) -> None:
+        super().__init__(name)
+        self.seconds = seconds
+        self.finished = False
+
+    async def update_async(self) -> Status:
+        await asyncio.sleep(self.seconds)
+        self.finished = True
+        return Status.SUCCESS
+
+
+async def test_siblings_settling_past_the_runs_deadline_are_stopped_at_it() -> None:
+    # the loop's timers run in order: the run's deadline comes before the sibling's end
+    slow = Slow("slow", 0.8)
+    root = py_trees.composites.Parallel(
+        "Root", policy=ParallelPolicy.SuccessOnAll(synchronise=False),
+        children=[Ask("ask"), slow],
+    )
+    result = await ReactiveRunner(root).run(timeout=0.05)
+    assert result.status is RunStatus.TIMEOUT and not slow.finished
+    assert slow.in_flight is None
