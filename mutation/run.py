@@ -3,6 +3,10 @@
 Each module has a config in this folder (``module-path`` names it, ``test-command`` its fast
 tests). Mutants listed in ``<config>.equivalent`` (``operator line:col  # why``) are equivalent
 to the original code and left out of the score. Exits non-zero below ``--min`` percent.
+
+A big module (``jianmu/runtime/runner.py``: some 700 mutants, half a minute for each that
+survives) can be scored on a random ``--sample N --seed S``; after adding tests,
+``--retry-survivors`` tests only the last session's survivors again.
 """
 
 from __future__ import annotations
