@@ -1166,3 +1166,34 @@ async def test_siblings_settling_past_the_runs_deadline_are_stopped_at_it() -> N
     result = await ReactiveRunner(root).run(timeout=0.05)
     assert result.status is RunStatus.TIMEOUT and not slow.finished
     assert slow.in_flight is None
+
+
+def test_run_sync_in_a_forked_child_makes_the_childs_own_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    from jianmu.runtime import runner as module
+
+    made: list[bool] = []
+    pid = os.getpid()
+
+    def work() -> None:
+        runner = ReactiveRunner(Log("a"))
+        assert runner.run_sync(timeout=10).ok
+        first = runner._sync_loop
+        runner.state.update({"again": True})  # new input: the tree runs again
+        with monkeypatch.context() as patch:
+            patch.setattr(module.os, "getpid", lambda: pid - 1)  # a child, numbered lower
+            assert runner.run_sync(timeout=10).ok
+            second = runner._sync_loop
+        made.extend([second is not first, first in module._inherited])
+        if first in module._inherited:
+            module._inherited.remove(first)
+        for loop in {first, second}:
+            loop.close()  # type: ignore[union-attr]
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert made == [True, True]
