@@ -116,18 +116,23 @@ def keep_sample(session: Path, size: int, seed: int) -> int:
     return len(left)
 
 
-def retry_survivors(session: Path) -> int:
-    """Forget the last session's survivors, so `exec` tests them again (after new tests: a
-    mutant once killed stays killed by a larger suite). Returns how many."""
+def retry_survivors(session: Path, skip: set[tuple[str, str]]) -> int:
+    """Forget the last session's survivors (but the known equivalents), so `exec` tests them
+    again (after new tests: a mutant once killed stays killed by a larger suite). Returns
+    how many."""
     from cosmic_ray.work_db import WorkDB, WorkResultStorage, use_db
     from cosmic_ray.work_item import TestOutcome
 
-    with use_db(str(session), WorkDB.Mode.open) as db, db._session_maker.begin() as rows:
-        survived = rows.query(WorkResultStorage).filter(
-            WorkResultStorage.test_outcome == TestOutcome.SURVIVED)
-        count = survived.count()
-        survived.delete()
-    return count
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        jobs = [
+            item.job_id for item, result in db.completed_work_items
+            if result.test_outcome == TestOutcome.SURVIVED
+            and not any((m.operator_name, "{}:{}".format(*m.start_pos)) in skip
+                        for m in item.mutations)
+        ]
+        with db._session_maker.begin() as rows:
+            rows.query(WorkResultStorage).filter(WorkResultStorage.job_id.in_(jobs)).delete()
+    return len(jobs)
 
 
 def cosmic_ray(*args: str) -> subprocess.CompletedProcess[str]:
@@ -150,7 +155,7 @@ def main() -> int:
     config = find_config(args.module)
     session = ROOT / ".mutation" / f"{config.stem}.sqlite"
     if args.retry_survivors:
-        print(f"{retry_survivors(session)} survivors to test again")
+        print(f"{retry_survivors(session, equivalent(config))} survivors to test again")
         skip_annotations(session, ROOT / args.module)  # as annotations are skipped now
         cosmic_ray("exec", str(config), str(session))
     elif not args.report_only:
@@ -169,11 +174,11 @@ def main() -> int:
         item, result = json.loads(line)
         (mutation,) = item["mutations"]
         where = "{}:{}".format(*mutation["start_pos"])
-        if (mutation["operator_name"], where) in skip:
-            excluded += 1
-        elif result is None or result.get("test_outcome") not in ("killed", "survived"):
+        if result is None or result.get("test_outcome") not in ("killed", "survived"):
             other += 1  # not run, or the mutant does not even import (incompetent)
             killed += bool(result and result.get("test_outcome") == "incompetent")
+        elif (mutation["operator_name"], where) in skip:
+            excluded += 1
         elif result["test_outcome"] == "killed":
             killed += 1
         else:
