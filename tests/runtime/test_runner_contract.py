@@ -428,6 +428,14 @@ async def test_a_nodes_error_wins_over_anothers_feedback() -> None:
     result = await ReactiveRunner(root).run(timeout=10)
     assert result.status is RunStatus.FAILURE
     assert result.error == "explode: ValueError: kaboom"
+    # the explained one first in the tree, and still FAILURE at the end
+    said = Fails("said", "out of stock")
+    both = py_trees.composites.Sequence("Root", memory=True, children=[
+        py_trees.decorators.Inverter("despite", child=said), Boom("explode"),
+    ])
+    result = await ReactiveRunner(both).run(timeout=10)
+    assert said.status is Status.FAILURE and said.feedback_message == "out of stock"
+    assert result.error == "explode: ValueError: kaboom"
 
 
 async def test_without_an_error_the_failing_nodes_feedback_is_the_message() -> None:
