@@ -106,7 +106,10 @@ def keep_sample(session: Path, size: int, seed: int) -> int:
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
     with use_db(str(session), WorkDB.Mode.open) as db:
-        jobs = sorted(item.job_id for item in db.pending_work_items)
+        # drawn from the mutants in a fixed order (job ids are random): a seed draws the same
+        items = sorted(db.pending_work_items, key=lambda item: [
+            (m.operator_name, tuple(m.start_pos), m.occurrence) for m in item.mutations])
+        jobs = [item.job_id for item in items]
         kept = set(random.Random(seed).sample(jobs, min(size, len(jobs))))
         left = [job for job in jobs if job not in kept]
         if left:
