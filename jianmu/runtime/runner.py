@@ -474,9 +474,11 @@ class ReactiveRunner:
                 if run_span is not None:
                     run_span.set_attribute("jianmu.run.status", outcome.status.value)
         finally:
-            await self._drain_cancelled()
-            self._running = False
-            self._wake_event = None
+            try:
+                await self._drain_cancelled()
+            finally:  # cancelled again while draining: the runner must still run again later
+                self._running = False
+                self._wake_event = None
         if outcome.status is not RunStatus.SUSPENDED:
             await self._close_resources()
         if self.checkpointer is not None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import sys
 import threading
@@ -421,3 +422,45 @@ def test_run_sync_in_a_forked_child_makes_the_childs_own_loop(
     worker.start()
     worker.join()
     assert made == [True, True]
+
+
+class Stubborn(AsyncNode):
+    """Takes its time to stop: once cancelled, it waits for ``release`` (or a second cancel)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.started = asyncio.Event()
+        self.stopping = asyncio.Event()
+        self.release = asyncio.Event()
+        self.ended = False
+
+    async def update_async(self) -> Status:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.stopping.set()
+            await self.release.wait()
+            raise
+        finally:
+            self.ended = True
+        return Status.SUCCESS  # pragma: no cover - never reached
+
+
+async def test_a_reader_cancelled_while_the_run_stops_cancels_the_run_outright() -> None:
+    node = Stubborn("stubborn")
+    runner = ReactiveRunner(node)
+
+    async def read() -> None:
+        async with contextlib.aclosing(runner.stream()) as events:
+            async for _event in events:
+                await node.started.wait()
+                break  # the reader leaves: the run is asked to stop; closing waits for it
+
+    reader = asyncio.ensure_future(read())
+    await node.stopping.wait()
+    reader.cancel()  # cancelled again while it waits: the run is cancelled, not left behind
+    with pytest.raises(asyncio.CancelledError):
+        await reader
+    assert node.ended and node.in_flight is None
+    assert not runner._running  # the runner may run again
