@@ -156,10 +156,11 @@ async def test_a_restored_sequence_with_no_running_child_resumes_at_its_first_un
 
 async def test_a_restored_sequence_whose_children_all_succeeded_points_at_its_last() -> None:
     store = Store()
-    store.rows["r1"] = checkpoint(["SUCCESS", "SUCCESS"])
-    root = composite(py_trees.composites.Sequence, 2)
-    ReactiveRunner.restore(root, store, "r1", state_manager=StateManager())
-    assert root.current_child is root.children[1]
+    store.rows["r1"] = checkpoint(["SUCCESS", "SUCCESS", "SUCCESS"])
+    del store.rows["r1"]["ticks"]  # an older checkpoint without a count: none yet
+    root = composite(py_trees.composites.Sequence, 3)
+    runner = ReactiveRunner.restore(root, store, "r1", state_manager=StateManager())
+    assert root.current_child is root.children[2] and runner.ticks == 0
 
 
 async def test_a_composite_not_running_at_the_checkpoint_is_left_as_it_was() -> None:
@@ -705,3 +706,27 @@ def test_a_restored_finished_run_returns_what_its_state_holds(tmp_path: Any) -> 
     assert result.output == {"answer": 42} and result.messages == ({"role": "user"},)
     assert result.exception is None and result.run_id == "r1"
     assert runner.ticks == 7
+
+
+class Blocks(py_trees.behaviour.Behaviour):
+    """A synchronous node that holds the loop until the run's deadline has passed."""
+
+    def __init__(self, name: str, until: list[float]) -> None:
+        super().__init__(name)
+        self.until = until
+
+    def update(self) -> Status:
+        while time.monotonic() <= self.until[0]:
+            time.sleep(0.001)
+        return Status.SUCCESS
+
+
+async def test_a_deadline_passed_during_a_tick_ends_the_run_after_it() -> None:
+    until = [0.0]
+    gate = Gate("wait")
+    root = py_trees.composites.Sequence("Root", memory=True, children=[Blocks("hold", until), gate])
+    runner = ReactiveRunner(root)
+    until[0] = time.monotonic() + 0.05  # a little past the run's own deadline
+    result = await runner.run(timeout=0.01)
+    assert result.status is RunStatus.TIMEOUT and result.ticks == 1
+    assert gate.status is Status.INVALID
