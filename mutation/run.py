@@ -3,6 +3,10 @@
 Each module has a config in this folder (``module-path`` names it, ``test-command`` its fast
 tests). Mutants listed in ``<config>.equivalent`` (``operator line:col  # why``) are equivalent
 to the original code and left out of the score. Exits non-zero below ``--min`` percent.
+
+A big module (``jianmu/runtime/runner.py``: some 700 mutants, half a minute for each that
+survives) can be scored on a random ``--sample N --seed S``; after adding tests,
+``--retry-survivors`` tests only the last session's survivors again.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import random
 import subprocess
 import sys
 import tomllib
@@ -45,11 +50,21 @@ def equivalent(config: Path) -> set[tuple[str, str]]:
 
 
 def annotation_spans(module: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """Where the module's function annotations are: with ``from __future__ import
-    annotations`` they are never evaluated, so their mutants are equivalent by construction."""
+    """Where the module's function annotations are, and those of variables inside functions:
+    with ``from __future__ import annotations`` they are never evaluated, so their mutants are
+    equivalent by construction. (A class's are left: pydantic evaluates a model's.)"""
     spans = []
     for node in ast.walk(ast.parse(module.read_text())):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            inside = list(ast.iter_child_nodes(node))
+            while inside:  # its local variables' annotations (a class in it is left)
+                inner = inside.pop()
+                if isinstance(inner, ast.AnnAssign):
+                    note = inner.annotation
+                    end = (note.end_lineno or note.lineno, note.end_col_offset or 0)
+                    spans.append(((note.lineno, note.col_offset), end))
+                if not isinstance(inner, ast.ClassDef):
+                    inside.extend(ast.iter_child_nodes(inner))
             a = node.args
             notes = [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs,
                                              a.vararg, a.kwarg) if x is not None]
@@ -61,7 +76,7 @@ def annotation_spans(module: Path) -> list[tuple[tuple[int, int], tuple[int, int
 
 
 def skip_annotations(session: Path, module: Path) -> int:
-    """Mark the mutants inside function annotations as skipped; return how many."""
+    """Mark the mutants inside annotations as skipped; return how many."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
@@ -76,9 +91,50 @@ def skip_annotations(session: Path, module: Path) -> int:
         ]
         if jobs:
             db.set_multiple_results(jobs, WorkResult(
-                output="function annotation (never evaluated)",
+                output="annotation (never evaluated)",
                 worker_outcome=WorkerOutcome.SKIPPED,
             ))
+    return len(jobs)
+
+
+def keep_sample(session: Path, size: int, seed: int) -> int:
+    """Keep ``size`` of the pending mutants, drawn with ``seed``; mark the rest skipped.
+
+    For a quick estimate on a module too big to mutate whole in one sitting; the report then
+    says the score is a sample's. Returns how many were left out."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        # drawn from the mutants in a fixed order (job ids are random): a seed draws the same
+        items = sorted(db.pending_work_items, key=lambda item: [
+            (m.operator_name, tuple(m.start_pos), m.occurrence) for m in item.mutations])
+        jobs = [item.job_id for item in items]
+        kept = set(random.Random(seed).sample(jobs, min(size, len(jobs))))
+        left = [job for job in jobs if job not in kept]
+        if left:
+            db.set_multiple_results(left, WorkResult(
+                output="not in the sample", worker_outcome=WorkerOutcome.SKIPPED,
+            ))
+    return len(left)
+
+
+def retry_survivors(session: Path, skip: set[tuple[str, str]]) -> int:
+    """Forget the last session's survivors (but the known equivalents), so `exec` tests them
+    again (after new tests: a mutant once killed stays killed by a larger suite). Returns
+    how many."""
+    from cosmic_ray.work_db import WorkDB, WorkResultStorage, use_db
+    from cosmic_ray.work_item import TestOutcome
+
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        jobs = [
+            item.job_id for item, result in db.completed_work_items
+            if result.test_outcome == TestOutcome.SURVIVED
+            and not any((m.operator_name, "{}:{}".format(*m.start_pos)) in skip
+                        for m in item.mutations)
+        ]
+        with db._session_maker.begin() as rows:
+            rows.query(WorkResultStorage).filter(WorkResultStorage.job_id.in_(jobs)).delete()
     return len(jobs)
 
 
@@ -94,14 +150,25 @@ def main() -> int:
     parser.add_argument("module", nargs="?", default="jianmu/constraints.py")
     parser.add_argument("--min", type=float, default=90.0, help="lowest passing score (%%)")
     parser.add_argument("--report-only", action="store_true", help="score the last session")
+    parser.add_argument("--retry-survivors", action="store_true",
+                        help="test the last session's survivors again (after adding tests)")
+    parser.add_argument("--sample", type=int, help="mutate only this many, drawn at random")
+    parser.add_argument("--seed", type=int, default=0, help="the draw of --sample")
     args = parser.parse_args()
     config = find_config(args.module)
     session = ROOT / ".mutation" / f"{config.stem}.sqlite"
-    if not args.report_only:
+    if args.retry_survivors:
+        print(f"{retry_survivors(session, equivalent(config))} survivors to test again")
+        skip_annotations(session, ROOT / args.module)  # as annotations are skipped now
+        cosmic_ray("exec", str(config), str(session))
+    elif not args.report_only:
         session.parent.mkdir(exist_ok=True)
         session.unlink(missing_ok=True)
         cosmic_ray("init", str(config), str(session))
         print(f"{skip_annotations(session, ROOT / args.module)} mutants in annotations skipped")
+        if args.sample is not None:
+            left = keep_sample(session, args.sample, args.seed)
+            print(f"a sample of {args.sample} (seed {args.seed}): {left} mutants left out")
         cosmic_ray("baseline", str(config))  # the tests must pass on the unmutated code
         cosmic_ray("exec", str(config), str(session))
     skip = equivalent(config)
@@ -110,11 +177,11 @@ def main() -> int:
         item, result = json.loads(line)
         (mutation,) = item["mutations"]
         where = "{}:{}".format(*mutation["start_pos"])
-        if (mutation["operator_name"], where) in skip:
-            excluded += 1
-        elif result is None or result.get("test_outcome") not in ("killed", "survived"):
+        if result is None or result.get("test_outcome") not in ("killed", "survived"):
             other += 1  # not run, or the mutant does not even import (incompetent)
             killed += bool(result and result.get("test_outcome") == "incompetent")
+        elif (mutation["operator_name"], where) in skip:
+            excluded += 1
         elif result["test_outcome"] == "killed":
             killed += 1
         else:

@@ -500,9 +500,11 @@ class ReactiveRunner:
                 if run_span is not None:
                     run_span.set_attribute("jianmu.run.status", outcome.status.value)
         finally:
-            await self._drain_cancelled()
-            self._running = False
-            self._wake_event = None
+            try:
+                await self._drain_cancelled()
+            finally:  # cancelled again while draining: the runner must still run again later
+                self._running = False
+                self._wake_event = None
         if outcome.status is not RunStatus.SUSPENDED:
             await self._close_resources()
         if self.checkpointer is not None:
@@ -761,7 +763,7 @@ class ReactiveRunner:
                 try:
                     plan = self._ticker.tick(self.root, self._wake_event)
                 except Exception as exc:  # a synchronous behaviour raised: fail the run cleanly
-                    self._stop_tree()
+                    self._stop_running_nodes()
                     return _Outcome(
                         RunStatus.FAILURE, f"{type(exc).__name__}: {exc}", exception=exc
                     )
@@ -877,6 +879,13 @@ class ReactiveRunner:
     def _stop_tree(self) -> None:
         if self.root.status is Status.RUNNING:
             self.root.stop(Status.INVALID)
+
+    def _stop_running_nodes(self) -> None:
+        """Stop every running node: a tick that raised midway left the statuses of the nodes
+        above the raise unset, so stopping the root would not reach their running children."""
+        for node in self.root.iterate():  # children before their parents
+            if node.status is Status.RUNNING:
+                node.stop(Status.INVALID)
 
     def _ended(self, status: RunStatus, error: str | None) -> RunResult:
         """The result of a run that ended before this runner was made (its checkpoint says
