@@ -131,3 +131,35 @@ def test_no_models_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one model"):
         FallbackLLM([])
     assert issubclass(LLMTransientError, LLMError)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_fallback_serves_several_turns_on_one_kept_alive_connection(stream: bool) -> None:
+    import socket
+
+    from jianmu.llm import AnthropicProvider
+    from tests.support.model_server import ModelServer
+
+    unused = socket.socket()
+    unused.bind(("127.0.0.1", 0))
+    port = unused.getsockname()[1]
+    unused.close()  # nothing listens there: every request to it is a connection error
+    with ModelServer() as server:
+        server.add("First.", "Second.", "Third.")
+        primary = OpenAIProvider("down", base_url=f"http://127.0.0.1:{port}/v1",
+                                 api_key="test", max_retries=0, retry_backoff=0)
+        backup = AnthropicProvider("backup", base_url=server.anthropic_url, max_retries=0)
+        llm = FallbackLLM([primary, backup])
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+        runner = ReactiveRunner(create_react_node(llm, [], stream=stream), state)
+        seen: list[Any] = []
+        runner.ctx.events.subscribe("llm.fallback", seen.append)
+        for turn, answer in enumerate(("First.", "Second.", "Third.")):
+            if turn:
+                runner.send(f"and turn {turn}?")
+            result = runner.run_sync(timeout=60)  # each run_sync on the runner's kept loop
+            assert result.ok, result.error
+            assert state.get("final_answer") == answer
+        assert [(e.fields["from"], e.fields["to"]) for e in seen] == [("down", "backup")] * 3
+        assert len(server.requests) == 3 and len(server.connections) == 1
+        assert llm.usage_by_model["backup"].requests == 3 and "down" not in llm.usage_by_model
