@@ -140,11 +140,11 @@ def test_a_fallback_serves_several_turns_on_one_kept_alive_connection(stream: bo
     from jianmu.llm import AnthropicProvider
     from tests.support.model_server import ModelServer
 
-    unused = socket.socket()
-    unused.bind(("127.0.0.1", 0))
-    port = unused.getsockname()[1]
-    unused.close()  # nothing listens there: every request to it is a connection error
-    with ModelServer() as server:
+    # bound and held but never listening: a connection to it is refused, and no other socket
+    # (the model server's included) can take the port meanwhile
+    with socket.socket() as held, ModelServer() as server:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
         server.add("First.", "Second.", "Third.")
         primary = OpenAIProvider("down", base_url=f"http://127.0.0.1:{port}/v1",
                                  api_key="test", max_retries=0, retry_backoff=0)
