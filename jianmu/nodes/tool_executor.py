@@ -96,9 +96,16 @@ class RunnerCache:
         self.runner: ToolRunner | None = None
         self.error: Exception | None = None
         self._signature: str | None = None
+        self._last: tuple[ExecutionConstraints, RunContext] | None = None
+        """The read-only constraints and the run of the last `get`: the same pair again needs
+        no signature (read-only constraints never change) and is already closed at run end."""
 
     async def get(self, execution: ExecutionConstraints, ctx: RunContext) -> ToolRunner:
         """The runner for ``execution``; raises the construction error (e.g. no isolation)."""
+        last = self._last
+        if last is not None and last[0] is execution and last[1] is ctx and self.error is None:
+            assert self.runner is not None
+            return self.runner  # every batch of a run under its shared constraints
         signature = execution.model_dump_json()
         if self._signature != signature:
             old, self.runner, self.error = self.runner, None, None
@@ -110,8 +117,10 @@ class RunnerCache:
             except Exception as exc:  # e.g. network:false with no bubblewrap or Docker
                 self.error = exc
         if self.error is not None:
+            self._last = None
             raise self.error
         ctx.on_close(self.release)  # once per run: the sandbox closes when the run ends
+        self._last = (execution, ctx) if is_read_only(execution) else None
         assert self.runner is not None
         return self.runner
 
@@ -123,6 +132,7 @@ class RunnerCache:
     async def close(self) -> None:
         """Close the runner (its sandbox and worker threads); the next `get` builds a new one."""
         runner, self.runner, self._signature, self.error = self.runner, None, None, None
+        self._last = None
         if runner is not None:
             await runner.close()
 
@@ -166,14 +176,11 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     asked under it and a run restored mid-batch find the same call again; an id whose call
     finished in the current batch (its observation is still pending) is that call, not a clash.
     """
-    used = set(node.state.get("completed_call_ids") or ())
-    observed = set((node.state.get("observations") or {}).keys())
+    state = node.state
+    completed = state.get("completed_call_ids")
+    used = set(completed) if completed else ()  # the first batch of a run: nothing used yet
+    observed = state.get("observations") or {}  # its keys: the ids of this batch's results
     interaction = node.ctx.interaction
-
-    def spent(call_id: str) -> bool:
-        reused = call_id in used or (interaction is not None and interaction.consumed(call_id))
-        return reused and call_id not in observed
-
     seen: set[str] = set()
     out: list[ToolCall] = []
     for call in calls:
@@ -185,7 +192,12 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
             digest = hashlib.sha256(base.encode("utf-8", "replace")).hexdigest()[:16]
             base = f"{base[:MAX_CALL_ID - 17]}~{digest}"
         call_id, n = base, 0
-        while call_id in seen or spent(call_id):
+        # taken: by an earlier call of this batch, or spent (used in the run or its approval
+        # consumed) unless it is this batch's own finished call
+        while call_id in seen or (
+            (call_id in used or (interaction is not None and interaction.consumed(call_id)))
+            and call_id not in observed
+        ):
             n += 1
             call_id = f"{base}.{n}"
         seen.add(call_id)
@@ -445,7 +457,8 @@ class ToolExecutor(AsyncNode):
         calls = self._batch()
         if not calls:
             return Status.SUCCESS
-        await self.prepare_tools()
+        if self._tool_sources:
+            await self.prepare_tools()
         try:
             allowed = self._admit(calls)
             if allowed is None:
