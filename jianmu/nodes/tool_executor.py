@@ -795,7 +795,9 @@ class ToolExecutor(AsyncNode):
         else:
             earlier = state.get("observations") or {}  # held over from an interrupted tick
             found = (observations.get(c.id, earlier.get(c.id)) for c in flush)
-            update.update(actions=[], observations={}, messages=[m for m in found if m is not None])
+            update.update(actions=[], messages=[m for m in found if m is not None])
+            if earlier:  # else none are stored (a run without a checkpointer): nothing to clear
+                update["observations"] = {}
         ran = [r for r in records if r.executed]
         if not ran:
             state.update(update)
