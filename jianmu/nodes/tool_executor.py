@@ -96,16 +96,17 @@ class RunnerCache:
         self.runner: ToolRunner | None = None
         self.error: Exception | None = None
         self._signature: str | None = None
-        self._last: tuple[ExecutionConstraints, RunContext] | None = None
-        """The read-only constraints and the run of the last `get`: the same pair again needs
-        no signature (read-only constraints never change) and is already closed at run end."""
+        self._shared: ExecutionConstraints | None = None
+        """The read-only constraints of the last `get`: the same object again needs no
+        signature (read-only constraints never change)."""
 
     async def get(self, execution: ExecutionConstraints, ctx: RunContext) -> ToolRunner:
         """The runner for ``execution``; raises the construction error (e.g. no isolation)."""
-        last = self._last
-        if last is not None and last[0] is execution and last[1] is ctx and self.error is None:
+        if execution is self._shared:
+            # every batch under the same shared constraints: no signature to work out
+            ctx.on_close(self.release)  # each run closes it (a runner's runs share one ctx)
             assert self.runner is not None
-            return self.runner  # every batch of a run under its shared constraints
+            return self.runner
         signature = execution.model_dump_json()
         if self._signature != signature:
             old, self.runner, self.error = self.runner, None, None
@@ -117,10 +118,10 @@ class RunnerCache:
             except Exception as exc:  # e.g. network:false with no bubblewrap or Docker
                 self.error = exc
         if self.error is not None:
-            self._last = None
+            self._shared = None
             raise self.error
         ctx.on_close(self.release)  # once per run: the sandbox closes when the run ends
-        self._last = (execution, ctx) if is_read_only(execution) else None
+        self._shared = execution if is_read_only(execution) else None
         assert self.runner is not None
         return self.runner
 
@@ -132,7 +133,7 @@ class RunnerCache:
     async def close(self) -> None:
         """Close the runner (its sandbox and worker threads); the next `get` builds a new one."""
         runner, self.runner, self._signature, self.error = self.runner, None, None, None
-        self._last = None
+        self._shared = None
         if runner is not None:
             await runner.close()
 
