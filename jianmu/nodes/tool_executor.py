@@ -89,6 +89,21 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_SIGNATURES: dict[int, str] = {}
+"""The signature of each read-only `ExecutionConstraints` (which lives for good: its id stays
+its own, and it never changes)."""
+
+
+def _signature(execution: ExecutionConstraints) -> str:
+    """What tells two execution constraints apart for `RunnerCache`: their JSON."""
+    if not is_read_only(execution):
+        return execution.model_dump_json()
+    found = _SIGNATURES.get(id(execution))
+    if found is None:  # the runs under the shared defaults: once per process, not per batch
+        found = _SIGNATURES[id(execution)] = execution.model_dump_json()
+    return found
+
+
 class RunnerCache:
     """Keeps one `ToolRunner` until the execution constraints' signature changes."""
 
@@ -96,18 +111,10 @@ class RunnerCache:
         self.runner: ToolRunner | None = None
         self.error: Exception | None = None
         self._signature: str | None = None
-        self._shared: ExecutionConstraints | None = None
-        """The read-only constraints of the last `get`: the same object again needs no
-        signature (read-only constraints never change)."""
 
     async def get(self, execution: ExecutionConstraints, ctx: RunContext) -> ToolRunner:
         """The runner for ``execution``; raises the construction error (e.g. no isolation)."""
-        if execution is self._shared:
-            # every batch under the same shared constraints: no signature to work out
-            ctx.on_close(self.release)  # each run closes it (a runner's runs share one ctx)
-            assert self.runner is not None
-            return self.runner
-        signature = execution.model_dump_json()
+        signature = _signature(execution)
         if self._signature != signature:
             old, self.runner, self.error = self.runner, None, None
             self._signature = signature
@@ -118,10 +125,8 @@ class RunnerCache:
             except Exception as exc:  # e.g. network:false with no bubblewrap or Docker
                 self.error = exc
         if self.error is not None:
-            self._shared = None
             raise self.error
         ctx.on_close(self.release)  # once per run: the sandbox closes when the run ends
-        self._shared = execution if is_read_only(execution) else None
         assert self.runner is not None
         return self.runner
 
@@ -133,7 +138,6 @@ class RunnerCache:
     async def close(self) -> None:
         """Close the runner (its sandbox and worker threads); the next `get` builds a new one."""
         runner, self.runner, self._signature, self.error = self.runner, None, None, None
-        self._shared = None
         if runner is not None:
             await runner.close()
 
