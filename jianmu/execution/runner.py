@@ -63,7 +63,7 @@ _WORKSPACE: ContextVar[Path | None] = ContextVar("jianmu_workspace", default=Non
 def current_workspace() -> Path:
     """Return the workspace root for this context: the one set by `use_workspace`, else cwd."""
     root = _WORKSPACE.get()
-    return root if root is not None else Path.cwd()
+    return root if root is not None else _cwd()
 
 
 def effective_root(workdir: str | os.PathLike[str] | None = None) -> Path:
@@ -104,6 +104,19 @@ def set_workspace(root: Path) -> Token[Path | None]:
 def reset_workspace(token: Token[Path | None]) -> None:
     """Undo the `set_workspace` that returned ``token``."""
     _WORKSPACE.reset(token)
+
+
+_last_cwd: tuple[str, Path] = ("", Path())
+"""The working folder seen last, as a string and a path (a path costs more than the read)."""
+
+
+def _cwd() -> Path:
+    """``Path.cwd()``, read now, without parsing the same folder into a path again."""
+    global _last_cwd
+    text = os.getcwd()
+    if _last_cwd[0] != text:
+        _last_cwd = (text, Path(text))
+    return _last_cwd[1]
 
 
 def is_inside(path: str, root: str) -> bool:
@@ -377,7 +390,7 @@ class ToolRunner:
         # fixed now, not read from the context at each call: the guard checks paths against
         # this same folder (`effective_root`), whatever folder the process later runs in
         workdir = self.execution.workdir
-        self.workspace = effective_root(workdir) if workdir else Path.cwd()
+        self.workspace = effective_root(workdir) if workdir else _cwd()
         self.max_workers = max_workers
         self._sandbox = sandbox
         # this runner's share of the process's tool threads (made with the first call)

@@ -32,6 +32,7 @@ from jianmu.constraints import (
     Constraints,
     GuardConstraints,
     Policy,
+    is_read_only,
     stricter_policy,
 )
 from jianmu.errors import ConfigError
@@ -372,8 +373,19 @@ def _policy(guard_json: str) -> ToolPolicyChecker:
     return ToolPolicyChecker.from_guard_constraints(guard)
 
 
+_SHARED_POLICIES: dict[int, ToolPolicyChecker] = {}
+"""`_policy_for` of each read-only guard (which lives for good: its id stays its own)."""
+
+
 def _policy_for(guard: GuardConstraints | None) -> ToolPolicyChecker:
-    return _policy((guard or GuardConstraints()).model_dump_json())
+    # the runs under the shared read-only constraints need no dump of the guard per run
+    shared = guard is not None and is_read_only(guard)
+    found = _SHARED_POLICIES.get(id(guard)) if shared else None
+    if found is None:
+        found = _policy((guard or GuardConstraints()).model_dump_json())
+        if shared:
+            _SHARED_POLICIES[id(guard)] = found
+    return found
 
 
 def visible_tools(
@@ -627,7 +639,8 @@ class GuardEnforcer:
             ]
         batch = tuple(call for call, _tool in pairs)
         ledger = ledger if ledger is not None else GuardLedger()
-        admitted: list[ToolCall] = []
+        calls_made, call_times = ledger.calls_made, ledger.call_times
+        admitted: tuple[ToolCall, ...] = ()  # a new tuple only when a call is admitted
         decisions: list[Decision] = []
         for call, tool in pairs:
             context = GuardContext(
@@ -635,15 +648,15 @@ class GuardEnforcer:
                 # the checkers read the tool's spec: what it says of itself, in one place
                 tool=getattr(tool, "tool_spec", tool),
                 batch=batch,
-                admitted=tuple(admitted),
+                admitted=admitted,
                 run=run,
                 tokens_used=tokens_used,
-                calls_made=ledger.calls_made,
-                call_times=ledger.call_times,
+                calls_made=calls_made,
+                call_times=call_times,
             )
             decision = self.check("tool_call", context, events=events)
             if not decision.denied:
-                admitted.append(call)
+                admitted = (*admitted, call)
             decisions.append(decision)
         return decisions
 

@@ -89,6 +89,21 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_SIGNATURES: dict[int, str] = {}
+"""The signature of each read-only `ExecutionConstraints` (which lives for good: its id stays
+its own, and it never changes)."""
+
+
+def _signature(execution: ExecutionConstraints) -> str:
+    """What tells two execution constraints apart for `RunnerCache`: their JSON."""
+    if not is_read_only(execution):
+        return execution.model_dump_json()
+    found = _SIGNATURES.get(id(execution))
+    if found is None:  # the runs under the shared defaults: once per process, not per batch
+        found = _SIGNATURES[id(execution)] = execution.model_dump_json()
+    return found
+
+
 class RunnerCache:
     """Keeps one `ToolRunner` until the execution constraints' signature changes."""
 
@@ -99,7 +114,7 @@ class RunnerCache:
 
     async def get(self, execution: ExecutionConstraints, ctx: RunContext) -> ToolRunner:
         """The runner for ``execution``; raises the construction error (e.g. no isolation)."""
-        signature = execution.model_dump_json()
+        signature = _signature(execution)
         if self._signature != signature:
             old, self.runner, self.error = self.runner, None, None
             self._signature = signature
@@ -166,14 +181,11 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     asked under it and a run restored mid-batch find the same call again; an id whose call
     finished in the current batch (its observation is still pending) is that call, not a clash.
     """
-    used = set(node.state.get("completed_call_ids") or ())
-    observed = set((node.state.get("observations") or {}).keys())
+    state = node.state
+    completed = state.get("completed_call_ids")
+    used = set(completed) if completed else ()  # the first batch of a run: nothing used yet
+    observed = state.get("observations") or {}  # its keys: the ids of this batch's results
     interaction = node.ctx.interaction
-
-    def spent(call_id: str) -> bool:
-        reused = call_id in used or (interaction is not None and interaction.consumed(call_id))
-        return reused and call_id not in observed
-
     seen: set[str] = set()
     out: list[ToolCall] = []
     for call in calls:
@@ -185,7 +197,12 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
             digest = hashlib.sha256(base.encode("utf-8", "replace")).hexdigest()[:16]
             base = f"{base[:MAX_CALL_ID - 17]}~{digest}"
         call_id, n = base, 0
-        while call_id in seen or spent(call_id):
+        # taken: by an earlier call of this batch, or spent (used in the run or its approval
+        # consumed) unless it is this batch's own finished call
+        while call_id in seen or (
+            (call_id in used or (interaction is not None and interaction.consumed(call_id)))
+            and call_id not in observed
+        ):
             n += 1
             call_id = f"{base}.{n}"
         seen.add(call_id)
@@ -445,7 +462,8 @@ class ToolExecutor(AsyncNode):
         calls = self._batch()
         if not calls:
             return Status.SUCCESS
-        await self.prepare_tools()
+        if self._tool_sources:
+            await self.prepare_tools()
         try:
             allowed = self._admit(calls)
             if allowed is None:
@@ -782,7 +800,9 @@ class ToolExecutor(AsyncNode):
         else:
             earlier = state.get("observations") or {}  # held over from an interrupted tick
             found = (observations.get(c.id, earlier.get(c.id)) for c in flush)
-            update.update(actions=[], observations={}, messages=[m for m in found if m is not None])
+            update.update(actions=[], messages=[m for m in found if m is not None])
+            if earlier:  # else none are stored (a run without a checkpointer): nothing to clear
+                update["observations"] = {}
         ran = [r for r in records if r.executed]
         if not ran:
             state.update(update)

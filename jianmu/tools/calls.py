@@ -218,6 +218,12 @@ class ToolCall:
             return []
         if isinstance(items, (dict, ToolCall)):
             items = [items]
+        elif type(items) is list:
+            for item in items:
+                if type(item) is not ToolCall:
+                    break
+            else:  # canonical already (the state's ``actions``): a copy, nothing to convert
+                return items.copy()
         return [cls.from_dict(item) for item in items]
 
     def arguments_json(self) -> str:
