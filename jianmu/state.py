@@ -83,9 +83,25 @@ def _describe(annotation: Any) -> str:
     return text or str(annotation).replace("typing.", "")
 
 
-_compiled: weakref.WeakKeyDictionary[type[BaseModel], dict[str, _Field]] = (
-    weakref.WeakKeyDictionary()
-)
+@dataclass(frozen=True)
+class _Compiled:
+    """A schema's fields, and how a store of their defaults is made."""
+
+    fields: dict[str, _Field]
+    template: dict[str, Any]
+    """Every field in schema order, holding its default when that is an immutable scalar."""
+    makers: tuple[tuple[str, Callable[[], Any]], ...]
+    """The other fields, each with what makes its default: called for every new store, which
+    must not share a mutable default with another."""
+
+    def defaults(self) -> dict[str, Any]:
+        store = self.template.copy()  # keeps the schema's order: only values are replaced
+        for name, make in self.makers:
+            store[name] = make()
+        return store
+
+
+_compiled: weakref.WeakKeyDictionary[type[BaseModel], _Compiled] = weakref.WeakKeyDictionary()
 
 
 _IMMUTABLE_DEFAULTS = frozenset({type(None), bool, int, float, str, bytes})
@@ -105,9 +121,19 @@ def _compile_fields(schema: type[BaseModel]) -> dict[str, _Field]:
     Building a TypeAdapter costs about a millisecond; a process that runs thousands of runs
     of one tree (a durable worker) must not pay it per run.
     """
+    return _compile(schema).fields
+
+
+def _compile(schema: type[BaseModel]) -> _Compiled:
     cached = _compiled.get(schema)
     if cached is None:
-        cached = _compiled[schema] = _build_fields(schema)
+        fields = _build_fields(schema)
+        cached = _compiled[schema] = _Compiled(
+            fields=fields,
+            template={name: f.info.default if f.constant else None for name, f in fields.items()},
+            makers=tuple((name, f.factory or f.default) for name, f in fields.items()
+                         if not f.constant),
+        )
     return cached  # shared by every manager of the schema: read, never changed
 
 
@@ -133,6 +159,10 @@ def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
             and type(info.default) in _IMMUTABLE_DEFAULTS,
         )
     return fields
+
+
+_FREE_FORM = _Compiled(fields={}, template={}, makers=())
+"""A state without a schema: no fields, nothing to default."""
 
 
 def _validation_error(key: str, value: Any, expected: str, exc: ValidationError) -> str:
@@ -161,11 +191,13 @@ class StateManager:
         self, schema: type[BaseModel] | None = None, initial: Mapping[str, Any] | None = None
     ) -> None:
         self.schema = schema
-        self._fields = _compile_fields(schema) if schema is not None else {}
+        self._compiled = _compile(schema) if schema is not None else _FREE_FORM
+        self._fields = self._compiled.fields
         self._extra_allowed = schema is None or schema.model_config.get("extra") == "allow"
         self._lock = threading.RLock()
-        self._stores: dict[str | None, dict[str, Any]] = {None: self._defaults()}
-        self._subscribers: list[Subscriber] = []
+        self._stores: dict[str | None, dict[str, Any]] = {None: self._compiled.defaults()}
+        # a tuple replaced whole on (un)subscribe: every write notifies without a lock or a copy
+        self._subscribers: tuple[Subscriber, ...] = ()
         self.root = StateView(self, None)
         if initial:
             self._apply(None, dict(initial), reduce=False)
@@ -232,15 +264,17 @@ class StateManager:
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback(changed_keys)`` after every successful update; return unsubscribe."""
         with self._lock:
-            self._subscribers.append(callback)
+            self._subscribers = (*self._subscribers, callback)
 
         return lambda: self.unsubscribe(callback)
 
     def unsubscribe(self, callback: Subscriber) -> None:
         """Stop calling ``callback`` (one subscription of it; nothing if there is none)."""
         with self._lock:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
+            subscribers = list(self._subscribers)
+            if callback in subscribers:
+                subscribers.remove(callback)
+                self._subscribers = tuple(subscribers)
 
     # -- snapshot ------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -270,7 +304,7 @@ class StateManager:
 
     # -- internals -----------------------------------------------------------------------------
     def _defaults(self) -> dict[str, Any]:
-        return {name: f.default() for name, f in self._fields.items()}
+        return self._compiled.defaults()
 
     def _dump(self, values: dict[str, Any]) -> dict[str, Any]:
         return {k: to_jsonable_python(v, fallback=repr) for k, v in values.items()}
@@ -317,19 +351,24 @@ class StateManager:
 
         With ``whole``, the result is a complete store: unset fields take their defaults.
         """
+        fields = self._fields
         current = self._stores.get(namespace) or {}
         result = self._defaults() if whole else {}
         for key, value in values.items():
-            spec = self._check_key(key)
-            reducer = spec.reducer if (spec is not None and reduce) else None
+            spec = fields.get(key)
+            if spec is None:
+                self._check_key(key)  # refused unless the state takes keys of its own
+                result[key] = self._validate_value(key, value, None, appending=False)
+                continue
+            reducer = spec.reducer if reduce else None
             if reducer is None:
                 result[key] = self._validate_value(key, value, spec, appending=False)
-            elif spec is not None and spec.item_adapter is not None:
+            elif spec.item_adapter is not None:
                 items = value if isinstance(value, list) else [value]
                 result[key] = _Extend(self._validate_value(key, items, spec, appending=True))
             else:
                 new = self._validate_value(key, value, spec, appending=False)
-                old = current[key] if key in current else (spec.default() if spec else None)
+                old = current[key] if key in current else spec.default()
                 try:
                     combined = reducer(old, new)
                 except Exception as exc:
@@ -340,7 +379,7 @@ class StateManager:
                 result[key] = combined
         return result
 
-    def _apply(self, namespace: str | None, values: dict[str, Any], *, reduce: bool) -> None:
+    def _apply(self, namespace: str | None, values: Mapping[str, Any], *, reduce: bool) -> None:
         with self._lock:
             validated = self._validated(values, namespace, reduce=reduce)
             store = self._store(namespace)
@@ -354,14 +393,12 @@ class StateManager:
                 else:
                     store[key] = value
         if namespace:
-            self._notify(frozenset(f"{namespace}/{key}" for key in values))
+            self._notify(frozenset(f"{namespace}/{key}" for key in validated))
         else:
-            self._notify(frozenset(values))
+            self._notify(frozenset(validated))
 
     def _notify(self, keys: frozenset[str]) -> None:
-        with self._lock:
-            subscribers = list(self._subscribers)
-        for callback in subscribers:
+        for callback in self._subscribers:  # the tuple of this moment: (un)subscribe replaces it
             callback(keys)
 
 
@@ -391,11 +428,14 @@ class StateView:
 
     def update(self, values: Mapping[str, Any]) -> None:
         """Write several keys atomically: if one fails validation, nothing changes."""
-        self.manager._apply(self.namespace, dict(values), reduce=True)
+        # read once and never kept: a dict needs no copy
+        self.manager._apply(self.namespace, values if type(values) is dict else dict(values),
+                            reduce=True)
 
     def replace(self, values: Mapping[str, Any]) -> None:
         """Write keys bypassing their reducers (set, not combine)."""
-        self.manager._apply(self.namespace, dict(values), reduce=False)
+        self.manager._apply(self.namespace, values if type(values) is dict else dict(values),
+                            reduce=False)
 
     def append_port_messages(self, messages: Any, key: str = "messages") -> None:
         """Append one message or a list of them to ``key``."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -91,8 +92,13 @@ def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Mess
     return window
 
 
+_ONE_REQUEST = Usage(requests=1)
+
+
 def _one_request(usage: Any) -> Any:
     """A reply's usage, counting the call as one model request when it counts none itself."""
+    if type(usage) is Usage and not usage.requests:
+        return usage + _ONE_REQUEST  # the same Usage as `replace` would make, made faster
     if isinstance(usage, Usage) and not usage.requests:
         return dataclasses.replace(usage, requests=1)
     return usage
@@ -227,7 +233,8 @@ class AgentLLMNode(AsyncNode):
         self.timeout = timeout
         self.constraints = constraints
         self.params = dict(params or {})
-        self._system: tuple[str, Message] | None = None
+        self._system: tuple[tuple[str, str | None, str], Message | None] | None = None
+        """The parts of the last system prompt, and its message (None: no prompt)."""
         self.output: OutputSpec | None = output_spec(output_type, output_mode, output_retries)
         """How the answer is asked for and checked (None: free text)."""
         if self.output is not None:
@@ -271,6 +278,8 @@ class AgentLLMNode(AsyncNode):
     def offered_tools(self) -> ToolSet:
         """The tools the model sees: `visible_tools`, plus the answer tools and hand-offs."""
         visible = self.visible_tools()
+        if self.output is None and not self.handoffs:  # most agents: nothing of the node's own
+            return visible
         extra = [*(self.output.tools if self.output is not None else ()),
                  *(h.tool for h in self.handoffs)]
         if not extra:
@@ -298,19 +307,30 @@ class AgentLLMNode(AsyncNode):
         limit = self.max_messages
         if limit is None:
             limit = self.effective_constraints.max_messages
-        history = recent_messages(self.state.get("messages") or [], limit)
-        return self._head() + history
+        return self._with_head(self.state.get("messages") or [], limit)
+
+    def _with_head(self, stored: Sequence[Message], limit: int | None) -> list[Message]:
+        """The system message, then `recent_messages` of ``stored``: made as one list, not a
+        window copied and then copied again behind the head (every turn, the whole history)."""
+        start = 0 if limit is None else slice(-limit, None).indices(len(stored))[0]
+        while start < len(stored) and stored[start].role == "tool":
+            start += 1
+        out = self._head()
+        if start:
+            out.extend(itertools.islice(stored, start, None))
+        else:
+            out += stored
+        return out
 
     def _head(self) -> list[Message]:
         """The system message of a turn: the prompt, the skill's, the answer's form."""
         form = self.output.instructions() if self.output is not None else ""
-        system = "\n\n".join(p for p in (self.system_prompt, self.skill_prompt, form) if p)
-        if not system:
-            return []
+        parts = (self.system_prompt, self.skill_prompt, form)
         made = self._system
-        if made is None or made[0] != system:  # one message per prompt, not one per turn
-            made = self._system = (system, Message.system(system))
-        return [made[1]]
+        if made is None or made[0] != parts:  # one message per prompt, not one per turn
+            system = "\n\n".join(p for p in parts if p)
+            made = self._system = (parts, Message.system(system) if system else None)
+        return [] if made[1] is None else [made[1]]
 
     async def prepare_messages(self) -> list[Message]:
         """The messages of this turn, through the history processors (none: as
@@ -323,7 +343,7 @@ class AgentLLMNode(AsyncNode):
         if limit is None:
             limit = self.effective_constraints.max_messages
         if not self.history and limit is None:
-            return self.request_messages()
+            return self._with_head(self.state.get("messages") or [], None)
         key = (limit, tuple(self.history))
         made = self._processors
         if made is None or made[0] != key:  # made once, unless the list or the limit changed
@@ -439,7 +459,8 @@ class AgentLLMNode(AsyncNode):
             try:
                 # the loop timer that calls starting together share (`within`), as an
                 # asyncio.timeout would, without a timer of its own per turn
-                with fallback_events(events.emit):  # a FallbackLLM says its switches here
+                # a FallbackLLM says its switches here: entered when someone hears them
+                with fallback_events.scope(events.emit, heard=events.wants("llm.fallback")):
                     reply = within(self._asked(messages, toolset), timeout, _no_answer)
                     response = await (reply if checks is None else self._beside(reply, checks))
             except GuardrailTripped as exc:  # tripped before the model answered
