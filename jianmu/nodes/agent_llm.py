@@ -245,6 +245,8 @@ class AgentLLMNode(AsyncNode):
         self.agent_name: str | None = None
         """The agent this node speaks for, in a team joined by hand-offs."""
         self._offered: tuple[ToolSet, ToolSet] | None = None
+        self._tools_sent: tuple[ToolSet, tuple[dict[str, Any], ...]] | None = None
+        """The toolset last offered, and its tools as a request holds them."""
         self._processors: tuple[tuple[Any, ...], tuple[ProcessorInput, ...]] | None = None
         history_processors(self.history, None)  # refuse a non-processor now, not mid-run
         given: Any = getattr(tools, "toolset", tools)  # an executor's, or the tools given
@@ -374,7 +376,7 @@ class AgentLLMNode(AsyncNode):
             # rather than every tool's on every turn
             request = ChatRequest(
                 messages=tuple(coerce_messages(messages)),
-                tools=tuple(toolset.to_openai(include_deprecated=True)),
+                tools=self._request_tools(toolset),
                 params=dict(params),
             )
             if not streams:
@@ -386,6 +388,15 @@ class AgentLLMNode(AsyncNode):
         if not streams:
             return llm.complete(messages, tools=tools, **params)
         return self._streamed(llm.stream(messages, tools=tools, **params))
+
+    def _request_tools(self, toolset: ToolSet) -> tuple[dict[str, Any], ...]:
+        """The request's tools: the toolset's export, as the tuple a request holds, made once
+        per toolset (which never changes: a new set of tools is a new `ToolSet`) rather than
+        copied on every turn."""
+        made = self._tools_sent
+        if made is None or made[0] is not toolset:
+            made = self._tools_sent = (toolset, tuple(toolset.to_openai(include_deprecated=True)))
+        return made[1]
 
     async def _replayed(self, llm: BaseLLMProvider, request: ChatRequest) -> LLMResponse:
         """The reply as the base ``send_stream`` would replay it, its ``text_pieces`` as
