@@ -13,6 +13,7 @@ of their own, with the same schema; views do not see each other's keys.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import operator
 import threading
@@ -58,14 +59,16 @@ class _Field:
     """The default factory when it takes no argument: called directly, since pydantic's
     ``get_default`` inspects the factory's signature on every call."""
     constant: bool = False
-    """The default is an immutable scalar: handed out as it is, no copy (every run's state
-    starts from the defaults)."""
+    """The default can never change (an immutable scalar, or what `_makes_constants` makes):
+    `value` is handed out as it is, no copy (every run's state starts from the defaults)."""
+    value: Any = None
+    """The default, when it is ``constant``."""
 
     def default(self) -> Any:
+        if self.constant:
+            return self.value
         if self.factory is not None:
             return self.factory()
-        if self.constant:
-            return self.info.default
         return self.info.get_default(call_default_factory=True)
 
 
@@ -115,6 +118,20 @@ def _plain_factory(info: FieldInfo) -> Callable[[], Any] | None:
     return factory  # type: ignore[return-value]
 
 
+def _makes_constants(factory: Any) -> bool:
+    """Whether ``factory`` is a frozen dataclass (`Usage`) that makes, with no argument, an
+    object no one can change: every field an immutable scalar by default, no
+    ``__post_init__``. Each such object equals the first, so the first serves every state."""
+    if not (isinstance(factory, type) and dataclasses.is_dataclass(factory)):
+        return False
+    if not factory.__dataclass_params__.frozen or hasattr(factory, "__post_init__"):  # type: ignore[attr-defined]
+        return False
+    return all(
+        f.default_factory is dataclasses.MISSING and type(f.default) in _IMMUTABLE_DEFAULTS
+        for f in dataclasses.fields(factory)
+    )
+
+
 def _compile_fields(schema: type[BaseModel]) -> dict[str, _Field]:
     """The schema's fields with their validators, built once per schema class.
 
@@ -130,7 +147,7 @@ def _compile(schema: type[BaseModel]) -> _Compiled:
         fields = _build_fields(schema)
         cached = _compiled[schema] = _Compiled(
             fields=fields,
-            template={name: f.info.default if f.constant else None for name, f in fields.items()},
+            template={name: f.value for name, f in fields.items()},
             makers=tuple((name, f.factory or f.default) for name, f in fields.items()
                          if not f.constant),
         )
@@ -147,6 +164,12 @@ def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
         if reducer is operator.add and get_origin(annotation) is list:
             (item,) = get_args(annotation) or (Any,)
             item_adapter = TypeAdapter(list[item])  # type: ignore[valid-type]
+        factory = _plain_factory(info)
+        value, constant = None, False
+        if info.default_factory is None and type(info.default) in _IMMUTABLE_DEFAULTS:
+            value, constant = info.default, True
+        elif factory is not None and _makes_constants(factory):
+            value, constant = factory(), True
         fields[name] = _Field(
             name=name,
             adapter=TypeAdapter(Annotated[annotation, info]),  # type: ignore[arg-type]
@@ -154,9 +177,9 @@ def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
             item_adapter=item_adapter,
             expected=_describe(annotation),
             info=info,
-            factory=_plain_factory(info),
-            constant=info.default_factory is None
-            and type(info.default) in _IMMUTABLE_DEFAULTS,
+            factory=factory,
+            constant=constant,
+            value=value,
         )
     return fields
 
