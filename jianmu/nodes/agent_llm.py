@@ -253,10 +253,10 @@ class AgentLLMNode(AsyncNode):
         if given is not None:
             if not isinstance(given, ToolSet):
                 given = ToolSet.from_tools(given)
-            _refuse_clashes(given.names(), [
-                *(self.output.tools if self.output is not None else ()),
-                *(h.tool for h in self.handoffs),
-            ])
+            own = [*(self.output.tools if self.output is not None else ()),
+                   *(h.tool for h in self.handoffs)]
+            if own:
+                _refuse_clashes(given.names(), own)
 
     def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
         """Attach the run; a typed answer restored as JSON becomes an object again."""
