@@ -92,7 +92,7 @@ class _Compiled:
 
     fields: dict[str, _Field]
     template: dict[str, Any]
-    """Every field in schema order, holding its default when that is an immutable scalar."""
+    """Every field in schema order, holding its default when that never changes (`_Field.value`)."""
     makers: tuple[tuple[str, Callable[[], Any]], ...]
     """The other fields, each with what makes its default: called for every new store, which
     must not share a mutable default with another."""
