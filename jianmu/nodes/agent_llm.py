@@ -245,6 +245,8 @@ class AgentLLMNode(AsyncNode):
         self.agent_name: str | None = None
         """The agent this node speaks for, in a team joined by hand-offs."""
         self._offered: tuple[ToolSet, ToolSet] | None = None
+        self._visible: tuple[tuple[Any, ...], ToolSet] | None = None
+        """What `visible_tools` last depended on (compared by identity), and its answer."""
         self._tools_sent: tuple[ToolSet, tuple[dict[str, Any], ...]] | None = None
         """The toolset last offered, and its tools as a request holds them."""
         self._processors: tuple[tuple[Any, ...], tuple[ProcessorInput, ...]] | None = None
@@ -295,14 +297,30 @@ class AgentLLMNode(AsyncNode):
         return offered
 
     def visible_tools(self) -> ToolSet:
-        """The tools offered to the model (deny-policy tools removed)."""
+        """The tools offered to the model (deny-policy tools removed).
 
-        if isinstance(self.tools, ToolExecutor):
-            return self.tools.visible_toolset()
-        toolset = self.tools if isinstance(self.tools, ToolSet) else ToolSet.from_tools(
-            self.tools or ()
-        )
-        return visible_tools(toolset, self.ctx, self.effective_constraints)
+        Worked out again only when what it depends on changes (an executor keeps its own):
+        the tools given, what each says of itself (a tool changed makes a new `tool_spec`),
+        the run, its constraints and roles. So a list of tools is one `ToolSet` across turns,
+        its export made once, not rebuilt on every turn.
+        """
+        tools = self.tools
+        if isinstance(tools, ToolExecutor):
+            return tools.visible_toolset()
+        ctx, constraints = self.ctx, self.effective_constraints
+        members = tuple(tools) if tools is not None else ()
+        key = (tools if isinstance(tools, ToolSet) else None, ctx, constraints,
+               getattr(ctx, "user_roles", None), *members,
+               *(getattr(t, "tool_spec", None) for t in members))
+        seen = self._visible
+        if seen is not None and len(seen[0]) == len(key) and all(
+            a is b for a, b in zip(seen[0], key, strict=True)
+        ):
+            return seen[1]
+        toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(members)
+        visible = visible_tools(toolset, ctx, constraints)
+        self._visible = (key, visible)
+        return visible
 
     def request_messages(self) -> list[Message]:
         """The messages sent to the model on this turn."""

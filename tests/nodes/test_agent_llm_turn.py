@@ -102,3 +102,36 @@ async def test_every_turn_sends_the_tools_of_the_set_offered_then() -> None:
     assert node._request_tools(ToolSet([lookup])) == expected
     swapped = ToolSet([lookup, other])  # a new set of tools is sent as it is
     assert [t["function"]["name"] for t in node._request_tools(swapped)] == ["lookup", "other"]
+
+
+async def test_a_list_of_tools_is_one_set_across_turns_until_it_or_a_tool_changes() -> None:
+    from jianmu.constraints import Constraints
+
+    @tool
+    def note(text: str) -> str:
+        """Keep a note.
+
+        Args:
+            text: the note.
+        """
+        return text
+
+    tools = [lookup, note]
+    node = AgentLLMNode(llm=ScriptedLLM(["a"]), tools=tools)
+    await _bound(node)
+    first = node.visible_tools()
+    assert first.names() == ["lookup", "note"]
+    assert node.visible_tools() is first  # nothing changed: the same set, its export kept
+    tools.append(other)  # the list given is read each turn
+    grown = node.visible_tools()
+    assert grown.names() == ["lookup", "note", "other"]
+    note.description = "Keep a short note."  # a tool that changes is sent as it is now
+    described = node.visible_tools()
+    assert described is not grown
+    sent = {t["function"]["name"]: t for t in node._request_tools(described)}
+    assert sent["note"]["function"]["description"] == "Keep a short note."
+    node.constraints = Constraints.model_validate(  # new constraints: visibility again
+        {"guard": {"tool_policy": {"note": "deny"}}})
+    assert node.visible_tools().names() == ["lookup", "other"]
+    tools.remove(other)
+    assert node.visible_tools().names() == ["lookup"]
