@@ -415,6 +415,8 @@ class StateManager:
                         existing.extend(value.items)  # O(new items): see the module docstring
                 else:
                     store[key] = value
+        if not self._subscribers:  # a state being filled before its runner subscribes
+            return
         if namespace:
             self._notify(frozenset(f"{namespace}/{key}" for key in validated))
         else:
