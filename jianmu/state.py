@@ -13,6 +13,7 @@ of their own, with the same schema; views do not see each other's keys.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import operator
 import threading
@@ -58,14 +59,16 @@ class _Field:
     """The default factory when it takes no argument: called directly, since pydantic's
     ``get_default`` inspects the factory's signature on every call."""
     constant: bool = False
-    """The default is an immutable scalar: handed out as it is, no copy (every run's state
-    starts from the defaults)."""
+    """The default can never change (an immutable scalar, or what `_makes_constants` makes):
+    `value` is handed out as it is, no copy (every run's state starts from the defaults)."""
+    value: Any = None
+    """The default, when it is ``constant``."""
 
     def default(self) -> Any:
+        if self.constant:
+            return self.value
         if self.factory is not None:
             return self.factory()
-        if self.constant:
-            return self.info.default
         return self.info.get_default(call_default_factory=True)
 
 
@@ -83,9 +86,25 @@ def _describe(annotation: Any) -> str:
     return text or str(annotation).replace("typing.", "")
 
 
-_compiled: weakref.WeakKeyDictionary[type[BaseModel], dict[str, _Field]] = (
-    weakref.WeakKeyDictionary()
-)
+@dataclass(frozen=True)
+class _Compiled:
+    """A schema's fields, and how a store of their defaults is made."""
+
+    fields: dict[str, _Field]
+    template: dict[str, Any]
+    """Every field in schema order, holding its default when that never changes (`_Field.value`)."""
+    makers: tuple[tuple[str, Callable[[], Any]], ...]
+    """The other fields, each with what makes its default: called for every new store, which
+    must not share a mutable default with another."""
+
+    def defaults(self) -> dict[str, Any]:
+        store = self.template.copy()  # keeps the schema's order: only values are replaced
+        for name, make in self.makers:
+            store[name] = make()
+        return store
+
+
+_compiled: weakref.WeakKeyDictionary[type[BaseModel], _Compiled] = weakref.WeakKeyDictionary()
 
 
 _IMMUTABLE_DEFAULTS = frozenset({type(None), bool, int, float, str, bytes})
@@ -99,15 +118,39 @@ def _plain_factory(info: FieldInfo) -> Callable[[], Any] | None:
     return factory  # type: ignore[return-value]
 
 
+def _makes_constants(factory: Any) -> bool:
+    """Whether ``factory`` is a frozen dataclass (`Usage`) that makes, with no argument, an
+    object no one can change: every field an immutable scalar by default, no
+    ``__post_init__``. Each such object equals the first, so the first serves every state."""
+    if not (isinstance(factory, type) and dataclasses.is_dataclass(factory)):
+        return False
+    if not factory.__dataclass_params__.frozen or hasattr(factory, "__post_init__"):  # type: ignore[attr-defined]
+        return False
+    return all(
+        f.default_factory is dataclasses.MISSING and type(f.default) in _IMMUTABLE_DEFAULTS
+        for f in dataclasses.fields(factory)
+    )
+
+
 def _compile_fields(schema: type[BaseModel]) -> dict[str, _Field]:
     """The schema's fields with their validators, built once per schema class.
 
     Building a TypeAdapter costs about a millisecond; a process that runs thousands of runs
     of one tree (a durable worker) must not pay it per run.
     """
+    return _compile(schema).fields
+
+
+def _compile(schema: type[BaseModel]) -> _Compiled:
     cached = _compiled.get(schema)
     if cached is None:
-        cached = _compiled[schema] = _build_fields(schema)
+        fields = _build_fields(schema)
+        cached = _compiled[schema] = _Compiled(
+            fields=fields,
+            template={name: f.value for name, f in fields.items()},
+            makers=tuple((name, f.factory or f.default) for name, f in fields.items()
+                         if not f.constant),
+        )
     return cached  # shared by every manager of the schema: read, never changed
 
 
@@ -121,6 +164,12 @@ def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
         if reducer is operator.add and get_origin(annotation) is list:
             (item,) = get_args(annotation) or (Any,)
             item_adapter = TypeAdapter(list[item])  # type: ignore[valid-type]
+        factory = _plain_factory(info)
+        value, constant = None, False
+        if info.default_factory is None and type(info.default) in _IMMUTABLE_DEFAULTS:
+            value, constant = info.default, True
+        elif factory is not None and _makes_constants(factory):
+            value, constant = factory(), True
         fields[name] = _Field(
             name=name,
             adapter=TypeAdapter(Annotated[annotation, info]),  # type: ignore[arg-type]
@@ -128,11 +177,15 @@ def _build_fields(schema: type[BaseModel]) -> dict[str, _Field]:
             item_adapter=item_adapter,
             expected=_describe(annotation),
             info=info,
-            factory=_plain_factory(info),
-            constant=info.default_factory is None
-            and type(info.default) in _IMMUTABLE_DEFAULTS,
+            factory=factory,
+            constant=constant,
+            value=value,
         )
     return fields
+
+
+_FREE_FORM = _Compiled(fields={}, template={}, makers=())
+"""A state without a schema: no fields, nothing to default."""
 
 
 def _validation_error(key: str, value: Any, expected: str, exc: ValidationError) -> str:
@@ -161,11 +214,13 @@ class StateManager:
         self, schema: type[BaseModel] | None = None, initial: Mapping[str, Any] | None = None
     ) -> None:
         self.schema = schema
-        self._fields = _compile_fields(schema) if schema is not None else {}
+        self._compiled = _compile(schema) if schema is not None else _FREE_FORM
+        self._fields = self._compiled.fields
         self._extra_allowed = schema is None or schema.model_config.get("extra") == "allow"
         self._lock = threading.RLock()
-        self._stores: dict[str | None, dict[str, Any]] = {None: self._defaults()}
-        self._subscribers: list[Subscriber] = []
+        self._stores: dict[str | None, dict[str, Any]] = {None: self._compiled.defaults()}
+        # a tuple replaced whole on (un)subscribe: every write notifies without a lock or a copy
+        self._subscribers: tuple[Subscriber, ...] = ()
         self.root = StateView(self, None)
         if initial:
             self._apply(None, dict(initial), reduce=False)
@@ -232,15 +287,17 @@ class StateManager:
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback(changed_keys)`` after every successful update; return unsubscribe."""
         with self._lock:
-            self._subscribers.append(callback)
+            self._subscribers = (*self._subscribers, callback)
 
         return lambda: self.unsubscribe(callback)
 
     def unsubscribe(self, callback: Subscriber) -> None:
         """Stop calling ``callback`` (one subscription of it; nothing if there is none)."""
         with self._lock:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
+            subscribers = list(self._subscribers)
+            if callback in subscribers:
+                subscribers.remove(callback)
+                self._subscribers = tuple(subscribers)
 
     # -- snapshot ------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -270,7 +327,7 @@ class StateManager:
 
     # -- internals -----------------------------------------------------------------------------
     def _defaults(self) -> dict[str, Any]:
-        return {name: f.default() for name, f in self._fields.items()}
+        return self._compiled.defaults()
 
     def _dump(self, values: dict[str, Any]) -> dict[str, Any]:
         return {k: to_jsonable_python(v, fallback=repr) for k, v in values.items()}
@@ -317,19 +374,24 @@ class StateManager:
 
         With ``whole``, the result is a complete store: unset fields take their defaults.
         """
+        fields = self._fields
         current = self._stores.get(namespace) or {}
         result = self._defaults() if whole else {}
         for key, value in values.items():
-            spec = self._check_key(key)
-            reducer = spec.reducer if (spec is not None and reduce) else None
+            spec = fields.get(key)
+            if spec is None:
+                self._check_key(key)  # refused unless the state takes keys of its own
+                result[key] = self._validate_value(key, value, None, appending=False)
+                continue
+            reducer = spec.reducer if reduce else None
             if reducer is None:
                 result[key] = self._validate_value(key, value, spec, appending=False)
-            elif spec is not None and spec.item_adapter is not None:
+            elif spec.item_adapter is not None:
                 items = value if isinstance(value, list) else [value]
                 result[key] = _Extend(self._validate_value(key, items, spec, appending=True))
             else:
                 new = self._validate_value(key, value, spec, appending=False)
-                old = current[key] if key in current else (spec.default() if spec else None)
+                old = current[key] if key in current else spec.default()
                 try:
                     combined = reducer(old, new)
                 except Exception as exc:
@@ -340,7 +402,7 @@ class StateManager:
                 result[key] = combined
         return result
 
-    def _apply(self, namespace: str | None, values: dict[str, Any], *, reduce: bool) -> None:
+    def _apply(self, namespace: str | None, values: Mapping[str, Any], *, reduce: bool) -> None:
         with self._lock:
             validated = self._validated(values, namespace, reduce=reduce)
             store = self._store(namespace)
@@ -353,15 +415,15 @@ class StateManager:
                         existing.extend(value.items)  # O(new items): see the module docstring
                 else:
                     store[key] = value
+        if not self._subscribers:  # a state being filled before its runner subscribes
+            return
         if namespace:
-            self._notify(frozenset(f"{namespace}/{key}" for key in values))
+            self._notify(frozenset(f"{namespace}/{key}" for key in validated))
         else:
-            self._notify(frozenset(values))
+            self._notify(frozenset(validated))
 
     def _notify(self, keys: frozenset[str]) -> None:
-        with self._lock:
-            subscribers = list(self._subscribers)
-        for callback in subscribers:
+        for callback in self._subscribers:  # the tuple of this moment: (un)subscribe replaces it
             callback(keys)
 
 
@@ -391,11 +453,14 @@ class StateView:
 
     def update(self, values: Mapping[str, Any]) -> None:
         """Write several keys atomically: if one fails validation, nothing changes."""
-        self.manager._apply(self.namespace, dict(values), reduce=True)
+        # read once and never kept: a dict needs no copy
+        self.manager._apply(self.namespace, values if type(values) is dict else dict(values),
+                            reduce=True)
 
     def replace(self, values: Mapping[str, Any]) -> None:
         """Write keys bypassing their reducers (set, not combine)."""
-        self.manager._apply(self.namespace, dict(values), reduce=False)
+        self.manager._apply(self.namespace, values if type(values) is dict else dict(values),
+                            reduce=False)
 
     def append_port_messages(self, messages: Any, key: str = "messages") -> None:
         """Append one message or a list of them to ``key``."""

@@ -165,3 +165,80 @@ def test_replace_touches_only_the_given_keys() -> None:
     state.append_port_messages({"role": "user", "content": "keep me"})
     state.replace({"note": "x"})
     assert state.get("count") == 4 and len(state.get("messages")) == 1
+
+
+def test_mutable_defaults_are_fresh_per_state_and_immutable_ones_shared() -> None:
+    from dataclasses import dataclass, field
+
+    from jianmu.llm.messages import Usage
+
+    @dataclass(frozen=True)
+    class Frozen:
+        n: int = 0
+
+    @dataclass(frozen=True)
+    class Holder:
+        items: list[int] = field(default_factory=list)
+
+    @dataclass
+    class Loose:
+        n: int = 0
+
+    class D(BaseModel):
+        usage: Annotated[Usage, operator.add] = Field(default_factory=Usage)
+        frozen: Frozen = Field(default_factory=Frozen)
+        holder: Holder = Field(default_factory=Holder)
+        loose: Loose = Field(default_factory=Loose)
+        items: list[int] = Field(default_factory=list)
+        note: str = "x"
+
+    one, two = StateManager(D), StateManager(D)
+    # an object no one can change serves every state, as a scalar default does
+    assert one.get("usage") is two.get("usage") and one.get("usage") == Usage()
+    assert one.get("frozen") is two.get("frozen")
+    # anything that holds or is a mutable value is made for each state
+    assert one.get("holder") is not two.get("holder")
+    assert one.get("loose") is not two.get("loose")
+    assert one.get("items") is not two.get("items")
+    assert list(one.to_dict()) == ["usage", "frozen", "holder", "loose", "items", "note"]
+    one.update({"usage": Usage(input_tokens=3)})
+    assert one.get("usage").input_tokens == 3 and two.get("usage") == Usage()
+    assert one.scope("ns").get("items") is not two.scope("ns").get("items")
+
+
+def test_update_takes_any_mapping_and_keeps_no_reference_to_it() -> None:
+    from types import MappingProxyType
+
+    state = StateManager(S)
+    seen: list[frozenset[str]] = []
+    state.subscribe(seen.append)
+    values = {"count": 2, "note": "a"}
+    state.update(values)
+    values["count"] = 9  # the caller's dict is read once, never kept
+    state.scope("ns").update(MappingProxyType({"note": "b"}))
+    state.replace(MappingProxyType({"count": 5}))
+    assert state.get("count") == 5 and state.get("note") == "a"
+    assert state.scope("ns").get("note") == "b"
+    assert seen == [frozenset({"count", "note"}), frozenset({"ns/note"}), frozenset({"count"})]
+
+
+def test_a_subscriber_removed_while_notified_misses_no_other_and_later_writes() -> None:
+    state = StateManager(S)
+    seen: list[str] = []
+
+    def first(keys: frozenset[str]) -> None:
+        seen.append("first")
+        state.unsubscribe(first)  # from inside a notification
+        state.unsubscribe(first)  # twice: nothing left to remove, no error
+
+    state.subscribe(first)
+    state.subscribe(lambda keys: seen.append("second"))
+    twice = seen.append
+    state.subscribe(twice)
+    state.subscribe(twice)
+    state.update({"count": 1})
+    assert seen[:2] == ["first", "second"] and seen.count(frozenset({"count"})) == 2
+    seen.clear()
+    state.unsubscribe(twice)  # one subscription of it goes, the other stays
+    state.update({"count": 2})
+    assert seen == ["second", frozenset({"count"})]

@@ -14,6 +14,7 @@ whose node asked (`fallback_events`), and the reply names the model that answere
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from dataclasses import replace
 from typing import Any
@@ -37,6 +38,7 @@ __all__ = ("FallbackLLM", "fallback_events")
 Emit = Callable[..., object]
 
 _EMIT: ContextVar[Emit | None] = ContextVar("jianmu_llm_fallback_emit", default=None)
+_NOTHING = nullcontext()
 
 
 class fallback_events:
@@ -52,6 +54,15 @@ class fallback_events:
     def __init__(self, emit: Emit) -> None:
         self._emit = emit
         self._token: Token[Emit | None] | None = None
+
+    @staticmethod
+    def scope(emit: Emit, *, heard: bool) -> AbstractContextManager[None]:
+        """``fallback_events(emit)``; or, when nobody hears the switches (``heard`` false)
+        and no outer block set an emit this one must hide, a block that does nothing: a
+        model turn then sets no context variable (nothing would be said anyway)."""
+        if heard or _EMIT.get() is not None:
+            return fallback_events(emit)
+        return _NOTHING
 
     def __enter__(self) -> None:
         self._token = _EMIT.set(self._emit)

@@ -161,8 +161,11 @@ class Message(BaseModel):
         media: Iterable[MediaPart] = (),
     ) -> Message:
         """A tool result answering the call ``tool_call_id``, with any images or audio."""
+        parts = list(media)
+        if not parts:  # most results: the field's own empty default, not a list to validate
+            return cls(role="tool", content=content, tool_call_id=tool_call_id, name=name)
         return cls(
-            role="tool", content=content, tool_call_id=tool_call_id, name=name, media=list(media)
+            role="tool", content=content, tool_call_id=tool_call_id, name=name, media=parts
         )
 
     @classmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -91,8 +92,13 @@ def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Mess
     return window
 
 
+_ONE_REQUEST = Usage(requests=1)
+
+
 def _one_request(usage: Any) -> Any:
     """A reply's usage, counting the call as one model request when it counts none itself."""
+    if type(usage) is Usage and not usage.requests:
+        return usage + _ONE_REQUEST  # the same Usage as `replace` would make, made faster
     if isinstance(usage, Usage) and not usage.requests:
         return dataclasses.replace(usage, requests=1)
     return usage
@@ -227,7 +233,8 @@ class AgentLLMNode(AsyncNode):
         self.timeout = timeout
         self.constraints = constraints
         self.params = dict(params or {})
-        self._system: tuple[str, Message] | None = None
+        self._system: tuple[tuple[str, str | None, str], Message | None] | None = None
+        """The parts of the last system prompt, and its message (None: no prompt)."""
         self.output: OutputSpec | None = output_spec(output_type, output_mode, output_retries)
         """How the answer is asked for and checked (None: free text)."""
         if self.output is not None:
@@ -238,16 +245,20 @@ class AgentLLMNode(AsyncNode):
         self.agent_name: str | None = None
         """The agent this node speaks for, in a team joined by hand-offs."""
         self._offered: tuple[ToolSet, ToolSet] | None = None
+        self._visible: tuple[tuple[Any, ...], ToolSet] | None = None
+        """What `visible_tools` last depended on (compared by identity), and its answer."""
+        self._tools_sent: tuple[ToolSet, tuple[dict[str, Any], ...]] | None = None
+        """The toolset last offered, and its tools as a request holds them."""
         self._processors: tuple[tuple[Any, ...], tuple[ProcessorInput, ...]] | None = None
         history_processors(self.history, None)  # refuse a non-processor now, not mid-run
         given: Any = getattr(tools, "toolset", tools)  # an executor's, or the tools given
         if given is not None:
             if not isinstance(given, ToolSet):
                 given = ToolSet.from_tools(given)
-            _refuse_clashes(given.names(), [
-                *(self.output.tools if self.output is not None else ()),
-                *(h.tool for h in self.handoffs),
-            ])
+            own = [*(self.output.tools if self.output is not None else ()),
+                   *(h.tool for h in self.handoffs)]
+            if own:
+                _refuse_clashes(given.names(), own)
 
     def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
         """Attach the run; a typed answer restored as JSON becomes an object again."""
@@ -271,6 +282,8 @@ class AgentLLMNode(AsyncNode):
     def offered_tools(self) -> ToolSet:
         """The tools the model sees: `visible_tools`, plus the answer tools and hand-offs."""
         visible = self.visible_tools()
+        if self.output is None and not self.handoffs:  # most agents: nothing of the node's own
+            return visible
         extra = [*(self.output.tools if self.output is not None else ()),
                  *(h.tool for h in self.handoffs)]
         if not extra:
@@ -284,33 +297,60 @@ class AgentLLMNode(AsyncNode):
         return offered
 
     def visible_tools(self) -> ToolSet:
-        """The tools offered to the model (deny-policy tools removed)."""
+        """The tools offered to the model (deny-policy tools removed).
 
-        if isinstance(self.tools, ToolExecutor):
-            return self.tools.visible_toolset()
-        toolset = self.tools if isinstance(self.tools, ToolSet) else ToolSet.from_tools(
-            self.tools or ()
-        )
-        return visible_tools(toolset, self.ctx, self.effective_constraints)
+        Worked out again only when what it depends on changes (an executor keeps its own):
+        the tools given, what each says of itself (a tool changed makes a new `tool_spec`),
+        the run, its constraints and roles. So a list of tools is one `ToolSet` across turns,
+        its export made once, not rebuilt on every turn.
+        """
+        tools = self.tools
+        if isinstance(tools, ToolExecutor):
+            return tools.visible_toolset()
+        ctx, constraints = self.ctx, self.effective_constraints
+        members = tuple(tools) if tools is not None else ()
+        key = (tools if isinstance(tools, ToolSet) else None, ctx, constraints,
+               getattr(ctx, "user_roles", None), *members,
+               *(getattr(t, "tool_spec", None) for t in members))
+        seen = self._visible
+        if seen is not None and len(seen[0]) == len(key) and all(
+            a is b for a, b in zip(seen[0], key, strict=True)
+        ):
+            return seen[1]
+        toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(members)
+        visible = visible_tools(toolset, ctx, constraints)
+        self._visible = (key, visible)
+        return visible
 
     def request_messages(self) -> list[Message]:
         """The messages sent to the model on this turn."""
         limit = self.max_messages
         if limit is None:
             limit = self.effective_constraints.max_messages
-        history = recent_messages(self.state.get("messages") or [], limit)
-        return self._head() + history
+        return self._with_head(self.state.get("messages") or [], limit)
+
+    def _with_head(self, stored: Sequence[Message], limit: int | None) -> list[Message]:
+        """The system message, then `recent_messages` of ``stored``: made as one list, not a
+        window copied and then copied again behind the head (every turn, the whole history)."""
+        start = 0 if limit is None else slice(-limit, None).indices(len(stored))[0]
+        while start < len(stored) and stored[start].role == "tool":
+            start += 1
+        out = self._head()
+        if start:
+            out.extend(itertools.islice(stored, start, None))
+        else:
+            out += stored
+        return out
 
     def _head(self) -> list[Message]:
         """The system message of a turn: the prompt, the skill's, the answer's form."""
         form = self.output.instructions() if self.output is not None else ""
-        system = "\n\n".join(p for p in (self.system_prompt, self.skill_prompt, form) if p)
-        if not system:
-            return []
+        parts = (self.system_prompt, self.skill_prompt, form)
         made = self._system
-        if made is None or made[0] != system:  # one message per prompt, not one per turn
-            made = self._system = (system, Message.system(system))
-        return [made[1]]
+        if made is None or made[0] != parts:  # one message per prompt, not one per turn
+            system = "\n\n".join(p for p in parts if p)
+            made = self._system = (parts, Message.system(system) if system else None)
+        return [] if made[1] is None else [made[1]]
 
     async def prepare_messages(self) -> list[Message]:
         """The messages of this turn, through the history processors (none: as
@@ -323,7 +363,7 @@ class AgentLLMNode(AsyncNode):
         if limit is None:
             limit = self.effective_constraints.max_messages
         if not self.history and limit is None:
-            return self.request_messages()
+            return self._with_head(self.state.get("messages") or [], None)
         key = (limit, tuple(self.history))
         made = self._processors
         if made is None or made[0] != key:  # made once, unless the list or the limit changed
@@ -354,7 +394,7 @@ class AgentLLMNode(AsyncNode):
             # rather than every tool's on every turn
             request = ChatRequest(
                 messages=tuple(coerce_messages(messages)),
-                tools=tuple(toolset.to_openai(include_deprecated=True)),
+                tools=self._request_tools(toolset),
                 params=dict(params),
             )
             if not streams:
@@ -366,6 +406,15 @@ class AgentLLMNode(AsyncNode):
         if not streams:
             return llm.complete(messages, tools=tools, **params)
         return self._streamed(llm.stream(messages, tools=tools, **params))
+
+    def _request_tools(self, toolset: ToolSet) -> tuple[dict[str, Any], ...]:
+        """The request's tools: the toolset's export, as the tuple a request holds, made once
+        per toolset (which never changes: a new set of tools is a new `ToolSet`) rather than
+        copied on every turn."""
+        made = self._tools_sent
+        if made is None or made[0] is not toolset:
+            made = self._tools_sent = (toolset, tuple(toolset.to_openai(include_deprecated=True)))
+        return made[1]
 
     async def _replayed(self, llm: BaseLLMProvider, request: ChatRequest) -> LLMResponse:
         """The reply as the base ``send_stream`` would replay it, its ``text_pieces`` as
@@ -439,7 +488,8 @@ class AgentLLMNode(AsyncNode):
             try:
                 # the loop timer that calls starting together share (`within`), as an
                 # asyncio.timeout would, without a timer of its own per turn
-                with fallback_events(events.emit):  # a FallbackLLM says its switches here
+                # a FallbackLLM says its switches here: entered when someone hears them
+                with fallback_events.scope(events.emit, heard=events.wants("llm.fallback")):
                     reply = within(self._asked(messages, toolset), timeout, _no_answer)
                     response = await (reply if checks is None else self._beside(reply, checks))
             except GuardrailTripped as exc:  # tripped before the model answered

@@ -393,9 +393,9 @@ def run_constraints(*layers: Constraints | None) -> Constraints:
     the runs that nobody gave constraints share it rather than each copying the defaults.
     """
     present = [layer for layer in layers if layer is not None]
-    if not present or not all(is_read_only(layer) for layer in present):
+    if not present or not all(map(is_read_only, present)):
         return _merged(present)
-    key = tuple(id(layer) for layer in present)
+    key = tuple(map(id, present))
     shared = _shared_constraints.get(key)
     if shared is None:
         shared = _merged(present)

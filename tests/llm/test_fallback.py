@@ -163,3 +163,34 @@ def test_a_fallback_serves_several_turns_on_one_kept_alive_connection(stream: bo
         assert [(e.fields["from"], e.fields["to"]) for e in seen] == [("down", "backup")] * 3
         assert len(server.requests) == 3 and len(server.connections) == 1
         assert llm.usage_by_model["backup"].requests == 3 and "down" not in llm.usage_by_model
+
+
+class _Down(ScriptedLLM):
+    """A model that is always rate-limited."""
+
+    async def send(self, request: Any) -> Any:
+        raise LLMTransientError("rate limited")
+
+
+@pytest.mark.anyio
+async def test_fallback_events_scope_says_switches_to_a_listener_and_hides_an_outer_block(
+) -> None:
+    from jianmu.llm import fallback_events
+
+    llm = FallbackLLM([_Down([], model="down"), ScriptedLLM(["ok"] * 4, model="up")])
+    outer: list[str] = []
+    inner: list[str] = []
+    ask = [{"role": "user", "content": "hi"}]
+    with fallback_events.scope(lambda name, **f: inner.append(name), heard=False):
+        assert (await llm.complete(ask)).text == "ok"  # nobody hears: nothing said
+    assert inner == []
+    with fallback_events(lambda name, **f: outer.append(name)):
+        # an outer block's emit is never borrowed: the inner one takes its place
+        with fallback_events.scope(lambda name, **f: inner.append(name), heard=False):
+            await llm.complete(ask)
+        assert outer == [] and inner == ["llm.fallback"]
+        await llm.complete(ask)
+    assert outer == ["llm.fallback"]
+    with fallback_events.scope(lambda name, **f: inner.append(name), heard=True):
+        await llm.complete(ask)
+    assert inner == ["llm.fallback", "llm.fallback"]
