@@ -97,12 +97,77 @@ _REST_HEAD = re.compile(r"^\s*:(param|parameter|arg|argument|returns?|raises?)\b
 
 def _guess_style(doc: str) -> str:
     """Pick the style from its section markers; parsing one style is ~4x faster than AUTO."""
+    # each marker's regular expression runs only where its plain text is (a NumPy header's
+    # dashes, a reST field's ":param", ":arg", ":return" or ":raise")
     found = [
-        style for style, pattern in (
-            ("NUMPYDOC", _NUMPY_HEAD), ("REST", _REST_HEAD), ("GOOGLE", _GOOGLE_HEAD),
-        ) if pattern.search(doc)
+        style for style, pattern, present in (
+            ("NUMPYDOC", _NUMPY_HEAD, "---" in doc),
+            ("REST", _REST_HEAD, ":param" in doc or ":arg" in doc or ":return" in doc
+             or ":raise" in doc),
+            ("GOOGLE", _GOOGLE_HEAD, True),
+        ) if present and pattern.search(doc)
     ]
     return found[0] if len(found) == 1 else "AUTO"
+
+
+# docstring-parser's Google sections (`GoogleParser`'s defaults), the parameter lists first
+_GOOGLE_TITLE = re.compile(
+    r"^(Arguments|Args|Parameters|Params|Raises|Exceptions|Except|Attributes|Example|Examples|"
+    r"Returns|Yields):[ \t\r\f\v]*$", re.M
+)
+_GOOGLE_PARAMS = frozenset({"Arguments", "Args", "Parameters", "Params"})
+_NOT_INDENTED = re.compile(r"\n\S")
+
+
+def _google_params(doc: str) -> ParsedDocstring | None:
+    """What `GoogleParser` reads in ``doc`` when its only sections are parameter lists of
+    untyped names (``name: what it is``, continued on more indented lines): the common tool
+    docstring, read without building docstring-parser's objects; ``None`` for anything else,
+    which the parser reads."""
+    text = inspect.cleandoc(doc)
+    titles = list(_GOOGLE_TITLE.finditer(text))
+    head = text[: titles[0].start()] if titles else text
+    short, _, rest = head.partition("\n")
+    description = short
+    long = rest.strip()
+    if long:
+        sep = "\n\n" if rest.startswith("\n") else "\n"
+        description = f"{short}{sep}{long}" if short else long
+    params: dict[str, str] = {}
+    seen: set[str] = set()
+    for j, title in enumerate(titles):
+        name = title.group(1)
+        if name not in _GOOGLE_PARAMS or name in seen:
+            return None
+        seen.add(name)
+        details = text[title.end(): titles[j + 1].start() if j + 1 < len(titles) else len(text)]
+        unindented = _NOT_INDENTED.search(details)
+        if unindented is not None:  # the section ends at a line that is not indented
+            details = details[: unindented.start()]
+        chunk = details.strip("\n")
+        indent = chunk[: len(chunk) - len(chunk.lstrip())]
+        if not indent or len(indent) == len(chunk) or indent.strip(" "):
+            return None
+        width = len(indent)
+        entries: list[list[str]] = []
+        for line in chunk.split("\n"):
+            if line.startswith(indent) and len(line) > width and not line[width].isspace():
+                entries.append([line[width:]])
+            else:  # chunk's first line always starts an entry
+                entries[-1].append(line)
+        for lines in entries:
+            entry = "\n".join(lines).strip("\n")
+            before, colon, desc = entry.partition(":")
+            if not colon or "\n" in before or "(" in before:
+                return None  # no colon, or a typed name: the parser decides
+            if desc:
+                desc = desc[1:] if desc[0] == " " else desc
+                if "\n" in desc:
+                    first, more = desc.split("\n", 1)
+                    desc = first + "\n" + inspect.cleandoc(more)
+            if before:
+                params[before.lstrip("*")] = desc.strip()
+    return ParsedDocstring(description=_clean_description(description), params=params)
 
 
 @dataclass(frozen=True)
@@ -158,12 +223,21 @@ def parse_docstring(doc: str | None, style: str = "auto") -> ParsedDocstring:
         )
     if not doc or not doc.strip():
         return ParsedDocstring()
+    chosen = _STYLES[style]
+    if chosen == "AUTO":
+        chosen = _guess_style(doc)
+    if chosen == "GOOGLE":
+        quick = _google_params(doc)
+        if quick is not None:
+            return quick
+    return _parsed(doc, chosen)
+
+
+def _parsed(doc: str, chosen: str) -> ParsedDocstring:
+    """``doc`` read by docstring-parser in style ``chosen`` (a `DocstringStyle` name)."""
     import docstring_parser
 
     try:
-        chosen = _STYLES[style]
-        if chosen == "AUTO":
-            chosen = _guess_style(doc)
         parser = _parser(chosen)
         parsed = parser.parse(doc) if parser is not None else docstring_parser.parse(
             doc, style=docstring_parser.DocstringStyle[chosen])
