@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import functools
 import importlib
 import inspect
 import sys
@@ -518,6 +519,9 @@ class ToolOptions(ToolMetadata, total=False):
     docstring_format: str
 
 
+_OPTIONS = frozenset(ToolMetadata.__annotations__)
+
+
 def _apply_metadata(target: Tool, options: ToolMetadata, *, default_category: str) -> None:
     """Set ``target``'s metadata attributes from ``options`` (see `ToolMetadata`).
 
@@ -525,7 +529,7 @@ def _apply_metadata(target: Tool, options: ToolMetadata, *, default_category: st
         ToolValidationError: contradicting options, or a category, permission or
             combination the guard refuses (a dangerous tool that asks nobody).
     """
-    unknown = set(options) - set(ToolMetadata.__annotations__)
+    unknown = options.keys() - _OPTIONS
     if unknown:
         raise TypeError(f"unknown tool option(s): {', '.join(sorted(unknown))}")
     effects = options.get("effects", ())
@@ -558,21 +562,54 @@ def _apply_metadata(target: Tool, options: ToolMetadata, *, default_category: st
     idempotent = reads if idempotent is None else idempotent
     parallel_safe = options.get("parallel_safe")
     max_retries = options.get("max_retries")
-    target.category = category  # type: ignore[assignment]
-    target.permission = permission
-    target.idempotent = idempotent
-    target.parallel_safe = reads if parallel_safe is None else parallel_safe
-    target.max_retries = (2 if idempotent else 0) if max_retries is None else max_retries
-    target.effect_tags = tags
-    target.timeout_seconds = (
-        options["timeout"] if "timeout" in options else options.get("timeout_seconds", 30.0)
+    _assign(target, {
+        "category": category,
+        "permission": permission,
+        "idempotent": idempotent,
+        "parallel_safe": reads if parallel_safe is None else parallel_safe,
+        "max_retries": (2 if idempotent else 0) if max_retries is None else max_retries,
+        "effect_tags": tags,
+        "timeout_seconds": (
+            options["timeout"] if "timeout" in options else options.get("timeout_seconds", 30.0)
+        ),
+        "max_result_length": options.get("max_result_length", 20000),
+        "tags": tuple(options.get("tags", ())),
+        "version": options.get("version", "1.0.0"),
+        "examples": tuple(options.get("examples", ())),
+        "deprecated": options.get("deprecated", False),
+        "metadata": dict(options.get("metadata") or {}),
+    })
+
+
+@functools.lru_cache(maxsize=256)
+def _stored_as_is(cls: type) -> frozenset[str]:
+    """The attributes ``setattr`` on a ``cls`` only stores in its ``__dict__``: its
+    ``__setattr__`` is `Tool`'s and no property (or other data descriptor) takes them."""
+    if cls.__setattr__ is not Tool.__setattr__:
+        return frozenset()
+    return frozenset(
+        name for name in _ASSIGNED
+        if not hasattr(type(inspect.getattr_static(cls, name, None)), "__set__")
     )
-    target.max_result_length = options.get("max_result_length", 20000)
-    target.tags = tuple(options.get("tags", ()))
-    target.version = options.get("version", "1.0.0")
-    target.examples = tuple(options.get("examples", ()))
-    target.deprecated = options.get("deprecated", False)
-    target.metadata = dict(options.get("metadata") or {})
+
+
+_ASSIGNED = frozenset({
+    "category", "permission", "idempotent", "parallel_safe", "max_retries", "effect_tags",
+    "timeout_seconds", "max_result_length", "tags", "version", "examples", "deprecated",
+    "metadata", "name", "description", "input_schema", "output_schema",
+})
+
+
+def _assign(target: Tool, values: dict[str, Any]) -> None:
+    """``setattr(target, name, value)`` for each of ``values``, in one ``__dict__`` update
+    where that is all ``setattr`` would do (a tool is built per request: ~20 attributes)."""
+    if values.keys() <= _stored_as_is(type(target)):
+        target.__dict__.update(values)
+        if not SPEC_FIELDS.isdisjoint(values):
+            target.__dict__.pop("_jm_spec", None)
+    else:
+        for name, value in values.items():
+            setattr(target, name, value)
 
 
 class FunctionTool(Tool):
@@ -607,10 +644,12 @@ class FunctionTool(Tool):
             fn, docstring_format=docstring_format, namespace=namespace,
             injected_names=tuple(injected),
         )
-        self.name = name if name is not None else self._schema.name
-        self.description = description if description is not None else self._schema.description
+        _assign(self, {
+            "name": name if name is not None else self._schema.name,
+            "description": description if description is not None else self._schema.description,
+            "input_schema": input_schema if input_schema is not None else self._schema.parameters,
+        })
         self._explicit_input = input_schema is not None
-        self.input_schema = input_schema if input_schema is not None else self._schema.parameters
         self._explicit_output = output_schema
         _apply_metadata(self, options, default_category="read")
         if self._schema.is_async:
@@ -745,10 +784,11 @@ class SchemaTool(Tool):
             raise ToolDefinitionError(str(name), [
                 f"input_schema must be a JSON Schema object, got {type(input_schema).__name__}"
             ])
-        self.name = name
-        self.description = description or ""
-        self.input_schema = _copy_schema(input_schema)
-        self.output_schema = dict(output_schema) if output_schema is not None else {}
+        _assign(self, {
+            "name": name, "description": description or "",
+            "input_schema": _copy_schema(input_schema),
+            "output_schema": dict(output_schema) if output_schema is not None else {},
+        })
         self._fn = fn
         _apply_metadata(self, options, default_category="write")
         problems = structural_problems(self)
