@@ -836,8 +836,80 @@ class ArgumentPlan:
         return out
 
 
+@lru_cache(maxsize=4096)
+def _shadows_model(name: str) -> bool:
+    """Whether a field ``name`` would hide an attribute of pydantic's `BaseModel` (asked once
+    per name: a miss goes through pydantic's metaclass ``__getattr__`` and an exception)."""
+    return hasattr(BaseModel, name)
+
+
+class _Param:
+    """What `function_schema` reads of an `inspect.Parameter`, read from a code object."""
+
+    __slots__ = ("annotation", "default", "kind", "name")
+    POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
+    POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
+    KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
+    VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
+
+    def __init__(self, name: str, kind: Any, default: Any, annotation: Any) -> None:
+        self.name, self.kind, self.default, self.annotation = name, kind, default, annotation
+
+
+class _Signature:
+    """What `function_schema` reads of an `inspect.Signature`."""
+
+    __slots__ = ("parameters", "return_annotation")
+
+    def __init__(self, parameters: dict[str, _Param], return_annotation: Any) -> None:
+        self.parameters, self.return_annotation = parameters, return_annotation
+
+
+_SIGNATURE_HOOKS = frozenset({"__wrapped__", "__signature__", "__text_signature__",
+                              "_partialmethod", "__partialmethod__"})
+"""A function attribute that `inspect.signature` reads instead of the code object."""
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | _Signature:
+    """``inspect.signature(fn)``; for a plain function, its parameters as
+    `inspect.signature` reads them from the code object (as ``_signature_from_function``
+    does), without building `inspect.Parameter` objects (a tool is built per request).
+
+    Raises:
+        TypeError, ValueError: as `inspect.signature`.
+    """
+    if type(fn) is not types.FunctionType or not _SIGNATURE_HOOKS.isdisjoint(vars(fn)):
+        return inspect.signature(fn)
+    code = fn.__code__
+    empty = inspect.Parameter.empty
+    annotations = fn.__annotations__ or {}
+    names = code.co_varnames
+    count, posonly, kwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    defaults = fn.__defaults__ or ()
+    first_default = count - len(defaults)
+    params: dict[str, _Param] = {}
+    for i, name in enumerate(names[:count]):
+        kind = _Param.POSITIONAL_ONLY if i < posonly else _Param.POSITIONAL_OR_KEYWORD
+        default = defaults[i - first_default] if i >= first_default else empty
+        params[name] = _Param(name, kind, default, annotations.get(name, empty))
+    index = count + kwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        name = names[index]
+        params[name] = _Param(name, _Param.VAR_POSITIONAL, empty, annotations.get(name, empty))
+        index += 1
+    kwdefaults = fn.__kwdefaults__ or {}
+    for name in names[count:count + kwonly]:
+        params[name] = _Param(name, _Param.KEYWORD_ONLY, kwdefaults.get(name, empty),
+                              annotations.get(name, empty))
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        name = names[index]
+        params[name] = _Param(name, _Param.VAR_KEYWORD, empty, annotations.get(name, empty))
+    return _Signature(params, annotations.get("return", empty))
+
+
 def _resolve_hints(
-    fn: Callable[..., Any], sig: inspect.Signature, localns: Mapping[str, Any] | None
+    fn: Callable[..., Any], sig: inspect.Signature | _Signature, localns: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Resolved annotations, plus the raw strings of those that could not be resolved."""
     target = inspect.unwrap(getattr(fn, "__func__", fn))
@@ -889,7 +961,7 @@ def function_schema(
     raw_name = getattr(inspect.unwrap(getattr(target, "__func__", target)), "__name__", None)
     name = raw_name if raw_name and raw_name != "__call__" else type(fn).__name__
     try:
-        sig = inspect.signature(target)
+        sig = _signature(target)
     except (TypeError, ValueError) as exc:
         raise ToolValidationError(str(name), [f"cannot read the signature: {exc}"]) from None
     hints, failed = _resolve_hints(target, sig, namespace)
@@ -969,7 +1041,7 @@ def function_schema(
         description = field_desc or annotated_doc or doc.params.get(pname) or None
         if description and not field_desc:
             overrides["description"] = description
-        safe = not pname.startswith("_") and not hasattr(BaseModel, pname)
+        safe = not pname.startswith("_") and not _shadows_model(pname)
         internal = pname if safe else f"p{index}_{pname.lstrip('_')}"
         if not safe:
             overrides["alias"] = pname
