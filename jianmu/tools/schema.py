@@ -184,6 +184,8 @@ class ParsedDocstring:
 
 def _clean_description(text: str) -> str:
     lines = text.splitlines()
+    if ":" not in text and "---" not in text:  # no line can be a section or a field
+        return "\n".join(lines).strip()
     kept: list[str] = []
     for i, line in enumerate(lines):
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
@@ -327,7 +329,9 @@ def fast_parameters(
         fragment = _fragment(annotation, config)
         if fragment is None:
             return None
-        prop = _copy_schema(fragment)  # memoised fragments are shared: never hand them out
+        # memoised fragments are shared: never hand them out (a scalar's is flat)
+        prop = {k: _copy_schema(v) if type(v) in (dict, list) else v
+                for k, v in fragment.items()}
         if description:
             prop["description"] = description
         if has_default:
@@ -958,15 +962,15 @@ def function_schema(
     target: Callable[..., Any] = fn
     if _is_callable_object(fn):
         target = fn.__call__  # type: ignore[operator]  # a callable object: its __call__
-    raw_name = getattr(inspect.unwrap(getattr(target, "__func__", target)), "__name__", None)
+    unwrapped = inspect.unwrap(getattr(target, "__func__", target))
+    raw_name = getattr(unwrapped, "__name__", None)
     name = raw_name if raw_name and raw_name != "__call__" else type(fn).__name__
     try:
         sig = _signature(target)
     except (TypeError, ValueError) as exc:
         raise ToolValidationError(str(name), [f"cannot read the signature: {exc}"]) from None
     hints, failed = _resolve_hints(target, sig, namespace)
-    doc = parse_docstring(inspect.getdoc(inspect.unwrap(getattr(target, "__func__", target))),
-                          docstring_format)
+    doc = parse_docstring(inspect.getdoc(unwrapped), docstring_format)
     problems: list[str] = []
     fields: dict[str, Any] = {}
     field_map: list[tuple[str, str]] = []
@@ -1078,7 +1082,6 @@ def function_schema(
     names = None if var_kw else frozenset(p for _, p in field_map) | {
         p.name for p in injected
     }
-    unwrapped = inspect.unwrap(getattr(target, "__func__", target))
     return FunctionSchema(
         name=str(name),
         description=doc.description,
@@ -1088,7 +1091,8 @@ def function_schema(
         injected=tuple(injected),
         positional=tuple(positional),
         signature_names=names,
-        is_async=inspect.iscoroutinefunction(unwrapped) or inspect.iscoroutinefunction(target),
+        is_async=inspect.iscoroutinefunction(unwrapped) or (
+            target is not unwrapped and inspect.iscoroutinefunction(target)),
         return_annotation=hints.get("return", sig.return_annotation),
         returns_doc=doc.returns,
         param_descriptions=dict(doc.params),
