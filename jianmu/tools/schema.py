@@ -117,13 +117,15 @@ _GOOGLE_TITLE = re.compile(
 )
 _GOOGLE_PARAMS = frozenset({"Arguments", "Args", "Parameters", "Params"})
 _NOT_INDENTED = re.compile(r"\n\S")
+_GOOGLE_NAMED_RETURN = re.compile(r"(\s*[^:\s]+:)|([^:]*\]:.*)")
+"""docstring-parser's ``MULTIPLE_PATTERN``: a Returns section that starts ``name:``."""
 
 
 def _google_params(doc: str) -> ParsedDocstring | None:
     """What `GoogleParser` reads in ``doc`` when its only sections are parameter lists of
-    untyped names (``name: what it is``, continued on more indented lines): the common tool
-    docstring, read without building docstring-parser's objects; ``None`` for anything else,
-    which the parser reads."""
+    untyped names (``name: what it is``, continued on more indented lines) and one Returns:
+    the common tool docstring, read without building docstring-parser's objects; ``None`` for
+    anything else, which the parser reads."""
     text = inspect.cleandoc(doc)
     titles = list(_GOOGLE_TITLE.finditer(text))
     head = text[: titles[0].start()] if titles else text
@@ -134,10 +136,11 @@ def _google_params(doc: str) -> ParsedDocstring | None:
         sep = "\n\n" if rest.startswith("\n") else "\n"
         description = f"{short}{sep}{long}" if short else long
     params: dict[str, str] = {}
+    returns = ""
     seen: set[str] = set()
     for j, title in enumerate(titles):
         name = title.group(1)
-        if name not in _GOOGLE_PARAMS or name in seen:
+        if name in seen or (name not in _GOOGLE_PARAMS and name != "Returns"):
             return None
         seen.add(name)
         details = text[title.end(): titles[j + 1].start() if j + 1 < len(titles) else len(text)]
@@ -145,6 +148,9 @@ def _google_params(doc: str) -> ParsedDocstring | None:
         if unindented is not None:  # the section ends at a line that is not indented
             details = details[: unindented.start()]
         chunk = details.strip("\n")
+        if name == "Returns":
+            returns = _google_returns(inspect.cleandoc(chunk))
+            continue
         indent = chunk[: len(chunk) - len(chunk.lstrip())]
         if not indent or len(indent) == len(chunk) or indent.strip(" "):
             return None
@@ -167,7 +173,23 @@ def _google_params(doc: str) -> ParsedDocstring | None:
                     desc = first + "\n" + inspect.cleandoc(more)
             if before:
                 params[before.lstrip("*")] = desc.strip()
-    return ParsedDocstring(description=_clean_description(description), params=params)
+    return ParsedDocstring(
+        description=_clean_description(description), params=params, returns=returns
+    )
+
+
+def _google_returns(part: str) -> str:
+    """The description `GoogleParser` reads in a Returns section (cleaned): all of it, or
+    what follows ``name:``."""
+    if _GOOGLE_NAMED_RETURN.match(part):
+        desc = part.split(":", 1)[1]
+        if desc:
+            desc = desc[1:] if desc[0] == " " else desc
+            if "\n" in desc:
+                first, more = desc.split("\n", 1)
+                desc = first + "\n" + inspect.cleandoc(more)
+        part = desc
+    return part.strip()
 
 
 @dataclass(frozen=True)

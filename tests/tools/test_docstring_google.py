@@ -16,7 +16,8 @@ _TITLES = ["Args:", "Arguments:", "Parameters:", "Params:", "Args:  ", "Returns:
            "Examples:", "Args", "Yields:", "Attributes:"]
 _NAMES = ["x", "count", "*args", "**kwargs", "a_b", "n (int)", "q (str, optional)", "", " y",
           "z ", "two words"]
-_DESCS = ["the value.", "", "  spaced", "many: colons: here", "Defaults to 3.", "x\n    more",
+_DESCS = ["the value.", "list[str]: the names.", "a [x]: odd", "no colon at all", "",
+          "  spaced", "many: colons: here", "Defaults to 3.", "x\n    more",
           "first\n        deeper\n    back", "end\n\n    after blank"]
 _INDENTS = ["    ", "  ", "\t", "        "]
 
@@ -71,6 +72,11 @@ def test_random_google_docstrings_read_as_the_parser_reads_them() -> None:
     "Summary.\n\nArgs:\n    a: one.\nReturns:\n    the sum.\n",
     "Summary.\n\nArgs:\n\n    a: after a blank line.\n",
     "Summary.\n\nArgs:\n  a: two spaces.\n    b: deeper, part of a.\n",
+    "Summary.\n\nArgs:\n    a: one.\n\nReturns:\n    The records as text.\n",
+    "Summary.\n\nReturns:\n    str: the name,\n        on two lines.\n",
+    "Summary.\n\nReturns:\n",
+    "Summary.\n\nReturns:\n    one.\nReturns:\n    two.\n",
+    "Summary.\n\nYields:\n    one.\n",
 ])
 def test_chosen_docstrings_read_as_the_parser_reads_them(doc: str) -> None:
     assert parse_docstring(doc, "google") == _by_the_parser(doc)
