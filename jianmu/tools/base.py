@@ -848,16 +848,20 @@ class SchemaTool(Tool):
 def _copy_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """``copy.deepcopy(dict(schema))``, JSON's own types copied by hand (several times faster
     on a tool's schema), anything else by ``copy.deepcopy``."""
-    return {k: _copy_json(v) for k, v in schema.items()}
+    return {k: v if type(v) in _ATOMS else _copy_json(v) for k, v in schema.items()}
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+"""JSON's immutable types: a copy is the value itself (checked inline: most values are)."""
 
 
 def _copy_json(value: Any) -> Any:
     kind = type(value)
     if kind is dict:
-        return {k: _copy_json(v) for k, v in value.items()}
+        return {k: v if type(v) in _ATOMS else _copy_json(v) for k, v in value.items()}
     if kind is list:
-        return [_copy_json(v) for v in value]
-    if value is None or kind in (str, int, float, bool):
+        return [v if type(v) in _ATOMS else _copy_json(v) for v in value]
+    if kind in _ATOMS:
         return value
     return copy.deepcopy(value)
 

@@ -496,6 +496,8 @@ def _is_context_type(tp: Any) -> bool:
 
 
 def _is_injected(tp: Any) -> bool:
+    if type(tp) is type:  # a plain class (most parameters): no Annotated, no Union
+        return tp.__name__ == "RunContext" and tp.__module__.startswith("jianmu.runtime")
     if typing.get_origin(tp) is Annotated and any(
         m is INJECTED for m in getattr(tp, "__metadata__", ())
     ):
@@ -1050,7 +1052,7 @@ def function_schema(
             annotation = default_type
         annotated_doc: str | None = None
         field_desc: str | None = None
-        if typing.get_origin(annotation) is Annotated:
+        if type(annotation) is not type and typing.get_origin(annotation) is Annotated:
             base, *meta = typing.get_args(annotation)
             strings = [m for m in meta if isinstance(m, str)]
             kept = [m for m in meta if not isinstance(m, str)]
@@ -1075,7 +1077,8 @@ def function_schema(
         fields[internal] = (annotation, default_info, has_default, param.default, overrides)
         field_map.append((internal, pname))
         if fast is not None:
-            if default_info is not None or has_field_info(annotation) or (
+            if default_info is not None or (
+                type(annotation) is not type and has_field_info(annotation)) or (
                 has_default and not plain_json(param.default)
             ):
                 fast = None
