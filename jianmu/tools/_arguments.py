@@ -592,8 +592,10 @@ class _Checked:
             source = self._source
             schema = json.loads(source) if isinstance(source, str) else source
             cls = self._cls
-            if cls is None:
-                from jsonschema import Draft202012Validator as cls
+            if cls is None:  # a plain schema's: 2020-12
+                from jsonschema import Draft202012Validator
+
+                cls = Draft202012Validator
             validator = _schema_rules.validator_class(cls)(
                 schema, registry=_schema_rules.local_registry()
             )

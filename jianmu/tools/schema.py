@@ -989,6 +989,7 @@ def function_schema(
     unwrapped = inspect.unwrap(getattr(target, "__func__", target))
     raw_name = getattr(unwrapped, "__name__", None)
     name = raw_name if raw_name and raw_name != "__call__" else type(fn).__name__
+    sig: Any  # an inspect.Signature, or a _Signature with the same attributes
     try:
         sig = _signature(target)
     except (TypeError, ValueError) as exc:
