@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from jianmu.tools import schema
-from jianmu.tools.schema import ParsedDocstring, parse_docstring
+from jianmu.tools import _docstrings as schema
+from jianmu.tools._docstrings import ParsedDocstring, parse_docstring
 
 _SUMMARIES = ["Add two numbers.", "", "Find the user", "  Leading space.", "a: colon in it"]
 _LONGS = ["", "More text here.", "Line one.\nLine two.", "Notes:\n    kept out", "x\n\n\ny",
@@ -80,3 +80,15 @@ def test_random_google_docstrings_read_as_the_parser_reads_them() -> None:
 ])
 def test_chosen_docstrings_read_as_the_parser_reads_them(doc: str) -> None:
     assert parse_docstring(doc, "google") == _by_the_parser(doc)
+
+
+@pytest.mark.parametrize("doc", [
+    "One line.", "Summary.\n\nArgs:\n    a: one.", "  Leading.\nnext", "Trailing.\n  ",
+    "Tab\there.\nnext", "Summary.\n    all indented\n    after", "\nStarts with a newline.",
+    "Summary.\n\x0bvertical tab line\n    x", "Summary.\n \n  \nEnd", "Ends with newline.\n",
+    "Summary.\n\n  Args:\n    a: one.",
+])
+def test_a_docstring_is_cleaned_as_cleandoc_cleans_it(doc: str) -> None:
+    import inspect
+
+    assert schema._cleaned(doc) == inspect.cleandoc(doc)
