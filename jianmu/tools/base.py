@@ -597,6 +597,7 @@ _ASSIGNED = frozenset({
     "category", "permission", "idempotent", "parallel_safe", "max_retries", "effect_tags",
     "timeout_seconds", "max_result_length", "tags", "version", "examples", "deprecated",
     "metadata", "name", "description", "input_schema", "output_schema",
+    "_fn", "_schema", "_explicit_input", "_explicit_output", "_exact",
 })
 
 
@@ -623,6 +624,11 @@ class FunctionTool(Tool):
 
     _wraps_tools: ClassVar[bool] = True
     """Its docstring documents the class, not the tools it makes (see `get_description`)."""
+    _fn: Callable[..., Any]
+    _schema: FunctionSchema
+    _explicit_input: bool
+    _explicit_output: dict[str, Any] | None
+    _exact: _arguments.SchemaArguments | None
 
     def __init__(
         self,
@@ -639,25 +645,24 @@ class FunctionTool(Tool):
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@tool needs a function, got {fn!r}")
-        self._fn = fn
-        self._schema: FunctionSchema = function_schema(
+        schema = function_schema(
             fn, docstring_format=docstring_format, namespace=namespace,
             injected_names=tuple(injected),
         )
         _assign(self, {
-            "name": name if name is not None else self._schema.name,
-            "description": description if description is not None else self._schema.description,
-            "input_schema": input_schema if input_schema is not None else self._schema.parameters,
+            "_fn": fn, "_schema": schema,
+            "name": name if name is not None else schema.name,
+            "description": description if description is not None else schema.description,
+            "input_schema": input_schema if input_schema is not None else schema.parameters,
+            "_explicit_input": input_schema is not None, "_explicit_output": output_schema,
+            "_exact": None,
         })
-        self._explicit_input = input_schema is not None
-        self._explicit_output = output_schema
         _apply_metadata(self, options, default_category="read")
-        if self._schema.is_async:
+        if schema.is_async:
             self.run = self._run_async  # type: ignore[method-assign]
         problems = structural_problems(self)
         if problems:
             raise ToolValidationError(self.name, problems)
-        self._exact: _arguments.SchemaArguments | None = None
         if input_schema is not None:
             injection_clashes(self.name, self._schema.injection, self.parameters["properties"])
             accepted = self._schema.signature_names
@@ -767,6 +772,7 @@ class SchemaTool(Tool):
 
     _wraps_tools: ClassVar[bool] = True
     """Its docstring documents the class, not the tools it makes (see `get_description`)."""
+    _fn: Callable[..., Any]
 
     def __init__(
         self,
@@ -788,8 +794,8 @@ class SchemaTool(Tool):
             "name": name, "description": description or "",
             "input_schema": _copy_schema(input_schema),
             "output_schema": dict(output_schema) if output_schema is not None else {},
+            "_fn": fn,
         })
-        self._fn = fn
         _apply_metadata(self, options, default_category="write")
         problems = structural_problems(self)
         if problems:

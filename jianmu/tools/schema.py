@@ -351,16 +351,16 @@ class FunctionSchema:
         required = set(parameters.get("required", ()))
         self._props = props
         self._allowed = [f"{k}{' (required)' if k in required else ''}" for k in props]
-        self._decode_json = frozenset(
-            k for k, sub in props.items()
-            if (t := schema_types(sub, parameters)) & {"array", "object"}
-            and not t & {"string", "any"}
-        )
-        self._null_means_default = frozenset(
-            k for k, sub in props.items()
-            if k not in required and "null" not in schema_types(sub, parameters)
-            and "any" not in schema_types(sub, parameters)
-        )
+        decode_json: list[str] = []
+        null_means_default: list[str] = []
+        for k, sub in props.items():  # each property's types found once
+            types_of = schema_types(sub, parameters)
+            if types_of & {"array", "object"} and not types_of & {"string", "any"}:
+                decode_json.append(k)
+            if k not in required and not types_of & {"null", "any"}:
+                null_means_default.append(k)
+        self._decode_json = frozenset(decode_json)
+        self._null_means_default = frozenset(null_means_default)
 
     @property
     def model(self) -> type[BaseModel]:
