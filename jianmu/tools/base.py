@@ -890,7 +890,12 @@ def _openai_function(definition: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _from_openai(definition: Mapping[str, Any], fn: Callable[..., Any],
                  options: ToolMetadata) -> SchemaTool:
-    function = _openai_function(definition)
+    return _from_function(_openai_function(definition), fn, options)
+
+
+def _from_function(function: Mapping[str, Any], fn: Callable[..., Any],
+                   options: ToolMetadata) -> SchemaTool:
+    """The tool of an OpenAI definition's inner ``{"name", "description", "parameters"}``."""
     name = function.get("name")
     if not isinstance(name, str) or not name:
         raise ToolDefinitionError("?", [
