@@ -854,17 +854,26 @@ class SchemaTool(Tool):
 def _copy_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """``copy.deepcopy(dict(schema))``, JSON's own types copied by hand (several times faster
     on a tool's schema), anything else by ``copy.deepcopy``."""
-    return {k: v if type(v) in _ATOMS else _copy_json(v) for k, v in schema.items()}
+    return _copy_dict(dict(schema))
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 """JSON's immutable types: a copy is the value itself (checked inline: most values are)."""
 
 
+def _copy_dict(copied: dict[str, Any]) -> dict[str, Any]:
+    """``copied`` (a shallow copy) with its containers copied in turn: most values are atoms,
+    left as the shallow copy has them."""
+    for k, v in copied.items():  # replacing values, never keys: safe while iterating
+        if type(v) not in _ATOMS:
+            copied[k] = _copy_json(v)
+    return copied
+
+
 def _copy_json(value: Any) -> Any:
     kind = type(value)
     if kind is dict:
-        return {k: v if type(v) in _ATOMS else _copy_json(v) for k, v in value.items()}
+        return _copy_dict(dict(value))
     if kind is list:
         return [v if type(v) in _ATOMS else _copy_json(v) for v in value]
     if kind in _ATOMS:

@@ -137,9 +137,10 @@ def fast_parameters(
         fragment = _fragment(annotation, config)
         if fragment is None:
             return None
-        # memoised fragments are shared: never hand them out (a scalar's is flat)
-        prop = {k: _copy_schema(v) if type(v) in (dict, list) else v
-                for k, v in fragment.items()}
+        prop = dict(fragment)  # memoised fragments are shared: never hand them out
+        for k, v in prop.items():  # a scalar's is flat: nothing more to copy
+            if type(v) in (dict, list):
+                prop[k] = _copy_schema(v)
         if description:
             prop["description"] = description
         if has_default:
