@@ -529,6 +529,26 @@ def _apply_metadata(target: Tool, options: ToolMetadata, *, default_category: st
         ToolValidationError: contradicting options, or a category, permission or
             combination the guard refuses (a dangerous tool that asks nobody).
     """
+    if not options:  # the common case: every attribute at its default for the category
+        defaults = _DEFAULTS.get(default_category)
+        if defaults is None:
+            defaults = _DEFAULTS[default_category] = _metadata_values({}, default_category, "")
+        _assign(target, {**defaults, "metadata": {}})
+        return
+    _assign(target, _metadata_values(options, default_category, target.name))
+
+
+_DEFAULTS: dict[str, dict[str, Any]] = {}
+"""The metadata attributes of a tool made without options, by default category (``metadata``
+is a new dict for each tool)."""
+
+
+def _metadata_values(options: ToolMetadata, default_category: str, name: str) -> dict[str, Any]:
+    """The metadata attributes ``options`` give a tool named ``name``.
+
+    Raises:
+        ToolValidationError: contradicting or unknown options (see `_apply_metadata`).
+    """
     unknown = options.keys() - _OPTIONS
     if unknown:
         raise TypeError(f"unknown tool option(s): {', '.join(sorted(unknown))}")
@@ -556,13 +576,13 @@ def _apply_metadata(target: Tool, options: ToolMetadata, *, default_category: st
     elif options.get("confirm") and permission == "auto":
         problems.append("confirm=True contradicts permission='auto'")
     if problems:
-        raise ToolValidationError(target.name, problems)
+        raise ToolValidationError(name, problems)
     reads = category == "read"
     idempotent = options.get("idempotent")
     idempotent = reads if idempotent is None else idempotent
     parallel_safe = options.get("parallel_safe")
     max_retries = options.get("max_retries")
-    _assign(target, {
+    return {
         "category": category,
         "permission": permission,
         "idempotent": idempotent,
@@ -578,7 +598,7 @@ def _apply_metadata(target: Tool, options: ToolMetadata, *, default_category: st
         "examples": tuple(options.get("examples", ())),
         "deprecated": options.get("deprecated", False),
         "metadata": dict(options.get("metadata") or {}),
-    })
+    }
 
 
 @functools.lru_cache(maxsize=256)
