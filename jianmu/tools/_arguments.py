@@ -24,6 +24,7 @@ from typing import Any
 
 from jianmu.errors import ToolDefinitionError, ToolInputError
 from jianmu.tools import _schema_rules
+from jianmu.tools._schema_check import check_schema, plain_schema
 from jianmu.tools.calls import decode_container, single_argument
 
 __all__ = (
@@ -569,8 +570,38 @@ def _fresh(value: Any) -> Any:
     return value
 
 
-_Checked = tuple[Any, "Plan | None", list[str]]
-"""A schema's validator, exact plan and allowed names: what `SchemaArguments` keeps."""
+class _Checked:
+    """A checked schema: its validator (built on first use), exact plan and allowed names."""
+
+    __slots__ = ("_cls", "_source", "_validator", "allowed", "plan")
+
+    def __init__(self, cls: Any, source: Any, plan: Plan | None, allowed: list[str]) -> None:
+        self._cls = cls
+        self._source = source
+        """The schema, or its JSON text (a private copy, parsed when the validator is made)."""
+        self._validator: Any = None
+        self.plan = plan
+        self.allowed = allowed
+
+    def validator(self) -> Any:
+        """The jsonschema validator: patterns matched by RE2, a $ref resolved inside the schema
+        only, nothing fetched. Made on first use: a call whose arguments the plan accepts
+        never needs it, and a tool built per request is often called once."""
+        validator = self._validator
+        if validator is None:  # two threads may both build one: either is the same
+            source = self._source
+            schema = json.loads(source) if isinstance(source, str) else source
+            cls = self._cls
+            if cls is None:  # a plain schema's: 2020-12
+                from jsonschema import Draft202012Validator
+
+                cls = Draft202012Validator
+            validator = _schema_rules.validator_class(cls)(
+                schema, registry=_schema_rules.local_registry()
+            )
+            self._validator = validator
+        return validator
+
 
 _CHECKED: dict[str, _Checked] = {}
 """Checked schemas by their JSON text: an agent built per request (or per task) from the same
@@ -578,27 +609,36 @@ definitions checks each schema once per process, not once per build (the check a
 validator cost tens of µs a schema, most of building a tool)."""
 _CHECKED_MAX = 1024
 _CHECKED_LOCK = threading.Lock()
+_KEY = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+"""``json.dumps(schema, allow_nan=False, separators=(",", ":"))`` without making an encoder
+per call."""
 
 
 def _schema_key(schema: Mapping[str, Any]) -> str | None:
     """The schema's JSON text, or None when it holds anything but JSON (never cached then)."""
     try:
-        return json.dumps(schema, allow_nan=False, separators=(",", ":"))
+        return _KEY(schema)
     except (TypeError, ValueError):
         return None
 
 
-def _checked_schema(tool: str, schema: Mapping[str, Any]) -> _Checked:
-    """Check ``schema`` and build its validator and plan.
+def _checked_schema(tool: str, schema: Mapping[str, Any], key: str | None) -> _Checked:
+    """Check ``schema`` and take its plan; its validator is built from ``key`` (its JSON text)
+    when given, else from ``schema`` itself.
 
     Raises:
         ToolDefinitionError: the schema is not a valid JSON Schema, or breaks the rules.
     """
+    if plain_schema(schema):
+        # one walk says both checks below would pass (on the copy too: JSON's own types only,
+        # which the copy keeps); the validator (2020-12's) waits for its first use
+        source = key if key is not None else schema
+        return _Checked(None, source, _exact_plan(schema), _allowed(schema))
     from jsonschema import Draft202012Validator, validators
     from jsonschema.exceptions import SchemaError
 
-    from jianmu.tools._schema_check import check_schema
-
+    if key is not None:  # checked as JSON, as the validator's private copy will read it
+        schema = json.loads(key)
     check_schema_rules(tool, schema)
     cls = validators.validator_for(schema, default=Draft202012Validator)
     try:
@@ -609,11 +649,9 @@ def _checked_schema(tool: str, schema: Mapping[str, Any]) -> _Checked:
         raise ToolDefinitionError(
             tool, [f"input schema is not a valid JSON Schema at {where}: {exc.message}"]
         ) from None
-    # patterns matched by RE2; a $ref resolves inside the schema only, nothing is fetched
-    validator = _schema_rules.validator_class(cls)(
-        schema, registry=_schema_rules.local_registry()
-    )
-    return validator, _exact_plan(schema), _allowed(schema)
+    checked = _Checked(cls, schema, _exact_plan(schema), _allowed(schema))
+    checked.validator()  # any other schema's validator is made now: a failure is the tool's
+    return checked
 
 
 class SchemaArguments:
@@ -645,16 +683,18 @@ class SchemaArguments:
         if found is not None:
             checked = found
         elif key is None:
-            checked = _checked_schema(tool, schema)
+            checked = _checked_schema(tool, schema, None)
         else:
-            # built on a private copy: a later change to this tool's schema cannot reach the
-            # validator of another tool with the same schema
-            checked = _checked_schema(tool, json.loads(key))
+            # the validator is built on a private copy (parsed from the key): a later change
+            # to this tool's schema cannot reach the validator of another tool with the same
+            # schema
+            checked = _checked_schema(tool, schema, key)
             with _CHECKED_LOCK:  # tools are built in threads too
                 if len(_CHECKED) >= _CHECKED_MAX:
                     _CHECKED.pop(next(iter(_CHECKED)), None)
                 _CHECKED[key] = checked
-        self._validator, self._plan, self._allowed = checked
+        self._checked = checked
+        self._plan, self._allowed = checked.plan, checked.allowed
 
     def validate(self, args: Any) -> dict[str, Any]:
         """The arguments, copied, when the schema accepts them.
@@ -686,7 +726,9 @@ class SchemaArguments:
                 f"unknown argument {key!r}; the tool takes {', '.join(sorted(accepted)) or 'none'}"
                 for key in args if key not in accepted
             ]
-        errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+        errors = sorted(
+            self._checked.validator().iter_errors(args), key=lambda e: list(e.absolute_path)
+        )
         for err in errors:
             message = err.message
             if err.validator == "enum" and isinstance(err.validator_value, list):

@@ -54,7 +54,7 @@ def plain_hints(
                 return None
         if value is None:
             value = type(None)
-        if not _plain_type(value):
+        if type(value) is not type and not _plain_type(value):  # most are plain classes
             return None
         hints[name] = value
     return hints

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
-__all__ = ("check_schema",)
+__all__ = ("check_schema", "plain_schema")
 
 _SIMPLE_TYPES = frozenset(
     {"array", "boolean", "integer", "null", "number", "object", "string"}
@@ -38,6 +38,10 @@ _SCHEMA_ARRAYS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _SCHEMA_MAPS = frozenset({"properties", "$defs"})
 _MAX_DEPTH = 32
 _REMEMBERED = 4096
+_RULED = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "pattern",
+                    "patternProperties", "unevaluatedProperties"})
+"""Keys `jianmu.tools._schema_rules` looks for in every object of a schema, data included: a
+plain schema has none anywhere, so those rules have nothing to refuse in it."""
 
 
 def _plainly_valid(schema: Any, depth: int = 0) -> bool:
@@ -59,7 +63,7 @@ def _plainly_valid(schema: Any, depth: int = 0) -> bool:
                       and len(set(value)) == len(value)):
                 return False
         elif key in _SCHEMA_MAPS:
-            if not isinstance(value, dict) or not all(
+            if not isinstance(value, dict) or not _RULED.isdisjoint(value) or not all(
                 isinstance(k, str) and _plainly_valid(v, depth + 1) for k, v in value.items()
             ):
                 return False
@@ -103,8 +107,18 @@ def _is_json(value: Any, depth: int) -> bool:
     if type(value) is list:
         return all(_is_json(v, depth + 1) for v in value)
     if type(value) is dict:
-        return all(type(k) is str and _is_json(v, depth + 1) for k, v in value.items())
+        return _RULED.isdisjoint(value) and all(
+            type(k) is str and _is_json(v, depth + 1) for k, v in value.items()
+        )
     return False
+
+
+def plain_schema(schema: Any) -> bool:
+    """True when ``schema`` names no dialect, surely passes the 2020-12 meta-schema, and holds
+    none of the keys `jianmu.tools._schema_rules` refuses anywhere (``$ref``, ``$id``,
+    ``pattern`` ..., in data values too): such a schema needs neither check (one walk instead
+    of two) and its validator cannot fail to build. False when unsure."""
+    return isinstance(schema, dict) and "$schema" not in schema and _plainly_valid(schema)
 
 
 def _key(value: Any, depth: int = 0) -> Hashable | None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import functools
 import importlib
 import inspect
 import sys
@@ -518,6 +519,9 @@ class ToolOptions(ToolMetadata, total=False):
     docstring_format: str
 
 
+_OPTIONS = frozenset(ToolMetadata.__annotations__)
+
+
 def _apply_metadata(target: Tool, options: ToolMetadata, *, default_category: str) -> None:
     """Set ``target``'s metadata attributes from ``options`` (see `ToolMetadata`).
 
@@ -525,7 +529,27 @@ def _apply_metadata(target: Tool, options: ToolMetadata, *, default_category: st
         ToolValidationError: contradicting options, or a category, permission or
             combination the guard refuses (a dangerous tool that asks nobody).
     """
-    unknown = set(options) - set(ToolMetadata.__annotations__)
+    if not options:  # the common case: every attribute at its default for the category
+        defaults = _DEFAULTS.get(default_category)
+        if defaults is None:
+            defaults = _DEFAULTS[default_category] = _metadata_values({}, default_category, "")
+        _assign(target, {**defaults, "metadata": {}})
+        return
+    _assign(target, _metadata_values(options, default_category, target.name))
+
+
+_DEFAULTS: dict[str, dict[str, Any]] = {}
+"""The metadata attributes of a tool made without options, by default category (``metadata``
+is a new dict for each tool)."""
+
+
+def _metadata_values(options: ToolMetadata, default_category: str, name: str) -> dict[str, Any]:
+    """The metadata attributes ``options`` give a tool named ``name``.
+
+    Raises:
+        ToolValidationError: contradicting or unknown options (see `_apply_metadata`).
+    """
+    unknown = options.keys() - _OPTIONS
     if unknown:
         raise TypeError(f"unknown tool option(s): {', '.join(sorted(unknown))}")
     effects = options.get("effects", ())
@@ -552,27 +576,61 @@ def _apply_metadata(target: Tool, options: ToolMetadata, *, default_category: st
     elif options.get("confirm") and permission == "auto":
         problems.append("confirm=True contradicts permission='auto'")
     if problems:
-        raise ToolValidationError(target.name, problems)
+        raise ToolValidationError(name, problems)
     reads = category == "read"
     idempotent = options.get("idempotent")
     idempotent = reads if idempotent is None else idempotent
     parallel_safe = options.get("parallel_safe")
     max_retries = options.get("max_retries")
-    target.category = category  # type: ignore[assignment]
-    target.permission = permission
-    target.idempotent = idempotent
-    target.parallel_safe = reads if parallel_safe is None else parallel_safe
-    target.max_retries = (2 if idempotent else 0) if max_retries is None else max_retries
-    target.effect_tags = tags
-    target.timeout_seconds = (
-        options["timeout"] if "timeout" in options else options.get("timeout_seconds", 30.0)
+    return {
+        "category": category,
+        "permission": permission,
+        "idempotent": idempotent,
+        "parallel_safe": reads if parallel_safe is None else parallel_safe,
+        "max_retries": (2 if idempotent else 0) if max_retries is None else max_retries,
+        "effect_tags": tags,
+        "timeout_seconds": (
+            options["timeout"] if "timeout" in options else options.get("timeout_seconds", 30.0)
+        ),
+        "max_result_length": options.get("max_result_length", 20000),
+        "tags": tuple(options.get("tags", ())),
+        "version": options.get("version", "1.0.0"),
+        "examples": tuple(options.get("examples", ())),
+        "deprecated": options.get("deprecated", False),
+        "metadata": dict(options.get("metadata") or {}),
+    }
+
+
+@functools.lru_cache(maxsize=256)
+def _stored_as_is(cls: type) -> frozenset[str]:
+    """The attributes ``setattr`` on a ``cls`` only stores in its ``__dict__``: its
+    ``__setattr__`` is `Tool`'s and no property (or other data descriptor) takes them."""
+    if cls.__setattr__ is not Tool.__setattr__:
+        return frozenset()
+    return frozenset(
+        name for name in _ASSIGNED
+        if not hasattr(type(inspect.getattr_static(cls, name, None)), "__set__")
     )
-    target.max_result_length = options.get("max_result_length", 20000)
-    target.tags = tuple(options.get("tags", ()))
-    target.version = options.get("version", "1.0.0")
-    target.examples = tuple(options.get("examples", ()))
-    target.deprecated = options.get("deprecated", False)
-    target.metadata = dict(options.get("metadata") or {})
+
+
+_ASSIGNED = frozenset({
+    "category", "permission", "idempotent", "parallel_safe", "max_retries", "effect_tags",
+    "timeout_seconds", "max_result_length", "tags", "version", "examples", "deprecated",
+    "metadata", "name", "description", "input_schema", "output_schema",
+    "_fn", "_schema", "_explicit_input", "_explicit_output", "_exact",
+})
+
+
+def _assign(target: Tool, values: dict[str, Any]) -> None:
+    """``setattr(target, name, value)`` for each of ``values``, in one ``__dict__`` update
+    where that is all ``setattr`` would do (a tool is built per request: ~20 attributes)."""
+    if values.keys() <= _stored_as_is(type(target)):
+        target.__dict__.update(values)
+        if not SPEC_FIELDS.isdisjoint(values):
+            target.__dict__.pop("_jm_spec", None)
+    else:
+        for name, value in values.items():
+            setattr(target, name, value)
 
 
 class FunctionTool(Tool):
@@ -586,6 +644,11 @@ class FunctionTool(Tool):
 
     _wraps_tools: ClassVar[bool] = True
     """Its docstring documents the class, not the tools it makes (see `get_description`)."""
+    _fn: Callable[..., Any]
+    _schema: FunctionSchema
+    _explicit_input: bool
+    _explicit_output: dict[str, Any] | None
+    _exact: _arguments.SchemaArguments | None
 
     def __init__(
         self,
@@ -602,23 +665,24 @@ class FunctionTool(Tool):
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@tool needs a function, got {fn!r}")
-        self._fn = fn
-        self._schema: FunctionSchema = function_schema(
+        schema = function_schema(
             fn, docstring_format=docstring_format, namespace=namespace,
             injected_names=tuple(injected),
         )
-        self.name = name if name is not None else self._schema.name
-        self.description = description if description is not None else self._schema.description
-        self._explicit_input = input_schema is not None
-        self.input_schema = input_schema if input_schema is not None else self._schema.parameters
-        self._explicit_output = output_schema
+        _assign(self, {
+            "_fn": fn, "_schema": schema,
+            "name": name if name is not None else schema.name,
+            "description": description if description is not None else schema.description,
+            "input_schema": input_schema if input_schema is not None else schema.parameters,
+            "_explicit_input": input_schema is not None, "_explicit_output": output_schema,
+            "_exact": None,
+        })
         _apply_metadata(self, options, default_category="read")
-        if self._schema.is_async:
+        if schema.is_async:
             self.run = self._run_async  # type: ignore[method-assign]
         problems = structural_problems(self)
         if problems:
             raise ToolValidationError(self.name, problems)
-        self._exact: _arguments.SchemaArguments | None = None
         if input_schema is not None:
             injection_clashes(self.name, self._schema.injection, self.parameters["properties"])
             accepted = self._schema.signature_names
@@ -728,6 +792,7 @@ class SchemaTool(Tool):
 
     _wraps_tools: ClassVar[bool] = True
     """Its docstring documents the class, not the tools it makes (see `get_description`)."""
+    _fn: Callable[..., Any]
 
     def __init__(
         self,
@@ -745,11 +810,12 @@ class SchemaTool(Tool):
             raise ToolDefinitionError(str(name), [
                 f"input_schema must be a JSON Schema object, got {type(input_schema).__name__}"
             ])
-        self.name = name
-        self.description = description or ""
-        self.input_schema = _copy_schema(input_schema)
-        self.output_schema = dict(output_schema) if output_schema is not None else {}
-        self._fn = fn
+        _assign(self, {
+            "name": name, "description": description or "",
+            "input_schema": _copy_schema(input_schema),
+            "output_schema": dict(output_schema) if output_schema is not None else {},
+            "_fn": fn,
+        })
         _apply_metadata(self, options, default_category="write")
         problems = structural_problems(self)
         if problems:
@@ -808,16 +874,29 @@ class SchemaTool(Tool):
 def _copy_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """``copy.deepcopy(dict(schema))``, JSON's own types copied by hand (several times faster
     on a tool's schema), anything else by ``copy.deepcopy``."""
-    return {k: _copy_json(v) for k, v in schema.items()}
+    return _copy_dict(dict(schema))
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+"""JSON's immutable types: a copy is the value itself (checked inline: most values are)."""
+
+
+def _copy_dict(copied: dict[str, Any]) -> dict[str, Any]:
+    """``copied`` (a shallow copy) with its containers copied in turn: most values are atoms,
+    left as the shallow copy has them."""
+    for k, v in copied.items():  # replacing values, never keys: safe while iterating
+        if type(v) not in _ATOMS:
+            copied[k] = _copy_json(v)
+    return copied
 
 
 def _copy_json(value: Any) -> Any:
     kind = type(value)
     if kind is dict:
-        return {k: _copy_json(v) for k, v in value.items()}
+        return _copy_dict(dict(value))
     if kind is list:
-        return [_copy_json(v) for v in value]
-    if value is None or kind in (str, int, float, bool):
+        return [v if type(v) in _ATOMS else _copy_json(v) for v in value]
+    if kind in _ATOMS:
         return value
     return copy.deepcopy(value)
 
@@ -840,7 +919,12 @@ def _openai_function(definition: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _from_openai(definition: Mapping[str, Any], fn: Callable[..., Any],
                  options: ToolMetadata) -> SchemaTool:
-    function = _openai_function(definition)
+    return _from_function(_openai_function(definition), fn, options)
+
+
+def _from_function(function: Mapping[str, Any], fn: Callable[..., Any],
+                   options: ToolMetadata) -> SchemaTool:
+    """The tool of an OpenAI definition's inner ``{"name", "description", "parameters"}``."""
     name = function.get("name")
     if not isinstance(name, str) or not name:
         raise ToolDefinitionError("?", [

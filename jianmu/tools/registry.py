@@ -21,7 +21,13 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast, overload
 
 from jianmu.errors import ToolDefinitionError, ToolError, ToolNotFoundError, ToolValidationError
-from jianmu.tools.base import FunctionTool, Tool, ToolMetadata, _openai_function
+from jianmu.tools.base import (
+    FunctionTool,
+    Tool,
+    ToolMetadata,
+    _from_function,
+    _openai_function,
+)
 from jianmu.tools.calls import (
     ToolCall,
     ToolResult,
@@ -298,7 +304,8 @@ class ToolSet:
                 missing.append(f"definition {name!r} has no function")
                 continue
             named.add(name)  # type: ignore[arg-type]
-            tools.append(Tool.from_openai(definition, fn, **chosen.pop(name, {})))  # type: ignore[arg-type]
+            # the inner definition, found once (Tool.from_openai would look for it again)
+            tools.append(_from_function(inner, fn, {**chosen.pop(name, {})}))  # type: ignore[arg-type]
         missing += [f"function {n!r} has no definition" for n in by_name if n not in named]
         missing += [f"metadata for {n!r} names no definition" for n in chosen]
         if missing:

@@ -19,7 +19,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any, TypeVar
 
@@ -29,6 +29,7 @@ from pydantic_core import CoreSchema, SchemaValidator, core_schema
 
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
+from jianmu.tools._docstrings import parse_docstring
 from jianmu.tools._hints import plain_hints
 from jianmu.tools.calls import decode_container, single_argument
 
@@ -64,123 +65,6 @@ _CONTEXT_STR = re.compile(
     r"^\s*(?:Optional\[)?(?:[\w.]+\.)?RunContext\]?(?:\s*\|\s*None)?\s*$"
 )
 _CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
-
-
-# -- docstrings: descriptions of the tool and its parameters ------------------------------
-
-# Each style's `docstring_parser.DocstringStyle` member; docstring-parser loads with the
-# first docstring parsed, so a tool made from a schema never imports it.
-_STYLES = {"auto": "AUTO", "google": "GOOGLE", "numpy": "NUMPYDOC", "sphinx": "REST",
-           "rest": "REST"}
-
-# Section headers that docstring-parser leaves in the long description for some styles
-# (Google "Notes:", or a NumPy section it does not know); the description ends there.
-_SECTION = re.compile(
-    r"^\s*(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Other Parameters|"
-    r"Returns?|Yields?|Raises|Exceptions?|Notes?|Warnings?|Warns|See Also|References|"
-    r"Examples?|Todo|Attributes|Methods)\s*:?\s*$"
-)
-_UNDERLINE = re.compile(r"^\s*-{3,}\s*$")
-_REST_FIELD = re.compile(r"^\s*:(param|parameter|arg|argument|key|keyword|type|returns?|rtype|"
-                         r"raises?|except|exception|yields?|ytype|var|ivar|cvar)\b")
-
-
-_GOOGLE_HEAD = re.compile(
-    r"^\s*(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Returns|Raises|"
-    r"Yields)\s*:\s*$", re.M
-)
-_NUMPY_HEAD = re.compile(
-    r"^\s*(Parameters|Returns|Raises|Yields|Other Parameters)\s*\n\s*-{3,}\s*$", re.M
-)
-_REST_HEAD = re.compile(r"^\s*:(param|parameter|arg|argument|returns?|raises?)\b", re.M)
-
-
-def _guess_style(doc: str) -> str:
-    """Pick the style from its section markers; parsing one style is ~4x faster than AUTO."""
-    found = [
-        style for style, pattern in (
-            ("NUMPYDOC", _NUMPY_HEAD), ("REST", _REST_HEAD), ("GOOGLE", _GOOGLE_HEAD),
-        ) if pattern.search(doc)
-    ]
-    return found[0] if len(found) == 1 else "AUTO"
-
-
-@dataclass(frozen=True)
-class ParsedDocstring:
-    """What a tool needs from a docstring."""
-
-    description: str = ""
-    """Summary plus free text, without any section."""
-    params: dict[str, str] = field(default_factory=dict)
-    """Parameter name -> description."""
-    returns: str = ""
-    """The description of the return value."""
-
-
-def _clean_description(text: str) -> str:
-    lines = text.splitlines()
-    kept: list[str] = []
-    for i, line in enumerate(lines):
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if (_SECTION.match(line) and (line.rstrip().endswith(":") or _UNDERLINE.match(nxt))) or \
-                _REST_FIELD.match(line):
-            break
-        kept.append(line)
-    return "\n".join(kept).strip()
-
-
-@lru_cache(maxsize=2048)
-@functools.cache
-def _parser(style: str) -> Any:
-    """One parser per style where docstring-parser has a class for it: its module function
-    builds a parser (its sections and their regular expression) on every docstring, and a
-    parser keeps nothing of what it parsed."""
-    if style == "GOOGLE":
-        from docstring_parser.google import GoogleParser
-
-        return GoogleParser()
-    if style == "NUMPYDOC":
-        from docstring_parser.numpydoc import NumpydocParser
-
-        return NumpydocParser()
-    return None
-
-
-def parse_docstring(doc: str | None, style: str = "auto") -> ParsedDocstring:
-    """Parse ``doc`` in ``style`` (auto, google, numpy, sphinx).
-
-    Raises:
-        ValueError: ``style`` is not one of the known styles.
-    """
-    if style not in _STYLES:
-        raise ValueError(
-            f"docstring_format {style!r} is not known; use one of {', '.join(_STYLES)}"
-        )
-    if not doc or not doc.strip():
-        return ParsedDocstring()
-    import docstring_parser
-
-    try:
-        chosen = _STYLES[style]
-        if chosen == "AUTO":
-            chosen = _guess_style(doc)
-        parser = _parser(chosen)
-        parsed = parser.parse(doc) if parser is not None else docstring_parser.parse(
-            doc, style=docstring_parser.DocstringStyle[chosen])
-    except docstring_parser.ParseError:
-        return ParsedDocstring(description=_clean_description(doc))
-    text = parsed.short_description or ""
-    if parsed.long_description:
-        sep = "\n\n" if parsed.blank_after_short_description else "\n"
-        text = f"{text}{sep}{parsed.long_description}" if text else parsed.long_description
-    params = {
-        p.arg_name.lstrip("*"): (p.description or "").strip()
-        for p in parsed.params
-        if p.arg_name and p.args and p.args[0] in ("param", "parameter", "arg", "argument",
-                                                    "key", "keyword", "attribute")
-    }
-    returns = (parsed.returns.description or "").strip() if parsed.returns else ""
-    return ParsedDocstring(description=_clean_description(text), params=params, returns=returns)
 
 
 # -- the fast path: an object schema from memoised per-type schemas ------------------------
@@ -253,7 +137,10 @@ def fast_parameters(
         fragment = _fragment(annotation, config)
         if fragment is None:
             return None
-        prop = _copy_schema(fragment)  # memoised fragments are shared: never hand them out
+        prop = dict(fragment)  # memoised fragments are shared: never hand them out
+        for k, v in prop.items():  # a scalar's is flat: nothing more to copy
+            if type(v) in (dict, list):
+                prop[k] = _copy_schema(v)
         if description:
             prop["description"] = description
         if has_default:
@@ -396,6 +283,8 @@ def _is_context_type(tp: Any) -> bool:
 
 
 def _is_injected(tp: Any) -> bool:
+    if type(tp) is type:  # a plain class (most parameters): no Annotated, no Union
+        return tp.__name__ == "RunContext" and tp.__module__.startswith("jianmu.runtime")
     if typing.get_origin(tp) is Annotated and any(
         m is INJECTED for m in getattr(tp, "__metadata__", ())
     ):
@@ -463,16 +352,16 @@ class FunctionSchema:
         required = set(parameters.get("required", ()))
         self._props = props
         self._allowed = [f"{k}{' (required)' if k in required else ''}" for k in props]
-        self._decode_json = frozenset(
-            k for k, sub in props.items()
-            if (t := schema_types(sub, parameters)) & {"array", "object"}
-            and not t & {"string", "any"}
-        )
-        self._null_means_default = frozenset(
-            k for k, sub in props.items()
-            if k not in required and "null" not in schema_types(sub, parameters)
-            and "any" not in schema_types(sub, parameters)
-        )
+        decode_json: list[str] = []
+        null_means_default: list[str] = []
+        for k, sub in props.items():  # each property's types found once
+            types_of = schema_types(sub, parameters)
+            if types_of & {"array", "object"} and not types_of & {"string", "any"}:
+                decode_json.append(k)
+            if k not in required and not types_of & {"null", "any"}:
+                null_means_default.append(k)
+        self._decode_json = frozenset(decode_json)
+        self._null_means_default = frozenset(null_means_default)
 
     @property
     def model(self) -> type[BaseModel]:
@@ -762,8 +651,80 @@ class ArgumentPlan:
         return out
 
 
+@lru_cache(maxsize=4096)
+def _shadows_model(name: str) -> bool:
+    """Whether a field ``name`` would hide an attribute of pydantic's `BaseModel` (asked once
+    per name: a miss goes through pydantic's metaclass ``__getattr__`` and an exception)."""
+    return hasattr(BaseModel, name)
+
+
+class _Param:
+    """What `function_schema` reads of an `inspect.Parameter`, read from a code object."""
+
+    __slots__ = ("annotation", "default", "kind", "name")
+    POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
+    POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
+    KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
+    VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
+
+    def __init__(self, name: str, kind: Any, default: Any, annotation: Any) -> None:
+        self.name, self.kind, self.default, self.annotation = name, kind, default, annotation
+
+
+class _Signature:
+    """What `function_schema` reads of an `inspect.Signature`."""
+
+    __slots__ = ("parameters", "return_annotation")
+
+    def __init__(self, parameters: dict[str, _Param], return_annotation: Any) -> None:
+        self.parameters, self.return_annotation = parameters, return_annotation
+
+
+_SIGNATURE_HOOKS = frozenset({"__wrapped__", "__signature__", "__text_signature__",
+                              "_partialmethod", "__partialmethod__"})
+"""A function attribute that `inspect.signature` reads instead of the code object."""
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | _Signature:
+    """``inspect.signature(fn)``; for a plain function, its parameters as
+    `inspect.signature` reads them from the code object (as ``_signature_from_function``
+    does), without building `inspect.Parameter` objects (a tool is built per request).
+
+    Raises:
+        TypeError, ValueError: as `inspect.signature`.
+    """
+    if type(fn) is not types.FunctionType or not _SIGNATURE_HOOKS.isdisjoint(vars(fn)):
+        return inspect.signature(fn)
+    code = fn.__code__
+    empty = inspect.Parameter.empty
+    annotations = fn.__annotations__ or {}
+    names = code.co_varnames
+    count, posonly, kwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    defaults = fn.__defaults__ or ()
+    first_default = count - len(defaults)
+    params: dict[str, _Param] = {}
+    for i, name in enumerate(names[:count]):
+        kind = _Param.POSITIONAL_ONLY if i < posonly else _Param.POSITIONAL_OR_KEYWORD
+        default = defaults[i - first_default] if i >= first_default else empty
+        params[name] = _Param(name, kind, default, annotations.get(name, empty))
+    index = count + kwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        name = names[index]
+        params[name] = _Param(name, _Param.VAR_POSITIONAL, empty, annotations.get(name, empty))
+        index += 1
+    kwdefaults = fn.__kwdefaults__ or {}
+    for name in names[count:count + kwonly]:
+        params[name] = _Param(name, _Param.KEYWORD_ONLY, kwdefaults.get(name, empty),
+                              annotations.get(name, empty))
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        name = names[index]
+        params[name] = _Param(name, _Param.VAR_KEYWORD, empty, annotations.get(name, empty))
+    return _Signature(params, annotations.get("return", empty))
+
+
 def _resolve_hints(
-    fn: Callable[..., Any], sig: inspect.Signature, localns: Mapping[str, Any] | None
+    fn: Callable[..., Any], sig: inspect.Signature | _Signature, localns: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Resolved annotations, plus the raw strings of those that could not be resolved."""
     target = inspect.unwrap(getattr(fn, "__func__", fn))
@@ -812,15 +773,16 @@ def function_schema(
     target: Callable[..., Any] = fn
     if _is_callable_object(fn):
         target = fn.__call__  # type: ignore[operator]  # a callable object: its __call__
-    raw_name = getattr(inspect.unwrap(getattr(target, "__func__", target)), "__name__", None)
+    unwrapped = inspect.unwrap(getattr(target, "__func__", target))
+    raw_name = getattr(unwrapped, "__name__", None)
     name = raw_name if raw_name and raw_name != "__call__" else type(fn).__name__
+    sig: Any  # an inspect.Signature, or a _Signature with the same attributes
     try:
-        sig = inspect.signature(target)
+        sig = _signature(target)
     except (TypeError, ValueError) as exc:
         raise ToolValidationError(str(name), [f"cannot read the signature: {exc}"]) from None
     hints, failed = _resolve_hints(target, sig, namespace)
-    doc = parse_docstring(inspect.getdoc(inspect.unwrap(getattr(target, "__func__", target))),
-                          docstring_format)
+    doc = parse_docstring(inspect.getdoc(unwrapped), docstring_format)
     problems: list[str] = []
     fields: dict[str, Any] = {}
     field_map: list[tuple[str, str]] = []
@@ -878,7 +840,7 @@ def function_schema(
             annotation = default_type
         annotated_doc: str | None = None
         field_desc: str | None = None
-        if typing.get_origin(annotation) is Annotated:
+        if type(annotation) is not type and typing.get_origin(annotation) is Annotated:
             base, *meta = typing.get_args(annotation)
             strings = [m for m in meta if isinstance(m, str)]
             kept = [m for m in meta if not isinstance(m, str)]
@@ -895,7 +857,7 @@ def function_schema(
         description = field_desc or annotated_doc or doc.params.get(pname) or None
         if description and not field_desc:
             overrides["description"] = description
-        safe = not pname.startswith("_") and not hasattr(BaseModel, pname)
+        safe = not pname.startswith("_") and not _shadows_model(pname)
         internal = pname if safe else f"p{index}_{pname.lstrip('_')}"
         if not safe:
             overrides["alias"] = pname
@@ -903,7 +865,8 @@ def function_schema(
         fields[internal] = (annotation, default_info, has_default, param.default, overrides)
         field_map.append((internal, pname))
         if fast is not None:
-            if default_info is not None or has_field_info(annotation) or (
+            if default_info is not None or (
+                type(annotation) is not type and has_field_info(annotation)) or (
                 has_default and not plain_json(param.default)
             ):
                 fast = None
@@ -932,7 +895,6 @@ def function_schema(
     names = None if var_kw else frozenset(p for _, p in field_map) | {
         p.name for p in injected
     }
-    unwrapped = inspect.unwrap(getattr(target, "__func__", target))
     return FunctionSchema(
         name=str(name),
         description=doc.description,
@@ -942,7 +904,8 @@ def function_schema(
         injected=tuple(injected),
         positional=tuple(positional),
         signature_names=names,
-        is_async=inspect.iscoroutinefunction(unwrapped) or inspect.iscoroutinefunction(target),
+        is_async=inspect.iscoroutinefunction(unwrapped) or (
+            target is not unwrapped and inspect.iscoroutinefunction(target)),
         return_annotation=hints.get("return", sig.return_annotation),
         returns_doc=doc.returns,
         param_descriptions=dict(doc.params),

@@ -452,3 +452,29 @@ def test_tool_repr_names_the_tool() -> None:
         return 1
 
     assert "'f'" in repr(f)
+
+
+def test_a_subclass_property_still_takes_what_a_tool_is_built_with() -> None:
+    from jianmu.tools import FunctionTool
+
+    seen: list[tuple[str, object]] = []
+
+    class Audited(FunctionTool):
+        @property  # type: ignore[override]
+        def version(self) -> str:
+            return self._version
+
+        @version.setter
+        def version(self, value: str) -> None:
+            seen.append(("version", value))
+            self._version = value
+
+    def lookup(q: str) -> str:
+        """Look up ``q``."""
+        return q
+
+    made = Audited(lookup, version="2.0.0")
+    assert seen == [("version", "2.0.0")] and made.version == "2.0.0"
+    assert made.tool_spec.version == "2.0.0"
+    made.version = "2.1.0"  # the spec follows, as for any tool
+    assert made.tool_spec.version == "2.1.0"

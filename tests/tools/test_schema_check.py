@@ -137,3 +137,58 @@ def test_an_accepted_schema_of_another_dialect_is_walked_once(
     with pytest.raises(SchemaError):
         check_schema(Draft7Validator, {**schema, "required": ("a",)})
     assert len(walked) == 2
+
+
+def test_a_plain_schema_is_one_both_checks_accept() -> None:
+    from jianmu.tools._schema_check import plain_schema
+    from jianmu.tools._schema_rules import schema_problems
+
+    rng = random.Random(34)
+    plain = 0
+    for _ in range(3000):
+        schema = _schema(rng)
+        if plain_schema(schema):
+            plain += 1
+            assert _jsonschema_says(Draft202012Validator, schema) is None, schema
+            assert schema_problems(schema) == [], schema
+    assert plain > 100
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "default": {"$ref": "http://example.com/x"}},
+    {"type": "object", "properties": {"a": {"enum": [{"pattern": "(?=a)"}]}}},
+    {"type": "object", "properties": {"patternProperties": {"type": "object"},
+                                      "unevaluatedProperties": {"type": "object"}}},
+    {"type": "object", "examples": [{"$id": "http://example.com/"}]},
+    {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"},
+])
+def test_a_schema_the_rules_look_into_is_not_plain(schema: dict[str, Any]) -> None:
+    from jianmu.tools._schema_check import plain_schema
+
+    assert not plain_schema(schema)
+
+
+def test_a_ref_in_a_default_is_still_refused_when_the_tool_is_made() -> None:
+    with pytest.raises(ToolDefinitionError, match="does not point inside the schema"):
+        Tool.from_schema(lambda **kw: kw, name="t", description="d", input_schema={
+            "type": "object", "properties": {"a": {"type": "object"}},
+            "default": {"a": {"$ref": "http://example.com/schema"}},
+        })
+
+
+def test_a_plain_schemas_validator_is_made_at_its_first_refusal() -> None:
+    from jianmu.errors import ToolInputError
+
+    schema = {"type": "object", "required": ["n"], "additionalProperties": False,
+              "properties": {"n": {"type": "integer", "description": "lazy 1"}}}
+    made = Tool.from_schema(lambda n: n, name="t", description="d", input_schema=schema)
+    checked = made._arguments._checked
+    assert checked._validator is None  # nothing built at registration
+    assert made.validate_args({"n": 2}) == {"n": 2}
+    assert checked._validator is None  # the plan accepted it
+    with pytest.raises(ToolInputError, match="is not of type 'integer'"):
+        made.validate_args({"n": "x"})
+    assert checked._validator is not None
+    schema["properties"]["n"]["type"] = "string"  # the caller's dict: no tool reads it
+    with pytest.raises(ToolInputError, match="is not of type 'integer'"):
+        made.validate_args({"n": "x"})
