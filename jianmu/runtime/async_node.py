@@ -20,7 +20,7 @@ import asyncio
 import itertools
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import py_trees
@@ -40,10 +40,12 @@ __all__ = (
     "IDLE_PLAN",
     "STATUSES",
     "AsyncNode",
+    "LeanBehaviour",
     "LeanExtras",
     "RuntimeNode",
     "TickPlan",
     "Ticker",
+    "adopt",
     "behaviour_tick",
     "checked",
     "close_tree",
@@ -70,14 +72,17 @@ def coerce_status(value: Any) -> Status:
 class _MadeOnRead:
     """One of the extras py_trees gives every node (its id, logger, blackboard clients, a
     spare tick generator), which most runs never read: made when first read, not kept when
-    py_trees' ``__init__`` makes it. Thousands of runs in flight hold fewer objects so."""
+    py_trees' ``__init__`` makes it. Thousands of runs in flight hold fewer objects so.
 
-    def __init__(self, make: Any, keep: Any = None) -> None:
+    The value lives in an ordinary attribute (``_made_<name>``), set and read through
+    ``object``'s own methods: reading ``node.__dict__`` would make CPython build the node a
+    dict of its own (one more object the collector tracks, per node of every run)."""
+
+    def __init__(self, make: Any, keep: Any) -> None:
         self.make = make
         """Makes the value on first read, from the node."""
         self.keep = keep
-        """Whether a value assigned is kept (else it is made again when read); default: kept
-        unless assigned by py_trees' ``__init__`` (before the node has a name)."""
+        """Whether a value assigned is kept (else it is made again when read)."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.slot = f"_made_{name}"
@@ -85,18 +90,17 @@ class _MadeOnRead:
     def __get__(self, node: Any, owner: type | None = None) -> Any:
         if node is None:
             return self
-        values = node.__dict__
-        value = values.get(self.slot, _UNSET)
+        value = getattr(node, self.slot, _UNSET)
         if value is _UNSET:
-            value = values[self.slot] = self.make(node)
+            value = self.make(node)
+            object.__setattr__(node, self.slot, value)
         return value
 
     def __set__(self, node: Any, value: Any) -> None:
-        keep = self.keep(node, value) if self.keep is not None else "name" in node.__dict__
-        if keep:
-            node.__dict__[self.slot] = value
-        else:
-            node.__dict__.pop(self.slot, None)
+        if self.keep(node, value):
+            object.__setattr__(node, self.slot, value)
+        elif hasattr(node, self.slot):
+            object.__delattr__(node, self.slot)
 
 
 _UNSET: Any = object()
@@ -108,8 +112,7 @@ class LeanExtras:
     py_trees' ``__init__`` has not made one)."""
 
     id = _MadeOnRead(lambda node: uuid.uuid4(), keep=lambda node, value: True)
-    """py_trees' ``__init__`` has made one already (a uuid4 costs several µs): kept, since a
-    parent's ``add_child`` reads it at once anyway."""
+    """py_trees' ``__init__`` makes one (a uuid4 costs several µs): kept when it does."""
     logger = _MadeOnRead(
         lambda node: py_trees.logging.Logger(node.name),
         # py_trees' own logger is a function of the name: made again when asked for
@@ -118,6 +121,40 @@ class LeanExtras:
     blackboards = _MadeOnRead(lambda node: [], keep=lambda node, value: bool(value))
     iterator = _MadeOnRead(lambda node: None, keep=lambda node, value: False)
     """Never read by py_trees, which sets it on every stop: nothing is kept."""
+
+
+class LeanBehaviour(LeanExtras, Behaviour):
+    """`Behaviour` whose ``__init__`` makes none of the extras (`LeanExtras`): no uuid4, no
+    logger, no blackboard list, no spare tick generator; each is made when first read.
+
+    Listed as the last base, after a py_trees composite or decorator (``class
+    X(Sequence, LeanBehaviour)``), so that their ``__init__`` reaches this one rather than
+    `Behaviour.__init__`; the node has every attribute py_trees' own gives it.
+    """
+
+    def __init__(self, name: str) -> None:
+        # py_trees 2.6's Behaviour.__init__, minus what `LeanExtras` makes on read
+        if not isinstance(name, str):
+            raise TypeError(f"a behaviour name should be a string, but you passed in {type(name)}")
+        self.name = name
+        self.qualified_name = f"{self.__class__.__qualname__}/{name}"
+        self.status = Status.INVALID
+        self.parent: Behaviour | None = None
+        self.children: list[Behaviour] = []
+        self.feedback_message = ""
+        self.blackbox_level = py_trees.common.BlackBoxLevel.NOT_A_BLACKBOX
+
+
+def adopt(parent: Behaviour, children: Iterable[Behaviour]) -> None:
+    """`Composite.add_children` without reading each child's ``id`` (which makes a uuid4 on
+    a `LeanBehaviour`): the same checks, the same order."""
+    for child in children:
+        if not isinstance(child, Behaviour):
+            raise TypeError(f"children must be behaviours, but you passed in {type(child)}")
+        parent.children.append(child)
+        if child.parent is not None:
+            raise RuntimeError(f"behaviour '{child.name}' already has parent '{child.parent.name}'")
+        child.parent = parent
 
 
 class RuntimeNode(LeanExtras):
@@ -182,7 +219,7 @@ class RuntimeNode(LeanExtras):
         return bound
 
 
-class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
+class AsyncNode(RuntimeNode, LeanBehaviour):
     """A behaviour whose work is ``async def update_async(self) -> Status``.
 
     ``initialise()`` starts the coroutine as a task; ``update()`` returns RUNNING until it is
