@@ -17,6 +17,7 @@ leaf that its parent ticks again, a leaf to poll, a running `Timeout`'s deadline
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import time
 import uuid
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import py_trees
 from py_trees.behaviour import Behaviour
+from py_trees import logging as _py_trees_logging
 from py_trees.common import Status
 from py_trees.composites import Parallel, Selector, Sequence
 from py_trees.decorators import Decorator, Timeout
@@ -343,10 +345,13 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         steps = getattr(ctx, "steps", None)
         work = (self._as_step(steps) if steps is not None and not self.records_own_steps
                 else self.update_async())
+        # the task's own copy of the context also serves its done callback, which would
+        # copy the context again (one more object per task in flight) if given none
+        context = contextvars.copy_context()
         task = self._task = asyncio.get_running_loop().create_task(
-            work, name=f"jianmu:{self.path or self.name}")
+            work, name=f"jianmu:{self.path or self.name}", context=context)
         if ctx is not None:
-            task.add_done_callback(self._done)
+            task.add_done_callback(self._done, context=context)
 
     def _done(self, task: asyncio.Task[Status]) -> None:
         """Wake the runner to report the finished task, unless a tick already has: a task
@@ -408,13 +413,14 @@ async def close_tree(root: Any) -> None:
             await closer()
 
 
+_INFO = _py_trees_logging.Level.INFO
 STATUSES = tuple(Status)
 """The valid results of ``update()`` (a tuple: membership must not hash what it is given)."""
 
 
 def logs_debug() -> bool:
     """Whether py_trees logs at its debug level (then the nodes keep py_trees' own methods)."""
-    return bool(py_trees.logging.level < py_trees.logging.Level.INFO)
+    return _py_trees_logging.level < _INFO  # asked on every tick and stop of every node
 
 
 def checked(node: Behaviour, status: Status) -> Status:
