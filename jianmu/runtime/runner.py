@@ -21,14 +21,7 @@ from py_trees.common import Status
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed
-from jianmu.runtime.async_node import (
-    IDLE_PLAN,
-    AsyncNode,
-    Ticker,
-    WakeEvent,
-    close_tree,
-    expire,
-)
+from jianmu.runtime.async_node import IDLE_PLAN, AsyncNode, Ticker, WakeEvent, close_tree, expire
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
