@@ -25,8 +25,8 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import py_trees
-from py_trees.behaviour import Behaviour
 from py_trees import logging as _py_trees_logging
+from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 from py_trees.composites import Parallel, Selector, Sequence
 from py_trees.decorators import Decorator, Timeout
@@ -595,9 +595,9 @@ class WakeEvent:
         self._set = False
 
     def wait(self) -> asyncio.Future[bool]:
-        """A future done (True) once it is set; at once if it is. Waiters at the same time
-        share it, so a waiter that may be cancelled waits on it through a task of its own
-        (``asyncio.wait``, ``wait_for`` do)."""
+        """A future done (True) once it is set; at once if it is. A second waiter meanwhile
+        gets the same future, so cancelling it (its sleeper cancelled) ends both waits; the
+        next ``wait()`` makes a new one."""
         waiter = self._waiter
         if waiter is None or waiter.done():
             waiter = self._loop.create_future()
