@@ -10,7 +10,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
@@ -874,13 +874,17 @@ class ReactiveRunner:
             self.ctx.events.emit("run.suspended", pending=[r.id for r in pending])
         return _Outcome(RunStatus.SUSPENDED, pending=pending)
 
-    async def _wait_for_wake(self, wait: float | None) -> bool:
-        """Sleep until woken (True) or ``wait`` seconds have passed (False)."""
+    def _wait_for_wake(self, wait: float | None) -> Awaitable[bool]:
+        """Sleep until woken (True) or ``wait`` seconds have passed (False); untimed, the wake
+        event's own future (no coroutine kept per sleeping run)."""
         event = self._wake_event
         assert event is not None
+        if wait is None:
+            return event.wait()
+        return self._timed_wait(event, wait)
+
+    async def _timed_wait(self, event: WakeEvent, wait: float) -> bool:
         waiter = event.wait()
-        if wait is None:  # no deadline: nothing to time
-            return await waiter
         assert self._loop is not None
         timer = self._loop.call_later(max(wait, 0.0), expire, waiter)
         try:
