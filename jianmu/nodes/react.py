@@ -18,8 +18,9 @@ from jianmu.nodes.output import OutputMode
 from jianmu.nodes.state import tokens_spent
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
 from jianmu.runtime.async_node import (
-    LeanExtras,
+    LeanBehaviour,
     RuntimeNode,
+    adopt,
     checked,
     composite_stop,
     decorator_stop,
@@ -31,9 +32,13 @@ from jianmu.tools.registry import ToolSet
 __all__ = ("ReActLoop", "create_react_node")
 
 
-class _Round(LeanExtras, py_trees.composites.Sequence):
+class _Round(py_trees.composites.Sequence, LeanBehaviour):
     """One round, model then tools: a py_trees Sequence with memory that ticks and stops as
     py_trees' does, without its unread debug strings (`jianmu.runtime.async_node`)."""
+
+    def __init__(self, name: str, children: Sequence[py_trees.behaviour.Behaviour]) -> None:
+        super().__init__(name, memory=True)
+        adopt(self, children)  # py_trees' add_child would read (so make) each child's uuid
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
         if logs_debug():
@@ -47,7 +52,7 @@ class _Round(LeanExtras, py_trees.composites.Sequence):
         composite_stop(self, new_status)
 
 
-class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
+class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
     """Repeats its child (one model → tools round) until ``final_answer`` is set.
 
     SUCCESS once the model answers without tool calls; FAILURE with the reason when
@@ -78,7 +83,11 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator):
     def limits(self) -> tuple[int, int | None]:
         """The effective ``max_iterations`` and token budget (smallest of every layer)."""
         merged = self.effective_constraints
-        iterations = min(v for v in (self.max_iterations, merged.max_iterations) if v)
+        mine, theirs = self.max_iterations, merged.max_iterations
+        if mine and theirs:  # asked after every round: no generator for the common case
+            iterations = theirs if theirs < mine else mine
+        else:
+            iterations = min(v for v in (mine, theirs) if v)
         return iterations, merged.guard.budget.total_tokens
 
     _next_round_in_tick = False
@@ -243,7 +252,7 @@ def create_react_node(
         output_retries=output_retries, history=history, handoffs=handoffs,
         input_guardrails=input_guardrails, output_guardrails=output_guardrails,
     )
-    round_ = _Round(f"{name}.round", memory=True, children=[model, executor])
+    round_ = _Round(f"{name}.round", [model, executor])
     child: py_trees.behaviour.Behaviour = round_
     if handoffs:
         model.agent_name = name

@@ -17,13 +17,15 @@ leaf that its parent ticks again, a leaf to poll, a running `Timeout`'s deadline
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import py_trees
+from py_trees import logging as _py_trees_logging
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 from py_trees.composites import Parallel, Selector, Sequence
@@ -40,16 +42,20 @@ __all__ = (
     "IDLE_PLAN",
     "STATUSES",
     "AsyncNode",
+    "LeanBehaviour",
     "LeanExtras",
     "RuntimeNode",
     "TickPlan",
     "Ticker",
+    "WakeEvent",
+    "adopt",
     "behaviour_tick",
     "checked",
     "close_tree",
     "coerce_status",
     "composite_stop",
     "decorator_stop",
+    "expire",
     "logs_debug",
     "sequence_tick",
     "ticked_again",
@@ -70,14 +76,17 @@ def coerce_status(value: Any) -> Status:
 class _MadeOnRead:
     """One of the extras py_trees gives every node (its id, logger, blackboard clients, a
     spare tick generator), which most runs never read: made when first read, not kept when
-    py_trees' ``__init__`` makes it. Thousands of runs in flight hold fewer objects so."""
+    py_trees' ``__init__`` makes it. Thousands of runs in flight hold fewer objects so.
 
-    def __init__(self, make: Any, keep: Any = None) -> None:
+    The value lives in an ordinary attribute (``_made_<name>``), set and read through
+    ``object``'s own methods: reading ``node.__dict__`` would make CPython build the node a
+    dict of its own (one more object the collector tracks, per node of every run)."""
+
+    def __init__(self, make: Any, keep: Any) -> None:
         self.make = make
         """Makes the value on first read, from the node."""
         self.keep = keep
-        """Whether a value assigned is kept (else it is made again when read); default: kept
-        unless assigned by py_trees' ``__init__`` (before the node has a name)."""
+        """Whether a value assigned is kept (else it is made again when read)."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.slot = f"_made_{name}"
@@ -85,18 +94,17 @@ class _MadeOnRead:
     def __get__(self, node: Any, owner: type | None = None) -> Any:
         if node is None:
             return self
-        values = node.__dict__
-        value = values.get(self.slot, _UNSET)
+        value = getattr(node, self.slot, _UNSET)
         if value is _UNSET:
-            value = values[self.slot] = self.make(node)
+            value = self.make(node)
+            object.__setattr__(node, self.slot, value)
         return value
 
     def __set__(self, node: Any, value: Any) -> None:
-        keep = self.keep(node, value) if self.keep is not None else "name" in node.__dict__
-        if keep:
-            node.__dict__[self.slot] = value
-        else:
-            node.__dict__.pop(self.slot, None)
+        if self.keep(node, value):
+            object.__setattr__(node, self.slot, value)
+        elif hasattr(node, self.slot):
+            object.__delattr__(node, self.slot)
 
 
 _UNSET: Any = object()
@@ -108,8 +116,7 @@ class LeanExtras:
     py_trees' ``__init__`` has not made one)."""
 
     id = _MadeOnRead(lambda node: uuid.uuid4(), keep=lambda node, value: True)
-    """py_trees' ``__init__`` has made one already (a uuid4 costs several µs): kept, since a
-    parent's ``add_child`` reads it at once anyway."""
+    """py_trees' ``__init__`` makes one (a uuid4 costs several µs): kept when it does."""
     logger = _MadeOnRead(
         lambda node: py_trees.logging.Logger(node.name),
         # py_trees' own logger is a function of the name: made again when asked for
@@ -118,6 +125,40 @@ class LeanExtras:
     blackboards = _MadeOnRead(lambda node: [], keep=lambda node, value: bool(value))
     iterator = _MadeOnRead(lambda node: None, keep=lambda node, value: False)
     """Never read by py_trees, which sets it on every stop: nothing is kept."""
+
+
+class LeanBehaviour(LeanExtras, Behaviour):
+    """`Behaviour` whose ``__init__`` makes none of the extras (`LeanExtras`): no uuid4, no
+    logger, no blackboard list, no spare tick generator; each is made when first read.
+
+    Listed as the last base, after a py_trees composite or decorator (``class
+    X(Sequence, LeanBehaviour)``), so that their ``__init__`` reaches this one rather than
+    `Behaviour.__init__`; the node has every attribute py_trees' own gives it.
+    """
+
+    def __init__(self, name: str) -> None:
+        # py_trees 2.6's Behaviour.__init__, minus what `LeanExtras` makes on read
+        if not isinstance(name, str):
+            raise TypeError(f"a behaviour name should be a string, but you passed in {type(name)}")
+        self.name = name
+        self.qualified_name = f"{self.__class__.__qualname__}/{name}"
+        self.status = Status.INVALID
+        self.parent: Behaviour | None = None
+        self.children: list[Behaviour] = []
+        self.feedback_message = ""
+        self.blackbox_level = py_trees.common.BlackBoxLevel.NOT_A_BLACKBOX
+
+
+def adopt(parent: Behaviour, children: Iterable[Behaviour]) -> None:
+    """`Composite.add_children` without reading each child's ``id`` (which makes a uuid4 on
+    a `LeanBehaviour`): the same checks, the same order."""
+    for child in children:
+        if not isinstance(child, Behaviour):
+            raise TypeError(f"children must be behaviours, but you passed in {type(child)}")
+        parent.children.append(child)
+        if child.parent is not None:
+            raise RuntimeError(f"behaviour '{child.name}' already has parent '{child.parent.name}'")
+        child.parent = parent
 
 
 class RuntimeNode(LeanExtras):
@@ -182,7 +223,7 @@ class RuntimeNode(LeanExtras):
         return bound
 
 
-class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
+class AsyncNode(RuntimeNode, LeanBehaviour):
     """A behaviour whose work is ``async def update_async(self) -> Status``.
 
     ``initialise()`` starts the coroutine as a task; ``update()`` returns RUNNING until it is
@@ -304,10 +345,13 @@ class AsyncNode(RuntimeNode, py_trees.behaviour.Behaviour):
         steps = getattr(ctx, "steps", None)
         work = (self._as_step(steps) if steps is not None and not self.records_own_steps
                 else self.update_async())
+        # the task's own copy of the context also serves its done callback, which would
+        # copy the context again (one more object per task in flight) if given none
+        context = contextvars.copy_context()
         task = self._task = asyncio.get_running_loop().create_task(
-            work, name=f"jianmu:{self.path or self.name}")
+            work, name=f"jianmu:{self.path or self.name}", context=context)
         if ctx is not None:
-            task.add_done_callback(self._done)
+            task.add_done_callback(self._done, context=context)
 
     def _done(self, task: asyncio.Task[Status]) -> None:
         """Wake the runner to report the finished task, unless a tick already has: a task
@@ -369,13 +413,14 @@ async def close_tree(root: Any) -> None:
             await closer()
 
 
+_INFO = _py_trees_logging.Level.INFO
 STATUSES = tuple(Status)
 """The valid results of ``update()`` (a tuple: membership must not hash what it is given)."""
 
 
 def logs_debug() -> bool:
     """Whether py_trees logs at its debug level (then the nodes keep py_trees' own methods)."""
-    return bool(py_trees.logging.level < py_trees.logging.Level.INFO)
+    return _py_trees_logging.level < _INFO  # asked on every tick and stop of every node
 
 
 def checked(node: Behaviour, status: Status) -> Status:
@@ -519,6 +564,56 @@ def _kind(cls: type) -> int:
     return kind
 
 
+class WakeEvent:
+    """`asyncio.Event` for a runner's loop and its one sleeper at a time: ``set``, ``clear``,
+    ``is_set`` and ``wait``, where ``wait()`` hands out one future, not a coroutine, and no
+    deque of waiters is kept. A runner sleeps on it after most ticks, with thousands of runs
+    in flight: each object less per run is one less for the cyclic collector to walk."""
+
+    __slots__ = ("_loop", "_set", "_waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._set = False
+        self._waiter: asyncio.Future[bool] | None = None
+
+    def is_set(self) -> bool:
+        """Whether it was set since the last `clear`."""
+        return self._set
+
+    def set(self) -> None:
+        """Set it and end the wait of whoever waits (on the loop's thread only)."""
+        self._set = True
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(True)
+
+    def clear(self) -> None:
+        """Unset it."""
+        self._set = False
+
+    def wait(self) -> asyncio.Future[bool]:
+        """A future done (True) once it is set; at once if it is. A second waiter meanwhile
+        gets the same future, so cancelling it (its sleeper cancelled) ends both waits; the
+        next ``wait()`` makes a new one."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._loop.create_future()
+            if self._set:
+                waiter.set_result(True)
+            else:
+                self._waiter = waiter
+        return waiter
+
+
+def expire(waiter: asyncio.Future[bool]) -> None:
+    """End a `WakeEvent.wait` that timed out (False), unless it ended already."""
+    if not waiter.done():
+        waiter.set_result(False)
+
+
 class Ticker:
     """Ticks a tree and plans the next tick; keeps what it needs to see the tree at rest."""
 
@@ -529,7 +624,7 @@ class Ticker:
         """Forget the last tick (a new run starts)."""
         self._at_rest = None
 
-    def tick(self, root: Behaviour, woken: asyncio.Event) -> TickPlan:
+    def tick(self, root: Behaviour, woken: asyncio.Event | WakeEvent) -> TickPlan:
         """Tick ``root`` once and plan the next tick.
 
         The next tick is due at once after a node returned RUNNING with no running child (a

@@ -10,7 +10,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
@@ -21,7 +21,7 @@ from py_trees.common import Status
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed
-from jianmu.runtime.async_node import IDLE_PLAN, AsyncNode, Ticker, close_tree
+from jianmu.runtime.async_node import IDLE_PLAN, AsyncNode, Ticker, WakeEvent, close_tree, expire
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
@@ -178,6 +178,8 @@ def _shut_down(loop: asyncio.AbstractEventLoop, pid: int) -> None:
 
 
 _CHECKPOINT_VERSION = 1
+_NO_SPAN = nullcontext()
+"""The span of a run that records none (one for all: a `nullcontext` keeps nothing)."""
 _NO_ROLES: frozenset[str] = frozenset()
 
 
@@ -193,9 +195,9 @@ def _one_owner(
     run: Callable[Concatenate[ReactiveRunner, _P], Coroutine[Any, Any, RunResult]],
 ) -> Callable[Concatenate[ReactiveRunner, _P], Coroutine[Any, Any, RunResult]]:
     """Wrap `ReactiveRunner.run`: claim the run first, keep the lease while it goes on, give
-    it up when it returns (a sub-agent's run goes under its caller's lease)."""
+    it up when it returns (a sub-agent's run goes under its caller's lease). A runner with no
+    lease to take (no leasing checkpointer) gets ``run``'s own coroutine, not one around it."""
 
-    @functools.wraps(run)
     async def claimed(self: ReactiveRunner, *args: _P.args, **kwargs: _P.kwargs) -> RunResult:
         claim = self._claim
         if claim is None or self.is_sub_run or self._running:
@@ -207,7 +209,15 @@ def _one_owner(
         finally:
             claim.release()
 
-    return claimed
+    @functools.wraps(run)
+    def start(
+        self: ReactiveRunner, *args: _P.args, **kwargs: _P.kwargs
+    ) -> Coroutine[Any, Any, RunResult]:
+        if self._claim is None:
+            return run(self, *args, **kwargs)
+        return claimed(self, *args, **kwargs)
+
+    return start
 
 
 class ReactiveRunner:
@@ -279,7 +289,7 @@ class ReactiveRunner:
         self._loop_thread: int | None = None
         self._sync_loop: asyncio.AbstractEventLoop | None = None
         self._sync_pid = 0
-        self._wake_event: asyncio.Event | None = None
+        self._wake_event: WakeEvent | None = None
         self._cancel_requested = False
         self._running = False
         self._is_set_up = False
@@ -483,7 +493,7 @@ class ReactiveRunner:
             self.ctx.agent_runs[0] = 0
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        self._wake_event = asyncio.Event()
+        self._wake_event = WakeEvent(self._loop)
         started = time.monotonic()
         ticks_before = self.ticks
         try:
@@ -847,7 +857,7 @@ class ReactiveRunner:
                     self._stop_tree()
                     return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
                 wake.clear()  # cancel() sets it: a waiter on it ends the wait
-                woken = asyncio.get_running_loop().create_task(wake.wait())
+                woken = wake.wait()
                 try:
                     await asyncio.wait([*tasks, woken], timeout=remaining,
                                        return_when=asyncio.FIRST_COMPLETED)
@@ -864,17 +874,23 @@ class ReactiveRunner:
             self.ctx.events.emit("run.suspended", pending=[r.id for r in pending])
         return _Outcome(RunStatus.SUSPENDED, pending=pending)
 
-    async def _wait_for_wake(self, wait: float | None) -> bool:
-        """Sleep until woken (True) or ``wait`` seconds have passed (False)."""
-        assert self._wake_event is not None
-        if wait is None:  # no deadline: nothing to time (wait_for would only wrap)
-            await self._wake_event.wait()
-            return True
+    def _wait_for_wake(self, wait: float | None) -> Awaitable[bool]:
+        """Sleep until woken (True) or ``wait`` seconds have passed (False); untimed, the wake
+        event's own future (no coroutine kept per sleeping run)."""
+        event = self._wake_event
+        assert event is not None
+        if wait is None:
+            return event.wait()
+        return self._timed_wait(event, wait)
+
+    async def _timed_wait(self, event: WakeEvent, wait: float) -> bool:
+        waiter = event.wait()
+        assert self._loop is not None
+        timer = self._loop.call_later(max(wait, 0.0), expire, waiter)
         try:
-            await asyncio.wait_for(self._wake_event.wait(), max(wait, 0.0))
-        except TimeoutError:
-            return self._wake_event.is_set()
-        return True
+            return await waiter or event.is_set()
+        finally:
+            timer.cancel()
 
     def _stop_tree(self) -> None:
         if self.root.status is Status.RUNNING:
@@ -940,7 +956,7 @@ class ReactiveRunner:
 
     def _span(self) -> Any:
         if self.ctx.tracer is None:  # nothing to record: no generator held for the whole run
-            return nullcontext()
+            return _NO_SPAN
         from jianmu.runtime.events import span
 
         return span(

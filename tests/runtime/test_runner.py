@@ -368,6 +368,46 @@ def test_py_trees_extras_are_made_when_read() -> None:
     assert root.remove_child(leaf) == 0 and root.children == []
 
 
+def test_lean_behaviour_has_every_attribute_py_trees_gives() -> None:
+    """`LeanBehaviour.__init__` sets what py_trees' `Behaviour.__init__` sets (the extras made
+    on read): a py_trees release that adds an attribute fails here, not in a run."""
+    from jianmu.runtime.async_node import LeanBehaviour, LeanExtras
+
+    class Ours(LeanBehaviour):
+        def update(self) -> Status:
+            return Status.SUCCESS
+
+    theirs, ours = py_trees.behaviours.Success("x"), Ours("x")
+    made_on_read = {name for name in vars(LeanExtras) if not name.startswith("_")}
+    assert made_on_read == {"id", "logger", "blackboards", "iterator"}
+    assert set(vars(theirs)) == set(vars(ours)) | made_on_read
+    for name in ("name", "status", "parent", "children", "feedback_message", "blackbox_level"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours.qualified_name == f"{Ours.__qualname__}/x"
+    with pytest.raises(TypeError):
+        LeanBehaviour(3)  # type: ignore[arg-type]
+
+
+def test_building_a_react_agent_makes_no_uuid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No node of a ReAct tree makes its py_trees id (a uuid4: a system call) until read."""
+    from jianmu.llm.scripted import ScriptedLLM
+    from jianmu.nodes import create_react_node
+
+    made: list[uuid.UUID] = []
+    real = uuid.uuid4
+
+    def counted() -> uuid.UUID:
+        made.append(real())
+        return made[-1]
+
+    monkeypatch.setattr(uuid, "uuid4", counted)
+    loop = create_react_node(ScriptedLLM(["done"]), [])
+    assert made == []
+    ids = {node.id for node in loop.iterate()}
+    assert len(ids) == 4 and len(made) == 4
+    assert loop.id == loop.id and len(made) == 4
+
+
 def test_each_async_node_has_its_own_id() -> None:
     """The id is made on first read (`LeanExtras`): still one per node, never shared."""
     nodes = [Wait("x", write=False) for _ in range(1000)]
