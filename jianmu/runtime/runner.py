@@ -195,9 +195,9 @@ def _one_owner(
     run: Callable[Concatenate[ReactiveRunner, _P], Coroutine[Any, Any, RunResult]],
 ) -> Callable[Concatenate[ReactiveRunner, _P], Coroutine[Any, Any, RunResult]]:
     """Wrap `ReactiveRunner.run`: claim the run first, keep the lease while it goes on, give
-    it up when it returns (a sub-agent's run goes under its caller's lease). A runner with no
-    lease to take (no leasing checkpointer) gets ``run``'s own coroutine, not one around it."""
+    it up when it returns (a sub-agent's run goes under its caller's lease)."""
 
+    @functools.wraps(run)
     async def claimed(self: ReactiveRunner, *args: _P.args, **kwargs: _P.kwargs) -> RunResult:
         claim = self._claim
         if claim is None or self.is_sub_run or self._running:
@@ -209,15 +209,7 @@ def _one_owner(
         finally:
             claim.release()
 
-    @functools.wraps(run)
-    def start(
-        self: ReactiveRunner, *args: _P.args, **kwargs: _P.kwargs
-    ) -> Coroutine[Any, Any, RunResult]:
-        if self._claim is None:
-            return run(self, *args, **kwargs)
-        return claimed(self, *args, **kwargs)
-
-    return start
+    return claimed
 
 
 class ReactiveRunner:
