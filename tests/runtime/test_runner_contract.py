@@ -730,3 +730,18 @@ async def test_a_deadline_passed_during_a_tick_ends_the_run_after_it() -> None:
     result = await runner.run(timeout=0.01)
     assert result.status is RunStatus.TIMEOUT and result.ticks == 1
     assert gate.status is Status.INVALID
+
+
+@pytest.mark.parametrize("status", list(RunStatus))
+def test_ok_is_true_for_success_only(status: RunStatus) -> None:
+    assert RunResult(status=status, run_id="r").ok is (status is RunStatus.SUCCESS)
+
+
+def test_run_keeps_its_name_and_documentation_under_the_lease_wrapper() -> None:
+    import inspect
+
+    run = ReactiveRunner.run
+    assert run.__name__ == "run"
+    assert run.__doc__ and run.__doc__.startswith("Tick until the root finishes")
+    assert inspect.iscoroutinefunction(run)  # awaited, and seen as a coroutine function
+    assert list(inspect.signature(run).parameters) == ["self", "max_ticks", "timeout"]
