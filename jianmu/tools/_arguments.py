@@ -614,7 +614,7 @@ _KEY = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 per call."""
 
 
-def _schema_key(schema: Mapping[str, Any]) -> str | None:
+def schema_key(schema: Mapping[str, Any]) -> str | None:
     """The schema's JSON text, or None when it holds anything but JSON (never cached then)."""
     try:
         return _KEY(schema)
@@ -673,12 +673,14 @@ class SchemaArguments:
     """
 
     def __init__(
-        self, tool: str, schema: Mapping[str, Any], *, accepted: frozenset[str] | None
+        self, tool: str, schema: Mapping[str, Any], *, accepted: frozenset[str] | None,
+        key: str | None = None,
     ) -> None:
         self.tool = tool
         self.schema = schema
         self.accepted = accepted
-        key = _schema_key(schema)
+        if key is None:  # given by a caller that has just made it (`schema_key(schema)`)
+            key = schema_key(schema)
         found = _CHECKED.get(key) if key is not None else None
         if found is not None:
             checked = found

@@ -28,6 +28,7 @@ import copy
 import functools
 import importlib
 import inspect
+import json
 import sys
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -810,9 +811,10 @@ class SchemaTool(Tool):
             raise ToolDefinitionError(str(name), [
                 f"input_schema must be a JSON Schema object, got {type(input_schema).__name__}"
             ])
+        key = _arguments.schema_key(input_schema)
         _assign(self, {
             "name": name, "description": description or "",
-            "input_schema": _copy_schema(input_schema),
+            "input_schema": _private_copy(input_schema, key),
             "output_schema": dict(output_schema) if output_schema is not None else {},
             "_fn": fn,
         })
@@ -829,8 +831,10 @@ class SchemaTool(Tool):
                     f"schema property {p!r} is not a parameter of the function "
                     f"({', '.join(sorted(accepted)) or 'none'})" for p in missing
                 ])
+        parameters = self.parameters
         self._arguments = _arguments.SchemaArguments(
-            self.name, self.parameters, accepted=None if self.wraps_input else accepted
+            self.name, parameters, accepted=None if self.wraps_input else accepted,
+            key=key if parameters is self.input_schema else None,  # its JSON, made above
         )
         call = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
         if inspect.iscoroutinefunction(inspect.unwrap(fn)) or inspect.iscoroutinefunction(call):
@@ -875,6 +879,17 @@ def _copy_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """``copy.deepcopy(dict(schema))``, JSON's own types copied by hand (several times faster
     on a tool's schema), anything else by ``copy.deepcopy``."""
     return _copy_dict(dict(schema))
+
+
+def _private_copy(schema: Mapping[str, Any], key: str | None) -> dict[str, Any]:
+    """A tool's own copy of ``schema``: parsed from its JSON text ``key`` (one C pass, where
+    the key is made anyway) when that gives back the same schema, else `_copy_schema` (a
+    tuple, a key that is not a string: what JSON would not give back as it was given)."""
+    if key is not None:
+        parsed = json.loads(key)
+        if type(parsed) is dict and parsed == schema:
+            return parsed
+    return _copy_schema(schema)
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})

@@ -478,3 +478,22 @@ def test_a_subclass_property_still_takes_what_a_tool_is_built_with() -> None:
     assert made.tool_spec.version == "2.0.0"
     made.version = "2.1.0"  # the spec follows, as for any tool
     assert made.tool_spec.version == "2.1.0"
+
+
+def test_a_schema_tools_schema_is_its_own_copy_and_keeps_what_json_would_change() -> None:
+    def pick(x: str) -> str:
+        return x
+
+    schema: dict[str, Any] = {"type": "object", "required": ["x"],
+                              "properties": {"x": {"type": "string", "enum": ["a", "b"]}}}
+    made = Tool.from_openai({"name": "pick", "parameters": schema}, pick)
+    schema["properties"]["x"]["enum"].append("c")  # the caller's dict, changed later
+    assert made.input_schema["properties"]["x"]["enum"] == ["a", "b"]
+    assert list(made.input_schema["properties"]) == ["x"]  # key order kept
+    with pytest.raises(ToolInputError):
+        made.bind_args({"x": "c"})
+    # a tuple is not what JSON gives back: copied as given, not turned into a list
+    odd: dict[str, Any] = {"type": "object", "properties": {"x": {"enum": ("a", "b")}}}
+    kept = Tool.from_openai({"name": "pick", "parameters": odd}, pick)
+    assert kept.input_schema["properties"]["x"]["enum"] == ("a", "b")
+    assert kept.input_schema["properties"]["x"] is not odd["properties"]["x"]
