@@ -24,7 +24,6 @@ Derived defaults (documented once, here):
 from __future__ import annotations
 
 import abc
-import copy
 import functools
 import importlib
 import inspect
@@ -45,6 +44,7 @@ from jianmu.tools import _arguments
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
+    copy_schema,
     declared_injection,
     fill_injected,
     function_schema,
@@ -875,45 +875,15 @@ class SchemaTool(Tool):
         return f"<SchemaTool {self.name!r} of {getattr(self._fn, '__qualname__', self._fn)!r}>"
 
 
-def _copy_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """``copy.deepcopy(dict(schema))``, JSON's own types copied by hand (several times faster
-    on a tool's schema), anything else by ``copy.deepcopy``."""
-    return _copy_dict(dict(schema))
-
-
 def _private_copy(schema: Mapping[str, Any], key: str | None) -> dict[str, Any]:
     """A tool's own copy of ``schema``: parsed from its JSON text ``key`` (one C pass, where
-    the key is made anyway) when that gives back the same schema, else `_copy_schema` (a
+    the key is made anyway) when that gives back the same schema, else `copy_schema` (a
     tuple, a key that is not a string: what JSON would not give back as it was given)."""
     if key is not None:
         parsed = json.loads(key)
         if type(parsed) is dict and parsed == schema:
             return parsed
-    return _copy_schema(schema)
-
-
-_ATOMS = frozenset({str, int, float, bool, type(None)})
-"""JSON's immutable types: a copy is the value itself (checked inline: most values are)."""
-
-
-def _copy_dict(copied: dict[str, Any]) -> dict[str, Any]:
-    """``copied`` (a shallow copy) with its containers copied in turn: most values are atoms,
-    left as the shallow copy has them."""
-    for k, v in copied.items():  # replacing values, never keys: safe while iterating
-        if type(v) not in _ATOMS:
-            copied[k] = _copy_json(v)
-    return copied
-
-
-def _copy_json(value: Any) -> Any:
-    kind = type(value)
-    if kind is dict:
-        return _copy_dict(dict(value))
-    if kind is list:
-        return [v if type(v) in _ATOMS else _copy_json(v) for v in value]
-    if kind in _ATOMS:
-        return value
-    return copy.deepcopy(value)
+    return copy_schema(schema)
 
 
 def _openai_function(definition: Mapping[str, Any]) -> Mapping[str, Any]:
