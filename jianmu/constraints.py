@@ -42,7 +42,7 @@ from __future__ import annotations
 import copy
 import os
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -72,6 +72,7 @@ __all__ = (
     "SandboxDefaults",
     "SkillConstraints",
     "is_read_only",
+    "once_per_read_only",
     "read_only",
     "stricter_policy",
 )
@@ -293,6 +294,21 @@ def read_only(model: _M) -> _M:
 def is_read_only(model: BaseModel) -> bool:
     """Whether `read_only` made ``model`` read-only."""
     return id(model) in _READ_ONLY
+
+
+_T = TypeVar("_T")
+
+
+def once_per_read_only(model: _M, kept: dict[int, _T], make: Callable[[_M], _T]) -> _T:
+    """``make(model)``, worked out once per read-only ``model`` and kept in ``kept`` (a
+    read-only model lives for good and never changes, so its id stays its own); any other
+    model may change, so its is worked out anew on every call."""
+    if not is_read_only(model):
+        return make(model)
+    found = kept.get(id(model))
+    if found is None:
+        found = kept[id(model)] = make(model)
+    return found
 
 
 def _read_only_value(value: Any) -> Any:

@@ -132,16 +132,13 @@ def _makes_constants(factory: Any) -> bool:
     )
 
 
-def _compile_fields(schema: type[BaseModel]) -> dict[str, _Field]:
-    """The schema's fields with their validators, built once per schema class.
+def _compile(schema: type[BaseModel]) -> _Compiled:
+    """The schema's fields with their validators, and its defaults' template, built once per
+    schema class.
 
     Building a TypeAdapter costs about a millisecond; a process that runs thousands of runs
     of one tree (a durable worker) must not pay it per run.
     """
-    return _compile(schema).fields
-
-
-def _compile(schema: type[BaseModel]) -> _Compiled:
     cached = _compiled.get(schema)
     if cached is None:
         fields = _build_fields(schema)

@@ -22,6 +22,7 @@ from jianmu.constraints import (
     SkillConstraints,
     _detached,
     is_read_only,
+    once_per_read_only,
     read_only,
 )
 from jianmu.errors import ConfigError
@@ -524,3 +525,21 @@ def test_a_skill_adds_guardrails_and_never_removes_the_runs() -> None:
 def test_an_unknown_guardrail_is_refused_with_the_registered_names() -> None:
     with pytest.raises(ValueError, match=r"'nosuch' is not a registered guardrail.*prompt_inj"):
         Constraints.model_validate({"guard": {"guardrails": {"input": ["nosuch"]}}})
+
+
+def test_once_per_read_only_keeps_a_read_only_models_result_and_reads_others_anew() -> None:
+    kept: dict[int, str] = {}
+    made: list[str] = []
+
+    def make(model: ExecutionConstraints) -> str:
+        made.append(model.model_dump_json())
+        return made[-1]
+
+    shared = read_only(ExecutionConstraints(timeout_s=5))
+    assert once_per_read_only(shared, kept, make) == once_per_read_only(shared, kept, make)
+    assert len(made) == 1  # worked out once
+    plain = ExecutionConstraints(timeout_s=5)
+    first = once_per_read_only(plain, kept, make)
+    plain.timeout_s = 9  # a plain model may change: its result follows
+    assert once_per_read_only(plain, kept, make) != first
+    assert len(made) == 3 and id(plain) not in kept

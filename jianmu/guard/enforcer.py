@@ -32,7 +32,7 @@ from jianmu.constraints import (
     Constraints,
     GuardConstraints,
     Policy,
-    is_read_only,
+    once_per_read_only,
     stricter_policy,
 )
 from jianmu.errors import ConfigError
@@ -374,18 +374,13 @@ def _policy(guard_json: str) -> ToolPolicyChecker:
 
 
 _SHARED_POLICIES: dict[int, ToolPolicyChecker] = {}
-"""`_policy_for` of each read-only guard (which lives for good: its id stays its own)."""
+"""`_policy_for` of each read-only guard: the runs under the shared defaults dump none per run."""
 
 
 def _policy_for(guard: GuardConstraints | None) -> ToolPolicyChecker:
-    # the runs under the shared read-only constraints need no dump of the guard per run
-    shared = guard is not None and is_read_only(guard)
-    found = _SHARED_POLICIES.get(id(guard)) if shared else None
-    if found is None:
-        found = _policy((guard or GuardConstraints()).model_dump_json())
-        if shared:
-            _SHARED_POLICIES[id(guard)] = found
-    return found
+    return once_per_read_only(
+        guard or GuardConstraints(), _SHARED_POLICIES, lambda g: _policy(g.model_dump_json())
+    )
 
 
 def visible_tools(

@@ -39,7 +39,12 @@ import anyio
 from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
-from jianmu.constraints import Constraints, ExecutionConstraints, is_read_only
+from jianmu.constraints import (
+    Constraints,
+    ExecutionConstraints,
+    is_read_only,
+    once_per_read_only,
+)
 from jianmu.errors import MCPError, ToolError, ToolInputError, ToolSuspended, ToolTimeoutError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
@@ -90,18 +95,13 @@ def error_text(exc: BaseException) -> str:
 
 
 _SIGNATURES: dict[int, str] = {}
-"""The signature of each read-only `ExecutionConstraints` (which lives for good: its id stays
-its own, and it never changes)."""
+"""The signature of each read-only `ExecutionConstraints`: worked out once per process, not
+per batch, for the runs under the shared defaults."""
 
 
 def _signature(execution: ExecutionConstraints) -> str:
     """What tells two execution constraints apart for `RunnerCache`: their JSON."""
-    if not is_read_only(execution):
-        return execution.model_dump_json()
-    found = _SIGNATURES.get(id(execution))
-    if found is None:  # the runs under the shared defaults: once per process, not per batch
-        found = _SIGNATURES[id(execution)] = execution.model_dump_json()
-    return found
+    return once_per_read_only(execution, _SIGNATURES, ExecutionConstraints.model_dump_json)
 
 
 class RunnerCache:
