@@ -83,11 +83,7 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
     def limits(self) -> tuple[int, int | None]:
         """The effective ``max_iterations`` and token budget (smallest of every layer)."""
         merged = self.effective_constraints
-        mine, theirs = self.max_iterations, merged.max_iterations
-        if mine and theirs:  # asked after every round: no generator for the common case
-            iterations = theirs if theirs < mine else mine
-        else:
-            iterations = min(v for v in (mine, theirs) if v)
+        iterations = min(v for v in (self.max_iterations, merged.max_iterations) if v)
         return iterations, merged.guard.budget.total_tokens
 
     _next_round_in_tick = False
