@@ -250,6 +250,18 @@ async def _waiting_child(box: LocalSandbox, not_pid: int | None = None) -> int:
             await anyio.sleep(0.01)
 
 
+async def _groups_ahead(box: LocalSandbox, calls: int) -> None:
+    """Wait until the groups of the next ``calls`` calls are made: a call forks the next one's
+    child ahead only when that call's group is ready as it starts (made on the owner thread,
+    which a busy machine may delay)."""
+    with anyio.fail_after(10):
+        while True:
+            pool = list(_warm(box)._pool)[:calls]
+            if len(pool) == calls and all(made.done() for _, made in pool):
+                return
+            await anyio.sleep(0.01)
+
+
 def _uids(pid: int) -> list[str]:
     with open(f"/proc/{pid}/status") as fh:
         return next(line for line in fh if line.startswith("Uid:")).split()[1:]
@@ -262,9 +274,12 @@ async def test_a_command_cannot_see_or_reuse_the_previous_commands_child(
     async with _prefork_box(tmp_path, bwrap) as box:
         for _ in range(3):
             assert (await box.exec("true")).ok
+        await _groups_ahead(box, 2)  # this call's group, and the next one's for its spare
+        await _waiting_child(box)
         before = _warm(box).preforked
         first = await box.exec("echo $$; sleep 30 & echo $!")
         pid, background = first.stdout.split()
+        await _waiting_child(box)
         second = await box.exec(  # a zombie waiting for init to reap it is no process left
             f"echo $$; for p in {pid} {background}; do "
             f"case $(grep State /proc/$p/status 2>/dev/null) in "
