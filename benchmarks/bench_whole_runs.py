@@ -26,7 +26,9 @@ The sides:
 Both models are in-process fakes that return the task's next scripted turn at once. Every side
 must leave the shop's data (and the bfcl calls' outputs) as the direct calls do, so a side that
 skipped or garbled a call cannot look fast. Rounds are interleaved, their order rotating, so a
-busy machine slows all alike; figures are medians over rounds. The overhead per tool call is
+busy machine slows all alike; figures are medians over rounds. A full garbage collection runs
+(untimed) before each side's round, so that each side pays for the collections its own objects
+bring, not for those that another side's garbage (LangGraph's most) left due. The overhead per tool call is
 (a side's time per task - the direct calls' time) / calls per task: it carries the building,
 the model turns and the calls. ``--profile`` prints a cProfile of the Jianmu sides.
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import cProfile
 import functools
+import gc
 import io
 import itertools
 import pstats
@@ -339,6 +342,7 @@ async def measure(rounds: int = ROUNDS) -> dict[tuple[str, str], list[float]]:
         calls = sum(t.calls for t in workload()[0] if pick(t))
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
+                gc.collect()  # untimed: the previous side's garbage is not this side's bill
                 seconds, cpu, _, _ = await _all(sides[name], workload, pick)
                 out.setdefault((group, name), []).append(seconds / calls)
                 out.setdefault((group, f"{name} cpu"), []).append(cpu / calls)
