@@ -552,13 +552,75 @@ _PLAIN_TOP = frozenset({
 _MAX_PROBLEM = 300
 
 
-def _exact_plan(schema: Mapping[str, Any]) -> Plan | None:
-    """`scalar_plan` for a schema whose top level says nothing else that could refuse."""
+_ENUM_KEYS = _INERT | {"enum"}
+_ARRAY_KEYS = _INERT | {"items"}
+ExactPlan = tuple[
+    dict[str, tuple[type, ...]], tuple[str, ...], dict[str, tuple[type, ...] | frozenset[str]]
+]
+"""`_exact_plan`'s answer: each property's accepted Python types, the required names, and
+what some properties check further: an array's item types, a string enum's members."""
+
+
+def _exact_plan(schema: Mapping[str, Any]) -> ExactPlan | None:
+    """`scalar_plan` for a schema whose top level says nothing else that could refuse, where
+    a property may also be an array of plain scalars (``items`` and inert keywords only) or a
+    string enum: the shapes of most tool definitions, whose calls then need no validator
+    (building one for a schema seen first costs about 0.3 ms, its check 20 µs)."""
     if schema.get("type") != "object" or not schema.keys() <= _PLAIN_TOP:
         return None
     if not isinstance(schema.get("additionalProperties", True), bool):
         return None
-    return scalar_plan(schema)
+    props = schema.get("properties") or {}
+    if not isinstance(props, dict):
+        return None
+    kinds: dict[str, tuple[type, ...]] = {}
+    inner: dict[str, tuple[type, ...] | frozenset[str]] = {}
+    for key, sub in props.items():
+        if not isinstance(sub, dict):
+            return None
+        t = sub.get("type")
+        if sub.keys() <= _INERT:  # a plain scalar, as `scalar_plan` has it
+            if not isinstance(t, str) or t not in _SCALARS:
+                return None
+            kinds[key] = _SCALARS[t]
+        elif "enum" in sub and sub.keys() <= _ENUM_KEYS:
+            members = sub["enum"]
+            if t not in (None, "string") or not isinstance(members, list):
+                return None
+            # a string is valid when it equals a string member (JSON equality is exact
+            # there); any other value is left to the validator
+            kinds[key] = (str,)
+            inner[key] = frozenset(m for m in members if type(m) is str)
+        elif t == "array" and "items" in sub and sub.keys() <= _ARRAY_KEYS:
+            items = sub["items"]
+            if not isinstance(items, dict) or not items.keys() <= _INERT:
+                return None
+            item_type = items.get("type")
+            if not isinstance(item_type, str) or item_type not in _SCALARS:
+                return None
+            kinds[key] = (list,)
+            inner[key] = _SCALARS[item_type]
+        else:
+            return None
+    required = tuple(r for r in schema.get("required") or () if isinstance(r, str))
+    return kinds, required, inner
+
+
+def _inner_ok(inner: dict[str, tuple[type, ...] | frozenset[str]], args: dict[str, Any]) -> bool:
+    """Whether the arrays' items and the enums' values of ``args`` are as `_exact_plan`
+    wants them (their own types already are)."""
+    for key, rule in inner.items():
+        value = args.get(key, _MISSING)
+        if value is _MISSING:
+            continue
+        if type(rule) is frozenset:
+            if value not in rule:
+                return False
+        else:
+            for item in value:
+                if type(item) not in rule:
+                    return False
+    return True
 
 
 def _fresh(value: Any) -> Any:
@@ -575,7 +637,9 @@ class _Checked:
 
     __slots__ = ("_cls", "_source", "_validator", "allowed", "plan")
 
-    def __init__(self, cls: Any, source: Any, plan: Plan | None, allowed: list[str]) -> None:
+    def __init__(
+        self, cls: Any, source: Any, plan: ExactPlan | None, allowed: list[str]
+    ) -> None:
         self._cls = cls
         self._source = source
         """The schema, or its JSON text (a private copy, parsed when the validator is made)."""
@@ -713,14 +777,17 @@ class SchemaArguments:
             )
         plan = self._plan
         if plan is not None:
-            kinds, required = plan
+            kinds, required, inner = plan
             for key, value in args.items():
                 expected = kinds.get(key)
                 if expected is None or type(value) not in expected:
                     break
             else:
                 if all(key in args for key in required):
-                    return dict(args)  # scalars only: a shallow copy is a copy
+                    if not inner:
+                        return dict(args)  # scalars only: a shallow copy is a copy
+                    if _inner_ok(inner, args):
+                        return _fresh(args)  # the arrays copied too
         problems: list[str] = []
         accepted = self.accepted
         if accepted is not None:

@@ -9,7 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jianmu.errors import ToolInputError
-from jianmu.tools._arguments import scalar_plan, validate_planned, validate_with_schema
+from jianmu.tools._arguments import (
+    SchemaArguments,
+    scalar_plan,
+    validate_planned,
+    validate_with_schema,
+)
 
 NAMES = ("a", "b", "c")
 SCALARS = ("string", "integer", "number", "boolean")
@@ -82,3 +87,64 @@ def test_a_plan_refuses_what_the_checker_refuses() -> None:
             validate_planned("t", schema, plan, bad)
     assert validate_planned("t", schema, plan, {"n": "7"}) == {"n": 7}  # coerced as before
     assert validate_planned("t", schema, plan, '{"n": 7}') == {"n": 7}
+
+
+# -- a JSON-schema tool's exact plan: scalars, arrays of scalars, string enums ------------------
+
+PROPS = st.one_of(
+    st.sampled_from(SCALARS).map(lambda t: {"type": t}),
+    st.sampled_from(SCALARS).map(lambda t: {"type": "array", "items": {"type": t},
+                                            "description": "d"}),
+    st.sampled_from([
+        {"type": "string", "enum": ["a", "b"]},
+        {"enum": ["a", "1", 2, None]},
+        {"type": "string", "enum": []},
+        {"type": "string", "enum": ["a"], "description": "d", "default": "a"},
+    ]),
+)
+ITEMS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                  st.sampled_from(["a", "b", "1", ""]), st.lists(st.integers(), max_size=1))
+EXACT_VALUES = st.one_of(VALUES, st.sampled_from(["a", "b", "1"]), st.lists(ITEMS, max_size=3))
+
+
+def checker_only(schema: dict[str, Any]) -> SchemaArguments:
+    """The same schema's arguments, always checked by the jsonschema validator."""
+    arguments = SchemaArguments("t", schema, accepted=None)
+    arguments._plan = None
+    return arguments
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    props=st.dictionaries(st.sampled_from(NAMES), PROPS, max_size=3),
+    required=st.lists(st.sampled_from(NAMES), unique=True, max_size=3),
+    extra=st.sampled_from([None, True, False]),
+    args=st.one_of(st.dictionaries(st.sampled_from((*NAMES, "zz")), EXACT_VALUES, max_size=4),
+                   EXACT_VALUES),
+)
+def test_exact_plan_answers_as_the_validator_does(
+    props: dict[str, Any], required: list[str], extra: bool | None, args: Any
+) -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": props, "required": required}
+    if extra is not None:
+        schema["additionalProperties"] = extra
+    planned = SchemaArguments("t", schema, accepted=None)
+    assert planned._plan is not None
+    got = answer(planned.validate, args)
+    assert got == answer(checker_only(schema).validate, args)
+    if got[0] == "ok" and isinstance(args, dict):
+        assert got[1] is not args  # a copy, its arrays too: the model's call is never handed on
+        assert all(got[1][k] is not v for k, v in args.items() if isinstance(v, list))
+
+
+@pytest.mark.parametrize("prop", [
+    {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+    {"type": "array", "items": {"type": "string", "minLength": 1}},
+    {"type": "array", "items": {"type": "object"}},
+    {"type": "array"},
+    {"type": "integer", "enum": [1, 2]},
+    {"type": "string", "enum": ["a"], "pattern": "^a"},
+])
+def test_anything_else_gets_no_exact_plan(prop: dict[str, Any]) -> None:
+    assert SchemaArguments("t", {"type": "object", "properties": {"p": prop}},
+                           accepted=None)._plan is None
