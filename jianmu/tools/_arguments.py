@@ -12,6 +12,7 @@ since a server or a skill validates again on its side.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -554,18 +555,18 @@ _MAX_PROBLEM = 300
 
 _ENUM_KEYS = _INERT | {"enum"}
 _ARRAY_KEYS = _INERT | {"items"}
-ExactPlan = tuple[
-    dict[str, tuple[type, ...]], tuple[str, ...], dict[str, tuple[type, ...] | frozenset[str]]
-]
+_NESTED_TOP = _PLAIN_TOP - {"$schema"}
+ExactPlan = tuple[dict[str, tuple[type, ...]], tuple[str, ...], dict[str, Callable[[Any], bool]]]
 """`_exact_plan`'s answer: each property's accepted Python types, the required names, and
-what some properties check further: an array's item types, a string enum's members."""
+the further check of some properties (an array's items, an enum's value, an object's keys)."""
 
 
 def _exact_plan(schema: Mapping[str, Any]) -> ExactPlan | None:
     """`scalar_plan` for a schema whose top level says nothing else that could refuse, where
-    a property may also be an array of plain scalars (``items`` and inert keywords only) or a
-    string enum: the shapes of most tool definitions, whose calls then need no validator
-    (building one for a schema seen first costs about 0.3 ms, its check 20 µs)."""
+    a property may also be an array of plain scalars (``items`` and inert keywords only), a
+    string enum, or an object that has such a plan itself: the shapes of most tool
+    definitions, whose calls then need no validator (building one for a schema seen first
+    costs 0.05-0.3 ms, its check 20 µs)."""
     if schema.get("type") != "object" or not schema.keys() <= _PLAIN_TOP:
         return None
     if not isinstance(schema.get("additionalProperties", True), bool):
@@ -574,7 +575,7 @@ def _exact_plan(schema: Mapping[str, Any]) -> ExactPlan | None:
     if not isinstance(props, dict):
         return None
     kinds: dict[str, tuple[type, ...]] = {}
-    inner: dict[str, tuple[type, ...] | frozenset[str]] = {}
+    inner: dict[str, Callable[[Any], bool]] = {}
     for key, sub in props.items():
         if not isinstance(sub, dict):
             return None
@@ -590,7 +591,7 @@ def _exact_plan(schema: Mapping[str, Any]) -> ExactPlan | None:
             # a string is valid when it equals a string member (JSON equality is exact
             # there); any other value is left to the validator
             kinds[key] = (str,)
-            inner[key] = frozenset(m for m in members if type(m) is str)
+            inner[key] = frozenset(m for m in members if type(m) is str).__contains__
         elif t == "array" and "items" in sub and sub.keys() <= _ARRAY_KEYS:
             items = sub["items"]
             if not isinstance(items, dict) or not items.keys() <= _INERT:
@@ -599,27 +600,40 @@ def _exact_plan(schema: Mapping[str, Any]) -> ExactPlan | None:
             if not isinstance(item_type, str) or item_type not in _SCALARS:
                 return None
             kinds[key] = (list,)
-            inner[key] = _SCALARS[item_type]
+            inner[key] = functools.partial(_items_are, _SCALARS[item_type])
+        elif t == "object" and sub.keys() <= _NESTED_TOP:
+            nested = _exact_plan(sub)
+            if nested is None:
+                return None
+            kinds[key] = (dict,)
+            inner[key] = functools.partial(_fits, nested)
         else:
             return None
     required = tuple(r for r in schema.get("required") or () if isinstance(r, str))
     return kinds, required, inner
 
 
-def _inner_ok(inner: dict[str, tuple[type, ...] | frozenset[str]], args: dict[str, Any]) -> bool:
-    """Whether the arrays' items and the enums' values of ``args`` are as `_exact_plan`
-    wants them (their own types already are)."""
-    for key, rule in inner.items():
+def _items_are(kinds: tuple[type, ...], items: list[Any]) -> bool:
+    return all(type(item) in kinds for item in items)
+
+
+def _fits(plan: ExactPlan, args: dict[str, Any]) -> bool:
+    """Whether ``plan`` accepts ``args`` as they are (a dict): else the validator decides."""
+    kinds, required, inner = plan
+    for key, value in args.items():
+        expected = kinds.get(key)
+        if expected is None or type(value) not in expected:
+            return False
+    return all(key in args for key in required) and _inner_ok(inner, args)
+
+
+def _inner_ok(inner: dict[str, Callable[[Any], bool]], args: dict[str, Any]) -> bool:
+    """Whether the arrays, enums and objects of ``args`` pass their further checks (their
+    own types already have)."""
+    for key, check in inner.items():
         value = args.get(key, _MISSING)
-        if value is _MISSING:
-            continue
-        if type(rule) is frozenset:
-            if value not in rule:
-                return False
-        else:
-            for item in value:
-                if type(item) not in rule:
-                    return False
+        if value is not _MISSING and not check(value):
+            return False
     return True
 
 

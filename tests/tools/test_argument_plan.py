@@ -95,6 +95,16 @@ PROPS = st.one_of(
     st.sampled_from(SCALARS).map(lambda t: {"type": t}),
     st.sampled_from(SCALARS).map(lambda t: {"type": "array", "items": {"type": t},
                                             "description": "d"}),
+    st.builds(
+        lambda props, required, extra: {
+            "type": "object", "properties": props, "required": required,
+            **({} if extra is None else {"additionalProperties": extra}),
+        },
+        st.dictionaries(st.sampled_from(NAMES), st.sampled_from(SCALARS).map(
+            lambda t: {"type": t}), max_size=2),
+        st.lists(st.sampled_from(NAMES), unique=True, max_size=2),
+        st.sampled_from([None, True, False]),
+    ),
     st.sampled_from([
         {"type": "string", "enum": ["a", "b"]},
         {"enum": ["a", "1", 2, None]},
@@ -104,7 +114,10 @@ PROPS = st.one_of(
 )
 ITEMS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
                   st.sampled_from(["a", "b", "1", ""]), st.lists(st.integers(), max_size=1))
-EXACT_VALUES = st.one_of(VALUES, st.sampled_from(["a", "b", "1"]), st.lists(ITEMS, max_size=3))
+EXACT_VALUES = st.one_of(
+    VALUES, st.sampled_from(["a", "b", "1"]), st.lists(ITEMS, max_size=3),
+    st.dictionaries(st.sampled_from((*NAMES, "zz")), ITEMS, max_size=3),
+)
 
 
 def checker_only(schema: dict[str, Any]) -> SchemaArguments:
@@ -134,7 +147,7 @@ def test_exact_plan_answers_as_the_validator_does(
     assert got == answer(checker_only(schema).validate, args)
     if got[0] == "ok" and isinstance(args, dict):
         assert got[1] is not args  # a copy, its arrays too: the model's call is never handed on
-        assert all(got[1][k] is not v for k, v in args.items() if isinstance(v, list))
+        assert all(got[1][k] is not v for k, v in args.items() if isinstance(v, (list, dict)))
 
 
 @pytest.mark.parametrize("prop", [
@@ -144,6 +157,9 @@ def test_exact_plan_answers_as_the_validator_does(
     {"type": "array"},
     {"type": "integer", "enum": [1, 2]},
     {"type": "string", "enum": ["a"], "pattern": "^a"},
+    {"type": "object", "properties": {"x": {"type": "string", "minLength": 1}}},
+    {"type": "object", "additionalProperties": {"type": "string"}},
+    {"type": "object", "properties": {"x": {"type": "string"}}, "minProperties": 1},
 ])
 def test_anything_else_gets_no_exact_plan(prop: dict[str, Any]) -> None:
     assert SchemaArguments("t", {"type": "object", "properties": {"p": prop}},
