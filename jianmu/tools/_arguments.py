@@ -609,8 +609,10 @@ def _exact_plan(schema: Mapping[str, Any]) -> ExactPlan | None:
             inner[key] = functools.partial(_fits, nested)
         else:
             return None
-    required = tuple(r for r in schema.get("required") or () if isinstance(r, str))
-    return kinds, required, inner
+    required = schema.get("required") or []
+    if not isinstance(required, list):  # draft 3's boolean ``required``: the validator's
+        return None
+    return kinds, tuple(r for r in required if isinstance(r, str)), inner
 
 
 def _items_are(kinds: tuple[type, ...], items: list[Any]) -> bool:

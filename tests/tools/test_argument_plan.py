@@ -164,3 +164,14 @@ def test_exact_plan_answers_as_the_validator_does(
 def test_anything_else_gets_no_exact_plan(prop: dict[str, Any]) -> None:
     assert SchemaArguments("t", {"type": "object", "properties": {"p": prop}},
                            accepted=None)._plan is None
+
+
+def test_a_draft3_required_flag_gets_no_exact_plan() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-03/schema#", "type": "object",
+        "properties": {"o": {"type": "object", "required": True,
+                             "properties": {"x": {"type": "string"}}}},
+    }
+    arguments = SchemaArguments("t", schema, accepted=None)
+    assert arguments._plan is None
+    assert arguments.validate({"o": {"x": "a"}}) == {"o": {"x": "a"}}
