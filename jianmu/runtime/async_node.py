@@ -202,15 +202,15 @@ class RuntimeNode(LeanExtras):
         """
         ctx = getattr(self, "ctx", None)
         run_layer = ctx.constraints if ctx is not None else None
+        if run_layer is not None and self.constraints is None:
+            # nothing to merge: the run's layer is already the run's own merged copy
+            # (`run_constraints`), so it is shared rather than deep-copied per node (and no
+            # cache entry is kept for it: one object less per node of every run)
+            return run_layer
         cached = self._effective
         if cached is not None and cached[0] is run_layer and cached[1] is self.constraints:
             return cached[2]
-        if run_layer is not None and self.constraints is None:
-            # nothing to merge: the run's layer is already the run's own merged copy
-            # (`run_constraints`), so it is shared rather than deep-copied per node
-            merged = run_layer
-        else:
-            merged = Constraints.merge(run_layer, self.constraints)
+        merged = Constraints.merge(run_layer, self.constraints)
         self._effective = (run_layer, self.constraints, merged)
         return merged
 
