@@ -21,8 +21,10 @@ from urllib.parse import urljoin
 import re2
 
 __all__ = (
+    "MAX_NESTING",
     "PatternError",
-    "format_checker", "local_registry", "pattern_search", "schema_problems", "validator_class",
+    "format_checker", "local_registry", "nesting_problem", "pattern_search", "schema_problems",
+    "validator_class",
 )
 
 PatternError = re2.error
@@ -104,13 +106,40 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list
         stack.extend((v, where) for v in item.values() if isinstance(v, (dict, list)))
 
 
+MAX_NESTING = 128
+"""How deep a schema's JSON may nest, counting every object and array (a property's schema
+under ``properties`` is two levels down): about 60 levels of nested properties, far past any
+real tool's. Every walk of a schema here, jsonschema's own included, recurses, so a deeper one
+would end in a `RecursionError` (or end one later, at a call's validation, deep in a run)."""
+
+
+def nesting_problem(schema: Any) -> str | None:
+    """Why ``schema`` nests too deeply (or loops back into itself), or None; a walk with a
+    stack of its own, so it never runs out of Python's."""
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return (f"the schema nests deeper than {MAX_NESTING} levels of objects and arrays "
+                    "(or refers to itself as a Python object)")
+        if isinstance(node, Mapping):
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend((value, depth + 1) for value in node)
+    return None
+
+
 def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     """What in ``schema`` breaks the rules of this module, one line each; ``[]`` when nothing.
 
-    A ``$ref`` (or ``$dynamicRef``) must resolve inside ``schema``; a ``pattern`` or a
+    A schema nests at most `MAX_NESTING` levels deep (checked first: the other rules walk it);
+    a ``$ref`` (or ``$dynamicRef``) must resolve inside ``schema``; a ``pattern`` or a
     ``patternProperties`` name must compile with RE2; ``patternProperties`` cannot be combined
     with ``unevaluatedProperties`` (jsonschema matches that pair with Python's `re`).
     """
+    too_deep = nesting_problem(schema)
+    if too_deep is not None:
+        return [too_deep]
     from jsonschema_specifications import REGISTRY as SPECIFICATIONS
     from referencing import Resource
     from referencing.exceptions import Unresolvable

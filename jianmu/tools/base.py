@@ -41,6 +41,7 @@ from jianmu.errors import ToolDefinitionError, ToolTimeoutError, ToolValidationE
 from jianmu.execution.runner import on_asyncio, within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
+from jianmu.tools._schema_rules import nesting_problem
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
@@ -811,10 +812,16 @@ class SchemaTool(Tool):
             raise ToolDefinitionError(str(name), [
                 f"input_schema must be a JSON Schema object, got {type(input_schema).__name__}"
             ])
-        key = _arguments.schema_key(input_schema)
+        try:
+            key = _arguments.schema_key(input_schema)
+            private = _private_copy(input_schema, key)
+        except RecursionError:  # the JSON text and the copy recurse; the rules say why
+            raise ToolDefinitionError(str(name), [
+                nesting_problem(input_schema) or "input schema nests too deeply"
+            ]) from None
         _assign(self, {
             "name": name, "description": description or "",
-            "input_schema": _private_copy(input_schema, key),
+            "input_schema": private,
             "output_schema": dict(output_schema) if output_schema is not None else {},
             "_fn": fn,
         })

@@ -214,6 +214,48 @@ def test_a_self_referencing_schema_is_refused_not_followed() -> None:
         ), _noop)
 
 
+def _nested(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"inner": schema}}
+    return schema
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+@pytest.mark.parametrize("levels", [70, 400, 5_000])
+def test_a_schema_nested_past_the_limit_is_refused_with_a_reason(levels: int) -> None:
+    # every walk of a schema recurses (the JSON text, the copy, jsonschema): a RecursionError
+    # came out of the tool's making (150 levels and more), or out of a call's validation
+    # deep in a run's stack (from about 90)
+    with pytest.raises(ToolDefinitionError, match="nests deeper than 128 levels"):
+        Tool.from_openai(_definition("deep", {"value": _nested(levels)}), _noop)
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+def test_a_schema_that_contains_itself_as_an_object_is_refused() -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    schema["properties"]["again"] = schema  # not JSON: a Python dict inside itself
+    from jianmu import tool
+
+    with pytest.raises(ToolDefinitionError, match="refers to itself as a Python object"):
+        tool(input_schema=schema)(_noop)
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+def test_a_schema_nested_as_deep_as_real_tools_go_still_works() -> None:
+    made = Tool.from_openai(_definition("deep", {"value": _nested(60)}), _noop)
+    value: Any = "x"
+    for _ in range(60):
+        value = {"inner": value}
+    assert made.validate_args({"value": value}) == {"value": value}
+    bad: Any = 1
+    for _ in range(60):
+        bad = {"inner": bad}  # the innermost value an integer, not a string
+    refused = r"invalid arguments for tool 'deep':\n  - \$\.value\.inner"
+    with pytest.raises(ToolInputError, match=refused):
+        made.validate_args({"value": bad})
+
+
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
 def test_the_lax_checker_answers_promptly_for_a_self_referencing_schema() -> None:
     from jianmu.tools._arguments import schema_types, validate_with_schema
@@ -297,9 +339,11 @@ async def test_an_mcp_server_s_remote_refs_and_loops_are_refused_and_nothing_is_
         assert any("schemas__fetch_ref" in w and url in w for w in skipped), skipped
         assert any("schemas__file_ref" in w and secret_file.as_uri() in w for w in skipped)
         assert any("schemas__self_loop" in w and "refers to itself" in w for w in skipped)
+        assert any("schemas__deep" in w and "nests deeper than" in w for w in skipped), skipped
         assert all(SECRET_TEXT not in w for w in skipped)
         names = set(tools.names())
-        assert {"schemas__fetch_ref", "schemas__file_ref", "schemas__self_loop"}.isdisjoint(names)
+        assert {"schemas__fetch_ref", "schemas__file_ref", "schemas__self_loop",
+                "schemas__deep"}.isdisjoint(names)
         assert {"schemas__backtrack", "schemas__big_enum", "schemas__echo"} <= names
         calls = [
             {"id": "c1", "name": "schemas__fetch_ref", "arguments": {"item": 1}},

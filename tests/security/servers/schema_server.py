@@ -8,6 +8,7 @@ Run: ``python schema_server.py SCHEMA_URL SECRET_FILE`` (stdio). Its tools:
 - ``self_loop``: an optional argument whose schema is an anyOf of four refs to itself;
 - ``big_enum``: an argument with 200,000 allowed values;
 - ``huge_error`` / ``huge_ok``: answer 3 MB of text, as a failure (``isError``) or a success;
+- ``deep``: an argument nested 70 objects deep (past `MAX_NESTING`'s 128 levels of JSON);
 - ``echo``: a plain tool, to show the server's other tools still work.
 """
 
@@ -27,6 +28,14 @@ SECRET = Path(sys.argv[2])
 HUGE = "x" * 3_000_000
 
 _LOOP = {"anyOf": [{"$ref": "#/$defs/loop"}] * 4}
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"inner": schema}}
+    return schema
+
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "fetch_ref": {
@@ -54,6 +63,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {"choice": {"enum": [f"value-{i}" for i in range(200_000)]}},
         "required": ["choice"],
     },
+    "deep": _deep(70),
     "huge_error": {"type": "object", "properties": {}},
     "huge_ok": {"type": "object", "properties": {}},
     "echo": {"type": "object", "properties": {"text": {"type": "string"}}},
