@@ -23,6 +23,7 @@ from typing import Any
 
 __all__ = (
     "DEFAULT_ALIASES",
+    "MAX_ARGUMENT_NESTING",
     "MAX_TOOL_NAME_LENGTH",
     "TOOL_NAME_PATTERN",
     "MediaPart",
@@ -116,8 +117,40 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
+MAX_ARGUMENT_NESTING = 128
+"""How deep a model's arguments may nest (objects and arrays). Deeper ones are kept as text,
+refused as not usable JSON: the run's own records (the state's messages, a checkpoint, an
+event's preview) are written by walks that stop at a fixed depth or at Python's stack (a
+checkpoint of a call nested 300 deep raised out of ``run()``)."""
+
+_TOO_DEEP = f"<arguments nested deeper than {MAX_ARGUMENT_NESTING} levels>"
+"""What stands for arguments given as objects nested too deep (their text may not be made)."""
+
+
+def nests_within(value: Any, limit: int) -> bool:
+    """Whether ``value``'s dicts, lists and tuples nest at most ``limit`` deep (a walk with a
+    stack of its own: a value nested past Python's stack is answered too)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()
+        if isinstance(node, dict):
+            items: Iterable[Any] = node.values()
+        elif isinstance(node, list | tuple):
+            items = node
+        else:
+            continue
+        if depth > limit:
+            return False
+        for item in items:
+            if isinstance(item, dict | list | tuple):
+                push((item, depth + 1))
+    return True
+
+
 def _decode_arguments(raw: Any) -> Any:
-    """Decode JSON-string arguments; keep the raw string when it is not JSON."""
+    """Decode JSON-string arguments; keep the raw string when it is not JSON, or nests past
+    `MAX_ARGUMENT_NESTING`."""
     if raw is None:
         return {}
     if isinstance(raw, str):
@@ -125,9 +158,17 @@ def _decode_arguments(raw: Any) -> Any:
         if not text:
             return {}
         try:
-            return json.loads(text)
+            decoded = json.loads(text)
         except (ValueError, RecursionError):  # nested past Python's stack: not usable JSON
             return raw
+        # nesting N deep takes 2N brackets: a short text cannot (most calls' arguments)
+        if len(text) > 2 * MAX_ARGUMENT_NESTING and not nests_within(
+            decoded, MAX_ARGUMENT_NESTING
+        ):
+            return raw
+        return decoded
+    if isinstance(raw, dict | list) and not nests_within(raw, MAX_ARGUMENT_NESTING):
+        return _TOO_DEEP
     return raw
 
 
@@ -246,13 +287,28 @@ class ToolCall:
 
 
 def not_json_message(tool: str, parameters: Mapping[str, Any], raw: str) -> str:
-    """Why a call's arguments were refused: a string that is not a JSON object."""
+    """Why a call's arguments were refused: a string that is not a JSON object, or JSON that
+    nests past `MAX_ARGUMENT_NESTING`."""
     allowed = ", ".join(parameters.get("properties", {})) or "none"
     shown = raw if len(raw) <= 80 else raw[:77] + "..."
+    problem = "are not valid JSON"
+    if raw == _TOO_DEEP or _too_deep(raw):
+        problem = f"nest deeper than {MAX_ARGUMENT_NESTING} levels"
     return (
-        f"the arguments for tool {tool!r} are not valid JSON: {shown!r}; "
+        f"the arguments for tool {tool!r} {problem}: {shown!r}; "
         f"send a JSON object with these keys: {allowed}"
     )
+
+
+def _too_deep(raw: str) -> bool:
+    """Whether ``raw`` is JSON that nests past the limit (asked only of refused arguments)."""
+    try:
+        decoded = json.loads(raw)
+    except RecursionError:  # JSON nested past Python's own stack
+        return True
+    except ValueError:
+        return False
+    return not nests_within(decoded, MAX_ARGUMENT_NESTING)
 
 
 def render_output(value: Any) -> str:
