@@ -55,6 +55,7 @@ __all__ = (
     "composite_kind",
     "describe_node",
     "forked_from",
+    "json_text",
     "node_kind",
     "short",
     "snapshot_ops",
@@ -69,6 +70,19 @@ Op = list[Any]
 """One state change: ``["set", ns, key, value]``, ``["add", ns, key, items]`` (appended to a
 list), ``["del", ns, key]``, ``["new", ns]`` (a namespace made) or ``["drop", ns]`` (a
 namespace removed); ``ns`` is None for the root."""
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, **options)``; with ``\\u`` escapes instead
+    when the text holds a lone surrogate (a model's ``"\\ud800"`` is valid JSON), which UTF-8
+    cannot encode: SQLite would refuse the row and an HTTP response its body. Either reads
+    back as the same value."""
+    text = json.dumps(value, ensure_ascii=False, **options)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, **options)
+    return text
 
 
 def short(value: Any) -> Any:
@@ -234,7 +248,7 @@ class RunHistory:
                   at: float | None = None) -> None:
         """Buffer point ``number`` of ``run_id`` and the events that led to it."""
         self._points.append((run_id, number, tick, at or time.time(),
-                             json.dumps(data, ensure_ascii=False, default=repr)))
+                             json_text(data, default=repr)))
         self.add_events(run_id, number, events)
 
     def add_events(self, run_id: str, number: int,
@@ -242,7 +256,7 @@ class RunHistory:
         """Buffer events that belong to point ``number`` (they led to it)."""
         for stamp, name, node, fields in events:
             self._events.append((run_id, number, stamp, name, node,
-                                 json.dumps(short(fields), ensure_ascii=False)))
+                                 json_text(short(fields))))
 
     @property
     def has_pending(self) -> bool:

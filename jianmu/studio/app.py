@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jianmu._secrets import is_loopback, same_token
 from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
+from jianmu.runtime.points import json_text
 from jianmu.studio.pages import STATUSES, run_page, runs_page
 from jianmu.studio.runs import FINISHED
 
@@ -47,6 +48,22 @@ __all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "RunSource", "TokenGuard", "create
 POLL_S = 0.5
 """How often a live page's stream looks at the run again."""
 _STATIC = Path(__file__).parent / "static"
+
+
+class _Json(JSONResponse):
+    """starlette's `JSONResponse`, whose body a lone surrogate in a run's text (a model's
+    ``"\\ud800"``) cannot break: it is written as ``\\ud800`` (`json_text`)."""
+
+    def render(self, content: Any) -> bytes:
+        return json_text(content, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+class _Html(HTMLResponse):
+    """starlette's `HTMLResponse`, with a lone surrogate in a run's text (which UTF-8 cannot
+    encode) shown as its escape, ``\\ud800``: text, never markup."""
+
+    def render(self, content: Any) -> bytes:
+        return str(content).encode("utf-8", "backslashreplace")
 
 
 class RunSource(Protocol):
@@ -109,21 +126,21 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         runs.sort(key=lambda r: r["started"] or 0, reverse=True)
         names = [str(getattr(s, "path", None) or getattr(getattr(s, "engine", None), "name",
                                                           s.kind)) for s in sources]
-        return HTMLResponse(runs_page(runs, status, request.scope["state"]["csrf"], names,
+        return _Html(runs_page(runs, status, request.scope["state"]["csrf"], names,
                                       project=folder, everywhere=everywhere))
 
     async def run(request: Request) -> Response:
         view = await run_in_threadpool(source(request).view, request.path_params["run_id"])
-        return HTMLResponse(run_page(view, request.scope["state"]["csrf"]))
+        return _Html(run_page(view, request.scope["state"]["csrf"]))
 
     async def api_run(request: Request) -> Response:
         view = await run_in_threadpool(source(request).view, request.path_params["run_id"])
-        return JSONResponse(_jsonable(view))
+        return _Json(_jsonable(view))
 
     async def api_point(request: Request) -> Response:
         where, run_id = source(request), request.path_params["run_id"]
         view = await run_in_threadpool(where.point, run_id, request.path_params["number"])
-        return JSONResponse(_jsonable(view))
+        return _Json(_jsonable(view))
 
     async def stream(request: Request) -> Response:
         where, run_id = source(request), request.path_params["run_id"]
@@ -133,7 +150,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
             last, quiet = "", 0
             while not await request.is_disconnected():
                 view = await run_in_threadpool(where.view, run_id)
-                data = json.dumps(_jsonable(view), ensure_ascii=False)
+                data = json_text(_jsonable(view))
                 if data != last:
                     last, quiet = data, 0
                     yield f"data: {data}\n\n"
@@ -151,49 +168,49 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
     async def decide(request: Request) -> Response:
         decision = request.path_params["decision"]
         if decision not in ("approve", "reject", "answer"):
-            return JSONResponse({"error": f"no action {decision!r}"}, 404)
+            return _Json({"error": f"no action {decision!r}"}, 404)
         approved = decision != "reject"
         body = await _json_object(request)
         if body is None:
-            return JSONResponse({"error": "send a JSON object"}, 400)
+            return _Json({"error": "send a JSON object"}, 400)
         call_id, text = body.get("call_id"), body.get("message") or None
         if not isinstance(call_id, str) or not (text is None or isinstance(text, str)):
-            return JSONResponse({"error": "call_id (text) is required"}, 400)
+            return _Json({"error": "call_id (text) is required"}, 400)
         # an edit of the call's arguments (approve), or the answer to a question (answer)
         arguments, answer = body.get("arguments"), body.get("answer")
         if (decision != "approve" and arguments is not None) or not (
                 arguments is None or isinstance(arguments, dict)):
-            return JSONResponse({"error": "arguments (a JSON object) go with approve"}, 400)
+            return _Json({"error": "arguments (a JSON object) go with approve"}, 400)
         if (decision == "answer") != isinstance(answer, str):
-            return JSONResponse({"error": "answer (text) goes with answer, and only there"}, 400)
+            return _Json({"error": "answer (text) goes with answer, and only there"}, 400)
         try:
             done = await run_in_threadpool(functools.partial(
                 source(request).decide, request.path_params["run_id"], call_id, approved, text,
                 by_name, arguments=arguments, answer=answer))
         except JianmuError as exc:
-            return JSONResponse({"error": str(exc)}, 409)
-        return JSONResponse({"ok": True, "message": done, "by": by_name})
+            return _Json({"error": str(exc)}, 409)
+        return _Json({"ok": True, "message": done, "by": by_name})
 
     async def fork(request: Request) -> Response:
         body = await _json_object(request)
         if body is None:
-            return JSONResponse({"error": "send a JSON object"}, 400)
+            return _Json({"error": "send a JSON object"}, 400)
         point, state = body.get("point"), body.get("state")
         if not isinstance(point, int) or isinstance(point, bool) or point < 0:
-            return JSONResponse({"error": "point (a number from the time slider) is required"},
+            return _Json({"error": "point (a number from the time slider) is required"},
                                 400)
         if state is not None and not isinstance(state, dict):
-            return JSONResponse({"error": "state must be a JSON object (a state snapshot)"}, 400)
+            return _Json({"error": "state must be a JSON object (a state snapshot)"}, 400)
         where, run_id = source(request), request.path_params["run_id"]
         try:
             made = await run_in_threadpool(where.fork, run_id, point, state, by_name)
         except CheckpointError as exc:  # no such point, a state that does not fit
-            return JSONResponse({"error": str(exc)}, 400)
-        return JSONResponse({"ok": True, "run_id": made, "url": f"/run/{where.kind}/{made}",
+            return _Json({"error": str(exc)}, 400)
+        return _Json({"ok": True, "run_id": made, "url": f"/run/{where.kind}/{made}",
                              "message": f"forked run {made} from {run_id} at point {point}"})
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": str(exc)}, 404)
+        return _Json({"error": str(exc)}, 404)
 
     routes = [
         Route("/", index),
@@ -238,7 +255,9 @@ def _inside(cwd: str | None, folder: str) -> bool:
 
 
 def _jsonable(view: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(view, ensure_ascii=False, default=str))
+    # a model's NaN or Infinity (Python's JSON reads them) is shown as its name: JSON has no
+    # such number, and a browser's JSON.parse refuses the page that holds one
+    return json.loads(json.dumps(view, ensure_ascii=False, default=str), parse_constant=str)
 
 
 # -- the door ----------------------------------------------------------------------------------

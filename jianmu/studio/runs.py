@@ -22,7 +22,7 @@ from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
-from jianmu.runtime.points import Frame, short
+from jianmu.runtime.points import Frame, json_text, short
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.studio.timeline import event_timeline, message_timeline
 from jianmu.studio.views import (
@@ -420,7 +420,7 @@ class Journal:
 
     def add(self, run_id: str, name: str, node: str | None = None, **fields: Any) -> None:
         """Record one event of ``run_id``."""
-        data = json.dumps(short(fields), ensure_ascii=False)
+        data = json_text(short(fields))
         with self._lock, self._db:
             self._db.execute("INSERT INTO jianmu_studio_events VALUES (?, ?, ?, ?, ?)",
                              (run_id, time.time(), name, node, data))
