@@ -28,9 +28,10 @@ must leave the shop's data (and the bfcl calls' outputs) as the direct calls do,
 skipped or garbled a call cannot look fast. Rounds are interleaved, their order rotating, so a
 busy machine slows all alike; figures are medians over rounds. A full garbage collection runs
 (untimed) before each side's round, so that each side pays for the collections its own objects
-bring, not for those that another side's garbage (LangGraph's most) left due. The overhead per tool call is
-(a side's time per task - the direct calls' time) / calls per task: it carries the building,
-the model turns and the calls. ``--profile`` prints a cProfile of the Jianmu sides.
+bring, not for those that another side's garbage (LangGraph's most) left due. The overhead
+per tool call is (a side's time per task - the direct calls' time) / calls per task: it
+carries the building, the model turns and the calls. ``--profile`` prints a cProfile of the
+Jianmu sides.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from jianmu.llm.provider import (
     ToolCallReady,
     Usage,
     check_common,
+    sent,
     server_message,
 )
 from jianmu.tools.calls import ToolCall
@@ -326,7 +327,7 @@ class AnthropicProvider(SDKProvider):
         body = self._request(request)
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
-            reply = await create(**body)
+            reply = await sent(create, body)
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in reply.content or []:
@@ -360,7 +361,7 @@ class AnthropicProvider(SDKProvider):
         body = self._request(request)
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
-            events = await create(**body, stream=True)
+            events = await sent(create, {**body, "stream": True})
         assembler = _StreamAssembler(self.model)
         try:
             with self._map_errors(request.tools, midstream=True):

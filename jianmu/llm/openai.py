@@ -27,6 +27,7 @@ from jianmu.llm.provider import (
     ToolCallReady,
     Usage,
     check_common,
+    sent,
     server_message,
 )
 from jianmu.tools.calls import ToolCall
@@ -230,7 +231,7 @@ class OpenAIProvider(SDKProvider):
         """
         body = self._request(request, stream=False)
         create: Any = self._client.chat.completions.create
-        completion = await self._with_retries(lambda: create(**body))
+        completion = await self._with_retries(lambda: sent(create, body))
         if not completion.choices:
             raise LLMError(f"{self.base_url} answered without any choice: {completion!r}")
         choice = completion.choices[0]
@@ -258,7 +259,7 @@ class OpenAIProvider(SDKProvider):
         """
         body = self._request(request, stream=True)
         create: Any = self._client.chat.completions.create
-        chunks = await self._with_retries(lambda: create(**body))
+        chunks = await self._with_retries(lambda: sent(create, body))
         assembler = _StreamAssembler()
         try:
             with self._map_errors():

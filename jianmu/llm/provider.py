@@ -5,10 +5,11 @@ the ``llm:`` section of the config names (through the plug-in registry, `jianmu.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeGuard, runtime_checkable
+from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
 
 from jianmu import plugins
 from jianmu.config import AppConfig, LLMConfig
@@ -35,7 +36,10 @@ __all__ = (
     "takes_requests",
     "tool_choice_to_openai",
     "tools_to_openai",
+    "utf8_safe",
 )
+
+_T = TypeVar("_T")
 
 MessagesInput = Sequence[Message | Mapping[str, Any]]
 """A history: `Message`s or OpenAI-style message dicts."""
@@ -407,6 +411,35 @@ def server_message(exc: Any) -> str:
     elif isinstance(body, str) and body:
         return body
     return str(getattr(exc, "message", None) or exc)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(value: Any) -> Any:
+    """``value`` (a request body) with every lone surrogate in its text replaced by U+FFFD.
+
+    A JSON string may escape one (``"\\ud800"``) and a file name read by Python may hold one
+    (``surrogateescape``), so a model's reply or a tool's output can bring one into the
+    conversation; UTF-8 cannot encode it, so an SDK refuses to send every later request.
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping):
+        return {utf8_safe(k): utf8_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [utf8_safe(v) for v in value]
+    return value
+
+
+async def sent(create: Callable[..., Awaitable[_T]], body: Mapping[str, Any]) -> _T:
+    """``await create(**body)``; again with `utf8_safe(body)` when the SDK could not encode
+    the body as UTF-8 (nothing was sent: the encoding fails while the request is built).
+    Checked on that failure only, not on every request."""
+    try:
+        return await create(**body)
+    except UnicodeEncodeError:
+        return await create(**utf8_safe(body))
 
 
 class SDKProvider(BaseLLMProvider):

@@ -263,3 +263,26 @@ def test_a_forked_child_runs_on_a_loop_of_its_own(server: ModelServer) -> None:
     # the parent kept its connection; the child opened its own
     assert server.requests[0].connection == server.requests[2].connection
     assert server.requests[1].connection != server.requests[0].connection
+
+
+@tool
+def list_files() -> str:
+    """The names in the working folder."""
+    return "report.txt\nbad-\udcff-name.txt"  # a name that is not UTF-8, as os.listdir gives it
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_text_utf8_cannot_carry_reaches_the_server_as_replacement_characters(
+    server: ModelServer, api: str, stream: bool,
+) -> None:
+    # the SDK refused to encode every later request: the run failed on its next turn
+    server.add(Turn(calls=[{"name": "list_files", "arguments": {}}]), "Two files.")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "files?"}]})
+    runner = ReactiveRunner(create_react_node(provider(server, api), [list_files],
+                                              stream=stream), state)
+    result = runner.run_sync(timeout=30)
+    assert result.ok, result.error
+    assert state.get("final_answer") == "Two files."
+    assert "bad-\ufffd-name.txt" in str(server.requests[1].body)
+    tool_message = next(m for m in state.get("messages") if m.role == "tool")
+    assert "\udcff" in (tool_message.content or "")  # the run's own record keeps what came
