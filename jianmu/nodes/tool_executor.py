@@ -66,7 +66,14 @@ from jianmu.runtime.events import (
     span,
 )
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolCall, ToolResult, not_json_message, render_output, shown_name
+from jianmu.tools.calls import (
+    ToolCall,
+    ToolResult,
+    not_json_message,
+    printable,
+    render_output,
+    shown_name,
+)
 from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:
@@ -90,8 +97,8 @@ def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
 def error_text(exc: BaseException) -> str:
     """An exception as the model should read it: our errors speak for themselves."""
     if isinstance(exc, ToolError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
+        return printable(exc)
+    return f"{type(exc).__name__}: {printable(exc)}"
 
 
 _SIGNATURES: dict[int, str] = {}

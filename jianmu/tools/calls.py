@@ -37,6 +37,7 @@ __all__ = (
     "name_key",
     "new_call_id",
     "not_json_message",
+    "printable",
     "render_output",
     "reset_shared_aliases",
     "shared_aliases",
@@ -311,23 +312,33 @@ def _too_deep(raw: str) -> bool:
     return not nests_within(decoded, MAX_ARGUMENT_NESTING)
 
 
+def printable(value: Any) -> str:
+    """``str(value)``; never raises: a placeholder naming the type when that fails (a
+    ``__str__`` that raises, an int past Python's digits limit, a container nested past its
+    stack), so what a tool returned or raised is always something a model can be told."""
+    try:
+        return str(value)
+    except Exception as exc:
+        return f"<{type(value).__name__} that cannot be shown: {type(exc).__name__}>"
+
+
 def render_output(value: Any) -> str:
-    """Render a tool's output as the text a model reads."""
+    """Render a tool's output as the text a model reads; never raises."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
     kind = type(value)
-    if kind is int:  # what json.dumps writes, without building an encoder per call
-        return int.__repr__(value)
-    if kind is bool:
-        return "true" if value else "false"
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
     try:
+        if kind is int:  # what json.dumps writes, without building an encoder per call
+            return int.__repr__(value)
+        if kind is bool:
+            return "true" if value else "false"
+        if isinstance(value, bytes):
+            return value.decode("utf-8", errors="replace")
         return _ENCODER.encode(value)
-    except (TypeError, ValueError):
-        return str(value)
+    except Exception:  # not JSON, nested past the stack, an int past the digits limit
+        return printable(value)
 
 
 def _jsonable(value: Any) -> Any:
@@ -338,7 +349,7 @@ def _jsonable(value: Any) -> Any:
     try:
         return to_jsonable_python(value)
     except Exception:  # no serializer for it: its text
-        return str(value)
+        return printable(value)
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=_jsonable)
@@ -442,18 +453,18 @@ class ToolResult:
             )
         common: dict[str, Any] = {"tool": tool, "call_id": call_id, "duration_ms": duration_ms}
         if error is not None:
-            return cls(ok=False, output=raw, error=str(error), **common)
+            return cls(ok=False, output=raw, error=printable(error), **common)
         if isinstance(raw, ToolOutput):
             return cls(ok=True, output=raw.value, media=tuple(raw.media), **common)
         if isinstance(raw, BaseException):
-            return cls(ok=False, error=f"{type(raw).__name__}: {raw}", **common)
+            return cls(ok=False, error=f"{type(raw).__name__}: {printable(raw)}", **common)
         if isinstance(raw, dict) and "ok" in raw:
             ok = bool(raw.get("ok"))
             output = raw.get("output", raw.get("result"))
             err = raw.get("error")
             if not ok and not err:
                 err = "the tool reported a failure"
-            return cls(ok=ok, output=output, error=None if ok else str(err), **common)
+            return cls(ok=ok, output=output, error=None if ok else printable(err), **common)
         if isinstance(raw, str) and raw.lstrip().startswith("Error:"):
             message = raw.lstrip()[len("Error:") :].strip() or "the tool reported an error"
             return cls(ok=False, error=message, **common)

@@ -131,9 +131,14 @@ async def test_cgroups_are_removed_and_stale_ones_swept(tmp_path: Path) -> None:
     support = cgroup_support()
     assert support is not None
     parent = next(iter(support.parents.values()))
+    # a sandbox of an earlier test in this process may still be closing: only this box's
+    # own cgroup is this test's to see gone
+    before = set(parent.glob(f"jianmu-{os.getpid()}-*"))
     async with LocalSandbox(tmp_path, pids=20, use_bwrap=False, network=True) as box:
         await box.exec("true")
-    assert not list(parent.glob(f"jianmu-{os.getpid()}-*"))
+        made = set(parent.glob(f"jianmu-{os.getpid()}-*")) - before
+        assert made  # the box ran in a cgroup of its own...
+    assert not made & set(parent.glob(f"jianmu-{os.getpid()}-*"))  # ...removed when it closed
     stale = parent / "jianmu-999999999-deadbeef"  # no such pid: its owner crashed
     stale.mkdir()
     try:
