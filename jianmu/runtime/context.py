@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from jianmu._json import MAX_ARGUMENT_NESTING, nests_within
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints, is_read_only, read_only
 from jianmu.errors import ApprovalEditError, InteractionError
@@ -285,6 +286,10 @@ def check_edit(request: ApprovalRequest, arguments: Any) -> None:
     if not isinstance(arguments, dict):
         raise ApprovalEditError(
             request.id, [f"arguments must be a JSON object, got {type(arguments).__name__}"]
+        )
+    if not nests_within(arguments, MAX_ARGUMENT_NESTING):  # as for a model's arguments
+        raise ApprovalEditError(
+            request.id, [f"arguments nest deeper than {MAX_ARGUMENT_NESTING} levels"]
         )
     try:  # the decision is checkpointed and sent to durable workers as JSON
         json.dumps(arguments, allow_nan=False)

@@ -36,6 +36,7 @@ import py_trees
 from py_trees.behaviour import Behaviour
 from pydantic_core import to_jsonable_python
 
+from jianmu._json import json_text
 from jianmu.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -55,7 +56,6 @@ __all__ = (
     "composite_kind",
     "describe_node",
     "forked_from",
-    "json_text",
     "node_kind",
     "short",
     "snapshot_ops",
@@ -70,19 +70,6 @@ Op = list[Any]
 """One state change: ``["set", ns, key, value]``, ``["add", ns, key, items]`` (appended to a
 list), ``["del", ns, key]``, ``["new", ns]`` (a namespace made) or ``["drop", ns]`` (a
 namespace removed); ``ns`` is None for the root."""
-
-
-def json_text(value: Any, **options: Any) -> str:
-    """``json.dumps(value, ensure_ascii=False, **options)``; with ``\\u`` escapes instead
-    when the text holds a lone surrogate (a model's ``"\\ud800"`` is valid JSON), which UTF-8
-    cannot encode: SQLite would refuse the row and an HTTP response its body. Either reads
-    back as the same value."""
-    text = json.dumps(value, ensure_ascii=False, **options)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(value, ensure_ascii=True, **options)
-    return text
 
 
 def short(value: Any) -> Any:

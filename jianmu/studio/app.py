@@ -37,9 +37,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from jianmu._json import json_text
 from jianmu._secrets import is_loopback, same_token
 from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
-from jianmu.runtime.points import json_text
 from jianmu.studio.pages import STATUSES, run_page, runs_page
 from jianmu.studio.runs import FINISHED
 

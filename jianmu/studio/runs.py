@@ -17,12 +17,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jianmu._json import json_text
 from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNotFoundError
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
-from jianmu.runtime.points import Frame, json_text, short
+from jianmu.runtime.points import Frame, short
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.studio.timeline import event_timeline, message_timeline
 from jianmu.studio.views import (

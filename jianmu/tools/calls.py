@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jianmu._json import MAX_ARGUMENT_NESTING, nests_within
+
 __all__ = (
     "DEFAULT_ALIASES",
     "MAX_ARGUMENT_NESTING",
@@ -118,35 +120,8 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-MAX_ARGUMENT_NESTING = 128
-"""How deep a model's arguments may nest (objects and arrays). Deeper ones are kept as text,
-refused as not usable JSON: the run's own records (the state's messages, a checkpoint, an
-event's preview) are written by walks that stop at a fixed depth or at Python's stack (a
-checkpoint of a call nested 300 deep raised out of ``run()``)."""
-
 _TOO_DEEP = f"<arguments nested deeper than {MAX_ARGUMENT_NESTING} levels>"
 """What stands for arguments given as objects nested too deep (their text may not be made)."""
-
-
-def nests_within(value: Any, limit: int) -> bool:
-    """Whether ``value``'s dicts, lists and tuples nest at most ``limit`` deep (a walk with a
-    stack of its own: a value nested past Python's stack is answered too)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node, depth = pop()
-        if isinstance(node, dict):
-            items: Iterable[Any] = node.values()
-        elif isinstance(node, list | tuple):
-            items = node
-        else:
-            continue
-        if depth > limit:
-            return False
-        for item in items:
-            if isinstance(item, dict | list | tuple):
-                push((item, depth + 1))
-    return True
 
 
 def _decode_arguments(raw: Any) -> Any:
@@ -168,6 +143,12 @@ def _decode_arguments(raw: Any) -> Any:
         ):
             return raw
         return decoded
+    if type(raw) is dict:
+        for value in raw.values():  # most calls' arguments hold no container: nothing to walk
+            if isinstance(value, dict | list | tuple):
+                break
+        else:
+            return raw
     if isinstance(raw, dict | list) and not nests_within(raw, MAX_ARGUMENT_NESTING):
         return _TOO_DEEP
     return raw

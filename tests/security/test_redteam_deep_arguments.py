@@ -97,3 +97,38 @@ def test_nesting_is_measured_without_python_s_stack() -> None:
     assert not nests_within(nested(MAX_ARGUMENT_NESTING + 1), MAX_ARGUMENT_NESTING)
     call = ToolCall.from_dict({"name": "store", "arguments": {"x": value}})
     assert isinstance(call.arguments, str)  # not the object: its text could not be made
+
+
+@tool(category="write", permission="user_confirm")
+def save(x: dict) -> str:
+    """Save anything (asks a person first).
+
+    Args:
+        x: the thing.
+    """
+    STORED.append(x)
+    return "saved"
+
+
+def test_a_person_s_edit_nested_too_deep_is_refused_and_the_request_stays(
+    tmp_path: Path,
+) -> None:
+    # the same bound holds for an edit: accepted, it made the checkpoint fail as the model's did
+    from jianmu.errors import ApprovalEditError
+
+    STORED.clear()
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(
+        create_react_node(ScriptedLLM([[{"name": "save", "arguments": {"x": {"a": 1}}}],
+                                       "done"]), [save]),
+        state, checkpointer=SQLiteCheckpointer(str(tmp_path / "runs.db")),
+    )
+    first = runner.run_sync(timeout=60)
+    assert first.status is RunStatus.SUSPENDED, first.error
+    request = first.pending[0].id
+    with pytest.raises(ApprovalEditError, match=f"nest deeper than {MAX_ARGUMENT_NESTING}"):
+        runner.approve(request, arguments={"x": nested(300)})
+    assert [r.id for r in runner.interaction.pending] == [request]  # still asked
+    runner.approve(request, arguments={"x": nested(3)})
+    assert runner.run_sync(timeout=60).ok
+    assert STORED == [nested(3)]

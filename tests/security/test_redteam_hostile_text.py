@@ -18,10 +18,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from jianmu import ReactiveRunner, RunStatus, StateManager
+from jianmu._json import json_text
 from jianmu.llm import LLMResponse, Message, ScriptedLLM
 from jianmu.nodes import AgentState, create_react_node
 from jianmu.runtime import SQLiteCheckpointer
-from jianmu.runtime.points import json_text
 from jianmu.studio import CheckpointRuns, create_app
 from jianmu.studio.runs import Journal
 from jianmu.tools import tool
