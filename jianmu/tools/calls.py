@@ -17,7 +17,7 @@ import functools
 import json
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -327,6 +327,10 @@ def _jsonable(value: Any) -> Any:
     agent's typed answer) as its fields, anything else as its text."""
     from pydantic_core import to_jsonable_python
 
+    if isinstance(value, Iterator | AsyncIterator):
+        # never drawn from here (pydantic would iterate it): an endless generator would hang
+        # the event loop, and each item may do anything; a tool returns a list to be read
+        return printable(value)
     try:
         return to_jsonable_python(value)
     except Exception:  # no serializer for it: its text

@@ -3,12 +3,15 @@
 Found here: a tool returning a dict nested 3,000 deep (parsed from a hostile file, say), an int
 past Python's 4,300-digit limit, an object whose ``__str__`` raises, or raising an exception
 whose ``__str__`` raises, failed the whole run ("ReAct.tools: RecursionError ..."), against
-the rule that every failure of a call is an observation. Now the rendering never raises
-(`render_output`, `printable`): the model is told what could be shown, and the run goes on.
+the rule that every failure of a call is an observation; and one returning an endless
+generator hung the event loop for good (pydantic drew items from it to render it). Now the
+rendering never raises and never draws from an iterator (`render_output`, `printable`): the
+model is told what could be shown, and the run goes on.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -68,7 +71,14 @@ def odd_error() -> str:
     raise UnprintableError()
 
 
+@tool
+def endless() -> object:
+    """Numbers without end."""
+    return itertools.count()
+
+
 @pytest.mark.parametrize(("name", "told"), [
+    ("endless", "count(0)"),
     ("deep_result", "<dict that cannot be shown: RecursionError>"),
     ("huge_int", "<int that cannot be shown: ValueError>"),
     ("odd_object", "<Unprintable that cannot be shown: RuntimeError>"),
@@ -82,7 +92,7 @@ async def test_the_call_is_an_observation_and_the_run_goes_on(
     state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
     runner = ReactiveRunner(
         create_react_node(ScriptedLLM([reply, "done"]),
-                          [deep_result, huge_int, odd_object, odd_error]),
+                          [deep_result, huge_int, odd_object, odd_error, endless]),
         state, checkpointer=SQLiteCheckpointer(os.fspath(tmp_path / "runs.sqlite")),
     )
     events = [event async for event in runner.stream(timeout=60)]
@@ -98,3 +108,4 @@ def test_rendering_never_raises() -> None:
     assert render_output(10**5000) == "<int that cannot be shown: ValueError>"
     assert printable(Unprintable()) == "<Unprintable that cannot be shown: RuntimeError>"
     assert render_output({"k": [1, "木"]}) == '{"k": [1, "木"]}'  # the usual, unchanged
+    assert render_output(iter([1, 2])).startswith('"<list_iterator object')  # never drawn
