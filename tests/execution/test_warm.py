@@ -250,6 +250,14 @@ async def _waiting_child(box: LocalSandbox, not_pid: int | None = None) -> int:
             await anyio.sleep(0.01)
 
 
+async def _child_ahead(box: LocalSandbox) -> int:
+    """The host pid of a child forked ahead for the next call: one call is made once the
+    next call's group is ready (`_groups_ahead`), so that it forks that call's child."""
+    await _groups_ahead(box, 2)
+    assert (await box.exec("true")).ok
+    return await _waiting_child(box)
+
+
 async def _groups_ahead(box: LocalSandbox, calls: int) -> None:
     """Wait until the groups of the next ``calls`` calls are made: a call forks the next one's
     child ahead only when that call's group is ready as it starts (made on the owner thread,
@@ -298,9 +306,10 @@ async def test_the_waiting_child_is_root_and_out_of_the_commands_reach(
     async with _prefork_box(tmp_path, bwrap) as box:
         for _ in range(3):
             assert (await box.exec("true")).ok
-        waiting = await _waiting_child(box)
+        waiting = await _child_ahead(box)
         assert _uids(waiting) == ["0", "0", "0", "0"]  # it drops to the user only at its call
         if bwrap:  # in its own pid namespace: kill(-1) and a probe of every pid it can see
+            await _groups_ahead(box, 2)  # so that this call forks the next one's child too
             hit = await box.exec(
                 "for p in /proc/[0-9]*; do p=${p#/proc/}; "
                 "kill -0 $p 2>/dev/null && echo CAN $p; done; echo self $$; "
@@ -342,7 +351,7 @@ async def test_a_child_killed_while_idle_is_replaced(tmp_path: Path, bwrap: bool
     async with _prefork_box(tmp_path, bwrap) as box:
         for _ in range(3):
             assert (await box.exec("true")).ok
-        waiting = await _waiting_child(box)
+        waiting = await _child_ahead(box)
         os.kill(waiting, signal.SIGKILL)
         replacement = await _waiting_child(box, not_pid=waiting)
         assert replacement != waiting
