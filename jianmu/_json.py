@@ -8,7 +8,7 @@ these rules.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = ("MAX_ARGUMENT_NESTING", "json_text", "nests_within")
@@ -21,13 +21,14 @@ out of ``run()``)."""
 
 
 def nests_within(value: Any, limit: int) -> bool:
-    """Whether ``value``'s dicts, lists and tuples nest at most ``limit`` deep (a walk with a
-    stack of its own: a value nested past Python's stack is answered too)."""
+    """Whether ``value``'s mappings, lists and tuples nest at most ``limit`` deep (a walk with
+    a stack of its own: a value nested past Python's stack, or holding itself, is answered
+    too)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     pop, push = stack.pop, stack.append
     while stack:
         node, depth = pop()
-        if isinstance(node, dict):
+        if isinstance(node, Mapping):
             items: Iterable[Any] = node.values()
         elif isinstance(node, list | tuple):
             items = node
@@ -36,7 +37,7 @@ def nests_within(value: Any, limit: int) -> bool:
         if depth > limit:
             return False
         for item in items:
-            if isinstance(item, dict | list | tuple):
+            if isinstance(item, Mapping | list | tuple):
                 push((item, depth + 1))
     return True
 

@@ -20,6 +20,8 @@ from urllib.parse import urljoin
 
 import re2
 
+from jianmu._json import nests_within
+
 __all__ = (
     "MAX_NESTING",
     "PatternError",
@@ -115,18 +117,11 @@ would end in a `RecursionError` (or end one later, at a call's validation, deep 
 
 def nesting_problem(schema: Any) -> str | None:
     """Why ``schema`` nests too deeply (or loops back into itself), or None; a walk with a
-    stack of its own, so it never runs out of Python's."""
-    stack: list[tuple[Any, int]] = [(schema, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_NESTING:
-            return (f"the schema nests deeper than {MAX_NESTING} levels of objects and arrays "
-                    "(or refers to itself as a Python object)")
-        if isinstance(node, Mapping):
-            stack.extend((value, depth + 1) for value in node.values())
-        elif isinstance(node, list | tuple):
-            stack.extend((value, depth + 1) for value in node)
-    return None
+    stack of its own (`nests_within`), so it never runs out of Python's."""
+    if nests_within(schema, MAX_NESTING):
+        return None
+    return (f"the schema nests deeper than {MAX_NESTING} levels of objects and arrays "
+            "(or refers to itself as a Python object)")
 
 
 def schema_problems(schema: Mapping[str, Any]) -> list[str]:
