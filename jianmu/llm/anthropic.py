@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
+from pydantic import BaseModel
+
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm.messages import Message, messages_to_anthropic
 from jianmu.llm.provider import (
@@ -27,6 +29,8 @@ from jianmu.llm.provider import (
     check_common,
     sent,
     server_message,
+    token_count,
+    unreadable,
 )
 from jianmu.tools.calls import ToolCall
 
@@ -73,9 +77,10 @@ def _error_type(exc: Any) -> str:
     return str(error.get("type") or "") if isinstance(error, Mapping) else ""
 
 
-def _usage(usage: Any, previous: Usage | None = None) -> Usage | None:
-    """`Usage` from an Anthropic ``usage`` object; ``input_tokens`` counts cached ones too;
-    ``None`` (unknown) when the server sent none.
+def _usage(usage: Any, previous: Usage | None = None, *, whole: bool = False) -> Usage | None:
+    """`Usage` from an Anthropic ``usage`` object (of a ``whole`` reply: both counts due);
+    ``input_tokens`` counts cached ones too; ``None`` (unknown) when the server sent none or a
+    count that is not one.
 
     In a stream, ``message_delta`` repeats the counts so far (cumulative): missing ones keep
     the ``previous`` values.
@@ -83,18 +88,29 @@ def _usage(usage: Any, previous: Usage | None = None) -> Usage | None:
     if usage is None:
         return previous
     before = previous or Usage()
+    broken = False
 
     def count(name: str, default: int) -> int:
+        nonlocal broken
         value = getattr(usage, name, None)
-        return default if value is None else int(value)
+        if value is None:  # a first report gives the input (a whole reply, both counts)
+            broken = broken or (previous is None and name == "input_tokens") or (
+                whole and name == "output_tokens")
+            return default
+        counted = token_count(value)
+        broken = broken or counted is None
+        return counted or 0
 
     read = count("cache_read_input_tokens", before.cache_read_tokens)
     created = count("cache_creation_input_tokens", before.cache_creation_tokens)
     fresh = count("input_tokens", before.input_tokens - before.cache_read_tokens
                   - before.cache_creation_tokens)
+    output = count("output_tokens", before.output_tokens)
+    if broken:  # a count that is not one: the usage is unknown, not a wrong number
+        return None
     return Usage(
         input_tokens=fresh + read + created,
-        output_tokens=count("output_tokens", before.output_tokens),
+        output_tokens=output,
         cache_read_tokens=read,
         cache_creation_tokens=created,
     )
@@ -309,6 +325,8 @@ class AnthropicProvider(SDKProvider):
             ) from exc
         except anthropic.AnthropicError as exc:
             raise LLMError(f"{where}: {server_message(exc)}") from exc
+        except json.JSONDecodeError as exc:  # a body or an event the SDK could not parse
+            raise LLMError(f"{where} answered with text that is not JSON: {exc}") from exc
         except Exception as exc:
             # The SDK does not wrap a connection that breaks while a stream is being read.
             if not midstream or not _is_transport_error(exc):
@@ -328,20 +346,34 @@ class AnthropicProvider(SDKProvider):
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
             reply = await sent(create, body)
+        where = self.base_url or "the Anthropic API"
+        # the SDK hands over whatever a 200 carried: a proxy's HTML page is a str
+        content = getattr(reply, "content", None) or []
+        error = getattr(reply, "error", None)
+        if getattr(reply, "type", None) == "error" and isinstance(error, Mapping):
+            kind = str(error.get("type", ""))
+            text = f"{where} answered with an error: {kind}: {error.get('message', '')}"
+            raise (LLMTransientError if kind in _TRANSIENT_TYPES else LLMError)(text)
+        if not isinstance(reply, BaseModel) or getattr(reply, "type", None) not in (
+            None, "message"
+        ) or not isinstance(content, list):
+            raise unreadable(where, "something other than a message", reply)
         texts: list[str] = []
         calls: list[ToolCall] = []
-        for block in reply.content or []:
+        for block in content:
             kind = getattr(block, "type", None)
             if kind == "text":
+                if not isinstance(block.text, str):
+                    raise unreadable(where, "a text block that is not text", block)
                 texts.append(block.text)
             elif kind == "tool_use":
                 calls.append(_call(block.id, block.name, block.input))
         text = "".join(texts)
         return LLMResponse(
             message=Message(role="assistant", content=text or None, tool_calls=calls),
-            usage=_usage(getattr(reply, "usage", None)),
-            finish_reason=_stop_reason(reply.stop_reason),
-            model=reply.model or self.model,
+            usage=_usage(getattr(reply, "usage", None), whole=True),
+            finish_reason=_stop_reason(getattr(reply, "stop_reason", None)),
+            model=getattr(reply, "model", None) or self.model,
         )
 
     async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -370,6 +402,9 @@ class AnthropicProvider(SDKProvider):
                         yield out
         finally:
             await events.close()
+        if not assembler.started:  # an answer that was no event stream (an HTML page...)
+            raise LLMError(f"{self.base_url or 'the Anthropic API'} answered a streamed "
+                           "request without a message_start event")
         yield StreamDone(response=assembler.response())
 
 
@@ -398,23 +433,33 @@ class _StreamAssembler:
         self.calls: list[ToolCall] = []
         self.stop_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server says
+        self.usage_broken = False  # a count that was not one: unknown for good
+        self.started = False
 
     def feed(self, event: Any) -> list[StreamEvent]:
         kind = getattr(event, "type", None)
         if kind == "message_start":
-            message = event.message
-            self.model = getattr(message, "model", None) or self.model
-            self.usage = _usage(getattr(message, "usage", None))
+            self.started = True
+            message = getattr(event, "message", None)
+            model = getattr(message, "model", None)
+            self.model = model if isinstance(model, str) and model else self.model
+            sent_usage = getattr(message, "usage", None)
+            self.usage = _usage(sent_usage)
+            self.usage_broken = sent_usage is not None and self.usage is None
         elif kind == "content_block_start":
             block = event.content_block
             if getattr(block, "type", None) == "tool_use":
                 self.blocks[event.index] = {"id": block.id, "name": block.name, "json": []}
             elif getattr(block, "type", None) == "text" and getattr(block, "text", ""):
+                if not isinstance(block.text, str):
+                    raise unreadable("the server", "a text block that is not text", block)
                 self.text.append(block.text)
                 return [TextDelta(text=block.text)]
         elif kind == "content_block_delta":
             delta = event.delta
             if delta.type == "text_delta" and delta.text:
+                if not isinstance(delta.text, str):
+                    raise unreadable("the server", "a text delta that is not text", delta)
                 self.text.append(delta.text)
                 return [TextDelta(text=delta.text)]
             if delta.type == "input_json_delta" and event.index in self.blocks:
@@ -429,13 +474,14 @@ class _StreamAssembler:
             self.stop_reason = getattr(event.delta, "stop_reason", None) or self.stop_reason
             if getattr(event, "usage", None) is not None:
                 self.usage = _usage(event.usage, self.usage)
+                self.usage_broken = self.usage_broken or self.usage is None
         return []
 
     def response(self) -> LLMResponse:
         text = "".join(self.text)
         return LLMResponse(
             message=Message(role="assistant", content=text or None, tool_calls=self.calls),
-            usage=self.usage,
+            usage=None if self.usage_broken else self.usage,
             finish_reason=_stop_reason(self.stop_reason),
             model=self.model,
         )

@@ -188,8 +188,8 @@ class Message(BaseModel):
 
     @classmethod
     def from_openai(cls, data: Mapping[str, Any] | Message) -> Message:
-        """Build a message from the OpenAI chat format; unknown keys (``refusal``,
-        ``audio``, ...) are ignored.
+        """Build a message from the OpenAI chat format; a ``refusal`` (structured outputs)
+        with no content is the content; other keys (``audio``, ...) are ignored.
 
         Raises:
             pydantic.ValidationError: the role or a field is invalid.
@@ -201,6 +201,8 @@ class Message(BaseModel):
                 f"expected an OpenAI message dict, got {data!r} of type {type(data).__name__}"
             )
         fields = {k: data[k] for k in ("role", "content", "name", "tool_call_id") if k in data}
+        if not fields.get("content") and data.get("refusal"):  # else the answer is lost
+            fields["content"] = data["refusal"]
         if fields.get("role") == "developer":  # OpenAI's newer name for the system role
             fields["role"] = "system"
         fields["tool_calls"] = data.get("tool_calls") or []

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm.messages import Message, messages_to_openai
 from jianmu.llm.provider import (
@@ -29,6 +31,8 @@ from jianmu.llm.provider import (
     check_common,
     sent,
     server_message,
+    token_count,
+    unreadable,
 )
 from jianmu.tools.calls import ToolCall
 
@@ -201,6 +205,8 @@ class OpenAIProvider(SDKProvider):
             ) from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"{where}: {server_message(exc)}") from exc
+        except json.JSONDecodeError as exc:  # a body or a chunk the SDK could not parse
+            raise LLMError(f"{where} answered with text that is not JSON: {exc}") from exc
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``attempt``, retrying transient failures with backoff."""
@@ -232,18 +238,28 @@ class OpenAIProvider(SDKProvider):
         body = self._request(request, stream=False)
         create: Any = self._client.chat.completions.create
         completion = await self._with_retries(lambda: sent(create, body))
-        if not completion.choices:
+        # the SDK hands over whatever a 200 carried: a proxy's HTML page is a str
+        choices = getattr(completion, "choices", None)
+        if not isinstance(choices, list):
+            raise unreadable(self.base_url, "something other than a chat completion", completion)
+        if not choices:
             raise LLMError(f"{self.base_url} answered without any choice: {completion!r}")
-        choice = completion.choices[0]
-        # warnings off: some servers send a call's arguments as a JSON object, not the
-        # string the SDK's model declares; `Message.from_openai` takes either
-        message = Message.from_openai(choice.message.model_dump(warnings=False))
-        usage = completion.usage
+        choice = choices[0]
+        raw = getattr(choice, "message", None)
+        if not isinstance(raw, BaseModel):
+            raise unreadable(self.base_url, "a choice without a message", choice)
+        try:
+            # warnings off: some servers send a call's arguments as a JSON object, not the
+            # string the SDK's model declares; `Message.from_openai` takes either
+            message = Message.from_openai(raw.model_dump(warnings=False))
+        except ValidationError as exc:
+            raise LLMError(f"{self.base_url} answered with a message that cannot be read: "
+                           f"{exc}") from exc
         return LLMResponse(
             message=message,
-            usage=_usage(usage),
-            finish_reason=choice.finish_reason,
-            model=completion.model or self.model,
+            usage=_usage(getattr(completion, "usage", None)),
+            finish_reason=getattr(choice, "finish_reason", None),
+            model=getattr(completion, "model", None) or self.model,
         )
 
     async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -260,7 +276,7 @@ class OpenAIProvider(SDKProvider):
         body = self._request(request, stream=True)
         create: Any = self._client.chat.completions.create
         chunks = await self._with_retries(lambda: sent(create, body))
-        assembler = _StreamAssembler()
+        assembler = _StreamAssembler(self.base_url)
         try:
             with self._map_errors():
                 async for chunk in chunks:
@@ -268,6 +284,8 @@ class OpenAIProvider(SDKProvider):
                         yield event
         finally:
             await chunks.close()
+        if not assembler.chunks:  # an answer that was no event stream (an HTML page...)
+            raise LLMError(f"{self.base_url} answered a streamed request without any chunk")
         for event in assembler.flush():
             yield event
         yield StreamDone(response=assembler.response(self.model))
@@ -283,11 +301,15 @@ def _usage(usage: Any) -> Usage | None:
     ``None`` (unknown) when the server sent none."""
     if not usage:
         return None
+    input_tokens = token_count(getattr(usage, "prompt_tokens", None))
+    output_tokens = token_count(getattr(usage, "completion_tokens", None))
+    if input_tokens is None or output_tokens is None:  # a count missing or not a count
+        return None
     details = getattr(usage, "prompt_tokens_details", None)
     return Usage(
-        input_tokens=usage.prompt_tokens or 0,
-        output_tokens=usage.completion_tokens or 0,
-        cache_read_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=token_count(getattr(details, "cached_tokens", None)) or 0,
     )
 
 
@@ -305,7 +327,9 @@ def _retry_after(exc: Any) -> float | None:
 class _StreamAssembler:
     """Collects chunks of a streamed completion into text, whole tool calls and usage."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.chunks = 0
         self.text: list[str] = []
         self.calls: dict[int, dict[str, str]] = {}
         self.finish_reason: str | None = None
@@ -314,40 +338,66 @@ class _StreamAssembler:
         self._emitted = False
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
+        self.chunks += 1
         events: list[StreamEvent] = []
-        self.model = getattr(chunk, "model", None) or self.model
-        if getattr(chunk, "usage", None):
-            self.usage = _usage(chunk.usage)
-        for choice in chunk.choices or []:
-            if (choice.index or 0) != 0:
+        choices = getattr(chunk, "choices", None)
+        if not isinstance(chunk, BaseModel) or (not isinstance(choices, list) and (
+            choices is not None or not getattr(chunk, "usage", None)  # usage alone is one
+        )):
+            raise unreadable(self.where, "a stream chunk that is not a completion's", chunk)
+        model = getattr(chunk, "model", None)
+        self.model = model if isinstance(model, str) and model else self.model
+        sent_usage = getattr(chunk, "usage", None)
+        if sent_usage:
+            self.usage = _usage(sent_usage)
+        for choice in choices or ():
+            if not isinstance(choice, BaseModel):
+                raise unreadable(self.where, "a stream chunk's choice that is not one", choice)
+            if (getattr(choice, "index", None) or 0) != 0:
                 continue  # n > 1: only the first choice is assembled
-            delta = choice.delta
-            if delta is not None and delta.content:
-                self.text.append(delta.content)
-                events.append(TextDelta(text=delta.content))
-            for fragment in (delta.tool_calls if delta is not None else None) or []:
+            delta = getattr(choice, "delta", None)
+            # a refusal (structured outputs) is the answer's text: the reader must see it
+            said = (getattr(delta, "content", None), getattr(delta, "refusal", None))
+            for text in said:
+                if not text:
+                    continue
+                if not isinstance(text, str):
+                    raise unreadable(self.where, "a text fragment that is not text", text)
+                self.text.append(text)
+                events.append(TextDelta(text=text))
+            fragments = getattr(delta, "tool_calls", None) or []
+            if not isinstance(fragments, list):
+                raise unreadable(self.where, "tool-call fragments that are not a list", fragments)
+            for fragment in fragments:
+                if not isinstance(fragment, BaseModel):
+                    raise unreadable(self.where, "a tool-call fragment that is not one", fragment)
                 self._add_fragment(fragment)
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
+            finish = getattr(choice, "finish_reason", None)
+            if finish:
+                self.finish_reason = finish
                 events.extend(self.flush())
         return events
 
     def _add_fragment(self, fragment: Any) -> None:
-        index = fragment.index
+        index = getattr(fragment, "index", None)
+        ident, function = getattr(fragment, "id", None), getattr(fragment, "function", None)
+        name = getattr(function, "name", None)
+        if not all(isinstance(v, t) for v, t in ((index, int), (ident, str), (name, str))
+                   if v is not None):
+            raise unreadable(self.where, "a tool-call fragment of the wrong types", fragment)
         if index is None:  # some servers omit it: a new id starts a new call
             known = {slot["id"] for slot in self.calls.values()}
-            if (fragment.id and fragment.id not in known) or not self.calls:
+            if (ident and ident not in known) or not self.calls:
                 index = len(self.calls)
             else:
                 index = max(self.calls)
         slot = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-        if fragment.id:
-            slot["id"] = fragment.id
-        function = fragment.function
+        if ident:
+            slot["id"] = ident
         if function is not None:
             # The name normally arrives whole in the first fragment; some servers repeat it.
-            if function.name and function.name != slot["name"]:
-                slot["name"] += function.name
+            if name and name != slot["name"]:
+                slot["name"] += name
             arguments = function.arguments
             if arguments and not isinstance(arguments, str):
                 # a server that sends the arguments as a JSON object sends them whole

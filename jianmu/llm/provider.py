@@ -13,7 +13,7 @@ from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
 
 from jianmu import plugins
 from jianmu.config import AppConfig, LLMConfig
-from jianmu.errors import ConfigError
+from jianmu.errors import ConfigError, LLMError
 from jianmu.llm._per_loop import PerLoop
 from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.tools.calls import ToolCall
@@ -34,8 +34,10 @@ __all__ = (
     "provider_from_config",
     "replays_stream",
     "takes_requests",
+    "token_count",
     "tool_choice_to_openai",
     "tools_to_openai",
+    "unreadable",
     "utf8_safe",
 )
 
@@ -411,6 +413,30 @@ def server_message(exc: Any) -> str:
     elif isinstance(body, str) and body:
         return body
     return str(getattr(exc, "message", None) or exc)
+
+
+def token_count(value: Any) -> int | None:
+    """A token count a server sent, as an ``int``; ``None`` when it is not one (missing, a
+    negative or fractional number, text that is not digits), so a broken count is unknown
+    usage rather than a number that breaks the run's sums."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and 0 <= value < 2**63 else None
+    if isinstance(value, str) and 0 < len(value) <= 18 and value.isascii() and value.isdigit():
+        return int(value)
+    return None
+
+
+def unreadable(where: str, what: str, reply: Any) -> LLMError:
+    """The error for a reply that is not the API's shape: a proxy's HTML page, a JSON body of
+    another kind; the reply is shown, cut short."""
+    shown = repr(reply)
+    if len(shown) > 200:
+        shown = shown[:200] + "..."
+    return LLMError(f"{where} answered with {what}: {shown}")
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -18,7 +18,8 @@ Usage::
         assert server.requests[0].api == "openai"
 
 Script entries, one per request (whichever API asks): a ``str`` (a final answer), a `Turn`
-(text and/or tool calls, usage or none, arguments as a JSON object) or a callable that takes
+(text and/or tool calls, usage or none, arguments as a JSON object), a `Raw` body or event
+list sent as is (a server answering oddly) or a callable that takes
 the request (`Request`) and returns one of those (for concurrent clients). When the script is
 empty the server answers 500 and records the problem in ``problems``.
 """
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-__all__ = ("ModelServer", "Request", "Turn")
+__all__ = ("ModelServer", "Raw", "Request", "Turn")
 
 
 @dataclass(kw_only=True)
@@ -51,6 +52,18 @@ class Turn:
     """Input and output tokens; ``None`` sends no usage at all."""
     object_arguments: bool = False
     """Send OpenAI tool-call arguments as a JSON object instead of a string (some servers do)."""
+
+
+@dataclass(kw_only=True)
+class Raw:
+    """A reply sent exactly as given, for servers that answer oddly."""
+
+    body: Any = None
+    """The body: JSON data, or ``str`` sent as is (with ``content_type``)."""
+    events: list[dict[str, Any]] | None = None
+    """For a streamed request: these events, as SSE (the API's own framing)."""
+    content_type: str = "application/json"
+    """The ``Content-Type`` of a ``str`` body."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +97,7 @@ class Request:
         return ""
 
 
-Script = str | Turn | Callable[[Request], "str | Turn"]
+Script = str | Turn | Raw | Callable[[Request], "str | Turn | Raw"]
 
 
 class ModelServer:
@@ -179,7 +192,7 @@ class ModelServer:
         """The TCP connections requests came on."""
         return {r.connection for r in self.requests}
 
-    def _next(self, request: Request) -> Turn | None:
+    def _next(self, request: Request) -> Turn | Raw | None:
         with self._lock:
             self.requests.append(request)
             if not self._script:
@@ -209,6 +222,13 @@ class ModelServer:
             turn = self._next(request)
             if turn is None:
                 return JSONResponse({"error": {"message": "script ended"}}, status_code=500)
+            if isinstance(turn, Raw):
+                if request.stream and turn.events is not None:
+                    return StreamingResponse(_sse(turn.events, named=api == "anthropic"),
+                                             media_type="text/event-stream")
+                if isinstance(turn.body, str):
+                    return Response(turn.body, media_type=turn.content_type)
+                return JSONResponse(turn.body)
             if api == "openai":
                 if request.stream:
                     return StreamingResponse(_sse(self._openai_chunks(body, turn)),

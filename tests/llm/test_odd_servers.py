@@ -1,0 +1,251 @@
+"""Servers that answer oddly, on the real keep-alive server: a proxy's HTML page with a 200, a
+JSON body of another kind, token counts that are not counts, a refusal, a choice without a
+message. Each is a clear `LLMError` naming the server, or (for the counts) usage left unknown,
+never an ``AttributeError`` out of the provider or a reducer failing on the run's sums; and the
+next run on the same provider goes on as usual."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from jianmu import Agent
+from jianmu.errors import LLMError, LLMTransientError
+from jianmu.llm import AnthropicProvider, OpenAIProvider
+from jianmu.llm.provider import SDKProvider, token_count
+from jianmu.runtime import RunResult, RunStatus
+from tests.support.model_server import ModelServer, Raw
+
+MODES = [
+    pytest.param("openai", False, id="openai"),
+    pytest.param("openai", True, id="openai-stream"),
+    pytest.param("anthropic", False, id="anthropic"),
+    pytest.param("anthropic", True, id="anthropic-stream"),
+]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def _fresh_script(server: ModelServer) -> Iterator[None]:
+    yield
+    server._script.clear()
+
+
+def provider(server: ModelServer, api: str) -> SDKProvider:
+    if api == "openai":
+        return OpenAIProvider("m", base_url=server.openai_url, max_retries=0, retry_backoff=0)
+    return AnthropicProvider("m", base_url=server.anthropic_url, max_retries=0)
+
+
+def ask(llm: SDKProvider, stream: bool, question: str = "q") -> tuple[RunResult, list[Any]]:
+    """One run of a one-line agent, streamed or not; its result and its events."""
+    agent = Agent(llm)
+    events: list[Any] = []
+    if not stream:
+        return agent.run_sync(question, timeout=30), events
+
+    async def read() -> RunResult:
+        async for event in agent.stream(question, timeout=30):
+            events.append(event)
+        result: RunResult = events[-1].fields["result"]
+        return result
+
+    return asyncio.run(read()), events
+
+
+def completion(message: dict[str, Any], usage: Any = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                            "choices": [{"index": 0, "message": message,
+                                         "finish_reason": "stop"}]}
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def chunks(*deltas: dict[str, Any], usage: Any = None) -> list[dict[str, Any]]:
+    def chunk(choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                "choices": choices}
+
+    out = [chunk([{"index": 0, "delta": d, "finish_reason": None}]) for d in deltas]
+    out.append(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    if usage is not None:
+        out.append({**chunk([]), "usage": usage})
+    return out
+
+
+def message(text: str, usage: Any) -> dict[str, Any]:
+    return {"id": "m", "type": "message", "role": "assistant", "model": "m",
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+            "stop_sequence": None, "usage": usage}
+
+
+def message_events(text: str, start_usage: Any, delta_usage: Any) -> list[dict[str, Any]]:
+    return [
+        {"type": "message_start", "message": {**message("", start_usage), "content": []}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+         "usage": delta_usage},
+        {"type": "message_stop"},
+    ]
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_an_html_page_is_a_clear_error_and_the_next_run_goes_on(
+    server: ModelServer, api: str, stream: bool,
+) -> None:
+    server.add(Raw(body="<html><body>502 from the proxy</body></html>",
+                   content_type="text/html"), "Back again.")
+    llm = provider(server, api)
+    result, _ = ask(llm, stream)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, LLMError), result.error
+    said = str(result.exception)
+    assert "127.0.0.1" in said and "AttributeError" not in (result.error or "")
+    if stream:
+        assert "streamed request without" in said, said
+    else:
+        assert "answered with something other than" in said and "502 from the proxy" in said
+    again, _ = ask(llm, stream)
+    assert again.ok and again.output == "Back again."
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_json_body_of_another_kind_is_a_clear_error(
+    server: ModelServer, api: str, stream: bool,
+) -> None:
+    server.add(Raw(body=[1, 2, 3], events=[{"type": "ping", "unrelated": True}]))
+    result, _ = ask(provider(server, api), stream)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, LLMError), result.error
+    assert "answered" in str(result.exception)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+@pytest.mark.parametrize("counts", [("lots", 5), (3, -1), (2.5, 4), (None, None)],
+                         ids=["text", "negative", "fraction", "nulls"])
+def test_token_counts_that_are_not_counts_leave_usage_unknown(
+    server: ModelServer, api: str, stream: bool, counts: tuple[Any, Any],
+) -> None:
+    given, taken = counts
+    if api == "openai":
+        usage = {"prompt_tokens": given, "completion_tokens": taken}
+        server.add(Raw(body=completion({"role": "assistant", "content": "Fine."}, usage),
+                       events=chunks({"role": "assistant", "content": "Fine."}, usage=usage)))
+    else:
+        usage = {"input_tokens": given, "output_tokens": taken}
+        server.add(Raw(body=message("Fine.", usage),
+                       events=message_events("Fine.", usage, {"output_tokens": taken})))
+    result, events = ask(provider(server, api), stream)
+    assert result.ok and result.output == "Fine.", result.error
+    usage_now = result.usage
+    assert usage_now is not None
+    # an estimate, in whole tokens: the sums and a budget still hold
+    assert type(usage_now.input_tokens) is int and usage_now.input_tokens > 0
+    assert type(usage_now.output_tokens) is int and usage_now.output_tokens > 0
+    if stream:
+        assert [e.fields["model"] for e in events if e.name == "llm.usage_unknown"] == ["m"]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_whole_counts_sent_as_floats_or_digits_are_counted(server: ModelServer, api: str) -> None:
+    if api == "openai":
+        server.add(Raw(body=completion({"role": "assistant", "content": "Fine."},
+                                       {"prompt_tokens": 7.0, "completion_tokens": "3"})))
+    else:
+        server.add(Raw(body=message("Fine.", {"input_tokens": 7.0, "output_tokens": "3"})))
+    result, _ = ask(provider(server, api), False)
+    assert result.ok
+    assert result.usage is not None
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (7, 3)
+    assert type(result.usage.input_tokens) is int
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_refusal_is_the_answer_not_lost(server: ModelServer, stream: bool) -> None:
+    server.add(Raw(
+        body=completion({"role": "assistant", "content": None, "refusal": "I can't help."}),
+        events=chunks({"role": "assistant", "content": None, "refusal": "I can't"},
+                      {"refusal": " help."}),
+    ))
+    result, events = ask(provider(server, "openai"), stream)
+    assert result.ok and result.output == "I can't help."
+    if stream:
+        assert "".join(e.fields["text"] for e in events if e.name == "llm.call.delta") == (
+            "I can't help.")
+
+
+def test_a_choice_without_a_message_is_a_clear_error(server: ModelServer) -> None:
+    server.add(Raw(body={"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                         "choices": [{"index": 0, "finish_reason": "stop"}]}))
+    result, _ = ask(provider(server, "openai"), False)
+    assert isinstance(result.exception, LLMError)
+    assert "a choice without a message" in str(result.exception)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_content_that_is_not_text_is_a_clear_error(server: ModelServer, stream: bool) -> None:
+    server.add(Raw(body=completion({"role": "assistant", "content": 42}),
+                   events=chunks({"role": "assistant", "content": 42})))
+    result, _ = ask(provider(server, "openai"), stream)
+    assert isinstance(result.exception, LLMError), result.error
+    assert "cannot be read" in str(result.exception) or "not text" in str(result.exception)
+
+
+def test_tool_call_fragments_of_the_wrong_shape_are_a_clear_error(server: ModelServer) -> None:
+    server.add(Raw(events=chunks({"role": "assistant", "tool_calls": {"id": "c"}})))
+    result, _ = ask(provider(server, "openai"), True)
+    assert isinstance(result.exception, LLMError), result.error
+    assert "tool-call fragments that are not a list" in str(result.exception)
+
+
+def test_an_anthropic_error_body_with_a_200_says_the_error(server: ModelServer) -> None:
+    server.add(Raw(body={"type": "error",
+                         "error": {"type": "overloaded_error", "message": "busy now"}}))
+    result, _ = ask(provider(server, "anthropic"), False)
+    assert isinstance(result.exception, LLMTransientError)  # a fallback model takes over
+    assert "overloaded_error: busy now" in str(result.exception)
+
+
+@pytest.mark.parametrize(("value", "count"), [
+    (0, 0), (12, 12), (7.0, 7), ("42", 42), (None, None), (True, None), (-1, None),
+    (2.5, None), (float("inf"), None), (float("nan"), None), ("4e3", None), ("", None),
+    ("9" * 40, None), ("١٢", None), ([1], None),
+])
+def test_token_count(value: Any, count: int | None) -> None:
+    assert token_count(value) == count
+
+
+def test_an_anthropic_stream_giving_the_output_count_last_is_counted(server: ModelServer) -> None:
+    server.add(Raw(events=message_events("Fine.", {"input_tokens": 9}, {"output_tokens": 4})))
+    result, events = ask(provider(server, "anthropic"), True)
+    assert result.ok and result.usage is not None
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (9, 4)
+    assert not [e for e in events if e.name == "llm.usage_unknown"]
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+@pytest.mark.parametrize("body", ["", "{not json", "data: {not json\n\n"],
+                         ids=["empty", "broken", "broken-event"])
+def test_a_body_that_is_not_json_is_a_clear_error(
+    server: ModelServer, api: str, stream: bool, body: str,
+) -> None:
+    content_type = "text/event-stream" if body.startswith("data:") else "application/json"
+    server.add(Raw(body=body, content_type=content_type), "Back again.")
+    llm = provider(server, api)
+    result, _ = ask(llm, stream)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, LLMError), result.error
+    assert "127.0.0.1" in str(result.exception)
+    again, _ = ask(llm, stream)
+    assert again.ok and again.output == "Back again."
