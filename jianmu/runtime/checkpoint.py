@@ -10,11 +10,51 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from jianmu.errors import CheckpointError, RunClaimedError
 from jianmu.runtime.lease import DEFAULT_LEASE_TTL, Lease, process_gone, this_process, until
 from jianmu.runtime.points import RecordedRun, RunHistory, TickRecorder
 
-__all__ = ("Checkpointer", "SQLiteCheckpointer")
+__all__ = ("Checkpointer", "SQLiteCheckpointer", "checked")
+
+
+class _Envelope(BaseModel):
+    """The parts of a checkpoint a restore reads, as `ReactiveRunner.save_checkpoint` writes
+    them; other keys are a store's own and pass."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    version: int
+    state: dict[str, Any]
+    status: str | None = None
+    error: str | None = None
+    ticks: int = Field(default=0, ge=0)
+    nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    interaction: dict[str, list[Any]] = Field(default_factory=dict)
+    user_roles: list[str] = Field(default_factory=list)
+
+
+def checked(data: Any, run_id: str) -> dict[str, Any]:
+    """``data``, a loaded checkpoint, if it has the shape a restore reads.
+
+    Raises:
+        CheckpointError: naming the run and the first problems (a damaged row, a store's
+            bug), instead of a ``KeyError`` or ``AttributeError`` in the middle of a restore.
+    """
+    if not isinstance(data, dict):
+        raise CheckpointError(
+            f"the checkpoint of run {run_id!r} is not a JSON object but {type(data).__name__}"
+        )
+    try:
+        _Envelope.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+            for error in exc.errors()[:5]
+        )
+        raise CheckpointError(f"the checkpoint of run {run_id!r} is damaged: {problems}") from None
+    return data
 
 
 @runtime_checkable
@@ -218,13 +258,29 @@ class SQLiteCheckpointer:
         return None if row is None else Lease(run_id=run_id, owner=row[0], expires=row[1])
 
     def load(self, run_id: str) -> dict[str, Any] | None:
-        """Return the newest checkpoint of ``run_id``, or None."""
+        """Return the newest checkpoint of ``run_id``, or None.
+
+        Raises:
+            CheckpointError: the row is not a JSON object (a damaged file).
+        """
         with self._lock:
             row = self._db.execute(
                 "SELECT data FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1",
                 (run_id,),
             ).fetchone()
-        return json.loads(row[0]) if row else None
+        if not row:
+            return None
+        try:
+            data = json.loads(row[0])
+        except ValueError as exc:
+            raise CheckpointError(
+                f"the checkpoint of run {run_id!r} in {self.path!r} is not JSON: {exc}"
+            ) from None
+        if not isinstance(data, dict):
+            raise CheckpointError(
+                f"the checkpoint of run {run_id!r} in {self.path!r} is not a JSON object"
+            )
+        return data
 
     def list_runs(self) -> list[tuple[str, str | None, float]]:
         """Each run's id, newest status and time of its newest checkpoint, newest first."""

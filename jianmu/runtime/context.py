@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from jianmu._json import MAX_ARGUMENT_NESTING, nests_within
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints, is_read_only, read_only
-from jianmu.errors import ApprovalEditError, InteractionError
+from jianmu.errors import ApprovalEditError, CheckpointError, InteractionError
 from jianmu.runtime.events import EventBus
 
 if TYPE_CHECKING:
@@ -260,16 +260,26 @@ class Interaction:
             }
 
     def restore(self, data: dict[str, Any]) -> None:
-        """Load what `snapshot` returned."""
-        with self._lock:
-            self._asked = {
-                r["id"]: ApprovalRequest.from_dict(r) for r in data.get("asked", [])
-            }
-            self._pending = {i: self._asked[i] for i in data.get("pending", [])}
-            self._decisions = {
+        """Load what `snapshot` returned; nothing changes if it is not such a snapshot.
+
+        Raises:
+            CheckpointError: ``data`` is damaged (a request or decision that is not one, a
+                pending id never asked).
+        """
+        try:
+            asked = {r["id"]: ApprovalRequest.from_dict(r) for r in data.get("asked", [])}
+            pending = {i: asked[i] for i in data.get("pending", [])}
+            decisions = {
                 d["request_id"]: ApprovalDecision(**d) for d in data.get("decisions", [])
             }
-            self._consumed = dict.fromkeys(data.get("consumed", []))
+            consumed = dict.fromkeys(data.get("consumed", []))
+        except (AttributeError, KeyError, TypeError) as exc:
+            raise CheckpointError(
+                f"the run's requests cannot be restored: {type(exc).__name__}: {exc}"
+            ) from None
+        with self._lock:
+            self._asked, self._pending = asked, pending
+            self._decisions, self._consumed = decisions, consumed
             self.suspended = bool(self._pending)
 
 

@@ -626,6 +626,8 @@ class ReactiveRunner:
             CheckpointError: no checkpoint for ``run_id``, or the tree does not match it.
             RunClaimedError: another owner holds the run.
         """
+        from jianmu.runtime.checkpoint import checked  # restores only: off the call path
+
         claim = RunClaim.of(checkpointer, run_id, kwargs.get("owner"))
         if claim is not None:  # claimed before it is read: no other owner moves it on meanwhile
             claim.take()
@@ -633,14 +635,18 @@ class ReactiveRunner:
             data = checkpointer.load(run_id)
             if data is None:
                 raise CheckpointError(f"no checkpoint for run {run_id!r}")
-            if data.get("version") != _CHECKPOINT_VERSION:
+            if isinstance(data, dict) and data.get("version") != _CHECKPOINT_VERSION:
                 raise CheckpointError(f"unsupported checkpoint version {data.get('version')!r}")
+            checked(data, run_id)  # the parts read below have their shapes
             state = state_manager if state_manager is not None else StateManager()
             state.restore(data["state"])
             kwargs.setdefault("user_roles", data.get("user_roles", ()))
             runner = cls(root, state, checkpointer=checkpointer, run_id=run_id, **kwargs)
             runner._claim = claim
-            runner.interaction.restore(data.get("interaction", {}))
+            try:
+                runner.interaction.restore(data.get("interaction", {}))
+            except CheckpointError as exc:
+                raise CheckpointError(f"the checkpoint of run {run_id!r}: {exc}") from None
             runner.ticks = int(data.get("ticks", 0))
             runner._restored_nodes = dict(data.get("nodes", {}))
             status = data.get("status")

@@ -212,6 +212,10 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
     async def not_found(request: Request, exc: Exception) -> Response:
         return _Json({"error": str(exc)}, 404)
 
+    async def damaged(request: Request, exc: Exception) -> Response:
+        # a checkpoint that cannot be read (a damaged row): said, not a bare 500
+        return _Json({"error": str(exc)}, 500)
+
     routes = [
         Route("/", index),
         Route("/run/{source}/{run_id}", run),
@@ -231,8 +235,8 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
             for each in sources:
                 await run_in_threadpool(each.close)
 
-    app = Starlette(routes=routes, exception_handlers={RunNotFoundError: not_found},
-                    lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+        RunNotFoundError: not_found, CheckpointError: damaged})
     app.add_middleware(TokenGuard, token=token, host=host, port=port)
     return app
 

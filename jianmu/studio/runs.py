@@ -144,7 +144,12 @@ class CheckpointRuns:
                              meta["created"], meta["created"]))
         rows.sort(key=lambda row: row[3] or 0, reverse=True)
         for run_id, data, started, updated in rows:
-            summary = self._summary(run_id, _json(data), started, updated)
+            try:
+                summary = self._summary(run_id, _json(data), started, updated)
+            except (CheckpointError, AttributeError, TypeError):  # one damaged row hides no run
+                summary = {"source": self.kind, "run_id": run_id, "tree": "?",
+                           "status": "damaged", "started": started, "updated": updated,
+                           "pending": 0}
             meta = recorded.get(run_id, {})
             summary["cwd"] = meta.get("cwd")
             summary["forked_from"] = _origin(meta)

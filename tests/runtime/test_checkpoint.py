@@ -125,3 +125,58 @@ async def test_checkpoint_every_n_ticks_saves_each_intermediate_row(every: int) 
 def test_checkpointer_rejects_non_json() -> None:
     with SQLiteCheckpointer() as store, pytest.raises(CheckpointError, match="not JSON"):
         store.save("r", {"x": object()})
+
+
+def _damage(db: Path, run_id: str, text: str) -> None:
+    """Write ``text`` over the run's newest checkpoint row, as a damaged file would hold."""
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE checkpoints SET data = ? WHERE run_id = ? AND seq = "
+                    "(SELECT MAX(seq) FROM checkpoints WHERE run_id = ?)", (text, run_id, run_id))
+
+
+def _with(saved: dict[str, object], **changes: object) -> str:
+    return json.dumps({**saved, **changes})
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    (lambda saved: "{oops", "is not JSON"),
+    (lambda saved: "[1, 2]", "is not a JSON object"),
+    (lambda saved: json.dumps({k: v for k, v in saved.items() if k != "state"}),
+     "state: Field required"),
+    (lambda saved: _with(saved, state="hello"), "state: Input should be a valid dictionary"),
+    (lambda saved: _with(saved, ticks="many"), "ticks: Input should be a valid integer"),
+    (lambda saved: _with(saved, ticks=-3), "ticks: Input should be greater than or equal to 0"),
+    (lambda saved: _with(saved, nodes="x"), "nodes: Input should be a valid dictionary"),
+    (lambda saved: _with(saved, interaction=[1]),
+     "interaction: Input should be a valid dictionary"),
+    (lambda saved: _with(saved, interaction={**saved["interaction"], "pending": [{"id": 5}]}),
+     "requests cannot be restored"),
+    (lambda saved: _with(saved, interaction={**saved["interaction"], "pending": ["never"]}),
+     "requests cannot be restored"),
+    (lambda saved: _with(saved, user_roles=7), "user_roles: Input should be a valid list"),
+    (lambda saved: _with(saved, error=5), "error: Input should be a valid string"),
+    (lambda saved: _with(saved, version=99), "unsupported checkpoint version 99"),
+], ids=["text", "list", "no-state", "state-text", "ticks-text", "ticks-negative", "nodes",
+        "interaction", "pending-object", "pending-unknown", "roles", "error", "version"])
+async def test_a_damaged_checkpoint_is_a_clear_error_and_changes_nothing(
+    tmp_path: Path, damage: object, said: str,
+) -> None:
+    db = tmp_path / "runs.sqlite"
+    store = SQLiteCheckpointer(db)
+    result = await ReactiveRunner(build_tree(), StateManager(), checkpointer=store).run(timeout=10)
+    assert result.status is RunStatus.SUSPENDED
+    saved = store.load(result.run_id)
+    assert saved is not None
+    text = damage(saved)  # type: ignore[operator]
+    _damage(db, result.run_id, text)
+    with pytest.raises(CheckpointError, match=said) as caught:
+        ReactiveRunner.restore(build_tree(), store, result.run_id, state_manager=StateManager())
+    assert result.run_id in str(caught.value) or "version" in said
+    # the row is as it was, the run not claimed: once repaired, it goes on
+    _damage(db, result.run_id, json.dumps(saved))
+    again = ReactiveRunner.restore(build_tree(), store, result.run_id, state_manager=StateManager())
+    again.approve("deploy")
+    assert (await again.run(timeout=10)).status is RunStatus.SUCCESS
+    store.close()

@@ -318,3 +318,18 @@ def test_the_runs_list_says_what_a_source_is(client: TestClient, run_id: str) ->
     assert '<abbr title="saved by &#x27;jianmu run&#x27;' in row.group(0)
     assert 'data-role="source">checkpoints</abbr>' in row.group(0)
     assert ">cp<" not in row.group(0)  # the URL's short name is not what a person reads
+
+
+def test_a_damaged_checkpoint_is_said_not_a_bare_500(
+    client: TestClient, run_id: str, checkpoints: Path,
+) -> None:
+    import sqlite3
+
+    with sqlite3.connect(checkpoints) as con:
+        con.execute("UPDATE checkpoints SET data = '{oops' WHERE run_id = ?", (run_id,))
+    for path in (f"/api/run/cp/{run_id}", f"/run/cp/{run_id}"):
+        answer = client.get(path)
+        assert answer.status_code == 500
+        assert f"the checkpoint of run {run_id!r}" in answer.json()["error"]
+        assert "is not JSON" in answer.json()["error"]
+    assert run_id in client.get("/").text  # the runs list still shows it
