@@ -112,6 +112,8 @@ class _Job:
             return
         try:
             value = self.context.run(self.call)
+        except GeneratorExit:  # a task would throw it into its coroutine, which closes it
+            self.inbox.deliver(self.future, False, RuntimeError("the call raised GeneratorExit"))
         except BaseException as exc:  # handed to the caller, as run_in_executor does
             self.inbox.deliver(self.future, False, exc)
         else:

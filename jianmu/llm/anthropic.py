@@ -351,9 +351,9 @@ class AnthropicProvider(SDKProvider):
         content = getattr(reply, "content", None) or []
         error = getattr(reply, "error", None)
         if getattr(reply, "type", None) == "error" and isinstance(error, Mapping):
-            kind = str(error.get("type", ""))
-            text = f"{where} answered with an error: {kind}: {error.get('message', '')}"
-            raise (LLMTransientError if kind in _TRANSIENT_TYPES else LLMError)(text)
+            error_type = str(error.get("type", ""))
+            text = f"{where} answered with an error: {error_type}: {error.get('message', '')}"
+            raise (LLMTransientError if error_type in _TRANSIENT_TYPES else LLMError)(text)
         if not isinstance(reply, BaseModel) or getattr(reply, "type", None) not in (
             None, "message"
         ) or not isinstance(content, list):

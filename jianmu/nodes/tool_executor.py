@@ -101,6 +101,25 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {printable(exc)}"
 
 
+def own_failure(exc: BaseException) -> str | None:
+    """What the model reads of a call that raised ``exc``, one of the ``BaseException``s a
+    tool may raise of its own, or None when ``exc`` is not the tool's and must go on.
+
+    ``sys.exit()`` in a tool (argparse on bad input) ends the call, not the process; a
+    ``CancelledError`` while nobody cancelled the call (a task of the tool's that someone
+    cancelled) is the tool's failure; a cancel of the call itself is not.
+    """
+    if isinstance(exc, SystemExit):
+        return f"the tool called sys.exit({printable(exc.code) if exc.code is not None else ''})"
+    if isinstance(exc, GeneratorExit):
+        return "the tool raised GeneratorExit"
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        if task is not None and not task.cancelling():
+            return "the tool raised CancelledError without being cancelled"
+    return None
+
+
 _SIGNATURES: dict[int, str] = {}
 """The signature of each read-only `ExecutionConstraints`: worked out once per process, not
 per batch, for the runs under the shared defaults."""
@@ -745,6 +764,12 @@ class ToolExecutor(AsyncNode):
                 break
             except ToolSuspended:
                 raise
+            except (asyncio.CancelledError, SystemExit, GeneratorExit) as exc:
+                error = own_failure(exc)
+                if error is None:  # halted, timed out: not the tool's
+                    raise
+                raw = None
+                break
             except Exception as exc:
                 raw, error = None, error_text(exc)
                 if attempt >= retries or not _transient(exc):

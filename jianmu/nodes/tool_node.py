@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -22,6 +23,7 @@ from jianmu.nodes.tool_executor import (
     finish_span,
     fresh_request_id,
     input_schema_of,
+    own_failure,
     preview,
     tool_span_attributes,
 )
@@ -179,6 +181,12 @@ class ToolNode(AsyncNode):
                     done = ToolResult.from_raw(tool.name, raw, duration_ms=elapsed_ms(start))
                 except Exception as exc:
                     done = ToolResult(tool=tool.name, ok=False, error=error_text(exc),
+                                      duration_ms=elapsed_ms(start))
+                except (asyncio.CancelledError, SystemExit, GeneratorExit) as exc:
+                    error = own_failure(exc)
+                    if error is None:  # the node was halted: not the tool's
+                        raise
+                    done = ToolResult(tool=tool.name, ok=False, error=error,
                                       duration_ms=elapsed_ms(start))
                 return done.truncate(tool.max_result_length)
 

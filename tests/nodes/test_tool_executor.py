@@ -546,3 +546,108 @@ async def test_each_call_is_resolved_to_its_tool_once(monkeypatch: pytest.Monkey
     assert result.status is RunStatus.SUCCESS
     assert contents(runner) == [("a", "hi"), ("b", "3")]
     assert looked_up == ["ECHO", "add"]
+
+
+@tool
+def cli_exits(code: int) -> str:
+    """A command-line tool that exits on bad input, as argparse does.
+
+    Args:
+        code: the exit code.
+    """
+    sys.exit(code)
+
+
+@tool
+async def async_exits(code: int) -> str:
+    """An async tool that exits.
+
+    Args:
+        code: the exit code.
+    """
+    sys.exit(code)
+
+
+@tool
+def stray_generator_exit(note: str) -> str:
+    """Raises GeneratorExit from a worker thread.
+
+    Args:
+        note: unused.
+    """
+    raise GeneratorExit
+
+
+@tool
+async def async_generator_exit(note: str) -> str:
+    """Raises GeneratorExit on the loop.
+
+    Args:
+        note: unused.
+    """
+    raise GeneratorExit
+
+
+@tool
+async def inner_task_cancelled(note: str) -> str:
+    """Awaits a task of its own that someone else cancelled.
+
+    Args:
+        note: unused.
+    """
+    inner = asyncio.get_running_loop().create_task(asyncio.sleep(60))
+    inner.cancel()
+    return str(await inner)
+
+
+@pytest.mark.parametrize("mode", ["serial", "parallel"])
+async def test_a_tools_exit_or_stray_cancel_is_a_failed_call_not_the_process_end(
+    mode: str,
+) -> None:
+    executor = ToolExecutor(
+        tools=[cli_exits, async_exits, stray_generator_exit, async_generator_exit,
+               inner_task_cancelled, echo],
+        config=ToolExecutorConfig(execution_mode=mode),  # type: ignore[arg-type]
+    )
+    runner, result = await run(executor, [
+        {"id": "exit", "name": "cli_exits", "arguments": {"code": 2}},
+        {"id": "aexit", "name": "async_exits", "arguments": {"code": 3}},
+        {"id": "gen", "name": "stray_generator_exit", "arguments": {"note": "x"}},
+        {"id": "agen", "name": "async_generator_exit", "arguments": {"note": "x"}},
+        {"id": "cancel", "name": "inner_task_cancelled", "arguments": {"note": "x"}},
+        {"id": "ok", "name": "echo", "arguments": {"text": "still here"}},
+    ])
+    assert result.status is RunStatus.SUCCESS, result.error
+    got = dict(contents(runner))
+    assert got["exit"] == "Error: the tool called sys.exit(2)"
+    assert got["aexit"] == "Error: the tool called sys.exit(3)"
+    assert got["gen"] == "Error: RuntimeError: the call raised GeneratorExit"
+    assert got["agen"] == "Error: the tool raised GeneratorExit"
+    assert got["cancel"] == "Error: the tool raised CancelledError without being cancelled"
+    assert got["ok"] == "still here"
+
+
+async def test_a_halted_batch_still_cancels_its_calls() -> None:
+    """A cancel of the run itself is not mistaken for a tool's own CancelledError."""
+    started = asyncio.Event()
+
+    @tool
+    async def waits(note: str) -> str:
+        """Waits until cancelled.
+
+        Args:
+            note: unused.
+        """
+        started.set()
+        await asyncio.sleep(60)
+        return "never"
+
+    state = StateManager(AgentState, {"actions": [
+        {"id": "w", "name": "waits", "arguments": {"note": "x"}}]})
+    runner = ReactiveRunner(ToolExecutor(tools=[waits]), state)
+    task = asyncio.get_running_loop().create_task(runner.run(timeout=30))
+    await started.wait()
+    runner.cancel()
+    result = await task
+    assert result.status is RunStatus.CANCELLED
+    assert state.get("messages") == []  # not recorded: it runs again

@@ -135,3 +135,21 @@ async def test_guarded_false_trusts_the_author() -> None:
     node = ToolNode("Launch", launch, "t", "out", guarded=False)
     assert (await ReactiveRunner(node, state).run(timeout=10)).ok
     assert state.get("out") == "launched probe"
+
+
+async def test_a_tool_nodes_tool_that_exits_fails_the_node_not_the_process() -> None:
+    import sys
+
+    @tool
+    def exits(code: int) -> str:
+        """Exits.
+
+        Args:
+            code: the exit code.
+        """
+        sys.exit(code)
+
+    node = ToolNode("Exits", exits, "code", "out")
+    result, _ = await run(node, StateManager(initial={"code": {"code": 4}}))
+    assert result.status is RunStatus.FAILURE
+    assert node.feedback_message == "the tool called sys.exit(4)"
