@@ -31,6 +31,7 @@ __all__ = (
     "ToolsInput",
     "Usage",
     "from_config",
+    "from_name",
     "provider_from_config",
     "replays_stream",
     "takes_requests",
@@ -374,6 +375,27 @@ def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
 
 
 provider_from_config = from_config
+
+
+def from_name(name: str) -> LLMProvider:
+    """The provider a ``"provider:model"`` name gives (``"openai:gpt-4o"``,
+    ``"anthropic:claude-sonnet-4-5"``), as ``from_config`` builds it from the environment's
+    keys and base URLs.
+
+    Raises:
+        ConfigError: the name has no provider part, or names no registered provider.
+        MissingExtraError: the provider needs an extra that is not installed.
+    """
+    provider, _, model = name.partition(":")
+    if not model or not provider:
+        raise ConfigError(
+            f"the model {name!r} names no provider: write 'openai:<model>' (any "
+            "OpenAI-compatible server, with $OPENAI_BASE_URL) or 'anthropic:<model>', or give "
+            "a provider object such as OpenAIProvider(...)"
+        )
+    if not plugins.is_registered("llm", provider):
+        raise ConfigError(f"no model provider named {provider!r} (in {name!r})")
+    return from_config(LLMConfig(provider=provider, model=model))
 """Alias of `from_config`."""
 
 # -- providers on a vendor SDK -----------------------------------------------------------------

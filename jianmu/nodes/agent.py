@@ -31,6 +31,7 @@ from jianmu.nodes.state import AgentState
 from jianmu.runtime.events import Event
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.state import StateManager
+from jianmu.tools.registry import as_tools
 
 if TYPE_CHECKING:
     from jianmu.config import AppConfig
@@ -89,12 +90,13 @@ class Agent:
     """A ReAct agent: a model, its tools, its prompt and answer type, run in one call.
 
     Args:
-        llm: the model provider.
+        llm: the model provider, or a ``"provider:model"`` name (``"openai:gpt-4o"``).
         tools: the tools the model may call (`Tool`s, ``@tool`` functions, a `ToolSet`,
             `handoff`s and other agents' ``as_tool()``).
         system_prompt: the system message.
         output_type: the answer's type (a pydantic model, dataclass, ``list[X]``...); the
-            result's ``output`` is then a validated object of it, else the answer's text.
+            result's ``output`` is then a validated object of it, else the answer's text
+            (``str``, or a union holding it, takes a text answer as it is).
         output_mode: ``"tool"``, ``"native"`` or ``"text"`` (`create_react_node`).
         output_retries: answers that may fail validation before `OutputValidationError`.
         constraints: the agent's layer of constraints (tighten only): tool policies,
@@ -115,7 +117,7 @@ class Agent:
 
     def __init__(
         self,
-        llm: LLMProvider,
+        llm: LLMProvider | str,
         *,
         tools: Sequence[Any] | None = None,
         system_prompt: str = "",
@@ -137,7 +139,7 @@ class Agent:
         **options: Any,
     ) -> None:
         self.llm = llm
-        self.tools = list(tools or ())
+        self.tools = list(as_tools(tools) or ())  # functions made tools once, not per run
         self.system_prompt = system_prompt
         self.output_type = output_type
         self.name = name

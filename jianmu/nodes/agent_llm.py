@@ -35,6 +35,7 @@ from jianmu.llm.provider import (
     StreamDone,
     StreamEvent,
     TextDelta,
+    from_name,
     replays_stream,
     takes_requests,
 )
@@ -141,7 +142,7 @@ class AgentLLMNode(AsyncNode):
 
     Args:
         name: the node's name.
-        llm: the model provider.
+        llm: the model provider, or a ``"provider:model"`` name (``"openai:gpt-4o"``).
         tools: a `ToolSet`, a list of tools, or the `ToolExecutor` that will run the calls
             (then the model sees exactly what that executor may run).
         system_prompt: the system message.
@@ -180,7 +181,7 @@ class AgentLLMNode(AsyncNode):
     def __init__(
         self,
         name: str = "AgentLLM",
-        llm: LLMProvider | None = None,
+        llm: LLMProvider | str | None = None,
         *,
         tools: ToolSet | ToolExecutor | Sequence[Any] | None = None,
         system_prompt: str = "",
@@ -219,6 +220,15 @@ class AgentLLMNode(AsyncNode):
             )
         if llm is None:
             raise ValueError("AgentLLMNode needs an llm (an LLMProvider such as OpenAIProvider)")
+        if isinstance(llm, str):  # "openai:gpt-4o", as pydantic-ai's agents take it
+            llm = from_name(llm)
+        if not callable(getattr(llm, "complete", None)):
+            raise TypeError(
+                f"llm must be a model provider (an LLMProvider such as OpenAIProvider) or a "
+                f"'provider:model' name, got {type(llm).__name__}"
+            )
+        if not isinstance(system_prompt, str):
+            raise TypeError(f"system_prompt must be text, got {type(system_prompt).__name__}")
         self.llm = llm
         self._can_stream = _can_stream(llm)
         self.tools = tools
@@ -683,9 +693,7 @@ def turn_update(
     if output is None:
         return TurnUpdate({"messages": [message], "actions": [], "final_answer": text,
                            "done": True})
-    if output.mode == "tool":  # a text answer where the answer tool was asked for
-        return _checked(message, calls, Checked(False, raw=text), output, state, None)
-    return _checked(message, calls, output.check_text(text), output, state, None)
+    return _checked(message, calls, output.text_answer(text), output, state, None)
 
 
 def _checked(

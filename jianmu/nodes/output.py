@@ -210,11 +210,16 @@ class OutputSpec:
         self.mode: OutputMode = mode
         self.retries = retries
         self.type_name = _type_name(output_type)
+        members = get_args(output_type) if _is_union(output_type) else ()
+        self.text_ok = output_type is str or str in members
+        """Whether a text answer is the answer as it is (``str``, or a union holding it, as
+        pydantic-ai takes it): in tool mode, answer tools are made for the other members."""
+        asked = [m for m in members if m is not str] if self.text_ok else list(members)
         try:
             self.adapter: TypeAdapter[Any] = TypeAdapter(output_type)
             self.shape = _shape(output_type)
-            members = get_args(output_type) if _is_union(output_type) else ()
-            shapes = [_shape(m) for m in members] if mode == "tool" and len(members) > 1 else []
+            shapes = [_shape(m) for m in asked] if mode == "tool" and (
+                len(asked) > 1 or self.text_ok) else []
         except (PydanticUserError, TypeError) as exc:
             raise TypeError(
                 f"output_type {output_type!r} has no JSON Schema: {exc}; use a pydantic model, "
@@ -222,10 +227,16 @@ class OutputSpec:
             ) from None
         self.tools: tuple[OutputTool, ...] = ()
         self._by_tool: dict[str, _Shape] = {}
-        if mode == "tool":
+        if mode == "tool" and (shapes or not self.text_ok):
             self._make_tools(tool_name, description, shapes)
 
     def _make_tools(self, tool_name: str, description: str | None, shapes: list[_Shape]) -> None:
+        if len(shapes) == 1:  # a union of str and one type: text, or that type's tool
+            self.tools = (OutputTool(tool_name, description or (
+                f"Give your final answer as {_type_name(shapes[0].type)} (or as text). Calling "
+                "this ends your turn."), shapes[0].schema),)
+            self._by_tool = {tool_name: shapes[0]}
+            return
         if not shapes:
             said = description or (
                 f"Give your final answer as {self.type_name}. Calling this ends your turn: "
@@ -254,7 +265,7 @@ class OutputSpec:
 
     def instructions(self) -> str:
         """What the system prompt says about the answer's form (text mode only)."""
-        if self.mode != "text":
+        if self.mode != "text" or self.type is str:
             return ""
         said = self.__dict__.get("_instructions")
         if said is None:  # the schema's text, made once: the prompt of every turn holds it
@@ -271,7 +282,7 @@ class OutputSpec:
         Raises:
             ConfigError: the provider has no structured output (naming it).
         """
-        if self.mode != "native":
+        if self.mode != "native" or self.type is str:  # text needs no structured output
             return {}
         make = getattr(llm, "output_format_params", None)
         provider = f"{type(llm).__name__} (model {getattr(llm, 'model', '?')!r})"
@@ -313,8 +324,17 @@ class OutputSpec:
             return Checked(False, problems=tuple(_problems(exc)), raw=raw)
         return Checked(True, value=shape.value(checked), raw=raw)
 
+    def text_answer(self, text: str) -> Checked:
+        """Check a reply that is text: in tool mode the answer tool was not called, which
+        only a type that takes text allows."""
+        if self.mode == "tool":
+            return Checked(True, value=text, raw=text) if self.text_ok else Checked(False, raw=text)
+        return self.check_text(text)
+
     def check_text(self, text: str) -> Checked:
         """Check a text answer (text and native modes)."""
+        if self.type is str:
+            return Checked(True, value=text, raw=text)
         body = extract_json(text)
         shape = self.shape if self.mode == "native" else None
         try:
@@ -323,6 +343,8 @@ class OutputSpec:
                 return Checked(True, value=shape.value(checked), raw=text)
             return Checked(True, value=self.adapter.validate_json(body), raw=text)
         except ValidationError as exc:
+            if self.text_ok:  # none of the other members: the text itself
+                return Checked(True, value=text, raw=text)
             return Checked(False, problems=tuple(_problems(exc)), raw=text)
 
     def retry_prompt(self, checked: Checked, *, called: bool) -> str:

@@ -27,7 +27,7 @@ from jianmu.runtime.async_node import (
     logs_debug,
     sequence_tick,
 )
-from jianmu.tools.registry import ToolSet
+from jianmu.tools.registry import ToolSet, as_tools
 
 __all__ = ("ReActLoop", "create_react_node")
 
@@ -177,7 +177,7 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
 
 
 def create_react_node(
-    llm: LLMProvider,
+    llm: LLMProvider | str,
     tools: ToolSet | Sequence[Any] | None,
     *,
     system_prompt: str = "",
@@ -210,8 +210,9 @@ def create_react_node(
     and, while it answers, the agent's own.
 
     Args:
-        llm: the model provider.
-        tools: the tools the model may call (a `ToolSet` or a list).
+        llm: the model provider, or a ``"provider:model"`` name (``"openai:gpt-4o"``).
+        tools: the tools the model may call (a `ToolSet` or a list; a plain function in it
+            is made a tool as ``@tool`` makes one).
         system_prompt: the system message.
         max_iterations: the most model turns; the constraints may lower it.
         constraints: this loop's layer of constraints (tighten only).
@@ -221,7 +222,8 @@ def create_react_node(
         max_messages: most recent messages sent to the model.
         llm_params: extra request parameters.
         stream: stream the model's replies (default: when ``llm.call.delta`` has a reader).
-        output_type: the answer's type (a model, dataclass, TypedDict, ``list[X]``, a union...).
+        output_type: the answer's type (a model, dataclass, TypedDict, ``list[X]``, a union...);
+            ``str``, or a union holding it, takes a text answer as it is.
         output_mode: ``"tool"``, ``"native"`` or ``"text"``.
         output_retries: answers that may fail validation before `OutputValidationError`.
         history: history processors (`trim_history`, `summarize_history`, functions).
@@ -236,7 +238,7 @@ def create_react_node(
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
         HandoffError: two agents of the team reached by hand-offs share a name.
     """
-    tools, handoffs = split_handoffs(tools)
+    tools, handoffs = split_handoffs(as_tools(tools))
     executor = ToolExecutor(
         f"{name}.tools", tools, config=executor_config, constraints=constraints,
         tool_output_guardrails=tool_output_guardrails,

@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
+from types import FunctionType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast, overload
 
 from jianmu.errors import ToolDefinitionError, ToolError, ToolNotFoundError, ToolValidationError
@@ -28,6 +29,7 @@ from jianmu.tools.base import (
     _from_function,
     _openai_function,
 )
+from jianmu.tools.base import tool as make_tool
 from jianmu.tools.calls import (
     ToolCall,
     ToolResult,
@@ -47,6 +49,7 @@ __all__ = (
     "ToolLookup",
     "ToolRegistry",
     "ToolSet",
+    "as_tools",
     "canonical_call",
     "lookup_keyed",
     "resolve_tool",
@@ -223,6 +226,18 @@ def _export_openai(tools: list[Tool], strict: bool) -> list[dict[str, Any]]:
                "them with ToolSet.remove(name) or export with strict=False"],
         )
     return out
+
+
+def as_tools(tools: Any) -> Any:
+    """``tools`` (a list, or a `ToolSet` or None as they are) with each plain function in it
+    made a tool as ``@tool`` makes one, as LangGraph's and pydantic-ai's agents take them."""
+    if tools is None or isinstance(tools, ToolSet):
+        return tools
+    items = tools if isinstance(tools, list) else list(tools)
+    for item in items:
+        if isinstance(item, FunctionType):
+            return [make_tool(t) if isinstance(t, FunctionType) else t for t in items]
+    return items
 
 
 class ToolSet:

@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from jianmu import Agent, AgentResult, ReactiveRunner, ScriptedLLM, StateManager, tool
-from jianmu.errors import OutputValidationError
+from jianmu.errors import ConfigError, OutputValidationError
 from jianmu.nodes import AgentState, ReActLoop
 from jianmu.runtime import RunStatus
 from jianmu.runtime.events import Event
@@ -323,3 +323,64 @@ async def test_a_plain_break_out_of_an_agents_stream_cancels_the_running_tool() 
             break
         await asyncio.sleep(0)
     assert asyncio.all_tasks() == before
+
+
+# -- what a user porting from pydantic-ai or LangGraph writes ----------------------------------
+def test_a_provider_model_name_builds_the_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support.model_server import ModelServer
+
+    with ModelServer("Hello from the server.") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "not-needed")
+        result = Agent("openai:test-model").run_sync("hi", timeout=30)
+        assert result.ok and result.output == "Hello from the server."
+        assert server.requests[0].body["model"] == "test-model"
+
+
+@pytest.mark.parametrize(("llm", "error", "said"), [
+    ("gpt-4o", ConfigError, "names no provider"),
+    ("nobody:model", ConfigError, "no model provider named 'nobody'"),
+    (42, TypeError, "llm must be a model provider"),
+])
+def test_a_model_that_is_not_one_is_refused_when_the_agent_is_made(
+    llm: Any, error: type[Exception], said: str,
+) -> None:
+    with pytest.raises(error, match=said):
+        Agent(llm)
+
+
+def test_a_system_prompt_that_is_not_text_is_refused_when_the_agent_is_made() -> None:
+    with pytest.raises(TypeError, match="system_prompt must be text, got int"):
+        Agent(ScriptedLLM(["hi"]), system_prompt=5)  # type: ignore[arg-type]
+
+
+def test_plain_functions_are_tools() -> None:
+    def weather(city: str) -> str:
+        """The weather of a city.
+
+        Args:
+            city: the city.
+        """
+        return f"sunny in {city}"
+
+    llm = ScriptedLLM([[{"name": "weather", "arguments": {"city": "Oslo"}}], "Sunny."])
+    agent = Agent(llm, tools=[weather])
+    result = agent.run_sync("weather in Oslo?")
+    assert result.ok and result.output == "Sunny."
+    assert [m.content for m in result.messages if m.role == "tool"] == ["sunny in Oslo"]
+    assert agent.tools[0].name == "weather"  # made a tool once, for every run
+
+
+def test_output_type_str_takes_the_text_answer() -> None:
+    result = Agent(ScriptedLLM(["Just text."]), output_type=str).run_sync("q")
+    assert result.ok and result.output == "Just text."
+    assert not [m for m in result.messages if m.role == "user"][1:]  # never asked again
+
+
+def test_a_union_holding_str_takes_text_or_its_other_members_tool() -> None:
+    as_text = Agent(ScriptedLLM(["Not a number."]), output_type=int | str).run_sync("q")
+    assert as_text.ok and as_text.output == "Not a number."
+    llm = ScriptedLLM([[{"name": "final_result", "arguments": {"response": 42}}]])
+    as_int = Agent(llm, output_type=int | str).run_sync("q")
+    assert as_int.ok and as_int.output == 42
+    assert [t["function"]["name"] for t in llm.requests[0].tools] == ["final_result"]
