@@ -922,13 +922,25 @@ def _from_function(function: Mapping[str, Any], fn: Callable[..., Any],
         raise ToolDefinitionError("?", [
             f"the definition has no 'name' (keys: {', '.join(function) or 'none'})"
         ])
-    parameters = function.get("parameters")
-    if parameters is None:
-        parameters = {"type": "object", "properties": {}}
     return SchemaTool(
         fn, name=name, description=str(function.get("description") or ""),
-        input_schema=parameters, **options,
+        input_schema=_arguments_object(function.get("parameters")), **options,
     )
+
+
+def _arguments_object(parameters: Any) -> Any:
+    """A function definition's ``parameters`` as the object schema they always describe (a
+    function's arguments are a JSON object): none or ``{}`` is no arguments, a schema with
+    ``properties`` but no ``type`` (or ``["object", "null"]``) an object; any other type is
+    left for the tool to wrap as ``input``."""
+    if parameters is None or (isinstance(parameters, Mapping) and not parameters):
+        return {"type": "object", "properties": {}}
+    if not isinstance(parameters, Mapping):
+        return parameters  # refused by the tool, naming the type
+    kind = parameters.get("type")
+    if kind is None or (isinstance(kind, list) and "object" in kind):
+        return {**parameters, "type": "object"}
+    return parameters
 
 
 @overload

@@ -257,3 +257,23 @@ def test_accepted_names_of_plain_functions_are_what_their_signature_says() -> No
 
     for fn in (a, b, c, d, wrapped, lambda q, *s, r=1: None):
         assert accepted_names(fn) == by_signature(fn), fn
+
+
+@pytest.mark.parametrize(("parameters", "arguments"), [
+    ({}, {}),
+    ({"properties": {"city": {"type": "string"}}, "required": ["city"]}, {"city": "Oslo"}),
+    ({"type": ["object", "null"], "properties": {"city": {"type": "string"}}},
+     {"city": "Oslo"}),
+], ids=["empty", "no-type", "nullable-object"])
+def test_a_functions_parameters_are_always_an_object(
+    parameters: dict[str, Any], arguments: dict[str, Any],
+) -> None:
+    """A function's arguments are a JSON object, as OpenAI reads ``parameters``: ``{}`` is
+    no arguments and a schema with properties but no type is an object, not one ``input``
+    value the model could never guess."""
+    made = Tool.from_openai({"name": "look", "parameters": parameters}, cancel_items)
+    assert not made.wraps_input
+    assert made.to_openai()["function"]["parameters"]["type"] == "object"
+    assert "input" not in made.to_openai()["function"]["parameters"]["properties"]
+    assert made.validate_args(arguments) == arguments
+    assert asyncio.run(made.invoke(arguments)) == arguments  # the function gets them all
