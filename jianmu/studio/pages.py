@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 __all__ = ("json_tree", "run_page", "runs_page")
 
 STATUSES = ("running", "suspended", "decided", "queued", "success", "failure", "timeout",
-            "cancelled")
+            "cancelled", "damaged")
 
 
 def _e(value: Any) -> str:

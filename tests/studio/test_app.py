@@ -332,4 +332,6 @@ def test_a_damaged_checkpoint_is_said_not_a_bare_500(
         assert answer.status_code == 500
         assert f"the checkpoint of run {run_id!r}" in answer.json()["error"]
         assert "is not JSON" in answer.json()["error"]
-    assert run_id in client.get("/").text  # the runs list still shows it
+    assert run_id in client.get("/").text  # the runs list still shows it, as damaged
+    assert run_id in client.get("/?status=damaged").text
+    assert run_id not in client.get("/?status=suspended").text
