@@ -175,6 +175,8 @@ class AgentLLMNode(AsyncNode):
         ValueError: ``tool_output_guardrails`` without a `ToolExecutor` as ``tools``.
     """
 
+    eager_start = False  # its work waits (a model, a thread, a person): no tick to save
+
     records_own_steps = True
     node_kind = "model"
 

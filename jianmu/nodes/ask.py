@@ -31,6 +31,8 @@ class AskUser(AsyncNode):
         output_key: the state key the answer is written to.
     """
 
+    eager_start = False  # its work waits (a model, a thread, a person): no tick to save
+
     node_kind = "ask"
 
     def __init__(

@@ -394,6 +394,8 @@ class ToolExecutor(AsyncNode):
             reads, and the run goes on.
     """
 
+    eager_start = False  # its work waits (a model, a thread, a person): no tick to save
+
     records_own_steps = True
     node_kind = "tool"
 

@@ -60,6 +60,8 @@ class ToolNode(AsyncNode):
             so the same call asks once across runs; ``None``: from the node's path.
     """
 
+    eager_start = False  # its work waits (a model, a thread, a person): no tick to save
+
     records_own_steps = True
     node_kind = "tool"
 

@@ -21,7 +21,9 @@ import contextvars
 import itertools
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from asyncio.tasks import _enter_task, _leave_task
+from asyncio.tasks import current_task as _current_task
+from collections.abc import Coroutine, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import py_trees
@@ -237,6 +239,12 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     ticks after an approval). Prefer awaiting what you wait for: that costs nothing.
     """
 
+    eager_start: ClassVar[bool] = True
+    """Whether ``update_async``'s first step runs in the tick that enters the node (as the
+    task, before it is scheduled): work that ends without waiting then reports in that tick,
+    as a py_trees leaf does. The engine's own model, tool and question nodes always wait for
+    something, and keep the order of their ticks as it was: they say False."""
+
     records_own_steps: ClassVar[bool] = False
     """Whether ``update_async`` records its own steps (model turns, tool calls) in a durable
     run; otherwise the whole ``update_async`` is one step, its state writes recorded with it."""
@@ -246,6 +254,9 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         self.error: BaseException | None = None
         self._task: asyncio.Task[Status] | None = None
         self._settled: Status | None = None
+        self._ended: _Eager | None = None
+        """``update_async`` ended in its first step, in the tick that started it: its outcome,
+        for `update` to report in the same tick (as a py_trees leaf would)."""
 
     async def update_async(self) -> Status:
         """The node's work. Subclasses override it; the default succeeds at once."""
@@ -293,18 +304,26 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         task = self._task
         if task is None:  # restored from a checkpoint, or the last run asked to be called again
             self._start()
-            return Status.RUNNING
-        if not task.done():
+            task = self._task
+        ended = self._ended
+        if ended is not None:  # ended in its first step, this tick: no task to wait for
+            self._ended = self._task = None
+            return self._outcome(ended.value, ended.error)
+        if task is None or not task.done():
             return Status.RUNNING
         self._task = None
         if task.cancelled():
             return Status.INVALID
         exc = task.exception()
+        return self._outcome(None if exc is not None else task.result(), exc)
+
+    def _outcome(self, value: Any, exc: BaseException | None) -> Status:
+        """The status ``update_async`` ended with: its result, or FAILURE for its exception."""
         if exc is None:
             # RUNNING means "call me again": update_async runs anew on a later tick (the
             # runner ticks such nodes every runtime.poll_interval, and after an approval)
             try:
-                return coerce_status(task.result())
+                return coerce_status(value)
             except TypeError as bad:
                 exc = bad
         if not isinstance(exc, Exception):
@@ -314,6 +333,7 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     def terminate(self, new_status: Status) -> None:
         """Cancel the task when pre-empted (``INVALID``). Subclasses must call ``super()``."""
         task, self._task = self._task, None
+        self._ended = None
         if task is None:
             return
         if task.done():
@@ -348,9 +368,21 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         # the task's own copy of the context also serves its done callback, which would
         # copy the context again (one more object per task in flight) if given none
         context = contextvars.copy_context()
-        task = self._task = asyncio.get_running_loop().create_task(
-            work, name=f"jianmu:{self.path or self.name}", context=context)
-        if ctx is not None:
+        loop = asyncio.get_running_loop()
+        name = f"jianmu:{self.path or self.name}"
+        if not self.eager_start:
+            task = self._task = loop.create_task(work, name=name, context=context)
+            if ctx is not None:
+                task.add_done_callback(self._done, context=context)
+            return
+        first = _First(work)
+        task = self._task = loop.create_task(first, name=name, context=context)
+        # Its first step runs now, in this tick, as the task (an eager start): work that ends
+        # without waiting reports in the tick that started it, as a py_trees leaf does, so
+        # a priority selector re-entering an async condition does not see it RUNNING and
+        # pre-empt the action after it, and no tick is spent waiting for the task
+        self._ended = ended = first.step(loop, task, context)
+        if ended is None and ctx is not None:
             task.add_done_callback(self._done, context=context)
 
     def _done(self, task: asyncio.Task[Status]) -> None:
@@ -397,6 +429,83 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
                 view = manager.scope(namespace) if namespace else manager.root
                 view.replace({field: value})
         return Status[name]
+
+
+class _Eager(NamedTuple):
+    """How a coroutine's first step ended it: its value, or its exception."""
+
+    value: Any
+    error: BaseException | None
+
+
+class _First(Coroutine[Any, Any, Any]):
+    """A node's coroutine, as its task's: the first step runs eagerly, in the tick that
+    starts the task (`step`); the task then goes on from what that step waits for.
+
+    A coroutine object of its own (not a generator around the node's), so a cancel that
+    reaches the task before its first step is thrown into the node's coroutine where it
+    waits, as it would be into a task's own coroutine.
+    """
+
+    __slots__ = ("coro", "ended", "waits")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.coro = coro
+        self.waits: Any = _NOT_YET
+        self.ended = False
+
+    def step(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any],
+        context: contextvars.Context,
+    ) -> _Eager | None:
+        """Run the first step as ``task`` (the current task, in its context): timeouts, cancel
+        scopes and task groups entered there belong to it. Its outcome if it ended there."""
+        current = _current_task(loop)
+        if current is not None:
+            _leave_task(loop, current)
+        _enter_task(loop, task)
+        try:
+            self.waits = context.run(self.coro.send, None)
+        except StopIteration as stop:
+            self.ended = True
+            return _Eager(stop.value, None)
+        except (KeyboardInterrupt, SystemExit):
+            self.ended = True
+            raise  # as a task would: out of the loop
+        except BaseException as exc:  # the task's failure, reported as the task's would be
+            self.ended = True
+            return _Eager(None, exc)
+        finally:
+            _leave_task(loop, task)
+            if current is not None:
+                _enter_task(loop, current)
+        return None
+
+    # -- the coroutine the task runs -----------------------------------------------------------
+    def send(self, value: Any) -> Any:
+        if self.ended:  # reported in the tick that started it: nobody reads this task
+            raise StopIteration
+        waits = self.waits
+        if waits is not _NOT_YET:  # the task's first step: wait for what the eager one did
+            self.waits = _NOT_YET
+            return waits
+        return self.coro.send(value)
+
+    def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:  # type: ignore[override]
+        if self.ended:
+            raise exc if value is None else value
+        self.waits = _NOT_YET
+        return self.coro.throw(exc if value is None else value)
+
+    def close(self) -> None:
+        self.coro.close()
+
+    def __await__(self) -> Any:
+        return self
+
+
+_NOT_YET: Any = object()
+"""`_First.waits` before the eager step, and once the task has taken it."""
 
 
 def _read(manager: StateManager, key: str) -> Any:

@@ -70,6 +70,9 @@ def fork_run(store: SQLiteCheckpointer, run_id: str, point: int, *,
              new_id: str | None = None, owner: str | None = None) -> str:
     """Save a new run that starts at ``point`` of ``run_id``; returns its id.
 
+    A point where the tree had ended (the run's last, say) gives a fork that has ended there
+    too, with that result, unless its state is edited: then the tree runs again from its start.
+
     Args:
         store: the checkpoint file of ``run_id``; the fork is saved there.
         run_id: the run to fork.
@@ -122,10 +125,18 @@ def _fork(store: SQLiteCheckpointer, run_id: str, point: int, state: dict[str, A
         "state": snapshot_ops(snapshot), "nodes": dict(frame.statuses), "tree": frame.tree,
         "errors": frame.errors}, [(time.time(), "run.forked", None, {
             "run": run_id, "point": point, "edited": edited})])
+    # a point where the tree had ended is the run's end: a fork of it as it was has ended
+    # there too (its result, not a new pass of the tree; send() starts a new turn); one with
+    # an edited state runs the tree again from its start, on that state
+    ended = None if edited else {"SUCCESS": "success", "FAILURE": "failure"}.get(
+        frame.statuses.get("0", ""))
+    error = None if ended != "failure" else "; ".join(
+        f"{key}: {said}" for key, said in sorted(frame.errors.items())) or "the run failed"
     store.save(fork_id, {
-        "version": latest.get("version", 1), "run_id": fork_id, "status": "running",
+        "version": latest.get("version", 1), "run_id": fork_id, "status": ended or "running",
         "tree": latest.get("tree", "?"), "ticks": frame.tick, "state": snapshot,
         "nodes": nodes, "interaction": {}, "user_roles": latest.get("user_roles", []),
         "saved": time.time(), "forked_from": {"run": run_id, "point": point},
+        **({"error": error} if error is not None else {}),
     })
     return fork_id

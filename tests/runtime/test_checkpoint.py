@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -28,6 +29,14 @@ class Count(AsyncNode):
     async def update_async(self) -> Status:
         self.state.update({"log": [*(self.state.get("log") or []), self.name]})
         return Status.SUCCESS
+
+
+class Waits(Count):
+    """Count, once it has waited: each takes a tick of its own."""
+
+    async def update_async(self) -> Status:
+        await asyncio.sleep(0)
+        return await super().update_async()
 
 
 class Ask(AsyncNode):
@@ -110,7 +119,7 @@ class RecordingCheckpointer(SQLiteCheckpointer):
 async def test_checkpoint_every_n_ticks_saves_each_intermediate_row(every: int) -> None:
     store = RecordingCheckpointer()
     root = py_trees.composites.Sequence(
-        "Root", memory=True, children=[Count(f"c{i}") for i in range(8)]
+        "Root", memory=True, children=[Waits(f"c{i}") for i in range(8)]
     )
     runner = ReactiveRunner(root, checkpointer=store, checkpoint_every=every)
     result = await runner.run(timeout=10)

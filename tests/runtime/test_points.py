@@ -3,6 +3,7 @@ replaying it back to any point."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 from pathlib import Path
@@ -209,6 +210,7 @@ async def test_a_cleared_namespace_is_dropped_at_its_point(tmp_path: Path) -> No
 
     class Clear(AsyncNode):
         async def update_async(self) -> Status:
+            await asyncio.sleep(0)  # a tick after the one that wrote it: a point between
             self.state_manager.clear_namespace("skill_runtime.x_0_1")
             return Status.SUCCESS
 

@@ -55,7 +55,8 @@ class World:
 
     def started(self, leaf: Any, k: int) -> None:
         self.starts += 1
-        self.running[leaf] = (self.step + k, self.starts)
+        if k:  # k == 0: the leaf ends in the tick that starts it, with no driver step
+            self.running[leaf] = (self.step + k, self.starts)
         self.log.append(("start", leaf.name))
 
     def next_leaf(self) -> Any | None:
@@ -76,9 +77,9 @@ class SyncLeaf(Behaviour):
         self.outcome: Status | None = None
 
     def initialise(self) -> None:
-        k, _ = self.script[self.runs % len(self.script)]
+        k, status = self.script[self.runs % len(self.script)]
         self.runs += 1
-        self.outcome = None
+        self.outcome = None if k else status
         self.world.started(self, k)
 
     def complete(self) -> None:
@@ -111,9 +112,11 @@ class AsyncLeaf(AsyncNode):
         """Gates whose coroutine saw its CancelledError."""
 
     def initialise(self) -> None:
-        k, _ = self.script[self.runs % len(self.script)]
+        k, status = self.script[self.runs % len(self.script)]
         self.runs += 1
         self.gate = asyncio.get_running_loop().create_future()
+        if not k:  # its coroutine ends without waiting: in this tick, as the sync leaf does
+            self.gate.set_result(status)
         self.world.started(self, k)
         super().initialise()
 
@@ -125,6 +128,8 @@ class AsyncLeaf(AsyncNode):
         gate = self.gate
         assert gate is not None
         self.entered.add(gate)
+        if gate.done():
+            return gate.result()
         try:
             return await asyncio.shield(gate)
         except asyncio.CancelledError:
@@ -154,20 +159,25 @@ DECORATORS = (
 )
 
 
-def random_spec(rng: random.Random, depth: int, counter: list[int]) -> tuple[Any, ...]:
-    """A tree as nested tuples, built the same way into either world."""
+def random_spec(
+    rng: random.Random, depth: int, counter: list[int], *, fastest: int = 1
+) -> tuple[Any, ...]:
+    """A tree as nested tuples, built the same way into either world; a leaf's run takes
+    ``fastest`` to 3 driver steps (0: it ends in the tick that starts it)."""
     if depth == 0 or rng.random() < 0.3:
         counter[0] += 1
         script = tuple(
-            (rng.randint(1, 3), rng.choice((Status.SUCCESS, Status.FAILURE)))
+            (rng.randint(fastest, 3), rng.choice((Status.SUCCESS, Status.FAILURE)))
             for _ in range(rng.randint(1, 3))
         )
         return ("leaf", f"L{counter[0]}", script)
     kind = rng.choice(("Sequence", "Selector", "Parallel", "decorator", "decorator"))
     if kind == "decorator":
         name = rng.choice(DECORATORS)
-        return (name, rng.randint(0, 1 << 16), random_spec(rng, depth - 1, counter))
-    children = tuple(random_spec(rng, depth - 1, counter) for _ in range(rng.randint(1, 3)))
+        return (name, rng.randint(0, 1 << 16), random_spec(rng, depth - 1, counter,
+                                                           fastest=fastest))
+    children = tuple(random_spec(rng, depth - 1, counter, fastest=fastest)
+                     for _ in range(rng.randint(1, 3)))
     if kind == "Parallel":
         policy = rng.choice(("all", "one", "selected"))
         return ("Parallel", (policy, rng.random() < 0.5, rng.randint(1, 1 << 16)), children)
@@ -264,8 +274,9 @@ class DrivenRunner(ReactiveRunner):
 
     async def _wait_for_wake(self, wait: float | None) -> bool:
         assert self._wake_event is not None
-        if wait is not None and wait <= self.config.runtime.poll_interval:
-            self.polled = True  # a tree at rest that still restarts async leaves
+        # a tree at rest that is polled: its next tick may still change it (a leaf that ends
+        # at once and starts anew, with the same statuses each time)
+        self.polled = wait is not None and wait <= self.config.runtime.poll_interval
         if not self._wake_event.is_set():
             self.quiet.set()
         try:
@@ -281,10 +292,21 @@ async def run_jianmu(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]],
     runner = DrivenRunner(root, config=FAST_POLL)
     run = asyncio.ensure_future(runner.run(max_ticks=SPIN_TICKS))
 
+    def seen() -> tuple[int, list[Status]]:
+        return len(world.log), [n.status for n in root.iterate()]
+
     async def settled() -> None:
-        quiet = asyncio.ensure_future(runner.quiet.wait())
-        await asyncio.wait({run, quiet}, return_when=asyncio.FIRST_COMPLETED)
-        quiet.cancel()
+        """Until the runner sleeps with nothing left to change: a poll that changes nothing
+        (py_trees' loop is quiet at a tick that changes nothing, too)."""
+        before = None
+        while True:
+            quiet = asyncio.ensure_future(runner.quiet.wait())
+            await asyncio.wait({run, quiet}, return_when=asyncio.FIRST_COMPLETED)
+            quiet.cancel()
+            if run.done() or not runner.polled or seen() == before:
+                return
+            before = seen()
+            runner.quiet.clear()
 
     await settled()
     while not run.done() and world.step < MAX_STEPS:
@@ -298,7 +320,7 @@ async def run_jianmu(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]],
         runner.cancel()
     result = await run
     assert result.status in (RunStatus.SUCCESS, RunStatus.FAILURE, RunStatus.CANCELLED)
-    if runner.polled or (result.error and "max_ticks" in result.error):
+    if result.error and "max_ticks" in result.error:
         return "spins", [], result.ticks
     for node in root.iterate():  # every cancelled coroutine saw its CancelledError
         if isinstance(node, AsyncLeaf):
@@ -339,6 +361,53 @@ async def test_random_trees_match_py_trees() -> None:
         f"{kind} memory={memory}" for kind in ("Sequence", "Selector") for memory in (True, False)
     } | {f"Parallel {p} synchronise={s}" for p in ("all", "selected") for s in (True, False)}
     assert ends == {"success", "failure", "unfinished", "spins"}
+
+
+async def test_random_trees_with_leaves_that_end_at_once_match_py_trees() -> None:
+    """Leaves whose coroutine ends without waiting end in the tick that starts them, as sync
+    leaves do: a priority selector re-entering such a condition before a running action
+    leaves the action running (it was cancelled and restarted on every tick), and a parallel
+    sees the leaf's end before it starts its next child."""
+    rng = random.Random(SEED + 1)
+    mismatches, instant = [], 0
+    for index in range(TREES):
+        spec = random_spec(rng, depth=rng.randint(1, 4), counter=[0], fastest=0)
+        instant += "(0," in repr(spec).replace(" ", "")
+        expected = run_py_trees(spec)
+        status, log, _ = await run_jianmu(spec)
+        if (status, log) != expected:
+            mismatches.append((index, spec, expected, (status, log)))
+    assert not mismatches, f"{len(mismatches)} of {TREES} differ; first: {mismatches[0]}"
+    assert instant > TREES // 3  # most trees hold such a leaf
+
+
+async def test_a_selector_re_entering_an_async_condition_leaves_the_action_running() -> None:
+    """A priority selector re-ticks its condition while the action after it runs: a condition
+    whose coroutine ends at once fails in that tick, so the action is not pre-empted (it was
+    cancelled and started again on every tick, and never ended)."""
+    log: list[str] = []
+
+    class Check(AsyncNode):
+        async def update_async(self) -> Status:
+            log.append("check")
+            return Status.FAILURE
+
+    class Act(AsyncNode):
+        async def update_async(self) -> Status:
+            log.append("act")
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                log.append("act cancelled")
+                raise
+            return Status.SUCCESS
+
+    root = py_trees.composites.Selector("priority", memory=False, children=[
+        Check("check"), Act("act")])
+    result = await ReactiveRunner(root, config=FAST_POLL).run(timeout=30)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert log.count("act") == 1 and "act cancelled" not in log
+    assert log[:2] == ["check", "act"]
 
 
 @pytest.mark.parametrize("name", DECORATORS)

@@ -38,6 +38,7 @@ class Worker(AsyncNode):
             self.effects.append(f"{self.name} approved")
             return Status.SUCCESS
         try:
+            await asyncio.sleep(0)  # in flight when its tick ends, whatever the gate says
             await self.gate.wait()
         except asyncio.CancelledError:
             self.cancelled = True

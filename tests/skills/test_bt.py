@@ -280,6 +280,8 @@ async def test_tool_schema_and_plain_run(tmp_path: Path) -> None:
 async def test_tool_inside_a_run_suspends_the_outer_run_and_retries(tmp_path: Path) -> None:
     """A confirm inside the tool's tree suspends the outer run; the same call after the
     approval runs through."""
+    import asyncio
+
     import py_trees
 
     from jianmu.nodes.tool_executor import ToolExecutor
@@ -288,9 +290,16 @@ async def test_tool_inside_a_run_suspends_the_outer_run_and_retries(tmp_path: Pa
     ws = _workspace(tmp_path)
     tool = RunBTSkillTool(SkillCatalog([SHIPPED]))
     state = StateManager(AgentState)
+    class Model(AsyncNode):
+        """Stands for the model: it waits for its answer, so it takes a tick of its own."""
+
+        async def update_async(self) -> py_trees.common.Status:
+            await asyncio.sleep(0)
+            return py_trees.common.Status.SUCCESS
+
     # like a ReAct loop: after the executor another node runs (the model, there)
     root = py_trees.composites.Sequence("loop", memory=True)
-    root.add_children([ToolExecutor("exec", [tool]), AsyncNode("model"),
+    root.add_children([ToolExecutor("exec", [tool]), Model("model"),
                        ToolExecutor("exec", [tool])])
     runner = ReactiveRunner(root, state, constraints=_in(ws))
     call = {"name": "run_bt_skill", "arguments": {"skill": "workspace-report",

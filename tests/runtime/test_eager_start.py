@@ -1,0 +1,142 @@
+"""An `AsyncNode`'s first step runs in the tick that enters it, as its task: work that ends
+without waiting reports in that tick, and what the first step sets up (timeouts, cancel scopes,
+task groups, context variables) belongs to the node's task, as if the task had run it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+
+import anyio
+import py_trees
+import pytest
+from py_trees.common import Status
+
+from jianmu.runtime import AsyncNode, ReactiveRunner, RunStatus
+
+pytestmark = pytest.mark.anyio
+
+SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="outside")
+
+
+class Instant(AsyncNode):
+    async def update_async(self) -> Status:
+        SEEN.set(self.name)  # the task's own context: not the runner's
+        return Status.SUCCESS
+
+
+async def test_work_that_ends_without_waiting_reports_in_the_same_tick() -> None:
+    root = py_trees.composites.Sequence("seq", memory=True, children=[
+        Instant("a"), Instant("b"), Instant("c")])
+    result = await ReactiveRunner(root).run(timeout=10)
+    assert result.status is RunStatus.SUCCESS and result.ticks == 1
+    assert SEEN.get() == "outside"
+
+
+async def test_the_first_step_runs_as_the_nodes_own_task() -> None:
+    seen: list[object] = []
+
+    class Who(AsyncNode):
+        async def update_async(self) -> Status:
+            seen.append(asyncio.current_task())
+            await asyncio.sleep(0)
+            seen.append(asyncio.current_task())
+            return Status.SUCCESS
+
+    node = Who("who")
+    runner = ReactiveRunner(node)
+    outer = asyncio.current_task()
+    assert (await runner.run(timeout=10)).ok
+    assert seen[0] is seen[1] and seen[0] is not outer
+    assert asyncio.current_task() is outer  # the runner's task is current again
+
+
+@pytest.mark.parametrize("kind", ["asyncio", "anyio"])
+async def test_a_timeout_entered_in_the_first_step_stops_the_node_not_the_runner(
+    kind: str,
+) -> None:
+    class Slow(AsyncNode):
+        async def update_async(self) -> Status:
+            if kind == "asyncio":
+                async with asyncio.timeout(0.05):
+                    await asyncio.sleep(30)
+            else:
+                with anyio.fail_after(0.05):
+                    await asyncio.sleep(30)
+            return Status.SUCCESS
+
+    node = Slow("slow")
+    result = await ReactiveRunner(node).run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(node.error, TimeoutError)
+
+
+async def test_a_task_group_entered_in_the_first_step_is_the_nodes() -> None:
+    class Fans(AsyncNode):
+        async def update_async(self) -> Status:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(3):
+                    group.create_task(asyncio.sleep(0.01))
+            return Status.SUCCESS
+
+    assert (await ReactiveRunner(Fans("fans")).run(timeout=10)).ok
+
+
+async def test_a_node_pre_empted_before_its_task_steps_sees_the_cancel_where_it_waits() -> None:
+    """A parallel that fails in the tick that started a sibling stops the sibling before its
+    task ever ran a step of its own: the cancel still reaches the coroutine where it waits."""
+    reached: list[str] = []
+
+    class Waits(AsyncNode):
+        async def update_async(self) -> Status:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                reached.append("cancelled")
+                raise
+            finally:
+                reached.append("finally")
+            return Status.SUCCESS
+
+    class Fails(AsyncNode):
+        async def update_async(self) -> Status:
+            return Status.FAILURE
+
+    root = py_trees.composites.Parallel(
+        "both", policy=py_trees.common.ParallelPolicy.SuccessOnAll(),
+        children=[Waits("waits"), Fails("fails")])
+    result = await ReactiveRunner(root).run(timeout=10)
+    assert result.status is RunStatus.FAILURE and result.ticks == 1
+    assert reached == ["cancelled", "finally"]
+
+
+async def test_an_exception_in_the_first_step_fails_the_node_in_that_tick() -> None:
+    class Breaks(AsyncNode):
+        async def update_async(self) -> Status:
+            raise ValueError("broken at once")
+
+    node = Breaks("breaks")
+    result = await ReactiveRunner(node).run(timeout=10)
+    assert result.status is RunStatus.FAILURE and result.ticks == 1
+    assert isinstance(node.error, ValueError)
+
+
+async def test_a_node_that_cancels_its_own_task_at_once_is_cancelled() -> None:
+    class Quits(AsyncNode):
+        async def update_async(self) -> Status:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            await asyncio.sleep(0)  # the cancel lands here, as in any task
+            return Status.SUCCESS
+
+    result = await ReactiveRunner(Quits("quits")).run(timeout=10)
+    assert result.status is RunStatus.FAILURE
+
+
+async def test_engine_nodes_keep_their_ticks() -> None:
+    """The model, tool and question nodes always wait for something: not eager."""
+    from jianmu.nodes import AgentLLMNode, AskUser, ToolExecutor, ToolNode
+
+    assert not any(cls.eager_start for cls in (AgentLLMNode, ToolExecutor, ToolNode, AskUser))
+    assert AsyncNode.eager_start
