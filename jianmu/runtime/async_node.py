@@ -503,6 +503,10 @@ class _First(Coroutine[Any, Any, Any]):
     def __await__(self) -> Any:
         return self
 
+    @property
+    def __name__(self) -> str:  # the task's repr names the node's coroutine
+        return str(getattr(self.coro, "__qualname__", "update_async"))
+
 
 _NOT_YET: Any = object()
 """`_First.waits` before the eager step, and once the task has taken it."""
