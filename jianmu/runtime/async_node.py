@@ -243,7 +243,9 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     """Whether ``update_async``'s first step runs in the tick that enters the node (as the
     task, before it is scheduled): work that ends without waiting then reports in that tick,
     as a py_trees leaf does. The engine's own model, tool and question nodes always wait for
-    something, and keep the order of their ticks as it was: they say False."""
+    something (a model, a thread, a person) and say False: eager, they would save no tick
+    with a real model, and merge a plan and its call's asking into one tick, leaving no
+    point between them to fork from."""
 
     records_own_steps: ClassVar[bool] = False
     """Whether ``update_async`` records its own steps (model turns, tool calls) in a durable
@@ -308,6 +310,8 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         ended = self._ended
         if ended is not None:  # ended in its first step, this tick: no task to wait for
             self._ended = self._task = None
+            if isinstance(ended.error, asyncio.CancelledError):
+                return Status.INVALID  # as a task cancelled in its first step reports
             return self._outcome(ended.value, ended.error)
         if task is None or not task.done():
             return Status.RUNNING

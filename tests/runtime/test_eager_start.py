@@ -140,3 +140,18 @@ async def test_engine_nodes_keep_their_ticks() -> None:
 
     assert not any(cls.eager_start for cls in (AgentLLMNode, ToolExecutor, ToolNode, AskUser))
     assert AsyncNode.eager_start
+
+
+async def test_a_cancelled_error_raised_in_the_first_step_is_a_cancelled_node_not_run() -> None:
+    """As a task cancelled in its first step: the node is INVALID (the run fails), and the
+    CancelledError never reaches the runner as if the run itself were cancelled."""
+
+    class Awaits(AsyncNode):
+        async def update_async(self) -> Status:
+            gone = asyncio.get_running_loop().create_future()
+            gone.cancel()
+            await gone  # raises CancelledError at once, with no cancel of this task
+            return Status.SUCCESS
+
+    result = await ReactiveRunner(Awaits("awaits")).run(timeout=10)
+    assert result.status is RunStatus.FAILURE
