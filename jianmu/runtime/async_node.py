@@ -256,9 +256,9 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         self.error: BaseException | None = None
         self._task: asyncio.Task[Status] | None = None
         self._settled: Status | None = None
-        self._ended: _Eager | None = None
-        """``update_async`` ended in its first step, in the tick that started it: its outcome,
-        for `update` to report in the same tick (as a py_trees leaf would)."""
+        self._first: tuple[_First, contextvars.Context] | None = None
+        """The task's first step, to run eagerly by the `update` that follows `initialise` in
+        the same tick (after a subclass's own ``initialise``, whatever its order)."""
 
     async def update_async(self) -> Status:
         """The node's work. Subclasses override it; the default succeeds at once."""
@@ -307,9 +307,20 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         if task is None:  # restored from a checkpoint, or the last run asked to be called again
             self._start()
             task = self._task
-        ended = self._ended
-        if ended is not None:  # ended in its first step, this tick: no task to wait for
-            self._ended = self._task = None
+        first = self._first
+        if first is not None and task is not None:
+            # the task's first step, now, in this tick and as the task (an eager start): work
+            # that ends without waiting reports in the tick that started it, as a py_trees leaf
+            # does, so a priority selector re-entering an async condition does not see it
+            # RUNNING and pre-empt the action after it, and no tick waits for the task
+            self._first = None
+            coro, context = first
+            ended = coro.step(asyncio.get_running_loop(), task, context)
+            if ended is None:
+                if getattr(self, "ctx", None) is not None:
+                    task.add_done_callback(self._done, context=context)
+                return Status.RUNNING
+            self._task = None
             if isinstance(ended.error, asyncio.CancelledError):
                 return Status.INVALID  # as a task cancelled in its first step reports
             return self._outcome(ended.value, ended.error)
@@ -337,7 +348,7 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     def terminate(self, new_status: Status) -> None:
         """Cancel the task when pre-empted (``INVALID``). Subclasses must call ``super()``."""
         task, self._task = self._task, None
-        self._ended = None
+        self._first = None  # never stepped: the cancel below stops it before it starts
         if task is None:
             return
         if task.done():
@@ -380,14 +391,8 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
                 task.add_done_callback(self._done, context=context)
             return
         first = _First(work)
-        task = self._task = loop.create_task(first, name=name, context=context)
-        # Its first step runs now, in this tick, as the task (an eager start): work that ends
-        # without waiting reports in the tick that started it, as a py_trees leaf does, so
-        # a priority selector re-entering an async condition does not see it RUNNING and
-        # pre-empt the action after it, and no tick is spent waiting for the task
-        self._ended = ended = first.step(loop, task, context)
-        if ended is None and ctx is not None:
-            task.add_done_callback(self._done, context=context)
+        self._task = loop.create_task(first, name=name, context=context)
+        self._first = (first, context)  # `update`, next in this tick, runs its first step
 
     def _done(self, task: asyncio.Task[Status]) -> None:
         """Wake the runner to report the finished task, unless a tick already has: a task

@@ -155,3 +155,20 @@ async def test_a_cancelled_error_raised_in_the_first_step_is_a_cancelled_node_no
 
     result = await ReactiveRunner(Awaits("awaits")).run(timeout=10)
     assert result.status is RunStatus.FAILURE
+
+
+async def test_a_subclass_initialise_after_super_is_done_before_the_first_step() -> None:
+    """The first step runs in `update`, after the whole `initialise` of a subclass that starts
+    with ``super().initialise()`` and then sets what ``update_async`` reads."""
+
+    class Counts(AsyncNode):
+        def initialise(self) -> None:
+            super().initialise()
+            self.count = 41
+
+        async def update_async(self) -> Status:
+            self.count += 1
+            return Status.SUCCESS if self.count == 42 else Status.FAILURE
+
+    result = await ReactiveRunner(Counts("counts")).run(timeout=10)
+    assert result.status is RunStatus.SUCCESS and result.ticks == 1
