@@ -394,7 +394,8 @@ class AnthropicProvider(SDKProvider):
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
             events = await sent(create, {**body, "stream": True})
-        assembler = _StreamAssembler(self.model)
+        where = self.base_url or "the Anthropic API"
+        assembler = _StreamAssembler(self.model, where)
         try:
             with self._map_errors(request.tools, midstream=True):
                 async for event in events:
@@ -403,8 +404,7 @@ class AnthropicProvider(SDKProvider):
         finally:
             await events.close()
         if not assembler.started:  # an answer that was no event stream (an HTML page...)
-            raise LLMError(f"{self.base_url or 'the Anthropic API'} answered a streamed "
-                           "request without a message_start event")
+            raise LLMError(f"{where} answered a streamed request without a message_start event")
         yield StreamDone(response=assembler.response())
 
 
@@ -426,8 +426,9 @@ def _tool_hint(text: str, tools: Sequence[Mapping[str, Any]]) -> str:
 class _StreamAssembler:
     """Collects the events of a streamed message into text, whole tool calls and usage."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, where: str) -> None:
         self.model = model
+        self.where = where
         self.text: list[str] = []
         self.blocks: dict[int, dict[str, Any]] = {}
         self.calls: list[ToolCall] = []
@@ -452,14 +453,14 @@ class _StreamAssembler:
                 self.blocks[event.index] = {"id": block.id, "name": block.name, "json": []}
             elif getattr(block, "type", None) == "text" and getattr(block, "text", ""):
                 if not isinstance(block.text, str):
-                    raise unreadable("the server", "a text block that is not text", block)
+                    raise unreadable(self.where, "a text block that is not text", block)
                 self.text.append(block.text)
                 return [TextDelta(text=block.text)]
         elif kind == "content_block_delta":
             delta = event.delta
             if delta.type == "text_delta" and delta.text:
                 if not isinstance(delta.text, str):
-                    raise unreadable("the server", "a text delta that is not text", delta)
+                    raise unreadable(self.where, "a text delta that is not text", delta)
                 self.text.append(delta.text)
                 return [TextDelta(text=delta.text)]
             if delta.type == "input_json_delta" and event.index in self.blocks:

@@ -375,6 +375,7 @@ def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
 
 
 provider_from_config = from_config
+"""Alias of `from_config`."""
 
 
 def from_name(name: str) -> LLMProvider:
@@ -396,7 +397,7 @@ def from_name(name: str) -> LLMProvider:
     if not plugins.is_registered("llm", provider):
         raise ConfigError(f"no model provider named {provider!r} (in {name!r})")
     return from_config(LLMConfig(provider=provider, model=model))
-"""Alias of `from_config`."""
+
 
 # -- providers on a vendor SDK -----------------------------------------------------------------
 # Argument checks, the SDK client's URL and closing, building from the ``llm:`` section, and

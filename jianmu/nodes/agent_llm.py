@@ -175,7 +175,7 @@ class AgentLLMNode(AsyncNode):
         ValueError: ``tool_output_guardrails`` without a `ToolExecutor` as ``tools``.
     """
 
-    eager_start = False  # its work waits (a model, a thread, a person): no tick to save
+    eager_start = False  # it waits on a model, a thread or a person (`AsyncNode.eager_start`)
 
     records_own_steps = True
     node_kind = "model"

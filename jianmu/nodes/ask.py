@@ -31,7 +31,7 @@ class AskUser(AsyncNode):
         output_key: the state key the answer is written to.
     """
 
-    eager_start = False  # its work waits (a model, a thread, a person): no tick to save
+    eager_start = False  # it waits on a model, a thread or a person (`AsyncNode.eager_start`)
 
     node_kind = "ask"
 

@@ -214,12 +214,13 @@ class OutputSpec:
         self.text_ok = output_type is str or str in members
         """Whether a text answer is the answer as it is (``str``, or a union holding it, as
         pydantic-ai takes it): in tool mode, answer tools are made for the other members."""
-        asked = [m for m in members if m is not str] if self.text_ok else list(members)
         try:
             self.adapter: TypeAdapter[Any] = TypeAdapter(output_type)
             self.shape = _shape(output_type)
-            shapes = [_shape(m) for m in asked] if mode == "tool" and (
-                len(asked) > 1 or self.text_ok) else []
+            # the answer tools: one for the type, or one for each member of a union that
+            # is not str (a text answer is the str)
+            offered = [] if mode != "tool" or output_type is str else (
+                [_shape(m) for m in members if m is not str] if members else [self.shape])
         except (PydanticUserError, TypeError) as exc:
             raise TypeError(
                 f"output_type {output_type!r} has no JSON Schema: {exc}; use a pydantic model, "
@@ -227,23 +228,18 @@ class OutputSpec:
             ) from None
         self.tools: tuple[OutputTool, ...] = ()
         self._by_tool: dict[str, _Shape] = {}
-        if mode == "tool" and (shapes or not self.text_ok):
-            self._make_tools(tool_name, description, shapes)
+        self._make_tools(tool_name, description, offered)
 
     def _make_tools(self, tool_name: str, description: str | None, shapes: list[_Shape]) -> None:
-        if len(shapes) == 1:  # a union of str and one type: text, or that type's tool
-            self.tools = (OutputTool(tool_name, description or (
-                f"Give your final answer as {_type_name(shapes[0].type)} (or as text). Calling "
-                "this ends your turn."), shapes[0].schema),)
-            self._by_tool = {tool_name: shapes[0]}
-            return
-        if not shapes:
+        if len(shapes) == 1:
+            only = shapes[0]
             said = description or (
-                f"Give your final answer as {self.type_name}. Calling this ends your turn: "
+                f"Give your final answer as {_type_name(only.type)}"
+                f"{' (or as text)' if self.text_ok else ''}. Calling this ends your turn: "
                 "call it once, when you are done."
             )
-            self.tools = (OutputTool(tool_name, said, self.shape.schema),)
-            self._by_tool = {tool_name: self.shape}
+            self.tools = (OutputTool(tool_name, said, only.schema),)
+            self._by_tool = {tool_name: only}
             return
         tools: list[OutputTool] = []
         for shape in shapes:

@@ -394,7 +394,7 @@ class ToolExecutor(AsyncNode):
             reads, and the run goes on.
     """
 
-    eager_start = False  # its work waits (a model, a thread, a person): no tick to save
+    eager_start = False  # it waits on a model, a thread or a person (`AsyncNode.eager_start`)
 
     records_own_steps = True
     node_kind = "tool"

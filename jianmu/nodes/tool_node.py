@@ -60,7 +60,7 @@ class ToolNode(AsyncNode):
             so the same call asks once across runs; ``None``: from the node's path.
     """
 
-    eager_start = False  # its work waits (a model, a thread, a person): no tick to save
+    eager_start = False  # it waits on a model, a thread or a person (`AsyncNode.eager_start`)
 
     records_own_steps = True
     node_kind = "tool"

@@ -127,7 +127,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         names = [str(getattr(s, "path", None) or getattr(getattr(s, "engine", None), "name",
                                                           s.kind)) for s in sources]
         return _Html(runs_page(runs, status, request.scope["state"]["csrf"], names,
-                                      project=folder, everywhere=everywhere))
+                               project=folder, everywhere=everywhere))
 
     async def run(request: Request) -> Response:
         view = await run_in_threadpool(source(request).view, request.path_params["run_id"])
@@ -197,8 +197,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
             return _Json({"error": "send a JSON object"}, 400)
         point, state = body.get("point"), body.get("state")
         if not isinstance(point, int) or isinstance(point, bool) or point < 0:
-            return _Json({"error": "point (a number from the time slider) is required"},
-                                400)
+            return _Json({"error": "point (a number from the time slider) is required"}, 400)
         if state is not None and not isinstance(state, dict):
             return _Json({"error": "state must be a JSON object (a state snapshot)"}, 400)
         where, run_id = source(request), request.path_params["run_id"]
@@ -207,7 +206,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         except CheckpointError as exc:  # no such point, a state that does not fit
             return _Json({"error": str(exc)}, 400)
         return _Json({"ok": True, "run_id": made, "url": f"/run/{where.kind}/{made}",
-                             "message": f"forked run {made} from {run_id} at point {point}"})
+                      "message": f"forked run {made} from {run_id} at point {point}"})
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _Json({"error": str(exc)}, 404)

@@ -26,6 +26,17 @@ VALUES = st.one_of(
 )
 
 
+def object_schema(
+    properties: dict[str, Any], required: list[str], extra: bool | None
+) -> dict[str, Any]:
+    """An object schema of ``properties``; ``additionalProperties`` only when ``extra`` is
+    given."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
+    if extra is not None:
+        schema["additionalProperties"] = extra
+    return schema
+
+
 def answer(fn: Any, *args: Any) -> tuple[str, Any]:
     try:
         return "ok", fn(*args)
@@ -44,13 +55,8 @@ def answer(fn: Any, *args: Any) -> tuple[str, Any]:
 def test_plan_answers_as_the_checker_does(
     types: dict[str, str], required: list[str], extra: bool | None, args: Any
 ) -> None:
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {k: {"type": t, "description": k} for k, t in types.items()},
-        "required": required,
-    }
-    if extra is not None:
-        schema["additionalProperties"] = extra
+    schema = object_schema(
+        {k: {"type": t, "description": k} for k, t in types.items()}, required, extra)
     plan = scalar_plan(schema)
     assert plan is not None
     got = answer(validate_planned, "t", schema, plan, args)
@@ -138,9 +144,7 @@ def checker_only(schema: dict[str, Any]) -> SchemaArguments:
 def test_exact_plan_answers_as_the_validator_does(
     props: dict[str, Any], required: list[str], extra: bool | None, args: Any
 ) -> None:
-    schema: dict[str, Any] = {"type": "object", "properties": props, "required": required}
-    if extra is not None:
-        schema["additionalProperties"] = extra
+    schema = object_schema(props, required, extra)
     planned = SchemaArguments("t", schema, accepted=None)
     assert planned._plan is not None
     got = answer(planned.validate, args)
