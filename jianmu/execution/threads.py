@@ -104,20 +104,23 @@ class _Job:
         self.context = contextvars.copy_context()
         self.dropped = False
 
-    def run(self) -> None:
+    def run(self) -> tuple[bool, Any] | None:
+        """Make the call: whether it returned, and its value or exception; None if not made."""
         if self.pool is not None and self.pool.closed:
             self.drop()  # its pool closed while it waited for a thread
-            return
+            return None
         if self.dropped:  # the caller stopped waiting before a thread came
-            return
+            return None
         try:
-            value = self.context.run(self.call)
+            return True, self.context.run(self.call)
         except GeneratorExit:  # a task would throw it into its coroutine, which closes it
-            self.inbox.deliver(self.future, False, RuntimeError("the call raised GeneratorExit"))
+            return False, RuntimeError("the call raised GeneratorExit")
         except BaseException as exc:  # handed to the caller, as run_in_executor does
-            self.inbox.deliver(self.future, False, exc)
-        else:
-            self.inbox.deliver(self.future, True, value)
+            return False, exc
+
+    def deliver(self, outcome: tuple[bool, Any]) -> None:
+        """Hand ``outcome`` to the waiting caller, on its loop."""
+        self.inbox.deliver(self.future, *outcome)
 
     def drop(self) -> None:
         """Never start; a caller still waiting is cancelled (the pool closed under it)."""
@@ -173,11 +176,13 @@ class _Threads:
                         self._count -= 1
                         return
                 continue  # a job was claimed from us just now: it is being queued
-            job.run()
-            pool = job.pool
-            del job  # release the call's arguments and result while idle
-            with self._lock:
+            outcome = job.run()
+            with self._lock:  # idle before the caller hears: its next call takes this thread
                 self._idle += 1
+            if outcome is not None:
+                job.deliver(outcome)
+            pool = job.pool
+            del job, outcome  # release the call's arguments and result while idle
             if pool is not None:  # idle first: the pool's next call takes this thread
                 pool.finished()
             del pool

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+import sys
 import threading
 from collections.abc import Callable
 
@@ -135,6 +136,24 @@ async def test_pools_share_the_process_threads_which_end_once_idle(
     await _idle_briefly(monkeypatch)
     assert await _until(lambda: not _named("jianmu-tool"))
     assert await run_in_worker(lambda: "again", executor=WorkerPool(1)) == "again"
+
+
+async def test_a_caller_hears_of_its_call_only_once_the_thread_is_idle_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One call after another starts no thread, even when the worker is pre-empted between
+    handing over a result and counting itself idle (threads switch as often as they can)."""
+    monkeypatch.setattr(threads, "IDLE_S", 60.0)
+    interval = sys.getswitchinterval()
+    await run_in_worker(threading.get_ident, executor=WorkerPool(4))
+    before = threads._threads("jianmu-tool")._started
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(2000):
+            await run_in_worker(threading.get_ident, executor=WorkerPool(4))
+    finally:
+        sys.setswitchinterval(interval)
+    assert threads._threads("jianmu-tool")._started == before
 
 
 async def test_a_pool_bound_waits_without_starting_threads_for_it() -> None:
