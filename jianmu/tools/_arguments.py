@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import marshal
 import math
 import re
 import threading
@@ -700,6 +701,45 @@ def schema_key(schema: Mapping[str, Any]) -> str | None:
         return _KEY(schema)
     except (TypeError, ValueError):
         return None
+
+
+_KNOWN: dict[bytes, tuple[str, bool]] = {}
+"""A schema's exact serialisation → its JSON text, and whether that text parses back to it."""
+
+
+def keyed_copy(schema: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+    """The schema's JSON text (`schema_key`) and a private copy of it parsed from that text,
+    the copy None when the text would not give the same schema back (a tuple, a key that is
+    not a string: the caller copies it otherwise).
+
+    Tools rebuilt from the same definitions (per request, per run) give the same schemas again:
+    those are recognised by their `marshal` bytes, a C pass several times cheaper than the JSON
+    text, and copied from them. The bytes are exact (``1``, ``1.0`` and ``True``, a list and a
+    tuple, all differ), so equal bytes mean the same types and values in the same order, the
+    same JSON text and the same copy. Anything but plain builtin data (a subclass, an object) is
+    refused by `marshal` and takes the JSON path alone.
+    """
+    try:
+        # version 2: no shared references (a part given twice is copied twice)
+        packed: bytes | None = marshal.dumps(schema, 2)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # not builtin data, or nested past marshal's own limit
+        packed = None
+    if packed is not None:
+        known = _KNOWN.get(packed)
+        if known is not None:
+            text, parses_back = known
+            return text, marshal.loads(packed) if parses_back else None
+    key = schema_key(schema)
+    if key is None:
+        return None, None
+    parsed = json.loads(key)
+    copy = parsed if type(parsed) is dict and parsed == schema else None
+    if packed is not None:
+        with _CHECKED_LOCK:
+            if len(_KNOWN) >= _CHECKED_MAX:
+                _KNOWN.pop(next(iter(_KNOWN)), None)
+            _KNOWN[packed] = (key, copy is not None)
+    return key, copy
 
 
 def _checked_schema(tool: str, schema: Mapping[str, Any], key: str | None) -> _Checked:

@@ -27,7 +27,6 @@ import abc
 import functools
 import importlib
 import inspect
-import json
 import sys
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -813,8 +812,9 @@ class SchemaTool(Tool):
                 f"input_schema must be a JSON Schema object, got {type(input_schema).__name__}"
             ])
         try:
-            key = _arguments.schema_key(input_schema)
-            private = _private_copy(input_schema, key)
+            key, private = _arguments.keyed_copy(input_schema)
+            if private is None:  # what JSON would not give back as it was given
+                private = copy_schema(input_schema)
         except RecursionError:  # the JSON text and the copy recurse; the rules say why
             raise ToolDefinitionError(str(name), [
                 nesting_problem(input_schema) or "input schema nests too deeply"
@@ -880,17 +880,6 @@ class SchemaTool(Tool):
 
     def __repr__(self) -> str:
         return f"<SchemaTool {self.name!r} of {getattr(self._fn, '__qualname__', self._fn)!r}>"
-
-
-def _private_copy(schema: Mapping[str, Any], key: str | None) -> dict[str, Any]:
-    """A tool's own copy of ``schema``: parsed from its JSON text ``key`` (one C pass, where
-    the key is made anyway) when that gives back the same schema, else `copy_schema` (a
-    tuple, a key that is not a string: what JSON would not give back as it was given)."""
-    if key is not None:
-        parsed = json.loads(key)
-        if type(parsed) is dict and parsed == schema:
-            return parsed
-    return copy_schema(schema)
 
 
 def _openai_function(definition: Mapping[str, Any]) -> Mapping[str, Any]:

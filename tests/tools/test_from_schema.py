@@ -225,6 +225,45 @@ async def test_tools_built_again_from_one_schema_each_keep_exactly_theirs() -> N
     assert await Tool.from_openai(DEFINITION, cancel_items).execute(copy.deepcopy(args)) == args
 
 
+@pytest.mark.anyio
+async def test_a_schema_given_again_is_recognised_exactly_and_copied_anew() -> None:
+    # rebuilt tools (per request) give the same schema again: each still gets a copy of its
+    # own, even of a part the schema shares, and only exactly the same data counts as the same
+    # (1, 1.0 and True; a list and a tuple)
+    shared = {"type": "integer", "minimum": 1}
+    schema = {"type": "object", "properties": {"a": shared, "b": shared}}
+    first = Tool.from_schema(cancel_items, name="first", description="d", input_schema=schema)
+    second = Tool.from_schema(cancel_items, name="second", description="d", input_schema=schema)
+    assert first.input_schema == second.input_schema == schema
+    for tool_, other in ((first, second), (second, first)):
+        before = other.input_schema["properties"]["a"]["minimum"]
+        tool_.input_schema["properties"]["a"]["minimum"] += 10
+        assert other.input_schema["properties"]["a"]["minimum"] == before
+        assert tool_.input_schema["properties"]["b"]["minimum"] == 1  # its own part, unshared
+    assert schema == {"type": "object", "properties": {"a": shared, "b": shared}}
+    assert shared == {"type": "integer", "minimum": 1}
+    again = Tool.from_schema(cancel_items, name="again", description="d", input_schema=schema)
+    assert await again.execute({"a": 1, "b": 1}) == {"a": 1, "b": 1}
+
+    def closed(extra: Any) -> dict[str, Any]:
+        return {"type": "object", "properties": {"x": {"type": "string"}},
+                "additionalProperties": extra}
+
+    strict = Tool.from_schema(cancel_items, name="s", description="d", input_schema=closed(False))
+    with pytest.raises(ToolInputError, match="y"):
+        await strict.execute({"x": "1", "y": 2})
+    for _ in range(2):  # 0 == False in Python, not in JSON Schema: never taken for False
+        with pytest.raises(ToolDefinitionError, match="additionalProperties"):
+            Tool.from_schema(cancel_items, name="zero", description="d", input_schema=closed(0))
+    listed = {"type": "object", "properties": {"x": {"enum": ["a", "b"]}}}
+    tupled = {"type": "object", "properties": {"x": {"enum": ("a", "b")}}}
+    for given in (listed, tupled, listed, tupled):
+        made = Tool.from_schema(cancel_items, name="e", description="d", input_schema=given)
+        assert made.input_schema == given and made.input_schema is not given
+        assert type(made.input_schema["properties"]["x"]["enum"]) is type(
+            copy.deepcopy(given)["properties"]["x"]["enum"])
+
+
 def test_a_bad_schema_is_refused_every_time_under_each_tools_name() -> None:
     bad = {"type": "object", "properties": {"x": {"type": "strng"}}}
     for name in ("first", "second"):
