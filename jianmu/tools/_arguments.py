@@ -705,6 +705,8 @@ def schema_key(schema: Mapping[str, Any]) -> str | None:
 
 _KNOWN: dict[bytes, tuple[str, bool]] = {}
 """A schema's exact serialisation → its JSON text, and whether that text parses back to it."""
+_KNOWN_BYTES = 64 * 1024
+"""Schemas larger than this (a tool's is a few KiB) are not remembered by their bytes."""
 
 
 def keyed_copy(schema: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
@@ -734,7 +736,7 @@ def keyed_copy(schema: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | 
         return None, None
     parsed = json.loads(key)
     copy = parsed if type(parsed) is dict and parsed == schema else None
-    if packed is not None:
+    if packed is not None and len(packed) <= _KNOWN_BYTES:  # never kept huge, however many
         with _CHECKED_LOCK:
             if len(_KNOWN) >= _CHECKED_MAX:
                 _KNOWN.pop(next(iter(_KNOWN)), None)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jianmu.errors import ToolDefinitionError, ToolInputError, ToolValidationError
-from jianmu.tools import Tool, ToolSet, tool
+from jianmu.tools import Tool, ToolSet, _arguments, tool
 
 ORDER = {
     "type": "object",
@@ -255,6 +255,12 @@ async def test_a_schema_given_again_is_recognised_exactly_and_copied_anew() -> N
     for _ in range(2):  # 0 == False in Python, not in JSON Schema: never taken for False
         with pytest.raises(ToolDefinitionError, match="additionalProperties"):
             Tool.from_schema(cancel_items, name="zero", description="d", input_schema=closed(0))
+    huge = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "d" * 99}
+                                             for i in range(1000)}}
+    for _ in range(2):  # past the size remembered by its bytes: the JSON path, the same tool
+        made = Tool.from_schema(cancel_items, name="h", description="d", input_schema=huge)
+        assert made.input_schema == huge and made.input_schema is not huge
+    assert all(len(packed) <= _arguments._KNOWN_BYTES for packed in _arguments._KNOWN)
     listed = {"type": "object", "properties": {"x": {"enum": ["a", "b"]}}}
     tupled = {"type": "object", "properties": {"x": {"enum": ("a", "b")}}}
     for given in (listed, tupled, listed, tupled):
