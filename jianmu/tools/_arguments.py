@@ -710,9 +710,7 @@ _KNOWN_BYTES = 64 * 1024
 
 
 def keyed_copy(schema: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
-    """The schema's JSON text (`schema_key`) and a private copy of it parsed from that text,
-    the copy None when the text would not give the same schema back (a tuple, a key that is
-    not a string: the caller copies it otherwise).
+    """The schema's JSON text and a private copy of it, parsed from that text.
 
     Tools rebuilt from the same definitions (per request, per run) give the same schemas again:
     those are recognised by their `marshal` bytes, a C pass several times cheaper than the JSON
@@ -720,6 +718,11 @@ def keyed_copy(schema: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | 
     tuple, all differ), so equal bytes mean the same types and values in the same order, the
     same JSON text and the same copy. Anything but plain builtin data (a subclass, an object) is
     refused by `marshal` and takes the JSON path alone.
+
+    Returns:
+        ``(text, copy)``: `schema_key`'s text (None when the schema is not JSON), and the copy,
+        None when the text would not give the same schema back (a tuple, a key that is not a
+        string): the caller then copies the schema otherwise.
     """
     try:
         # version 2: no shared references (a part given twice is copied twice)
