@@ -282,8 +282,10 @@ async def test_a_command_cannot_see_or_reuse_the_previous_commands_child(
     async with _prefork_box(tmp_path, bwrap) as box:
         for _ in range(3):
             assert (await box.exec("true")).ok
+        # the child of the call below, forked ahead by a call made once its group was ready (a
+        # busy machine may make it only after the last call above has started: none then)
+        await _child_ahead(box)
         await _groups_ahead(box, 2)  # this call's group, and the next one's for its spare
-        await _waiting_child(box)
         before = _warm(box).preforked
         first = await box.exec("echo $$; sleep 30 & echo $!")
         pid, background = first.stdout.split()
