@@ -101,6 +101,10 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {printable(exc)}"
 
 
+OWN_FAILURES = (asyncio.CancelledError, SystemExit, GeneratorExit)
+"""The ``BaseException``s a tool may raise of its own (`own_failure` says which are)."""
+
+
 def own_failure(exc: BaseException) -> str | None:
     """What the model reads of a call that raised ``exc``, one of the ``BaseException``s a
     tool may raise of its own, or None when ``exc`` is not the tool's and must go on.
@@ -766,7 +770,7 @@ class ToolExecutor(AsyncNode):
                 break
             except ToolSuspended:
                 raise
-            except (asyncio.CancelledError, SystemExit, GeneratorExit) as exc:
+            except OWN_FAILURES as exc:
                 error = own_failure(exc)
                 if error is None:  # halted, timed out: not the tool's
                     raise

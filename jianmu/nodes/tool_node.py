@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
@@ -15,6 +14,7 @@ from jianmu.errors import StateValidationError, ToolValidationError
 from jianmu.guard import GuardEnforcer, GuardLedger
 from jianmu.nodes.state import ledger_view
 from jianmu.nodes.tool_executor import (
+    OWN_FAILURES,
     RunnerCache,
     consume_approval,
     edited_call,
@@ -184,7 +184,7 @@ class ToolNode(AsyncNode):
                 except Exception as exc:
                     done = ToolResult(tool=tool.name, ok=False, error=error_text(exc),
                                       duration_ms=elapsed_ms(start))
-                except (asyncio.CancelledError, SystemExit, GeneratorExit) as exc:
+                except OWN_FAILURES as exc:
                     error = own_failure(exc)
                     if error is None:  # the node was halted: not the tool's
                         raise
