@@ -393,3 +393,38 @@ async def test_an_mcp_server_s_huge_enum_and_huge_failure_reach_the_model_bounde
             seen = _observation(state, call_id)
             assert len(seen) <= limit + 100 and "truncated" in seen
         assert "big_enum ran" in _observation(state, "c4")
+
+
+# -- a schema given again is recognised exactly (tools rebuilt per request) ------------------
+@pytest.mark.parametrize(("first", "second"), [(True, 1), (1, True), (False, 0), (1, 1.5)])
+def test_a_schema_equal_in_python_but_not_in_json_never_borrows_anothers_checks(
+    first: Any, second: Any,
+) -> None:
+    """``True == 1`` and ``False == 0`` in Python, not in JSON Schema: an untrusted definition
+    built after a trusted one that Python finds equal keeps its own checks, however often
+    either is built again."""
+    for _ in range(2):  # the second round is served by the recognition of each
+        a = Tool.from_openai(_definition("a", {"x": {"const": first}}), _noop)
+        b = Tool.from_openai(_definition("b", {"x": {"const": second}}), _noop)
+        assert a.validate_args({"x": first}) == {"x": first}
+        assert b.validate_args({"x": second}) == {"x": second}
+        if type(first) is not type(second):  # JSON Schema tells 1 from true
+            with pytest.raises(ToolInputError):
+                a.validate_args({"x": second})
+            with pytest.raises(ToolInputError):
+                b.validate_args({"x": first})
+    for _ in range(2):  # 0 where a boolean belongs stays refused, after False was taken
+        Tool.from_openai(_definition("c", {"x": {"type": "string"}},
+                                     additionalProperties=False), _noop)
+        with pytest.raises(ToolDefinitionError, match="additionalProperties"):
+            Tool.from_openai(_definition("d", {"x": {"type": "string"}},
+                                         additionalProperties=0), _noop)
+
+
+def test_a_flood_of_large_schemas_is_not_remembered() -> None:
+    from jianmu.tools import _arguments
+
+    for i in range(20):  # each ~100 KiB, each new: past the size remembered by its bytes
+        props = {f"p{j}": {"type": "string", "description": f"{i}" * 100} for j in range(1000)}
+        Tool.from_openai(_definition(f"big{i}", props), _noop)
+    assert all(len(packed) <= _arguments._KNOWN_BYTES for packed in _arguments._KNOWN)
