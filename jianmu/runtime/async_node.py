@@ -31,7 +31,7 @@ from py_trees import logging as _py_trees_logging
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 from py_trees.composites import Parallel, Selector, Sequence
-from py_trees.decorators import Decorator, Timeout
+from py_trees.decorators import Decorator, EternalGuard, Timeout
 
 from jianmu.constraints import Constraints
 
@@ -662,7 +662,7 @@ IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
 
 # what the planning asks of a node's class, found once per class: py_trees' classes are
 # ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
-_ASYNC, _RUNTIME, _TIMEOUT, _DECORATOR, _PARALLEL, _SEQUENCE = 1, 2, 4, 8, 16, 32
+_ASYNC, _RUNTIME, _TIMEOUT, _DECORATOR, _PARALLEL, _SEQUENCE, _GUARD = 1, 2, 4, 8, 16, 32, 64
 _KINDS: dict[type, int] = {}
 _KINDS_KEPT = 512
 """Classes remembered at most (trees built at run time, a reloaded skill's, make new ones)."""
@@ -677,6 +677,7 @@ def _kind(cls: type) -> int:
     for flag, base in (
         (_ASYNC, AsyncNode), (_RUNTIME, RuntimeNode), (_TIMEOUT, Timeout),
         (_DECORATOR, Decorator), (_PARALLEL, Parallel), (_SEQUENCE, (Sequence, Selector)),
+        (_GUARD, EternalGuard),
     ):
         if issubclass(cls, base):
             kind |= flag
@@ -740,7 +741,7 @@ class Ticker:
     """Ticks a tree and plans the next tick; keeps what it needs to see the tree at rest."""
 
     def __init__(self) -> None:
-        self._at_rest: list[tuple[Behaviour, Status, str | None]] | None = None
+        self._at_rest: list[tuple[Behaviour, Status, str]] | None = None
 
     def reset(self) -> None:
         """Forget the last tick (a new run starts)."""
@@ -754,9 +755,11 @@ class Ticker:
         or a subtree ended that its parent ticks again (a sequence without memory re-enters
         its earlier children), as py_trees' loop would tick them. When such ticks repeat
         with every status and feedback message the same, the tree is at rest: it is polled
-        if an async node ran in it (one that settles at once), else it waits for a wake-up
-        (plain leaves give the same results until the state changes). Only the nodes this
-        tick visited are looked at: every running node is among them.
+        if an async node or a plain py_trees leaf ran in it (one that settles at once, or
+        whose ``initialise`` may do what no status shows), else it waits for a wake-up (the
+        runtime's own leaves give the same results until the state changes). A running
+        plain leaf or `EternalGuard` is polled too: only a tick tells what it sees. Only the
+        nodes this tick visited are looked at: every running node is among them.
         """
         # list() runs the tick as tick_once() does, keeping what it visited (a node more
         # than once when a parent ticks it twice); statuses are read once the tick is done
@@ -786,30 +789,61 @@ class Ticker:
                     if kind & _TIMEOUT:
                         finish = node.finish_time  # type: ignore[attr-defined]
                         due = finish if due is None or finish < due else due
+                    elif kind & _GUARD:
+                        # its condition is checked at every tick and may read anything (a
+                        # device, py_trees' blackboard), not only the state, whose writes
+                        # wake the runner: polled, as py_trees' loop would tick it
+                        poll = True
                 elif kind & _ASYNC:
                     poll = poll or node.wants_tick  # type: ignore[attr-defined]
                 elif not kind & _RUNTIME:
                     # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
                     poll = True
-            elif not again and (node.children or kind & _ASYNC):
-                # ended, and re-entered next tick: its subtree starts anew (a plain leaf
-                # ended gives the same result until the state changes: no tick for it)
+            elif not again and (node.children or kind & _ASYNC or not kind & _RUNTIME):
+                # ended, and re-entered next tick: its subtree starts anew, and so does a
+                # plain py_trees leaf (its ``initialise`` may start it again: a ``Timer``);
+                # a leaf of the runtime's own ended gives the same result until the state
+                # changes: no tick for it
                 again = ticked_again(node)
         if not again:
             self._at_rest = None
             return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
-        # py_trees' decorators show their counts (a Repeat's successes) in the feedback; a
-        # Timeout's shows the time left, which changes on every tick, so not its
-        seen = [
-            (node, node.status, None if _kind(type(node)) & _TIMEOUT else node.feedback_message)
-            for node in visited
-        ]
+        # py_trees' decorators show their counts (a Repeat's successes) in the feedback, but a
+        # Timeout's shows the time left, and a running leaf's may say anything (a time too):
+        # those texts change on every tick, in the node and in every decorator above that
+        # quotes its child's, so they are left out wherever they appear
+        volatile = {
+            node.feedback_message for node in visited
+            if node.feedback_message and (
+                _kind(type(node)) & _TIMEOUT
+                or (not node.children and node.status is Status.RUNNING))
+        }
+        seen = [(node, node.status, _steady(node.feedback_message, volatile))
+                for node in visited]
         if seen != self._at_rest:
             self._at_rest = seen
             return TickPlan(True, poll, due)
-        ran_async = any(status is not Status.RUNNING and _kind(type(node)) & _ASYNC
-                        for node, status, _ in seen)
-        return TickPlan(False, poll or ran_async, due)
+        return TickPlan(False, poll or any(
+            status is not Status.RUNNING and _restarts(node) for node, status, _ in seen
+        ), due)
+
+
+def _restarts(node: Behaviour) -> bool:
+    """Whether ``node``, ended and re-entered at every tick, may start something anew that no
+    status shows (its ``initialise`` runs again): an async leaf's task, a plain py_trees
+    leaf's own work. A tree at rest with such a leaf is polled, as py_trees' loop would
+    tick it; the runtime's own synchronous leaves give the same result until the state
+    changes."""
+    kind = _kind(type(node))
+    return bool(kind & _ASYNC or not (kind & _RUNTIME or node.children))
+
+
+def _steady(message: str, volatile: set[str]) -> str:
+    """``message`` without the texts that change on every tick (`Ticker.tick`)."""
+    for text in volatile:
+        if text in message:
+            message = message.replace(text, "")
+    return message
 
 
 def ticked_again(node: Behaviour) -> bool:

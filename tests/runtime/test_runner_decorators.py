@@ -8,6 +8,7 @@ waiting on an async leaf costs a handful of ticks, not a busy loop.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 import py_trees
@@ -15,6 +16,7 @@ import pytest
 from py_trees.behaviour import Behaviour
 from py_trees.common import OneShotPolicy, ParallelPolicy, Status
 
+from jianmu.config import AppConfig
 from jianmu.runtime import AsyncNode, ReactiveRunner, RunStatus
 from jianmu.state import StateManager
 
@@ -22,6 +24,8 @@ pytestmark = pytest.mark.anyio
 
 d = py_trees.decorators
 S, F = Status.SUCCESS, Status.FAILURE
+SLOW_POLL = AppConfig.model_validate({"runtime": {"poll_interval": 600}})
+"""A poll interval that no test here outlasts."""
 
 
 class Scripted(AsyncNode):
@@ -237,11 +241,39 @@ async def test_running_converters_restart_their_async_child() -> None:
 )
 async def test_waiting_on_an_async_leaf_is_not_a_busy_loop(wrap: object) -> None:
     """A tree waiting on an async leaf sleeps: it ticks when the leaf starts and ends (and
-    once more to see a re-entered branch change nothing)."""
+    once more to see a re-entered branch change nothing). A re-entered branch of plain
+    py_trees leaves is polled as well (`test_a_reactive_guard_of_plain_leaves_is_polled`):
+    here the poll interval outlasts the leaf, so that no poll falls in the count."""
     leaf = Blocked("sleeper", seconds=0.2)
-    status, ticks = await run(wrap(leaf))  # type: ignore[operator]
-    assert status is RunStatus.SUCCESS
-    assert ticks <= 3
+    result = await ReactiveRunner(wrap(leaf), StateManager(), config=SLOW_POLL).run(  # type: ignore[operator]
+        timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert result.ticks <= 3
+
+
+class Flag(Behaviour):
+    """A plain py_trees condition on something outside the run's state (a device, a file)."""
+
+    def __init__(self) -> None:
+        super().__init__("stop requested?")
+        self.raised = False
+
+    def update(self) -> Status:
+        return S if self.raised else F
+
+
+async def test_a_reactive_guard_of_plain_leaves_is_polled() -> None:
+    """py_trees' loop re-checks a priority selector's plain condition at every tick, so it
+    pre-empts the running action once what it reads changes, with no state write to wake
+    the runner: the runner polls such a tree (it rested until the action ended)."""
+    flag, action = Flag(), Blocked("action")
+    root = py_trees.composites.Selector("reactive", memory=False, children=[flag, action])
+    run = asyncio.ensure_future(ReactiveRunner(root, StateManager()).run(timeout=60))
+    await action.started.wait()
+    flag.raised = True
+    result = await run
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert action.cancelled  # pre-empted, as in py_trees
 
 
 async def test_a_decorator_looping_on_a_closed_guard_rests_until_woken() -> None:
@@ -256,6 +288,76 @@ async def test_a_decorator_looping_on_a_closed_guard_rests_until_woken() -> None
     status, ticks = await run(root)
     assert status is RunStatus.SUCCESS
     assert ticks <= 5
+
+
+class Shut(AsyncNode):
+    """A condition that fails at once: its coroutine ends in the tick that starts it."""
+
+    async def update_async(self) -> Status:
+        return F
+
+
+async def test_an_eternal_guard_on_something_outside_the_state_is_polled() -> None:
+    """py_trees' loop checks an EternalGuard's condition at every tick, whatever it reads: a
+    condition on something no state write announces still stops the running child once it
+    turns (the runner slept until the child ended)."""
+    flag, action = Flag(), Blocked("action")
+    root = d.EternalGuard("guard", action, condition=lambda: not flag.raised)
+    run = asyncio.ensure_future(ReactiveRunner(root, StateManager()).run(timeout=60))
+    await action.started.wait()
+    flag.raised = True
+    result = await run
+    assert result.status is RunStatus.FAILURE, result.error
+    assert action.cancelled
+
+
+@pytest.mark.parametrize("quoting", [d.SuccessIsFailure, d.FailureIsSuccess, d.Inverter])
+async def test_a_decorator_quoting_a_running_timeout_does_not_spin(
+    quoting: type[d.Decorator],
+) -> None:
+    """A priority selector re-ticks its failed condition while a Timeout runs under a
+    decorator that quotes its child's feedback, which holds the time left and so changes on
+    every tick: the tree is still at rest, and the runner sleeps (it ticked thousands of times
+    a second until the leaf ended, and a run with ``max_ticks`` failed)."""
+    leaf = Blocked("sleeper", seconds=0.2)
+    root = py_trees.composites.Selector("priority", memory=False, children=[
+        Shut("check"), quoting(name="quoting", child=d.Timeout("deadline", leaf, duration=60)),
+    ])
+    status, ticks = await run(root)
+    assert status is (RunStatus.SUCCESS if quoting is d.FailureIsSuccess else RunStatus.FAILURE)
+    assert ticks <= 6
+
+
+class Stopwatch(Behaviour):
+    """A plain py_trees leaf that runs for 50 ms from its first tick, its feedback the time."""
+
+    def __init__(self) -> None:
+        super().__init__("stopwatch")
+        self.gate = asyncio.Event()
+        self.ticks = 0
+
+    def update(self) -> Status:
+        self.ticks += 1
+        if self.ticks == 1:
+            asyncio.get_running_loop().call_later(0.05, self.gate.set)
+        self.feedback_message = f"running at {time.monotonic():.9f}"
+        return S if self.gate.is_set() else Status.RUNNING
+
+
+async def test_a_running_leaf_whose_feedback_changes_is_polled_not_spun() -> None:
+    """A running plain leaf only tells what it does when ticked, so it is polled; a feedback
+    that changes on every tick (a time) is no change of the tree, also when a decorator
+    above quotes it, and a re-entered branch beside it does not make the runner spin."""
+    watch = Stopwatch()
+    root = py_trees.composites.Selector("priority", memory=False, children=[
+        Shut("check"), d.SuccessIsFailure("quoting", watch),
+    ])
+    config = AppConfig.model_validate({"runtime": {"poll_interval": 0.02}})
+    result = await ReactiveRunner(root, StateManager(), config=config).run(timeout=60)
+    assert result.status is RunStatus.FAILURE, result.error
+    # polled every 20 ms for 50 ms: a few ticks (fewer on a busy machine, never more); a
+    # spinning runner ticks it hundreds of times
+    assert watch.ticks <= 10
 
 
 @pytest.mark.parametrize(
