@@ -582,8 +582,8 @@ class ToolExecutor(AsyncNode):
         self._held = None if self.ctx.checkpointed else []
         self._suspended = ()
         for call, found in pending:
-            if found is None:
-                available = ", ".join(toolset.names()) or "none"
+            if found is None:  # named among the tools the model may see: never a hidden one
+                available = ", ".join(self.visible_toolset().names()) or "none"
                 shown = shown_name(call.name) if call.name else "<missing name>"
                 self._record(call, None, ToolResult(
                     tool=shown, ok=False, call_id=call.id,

@@ -82,3 +82,15 @@ async def test_a_rate_limit_written_in_upper_case_counts_every_spelling(tmp_path
                for i, name in enumerate(["write_file", "WRITE_FILE", "Write_File"])]
     await send(tmp_path, actions, {"rate_limits": {"WRITE_FILE": 2}})
     assert len(list(tmp_path.iterdir())) == 2
+
+
+async def test_an_unknown_tool_error_names_only_the_tools_the_model_may_see(
+    tmp_path: Path,
+) -> None:
+    """The observation for an unknown name lists the tools available: a tool the policy hides
+    from the model (denied here) is not among them, as it is not among the tools offered
+    (it was listed, telling the model of a tool it must not know)."""
+    said = await send(tmp_path, [{"id": "a", "name": "delete_everything", "arguments": {}}],
+                      {"tool_policy": {"write_file": "deny"}})  # fmt: skip
+    assert "unknown tool" in said[0], said
+    assert "read_file" in said[0] and "write_file" not in said[0], said
