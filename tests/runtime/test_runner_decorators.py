@@ -8,6 +8,7 @@ waiting on an async leaf costs a handful of ticks, not a busy loop.
 from __future__ import annotations
 
 import asyncio
+import operator
 import time
 from collections.abc import Sequence
 
@@ -295,6 +296,28 @@ class Shut(AsyncNode):
 
     async def update_async(self) -> Status:
         return F
+
+
+async def test_a_blackboard_condition_pre_empts_the_action_as_in_py_trees() -> None:
+    """A tree ported from py_trees as it is: a priority selector whose condition reads
+    py_trees' own blackboard, written by someone else while the action runs."""
+    writer = py_trees.blackboard.Client(name="operator")
+    key = "jianmu_test_stop_requested"
+    writer.register_key(key, access=py_trees.common.Access.WRITE)
+    writer.set(key, False)
+    try:
+        stop = py_trees.behaviours.CheckBlackboardVariableValue(
+            "stop requested?", check=py_trees.common.ComparisonExpression(key, True, operator.eq))
+        action = Blocked("action")
+        root = py_trees.composites.Selector("reactive", memory=False, children=[stop, action])
+        run = asyncio.ensure_future(ReactiveRunner(root, StateManager()).run(timeout=60))
+        await action.started.wait()
+        writer.set(key, True)
+        result = await run
+    finally:
+        writer.unset(key)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert action.cancelled
 
 
 async def test_an_eternal_guard_on_something_outside_the_state_is_polled() -> None:
