@@ -172,8 +172,9 @@ class RuntimeConfig(_Section):
 
     poll_interval: float = Field(default=0.05, gt=0)
     """Seconds between ticks while a node polls: a plain py_trees behaviour that returns
-    RUNNING (a ``Timer``, say) or an async node that returned RUNNING. Otherwise the runner
-    ticks only when something changes."""
+    RUNNING (a ``Timer``, say) or that a composite re-enters on every tick (a condition of a
+    selector without memory), a running ``EternalGuard``, or an async node that returned
+    RUNNING. Otherwise the runner ticks only when something changes."""
     max_iterations: int | None = Field(default=None, ge=1)
     """Default cap on agent-loop rounds."""
     timeout: float | None = Field(default=None, gt=0)
