@@ -450,7 +450,8 @@ class _StreamAssembler:
         elif kind == "content_block_start":
             block = event.content_block
             if getattr(block, "type", None) == "tool_use":
-                self.blocks[event.index] = {"id": block.id, "name": block.name, "json": []}
+                self.blocks[event.index] = {"id": block.id, "name": block.name, "json": [],
+                                            "input": getattr(block, "input", None)}
             elif getattr(block, "type", None) == "text" and getattr(block, "text", ""):
                 if not isinstance(block.text, str):
                     raise unreadable(self.where, "a text block that is not text", block)
@@ -468,7 +469,11 @@ class _StreamAssembler:
         elif kind == "content_block_stop" and event.index in self.blocks:
             block = self.blocks.pop(event.index)
             raw = "".join(block["json"])
-            call = _call(block["id"], block["name"], _decode_input(raw))
+            given = block["input"]
+            # Anthropic starts a block with ``input: {}`` and streams the input as JSON
+            # fragments; a compatible server that gives it whole at the start streams none
+            arguments = given if not raw.strip() and given else _decode_input(raw)
+            call = _call(block["id"], block["name"], arguments)
             self.calls.append(call)
             return [ToolCallReady(call=call, index=len(self.calls) - 1)]
         elif kind == "message_delta":

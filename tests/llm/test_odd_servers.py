@@ -249,3 +249,55 @@ def test_a_body_that_is_not_json_is_a_clear_error(
     assert "127.0.0.1" in str(result.exception)
     again, _ = ask(llm, stream)
     assert again.ok and again.output == "Back again."
+
+
+def test_an_anthropic_tool_input_given_whole_at_the_block_start_is_kept(
+    server: ModelServer,
+) -> None:
+    """Anthropic starts a ``tool_use`` block with ``input: {}`` and streams the input as JSON
+    fragments; a compatible server that gives the input whole at the start, with no fragment,
+    is heard too (the call ran with no arguments), and fragments still win when both come."""
+    seen: list[str] = []
+
+    def weather(city: str) -> str:
+        """The weather of a city.
+
+        Args:
+            city: the city.
+        """
+        seen.append(city)
+        return "sunny"
+
+    def tool_turn(start_input: dict[str, Any], fragments: list[str]) -> list[dict[str, Any]]:
+        return [
+            {"type": "message_start", "message": {**message("", {"input_tokens": 5}),
+                                                  "content": []}},
+            {"type": "content_block_start", "index": 0, "content_block": {
+                "type": "tool_use", "id": "toolu_1", "name": "weather", "input": start_input}},
+            *({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "input_json_delta", "partial_json": f}} for f in fragments),
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+             "usage": {"output_tokens": 3}},
+            {"type": "message_stop"},
+        ]
+
+    llm = provider(server, "anthropic")
+    for start, fragments, city in (({"city": "Oslo"}, [], "Oslo"),
+                                   ({}, ['{"city": ', '"Bergen"}'], "Bergen"),
+                                   ({"city": "Oslo"}, ['{"city": "Tromsø"}'], "Tromsø")):
+        server.add(Raw(events=tool_turn(start, fragments)),
+                   Raw(events=message_events("Done.", {"input_tokens": 9}, {"output_tokens": 2})))
+        agent = Agent(llm, tools=[weather])
+
+        async def read(agent: Agent = agent) -> RunResult:
+            result: RunResult | None = None
+            async for event in agent.stream("weather?", timeout=30):
+                if event.name == "run.finished":
+                    result = event.fields["result"]
+            assert result is not None
+            return result
+
+        result = asyncio.run(read())
+        assert result.ok, result.error
+        assert seen[-1] == city
