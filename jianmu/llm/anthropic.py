@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import BaseModel
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm.messages import Message, messages_to_anthropic
+from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
 from jianmu.llm.provider import (
     REQUEST_OPTIONS,
     TRANSIENT_STATUSES,
@@ -118,6 +118,20 @@ def _usage(usage: Any, previous: Usage | None = None, *, whole: bool = False) ->
 
 def _stop_reason(reason: str | None) -> str | None:
     return _STOP_REASONS.get(reason, reason) if reason else None
+
+
+def _reasoning(block: Any, where: str) -> dict[str, Any]:
+    """A ``thinking`` or ``redacted_thinking`` block as plain data, to send back unchanged
+    (`Message.reasoning`): its text and signature, or its encrypted data."""
+    kind = block.type
+    fields = ("thinking", "signature") if kind == "thinking" else ("data",)
+    out: dict[str, Any] = {"type": kind}
+    for name in fields:
+        value = getattr(block, name, None)
+        if not isinstance(value, str):
+            raise unreadable(where, f"a {kind} block without its {name}", block)
+        out[name] = value
+    return out
 
 
 def _call(block_id: str, name: str, arguments: Any) -> ToolCall:
@@ -360,6 +374,7 @@ class AnthropicProvider(SDKProvider):
             raise unreadable(where, "something other than a message", reply)
         texts: list[str] = []
         calls: list[ToolCall] = []
+        reasoning: list[dict[str, Any]] = []
         for block in content:
             kind = getattr(block, "type", None)
             if kind == "text":
@@ -368,9 +383,12 @@ class AnthropicProvider(SDKProvider):
                 texts.append(block.text)
             elif kind == "tool_use":
                 calls.append(_call(block.id, block.name, block.input))
+            elif kind in REASONING_BLOCKS:
+                reasoning.append(_reasoning(block, where))
         text = "".join(texts)
         return LLMResponse(
-            message=Message(role="assistant", content=text or None, tool_calls=calls),
+            message=Message(role="assistant", content=text or None, tool_calls=calls,
+                            reasoning=reasoning),
             usage=_usage(getattr(reply, "usage", None), whole=True),
             finish_reason=_stop_reason(getattr(reply, "stop_reason", None)),
             model=getattr(reply, "model", None) or self.model,
@@ -432,6 +450,7 @@ class _StreamAssembler:
         self.text: list[str] = []
         self.blocks: dict[int, dict[str, Any]] = {}
         self.calls: list[ToolCall] = []
+        self.thinking: dict[int, dict[str, Any]] = {}  # reasoning blocks by index, in order
         self.stop_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server says
         self.usage_broken = False  # a count that was not one: unknown for good
@@ -452,6 +471,12 @@ class _StreamAssembler:
             if getattr(block, "type", None) == "tool_use":
                 self.blocks[event.index] = {"id": block.id, "name": block.name, "json": [],
                                             "input": getattr(block, "input", None)}
+            elif getattr(block, "type", None) == "thinking":  # its text and signature follow
+                self.thinking[event.index] = {
+                    "type": "thinking", "thinking": getattr(block, "thinking", None) or "",
+                    "signature": getattr(block, "signature", None) or ""}
+            elif getattr(block, "type", None) == "redacted_thinking":
+                self.thinking[event.index] = _reasoning(block, self.where)
             elif getattr(block, "type", None) == "text" and getattr(block, "text", ""):
                 if not isinstance(block.text, str):
                     raise unreadable(self.where, "a text block that is not text", block)
@@ -466,6 +491,14 @@ class _StreamAssembler:
                 return [TextDelta(text=delta.text)]
             if delta.type == "input_json_delta" and event.index in self.blocks:
                 self.blocks[event.index]["json"].append(delta.partial_json or "")
+            elif delta.type in ("thinking_delta", "signature_delta") and (
+                event.index in self.thinking
+            ):
+                name = "thinking" if delta.type == "thinking_delta" else "signature"
+                piece = getattr(delta, name, None)
+                if not isinstance(piece, str):
+                    raise unreadable(self.where, f"a {delta.type} that is not text", delta)
+                self.thinking[event.index][name] += piece
         elif kind == "content_block_stop" and event.index in self.blocks:
             block = self.blocks.pop(event.index)
             raw = "".join(block["json"])
@@ -485,8 +518,10 @@ class _StreamAssembler:
 
     def response(self) -> LLMResponse:
         text = "".join(self.text)
+        reasoning = [block for _, block in sorted(self.thinking.items())]
         return LLMResponse(
-            message=Message(role="assistant", content=text or None, tool_calls=self.calls),
+            message=Message(role="assistant", content=text or None, tool_calls=self.calls,
+                            reasoning=reasoning),
             usage=None if self.usage_broken else self.usage,
             finish_reason=_stop_reason(self.stop_reason),
             model=self.model,

@@ -20,6 +20,7 @@ from pydantic import (
 from jianmu.tools.calls import MediaPart, ToolCall, ToolResult
 
 __all__ = (
+    "REASONING_BLOCKS",
     "Message",
     "Role",
     "Usage",
@@ -80,12 +81,19 @@ class Message(BaseModel):
     media: list[MediaPart] = Field(default_factory=list)
     """Images and audio beside the text (a tool's `ToolOutput`, a user's picture); providers
     send the images as image parts when the model reads them, and a text stand-in always."""
+    reasoning: list[dict[str, Any]] = Field(default_factory=list)
+    """An assistant turn's reasoning as its provider returned it (Anthropic's ``thinking``
+    blocks with their signatures, ``redacted_thinking``), sent back unchanged with the turn to
+    that provider, which requires it beside the turn's tool calls; never shown as the text,
+    never sent to another API."""
 
     @model_serializer(mode="wrap")
     def _without_empty_media(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if not self.media:  # the common case: dumps stay as they were before media existed
             data.pop("media", None)
+        if not self.reasoning:  # and as they were before reasoning was kept
+            data.pop("reasoning", None)
         return data
 
     @model_validator(mode="before")
@@ -134,6 +142,8 @@ class Message(BaseModel):
             )
         if self.media and self.role not in ("tool", "user"):
             raise ValueError(f"only tool and user messages carry media, not a {self.role!r} one")
+        if self.reasoning and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry reasoning, not a {self.role!r} one")
         return self
 
     # -- constructors ------------------------------------------------------------------------
@@ -299,6 +309,10 @@ def _from_anthropic_input(value: Any) -> Any:
     return {} if value is None else value
 
 
+REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+"""The kinds of Anthropic content block that are a turn's reasoning (`Message.reasoning`)."""
+
+
 def messages_to_anthropic(
     messages: Iterable[Message | Mapping[str, Any]], *, images: bool = True
 ) -> tuple[str | None, list[dict[str, Any]]]:
@@ -325,7 +339,10 @@ def messages_to_anthropic(
                 "content": [{"type": "text", "text": said}, *pictures] if pictures else said,
             })
         elif message.role == "assistant":
-            blocks: list[dict[str, Any]] = []
+            # the turn's thinking first, as returned: Anthropic checks it beside tool use
+            blocks: list[dict[str, Any]] = [
+                dict(b) for b in message.reasoning if b.get("type") in REASONING_BLOCKS
+            ]
             if message.content:  # Anthropic rejects empty text blocks
                 blocks.append({"type": "text", "text": message.content})
             blocks.extend(
@@ -380,7 +397,8 @@ def messages_from_anthropic(
     """Convert an Anthropic ``(system, messages)`` pair back to `Message`s.
 
     ``tool_result`` blocks become tool messages named after the ``tool_use`` they answer;
-    text blocks of one message are joined; ``thinking`` blocks are skipped.
+    text blocks of one message are joined; ``thinking`` and ``redacted_thinking`` blocks are
+    kept as the message's ``reasoning``.
 
     Raises:
         ValueError: a role or block that has no `Message` equivalent (images, documents).
@@ -397,6 +415,7 @@ def messages_from_anthropic(
         if role == "assistant":
             texts: list[str] = []
             calls: list[ToolCall] = []
+            reasoning: list[dict[str, Any]] = []
             for block in blocks:
                 kind = block.get("type") if isinstance(block, Mapping) else None
                 if kind in _TEXT_PARTS:
@@ -407,13 +426,13 @@ def messages_from_anthropic(
                     )
                     call_names[call.id] = call.name
                     calls.append(call)
-                elif kind in ("thinking", "redacted_thinking"):
-                    continue
+                elif kind in REASONING_BLOCKS:
+                    reasoning.append(dict(block))
                 else:
                     raise ValueError(f"{where}: assistant block {block!r} is not supported")
             out.append(
                 Message(role="assistant", content="\n".join(texts) if texts else None,
-                        tool_calls=calls)
+                        tool_calls=calls, reasoning=reasoning)
             )
         elif role == "user":
             pending: list[Any] = []

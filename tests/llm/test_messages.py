@@ -182,8 +182,11 @@ def test_native_anthropic_history_converts() -> None:
     assert history == [
         Message.system("sys"),
         Message.user("list files"),
-        # the name as sent: the executor resolves it to a registered tool (or refuses it)
-        Message.assistant(tool_calls=[ToolCall(name="LS", arguments={"path": "."}, id="toolu_01")]),
+        # the name as sent: the executor resolves it to a registered tool (or refuses it);
+        # the thinking kept as the turn's reasoning, to go back with it
+        Message(role="assistant",
+                tool_calls=[ToolCall(name="LS", arguments={"path": "."}, id="toolu_01")],
+                reasoning=[{"type": "thinking", "thinking": "use ls", "signature": "x"}]),
         Message.tool("a.txt", tool_call_id="toolu_01", name="LS"),
         Message.user("and read it"),
     ]

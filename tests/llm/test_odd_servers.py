@@ -7,7 +7,7 @@ next run on the same provider goes on as usual."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -45,9 +45,11 @@ def provider(server: ModelServer, api: str) -> SDKProvider:
     return AnthropicProvider("m", base_url=server.anthropic_url, max_retries=0)
 
 
-def ask(llm: SDKProvider, stream: bool, question: str = "q") -> tuple[RunResult, list[Any]]:
+def ask(
+    llm: SDKProvider, stream: bool, question: str = "q", tools: Sequence[Any] = ()
+) -> tuple[RunResult, list[Any]]:
     """One run of a one-line agent, streamed or not; its result and its events."""
-    agent = Agent(llm)
+    agent = Agent(llm, tools=list(tools))
     events: list[Any] = []
     if not stream:
         return agent.run_sync(question, timeout=30), events
@@ -288,16 +290,6 @@ def test_an_anthropic_tool_input_given_whole_at_the_block_start_is_kept(
                                    ({"city": "Oslo"}, ['{"city": "Tromsø"}'], "Tromsø")):
         server.add(Raw(events=tool_turn(start, fragments)),
                    Raw(events=message_events("Done.", {"input_tokens": 9}, {"output_tokens": 2})))
-        agent = Agent(llm, tools=[weather])
-
-        async def read(agent: Agent = agent) -> RunResult:
-            result: RunResult | None = None
-            async for event in agent.stream("weather?", timeout=30):
-                if event.name == "run.finished":
-                    result = event.fields["result"]
-            assert result is not None
-            return result
-
-        result = asyncio.run(read())
+        result, _ = ask(llm, True, "weather?", tools=[weather])
         assert result.ok, result.error
         assert seen[-1] == city

@@ -107,6 +107,8 @@ class ModelServer:
         self.model = model
         self.requests: list[Request] = []
         self.problems: list[str] = []
+        self.signed: set[str] = set()
+        """The signatures of the thinking blocks this server gave (Anthropic checks them)."""
         self._script: deque[Script] = deque(script)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -234,10 +236,17 @@ class ModelServer:
                     return StreamingResponse(_sse(self._openai_chunks(body, turn)),
                                              media_type="text/event-stream")
                 return JSONResponse(self._openai_completion(turn))
+            thinks = (body.get("thinking") or {}).get("type") == "enabled"
+            if thinks:  # as Anthropic: a turn's thinking must come back beside its tool use
+                refused = self._unsigned_tool_use(body)
+                if refused is not None:
+                    return JSONResponse({"type": "error", "error": {
+                        "type": "invalid_request_error", "message": refused}}, status_code=400)
             if request.stream:
-                return StreamingResponse(_sse(self._anthropic_events(turn), named=True),
-                                         media_type="text/event-stream")
-            return JSONResponse(self._anthropic_message(turn))
+                return StreamingResponse(
+                    _sse(self._anthropic_events(turn, thinks), named=True),
+                    media_type="text/event-stream")
+            return JSONResponse(self._anthropic_message(turn, thinks))
 
         async def openai(http: HTTPRequest) -> Response:
             return await handle(http, "openai")
@@ -305,8 +314,30 @@ class ModelServer:
         return out
 
     # -- Anthropic shapes --------------------------------------------------------------------
-    def _anthropic_message(self, turn: Turn) -> dict[str, Any]:
+    def _unsigned_tool_use(self, body: dict[str, Any]) -> str | None:
+        """Why Anthropic would refuse a request made with thinking on: an assistant turn with
+        tool use that does not start with a thinking block this server signed."""
+        for i, message in enumerate(body.get("messages") or []):
+            content = message.get("content")
+            if message.get("role") != "assistant" or not isinstance(content, list):
+                continue
+            if not any(b.get("type") == "tool_use" for b in content):
+                continue
+            first = content[0] if content else {}
+            if first.get("type") != "thinking" or first.get("signature") not in self.signed:
+                return (f"messages.{i}.content.0.type: Expected `thinking` or "
+                        f"`redacted_thinking`, but found `{first.get('type')}`. When `thinking` "
+                        "is enabled, an assistant message with tool use must start with the "
+                        "thinking block it was given")
+        return None
+
+    def _anthropic_message(self, turn: Turn, thinks: bool = False) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
+        if thinks:
+            signature = self._id("sig")
+            self.signed.add(signature)
+            content.append({"type": "thinking", "thinking": "Let me think about it.",
+                            "signature": signature})
         if turn.text:
             content.append({"type": "text", "text": turn.text})
         content += [{"type": "tool_use", "id": call.get("id") or self._id("toolu"),
@@ -320,27 +351,30 @@ class ModelServer:
             out["usage"] = {"input_tokens": turn.usage[0], "output_tokens": turn.usage[1]}
         return out
 
-    def _anthropic_events(self, turn: Turn) -> list[dict[str, Any]]:
-        whole = self._anthropic_message(turn)
+    def _anthropic_events(self, turn: Turn, thinks: bool = False) -> list[dict[str, Any]]:
+        whole = self._anthropic_message(turn, thinks)
         start = {**whole, "content": [], "stop_reason": None}
         if turn.usage is not None:
             start["usage"] = {"input_tokens": turn.usage[0], "output_tokens": 1}
         out: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
         for index, block in enumerate(whole["content"]):
-            if block["type"] == "text":
+            kind = block["type"]
+            if kind == "thinking":
+                out.append({"type": "content_block_start", "index": index,
+                            "content_block": {"type": "thinking", "thinking": ""}})
+                out += _deltas(index, "thinking_delta", "thinking", block["thinking"], 6)
+                out.append({"type": "content_block_delta", "index": index,
+                            "delta": {"type": "signature_delta",
+                                      "signature": block["signature"]}})
+            elif kind == "text":
                 out.append({"type": "content_block_start", "index": index,
                             "content_block": {"type": "text", "text": ""}})
-                text = block["text"]
-                out += [{"type": "content_block_delta", "index": index,
-                         "delta": {"type": "text_delta", "text": text[i : i + 4]}}
-                        for i in range(0, len(text), 4)]
+                out += _deltas(index, "text_delta", "text", block["text"], 4)
             else:
                 out.append({"type": "content_block_start", "index": index,
                             "content_block": {**block, "input": {}}})
-                raw = json.dumps(block["input"])
-                out += [{"type": "content_block_delta", "index": index,
-                         "delta": {"type": "input_json_delta", "partial_json": raw[i : i + 5]}}
-                        for i in range(0, len(raw), 5)]
+                out += _deltas(index, "input_json_delta", "partial_json",
+                               json.dumps(block["input"]), 5)
             out.append({"type": "content_block_stop", "index": index})
         delta: dict[str, Any] = {
             "type": "message_delta",
@@ -350,6 +384,13 @@ class ModelServer:
             delta["usage"] = {"output_tokens": turn.usage[1]}
         out += [delta, {"type": "message_stop"}]
         return out
+
+
+def _deltas(index: int, kind: str, key: str, text: str, size: int) -> list[dict[str, Any]]:
+    """``text`` as Anthropic streams it: ``content_block_delta`` events of ``size`` characters."""
+    return [{"type": "content_block_delta", "index": index,
+             "delta": {"type": kind, key: text[i : i + size]}}
+            for i in range(0, len(text), size)]
 
 
 def _openai_usage(usage: tuple[int, int]) -> dict[str, int]:
