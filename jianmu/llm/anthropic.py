@@ -120,17 +120,18 @@ def _stop_reason(reason: str | None) -> str | None:
     return _STOP_REASONS.get(reason, reason) if reason else None
 
 
-def _reasoning(block: Any, where: str) -> dict[str, Any]:
+def _reasoning(block: Any) -> dict[str, Any]:
     """A ``thinking`` or ``redacted_thinking`` block as plain data, to send back unchanged
-    (`Message.reasoning`): its text and signature, or its encrypted data."""
+    (`Message.reasoning`): its text and signature, or its encrypted data. A field a
+    compatible server left out (an unsigned thinking block) stays out: the reply is not
+    refused for what only the next request needs."""
     kind = block.type
     fields = ("thinking", "signature") if kind == "thinking" else ("data",)
     out: dict[str, Any] = {"type": kind}
     for name in fields:
         value = getattr(block, name, None)
-        if not isinstance(value, str):
-            raise unreadable(where, f"a {kind} block without its {name}", block)
-        out[name] = value
+        if isinstance(value, str):
+            out[name] = value
     return out
 
 
@@ -384,7 +385,7 @@ class AnthropicProvider(SDKProvider):
             elif kind == "tool_use":
                 calls.append(_call(block.id, block.name, block.input))
             elif kind in REASONING_BLOCKS:
-                reasoning.append(_reasoning(block, where))
+                reasoning.append(_reasoning(block))
         text = "".join(texts)
         return LLMResponse(
             message=Message(role="assistant", content=text or None, tool_calls=calls,
@@ -476,7 +477,7 @@ class _StreamAssembler:
                     "type": "thinking", "thinking": getattr(block, "thinking", None) or "",
                     "signature": getattr(block, "signature", None) or ""}
             elif getattr(block, "type", None) == "redacted_thinking":
-                self.thinking[event.index] = _reasoning(block, self.where)
+                self.thinking[event.index] = _reasoning(block)
             elif getattr(block, "type", None) == "text" and getattr(block, "text", ""):
                 if not isinstance(block.text, str):
                     raise unreadable(self.where, "a text block that is not text", block)

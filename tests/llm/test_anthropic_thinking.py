@@ -13,7 +13,7 @@ import pytest
 from jianmu.llm import AnthropicProvider, Message
 from jianmu.llm.messages import messages_from_anthropic, messages_to_anthropic
 from tests.llm.test_odd_servers import ask
-from tests.support.model_server import ModelServer, Turn
+from tests.support.model_server import ModelServer, Raw, Turn
 
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 
@@ -65,3 +65,18 @@ def test_reasoning_is_kept_in_dumps_and_never_sent_to_openai() -> None:
     assert back.reasoning == [block, redacted]
     with pytest.raises(ValueError, match="only assistant messages carry reasoning"):
         Message(role="user", content="x", reasoning=[block])
+
+
+def test_an_unsigned_thinking_block_does_not_fail_the_reply(server: ModelServer) -> None:
+    """A compatible server that thinks without signing: the answer stands, and the block is
+    kept as given (what it lacks matters only to a server that checks it)."""
+    server.add(Raw(body={
+        "id": "m", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "thinking", "thinking": "Hm."}, {"type": "text", "text": "Fine."}],
+        "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 2}}))
+    llm = AnthropicProvider("m", base_url=server.anthropic_url, max_retries=0)
+    result, _ = ask(llm, False, "How are you?")
+    assert result.ok, result.error
+    assert result.output == "Fine."
+    assert result.messages[-1].reasoning == [{"type": "thinking", "thinking": "Hm."}]
