@@ -469,16 +469,16 @@ class _StreamAssembler:
             self.usage_broken = sent_usage is not None and self.usage is None
         elif kind == "content_block_start":
             block = event.content_block
-            if getattr(block, "type", None) == "tool_use":
+            block_type = getattr(block, "type", None)
+            if block_type == "tool_use":
                 self.blocks[event.index] = {"id": block.id, "name": block.name, "json": [],
                                             "input": getattr(block, "input", None)}
-            elif getattr(block, "type", None) == "thinking":  # its text and signature follow
-                self.thinking[event.index] = {
-                    "type": "thinking", "thinking": getattr(block, "thinking", None) or "",
-                    "signature": getattr(block, "signature", None) or ""}
-            elif getattr(block, "type", None) == "redacted_thinking":
+            elif block_type == "thinking":  # its text and signature follow as deltas
+                self.thinking[event.index] = {"type": "thinking", "thinking": "",
+                                              "signature": "", **_reasoning(block)}
+            elif block_type == "redacted_thinking":
                 self.thinking[event.index] = _reasoning(block)
-            elif getattr(block, "type", None) == "text" and getattr(block, "text", ""):
+            elif block_type == "text" and getattr(block, "text", ""):
                 if not isinstance(block.text, str):
                     raise unreadable(self.where, "a text block that is not text", block)
                 self.text.append(block.text)

@@ -799,11 +799,10 @@ class Ticker:
                 elif not kind & _RUNTIME:
                     # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
                     poll = True
-            elif not again and (node.children or kind & _ASYNC or not kind & _RUNTIME):
-                # ended, and re-entered next tick: its subtree starts anew, and so does a
-                # plain py_trees leaf (its ``initialise`` may start it again: a ``Timer``);
-                # a leaf of the runtime's own ended gives the same result until the state
-                # changes: no tick for it
+            elif not again and (node.children or _restarts(node, kind)):
+                # ended, and re-entered next tick: its subtree starts anew, and so does an
+                # async or a plain py_trees leaf; a leaf of the runtime's own ended gives the
+                # same result until the state changes: no tick for it
                 again = ticked_again(node)
         if not again:
             self._at_rest = None
@@ -824,17 +823,17 @@ class Ticker:
             self._at_rest = seen
             return TickPlan(True, poll, due)
         return TickPlan(False, poll or any(
-            status is not Status.RUNNING and _restarts(node) for node, status, _ in seen
+            status is not Status.RUNNING and _restarts(node, _kind(type(node)))
+            for node, status, _ in seen
         ), due)
 
 
-def _restarts(node: Behaviour) -> bool:
-    """Whether ``node``, ended and re-entered at every tick, may start something anew that no
-    status shows (its ``initialise`` runs again): an async leaf's task, a plain py_trees
-    leaf's own work. A tree at rest with such a leaf is polled, as py_trees' loop would
-    tick it; the runtime's own synchronous leaves give the same result until the state
-    changes."""
-    kind = _kind(type(node))
+def _restarts(node: Behaviour, kind: int) -> bool:
+    """Whether ``node`` (of `_kind` ``kind``), ended and re-entered, may start something anew
+    that no status shows (its ``initialise`` runs again): an async leaf's task, a plain
+    py_trees leaf's own work (a ``Timer``). A tree at rest with such a leaf is polled, as
+    py_trees' loop would tick it; the runtime's own synchronous leaves give the same result
+    until the state changes."""
     return bool(kind & _ASYNC or not (kind & _RUNTIME or node.children))
 
 
