@@ -35,18 +35,19 @@ def weather(city: str) -> str:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_a_tool_turn_goes_back_with_its_thinking(server: ModelServer, stream: bool) -> None:
-    server.add(Turn(calls=[{"name": "weather", "arguments": {"city": "Oslo"}}]), "Sunny.")
     llm = AnthropicProvider("m", base_url=server.anthropic_url, max_retries=0,
                             thinking=THINKING)
-    result, _ = ask(llm, stream, "Weather in Oslo?", tools=[weather])
-    assert result.ok, result.error  # the server refused the second turn without its thinking
-    assert result.output == "Sunny."
-    asked = next(m for m in result.messages if m.tool_calls)
-    assert [b["type"] for b in asked.reasoning] == ["thinking"]
-    assert asked.reasoning[0]["signature"] in server.signed
-    assert asked.reasoning[0]["thinking"] == "Let me think about it."
-    sent_back = server.requests[-1].body["messages"][1]["content"]
-    assert sent_back[0] == asked.reasoning[0] and sent_back[1]["type"] == "tool_use"
+    for _ in range(3):  # runs one after another on one provider and its kept-alive connections
+        server.add(Turn(calls=[{"name": "weather", "arguments": {"city": "Oslo"}}]), "Sunny.")
+        result, _ = ask(llm, stream, "Weather in Oslo?", tools=[weather])
+        assert result.ok, result.error  # the server refused the second turn without it
+        assert result.output == "Sunny."
+        asked = next(m for m in result.messages if m.tool_calls)
+        assert [b["type"] for b in asked.reasoning] == ["thinking"]
+        assert asked.reasoning[0]["signature"] in server.signed
+        assert asked.reasoning[0]["thinking"] == "Let me think about it."
+        sent_back = server.requests[-1].body["messages"][1]["content"]
+        assert sent_back[0] == asked.reasoning[0] and sent_back[1]["type"] == "tool_use"
     assert not server.problems
 
 
