@@ -58,11 +58,26 @@ async def stream_run(
         elif waiter[0] is not None:
             wake()
 
+    began: list[bool] = [False]
+
+    async def reserved_run() -> Any:
+        began[0] = True
+        runner._running = False  # the reservation passes to run() itself, in this same step
+        return await runner.run(max_ticks=max_ticks, timeout=timeout)
+
+    def ended(_: object) -> None:
+        if not began[0]:  # cancelled before it began: the reservation ends with it
+            runner._running = False
+        wake()
+
     bus = runner.ctx.events
     unsubscribe = bus.subscribe("*", arrived)
     bus.readers += 1  # the model streams its text for this reader (`EventBus.asked_for`)
-    task = loop.create_task(runner.run(max_ticks=max_ticks, timeout=timeout))
-    task.add_done_callback(wake)
+    # reserved until its task starts: a second stream() (or run()) meanwhile is refused at
+    # once, instead of reading this run's events before it finds out
+    runner._running = True
+    task = loop.create_task(reserved_run())
+    task.add_done_callback(ended)
     try:
         popleft = queue.popleft
         while True:

@@ -229,6 +229,18 @@ async def test_a_reader_that_is_cancelled_cancels_the_run() -> None:
     assert asyncio.all_tasks() == before
 
 
+async def test_a_second_stream_of_a_running_runner_is_refused_before_any_event() -> None:
+    runner = ReactiveRunner(create_react_node(three_turns(), [lookup]), start())
+    first = runner.stream(timeout=30)
+    second = runner.stream(timeout=30)
+    # both readers start before the first run's task has taken a step
+    opening = await asyncio.gather(anext(first), anext(second), return_exceptions=True)
+    assert isinstance(opening[1], RuntimeError) and "already running" in str(opening[1])
+    rest = [event async for event in first]
+    assert rest[-1].name == "run.finished" and rest[-1].fields["result"].ok
+    assert [event async for event in second] == []  # it ended: it read nothing of the run
+
+
 async def test_a_slow_reader_loses_no_event() -> None:
     runner = ReactiveRunner(create_react_node(three_turns(), [lookup]), start())
     seen: list[Event] = []
