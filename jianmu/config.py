@@ -1,7 +1,8 @@
 """`AppConfig`, loaded from ``configs/jianmu.yaml``, and `load_config`.
 
 Config files and SKILL.md front matter may be written by an attacker, so their YAML is read by
-`compose_and_load`: no anchors or aliases, bounded size and depth. Aliases are what make a
+`compose_and_load`: no anchors or aliases, no key written twice (the second would silently
+replace the first: a deny rule gone), bounded size and depth. Aliases are what make a
 "billion laughs" document: ten short lines that expand to gigabytes. Refusing them at the first
 anchor, before anything is built, keeps memory flat; the size and nesting bounds keep a huge
 or very deep document from exhausting memory or the stack.
@@ -457,12 +458,19 @@ def load_config(path: str | os.PathLike[str] | None = None) -> AppConfig:
     ``./configs/jianmu.yaml``, else the defaults.
 
     Raises:
-        ConfigError: the file is missing, not YAML, or does not fit `AppConfig`.
+        ConfigError: the file is missing, unreadable, not UTF-8, not YAML, or does not fit
+            `AppConfig`.
     """
     found = _find_config(path)
     if found is None:
         return AppConfig()
-    return parse_config(found.read_text(encoding="utf-8"), str(found))
+    try:
+        text = found.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{found}: the file is not UTF-8 text: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{found}: cannot read the file: {exc.strerror or exc}") from None
+    return parse_config(text, str(found))
 
 
 # -- YAML that may come from an attacker -------------------------------------------------------
@@ -510,6 +518,38 @@ def _strict_loader() -> Any:
                 return super().compose_node(parent, index)
             finally:
                 self._depth -= 1
+
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep)
+            except (YAMLRefused, yaml.YAMLError):
+                raise
+            except (ValueError, OverflowError) as exc:  # `!!int zz`, 5,000 digits, month 13
+                tag = str(node.tag).rpartition(":")[2] or "value"
+                raise YAMLRefused(
+                    f"this {tag} cannot be read: {exc}", problem_mark=node.start_mark
+                ) from None
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            # YAML keys are unique: a key written twice would silently drop the first value
+            # (a policy, a limit), so it is refused, as in strict YAML 1.2 parsers
+            if isinstance(node, yaml.MappingNode):
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        repeated = key in seen
+                        seen.add(key)
+                    except TypeError:  # unhashable: the constructor below says so
+                        continue
+                    if repeated:
+                        raise YAMLRefused(
+                            f"the key {key!r} is written twice in one mapping; keep one",
+                            problem_mark=key_node.start_mark,
+                        )
+            return super().construct_mapping(node, deep)
 
     return _StrictLoader
 

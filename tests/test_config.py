@@ -64,6 +64,38 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
         load_config(path)
 
 
+def test_a_key_written_twice_is_refused_not_silently_dropped(tmp_path: Path) -> None:
+    # the second `guard:` would replace the first, and the deny rule would be gone
+    path = write(tmp_path, "guard:\n  tool_policy:\n    bash: deny\n"
+                           "runtime:\n  max_iterations: 3\nguard:\n  max_tool_calls: 5\n")
+    with pytest.raises(ConfigError, match=rf"{path}:6: the key 'guard' is written twice"):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"<config>:4: the key 'bash' is written twice"):
+        parse_config("guard:\n  tool_policy:\n    bash: deny\n    bash: allow\n")
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("9" * 5000, "int cannot be read: Exceeds the limit"),
+    ("!!int zz", "int cannot be read"),
+    ("!!float zz", "float cannot be read"),
+    ("!!timestamp 2020-13-45", "timestamp cannot be read: month must be in 1..12"),
+])
+def test_a_value_yaml_cannot_convert_names_the_file_and_line(
+    tmp_path: Path, value: str, said: str
+) -> None:
+    path = write(tmp_path, f"runtime:\n  max_iterations: {value}\n")
+    with pytest.raises(ConfigError, match=rf"{path}:2: this {said}"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("data", [b"guard: \xff\xfe\n", bytes(range(256))])
+def test_a_file_that_is_not_utf8_names_the_file(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "jianmu.yaml"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError, match=rf"{path}: the file is not UTF-8 text"):
+        load_config(path)
+
+
 def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:
     path = write(tmp_path, "guard:\n  max_tool_cals: 3\n")
     with pytest.raises(ConfigError) as info:
