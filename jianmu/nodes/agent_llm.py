@@ -469,6 +469,23 @@ class AgentLLMNode(AsyncNode):
             return response.message, calls
         return response.message.model_copy(update={"tool_calls": calls}), calls
 
+    def settled(self) -> Status | None:
+        """SUCCESS, asking nothing, when the last turn's calls never got their results: the
+        run that made them was stopped (cancelled, timed out, interrupted) mid-batch. Its
+        executor runs what did not finish first, as a halted batch does; asking the model
+        again would send it a call with no result, which providers refuse."""
+        actions = self.state.get("actions")
+        if not actions or not isinstance(self.tools, ToolExecutor):
+            return None
+        for message in reversed(self.state.get("messages") or ()):
+            if message.role == "tool":
+                continue
+            made = {call.id for call in message.tool_calls} if message.role == "assistant" \
+                else set()
+            pending = {call.id for call in ToolCall.from_list(actions)}
+            return Status.SUCCESS if made and pending <= made else None
+        return None
+
     async def update_async(self) -> Status:
         """Call the model once and record its reply."""
 

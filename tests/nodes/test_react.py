@@ -223,3 +223,77 @@ async def test_a_provider_sees_what_complete_would_build_or_its_own_complete_get
     await ReactiveRunner(create_react_node(own, [lookup, note]), start_state()).run(timeout=30)
     assert _OwnComplete.seen == [lookup, note]
     assert list(own.requests[0].tools) == tools_to_openai([lookup, note])
+
+
+# -- a run stopped mid-batch, run again -------------------------------------------------------
+def _sent(llm: ScriptedLLM) -> list[tuple[str, list[str], str | None]]:
+    return [(m.role, [c.id for c in m.tool_calls], m.tool_call_id)
+            for m in llm.requests[-1].messages]
+
+
+async def test_a_run_stopped_mid_batch_runs_the_unfinished_call_before_asking_again() -> None:
+    import asyncio
+
+    started: list[str] = []
+    running, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def fetch(url: str) -> str:
+        """Fetch a page.
+
+        Args:
+            url: the page.
+        """
+        started.append(url)
+        running.set()
+        await release.wait()
+        return f"page {url}"
+
+    llm = ScriptedLLM([[{"id": "c1", "name": "fetch", "arguments": {"url": "a"}}], "Read it."])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(create_react_node(llm, [fetch]), state)
+    first = asyncio.ensure_future(runner.run(timeout=30))
+    await running.wait()
+    runner.cancel()  # or the run's timeout, or Ctrl-C in run_sync
+    assert (await first).status is RunStatus.CANCELLED
+    release.set()
+    again = await runner.run(timeout=30)
+    assert again.ok and state.get("final_answer") == "Read it."
+    # the call that did not finish ran again, and the model read its result; it was not
+    # asked with a call that has none (OpenAI and Anthropic answer 400 to that)
+    assert started == ["a", "a"] and len(llm.requests) == 2
+    assert _sent(llm) == [("user", [], None), ("assistant", ["c1"], None), ("tool", [], "c1")]
+
+
+async def test_a_stopped_call_in_a_worker_thread_is_not_run_twice_and_the_model_is_told() -> None:
+    import asyncio
+    import threading
+
+    started: list[str] = []
+    running, release = asyncio.Event(), threading.Event()
+    loop = asyncio.get_running_loop()
+
+    @tool(category="write")  # not idempotent: a call that may have been done is never redone
+    def charge(amount: int) -> str:
+        """Charge a card.
+
+        Args:
+            amount: how much.
+        """
+        started.append(str(amount))
+        loop.call_soon_threadsafe(running.set)
+        release.wait(30)
+        return "charged"
+
+    llm = ScriptedLLM([[{"id": "c1", "name": "charge", "arguments": {"amount": 5}}], "Done."])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(create_react_node(llm, [charge]), state)
+    first = asyncio.ensure_future(runner.run(timeout=30))
+    await running.wait()
+    runner.cancel()
+    assert (await first).status is RunStatus.CANCELLED
+    release.set()
+    assert (await runner.run(timeout=30)).ok
+    assert started == ["5"] and len(llm.requests) == 2
+    assert _sent(llm) == [("user", [], None), ("assistant", ["c1"], None), ("tool", [], "c1")]
+    assert "it may have done its work" in llm.requests[-1].messages[-1].content
