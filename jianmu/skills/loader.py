@@ -93,15 +93,16 @@ def read_front_matter(file: Path, *, folder: PinnedFolder | None = None) -> tupl
     """
     where = str(file)
     try:
+        # utf-8-sig: a byte-order mark (Notepad writes one) is not part of the first line
         if folder is not None:
             fd = folder.open(file.name, os.O_RDONLY | os.O_NONBLOCK)
             raw = os.fdopen(fd, "rb")
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raw.close()
                 raise SkillLoadError(f"{SKILL_FILE} is not a regular file", path=where)
-            opened: TextIO = io.TextIOWrapper(raw, encoding="utf-8")
+            opened: TextIO = io.TextIOWrapper(raw, encoding="utf-8-sig")
         else:
-            opened = file.open(encoding="utf-8")
+            opened = file.open(encoding="utf-8-sig")
         with opened as handle:
             first = handle.readline(_MAX_FRONT_MATTER_CHARS)
             if first.strip() != "---":

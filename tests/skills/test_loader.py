@@ -154,6 +154,16 @@ def test_a_front_matter_value_yaml_cannot_convert_is_a_skill_load_error(tmp_path
         load_skill(folder)
 
 
+def test_a_skill_md_saved_with_a_utf8_bom_loads(tmp_path: Path) -> None:
+    folder = tmp_path / "bom"
+    folder.mkdir()
+    (folder / "SKILL.md").write_bytes(
+        "\ufeff---\nname: bom\ndescription: Saved by Notepad.\n---\nThe body.\n".encode()
+    )
+    skill = load_skill(folder)
+    assert skill.name == "bom" and skill.body.strip() == "The body."
+
+
 def test_unknown_keys_get_the_closest_valid_one_at_any_depth(tmp_path: Path) -> None:
     folder = _write(tmp_path / "typo", "name: typo\ndescription: d\n"
                     "constraints:\n  max_iteration: 3\n")
