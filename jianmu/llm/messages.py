@@ -24,6 +24,7 @@ __all__ = (
     "Message",
     "Role",
     "Usage",
+    "close_unanswered",
     "coerce_messages",
     "messages_from_anthropic",
     "messages_from_openai",
@@ -241,6 +242,39 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Mes
             f"expected a sequence of messages, got {type(messages).__name__}; wrap it in a list"
         )
     return [Message.from_openai(m) for m in messages]
+
+
+NOT_RUN = (
+    "not run to its end: the run was stopped before this call finished, and the conversation "
+    "went on without its result"
+)
+"""The result recorded for a call the conversation left behind (`close_unanswered`)."""
+
+
+def close_unanswered(messages: Sequence[Message]) -> list[Message] | None:
+    """``messages`` with every tool call that a later turn left without its result answered
+    as `NOT_RUN`, right after the results it has; None when every call has its result.
+
+    A run stopped during a call, then a new message (``send``, a history passed on): every
+    provider refuses a call without its result, and the call is not to run any more.
+    Calls of the last turn, with nothing after them, are still to run: they are left alone.
+    """
+    out: list[Message] | None = None
+    waiting: list[ToolCall] = []
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            waiting = [c for c in waiting if c.id != m.tool_call_id]
+            if out is not None:
+                out.append(m)
+            continue
+        if waiting:
+            if out is None:
+                out = list(messages[:i])
+            out += [Message.tool(NOT_RUN, tool_call_id=c.id, name=c.name) for c in waiting]
+        if out is not None:
+            out.append(m)
+        waiting = list(m.tool_calls) if m.role == "assistant" else []
+    return out
 
 
 def messages_to_openai(

@@ -26,7 +26,7 @@ from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.fallback import fallback_events
-from jianmu.llm.messages import Message, Usage, coerce_messages
+from jianmu.llm.messages import Message, Usage, close_unanswered, coerce_messages
 from jianmu.llm.provider import (
     BaseLLMProvider,
     ChatRequest,
@@ -486,11 +486,24 @@ class AgentLLMNode(AsyncNode):
             return Status.SUCCESS if made and pending <= made else None
         return None
 
+    def _close_unanswered(self, stored: Sequence[Message]) -> None:
+        """Answer as not run the calls that the conversation went on from (a run stopped
+        during them, then ``send``; a history passed on): no provider takes a call without
+        its result. The calls still pending are from before the new message: dropped."""
+        closed = close_unanswered(stored)
+        if closed is not None:
+            self.state.replace({"messages": closed})
+        if self.state.get("actions"):
+            self.state.replace({"actions": []})
+
     async def update_async(self) -> Status:
         """Call the model once and record its reply."""
 
         if isinstance(self.tools, ToolExecutor):
             await self.tools.prepare_tools()
+        stored = self.state.get("messages")
+        if stored and stored[-1].role == "user":  # a new message: what it left behind is over
+            self._close_unanswered(stored)
         messages = await self.prepare_messages()
         toolset = self.offered_tools()
         model = getattr(self.llm, "model", "") or "unknown"

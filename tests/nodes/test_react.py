@@ -297,3 +297,88 @@ async def test_a_stopped_call_in_a_worker_thread_is_not_run_twice_and_the_model_
     assert started == ["5"] and len(llm.requests) == 2
     assert _sent(llm) == [("user", [], None), ("assistant", ["c1"], None), ("tool", [], "c1")]
     assert "it may have done its work" in llm.requests[-1].messages[-1].content
+
+
+async def test_a_run_stopped_mid_batch_then_a_new_message_closes_the_call_as_not_run() -> None:
+    """The user stops a run during a call and writes again (``send``): the call that did not
+    finish is recorded as not run to its end, before the new message, and not run again; the
+    model is not sent a call without its result (which providers refuse)."""
+    import asyncio
+
+    started: list[str] = []
+    running, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def fetch(url: str) -> str:
+        """Fetch a page.
+
+        Args:
+            url: the page.
+        """
+        started.append(url)
+        running.set()
+        await release.wait()
+        return f"page {url}"
+
+    llm = ScriptedLLM([[{"id": "c1", "name": "fetch", "arguments": {"url": "a"}}], "Hello."])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(create_react_node(llm, [fetch]), state)
+    first = asyncio.ensure_future(runner.run(timeout=30))
+    await running.wait()
+    runner.cancel()
+    assert (await first).status is RunStatus.CANCELLED
+    release.set()
+    runner.send("never mind, just say hello")
+    again = await runner.run(timeout=30)
+    assert again.ok and state.get("final_answer") == "Hello."
+    assert started == ["a"] and len(llm.requests) == 2
+    assert _sent(llm) == [("user", [], None), ("assistant", ["c1"], None), ("tool", [], "c1"),
+                          ("user", [], None)]
+    closed = llm.requests[-1].messages[2].content
+    assert "stopped before this call finished" in closed, closed
+    stored = state.get("messages")
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
+    assert not state.get("actions")
+
+
+def test_a_history_with_a_call_left_without_its_result_goes_on() -> None:
+    """``Agent.run_sync(..., history=result.messages)`` after a stopped run, or a history
+    made by hand with a call left unanswered in the middle: each such call is closed as not
+    run, in its place, so the model gets a conversation every provider accepts."""
+    from jianmu import Agent
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: the key.
+        """
+        return key
+
+    def call(ident: str, key: str) -> dict[str, Any]:
+        return {"id": ident, "type": "function",
+                "function": {"name": "lookup", "arguments": f'{{"key": "{key}"}}'}}
+
+    history = [
+        {"role": "user", "content": "look a and b up"},
+        {"role": "assistant", "tool_calls": [
+            call("c1", "a"),
+            call("c2", "b"),
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a"},
+        {"role": "user", "content": "forget b"},
+        {"role": "assistant", "content": "Forgotten."},
+        {"role": "user", "content": "and c?"},
+        {"role": "assistant", "tool_calls": [
+            call("c3", "c"),
+        ]},
+    ]
+    llm = ScriptedLLM(["Fine."])
+    result = Agent(llm, tools=[lookup]).run_sync("thanks", history=history)
+    assert result.ok, result.error
+    assert _sent(llm) == [
+        ("user", [], None), ("assistant", ["c1", "c2"], None), ("tool", [], "c1"),
+        ("tool", [], "c2"), ("user", [], None), ("assistant", [], None), ("user", [], None),
+        ("assistant", ["c3"], None), ("tool", [], "c3"), ("user", [], None),
+    ]
