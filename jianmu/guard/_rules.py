@@ -297,17 +297,22 @@ class Rule:
         return any(self.match_text(" ".join([head, *words[i:]])) for i in range(2, len(words)))
 
     def _match_dynamic(self, words: tuple[str, ...], dynamic: frozenset[int]) -> bool:
-        """``git push*`` against ``git $X``: the words before the first run-time word match
-        the pattern's first words, so the run-time word could complete the match (``git push
-        $X`` against ``git push``: an empty ``$X`` vanishes). A run-time command word is left to
-        the opaque check: a person is asked rather than refused."""
-        first = min(dynamic, default=0)
-        if first == 0:
+        """``git push*`` against ``git $X``: a word only the run knows may be anything — any
+        text, several words or none (an empty ``$X`` vanishes: ``git push $X`` may be ``git
+        push``) — so the rule restricts when some value of those words makes it match, also
+        for a pattern that starts with a glob (``*secrets*`` against ``cat sec*/key``). A
+        run-time command word is left to the opaque check: a person is asked rather than
+        refused."""
+        if min(dynamic, default=0) == 0 or self.pattern is None:
             return False
-        pattern = (self.pattern or "").split(" ")
-        return len(pattern) >= first and fnmatch.fnmatchcase(
-            " ".join(words[:first]), " ".join(pattern[:first])
-        )
+        text: list[str | None] = []  # None: any text at all
+        for i, word in enumerate(words):
+            if i in dynamic:
+                text.append(None)  # it may take the space before it too
+            else:
+                text.extend(" " + word if i else word)
+        patterns = [self.pattern, self.pattern + " *"] if self.prefix else [self.pattern]
+        return any(_may_match(_glob_tokens(p), text) for p in patterns)
 
     def _restricts_shell(self, shell: ShellScan) -> bool:
         if not shell.commands:
@@ -426,6 +431,73 @@ class Rule:
                 if opaque:
                     return opaque[0]
         return None
+
+
+_STAR = ("*", "")
+_ANY = ("?", "")
+
+
+def _glob_tokens(pattern: str) -> list[tuple[str, str]]:
+    """An `fnmatch` glob as tokens: ``("*", "")``, ``("?", "")``, ``("[", set)`` or
+    ``("", char)``, read as `fnmatch` reads it (a ``[`` without its ``]`` is a character)."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        i += 1
+        if ch == "*":
+            if out[-1:] != [_STAR]:
+                out.append(_STAR)
+        elif ch == "?":
+            out.append(_ANY)
+        elif ch == "[":
+            j = i + (pattern[i : i + 1] == "!")
+            j += pattern[j : j + 1] == "]"
+            j = pattern.find("]", j)
+            if j < 0:
+                out.append(("", "["))
+            else:
+                out.append(("[", pattern[i - 1 : j + 1]))
+                i = j + 1
+        else:
+            out.append(("", ch))
+    return out
+
+
+def _may_match(pattern: list[tuple[str, str]], text: list[str | None]) -> bool:
+    """Whether the glob ``pattern`` matches ``text`` for some value of its unknown parts
+    (``None``: any text): the glob read as an automaton, the text run through it."""
+
+    def closed(states: set[int]) -> set[int]:
+        # a `*` of the pattern may match nothing: the token after it is reached as well
+        todo = list(states)
+        while todo:
+            i = todo.pop()
+            if i < len(pattern) and pattern[i] is _STAR and i + 1 not in states:
+                states.add(i + 1)
+                todo.append(i + 1)
+        return states
+
+    states = closed({0})
+    for ch in text:
+        if ch is None:  # any text: every later point of the pattern may be reached
+            states = closed(set(range(min(states), len(pattern) + 1)))
+            continue
+        after: set[int] = set()
+        for i in states:
+            if i == len(pattern):
+                continue
+            kind, value = pattern[i]
+            if kind == "*":
+                after.add(i)
+            elif kind == "?" or (kind == "" and value == ch) or (
+                kind == "[" and fnmatch.fnmatchcase(ch, value)
+            ):
+                after.add(i + 1)
+        if not after:
+            return False
+        states = closed(after)
+    return len(pattern) in states
 
 
 def _tidy_path_word(word: str, dynamic: bool) -> str:

@@ -164,10 +164,23 @@ def only_info(args: list[Word]) -> bool:
     return bool(args) and all(w.literal and w.text in _INFO_FLAGS for w in args)
 
 
+# Families of variables a program reads a command (or options that run one) from: git's
+# config given in the environment (the spelling of `git -c`), the editors, pagers and
+# password prompts programs start, and the option variables of programs with such options.
+_DANGEROUS_VAR_RE = re.compile(
+    r"^(GIT_CONFIG\w*|\w*(EDITOR|PAGER|ASKPASS)|GIT_SSH|GIT_PROXY_COMMAND|GIT_EXEC_PATH|"
+    r"LESSOPEN|LESSCLOSE|TAR_OPTIONS|RSYNC_RSH|MANOPT|ZIPOPT|BROWSER)$"
+)
+
+
 def check_assignment(text: str, opaque: list[str]) -> None:
     """Note an assignment to a variable that changes what a later command runs."""
     name = text.partition("=")[0].partition("[")[0].rstrip("+")
-    if name in _DANGEROUS_VARS or name.startswith("BASH_FUNC"):
+    if (
+        name in _DANGEROUS_VARS
+        or name.startswith("BASH_FUNC")
+        or _DANGEROUS_VAR_RE.match(name)
+    ):
         opaque.append(f"it sets {name}, which changes what later commands run")
 
 
@@ -209,6 +222,8 @@ def evaluates_code(node: Any) -> str | None:
         tokens = [c.type for c in node.children]
         if "@" in tokens and any(node_text(c) == "P" for c in node.children):
             return "${x@P} runs the command substitutions in a value"
+        if tokens[1:2] == ["!"] and _indirect(node.children[2:]):
+            return "${!x} reads a name from a value, whose index is arithmetic"
         if ":" in tokens:
             offsets = "".join(node_text(c) for c in node.children[tokens.index(":") :][:-1])
             if not _SAFE_ARITH_RE.match(offsets):
@@ -227,9 +242,47 @@ def evaluates_code(node: Any) -> str | None:
             return "an integer or reference variable evaluates a value that may hide a command"
         if any(c.type != "variable_assignment" and c.type != "variable_name" for c in named):
             return "a variable name given as a quoted or computed word may hide a command"
+    if kind == "unset_command" and not _plain_unset(node_text(node)):
+        return "'unset' of an array element evaluates its index, which may hide a command"
+    if kind == "array":
+        for element in node.children:
+            text = node_text(element)
+            index, bracket, rest = text[1:].partition("]")
+            if (
+                text.startswith("[")
+                and bracket
+                and rest.startswith(("=", "+="))
+                and not _SAFE_INDEX_RE.match(index.strip())
+            ):
+                return "an index in an array's list is arithmetic that may run a command"
     if kind == "command":
         return _evaluating_builtin(node)
     return None
+
+
+# what `unset` may name without evaluating anything: an option, a name, a numeric index
+_PLAIN_NAME_RE = re.compile(r"^(-[a-z]+|[A-Za-z_][A-Za-z0-9_]*(\[(-?[0-9]+|@|\*)\])?)$")
+
+
+def _plain_unset(text: str) -> bool:
+    """Whether ``unset ...`` names only options, variables and numeric indexes."""
+    try:
+        words = shlex.split(text.removeprefix("unset"))
+    except ValueError:
+        return False
+    return "$" not in text and "`" not in text and all(_PLAIN_NAME_RE.match(w) for w in words)
+
+
+def _indirect(rest: list[Any]) -> bool:
+    """Whether ``${!...}`` is an indirection (``${!x}``, ``${!a[0]}``), not a list of names
+    (``${!pre*}``, ``${!pre@}``) or of an array's keys (``${!a[@]}``)."""
+    if not rest:
+        return False
+    first, after = rest[0], [node_text(c) for c in rest[1:2]]
+    if first.type == "subscript":
+        index = "".join(node_text(c) for c in first.children[2:-1]).strip()
+        return index not in ("@", "*")
+    return not (after and after[0] in ("*", "@"))
 
 
 def _safe_operand(text: str, names_ok: bool) -> bool:
