@@ -169,11 +169,39 @@ def url_forms(value: str) -> list[str]:
     except (httpx.InvalidURL, ValueError, TypeError):
         return forms
     port = "" if url.port is None else f":{url.port}"  # httpx drops the scheme's default
-    canonical = f"{url.scheme}://{host}{port}{url.raw_path.decode('ascii', 'replace')}"
-    for form in (canonical, unquote(canonical)):
+    path = url.raw_path.decode("ascii", "replace")
+    canonical = f"{url.scheme}://{host}{port}{path}"
+    extra = [canonical, unquote(canonical)]
+    address = _ip_address(host)
+    if address is not None:  # `127.1`, `0x7f.1`, `[::ffff:127.0.0.1]` are `127.0.0.1`
+        extra += [f"{url.scheme}://{address}{port}{path}"]
+        extra += [unquote(extra[-1])]
+    for form in extra:
         if form not in forms:
             forms.append(form)
     return forms
+
+
+def _ip_address(host: str) -> str | None:
+    """The address a host that is an IP address names, in its usual spelling: the resolver
+    also takes ``127.1``, ``2130706433`` and ``0x7f.0.0.1`` (`socket.inet_aton`), and an
+    IPv4 address mapped into IPv6 reaches the IPv4 one. ``None`` for a host name."""
+    import ipaddress
+    import socket
+
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
+    except ValueError:
+        if not host or host.strip("0123456789abcdefABCDEFxX.") or not host[0].isdigit():
+            return None
+        try:
+            ip = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    if isinstance(ip, ipaddress.IPv6Address):
+        mapped = ip.ipv4_mapped
+        return str(mapped) if mapped is not None else f"[{ip.compressed}]"
+    return str(ip)
 
 
 def _is_url(name: str | None) -> bool:

@@ -11,14 +11,21 @@ that starts with a glob: ``cat sec*/key`` passed ``bash(*secrets*): deny``.
 
 from __future__ import annotations
 
+import http.server
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jianmu import RunStatus
+from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
 from jianmu.guard import ToolPolicyChecker
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools.builtin import BashTool
 from jianmu.tools.calls import ToolCall
+from jianmu.tools.registry import ToolSet
 from tests.security.test_shell_rules import DENY_RM, send, workspace
 
 pytestmark = pytest.mark.anyio
@@ -92,3 +99,80 @@ def test_a_run_time_word_may_complete_a_command_pattern(command: str) -> None:
 def test_a_run_time_word_cannot_make_another_command_match(command: str) -> None:
     assert decide({"bash": "allow", "bash(rm *)": "deny", "bash(git push*)": "deny"},
                   command) == "allow"  # fmt: skip
+
+
+# -- URLs: other spellings of an IP address ----------------------------------------------------
+
+
+class _Counted(http.server.BaseHTTPRequestHandler):
+    hits: list[str]
+
+    def do_GET(self) -> None:
+        self.hits.append(self.path)
+        body = b"INSIDE-ONLY"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def loopback() -> Iterator[tuple[int, list[str]]]:
+    """A real HTTP server on 127.0.0.1 (and ::ffff:127.0.0.1): its port and the requests."""
+    hits: list[str] = []
+    handler = type("Handler", (_Counted,), {"hits": hits})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_address[1], hits
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "127.1", "2130706433", "0x7f.1", "0x7f000001", "127.0.1",
+             "[::ffff:127.0.0.1]", "[::ffff:7f00:1]"],
+)  # fmt: skip
+async def test_every_spelling_of_a_denied_address_is_denied(
+    tmp_path: Path, loopback: tuple[int, list[str]], host: str
+) -> None:
+    port, hits = loopback
+    policy = {"http_request": "allow", "http_request(url:http://127.0.0.1*)": "deny"}
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": policy}, "execution": {"workdir": str(tmp_path)}}
+    )
+    call = {"id": "c", "name": "http_request", "arguments": {"url": f"http://{host}:{port}/x"}}
+    state = StateManager(AgentState, {"actions": [call]})
+    executor = ToolExecutor(tools=ToolSet.resolve(["http_request"]), constraints=constraints)
+    runner = ReactiveRunner(executor, state, interactive=False)
+    await runner.run(timeout=60)
+    said = runner.state.get("messages")[0].content or ""
+    assert "denied" in said and "INSIDE-ONLY" not in said and hits == [], said
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.2/x", "http://[::1]/x", "http://10.0.0.1/x", "http://localhost/x"]
+)
+def test_other_addresses_are_not_caught(url: str) -> None:
+    tool = ToolSet.resolve(["http_request"]).get("http_request")
+    checker = ToolPolicyChecker({"http_request": "allow",
+                                 "http_request(url:http://127.0.0.1*)": "deny"})  # fmt: skip
+    assert checker.resolve(ToolCall(name="http_request", arguments={"url": url}), tool)[0] == (
+        "allow"
+    )
+
+
+@pytest.mark.parametrize("url", ["http://[::1]/x", "http://[0:0::1]/x", "http://[0::0:1]:80/x"])
+def test_an_ipv6_address_is_matched_in_its_usual_spelling(url: str) -> None:
+    tool = ToolSet.resolve(["http_request"]).get("http_request")
+    checker = ToolPolicyChecker({"http_request": "allow",
+                                 "http_request(url:http://[[]::1]*)": "deny"})  # fmt: skip
+    assert checker.resolve(ToolCall(name="http_request", arguments={"url": url}), tool)[0] == (
+        "deny"
+    )
