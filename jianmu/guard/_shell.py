@@ -768,7 +768,7 @@ def _redirect(node: Any, out: _Found) -> None:
     targets = [c for c in node.children if c.is_named and c.type != "file_descriptor"]
     if not targets:
         return
-    target = word_value(targets[-1])
+    target = word_value(targets[0])  # the words after it are the command's (`_redirected`)
     if target.text in _HARMLESS_TARGETS or NUMBER_RE.match(target.text):
         return  # 2>/dev/null, >&2
     raw = node_text(node)
@@ -786,11 +786,39 @@ def _command(node: Any, depth: int, out: _Found) -> None:
             words.extend(word_value(c) for c in child.children)
         elif child.is_named:
             words.append(word_value(child))
+    words += _redirected(node)
     forms: list[tuple[str, ...]] = []
     dynamic: list[frozenset[int]] = []
     _see_through(words, depth, out, forms, dynamic)
     if forms:
         out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
+
+
+def _redirected(node: Any) -> list[Word]:
+    """The words of a command that its redirections hold: the grammar reads the words after a
+    redirection's target as the redirection's (``rm 2>/dev/null x`` is ``rm x`` to bash), and
+    a file read on the input is read by the command as a file argument would be (``cat <
+    secrets/key`` reads what ``cat secrets/key`` does)."""
+    redirects = [c for c in node.children if c.type == "file_redirect"]
+    statement = node.parent
+    while statement is not None and statement.type == "negated_command":
+        statement = statement.parent
+    if statement is not None and statement.type == "redirected_statement":
+        redirects += [
+            c for c in statement.children
+            if c.type == "file_redirect" and c.start_byte >= node.end_byte
+        ]
+    words: list[Word] = []
+    for redirect in redirects:
+        named = [c for c in redirect.children if c.is_named and c.type != "file_descriptor"]
+        if not named:
+            continue
+        target = word_value(named[0])
+        reads = any(c.type in ("<", "<>") for c in redirect.children)
+        if reads and target.text not in _HARMLESS_TARGETS:
+            words.append(target)
+        words += [word_value(c) for c in named[1:] if c.type != "ERROR"]
+    return words
 
 
 def _record(words: list[Word], forms: list[tuple[str, ...]], dyn: list[frozenset[int]]) -> None:

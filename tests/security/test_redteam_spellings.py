@@ -49,6 +49,15 @@ RM_SPELLINGS = [
     "git init -q . && export GIT_EDITOR='rm victim' && git commit -q --allow-empty",
     "LESSOPEN='|rm victim %s' less victim",
     "TAR_OPTIONS='--checkpoint=1 --checkpoint-action=exec=rm\\ victim' tar cf /dev/null victim",
+    # the grammar reads the words after a redirection's target as the redirection's
+    "rm 2>/dev/null victim",
+    "rm >/dev/null victim",
+    "rm </dev/null victim",
+    "rm 2>&1 victim",
+    "rm >&2 victim",
+    "rm &>/dev/null victim",
+    "! rm 2>/dev/null -f victim",
+    "sudo rm 2>/dev/null victim | cat",
 ]
 
 
@@ -86,6 +95,14 @@ def decide(policy: dict[str, str], command: str) -> str:
 )  # fmt: skip
 def test_a_run_time_word_may_be_what_a_leading_glob_pattern_denies(command: str) -> None:
     assert decide({"bash": "allow", "bash(*secrets*)": "deny"}, command) == "deny"
+
+
+@pytest.mark.parametrize(
+    "command", ["cat < secrets/key", "<secrets/key cat", "cat 2>/dev/null secrets/key",
+                "cat 3<secrets/key -n <&3"],
+)  # fmt: skip
+def test_a_file_read_through_a_redirection_is_read_by_the_command(command: str) -> None:
+    assert decide({"bash": "allow", "bash(cat secrets/*)": "deny"}, command) == "deny"
 
 
 @pytest.mark.parametrize("command", ["git $X", "git push $X", "git -C $D push", "sudo $X"])
@@ -176,3 +193,75 @@ def test_an_ipv6_address_is_matched_in_its_usual_spelling(url: str) -> None:
     assert checker.resolve(ToolCall(name="http_request", arguments={"url": url}), tool)[0] == (
         "deny"
     )
+
+
+# -- a batch: a link made by an earlier call of the same batch ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("made", "policy"),
+    [("ln -s secrets l", {"bash(ln *)": "allow", "read_file(path:secrets/*)": "deny"}),
+     ("ln -s secret? l", {"bash": "allow", "bash(cat *secrets*)": "deny",
+                          "read_file(path:secrets/*)": "deny"})],
+)  # fmt: skip
+async def test_a_link_made_earlier_in_the_batch_is_seen(
+    tmp_path: Path, made: str, policy: dict[str, str]
+) -> None:
+    # the batch was checked before its first call ran: `l` did not exist yet
+    ws = tmp_path / "ws"
+    (ws / "secrets").mkdir(parents=True)
+    (ws / "secrets" / "key").write_text("KEY-MATERIAL\n")
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": policy}, "execution": {"workdir": str(ws)}}
+    )
+    actions = [{"id": "a", "name": "bash", "arguments": {"command": made}},
+               {"id": "b", "name": "read_file", "arguments": {"path": "l/key"}}]  # fmt: skip
+    state = StateManager(AgentState, {"actions": actions})
+    executor = ToolExecutor(tools=ToolSet.resolve(["bash", "read_file"]), constraints=constraints)
+    runner = ReactiveRunner(executor, state, interactive=False)
+    await runner.run(timeout=60)
+    said = [m.content or "" for m in runner.state.get("messages")]
+    assert (ws / "l").is_symlink(), said  # the first call ran
+    assert "KEY-MATERIAL" not in said[1] and "denied" in said[1], said
+
+
+async def test_calls_after_a_read_are_not_checked_again(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("alpha\n")
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": {"read_file(path:secrets/*)": "deny"}},
+         "execution": {"workdir": str(ws)}}
+    )  # fmt: skip
+    actions = [{"id": "a", "name": "read_file", "arguments": {"path": "a.txt"}},
+               {"id": "b", "name": "write_file", "arguments": {"path": "b.txt", "content": "x"}},
+               {"id": "c", "name": "read_file", "arguments": {"path": "b.txt"}}]  # fmt: skip
+    state = StateManager(AgentState, {"actions": actions})
+    executor = ToolExecutor(tools=ToolSet.resolve(["read_file", "write_file"]),
+                            constraints=constraints)  # fmt: skip
+    runner = ReactiveRunner(executor, state, interactive=False)
+    await runner.run(timeout=60)
+    said = [m.content or "" for m in runner.state.get("messages")]
+    assert "alpha" in said[0] and "denied" not in said[1] and said[2].strip() == "x", said
+
+
+async def test_an_approved_call_after_a_write_still_runs(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True)
+    (ws / "docs" / "a.txt").write_text("alpha\n")
+    policy = {"bash(ln *)": "allow", "read_file": "confirm", "read_file(path:secrets/*)": "deny"}
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": policy}, "execution": {"workdir": str(ws)}}
+    )
+    actions = [{"id": "a", "name": "bash", "arguments": {"command": "ln -s docs l"}},
+               {"id": "b", "name": "read_file", "arguments": {"path": "l/a.txt"}}]  # fmt: skip
+    state = StateManager(AgentState, {"actions": actions})
+    executor = ToolExecutor(tools=ToolSet.resolve(["bash", "read_file"]), constraints=constraints)
+    runner = ReactiveRunner(executor, state)
+    first = await runner.run(timeout=60)
+    assert first.status is RunStatus.SUSPENDED and [r.id for r in first.pending] == ["b"]
+    runner.approve("b")
+    result = await runner.run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    said = [m.content or "" for m in runner.state.get("messages")]
+    assert "alpha" in said[1], said
