@@ -765,10 +765,10 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
 
 def _redirect(node: Any, out: _Found) -> None:
     """A redirection that writes a file is a part of its own, which no command rule allows."""
-    targets = [c for c in node.children if c.is_named and c.type != "file_descriptor"]
-    if not targets:
+    found = _target(node)  # the words after it are the command's (`_redirected`)
+    if found is None:
         return
-    target = word_value(targets[0])  # the words after it are the command's (`_redirected`)
+    target = word_value(found)
     if target.text in _HARMLESS_TARGETS or NUMBER_RE.match(target.text):
         return  # 2>/dev/null, >&2
     raw = node_text(node)
@@ -796,29 +796,55 @@ def _command(node: Any, depth: int, out: _Found) -> None:
 
 def _redirected(node: Any) -> list[Word]:
     """The words of a command that its redirections hold: the grammar reads the words after a
-    redirection's target as the redirection's (``rm 2>/dev/null x`` is ``rm x`` to bash), and
-    a file read on the input is read by the command as a file argument would be (``cat <
+    redirection's target as the redirection's (``rm 2>/dev/null x``, ``rm >&- x``, ``rm <<EOF
+    x`` are ``rm x`` to bash, also as the last command of a pipeline or a list), and a file
+    read on the input is read by the command as a file argument would be (``cat <
     secrets/key`` reads what ``cat secrets/key`` does)."""
-    redirects = [c for c in node.children if c.type == "file_redirect"]
-    statement = node.parent
-    while statement is not None and statement.type == "negated_command":
-        statement = statement.parent
+    redirects = [c for c in node.children if c.type in REDIRECT_TYPES]
+    below, statement = node, node.parent
+    while statement is not None and (
+        statement.type == "negated_command"
+        or (statement.type in ("pipeline", "list")
+            and _same(statement.named_children[-1], below))
+    ):
+        below, statement = statement, statement.parent
     if statement is not None and statement.type == "redirected_statement":
         redirects += [
             c for c in statement.children
-            if c.type == "file_redirect" and c.start_byte >= node.end_byte
+            if c.type in REDIRECT_TYPES and c.start_byte >= node.end_byte
         ]
     words: list[Word] = []
-    for redirect in redirects:
-        named = [c for c in redirect.children if c.is_named and c.type != "file_descriptor"]
-        if not named:
-            continue
-        target = word_value(named[0])
-        reads = any(c.type in ("<", "<>") for c in redirect.children)
-        if reads and target.text not in _HARMLESS_TARGETS:
-            words.append(target)
-        words += [word_value(c) for c in named[1:] if c.type != "ERROR"]
+    while redirects:
+        redirect = redirects.pop(0)
+        named = [c for c in redirect.children if c.is_named and c.type not in _REDIRECT_PARTS]
+        redirects += [c for c in named if c.type in REDIRECT_TYPES]  # `<<EOF >x y`
+        named = [c for c in named if c.type not in REDIRECT_TYPES and c.type != "ERROR"]
+        target = _target(redirect)
+        if target is not None and named:
+            named = named[1:]
+            reads = any(c.type in ("<", "<>") for c in redirect.children)
+            value = word_value(target)
+            if reads and value.text not in _HARMLESS_TARGETS:
+                words.append(value)
+        words += [word_value(c) for c in named]
     return words
+
+
+_REDIRECT_PARTS = frozenset({"file_descriptor", "heredoc_start", "heredoc_body", "heredoc_end"})
+_CLOSE_FD = frozenset({"<&-", ">&-"})
+
+
+def _target(redirect: Any) -> Any | None:
+    """What a redirection opens (a file, a descriptor, a herestring's text), or ``None`` when
+    it opens nothing (``>&-`` closes, a heredoc's text follows the command)."""
+    if redirect.type == "heredoc_redirect" or any(c.type in _CLOSE_FD for c in redirect.children):
+        return None
+    named = [c for c in redirect.children if c.is_named and c.type not in _REDIRECT_PARTS]
+    return named[0] if named else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(a.type == b.type and a.start_byte == b.start_byte and a.end_byte == b.end_byte)
 
 
 def _record(words: list[Word], forms: list[tuple[str, ...]], dyn: list[frozenset[int]]) -> None:

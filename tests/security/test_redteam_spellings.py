@@ -58,6 +58,13 @@ RM_SPELLINGS = [
     "rm &>/dev/null victim",
     "! rm 2>/dev/null -f victim",
     "sudo rm 2>/dev/null victim | cat",
+    "rm >&- victim",
+    "rm 2<&- victim",
+    "rm >/dev/null <<EOF victim\nx\nEOF",
+    "rm <<EOF >/dev/null victim\nx\nEOF",
+    "echo hi |& rm 2>/dev/null victim",
+    "[[ -e victim ]] && rm 2>/dev/null victim",
+    "true && echo | rm 2>/dev/null victim",
 ]
 
 
