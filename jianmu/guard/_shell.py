@@ -753,6 +753,8 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
     hidden = hidden_in_text(node)
     if hidden is not None:
         out.opaque.append(hidden)
+    if kind == "heredoc_redirect" and _heredoc_misread(node):
+        out.opaque.append("a heredoc ends where the grammar does not see it end")
     if kind == "command":
         _command(node, depth, out)
     elif kind == "variable_assignment":
@@ -761,6 +763,34 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
         _redirect(node, out)
     for child in node.children:
         _walk(child, depth, out)
+
+
+def _heredoc_misread(node: Any) -> bool:
+    """Whether bash ends the heredoc ``node`` before the grammar does: its delimiter after
+    quote removal (``E"O"F`` is ``EOF``), or a line joined by a backslash-newline in an
+    unquoted body, or a line after ``<<-`` strips its tabs, met before the grammar's end."""
+    start = next((c for c in node.children if c.type == "heredoc_start"), None)
+    end = next((c for c in node.children if c.type == "heredoc_end"), None)
+    if start is None or end is None:
+        return False
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    source = bytes(root.text or b"")
+    line_end = source.find(b"\n", start.end_byte)
+    if line_end < 0 or line_end >= end.start_byte:
+        return False
+    body = source[line_end + 1 : end.start_byte].decode("utf-8", "replace")
+    written = node_text(start)
+    quoted = any(ch in written for ch in "'\"\\")
+    try:
+        delimiter = "".join(shlex.split(written)) if quoted else written
+    except ValueError:
+        return True
+    if not quoted:
+        body = body.replace("\\\n", "")
+    tabs = any(c.type == "<<-" for c in node.children)
+    return any((line.lstrip("\t") if tabs else line) == delimiter for line in body.split("\n"))
 
 
 def _redirect(node: Any, out: _Found) -> None:

@@ -65,6 +65,10 @@ RM_SPELLINGS = [
     "echo hi |& rm 2>/dev/null victim",
     "[[ -e victim ]] && rm 2>/dev/null victim",
     "true && echo | rm 2>/dev/null victim",
+    # bash ends a heredoc where the grammar does not: the hidden lines run
+    "cat <<E\"O\"F\nx\nEOF\nrm victim\nE\"O\"F",
+    "cat <<E'O'F\nx\nEOF\nrm victim\nE'O'F",
+    "cat <<EOF\n\\\nEOF\nrm victim\nEOF",
 ]
 
 
@@ -80,7 +84,9 @@ async def test_rm_spelling_is_refused_when_nobody_can_answer(tmp_path: Path, com
 @pytest.mark.parametrize(
     "command",
     ["unset x y", "a=(1 2); unset 'a[0]' a[1]", "a=([0]=x [1]=y); echo ${a[@]} ${!a[@]}",
-     "echo ${!BASH*}", "GIT_AUTHOR_NAME=x git --version", "LESS=-R less victim"],
+     "echo ${!BASH*}", "GIT_AUTHOR_NAME=x git --version", "LESS=-R less victim",
+     "cat <<EOF\nhello\nEOF", "cat <<'EOF'\n$x\nEOF", "cat <<-EOF\n\thi\n\tEOF",
+     "cat <<EOF\na\\\nb\nEOF"],
 )  # fmt: skip
 async def test_ordinary_spellings_still_run(tmp_path: Path, command: str) -> None:
     ws = workspace(tmp_path)
