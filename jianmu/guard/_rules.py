@@ -36,8 +36,10 @@ How argument values are matched:
   word: ``git -C . push`` is caught, and so, conservatively, is ``git log --grep push``. A word
   only the run knows (``$X``, ``$(...)``, an unquoted glob) may be anything: ``git $X`` is
   restricted by ``git push*`` because ``git`` matches the pattern's first word.
-- Path arguments (a name containing ``path``, ``file`` or ``dir``) are matched in every form
-  the tool may touch: the given path normalised (``docs/../secrets`` is ``secrets``), and,
+- Path arguments (a name containing ``path``, ``file``, ``dir``, ``root``, ``cwd``, ``folder``,
+  or an end of a copy or move: ``source``, ``src``, ``dest``, ``dst``, ``target``) are matched
+  in every form the tool may touch: the given path normalised (``docs/../secrets`` is
+  ``secrets``), and,
   when the workspace root is known, the path relative to it, lexically and with symlinks
   followed (``/ws/secrets/key`` and a link ``docs/notes`` → ``secrets`` both become
   ``secrets/...``; a real location outside the workspace stays absolute). Allow needs every
@@ -91,6 +93,9 @@ _RULE_RE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 _KEY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*:(.*)$", re.DOTALL)
 _SHELL_KEYS = frozenset({"command", "cmd", "script"})
 _PATH_HINTS = ("path", "file", "dir", "root", "cwd", "folder")
+# names of the two ends of a copy or a move (`move_file(source, destination)`, as MCP's
+# filesystem server names them): paths too, but never a shell command's folder
+_END_HINTS = ("source", "src", "dest", "dst", "target")
 # Tools that read every file beneath the folder they are given: a restricting path rule also
 # holds for a folder above what it names (`grep_search .` reads `secrets/key`).
 _WALKING_TOOLS = frozenset({"list_dir", "glob_search", "grep_search"})
@@ -228,12 +233,12 @@ def _schema_main_argument(tool: _Tool, args: dict[str, Any]) -> str | None:
 def _is_shell(name: str | None, tool: _Tool) -> bool:
     # an execute tool's other arguments are shell text, except a folder it runs in (`cwd`)
     return (name or "").lower() in _SHELL_KEYS or (
-        tool is not None and tool.category == "execute" and not _is_path(name)
+        tool is not None and tool.category == "execute" and not _is_path(name, _PATH_HINTS)
     )
 
 
-def _is_path(name: str | None) -> bool:
-    return bool(name) and any(hint in str(name).lower() for hint in _PATH_HINTS)
+def _is_path(name: str | None, hints: tuple[str, ...] = _PATH_HINTS + _END_HINTS) -> bool:
+    return bool(name) and any(hint in str(name).lower() for hint in hints)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,6 +23,7 @@ from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
 from jianmu.guard import ToolPolicyChecker
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.tools import tool
 from jianmu.tools.builtin import BashTool
 from jianmu.tools.calls import ToolCall
 from jianmu.tools.registry import ToolSet
@@ -278,3 +279,66 @@ async def test_an_approved_call_after_a_write_still_runs(tmp_path: Path) -> None
     assert result.status is RunStatus.SUCCESS, result.error
     said = [m.content or "" for m in runner.state.get("messages")]
     assert "alpha" in said[1], said
+
+
+# -- paths in the arguments of a move: `source`, `destination` -----------------------------------
+
+MOVED: list[tuple[str, str]] = []
+
+
+@tool(effects="write")
+def move_file(source: str, destination: str) -> str:
+    """Move a file (as an MCP filesystem server's tool names its arguments).
+
+    Args:
+        source: the file to move.
+        destination: where it goes.
+    """
+    MOVED.append((source, destination))
+    return "moved"
+
+
+async def send_move(ws: Path, args: dict[str, str], guard: dict[str, Any]) -> str:
+    MOVED.clear()
+    constraints = Constraints.model_validate({"guard": guard, "execution": {"workdir": str(ws)}})
+    state = StateManager(AgentState, {"actions": [{"id": "c", "name": "move_file",
+                                                   "arguments": args}]})  # fmt: skip
+    runner = ReactiveRunner(ToolExecutor(tools=[move_file], constraints=constraints), state,
+                            interactive=False)  # fmt: skip
+    await runner.run(timeout=60)
+    return runner.state.get("messages")[0].content or ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"source": "a", "destination": "secrets/x"}, {"source": "a", "destination": "./secrets/x"},
+     {"source": "a", "destination": "b/../secrets/x"},
+     {"source": "a", "destination": "@/secrets/x"},
+     {"source": "a", "destination": "link/x"}, {"source": "./secrets/k", "destination": "b"},
+     {"source": "secrets\\k", "destination": "b"}],
+)  # fmt: skip
+async def test_a_path_in_an_end_of_a_move_meets_a_deny_rule(
+    tmp_path: Path, args: dict[str, str]
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / "secrets").mkdir(parents=True)
+    (ws / "link").symlink_to(ws / "secrets", target_is_directory=True)
+    args = {k: v.replace("@", str(ws)) for k, v in args.items()}
+    policy = {"move_file(destination:secrets/*)": "deny", "move_file(source:secrets/*)": "deny"}
+    said = await send_move(ws, args, {"tool_policy": policy})
+    assert "denied" in said and MOVED == [], said
+
+
+@pytest.mark.parametrize("destination", ["docs/../secrets/x", "docs/link/x", "./docs/../../x"])
+async def test_a_grant_for_a_folder_does_not_cover_a_path_that_leaves_it(
+    tmp_path: Path, destination: str
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True)
+    (ws / "secrets").mkdir()
+    (ws / "docs" / "link").symlink_to(ws / "secrets", target_is_directory=True)
+    guard = {"default_policy": "deny", "tool_policy": {"move_file(destination:docs/*)": "allow"}}
+    said = await send_move(ws, {"source": "docs/a", "destination": destination}, guard)
+    assert "denied" in said and MOVED == [], said
+    said = await send_move(ws, {"source": "docs/a", "destination": "docs/b"}, guard)
+    assert said == "moved" and MOVED == [("docs/a", "docs/b")], said
