@@ -40,16 +40,17 @@ from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.constraints import (
+    POLICY_RANK,
     Constraints,
     ExecutionConstraints,
     is_read_only,
     once_per_read_only,
 )
 from jianmu.errors import MCPError, ToolError, ToolInputError, ToolSuspended, ToolTimeoutError
-from jianmu.execution.runner import ToolRunner
+from jianmu.execution.runner import RedirectCheck, ToolRunner, checking_redirects
 from jianmu.guard import Decision, DecisionKind, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.guard.checkers import call_fingerprint
-from jianmu.guard.enforcer import builtin_chain
+from jianmu.guard.enforcer import ToolPolicyChecker, builtin_chain
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message, Usage
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
@@ -311,6 +312,27 @@ def _transient(exc: Exception) -> bool:
 
 def _not_json(tool: Tool, raw: str) -> str:
     return not_json_message(tool.name, tool.parameters, raw)
+
+
+def redirect_check(enforcer: GuardEnforcer, call: ToolCall, tool: Tool) -> RedirectCheck:
+    """What a tool that follows redirects asks (`redirect_refusal`) while ``call`` runs."""
+    return functools.partial(_redirect_refusal, enforcer, call, tool)
+
+
+def _redirect_refusal(
+    enforcer: GuardEnforcer, call: ToolCall, tool: Tool, argument: str, url: str
+) -> str | None:
+    """Why the tool policy refuses that ``call`` be sent on to ``url`` (a redirect), if it
+    does: the policy for the call with ``argument`` set to ``url`` is stricter than for the
+    call as it was admitted (a person who approved one URL did not see the other)."""
+    policy = next((c for c in enforcer.checkers if isinstance(c, ToolPolicyChecker)), None)
+    if policy is None or not isinstance(call.arguments, dict):
+        return None
+    moved = dataclasses.replace(call, arguments={**call.arguments, argument: url})
+    spec = tool.tool_spec
+    admitted, _, _ = policy.resolve(call, spec)
+    verdict, reason, _ = policy.resolve(moved, spec)
+    return reason if POLICY_RANK[verdict] > POLICY_RANK[admitted] else None
 
 
 class _Unheard:
@@ -727,12 +749,14 @@ class ToolExecutor(AsyncNode):
                 events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
                             args_preview=preview(call.arguments))
         try:
-            if tracer is None and self.ctx.steps is None:  # the common path: nothing around it
-                result = await self._attempts(call, tool, runner, retries)
-            else:
-                with span(tracer, f"execute_tool {tool.name}", attributes) as current:
-                    result = await self._recorded(call, tool, runner, retries)
-                    finish_span(current, result, call.arguments, self.ctx)
+            enforcer = self._guard(self.effective_constraints)
+            with checking_redirects(redirect_check(enforcer, call, tool)):
+                if tracer is None and self.ctx.steps is None:  # the common path
+                    result = await self._attempts(call, tool, runner, retries)
+                else:
+                    with span(tracer, f"execute_tool {tool.name}", attributes) as current:
+                        result = await self._recorded(call, tool, runner, retries)
+                        finish_span(current, result, call.arguments, self.ctx)
         except ToolSuspended as exc:  # runs again, to its end, once the person has answered
             self._suspended = (*self._suspended, call.id)
             if call.id not in (self.state.get("suspended_call_ids") or ()):

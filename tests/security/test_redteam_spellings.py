@@ -23,6 +23,7 @@ from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
 from jianmu.guard import ToolPolicyChecker
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.nodes.tool_node import ToolNode
 from jianmu.tools import tool
 from jianmu.tools.builtin import BashTool
 from jianmu.tools.calls import ToolCall
@@ -342,3 +343,92 @@ async def test_a_grant_for_a_folder_does_not_cover_a_path_that_leaves_it(
     assert "denied" in said and MOVED == [], said
     said = await send_move(ws, {"source": "docs/a", "destination": "docs/b"}, guard)
     assert said == "moved" and MOVED == [("docs/a", "docs/b")], said
+
+
+# -- a redirect to a URL the policy refuses -----------------------------------------------------
+
+
+class _Redirecting(_Counted):
+    def do_GET(self) -> None:
+        if "to=" in self.path:
+            self.hits.append(self.path)
+            self.send_response(302)
+            self.send_header("Location", self.path.split("to=", 1)[1])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        super().do_GET()
+
+
+@pytest.fixture
+def two_servers() -> Iterator[tuple[int, int, list[str]]]:
+    """Two real HTTP servers on 127.0.0.1 that redirect ``/go?to=URL``: ports and requests."""
+    hits: list[str] = []
+    handler = type("Handler", (_Redirecting,), {"hits": hits})
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) for _ in range(2)]
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
+    for thread in threads:
+        thread.start()
+    try:
+        yield servers[0].server_address[1], servers[1].server_address[1], hits
+    finally:
+        for server, thread in zip(servers, threads, strict=True):
+            server.shutdown()
+            server.server_close()
+            thread.join()
+
+
+async def fetch(ws: Path, url: str, policy: dict[str, str], default: str | None = None) -> str:
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": policy, "default_policy": default},
+         "execution": {"workdir": str(ws)}}
+    )  # fmt: skip
+    call = {"id": "c", "name": "http_request", "arguments": {"url": url}}
+    state = StateManager(AgentState, {"actions": [call]})
+    executor = ToolExecutor(tools=ToolSet.resolve(["http_request"]), constraints=constraints)
+    runner = ReactiveRunner(executor, state, interactive=False)
+    await runner.run(timeout=60)
+    return runner.state.get("messages")[0].content or ""
+
+
+async def test_a_redirect_to_a_denied_url_is_not_followed(
+    tmp_path: Path, two_servers: tuple[int, int, list[str]]
+) -> None:
+    allowed, denied, hits = two_servers
+    policy = {"http_request": "allow", f"http_request(url:http://127.0.0.1:{denied}/*)": "deny"}
+    said = await fetch(tmp_path, f"http://127.0.0.1:{allowed}/go?to=http://127.0.0.1:{denied}/x",
+                       policy)  # fmt: skip
+    assert "INSIDE-ONLY" not in said and "refuses" in said, said
+    assert hits == [f"/go?to=http://127.0.0.1:{denied}/x"], hits
+
+
+async def test_a_redirect_to_a_url_needing_a_person_is_not_followed(
+    tmp_path: Path, two_servers: tuple[int, int, list[str]]
+) -> None:
+    allowed, other, hits = two_servers
+    policy = {f"http_request(url:http://127.0.0.1:{allowed}/*)": "allow"}
+    said = await fetch(tmp_path, f"http://127.0.0.1:{allowed}/go?to=http://127.0.0.1:{other}/x",
+                       policy, "confirm")  # fmt: skip
+    assert "INSIDE-ONLY" not in said and "refuses" in said and len(hits) == 1, said
+
+
+async def test_a_redirect_within_what_the_policy_allows_is_followed(
+    tmp_path: Path, two_servers: tuple[int, int, list[str]]
+) -> None:
+    first, second, _hits = two_servers
+    said = await fetch(tmp_path, f"http://127.0.0.1:{first}/go?to=http://127.0.0.1:{second}/x",
+                       {"http_request": "allow", "http_request(url:https://evil.com/*)": "deny"})
+    assert "INSIDE-ONLY" in said and f"final-url: http://127.0.0.1:{second}/x" in said, said
+
+
+async def test_a_workflow_step_does_not_follow_a_redirect_to_a_denied_url(
+    two_servers: tuple[int, int, list[str]]
+) -> None:
+    allowed, denied, hits = two_servers
+    policy = {"http_request": "allow", f"http_request(url:http://127.0.0.1:{denied}/*)": "deny"}
+    constraints = Constraints.model_validate({"guard": {"tool_policy": policy}})
+    state = StateManager(initial={"req": {"url": f"http://127.0.0.1:{allowed}/go?to="
+                                                 f"http://127.0.0.1:{denied}/x"}})  # fmt: skip
+    node = ToolNode("Fetch", ToolSet.resolve(["http_request"]).get("http_request"), "req", "out")
+    await ReactiveRunner(node, state, constraints=constraints).run(timeout=30)
+    assert "INSIDE-ONLY" not in str(state.get("out")) and len(hits) == 1, state.get("out")

@@ -12,6 +12,7 @@ import anyio
 from pydantic import Field
 
 from jianmu.errors import ToolInputError
+from jianmu.execution.runner import redirect_refusal
 from jianmu.tools.base import FunctionTool
 from jianmu.tools.calls import ToolResult
 
@@ -26,6 +27,14 @@ _NAME = "http_request"
 
 def _is_text(content_type: str) -> bool:
     return not content_type or any(t in content_type.lower() for t in _TEXT_TYPES)
+
+
+class _RedirectRefused(Exception):
+    """A redirect to a URL the guard refuses for this call."""
+
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(url)
+        self.url, self.why = url, why
 
 
 def _failed(message: str) -> ToolResult:
@@ -102,9 +111,21 @@ class _HTTPRequest:
         chunks: list[bytes] = []
         size = 0
         cut = False
+        sent = 0
+
+        async def each_request(request: Any) -> None:
+            # a redirect is followed only where the guard would let the call itself go
+            nonlocal sent
+            sent += 1
+            if sent > 1:
+                why = redirect_refusal("url", str(request.url))
+                if why is not None:
+                    raise _RedirectRefused(str(request.url), why)
+
         try:
             async with httpx.AsyncClient(
-                timeout=httpx.Timeout(timeout), follow_redirects=True, max_redirects=5
+                timeout=httpx.Timeout(timeout), follow_redirects=True, max_redirects=5,
+                event_hooks={"request": [each_request]},
             ) as client:
                 # The httpx timeout bounds each phase; this bounds the whole exchange.
                 with anyio.fail_after(timeout):
@@ -128,6 +149,8 @@ class _HTTPRequest:
         except httpx.ConnectError as exc:
             return _failed(f"could not connect to {url}: {exc or 'connection refused'} "
                            "(check the host name and port, or whether the server is up)")
+        except _RedirectRefused as exc:
+            return _failed(f"{url} redirected to {exc.url}, which the guard refuses: {exc.why}")
         except httpx.TooManyRedirects:
             return _failed(f"{url} redirected more than 5 times")
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
