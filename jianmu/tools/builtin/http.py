@@ -29,14 +29,6 @@ def _is_text(content_type: str) -> bool:
     return not content_type or any(t in content_type.lower() for t in _TEXT_TYPES)
 
 
-class _RedirectRefused(Exception):
-    """A redirect to a URL the guard refuses for this call."""
-
-    def __init__(self, url: str, why: str) -> None:
-        super().__init__(url)
-        self.url, self.why = url, why
-
-
 def _failed(message: str) -> ToolResult:
     return ToolResult(tool=_NAME, ok=False, error=message)
 
@@ -120,7 +112,9 @@ class _HTTPRequest:
             if sent > 1:
                 why = redirect_refusal("url", str(request.url))
                 if why is not None:
-                    raise _RedirectRefused(str(request.url), why)
+                    raise ToolInputError(
+                        f"{url} redirected to {request.url}, which the guard refuses: {why}"
+                    )
 
         try:
             async with httpx.AsyncClient(
@@ -149,8 +143,8 @@ class _HTTPRequest:
         except httpx.ConnectError as exc:
             return _failed(f"could not connect to {url}: {exc or 'connection refused'} "
                            "(check the host name and port, or whether the server is up)")
-        except _RedirectRefused as exc:
-            return _failed(f"{url} redirected to {exc.url}, which the guard refuses: {exc.why}")
+        except ToolInputError as exc:  # a redirect the guard refuses (`each_request`)
+            return _failed(str(exc))
         except httpx.TooManyRedirects:
             return _failed(f"{url} redirected more than 5 times")
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
