@@ -38,14 +38,17 @@ if TYPE_CHECKING:
 
 __all__ = (
     "GRAIN_S",
+    "RedirectCheck",
     "RunnableTool",
     "ToolPath",
     "ToolRunner",
+    "checking_redirects",
     "current_workspace",
     "effective_root",
     "is_inside",
     "locate",
     "on_asyncio",
+    "redirect_refusal",
     "resolve_tool_path",
     "use_workspace",
     "within",
@@ -71,6 +74,33 @@ def effective_root(workdir: str | os.PathLike[str] | None = None) -> Path:
     else `current_workspace()`. Symlinks are kept; `locate` resolves them."""
     root = Path(workdir).expanduser() if workdir is not None else current_workspace()
     return root.absolute()
+
+
+# -- redirects -------------------------------------------------------------------------------
+
+RedirectCheck = Callable[[str, str], "str | None"]
+"""``(argument, url) -> reason``: why the guard refuses the call with ``argument`` set to
+``url`` (a redirect the tool was told to follow), or ``None``."""
+
+_REDIRECTS: ContextVar[RedirectCheck | None] = ContextVar("jianmu_redirects", default=None)
+
+
+def redirect_refusal(argument: str, url: str) -> str | None:
+    """Why the guard refuses that the running call follow a redirect to ``url`` (its argument
+    ``argument`` then names ``url``), or ``None``: the rules that hold for the call's URL hold
+    for every URL it is sent on to. ``None`` also outside a guarded call."""
+    check = _REDIRECTS.get()
+    return None if check is None else check(argument, url)
+
+
+@contextlib.contextmanager
+def checking_redirects(check: RedirectCheck | None) -> Iterator[None]:
+    """Make ``check`` answer `redirect_refusal` inside the ``with`` block (this task)."""
+    token = _REDIRECTS.set(check)
+    try:
+        yield
+    finally:
+        _REDIRECTS.reset(token)
 
 
 @contextlib.contextmanager

@@ -36,8 +36,10 @@ How argument values are matched:
   word: ``git -C . push`` is caught, and so, conservatively, is ``git log --grep push``. A word
   only the run knows (``$X``, ``$(...)``, an unquoted glob) may be anything: ``git $X`` is
   restricted by ``git push*`` because ``git`` matches the pattern's first word.
-- Path arguments (a name containing ``path``, ``file`` or ``dir``) are matched in every form
-  the tool may touch: the given path normalised (``docs/../secrets`` is ``secrets``), and,
+- Path arguments (a name containing ``path``, ``file``, ``dir``, ``root``, ``cwd``, ``folder``,
+  or an end of a copy or move: ``source``, ``src``, ``dest``, ``dst``, ``target``) are matched
+  in every form the tool may touch: the given path normalised (``docs/../secrets`` is
+  ``secrets``), and,
   when the workspace root is known, the path relative to it, lexically and with symlinks
   followed (``/ws/secrets/key`` and a link ``docs/notes`` → ``secrets`` both become
   ``secrets/...``; a real location outside the workspace stays absolute). Allow needs every
@@ -91,6 +93,9 @@ _RULE_RE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 _KEY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*:(.*)$", re.DOTALL)
 _SHELL_KEYS = frozenset({"command", "cmd", "script"})
 _PATH_HINTS = ("path", "file", "dir", "root", "cwd", "folder")
+# names of the two ends of a copy or a move (`move_file(source, destination)`, as MCP's
+# filesystem server names them): paths too, but never a shell command's folder
+_END_HINTS = ("source", "src", "dest", "dst", "target")
 # Tools that read every file beneath the folder they are given: a restricting path rule also
 # holds for a folder above what it names (`grep_search .` reads `secrets/key`).
 _WALKING_TOOLS = frozenset({"list_dir", "glob_search", "grep_search"})
@@ -169,11 +174,39 @@ def url_forms(value: str) -> list[str]:
     except (httpx.InvalidURL, ValueError, TypeError):
         return forms
     port = "" if url.port is None else f":{url.port}"  # httpx drops the scheme's default
-    canonical = f"{url.scheme}://{host}{port}{url.raw_path.decode('ascii', 'replace')}"
-    for form in (canonical, unquote(canonical)):
+    path = url.raw_path.decode("ascii", "replace")
+    canonical = f"{url.scheme}://{host}{port}{path}"
+    extra = [canonical, unquote(canonical)]
+    address = _ip_address(host)
+    if address is not None:  # `127.1`, `0x7f.1`, `[::ffff:127.0.0.1]` are `127.0.0.1`
+        extra += [f"{url.scheme}://{address}{port}{path}"]
+        extra += [unquote(extra[-1])]
+    for form in extra:
         if form not in forms:
             forms.append(form)
     return forms
+
+
+def _ip_address(host: str) -> str | None:
+    """The address a host that is an IP address names, in its usual spelling: the resolver
+    also takes ``127.1``, ``2130706433`` and ``0x7f.0.0.1`` (`socket.inet_aton`), and an
+    IPv4 address mapped into IPv6 reaches the IPv4 one. ``None`` for a host name."""
+    import ipaddress
+    import socket
+
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
+    except ValueError:
+        if not host or host.strip("0123456789abcdefABCDEFxX.") or not host[0].isdigit():
+            return None
+        try:
+            ip = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    if isinstance(ip, ipaddress.IPv6Address):
+        mapped = ip.ipv4_mapped
+        return str(mapped) if mapped is not None else f"[{ip.compressed}]"
+    return str(ip)
 
 
 def _is_url(name: str | None) -> bool:
@@ -200,12 +233,12 @@ def _schema_main_argument(tool: _Tool, args: dict[str, Any]) -> str | None:
 def _is_shell(name: str | None, tool: _Tool) -> bool:
     # an execute tool's other arguments are shell text, except a folder it runs in (`cwd`)
     return (name or "").lower() in _SHELL_KEYS or (
-        tool is not None and tool.category == "execute" and not _is_path(name)
+        tool is not None and tool.category == "execute" and not _is_path(name, _PATH_HINTS)
     )
 
 
-def _is_path(name: str | None) -> bool:
-    return bool(name) and any(hint in str(name).lower() for hint in _PATH_HINTS)
+def _is_path(name: str | None, hints: tuple[str, ...] = _PATH_HINTS + _END_HINTS) -> bool:
+    return bool(name) and any(hint in str(name).lower() for hint in hints)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,17 +330,22 @@ class Rule:
         return any(self.match_text(" ".join([head, *words[i:]])) for i in range(2, len(words)))
 
     def _match_dynamic(self, words: tuple[str, ...], dynamic: frozenset[int]) -> bool:
-        """``git push*`` against ``git $X``: the words before the first run-time word match
-        the pattern's first words, so the run-time word could complete the match (``git push
-        $X`` against ``git push``: an empty ``$X`` vanishes). A run-time command word is left to
-        the opaque check: a person is asked rather than refused."""
-        first = min(dynamic, default=0)
-        if first == 0:
+        """``git push*`` against ``git $X``: a word only the run knows may be anything — any
+        text, several words or none (an empty ``$X`` vanishes: ``git push $X`` may be ``git
+        push``) — so the rule restricts when some value of those words makes it match, also
+        for a pattern that starts with a glob (``*secrets*`` against ``cat sec*/key``). A
+        run-time command word is left to the opaque check: a person is asked rather than
+        refused."""
+        if min(dynamic, default=0) == 0 or self.pattern is None:
             return False
-        pattern = (self.pattern or "").split(" ")
-        return len(pattern) >= first and fnmatch.fnmatchcase(
-            " ".join(words[:first]), " ".join(pattern[:first])
-        )
+        text: list[str | None] = []  # None: any text at all
+        for i, word in enumerate(words):
+            if i in dynamic:
+                text.append(None)  # it may take the space before it too
+            else:
+                text.extend(" " + word if i else word)
+        patterns = [self.pattern, self.pattern + " *"] if self.prefix else [self.pattern]
+        return any(_may_match(_glob_tokens(p), text) for p in patterns)
 
     def _restricts_shell(self, shell: ShellScan) -> bool:
         if not shell.commands:
@@ -426,6 +464,73 @@ class Rule:
                 if opaque:
                     return opaque[0]
         return None
+
+
+_STAR = ("*", "")
+_ANY = ("?", "")
+
+
+def _glob_tokens(pattern: str) -> list[tuple[str, str]]:
+    """An `fnmatch` glob as tokens: ``("*", "")``, ``("?", "")``, ``("[", set)`` or
+    ``("", char)``, read as `fnmatch` reads it (a ``[`` without its ``]`` is a character)."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        i += 1
+        if ch == "*":
+            if out[-1:] != [_STAR]:
+                out.append(_STAR)
+        elif ch == "?":
+            out.append(_ANY)
+        elif ch == "[":
+            j = i + (pattern[i : i + 1] == "!")
+            j += pattern[j : j + 1] == "]"
+            j = pattern.find("]", j)
+            if j < 0:
+                out.append(("", "["))
+            else:
+                out.append(("[", pattern[i - 1 : j + 1]))
+                i = j + 1
+        else:
+            out.append(("", ch))
+    return out
+
+
+def _may_match(pattern: list[tuple[str, str]], text: list[str | None]) -> bool:
+    """Whether the glob ``pattern`` matches ``text`` for some value of its unknown parts
+    (``None``: any text): the glob read as an automaton, the text run through it."""
+
+    def closed(states: set[int]) -> set[int]:
+        # a `*` of the pattern may match nothing: the token after it is reached as well
+        todo = list(states)
+        while todo:
+            i = todo.pop()
+            if i < len(pattern) and pattern[i] is _STAR and i + 1 not in states:
+                states.add(i + 1)
+                todo.append(i + 1)
+        return states
+
+    states = closed({0})
+    for ch in text:
+        if ch is None:  # any text: every later point of the pattern may be reached
+            states = closed(set(range(min(states), len(pattern) + 1)))
+            continue
+        after: set[int] = set()
+        for i in states:
+            if i == len(pattern):
+                continue
+            kind, value = pattern[i]
+            if kind == "*":
+                after.add(i)
+            elif kind == "?" or (kind == "" and value == ch) or (
+                kind == "[" and fnmatch.fnmatchcase(ch, value)
+            ):
+                after.add(i + 1)
+        if not after:
+            return False
+        states = closed(after)
+    return len(pattern) in states
 
 
 def _tidy_path_word(word: str, dynamic: bool) -> str:

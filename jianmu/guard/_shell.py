@@ -164,10 +164,23 @@ def only_info(args: list[Word]) -> bool:
     return bool(args) and all(w.literal and w.text in _INFO_FLAGS for w in args)
 
 
+# Families of variables a program reads a command (or options that run one) from: git's
+# config given in the environment (the spelling of `git -c`), the editors, pagers and
+# password prompts programs start, and the option variables of programs with such options.
+_DANGEROUS_VAR_RE = re.compile(
+    r"^(GIT_CONFIG\w*|\w*(EDITOR|PAGER|ASKPASS)|GIT_SSH|GIT_PROXY_COMMAND|GIT_EXEC_PATH|"
+    r"LESSOPEN|LESSCLOSE|TAR_OPTIONS|RSYNC_RSH|MANOPT|ZIPOPT|BROWSER)$"
+)
+
+
 def check_assignment(text: str, opaque: list[str]) -> None:
     """Note an assignment to a variable that changes what a later command runs."""
     name = text.partition("=")[0].partition("[")[0].rstrip("+")
-    if name in _DANGEROUS_VARS or name.startswith("BASH_FUNC"):
+    if (
+        name in _DANGEROUS_VARS
+        or name.startswith("BASH_FUNC")
+        or _DANGEROUS_VAR_RE.match(name)
+    ):
         opaque.append(f"it sets {name}, which changes what later commands run")
 
 
@@ -209,6 +222,8 @@ def evaluates_code(node: Any) -> str | None:
         tokens = [c.type for c in node.children]
         if "@" in tokens and any(node_text(c) == "P" for c in node.children):
             return "${x@P} runs the command substitutions in a value"
+        if tokens[1:2] == ["!"] and _indirect(node.children[2:]):
+            return "${!x} reads a name from a value, whose index is arithmetic"
         if ":" in tokens:
             offsets = "".join(node_text(c) for c in node.children[tokens.index(":") :][:-1])
             if not _SAFE_ARITH_RE.match(offsets):
@@ -227,9 +242,47 @@ def evaluates_code(node: Any) -> str | None:
             return "an integer or reference variable evaluates a value that may hide a command"
         if any(c.type != "variable_assignment" and c.type != "variable_name" for c in named):
             return "a variable name given as a quoted or computed word may hide a command"
+    if kind == "unset_command" and not _plain_unset(node_text(node)):
+        return "'unset' of an array element evaluates its index, which may hide a command"
+    if kind == "array":
+        for element in node.children:
+            text = node_text(element)
+            index, bracket, rest = text[1:].partition("]")
+            if (
+                text.startswith("[")
+                and bracket
+                and rest.startswith(("=", "+="))
+                and not _SAFE_INDEX_RE.match(index.strip())
+            ):
+                return "an index in an array's list is arithmetic that may run a command"
     if kind == "command":
         return _evaluating_builtin(node)
     return None
+
+
+# what `unset` may name without evaluating anything: an option, a name, a numeric index
+_PLAIN_NAME_RE = re.compile(r"^(-[a-z]+|[A-Za-z_][A-Za-z0-9_]*(\[(-?[0-9]+|@|\*)\])?)$")
+
+
+def _plain_unset(text: str) -> bool:
+    """Whether ``unset ...`` names only options, variables and numeric indexes."""
+    try:
+        words = shlex.split(text.removeprefix("unset"))
+    except ValueError:
+        return False
+    return "$" not in text and "`" not in text and all(_PLAIN_NAME_RE.match(w) for w in words)
+
+
+def _indirect(rest: list[Any]) -> bool:
+    """Whether ``${!...}`` is an indirection (``${!x}``, ``${!a[0]}``), not a list of names
+    (``${!pre*}``, ``${!pre@}``) or of an array's keys (``${!a[@]}``)."""
+    if not rest:
+        return False
+    first, after = rest[0], [node_text(c) for c in rest[1:2]]
+    if first.type == "subscript":
+        index = "".join(node_text(c) for c in first.children[2:-1]).strip()
+        return index not in ("@", "*")
+    return not (after and after[0] in ("*", "@"))
 
 
 def _safe_operand(text: str, names_ok: bool) -> bool:
@@ -700,6 +753,8 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
     hidden = hidden_in_text(node)
     if hidden is not None:
         out.opaque.append(hidden)
+    if kind == "heredoc_redirect" and _heredoc_misread(node):
+        out.opaque.append("a heredoc ends where the grammar does not see it end")
     if kind == "command":
         _command(node, depth, out)
     elif kind == "variable_assignment":
@@ -710,12 +765,40 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
         _walk(child, depth, out)
 
 
+def _heredoc_misread(node: Any) -> bool:
+    """Whether bash ends the heredoc ``node`` before the grammar does: its delimiter after
+    quote removal (``E"O"F`` is ``EOF``), or a line joined by a backslash-newline in an
+    unquoted body, or a line after ``<<-`` strips its tabs, met before the grammar's end."""
+    start = next((c for c in node.children if c.type == "heredoc_start"), None)
+    end = next((c for c in node.children if c.type == "heredoc_end"), None)
+    if start is None or end is None:
+        return False
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    source = bytes(root.text or b"")
+    line_end = source.find(b"\n", start.end_byte)
+    if line_end < 0 or line_end >= end.start_byte:
+        return False
+    body = source[line_end + 1 : end.start_byte].decode("utf-8", "replace")
+    written = node_text(start)
+    quoted = any(ch in written for ch in "'\"\\")
+    try:
+        delimiter = "".join(shlex.split(written)) if quoted else written
+    except ValueError:
+        return True
+    if not quoted:
+        body = body.replace("\\\n", "")
+    tabs = any(c.type == "<<-" for c in node.children)
+    return any((line.lstrip("\t") if tabs else line) == delimiter for line in body.split("\n"))
+
+
 def _redirect(node: Any, out: _Found) -> None:
     """A redirection that writes a file is a part of its own, which no command rule allows."""
-    targets = [c for c in node.children if c.is_named and c.type != "file_descriptor"]
-    if not targets:
+    found = _target(node)  # the words after it are the command's (`_redirected`)
+    if found is None:
         return
-    target = word_value(targets[-1])
+    target = word_value(found)
     if target.text in _HARMLESS_TARGETS or NUMBER_RE.match(target.text):
         return  # 2>/dev/null, >&2
     raw = node_text(node)
@@ -733,11 +816,65 @@ def _command(node: Any, depth: int, out: _Found) -> None:
             words.extend(word_value(c) for c in child.children)
         elif child.is_named:
             words.append(word_value(child))
+    words += _redirected(node)
     forms: list[tuple[str, ...]] = []
     dynamic: list[frozenset[int]] = []
     _see_through(words, depth, out, forms, dynamic)
     if forms:
         out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
+
+
+def _redirected(node: Any) -> list[Word]:
+    """The words of a command that its redirections hold: the grammar reads the words after a
+    redirection's target as the redirection's (``rm 2>/dev/null x``, ``rm >&- x``, ``rm <<EOF
+    x`` are ``rm x`` to bash, also as the last command of a pipeline or a list), and a file
+    read on the input is read by the command as a file argument would be (``cat <
+    secrets/key`` reads what ``cat secrets/key`` does)."""
+    redirects = [c for c in node.children if c.type in REDIRECT_TYPES]
+    below, statement = node, node.parent
+    while statement is not None and (
+        statement.type == "negated_command"
+        or (statement.type in ("pipeline", "list")
+            and _same(statement.named_children[-1], below))
+    ):
+        below, statement = statement, statement.parent
+    if statement is not None and statement.type == "redirected_statement":
+        redirects += [
+            c for c in statement.children
+            if c.type in REDIRECT_TYPES and c.start_byte >= node.end_byte
+        ]
+    words: list[Word] = []
+    while redirects:
+        redirect = redirects.pop(0)
+        named = [c for c in redirect.children if c.is_named and c.type not in _REDIRECT_PARTS]
+        redirects += [c for c in named if c.type in REDIRECT_TYPES]  # `<<EOF >x y`
+        named = [c for c in named if c.type not in REDIRECT_TYPES and c.type != "ERROR"]
+        target = _target(redirect)
+        if target is not None and named:
+            named = named[1:]
+            reads = any(c.type in ("<", "<>") for c in redirect.children)
+            value = word_value(target)
+            if reads and value.text not in _HARMLESS_TARGETS:
+                words.append(value)
+        words += [word_value(c) for c in named]
+    return words
+
+
+_REDIRECT_PARTS = frozenset({"file_descriptor", "heredoc_start", "heredoc_body", "heredoc_end"})
+_CLOSE_FD = frozenset({"<&-", ">&-"})
+
+
+def _target(redirect: Any) -> Any | None:
+    """What a redirection opens (a file, a descriptor, a herestring's text), or ``None`` when
+    it opens nothing (``>&-`` closes, a heredoc's text follows the command)."""
+    if redirect.type == "heredoc_redirect" or any(c.type in _CLOSE_FD for c in redirect.children):
+        return None
+    named = [c for c in redirect.children if c.is_named and c.type not in _REDIRECT_PARTS]
+    return named[0] if named else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(a.type == b.type and a.start_byte == b.start_byte and a.end_byte == b.end_byte)
 
 
 def _record(words: list[Word], forms: list[tuple[str, ...]], dyn: list[frozenset[int]]) -> None:

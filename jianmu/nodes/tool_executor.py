@@ -40,16 +40,17 @@ from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.constraints import (
+    POLICY_RANK,
     Constraints,
     ExecutionConstraints,
     is_read_only,
     once_per_read_only,
 )
 from jianmu.errors import MCPError, ToolError, ToolInputError, ToolSuspended, ToolTimeoutError
-from jianmu.execution.runner import ToolRunner
-from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
+from jianmu.execution.runner import RedirectCheck, ToolRunner, checking_redirects
+from jianmu.guard import Decision, DecisionKind, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.guard.checkers import call_fingerprint
-from jianmu.guard.enforcer import builtin_chain
+from jianmu.guard.enforcer import ToolPolicyChecker, builtin_chain
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message, Usage
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
@@ -311,6 +312,40 @@ def _transient(exc: Exception) -> bool:
 
 def _not_json(tool: Tool, raw: str) -> str:
     return not_json_message(tool.name, tool.parameters, raw)
+
+
+def redirect_check(enforcer: GuardEnforcer, call: ToolCall, tool: Tool) -> RedirectCheck:
+    """What a tool that follows redirects asks (`redirect_refusal`) while ``call`` runs."""
+    return functools.partial(_redirect_refusal, enforcer, call, tool)
+
+
+def _redirect_refusal(
+    enforcer: GuardEnforcer, call: ToolCall, tool: Tool, argument: str, url: str
+) -> str | None:
+    """Why the tool policy refuses that ``call`` be sent on to ``url`` (a redirect), if it
+    does: the policy for the call with ``argument`` set to ``url`` is stricter than for the
+    call as it was admitted (a person who approved one URL did not see the other)."""
+    policy = next((c for c in enforcer.checkers if isinstance(c, ToolPolicyChecker)), None)
+    if policy is None or not isinstance(call.arguments, dict):
+        return None
+    moved = dataclasses.replace(call, arguments={**call.arguments, argument: url})
+    spec = tool.tool_spec
+    admitted, _, _ = policy.resolve(call, spec)
+    verdict, reason, _ = policy.resolve(moved, spec)
+    return reason if POLICY_RANK[verdict] > POLICY_RANK[admitted] else None
+
+
+class _Unheard:
+    """An event sink nobody listens to: a call checked again is not announced twice."""
+
+    def wants(self, name: str) -> bool:
+        return False
+
+    def emit(self, name: str, **fields: Any) -> None:
+        return None
+
+
+_UNHEARD = _Unheard()
 
 
 def _in_flight(
@@ -628,10 +663,20 @@ class ToolExecutor(AsyncNode):
         if steps is not None:  # a worker that dies from here on leaves these calls in flight
             await steps.mark_started([f"tool:{call.id}" for call, _, _ in batch])
         if self._mode([tool for _, tool, _ in batch]) == "serial":
+            changed = False  # whether a call that may change what later ones touch has run
             for call, tool, decision in batch:
                 if self._suspended:  # the calls after one that waits run after it
                     break
+                objection = self._checked_again(call, tool) if changed else None
+                if objection is not None:
+                    self._record(call, None, ToolResult(
+                        tool=call.name, ok=False, call_id=call.id,
+                        error=f"the guard denied this call: {objection.reason} (checked "
+                        "again after an earlier call of this batch ran; call it again alone)",
+                    ))
+                    continue
                 await self._run_one(call, tool, decision, runner)
+                changed = changed or tool.tool_spec.category != "read"
             return
         # _run_one never raises, so one call's failure cannot cancel its siblings: plain
         # asyncio tasks awaited in turn do what a TaskGroup would, without its per-task
@@ -655,6 +700,27 @@ class ToolExecutor(AsyncNode):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+
+    def _checked_again(self, call: ToolCall, tool: Tool) -> Decision | None:
+        """The guard's objection to ``call`` now that earlier calls of its batch have run,
+        if it has one: the batch was checked before any ran, and a call that writes or
+        runs something may have changed what a later one touches (a link ``l`` made to a
+        folder a path rule denies, then ``read_file l/key``). What the run has used was
+        counted when the batch was admitted, so it is not counted again here."""
+        enforcer = self._guard(self.effective_constraints)
+        (decision,) = enforcer.preflight(
+            [call], self.toolset, run=self.ctx, tokens_used=tokens_spent(self),
+            events=_UNHEARD, resolved=[tool],
+        )
+        if decision.allowed:
+            return None
+        if self.events.wants("guard.decision"):
+            self.events.emit(
+                "guard.decision", check="tool_call", tool=call.name, call_id=call.id,
+                decision=DecisionKind.DENY.value, reason=decision.reason,
+                checker=decision.checker, rule=decision.rule,
+            )
+        return decision
 
     async def _run_limited(
         self, limiter: anyio.CapacityLimiter, call: ToolCall, tool: Tool, decision: Decision,
@@ -683,12 +749,14 @@ class ToolExecutor(AsyncNode):
                 events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
                             args_preview=preview(call.arguments))
         try:
-            if tracer is None and self.ctx.steps is None:  # the common path: nothing around it
-                result = await self._attempts(call, tool, runner, retries)
-            else:
-                with span(tracer, f"execute_tool {tool.name}", attributes) as current:
-                    result = await self._recorded(call, tool, runner, retries)
-                    finish_span(current, result, call.arguments, self.ctx)
+            enforcer = self._guard(self.effective_constraints)
+            with checking_redirects(redirect_check(enforcer, call, tool)):
+                if tracer is None and self.ctx.steps is None:  # the common path
+                    result = await self._attempts(call, tool, runner, retries)
+                else:
+                    with span(tracer, f"execute_tool {tool.name}", attributes) as current:
+                        result = await self._recorded(call, tool, runner, retries)
+                        finish_span(current, result, call.arguments, self.ctx)
         except ToolSuspended as exc:  # runs again, to its end, once the person has answered
             self._suspended = (*self._suspended, call.id)
             if call.id not in (self.state.get("suspended_call_ids") or ()):

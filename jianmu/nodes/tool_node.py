@@ -11,6 +11,7 @@ from py_trees.common import Status
 
 from jianmu.constraints import Constraints
 from jianmu.errors import StateValidationError, ToolValidationError
+from jianmu.execution.runner import checking_redirects
 from jianmu.guard import GuardEnforcer, GuardLedger
 from jianmu.nodes.state import ledger_view
 from jianmu.nodes.tool_executor import (
@@ -25,6 +26,7 @@ from jianmu.nodes.tool_executor import (
     input_schema_of,
     own_failure,
     preview,
+    redirect_check,
     tool_span_attributes,
 )
 from jianmu.runtime.async_node import AsyncNode
@@ -192,8 +194,13 @@ class ToolNode(AsyncNode):
                                       duration_ms=elapsed_ms(start))
                 return done.truncate(tool.max_result_length)
 
+            # a redirect is followed only where the guard would let the call itself go
+            check = None if not self.guarded or self._enforcer is None else redirect_check(
+                self._enforcer[1], ToolCall(name=tool.name, arguments=args), tool
+            )
             # in a durable run, the call runs once: a recovered run replays its result
-            result = await self.ctx.step(f"tool:{self.path}", call)
+            with checking_redirects(check):
+                result = await self.ctx.step(f"tool:{self.path}", call)
             finish_span(current, result, args, self.ctx)
         self.result = result
         if self.bt_skill:

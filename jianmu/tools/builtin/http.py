@@ -12,6 +12,7 @@ import anyio
 from pydantic import Field
 
 from jianmu.errors import ToolInputError
+from jianmu.execution.runner import redirect_refusal
 from jianmu.tools.base import FunctionTool
 from jianmu.tools.calls import ToolResult
 
@@ -102,9 +103,23 @@ class _HTTPRequest:
         chunks: list[bytes] = []
         size = 0
         cut = False
+        sent = 0
+
+        async def each_request(request: Any) -> None:
+            # a redirect is followed only where the guard would let the call itself go
+            nonlocal sent
+            sent += 1
+            if sent > 1:
+                why = redirect_refusal("url", str(request.url))
+                if why is not None:
+                    raise ToolInputError(
+                        f"{url} redirected to {request.url}, which the guard refuses: {why}"
+                    )
+
         try:
             async with httpx.AsyncClient(
-                timeout=httpx.Timeout(timeout), follow_redirects=True, max_redirects=5
+                timeout=httpx.Timeout(timeout), follow_redirects=True, max_redirects=5,
+                event_hooks={"request": [each_request]},
             ) as client:
                 # The httpx timeout bounds each phase; this bounds the whole exchange.
                 with anyio.fail_after(timeout):
@@ -128,6 +143,8 @@ class _HTTPRequest:
         except httpx.ConnectError as exc:
             return _failed(f"could not connect to {url}: {exc or 'connection refused'} "
                            "(check the host name and port, or whether the server is up)")
+        except ToolInputError as exc:  # a redirect the guard refuses (`each_request`)
+            return _failed(str(exc))
         except httpx.TooManyRedirects:
             return _failed(f"{url} redirected more than 5 times")
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
