@@ -42,14 +42,15 @@ __all__ = (
     "RunnableTool",
     "ToolPath",
     "ToolRunner",
-    "checking_redirects",
     "current_workspace",
     "effective_root",
     "is_inside",
     "locate",
     "on_asyncio",
     "redirect_refusal",
+    "reset_redirect_check",
     "resolve_tool_path",
+    "set_redirect_check",
     "use_workspace",
     "within",
 )
@@ -93,14 +94,15 @@ def redirect_refusal(argument: str, url: str) -> str | None:
     return None if check is None else check(argument, url)
 
 
-@contextlib.contextmanager
-def checking_redirects(check: RedirectCheck | None) -> Iterator[None]:
-    """Make ``check`` answer `redirect_refusal` inside the ``with`` block (this task)."""
-    token = _REDIRECTS.set(check)
-    try:
-        yield
-    finally:
-        _REDIRECTS.reset(token)
+def set_redirect_check(check: RedirectCheck | None) -> Token[RedirectCheck | None]:
+    """Make ``check`` answer `redirect_refusal` in this task until `reset_redirect_check`
+    (a bare pair, not a ``with``: it runs around every call)."""
+    return _REDIRECTS.set(check)
+
+
+def reset_redirect_check(token: Token[RedirectCheck | None]) -> None:
+    """Undo the `set_redirect_check` that returned ``token``."""
+    _REDIRECTS.reset(token)
 
 
 @contextlib.contextmanager

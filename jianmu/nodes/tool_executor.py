@@ -47,7 +47,12 @@ from jianmu.constraints import (
     once_per_read_only,
 )
 from jianmu.errors import MCPError, ToolError, ToolInputError, ToolSuspended, ToolTimeoutError
-from jianmu.execution.runner import RedirectCheck, ToolRunner, checking_redirects
+from jianmu.execution.runner import (
+    RedirectCheck,
+    ToolRunner,
+    reset_redirect_check,
+    set_redirect_check,
+)
 from jianmu.guard import Decision, DecisionKind, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.guard.checkers import call_fingerprint
 from jianmu.guard.enforcer import ToolPolicyChecker, builtin_chain
@@ -316,10 +321,18 @@ def _not_json(tool: Tool, raw: str) -> str:
 
 def redirect_check(enforcer: GuardEnforcer, call: ToolCall, tool: Tool) -> RedirectCheck:
     """What a tool that follows redirects asks (`redirect_refusal`) while ``call`` runs."""
-    return functools.partial(_redirect_refusal, enforcer, call, tool)
+    return functools.partial(_refusal, enforcer, call, tool)
 
 
 def _redirect_refusal(
+    executor: ToolExecutor, call: ToolCall, tool: Tool, argument: str, url: str
+) -> str | None:
+    """`_refusal` under the executor's guard, looked up when a tool asks."""
+    enforcer = executor._guard(executor.effective_constraints)
+    return _refusal(enforcer, call, tool, argument, url)
+
+
+def _refusal(
     enforcer: GuardEnforcer, call: ToolCall, tool: Tool, argument: str, url: str
 ) -> str | None:
     """Why the tool policy refuses that ``call`` be sent on to ``url`` (a redirect), if it
@@ -749,14 +762,18 @@ class ToolExecutor(AsyncNode):
                 events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
                             args_preview=preview(call.arguments))
         try:
-            enforcer = self._guard(self.effective_constraints)
-            with checking_redirects(redirect_check(enforcer, call, tool)):
+            # a redirect the tool is told to follow is checked as the call itself was; the
+            # guard is looked up only if the tool asks (`redirect_refusal`)
+            checking = set_redirect_check(functools.partial(_redirect_refusal, self, call, tool))
+            try:
                 if tracer is None and self.ctx.steps is None:  # the common path
                     result = await self._attempts(call, tool, runner, retries)
                 else:
                     with span(tracer, f"execute_tool {tool.name}", attributes) as current:
                         result = await self._recorded(call, tool, runner, retries)
                         finish_span(current, result, call.arguments, self.ctx)
+            finally:
+                reset_redirect_check(checking)
         except ToolSuspended as exc:  # runs again, to its end, once the person has answered
             self._suspended = (*self._suspended, call.id)
             if call.id not in (self.state.get("suspended_call_ids") or ()):

@@ -11,7 +11,7 @@ from py_trees.common import Status
 
 from jianmu.constraints import Constraints
 from jianmu.errors import StateValidationError, ToolValidationError
-from jianmu.execution.runner import checking_redirects
+from jianmu.execution.runner import reset_redirect_check, set_redirect_check
 from jianmu.guard import GuardEnforcer, GuardLedger
 from jianmu.nodes.state import ledger_view
 from jianmu.nodes.tool_executor import (
@@ -199,8 +199,11 @@ class ToolNode(AsyncNode):
                 self._enforcer[1], ToolCall(name=tool.name, arguments=args), tool
             )
             # in a durable run, the call runs once: a recovered run replays its result
-            with checking_redirects(check):
+            checking = set_redirect_check(check)
+            try:
                 result = await self.ctx.step(f"tool:{self.path}", call)
+            finally:
+                reset_redirect_check(checking)
             finish_span(current, result, args, self.ctx)
         self.result = result
         if self.bt_skill:
