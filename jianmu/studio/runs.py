@@ -25,7 +25,7 @@ from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
 from jianmu.runtime.points import Frame, short
 from jianmu.runtime.runner import ReactiveRunner
-from jianmu.studio.timeline import event_timeline, message_timeline
+from jianmu.studio.timeline import event_timeline, message_timeline, shown
 from jianmu.studio.views import (
     agent_statuses,
     asking_at,
@@ -227,7 +227,8 @@ class CheckpointRuns:
         return {
             "source": self.kind, "run_id": run_id, "tree": str(data.get("tree", "?")),
             "status": status, "nodes": nodes, "pending": pending_rows(pending), "state": state,
-            "timeline": entries, "result": final_answer(state), "error": data.get("error") or "",
+            "timeline": entries, "result": final_answer(state),
+            "error": shown(data.get("error") or ""),
             "usage": usage_text(state), "note": note, "points": point_rows(points, entries, names),
             "changed": list(frame.changed) if frame is not None else [],
             "forked_from": _origin(history.run(run_id) or {}),

@@ -10,22 +10,52 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
 __all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
-           "pretty_json")
+           "pretty_json", "shown")
 
 _NESTING = ("skill", "agent")
 """Kinds of node whose descendants' entries are indented under them."""
 
 
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories a page would obey or hide rather than show: controls (ANSI escapes),
+format characters (bidi overrides, zero-width spaces), lone surrogates, line separators."""
+
+
+def _hidden(char: str) -> bool:
+    return char not in "\n\t" and unicodedata.category(char) in _HIDDEN
+
+
+def shown(text: str) -> str:
+    """``text`` with each control or format character written as an escape (``\\u202e``,
+    ``\\u001b``), lines and tabs kept: a bidi override in a tool's argument would otherwise
+    show a person deciding on the call other text than the call holds (as the CLI, `visible`)."""
+    if text.isprintable():
+        return text
+    return "".join(
+        (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") if _hidden(c) else c
+        for c in text)
+
+
+def json_shown(text: str) -> str:
+    """JSON text with each control or format character written as its JSON escape: the same
+    value when read back (an approval's arguments are edited from it), shown as it is."""
+    if text.isprintable():
+        return text
+    return "".join(json.dumps(c)[1:-1] if _hidden(c) else c for c in text)
+
+
 def pretty_json(value: Any) -> str:
-    """``value`` as indented JSON (non-ASCII kept, as the CLI shows it); repr if it is not JSON."""
+    """``value`` as indented JSON (non-ASCII kept, as the CLI shows it, control and format
+    characters as escapes: `json_shown`); repr if it is not JSON."""
     try:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+        return json_shown(json.dumps(value, indent=2, ensure_ascii=False, default=str))
     except (TypeError, ValueError):  # a circular structure
-        return repr(value)
+        return shown(repr(value))
 
 
 def _text(value: Any) -> str:
@@ -96,9 +126,9 @@ def _fields_text(fields: dict[str, Any]) -> str:
     for key, value in fields.items():
         if value is None or value == "" or value == []:
             continue
-        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
-                                                               default=str)
-        lines.append(f"{key.replace('_', ' ')}: {shown}")
+        said = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                              default=str)
+        lines.append(f"{key.replace('_', ' ')}: {said}")
     return "\n".join(lines)
 
 
@@ -128,7 +158,8 @@ class _Story:
         if said is None:
             return None
         kind, title, text = said
-        out = {"kind": kind, "title": title, "text": text, "time": event.get("time"),
+        out = {"kind": kind, "title": shown(title), "text": shown(text),
+               "time": event.get("time"),
                "point": event.get("point"), "node": node, "depth": self.depth(node),
                "event": name}
         if f.get("call_id"):  # by its full path, as a request id names it: ids repeat
@@ -298,7 +329,8 @@ def message_timeline(snapshot: dict[str, Any] | None,
     out: list[dict[str, Any]] = []
 
     def add(kind: str, title: str, text: str, call: str | None = None) -> None:
-        out.append({"kind": kind, "title": title, "text": text, "time": None, "point": None,
+        out.append({"kind": kind, "title": shown(title), "text": shown(text), "time": None,
+                    "point": None,
                     "node": "", "depth": 0, **({"call": call} if call else {})})
 
     for message in messages if isinstance(messages, list) else []:
@@ -358,10 +390,10 @@ def durable_timeline(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif name.startswith("jianmu:tool:"):
             tool = getattr(output, "tool", None) or name[len("jianmu:tool:"):]
             ok = getattr(output, "ok", error is None)
-            shown = getattr(output, "output", None) if ok else getattr(output, "error", error)
+            told = getattr(output, "output", None) if ok else getattr(output, "error", error)
             entry = {"kind": "result" if ok else "error",
                      "title": f"{'result of' if ok else 'failed:'} {tool} · {_seconds(took)}",
-                     "text": _text(shown), "call": getattr(output, "call_id", None)}
+                     "text": _text(told), "call": getattr(output, "call_id", None)}
         elif name.startswith("jianmu:node:"):
             status = output[0] if isinstance(output, (list, tuple)) and output else output
             entry = {"kind": "node", "title": f"{name[len('jianmu:node:'):]}: "
@@ -372,6 +404,7 @@ def durable_timeline(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif error is not None:
             entry = {"kind": "error", "title": f"error in step {name}", "text": str(error)}
         if entry is not None:
+            entry.update(title=shown(str(entry["title"])), text=shown(str(entry["text"])))
             out.append({"text": "", "node": "", "depth": 0, "point": None, "time": at,
                         "event": name, **entry})
     return out

@@ -12,6 +12,19 @@ export function el(tag, cls, text) {
 
 const two = (n) => String(n).padStart(2, "0");
 
+// Control and format characters (ANSI escapes, bidi overrides, zero-width spaces, line
+// separators) as JSON escapes, lines and tabs kept: the page shows what the text holds,
+// as the server does (timeline.py `json_shown`).
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu;
+export function visible(text) {
+  return String(text).replace(HIDDEN, (c) => {
+    if (c === "\n" || c === "\t") return c;
+    let out = "";
+    for (let i = 0; i < c.length; i++) out += "\\u" + c.charCodeAt(i).toString(16).padStart(4, "0");
+    return out;
+  });
+}
+
 export function clock(stamp) {  // HH:MM:SS.mmm (toLocaleTimeString costs ~0.1 ms a call)
   if (!stamp) return "";
   const d = new Date(stamp * 1000);
@@ -120,7 +133,7 @@ function drawValue(value, key, path, marked, depth) {
     return wrap;
   }
   if (label) wrap.append(label, ": ");
-  wrap.append(el("span", "value", JSON.stringify(value)));
+  wrap.append(el("span", "value", visible(JSON.stringify(value))));
   return wrap;
 }
 

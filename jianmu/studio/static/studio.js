@@ -4,7 +4,8 @@
 "use strict";
 
 import {Graph} from "./graph.js";
-import {clock, drawDetails, drawRequest, drawState, drawTimeline} from "./panels.js";
+import {clock, drawDetails, drawRequest, drawState, drawTimeline,
+        visible} from "./panels.js";
 
 const FINISHED = ["success", "failure", "timeout", "cancelled"];
 
@@ -80,7 +81,8 @@ class RunPage {
     document.getElementById("error").textContent = view.error || "";
     document.getElementById("usage").textContent = view.usage || "";
     const result = view.result === null || view.result === undefined ? "" :
-      (typeof view.result === "string" ? view.result : JSON.stringify(view.result, null, 2));
+      (typeof view.result === "string" ? view.result
+                                       : visible(JSON.stringify(view.result, null, 2)));
     document.getElementById("result").textContent = result ||
       (FINISHED.includes(view.status) ? "" : `no result yet: the run is ${view.status}`);
     // redrawn only when they change: a reason being typed, a click, a scroll are kept

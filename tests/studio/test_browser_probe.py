@@ -1,0 +1,50 @@
+"""The studio in a real browser, on what a run's text may hold: control and format characters,
+long unbroken text. Skips like `test_browser` when Chromium is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.studio.test_browser import (  # noqa: F401 - the fixtures
+    TOKEN,
+    _api,
+    _no_alert,
+    _text,
+    _until,
+    driver,
+    studio,
+)
+from tests.studio.test_hidden_characters import HIDDEN, TARGET
+from tests.support.studio import start_suspended
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+
+def _page_text(page: Any) -> str:
+    return str(page.execute_script("return document.body.innerText"))
+
+
+def test_hidden_characters_show_as_escapes_and_the_call_is_unchanged(
+        driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    url, checkpoints = studio
+    run_id = start_suspended(checkpoints, TARGET)
+    driver.get(f"{url}/?token={TOKEN}")
+    driver.get(f"{url}/run/cp/{run_id}")
+    _until(driver, lambda d: _text(d, "#status") == "suspended", "the run to show suspended")
+    _until(driver, lambda d: "\\u202e" in _text(d, ".request .arguments"), "the arguments")
+    assert not [c for c in HIDDEN if c in _page_text(driver)]
+    driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()  # not edited
+    _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
+    _until(driver, lambda d: "final_answer" in _text(d, "[data-role=state]"), "the state")
+    shown = _page_text(driver)
+    assert not [c for c in HIDDEN if c in shown], "a hidden character reached the page"
+    assert "prod\\u202egnp.exe" in _text(driver, "#result")
+    assert "prod\\u202egnp.exe" in _text(driver, "[data-role=state]")  # drawn by the script
+    view = _api(driver, f"/api/run/cp/{run_id}")  # the call ran with the target as it was
+    assert f"<b>deployed</b> {TARGET}" in view["state"]["root"]["final_answer"]
+    _no_alert(driver)
