@@ -48,3 +48,32 @@ def test_hidden_characters_show_as_escapes_and_the_call_is_unchanged(
     view = _api(driver, f"/api/run/cp/{run_id}")  # the call ran with the target as it was
     assert f"<b>deployed</b> {TARGET}" in view["state"]["root"]["final_answer"]
     _no_alert(driver)
+
+
+def _overflow(page: Any) -> int:
+    """How many pixels the page is wider than the window (0: no sideways scrolling)."""
+    return int(page.execute_script(
+        "const e = document.documentElement; return e.scrollWidth - e.clientWidth"))
+
+
+def test_long_unbroken_text_wraps_instead_of_widening_the_page(
+        driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    url, checkpoints = studio
+    target = "b" * 600 + "@example.com"
+    run_id = start_suspended(checkpoints, target)
+    driver.get(f"{url}/?token={TOKEN}")
+    driver.get(f"{url}/run/cp/{run_id}")
+    _until(driver, lambda d: _text(d, "#status") == "suspended", "the run to show suspended")
+    _until(driver, lambda d: "@example.com" in _text(d, ".request .arguments"), "the call")
+    assert _overflow(driver) == 0
+    # the whole call can be read in its box: no line of it runs past the box's edge
+    assert driver.execute_script(
+        "const box = document.querySelector('.request');"
+        "return Array.from(box.querySelectorAll('*')).every(e => e.scrollWidth <= "
+        "box.clientWidth)")
+    driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
+    _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
+    assert _overflow(driver) == 0
+    _no_alert(driver)
