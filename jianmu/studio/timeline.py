@@ -135,10 +135,11 @@ def _fields_text(fields: dict[str, Any]) -> str:
 class _Story:
     """Turns events into entries, remembering what earlier events said."""
 
-    def __init__(self, calls: dict[tuple[str, str], dict[str, Any]], nesting: list[str]
-                 ) -> None:
+    def __init__(self, calls: dict[tuple[str, str], dict[str, Any]], nesting: list[str],
+                 answerers: dict[str, str] | None = None) -> None:
         self.calls = calls
         self.nesting = nesting
+        self.answerers = answerers or {}  # who answered each question in the studio, by id
         self.model_started: dict[str, float] = {}
         self.answered: set[str] = set()
         self.open_skills = 0
@@ -219,7 +220,8 @@ class _Story:
             if name.startswith("studio.") and request in self.answered:
                 return None
             self.answered.add(request)
-            who = str(f.get("by") or "")
+            # the run's own record comes first and names no one: the studio's journal does
+            who = str(f.get("by") or self.answerers.get(request) or "")
             return "decision", f"answered{f' by {who}' if who else ''}: {request}", _text(
                 f.get("answer"))
         if name in ("interaction.approved", "interaction.rejected", "studio.approved",
@@ -311,8 +313,11 @@ def event_timeline(events: Iterable[dict[str, Any]], *,
     """The entries for recorded events (each with ``time``, ``name``, ``node``, ``fields`` and
     the ``point`` it led to), oldest first. ``snapshot`` supplies full arguments and results
     (events carry previews); ``nesting`` lists the paths of skill and agent nodes."""
-    story = _Story(call_details(snapshot), list(nesting))
     ordered = sorted(events, key=lambda e: e.get("time") or 0.0)
+    answerers = {str((e.get("fields") or {}).get("request_id")): str(e["fields"]["by"])
+                 for e in ordered if e.get("name") == "studio.answered"
+                 and (e.get("fields") or {}).get("by")}
+    story = _Story(call_details(snapshot), list(nesting), answerers)
     return [e for e in (story.entry(event) for event in ordered) if e is not None]
 
 

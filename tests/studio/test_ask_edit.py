@@ -77,3 +77,18 @@ def test_a_question_is_answered_in_the_text_box(client: TestClient, checkpoints:
     assert done["status"] == "success" and done["result"] == "going to Lisbon"
     [answered] = [t for t in done["timeline"] if t["kind"] == "decision"]
     assert answered["title"].startswith("answered") and answered["text"] == "Lisbon"
+
+
+def test_the_timeline_says_who_answered_a_question(client: TestClient,
+                                                   checkpoints: Path) -> None:
+    """As it says who approved a call ("approved by tester: deploy"): the run's own record of
+    the answer comes first and carries no name, the studio's journal has it."""
+    asking = _start_question(checkpoints)
+    [request] = client.get(f"/api/run/cp/{asking}").json()["pending"]
+    answer = client.post(f"/run/cp/{asking}/answer",
+                         json={"call_id": request["id"], "answer": "Lisbon"},
+                         headers={"X-CSRF-Token": _csrf(client, asking)})
+    assert answer.status_code == 200, answer.text
+    done = wait_for(lambda: _finished(client, asking), 60, "the run to finish")
+    [answered] = [t for t in done["timeline"] if t["kind"] == "decision"]
+    assert answered["title"] == f"answered by tester: {request['id']}"
