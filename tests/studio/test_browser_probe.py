@@ -10,6 +10,7 @@ import pytest
 
 from tests.studio.test_browser import (  # noqa: F401 - the fixtures
     TOKEN,
+    WAIT_S,
     _api,
     _no_alert,
     _text,
@@ -76,4 +77,59 @@ def test_long_unbroken_text_wraps_instead_of_widening_the_page(
     driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
     _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
     assert _overflow(driver) == 0
+    _no_alert(driver)
+
+
+def test_the_time_label_follows_a_run_that_grows_while_travelling(
+        driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    """Back at point 0 of a live run, new points keep coming: the label's "of N" says the
+    run's newest point, as the slider's end does."""
+    import asyncio
+    import threading
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager, tool
+    from jianmu.nodes import AgentState, create_react_node
+
+    url, checkpoints = studio
+    gate = threading.Event()
+
+    @tool
+    async def wait_gate(step: int) -> str:
+        """Wait until the test opens the gate.
+
+        Args:
+            step: which step.
+        """
+        await asyncio.to_thread(gate.wait, WAIT_S)
+        return f"step {step} done"
+
+    llm = ScriptedLLM([[{"name": "wait_gate", "arguments": {"step": 1}}],
+                       [{"name": "wait_gate", "arguments": {"step": 2}}], "done"])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(create_react_node(llm, [wait_gate], name="gated"), state,
+                            checkpointer=SQLiteCheckpointer(str(checkpoints)), run_id="gated")
+    thread = threading.Thread(target=lambda: runner.run_sync(timeout=WAIT_S), daemon=True)
+    thread.start()
+    try:
+        driver.get(f"{url}/?token={TOKEN}")
+        _until(driver, lambda d: any(t["title"] == "started: wait_gate" for t in _api(
+            d, "/api/run/cp/gated").get("timeline", [])), "the run to wait in its tool")
+        driver.get(f"{url}/run/cp/gated")
+        slider = driver.find_element(By.CSS_SELECTOR, "input[type=range][data-role=time]")
+        slider.send_keys(Keys.HOME)
+        _until(driver, lambda d: _text(d, "#state-at") == "at point 0", "point 0")
+        before = int(slider.get_attribute("max"))
+        gate.set()
+        _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
+        last = int(slider.get_attribute("max"))
+        assert last > before
+        _until(driver, lambda d: _text(d, "[data-role=time-label]").startswith(
+            f"point 0 of {last} "), "the label to count the new points")
+        assert _text(driver, "#state-at") == "at point 0"  # still where the person went
+    finally:
+        gate.set()
+        thread.join(WAIT_S)
     _no_alert(driver)

@@ -103,7 +103,10 @@ class RunPage {
       if (this.shown === null) this.slider.value = String(last);
     }
     if (this.shown === null) this.showNow();
-    else this.markPoint(this.shown);
+    else {  // travelling: the label counts the points that came meanwhile
+      this.markPoint(this.shown);
+      this.label(view.points.find((p) => p.n === this.shown), false);
+    }
     // the page's own script time per update, for anyone measuring (the browser tests do)
     performance.measure("jianmu:show", {start: started});
   }
