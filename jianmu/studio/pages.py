@@ -168,9 +168,11 @@ def _timeline(items: list[dict[str, Any]], points: list[dict[str, Any]]) -> str:
     if not points:
         return "".join(_entry(item) for item in items)
     grouped: dict[int, list[dict[str, Any]]] = {}
-    loose = [item for item in items if item.get("point") is None]
+    # entries of no point, or of the point a running call will lead to (not made yet)
+    known = {point["n"] for point in points}
+    loose = [item for item in items if item.get("point") not in known]
     for item in items:
-        if item.get("point") is not None:
+        if item.get("point") in known:
             grouped.setdefault(int(item["point"]), []).append(item)
     out, next_loose = [], 0
     for point in points:

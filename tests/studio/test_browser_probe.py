@@ -96,14 +96,14 @@ def test_the_time_label_follows_a_run_that_grows_while_travelling(
     url, checkpoints = studio
     gate = threading.Event()
 
-    @tool
+    @tool(timeout_seconds=None)  # no end but the gate: only the gate makes a tick
     async def wait_gate(step: int) -> str:
         """Wait until the test opens the gate.
 
         Args:
             step: which step.
         """
-        await asyncio.to_thread(gate.wait, WAIT_S)
+        await asyncio.to_thread(gate.wait, 3 * WAIT_S)
         return f"step {step} done"
 
     llm = ScriptedLLM([[{"name": "wait_gate", "arguments": {"step": 1}}],
@@ -111,14 +111,16 @@ def test_the_time_label_follows_a_run_that_grows_while_travelling(
     state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
     runner = ReactiveRunner(create_react_node(llm, [wait_gate], name="gated"), state,
                             checkpointer=SQLiteCheckpointer(str(checkpoints)), run_id="gated")
-    thread = threading.Thread(target=lambda: runner.run_sync(timeout=WAIT_S), daemon=True)
+    thread = threading.Thread(target=lambda: runner.run_sync(timeout=3 * WAIT_S), daemon=True)
     thread.start()
     try:
         driver.get(f"{url}/?token={TOKEN}")
-        _until(driver, lambda d: any(t["title"] == "started: wait_gate" for t in _api(
-            d, "/api/run/cp/gated").get("timeline", [])), "the run to wait in its tool")
+        _until(driver, lambda d: _api(d, "/api/run/cp/gated").get("points"), "a point")
         driver.get(f"{url}/run/cp/gated")
         slider = driver.find_element(By.CSS_SELECTOR, "input[type=range][data-role=time]")
+        # the call shows while it runs (its point is made when it ends)
+        _until(driver, lambda d: "started: wait_gate" in _text(d, "#timeline"), "the call")
+        assert "failed" not in _text(driver, "#timeline")
         slider.send_keys(Keys.HOME)
         _until(driver, lambda d: _text(d, "#state-at") == "at point 0", "point 0")
         before = int(slider.get_attribute("max"))

@@ -42,7 +42,7 @@ function entryItem(item) {
 }
 
 // One <li data-point=N> per point, its entries under it in the order they happened; entries
-// that belong to no point (a run that kept none) are listed on their own.
+// that belong to no point (a run that kept none, a call still running) are listed on their own.
 export function drawTimeline(list, entries, points) {
   const items = [];
   if (!points.length) {
@@ -51,9 +51,10 @@ export function drawTimeline(list, entries, points) {
     return;
   }
   const byPoint = new Map();
-  const loose = [];
+  const loose = [];  // of no point, or of the point a running call will lead to (not made yet)
+  const known = new Set(points.map((p) => p.n));
   for (const item of entries) {
-    if (item.point === null || item.point === undefined) loose.push(item);
+    if (!known.has(item.point)) loose.push(item);
     else {
       if (!byPoint.has(item.point)) byPoint.set(item.point, []);
       byPoint.get(item.point).push(item);
