@@ -7,11 +7,11 @@ import json
 import time
 from html import escape
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from jianmu.studio.timeline import json_shown
 
-__all__ = ("json_tree", "run_page", "runs_page")
+__all__ = ("json_tree", "run_href", "run_page", "runs_page")
 
 STATUSES = ("running", "suspended", "decided", "queued", "success", "failure", "timeout",
             "cancelled", "damaged")
@@ -39,6 +39,11 @@ def _layout(title: str, csrf: str, body: str, main_attrs: str = "") -> str:
     )
 
 
+def run_href(source: str, run_id: Any) -> str:
+    """The path of a run's page: its id is any text (``nightly #7?``), so it is URL-encoded."""
+    return f"/run/{quote(str(source), safe='')}/{quote(str(run_id), safe='')}"
+
+
 def _query(**params: str | None) -> str:
     shown = urlencode({k: v for k, v in params.items() if v})
     return f"/?{shown}" if shown else "/"
@@ -62,7 +67,7 @@ def _source(kind: str) -> str:
 def _origin(forked: dict[str, Any] | None, source: str) -> str:
     if not forked:
         return ""
-    return (f'forked from <a href="/run/{_e(source)}/{_e(forked["run"])}">{_e(forked["run"])}'
+    return (f'forked from <a href="{_e(run_href(source, forked["run"]))}">{_e(forked["run"])}'
             f'</a> at point {_e(forked["point"])}')
 
 
@@ -80,8 +85,9 @@ def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
     there = (f'<a href="{_query(status=status, scope="all")}"'
              + (' class="on"' if everywhere else "") + ' data-role="scope-all">all projects</a>')
     rows = "".join(
-        f'<tr class="run" data-run="{_e(r["run_id"])}"><td><a href="/run/{_e(r["source"])}/'
-        f'{_e(r["run_id"])}">{_e(r["run_id"])}</a></td><td>{_e(r["tree"])}</td>'
+        f'<tr class="run" data-run="{_e(r["run_id"])}"><td><a href="'
+        f'{_e(run_href(r["source"], r["run_id"]))}">{_e(r["run_id"])}</a></td>'
+        f'<td>{_e(r["tree"])}</td>'
         f'<td><span class="status status-{_e(r["status"])}">{_e(r["status"])}</span></td>'
         f'<td>{_when(r["started"])}</td><td>{_e(r["pending"] or "")}</td>'
         f'<td class="origin">{_origin(r.get("forked_from"), r["source"])}</td>'
