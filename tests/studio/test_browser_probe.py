@@ -135,3 +135,42 @@ def test_the_time_label_follows_a_run_that_grows_while_travelling(
         gate.set()
         thread.join(WAIT_S)
     _no_alert(driver)
+
+
+def test_deciding_one_approval_keeps_what_was_typed_in_another(
+        driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    import re
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    from selenium.webdriver.common.by import By
+
+    from jianmu.cli import main
+
+    url, checkpoints = studio
+    out = StringIO()
+    with redirect_stdout(out):
+        code = main(["run", str(Path(__file__).parent / "two_calls_flow.py"), "--config",
+                     str(checkpoints.parent / "jianmu.yaml"), "--non-interactive"])
+    assert code == 3, out.getvalue()
+    found = re.search(r"run (\w+)", out.getvalue())
+    assert found is not None
+    driver.get(f"{url}/?token={TOKEN}")
+    driver.get(f"{url}/run/cp/{found.group(1)}")
+    _until(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#pending .request")) == 2,
+           "both requests")
+    second = driver.find_element(By.CSS_SELECTOR, '#pending .request[data-id="deploy_2"]')
+    second.find_element(By.CSS_SELECTOR, "input.reason").send_keys("not prod on Friday")
+    second.find_element(By.CSS_SELECTOR, "details.edit summary").click()
+    first = driver.find_element(By.CSS_SELECTOR, '#pending .request[data-id="deploy_1"]')
+    first.find_element(By.CSS_SELECTOR, "button.approve").click()
+    _until(driver, lambda d: [b.get_attribute("data-id") for b in d.find_elements(
+        By.CSS_SELECTOR, "#pending .request")] == ["deploy_2"], "the first to be decided")
+    box = driver.find_element(By.CSS_SELECTOR, '#pending .request[data-id="deploy_2"]')
+    assert box.find_element(By.CSS_SELECTOR, "input.reason").get_attribute(
+        "value") == "not prod on Friday"
+    assert box.find_element(By.CSS_SELECTOR, "details.edit").get_attribute("open") is not None
+    box.find_element(By.CSS_SELECTOR, "button.reject").click()
+    _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
+    _until(driver, lambda d: "not prod on Friday" in _text(d, "#timeline"), "the reason")
+    _no_alert(driver)

@@ -89,7 +89,7 @@ class RunPage {
     const asked = JSON.stringify(view.pending);
     if (asked !== this.drawn.pending) {
       this.drawn.pending = asked;
-      document.getElementById("pending").replaceChildren(...view.pending.map(drawRequest));
+      this.drawPending(view.pending);
       document.getElementById("approvals").hidden = !view.pending.length;
     }
     const story = JSON.stringify([view.timeline, view.points]);
@@ -109,6 +109,29 @@ class RunPage {
     }
     // the page's own script time per update, for anyone measuring (the browser tests do)
     performance.measure("jianmu:show", {start: started});
+  }
+
+  // Each request's box is kept while the request is the same: deciding one of two does not
+  // wipe the reason or the edited arguments being written in the other.
+  drawPending(requests) {
+    const list = document.getElementById("pending");
+    const had = new Map();
+    for (const box of Array.from(list.children)) {
+      const drawn = box.dataset.drawn;  // none on the boxes the server drew: drawn anew
+      if (drawn === undefined || had.has(drawn)) box.remove();
+      else had.set(drawn, box);
+    }
+    const boxes = requests.map((r) => {
+      const drawn = JSON.stringify(r);
+      const box = had.get(drawn) || drawRequest(r);
+      box.dataset.drawn = drawn;
+      had.delete(drawn);
+      return box;
+    });
+    for (const gone of had.values()) gone.remove();
+    boxes.forEach((box, i) => {  // in order, moving only what must move (focus stays)
+      if (list.children[i] !== box) list.insertBefore(box, list.children[i] || null);
+    });
   }
 
   showNow() {
