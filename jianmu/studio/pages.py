@@ -240,7 +240,9 @@ def run_page(view: dict[str, Any], csrf: str) -> str:
         f'<p id="error" class="error">{_e(view["error"])}</p>'
         f'<section class="approvals" id="approvals"{"" if pending else " hidden"}>'
         '<h2>Approvals</h2>'
-        f'<div id="pending">{pending}</div><p id="decision-msg" role="status"></p></section>'
+        f'<div id="pending">{pending}</div></section>'
+        # outside the section, which hides when nothing waits: a refusal is still read there
+        '<p id="decision-msg" role="status"></p>'
         '<section class="graph-box"><div class="panel-head"><h2>Tree</h2>'
         '<div class="graph-tools"><button type="button" data-role="zoom-in" title="zoom in">+'
         '</button><button type="button" data-role="zoom-out" title="zoom out">−</button>'

@@ -174,3 +174,41 @@ def test_deciding_one_approval_keeps_what_was_typed_in_another(
     _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
     _until(driver, lambda d: "not prod on Friday" in _text(d, "#timeline"), "the reason")
     _no_alert(driver)
+
+
+def test_a_refused_decision_stays_readable_when_the_request_is_gone(
+        driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    """Two tabs decide one request: the second one's "refused: ..." must be seen, though the
+    request's box (and the approvals section) is gone by the time the answer comes."""
+    from selenium.webdriver.common.by import By
+
+    url, checkpoints = studio
+    run_id = start_suspended(checkpoints, "prod")
+    driver.get(f"{url}/?token={TOKEN}")
+    driver.get(f"{url}/run/cp/{run_id}")
+    _until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#pending .request"), "the box")
+    # this tab's POST is held until the other tab's approval has gone through
+    driver.execute_script(
+        "window.sent = fetch; window.fetch = (url, options) => options && options.method === "
+        "'POST' ? new Promise((ok) => { window.release = () => ok(window.sent(url, options)); "
+        "}) : window.sent(url, options);")
+    driver.find_element(By.CSS_SELECTOR, ".request input.reason").send_keys("no")
+    driver.find_element(By.CSS_SELECTOR, ".request button.reject").click()
+    _until(driver, lambda d: d.execute_script("return typeof window.release") == "function",
+           "the held rejection")
+    csrf = driver.find_element(By.CSS_SELECTOR, 'meta[name="csrf"]').get_attribute("content")
+    other = driver.execute_async_script(  # the other tab
+        "const done = arguments[arguments.length - 1];"
+        "window.sent(arguments[0], {method: 'POST', credentials: 'same-origin', headers: "
+        "{'Content-Type': 'application/json', 'X-CSRF-Token': arguments[1]}, body: "
+        "JSON.stringify({call_id: 'deploy_1'})}).then(r => r.json()).then(done);",
+        f"/run/cp/{run_id}/approve", csrf)
+    assert other["ok"], other
+    _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
+    driver.execute_script("window.release()")
+    message = driver.find_element(By.ID, "decision-msg")
+    _until(driver, lambda d: message.get_attribute("textContent").startswith("refused"),
+           "the refusal")
+    assert message.is_displayed(), "the refusal is written where no one can see it"
+    assert "already approved" in message.text or "finished" in message.text
+    _no_alert(driver)
