@@ -309,12 +309,18 @@ class CheckpointRuns:
         if given) and run it here; returns its id. The original run is not touched.
 
         Raises:
-            CheckpointError: no such point, a state that does not fit the tree, or a tree the
-                studio cannot rebuild (nothing is left behind).
+            CheckpointError: no such point, a state that does not fit the tree, a tree the
+                studio cannot rebuild (nothing is left behind), or a run going on elsewhere
+                that saved no checkpoint yet.
             RunNotFoundError: no such run.
         """
         if self.store.load(run_id) is None:
-            raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+            if self.store.history.last_point(run_id) is None:
+                raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+            # its points are there (the page shows them), its first checkpoint is not yet
+            raise CheckpointError(f"run {run_id!r} is still going in another process and has "
+                                  "saved no checkpoint yet: fork it once it waits for a person "
+                                  "or has ended")
         if self.restorer is None:
             raise CheckpointError("the studio cannot rebuild this run's tree; fork it in Python "
                                   "with jianmu.runtime.fork.fork_run and ReactiveRunner.restore")
