@@ -140,6 +140,7 @@ class _Story:
         self.calls = calls
         self.nesting = nesting
         self.answerers = answerers or {}  # who answered each question in the studio, by id
+        self.edited: dict[str, Any] = {}  # the arguments a person gave a call, by request id
         self.model_started: dict[str, float] = {}
         self.answered: set[str] = set()
         self.open_skills = 0
@@ -238,6 +239,7 @@ class _Story:
             by = f" by {who}" if who else ""
             what = tool if f.get("tool") else request
             if f.get("edited"):  # a person changed the call's arguments as they approved it
+                self.edited[request] = f.get("arguments")
                 edit = "edited arguments:\n" + pretty_json(f.get("arguments"))
                 return "decision", f"{verb}{by} (edited): {what}", "\n".join(
                     p for p in (edit, note) if p)
@@ -245,7 +247,10 @@ class _Story:
         if name == "tool.call.started" and f.get("resumed"):
             return "call", f"goes on: {tool}", "after waiting for a person"  # no second start
         if name == "tool.call.started":
-            given = call.get("arguments")
+            # the call as it runs: the person's edit, else the model's (the conversation's)
+            scope = call_scope(node)
+            asked = f"{scope}/{f.get('call_id')}" if scope else str(f.get("call_id") or "")
+            given = self.edited.get(asked, call.get("arguments"))
             text = pretty_json(given) if given is not None else str(f.get("args_preview") or "")
             return "call", f"started: {tool}", text
         if name == "tool.call.completed":
