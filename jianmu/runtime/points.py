@@ -23,6 +23,7 @@ started in, and the run and point it was forked from).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -568,6 +569,11 @@ class TickRecorder:
         self._next = 0
         self._flushed = time.monotonic()
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._between = False
+        """Whether events that came between ticks wait to be written (`_write_between`)."""
+        self._ahead = False
+        """Whether events of the next point are written before it (`_write_between`)."""
 
     def attach(self) -> None:
         """Take the run's starting point (or continue its history) and start listening."""
@@ -638,8 +644,28 @@ class TickRecorder:
             self._add_message(fields)
         with self._lock:
             self._events.append((event.timestamp, name, event.node, short(fields)))
+            soon, self._between = not self._between, True
         if name == "run.finished":
             self._tick(self.runner.ticks, final=True)
+        elif soon and self._loop is not None:
+            # a tool call starts in its own task, after the tick that launched it: its events
+            # would wait for the next tick, which only its end brings
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the run is over
+                self._loop.call_soon_threadsafe(self._write_between_later)
+
+    def _write_between_later(self) -> None:
+        asyncio.get_running_loop().call_later(FLUSH_S, self._write_between)
+
+    def _write_between(self) -> None:
+        """Write the events that came since the last tick as those of the next point (they
+        lead to it), so a studio sees a long tool call start while it runs."""
+        with self._lock:
+            events, self._events = self._events, []
+            self._between = False
+        if events:
+            self.history.add_events(self.run_id, self._next, events)
+            self._ahead = True
+            self._flush()
 
     def _add_message(self, fields: dict[str, Any]) -> None:
         namespace = fields.get("namespace")
@@ -663,10 +689,13 @@ class TickRecorder:
 
     # -- one point -----------------------------------------------------------------------------
     def _tick(self, tick: int, *, final: bool = False) -> None:
+        with contextlib.suppress(RuntimeError):  # no loop: a test ticking by hand
+            self._loop = asyncio.get_running_loop()  # each run_sync has a loop of its own
         with self._lock:
             changed, self._changed = self._changed, set()
             events, self._events = self._events, []
             writes, self._writes = self._writes, {}
+            self._between = False
         ops = self._state_ops(changed) if changed else []
         grown = not self._nodes or any(
             count != (0 if lazy and not node.compiled else len(node.children))  # type: ignore[attr-defined]
@@ -681,9 +710,9 @@ class TickRecorder:
                 if statuses.get(key) != status.name:
                     nodes[key] = statuses[key] = status.name
         events += self._asked_events()
-        if not (ops or nodes or added or gone or events or writes):
+        if not (ops or nodes or added or gone or events or writes or self._ahead):
             return
-        if final and not (ops or nodes or added or gone):
+        if final and not (ops or nodes or added or gone or self._ahead):
             # the run ended without another change: its last events belong to its last point
             self.history.add_events(self.run_id, self._next - 1, events)
         else:
@@ -699,6 +728,7 @@ class TickRecorder:
                 data["writes"] = {path: sorted(keys) for path, keys in writes.items()}
             self.history.add_point(self.run_id, self._next, tick, data, events)
             self._next += 1
+            self._ahead = False
         if final or time.monotonic() - self._flushed >= FLUSH_S:
             self._flush()
         elif self._timer is None:  # the run may now wait a long time: write it down soon

@@ -40,7 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from jianmu._json import json_text
 from jianmu._secrets import is_loopback, same_token
 from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
-from jianmu.studio.pages import STATUSES, run_page, runs_page
+from jianmu.studio.pages import STATUSES, run_href, run_page, runs_page
 from jianmu.studio.runs import FINISHED
 
 __all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "RunSource", "TokenGuard", "create_app")
@@ -205,7 +205,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
             made = await run_in_threadpool(where.fork, run_id, point, state, by_name)
         except CheckpointError as exc:  # no such point, a state that does not fit
             return _Json({"error": str(exc)}, 400)
-        return _Json({"ok": True, "run_id": made, "url": f"/run/{where.kind}/{made}",
+        return _Json({"ok": True, "run_id": made, "url": run_href(where.kind, made),
                       "message": f"forked run {made} from {run_id} at point {point}"})
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from jianmu.errors import CheckpointError, RunNotFoundError
 from jianmu.runtime.points import describe_node, walk_tree
 from jianmu.studio.runs import Journal, decision_message, verb
-from jianmu.studio.timeline import durable_timeline, event_timeline
+from jianmu.studio.timeline import durable_timeline, event_timeline, shown
 from jianmu.studio.views import final_answer, node_rows, pending_rows, usage_text
 
 if TYPE_CHECKING:
@@ -74,7 +74,8 @@ class DurableRuns:
         return {
             "source": self.kind, "run_id": run_id, "tree": info.tree, "status": info.status,
             "nodes": rows, "pending": pending_rows(list(info.pending)), "state": state,
-            "timeline": entries, "result": final_answer(state), "error": info.error or "",
+            "timeline": entries, "result": final_answer(state),
+            "error": shown(info.error or ""),
             "usage": usage_text(state), "note": f"worker: {info.worker or '-'}", "points": [],
             "changed": [],
             "forked_from": None,

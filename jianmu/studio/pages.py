@@ -7,9 +7,11 @@ import json
 import time
 from html import escape
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
-__all__ = ("json_tree", "run_page", "runs_page")
+from jianmu.studio.timeline import json_shown
+
+__all__ = ("json_tree", "run_href", "run_page", "runs_page")
 
 STATUSES = ("running", "suspended", "decided", "queued", "success", "failure", "timeout",
             "cancelled", "damaged")
@@ -37,6 +39,11 @@ def _layout(title: str, csrf: str, body: str, main_attrs: str = "") -> str:
     )
 
 
+def run_href(source: str, run_id: Any) -> str:
+    """The path of a run's page: its id is any text (``nightly #7?``), so it is URL-encoded."""
+    return f"/run/{quote(str(source), safe='')}/{quote(str(run_id), safe='')}"
+
+
 def _query(**params: str | None) -> str:
     shown = urlencode({k: v for k, v in params.items() if v})
     return f"/?{shown}" if shown else "/"
@@ -60,7 +67,7 @@ def _source(kind: str) -> str:
 def _origin(forked: dict[str, Any] | None, source: str) -> str:
     if not forked:
         return ""
-    return (f'forked from <a href="/run/{_e(source)}/{_e(forked["run"])}">{_e(forked["run"])}'
+    return (f'forked from <a href="{_e(run_href(source, forked["run"]))}">{_e(forked["run"])}'
             f'</a> at point {_e(forked["point"])}')
 
 
@@ -78,8 +85,9 @@ def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
     there = (f'<a href="{_query(status=status, scope="all")}"'
              + (' class="on"' if everywhere else "") + ' data-role="scope-all">all projects</a>')
     rows = "".join(
-        f'<tr class="run" data-run="{_e(r["run_id"])}"><td><a href="/run/{_e(r["source"])}/'
-        f'{_e(r["run_id"])}">{_e(r["run_id"])}</a></td><td>{_e(r["tree"])}</td>'
+        f'<tr class="run" data-run="{_e(r["run_id"])}"><td><a href="'
+        f'{_e(run_href(r["source"], r["run_id"]))}">{_e(r["run_id"])}</a></td>'
+        f'<td>{_e(r["tree"])}</td>'
         f'<td><span class="status status-{_e(r["status"])}">{_e(r["status"])}</span></td>'
         f'<td>{_when(r["started"])}</td><td>{_e(r["pending"] or "")}</td>'
         f'<td class="origin">{_origin(r.get("forked_from"), r["source"])}</td>'
@@ -116,7 +124,7 @@ def json_tree(value: Any, key: str | None = None, depth: int = 0) -> str:
         opened = " open" if depth < 2 else ""
         return (f"<details{opened}><summary>{label}<span class=\"kind\">{kind}</span>"
                 f"</summary><ul>{inner}</ul></details>")
-    shown = json.dumps(value, ensure_ascii=False, default=str)
+    shown = json_shown(json.dumps(value, ensure_ascii=False, default=str))
     return f'{label}<span class="value">{_e(shown)}</span>'
 
 
@@ -166,9 +174,11 @@ def _timeline(items: list[dict[str, Any]], points: list[dict[str, Any]]) -> str:
     if not points:
         return "".join(_entry(item) for item in items)
     grouped: dict[int, list[dict[str, Any]]] = {}
-    loose = [item for item in items if item.get("point") is None]
+    # entries of no point, or of the point a running call will lead to (not made yet)
+    known = {point["n"] for point in points}
+    loose = [item for item in items if item.get("point") not in known]
     for item in items:
-        if item.get("point") is not None:
+        if item.get("point") in known:
             grouped.setdefault(int(item["point"]), []).append(item)
     out, next_loose = [], 0
     for point in points:
@@ -230,7 +240,9 @@ def run_page(view: dict[str, Any], csrf: str) -> str:
         f'<p id="error" class="error">{_e(view["error"])}</p>'
         f'<section class="approvals" id="approvals"{"" if pending else " hidden"}>'
         '<h2>Approvals</h2>'
-        f'<div id="pending">{pending}</div><p id="decision-msg" role="status"></p></section>'
+        f'<div id="pending">{pending}</div></section>'
+        # outside the section, which hides when nothing waits: a refusal is still read there
+        '<p id="decision-msg" role="status"></p>'
         '<section class="graph-box"><div class="panel-head"><h2>Tree</h2>'
         '<div class="graph-tools"><button type="button" data-role="zoom-in" title="zoom in">+'
         '</button><button type="button" data-role="zoom-out" title="zoom out">−</button>'

@@ -25,7 +25,7 @@ from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
 from jianmu.runtime.points import Frame, short
 from jianmu.runtime.runner import ReactiveRunner
-from jianmu.studio.timeline import event_timeline, message_timeline
+from jianmu.studio.timeline import event_timeline, message_timeline, shown
 from jianmu.studio.views import (
     agent_statuses,
     asking_at,
@@ -227,7 +227,8 @@ class CheckpointRuns:
         return {
             "source": self.kind, "run_id": run_id, "tree": str(data.get("tree", "?")),
             "status": status, "nodes": nodes, "pending": pending_rows(pending), "state": state,
-            "timeline": entries, "result": final_answer(state), "error": data.get("error") or "",
+            "timeline": entries, "result": final_answer(state),
+            "error": shown(data.get("error") or ""),
             "usage": usage_text(state), "note": note, "points": point_rows(points, entries, names),
             "changed": list(frame.changed) if frame is not None else [],
             "forked_from": _origin(history.run(run_id) or {}),
@@ -308,12 +309,18 @@ class CheckpointRuns:
         if given) and run it here; returns its id. The original run is not touched.
 
         Raises:
-            CheckpointError: no such point, a state that does not fit the tree, or a tree the
-                studio cannot rebuild (nothing is left behind).
+            CheckpointError: no such point, a state that does not fit the tree, a tree the
+                studio cannot rebuild (nothing is left behind), or a run going on elsewhere
+                that saved no checkpoint yet.
             RunNotFoundError: no such run.
         """
         if self.store.load(run_id) is None:
-            raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+            if self.store.history.last_point(run_id) is None:
+                raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
+            # its points are there (the page shows them), its first checkpoint is not yet
+            raise CheckpointError(f"run {run_id!r} is still going in another process and has "
+                                  "saved no checkpoint yet: fork it once it waits for a person "
+                                  "or has ended")
         if self.restorer is None:
             raise CheckpointError("the studio cannot rebuild this run's tree; fork it in Python "
                                   "with jianmu.runtime.fork.fork_run and ReactiveRunner.restore")

@@ -10,22 +10,52 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
 __all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
-           "pretty_json")
+           "pretty_json", "shown")
 
 _NESTING = ("skill", "agent")
 """Kinds of node whose descendants' entries are indented under them."""
 
 
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories a page would obey or hide rather than show: controls (ANSI escapes),
+format characters (bidi overrides, zero-width spaces), lone surrogates, line separators."""
+
+
+def _hidden(char: str) -> bool:
+    return char not in "\n\t" and unicodedata.category(char) in _HIDDEN
+
+
+def shown(text: str) -> str:
+    """``text`` with each control or format character written as an escape (``\\u202e``,
+    ``\\u001b``), lines and tabs kept: a bidi override in a tool's argument would otherwise
+    show a person deciding on the call other text than the call holds (as the CLI, `visible`)."""
+    if text.isprintable():
+        return text
+    return "".join(
+        (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") if _hidden(c) else c
+        for c in text)
+
+
+def json_shown(text: str) -> str:
+    """JSON text with each control or format character written as its JSON escape: the same
+    value when read back (an approval's arguments are edited from it), shown as it is."""
+    if text.isprintable():
+        return text
+    return "".join(json.dumps(c)[1:-1] if _hidden(c) else c for c in text)
+
+
 def pretty_json(value: Any) -> str:
-    """``value`` as indented JSON (non-ASCII kept, as the CLI shows it); repr if it is not JSON."""
+    """``value`` as indented JSON (non-ASCII kept, as the CLI shows it, control and format
+    characters as escapes: `json_shown`); repr if it is not JSON."""
     try:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+        return json_shown(json.dumps(value, indent=2, ensure_ascii=False, default=str))
     except (TypeError, ValueError):  # a circular structure
-        return repr(value)
+        return shown(repr(value))
 
 
 def _text(value: Any) -> str:
@@ -96,19 +126,21 @@ def _fields_text(fields: dict[str, Any]) -> str:
     for key, value in fields.items():
         if value is None or value == "" or value == []:
             continue
-        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
-                                                               default=str)
-        lines.append(f"{key.replace('_', ' ')}: {shown}")
+        said = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                              default=str)
+        lines.append(f"{key.replace('_', ' ')}: {said}")
     return "\n".join(lines)
 
 
 class _Story:
     """Turns events into entries, remembering what earlier events said."""
 
-    def __init__(self, calls: dict[tuple[str, str], dict[str, Any]], nesting: list[str]
-                 ) -> None:
+    def __init__(self, calls: dict[tuple[str, str], dict[str, Any]], nesting: list[str],
+                 answerers: dict[str, str] | None = None) -> None:
         self.calls = calls
         self.nesting = nesting
+        self.answerers = answerers or {}  # who answered each question in the studio, by id
+        self.edited: dict[str, Any] = {}  # the arguments a person gave a call, by request id
         self.model_started: dict[str, float] = {}
         self.answered: set[str] = set()
         self.open_skills = 0
@@ -128,7 +160,8 @@ class _Story:
         if said is None:
             return None
         kind, title, text = said
-        out = {"kind": kind, "title": title, "text": text, "time": event.get("time"),
+        out = {"kind": kind, "title": shown(title), "text": shown(text),
+               "time": event.get("time"),
                "point": event.get("point"), "node": node, "depth": self.depth(node),
                "event": name}
         if f.get("call_id"):  # by its full path, as a request id names it: ids repeat
@@ -188,7 +221,8 @@ class _Story:
             if name.startswith("studio.") and request in self.answered:
                 return None
             self.answered.add(request)
-            who = str(f.get("by") or "")
+            # the run's own record comes first and names no one: the studio's journal does
+            who = str(f.get("by") or self.answerers.get(request) or "")
             return "decision", f"answered{f' by {who}' if who else ''}: {request}", _text(
                 f.get("answer"))
         if name in ("interaction.approved", "interaction.rejected", "studio.approved",
@@ -205,6 +239,7 @@ class _Story:
             by = f" by {who}" if who else ""
             what = tool if f.get("tool") else request
             if f.get("edited"):  # a person changed the call's arguments as they approved it
+                self.edited[request] = f.get("arguments")
                 edit = "edited arguments:\n" + pretty_json(f.get("arguments"))
                 return "decision", f"{verb}{by} (edited): {what}", "\n".join(
                     p for p in (edit, note) if p)
@@ -212,7 +247,10 @@ class _Story:
         if name == "tool.call.started" and f.get("resumed"):
             return "call", f"goes on: {tool}", "after waiting for a person"  # no second start
         if name == "tool.call.started":
-            given = call.get("arguments")
+            # the call as it runs: the person's edit, else the model's (the conversation's)
+            scope = call_scope(node)
+            asked = f"{scope}/{f.get('call_id')}" if scope else str(f.get("call_id") or "")
+            given = self.edited.get(asked, call.get("arguments"))
             text = pretty_json(given) if given is not None else str(f.get("args_preview") or "")
             return "call", f"started: {tool}", text
         if name == "tool.call.completed":
@@ -280,8 +318,11 @@ def event_timeline(events: Iterable[dict[str, Any]], *,
     """The entries for recorded events (each with ``time``, ``name``, ``node``, ``fields`` and
     the ``point`` it led to), oldest first. ``snapshot`` supplies full arguments and results
     (events carry previews); ``nesting`` lists the paths of skill and agent nodes."""
-    story = _Story(call_details(snapshot), list(nesting))
     ordered = sorted(events, key=lambda e: e.get("time") or 0.0)
+    answerers = {str((e.get("fields") or {}).get("request_id")): str(e["fields"]["by"])
+                 for e in ordered if e.get("name") == "studio.answered"
+                 and (e.get("fields") or {}).get("by")}
+    story = _Story(call_details(snapshot), list(nesting), answerers)
     return [e for e in (story.entry(event) for event in ordered) if e is not None]
 
 
@@ -298,7 +339,8 @@ def message_timeline(snapshot: dict[str, Any] | None,
     out: list[dict[str, Any]] = []
 
     def add(kind: str, title: str, text: str, call: str | None = None) -> None:
-        out.append({"kind": kind, "title": title, "text": text, "time": None, "point": None,
+        out.append({"kind": kind, "title": shown(title), "text": shown(text), "time": None,
+                    "point": None,
                     "node": "", "depth": 0, **({"call": call} if call else {})})
 
     for message in messages if isinstance(messages, list) else []:
@@ -358,10 +400,10 @@ def durable_timeline(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif name.startswith("jianmu:tool:"):
             tool = getattr(output, "tool", None) or name[len("jianmu:tool:"):]
             ok = getattr(output, "ok", error is None)
-            shown = getattr(output, "output", None) if ok else getattr(output, "error", error)
+            told = getattr(output, "output", None) if ok else getattr(output, "error", error)
             entry = {"kind": "result" if ok else "error",
                      "title": f"{'result of' if ok else 'failed:'} {tool} · {_seconds(took)}",
-                     "text": _text(shown), "call": getattr(output, "call_id", None)}
+                     "text": _text(told), "call": getattr(output, "call_id", None)}
         elif name.startswith("jianmu:node:"):
             status = output[0] if isinstance(output, (list, tuple)) and output else output
             entry = {"kind": "node", "title": f"{name[len('jianmu:node:'):]}: "
@@ -372,6 +414,7 @@ def durable_timeline(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif error is not None:
             entry = {"kind": "error", "title": f"error in step {name}", "text": str(error)}
         if entry is not None:
+            entry.update(title=shown(str(entry["title"])), text=shown(str(entry["text"])))
             out.append({"text": "", "node": "", "depth": 0, "point": None, "time": at,
                         "event": name, **entry})
     return out

@@ -9,7 +9,7 @@ from typing import Any
 
 from jianmu.runtime.context import ApprovalRequest
 from jianmu.runtime.points import PointInfo
-from jianmu.studio.timeline import pretty_json
+from jianmu.studio.timeline import pretty_json, shown
 
 __all__ = ("agent_statuses", "asking_at", "final_answer", "node_rows", "pending_rows",
            "point_rows", "usage_text")
@@ -118,23 +118,26 @@ def pending_rows(requests: list[ApprovalRequest]) -> list[dict[str, Any]]:
     for request in requests:
         payload = request.payload
         rest = {k: v for k, v in payload.items() if k not in _SHOWN}
-        rows.append({
-            "id": request.id, "summary": request.summary, "node": request.node or "",
-            "tool": str(payload.get("tool") or request.kind),
+        rows.append({  # what a person reads before deciding: hidden characters shown
+            "id": request.id, "summary": shown(request.summary), "node": request.node or "",
+            "tool": shown(str(payload.get("tool") or request.kind)),
             "arguments": pretty_json(payload.get("arguments", {})),
-            "reason": str(payload.get("reason") or ""), "rule": str(payload.get("rule") or ""),
+            "reason": shown(str(payload.get("reason") or "")),
+            "rule": shown(str(payload.get("rule") or "")),
             "details": pretty_json(rest) if rest else "",
-            "kind": request.kind, "question": request.question or "",
+            "kind": request.kind, "question": shown(request.question or ""),
         })
     return rows
 
 
 def final_answer(snapshot: dict[str, Any] | None) -> Any:
-    """The final answer in a run's state snapshot, if any."""
+    """The final answer in a run's state snapshot, if any (a text with its hidden characters
+    shown: `shown`)."""
     if not isinstance(snapshot, dict):
         return None
     root = snapshot.get("root", snapshot)
-    return root.get("final_answer") if isinstance(root, dict) else None
+    answer = root.get("final_answer") if isinstance(root, dict) else None
+    return shown(answer) if isinstance(answer, str) else answer
 
 
 def usage_text(snapshot: dict[str, Any] | None) -> str:

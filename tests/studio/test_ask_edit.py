@@ -77,3 +77,49 @@ def test_a_question_is_answered_in_the_text_box(client: TestClient, checkpoints:
     assert done["status"] == "success" and done["result"] == "going to Lisbon"
     [answered] = [t for t in done["timeline"] if t["kind"] == "decision"]
     assert answered["title"].startswith("answered") and answered["text"] == "Lisbon"
+
+
+def test_the_timeline_says_who_answered_a_question(client: TestClient,
+                                                   checkpoints: Path) -> None:
+    """As it says who approved a call ("approved by tester: deploy"): the run's own record of
+    the answer comes first and carries no name, the studio's journal has it."""
+    asking = _start_question(checkpoints)
+    [request] = client.get(f"/api/run/cp/{asking}").json()["pending"]
+    answer = client.post(f"/run/cp/{asking}/answer",
+                         json={"call_id": request["id"], "answer": "Lisbon"},
+                         headers={"X-CSRF-Token": _csrf(client, asking)})
+    assert answer.status_code == 200, answer.text
+    done = wait_for(lambda: _finished(client, asking), 60, "the run to finish")
+    [answered] = [t for t in done["timeline"] if t["kind"] == "decision"]
+    assert answered["title"] == f"answered by tester: {request['id']}"
+
+
+
+def test_the_timeline_shows_the_call_as_it_ran_after_an_edit(tmp_path: Path) -> None:
+    """The call that ran is the edited one: its "started" entry said the model's arguments
+    (the conversation's), the address the mail did not go to."""
+    from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager, tool
+    from jianmu.nodes import AgentState, create_react_node
+    from jianmu.studio import CheckpointRuns
+    from jianmu.studio.runs import Journal
+
+    @tool(read_only=False, confirm=True)
+    def send_mail(to: str) -> str:
+        """Send a mail.
+
+        Args:
+            to: the address.
+        """
+        return f"sent to {to}"
+
+    path = str(tmp_path / "runs.sqlite")
+    tree = create_react_node(ScriptedLLM([
+        [{"name": "send_mail", "arguments": {"to": "bob@example.com"}}], "sent"]), [send_mail])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "mail"}]})
+    runner = ReactiveRunner(tree, state, checkpointer=SQLiteCheckpointer(path))
+    waiting = runner.run_sync(timeout=30)
+    runner.approve(waiting.pending[0].id, arguments={"to": "carol@example.com"})
+    assert runner.run_sync(timeout=30).ok
+    view = CheckpointRuns(path, Journal(path)).view(runner.run_id)
+    [started] = [t for t in view["timeline"] if t["title"] == "started: send_mail"]
+    assert "carol@example.com" in started["text"] and "bob" not in started["text"], started

@@ -12,6 +12,19 @@ export function el(tag, cls, text) {
 
 const two = (n) => String(n).padStart(2, "0");
 
+// Control and format characters (ANSI escapes, bidi overrides, zero-width spaces, line
+// separators) as JSON escapes, lines and tabs kept: the page shows what the text holds,
+// as the server does (timeline.py `json_shown`).
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu;
+export function visible(text) {
+  return String(text).replace(HIDDEN, (c) => {
+    if (c === "\n" || c === "\t") return c;
+    let out = "";
+    for (let i = 0; i < c.length; i++) out += "\\u" + c.charCodeAt(i).toString(16).padStart(4, "0");
+    return out;
+  });
+}
+
 export function clock(stamp) {  // HH:MM:SS.mmm (toLocaleTimeString costs ~0.1 ms a call)
   if (!stamp) return "";
   const d = new Date(stamp * 1000);
@@ -29,7 +42,7 @@ function entryItem(item) {
 }
 
 // One <li data-point=N> per point, its entries under it in the order they happened; entries
-// that belong to no point (a run that kept none) are listed on their own.
+// that belong to no point (a run that kept none, a call still running) are listed on their own.
 export function drawTimeline(list, entries, points) {
   const items = [];
   if (!points.length) {
@@ -38,9 +51,10 @@ export function drawTimeline(list, entries, points) {
     return;
   }
   const byPoint = new Map();
-  const loose = [];
+  const loose = [];  // of no point, or of the point a running call will lead to (not made yet)
+  const known = new Set(points.map((p) => p.n));
   for (const item of entries) {
-    if (item.point === null || item.point === undefined) loose.push(item);
+    if (!known.has(item.point)) loose.push(item);
     else {
       if (!byPoint.has(item.point)) byPoint.set(item.point, []);
       byPoint.get(item.point).push(item);
@@ -120,7 +134,7 @@ function drawValue(value, key, path, marked, depth) {
     return wrap;
   }
   if (label) wrap.append(label, ": ");
-  wrap.append(el("span", "value", JSON.stringify(value)));
+  wrap.append(el("span", "value", visible(JSON.stringify(value))));
   return wrap;
 }
 

@@ -4,7 +4,8 @@
 "use strict";
 
 import {Graph} from "./graph.js";
-import {clock, drawDetails, drawRequest, drawState, drawTimeline} from "./panels.js";
+import {clock, drawDetails, drawRequest, drawState, drawTimeline,
+        visible} from "./panels.js";
 
 const FINISHED = ["success", "failure", "timeout", "cancelled"];
 
@@ -80,14 +81,15 @@ class RunPage {
     document.getElementById("error").textContent = view.error || "";
     document.getElementById("usage").textContent = view.usage || "";
     const result = view.result === null || view.result === undefined ? "" :
-      (typeof view.result === "string" ? view.result : JSON.stringify(view.result, null, 2));
+      (typeof view.result === "string" ? view.result
+                                       : visible(JSON.stringify(view.result, null, 2)));
     document.getElementById("result").textContent = result ||
       (FINISHED.includes(view.status) ? "" : `no result yet: the run is ${view.status}`);
     // redrawn only when they change: a reason being typed, a click, a scroll are kept
     const asked = JSON.stringify(view.pending);
     if (asked !== this.drawn.pending) {
       this.drawn.pending = asked;
-      document.getElementById("pending").replaceChildren(...view.pending.map(drawRequest));
+      this.drawPending(view.pending);
       document.getElementById("approvals").hidden = !view.pending.length;
     }
     const story = JSON.stringify([view.timeline, view.points]);
@@ -101,9 +103,35 @@ class RunPage {
       if (this.shown === null) this.slider.value = String(last);
     }
     if (this.shown === null) this.showNow();
-    else this.markPoint(this.shown);
+    else {  // travelling: the label counts the points that came meanwhile
+      this.markPoint(this.shown);
+      this.label(view.points.find((p) => p.n === this.shown), false);
+    }
     // the page's own script time per update, for anyone measuring (the browser tests do)
     performance.measure("jianmu:show", {start: started});
+  }
+
+  // Each request's box is kept while the request is the same: deciding one of two does not
+  // wipe the reason or the edited arguments being written in the other.
+  drawPending(requests) {
+    const list = document.getElementById("pending");
+    const had = new Map();
+    for (const box of Array.from(list.children)) {
+      const drawn = box.dataset.drawn;  // none on the boxes the server drew: drawn anew
+      if (drawn === undefined || had.has(drawn)) box.remove();
+      else had.set(drawn, box);
+    }
+    const boxes = requests.map((r) => {
+      const drawn = JSON.stringify(r);
+      const box = had.get(drawn) || drawRequest(r);
+      box.dataset.drawn = drawn;
+      had.delete(drawn);
+      return box;
+    });
+    for (const gone of had.values()) gone.remove();
+    boxes.forEach((box, i) => {  // in order, moving only what must move (focus stays)
+      if (list.children[i] !== box) list.insertBefore(box, list.children[i] || null);
+    });
   }
 
   showNow() {
