@@ -48,8 +48,9 @@ def make_skill(root: Path, name: str, front: str) -> None:
     )
 
 
-def config(tmp_path: Path, text: str = "") -> AppConfig:
-    return parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n{textwrap.dedent(text)}")
+def config(tmp_path: Path, text: str = "", runtime: str = "") -> AppConfig:
+    return parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n{runtime}"
+                        f"{textwrap.dedent(text)}")
 
 
 async def run_skill(
@@ -161,8 +162,7 @@ async def test_a_skill_cannot_raise_the_configs_limits(tmp_path: Path, in_worksp
         """)
     cfg = config(tmp_path, """\
         execution: {memory_mb: 1024, pids: 128, cpus: 2, timeout_s: 30}
-        runtime: {timeout: 600}
-        """)
+        """, runtime="  timeout: 600\n")
     result, node, _ = await run_skill(tmp_path, "greedy", ScriptedLLM(["ok"]), cfg)
     assert result.status is RunStatus.SUCCESS, result.error
     assert node.constraints is not None
