@@ -197,11 +197,11 @@ def _ip_address(host: str) -> str | None:
     try:
         ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
     except ValueError:
-        if not host or host.strip("0123456789abcdefABCDEFxX.") or not host[0].isdigit():
+        if host.strip("0123456789abcdefABCDEFxX."):  # glibc's inet_aton reads past a space
             return None
         try:
             ip = ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
+        except (OSError, ValueError):  # not an address; or "" (no host at all)
             return None
     if isinstance(ip, ipaddress.IPv6Address):
         mapped = ip.ipv4_mapped

@@ -489,3 +489,75 @@ def test_a_path_word_is_tidied_whichever_way_it_sorts(path: str) -> None:
     # "secrets/k" sorts before "x/../secrets/k" and after "./secrets/k": both are tidied
     rule = parse_rule("bash(cat secrets/*)")
     assert rule.matches_any_part(call("bash", command=f"cat {path}"), bash())
+
+
+# -- a glob against a command with words only the run knows ---------------------------------------
+def _fills(text: list[str | None], alphabet: str, longest: int) -> list[str]:
+    """Every text ``text`` may be, its unknown parts (None) filled from ``alphabet``."""
+    import itertools
+
+    pieces = ["".join(p) for n in range(longest + 1)
+              for p in itertools.product(alphabet, repeat=n)]
+    out = [""]
+    for part in text:
+        out = [o + fill for o in out for fill in (pieces if part is None else [part])]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_glob_may_match_exactly_when_some_value_of_the_run_time_words_matches(
+    seed: int,
+) -> None:
+    """`_may_match` against brute force: the glob (stars, ``?``, classes such as ``[!a]``,
+    ``[]a]``, ``[a-c]``, a ``[`` without its ``]``) matches for some value of the unknown
+    parts exactly when `fnmatch` matches one of the texts they may make. A match never needs
+    an unknown part longer than the pattern."""
+    import fnmatch
+    import random
+
+    from jianmu.guard._rules import _glob_tokens, _may_match
+
+    rng = random.Random(seed)
+    atoms = ["a", "b", "c", " ", "*", "?", "[ab]", "[!a]", "[]a]", "[a-b]", "[", "[!]"]
+    for _ in range(150):
+        pattern = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 4)))
+        text: list[str | None] = [rng.choice(["a", "b", "c", " ", "[", "]", None])
+                                  for _ in range(rng.randint(0, 4))]
+        longest = len(_glob_tokens(pattern))
+        truth = any(fnmatch.fnmatchcase(t, pattern)
+                    for t in _fills(text, "abc []!-", min(longest, 2)))
+        got = _may_match(_glob_tokens(pattern), text)
+        if longest <= 2 or got is False:  # the brute force is whole there
+            assert got == truth, (pattern, text)
+        elif truth:
+            assert got, (pattern, text)
+
+
+def test_glob_tokens_read_a_class_as_fnmatch_does() -> None:
+    from jianmu.guard._rules import _glob_tokens
+
+    assert _glob_tokens("a**b") == [("", "a"), ("*", ""), ("", "b")]
+    assert _glob_tokens("[!]a]x") == [("[", "[!]a]"), ("", "x")]
+    assert _glob_tokens("[]a]") == [("[", "[]a]")]
+    assert _glob_tokens("[a") == [("", "["), ("", "a")]
+    assert _glob_tokens("?[b-c]") == [("?", ""), ("[", "[b-c]")]
+
+
+def test_a_run_time_word_restricts_only_where_the_pattern_could_then_match() -> None:
+    rule = parse_rule("bash(rm *)")
+    assert rule.matches_any_part(call("bash", command="rm -f $X"), bash())
+    # literal words after the command word are matched with their spaces
+    assert not rule.matches_any_part(call("bash", command="echo hi $X"), bash())
+    assert not rule.matches_any_part(call("bash", command="echo hi there $X now"), bash())
+    secrets = parse_rule("bash(*secrets*)")
+    assert secrets.matches_any_part(call("bash", command="cat sec$X/key"), bash())
+    assert not secrets.matches_any_part(call("bash", command="cat notes/key"), bash())
+
+
+def test_a_url_rule_holds_for_an_ip_address_with_an_encoded_path() -> None:
+    from jianmu.guard._rules import url_forms
+
+    forms = url_forms("http://127.1/%73ecret/key")
+    assert "http://127.0.0.1/secret/key" in forms
+    assert "http://127.0.0.1/%73ecret/key" in forms
+    assert url_forms("http://example.com/a") == ["http://example.com/a"]
