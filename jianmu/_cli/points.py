@@ -72,8 +72,11 @@ def run_points(store: SQLiteCheckpointer, run_id: str) -> dict[str, Any]:
     meta = history.run(run_id) or {}
     interaction = data.get("interaction") or {}
     asked = {r["id"]: r for r in interaction.get("asked", [])}
+    status = data.get("status")
+    if status == "running" and store.stopped(run_id):
+        status = "stopped"  # its process ended without ending it (killed, crashed)
     return {
-        "run_id": run_id, "tree": data.get("tree"), "status": data.get("status"),
+        "run_id": run_id, "tree": data.get("tree"), "status": status,
         "ticks": data.get("ticks"), "folder": meta.get("cwd"),
         "forked_from": ({"run": meta["parent"], "point": meta.get("parent_point")}
                         if meta.get("parent") else None),
@@ -111,7 +114,8 @@ def _when(stamp: float | None) -> str:
 def _print(shown: dict[str, Any]) -> None:
     console = make_console()
     status = str(shown["status"])
-    style = {"success": "green", "failure": "red", "suspended": "yellow"}.get(status, "")
+    style = {"success": "green", "failure": "red", "suspended": "yellow",
+             "stopped": "red"}.get(status, "")
     console.print(Text.assemble(f"run {shown['run_id']}: ", (visible(status), style)))
     fields: dict[str, Any] = {"tree": shown["tree"], "folder": shown["folder"] or "-",
                               "ticks": shown["ticks"]}
@@ -124,6 +128,9 @@ def _print(shown: dict[str, Any]) -> None:
     if answer is not None:
         fields["final answer"] = answer if isinstance(answer, str) else json.dumps(
             answer, ensure_ascii=False, default=str)
+    if status == "stopped":
+        fields["note"] = ("its process ended before the run did (killed or crashed): "
+                          f"jianmu resume {shown['run_id']} goes on from its last checkpoint")
     for key, value in fields.items():
         console.print(Text.assemble("  ", (f"{key}: ", "bold"), visible(str(value))),
                       soft_wrap=True)

@@ -245,6 +245,25 @@ class SQLiteCheckpointer:
             except sqlite3.Error as exc:
                 raise CheckpointError(f"cannot release run {run_id!r}: {exc}") from exc
 
+    def stopped(self, run_id: str) -> bool:
+        """Whether ``run_id``, whose newest checkpoint says it is running, is run by no one:
+        its owner's lease is gone (or never taken), its owner was a process of this machine
+        that died (killed, crashed), or, of another machine, its lease has expired. A live
+        owner of this machine renewing late (its loop held up) is still running."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT expires, process FROM jianmu_leases WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            now = self._clock()
+        if row is None:
+            return True
+        expires, process = row
+        if process_gone(process):
+            return True
+        mine = this_process()
+        here = bool(mine) and process.split(":")[:2] == mine.split(":")[:2]
+        return not here and expires <= now
+
     def holder(self, run_id: str) -> Lease | None:
         """The unexpired lease on ``run_id``, if any."""
         with self._lock:

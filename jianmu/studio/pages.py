@@ -14,7 +14,7 @@ from jianmu.studio.timeline import json_shown
 __all__ = ("json_tree", "run_href", "run_page", "runs_page")
 
 STATUSES = ("running", "suspended", "decided", "queued", "success", "failure", "timeout",
-            "cancelled", "damaged")
+            "cancelled", "stopped", "damaged")
 
 
 def _e(value: Any) -> str:

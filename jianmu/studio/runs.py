@@ -170,6 +170,8 @@ class CheckpointRuns:
         status = str(data.get("status") or "running")
         if status == "suspended" and not data.get("interaction", {}).get("pending"):
             return "decided"  # answered here without its tree: waits to be resumed
+        if status == "running" and self.store.stopped(run_id):
+            return "stopped"  # its process ended without ending it (killed, crashed)
         return status
 
     # -- one run -------------------------------------------------------------------------------
@@ -224,6 +226,9 @@ class CheckpointRuns:
             note = ("answered; the studio cannot rebuild this run's tree (it was not started by "
                     "'jianmu run'): continue it with ReactiveRunner.restore(tree, "
                     f"SQLiteCheckpointer({self.path!r}), {run_id!r})")
+        elif status == "stopped":
+            note = (f"its process ended before the run did (killed or crashed): "
+                    f"'jianmu resume {run_id}' goes on from its last checkpoint")
         return {
             "source": self.kind, "run_id": run_id, "tree": str(data.get("tree", "?")),
             "status": status, "nodes": nodes, "pending": pending_rows(pending), "state": state,
