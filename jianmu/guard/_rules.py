@@ -502,14 +502,9 @@ def _may_match(pattern: list[tuple[str, str]], text: list[str | None]) -> bool:
     (``None``: any text): the glob read as an automaton, the text run through it."""
 
     def closed(states: set[int]) -> set[int]:
-        # a `*` of the pattern may match nothing: the token after it is reached as well
-        todo = list(states)
-        while todo:
-            i = todo.pop()
-            if i < len(pattern) and pattern[i] is _STAR and i + 1 not in states:
-                states.add(i + 1)
-                todo.append(i + 1)
-        return states
+        # a `*` of the pattern may match nothing: the token after it is reached as well (a
+        # star never follows a star: `_glob_tokens` makes one of them)
+        return states | {i + 1 for i in states if i < len(pattern) and pattern[i] is _STAR}
 
     states = closed({0})
     for ch in text:

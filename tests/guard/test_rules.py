@@ -518,7 +518,8 @@ def test_a_glob_may_match_exactly_when_some_value_of_the_run_time_words_matches(
     from jianmu.guard._rules import _glob_tokens, _may_match
 
     rng = random.Random(seed)
-    atoms = ["a", "b", "c", " ", "*", "?", "[ab]", "[!a]", "[]a]", "[a-b]", "[", "[!]"]
+    atoms = ["a", "b", "c", " ", "*", "?", "[ab]", "[!a]", "[]a]", "[a-b]", "[", "[!]", "[ a]",
+             "[!!]"]
     for _ in range(150):
         pattern = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 4)))
         text: list[str | None] = [rng.choice(["a", "b", "c", " ", "[", "]", None])
@@ -549,6 +550,10 @@ def test_a_run_time_word_restricts_only_where_the_pattern_could_then_match() -> 
     # literal words after the command word are matched with their spaces
     assert not rule.matches_any_part(call("bash", command="echo hi $X"), bash())
     assert not rule.matches_any_part(call("bash", command="echo hi there $X now"), bash())
+    prefix = parse_rule("bash(rm:*)")  # Claude's prefix form: "rm" and "rm ..."
+    assert prefix.matches_any_part(call("bash", command="rm $X"), bash())
+    assert prefix.matches_any_part(call("bash", command="rm -rf $X/old"), bash())
+    assert not prefix.matches_any_part(call("bash", command="echo rm $X"), bash())
     secrets = parse_rule("bash(*secrets*)")
     assert secrets.matches_any_part(call("bash", command="cat sec$X/key"), bash())
     assert not secrets.matches_any_part(call("bash", command="cat notes/key"), bash())
@@ -561,3 +566,14 @@ def test_a_url_rule_holds_for_an_ip_address_with_an_encoded_path() -> None:
     assert "http://127.0.0.1/secret/key" in forms
     assert "http://127.0.0.1/%73ecret/key" in forms
     assert url_forms("http://example.com/a") == ["http://example.com/a"]
+
+
+@pytest.mark.parametrize(("host", "address"), [
+    ("127.1", "127.0.0.1"), ("2130706433", "127.0.0.1"), ("0x7f.1", "127.0.0.1"),
+    ("127.0.0.1", "127.0.0.1"), ("::ffff:7f00:1", "127.0.0.1"), ("::1", "[::1]"),
+    ("example.com", None), ("", None), ("1.2.3.4.5", None), ("127.1 x", None), ("1\x00", None),
+])
+def test_an_ip_host_is_named_in_its_usual_spelling(host: str, address: str | None) -> None:
+    from jianmu.guard._rules import _ip_address
+
+    assert _ip_address(host) == address
