@@ -550,6 +550,9 @@ def test_a_run_time_word_restricts_only_where_the_pattern_could_then_match() -> 
     # literal words after the command word are matched with their spaces
     assert not rule.matches_any_part(call("bash", command="echo hi $X"), bash())
     assert not rule.matches_any_part(call("bash", command="echo hi there $X now"), bash())
+    exact = parse_rule("bash(git push)")  # no star: that command, a run-time word may vanish
+    assert exact.matches_any_part(call("bash", command="git push $X"), bash())
+    assert not exact.matches_any_part(call("bash", command="git push origin $X"), bash())
     prefix = parse_rule("bash(rm:*)")  # Claude's prefix form: "rm" and "rm ..."
     assert prefix.matches_any_part(call("bash", command="rm $X"), bash())
     assert prefix.matches_any_part(call("bash", command="rm -rf $X/old"), bash())
