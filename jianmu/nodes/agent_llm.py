@@ -220,6 +220,8 @@ class AgentLLMNode(AsyncNode):
             tools.tool_output_guardrails = (
                 *tools.tool_output_guardrails, *tool_output_guardrails
             )
+        if isinstance(tools, ToolExecutor):  # its calls' sub-agents run under these too
+            tools.llm_node = self
         if llm is None:
             raise ValueError("AgentLLMNode needs an llm (an LLMProvider such as OpenAIProvider)")
         if isinstance(llm, str):  # "openai:gpt-4o", as pydantic-ai's agents take it
@@ -519,7 +521,9 @@ class AgentLLMNode(AsyncNode):
         )
         constraints = self.effective_constraints
         checks = None  # the input guardrails' task, run beside the model's call
-        if self.input_guardrails or constraints.guard.guardrails.input:
+        if self.input_guardrails or constraints.guard.guardrails.input or (
+            self.ctx.guardrails.get("input")
+        ):
             checks = self._check_input(constraints)
         with scope as current:
             try:
@@ -562,6 +566,7 @@ class AgentLLMNode(AsyncNode):
             tripped = await checks
         if tripped is None and turn.values.get("done") and (
             self.output_guardrails or constraints.guard.guardrails.output
+            or self.ctx.guardrails.get("output")
         ):
             tripped = await self._check_output(constraints, turn.values)
         update: dict[str, Any] = {
@@ -604,7 +609,8 @@ class AgentLLMNode(AsyncNode):
         )
         if latest is None:
             return None
-        guardrails = configured_guardrails("input", self.input_guardrails, constraints)
+        guardrails = configured_guardrails("input", self.input_guardrails, constraints,
+                                           self.ctx.guardrails)
         passed = self._passed
         if passed is not None and passed[0] is latest and passed[1] == guardrails:
             return None
@@ -651,7 +657,8 @@ class AgentLLMNode(AsyncNode):
     async def _check_output(
         self, constraints: Constraints, values: dict[str, Any]
     ) -> GuardrailTripped | None:
-        guardrails = configured_guardrails("output", self.output_guardrails, constraints)
+        guardrails = configured_guardrails("output", self.output_guardrails, constraints,
+                                           self.ctx.guardrails)
         value = values.get("final_output") if self.output is not None else values.get(
             "final_answer")
         found = await run_guardrails("output", guardrails, self.ctx, value, self.events)

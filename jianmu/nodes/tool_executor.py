@@ -463,6 +463,7 @@ class ToolExecutor(AsyncNode):
         super().__init__(name)
         self.tool_output_guardrails: tuple[Guardrail, ...] = tuple(tool_output_guardrails)
         """Guardrails of each result, before the configured ones."""
+        self.llm_node: Any = None  # the AgentLLMNode whose calls it runs (set by it)
         self.toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(tools or ())
         self.config = config or _default_config()
         self.constraints = constraints
@@ -793,7 +794,7 @@ class ToolExecutor(AsyncNode):
             raise
         if self.tool_output_guardrails or (
             self.effective_constraints.guard.guardrails.tool_output
-        ):  # before the model reads it
+        ) or self.ctx.guardrails.get("tool_output"):  # before the model reads it
             result = await self._guarded(call, result)
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
@@ -805,9 +806,8 @@ class ToolExecutor(AsyncNode):
 
     async def _guarded(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """``result``, or a refusal in its place when a tool-output guardrail trips."""
-        guardrails = configured_guardrails(
-            "tool_output", self.tool_output_guardrails, self.effective_constraints
-        )
+        guardrails = configured_guardrails("tool_output", self.tool_output_guardrails,
+                                           self.effective_constraints, self.ctx.guardrails)
         found = await run_guardrails("tool_output", guardrails, self.ctx, result, self.events,
                                      tool=result.tool, call_id=call.id)
         if found is None:
@@ -878,7 +878,17 @@ class ToolExecutor(AsyncNode):
         return {
             "ctx": self.ctx, "state": self.state, "call_id": call.id,
             "constraints": self.effective_constraints, "node_path": self.path,
+            "guardrails": self.guardrails_in_force,
         }
+
+    def guardrails_in_force(self) -> dict[str, tuple[Guardrail, ...]]:
+        """The guardrails given in code here, to its model node and to this run's callers, by
+        kind: the sub-agents its calls start run under them all."""
+        node, outer = self.llm_node, self.ctx.guardrails
+        return {k: tuple(dict.fromkeys([*v, *outer.get(k, ())])) for k, v in (
+            ("input", getattr(node, "input_guardrails", ())),
+            ("output", getattr(node, "output_guardrails", ())),
+            ("tool_output", self.tool_output_guardrails))}
 
     def _record(
         self, call: ToolCall, tool: Tool | None, result: ToolResult, *, executed: bool = False

@@ -1,0 +1,111 @@
+"""Red team, guardrails given in Python to the agent placed in the tree (not named in the
+config) against its hand-off targets and its sub-agents.
+
+Fixed here: ``create_react_node(..., input_guardrails=..., output_guardrails=...,
+tool_output_guardrails=...)`` held only that agent's own turns and calls. Its model handed
+the conversation to an agent without them (whose answer then went out unchecked, whose
+tool results reached its model unchecked, and who took the next user message unchecked), or
+called a sub-agent whose tools' results reached the sub-agent's model unchecked; the same
+guardrails named in ``guard.guardrails`` held there. Now an agent's own guardrails hold every
+agent of its team and every sub-agent it calls, as the configured ones do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jianmu import ReactiveRunner, RunStatus, StateManager, Tripwire
+from jianmu.errors import GuardrailTripped
+from jianmu.llm import ScriptedLLM
+from jianmu.nodes import AgentState, agent_tool, handoff
+from jianmu.nodes.react import create_react_node
+from jianmu.tools import tool
+
+pytestmark = pytest.mark.anyio
+SECRET = "SECRET-7731"
+
+
+@tool
+def fetch(url: str) -> str:
+    """Fetch a page.
+
+    Args:
+        url: the address.
+    """
+    return f"the key is {SECRET}"
+
+
+def no_secret(ctx: Any, value: Any) -> Tripwire | None:
+    return Tripwire("a secret") if SECRET in str(value) else None
+
+
+def start(text: str = "go") -> StateManager:
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": text}]})
+
+
+def tool_texts(llm: ScriptedLLM, turn: int) -> list[str]:
+    return [m.content or "" for m in llm.requests[turn].messages if m.role == "tool"]
+
+
+def triage_over(billing: Any, **guardrails: Any) -> Any:
+    llm = ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}]])
+    return create_react_node(llm, [handoff(billing)], name="triage", **guardrails)
+
+
+async def test_a_hand_off_target_answers_under_the_first_agents_output_guardrails() -> None:
+    billing = create_react_node(ScriptedLLM([f"here: {SECRET}"]), [], name="billing")
+    state = start()
+    result = await ReactiveRunner(triage_over(billing, output_guardrails=[no_secret]),
+                                  state).run()
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, GuardrailTripped)
+    assert SECRET not in str(state.get("final_answer"))
+
+
+async def test_a_hand_off_targets_tool_results_pass_the_first_agents_guardrails() -> None:
+    billing_llm = ScriptedLLM([[{"name": "fetch", "arguments": {"url": "u"}}], "done"])
+    billing = create_react_node(billing_llm, [fetch], name="billing")
+    result = await ReactiveRunner(
+        triage_over(billing, tool_output_guardrails=[no_secret]), start()
+    ).run()
+    assert result.ok
+    [_handed, fetched] = tool_texts(billing_llm, 1)
+    assert SECRET not in fetched and "withheld" in fetched
+
+
+async def test_the_next_user_message_passes_the_first_agents_input_guardrails() -> None:
+    billing = create_react_node(ScriptedLLM(["first", "second"]), [], name="billing")
+    runner = ReactiveRunner(triage_over(billing, input_guardrails=[no_secret]), start())
+    assert (await runner.run()).ok
+    runner.send(f"remember {SECRET}")
+    result = await runner.run()
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, GuardrailTripped)
+
+
+async def test_a_sub_agents_tool_results_pass_the_callers_own_guardrails() -> None:
+    sub_llm = ScriptedLLM([[{"name": "fetch", "arguments": {"url": "u"}}], "nothing"])
+    sub = create_react_node(sub_llm, [fetch], name="researcher")
+    lead_llm = ScriptedLLM([[{"name": "researcher", "arguments": {"input": "x"}}], "ok"])
+    lead = create_react_node(
+        lead_llm, [agent_tool(sub, name="researcher", description="Researches.")],
+        name="lead", tool_output_guardrails=[no_secret],
+    )
+    assert (await ReactiveRunner(lead, start()).run()).ok
+    [seen] = tool_texts(sub_llm, 1)
+    assert SECRET not in seen and "withheld" in seen
+
+
+async def test_a_sub_agent_answers_under_the_callers_own_output_guardrails() -> None:
+    sub_llm = ScriptedLLM([f"found {SECRET}"])
+    sub = create_react_node(sub_llm, [], name="researcher")
+    lead_llm = ScriptedLLM([[{"name": "researcher", "arguments": {"input": "x"}}], "ok"])
+    lead = create_react_node(
+        lead_llm, [agent_tool(sub, name="researcher", description="Researches.")],
+        name="lead", output_guardrails=[no_secret],
+    )
+    assert (await ReactiveRunner(lead, start()).run()).ok
+    [seen] = tool_texts(lead_llm, 1)
+    assert SECRET not in seen and "guardrail" in seen
