@@ -225,10 +225,10 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     seen: set[str] = set()
     out: list[ToolCall] = []
     for call in calls:
-        # '/' separates the parts of a sub-agent's request id (``helper/<call>/<its call>``):
-        # an id of the caller's own must never read as one, or its approval would be the
-        # sub-agent's too
-        base = call.id.replace("/", "%2F")
+        # '/' separates the parts of a sub-agent's request id (``helper/<call>/<its call>``)
+        # and ':' a question's (``ask:<call>``): an id of the model's must never read as
+        # either, or its approval would be the sub-agent's or the question's too
+        base = call.id.replace("/", "%2F").replace(":", "%3A")
         if len(base) > MAX_CALL_ID:  # it names state namespaces, requests and steps: keep it short
             digest = hashlib.sha256(base.encode("utf-8", "replace")).hexdigest()[:16]
             base = f"{base[:MAX_CALL_ID - 17]}~{digest}"

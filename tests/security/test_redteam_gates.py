@@ -109,3 +109,48 @@ async def test_a_sub_agent_answers_under_the_callers_own_output_guardrails() -> 
     assert (await ReactiveRunner(lead, start()).run()).ok
     [seen] = tool_texts(lead_llm, 1)
     assert SECRET not in seen and "guardrail" in seen
+
+
+# -- a call id that names another call's question -----------------------------------------------
+PAID: list[int] = []
+
+
+@tool(read_only=False, confirm=True)
+def pay(amount: int) -> str:
+    """Pay (a person approves first).
+
+    Args:
+        amount: how much.
+    """
+    PAID.append(amount)
+    return "paid"
+
+
+@pytest.mark.parametrize("order", [("ask", "pay"), ("pay", "ask")])
+async def test_a_call_id_cannot_name_another_calls_question(order: tuple[str, str]) -> None:
+    """Fixed here: a question's request id is ``ask:<call id>``; a model that gave its
+    ``pay`` call the id ``ask:x`` beside an ``ask_user`` call ``x`` made both ask under one
+    id: the person's approval of the payment was read as the question's decision, which then
+    never asked (the run hung until its timeout). Now ``:`` in a model's call id is escaped,
+    as ``/`` is, so no call id reads as a request of another kind."""
+    from jianmu.tools import ToolSet
+
+    PAID.clear()
+    calls = {"ask": {"id": "x", "name": "ask_user", "arguments": {"question": "Pay 5?"}},
+             "pay": {"id": "ask:x", "name": "pay", "arguments": {"amount": 5}}}
+    llm = ScriptedLLM([[calls[k] for k in order], "done"])
+    state = start()
+    runner = ReactiveRunner(create_react_node(llm, [pay, *ToolSet.resolve(["ask_user"])]), state)
+    result = await runner.run(timeout=30)
+    kinds = []
+    while result.status is RunStatus.SUSPENDED:
+        [request] = result.pending
+        kinds.append(request.kind)
+        if request.kind == "question":
+            runner.answer(request.id, "yes")
+        else:
+            runner.approve(request.id)
+        result = await runner.run(timeout=30)
+    assert result.ok, result.status
+    assert sorted(kinds) == ["question", "tool_call"] and PAID == [5]
+    assert "yes" in [m.content for m in state.get("messages") if m.role == "tool"]
