@@ -415,6 +415,14 @@ def is_denied(tool: Tool | str, guard: GuardConstraints | None) -> bool:
     return _policy_for(guard).hides(getattr(tool, "tool_spec", tool))
 
 
+def allowed_unasked(tool: Tool, guard: GuardConstraints | None) -> bool:
+    """Whether the policy lets a call of ``tool`` without arguments run with nobody asked:
+    for calls that never reach the executor (hand-offs), which cannot ask a person, so a
+    rule that denies them or would have a person confirm them takes them away."""
+    call = ToolCall(id="", name=tool.name, arguments={})
+    return _policy_for(guard).resolve(call, tool)[0] == "allow"
+
+
 # -- the chain ---------------------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import GuardrailTripped, LLMError, ToolValidationError
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
+from jianmu.guard.enforcer import allowed_unasked
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.fallback import fallback_events
 from jianmu.llm.messages import Message, Usage, close_unanswered, coerce_messages
@@ -253,7 +254,7 @@ class AgentLLMNode(AsyncNode):
         self.handoffs = list(handoffs)
         self.agent_name: str | None = None
         """The agent this node speaks for, in a team joined by hand-offs."""
-        self._offered: tuple[ToolSet, ToolSet] | None = None
+        self._offered: tuple[ToolSet, ToolSet, list[Any]] | None = None
         self._visible: tuple[tuple[Any, ...], ToolSet] | None = None
         """What `visible_tools` last depended on (compared by identity), and its answer."""
         self._tools_sent: tuple[ToolSet, tuple[dict[str, Any], ...]] | None = None
@@ -294,16 +295,25 @@ class AgentLLMNode(AsyncNode):
         if self.output is None and not self.handoffs:  # most agents: nothing of the node's own
             return visible
         extra = [*(self.output.tools if self.output is not None else ()),
-                 *(h.tool for h in self.handoffs)]
+                 *(h.tool for h in self.allowed_handoffs())]
         if not extra:
             return visible
         cached = self._offered
-        if cached is not None and cached[0] is visible:
+        if cached is not None and cached[0] is visible and cached[2] == extra:
             return cached[1]
         _refuse_clashes(visible.names(), extra)
         offered = visible.with_tools(extra)
-        self._offered = (visible, offered)
+        self._offered = (visible, offered, extra)
         return offered
+
+    def allowed_handoffs(self) -> list[Handoff]:
+        """The hand-offs whose tool the guard's policy allows: a hand-off is a call too,
+        though it never reaches the executor, so none that a rule denies or would have a
+        person confirm (`allowed_unasked`)."""
+        if not self.handoffs:
+            return []
+        guard = self.effective_constraints.guard
+        return [h for h in self.handoffs if allowed_unasked(h.tool, guard)]
 
     def visible_tools(self) -> ToolSet:
         """The tools offered to the model (deny-policy tools removed).
@@ -559,7 +569,7 @@ class AgentLLMNode(AsyncNode):
                         estimated_output_tokens=usage.output_tokens)
         message, calls = self._canonical(response, toolset)
         turn = turn_update(message, calls, state=self.state, output=self.output,
-                           handoffs=self.handoffs, agent=self.agent_name)
+                           handoffs=self.allowed_handoffs(), agent=self.agent_name)
         usage = _one_request(usage)  # the server's count or the estimate, one request
         tripped = None
         if checks is not None:  # every input guardrail passed before any call is written

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from jianmu import ReactiveRunner, RunStatus, StateManager, Tripwire
+from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager, Tripwire
 from jianmu.errors import GuardrailTripped
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, agent_tool, handoff
@@ -154,3 +154,54 @@ async def test_a_call_id_cannot_name_another_calls_question(order: tuple[str, st
     assert result.ok, result.status
     assert sorted(kinds) == ["question", "tool_call"] and PAID == [5]
     assert "yes" in [m.content for m in state.get("messages") if m.role == "tool"]
+
+
+# -- a deny rule on a hand-off ------------------------------------------------------------------
+@pytest.mark.parametrize("rule", ["transfer_to_billing", "TRANSFER_TO_BILLING",
+                                  " transfer_to_billing "])
+@pytest.mark.parametrize("spelling", ["transfer_to_billing", "TRANSFER_TO_BILLING"])
+async def test_a_deny_rule_holds_for_a_hand_off(rule: str, spelling: str) -> None:
+    """Fixed here: hand-off calls never reach the executor, so the guard never saw them: with
+    ``tool_policy: {transfer_to_billing: deny}`` the hand-off was offered and made. Now a
+    hand-off whose tool the policy denies is not offered, and a call to it is no hand-off (the
+    executor refuses it as a tool it does not have)."""
+    billing_llm = ScriptedLLM(["billing answered"])
+    billing = create_react_node(billing_llm, [], name="billing")
+    denied = Constraints.model_validate({"guard": {"tool_policy": {rule: "deny"}}})
+    triage_llm = ScriptedLLM([[{"name": spelling, "arguments": {}}], "triage answered"])
+    triage = create_react_node(triage_llm, [handoff(billing)], name="triage",
+                               constraints=denied)
+    state = start()
+    assert (await ReactiveRunner(triage, state).run()).ok
+    assert state.get("active_agent") == "triage" and billing_llm.requests == []
+    assert state.get("final_answer") == "triage answered"
+    assert "transfer_to_billing" not in [t["function"]["name"]
+                                         for t in triage_llm.requests[0].tools or []]
+
+
+@pytest.mark.parametrize("guard", [
+    {"tool_policy": {"transfer_to_billing": "confirm"}},
+    {"default_policy": "deny"},
+])
+async def test_a_hand_off_nobody_could_approve_is_not_made(guard: dict[str, Any]) -> None:
+    """A confirm rule cannot be asked for a hand-off (it never reaches the executor): the
+    safe choice is no hand-off, as with a default that denies what no rule allows."""
+    billing_llm = ScriptedLLM(["billing answered"])
+    billing = create_react_node(billing_llm, [], name="billing")
+    triage_llm = ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}], "triage"])
+    triage = create_react_node(triage_llm, [handoff(billing)], name="triage",
+                               constraints=Constraints.model_validate({"guard": guard}))
+    state = start()
+    assert (await ReactiveRunner(triage, state).run()).ok
+    assert state.get("active_agent") == "triage" and billing_llm.requests == []
+
+
+async def test_a_hand_off_allowed_by_name_under_a_deny_default_is_made() -> None:
+    billing = create_react_node(ScriptedLLM(["billing answered"]), [], name="billing")
+    guard = {"default_policy": "deny", "tool_policy": {"transfer_to_billing": "allow"}}
+    triage = create_react_node(ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}]]),
+                               [handoff(billing)], name="triage",
+                               constraints=Constraints.model_validate({"guard": guard}))
+    state = start()
+    assert (await ReactiveRunner(triage, state).run()).ok
+    assert state.get("final_answer") == "billing answered"
