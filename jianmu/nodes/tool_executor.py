@@ -611,9 +611,8 @@ class ToolExecutor(AsyncNode):
                             self.ctx.running_calls, enforcer)
         decisions = enforcer.preflight(
             [c for c, _ in known], toolset, run=self.ctx, tokens_used=tokens_spent(self),
-            ledger=ledger,
-            events=self.events,
-            resolved=[found for _, found in known],
+            ledger=ledger, events=self.events, resolved=[found for _, found in known],
+            node=self.path,
         )
         waiting = [(c, d) for (c, _), d in zip(known, decisions, strict=True)
                    if d.awaiting_approval]
@@ -724,7 +723,7 @@ class ToolExecutor(AsyncNode):
         enforcer = self._guard(self.effective_constraints)
         (decision,) = enforcer.preflight(
             [call], self.toolset, run=self.ctx, tokens_used=tokens_spent(self),
-            events=_UNHEARD, resolved=[tool],
+            events=_UNHEARD, resolved=[tool], node=self.path,
         )
         if decision.allowed:
             return None

@@ -205,3 +205,36 @@ async def test_a_hand_off_allowed_by_name_under_a_deny_default_is_made() -> None
     state = start()
     assert (await ReactiveRunner(triage, state).run()).ok
     assert state.get("final_answer") == "billing answered"
+
+
+# -- one call id in two parallel branches -------------------------------------------------------
+def two_branches() -> tuple[ReactiveRunner, StateManager]:
+    import py_trees
+
+    from jianmu import ToolExecutor
+
+    left, right = ToolExecutor("left", tools=[pay]), ToolExecutor("right", tools=[pay])
+    left.namespace, right.namespace = "left", "right"
+    root = py_trees.composites.Parallel(
+        "both", policy=py_trees.common.ParallelPolicy.SuccessOnAll(), children=[left, right]
+    )
+    state = StateManager(AgentState, {})
+    return ReactiveRunner(root, state), state
+
+
+async def test_one_approval_never_runs_the_same_call_of_two_branches() -> None:
+    """Fixed here: two branches whose models gave their calls one id (``c1``, the same
+    payment) asked under that one id; the person saw one request, approved it, and both
+    branches paid. Now an approval holds only for the node that asked it: the other
+    branch's call is denied."""
+    PAID.clear()
+    runner, state = two_branches()
+    call = {"id": "c1", "name": "pay", "arguments": {"amount": 5}}
+    state.scope("left").update({"actions": [call]})
+    state.scope("right").update({"actions": [call]})
+    result = await runner.run(timeout=30)
+    [request] = result.pending
+    runner.approve(request.id)
+    assert (await runner.run(timeout=30)).ok
+    assert PAID == [5]
+
