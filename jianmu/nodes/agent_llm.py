@@ -153,7 +153,8 @@ class AgentLLMNode(AsyncNode):
         params: extra request parameters (``temperature``, ...).
         stream: stream the reply (text deltas become ``llm.call.delta`` events); default
             (None): when the provider can stream and someone reads the text as it comes
-            (``runner.stream()``, or a handler subscribed to ``llm.call.delta`` itself).
+            (``runner.stream()``, or a handler subscribed to ``llm.call.delta`` itself). Never
+            a turn that output guardrails, or input guardrails still running, check.
         output_type: the answer's type (`jianmu.nodes.output`): the validated object goes to
             ``final_output``, and an answer that does not fit is sent back to the model.
         output_mode: ``"tool"`` (a ``final_result`` tool), ``"native"`` (the provider's
@@ -205,6 +206,8 @@ class AgentLLMNode(AsyncNode):
     ) -> None:
         super().__init__(name)
         self.stream = stream
+        self._checked_turn = False
+        """Whether a guardrail checks this turn's text: then it is not streamed."""
         self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
         """Guardrails of the user's message, before the configured ones."""
         self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
@@ -408,6 +411,8 @@ class AgentLLMNode(AsyncNode):
         streams = self.stream
         if streams is None:  # automatic: when someone reads the deltas (not a recorder of all)
             streams = self._can_stream and self.events.asked_for("llm.call.delta")
+        if streams and self._checked_turn:  # its text is read once the guardrails passed it
+            streams = False
         if takes_requests(llm, stream=streams, params=params):
             # what the base `complete` would build, with the toolset's export made once
             # rather than every tool's on every turn
@@ -535,6 +540,11 @@ class AgentLLMNode(AsyncNode):
             self.ctx.guardrails.get("input")
         ):
             checks = self._check_input(constraints)
+        # no deltas of a turn that a guardrail still has to pass: a reader would have the
+        # answer to a message the input guardrails refuse, or an answer the output ones do
+        self._checked_turn = checks is not None or bool(
+            self.output_guardrails or constraints.guard.guardrails.output
+            or self.ctx.guardrails.get("output"))
         with scope as current:
             try:
                 # the loop timer that calls starting together share (`within`), as an
@@ -596,7 +606,7 @@ class AgentLLMNode(AsyncNode):
             events.emit(  # the model that answered: a fallback's, when the first failed
                 "llm.call.completed", model=response.model or model,
                 tool_calls=[c.name for c in calls],
-                answer_preview=None if calls else preview(response.message.content),
+                answer_preview=None if calls or tripped else preview(response.message.content),
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
             )

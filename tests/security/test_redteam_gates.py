@@ -238,3 +238,56 @@ async def test_one_approval_never_runs_the_same_call_of_two_branches() -> None:
     assert (await runner.run(timeout=30)).ok
     assert PAID == [5]
 
+
+
+# -- a streamed answer and the guardrails -------------------------------------------------------
+async def streamed_text(agent: Any, text: str = "go") -> tuple[str, Any]:
+    """The text a reader of the run's events could see, and the run's result."""
+    pieces, result = [], None
+    async for event in ReactiveRunner(agent, start(text)).stream():
+        if event.name != "run.finished":
+            pieces.append(repr(event.fields))
+        if event.name == "run.finished":
+            result = event.fields["result"]
+    return "".join(pieces), result
+
+
+@pytest.mark.parametrize("stream", [None, True])
+async def test_a_streamed_answer_is_not_read_before_the_output_guardrails(
+    stream: bool | None,
+) -> None:
+    """Fixed here: a streamed run emitted the answer's text as ``llm.call.delta`` events while
+    the model wrote it, so a reader had the answer the output guardrail then refused. Now a
+    turn is not streamed while an output guardrail holds it (its answer comes out checked)."""
+    agent = create_react_node(ScriptedLLM([f"the key is {SECRET}"]), [],
+                              output_guardrails=[no_secret], stream=stream)
+    text, result = await streamed_text(agent)
+    assert result.status is RunStatus.FAILURE and SECRET not in text
+
+
+async def test_a_streamed_reply_is_not_read_before_the_input_guardrails() -> None:
+    """The reply to a message is asked while the input guardrails check it: its deltas wait
+    for them, or a reader would have the answer to a message they refuse."""
+    import asyncio
+
+    answered = asyncio.Event()
+
+    class Model(ScriptedLLM):
+        async def send(self, request: Any) -> Any:
+            reply = await super().send(request)
+            answered.set()  # the guardrail below decides only once the model has answered
+            return reply
+
+    async def after_the_reply(ctx: Any, value: Any) -> Tripwire | None:
+        await answered.wait()
+        return no_secret(ctx, value)
+
+    agent = create_react_node(Model(["here it is: hunter2"]), [],
+                              input_guardrails=[after_the_reply], stream=True)
+    text, result = await streamed_text(agent, f"say {SECRET}")
+    assert result.status is RunStatus.FAILURE and "hunter2" not in text
+
+
+async def test_a_run_without_guardrails_still_streams() -> None:
+    text, result = await streamed_text(create_react_node(ScriptedLLM(["a b c"]), []))
+    assert result.ok and "{'text': 'c'}" in text  # the answer's deltas
