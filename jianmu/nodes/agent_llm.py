@@ -573,7 +573,7 @@ class AgentLLMNode(AsyncNode):
                 current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
                 current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
         usage = counted_usage(response, messages)
-        if response.usage is None:  # counted as an estimate: a budget still holds
+        if usage is not response.usage:  # counted as an estimate: a budget still holds
             events.emit("llm.usage_unknown", model=model,
                         estimated_input_tokens=usage.input_tokens,
                         estimated_output_tokens=usage.output_tokens)
