@@ -186,6 +186,8 @@ class GuardContext:
     """Tool calls the run executed before this batch."""
     call_times: Mapping[str, Sequence[float]] = field(default_factory=dict)
     """Clock times of the calls executed so far, per lower-cased tool name (rate limits)."""
+    node: str | None = None
+    """The path of the node that would run the call (its approval requests name it)."""
 
     @property
     def user_roles(self) -> frozenset[str]:
@@ -495,6 +497,15 @@ class ConfirmChecker(BaseChecker):
             return Decision.deny(
                 f"call id {call.id!r} is already used by another approval request; "
                 "refusing to treat its answer as a confirmation",
+                checker=self.name,
+                rule=rule,
+            )
+        if None not in (request.node, context.node) and request.node != context.node:
+            # two nodes (parallel branches) whose models gave calls one id: one person's
+            # answer is for the call they were shown, never for the other node's too
+            return Decision.deny(
+                f"call id {call.id!r} was asked about a call of another node "
+                f"({request.node}); that answer does not confirm this call",
                 checker=self.name,
                 rule=rule,
             )

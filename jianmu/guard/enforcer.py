@@ -415,6 +415,14 @@ def is_denied(tool: Tool | str, guard: GuardConstraints | None) -> bool:
     return _policy_for(guard).hides(getattr(tool, "tool_spec", tool))
 
 
+def allowed_unasked(tool: Tool, guard: GuardConstraints | None) -> bool:
+    """Whether the policy lets a call of ``tool`` without arguments run with nobody asked:
+    for calls that never reach the executor (hand-offs), which cannot ask a person, so a
+    rule that denies them or would have a person confirm them takes them away."""
+    call = ToolCall(id="", name=tool.name, arguments={})
+    return _policy_for(guard).resolve(call, tool)[0] == "allow"
+
+
 # -- the chain ---------------------------------------------------------------------------------
 
 
@@ -605,6 +613,7 @@ class GuardEnforcer:
         ledger: GuardLedger | None = None,
         events: EventSink | None = None,
         resolved: Sequence[Any] | None = None,
+        node: str | None = None,
     ) -> list[Decision]:
         """Check a whole batch in order; one decision per call, in the same order.
 
@@ -621,6 +630,7 @@ class GuardEnforcer:
             resolved: The tool of each call, in order, when the caller has resolved the calls
                 already (`ToolSet.canonical`): a call named by its tool's own name is not looked
                 up again.
+            node: The path of the node that runs the calls (an approval holds for its own).
         """
         # every checker sees the canonical call: the registered tool's own name, never a
         # look-alike; a call the caller did not resolve to its tool's own name is resolved here
@@ -648,6 +658,7 @@ class GuardEnforcer:
                 tokens_used=tokens_used,
                 calls_made=calls_made,
                 call_times=call_times,
+                node=node,
             )
             decision = self.check("tool_call", context, events=events)
             if not decision.denied:

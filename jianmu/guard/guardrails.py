@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -99,9 +99,13 @@ _cache: dict[tuple[int, str], tuple[Any, tuple[Any, ...], tuple[Any, ...]]] = {}
 
 
 def configured_guardrails(
-    kind: GuardrailKind, own: Sequence[Guardrail], constraints: Constraints
+    kind: GuardrailKind, own: Sequence[Guardrail], constraints: Constraints,
+    outer: Mapping[str, Sequence[Guardrail]] | None = None,
 ) -> tuple[Guardrail, ...]:
-    """``own`` guardrails, then those the constraints name for ``kind`` (none repeated)."""
+    """``own`` guardrails, then the callers' of ``kind`` in ``outer`` (`RunContext.guardrails`),
+    then those the constraints name for ``kind`` (none repeated)."""
+    if outer and outer.get(kind):
+        own = tuple(dict.fromkeys([*own, *outer[kind]]))
     names = getattr(constraints.guard.guardrails, kind)
     if not names:
         return tuple(own)

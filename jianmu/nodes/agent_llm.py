@@ -24,6 +24,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import GuardrailTripped, LLMError, ToolValidationError
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
+from jianmu.guard.enforcer import allowed_unasked
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.fallback import fallback_events
 from jianmu.llm.messages import Message, Usage, close_unanswered, coerce_messages
@@ -152,7 +153,8 @@ class AgentLLMNode(AsyncNode):
         params: extra request parameters (``temperature``, ...).
         stream: stream the reply (text deltas become ``llm.call.delta`` events); default
             (None): when the provider can stream and someone reads the text as it comes
-            (``runner.stream()``, or a handler subscribed to ``llm.call.delta`` itself).
+            (``runner.stream()``, or a handler subscribed to ``llm.call.delta`` itself). Never
+            a turn that output guardrails, or input guardrails still running, check.
         output_type: the answer's type (`jianmu.nodes.output`): the validated object goes to
             ``final_output``, and an answer that does not fit is sent back to the model.
         output_mode: ``"tool"`` (a ``final_result`` tool), ``"native"`` (the provider's
@@ -204,6 +206,8 @@ class AgentLLMNode(AsyncNode):
     ) -> None:
         super().__init__(name)
         self.stream = stream
+        self._checked_turn = False
+        """Whether a guardrail checks this turn's text: then it is not streamed."""
         self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
         """Guardrails of the user's message, before the configured ones."""
         self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
@@ -220,6 +224,8 @@ class AgentLLMNode(AsyncNode):
             tools.tool_output_guardrails = (
                 *tools.tool_output_guardrails, *tool_output_guardrails
             )
+        if isinstance(tools, ToolExecutor):  # its calls' sub-agents run under these too
+            tools.llm_node = self
         if llm is None:
             raise ValueError("AgentLLMNode needs an llm (an LLMProvider such as OpenAIProvider)")
         if isinstance(llm, str):  # "openai:gpt-4o", as pydantic-ai's agents take it
@@ -251,7 +257,7 @@ class AgentLLMNode(AsyncNode):
         self.handoffs = list(handoffs)
         self.agent_name: str | None = None
         """The agent this node speaks for, in a team joined by hand-offs."""
-        self._offered: tuple[ToolSet, ToolSet] | None = None
+        self._offered: tuple[ToolSet, ToolSet, list[Any]] | None = None
         self._visible: tuple[tuple[Any, ...], ToolSet] | None = None
         """What `visible_tools` last depended on (compared by identity), and its answer."""
         self._tools_sent: tuple[ToolSet, tuple[dict[str, Any], ...]] | None = None
@@ -292,16 +298,25 @@ class AgentLLMNode(AsyncNode):
         if self.output is None and not self.handoffs:  # most agents: nothing of the node's own
             return visible
         extra = [*(self.output.tools if self.output is not None else ()),
-                 *(h.tool for h in self.handoffs)]
+                 *(h.tool for h in self.allowed_handoffs())]
         if not extra:
             return visible
         cached = self._offered
-        if cached is not None and cached[0] is visible:
+        if cached is not None and cached[0] is visible and cached[2] == extra:
             return cached[1]
         _refuse_clashes(visible.names(), extra)
         offered = visible.with_tools(extra)
-        self._offered = (visible, offered)
+        self._offered = (visible, offered, extra)
         return offered
+
+    def allowed_handoffs(self) -> list[Handoff]:
+        """The hand-offs whose tool the guard's policy allows: a hand-off is a call too,
+        though it never reaches the executor, so none that a rule denies or would have a
+        person confirm (`allowed_unasked`)."""
+        if not self.handoffs:
+            return []
+        guard = self.effective_constraints.guard
+        return [h for h in self.handoffs if allowed_unasked(h.tool, guard)]
 
     def visible_tools(self) -> ToolSet:
         """The tools offered to the model (deny-policy tools removed).
@@ -396,6 +411,8 @@ class AgentLLMNode(AsyncNode):
         streams = self.stream
         if streams is None:  # automatic: when someone reads the deltas (not a recorder of all)
             streams = self._can_stream and self.events.asked_for("llm.call.delta")
+        if streams and self._checked_turn:  # its text is read once the guardrails passed it
+            streams = False
         if takes_requests(llm, stream=streams, params=params):
             # what the base `complete` would build, with the toolset's export made once
             # rather than every tool's on every turn
@@ -519,8 +536,15 @@ class AgentLLMNode(AsyncNode):
         )
         constraints = self.effective_constraints
         checks = None  # the input guardrails' task, run beside the model's call
-        if self.input_guardrails or constraints.guard.guardrails.input:
+        if self.input_guardrails or constraints.guard.guardrails.input or (
+            self.ctx.guardrails.get("input")
+        ):
             checks = self._check_input(constraints)
+        # no deltas of a turn that a guardrail still has to pass: a reader would have the
+        # answer to a message the input guardrails refuse, or an answer the output ones do
+        self._checked_turn = checks is not None or bool(
+            self.output_guardrails or constraints.guard.guardrails.output
+            or self.ctx.guardrails.get("output"))
         with scope as current:
             try:
                 # the loop timer that calls starting together share (`within`), as an
@@ -549,19 +573,20 @@ class AgentLLMNode(AsyncNode):
                 current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
                 current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
         usage = counted_usage(response, messages)
-        if response.usage is None:  # counted as an estimate: a budget still holds
+        if usage is not response.usage:  # counted as an estimate: a budget still holds
             events.emit("llm.usage_unknown", model=model,
                         estimated_input_tokens=usage.input_tokens,
                         estimated_output_tokens=usage.output_tokens)
         message, calls = self._canonical(response, toolset)
         turn = turn_update(message, calls, state=self.state, output=self.output,
-                           handoffs=self.handoffs, agent=self.agent_name)
+                           handoffs=self.allowed_handoffs(), agent=self.agent_name)
         usage = _one_request(usage)  # the server's count or the estimate, one request
         tripped = None
         if checks is not None:  # every input guardrail passed before any call is written
             tripped = await checks
         if tripped is None and turn.values.get("done") and (
             self.output_guardrails or constraints.guard.guardrails.output
+            or self.ctx.guardrails.get("output")
         ):
             tripped = await self._check_output(constraints, turn.values)
         update: dict[str, Any] = {
@@ -581,7 +606,7 @@ class AgentLLMNode(AsyncNode):
             events.emit(  # the model that answered: a fallback's, when the first failed
                 "llm.call.completed", model=response.model or model,
                 tool_calls=[c.name for c in calls],
-                answer_preview=None if calls else preview(response.message.content),
+                answer_preview=None if calls or tripped else preview(response.message.content),
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
             )
@@ -604,7 +629,8 @@ class AgentLLMNode(AsyncNode):
         )
         if latest is None:
             return None
-        guardrails = configured_guardrails("input", self.input_guardrails, constraints)
+        guardrails = configured_guardrails("input", self.input_guardrails, constraints,
+                                           self.ctx.guardrails)
         passed = self._passed
         if passed is not None and passed[0] is latest and passed[1] == guardrails:
             return None
@@ -651,7 +677,8 @@ class AgentLLMNode(AsyncNode):
     async def _check_output(
         self, constraints: Constraints, values: dict[str, Any]
     ) -> GuardrailTripped | None:
-        guardrails = configured_guardrails("output", self.output_guardrails, constraints)
+        guardrails = configured_guardrails("output", self.output_guardrails, constraints,
+                                           self.ctx.guardrails)
         value = values.get("final_output") if self.output is not None else values.get(
             "final_answer")
         found = await run_guardrails("output", guardrails, self.ctx, value, self.events)

@@ -263,12 +263,14 @@ class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
 def build_team(
     entry: str, entry_round: py_trees.behaviour.Behaviour, entry_handoffs: list[Handoff],
     constraints: Constraints | None = None,
+    guardrails: dict[str, tuple[Any, ...]] | None = None,
 ) -> AgentSwitch:
     """The switch over ``entry`` and every agent its hand-offs reach (transitively).
 
     Each target's round moves into the team: a hand-off target runs inside the loop of the
-    agent placed in the tree, not on its own, and under that agent's ``constraints`` too (a
-    hand-off must not be a way around the first agent's guard).
+    agent placed in the tree, not on its own, and under that agent's ``constraints`` and
+    ``guardrails`` (by kind) too (a hand-off must not be a way around the first agent's guard
+    or its guardrails).
 
     Raises:
         HandoffError: two different agents of the team share a name.
@@ -293,6 +295,8 @@ def build_team(
         round_.parent = None  # it joins this team's switch
         if constraints is not None:
             _tighten(round_, constraints)
+        if guardrails:
+            _hold_guardrails(round_, guardrails)
         if getattr(target, "llm_node", None) is not None:
             target.llm_node.agent_name = target.name
         members[target.name] = round_
@@ -308,6 +312,19 @@ def _tighten(node: py_trees.behaviour.Behaviour, outer: Constraints) -> None:
         node.constraints = Constraints.merge(outer, node.constraints)
     for child in node.children:
         _tighten(child, outer)
+
+
+def _hold_guardrails(
+    node: py_trees.behaviour.Behaviour, guardrails: dict[str, tuple[Any, ...]]
+) -> None:
+    """Run ``guardrails`` (by kind) in ``node``'s agent nodes too, after their own."""
+    for kind, attribute in (("input", "input_guardrails"), ("output", "output_guardrails"),
+                            ("tool_output", "tool_output_guardrails")):
+        if guardrails.get(kind) and hasattr(node, attribute):
+            own = getattr(node, attribute)
+            setattr(node, attribute, tuple(dict.fromkeys([*own, *guardrails[kind]])))
+    for child in node.children:
+        _hold_guardrails(child, guardrails)
 
 
 T = TypeVar("T")
@@ -473,6 +490,7 @@ class _SubRun(ReactiveRunner):
     def __init__(
         self, root: _AgentRoot, state: StateManager, parent: RunContext, *,
         constraints: Constraints, label: str, prefix: str, view: StateView,
+        guardrails: dict[str, tuple[Any, ...]] | None = None,
     ) -> None:
         super().__init__(
             root, state, config=parent.config, constraints=constraints,
@@ -487,6 +505,7 @@ class _SubRun(ReactiveRunner):
         self.ctx.steps = None if parent.steps is None else _ScopedSteps(parent.steps, prefix)
         self.ctx.running_calls = parent.running_calls  # the caller's calls in flight count here
         self.ctx.agent_runs = parent.agent_runs  # one count for the whole tree of sub-agents
+        self.ctx.guardrails = dict(parent.guardrails if guardrails is None else guardrails)
         self.depth = getattr(parent.runner, "depth", 0) + 1
         self.parent = parent
         self.label = label
@@ -640,6 +659,7 @@ class AgentTool(Tool):
         call_id: Injected[str] = "",
         constraints: Injected[Constraints | None] = None,
         node_path: Injected[str] = "",
+        guardrails: Injected[Callable[[], dict[str, tuple[Any, ...]]] | None] = None,
     ) -> Any:
         """Run the sub-agent for one call (or resume it) and return its answer.
 
@@ -679,6 +699,7 @@ class AgentTool(Tool):
                     arguments, view, record, ctx, constraints or ctx.constraints,
                     f"{node_path}/{self.name}[{label}]" if node_path else
                     f"{self.name}[{label}]", f"{relative}/",
+                    None if guardrails is None else guardrails(),
                 )
             if not self._factory:
                 self._holder = namespace
@@ -708,6 +729,7 @@ class AgentTool(Tool):
     def _start(
         self, arguments: Any, view: StateView, record: Any, ctx: RunContext,
         constraints: Constraints, root_name: str, prefix: str,
+        guardrails: dict[str, tuple[Any, ...]] | None = None,
     ) -> _SubRun:
         namespace = str(view.namespace)
         tree = self._tree(namespace)
@@ -723,7 +745,7 @@ class AgentTool(Tool):
             view.update({"messages": [Message.user(self._message(arguments))]})
         runner = _SubRun(
             root, view.manager, ctx, constraints=constraints, label=self.name, prefix=prefix,
-            view=view,
+            view=view, guardrails=guardrails,
         )
         if resumed:
             runner.resume_nodes(record)

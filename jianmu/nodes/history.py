@@ -90,13 +90,16 @@ def estimate_message_tokens(message: Message) -> int:
 
 def counted_usage(response: LLMResponse, prompt: Sequence[Message]) -> Usage:
     """What a reply adds to the run's usage: the server's count, or, when it sent none
-    (``response.usage is None``), the offline estimate of the prompt and the reply, so that a
+    (``response.usage is None``) or 0 input tokens for a prompt (which is never 0 tokens: no
+    count, in other words), the offline estimate of the prompt and the reply, so that a
     server that reports no usage never lets a token budget be escaped by counting 0.
 
-    The caller says so in an ``llm.usage_unknown`` event; ``response.usage`` stays ``None``.
+    The caller says so in an ``llm.usage_unknown`` event (the result is not
+    ``response.usage``), which stays as the server sent it.
     """
-    if response.usage is not None:
-        return response.usage
+    sent = response.usage
+    if sent is not None and (sent.input_tokens > 0 or not prompt):
+        return sent
     return Usage(
         input_tokens=sum(estimate_message_tokens(m) for m in prompt),
         output_tokens=estimate_message_tokens(response.message),

@@ -254,7 +254,10 @@ def create_react_node(
     child: py_trees.behaviour.Behaviour = round_
     if handoffs:
         model.agent_name = name
-        child = build_team(name, round_, handoffs, constraints)
+        child = build_team(name, round_, handoffs, constraints, {
+            "input": model.input_guardrails, "output": model.output_guardrails,
+            "tool_output": executor.tool_output_guardrails,
+        })
     loop = ReActLoop(name, child, max_iterations=max_iterations, constraints=constraints)
     loop.own_round = round_
     loop.handoffs = handoffs

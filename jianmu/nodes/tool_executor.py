@@ -225,10 +225,10 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     seen: set[str] = set()
     out: list[ToolCall] = []
     for call in calls:
-        # '/' separates the parts of a sub-agent's request id (``helper/<call>/<its call>``):
-        # an id of the caller's own must never read as one, or its approval would be the
-        # sub-agent's too
-        base = call.id.replace("/", "%2F")
+        # '/' separates the parts of a sub-agent's request id (``helper/<call>/<its call>``)
+        # and ':' a question's (``ask:<call>``): an id of the model's must never read as
+        # either, or its approval would be the sub-agent's or the question's too
+        base = call.id.replace("/", "%2F").replace(":", "%3A")
         if len(base) > MAX_CALL_ID:  # it names state namespaces, requests and steps: keep it short
             digest = hashlib.sha256(base.encode("utf-8", "replace")).hexdigest()[:16]
             base = f"{base[:MAX_CALL_ID - 17]}~{digest}"
@@ -463,6 +463,7 @@ class ToolExecutor(AsyncNode):
         super().__init__(name)
         self.tool_output_guardrails: tuple[Guardrail, ...] = tuple(tool_output_guardrails)
         """Guardrails of each result, before the configured ones."""
+        self.llm_node: Any = None  # the AgentLLMNode whose calls it runs (set by it)
         self.toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(tools or ())
         self.config = config or _default_config()
         self.constraints = constraints
@@ -610,9 +611,8 @@ class ToolExecutor(AsyncNode):
                             self.ctx.running_calls, enforcer)
         decisions = enforcer.preflight(
             [c for c, _ in known], toolset, run=self.ctx, tokens_used=tokens_spent(self),
-            ledger=ledger,
-            events=self.events,
-            resolved=[found for _, found in known],
+            ledger=ledger, events=self.events, resolved=[found for _, found in known],
+            node=self.path,
         )
         waiting = [(c, d) for (c, _), d in zip(known, decisions, strict=True)
                    if d.awaiting_approval]
@@ -723,7 +723,7 @@ class ToolExecutor(AsyncNode):
         enforcer = self._guard(self.effective_constraints)
         (decision,) = enforcer.preflight(
             [call], self.toolset, run=self.ctx, tokens_used=tokens_spent(self),
-            events=_UNHEARD, resolved=[tool],
+            events=_UNHEARD, resolved=[tool], node=self.path,
         )
         if decision.allowed:
             return None
@@ -793,7 +793,7 @@ class ToolExecutor(AsyncNode):
             raise
         if self.tool_output_guardrails or (
             self.effective_constraints.guard.guardrails.tool_output
-        ):  # before the model reads it
+        ) or self.ctx.guardrails.get("tool_output"):  # before the model reads it
             result = await self._guarded(call, result)
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
@@ -805,9 +805,8 @@ class ToolExecutor(AsyncNode):
 
     async def _guarded(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """``result``, or a refusal in its place when a tool-output guardrail trips."""
-        guardrails = configured_guardrails(
-            "tool_output", self.tool_output_guardrails, self.effective_constraints
-        )
+        guardrails = configured_guardrails("tool_output", self.tool_output_guardrails,
+                                           self.effective_constraints, self.ctx.guardrails)
         found = await run_guardrails("tool_output", guardrails, self.ctx, result, self.events,
                                      tool=result.tool, call_id=call.id)
         if found is None:
@@ -878,7 +877,17 @@ class ToolExecutor(AsyncNode):
         return {
             "ctx": self.ctx, "state": self.state, "call_id": call.id,
             "constraints": self.effective_constraints, "node_path": self.path,
+            "guardrails": self.guardrails_in_force,
         }
+
+    def guardrails_in_force(self) -> dict[str, tuple[Guardrail, ...]]:
+        """The guardrails given in code here, to its model node and to this run's callers, by
+        kind: the sub-agents its calls start run under them all."""
+        node, outer = self.llm_node, self.ctx.guardrails
+        return {k: tuple(dict.fromkeys([*v, *outer.get(k, ())])) for k, v in (
+            ("input", getattr(node, "input_guardrails", ())),
+            ("output", getattr(node, "output_guardrails", ())),
+            ("tool_output", self.tool_output_guardrails))}
 
     def _record(
         self, call: ToolCall, tool: Tool | None, result: ToolResult, *, executed: bool = False

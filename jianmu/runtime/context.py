@@ -369,6 +369,10 @@ class RunContext:
     agent_runs: list[int] = field(default_factory=lambda: [0], repr=False)
     """Sub-agent runs started in this run's ``run()``, counted in one cell shared with the runs
     of sub-agents, so `jianmu.nodes.agents.MAX_AGENT_RUNS` bounds the whole tree of them."""
+    guardrails: dict[str, tuple[Any, ...]] = field(default_factory=dict, repr=False)
+    """Guardrails by kind (``input``, ``output``, ``tool_output``) given in code to the agents
+    that called this run (a sub-agent's callers): every agent of the run runs them after its
+    own, as it runs the configured ones (`jianmu.guard.guardrails.configured_guardrails`)."""
 
     def __post_init__(self) -> None:
         if not self.events.run_id:

@@ -55,3 +55,29 @@ def test_a_server_without_usage_cannot_spend_past_the_budget(
     # each turn's estimate is some 250 tokens: the budget stops the loop within a few turns
     assert len(server.requests) <= 6 and len(unknown) == len(server.requests)
     assert state.get("usage").total_tokens >= 1000
+
+
+def zeros(request: Request) -> Turn:
+    """Another call every turn, and a usage of 0 tokens: no count at all, in other words."""
+    return Turn(text="x" * 400, calls=[{"name": "ping", "arguments": {"host": "a" * 200}}],
+                usage=(0, 0))
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_server_that_counts_zero_tokens_cannot_spend_past_the_budget(
+    server: ModelServer, api: str,
+) -> None:
+    """Fixed here (red team): a server that sent ``usage`` with 0 tokens for a prompt of
+    hundreds was believed, so its run never reached the budget. A prompt is never 0 tokens:
+    such a count is unknown usage, counted as the estimate."""
+    server.add(zeros)
+    llm: Any = (OpenAIProvider("m", base_url=server.openai_url, retry_backoff=0)
+                if api == "openai" else AnthropicProvider("m", base_url=server.anthropic_url))
+    config = parse_config("guard:\n  budget:\n    total_tokens: 1000\n")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "ping a"}]})
+    runner = ReactiveRunner(create_react_node(llm, [ping], max_iterations=50), state,
+                            config=config)
+    result = runner.run_sync(timeout=60)
+    assert result.status is RunStatus.FAILURE
+    assert "token budget exhausted" in (result.error or "")
+    assert len(server.requests) <= 6
