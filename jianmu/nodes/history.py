@@ -98,7 +98,11 @@ def counted_usage(response: LLMResponse, prompt: Sequence[Message]) -> Usage:
     ``response.usage``), which stays as the server sent it.
     """
     sent = response.usage
-    if sent is not None and (sent.input_tokens > 0 or not prompt):
+    # Anthropic counts a prompt read from its cache apart (input_tokens may then be 0)
+    if sent is not None and (
+        sent.input_tokens > 0 or sent.cache_read_tokens > 0 or sent.cache_creation_tokens > 0
+        or not prompt
+    ):
         return sent
     return Usage(
         input_tokens=sum(estimate_message_tokens(m) for m in prompt),

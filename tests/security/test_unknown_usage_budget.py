@@ -81,3 +81,19 @@ def test_a_server_that_counts_zero_tokens_cannot_spend_past_the_budget(
     assert result.status is RunStatus.FAILURE
     assert "token budget exhausted" in (result.error or "")
     assert len(server.requests) <= 6
+
+
+def test_a_prompt_read_from_the_cache_is_the_servers_count() -> None:
+    """Anthropic counts a prompt read from (or written to) its cache apart from
+    ``input_tokens``, which may then be 0: that count is the server's, not unknown."""
+    from jianmu.llm import LLMResponse, Message, Usage
+    from jianmu.nodes.history import counted_usage
+
+    prompt = [Message.user("x" * 400)]
+    reply = Message.assistant("ok")
+    for usage in (Usage(input_tokens=0, output_tokens=1, cache_read_tokens=500),
+                  Usage(input_tokens=0, output_tokens=1, cache_creation_tokens=500)):
+        response = LLMResponse(message=reply, usage=usage)
+        assert counted_usage(response, prompt) is usage
+    unknown = LLMResponse(message=reply, usage=Usage(input_tokens=0, output_tokens=1))
+    assert counted_usage(unknown, prompt).input_tokens > 0
