@@ -538,6 +538,7 @@ def test_glob_tokens_read_a_class_as_fnmatch_does() -> None:
     from jianmu.guard._rules import _glob_tokens
 
     assert _glob_tokens("a**b") == [("", "a"), ("*", ""), ("", "b")]
+    assert _glob_tokens("ab***c") == [("", "a"), ("", "b"), ("*", ""), ("", "c")]
     assert _glob_tokens("[!]a]x") == [("[", "[!]a]"), ("", "x")]
     assert _glob_tokens("[]a]") == [("[", "[]a]")]
     assert _glob_tokens("[a") == [("", "["), ("", "a")]
