@@ -519,7 +519,7 @@ def test_a_glob_may_match_exactly_when_some_value_of_the_run_time_words_matches(
 
     rng = random.Random(seed)
     atoms = ["a", "b", "c", " ", "*", "?", "[ab]", "[!a]", "[]a]", "[a-b]", "[", "[!]", "[ a]",
-             "[!!]"]
+             "[!!]", "[ ]"]
     for _ in range(150):
         pattern = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 4)))
         text: list[str | None] = [rng.choice(["a", "b", "c", " ", "[", "]", None])
@@ -532,6 +532,15 @@ def test_a_glob_may_match_exactly_when_some_value_of_the_run_time_words_matches(
             assert got == truth, (pattern, text)
         elif truth:
             assert got, (pattern, text)
+
+
+def test_a_long_glob_keeps_every_state_it_reaches() -> None:
+    """Past eight tokens a set of states no longer iterates in order: the end of the pattern
+    reached early must not hide the states after it (``bax`` + ``bb`` + ``aabb...``)."""
+    from jianmu.guard._rules import _glob_tokens, _may_match
+
+    text: list[str | None] = ["b", "a", None, "a", "a", "b", "b", None]
+    assert _may_match(_glob_tokens("b??bb**a*"), text)
 
 
 def test_glob_tokens_read_a_class_as_fnmatch_does() -> None:
