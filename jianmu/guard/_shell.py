@@ -39,6 +39,8 @@ from typing import Any
 import tree_sitter
 import tree_sitter_bash
 
+from jianmu.guard._folders import FOLDER_COMMANDS, changed_to, folder_of, in_folder
+
 __all__ = ("MAX_DEPTH", "ShellCommand", "ShellScan", "scan")
 
 
@@ -824,55 +826,10 @@ def _command(node: Any, depth: int, out: _Found) -> None:
     _see_through(words, depth, out, forms, dynamic)
     if forms:
         if out.folders:  # after a `cd`, a relative word names a file in that folder
-            _in_folder(_folder_of(out.folders), forms, dynamic)
+            in_folder(folder_of(out.folders), forms, dynamic)
         out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
-    if words and words[0].literal and words[0].text in _FOLDER_COMMANDS:
-        out.folders.append(_changed_to(words[0].text, words[1:]))
-
-
-_FOLDER_COMMANDS = frozenset({"cd", "pushd", "popd"})
-
-
-def _changed_to(name: str, args: list[Word]) -> str | None:
-    """The folder ``cd ARGS`` (or ``pushd``) changes to, or None when only the run knows it
-    (no argument: home; ``-``, ``~``, ``popd``, a word known at run time)."""
-    rest = [w for w in args if not (w.literal and w.text.startswith("-") and w.text != "-")]
-    if name == "popd" or len(rest) != 1 or not rest[0].literal:
-        return None
-    folder = rest[0].text
-    return None if folder in ("", "-") or folder.startswith("~") else folder
-
-
-def _folder_of(folders: list[str | None]) -> str | None:
-    """Where the commands after these changes of folder run, relative to where the line
-    started (absolute when one was), or None when only the run knows."""
-    where = "."
-    for folder in folders:
-        if folder is None:
-            return None
-        where = posixpath.join(where, folder)
-    return where
-
-
-def _in_folder(
-    folder: str | None, forms: list[tuple[str, ...]], dyn: list[frozenset[int]]
-) -> None:
-    """Add to a command run after a ``cd`` each form with its relative words in that folder
-    (``cd secrets; cat key`` is ``cat secrets/key`` too); in a folder only the run knows,
-    its relative words may name anything."""
-    for form, dynamic in list(zip(forms, dyn, strict=True)):
-        moved = list(form)
-        unknown = set(dynamic)
-        for i, word in enumerate(form[1:], start=1):
-            if i in dynamic or word.startswith(("-", "/", "~")) or "://" in word:
-                continue
-            if folder is None:
-                unknown.add(i)
-            else:
-                moved[i] = posixpath.normpath(posixpath.join(folder, word))
-        if tuple(moved) != form or unknown != dynamic:
-            forms.append(tuple(moved))
-            dyn.append(frozenset(unknown))
+    if words and words[0].literal and words[0].text in FOLDER_COMMANDS:
+        out.folders.append(changed_to(words[0].text, words[1:]))
 
 
 def _redirected(node: Any) -> list[Word]:

@@ -1,0 +1,67 @@
+"""Where a shell command runs after ``cd``: the folder a command line changed to, and a
+command's words read in it (``cd secrets; cat key`` reads ``secrets/key``), for `_shell`."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from typing import Protocol
+
+__all__ = ("FOLDER_COMMANDS", "changed_to", "folder_of", "in_folder")
+
+
+class _Word(Protocol):
+    """A word of a command (`jianmu.guard._shell.Word`)."""
+
+    @property
+    def text(self) -> str:
+        """Its value, or its source text when only the run knows it."""
+
+    @property
+    def literal(self) -> bool:
+        """Whether its value is known before the run."""
+
+
+FOLDER_COMMANDS = frozenset({"cd", "pushd", "popd"})
+
+
+def changed_to(name: str, args: Sequence[_Word]) -> str | None:
+    """The folder ``cd ARGS`` (or ``pushd``) changes to, or None when only the run knows it
+    (no argument: home; ``-``, ``~``, ``popd``, a word known at run time)."""
+    rest = [w for w in args if not (w.literal and w.text.startswith("-") and w.text != "-")]
+    if name == "popd" or len(rest) != 1 or not rest[0].literal:
+        return None
+    folder = rest[0].text
+    return None if folder in ("", "-") or folder.startswith("~") else folder
+
+
+def folder_of(folders: list[str | None]) -> str | None:
+    """Where the commands after these changes of folder run, relative to where the line
+    started (absolute when one was), or None when only the run knows."""
+    where = "."
+    for folder in folders:
+        if folder is None:
+            return None
+        where = posixpath.join(where, folder)
+    return where
+
+
+def in_folder(
+    folder: str | None, forms: list[tuple[str, ...]], dyn: list[frozenset[int]]
+) -> None:
+    """Add to a command run after a ``cd`` each form with its relative words in that folder
+    (``cd secrets; cat key`` is ``cat secrets/key`` too); in a folder only the run knows,
+    its relative words may name anything."""
+    for form, dynamic in list(zip(forms, dyn, strict=True)):
+        moved = list(form)
+        unknown = set(dynamic)
+        for i, word in enumerate(form[1:], start=1):
+            if i in dynamic or word.startswith(("-", "/", "~")) or "://" in word:
+                continue
+            if folder is None:
+                unknown.add(i)
+            else:
+                moved[i] = posixpath.normpath(posixpath.join(folder, word))
+        if tuple(moved) != form or unknown != dynamic:
+            forms.append(tuple(moved))
+            dyn.append(frozenset(unknown))
