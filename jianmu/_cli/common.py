@@ -24,6 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from jianmu._text import json_visible, visible
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import CLIError, ExitCode, MissingExtraError
 from jianmu.runtime.context import ApprovalRequest
@@ -66,28 +67,6 @@ def make_console(*, stderr: bool = False) -> Console:
                          soft_wrap=not tty, width=None if tty else 120)
 
 
-_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape_char(char: str) -> str:
-    code = ord(char)
-    if char in _SHORT_ESCAPES:
-        return _SHORT_ESCAPES[char]
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-
-
-def visible(text: str) -> str:
-    """``text`` with each non-printable character written as an escape (``\\u001b``, ``\\n``).
-
-    Control characters (ANSI escape sequences), format characters (bidi overrides, zero-width
-    spaces, tag characters) and separators other than the plain space would otherwise be obeyed
-    by the terminal or be invisible; a person deciding on a tool call must see them.
-    """
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else _escape_char(char) for char in text)
-
-
 def printable(text: str) -> str:
     """``text`` with its lines kept and every other non-printable character escaped
     (`visible`, tabs expanded): what a multi-line value may show on a terminal."""
@@ -108,12 +87,7 @@ def json_text(value: Any) -> str:
     """``value`` as indented JSON that shows every character yet cannot drive a terminal:
     non-printable characters (C1 controls, bidi overrides) are ``\\u`` escapes, as valid
     JSON."""
-    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    if text.isprintable() or all(c.isprintable() or c == "\n" for c in text):
-        return text
-    return "".join(
-        c if c.isprintable() or c == "\n" else json.dumps(c)[1:-1] for c in text
-    )
+    return json_visible(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
 def load_cli_config(path: str | None) -> AppConfig:

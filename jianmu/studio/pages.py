@@ -9,7 +9,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from jianmu.studio.timeline import json_shown
+from jianmu._text import json_visible
 
 __all__ = ("json_tree", "run_href", "run_page", "runs_page")
 
@@ -124,7 +124,7 @@ def json_tree(value: Any, key: str | None = None, depth: int = 0) -> str:
         opened = " open" if depth < 2 else ""
         return (f"<details{opened}><summary>{label}<span class=\"kind\">{kind}</span>"
                 f"</summary><ul>{inner}</ul></details>")
-    shown = json_shown(json.dumps(value, ensure_ascii=False, default=str))
+    shown = json_visible(json.dumps(value, ensure_ascii=False, default=str))
     return f'{label}<span class="value">{_e(shown)}</span>'
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Iterable
 from typing import Any
+
+from jianmu._text import json_visible, visible
 
 __all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
            "pretty_json", "shown")
@@ -21,39 +22,18 @@ _NESTING = ("skill", "agent")
 """Kinds of node whose descendants' entries are indented under them."""
 
 
-_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-"""Unicode categories a page would obey or hide rather than show: controls (ANSI escapes),
-format characters (bidi overrides, zero-width spaces), lone surrogates, line separators."""
-
-
-def _hidden(char: str) -> bool:
-    return char not in "\n\t" and unicodedata.category(char) in _HIDDEN
-
-
 def shown(text: str) -> str:
     """``text`` with each control or format character written as an escape (``\\u202e``,
     ``\\u001b``), lines and tabs kept: a bidi override in a tool's argument would otherwise
-    show a person deciding on the call other text than the call holds (as the CLI, `visible`)."""
-    if text.isprintable():
-        return text
-    return "".join(
-        (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") if _hidden(c) else c
-        for c in text)
-
-
-def json_shown(text: str) -> str:
-    """JSON text with each control or format character written as its JSON escape: the same
-    value when read back (an approval's arguments are edited from it), shown as it is."""
-    if text.isprintable():
-        return text
-    return "".join(json.dumps(c)[1:-1] if _hidden(c) else c for c in text)
+    show a person deciding on the call other text than the call holds (as the CLI shows it)."""
+    return visible(text, keep="\n\t")
 
 
 def pretty_json(value: Any) -> str:
     """``value`` as indented JSON (non-ASCII kept, as the CLI shows it, control and format
-    characters as escapes: `json_shown`); repr if it is not JSON."""
+    characters as escapes: `json_visible`); repr if it is not JSON."""
     try:
-        return json_shown(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+        return json_visible(json.dumps(value, indent=2, ensure_ascii=False, default=str))
     except (TypeError, ValueError):  # a circular structure
         return shown(repr(value))
 

@@ -12,13 +12,14 @@ export function el(tag, cls, text) {
 
 const two = (n) => String(n).padStart(2, "0");
 
-// Control and format characters (ANSI escapes, bidi overrides, zero-width spaces, line
-// separators) as JSON escapes, lines and tabs kept: the page shows what the text holds,
-// as the server does (timeline.py `json_shown`).
-const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu;
+// What Python's str.isprintable() calls non-printable (controls such as ANSI escapes,
+// bidi overrides, zero-width and other spaces, line separators, private and unassigned
+// characters) as JSON escapes, lines, tabs and the plain space kept: the page shows what the
+// text holds, as the server does (jianmu/_text.py).
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/gu;
 export function visible(text) {
   return String(text).replace(HIDDEN, (c) => {
-    if (c === "\n" || c === "\t") return c;
+    if (c === "\n" || c === "\t" || c === " ") return c;
     let out = "";
     for (let i = 0; i < c.length; i++) out += "\\u" + c.charCodeAt(i).toString(16).padStart(4, "0");
     return out;
