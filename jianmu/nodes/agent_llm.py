@@ -494,14 +494,13 @@ class AgentLLMNode(AsyncNode):
         actions = self.state.get("actions")
         if not actions or not isinstance(self.tools, ToolExecutor):
             return None
-        for message in reversed(self.state.get("messages") or ()):
-            if message.role == "tool":
-                continue
-            made = {call.id for call in message.tool_calls} if message.role == "assistant" \
-                else set()
-            pending = {call.id for call in ToolCall.from_list(actions)}
-            return Status.SUCCESS if made and pending <= made else None
-        return None
+        last = next((m for m in reversed(self.state.get("messages") or ()) if m.role != "tool"),
+                    None)
+        if last is None or last.role != "assistant" or not last.tool_calls:
+            return None
+        made = {call.id for call in last.tool_calls}
+        pending = {call.id for call in ToolCall.from_list(actions)}
+        return Status.SUCCESS if pending <= made else None
 
     def _close_unanswered(self, stored: Sequence[Message]) -> None:
         """Answer as not run the calls that the conversation went on from (a run stopped

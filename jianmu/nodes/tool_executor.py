@@ -69,6 +69,7 @@ from jianmu.runtime.events import (
     GEN_AI_TOOL_CALL_RESULT,
     GEN_AI_TOOL_NAME,
     GEN_AI_TOOL_TYPE,
+    EventBus,
     span,
 )
 from jianmu.tools.base import Tool
@@ -348,17 +349,8 @@ def _refusal(
     return reason if POLICY_RANK[verdict] > POLICY_RANK[admitted] else None
 
 
-class _Unheard:
-    """An event sink nobody listens to: a call checked again is not announced twice."""
-
-    def wants(self, name: str) -> bool:
-        return False
-
-    def emit(self, name: str, **fields: Any) -> None:
-        return None
-
-
-_UNHEARD = _Unheard()
+_UNHEARD = EventBus()
+"""A bus nobody listens to: a call checked again is not announced twice."""
 
 
 def _in_flight(

@@ -13,7 +13,14 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jianmu.errors import CheckpointError, RunClaimedError
-from jianmu.runtime.lease import DEFAULT_LEASE_TTL, Lease, process_gone, this_process, until
+from jianmu.runtime.lease import (
+    DEFAULT_LEASE_TTL,
+    Lease,
+    of_this_machine,
+    process_gone,
+    this_process,
+    until,
+)
 from jianmu.runtime.points import RecordedRun, RunHistory, TickRecorder
 
 __all__ = ("Checkpointer", "SQLiteCheckpointer", "checked")
@@ -260,9 +267,7 @@ class SQLiteCheckpointer:
         expires, process = row
         if process_gone(process):
             return True
-        mine = this_process()
-        here = bool(mine) and process.split(":")[:2] == mine.split(":")[:2]
-        return not here and expires <= now
+        return not of_this_machine(process) and expires <= now
 
     def holder(self, run_id: str) -> Lease | None:
         """The unexpired lease on ``run_id``, if any."""

@@ -32,7 +32,8 @@ from typing import Any, Protocol, runtime_checkable
 from jianmu.errors import CheckpointError, RunClaimedError
 
 __all__ = (
-    "Lease", "LeasingCheckpointer", "RunClaim", "default_owner", "process_gone", "this_process",
+    "Lease", "LeasingCheckpointer", "RunClaim", "default_owner", "of_this_machine",
+    "process_gone", "this_process",
     "until",
 )
 
@@ -115,13 +116,19 @@ def this_process() -> str:
     return known
 
 
+def of_this_machine(process: str) -> bool:
+    """Whether ``process`` (as `this_process` describes one) ran on this boot and in this pid
+    namespace: only then can this process tell whether it is alive."""
+    mine, parts = this_process(), process.split(":")
+    return bool(mine) and len(parts) == 4 and mine.split(":")[:2] == parts[:2]
+
+
 def process_gone(process: str) -> bool:
     """Whether the process ``this_process()`` described has died. Only a process of this
     boot and pid namespace can be known dead; of anything else, False (its lease expires)."""
-    mine = this_process()
-    parts = process.split(":")
-    if not mine or len(parts) != 4 or mine.split(":")[:2] != parts[:2]:
+    if not of_this_machine(process):
         return False
+    parts = process.split(":")
     try:
         stat = _stat(int(parts[2]))
     except (OSError, ValueError):

@@ -231,7 +231,11 @@ def _sent(llm: ScriptedLLM) -> list[tuple[str, list[str], str | None]]:
             for m in llm.requests[-1].messages]
 
 
-async def test_a_run_stopped_mid_batch_runs_the_unfinished_call_before_asking_again() -> None:
+async def _stopped_during_a_call(
+    answer: str,
+) -> tuple[ReactiveRunner, ScriptedLLM, StateManager, list[str]]:
+    """A run whose model called ``fetch`` and that was stopped while the call ran (then the
+    call let go): its runner, model, state and the urls fetched."""
     import asyncio
 
     started: list[str] = []
@@ -249,7 +253,7 @@ async def test_a_run_stopped_mid_batch_runs_the_unfinished_call_before_asking_ag
         await release.wait()
         return f"page {url}"
 
-    llm = ScriptedLLM([[{"id": "c1", "name": "fetch", "arguments": {"url": "a"}}], "Read it."])
+    llm = ScriptedLLM([[{"id": "c1", "name": "fetch", "arguments": {"url": "a"}}], answer])
     state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
     runner = ReactiveRunner(create_react_node(llm, [fetch]), state)
     first = asyncio.ensure_future(runner.run(timeout=30))
@@ -257,6 +261,11 @@ async def test_a_run_stopped_mid_batch_runs_the_unfinished_call_before_asking_ag
     runner.cancel()  # or the run's timeout, or Ctrl-C in run_sync
     assert (await first).status is RunStatus.CANCELLED
     release.set()
+    return runner, llm, state, started
+
+
+async def test_a_run_stopped_mid_batch_runs_the_unfinished_call_before_asking_again() -> None:
+    runner, llm, state, started = await _stopped_during_a_call("Read it.")
     again = await runner.run(timeout=30)
     assert again.ok and state.get("final_answer") == "Read it."
     # the call that did not finish ran again, and the model read its result; it was not
@@ -303,31 +312,7 @@ async def test_a_run_stopped_mid_batch_then_a_new_message_closes_the_call_as_not
     """The user stops a run during a call and writes again (``send``): the call that did not
     finish is recorded as not run to its end, before the new message, and not run again; the
     model is not sent a call without its result (which providers refuse)."""
-    import asyncio
-
-    started: list[str] = []
-    running, release = asyncio.Event(), asyncio.Event()
-
-    @tool
-    async def fetch(url: str) -> str:
-        """Fetch a page.
-
-        Args:
-            url: the page.
-        """
-        started.append(url)
-        running.set()
-        await release.wait()
-        return f"page {url}"
-
-    llm = ScriptedLLM([[{"id": "c1", "name": "fetch", "arguments": {"url": "a"}}], "Hello."])
-    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
-    runner = ReactiveRunner(create_react_node(llm, [fetch]), state)
-    first = asyncio.ensure_future(runner.run(timeout=30))
-    await running.wait()
-    runner.cancel()
-    assert (await first).status is RunStatus.CANCELLED
-    release.set()
+    runner, llm, state, started = await _stopped_during_a_call("Hello.")
     runner.send("never mind, just say hello")
     again = await runner.run(timeout=30)
     assert again.ok and state.get("final_answer") == "Hello."
