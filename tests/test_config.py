@@ -64,16 +64,6 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
         load_config(path)
 
 
-def test_a_key_written_twice_is_refused_not_silently_dropped(tmp_path: Path) -> None:
-    # the second `guard:` would replace the first, and the deny rule would be gone
-    path = write(tmp_path, "guard:\n  tool_policy:\n    bash: deny\n"
-                           "runtime:\n  max_iterations: 3\nguard:\n  max_tool_calls: 5\n")
-    with pytest.raises(ConfigError, match=rf"{path}:6: the key 'guard' is written twice"):
-        load_config(path)
-    with pytest.raises(ConfigError, match=r"<config>:4: the key 'bash' is written twice"):
-        parse_config("guard:\n  tool_policy:\n    bash: deny\n    bash: allow\n")
-
-
 @pytest.mark.parametrize(("value", "said"), [
     ("9" * 5000, "int cannot be read: Exceeds the limit"),
     ("!!int zz", "int cannot be read"),

@@ -135,15 +135,6 @@ def test_front_matter_must_be_a_mapping(tmp_path: Path) -> None:
         load_skill(folder)
 
 
-def test_a_front_matter_key_written_twice_is_refused(tmp_path: Path) -> None:
-    # the second `constraints:` would replace the first, and its deny rule would be gone
-    folder = _write(tmp_path / "twice", "name: twice\ndescription: d\n"
-                    "constraints:\n  guard:\n    tool_policy:\n      bash: deny\n"
-                    "constraints:\n  max_iterations: 3\n")
-    with pytest.raises(SkillLoadError, match=r"SKILL.md:8: the key 'constraints' is written twice"):
-        load_skill(folder)
-
-
 def test_a_front_matter_value_yaml_cannot_convert_is_a_skill_load_error(tmp_path: Path) -> None:
     folder = _write(tmp_path / "digits", "name: digits\ndescription: d\n"
                     f"constraints:\n  max_iterations: {'9' * 5000}\n")
