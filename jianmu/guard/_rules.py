@@ -44,6 +44,11 @@ How argument values are matched:
   followed (``/ws/secrets/key`` and a link ``docs/notes`` → ``secrets`` both become
   ``secrets/...``; a real location outside the workspace stays absolute). Allow needs every
   form to match, deny and confirm any one.
+- A shell command's literal arguments (and options' values, ``--file=k``) are paths the same
+  way: ``cat /ws/secrets/key``, ``cat notes/key`` through a link and ``cd /ws/secrets; cat
+  key`` are ``cat secrets/key`` to a rule ``bash(cat secrets/*)``, and ``bash(cat docs/*)``
+  does not allow ``cat docs/../secrets/key``. A form that only tidies a word (``./``, ``//``)
+  changes no grant: ``s/a//`` is not a path.
 
 **Shell rules fail closed.** A command line is *opaque* when it holds anything the matcher
 cannot prove harmless: a command word built from an expansion or substitution (``$R``,
@@ -305,7 +310,7 @@ class Rule:
         """Every text an allow rule must match: each shell command as written and normalised,
         or each form of a path (see `path_forms`; ``root`` is the workspace root)."""
         if _is_shell(name, tool):
-            return shell_parts(scan(value))
+            return shell_parts(scan(value), root)
         if _is_url(name) and value:
             return url_forms(value)
         if _is_path(name) and value:
@@ -347,30 +352,27 @@ class Rule:
         patterns = [self.pattern, self.pattern + " *"] if self.prefix else [self.pattern]
         return any(_may_match(_glob_tokens(p), text) for p in patterns)
 
-    def _restricts_shell(self, shell: ShellScan) -> bool:
+    def _restricts_shell(self, shell: ShellScan, root: str | None) -> bool:
         if not shell.commands:
             return self.match_text("")
         for command in shell.commands:
             if self.match_text(command.raw):
                 return True
             for words, dynamic in zip(command.forms, command.dynamic, strict=True):
-                if (
-                    self.match_text(" ".join(words))
-                    or self._match_later_words(list(words))
-                    or self._match_dynamic(words, dynamic)
-                ):
-                    return True
-                # `cat ./secrets//k` is `cat secrets/k` to a rule `bash(cat secrets/*)`
-                tidy = tuple(_tidy_path_word(w, i in dynamic) for i, w in enumerate(words))
-                if tidy != words and (
-                    self.match_text(" ".join(tidy)) or self._match_later_words(list(tidy))
-                ):
-                    return True
+                # `cat ./secrets//k`, `cat /ws/secrets/k` and `cat notes/k` (a link to
+                # `secrets`) are `cat secrets/k` to a rule `bash(cat secrets/*)`
+                for moved in (words, *located_words(words, dynamic, root)):
+                    if (
+                        self.match_text(" ".join(moved))
+                        or self._match_later_words(list(moved))
+                        or self._match_dynamic(moved, dynamic)
+                    ):
+                        return True
         return False
 
     def _restricts(self, name: str | None, value: str, tool: _Tool, root: str | None) -> bool:
         if _is_shell(name, tool):
-            return self._restricts_shell(scan(value))
+            return self._restricts_shell(scan(value), root)
         parts = self.split(name, value, tool, root)
         if _is_path(name) and value and not _is_url(name):
             # a restricting rule may be written with absolute paths: match those forms too
@@ -528,19 +530,60 @@ def _may_match(pattern: list[tuple[str, str]], text: list[str | None]) -> bool:
     return len(pattern) in states
 
 
-def _tidy_path_word(word: str, dynamic: bool) -> str:
-    """A literal argument that looks like a path, normalised (``./a//b/../c`` is ``a/c``)."""
-    if dynamic or "/" not in word or word.startswith("-") or "://" in word:
-        return word
-    return posixpath.normpath(word)
+def _word_forms(word: str, root: str | None, *, renamed_only: bool) -> list[str]:
+    """The files a command's literal argument may name, as a path rule spells them (see
+    `path_forms`; an option's value too: ``--file=/ws/k``), other than the word itself.
+
+    With ``renamed_only``, only the forms that name another file than the word read as
+    written: a ``..`` undone, a path through the workspace's absolute location, a symlink
+    followed; not the tidying of ``./`` or ``//``, which a word like ``s/a//`` must keep
+    (what an allow rule needs every one of).
+    """
+    prefix, path = "", word
+    if word.startswith("-"):
+        option, equals, path = word.partition("=")
+        prefix = option + equals
+    if not path or "://" in path or path.startswith("~"):  # no path, a URL, a home folder
+        return []
+    forms = path_forms(path, root)
+    if renamed_only and ".." not in path.split("/"):
+        tidy = forms[0]
+        forms = [form for form in forms if form != tidy]
+    return [prefix + form for form in forms if prefix + form != word]
 
 
-def shell_parts(shell: ShellScan) -> list[str]:
-    """Every text an allow rule must match in a command line: each command as written and
-    each of its forms (see `ShellCommand.forms`)."""
+def located_words(
+    words: tuple[str, ...], dynamic: frozenset[int], root: str | None, *, renamed_only: bool = False
+) -> list[tuple[str, ...]]:
+    """The command's words with its literal arguments replaced by the files they may name
+    (`_word_forms`), one tuple per form: a rule on paths matches a command by any of them."""
+    found = [
+        (i, forms) for i, word in enumerate(words)
+        if i and i not in dynamic and (forms := _word_forms(word, root, renamed_only=renamed_only))
+    ]
+    located: list[tuple[str, ...]] = []
+    for k in range(max((len(forms) for _, forms in found), default=0)):
+        moved = list(words)
+        for i, forms in found:
+            moved[i] = forms[min(k, len(forms) - 1)]
+        located.append(tuple(moved))
+    return located
+
+
+def shell_parts(shell: ShellScan, root: str | None = None) -> list[str]:
+    """Every text an allow rule must match in a command line: each command as written, each
+    of its forms (see `ShellCommand.forms`), and each with its arguments as the files they
+    name when that is another file (``cat docs/../secrets/k`` is ``cat secrets/k`` too)."""
     parts: list[str] = []
     for command in shell.commands:
-        for text in (command.raw, *(" ".join(words) for words in command.forms)):
+        texts = [command.raw]
+        for words, dynamic in zip(command.forms, command.dynamic, strict=True):
+            texts.append(" ".join(words))
+            texts.extend(
+                " ".join(moved)
+                for moved in located_words(words, dynamic, root, renamed_only=True)
+            )
+        for text in texts:
             if text not in parts:
                 parts.append(text)
     return parts or [""]

@@ -453,14 +453,17 @@ def test_a_search_of_a_folder_is_restricted_by_what_may_lie_beneath(
 
 @pytest.mark.parametrize(
     ("word", "dynamic", "tidy"),
-    [("./a//b/../c", False, "a/c"), ("$X/../k", True, "$X/../k"), ("-o/../k", False, "-o/../k"),
+    [("./a//b/../c", False, "a/c"), ("$X/../k", True, "$X/../k"),
+     ("--file=./a/../k", False, "--file=k"), ("-o/../k", False, "-o/../k"),
      ("https://h/a/../b", False, "https://h/a/../b"), ("", False, ""), ("k", False, "k")],
 )  # fmt: skip
 def test_only_literal_path_words_are_normalised(word: str, dynamic: bool, tidy: str) -> None:
-    from jianmu.guard._rules import _tidy_path_word
+    from jianmu.guard._rules import located_words
 
-    # a run-time word (``$X/..`` need not be a folder), an option, a URL are left as written
-    assert _tidy_path_word(word, dynamic) == tidy
+    # a run-time word (``$X/..`` need not be a folder), an option without a value, a URL are
+    # left as written
+    located = located_words(("cat", word), frozenset({1} if dynamic else ()), None)
+    assert [words[1] for words in located] == ([tidy] if tidy != word else [])
 
 
 def test_a_path_word_tidied_restricts_only_what_its_rule_matches(tmp_path: Path) -> None:
