@@ -746,6 +746,9 @@ class ToolExecutor(AsyncNode):
             **tool_span_attributes(tool.name, call.id, tool), **decision.span_attributes()
         }
         events = self.events
+        guarded = bool(self.tool_output_guardrails or (
+            self.effective_constraints.guard.guardrails.tool_output
+        ) or self.ctx.guardrails.get("tool_output"))  # checked before the model reads it
         if events.wants("tool.call.started"):
             if call.id in (self.state.get("suspended_call_ids") or ()):  # it goes on
                 events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
@@ -760,9 +763,13 @@ class ToolExecutor(AsyncNode):
             try:
                 if tracer is None and self.ctx.steps is None:  # the common path
                     result = await self._attempts(call, tool, runner, retries)
+                    if guarded:
+                        result = await self._guarded(call, result)
                 else:
                     with span(tracer, f"execute_tool {tool.name}", attributes) as current:
                         result = await self._recorded(call, tool, runner, retries)
+                        if guarded:  # first: the span never holds what a guardrail withholds
+                            result = await self._guarded(call, result)
                         finish_span(current, result, call.arguments, self.ctx)
             finally:
                 reset_redirect_check(checking)
@@ -783,10 +790,6 @@ class ToolExecutor(AsyncNode):
                 events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
                             error=abandoned(tool.name))
             raise
-        if self.tool_output_guardrails or (
-            self.effective_constraints.guard.guardrails.tool_output
-        ) or self.ctx.guardrails.get("tool_output"):  # before the model reads it
-            result = await self._guarded(call, result)
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
                         result_preview=preview(result.output),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,3 +119,37 @@ def test_the_built_in_scanner_flags_text_addressed_to_the_model(text: str) -> No
 ])
 def test_the_built_in_scanner_passes_plain_results(text: str) -> None:
     assert PromptInjectionGuardrail()(None, text) is None
+
+
+async def test_a_span_with_content_captured_never_holds_a_withheld_result() -> None:
+    """With ``telemetry.capture_content``, the tool's span recorded its raw result before the
+    tool-output guardrail withheld it: a trace backend held what the model was kept from."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from jianmu import AppConfig, ReactiveRunner, ScriptedLLM, StateManager, Tripwire, tool
+    from jianmu.nodes import AgentState, create_react_node
+    from jianmu.runtime.events import GEN_AI_TOOL_CALL_RESULT
+
+    @tool
+    def read_env() -> str:
+        """Read the environment."""
+        return "API_KEY=sk-live-123"
+
+    def no_keys(ctx: Any, result: Any) -> Tripwire | None:
+        return Tripwire("holds a key") if "sk-live" in result.text else None
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    llm = ScriptedLLM([[{"name": "read_env", "arguments": {}}], "done"])
+    tree = create_react_node(llm, [read_env], tool_output_guardrails=[no_keys])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "env?"}]})
+    config = AppConfig.model_validate({"telemetry": {"capture_content": True}})
+    result = await ReactiveRunner(tree, state, config=config, tracer_provider=provider).run()
+    assert result.ok
+    (tool_span,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool read_env"]
+    recorded = str(tool_span.attributes[GEN_AI_TOOL_CALL_RESULT])
+    assert "sk-live" not in recorded and "withheld" in recorded
+    assert tool_span.attributes["jianmu.tool.ok"] is False
