@@ -46,7 +46,7 @@ from jianmu.constraints import (
     is_read_only,
     once_per_read_only,
 )
-from jianmu.errors import MCPError, ToolError, ToolInputError, ToolSuspended, ToolTimeoutError
+from jianmu.errors import MCPError, ToolInputError, ToolSuspended, ToolTimeoutError
 from jianmu.execution.runner import (
     RedirectCheck,
     ToolRunner,
@@ -59,6 +59,7 @@ from jianmu.guard.enforcer import ToolPolicyChecker, builtin_chain
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message, Usage
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
+from jianmu.nodes.tool_failures import OWN_FAILURES, abandoned, error_text, own_failure
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.events import (
@@ -77,7 +78,6 @@ from jianmu.tools.calls import (
     ToolCall,
     ToolResult,
     not_json_message,
-    printable,
     render_output,
     shown_name,
 )
@@ -99,36 +99,6 @@ def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
     """A short one-line rendering of a value for events and terminal output."""
     text = render_output(value).replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def error_text(exc: BaseException) -> str:
-    """An exception as the model should read it: our errors speak for themselves."""
-    if isinstance(exc, ToolError):
-        return printable(exc)
-    return f"{type(exc).__name__}: {printable(exc)}"
-
-
-OWN_FAILURES = (asyncio.CancelledError, SystemExit, GeneratorExit)
-"""The ``BaseException``s a tool may raise of its own (`own_failure` says which are)."""
-
-
-def own_failure(exc: BaseException) -> str | None:
-    """What the model reads of a call that raised ``exc``, one of the ``BaseException``s a
-    tool may raise of its own, or None when ``exc`` is not the tool's and must go on.
-
-    ``sys.exit()`` in a tool (argparse on bad input) ends the call, not the process; a
-    ``CancelledError`` while nobody cancelled the call (a task of the tool's that someone
-    cancelled) is the tool's failure; a cancel of the call itself is not.
-    """
-    if isinstance(exc, SystemExit):
-        return f"the tool called sys.exit({printable(exc.code) if exc.code is not None else ''})"
-    if isinstance(exc, GeneratorExit):
-        return "the tool raised GeneratorExit"
-    if isinstance(exc, asyncio.CancelledError):
-        task = asyncio.current_task()
-        if task is not None and not task.cancelling():
-            return "the tool raised CancelledError without being cancelled"
-    return None
 
 
 _SIGNATURES: dict[int, str] = {}
@@ -293,14 +263,6 @@ def input_schema_of(tool: Tool | None) -> dict[str, Any] | None:
 def elapsed_ms(start: float) -> float:
     """Milliseconds since ``start`` (a `time.perf_counter` reading)."""
     return (time.perf_counter() - start) * 1000
-
-
-def abandoned(tool_name: str) -> str:
-    """The observation of a call in a worker thread when the run stopped under it."""
-    return (
-        f"the run stopped while {tool_name!r} ran in a worker thread, which cannot be stopped: "
-        "it may have done its work. Check before calling it again"
-    )
 
 
 def _transient(exc: Exception) -> bool:
@@ -468,6 +430,8 @@ class ToolExecutor(AsyncNode):
         """Calls of the batch that wait for a person (a sub-agent's approval)."""
         self._running: object | None = None
         """This batch's key in the run's ``running_calls``, while its calls run."""
+        self._halted = False
+        """Whether the runner stopped this batch: a cancel its calls see is not a tool's own."""
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
@@ -529,6 +493,11 @@ class ToolExecutor(AsyncNode):
     def settled(self) -> Status | None:
         """SUCCESS when no call is pending (a model that answered): nothing to run."""
         return None if self.state.get("actions") else Status.SUCCESS
+
+    def terminate(self, new_status: Status) -> None:
+        """Stop the batch, if it runs (`AsyncNode.terminate`): its calls are then halted."""
+        self._halted = True
+        super().terminate(new_status)
 
     async def update_async(self) -> Status:
         """Run the pending batch; RUNNING while approvals are pending, else SUCCESS."""
@@ -620,7 +589,7 @@ class ToolExecutor(AsyncNode):
         # without a checkpointer nothing can be saved between calls: the batch's observations
         # are held here and written with the flush, one state update instead of one per call
         self._held = None if self.ctx.checkpointed else []
-        self._suspended = ()
+        self._suspended, self._halted = (), False
         for call, found in pending:
             if found is None:  # named among the tools the model may see: never a hidden one
                 available = ", ".join(self.visible_toolset().names()) or "none"
@@ -850,7 +819,7 @@ class ToolExecutor(AsyncNode):
             except ToolSuspended:
                 raise
             except OWN_FAILURES as exc:
-                error = own_failure(exc)
+                error = own_failure(exc, halted=self._halted)
                 if error is None:  # halted, timed out: not the tool's
                     raise
                 raw = None

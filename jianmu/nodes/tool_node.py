@@ -15,20 +15,18 @@ from jianmu.execution.runner import reset_redirect_check, set_redirect_check
 from jianmu.guard import GuardEnforcer, GuardLedger
 from jianmu.nodes.state import ledger_view
 from jianmu.nodes.tool_executor import (
-    OWN_FAILURES,
     RunnerCache,
     consume_approval,
     edited_call,
     elapsed_ms,
-    error_text,
     finish_span,
     fresh_request_id,
     input_schema_of,
-    own_failure,
     preview,
     redirect_check,
     tool_span_attributes,
 )
+from jianmu.nodes.tool_failures import OWN_FAILURES, error_text, own_failure
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.events import span
 from jianmu.tools.base import Tool
@@ -159,11 +157,17 @@ class ToolNode(AsyncNode):
         """Close the sandbox and end the worker threads kept for the next run."""
         await self._runners.close()
 
+    def terminate(self, new_status: Status) -> None:
+        """Stop the call, if it runs (`AsyncNode.terminate`): it is then halted."""
+        self._halted = True
+        super().terminate(new_status)
+
     async def update_async(self) -> Status:
         """Check the guard, read the input, run the tool, write the output."""
         if not self.execute:
             return Status.SUCCESS
         self.feedback_message = ""
+        self._halted = False  # whether a cancel the tool sees is the runner's, not its own
         args = self._arguments()
         if self.guarded:
             verdict = self._check_guard(args)
@@ -187,7 +191,7 @@ class ToolNode(AsyncNode):
                     done = ToolResult(tool=tool.name, ok=False, error=error_text(exc),
                                       duration_ms=elapsed_ms(start))
                 except OWN_FAILURES as exc:
-                    error = own_failure(exc)
+                    error = own_failure(exc, halted=self._halted)
                     if error is None:  # the node was halted: not the tool's
                         raise
                     done = ToolResult(tool=tool.name, ok=False, error=error,

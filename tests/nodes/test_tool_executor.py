@@ -600,16 +600,31 @@ async def inner_task_cancelled(note: str) -> str:
     return str(await inner)
 
 
+@tool
+async def cancels_its_own_task(note: str) -> str:
+    """Cancels the task it runs in, as a bug in a tool might.
+
+    Args:
+        note: unused.
+    """
+    task = asyncio.current_task()
+    assert task is not None
+    task.cancel()
+    await asyncio.sleep(0)
+    return "never"
+
+
 @pytest.mark.parametrize("mode", ["serial", "parallel"])
 async def test_a_tools_exit_or_stray_cancel_is_a_failed_call_not_the_process_end(
     mode: str,
 ) -> None:
     executor = ToolExecutor(
         tools=[cli_exits, async_exits, stray_generator_exit, async_generator_exit,
-               inner_task_cancelled, echo],
+               inner_task_cancelled, cancels_its_own_task, echo],
         config=ToolExecutorConfig(execution_mode=mode),  # type: ignore[arg-type]
     )
     runner, result = await run(executor, [
+        {"id": "self", "name": "cancels_its_own_task", "arguments": {"note": "x"}},
         {"id": "exit", "name": "cli_exits", "arguments": {"code": 2}},
         {"id": "aexit", "name": "async_exits", "arguments": {"code": 3}},
         {"id": "gen", "name": "stray_generator_exit", "arguments": {"note": "x"}},
@@ -624,10 +639,14 @@ async def test_a_tools_exit_or_stray_cancel_is_a_failed_call_not_the_process_end
     assert got["gen"] == "Error: RuntimeError: the call raised GeneratorExit"
     assert got["agen"] == "Error: the tool raised GeneratorExit"
     assert got["cancel"] == "Error: the tool raised CancelledError without being cancelled"
+    # the run was not stopped: the batch goes on, and the model reads why the call failed
+    assert got["self"] == ("Error: the tool cancelled the task it ran in "
+                           "(asyncio.current_task().cancel()), so the call did not finish")
     assert got["ok"] == "still here"
 
 
-async def test_a_halted_batch_still_cancels_its_calls() -> None:
+@pytest.mark.parametrize("mode", ["serial", "parallel"])
+async def test_a_halted_batch_still_cancels_its_calls(mode: str) -> None:
     """A cancel of the run itself is not mistaken for a tool's own CancelledError."""
     started = asyncio.Event()
 
@@ -643,8 +662,10 @@ async def test_a_halted_batch_still_cancels_its_calls() -> None:
         return "never"
 
     state = StateManager(AgentState, {"actions": [
-        {"id": "w", "name": "waits", "arguments": {"note": "x"}}]})
-    runner = ReactiveRunner(ToolExecutor(tools=[waits]), state)
+        {"id": "w", "name": "waits", "arguments": {"note": "x"}},
+        {"id": "v", "name": "waits", "arguments": {"note": "y"}}]})
+    config = ToolExecutorConfig(execution_mode=mode)  # type: ignore[arg-type]
+    runner = ReactiveRunner(ToolExecutor(tools=[waits], config=config), state)
     task = asyncio.get_running_loop().create_task(runner.run(timeout=30))
     await started.wait()
     runner.cancel()

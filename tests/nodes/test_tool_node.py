@@ -153,3 +153,25 @@ async def test_a_tool_nodes_tool_that_exits_fails_the_node_not_the_process() -> 
     result, _ = await run(node, StateManager(initial={"code": {"code": 4}}))
     assert result.status is RunStatus.FAILURE
     assert node.feedback_message == "the tool called sys.exit(4)"
+
+
+async def test_a_tool_nodes_tool_that_cancels_its_own_task_fails_with_that_reason() -> None:
+    import asyncio
+
+    @tool
+    async def cancels(code: int) -> str:
+        """Cancels the task it runs in.
+
+        Args:
+            code: unused.
+        """
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(0)
+        return "never"
+
+    node = ToolNode("Cancels", cancels, "code", "out")
+    result, _ = await run(node, StateManager(initial={"code": {"code": 4}}))
+    assert result.status is RunStatus.FAILURE
+    assert "cancelled the task it ran in" in node.feedback_message

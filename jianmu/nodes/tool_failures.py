@@ -1,0 +1,60 @@
+"""What the model reads of a call that failed: an exception as text, the ``BaseException``s a
+tool may raise of its own (``sys.exit()``, a ``CancelledError`` nobody sent it), and a call
+abandoned in a worker thread. `ToolExecutor` and `ToolNode` share them."""
+
+from __future__ import annotations
+
+import asyncio
+
+from jianmu.errors import ToolError
+from jianmu.tools.calls import printable
+
+__all__ = ("OWN_FAILURES", "abandoned", "error_text", "own_failure")
+
+
+def error_text(exc: BaseException) -> str:
+    """An exception as the model should read it: our errors speak for themselves."""
+    if isinstance(exc, ToolError):
+        return printable(exc)
+    return f"{type(exc).__name__}: {printable(exc)}"
+
+
+OWN_FAILURES = (asyncio.CancelledError, SystemExit, GeneratorExit)
+"""The ``BaseException``s a tool may raise of its own (`own_failure` says which are)."""
+
+
+def own_failure(exc: BaseException, *, halted: bool = True) -> str | None:
+    """What the model reads of a call that raised ``exc``, one of the ``BaseException``s a
+    tool may raise of its own, or None when ``exc`` is not the tool's and must go on.
+
+    ``sys.exit()`` in a tool (argparse on bad input) ends the call, not the process; a
+    ``CancelledError`` while nobody cancelled the call (a task of the tool's that someone
+    cancelled) is the tool's failure; a cancel of the call itself is not. With ``halted``
+    false (the node running the call was not stopped), a cancel of the task the call runs in
+    came from the tool itself (``asyncio.current_task().cancel()``): it is withdrawn, so the
+    node goes on, and the call fails.
+    """
+    if isinstance(exc, SystemExit):
+        return f"the tool called sys.exit({printable(exc.code) if exc.code is not None else ''})"
+    if isinstance(exc, GeneratorExit):
+        return "the tool raised GeneratorExit"
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        if task is None:
+            return None
+        if not task.cancelling():
+            return "the tool raised CancelledError without being cancelled"
+        if not halted:
+            while task.uncancel():
+                pass
+            return ("the tool cancelled the task it ran in (asyncio.current_task().cancel()), "
+                    "so the call did not finish")
+    return None
+
+
+def abandoned(tool_name: str) -> str:
+    """The observation of a call in a worker thread when the run stopped under it."""
+    return (
+        f"the run stopped while {tool_name!r} ran in a worker thread, which cannot be stopped: "
+        "it may have done its work. Check before calling it again"
+    )
