@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import CheckpointError
 from jianmu.runtime.lease import default_owner
-from jianmu.runtime.points import snapshot_ops
+from jianmu.runtime.points import STOPPED, snapshot_ops
 
 if TYPE_CHECKING:
     from jianmu.runtime.checkpoint import SQLiteCheckpointer
@@ -116,13 +116,16 @@ def _fork(store: SQLiteCheckpointer, run_id: str, point: int, state: dict[str, A
     fork_id = new_id or uuid.uuid4().hex[:12]
     if store.load(fork_id) is not None:
         raise CheckpointError(f"run {fork_id!r} already exists in {store.path}")
+    # a node stopped at the run's end is INVALID to py_trees (`STOPPED` is the points' word)
+    statuses = {key: "INVALID" if status == STOPPED else status
+                for key, status in frame.statuses.items()}
     nodes = {key: {"name": str(frame.tree.get(key, {}).get("name", "?")), "status": status}
-             for key, status in frame.statuses.items()}
+             for key, status in statuses.items()}
     parent = store.history.run(run_id) or {}
     history = store.history
     history.begin(fork_id, cwd=parent.get("cwd"), parent=run_id, parent_point=point)
     history.add_point(fork_id, 0, frame.tick, {
-        "state": snapshot_ops(snapshot), "nodes": dict(frame.statuses), "tree": frame.tree,
+        "state": snapshot_ops(snapshot), "nodes": statuses, "tree": frame.tree,
         "errors": frame.errors}, [(time.time(), "run.forked", None, {
             "run": run_id, "point": point, "edited": edited})])
     # a point where the tree had ended is the run's end: a fork of it as it was has ended

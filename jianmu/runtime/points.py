@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import py_trees
 from py_trees.behaviour import Behaviour
+from py_trees.common import Status
 from pydantic_core import to_jsonable_python
 
 from jianmu._json import json_text
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = (
     "EVENT_TEXT_LIMIT",
     "FLUSH_S",
+    "STOPPED",
     "Frame",
     "PointInfo",
     "RecordedRun",
@@ -63,6 +65,10 @@ __all__ = (
     "walk_tree",
 )
 
+
+STOPPED = "STOPPED"
+"""A point's status of a node the runner stopped at the run's end (a timeout, a cancel, a
+failure elsewhere): it was running, and py_trees calls it ``INVALID``, as a node never run."""
 
 EVENT_TEXT_LIMIT = 4000
 """A recorded event's text field is cut here; the run's state keeps the whole of it."""
@@ -708,7 +714,16 @@ class TickRecorder:
             if status is not seen[index]:
                 seen[index] = status
                 if statuses.get(key) != status.name:
-                    nodes[key] = statuses[key] = status.name
+                    if final and status is Status.INVALID:
+                        # no tick ends a run: the runner stopped the tree (a timeout, a cancel,
+                        # a failure elsewhere). A node running at the last tick was stopped,
+                        # not left unrun; one that had ended keeps how it ended. Compared
+                        # again if the run goes on
+                        seen[index] = None
+                        if statuses.get(key) == "RUNNING":
+                            nodes[key] = statuses[key] = STOPPED
+                    else:
+                        nodes[key] = statuses[key] = status.name
         events += self._asked_events()
         if not (ops or nodes or added or gone or events or writes or self._ahead):
             return

@@ -89,3 +89,55 @@ def test_a_run_whose_process_was_killed_shows_as_stopped_and_resumes(
         "a", "slow b"]
     assert not store.stopped("killed") or store.load("killed")["status"] != "running"
     store.close()
+
+
+def test_a_cancelled_runs_graph_shows_what_was_stopped_and_what_had_ended(
+    client: TestClient, checkpoints: Path,
+) -> None:
+    """A run stopped mid-call drew every node as "not run": the runner's stop resets them to
+    py_trees' INVALID. Its last point now says which were running (stopped) and keeps how
+    the others had ended; a fork from there restores and runs on."""
+    import asyncio
+
+    from jianmu.runtime.fork import fork_run
+
+    started = asyncio.Event()
+
+    @tool
+    async def hangs(x: str) -> str:
+        """Waits until the run is stopped."""
+        started.set()
+        await asyncio.Event().wait()
+        return x
+
+    script = [[{"name": "hangs", "arguments": {"x": "b"}}], "done"]
+    store = SQLiteCheckpointer(checkpoints)
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(create_react_node(ScriptedLLM(script), [hangs]), state,
+                            checkpointer=store, run_id="halted")
+
+    async def run_then_cancel() -> str:
+        task = asyncio.get_running_loop().create_task(runner.run(timeout=3600))
+        await started.wait()
+        runner.cancel()
+        return (await task).status.value
+
+    assert asyncio.run(run_then_cancel()) == "cancelled"
+    view = client.get("/api/run/cp/halted").json()
+    statuses = {row["name"]: row["status"] for row in view["nodes"]}
+    assert statuses == {"ReAct": "stopped", "ReAct.round": "stopped", "ReAct.llm": "success",
+                        "ReAct.tools": "stopped"}
+    assert "stopped</span>" in client.get("/run/cp/halted").text  # the legend says it
+    last = store.history.points("halted")[-1].number
+    fork = fork_run(store, "halted", last)
+
+    @tool(name="hangs")
+    async def answers(x: str) -> str:
+        """Answers at once."""
+        return f"answered {x}"
+
+    restored = ReactiveRunner.restore(create_react_node(ScriptedLLM(script), [answers]),
+                                      store, fork, state_manager=StateManager(AgentState))
+    result = restored.run_sync(timeout=60)
+    assert result.ok and restored.state.get("final_answer") == "done"
+    store.close()

@@ -176,7 +176,8 @@ export function drawDetails(box, node, entries) {
   row(dl, "path", node.path);
   row(dl, "kind", node.kind);
   row(dl, "type", node.type);
-  row(dl, "status", node.status === "invalid" ? "not run (invalid)" : node.status);
+  row(dl, "status", node.status === "invalid" ? "not run (invalid)"
+    : node.status === "stopped" ? "stopped: running when the run ended" : node.status);
   row(dl, "namespace", node.namespace || "(the root state)");
   row(dl, "reads", node.reads);
   row(dl, "writes", node.writes);
