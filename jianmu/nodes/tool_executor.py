@@ -641,17 +641,39 @@ class ToolExecutor(AsyncNode):
             for call, tool, decision in batch:
                 if self._suspended:  # the calls after one that waits run after it
                     break
-                objection = self._checked_again(call, tool) if changed else None
-                if objection is not None:
-                    self._record(call, None, ToolResult(
-                        tool=call.name, ok=False, call_id=call.id,
-                        error=f"the guard denied this call: {objection.reason} (checked "
-                        "again after an earlier call of this batch ran; call it again alone)",
-                    ))
+                if changed and not self._still_allowed(call, tool):
                     continue
                 await self._run_one(call, tool, decision, runner)
                 changed = changed or tool.tool_spec.category != "read"
             return
+        reads: list[tuple[ToolCall, Tool, Decision]] = []
+        writes: list[tuple[ToolCall, Tool, Decision]] = []
+        for entry in batch:
+            (reads if entry[1].tool_spec.category == "read" else writes).append(entry)
+        if reads and writes:
+            # calls that write or run something (parallel-safe by their own word) run first,
+            # and the reads after them, checked again, as in a serial batch: a write could
+            # make a link that a read running beside it would follow
+            await self._run_parallel(writes, runner)
+            batch = [entry for entry in reads if self._still_allowed(entry[0], entry[1])]
+        await self._run_parallel(batch, runner)
+
+    def _still_allowed(self, call: ToolCall, tool: Tool) -> bool:
+        """Whether the guard still allows ``call`` after earlier calls of its batch ran
+        (`_checked_again`); if not, its refusal is recorded."""
+        objection = self._checked_again(call, tool)
+        if objection is not None:
+            self._record(call, None, ToolResult(
+                tool=call.name, ok=False, call_id=call.id,
+                error=f"the guard denied this call: {objection.reason} (checked again after "
+                "an earlier call of this batch ran; call it again alone)",
+            ))
+        return objection is None
+
+    async def _run_parallel(
+        self, batch: list[tuple[ToolCall, Tool, Decision]], runner: ToolRunner
+    ) -> None:
+        """Run ``batch``'s calls at once, at most ``max_concurrency`` at a time."""
         # _run_one never raises, so one call's failure cannot cancel its siblings: plain
         # asyncio tasks awaited in turn do what a TaskGroup would, without its per-task
         # callback (anyio's task groups cost several times more per task still).

@@ -240,6 +240,47 @@ async def test_a_link_made_earlier_in_the_batch_is_seen(
     assert "KEY-MATERIAL" not in said[1] and "denied" in said[1], said
 
 
+@tool(effects="write", parallel_safe=True)
+async def make_link(target: str, name: str) -> str:
+    """Make a symbolic link (async and parallel-safe: it runs beside the batch's reads).
+
+    Args:
+        target: what the link points to.
+        name: the link's path.
+    """
+    from jianmu.execution.runner import effective_root
+
+    link = Path(effective_root(None)) / name
+    link.symlink_to(target)
+    return f"linked {name}"
+
+
+async def test_a_link_made_by_a_parallel_safe_call_is_seen_by_the_batchs_reads(
+    tmp_path: Path,
+) -> None:
+    """A batch of parallel-safe calls ran at once, checked before any ran: a writer beside a
+    read made the link the read then followed. Its reads now run after its writes, checked
+    again."""
+    ws = tmp_path / "ws"
+    (ws / "secrets").mkdir(parents=True)
+    (ws / "secrets" / "key").write_text("KEY-MATERIAL\n")
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": {"read_file(path:secrets/*)": "deny"}},
+         "execution": {"workdir": str(ws)}}
+    )  # fmt: skip
+    actions = [{"id": "a", "name": "make_link", "arguments": {"target": "secrets", "name": "l"}},
+               {"id": "b", "name": "read_file", "arguments": {"path": "l/key"}}]  # fmt: skip
+    state = StateManager(AgentState, {"actions": actions})
+    tools = [make_link, *ToolSet.resolve(["read_file"]).tools]
+    executor = ToolExecutor(tools=tools, constraints=constraints)
+    assert executor._mode(tools) == "parallel"
+    runner = ReactiveRunner(executor, state, interactive=False)
+    await runner.run(timeout=60)
+    said = [m.content or "" for m in runner.state.get("messages")]
+    assert said[0] == "linked l" and (ws / "l").is_symlink(), said
+    assert "KEY-MATERIAL" not in said[1] and "checked again" in said[1], said
+
+
 async def test_calls_after_a_read_are_not_checked_again(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
