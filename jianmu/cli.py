@@ -69,9 +69,9 @@ Needs the 'dbos' extra: pip install 'jianmu[dbos]'.
 
 
 _RUNS_EPILOG = """\
-Without --app (or $JIANMU_APP), 'show' and 'fork' work on the runs 'jianmu run' saved in the
-config's runtime.checkpoint_path. Each run has points: point 0 is where it started, and each
-tick that changed something adds one. 'jianmu runs show RUN_ID' lists them, with the same
+Without --app (or $JIANMU_APP), 'list', 'show' and 'fork' work on the runs 'jianmu run' saved
+in the config's runtime.checkpoint_path. Each run has points: point 0 is where it started, and
+each tick that changed something adds one. 'jianmu runs show RUN_ID' lists them, with the same
 numbers as the studio's time slider and timeline; 'jianmu runs fork RUN_ID --at POINT' starts
 a new run from one (with --set KEY=VALUE changes to its state) and runs it as 'jianmu resume'
 would. A tool call that finished before that point does not run again; later ones go through
@@ -287,9 +287,12 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
         made.set_defaults(handler=f"jianmu._cli.durable:{handler}")
         return made
 
-    listed = action("list", "list the app's runs, oldest first", "cmd_runs_list")
+    listed = action("list", "list the runs 'jianmu run' saved, newest first (an app's runs "
+                    "with --app, oldest first)", "cmd_runs_list")
+    listed.set_defaults(handler="jianmu._cli.points:cmd_runs_list")
+    listed.epilog = _RUNS_EPILOG
     listed.add_argument("--status", choices=("queued", "running", "suspended", "success",
-                                             "failure", "cancelled"))
+                                             "failure", "timeout", "cancelled", "stopped"))
     listed.add_argument("--json", action="store_true", help="print JSON")
     show = action("show", "show a run: its status, pending approvals, error, final answer and "
                   "(a run 'jianmu run' saved) its points", "cmd_runs_show")

@@ -120,7 +120,12 @@ def _when(stamp: float | None) -> str:
 
 
 def cmd_runs_list(args: argparse.Namespace) -> int:
-    """``jianmu runs list``."""
+    """``jianmu runs list --app APP``."""
+    from jianmu.durable.engine import RUN_STATUSES
+
+    if args.status is not None and args.status not in RUN_STATUSES:  # a saved run's only
+        raise CLIError(f"--status {args.status}: a durable run's status is one of "
+                       f"{', '.join(RUN_STATUSES)}")
     with open_app(args) as engine:
         infos = engine.runs(args.status)
     if args.json:

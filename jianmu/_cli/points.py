@@ -35,7 +35,7 @@ from jianmu.runtime.lease import default_owner
 from jianmu.studio.timeline import event_timeline
 from jianmu.studio.views import final_answer, point_rows
 
-__all__ = ("cmd_runs_fork", "cmd_runs_show", "run_points")
+__all__ = ("cmd_runs_fork", "cmd_runs_list", "cmd_runs_show", "run_points", "saved_runs")
 
 
 def _durable(args: argparse.Namespace) -> bool:
@@ -85,6 +85,57 @@ def run_points(store: SQLiteCheckpointer, run_id: str) -> dict[str, Any]:
         "points": points,
         "timeline": entries,
     }
+
+
+def saved_runs(store: SQLiteCheckpointer, status: str | None = None) -> list[dict[str, Any]]:
+    """The runs in ``store``, newest first, as ``jianmu runs list --json`` prints them: id,
+    tree, status ("stopped" for a run whose process ended without ending it), the time of
+    its newest checkpoint and how many requests wait."""
+    rows = []
+    for run_id, saved, updated in store.list_runs():
+        if saved == "running" and store.stopped(run_id):
+            saved = "stopped"  # its process ended without ending it (killed, crashed)
+        if status is not None and saved != status:
+            continue
+        data = store.load(run_id) or {}
+        rows.append({"run_id": run_id, "tree": data.get("tree"), "status": saved,
+                     "updated": updated,
+                     "pending": len((data.get("interaction") or {}).get("pending") or ())})
+    return rows
+
+
+def cmd_runs_list(args: argparse.Namespace) -> int:
+    """``jianmu runs list``: a durable app's runs with --app, else the runs 'jianmu run'
+    saved, newest first."""
+    if _durable(args):
+        from jianmu._cli.durable import cmd_runs_list as list_durable
+
+        return list_durable(args)
+    path = load_cli_config(args.config).runtime.checkpoint_path
+    store = _open(path)
+    try:
+        rows = saved_runs(store, args.status)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
+        return ExitCode.OK
+    console = make_console()
+    if not rows:
+        which = f" with status {args.status}" if args.status else ""
+        console.print(f"no runs{which} in {visible(path)}")
+        return ExitCode.OK
+    # every cell is data: printed as written (no markup, escapes shown)
+    table = Table(title=f"runs in {visible(path)}, newest first", title_justify="left")
+    for column in ("run", "tree", "status", "updated", "pending"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(Text(visible(str(row["run_id"]))), Text(visible(str(row["tree"]))),
+                      Text(visible(str(row["status"]))), _when(row["updated"]),
+                      str(row["pending"] or "-"))
+    console.print(table)
+    console.print("show one with: jianmu runs show RUN_ID")
+    return ExitCode.OK
 
 
 def cmd_runs_show(args: argparse.Namespace) -> int:

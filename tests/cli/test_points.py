@@ -96,3 +96,27 @@ def test_bad_points_and_values_exit_2_and_leave_no_run(project: Project) -> None
     with SQLiteCheckpointer(project.root / ".jianmu" / "runs.sqlite") as store:
         assert len(store.list_runs()) == runs
     assert _notes(project) == ["milk"]
+
+
+def test_list_shows_the_saved_runs_newest_first(project: Project) -> None:
+    """``jianmu runs list`` asked for a durable app; without one it lists the runs 'jianmu
+    run' saved, as ``runs show`` shows one."""
+    none = project.jianmu("runs", "list")
+    assert_clean_error(none, 2, "no runs saved in")
+    done = _finished(project)
+    first = project.jianmu("run", APPROVAL_FLOW, "-i", "note=eggs", "--non-interactive")
+    waiting, _ = pending_of(first.out)
+    listed = project.jianmu("runs", "list", "--json")
+    assert listed.code == 0, listed.text
+    rows = json.loads(listed.out)
+    assert [(r["run_id"], r["status"], r["pending"]) for r in rows] == [
+        (waiting, "suspended", 1), (done, "success", 0)]
+    assert {r["tree"] for r in rows} == {"approval-flow"}
+    table = project.jianmu("runs", "list")
+    assert table.code == 0, table.text
+    assert table.out.index(waiting) < table.out.index(done)
+    assert "show one with: jianmu runs show RUN_ID" in table.out
+    only = project.jianmu("runs", "list", "--status", "success", "--json")
+    assert [r["run_id"] for r in json.loads(only.out)] == [done]
+    assert "no runs with status stopped" in project.jianmu("runs", "list", "--status",
+                                                         "stopped").out
