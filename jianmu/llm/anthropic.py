@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import BaseModel
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
+from jianmu.llm._http import broke_off, http_client, resent_once
 from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
 from jianmu.llm.provider import (
     REQUEST_OPTIONS,
@@ -209,7 +210,8 @@ class AnthropicProvider(SDKProvider):
         except ImportError:
             raise MissingExtraError("anthropic", "anthropic") from None
         return anthropic.AsyncAnthropic(
-            **self._client_options, max_retries=self.max_retries, timeout=self.timeout
+            **self._client_options, max_retries=self.max_retries, timeout=self.timeout,
+            http_client=http_client(anthropic),
         )
 
     @classmethod
@@ -329,12 +331,17 @@ class AnthropicProvider(SDKProvider):
                 raise LLMTransientError(text + tries) from exc
             raise LLMError(text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, "")) \
                 from exc
-        except anthropic.APITimeoutError as exc:
-            raise LLMTransientError(
-                f"request to {where} timed out after {self.timeout:g}s{tries}"
-            ) from exc
         except anthropic.APIConnectionError as exc:
             cause = exc.__cause__ or exc
+            if broke_off(exc):  # never sent again: the server answered, and billed it
+                raise LLMTransientError(
+                    f"the answer from {where} broke off midway (not asked again): "
+                    f"{type(cause).__name__}: {cause}"
+                ) from exc
+            if isinstance(exc, anthropic.APITimeoutError):
+                raise LLMTransientError(
+                    f"request to {where} timed out after {self.timeout:g}s{tries}"
+                ) from exc
             raise LLMTransientError(
                 f"connection to {where} failed{tries}: {type(cause).__name__}: {cause}"
             ) from exc
@@ -360,7 +367,7 @@ class AnthropicProvider(SDKProvider):
         body = self._request(request)
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
-            reply = await sent(create, body)
+            reply = await resent_once(lambda: sent(create, body))
         where = self.base_url or "the Anthropic API"
         # the SDK hands over whatever a 200 carried: a proxy's HTML page is a str
         content = getattr(reply, "content", None) or []
@@ -412,7 +419,7 @@ class AnthropicProvider(SDKProvider):
         body = self._request(request)
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
-            events = await sent(create, {**body, "stream": True})
+            events = await resent_once(lambda: sent(create, {**body, "stream": True}))
         where = self.base_url or "the Anthropic API"
         assembler = _StreamAssembler(self.model, where)
         try:

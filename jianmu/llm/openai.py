@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
+from jianmu.llm._http import broke_off, http_client, unanswered
 from jianmu.llm.messages import Message, messages_to_openai
 from jianmu.llm.provider import (
     REQUEST_OPTIONS,
@@ -119,7 +120,8 @@ class OpenAIProvider(SDKProvider):
             import openai
         except ImportError:
             raise MissingExtraError("openai", "openai") from None
-        return openai.AsyncOpenAI(**self._client_options, max_retries=0, timeout=self.timeout)
+        return openai.AsyncOpenAI(**self._client_options, max_retries=0, timeout=self.timeout,
+                                  http_client=http_client(openai))
 
     @classmethod
     def from_llm_config(cls, llm: LLMConfig) -> Self:
@@ -200,6 +202,11 @@ class OpenAIProvider(SDKProvider):
             ) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
+            if broke_off(exc):  # never sent again: the server answered, and billed it
+                raise LLMTransientError(
+                    f"the answer from {where} broke off midway (not asked again): "
+                    f"{type(cause).__name__}: {cause}"
+                ) from exc
             raise LLMTransientError(
                 f"connection to {where} failed: {type(cause).__name__}: {cause}"
             ) from exc
@@ -209,12 +216,22 @@ class OpenAIProvider(SDKProvider):
             raise LLMError(f"{where} answered with text that is not JSON: {exc}") from exc
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
-        """Run ``attempt``, retrying transient failures with backoff."""
-        for number in range(self.max_retries + 1):
+        """Run ``attempt``, retrying transient failures with backoff; one failure on a
+        connection the server had closed unanswered is sent again at once, uncounted, and no
+        failure of an answer that had begun is retried."""
+        resent = False
+        number = 0
+        while True:
             try:
                 with self._map_errors():
                     return await attempt()
             except LLMTransientError as exc:
+                if not resent and unanswered(exc):  # a kept-alive connection gone stale
+                    resent = True
+                    _log.debug("%s; sent again on a new connection", exc)
+                    continue
+                if broke_off(exc):  # the server answered (and billed): never asked again
+                    raise
                 if number >= self.max_retries:
                     raise LLMTransientError(
                         f"chat completion failed after {number + 1} attempt(s) "
@@ -226,7 +243,7 @@ class OpenAIProvider(SDKProvider):
                     delay = min(self.max_backoff, max(delay, retry_after))
                 _log.warning("%s; retry %d/%d in %.2fs", exc, number + 1, self.max_retries, delay)
                 await _backoff(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+                number += 1
 
     async def send(self, request: ChatRequest) -> LLMResponse:
         """Ask the server for one reply.

@@ -221,7 +221,7 @@ async def test_stream_broken_midway_is_not_retried(
 ) -> None:
     fake_openai.add(FakeReply(text="a long answer that breaks", chunk_size=2, break_after=3))
     received: list[StreamEvent] = []
-    with pytest.raises(LLMTransientError, match=r"connection to .* failed"):
+    with pytest.raises(LLMTransientError, match="broke off midway"):
         async for event in llm.stream([Message.user("hi")]):
             received.append(event)
     assert received and all(isinstance(e, TextDelta) for e in received)
