@@ -431,6 +431,8 @@ class AnthropicProvider(SDKProvider):
             await events.close()
         if not assembler.started:  # an answer that was no event stream (an HTML page...)
             raise LLMError(f"{where} answered a streamed request without a message_start event")
+        for out in assembler.flush():
+            yield out
         yield StreamDone(response=assembler.response())
 
 
@@ -457,7 +459,7 @@ class _StreamAssembler:
         self.where = where
         self.text: list[str] = []
         self.blocks: dict[int, dict[str, Any]] = {}
-        self.calls: list[ToolCall] = []
+        self.calls: dict[tuple[int, int], ToolCall] = {}  # by block index, then arrival
         self.thinking: dict[int, dict[str, Any]] = {}  # reasoning blocks by index, in order
         self.stop_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server says
@@ -478,8 +480,12 @@ class _StreamAssembler:
             block = event.content_block
             block_type = getattr(block, "type", None)
             if block_type == "tool_use":
+                # a block started again at an open block's index ends that one, not lose it
+                ready: list[StreamEvent] = (
+                    [self._finished(event.index)] if event.index in self.blocks else [])
                 self.blocks[event.index] = {"id": block.id, "name": block.name, "json": [],
                                             "input": getattr(block, "input", None)}
+                return ready
             elif block_type == "thinking":  # its text and signature follow as deltas
                 self.thinking[event.index] = {"type": "thinking", "thinking": "",
                                               "signature": "", **_reasoning(block)}
@@ -508,15 +514,7 @@ class _StreamAssembler:
                     raise unreadable(self.where, f"a {delta.type} that is not text", delta)
                 self.thinking[event.index][name] += piece
         elif kind == "content_block_stop" and event.index in self.blocks:
-            block = self.blocks.pop(event.index)
-            raw = "".join(block["json"])
-            given = block["input"]
-            # Anthropic starts a block with ``input: {}`` and streams the input as JSON
-            # fragments; a compatible server that gives it whole at the start streams none
-            arguments = given if not raw.strip() and given else _decode_input(raw)
-            call = _call(block["id"], block["name"], arguments)
-            self.calls.append(call)
-            return [ToolCallReady(call=call, index=len(self.calls) - 1)]
+            return [self._finished(event.index)]
         elif kind == "message_delta":
             self.stop_reason = getattr(event.delta, "stop_reason", None) or self.stop_reason
             if getattr(event, "usage", None) is not None:
@@ -524,11 +522,28 @@ class _StreamAssembler:
                 self.usage_broken = self.usage_broken or self.usage is None
         return []
 
+    def _finished(self, index: int) -> ToolCallReady:
+        """The tool call of block ``index``, whose input is all there."""
+        block = self.blocks.pop(index)
+        raw = "".join(block["json"])
+        given = block["input"]
+        # Anthropic starts a block with ``input: {}`` and streams the input as JSON
+        # fragments; a compatible server that gives it whole at the start streams none
+        arguments = given if not raw.strip() and given else _decode_input(raw)
+        call = self.calls[index, len(self.calls)] = _call(block["id"], block["name"], arguments)
+        return ToolCallReady(call=call, index=len(self.calls) - 1)
+
+    def flush(self) -> list[StreamEvent]:
+        """The calls of tool blocks that a compatible server never closed (no
+        ``content_block_stop``): the message's end ends them, else they are lost."""
+        return [self._finished(index) for index in sorted(self.blocks)]
+
     def response(self) -> LLMResponse:
         text = "".join(self.text)
         reasoning = [block for _, block in sorted(self.thinking.items())]
+        calls = [call for _, call in sorted(self.calls.items())]  # in the blocks' order
         return LLMResponse(
-            message=Message(role="assistant", content=text or None, tool_calls=self.calls,
+            message=Message(role="assistant", content=text or None, tool_calls=calls,
                             reasoning=reasoning),
             usage=None if self.usage_broken else self.usage,
             finish_reason=_stop_reason(self.stop_reason),

@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -375,13 +376,11 @@ class _StreamAssembler:
             delta = getattr(choice, "delta", None)
             # a refusal (structured outputs) is the answer's text: the reader must see it
             said = (getattr(delta, "content", None), getattr(delta, "refusal", None))
-            for text in said:
-                if not text:
-                    continue
-                if not isinstance(text, str):
-                    raise unreadable(self.where, "a text fragment that is not text", text)
-                self.text.append(text)
-                events.append(TextDelta(text=text))
+            for given in said:
+                text = self._text(given)
+                if text:
+                    self.text.append(text)
+                    events.append(TextDelta(text=text))
             fragments = getattr(delta, "tool_calls", None) or []
             if not isinstance(fragments, list):
                 raise unreadable(self.where, "tool-call fragments that are not a list", fragments)
@@ -389,11 +388,24 @@ class _StreamAssembler:
                 if not isinstance(fragment, BaseModel):
                     raise unreadable(self.where, "a tool-call fragment that is not one", fragment)
                 self._add_fragment(fragment)
+            legacy = getattr(delta, "function_call", None)
+            if legacy is not None and not fragments:  # the older shape of one call
+                self._add_fragment(SimpleNamespace(index=0, id=None, function=legacy))
             finish = getattr(choice, "finish_reason", None)
             if finish:
                 self.finish_reason = finish
                 events.extend(self.flush())
         return events
+
+    def _text(self, given: Any) -> str:
+        """A text fragment: a string, or content parts (``[{"type": "text", "text": ...}]``)."""
+        if not given or isinstance(given, str):
+            return given or ""
+        if isinstance(given, list) and all(
+            isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in given
+        ):
+            return "".join(p.get("text", "") for p in given if p.get("type", "text") == "text")
+        raise unreadable(self.where, "a text fragment that is not text", given)
 
     def _add_fragment(self, fragment: Any) -> None:
         index = getattr(fragment, "index", None)

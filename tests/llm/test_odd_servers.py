@@ -293,3 +293,79 @@ def test_an_anthropic_tool_input_given_whole_at_the_block_start_is_kept(
         result, _ = ask(llm, True, "weather?", tools=[weather])
         assert result.ok, result.error
         assert seen[-1] == city
+
+
+def _weather(seen: list[str]) -> Any:
+    def weather(city: str) -> str:
+        """The weather of a city.
+
+        Args:
+            city: the city.
+        """
+        seen.append(city)
+        return "sunny"
+
+    return weather
+
+
+def test_anthropic_tool_calls_are_kept_in_block_order_even_when_a_block_never_closes(
+    server: ModelServer,
+) -> None:
+    """A compatible server that closes its tool blocks out of order, or never closes the last
+    (no ``content_block_stop`` before ``message_delta``): every call is kept, in order."""
+    seen: list[str] = []
+
+    def block(index: int, city: str) -> list[dict[str, Any]]:
+        return [{"type": "content_block_start", "index": index, "content_block": {
+                    "type": "tool_use", "id": f"toolu_{index}", "name": "weather", "input": {}}},
+                {"type": "content_block_delta", "index": index, "delta": {
+                    "type": "input_json_delta", "partial_json": f'{{"city": "{city}"}}'}}]
+
+    server.add(Raw(events=[
+        {"type": "message_start", "message": {**message("", {"input_tokens": 5}),
+                                              "content": []}},
+        *block(0, "Oslo"), *block(1, "Bergen"), *block(2, "Tromsø"),
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+         "usage": {"output_tokens": 3}},
+        {"type": "message_stop"},
+    ]), Raw(events=message_events("Done.", {"input_tokens": 9}, {"output_tokens": 2})))
+    result, _ = ask(provider(server, "anthropic"), True, "weather?", tools=[_weather(seen)])
+    assert result.ok, result.error
+    assert seen == ["Oslo", "Bergen", "Tromsø"]
+    sent = server.requests[-1].body["messages"][1]["content"]
+    assert [b["id"] for b in sent if b["type"] == "tool_use"] == ["toolu_0", "toolu_1", "toolu_2"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_legacy_function_call_is_a_tool_call(server: ModelServer, stream: bool) -> None:
+    """Servers that answer in the older ``function_call`` shape (finish reason
+    ``function_call``): the call is made, not lost."""
+    seen: list[str] = []
+    legacy = {"name": "weather", "arguments": '{"city": "Oslo"}'}
+    reply = completion({"role": "assistant", "content": None, "function_call": legacy})
+    reply["choices"][0]["finish_reason"] = "function_call"
+    events = chunks({"role": "assistant", "content": None,
+                     "function_call": {"name": "weather", "arguments": ""}},
+                    {"function_call": {"arguments": '{"city": '}},
+                    {"function_call": {"arguments": '"Oslo"}'}})
+    events[-1]["choices"][0]["finish_reason"] = "function_call"
+    server.add(Raw(body=reply, events=events), Raw(
+        body=completion({"role": "assistant", "content": "Sunny."}),
+        events=chunks({"role": "assistant", "content": "Sunny."})))
+    result, _ = ask(provider(server, "openai"), stream, "weather?", tools=[_weather(seen)])
+    assert result.ok and result.output == "Sunny.", result.error
+    assert seen == ["Oslo"]
+    call = server.requests[-1].body["messages"][1]["tool_calls"][0]
+    assert call["function"]["name"] == "weather"
+    assert server.requests[-1].body["messages"][2]["tool_call_id"] == call["id"]
+
+
+def test_streamed_content_given_as_parts_is_the_text(server: ModelServer) -> None:
+    server.add(Raw(events=chunks({"role": "assistant", "content": [{"type": "text",
+                                                                    "text": "Hel"}]},
+                                 {"content": [{"type": "text", "text": "lo."}]})))
+    result, events = ask(provider(server, "openai"), True)
+    assert result.ok and result.output == "Hello.", result.error
+    assert [e.fields["text"] for e in events if e.name == "llm.call.delta"] == ["Hel", "lo."]
