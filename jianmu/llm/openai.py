@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -211,6 +211,9 @@ class OpenAIProvider(SDKProvider):
             raise LLMTransientError(
                 f"connection to {where} failed: {type(cause).__name__}: {cause}"
             ) from exc
+        except openai.APIError as exc:  # an error sent inside a 200: a stream's error chunk
+            raise _sent_error(f"{where} sent an error", exc.body) or LLMError(
+                f"{where}: {server_message(exc)}") from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"{where}: {server_message(exc)}") from exc
         except json.JSONDecodeError as exc:  # a body or a chunk the SDK could not parse
@@ -258,6 +261,10 @@ class OpenAIProvider(SDKProvider):
         completion = await self._with_retries(lambda: sent(create, body))
         # the SDK hands over whatever a 200 carried: a proxy's HTML page is a str
         choices = getattr(completion, "choices", None)
+        sent_error = _sent_error(f"{self.base_url} answered with an error",
+                                 getattr(completion, "error", None))
+        if sent_error is not None and not choices:  # a proxy's error, sent with a 200
+            raise sent_error
         if not isinstance(choices, list):
             raise unreadable(self.base_url, "something other than a chat completion", completion)
         if not choices:
@@ -329,6 +336,24 @@ def _usage(usage: Any) -> Usage | None:
         output_tokens=output_tokens,
         cache_read_tokens=token_count(getattr(details, "cached_tokens", None)) or 0,
     )
+
+
+_TRANSIENT_KINDS = frozenset({"server_error", "overloaded_error", "rate_limit_error",
+                              "rate_limit_exceeded", "api_error", "timeout_error"})
+
+
+def _sent_error(what: str, error: Any) -> LLMError | None:
+    """The error a server sent in a 200's body or a stream's chunk (``{"message", "type",
+    "code"}``), transient when its type or code is; ``None`` when it is no such error."""
+    if not isinstance(error, Mapping):
+        return None
+    code = token_count(error.get("code"))
+    kind = str(error.get("type") or "")
+    said = error.get("message") or kind or error
+    text = f"{what}: {f'{kind}: ' if kind else ''}{said}"
+    if kind in _TRANSIENT_KINDS or code in TRANSIENT_STATUSES or (code or 0) >= 500:
+        return LLMTransientError(text)
+    return LLMError(text)
 
 
 def _retry_after(exc: Any) -> float | None:

@@ -369,3 +369,24 @@ def test_streamed_content_given_as_parts_is_the_text(server: ModelServer) -> Non
     result, events = ask(provider(server, "openai"), True)
     assert result.ok and result.output == "Hello.", result.error
     assert [e.fields["text"] for e in events if e.name == "llm.call.delta"] == ["Hel", "lo."]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize(("error", "transient"), [
+    ({"message": "Overloaded", "type": "server_error", "code": 503}, True),
+    ({"message": "Rate limited upstream", "code": 429}, True),
+    ({"message": "Prompt too long", "type": "invalid_request_error", "code": 400}, False),
+], ids=["overloaded", "rate-limited", "refused"])
+def test_an_openai_error_sent_with_a_200_says_the_error(
+    server: ModelServer, stream: bool, error: dict[str, Any], transient: bool,
+) -> None:
+    """A proxy (OpenRouter, LiteLLM) or a server that fails once the answer began sends the
+    error in a 200 body or as a stream's chunk: the run fails saying it, transient when the
+    error is (a fallback model may take over)."""
+    events = [*chunks({"role": "assistant", "content": "Hel"})[:1], {"error": error}]
+    server.add(Raw(body={"error": error}, events=events))
+    result, _ = ask(provider(server, "openai"), stream)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, LLMError), result.error
+    assert isinstance(result.exception, LLMTransientError) is transient
+    assert error["message"] in str(result.exception) and "127.0.0.1" in str(result.exception)
