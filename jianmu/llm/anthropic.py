@@ -357,7 +357,7 @@ class AnthropicProvider(SDKProvider):
                 f"the stream from {where} failed midway: {type(exc).__name__}: {exc}"
             ) from exc
 
-    async def send(self, request: ChatRequest) -> LLMResponse:
+    async def _send(self, request: ChatRequest) -> LLMResponse:
         """Ask the model for one reply.
 
         Raises:
@@ -370,9 +370,11 @@ class AnthropicProvider(SDKProvider):
             reply = await resent_once(lambda: sent(create, body))
         where = self.base_url or "the Anthropic API"
         # the SDK hands over whatever a 200 carried: a proxy's HTML page is a str
-        content = getattr(reply, "content", None) or []
+        content = getattr(reply, "content", None)
         error = getattr(reply, "error", None)
-        if getattr(reply, "type", None) == "error" and isinstance(error, Mapping):
+        # an error body, with its ``type`` or without (a proxy's ``{"error": {...}}``)
+        if isinstance(error, Mapping) and (getattr(reply, "type", None) == "error"
+                                           or not content):
             error_type = str(error.get("type", ""))
             text = f"{where} answered with an error: {error_type}: {error.get('message', '')}"
             raise (LLMTransientError if error_type in _TRANSIENT_TYPES else LLMError)(text)
@@ -402,7 +404,7 @@ class AnthropicProvider(SDKProvider):
             model=getattr(reply, "model", None) or self.model,
         )
 
-    async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    async def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one reply: text deltas, each tool call once its block ends, then
         `StreamDone`.
 

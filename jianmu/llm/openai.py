@@ -232,7 +232,7 @@ class OpenAIProvider(SDKProvider):
             except LLMTransientError as exc:
                 if not resent and unanswered(exc):  # a kept-alive connection gone stale
                     resent = True
-                    _log.debug("%s; sent again on a new connection", exc)
+                    _log.debug("%s; sent again on a new connection", self.secret_free(str(exc)))
                     continue
                 if broke_off(exc):  # the server answered (and billed): never asked again
                     raise
@@ -245,11 +245,12 @@ class OpenAIProvider(SDKProvider):
                 retry_after = getattr(exc, "retry_after", None)
                 if retry_after is not None:
                     delay = min(self.max_backoff, max(delay, retry_after))
-                _log.warning("%s; retry %d/%d in %.2fs", exc, number + 1, self.max_retries, delay)
+                _log.warning("%s; retry %d/%d in %.2fs", self.secret_free(str(exc)), number + 1,
+                             self.max_retries, delay)
                 await _backoff(delay)
                 number += 1
 
-    async def send(self, request: ChatRequest) -> LLMResponse:
+    async def _send(self, request: ChatRequest) -> LLMResponse:
         """Ask the server for one reply.
 
         Raises:
@@ -287,7 +288,7 @@ class OpenAIProvider(SDKProvider):
             model=getattr(completion, "model", None) or self.model,
         )
 
-    async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    async def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one reply: text deltas, each tool call once whole, then `StreamDone`.
 
         Tool-call fragments are assembled by their index; usage comes from the final chunk

@@ -6,12 +6,22 @@ the ``llm:`` section of the config names (through the plug-in registry, `jianmu.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
 
 from jianmu import plugins
+from jianmu._secrets import redact_text, redact_url, url_secrets
 from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError, LLMError
 from jianmu.llm._per_loop import PerLoop
@@ -498,12 +508,54 @@ class SDKProvider(BaseLLMProvider):
     A client and its connection pool belong to the loop they were used on, so a provider
     shared by runners on different loops (or by one ``asyncio.run`` after another) never
     hands a client to a loop it was not made on. Subclasses make a client in
-    ``_make_client`` and call ``_start_clients`` at the end of ``__init__``.
+    ``_make_client``, call ``_start_clients`` at the end of ``__init__`` and implement
+    ``_send`` and ``_send_stream``: `send` and `send_stream` raise their errors with the API
+    key and the URL's password taken out (`kept_secret`), whatever a server echoed.
     """
 
     _base_url: str = ""
+    _secrets: tuple[str, ...] = ()
     _clients: PerLoop[Any]
     _spare: list[Any]
+
+    async def send(self, request: ChatRequest) -> LLMResponse:
+        """Ask the server for one reply (`_send`)."""
+        with self.kept_secret():
+            return await self._send(request)
+
+    async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one reply (`_send_stream`)."""
+        events = self._send_stream(request)
+        try:
+            with self.kept_secret():
+                async for event in events:
+                    yield event
+        finally:  # closed here, not by the loop's finalizer later: its connection goes back
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def _send(self, request: ChatRequest) -> LLMResponse:
+        raise NotImplementedError(f"{type(self).__name__} must implement _send()")
+
+    def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        raise NotImplementedError(f"{type(self).__name__} must implement _send_stream()")
+
+    @contextmanager
+    def kept_secret(self) -> Iterator[None]:
+        """Take the key and the URL's password out of an `LLMError` raised inside, and out of
+        the exceptions it was raised from (a traceback prints them all): a server may echo
+        the key in its error, a proxy the URL in its page."""
+        try:
+            yield
+        except LLMError as exc:
+            if self._secrets:
+                _redact_chain(exc, self._secrets)
+            raise
+
+    def secret_free(self, text: str) -> str:
+        """``text`` without the key and the URL's password."""
+        return redact_text(text, *self._secrets) if self._secrets else text
 
     def _make_client(self) -> Any:
         """A new SDK client; subclasses implement it."""
@@ -512,7 +564,12 @@ class SDKProvider(BaseLLMProvider):
     def _start_clients(self) -> None:
         """Make the first client now (the SDK checks its settings), kept for the first loop."""
         first = self._make_client()
-        self._base_url = str(first.base_url)
+        url = str(first.base_url)
+        key = getattr(first, "api_key", None)
+        # a stand-in (``not-needed``) is no secret, and replacing it would garble messages
+        keys = (key,) if isinstance(key, str) and len(key) >= 8 and key != "not-needed" else ()
+        self._secrets = (*keys, *url_secrets(url))
+        self._base_url = redact_url(url)
         self._spare = [first]
         self._clients = PerLoop(self._next_client, _close_client)
 
@@ -540,7 +597,7 @@ class SDKProvider(BaseLLMProvider):
 
     @property
     def base_url(self) -> str:
-        """The server URL requests go to."""
+        """The server URL requests go to, its password (if any) shown as ``***``."""
         return self._base_url
 
     def __repr__(self) -> str:
@@ -554,3 +611,25 @@ class SDKProvider(BaseLLMProvider):
 
 async def _close_client(client: Any) -> None:
     await client.close()
+
+
+def _redact_chain(exc: BaseException, secrets: tuple[str, ...]) -> None:
+    """Take ``secrets`` out of the messages of ``exc`` and the exceptions behind it."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        try:
+            text = str(current)
+        except Exception:  # a message that cannot be shown shows no secret either
+            text = ""
+        if any(secret in text for secret in secrets):
+            current.args = (redact_text(text, *secrets),)
+        for name in ("message", "body"):  # what the SDKs' errors keep beside their text
+            value = getattr(current, name, None)
+            if isinstance(value, str) and any(secret in value for secret in secrets):
+                try:
+                    setattr(current, name, redact_text(value, *secrets))
+                except (AttributeError, TypeError):
+                    pass
+        current = current.__cause__ or current.__context__

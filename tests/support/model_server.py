@@ -71,6 +71,8 @@ class Raw:
     connection: an answer that broke off (the status and length were sent)."""
     headers: dict[str, str] = field(default_factory=dict)
     """Extra response headers."""
+    status: int = 200
+    """The HTTP status."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,10 +287,11 @@ class ModelServer:
         if raw.cut is None:
             if events is not None:
                 return StreamingResponse(_sse(events, named=named), headers=raw.headers,
-                                         media_type="text/event-stream")
+                                         media_type="text/event-stream", status_code=raw.status)
             if isinstance(raw.body, str):
-                return Response(raw.body, media_type=raw.content_type, headers=raw.headers)
-            return JSONResponse(raw.body, headers=raw.headers)
+                return Response(raw.body, media_type=raw.content_type, headers=raw.headers,
+                                status_code=raw.status)
+            return JSONResponse(raw.body, headers=raw.headers, status_code=raw.status)
         if events is not None:
             data = b"".join([piece async for piece in _sse(events, named=named)])
             media = "text/event-stream"
@@ -300,7 +303,7 @@ class ModelServer:
             yield data[: raw.cut]
             await self._close(http)
 
-        return StreamingResponse(cut_short(), media_type=media,
+        return StreamingResponse(cut_short(), media_type=media, status_code=raw.status,
                                  headers={**raw.headers, "content-length": str(len(data))})
 
     # -- OpenAI shapes -----------------------------------------------------------------------
