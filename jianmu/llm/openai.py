@@ -277,7 +277,10 @@ class OpenAIProvider(SDKProvider):
         try:
             # warnings off: some servers send a call's arguments as a JSON object, not the
             # string the SDK's model declares; `Message.from_openai` takes either
-            message = Message.from_openai(raw.model_dump(warnings=False))
+            data = raw.model_dump(warnings=False)
+            if isinstance(data.get("content"), list):  # parts: the text, reasoning left out
+                data["content"] = _text(self.base_url, data["content"]) or None
+            message = Message.from_openai(data)
         except ValidationError as exc:
             raise LLMError(f"{self.base_url} answered with a message that cannot be read: "
                            f"{exc}") from exc
@@ -357,6 +360,39 @@ def _sent_error(what: str, error: Any) -> LLMError | None:
     return LLMError(text)
 
 
+_REASONING_PARTS = frozenset({"thinking", "reasoning", "redacted_thinking"})
+
+
+def _text(where: str, given: Any) -> str:
+    """A reply's text: a string, or content parts (``[{"type": "text", "text": ...}]``, a
+    refusal part), reasoning parts (Mistral's ``thinking``) left out; else unreadable."""
+    if not given or isinstance(given, str):
+        return given or ""
+    if isinstance(given, list) and all(isinstance(p, dict) for p in given):
+        pieces = []
+        for part in given:
+            kind = part.get("type", "text")
+            said = part.get("refusal" if kind == "refusal" else "text")
+            if kind in ("text", "refusal") and isinstance(said, str):
+                pieces.append(said)
+            elif kind not in _REASONING_PARTS:
+                break
+        else:
+            return "".join(pieces)
+    raise unreadable(where, "text that is not text", given)
+
+
+def _whole(arguments: str) -> bool:
+    """Whether a call's arguments so far are none or a whole JSON value."""
+    if not arguments.strip():
+        return True
+    try:
+        json.loads(arguments)
+    except ValueError:
+        return False
+    return True
+
+
 def _retry_after(exc: Any) -> float | None:
     """Seconds from a ``Retry-After`` header, if the server sent a number."""
     response = getattr(exc, "response", None)
@@ -375,7 +411,8 @@ class _StreamAssembler:
         self.where = where
         self.chunks = 0
         self.text: list[str] = []
-        self.calls: dict[int, dict[str, str]] = {}
+        self.calls: dict[tuple[int, int], dict[str, str]] = {}  # by index, then arrival
+        self._open: dict[int, tuple[int, int]] = {}  # the call each index now adds to
         self.finish_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server's usage chunk
         self.model = ""
@@ -403,7 +440,7 @@ class _StreamAssembler:
             # a refusal (structured outputs) is the answer's text: the reader must see it
             said = (getattr(delta, "content", None), getattr(delta, "refusal", None))
             for given in said:
-                text = self._text(given)
+                text = _text(self.where, given)
                 if text:
                     self.text.append(text)
                     events.append(TextDelta(text=text))
@@ -423,16 +460,6 @@ class _StreamAssembler:
                 events.extend(self.flush())
         return events
 
-    def _text(self, given: Any) -> str:
-        """A text fragment: a string, or content parts (``[{"type": "text", "text": ...}]``)."""
-        if not given or isinstance(given, str):
-            return given or ""
-        if isinstance(given, list) and all(
-            isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in given
-        ):
-            return "".join(p.get("text", "") for p in given if p.get("type", "text") == "text")
-        raise unreadable(self.where, "a text fragment that is not text", given)
-
     def _add_fragment(self, fragment: Any) -> None:
         index = getattr(fragment, "index", None)
         ident, function = getattr(fragment, "id", None), getattr(fragment, "function", None)
@@ -443,10 +470,17 @@ class _StreamAssembler:
         if index is None:  # some servers omit it: a new id starts a new call
             known = {slot["id"] for slot in self.calls.values()}
             if (ident and ident not in known) or not self.calls:
-                index = len(self.calls)
+                index = max(self._open, default=-1) + 1
             else:
-                index = max(self.calls)
-        slot = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                index = max(self._open)
+        key = self._open.get(index)
+        slot = None if key is None else self.calls[key]
+        if slot is None or (ident and name and slot["id"] and ident != slot["id"]
+                            and slot["name"] and _whole(slot["arguments"])):
+            # a new call; or one more at an index a whole call holds (servers that number
+            # every call 0): joined to it, both calls were lost
+            key = self._open[index] = (index, len(self.calls))
+            slot = self.calls[key] = {"id": "", "name": "", "arguments": ""}
         if ident:
             slot["id"] = ident
         if function is not None:

@@ -390,3 +390,37 @@ def test_an_openai_error_sent_with_a_200_says_the_error(
     assert isinstance(result.exception, LLMError), result.error
     assert isinstance(result.exception, LLMTransientError) is transient
     assert error["message"] in str(result.exception) and "127.0.0.1" in str(result.exception)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_content_parts_are_the_text_and_reasoning_parts_are_left_out(
+    server: ModelServer, stream: bool,
+) -> None:
+    """Mistral's reasoning models answer with parts: ``thinking`` and ``text``."""
+    parts = [{"type": "thinking", "thinking": [{"type": "text", "text": "Hmm."}]},
+             {"type": "text", "text": "Hel"}, {"type": "text", "text": "lo."}]
+    server.add(Raw(body=completion({"role": "assistant", "content": parts}),
+                   events=chunks({"role": "assistant", "content": parts})))
+    result, _ = ask(provider(server, "openai"), stream)
+    assert result.ok and result.output == "Hello.", result.error
+
+
+def test_streamed_calls_that_all_say_index_0_are_each_kept(server: ModelServer) -> None:
+    """A server that numbers every streamed call 0, each with its own id: two calls, not one
+    call with both calls' arguments run together (which lost both)."""
+    seen: list[str] = []
+
+    def call(ident: str, city: str) -> dict[str, Any]:
+        return {"tool_calls": [{"index": 0, "id": ident, "type": "function",
+                                "function": {"name": "weather", "arguments": ""}}]}
+
+    def more(text: str) -> dict[str, Any]:
+        return {"tool_calls": [{"index": 0, "function": {"arguments": text}}]}
+
+    events = chunks(call("a", "Oslo"), more('{"city": '), more('"Oslo"}'),
+                    call("b", "Bergen"), more('{"city": "Bergen"}'))
+    events[-1]["choices"][0]["finish_reason"] = "tool_calls"
+    server.add(Raw(events=events), Raw(events=chunks({"content": "Both sunny."})))
+    result, _ = ask(provider(server, "openai"), True, "weather?", tools=[_weather(seen)])
+    assert result.ok and result.output == "Both sunny.", result.error
+    assert seen == ["Oslo", "Bergen"]
