@@ -28,6 +28,7 @@ from jianmu.llm.provider import (
     ToolCallReady,
     Usage,
     check_common,
+    replayed,
     sent,
     server_message,
     token_count,
@@ -368,6 +369,10 @@ class AnthropicProvider(SDKProvider):
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
             reply = await resent_once(lambda: sent(create, body))
+        return self._reply(reply)
+
+    def _reply(self, reply: Any) -> LLMResponse:
+        """The reply a whole message holds."""
         where = self.base_url or "the Anthropic API"
         # the SDK hands over whatever a 200 carried: a proxy's HTML page is a str
         content = getattr(reply, "content", None)
@@ -422,6 +427,15 @@ class AnthropicProvider(SDKProvider):
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
             events = await resent_once(lambda: sent(create, {**body, "stream": True}))
+            whole = await self.whole_body(events)
+        if whole is not None:  # a server that ignored ``stream``: its whole reply, replayed
+            import anthropic
+
+            reply = anthropic.types.Message.construct(**whole) if isinstance(
+                whole, dict) else whole
+            for out in replayed(self._reply(reply)):
+                yield out
+            return
         where = self.base_url or "the Anthropic API"
         assembler = _StreamAssembler(self.model, where)
         try:

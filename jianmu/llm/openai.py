@@ -31,6 +31,7 @@ from jianmu.llm.provider import (
     ToolCallReady,
     Usage,
     check_common,
+    replayed,
     sent,
     server_message,
     token_count,
@@ -259,7 +260,10 @@ class OpenAIProvider(SDKProvider):
         """
         body = self._request(request, stream=False)
         create: Any = self._client.chat.completions.create
-        completion = await self._with_retries(lambda: sent(create, body))
+        return self._reply(await self._with_retries(lambda: sent(create, body)))
+
+    def _reply(self, completion: Any) -> LLMResponse:
+        """The reply a whole completion holds."""
         # the SDK hands over whatever a 200 carried: a proxy's HTML page is a str
         choices = getattr(completion, "choices", None)
         sent_error = _sent_error(f"{self.base_url} answered with an error",
@@ -305,6 +309,16 @@ class OpenAIProvider(SDKProvider):
         body = self._request(request, stream=True)
         create: Any = self._client.chat.completions.create
         chunks = await self._with_retries(lambda: sent(create, body))
+        with self._map_errors():
+            whole = await self.whole_body(chunks)
+        if whole is not None:  # a server that ignored ``stream``: its whole reply, replayed
+            import openai
+
+            completion = openai.types.chat.ChatCompletion.construct(**whole) if isinstance(
+                whole, dict) else whole
+            for event in replayed(self._reply(completion)):
+                yield event
+            return
         assembler = _StreamAssembler(self.base_url)
         try:
             with self._map_errors():

@@ -5,6 +5,7 @@ the ``llm:`` section of the config names (through the plug-in registry, `jianmu.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import (
     AsyncIterator,
@@ -43,6 +44,7 @@ __all__ = (
     "from_config",
     "from_name",
     "provider_from_config",
+    "replayed",
     "replays_stream",
     "takes_requests",
     "token_count",
@@ -491,6 +493,14 @@ def utf8_safe(value: Any) -> Any:
     return value
 
 
+def replayed(response: LLMResponse) -> list[StreamEvent]:
+    """A whole reply as a stream's events: its text, its tool calls, then `StreamDone`."""
+    events: list[StreamEvent] = [TextDelta(text=response.text)] if response.text else []
+    events += [ToolCallReady(call=call, index=i) for i, call in enumerate(response.tool_calls)]
+    events.append(StreamDone(response=response))
+    return events
+
+
 async def sent(create: Callable[..., Awaitable[_T]], body: Mapping[str, Any]) -> _T:
     """``await create(**body)``; again with `utf8_safe(body)` when the SDK could not encode
     the body as UTF-8 (nothing was sent: the encoding fails while the request is built).
@@ -540,6 +550,28 @@ class SDKProvider(BaseLLMProvider):
 
     def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         raise NotImplementedError(f"{type(self).__name__} must implement _send_stream()")
+
+    async def whole_body(self, stream: Any) -> Any | None:
+        """The JSON of a streamed request's answer that is a whole reply, not an event stream
+        (a server or proxy that ignores ``stream``), the SDK's ``stream`` closed; ``None`` for
+        an event stream (or anything else, which the stream's reading refuses).
+
+        Raises:
+            LLMError: the body is not JSON.
+        """
+        response = getattr(stream, "response", None)
+        headers = getattr(response, "headers", None)
+        kind = headers.get("content-type", "") if headers is not None else ""
+        if "json" not in kind.split(";", 1)[0].lower():
+            return None
+        try:
+            text = await response.aread()  # type: ignore[union-attr]
+        finally:
+            await stream.close()
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise unreadable(self.base_url, "text that is not JSON", text) from exc
 
     @contextmanager
     def kept_secret(self) -> Iterator[None]:

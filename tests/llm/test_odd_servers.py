@@ -424,3 +424,29 @@ def test_streamed_calls_that_all_say_index_0_are_each_kept(server: ModelServer) 
     result, _ = ask(provider(server, "openai"), True, "weather?", tools=[_weather(seen)])
     assert result.ok and result.output == "Both sunny.", result.error
     assert seen == ["Oslo", "Bergen"]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_streamed_request_answered_whole_is_the_answer(server: ModelServer, api: str) -> None:
+    """A server (or a proxy) that ignores ``stream`` and answers with the whole JSON reply: the
+    reply is read and replayed as the stream, not an error that no chunk came."""
+    seen: list[str] = []
+    if api == "openai":
+        call = {"id": "c1", "type": "function",
+                "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}
+        first = completion({"role": "assistant", "content": "Looking.", "tool_calls": [call]},
+                           {"prompt_tokens": 9, "completion_tokens": 4})
+        last = completion({"role": "assistant", "content": "Sunny."})
+    else:
+        first = message("Looking.", {"input_tokens": 9, "output_tokens": 4})
+        first["content"].append({"type": "tool_use", "id": "c1", "name": "weather",
+                                 "input": {"city": "Oslo"}})
+        first["stop_reason"] = "tool_use"
+        last = message("Sunny.", {"input_tokens": 12, "output_tokens": 2})
+    server.add(Raw(body=first), Raw(body=last))
+    result, events = ask(provider(server, api), True, "weather?", tools=[_weather(seen)])
+    assert result.ok and result.output == "Sunny.", result.error
+    assert seen == ["Oslo"]
+    assert [e.fields["text"] for e in events if e.name == "llm.call.delta"] == [
+        "Looking.", "Sunny."]
+    assert result.usage is not None and result.usage.input_tokens >= 9
