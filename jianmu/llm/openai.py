@@ -114,6 +114,7 @@ class OpenAIProvider(SDKProvider):
             base_url=base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
         )
+        self._stream_usage = True  # ask streams for their usage, unless the server refuses
         self._start_clients()
 
     def _make_client(self) -> AsyncOpenAI:
@@ -174,7 +175,8 @@ class OpenAIProvider(SDKProvider):
             )
         if stream:
             body_request["stream"] = True
-            body_request["stream_options"] = {"include_usage": True}
+            if self._stream_usage:
+                body_request["stream_options"] = {"include_usage": True}
         # Vendor parameters (top_k, repetition_penalty...) are not SDK arguments: send every
         # parameter in the body so that the SDK never refuses one.
         body.update(merged)
@@ -308,7 +310,16 @@ class OpenAIProvider(SDKProvider):
         """
         body = self._request(request, stream=True)
         create: Any = self._client.chat.completions.create
-        chunks = await self._with_retries(lambda: sent(create, body))
+        try:
+            chunks = await self._with_retries(lambda: sent(create, body))
+        except LLMError as exc:
+            if "stream_options" not in body or not _refused(exc, "stream_options"):
+                raise
+            # a server that refuses it (older Azure API versions, some proxies): a refusal
+            # bills nothing; streams go without it, their usage unknown
+            self._stream_usage = False
+            body = {k: v for k, v in body.items() if k != "stream_options"}
+            chunks = await self._with_retries(lambda: sent(create, body))
         with self._map_errors():
             whole = await self.whole_body(chunks)
         if whole is not None:  # a server that ignored ``stream``: its whole reply, replayed
@@ -394,6 +405,12 @@ def _text(where: str, given: Any) -> str:
         else:
             return "".join(pieces)
     raise unreadable(where, "text that is not text", given)
+
+
+def _refused(exc: LLMError, name: str) -> bool:
+    """Whether ``exc`` is the server refusing the request parameter ``name`` (HTTP 400/422)."""
+    status = getattr(exc.__cause__, "status_code", None)
+    return status in (400, 422) and name in str(exc)
 
 
 def _whole(arguments: str) -> bool:

@@ -450,3 +450,25 @@ def test_a_streamed_request_answered_whole_is_the_answer(server: ModelServer, ap
     assert [e.fields["text"] for e in events if e.name == "llm.call.delta"] == [
         "Looking.", "Sunny."]
     assert result.usage is not None and result.usage.input_tokens >= 9
+
+
+def test_a_server_that_refuses_stream_options_still_streams(server: ModelServer) -> None:
+    """Older Azure API versions and some proxies refuse ``stream_options`` (HTTP 400): the
+    stream is asked again without it (a refusal bills nothing), and so are the next ones;
+    the usage it would have brought is unknown, and said so."""
+    from tests.support.model_server import Request, Turn
+
+    def answer(request: Request) -> Raw | Turn:
+        if "stream_options" in request.body:
+            return Raw(status=400, body={"error": {
+                "message": "Unrecognized request argument supplied: stream_options",
+                "type": "invalid_request_error"}})
+        return Turn(text=f"re: {request.last_user_text}")
+
+    server.add(answer)
+    llm = provider(server, "openai")
+    for question in ("one", "two"):
+        result, events = ask(llm, True, question)
+        assert result.ok and result.output == f"re: {question}", result.error
+        assert [e for e in events if e.name == "llm.usage_unknown"]
+    assert [("stream_options" in r.body) for r in server.requests[-3:]] == [True, False, False]
