@@ -13,6 +13,8 @@ import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -62,9 +64,11 @@ class OpenAIProvider(SDKProvider):
     Uses the official SDK's ``AsyncOpenAI`` with its own retries off: 429, 408, 409, 5xx,
     timeouts and dropped connections are retried here, ``max_retries`` times with
     exponential backoff (``retry_backoff * 2**attempt`` seconds, at most ``max_backoff``, or
-    longer when the server sends ``Retry-After``), then raise `LLMTransientError`; any other
-    failure raises `LLMError` with the server's message at once. A stream is retried only
-    while nothing has been yielded.
+    longer when the server asks by ``Retry-After`` or ``retry-after-ms``), then raise
+    `LLMTransientError`; any other failure raises `LLMError` with the server's message at
+    once. A stream is retried only while nothing has been yielded; an answer that broke off
+    is never asked again, and a kept-alive connection the server had closed is sent on again
+    once, at once (`jianmu.llm._http`).
 
     Args:
         model: model name sent with each request.
@@ -425,14 +429,25 @@ def _whole(arguments: str) -> bool:
 
 
 def _retry_after(exc: Any) -> float | None:
-    """Seconds from a ``Retry-After`` header, if the server sent a number."""
+    """Seconds the server asked to wait: ``retry-after-ms`` (OpenAI's, Azure's), or
+    ``Retry-After`` in seconds or as an HTTP date; ``None`` when it said nothing usable."""
     response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
+    headers = response.headers if response is not None else {}
+    seconds: float | None = None
     try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
+        if headers.get("retry-after-ms") is not None:
+            seconds = float(headers["retry-after-ms"]) / 1000
+        elif headers.get("retry-after") is not None:
+            value = headers["retry-after"]
+            try:
+                seconds = float(value)
+            except ValueError:  # an HTTP date
+                seconds = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+    except (TypeError, ValueError, OverflowError):
         return None
-    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:  # a date gone by
+        return None
+    return seconds
 
 
 class _StreamAssembler:
