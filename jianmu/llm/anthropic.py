@@ -324,10 +324,11 @@ class AnthropicProvider(SDKProvider):
         except anthropic.APIStatusError as exc:
             status = exc.status_code
             kind = _error_type(exc)
+            said = server_message(exc, *self._secrets)
             if midstream:  # an ``error`` event in a stream that had started (HTTP 200)
-                text = f"the stream from {where} failed midway: {kind}: {server_message(exc)}"
+                text = f"the stream from {where} failed midway: {kind}: {said}"
             else:
-                text = f"HTTP {status} from {where}: {server_message(exc)}"
+                text = f"HTTP {status} from {where}: {said}"
             if status in TRANSIENT_STATUSES or status >= 500 or kind in _TRANSIENT_TYPES:
                 raise LLMTransientError(text + tries) from exc
             raise LLMError(text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, "")) \
@@ -347,7 +348,7 @@ class AnthropicProvider(SDKProvider):
                 f"connection to {where} failed{tries}: {type(cause).__name__}: {cause}"
             ) from exc
         except anthropic.AnthropicError as exc:
-            raise LLMError(f"{where}: {server_message(exc)}") from exc
+            raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or an event the SDK could not parse
             raise LLMError(f"{where} answered with text that is not JSON: {exc}") from exc
         except Exception as exc:

@@ -198,7 +198,7 @@ class OpenAIProvider(SDKProvider):
             yield
         except openai.APIStatusError as exc:
             status = exc.status_code
-            text = f"HTTP {status} from {where}: {server_message(exc)}"
+            text = f"HTTP {status} from {where}: {server_message(exc, *self._secrets)}"
             if status in TRANSIENT_STATUSES or status >= 500:
                 error: LLMError = LLMTransientError(text)
                 error.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
@@ -220,9 +220,9 @@ class OpenAIProvider(SDKProvider):
             ) from exc
         except openai.APIError as exc:  # an error sent inside a 200: a stream's error chunk
             raise _sent_error(f"{where} sent an error", exc.body) or LLMError(
-                f"{where}: {server_message(exc)}") from exc
+                f"{where}: {server_message(exc, *self._secrets)}") from exc
         except openai.OpenAIError as exc:
-            raise LLMError(f"{where}: {server_message(exc)}") from exc
+            raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or a chunk the SDK could not parse
             raise LLMError(f"{where} answered with text that is not JSON: {exc}") from exc
 

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
 
 from jianmu import plugins
-from jianmu._secrets import redact_text, redact_url, url_secrets
+from jianmu._secrets import MASK, redact_text, redact_url, url_secrets
 from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError, LLMError
 from jianmu.llm._per_loop import PerLoop
@@ -432,8 +432,19 @@ def check_common(model: Any, max_retries: Any, timeout: Any) -> None:
         raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
 
 
-def server_message(exc: Any) -> str:
-    """The error text a server put in its body, else the SDK's message."""
+_SHOWN = 500
+"""The most of a server's error text an error shows: a proxy's page may be 200 KB, written
+into the run's result, its events and its checkpoint."""
+
+
+def server_message(exc: Any, *secrets: str) -> str:
+    """The error text a server put in its body, else the SDK's message; ``secrets`` taken
+    out before it is cut short (a secret cut in two would show its first half)."""
+    text = redact_text(_server_message(exc), *secrets) if secrets else _server_message(exc)
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
+
+
+def _server_message(exc: Any) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, Mapping):
         error = body.get("error", body)
@@ -645,6 +656,18 @@ async def _close_client(client: Any) -> None:
     await client.close()
 
 
+def _without(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` without ``secrets``, nor the first part of one that a reply shown cut short
+    (`unreadable`'s ``...``) ends with."""
+    text = redact_text(text, *secrets)
+    for secret in secrets:
+        for end in range(len(secret) - 1, 3, -1):
+            if f"{secret[:end]}..." in text:
+                text = text.replace(f"{secret[:end]}...", f"{MASK}...")
+                break
+    return text
+
+
 def _redact_chain(exc: BaseException, secrets: tuple[str, ...]) -> None:
     """Take ``secrets`` out of the messages of ``exc`` and the exceptions behind it."""
     seen: set[int] = set()
@@ -655,13 +678,13 @@ def _redact_chain(exc: BaseException, secrets: tuple[str, ...]) -> None:
             text = str(current)
         except Exception:  # a message that cannot be shown shows no secret either
             text = ""
-        if any(secret in text for secret in secrets):
-            current.args = (redact_text(text, *secrets),)
+        if _without(text, secrets) != text:
+            current.args = (_without(text, secrets),)
         for name in ("message", "body"):  # what the SDKs' errors keep beside their text
             value = getattr(current, name, None)
-            if isinstance(value, str) and any(secret in value for secret in secrets):
+            if isinstance(value, str) and _without(value, secrets) != value:
                 try:
-                    setattr(current, name, redact_text(value, *secrets))
+                    setattr(current, name, _without(value, secrets))
                 except (AttributeError, TypeError):
                     pass
         current = current.__cause__ or current.__context__

@@ -472,3 +472,17 @@ def test_a_server_that_refuses_stream_options_still_streams(server: ModelServer)
         assert result.ok and result.output == f"re: {question}", result.error
         assert [e for e in events if e.name == "llm.usage_unknown"]
     assert [("stream_options" in r.body) for r in server.requests[-3:]] == [True, False, False]
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_huge_error_page_is_cut_short_in_the_error(
+    server: ModelServer, api: str, stream: bool,
+) -> None:
+    """A proxy's 503 page of 200 KB: the error names the status and shows its start, not the
+    whole page (written into the run's result, its events and its checkpoint)."""
+    page = "<html><title>503 Service Unavailable</title>" + "<p>x</p>" * 25_000 + "</html>"
+    server.add(Raw(status=503, body=page, content_type="text/html"))
+    result, _ = ask(provider(server, api), stream)
+    assert isinstance(result.exception, LLMTransientError), result.error
+    said = str(result.exception)
+    assert "503" in said and "Service Unavailable" in said and len(said) < 2_000, len(said)
