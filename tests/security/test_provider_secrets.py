@@ -33,7 +33,7 @@ def provider(server: ModelServer, api: str) -> SDKProvider:
     url = url.replace("http://", f"http://proxy:{PASSWORD}@")
     if api == "openai":
         return OpenAIProvider("m", base_url=url, api_key=KEY, max_retries=1, retry_backoff=0)
-    return AnthropicProvider("m", base_url=url, api_key=KEY, max_retries=1)
+    return AnthropicProvider("m", base_url=url, api_key=KEY, max_retries=0)
 
 
 ECHOES = [
