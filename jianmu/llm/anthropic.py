@@ -154,7 +154,9 @@ class AnthropicProvider(SDKProvider):
     retried by the SDK, ``max_retries`` times with its exponential backoff (honouring
     ``retry-after``), then raise `LLMTransientError`; any other failure raises `LLMError`
     with the server's message at once, naming the tool when the server refused a tool's
-    definition. A stream is retried only until its response starts.
+    definition. A stream is retried only until its response starts; an answer that broke off
+    midway is never asked again, and a kept-alive connection the server had closed is sent
+    on again once, at once (`jianmu.llm._http`).
 
     Args:
         model: model name sent with each request, e.g. ``claude-sonnet-4-5``.
