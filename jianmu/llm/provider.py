@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
 
 from jianmu import plugins
-from jianmu._secrets import MASK, redact_text, redact_url, url_secrets
+from jianmu._secrets import MASK, redact_url, url_secrets
 from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError, LLMError
 from jianmu.llm._per_loop import PerLoop
@@ -440,7 +440,7 @@ into the run's result, its events and its checkpoint."""
 def server_message(exc: Any, *secrets: str) -> str:
     """The error text a server put in its body, else the SDK's message; ``secrets`` taken
     out before it is cut short (a secret cut in two would show its first half)."""
-    text = redact_text(_server_message(exc), *secrets) if secrets else _server_message(exc)
+    text = _without(_server_message(exc), secrets)
     return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
 
 
@@ -598,7 +598,7 @@ class SDKProvider(BaseLLMProvider):
 
     def secret_free(self, text: str) -> str:
         """``text`` without the key and the URL's password."""
-        return redact_text(text, *self._secrets) if self._secrets else text
+        return _without(text, self._secrets)
 
     def _make_client(self) -> Any:
         """A new SDK client; subclasses implement it."""
@@ -611,7 +611,10 @@ class SDKProvider(BaseLLMProvider):
         key = getattr(first, "api_key", None)
         # a stand-in (``not-needed``) is no secret, and replacing it would garble messages
         keys = (key,) if isinstance(key, str) and len(key) >= 8 and key != "not-needed" else ()
-        self._secrets = (*keys, *url_secrets(url))
+        # longest first, so that one secret inside another goes whole; a few characters
+        # replaced everywhere would garble every message
+        secrets = {s for s in (*keys, *url_secrets(url)) if len(s) >= 4}
+        self._secrets = tuple(sorted(secrets, key=len, reverse=True))
         self._base_url = redact_url(url)
         self._spare = [first]
         self._clients = PerLoop(self._next_client, _close_client)
@@ -658,8 +661,10 @@ async def _close_client(client: Any) -> None:
 
 def _without(text: str, secrets: tuple[str, ...]) -> str:
     """``text`` without ``secrets``, nor the first part of one that a reply shown cut short
-    (`unreadable`'s ``...``) ends with."""
-    text = redact_text(text, *secrets)
+    (`unreadable`'s ``...``) ends with. Only these: a server's own words stay as they are
+    (``signature: Field required`` is no secret)."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
     for secret in secrets:
         for end in range(len(secret) - 1, 3, -1):
             if f"{secret[:end]}..." in text:
