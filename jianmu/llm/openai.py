@@ -408,7 +408,7 @@ def _text(where: str, given: Any) -> str:
                 break
         else:
             return "".join(pieces)
-    raise unreadable(where, "text that is not text", given)
+    raise unreadable(where, "content that is not text", given)
 
 
 def _refused(exc: LLMError, name: str) -> bool:
