@@ -4,9 +4,11 @@ that then failed, and to send again, once and at once, a request that got no ans
 A kept-alive connection may be closed by the server between two turns (an idle timeout, a
 restart) in the moment the client reuses it: the request goes out and the close comes back,
 with not a byte of answer. Nothing was answered, so nothing was billed: the request is sent
-again on a new connection, whatever the provider's retries (`resent_once`). A request whose
-answer had begun (its status line came) and then broke off was answered and billed: it is
-never sent again, neither by our retries nor by the SDK's (`broke_off`).
+again on a new connection, whatever the provider's retries (`unanswered`, `resent_once`); a
+new connection that the server drops so is a failing server, left to the retries. A request
+whose answer had begun (its status line came) and then broke off, or whose body could not be
+decoded, was answered and billed: it is never sent again, neither by our retries nor by the
+SDK's (`broke_off`).
 """
 
 from __future__ import annotations
@@ -64,9 +66,10 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _transport(error: BaseException) -> bool:
-    """Whether ``error`` is the HTTP client's failure to carry a request or its answer (not
-    an error status, which the SDKs raise as their own errors)."""
-    return any(cls.__name__ == "TransportError" and cls.__module__.split(".", 1)[0] in _HTTPX
+    """Whether ``error`` is the HTTP client's failure to carry a request or its answer (a
+    reset, a timeout, a body it could not decode; not an error status, which the SDKs raise
+    as their own errors)."""
+    return any(cls.__name__ == "RequestError" and cls.__module__.split(".", 1)[0] in _HTTPX
                for cls in type(error).__mro__)
 
 
@@ -80,8 +83,9 @@ def _noted(exc: BaseException, key: str) -> bool:
 
 
 def broke_off(exc: BaseException) -> bool:
-    """Whether ``exc`` is the HTTP client's failure (a reset, a close, a timeout) under an
-    answer the server had begun: answered and billed, so never to be asked again."""
+    """Whether ``exc`` is the HTTP client's failure (a reset, a close, a timeout, a body it
+    could not decode) under an answer the server had begun: answered and billed, so never to
+    be asked again."""
     return any(_transport(error) for error in _chain(exc)) and _noted(exc, _ANSWERED)
 
 

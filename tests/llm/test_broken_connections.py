@@ -126,3 +126,16 @@ def test_an_answer_that_broke_off_is_never_asked_again(
     assert "127.0.0.1" in str(failed.value)
     assert len(server.requests) == 1  # answered once: not asked (and billed) again
     assert asyncio.run(ask()).text == "Back again."  # the next request goes on as usual
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_an_answer_that_cannot_be_decoded_is_never_asked_again(
+    server: ModelServer, api: str,
+) -> None:
+    """A body that says gzip and is not: the server answered (and billed); a clear error."""
+    server.add(Raw(body="this is not gzip", headers={"content-encoding": "gzip"}), "Back again.")
+    llm = provider(server, api, 2)
+    with pytest.raises(LLMError, match=r"127\.0\.0\.1"):
+        asyncio.run(llm.complete([{"role": "user", "content": "hi"}]))
+    assert len(server.requests) == 1
+    assert asyncio.run(llm.complete([{"role": "user", "content": "hi"}])).text == "Back again."
