@@ -359,6 +359,8 @@ def _usage(usage: Any) -> Usage | None:
     ``None`` (unknown) when the server sent none."""
     if not usage:
         return None
+    if isinstance(usage, Mapping):  # one the SDK left as it came (``x_groq``'s)
+        usage = SimpleNamespace(**{k: v for k, v in usage.items() if isinstance(k, str)})
     input_tokens = token_count(getattr(usage, "prompt_tokens", None))
     output_tokens = token_count(getattr(usage, "completion_tokens", None))
     if input_tokens is None or output_tokens is None:  # a count missing or not a count
@@ -474,7 +476,10 @@ class _StreamAssembler:
             raise unreadable(self.where, "a stream chunk that is not a completion's", chunk)
         model = getattr(chunk, "model", None)
         self.model = model if isinstance(model, str) and model else self.model
-        sent_usage = getattr(chunk, "usage", None)
+        # Groq gives its usage in the last chunk's ``x_groq``, not in ``usage``
+        groq = getattr(chunk, "x_groq", None)
+        sent_usage = getattr(chunk, "usage", None) or (
+            groq.get("usage") if isinstance(groq, Mapping) else None)
         if sent_usage:
             self.usage = _usage(sent_usage)
         for choice in choices or ():

@@ -486,3 +486,15 @@ def test_a_huge_error_page_is_cut_short_in_the_error(
     assert isinstance(result.exception, LLMTransientError), result.error
     said = str(result.exception)
     assert "503" in said and "Service Unavailable" in said and len(said) < 2_000, len(said)
+
+
+def test_groq_usage_in_x_groq_is_counted(server: ModelServer) -> None:
+    """Groq streams its usage in the last chunk's ``x_groq.usage``, not in ``usage``."""
+    events = chunks({"role": "assistant", "content": "Fine."})
+    events[-1]["x_groq"] = {"id": "req_1", "usage": {"prompt_tokens": 12,
+                                                     "completion_tokens": 3}}
+    server.add(Raw(events=events))
+    result, events_seen = ask(provider(server, "openai"), True)
+    assert result.ok and result.usage is not None
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (12, 3)
+    assert not [e for e in events_seen if e.name == "llm.usage_unknown"]
