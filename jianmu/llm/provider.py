@@ -557,10 +557,13 @@ class SDKProvider(BaseLLMProvider):
                 await close()
 
     async def _send(self, request: ChatRequest) -> LLMResponse:
-        raise NotImplementedError(f"{type(self).__name__} must implement _send()")
+        """The reply; subclasses implement it (or override `send`)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _send() or send()")
 
-    def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        raise NotImplementedError(f"{type(self).__name__} must implement _send_stream()")
+    async def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """The reply's events; by default the whole reply replayed, as a `BaseLLMProvider`'s."""
+        async for event in BaseLLMProvider.send_stream(self, request):
+            yield event
 
     async def whole_body(self, stream: Any) -> Any | None:
         """The JSON of a streamed request's answer that is a whole reply, not an event stream
