@@ -13,10 +13,12 @@ SDK's (`broke_off`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import functools
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-__all__ = ("broke_off", "http_client", "resent_once", "unanswered")
+__all__ = ("broke_off", "http_client", "read_ahead", "resent_once", "unanswered")
 
 _T = TypeVar("_T")
 _ANSWERED = "jianmu.answered"
@@ -107,3 +109,36 @@ async def resent_once(attempt: Callable[[], Awaitable[_T]]) -> _T:
         if not unanswered(exc):
             raise
     return await attempt()
+
+
+def read_ahead(response: Any) -> Any:
+    """``response``'s body stream, able to read its first chunk ahead (``await
+    first()``) and give it again: put back as ``response.stream``, the SDK reads it whole."""
+    package = type(response).__module__.split(".", 1)[0]  # httpx2, or httpx for older SDKs
+    return _read_ahead_type(sys.modules[package].AsyncByteStream)(response.stream)
+
+
+@functools.cache
+def _read_ahead_type(base: type) -> type:
+    """The read-ahead stream, of the HTTP client's own stream type (which it checks)."""
+
+    class ReadAhead(base):  # type: ignore[misc, valid-type]
+        def __init__(self, stream: Any) -> None:
+            self._stream = stream
+            self._rest = stream.__aiter__()
+            self._first: bytes | None = None  # not read yet
+
+        async def first(self) -> bytes:
+            if self._first is None:
+                self._first = bytes(await anext(self._rest, b""))
+            return bytes(self._first)
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield await self.first()
+            async for chunk in self._rest:
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._stream.aclose()
+
+    return ReadAhead

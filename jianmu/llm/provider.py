@@ -25,6 +25,7 @@ from jianmu import plugins
 from jianmu._secrets import MASK, redact_url, url_secrets
 from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError, LLMError
+from jianmu.llm._http import read_ahead
 from jianmu.llm._per_loop import PerLoop
 from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.tools.calls import ToolCall
@@ -568,7 +569,8 @@ class SDKProvider(BaseLLMProvider):
     async def whole_body(self, stream: Any) -> Any | None:
         """The JSON of a streamed request's answer that is a whole reply, not an event stream
         (a server or proxy that ignores ``stream``), the SDK's ``stream`` closed; ``None`` for
-        an event stream (or anything else, which the stream's reading refuses).
+        an event stream, left to the SDK to read (one labelled JSON too: a reply is told by
+        its first byte, read ahead and put back).
 
         Raises:
             LLMError: the body is not JSON.
@@ -578,8 +580,12 @@ class SDKProvider(BaseLLMProvider):
         kind = headers.get("content-type", "") if headers is not None else ""
         if "json" not in kind.split(";", 1)[0].lower():
             return None
+        body = read_ahead(response)
+        if (await body.first()).lstrip()[:1] not in (b"{", b"["):
+            response.stream = body  # type: ignore[union-attr]
+            return None
         try:
-            text = await response.aread()  # type: ignore[union-attr]
+            text = b"".join([chunk async for chunk in body])
         finally:
             await stream.close()
         try:

@@ -498,3 +498,16 @@ def test_groq_usage_in_x_groq_is_counted(server: ModelServer) -> None:
     assert result.ok and result.usage is not None
     assert (result.usage.input_tokens, result.usage.output_tokens) == (12, 3)
     assert not [e for e in events_seen if e.name == "llm.usage_unknown"]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_an_event_stream_labelled_json_is_still_read_as_a_stream(
+    server: ModelServer, api: str,
+) -> None:
+    """A server that sends its event stream as ``application/json``: read as the stream it is
+    (a whole JSON reply is told apart by its first byte)."""
+    events = (chunks({"role": "assistant", "content": "Fine."}) if api == "openai" else
+              message_events("Fine.", {"input_tokens": 9}, {"output_tokens": 2}))
+    server.add(Raw(events=events, headers={"content-type": "application/json"}))
+    result, _ = ask(provider(server, api), True)
+    assert result.ok and result.output == "Fine.", result.error
