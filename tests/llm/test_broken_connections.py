@@ -25,10 +25,17 @@ MODES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def running() -> Iterator[ModelServer]:
+    with ModelServer() as started:
+        yield started
+
+
 @pytest.fixture
-def server() -> Iterator[ModelServer]:
-    with ModelServer() as running:
-        yield running
+def server(running: ModelServer) -> ModelServer:
+    running.requests.clear()
+    running._script.clear()
+    return running
 
 
 def provider(server: ModelServer, api: str, retries: int) -> SDKProvider:
