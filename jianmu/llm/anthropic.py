@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import BaseModel
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
+from jianmu.llm._http import broke_off, http_client, resent_once
 from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
 from jianmu.llm.provider import (
     REQUEST_OPTIONS,
@@ -27,6 +28,7 @@ from jianmu.llm.provider import (
     ToolCallReady,
     Usage,
     check_common,
+    replayed,
     sent,
     server_message,
     token_count,
@@ -152,7 +154,9 @@ class AnthropicProvider(SDKProvider):
     retried by the SDK, ``max_retries`` times with its exponential backoff (honouring
     ``retry-after``), then raise `LLMTransientError`; any other failure raises `LLMError`
     with the server's message at once, naming the tool when the server refused a tool's
-    definition. A stream is retried only until its response starts.
+    definition. A stream is retried only until its response starts; an answer that broke off
+    midway is never asked again, and a kept-alive connection the server had closed is sent
+    on again once, at once (`jianmu.llm._http`).
 
     Args:
         model: model name sent with each request, e.g. ``claude-sonnet-4-5``.
@@ -209,7 +213,8 @@ class AnthropicProvider(SDKProvider):
         except ImportError:
             raise MissingExtraError("anthropic", "anthropic") from None
         return anthropic.AsyncAnthropic(
-            **self._client_options, max_retries=self.max_retries, timeout=self.timeout
+            **self._client_options, max_retries=self.max_retries, timeout=self.timeout,
+            http_client=http_client(anthropic),
         )
 
     @classmethod
@@ -321,25 +326,31 @@ class AnthropicProvider(SDKProvider):
         except anthropic.APIStatusError as exc:
             status = exc.status_code
             kind = _error_type(exc)
+            said = server_message(exc, *self._secrets)
             if midstream:  # an ``error`` event in a stream that had started (HTTP 200)
-                text = f"the stream from {where} failed midway: {kind}: {server_message(exc)}"
+                text = f"the stream from {where} failed midway: {kind}: {said}"
             else:
-                text = f"HTTP {status} from {where}: {server_message(exc)}"
+                text = f"HTTP {status} from {where}: {said}"
             if status in TRANSIENT_STATUSES or status >= 500 or kind in _TRANSIENT_TYPES:
                 raise LLMTransientError(text + tries) from exc
             raise LLMError(text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, "")) \
                 from exc
-        except anthropic.APITimeoutError as exc:
-            raise LLMTransientError(
-                f"request to {where} timed out after {self.timeout:g}s{tries}"
-            ) from exc
         except anthropic.APIConnectionError as exc:
             cause = exc.__cause__ or exc
+            if broke_off(exc):  # never sent again: the server answered, and billed it
+                raise LLMTransientError(
+                    f"the answer from {where} broke off midway (not asked again): "
+                    f"{type(cause).__name__}: {cause}"
+                ) from exc
+            if isinstance(exc, anthropic.APITimeoutError):
+                raise LLMTransientError(
+                    f"request to {where} timed out after {self.timeout:g}s{tries}"
+                ) from exc
             raise LLMTransientError(
                 f"connection to {where} failed{tries}: {type(cause).__name__}: {cause}"
             ) from exc
         except anthropic.AnthropicError as exc:
-            raise LLMError(f"{where}: {server_message(exc)}") from exc
+            raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or an event the SDK could not parse
             raise LLMError(f"{where} answered with text that is not JSON: {exc}") from exc
         except Exception as exc:
@@ -350,7 +361,7 @@ class AnthropicProvider(SDKProvider):
                 f"the stream from {where} failed midway: {type(exc).__name__}: {exc}"
             ) from exc
 
-    async def send(self, request: ChatRequest) -> LLMResponse:
+    async def _send(self, request: ChatRequest) -> LLMResponse:
         """Ask the model for one reply.
 
         Raises:
@@ -360,12 +371,18 @@ class AnthropicProvider(SDKProvider):
         body = self._request(request)
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
-            reply = await sent(create, body)
+            reply = await resent_once(lambda: sent(create, body))
+        return self._reply(reply)
+
+    def _reply(self, reply: Any) -> LLMResponse:
+        """The reply a whole message holds."""
         where = self.base_url or "the Anthropic API"
         # the SDK hands over whatever a 200 carried: a proxy's HTML page is a str
-        content = getattr(reply, "content", None) or []
+        content = getattr(reply, "content", None)
         error = getattr(reply, "error", None)
-        if getattr(reply, "type", None) == "error" and isinstance(error, Mapping):
+        # an error body, with its ``type`` or without (a proxy's ``{"error": {...}}``)
+        if isinstance(error, Mapping) and (getattr(reply, "type", None) == "error"
+                                           or not content):
             error_type = str(error.get("type", ""))
             text = f"{where} answered with an error: {error_type}: {error.get('message', '')}"
             raise (LLMTransientError if error_type in _TRANSIENT_TYPES else LLMError)(text)
@@ -395,7 +412,7 @@ class AnthropicProvider(SDKProvider):
             model=getattr(reply, "model", None) or self.model,
         )
 
-    async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    async def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one reply: text deltas, each tool call once its block ends, then
         `StreamDone`.
 
@@ -412,7 +429,16 @@ class AnthropicProvider(SDKProvider):
         body = self._request(request)
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
-            events = await sent(create, {**body, "stream": True})
+            events = await resent_once(lambda: sent(create, {**body, "stream": True}))
+            whole = await self.whole_body(events)
+        if whole is not None:  # a server that ignored ``stream``: its whole reply, replayed
+            import anthropic
+
+            reply = anthropic.types.Message.construct(**whole) if isinstance(
+                whole, dict) else whole
+            for out in replayed(self._reply(reply)):
+                yield out
+            return
         where = self.base_url or "the Anthropic API"
         assembler = _StreamAssembler(self.model, where)
         try:
@@ -424,6 +450,8 @@ class AnthropicProvider(SDKProvider):
             await events.close()
         if not assembler.started:  # an answer that was no event stream (an HTML page...)
             raise LLMError(f"{where} answered a streamed request without a message_start event")
+        for out in assembler.flush():
+            yield out
         yield StreamDone(response=assembler.response())
 
 
@@ -450,7 +478,7 @@ class _StreamAssembler:
         self.where = where
         self.text: list[str] = []
         self.blocks: dict[int, dict[str, Any]] = {}
-        self.calls: list[ToolCall] = []
+        self.calls: dict[tuple[int, int], ToolCall] = {}  # by block index, then arrival
         self.thinking: dict[int, dict[str, Any]] = {}  # reasoning blocks by index, in order
         self.stop_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server says
@@ -471,8 +499,12 @@ class _StreamAssembler:
             block = event.content_block
             block_type = getattr(block, "type", None)
             if block_type == "tool_use":
+                # a block started again at an open block's index ends that one, not lose it
+                ready: list[StreamEvent] = (
+                    [self._finished(event.index)] if event.index in self.blocks else [])
                 self.blocks[event.index] = {"id": block.id, "name": block.name, "json": [],
                                             "input": getattr(block, "input", None)}
+                return ready
             elif block_type == "thinking":  # its text and signature follow as deltas
                 self.thinking[event.index] = {"type": "thinking", "thinking": "",
                                               "signature": "", **_reasoning(block)}
@@ -501,15 +533,7 @@ class _StreamAssembler:
                     raise unreadable(self.where, f"a {delta.type} that is not text", delta)
                 self.thinking[event.index][name] += piece
         elif kind == "content_block_stop" and event.index in self.blocks:
-            block = self.blocks.pop(event.index)
-            raw = "".join(block["json"])
-            given = block["input"]
-            # Anthropic starts a block with ``input: {}`` and streams the input as JSON
-            # fragments; a compatible server that gives it whole at the start streams none
-            arguments = given if not raw.strip() and given else _decode_input(raw)
-            call = _call(block["id"], block["name"], arguments)
-            self.calls.append(call)
-            return [ToolCallReady(call=call, index=len(self.calls) - 1)]
+            return [self._finished(event.index)]
         elif kind == "message_delta":
             self.stop_reason = getattr(event.delta, "stop_reason", None) or self.stop_reason
             if getattr(event, "usage", None) is not None:
@@ -517,11 +541,28 @@ class _StreamAssembler:
                 self.usage_broken = self.usage_broken or self.usage is None
         return []
 
+    def _finished(self, index: int) -> ToolCallReady:
+        """The tool call of block ``index``, whose input is all there."""
+        block = self.blocks.pop(index)
+        raw = "".join(block["json"])
+        given = block["input"]
+        # Anthropic starts a block with ``input: {}`` and streams the input as JSON
+        # fragments; a compatible server that gives it whole at the start streams none
+        arguments = given if not raw.strip() and given else _decode_input(raw)
+        call = self.calls[index, len(self.calls)] = _call(block["id"], block["name"], arguments)
+        return ToolCallReady(call=call, index=len(self.calls) - 1)
+
+    def flush(self) -> list[StreamEvent]:
+        """The calls of tool blocks that a compatible server never closed (no
+        ``content_block_stop``): the message's end ends them, else they are lost."""
+        return [self._finished(index) for index in sorted(self.blocks)]
+
     def response(self) -> LLMResponse:
         text = "".join(self.text)
         reasoning = [block for _, block in sorted(self.thinking.items())]
+        calls = [call for _, call in sorted(self.calls.items())]  # in the blocks' order
         return LLMResponse(
-            message=Message(role="assistant", content=text or None, tool_calls=self.calls,
+            message=Message(role="assistant", content=text or None, tool_calls=calls,
                             reasoning=reasoning),
             usage=None if self.usage_broken else self.usage,
             finish_reason=_stop_reason(self.stop_reason),

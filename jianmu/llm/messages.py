@@ -200,7 +200,8 @@ class Message(BaseModel):
     @classmethod
     def from_openai(cls, data: Mapping[str, Any] | Message) -> Message:
         """Build a message from the OpenAI chat format; a ``refusal`` (structured outputs)
-        with no content is the content; other keys (``audio``, ...) are ignored.
+        with no content is the content, a legacy ``function_call`` a tool call; other keys
+        (``audio``, ...) are ignored.
 
         Raises:
             pydantic.ValidationError: the role or a field is invalid.
@@ -217,6 +218,10 @@ class Message(BaseModel):
         if fields.get("role") == "developer":  # OpenAI's newer name for the system role
             fields["role"] = "system"
         fields["tool_calls"] = data.get("tool_calls") or []
+        legacy = data.get("function_call")
+        if not fields["tool_calls"] and isinstance(legacy, Mapping) and legacy.get("name"):
+            # the older shape of one call (finish reason ``function_call``): else it is lost
+            fields["tool_calls"] = [{"type": "function", "function": dict(legacy)}]
         return cls.model_validate(fields)
 
     def to_openai(self) -> dict[str, Any]:

@@ -11,13 +11,17 @@ import json
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
+from jianmu.llm._http import broke_off, http_client, unanswered
 from jianmu.llm.messages import Message, messages_to_openai
 from jianmu.llm.provider import (
     REQUEST_OPTIONS,
@@ -29,6 +33,7 @@ from jianmu.llm.provider import (
     ToolCallReady,
     Usage,
     check_common,
+    replayed,
     sent,
     server_message,
     token_count,
@@ -59,9 +64,11 @@ class OpenAIProvider(SDKProvider):
     Uses the official SDK's ``AsyncOpenAI`` with its own retries off: 429, 408, 409, 5xx,
     timeouts and dropped connections are retried here, ``max_retries`` times with
     exponential backoff (``retry_backoff * 2**attempt`` seconds, at most ``max_backoff``, or
-    longer when the server sends ``Retry-After``), then raise `LLMTransientError`; any other
-    failure raises `LLMError` with the server's message at once. A stream is retried only
-    while nothing has been yielded.
+    longer when the server asks by ``Retry-After`` or ``retry-after-ms``), then raise
+    `LLMTransientError`; any other failure raises `LLMError` with the server's message at
+    once. A stream is retried only while nothing has been yielded; an answer that broke off
+    is never asked again, and a kept-alive connection the server had closed is sent on again
+    once, at once (`jianmu.llm._http`).
 
     Args:
         model: model name sent with each request.
@@ -111,6 +118,7 @@ class OpenAIProvider(SDKProvider):
             base_url=base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
         )
+        self._stream_usage = True  # ask streams for their usage, unless the server refuses
         self._start_clients()
 
     def _make_client(self) -> AsyncOpenAI:
@@ -119,7 +127,8 @@ class OpenAIProvider(SDKProvider):
             import openai
         except ImportError:
             raise MissingExtraError("openai", "openai") from None
-        return openai.AsyncOpenAI(**self._client_options, max_retries=0, timeout=self.timeout)
+        return openai.AsyncOpenAI(**self._client_options, max_retries=0, timeout=self.timeout,
+                                  http_client=http_client(openai))
 
     @classmethod
     def from_llm_config(cls, llm: LLMConfig) -> Self:
@@ -170,7 +179,8 @@ class OpenAIProvider(SDKProvider):
             )
         if stream:
             body_request["stream"] = True
-            body_request["stream_options"] = {"include_usage": True}
+            if self._stream_usage:
+                body_request["stream_options"] = {"include_usage": True}
         # Vendor parameters (top_k, repetition_penalty...) are not SDK arguments: send every
         # parameter in the body so that the SDK never refuses one.
         body.update(merged)
@@ -188,7 +198,7 @@ class OpenAIProvider(SDKProvider):
             yield
         except openai.APIStatusError as exc:
             status = exc.status_code
-            text = f"HTTP {status} from {where}: {server_message(exc)}"
+            text = f"HTTP {status} from {where}: {server_message(exc, *self._secrets)}"
             if status in TRANSIENT_STATUSES or status >= 500:
                 error: LLMError = LLMTransientError(text)
                 error.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
@@ -200,21 +210,39 @@ class OpenAIProvider(SDKProvider):
             ) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
+            if broke_off(exc):  # never sent again: the server answered, and billed it
+                raise LLMTransientError(
+                    f"the answer from {where} broke off midway (not asked again): "
+                    f"{type(cause).__name__}: {cause}"
+                ) from exc
             raise LLMTransientError(
                 f"connection to {where} failed: {type(cause).__name__}: {cause}"
             ) from exc
+        except openai.APIError as exc:  # an error sent inside a 200: a stream's error chunk
+            raise _sent_error(f"{where} sent an error", exc.body) or LLMError(
+                f"{where}: {server_message(exc, *self._secrets)}") from exc
         except openai.OpenAIError as exc:
-            raise LLMError(f"{where}: {server_message(exc)}") from exc
+            raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or a chunk the SDK could not parse
             raise LLMError(f"{where} answered with text that is not JSON: {exc}") from exc
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
-        """Run ``attempt``, retrying transient failures with backoff."""
-        for number in range(self.max_retries + 1):
+        """Run ``attempt``, retrying transient failures with backoff; one failure on a
+        connection the server had closed unanswered is sent again at once, uncounted, and no
+        failure of an answer that had begun is retried."""
+        resent = False
+        number = 0
+        while True:
             try:
                 with self._map_errors():
                     return await attempt()
             except LLMTransientError as exc:
+                if not resent and unanswered(exc):  # a kept-alive connection gone stale
+                    resent = True
+                    _log.debug("%s; sent again on a new connection", self.secret_free(str(exc)))
+                    continue
+                if broke_off(exc):  # the server answered (and billed): never asked again
+                    raise
                 if number >= self.max_retries:
                     raise LLMTransientError(
                         f"chat completion failed after {number + 1} attempt(s) "
@@ -224,11 +252,12 @@ class OpenAIProvider(SDKProvider):
                 retry_after = getattr(exc, "retry_after", None)
                 if retry_after is not None:
                     delay = min(self.max_backoff, max(delay, retry_after))
-                _log.warning("%s; retry %d/%d in %.2fs", exc, number + 1, self.max_retries, delay)
+                _log.warning("%s; retry %d/%d in %.2fs", self.secret_free(str(exc)), number + 1,
+                             self.max_retries, delay)
                 await _backoff(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+                number += 1
 
-    async def send(self, request: ChatRequest) -> LLMResponse:
+    async def _send(self, request: ChatRequest) -> LLMResponse:
         """Ask the server for one reply.
 
         Raises:
@@ -237,9 +266,16 @@ class OpenAIProvider(SDKProvider):
         """
         body = self._request(request, stream=False)
         create: Any = self._client.chat.completions.create
-        completion = await self._with_retries(lambda: sent(create, body))
+        return self._reply(await self._with_retries(lambda: sent(create, body)))
+
+    def _reply(self, completion: Any) -> LLMResponse:
+        """The reply a whole completion holds."""
         # the SDK hands over whatever a 200 carried: a proxy's HTML page is a str
         choices = getattr(completion, "choices", None)
+        sent_error = _sent_error(f"{self.base_url} answered with an error",
+                                 getattr(completion, "error", None))
+        if sent_error is not None and not choices:  # a proxy's error, sent with a 200
+            raise sent_error
         if not isinstance(choices, list):
             raise unreadable(self.base_url, "something other than a chat completion", completion)
         if not choices:
@@ -251,7 +287,10 @@ class OpenAIProvider(SDKProvider):
         try:
             # warnings off: some servers send a call's arguments as a JSON object, not the
             # string the SDK's model declares; `Message.from_openai` takes either
-            message = Message.from_openai(raw.model_dump(warnings=False))
+            data = raw.model_dump(warnings=False)
+            if isinstance(data.get("content"), list):  # parts: the text, reasoning left out
+                data["content"] = _text(self.base_url, data["content"]) or None
+            message = Message.from_openai(data)
         except ValidationError as exc:
             raise LLMError(f"{self.base_url} answered with a message that cannot be read: "
                            f"{exc}") from exc
@@ -262,7 +301,7 @@ class OpenAIProvider(SDKProvider):
             model=getattr(completion, "model", None) or self.model,
         )
 
-    async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    async def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one reply: text deltas, each tool call once whole, then `StreamDone`.
 
         Tool-call fragments are assembled by their index; usage comes from the final chunk
@@ -275,7 +314,26 @@ class OpenAIProvider(SDKProvider):
         """
         body = self._request(request, stream=True)
         create: Any = self._client.chat.completions.create
-        chunks = await self._with_retries(lambda: sent(create, body))
+        try:
+            chunks = await self._with_retries(lambda: sent(create, body))
+        except LLMError as exc:
+            if "stream_options" not in body or not _refused(exc, "stream_options"):
+                raise
+            # a server that refuses it (older Azure API versions, some proxies): a refusal
+            # bills nothing; streams go without it, their usage unknown
+            self._stream_usage = False
+            body = {k: v for k, v in body.items() if k != "stream_options"}
+            chunks = await self._with_retries(lambda: sent(create, body))
+        with self._map_errors():
+            whole = await self.whole_body(chunks)
+        if whole is not None:  # a server that ignored ``stream``: its whole reply, replayed
+            import openai
+
+            completion = openai.types.chat.ChatCompletion.construct(**whole) if isinstance(
+                whole, dict) else whole
+            for event in replayed(self._reply(completion)):
+                yield event
+            return
         assembler = _StreamAssembler(self.base_url)
         try:
             with self._map_errors():
@@ -301,6 +359,8 @@ def _usage(usage: Any) -> Usage | None:
     ``None`` (unknown) when the server sent none."""
     if not usage:
         return None
+    if isinstance(usage, Mapping):  # one the SDK left as it came (``x_groq``'s)
+        usage = SimpleNamespace(**{k: v for k, v in usage.items() if isinstance(k, str)})
     input_tokens = token_count(getattr(usage, "prompt_tokens", None))
     output_tokens = token_count(getattr(usage, "completion_tokens", None))
     if input_tokens is None or output_tokens is None:  # a count missing or not a count
@@ -313,15 +373,83 @@ def _usage(usage: Any) -> Usage | None:
     )
 
 
-def _retry_after(exc: Any) -> float | None:
-    """Seconds from a ``Retry-After`` header, if the server sent a number."""
-    response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
+_TRANSIENT_KINDS = frozenset({"server_error", "overloaded_error", "rate_limit_error",
+                              "rate_limit_exceeded", "api_error", "timeout_error"})
+
+
+def _sent_error(what: str, error: Any) -> LLMError | None:
+    """The error a server sent in a 200's body or a stream's chunk (``{"message", "type",
+    "code"}``), transient when its type or code is; ``None`` when it is no such error."""
+    if not isinstance(error, Mapping):
         return None
-    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
+    code = token_count(error.get("code"))
+    kind = str(error.get("type") or "")
+    said = error.get("message") or kind or error
+    text = f"{what}: {f'{kind}: ' if kind else ''}{said}"
+    if kind in _TRANSIENT_KINDS or code in TRANSIENT_STATUSES or (code or 0) >= 500:
+        return LLMTransientError(text)
+    return LLMError(text)
+
+
+_REASONING_PARTS = frozenset({"thinking", "reasoning", "redacted_thinking"})
+
+
+def _text(where: str, given: Any) -> str:
+    """A reply's text: a string, or content parts (``[{"type": "text", "text": ...}]``, a
+    refusal part), reasoning parts (Mistral's ``thinking``) left out; else unreadable."""
+    if not given or isinstance(given, str):
+        return given or ""
+    if isinstance(given, list) and all(isinstance(p, dict) for p in given):
+        pieces = []
+        for part in given:
+            kind = part.get("type", "text")
+            said = part.get("refusal" if kind == "refusal" else "text")
+            if kind in ("text", "refusal") and isinstance(said, str):
+                pieces.append(said)
+            elif kind not in _REASONING_PARTS:
+                break
+        else:
+            return "".join(pieces)
+    raise unreadable(where, "content that is not text", given)
+
+
+def _refused(exc: LLMError, name: str) -> bool:
+    """Whether ``exc`` is the server refusing the request parameter ``name`` (HTTP 400/422)."""
+    status = getattr(exc.__cause__, "status_code", None)
+    return status in (400, 422) and name in str(exc)
+
+
+def _whole(arguments: str) -> bool:
+    """Whether a call's arguments so far are none or a whole JSON value."""
+    if not arguments.strip():
+        return True
+    try:
+        json.loads(arguments)
+    except ValueError:
+        return False
+    return True
+
+
+def _retry_after(exc: Any) -> float | None:
+    """Seconds the server asked to wait: ``retry-after-ms`` (OpenAI's, Azure's), or
+    ``Retry-After`` in seconds or as an HTTP date; ``None`` when it said nothing usable."""
+    response = getattr(exc, "response", None)
+    headers = response.headers if response is not None else {}
+    seconds: float | None = None
+    try:
+        if headers.get("retry-after-ms") is not None:
+            seconds = float(headers["retry-after-ms"]) / 1000
+        elif headers.get("retry-after") is not None:
+            value = headers["retry-after"]
+            try:
+                seconds = float(value)
+            except ValueError:  # an HTTP date
+                seconds = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:  # a date gone by
+        return None
+    return seconds
 
 
 class _StreamAssembler:
@@ -331,7 +459,8 @@ class _StreamAssembler:
         self.where = where
         self.chunks = 0
         self.text: list[str] = []
-        self.calls: dict[int, dict[str, str]] = {}
+        self.calls: dict[tuple[int, int], dict[str, str]] = {}  # by index, then arrival
+        self._open: dict[int, tuple[int, int]] = {}  # the call each index now adds to
         self.finish_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server's usage chunk
         self.model = ""
@@ -347,7 +476,10 @@ class _StreamAssembler:
             raise unreadable(self.where, "a stream chunk that is not a completion's", chunk)
         model = getattr(chunk, "model", None)
         self.model = model if isinstance(model, str) and model else self.model
-        sent_usage = getattr(chunk, "usage", None)
+        # Groq gives its usage in the last chunk's ``x_groq``, not in ``usage``
+        groq = getattr(chunk, "x_groq", None)
+        sent_usage = getattr(chunk, "usage", None) or (
+            groq.get("usage") if isinstance(groq, Mapping) else None)
         if sent_usage:
             self.usage = _usage(sent_usage)
         for choice in choices or ():
@@ -358,13 +490,11 @@ class _StreamAssembler:
             delta = getattr(choice, "delta", None)
             # a refusal (structured outputs) is the answer's text: the reader must see it
             said = (getattr(delta, "content", None), getattr(delta, "refusal", None))
-            for text in said:
-                if not text:
-                    continue
-                if not isinstance(text, str):
-                    raise unreadable(self.where, "a text fragment that is not text", text)
-                self.text.append(text)
-                events.append(TextDelta(text=text))
+            for given in said:
+                text = _text(self.where, given)
+                if text:
+                    self.text.append(text)
+                    events.append(TextDelta(text=text))
             fragments = getattr(delta, "tool_calls", None) or []
             if not isinstance(fragments, list):
                 raise unreadable(self.where, "tool-call fragments that are not a list", fragments)
@@ -372,6 +502,9 @@ class _StreamAssembler:
                 if not isinstance(fragment, BaseModel):
                     raise unreadable(self.where, "a tool-call fragment that is not one", fragment)
                 self._add_fragment(fragment)
+            legacy = getattr(delta, "function_call", None)
+            if legacy is not None and not fragments:  # the older shape of one call
+                self._add_fragment(SimpleNamespace(index=0, id=None, function=legacy))
             finish = getattr(choice, "finish_reason", None)
             if finish:
                 self.finish_reason = finish
@@ -388,10 +521,17 @@ class _StreamAssembler:
         if index is None:  # some servers omit it: a new id starts a new call
             known = {slot["id"] for slot in self.calls.values()}
             if (ident and ident not in known) or not self.calls:
-                index = len(self.calls)
+                index = max(self._open, default=-1) + 1
             else:
-                index = max(self.calls)
-        slot = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                index = max(self._open)
+        key = self._open.get(index)
+        slot = None if key is None else self.calls[key]
+        if slot is None or (ident and name and slot["id"] and ident != slot["id"]
+                            and slot["name"] and _whole(slot["arguments"])):
+            # a new call; or one more at an index a whole call holds (servers that number
+            # every call 0): joined to it, both calls were lost
+            key = self._open[index] = (index, len(self.calls))
+            slot = self.calls[key] = {"id": "", "name": "", "arguments": ""}
         if ident:
             slot["id"] = ident
         if function is not None:

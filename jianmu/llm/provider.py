@@ -5,15 +5,27 @@ the ``llm:`` section of the config names (through the plug-in registry, `jianmu.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
 
 from jianmu import plugins
+from jianmu._secrets import MASK, redact_url, url_secrets
 from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError, LLMError
+from jianmu.llm._http import read_ahead
 from jianmu.llm._per_loop import PerLoop
 from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.tools.calls import ToolCall
@@ -33,6 +45,7 @@ __all__ = (
     "from_config",
     "from_name",
     "provider_from_config",
+    "replayed",
     "replays_stream",
     "takes_requests",
     "token_count",
@@ -420,8 +433,19 @@ def check_common(model: Any, max_retries: Any, timeout: Any) -> None:
         raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
 
 
-def server_message(exc: Any) -> str:
-    """The error text a server put in its body, else the SDK's message."""
+_SHOWN = 500
+"""The most of a server's error text an error shows: a proxy's page may be 200 KB, written
+into the run's result, its events and its checkpoint."""
+
+
+def server_message(exc: Any, *secrets: str) -> str:
+    """The error text a server put in its body, else the SDK's message; ``secrets`` taken
+    out before it is cut short (a secret cut in two would show its first half)."""
+    text = _without(_server_message(exc), secrets)
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
+
+
+def _server_message(exc: Any) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, Mapping):
         error = body.get("error", body)
@@ -481,6 +505,14 @@ def utf8_safe(value: Any) -> Any:
     return value
 
 
+def replayed(response: LLMResponse) -> list[StreamEvent]:
+    """A whole reply as a stream's events: its text, its tool calls, then `StreamDone`."""
+    events: list[StreamEvent] = [TextDelta(text=response.text)] if response.text else []
+    events += [ToolCallReady(call=call, index=i) for i, call in enumerate(response.tool_calls)]
+    events.append(StreamDone(response=response))
+    return events
+
+
 async def sent(create: Callable[..., Awaitable[_T]], body: Mapping[str, Any]) -> _T:
     """``await create(**body)``; again with `utf8_safe(body)` when the SDK could not encode
     the body as UTF-8 (nothing was sent: the encoding fails while the request is built).
@@ -498,12 +530,84 @@ class SDKProvider(BaseLLMProvider):
     A client and its connection pool belong to the loop they were used on, so a provider
     shared by runners on different loops (or by one ``asyncio.run`` after another) never
     hands a client to a loop it was not made on. Subclasses make a client in
-    ``_make_client`` and call ``_start_clients`` at the end of ``__init__``.
+    ``_make_client``, call ``_start_clients`` at the end of ``__init__`` and implement
+    ``_send`` and ``_send_stream``: `send` and `send_stream` raise their errors with the API
+    key and the URL's password taken out (`kept_secret`), whatever a server echoed.
     """
 
     _base_url: str = ""
+    _secrets: tuple[str, ...] = ()
     _clients: PerLoop[Any]
     _spare: list[Any]
+
+    async def send(self, request: ChatRequest) -> LLMResponse:
+        """Ask the server for one reply (`_send`)."""
+        with self.kept_secret():
+            return await self._send(request)
+
+    async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one reply (`_send_stream`)."""
+        events = self._send_stream(request)
+        try:
+            with self.kept_secret():
+                async for event in events:
+                    yield event
+        finally:  # closed here, not by the loop's finalizer later: its connection goes back
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def _send(self, request: ChatRequest) -> LLMResponse:
+        """The reply; subclasses implement it (or override `send`)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _send() or send()")
+
+    async def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """The reply's events; by default the whole reply replayed, as a `BaseLLMProvider`'s."""
+        async for event in BaseLLMProvider.send_stream(self, request):
+            yield event
+
+    async def whole_body(self, stream: Any) -> Any | None:
+        """The JSON of a streamed request's answer that is a whole reply, not an event stream
+        (a server or proxy that ignores ``stream``), the SDK's ``stream`` closed; ``None`` for
+        an event stream, left to the SDK to read (one labelled JSON too: a reply is told by
+        its first byte, read ahead and put back).
+
+        Raises:
+            LLMError: the body is not JSON.
+        """
+        response = getattr(stream, "response", None)
+        headers = getattr(response, "headers", None)
+        kind = headers.get("content-type", "") if headers is not None else ""
+        if "json" not in kind.split(";", 1)[0].lower():
+            return None
+        body = read_ahead(response)
+        if (await body.first()).lstrip()[:1] not in (b"{", b"["):
+            response.stream = body  # type: ignore[union-attr]
+            return None
+        try:
+            text = b"".join([chunk async for chunk in body])
+        finally:
+            await stream.close()
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise unreadable(self.base_url, "text that is not JSON", text) from exc
+
+    @contextmanager
+    def kept_secret(self) -> Iterator[None]:
+        """Take the key and the URL's password out of an `LLMError` raised inside, and out of
+        the exceptions it was raised from (a traceback prints them all): a server may echo
+        the key in its error, a proxy the URL in its page."""
+        try:
+            yield
+        except LLMError as exc:
+            if self._secrets:
+                _redact_chain(exc, self._secrets)
+            raise
+
+    def secret_free(self, text: str) -> str:
+        """``text`` without the key and the URL's password."""
+        return _without(text, self._secrets)
 
     def _make_client(self) -> Any:
         """A new SDK client; subclasses implement it."""
@@ -512,7 +616,15 @@ class SDKProvider(BaseLLMProvider):
     def _start_clients(self) -> None:
         """Make the first client now (the SDK checks its settings), kept for the first loop."""
         first = self._make_client()
-        self._base_url = str(first.base_url)
+        url = str(first.base_url)
+        key = getattr(first, "api_key", None)
+        # a stand-in (``not-needed``) is no secret, and replacing it would garble messages
+        keys = (key,) if isinstance(key, str) and len(key) >= 8 and key != "not-needed" else ()
+        # longest first, so that one secret inside another goes whole; a few characters
+        # replaced everywhere would garble every message
+        secrets = {s for s in (*keys, *url_secrets(url)) if len(s) >= 4}
+        self._secrets = tuple(sorted(secrets, key=len, reverse=True))
+        self._base_url = redact_url(url)
         self._spare = [first]
         self._clients = PerLoop(self._next_client, _close_client)
 
@@ -540,7 +652,7 @@ class SDKProvider(BaseLLMProvider):
 
     @property
     def base_url(self) -> str:
-        """The server URL requests go to."""
+        """The server URL requests go to, its password (if any) shown as ``***``."""
         return self._base_url
 
     def __repr__(self) -> str:
@@ -554,3 +666,39 @@ class SDKProvider(BaseLLMProvider):
 
 async def _close_client(client: Any) -> None:
     await client.close()
+
+
+def _without(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` without ``secrets``, nor the first part of one that a reply shown cut short
+    (`unreadable`'s ``...``) ends with. Only these: a server's own words stay as they are
+    (``signature: Field required`` is no secret)."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    for secret in secrets:
+        for end in range(len(secret) - 1, 3, -1):
+            if f"{secret[:end]}..." in text:
+                text = text.replace(f"{secret[:end]}...", f"{MASK}...")
+                break
+    return text
+
+
+def _redact_chain(exc: BaseException, secrets: tuple[str, ...]) -> None:
+    """Take ``secrets`` out of the messages of ``exc`` and the exceptions behind it."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        try:
+            text = str(current)
+        except Exception:  # a message that cannot be shown shows no secret either
+            text = ""
+        if _without(text, secrets) != text:
+            current.args = (_without(text, secrets),)
+        for name in ("message", "body"):  # what the SDKs' errors keep beside their text
+            value = getattr(current, name, None)
+            if isinstance(value, str) and _without(value, secrets) != value:
+                try:
+                    setattr(current, name, _without(value, secrets))
+                except (AttributeError, TypeError):
+                    pass
+        current = current.__cause__ or current.__context__

@@ -352,7 +352,7 @@ async def test_stream_broken_midway_is_not_retried(
     fake_anthropic.add(FakeMessage(text="a long answer that breaks", chunk_size=2,
                                    break_after=5))
     received: list[StreamEvent] = []
-    with pytest.raises(LLMTransientError, match="failed"):
+    with pytest.raises(LLMTransientError, match="broke off midway"):
         async for event in llm.stream([Message.user("hi")]):
             received.append(event)
     assert received and all(isinstance(e, TextDelta) for e in received)

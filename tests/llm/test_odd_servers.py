@@ -293,3 +293,221 @@ def test_an_anthropic_tool_input_given_whole_at_the_block_start_is_kept(
         result, _ = ask(llm, True, "weather?", tools=[weather])
         assert result.ok, result.error
         assert seen[-1] == city
+
+
+def _weather(seen: list[str]) -> Any:
+    def weather(city: str) -> str:
+        """The weather of a city.
+
+        Args:
+            city: the city.
+        """
+        seen.append(city)
+        return "sunny"
+
+    return weather
+
+
+def test_anthropic_tool_calls_are_kept_in_block_order_even_when_a_block_never_closes(
+    server: ModelServer,
+) -> None:
+    """A compatible server that closes its tool blocks out of order, or never closes the last
+    (no ``content_block_stop`` before ``message_delta``): every call is kept, in order."""
+    seen: list[str] = []
+
+    def block(index: int, city: str) -> list[dict[str, Any]]:
+        return [{"type": "content_block_start", "index": index, "content_block": {
+                    "type": "tool_use", "id": f"toolu_{index}", "name": "weather", "input": {}}},
+                {"type": "content_block_delta", "index": index, "delta": {
+                    "type": "input_json_delta", "partial_json": f'{{"city": "{city}"}}'}}]
+
+    server.add(Raw(events=[
+        {"type": "message_start", "message": {**message("", {"input_tokens": 5}),
+                                              "content": []}},
+        *block(0, "Oslo"), *block(1, "Bergen"), *block(2, "Tromsø"),
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+         "usage": {"output_tokens": 3}},
+        {"type": "message_stop"},
+    ]), Raw(events=message_events("Done.", {"input_tokens": 9}, {"output_tokens": 2})))
+    result, _ = ask(provider(server, "anthropic"), True, "weather?", tools=[_weather(seen)])
+    assert result.ok, result.error
+    assert seen == ["Oslo", "Bergen", "Tromsø"]
+    sent = server.requests[-1].body["messages"][1]["content"]
+    assert [b["id"] for b in sent if b["type"] == "tool_use"] == ["toolu_0", "toolu_1", "toolu_2"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_legacy_function_call_is_a_tool_call(server: ModelServer, stream: bool) -> None:
+    """Servers that answer in the older ``function_call`` shape (finish reason
+    ``function_call``): the call is made, not lost."""
+    seen: list[str] = []
+    legacy = {"name": "weather", "arguments": '{"city": "Oslo"}'}
+    reply = completion({"role": "assistant", "content": None, "function_call": legacy})
+    reply["choices"][0]["finish_reason"] = "function_call"
+    events = chunks({"role": "assistant", "content": None,
+                     "function_call": {"name": "weather", "arguments": ""}},
+                    {"function_call": {"arguments": '{"city": '}},
+                    {"function_call": {"arguments": '"Oslo"}'}})
+    events[-1]["choices"][0]["finish_reason"] = "function_call"
+    server.add(Raw(body=reply, events=events), Raw(
+        body=completion({"role": "assistant", "content": "Sunny."}),
+        events=chunks({"role": "assistant", "content": "Sunny."})))
+    result, _ = ask(provider(server, "openai"), stream, "weather?", tools=[_weather(seen)])
+    assert result.ok and result.output == "Sunny.", result.error
+    assert seen == ["Oslo"]
+    call = server.requests[-1].body["messages"][1]["tool_calls"][0]
+    assert call["function"]["name"] == "weather"
+    assert server.requests[-1].body["messages"][2]["tool_call_id"] == call["id"]
+
+
+def test_streamed_content_given_as_parts_is_the_text(server: ModelServer) -> None:
+    server.add(Raw(events=chunks({"role": "assistant", "content": [{"type": "text",
+                                                                    "text": "Hel"}]},
+                                 {"content": [{"type": "text", "text": "lo."}]})))
+    result, events = ask(provider(server, "openai"), True)
+    assert result.ok and result.output == "Hello.", result.error
+    assert [e.fields["text"] for e in events if e.name == "llm.call.delta"] == ["Hel", "lo."]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize(("error", "transient"), [
+    ({"message": "Overloaded", "type": "server_error", "code": 503}, True),
+    ({"message": "Rate limited upstream", "code": 429}, True),
+    ({"message": "Prompt too long", "type": "invalid_request_error", "code": 400}, False),
+], ids=["overloaded", "rate-limited", "refused"])
+def test_an_openai_error_sent_with_a_200_says_the_error(
+    server: ModelServer, stream: bool, error: dict[str, Any], transient: bool,
+) -> None:
+    """A proxy (OpenRouter, LiteLLM) or a server that fails once the answer began sends the
+    error in a 200 body or as a stream's chunk: the run fails saying it, transient when the
+    error is (a fallback model may take over)."""
+    events = [*chunks({"role": "assistant", "content": "Hel"})[:1], {"error": error}]
+    server.add(Raw(body={"error": error}, events=events))
+    result, _ = ask(provider(server, "openai"), stream)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, LLMError), result.error
+    assert isinstance(result.exception, LLMTransientError) is transient
+    assert error["message"] in str(result.exception) and "127.0.0.1" in str(result.exception)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_content_parts_are_the_text_and_reasoning_parts_are_left_out(
+    server: ModelServer, stream: bool,
+) -> None:
+    """Mistral's reasoning models answer with parts: ``thinking`` and ``text``."""
+    parts = [{"type": "thinking", "thinking": [{"type": "text", "text": "Hmm."}]},
+             {"type": "text", "text": "Hel"}, {"type": "text", "text": "lo."}]
+    server.add(Raw(body=completion({"role": "assistant", "content": parts}),
+                   events=chunks({"role": "assistant", "content": parts})))
+    result, _ = ask(provider(server, "openai"), stream)
+    assert result.ok and result.output == "Hello.", result.error
+
+
+def test_streamed_calls_that_all_say_index_0_are_each_kept(server: ModelServer) -> None:
+    """A server that numbers every streamed call 0, each with its own id: two calls, not one
+    call with both calls' arguments run together (which lost both)."""
+    seen: list[str] = []
+
+    def call(ident: str, city: str) -> dict[str, Any]:
+        return {"tool_calls": [{"index": 0, "id": ident, "type": "function",
+                                "function": {"name": "weather", "arguments": ""}}]}
+
+    def more(text: str) -> dict[str, Any]:
+        return {"tool_calls": [{"index": 0, "function": {"arguments": text}}]}
+
+    events = chunks(call("a", "Oslo"), more('{"city": '), more('"Oslo"}'),
+                    call("b", "Bergen"), more('{"city": "Bergen"}'))
+    events[-1]["choices"][0]["finish_reason"] = "tool_calls"
+    server.add(Raw(events=events), Raw(events=chunks({"content": "Both sunny."})))
+    result, _ = ask(provider(server, "openai"), True, "weather?", tools=[_weather(seen)])
+    assert result.ok and result.output == "Both sunny.", result.error
+    assert seen == ["Oslo", "Bergen"]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_streamed_request_answered_whole_is_the_answer(server: ModelServer, api: str) -> None:
+    """A server (or a proxy) that ignores ``stream`` and answers with the whole JSON reply: the
+    reply is read and replayed as the stream, not an error that no chunk came."""
+    seen: list[str] = []
+    if api == "openai":
+        call = {"id": "c1", "type": "function",
+                "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}
+        first = completion({"role": "assistant", "content": "Looking.", "tool_calls": [call]},
+                           {"prompt_tokens": 9, "completion_tokens": 4})
+        last = completion({"role": "assistant", "content": "Sunny."})
+    else:
+        first = message("Looking.", {"input_tokens": 9, "output_tokens": 4})
+        first["content"].append({"type": "tool_use", "id": "c1", "name": "weather",
+                                 "input": {"city": "Oslo"}})
+        first["stop_reason"] = "tool_use"
+        last = message("Sunny.", {"input_tokens": 12, "output_tokens": 2})
+    server.add(Raw(body=first), Raw(body=last))
+    result, events = ask(provider(server, api), True, "weather?", tools=[_weather(seen)])
+    assert result.ok and result.output == "Sunny.", result.error
+    assert seen == ["Oslo"]
+    assert [e.fields["text"] for e in events if e.name == "llm.call.delta"] == [
+        "Looking.", "Sunny."]
+    assert result.usage is not None and result.usage.input_tokens >= 9
+
+
+def test_a_server_that_refuses_stream_options_still_streams(server: ModelServer) -> None:
+    """Older Azure API versions and some proxies refuse ``stream_options`` (HTTP 400): the
+    stream is asked again without it (a refusal bills nothing), and so are the next ones;
+    the usage it would have brought is unknown, and said so."""
+    from tests.support.model_server import Request, Turn
+
+    def answer(request: Request) -> Raw | Turn:
+        if "stream_options" in request.body:
+            return Raw(status=400, body={"error": {
+                "message": "Unrecognized request argument supplied: stream_options",
+                "type": "invalid_request_error"}})
+        return Turn(text=f"re: {request.last_user_text}")
+
+    server.add(answer)
+    llm = provider(server, "openai")
+    for question in ("one", "two"):
+        result, events = ask(llm, True, question)
+        assert result.ok and result.output == f"re: {question}", result.error
+        assert [e for e in events if e.name == "llm.usage_unknown"]
+    assert [("stream_options" in r.body) for r in server.requests[-3:]] == [True, False, False]
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_huge_error_page_is_cut_short_in_the_error(
+    server: ModelServer, api: str, stream: bool,
+) -> None:
+    """A proxy's 503 page of 200 KB: the error names the status and shows its start, not the
+    whole page (written into the run's result, its events and its checkpoint)."""
+    page = "<html><title>503 Service Unavailable</title>" + "<p>x</p>" * 25_000 + "</html>"
+    server.add(Raw(status=503, body=page, content_type="text/html"))
+    result, _ = ask(provider(server, api), stream)
+    assert isinstance(result.exception, LLMTransientError), result.error
+    said = str(result.exception)
+    assert "503" in said and "Service Unavailable" in said and len(said) < 2_000, len(said)
+
+
+def test_groq_usage_in_x_groq_is_counted(server: ModelServer) -> None:
+    """Groq streams its usage in the last chunk's ``x_groq.usage``, not in ``usage``."""
+    events = chunks({"role": "assistant", "content": "Fine."})
+    events[-1]["x_groq"] = {"id": "req_1", "usage": {"prompt_tokens": 12,
+                                                     "completion_tokens": 3}}
+    server.add(Raw(events=events))
+    result, events_seen = ask(provider(server, "openai"), True)
+    assert result.ok and result.usage is not None
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (12, 3)
+    assert not [e for e in events_seen if e.name == "llm.usage_unknown"]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_an_event_stream_labelled_json_is_still_read_as_a_stream(
+    server: ModelServer, api: str,
+) -> None:
+    """A server that sends its event stream as ``application/json``: read as the stream it is
+    (a whole JSON reply is told apart by its first byte)."""
+    events = (chunks({"role": "assistant", "content": "Fine."}) if api == "openai" else
+              message_events("Fine.", {"input_tokens": 9}, {"output_tokens": 2}))
+    server.add(Raw(events=events, headers={"content-type": "application/json"}))
+    result, _ = ask(provider(server, api), True)
+    assert result.ok and result.output == "Fine.", result.error

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -221,7 +222,7 @@ async def test_stream_broken_midway_is_not_retried(
 ) -> None:
     fake_openai.add(FakeReply(text="a long answer that breaks", chunk_size=2, break_after=3))
     received: list[StreamEvent] = []
-    with pytest.raises(LLMTransientError, match=r"connection to .* failed"):
+    with pytest.raises(LLMTransientError, match="broke off midway"):
         async for event in llm.stream([Message.user("hi")]):
             received.append(event)
     assert received and all(isinstance(e, TextDelta) for e in received)
@@ -366,3 +367,29 @@ async def test_fake_server_reports_a_broken_script(
     with pytest.raises(LLMError, match="script error: KeyError"):
         await llm.complete([Message.user("hi")])
     assert len(fake_openai.problems) == 2
+
+
+@pytest.mark.parametrize(("header", "value", "delay"), [
+    ("retry-after-ms", "600", 0.6),  # OpenAI's and Azure's own header, in milliseconds
+    ("retry-after", "Wed, 21 Oct 2099 07:28:00 GMT", 0.75),  # an HTTP date: far, so capped
+    ("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT", 0.25),  # a date gone: the backoff
+    ("retry-after", "soon", 0.25),
+])
+def test_retry_after_in_milliseconds_or_as_a_date_is_honoured(
+    monkeypatch: pytest.MonkeyPatch, header: str, value: str, delay: float,
+) -> None:
+    from tests.support.model_server import ModelServer, Raw
+
+    delays: list[float] = []
+
+    async def record(seconds: float) -> None:
+        delays.append(seconds)
+
+    monkeypatch.setattr(openai_module, "_backoff", record)
+    with ModelServer() as server:
+        server.add(Raw(status=429, headers={header: value},
+                       body={"error": {"message": "slow down"}}), "ok")
+        provider = OpenAIProvider("m", base_url=server.openai_url, retry_backoff=0.25,
+                                  max_backoff=0.75)
+        assert asyncio.run(provider.complete([Message.user("x")])).text == "ok"
+    assert delays == [delay]

@@ -19,8 +19,10 @@ Usage::
 
 Script entries, one per request (whichever API asks): a ``str`` (a final answer), a `Turn`
 (text and/or tool calls, usage or none, arguments as a JSON object), a `Raw` body or event
-list sent as is (a server answering oddly) or a callable that takes
-the request (`Request`) and returns one of those (for concurrent clients). When the script is
+list sent as is (a server answering oddly, or cutting its answer short), a `Drop` (the
+request read, the connection closed with no answer: a kept-alive connection the server had
+closed) or a callable that takes the request (`Request`) and returns one of those (for
+concurrent clients). When the script is
 empty the server answers 500 and records the problem in ``problems``.
 """
 
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-__all__ = ("ModelServer", "Raw", "Request", "Turn")
+__all__ = ("Drop", "ModelServer", "Raw", "Request", "Turn")
 
 
 @dataclass(kw_only=True)
@@ -64,6 +66,18 @@ class Raw:
     """For a streamed request: these events, as SSE (the API's own framing)."""
     content_type: str = "application/json"
     """The ``Content-Type`` of a ``str`` body."""
+    cut: int | None = None
+    """Send only the body's (or the event stream's) first ``cut`` bytes, then close the
+    connection: an answer that broke off (the status and length were sent)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers."""
+    status: int = 200
+    """The HTTP status."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Drop:
+    """Read the request, then close the connection without a byte of answer."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +111,7 @@ class Request:
         return ""
 
 
-Script = str | Turn | Raw | Callable[[Request], "str | Turn | Raw"]
+Script = str | Turn | Raw | Drop | Callable[[Request], "str | Turn | Raw | Drop"]
 
 
 class ModelServer:
@@ -194,7 +208,7 @@ class ModelServer:
         """The TCP connections requests came on."""
         return {r.connection for r in self.requests}
 
-    def _next(self, request: Request) -> Turn | Raw | None:
+    def _next(self, request: Request) -> Turn | Raw | Drop | None:
         with self._lock:
             self.requests.append(request)
             if not self._script:
@@ -224,13 +238,11 @@ class ModelServer:
             turn = self._next(request)
             if turn is None:
                 return JSONResponse({"error": {"message": "script ended"}}, status_code=500)
+            if isinstance(turn, Drop):
+                await self._close(http)
+                return Response(status_code=500)  # never sent: the connection is gone
             if isinstance(turn, Raw):
-                if request.stream and turn.events is not None:
-                    return StreamingResponse(_sse(turn.events, named=api == "anthropic"),
-                                             media_type="text/event-stream")
-                if isinstance(turn.body, str):
-                    return Response(turn.body, media_type=turn.content_type)
-                return JSONResponse(turn.body)
+                return await self._raw(http, turn, named=api == "anthropic")
             if api == "openai":
                 if request.stream:
                     return StreamingResponse(_sse(self._openai_chunks(body, turn)),
@@ -258,6 +270,41 @@ class ModelServer:
             Route("/v1/chat/completions", openai, methods=["POST"]),
             Route("/v1/messages", anthropic, methods=["POST"]),
         ])
+
+    async def _close(self, http: Any) -> None:
+        """Close the request's connection at once; return once uvicorn saw it go."""
+        client = http.client
+        for connection in list(self._server.server_state.connections):
+            if connection.client == (client.host, client.port):
+                connection.transport.close()
+        while (await http.receive())["type"] != "http.disconnect":
+            pass
+
+    async def _raw(self, http: Any, raw: Raw, *, named: bool) -> Any:
+        from starlette.responses import JSONResponse, Response, StreamingResponse
+
+        events = raw.events if (await http.json()).get("stream") else None
+        if raw.cut is None:
+            if events is not None:
+                return StreamingResponse(_sse(events, named=named), headers=raw.headers,
+                                         media_type="text/event-stream", status_code=raw.status)
+            if isinstance(raw.body, str):
+                return Response(raw.body, media_type=raw.content_type, headers=raw.headers,
+                                status_code=raw.status)
+            return JSONResponse(raw.body, headers=raw.headers, status_code=raw.status)
+        if events is not None:
+            data = b"".join([piece async for piece in _sse(events, named=named)])
+            media = "text/event-stream"
+        else:
+            data = (raw.body if isinstance(raw.body, str) else json.dumps(raw.body)).encode()
+            media = raw.content_type if isinstance(raw.body, str) else "application/json"
+
+        async def cut_short() -> AsyncIterator[bytes]:
+            yield data[: raw.cut]
+            await self._close(http)
+
+        return StreamingResponse(cut_short(), media_type=media, status_code=raw.status,
+                                 headers={**raw.headers, "content-length": str(len(data))})
 
     # -- OpenAI shapes -----------------------------------------------------------------------
     def _openai_calls(self, turn: Turn) -> list[dict[str, Any]]:

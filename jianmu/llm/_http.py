@@ -1,0 +1,144 @@
+"""What a provider's SDK client needs of HTTP: to know whether the server answered a request
+that then failed, and to send again, once and at once, a request that got no answer at all.
+
+A kept-alive connection may be closed by the server between two turns (an idle timeout, a
+restart) in the moment the client reuses it: the request goes out and the close comes back,
+with not a byte of answer. Nothing was answered, so nothing was billed: the request is sent
+again on a new connection, whatever the provider's retries (`unanswered`, `resent_once`); a
+new connection that the server drops so is a failing server, left to the retries. A request
+whose answer had begun (its status line came) and then broke off, or whose body could not be
+decoded, was answered and billed: it is never sent again, neither by our retries nor by the
+SDK's (`broke_off`).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+__all__ = ("broke_off", "http_client", "read_ahead", "resent_once", "unanswered")
+
+_T = TypeVar("_T")
+_ANSWERED = "jianmu.answered"
+_FRESH = "jianmu.fresh_connection"
+# What the HTTP client raises when a connection closes or resets under a request it sent.
+_BROKEN = frozenset({"RemoteProtocolError", "ReadError", "WriteError"})
+_HTTPX = frozenset({"httpx", "httpx2"})
+
+
+async def _sending(request: Any) -> None:
+    """Trace the request through the connection pool (httpcore's ``trace`` extension), to
+    note whether it opened a new connection rather than reusing a kept-alive one."""
+    extensions = request.extensions
+    theirs = extensions.get("trace")
+
+    async def trace(name: str, info: dict[str, Any]) -> None:
+        if name.startswith(("connection.connect_tcp.", "connection.connect_unix_socket.")):
+            extensions[_FRESH] = True
+        if theirs is not None:
+            await theirs(name, info)
+
+    extensions["trace"] = trace
+
+
+async def _heard(response: Any) -> None:
+    """Mark the request of a response whose status line came: it was answered."""
+    response.request.extensions[_ANSWERED] = True
+    if response.is_success:
+        # the SDKs' own retries obey this header when reading the answer then fails
+        response.headers["x-should-retry"] = "false"
+
+
+def http_client(sdk: Any) -> Any:
+    """The SDK's own default HTTP client (its limits, timeouts, proxies, keep-alive), with
+    the hook that marks what the server answered."""
+    return sdk.DefaultAsyncHttpxClient(event_hooks={"request": [_sending],
+                                                    "response": [_heard]})
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _transport(error: BaseException) -> bool:
+    """Whether ``error`` is the HTTP client's failure to carry a request or its answer (a
+    reset, a timeout, a body it could not decode; not an error status, which the SDKs raise
+    as their own errors)."""
+    return any(cls.__name__ == "RequestError" and cls.__module__.split(".", 1)[0] in _HTTPX
+               for cls in type(error).__mro__)
+
+
+def _noted(exc: BaseException, key: str) -> bool:
+    """Whether the request that ``exc`` broke has ``key`` noted on it."""
+    for error in _chain(exc):
+        extensions = getattr(getattr(error, "request", None), "extensions", None)
+        if isinstance(extensions, dict) and extensions.get(key):
+            return True
+    return False
+
+
+def broke_off(exc: BaseException) -> bool:
+    """Whether ``exc`` is the HTTP client's failure (a reset, a close, a timeout, a body it
+    could not decode) under an answer the server had begun: answered and billed, so never to
+    be asked again."""
+    return any(_transport(error) for error in _chain(exc)) and _noted(exc, _ANSWERED)
+
+
+def unanswered(exc: BaseException) -> bool:
+    """Whether ``exc`` is a kept-alive connection that closed or reset under a request sent
+    on it before any byte of answer: not a timeout (the server may be at work), a refused
+    connection or a new connection the server dropped (a server failing, not a stale one)."""
+    return any(type(error).__name__ in _BROKEN and _transport(error)
+               for error in _chain(exc)) and not (
+        _noted(exc, _ANSWERED) or _noted(exc, _FRESH))
+
+
+async def resent_once(attempt: Callable[[], Awaitable[_T]]) -> _T:
+    """``await attempt()``, and once more at once when it failed `unanswered` (a kept-alive
+    connection the server had closed)."""
+    try:
+        return await attempt()
+    except Exception as exc:
+        if not unanswered(exc):
+            raise
+    return await attempt()
+
+
+def read_ahead(response: Any) -> Any:
+    """``response``'s body stream, able to read its first chunk ahead (``await
+    first()``) and give it again: put back as ``response.stream``, the SDK reads it whole."""
+    package = type(response).__module__.split(".", 1)[0]  # httpx2, or httpx for older SDKs
+    return _read_ahead_type(sys.modules[package].AsyncByteStream)(response.stream)
+
+
+@functools.cache
+def _read_ahead_type(base: type) -> type:
+    """The read-ahead stream, of the HTTP client's own stream type (which it checks)."""
+
+    class ReadAhead(base):  # type: ignore[misc, valid-type]
+        def __init__(self, stream: Any) -> None:
+            self._stream = stream
+            self._rest = stream.__aiter__()
+            self._first: bytes | None = None  # not read yet
+
+        async def first(self) -> bytes:
+            if self._first is None:
+                self._first = bytes(await anext(self._rest, b""))
+            return bytes(self._first)
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield await self.first()
+            async for chunk in self._rest:
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._stream.aclose()
+
+    return ReadAhead
