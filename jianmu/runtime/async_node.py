@@ -355,7 +355,15 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             if not task.cancelled():
                 task.exception()  # a failure nobody will report now: asyncio must not log it
             return
-        task.cancel()
+        first = task.get_coro()
+        if isinstance(first, _First) and first.waits is not _NOT_YET:
+            # stepped eagerly, and the task has not yet taken what its coroutine waits on
+            # (its first step, already queued, does): cancelled after that, the task cancels
+            # what it waits on (a gather's children, an inner task), as any task's cancel
+            # does; cancelled now, the CancelledError reached the coroutine alone
+            task.get_loop().call_soon(task.cancel)
+        else:
+            task.cancel()
         tracked = getattr(getattr(self, "ctx", None), "cancelled_tasks", None)
         if tracked is not None:
             tracked.add(task)

@@ -110,6 +110,49 @@ async def test_a_node_pre_empted_before_its_task_steps_sees_the_cancel_where_it_
     assert reached == ["cancelled", "finally"]
 
 
+@pytest.mark.parametrize("how", ["gather", "task"])
+async def test_a_node_pre_empted_before_its_task_steps_cancels_what_it_waits_on(how: str) -> None:
+    """A task's cancel cancels what the task waits on (a gather's children, an inner task):
+    a node stopped in the tick that started it stops the work it started too (the
+    CancelledError was thrown into its coroutine alone, and the inner work went on after
+    the run had ended)."""
+    inner: list[asyncio.Task[None]] = []
+    reached: list[str] = []
+
+    async def forever() -> None:
+        inner.append(asyncio.current_task())  # type: ignore[arg-type]
+        try:
+            await asyncio.Event().wait()  # never set: only a cancel ends it
+        except asyncio.CancelledError:
+            reached.append("cancelled")
+            raise
+
+    class Fans(AsyncNode):
+        async def update_async(self) -> Status:
+            if how == "gather":
+                await asyncio.gather(forever())
+            else:
+                await asyncio.ensure_future(forever())
+            return Status.SUCCESS
+
+    class Done(AsyncNode):
+        async def update_async(self) -> Status:
+            return Status.SUCCESS
+
+    root = py_trees.composites.Parallel(
+        "first wins", policy=py_trees.common.ParallelPolicy.SuccessOnOne(),
+        children=[Fans("fans"), Done("done")])
+    result = await ReactiveRunner(root).run(timeout=10)
+    assert result.status is RunStatus.SUCCESS and result.ticks == 1
+    try:
+        # run() waited for the node's task, which ends once what it waited on has
+        assert reached == ["cancelled"]
+        assert [task.cancelled() for task in inner] == [True]
+    finally:
+        for task in inner:
+            task.cancel()
+
+
 async def test_an_exception_in_the_first_step_fails_the_node_in_that_tick() -> None:
     class Breaks(AsyncNode):
         async def update_async(self) -> Status:
