@@ -31,7 +31,7 @@ from py_trees import logging as _py_trees_logging
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 from py_trees.composites import Parallel, Selector, Sequence
-from py_trees.decorators import Decorator, EternalGuard, Timeout
+from py_trees.decorators import Count, Decorator, EternalGuard, Repeat, Timeout
 
 from jianmu.constraints import Constraints
 
@@ -671,6 +671,7 @@ IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
 # what the planning asks of a node's class, found once per class: py_trees' classes are
 # ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
 _ASYNC, _RUNTIME, _TIMEOUT, _DECORATOR, _PARALLEL, _SEQUENCE, _GUARD = 1, 2, 4, 8, 16, 32, 64
+_TALLY, _REPEAT = 128, 256
 _KINDS: dict[type, int] = {}
 _KINDS_KEPT = 512
 """Classes remembered at most (trees built at run time, a reloaded skill's, make new ones)."""
@@ -685,7 +686,7 @@ def _kind(cls: type) -> int:
     for flag, base in (
         (_ASYNC, AsyncNode), (_RUNTIME, RuntimeNode), (_TIMEOUT, Timeout),
         (_DECORATOR, Decorator), (_PARALLEL, Parallel), (_SEQUENCE, (Sequence, Selector)),
-        (_GUARD, EternalGuard),
+        (_GUARD, EternalGuard), (_TALLY, Count), (_REPEAT, Repeat),
     ):
         if issubclass(cls, base):
             kind |= flag
@@ -816,14 +817,13 @@ class Ticker:
             self._at_rest = None
             return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
         # py_trees' decorators show their counts (a Repeat's successes) in the feedback, but a
-        # Timeout's shows the time left, and a running leaf's may say anything (a time too):
+        # Timeout's shows the time left, a Count's its tallies of ticks, a Repeat without end
+        # successes that bound nothing, and a running leaf's may say anything (a time too):
         # those texts change on every tick, in the node and in every decorator above that
         # quotes its child's, so they are left out wherever they appear
         volatile = {
             node.feedback_message for node in visited
-            if node.feedback_message and (
-                _kind(type(node)) & _TIMEOUT
-                or (not node.children and node.status is Status.RUNNING))
+            if node.feedback_message and _volatile(node)
         }
         seen = [(node, node.status, _steady(node.feedback_message, volatile))
                 for node in visited]
@@ -843,6 +843,19 @@ def _restarts(node: Behaviour, kind: int) -> bool:
     py_trees' loop would tick it; the runtime's own synchronous leaves give the same result
     until the state changes."""
     return bool(kind & _ASYNC or not (kind & _RUNTIME or node.children))
+
+
+def _volatile(node: Behaviour) -> bool:
+    """Whether ``node``'s feedback changes on every tick by itself, with nothing it will do
+    changed: a running `Timeout`'s time left, a `Count`'s tallies, the successes of a
+    `Repeat` without end (``num_success`` under 1: no count of them ends it), whatever a
+    running leaf says."""
+    kind = _kind(type(node))
+    if kind & (_TIMEOUT | _TALLY):
+        return True
+    if kind & _REPEAT:
+        return bool(node.num_success < 1)  # type: ignore[attr-defined]
+    return not node.children and node.status is Status.RUNNING
 
 
 def _steady(message: str, volatile: set[str]) -> str:

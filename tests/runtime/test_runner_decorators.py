@@ -354,6 +354,43 @@ async def test_a_decorator_quoting_a_running_timeout_does_not_spin(
     assert result.ticks <= 3
 
 
+class Instant(AsyncNode):
+    """Succeeds at once: its coroutine ends in the tick that starts it."""
+
+    async def update_async(self) -> Status:
+        return S
+
+
+@pytest.mark.parametrize(
+    "counting",
+    [
+        # a priority selector re-enters a failed condition under a Count, whose feedback is
+        # the tally of its ticks (it changed at every tick, so the tree never rested)
+        lambda leaf: py_trees.composites.Selector("priority", memory=False, children=[
+            d.Count("count", Shut("check")), leaf]),
+        lambda leaf: py_trees.composites.Selector("priority", memory=False, children=[
+            d.Inverter("quoting", d.Count("count", Instant("check"))), leaf]),
+        # a Repeat without end beside the leaf: its count of successes bounds nothing
+        lambda leaf: py_trees.composites.Parallel(
+            "first wins", policy=ParallelPolicy.SuccessOnOne(),
+            children=[leaf, d.Repeat("forever", Instant("again"), num_success=-1)]),
+    ],
+)
+async def test_a_count_that_bounds_nothing_does_not_spin(counting: object) -> None:
+    """Feedback that changes at every tick by itself is no change of the tree: a `Count`'s
+    tallies, a `Repeat` without end's successes (as a running `Timeout`'s time left). With
+    an async leaf restarted at every tick, the tree at rest is polled as py_trees' loop would
+    tick it, not spun (thousands of ticks a second until the sleeper ended). The poll
+    interval outlasts the sleeper: the count holds its start, the tick that finds the tree
+    at rest, and its end."""
+    leaf = Blocked("sleeper", seconds=0.2)
+    result = await ReactiveRunner(
+        counting(leaf), StateManager(), config=SLOW_POLL,  # type: ignore[operator]
+    ).run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert result.ticks <= 3
+
+
 class Stopwatch(Behaviour):
     """A plain py_trees leaf that runs for 50 ms from its first tick, its feedback the time."""
 
