@@ -671,7 +671,7 @@ IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
 # what the planning asks of a node's class, found once per class: py_trees' classes are
 # ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
 _ASYNC, _RUNTIME, _TIMEOUT, _DECORATOR, _PARALLEL, _SEQUENCE, _GUARD = 1, 2, 4, 8, 16, 32, 64
-_TALLY, _REPEAT = 128, 256
+_TALLY, _REPEAT, _SELECTOR = 128, 256, 512
 _KINDS: dict[type, int] = {}
 _KINDS_KEPT = 512
 """Classes remembered at most (trees built at run time, a reloaded skill's, make new ones)."""
@@ -686,7 +686,7 @@ def _kind(cls: type) -> int:
     for flag, base in (
         (_ASYNC, AsyncNode), (_RUNTIME, RuntimeNode), (_TIMEOUT, Timeout),
         (_DECORATOR, Decorator), (_PARALLEL, Parallel), (_SEQUENCE, (Sequence, Selector)),
-        (_GUARD, EternalGuard), (_TALLY, Count), (_REPEAT, Repeat),
+        (_GUARD, EternalGuard), (_TALLY, Count), (_REPEAT, Repeat), (_SELECTOR, Selector),
     ):
         if issubclass(cls, base):
             kind |= flag
@@ -795,6 +795,8 @@ class Ticker:
                                 break
                         else:
                             again = True
+                    if not again and kind & _SELECTOR and node.memory:  # type: ignore[attr-defined]
+                        again = _clears_before(node, first)
                     if kind & _TIMEOUT:
                         finish = node.finish_time  # type: ignore[attr-defined]
                         due = finish if due is None or finish < due else due
@@ -843,6 +845,18 @@ def _restarts(node: Behaviour, kind: int) -> bool:
     py_trees' loop would tick it; the runtime's own synchronous leaves give the same result
     until the state changes."""
     return bool(kind & _ASYNC or not (kind & _RUNTIME or node.children))
+
+
+def _clears_before(selector: Behaviour, current: Behaviour | None) -> bool:
+    """Whether the next tick of ``selector`` (running, with memory) stops a child before
+    ``current``, the one it runs: py_trees' does, to each that is not INVALID (one that
+    failed before), a change of the tree that no task brings."""
+    for child in selector.children:
+        if child is current:
+            return False
+        if child.status is not Status.INVALID:
+            return True
+    return False
 
 
 def _volatile(node: Behaviour) -> bool:

@@ -5,10 +5,11 @@ The two worlds see the same outside events: a driver completes one running leaf 
 the same leaf in both (the one with the earliest due step, then the earliest start), and only
 once the tree is quiet. py_trees' loop is quiet when a tick starts, ends and cancels nothing
 and changes no status and no decorator's count; the runner is quiet when it sleeps on its
-wake event. Every leaf logs its starts, ends and cancellations as its tick makes them, so the
-two logs must be the same list, and the runs must end the same way. A runner that misses a
-tick py_trees would have made (a `Retry` after a failure, a non-memory `Sequence` re-entering
-an ended leaf) goes quiet early and its log differs.
+wake event. Every leaf logs its starts, ends and cancellations as its tick makes them, and the
+stops py_trees gives an ended leaf (resets), so the two logs must be the same list, and the
+runs must end the same way. A runner that misses a tick py_trees would have made (a `Retry`
+after a failure, a non-memory `Sequence` re-entering an ended leaf, a `Selector` with memory
+stopping the failed children before the one it runs) goes quiet early and its log differs.
 """
 
 from __future__ import annotations
@@ -59,6 +60,19 @@ class World:
             self.running[leaf] = (self.step + k, self.starts)
         self.log.append(("start", leaf.name))
 
+    def stopped(self, leaf: Any, new_status: Status) -> bool:
+        """Log a stop: a running leaf's is a cancel (True); py_trees stops an ended one too
+        (a restarted sequence resets its children, a selector with memory the ones before
+        the child it runs), which a leaf's ``terminate`` sees as well."""
+        if new_status is not Status.INVALID:
+            return False
+        if leaf.status is Status.RUNNING:
+            self.running.pop(leaf, None)
+            self.log.append(("cancel", leaf.name))
+            return True
+        self.log.append(("reset", leaf.name))
+        return False
+
     def next_leaf(self) -> Any | None:
         if not self.running:
             return None
@@ -92,9 +106,7 @@ class SyncLeaf(Behaviour):
         return self.outcome
 
     def terminate(self, new_status: Status) -> None:
-        if new_status is Status.INVALID and self.status is Status.RUNNING:
-            self.world.running.pop(self, None)
-            self.world.log.append(("cancel", self.name))
+        self.world.stopped(self, new_status)
 
 
 class AsyncLeaf(AsyncNode):
@@ -143,11 +155,9 @@ class AsyncLeaf(AsyncNode):
         return status
 
     def terminate(self, new_status: Status) -> None:
-        if new_status is Status.INVALID and self.status is Status.RUNNING:
-            self.world.running.pop(self, None)
-            self.world.log.append(("cancel", self.name))
-            if self.gate is not None and not self.gate.done():
-                self.awaiting.add(self.gate)
+        if self.world.stopped(self, new_status) and self.gate is not None and (
+                not self.gate.done()):
+            self.awaiting.add(self.gate)
         super().terminate(new_status)
 
 
