@@ -475,3 +475,20 @@ async def test_each_decorator_over_async_leaves_matches_py_trees(name: str) -> N
             status, log, _ = await run_jianmu(spec)
             assert (status, log) == expected, spec
 
+
+
+async def test_a_selector_with_memory_stops_its_failed_children_on_the_next_tick() -> None:
+    """py_trees' next tick of a selector with memory stops the children before the one it
+    runs (their ``terminate`` sees INVALID): the runner takes that tick at once, not with the
+    next event (here the end of a sibling branch, which came first in the log)."""
+    spec = ("Parallel", ("one", False, 1), (
+        ("leaf", "sibling", ((2, Status.SUCCESS),)),
+        ("Selector", True, (
+            ("leaf", "fails", ((1, Status.FAILURE),)),
+            ("leaf", "runs", ((3, Status.SUCCESS),)),
+        )),
+    ))
+    expected = run_py_trees(spec)
+    assert expected[1].index(("reset", "fails")) < expected[1].index(("end", "sibling"))
+    status, log, _ = await run_jianmu(spec)
+    assert (status, log) == expected
