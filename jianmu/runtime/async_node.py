@@ -399,7 +399,11 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
                 task.add_done_callback(self._done, context=context)
             return
         first = _First(work)
-        self._task = loop.create_task(first, name=name, context=context)
+        task = self._task = loop.create_task(first, name=name, context=context)
+        if first.started:  # the loop's task factory ran the first step (3.12's eager one)
+            if ctx is not None:
+                task.add_done_callback(self._done, context=context)
+            return
         self._first = (first, context)  # `update`, next in this tick, runs its first step
 
     def _done(self, task: asyncio.Task[Status]) -> None:
@@ -464,12 +468,14 @@ class _First(Coroutine[Any, Any, Any]):
     waits, as it would be into a task's own coroutine.
     """
 
-    __slots__ = ("coro", "ended", "waits")
+    __slots__ = ("coro", "ended", "started", "waits")
 
     def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
         self.coro = coro
         self.waits: Any = _NOT_YET
         self.ended = False
+        self.started = False
+        """Whether the task stepped the coroutine itself (the loop's factory started it)."""
 
     def step(
         self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any],
@@ -506,6 +512,7 @@ class _First(Coroutine[Any, Any, Any]):
         if waits is not _NOT_YET:  # the task's first step: wait for what the eager one did
             self.waits = _NOT_YET
             return waits
+        self.started = True
         return self.coro.send(value)
 
     def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:  # type: ignore[override]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 
 import anyio
 import py_trees
@@ -215,3 +216,27 @@ async def test_a_subclass_initialise_after_super_is_done_before_the_first_step()
 
     result = await ReactiveRunner(Counts("counts")).run(timeout=10)
     assert result.status is RunStatus.SUCCESS and result.ticks == 1
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="asyncio.eager_task_factory is 3.12's")
+async def test_a_loop_whose_task_factory_starts_tasks_eagerly() -> None:
+    """On a loop with 3.12's eager task factory, the factory runs a node's first step itself:
+    the node does not run it a second time (an instant node failed with 'cannot reuse already
+    awaited coroutine', one that waited was resumed with nothing)."""
+
+    class Waits(AsyncNode):
+        async def update_async(self) -> Status:
+            await asyncio.sleep(0)
+            return Status.SUCCESS
+
+    loop = asyncio.get_running_loop()
+    before = loop.get_task_factory()
+    loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]
+    try:
+        root = py_trees.composites.Sequence("seq", memory=True, children=[
+            Instant("instant"), Waits("waits")])
+        result = await ReactiveRunner(root).run(timeout=10)
+    finally:
+        loop.set_task_factory(before)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert result.ticks == 2  # the instant node reports in the tick that starts it
