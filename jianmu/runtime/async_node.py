@@ -780,9 +780,12 @@ class Ticker:
         # list() runs the tick as tick_once() does, keeping what it visited (a node more
         # than once when a parent ticks it twice); statuses are read once the tick is done
         visited = list(root.tick())
-        if woken.is_set():  # woken during the tick: the next comes at once anyway
-            return IDLE_PLAN
-        poll = again = False
+        # woken by the tick itself (a node wrote the state, or asked for a tick): the nodes
+        # ticked before may read what changed, so the next tick comes at once, as for a
+        # re-entered leaf, and as for those, not once the tree is at rest (a node that writes
+        # at every tick woke the runner at every tick, which never yielded to the loop)
+        woke = woken.is_set()
+        poll, again = False, woke
         due: float | None = None
         kinds = _KINDS
         for node in visited:
@@ -839,6 +842,8 @@ class Ticker:
         if seen != self._at_rest:
             self._at_rest = seen
             return TickPlan(True, poll, due)
+        if woke:  # at rest: the tick's own wake-up asks for nothing more
+            woken.clear()
         return TickPlan(False, poll or any(
             status is not Status.RUNNING and _restarts(node, _kind(type(node)))
             for node, status, _ in seen

@@ -391,6 +391,32 @@ async def test_a_count_that_bounds_nothing_does_not_spin(counting: object) -> No
     assert result.ticks <= 3
 
 
+class Records(AsyncNode):
+    """A condition that records each check in the state (a write in the tick that starts it)
+    and fails: re-entered by a priority selector on every tick."""
+
+    async def update_async(self) -> Status:
+        self.state.write_port("checks", (self.state.get("checks") or 0) + 1)
+        return F
+
+
+@pytest.mark.parametrize("beside", [Records, Shut])
+async def test_a_node_writing_the_state_in_every_tick_neither_spins_nor_starves(
+    beside: type[AsyncNode],
+) -> None:
+    """A write made by the tick itself asks for the next tick as a re-entered leaf does: at
+    once, and once that tick changes nothing, the tree is at rest (polled, here after the
+    sleeper: the poll interval outlasts it). Each write woke the runner, which ticked again
+    without yielding to the loop: the sleeper's timer never fired and the run timed out."""
+    leaf = Blocked("sleeper", seconds=0.2)
+    root = py_trees.composites.Selector("priority", memory=False, children=[
+        beside("check"), leaf])
+    state = StateManager()
+    result = await ReactiveRunner(root, state, config=SLOW_POLL).run(timeout=10)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert result.ticks <= 3
+
+
 class Stopwatch(Behaviour):
     """A plain py_trees leaf that runs for 50 ms from its first tick, its feedback the time."""
 
