@@ -674,6 +674,8 @@ class TickPlan(NamedTuple):
 
 IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
 """Nothing to do until woken (one shared plan: most ticks end so)."""
+WOKEN_PLAN = TickPlan(again=True, poll=False, due=None)
+"""Woken during the tick: the next one at once (once the loop has run)."""
 
 # what the planning asks of a node's class, found once per class: py_trees' classes are
 # ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
@@ -780,12 +782,12 @@ class Ticker:
         # list() runs the tick as tick_once() does, keeping what it visited (a node more
         # than once when a parent ticks it twice); statuses are read once the tick is done
         visited = list(root.tick())
-        # woken by the tick itself (a node wrote the state, or asked for a tick): the nodes
-        # ticked before may read what changed, so the next tick comes at once, as for a
-        # re-entered leaf, and as for those, not once the tree is at rest (a node that writes
-        # at every tick woke the runner at every tick, which never yielded to the loop)
-        woke = woken.is_set()
-        poll, again = False, woke
+        if woken.is_set():
+            # woken by the tick itself (a node wrote the state): the next tick comes at once,
+            # the loop let run first (a node that writes at every tick woke the runner at
+            # every tick, which never yielded: no task ran, no timer fired)
+            return WOKEN_PLAN
+        poll = again = False
         due: float | None = None
         kinds = _KINDS
         for node in visited:
@@ -842,8 +844,6 @@ class Ticker:
         if seen != self._at_rest:
             self._at_rest = seen
             return TickPlan(True, poll, due)
-        if woke:  # at rest: the tick's own wake-up asks for nothing more
-            woken.clear()
         return TickPlan(False, poll or any(
             status is not Status.RUNNING and _restarts(node, _kind(type(node)))
             for node, status, _ in seen
