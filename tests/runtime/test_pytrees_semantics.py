@@ -6,10 +6,12 @@ the same leaf in both (the one with the earliest due step, then the earliest sta
 once the tree is quiet. py_trees' loop is quiet when a tick starts, ends and cancels nothing
 and changes no status and no decorator's count; the runner is quiet when it sleeps on its
 wake event. Every leaf logs its starts, ends and cancellations as its tick makes them, and the
-stops py_trees gives an ended leaf (resets), so the two logs must be the same list, and the
-runs must end the same way. A runner that misses a tick py_trees would have made (a `Retry`
-after a failure, a non-memory `Sequence` re-entering an ended leaf, a `Selector` with memory
-stopping the failed children before the one it runs) goes quiet early and its log differs.
+stops py_trees gives an ended leaf (resets); once the tree is quiet, the log takes every
+node's status and every decorator's counts (a `Count`'s too). So the two logs must be the same
+list, and the runs must end the same way. A runner that misses a tick py_trees would have
+made (a `Retry` after a failure, a non-memory `Sequence` re-entering an ended leaf, a
+`Selector` with memory stopping the failed children before the one it runs) goes quiet early
+and its log differs.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class World:
     def __init__(self) -> None:
         self.step = 0
         self.starts = 0
-        self.log: list[tuple[str, str]] = []
+        self.log: list[tuple[str, Any]] = []
         self.running: dict[Any, tuple[int, int]] = {}
         """Leaves started and not yet completed by the driver: their (due step, start no)."""
 
@@ -165,7 +167,7 @@ class AsyncLeaf(AsyncNode):
 DECORATORS = (
     "Retry", "Repeat", "Timeout", "OneShot", "Condition", "EternalGuard", "Inverter",
     "SuccessIsFailure", "FailureIsSuccess", "RunningIsFailure", "RunningIsSuccess",
-    "FailureIsRunning", "SuccessIsRunning", "PassThrough",
+    "FailureIsRunning", "SuccessIsRunning", "PassThrough", "Count",
 )
 
 
@@ -237,7 +239,17 @@ def build(spec: tuple[Any, ...], world: World, leaf: type) -> Behaviour:
 
 
 # -- the two worlds --------------------------------------------------------------------------
-def run_py_trees(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]]]:
+def snapshot(root: Behaviour) -> tuple[str, tuple[Any, ...]]:
+    """The tree once quiet: every node's status and the decorators' counts (a selector with
+    memory has stopped its failed children by then, as py_trees' next tick does)."""
+    return ("tree", tuple(
+        (n.name, n.status, getattr(n, "success", 0), getattr(n, "failures", 0),
+         getattr(n, "final_status", None), getattr(n, "success_count", 0),
+         getattr(n, "failure_count", 0), getattr(n, "interrupt_count", 0))
+        for n in root.iterate()))
+
+
+def run_py_trees(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, Any]]]:
     """Sync leaves under py_trees' own tick loop, ticked until quiet after every step."""
     world = World()
     root = build(spec, world, SyncLeaf)
@@ -261,6 +273,7 @@ def run_py_trees(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]]]:
 
     if not settle():
         return "spins", []
+    world.log.append(snapshot(root))
     while root.status is Status.RUNNING and world.step < MAX_STEPS:
         leaf = world.next_leaf()
         if leaf is None:
@@ -268,6 +281,7 @@ def run_py_trees(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]]]:
         leaf.complete()
         if not settle():
             return "spins", []
+        world.log.append(snapshot(root))
     if root.status is Status.RUNNING:
         root.stop(Status.INVALID)
         return "unfinished", world.log
@@ -297,7 +311,7 @@ class DrivenRunner(ReactiveRunner):
 
 async def run_jianmu(
     spec: tuple[Any, ...], leaf: Any = AsyncLeaf
-) -> tuple[str, list[tuple[str, str]], int]:
+) -> tuple[str, list[tuple[str, Any]], int]:
     """Async leaves (or those ``leaf`` makes) under `ReactiveRunner`, the same leaf completed
     at each step."""
     world = World()
@@ -322,6 +336,7 @@ async def run_jianmu(
             runner.quiet.clear()
 
     await settled()
+    world.log.append(snapshot(root))
     while not run.done() and world.step < MAX_STEPS:
         leaf = world.next_leaf()
         if leaf is None:
@@ -329,6 +344,7 @@ async def run_jianmu(
         runner.quiet.clear()
         leaf.complete()
         await settled()
+        world.log.append(snapshot(root))
     if not run.done():
         runner.cancel()
     result = await run
