@@ -356,14 +356,21 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
                 task.exception()  # a failure nobody will report now: asyncio must not log it
             return
         first = task.get_coro()
-        if isinstance(first, _First) and first.waits is not _NOT_YET:
+        waits = first.waits if isinstance(first, _First) else _NOT_YET
+        task.cancel()  # the task's own account (cancelling()), and what it waits on
+        if waits is not _NOT_YET and isinstance(waits, asyncio.Future):
             # stepped eagerly, and the task has not yet taken what its coroutine waits on
-            # (its first step, already queued, does): cancelled after that, the task cancels
-            # what it waits on (a gather's children, an inner task), as any task's cancel
-            # does; cancelled now, the CancelledError reached the coroutine alone
-            task.get_loop().call_soon(task.cancel)
-        else:
-            task.cancel()
+            # (its first step does): cancelled as the task's cancel would (a gather's
+            # children, an inner task), or that work went on after the node was stopped;
+            # its outcome read once it ends, as the task would have (asyncio logs it unread)
+            waits.cancel()
+            waits.add_done_callback(_read_outcome)
+        if isinstance(first, _First):
+            # the CancelledError reaches the coroutine now, in the tick that stops the node
+            # (as a py_trees leaf's ``terminate`` runs in it), not a loop step later: its
+            # handlers and ``finally`` blocks run in py_trees' order of stops, up to what
+            # they wait on; the task's next step takes up from there
+            first.cancel(task)
         tracked = getattr(getattr(self, "ctx", None), "cancelled_tasks", None)
         if tracked is not None:
             tracked.add(task)
@@ -398,9 +405,9 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             if ctx is not None:
                 task.add_done_callback(self._done, context=context)
             return
-        first = _First(work)
+        first = _First(work, context)
         task = self._task = loop.create_task(first, name=name, context=context)
-        if first.started:  # the loop's task factory ran the first step (3.12's eager one)
+        if first.started:  # the loop's task factory began it (3.12's eager one)
             if ctx is not None:
                 task.add_done_callback(self._done, context=context)
             return
@@ -465,17 +472,58 @@ class _First(Coroutine[Any, Any, Any]):
 
     A coroutine object of its own (not a generator around the node's), so a cancel that
     reaches the task before its first step is thrown into the node's coroutine where it
-    waits, as it would be into a task's own coroutine.
+    waits, as it would be into a task's own coroutine; a stop throws it in at once
+    (`cancel`), in the tick, and the task takes up from there.
     """
 
-    __slots__ = ("coro", "ended", "started", "waits")
+    __slots__ = ("context", "coro", "ended", "started", "thrown", "waits")
 
-    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, Any], context: contextvars.Context) -> None:
         self.coro = coro
+        self.context = context
+        """The task's context, where `step` and `cancel` run the coroutine."""
         self.waits: Any = _NOT_YET
         self.ended = False
         self.started = False
-        """Whether the task stepped the coroutine itself (the loop's factory started it)."""
+        """Whether the coroutine has begun (`step`, or the task: the loop's factory may start
+        it itself)."""
+        self.thrown: _Eager | None = None
+        """How a cancel thrown in by `cancel` left the coroutine (``value``: what it waits
+        on next), for the task's next step, which would throw it in again."""
+
+    def cancel(self, task: asyncio.Task[Any]) -> None:
+        """Throw the task's CancelledError into the coroutine now, as ``task`` (`step`), if it
+        has begun and waits (not while it runs, nor once it ended); the task, cancelled too,
+        takes the outcome at its next step (`throw`) instead of throwing it in again."""
+        if not self.started or self.ended or self.thrown is not None or getattr(
+                self.coro, "cr_running", False):
+            return
+        self.waits = _NOT_YET
+        loop = task.get_loop()
+        current = _current_task(loop)
+        if current is not None:
+            _leave_task(loop, current)
+        _enter_task(loop, task)
+        try:
+            self.thrown = _Eager(self.context.run(self.coro.throw, asyncio.CancelledError()),
+                                 None)
+        except (KeyboardInterrupt, SystemExit):
+            raise  # as a task would: out of the loop
+        except BaseException as exc:  # it ended: a StopIteration, its CancelledError
+            self.thrown = _Eager(_NOT_YET, exc)
+        finally:
+            _leave_task(loop, task)
+            if current is not None:
+                _enter_task(loop, current)
+
+    def _take_thrown(self, thrown: _Eager) -> Any:
+        """Give the task what the cancel thrown in by `cancel` left: what the coroutine
+        waits on next, or its end."""
+        self.thrown = None
+        if thrown.error is not None:
+            self.ended = True
+            raise thrown.error
+        return thrown.value
 
     def step(
         self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any],
@@ -487,6 +535,7 @@ class _First(Coroutine[Any, Any, Any]):
         if current is not None:
             _leave_task(loop, current)
         _enter_task(loop, task)
+        self.started = True
         try:
             self.waits = context.run(self.coro.send, None)
         except StopIteration as stop:
@@ -508,6 +557,9 @@ class _First(Coroutine[Any, Any, Any]):
     def send(self, value: Any) -> Any:
         if self.ended:  # reported in the tick that started it: nobody reads this task
             raise StopIteration
+        thrown = self.thrown
+        if thrown is not None:
+            return self._take_thrown(thrown)
         waits = self.waits
         if waits is not _NOT_YET:  # the task's first step: wait for what the eager one did
             self.waits = _NOT_YET
@@ -518,6 +570,9 @@ class _First(Coroutine[Any, Any, Any]):
     def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:  # type: ignore[override]
         if self.ended:
             raise exc if value is None else value
+        thrown = self.thrown
+        if thrown is not None:  # the task's cancel: thrown in already (`cancel`)
+            return self._take_thrown(thrown)
         self.waits = _NOT_YET
         return self.coro.throw(exc if value is None else value)
 
@@ -534,6 +589,12 @@ class _First(Coroutine[Any, Any, Any]):
 
 _NOT_YET: Any = object()
 """`_First.waits` before the eager step, and once the task has taken it."""
+
+
+def _read_outcome(future: asyncio.Future[Any]) -> None:
+    """Read how ``future`` ended (nobody else will): asyncio must not log it as unread."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _read(manager: StateManager, key: str) -> Any:

@@ -62,15 +62,17 @@ class World:
             self.running[leaf] = (self.step + k, self.starts)
         self.log.append(("start", leaf.name))
 
-    def stopped(self, leaf: Any, new_status: Status) -> bool:
-        """Log a stop: a running leaf's is a cancel (True); py_trees stops an ended one too
-        (a restarted sequence resets its children, a selector with memory the ones before
-        the child it runs), which a leaf's ``terminate`` sees as well."""
+    def stopped(self, leaf: Any, new_status: Status, *, by_coroutine: bool = False) -> bool:
+        """Log a stop: a running leaf's is a cancel (True; an async leaf's coroutine logs
+        it, where its CancelledError reaches it); py_trees stops an ended one too (a
+        restarted sequence resets its children, a selector with memory the ones before the
+        child it runs), which a leaf's ``terminate`` sees as well."""
         if new_status is not Status.INVALID:
             return False
         if leaf.status is Status.RUNNING:
             self.running.pop(leaf, None)
-            self.log.append(("cancel", leaf.name))
+            if not by_coroutine:
+                self.log.append(("cancel", leaf.name))
             return True
         self.log.append(("reset", leaf.name))
         return False
@@ -146,8 +148,9 @@ class AsyncLeaf(AsyncNode):
             return gate.result()
         try:
             return await asyncio.shield(gate)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # logged here, where the cancel reaches the coroutine
             self.reached.add(gate)
+            self.world.log.append(("cancel", self.name))
             raise
 
     def update(self) -> Status:
@@ -157,10 +160,13 @@ class AsyncLeaf(AsyncNode):
         return status
 
     def terminate(self, new_status: Status) -> None:
-        if self.world.stopped(self, new_status) and self.gate is not None and (
-                not self.gate.done()):
+        cancelled = self.world.stopped(self, new_status, by_coroutine=True)
+        if cancelled and self.gate is not None and not self.gate.done():
             self.awaiting.add(self.gate)
-        super().terminate(new_status)
+        logged = len(self.world.log)
+        super().terminate(new_status)  # the CancelledError reaches the coroutine in here
+        if cancelled and len(self.world.log) == logged:  # its coroutine ended: none reaches it
+            self.world.log.append(("cancel", self.name))
 
 
 # -- random trees ----------------------------------------------------------------------------
