@@ -31,7 +31,7 @@ from py_trees import logging as _py_trees_logging
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 from py_trees.composites import Parallel, Selector, Sequence
-from py_trees.decorators import Decorator, EternalGuard, Timeout
+from py_trees.decorators import Count, Decorator, EternalGuard, Repeat, Timeout
 
 from jianmu.constraints import Constraints
 
@@ -355,7 +355,22 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             if not task.cancelled():
                 task.exception()  # a failure nobody will report now: asyncio must not log it
             return
-        task.cancel()
+        first = task.get_coro()
+        waits = first.waits if isinstance(first, _First) else _NOT_YET
+        task.cancel()  # the task's own account (cancelling()), and what it waits on
+        if waits is not _NOT_YET and isinstance(waits, asyncio.Future):
+            # stepped eagerly, and the task has not yet taken what its coroutine waits on
+            # (its first step does): cancelled as the task's cancel would (a gather's
+            # children, an inner task), or that work went on after the node was stopped;
+            # its outcome read once it ends, as the task would have (asyncio logs it unread)
+            waits.cancel()
+            waits.add_done_callback(_read_outcome)
+        if isinstance(first, _First):
+            # the CancelledError reaches the coroutine now, in the tick that stops the node
+            # (as a py_trees leaf's ``terminate`` runs in it), not a loop step later: its
+            # handlers and ``finally`` blocks run in py_trees' order of stops, up to what
+            # they wait on; the task's next step takes up from there
+            first.cancel(task)
         tracked = getattr(getattr(self, "ctx", None), "cancelled_tasks", None)
         if tracked is not None:
             tracked.add(task)
@@ -390,8 +405,12 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             if ctx is not None:
                 task.add_done_callback(self._done, context=context)
             return
-        first = _First(work)
-        self._task = loop.create_task(first, name=name, context=context)
+        first = _First(work, context)
+        task = self._task = loop.create_task(first, name=name, context=context)
+        if first.started:  # the loop's task factory began it (3.12's eager one)
+            if ctx is not None:
+                task.add_done_callback(self._done, context=context)
+            return
         self._first = (first, context)  # `update`, next in this tick, runs its first step
 
     def _done(self, task: asyncio.Task[Status]) -> None:
@@ -453,15 +472,58 @@ class _First(Coroutine[Any, Any, Any]):
 
     A coroutine object of its own (not a generator around the node's), so a cancel that
     reaches the task before its first step is thrown into the node's coroutine where it
-    waits, as it would be into a task's own coroutine.
+    waits, as it would be into a task's own coroutine; a stop throws it in at once
+    (`cancel`), in the tick, and the task takes up from there.
     """
 
-    __slots__ = ("coro", "ended", "waits")
+    __slots__ = ("context", "coro", "ended", "started", "thrown", "waits")
 
-    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, Any], context: contextvars.Context) -> None:
         self.coro = coro
+        self.context = context
+        """The task's context, where `step` and `cancel` run the coroutine."""
         self.waits: Any = _NOT_YET
         self.ended = False
+        self.started = False
+        """Whether the coroutine has begun (`step`, or the task: the loop's factory may start
+        it itself)."""
+        self.thrown: _Eager | None = None
+        """How a cancel thrown in by `cancel` left the coroutine (``value``: what it waits
+        on next), for the task's next step, which would throw it in again."""
+
+    def cancel(self, task: asyncio.Task[Any]) -> None:
+        """Throw the task's CancelledError into the coroutine now, as ``task`` (`step`), if it
+        has begun and waits (not while it runs, nor once it ended); the task, cancelled too,
+        takes the outcome at its next step (`throw`) instead of throwing it in again."""
+        if not self.started or self.ended or self.thrown is not None or getattr(
+                self.coro, "cr_running", False):
+            return
+        self.waits = _NOT_YET
+        loop = task.get_loop()
+        current = _current_task(loop)
+        if current is not None:
+            _leave_task(loop, current)
+        _enter_task(loop, task)
+        try:
+            self.thrown = _Eager(self.context.run(self.coro.throw, asyncio.CancelledError()),
+                                 None)
+        except (KeyboardInterrupt, SystemExit):
+            raise  # as a task would: out of the loop
+        except BaseException as exc:  # it ended: a StopIteration, its CancelledError
+            self.thrown = _Eager(_NOT_YET, exc)
+        finally:
+            _leave_task(loop, task)
+            if current is not None:
+                _enter_task(loop, current)
+
+    def _take_thrown(self, thrown: _Eager) -> Any:
+        """Give the task what the cancel thrown in by `cancel` left: what the coroutine
+        waits on next, or its end."""
+        self.thrown = None
+        if thrown.error is not None:
+            self.ended = True
+            raise thrown.error
+        return thrown.value
 
     def step(
         self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any],
@@ -473,6 +535,7 @@ class _First(Coroutine[Any, Any, Any]):
         if current is not None:
             _leave_task(loop, current)
         _enter_task(loop, task)
+        self.started = True
         try:
             self.waits = context.run(self.coro.send, None)
         except StopIteration as stop:
@@ -494,15 +557,22 @@ class _First(Coroutine[Any, Any, Any]):
     def send(self, value: Any) -> Any:
         if self.ended:  # reported in the tick that started it: nobody reads this task
             raise StopIteration
+        thrown = self.thrown
+        if thrown is not None:
+            return self._take_thrown(thrown)
         waits = self.waits
         if waits is not _NOT_YET:  # the task's first step: wait for what the eager one did
             self.waits = _NOT_YET
             return waits
+        self.started = True
         return self.coro.send(value)
 
     def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:  # type: ignore[override]
         if self.ended:
             raise exc if value is None else value
+        thrown = self.thrown
+        if thrown is not None:  # the task's cancel: thrown in already (`cancel`)
+            return self._take_thrown(thrown)
         self.waits = _NOT_YET
         return self.coro.throw(exc if value is None else value)
 
@@ -519,6 +589,12 @@ class _First(Coroutine[Any, Any, Any]):
 
 _NOT_YET: Any = object()
 """`_First.waits` before the eager step, and once the task has taken it."""
+
+
+def _read_outcome(future: asyncio.Future[Any]) -> None:
+    """Read how ``future`` ended (nobody else will): asyncio must not log it as unread."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _read(manager: StateManager, key: str) -> Any:
@@ -659,10 +735,13 @@ class TickPlan(NamedTuple):
 
 IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
 """Nothing to do until woken (one shared plan: most ticks end so)."""
+WOKEN_PLAN = TickPlan(again=True, poll=False, due=None)
+"""Woken during the tick: the next one at once (once the loop has run)."""
 
 # what the planning asks of a node's class, found once per class: py_trees' classes are
 # ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
 _ASYNC, _RUNTIME, _TIMEOUT, _DECORATOR, _PARALLEL, _SEQUENCE, _GUARD = 1, 2, 4, 8, 16, 32, 64
+_TALLY, _REPEAT, _SELECTOR = 128, 256, 512
 _KINDS: dict[type, int] = {}
 _KINDS_KEPT = 512
 """Classes remembered at most (trees built at run time, a reloaded skill's, make new ones)."""
@@ -677,7 +756,7 @@ def _kind(cls: type) -> int:
     for flag, base in (
         (_ASYNC, AsyncNode), (_RUNTIME, RuntimeNode), (_TIMEOUT, Timeout),
         (_DECORATOR, Decorator), (_PARALLEL, Parallel), (_SEQUENCE, (Sequence, Selector)),
-        (_GUARD, EternalGuard),
+        (_GUARD, EternalGuard), (_TALLY, Count), (_REPEAT, Repeat), (_SELECTOR, Selector),
     ):
         if issubclass(cls, base):
             kind |= flag
@@ -764,8 +843,11 @@ class Ticker:
         # list() runs the tick as tick_once() does, keeping what it visited (a node more
         # than once when a parent ticks it twice); statuses are read once the tick is done
         visited = list(root.tick())
-        if woken.is_set():  # woken during the tick: the next comes at once anyway
-            return IDLE_PLAN
+        if woken.is_set():
+            # woken by the tick itself (a node wrote the state): the next tick comes at once,
+            # the loop let run first (a node that writes at every tick woke the runner at
+            # every tick, which never yielded: no task ran, no timer fired)
+            return WOKEN_PLAN
         poll = again = False
         due: float | None = None
         kinds = _KINDS
@@ -786,6 +868,8 @@ class Ticker:
                                 break
                         else:
                             again = True
+                    if not again and kind & _SELECTOR and node.memory:  # type: ignore[attr-defined]
+                        again = _clears_before(node, first)
                     if kind & _TIMEOUT:
                         finish = node.finish_time  # type: ignore[attr-defined]
                         due = finish if due is None or finish < due else due
@@ -808,14 +892,13 @@ class Ticker:
             self._at_rest = None
             return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
         # py_trees' decorators show their counts (a Repeat's successes) in the feedback, but a
-        # Timeout's shows the time left, and a running leaf's may say anything (a time too):
+        # Timeout's shows the time left, a Count's its tallies of ticks, a Repeat without end
+        # successes that bound nothing, and a running leaf's may say anything (a time too):
         # those texts change on every tick, in the node and in every decorator above that
         # quotes its child's, so they are left out wherever they appear
         volatile = {
             node.feedback_message for node in visited
-            if node.feedback_message and (
-                _kind(type(node)) & _TIMEOUT
-                or (not node.children and node.status is Status.RUNNING))
+            if node.feedback_message and _volatile(node)
         }
         seen = [(node, node.status, _steady(node.feedback_message, volatile))
                 for node in visited]
@@ -835,6 +918,31 @@ def _restarts(node: Behaviour, kind: int) -> bool:
     py_trees' loop would tick it; the runtime's own synchronous leaves give the same result
     until the state changes."""
     return bool(kind & _ASYNC or not (kind & _RUNTIME or node.children))
+
+
+def _clears_before(selector: Behaviour, current: Behaviour | None) -> bool:
+    """Whether the next tick of ``selector`` (running, with memory) stops a child before
+    ``current``, the one it runs: py_trees' does, to each that is not INVALID (one that
+    failed before), a change of the tree that no task brings."""
+    for child in selector.children:
+        if child is current:
+            return False
+        if child.status is not Status.INVALID:
+            return True
+    return False
+
+
+def _volatile(node: Behaviour) -> bool:
+    """Whether ``node``'s feedback changes on every tick by itself, with nothing it will do
+    changed: a running `Timeout`'s time left, a `Count`'s tallies, the successes of a
+    `Repeat` without end (``num_success`` under 1: no count of them ends it), whatever a
+    running leaf says."""
+    kind = _kind(type(node))
+    if kind & (_TIMEOUT | _TALLY):
+        return True
+    if kind & _REPEAT:
+        return bool(node.num_success < 1)  # type: ignore[attr-defined]
+    return not node.children and node.status is Status.RUNNING
 
 
 def _steady(message: str, volatile: set[str]) -> str:

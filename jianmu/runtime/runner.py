@@ -805,8 +805,10 @@ class ReactiveRunner:
                 if remaining is not None and remaining <= 0:
                     self._stop_tree()
                     return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
-                if plan.again:  # the next tick changes the tree by itself: take it now,
-                    await asyncio.sleep(0)  # letting the loop run first (a cancel, tasks)
+                # the next tick changes the tree by itself (or a node of this tick cancelled
+                # the run): take it now, letting the loop run first (a cancel, tasks)
+                if plan.again or self._cancel_requested:
+                    await asyncio.sleep(0)
                     continue
                 wait = (remaining if plan is IDLE_PLAN
                         else plan.wait(remaining, self.config.runtime.poll_interval))

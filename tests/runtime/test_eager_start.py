@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 
 import anyio
 import py_trees
@@ -110,6 +111,43 @@ async def test_a_node_pre_empted_before_its_task_steps_sees_the_cancel_where_it_
     assert reached == ["cancelled", "finally"]
 
 
+@pytest.mark.parametrize("how", ["gather", "task"])
+async def test_a_node_pre_empted_before_its_task_steps_cancels_what_it_waits_on(how: str) -> None:
+    """A task's cancel cancels what the task waits on (a gather's children, an inner task):
+    a node stopped in the tick that started it stops the work it started too (the
+    CancelledError was thrown into its coroutine alone, and the inner work went on after
+    the run had ended)."""
+    inner: list[asyncio.Task[None]] = []
+
+    async def forever() -> None:
+        await asyncio.Event().wait()  # never set: only a cancel ends it
+
+    class Fans(AsyncNode):
+        async def update_async(self) -> Status:
+            inner.append(asyncio.ensure_future(forever()))
+            if how == "gather":
+                await asyncio.gather(inner[0])
+            else:
+                await inner[0]
+            return Status.SUCCESS
+
+    class Done(AsyncNode):
+        async def update_async(self) -> Status:
+            return Status.SUCCESS
+
+    root = py_trees.composites.Parallel(
+        "first wins", policy=py_trees.common.ParallelPolicy.SuccessOnOne(),
+        children=[Fans("fans"), Done("done")])
+    result = await ReactiveRunner(root).run(timeout=10)
+    assert result.status is RunStatus.SUCCESS and result.ticks == 1
+    try:
+        await asyncio.wait(inner, timeout=10)  # a cancelled task ends in a loop step or two
+        assert [task.cancelled() for task in inner] == [True]
+    finally:
+        for task in inner:
+            task.cancel()
+
+
 async def test_an_exception_in_the_first_step_fails_the_node_in_that_tick() -> None:
     class Breaks(AsyncNode):
         async def update_async(self) -> Status:
@@ -172,3 +210,27 @@ async def test_a_subclass_initialise_after_super_is_done_before_the_first_step()
 
     result = await ReactiveRunner(Counts("counts")).run(timeout=10)
     assert result.status is RunStatus.SUCCESS and result.ticks == 1
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="asyncio.eager_task_factory is 3.12's")
+async def test_a_loop_whose_task_factory_starts_tasks_eagerly() -> None:
+    """On a loop with 3.12's eager task factory, the factory runs a node's first step itself:
+    the node does not run it a second time (an instant node failed with 'cannot reuse already
+    awaited coroutine', one that waited was resumed with nothing)."""
+
+    class Waits(AsyncNode):
+        async def update_async(self) -> Status:
+            await asyncio.sleep(0)
+            return Status.SUCCESS
+
+    loop = asyncio.get_running_loop()
+    before = loop.get_task_factory()
+    loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]
+    try:
+        root = py_trees.composites.Sequence("seq", memory=True, children=[
+            Instant("instant"), Waits("waits")])
+        result = await ReactiveRunner(root).run(timeout=10)
+    finally:
+        loop.set_task_factory(before)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert result.ticks == 2  # the instant node reports in the tick that starts it

@@ -5,10 +5,13 @@ The two worlds see the same outside events: a driver completes one running leaf 
 the same leaf in both (the one with the earliest due step, then the earliest start), and only
 once the tree is quiet. py_trees' loop is quiet when a tick starts, ends and cancels nothing
 and changes no status and no decorator's count; the runner is quiet when it sleeps on its
-wake event. Every leaf logs its starts, ends and cancellations as its tick makes them, so the
-two logs must be the same list, and the runs must end the same way. A runner that misses a
-tick py_trees would have made (a `Retry` after a failure, a non-memory `Sequence` re-entering
-an ended leaf) goes quiet early and its log differs.
+wake event. Every leaf logs its starts, ends and cancellations as its tick makes them, and the
+stops py_trees gives an ended leaf (resets); once the tree is quiet, the log takes every
+node's status and every decorator's counts (a `Count`'s too). So the two logs must be the same
+list, and the runs must end the same way. A runner that misses a tick py_trees would have
+made (a `Retry` after a failure, a non-memory `Sequence` re-entering an ended leaf, a
+`Selector` with memory stopping the failed children before the one it runs) goes quiet early
+and its log differs.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class World:
     def __init__(self) -> None:
         self.step = 0
         self.starts = 0
-        self.log: list[tuple[str, str]] = []
+        self.log: list[tuple[str, Any]] = []
         self.running: dict[Any, tuple[int, int]] = {}
         """Leaves started and not yet completed by the driver: their (due step, start no)."""
 
@@ -58,6 +61,21 @@ class World:
         if k:  # k == 0: the leaf ends in the tick that starts it, with no driver step
             self.running[leaf] = (self.step + k, self.starts)
         self.log.append(("start", leaf.name))
+
+    def stopped(self, leaf: Any, new_status: Status, *, by_coroutine: bool = False) -> bool:
+        """Log a stop: a running leaf's is a cancel (True; an async leaf's coroutine logs
+        it, where its CancelledError reaches it); py_trees stops an ended one too (a
+        restarted sequence resets its children, a selector with memory the ones before the
+        child it runs), which a leaf's ``terminate`` sees as well."""
+        if new_status is not Status.INVALID:
+            return False
+        if leaf.status is Status.RUNNING:
+            self.running.pop(leaf, None)
+            if not by_coroutine:
+                self.log.append(("cancel", leaf.name))
+            return True
+        self.log.append(("reset", leaf.name))
+        return False
 
     def next_leaf(self) -> Any | None:
         if not self.running:
@@ -92,9 +110,7 @@ class SyncLeaf(Behaviour):
         return self.outcome
 
     def terminate(self, new_status: Status) -> None:
-        if new_status is Status.INVALID and self.status is Status.RUNNING:
-            self.world.running.pop(self, None)
-            self.world.log.append(("cancel", self.name))
+        self.world.stopped(self, new_status)
 
 
 class AsyncLeaf(AsyncNode):
@@ -132,8 +148,9 @@ class AsyncLeaf(AsyncNode):
             return gate.result()
         try:
             return await asyncio.shield(gate)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # logged here, where the cancel reaches the coroutine
             self.reached.add(gate)
+            self.world.log.append(("cancel", self.name))
             raise
 
     def update(self) -> Status:
@@ -143,19 +160,20 @@ class AsyncLeaf(AsyncNode):
         return status
 
     def terminate(self, new_status: Status) -> None:
-        if new_status is Status.INVALID and self.status is Status.RUNNING:
-            self.world.running.pop(self, None)
+        cancelled = self.world.stopped(self, new_status, by_coroutine=True)
+        if cancelled and self.gate is not None and not self.gate.done():
+            self.awaiting.add(self.gate)
+        logged = len(self.world.log)
+        super().terminate(new_status)  # the CancelledError reaches the coroutine in here
+        if cancelled and len(self.world.log) == logged:  # its coroutine ended: none reaches it
             self.world.log.append(("cancel", self.name))
-            if self.gate is not None and not self.gate.done():
-                self.awaiting.add(self.gate)
-        super().terminate(new_status)
 
 
 # -- random trees ----------------------------------------------------------------------------
 DECORATORS = (
     "Retry", "Repeat", "Timeout", "OneShot", "Condition", "EternalGuard", "Inverter",
     "SuccessIsFailure", "FailureIsSuccess", "RunningIsFailure", "RunningIsSuccess",
-    "FailureIsRunning", "SuccessIsRunning", "PassThrough",
+    "FailureIsRunning", "SuccessIsRunning", "PassThrough", "Count",
 )
 
 
@@ -227,7 +245,17 @@ def build(spec: tuple[Any, ...], world: World, leaf: type) -> Behaviour:
 
 
 # -- the two worlds --------------------------------------------------------------------------
-def run_py_trees(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]]]:
+def snapshot(root: Behaviour) -> tuple[str, tuple[Any, ...]]:
+    """The tree once quiet: every node's status and the decorators' counts (a selector with
+    memory has stopped its failed children by then, as py_trees' next tick does)."""
+    return ("tree", tuple(
+        (n.name, n.status, getattr(n, "success", 0), getattr(n, "failures", 0),
+         getattr(n, "final_status", None), getattr(n, "success_count", 0),
+         getattr(n, "failure_count", 0), getattr(n, "interrupt_count", 0))
+        for n in root.iterate()))
+
+
+def run_py_trees(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, Any]]]:
     """Sync leaves under py_trees' own tick loop, ticked until quiet after every step."""
     world = World()
     root = build(spec, world, SyncLeaf)
@@ -251,6 +279,7 @@ def run_py_trees(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]]]:
 
     if not settle():
         return "spins", []
+    world.log.append(snapshot(root))
     while root.status is Status.RUNNING and world.step < MAX_STEPS:
         leaf = world.next_leaf()
         if leaf is None:
@@ -258,6 +287,7 @@ def run_py_trees(spec: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]]]:
         leaf.complete()
         if not settle():
             return "spins", []
+        world.log.append(snapshot(root))
     if root.status is Status.RUNNING:
         root.stop(Status.INVALID)
         return "unfinished", world.log
@@ -287,7 +317,7 @@ class DrivenRunner(ReactiveRunner):
 
 async def run_jianmu(
     spec: tuple[Any, ...], leaf: Any = AsyncLeaf
-) -> tuple[str, list[tuple[str, str]], int]:
+) -> tuple[str, list[tuple[str, Any]], int]:
     """Async leaves (or those ``leaf`` makes) under `ReactiveRunner`, the same leaf completed
     at each step."""
     world = World()
@@ -312,6 +342,7 @@ async def run_jianmu(
             runner.quiet.clear()
 
     await settled()
+    world.log.append(snapshot(root))
     while not run.done() and world.step < MAX_STEPS:
         leaf = world.next_leaf()
         if leaf is None:
@@ -319,6 +350,7 @@ async def run_jianmu(
         runner.quiet.clear()
         leaf.complete()
         await settled()
+        world.log.append(snapshot(root))
     if not run.done():
         runner.cancel()
     result = await run
@@ -465,3 +497,20 @@ async def test_each_decorator_over_async_leaves_matches_py_trees(name: str) -> N
             status, log, _ = await run_jianmu(spec)
             assert (status, log) == expected, spec
 
+
+
+async def test_a_selector_with_memory_stops_its_failed_children_on_the_next_tick() -> None:
+    """py_trees' next tick of a selector with memory stops the children before the one it
+    runs (their ``terminate`` sees INVALID): the runner takes that tick at once, not with the
+    next event (here the end of a sibling branch, which came first in the log)."""
+    spec = ("Parallel", ("one", False, 1), (
+        ("leaf", "sibling", ((2, Status.SUCCESS),)),
+        ("Selector", True, (
+            ("leaf", "fails", ((1, Status.FAILURE),)),
+            ("leaf", "runs", ((3, Status.SUCCESS),)),
+        )),
+    ))
+    expected = run_py_trees(spec)
+    assert expected[1].index(("reset", "fails")) < expected[1].index(("end", "sibling"))
+    status, log, _ = await run_jianmu(spec)
+    assert (status, log) == expected

@@ -354,6 +354,64 @@ async def test_a_decorator_quoting_a_running_timeout_does_not_spin(
     assert result.ticks <= 3
 
 
+class Instant(AsyncNode):
+    """Succeeds at once: its coroutine ends in the tick that starts it."""
+
+    async def update_async(self) -> Status:
+        return S
+
+
+@pytest.mark.parametrize(
+    "counting",
+    [
+        # a priority selector re-enters a failed condition under a Count, whose feedback is
+        # the tally of its ticks (it changed at every tick, so the tree never rested)
+        lambda leaf: py_trees.composites.Selector("priority", memory=False, children=[
+            d.Count("count", Shut("check")), leaf]),
+        lambda leaf: py_trees.composites.Selector("priority", memory=False, children=[
+            d.Inverter("quoting", d.Count("count", Instant("check"))), leaf]),
+        # a Repeat without end beside the leaf: its count of successes bounds nothing
+        lambda leaf: py_trees.composites.Parallel(
+            "first wins", policy=ParallelPolicy.SuccessOnOne(),
+            children=[leaf, d.Repeat("forever", Instant("again"), num_success=-1)]),
+    ],
+)
+async def test_a_count_that_bounds_nothing_does_not_spin(counting: object) -> None:
+    """Feedback that changes at every tick by itself is no change of the tree: a `Count`'s
+    tallies, a `Repeat` without end's successes (as a running `Timeout`'s time left). With
+    an async leaf restarted at every tick, the tree at rest is polled as py_trees' loop would
+    tick it, not spun (thousands of ticks a second until the sleeper ended). The poll
+    interval outlasts the sleeper: the count holds its start, the tick that finds the tree
+    at rest, and its end."""
+    leaf = Blocked("sleeper", seconds=0.2)
+    result = await ReactiveRunner(
+        counting(leaf), StateManager(), config=SLOW_POLL,  # type: ignore[operator]
+    ).run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert result.ticks <= 3
+
+
+class Records(AsyncNode):
+    """A condition that records each check in the state (a write in the tick that starts it)
+    and fails: re-entered by a priority selector on every tick."""
+
+    async def update_async(self) -> Status:
+        self.state.write_port("checks", (self.state.get("checks") or 0) + 1)
+        return F
+
+
+async def test_a_node_writing_the_state_in_every_tick_does_not_starve_the_loop() -> None:
+    """A write made by the tick itself asks for the next tick at once, and the runner lets
+    the loop run first: it ticked again without yielding, so no task ran and no timer fired,
+    and the action beside a condition that records its checks never ended (the run timed
+    out). py_trees' loop ticks such a tree at its rate, the action going on meanwhile."""
+    leaf = Blocked("sleeper", seconds=0.05)
+    root = py_trees.composites.Selector("priority", memory=False, children=[
+        Records("check"), leaf])
+    result = await ReactiveRunner(root, StateManager()).run(timeout=10)
+    assert result.status is RunStatus.SUCCESS, result.error
+
+
 class Stopwatch(Behaviour):
     """A plain py_trees leaf that runs for 50 ms from its first tick, its feedback the time."""
 
