@@ -13,6 +13,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import StateValidationError, ToolValidationError
 from jianmu.execution.runner import reset_redirect_check, set_redirect_check
 from jianmu.guard import GuardEnforcer, GuardLedger
+from jianmu.nodes._redirects import redirect_check
 from jianmu.nodes.state import ledger_view
 from jianmu.nodes.tool_executor import (
     OWN_FAILURES,
@@ -26,7 +27,6 @@ from jianmu.nodes.tool_executor import (
     input_schema_of,
     own_failure,
     preview,
-    redirect_check,
     tool_span_attributes,
 )
 from jianmu.runtime.async_node import AsyncNode

@@ -1,0 +1,227 @@
+"""A call the crashed owner of a run had started is never run again unrecorded.
+
+Before the fix, `jianmu resume RUN --approve pay_1` killed (SIGKILL) while paying left nothing
+saying the payment had started: the decision was lost with the process, the next resume asked
+for the approval again as if nothing had happened, and approving it paid a second time. Now a
+call that may not run twice is saved as under way before it starts (its approval with it); a
+restore by the next owner records it as maybe done, tells the model, and does not run it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import py_trees
+import pytest
+from py_trees.common import Status
+
+from jianmu import AgentState, AsyncNode, ToolExecutor, tool
+from jianmu.errors import RunClaimedError
+from jianmu.runtime import ReactiveRunner, RunStatus, SQLiteCheckpointer
+from jianmu.runtime.fork import fork_run
+from jianmu.state import StateManager
+from tests.support.payments import Payments, payments
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.anyio]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Payments:
+    made = payments(tmp_path / "shop")
+    monkeypatch.chdir(made.root)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return made
+
+
+def test_a_payment_under_way_when_its_owner_was_killed_is_not_paid_again(
+    project: Payments,
+) -> None:
+    run_id = project.suspended()
+    owner = project.start("resume", run_id, "--approve", "pay_1", gated=True)
+    try:
+        project.wait_paying()  # paid, and held open: the owner dies before it records that
+    finally:
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.communicate(timeout=60)
+    assert project.paid() == ["paid 40"]
+    # the dead owner's lease is taken at once; the payment is not asked about or made again
+    code, out, err = project.jianmu("resume", run_id)
+    assert code == 0, out + err
+    assert "approval needed" not in out
+    assert "whether it did its work is unknown" in out
+    assert project.paid() == ["paid 40"]
+    code, out, err = project.jianmu("resume", run_id, "--approve", "pay_1")
+    assert code == 2 and "already finished" in err, out + err
+    assert project.paid() == ["paid 40"]
+
+
+PAID: list[str] = []
+
+
+class Plan(AsyncNode):
+    """Asks for one call, as a model would."""
+
+    def __init__(self, name: str, tool_name: str) -> None:
+        super().__init__("plan")
+        self.tool_name = tool_name
+
+    async def update_async(self) -> Status:
+        self.state.update({"actions": [{"id": "c1", "name": self.tool_name,
+                                        "arguments": {"amount": 40}}]})
+        return Status.SUCCESS
+
+
+def flow(*tools: object, name: str = "pay") -> py_trees.behaviour.Behaviour:
+    return py_trees.composites.Sequence("flow", memory=True, children=[
+        Plan("plan", name), ToolExecutor("execute", list(tools)),  # type: ignore[arg-type]
+    ])
+
+
+class Later:
+    """A store whose clock runs an hour ahead: every lease it sees has expired."""
+
+    @staticmethod
+    def store(db: Path) -> SQLiteCheckpointer:
+        import time
+
+        return SQLiteCheckpointer(db, clock=lambda: time.time() + 3600)
+
+
+def test_a_call_under_way_when_its_lease_was_taken_over_is_recorded_as_maybe_done(
+    tmp_path: Path,
+) -> None:
+    """An owner that stops renewing (paused, partitioned) loses the run to the next; the call
+    it had started is not run again there, and its own late record is refused."""
+    started, release = threading.Event(), threading.Event()
+
+    @tool(category="write")
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        PAID.append(f"paid {amount}")
+        started.set()
+        assert release.wait(60)
+        return f"paid {amount}"
+
+    db = tmp_path / "runs.sqlite"
+    first = ReactiveRunner(flow(pay), StateManager(AgentState), checkpointer=SQLiteCheckpointer(db))
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(_run(first)))
+    thread.start()
+    try:
+        assert started.wait(60)
+        later = Later.store(db)
+        second = ReactiveRunner.restore(flow(pay), later, first.run_id,
+                                        state_manager=StateManager(AgentState))
+        result = second.run_sync(timeout=60)
+        assert result.ok, result.error
+        (observation,) = [m for m in result.messages if m.role == "tool"]
+        assert "whether it did its work is unknown; it was not run again" in observation.content
+        assert second.state.get("completed_call_ids") == ["c1"]
+        assert not second.state.get("calls_under_way")
+    finally:
+        release.set()
+        thread.join(60)
+    assert PAID == ["paid 40"]
+    assert isinstance(outcome[0], RunClaimedError)  # the first owner's record came too late
+
+
+def _run(runner: ReactiveRunner) -> object:
+    try:
+        return runner.run_sync(timeout=60)
+    except RunClaimedError as exc:
+        return exc
+
+
+@pytest.fixture(autouse=True)
+def _no_payments() -> None:
+    PAID.clear()
+
+
+async def test_a_call_stopped_for_sure_runs_again_after_a_restore(tmp_path: Path) -> None:
+    """An async call that the run's cancel stopped did not finish: no doubt, it runs again."""
+    import asyncio
+
+    started = asyncio.Event()
+
+    @tool(category="write")
+    async def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        PAID.append(f"try {amount}")
+        if len(PAID) == 1:
+            started.set()
+            await asyncio.Event().wait()  # until cancelled
+        return f"paid {amount}"
+
+    db = tmp_path / "runs.sqlite"
+    store = SQLiteCheckpointer(db)
+    runner = ReactiveRunner(flow(pay), StateManager(AgentState), checkpointer=store)
+    task = asyncio.ensure_future(runner.run(timeout=60))
+    await started.wait()
+    runner.cancel()
+    assert (await task).status is RunStatus.CANCELLED
+    assert not runner.state.get("calls_under_way")
+    again = ReactiveRunner.restore(flow(pay), store, runner.run_id,
+                                   state_manager=StateManager(AgentState))
+    assert (await again.run(timeout=60)).ok
+    assert PAID == ["try 40", "try 40"]
+    assert again.state.get("messages")[-1].content == "paid 40"
+
+
+def test_an_idempotent_call_is_not_marked_and_a_fork_runs_the_call(tmp_path: Path) -> None:
+    """Only a call that may not run twice is saved before it starts; a fork of a point where
+    a call was under way is a new run, which runs it."""
+
+    @tool(category="read")
+    def look(amount: int) -> str:
+        """Look.
+
+        Args:
+            amount: how much.
+        """
+        return f"saw {amount}"
+
+    @tool(category="write")
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        PAID.append(f"paid {amount}")
+        return f"paid {amount}"
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+    reading = ReactiveRunner(flow(look, name="look"), StateManager(AgentState), checkpointer=store)
+    assert reading.run_sync(timeout=60).ok
+    assert not any(_under_way(point) for point in _points(store, reading.run_id))
+
+    paying = ReactiveRunner(flow(pay), StateManager(AgentState), checkpointer=store)
+    assert paying.run_sync(timeout=60).ok and PAID == ["paid 40"]
+    under_way = [n for n, point in enumerate(_points(store, paying.run_id)) if _under_way(point)]
+    assert under_way, "the payment was saved as under way before it started"
+    fork = fork_run(store, paying.run_id, under_way[0])
+    forked = ReactiveRunner.restore(flow(pay), store, fork, state_manager=StateManager(AgentState))
+    assert forked.run_sync(timeout=60).ok
+    assert PAID == ["paid 40", "paid 40"]
+
+
+def _under_way(point: object) -> object:
+    return point.state["root"].get("calls_under_way")  # type: ignore[attr-defined]
+
+
+def _points(store: SQLiteCheckpointer, run_id: str) -> list:  # type: ignore[type-arg]
+    history = store.history
+    last = history.last_point(run_id)
+    assert last is not None
+    return [history.frame(run_id, n) for n in range(last + 1)]
