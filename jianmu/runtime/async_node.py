@@ -658,6 +658,15 @@ class TickPlan(NamedTuple):
 
 
 IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
+
+
+def postpone_timeouts(root: Behaviour, seconds: float) -> None:
+    """Move every running `Timeout`'s deadline under ``root`` ``seconds`` on: the time a run
+    spent returned, waiting for a person, is not its children's (a run restored in another
+    process starts its Timeouts anew)."""
+    for node in root.iterate():
+        if node.status is Status.RUNNING and isinstance(node, Timeout):
+            node.finish_time += seconds
 """Nothing to do until woken (one shared plan: most ticks end so)."""
 
 # what the planning asks of a node's class, found once per class: py_trees' classes are

@@ -21,7 +21,15 @@ from py_trees.common import Status
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed
-from jianmu.runtime.async_node import IDLE_PLAN, AsyncNode, Ticker, WakeEvent, close_tree, expire
+from jianmu.runtime.async_node import (
+    IDLE_PLAN,
+    AsyncNode,
+    Ticker,
+    WakeEvent,
+    close_tree,
+    expire,
+    postpone_timeouts,
+)
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
@@ -291,6 +299,7 @@ class ReactiveRunner:
         # returns it without ticking, so a finished run never asks the model again
         self._finished: RunResult | None = None
         self._end_error: str | None = None
+        self._suspended_at: float | None = None  # when run() last returned SUSPENDED
         self._ticker = Ticker()
         self.state.subscribe(self._state_changed)
         # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
@@ -487,6 +496,8 @@ class ReactiveRunner:
         self._loop_thread = threading.get_ident()
         self._wake_event = WakeEvent(self._loop)
         started = time.monotonic()
+        if self._suspended_at is not None:  # a person's wait does not count against a Timeout
+            postpone_timeouts(self.root, started - self._suspended_at)
         ticks_before = self.ticks
         try:
             self._setup_once()
@@ -507,6 +518,7 @@ class ReactiveRunner:
             finally:  # cancelled again while draining: the runner must still run again later
                 self._running = False
                 self._wake_event = None
+        self._suspended_at = time.monotonic() if outcome.status is RunStatus.SUSPENDED else None
         if outcome.status is not RunStatus.SUSPENDED:
             await self._close_resources()
         if self.checkpointer is not None:
