@@ -661,10 +661,10 @@ class ReactiveRunner:
                 raise CheckpointError(f"the checkpoint of run {run_id!r}: {exc}") from None
             runner.ticks = int(data.get("ticks", 0))
             runner._restored_nodes = dict(data.get("nodes", {}))
+            runner._setup_once()  # before the end is known: binding may write (a typed answer)
             status = data.get("status")
             if status in (RunStatus.SUCCESS.value, RunStatus.FAILURE.value):
                 runner._finished = runner._ended(RunStatus(status), data.get("error"))
-            runner._setup_once()
         except BaseException:
             if claim is not None:
                 claim.release()
