@@ -225,3 +225,63 @@ def _points(store: SQLiteCheckpointer, run_id: str) -> list:  # type: ignore[typ
     last = history.last_point(run_id)
     assert last is not None
     return [history.frame(run_id, n) for n in range(last + 1)]
+
+
+def test_a_sub_agents_call_under_way_when_its_lease_was_taken_over_is_not_run_again(
+    tmp_path: Path,
+) -> None:
+    """The same one level down: the sub-agent's call is marked in its namespace, which the
+    restored run resumes rather than starts anew."""
+    from jianmu.llm import ScriptedLLM
+    from jianmu.nodes import agent_tool, create_react_node
+
+    started, release = threading.Event(), threading.Event()
+
+    def build() -> py_trees.behaviour.Behaviour:
+        @tool(category="write")
+        def pay(amount: int) -> str:
+            """Pay.
+
+            Args:
+                amount: how much.
+            """
+            PAID.append(f"paid {amount}")
+            started.set()
+            assert release.wait(60)
+            return f"paid {amount}"
+
+        def answered(messages: list) -> list:  # type: ignore[type-arg]
+            return [m for m in messages if m.role == "tool"]
+
+        def helper(messages: list) -> object:  # type: ignore[type-arg]
+            done = answered(messages)
+            return f"helper: {done[-1].content}" if done else [
+                {"id": "s1", "name": "pay", "arguments": {"amount": 3}}]
+
+        def lead(messages: list) -> object:  # type: ignore[type-arg]
+            done = answered(messages)
+            return f"lead: {done[-1].content}" if done else [
+                {"id": "l1", "name": "helper", "arguments": {"input": "pay 3"}}]
+
+        sub = agent_tool(lambda: create_react_node(ScriptedLLM([helper] * 4), [pay]),
+                         name="helper", description="Pays.")
+        return create_react_node(ScriptedLLM([lead] * 4), [sub])
+
+    db = tmp_path / "runs.sqlite"
+    start = StateManager(AgentState, {"messages": [{"role": "user", "content": "Go."}]})
+    first = ReactiveRunner(build(), start, checkpointer=SQLiteCheckpointer(db))
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(_run(first)))
+    thread.start()
+    try:
+        assert started.wait(60)
+        second = ReactiveRunner.restore(build(), Later.store(db), first.run_id,
+                                        state_manager=StateManager(AgentState))
+        result = second.run_sync(timeout=60)
+        assert result.ok, result.error
+        assert "whether it did its work is unknown" in (second.state.get("final_answer") or "")
+    finally:
+        release.set()
+        thread.join(60)
+    assert PAID == ["paid 3"]
+    assert isinstance(outcome[0], RunClaimedError)
