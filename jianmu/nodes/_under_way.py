@@ -30,16 +30,16 @@ def merge_under_way(old: Any, new: Any) -> dict[str, str]:
     return {key: value for key, value in merged.items() if value is not None}
 
 
-def start(node: RuntimeNode, call: ToolCall, tool: Tool) -> bool:
-    """Mark ``call`` as under way and checkpoint the run before it starts; False where the
-    state has no place for the mark (nothing is marked).
+def start(node: RuntimeNode, key: str, tool_name: str) -> bool:
+    """Mark the call ``key`` (a call id, a `ToolNode`'s step) as under way and checkpoint the
+    run before it starts; False where the state has no place for the mark (nothing marked).
 
     Raises:
         RunClaimedError: the run's lease went to another owner: the call must not start.
     """
     if not node.state.manager.accepts(UNDER_WAY):
         return False
-    node.state.update({UNDER_WAY: {call.id: tool.name}})
+    node.state.update({UNDER_WAY: {key: tool_name}})
     node.ctx.save_checkpoint()
     return True
 

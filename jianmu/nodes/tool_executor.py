@@ -730,7 +730,7 @@ class ToolExecutor(AsyncNode):
                             args_preview=preview(call.arguments))
         ctx = self.ctx
         if (ctx.checkpointed and ctx.steps is None and not tool.tool_spec.idempotent
-                and not tool.records_own_steps and under_way.start(self, call, tool)):
+                and not tool.records_own_steps and under_way.start(self, call.id, tool.name)):
             self._marked.add(call.id)  # saved as under way before it starts: never run twice
         try:
             # a redirect the tool is told to follow is checked as the call itself was; the

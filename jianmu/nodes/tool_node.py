@@ -13,6 +13,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import StateValidationError, ToolValidationError
 from jianmu.execution.runner import reset_redirect_check, set_redirect_check
 from jianmu.guard import GuardEnforcer, GuardLedger
+from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import redirect_check
 from jianmu.nodes.state import ledger_view
 from jianmu.nodes.tool_executor import (
@@ -95,6 +96,7 @@ class ToolNode(AsyncNode):
         self.approval_scope = approval_scope
         self.tree_position: str | None = None  # e.g. ``0/2``; set by the skill loader
         self._runners = RunnerCache()
+        self._marked = False  # this node saved its step as under way, in this process
 
     def _arguments(self) -> Any:
         value = self.state.get(self.input_key) if self.input_key else None
@@ -155,6 +157,15 @@ class ToolNode(AsyncNode):
         self._approved_args = call.arguments
         return None
 
+    def _in_doubt(self, step: str) -> Status:
+        """Fail a step that a process that has since died had started: it may have done its
+        work, so it is neither asked about nor run again."""
+        under_way.stopped(self, [step])
+        self.feedback_message = under_way.uncertain(self.tool.name)
+        self.events.emit("tool.call.failed", tool=self.tool.name, error=self.feedback_message,
+                         in_doubt=True)
+        return Status.FAILURE
+
     async def aclose(self) -> None:
         """Close the sandbox and end the worker threads kept for the next run."""
         await self._runners.close()
@@ -165,6 +176,9 @@ class ToolNode(AsyncNode):
             return Status.SUCCESS
         self.feedback_message = ""
         args = self._arguments()
+        step = f"step:{self.path}"
+        if not self._marked and step in (self.state.get(under_way.UNDER_WAY) or {}):
+            return self._in_doubt(step)  # before the guard: its approval was already used
         if self.guarded:
             verdict = self._check_guard(args)
             if verdict is not None:
@@ -173,6 +187,9 @@ class ToolNode(AsyncNode):
         tool = self.tool
         self.events.emit("tool.call.started", tool=tool.name, mode="workflow",
                          args_preview=preview(args))
+        if (self.ctx.checkpointed and self.ctx.steps is None and not tool.tool_spec.idempotent
+                and under_way.start(self, step, tool.name)):
+            self._marked = True  # saved as under way before it starts: never run twice
         constraints = self.effective_constraints
         start = time.perf_counter()
         with span(self.ctx.tracer, f"execute_tool {tool.name}",
@@ -205,6 +222,9 @@ class ToolNode(AsyncNode):
             finally:
                 reset_redirect_check(checking)
             finish_span(current, result, args, self.ctx)
+        if self._marked:  # done: no longer under way
+            self._marked = False
+            under_way.stopped(self, [step])
         self.result = result
         if self.bt_skill:
             self.events.emit("bt.skill.node.io", skill=self.bt_skill, stage="tool",

@@ -285,3 +285,53 @@ def test_a_sub_agents_call_under_way_when_its_lease_was_taken_over_is_not_run_ag
         thread.join(60)
     assert PAID == ["paid 3"]
     assert isinstance(outcome[0], RunClaimedError)
+
+
+def test_a_tool_node_under_way_when_its_lease_was_taken_over_is_not_run_again(
+    tmp_path: Path,
+) -> None:
+    """A step the author placed (`ToolNode`) is the same: approved, started, its owner gone;
+    the next owner neither asks again nor runs it, and the step fails saying why."""
+    from jianmu.nodes import ToolNode
+
+    started, release = threading.Event(), threading.Event()
+
+    @tool(category="write", permission="user_confirm")
+    def pay(amount: int) -> str:
+        """Pay (asks a person first).
+
+        Args:
+            amount: how much.
+        """
+        PAID.append(f"paid {amount}")
+        started.set()
+        assert release.wait(60)
+        return f"paid {amount}"
+
+    def steps() -> py_trees.behaviour.Behaviour:
+        return py_trees.composites.Sequence("steps", memory=True, children=[
+            ToolNode("pay", pay, input_key="amount", output_key="receipt")])
+
+    db = tmp_path / "runs.sqlite"
+    first = ReactiveRunner(steps(), StateManager(AgentState, {"amount": {"amount": 40}}),
+                           checkpointer=SQLiteCheckpointer(db))
+    (request,) = first.run_sync(timeout=60).pending
+    owner = ReactiveRunner.restore(steps(), SQLiteCheckpointer(db), first.run_id,
+                                   state_manager=StateManager(AgentState))
+    owner.approve(request.id)
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(_run(owner)))
+    thread.start()
+    try:
+        assert started.wait(60)
+        second = ReactiveRunner.restore(steps(), Later.store(db), first.run_id,
+                                        state_manager=StateManager(AgentState))
+        result = second.run_sync(timeout=60)
+        assert result.status is RunStatus.FAILURE
+        assert "whether it did its work is unknown" in (result.error or ""), result.error
+        assert not result.pending
+    finally:
+        release.set()
+        thread.join(60)
+    assert PAID == ["paid 40"]
+    assert isinstance(outcome[0], RunClaimedError)
