@@ -189,3 +189,30 @@ async def test_a_damaged_checkpoint_is_a_clear_error_and_changes_nothing(
     again.approve("deploy")
     assert (await again.run(timeout=10)).status is RunStatus.SUCCESS
     store.close()
+
+
+async def test_a_damaged_page_of_the_file_is_a_clear_error(tmp_path: Path) -> None:
+    """A file that opens but whose pages are damaged (a disk's fault, a copy cut short): the
+    read names the file and the run, as a `CheckpointError`, not sqlite3's bare error."""
+    import sqlite3
+
+    db = tmp_path / "runs.sqlite"
+    store = SQLiteCheckpointer(db)
+    result = await ReactiveRunner(build_tree(), StateManager(), checkpointer=store).run(timeout=10)
+    store.close()
+    plain = sqlite3.connect(db)
+    plain.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (root,), (size,) = (plain.execute(sql).fetchone() for sql in (
+        "SELECT rootpage FROM sqlite_master WHERE name = 'checkpoints'", "PRAGMA page_size"))
+    plain.close()
+    data = bytearray(db.read_bytes())
+    start = (root - 1) * size  # the checkpoints' table, its header and cells overwritten
+    data[start:start + size] = b"\xff" * size
+    db.write_bytes(bytes(data))
+    damaged = SQLiteCheckpointer(db)
+    with pytest.raises(CheckpointError, match=f"{result.run_id}.*{db.name}.*malformed"):
+        damaged.load(result.run_id)
+    with pytest.raises(CheckpointError, match="malformed"):
+        ReactiveRunner.restore(build_tree(), damaged, result.run_id, state_manager=StateManager())
+    with pytest.raises(CheckpointError, match="malformed"):
+        damaged.list_runs()
