@@ -20,7 +20,7 @@ from py_trees.common import Status
 
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
-from jianmu.errors import CheckpointError, RunFailed
+from jianmu.errors import CheckpointError, RunFailed, StateValidationError
 from jianmu.runtime.async_node import (
     IDLE_PLAN,
     AsyncNode,
@@ -271,6 +271,8 @@ class ReactiveRunner:
         wake = self.wake  # one bound method for both
         self.interaction = Interaction(on_change=wake)
         # the 48 random bits of uuid4().hex[:12], without building a UUID (several µs a run)
+        if run_id == "":  # "" would be replaced by a fresh id: saved under a name nobody knows
+            raise ValueError("a run id must not be empty; give none for a fresh one")
         run_id = run_id or os.urandom(6).hex()
         self.ctx = RunContext(
             config=self.config,
@@ -651,7 +653,10 @@ class ReactiveRunner:
                 raise CheckpointError(f"unsupported checkpoint version {data.get('version')!r}")
             checked(data, run_id)  # the parts read below have their shapes
             state = state_manager if state_manager is not None else StateManager()
-            state.restore(data["state"])
+            try:
+                state.restore(data["state"])
+            except StateValidationError as exc:  # the schema changed since: say which run
+                raise StateValidationError(f"the checkpoint of run {run_id!r}: {exc}") from exc
             kwargs.setdefault("user_roles", data.get("user_roles", ()))
             runner = cls(root, state, checkpointer=checkpointer, run_id=run_id, **kwargs)
             runner._claim = claim

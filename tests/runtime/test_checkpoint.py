@@ -11,6 +11,7 @@ import pytest
 from py_trees.common import Status
 
 from jianmu.errors import CheckpointError
+from jianmu.nodes import AgentState
 from jianmu.runtime import (
     ApprovalRequest,
     AsyncNode,
@@ -216,3 +217,26 @@ async def test_a_damaged_page_of_the_file_is_a_clear_error(tmp_path: Path) -> No
         ReactiveRunner.restore(build_tree(), damaged, result.run_id, state_manager=StateManager())
     with pytest.raises(CheckpointError, match="malformed"):
         damaged.list_runs()
+
+
+def test_an_empty_run_id_is_refused_not_replaced() -> None:
+    """A run id given as "" was silently replaced by a fresh one: its checkpoints were then
+    saved under a name nobody knew."""
+    with pytest.raises(ValueError, match="run id"):
+        ReactiveRunner(build_tree(), StateManager(), run_id="")
+
+
+async def test_a_state_that_no_longer_fits_its_schema_names_the_run(tmp_path: Path) -> None:
+    from jianmu.errors import StateValidationError
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+    state = StateManager(AgentState)
+    result = await ReactiveRunner(build_tree(), state, checkpointer=store).run(timeout=10)
+
+    class Changed(AgentState):
+        rounds: str  # type: ignore[assignment]  # was an int when the run was saved
+
+    with pytest.raises(StateValidationError, match=f"run {result.run_id!r}.*rounds"):
+        ReactiveRunner.restore(build_tree(), store, result.run_id,
+                               state_manager=StateManager(Changed))
+    assert store.holder(result.run_id) is None  # refused: nothing claimed, nothing changed
