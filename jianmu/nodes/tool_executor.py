@@ -713,7 +713,12 @@ class ToolExecutor(AsyncNode):
         self, call: ToolCall, tool: Tool, decision: Decision, runner: ToolRunner
     ) -> None:
         """Run one call (``tool`` is the one `_admit` resolved it to) with retries; record
-        exactly one observation. Never raises."""
+        exactly one observation. Raises only `RunClaimedError`: the run went to another owner
+        before the call could be saved as under way, so it does not start."""
+        ctx = self.ctx
+        if (ctx.checkpointed and ctx.steps is None and not tool.tool_spec.idempotent
+                and not tool.records_own_steps and under_way.start(self, call.id, tool.name)):
+            self._marked.add(call.id)  # saved as under way before it starts: never run twice
         retries = tool.tool_spec.max_retries
         tracer = self.ctx.tracer
         # the span's attributes only when a tracer records them
@@ -728,10 +733,6 @@ class ToolExecutor(AsyncNode):
             else:
                 events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
                             args_preview=preview(call.arguments))
-        ctx = self.ctx
-        if (ctx.checkpointed and ctx.steps is None and not tool.tool_spec.idempotent
-                and not tool.records_own_steps and under_way.start(self, call.id, tool.name)):
-            self._marked.add(call.id)  # saved as under way before it starts: never run twice
         try:
             # a redirect the tool is told to follow is checked as the call itself was; the
             # guard is looked up only if the tool asks (`redirect_refusal`)

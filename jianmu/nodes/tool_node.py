@@ -185,11 +185,11 @@ class ToolNode(AsyncNode):
                 return verdict
             args = self._approved_args  # a person's edit, if they made one
         tool = self.tool
-        self.events.emit("tool.call.started", tool=tool.name, mode="workflow",
-                         args_preview=preview(args))
         if (self.ctx.checkpointed and self.ctx.steps is None and not tool.tool_spec.idempotent
                 and under_way.start(self, step, tool.name)):
             self._marked = True  # saved as under way before it starts: never run twice
+        self.events.emit("tool.call.started", tool=tool.name, mode="workflow",
+                         args_preview=preview(args))
         constraints = self.effective_constraints
         start = time.perf_counter()
         with span(self.ctx.tracer, f"execute_tool {tool.name}",

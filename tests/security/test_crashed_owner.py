@@ -335,3 +335,50 @@ def test_a_tool_node_under_way_when_its_lease_was_taken_over_is_not_run_again(
         thread.join(60)
     assert PAID == ["paid 40"]
     assert isinstance(outcome[0], RunClaimedError)
+
+
+class Gate(AsyncNode):
+    """Holds the run until the test opens it (from any thread), saying it got there."""
+
+    def __init__(self, reached: threading.Event, opened: threading.Event) -> None:
+        super().__init__("gate")
+        self.reached, self.opened = reached, opened
+
+    async def update_async(self) -> Status:
+        import asyncio
+
+        self.reached.set()
+        await asyncio.to_thread(self.opened.wait, 60)
+        return Status.SUCCESS
+
+
+def test_an_owner_that_lost_its_lease_does_not_start_a_call(tmp_path: Path) -> None:
+    """Paused past its lease (the next owner took the run meanwhile), an owner that goes on
+    is refused when it saves the call as under way: the call never starts there."""
+
+    @tool(category="write")
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        PAID.append(f"paid {amount}")
+        return f"paid {amount}"
+
+    reached, opened = threading.Event(), threading.Event()
+    tree = py_trees.composites.Sequence("flow", memory=True, children=[
+        Gate(reached, opened), Plan("plan", "pay"), ToolExecutor("execute", [pay])])
+    db = tmp_path / "runs.sqlite"
+    paused = ReactiveRunner(tree, StateManager(AgentState), checkpointer=SQLiteCheckpointer(db))
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(_run(paused)))
+    thread.start()
+    try:
+        assert reached.wait(60)
+        Later.store(db).claim(paused.run_id, "the-next-owner")  # its lease has run out
+    finally:
+        opened.set()
+        thread.join(60)
+    assert isinstance(outcome[0], RunClaimedError), outcome
+    assert PAID == []
