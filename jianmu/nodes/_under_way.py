@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from jianmu.runtime.async_node import RuntimeNode
     from jianmu.tools.base import Tool
 
-__all__ = ("UNDER_WAY", "merge_under_way", "settle_in_doubt", "start", "stopped", "unmarked")
+__all__ = (
+    "UNDER_WAY", "merge_under_way", "settle_in_doubt", "start", "stopped", "uncertain", "unmarked",
+)
 
 UNDER_WAY = "calls_under_way"
 """The state key: call id -> tool name, for each call started and not recorded yet."""
