@@ -135,15 +135,16 @@ class SQLiteCheckpointer:
             TickRecorder(runner, self.history).attach()
 
     def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None,
-             release: bool = False) -> None:
+             release: bool = False, after: int | None = None) -> None:
         """Append a checkpoint for ``run_id`` (one transaction).
 
         With ``owner``, only while ``owner`` holds the run's lease, which the save renews, or
-        with ``release``, gives up (the run returned: one commit for both).
+        with ``release``, gives up (the run returned: one commit for both); with ``after``,
+        only on top of checkpoint number ``after`` (the newest the saver knows).
 
         Raises:
             RunClaimedError: ``owner`` no longer holds the run (its lease expired and another
-                owner took it); nothing was saved.
+                owner took it), or the run went on past ``after``; nothing was saved.
         """
         try:
             data = json.dumps(checkpoint)
@@ -162,6 +163,11 @@ class SQLiteCheckpointer:
                     row = self._db.execute(
                         "SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?", (run_id,)
                     ).fetchone()
+                    if after is not None and row[0] != after:  # a runner of the same name
+                        raise RunClaimedError(
+                            f"run {run_id!r} went on elsewhere (its newest checkpoint is number "
+                            f"{row[0]}, this runner has number {after}); this checkpoint was "
+                            "not saved: restore the run again", run_id=run_id)
                     self._db.execute(
                         "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)",
                         (run_id, row[0] + 1, time.time(), checkpoint.get("status"), data),

@@ -382,3 +382,45 @@ def test_an_owner_that_lost_its_lease_does_not_start_a_call(tmp_path: Path) -> N
         thread.join(60)
     assert isinstance(outcome[0], RunClaimedError), outcome
     assert PAID == []
+
+
+def test_two_runners_under_one_owner_name_do_not_both_pay(tmp_path: Path) -> None:
+    """Two processes that name themselves alike (``owner="billing"``) share the lease: each
+    renews it as its own. The newest checkpoint each knows tells them apart: the second,
+    restored before the first went on, is refused when it saves its call as under way."""
+    started, release = threading.Event(), threading.Event()
+
+    @tool(category="write", permission="user_confirm")
+    def pay(amount: int) -> str:
+        """Pay (asks a person first).
+
+        Args:
+            amount: how much.
+        """
+        PAID.append(f"paid {amount}")
+        started.set()
+        assert release.wait(60)
+        return f"paid {amount}"
+
+    db = tmp_path / "runs.sqlite"
+    first = ReactiveRunner(flow(pay), StateManager(AgentState), checkpointer=SQLiteCheckpointer(db))
+    (request,) = first.run_sync(timeout=60).pending
+
+    def restored() -> ReactiveRunner:
+        return ReactiveRunner.restore(flow(pay), SQLiteCheckpointer(db), first.run_id,
+                                      state_manager=StateManager(AgentState), owner="billing")
+
+    one, two = restored(), restored()
+    one.approve(request.id)
+    two.approve(request.id)
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(_run(one)))
+    thread.start()
+    try:
+        assert started.wait(60)
+        assert isinstance(_run(two), RunClaimedError)
+    finally:
+        release.set()
+        thread.join(60)
+    assert PAID == ["paid 40"]
+    assert outcome[0].ok  # type: ignore[attr-defined]
