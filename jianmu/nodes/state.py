@@ -11,6 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from jianmu.guard.checkers import GuardLedger
 from jianmu.llm.messages import Message, Usage
+from jianmu.nodes._under_way import merge_under_way
 from jianmu.nodes.history import HistorySummary
 from jianmu.state import StateView, merge_counts
 from jianmu.tools.calls import ToolCall
@@ -74,6 +75,12 @@ class AgentState(BaseModel):
     suspended_call_ids: Annotated[list[str], operator.add] = Field(default_factory=list)
     """Ids of tool calls that waited for a person (`ToolSuspended`): run again, each goes on
     where it stopped, and its ``tool.call.started`` says ``resumed``, also after a restore."""
+    calls_under_way: Annotated[dict[str, str | None], merge_under_way] = Field(
+        default_factory=dict
+    )
+    """In a checkpointed run, the calls that may not run twice and have started but are not
+    recorded yet (id: tool): one still here after a restore was under way when its process
+    stopped, and is recorded as maybe done instead of run again (`jianmu.nodes._under_way`)."""
     observations: Annotated[dict[str, Message], _replace_observations] = Field(
         default_factory=dict
     )

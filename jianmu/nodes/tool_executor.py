@@ -40,7 +40,6 @@ from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.constraints import (
-    POLICY_RANK,
     Constraints,
     ExecutionConstraints,
     is_read_only,
@@ -48,16 +47,17 @@ from jianmu.constraints import (
 )
 from jianmu.errors import MCPError, ToolInputError, ToolSuspended, ToolTimeoutError
 from jianmu.execution.runner import (
-    RedirectCheck,
     ToolRunner,
     reset_redirect_check,
     set_redirect_check,
 )
 from jianmu.guard import Decision, DecisionKind, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.guard.checkers import call_fingerprint
-from jianmu.guard.enforcer import ToolPolicyChecker, builtin_chain
+from jianmu.guard.enforcer import builtin_chain
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message, Usage
+from jianmu.nodes import _under_way as under_way
+from jianmu.nodes._redirects import executor_refusal
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_failures import OWN_FAILURES, abandoned, error_text, own_failure
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
@@ -282,35 +282,6 @@ def _not_json(tool: Tool, raw: str) -> str:
     return not_json_message(tool.name, tool.parameters, raw)
 
 
-def redirect_check(enforcer: GuardEnforcer, call: ToolCall, tool: Tool) -> RedirectCheck:
-    """What a tool that follows redirects asks (`redirect_refusal`) while ``call`` runs."""
-    return functools.partial(_refusal, enforcer, call, tool)
-
-
-def _redirect_refusal(
-    executor: ToolExecutor, call: ToolCall, tool: Tool, argument: str, url: str
-) -> str | None:
-    """`_refusal` under the executor's guard, looked up when a tool asks."""
-    enforcer = executor._guard(executor.effective_constraints)
-    return _refusal(enforcer, call, tool, argument, url)
-
-
-def _refusal(
-    enforcer: GuardEnforcer, call: ToolCall, tool: Tool, argument: str, url: str
-) -> str | None:
-    """Why the tool policy refuses that ``call`` be sent on to ``url`` (a redirect), if it
-    does: the policy for the call with ``argument`` set to ``url`` is stricter than for the
-    call as it was admitted (a person who approved one URL did not see the other)."""
-    policy = next((c for c in enforcer.checkers if isinstance(c, ToolPolicyChecker)), None)
-    if policy is None or not isinstance(call.arguments, dict):
-        return None
-    moved = dataclasses.replace(call, arguments={**call.arguments, argument: url})
-    spec = tool.tool_spec
-    admitted, _, _ = policy.resolve(call, spec)
-    verdict, reason, _ = policy.resolve(moved, spec)
-    return reason if POLICY_RANK[verdict] > POLICY_RANK[admitted] else None
-
-
 _UNHEARD = EventBus()
 """A bus nobody listens to: a call checked again is not announced twice."""
 
@@ -432,6 +403,8 @@ class ToolExecutor(AsyncNode):
         """This batch's key in the run's ``running_calls``, while its calls run."""
         self._halted = False
         """Whether the runner stopped this batch: a cancel its calls see is not a tool's own."""
+        self._marked: set[str] = set()
+        """Calls this node marked as under way (`jianmu.nodes._under_way`), until recorded."""
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
@@ -567,6 +540,8 @@ class ToolExecutor(AsyncNode):
         pending = [toolset.canonical(c) for c in calls if c.id not in done]
         if self.ctx.interaction is not None:  # a person may have edited calls when approving
             pending = [(edited_call(c, self.ctx), found) for c, found in pending]
+        if self.ctx.checkpointed:  # calls a process that died had started: not run again
+            pending = under_way.settle_in_doubt(self, pending, self._marked, self._record)
         known = [(c, found) for c, found in pending if found is not None]
         ledger = _in_flight(GuardLedger.of(ledger_view(self).get("guard_ledger")),
                             self.ctx.running_calls, enforcer)
@@ -729,7 +704,12 @@ class ToolExecutor(AsyncNode):
         self, call: ToolCall, tool: Tool, decision: Decision, runner: ToolRunner
     ) -> None:
         """Run one call (``tool`` is the one `_admit` resolved it to) with retries; record
-        exactly one observation. Never raises."""
+        exactly one observation. Raises only `RunClaimedError`: the run went to another owner
+        before the call could be saved as under way, so it does not start."""
+        ctx = self.ctx
+        if (ctx.checkpointed and ctx.steps is None and not tool.tool_spec.idempotent
+                and not tool.records_own_steps and under_way.start(self, call.id, tool.name)):
+            self._marked.add(call.id)  # saved as under way before it starts: never run twice
         retries = tool.tool_spec.max_retries
         tracer = self.ctx.tracer
         # the span's attributes only when a tracer records them
@@ -750,7 +730,7 @@ class ToolExecutor(AsyncNode):
         try:
             # a redirect the tool is told to follow is checked as the call itself was; the
             # guard is looked up only if the tool asks (`redirect_refusal`)
-            checking = set_redirect_check(functools.partial(_redirect_refusal, self, call, tool))
+            checking = set_redirect_check(functools.partial(executor_refusal, self, call, tool))
             try:
                 if tracer is None and self.ctx.steps is None:  # the common path
                     result = await self._attempts(call, tool, runner, retries)
@@ -765,6 +745,7 @@ class ToolExecutor(AsyncNode):
             finally:
                 reset_redirect_check(checking)
         except ToolSuspended as exc:  # runs again, to its end, once the person has answered
+            self._unmark(call)
             self._suspended = (*self._suspended, call.id)
             if call.id not in (self.state.get("suspended_call_ids") or ()):
                 # kept in the state, so the call run again says it goes on, in any process
@@ -780,6 +761,8 @@ class ToolExecutor(AsyncNode):
                 ), executed=True)
                 events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
                             error=abandoned(tool.name))
+            else:  # stopped for sure: it runs again, here or in the process restoring the run
+                self._unmark(call)
             raise
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
@@ -788,6 +771,12 @@ class ToolExecutor(AsyncNode):
         elif not result.ok:
             events.emit("tool.call.failed", tool=tool.name, call_id=call.id, error=result.error)
         self._record(call, tool, result, executed=True)
+
+    def _unmark(self, call: ToolCall) -> None:
+        """Unmark a call that ended unrecorded: stopped, or waiting for a person."""
+        if call.id in self._marked:
+            self._marked.discard(call.id)
+            under_way.stopped(self, [call.id])
 
     async def _guarded(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """``result``, or a refusal in its place when a tool-output guardrail trips."""
@@ -906,6 +895,10 @@ class ToolExecutor(AsyncNode):
         update: dict[str, Any] = {}
         if records:
             update["completed_call_ids"] = [r.call.id for r in records]
+            if self._marked:  # recorded now: no longer under way
+                done = [r.call.id for r in records if r.call.id in self._marked]
+                self._marked.difference_update(done)
+                update.update(under_way.unmarked(done))
         effects: dict[str, int] = {}
         for r in records:
             if r.result.ok and r.tool is not None:

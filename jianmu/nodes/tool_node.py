@@ -13,6 +13,8 @@ from jianmu.constraints import Constraints
 from jianmu.errors import StateValidationError, ToolValidationError
 from jianmu.execution.runner import reset_redirect_check, set_redirect_check
 from jianmu.guard import GuardEnforcer, GuardLedger
+from jianmu.nodes import _under_way as under_way
+from jianmu.nodes._redirects import redirect_check
 from jianmu.nodes.state import ledger_view
 from jianmu.nodes.tool_executor import (
     RunnerCache,
@@ -23,7 +25,6 @@ from jianmu.nodes.tool_executor import (
     fresh_request_id,
     input_schema_of,
     preview,
-    redirect_check,
     tool_span_attributes,
 )
 from jianmu.nodes.tool_failures import OWN_FAILURES, error_text, own_failure
@@ -93,6 +94,7 @@ class ToolNode(AsyncNode):
         self.approval_scope = approval_scope
         self.tree_position: str | None = None  # e.g. ``0/2``; set by the skill loader
         self._runners = RunnerCache()
+        self._marked = False  # this node saved its step as under way, in this process
 
     def _arguments(self) -> Any:
         value = self.state.get(self.input_key) if self.input_key else None
@@ -153,6 +155,15 @@ class ToolNode(AsyncNode):
         self._approved_args = call.arguments
         return None
 
+    def _in_doubt(self, step: str) -> Status:
+        """Fail a step that a process that has since died had started: it may have done its
+        work, so it is neither asked about nor run again."""
+        under_way.stopped(self, [step])
+        self.feedback_message = under_way.uncertain(self.tool.name)
+        self.events.emit("tool.call.failed", tool=self.tool.name, error=self.feedback_message,
+                         in_doubt=True)
+        return Status.FAILURE
+
     async def aclose(self) -> None:
         """Close the sandbox and end the worker threads kept for the next run."""
         await self._runners.close()
@@ -169,12 +180,18 @@ class ToolNode(AsyncNode):
         self.feedback_message = ""
         self._halted = False  # whether a cancel the tool sees is the runner's, not its own
         args = self._arguments()
+        step = f"step:{self.path}"
+        if not self._marked and step in (self.state.get(under_way.UNDER_WAY) or {}):
+            return self._in_doubt(step)  # before the guard: its approval was already used
         if self.guarded:
             verdict = self._check_guard(args)
             if verdict is not None:
                 return verdict
             args = self._approved_args  # a person's edit, if they made one
         tool = self.tool
+        if (self.ctx.checkpointed and self.ctx.steps is None and not tool.tool_spec.idempotent
+                and under_way.start(self, step, tool.name)):
+            self._marked = True  # saved as under way before it starts: never run twice
         self.events.emit("tool.call.started", tool=tool.name, mode="workflow",
                          args_preview=preview(args))
         constraints = self.effective_constraints
@@ -209,6 +226,9 @@ class ToolNode(AsyncNode):
             finally:
                 reset_redirect_check(checking)
             finish_span(current, result, args, self.ctx)
+        if self._marked:  # done: no longer under way
+            self._marked = False
+            under_way.stopped(self, [step])
         self.result = result
         if self.bt_skill:
             self.events.emit("bt.skill.node.io", skill=self.bt_skill, stage="tool",

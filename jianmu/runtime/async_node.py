@@ -734,6 +734,15 @@ class TickPlan(NamedTuple):
 
 
 IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
+
+
+def postpone_timeouts(root: Behaviour, seconds: float) -> None:
+    """Move every running `Timeout`'s deadline under ``root`` ``seconds`` on: the time a run
+    spent returned, waiting for a person, is not its children's (a run restored in another
+    process starts its Timeouts anew)."""
+    for node in root.iterate():
+        if node.status is Status.RUNNING and isinstance(node, Timeout):
+            node.finish_time += seconds
 """Nothing to do until woken (one shared plan: most ticks end so)."""
 WOKEN_PLAN = TickPlan(again=True, poll=False, due=None)
 """Woken during the tick: the next one at once (once the loop has run)."""

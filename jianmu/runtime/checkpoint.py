@@ -6,7 +6,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -134,15 +135,16 @@ class SQLiteCheckpointer:
             TickRecorder(runner, self.history).attach()
 
     def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None,
-             release: bool = False) -> None:
+             release: bool = False, after: int | None = None) -> None:
         """Append a checkpoint for ``run_id`` (one transaction).
 
         With ``owner``, only while ``owner`` holds the run's lease, which the save renews, or
-        with ``release``, gives up (the run returned: one commit for both).
+        with ``release``, gives up (the run returned: one commit for both); with ``after``,
+        only on top of checkpoint number ``after`` (the newest the saver knows).
 
         Raises:
             RunClaimedError: ``owner`` no longer holds the run (its lease expired and another
-                owner took it); nothing was saved.
+                owner took it), or the run went on past ``after``; nothing was saved.
         """
         try:
             data = json.dumps(checkpoint)
@@ -161,6 +163,11 @@ class SQLiteCheckpointer:
                     row = self._db.execute(
                         "SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?", (run_id,)
                     ).fetchone()
+                    if after is not None and row[0] != after:  # a runner of the same name
+                        raise RunClaimedError(
+                            f"run {run_id!r} went on elsewhere (its newest checkpoint is number "
+                            f"{row[0]}, this runner has number {after}); this checkpoint was "
+                            "not saved: restore the run again", run_id=run_id)
                     self._db.execute(
                         "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)",
                         (run_id, row[0] + 1, time.time(), checkpoint.get("status"), data),
@@ -257,7 +264,7 @@ class SQLiteCheckpointer:
         its owner's lease is gone (or never taken), its owner was a process of this machine
         that died (killed, crashed), or, of another machine, its lease has expired. A live
         owner of this machine renewing late (its loop held up) is still running."""
-        with self._lock:
+        with self._lock, self._reading(f"run {run_id!r}"):
             row = self._db.execute(
                 "SELECT expires, process FROM jianmu_leases WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -271,7 +278,7 @@ class SQLiteCheckpointer:
 
     def holder(self, run_id: str) -> Lease | None:
         """The unexpired lease on ``run_id``, if any."""
-        with self._lock:
+        with self._lock, self._reading(f"run {run_id!r}"):
             return self._held(run_id, self._clock())
 
     def _held(self, run_id: str, now: float) -> Lease | None:
@@ -285,9 +292,9 @@ class SQLiteCheckpointer:
         """Return the newest checkpoint of ``run_id``, or None.
 
         Raises:
-            CheckpointError: the row is not a JSON object (a damaged file).
+            CheckpointError: the row is not a JSON object, or the file is damaged.
         """
-        with self._lock:
+        with self._lock, self._reading(f"the checkpoint of run {run_id!r}"):
             row = self._db.execute(
                 "SELECT data FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1",
                 (run_id,),
@@ -308,7 +315,7 @@ class SQLiteCheckpointer:
 
     def list_runs(self) -> list[tuple[str, str | None, float]]:
         """Each run's id, newest status and time of its newest checkpoint, newest first."""
-        with self._lock:
+        with self._lock, self._reading("the list of runs"):
             rows = self._db.execute(
                 "SELECT run_id, status, created FROM checkpoints c WHERE seq = "
                 "(SELECT MAX(seq) FROM checkpoints WHERE run_id = c.run_id) ORDER BY created DESC"
@@ -335,6 +342,14 @@ class SQLiteCheckpointer:
                 pass  # the lease expires on its own
         with self._lock:
             self._db.close()
+
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[None]:
+        """Turn sqlite3's bare error on a damaged file into a `CheckpointError` naming it."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise CheckpointError(f"cannot read {what} in {self.path!r}: {exc}") from exc
 
     def __enter__(self) -> SQLiteCheckpointer:
         return self

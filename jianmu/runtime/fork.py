@@ -65,6 +65,24 @@ def _check_snapshot(state: Any) -> dict[str, Any]:
     return {"version": 1, "root": root, "namespaces": spaces}
 
 
+_UNDER_WAY = "calls_under_way"
+"""The state key of the calls a run had started and not recorded (`jianmu.nodes._under_way`)."""
+
+
+def _nothing_under_way(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """``snapshot`` without calls marked as under way: the fork is a new run, and a call its
+    point had started runs in it through the guard like any other, not as one in doubt."""
+    def clean(values: Any) -> Any:
+        if isinstance(values, dict) and values.get(_UNDER_WAY):
+            return {**values, _UNDER_WAY: {}}
+        return values
+
+    spaces = snapshot.get("namespaces")
+    return {**snapshot, "root": clean(snapshot.get("root")),
+            **({"namespaces": {k: clean(v) for k, v in spaces.items()}}
+               if isinstance(spaces, dict) else {})}
+
+
 def fork_run(store: SQLiteCheckpointer, run_id: str, point: int, *,
              state: dict[str, Any] | None = None, values: Mapping[str, Any] | None = None,
              new_id: str | None = None, owner: str | None = None) -> str:
@@ -113,6 +131,7 @@ def _fork(store: SQLiteCheckpointer, run_id: str, point: int, state: dict[str, A
         snapshot = set_state_values(snapshot, values)
     # a state sent back unchanged (the studio's fork box sends the point's state) is no edit
     edited = snapshot != original
+    snapshot = _nothing_under_way(snapshot)
     fork_id = new_id or uuid.uuid4().hex[:12]
     if store.load(fork_id) is not None:
         raise CheckpointError(f"run {fork_id!r} already exists in {store.path}")

@@ -66,9 +66,10 @@ class LeasingCheckpointer(Protocol):
     """Seconds a lease lasts unless renewed."""
 
     def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None,
-             release: bool = False) -> None:
+             release: bool = False, after: int | None = None) -> None:
         """Store a checkpoint; with ``owner``, only while ``owner`` holds the run (renewed, or
-        given up with ``release``)."""
+        given up with ``release``); with ``after``, only on top of checkpoint number ``after``
+        (`RunClaimedError` otherwise)."""
         ...
 
     def load(self, run_id: str) -> dict[str, Any] | None:
@@ -156,11 +157,17 @@ class RunClaim:
         self.run_id = run_id
         self.owner = owner
         self.held = False
+        self.lost = False
+        """Whether the run went to another owner (or on elsewhere) under this runner: it must
+        be restored again, and this claim touches the store no more."""
         self._renewed = 0.0  # time.monotonic() of the last renewal, while held
         self.seen: int | None = None
         """The number of the newest checkpoint this runner read or wrote (None: none yet)."""
         # a subclass may override save() without ``owner``: it then renews, then saves
-        self._owned_save = "owner" in inspect.signature(store.save).parameters
+        parameters = inspect.signature(store.save).parameters
+        self._owned_save = "owner" in parameters
+        # ...and without ``after``: then two runners under one owner name are not told apart
+        self._fenced_save = "after" in parameters
 
     @classmethod
     def of(cls, store: object, run_id: str, owner: str | None) -> RunClaim | None:
@@ -176,12 +183,19 @@ class RunClaim:
             RunClaimedError: another owner holds the run, or continued it after this runner
                 read it.
         """
+        if self.lost:  # what it read is stale: a lease taken now could only be another's
+            raise RunClaimedError(
+                f"run {self.run_id!r} went on elsewhere, or to another owner, after this runner "
+                "read it; nothing was done: restore the run again to act on where it is now",
+                run_id=self.run_id,
+            )
         if self.held and time.monotonic() - self._renewed < self.store.lease_ttl / 3:
             return  # held and fresh: nobody else can have written since (no commit to pay)
         lease = self.store.claim(self.run_id, self.owner)
         if self.seen is not None and lease.seq != self.seen:
             if not self.held:
                 self.store.release(self.run_id, self.owner)
+            self.held, self.lost = False, True
             raise RunClaimedError(
                 f"run {self.run_id!r} went on elsewhere after this runner read it (its newest "
                 f"checkpoint is number {lease.seq}, this runner has number {self.seen}); "
@@ -206,6 +220,9 @@ class RunClaim:
             last = True
         try:
             self._save(checkpoint, last)
+        except RunClaimedError:  # the run is another's now (maybe under the same name):
+            self.held, self.lost = False, True  # giving "our" lease back would take it
+            raise
         except BaseException:
             if last:
                 self.release()
@@ -215,7 +232,11 @@ class RunClaim:
             self.held = False
 
     def _save(self, checkpoint: dict[str, Any], last: bool) -> None:
-        if self._owned_save:  # renewed (or given up) and saved in one transaction
+        if self._fenced_save:  # on top of the newest this runner knows: else it went on
+            self.store.save(self.run_id, checkpoint, owner=self.owner, release=last,
+                            after=self.seen or 0)
+            self._renewed = time.monotonic()
+        elif self._owned_save:  # renewed (or given up) and saved in one transaction
             self.store.save(self.run_id, checkpoint, owner=self.owner, release=last)
             self._renewed = time.monotonic()
         else:

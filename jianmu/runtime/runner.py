@@ -20,8 +20,16 @@ from py_trees.common import Status
 
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
-from jianmu.errors import CheckpointError, RunFailed
-from jianmu.runtime.async_node import IDLE_PLAN, AsyncNode, Ticker, WakeEvent, close_tree, expire
+from jianmu.errors import CheckpointError, RunFailed, StateValidationError
+from jianmu.runtime.async_node import (
+    IDLE_PLAN,
+    AsyncNode,
+    Ticker,
+    WakeEvent,
+    close_tree,
+    expire,
+    postpone_timeouts,
+)
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
@@ -263,6 +271,8 @@ class ReactiveRunner:
         wake = self.wake  # one bound method for both
         self.interaction = Interaction(on_change=wake)
         # the 48 random bits of uuid4().hex[:12], without building a UUID (several µs a run)
+        if run_id == "":  # "" would be replaced by a fresh id: saved under a name nobody knows
+            raise ValueError("a run id must not be empty; give none for a fresh one")
         run_id = run_id or os.urandom(6).hex()
         self.ctx = RunContext(
             config=self.config,
@@ -291,6 +301,7 @@ class ReactiveRunner:
         # returns it without ticking, so a finished run never asks the model again
         self._finished: RunResult | None = None
         self._end_error: str | None = None
+        self._suspended_at: float | None = None  # when run() last returned SUSPENDED
         self._ticker = Ticker()
         self.state.subscribe(self._state_changed)
         # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
@@ -487,6 +498,8 @@ class ReactiveRunner:
         self._loop_thread = threading.get_ident()
         self._wake_event = WakeEvent(self._loop)
         started = time.monotonic()
+        if self._suspended_at is not None:  # a person's wait does not count against a Timeout
+            postpone_timeouts(self.root, started - self._suspended_at)
         ticks_before = self.ticks
         try:
             self._setup_once()
@@ -507,6 +520,7 @@ class ReactiveRunner:
             finally:  # cancelled again while draining: the runner must still run again later
                 self._running = False
                 self._wake_event = None
+        self._suspended_at = time.monotonic() if outcome.status is RunStatus.SUSPENDED else None
         if outcome.status is not RunStatus.SUSPENDED:
             await self._close_resources()
         if self.checkpointer is not None:
@@ -639,7 +653,10 @@ class ReactiveRunner:
                 raise CheckpointError(f"unsupported checkpoint version {data.get('version')!r}")
             checked(data, run_id)  # the parts read below have their shapes
             state = state_manager if state_manager is not None else StateManager()
-            state.restore(data["state"])
+            try:
+                state.restore(data["state"])
+            except StateValidationError as exc:  # the schema changed since: say which run
+                raise StateValidationError(f"the checkpoint of run {run_id!r}: {exc}") from exc
             kwargs.setdefault("user_roles", data.get("user_roles", ()))
             runner = cls(root, state, checkpointer=checkpointer, run_id=run_id, **kwargs)
             runner._claim = claim
@@ -649,10 +666,10 @@ class ReactiveRunner:
                 raise CheckpointError(f"the checkpoint of run {run_id!r}: {exc}") from None
             runner.ticks = int(data.get("ticks", 0))
             runner._restored_nodes = dict(data.get("nodes", {}))
+            runner._setup_once()  # before the end is known: binding may write (a typed answer)
             status = data.get("status")
             if status in (RunStatus.SUCCESS.value, RunStatus.FAILURE.value):
                 runner._finished = runner._ended(RunStatus(status), data.get("error"))
-            runner._setup_once()
         except BaseException:
             if claim is not None:
                 claim.release()

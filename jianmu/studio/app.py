@@ -215,14 +215,16 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         # a checkpoint that cannot be read (a damaged row): said, not a bare 500
         return _Json({"error": str(exc)}, 500)
 
+    # a run id is any text, a slash included (its links say %2F, which the server reads back
+    # as "/"): it is the rest of the path, the routes with a suffix first
     routes = [
         Route("/", index),
-        Route("/run/{source}/{run_id}", run),
-        Route("/api/run/{source}/{run_id}", api_run),
-        Route("/api/run/{source}/{run_id}/point/{number:int}", api_point),
-        Route("/stream/run/{source}/{run_id}", stream),
-        Route("/run/{source}/{run_id}/fork", fork, methods=["POST"]),
-        Route("/run/{source}/{run_id}/{decision:str}", decide, methods=["POST"]),
+        Route("/api/run/{source}/{run_id:path}/point/{number:int}", api_point),
+        Route("/run/{source}/{run_id:path}/fork", fork, methods=["POST"]),
+        Route("/run/{source}/{run_id:path}/{decision:str}", decide, methods=["POST"]),
+        Route("/run/{source}/{run_id:path}", run),
+        Route("/api/run/{source}/{run_id:path}", api_run),
+        Route("/stream/run/{source}/{run_id:path}", stream),
         Mount("/static", StaticFiles(directory=_STATIC), name="static"),
     ]
 

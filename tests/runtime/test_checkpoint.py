@@ -11,6 +11,7 @@ import pytest
 from py_trees.common import Status
 
 from jianmu.errors import CheckpointError
+from jianmu.nodes import AgentState
 from jianmu.runtime import (
     ApprovalRequest,
     AsyncNode,
@@ -189,3 +190,53 @@ async def test_a_damaged_checkpoint_is_a_clear_error_and_changes_nothing(
     again.approve("deploy")
     assert (await again.run(timeout=10)).status is RunStatus.SUCCESS
     store.close()
+
+
+async def test_a_damaged_page_of_the_file_is_a_clear_error(tmp_path: Path) -> None:
+    """A file that opens but whose pages are damaged (a disk's fault, a copy cut short): the
+    read names the file and the run, as a `CheckpointError`, not sqlite3's bare error."""
+    import sqlite3
+
+    db = tmp_path / "runs.sqlite"
+    store = SQLiteCheckpointer(db)
+    result = await ReactiveRunner(build_tree(), StateManager(), checkpointer=store).run(timeout=10)
+    store.close()
+    plain = sqlite3.connect(db)
+    plain.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (root,), (size,) = (plain.execute(sql).fetchone() for sql in (
+        "SELECT rootpage FROM sqlite_master WHERE name = 'checkpoints'", "PRAGMA page_size"))
+    plain.close()
+    data = bytearray(db.read_bytes())
+    start = (root - 1) * size  # the checkpoints' table, its header and cells overwritten
+    data[start:start + size] = b"\xff" * size
+    db.write_bytes(bytes(data))
+    damaged = SQLiteCheckpointer(db)
+    with pytest.raises(CheckpointError, match=f"{result.run_id}.*{db.name}.*malformed"):
+        damaged.load(result.run_id)
+    with pytest.raises(CheckpointError, match="malformed"):
+        ReactiveRunner.restore(build_tree(), damaged, result.run_id, state_manager=StateManager())
+    with pytest.raises(CheckpointError, match="malformed"):
+        damaged.list_runs()
+
+
+def test_an_empty_run_id_is_refused_not_replaced() -> None:
+    """A run id given as "" was silently replaced by a fresh one: its checkpoints were then
+    saved under a name nobody knew."""
+    with pytest.raises(ValueError, match="run id"):
+        ReactiveRunner(build_tree(), StateManager(), run_id="")
+
+
+async def test_a_state_that_no_longer_fits_its_schema_names_the_run(tmp_path: Path) -> None:
+    from jianmu.errors import StateValidationError
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+    state = StateManager(AgentState)
+    result = await ReactiveRunner(build_tree(), state, checkpointer=store).run(timeout=10)
+
+    class Changed(AgentState):
+        rounds: str  # type: ignore[assignment]  # was an int when the run was saved
+
+    with pytest.raises(StateValidationError, match=f"run {result.run_id!r}.*rounds"):
+        ReactiveRunner.restore(build_tree(), store, result.run_id,
+                               state_manager=StateManager(Changed))
+    assert store.holder(result.run_id) is None  # refused: nothing claimed, nothing changed

@@ -121,3 +121,28 @@ def test_a_timed_out_run_goes_on() -> None:
         return stopped.status, (await runner.run()).status
 
     assert asyncio.run(main()) == (RunStatus.TIMEOUT, RunStatus.SUCCESS)
+
+
+def test_a_typed_answer_restored_from_its_finished_checkpoint_is_final(tmp_path: Path) -> None:
+    """Binding the restored tree makes the typed answer an object again (a write to the
+    state): that is not new input, and the model is not asked again."""
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+
+    def answer(name: str) -> list[dict[str, object]]:
+        return [{"name": "final_result", "arguments": {"name": name}}]
+
+    checkpointer = SQLiteCheckpointer(tmp_path / "runs.db")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "Where?"}]})
+    first = ReactiveRunner(create_react_node(ScriptedLLM([answer("Paris")]), [], output_type=City),
+                           state, checkpointer=checkpointer).run_sync()
+    assert first.ok and first.output == City(name="Paris")
+
+    llm = ScriptedLLM([answer("Rome")])
+    restored = ReactiveRunner.restore(create_react_node(llm, [], output_type=City), checkpointer,
+                                      first.run_id, state_manager=StateManager(AgentState))
+    result = restored.run_sync()
+    assert result.ok and result.ticks == 0 and llm.requests == []
+    assert result.output == City(name="Paris")

@@ -6,6 +6,7 @@ stops them instead. Plain nodes under a py_trees Parallel: one asks a person, it
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import py_trees
@@ -133,3 +134,34 @@ async def test_requests_decided_while_siblings_finish_let_the_same_run_go_on() -
     result = await runner.run()
     assert result.status is RunStatus.SUCCESS and result.pending == ()
     assert effects == ["worker"]
+
+
+def test_the_time_a_run_waits_for_a_person_is_not_a_timeouts() -> None:
+    """A py_trees Timeout above a call that asks a person: its deadline passes while the run
+    is suspended (returned), yet the approved call runs once and the run finishes, as it
+    does when the run is restored in another process (whose Timeout starts anew)."""
+    from jianmu import AgentState, StateManager, ToolExecutor, tool
+
+    paid: list[int] = []
+
+    @tool(category="write", permission="user_confirm")
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        paid.append(amount)
+        return "paid"
+
+    state = StateManager(AgentState, {"actions": [
+        {"id": "c1", "name": "pay", "arguments": {"amount": 5}}]})
+    limit = py_trees.decorators.Timeout("limit", ToolExecutor(tools=[pay]), duration=0.05)
+    runner = ReactiveRunner(limit, state)
+    assert runner.run_sync(timeout=30).status is RunStatus.SUSPENDED
+    while time.monotonic() <= limit.finish_time:  # the person takes longer than the Timeout
+        time.sleep(0.01)
+    runner.approve("c1")
+    result = runner.run_sync(timeout=30)
+    assert result.ok, result.error
+    assert paid == [5]

@@ -54,3 +54,31 @@ def test_links_to_a_run_with_an_odd_id_open_it(tmp_path: Path) -> None:
         opened = client.get(unescape(origin))
         assert opened.status_code == 200 and "nightly build #7?v=2 100%" in unescape(
             opened.text)
+
+
+def test_a_run_whose_id_holds_a_slash_opens_and_is_decided(tmp_path: Path) -> None:
+    """``team/nightly``: its link says ``team%2Fnightly``, which the server reads back as
+    ``team/nightly``; the routes took the slash for the end of the id, and the page answered
+    405 (Method Not Allowed): the run could be neither seen nor approved in the studio."""
+    path = tmp_path / "runs.sqlite"
+    tree = create_react_node(ScriptedLLM([
+        [{"name": "flag_account", "arguments": {"account": "A-7"}}], "ok"]), [flag_account])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "x"}]})
+    runner = ReactiveRunner(tree, state, checkpointer=SQLiteCheckpointer(str(path)),
+                            run_id="team/nightly")
+    (request,) = runner.run_sync(timeout=30).pending
+    app = create_app([CheckpointRuns(str(path), Journal(str(path)))], TOKEN, by="tester",
+                     project=str(tmp_path))
+    with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as client:
+        assert client.get(f"/?token={TOKEN}").status_code == 303
+        [link] = {unescape(h) for h in re.findall(r'href="(/run/[^"]+)"',
+                                                  client.get("/?scope=all").text)}
+        assert link == "/run/cp/team%2Fnightly"
+        page = client.get(link)
+        assert page.status_code == 200, page.text
+        assert client.get(f"/api{link}").json()["run_id"] == "team/nightly"
+        assert client.get(f"/api{link}/point/0").status_code == 200
+        csrf = page.text.split('<meta name="csrf" content="', 1)[1].split('"', 1)[0]
+        answer = client.post(f"{link}/reject", json={"call_id": request.id},
+                             headers={"X-CSRF-Token": csrf})
+        assert answer.status_code == 200, answer.text
