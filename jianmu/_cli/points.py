@@ -46,7 +46,8 @@ def _durable(args: argparse.Namespace) -> bool:
 def _open(path: str) -> SQLiteCheckpointer:
     if not Path(path).is_file():
         raise CLIError(f"no runs saved in {path!r} (runtime.checkpoint_path); run one with "
-                       "'jianmu run', or give the --config the run used")
+                       "'jianmu run', or give the --config the run used (a durable app's "
+                       "runs: --app MODULE:ATTR)")
     return SQLiteCheckpointer(path)
 
 
