@@ -201,8 +201,9 @@ class MCPTool(Tool):
         self.description = (
             info.description or info.title or f"Tool {info.name!r} of MCP server {server!r}."
         )
-        # the server's schema reaches nothing outside itself and matches in linear time
-        _arguments.check_schema_rules(name, schema)
+        # the server's schema reaches nothing outside itself, matches in linear time and is
+        # shaped as its meta-schema says (the checker walks it so)
+        _arguments.check_foreign_schema(name, schema)
         self.input_schema = schema
         if info.output_schema:
             self.output_schema = dict(info.output_schema)
@@ -234,7 +235,7 @@ class MCPTool(Tool):
         params = self.parameters
         made = self.__dict__.get("_jm_plan")
         if made is None or made[0] is not params:  # a new input_schema was assigned
-            _arguments.check_schema_rules(self.name, params)
+            _arguments.check_foreign_schema(self.name, params)
             made = self.__dict__["_jm_plan"] = (params, _arguments.scalar_plan(params))
         if made[1] is None:
             return _arguments.validate_with_schema(self.name, params, args)
@@ -244,8 +245,9 @@ class MCPTool(Tool):
         """Close the connection to the server (shared with the server's other tools)."""
         await self.client.close()
 
-    async def run(self, **kwargs: Any) -> Any:
+    async def run(self, /, **kwargs: Any) -> Any:
         """Call the tool on its server; see `mcp_result_value` for the result."""
+        # self is positional-only: a server's argument may be named "self" too
         result = await self.client.call_tool(self.remote_name, kwargs, timeout=self.timeout_seconds)
         return mcp_result_value(result, tool=self.name)
 

@@ -465,6 +465,41 @@ def check_schema_rules(tool: str, schema: Mapping[str, Any]) -> None:
         raise ToolDefinitionError(tool, problems)
 
 
+def _meta_checked(tool: str, schema: Mapping[str, Any]) -> Any:
+    """The jsonschema validator class of ``schema``'s dialect, once ``schema`` passes its
+    meta-schema (RE2 deciding the ``regex`` format).
+
+    Raises:
+        ToolDefinitionError: naming where the schema breaks its meta-schema.
+    """
+    from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import SchemaError
+
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        # cls.check_schema, faster for plain schemas; RE2 decides the regex format
+        check_schema(cls, schema, format_checker=_schema_rules.format_checker(cls))
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "the root"
+        raise ToolDefinitionError(
+            tool, [f"input schema is not a valid JSON Schema at {where}: {exc.message}"]
+        ) from None
+    return cls
+
+
+def check_foreign_schema(tool: str, schema: Mapping[str, Any]) -> None:
+    """Refuse a schema from outside (an MCP server's) that breaks the rules of
+    `check_schema_rules` or its own meta-schema: the lax checker walks its keywords as the
+    meta-schema shapes them (``anyOf: 5`` failed every call with a ``TypeError``).
+
+    Raises:
+        ToolDefinitionError: naming each problem.
+    """
+    check_schema_rules(tool, schema)
+    if not plain_schema(schema):  # a plain schema passes its meta-schema (one walk says so)
+        _meta_checked(tool, schema)
+
+
 def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dict[str, Any]:
     """Check ``args`` against an object ``schema`` with lax coercion.
 
@@ -759,21 +794,10 @@ def _checked_schema(tool: str, schema: Mapping[str, Any], key: str | None) -> _C
         # which the copy keeps); the validator (2020-12's) waits for its first use
         source = key if key is not None else schema
         return _Checked(None, source, _exact_plan(schema), _allowed(schema))
-    from jsonschema import Draft202012Validator, validators
-    from jsonschema.exceptions import SchemaError
-
     if key is not None:  # checked as JSON, as the validator's private copy will read it
         schema = json.loads(key)
     check_schema_rules(tool, schema)
-    cls = validators.validator_for(schema, default=Draft202012Validator)
-    try:
-        # cls.check_schema, faster for plain schemas; RE2 decides the regex format
-        check_schema(cls, schema, format_checker=_schema_rules.format_checker(cls))
-    except SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path) or "the root"
-        raise ToolDefinitionError(
-            tool, [f"input schema is not a valid JSON Schema at {where}: {exc.message}"]
-        ) from None
+    cls = _meta_checked(tool, schema)
     checked = _Checked(cls, schema, _exact_plan(schema), _allowed(schema))
     checked.validator()  # any other schema's validator is made now: a failure is the tool's
     return checked
