@@ -35,7 +35,9 @@ and its listeners are told (`on_tools_changed`); ``await refresh()`` lists the t
 A skill's agent loop does this before the model's next turn.
 
 A result's ``structuredContent`` is preferred over its text; its images and audio travel
-whole, as content parts of the tool message (`ToolOutput`); ``isError`` raises
+whole, as content parts of the tool message (`ToolOutput`), when they are base64 of their
+kind's type and within `jianmu.mcp.data.MAX_MEDIA_PARTS` / ``MAX_MEDIA_CHARS`` (the others
+are described in the text); ``isError`` raises
 `ToolExecutionError` with the server's text, so the agent loop sees a failed `ToolResult`. A
 server that died fails the call in progress; the next call reconnects once.
 
@@ -129,7 +131,7 @@ def mcp_result_value(result: MCPCallResult, *, tool: str = "mcp tool") -> Any:
     if result.structured_content is not None:
         value = result.structured_content
     else:
-        value = result.text(media=not media)
+        value = result.text(media=False)  # what travels whole is left out, the rest described
     return ToolOutput(value=value, media=tuple(media)) if media else value
 
 
