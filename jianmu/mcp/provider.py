@@ -53,6 +53,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
+from jianmu.config import mcp_server_name_problem
 from jianmu.errors import ConfigError, ToolExecutionError, ToolUnavailableWarning
 from jianmu.mcp.client import MCPClient, MCPServerOptions
 from jianmu.mcp.data import MCPCallResult, MCPToolInfo
@@ -283,6 +284,9 @@ class MCPToolProvider(BaseToolProvider):
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"an MCP server needs a non-empty name, got {name!r}")
+        problem = mcp_server_name_problem(name.strip())
+        if problem is not None:  # its tools' names start with it, exactly
+            raise ValueError(problem)
         if trust not in TRUST_LEVELS:
             raise ValueError(f"MCP trust must be one of {', '.join(TRUST_LEVELS)}, got {trust!r}")
         self.name = name.strip()
