@@ -14,6 +14,7 @@ matches with RE2 and retrieves nothing.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urljoin
@@ -37,6 +38,7 @@ _OPTIONS.log_errors = False  # a refused pattern is reported by us, not printed 
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _MAX_NAMED = 200  # how much of a reference or pattern an error quotes
 _IN_PLACE = ("anyOf", "allOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+_NOT_JSON = "NaN"  # noted by the walk: a value JSON cannot carry
 _MAX_IN_PLACE = 10_000
 """How many schemas one value may be checked against, through anyOf/allOf/$ref and the like,
 before the check descends into a property or an item: a chain of anyOf's of four refs each is
@@ -84,10 +86,14 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list
     while stack:
         item, where = stack.pop()
         if isinstance(item, list):
+            if any(type(v) is float and not math.isfinite(v) for v in item):
+                keywords.add(_NOT_JSON)
             stack.extend((v, where) for v in item if isinstance(v, (dict, list)))
             continue
         if not isinstance(item, dict):
             continue
+        if any(type(v) is float and not math.isfinite(v) for v in item.values()):
+            keywords.add(_NOT_JSON)
         ident = item.get("$id")
         if isinstance(ident, str):
             where = urljoin(where, ident)
@@ -130,7 +136,8 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     A schema nests at most `MAX_NESTING` levels deep (checked first: the other rules walk it);
     a ``$ref`` (or ``$dynamicRef``) must resolve inside ``schema``; a ``pattern`` or a
     ``patternProperties`` name must compile with RE2; ``patternProperties`` cannot be combined
-    with ``unevaluatedProperties`` (jsonschema matches that pair with Python's `re`).
+    with ``unevaluatedProperties`` (jsonschema matches that pair with Python's `re`); no value
+    is NaN or Infinity (JSON has no words for them: a model API refuses the request).
     """
     too_deep = nesting_problem(schema)
     if too_deep is not None:
@@ -153,6 +160,11 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
                 f"pattern {_quoted(pattern)} is not RE2 syntax (no backreferences or "
                 f"lookaround): {_reason(exc)}"
             )
+    if _NOT_JSON in keywords:
+        problems.append(
+            "the schema holds NaN or Infinity, which JSON has no words for: a model API "
+            "refuses every request that offers the tool"
+        )
     if {"patternProperties", "unevaluatedProperties"} <= keywords:
         problems.append("patternProperties cannot be combined with unevaluatedProperties")
     if refs:

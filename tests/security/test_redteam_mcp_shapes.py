@@ -3,8 +3,10 @@
 A real server over stdio (tests/security/servers/shapes_server.py). An argument named like
 Python's own (``self``, ``cls``, ``args``, ``kwargs``) is the model's and reaches the server
 as sent; a schema whose keyword holds the wrong kind of value (``anyOf: 5``) is refused by
-name when listed, instead of every call failing with Python's ``TypeError``, and the server's
-other tools stay. The calls go through `ToolExecutor` under a `ReactiveRunner`.
+name when listed, instead of every call failing with Python's ``TypeError``; so is one holding
+``NaN`` or ``Infinity`` (every request to a model API that offered the tool was refused: JSON
+has no such numbers); the server's other tools stay. The calls go through `ToolExecutor` under
+a `ReactiveRunner`.
 """
 
 from __future__ import annotations
@@ -80,3 +82,16 @@ async def test_a_schema_keyword_of_the_wrong_kind_is_refused_when_listed() -> No
         ])
         assert "unknown tool" in seen["c1"] and "TypeError" not in seen["c1"]
         assert seen["c2"] == 'echo got {"text": "hi"}'
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_a_schema_holding_nan_or_infinity_is_refused_when_listed() -> None:
+    async with shapes_server() as (tools, skipped):
+        assert any("shapes__not_a_number" in w and "NaN" in w for w in skipped), skipped
+        assert "shapes__not_a_number" not in tools.names()
+        for tool in tools:  # what is offered to a model is JSON
+            json.dumps(tool.to_openai(), allow_nan=False)
+        seen = await _observations(tools, [
+            {"id": "c1", "name": "shapes__echo", "arguments": {"text": "hi"}},
+        ])
+        assert seen["c1"] == 'echo got {"text": "hi"}'

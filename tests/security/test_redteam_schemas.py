@@ -302,6 +302,16 @@ def test_a_huge_enum_error_names_a_few_values_and_the_count() -> None:
     assert "'value-0', 'value-1'" in text and "(200,000 values)" in text
 
 
+@pytest.mark.parametrize("prop", [
+    {"const": float("nan")}, {"type": "number", "maximum": float("inf")},
+    {"enum": [1, float("-inf")]}, {"type": "number", "default": float("nan")},
+])
+def test_nan_or_infinity_in_a_definition_is_refused(prop: dict[str, Any]) -> None:
+    """JSON has no NaN or Infinity: a model API refuses every request offering such a tool."""
+    with pytest.raises(ToolDefinitionError, match="NaN or Infinity"):
+        Tool.from_openai(_definition("odd", {"x": prop}), _noop)
+
+
 # -- the same through a real MCP server over stdio ---------------------------------------------
 
 

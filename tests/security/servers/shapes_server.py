@@ -6,6 +6,8 @@ Run: ``python shapes_server.py`` (stdio). Its tools:
   ``kwargs``); answers the arguments it got, as JSON;
 - ``nested_required`` / ``any_of_number``: a keyword the checker walks holds the wrong kind of
   value below the top (``required: 5`` in a property, ``anyOf: 5``), which the SDK lets through;
+- ``not_a_number``: ``NaN`` and ``Infinity`` in its schema, which JSON has no words for (a
+  server without the SDK sends them; this one rewrites its answers' JSON text to do so);
 - ``echo``: a plain tool, to show the server's other tools still work.
 """
 
@@ -20,6 +22,8 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 _TEXT = {"type": "string"}
+_NAN = "__NaN__"  # written as the bare words NaN and Infinity on the wire (see _bare_words)
+_INFINITY = "__Infinity__"
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "python_names": {
@@ -29,8 +33,24 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "nested_required": {"type": "object", "properties": {"x": {"type": "object", "required": 5}}},
     "any_of_number": {"type": "object", "properties": {"x": {"anyOf": 5}}},
+    "not_a_number": {
+        "type": "object",
+        "properties": {"x": {"type": "number", "maximum": _NAN, "enum": [1, _INFINITY]}},
+    },
     "echo": {"type": "object", "properties": {"text": _TEXT}},
 }
+
+
+def _bare_words() -> None:
+    """Answer as a server without the SDK may: ``NaN`` and ``Infinity`` as bare words (which
+    Python's and pydantic's JSON readers accept), where the SDK would write ``null``."""
+    dump = types.JSONRPCResponse.model_dump_json
+
+    def with_bare_words(self: Any, **kwargs: Any) -> str:
+        text = dump(self, **kwargs)
+        return text.replace(f'"{_NAN}"', "NaN").replace(f'"{_INFINITY}"', "Infinity")
+
+    types.JSONRPCResponse.model_dump_json = with_bare_words  # type: ignore[method-assign]
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -52,6 +72,7 @@ server: Server[Any] = Server("shapes", on_list_tools=list_tools, on_call_tool=ca
 
 
 async def main() -> None:
+    _bare_words()
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
