@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import re
 import subprocess
@@ -395,7 +396,6 @@ class MCPClient:
         self, *, task_status: TaskStatus[tuple[Any, anyio.Event, anyio.Event]]
     ) -> None:
         """Enter the transport and the session, hand them out, exit them when told to."""
-        from mcp import ClientSession
         from mcp.types import ToolListChangedNotification
 
         stop, done = anyio.Event(), anyio.Event()
@@ -423,7 +423,7 @@ class MCPClient:
                 session = await stack.enter_async_context(
                     # requests without their own timeout (the handshake, tools/list) are
                     # connection work; tool calls pass the call timeout explicitly
-                    ClientSession(
+                    checked_session_class()(
                         read, write, read_timeout_seconds=self.connect_timeout,
                         message_handler=on_message,
                     )
@@ -500,6 +500,52 @@ class MCPClient:
                 raise
             raise mapped from None
         return data.call_result(result)
+
+@functools.cache
+def checked_session_class() -> Any:
+    """The SDK's `ClientSession`, checking a tool's result against its output schema as Jianmu
+    checks a tool's arguments.
+
+    The SDK checks each result against the output schema the server listed, on the event
+    loop, with Python's ``re`` for ``pattern``: a server's ``^(a+)+$`` and its own answer
+    ``'a' * 40 + '!'`` stopped the loop, and every timeout of the run, for ages. Here patterns
+    are matched by RE2 (linear time), references resolve inside the schema only, and a tool
+    that was not listed is not listed again to check it (the server may answer otherwise).
+    """
+    from mcp import ClientSession
+
+    from jianmu.errors import ToolDefinitionError
+    from jianmu.tools._arguments import value_problems
+
+    class CheckedSession(ClientSession):
+        """`ClientSession` whose results are checked safely (see `checked_session_class`)."""
+
+        async def validate_tool_result(self, name: str, result: Any) -> None:
+            """Check ``result``'s structured content against the tool's listed output schema.
+
+            Raises:
+                RuntimeError: it has none, or breaks the schema, or the schema is invalid.
+            """
+            # the SDK's cache of the last listing; without it, nothing is checked (safe)
+            schema = getattr(self, "_tool_output_schemas", {}).get(name)
+            if schema is None:
+                return
+            content = result.structured_content
+            if content is None and "structured_content" not in result.model_fields_set:
+                raise RuntimeError(
+                    f"Tool {name} has an output schema but did not return structured content"
+                )
+            try:
+                problems = value_problems(name, schema, content)
+            except ToolDefinitionError as exc:
+                raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from None
+            if problems:
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                raise RuntimeError(
+                    f"Invalid structured content returned by tool {name}: {problems[0]}{more}"
+                )
+
+    return CheckedSession
 
 # -- between event loops -----------------------------------------------------------------------
 

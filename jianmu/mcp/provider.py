@@ -37,7 +37,8 @@ A skill's agent loop does this before the model's next turn.
 A result's ``structuredContent`` is preferred over its text; its images and audio travel
 whole, as content parts of the tool message (`ToolOutput`), when they are base64 of their
 kind's type and within `jianmu.mcp.data.MAX_MEDIA_PARTS` / ``MAX_MEDIA_CHARS`` (the others
-are described in the text); ``isError`` raises
+are described in the text); a declared output schema is held to the input schema's rules,
+and results are checked against it in linear time (`jianmu.mcp.client.checked_session_class`); ``isError`` raises
 `ToolExecutionError` with the server's text, so the agent loop sees a failed `ToolResult`. A
 server that died fails the call in progress; the next call reconnects once.
 
@@ -209,7 +210,10 @@ class MCPTool(Tool):
         _arguments.check_foreign_schema(name, schema)
         self.input_schema = schema
         if info.output_schema:
-            self.output_schema = dict(info.output_schema)
+            output = dict(info.output_schema)
+            # results are checked against it (the session's CheckedSession)
+            _arguments.check_foreign_schema(name, output, what="output schema")
+            self.output_schema = output
         notes = info.annotations
         read_only, destructive, idempotent, open_world = _believed_hints(notes, trust)
         if read_only:

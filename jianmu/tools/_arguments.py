@@ -465,7 +465,7 @@ def check_schema_rules(tool: str, schema: Mapping[str, Any]) -> None:
         raise ToolDefinitionError(tool, problems)
 
 
-def _meta_checked(tool: str, schema: Mapping[str, Any]) -> Any:
+def _meta_checked(tool: str, schema: Mapping[str, Any], what: str = "input schema") -> Any:
     """The jsonschema validator class of ``schema``'s dialect, once ``schema`` passes its
     meta-schema (RE2 deciding the ``regex`` format).
 
@@ -482,22 +482,26 @@ def _meta_checked(tool: str, schema: Mapping[str, Any]) -> Any:
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "the root"
         raise ToolDefinitionError(
-            tool, [f"input schema is not a valid JSON Schema at {where}: {exc.message}"]
+            tool, [f"{what} is not a valid JSON Schema at {where}: {exc.message}"]
         ) from None
     return cls
 
 
-def check_foreign_schema(tool: str, schema: Mapping[str, Any]) -> None:
+def check_foreign_schema(
+    tool: str, schema: Mapping[str, Any], *, what: str = "input schema"
+) -> None:
     """Refuse a schema from outside (an MCP server's) that breaks the rules of
     `check_schema_rules` or its own meta-schema: the lax checker walks its keywords as the
     meta-schema shapes them (``anyOf: 5`` failed every call with a ``TypeError``).
 
     Raises:
-        ToolDefinitionError: naming each problem.
+        ToolDefinitionError: naming each problem, and ``what`` schema has it.
     """
-    check_schema_rules(tool, schema)
+    problems = _schema_rules.schema_problems(schema)
+    if problems:
+        raise ToolDefinitionError(tool, [f"{what}: {problem}" for problem in problems])
     if not plain_schema(schema):  # a plain schema passes its meta-schema (one walk says so)
-        _meta_checked(tool, schema)
+        _meta_checked(tool, schema, what)
 
 
 def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dict[str, Any]:
@@ -803,6 +807,31 @@ def _checked_schema(tool: str, schema: Mapping[str, Any], key: str | None) -> _C
     return checked
 
 
+def _error_lines(errors: Any) -> list[str]:
+    """jsonschema's errors, one line each with its JSON path, in the order of the paths."""
+    lines: list[str] = []
+    for err in sorted(errors, key=lambda e: list(e.absolute_path)):
+        message = err.message
+        if err.validator == "enum" and isinstance(err.validator_value, list):
+            message = f"{_shown(err.instance)} is not {one_of(err.validator_value)}"
+        text = f"{err.json_path}: {message}"
+        lines.append(text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 1] + "…")
+    return lines
+
+
+def value_problems(tool: str, schema: Mapping[str, Any], value: Any) -> list[str]:
+    """Where ``value`` breaks ``schema`` (a tool's output schema, say), one line each with its
+    JSON path; the schema is checked and its validator made once, as for `SchemaArguments`
+    (patterns matched by RE2, references resolved inside the schema only).
+
+    Raises:
+        ToolDefinitionError: the schema breaks the rules of `check_schema_rules` or its
+            meta-schema.
+    """
+    checked = SchemaArguments(tool, schema, accepted=None)._checked
+    return _error_lines(checked.validator().iter_errors(value))
+
+
 class SchemaArguments:
     """Checks a call's arguments against exactly one JSON Schema.
 
@@ -880,15 +909,7 @@ class SchemaArguments:
                 f"unknown argument {key!r}; the tool takes {', '.join(sorted(accepted)) or 'none'}"
                 for key in args if key not in accepted
             ]
-        errors = sorted(
-            self._checked.validator().iter_errors(args), key=lambda e: list(e.absolute_path)
-        )
-        for err in errors:
-            message = err.message
-            if err.validator == "enum" and isinstance(err.validator_value, list):
-                message = f"{_shown(err.instance)} is not {one_of(err.validator_value)}"
-            text = f"{err.json_path}: {message}"
-            problems.append(text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 1] + "…")
+        problems += _error_lines(self._checked.validator().iter_errors(args))
         if problems:
             raise input_error(self.tool, problems, self._allowed)
         return _fresh(args)  # type: ignore[no-any-return]

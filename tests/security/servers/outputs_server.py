@@ -8,6 +8,10 @@ Run: ``python outputs_server.py`` (stdio). Its tools (no arguments):
 - ``ask_model`` / ``ask_user`` / ``ask_roots``: a sampling, an elicitation and a roots request
   to the client before answering, saying what came back;
 - ``log_flood``: 2,000 log notifications and progress notifications, then an answer;
+- ``backtrack_output``: declares an output schema whose ``pattern`` (``^(a+)+$``) backtracks
+  in Python's ``re`` for ages on what it answers (``'a' * 40 + '!'``): the SDK's client checks
+  a result against the output schema it listed, on the event loop;
+- ``remote_output``: an output schema with a ``$ref`` to a URL;
 - ``echo``: a plain tool.
 """
 
@@ -22,7 +26,15 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 NAMES = ("deep_structured", "many_images", "not_base64", "ask_model", "ask_user", "ask_roots",
-         "log_flood", "echo")
+         "log_flood", "backtrack_output", "remote_output", "echo")
+OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "backtrack_output": {
+        "type": "object", "properties": {"word": {"type": "string", "pattern": "^(a+)+$"}},
+    },
+    "remote_output": {
+        "type": "object", "properties": {"word": {"$ref": "http://127.0.0.1:9/word.json"}},
+    },
+}
 PICTURE = base64.b64encode(b"\x89PNG" + b"\0" * (64 * 1024 - 4)).decode()
 
 
@@ -38,6 +50,7 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         types.Tool(
             name=name, description=f"the {name} tool",
             input_schema={"type": "object", "properties": {}},
+            output_schema=OUTPUT_SCHEMAS.get(name),
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         )
         for name in NAMES
@@ -54,6 +67,11 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(
             content=[types.TextContent(type="text", text="deep")],
             structured_content=_deep(150),
+        )
+    if name in OUTPUT_SCHEMAS:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="word")],
+            structured_content={"word": "a" * 40 + "!"},
         )
     if name == "many_images":
         return types.CallToolResult(content=[
