@@ -38,9 +38,10 @@ A result's ``structuredContent`` is preferred over its text; its images and audi
 whole, as content parts of the tool message (`ToolOutput`), when they are base64 of their
 kind's type and within `jianmu.mcp.data.MAX_MEDIA_PARTS` / ``MAX_MEDIA_CHARS`` (the others
 are described in the text); a declared output schema is held to the input schema's rules,
-and results are checked against it in linear time (`jianmu.mcp.client.checked_session_class`); ``isError`` raises
-`ToolExecutionError` with the server's text, so the agent loop sees a failed `ToolResult`. A
-server that died fails the call in progress; the next call reconnects once.
+and results are checked against it in linear time (`jianmu.mcp.client.checked_session_class`);
+``isError`` raises `ToolExecutionError` with the server's text, so the agent loop sees a
+failed `ToolResult`. A server that died fails the call in progress; the next call reconnects
+once.
 
 Serving Jianmu tools to other MCP hosts is `jianmu.mcp.server`. The ``mcp`` extra is imported
 only when a server is connected.

@@ -242,7 +242,10 @@ def _json_type(v: Any) -> str:
     return "object"
 
 
-_INT_RE = re.compile(r"^\s*[-+]?\d+\s*$")
+# ASCII digits only, as JSON and pydantic read numbers: int() and float() take any script's
+# digits ("١٢٣") and float() takes "1_000"
+_INT_RE = re.compile(r"\s*[-+]?[0-9]+\s*", re.ASCII)
+_NUMBER_RE = re.compile(r"\s*[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\s*", re.ASCII)
 _TRUE = {"true", "yes", "on", "1", "t", "y"}
 _FALSE = {"false", "no", "off", "0", "f", "n"}
 
@@ -258,19 +261,19 @@ def _coerce_type(value: Any, t: str) -> Any:
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        if isinstance(value, str) and _INT_RE.match(value):
-            return int(value)
+        if isinstance(value, str) and _INT_RE.fullmatch(value):
+            try:
+                return int(value)
+            except ValueError:  # past Python's digits limit (4,300)
+                return _MISSING
         return _MISSING
     if t == "number":
         if isinstance(value, bool):
             return _MISSING
         if isinstance(value, (int, float)):
             return value
-        if isinstance(value, str):
-            try:
-                f = float(value)
-            except ValueError:
-                return _MISSING
+        if isinstance(value, str) and _NUMBER_RE.fullmatch(value):
+            f = float(value)
             return f if math.isfinite(f) else _MISSING
         return _MISSING
     if t == "boolean":
@@ -357,7 +360,7 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
     if isinstance(value, str) and types & {"array", "object"} and not types & {"string", _ANY}:
         try:  # models often send a JSON string for a list or object
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
             pass
     t = schema.get("type")
     if t is not None:

@@ -438,3 +438,45 @@ def test_a_flood_of_large_schemas_is_not_remembered() -> None:
         props = {f"p{j}": {"type": "string", "description": f"{i}" * 100} for j in range(1000)}
         Tool.from_openai(_definition(f"big{i}", props), _noop)
     assert all(len(packed) <= _arguments._KNOWN_BYTES for packed in _arguments._KNOWN)
+
+
+# -- the lax checker (MCP tools) on hostile values ------------------------------------------
+
+
+_LAX = {"type": "object", "properties": {
+    "n": {"type": "integer"}, "f": {"type": "number"},
+    "items": {"type": "array", "items": {"type": "integer"}},
+}}
+
+
+@pytest.mark.parametrize("args", [
+    {"n": "9" * 5000},  # past Python's digits limit: int() raised ValueError
+    {"items": "[" * 100_000 + "]" * 100_000},  # json.loads ran out of stack
+    {"n": "١٢٣"}, {"f": "١٢٣"},  # Arabic-Indic digits: int() and float() read them as 123
+    {"f": "1_000"}, {"f": "infinity"}, {"f": " nan "},  # float() reads these too
+])
+def test_the_lax_checker_refuses_text_that_is_no_json_number_with_a_clear_error(
+    args: dict[str, Any],
+) -> None:
+    from jianmu.tools import _arguments
+
+    with pytest.raises(ToolInputError) as refused:
+        _arguments.validate_with_schema("odd", _LAX, args)
+    assert "expected" in str(refused.value)
+
+
+@pytest.mark.parametrize("args", ["[" * 100_000, '{"n": ' + "[" * 100_000])
+def test_arguments_given_as_text_nested_past_the_stack_are_refused_cleanly(args: str) -> None:
+    from jianmu.tools import _arguments
+
+    with pytest.raises(ToolInputError, match="must be a JSON object"):
+        _arguments.validate_with_schema("odd", _LAX, args)
+
+
+def test_the_lax_checker_still_reads_plain_numbers_in_text() -> None:
+    from jianmu.tools import _arguments
+
+    out = _arguments.validate_with_schema(
+        "odd", _LAX, {"n": " -12 ", "f": "2.5e3", "items": "[1, 2]"}
+    )
+    assert out == {"n": -12, "f": 2500.0, "items": [1, 2]}
