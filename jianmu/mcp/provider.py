@@ -8,7 +8,8 @@ Using a server's tools::
     await provider.close()
 
 Each MCP tool becomes an `MCPTool` named ``<server>__<tool>`` (made safe for model APIs:
-``^[A-Za-z0-9_-]{1,64}$``, unique within the provider, a short hash added where needed).
+``^[A-Za-z0-9_-]{1,64}$``, unique within the provider, a short hash added where needed), its
+description cut to `MAX_DESCRIPTION` characters (a model is offered it with every request).
 
 Its annotations are the server's claims, so how far they are believed is the operator's choice
 (``trust``, per server in ``mcp.servers.<name>.trust``). A hint that is missing, or not
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from jianmu.config import AppConfig, MCPServerConfig, MCPTrust
 
 __all__ = (
+    "MAX_DESCRIPTION",
     "TRUST_LEVELS",
     "MCPTool",
     "MCPToolProvider",
@@ -138,6 +140,18 @@ def mcp_result_value(result: MCPCallResult, *, tool: str = "mcp tool") -> Any:
     return ToolOutput(value=value, media=tuple(media)) if media else value
 
 
+MAX_DESCRIPTION = 8_000
+"""Characters of a server's tool description kept: a model is offered it with every request,
+so a server's megabyte would be sent (and paid for) each turn, or refused by the model API."""
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_DESCRIPTION:
+        return text
+    return (f"{text[:MAX_DESCRIPTION]}… [cut: the server's description has {len(text):,} "
+            "characters]")
+
+
 def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     """The input schema as an object schema; ``None`` when it is another type (not MCP)."""
     out = dict(schema)
@@ -203,7 +217,7 @@ class MCPTool(Tool):
         self.server = server
         self.remote_name = info.name
         self.name = name
-        self.description = (
+        self.description = _cut(
             info.description or info.title or f"Tool {info.name!r} of MCP server {server!r}."
         )
         # the server's schema reaches nothing outside itself, matches in linear time and is

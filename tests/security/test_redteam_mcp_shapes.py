@@ -5,8 +5,9 @@ Python's own (``self``, ``cls``, ``args``, ``kwargs``) is the model's and reache
 as sent; a schema whose keyword holds the wrong kind of value (``anyOf: 5``) is refused by
 name when listed, instead of every call failing with Python's ``TypeError``; so is one holding
 ``NaN`` or ``Infinity`` (every request to a model API that offered the tool was refused: JSON
-has no such numbers); the server's other tools stay. The calls go through `ToolExecutor` under
-a `ReactiveRunner`.
+has no such numbers); the server's other tools stay. A description (or title) is cut to
+`MAX_DESCRIPTION` characters: the model is offered it with every request. The calls go
+through `ToolExecutor` under a `ReactiveRunner`.
 """
 
 from __future__ import annotations
@@ -95,3 +96,19 @@ async def test_a_schema_holding_nan_or_infinity_is_refused_when_listed() -> None
             {"id": "c1", "name": "shapes__echo", "arguments": {"text": "hi"}},
         ])
         assert seen["c1"] == 'echo got {"text": "hi"}'
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_a_huge_description_is_cut_and_the_tool_still_works() -> None:
+    from jianmu.mcp.provider import MAX_DESCRIPTION
+
+    async with shapes_server() as (tools, _):
+        told = tools.get("shapes__long_told")
+        assert told is not None
+        offered = told.to_openai()["function"]["description"]
+        assert offered.startswith("Read this. xxx") and len(offered) <= MAX_DESCRIPTION + 100
+        assert "cut" in offered
+        seen = await _observations(tools, [
+            {"id": "c1", "name": "shapes__long_told", "arguments": {}},
+        ])
+        assert seen["c1"] == "long_told got {}"

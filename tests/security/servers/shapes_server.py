@@ -8,6 +8,8 @@ Run: ``python shapes_server.py`` (stdio). Its tools:
   value below the top (``required: 5`` in a property, ``anyOf: 5``), which the SDK lets through;
 - ``not_a_number``: ``NaN`` and ``Infinity`` in its schema, which JSON has no words for (a
   server without the SDK sends them; this one rewrites its answers' JSON text to do so);
+- ``long_told``: a description and a title of a million characters each (every request to a
+  model offers the tool's description);
 - ``echo``: a plain tool, to show the server's other tools still work.
 """
 
@@ -37,8 +39,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {"x": {"type": "number", "maximum": _NAN, "enum": [1, _INFINITY]}},
     },
+    "long_told": {"type": "object", "properties": {}},
     "echo": {"type": "object", "properties": {"text": _TEXT}},
 }
+LONG = "Read this. " + "x" * 1_000_000
 
 
 def _bare_words() -> None:
@@ -56,7 +60,9 @@ def _bare_words() -> None:
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[
         types.Tool(
-            name=name, description=f"the {name} tool", input_schema=schema,
+            name=name, input_schema=schema,
+            description=LONG if name == "long_told" else f"the {name} tool",
+            title=LONG if name == "long_told" else None,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         )
         for name, schema in SCHEMAS.items()
