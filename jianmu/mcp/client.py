@@ -793,7 +793,9 @@ def translated(
             f"MCP server {client.name!r} is not reachable during {what} ({describe(exc)}); "
             "the next call reconnects"
         )
-    if isinstance(exc, RuntimeError):  # e.g. structured content that breaks its output schema
+    if isinstance(exc, (RuntimeError, ValueError)):
+        # structured content that breaks its output schema; an answer the SDK's models refuse
+        # (a pydantic ValidationError: a listing whose $schema is a number, say)
         return MCPError(f"MCP server {client.name!r} answered {what} badly: {exc}")
     return None
 

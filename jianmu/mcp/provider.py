@@ -409,6 +409,12 @@ class MCPToolProvider(BaseToolProvider):
                 tools.append(made)
             except ValueError as exc:
                 warnings.warn(f"{exc}; skipped", ToolUnavailableWarning, stacklevel=3)
+            except Exception as exc:  # a check tripped on the server's data: this tool only
+                warnings.warn(
+                    f"MCP tool {info.name!r} of server {self.name!r} could not be checked "
+                    f"({type(exc).__name__}: {exc}); skipped",
+                    ToolUnavailableWarning, stacklevel=3,
+                )
         return tools
 
     def get_tools(self, **kwargs: Any) -> list[Tool]:

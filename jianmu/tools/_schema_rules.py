@@ -134,6 +134,7 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     """What in ``schema`` breaks the rules of this module, one line each; ``[]`` when nothing.
 
     A schema nests at most `MAX_NESTING` levels deep (checked first: the other rules walk it);
+    its ``$schema``, if any, is a string;
     a ``$ref`` (or ``$dynamicRef``) must resolve inside ``schema``; a ``pattern`` or a
     ``patternProperties`` name must compile with RE2; ``patternProperties`` cannot be combined
     with ``unevaluatedProperties`` (jsonschema matches that pair with Python's `re`); no value
@@ -142,6 +143,9 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     too_deep = nesting_problem(schema)
     if too_deep is not None:
         return [too_deep]
+    dialect = schema.get("$schema", "")
+    if not isinstance(dialect, str):  # jsonschema looks it up as a key, and fails
+        return [f"$schema must be the URI of a JSON Schema dialect, got {_quoted(repr(dialect))}"]
     from jsonschema_specifications import REGISTRY as SPECIFICATIONS
     from referencing import Resource
     from referencing.exceptions import Unresolvable

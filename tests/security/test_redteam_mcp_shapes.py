@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from jianmu import ReactiveRunner, RunStatus, StateManager
-from jianmu.errors import ToolUnavailableWarning
+from jianmu.errors import MCPError, ToolUnavailableWarning
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools.registry import ToolSet
@@ -112,3 +112,19 @@ async def test_a_huge_description_is_cut_and_the_tool_still_works() -> None:
             {"id": "c1", "name": "shapes__long_told", "arguments": {}},
         ])
         assert seen["c1"] == "long_told got {}"
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_a_listing_the_sdk_refuses_is_an_mcp_error_naming_the_server() -> None:
+    """The SDK's client refuses a listing whose ``$schema`` is not a string: a pydantic
+    ``ValidationError`` came out of ``initialize``; it is the server answering badly."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    from jianmu.mcp import MCPToolProvider
+
+    provider = MCPToolProvider("shapes", command=sys.executable, args=[str(SERVER), "odd"],
+                               timeout=RUN_TIMEOUT)
+    try:
+        with pytest.raises(MCPError, match="'shapes' answered tools/list badly"):
+            await ToolSet.from_providers([provider])
+    finally:
+        await provider.close()

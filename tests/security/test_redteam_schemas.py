@@ -312,6 +312,14 @@ def test_nan_or_infinity_in_a_definition_is_refused(prop: dict[str, Any]) -> Non
         Tool.from_openai(_definition("odd", {"x": prop}), _noop)
 
 
+@pytest.mark.parametrize("dialect", [5, [], {"a": 1}, None])
+def test_a_dialect_that_is_no_uri_is_refused_by_name(dialect: Any) -> None:
+    definition = _definition("odd", {"x": {"type": "string"}})
+    definition["function"]["parameters"]["$schema"] = dialect
+    with pytest.raises(ToolDefinitionError, match=r"\$schema"):
+        Tool.from_openai(definition, _noop)
+
+
 # -- the same through a real MCP server over stdio ---------------------------------------------
 
 

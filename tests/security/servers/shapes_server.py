@@ -8,6 +8,9 @@ Run: ``python shapes_server.py`` (stdio). Its tools:
   value below the top (``required: 5`` in a property, ``anyOf: 5``), which the SDK lets through;
 - ``not_a_number``: ``NaN`` and ``Infinity`` in its schema, which JSON has no words for (a
   server without the SDK sends them; this one rewrites its answers' JSON text to do so);
+- ``odd_dialect``, only when run as ``python shapes_server.py odd``: a ``$schema`` that is a
+  number, not a dialect's URI (rewritten on the wire like ``NaN``), which the SDK's client
+  refuses for the whole listing;
 - ``long_told``: a description and a title of a million characters each (every request to a
   model offers the tool's description);
 - ``echo``: a plain tool, to show the server's other tools still work.
@@ -16,6 +19,7 @@ Run: ``python shapes_server.py`` (stdio). Its tools:
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import anyio
@@ -26,6 +30,7 @@ from mcp.server.stdio import stdio_server
 _TEXT = {"type": "string"}
 _NAN = "__NaN__"  # written as the bare words NaN and Infinity on the wire (see _bare_words)
 _INFINITY = "__Infinity__"
+_FIVE = "__five__"  # written as the number 5
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "python_names": {
@@ -43,16 +48,20 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "echo": {"type": "object", "properties": {"text": _TEXT}},
 }
 LONG = "Read this. " + "x" * 1_000_000
+if sys.argv[1:] == ["odd"]:
+    SCHEMAS["odd_dialect"] = {"$schema": _FIVE, "type": "object", "properties": {}}
 
 
 def _bare_words() -> None:
     """Answer as a server without the SDK may: ``NaN`` and ``Infinity`` as bare words (which
-    Python's and pydantic's JSON readers accept), where the SDK would write ``null``."""
+    Python's and pydantic's JSON readers accept), where the SDK would write ``null``; and a
+    number where the SDK's models want a string."""
     dump = types.JSONRPCResponse.model_dump_json
 
     def with_bare_words(self: Any, **kwargs: Any) -> str:
         text = dump(self, **kwargs)
-        return text.replace(f'"{_NAN}"', "NaN").replace(f'"{_INFINITY}"', "Infinity")
+        text = text.replace(f'"{_NAN}"', "NaN").replace(f'"{_INFINITY}"', "Infinity")
+        return text.replace(f'"{_FIVE}"', "5")
 
     types.JSONRPCResponse.model_dump_json = with_bare_words  # type: ignore[method-assign]
 
