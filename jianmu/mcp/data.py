@@ -10,9 +10,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jianmu.errors import MCPError
 from jianmu.tools.calls import MediaPart
 
 __all__ = (
+    "MAX_LISTED",
     "MAX_MEDIA_CHARS",
     "MAX_MEDIA_PARTS",
     "MCPCallResult",
@@ -212,6 +214,10 @@ def _block_text(block: Mapping[str, Any]) -> str:
 
 
 _MAX_PAGES = 1000  # a server that pages forever must not hang us
+MAX_LISTED = 10_000
+"""Entries one listing (tools, resources, prompts) may hold: a server that pages forever
+would otherwise fill memory and have every tool's schema checked, for minutes, before a run
+starts; no model is offered this many tools."""
 _TEXT: list[Any] = []  # the SDK's TextContent, imported on the first answer
 
 
@@ -240,9 +246,14 @@ async def _pages(fetch: Callable[[Any], Awaitable[Any]], items: str) -> AsyncIte
     from mcp.types import PaginatedRequestParams
 
     cursor: str | None = None
+    count = 0
     for _page in range(_MAX_PAGES):
         result = await fetch(PaginatedRequestParams(cursor=cursor) if cursor else None)
-        for item in getattr(result, items):
+        page = getattr(result, items)
+        count += len(page)
+        if count > MAX_LISTED:
+            raise MCPError(f"the server lists more than {MAX_LISTED:,} {items.replace('_', ' ')}")
+        for item in page:
             yield item
         cursor = result.next_cursor
         if not cursor:
