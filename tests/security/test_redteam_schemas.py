@@ -488,3 +488,37 @@ def test_the_lax_checker_still_reads_plain_numbers_in_text() -> None:
         "odd", _LAX, {"n": " -12 ", "f": "2.5e3", "items": "[1, 2]"}
     )
     assert out == {"n": -12, "f": 2500.0, "items": [1, 2]}
+
+
+# -- uniqueItems: in linear time ---------------------------------------------------------------
+
+
+def _unique_tool() -> Tool:
+    return Tool.from_openai(
+        _definition("tags", {"xs": {"type": "array", "uniqueItems": True}}), _noop
+    )
+
+
+@pytest.mark.timeout(30)
+def test_unique_items_of_a_huge_array_are_checked_at_once() -> None:
+    """jsonschema compares every pair of unhashable items: 50,000 objects from a model took
+    over an hour on the event loop (6,000 took 30 s); they are hashed by their JSON value."""
+    tool = _unique_tool()
+    many = [{"a": i, "b": [i, str(i)]} for i in range(50_000)]
+    assert len(tool.validate_args({"xs": many})["xs"]) == 50_000
+    with pytest.raises(ToolInputError, match="non-unique"):
+        tool.validate_args({"xs": [*many, {"b": [7, "7"], "a": 7}]})
+
+
+@pytest.mark.parametrize(("items", "unique"), [
+    ([1, 1.0], False), ([1, True], True), ([0, False], True), ([{"a": 1}, {"a": 1.0}], False),
+    ([{"a": 1, "b": 2}, {"b": 2, "a": 1}], False), ([[1, 2], [2, 1]], True),
+    (["1", 1], True), ([None, None], False), ([[], {}], True), ([[True], [1]], True),
+])
+def test_unique_items_follows_json_schema_equality(items: list[Any], unique: bool) -> None:
+    tool = _unique_tool()
+    if unique:
+        assert tool.validate_args({"xs": items}) == {"xs": items}
+    else:
+        with pytest.raises(ToolInputError, match="non-unique"):
+            tool.validate_args({"xs": items})
