@@ -185,6 +185,8 @@ def _types_of(
         return frozenset(str(x) for x in t)
     if "enum" in schema or "const" in schema:
         values = schema.get("enum", [schema.get("const")])
+        if isinstance(values, list) and "enum" in schema:  # walked once per enum, not per value
+            return _schema_rules.per_list(values, "types", _types_in)  # type: ignore[no-any-return]
         return frozenset(_json_type(v) for v in values)
     if "properties" in schema:
         return frozenset({"object"})
@@ -224,6 +226,10 @@ def drop_default_nulls(value: Any, schema: Any, root: Mapping[str, Any], depth: 
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         return [drop_default_nulls(v, schema["items"], root, depth + 1) for v in value]
     return value
+
+
+def _types_in(values: list[Any]) -> frozenset[str]:
+    return frozenset(_json_type(v) for v in values)
 
 
 def _json_type(v: Any) -> str:
@@ -372,7 +378,9 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
                 break
         else:
             return value, [f"{path}: expected {' or '.join(candidates)}, got {_shown(value)}"]
-    if "enum" in schema and isinstance(schema["enum"], list) and value not in schema["enum"]:
+    if "enum" in schema and isinstance(schema["enum"], list) and not _schema_rules.in_enum(
+        value, schema["enum"]
+    ):
         return value, [f"{path}: {_shown(value)} is not {one_of(schema['enum'])}"]
     if "const" in schema and value != schema["const"]:
         return value, [f"{path}: must be {_shown(schema['const'])}, got {_shown(value)}"]

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urljoin
 
@@ -327,6 +328,55 @@ def _json_key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
+_PER_LIST: dict[tuple[int, str], tuple[list[Any], Any]] = {}
+_PER_LIST_MAX = 512
+_PER_LIST_LOCK = threading.Lock()
+
+
+def per_list(values: list[Any], what: str, make: Callable[[list[Any]], Any]) -> Any:
+    """``make(values)``, made once per list and ``what`` (a schema's lists live as long as the
+    schema: an ``enum`` of 200,000 values is walked once, not once per value checked)."""
+    found = _PER_LIST.get((id(values), what))
+    if found is not None and found[0] is values:
+        return found[1]
+    made = make(values)
+    with _PER_LIST_LOCK:
+        if len(_PER_LIST) >= _PER_LIST_MAX:
+            _PER_LIST.pop(next(iter(_PER_LIST)), None)
+        _PER_LIST[id(values), what] = (values, made)  # the list is kept: its id stays its own
+    return made
+
+
+def _keys_of(values: list[Any]) -> frozenset[Any] | None:
+    try:
+        return frozenset(_json_key(v) for v in values)
+    except (TypeError, RecursionError):  # not JSON (unhashable), or nested past the stack
+        return None
+
+
+def in_enum(value: Any, values: list[Any]) -> bool:
+    """Whether ``value`` is one of ``values`` by JSON Schema's equality, in constant time
+    (jsonschema compares with each value in turn: 200,000 values by 1,000 items of a model's
+    array held the event loop for 16 s)."""
+    keys = per_list(values, "keys", _keys_of)
+    if keys is not None:
+        try:
+            return _json_key(value) in keys
+        except (TypeError, RecursionError):
+            pass
+    return value in values  # not JSON: Python's equality
+
+
+def _enum(validator: Any, values: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    # a list, or the meta-schema refused the schema when the tool was made
+    if isinstance(values, list) and not in_enum(instance, values):
+        shown = repr(instance)
+        yield ValidationError(f"{shown if len(shown) <= 80 else shown[:80] + '…'} is not one "
+                              f"of {len(values):,} allowed values")
+
+
 def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
     from jsonschema.exceptions import ValidationError
 
@@ -348,7 +398,7 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
 @functools.lru_cache(maxsize=16)
 def validator_class(cls: Any) -> Any:
     """The jsonschema validator class ``cls`` (one per dialect), matching patterns with RE2 and
-    checking ``uniqueItems`` in linear time."""
+    checking ``uniqueItems`` and ``enum`` by hashing (linear time in the value)."""
     from jsonschema import validators
 
     return validators.extend(cls, {
@@ -356,6 +406,7 @@ def validator_class(cls: Any) -> Any:
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
         "uniqueItems": _unique_items,
+        "enum": _enum,
     })
 
 
