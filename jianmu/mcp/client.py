@@ -481,10 +481,16 @@ class MCPClient:
     async def _request(
         self, what: str, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any
     ) -> _T:
-        """``fn(session, *args)`` on the live session, its errors translated."""
+        """``fn(session, *args)`` on the live session, its errors translated; the whole of it
+        within ``connect_timeout`` (a listing's pages each came just in time, forever)."""
         session = await self._ensure_session()
-        with translate(self, what, self.connections, timeout=self.connect_timeout):
-            return await fn(session, *args)
+        with anyio.move_on_after(self.connect_timeout):
+            with translate(self, what, self.connections, timeout=self.connect_timeout):
+                return await fn(session, *args)
+        raise MCPError(
+            f"MCP server {self.name!r} did not finish {what} within {self.connect_timeout:g}s "
+            "(connect_timeout); raise it if the server is only slow"
+        )
 
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], timeout: float | None

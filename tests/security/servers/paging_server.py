@@ -3,10 +3,15 @@
 Run: ``python paging_server.py`` (stdio). Every page of ``tools/list`` and ``resources/list``
 holds 2,000 entries and a cursor to the next page, forever; a client that follows every
 cursor (up to a thousand pages) holds millions of tools and checks each one's schema.
+
+``python paging_server.py slow``: every page of ``tools/list`` is empty and comes after a
+fifth of a second, each well within a request's timeout, forever: a thousand pages take
+minutes.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import anyio
@@ -22,8 +27,14 @@ def _page(params: Any) -> int:
     return int(cursor) if cursor else 0
 
 
+SLOW = sys.argv[1:] == ["slow"]
+
+
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     page = _page(params)
+    if SLOW:
+        await anyio.sleep(0.2)
+        return types.ListToolsResult(tools=[], next_cursor=str(page + 1))
     return types.ListToolsResult(
         tools=[
             types.Tool(name=f"t{page}_{i}", description="one of many",
