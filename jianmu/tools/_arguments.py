@@ -382,7 +382,7 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
         value, schema["enum"]
     ):
         return value, [f"{path}: {_shown(value)} is not {one_of(schema['enum'])}"]
-    if "const" in schema and value != schema["const"]:
+    if "const" in schema and not _schema_rules.json_equal(value, schema["const"]):
         return value, [f"{path}: must be {_shown(schema['const'])}, got {_shown(value)}"]
     problems = _bounds(value, schema, path)
     if isinstance(value, list):

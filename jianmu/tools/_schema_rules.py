@@ -367,6 +367,15 @@ def in_enum(value: Any, values: list[Any]) -> bool:
     return value in values  # not JSON: Python's equality
 
 
+def json_equal(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are one JSON value (``1`` and ``1.0`` are, ``true`` and ``1``
+    are not, nor ``0`` and ``false``): JSON Schema's equality, for ``const``."""
+    try:
+        return bool(_json_key(a) == _json_key(b))
+    except (TypeError, RecursionError):  # not JSON: Python's equality
+        return bool(a == b)
+
+
 def _enum(validator: Any, values: Any, instance: Any, schema: Any) -> Iterator[Any]:
     from jsonschema.exceptions import ValidationError
 

@@ -557,3 +557,20 @@ def test_enum_follows_json_schema_equality(value: Any, allowed: list[Any]) -> No
         else:
             with pytest.raises(ToolInputError):
                 check({"x": value})
+
+
+@pytest.mark.parametrize(("value", "const", "same"), [
+    (True, 1, False), (0, False, False), (1, 1.0, True), ({"a": [1]}, {"a": [1.0]}, True),
+])
+def test_the_lax_checker_s_const_follows_json_schema_equality(
+    value: Any, const: Any, same: bool,
+) -> None:
+    """Python says ``True == 1``; JSON Schema does not (the exact checker never did)."""
+    from jianmu.tools import _arguments
+
+    schema = {"type": "object", "properties": {"x": {"const": const}}}
+    if same:
+        assert _arguments.validate_with_schema("c", schema, {"x": value}) == {"x": value}
+    else:
+        with pytest.raises(ToolInputError):
+            _arguments.validate_with_schema("c", schema, {"x": value})
