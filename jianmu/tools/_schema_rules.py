@@ -321,7 +321,7 @@ def _json_key(value: Any) -> Any:
         return ("bool", value)
     if isinstance(value, (int, float)):
         return ("number", value)  # 1 == 1.0 and hash(1) == hash(1.0)
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):  # a tuple is an array, as jsonschema reads it
         return ("array", tuple(_json_key(v) for v in value))
     if isinstance(value, dict):
         return ("object", frozenset((k, _json_key(v)) for k, v in value.items()))
