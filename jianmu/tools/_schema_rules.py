@@ -17,6 +17,7 @@ import functools
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from decimal import Decimal, localcontext
 from typing import Any
 from urllib.parse import urljoin
 
@@ -404,10 +405,45 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
         seen.add(key)
 
 
+_MAX_DIGITS = 10_000
+"""Digits a multipleOf quotient may need; past them a value is no multiple (1e308 by 1e-320
+needs 629)."""
+
+
+def is_multiple(value: int | float, divisor: int | float) -> bool:
+    """Whether ``value`` is a whole number of ``divisor``s, in decimal as JSON writes them
+    (``0.3`` is three ``0.1``), exactly: jsonschema divided floats, and a model's ``10**400``
+    raised OverflowError out of the check."""
+    try:
+        a, b = Decimal(repr(value)), Decimal(repr(divisor))
+        if not (a.is_finite() and b.is_finite()) or b <= 0:
+            return False
+        if a == 0:
+            return True
+        digits = max(a.adjusted() - b.adjusted() + 2, 28)
+        if digits > _MAX_DIGITS:
+            return False
+        with localcontext() as context:
+            context.prec = digits
+            return bool(a % b == 0)
+    except (ArithmeticError, ValueError):  # InvalidOperation; a repr past the digits limit
+        return False
+
+
+def _multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "number") and not is_multiple(instance, divisor):
+        shown = repr(instance)
+        yield ValidationError(f"{shown if len(shown) <= 80 else shown[:80] + '…'} is not a "
+                              f"multiple of {divisor!r}")
+
+
 @functools.lru_cache(maxsize=16)
 def validator_class(cls: Any) -> Any:
-    """The jsonschema validator class ``cls`` (one per dialect), matching patterns with RE2 and
-    checking ``uniqueItems`` and ``enum`` by hashing (linear time in the value)."""
+    """The jsonschema validator class ``cls`` (one per dialect), matching patterns with RE2,
+    checking ``uniqueItems`` and ``enum`` by hashing (linear time in the value) and
+    ``multipleOf`` exactly in decimal (`is_multiple`)."""
     from jsonschema import validators
 
     return validators.extend(cls, {
@@ -416,6 +452,7 @@ def validator_class(cls: Any) -> Any:
         "additionalProperties": _additional_properties,
         "uniqueItems": _unique_items,
         "enum": _enum,
+        "multipleOf": _multiple_of,
     })
 
 

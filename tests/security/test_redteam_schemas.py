@@ -574,3 +574,26 @@ def test_the_lax_checker_s_const_follows_json_schema_equality(
     else:
         with pytest.raises(ToolInputError):
             _arguments.validate_with_schema("c", schema, {"x": value})
+
+
+# -- multipleOf: JSON's decimal numbers, exactly -----------------------------------------------
+
+
+@pytest.mark.parametrize(("divisor", "value", "multiple"), [
+    (0.1, 0.3, True), (0.01, 19.99, True), (0.1, 0.35, False), (2, 10**400, True),
+    (3, 10**400, False), (1e-320, 1e308, True), (10**400, 1e308, False), (0.5, 7.25, False),
+    (0.5, 7.5, True),
+])
+def test_multiple_of_is_decided_exactly_and_never_overflows(
+    divisor: Any, value: Any, multiple: bool,
+) -> None:
+    """jsonschema divided floats: a model's 10**400 raised OverflowError out of the check (not
+    a bad-argument error), and 0.3 was no multiple of 0.1; JSON's numbers are decimal."""
+    tool = Tool.from_openai(
+        _definition("step", {"x": {"type": "number", "multipleOf": divisor}}), _noop
+    )
+    if multiple:
+        assert tool.validate_args({"x": value}) == {"x": value}
+    else:
+        with pytest.raises(ToolInputError, match="multiple"):
+            tool.validate_args({"x": value})
