@@ -41,6 +41,11 @@ _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _MAX_NAMED = 200  # how much of a reference or pattern an error quotes
 _IN_PLACE = ("anyOf", "allOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
 _NOT_JSON = "NaN"  # noted by the walk: a value JSON cannot carry
+_UNEVALUATED = frozenset({"unevaluatedProperties", "unevaluatedItems"})
+_BRANCHES = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if",
+                       "dependentSchemas"})
+_NOTED = _UNEVALUATED | _BRANCHES | {"patternProperties"}
+"""Keywords the walk notes anywhere in a schema (every object counts, see `_walk`)."""
 _MAX_IN_PLACE = 10_000
 """How many schemas one value may be checked against, through anyOf/allOf/$ref and the like,
 before the check descends into a property or an item: a chain of anyOf's of four refs each is
@@ -110,8 +115,7 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list
         if isinstance(named, dict):
             patterns.extend(k for k in named if isinstance(k, str))
             keywords.add("patternProperties")
-        if "unevaluatedProperties" in item:
-            keywords.add("unevaluatedProperties")
+        keywords.update(k for k in _NOTED if k in item)
         # only containers go on the stack: most values are strings and numbers
         stack.extend((v, where) for v in item.values() if isinstance(v, (dict, list)))
 
@@ -139,7 +143,8 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     its ``$schema``, if any, is a string;
     a ``$ref`` (or ``$dynamicRef``) must resolve inside ``schema``; a ``pattern`` or a
     ``patternProperties`` name must compile with RE2; ``patternProperties`` cannot be combined
-    with ``unevaluatedProperties`` (jsonschema matches that pair with Python's `re`); no value
+    with ``unevaluatedProperties`` (jsonschema matches that pair with Python's `re`), nor
+    ``unevaluated*`` with a ``$ref`` or a branch (anyOf ...: exponential time); no value
     is NaN or Infinity (JSON has no words for them: a model API refuses the request).
     """
     too_deep = nesting_problem(schema)
@@ -170,6 +175,14 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
         problems.append(
             "the schema holds NaN or Infinity, which JSON has no words for: a model API "
             "refuses every request that offers the tool"
+        )
+    unevaluated = sorted(keywords & _UNEVALUATED)
+    branches = sorted(keywords & _BRANCHES)
+    if unevaluated and branches:
+        problems.append(
+            f"{' and '.join(unevaluated)} cannot be combined with {', '.join(branches)}: to "
+            "find what was evaluated, jsonschema validates every branch again at every level "
+            "(arguments 16 levels deep took hours); use additionalProperties"
         )
     if {"patternProperties", "unevaluatedProperties"} <= keywords:
         problems.append("patternProperties cannot be combined with unevaluatedProperties")

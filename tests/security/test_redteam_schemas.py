@@ -597,3 +597,33 @@ def test_multiple_of_is_decided_exactly_and_never_overflows(
     else:
         with pytest.raises(ToolInputError, match="multiple"):
             tool.validate_args({"x": value})
+
+
+# -- unevaluatedProperties / unevaluatedItems with branches: exponential -----------------------
+
+
+_BRANCHY = {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}},
+            "anyOf": [{"properties": {"c": {"$ref": "#/$defs/n"}}}, {"properties": {"d": {}}}],
+            "unevaluatedProperties": False}
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "$defs": {"n": _BRANCHY}, "properties": {"t": {"$ref": "#/$defs/n"}}},
+    {"type": "object", "properties": {"t": {"anyOf": [{"type": "array"}],
+                                            "unevaluatedItems": False}}},
+    {"type": "object", "allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False},
+])
+def test_unevaluated_keywords_with_branches_or_refs_are_refused(schema: dict[str, Any]) -> None:
+    """jsonschema finds what was evaluated by validating every branch again at every level:
+    arguments nested 12 deep took 26 s on the event loop, 16 deep hours."""
+    with pytest.raises(ToolDefinitionError, match="unevaluated"):
+        Tool.from_openai({"name": "deep", "description": "d", "parameters": schema}, _noop)
+
+
+def test_unevaluated_properties_alone_still_works() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}},
+              "unevaluatedProperties": False}
+    tool = Tool.from_openai({"name": "flat", "description": "d", "parameters": schema}, _noop)
+    assert tool.validate_args({"a": "x"}) == {"a": "x"}
+    with pytest.raises(ToolInputError):
+        tool.validate_args({"a": "x", "b": 1})
