@@ -840,7 +840,19 @@ def value_problems(tool: str, schema: Mapping[str, Any], value: Any) -> list[str
             meta-schema.
     """
     checked = SchemaArguments(tool, schema, accepted=None)._checked
-    return _error_lines(checked.validator().iter_errors(value))
+    return _bounded_errors(checked.validator(), value)
+
+
+def _bounded_errors(validator: Any, value: Any) -> list[str]:
+    """jsonschema's errors for ``value`` as lines, its work bounded by the value's size (as
+    the lax checker's, `_Budget`): branches that each descend multiply it."""
+    try:
+        errors = _schema_rules.within_budget(
+            lambda: validator.iter_errors(value), _Budget(value).left
+        )
+    except _schema_rules.TooComplex:
+        return ["$: " + _TOO_COMPLEX]
+    return _error_lines(errors)
 
 
 class SchemaArguments:
@@ -920,7 +932,7 @@ class SchemaArguments:
                 f"unknown argument {key!r}; the tool takes {', '.join(sorted(accepted)) or 'none'}"
                 for key in args if key not in accepted
             ]
-        problems += _error_lines(self._checked.validator().iter_errors(args))
+        problems += _bounded_errors(self._checked.validator(), args)
         if problems:
             raise input_error(self.tool, problems, self._allowed)
         return _fresh(args)  # type: ignore[no-any-return]

@@ -13,6 +13,7 @@ matches with RE2 and retrieves nothing.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import math
 import threading
@@ -459,14 +460,53 @@ def validator_class(cls: Any) -> Any:
     ``multipleOf`` exactly in decimal (`is_multiple`)."""
     from jsonschema import validators
 
-    return validators.extend(cls, {
+    ours = {
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
         "uniqueItems": _unique_items,
         "enum": _enum,
         "multipleOf": _multiple_of,
-    })
+    }
+    # every keyword counts against the check's budget (`within_budget`)
+    return validators.extend(
+        cls, {key: _counted(fn) for key, fn in {**cls.VALIDATORS, **ours}.items()}
+    )
+
+
+class TooComplex(Exception):
+    """A check spent its budget (`within_budget`): the schema's branches multiply its work."""
+
+
+_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "jianmu_schema_budget", default=None
+)
+
+
+def _counted(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise TooComplex
+        return fn(validator, value, instance, schema)
+
+    return counted
+
+
+def within_budget(errors: Callable[[], Iterator[Any]], steps: int) -> list[Any]:
+    """Every error ``errors()`` yields, its keywords applied at most ``steps`` times: an anyOf
+    whose branches each descend into the same child checks a leaf 40 levels down 2**40 times.
+
+    Raises:
+        TooComplex: the budget ran out (the value is refused).
+    """
+    token = _BUDGET.set([steps])
+    try:
+        return list(errors())
+    finally:
+        _BUDGET.reset(token)
 
 
 @functools.lru_cache(maxsize=16)
