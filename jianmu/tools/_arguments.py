@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from jianmu import _schema_rules
 from jianmu.errors import ToolDefinitionError, ToolInputError
-from jianmu.tools import _schema_rules
 from jianmu.tools._schema_check import check_schema, plain_schema
 from jianmu.tools.calls import decode_container, single_argument
 
@@ -466,7 +466,7 @@ def _check_object(
 
 def check_schema_rules(tool: str, schema: Mapping[str, Any]) -> None:
     """Refuse a schema that reaches outside itself or has a pattern RE2 cannot match in linear
-    time (see `jianmu.tools._schema_rules`); once, when the tool is made.
+    time (see `jianmu._schema_rules`); once, when the tool is made.
 
     Raises:
         ToolDefinitionError: naming each such reference or pattern.

@@ -41,7 +41,7 @@ _MAX_DEPTH = 32
 _REMEMBERED = 4096
 _RULED = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "pattern",
                     "patternProperties", "unevaluatedProperties"})
-"""Keys `jianmu.tools._schema_rules` looks for in every object of a schema, data included: a
+"""Keys `jianmu._schema_rules` looks for in every object of a schema, data included: a
 plain schema has none anywhere, so those rules have nothing to refuse in it."""
 
 
@@ -118,7 +118,7 @@ def _is_json(value: Any, depth: int) -> bool:
 
 def plain_schema(schema: Any) -> bool:
     """True when ``schema`` names no dialect, surely passes the 2020-12 meta-schema, and holds
-    none of the keys `jianmu.tools._schema_rules` refuses anywhere (``$ref``, ``$id``,
+    none of the keys `jianmu._schema_rules` refuses anywhere (``$ref``, ``$id``,
     ``pattern`` ..., in data values too): such a schema needs neither check (one walk instead
     of two) and its validator cannot fail to build. False when unsure."""
     return isinstance(schema, dict) and "$schema" not in schema and _plainly_valid(schema)

@@ -25,6 +25,7 @@ from urllib.parse import urljoin
 import re2
 
 from jianmu._json import nests_within
+from jianmu.errors import SchemaBudgetError
 
 __all__ = (
     "MAX_NESTING",
@@ -474,8 +475,8 @@ def validator_class(cls: Any) -> Any:
     )
 
 
-class TooComplex(Exception):
-    """A check spent its budget (`within_budget`): the schema's branches multiply its work."""
+TooComplex = SchemaBudgetError
+"""What a check raises when it spends its budget (`within_budget`)."""
 
 
 _BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
@@ -493,6 +494,19 @@ def _counted(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(validator, value, instance, schema)
 
     return counted
+
+
+def steps_for(value: Any) -> int:
+    """The keyword steps a check of ``value`` may take: 10,000 and 64 per JSON value in it."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return 10_000 + 64 * count
 
 
 def within_budget(errors: Callable[[], Iterator[Any]], steps: int) -> list[Any]:
