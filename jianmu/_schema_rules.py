@@ -8,7 +8,10 @@ inside the schema itself (``#/…``, ``$defs``/``definitions``, the ``$id``\\ s 
 declares) and nothing is ever fetched; a pattern is RE2's syntax, matched in linear time (no
 backreferences, no lookaround). `schema_problems` names every reference or pattern that breaks
 these rules, for a `ToolDefinitionError`; `validator_class` gives the jsonschema validator that
-matches with RE2 and retrieves nothing.
+matches with RE2, retrieves nothing, hashes ``enum`` and ``uniqueItems``, decides
+``multipleOf`` in decimal and, run under `within_budget`, bounds its work by the value's size.
+Every check of a value against a schema goes through it: a tool's arguments, an MCP tool's
+results, a person's edited arguments (the runtime's, hence a module of the bottom layer).
 """
 
 from __future__ import annotations
