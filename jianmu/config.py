@@ -226,11 +226,43 @@ class MCPServerConfig(_Section):
     declare ``readOnlyHint: true`` run without asking. ``all``: every hint is believed."""
 
 
+_MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*", re.ASCII)
+
+
+def mcp_server_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name an MCP server, or None.
+
+    Its tools are named ``<name>__<tool>``: a name is exactly that prefix (ASCII letters,
+    digits, ``-`` and single ``_`` inside), so no two servers' tools can share a name and a
+    ``server__tool`` reference splits at its first ``__``.
+    """
+    if isinstance(name, str) and _MCP_SERVER_NAME.fullmatch(name) and not name.endswith("_"):
+        return None
+    return (f"MCP server name {name!r} must be ASCII letters, digits, '-' and single '_' "
+            "inside (its tools are named <server>__<tool>)")
+
+
 class MCPConfig(_Section):
     """MCP servers whose tools skills may use."""
 
     servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
-    """Server name to how to reach it."""
+    """Server name to how to reach it (see `mcp_server_name_problem`), unique ignoring case."""
+
+    @field_validator("servers")
+    @classmethod
+    def _server_names(cls, value: dict[str, MCPServerConfig]) -> dict[str, MCPServerConfig]:
+        seen: dict[str, str] = {}
+        for name in value:
+            problem = mcp_server_name_problem(name)
+            if problem is not None:
+                raise ValueError(problem)
+            if name.lower() in seen:
+                raise ValueError(
+                    f"MCP servers {seen[name.lower()]!r} and {name!r} differ only in case; their "
+                    "tools' names would be the same ignoring case: rename one"
+                )
+            seen[name.lower()] = name
+        return value
 
 
 class DurableConfig(_Section):

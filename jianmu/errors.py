@@ -89,6 +89,7 @@ __all__ = (
     "RunNotFoundError",
     "SandboxError",
     "SandboxUnavailableError",
+    "SchemaBudgetError",
     "SearchOutOfTime",
     "SkillLoadError",
     "SkillNotFoundError",
@@ -284,6 +285,11 @@ class ToolValidationError(ToolError, ValueError):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"tool {tool!r} is invalid:\n{lines}")
+
+
+class SchemaBudgetError(JianmuError):
+    """A JSON Schema check spent its budget of steps: the schema's branches multiply its work
+    (`jianmu._schema_rules.within_budget`); the value is refused."""
 
 
 class ToolDefinitionError(ToolValidationError):

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import re
 import subprocess
@@ -395,7 +396,6 @@ class MCPClient:
         self, *, task_status: TaskStatus[tuple[Any, anyio.Event, anyio.Event]]
     ) -> None:
         """Enter the transport and the session, hand them out, exit them when told to."""
-        from mcp import ClientSession
         from mcp.types import ToolListChangedNotification
 
         stop, done = anyio.Event(), anyio.Event()
@@ -423,7 +423,7 @@ class MCPClient:
                 session = await stack.enter_async_context(
                     # requests without their own timeout (the handshake, tools/list) are
                     # connection work; tool calls pass the call timeout explicitly
-                    ClientSession(
+                    checked_session_class()(
                         read, write, read_timeout_seconds=self.connect_timeout,
                         message_handler=on_message,
                     )
@@ -481,10 +481,16 @@ class MCPClient:
     async def _request(
         self, what: str, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any
     ) -> _T:
-        """``fn(session, *args)`` on the live session, its errors translated."""
+        """``fn(session, *args)`` on the live session, its errors translated; the whole of it
+        within ``connect_timeout`` (a listing's pages each came just in time, forever)."""
         session = await self._ensure_session()
-        with translate(self, what, self.connections, timeout=self.connect_timeout):
-            return await fn(session, *args)
+        with anyio.move_on_after(self.connect_timeout):
+            with translate(self, what, self.connections, timeout=self.connect_timeout):
+                return await fn(session, *args)
+        raise MCPError(
+            f"MCP server {self.name!r} did not finish {what} within {self.connect_timeout:g}s "
+            "(connect_timeout); raise it if the server is only slow"
+        )
 
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], timeout: float | None
@@ -500,6 +506,52 @@ class MCPClient:
                 raise
             raise mapped from None
         return data.call_result(result)
+
+@functools.cache
+def checked_session_class() -> Any:
+    """The SDK's `ClientSession`, checking a tool's result against its output schema as Jianmu
+    checks a tool's arguments.
+
+    The SDK checks each result against the output schema the server listed, on the event
+    loop, with Python's ``re`` for ``pattern``: a server's ``^(a+)+$`` and its own answer
+    ``'a' * 40 + '!'`` stopped the loop, and every timeout of the run, for ages. Here patterns
+    are matched by RE2 (linear time), references resolve inside the schema only, and a tool
+    that was not listed is not listed again to check it (the server may answer otherwise).
+    """
+    from mcp import ClientSession
+
+    from jianmu.errors import ToolDefinitionError
+    from jianmu.tools._arguments import value_problems
+
+    class CheckedSession(ClientSession):
+        """`ClientSession` whose results are checked safely (see `checked_session_class`)."""
+
+        async def validate_tool_result(self, name: str, result: Any) -> None:
+            """Check ``result``'s structured content against the tool's listed output schema.
+
+            Raises:
+                RuntimeError: it has none, or breaks the schema, or the schema is invalid.
+            """
+            # the SDK's cache of the last listing; without it, nothing is checked (safe)
+            schema = getattr(self, "_tool_output_schemas", {}).get(name)
+            if schema is None:
+                return
+            content = result.structured_content
+            if content is None and "structured_content" not in result.model_fields_set:
+                raise RuntimeError(
+                    f"Tool {name} has an output schema but did not return structured content"
+                )
+            try:
+                problems = value_problems(name, schema, content)
+            except ToolDefinitionError as exc:
+                raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from None
+            if problems:
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                raise RuntimeError(
+                    f"Invalid structured content returned by tool {name}: {problems[0]}{more}"
+                )
+
+    return CheckedSession
 
 # -- between event loops -----------------------------------------------------------------------
 
@@ -747,7 +799,9 @@ def translated(
             f"MCP server {client.name!r} is not reachable during {what} ({describe(exc)}); "
             "the next call reconnects"
         )
-    if isinstance(exc, RuntimeError):  # e.g. structured content that breaks its output schema
+    if isinstance(exc, (RuntimeError, ValueError)):
+        # structured content that breaks its output schema; an answer the SDK's models refuse
+        # (a pydantic ValidationError: a listing whose $schema is a number, say)
         return MCPError(f"MCP server {client.name!r} answered {what} badly: {exc}")
     return None
 

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jianmu.errors import MCPError
 from jianmu.tools.calls import MediaPart
 
 __all__ = (
+    "MAX_LISTED",
+    "MAX_MEDIA_CHARS",
+    "MAX_MEDIA_PARTS",
     "MCPCallResult",
     "MCPPrompt",
     "MCPPromptInfo",
@@ -52,28 +57,72 @@ class MCPCallResult:
     """The server's ``structuredContent``, if any."""
 
     def text(self, *, media: bool = True) -> str:
-        """The content as text: text blocks joined, other blocks summarised (images and audio
-        left out with ``media=False``, for when they travel as `media`)."""
-        parts = [
-            _block_text(block) for block in self.content
-            if media or block.get("type") not in _MEDIA_KINDS
-        ]
+        """The content as text: text blocks joined, other blocks summarised (the images and
+        audio that `media` carries left out with ``media=False``; the others say why not)."""
+        carried = _carried(self.content) if not media else {}
+        parts: list[str] = []
+        for index, block in enumerate(self.content):
+            why = carried.get(index)
+            if why is None:
+                parts.append(_block_text(block))
+            elif why:
+                parts.append(f"{_block_text(block)} (not shown: {why})")
         return "\n".join(p for p in parts if p)
 
     def media(self) -> list[MediaPart]:
-        """The image and audio blocks, whole."""
+        """The image and audio blocks that travel whole (see `MAX_MEDIA_PARTS`)."""
+        carried = _carried(self.content)
         return [
             MediaPart(
                 kind=str(block["type"]),
-                mime_type=str(block.get("mimeType") or "application/octet-stream"),
-                data=str(block.get("data", "")),
+                mime_type=str(block["mimeType"]),
+                data=str(block["data"]),
             )
-            for block in self.content
-            if block.get("type") in _MEDIA_KINDS
+            for index, block in enumerate(self.content)
+            if carried.get(index) == ""
         ]
 
 
 _MEDIA_KINDS = frozenset({"image", "audio"})
+MAX_MEDIA_PARTS = 20
+"""Images and audio clips of one result that travel whole; the rest are described."""
+MAX_MEDIA_CHARS = 20 * 1024 * 1024
+"""Base64 characters of one result's media that travel whole (about 15 MB of bytes): each
+part is kept in the run's state and checkpoints and sent with every later request."""
+_MIME = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}", re.ASCII)
+
+
+def _carried(content: list[dict[str, Any]]) -> dict[int, str]:
+    """Each image or audio block by index: ``""`` when it travels whole, else why it does
+    not. A server is not trusted with what reaches the model: data that is not base64 would
+    make a model API refuse every later request of the run."""
+    out: dict[int, str] = {}
+    count = chars = 0
+    for index, block in enumerate(content):
+        kind = block.get("type")
+        if kind not in _MEDIA_KINDS:
+            continue
+        data, mime = block.get("data"), block.get("mimeType")
+        major, _, minor = mime.lower().partition("/") if isinstance(mime, str) else ("", "", "")
+        if major != kind or not _MIME.fullmatch(minor):
+            out[index] = f"its type {str(mime)[:80]!r} is not an {kind} type"
+        elif not isinstance(data, str) or not _is_base64(data):
+            out[index] = "its data is not base64"
+        elif count >= MAX_MEDIA_PARTS or chars + len(data) > MAX_MEDIA_CHARS:
+            out[index] = (f"one result carries at most {MAX_MEDIA_PARTS} images or clips, "
+                          f"{MAX_MEDIA_CHARS:,} characters of base64 in all")
+        else:
+            out[index] = ""
+            count, chars = count + 1, chars + len(data)
+    return out
+
+
+def _is_base64(data: str) -> bool:
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return bool(data)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +214,10 @@ def _block_text(block: Mapping[str, Any]) -> str:
 
 
 _MAX_PAGES = 1000  # a server that pages forever must not hang us
+MAX_LISTED = 10_000
+"""Entries one listing (tools, resources, prompts) may hold: a server that pages forever
+would otherwise fill memory and have every tool's schema checked, for minutes, before a run
+starts; no model is offered this many tools."""
 _TEXT: list[Any] = []  # the SDK's TextContent, imported on the first answer
 
 
@@ -193,9 +246,14 @@ async def _pages(fetch: Callable[[Any], Awaitable[Any]], items: str) -> AsyncIte
     from mcp.types import PaginatedRequestParams
 
     cursor: str | None = None
+    count = 0
     for _page in range(_MAX_PAGES):
         result = await fetch(PaginatedRequestParams(cursor=cursor) if cursor else None)
-        for item in getattr(result, items):
+        page = getattr(result, items)
+        count += len(page)
+        if count > MAX_LISTED:
+            raise MCPError(f"the server lists more than {MAX_LISTED:,} {items.replace('_', ' ')}")
+        for item in page:
             yield item
         cursor = result.next_cursor
         if not cursor:

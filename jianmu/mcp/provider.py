@@ -8,7 +8,8 @@ Using a server's tools::
     await provider.close()
 
 Each MCP tool becomes an `MCPTool` named ``<server>__<tool>`` (made safe for model APIs:
-``^[A-Za-z0-9_-]{1,64}$``, unique within the provider, a short hash added where needed).
+``^[A-Za-z0-9_-]{1,64}$``, unique within the provider, a short hash added where needed), its
+description cut to `MAX_DESCRIPTION` characters (a model is offered it with every request).
 
 Its annotations are the server's claims, so how far they are believed is the operator's choice
 (``trust``, per server in ``mcp.servers.<name>.trust``). A hint that is missing, or not
@@ -35,9 +36,13 @@ and its listeners are told (`on_tools_changed`); ``await refresh()`` lists the t
 A skill's agent loop does this before the model's next turn.
 
 A result's ``structuredContent`` is preferred over its text; its images and audio travel
-whole, as content parts of the tool message (`ToolOutput`); ``isError`` raises
-`ToolExecutionError` with the server's text, so the agent loop sees a failed `ToolResult`. A
-server that died fails the call in progress; the next call reconnects once.
+whole, as content parts of the tool message (`ToolOutput`), when they are base64 of their
+kind's type and within `jianmu.mcp.data.MAX_MEDIA_PARTS` / ``MAX_MEDIA_CHARS`` (the others
+are described in the text); a declared output schema is held to the input schema's rules,
+and results are checked against it in linear time (`jianmu.mcp.client.checked_session_class`);
+``isError`` raises `ToolExecutionError` with the server's text, so the agent loop sees a
+failed `ToolResult`. A server that died fails the call in progress; the next call reconnects
+once.
 
 Serving Jianmu tools to other MCP hosts is `jianmu.mcp.server`. The ``mcp`` extra is imported
 only when a server is connected.
@@ -51,6 +56,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
+from jianmu.config import mcp_server_name_problem
 from jianmu.errors import ConfigError, ToolExecutionError, ToolUnavailableWarning
 from jianmu.mcp.client import MCPClient, MCPServerOptions
 from jianmu.mcp.data import MCPCallResult, MCPToolInfo
@@ -63,6 +69,7 @@ if TYPE_CHECKING:
     from jianmu.config import AppConfig, MCPServerConfig, MCPTrust
 
 __all__ = (
+    "MAX_DESCRIPTION",
     "TRUST_LEVELS",
     "MCPTool",
     "MCPToolProvider",
@@ -129,8 +136,20 @@ def mcp_result_value(result: MCPCallResult, *, tool: str = "mcp tool") -> Any:
     if result.structured_content is not None:
         value = result.structured_content
     else:
-        value = result.text(media=not media)
+        value = result.text(media=False)  # what travels whole is left out, the rest described
     return ToolOutput(value=value, media=tuple(media)) if media else value
+
+
+MAX_DESCRIPTION = 8_000
+"""Characters of a server's tool description kept: a model is offered it with every request,
+so a server's megabyte would be sent (and paid for) each turn, or refused by the model API."""
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_DESCRIPTION:
+        return text
+    return (f"{text[:MAX_DESCRIPTION]}… [cut: the server's description has {len(text):,} "
+            "characters]")
 
 
 def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -198,14 +217,18 @@ class MCPTool(Tool):
         self.server = server
         self.remote_name = info.name
         self.name = name
-        self.description = (
+        self.description = _cut(
             info.description or info.title or f"Tool {info.name!r} of MCP server {server!r}."
         )
-        # the server's schema reaches nothing outside itself and matches in linear time
-        _arguments.check_schema_rules(name, schema)
+        # the server's schema reaches nothing outside itself, matches in linear time and is
+        # shaped as its meta-schema says (the checker walks it so)
+        _arguments.check_foreign_schema(name, schema)
         self.input_schema = schema
         if info.output_schema:
-            self.output_schema = dict(info.output_schema)
+            output = dict(info.output_schema)
+            # results are checked against it (the session's CheckedSession)
+            _arguments.check_foreign_schema(name, output, what="output schema")
+            self.output_schema = output
         notes = info.annotations
         read_only, destructive, idempotent, open_world = _believed_hints(notes, trust)
         if read_only:
@@ -234,7 +257,7 @@ class MCPTool(Tool):
         params = self.parameters
         made = self.__dict__.get("_jm_plan")
         if made is None or made[0] is not params:  # a new input_schema was assigned
-            _arguments.check_schema_rules(self.name, params)
+            _arguments.check_foreign_schema(self.name, params)
             made = self.__dict__["_jm_plan"] = (params, _arguments.scalar_plan(params))
         if made[1] is None:
             return _arguments.validate_with_schema(self.name, params, args)
@@ -244,8 +267,9 @@ class MCPTool(Tool):
         """Close the connection to the server (shared with the server's other tools)."""
         await self.client.close()
 
-    async def run(self, **kwargs: Any) -> Any:
+    async def run(self, /, **kwargs: Any) -> Any:
         """Call the tool on its server; see `mcp_result_value` for the result."""
+        # self is positional-only: a server's argument may be named "self" too
         result = await self.client.call_tool(self.remote_name, kwargs, timeout=self.timeout_seconds)
         return mcp_result_value(result, tool=self.name)
 
@@ -279,6 +303,9 @@ class MCPToolProvider(BaseToolProvider):
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"an MCP server needs a non-empty name, got {name!r}")
+        problem = mcp_server_name_problem(name.strip())
+        if problem is not None:  # its tools' names start with it, exactly
+            raise ValueError(problem)
         if trust not in TRUST_LEVELS:
             raise ValueError(f"MCP trust must be one of {', '.join(TRUST_LEVELS)}, got {trust!r}")
         self.name = name.strip()
@@ -382,6 +409,12 @@ class MCPToolProvider(BaseToolProvider):
                 tools.append(made)
             except ValueError as exc:
                 warnings.warn(f"{exc}; skipped", ToolUnavailableWarning, stacklevel=3)
+            except Exception as exc:  # a check tripped on the server's data: this tool only
+                warnings.warn(
+                    f"MCP tool {info.name!r} of server {self.name!r} could not be checked "
+                    f"({type(exc).__name__}: {exc}); skipped",
+                    ToolUnavailableWarning, stacklevel=3,
+                )
         return tools
 
     def get_tools(self, **kwargs: Any) -> list[Tool]:

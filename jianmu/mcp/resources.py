@@ -26,8 +26,12 @@ __all__ = ("MCPListResourcesTool", "MCPReadResourceTool", "resource_tools")
 _EXPRESSION = re.compile(r"\{([+#./;?&]?)[^}]*\}")
 
 
-def template_pattern(template: str) -> re.Pattern[str]:
-    """A regex of the URIs an RFC 6570 template produces (``{x}`` one segment, ``{+x}`` any)."""
+def template_pattern(template: str) -> Any:
+    """A regex of the URIs an RFC 6570 template produces (``{x}`` one segment, ``{+x}`` any),
+    compiled by RE2: the template is the server's, and ``{+a}a{+b}a...Z`` as a Python regex
+    backtracks for ages on the event loop; RE2 matches in linear time (``fullmatch``)."""
+    import re2
+
     parts: list[str] = []
     last = 0
     for match in _EXPRESSION.finditer(template):
@@ -35,7 +39,10 @@ def template_pattern(template: str) -> re.Pattern[str]:
         parts.append(".*" if match.group(1) in ("+", "#") else "[^/?#]*")
         last = match.end()
     parts.append(re.escape(template[last:]))
-    return re.compile("".join(parts), re.DOTALL)
+    options = re2.Options()
+    options.dot_nl = True  # as re.DOTALL: {+x} takes any text
+    options.log_errors = False
+    return re2.compile("".join(parts), options)
 
 
 class _ResourceTool(Tool):
@@ -113,7 +120,7 @@ class MCPReadResourceTool(_ResourceTool):
         client = self._client(server)
         listed = await client.list_resources()
         if uri not in {r.uri for r in listed} and not any(
-            template_pattern(t.uri).fullmatch(uri) for t in await _templates(client)
+            _fits(t.uri, uri) for t in await _templates(client)
         ):
             raise ToolExecutionError(
                 f"MCP server {server!r} does not list the resource {uri!r}; "
@@ -121,6 +128,17 @@ class MCPReadResourceTool(_ResourceTool):
             )
         parts = await client.read_resource(uri)
         return "\n".join(part.describe() for part in parts) or f"(resource {uri} is empty)"
+
+
+def _fits(template: str, uri: str) -> bool:
+    """Whether ``uri`` is one the server's ``template`` produces; a template RE2 cannot take
+    (past its memory budget) produces none."""
+    import re2
+
+    try:
+        return template_pattern(template).fullmatch(uri) is not None
+    except re2.error:
+        return False
 
 
 async def _templates(client: MCPClient) -> list[MCPResourceInfo]:

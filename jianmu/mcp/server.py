@@ -8,7 +8,8 @@ on the server side, since an MCP host cannot be asked to honour it:
   a call naming it is answered as an unknown tool;
 - a tool that needs a person's approval (policy confirm, or permission ``user_confirm`` that
   no ``tool_policy`` rule explicitly allows) is listed but every call is refused with an error
-  result saying approval is needed: this server has nobody to ask;
+  result saying approval is needed: this server has nobody to ask; so is a call any checker
+  of the guard's chain leaves waiting for a person (PENDING): only ALLOW runs;
 - ``max_tool_calls`` and ``rate_limits`` count the calls of the whole server process.
 
 Calls run through `ToolSet.execute` under a `ToolRunner` built from the execution
@@ -220,7 +221,12 @@ def build_mcp_server(
                 calls_made=ledger.calls_made, call_times=ledger.call_times,
             ),
         )
-        if decision.denied:
+        if decision.awaiting_approval:  # a checker of the chain asks a person: nobody here
+            return _error(
+                f"tool {found.name!r} needs a person's approval before it runs "
+                f"({decision.reason}), and this MCP server cannot ask for it"
+            )
+        if not decision.allowed:  # anything but ALLOW refuses: a kind added later included
             return _error(f"tool {found.name!r} refused by the guard: {decision.reason}")
         # counted before the await: a concurrent call sees it (nothing awaits in between)
         ledger = ledger.after([found.name], enforcer.clock(),

@@ -149,7 +149,7 @@ class NodeTool(Tool):
         self.description = description
         self.input_schema = schema
 
-    def run(self, **kwargs: Any) -> Any:
+    def run(self, /, **kwargs: Any) -> Any:
         """Never called: the model's node takes the call."""
         raise ToolExecutionError(
             f"{self.name!r} {self.purpose} and is not run as a tool; give the agent's settings "

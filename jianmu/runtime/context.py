@@ -312,15 +312,31 @@ def check_edit(request: ApprovalRequest, arguments: Any) -> None:
     from jsonschema.exceptions import SchemaError
     from referencing.exceptions import Unresolvable
 
+    from jianmu import _schema_rules  # RE2 and jsonschema: only for an edit
+
+    if _schema_rules.schema_problems(schema):  # the tool refuses it: its own check runs
+        return
     cls = validators.validator_for(schema, default=Draft202012Validator)
     try:
         cls.check_schema(schema)
-        problems = [
-            f"{error.json_path}: {error.message}"
-            for error in sorted(cls(schema).iter_errors(arguments), key=lambda e: e.json_path)
-        ]
+        # patterns by RE2, nothing fetched, the work bounded: the schema may be an MCP
+        # server's, and Python's re on its ^(a+)+$ held the studio's process for years
+        validator = _schema_rules.validator_class(cls)(
+            schema, registry=_schema_rules.local_registry()
+        )
+        errors = _schema_rules.within_budget(
+            lambda: validator.iter_errors(arguments), _schema_rules.steps_for(arguments)
+        )
     except (SchemaError, Unresolvable):  # a schema jsonschema cannot use: the tool's own check runs
         return
+    except _schema_rules.TooComplex:
+        raise ApprovalEditError(request.id, [
+            "the tool's schema is too complex to check these arguments"
+        ], tool=request.payload.get("tool")) from None
+    problems = [
+        f"{error.json_path}: {error.message}"
+        for error in sorted(errors, key=lambda e: e.json_path)
+    ]
     if problems:
         raise ApprovalEditError(request.id, problems, tool=request.payload.get("tool"))
 

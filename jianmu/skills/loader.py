@@ -374,6 +374,9 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         if value is not None else None
         for key, value in (("inputs", spec.inputs), ("outputs", spec.outputs))
     }
+    for key, schema in schemas.items():
+        if schema is not None:
+            _check_rules(spec.name, key, schema, where, line_of(key))
     tools: list[str] = []
     for name in [*spec.tools, *(t for a in allowed for t in a.tools)]:
         if name.lower() not in tools:
@@ -399,6 +402,25 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         warnings=warnings,
         pinned=pinned,
     )
+
+
+def _check_rules(name: str, field: str, schema: dict[str, Any], where: str,
+                 line: int | None) -> None:
+    """Hold an ``inputs``/``outputs`` schema to the rules of a schema from outside (the lax
+    checker walks it on every run: ``anyOf: 5`` failed each with a ``TypeError``).
+
+    Raises:
+        SkillLoadError: naming the first problem, the file, the line and the field.
+    """
+    from jianmu.errors import ToolDefinitionError
+    from jianmu.tools import _arguments
+
+    try:
+        _arguments.check_foreign_schema(name, schema, what=field)
+    except ToolDefinitionError as exc:
+        more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+        raise SkillLoadError(f"{exc.problems[0]}{more}", path=where, line=line,
+                             field=field) from None
 
 
 def _without_allow_rules(constraints: Constraints | None) -> Constraints:

@@ -21,7 +21,7 @@ from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints, SkillConstraints
-from jianmu.errors import MCPError
+from jianmu.errors import MCPError, SkillLoadError
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider
@@ -384,10 +384,21 @@ class SkillNode(FlattenedAgentNode):
 
         if self.catalog is None and any(isinstance(s, str) for s in self.skill_refs):
             self.catalog = SkillCatalog(config=self.ctx.config, custom_tools=self.custom_tools)
-        return [
+        skills = [
             ref if isinstance(ref, Skill) else self.catalog.get(ref)  # type: ignore[union-attr]
             for ref in self.skill_refs
         ]
+        by_name: dict[str, Skill] = {}
+        for skill in skills:
+            other = by_name.setdefault(skill.name, skill)
+            if other is not skill and other.folder != skill.folder:
+                # the model would be shown both under one name and load_skill load either
+                raise SkillLoadError(
+                    f"two skills named {skill.name!r} in node {self.name!r}: "
+                    f"{str(other.folder)!r} and {str(skill.folder)!r}; rename one",
+                    path=str(skill.file), field="name",
+                )
+        return list(by_name.values())
 
     def _merge_constraints(self, active: Iterable[Skill]) -> Constraints:
         """Config → node → the active skills, tighten only."""

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from jianmu import _schema_rules
 from jianmu.errors import ToolDefinitionError, ToolInputError
-from jianmu.tools import _schema_rules
 from jianmu.tools._schema_check import check_schema, plain_schema
 from jianmu.tools.calls import decode_container, single_argument
 
@@ -185,6 +185,8 @@ def _types_of(
         return frozenset(str(x) for x in t)
     if "enum" in schema or "const" in schema:
         values = schema.get("enum", [schema.get("const")])
+        if isinstance(values, list) and "enum" in schema:  # walked once per enum, not per value
+            return _schema_rules.per_list(values, "types", _types_in)  # type: ignore[no-any-return]
         return frozenset(_json_type(v) for v in values)
     if "properties" in schema:
         return frozenset({"object"})
@@ -226,6 +228,10 @@ def drop_default_nulls(value: Any, schema: Any, root: Mapping[str, Any], depth: 
     return value
 
 
+def _types_in(values: list[Any]) -> frozenset[str]:
+    return frozenset(_json_type(v) for v in values)
+
+
 def _json_type(v: Any) -> str:
     if v is None:
         return "null"
@@ -242,7 +248,10 @@ def _json_type(v: Any) -> str:
     return "object"
 
 
-_INT_RE = re.compile(r"^\s*[-+]?\d+\s*$")
+# ASCII digits only, as JSON and pydantic read numbers: int() and float() take any script's
+# digits ("١٢٣") and float() takes "1_000"
+_INT_RE = re.compile(r"\s*[-+]?[0-9]+\s*", re.ASCII)
+_NUMBER_RE = re.compile(r"\s*[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\s*", re.ASCII)
 _TRUE = {"true", "yes", "on", "1", "t", "y"}
 _FALSE = {"false", "no", "off", "0", "f", "n"}
 
@@ -258,19 +267,19 @@ def _coerce_type(value: Any, t: str) -> Any:
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        if isinstance(value, str) and _INT_RE.match(value):
-            return int(value)
+        if isinstance(value, str) and _INT_RE.fullmatch(value):
+            try:
+                return int(value)
+            except ValueError:  # past Python's digits limit (4,300)
+                return _MISSING
         return _MISSING
     if t == "number":
         if isinstance(value, bool):
             return _MISSING
         if isinstance(value, (int, float)):
             return value
-        if isinstance(value, str):
-            try:
-                f = float(value)
-            except ValueError:
-                return _MISSING
+        if isinstance(value, str) and _NUMBER_RE.fullmatch(value):
+            f = float(value)
             return f if math.isfinite(f) else _MISSING
         return _MISSING
     if t == "boolean":
@@ -357,7 +366,7 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
     if isinstance(value, str) and types & {"array", "object"} and not types & {"string", _ANY}:
         try:  # models often send a JSON string for a list or object
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
             pass
     t = schema.get("type")
     if t is not None:
@@ -369,9 +378,11 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
                 break
         else:
             return value, [f"{path}: expected {' or '.join(candidates)}, got {_shown(value)}"]
-    if "enum" in schema and isinstance(schema["enum"], list) and value not in schema["enum"]:
+    if "enum" in schema and isinstance(schema["enum"], list) and not _schema_rules.in_enum(
+        value, schema["enum"]
+    ):
         return value, [f"{path}: {_shown(value)} is not {one_of(schema['enum'])}"]
-    if "const" in schema and value != schema["const"]:
+    if "const" in schema and not _schema_rules.json_equal(value, schema["const"]):
         return value, [f"{path}: must be {_shown(schema['const'])}, got {_shown(value)}"]
     problems = _bounds(value, schema, path)
     if isinstance(value, list):
@@ -455,7 +466,7 @@ def _check_object(
 
 def check_schema_rules(tool: str, schema: Mapping[str, Any]) -> None:
     """Refuse a schema that reaches outside itself or has a pattern RE2 cannot match in linear
-    time (see `jianmu.tools._schema_rules`); once, when the tool is made.
+    time (see `jianmu._schema_rules`); once, when the tool is made.
 
     Raises:
         ToolDefinitionError: naming each such reference or pattern.
@@ -463,6 +474,45 @@ def check_schema_rules(tool: str, schema: Mapping[str, Any]) -> None:
     problems = _schema_rules.schema_problems(schema)
     if problems:
         raise ToolDefinitionError(tool, problems)
+
+
+def _meta_checked(tool: str, schema: Mapping[str, Any], what: str = "input schema") -> Any:
+    """The jsonschema validator class of ``schema``'s dialect, once ``schema`` passes its
+    meta-schema (RE2 deciding the ``regex`` format).
+
+    Raises:
+        ToolDefinitionError: naming where the schema breaks its meta-schema.
+    """
+    from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import SchemaError
+
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        # cls.check_schema, faster for plain schemas; RE2 decides the regex format
+        check_schema(cls, schema, format_checker=_schema_rules.format_checker(cls))
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "the root"
+        raise ToolDefinitionError(
+            tool, [f"{what} is not a valid JSON Schema at {where}: {exc.message}"]
+        ) from None
+    return cls
+
+
+def check_foreign_schema(
+    tool: str, schema: Mapping[str, Any], *, what: str = "input schema"
+) -> None:
+    """Refuse a schema from outside (an MCP server's) that breaks the rules of
+    `check_schema_rules` or its own meta-schema: the lax checker walks its keywords as the
+    meta-schema shapes them (``anyOf: 5`` failed every call with a ``TypeError``).
+
+    Raises:
+        ToolDefinitionError: naming each problem, and ``what`` schema has it.
+    """
+    problems = _schema_rules.schema_problems(schema)
+    if problems:
+        raise ToolDefinitionError(tool, [f"{what}: {problem}" for problem in problems])
+    if not plain_schema(schema):  # a plain schema passes its meta-schema (one walk says so)
+        _meta_checked(tool, schema, what)
 
 
 def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dict[str, Any]:
@@ -759,24 +809,50 @@ def _checked_schema(tool: str, schema: Mapping[str, Any], key: str | None) -> _C
         # which the copy keeps); the validator (2020-12's) waits for its first use
         source = key if key is not None else schema
         return _Checked(None, source, _exact_plan(schema), _allowed(schema))
-    from jsonschema import Draft202012Validator, validators
-    from jsonschema.exceptions import SchemaError
-
     if key is not None:  # checked as JSON, as the validator's private copy will read it
         schema = json.loads(key)
     check_schema_rules(tool, schema)
-    cls = validators.validator_for(schema, default=Draft202012Validator)
-    try:
-        # cls.check_schema, faster for plain schemas; RE2 decides the regex format
-        check_schema(cls, schema, format_checker=_schema_rules.format_checker(cls))
-    except SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path) or "the root"
-        raise ToolDefinitionError(
-            tool, [f"input schema is not a valid JSON Schema at {where}: {exc.message}"]
-        ) from None
+    cls = _meta_checked(tool, schema)
     checked = _Checked(cls, schema, _exact_plan(schema), _allowed(schema))
     checked.validator()  # any other schema's validator is made now: a failure is the tool's
     return checked
+
+
+def _error_lines(errors: Any) -> list[str]:
+    """jsonschema's errors, one line each with its JSON path, in the order of the paths."""
+    lines: list[str] = []
+    for err in sorted(errors, key=lambda e: list(e.absolute_path)):
+        message = err.message
+        if err.validator == "enum" and isinstance(err.validator_value, list):
+            message = f"{_shown(err.instance)} is not {one_of(err.validator_value)}"
+        text = f"{err.json_path}: {message}"
+        lines.append(text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 1] + "…")
+    return lines
+
+
+def value_problems(tool: str, schema: Mapping[str, Any], value: Any) -> list[str]:
+    """Where ``value`` breaks ``schema`` (a tool's output schema, say), one line each with its
+    JSON path; the schema is checked and its validator made once, as for `SchemaArguments`
+    (patterns matched by RE2, references resolved inside the schema only).
+
+    Raises:
+        ToolDefinitionError: the schema breaks the rules of `check_schema_rules` or its
+            meta-schema.
+    """
+    checked = SchemaArguments(tool, schema, accepted=None)._checked
+    return _bounded_errors(checked.validator(), value)
+
+
+def _bounded_errors(validator: Any, value: Any) -> list[str]:
+    """jsonschema's errors for ``value`` as lines, its work bounded by the value's size (as
+    the lax checker's, `_Budget`): branches that each descend multiply it."""
+    try:
+        errors = _schema_rules.within_budget(
+            lambda: validator.iter_errors(value), _Budget(value).left
+        )
+    except _schema_rules.TooComplex:
+        return ["$: " + _TOO_COMPLEX]
+    return _error_lines(errors)
 
 
 class SchemaArguments:
@@ -856,15 +932,7 @@ class SchemaArguments:
                 f"unknown argument {key!r}; the tool takes {', '.join(sorted(accepted)) or 'none'}"
                 for key in args if key not in accepted
             ]
-        errors = sorted(
-            self._checked.validator().iter_errors(args), key=lambda e: list(e.absolute_path)
-        )
-        for err in errors:
-            message = err.message
-            if err.validator == "enum" and isinstance(err.validator_value, list):
-                message = f"{_shown(err.instance)} is not {one_of(err.validator_value)}"
-            text = f"{err.json_path}: {message}"
-            problems.append(text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 1] + "…")
+        problems += _bounded_errors(self._checked.validator(), args)
         if problems:
             raise input_error(self.tool, problems, self._allowed)
         return _fresh(args)  # type: ignore[no-any-return]

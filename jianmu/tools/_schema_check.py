@@ -15,6 +15,7 @@ error message, so both paths refuse exactly what the meta-schema refuses.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -40,7 +41,7 @@ _MAX_DEPTH = 32
 _REMEMBERED = 4096
 _RULED = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "pattern",
                     "patternProperties", "unevaluatedProperties"})
-"""Keys `jianmu.tools._schema_rules` looks for in every object of a schema, data included: a
+"""Keys `jianmu._schema_rules` looks for in every object of a schema, data included: a
 plain schema has none anywhere, so those rules have nothing to refuse in it."""
 
 
@@ -85,7 +86,7 @@ def _plainly_valid(schema: Any, depth: int = 0) -> bool:
                     and all(_plainly_valid(v, depth + 1) for v in value)):
                 return False
         elif key in _NUMBERS:
-            if type(value) not in (int, float):
+            if type(value) is not int and not (type(value) is float and math.isfinite(value)):
                 return False
         elif key in _COUNTS:
             if type(value) is not int or value < 0:
@@ -100,8 +101,10 @@ def _plainly_valid(schema: Any, depth: int = 0) -> bool:
 
 def _is_json(value: Any, depth: int) -> bool:
     """True when ``value`` is made of JSON's own types only (so jsonschema sees it as JSON)."""
-    if value is None or type(value) in (str, int, float, bool):
+    if value is None or type(value) in (str, int, bool):
         return True
+    if type(value) is float:
+        return math.isfinite(value)  # NaN and Infinity are not JSON: the rules refuse them
     if depth > _MAX_DEPTH:
         return False
     if type(value) is list:
@@ -115,7 +118,7 @@ def _is_json(value: Any, depth: int) -> bool:
 
 def plain_schema(schema: Any) -> bool:
     """True when ``schema`` names no dialect, surely passes the 2020-12 meta-schema, and holds
-    none of the keys `jianmu.tools._schema_rules` refuses anywhere (``$ref``, ``$id``,
+    none of the keys `jianmu._schema_rules` refuses anywhere (``$ref``, ``$id``,
     ``pattern`` ..., in data values too): such a schema needs neither check (one walk instead
     of two) and its validator cannot fail to build. False when unsure."""
     return isinstance(schema, dict) and "$schema" not in schema and _plainly_valid(schema)

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, TypeVar, Un
 import anyio
 import anyio.to_thread
 
+from jianmu._schema_rules import nesting_problem
 from jianmu.errors import ToolDefinitionError, ToolTimeoutError, ToolValidationError
 from jianmu.execution.runner import on_asyncio, within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
-from jianmu.tools._schema_rules import nesting_problem
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,

@@ -164,7 +164,7 @@ def decode_container(args: Any) -> Any:
             return {}
         try:
             decoded = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
             return args
         return decoded if isinstance(decoded, dict) else args
     if isinstance(args, Mapping) and not isinstance(args, dict):

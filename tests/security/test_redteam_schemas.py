@@ -302,6 +302,24 @@ def test_a_huge_enum_error_names_a_few_values_and_the_count() -> None:
     assert "'value-0', 'value-1'" in text and "(200,000 values)" in text
 
 
+@pytest.mark.parametrize("prop", [
+    {"const": float("nan")}, {"type": "number", "maximum": float("inf")},
+    {"enum": [1, float("-inf")]}, {"type": "number", "default": float("nan")},
+])
+def test_nan_or_infinity_in_a_definition_is_refused(prop: dict[str, Any]) -> None:
+    """JSON has no NaN or Infinity: a model API refuses every request offering such a tool."""
+    with pytest.raises(ToolDefinitionError, match="NaN or Infinity"):
+        Tool.from_openai(_definition("odd", {"x": prop}), _noop)
+
+
+@pytest.mark.parametrize("dialect", [5, [], {"a": 1}, None])
+def test_a_dialect_that_is_no_uri_is_refused_by_name(dialect: Any) -> None:
+    definition = _definition("odd", {"x": {"type": "string"}})
+    definition["function"]["parameters"]["$schema"] = dialect
+    with pytest.raises(ToolDefinitionError, match=r"\$schema"):
+        Tool.from_openai(definition, _noop)
+
+
 # -- the same through a real MCP server over stdio ---------------------------------------------
 
 
@@ -428,3 +446,212 @@ def test_a_flood_of_large_schemas_is_not_remembered() -> None:
         props = {f"p{j}": {"type": "string", "description": f"{i}" * 100} for j in range(1000)}
         Tool.from_openai(_definition(f"big{i}", props), _noop)
     assert all(len(packed) <= _arguments._KNOWN_BYTES for packed in _arguments._KNOWN)
+
+
+# -- the lax checker (MCP tools) on hostile values ------------------------------------------
+
+
+_LAX = {"type": "object", "properties": {
+    "n": {"type": "integer"}, "f": {"type": "number"},
+    "items": {"type": "array", "items": {"type": "integer"}},
+}}
+
+
+@pytest.mark.parametrize("args", [
+    {"n": "9" * 5000},  # past Python's digits limit: int() raised ValueError
+    {"items": "[" * 100_000 + "]" * 100_000},  # json.loads ran out of stack
+    {"n": "١٢٣"}, {"f": "١٢٣"},  # Arabic-Indic digits: int() and float() read them as 123
+    {"f": "1_000"}, {"f": "infinity"}, {"f": " nan "},  # float() reads these too
+])
+def test_the_lax_checker_refuses_text_that_is_no_json_number_with_a_clear_error(
+    args: dict[str, Any],
+) -> None:
+    from jianmu.tools import _arguments
+
+    with pytest.raises(ToolInputError) as refused:
+        _arguments.validate_with_schema("odd", _LAX, args)
+    assert "expected" in str(refused.value)
+
+
+@pytest.mark.parametrize("args", ["[" * 100_000, '{"n": ' + "[" * 100_000])
+def test_arguments_given_as_text_nested_past_the_stack_are_refused_cleanly(args: str) -> None:
+    from jianmu.tools import _arguments
+
+    with pytest.raises(ToolInputError, match="must be a JSON object"):
+        _arguments.validate_with_schema("odd", _LAX, args)
+
+
+def test_the_lax_checker_still_reads_plain_numbers_in_text() -> None:
+    from jianmu.tools import _arguments
+
+    out = _arguments.validate_with_schema(
+        "odd", _LAX, {"n": " -12 ", "f": "2.5e3", "items": "[1, 2]"}
+    )
+    assert out == {"n": -12, "f": 2500.0, "items": [1, 2]}
+
+
+# -- uniqueItems: in linear time ---------------------------------------------------------------
+
+
+def _unique_tool() -> Tool:
+    return Tool.from_openai(
+        _definition("tags", {"xs": {"type": "array", "uniqueItems": True}}), _noop
+    )
+
+
+@pytest.mark.timeout(30)
+def test_unique_items_of_a_huge_array_are_checked_at_once() -> None:
+    """jsonschema compares every pair of unhashable items: 50,000 objects from a model took
+    over an hour on the event loop (6,000 took 30 s); they are hashed by their JSON value."""
+    tool = _unique_tool()
+    many = [{"a": i, "b": [i, str(i)]} for i in range(50_000)]
+    assert len(tool.validate_args({"xs": many})["xs"]) == 50_000
+    with pytest.raises(ToolInputError, match="non-unique"):
+        tool.validate_args({"xs": [*many, {"b": [7, "7"], "a": 7}]})
+
+
+@pytest.mark.parametrize(("items", "unique"), [
+    ([1, 1.0], False), ([1, True], True), ([0, False], True), ([{"a": 1}, {"a": 1.0}], False),
+    ([{"a": 1, "b": 2}, {"b": 2, "a": 1}], False), ([[1, 2], [2, 1]], True),
+    (["1", 1], True), ([None, None], False), ([[], {}], True), ([[True], [1]], True),
+])
+def test_unique_items_follows_json_schema_equality(items: list[Any], unique: bool) -> None:
+    tool = _unique_tool()
+    if unique:
+        assert tool.validate_args({"xs": items}) == {"xs": items}
+    else:
+        with pytest.raises(ToolInputError, match="non-unique"):
+            tool.validate_args({"xs": items})
+
+
+@pytest.mark.timeout(30)
+def test_a_huge_enum_checks_a_long_array_at_once() -> None:
+    """Each item was compared with each allowed value in turn: 200,000 values by a model's
+    1,000 items held the event loop 16 s (exact) and 31 s (lax, MCP); both hash them once."""
+    from jianmu.tools import _arguments
+
+    values = [f"value-{i}" for i in range(200_000)]
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "items": {"enum": values}}}}
+    tool = Tool.from_openai({"name": "pick", "description": "d", "parameters": schema}, _noop)
+    many = [f"value-{i}" for i in range(0, 200_000, 10)]
+    for check in (tool.validate_args,
+                  lambda args: _arguments.validate_with_schema("pick", schema, args)):
+        assert check({"xs": many}) == {"xs": many}
+        with pytest.raises(ToolInputError, match="'value-0', 'value-1'"):
+            check({"xs": [*many, "nope"]})
+
+
+@pytest.mark.parametrize(("value", "allowed"), [
+    (1, [1.0]), (True, [1]), ({"a": [1]}, [{"a": [1.0]}]),
+])
+def test_enum_follows_json_schema_equality(value: Any, allowed: list[Any]) -> None:
+    from jianmu.tools import _arguments
+
+    schema = {"type": "object", "properties": {"x": {"enum": allowed}}}
+    tool = Tool.from_openai({"name": "pick", "description": "d", "parameters": schema}, _noop)
+    same = type(value) is not bool
+    for check in (tool.validate_args,
+                  lambda args: _arguments.validate_with_schema("pick", schema, args)):
+        if same:
+            assert check({"x": value}) == {"x": value}
+        else:
+            with pytest.raises(ToolInputError):
+                check({"x": value})
+
+
+@pytest.mark.parametrize(("value", "const", "same"), [
+    (True, 1, False), (0, False, False), (1, 1.0, True), ({"a": [1]}, {"a": [1.0]}, True),
+])
+def test_the_lax_checker_s_const_follows_json_schema_equality(
+    value: Any, const: Any, same: bool,
+) -> None:
+    """Python says ``True == 1``; JSON Schema does not (the exact checker never did)."""
+    from jianmu.tools import _arguments
+
+    schema = {"type": "object", "properties": {"x": {"const": const}}}
+    if same:
+        assert _arguments.validate_with_schema("c", schema, {"x": value}) == {"x": value}
+    else:
+        with pytest.raises(ToolInputError):
+            _arguments.validate_with_schema("c", schema, {"x": value})
+
+
+# -- multipleOf: JSON's decimal numbers, exactly -----------------------------------------------
+
+
+@pytest.mark.parametrize(("divisor", "value", "multiple"), [
+    (0.1, 0.3, True), (0.01, 19.99, True), (0.1, 0.35, False), (2, 10**400, True),
+    (3, 10**400, False), (1e-320, 1e308, True), (10**400, 1e308, False), (0.5, 7.25, False),
+    (0.5, 7.5, True),
+])
+def test_multiple_of_is_decided_exactly_and_never_overflows(
+    divisor: Any, value: Any, multiple: bool,
+) -> None:
+    """jsonschema divided floats: a model's 10**400 raised OverflowError out of the check (not
+    a bad-argument error), and 0.3 was no multiple of 0.1; JSON's numbers are decimal."""
+    tool = Tool.from_openai(
+        _definition("step", {"x": {"type": "number", "multipleOf": divisor}}), _noop
+    )
+    if multiple:
+        assert tool.validate_args({"x": value}) == {"x": value}
+    else:
+        with pytest.raises(ToolInputError, match="multiple"):
+            tool.validate_args({"x": value})
+
+
+# -- unevaluatedProperties / unevaluatedItems with branches: exponential -----------------------
+
+
+_BRANCHY = {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}},
+            "anyOf": [{"properties": {"c": {"$ref": "#/$defs/n"}}}, {"properties": {"d": {}}}],
+            "unevaluatedProperties": False}
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "$defs": {"n": _BRANCHY}, "properties": {"t": {"$ref": "#/$defs/n"}}},
+    {"type": "object", "properties": {"t": {"anyOf": [{"type": "array"}],
+                                            "unevaluatedItems": False}}},
+    {"type": "object", "allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False},
+])
+def test_unevaluated_keywords_with_branches_or_refs_are_refused(schema: dict[str, Any]) -> None:
+    """jsonschema finds what was evaluated by validating every branch again at every level:
+    arguments nested 12 deep took 26 s on the event loop, 16 deep hours."""
+    with pytest.raises(ToolDefinitionError, match="unevaluated"):
+        Tool.from_openai({"name": "deep", "description": "d", "parameters": schema}, _noop)
+
+
+def test_unevaluated_properties_alone_still_works() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}},
+              "unevaluatedProperties": False}
+    tool = Tool.from_openai({"name": "flat", "description": "d", "parameters": schema}, _noop)
+    assert tool.validate_args({"a": "x"}) == {"a": "x"}
+    with pytest.raises(ToolInputError):
+        tool.validate_args({"a": "x", "b": 1})
+
+
+# -- branches that descend: the exact checker's work is bounded --------------------------------
+
+
+_FORK = {"anyOf": [
+    {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}}, "required": ["c"]},
+    {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}, "e": {}}, "required": ["c"]},
+    {"type": "string"},
+]}
+
+
+@pytest.mark.timeout(30)
+def test_branches_that_each_descend_stop_at_a_bound() -> None:
+    """Each anyOf branch descends into the same child, so a bad leaf 40 levels down is
+    checked 2**40 times (16 levels took 23 s on the event loop); the checker's steps are
+    bounded by the size of the arguments, as the lax checker's are, and the call is refused."""
+    schema = {"type": "object", "$defs": {"n": _FORK}, "properties": {"t": {"$ref": "#/$defs/n"}}}
+    tool = Tool.from_openai({"name": "fork", "description": "d", "parameters": schema}, _noop)
+    deep: Any = 5
+    for _ in range(40):
+        deep = {"c": deep}
+    with pytest.raises(ToolInputError, match="too complex"):
+        tool.validate_args({"t": deep})
+    fine: Any = "leaf"
+    for _ in range(40):
+        fine = {"c": fine}
+    assert tool.validate_args({"t": fine}) == {"t": fine}

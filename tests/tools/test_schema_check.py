@@ -140,8 +140,8 @@ def test_an_accepted_schema_of_another_dialect_is_walked_once(
 
 
 def test_a_plain_schema_is_one_both_checks_accept() -> None:
+    from jianmu._schema_rules import schema_problems
     from jianmu.tools._schema_check import plain_schema
-    from jianmu.tools._schema_rules import schema_problems
 
     rng = random.Random(34)
     plain = 0

@@ -8,19 +8,27 @@ inside the schema itself (``#/…``, ``$defs``/``definitions``, the ``$id``\\ s 
 declares) and nothing is ever fetched; a pattern is RE2's syntax, matched in linear time (no
 backreferences, no lookaround). `schema_problems` names every reference or pattern that breaks
 these rules, for a `ToolDefinitionError`; `validator_class` gives the jsonschema validator that
-matches with RE2 and retrieves nothing.
+matches with RE2, retrieves nothing, hashes ``enum`` and ``uniqueItems``, decides
+``multipleOf`` in decimal and, run under `within_budget`, bounds its work by the value's size.
+Every check of a value against a schema goes through it: a tool's arguments, an MCP tool's
+results, a person's edited arguments (the runtime's, hence a module of the bottom layer).
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
-from collections.abc import Iterator, Mapping
+import math
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from decimal import Decimal, localcontext
 from typing import Any
 from urllib.parse import urljoin
 
 import re2
 
 from jianmu._json import nests_within
+from jianmu.errors import SchemaBudgetError
 
 __all__ = (
     "MAX_NESTING",
@@ -37,6 +45,12 @@ _OPTIONS.log_errors = False  # a refused pattern is reported by us, not printed 
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _MAX_NAMED = 200  # how much of a reference or pattern an error quotes
 _IN_PLACE = ("anyOf", "allOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+_NOT_JSON = "NaN"  # noted by the walk: a value JSON cannot carry
+_UNEVALUATED = frozenset({"unevaluatedProperties", "unevaluatedItems"})
+_BRANCHES = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if",
+                       "dependentSchemas"})
+_NOTED = _UNEVALUATED | _BRANCHES | {"patternProperties"}
+"""Keywords the walk notes anywhere in a schema (every object counts, see `_walk`)."""
 _MAX_IN_PLACE = 10_000
 """How many schemas one value may be checked against, through anyOf/allOf/$ref and the like,
 before the check descends into a property or an item: a chain of anyOf's of four refs each is
@@ -84,10 +98,14 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list
     while stack:
         item, where = stack.pop()
         if isinstance(item, list):
+            if any(type(v) is float and not math.isfinite(v) for v in item):
+                keywords.add(_NOT_JSON)
             stack.extend((v, where) for v in item if isinstance(v, (dict, list)))
             continue
         if not isinstance(item, dict):
             continue
+        if any(type(v) is float and not math.isfinite(v) for v in item.values()):
+            keywords.add(_NOT_JSON)
         ident = item.get("$id")
         if isinstance(ident, str):
             where = urljoin(where, ident)
@@ -102,8 +120,7 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list
         if isinstance(named, dict):
             patterns.extend(k for k in named if isinstance(k, str))
             keywords.add("patternProperties")
-        if "unevaluatedProperties" in item:
-            keywords.add("unevaluatedProperties")
+        keywords.update(k for k in _NOTED if k in item)
         # only containers go on the stack: most values are strings and numbers
         stack.extend((v, where) for v in item.values() if isinstance(v, (dict, list)))
 
@@ -128,13 +145,19 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     """What in ``schema`` breaks the rules of this module, one line each; ``[]`` when nothing.
 
     A schema nests at most `MAX_NESTING` levels deep (checked first: the other rules walk it);
+    its ``$schema``, if any, is a string;
     a ``$ref`` (or ``$dynamicRef``) must resolve inside ``schema``; a ``pattern`` or a
     ``patternProperties`` name must compile with RE2; ``patternProperties`` cannot be combined
-    with ``unevaluatedProperties`` (jsonschema matches that pair with Python's `re`).
+    with ``unevaluatedProperties`` (jsonschema matches that pair with Python's `re`), nor
+    ``unevaluated*`` with a ``$ref`` or a branch (anyOf ...: exponential time); no value
+    is NaN or Infinity (JSON has no words for them: a model API refuses the request).
     """
     too_deep = nesting_problem(schema)
     if too_deep is not None:
         return [too_deep]
+    dialect = schema.get("$schema", "")
+    if not isinstance(dialect, str):  # jsonschema looks it up as a key, and fails
+        return [f"$schema must be the URI of a JSON Schema dialect, got {_quoted(repr(dialect))}"]
     from jsonschema_specifications import REGISTRY as SPECIFICATIONS
     from referencing import Resource
     from referencing.exceptions import Unresolvable
@@ -153,6 +176,19 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
                 f"pattern {_quoted(pattern)} is not RE2 syntax (no backreferences or "
                 f"lookaround): {_reason(exc)}"
             )
+    if _NOT_JSON in keywords:
+        problems.append(
+            "the schema holds NaN or Infinity, which JSON has no words for: a model API "
+            "refuses every request that offers the tool"
+        )
+    unevaluated = sorted(keywords & _UNEVALUATED)
+    branches = sorted(keywords & _BRANCHES)
+    if unevaluated and branches:
+        problems.append(
+            f"{' and '.join(unevaluated)} cannot be combined with {', '.join(branches)}: to "
+            "find what was evaluated, jsonschema validates every branch again at every level "
+            "(arguments 16 levels deep took hours); use additionalProperties"
+        )
     if {"patternProperties", "unevaluatedProperties"} <= keywords:
         problems.append("patternProperties cannot be combined with unevaluatedProperties")
     if refs:
@@ -297,16 +333,197 @@ def _additional_properties(
         )
 
 
+def _json_key(value: Any) -> Any:
+    """A hashable key equal for JSON values JSON Schema calls equal: ``1`` and ``1.0`` one
+    key, ``true`` and ``1`` two, objects whatever their keys' order, arrays in order."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)  # 1 == 1.0 and hash(1) == hash(1.0)
+    if isinstance(value, (list, tuple)):  # a tuple is an array, as jsonschema reads it
+        return ("array", tuple(_json_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _json_key(v)) for k, v in value.items()))
+    return (type(value).__name__, value)
+
+
+_PER_LIST: dict[tuple[int, str], tuple[list[Any], Any]] = {}
+_PER_LIST_MAX = 512
+_PER_LIST_LOCK = threading.Lock()
+
+
+def per_list(values: list[Any], what: str, make: Callable[[list[Any]], Any]) -> Any:
+    """``make(values)``, made once per list and ``what`` (a schema's lists live as long as the
+    schema: an ``enum`` of 200,000 values is walked once, not once per value checked)."""
+    found = _PER_LIST.get((id(values), what))
+    if found is not None and found[0] is values:
+        return found[1]
+    made = make(values)
+    with _PER_LIST_LOCK:
+        if len(_PER_LIST) >= _PER_LIST_MAX:
+            _PER_LIST.pop(next(iter(_PER_LIST)), None)
+        _PER_LIST[id(values), what] = (values, made)  # the list is kept: its id stays its own
+    return made
+
+
+def _keys_of(values: list[Any]) -> frozenset[Any] | None:
+    try:
+        return frozenset(_json_key(v) for v in values)
+    except (TypeError, RecursionError):  # not JSON (unhashable), or nested past the stack
+        return None
+
+
+def in_enum(value: Any, values: list[Any]) -> bool:
+    """Whether ``value`` is one of ``values`` by JSON Schema's equality, in constant time
+    (jsonschema compares with each value in turn: 200,000 values by 1,000 items of a model's
+    array held the event loop for 16 s)."""
+    keys = per_list(values, "keys", _keys_of)
+    if keys is not None:
+        try:
+            return _json_key(value) in keys
+        except (TypeError, RecursionError):
+            pass
+    return value in values  # not JSON: Python's equality
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are one JSON value (``1`` and ``1.0`` are, ``true`` and ``1``
+    are not, nor ``0`` and ``false``): JSON Schema's equality, for ``const``."""
+    try:
+        return bool(_json_key(a) == _json_key(b))
+    except (TypeError, RecursionError):  # not JSON: Python's equality
+        return bool(a == b)
+
+
+def _enum(validator: Any, values: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    # a list, or the meta-schema refused the schema when the tool was made
+    if isinstance(values, list) and not in_enum(instance, values):
+        shown = repr(instance)
+        yield ValidationError(f"{shown if len(shown) <= 80 else shown[:80] + '…'} is not one "
+                              f"of {len(values):,} allowed values")
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    # jsonschema compares every pair of unhashable items: a model's 50,000 objects took an
+    # hour on the event loop; one hash each here
+    seen: set[Any] = set()
+    for item in instance:
+        key = _json_key(item)
+        if key in seen:
+            shown = repr(instance)
+            shown = shown if len(shown) <= 80 else shown[:80] + "…"
+            yield ValidationError(f"{shown} has non-unique elements")
+            return
+        seen.add(key)
+
+
+_MAX_DIGITS = 10_000
+"""Digits a multipleOf quotient may need; past them a value is no multiple (1e308 by 1e-320
+needs 629)."""
+
+
+def is_multiple(value: int | float, divisor: int | float) -> bool:
+    """Whether ``value`` is a whole number of ``divisor``s, in decimal as JSON writes them
+    (``0.3`` is three ``0.1``), exactly: jsonschema divided floats, and a model's ``10**400``
+    raised OverflowError out of the check."""
+    try:
+        a, b = Decimal(repr(value)), Decimal(repr(divisor))
+        if not (a.is_finite() and b.is_finite()) or b <= 0:
+            return False
+        if a == 0:
+            return True
+        digits = max(a.adjusted() - b.adjusted() + 2, 28)
+        if digits > _MAX_DIGITS:
+            return False
+        with localcontext() as context:
+            context.prec = digits
+            return bool(a % b == 0)
+    except (ArithmeticError, ValueError):  # InvalidOperation; a repr past the digits limit
+        return False
+
+
+def _multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "number") and not is_multiple(instance, divisor):
+        shown = repr(instance)
+        yield ValidationError(f"{shown if len(shown) <= 80 else shown[:80] + '…'} is not a "
+                              f"multiple of {divisor!r}")
+
+
 @functools.lru_cache(maxsize=16)
 def validator_class(cls: Any) -> Any:
-    """The jsonschema validator class ``cls`` (one per dialect), matching patterns with RE2."""
+    """The jsonschema validator class ``cls`` (one per dialect), matching patterns with RE2,
+    checking ``uniqueItems`` and ``enum`` by hashing (linear time in the value) and
+    ``multipleOf`` exactly in decimal (`is_multiple`)."""
     from jsonschema import validators
 
-    return validators.extend(cls, {
+    ours = {
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
-    })
+        "uniqueItems": _unique_items,
+        "enum": _enum,
+        "multipleOf": _multiple_of,
+    }
+    # every keyword counts against the check's budget (`within_budget`)
+    return validators.extend(
+        cls, {key: _counted(fn) for key, fn in {**cls.VALIDATORS, **ours}.items()}
+    )
+
+
+TooComplex = SchemaBudgetError
+"""What a check raises when it spends its budget (`within_budget`)."""
+
+
+_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "jianmu_schema_budget", default=None
+)
+
+
+def _counted(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise TooComplex
+        return fn(validator, value, instance, schema)
+
+    return counted
+
+
+def steps_for(value: Any) -> int:
+    """The keyword steps a check of ``value`` may take: 10,000 and 64 per JSON value in it."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return 10_000 + 64 * count
+
+
+def within_budget(errors: Callable[[], Iterator[Any]], steps: int) -> list[Any]:
+    """Every error ``errors()`` yields, its keywords applied at most ``steps`` times: an anyOf
+    whose branches each descend into the same child checks a leaf 40 levels down 2**40 times.
+
+    Raises:
+        TooComplex: the budget ran out (the value is refused).
+    """
+    token = _BUDGET.set([steps])
+    try:
+        return list(errors())
+    finally:
+        _BUDGET.reset(token)
 
 
 @functools.lru_cache(maxsize=16)

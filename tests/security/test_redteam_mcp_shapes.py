@@ -1,0 +1,130 @@
+"""Red team, MCP client: a server whose tool schemas are oddly shaped.
+
+A real server over stdio (tests/security/servers/shapes_server.py). An argument named like
+Python's own (``self``, ``cls``, ``args``, ``kwargs``) is the model's and reaches the server
+as sent; a schema whose keyword holds the wrong kind of value (``anyOf: 5``) is refused by
+name when listed, instead of every call failing with Python's ``TypeError``; so is one holding
+``NaN`` or ``Infinity`` (every request to a model API that offered the tool was refused: JSON
+has no such numbers); the server's other tools stay. A description (or title) is cut to
+`MAX_DESCRIPTION` characters: the model is offered it with every request. The calls go
+through `ToolExecutor` under a `ReactiveRunner`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jianmu import ReactiveRunner, RunStatus, StateManager
+from jianmu.errors import MCPError, ToolUnavailableWarning
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.tools.registry import ToolSet
+
+pytestmark = pytest.mark.anyio
+SERVER = Path(__file__).parent / "servers" / "shapes_server.py"
+RUN_TIMEOUT = 60.0
+
+
+@asynccontextmanager
+async def shapes_server() -> AsyncIterator[tuple[ToolSet, list[str]]]:
+    """The server's tools as a ToolSet, and the warnings its refused tools raised."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    from jianmu.mcp import MCPToolProvider
+
+    provider = MCPToolProvider(
+        "shapes", command=sys.executable, args=[str(SERVER)], trust="read_only",
+        timeout=RUN_TIMEOUT,
+    )
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ToolUnavailableWarning)
+            tools = await ToolSet.from_providers([provider])
+        yield tools, [str(w.message) for w in caught if w.category is ToolUnavailableWarning]
+    finally:
+        await provider.close()
+
+
+async def _observations(tools: ToolSet, calls: list[dict[str, Any]]) -> dict[str, str]:
+    state = StateManager(AgentState, {"actions": calls})
+    runner = ReactiveRunner(ToolExecutor(tools=tools), state, interactive=False)
+    result = await runner.run(timeout=RUN_TIMEOUT)
+    assert result.status is RunStatus.SUCCESS, result.error
+    return {m.tool_call_id: m.content or "" for m in state.get("messages")}
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_arguments_named_like_python_s_own_reach_the_server() -> None:
+    sent = {"self": "a", "cls": "b", "args": "c", "kwargs": "d"}
+    async with shapes_server() as (tools, _):
+        seen = await _observations(tools, [
+            {"id": "c1", "name": "shapes__python_names", "arguments": dict(sent)},
+        ])
+        assert seen["c1"] == "python_names got " + json.dumps(sent, sort_keys=True)
+        direct = await tools.execute("shapes__python_names", {"self": "only"})
+        assert direct.ok and json.loads(direct.text.partition(" got ")[2]) == {"self": "only"}
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_a_schema_keyword_of_the_wrong_kind_is_refused_when_listed() -> None:
+    async with shapes_server() as (tools, skipped):
+        assert any("shapes__any_of_number" in w and "anyOf" in w for w in skipped), skipped
+        assert "shapes__any_of_number" not in tools.names()
+        seen = await _observations(tools, [
+            {"id": "c1", "name": "shapes__any_of_number", "arguments": {"x": "a"}},
+            {"id": "c2", "name": "shapes__echo", "arguments": {"text": "hi"}},
+        ])
+        assert "unknown tool" in seen["c1"] and "TypeError" not in seen["c1"]
+        assert seen["c2"] == 'echo got {"text": "hi"}'
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_a_schema_holding_nan_or_infinity_is_refused_when_listed() -> None:
+    async with shapes_server() as (tools, skipped):
+        assert any("shapes__not_a_number" in w and "NaN" in w for w in skipped), skipped
+        assert "shapes__not_a_number" not in tools.names()
+        for tool in tools:  # what is offered to a model is JSON
+            json.dumps(tool.to_openai(), allow_nan=False)
+        seen = await _observations(tools, [
+            {"id": "c1", "name": "shapes__echo", "arguments": {"text": "hi"}},
+        ])
+        assert seen["c1"] == 'echo got {"text": "hi"}'
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_a_huge_description_is_cut_and_the_tool_still_works() -> None:
+    from jianmu.mcp.provider import MAX_DESCRIPTION
+
+    async with shapes_server() as (tools, _):
+        told = tools.get("shapes__long_told")
+        assert told is not None
+        offered = told.to_openai()["function"]["description"]
+        assert offered.startswith("Read this. xxx") and len(offered) <= MAX_DESCRIPTION + 100
+        assert "cut" in offered
+        seen = await _observations(tools, [
+            {"id": "c1", "name": "shapes__long_told", "arguments": {}},
+        ])
+        assert seen["c1"] == "long_told got {}"
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_a_listing_the_sdk_refuses_is_an_mcp_error_naming_the_server() -> None:
+    """The SDK's client refuses a listing whose ``$schema`` is not a string: a pydantic
+    ``ValidationError`` came out of ``initialize``; it is the server answering badly."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    from jianmu.mcp import MCPToolProvider
+
+    provider = MCPToolProvider("shapes", command=sys.executable, args=[str(SERVER), "odd"],
+                               timeout=RUN_TIMEOUT)
+    try:
+        with pytest.raises(MCPError, match="'shapes' answered tools/list badly"):
+            await ToolSet.from_providers([provider])
+    finally:
+        await provider.close()

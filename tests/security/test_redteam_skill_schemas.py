@@ -1,0 +1,50 @@
+"""Red team, skills: a SKILL.md whose ``inputs`` or ``outputs`` schema breaks the rules.
+
+A bt skill's ``inputs`` and ``outputs`` are JSON Schemas from the skill's folder, checked by
+the lax checker on every run. They are held to the rules of any schema from outside when the
+skill is loaded, naming the file, the line and the field: a keyword of the wrong kind
+(``anyOf: 5`` failed each run with Python's ``TypeError``), a pattern RE2 cannot match in
+linear time (it was silently never checked), NaN or Infinity, a ``$ref`` leaving the schema.
+The other skills of the folder still load.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jianmu.errors import SkillLoadError
+from jianmu.skills.catalog import SkillCatalog
+from jianmu.skills.loader import load_skill
+
+
+def _bt_skill(root: Path, name: str, fields: str) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "tree.py").write_text("def build_tree(ctx):\n    return None\n", encoding="utf-8")
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: A tree.\nexecution: bt\n{fields}---\nBody.\n",
+        encoding="utf-8",
+    )
+    return folder
+
+
+@pytest.mark.parametrize(("fields", "field", "says"), [
+    ("inputs:\n  type: object\n  properties:\n    x: {anyOf: 5}\n", "inputs", "anyOf"),
+    ("outputs:\n  y: {type: string, pattern: '(?<=a)b'}\n", "outputs", "RE2"),
+    ("inputs:\n  x: {type: number, maximum: .inf}\n", "inputs", "NaN or Infinity"),
+    ("inputs:\n  x: {$ref: 'http://evil.example/x.json'}\n", "inputs", "does not point inside"),
+])
+def test_a_schema_breaking_the_rules_is_refused_at_load(
+    tmp_path: Path, fields: str, field: str, says: str,
+) -> None:
+    folder = _bt_skill(tmp_path / "skills", "odd", fields)
+    with pytest.raises(SkillLoadError) as refused:
+        load_skill(folder)
+    text = str(refused.value)
+    assert says in text and field in text and "SKILL.md" in text
+    assert refused.value.line is not None
+    _bt_skill(tmp_path / "skills", "fine", "inputs:\n  x: {type: string, pattern: '^a+$'}\n")
+    catalog = SkillCatalog([tmp_path / "skills"])
+    assert catalog.names() == ["fine"] and len(catalog.errors) == 1
