@@ -491,10 +491,14 @@ def _meta_checked(tool: str, schema: Mapping[str, Any], what: str = "input schem
         # cls.check_schema, faster for plain schemas; RE2 decides the regex format
         check_schema(cls, schema, format_checker=_schema_rules.format_checker(cls))
     except SchemaError as exc:
+        # a type from another vocabulary (BFCL's "dict", Java's "String") is named with what
+        # JSON Schema writes, every one at once: the meta-schema's line says only the first
+        from jianmu.tools._type_names import type_problems
+
         where = "/".join(str(p) for p in exc.path) or "the root"
-        raise ToolDefinitionError(
-            tool, [f"{what} is not a valid JSON Schema at {where}: {exc.message}"]
-        ) from None
+        raise ToolDefinitionError(tool, type_problems(schema, what) or [
+            f"{what} is not a valid JSON Schema at {where}: {exc.message}"
+        ]) from None
     return cls
 
 

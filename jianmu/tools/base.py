@@ -827,6 +827,15 @@ class SchemaTool(Tool):
         })
         _apply_metadata(self, options, default_category="write")
         problems = structural_problems(self)
+        kind = private.get("type")
+        if problems or (isinstance(kind, str) and kind != "object"):
+            # a root of another vocabulary ("dict") would be wrapped as `input` and refused
+            # there; named as the definition's, with every other problem at once
+            from jianmu.tools._type_names import type_problems
+
+            found = type_problems(private)
+            if found:
+                raise ToolDefinitionError(self.name, [*problems, *found])
         if problems:
             raise ToolValidationError(self.name, problems)
         accepted = _arguments.accepted_names(fn)

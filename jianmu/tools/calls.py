@@ -64,7 +64,11 @@ def check_tool_name(name: object) -> str | None:
     """The problem with ``name`` as a tool name, or ``None`` when it is valid."""
     if is_tool_name(name):
         return None
-    return f"name {name!r} must match ^[A-Za-z0-9_-]{{1,64}}$ (ASCII letters, digits, _ and -)"
+    problem = f"name {name!r} must match ^[A-Za-z0-9_-]{{1,64}}$ (ASCII letters, digits, _ and -)"
+    if isinstance(name, str) and is_tool_name(name.replace(".", "_")):
+        # dotted names (BFCL's "math.factorial") are what OpenAI clients rewrite this way
+        problem += f"; write {name.replace('.', '_')!r}"
+    return problem
 
 
 def name_key(name: str) -> str | None:

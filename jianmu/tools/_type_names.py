@@ -1,0 +1,77 @@
+"""Type names from other vocabularies (Python's, Java's, BFCL's function format) in a schema.
+
+Read only when a tool's schema is refused: each ``type`` that JSON Schema does not know is
+named with its path and the JSON Schema type that says the same (``dict`` is ``object``), all
+at once, instead of the meta-schema's one opaque line about the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ("JSON_TYPES", "type_problems")
+
+JSON_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
+
+_ALIASES = {  # a lower-cased foreign type name -> the JSON Schema type that means it
+    "dict": "object", "map": "object", "hashmap": "object", "hashtable": "object",
+    "float": "number", "double": "number", "decimal": "number",
+    "int": "integer", "long": "integer", "short": "integer", "byte": "integer",
+    "bigint": "integer",
+    "str": "string", "char": "string",
+    "bool": "boolean",
+    "list": "array", "tuple": "array", "set": "array", "arraylist": "array", "queue": "array",
+    "stack": "array",
+    "none": "null",
+}
+# keywords whose values are data, not schemas: an example's own "type" key is no type name
+_DATA = frozenset({"const", "default", "enum", "example", "examples"})
+# keywords whose values map names to schemas: no name there is a keyword
+_SCHEMA_MAPS = frozenset({
+    "$defs", "definitions", "dependentSchemas", "patternProperties", "properties",
+})
+_MAX = 20  # problems listed; a schema in another vocabulary has one per property
+_MAX_DEPTH = 64  # deeper nesting is refused by the schema rules, with their own message
+
+
+def type_problems(schema: Any, what: str = "input schema") -> list[str]:
+    """Each ``type`` in ``schema`` that JSON Schema does not know, its path and what to write."""
+    problems: list[str] = []
+    _walk(schema, [], problems, what, False, 0)
+    return problems
+
+
+def _advice(kind: str) -> str:
+    lower = kind.lower()
+    if lower in JSON_TYPES:
+        return f"write {lower!r} (JSON Schema's types are lower case)"
+    if lower == "any":
+        return "leave 'type' out to allow any value"
+    if lower in _ALIASES:
+        return f"write {_ALIASES[lower]!r}"
+    return "use " + ", ".join(sorted(JSON_TYPES))
+
+
+def _walk(node: Any, path: list[str], problems: list[str], what: str, names: bool,
+          depth: int) -> None:
+    if depth > _MAX_DEPTH or len(problems) >= _MAX:
+        return
+    if isinstance(node, Mapping):
+        kind = node.get("type") if not names else None
+        kinds = kind if isinstance(kind, list) else [kind]
+        for i, each in enumerate(kinds):
+            if isinstance(each, str) and each not in JSON_TYPES:
+                where = "/".join([*path, "type"] + ([str(i)] if kind is kinds else []))
+                problems.append(
+                    f"{what} is not a valid JSON Schema at {where}: {each!r} is not a JSON "
+                    f"Schema type; {_advice(each)}"
+                )
+        for key, value in node.items():
+            if not names and key in _DATA:
+                continue
+            inner = not names and key in _SCHEMA_MAPS
+            _walk(value, [*path, str(key)], problems, what, inner, depth + 1)
+    elif isinstance(node, list) and not names:
+        for i, item in enumerate(node):
+            _walk(item, [*path, str(i)], problems, what, False, depth + 1)

@@ -1,0 +1,105 @@
+"""BFCL's function definitions as BFCL ships them (its own type names, names with dots): a tool
+made from one is refused with every problem named, each with what JSON Schema writes instead."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jianmu.errors import ToolDefinitionError, ToolValidationError
+from jianmu.tools import Tool, ToolSet
+from jianmu.tools._type_names import type_problems
+
+SAMPLE = Path(__file__).parents[1] / "fixtures" / "bfcl" / "questions.jsonl"
+TASKS = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
+DEFINITIONS = [f for task in TASKS for f in task["function"]]
+
+
+def record(**kwargs: Any) -> dict[str, Any]:
+    return kwargs
+
+
+def triangle() -> dict[str, Any]:
+    return {"name": "calculate_triangle_area", "description": "Area of a triangle.",
+            "parameters": {"type": "dict", "required": ["base"], "properties": {
+                "base": {"type": "float", "description": "The base."},
+                "corner": {"type": "tuple", "items": {"type": "float"}},
+                "unit": {"type": "any", "default": {"type": "dict"}}}}}
+
+
+def test_a_bfcl_dict_root_is_named_as_such_not_as_a_wrapped_input() -> None:
+    with pytest.raises(ToolDefinitionError) as caught:
+        Tool.from_openai(triangle(), record)
+    assert caught.value.problems == [
+        "input schema is not a valid JSON Schema at type: 'dict' is not a JSON Schema type; "
+        "write 'object'",
+        "input schema is not a valid JSON Schema at properties/base/type: 'float' is not a "
+        "JSON Schema type; write 'number'",
+        "input schema is not a valid JSON Schema at properties/corner/type: 'tuple' is not a "
+        "JSON Schema type; write 'array'",
+        "input schema is not a valid JSON Schema at properties/corner/items/type: 'float' is "
+        "not a JSON Schema type; write 'number'",
+        "input schema is not a valid JSON Schema at properties/unit/type: 'any' is not a JSON "
+        "Schema type; leave 'type' out to allow any value",
+    ]
+
+
+def test_nested_foreign_types_are_all_named_under_an_object_root() -> None:
+    definition = triangle()
+    definition["parameters"]["type"] = "object"
+    with pytest.raises(ToolDefinitionError) as caught:
+        Tool.from_openai(definition, record)
+    assert [p.split(" at ")[1].split(":")[0] for p in caught.value.problems] == [
+        "properties/base/type", "properties/corner/type", "properties/corner/items/type",
+        "properties/unit/type"]
+
+
+def test_a_dotted_name_says_what_to_write_and_the_schema_problems_come_with_it() -> None:
+    definition = {**triangle(), "name": "geometry.triangle_area"}
+    with pytest.raises(ToolDefinitionError) as caught:
+        Tool.from_openai(definition, record)
+    problems = caught.value.problems
+    assert "write 'geometry_triangle_area'" in problems[0]
+    assert len(problems) == 6 and "'dict' is not a JSON Schema type" in problems[1]
+    valid = {**definition, "parameters": {"type": "object", "properties": {}}}
+    with pytest.raises(ToolValidationError, match="write 'geometry_triangle_area'"):
+        Tool.from_openai(valid, record)
+
+
+def test_java_and_capitalised_type_names_get_their_json_schema_spelling() -> None:
+    schema = {"type": "object", "properties": {
+        "s": {"type": "String"}, "m": {"type": "HashMap"}, "n": {"type": "long"},
+        "l": {"type": "ArrayList", "items": {"type": "Boolean"}}, "x": {"type": "Thing"},
+        "ok": {"type": ["string", "Bigint"]},
+        "properties": {"type": "object", "properties": {"type": {"type": "string"}}},
+        "e": {"type": "string", "enum": [{"type": "dict"}], "const": {"type": "dict"}}}}
+    assert [p.split(" at ", 1)[1] for p in type_problems(schema)] == [
+        "properties/s/type: 'String' is not a JSON Schema type; write 'string' (JSON Schema's "
+        "types are lower case)",
+        "properties/m/type: 'HashMap' is not a JSON Schema type; write 'object'",
+        "properties/n/type: 'long' is not a JSON Schema type; write 'integer'",
+        "properties/l/type: 'ArrayList' is not a JSON Schema type; write 'array'",
+        "properties/l/items/type: 'Boolean' is not a JSON Schema type; write 'boolean' (JSON "
+        "Schema's types are lower case)",
+        "properties/x/type: 'Thing' is not a JSON Schema type; use array, boolean, integer, "
+        "null, number, object, string",
+        "properties/ok/type/1: 'Bigint' is not a JSON Schema type; write 'integer'",
+    ]
+
+
+@pytest.mark.parametrize("definition", DEFINITIONS, ids=[d["name"] for d in DEFINITIONS])
+def test_every_raw_bfcl_definition_is_refused_naming_each_problem(
+        definition: dict[str, Any]) -> None:
+    with pytest.raises(ToolValidationError) as caught:
+        ToolSet.from_openai([definition], {definition["name"]: record})
+    problems = caught.value.problems
+    assert problems
+    for problem in problems:
+        assert "properties/input/" not in problem  # the root is the definition's, not a wrap
+        assert "is not valid under any of the given schemas" not in problem
+        assert "write" in problem or "leave 'type' out" in problem or "use " in problem
+    if "." in definition["name"]:
+        assert definition["name"].replace(".", "_") in problems[0]
