@@ -681,9 +681,7 @@ class FunctionTool(Tool):
         _apply_metadata(self, options, default_category="read")
         if schema.is_async:
             self.run = self._run_async  # type: ignore[method-assign]
-        problems = structural_problems(self)
-        if problems:
-            raise ToolValidationError(self.name, problems)
+        _refuse_problems(self.name, input_schema or {}, structural_problems(self))
         if input_schema is not None:
             injection_clashes(self.name, self._schema.injection, self.parameters["properties"])
             accepted = self._schema.signature_names
@@ -826,18 +824,7 @@ class SchemaTool(Tool):
             "_fn": fn,
         })
         _apply_metadata(self, options, default_category="write")
-        problems = structural_problems(self)
-        kind = private.get("type")
-        if problems or (isinstance(kind, str) and kind != "object"):
-            # a root of another vocabulary ("dict") would be wrapped as `input` and refused
-            # there; named as the definition's, with every other problem at once
-            from jianmu.tools._type_names import type_problems
-
-            found = type_problems(private)
-            if found:
-                raise ToolDefinitionError(self.name, [*problems, *found])
-        if problems:
-            raise ToolValidationError(self.name, problems)
+        _refuse_problems(self.name, private, structural_problems(self))
         accepted = _arguments.accepted_names(fn)
         properties = self.parameters.get("properties") or {}
         if accepted is not None and not self.wraps_input:
@@ -889,6 +876,21 @@ class SchemaTool(Tool):
 
     def __repr__(self) -> str:
         return f"<SchemaTool {self.name!r} of {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+
+def _refuse_problems(name: str, schema: Mapping[str, Any], problems: list[str]) -> None:
+    """Raise naming ``problems``, with every type of another vocabulary in ``schema``."""
+    kind = schema.get("type")
+    if problems or (isinstance(kind, str) and kind != "object"):
+        # a root such as BFCL's "dict" would be wrapped as `input` and refused as that; named
+        # as the definition's own, with the name's problem too, all at once
+        from jianmu.tools._type_names import type_problems
+
+        found = type_problems(schema)
+        if found:
+            raise ToolDefinitionError(name, [*problems, *found])
+    if problems:
+        raise ToolValidationError(name, problems)
 
 
 def _openai_function(definition: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jianmu.errors import ToolDefinitionError, ToolValidationError
-from jianmu.tools import Tool, ToolSet
+from jianmu.tools import Tool, ToolSet, tool
 from jianmu.tools._type_names import type_problems
 
 SAMPLE = Path(__file__).parents[1] / "fixtures" / "bfcl" / "questions.jsonl"
@@ -103,3 +103,17 @@ def test_every_raw_bfcl_definition_is_refused_naming_each_problem(
         assert "write" in problem or "leave 'type' out" in problem or "use " in problem
     if "." in definition["name"]:
         assert definition["name"].replace(".", "_") in problems[0]
+
+
+def test_the_other_ways_of_giving_a_schema_name_the_definition_root_too() -> None:
+    parameters = triangle()["parameters"]
+    with pytest.raises(ToolDefinitionError) as decorated:
+        tool(input_schema=parameters, name="area", description="Area.")(record)
+    with pytest.raises(ToolDefinitionError) as from_schema:
+        Tool.from_schema(record, name="area", description="Area.", input_schema=parameters)
+    assert decorated.value.problems == from_schema.value.problems
+    assert from_schema.value.problems[0] == (
+        "input schema is not a valid JSON Schema at type: 'dict' is not a JSON Schema type; "
+        "write 'object'")
+    with pytest.raises(ToolDefinitionError, match="write 'area_v2'"):
+        tool(input_schema=parameters, name="area.v2", description="Area.")(record)
