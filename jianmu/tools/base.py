@@ -448,7 +448,8 @@ class Tool(abc.ABC):  # noqa: B024 (run is abstract; ruff reads the TYPE_CHECKIN
         """A tool from an OpenAI function definition and the function that implements it.
 
         ``definition`` is ``{"type": "function", "function": {"name", "description",
-        "parameters"}}`` or the inner dict; its ``parameters`` are the input schema.
+        "parameters"}}`` or the inner dict (flat, as the Responses API's); its ``parameters``
+        (Anthropic's ``input_schema``, MCP's ``inputSchema``) are the input schema.
 
         Raises:
             ToolDefinitionError: the definition has no name, or its schema is not valid.
@@ -899,11 +900,13 @@ def _openai_function(definition: Mapping[str, Any]) -> Mapping[str, Any]:
         raise ToolDefinitionError("?", [
             f"an OpenAI tool definition is a dict, got {type(definition).__name__}"
         ])
-    if definition.get("type") == "function" or "function" in definition:
+    if "function" in definition or (definition.get("type") == "function"
+                                    and "name" not in definition):
         inner = definition.get("function")
         if not isinstance(inner, Mapping):
             raise ToolDefinitionError("?", [
-                "an OpenAI tool definition of type 'function' needs a 'function' object"
+                "an OpenAI tool definition of type 'function' needs a 'function' object (Chat "
+                "Completions) or a 'name' beside its 'parameters' (the Responses API)"
             ])
         return inner
     return definition
@@ -924,8 +927,23 @@ def _from_function(function: Mapping[str, Any], fn: Callable[..., Any],
         ])
     return SchemaTool(
         fn, name=name, description=str(function.get("description") or ""),
-        input_schema=_arguments_object(function.get("parameters")), **options,
+        input_schema=_arguments_object(_parameters(name, function)), **options,
     )
+
+
+def _parameters(name: str, function: Mapping[str, Any]) -> Any:
+    """A definition's input schema: ``parameters``, else the key Anthropic (``input_schema``),
+    MCP (``inputSchema``) or Bedrock (``inputSchema.json``) give it under; read as no schema,
+    it made a tool of no parameters that the model was never told of."""
+    keys = [k for k in ("parameters", "input_schema", "inputSchema") if k in function]
+    if len(keys) > 1:
+        raise ToolDefinitionError(name, [
+            f"the definition has both {keys[0]!r} and {keys[1]!r}; give its schema once"
+        ])
+    schema = function.get(keys[0]) if keys else None
+    if keys == ["inputSchema"] and isinstance(schema, Mapping) and list(schema) == ["json"]:
+        return schema["json"]
+    return schema
 
 
 def _arguments_object(parameters: Any) -> Any:

@@ -117,3 +117,24 @@ def test_the_other_ways_of_giving_a_schema_name_the_definition_root_too() -> Non
         "write 'object'")
     with pytest.raises(ToolDefinitionError, match="write 'area_v2'"):
         tool(input_schema=parameters, name="area.v2", description="Area.")(record)
+
+
+def test_the_shapes_bfcl_sends_to_each_provider_all_make_the_same_tool() -> None:
+    parameters = {"type": "object", "required": ["base"], "properties": {
+        "base": {"type": "number", "description": "The base."}}}
+    inner = {"name": "area", "description": "Area.", "parameters": parameters}
+    shapes = [
+        {"type": "function", "function": inner},  # Chat Completions
+        {"type": "function", **inner},  # the Responses API: flat
+        inner,  # BFCL's own, converted
+        {"name": "area", "description": "Area.", "input_schema": parameters},  # Anthropic
+        {"name": "area", "description": "Area.", "inputSchema": parameters},  # MCP
+        {"name": "area", "description": "Area.", "inputSchema": {"json": parameters}},  # Bedrock
+    ]
+    for shape in shapes:
+        made = Tool.from_openai(shape, record)
+        assert (made.name, made.parameters) == ("area", parameters), shape
+        tools = ToolSet.from_openai([shape], {"area": record})
+        assert tools.get("area").parameters == parameters
+    with pytest.raises(ToolDefinitionError, match="'parameters' and 'input_schema'"):
+        Tool.from_openai({**inner, "input_schema": {"type": "object"}}, record)
