@@ -25,12 +25,18 @@ _ALIASES = {  # a lower-cased foreign type name -> the JSON Schema type that mea
     "stack": "array",
     "none": "null",
 }
-# keywords whose values are data, not schemas: an example's own "type" key is no type name
-_DATA = frozenset({"const", "default", "enum", "example", "examples"})
+# only keywords whose values are schemas are walked: a "type" key of data (a default, an
+# enum's value, dependentRequired's names) is no type name
+_SCHEMAS = frozenset({
+    "additionalItems", "additionalProperties", "allOf", "anyOf", "contains", "contentSchema",
+    "else", "if", "items", "not", "oneOf", "prefixItems", "propertyNames", "then",
+    "unevaluatedItems", "unevaluatedProperties",
+})
 # keywords whose values map names to schemas: no name there is a keyword
 _SCHEMA_MAPS = frozenset({
     "$defs", "definitions", "dependentSchemas", "patternProperties", "properties",
 })
+_NONE = object()  # no "type" at all: any value
 _MAX = 20  # problems listed; a schema in another vocabulary has one per property
 _MAX_DEPTH = 64  # deeper nesting is refused by the schema rules, with their own message
 
@@ -42,8 +48,8 @@ def type_problems(schema: Any, what: str = "input schema") -> list[str]:
     return problems
 
 
-def _advice(kind: str) -> str:
-    lower = kind.lower()
+def _advice(kind: Any) -> str:
+    lower = kind.lower() if isinstance(kind, str) else ""
     if lower in JSON_TYPES:
         return f"write {lower!r} (JSON Schema's types are lower case)"
     if lower == "any":
@@ -58,20 +64,19 @@ def _walk(node: Any, path: list[str], problems: list[str], what: str, names: boo
     if depth > _MAX_DEPTH or len(problems) >= _MAX:
         return
     if isinstance(node, Mapping):
-        kind = node.get("type") if not names else None
+        kind = node.get("type", _NONE) if not names else _NONE
         kinds = kind if isinstance(kind, list) else [kind]
         for i, each in enumerate(kinds):
-            if isinstance(each, str) and each not in JSON_TYPES:
+            if each is not _NONE and (not isinstance(each, str) or each not in JSON_TYPES):
                 where = "/".join([*path, "type"] + ([str(i)] if kind is kinds else []))
                 problems.append(
                     f"{what} is not a valid JSON Schema at {where}: {each!r} is not a JSON "
                     f"Schema type; {_advice(each)}"
                 )
         for key, value in node.items():
-            if not names and key in _DATA:
-                continue
-            inner = not names and key in _SCHEMA_MAPS
-            _walk(value, [*path, str(key)], problems, what, inner, depth + 1)
+            if names or key in _SCHEMAS or key in _SCHEMA_MAPS:
+                inner = not names and key in _SCHEMA_MAPS
+                _walk(value, [*path, str(key)], problems, what, inner, depth + 1)
     elif isinstance(node, list) and not names:
         for i, item in enumerate(node):
             _walk(item, [*path, str(i)], problems, what, False, depth + 1)

@@ -882,7 +882,7 @@ class SchemaTool(Tool):
 def _refuse_problems(name: str, schema: Mapping[str, Any], problems: list[str]) -> None:
     """Raise naming ``problems``, with every type of another vocabulary in ``schema``."""
     kind = schema.get("type")
-    if problems or (isinstance(kind, str) and kind != "object"):
+    if problems or (kind is not None and kind != "object"):
         # a root such as BFCL's "dict" would be wrapped as `input` and refused as that; named
         # as the definition's own, with the name's problem too, all at once
         from jianmu.tools._type_names import type_problems

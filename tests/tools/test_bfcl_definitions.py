@@ -75,7 +75,9 @@ def test_java_and_capitalised_type_names_get_their_json_schema_spelling() -> Non
         "l": {"type": "ArrayList", "items": {"type": "Boolean"}}, "x": {"type": "Thing"},
         "ok": {"type": ["string", "Bigint"]},
         "properties": {"type": "object", "properties": {"type": {"type": "string"}}},
-        "e": {"type": "string", "enum": [{"type": "dict"}], "const": {"type": "dict"}}}}
+        "e": {"type": "string", "enum": [{"type": "dict"}], "const": {"type": "dict"}},
+        "d": {"type": "object", "dependentRequired": {"type": ["kind"]},
+              "x-vendor": {"type": "dict"}}}}
     assert [p.split(" at ", 1)[1] for p in type_problems(schema)] == [
         "properties/s/type: 'String' is not a JSON Schema type; write 'string' (JSON Schema's "
         "types are lower case)",
@@ -138,3 +140,22 @@ def test_the_shapes_bfcl_sends_to_each_provider_all_make_the_same_tool() -> None
         assert tools.get("area").parameters == parameters
     with pytest.raises(ToolDefinitionError, match="'parameters' and 'input_schema'"):
         Tool.from_openai({**inner, "input_schema": {"type": "object"}}, record)
+
+
+def test_a_root_type_list_or_a_type_that_is_no_name_is_named_at_the_root() -> None:
+    for kind, problem in ((["dict", "null"], "type/0: 'dict' is not a JSON Schema type; write "
+                           "'object'"),
+                          (5, "type: 5 is not a JSON Schema type; use array, boolean, integer, "
+                           "null, number, object, string")):
+        with pytest.raises(ToolDefinitionError) as caught:
+            Tool.from_openai({"name": "f", "parameters": {"type": kind, "properties": {}}},
+                             record)
+        assert caught.value.problems == [
+            f"input schema is not a valid JSON Schema at {problem}"]
+
+
+def test_a_valid_schema_of_another_root_is_not_refused_for_data_named_type() -> None:
+    schema = {"type": "string", "default": "x", "enum": ["x", "y"],
+              "examples": [{"type": "dict"}], "dependentRequired": {"type": ["dict"]}}
+    made = Tool.from_schema(record, name="one", description="One.", input_schema=schema)
+    assert made.parameters["properties"]["input"] == schema
