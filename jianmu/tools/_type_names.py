@@ -1,8 +1,8 @@
 """Type names from other vocabularies (Python's, Java's, BFCL's function format) in a schema.
 
-Read only when a tool's schema is refused: each ``type`` that JSON Schema does not know is
-named with its path and the JSON Schema type that says the same (``dict`` is ``object``), all
-at once, instead of the meta-schema's one opaque line about the first.
+Read only when a tool is refused or its schema's root is no object: each ``type`` that JSON
+Schema does not know is named with its path and the JSON Schema type that says the same
+(``dict`` is ``object``), all at once, instead of the meta-schema's one line about the first.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ("JSON_TYPES", "type_problems")
+from jianmu.errors import ToolDefinitionError, ToolValidationError
+
+__all__ = ("JSON_TYPES", "refuse_problems", "type_problems")
 
 JSON_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 
@@ -46,6 +48,19 @@ def type_problems(schema: Any, what: str = "input schema") -> list[str]:
     problems: list[str] = []
     _walk(schema, [], problems, what, False, 0)
     return problems
+
+
+def refuse_problems(name: str, schema: Mapping[str, Any], problems: list[str]) -> None:
+    """Raise naming ``problems``, with every type of another vocabulary in ``schema``."""
+    kind = schema.get("type")
+    if problems or (kind is not None and kind != "object"):
+        # a root such as BFCL's "dict" would be wrapped as `input` and refused as that; named
+        # as the definition's own, with the name's problem too, all at once
+        found = type_problems(schema)
+        if found:
+            raise ToolDefinitionError(name, [*problems, *found])
+    if problems:
+        raise ToolValidationError(name, problems)
 
 
 def _advice(kind: Any) -> str:

@@ -682,7 +682,11 @@ class FunctionTool(Tool):
         _apply_metadata(self, options, default_category="read")
         if schema.is_async:
             self.run = self._run_async  # type: ignore[method-assign]
-        _refuse_problems(self.name, input_schema or {}, structural_problems(self))
+        problems = structural_problems(self)
+        if problems or (input_schema is not None and input_schema.get("type") != "object"):
+            from jianmu.tools._type_names import refuse_problems
+
+            refuse_problems(self.name, input_schema or {}, problems)
         if input_schema is not None:
             injection_clashes(self.name, self._schema.injection, self.parameters["properties"])
             accepted = self._schema.signature_names
@@ -825,7 +829,11 @@ class SchemaTool(Tool):
             "_fn": fn,
         })
         _apply_metadata(self, options, default_category="write")
-        _refuse_problems(self.name, private, structural_problems(self))
+        problems = structural_problems(self)
+        if problems or private.get("type") != "object":  # the usual tool skips the call
+            from jianmu.tools._type_names import refuse_problems
+
+            refuse_problems(self.name, private, problems)
         accepted = _arguments.accepted_names(fn)
         properties = self.parameters.get("properties") or {}
         if accepted is not None and not self.wraps_input:
@@ -879,21 +887,6 @@ class SchemaTool(Tool):
         return f"<SchemaTool {self.name!r} of {getattr(self._fn, '__qualname__', self._fn)!r}>"
 
 
-def _refuse_problems(name: str, schema: Mapping[str, Any], problems: list[str]) -> None:
-    """Raise naming ``problems``, with every type of another vocabulary in ``schema``."""
-    kind = schema.get("type")
-    if problems or (kind is not None and kind != "object"):
-        # a root such as BFCL's "dict" would be wrapped as `input` and refused as that; named
-        # as the definition's own, with the name's problem too, all at once
-        from jianmu.tools._type_names import type_problems
-
-        found = type_problems(schema)
-        if found:
-            raise ToolDefinitionError(name, [*problems, *found])
-    if problems:
-        raise ToolValidationError(name, problems)
-
-
 def _openai_function(definition: Mapping[str, Any]) -> Mapping[str, Any]:
     """The inner ``{"name", "description", "parameters"}`` of an OpenAI tool definition."""
     if not isinstance(definition, Mapping):
@@ -935,6 +928,8 @@ def _parameters(name: str, function: Mapping[str, Any]) -> Any:
     """A definition's input schema: ``parameters``, else the key Anthropic (``input_schema``),
     MCP (``inputSchema``) or Bedrock (``inputSchema.json``) give it under; read as no schema,
     it made a tool of no parameters that the model was never told of."""
+    if "input_schema" not in function and "inputSchema" not in function:
+        return function.get("parameters")  # OpenAI's shape, the usual one
     keys = [k for k in ("parameters", "input_schema", "inputSchema") if k in function]
     if len(keys) > 1:
         raise ToolDefinitionError(name, [
