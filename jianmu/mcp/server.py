@@ -105,11 +105,17 @@ def _success(result: ToolResult) -> Any:
         for part in result.media
     ]
     if isinstance(output, dict):
-        # structured content without an output schema: clients validate nothing extra
+        # structured content without an output schema: clients validate nothing extra; the
+        # models and dates a dict holds go out as their fields and ISO text, as render_output
+        # writes them (the text is JSON unless the dict cannot be, e.g. nested past the stack)
+        try:
+            structured = json.loads(text)
+        except ValueError:
+            text = json.dumps(output, default=str)
+            structured = json.loads(text)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(output, default=str)),
-                     *media],
-            structured_content=json.loads(json.dumps(output, default=str)),
+            content=[types.TextContent(type="text", text=text), *media],
+            structured_content=structured,
         )
     return types.CallToolResult(content=[types.TextContent(type="text", text=text), *media])
 

@@ -965,7 +965,7 @@ class ToolExecutor(AsyncNode):
             body = {"ok": result.ok, "output": result.output, "error": result.error}
             if edited is not None:
                 body["edited_arguments"] = edited
-            content = json.dumps(body, default=str, ensure_ascii=False)
+            content = render_output(body)  # a returned model as its fields, not its repr
         else:
             content = result.text
             if edited is not None:

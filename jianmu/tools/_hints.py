@@ -9,13 +9,15 @@ plain class or a builtin generic of classes is left to `get_type_hints`.
 
 from __future__ import annotations
 
+import inspect
+import sys
 import types
 import typing
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ("plain_hints",)
+__all__ = ("described", "has_own_signature", "module_globals", "plain_hints")
 
 
 @lru_cache(maxsize=1024)
@@ -58,3 +60,29 @@ def plain_hints(
             return None
         hints[name] = value
     return hints
+
+
+def has_own_signature(obj: Any) -> bool:
+    """Whether ``obj`` carries its own ``__signature__``, which `inspect.signature` reads first."""
+    own = getattr(obj, "__dict__", None)
+    return isinstance(own, dict) and isinstance(own.get("__signature__"), inspect.Signature)
+
+
+def described(obj: Any) -> Any:
+    """What describes a callable object, as `inspect.signature` finds it: the function it wraps
+    (`functools.update_wrapper`), itself when it sets its own ``__signature__`` (tau2-bench's
+    tool objects), else its ``__call__``."""
+    inner = inspect.unwrap(obj, stop=has_own_signature)
+    if inner is not obj and (inspect.isfunction(inner) or inspect.ismethod(inner)):
+        return inner
+    return inner if has_own_signature(inner) else inner.__call__
+
+
+def module_globals(obj: Any) -> dict[str, Any]:
+    """The globals an annotation string of ``obj`` is read in: a function's own, else those of
+    the module that defined it."""
+    found = getattr(obj, "__globals__", None)
+    if isinstance(found, dict):
+        return found
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    return vars(module) if module is not None else {}

@@ -30,7 +30,7 @@ from pydantic_core import CoreSchema, SchemaValidator, core_schema
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
 from jianmu.tools._docstrings import parse_docstring
-from jianmu.tools._hints import plain_hints
+from jianmu.tools._hints import described, has_own_signature, module_globals, plain_hints
 from jianmu.tools.calls import decode_container, single_argument
 
 __all__ = (
@@ -746,16 +746,19 @@ def _resolve_hints(
     fn: Callable[..., Any], sig: inspect.Signature | _Signature, localns: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Resolved annotations, plus the raw strings of those that could not be resolved."""
-    target = inspect.unwrap(getattr(fn, "__func__", fn))
-    globalns = getattr(target, "__globals__", {})
-    plain = plain_hints(target, globalns, localns)
-    if plain is not None:
-        return plain, {}
-    try:
-        return typing.get_type_hints(target, globalns, dict(localns or {}),
-                                     include_extras=True), {}
-    except Exception:  # one bad annotation: resolve the others one by one below
-        pass
+    target = inspect.unwrap(getattr(fn, "__func__", fn), stop=has_own_signature)
+    globalns = module_globals(target)
+    # a signature set by hand is what inspect.signature gave: its annotations, not the
+    # wrapper's own ``__annotations__`` (often ``*args, **kwargs``), are the parameters' types
+    if not has_own_signature(target):
+        plain = plain_hints(target, globalns, localns)
+        if plain is not None:
+            return plain, {}
+        try:
+            return typing.get_type_hints(target, globalns, dict(localns or {}),
+                                         include_extras=True), {}
+        except Exception:  # one bad annotation: resolve the others one by one below
+            pass
     hints: dict[str, Any] = {}
     failed: dict[str, str] = {}
     items = [(p.name, p.annotation) for p in sig.parameters.values()]
@@ -791,7 +794,7 @@ def function_schema(
     """
     target: Callable[..., Any] = fn
     if _is_callable_object(fn):
-        target = fn.__call__  # type: ignore[operator]  # a callable object: its __call__
+        target = described(fn)  # what it wraps, its own __signature__, else its __call__
     unwrapped = inspect.unwrap(getattr(target, "__func__", target))
     raw_name = getattr(unwrapped, "__name__", None)
     name = raw_name if raw_name and raw_name != "__call__" else type(fn).__name__
@@ -924,7 +927,8 @@ def function_schema(
         positional=tuple(positional),
         signature_names=names,
         is_async=inspect.iscoroutinefunction(unwrapped) or (
-            target is not unwrapped and inspect.iscoroutinefunction(target)),
+            target is not unwrapped and inspect.iscoroutinefunction(target)) or (
+            target is not fn and inspect.iscoroutinefunction(type(fn).__call__)),
         return_annotation=hints.get("return", sig.return_annotation),
         returns_doc=doc.returns,
         param_descriptions=dict(doc.params),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -221,3 +222,29 @@ async def test_idle_clients_close_and_the_busy_are_never_evicted(
     monkeypatch.setattr(mcp_server, "IDLE_S", -1.0)
     async with runners.runner_for(Request("later")):
         assert made[0].closed == 1 and made[2].closed == 1  # idle past IDLE_S: closed
+
+
+async def test_a_dict_result_holding_models_is_served_as_their_fields() -> None:
+    from datetime import datetime
+
+    from pydantic import BaseModel
+
+    class Line(BaseModel):
+        line_id: str
+        roaming: bool
+
+    @tool
+    def enable_roaming(line_id: str) -> dict[str, Any]:
+        """Turn roaming on (tau2-bench's telecom tools return dicts holding their models).
+
+        Args:
+            line_id: The line.
+        """
+        return {"line": Line(line_id=line_id, roaming=True), "at": datetime(2025, 1, 15, 10, 30)}
+
+    server = build_mcp_server(ToolSet.from_tools([enable_roaming]))
+    async with Client(server) as client:
+        result = await client.call_tool("enable_roaming", {"line_id": "L1"})
+    expected = {"line": {"line_id": "L1", "roaming": True}, "at": "2025-01-15T10:30:00"}
+    assert result.structured_content == expected
+    assert json.loads(text_of(result)) == expected

@@ -677,3 +677,32 @@ async def test_a_halted_batch_still_cancels_its_calls(mode: str) -> None:
     result = await task
     assert result.status is RunStatus.CANCELLED
     assert state.get("messages") == []  # not recorded: it runs again
+
+
+async def test_json_observations_give_a_returned_model_as_its_fields() -> None:
+    from datetime import datetime
+
+    from pydantic import BaseModel
+
+    class Order(BaseModel):
+        order_id: str
+        placed: datetime
+        total: float
+
+    @tool
+    def get_order(order_id: str) -> Order:
+        """Look an order up (tau2-bench's retail tools return their pydantic models).
+
+        Args:
+            order_id: the order.
+        """
+        return Order(order_id=order_id, placed=datetime(2024, 5, 1, 9, 30), total=12.5)
+
+    executor = ToolExecutor(tools=[get_order], config=ToolExecutorConfig(
+        observation_format="json"))
+    runner, result = await run(executor, [
+        {"id": "a", "name": "get_order", "arguments": {"order_id": "#W1"}}])
+    assert result.status is RunStatus.SUCCESS
+    ((_, content),) = contents(runner)
+    assert json.loads(content or "") == {"ok": True, "error": None, "output": {
+        "order_id": "#W1", "placed": "2024-05-01T09:30:00", "total": 12.5}}
