@@ -18,10 +18,12 @@ import importlib.util
 import json
 import sys
 import textwrap
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from jianmu._text import json_visible, visible
@@ -34,7 +36,7 @@ __all__ = (
     "EXTRAS", "LONG_ARGUMENTS", "RUN_EXIT_CODES", "TREE_FORMATS",
     "CLIError", "ExitCode", "heading", "json_text", "load_cli_config", "make_console",
     "missing_extra", "parse_edited_arguments", "parse_inputs", "pretty_json", "print_request",
-    "printable", "request_details", "require_extra", "say", "visible")
+    "print_runs", "printable", "request_details", "require_extra", "say", "visible", "when")
 
 TREE_FORMATS = ("ascii", "dot", "mermaid")
 """What ``jianmu tree show --format`` accepts."""
@@ -256,3 +258,26 @@ def print_request(console: Console, title: Text, request: ApprovalRequest,
 def heading(prefix: Text | str, request: ApprovalRequest, sep: str = ": ") -> Text:
     """``prefix ID: SUMMARY`` with the id and summary made visible (both come from a model)."""
     return Text.assemble(prefix, visible(request.id), sep, visible(request.summary))
+
+
+def when(stamp: float | None) -> str:
+    """A time as the CLI prints it (local, to the second), or ``-``."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
+
+
+def print_runs(console: Console, title: str, place: str, status: str | None,
+               columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A list of runs as a table, or the line saying ``place`` has none (with ``status``).
+
+    Every cell is data, printed as written: callers pass it through `visible`.
+    """
+    if not rows:
+        which = f" with status {status}" if status else ""
+        console.print(f"no runs{which} in {place}")
+        return
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    console.print(table)

@@ -25,7 +25,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table
 
 from jianmu._cli.common import (
     RUN_EXIT_CODES,
@@ -38,9 +37,11 @@ from jianmu._cli.common import (
     parse_edited_arguments,
     parse_inputs,
     print_request,
+    print_runs,
     require_extra,
     say,
     visible,
+    when,
 )
 from jianmu.errors import (
     AlreadyDecidedError,
@@ -115,10 +116,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _when(stamp: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
-
-
 def cmd_runs_list(args: argparse.Namespace) -> int:
     """``jianmu runs list --app APP``."""
     from jianmu.durable.engine import RUN_STATUSES
@@ -131,20 +128,11 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text([i.to_dict() for i in infos]))
         return ExitCode.OK
-    console = make_console()
-    if not infos:
-        which = f" with status {args.status}" if args.status else ""
-        console.print(f"no runs{which} in {visible(engine.name)}")
-        return ExitCode.OK
-    # every cell is data: the console prints it as written (no markup, escapes shown)
-    table = Table(title=f"runs of {visible(engine.name)}")
-    for column in ("run", "tree", "status", "worker", "updated", "pending"):
-        table.add_column(column)
-    for info in infos:
-        table.add_row(visible(info.run_id), visible(info.tree), visible(info.status),
-                      visible(info.worker or "-"), _when(info.updated),
-                      ", ".join(visible(r.id) for r in info.pending))
-    console.print(table)
+    print_runs(make_console(), f"runs of {visible(engine.name)}", visible(engine.name),
+               args.status, ("run", "tree", "status", "worker", "updated", "pending"),
+               [(visible(info.run_id), visible(info.tree), visible(info.status),
+                 visible(info.worker or "-"), when(info.updated),
+                 ", ".join(visible(r.id) for r in info.pending)) for info in infos])
     return ExitCode.OK
 
 
@@ -174,8 +162,8 @@ def print_pending(console: Console, run_id: str, pending: tuple[ApprovalRequest,
 def _show(console: Console, info: RunInfo, answer: Any, app: str) -> None:
     style = {"success": "green", "failure": "red", "suspended": "yellow"}.get(info.status, "")
     console.print(say(f"run {visible(info.run_id)}: ", (visible(info.status), style)))
-    fields = {"tree": info.tree, "worker": info.worker or "-", "created": _when(info.created),
-              "updated": _when(info.updated),
+    fields = {"tree": info.tree, "worker": info.worker or "-", "created": when(info.created),
+              "updated": when(info.updated),
               "inputs": json.dumps(info.inputs, ensure_ascii=False, default=str)}
     for key, value in fields.items():
         console.print(say("  ", (key, "bold"), ": ", visible(str(value))))

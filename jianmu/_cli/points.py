@@ -8,7 +8,6 @@ import argparse
 import asyncio
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,9 @@ from jianmu._cli.common import (
     make_console,
     parse_inputs,
     print_request,
+    print_runs,
     visible,
+    when,
 )
 from jianmu._cli.run import _describe, _drive, _stores
 from jianmu._cli.targets import launch_config, load_target
@@ -122,19 +123,13 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
         return ExitCode.OK
     console = make_console()
+    print_runs(console, f"runs in {visible(path)}, newest first", visible(path), args.status,
+               ("run", "tree", "status", "updated", "pending"),
+               [(visible(str(row["run_id"])), visible(str(row["tree"])),
+                 visible(str(row["status"])), when(row["updated"]), str(row["pending"] or "-"))
+                for row in rows])
     if not rows:
-        which = f" with status {args.status}" if args.status else ""
-        console.print(f"no runs{which} in {visible(path)}")
         return ExitCode.OK
-    # every cell is data: printed as written (no markup, escapes shown)
-    table = Table(title=f"runs in {visible(path)}, newest first", title_justify="left")
-    for column in ("run", "tree", "status", "updated", "pending"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(Text(visible(str(row["run_id"]))), Text(visible(str(row["tree"]))),
-                      Text(visible(str(row["status"]))), _when(row["updated"]),
-                      str(row["pending"] or "-"))
-    console.print(table)
     console.print("show one with: jianmu runs show RUN_ID")
     return ExitCode.OK
 
@@ -157,10 +152,6 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
         return ExitCode.OK
     _print(shown)
     return ExitCode.OK
-
-
-def _when(stamp: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
 
 
 def _print(shown: dict[str, Any]) -> None:
@@ -193,7 +184,7 @@ def _print(shown: dict[str, Any]) -> None:
         for column in ("point", "tick", "time", "what happened"):
             table.add_column(column, overflow="fold")
         for point in points:
-            table.add_row(str(point["n"]), str(point["tick"]), _when(point["time"]),
+            table.add_row(str(point["n"]), str(point["tick"]), when(point["time"]),
                           Text(visible(str(point["label"]))))
         console.print(table)
     else:

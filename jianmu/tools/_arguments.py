@@ -306,7 +306,7 @@ class _Budget:
     __slots__ = ("left",)
 
     def __init__(self, value: Any) -> None:
-        self.left = 10_000 + 64 * _size(value)
+        self.left = _schema_rules.steps_for(value)
 
     def spend(self) -> bool:
         """Take one step; ``False`` once the budget is gone (every later step is refused)."""
@@ -323,19 +323,6 @@ _TOO_COMPLEX = (
     "the tool's schema is too complex to check these arguments (it refers to itself too many "
     "times); the call was not made"
 )
-
-
-def _size(value: Any) -> int:
-    """How many JSON values ``value`` holds (itself included)."""
-    count, stack = 0, [value]
-    while stack:
-        item = stack.pop()
-        count += 1
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return count
 
 
 def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: int = 0,
