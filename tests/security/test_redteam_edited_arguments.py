@@ -10,8 +10,6 @@ nothing is ever fetched.
 
 from __future__ import annotations
 
-import http.server
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,37 +17,13 @@ import pytest
 
 from jianmu.errors import ApprovalEditError
 from jianmu.runtime import ApprovalRequest, Interaction
-
-
-class _Counted(http.server.BaseHTTPRequestHandler):
-    hits: list[str]
-
-    def do_GET(self) -> None:
-        self.hits.append(self.path)
-        body = b'{"type": "integer"}'
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+from tests.support.counting_server import counting_server
 
 
 @pytest.fixture
 def schema_url() -> Iterator[tuple[str, list[str]]]:
-    hits: list[str] = []
-    httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), type("Handler", (_Counted,), {"hits": hits})
-    )
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/x.json", hits
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with counting_server(b'{"type": "integer"}') as (port, hits):
+        yield f"http://127.0.0.1:{port}/x.json", hits
 
 
 def _asked(parameters: dict[str, Any]) -> Interaction:

@@ -15,10 +15,8 @@ has its own timeout; the test's is that plus one second, so a hang fails the tes
 
 from __future__ import annotations
 
-import http.server
 import json
 import sys
-import threading
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -34,6 +32,7 @@ from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools import Tool
 from jianmu.tools.registry import ToolSet
+from tests.support.counting_server import counting_server
 
 pytestmark = pytest.mark.anyio
 SERVER = Path(__file__).parent / "servers" / "schema_server.py"
@@ -42,38 +41,13 @@ SECRET_TEXT = "TOP-SECRET-HOST-FILE-CONTENT"
 HOSTILE_WORD = "a" * 40 + "!"  # ^(a+)+$ backtracks 2**40 times in Python's re
 
 
-class _Counted(http.server.BaseHTTPRequestHandler):
-    """Serves a schema and counts every request (the test asserts there were none)."""
-
-    hits: list[str]
-
-    def do_GET(self) -> None:
-        self.hits.append(self.path)
-        body = json.dumps({"type": "string", "description": SECRET_TEXT}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/schema+json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def schema_url() -> Iterator[tuple[str, list[str]]]:
-    """A real local HTTP server serving a schema: its URL and the requests it received."""
-    hits: list[str] = []
-    handler = type("Handler", (_Counted,), {"hits": hits})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/item.schema.json", hits
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    """A real local HTTP server serving a schema (the test asserts nobody asked it): its URL
+    and the requests it received."""
+    body = json.dumps({"type": "string", "description": SECRET_TEXT}).encode()
+    with counting_server(body, "application/schema+json") as (port, hits):
+        yield f"http://127.0.0.1:{port}/item.schema.json", hits
 
 
 @pytest.fixture

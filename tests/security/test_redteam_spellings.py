@@ -11,8 +11,6 @@ that starts with a glob: ``cat sec*/key`` passed ``bash(*secrets*): deny``.
 
 from __future__ import annotations
 
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from jianmu.tools.builtin import BashTool
 from jianmu.tools.calls import ToolCall
 from jianmu.tools.registry import ToolSet
 from tests.security.test_shell_rules import DENY_RM, send, workspace
+from tests.support.counting_server import counting_server
 
 pytestmark = pytest.mark.anyio
 
@@ -136,35 +135,11 @@ def test_a_run_time_word_cannot_make_another_command_match(command: str) -> None
 # -- URLs: other spellings of an IP address ----------------------------------------------------
 
 
-class _Counted(http.server.BaseHTTPRequestHandler):
-    hits: list[str]
-
-    def do_GET(self) -> None:
-        self.hits.append(self.path)
-        body = b"INSIDE-ONLY"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def loopback() -> Iterator[tuple[int, list[str]]]:
     """A real HTTP server on 127.0.0.1 (and ::ffff:127.0.0.1): its port and the requests."""
-    hits: list[str] = []
-    handler = type("Handler", (_Counted,), {"hits": hits})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield httpd.server_address[1], hits
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with counting_server(b"INSIDE-ONLY") as served:
+        yield served
 
 
 @pytest.mark.parametrize(
@@ -389,34 +364,13 @@ async def test_a_grant_for_a_folder_does_not_cover_a_path_that_leaves_it(
 # -- a redirect to a URL the policy refuses -----------------------------------------------------
 
 
-class _Redirecting(_Counted):
-    def do_GET(self) -> None:
-        if "to=" in self.path:
-            self.hits.append(self.path)
-            self.send_response(302)
-            self.send_header("Location", self.path.split("to=", 1)[1])
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        super().do_GET()
-
-
 @pytest.fixture
 def two_servers() -> Iterator[tuple[int, int, list[str]]]:
     """Two real HTTP servers on 127.0.0.1 that redirect ``/go?to=URL``: ports and requests."""
     hits: list[str] = []
-    handler = type("Handler", (_Redirecting,), {"hits": hits})
-    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) for _ in range(2)]
-    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
-    for thread in threads:
-        thread.start()
-    try:
-        yield servers[0].server_address[1], servers[1].server_address[1], hits
-    finally:
-        for server, thread in zip(servers, threads, strict=True):
-            server.shutdown()
-            server.server_close()
-            thread.join()
+    with (counting_server(b"INSIDE-ONLY", hits=hits, redirects=True) as (first, _),
+          counting_server(b"INSIDE-ONLY", hits=hits, redirects=True) as (second, _)):
+        yield first, second, hits
 
 
 async def fetch(ws: Path, url: str, policy: dict[str, str], default: str | None = None) -> str:
