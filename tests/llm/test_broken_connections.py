@@ -15,14 +15,7 @@ from jianmu import AgentState, ReactiveRunner, StateManager, create_react_node
 from jianmu.errors import LLMError, LLMTransientError
 from jianmu.llm import AnthropicProvider, OpenAIProvider
 from jianmu.llm.provider import SDKProvider
-from tests.support.model_server import Drop, ModelServer, Raw
-
-MODES = [
-    pytest.param("openai", False, id="openai"),
-    pytest.param("openai", True, id="openai-stream"),
-    pytest.param("anthropic", False, id="anthropic"),
-    pytest.param("anthropic", True, id="anthropic-stream"),
-]
+from tests.support.model_server import MODES, Drop, ModelServer, Raw
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,7 @@ from jianmu.errors import LLMError, LLMTransientError
 from jianmu.llm import AnthropicProvider, OpenAIProvider
 from jianmu.llm.provider import SDKProvider, token_count
 from jianmu.runtime import RunResult, RunStatus
-from tests.support.model_server import ModelServer, Raw
-
-MODES = [
-    pytest.param("openai", False, id="openai"),
-    pytest.param("openai", True, id="openai-stream"),
-    pytest.param("anthropic", False, id="anthropic"),
-    pytest.param("anthropic", True, id="anthropic-stream"),
-]
+from tests.support.model_server import MODES, ModelServer, Raw
 
 
 @pytest.fixture(scope="module")

@@ -18,15 +18,9 @@ from jianmu import AgentState, ReactiveRunner, StateManager, create_react_node, 
 from jianmu.llm import AnthropicProvider, OpenAIProvider, Usage
 from jianmu.llm.provider import SDKProvider
 from jianmu.runtime import RunStatus, SQLiteCheckpointer
-from tests.support.model_server import ModelServer, Request, Turn
+from tests.support.model_server import MODES, ModelServer, Request, Turn
 
 APIS = ["openai", "anthropic"]
-MODES = [
-    pytest.param("openai", False, id="openai"),
-    pytest.param("openai", True, id="openai-stream"),
-    pytest.param("anthropic", False, id="anthropic"),
-    pytest.param("anthropic", True, id="anthropic-stream"),
-]
 _NOISE = ("Event loop is closed", "Task exception was never retrieved", "Unclosed", "unclosed")
 
 

@@ -39,7 +39,17 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-__all__ = ("Drop", "ModelServer", "Raw", "Request", "Turn")
+import pytest
+
+__all__ = ("MODES", "Drop", "ModelServer", "Raw", "Request", "Turn")
+
+MODES = [
+    pytest.param("openai", False, id="openai"),
+    pytest.param("openai", True, id="openai-stream"),
+    pytest.param("anthropic", False, id="anthropic"),
+    pytest.param("anthropic", True, id="anthropic-stream"),
+]
+"""Each API the server speaks, streamed or not: ``parametrize(("api", "stream"), MODES)``."""
 
 
 @dataclass(kw_only=True)
