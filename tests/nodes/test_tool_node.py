@@ -156,22 +156,9 @@ async def test_a_tool_nodes_tool_that_exits_fails_the_node_not_the_process() -> 
 
 
 async def test_a_tool_nodes_tool_that_cancels_its_own_task_fails_with_that_reason() -> None:
-    import asyncio
+    from tests.nodes.test_tool_executor import cancels_its_own_task
 
-    @tool
-    async def cancels(code: int) -> str:
-        """Cancels the task it runs in.
-
-        Args:
-            code: unused.
-        """
-        task = asyncio.current_task()
-        assert task is not None
-        task.cancel()
-        await asyncio.sleep(0)
-        return "never"
-
-    node = ToolNode("Cancels", cancels, "code", "out")
-    result, _ = await run(node, StateManager(initial={"code": {"code": 4}}))
+    node = ToolNode("Cancels", cancels_its_own_task, "args", "out")
+    result, _ = await run(node, StateManager(initial={"args": {"note": "x"}}))
     assert result.status is RunStatus.FAILURE
     assert "cancelled the task it ran in" in node.feedback_message
