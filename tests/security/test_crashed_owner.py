@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import py_trees
 import pytest
@@ -23,6 +24,7 @@ from jianmu.errors import RunClaimedError
 from jianmu.runtime import ReactiveRunner, RunStatus, SQLiteCheckpointer
 from jianmu.runtime.fork import fork_run
 from jianmu.state import StateManager
+from jianmu.tools.base import FunctionTool
 from tests.support.payments import Payments, payments
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.anyio]
@@ -74,6 +76,27 @@ class Plan(AsyncNode):
         return Status.SUCCESS
 
 
+def blocking_pay(
+    started: threading.Event, release: threading.Event, **options: Any
+) -> FunctionTool:
+    """A ``pay`` tool (a write) that records its payment, sets ``started`` and waits for
+    ``release``: a payment under way while the test kills or outruns its owner."""
+
+    @tool(category="write", **options)
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        PAID.append(f"paid {amount}")
+        started.set()
+        assert release.wait(60)
+        return f"paid {amount}"
+
+    return pay
+
+
 def flow(*tools: object, name: str = "pay") -> py_trees.behaviour.Behaviour:
     return py_trees.composites.Sequence("flow", memory=True, children=[
         Plan("plan", name), ToolExecutor("execute", list(tools)),  # type: ignore[arg-type]
@@ -97,17 +120,7 @@ def test_a_call_under_way_when_its_lease_was_taken_over_is_recorded_as_maybe_don
     it had started is not run again there, and its own late record is refused."""
     started, release = threading.Event(), threading.Event()
 
-    @tool(category="write")
-    def pay(amount: int) -> str:
-        """Pay.
-
-        Args:
-            amount: how much.
-        """
-        PAID.append(f"paid {amount}")
-        started.set()
-        assert release.wait(60)
-        return f"paid {amount}"
+    pay = blocking_pay(started, release)
 
     db = tmp_path / "runs.sqlite"
     first = ReactiveRunner(flow(pay), StateManager(AgentState), checkpointer=SQLiteCheckpointer(db))
@@ -238,17 +251,7 @@ def test_a_sub_agents_call_under_way_when_its_lease_was_taken_over_is_not_run_ag
     started, release = threading.Event(), threading.Event()
 
     def build() -> py_trees.behaviour.Behaviour:
-        @tool(category="write")
-        def pay(amount: int) -> str:
-            """Pay.
-
-            Args:
-                amount: how much.
-            """
-            PAID.append(f"paid {amount}")
-            started.set()
-            assert release.wait(60)
-            return f"paid {amount}"
+        pay = blocking_pay(started, release)
 
         def answered(messages: list) -> list:  # type: ignore[type-arg]
             return [m for m in messages if m.role == "tool"]
@@ -296,17 +299,7 @@ def test_a_tool_node_under_way_when_its_lease_was_taken_over_is_not_run_again(
 
     started, release = threading.Event(), threading.Event()
 
-    @tool(category="write", permission="user_confirm")
-    def pay(amount: int) -> str:
-        """Pay (asks a person first).
-
-        Args:
-            amount: how much.
-        """
-        PAID.append(f"paid {amount}")
-        started.set()
-        assert release.wait(60)
-        return f"paid {amount}"
+    pay = blocking_pay(started, release, permission="user_confirm")
 
     def steps() -> py_trees.behaviour.Behaviour:
         return py_trees.composites.Sequence("steps", memory=True, children=[
@@ -390,17 +383,7 @@ def test_two_runners_under_one_owner_name_do_not_both_pay(tmp_path: Path) -> Non
     restored before the first went on, is refused when it saves its call as under way."""
     started, release = threading.Event(), threading.Event()
 
-    @tool(category="write", permission="user_confirm")
-    def pay(amount: int) -> str:
-        """Pay (asks a person first).
-
-        Args:
-            amount: how much.
-        """
-        PAID.append(f"paid {amount}")
-        started.set()
-        assert release.wait(60)
-        return f"paid {amount}"
+    pay = blocking_pay(started, release, permission="user_confirm")
 
     db = tmp_path / "runs.sqlite"
     first = ReactiveRunner(flow(pay), StateManager(AgentState), checkpointer=SQLiteCheckpointer(db))
