@@ -734,6 +734,9 @@ class TickPlan(NamedTuple):
 
 
 IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
+"""Nothing to do until woken (one shared plan: most ticks end so)."""
+WOKEN_PLAN = TickPlan(again=True, poll=False, due=None)
+"""Woken during the tick: the next one at once (once the loop has run)."""
 
 
 def postpone_timeouts(root: Behaviour, seconds: float) -> None:
@@ -743,9 +746,7 @@ def postpone_timeouts(root: Behaviour, seconds: float) -> None:
     for node in root.iterate():
         if node.status is Status.RUNNING and isinstance(node, Timeout):
             node.finish_time += seconds
-"""Nothing to do until woken (one shared plan: most ticks end so)."""
-WOKEN_PLAN = TickPlan(again=True, poll=False, due=None)
-"""Woken during the tick: the next one at once (once the loop has run)."""
+
 
 # what the planning asks of a node's class, found once per class: py_trees' classes are
 # ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
