@@ -50,7 +50,7 @@ def stopped(node: RuntimeNode, call_ids: list[str]) -> None:
     """Unmark calls that ended without a record: stopped for sure (they run again), or waiting
     for a person (`ToolSuspended`: they go on later)."""
     if call_ids:
-        node.state.update({UNDER_WAY: dict.fromkeys(call_ids)})
+        node.state.update(unmarked(call_ids))
 
 
 def unmarked(call_ids: list[str]) -> dict[str, Any]:
