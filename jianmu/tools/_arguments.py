@@ -851,7 +851,9 @@ class SchemaArguments:
 
     The schema's dialect is its ``$schema``, JSON Schema 2020-12 when it names none; nothing
     is coerced (``"2"`` is not an integer) and the tool receives a copy of exactly what the
-    model sent. Every problem is reported with its JSON path (``$.items[0].qty``).
+    model sent, but for ``null`` given to an optional field the schema does not let be null:
+    that field counts as not given (where the schema refused it with the ``null``), as for a
+    function's own signature. Every problem is reported with its JSON path (``$.items[0].qty``).
 
     Args:
         tool: the tool's name, for messages.
@@ -923,7 +925,15 @@ class SchemaArguments:
                 f"unknown argument {key!r}; the tool takes {', '.join(sorted(accepted)) or 'none'}"
                 for key in args if key not in accepted
             ]
-        problems += _bounded_errors(self._checked.validator(), args)
+        errors = _bounded_errors(self._checked.validator(), args)
+        if errors and not problems and None in args.values():
+            # ``null`` for an optional field that is not nullable means "not given" (OpenAI's
+            # strict mode makes every field required and nullable), as for a function's own
+            # signature: the schema decides again without it, and only where it refused
+            given = drop_default_nulls(args, self.schema, self.schema)
+            if given != args and not _bounded_errors(self._checked.validator(), given):
+                return _fresh(given)  # type: ignore[no-any-return]
+        problems += errors
         if problems:
             raise input_error(self.tool, problems, self._allowed)
         return _fresh(args)  # type: ignore[no-any-return]

@@ -96,6 +96,30 @@ async def test_arguments_the_schema_refuses_are_refused_with_their_path(
 
 
 @pytest.mark.anyio
+async def test_null_for_an_optional_field_that_may_not_be_null_is_not_given() -> None:
+    """Strict mode's models send ``null`` for "not given": the field's default applies, at
+    every level, only where the schema refused the ``null``; a required field or a nullable
+    one keeps it, and a real type error is still refused with its path."""
+    schema = {**ORDER, "properties": {
+        **ORDER["properties"], "quantity": {"type": "integer", "default": None},
+        "note": {"type": ["string", "null"]},
+    }}
+    t = Tool.from_schema(cancel_items, name="cancel_items", description="Cancel.",
+                         input_schema=schema)
+    given = {"order_id": "#W1", "item_ids": ["1"], "quantity": None, "reason": None,
+             "address": {"state": "NY", "zip": "1"}, "note": None}
+    assert await t.execute(given) == {"order_id": "#W1", "item_ids": ["1"],
+                                      "address": {"state": "NY", "zip": "1"}, "note": None}
+    typed = Tool.from_openai(DEFINITION, cancel_items_async)
+    assert await typed.execute({"order_id": "#W1", "item_ids": ["1"], "quantity": None,
+                                "address": None, "reason": None}) == "#W1:1:1:None:None"
+    with pytest.raises(ToolInputError, match=r"\$\.order_id"):
+        await t.execute({"order_id": None, "item_ids": ["1"]})
+    with pytest.raises(ToolInputError, match=r"\$\.quantity"):
+        await t.execute({"order_id": "#W1", "item_ids": ["1"], "quantity": "2", "reason": None})
+
+
+@pytest.mark.anyio
 async def test_an_argument_the_function_cannot_take_is_refused_clearly() -> None:
     t = Tool.from_openai(DEFINITION, cancel_items_async)
     with pytest.raises(ToolInputError, match="unknown argument 'color'"):
