@@ -29,6 +29,7 @@ from jianmu.llm.provider import (
     LLMResponse,
     StreamDone,
     StreamEvent,
+    close_stream,
     from_config,
     takes_requests,
 )
@@ -162,6 +163,8 @@ class FallbackLLM(BaseLLMProvider):
                     raise
                 self._switch(index, exc)
                 continue
+            finally:  # the model's stream closes with this one (a reader stopped, or done)
+                await close_stream(events)
             return
 
     def _switch(self, index: int, exc: LLMTransientError) -> None:

@@ -194,3 +194,34 @@ async def test_fallback_events_scope_says_switches_to_a_listener_and_hides_an_ou
     with fallback_events.scope(lambda name, **f: inner.append(name), heard=True):
         await llm.complete(ask)
     assert inner == ["llm.fallback", "llm.fallback"]
+
+
+class _Streams(ScriptedLLM):
+    """A model whose stream says when it is closed (a real one gives its connection back)."""
+
+    def __init__(self, model: str, closed: list[str]) -> None:
+        super().__init__([], model=model)
+        self.closed = closed
+
+    async def send_stream(self, request: Any) -> Any:
+        from jianmu.llm import TextDelta
+
+        try:
+            yield TextDelta(text="Hel")
+            yield TextDelta(text="lo")
+        finally:
+            self.closed.append(self.model)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("through", ["fallback", "stream"])
+async def test_a_stream_closed_early_closes_the_models_stream_at_once(through: str) -> None:
+    """A reader that stops (a cancel, the agent node at `StreamDone`) closes the stream; the
+    model's own stream under it was left to the loop's finalizer, its connection held."""
+    closed: list[str] = []
+    model = _Streams("first", closed)
+    llm: Any = FallbackLLM([model, ScriptedLLM(["x"])]) if through == "fallback" else model
+    events = llm.stream([{"role": "user", "content": "hi"}])
+    assert (await events.__anext__()).text == "Hel"
+    await events.aclose()
+    assert closed == ["first"]
