@@ -4,7 +4,8 @@ A production run should not fail on one provider's 429 or 503. `FallbackLLM([pri
 secondary, ...])` asks each model in turn: when one fails transiently (rate limit, server
 error, connection error, timeout: the `LLMTransientError` a provider raises once its own
 retries are spent), the next is asked with the same request. Any other failure (a 400, a 401:
-the caller's error) is raised at once, and so is the last model's failure.
+the caller's error) is raised at once; when every model failed transiently, a
+`FallbackFailedError` (an `LLMTransientError`) names each failure, kept in its ``failures``.
 
 Each switch is said with an ``llm.fallback`` event (``from``, ``to``, ``error``) on the run
 whose node asked (`fallback_events`), and the reply names the model that answered
@@ -20,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from jianmu.config import LLMConfig
-from jianmu.errors import ConfigError, LLMTransientError
+from jianmu.errors import ConfigError, FallbackFailedError, LLMTransientError
 from jianmu.llm.messages import Usage
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -125,9 +126,11 @@ class FallbackLLM(BaseLLMProvider):
         """The first model's reply that does not fail transiently.
 
         Raises:
-            LLMTransientError: every model failed transiently (the last one's error).
+            FallbackFailedError: every model failed transiently (an `LLMTransientError`
+                naming each failure).
             LLMError: a model failed for any other reason (not passed on).
         """
+        failed: list[tuple[str, LLMTransientError]] = []
         for index, llm in enumerate(self.models):
             try:
                 if takes_requests(llm, params=request.params):
@@ -137,7 +140,7 @@ class FallbackLLM(BaseLLMProvider):
                         request.messages, tools=request.tools or None,
                         tool_choice=request.tool_choice, **request.params)
             except LLMTransientError as exc:
-                self._switch(index, exc)
+                self._switch(index, exc, failed)
                 continue
             return self._answered(llm, response)
         raise AssertionError("unreachable: the last model's failure is raised")
@@ -145,6 +148,7 @@ class FallbackLLM(BaseLLMProvider):
     async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """The first model's stream that does not fail transiently before it yields anything;
         a failure after the first delta is raised (what was shown cannot be taken back)."""
+        failed: list[tuple[str, LLMTransientError]] = []
         for index, llm in enumerate(self.models):
             if takes_requests(llm, stream=True, params=request.params):
                 events = llm.send_stream(request)  # type: ignore[union-attr]
@@ -161,16 +165,22 @@ class FallbackLLM(BaseLLMProvider):
             except LLMTransientError as exc:
                 if started:
                     raise
-                self._switch(index, exc)
+                self._switch(index, exc, failed)
                 continue
             finally:  # the model's stream closes with this one (a reader stopped, or done)
                 await close_stream(events)
             return
 
-    def _switch(self, index: int, exc: LLMTransientError) -> None:
-        """Say the move from model ``index`` to the next; raise when it was the last."""
+    def _switch(
+        self, index: int, exc: LLMTransientError, failed: list[tuple[str, LLMTransientError]]
+    ) -> None:
+        """Say the move from model ``index`` to the next; when it was the last, raise each
+        failure (``failed``, to which ``exc`` is added) as one."""
+        failed.append((_name(self.models[index]), exc))
         if index + 1 >= len(self.models):
-            raise exc
+            if len(failed) == 1:  # one model: its own error, as it came
+                raise exc
+            raise FallbackFailedError(tuple(failed)) from exc
         emit = _EMIT.get()
         if emit is not None:
             emit("llm.fallback", **{"from": _name(self.models[index]),

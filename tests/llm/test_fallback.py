@@ -225,3 +225,63 @@ async def test_a_stream_closed_early_closes_the_models_stream_at_once(through: s
     assert (await events.__anext__()).text == "Hel"
     await events.aclose()
     assert closed == ["first"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_when_every_model_fails_the_error_names_each_failure(
+        servers: list[FakeOpenAIServer], stream: bool) -> None:
+    """The run's error said only the last model's failure: the primary's 429, the cause a
+    person looks for first, was lost (as pydantic-ai's FallbackExceptionGroup keeps each)."""
+    from jianmu.errors import FallbackFailedError
+
+    primary, secondary, _ = servers
+    primary.add(FakeError(status=429, message="slow down"))
+    secondary.add(FakeError(status=502, message="bad gateway"))
+    llm = FallbackLLM([_provider(primary), _provider(secondary)])
+    ask = [{"role": "user", "content": "hi"}]
+    with pytest.raises(FallbackFailedError) as raised:
+        if stream:
+            [e async for e in llm.stream(ask)]
+        else:
+            await llm.complete(ask)
+    error = raised.value
+    assert isinstance(error, LLMTransientError)  # a caller retrying these still does
+    assert len(error.failures) == 2 and error.__cause__ is error.failures[-1]
+    assert "HTTP 429" in str(error.failures[0]) and "HTTP 502" in str(error.failures[1])
+    assert "primary" in str(error) and "slow down" in str(error)
+    assert "secondary" in str(error) and "bad gateway" in str(error)
+    await llm.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_a_cancel_never_falls_through_to_the_next_model(stream: bool) -> None:
+    import asyncio
+
+    asked = asyncio.Event()
+
+    class Slow(ScriptedLLM):
+        async def send(self, request: Any) -> Any:
+            asked.set()
+            await asyncio.Event().wait()  # until cancelled
+
+    backup = ScriptedLLM(["never"], model="backup")
+    llm = FallbackLLM([Slow([], model="slow"), backup])
+    switches: list[str] = []
+    ask = [{"role": "user", "content": "hi"}]
+
+    async def call() -> Any:
+        if stream:
+            return [e async for e in llm.stream(ask)]
+        return await llm.complete(ask)
+
+    from jianmu.llm import fallback_events
+
+    with fallback_events(lambda name, **f: switches.append(name)):
+        task = asyncio.ensure_future(call())
+        await asked.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert backup.requests == [] and switches == []
