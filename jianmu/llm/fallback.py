@@ -41,6 +41,9 @@ Emit = Callable[..., object]
 
 _EMIT: ContextVar[Emit | None] = ContextVar("jianmu_llm_fallback_emit", default=None)
 _NOTHING = nullcontext()
+_FORMATS = "jianmu_fallback_output_formats"
+"""The request parameter under which `FallbackLLM.output_format_params` holds each model's
+own; `FallbackLLM` replaces it by the asked model's before the request leaves."""
 
 
 class fallback_events:
@@ -115,12 +118,30 @@ class FallbackLLM(BaseLLMProvider):
         return f"FallbackLLM([{', '.join(repr(m) for m in self.models)}])"
 
     def output_format_params(self, **kwargs: Any) -> dict[str, Any]:
-        """The primary model's structured-output parameters (sent to whichever answers)."""
+        """Each model's own structured-output parameters, sent to that model alone (an OpenAI
+        model's ``response_format``, an Anthropic one's ``output_config``); a model that makes
+        none is sent the primary's.
+
+        Raises:
+            NotImplementedError: the primary model offers no structured output.
+        """
         primary = getattr(self.models[0], "output_format_params", None)
         if primary is None:
             raise NotImplementedError(f"{_name(self.models[0])} offers no structured output")
-        params: dict[str, Any] = primary(**kwargs)
-        return params
+        first = dict(primary(**kwargs))
+        own = [first]
+        for llm in self.models[1:]:
+            make = getattr(llm, "output_format_params", None)
+            own.append(first if make is None else dict(make(**kwargs)))
+        return {_FORMATS: own}
+
+    def _request_for(self, index: int, request: ChatRequest) -> ChatRequest:
+        """``request`` as model ``index`` is sent it: its own structured-output parameters."""
+        formats = request.params.get(_FORMATS)
+        if formats is None:
+            return request
+        params = {k: v for k, v in request.params.items() if k != _FORMATS}
+        return replace(request, params={**params, **formats[index]})
 
     async def send(self, request: ChatRequest) -> LLMResponse:
         """The first model's reply that does not fail transiently.
@@ -131,7 +152,9 @@ class FallbackLLM(BaseLLMProvider):
             LLMError: a model failed for any other reason (not passed on).
         """
         failed: list[tuple[str, LLMTransientError]] = []
+        asked = request
         for index, llm in enumerate(self.models):
+            request = self._request_for(index, asked)
             try:
                 if takes_requests(llm, params=request.params):
                     response = await llm.send(request)
@@ -149,7 +172,9 @@ class FallbackLLM(BaseLLMProvider):
         """The first model's stream that does not fail transiently before it yields anything;
         a failure after the first delta is raised (what was shown cannot be taken back)."""
         failed: list[tuple[str, LLMTransientError]] = []
+        asked = request
         for index, llm in enumerate(self.models):
+            request = self._request_for(index, asked)
             if takes_requests(llm, stream=True, params=request.params):
                 events = llm.send_stream(request)  # type: ignore[union-attr]
             else:

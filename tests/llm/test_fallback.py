@@ -285,3 +285,43 @@ async def test_a_cancel_never_falls_through_to_the_next_model(stream: bool) -> N
         with pytest.raises(asyncio.CancelledError):
             await task
     assert backup.requests == [] and switches == []
+
+
+@pytest.mark.parametrize("primary_api", ["openai", "anthropic"])
+def test_a_typed_answer_in_native_mode_asks_each_model_in_its_own_terms(primary_api: str) -> None:
+    """The README's fallback (OpenAI first, Anthropic next) with ``output_mode="native"``: the
+    backup was sent the primary's structured-output parameter (``response_format``), which
+    Anthropic refuses, and not its own (``output_config``): the run failed when it fell back."""
+    import socket
+
+    from pydantic import BaseModel
+
+    from jianmu.llm import AnthropicProvider
+    from tests.support.model_server import ModelServer
+
+    class City(BaseModel):
+        name: str
+
+    with socket.socket() as held, ModelServer() as server:
+        held.bind(("127.0.0.1", 0))  # never listening: a connection to it is refused
+        down_url = f"http://127.0.0.1:{held.getsockname()[1]}"
+        server.add('{"name": "Oslo"}')
+        if primary_api == "openai":
+            primary: Any = OpenAIProvider("down", base_url=f"{down_url}/v1", api_key="test",
+                                          max_retries=0, retry_backoff=0)
+            backup: Any = AnthropicProvider("backup", base_url=server.anthropic_url,
+                                            max_retries=0)
+        else:
+            primary = AnthropicProvider("down", base_url=down_url, max_retries=0)
+            backup = OpenAIProvider("backup", base_url=server.openai_url, api_key="test",
+                                    max_retries=0, retry_backoff=0)
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+        node = create_react_node(FallbackLLM([primary, backup]), [], output_type=City,
+                                 output_mode="native")
+        result = ReactiveRunner(node, state).run_sync(timeout=60)
+        assert result.ok, result.error
+        assert result.output == City(name="Oslo")
+        [asked] = server.requests
+        own, foreign = (("output_config", "response_format") if asked.api == "anthropic"
+                        else ("response_format", "output_config"))
+        assert own in asked.body and foreign not in asked.body
