@@ -325,3 +325,32 @@ def test_a_typed_answer_in_native_mode_asks_each_model_in_its_own_terms(primary_
         own, foreign = (("output_config", "response_format") if asked.api == "anthropic"
                         else ("response_format", "output_config"))
         assert own in asked.body and foreign not in asked.body
+
+
+class _BreaksMidway(ScriptedLLM):
+    """A model whose stream breaks off after its first words."""
+
+    async def send_stream(self, request: Any) -> Any:
+        from jianmu.llm import TextDelta
+
+        yield TextDelta(text="The weather in ")
+        raise LLMTransientError("the answer broke off midway")
+
+
+@pytest.mark.anyio
+async def test_a_stream_that_broke_after_its_first_delta_is_not_answered_again() -> None:
+    """The reader already has the first model's words: the backup's whole answer after them
+    would read as one answer glued from two. The run fails with the break instead."""
+    backup = ScriptedLLM(["Sunny in Oslo."], model="backup")
+    llm = FallbackLLM([_BreaksMidway([], model="first"), backup])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "Oslo?"}]})
+    runner = ReactiveRunner(create_react_node(llm, [], stream=True), state)
+    deltas: list[str] = []
+    async for event in runner.stream(timeout=60):
+        if event.name == "llm.call.delta":
+            deltas.append(event.fields["text"])
+        if event.name == "run.finished":
+            result = event.fields["result"]
+    assert deltas == ["The weather in "]
+    assert result.status.value == "failure" and "broke off midway" in (result.error or "")
+    assert backup.requests == [] and state.get("final_answer") is None
