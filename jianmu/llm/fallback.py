@@ -14,11 +14,12 @@ whose node asked (`fallback_events`), and the reply names the model that answere
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar, Token
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from jianmu.config import LLMConfig
 from jianmu.errors import ConfigError, FallbackFailedError, LLMTransientError
@@ -41,6 +42,9 @@ Emit = Callable[..., object]
 
 _EMIT: ContextVar[Emit | None] = ContextVar("jianmu_llm_fallback_emit", default=None)
 _NOTHING = nullcontext()
+_EACH: ContextVar[float | None] = ContextVar("jianmu_llm_fallback_each", default=None)
+"""Seconds each model may take to answer (`FallbackLLM.each_within`), or no limit of ours."""
+_T = TypeVar("_T")
 _FORMATS = "jianmu_fallback_output_formats"
 """The request parameter under which `FallbackLLM.output_format_params` holds each model's
 own; `FallbackLLM` replaces it by the asked model's before the request leaves."""
@@ -76,6 +80,41 @@ class fallback_events:
         if self._token is not None:
             _EMIT.reset(self._token)
             self._token = None
+
+
+@contextmanager
+def _each_within(timeout: float) -> Iterator[None]:
+    token = _EACH.set(timeout)
+    try:
+        yield
+    finally:
+        _EACH.reset(token)
+
+
+async def _in_time(call: Awaitable[_T], limit: float, llm: LLMProvider) -> _T:
+    """``call``'s result, or `LLMTransientError` past ``limit`` seconds (its own
+    TimeoutError, and a cancel from anyone else, go on as they are)."""
+    timer = asyncio.timeout(limit)
+    try:
+        async with timer:
+            return await call
+    except TimeoutError:
+        if not timer.expired():
+            raise
+        raise LLMTransientError(f"{_name(llm)} did not answer within {limit:g} s") from None
+
+
+async def _first_in_time(
+    events: AsyncIterator[StreamEvent], limit: float, llm: LLMProvider
+) -> AsyncIterator[StreamEvent]:
+    """``events``, whose first must come within ``limit`` seconds (`_in_time`)."""
+    try:
+        first = await _in_time(anext(events), limit, llm)
+    except StopAsyncIteration:
+        return
+    yield first
+    async for event in events:
+        yield event
 
 
 def _name(llm: LLMProvider) -> str:
@@ -157,11 +196,12 @@ class FallbackLLM(BaseLLMProvider):
             request = self._request_for(index, asked)
             try:
                 if takes_requests(llm, params=request.params):
-                    response = await llm.send(request)
+                    call = llm.send(request)
                 else:
-                    response = await llm.complete(
-                        request.messages, tools=request.tools or None,
-                        tool_choice=request.tool_choice, **request.params)
+                    call = llm.complete(request.messages, tools=request.tools or None,
+                                        tool_choice=request.tool_choice, **request.params)
+                limit = _EACH.get()
+                response = await (call if limit is None else _in_time(call, limit, llm))
             except LLMTransientError as exc:
                 self._switch(index, exc, failed)
                 continue
@@ -180,9 +220,11 @@ class FallbackLLM(BaseLLMProvider):
             else:
                 events = llm.stream(request.messages, tools=request.tools or None,
                                     tool_choice=request.tool_choice, **request.params)
+            limit = _EACH.get()
+            source = events if limit is None else _first_in_time(events, limit, llm)
             started = False
             try:
-                async for event in events:
+                async for event in source:
                     started = True
                     if isinstance(event, StreamDone):
                         event = StreamDone(response=self._answered(llm, event.response))
@@ -193,8 +235,15 @@ class FallbackLLM(BaseLLMProvider):
                 self._switch(index, exc, failed)
                 continue
             finally:  # the model's stream closes with this one (a reader stopped, or done)
+                await close_stream(source)
                 await close_stream(events)
             return
+
+    def each_within(self, timeout: float) -> AbstractContextManager[None]:
+        """Within the block, each model asked in this task must answer (a stream: begin)
+        within ``timeout`` seconds, or is passed over as if it had failed transiently: the
+        agent node gives each model its whole ``timeout`` this way."""
+        return _each_within(timeout)
 
     def _switch(
         self, index: int, exc: LLMTransientError, failed: list[tuple[str, LLMTransientError]]

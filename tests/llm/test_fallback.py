@@ -354,3 +354,53 @@ async def test_a_stream_that_broke_after_its_first_delta_is_not_answered_again()
     assert deltas == ["The weather in "]
     assert result.status.value == "failure" and "broke off midway" in (result.error or "")
     assert backup.requests == [] and state.get("final_answer") is None
+
+
+class _Hangs(ScriptedLLM):
+    """A model that never answers (a server that took the connection and says nothing)."""
+
+    async def send(self, request: Any) -> Any:
+        import asyncio
+
+        await asyncio.Event().wait()
+
+    async def send_stream(self, request: Any) -> Any:
+        await self.send(request)
+        yield  # an async generator that never yields
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_model_that_does_not_answer_within_the_timeout_is_passed_over(stream: bool) -> None:
+    """The node's timeout (``llm.timeout``) held for the whole chain: a primary that hung was
+    stopped with the run's "did not answer" failure, and the backup was never asked, though
+    a timeout is what a fallback is for."""
+    from jianmu import AppConfig
+
+    backup = ScriptedLLM(["Hello from the backup."], model="backup")
+    llm = FallbackLLM([_Hangs([], model="hung"), backup])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+    config = AppConfig.model_validate({"llm": {"timeout": 2}})
+    runner = ReactiveRunner(create_react_node(llm, [], stream=stream), state, config=config)
+    seen: list[Any] = []
+    runner.ctx.events.subscribe("llm.fallback", seen.append)
+    result = runner.run_sync(timeout=60)
+    assert result.ok, result.error
+    assert state.get("final_answer") == "Hello from the backup."
+    [switch] = seen
+    assert (switch.fields["from"], switch.fields["to"]) == ("hung", "backup")
+    assert "did not answer within 2 s" in switch.fields["error"]
+
+
+def test_when_every_model_hangs_the_run_fails_in_time() -> None:
+    from jianmu import AppConfig
+
+    llm = FallbackLLM([_Hangs([], model="a"), _Hangs([], model="b")])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+    config = AppConfig.model_validate({"llm": {"timeout": 1}})
+    runner = ReactiveRunner(create_react_node(llm, []), state, config=config)
+    seen: list[Any] = []
+    runner.ctx.events.subscribe("llm.fallback", seen.append)
+    result = runner.run_sync(timeout=60)
+    assert result.status.value == "failure"
+    assert "did not answer" in (result.error or "")
+    assert [(e.fields["from"], e.fields["to"]) for e in seen] == [("a", "b")]
