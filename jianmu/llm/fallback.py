@@ -159,7 +159,7 @@ class FallbackLLM(BaseLLMProvider):
     def output_format_params(self, **kwargs: Any) -> dict[str, Any]:
         """Each model's own structured-output parameters, sent to that model alone (an OpenAI
         model's ``response_format``, an Anthropic one's ``output_config``); a model that makes
-        none is sent the primary's.
+        none is sent the primary's, and one that refuses (an SDK too old) is passed over.
 
         Raises:
             NotImplementedError: the primary model offers no structured output.
@@ -168,19 +168,29 @@ class FallbackLLM(BaseLLMProvider):
         if primary is None:
             raise NotImplementedError(f"{_name(self.models[0])} offers no structured output")
         first = dict(primary(**kwargs))
-        own = [first]
+        own: list[dict[str, Any] | str] = [first]
         for llm in self.models[1:]:
             make = getattr(llm, "output_format_params", None)
-            own.append(first if make is None else dict(make(**kwargs)))
+            try:
+                own.append(first if make is None else dict(make(**kwargs)))
+            except (ConfigError, NotImplementedError) as exc:  # why it cannot, said if asked
+                own.append(f"{_name(llm)} cannot give this typed answer: {exc}")
         return {_FORMATS: own}
 
     def _request_for(self, index: int, request: ChatRequest) -> ChatRequest:
-        """``request`` as model ``index`` is sent it: its own structured-output parameters."""
+        """``request`` as model ``index`` is sent it: its own structured-output parameters.
+
+        Raises:
+            LLMTransientError: that model cannot give the typed answer asked (passed over).
+        """
         formats = request.params.get(_FORMATS)
         if formats is None:
             return request
+        own = formats[index]
+        if isinstance(own, str):
+            raise LLMTransientError(own)
         params = {k: v for k, v in request.params.items() if k != _FORMATS}
-        return replace(request, params={**params, **formats[index]})
+        return replace(request, params={**params, **own})
 
     async def send(self, request: ChatRequest) -> LLMResponse:
         """The first model's reply that does not fail transiently.
@@ -193,8 +203,8 @@ class FallbackLLM(BaseLLMProvider):
         failed: list[tuple[str, LLMTransientError]] = []
         asked = request
         for index, llm in enumerate(self.models):
-            request = self._request_for(index, asked)
             try:
+                request = self._request_for(index, asked)
                 if takes_requests(llm, params=request.params):
                     call = llm.send(request)
                 else:
@@ -214,7 +224,11 @@ class FallbackLLM(BaseLLMProvider):
         failed: list[tuple[str, LLMTransientError]] = []
         asked = request
         for index, llm in enumerate(self.models):
-            request = self._request_for(index, asked)
+            try:
+                request = self._request_for(index, asked)
+            except LLMTransientError as exc:
+                self._switch(index, exc, failed)
+                continue
             if takes_requests(llm, stream=True, params=request.params):
                 events = llm.send_stream(request)  # type: ignore[union-attr]
             else:

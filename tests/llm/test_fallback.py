@@ -404,3 +404,29 @@ def test_when_every_model_hangs_the_run_fails_in_time() -> None:
     assert result.status.value == "failure"
     assert "did not answer" in (result.error or "")
     assert [(e.fields["from"], e.fields["to"]) for e in seen] == [("a", "b")]
+
+
+class _NoNative(ScriptedLLM):
+    """A model that cannot give a typed answer natively (an SDK too old for it)."""
+
+    def output_format_params(self, **kwargs: Any) -> dict[str, Any]:
+        raise ConfigError("the installed SDK has no structured output")
+
+
+@pytest.mark.anyio
+async def test_a_backup_without_structured_output_never_stops_the_primary_answering() -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+
+    def run(llm: FallbackLLM) -> Any:
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+        node = create_react_node(llm, [], output_type=City, output_mode="native")
+        return ReactiveRunner(node, state).run()
+
+    ok = await run(FallbackLLM([ScriptedLLM(['{"name": "Oslo"}']), _NoNative([], model="old")]))
+    assert ok.ok and ok.output == City(name="Oslo")
+    down = await run(FallbackLLM([_Down([], model="down"), _NoNative(["x"], model="old")]))
+    assert down.status.value == "failure"
+    assert "rate limited" in (down.error or "") and "no structured output" in (down.error or "")
