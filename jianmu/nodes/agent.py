@@ -66,8 +66,9 @@ class AgentResult(RunResult):
         """
         self.runner.approve(self._request(request_id), message, arguments=arguments)
 
-    def answer(self, text: str, request_id: str | None = None) -> None:
-        """Answer a pending question (the only request, when ``request_id`` is omitted).
+    def answer(self, text: str, *, request_id: str | None = None) -> None:
+        """Answer a pending question (the only request, when ``request_id`` is omitted); the
+        id is a keyword, so the runner's order (``runner.answer(id, text)``) fails loudly.
 
         Raises:
             InteractionError: no such request, it was already decided, or it asks for
