@@ -108,12 +108,13 @@ async def _first_in_time(
     events: AsyncIterator[StreamEvent], limit: float, llm: LLMProvider
 ) -> AsyncIterator[StreamEvent]:
     """``events``, whose first must come within ``limit`` seconds (`_in_time`)."""
+    stream = aiter(events)  # an iterable that is no iterator of its own, too
     try:
-        first = await _in_time(anext(events), limit, llm)
+        first = await _in_time(anext(stream), limit, llm)
     except StopAsyncIteration:
         return
     yield first
-    async for event in events:
+    async for event in stream:
         yield event
 
 
