@@ -40,6 +40,7 @@ JianmuError
 │   └── SandboxUnavailableError          the asked-for isolation is not available here
 ├── LLMError(RuntimeError)               the model provider failed
 │   └── LLMTransientError                a retryable provider failure (429, 5xx, reset)
+│       └── FallbackFailedError          every model of a FallbackLLM failed so
 ├── SkillLoadError(ValueError)           a broken SKILL.md or tree.py, file/line/field named
 ├── SkillNotFoundError(KeyError)         no skill of that name in the catalog
 ├── SkillRunError(RuntimeError)          a BT skill run failed, waits for approval, or bad I/O
@@ -69,6 +70,7 @@ __all__ = (
     "DurableDatabaseError",
     "DurableError",
     "ExitCode",
+    "FallbackFailedError",
     "GuardError",
     "GuardrailTripped",
     "HandoffError",
@@ -383,6 +385,20 @@ class LLMError(JianmuError, RuntimeError):
 
 class LLMTransientError(LLMError):
     """A provider failure worth retrying: rate limit, server error, connection reset."""
+
+
+class FallbackFailedError(LLMTransientError):
+    """Every model of a `FallbackLLM` failed transiently; the message names each failure."""
+
+    def __init__(self, failures: tuple[tuple[str, LLMTransientError], ...]) -> None:
+        self._named = failures
+        self.failures: tuple[LLMTransientError, ...] = tuple(e for _, e in failures)
+        """Each model's failure, in the order they were asked."""
+        said = "; ".join(f"{model}: {error}" for model, error in failures)
+        super().__init__(f"every model failed ({len(failures)}): {said}")
+
+    def __reduce__(self) -> Any:  # pickles (a durable run's failure) with its failures
+        return (type(self), (self._named,))
 
 
 class SkillLoadError(JianmuError, ValueError):

@@ -4,7 +4,8 @@ A production run should not fail on one provider's 429 or 503. `FallbackLLM([pri
 secondary, ...])` asks each model in turn: when one fails transiently (rate limit, server
 error, connection error, timeout: the `LLMTransientError` a provider raises once its own
 retries are spent), the next is asked with the same request. Any other failure (a 400, a 401:
-the caller's error) is raised at once, and so is the last model's failure.
+the caller's error) is raised at once; when every model failed transiently, a
+`FallbackFailedError` (an `LLMTransientError`) names each failure, kept in its ``failures``.
 
 Each switch is said with an ``llm.fallback`` event (``from``, ``to``, ``error``) on the run
 whose node asked (`fallback_events`), and the reply names the model that answered
@@ -13,14 +14,15 @@ whose node asked (`fallback_events`), and the reply names the model that answere
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar, Token
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from jianmu.config import LLMConfig
-from jianmu.errors import ConfigError, LLMTransientError
+from jianmu.errors import ConfigError, FallbackFailedError, LLMTransientError
 from jianmu.llm.messages import Usage
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -29,6 +31,7 @@ from jianmu.llm.provider import (
     LLMResponse,
     StreamDone,
     StreamEvent,
+    close_stream,
     from_config,
     takes_requests,
 )
@@ -39,6 +42,12 @@ Emit = Callable[..., object]
 
 _EMIT: ContextVar[Emit | None] = ContextVar("jianmu_llm_fallback_emit", default=None)
 _NOTHING = nullcontext()
+_EACH: ContextVar[float | None] = ContextVar("jianmu_llm_fallback_each", default=None)
+"""Seconds each model may take to answer (`FallbackLLM.each_within`), or no limit of ours."""
+_T = TypeVar("_T")
+_FORMATS = "jianmu_fallback_output_formats"
+"""The request parameter under which `FallbackLLM.output_format_params` holds each model's
+own; `FallbackLLM` replaces it by the asked model's before the request leaves."""
 
 
 class fallback_events:
@@ -71,6 +80,42 @@ class fallback_events:
         if self._token is not None:
             _EMIT.reset(self._token)
             self._token = None
+
+
+@contextmanager
+def _each_within(timeout: float) -> Iterator[None]:
+    token = _EACH.set(timeout)
+    try:
+        yield
+    finally:
+        _EACH.reset(token)
+
+
+async def _in_time(call: Awaitable[_T], limit: float, llm: LLMProvider) -> _T:
+    """``call``'s result, or `LLMTransientError` past ``limit`` seconds (its own
+    TimeoutError, and a cancel from anyone else, go on as they are)."""
+    timer = asyncio.timeout(limit)
+    try:
+        async with timer:
+            return await call
+    except TimeoutError:
+        if not timer.expired():
+            raise
+        raise LLMTransientError(f"{_name(llm)} did not answer within {limit:g} s") from None
+
+
+async def _first_in_time(
+    events: AsyncIterator[StreamEvent], limit: float, llm: LLMProvider
+) -> AsyncIterator[StreamEvent]:
+    """``events``, whose first must come within ``limit`` seconds (`_in_time`)."""
+    stream = aiter(events)  # an iterable that is no iterator of its own, too
+    try:
+        first = await _in_time(anext(stream), limit, llm)
+    except StopAsyncIteration:
+        return
+    yield first
+    async for event in stream:
+        yield event
 
 
 def _name(llm: LLMProvider) -> str:
@@ -113,30 +158,63 @@ class FallbackLLM(BaseLLMProvider):
         return f"FallbackLLM([{', '.join(repr(m) for m in self.models)}])"
 
     def output_format_params(self, **kwargs: Any) -> dict[str, Any]:
-        """The primary model's structured-output parameters (sent to whichever answers)."""
+        """Each model's own structured-output parameters, sent to that model alone (an OpenAI
+        model's ``response_format``, an Anthropic one's ``output_config``); a model that makes
+        none is sent the primary's, and one that refuses (an SDK too old) is passed over.
+
+        Raises:
+            NotImplementedError: the primary model offers no structured output.
+        """
         primary = getattr(self.models[0], "output_format_params", None)
         if primary is None:
             raise NotImplementedError(f"{_name(self.models[0])} offers no structured output")
-        params: dict[str, Any] = primary(**kwargs)
-        return params
+        first = dict(primary(**kwargs))
+        own: list[dict[str, Any] | str] = [first]
+        for llm in self.models[1:]:
+            make = getattr(llm, "output_format_params", None)
+            try:
+                own.append(first if make is None else dict(make(**kwargs)))
+            except (ConfigError, NotImplementedError) as exc:  # why it cannot, said if asked
+                own.append(f"{_name(llm)} cannot give this typed answer: {exc}")
+        return {_FORMATS: own}
+
+    def _request_for(self, index: int, request: ChatRequest) -> ChatRequest:
+        """``request`` as model ``index`` is sent it: its own structured-output parameters.
+
+        Raises:
+            LLMTransientError: that model cannot give the typed answer asked (passed over).
+        """
+        formats = request.params.get(_FORMATS)
+        if formats is None:
+            return request
+        own = formats[index]
+        if isinstance(own, str):
+            raise LLMTransientError(own)
+        params = {k: v for k, v in request.params.items() if k != _FORMATS}
+        return replace(request, params={**params, **own})
 
     async def send(self, request: ChatRequest) -> LLMResponse:
         """The first model's reply that does not fail transiently.
 
         Raises:
-            LLMTransientError: every model failed transiently (the last one's error).
+            FallbackFailedError: every model failed transiently (an `LLMTransientError`
+                naming each failure).
             LLMError: a model failed for any other reason (not passed on).
         """
+        failed: list[tuple[str, LLMTransientError]] = []
+        asked = request
         for index, llm in enumerate(self.models):
             try:
+                request = self._request_for(index, asked)
                 if takes_requests(llm, params=request.params):
-                    response = await llm.send(request)
+                    call = llm.send(request)
                 else:
-                    response = await llm.complete(
-                        request.messages, tools=request.tools or None,
-                        tool_choice=request.tool_choice, **request.params)
+                    call = llm.complete(request.messages, tools=request.tools or None,
+                                        tool_choice=request.tool_choice, **request.params)
+                limit = _EACH.get()
+                response = await (call if limit is None else _in_time(call, limit, llm))
             except LLMTransientError as exc:
-                self._switch(index, exc)
+                self._switch(index, exc, failed)
                 continue
             return self._answered(llm, response)
         raise AssertionError("unreachable: the last model's failure is raised")
@@ -144,15 +222,24 @@ class FallbackLLM(BaseLLMProvider):
     async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """The first model's stream that does not fail transiently before it yields anything;
         a failure after the first delta is raised (what was shown cannot be taken back)."""
+        failed: list[tuple[str, LLMTransientError]] = []
+        asked = request
         for index, llm in enumerate(self.models):
+            try:
+                request = self._request_for(index, asked)
+            except LLMTransientError as exc:
+                self._switch(index, exc, failed)
+                continue
             if takes_requests(llm, stream=True, params=request.params):
                 events = llm.send_stream(request)  # type: ignore[union-attr]
             else:
                 events = llm.stream(request.messages, tools=request.tools or None,
                                     tool_choice=request.tool_choice, **request.params)
+            limit = _EACH.get()
+            source = events if limit is None else _first_in_time(events, limit, llm)
             started = False
             try:
-                async for event in events:
+                async for event in source:
                     started = True
                     if isinstance(event, StreamDone):
                         event = StreamDone(response=self._answered(llm, event.response))
@@ -160,14 +247,29 @@ class FallbackLLM(BaseLLMProvider):
             except LLMTransientError as exc:
                 if started:
                     raise
-                self._switch(index, exc)
+                self._switch(index, exc, failed)
                 continue
+            finally:  # the model's stream closes with this one (a reader stopped, or done)
+                await close_stream(source)
+                await close_stream(events)
             return
 
-    def _switch(self, index: int, exc: LLMTransientError) -> None:
-        """Say the move from model ``index`` to the next; raise when it was the last."""
+    def each_within(self, timeout: float) -> AbstractContextManager[None]:
+        """Within the block, each model asked in this task must answer (a stream: begin)
+        within ``timeout`` seconds, or is passed over as if it had failed transiently: the
+        agent node gives each model its whole ``timeout`` this way."""
+        return _each_within(timeout)
+
+    def _switch(
+        self, index: int, exc: LLMTransientError, failed: list[tuple[str, LLMTransientError]]
+    ) -> None:
+        """Say the move from model ``index`` to the next; when it was the last, raise each
+        failure (``failed``, to which ``exc`` is added) as one."""
+        failed.append((_name(self.models[index]), exc))
         if index + 1 >= len(self.models):
-            raise exc
+            if len(failed) == 1:  # one model: its own error, as it came
+                raise exc
+            raise FallbackFailedError(tuple(failed)) from exc
         emit = _EMIT.get()
         if emit is not None:
             emit("llm.fallback", **{"from": _name(self.models[index]),

@@ -42,6 +42,7 @@ __all__ = (
     "ToolCallReady",
     "ToolsInput",
     "Usage",
+    "close_stream",
     "from_config",
     "from_name",
     "provider_from_config",
@@ -217,8 +218,12 @@ class LLMProvider(Protocol):
         if not isinstance(self, BaseLLMProvider):
             raise NotImplementedError(f"{type(self).__name__} must implement stream()")
         request = ChatRequest.build(messages, tools, tool_choice, params)
-        async for event in self.send_stream(request):
-            yield event
+        events = self.send_stream(request)
+        try:
+            async for event in events:
+                yield event
+        finally:  # closed with this one, not by the loop's finalizer later: its connection
+            await close_stream(events)
 
     async def close(self) -> None:
         """Release connections; the provider must not be used afterwards."""
@@ -278,6 +283,13 @@ class BaseLLMProvider(LLMProvider):
 
 
 _ARGUMENT_NAMES = frozenset({"messages", "tools", "tool_choice"})
+
+
+async def close_stream(events: AsyncIterator[Any]) -> None:
+    """Close a stream that has an ``aclose`` (an async generator's), now."""
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def replays_stream(llm: BaseLLMProvider) -> bool:
@@ -553,9 +565,7 @@ class SDKProvider(BaseLLMProvider):
                 async for event in events:
                     yield event
         finally:  # closed here, not by the loop's finalizer later: its connection goes back
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                await close()
+            await close_stream(events)
 
     async def _send(self, request: ChatRequest) -> LLMResponse:
         """The reply; subclasses implement it (or override `send`)."""

@@ -52,14 +52,30 @@ class AgentResult(RunResult):
     runner: ReactiveRunner = field(repr=False, compare=False)
     """The run's runner: its state, its checkpoints, the approvals it waits for."""
 
-    def approve(self, request_id: str | None = None, message: str | None = None) -> None:
-        """Approve a pending request (the only one, when ``request_id`` is omitted).
+    def approve(
+        self, request_id: str | None = None, message: str | None = None, *,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Approve a pending request (the only one, when ``request_id`` is omitted); with
+        ``arguments``, the call runs with those instead (`ReactiveRunner.approve`).
 
         Raises:
-            InteractionError: no such request, or it was already decided.
+            ApprovalEditError: the edited arguments do not fit; nothing was recorded.
+            InteractionError: no such request, it was already decided, or it is a question.
             ValueError: no ``request_id`` and not exactly one request waits.
         """
-        self.runner.approve(self._request(request_id), message)
+        self.runner.approve(self._request(request_id), message, arguments=arguments)
+
+    def answer(self, text: str, *, request_id: str | None = None) -> None:
+        """Answer a pending question (the only request, when ``request_id`` is omitted); the
+        id is a keyword, so the runner's order (``runner.answer(id, text)``) fails loudly.
+
+        Raises:
+            InteractionError: no such request, it was already decided, or it asks for
+                approval.
+            ValueError: no ``request_id`` and not exactly one request waits.
+        """
+        self.runner.answer(self._request(request_id), text)
 
     def reject(self, request_id: str | None = None, message: str | None = None) -> None:
         """Reject a pending request (the only one, when ``request_id`` is omitted);

@@ -26,7 +26,7 @@ from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
 from jianmu.guard.enforcer import allowed_unasked
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
-from jianmu.llm.fallback import fallback_events
+from jianmu.llm.fallback import FallbackLLM, fallback_events
 from jianmu.llm.messages import Message, Usage, close_unanswered, coerce_messages
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -79,6 +79,7 @@ __all__ = (
 
 
 _NO_SPAN = nullcontext()
+_NO_LIMIT = nullcontext()
 """The scope of a turn when nobody traces: one serves every turn (it holds nothing)."""
 
 
@@ -149,7 +150,8 @@ class AgentLLMNode(AsyncNode):
         system_prompt: the system message.
         skill_prompt: instructions appended to the system prompt (a skill's body).
         max_messages: most recent messages sent; default the constraints' ``max_messages``.
-        timeout: seconds one model call may take; default the config's ``llm.timeout``.
+        timeout: seconds one model call may take (with a `FallbackLLM`, each model it asks);
+            default the config's ``llm.timeout``.
         params: extra request parameters (``temperature``, ...).
         stream: stream the reply (text deltas become ``llm.call.delta`` events); default
             (None): when the provider can stream and someone reads the text as it comes
@@ -523,7 +525,12 @@ class AgentLLMNode(AsyncNode):
         messages = await self.prepare_messages()
         toolset = self.offered_tools()
         model = getattr(self.llm, "model", "") or "unknown"
-        timeout = self.timeout or self.ctx.config.llm.timeout
+        timeout = whole = self.timeout or self.ctx.config.llm.timeout
+        each_model: AbstractContextManager[None] = _NO_LIMIT
+        if isinstance(self.llm, FallbackLLM):  # each model it asks has the whole timeout, and
+            # one that does not answer in it is passed over, as it would be on a 503
+            each_model = self.llm.each_within(timeout)
+            whole = timeout * len(self.llm.models)
         events, tracer = self.events, self.ctx.tracer
         if events.wants("llm.call.started"):  # the fields only when someone reads them
             events.emit("llm.call.started", model=model, messages=len(messages),
@@ -549,8 +556,9 @@ class AgentLLMNode(AsyncNode):
                 # the loop timer that calls starting together share (`within`), as an
                 # asyncio.timeout would, without a timer of its own per turn
                 # a FallbackLLM says its switches here: entered when someone hears them
-                with fallback_events.scope(events.emit, heard=events.wants("llm.fallback")):
-                    reply = within(self._asked(messages, toolset), timeout, _no_answer)
+                with fallback_events.scope(events.emit, heard=events.wants("llm.fallback")), \
+                        each_model:
+                    reply = within(self._asked(messages, toolset), whole, _no_answer)
                     response = await (reply if checks is None else self._beside(reply, checks))
             except GuardrailTripped as exc:  # tripped before the model answered
                 return self._tripped(exc)
@@ -558,7 +566,7 @@ class AgentLLMNode(AsyncNode):
                 if checks is not None:
                     checks.cancel()
                 error = (
-                    f"the model did not answer within {timeout:g} s"
+                    f"the model did not answer within {whole:g} s"
                     if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
                 )
                 self.error = exc

@@ -3,13 +3,16 @@
 The node's counterpart of the ``ask_user`` tool, on the same channel: it suspends the run
 with a request of kind ``question`` (`ApprovalRequest.question`), and `ReactiveRunner.answer`
 (the CLI's ``--answer``, the studio, a durable run's ``answer``) resumes it, also after a
-restore in another process. Run again (in a loop), it asks anew under a fresh id.
+restore in another process. Run again (in a loop), it asks anew under a fresh id; so does an
+answer the state refuses for ``output_key`` (text where a number is due), the question then
+saying why.
 """
 
 from __future__ import annotations
 
 from py_trees.common import Status
 
+from jianmu.errors import StateValidationError
 from jianmu.nodes.tool_executor import fresh_request_id
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.context import QUESTION, ApprovalRequest
@@ -58,14 +61,25 @@ class AskUser(AsyncNode):
             return Status.FAILURE
         request_id = fresh_request_id(f"ask:{self.path}", self.ctx)
         decision = interaction.decision(request_id)
+        why = ""
         if decision is not None and decision.answer is not None:
-            self.state.write_port(self.output_key, decision.answer)
             interaction.consume(request_id)  # a later run of this node asks anew
-            return Status.SUCCESS
+            try:
+                self.state.write_port(self.output_key, decision.answer)
+                return Status.SUCCESS
+            except StateValidationError as exc:  # the state cannot hold it: ask again, say why
+                why = f"\n\n(The answer {decision.answer!r} could not be used: {exc})"
+                request_id = fresh_request_id(f"ask:{self.path}", self.ctx)
+        asked = interaction.request(request_id)
+        if asked is not None:  # asked before (in the run this one was restored from): as it was
+            interaction.suspend(asked)
+            self.feedback_message = f"waiting for the answer to {asked.summary!r} ({request_id})"
+            return Status.RUNNING
         text = self.question if self.question_key is None else self.state.get(self.question_key)
         if not isinstance(text, str) or not text.strip():
             self.feedback_message = f"no question to ask under {self.question_key!r}"
             return Status.FAILURE
+        text += why
         summary = text if len(text) <= 200 else text[:200] + "…"
         interaction.suspend(ApprovalRequest(
             id=request_id, kind=QUESTION, summary=summary, payload={"question": text},

@@ -194,3 +194,239 @@ async def test_fallback_events_scope_says_switches_to_a_listener_and_hides_an_ou
     with fallback_events.scope(lambda name, **f: inner.append(name), heard=True):
         await llm.complete(ask)
     assert inner == ["llm.fallback", "llm.fallback"]
+
+
+class _Streams(ScriptedLLM):
+    """A model whose stream says when it is closed (a real one gives its connection back)."""
+
+    def __init__(self, model: str, closed: list[str]) -> None:
+        super().__init__([], model=model)
+        self.closed = closed
+
+    async def send_stream(self, request: Any) -> Any:
+        from jianmu.llm import TextDelta
+
+        try:
+            yield TextDelta(text="Hel")
+            yield TextDelta(text="lo")
+        finally:
+            self.closed.append(self.model)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("through", ["fallback", "stream"])
+async def test_a_stream_closed_early_closes_the_models_stream_at_once(through: str) -> None:
+    """A reader that stops (a cancel, the agent node at `StreamDone`) closes the stream; the
+    model's own stream under it was left to the loop's finalizer, its connection held."""
+    closed: list[str] = []
+    model = _Streams("first", closed)
+    llm: Any = FallbackLLM([model, ScriptedLLM(["x"])]) if through == "fallback" else model
+    events = llm.stream([{"role": "user", "content": "hi"}])
+    assert (await events.__anext__()).text == "Hel"
+    await events.aclose()
+    assert closed == ["first"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_when_every_model_fails_the_error_names_each_failure(
+        servers: list[FakeOpenAIServer], stream: bool) -> None:
+    """The run's error said only the last model's failure: the primary's 429, the cause a
+    person looks for first, was lost (as pydantic-ai's FallbackExceptionGroup keeps each)."""
+    from jianmu.errors import FallbackFailedError
+
+    primary, secondary, _ = servers
+    primary.add(FakeError(status=429, message="slow down"))
+    secondary.add(FakeError(status=502, message="bad gateway"))
+    llm = FallbackLLM([_provider(primary), _provider(secondary)])
+    ask = [{"role": "user", "content": "hi"}]
+    with pytest.raises(FallbackFailedError) as raised:
+        if stream:
+            [e async for e in llm.stream(ask)]
+        else:
+            await llm.complete(ask)
+    error = raised.value
+    assert isinstance(error, LLMTransientError)  # a caller retrying these still does
+    assert len(error.failures) == 2 and error.__cause__ is error.failures[-1]
+    assert "HTTP 429" in str(error.failures[0]) and "HTTP 502" in str(error.failures[1])
+    assert "primary" in str(error) and "slow down" in str(error)
+    assert "secondary" in str(error) and "bad gateway" in str(error)
+    await llm.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_a_cancel_never_falls_through_to_the_next_model(stream: bool) -> None:
+    import asyncio
+
+    asked = asyncio.Event()
+
+    class Slow(ScriptedLLM):
+        async def send(self, request: Any) -> Any:
+            asked.set()
+            await asyncio.Event().wait()  # until cancelled
+
+    backup = ScriptedLLM(["never"], model="backup")
+    llm = FallbackLLM([Slow([], model="slow"), backup])
+    switches: list[str] = []
+    ask = [{"role": "user", "content": "hi"}]
+
+    async def call() -> Any:
+        if stream:
+            return [e async for e in llm.stream(ask)]
+        return await llm.complete(ask)
+
+    from jianmu.llm import fallback_events
+
+    with fallback_events(lambda name, **f: switches.append(name)):
+        task = asyncio.ensure_future(call())
+        await asked.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert backup.requests == [] and switches == []
+
+
+@pytest.mark.parametrize("primary_api", ["openai", "anthropic"])
+def test_a_typed_answer_in_native_mode_asks_each_model_in_its_own_terms(primary_api: str) -> None:
+    """The README's fallback (OpenAI first, Anthropic next) with ``output_mode="native"``: the
+    backup was sent the primary's structured-output parameter (``response_format``), which
+    Anthropic refuses, and not its own (``output_config``): the run failed when it fell back."""
+    import socket
+
+    from pydantic import BaseModel
+
+    from jianmu.llm import AnthropicProvider
+    from tests.support.model_server import ModelServer
+
+    class City(BaseModel):
+        name: str
+
+    with socket.socket() as held, ModelServer() as server:
+        held.bind(("127.0.0.1", 0))  # never listening: a connection to it is refused
+        down_url = f"http://127.0.0.1:{held.getsockname()[1]}"
+        server.add('{"name": "Oslo"}')
+        if primary_api == "openai":
+            primary: Any = OpenAIProvider("down", base_url=f"{down_url}/v1", api_key="test",
+                                          max_retries=0, retry_backoff=0)
+            backup: Any = AnthropicProvider("backup", base_url=server.anthropic_url,
+                                            max_retries=0)
+        else:
+            primary = AnthropicProvider("down", base_url=down_url, max_retries=0)
+            backup = OpenAIProvider("backup", base_url=server.openai_url, api_key="test",
+                                    max_retries=0, retry_backoff=0)
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+        node = create_react_node(FallbackLLM([primary, backup]), [], output_type=City,
+                                 output_mode="native")
+        result = ReactiveRunner(node, state).run_sync(timeout=60)
+        assert result.ok, result.error
+        assert result.output == City(name="Oslo")
+        [asked] = server.requests
+        own, foreign = (("output_config", "response_format") if asked.api == "anthropic"
+                        else ("response_format", "output_config"))
+        assert own in asked.body and foreign not in asked.body
+
+
+class _BreaksMidway(ScriptedLLM):
+    """A model whose stream breaks off after its first words."""
+
+    async def send_stream(self, request: Any) -> Any:
+        from jianmu.llm import TextDelta
+
+        yield TextDelta(text="The weather in ")
+        raise LLMTransientError("the answer broke off midway")
+
+
+@pytest.mark.anyio
+async def test_a_stream_that_broke_after_its_first_delta_is_not_answered_again() -> None:
+    """The reader already has the first model's words: the backup's whole answer after them
+    would read as one answer glued from two. The run fails with the break instead."""
+    backup = ScriptedLLM(["Sunny in Oslo."], model="backup")
+    llm = FallbackLLM([_BreaksMidway([], model="first"), backup])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "Oslo?"}]})
+    runner = ReactiveRunner(create_react_node(llm, [], stream=True), state)
+    deltas: list[str] = []
+    async for event in runner.stream(timeout=60):
+        if event.name == "llm.call.delta":
+            deltas.append(event.fields["text"])
+        if event.name == "run.finished":
+            result = event.fields["result"]
+    assert deltas == ["The weather in "]
+    assert result.status.value == "failure" and "broke off midway" in (result.error or "")
+    assert backup.requests == [] and state.get("final_answer") is None
+
+
+class _Hangs(ScriptedLLM):
+    """A model that never answers (a server that took the connection and says nothing)."""
+
+    async def send(self, request: Any) -> Any:
+        import asyncio
+
+        await asyncio.Event().wait()
+
+    async def send_stream(self, request: Any) -> Any:
+        await self.send(request)
+        yield  # an async generator that never yields
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_model_that_does_not_answer_within_the_timeout_is_passed_over(stream: bool) -> None:
+    """The node's timeout (``llm.timeout``) held for the whole chain: a primary that hung was
+    stopped with the run's "did not answer" failure, and the backup was never asked, though
+    a timeout is what a fallback is for."""
+    from jianmu import AppConfig
+
+    backup = ScriptedLLM(["Hello from the backup."], model="backup")
+    llm = FallbackLLM([_Hangs([], model="hung"), backup])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+    config = AppConfig.model_validate({"llm": {"timeout": 2}})
+    runner = ReactiveRunner(create_react_node(llm, [], stream=stream), state, config=config)
+    seen: list[Any] = []
+    runner.ctx.events.subscribe("llm.fallback", seen.append)
+    result = runner.run_sync(timeout=60)
+    assert result.ok, result.error
+    assert state.get("final_answer") == "Hello from the backup."
+    [switch] = seen
+    assert (switch.fields["from"], switch.fields["to"]) == ("hung", "backup")
+    assert "did not answer within 2 s" in switch.fields["error"]
+
+
+def test_when_every_model_hangs_the_run_fails_in_time() -> None:
+    from jianmu import AppConfig
+
+    llm = FallbackLLM([_Hangs([], model="a"), _Hangs([], model="b")])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+    config = AppConfig.model_validate({"llm": {"timeout": 1}})
+    runner = ReactiveRunner(create_react_node(llm, []), state, config=config)
+    seen: list[Any] = []
+    runner.ctx.events.subscribe("llm.fallback", seen.append)
+    result = runner.run_sync(timeout=60)
+    assert result.status.value == "failure"
+    assert "did not answer" in (result.error or "")
+    assert [(e.fields["from"], e.fields["to"]) for e in seen] == [("a", "b")]
+
+
+class _NoNative(ScriptedLLM):
+    """A model that cannot give a typed answer natively (an SDK too old for it)."""
+
+    def output_format_params(self, **kwargs: Any) -> dict[str, Any]:
+        raise ConfigError("the installed SDK has no structured output")
+
+
+@pytest.mark.anyio
+async def test_a_backup_without_structured_output_never_stops_the_primary_answering() -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+
+    def run(llm: FallbackLLM) -> Any:
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+        node = create_react_node(llm, [], output_type=City, output_mode="native")
+        return ReactiveRunner(node, state).run()
+
+    ok = await run(FallbackLLM([ScriptedLLM(['{"name": "Oslo"}']), _NoNative([], model="old")]))
+    assert ok.ok and ok.output == City(name="Oslo")
+    down = await run(FallbackLLM([_Down([], model="down"), _NoNative(["x"], model="old")]))
+    assert down.status.value == "failure"
+    assert "rate limited" in (down.error or "") and "no structured output" in (down.error or "")

@@ -11,10 +11,16 @@ import pytest
 from pydantic import BaseModel
 
 from jianmu import Agent, AgentResult, ReactiveRunner, ScriptedLLM, StateManager, tool
-from jianmu.errors import ConfigError, OutputValidationError
+from jianmu.errors import (
+    ApprovalEditError,
+    ConfigError,
+    InteractionError,
+    OutputValidationError,
+)
 from jianmu.nodes import AgentState, ReActLoop
 from jianmu.runtime import RunStatus
 from jianmu.runtime.events import Event
+from jianmu.tools.builtin import ask_user
 
 pytestmark = pytest.mark.anyio
 
@@ -103,6 +109,42 @@ def test_an_approval_suspends_and_the_run_resumes_after_it() -> None:
         agent.run_sync(resume=done)
     with pytest.raises(ValueError, match="this agent"):
         Agent(ScriptedLLM(["x"])).run_sync(resume=paused)
+
+
+def test_a_result_edits_an_approval_and_answers_a_question() -> None:
+    """`AgentResult` decides as the runner does: an edit (``arguments=``), and an answer to a
+    question, which approving refused with "answer it with answer(...)", a method it lacked."""
+    @tool(confirm=True)
+    def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: where.
+        """
+        return f"deployed to {target}"
+
+    llm = ScriptedLLM([
+        [{"name": "ask_user", "arguments": {"question": "Where to?"}}],
+        [{"name": "deploy", "arguments": {"target": "prod"}}],
+        "Deployed.",
+    ])
+    agent = Agent(llm, tools=[deploy, ask_user])
+    paused = agent.run_sync("Ship it.")
+    [question] = paused.pending
+    assert question.kind == "question"
+    with pytest.raises(InteractionError, match="answer"):
+        paused.approve()
+    paused.answer("staging, not prod")
+    paused = agent.run_sync(resume=paused)
+    assert [r.payload["tool"] for r in paused.pending] == ["deploy"]
+    with pytest.raises(ApprovalEditError):
+        paused.approve(arguments={"target": 3})  # nothing recorded: it still waits
+    paused.approve(arguments={"target": "staging"})
+    done = agent.run_sync(resume=paused)
+    assert done.ok and done.output == "Deployed."
+    tool_texts = [m.content or "" for m in done.messages if m.role == "tool"]
+    assert tool_texts[0] == "staging, not prod"
+    assert "edited" in tool_texts[1] and tool_texts[1].endswith("deployed to staging")
 
 
 def test_a_rejection_reaches_the_model() -> None:

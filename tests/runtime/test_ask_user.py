@@ -177,3 +177,33 @@ async def test_a_sub_agent_asks_through_the_callers_channel() -> None:
     result = await runner.run(timeout=30)
     assert result.status is RunStatus.SUCCESS, result.error
     assert state.get("final_answer") == "lead: Booking a trip to Oslo."
+
+
+async def test_an_answer_the_state_cannot_hold_is_asked_again_not_a_stuck_run(
+    tmp_path: Path,
+) -> None:
+    """`AskUser` wrote "five" to an ``int`` key: the run failed, and every later run failed
+    the same way, since the answer stood and could not be given again. It asks again, saying
+    why, also after a restore."""
+    from pydantic import BaseModel
+
+    class Order(BaseModel):
+        count: int = 0
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+    runner = ReactiveRunner(AskUser("ask", question="How many?", output_key="count"),
+                            StateManager(Order), checkpointer=store)
+    (first,) = (await runner.run(timeout=30)).pending
+    runner.answer(first.id, "five")
+    again = await runner.run(timeout=30)
+    assert again.status is RunStatus.SUSPENDED, again.error
+    (second,) = again.pending
+    assert second.id != first.id and second.kind == "question"
+    assert (second.question or "").startswith("How many?")
+    assert "'five'" in (second.question or "") and "integer" in (second.question or "")
+    restored = ReactiveRunner.restore(AskUser("ask", question="How many?", output_key="count"),
+                                      store, runner.run_id, state_manager=StateManager(Order))
+    restored.answer(second.id, "5")
+    done = await restored.run(timeout=30)
+    assert done.status is RunStatus.SUCCESS, done.error
+    assert restored.state.get("count") == 5

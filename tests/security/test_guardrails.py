@@ -3,6 +3,7 @@ model, and no skill or sub-agent escapes the run's guardrails."""
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,53 @@ async def test_a_span_with_content_captured_never_holds_a_withheld_result() -> N
     recorded = str(tool_span.attributes[GEN_AI_TOOL_CALL_RESULT])
     assert "sk-live" not in recorded and "withheld" in recorded
     assert tool_span.attributes["jianmu.tool.ok"] is False
+
+
+@pytest.mark.parametrize("stop", ["cancel", "checkpoint"])
+async def test_a_call_whose_result_a_guardrail_was_checking_when_the_run_stopped_never_runs_again(
+    tmp_path: Path, stop: str
+) -> None:
+    """A payment ran, and the run was stopped while a tool-output guardrail (a moderation
+    service, say) read its result: the call was taken as never run, and the next run (or the
+    process restoring the checkpoint) paid again."""
+    from jianmu import ToolExecutor, Tripwire
+    from jianmu.runtime import SQLiteCheckpointer
+
+    paid: list[int] = []
+    runner: ReactiveRunner | None = None
+
+    @tool(read_only=False)
+    async def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        paid.append(amount)
+        return "paid"
+
+    async def moderation(ctx: Any, result: Any) -> Tripwire | None:
+        assert runner is not None
+        if len(paid) == 1:  # the run is stopped while the result is read
+            runner.cancel()
+            await asyncio.Event().wait()  # ...and the check waits until the cancel lands
+        return None
+
+    def build() -> tuple[ToolExecutor, StateManager]:
+        state = StateManager(AgentState, {"actions": [
+            {"id": "p1", "name": "pay", "arguments": {"amount": 30}}]})
+        return ToolExecutor(tools=[pay], tool_output_guardrails=[moderation]), state
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite") if stop == "checkpoint" else None
+    tree, state = build()
+    runner = ReactiveRunner(tree, state, checkpointer=store)
+    assert (await runner.run(timeout=30)).status is RunStatus.CANCELLED
+    if store is not None:  # another runner takes the run up from its checkpoint
+        tree, state = build()
+        runner = ReactiveRunner.restore(tree, store, runner.run_id, state_manager=state)
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert paid == [30]  # paid once
+    assert state.get("completed_call_ids") == ["p1"]
+    [seen] = [m.content or "" for m in state.get("messages") or [] if m.role == "tool"]
+    assert "withheld" in seen  # its result was never passed by the guardrail: not shown
