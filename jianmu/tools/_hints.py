@@ -18,7 +18,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ("described", "has_own_signature", "module_globals", "partial_parts", "plain_hints")
+__all__ = (
+    "callable_name", "described", "has_own_signature", "module_globals", "partial_parts",
+    "plain_hints",
+)
 
 
 @lru_cache(maxsize=1024)
@@ -88,6 +91,14 @@ def partial_parts(obj: Any) -> tuple[Any, frozenset[str]]:
     if isinstance(obj, functools.partial):
         return obj.func, frozenset(obj.keywords)
     return obj, frozenset()
+
+
+def callable_name(obj: Any) -> str:
+    """The name `tool` gives what ``obj`` calls: a partial's function's, else its own
+    ``__name__``, else its type's (never its repr, which may show what a partial binds)."""
+    inner, _ = partial_parts(obj)
+    name = getattr(inner, "__name__", None)
+    return name if isinstance(name, str) else type(inner).__name__
 
 
 def module_globals(obj: Any) -> dict[str, Any]:
