@@ -517,43 +517,24 @@ def _output_schema(annotation: Any, doc: str) -> dict[str, Any]:
         schema: dict[str, Any] = {}
     elif annotation is None or annotation is type(None):
         schema = {"type": "null"}
-    elif _builtin_annotation(annotation):
-        schema = copy.deepcopy(_builtin_output_schema(annotation))
     else:
-        try:
-            schema = strip_titles(TypeAdapter(annotation).json_schema())
-        except Exception:  # any type pydantic cannot describe: say nothing rather than fail
-            schema = {}
+        try:  # remembered: a model's schema costs milliseconds, and tools may be made per run
+            schema = copy_schema(_remembered_output_schema(annotation))
+        except Exception:  # unhashable (described each time), or pydantic cannot describe it
+            try:
+                schema = strip_titles(TypeAdapter(annotation).json_schema())
+            except Exception:  # any type pydantic cannot describe: say nothing rather than fail
+                schema = {}
     if doc and "description" not in schema:
         schema["description"] = doc
     return schema
 
 
-_BUILTIN_TYPES = frozenset({str, int, float, bool, bytes, type(None), Any})
-_BUILTIN_ORIGINS = frozenset({list, dict, tuple, set, frozenset, typing.Union, types.UnionType})
-
-
-def _builtin_annotation(annotation: Any, depth: int = 0) -> bool:
-    """True for a builtin scalar or a builtin container of them (``dict[str, list[int]]``):
-    types whose JSON Schema never changes, so it can be remembered."""
-    try:
-        if annotation in _BUILTIN_TYPES:
-            return True
-    except TypeError:  # unhashable
-        return False
-    if depth > 8 or typing.get_origin(annotation) not in _BUILTIN_ORIGINS:
-        return False
-    return all(a is Ellipsis or _builtin_annotation(a, depth + 1)
-               for a in typing.get_args(annotation))
-
-
 @lru_cache(maxsize=512)
-def _builtin_output_schema(annotation: Any) -> dict[str, Any]:
-    """pydantic's JSON Schema of a `_builtin_annotation` type, remembered (callers copy it)."""
-    try:
-        return strip_titles(TypeAdapter(annotation).json_schema())  # type: ignore[no-any-return]
-    except Exception:  # any type pydantic cannot describe: say nothing rather than fail
-        return {}
+def _remembered_output_schema(annotation: Any) -> dict[str, Any]:
+    """pydantic's JSON Schema of a return type, remembered (callers copy it); a type it cannot
+    describe (yet: a forward reference) raises, so is not remembered."""
+    return strip_titles(TypeAdapter(annotation).json_schema())  # type: ignore[no-any-return]
 
 
 _CORE: dict[Any, CoreSchema | None] = {}
