@@ -168,6 +168,24 @@ def test_every_agentdojo_task_ends_with_agentdojos_environment(suite: str, way: 
             assert seen_as(seen, expected), (task["id"], seen[:200])
 
 
+def test_every_task_made_in_one_turn_of_write_tools_runs_its_calls_in_order() -> None:
+    # a model may ask for all its calls at once; tools that say they write (AgentDojo's tools
+    # do not say: a plain @tool is a read, whose batch may run in parallel) run one by one
+    for task in TASKS:
+        env = environment(task["suite"])
+        tools = ToolSet.from_tools([
+            tool(with_environment(fn, env), max_result_length=LONG, category="write")
+            for fn in SUITES[task["suite"]][1]])
+        batch = [{"id": f"c{i}", **call} for i, call in enumerate(task["calls"])]
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "help"}]})
+        agent = create_react_node(ScriptedLLM([batch, task["answer"]]), tools, max_iterations=3)
+        assert ReactiveRunner(agent, state).run_sync(timeout=60).ok, task["id"]
+        assert env_hash(env) == task["env_sha256"], task["id"]
+        observations = [m.content or "" for m in state.get("messages") if m.role == "tool"]
+        assert len(observations) == len(task["outputs"]), task["id"]
+        assert all(map(seen_as, observations, task["outputs"])), task["id"]
+
+
 @pytest.mark.parametrize("way", WAYS)
 def test_a_call_agentdojo_refuses_is_an_observation_and_changes_nothing(way: str) -> None:
     for probe in PROBES:
