@@ -6,10 +6,12 @@ ground truth (all 97 user tasks, 26 injection tasks): its calls, what AgentDojo'
 gave for each, and the hash of the environment after them. A scripted model makes each task's
 calls, one a turn, then gives the task's expected answer. The tools take their environment as
 AgentDojo's runtime gives it (``Annotated[Inbox, Depends("inbox")]``), bound here with
-`functools.partial` as a user would, and reach Jianmu two ways: ``@tool`` on the bound
-functions, and `ToolSet.from_openai` with the definitions AgentDojo generates for its models
-(each function behind a small adapter that reads its arguments as the types it annotates, as
-AgentDojo's runtime does: `ToolSet.from_openai` hands a function exactly the JSON sent).
+`functools.partial` as a user would, and reach Jianmu three ways: ``@tool`` on the bound
+functions; ``@tool`` on a wrapper that takes the injected `RunContext` instead and finds the
+environment in its ``extras``; and `ToolSet.from_openai` with the definitions AgentDojo
+generates for its models (each function behind a small adapter that reads its arguments as
+the types it annotates, as AgentDojo's runtime does: `ToolSet.from_openai` hands a function
+exactly the JSON sent).
 AgentDojo's own ``utility()`` and ``security()`` were checked on Jianmu's replay by
 ``make_sample.py`` with the real package; here the environment's hash stands for them, and
 each observation is checked against what AgentDojo's function returned for the call.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import datetime
 import functools
 import hashlib
+import inspect
 import json
 import types
 import typing
@@ -31,6 +34,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from jianmu import AgentState, ReactiveRunner, ScriptedLLM, StateManager, ToolSet, create_react_node
+from jianmu.runtime.context import RunContext
 from jianmu.tools import tool
 from tests.fixtures.agentdojo.runtime import Depends, TaskEnvironment
 from tests.fixtures.agentdojo.tools import (
@@ -53,7 +57,8 @@ SUITES: dict[str, tuple[type[TaskEnvironment], list[Callable[..., Any]]]] = {
     "travel": (travel_suite.TravelEnvironment, travel_suite.TOOLS),
     "workspace": (workspace_suite.WorkspaceEnvironment, workspace_suite.TOOLS),
 }
-WAYS = ("tool_on_bound_functions", "openai_definitions_annotated")
+WAYS = ("tool_on_bound_functions", "tool_on_wrappers_given_the_context",
+        "openai_definitions_annotated")
 LONG = 100_000  # list_files returns ~26,000 characters: more than the default 20,000
 
 
@@ -104,7 +109,32 @@ def as_annotated(fn: functools.partial[Any]) -> Callable[..., Any]:
     return call
 
 
+def given_context(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` taking, in place of its ``Depends`` parameters, the injected `RunContext`, whose
+    ``extras["env"]`` is the run's environment: a user's wrapper, described by the signature
+    it sets (the model's parameters with their types, and ``ctx``)."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    parts = {name: hint.__metadata__[0] for name, hint in hints.items()
+             if typing.get_origin(hint) is typing.Annotated
+             and isinstance(hint.__metadata__[0], Depends)}
+    signature = inspect.signature(fn)
+    kept = [p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in signature.parameters.values() if p.name not in parts]
+    context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=RunContext)
+
+    def call(*, ctx: RunContext, **arguments: Any) -> Any:
+        env = ctx.extras["env"]
+        return fn(**arguments, **{n: d.extract_dep_from_env(env) for n, d in parts.items()})
+
+    call.__signature__ = signature.replace(parameters=[*kept, context])  # type: ignore[attr-defined]
+    call.__name__, call.__doc__ = fn.__name__, fn.__doc__
+    return call
+
+
 def toolset(suite: str, env: TaskEnvironment, way: str) -> ToolSet:
+    if way == "tool_on_wrappers_given_the_context":
+        return ToolSet.from_tools([tool(given_context(fn), max_result_length=LONG)
+                                   for fn in SUITES[suite][1]])
     bound = [with_environment(fn, env) for fn in SUITES[suite][1]]
     if way == "tool_on_bound_functions":
         return ToolSet.from_tools([tool(fn, max_result_length=LONG) for fn in bound])
@@ -121,7 +151,7 @@ def replay(suite: str, calls: list[dict[str, Any]], answer: str, way: str
     state = StateManager(AgentState, {"messages": [{"role": "user", "content": "help"}]})
     agent = create_react_node(ScriptedLLM([*script, answer]), toolset(suite, env, way),
                               max_iterations=len(calls) + 2)
-    result = ReactiveRunner(agent, state).run_sync(timeout=60)
+    result = ReactiveRunner(agent, state, extras={"env": env}).run_sync(timeout=60)
     assert result.ok and state.get("final_answer") == answer, result.error
     return env, [m.content or "" for m in state.get("messages") if m.role == "tool"]
 
@@ -204,10 +234,11 @@ def _untitled(schema: Any) -> Any:
     return [_untitled(v) for v in schema] if isinstance(schema, list) else schema
 
 
+@pytest.mark.parametrize("way", WAYS[:2])
 @pytest.mark.parametrize("suite", sorted(SUITES))
-def test_tool_gives_the_bound_functions_the_definitions_agentdojo_gives_its_models(
-        suite: str) -> None:
-    made = {t.name: t for t in toolset(suite, environment(suite), "tool_on_bound_functions")}
+def test_tool_gives_the_functions_the_definitions_agentdojo_gives_its_models(
+        suite: str, way: str) -> None:
+    made = {t.name: t for t in toolset(suite, environment(suite), way)}
     assert sorted(made) == sorted(d["function"]["name"] for d in DEFINITIONS[suite])
     for definition in DEFINITIONS[suite]:
         theirs, ours = definition["function"], made[definition["function"]["name"]]
