@@ -9,6 +9,7 @@ plain class or a builtin generic of classes is left to `get_type_hints`.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import types
@@ -17,7 +18,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ("described", "has_own_signature", "module_globals", "plain_hints")
+__all__ = (
+    "callable_name", "described", "has_own_signature", "module_globals", "partial_parts",
+    "plain_hints",
+)
 
 
 @lru_cache(maxsize=1024)
@@ -76,6 +80,25 @@ def described(obj: Any) -> Any:
     if inner is not obj and (inspect.isfunction(inner) or inspect.ismethod(inner)):
         return inner
     return inner if has_own_signature(inner) else inner.__call__
+
+
+def partial_parts(obj: Any) -> tuple[Any, frozenset[str]]:
+    """What a `functools.partial` calls and the keywords it binds; ``obj`` and none otherwise.
+
+    The bound keywords are the author's (an environment, a client, a key): never shown to the
+    model nor taken from it. Nested partials are already flattened by `functools.partial`.
+    """
+    if isinstance(obj, functools.partial):
+        return obj.func, frozenset(obj.keywords)
+    return obj, frozenset()
+
+
+def callable_name(obj: Any) -> str:
+    """The name `tool` gives what ``obj`` calls: a partial's function's, else its own
+    ``__name__``, else its type's (never its repr, which may show what a partial binds)."""
+    inner, _ = partial_parts(obj)
+    name = getattr(inner, "__name__", None)
+    return name if isinstance(name, str) else type(inner).__name__
 
 
 def module_globals(obj: Any) -> dict[str, Any]:

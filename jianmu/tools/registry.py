@@ -22,6 +22,7 @@ from types import FunctionType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast, overload
 
 from jianmu.errors import ToolDefinitionError, ToolError, ToolNotFoundError, ToolValidationError
+from jianmu.tools._hints import callable_name
 from jianmu.tools.base import (
     FunctionTool,
     Tool,
@@ -306,7 +307,7 @@ class ToolSet:
         if isinstance(functions, Mapping):
             by_name = dict(functions)
         else:
-            by_name = {getattr(f, "__name__", repr(f)): f for f in functions}
+            by_name = {callable_name(f): f for f in functions}
         chosen = dict(metadata or {})
         tools: list[Tool] = []
         named: set[str] = set()

@@ -30,7 +30,13 @@ from pydantic_core import CoreSchema, SchemaValidator, core_schema
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
 from jianmu.tools._docstrings import parse_docstring
-from jianmu.tools._hints import described, has_own_signature, module_globals, plain_hints
+from jianmu.tools._hints import (
+    described,
+    has_own_signature,
+    module_globals,
+    partial_parts,
+    plain_hints,
+)
 from jianmu.tools.calls import decode_container, single_argument
 
 __all__ = (
@@ -511,43 +517,24 @@ def _output_schema(annotation: Any, doc: str) -> dict[str, Any]:
         schema: dict[str, Any] = {}
     elif annotation is None or annotation is type(None):
         schema = {"type": "null"}
-    elif _builtin_annotation(annotation):
-        schema = copy.deepcopy(_builtin_output_schema(annotation))
     else:
-        try:
-            schema = strip_titles(TypeAdapter(annotation).json_schema())
-        except Exception:  # any type pydantic cannot describe: say nothing rather than fail
-            schema = {}
+        try:  # remembered: a model's schema costs milliseconds, and tools may be made per run
+            schema = copy_schema(_remembered_output_schema(annotation))
+        except Exception:  # unhashable (described each time), or pydantic cannot describe it
+            try:
+                schema = strip_titles(TypeAdapter(annotation).json_schema())
+            except Exception:  # any type pydantic cannot describe: say nothing rather than fail
+                schema = {}
     if doc and "description" not in schema:
         schema["description"] = doc
     return schema
 
 
-_BUILTIN_TYPES = frozenset({str, int, float, bool, bytes, type(None), Any})
-_BUILTIN_ORIGINS = frozenset({list, dict, tuple, set, frozenset, typing.Union, types.UnionType})
-
-
-def _builtin_annotation(annotation: Any, depth: int = 0) -> bool:
-    """True for a builtin scalar or a builtin container of them (``dict[str, list[int]]``):
-    types whose JSON Schema never changes, so it can be remembered."""
-    try:
-        if annotation in _BUILTIN_TYPES:
-            return True
-    except TypeError:  # unhashable
-        return False
-    if depth > 8 or typing.get_origin(annotation) not in _BUILTIN_ORIGINS:
-        return False
-    return all(a is Ellipsis or _builtin_annotation(a, depth + 1)
-               for a in typing.get_args(annotation))
-
-
 @lru_cache(maxsize=512)
-def _builtin_output_schema(annotation: Any) -> dict[str, Any]:
-    """pydantic's JSON Schema of a `_builtin_annotation` type, remembered (callers copy it)."""
-    try:
-        return strip_titles(TypeAdapter(annotation).json_schema())  # type: ignore[no-any-return]
-    except Exception:  # any type pydantic cannot describe: say nothing rather than fail
-        return {}
+def _remembered_output_schema(annotation: Any) -> dict[str, Any]:
+    """pydantic's JSON Schema of a return type, remembered (callers copy it); a type it cannot
+    describe (yet: a forward reference) raises, so is not remembered."""
+    return strip_titles(TypeAdapter(annotation).json_schema())  # type: ignore[no-any-return]
 
 
 _CORE: dict[Any, CoreSchema | None] = {}
@@ -792,15 +779,16 @@ def function_schema(
             cannot be resolved, a type pydantic cannot handle).
         ToolDefinitionError: a name in ``injected_names`` is not a parameter of ``fn``.
     """
-    target: Callable[..., Any] = fn
-    if _is_callable_object(fn):
-        target = described(fn)  # what it wraps, its own __signature__, else its __call__
+    inner, bound = partial_parts(fn)  # a partial is described by what it calls
+    target: Callable[..., Any] = inner
+    if _is_callable_object(inner):
+        target = described(inner)  # what it wraps, its own __signature__, else its __call__
     unwrapped = inspect.unwrap(getattr(target, "__func__", target))
     raw_name = getattr(unwrapped, "__name__", None)
-    name = raw_name if raw_name and raw_name != "__call__" else type(fn).__name__
+    name = raw_name if raw_name and raw_name != "__call__" else type(inner).__name__
     sig: Any  # an inspect.Signature, or a _Signature with the same attributes
     try:
-        sig = _signature(target)
+        sig = _signature(target if inner is fn else fn)
     except (TypeError, ValueError) as exc:
         raise ToolValidationError(str(name), [f"cannot read the signature: {exc}"]) from None
     hints, failed = _resolve_hints(target, sig, namespace)
@@ -833,7 +821,8 @@ def function_schema(
         if param.kind is param.VAR_KEYWORD:
             var_kw = True
             continue
-        if index == 0 and pname in ("self", "cls") and not inspect.ismethod(target):
+        if (index == 0 and pname in ("self", "cls") and not inspect.ismethod(target)) or (
+                pname in bound):
             continue
         has_default = param.default is not inspect.Parameter.empty
         if pname in failed:
@@ -928,7 +917,7 @@ def function_schema(
         signature_names=names,
         is_async=inspect.iscoroutinefunction(unwrapped) or (
             target is not unwrapped and inspect.iscoroutinefunction(target)) or (
-            target is not fn and inspect.iscoroutinefunction(type(fn).__call__)),
+            target is not inner and inspect.iscoroutinefunction(type(inner).__call__)),
         return_annotation=hints.get("return", sig.return_annotation),
         returns_doc=doc.returns,
         param_descriptions=dict(doc.params),

@@ -1,5 +1,6 @@
-"""A callable that says what it takes (``__signature__``, ``__wrapped__``) becomes a tool as
-`inspect.signature` describes it: name, parameters, types and docstring of what it describes.
+"""A callable that says what it takes (``__signature__``, ``__wrapped__``, a `functools.partial`)
+becomes a tool as `inspect.signature` describes it: name, parameters, types and docstring of
+what it describes; the arguments a partial binds are the author's, not the model's.
 
 tau2-bench hands its tools over as such objects (a pydantic ``Tool`` with ``__call__(*args,
 **kwargs)`` that sets ``__name__``, ``__signature__`` and ``__doc__`` on itself); a class-based
@@ -13,6 +14,10 @@ import functools
 import inspect
 from typing import Any, Literal
 
+import pytest
+from pydantic import BaseModel
+
+from jianmu.errors import ToolInputError
 from jianmu.tools import tool
 
 
@@ -110,3 +115,41 @@ def test_a_function_whose_signature_is_set_takes_the_types_of_that_signature() -
     made = tool(double)
     assert made.parameters["properties"]["n"] == {"type": "integer", "description": "The number."}
     assert run(made, {"n": "3"}) == 6  # not "33": the declared int, not a string
+
+
+class Ledger(BaseModel):
+    """An environment a tool works on, bound by its author (AgentDojo's ``Depends`` shape)."""
+
+    balance: float
+    paid: list[str] = []
+
+
+def pay(ledger: Ledger, to: str, amount: float, memo: str | None = None) -> str:
+    """Pay someone from the ledger.
+
+    Args:
+        to: Who is paid.
+        amount: How much.
+        memo: A note, if any.
+    """
+    ledger.balance -= amount
+    ledger.paid.append(to)
+    return f"paid {to} {amount}; {ledger.balance} left"
+
+
+def test_a_partial_is_described_by_its_function_without_the_arguments_it_binds() -> None:
+    for bind in ({"ledger": Ledger(balance=10)}, {}):
+        ledger = bind.get("ledger") or Ledger(balance=10)
+        made = tool(functools.partial(pay, **bind) if bind else functools.partial(pay, ledger))
+        assert made.name == "pay"
+        assert made.description == "Pay someone from the ledger."
+        assert made.parameters["required"] == ["to", "amount"]
+        assert list(made.parameters["properties"]) == ["to", "amount", "memo"]
+        assert made.parameters["properties"]["amount"] == {
+            "type": "number", "description": "How much."}
+        assert "$defs" not in made.parameters  # nothing of the bound Ledger is shown
+        assert run(made, {"to": "bob", "amount": "2.5"}) == "paid bob 2.5; 7.5 left"
+        assert ledger.paid == ["bob"]
+        with pytest.raises(ToolInputError, match="unknown argument 'ledger'"):
+            run(made, {"to": "eve", "amount": 1, "ledger": {"balance": 0}})
+        assert ledger.paid == ["bob"]  # the model cannot rebind it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 from typing import Any
 
 import pytest
@@ -215,6 +216,24 @@ def test_toolset_from_openai_matches_functions_by_name() -> None:
     meta = ToolSet.from_openai([DEFINITION, other], [cancel_items, ping],
                                metadata={"ping": {"read_only": True}})
     assert meta.is_parallel_safe(["ping"]) and not meta.is_parallel_safe(["cancel_items"])
+
+
+def test_toolset_from_openai_names_a_listed_partial_by_the_function_it_calls() -> None:
+    # AgentDojo's shape: each tool function takes its environment, bound by the caller
+    ping = {"type": "function", "function": {
+        "name": "ping", "description": "Ping.", "parameters": {"type": "object", "properties": {}},
+    }}
+
+    def pinged(env: dict[str, Any]) -> str:
+        return env["reply"]
+
+    bound = functools.partial(pinged, env={"reply": "pong", "secret": "s3cr3t-v4lue"})
+    ping["function"]["name"] = "pinged"
+    tools = ToolSet.from_openai([ping], [bound])
+    assert asyncio.run(tools.execute("pinged", {})).output == "pong"
+    with pytest.raises(ToolDefinitionError, match="'pinged' has no definition") as refused:
+        ToolSet.from_openai([DEFINITION], [bound])
+    assert "s3cr3t" not in str(refused.value)  # named, not shown with what it binds
 
 
 @pytest.mark.anyio

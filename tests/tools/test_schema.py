@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 import jsonschema
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 from typing_extensions import NotRequired, TypedDict  # noqa: UP035 (pydantic needs it on 3.11)
 
 from jianmu.errors import ToolDefinitionWarning, ToolInputError, ToolValidationError
@@ -678,6 +678,35 @@ def test_output_schema_comes_from_the_return_annotation() -> None:
         """Doc."""
 
     assert tool(nothing).output_schema == {"type": "null"}
+
+
+class Row(BaseModel):
+    id: int
+    tags: list[str]
+
+
+def rows(env: dict[str, Any], n: int) -> list[Row]:
+    """The first rows of the environment's table."""
+    return [Row(id=i, tags=[]) for i in range(n)]
+
+
+def test_a_tool_made_anew_per_run_describes_its_return_type_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # AgentDojo's shape: tools return pydantic models and are bound to a new environment for
+    # each task; pydantic's schema of the return type took ~5 ms per tool, each time
+    made: list[Any] = []
+    real = TypeAdapter.json_schema
+
+    def counted(self: TypeAdapter[Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        made.append(self)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(TypeAdapter, "json_schema", counted)
+    first, second = (tool(functools.partial(rows, {})).output_schema for _ in range(2))
+    assert first == second and first["type"] == "array" and first["$defs"]["Row"]["properties"]
+    assert [repr(a) for a in made].count("TypeAdapter(list[Row])") == 1
+    first["description"] = "changed"  # each tool holds its own copy
+    assert "description" not in tool(functools.partial(rows, {})).output_schema
 
 
 def test_unsupported_signatures_are_refused_clearly() -> None:
