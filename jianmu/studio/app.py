@@ -43,7 +43,8 @@ from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
 from jianmu.studio.pages import STATUSES, run_href, run_page, runs_page
 from jianmu.studio.runs import FINISHED
 
-__all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "RunSource", "TokenGuard", "create_app")
+__all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "RunSource", "TokenGuard", "cookie_name",
+           "create_app")
 
 POLL_S = 0.5
 """How often a live page's stream looks at the run again."""
@@ -268,6 +269,7 @@ def _jsonable(view: dict[str, Any]) -> dict[str, Any]:
 # -- the door ----------------------------------------------------------------------------------
 
 COOKIE = "jianmu_studio"
+"""The start of the studio's cookie's name; the rest is its token's (`cookie_name`)."""
 CSRF_HEADER = "x-csrf-token"
 _HEADERS = {
     # the page runs its own script only; run data never becomes markup or code
@@ -281,6 +283,13 @@ _HEADERS = {
 }
 
 
+def cookie_name(token: str) -> str:
+    """The name of the cookie that holds ``token``: a browser keeps one cookie jar per host,
+    whatever the port, so two studios open in one browser (two projects, two ports) each need
+    their own name, or the second would lock the first out."""
+    return f"{COOKIE}_{hmac.new(token.encode(), b'cookie', hashlib.sha256).hexdigest()[:16]}"
+
+
 class TokenGuard:
     """ASGI middleware: refuses every request naming a ``Host:`` the studio is not served at,
     or without the token, and POSTs without the CSRF token (derived from the token, so it is
@@ -291,6 +300,7 @@ class TokenGuard:
         self.app = app
         self.token = token
         self.csrf = hmac.new(token.encode(), b"csrf", hashlib.sha256).hexdigest()
+        self.cookie = cookie_name(token)
         self.host = host
         self.port = port
 
@@ -313,8 +323,8 @@ class TokenGuard:
             # swap the token in the URL for a cookie, and drop it from the address bar
             rest = urlencode({k: v for k, v in query.items() if k != "token"})
             response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), 303)
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
-        elif not self._same(_cookie(headers), self.token):
+            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict")
+        elif not self._same(_cookie(headers, self.cookie), self.token):
             response = PlainTextResponse(
                 "403: open the studio with the URL it printed at start (?token=...)", 403)
         elif scope["method"] not in ("GET", "HEAD"):
@@ -343,10 +353,10 @@ def _secured(response: Response) -> Response:
     return response
 
 
-def _cookie(headers: Headers) -> str | None:
+def _cookie(headers: Headers, wanted: str) -> str | None:
     for part in headers.get("cookie", "").split(";"):
         name, _, value = part.strip().partition("=")
-        if name == COOKIE:
+        if name == wanted:
             return value
     return None
 

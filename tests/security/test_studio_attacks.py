@@ -14,6 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from jianmu._secrets import is_loopback
+from jianmu.studio.app import cookie_name
 from tests.studio.conftest import TOKEN, anonymous, checkpoints, client, run_id  # noqa: F401
 from tests.studio.test_app import _csrf, _finished
 from tests.support.durable import wait_for
@@ -36,7 +37,7 @@ def test_the_token_becomes_a_strict_http_only_cookie(anonymous: TestClient) -> N
     assert answer.status_code == 303
     assert answer.headers["location"] == "/?status=suspended"  # the token leaves the URL
     cookie = answer.headers["set-cookie"].lower()
-    assert f"jianmu_studio={TOKEN}".lower() in cookie
+    assert f"{cookie_name(TOKEN)}={TOKEN}".lower() in cookie
     assert "httponly" in cookie and "samesite=strict" in cookie
     page = anonymous.get("/?status=suspended")
     assert page.status_code == 200
