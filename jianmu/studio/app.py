@@ -16,7 +16,7 @@ import ipaddress
 import json
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -77,6 +77,9 @@ class RunSource(Protocol):
     def view(self, run_id: str) -> dict[str, Any]: ...
 
     def point(self, run_id: str, number: int) -> dict[str, Any]: ...
+
+    def version(self, run_id: str) -> Hashable | None:
+        """A cheap mark that changes whenever the run's view may; None: look at the view."""
 
     def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str: ...
 
@@ -148,11 +151,17 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         await run_in_threadpool(where.view, run_id)  # an unknown run is a 404, not a stream
 
         async def events() -> AsyncIterator[str]:
-            last, quiet = "", 0
+            last, quiet, seen = "", 0, None
             while not await request.is_disconnected():
-                view = await run_in_threadpool(where.view, run_id)
-                data = json_text(_jsonable(view))
-                if data != last:
+                # the view of a long run costs the server much: it is built again only when
+                # the run's mark says something changed
+                mark = await run_in_threadpool(where.version, run_id)
+                view, data = None, last
+                if mark is None or mark != seen:
+                    seen = mark
+                    view = await run_in_threadpool(where.view, run_id)
+                    data = json_text(_jsonable(view))
+                if view is not None and data != last:
                     last, quiet = data, 0
                     yield f"data: {data}\n\n"
                     if view["status"] in FINISHED:

@@ -240,6 +240,21 @@ class CheckpointRuns:
             "can_fork": self.restorer is not None and bool(points),
         }
 
+    def version(self, run_id: str) -> tuple[Any, ...] | None:
+        """A mark that changes whenever the run's view may: its newest checkpoint, point and
+        event, the studio's journal of it, whether its owner is gone; None while it runs here
+        (its state changes in memory)."""
+        if run_id in self._live:
+            return None
+        with self._lock:
+            row = self._db.execute(
+                "SELECT (SELECT MAX(seq) FROM checkpoints WHERE run_id = ?1),"
+                " (SELECT MAX(rowid) FROM jianmu_points WHERE run_id = ?1),"
+                " (SELECT MAX(rowid) FROM jianmu_events WHERE run_id = ?1),"
+                " (SELECT MAX(rowid) FROM jianmu_studio_events WHERE run_id = ?1)",
+                (run_id,)).fetchone()
+        return (*row, self.store.stopped(run_id))
+
     def point(self, run_id: str, number: int) -> dict[str, Any]:
         """The run at one of its points: the state, what changed there, each node's status.
 
