@@ -283,6 +283,11 @@ class CheckpointRuns:
         """
         message = decision_message(approved, text, by)
         did = "answered" if answer is not None else verb(approved)
+        extra: dict[str, Any] = {}
+        if arguments is not None:
+            extra.update(edited=True, arguments=arguments)
+        if answer is not None:
+            extra["answer"] = answer
         with self._lock:
             if run_id in self._live:
                 raise InteractionError(f"run {run_id!r} is running; it waits for nothing")
@@ -303,24 +308,22 @@ class CheckpointRuns:
             if restored is None:
                 self._record(run_id, call_id, approved, message, arguments=arguments,
                              answer=answer)
+                self.journal.add(run_id, f"studio.{did}", request_id=call_id, by=by,
+                                 message=message, **extra)
                 done = "recorded in the checkpoint (the studio cannot rebuild this run's tree)"
             else:
                 runner = restored.runner
                 try:
                     apply_decision(runner, call_id, approved, message, arguments, answer)
+                    # written before the run goes on: a page that sees it end sees who answered
+                    self.journal.add(run_id, f"studio.{did}", request_id=call_id, by=by,
+                                     message=message, **extra)
                 except BaseException:  # refused: give the run (its lease) and its target back
                     _close_quietly(restored)
                     raise
                 self._live[run_id] = runner
                 self._continue(restored)
                 done = "the run goes on in the studio"
-        extra: dict[str, Any] = {}
-        if arguments is not None:
-            extra.update(edited=True, arguments=arguments)
-        if answer is not None:
-            extra["answer"] = answer
-        self.journal.add(run_id, f"studio.{did}", request_id=call_id, by=by,
-                         message=message, **extra)
         edited = " with edited arguments" if arguments is not None else ""
         return f"{did} {call_id}{edited}: {done}"
 
@@ -356,10 +359,15 @@ class CheckpointRuns:
             self.store.delete(fork_id)
             raise CheckpointError("the studio cannot rebuild this run's tree ('jianmu run' did "
                                   "not start it)")
+        try:  # written before the fork goes on: its page tells who started it from the first
+            self.journal.add(fork_id, "studio.forked", run=run_id, point=point, by=by)
+        except BaseException:
+            _close_quietly(restored)
+            self.store.delete(fork_id)
+            raise
         with self._lock:
             self._live[fork_id] = restored.runner
             self._continue(restored)
-        self.journal.add(fork_id, "studio.forked", run=run_id, point=point, by=by)
         return fork_id
 
     def _record(self, run_id: str, call_id: str, approved: bool, message: str, *,

@@ -102,3 +102,44 @@ def test_an_idle_stream_still_sees_a_decision_made_elsewhere(
     statuses = [v["status"] for v in _data(chunks)]
     assert statuses[0] == "suspended" and statuses[-1] == "success", statuses
     source.close()
+
+
+def test_the_stream_of_a_run_answered_here_ends_with_who_answered(
+        checkpoints: Path, run_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The studio's journal names who answered; the run goes on only once that is written, so
+    the stream's last view (the page closes its source on it) says it too."""
+    from tests.studio.test_ask_edit import _start_question
+
+    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.001)
+    asking = _start_question(checkpoints)
+    source = studio_sources(checkpoints)[0]
+    ended = threading.Event()  # the page has seen the run end
+    write = source.journal.add
+
+    def add(run: str, name: str, node: str | None = None, **fields: Any) -> None:
+        # a journal written after the run was let go: written once the page saw the end
+        for going in [t for t in threading.enumerate() if t.name == f"studio-run-{run}"]:
+            going.join(60)
+            ended.wait(60)
+        write(run, name, node, **fields)
+
+    monkeypatch.setattr(source.journal, "add", add)
+    app = create_app([source], TOKEN, by="tester")
+    views: list[dict[str, Any]] = []
+    answering = threading.Thread(target=lambda: source.decide(
+        asking, views[0]["pending"][0]["id"], True, None, "tester", answer="Lisbon"))
+
+    def answered(seen: list[bytes]) -> bool:
+        views[:] = _data(seen)
+        if views and answering.ident is None:
+            answering.start()  # the person answers on the page
+        if views and views[-1]["status"] == "success":
+            ended.set()
+            return True
+        return False
+
+    asyncio.run(_stream(app, f"/stream/run/cp/{asking}", answered))
+    answering.join(60)
+    titles = [t["title"] for t in views[-1]["timeline"] if t["kind"] == "decision"]
+    assert titles and titles[0].startswith("answered by tester"), titles
+    source.close()
