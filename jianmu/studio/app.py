@@ -106,6 +106,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
     list shows the runs started in ``project`` (default: the working folder) unless asked
     for all. ``host`` and ``port`` are where it is served: a request naming another
     ``Host:`` is refused (``port=None`` accepts any port)."""
+    _need_token(token)  # here, not at the first request (when the middleware is built)
     by_name = by or _who()
     folder = os.path.realpath(project or os.getcwd())
     found = {s.kind: s for s in sources}
@@ -292,6 +293,11 @@ _HEADERS = {
 }
 
 
+def _need_token(token: str) -> None:
+    if not token:  # "/?token=" (or an empty cookie) would match it: a door open to anyone
+        raise ValueError("the studio needs a token (jianmu._secrets.new_token() makes one)")
+
+
 def cookie_name(token: str) -> str:
     """The name of the cookie that holds ``token``: a browser keeps one cookie jar per host,
     whatever the port, so two studios open in one browser (two projects, two ports) each need
@@ -306,6 +312,7 @@ class TokenGuard:
 
     def __init__(self, app: ASGIApp, token: str, *, host: str = "127.0.0.1",
                  port: int | None = None) -> None:
+        _need_token(token)
         self.app = app
         self.token = token
         self.csrf = hmac.new(token.encode(), b"csrf", hashlib.sha256).hexdigest()

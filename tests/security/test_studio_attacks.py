@@ -112,3 +112,14 @@ def test_markup_in_a_forked_state_is_text(client: TestClient, run_id: str) -> No
     assert "<img src=x" not in page and '<script>alert("fork")' not in page
     assert "&lt;img src=x onerror=" in page
     assert page.count("<script") == 1
+
+
+def test_an_empty_token_is_refused_not_an_open_door(checkpoints: Path, run_id: str) -> None:
+    # with "" as its token, "/?token=" (or an empty cookie) would open the studio to anyone
+    from jianmu.studio import create_app
+    from tests.support.studio import studio_sources
+
+    sources = studio_sources(checkpoints)
+    with pytest.raises(ValueError, match="token"):
+        create_app(sources, "")
+    sources[0].close()
