@@ -54,11 +54,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; yields its base URL."""
+def serve(app: Any, port: int | None = None) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1 (on ``port``, else a free one) in a thread;
+    yields its base URL."""
     import uvicorn
 
-    port = free_port()
+    port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                            timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -67,7 +67,14 @@ class RunPage {
         live.textContent = "finished";
       }
     };
-    this.stream.onerror = () => { live.textContent = "reconnecting…"; };
+    this.stream.onerror = () => {
+      // the browser tries again after a dropped connection, never after a refusal (a studio
+      // started again has a new token): said, not "reconnecting…" for ever
+      live.textContent = this.stream.readyState === EventSource.CLOSED
+        ? "disconnected: the studio refused this page (started again? the run gone?): " +
+          "reload, or open the URL it printed"
+        : "reconnecting…";
+    };
   }
 
   show(view) {
