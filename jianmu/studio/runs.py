@@ -325,7 +325,7 @@ class CheckpointRuns:
                 self._continue(restored)
                 done = "the run goes on in the studio"
         edited = " with edited arguments" if arguments is not None else ""
-        return f"{did} {call_id}{edited}: {done}"
+        return f"{did} {shown(call_id)}{edited}: {done}"  # a model chose the id
 
     def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str:
         """Start a new run from ``point`` of ``run_id`` (with ``state`` instead of the point's,

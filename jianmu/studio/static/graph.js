@@ -4,6 +4,8 @@
 // subtrees (the ▸ under a node) and tells `onSelect` which node was clicked.
 "use strict";
 
+import {visible} from "./panels.js";
+
 const SVG = "http://www.w3.org/2000/svg";
 const BOX_H = 42;
 const GAP_X = 14;
@@ -111,7 +113,7 @@ export class Graph {
     for (const n of this.nodes) {
       const composite = kids.has(n.key) || n.kind in COMPOSITE_MARK;
       const mark = composite ? (COMPOSITE_MARK[n.kind] || "▣") + " " : "";
-      const text = mark + n.name;
+      const text = mark + visible(n.name);  // a bidi override shown, not obeyed
       // room for the status line at its longest ("suspended")
       const sub = textWidth(`${n.kind || "node"} · suspended`, SUB_FONT);
       const w = Math.min(MAX_W, Math.max(MIN_W, textWidth(text) + 24, sub + 22));
@@ -205,7 +207,7 @@ export class Graph {
     g.setAttribute("data-status", n.status);
     g.querySelector(":scope > text.sub").textContent = subText(n);
     g.querySelector(":scope > title").textContent =
-      `${n.path}\n${n.type || n.kind} · ${n.status}`;
+      `${visible(n.path)}\n${n.type || n.kind} · ${n.status}`;
   }
 
   select(key) {

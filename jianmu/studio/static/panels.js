@@ -37,7 +37,7 @@ export function clock(stamp) {  // HH:MM:SS.mmm (toLocaleTimeString costs ~0.1 m
 function entryItem(item) {
   const li = el("li", `entry entry-${item.kind} depth-${Math.min(item.depth || 0, 4)}`);
   li.append(el("span", "title", item.title));
-  if (item.node) li.title = item.node;
+  if (item.node) li.title = visible(item.node);
   if (item.text) li.append(el("pre", "text", item.text));
   return li;
 }
@@ -103,7 +103,7 @@ function marks(changed) {
 function drawValue(value, key, path, marked, depth) {
   const here = path.join("\u0000");
   const wrap = el("span", marked.has(here) ? "changed" : null);
-  const label = key === null ? null : el("span", "key", key);
+  const label = key === null ? null : el("span", "key", visible(key));
   if (value !== null && typeof value === "object") {
     const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v])
                                          : Object.entries(value);
@@ -173,15 +173,15 @@ export function drawDetails(box, node, entries) {
     return;
   }
   const dl = el("dl");
-  row(dl, "path", node.path);
+  row(dl, "path", visible(node.path));
   row(dl, "kind", node.kind);
   row(dl, "type", node.type);
   row(dl, "status", node.status === "invalid" ? "not run (invalid)"
     : node.status === "stopped" ? "stopped: running when the run ended" : node.status);
-  row(dl, "namespace", node.namespace || "(the root state)");
-  row(dl, "reads", node.reads);
-  row(dl, "writes", node.writes);
-  const head = el("h3", "node-name", node.name);
+  row(dl, "namespace", node.namespace ? visible(node.namespace) : "(the root state)");
+  row(dl, "reads", node.reads.map(visible));
+  row(dl, "writes", node.writes.map(visible));
+  const head = el("h3", "node-name", visible(node.name));
   const parts = [head, dl];
   if (node.error) parts.push(el("h4", null, "last error"), el("pre", "error", node.error));
   const own = entries.filter((e) => e.node === node.path && CALL_KINDS.includes(e.kind));
@@ -207,7 +207,7 @@ function drawQuestion(r) {
   box.dataset.id = r.id;
   box.dataset.kind = "question";
   const h = el("h3");
-  h.append(el("span", "tool", "question"), " ", el("code", "call-id", r.id));
+  h.append(el("span", "tool", "question"), " ", el("code", "call-id", visible(r.id)));
   box.append(h, el("p", "question-text", r.question));
   const actions = el("div", "actions");
   const text = el("textarea", "answer-text");
@@ -225,7 +225,7 @@ export function drawRequest(r) {
   const box = el("div", "request");
   box.dataset.id = r.id;
   const h = el("h3");
-  h.append(el("span", "tool", r.tool), " ", el("code", "call-id", r.id));
+  h.append(el("span", "tool", r.tool), " ", el("code", "call-id", visible(r.id)));
   box.append(h, el("p", "summary", r.summary));
   const why = el("p", "why", "why: " + r.reason);
   if (r.rule) why.append(" ", el("span", "rule", "(rule " + r.rule + ")"));

@@ -320,7 +320,7 @@ class RunPage {
     const request = this.decision(button, box, said);
     if (!request) return;
     for (const b of box.querySelectorAll("button")) b.disabled = true;
-    said.textContent = request.doing + box.dataset.id + "…";
+    said.textContent = request.doing + visible(box.dataset.id) + "…";
     const answer = await fetch(this.base + "/" + request.action, {
       method: "POST", credentials: "same-origin",
       headers: {"Content-Type": "application/json", "X-CSRF-Token": this.csrf},
