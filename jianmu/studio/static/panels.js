@@ -179,8 +179,8 @@ export function drawDetails(box, node, entries) {
   row(dl, "status", node.status === "invalid" ? "not run (invalid)"
     : node.status === "stopped" ? "stopped: running when the run ended" : node.status);
   row(dl, "namespace", node.namespace ? visible(node.namespace) : "(the root state)");
-  row(dl, "reads", node.reads.map(visible));
-  row(dl, "writes", node.writes.map(visible));
+  row(dl, "reads", (node.reads || []).map(visible));
+  row(dl, "writes", (node.writes || []).map(visible));
   const head = el("h3", "node-name", visible(node.name));
   const parts = [head, dl];
   if (node.error) parts.push(el("h4", null, "last error"), el("pre", "error", node.error));
