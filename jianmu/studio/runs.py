@@ -23,7 +23,7 @@ from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
-from jianmu.runtime.points import Frame, short
+from jianmu.runtime.points import DamagedRowError, Frame, short
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.studio.timeline import event_timeline, message_timeline, shown
 from jianmu.studio.views import (
@@ -263,6 +263,8 @@ class CheckpointRuns:
         """
         try:
             frame = self.store.history.frame(run_id, number)
+        except DamagedRowError:
+            raise  # there, but damaged: said as such (500), not as missing
         except CheckpointError as exc:
             raise RunNotFoundError(str(exc)) from None
         return point_view(frame, self.store.history.events(run_id))
