@@ -147,6 +147,13 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         view = await run_in_threadpool(where.point, run_id, request.path_params["number"])
         return _Json(_jsonable(view))
 
+    async def api_point_state(request: Request) -> Response:
+        # the state at a point as the fork box shows it: JSON text written here, so a whole
+        # number past 2**53 reaches the box as it is (JavaScript's numbers would round it)
+        where, run_id = source(request), request.path_params["run_id"]
+        view = await run_in_threadpool(where.point, run_id, request.path_params["number"])
+        return Response(json_text(view["state"], indent=2), media_type="application/json")
+
     async def stream(request: Request) -> Response:
         where, run_id = source(request), request.path_params["run_id"]
         await run_in_threadpool(where.view, run_id)  # an unknown run is a 404, not a stream
@@ -209,6 +216,14 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         point, state = body.get("point"), body.get("state")
         if not isinstance(point, int) or isinstance(point, bool) or point < 0:
             return _Json({"error": "point (a number from the time slider) is required"}, 400)
+        text = body.get("state_text")  # the fork box's text, read here (numbers kept exactly)
+        if text is not None:
+            if state is not None or not isinstance(text, str):
+                return _Json({"error": "send state (JSON) or state_text (text), not both"}, 400)
+            try:
+                state = json.loads(text)
+            except ValueError as exc:
+                return _Json({"error": f"the state is not valid JSON: {exc}"}, 400)
         if state is not None and not isinstance(state, dict):
             return _Json({"error": "state must be a JSON object (a state snapshot)"}, 400)
         where, run_id = source(request), request.path_params["run_id"]
@@ -230,6 +245,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
     # as "/"): it is the rest of the path, the routes with a suffix first
     routes = [
         Route("/", index),
+        Route("/api/run/{source}/{run_id:path}/point/{number:int}/state", api_point_state),
         Route("/api/run/{source}/{run_id:path}/point/{number:int}", api_point),
         Route("/run/{source}/{run_id:path}/fork", fork, methods=["POST"]),
         Route("/run/{source}/{run_id:path}/{decision:str}", decide, methods=["POST"]),

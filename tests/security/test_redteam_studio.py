@@ -45,7 +45,9 @@ def test_a_fork_from_a_bad_point_or_body_is_refused(client: TestClient, run_id: 
     url = f"/run/cp/{run_id}/fork"
     for body in ({"point": HUGE}, {"point": 10**40}, {"point": -1}, {"point": 1.5},
                  {"point": True}, {"point": "0"}, [0], "0", 0, None,
-                 {"point": 0, "state": []}, {"point": 0, "state": {"root": []}}):
+                 {"point": 0, "state": []}, {"point": 0, "state": {"root": []}},
+                 {"point": 0, "state_text": "{not json"}, {"point": 0, "state_text": "[]"},
+                 {"point": 0, "state_text": 5}, {"point": 0, "state_text": "{}", "state": {}}):
         answer = client.post(url, json=body, headers=csrf)
         assert answer.status_code == 400, body
         assert "error" in answer.json()

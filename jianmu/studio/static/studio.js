@@ -36,6 +36,7 @@ class RunPage {
     this.drawn = {pending: null, story: null};
     this.selected = null;
     this.stream = null;
+    this.forkText = null;  // the fork box's text as the server wrote it
     this.graph = new Graph(document.getElementById("tree"), (key) => {
       this.selected = key;
       this.drawDetails();
@@ -241,47 +242,62 @@ class RunPage {
   }
 
   // -- fork ----------------------------------------------------------------------------------
-  openFork() {
+  async openFork() {
     const panel = document.getElementById("fork-panel");
     const points = this.view.points;
     const n = this.shown === null ? points[points.length - 1].n : this.shown;
-    const state = this.shown === null || !this.frame ? this.view.state : this.frame.state;
+    const area = role("fork-state");
+    const start = role("fork-start");
+    const said = document.getElementById("fork-msg");
     panel.dataset.point = String(n);
-    role("fork-state").value = JSON.stringify(state, null, 2);
     panel.querySelector("p").firstChild.textContent =
       `The new run starts from point ${n} with the state below (edit it as JSON); the ` +
       "original run is not changed. Tool calls that finished before this point do not run " +
       "again; later ones go through the guard.";
-    document.getElementById("fork-msg").textContent = "";
     panel.hidden = false;
+    // the state as the server writes it: read as JavaScript numbers, a whole number past
+    // 2**53 would be rounded, and the fork would start from a state no one edited
+    area.value = "";
+    this.forkText = null;
+    start.disabled = true;
+    said.textContent = `loading the state at point ${n}…`;
+    const answer = await fetch(`/api${this.base}/point/${n}/state`,
+                               {credentials: "same-origin"});
+    if (panel.dataset.point !== String(n)) return;  // opened again meanwhile
+    if (!answer.ok) {
+      said.textContent = `cannot read the state at point ${n}: HTTP ${answer.status}`;
+      return;
+    }
+    this.forkText = await answer.text();
+    area.value = this.forkText;
+    said.textContent = "";
+    start.disabled = false;
   }
 
   async startFork() {
     const panel = document.getElementById("fork-panel");
     const said = document.getElementById("fork-msg");
-    let state;
-    try {
-      state = JSON.parse(role("fork-state").value);
-    } catch (error) {
-      said.textContent = "the state is not valid JSON: " + error.message;
-      return;
-    }
+    const text = role("fork-state").value;
+    // untouched: the point's own state (the server's, exactly); edited: the text as typed,
+    // read by the server (which says where it is not JSON)
+    const body = {point: Number(panel.dataset.point)};
+    if (text !== this.forkText) body.state_text = text;
     const start = role("fork-start");
     start.disabled = true;
     said.textContent = "starting the fork…";
     const answer = await fetch(this.base + "/fork", {
       method: "POST", credentials: "same-origin",
       headers: {"Content-Type": "application/json", "X-CSRF-Token": this.csrf},
-      body: JSON.stringify({point: Number(panel.dataset.point), state}),
+      body: JSON.stringify(body),
     });
-    const body = await answer.json().catch(() => ({error: "HTTP " + answer.status}));
-    if (body.ok) {
-      said.textContent = body.message;
-      window.location.assign(body.url);
+    const told = await answer.json().catch(() => ({error: "HTTP " + answer.status}));
+    if (told.ok) {
+      said.textContent = told.message;
+      window.location.assign(told.url);
       return;
     }
     start.disabled = false;
-    said.textContent = "refused: " + body.error;
+    said.textContent = "refused: " + told.error;
   }
 
   // -- wiring --------------------------------------------------------------------------------
