@@ -196,6 +196,14 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
             return _Json({"error": "call_id (text) is required"}, 400)
         # an edit of the call's arguments (approve), or the answer to a question (answer)
         arguments, answer = body.get("arguments"), body.get("answer")
+        text_given = body.get("arguments_text")  # the edit box's text, read here: a whole
+        if text_given is not None:  # number past 2**53 is the number the person read
+            if arguments is not None or not isinstance(text_given, str):
+                return _Json({"error": "send arguments (JSON) or arguments_text, not both"}, 400)
+            try:
+                arguments = json.loads(text_given)
+            except ValueError as exc:
+                return _Json({"error": f"the edited arguments are not JSON: {exc}"}, 400)
         if (decision != "approve" and arguments is not None) or not (
                 arguments is None or isinstance(arguments, dict)):
             return _Json({"error": "arguments (a JSON object) go with approve"}, 400)

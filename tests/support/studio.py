@@ -18,8 +18,9 @@ FLOW = Path(__file__).resolve().parent.parent / "studio" / "studio_flow.py"
 XSS = "<script>alert('args')</script>"
 
 
-def start_suspended(checkpoints: Path, target: str = f"prod {XSS}") -> str:
-    """Run the studio flow with ``jianmu run --non-interactive`` (it suspends); its run id."""
+def start_suspended(checkpoints: Path, target: str = f"prod {XSS}", flow: Path = FLOW) -> str:
+    """Run the studio flow (or ``flow``) with ``jianmu run --non-interactive`` (it suspends);
+    its run id."""
     from jianmu.cli import main
 
     config = checkpoints.parent / "jianmu.yaml"
@@ -27,7 +28,7 @@ def start_suspended(checkpoints: Path, target: str = f"prod {XSS}") -> str:
     config.write_text(f"runtime:\n  checkpoint_path: {checkpoints}\n", encoding="utf-8")
     out = StringIO()
     with redirect_stdout(out):
-        code = main(["run", str(FLOW), "--config", str(config), "--input", f"target={target}",
+        code = main(["run", str(flow), "--config", str(config), "--input", f"target={target}",
                      "--non-interactive"])
     assert code == 3, out.getvalue()
     found = re.search(r"run (\w+)", out.getvalue())

@@ -361,19 +361,24 @@ class RunPage {
     const body = {call_id: call, message: reason || null};
     const area = box.querySelector("textarea.edit-arguments");
     if (approve && area && area.value.trim() !== area.defaultValue.trim()) {
+      let read;
       try {
-        body.arguments = JSON.parse(area.value);
+        read = JSON.parse(area.value);
       } catch (error) {
         said.textContent = "the edited arguments are not JSON: " + error.message;
         return null;
       }
-      if (!body.arguments || typeof body.arguments !== "object" || Array.isArray(body.arguments)) {
+      if (!read || typeof read !== "object" || Array.isArray(read)) {
         said.textContent = "the edited arguments must be a JSON object";
         return null;
       }
+      // sent as the text in the box, read by the server: as JavaScript numbers, a whole
+      // number past 2**53 (an account, an amount) would run as another than the one approved
+      body.arguments_text = area.value;
     }
     return {action: approve ? "approve" : "reject",
-            doing: approve ? (body.arguments ? "approving (edited) " : "approving ") : "rejecting ",
+            doing: approve ? (body.arguments_text ? "approving (edited) " : "approving ")
+                           : "rejecting ",
             body};
   }
 }
