@@ -47,3 +47,27 @@ def test_an_edited_approval_runs_the_number_the_person_read(
     assert view["result"].endswith(f"paid {ACCOUNT}: rent, March"), view["result"]
     assert f'"account": {ACCOUNT},' in view["result"]  # the edit the model is told of, too
     _no_alert(driver)
+
+
+def _opened_state(driver: Any) -> str:
+    """The state panel's text with every part of it opened (parts are drawn when opened)."""
+    return str(driver.execute_script(
+        "const closed = Array.from(document.querySelectorAll('#state details:not([open])'));"
+        "closed.forEach(d => { d.open = true; });"
+        "return closed.length ? '' : document.getElementById('state').innerText;"))
+
+
+def test_the_state_panel_shows_the_number_the_run_holds(
+        driver: Any, studio: tuple[str, Path]) -> None:
+    url, checkpoints = studio
+    run_id = start_suspended(checkpoints, flow=PAY_FLOW)
+    driver.get(f"{url}/?token={TOKEN}")
+    driver.get(f"{url}/run/cp/{run_id}")
+    _until(driver, lambda d: _text(d, "#status") == "suspended", "the run")
+    # the page has drawn the run from its data (not only the server's first page)
+    _until(driver, lambda d: d.execute_script(
+        "return performance.getEntriesByName('jianmu:show').length") > 0, "the page's draw")
+    shown = _until(driver, _opened_state, "the whole state, opened")
+    assert str(ACCOUNT) in shown and str(float(ACCOUNT)) not in shown
+    assert "18446744073709552000" not in shown
+    _no_alert(driver)

@@ -26,6 +26,31 @@ export function visible(text) {
   });
 }
 
+// A run's JSON as the page reads it: a whole number past 2**53 (an account, an id) kept as
+// a BigInt from its source text, where a JavaScript number would round it (the server writes
+// it exactly). Browsers without the source text (before JSON.parse's context) round as before.
+// Text with no run of 16 digits holds no such number and is read the plain (fast) way.
+const LONG_DIGITS = /\d{16}/;
+let bigSeen = false;  // whether a BigInt was read: only then is writing one slower
+export function readJSON(text) {
+  if (!LONG_DIGITS.test(text)) return JSON.parse(text);
+  return JSON.parse(text, (key, value, context) => {
+    if (typeof value === "number" && !Number.isSafeInteger(value) && context &&
+        /^-?\d+$/.test(context.source || "")) {
+      bigSeen = true;
+      return BigInt(context.source);
+    }
+    return value;
+  });
+}
+
+// JSON text of what `readJSON` read, its BigInts written as the numbers they are.
+export function writeJSON(value, indent) {
+  if (!bigSeen) return JSON.stringify(value, null, indent);
+  return JSON.stringify(value, (key, v) => (typeof v !== "bigint" ? v
+    : (JSON.rawJSON ? JSON.rawJSON(v.toString()) : v.toString())), indent);
+}
+
 export function clock(stamp) {  // HH:MM:SS.mmm (toLocaleTimeString costs ~0.1 ms a call)
   if (!stamp) return "";
   const d = new Date(stamp * 1000);
@@ -135,7 +160,7 @@ function drawValue(value, key, path, marked, depth) {
     return wrap;
   }
   if (label) wrap.append(label, ": ");
-  wrap.append(el("span", "value", visible(JSON.stringify(value))));
+  wrap.append(el("span", "value", visible(writeJSON(value))));
   return wrap;
 }
 

@@ -4,8 +4,8 @@
 "use strict";
 
 import {Graph} from "./graph.js";
-import {clock, drawDetails, drawRequest, drawState, drawTimeline,
-        visible} from "./panels.js";
+import {clock, drawDetails, drawRequest, drawState, drawTimeline, readJSON,
+        visible, writeJSON} from "./panels.js";
 
 const FINISHED = ["success", "failure", "timeout", "cancelled"];
 
@@ -48,7 +48,7 @@ class RunPage {
     this.wire();
     try {
       const first = await fetch("/api" + this.base, {credentials: "same-origin"});
-      if (first.ok) this.show(await first.json());
+      if (first.ok) this.show(readJSON(await first.text()));
     } catch (error) {
       // the stream below brings the run as well
     }
@@ -61,7 +61,7 @@ class RunPage {
     this.stream = new EventSource("/stream" + this.base);
     this.stream.onopen = () => { live.textContent = "live"; };
     this.stream.onmessage = (message) => {
-      const view = JSON.parse(message.data);
+      const view = readJSON(message.data);
       this.show(view);
       if (FINISHED.includes(view.status)) {
         this.stream.close();
@@ -90,17 +90,17 @@ class RunPage {
     document.getElementById("usage").textContent = view.usage || "";
     const result = view.result === null || view.result === undefined ? "" :
       (typeof view.result === "string" ? view.result
-                                       : visible(JSON.stringify(view.result, null, 2)));
+                                       : visible(writeJSON(view.result, 2)));
     document.getElementById("result").textContent = result ||
       (FINISHED.includes(view.status) ? "" : `no result yet: the run is ${view.status}`);
     // redrawn only when they change: a reason being typed, a click, a scroll are kept
-    const asked = JSON.stringify(view.pending);
+    const asked = writeJSON(view.pending);
     if (asked !== this.drawn.pending) {
       this.drawn.pending = asked;
       this.drawPending(view.pending);
       document.getElementById("approvals").hidden = !view.pending.length;
     }
-    const story = JSON.stringify([view.timeline, view.points]);
+    const story = writeJSON([view.timeline, view.points]);
     if (story !== this.drawn.story) {
       this.drawn.story = story;
       drawTimeline(document.getElementById("timeline"), view.timeline, view.points);
@@ -130,7 +130,7 @@ class RunPage {
       else had.set(drawn, box);
     }
     const boxes = requests.map((r) => {
-      const drawn = JSON.stringify(r);
+      const drawn = writeJSON(r);
       const box = had.get(drawn) || drawRequest(r);
       box.dataset.drawn = drawn;
       had.delete(drawn);
@@ -146,7 +146,7 @@ class RunPage {
     const view = this.view;
     if (!view) return;
     this.graph.update(view.nodes);
-    const state = JSON.stringify(view.state) + "|" + (view.changed || []).join(",");
+    const state = writeJSON(view.state) + "|" + (view.changed || []).join(",");
     if (state !== this.lastState) {
       this.lastState = state;
       drawState(document.getElementById("state"), view.state, view.changed || []);
@@ -220,7 +220,7 @@ class RunPage {
         try {
           const answer = await fetch(`/api${this.base}/point/${n}`, {credentials: "same-origin"});
           if (!answer.ok) break;
-          frame = await answer.json();
+          frame = readJSON(await answer.text());
         } finally {
           this.loading = false;
         }
