@@ -23,7 +23,8 @@ from tests.support.durable import wait_for
 def test_every_request_needs_the_token(anonymous: TestClient, run_id: str) -> None:
     for path in ("/", f"/run/cp/{run_id}", f"/api/run/cp/{run_id}", "/static/studio.js",
                  "/static/graph.js", f"/api/run/cp/{run_id}/point/0",
-                 f"/stream/run/cp/{run_id}", "/?token=wrong", "/?scope=all"):
+                 f"/stream/run/cp/{run_id}", "/?token=wrong", "/?scope=all",
+                 f"/api/run/cp/{run_id}/point/0/state"):
         answer = anonymous.get(path)
         assert answer.status_code == 403, path
         assert run_id not in answer.text
