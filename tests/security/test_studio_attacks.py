@@ -124,3 +124,13 @@ def test_an_empty_token_is_refused_not_an_open_door(checkpoints: Path, run_id: s
     with pytest.raises(ValueError, match="token"):
         create_app(sources, "")
     sources[0].close()
+
+
+def test_static_paths_reach_no_file_outside_the_static_folder(client: TestClient) -> None:
+    for path in ("/static/%2e%2e/app.py", "/static/..%2fapp.py", "/static/%2e%2e%2fruns.py",
+                 "/static/%2e%2e/%2e%2e/__init__.py", "/static//etc/passwd",
+                 "/static/%2fetc%2fpasswd", "/static/..%5capp.py"):
+        answer = client.get(path)
+        assert answer.status_code == 404, path
+        assert "create_app" not in answer.text and "root:" not in answer.text, path
+    assert client.get("/static/studio.js").status_code == 200
