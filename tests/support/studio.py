@@ -123,6 +123,7 @@ def make_driver(width: int = 1200, height: int = 1400) -> Any:
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                  f"--window-size={width},{height}", "--no-first-run"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # `script_errors` reads it
     driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
     return webdriver.Chrome(options=options, service=Service(driver_path))
 
@@ -134,3 +135,9 @@ def long_run(checkpoints: Path, ticks: int = 1000, nodes: int = 200) -> str:
 
     checkpoints.parent.mkdir(parents=True, exist_ok=True)
     return run_big(checkpoints, ticks=ticks, nodes=nodes)[0]
+
+
+def script_errors(driver: Any) -> list[str]:
+    """The page's script errors logged since the last look (uncaught exceptions, rejections)."""
+    return [str(entry["message"]) for entry in driver.get_log("browser")
+            if entry.get("source") == "javascript" or "Uncaught" in str(entry["message"])]
