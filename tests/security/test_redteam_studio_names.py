@@ -21,7 +21,13 @@ from starlette.testclient import TestClient
 
 from jianmu.studio import CheckpointRuns, create_app
 from jianmu.studio.runs import Journal
-from tests.support.studio import chromium_problem, make_driver, serve, skip_or_fail
+from tests.support.studio import (
+    chromium_problem,
+    make_driver,
+    script_errors,
+    serve,
+    skip_or_fail,
+)
 
 HIDDEN = "\u202egnp.exe\x1b[2J\u200b"
 RAW = ("\u202e", "\x1b", "\u200b")
@@ -98,6 +104,7 @@ def test_the_graph_and_details_show_hidden_characters_as_escapes(studio: Any) ->
             assert not _raw(shown), _raw(shown)
             assert "node\\u202egnp.exe" in driver.find_element(
                 By.CSS_SELECTOR, "#details .node-name").text
+            assert not script_errors(driver)
             driver.get("about:blank")
     finally:
         driver.quit()
