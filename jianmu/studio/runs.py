@@ -356,7 +356,9 @@ class CheckpointRuns:
         except Exception as exc:  # a state that does not fit the schema, a script that fails
             self.store.delete(fork_id)
             reason = str(exc) if isinstance(exc, JianmuError) else f"{type(exc).__name__}: {exc}"
-            raise CheckpointError(f"the fork did not start: {reason}") from None
+            # the reason names the fork's own run, made and removed here: said so
+            raise CheckpointError(f"the fork did not start (its new run {fork_id!r} was "
+                                  f"removed): {reason}") from None
         if restored is None:
             self.store.delete(fork_id)
             raise CheckpointError("the studio cannot rebuild this run's tree ('jianmu run' did "

@@ -227,6 +227,9 @@ def test_a_fork_that_does_not_fit_is_refused_and_leaves_nothing(
         runs = len(store.list_runs())
     code, said = _fork(client, run_id, {"point": 1, "state": {"root": {"rounds": "many"}}})
     assert code == 400 and "rounds" in said["error"]
+    # the reason names the fork's run, which is gone: said, so no one looks for it
+    named = set(re.findall(r"run '(\w+)'", said["error"])) - {run_id}
+    assert all(f"{each!r} was removed" in said["error"] for each in named), said["error"]
     code, said = _fork(client, run_id, {"point": 999})
     assert code == 400 and "no point 999" in said["error"]
     code, said = _fork(client, run_id, {"point": "1"})
