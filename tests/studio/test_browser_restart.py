@@ -112,3 +112,36 @@ def test_a_live_page_loses_and_repeats_nothing_across_a_reconnect(
             gate.set()
         thread.join(WAIT_S)
         driver.get("about:blank")
+
+
+def test_a_decision_the_studio_never_answers_can_be_made_again(
+        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Approve clicked while the studio is down: the page says nothing was done and the buttons
+    work again (they stayed disabled, "approving…" for ever)."""
+    from selenium.webdriver.common.by import By
+
+    from tests.studio.test_browser import _no_alert
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    checkpoints = tmp_path / "runs" / "checkpoints.sqlite"
+    run_id = start_suspended(checkpoints)
+    port = free_port()
+    try:
+        with serve(create_app(studio_sources(checkpoints), TOKEN, by="browser"), port) as url:
+            driver.get(f"{url}/?token={TOKEN}")
+            driver.get(f"{url}/run/cp/{run_id}")
+            _until(driver, lambda d: _text(d, "#status") == "suspended", "the run")
+            _until(driver, lambda d: _text(d, "#live") == "live", "the stream")
+        _until(driver, lambda d: _text(d, "#live") != "live", "the page to see the studio go")
+        driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
+        _until(driver, lambda d: "did not answer" in _text(d, "#decision-msg"),
+               "the page to say the studio did not answer")
+        assert driver.find_element(By.CSS_SELECTOR, ".request button.approve").is_enabled()
+        with serve(create_app(studio_sources(checkpoints), TOKEN, by="browser"), port):
+            _until(driver, lambda d: _text(d, "#live") == "live", "the page to reconnect")
+            driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
+            _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
+            _no_alert(driver)
+    finally:
+        driver.get("about:blank")

@@ -16,6 +16,25 @@ function setStatus(node, prefix, status) {
   node.classList.add(prefix + status);
 }
 
+const NO_ANSWER = "the studio did not answer (stopped?): try again once it is back (a " +
+  "decision already taken is not taken twice)";
+
+// POST a JSON body with the page's CSRF token; the server's answer, or one saying there was
+// none (the studio stopped): the page always hears back, so its buttons work again
+async function post(url, body, csrf) {
+  let answer;
+  try {
+    answer = await fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: {"Content-Type": "application/json", "X-CSRF-Token": csrf},
+      body: JSON.stringify(body),
+    });
+  } catch (error) {
+    return {error: NO_ANSWER};
+  }
+  return answer.json().catch(() => ({error: "HTTP " + answer.status}));
+}
+
 function role(name) {
   return document.querySelector(`[data-role="${name}"]`);
 }
@@ -221,6 +240,8 @@ class RunPage {
           const answer = await fetch(`/api${this.base}/point/${n}`, {credentials: "same-origin"});
           if (!answer.ok) break;
           frame = readJSON(await answer.text());
+        } catch (error) {
+          break;  // the studio did not answer: the slider's next move asks again
         } finally {
           this.loading = false;
         }
@@ -261,14 +282,20 @@ class RunPage {
     this.forkText = null;
     start.disabled = true;
     said.textContent = `loading the state at point ${n}…`;
-    const answer = await fetch(`/api${this.base}/point/${n}/state`,
-                               {credentials: "same-origin"});
-    if (panel.dataset.point !== String(n)) return;  // opened again meanwhile
-    if (!answer.ok) {
-      said.textContent = `cannot read the state at point ${n}: HTTP ${answer.status}`;
+    let text = null;
+    try {
+      const answer = await fetch(`/api${this.base}/point/${n}/state`,
+                                 {credentials: "same-origin"});
+      text = answer.ok ? await answer.text() : `HTTP ${answer.status}`;
+      if (!answer.ok) throw new Error(text);
+    } catch (error) {
+      if (panel.dataset.point === String(n)) {
+        said.textContent = `cannot read the state at point ${n}: ${error.message}`;
+      }
       return;
     }
-    this.forkText = await answer.text();
+    if (panel.dataset.point !== String(n)) return;  // opened again meanwhile
+    this.forkText = text;
     area.value = this.forkText;
     said.textContent = "";
     start.disabled = false;
@@ -285,12 +312,7 @@ class RunPage {
     const start = role("fork-start");
     start.disabled = true;
     said.textContent = "starting the fork…";
-    const answer = await fetch(this.base + "/fork", {
-      method: "POST", credentials: "same-origin",
-      headers: {"Content-Type": "application/json", "X-CSRF-Token": this.csrf},
-      body: JSON.stringify(body),
-    });
-    const told = await answer.json().catch(() => ({error: "HTTP " + answer.status}));
+    const told = await post(this.base + "/fork", body, this.csrf);
     if (told.ok) {
       said.textContent = told.message;
       window.location.assign(told.url);
@@ -337,12 +359,7 @@ class RunPage {
     if (!request) return;
     for (const b of box.querySelectorAll("button")) b.disabled = true;
     said.textContent = request.doing + visible(box.dataset.id) + "…";
-    const answer = await fetch(this.base + "/" + request.action, {
-      method: "POST", credentials: "same-origin",
-      headers: {"Content-Type": "application/json", "X-CSRF-Token": this.csrf},
-      body: JSON.stringify(request.body),
-    });
-    const body = await answer.json().catch(() => ({error: "HTTP " + answer.status}));
+    const body = await post(this.base + "/" + request.action, request.body, this.csrf);
     said.textContent = body.ok ? body.message : "refused: " + body.error;
     if (!body.ok) for (const b of box.querySelectorAll("button")) b.disabled = false;
     if (this.stream && this.stream.readyState === EventSource.CLOSED) this.connect();
