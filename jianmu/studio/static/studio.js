@@ -144,7 +144,11 @@ class RunPage {
     const list = document.getElementById("pending");
     const had = new Map();
     for (const box of Array.from(list.children)) {
-      const drawn = box.dataset.drawn;  // none on the boxes the server drew: drawn anew
+      let drawn = box.dataset.drawn;
+      if (drawn === undefined) {  // the server drew it: kept for its request, with what was
+        const same = requests.find((r) => r.id === box.dataset.id);  // typed in it already
+        if (same) drawn = box.dataset.drawn = writeJSON(same);
+      }
       if (drawn === undefined || had.has(drawn)) box.remove();
       else had.set(drawn, box);
     }
