@@ -50,6 +50,7 @@ __all__ = (
     "EVENT_TEXT_LIMIT",
     "FLUSH_S",
     "STOPPED",
+    "DamagedRowError",
     "Frame",
     "PointInfo",
     "RecordedRun",
@@ -64,6 +65,11 @@ __all__ = (
     "snapshot_ops",
     "walk_tree",
 )
+
+
+class DamagedRowError(CheckpointError):
+    """A stored checkpoint, point or event that is not the JSON it was written as (a damaged
+    file, a hand edit): said as such, where a missing point is not found."""
 
 
 STOPPED = "STOPPED"
@@ -323,7 +329,7 @@ class RunHistory:
         if rows:
             out = []
             for number, tick, stamp, data in rows:
-                parsed = json.loads(data)
+                parsed = _loaded(data, f"point {number} of run {run_id!r}")
                 out.append(PointInfo(number=number, tick=tick, time=stamp, kind="tick",
                                      keys=tuple(_changed_keys(parsed.get("state", []))),
                                      nodes=dict(parsed.get("nodes", {}))))
@@ -341,7 +347,7 @@ class RunHistory:
     def _checkpoints(self, run_id: str) -> list[tuple[float, dict[str, Any]]]:
         rows = self._rows("SELECT created, data FROM checkpoints WHERE run_id = ? ORDER BY seq",
                           (run_id,))
-        return [(r[0], json.loads(r[1])) for r in rows]
+        return [(r[0], _loaded(r[1], f"the checkpoint of run {run_id!r}")) for r in rows]
 
     def frame(self, run_id: str, number: int) -> Frame:
         """``run_id`` at point ``number``.
@@ -365,7 +371,8 @@ class RunHistory:
             raise CheckpointError(self._no_point(run_id, number))
         frame = start
         for point, tick, stamp, data in rows:
-            frame = _advance(run_id, frame, point, tick, stamp, json.loads(data))
+            frame = _advance(run_id, frame, point, tick, stamp,
+                             _loaded(data, f"point {point} of run {run_id!r}"))
         assert frame is not None
         if frame.number != number:
             raise CheckpointError(self._no_point(run_id, number))
@@ -400,9 +407,21 @@ class RunHistory:
         rows = self._rows("SELECT point, time, name, node, fields FROM jianmu_events"
                           " WHERE run_id = ? ORDER BY rowid", (run_id,))
         out = [{"point": r[0], "time": r[1], "name": r[2], "node": r[3],
-                "fields": json.loads(r[4])} for r in rows]
+                "fields": _loaded(r[4], f"an event of run {run_id!r}")} for r in rows]
         out.sort(key=lambda e: e["time"])  # stable: events of one instant keep their order
         return out
+
+
+def _loaded(text: str, what: str) -> dict[str, Any]:
+    """A stored row's JSON object; a damaged row is a `DamagedRowError` that names it (the
+    studio and ``jianmu runs show`` say it, rather than fail with a traceback)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise DamagedRowError(f"{what} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise DamagedRowError(f"{what} is not a JSON object")
+    return value
 
 
 def _advance(run_id: str, before: Frame | None, number: int, tick: int, stamp: float,

@@ -16,7 +16,7 @@ import ipaddress
 import json
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -43,7 +43,8 @@ from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
 from jianmu.studio.pages import STATUSES, run_href, run_page, runs_page
 from jianmu.studio.runs import FINISHED
 
-__all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "RunSource", "TokenGuard", "create_app")
+__all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "RunSource", "TokenGuard", "cookie_name",
+           "create_app")
 
 POLL_S = 0.5
 """How often a live page's stream looks at the run again."""
@@ -77,6 +78,9 @@ class RunSource(Protocol):
 
     def point(self, run_id: str, number: int) -> dict[str, Any]: ...
 
+    def version(self, run_id: str) -> Hashable | None:
+        """A cheap mark that changes whenever the run's view may; None: look at the view."""
+
     def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str: ...
 
     def decide(self, run_id: str, call_id: str, approved: bool, text: str | None,
@@ -102,6 +106,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
     list shows the runs started in ``project`` (default: the working folder) unless asked
     for all. ``host`` and ``port`` are where it is served: a request naming another
     ``Host:`` is refused (``port=None`` accepts any port)."""
+    _need_token(token)  # here, not at the first request (when the middleware is built)
     by_name = by or _who()
     folder = os.path.realpath(project or os.getcwd())
     found = {s.kind: s for s in sources}
@@ -142,16 +147,29 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         view = await run_in_threadpool(where.point, run_id, request.path_params["number"])
         return _Json(_jsonable(view))
 
+    async def api_point_state(request: Request) -> Response:
+        # the state at a point as the fork box shows it: JSON text written here, so a whole
+        # number past 2**53 reaches the box as it is (JavaScript's numbers would round it)
+        where, run_id = source(request), request.path_params["run_id"]
+        view = await run_in_threadpool(where.point, run_id, request.path_params["number"])
+        return Response(json_text(view["state"], indent=2), media_type="application/json")
+
     async def stream(request: Request) -> Response:
         where, run_id = source(request), request.path_params["run_id"]
         await run_in_threadpool(where.view, run_id)  # an unknown run is a 404, not a stream
 
         async def events() -> AsyncIterator[str]:
-            last, quiet = "", 0
+            last, quiet, seen = "", 0, None
             while not await request.is_disconnected():
-                view = await run_in_threadpool(where.view, run_id)
-                data = json_text(_jsonable(view))
-                if data != last:
+                # the view of a long run costs the server much: it is built again only when
+                # the run's mark says something changed
+                mark = await run_in_threadpool(where.version, run_id)
+                view, data = None, last
+                if mark is None or mark != seen:
+                    seen = mark
+                    view = await run_in_threadpool(where.view, run_id)
+                    data = json_text(_jsonable(view))
+                if view is not None and data != last:
                     last, quiet = data, 0
                     yield f"data: {data}\n\n"
                     if view["status"] in FINISHED:
@@ -178,6 +196,14 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
             return _Json({"error": "call_id (text) is required"}, 400)
         # an edit of the call's arguments (approve), or the answer to a question (answer)
         arguments, answer = body.get("arguments"), body.get("answer")
+        text_given = body.get("arguments_text")  # the edit box's text, read here: a whole
+        if text_given is not None:  # number past 2**53 is the number the person read
+            if arguments is not None or not isinstance(text_given, str):
+                return _Json({"error": "send arguments (JSON) or arguments_text, not both"}, 400)
+            try:
+                arguments = json.loads(text_given)
+            except ValueError as exc:
+                return _Json({"error": f"the edited arguments are not JSON: {exc}"}, 400)
         if (decision != "approve" and arguments is not None) or not (
                 arguments is None or isinstance(arguments, dict)):
             return _Json({"error": "arguments (a JSON object) go with approve"}, 400)
@@ -198,6 +224,14 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         point, state = body.get("point"), body.get("state")
         if not isinstance(point, int) or isinstance(point, bool) or point < 0:
             return _Json({"error": "point (a number from the time slider) is required"}, 400)
+        text = body.get("state_text")  # the fork box's text, read here (numbers kept exactly)
+        if text is not None:
+            if state is not None or not isinstance(text, str):
+                return _Json({"error": "send state (JSON) or state_text (text), not both"}, 400)
+            try:
+                state = json.loads(text)
+            except ValueError as exc:
+                return _Json({"error": f"the state is not valid JSON: {exc}"}, 400)
         if state is not None and not isinstance(state, dict):
             return _Json({"error": "state must be a JSON object (a state snapshot)"}, 400)
         where, run_id = source(request), request.path_params["run_id"]
@@ -219,6 +253,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
     # as "/"): it is the rest of the path, the routes with a suffix first
     routes = [
         Route("/", index),
+        Route("/api/run/{source}/{run_id:path}/point/{number:int}/state", api_point_state),
         Route("/api/run/{source}/{run_id:path}/point/{number:int}", api_point),
         Route("/run/{source}/{run_id:path}/fork", fork, methods=["POST"]),
         Route("/run/{source}/{run_id:path}/{decision:str}", decide, methods=["POST"]),
@@ -268,6 +303,7 @@ def _jsonable(view: dict[str, Any]) -> dict[str, Any]:
 # -- the door ----------------------------------------------------------------------------------
 
 COOKIE = "jianmu_studio"
+"""The start of the studio's cookie's name; the rest is its token's (`cookie_name`)."""
 CSRF_HEADER = "x-csrf-token"
 _HEADERS = {
     # the page runs its own script only; run data never becomes markup or code
@@ -281,6 +317,18 @@ _HEADERS = {
 }
 
 
+def _need_token(token: str) -> None:
+    if not token:  # "/?token=" (or an empty cookie) would match it: a door open to anyone
+        raise ValueError("the studio needs a token (jianmu._secrets.new_token() makes one)")
+
+
+def cookie_name(token: str) -> str:
+    """The name of the cookie that holds ``token``: a browser keeps one cookie jar per host,
+    whatever the port, so two studios open in one browser (two projects, two ports) each need
+    their own name, or the second would lock the first out."""
+    return f"{COOKIE}_{hmac.new(token.encode(), b'cookie', hashlib.sha256).hexdigest()[:16]}"
+
+
 class TokenGuard:
     """ASGI middleware: refuses every request naming a ``Host:`` the studio is not served at,
     or without the token, and POSTs without the CSRF token (derived from the token, so it is
@@ -288,9 +336,11 @@ class TokenGuard:
 
     def __init__(self, app: ASGIApp, token: str, *, host: str = "127.0.0.1",
                  port: int | None = None) -> None:
+        _need_token(token)
         self.app = app
         self.token = token
         self.csrf = hmac.new(token.encode(), b"csrf", hashlib.sha256).hexdigest()
+        self.cookie = cookie_name(token)
         self.host = host
         self.port = port
 
@@ -313,8 +363,8 @@ class TokenGuard:
             # swap the token in the URL for a cookie, and drop it from the address bar
             rest = urlencode({k: v for k, v in query.items() if k != "token"})
             response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), 303)
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
-        elif not self._same(_cookie(headers), self.token):
+            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict")
+        elif not self._same(_cookie(headers, self.cookie), self.token):
             response = PlainTextResponse(
                 "403: open the studio with the URL it printed at start (?token=...)", 403)
         elif scope["method"] not in ("GET", "HEAD"):
@@ -343,10 +393,10 @@ def _secured(response: Response) -> Response:
     return response
 
 
-def _cookie(headers: Headers) -> str | None:
+def _cookie(headers: Headers, wanted: str) -> str | None:
     for part in headers.get("cookie", "").split(";"):
         name, _, value = part.strip().partition("=")
-        if name == COOKIE:
+        if name == wanted:
             return value
     return None
 

@@ -82,6 +82,10 @@ class DurableRuns:
             "can_fork": False,
         }
 
+    def version(self, run_id: str) -> None:
+        """No cheap mark of a durable run's changes: its view is looked at each time."""
+        return None
+
     def point(self, run_id: str, number: int) -> dict[str, Any]:
         """Durable runs keep no points (their steps replay them instead).
 

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from jianmu._text import json_visible
+from jianmu.studio.timeline import shown
 
 __all__ = ("json_tree", "run_href", "run_page", "runs_page")
 
@@ -19,6 +20,12 @@ STATUSES = ("running", "suspended", "decided", "queued", "success", "failure", "
 
 def _e(value: Any) -> str:
     return escape("" if value is None else str(value), quote=True)
+
+
+def _name(value: Any) -> str:
+    """A name from a run (its id, its tree's) as escaped text, hidden characters as escapes
+    (``\\u202e``): a bidi override would make one run's id read as another's."""
+    return _e(shown("" if value is None else str(value)))
 
 
 def _when(stamp: float | None) -> str:
@@ -31,7 +38,7 @@ def _layout(title: str, csrf: str, body: str, main_attrs: str = "") -> str:
         f"<meta name=\"csrf\" content=\"{_e(csrf)}\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         "<link rel=\"icon\" href=\"data:,\">"
-        f"<title>{_e(title)} · Jianmu Studio</title>"
+        f"<title>{_name(title)} · Jianmu Studio</title>"
         "<link rel=\"stylesheet\" href=\"/static/studio.css\">"
         "<script type=\"module\" src=\"/static/studio.js\"></script></head><body>"
         "<header><a class=\"brand\" href=\"/\">Jianmu Studio</a></header>"
@@ -67,8 +74,8 @@ def _source(kind: str) -> str:
 def _origin(forked: dict[str, Any] | None, source: str) -> str:
     if not forked:
         return ""
-    return (f'forked from <a href="{_e(run_href(source, forked["run"]))}">{_e(forked["run"])}'
-            f'</a> at point {_e(forked["point"])}')
+    return (f'forked from <a href="{_e(run_href(source, forked["run"]))}">'
+            f'{_name(forked["run"])}</a> at point {_e(forked["point"])}')
 
 
 def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
@@ -86,8 +93,8 @@ def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
              + (' class="on"' if everywhere else "") + ' data-role="scope-all">all projects</a>')
     rows = "".join(
         f'<tr class="run" data-run="{_e(r["run_id"])}"><td><a href="'
-        f'{_e(run_href(r["source"], r["run_id"]))}">{_e(r["run_id"])}</a></td>'
-        f'<td>{_e(r["tree"])}</td>'
+        f'{_e(run_href(r["source"], r["run_id"]))}">{_name(r["run_id"])}</a></td>'
+        f'<td>{_name(r["tree"])}</td>'
         f'<td><span class="status status-{_e(r["status"])}">{_e(r["status"])}</span></td>'
         f'<td>{_when(r["started"])}</td><td>{_e(r["pending"] or "")}</td>'
         f'<td class="origin">{_origin(r.get("forked_from"), r["source"])}</td>'
@@ -116,7 +123,7 @@ def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
 
 def json_tree(value: Any, key: str | None = None, depth: int = 0) -> str:
     """``value`` as nested, collapsible ``<details>`` (open near the top)."""
-    label = f'<span class="key">{_e(key)}</span>: ' if key is not None else ""
+    label = f'<span class="key">{_name(key)}</span>: ' if key is not None else ""
     if isinstance(value, dict) or isinstance(value, list):
         items = value.items() if isinstance(value, dict) else enumerate(value)
         inner = "".join(f"<li>{json_tree(v, str(k), depth + 1)}</li>" for k, v in items)
@@ -132,7 +139,7 @@ def _question(r: dict[str, Any]) -> str:
     """A question a run asks (``ask_user``, `AskUser`): its text and a box for the answer."""
     return (
         f'<div class="request question" data-id="{_e(r["id"])}" data-kind="question"><h3>'
-        f'<span class="tool">question</span> <code class="call-id">{_e(r["id"])}</code></h3>'
+        f'<span class="tool">question</span> <code class="call-id">{_name(r["id"])}</code></h3>'
         f'<p class="question-text">{_e(r["question"])}</p>'
         '<div class="actions"><textarea class="answer-text" rows="3" '
         'placeholder="your answer (the run reads it)"></textarea>'
@@ -149,7 +156,7 @@ def _request(r: dict[str, Any]) -> str:
                if r["details"] else "")
     return (
         f'<div class="request" data-id="{_e(r["id"])}"><h3><span class="tool">{_e(r["tool"])}'
-        f'</span> <code class="call-id">{_e(r["id"])}</code></h3>'
+        f'</span> <code class="call-id">{_name(r["id"])}</code></h3>'
         f'<p class="summary">{_e(r["summary"])}</p><p class="why">why: {why}</p>'
         f'<h4>arguments</h4><pre class="arguments">{_e(r["arguments"])}</pre>{details}'
         '<details class="edit"><summary>edit the arguments, then approve</summary>'
@@ -231,9 +238,9 @@ def run_page(view: dict[str, Any], csrf: str) -> str:
     points = view["points"]
     at = f"at point {points[-1]['n']}" if points else ""
     body = (
-        f'<h1>run <span id="run-id">{_e(run_id)}</span> <span id="status" class="status '
+        f'<h1>run <span id="run-id">{_name(run_id)}</span> <span id="status" class="status '
         f'status-{_e(view["status"])}">{_e(view["status"])}</span></h1>'
-        f'<p class="meta">tree <span id="tree-name">{_e(view["tree"])}</span> · '
+        f'<p class="meta">tree <span id="tree-name">{_name(view["tree"])}</span> · '
         f'<span id="live">live</span> <span id="origin">{origin}</span></p>'
         f'<p id="note" class="note">{_e(view["note"])}</p>'
         f'<p id="usage" class="meta">{_e(view.get("usage") or "")}</p>'

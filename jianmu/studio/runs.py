@@ -23,7 +23,7 @@ from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
-from jianmu.runtime.points import Frame, short
+from jianmu.runtime.points import DamagedRowError, Frame, short
 from jianmu.runtime.runner import ReactiveRunner
 from jianmu.studio.timeline import event_timeline, message_timeline, shown
 from jianmu.studio.views import (
@@ -240,6 +240,21 @@ class CheckpointRuns:
             "can_fork": self.restorer is not None and bool(points),
         }
 
+    def version(self, run_id: str) -> tuple[Any, ...] | None:
+        """A mark that changes whenever the run's view may: its newest checkpoint, point and
+        event, the studio's journal of it, whether its owner is gone; None while it runs here
+        (its state changes in memory)."""
+        if run_id in self._live:
+            return None
+        with self._lock:
+            row = self._db.execute(
+                "SELECT (SELECT MAX(seq) FROM checkpoints WHERE run_id = ?1),"
+                " (SELECT MAX(rowid) FROM jianmu_points WHERE run_id = ?1),"
+                " (SELECT MAX(rowid) FROM jianmu_events WHERE run_id = ?1),"
+                " (SELECT MAX(rowid) FROM jianmu_studio_events WHERE run_id = ?1)",
+                (run_id,)).fetchone()
+        return (*row, self.store.stopped(run_id))
+
     def point(self, run_id: str, number: int) -> dict[str, Any]:
         """The run at one of its points: the state, what changed there, each node's status.
 
@@ -248,6 +263,8 @@ class CheckpointRuns:
         """
         try:
             frame = self.store.history.frame(run_id, number)
+        except DamagedRowError:
+            raise  # there, but damaged: said as such (500), not as missing
         except CheckpointError as exc:
             raise RunNotFoundError(str(exc)) from None
         return point_view(frame, self.store.history.events(run_id))
@@ -268,6 +285,11 @@ class CheckpointRuns:
         """
         message = decision_message(approved, text, by)
         did = "answered" if answer is not None else verb(approved)
+        extra: dict[str, Any] = {}
+        if arguments is not None:
+            extra.update(edited=True, arguments=arguments)
+        if answer is not None:
+            extra["answer"] = answer
         with self._lock:
             if run_id in self._live:
                 raise InteractionError(f"run {run_id!r} is running; it waits for nothing")
@@ -288,26 +310,24 @@ class CheckpointRuns:
             if restored is None:
                 self._record(run_id, call_id, approved, message, arguments=arguments,
                              answer=answer)
+                self.journal.add(run_id, f"studio.{did}", request_id=call_id, by=by,
+                                 message=message, **extra)
                 done = "recorded in the checkpoint (the studio cannot rebuild this run's tree)"
             else:
                 runner = restored.runner
                 try:
                     apply_decision(runner, call_id, approved, message, arguments, answer)
+                    # written before the run goes on: a page that sees it end sees who answered
+                    self.journal.add(run_id, f"studio.{did}", request_id=call_id, by=by,
+                                     message=message, **extra)
                 except BaseException:  # refused: give the run (its lease) and its target back
                     _close_quietly(restored)
                     raise
                 self._live[run_id] = runner
                 self._continue(restored)
                 done = "the run goes on in the studio"
-        extra: dict[str, Any] = {}
-        if arguments is not None:
-            extra.update(edited=True, arguments=arguments)
-        if answer is not None:
-            extra["answer"] = answer
-        self.journal.add(run_id, f"studio.{did}", request_id=call_id, by=by,
-                         message=message, **extra)
         edited = " with edited arguments" if arguments is not None else ""
-        return f"{did} {call_id}{edited}: {done}"
+        return f"{did} {shown(call_id)}{edited}: {done}"  # a model chose the id
 
     def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str:
         """Start a new run from ``point`` of ``run_id`` (with ``state`` instead of the point's,
@@ -336,15 +356,22 @@ class CheckpointRuns:
         except Exception as exc:  # a state that does not fit the schema, a script that fails
             self.store.delete(fork_id)
             reason = str(exc) if isinstance(exc, JianmuError) else f"{type(exc).__name__}: {exc}"
-            raise CheckpointError(f"the fork did not start: {reason}") from None
+            # the reason names the fork's own run, made and removed here: said so
+            raise CheckpointError(f"the fork did not start (its new run {fork_id!r} was "
+                                  f"removed): {reason}") from None
         if restored is None:
             self.store.delete(fork_id)
             raise CheckpointError("the studio cannot rebuild this run's tree ('jianmu run' did "
                                   "not start it)")
+        try:  # written before the fork goes on: its page tells who started it from the first
+            self.journal.add(fork_id, "studio.forked", run=run_id, point=point, by=by)
+        except BaseException:
+            _close_quietly(restored)
+            self.store.delete(fork_id)
+            raise
         with self._lock:
             self._live[fork_id] = restored.runner
             self._continue(restored)
-        self.journal.add(fork_id, "studio.forked", run=run_id, point=point, by=by)
         return fork_id
 
     def _record(self, run_id: str, call_id: str, approved: bool, message: str, *,

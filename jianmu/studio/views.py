@@ -192,13 +192,13 @@ def point_rows(points: list[PointInfo], entries: list[dict[str, Any]],
         elif info.number == 0 and info.kind == "tick":
             label = "start"
         elif info.nodes:
-            shown = [f"{names.get(k, k)} {s.lower()}" for k, s in list(info.nodes.items())[:3]]
+            nodes = [f"{names.get(k, k)} {s.lower()}" for k, s in list(info.nodes.items())[:3]]
             more = f" (+{len(info.nodes) - 3})" if len(info.nodes) > 3 else ""
-            label = ", ".join(shown) + more
+            label = ", ".join(nodes) + more
         elif info.keys:
             label = "state: " + ", ".join(info.keys[:4]) + ("…" if len(info.keys) > 4 else "")
         else:
             label = "checkpoint" if info.kind == "checkpoint" else "tick"
         rows.append({"n": info.number, "tick": info.tick, "time": info.time, "kind": info.kind,
-                     "label": label})
+                     "label": shown(label)})  # node names and state keys: escapes shown
     return rows

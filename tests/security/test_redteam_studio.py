@@ -45,7 +45,9 @@ def test_a_fork_from_a_bad_point_or_body_is_refused(client: TestClient, run_id: 
     url = f"/run/cp/{run_id}/fork"
     for body in ({"point": HUGE}, {"point": 10**40}, {"point": -1}, {"point": 1.5},
                  {"point": True}, {"point": "0"}, [0], "0", 0, None,
-                 {"point": 0, "state": []}, {"point": 0, "state": {"root": []}}):
+                 {"point": 0, "state": []}, {"point": 0, "state": {"root": []}},
+                 {"point": 0, "state_text": "{not json"}, {"point": 0, "state_text": "[]"},
+                 {"point": 0, "state_text": 5}, {"point": 0, "state_text": "{}", "state": {}}):
         answer = client.post(url, json=body, headers=csrf)
         assert answer.status_code == 400, body
         assert "error" in answer.json()
@@ -62,9 +64,15 @@ def test_a_fork_from_a_bad_point_or_body_is_refused(client: TestClient, run_id: 
 def test_a_decision_with_a_body_that_is_not_an_object_is_refused(client: TestClient,
                                                                  run_id: str) -> None:
     csrf = {"X-CSRF-Token": _csrf(client, run_id)}
-    for body in (["deploy_1"], "deploy_1", 1, None, {"call_id": ["deploy_1"]}):
+    for body in (["deploy_1"], "deploy_1", 1, None, {"call_id": ["deploy_1"]},
+                 {"call_id": "deploy_1", "arguments_text": "{no"},
+                 {"call_id": "deploy_1", "arguments_text": "[1]"},
+                 {"call_id": "deploy_1", "arguments_text": 1},
+                 {"call_id": "deploy_1", "arguments_text": "{}", "arguments": {}}):
         assert client.post(f"/run/cp/{run_id}/approve", json=body,
                            headers=csrf).status_code == 400, body
+    assert client.post(f"/run/cp/{run_id}/reject", headers=csrf, json={
+        "call_id": "deploy_1", "arguments_text": "{}"}).status_code == 400
     assert client.get(f"/api/run/cp/{run_id}").json()["status"] == "suspended"
 
 

@@ -14,6 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from jianmu._secrets import is_loopback
+from jianmu.studio.app import cookie_name
 from tests.studio.conftest import TOKEN, anonymous, checkpoints, client, run_id  # noqa: F401
 from tests.studio.test_app import _csrf, _finished
 from tests.support.durable import wait_for
@@ -22,7 +23,8 @@ from tests.support.durable import wait_for
 def test_every_request_needs_the_token(anonymous: TestClient, run_id: str) -> None:
     for path in ("/", f"/run/cp/{run_id}", f"/api/run/cp/{run_id}", "/static/studio.js",
                  "/static/graph.js", f"/api/run/cp/{run_id}/point/0",
-                 f"/stream/run/cp/{run_id}", "/?token=wrong", "/?scope=all"):
+                 f"/stream/run/cp/{run_id}", "/?token=wrong", "/?scope=all",
+                 f"/api/run/cp/{run_id}/point/0/state"):
         answer = anonymous.get(path)
         assert answer.status_code == 403, path
         assert run_id not in answer.text
@@ -36,7 +38,7 @@ def test_the_token_becomes_a_strict_http_only_cookie(anonymous: TestClient) -> N
     assert answer.status_code == 303
     assert answer.headers["location"] == "/?status=suspended"  # the token leaves the URL
     cookie = answer.headers["set-cookie"].lower()
-    assert f"jianmu_studio={TOKEN}".lower() in cookie
+    assert f"{cookie_name(TOKEN)}={TOKEN}".lower() in cookie
     assert "httponly" in cookie and "samesite=strict" in cookie
     page = anonymous.get("/?status=suspended")
     assert page.status_code == 200
@@ -111,3 +113,24 @@ def test_markup_in_a_forked_state_is_text(client: TestClient, run_id: str) -> No
     assert "<img src=x" not in page and '<script>alert("fork")' not in page
     assert "&lt;img src=x onerror=" in page
     assert page.count("<script") == 1
+
+
+def test_an_empty_token_is_refused_not_an_open_door(checkpoints: Path, run_id: str) -> None:
+    # with "" as its token, "/?token=" (or an empty cookie) would open the studio to anyone
+    from jianmu.studio import create_app
+    from tests.support.studio import studio_sources
+
+    sources = studio_sources(checkpoints)
+    with pytest.raises(ValueError, match="token"):
+        create_app(sources, "")
+    sources[0].close()
+
+
+def test_static_paths_reach_no_file_outside_the_static_folder(client: TestClient) -> None:
+    for path in ("/static/%2e%2e/app.py", "/static/..%2fapp.py", "/static/%2e%2e%2fruns.py",
+                 "/static/%2e%2e/%2e%2e/__init__.py", "/static//etc/passwd",
+                 "/static/%2fetc%2fpasswd", "/static/..%5capp.py"):
+        answer = client.get(path)
+        assert answer.status_code == 404, path
+        assert "create_app" not in answer.text and "root:" not in answer.text, path
+    assert client.get("/static/studio.js").status_code == 200

@@ -66,3 +66,21 @@ def test_only_the_hosts_the_studio_is_served_at_pass(
     with _studio(checkpoints, served, port) as studio:
         answer = studio.get(f"/?token={TOKEN}", headers={"Host": host})
         assert answer.status_code == (303 if ok else 421), host
+
+
+def test_a_second_studio_on_another_port_does_not_lock_out_the_first(
+        checkpoints: Path, run_id: str) -> None:
+    # a browser keeps one cookie jar per host, whatever the port: two studios (two projects)
+    # open in one browser must not overwrite each other's cookie
+    first = create_app(studio_sources(checkpoints), TOKEN, by="tester", port=PORT)
+    second = create_app(studio_sources(checkpoints), "another-token", by="tester", port=PORT + 1)
+    with TestClient(first, base_url=f"http://127.0.0.1:{PORT}", follow_redirects=False) as one, \
+            TestClient(second, base_url=f"http://127.0.0.1:{PORT + 1}",
+                       follow_redirects=False) as two:
+        assert one.get(f"/?token={TOKEN}").status_code == 303
+        assert two.get("/?token=another-token").status_code == 303
+        for each in (one, two):  # one jar for the host, as a browser keeps
+            for cookie in [*one.cookies.jar, *two.cookies.jar]:
+                each.cookies.jar.set_cookie(cookie)
+        assert one.get(f"/api/run/cp/{run_id}").status_code == 200
+        assert two.get(f"/api/run/cp/{run_id}").status_code == 200

@@ -227,6 +227,9 @@ def test_a_fork_that_does_not_fit_is_refused_and_leaves_nothing(
         runs = len(store.list_runs())
     code, said = _fork(client, run_id, {"point": 1, "state": {"root": {"rounds": "many"}}})
     assert code == 400 and "rounds" in said["error"]
+    # the reason names the fork's run, which is gone: said, so no one looks for it
+    named = set(re.findall(r"run '(\w+)'", said["error"])) - {run_id}
+    assert all(f"{each!r} was removed" in said["error"] for each in named), said["error"]
     code, said = _fork(client, run_id, {"point": 999})
     assert code == 400 and "no point 999" in said["error"]
     code, said = _fork(client, run_id, {"point": "1"})
@@ -335,3 +338,38 @@ def test_a_damaged_checkpoint_is_said_not_a_bare_500(
     assert run_id in client.get("/").text  # the runs list still shows it, as damaged
     assert run_id in client.get("/?status=damaged").text
     assert run_id not in client.get("/?status=suspended").text
+
+
+def test_a_damaged_point_is_said_not_a_bare_500(client: TestClient, run_id: str,
+                                                checkpoints: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(checkpoints) as con:
+        con.execute("UPDATE jianmu_points SET data = '{oops' WHERE run_id = ? AND point = 1",
+                    (run_id,))
+    for path in (f"/api/run/cp/{run_id}", f"/run/cp/{run_id}", f"/api/run/cp/{run_id}/point/1"):
+        answer = client.get(path)
+        assert answer.status_code == 500, path
+        assert f"point 1 of run {run_id!r}" in answer.json()["error"]
+        assert "is not JSON" in answer.json()["error"]
+
+
+def test_a_damaged_checkpoint_of_a_run_without_points_is_said(tmp_path: Path) -> None:
+    """A run that recorded no ticks travels through its checkpoints: one damaged is said."""
+    import sqlite3
+
+    path = tmp_path / "checkpoints.sqlite"
+    with SQLiteCheckpointer(str(path), record_ticks=False) as store:
+        runner = ReactiveRunner(build_tree({"target": "prod"}), StateManager(AgentState, {}),
+                                checkpointer=store, run_id="plain")
+        assert runner.run_sync(timeout=60).status.value == "suspended"
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE checkpoints SET data = '{oops' WHERE run_id = 'plain'")
+    app = create_app([CheckpointRuns(str(path), Journal(str(path)))], TOKEN, by="tester")
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        client.get(f"/?token={TOKEN}")
+        for where in ("/api/run/cp/plain", "/run/cp/plain", "/api/run/cp/plain/point/0"):
+            answer = client.get(where)
+            assert answer.status_code == 500, where
+            assert "the checkpoint of run 'plain'" in answer.json()["error"]
+            assert "is not JSON" in answer.json()["error"]

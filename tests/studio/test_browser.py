@@ -16,6 +16,7 @@ from jianmu.studio import create_app
 from tests.support.studio import (
     chromium_problem,
     make_driver,
+    script_errors,
     serve,
     skip_or_fail,
     start_suspended,
@@ -84,11 +85,14 @@ def _open_suspended(driver: Any, url: str, run_id: str, arguments: str) -> None:
 
 
 def _no_alert(driver: Any) -> None:
+    """No script from the run's data ran, and the page's own scripts threw nothing."""
     from selenium.common.exceptions import NoAlertPresentException
 
     try:
         alert = driver.switch_to.alert
     except NoAlertPresentException:
+        errors = script_errors(driver)
+        assert not errors, errors
         return
     raise AssertionError(f"a script from the run's data ran: {alert.text}")
 

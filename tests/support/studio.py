@@ -18,8 +18,9 @@ FLOW = Path(__file__).resolve().parent.parent / "studio" / "studio_flow.py"
 XSS = "<script>alert('args')</script>"
 
 
-def start_suspended(checkpoints: Path, target: str = f"prod {XSS}") -> str:
-    """Run the studio flow with ``jianmu run --non-interactive`` (it suspends); its run id."""
+def start_suspended(checkpoints: Path, target: str = f"prod {XSS}", flow: Path = FLOW) -> str:
+    """Run the studio flow (or ``flow``) with ``jianmu run --non-interactive`` (it suspends);
+    its run id."""
     from jianmu.cli import main
 
     config = checkpoints.parent / "jianmu.yaml"
@@ -27,7 +28,7 @@ def start_suspended(checkpoints: Path, target: str = f"prod {XSS}") -> str:
     config.write_text(f"runtime:\n  checkpoint_path: {checkpoints}\n", encoding="utf-8")
     out = StringIO()
     with redirect_stdout(out):
-        code = main(["run", str(FLOW), "--config", str(config), "--input", f"target={target}",
+        code = main(["run", str(flow), "--config", str(config), "--input", f"target={target}",
                      "--non-interactive"])
     assert code == 3, out.getvalue()
     found = re.search(r"run (\w+)", out.getvalue())
@@ -54,11 +55,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; yields its base URL."""
+def serve(app: Any, port: int | None = None) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1 (on ``port``, else a free one) in a thread;
+    yields its base URL."""
     import uvicorn
 
-    port = free_port()
+    port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                            timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -121,6 +123,7 @@ def make_driver(width: int = 1200, height: int = 1400) -> Any:
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                  f"--window-size={width},{height}", "--no-first-run"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # `script_errors` reads it
     driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
     return webdriver.Chrome(options=options, service=Service(driver_path))
 
@@ -132,3 +135,9 @@ def long_run(checkpoints: Path, ticks: int = 1000, nodes: int = 200) -> str:
 
     checkpoints.parent.mkdir(parents=True, exist_ok=True)
     return run_big(checkpoints, ticks=ticks, nodes=nodes)[0]
+
+
+def script_errors(driver: Any) -> list[str]:
+    """The page's script errors logged since the last look (uncaught exceptions, rejections)."""
+    return [str(entry["message"]) for entry in driver.get_log("browser")
+            if entry.get("source") == "javascript" or "Uncaught" in str(entry["message"])]

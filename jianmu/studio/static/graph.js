@@ -4,6 +4,8 @@
 // subtrees (the ▸ under a node) and tells `onSelect` which node was clicked.
 "use strict";
 
+import {visible} from "./panels.js";
+
 const SVG = "http://www.w3.org/2000/svg";
 const BOX_H = 42;
 const GAP_X = 14;
@@ -39,9 +41,16 @@ function subText(n) {
 
 function fitText(text, room) {
   if (textWidth(text) <= room) return text;
-  let cut = text;
-  while (cut.length > 1 && textWidth(cut + "…") > room) cut = cut.slice(0, -1);
-  return cut + "…";
+  // the longest start that fits, found by halving: a name of 50,000 characters (a tree, a
+  // skill or an agent chose it) costs some 16 measures, not one per character cut
+  let fits = 1;
+  let over = text.length;
+  while (over - fits > 1) {
+    const mid = (fits + over) >> 1;
+    if (textWidth(text.slice(0, mid) + "…") <= room) fits = mid; else over = mid;
+  }
+  const cut = text.slice(0, fits);
+  return (/[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut) + "…";  // no half emoji
 }
 
 export class Graph {
@@ -104,7 +113,7 @@ export class Graph {
     for (const n of this.nodes) {
       const composite = kids.has(n.key) || n.kind in COMPOSITE_MARK;
       const mark = composite ? (COMPOSITE_MARK[n.kind] || "▣") + " " : "";
-      const text = mark + n.name;
+      const text = mark + visible(n.name);  // a bidi override shown, not obeyed
       // room for the status line at its longest ("suspended")
       const sub = textWidth(`${n.kind || "node"} · suspended`, SUB_FONT);
       const w = Math.min(MAX_W, Math.max(MIN_W, textWidth(text) + 24, sub + 22));
@@ -198,7 +207,7 @@ export class Graph {
     g.setAttribute("data-status", n.status);
     g.querySelector(":scope > text.sub").textContent = subText(n);
     g.querySelector(":scope > title").textContent =
-      `${n.path}\n${n.type || n.kind} · ${n.status}`;
+      `${visible(n.path)}\n${n.type || n.kind} · ${n.status}`;
   }
 
   select(key) {

@@ -26,6 +26,31 @@ export function visible(text) {
   });
 }
 
+// A run's JSON as the page reads it: a whole number past 2**53 (an account, an id) kept as
+// a BigInt from its source text, where a JavaScript number would round it (the server writes
+// it exactly). Browsers without the source text (before JSON.parse's context) round as before.
+// Text with no run of 16 digits holds no such number and is read the plain (fast) way.
+const LONG_DIGITS = /\d{16}/;
+let bigSeen = false;  // whether a BigInt was read: only then is writing one slower
+export function readJSON(text) {
+  if (!LONG_DIGITS.test(text)) return JSON.parse(text);
+  return JSON.parse(text, (key, value, context) => {
+    if (typeof value === "number" && !Number.isSafeInteger(value) && context &&
+        /^-?\d+$/.test(context.source || "")) {
+      bigSeen = true;
+      return BigInt(context.source);
+    }
+    return value;
+  });
+}
+
+// JSON text of what `readJSON` read, its BigInts written as the numbers they are.
+export function writeJSON(value, indent) {
+  if (!bigSeen) return JSON.stringify(value, null, indent);
+  return JSON.stringify(value, (key, v) => (typeof v !== "bigint" ? v
+    : (JSON.rawJSON ? JSON.rawJSON(v.toString()) : v.toString())), indent);
+}
+
 export function clock(stamp) {  // HH:MM:SS.mmm (toLocaleTimeString costs ~0.1 ms a call)
   if (!stamp) return "";
   const d = new Date(stamp * 1000);
@@ -37,7 +62,7 @@ export function clock(stamp) {  // HH:MM:SS.mmm (toLocaleTimeString costs ~0.1 m
 function entryItem(item) {
   const li = el("li", `entry entry-${item.kind} depth-${Math.min(item.depth || 0, 4)}`);
   li.append(el("span", "title", item.title));
-  if (item.node) li.title = item.node;
+  if (item.node) li.title = visible(item.node);
   if (item.text) li.append(el("pre", "text", item.text));
   return li;
 }
@@ -103,7 +128,7 @@ function marks(changed) {
 function drawValue(value, key, path, marked, depth) {
   const here = path.join("\u0000");
   const wrap = el("span", marked.has(here) ? "changed" : null);
-  const label = key === null ? null : el("span", "key", key);
+  const label = key === null ? null : el("span", "key", visible(key));
   if (value !== null && typeof value === "object") {
     const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v])
                                          : Object.entries(value);
@@ -135,7 +160,7 @@ function drawValue(value, key, path, marked, depth) {
     return wrap;
   }
   if (label) wrap.append(label, ": ");
-  wrap.append(el("span", "value", visible(JSON.stringify(value))));
+  wrap.append(el("span", "value", visible(writeJSON(value))));
   return wrap;
 }
 
@@ -173,15 +198,15 @@ export function drawDetails(box, node, entries) {
     return;
   }
   const dl = el("dl");
-  row(dl, "path", node.path);
+  row(dl, "path", visible(node.path));
   row(dl, "kind", node.kind);
   row(dl, "type", node.type);
   row(dl, "status", node.status === "invalid" ? "not run (invalid)"
     : node.status === "stopped" ? "stopped: running when the run ended" : node.status);
-  row(dl, "namespace", node.namespace || "(the root state)");
-  row(dl, "reads", node.reads);
-  row(dl, "writes", node.writes);
-  const head = el("h3", "node-name", node.name);
+  row(dl, "namespace", node.namespace ? visible(node.namespace) : "(the root state)");
+  row(dl, "reads", (node.reads || []).map(visible));
+  row(dl, "writes", (node.writes || []).map(visible));
+  const head = el("h3", "node-name", visible(node.name));
   const parts = [head, dl];
   if (node.error) parts.push(el("h4", null, "last error"), el("pre", "error", node.error));
   const own = entries.filter((e) => e.node === node.path && CALL_KINDS.includes(e.kind));
@@ -207,7 +232,7 @@ function drawQuestion(r) {
   box.dataset.id = r.id;
   box.dataset.kind = "question";
   const h = el("h3");
-  h.append(el("span", "tool", "question"), " ", el("code", "call-id", r.id));
+  h.append(el("span", "tool", "question"), " ", el("code", "call-id", visible(r.id)));
   box.append(h, el("p", "question-text", r.question));
   const actions = el("div", "actions");
   const text = el("textarea", "answer-text");
@@ -225,7 +250,7 @@ export function drawRequest(r) {
   const box = el("div", "request");
   box.dataset.id = r.id;
   const h = el("h3");
-  h.append(el("span", "tool", r.tool), " ", el("code", "call-id", r.id));
+  h.append(el("span", "tool", r.tool), " ", el("code", "call-id", visible(r.id)));
   box.append(h, el("p", "summary", r.summary));
   const why = el("p", "why", "why: " + r.reason);
   if (r.rule) why.append(" ", el("span", "rule", "(rule " + r.rule + ")"));

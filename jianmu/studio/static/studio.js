@@ -4,8 +4,8 @@
 "use strict";
 
 import {Graph} from "./graph.js";
-import {clock, drawDetails, drawRequest, drawState, drawTimeline,
-        visible} from "./panels.js";
+import {clock, drawDetails, drawRequest, drawState, drawTimeline, readJSON,
+        visible, writeJSON} from "./panels.js";
 
 const FINISHED = ["success", "failure", "timeout", "cancelled"];
 
@@ -14,6 +14,25 @@ function setStatus(node, prefix, status) {
     if (c.startsWith(prefix)) node.classList.remove(c);
   }
   node.classList.add(prefix + status);
+}
+
+const NO_ANSWER = "the studio did not answer (stopped?): try again once it is back (a " +
+  "decision already taken is not taken twice)";
+
+// POST a JSON body with the page's CSRF token; the server's answer, or one saying there was
+// none (the studio stopped): the page always hears back, so its buttons work again
+async function post(url, body, csrf) {
+  let answer;
+  try {
+    answer = await fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: {"Content-Type": "application/json", "X-CSRF-Token": csrf},
+      body: JSON.stringify(body),
+    });
+  } catch (error) {
+    return {error: NO_ANSWER};
+  }
+  return answer.json().catch(() => ({error: "HTTP " + answer.status}));
 }
 
 function role(name) {
@@ -36,6 +55,7 @@ class RunPage {
     this.drawn = {pending: null, story: null};
     this.selected = null;
     this.stream = null;
+    this.forkText = null;  // the fork box's text as the server wrote it
     this.graph = new Graph(document.getElementById("tree"), (key) => {
       this.selected = key;
       this.drawDetails();
@@ -47,7 +67,7 @@ class RunPage {
     this.wire();
     try {
       const first = await fetch("/api" + this.base, {credentials: "same-origin"});
-      if (first.ok) this.show(await first.json());
+      if (first.ok) this.show(readJSON(await first.text()));
     } catch (error) {
       // the stream below brings the run as well
     }
@@ -60,14 +80,21 @@ class RunPage {
     this.stream = new EventSource("/stream" + this.base);
     this.stream.onopen = () => { live.textContent = "live"; };
     this.stream.onmessage = (message) => {
-      const view = JSON.parse(message.data);
+      const view = readJSON(message.data);
       this.show(view);
       if (FINISHED.includes(view.status)) {
         this.stream.close();
         live.textContent = "finished";
       }
     };
-    this.stream.onerror = () => { live.textContent = "reconnecting…"; };
+    this.stream.onerror = () => {
+      // the browser tries again after a dropped connection, never after a refusal (a studio
+      // started again has a new token): said, not "reconnecting…" for ever
+      live.textContent = this.stream.readyState === EventSource.CLOSED
+        ? "disconnected: the studio refused this page (started again? the run gone?): " +
+          "reload, or open the URL it printed"
+        : "reconnecting…";
+    };
   }
 
   show(view) {
@@ -82,17 +109,17 @@ class RunPage {
     document.getElementById("usage").textContent = view.usage || "";
     const result = view.result === null || view.result === undefined ? "" :
       (typeof view.result === "string" ? view.result
-                                       : visible(JSON.stringify(view.result, null, 2)));
+                                       : visible(writeJSON(view.result, 2)));
     document.getElementById("result").textContent = result ||
       (FINISHED.includes(view.status) ? "" : `no result yet: the run is ${view.status}`);
     // redrawn only when they change: a reason being typed, a click, a scroll are kept
-    const asked = JSON.stringify(view.pending);
+    const asked = writeJSON(view.pending);
     if (asked !== this.drawn.pending) {
       this.drawn.pending = asked;
       this.drawPending(view.pending);
       document.getElementById("approvals").hidden = !view.pending.length;
     }
-    const story = JSON.stringify([view.timeline, view.points]);
+    const story = writeJSON([view.timeline, view.points]);
     if (story !== this.drawn.story) {
       this.drawn.story = story;
       drawTimeline(document.getElementById("timeline"), view.timeline, view.points);
@@ -117,12 +144,16 @@ class RunPage {
     const list = document.getElementById("pending");
     const had = new Map();
     for (const box of Array.from(list.children)) {
-      const drawn = box.dataset.drawn;  // none on the boxes the server drew: drawn anew
+      let drawn = box.dataset.drawn;
+      if (drawn === undefined) {  // the server drew it: kept for its request, with what was
+        const same = requests.find((r) => r.id === box.dataset.id);  // typed in it already
+        if (same) drawn = box.dataset.drawn = writeJSON(same);
+      }
       if (drawn === undefined || had.has(drawn)) box.remove();
       else had.set(drawn, box);
     }
     const boxes = requests.map((r) => {
-      const drawn = JSON.stringify(r);
+      const drawn = writeJSON(r);
       const box = had.get(drawn) || drawRequest(r);
       box.dataset.drawn = drawn;
       had.delete(drawn);
@@ -138,7 +169,7 @@ class RunPage {
     const view = this.view;
     if (!view) return;
     this.graph.update(view.nodes);
-    const state = JSON.stringify(view.state) + "|" + (view.changed || []).join(",");
+    const state = writeJSON(view.state) + "|" + (view.changed || []).join(",");
     if (state !== this.lastState) {
       this.lastState = state;
       drawState(document.getElementById("state"), view.state, view.changed || []);
@@ -212,7 +243,9 @@ class RunPage {
         try {
           const answer = await fetch(`/api${this.base}/point/${n}`, {credentials: "same-origin"});
           if (!answer.ok) break;
-          frame = await answer.json();
+          frame = readJSON(await answer.text());
+        } catch (error) {
+          break;  // the studio did not answer: the slider's next move asks again
         } finally {
           this.loading = false;
         }
@@ -234,47 +267,63 @@ class RunPage {
   }
 
   // -- fork ----------------------------------------------------------------------------------
-  openFork() {
+  async openFork() {
     const panel = document.getElementById("fork-panel");
     const points = this.view.points;
     const n = this.shown === null ? points[points.length - 1].n : this.shown;
-    const state = this.shown === null || !this.frame ? this.view.state : this.frame.state;
+    const area = role("fork-state");
+    const start = role("fork-start");
+    const said = document.getElementById("fork-msg");
     panel.dataset.point = String(n);
-    role("fork-state").value = JSON.stringify(state, null, 2);
     panel.querySelector("p").firstChild.textContent =
       `The new run starts from point ${n} with the state below (edit it as JSON); the ` +
       "original run is not changed. Tool calls that finished before this point do not run " +
       "again; later ones go through the guard.";
-    document.getElementById("fork-msg").textContent = "";
     panel.hidden = false;
+    // the state as the server writes it: read as JavaScript numbers, a whole number past
+    // 2**53 would be rounded, and the fork would start from a state no one edited
+    area.value = "";
+    this.forkText = null;
+    start.disabled = true;
+    said.textContent = `loading the state at point ${n}…`;
+    let text = null;
+    try {
+      const answer = await fetch(`/api${this.base}/point/${n}/state`,
+                                 {credentials: "same-origin"});
+      text = answer.ok ? await answer.text() : `HTTP ${answer.status}`;
+      if (!answer.ok) throw new Error(text);
+    } catch (error) {
+      if (panel.dataset.point === String(n)) {
+        said.textContent = `cannot read the state at point ${n}: ${error.message}`;
+      }
+      return;
+    }
+    if (panel.dataset.point !== String(n)) return;  // opened again meanwhile
+    this.forkText = text;
+    area.value = this.forkText;
+    said.textContent = "";
+    start.disabled = false;
   }
 
   async startFork() {
     const panel = document.getElementById("fork-panel");
     const said = document.getElementById("fork-msg");
-    let state;
-    try {
-      state = JSON.parse(role("fork-state").value);
-    } catch (error) {
-      said.textContent = "the state is not valid JSON: " + error.message;
-      return;
-    }
+    const text = role("fork-state").value;
+    // untouched: the point's own state (the server's, exactly); edited: the text as typed,
+    // read by the server (which says where it is not JSON)
+    const body = {point: Number(panel.dataset.point)};
+    if (text !== this.forkText) body.state_text = text;
     const start = role("fork-start");
     start.disabled = true;
     said.textContent = "starting the fork…";
-    const answer = await fetch(this.base + "/fork", {
-      method: "POST", credentials: "same-origin",
-      headers: {"Content-Type": "application/json", "X-CSRF-Token": this.csrf},
-      body: JSON.stringify({point: Number(panel.dataset.point), state}),
-    });
-    const body = await answer.json().catch(() => ({error: "HTTP " + answer.status}));
-    if (body.ok) {
-      said.textContent = body.message;
-      window.location.assign(body.url);
+    const told = await post(this.base + "/fork", body, this.csrf);
+    if (told.ok) {
+      said.textContent = told.message;
+      window.location.assign(told.url);
       return;
     }
     start.disabled = false;
-    said.textContent = "refused: " + body.error;
+    said.textContent = "refused: " + told.error;
   }
 
   // -- wiring --------------------------------------------------------------------------------
@@ -313,13 +362,8 @@ class RunPage {
     const request = this.decision(button, box, said);
     if (!request) return;
     for (const b of box.querySelectorAll("button")) b.disabled = true;
-    said.textContent = request.doing + box.dataset.id + "…";
-    const answer = await fetch(this.base + "/" + request.action, {
-      method: "POST", credentials: "same-origin",
-      headers: {"Content-Type": "application/json", "X-CSRF-Token": this.csrf},
-      body: JSON.stringify(request.body),
-    });
-    const body = await answer.json().catch(() => ({error: "HTTP " + answer.status}));
+    said.textContent = request.doing + visible(box.dataset.id) + "…";
+    const body = await post(this.base + "/" + request.action, request.body, this.csrf);
     said.textContent = body.ok ? body.message : "refused: " + body.error;
     if (!body.ok) for (const b of box.querySelectorAll("button")) b.disabled = false;
     if (this.stream && this.stream.readyState === EventSource.CLOSED) this.connect();
@@ -338,19 +382,24 @@ class RunPage {
     const body = {call_id: call, message: reason || null};
     const area = box.querySelector("textarea.edit-arguments");
     if (approve && area && area.value.trim() !== area.defaultValue.trim()) {
+      let read;
       try {
-        body.arguments = JSON.parse(area.value);
+        read = JSON.parse(area.value);
       } catch (error) {
         said.textContent = "the edited arguments are not JSON: " + error.message;
         return null;
       }
-      if (!body.arguments || typeof body.arguments !== "object" || Array.isArray(body.arguments)) {
+      if (!read || typeof read !== "object" || Array.isArray(read)) {
         said.textContent = "the edited arguments must be a JSON object";
         return null;
       }
+      // sent as the text in the box, read by the server: as JavaScript numbers, a whole
+      // number past 2**53 (an account, an amount) would run as another than the one approved
+      body.arguments_text = area.value;
     }
     return {action: approve ? "approve" : "reject",
-            doing: approve ? (body.arguments ? "approving (edited) " : "approving ") : "rejecting ",
+            doing: approve ? (body.arguments_text ? "approving (edited) " : "approving ")
+                           : "rejecting ",
             body};
   }
 }

@@ -1,0 +1,147 @@
+"""The studio in a real browser when the studio behind an open page stops and starts again
+with a new token (Ctrl-C, then ``jianmu studio``): the page's stream is refused for good, and
+the page says so rather than "reconnecting…" for ever. Skips like `test_browser` when Chromium
+is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jianmu.studio import create_app
+from tests.studio.test_browser import (  # noqa: F401 - the fixtures
+    TOKEN,
+    _text,
+    _until,
+    driver,
+)
+from tests.support.studio import free_port, serve, start_suspended, studio_sources
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+
+def test_a_page_whose_studio_restarted_says_to_reload(
+        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    checkpoints = tmp_path / "runs" / "checkpoints.sqlite"
+    run_id = start_suspended(checkpoints)
+    port = free_port()
+    try:
+        with serve(create_app(studio_sources(checkpoints), TOKEN, by="browser"), port) as url:
+            driver.get(f"{url}/?token={TOKEN}")
+            driver.get(f"{url}/run/cp/{run_id}")
+            _until(driver, lambda d: _text(d, "#status") == "suspended", "the run")
+            _until(driver, lambda d: _text(d, "#live") == "live", "the stream")
+        _until(driver, lambda d: _text(d, "#live") != "live", "the page to see the studio go")
+        again = create_app(studio_sources(checkpoints), "a-new-token", by="browser")
+        with serve(again, port):
+            _until(driver, lambda d: _text(d, "#live").startswith("disconnected"),
+                   "the page to say its studio is gone")
+            assert _text(driver, "#status") == "suspended"  # what it showed is kept
+    finally:
+        driver.get("about:blank")
+
+
+def test_a_live_page_loses_and_repeats_nothing_across_a_reconnect(
+        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A run goes on while its page's studio stops and starts again (same token): the page
+    reconnects, and its timeline is the run's, each entry once."""
+    import asyncio
+    import threading
+
+    from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager, tool
+    from jianmu.nodes import AgentState, create_react_node
+    from tests.studio.test_browser import WAIT_S, _api
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    checkpoints = tmp_path / "runs" / "checkpoints.sqlite"
+    start_suspended(checkpoints)  # the file and its config, as the CLI leaves them
+    gates = [threading.Event() for _ in range(3)]
+
+    @tool(timeout_seconds=None)  # no end but its gate: the test says when each call ends
+    async def wait_gate(step: int) -> str:
+        """Wait until the test opens this step's gate.
+
+        Args:
+            step: which step.
+        """
+        await asyncio.to_thread(gates[step].wait, 3 * WAIT_S)
+        return f"step {step} done"
+
+    llm = ScriptedLLM([[{"name": "wait_gate", "arguments": {"step": i}}] for i in range(3)]
+                      + ["done"])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(create_react_node(llm, [wait_gate], name="gated"), state,
+                            checkpointer=SQLiteCheckpointer(str(checkpoints)), run_id="gated")
+    thread = threading.Thread(target=lambda: runner.run_sync(timeout=3 * WAIT_S), daemon=True)
+    thread.start()
+    port = free_port()
+
+    def calls(d: Any) -> int:
+        return _text(d, "#timeline").count("started: wait_gate")
+
+    try:
+        with serve(create_app(studio_sources(checkpoints), TOKEN, by="browser"), port) as url:
+            driver.get(f"{url}/?token={TOKEN}")
+            _until(driver, lambda d: _api(d, "/api/run/cp/gated").get("points"), "a point")
+            driver.get(f"{url}/run/cp/gated")
+            _until(driver, lambda d: calls(d) == 1, "the first call")
+            gates[0].set()
+            _until(driver, lambda d: calls(d) == 2, "the second call")
+        _until(driver, lambda d: _text(d, "#live") != "live", "the page to see the studio go")
+        gates[1].set()  # the run goes on while no studio serves the page
+        with serve(create_app(studio_sources(checkpoints), TOKEN, by="browser"), port):
+            _until(driver, lambda d: calls(d) == 3, "the third call, after the reconnect")
+            gates[2].set()
+            _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
+            shown = driver.execute_script(
+                "return Array.from(document.querySelectorAll('#timeline .entry .title'))"
+                ".map(e => e.textContent)")
+            told = driver.execute_async_script(
+                "const done = arguments[arguments.length - 1];"
+                "fetch('/api/run/cp/gated', {credentials: 'same-origin'}).then(r => r.json())"
+                ".then(v => done(v.timeline.map(t => t.title)));")
+            assert shown == told
+            assert sum(t == "started: wait_gate" for t in shown) == 3
+    finally:
+        for gate in gates:
+            gate.set()
+        thread.join(WAIT_S)
+        driver.get("about:blank")
+
+
+def test_a_decision_the_studio_never_answers_can_be_made_again(
+        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Approve clicked while the studio is down: the page says nothing was done and the buttons
+    work again (they stayed disabled, "approving…" for ever)."""
+    from selenium.webdriver.common.by import By
+
+    from tests.studio.test_browser import _no_alert
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    checkpoints = tmp_path / "runs" / "checkpoints.sqlite"
+    run_id = start_suspended(checkpoints)
+    port = free_port()
+    try:
+        with serve(create_app(studio_sources(checkpoints), TOKEN, by="browser"), port) as url:
+            driver.get(f"{url}/?token={TOKEN}")
+            driver.get(f"{url}/run/cp/{run_id}")
+            _until(driver, lambda d: _text(d, "#status") == "suspended", "the run")
+            _until(driver, lambda d: _text(d, "#live") == "live", "the stream")
+        _until(driver, lambda d: _text(d, "#live") != "live", "the page to see the studio go")
+        driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
+        _until(driver, lambda d: "did not answer" in _text(d, "#decision-msg"),
+               "the page to say the studio did not answer")
+        assert driver.find_element(By.CSS_SELECTOR, ".request button.approve").is_enabled()
+        with serve(create_app(studio_sources(checkpoints), TOKEN, by="browser"), port):
+            _until(driver, lambda d: _text(d, "#live") == "live", "the page to reconnect")
+            driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
+            _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
+            _no_alert(driver)
+    finally:
+        driver.get("about:blank")

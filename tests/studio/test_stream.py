@@ -1,0 +1,145 @@
+"""A run page's live stream while nothing happens, and when something then does: a page left
+open on a waiting run must not rebuild the run's whole view on every poll (a run of thousands
+of events costs the server a core per open page), and must still see a change made elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jianmu.cli import main
+from jianmu.studio import create_app
+from jianmu.studio.app import cookie_name
+from tests.studio.conftest import TOKEN
+from tests.support.studio import studio_sources
+
+KEEPALIVE = b": still here"
+
+
+class _Counted:
+    """A run source that counts how often a run's view is built."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.kind = inner.kind
+        self.views = 0
+
+    def view(self, run_id: str) -> dict[str, Any]:
+        self.views += 1
+        return dict(self.inner.view(run_id))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def _stream(app: Any, path: str, until: Callable[[list[bytes]], bool]) -> list[bytes]:
+    """The chunks the stream at ``path`` sends until ``until`` holds; then the page leaves."""
+    chunks: list[bytes] = []
+    done = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            assert message["status"] == 200, message
+        elif message["type"] == "http.response.body" and message.get("body"):
+            chunks.append(message["body"])
+            if until(chunks):
+                done.set()
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "root_path": "", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
+             "headers": [(b"host", b"127.0.0.1"),
+                         (b"cookie", f"{cookie_name(TOKEN)}={TOKEN}".encode())]}
+    await asyncio.wait_for(app(scope, receive, send), 120)
+    return chunks
+
+
+def _data(chunks: list[bytes]) -> list[dict[str, Any]]:
+    return [json.loads(c[len(b"data: "):]) for c in chunks if c.startswith(b"data: ")]
+
+
+def test_an_idle_stream_does_not_rebuild_the_run(checkpoints: Path, run_id: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.001)
+    source = _Counted(studio_sources(checkpoints)[0])
+    app = create_app([source], TOKEN, by="tester")
+    # two keep-alive comments: sixty polls with nothing new
+    chunks = asyncio.run(_stream(app, f"/stream/run/cp/{run_id}",
+                                 lambda seen: sum(KEEPALIVE in c for c in seen) >= 2))
+    assert [v["status"] for v in _data(chunks)] == ["suspended"]
+    assert source.views <= 3, f"the view was built {source.views} times for one unchanged run"
+    source.close()
+
+
+def test_an_idle_stream_still_sees_a_decision_made_elsewhere(
+        checkpoints: Path, run_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.001)
+    source = _Counted(studio_sources(checkpoints)[0])
+    app = create_app([source], TOKEN, by="tester")
+    config = str(checkpoints.parent / "jianmu.yaml")
+    codes: list[int] = []
+    terminal = threading.Thread(target=lambda: codes.append(
+        main(["resume", run_id, "--config", config, "--approve", "deploy_1"])))
+
+    def then_resumed(seen: list[bytes]) -> bool:
+        if any(KEEPALIVE in c for c in seen) and not terminal.is_alive() and not codes:
+            terminal.start()  # a terminal answers while the page idles
+        return any(v["status"] == "success" for v in _data(seen))
+
+    chunks = asyncio.run(_stream(app, f"/stream/run/cp/{run_id}", then_resumed))
+    terminal.join(60)
+    assert codes == [0]
+    statuses = [v["status"] for v in _data(chunks)]
+    assert statuses[0] == "suspended" and statuses[-1] == "success", statuses
+    source.close()
+
+
+def test_the_stream_of_a_run_answered_here_ends_with_who_answered(
+        checkpoints: Path, run_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The studio's journal names who answered; the run goes on only once that is written, so
+    the stream's last view (the page closes its source on it) says it too."""
+    from tests.studio.test_ask_edit import _start_question
+
+    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.001)
+    asking = _start_question(checkpoints)
+    source = studio_sources(checkpoints)[0]
+    ended = threading.Event()  # the page has seen the run end
+    write = source.journal.add
+
+    def add(run: str, name: str, node: str | None = None, **fields: Any) -> None:
+        # a journal written after the run was let go: written once the page saw the end
+        for going in [t for t in threading.enumerate() if t.name == f"studio-run-{run}"]:
+            going.join(60)
+            ended.wait(60)
+        write(run, name, node, **fields)
+
+    monkeypatch.setattr(source.journal, "add", add)
+    app = create_app([source], TOKEN, by="tester")
+    views: list[dict[str, Any]] = []
+    answering = threading.Thread(target=lambda: source.decide(
+        asking, views[0]["pending"][0]["id"], True, None, "tester", answer="Lisbon"))
+
+    def answered(seen: list[bytes]) -> bool:
+        views[:] = _data(seen)
+        if views and answering.ident is None:
+            answering.start()  # the person answers on the page
+        if views and views[-1]["status"] == "success":
+            ended.set()
+            return True
+        return False
+
+    asyncio.run(_stream(app, f"/stream/run/cp/{asking}", answered))
+    answering.join(60)
+    titles = [t["title"] for t in views[-1]["timeline"] if t["kind"] == "decision"]
+    assert titles and titles[0].startswith("answered by tester"), titles
+    source.close()
