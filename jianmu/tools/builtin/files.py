@@ -334,6 +334,10 @@ def _check_writable(path: str) -> None:
     _refuse_protected(resolve_path(path, root=root), root, path)
 
 
+_PERMISSION_BITS = 0o777
+"""What a rewritten file keeps of its mode."""
+
+
 def write_text_atomic(path: str, data: bytes, *, keep_mode: int | None = None) -> tuple[str, bool]:
     """Write ``data`` to ``path`` through a temporary file and a rename.
 
@@ -367,6 +371,9 @@ def write_text_atomic(path: str, data: bytes, *, keep_mode: int | None = None) -
         mode = keep_mode if keep_mode is not None else (
             stat.S_IMODE(existing.st_mode) if existing is not None else 0o644
         )
+        # only the permission bits: set-user-ID, set-group-ID and sticky bits planted by
+        # sandboxed code would turn what the model writes into a program run as our user
+        mode &= _PERMISSION_BITS
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), mode, dir_fd=dir_fd)
         try:
