@@ -631,6 +631,9 @@ class ChildSpec:
     """Whether the child takes an IPC namespace of its own (root, no bubblewrap)."""
     seccomp: SeccompFilter | None = None
     """The filter the child loads itself (no bubblewrap to load it)."""
+    pipes_owner: tuple[int, int] | None = None
+    """``(uid, gid)`` given the command's stdio pipes (as root: the user the command runs
+    as, here or inside bubblewrap), so that it may reopen them (``/dev/stdout``)."""
 
 
 class ChildHandle:
@@ -670,11 +673,26 @@ class ChildOutcome:
     oom_kills: int
 
 
+def _give_pipes(owner: tuple[int, int]) -> None:
+    """Give ``owner`` the pipes on descriptors 0 to 2 (only pipes: never ``/dev/null``).
+
+    A pipe made by root is root's, mode 0600: the command, run as another user, could write to
+    it but not reopen it as ``/dev/stdout``, ``/dev/stderr`` or ``/dev/stdin``.
+    """
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.fchown(fd, *owner)
+
+
 def _make_preexec(
     procs_files: list[str], limits: list[tuple[int, int]], user: tuple[int, int] | None = None,
     *, own_ipc: bool = False, seccomp: SeccompFilter | None = None,
+    pipes_owner: tuple[int, int] | None = None,
 ) -> Callable[[], None]:
     def preexec() -> None:  # runs in the child between fork and exec: keep it to syscalls
+        if pipes_owner is not None:
+            _give_pipes(pipes_owner)
         for name in procs_files:
             fd = os.open(name, os.O_WRONLY)
             try:
@@ -712,7 +730,7 @@ def run_child(
                 env=spec.env, start_new_session=True, pass_fds=spec.pass_fds,
                 preexec_fn=_make_preexec(
                     group.procs_files if group else [], spec.limits, spec.user,
-                    own_ipc=spec.own_ipc, seccomp=spec.seccomp,
+                    own_ipc=spec.own_ipc, seccomp=spec.seccomp, pipes_owner=spec.pipes_owner,
                 ),
             )
         except (OSError, subprocess.SubprocessError) as exc:

@@ -422,7 +422,7 @@ class LocalSandbox(BaseSandbox):
             argv=argv, env=full_env, cwd=str(workdir), limits=limits, user=user,
             pids=self.pids, memory_bytes=memory, cpus=self.cpus, nest=self._nest,
             pass_fds=fds, own_ipc=not self.uses_bwrap and os.geteuid() == 0,
-            seccomp=self._filter,
+            seccomp=self._filter, pipes_owner=self._user,
         )
 
     def _result(self, outcome: ChildOutcome | Reply, timeout: float) -> ExecResult:

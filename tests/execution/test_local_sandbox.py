@@ -98,6 +98,16 @@ async def test_cancelling_exec_kills_the_command(tmp_path: Path) -> None:
         assert (await box.exec("echo after")).stdout == "after\n"
 
 
+@pytest.mark.parametrize("bwrap", [False, True])
+async def test_a_cold_command_may_open_its_own_stdio(tmp_path: Path, bwrap: bool) -> None:
+    if bwrap and local_problem("local-bwrap") is not None:
+        pytest.skip("bubblewrap is not usable here")
+    async with LocalSandbox(tmp_path, use_bwrap=bwrap, network=True, warm=False) as box:
+        result = await box.exec("cat /dev/stdin; echo out > /dev/stdout; echo err > /dev/stderr",
+                                stdin="fed\n")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "fed\nout\n", "err\n")
+
+
 async def test_cpu_seconds_limit(tmp_path: Path) -> None:
     async with LocalSandbox(tmp_path, cpu_seconds=1, use_bwrap=False, network=True) as box:
         result = await box.exec(["python3", "-c", "while True: pass"], timeout=60)
