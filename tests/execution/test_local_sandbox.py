@@ -100,9 +100,9 @@ async def test_isolation_says_what_kills_leftovers_without_cgroups(
         pytest.skip("bubblewrap is not usable here")
     async with LocalSandbox(tmp_path, use_bwrap=bwrap, network=True) as box:
         assert box.isolation["leftovers"] == leftovers
-        # returns once the sleep runs, in a session of its own (setsid execs it in place)
+        # returns once the sleep runs, so in a session of its own (setsid execs it in place)
         await box.exec("setsid sleep 1000.6161 </dev/null >/dev/null 2>&1 & "
-                       "until grep -qa 1000.6161 /proc/$!/cmdline; do :; done")
+                       'until [ "$(cat /proc/$!/comm)" = sleep ]; do :; done')
     if leftovers == "pid namespace":
         assert await wait_gone("1000.6161")
         return
