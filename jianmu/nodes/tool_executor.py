@@ -48,6 +48,7 @@ from jianmu.constraints import (
 from jianmu.errors import MCPError, ToolInputError, ToolSuspended, ToolTimeoutError
 from jianmu.execution.runner import (
     ToolRunner,
+    pinned_paths,
     reset_redirect_check,
     set_redirect_check,
 )
@@ -480,17 +481,18 @@ class ToolExecutor(AsyncNode):
         if self._tool_sources:
             await self.prepare_tools()
         try:
-            allowed = self._admit(calls)
-            if allowed is None:
-                return Status.RUNNING
-            batch = self._running = object()
-            running = self.ctx.running_calls
-            running[batch] = [call.name for call, _, _ in allowed]
-            try:
-                await self._execute(allowed)
-            finally:
-                running.pop(batch, None)
-                self._running = None
+            with pinned_paths():  # the tools open the paths the guard checked, links swapped
+                allowed = self._admit(calls)
+                if allowed is None:
+                    return Status.RUNNING
+                batch = self._running = object()
+                running = self.ctx.running_calls
+                running[batch] = [call.name for call, _, _ in allowed]
+                try:
+                    await self._execute(allowed)
+                finally:
+                    running.pop(batch, None)
+                    self._running = None
         except BaseException:  # cancelled (halted, pre-empted): keep what finished
             held, self._held = self._held, None
             if held:
