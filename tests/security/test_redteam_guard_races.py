@@ -20,6 +20,7 @@ import pytest
 from jianmu import Constraints, ReactiveRunner, StateManager
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.nodes.tool_node import ToolNode
 from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio
@@ -120,3 +121,19 @@ async def test_a_link_made_earlier_in_the_batch_is_not_followed(tmp_path: Path) 
     await ReactiveRunner(executor, state, interactive=False).run(timeout=60)
     last = state.get("messages")[-1].content or ""
     assert "denied" in last and SECRET not in last, last
+
+
+async def test_a_workflow_step_opens_what_its_guard_saw(racing: Path) -> None:
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": {"read_file": "allow", "read_file(path:secrets/*)": "deny"}},
+         "execution": {"workdir": str(racing)}}
+    )
+    node = ToolNode("Read", ToolSet.resolve(["read_file"]).get("read_file"), "input", "output",
+                    constraints=constraints)
+    said = []
+    for _ in range(CALLS // 3):
+        state = StateManager(AgentState, {"input": {"path": "docs/link"}})
+        await ReactiveRunner(node, state, interactive=False).run(timeout=60)
+        said.append(f"{state.get('output')!r} {node.feedback_message}")
+    assert not [s for s in said if SECRET in s], said[:3]
+    assert any("public" in s or "denied" in s for s in said)
