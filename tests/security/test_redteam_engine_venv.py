@@ -1,10 +1,10 @@
-"""Sandboxed code cannot change the engine's own Python when it lives in the workspace.
+"""Neither sandboxed code nor the file tools change the engine's Python in the workspace.
 
 The workspace is often the project's folder, and the project's ``.venv`` is often the very
 environment Jianmu runs from. The workspace is writable inside the sandbox, so a command could
 rewrite a module the engine imports later (or drop a ``.pth`` file its next start runs): code
 run outside the sandbox, as whoever runs Jianmu. The engine's install is read-only inside the
-sandbox wherever it is.
+sandbox wherever it is, and the file tools refuse to write into it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,16 @@ _CHILD = r"""
 import asyncio, sys
 from pathlib import Path
 kind, ws = sys.argv[1], Path(sys.argv[2])
+if kind == "write_file":  # the in-process file tool, not sandboxed code
+    from jianmu import ExecutionConstraints, ToolRunner, ToolSet
+    async def write():
+        tools = ToolSet.resolve(["write_file"])
+        async with ToolRunner(ExecutionConstraints(workdir=str(ws))) as runner:
+            for path in (".venv/lib/evil.pth", ".venv/pyvenv.cfg", "notes.txt"):
+                print(await tools.execute("write_file", {"path": path, "content": "x"},
+                                          runner=runner))
+    asyncio.run(write())
+    sys.exit()
 if kind == "docker":
     from jianmu.execution.docker_sandbox import DockerSandbox as Box
     options = {}
@@ -42,10 +52,11 @@ asyncio.run(main())
 
 
 @pytest.mark.parametrize(
-    "kind", ["local-bwrap", pytest.param("docker", marks=pytest.mark.docker)]
+    "kind", ["write_file", "local-bwrap", pytest.param("docker", marks=pytest.mark.docker)]
 )
 def test_a_venv_in_the_workspace_is_read_only_inside(tmp_path: Path, kind: str) -> None:
-    problem = docker_problem() if kind == "docker" else local_problem(kind)
+    problem = (docker_problem() if kind == "docker"
+               else None if kind == "write_file" else local_problem(kind))
     if problem is not None:
         pytest.skip(problem)
     ws = tmp_path / "project"

@@ -313,7 +313,8 @@ def _count_rest(fh: io.BufferedReader) -> int:
 
 
 def _refuse_protected(real: str, root: str, path: str) -> None:
-    """Refuse a write whose real location is in (or is) a ``.git`` or ``.jianmu`` folder."""
+    """Refuse a write whose real location is in (or is) a ``.git`` or ``.jianmu`` folder, or
+    in the Python install Jianmu runs from (`jianmu.execution.sandbox.engine_paths_in`)."""
     rel = os.path.relpath(real, root)
     # casefold: on case-insensitive file systems `.GIT/config` is `.git/config`
     parts = {part.casefold() for part in rel.split(os.sep)}
@@ -326,6 +327,15 @@ def _refuse_protected(real: str, root: str, path: str) -> None:
             "holds Jianmu's own state); edit files outside it, or ask the user to make "
             "this change"
         )
+    from jianmu.execution.sandbox import engine_paths_in  # light: only for writes
+
+    for host, _rel in engine_paths_in(root):
+        if real == host or real.startswith(host + os.sep):
+            raise ToolInputError(
+                f"writing {path!r} is refused: it is inside the Python install Jianmu runs "
+                f"from ({display_path(host, root)!r}), whose code the engine imports; ask "
+                "the user to make this change"
+            )
 
 
 def _check_writable(path: str) -> None:
