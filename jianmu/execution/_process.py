@@ -56,7 +56,7 @@ from functools import cache
 from pathlib import Path
 
 from jianmu.errors import SandboxError, SandboxUnavailableError
-from jianmu.execution.sandbox import CappedBuffer
+from jianmu.execution.sandbox import CappedBuffer, engine_paths_in
 
 __all__ = (
     "CgroupNest",
@@ -184,7 +184,8 @@ _ENTRY_FLAGS = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
 
 
 def grant_tree(root: Path, uid: int) -> None:
-    """Give ``uid`` read-write access to ``root`` and everything under it (links untouched).
+    """Give ``uid`` read-write access to ``root`` and everything under it (links untouched),
+    but for the Python install Jianmu runs from (`engine_paths_in`): not the commands' to change.
 
     The walk goes through folder descriptors (`os.fwalk`) and grants each entry through a
     descriptor opened without following links: code of another sandbox on this workspace may
@@ -205,7 +206,13 @@ def grant_tree(root: Path, uid: int) -> None:
             f"ACL ({exc}); use a file system with ACLs, chown the folder to a non-root user "
             "(the sandbox then runs as that user), or run Jianmu as a non-root user"
         ) from exc
-    for _folder, dirs, files, dir_fd in os.fwalk(root):
+    kept = {host for host, _rel in engine_paths_in(root)}
+    real = os.path.realpath(root)
+    for folder, dirs, files, dir_fd in os.fwalk(root):
+        # fwalk descends into what stays in `dirs`; the walk's paths are below `root` as given
+        dirs[:] = [d for d in dirs
+                   if os.path.join(real, os.path.relpath(os.path.join(folder, d), root))
+                   not in kept]
         for name in (*dirs, *files):
             with contextlib.suppress(OSError):  # vanished, a link or a socket: skip it
                 fd = os.open(name, _ENTRY_FLAGS, dir_fd=dir_fd)

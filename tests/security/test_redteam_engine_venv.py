@@ -41,7 +41,8 @@ if kind == "docker":
     options = {}
 else:
     from jianmu.execution.local_sandbox import LocalSandbox as Box
-    options = {"use_bwrap": True}
+    bwrap = kind == "local-bwrap"  # without: as root, the sandbox user is not granted it
+    options = {"use_bwrap": bwrap, "network": not bwrap}
 async def main():
     async with Box(ws, **options) as box:
         result = await box.exec(
@@ -52,11 +53,14 @@ asyncio.run(main())
 
 
 @pytest.mark.parametrize(
-    "kind", ["write_file", "local-bwrap", pytest.param("docker", marks=pytest.mark.docker)]
+    "kind",
+    ["write_file", "local-bwrap", "local-root", pytest.param("docker", marks=pytest.mark.docker)],
 )
 def test_a_venv_in_the_workspace_is_read_only_inside(tmp_path: Path, kind: str) -> None:
     problem = (docker_problem() if kind == "docker"
                else None if kind == "write_file" else local_problem(kind))
+    if kind == "local-root" and os.geteuid() != 0:
+        problem = "without bubblewrap, only root runs commands as another user"
     if problem is not None:
         pytest.skip(problem)
     ws = tmp_path / "project"

@@ -53,8 +53,8 @@ def _acl(path: Path) -> bytes | None:
 
 
 @pytest.fixture
-def racing(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """(workspace, outside) with the swapper running; stopped on the way out."""
+def racing(tmp_path: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:
+    """(workspace, outside, swapper) with the swapper running until ``stop`` exists."""
     if os.geteuid() != 0:
         pytest.skip("the workspace is granted with ACLs only when Jianmu runs as root")
     problem = local_problem("local-bwrap")
@@ -75,7 +75,7 @@ def racing(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     )
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     try:
-        yield ws, outside
+        yield ws, outside, proc
     finally:
         stop.touch()
         proc.wait()
@@ -83,9 +83,9 @@ def racing(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 
 
 async def test_a_folder_swapped_for_a_link_during_the_grant_grants_nothing_outside(
-    racing: tuple[Path, Path],
+    racing: tuple[Path, Path, subprocess.Popen[str]],
 ) -> None:
-    ws, outside = racing
+    ws, outside, swapper = racing
     before = {p: _acl(p) for p in [outside, *outside.iterdir()]}
     assert not any(before.values())
     for _ in range(ROUNDS):
@@ -94,4 +94,8 @@ async def test_a_folder_swapped_for_a_link_during_the_grant_grants_nothing_outsi
         await box.close()
         after = {p: _acl(p) for p in before}
         assert after == before, "the grant reached a folder outside the workspace"
-    assert _acl(ws / "A" / "inside.txt") is not None  # the grant did work inside
+    (ws.parent / "stop").touch()
+    swapper.wait()  # A is the folder again
+    async with LocalSandbox(ws):
+        pass
+    assert _acl(ws / "A" / "inside.txt") is not None  # the grant does work inside
