@@ -49,6 +49,7 @@ __all__ = (
     "on_asyncio",
     "pinned_paths",
     "redirect_refusal",
+    "repin_paths",
     "reset_redirect_check",
     "resolve_tool_path",
     "set_redirect_check",
@@ -212,6 +213,15 @@ def pinned_paths() -> Iterator[None]:
         yield
     finally:
         _PINNED.reset(token)
+
+
+def repin_paths() -> None:
+    """Within `pinned_paths`, forget where paths led: an earlier call of the batch may have
+    changed the workspace, so the guard checks the next calls again on what is there now, and
+    their tools open that."""
+    pins = _PINNED.get()
+    if pins is not None:
+        pins.clear()
 
 
 def locate(path: str, root: str | os.PathLike[str] | None = None) -> ToolPath:

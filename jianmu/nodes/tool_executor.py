@@ -49,6 +49,7 @@ from jianmu.errors import MCPError, ToolInputError, ToolSuspended, ToolTimeoutEr
 from jianmu.execution.runner import (
     ToolRunner,
     pinned_paths,
+    repin_paths,
     reset_redirect_check,
     set_redirect_check,
 )
@@ -618,8 +619,10 @@ class ToolExecutor(AsyncNode):
             for call, tool, decision in batch:
                 if self._suspended:  # the calls after one that waits run after it
                     break
-                if changed and not self._still_allowed(call, tool):
-                    continue
+                if changed:
+                    repin_paths()  # checked again, and opened, as the workspace is now
+                    if not self._still_allowed(call, tool):
+                        continue
                 await self._run_one(call, tool, decision, runner)
                 changed = changed or tool.tool_spec.category != "read"
             return
@@ -632,6 +635,7 @@ class ToolExecutor(AsyncNode):
             # and the reads after them, checked again, as in a serial batch: a write could
             # make a link that a read running beside it would follow
             await self._run_parallel(writes, runner)
+            repin_paths()
             batch = [entry for entry in reads if self._still_allowed(entry[0], entry[1])]
         await self._run_parallel(batch, runner)
 

@@ -96,33 +96,6 @@ async def test_a_link_swapped_after_the_check_reads_nothing_denied(
     assert any(w in s for s in said for w in ("public", "denied", "7 B", "No matches"))
 
 
-async def test_a_link_made_earlier_in_the_batch_is_not_followed(tmp_path: Path) -> None:
-    # no race at all: `bash` runs first in the batch, and the guard checked `d/key` before
-    ws = tmp_path / "ws"
-    (ws / "secrets").mkdir(parents=True)
-    (ws / "secrets" / "key").write_text(SECRET + "\n")
-    constraints = Constraints.model_validate({
-        "guard": {"tool_policy": {"bash": "allow", "read_file": "allow",
-                                  "read_file(path:secrets/*)": "deny"}},
-        "execution": {"workdir": str(ws)},
-    })
-    actions = [
-        {"id": "a", "name": "bash", "arguments": {"command": "ln -s secrets d"}},
-        {"id": "b", "name": "read_file", "arguments": {"path": "d/key"}},
-    ]
-    state = StateManager(AgentState, {"actions": actions})
-    executor = ToolExecutor(tools=ToolSet.resolve(["bash", "read_file"]), constraints=constraints)
-    await ReactiveRunner(executor, state, interactive=False).run(timeout=60)
-    said = [m.content or "" for m in state.get("messages")]
-    assert (ws / "d").is_symlink()  # the command ran
-    assert not any(SECRET in s for s in said), said
-    # a later batch sees the link, and the rule
-    state.update({"actions": [{"id": "c", "name": "read_file", "arguments": {"path": "d/key"}}]})
-    await ReactiveRunner(executor, state, interactive=False).run(timeout=60)
-    last = state.get("messages")[-1].content or ""
-    assert "denied" in last and SECRET not in last, last
-
-
 async def test_a_workflow_step_opens_what_its_guard_saw(racing: Path) -> None:
     constraints = Constraints.model_validate(
         {"guard": {"tool_policy": {"read_file": "allow", "read_file(path:secrets/*)": "deny"}},
