@@ -165,7 +165,8 @@ class RuntimeConfig(_Section):
     that a sandbox lets write the workspace must not be able to edit saved runs (and with them
     approvals and user roles)."""
     debug_dir: str = ".jianmu/debug"
-    """Where a failed skill writes the snapshot of its namespace."""
+    """Where a failed skill writes the snapshot of its namespace (below it, no link is followed:
+    relative, it is likely in the workspace, where sandboxed code may write)."""
     @field_validator("checkpoint_path", "debug_dir")
     @classmethod
     def _expand_home(cls, value: str) -> str:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
+from jianmu.execution.sandbox import engine_paths_in
+
 __all__ = (
     "CGROUP_MOUNT",
     "bwrap_argv",
@@ -201,6 +203,9 @@ def _rooted(
         *(arg for path in python_paths(search_path) if path.startswith("/tmp/")
           for arg in (*_parents(path, made), "--ro-bind", path, path)),
         *_parents(ws, made), "--bind", ws, ws,
+        # the engine's own Python, when it lives in the workspace, stays read-only
+        *(arg for host, rel in engine_paths_in(workspace)
+          for arg in ("--ro-bind", host, os.path.join(ws, rel))),
     ]
 
 

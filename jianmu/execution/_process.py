@@ -56,7 +56,7 @@ from functools import cache
 from pathlib import Path
 
 from jianmu.errors import SandboxError, SandboxUnavailableError
-from jianmu.execution.sandbox import CappedBuffer
+from jianmu.execution.sandbox import CappedBuffer, engine_paths_in
 
 __all__ = (
     "CgroupNest",
@@ -158,46 +158,70 @@ def _with_user(entries: list[_Entry], uid: int, perm: int) -> list[_Entry]:
     return [*kept, (_MASK, mask, _NO_ID)]
 
 
-def _read(path: str, name: str, fallback: list[_Entry]) -> list[_Entry]:
+def _read(fd: int, name: str, fallback: list[_Entry]) -> list[_Entry]:
     try:
-        return _parse(os.getxattr(path, name, follow_symlinks=False))
+        return _parse(os.getxattr(fd, name))
     except OSError as exc:
         if exc.errno in (errno.ENODATA, getattr(errno, "ENOATTR", errno.ENODATA)):
             return fallback
         raise
 
 
-def _grant_one(path: str, st: os.stat_result, uid: int) -> None:
+def _grant_one(fd: int, st: os.stat_result, uid: int) -> None:
+    """Grant ``uid`` the file or folder open at ``fd`` (by descriptor: no name to swap)."""
     is_dir = stat.S_ISDIR(st.st_mode)
     perm = 7 if is_dir or st.st_mode & 0o111 else 6
-    access = _read(path, _ACCESS, _from_mode(st.st_mode))
-    os.setxattr(path, _ACCESS, _pack(_with_user(access, uid, perm)), follow_symlinks=False)
+    access = _read(fd, _ACCESS, _from_mode(st.st_mode))
+    os.setxattr(fd, _ACCESS, _pack(_with_user(access, uid, perm)))
     if is_dir:
-        default = _read(path, _DEFAULT, _from_mode(st.st_mode))
-        os.setxattr(path, _DEFAULT, _pack(_with_user(default, uid, 7)), follow_symlinks=False)
+        default = _read(fd, _DEFAULT, _from_mode(st.st_mode))
+        os.setxattr(fd, _DEFAULT, _pack(_with_user(default, uid, 7)))
+
+
+_ENTRY_FLAGS = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                | getattr(os, "O_CLOEXEC", 0))
+"""How the walk opens an entry: never through a link, never blocking on a FIFO."""
 
 
 def grant_tree(root: Path, uid: int) -> None:
-    """Give ``uid`` read-write access to ``root`` and everything under it (links untouched).
+    """Give ``uid`` read-write access to ``root`` and everything under it (links untouched),
+    but for the Python install Jianmu runs from (`engine_paths_in`): not the commands' to change.
+
+    The walk goes through folder descriptors (`os.fwalk`) and grants each entry through a
+    descriptor opened without following links: code of another sandbox on this workspace may
+    swap a folder for a link to ``/etc`` meanwhile, and a path would then lead there.
 
     Raises:
         SandboxUnavailableError: the file system refuses ACLs on ``root``.
     """
     try:
-        _grant_one(str(root), root.stat(), uid)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            _grant_one(fd, os.fstat(fd), uid)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise SandboxUnavailableError(
             f"cannot grant the sandbox user (uid {uid}) the workspace {str(root)!r} with an "
             f"ACL ({exc}); use a file system with ACLs, chown the folder to a non-root user "
             "(the sandbox then runs as that user), or run Jianmu as a non-root user"
         ) from exc
-    for folder, dirs, files in os.walk(root):
+    kept = {host for host, _rel in engine_paths_in(root)}
+    real = os.path.realpath(root)
+    for folder, dirs, files, dir_fd in os.fwalk(root):
+        # fwalk descends into what stays in `dirs`; the walk's paths are below `root` as given
+        dirs[:] = [d for d in dirs
+                   if os.path.join(real, os.path.relpath(os.path.join(folder, d), root))
+                   not in kept]
         for name in (*dirs, *files):
-            path = os.path.join(folder, name)
-            with contextlib.suppress(OSError):  # vanished, or a special file: skip it
-                st = os.lstat(path)
-                if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
-                    _grant_one(path, st, uid)
+            with contextlib.suppress(OSError):  # vanished, a link or a socket: skip it
+                fd = os.open(name, _ENTRY_FLAGS, dir_fd=dir_fd)
+                try:
+                    st = os.fstat(fd)
+                    if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
+                        _grant_one(fd, st, uid)
+                finally:
+                    os.close(fd)
 
 
 # --- control groups ---------------------------------------------------------------------
@@ -614,6 +638,9 @@ class ChildSpec:
     """Whether the child takes an IPC namespace of its own (root, no bubblewrap)."""
     seccomp: SeccompFilter | None = None
     """The filter the child loads itself (no bubblewrap to load it)."""
+    pipes_owner: tuple[int, int] | None = None
+    """``(uid, gid)`` given the command's stdio pipes (as root: the user the command runs
+    as, here or inside bubblewrap), so that it may reopen them (``/dev/stdout``)."""
 
 
 class ChildHandle:
@@ -653,11 +680,26 @@ class ChildOutcome:
     oom_kills: int
 
 
+def _give_pipes(owner: tuple[int, int]) -> None:
+    """Give ``owner`` the pipes on descriptors 0 to 2 (only pipes: never ``/dev/null``).
+
+    A pipe made by root is root's, mode 0600: the command, run as another user, could write to
+    it but not reopen it as ``/dev/stdout``, ``/dev/stderr`` or ``/dev/stdin``.
+    """
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.fchown(fd, *owner)
+
+
 def _make_preexec(
     procs_files: list[str], limits: list[tuple[int, int]], user: tuple[int, int] | None = None,
     *, own_ipc: bool = False, seccomp: SeccompFilter | None = None,
+    pipes_owner: tuple[int, int] | None = None,
 ) -> Callable[[], None]:
     def preexec() -> None:  # runs in the child between fork and exec: keep it to syscalls
+        if pipes_owner is not None:
+            _give_pipes(pipes_owner)
         for name in procs_files:
             fd = os.open(name, os.O_WRONLY)
             try:
@@ -695,7 +737,7 @@ def run_child(
                 env=spec.env, start_new_session=True, pass_fds=spec.pass_fds,
                 preexec_fn=_make_preexec(
                     group.procs_files if group else [], spec.limits, spec.user,
-                    own_ipc=spec.own_ipc, seccomp=spec.seccomp,
+                    own_ipc=spec.own_ipc, seccomp=spec.seccomp, pipes_owner=spec.pipes_owner,
                 ),
             )
         except (OSError, subprocess.SubprocessError) as exc:

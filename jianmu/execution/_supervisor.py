@@ -59,6 +59,7 @@ import select
 import selectors
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -375,6 +376,13 @@ def child_setup(cwd, procs):
 
     def drop():
         if user is not None:
+            # root's pipes are 0600: the user could not reopen them (/dev/stdout); opened
+            # to all (no chown: that capability is gone), as only the command and this
+            # undumpable supervisor hold them
+            for fd in (0, 1, 2):
+                with contextlib.suppress(OSError):
+                    if stat.S_ISFIFO(os.fstat(fd).st_mode):  # never /dev/null
+                        os.fchmod(fd, 0o666)
             os.setgroups([])
             os.setresgid(user[1], user[1], user[1])
             os.setresuid(user[0], user[0], user[0])  # from root: every capability goes

@@ -66,6 +66,7 @@ from jianmu.execution.sandbox import (
     ExecCall,
     ExecResult,
     LoopLock,
+    engine_paths_in,
     exec_result,
     safe_git_env,
 )
@@ -245,7 +246,10 @@ class DockerSandbox(BaseSandbox):
                        # read-only mounts are copied here; only the keeper may write
                        MOUNT_ROOT: f"rw,exec,nosuid,nodev,size={self.tmpfs_mb}m,mode=0755,"
                                    f"uid={keeper_uid},gid={keeper_uid}"},
-                volumes={str(self.workspace): {"bind": "/workspace", "mode": "rw"}},
+                volumes={str(self.workspace): {"bind": "/workspace", "mode": "rw"},
+                         # the engine's own Python, when it lives in the workspace
+                         **{host: {"bind": f"/workspace/{rel}", "mode": "ro"}
+                            for host, rel in engine_paths_in(self.workspace)}},
                 working_dir="/workspace",
                 environment={"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                              "PATH": _CONTAINER_PATH},

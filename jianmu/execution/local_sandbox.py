@@ -103,8 +103,9 @@ class LocalSandbox(BaseSandbox):
 
     Without bubblewrap a command runs with the host's file system and network (as an
     unprivileged user when we are root): only the limits, the private temporary folder, the
-    clean environment and the clean-up apply, and the network cannot be cut. Check
-    `isolation` for what is enforced on this machine.
+    clean environment and the clean-up apply, and the network cannot be cut. Without control
+    groups too, the clean-up reaches only the command's process group: a process that left it
+    (``setsid``) outlives the call. Check `isolation` for what is enforced on this machine.
 
     Args:
         workspace: Host folder the commands work in; created if missing. Defaults to cwd.
@@ -244,6 +245,10 @@ class LocalSandbox(BaseSandbox):
             "memory": "cgroup" if "memory" in self._controllers else "rlimit_as",
             "warm": self.warm,
             "keyring": "blocked" if self._seccomp is not None else "shared",
+            # what kills a command's leftovers: without either of the first two, a process
+            # that left the command's process group (setsid) outlives the call
+            "leftovers": "control group" if self._controllers
+            else "pid namespace" if self.uses_bwrap else "process group",
         }
 
     async def start(self) -> None:
@@ -422,7 +427,7 @@ class LocalSandbox(BaseSandbox):
             argv=argv, env=full_env, cwd=str(workdir), limits=limits, user=user,
             pids=self.pids, memory_bytes=memory, cpus=self.cpus, nest=self._nest,
             pass_fds=fds, own_ipc=not self.uses_bwrap and os.geteuid() == 0,
-            seccomp=self._filter,
+            seccomp=self._filter, pipes_owner=self._user,
         )
 
     def _result(self, outcome: ChildOutcome | Reply, timeout: float) -> ExecResult:

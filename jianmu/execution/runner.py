@@ -47,7 +47,9 @@ __all__ = (
     "is_inside",
     "locate",
     "on_asyncio",
+    "pinned_paths",
     "redirect_refusal",
+    "repin_paths",
     "reset_redirect_check",
     "resolve_tool_path",
     "set_redirect_check",
@@ -195,10 +197,38 @@ class ToolPath:
         return lexical.replace(os.sep, "/"), real.replace(os.sep, "/")
 
 
+_PINNED: ContextVar[dict[tuple[str, str], str] | None] = ContextVar(
+    "jianmu_pinned_paths", default=None
+)
+
+
+@contextlib.contextmanager
+def pinned_paths() -> Iterator[None]:
+    """Within the block, each path leads where it first led (`locate`): the guard checks a
+    call's path, and the tool then opens the real location the guard saw (without following
+    links), whatever a running command swaps in between (``docs/link`` pointed at
+    ``../secrets/key`` after the check)."""
+    token = _PINNED.set({})
+    try:
+        yield
+    finally:
+        _PINNED.reset(token)
+
+
+def repin_paths() -> None:
+    """Within `pinned_paths`, forget where paths led: an earlier call of the batch may have
+    changed the workspace, so the guard checks the next calls again on what is there now, and
+    their tools open that."""
+    pins = _PINNED.get()
+    if pins is not None:
+        pins.clear()
+
+
 def locate(path: str, root: str | os.PathLike[str] | None = None) -> ToolPath:
     """Where ``path`` leads from the workspace ``root`` (default `effective_root`), unchecked.
 
-    Relative paths are taken from the root, absolute ones as they are.
+    Relative paths are taken from the root, absolute ones as they are; within `pinned_paths`,
+    a path's real location is the one found first.
 
     Raises:
         OSError, ValueError: the path cannot be resolved (a symlink loop, a NUL character).
@@ -206,9 +236,14 @@ def locate(path: str, root: str | os.PathLike[str] | None = None) -> ToolPath:
     base = os.fspath(effective_root(root))
     real_root = os.path.realpath(base)
     candidate = os.path.join(base, path)  # an absolute path replaces the base
+    pins = _PINNED.get()
+    if pins is None:
+        real = os.path.realpath(candidate)
+    else:
+        key = (real_root, os.path.normpath(os.path.join(real_root, path)))
+        real = pins.get(key) or pins.setdefault(key, os.path.realpath(candidate))
     return ToolPath(
-        given=path, base=base, root=real_root,
-        lexical=os.path.normpath(candidate), real=os.path.realpath(candidate),
+        given=path, base=base, root=real_root, lexical=os.path.normpath(candidate), real=real,
     )
 
 

@@ -23,7 +23,9 @@ import inspect
 import os
 import re
 import shlex
+import site
 import stat
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ __all__ = (
     "MountingSandbox",
     "Sandbox",
     "can_mount_read_only",
+    "engine_paths_in",
     "exec_result",
     "open_mount_source",
     "open_real_dir",
@@ -487,6 +490,29 @@ GIT_OVERRIDES: tuple[tuple[str, str], ...] = (
     ("core.attributesFile", "/dev/null"),
 )
 """``(key, value)`` pairs given to git with command-line precedence."""
+
+
+def engine_paths_in(workspace: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """This engine's Python install inside ``workspace``: ``(host folder, path relative to the
+    workspace)`` for each of its prefixes and ``site-packages`` folders found there.
+
+    A project's ``.venv`` is often both the workspace's and the one Jianmu runs from: writable
+    inside the sandbox, a command could rewrite a module the engine imports later (or drop a
+    ``.pth`` file its next start runs), code run outside the sandbox. Sandboxes show these
+    folders read-only.
+    """
+    root = os.path.realpath(workspace)
+    folders = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+               *getattr(site, "getsitepackages", list)()]
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    found: list[str] = []
+    for folder in sorted({os.path.realpath(f) for f in folders if f}):
+        if folder == root or not folder.startswith(root + os.sep) or not os.path.isdir(folder):
+            continue
+        if not any(folder.startswith(kept + os.sep) for kept in found):  # one bind covers it
+            found.append(folder)
+    return [(folder, os.path.relpath(folder, root)) for folder in found]
 
 
 def safe_git_env() -> dict[str, str]:

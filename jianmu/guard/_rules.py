@@ -79,7 +79,7 @@ import json
 import os
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import ConfigError
@@ -305,12 +305,14 @@ class Rule:
         return None, _json(args)
 
     def split(
-        self, name: str | None, value: str, tool: _Tool = None, root: str | None = None
+        self, name: str | None, value: str, tool: _Tool = None, root: str | None = None,
+        folder: str | None = None,
     ) -> list[str]:
-        """Every text an allow rule must match: each shell command as written and normalised,
-        or each form of a path (see `path_forms`; ``root`` is the workspace root)."""
+        """Every text an allow rule must match: each shell command as written and normalised
+        (and read in ``folder``, the one it runs in: `run_folder`), or each form of a path
+        (see `path_forms`; ``root`` is the workspace root)."""
         if _is_shell(name, tool):
-            return shell_parts(scan(value), root)
+            return shell_parts(scan_in(value, folder, paths_in=root or ""), root)
         if _is_url(name) and value:
             return url_forms(value)
         if _is_path(name) and value:
@@ -370,9 +372,11 @@ class Rule:
                         return True
         return False
 
-    def _restricts(self, name: str | None, value: str, tool: _Tool, root: str | None) -> bool:
+    def _restricts(
+        self, name: str | None, value: str, tool: _Tool, root: str | None, folder: str | None
+    ) -> bool:
         if _is_shell(name, tool):
-            return self._restricts_shell(scan(value), root)
+            return self._restricts_shell(scan_in(value, folder), root)
         parts = self.split(name, value, tool, root)
         if _is_path(name) and value and not _is_url(name):
             # a restricting rule may be written with absolute paths: match those forms too
@@ -414,7 +418,8 @@ class Rule:
         found = self.value_of(call, tool)
         if found is None or (_is_shell(found[0], tool) and scan(found[1]).opaque):
             return False
-        return all(self.match_text(part) for part in self.split(*found, tool, root))
+        parts = self.split(*found, tool, root, run_folder(call))
+        return all(self.match_text(part) for part in parts)
 
     def _names_a_missing_argument(self, tool: _Tool) -> bool:
         properties = _schema_properties(tool)
@@ -435,8 +440,10 @@ class Rule:
             # a restricting rule on an argument the tool does not have can never match: it is
             # a typo (``bash(comand:rm*)``), so it restricts the whole tool rather than nothing
             return True
+        folder = run_folder(call)
         return any(
-            self._restricts(name, value, tool, root) for name, value in self._candidates(call, tool)
+            self._restricts(name, value, tool, root, folder)
+            for name, value in self._candidates(call, tool)
         )
 
     def _candidates(self, call: ToolCall, tool: _Tool) -> list[tuple[str | None, str]]:
@@ -646,3 +653,57 @@ def parse_rule(text: str) -> Rule:
             )
         return Rule(tool=tool, key=km.group(1), pattern=pattern, text=text)
     return Rule(tool=tool, pattern=body, text=text)
+
+
+_FOLDER_HINTS = ("cwd", "dir", "folder")
+
+
+def run_folder(call: ToolCall) -> str | None:
+    """The folder a call's shell command runs in (``bash``'s ``cwd``), or None for the
+    workspace's root: its commands are read as after a ``cd`` to it."""
+    args = call.arguments
+    if not isinstance(args, dict):
+        return None
+    for name, value in args.items():
+        if isinstance(value, str) and _is_path(name, _FOLDER_HINTS) and value.strip() not in (
+            "", "."
+        ):
+            return value.strip()
+    return None
+
+
+def scan_in(command: str, folder: str | None, *, paths_in: str | None = None) -> ShellScan:
+    """`scan`, each command also read in ``folder``: every relative word, for a rule that
+    restricts (`jianmu.guard._folders.in_folder`); with ``paths_in`` (the workspace root, for
+    an allow rule's parts), only the words that name a path (with a ``/``, or an entry of the
+    folder there), so that ``git status`` run in a folder is still ``git status``."""
+    shell = scan(command)
+    if folder is None:
+        return shell
+    from jianmu.guard._folders import in_folder
+
+    commands = []
+    for one in shell.commands:
+        forms, dynamic = list(one.forms), list(one.dynamic)
+        if paths_in is None:
+            in_folder(folder, forms, dynamic)
+        else:
+            _paths_in_folder(folder, paths_in, forms, dynamic)
+        commands.append(replace(one, forms=tuple(forms), dynamic=tuple(dynamic)))
+    return replace(shell, commands=tuple(commands))
+
+
+def _paths_in_folder(
+    folder: str, root: str, forms: list[tuple[str, ...]], dynamic: list[frozenset[int]]
+) -> None:
+    """Add each form with its words that name a path moved into ``folder``."""
+    for form, known_late in list(zip(forms, dynamic, strict=True)):
+        moved = list(form)
+        for i, word in enumerate(form[1:], start=1):
+            if i in known_late or word.startswith(("-", "/", "~")) or "://" in word:
+                continue
+            if "/" in word or (root and os.path.lexists(os.path.join(root, folder, word))):
+                moved[i] = posixpath.normpath(posixpath.join(folder, word))
+        if tuple(moved) != form:
+            forms.append(tuple(moved))
+            dynamic.append(known_late)

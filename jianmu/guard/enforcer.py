@@ -36,7 +36,7 @@ from jianmu.constraints import (
     stricter_policy,
 )
 from jianmu.errors import ConfigError
-from jianmu.guard._rules import Rule, parse_rule
+from jianmu.guard._rules import Rule, parse_rule, run_folder
 from jianmu.guard.checkers import (
     BaseChecker,
     BudgetChecker,
@@ -245,7 +245,7 @@ class ToolPolicyChecker(BaseChecker):
             if found is None:
                 continue
             parts, covered, rules = pools.setdefault(
-                found, (rule.split(*found, tool, root), set(), [])
+                found, (rule.split(*found, tool, root, run_folder(call)), set(), [])
             )
             hit = {i for i, part in enumerate(parts) if rule.match_text(part)}
             if hit:

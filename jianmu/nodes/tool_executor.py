@@ -48,6 +48,8 @@ from jianmu.constraints import (
 from jianmu.errors import MCPError, ToolInputError, ToolSuspended, ToolTimeoutError
 from jianmu.execution.runner import (
     ToolRunner,
+    pinned_paths,
+    repin_paths,
     reset_redirect_check,
     set_redirect_check,
 )
@@ -489,17 +491,18 @@ class ToolExecutor(AsyncNode):
         if self._tool_sources:
             await self.prepare_tools()
         try:
-            allowed = self._admit(calls)
-            if allowed is None:
-                return Status.RUNNING
-            batch = self._running = object()
-            running = self.ctx.running_calls
-            running[batch] = [call.name for call, _, _ in allowed]
-            try:
-                await self._execute(allowed)
-            finally:
-                running.pop(batch, None)
-                self._running = None
+            with pinned_paths():  # the tools open the paths the guard checked, links swapped
+                allowed = self._admit(calls)
+                if allowed is None:
+                    return Status.RUNNING
+                batch = self._running = object()
+                running = self.ctx.running_calls
+                running[batch] = [call.name for call, _, _ in allowed]
+                try:
+                    await self._execute(allowed)
+                finally:
+                    running.pop(batch, None)
+                    self._running = None
         except BaseException:  # cancelled (halted, pre-empted): keep what finished
             held, self._held = self._held, None
             if held:
@@ -625,8 +628,10 @@ class ToolExecutor(AsyncNode):
             for call, tool, decision in batch:
                 if self._suspended:  # the calls after one that waits run after it
                     break
-                if changed and not self._still_allowed(call, tool):
-                    continue
+                if changed:
+                    repin_paths()  # checked again, and opened, as the workspace is now
+                    if not self._still_allowed(call, tool):
+                        continue
                 await self._run_one(call, tool, decision, runner)
                 changed = changed or tool.tool_spec.category != "read"
             return
@@ -639,6 +644,7 @@ class ToolExecutor(AsyncNode):
             # and the reads after them, checked again, as in a serial batch: a write could
             # make a link that a read running beside it would follow
             await self._run_parallel(writes, runner)
+            repin_paths()
             batch = [entry for entry in reads if self._still_allowed(entry[0], entry[1])]
         await self._run_parallel(batch, runner)
 

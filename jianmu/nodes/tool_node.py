@@ -11,7 +11,7 @@ from py_trees.common import Status
 
 from jianmu.constraints import Constraints
 from jianmu.errors import StateValidationError, ToolValidationError
-from jianmu.execution.runner import reset_redirect_check, set_redirect_check
+from jianmu.execution.runner import pinned_paths, reset_redirect_check, set_redirect_check
 from jianmu.guard import GuardEnforcer, GuardLedger
 from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import redirect_check
@@ -177,6 +177,11 @@ class ToolNode(AsyncNode):
         """Check the guard, read the input, run the tool, write the output."""
         if not self.execute:
             return Status.SUCCESS
+        with pinned_paths():  # the tool opens the paths the guard checked, links swapped
+            return await self._update()
+
+    async def _update(self) -> Status:
+        """`update_async`, its paths pinned."""
         self.feedback_message = ""
         self._halted = False  # whether a cancel the tool sees is the runner's, not its own
         args = self._arguments()

@@ -10,6 +10,7 @@ import asyncio
 import functools
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -21,7 +22,7 @@ from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints, SkillConstraints
-from jianmu.errors import MCPError, SkillLoadError
+from jianmu.errors import MCPError, PathEscapeError, SkillLoadError
 from jianmu.guard import visible_tools
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider
@@ -240,8 +241,9 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         self.state_manager.clear_namespace(self.namespace)
 
     def _write_debug_snapshot(self) -> Path | None:
-        folder = Path(self.ctx.config.runtime.debug_dir) / self.ctx.run_id
-        target = folder / f"{self.namespace}.json"
+        configured = Path(self.ctx.config.runtime.debug_dir)
+        name = f"{self.namespace}.json"
+        target = configured / self.ctx.run_id / name
         payload = {
             "node": self.path,
             "namespace": self.namespace,
@@ -249,14 +251,44 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
             "time": time.time(),
             "state": self.state.snapshot(),
         }
+        data = json.dumps(payload, indent=2, default=str).encode("utf-8")
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
-        except OSError as exc:  # a debug aid must not turn a failure into a crash
+            _write_without_links(configured, self.ctx.run_id, name, data)
+        except (OSError, PathEscapeError) as exc:  # a debug aid must not crash a failure
             self.ctx.events.emit("skill.debug_snapshot_failed", node=self.path, error=str(exc))
             return None
         self.ctx.events.emit("skill.debug_snapshot", node=self.path, path=str(target))
         return target
+
+
+def _write_without_links(configured: Path, folder: str, name: str, data: bytes) -> None:
+    """Write ``data`` to ``configured/folder/name``, following no link below ``configured``
+    (relative: below the engine's folder, often the workspace, where sandboxed code may have
+    made ``.jianmu/debug`` a link to ``/etc``).
+
+    Raises:
+        PathEscapeError: a folder on the way is a symbolic link.
+        OSError: the folder or the file could not be made.
+    """
+    from jianmu.tools.builtin._paths import open_dir_at
+
+    if configured.is_absolute():
+        configured.mkdir(parents=True, exist_ok=True)  # the operator's own path, as written
+        top, parts = str(configured), [folder]
+    else:
+        top, parts = ".", [*configured.parts, folder]
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    top_fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | cloexec)
+    try:
+        dir_fd = open_dir_at(top_fd, parts, create=True)
+    finally:
+        os.close(top_fd)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | cloexec
+        with os.fdopen(os.open(name, flags, 0o644, dir_fd=dir_fd), "wb") as fh:
+            fh.write(data)
+    finally:
+        os.close(dir_fd)
 
 
 class PrepareSkillContext(RuntimeNode, py_trees.behaviour.Behaviour):

@@ -3,6 +3,7 @@ read-only mounts only with bubblewrap."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -89,6 +90,33 @@ async def test_timeout_kills_the_group_without_cgroups(tmp_path: Path) -> None:
     assert await wait_gone("1000.424")
 
 
+@pytest.mark.usefixtures("no_cgroup")
+@pytest.mark.parametrize(("bwrap", "leftovers"),
+                         [(False, "process group"), (True, "pid namespace")])
+async def test_isolation_says_what_kills_leftovers_without_cgroups(
+    tmp_path: Path, bwrap: bool, leftovers: str
+) -> None:
+    if bwrap and local_problem("local-bwrap") is not None:
+        pytest.skip("bubblewrap is not usable here")
+    async with LocalSandbox(tmp_path, use_bwrap=bwrap, network=True) as box:
+        assert box.isolation["leftovers"] == leftovers
+        # returns once the sleep runs, so in a session of its own (setsid execs it in place)
+        await box.exec("setsid sleep 1000.6161 </dev/null >/dev/null 2>&1 & "
+                       'until [ "$(cat /proc/$!/comm)" = sleep ]; do :; done')
+    if leftovers == "pid namespace":
+        assert await wait_gone("1000.6161")
+        return
+    # only the process group was killed: the sleep that left it lives on (the test ends it)
+    [line] = processes_with("1000.6161")
+    assert line.startswith("sleep")
+    found = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()
+             and b"1000.6161" in Path(f"/proc/{e.name}/cmdline").read_bytes()]
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert await wait_gone("1000.6161")
+
+
 async def test_cancelling_exec_kills_the_command(tmp_path: Path) -> None:
     async with LocalSandbox(tmp_path, use_bwrap=False, network=True) as box:
         with anyio.move_on_after(0.5) as scope:
@@ -96,6 +124,16 @@ async def test_cancelling_exec_kills_the_command(tmp_path: Path) -> None:
         assert scope.cancelled_caught
         assert await wait_gone("1000.515")
         assert (await box.exec("echo after")).stdout == "after\n"
+
+
+@pytest.mark.parametrize("bwrap", [False, True])
+async def test_a_cold_command_may_open_its_own_stdio(tmp_path: Path, bwrap: bool) -> None:
+    if bwrap and local_problem("local-bwrap") is not None:
+        pytest.skip("bubblewrap is not usable here")
+    async with LocalSandbox(tmp_path, use_bwrap=bwrap, network=True, warm=False) as box:
+        result = await box.exec("cat /dev/stdin; echo out > /dev/stdout; echo err > /dev/stderr",
+                                stdin="fed\n")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "fed\nout\n", "err\n")
 
 
 async def test_cpu_seconds_limit(tmp_path: Path) -> None:

@@ -158,6 +158,14 @@ async def test_stdin_and_env(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> N
     assert result.stdout == "from stdin\n[hi]\n[]\n"
 
 
+async def test_a_command_may_open_its_own_stdin_stdout_and_stderr(sandbox: Any) -> None:
+    # as root, the pipes were root's and the command's user could not reopen them
+    result = await sandbox.exec(
+        "cat /dev/stdin; echo out > /dev/stdout; echo err | tee /dev/stderr", stdin="fed\n"
+    )
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "fed\nout\nerr\n", "err\n")
+
+
 async def test_large_stdin_and_output_together(sandbox: Any) -> None:
     # `cat` writes while it still reads: neither side may block on a full pipe.
     data = "z" * (1024 * 1024)

@@ -313,7 +313,8 @@ def _count_rest(fh: io.BufferedReader) -> int:
 
 
 def _refuse_protected(real: str, root: str, path: str) -> None:
-    """Refuse a write whose real location is in (or is) a ``.git`` or ``.jianmu`` folder."""
+    """Refuse a write whose real location is in (or is) a ``.git`` or ``.jianmu`` folder, or
+    in the Python install Jianmu runs from (`jianmu.execution.sandbox.engine_paths_in`)."""
     rel = os.path.relpath(real, root)
     # casefold: on case-insensitive file systems `.GIT/config` is `.git/config`
     parts = {part.casefold() for part in rel.split(os.sep)}
@@ -326,12 +327,25 @@ def _refuse_protected(real: str, root: str, path: str) -> None:
             "holds Jianmu's own state); edit files outside it, or ask the user to make "
             "this change"
         )
+    from jianmu.execution.sandbox import engine_paths_in  # light: only for writes
+
+    for host, _rel in engine_paths_in(root):
+        if real == host or real.startswith(host + os.sep):
+            raise ToolInputError(
+                f"writing {path!r} is refused: it is inside the Python install Jianmu runs "
+                f"from ({display_path(host, root)!r}), whose code the engine imports; ask "
+                "the user to make this change"
+            )
 
 
 def _check_writable(path: str) -> None:
     """Refuse early (before any read) a write into a protected folder."""
     root = real_root()
     _refuse_protected(resolve_path(path, root=root), root, path)
+
+
+_PERMISSION_BITS = 0o777
+"""What a rewritten file keeps of its mode."""
 
 
 def write_text_atomic(path: str, data: bytes, *, keep_mode: int | None = None) -> tuple[str, bool]:
@@ -367,6 +381,9 @@ def write_text_atomic(path: str, data: bytes, *, keep_mode: int | None = None) -
         mode = keep_mode if keep_mode is not None else (
             stat.S_IMODE(existing.st_mode) if existing is not None else 0o644
         )
+        # only the permission bits: set-user-ID, set-group-ID and sticky bits planted by
+        # sandboxed code would turn what the model writes into a program run as our user
+        mode &= _PERMISSION_BITS
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), mode, dir_fd=dir_fd)
         try:

@@ -1,0 +1,98 @@
+"""A shell rule on a path holds for a command run in another folder through ``cwd``.
+
+`bash` takes the folder to run in as an argument (``cwd``), which is a ``cd`` before the
+command: ``{"command": "cat key", "cwd": "secrets"}`` reads ``secrets/key``, as ``cd secrets;
+cat key`` does, and a rule ``bash(cat secrets/*)`` must hold for both. Before, the guard read
+the command as if it ran at the workspace's root, and the key was shown.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jianmu import Constraints, ReactiveRunner, StateManager
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.tools.builtin.bash import BashTool
+
+pytestmark = pytest.mark.anyio
+
+POLICY = {"bash": "allow", "bash(cat secrets/*)": "deny"}
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "secrets" / "deeper").mkdir(parents=True)
+    (ws / "docs").mkdir()
+    (ws / "secrets" / "key").write_text("KEY-MATERIAL\n")
+    (ws / "docs" / "readme").write_text("public\n")
+    return ws
+
+
+async def _send(
+    ws: Path, arguments: dict[str, Any], policy: dict[str, str], default: str = "allow"
+) -> str:
+    """One bash call sent as a model would, where nobody can answer; the observation."""
+    constraints = Constraints.model_validate({
+        "guard": {"default_policy": default, "tool_policy": policy},
+        "execution": {"workdir": str(ws)},
+    })
+    state = StateManager(
+        AgentState, {"actions": [{"id": "c", "name": "bash", "arguments": arguments}]}
+    )
+    executor = ToolExecutor(tools=[BashTool()], constraints=constraints)
+    runner = ReactiveRunner(executor, state, interactive=False)
+    await runner.run(timeout=60)
+    return runner.state.get("messages")[0].content or ""
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"command": "cat key", "cwd": "secrets"},
+        {"command": "cat ./key", "cwd": "./secrets/"},
+        {"command": "cat ../key", "cwd": "secrets/deeper"},
+        {"command": "cat ../secrets/key", "cwd": "docs"},
+        {"command": "cd ..; cat secrets/key", "cwd": "docs"},
+        {"command": "cat key", "cwd": "docs/../secrets"},
+    ],
+)
+async def test_a_deny_rule_holds_in_the_folder_cwd_names(
+    tmp_path: Path, arguments: dict[str, Any]
+) -> None:
+    said = await _send(_workspace(tmp_path), arguments, POLICY)
+    assert "denied" in said and "KEY-MATERIAL" not in said, said
+
+
+async def test_a_deny_rule_holds_for_an_absolute_cwd(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    said = await _send(ws, {"command": "cat key", "cwd": str(ws / "secrets")}, POLICY)
+    assert "denied" in said and "KEY-MATERIAL" not in said, said
+
+
+async def test_commands_elsewhere_still_run(tmp_path: Path) -> None:
+    said = await _send(_workspace(tmp_path), {"command": "cat readme", "cwd": "docs"}, POLICY)
+    assert said.strip() == "public"
+
+
+async def test_an_allow_rule_reads_the_command_in_its_folder(tmp_path: Path) -> None:
+    # `cat docs/x` run in secrets/ is `cat secrets/docs/x`: not what `bash(cat docs/*)` grants
+    ws = _workspace(tmp_path)
+    (ws / "secrets" / "docs").mkdir()
+    (ws / "secrets" / "docs" / "x").write_text("KEY-MATERIAL\n")
+    policy = {"bash(cat docs/*)": "allow"}  # the rest asks, and nobody answers: denied
+    said = await _send(ws, {"command": "cat docs/x", "cwd": "secrets"}, policy, "confirm")
+    assert "KEY-MATERIAL" not in said, said
+    assert (await _send(ws, {"command": "cat docs/readme"}, policy, "confirm")).strip() == "public"
+
+
+async def test_an_allow_rule_still_grants_a_command_without_paths_in_a_folder(
+    tmp_path: Path,
+) -> None:
+    ws = _workspace(tmp_path)
+    policy = {"bash(echo hello*)": "allow"}
+    said = await _send(ws, {"command": "echo hello", "cwd": "docs"}, policy, "confirm")
+    assert said.strip() == "hello"

@@ -1,0 +1,101 @@
+"""The workspace grant (root only) never reaches outside the workspace, whatever races it.
+
+As root, a sandbox's start grants its unprivileged user the workspace with ACLs, walking the
+whole tree. Code of another run on the same workspace (another agent, another `mcp serve`
+client) may be running meanwhile and swap a folder of the workspace for a symlink to a
+folder outside: the walk must never grant the sandbox user anything there (``/etc``, say).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jianmu.execution.local_sandbox import LocalSandbox
+from tests.execution._helpers import local_problem
+
+pytestmark = pytest.mark.anyio
+
+ROUNDS = 60
+ACL = "system.posix_acl_access"
+
+# Swaps <ws>/A and <ws>/A.lnk (a symlink to outside) with renameat2(RENAME_EXCHANGE) until
+# <stop> exists, then leaves A as the folder.
+_SWAPPER = r"""
+import ctypes, os, sys
+ws, stop = sys.argv[1], sys.argv[2]
+a, lnk = (os.path.join(ws, n).encode() for n in ("A", "A.lnk"))
+libc = ctypes.CDLL(None, use_errno=True)
+def swap():
+    if libc.renameat2(-100, a, -100, lnk, 2) != 0:
+        raise OSError(ctypes.get_errno(), "renameat2")
+swap(); swap()
+print("ready", flush=True)
+rounds = 0
+while rounds < 50_000_000 and not os.path.exists(stop):
+    swap()
+    rounds += 1
+if os.path.islink(os.path.join(ws, "A")):
+    swap()
+"""
+
+
+def _acl(path: Path) -> bytes | None:
+    try:
+        return os.getxattr(path, ACL, follow_symlinks=False)
+    except OSError:
+        return None
+
+
+@pytest.fixture
+def racing(tmp_path: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:
+    """(workspace, outside, swapper) with the swapper running until ``stop`` exists."""
+    if os.geteuid() != 0:
+        pytest.skip("the workspace is granted with ACLs only when Jianmu runs as root")
+    problem = local_problem("local-bwrap")
+    if problem is not None:
+        pytest.skip(problem)
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir(mode=0o700)
+    for i in range(20):
+        (outside / f"secret{i}").write_text("root only")
+        (outside / f"secret{i}").chmod(0o600)
+    (ws / "A").mkdir()
+    (ws / "A" / "inside.txt").write_text("inside\n")
+    (ws / "A.lnk").symlink_to(outside, target_is_directory=True)
+    stop = tmp_path / "stop"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SWAPPER, str(ws), str(stop)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    try:
+        yield ws, outside, proc
+    finally:
+        stop.touch()
+        proc.wait()
+    assert proc.returncode == 0
+
+
+async def test_a_folder_swapped_for_a_link_during_the_grant_grants_nothing_outside(
+    racing: tuple[Path, Path, subprocess.Popen[str]],
+) -> None:
+    ws, outside, swapper = racing
+    before = {p: _acl(p) for p in [outside, *outside.iterdir()]}
+    assert not any(before.values())
+    for _ in range(ROUNDS):
+        box = LocalSandbox(ws)
+        await box.start()  # grants the workspace to the sandbox's user
+        await box.close()
+        after = {p: _acl(p) for p in before}
+        assert after == before, "the grant reached a folder outside the workspace"
+    (ws.parent / "stop").touch()
+    swapper.wait()  # A is the folder again
+    async with LocalSandbox(ws):
+        pass
+    assert _acl(ws / "A" / "inside.txt") is not None  # the grant does work inside
