@@ -177,6 +177,8 @@ class AnthropicProvider(SDKProvider):
         ValueError: an argument is out of range.
     """
 
+    provider_name = "anthropic"
+
     def __init__(
         self,
         model: str,

@@ -88,6 +88,8 @@ class OpenAIProvider(SDKProvider):
         ValueError: an argument is out of range.
     """
 
+    provider_name = "openai"
+
     def __init__(
         self,
         model: str,

@@ -236,6 +236,9 @@ class BaseLLMProvider(LLMProvider):
     async-context-manager support come with it."""
 
     model: str = ""
+    provider_name: str = ""
+    """Who serves the model, as traces name it (``gen_ai.provider.name``: ``openai``,
+    ``anthropic``); empty when no known provider does."""
 
     @staticmethod
     def from_config(config: LLMConfig | AppConfig) -> LLMProvider:

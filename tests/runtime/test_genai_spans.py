@@ -1,0 +1,154 @@
+"""Spans against the OpenTelemetry GenAI semantic conventions: a model call is a ``CLIENT``
+span naming its provider and what answered; a failed model call, tool call or run is an
+``ERROR`` span with a low-cardinality ``error.type``; a resumed run links to the run it
+goes on from."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from jianmu import ReactiveRunner, RunStatus, StateManager
+from jianmu.llm import AnthropicProvider, OpenAIProvider, ScriptedLLM
+from jianmu.nodes import AgentState, create_react_node
+from jianmu.runtime.events import ERROR_TYPE
+from jianmu.tools import tool
+from tests.support.model_server import ModelServer, Turn
+
+pytestmark = pytest.mark.anyio
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look up the weather of a city.
+
+    Args:
+        city: the city's name.
+    """
+    if city == "nowhere":
+        raise ValueError("no such city")
+    return "sunny"
+
+
+@tool(permission="user_confirm")
+def pay(amount: int) -> str:
+    """Pay an amount (asks first).
+
+    Args:
+        amount: how much.
+    """
+    return f"paid {amount}"
+
+
+def traced() -> tuple[InMemorySpanExporter, TracerProvider]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter, provider
+
+
+def chat_state(text: str = "Weather?") -> StateManager:
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": text}]})
+
+
+def named(exporter: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
+    return [s for s in exporter.get_finished_spans() if s.name.startswith(prefix)]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_model_call_is_a_client_span_naming_the_provider_and_the_answer(
+    api: str, stream: bool
+) -> None:
+    exporter, provider = traced()
+    with ModelServer(model="served-model") as server:
+        server.add(Turn(calls=[{"name": "lookup", "arguments": {"city": "Paris"}}]),
+                   Turn(text="Sunny.", usage=None))
+        llm = (OpenAIProvider("m", base_url=server.openai_url) if api == "openai"
+               else AnthropicProvider("m", base_url=server.anthropic_url, api_key="k"))
+        tree = create_react_node(llm, [lookup], stream=stream)
+        result = await ReactiveRunner(tree, chat_state(), tracer_provider=provider).run(
+            timeout=30)
+        await llm.close()
+    assert result.ok, result.error
+    first, second = named(exporter, "chat ")
+    for chat in (first, second):
+        assert chat.name == "chat m" and chat.kind is SpanKind.CLIENT
+        assert chat.attributes["gen_ai.provider.name"] == api
+        assert chat.attributes["gen_ai.system"] == api
+        assert chat.attributes["gen_ai.request.model"] == "m"
+        assert chat.attributes["gen_ai.response.model"] == "served-model"
+        assert chat.status.status_code is StatusCode.UNSET
+    assert first.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert second.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert first.attributes["gen_ai.usage.input_tokens"] == 10
+    # the server said nothing of the second call's tokens: no count, rather than a 0
+    assert "gen_ai.usage.input_tokens" not in second.attributes
+    assert "gen_ai.usage.output_tokens" not in second.attributes
+    (tool_span,) = named(exporter, "execute_tool ")
+    assert tool_span.kind is SpanKind.INTERNAL
+
+
+async def test_a_model_call_the_server_fails_is_an_error_span() -> None:
+    exporter, provider = traced()
+    with ModelServer() as server:  # nothing scripted: the server answers 500
+        llm = OpenAIProvider("m", base_url=server.openai_url, max_retries=0)
+        tree = create_react_node(llm, [lookup])
+        runner = ReactiveRunner(tree, chat_state(), tracer_provider=provider)
+        result = await runner.run(timeout=30)
+        await llm.close()
+    assert result.status is RunStatus.FAILURE
+    (chat,) = named(exporter, "chat ")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert chat.attributes[ERROR_TYPE] in {"LLMError", "LLMTransientError"}
+    (run,) = named(exporter, "invoke_workflow ")
+    assert run.status.status_code is StatusCode.ERROR
+    assert run.attributes[ERROR_TYPE] == "failure"
+
+
+async def test_a_tool_call_that_raised_is_an_error_span_typed_by_its_exception() -> None:
+    exporter, provider = traced()
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "nowhere"}},
+                        {"name": "lookup", "arguments": {"city": "Paris"}}], "Sunny."])
+    tree = create_react_node(llm, [lookup])
+    result = await ReactiveRunner(tree, chat_state(), tracer_provider=provider).run(timeout=30)
+    assert result.ok
+    failed, done = sorted(named(exporter, "execute_tool "),
+                          key=lambda s: s.attributes["jianmu.tool.ok"])
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes[ERROR_TYPE] == "ValueError"
+    assert done.status.status_code is StatusCode.UNSET and ERROR_TYPE not in done.attributes
+    (run,) = named(exporter, "invoke_workflow ")
+    assert run.status.status_code is StatusCode.UNSET  # the agent went on: the run succeeded
+
+
+async def test_a_run_that_times_out_is_an_error_span() -> None:
+    exporter, provider = traced()
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}]] * 3)
+    tree = create_react_node(llm, [lookup])
+    result = await ReactiveRunner(tree, chat_state(), tracer_provider=provider).run(
+        max_ticks=2)
+    assert result.status is not RunStatus.SUCCESS
+    (run,) = named(exporter, "invoke_workflow ")
+    assert run.status.status_code is StatusCode.ERROR
+    assert run.attributes[ERROR_TYPE] == result.status.value
+
+
+async def test_a_resumed_run_links_to_the_run_that_suspended() -> None:
+    exporter, provider = traced()
+    llm = ScriptedLLM([[{"id": "p1", "name": "pay", "arguments": {"amount": 5}}], "Paid."])
+    tree = create_react_node(llm, [pay])
+    runner = ReactiveRunner(tree, chat_state("pay 5"), tracer_provider=provider)
+    first = await runner.run(timeout=30)
+    assert first.status is RunStatus.SUSPENDED
+    (suspended,) = named(exporter, "invoke_workflow ")
+    assert suspended.status.status_code is StatusCode.UNSET  # waiting is not failing
+    runner.approve("p1")
+    assert (await runner.run(timeout=30)).ok
+    _, resumed = named(exporter, "invoke_workflow ")
+    assert [link.context.span_id for link in resumed.links] == [suspended.context.span_id]
+    (paid,) = named(exporter, "execute_tool pay")
+    assert paid.parent is not None and paid.parent.span_id == resumed.context.span_id
