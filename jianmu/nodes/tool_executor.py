@@ -793,6 +793,7 @@ class ToolExecutor(AsyncNode):
         """Run the call, retrying transient failures; its one `ToolResult`."""
         attempt = 0
         start = time.perf_counter()
+        raised: BaseException | None = None
         while True:
             try:
                 if isinstance(call.arguments, str) and not tool.wraps_input:

@@ -282,12 +282,14 @@ def failed(current: Span | None, error_type: str) -> None:
     current.set_status(StatusCode.ERROR)
 
 
-def run_ended(current: Span, status: str) -> None:
+def run_ended(current: Span, status: str) -> tuple[SpanContext, ...]:
     """Record how a run ended (a `RunStatus` value) on its span: a failure and a timeout are
-    errors; a run that waits for a person, or was cancelled as asked, is not."""
+    errors; a run that waits for a person, or was cancelled as asked, is not. Returns what
+    the runner's next run links to: this span when the run suspended, else nothing."""
     current.set_attribute("jianmu.run.status", status)
     if status in ("failure", "timeout"):
         failed(current, status)
+    return (current.get_span_context(),) if status == "suspended" else ()
 
 
 @contextmanager

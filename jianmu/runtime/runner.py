@@ -515,9 +515,7 @@ class ReactiveRunner:
                     # everything was decided while the calls finished: the run goes on
                     outcome = await self._loop_until_done(max_ticks, timeout, started)
                 if run_span is not None:
-                    run_ended(run_span, outcome.status.value)
-                    suspended = outcome.status is RunStatus.SUSPENDED  # the next run links here
-                    self._went_on_from = (run_span.get_span_context(),) if suspended else ()
+                    self._went_on_from = run_ended(run_span, outcome.status.value)
         finally:
             try:
                 await self._drain_cancelled()
