@@ -60,7 +60,7 @@ from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import executor_refusal
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_failures import OWN_FAILURES, abandoned, error_text, own_failure
-from jianmu.nodes.tool_spans import finish_span, tool_span_attributes
+from jianmu.nodes.tool_spans import call_span_attributes, denied_span, finish_span
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.events import EventBus, span
@@ -549,6 +549,7 @@ class ToolExecutor(AsyncNode):
         allowed: list[tuple[ToolCall, Tool, Decision]] = []
         for (call, found), decision in zip(known, decisions, strict=True):
             if decision.denied:
+                denied_span(call, found, decision, self.ctx)
                 self._record(call, None, ToolResult(
                     tool=call.name, ok=False, call_id=call.id,
                     error=f"the guard denied this call: {decision.reason}",
@@ -611,6 +612,7 @@ class ToolExecutor(AsyncNode):
         (`_checked_again`); if not, its refusal is recorded."""
         objection = self._checked_again(call, tool)
         if objection is not None:
+            denied_span(call, tool, objection, self.ctx)
             self._record(call, None, ToolResult(
                 tool=call.name, ok=False, call_id=call.id,
                 error=f"the guard denied this call: {objection.reason} (checked again after "
@@ -686,9 +688,7 @@ class ToolExecutor(AsyncNode):
         retries = tool.tool_spec.max_retries
         tracer = self.ctx.tracer
         # the span's attributes only when a tracer records them
-        attributes = None if tracer is None else {
-            **tool_span_attributes(tool.name, call.id, tool), **decision.span_attributes()
-        }
+        attributes = None if tracer is None else call_span_attributes(call, tool, decision, ctx)
         events = self.events
         guarded = bool(self.tool_output_guardrails or (
             self.effective_constraints.guard.guardrails.tool_output

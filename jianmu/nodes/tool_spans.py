@@ -14,16 +14,18 @@ from jianmu.runtime.events import (
     GEN_AI_TOOL_NAME,
     GEN_AI_TOOL_TYPE,
     failed,
+    span,
 )
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+    from jianmu.guard.checkers import Decision
     from jianmu.runtime.context import RunContext
     from jianmu.tools.base import Tool
-    from jianmu.tools.calls import ToolResult
+    from jianmu.tools.calls import ToolCall, ToolResult
 
-__all__ = ("finish_span", "tool_span_attributes")
+__all__ = ("call_span_attributes", "denied_span", "finish_span", "tool_span_attributes")
 
 
 def tool_span_attributes(tool_name: str, call_id: str | None, tool: Tool) -> dict[str, Any]:
@@ -36,6 +38,27 @@ def tool_span_attributes(tool_name: str, call_id: str | None, tool: Tool) -> dic
     if call_id:
         attributes[GEN_AI_TOOL_CALL_ID] = call_id
     return attributes
+
+
+def call_span_attributes(
+    call: ToolCall, tool: Tool, decision: Decision, ctx: RunContext
+) -> dict[str, Any]:
+    """An agent's call's span attributes: the tool's and the guard's decision. The decision's
+    reason only with capture_content: it may quote the call (a path, a command) or what a
+    person wrote when they decided."""
+    attributes = {**tool_span_attributes(tool.name, call.id, tool), **decision.span_attributes()}
+    if not ctx.config.telemetry.capture_content:
+        attributes.pop("jianmu.guard.reason", None)
+    return attributes
+
+
+def denied_span(call: ToolCall, tool: Tool, decision: Decision, ctx: RunContext) -> None:
+    """The span of a call the guard denied: it never ran, an error of the kind ``denied``."""
+    if ctx.tracer is None:
+        return
+    attributes = call_span_attributes(call, tool, decision, ctx)
+    with span(ctx.tracer, f"execute_tool {tool.name}", attributes) as current:
+        failed(current, "denied")
 
 
 def finish_span(

@@ -80,3 +80,39 @@ async def test_a_withheld_result_is_a_failed_call_whose_words_stay_off_its_span(
     (call,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool read_env"]
     assert call.status.status_code is StatusCode.ERROR
     assert call.attributes["error.type"] == "withheld"
+
+
+@tool(permission="user_confirm")
+def pay(amount: int) -> str:
+    """Pay an amount (asks first).
+
+    Args:
+        amount: how much.
+    """
+    return f"paid {amount}"
+
+
+@pytest.mark.parametrize("approved", [True, False])
+async def test_what_a_person_wrote_when_deciding_stays_off_the_spans(approved: bool) -> None:
+    """The guard's reason for a decision quotes the person's message ("approved by a person:
+    ..."): it went on the call's span as ``jianmu.guard.reason`` with capture_content off."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    llm = ScriptedLLM([[{"id": "p1", "name": "pay", "arguments": {"amount": 5}}], "Done."])
+    tree = create_react_node(llm, [pay])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "pay 5"}]})
+    runner = ReactiveRunner(tree, state, tracer_provider=provider)
+    assert (await runner.run(timeout=30)).status is RunStatus.SUSPENDED
+    message = f"ok, the card's PIN is {SECRET}"
+    if approved:
+        runner.approve("p1", message)
+    else:
+        runner.reject("p1", message)
+    assert (await runner.run(timeout=30)).ok
+    assert SECRET not in text_of(exporter)
+    (call,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool pay"]
+    assert call.attributes["jianmu.guard.decision"] == ("allow" if approved else "deny")
+    if not approved:  # a denied call never ran: its span says so, as an error
+        assert call.status.status_code is StatusCode.ERROR
+        assert call.attributes["error.type"] == "denied"
