@@ -252,6 +252,8 @@ class AgentLLMNode(AsyncNode):
         self.handoffs = list(handoffs)
         self.agent_name: str | None = None
         """The agent this node speaks for, in a team joined by hand-offs."""
+        self.agent_label: str | None = None
+        """The agent's name in traces (`create_react_node`'s ``name``); else the node's."""
         self._offered: tuple[ToolSet, ToolSet, list[Any]] | None = None
         self._visible: tuple[tuple[Any, ...], ToolSet] | None = None
         """What `visible_tools` last depended on (compared by identity), and its answer."""
@@ -529,7 +531,8 @@ class AgentLLMNode(AsyncNode):
             events.emit("llm.call.started", model=model, messages=len(messages),
                         tools=toolset.names())
         scope: AbstractContextManager[Span | None] = _NO_SPAN if tracer is None else span(
-            tracer, f"chat {model}", chat_attributes(self.llm, model, self.name), client=True,
+            tracer, f"chat {model}", chat_attributes(
+                self.llm, model, self.agent_name or self.agent_label or self.name), client=True,
         )
         constraints = self.effective_constraints
         checks = None  # the input guardrails' task, run beside the model's call

@@ -250,6 +250,7 @@ def create_react_node(
         output_retries=output_retries, history=history, handoffs=handoffs,
         input_guardrails=input_guardrails, output_guardrails=output_guardrails,
     )
+    model.agent_label = name
     round_ = _Round(f"{name}.round", [model, executor])
     child: py_trees.behaviour.Behaviour = round_
     if handoffs:

@@ -152,3 +152,12 @@ async def test_a_resumed_run_links_to_the_run_that_suspended() -> None:
     assert [link.context.span_id for link in resumed.links] == [suspended.context.span_id]
     (paid,) = named(exporter, "execute_tool pay")
     assert paid.parent is not None and paid.parent.span_id == resumed.context.span_id
+
+
+async def test_a_model_call_names_the_agent_that_made_it() -> None:
+    exporter, provider = traced()
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}], "Sunny."])
+    tree = create_react_node(llm, [lookup], name="forecaster")
+    assert (await ReactiveRunner(tree, chat_state(), tracer_provider=provider).run()).ok
+    assert {s.attributes["gen_ai.agent.name"] for s in named(exporter, "chat ")} == {
+        "forecaster"}
