@@ -28,6 +28,7 @@ __all__ = (
     "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MODEL",
     "GEN_AI_RESPONSE_FINISH_REASONS",
+    "GEN_AI_RESPONSE_ID",
     "GEN_AI_RESPONSE_MODEL",
     "GEN_AI_SYSTEM",
     "GEN_AI_TOOL_CALL_ARGUMENTS",
@@ -223,6 +224,7 @@ GEN_AI_SYSTEM = "gen_ai.system"
 """The provider's name under the conventions' name before 1.37, which backends still read."""
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
 GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
@@ -264,6 +266,8 @@ def record_answer(current: Span | None, response: LLMResponse) -> None:
         return
     if response.model:
         current.set_attribute(GEN_AI_RESPONSE_MODEL, response.model)
+    if response.response_id:
+        current.set_attribute(GEN_AI_RESPONSE_ID, response.response_id)
     if response.finish_reason:
         current.set_attribute(GEN_AI_RESPONSE_FINISH_REASONS, (response.finish_reason,))
     if response.usage is not None:

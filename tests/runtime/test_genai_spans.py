@@ -1,5 +1,5 @@
 """Spans against the OpenTelemetry GenAI semantic conventions: a model call is a ``CLIENT``
-span naming its provider and what answered; a failed model call, tool call or run is an
+span naming its provider and what answered (model, reply id, finish reason); a failed model call, tool call or run is an
 ``ERROR`` span with a low-cardinality ``error.type``; a resumed run links to the run it
 goes on from."""
 
@@ -81,6 +81,8 @@ async def test_a_model_call_is_a_client_span_naming_the_provider_and_the_answer(
         assert chat.attributes["gen_ai.system"] == api
         assert chat.attributes["gen_ai.request.model"] == "m"
         assert chat.attributes["gen_ai.response.model"] == "served-model"
+        assert str(chat.attributes["gen_ai.response.id"]).startswith(
+            "chatcmpl" if api == "openai" else "msg")
         assert chat.status.status_code is StatusCode.UNSET
     assert first.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
     assert second.attributes["gen_ai.response.finish_reasons"] == ("stop",)
