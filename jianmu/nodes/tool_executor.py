@@ -711,7 +711,8 @@ class ToolExecutor(AsyncNode):
                     if guarded:
                         result = await self._guarded(call, result)
                 else:
-                    with span(tracer, f"execute_tool {tool.name}", attributes) as current:
+                    with span(tracer, f"execute_tool {tool.name}", attributes,
+                              pauses=(ToolSuspended,)) as current:
                         result = ran = await self._recorded(call, tool, runner, retries)
                         raised = self._raised.pop(call.id, None)
                         if guarded:  # first: the span never holds what a guardrail withholds

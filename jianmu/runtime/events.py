@@ -300,11 +300,14 @@ def run_ended(current: Span, status: str) -> tuple[SpanContext, ...]:
 def span(
     tracer: Tracer | None, name: str, attributes: Mapping[str, Any] | None = None, *,
     client: bool = False, links: Sequence[SpanContext] = (),
+    pauses: tuple[type[BaseException], ...] = (),
 ) -> Iterator[Span | None]:
     """Open a span (or nothing, when ``tracer`` is None); record exceptions and ``error.type``.
 
     ``client``: a call to another service (a model's server), which the conventions make a
-    ``CLIENT`` span; ``links``: spans this one goes on from (the run a resumed run resumes).
+    ``CLIENT`` span; ``links``: spans this one goes on from (the run a resumed run resumes);
+    ``pauses``: exceptions that say the work waits for a person (``jianmu.suspended``), not
+    that it failed.
     """
     if tracer is None:
         yield None
@@ -318,6 +321,9 @@ def span(
     ) as current:
         try:
             yield current
+        except pauses:
+            current.set_attribute("jianmu.suspended", True)
+            raise
         except BaseException as exc:
             current.set_attribute(ERROR_TYPE, type(exc).__name__)
             current.set_status(Status(StatusCode.ERROR, str(exc)))

@@ -1,7 +1,7 @@
 """Spans against the OpenTelemetry GenAI semantic conventions: a model call is a ``CLIENT``
-span naming its provider and what answered (model, reply id, finish reason); a failed model call, tool call or run is an
-``ERROR`` span with a low-cardinality ``error.type``; a resumed run links to the run it
-goes on from."""
+span naming its provider and what answered (model, reply id, finish reason); a failed model
+call, tool call or run is an ``ERROR`` span with a low-cardinality ``error.type``, a call that
+waits for a person is not; a resumed run links to the run it goes on from."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from jianmu import ReactiveRunner, RunStatus, StateManager
 from jianmu.llm import AnthropicProvider, OpenAIProvider, ScriptedLLM
-from jianmu.nodes import AgentState, create_react_node
+from jianmu.nodes import AgentState, agent_tool, create_react_node
 from jianmu.runtime.events import ERROR_TYPE
 from jianmu.tools import tool
 from tests.support.model_server import ModelServer, Turn
@@ -163,3 +163,25 @@ async def test_a_model_call_names_the_agent_that_made_it() -> None:
     assert (await ReactiveRunner(tree, chat_state(), tracer_provider=provider).run()).ok
     assert {s.attributes["gen_ai.agent.name"] for s in named(exporter, "chat ")} == {
         "forecaster"}
+
+
+async def test_a_call_waiting_for_a_person_in_a_sub_agent_is_not_an_error() -> None:
+    exporter, provider = traced()
+    payer = create_react_node(
+        ScriptedLLM([[{"id": "p1", "name": "pay", "arguments": {"amount": 5}}], "Paid."]),
+        [pay], name="payer")
+    lead = create_react_node(
+        ScriptedLLM([[{"name": "payer", "arguments": {"input": "pay 5"}}], "Done."]),
+        [agent_tool(payer, name="payer", description="Pays.")], name="lead")
+    runner = ReactiveRunner(lead, chat_state("pay 5"), tracer_provider=provider)
+    first = await runner.run(timeout=30)
+    assert first.status is RunStatus.SUSPENDED
+    (waiting,) = named(exporter, "execute_tool payer")
+    assert waiting.status.status_code is StatusCode.UNSET and ERROR_TYPE not in waiting.attributes
+    assert waiting.attributes["jianmu.suspended"] is True
+    (sub,) = named(exporter, "invoke_agent payer")
+    assert sub.parent is not None and sub.parent.span_id == waiting.context.span_id
+    runner.approve(first.pending[0].id)
+    assert (await runner.run(timeout=30)).ok
+    _, done = named(exporter, "execute_tool payer")
+    assert done.status.status_code is StatusCode.UNSET and done.attributes["jianmu.tool.ok"]
