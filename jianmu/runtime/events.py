@@ -49,6 +49,7 @@ __all__ = (
     "get_tracer",
     "record_answer",
     "run_ended",
+    "run_span",
     "span",
 )
 
@@ -294,6 +295,22 @@ def run_ended(current: Span, status: str) -> tuple[SpanContext, ...]:
     if status in ("failure", "timeout"):
         failed(current, status)
     return (current.get_span_context(),) if status == "suspended" else ()
+
+
+@contextmanager
+def run_span(
+    tracer: Tracer | None, name: str, attributes: Mapping[str, Any], open_spans: dict[Any, Any],
+    links: Sequence[SpanContext] = (),
+) -> Iterator[Span | None]:
+    """A run's span (`span`): the spans of its nodes still open when it ends (``open_spans``,
+    an agent that waits for a person) end first, inside it."""
+    with span(tracer, name, attributes, links=links) as current:
+        try:
+            yield current
+        finally:
+            for left in list(open_spans.values()):
+                left.end()
+            open_spans.clear()
 
 
 @contextmanager

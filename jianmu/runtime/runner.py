@@ -976,9 +976,9 @@ class ReactiveRunner:
     def _span(self) -> Any:
         if self.ctx.tracer is None:  # nothing to record: no generator held for the whole run
             return _NO_SPAN
-        from jianmu.runtime.events import span
+        from jianmu.runtime.events import run_span
 
-        return span(
+        return run_span(
             self.ctx.tracer,
             f"invoke_workflow {self.root.name}",
             {
@@ -986,5 +986,6 @@ class ReactiveRunner:
                 GEN_AI_AGENT_NAME: self.root.name,
                 JIANMU_RUN_ID: self.run_id,
             },
+            self.ctx.open_spans,
             links=self._went_on_from,
         )

@@ -5,8 +5,10 @@ waits for a person is not; a resumed run links to the run it goes on from."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -152,8 +154,9 @@ async def test_a_resumed_run_links_to_the_run_that_suspended() -> None:
     assert (await runner.run(timeout=30)).ok
     _, resumed = named(exporter, "invoke_workflow ")
     assert [link.context.span_id for link in resumed.links] == [suspended.context.span_id]
-    (paid,) = named(exporter, "execute_tool pay")
-    assert paid.parent is not None and paid.parent.span_id == resumed.context.span_id
+    (paid,) = named(exporter, "execute_tool pay")  # in the resumed run's trace
+    assert paid.context is not None and resumed.context is not None
+    assert paid.context.trace_id == resumed.context.trace_id
 
 
 async def test_a_model_call_names_the_agent_that_made_it() -> None:
@@ -185,3 +188,63 @@ async def test_a_call_waiting_for_a_person_in_a_sub_agent_is_not_an_error() -> N
     assert (await runner.run(timeout=30)).ok
     _, done = named(exporter, "execute_tool payer")
     assert done.status.status_code is StatusCode.UNSET and done.attributes["jianmu.tool.ok"]
+
+
+class _Open(SpanProcessor):
+    """The spans started and not yet ended."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, str] = {}
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.open[span.context.span_id] = span.name
+
+    def on_end(self, span: ReadableSpan) -> None:
+        assert span.context is not None
+        del self.open[span.context.span_id]  # a KeyError if a span ended twice
+
+
+def parent_name(exporter: InMemorySpanExporter, span: ReadableSpan) -> str | None:
+    names = {s.context.span_id: s.name for s in exporter.get_finished_spans() if s.context}
+    return names.get(span.parent.span_id) if span.parent is not None else None
+
+
+async def test_an_agent_is_a_span_between_the_run_and_its_calls_closed_at_each_suspend() -> None:
+    exporter, provider = traced()
+    tracking = _Open()
+    provider.add_span_processor(tracking)
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}],
+                       [{"id": "p1", "name": "pay", "arguments": {"amount": 5}}], "Paid."])
+    tree = create_react_node(llm, [lookup, pay], name="clerk")
+    runner = ReactiveRunner(tree, chat_state("pay 5"), tracer_provider=provider)
+    assert (await runner.run(timeout=30)).status is RunStatus.SUSPENDED
+    assert tracking.open == {}  # nothing is left open while a person decides
+    runner.approve("p1")
+    assert (await runner.run(timeout=30)).ok
+    assert tracking.open == {}
+    first, second = named(exporter, "invoke_agent clerk")
+    assert first.kind is SpanKind.INTERNAL
+    assert first.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert first.attributes["gen_ai.agent.name"] == "clerk"
+    assert parent_name(exporter, first) == parent_name(exporter, second) == (
+        "invoke_workflow clerk")
+    for call in [*named(exporter, "chat "), *named(exporter, "execute_tool ")]:
+        assert parent_name(exporter, call) == "invoke_agent clerk"
+    assert first.context is not None and second.context is not None
+    assert first.context.trace_id != second.context.trace_id  # each run its own trace
+
+
+async def test_a_sub_agent_is_one_agent_span_under_the_call_that_started_it() -> None:
+    exporter, provider = traced()
+    researcher = create_react_node(ScriptedLLM(["Tides: twice a day."]), [], name="researcher")
+    lead = create_react_node(
+        ScriptedLLM([[{"name": "researcher", "arguments": {"input": "tides?"}}], "Twice."]),
+        [agent_tool(researcher, name="researcher", description="Researches.")], name="lead")
+    assert (await ReactiveRunner(lead, chat_state(), tracer_provider=provider).run()).ok
+    (sub,) = named(exporter, "invoke_agent researcher")
+    assert parent_name(exporter, sub) == "execute_tool researcher"
+    (call,) = named(exporter, "execute_tool researcher")
+    assert parent_name(exporter, call) == "invoke_agent lead"
+    sub_chat = next(s for s in named(exporter, "chat ")
+                    if s.attributes["gen_ai.agent.name"] == "researcher")
+    assert parent_name(exporter, sub_chat) == "invoke_agent researcher"
