@@ -149,7 +149,8 @@ class TelemetryConfig(_Section):
     enabled: bool = True
     """Whether runs open spans."""
     capture_content: bool = False
-    """Attach tool arguments, results and messages to spans (they may hold secrets)."""
+    """Attach tool arguments and results, and the reasons of the guard's decisions and of
+    guardrails' trips, to spans (they may hold secrets); messages are never attached."""
     service_name: str = "jianmu"
     """``service.name`` of the tracer provider that Jianmu builds when none is passed."""
 

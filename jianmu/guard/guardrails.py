@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from jianmu import plugins
-from jianmu.runtime.events import ERROR_TYPE, span
+from jianmu.runtime.events import failed, span
 
 if TYPE_CHECKING:
     from jianmu.constraints import Constraints
@@ -150,8 +150,9 @@ async def run_guardrails(
         with span(ctx.tracer, f"guardrail {name}", {
             "jianmu.guardrail.name": name, "jianmu.guardrail.kind": kind,
         }) as current:
-            if current is not None:
-                current.set_attribute(ERROR_TYPE, "GuardrailTripped")
+            failed(current, "GuardrailTripped")
+            if current is not None and ctx.config.telemetry.capture_content:
+                # the reason may quote what was checked (a secret it found): content
                 current.set_attribute("jianmu.guardrail.reason", verdict.reason)
         events.emit("guardrail.tripped", kind=kind, guardrail=name, reason=verdict.reason,
                     **fields)

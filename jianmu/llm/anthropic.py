@@ -29,6 +29,7 @@ from jianmu.llm.provider import (
     Usage,
     check_common,
     replayed,
+    reply_id,
     sent,
     server_message,
     token_count,
@@ -176,6 +177,8 @@ class AnthropicProvider(SDKProvider):
         MissingExtraError: the ``anthropic`` package is not installed.
         ValueError: an argument is out of range.
     """
+
+    provider_name = "anthropic"
 
     def __init__(
         self,
@@ -410,6 +413,7 @@ class AnthropicProvider(SDKProvider):
             usage=_usage(getattr(reply, "usage", None), whole=True),
             finish_reason=_stop_reason(getattr(reply, "stop_reason", None)),
             model=getattr(reply, "model", None) or self.model,
+            response_id=reply_id(getattr(reply, "id", None)),
         )
 
     async def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -475,6 +479,7 @@ class _StreamAssembler:
 
     def __init__(self, model: str, where: str) -> None:
         self.model = model
+        self.response_id = ""
         self.where = where
         self.text: list[str] = []
         self.blocks: dict[int, dict[str, Any]] = {}
@@ -492,6 +497,7 @@ class _StreamAssembler:
             message = getattr(event, "message", None)
             model = getattr(message, "model", None)
             self.model = model if isinstance(model, str) and model else self.model
+            self.response_id = reply_id(getattr(message, "id", None))
             sent_usage = getattr(message, "usage", None)
             self.usage = _usage(sent_usage)
             self.usage_broken = sent_usage is not None and self.usage is None
@@ -567,6 +573,7 @@ class _StreamAssembler:
             usage=None if self.usage_broken else self.usage,
             finish_reason=_stop_reason(self.stop_reason),
             model=self.model,
+            response_id=self.response_id,
         )
 
 

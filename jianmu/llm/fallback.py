@@ -137,6 +137,7 @@ class FallbackLLM(BaseLLMProvider):
         if not self.models:
             raise ValueError("FallbackLLM needs at least one model")
         self.model = _name(self.models[0])
+        self.provider_name = getattr(self.models[0], "provider_name", "")
         self.usage_by_model: dict[str, Usage] = {}
         """Tokens spent by each model that answered, by its name."""
 

@@ -34,6 +34,7 @@ from jianmu.llm.provider import (
     Usage,
     check_common,
     replayed,
+    reply_id,
     sent,
     server_message,
     token_count,
@@ -87,6 +88,8 @@ class OpenAIProvider(SDKProvider):
         MissingExtraError: the ``openai`` package is not installed.
         ValueError: an argument is out of range.
     """
+
+    provider_name = "openai"
 
     def __init__(
         self,
@@ -299,6 +302,7 @@ class OpenAIProvider(SDKProvider):
             usage=_usage(getattr(completion, "usage", None)),
             finish_reason=getattr(choice, "finish_reason", None),
             model=getattr(completion, "model", None) or self.model,
+            response_id=reply_id(getattr(completion, "id", None)),
         )
 
     async def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -464,6 +468,7 @@ class _StreamAssembler:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server's usage chunk
         self.model = ""
+        self.response_id = ""
         self._emitted = False
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
@@ -476,6 +481,7 @@ class _StreamAssembler:
             raise unreadable(self.where, "a stream chunk that is not a completion's", chunk)
         model = getattr(chunk, "model", None)
         self.model = model if isinstance(model, str) and model else self.model
+        self.response_id = reply_id(getattr(chunk, "id", None)) or self.response_id
         # Groq gives its usage in the last chunk's ``x_groq``, not in ``usage``
         groq = getattr(chunk, "x_groq", None)
         sent_usage = getattr(chunk, "usage", None) or (
@@ -572,4 +578,5 @@ class _StreamAssembler:
             usage=self.usage,
             finish_reason=self.finish_reason,
             model=self.model or model,
+            response_id=self.response_id,
         )

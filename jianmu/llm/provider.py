@@ -48,6 +48,7 @@ __all__ = (
     "provider_from_config",
     "replayed",
     "replays_stream",
+    "reply_id",
     "takes_requests",
     "token_count",
     "tool_choice_to_openai",
@@ -78,6 +79,8 @@ class LLMResponse:
     """Why the model stopped: ``stop``, ``tool_calls``, ``length``..."""
     model: str = ""
     """The model that answered, as the server names it."""
+    response_id: str = ""
+    """The server's id of this reply (``chatcmpl-...``, ``msg_...``); empty if it gave none."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.message, Message):
@@ -236,6 +239,9 @@ class BaseLLMProvider(LLMProvider):
     async-context-manager support come with it."""
 
     model: str = ""
+    provider_name: str = ""
+    """Who serves the model, as traces name it (``gen_ai.provider.name``: ``openai``,
+    ``anthropic``); empty when no known provider does."""
 
     @staticmethod
     def from_config(config: LLMConfig | AppConfig) -> LLMProvider:
@@ -472,6 +478,14 @@ def _server_message(exc: Any) -> str:
     elif isinstance(body, str) and body:
         return body
     return str(getattr(exc, "message", None) or exc)
+
+
+def reply_id(value: Any) -> str:
+    """The id a server gave its reply, when it is printable text of a sane length; else ``""``
+    (a trace keeps it: a server's junk stays out)."""
+    if isinstance(value, str) and 0 < len(value) <= 256 and value.isprintable():
+        return value
+    return ""
 
 
 def token_count(value: Any) -> int | None:

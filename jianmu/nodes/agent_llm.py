@@ -52,15 +52,7 @@ from jianmu.nodes.output import Checked, OutputMode, OutputSpec, output_spec
 from jianmu.nodes.state import usage_view
 from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
 from jianmu.runtime.async_node import AsyncNode
-from jianmu.runtime.events import (
-    ERROR_TYPE,
-    GEN_AI_AGENT_NAME,
-    GEN_AI_OPERATION_NAME,
-    GEN_AI_REQUEST_MODEL,
-    GEN_AI_USAGE_INPUT_TOKENS,
-    GEN_AI_USAGE_OUTPUT_TOKENS,
-    span,
-)
+from jianmu.runtime.events import chat_attributes, failed, record_answer, span
 from jianmu.tools.calls import ToolCall, name_key
 from jianmu.tools.registry import ToolSet
 
@@ -79,6 +71,7 @@ __all__ = (
 
 
 _NO_SPAN = nullcontext()
+
 _NO_LIMIT = nullcontext()
 """The scope of a turn when nobody traces: one serves every turn (it holds nothing)."""
 
@@ -259,6 +252,8 @@ class AgentLLMNode(AsyncNode):
         self.handoffs = list(handoffs)
         self.agent_name: str | None = None
         """The agent this node speaks for, in a team joined by hand-offs."""
+        self.agent_label: str | None = None
+        """The agent's name in traces (`create_react_node`'s ``name``); else the node's."""
         self._offered: tuple[ToolSet, ToolSet, list[Any]] | None = None
         self._visible: tuple[tuple[Any, ...], ToolSet] | None = None
         """What `visible_tools` last depended on (compared by identity), and its answer."""
@@ -536,9 +531,8 @@ class AgentLLMNode(AsyncNode):
             events.emit("llm.call.started", model=model, messages=len(messages),
                         tools=toolset.names())
         scope: AbstractContextManager[Span | None] = _NO_SPAN if tracer is None else span(
-            tracer, f"chat {model}",
-            {GEN_AI_OPERATION_NAME: "chat", GEN_AI_REQUEST_MODEL: model,
-             GEN_AI_AGENT_NAME: self.name},
+            tracer, f"chat {model}", chat_attributes(
+                self.llm, model, self.agent_name or self.agent_label or self.name), client=True,
         )
         constraints = self.effective_constraints
         checks = None  # the input guardrails' task, run beside the model's call
@@ -571,14 +565,12 @@ class AgentLLMNode(AsyncNode):
                 )
                 self.error = exc
                 self.feedback_message = error
-                if current is not None:
-                    current.set_attribute(ERROR_TYPE, type(exc).__name__)
+                failed(current, type(exc).__name__)
                 self.events.emit("llm.call.failed", model=model, error=error,
                                  error_type=type(exc).__name__)
                 return Status.FAILURE
-            if current is not None and response.usage is not None:
-                current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
-                current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
+            if current is not None:
+                record_answer(current, response)
         usage = counted_usage(response, messages)
         if usage is not response.usage:  # counted as an estimate: a budget still holds
             events.emit("llm.usage_unknown", model=model,

@@ -71,7 +71,7 @@ from jianmu.runtime.events import (
     Event,
     EventBus,
     EventHandler,
-    span,
+    run_span,
 )
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.state import StateManager, StateView
@@ -544,10 +544,10 @@ class _SubRun(ReactiveRunner):
         self._stop_listening()
 
     def _span(self) -> Any:
-        return span(self.ctx.tracer, f"invoke_agent {self.label}", {
+        return run_span(self.ctx.tracer, f"invoke_agent {self.label}", {
             GEN_AI_OPERATION_NAME: "invoke_agent", GEN_AI_AGENT_NAME: self.label,
             JIANMU_RUN_ID: self.parent.run_id,
-        })
+        }, self.ctx.open_spans)
 
 
 class AgentTool(Tool):

@@ -29,14 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from jianmu.errors import HistoryProcessorError
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider, LLMResponse, Usage
-from jianmu.runtime.events import (
-    GEN_AI_AGENT_NAME,
-    GEN_AI_OPERATION_NAME,
-    GEN_AI_REQUEST_MODEL,
-    GEN_AI_USAGE_INPUT_TOKENS,
-    GEN_AI_USAGE_OUTPUT_TOKENS,
-    span,
-)
+from jianmu.runtime.events import chat_attributes, record_answer, span
 
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext
@@ -617,15 +610,10 @@ class SummarizeHistory(HistoryProcessor):
         request = [Message.system(self.prompt), Message.user(transcript)]
         model = getattr(self.llm, "model", "") or "unknown"
         tracer = run.ctx.tracer if run is not None else None
-        attributes = {
-            GEN_AI_OPERATION_NAME: "chat", GEN_AI_REQUEST_MODEL: model,
-            GEN_AI_AGENT_NAME: "summarize_history",
-        }
-        with span(tracer, f"summarize_history {model}", attributes) as current:
+        attributes = chat_attributes(self.llm, model, "summarize_history")
+        with span(tracer, f"summarize_history {model}", attributes, client=True) as current:
             response = await self.llm.complete(request)
-            if current is not None and response.usage is not None:
-                current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
-                current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
+            record_answer(current, response)
         text = (response.message.content or "").strip()
         if not text:
             raise ValueError(f"the summary model {model!r} answered with no text")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import py_trees
 from py_trees.common import Status
@@ -27,9 +28,48 @@ from jianmu.runtime.async_node import (
     logs_debug,
     sequence_tick,
 )
+from jianmu.runtime.events import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, failed
 from jianmu.tools.registry import ToolSet, as_tools
 
+if TYPE_CHECKING:
+    from jianmu.runtime.context import RunContext
+
 __all__ = ("ReActLoop", "create_react_node")
+
+
+@contextmanager
+def agent_span(loop: ReActLoop, ctx: RunContext) -> Iterator[None]:
+    """Make the agent's ``invoke_agent`` span current (started at its first tick in this run)
+    while ``loop`` ticks: the tasks its nodes start, and so their spans, are its children.
+
+    A sub-agent's whole tree already is one (`agent_tool`'s run): no second span for it.
+    """
+    runner = ctx.runner
+    if runner is not None and runner.is_sub_run and loop.parent is runner.root:
+        yield
+        return
+    from opentelemetry import context, trace
+
+    current = ctx.open_spans.get(loop)
+    if current is None:
+        assert ctx.tracer is not None
+        current = ctx.open_spans[loop] = ctx.tracer.start_span(
+            f"invoke_agent {loop.name}",
+            attributes={GEN_AI_OPERATION_NAME: "invoke_agent", GEN_AI_AGENT_NAME: loop.name})
+    token = context.attach(trace.set_span_in_context(current))
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
+def end_agent_span(loop: ReActLoop, ctx: RunContext, status: Status) -> None:
+    """End the agent's span as the loop stops: an error when it failed."""
+    current = ctx.open_spans.pop(loop, None)
+    if current is not None:
+        if status is Status.FAILURE:
+            failed(current, "failure")
+        current.end()
 
 
 class _Round(py_trees.composites.Sequence, LeanBehaviour):
@@ -110,8 +150,17 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         followed by the next round in the same tick (once), not in a tick of its own.
 
         The runner would tick again at once anyway: this spares it a tick per round, with
-        the same steps in the same order.
+        the same steps in the same order. In a traced run, the tick runs inside the agent's
+        ``invoke_agent`` span (`agent_span`), so the calls its nodes start are its children.
         """
+        ctx = getattr(self, "ctx", None)
+        if ctx is None or ctx.tracer is None:
+            yield from self._tick()
+            return
+        with agent_span(self, ctx):
+            yield from self._tick()
+
+    def _tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
         if logs_debug():  # py_trees' own tick, its debug logs included
             yield from super().tick()
             return
@@ -132,7 +181,10 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         yield self
 
     def stop(self, new_status: Status) -> None:
-        """py_trees' decorator stop."""
+        """py_trees' decorator stop; the agent's span ends with it."""
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None and ctx.open_spans:
+            end_agent_span(self, ctx, new_status)
         if logs_debug():
             super().stop(new_status)
             return
@@ -250,6 +302,7 @@ def create_react_node(
         output_retries=output_retries, history=history, handoffs=handoffs,
         input_guardrails=input_guardrails, output_guardrails=output_guardrails,
     )
+    model.agent_label = name
     round_ = _Round(f"{name}.round", [model, executor])
     child: py_trees.behaviour.Behaviour = round_
     if handoffs:

@@ -33,7 +33,7 @@ import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 from py_trees.common import Status
@@ -62,19 +62,10 @@ from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import executor_refusal
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_failures import OWN_FAILURES, abandoned, error_text, own_failure
+from jianmu.nodes.tool_spans import call_span_attributes, denied_span, finish_span
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.runtime.context import RunContext
-from jianmu.runtime.events import (
-    ERROR_TYPE,
-    GEN_AI_OPERATION_NAME,
-    GEN_AI_TOOL_CALL_ARGUMENTS,
-    GEN_AI_TOOL_CALL_ID,
-    GEN_AI_TOOL_CALL_RESULT,
-    GEN_AI_TOOL_NAME,
-    GEN_AI_TOOL_TYPE,
-    EventBus,
-    span,
-)
+from jianmu.runtime.events import EventBus, span
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import (
     ToolCall,
@@ -84,9 +75,6 @@ from jianmu.tools.calls import (
     shown_name,
 )
 from jianmu.tools.registry import ToolSet
-
-if TYPE_CHECKING:
-    from opentelemetry.trace import Span
 
 __all__ = (
     "ToolExecutor",
@@ -149,32 +137,6 @@ class RunnerCache:
         runner, self.runner, self._signature, self.error = self.runner, None, None, None
         if runner is not None:
             await runner.close()
-
-
-def tool_span_attributes(tool_name: str, call_id: str | None, tool: Tool) -> dict[str, Any]:
-    """The GenAI attributes of an ``execute_tool`` span."""
-    attributes: dict[str, Any] = {
-        GEN_AI_OPERATION_NAME: "execute_tool",
-        GEN_AI_TOOL_NAME: tool_name,
-        GEN_AI_TOOL_TYPE: "extension" if tool.remote else "function",
-    }
-    if call_id:
-        attributes[GEN_AI_TOOL_CALL_ID] = call_id
-    return attributes
-
-
-def finish_span(
-    span: Span | None, result: ToolResult, arguments: Any, ctx: RunContext | None
-) -> None:
-    """Record a call's outcome on its span (content only when the config opts in)."""
-    if span is None:
-        return
-    if not result.ok:
-        span.set_attribute(ERROR_TYPE, result.error.split(":", 1)[0] if result.error else "error")
-    span.set_attribute("jianmu.tool.ok", result.ok)
-    if ctx is not None and ctx.config.telemetry.capture_content:
-        span.set_attribute(GEN_AI_TOOL_CALL_ARGUMENTS, json.dumps(arguments, default=str))
-        span.set_attribute(GEN_AI_TOOL_CALL_RESULT, result.text[:4000])
 
 
 MAX_CALL_ID = 128
@@ -414,6 +376,8 @@ class ToolExecutor(AsyncNode):
         """This batch's key in the run's ``running_calls``, while its calls run."""
         self._halted = False
         """Whether the runner stopped this batch: a cancel its calls see is not a tool's own."""
+        self._raised: dict[str, str] = {}
+        """The class of the exception each traced call that failed raised, for its span."""
         self._marked: set[str] = set()
         """Calls this node marked as under way (`jianmu.nodes._under_way`), until recorded."""
 
@@ -588,6 +552,7 @@ class ToolExecutor(AsyncNode):
         allowed: list[tuple[ToolCall, Tool, Decision]] = []
         for (call, found), decision in zip(known, decisions, strict=True):
             if decision.denied:
+                denied_span(call, found, decision, self.ctx)
                 self._record(call, None, ToolResult(
                     tool=call.name, ok=False, call_id=call.id,
                     error=f"the guard denied this call: {decision.reason}",
@@ -653,6 +618,7 @@ class ToolExecutor(AsyncNode):
         (`_checked_again`); if not, its refusal is recorded."""
         objection = self._checked_again(call, tool)
         if objection is not None:
+            denied_span(call, tool, objection, self.ctx)
             self._record(call, None, ToolResult(
                 tool=call.name, ok=False, call_id=call.id,
                 error=f"the guard denied this call: {objection.reason} (checked again after "
@@ -728,9 +694,7 @@ class ToolExecutor(AsyncNode):
         retries = tool.tool_spec.max_retries
         tracer = self.ctx.tracer
         # the span's attributes only when a tracer records them
-        attributes = None if tracer is None else {
-            **tool_span_attributes(tool.name, call.id, tool), **decision.span_attributes()
-        }
+        attributes = None if tracer is None else call_span_attributes(call, tool, decision, ctx)
         events = self.events
         guarded = bool(self.tool_output_guardrails or (
             self.effective_constraints.guard.guardrails.tool_output
@@ -753,11 +717,14 @@ class ToolExecutor(AsyncNode):
                     if guarded:
                         result = await self._guarded(call, result)
                 else:
-                    with span(tracer, f"execute_tool {tool.name}", attributes) as current:
+                    with span(tracer, f"execute_tool {tool.name}", attributes,
+                              pauses=(ToolSuspended,)) as current:
                         result = ran = await self._recorded(call, tool, runner, retries)
+                        raised = self._raised.pop(call.id, None)
                         if guarded:  # first: the span never holds what a guardrail withholds
                             result = await self._guarded(call, result)
-                        finish_span(current, result, call.arguments, self.ctx)
+                        finish_span(current, result, call.arguments, self.ctx,
+                                    "withheld" if result is not ran else raised)
             finally:
                 reset_redirect_check(checking)
         except ToolSuspended as exc:  # runs again, to its end, once the person has answered
@@ -833,6 +800,7 @@ class ToolExecutor(AsyncNode):
         """Run the call, retrying transient failures; its one `ToolResult`."""
         attempt = 0
         start = time.perf_counter()
+        raised: BaseException | None = None
         while True:
             try:
                 if isinstance(call.arguments, str) and not tool.wraps_input:
@@ -841,24 +809,26 @@ class ToolExecutor(AsyncNode):
                 error = None
                 break
             except ToolInputError as exc:  # the model must fix the call: no retry
-                raw, error = None, error_text(exc)
+                raw, error, raised = None, error_text(exc), exc
                 break
             except ToolSuspended:
                 raise
             except OWN_FAILURES as exc:
-                error = own_failure(exc, halted=self._halted)
+                error, raised = own_failure(exc, halted=self._halted), exc
                 if error is None:  # halted, timed out: not the tool's
                     raise
                 raw = None
                 break
             except Exception as exc:
-                raw, error = None, error_text(exc)
+                raw, error, raised = None, error_text(exc), exc
                 if attempt >= retries or not _transient(exc):
                     break
                 attempt += 1
                 self.events.emit("tool.call.retry", tool=tool.name, call_id=call.id,
                                  attempt=attempt, error=error)
                 await anyio.sleep(self.config.retry_backoff * attempt)
+        if error is not None and self.ctx.tracer is not None:  # its span's error.type
+            self._raised[call.id] = type(raised).__name__
         return ToolResult.from_raw(
             tool.name, raw, error=error, call_id=call.id, duration_ms=elapsed_ms(start)
         ).truncate(tool.max_result_length)

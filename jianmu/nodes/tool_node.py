@@ -21,13 +21,12 @@ from jianmu.nodes.tool_executor import (
     consume_approval,
     edited_call,
     elapsed_ms,
-    finish_span,
     fresh_request_id,
     input_schema_of,
     preview,
-    tool_span_attributes,
 )
 from jianmu.nodes.tool_failures import OWN_FAILURES, error_text, own_failure
+from jianmu.nodes.tool_spans import finish_span, tool_span_attributes
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.events import span
 from jianmu.tools.base import Tool
@@ -203,6 +202,8 @@ class ToolNode(AsyncNode):
         start = time.perf_counter()
         with span(self.ctx.tracer, f"execute_tool {tool.name}",
                   tool_span_attributes(tool.name, None, tool)) as current:
+            raised: list[str] = []  # the class of what the tool raised: the span's error.type
+
             async def call() -> ToolResult:
                 try:
                     runner = await self._runners.get(constraints.execution, self.ctx)
@@ -210,12 +211,14 @@ class ToolNode(AsyncNode):
                     raw = await runner.run(tool, bound)
                     done = ToolResult.from_raw(tool.name, raw, duration_ms=elapsed_ms(start))
                 except Exception as exc:
+                    raised.append(type(exc).__name__)
                     done = ToolResult(tool=tool.name, ok=False, error=error_text(exc),
                                       duration_ms=elapsed_ms(start))
                 except OWN_FAILURES as exc:
                     error = own_failure(exc, halted=self._halted)
                     if error is None:  # the node was halted: not the tool's
                         raise
+                    raised.append(type(exc).__name__)
                     done = ToolResult(tool=tool.name, ok=False, error=error,
                                       duration_ms=elapsed_ms(start))
                 return done.truncate(tool.max_result_length)
@@ -230,7 +233,7 @@ class ToolNode(AsyncNode):
                 result = await self.ctx.step(f"tool:{self.path}", call)
             finally:
                 reset_redirect_check(checking)
-            finish_span(current, result, args, self.ctx)
+            finish_span(current, result, args, self.ctx, raised[-1] if raised else None)
         if self._marked:  # done: no longer under way
             self._marked = False
             under_way.stopped(self, [step])

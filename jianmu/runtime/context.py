@@ -374,6 +374,9 @@ class RunContext:
     """Tasks of pre-empted nodes; the runner lets them finish their ``finally`` blocks."""
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list, repr=False)
     """Async callbacks the runner awaits when the run ends (not when it suspends)."""
+    open_spans: dict[Any, Any] = field(default_factory=dict, repr=False)
+    """Spans of nodes still running (an agent's, by its node), ended with the run's span when
+    the run stops before they do: a run that suspends leaves none open."""
     runner: Any = field(default=None, repr=False)
     """The `ReactiveRunner` ticking this run (for nodes that compile subtrees lazily)."""
     steps: StepRecorder | None = field(default=None, repr=False)

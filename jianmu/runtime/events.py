@@ -11,19 +11,26 @@ from __future__ import annotations
 import fnmatch
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
+
+    from jianmu.llm.provider import LLMResponse
 
 __all__ = (
     "ERROR_TYPE",
     "GEN_AI_AGENT_NAME",
     "GEN_AI_OPERATION_NAME",
+    "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_RESPONSE_FINISH_REASONS",
+    "GEN_AI_RESPONSE_ID",
+    "GEN_AI_RESPONSE_MODEL",
+    "GEN_AI_SYSTEM",
     "GEN_AI_TOOL_CALL_ARGUMENTS",
     "GEN_AI_TOOL_CALL_ID",
     "GEN_AI_TOOL_CALL_RESULT",
@@ -37,7 +44,12 @@ __all__ = (
     "EventBus",
     "EventHandler",
     "EventSink",
+    "chat_attributes",
+    "failed",
     "get_tracer",
+    "record_answer",
+    "run_ended",
+    "run_span",
     "span",
 )
 
@@ -208,7 +220,13 @@ GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
 GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_SYSTEM = "gen_ai.system"
+"""The provider's name under the conventions' name before 1.37, which backends still read."""
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 ERROR_TYPE = "error.type"
@@ -235,22 +253,94 @@ def get_tracer(
     return trace.get_tracer("jianmu")
 
 
+def chat_attributes(llm: Any, model: str, agent: str) -> dict[str, Any]:
+    """A ``chat`` span's attributes before the model answers."""
+    provider = getattr(llm, "provider_name", "") or "_OTHER"  # the conventions' "none known"
+    return {GEN_AI_OPERATION_NAME: "chat", GEN_AI_PROVIDER_NAME: provider,
+            GEN_AI_SYSTEM: provider, GEN_AI_REQUEST_MODEL: model, GEN_AI_AGENT_NAME: agent}
+
+
+def record_answer(current: Span | None, response: LLMResponse) -> None:
+    """What answered, why it stopped and its tokens, on a ``chat`` span; a count the server
+    did not give stays off (unknown, not 0)."""
+    if current is None:
+        return
+    if response.model:
+        current.set_attribute(GEN_AI_RESPONSE_MODEL, response.model)
+    if response.response_id:
+        current.set_attribute(GEN_AI_RESPONSE_ID, response.response_id)
+    if response.finish_reason:
+        current.set_attribute(GEN_AI_RESPONSE_FINISH_REASONS, (response.finish_reason,))
+    if response.usage is not None:
+        current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
+        current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
+
+
+def failed(current: Span | None, error_type: str) -> None:
+    """Mark ``current`` as ended in an error of the low-cardinality kind ``error_type`` (an
+    exception's class name, a run's status): no message, which may quote content."""
+    if current is None:
+        return
+    from opentelemetry.trace import StatusCode
+
+    current.set_attribute(ERROR_TYPE, error_type)
+    current.set_status(StatusCode.ERROR)
+
+
+def run_ended(current: Span, status: str) -> tuple[SpanContext, ...]:
+    """Record how a run ended (a `RunStatus` value) on its span: a failure and a timeout are
+    errors; a run that waits for a person, or was cancelled as asked, is not. Returns what
+    the runner's next run links to: this span when the run suspended, else nothing."""
+    current.set_attribute("jianmu.run.status", status)
+    if status in ("failure", "timeout"):
+        failed(current, status)
+    return (current.get_span_context(),) if status == "suspended" else ()
+
+
+@contextmanager
+def run_span(
+    tracer: Tracer | None, name: str, attributes: Mapping[str, Any], open_spans: dict[Any, Any],
+    links: Sequence[SpanContext] = (),
+) -> Iterator[Span | None]:
+    """A run's span (`span`): the spans of its nodes still open when it ends (``open_spans``,
+    an agent that waits for a person) end first, inside it."""
+    with span(tracer, name, attributes, links=links) as current:
+        try:
+            yield current
+        finally:
+            for left in list(open_spans.values()):
+                left.end()
+            open_spans.clear()
+
+
 @contextmanager
 def span(
-    tracer: Tracer | None, name: str, attributes: Mapping[str, Any] | None = None
+    tracer: Tracer | None, name: str, attributes: Mapping[str, Any] | None = None, *,
+    client: bool = False, links: Sequence[SpanContext] = (),
+    pauses: tuple[type[BaseException], ...] = (),
 ) -> Iterator[Span | None]:
-    """Open a span (or nothing, when ``tracer`` is None); record exceptions and ``error.type``."""
+    """Open a span (or nothing, when ``tracer`` is None); record exceptions and ``error.type``.
+
+    ``client``: a call to another service (a model's server), which the conventions make a
+    ``CLIENT`` span; ``links``: spans this one goes on from (the run a resumed run resumes);
+    ``pauses``: exceptions that say the work waits for a person (``jianmu.suspended``), not
+    that it failed.
+    """
     if tracer is None:
         yield None
         return
-    from opentelemetry.trace import Status, StatusCode
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
     with tracer.start_as_current_span(
         name, attributes=dict(attributes or {}), record_exception=False,
-        set_status_on_exception=False,
+        set_status_on_exception=False, kind=SpanKind.CLIENT if client else SpanKind.INTERNAL,
+        links=[Link(context) for context in links],
     ) as current:
         try:
             yield current
+        except pauses:
+            current.set_attribute("jianmu.suspended", True)
+            raise
         except BaseException as exc:
             current.set_attribute(ERROR_TYPE, type(exc).__name__)
             current.set_status(Status(StatusCode.ERROR, str(exc)))

@@ -38,12 +38,13 @@ from jianmu.runtime.events import (
     Event,
     EventBus,
     get_tracer,
+    run_ended,
 )
 from jianmu.runtime.lease import RunClaim
 from jianmu.state import StateManager
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import TracerProvider
+    from opentelemetry.trace import SpanContext, TracerProvider
 
     from jianmu.runtime.checkpoint import Checkpointer
 
@@ -246,6 +247,7 @@ class ReactiveRunner:
 
     is_sub_run = False
     """True for the run of a sub-agent inside another run (it shares the caller's counts)."""
+    _went_on_from: tuple[SpanContext, ...] = ()  # the span of the run that suspended, if any
 
     def __init__(
         self,
@@ -513,7 +515,7 @@ class ReactiveRunner:
                     # everything was decided while the calls finished: the run goes on
                     outcome = await self._loop_until_done(max_ticks, timeout, started)
                 if run_span is not None:
-                    run_span.set_attribute("jianmu.run.status", outcome.status.value)
+                    self._went_on_from = run_ended(run_span, outcome.status.value)
         finally:
             try:
                 await self._drain_cancelled()
@@ -974,9 +976,9 @@ class ReactiveRunner:
     def _span(self) -> Any:
         if self.ctx.tracer is None:  # nothing to record: no generator held for the whole run
             return _NO_SPAN
-        from jianmu.runtime.events import span
+        from jianmu.runtime.events import run_span
 
-        return span(
+        return run_span(
             self.ctx.tracer,
             f"invoke_workflow {self.root.name}",
             {
@@ -984,4 +986,6 @@ class ReactiveRunner:
                 GEN_AI_AGENT_NAME: self.root.name,
                 JIANMU_RUN_ID: self.run_id,
             },
+            self.ctx.open_spans,
+            links=self._went_on_from,
         )

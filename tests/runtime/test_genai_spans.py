@@ -1,0 +1,250 @@
+"""Spans against the OpenTelemetry GenAI semantic conventions: a model call is a ``CLIENT``
+span naming its provider and what answered (model, reply id, finish reason); a failed model
+call, tool call or run is an ``ERROR`` span with a low-cardinality ``error.type``, a call that
+waits for a person is not; a resumed run links to the run it goes on from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from jianmu import ReactiveRunner, RunStatus, StateManager
+from jianmu.llm import AnthropicProvider, OpenAIProvider, ScriptedLLM
+from jianmu.nodes import AgentState, agent_tool, create_react_node
+from jianmu.runtime.events import ERROR_TYPE
+from jianmu.tools import tool
+from tests.support.model_server import ModelServer, Turn
+
+pytestmark = pytest.mark.anyio
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look up the weather of a city.
+
+    Args:
+        city: the city's name.
+    """
+    if city == "nowhere":
+        raise ValueError("no such city")
+    return "sunny"
+
+
+@tool(permission="user_confirm")
+def pay(amount: int) -> str:
+    """Pay an amount (asks first).
+
+    Args:
+        amount: how much.
+    """
+    return f"paid {amount}"
+
+
+def traced() -> tuple[InMemorySpanExporter, TracerProvider]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter, provider
+
+
+def chat_state(text: str = "Weather?") -> StateManager:
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": text}]})
+
+
+def named(exporter: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
+    return [s for s in exporter.get_finished_spans() if s.name.startswith(prefix)]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_model_call_is_a_client_span_naming_the_provider_and_the_answer(
+    api: str, stream: bool
+) -> None:
+    exporter, provider = traced()
+    with ModelServer(model="served-model") as server:
+        server.add(Turn(calls=[{"name": "lookup", "arguments": {"city": "Paris"}}]),
+                   Turn(text="Sunny.", usage=None))
+        llm = (OpenAIProvider("m", base_url=server.openai_url) if api == "openai"
+               else AnthropicProvider("m", base_url=server.anthropic_url, api_key="k"))
+        tree = create_react_node(llm, [lookup], stream=stream)
+        result = await ReactiveRunner(tree, chat_state(), tracer_provider=provider).run(
+            timeout=30)
+        await llm.close()
+    assert result.ok, result.error
+    first, second = named(exporter, "chat ")
+    for chat in (first, second):
+        assert chat.name == "chat m" and chat.kind is SpanKind.CLIENT
+        assert chat.attributes["gen_ai.provider.name"] == api
+        assert chat.attributes["gen_ai.system"] == api
+        assert chat.attributes["gen_ai.request.model"] == "m"
+        assert chat.attributes["gen_ai.response.model"] == "served-model"
+        assert str(chat.attributes["gen_ai.response.id"]).startswith(
+            "chatcmpl" if api == "openai" else "msg")
+        assert chat.status.status_code is StatusCode.UNSET
+    assert first.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert second.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert first.attributes["gen_ai.usage.input_tokens"] == 10
+    # the server said nothing of the second call's tokens: no count, rather than a 0
+    assert "gen_ai.usage.input_tokens" not in second.attributes
+    assert "gen_ai.usage.output_tokens" not in second.attributes
+    (tool_span,) = named(exporter, "execute_tool ")
+    assert tool_span.kind is SpanKind.INTERNAL
+
+
+async def test_a_model_call_the_server_fails_is_an_error_span() -> None:
+    exporter, provider = traced()
+    with ModelServer() as server:  # nothing scripted: the server answers 500
+        llm = OpenAIProvider("m", base_url=server.openai_url, max_retries=0)
+        tree = create_react_node(llm, [lookup])
+        runner = ReactiveRunner(tree, chat_state(), tracer_provider=provider)
+        result = await runner.run(timeout=30)
+        await llm.close()
+    assert result.status is RunStatus.FAILURE
+    (chat,) = named(exporter, "chat ")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert chat.attributes[ERROR_TYPE] in {"LLMError", "LLMTransientError"}
+    (run,) = named(exporter, "invoke_workflow ")
+    assert run.status.status_code is StatusCode.ERROR
+    assert run.attributes[ERROR_TYPE] == "failure"
+
+
+async def test_a_tool_call_that_raised_is_an_error_span_typed_by_its_exception() -> None:
+    exporter, provider = traced()
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "nowhere"}},
+                        {"name": "lookup", "arguments": {"city": "Paris"}}], "Sunny."])
+    tree = create_react_node(llm, [lookup])
+    result = await ReactiveRunner(tree, chat_state(), tracer_provider=provider).run(timeout=30)
+    assert result.ok
+    failed, done = sorted(named(exporter, "execute_tool "),
+                          key=lambda s: s.attributes["jianmu.tool.ok"])
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes[ERROR_TYPE] == "ValueError"
+    assert done.status.status_code is StatusCode.UNSET and ERROR_TYPE not in done.attributes
+    (run,) = named(exporter, "invoke_workflow ")
+    assert run.status.status_code is StatusCode.UNSET  # the agent went on: the run succeeded
+
+
+async def test_a_run_that_times_out_is_an_error_span() -> None:
+    exporter, provider = traced()
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}]] * 3)
+    tree = create_react_node(llm, [lookup])
+    result = await ReactiveRunner(tree, chat_state(), tracer_provider=provider).run(
+        max_ticks=2)
+    assert result.status is not RunStatus.SUCCESS
+    (run,) = named(exporter, "invoke_workflow ")
+    assert run.status.status_code is StatusCode.ERROR
+    assert run.attributes[ERROR_TYPE] == result.status.value
+
+
+async def test_a_resumed_run_links_to_the_run_that_suspended() -> None:
+    exporter, provider = traced()
+    llm = ScriptedLLM([[{"id": "p1", "name": "pay", "arguments": {"amount": 5}}], "Paid."])
+    tree = create_react_node(llm, [pay])
+    runner = ReactiveRunner(tree, chat_state("pay 5"), tracer_provider=provider)
+    first = await runner.run(timeout=30)
+    assert first.status is RunStatus.SUSPENDED
+    (suspended,) = named(exporter, "invoke_workflow ")
+    assert suspended.status.status_code is StatusCode.UNSET  # waiting is not failing
+    runner.approve("p1")
+    assert (await runner.run(timeout=30)).ok
+    _, resumed = named(exporter, "invoke_workflow ")
+    assert [link.context.span_id for link in resumed.links] == [suspended.context.span_id]
+    (paid,) = named(exporter, "execute_tool pay")  # in the resumed run's trace
+    assert paid.context is not None and resumed.context is not None
+    assert paid.context.trace_id == resumed.context.trace_id
+
+
+async def test_a_model_call_names_the_agent_that_made_it() -> None:
+    exporter, provider = traced()
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}], "Sunny."])
+    tree = create_react_node(llm, [lookup], name="forecaster")
+    assert (await ReactiveRunner(tree, chat_state(), tracer_provider=provider).run()).ok
+    assert {s.attributes["gen_ai.agent.name"] for s in named(exporter, "chat ")} == {
+        "forecaster"}
+
+
+async def test_a_call_waiting_for_a_person_in_a_sub_agent_is_not_an_error() -> None:
+    exporter, provider = traced()
+    payer = create_react_node(
+        ScriptedLLM([[{"id": "p1", "name": "pay", "arguments": {"amount": 5}}], "Paid."]),
+        [pay], name="payer")
+    lead = create_react_node(
+        ScriptedLLM([[{"name": "payer", "arguments": {"input": "pay 5"}}], "Done."]),
+        [agent_tool(payer, name="payer", description="Pays.")], name="lead")
+    runner = ReactiveRunner(lead, chat_state("pay 5"), tracer_provider=provider)
+    first = await runner.run(timeout=30)
+    assert first.status is RunStatus.SUSPENDED
+    (waiting,) = named(exporter, "execute_tool payer")
+    assert waiting.status.status_code is StatusCode.UNSET and ERROR_TYPE not in waiting.attributes
+    assert waiting.attributes["jianmu.suspended"] is True
+    (sub,) = named(exporter, "invoke_agent payer")
+    assert sub.parent is not None and sub.parent.span_id == waiting.context.span_id
+    runner.approve(first.pending[0].id)
+    assert (await runner.run(timeout=30)).ok
+    _, done = named(exporter, "execute_tool payer")
+    assert done.status.status_code is StatusCode.UNSET and done.attributes["jianmu.tool.ok"]
+
+
+class _Open(SpanProcessor):
+    """The spans started and not yet ended."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, str] = {}
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.open[span.context.span_id] = span.name
+
+    def on_end(self, span: ReadableSpan) -> None:
+        assert span.context is not None
+        del self.open[span.context.span_id]  # a KeyError if a span ended twice
+
+
+def parent_name(exporter: InMemorySpanExporter, span: ReadableSpan) -> str | None:
+    names = {s.context.span_id: s.name for s in exporter.get_finished_spans() if s.context}
+    return names.get(span.parent.span_id) if span.parent is not None else None
+
+
+async def test_an_agent_is_a_span_between_the_run_and_its_calls_closed_at_each_suspend() -> None:
+    exporter, provider = traced()
+    tracking = _Open()
+    provider.add_span_processor(tracking)
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}],
+                       [{"id": "p1", "name": "pay", "arguments": {"amount": 5}}], "Paid."])
+    tree = create_react_node(llm, [lookup, pay], name="clerk")
+    runner = ReactiveRunner(tree, chat_state("pay 5"), tracer_provider=provider)
+    assert (await runner.run(timeout=30)).status is RunStatus.SUSPENDED
+    assert tracking.open == {}  # nothing is left open while a person decides
+    runner.approve("p1")
+    assert (await runner.run(timeout=30)).ok
+    assert tracking.open == {}
+    first, second = named(exporter, "invoke_agent clerk")
+    assert first.kind is SpanKind.INTERNAL
+    assert first.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert first.attributes["gen_ai.agent.name"] == "clerk"
+    assert parent_name(exporter, first) == parent_name(exporter, second) == (
+        "invoke_workflow clerk")
+    for call in [*named(exporter, "chat "), *named(exporter, "execute_tool ")]:
+        assert parent_name(exporter, call) == "invoke_agent clerk"
+    assert first.context is not None and second.context is not None
+    assert first.context.trace_id != second.context.trace_id  # each run its own trace
+
+
+async def test_a_sub_agent_is_one_agent_span_under_the_call_that_started_it() -> None:
+    exporter, provider = traced()
+    researcher = create_react_node(ScriptedLLM(["Tides: twice a day."]), [], name="researcher")
+    lead = create_react_node(
+        ScriptedLLM([[{"name": "researcher", "arguments": {"input": "tides?"}}], "Twice."]),
+        [agent_tool(researcher, name="researcher", description="Researches.")], name="lead")
+    assert (await ReactiveRunner(lead, chat_state(), tracer_provider=provider).run()).ok
+    (sub,) = named(exporter, "invoke_agent researcher")
+    assert parent_name(exporter, sub) == "execute_tool researcher"
+    (call,) = named(exporter, "execute_tool researcher")
+    assert parent_name(exporter, call) == "invoke_agent lead"
+    sub_chat = next(s for s in named(exporter, "chat ")
+                    if s.attributes["gen_ai.agent.name"] == "researcher")
+    assert parent_name(exporter, sub_chat) == "invoke_agent researcher"
