@@ -194,3 +194,28 @@ def test_the_default_follows_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     two = default_config()
     assert one.runtime.checkpoint_path.startswith(str(tmp_path / "one"))
     assert two.runtime.checkpoint_path.startswith(str(tmp_path / "two"))
+
+
+# -- what a new user writes --------------------------------------------------------------------
+def test_a_section_or_setting_left_empty_takes_its_defaults() -> None:
+    """``guard:`` with every line under it commented out is YAML null: the section's defaults,
+    as a blank value already is, not a type error."""
+    config = parse_config("guard:\n  # default_policy: allow\nllm:\n  timeout:\n"
+                          "execution:\n  timeout_s:\nruntime:\n")
+    assert config.guard == AppConfig().guard and config.runtime == AppConfig().runtime
+    assert config.llm.timeout == AppConfig().llm.timeout
+    assert config.execution.timeout_s == AppConfig().execution.timeout_s
+
+
+def test_a_refused_value_is_named_once_without_pydantic_wording() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config("llm:\n  fallback:\n    - provider: nope\n", "c.yaml")
+    message = str(caught.value)
+    assert message.startswith("c.yaml:3: llm.fallback.0.provider: 'nope' is not a registered"), \
+        message
+    assert "Value error" not in message and "llm.provider" not in message, message
+
+
+def test_malformed_tool_rules_name_the_file_and_line() -> None:
+    with pytest.raises(ConfigError, match=r"^c\.yaml:4: guard\.tool_policy: invalid tool rule"):
+        parse_config("guard:\n  tool_policy:\n    bash: allow\n    'bash(git': deny\n", "c.yaml")
