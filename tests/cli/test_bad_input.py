@@ -123,7 +123,8 @@ def test_a_port_in_use_is_one_error_line_before_any_banner(
         taken.listen()
         port = taken.getsockname()[1]
         done = project.jianmu(*command, "--port", str(port))
-    assert_clean_error(done, 1, f"127.0.0.1:{port}")
+    # the project has no runs yet: the studio's first start makes the checkpoint folder
+    assert_clean_error(done, 1, f"127.0.0.1:{port}", "in use")
     assert "open:" not in done.out and "serving" not in done.err, done.text
     assert "ERROR" not in done.err, done.text
 
@@ -163,4 +164,6 @@ def test_mcp_serve_with_no_tool_named_is_refused(project: Project) -> None:
 def test_a_config_that_is_a_directory_says_so(project: Project) -> None:
     (project.root / "conf.d").mkdir()
     done = project.jianmu("tools", "list", "--config", str(project.root / "conf.d"), config=False)
+    assert_clean_error(done, 2, "conf.d", "is a directory")
+    done = project.jianmu("studio", "--checkpoints", str(project.root / "conf.d"))
     assert_clean_error(done, 2, "conf.d", "is a directory")
