@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
