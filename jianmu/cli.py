@@ -100,13 +100,15 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _positive(kind: type[int] | type[float]) -> Any:
-    """An argparse type: a number of ``kind`` above 0 (seconds, counts), else a usage error."""
+def _positive(kind: type[int] | type[float], *, zero: bool = False) -> Any:
+    """An argparse type: a number of ``kind`` above 0 (or with ``zero``, 0 or more), else a
+    usage error."""
 
     def parse(text: str) -> int | float:
         value = kind(text)  # a ValueError: argparse says "invalid float value: 'x'"
-        if not value > 0:  # also refuses NaN
-            raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
+        if not (value >= 0 if zero else value > 0):  # also refuses NaN
+            least = "0 or more" if zero else "above 0"
+            raise argparse.ArgumentTypeError(f"{text!r} must be {least}")
         return value
 
     parse.__name__ = kind.__name__  # argparse names the type in its messages
@@ -175,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tree", metavar="NAME", help="--durable: the tree to run (or TARGET)")
     run.add_argument("--inputs", metavar="JSON",
                      help="--durable: the run's inputs as a JSON object (with any --input)")
-    run.add_argument("--wait", type=_positive(float), metavar="S",
+    run.add_argument("--wait", type=_positive(float, zero=True), metavar="S",
                      help="--durable: stop waiting after S seconds (exit 4; the run goes on)")
     _run_options(run)
     run.set_defaults(handler="jianmu._cli.run:cmd_run")

@@ -288,8 +288,6 @@ def cmd_run_durable(args: argparse.Namespace) -> int:
                        "the run's timeout); --wait S stops waiting for it")
     if args.skills_dir:
         raise CLIError("--skills-dir does not apply to --durable runs")
-    if args.wait is not None and args.wait < 0:
-        raise CLIError(f"--wait {args.wait:g}: give 0 or more seconds")
     console = make_console()
     tree, inputs = _tree(args), _inputs(args)
     with open_app(args, args.durable) as engine:

@@ -134,8 +134,10 @@ def _served_skills(folders: list[str], config: AppConfig, log: Console) -> list[
     Raises:
         CLIError: the folders hold no skill at all.
     """
+    from jianmu._cli.targets import check_skills_dirs
     from jianmu.skills import SkillCatalog
 
+    check_skills_dirs(folders)
     catalog = SkillCatalog(folders, config=config)
     for error in catalog.errors:
         log.print(say(("skipped a broken skill", "yellow"), f": {error}"))

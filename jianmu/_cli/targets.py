@@ -105,7 +105,20 @@ def skill_catalog(config: AppConfig, skills_dirs: list[str] | None = None) -> An
     """The catalog: ``--skills-dir`` folders if given, else ``skills/`` and ``skills.paths``."""
     from jianmu.skills import SkillCatalog
 
+    check_skills_dirs(skills_dirs)
     return SkillCatalog(skills_dirs or None, config=config)
+
+
+def check_skills_dirs(skills_dirs: list[str] | None) -> None:
+    """Refuse a ``--skills-dir`` that is not a folder: named on the command line, it is a typo,
+    not a folder of ``skills.paths`` that a project may not have made yet."""
+    for folder in skills_dirs or ():
+        path = Path(folder).expanduser()
+        if not path.exists():
+            raise CLIError(f"--skills-dir {folder!r}: no such folder")
+        if not path.is_dir():
+            raise CLIError(f"--skills-dir {folder!r} is not a folder; give the folder that "
+                           "holds the skills")
 
 
 def load_target(

@@ -167,3 +167,16 @@ def test_a_config_that_is_a_directory_says_so(project: Project) -> None:
     assert_clean_error(done, 2, "conf.d", "is a directory")
     done = project.jianmu("studio", "--checkpoints", str(project.root / "conf.d"))
     assert_clean_error(done, 2, "conf.d", "is a directory")
+
+
+@pytest.mark.parametrize("command", [
+    ("skills", "list"), ("skills", "show", "review"), ("run", "review"),
+    ("tree", "show", "review"), ("mcp", "serve"),
+])
+def test_a_skills_dir_that_is_not_a_folder_is_named(project: Project,
+                                                    command: tuple[str, ...]) -> None:
+    done = project.jianmu(*command, "--skills-dir", "no-such-folder")
+    assert_clean_error(done, 2, "--skills-dir", "no-such-folder", "no such folder")
+    project.write("a-file.txt", "x")
+    done = project.jianmu(*command, "--skills-dir", "a-file.txt")
+    assert_clean_error(done, 2, "--skills-dir", "a-file.txt", "not a folder")
