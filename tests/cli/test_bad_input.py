@@ -180,3 +180,11 @@ def test_a_skills_dir_that_is_not_a_folder_is_named(project: Project,
     project.write("a-file.txt", "x")
     done = project.jianmu(*command, "--skills-dir", "a-file.txt")
     assert_clean_error(done, 2, "--skills-dir", "a-file.txt", "not a folder")
+
+
+@pytest.mark.parametrize("action", [("approve", "c1"), ("reject", "c1"), ("answer", "q1", "hi")])
+def test_answering_a_saved_run_without_an_app_points_to_resume(
+    project: Project, action: tuple[str, ...]
+) -> None:
+    done = project.jianmu("runs", action[0], "r1", *action[1:])
+    assert_clean_error(done, 2, "--app", "jianmu resume RUN_ID --approve ID")
