@@ -188,10 +188,28 @@ def _drive(runner: ReactiveRunner, target: Target, args: argparse.Namespace,
     try:
         result = asyncio.run(loop())
     except KeyboardInterrupt:
+        saved = _save_interrupted(runner)
         console.print(say(("interrupted", "yellow"), f": run {visible(runner.run_id)} "
-                          "stopped; its last checkpoint is kept"))
+                          f"stopped; {saved}; 'jianmu resume {visible(runner.run_id)}' "
+                          "goes on from there"))
         return ExitCode.STOPPED
     return _report(runner, target, result, progress, args, console)
+
+
+def _save_interrupted(runner: ReactiveRunner) -> str:
+    """Checkpoint a run stopped by Ctrl-C where it stands; say what was kept.
+
+    The tree was stopped (what was under way was cancelled, as at a timeout), so its state is
+    one a resume can go on from, with the decisions already given. A run that never reached a
+    checkpoint would otherwise be lost; one that did would lose what it did since.
+    """
+    # "running", as a periodic checkpoint (runtime.checkpoint_every) of an unfinished run is
+    status = RunStatus.SUSPENDED.value if runner.interaction.pending else "running"
+    try:
+        runner.save_checkpoint(status)
+    except JianmuError as exc:  # e.g. another owner took the run meanwhile
+        return f"its last checkpoint is kept (saving this point failed: {visible(str(exc))})"
+    return "saved where it stopped"
 
 
 def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],

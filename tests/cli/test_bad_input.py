@@ -188,3 +188,59 @@ def test_answering_a_saved_run_without_an_app_points_to_resume(
 ) -> None:
     done = project.jianmu("runs", action[0], "r1", *action[1:])
     assert_clean_error(done, 2, "--app", "jianmu resume RUN_ID --approve ID")
+
+
+BLOCKING = '''
+import asyncio
+from pathlib import Path
+
+from py_trees.common import Status
+from py_trees.composites import Sequence
+
+from jianmu import AsyncNode
+
+
+class Step(AsyncNode):
+    def __init__(self, name, blocks):
+        super().__init__(name)
+        self.blocks = blocks
+
+    async def update_async(self):
+        if self.blocks and not Path("go").exists():
+            print("BLOCKED", flush=True)
+            await asyncio.Event().wait()  # until Ctrl-C
+        return Status.SUCCESS
+
+
+def build_tree():
+    return Sequence("blocking", memory=True, children=[Step("first", False), Step("second", True)])
+'''
+
+
+def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(project: Project) -> None:
+    """Interrupted before any checkpoint, the run is saved where it was stopped, as it says."""
+    project.write("blocking.py", BLOCKING)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
+    env.update(COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jianmu.cli", "run", "blocking.py", "--config",
+         str(project.config)],
+        cwd=project.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    seen = ""
+    while "BLOCKED" not in seen:
+        char = process.stdout.read(1)
+        assert char, seen
+        seen += char
+    process.send_signal(signal.SIGINT)
+    code = process.wait(timeout=60)
+    rest, err = process.stdout.read(), process.stderr.read()
+    process.stdout.close()
+    process.stderr.close()
+    assert code == 4 and "interrupted" in rest and "Traceback" not in err, seen + rest + err
+    run_id = run_id_of(seen)
+    (project.root / "go").write_text("")
+    done = project.jianmu("resume", run_id)
+    assert done.code == 0 and f"success run {run_id}" in done.out, done.text
