@@ -25,6 +25,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import shlex
 import sqlite3
 import sys
 import traceback
@@ -134,6 +135,8 @@ def load_target(
     Raises:
         CLIError: the script or skill cannot be found, loaded or built.
     """
+    if launch is None and Path(spec).is_dir():
+        raise CLIError(_folder_given(Path(spec)))
     script = launch.kind == "script" if launch is not None else is_script(spec)
     try:
         if script:
@@ -141,6 +144,19 @@ def load_target(
         return _skill_target(spec, inputs, config, skills_dirs, launch)
     except (SkillLoadError, SkillNotFoundError, SkillRunError) as exc:
         raise CLIError(str(exc)) from exc
+
+
+def _folder_given(folder: Path) -> str:
+    """What to say when TARGET is a folder: how to run the skill in it, if it holds one."""
+    if (folder / "SKILL.md").is_file():
+        from jianmu.skills import SkillCatalog
+
+        catalog = SkillCatalog([folder.parent])
+        names = [s.name for s in catalog.skills() if s.folder.resolve() == folder.resolve()]
+        name = names[0] if names else folder.name
+        return (f"{str(folder)!r} is a skill's folder: name the skill, with its folder's parent "
+                f"as --skills-dir: {name} --skills-dir {shlex.quote(str(folder.parent))}")
+    return f"{str(folder)!r} is a folder; give a script (a .py file) or a skill's name"
 
 
 # -- scripts ---------------------------------------------------------------------------------

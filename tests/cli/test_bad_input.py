@@ -244,3 +244,14 @@ def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(project: Proj
     (project.root / "go").write_text("")
     done = project.jianmu("resume", run_id)
     assert done.code == 0 and f"success run {run_id}" in done.out, done.text
+
+
+@pytest.mark.parametrize("command", [("run",), ("tree", "show")])
+def test_a_folder_as_target_says_what_to_give(project: Project, command: tuple[str, ...]) -> None:
+    project.write("team/notes/SKILL.md",
+                  "---\nname: notes\ndescription: Notes.\n---\nTake notes.\n")
+    done = project.jianmu(*command, "team/notes")
+    assert_clean_error(done, 2, "skill's folder", "notes --skills-dir team")
+    (project.root / "plain").mkdir()
+    done = project.jianmu(*command, "plain")
+    assert_clean_error(done, 2, "'plain' is a folder")
