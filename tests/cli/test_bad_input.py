@@ -255,3 +255,10 @@ def test_a_folder_as_target_says_what_to_give(project: Project, command: tuple[s
     (project.root / "plain").mkdir()
     done = project.jianmu(*command, "plain")
     assert_clean_error(done, 2, "'plain' is a folder")
+
+
+def test_tools_show_of_a_server_tool_without_servers_says_none_are_configured(
+    project: Project,
+) -> None:
+    done = project.jianmu("tools", "show", "files__read")
+    assert_clean_error(done, 2, "files__read", "no MCP servers are configured")
