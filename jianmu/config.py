@@ -82,6 +82,10 @@ class _Section(BlankIsUnset):
             yield key, value
 
 
+_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+"""The variable each built-in provider reads its API key from when ``llm.api_key`` is unset."""
+
+
 class LLMConfig(_Section):
     """The model provider."""
 
@@ -118,8 +122,13 @@ class LLMConfig(_Section):
 
     @property
     def endpoint_configured(self) -> bool:
-        """Whether a real model server is configured (a base URL or an API key)."""
-        return self.provider != "scripted" and bool(self.base_url or self.api_key)
+        """Whether a real model server is configured: a base URL, an API key, or (``api_key``
+        unset) the key variable the provider reads itself (``$OPENAI_API_KEY``,
+        ``$ANTHROPIC_API_KEY``)."""
+        if self.provider == "scripted":
+            return False
+        variable = _KEY_VARIABLES.get(self.provider or "openai")  # unset provider: openai
+        return bool(self.base_url or self.api_key or (variable and os.environ.get(variable)))
 
     @field_validator("fallback")
     @classmethod

@@ -219,3 +219,20 @@ def test_a_refused_value_is_named_once_without_pydantic_wording() -> None:
 def test_malformed_tool_rules_name_the_file_and_line() -> None:
     with pytest.raises(ConfigError, match=r"^c\.yaml:4: guard\.tool_policy: invalid tool rule"):
         parse_config("guard:\n  tool_policy:\n    bash: allow\n    'bash(git': deny\n", "c.yaml")
+
+
+@pytest.mark.parametrize(("provider", "variable"), [
+    (None, "OPENAI_API_KEY"), ("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY"),
+])
+def test_a_providers_own_key_variable_configures_it(
+    monkeypatch: pytest.MonkeyPatch, provider: str | None, variable: str
+) -> None:
+    """As the shipped config says: an empty ``api_key`` lets the provider read its variable."""
+    from jianmu.config import LLMConfig
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    assert not LLMConfig(provider=provider, model="m").endpoint_configured
+    monkeypatch.setenv(variable, "sk-test")
+    assert LLMConfig(provider=provider, model="m").endpoint_configured
+    assert not LLMConfig(provider="scripted").endpoint_configured

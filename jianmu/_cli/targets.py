@@ -288,9 +288,10 @@ def configured_llm(config: AppConfig, who: str) -> Any:
 
     if not (config.llm.endpoint_configured or config.llm.provider == "scripted"):
         raise CLIError(
-            f"{who} needs a model, and none is configured: set llm.base_url (and llm.model) "
-            "in the config, or the environment variables JIANMU_LLM_BASE_URL and "
-            "JIANMU_LLM_MODEL (or OPENAI_API_KEY)"
+            f"{who} needs a model, and none is configured: set llm.model in the config, with "
+            "llm.base_url (any OpenAI-compatible server) or an API key (llm.api_key, else "
+            "$OPENAI_API_KEY, or $ANTHROPIC_API_KEY with llm.provider: anthropic); the "
+            "shipped configs/jianmu.yaml reads JIANMU_LLM_BASE_URL and JIANMU_LLM_MODEL"
         )
     try:
         return from_config(config)
