@@ -262,3 +262,10 @@ def test_tools_show_of_a_server_tool_without_servers_says_none_are_configured(
 ) -> None:
     done = project.jianmu("tools", "show", "files__read")
     assert_clean_error(done, 2, "files__read", "no MCP servers are configured")
+
+
+def test_an_input_given_twice_is_refused(project: Project) -> None:
+    done = project.jianmu("run", APPROVAL_FLOW, "--input", "note=a", "--input", "note:=\"b\"",
+                          "--non-interactive")
+    assert_clean_error(done, 2, "--input 'note' is given twice")
+    assert "approval-flow" not in project.jianmu("runs", "list").out
