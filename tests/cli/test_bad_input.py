@@ -269,3 +269,12 @@ def test_an_input_given_twice_is_refused(project: Project) -> None:
                           "--non-interactive")
     assert_clean_error(done, 2, "--input 'note' is given twice")
     assert "approval-flow" not in project.jianmu("runs", "list").out
+
+
+def test_a_checkpoint_path_whose_folder_cannot_be_made_is_named(project: Project) -> None:
+    project.write("blocker", "a file where a folder is needed")
+    project.config.write_text(f"runtime:\n  checkpoint_path: {project.root / 'blocker' / 'x.db'}\n",
+                              encoding="utf-8")
+    done = project.jianmu("run", APPROVAL_FLOW, "--input", "note=x", "--non-interactive")
+    assert_clean_error(done, 1, "cannot open checkpoint store", "blocker")
+    assert "FileExistsError" not in done.err and "NotADirectoryError" not in done.err, done.err
