@@ -278,3 +278,15 @@ def test_a_checkpoint_path_whose_folder_cannot_be_made_is_named(project: Project
     done = project.jianmu("run", APPROVAL_FLOW, "--input", "note=x", "--non-interactive")
     assert_clean_error(done, 1, "cannot open checkpoint store", "blocker")
     assert "FileExistsError" not in done.err and "NotADirectoryError" not in done.err, done.err
+
+
+def test_python_dash_m_jianmu_is_the_command(project: Project) -> None:
+    done = subprocess.run([sys.executable, "-m", "jianmu", "--version"], cwd=project.root,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("jianmu "), done.stdout + done.stderr
+    done = subprocess.run([sys.executable, "-m", "jianmu", "resume", "nope", "--config",
+                           str(project.config)], cwd=project.root,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "jianmu: error: no run 'nope'" in done.stderr, done.stderr
