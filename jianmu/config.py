@@ -502,8 +502,27 @@ def parse_config(text: str, where: str = "<config>") -> AppConfig:
         problems = "\n".join(_explain(e, where, lines) for e in exc.errors())
         raise ConfigError(problems) from None
     _check_rule_keys(config, where, lines)
+    _check_mcp_servers(config, where, lines)
     config.source = where
     return config
+
+
+def _check_mcp_servers(config: AppConfig, where: str, lines: dict[tuple[Any, ...], int]) -> None:
+    """Refuse an ``mcp.servers`` entry no client could connect with, with its line (the client
+    checks the same when it connects, too late for a file's line)."""
+    for name, server in config.mcp.servers.items():
+        problem = None
+        if (server.command is None) == (server.url is None):
+            problem = ("give exactly one of command (a stdio server) or url (a streamable-HTTP "
+                       "server)")
+        elif server.url is not None and not server.url.startswith(("http://", "https://")):
+            problem = "url must start with http:// or https://"
+        elif server.command is not None and (server.headers or server.auth):
+            problem = ("headers and auth are for a url server; give a stdio server its "
+                       "secrets through env")
+        if problem is not None:
+            line = lines.get(("mcp", "servers", name), "?")
+            raise ConfigError(f"{where}:{line}: mcp.servers.{name}: {problem}")
 
 
 def _check_rule_keys(config: AppConfig, where: str, lines: dict[tuple[Any, ...], int]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,17 @@ def test_a_providers_own_key_variable_configures_it(
     monkeypatch.setenv(variable, "sk-test")
     assert LLMConfig(provider=provider, model="m").endpoint_configured
     assert not LLMConfig(provider="scripted").endpoint_configured
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    ("{}", "exactly one of command"),
+    ("{command: srv, url: 'http://127.0.0.1:9/mcp'}", "exactly one of command"),
+    ("{url: 'ftp://host/mcp'}", "http:// or https://"),
+    ("{command: srv, headers: {X-Key: k}}", "headers and auth are for a url server"),
+])
+def test_an_mcp_server_no_client_could_reach_names_the_file_and_line(
+    entry: str, problem: str
+) -> None:
+    pattern = rf"^c\.yaml:4: mcp\.servers\.bad: .*{re.escape(problem)}"
+    with pytest.raises(ConfigError, match=pattern):
+        parse_config(f"mcp:\n  servers:\n    good: {{command: srv}}\n    bad: {entry}\n", "c.yaml")
