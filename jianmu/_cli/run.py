@@ -207,7 +207,7 @@ def _save_interrupted(runner: ReactiveRunner) -> str:
     status = RunStatus.SUSPENDED.value if runner.interaction.pending else "running"
     try:
         runner.save_checkpoint(status)
-    except JianmuError as exc:  # e.g. another owner took the run meanwhile
+    except Exception as exc:  # another owner took the run meanwhile, a full disk: say so
         return f"its last checkpoint is kept (saving this point failed: {visible(str(exc))})"
     return "saved where it stopped"
 
