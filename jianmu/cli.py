@@ -100,6 +100,32 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+def _positive(kind: type[int] | type[float], *, zero: bool = False) -> Any:
+    """An argparse type: a number of ``kind`` above 0 (or with ``zero``, 0 or more), else a
+    usage error."""
+
+    def parse(text: str) -> int | float:
+        value = kind(text)  # a ValueError: argparse says "invalid float value: 'x'"
+        if not (value >= 0 if zero else value > 0):  # also refuses NaN
+            least = "0 or more" if zero else "above 0"
+            raise argparse.ArgumentTypeError(f"{text!r} must be {least}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 1..65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: use 1..65535")
+    return port
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     # SUPPRESS: given before or after the sub-command, the value is kept either way
     parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
@@ -115,7 +141,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                              "and exit with code 3")
     parser.add_argument("--approve-all", action="store_true",
                         help="approve every request without asking")
-    parser.add_argument("--timeout", type=float, metavar="S",
+    parser.add_argument("--timeout", type=_positive(float), metavar="S",
                         help="seconds the tree may run (default: the config's runtime.timeout "
                              "or the skill's); time waiting for answers does not count")
 
@@ -151,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tree", metavar="NAME", help="--durable: the tree to run (or TARGET)")
     run.add_argument("--inputs", metavar="JSON",
                      help="--durable: the run's inputs as a JSON object (with any --input)")
-    run.add_argument("--wait", type=float, metavar="S",
+    run.add_argument("--wait", type=_positive(float, zero=True), metavar="S",
                      help="--durable: stop waiting after S seconds (exit 4; the run goes on)")
     _run_options(run)
     run.set_defaults(handler="jianmu._cli.run:cmd_run")
@@ -178,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                  epilog=_STUDIO_EPILOG)
     studio.add_argument("--host", default="127.0.0.1",
                         help="interface to serve on (default 127.0.0.1; others print a warning)")
-    studio.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    studio.add_argument("--port", type=_port, default=8765, help="port (default 8765)")
     studio.add_argument("--checkpoints", metavar="PATH",
                         help="the SQLite checkpoint file (default: the config's "
                              "runtime.checkpoint_path, where 'jianmu run' saves runs)")
@@ -245,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "skill://<skill>/<path>")
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     serve.add_argument("--host", default="127.0.0.1", help="http: interface (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="http: port (default 8000)")
+    serve.add_argument("--port", type=_port, default=8000, help="http: port (default 8000)")
     serve.add_argument("--path", default="/mcp", help="http: endpoint path (default /mcp)")
     serve.add_argument("--token-env", metavar="NAME",
                        help="http: read the bearer token every request must carry from the "
@@ -272,7 +298,7 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
     worker.add_argument("--id", metavar="EXECUTOR_ID",
                         help="this worker's stable id (restarted with it, it resumes its runs "
                              "at once; default: the engine's, else a fresh one)")
-    worker.add_argument("--concurrency", type=int, metavar="N",
+    worker.add_argument("--concurrency", type=_positive(int), metavar="N",
                         help="runs executed at once (default: durable.worker_concurrency)")
     worker.set_defaults(handler="jianmu._cli.durable:cmd_worker")
 

@@ -82,6 +82,10 @@ class _Section(BlankIsUnset):
             yield key, value
 
 
+_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+"""The variable each built-in provider reads its API key from when ``llm.api_key`` is unset."""
+
+
 class LLMConfig(_Section):
     """The model provider."""
 
@@ -118,8 +122,13 @@ class LLMConfig(_Section):
 
     @property
     def endpoint_configured(self) -> bool:
-        """Whether a real model server is configured (a base URL or an API key)."""
-        return self.provider != "scripted" and bool(self.base_url or self.api_key)
+        """Whether a real model server is configured: a base URL, an API key, or (``api_key``
+        unset) the key variable the provider reads itself (``$OPENAI_API_KEY``,
+        ``$ANTHROPIC_API_KEY``)."""
+        if self.provider == "scripted":
+            return False
+        variable = _KEY_VARIABLES.get(self.provider or "openai")  # unset provider: openai
+        return bool(self.base_url or self.api_key or (variable and os.environ.get(variable)))
 
     @field_validator("fallback")
     @classmethod
@@ -435,6 +444,13 @@ def _explain(error: Any, where: str, lines: dict[tuple[Any, ...], int]) -> str:
     if error["type"] == "extra_forbidden":
         return f"{where}:{line}: {_dotted(loc)}: unknown key{unknown_key_hint(AppConfig, loc)}"
     got = error.get("input")
+    if error["type"] == "value_error":  # our own validators' words, without pydantic's
+        message = str(error["ctx"]["error"])
+        head, sep, rest = message.partition(": ")
+        # a validator's message may start with the key path it knows ("llm.provider: ...")
+        if sep and head.replace("[", ".").split(".")[-1].rstrip("]") == str(loc[-1]):
+            message = rest
+        error = {**error, "msg": message}
     if _SECRET_KEYS.intersection(str(part) for part in loc):
         return f"{where}:{line}: {_dotted(loc)}: {error['msg']} (value not shown: it may be secret)"
     return (
@@ -445,19 +461,23 @@ def _explain(error: Any, where: str, lines: dict[tuple[Any, ...], int]) -> str:
 
 def _find_config(path: str | os.PathLike[str] | None) -> Path | None:
     if path is not None:
-        explicit = Path(path)
-        if not explicit.is_file():
-            raise ConfigError(f"{explicit}: config file not found")
-        return explicit
+        return _config_file(Path(path), "config file")
     env = os.environ.get("JIANMU_CONFIG")
     if env:
-        if not Path(env).is_file():
-            raise ConfigError(f"{env}: config file named by $JIANMU_CONFIG not found")
-        return Path(env)
+        return _config_file(Path(env), "config file named by $JIANMU_CONFIG")
     for candidate in _SEARCH_PATHS:
         if Path(candidate).is_file():
             return Path(candidate)
     return None
+
+
+def _config_file(path: Path, what: str) -> Path:
+    """``path`` if it is a file; else a `ConfigError` saying what it is instead."""
+    if path.is_file():
+        return path
+    if path.is_dir():
+        raise ConfigError(f"{path}: {what} is a directory; name the YAML file in it")
+    raise ConfigError(f"{path}: {what} not found")
 
 
 def parse_config(text: str, where: str = "<config>") -> AppConfig:
@@ -483,8 +503,56 @@ def parse_config(text: str, where: str = "<config>") -> AppConfig:
     except ValidationError as exc:
         problems = "\n".join(_explain(e, where, lines) for e in exc.errors())
         raise ConfigError(problems) from None
+    _check_rule_keys(config, where, lines)
+    _check_mcp_servers(config, where, lines)
     config.source = where
     return config
+
+
+def _check_mcp_servers(config: AppConfig, where: str, lines: dict[tuple[Any, ...], int]) -> None:
+    """Refuse an ``mcp.servers`` entry no client could connect with, with its line (the client
+    checks the same when it connects, too late for a file's line)."""
+    for name, server in config.mcp.servers.items():
+        problem = None
+        if (server.command is None) == (server.url is None):
+            problem = ("give exactly one of command (a stdio server) or url (a streamable-HTTP "
+                       "server)")
+        elif server.url is not None and not server.url.startswith(("http://", "https://")):
+            problem = "url must start with http:// or https://"
+        elif server.command is not None and (server.headers or server.auth):
+            problem = ("headers and auth are for a url server; give a stdio server its "
+                       "secrets through env")
+        if problem is not None:
+            line = lines.get(("mcp", "servers", name), "?")
+            raise ConfigError(f"{where}:{line}: mcp.servers.{name}: {problem}")
+
+
+def _check_rule_keys(config: AppConfig, where: str, lines: dict[tuple[Any, ...], int]) -> None:
+    """Refuse a ``tool_policy`` or ``rate_limits`` key the guard could not use, with its line.
+
+    The guard parses them when a run starts; checked here too, a typo stops the command before
+    a run is created and saved, and the error names the file and line.
+    """
+    guard = config.guard
+    if not guard.tool_policy and not guard.rate_limits:
+        return
+    # the rule grammar loads only for a config that writes rules
+    from jianmu.guard._rules import parse_rule
+    from jianmu.guard.checkers import _check_rule_name
+
+    keyed = [("tool_policy", key) for key in guard.tool_policy]
+    keyed += [("rate_limits", key) for key in guard.rate_limits]
+    for section, key in keyed:
+        try:
+            if section == "tool_policy":
+                parse_rule(key)
+            name = key.split("(", 1)[0] if section == "tool_policy" else key
+            _check_rule_name(f"guard.{section}", key, name.strip())
+        except ConfigError as exc:
+            line = lines.get(("guard", section, key), "?")
+            message = str(exc)  # the name check's message already says where
+            named = message if message.startswith("guard.") else f"guard.{section}: {message}"
+            raise ConfigError(f"{where}:{line}: {named}") from None
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> AppConfig:

@@ -326,7 +326,9 @@ class BlankIsUnset(BaseModel):
     out (it has a default, or accepts ``None``).
 
     ``${VAR:-}`` in a config file gives ``""`` when the variable is unset, and a person may write
-    ``key: ""`` for the same: either way the field takes its default, as if it were absent.
+    ``key: ""`` for the same: either way the field takes its default, as if it were absent. So
+    does ``key:`` with no value (YAML null) for a field that has a default but no ``None``:
+    a section whose lines are all commented out, say.
     """
 
     # Every model of the package defers its validator to its first use (pydantic's
@@ -351,8 +353,12 @@ class BlankIsUnset(BaseModel):
         fields = cls.model_fields
         blank = [
             key for key, value in data.items()
-            if isinstance(value, str) and not value.strip() and key in fields
-            and (not fields[key].is_required() or _admits_none(fields[key].annotation))
+            if key in fields and (
+                (isinstance(value, str) and not value.strip()
+                 and (not fields[key].is_required() or _admits_none(fields[key].annotation)))
+                or (value is None and not fields[key].is_required()
+                    and not _admits_none(fields[key].annotation))
+            )
         ]
         if not blank:
             return data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,59 @@ def test_the_default_follows_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     two = default_config()
     assert one.runtime.checkpoint_path.startswith(str(tmp_path / "one"))
     assert two.runtime.checkpoint_path.startswith(str(tmp_path / "two"))
+
+
+# -- what a new user writes --------------------------------------------------------------------
+def test_a_section_or_setting_left_empty_takes_its_defaults() -> None:
+    """``guard:`` with every line under it commented out is YAML null: the section's defaults,
+    as a blank value already is, not a type error."""
+    config = parse_config("guard:\n  # default_policy: allow\nllm:\n  timeout:\n"
+                          "execution:\n  timeout_s:\nruntime:\n")
+    assert config.guard == AppConfig().guard and config.runtime == AppConfig().runtime
+    assert config.llm.timeout == AppConfig().llm.timeout
+    assert config.execution.timeout_s == AppConfig().execution.timeout_s
+
+
+def test_a_refused_value_is_named_once_without_pydantic_wording() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config("llm:\n  fallback:\n    - provider: nope\n", "c.yaml")
+    message = str(caught.value)
+    assert message.startswith("c.yaml:3: llm.fallback.0.provider: 'nope' is not a registered"), \
+        message
+    assert "Value error" not in message and "llm.provider" not in message, message
+
+
+def test_malformed_tool_rules_name_the_file_and_line() -> None:
+    with pytest.raises(ConfigError, match=r"^c\.yaml:4: guard\.tool_policy: invalid tool rule"):
+        parse_config("guard:\n  tool_policy:\n    bash: allow\n    'bash(git': deny\n", "c.yaml")
+
+
+@pytest.mark.parametrize(("provider", "variable"), [
+    (None, "OPENAI_API_KEY"), ("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY"),
+])
+def test_a_providers_own_key_variable_configures_it(
+    monkeypatch: pytest.MonkeyPatch, provider: str | None, variable: str
+) -> None:
+    """As the shipped config says: an empty ``api_key`` lets the provider read its variable."""
+    from jianmu.config import LLMConfig
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    assert not LLMConfig(provider=provider, model="m").endpoint_configured
+    monkeypatch.setenv(variable, "sk-test")
+    assert LLMConfig(provider=provider, model="m").endpoint_configured
+    assert not LLMConfig(provider="scripted").endpoint_configured
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    ("{}", "exactly one of command"),
+    ("{command: srv, url: 'http://127.0.0.1:9/mcp'}", "exactly one of command"),
+    ("{url: 'ftp://host/mcp'}", "http:// or https://"),
+    ("{command: srv, headers: {X-Key: k}}", "headers and auth are for a url server"),
+])
+def test_an_mcp_server_no_client_could_reach_names_the_file_and_line(
+    entry: str, problem: str
+) -> None:
+    pattern = rf"^c\.yaml:4: mcp\.servers\.bad: .*{re.escape(problem)}"
+    with pytest.raises(ConfigError, match=pattern):
+        parse_config(f"mcp:\n  servers:\n    good: {{command: srv}}\n    bad: {entry}\n", "c.yaml")

@@ -101,7 +101,8 @@ def parse_inputs(pairs: Iterable[str]) -> dict[str, Any]:
     """``key=value`` (a string) and ``key:=json`` (a JSON value) into a dict.
 
     Raises:
-        CLIError: a pair has no ``=``, an empty key, or ``:=`` with invalid JSON.
+        CLIError: a pair has no ``=``, an empty key, a key given twice, or ``:=`` with
+            invalid JSON.
     """
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -122,6 +123,8 @@ def parse_inputs(pairs: Iterable[str]) -> dict[str, Any]:
         key = key.strip()
         if not key:
             raise CLIError(f"--input {pair!r}: the key before '=' is empty")
+        if key in out:  # the first value would be dropped without a word
+            raise CLIError(f"--input {key!r} is given twice; give each input once")
         out[key] = parsed
     return out
 

@@ -66,8 +66,13 @@ __all__ = (
 def _app_spec(args: argparse.Namespace) -> str:
     spec = getattr(args, "app", None) or os.environ.get("JIANMU_APP")
     if not spec:
+        saved = ""
+        if getattr(args, "action", None) in ("approve", "reject", "answer"):
+            # a person with a run 'jianmu run' saved lands here from 'jianmu runs --help'
+            saved = ("; a run 'jianmu run' saved is answered with 'jianmu resume RUN_ID "
+                     "--approve ID' (--reject ID, --answer ID TEXT)")
         raise CLIError("name the durable app: --app MODULE:ATTR or path/to/file.py:ATTR "
-                       "(or set JIANMU_APP)")
+                       f"(or set JIANMU_APP){saved}")
     return str(spec)
 
 
@@ -288,8 +293,6 @@ def cmd_run_durable(args: argparse.Namespace) -> int:
                        "the run's timeout); --wait S stops waiting for it")
     if args.skills_dir:
         raise CLIError("--skills-dir does not apply to --durable runs")
-    if args.wait is not None and args.wait < 0:
-        raise CLIError(f"--wait {args.wait:g}: give 0 or more seconds")
     console = make_console()
     tree, inputs = _tree(args), _inputs(args)
     with open_app(args, args.durable) as engine:

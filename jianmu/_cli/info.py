@@ -211,6 +211,9 @@ def cmd_tools_show(args: argparse.Namespace) -> int:
         try:
             tool = BuiltinToolProvider().load(args.name)
         except ToolNotFoundError as exc:
+            if "__" in args.name:  # server__tool, as --help offers, with no server configured
+                raise CLIError(f"{exc}; {args.name!r} reads as server__tool, and no MCP servers "
+                               "are configured (mcp.servers)") from exc
             raise CLIError(str(exc)) from exc
     if args.format == "openai":
         data: Any = tool.to_openai()

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shlex
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
@@ -76,6 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """``jianmu resume RUN_ID``."""
     console = make_console()
+    _one_decision_each(args)
     config = load_cli_config(args.config)
     checkpointer, launches = _stores(config)
     try:
@@ -105,24 +110,39 @@ def cmd_resume(args: argparse.Namespace) -> int:
         )
         target.attach(runner)
         console.print(f"resuming run {visible(runner.run_id)}: {_describe(target)}")
+        # every decision is recorded before any is reported: one refused, none was taken
+        # (they live in the runner until it checkpoints, and it is not run)
+        taken: list[str] = []
         try:
             edited = _edited_arguments(args)
             for request_id in args.approve or []:
                 runner.approve(request_id, args.message, arguments=edited)
                 note = " with edited arguments" if edited is not None else ""
-                console.print(f"  ✓ approved {visible(request_id)}{note}")
+                taken.append(f"  ✓ approved {visible(request_id)}{note}")
             for request_id, text in getattr(args, "answer", None) or []:
                 runner.answer(request_id, text)
-                console.print(f"  ✓ answered {visible(request_id)}")
+                taken.append(f"  ✓ answered {visible(request_id)}")
             for request_id in args.reject or []:
                 runner.reject(request_id, args.message or "rejected with jianmu resume")
-                console.print(f"  ✗ rejected {visible(request_id)}")
+                taken.append(f"  ✗ rejected {visible(request_id)}")
         except InteractionError as exc:
-            raise CLIError(str(exc)) from exc
+            raise CLIError(f"{exc}; nothing was recorded") from exc
+        for line in taken:
+            console.print(line)
         return _drive(runner, target, args, console)
     finally:
         launches.close()
         checkpointer.close()
+
+
+def _one_decision_each(args: argparse.Namespace) -> None:
+    """Refuse a request given two decisions (``--approve X --approve X``, ``--reject X``)."""
+    given = [*(args.approve or []), *(args.reject or []),
+             *(request_id for request_id, _text in getattr(args, "answer", None) or [])]
+    twice = sorted({request_id for request_id in given if given.count(request_id) > 1})
+    if twice:
+        raise CLIError(f"request {twice[0]!r} is given twice (--approve, --reject, --answer); "
+                       "give each request one decision")
 
 
 def _edited_arguments(args: argparse.Namespace) -> dict[str, object] | None:
@@ -158,7 +178,9 @@ def _drive(runner: ReactiveRunner, target: Target, args: argparse.Namespace,
                 spent += result.duration
                 if result.status is not RunStatus.SUSPENDED:
                     return result
-                if not _decide(runner, result.pending, args, console):
+                with _plain_ctrl_c():
+                    decided = _decide(runner, result.pending, args, console)
+                if not decided:
                     return result
         finally:
             await target.close()
@@ -166,10 +188,28 @@ def _drive(runner: ReactiveRunner, target: Target, args: argparse.Namespace,
     try:
         result = asyncio.run(loop())
     except KeyboardInterrupt:
+        saved = _save_interrupted(runner)
         console.print(say(("interrupted", "yellow"), f": run {visible(runner.run_id)} "
-                          "stopped; its last checkpoint is kept"))
+                          f"stopped; {saved}; 'jianmu resume {visible(runner.run_id)}' "
+                          "goes on from there"))
         return ExitCode.STOPPED
     return _report(runner, target, result, progress, args, console)
+
+
+def _save_interrupted(runner: ReactiveRunner) -> str:
+    """Checkpoint a run stopped by Ctrl-C where it stands; say what was kept.
+
+    The tree was stopped (what was under way was cancelled, as at a timeout), so its state is
+    one a resume can go on from, with the decisions already given. A run that never reached a
+    checkpoint would otherwise be lost; one that did would lose what it did since.
+    """
+    # "running", as a periodic checkpoint (runtime.checkpoint_every) of an unfinished run is
+    status = RunStatus.SUSPENDED.value if runner.interaction.pending else "running"
+    try:
+        runner.save_checkpoint(status)
+    except Exception as exc:  # another owner took the run meanwhile, a full disk: say so
+        return f"its last checkpoint is kept (saving this point failed: {visible(str(exc))})"
+    return "saved where it stopped"
 
 
 def _decide(runner: ReactiveRunner, pending: tuple[ApprovalRequest, ...],
@@ -225,6 +265,24 @@ def _ask_until_decided(runner: ReactiveRunner, request: ApprovalRequest,
             console.print(f"  {visible(str(exc))}")
             continue
         return True
+
+
+@contextlib.contextmanager
+def _plain_ctrl_c() -> Iterator[None]:
+    """Ctrl-C raises `KeyboardInterrupt` at once while the person is asked.
+
+    The prompts wait inside ``asyncio.run``, whose SIGINT handler only cancels the main task:
+    a blocking read of standard input never sees that, and the person would have to press
+    Ctrl-C twice. While asking, Ctrl-C acts as in any plain program.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (and it is the one that gets SIGINT)
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _ask_question(request: ApprovalRequest, console: Console) -> str | None:

@@ -19,6 +19,8 @@ from jianmu._cli.common import (
 from jianmu.errors import JianmuError, SandboxError, SkillLoadError
 
 if TYPE_CHECKING:
+    import socket
+
     from rich.console import Console
 
     from jianmu.config import AppConfig
@@ -49,6 +51,9 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
     # stdout is the MCP channel in stdio mode: everything for people goes to stderr
     log = make_console(stderr=True)
     names = _split(args.tools) if args.tools is not None else list(DEFAULT_SERVED_TOOLS)
+    if not names:
+        raise CLIError(f"--tools {args.tools!r} names no tool; write e.g. --tools "
+                       "read_file,calculator (or leave it out for the read-only ones)")
     try:
         toolset = ToolSet.resolve(names, strict=True)
     except JianmuError as exc:
@@ -65,6 +70,7 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
             raise CLIError(str(exc)) from exc
     # the token is checked before the banner: a server that cannot start must not say it serves
     token = _bearer_token(args) if args.transport == "http" else None
+    listener = _listener(args.host, args.port) if args.transport == "http" else None
     where = "stdio" if args.transport == "stdio" else \
         f"http://{args.host}:{args.port}{args.path}"
     # what clients will see: the guard's tool_policy hides denied tools from the listing
@@ -84,12 +90,23 @@ def cmd_mcp_serve(args: argparse.Namespace) -> int:
     try:
         serve_sync(toolset, transport=args.transport, host=args.host, port=args.port,
                    path=args.path, guard=config.guard, execution=config.execution,
-                   prompts=prompt_skills, files=skills, token=token, config=config)
+                   prompts=prompt_skills, files=skills, token=token, config=config,
+                   listener=listener)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     except KeyboardInterrupt:
         log.print("stopped")
     return ExitCode.OK
+
+
+def _listener(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the banner (a port in use is one error line)."""
+    from jianmu._net import bind_listener
+
+    try:
+        return bind_listener(host, port)
+    except OSError as exc:
+        raise CLIError(f"--host/--port: {exc.strerror or exc}", ExitCode.FAILURE) from exc
 
 
 def _bearer_token(args: argparse.Namespace) -> str:
@@ -117,8 +134,10 @@ def _served_skills(folders: list[str], config: AppConfig, log: Console) -> list[
     Raises:
         CLIError: the folders hold no skill at all.
     """
+    from jianmu._cli.targets import check_skills_dirs
     from jianmu.skills import SkillCatalog
 
+    check_skills_dirs(folders)
     catalog = SkillCatalog(folders, config=config)
     for error in catalog.errors:
         log.print(say(("skipped a broken skill", "yellow"), f": {error}"))
@@ -188,8 +207,13 @@ def cmd_studio(args: argparse.Namespace) -> int:
     config = load_cli_config(args.config)
     path = os.path.abspath(os.path.expanduser(args.checkpoints or
                                               config.runtime.checkpoint_path))
+    if args.checkpoints and os.path.isdir(path):
+        raise CLIError(f"--checkpoints {args.checkpoints!r} is a directory; name the SQLite "
+                       "file in it")
     if args.checkpoints and not os.path.isfile(path):
         raise CLIError(f"--checkpoints {args.checkpoints!r}: no such file")
+    # the config's file is made by the first 'jianmu run': before it, an empty list
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     journal = Journal(path)
     sources: list = [CheckpointRuns(path, journal, restorer(path, config, bool(args.config)))]
     if args.app:
@@ -206,6 +230,7 @@ def cmd_studio(args: argparse.Namespace) -> int:
               "who can reach it and learns the token can approve tool calls", file=sys.stderr)
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     host = f"[{shown}]" if ":" in shown else shown
+    listener = _listener(args.host, args.port)
     print(f"Jianmu Studio on {path}" + (f" and app {args.app}" if args.app else ""), flush=True)
     print(f"open: http://{host}:{args.port}/?token={token}", flush=True)
     server = uvicorn.Server(uvicorn.Config(
@@ -213,7 +238,7 @@ def cmd_studio(args: argparse.Namespace) -> int:
         port=args.port, log_level="warning",
         timeout_graceful_shutdown=1,
     ))
-    server.run()
+    server.run(sockets=[listener])
     return ExitCode.OK
 
 

@@ -25,6 +25,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import shlex
 import sqlite3
 import sys
 import traceback
@@ -105,7 +106,20 @@ def skill_catalog(config: AppConfig, skills_dirs: list[str] | None = None) -> An
     """The catalog: ``--skills-dir`` folders if given, else ``skills/`` and ``skills.paths``."""
     from jianmu.skills import SkillCatalog
 
+    check_skills_dirs(skills_dirs)
     return SkillCatalog(skills_dirs or None, config=config)
+
+
+def check_skills_dirs(skills_dirs: list[str] | None) -> None:
+    """Refuse a ``--skills-dir`` that is not a folder: named on the command line, it is a typo,
+    not a folder of ``skills.paths`` that a project may not have made yet."""
+    for folder in skills_dirs or ():
+        path = Path(folder).expanduser()
+        if not path.exists():
+            raise CLIError(f"--skills-dir {folder!r}: no such folder")
+        if not path.is_dir():
+            raise CLIError(f"--skills-dir {folder!r} is not a folder; give the folder that "
+                           "holds the skills")
 
 
 def load_target(
@@ -121,6 +135,8 @@ def load_target(
     Raises:
         CLIError: the script or skill cannot be found, loaded or built.
     """
+    if launch is None and Path(spec).is_dir():
+        raise CLIError(_folder_given(Path(spec)))
     script = launch.kind == "script" if launch is not None else is_script(spec)
     try:
         if script:
@@ -128,6 +144,19 @@ def load_target(
         return _skill_target(spec, inputs, config, skills_dirs, launch)
     except (SkillLoadError, SkillNotFoundError, SkillRunError) as exc:
         raise CLIError(str(exc)) from exc
+
+
+def _folder_given(folder: Path) -> str:
+    """What to say when TARGET is a folder: how to run the skill in it, if it holds one."""
+    if (folder / "SKILL.md").is_file():
+        from jianmu.skills import SkillCatalog
+
+        catalog = SkillCatalog([folder.parent])
+        names = [s.name for s in catalog.skills() if s.folder.resolve() == folder.resolve()]
+        name = names[0] if names else folder.name
+        return (f"{str(folder)!r} is a skill's folder: name the skill, with its folder's parent "
+                f"as --skills-dir: {name} --skills-dir {shlex.quote(str(folder.parent))}")
+    return f"{str(folder)!r} is a folder; give a script (a .py file) or a skill's name"
 
 
 # -- scripts ---------------------------------------------------------------------------------
@@ -259,9 +288,10 @@ def configured_llm(config: AppConfig, who: str) -> Any:
 
     if not (config.llm.endpoint_configured or config.llm.provider == "scripted"):
         raise CLIError(
-            f"{who} needs a model, and none is configured: set llm.base_url (and llm.model) "
-            "in the config, or the environment variables JIANMU_LLM_BASE_URL and "
-            "JIANMU_LLM_MODEL (or OPENAI_API_KEY)"
+            f"{who} needs a model, and none is configured: set llm.model in the config, with "
+            "llm.base_url (any OpenAI-compatible server) or an API key (llm.api_key, else "
+            "$OPENAI_API_KEY, or $ANTHROPIC_API_KEY with llm.provider: anthropic); the "
+            "shipped configs/jianmu.yaml reads JIANMU_LLM_BASE_URL and JIANMU_LLM_MODEL"
         )
     try:
         return from_config(config)

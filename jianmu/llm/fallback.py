@@ -153,7 +153,13 @@ class FallbackLLM(BaseLLMProvider):
             raise ConfigError("llm.provider: name the first model's own provider (openai, "
                               "anthropic, ...) and list the others under llm.fallback")
         first = from_config(llm.model_copy(update={"fallback": []}))
-        return cls([first, *(from_config(each) for each in llm.fallback)])
+        models = [first]
+        for index, each in enumerate(llm.fallback):
+            try:
+                models.append(from_config(each))
+            except ConfigError as exc:  # its message says "llm.": say which model it is
+                raise ConfigError(f"llm.fallback[{index}]: {exc}") from exc
+        return cls(models)
 
     def __repr__(self) -> str:
         return f"FallbackLLM([{', '.join(repr(m) for m in self.models)}])"

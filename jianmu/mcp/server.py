@@ -51,6 +51,8 @@ from jianmu.tools.calls import ToolCall, ToolResult, render_output, shown_name
 from jianmu.tools.registry import ToolSet
 
 if TYPE_CHECKING:
+    import socket
+
     from mcp.server.lowlevel import Server
 
     from jianmu.config import AppConfig
@@ -297,6 +299,7 @@ async def serve(
     files: Iterable[FileSource] = (),
     token: str | None = None,
     config: AppConfig | None = None,
+    listener: socket.socket | None = None,
 ) -> None:
     """Serve ``toolset`` over MCP until the client disconnects (stdio) or the task is cancelled.
 
@@ -316,9 +319,12 @@ async def serve(
         token: http: the bearer token every request must carry (``jianmu._secrets.new_token``
             makes one); required, on every interface, loopback included.
         config: The configuration the tools run under (see `build_mcp_server`).
+        listener: http: a socket already bound to ``host:port`` (`jianmu._net.bind_listener`)
+            to serve on; default: one bound here.
 
     Raises:
         ValueError: an unknown transport, a port outside 1..65535, or http without a token.
+        OSError: http: ``host:port`` cannot be listened on (in use, not this machine's).
         MissingExtraError: the ``mcp`` extra (or uvicorn, for http) is not installed.
     """
     if transport not in ("stdio", "http"):
@@ -358,7 +364,11 @@ async def serve(
         token_verifier=BearerToken(token),
     )
     settings = uvicorn.Config(app, host=host, port=port, log_level="warning")
-    await uvicorn.Server(settings).serve()
+    if listener is None:
+        from jianmu._net import bind_listener
+
+        listener = bind_listener(host, port)
+    await uvicorn.Server(settings).serve(sockets=[listener])
 
 
 @dataclass(frozen=True, repr=False)

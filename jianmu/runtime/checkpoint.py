@@ -109,7 +109,11 @@ class SQLiteCheckpointer:
         self._clock = clock
         self._granted: set[tuple[str, str]] = set()  # released on close()
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # one line naming the file, as an unopenable one gets
+                raise CheckpointError(f"cannot open checkpoint store {self.path!r}: cannot make "
+                                      f"its folder: {exc.strerror or exc}") from exc
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)

@@ -336,3 +336,17 @@ def test_prompt_skill_runs_with_the_configured_model(project: Project) -> None:
     assert "→ glob_search(" in done.out and "← glob_search: src/app.py" in done.out
     assert "code-review [✓ success]" in done.out
     assert "result: One Python file: src/app.py." in done.out
+
+
+def test_a_prompt_skill_takes_the_providers_own_key_variable(project: Project) -> None:
+    """``llm.api_key`` left empty, the provider reads $OPENAI_API_KEY itself: the command does
+    not refuse the run as having no model (here the server is down: the run fails instead)."""
+    project.config.write_text(project.config.read_text() + (
+        "llm:\n  provider: openai\n  model: m\n  api_key: ${JIANMU_LLM_API_KEY:-}\n"
+        "  max_retries: 0\n"
+    ), encoding="utf-8")
+    done = project.jianmu("run", "code-review", "--skills-dir", str(SHIPPED_SKILLS),
+                          "-i", "task=review src",
+                          env={"OPENAI_API_KEY": "sk-test",
+                               "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert "needs a model" not in done.text and done.code == 1, done.text

@@ -430,3 +430,13 @@ async def test_a_backup_without_structured_output_never_stops_the_primary_answer
     down = await run(FallbackLLM([_Down([], model="down"), _NoNative(["x"], model="old")]))
     assert down.status.value == "failure"
     assert "rate limited" in (down.error or "") and "no structured output" in (down.error or "")
+
+
+def test_a_fallback_model_missing_a_setting_is_named_by_its_place() -> None:
+    config = LLMConfig.model_validate({
+        "provider": "scripted", "params": {"responses": ["one"]},
+        "fallback": [{"provider": "scripted", "params": {"responses": ["two"]}},
+                     {"provider": "scripted"}],
+    })
+    with pytest.raises(ConfigError, match=r"^llm\.fallback\[1\]: llm\.provider is 'scripted'"):
+        from_config(config)

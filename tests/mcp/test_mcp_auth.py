@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jianmu.config import parse_config
+from jianmu.config import MCPServerConfig, parse_config
 from jianmu.errors import ConfigError, MCPError
 from jianmu.mcp import MCPClient, MCPToolProvider
 from tests.mcp.helpers import NOTES, HttpServer, free_port
@@ -106,8 +106,9 @@ def test_headers_are_for_http_servers_only() -> None:
     with pytest.raises(ValueError, match="one-line") as info:
         MCPClient(url="http://127.0.0.1:1/mcp", headers={"X-A": TOKEN + "\r\nX-B: 1"})
     assert TOKEN not in str(info.value)
-    config = parse_config(
-        "mcp:\n  servers:\n    s:\n      command: x\n      headers: {A: b}\n"
-    )
+    # in a config file, refused as it loads, with its line
+    with pytest.raises(ConfigError, match=r":3: mcp\.servers\.s: headers and auth are for a url"):
+        parse_config("mcp:\n  servers:\n    s:\n      command: x\n      headers: {A: b}\n")
+    server = MCPServerConfig(command="x", headers={"A": "b"})
     with pytest.raises(ConfigError, match=r"mcp\.servers\.s: .*streamable-HTTP"):
-        MCPToolProvider.from_config("s", config.mcp.servers["s"])
+        MCPToolProvider.from_config("s", server)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -135,7 +136,11 @@ def test_the_command_prints_the_url_and_warns_off_loopback(
     from jianmu.cli import main
 
     served: list[object] = []
-    monkeypatch.setattr(uvicorn.Server, "run", lambda self: served.append(self.config))
+    monkeypatch.setattr(uvicorn.Server, "run",
+                        lambda self, sockets=None: served.append(self.config))
+    sockets: list[socket.socket] = []  # not bound: nothing is served
+    monkeypatch.setattr("jianmu._net.bind_listener",
+                        lambda host, port: sockets.append(socket.socket()) or sockets[-1])
     assert main(["studio", "--checkpoints", str(checkpoints), "--port", "9999"]) == 0
     out = capsys.readouterr()
     assert re.search(r"http://127\.0\.0\.1:9999/\?token=[\w-]{20,}", out.out)
@@ -143,6 +148,8 @@ def test_the_command_prints_the_url_and_warns_off_loopback(
     assert main(["studio", "--checkpoints", str(checkpoints), "--host", "0.0.0.0"]) == 0
     assert "warning: serving on 0.0.0.0" in capsys.readouterr().err
     assert len(served) == 2
+    for each in sockets:
+        each.close()
     assert main(["studio", "--checkpoints", str(checkpoints / "missing")]) == 2
 
 

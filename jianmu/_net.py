@@ -1,0 +1,31 @@
+"""A listening socket bound before a server says where it serves."""
+
+from __future__ import annotations
+
+import socket
+
+__all__ = ("bind_listener",)
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port``, for uvicorn's ``sockets=`` (it listens on it).
+
+    Bound here rather than by uvicorn, whose bind failure logs and exits the process: a caller
+    gets an ``OSError`` naming the address, before it prints the server's URL.
+
+    Raises:
+        OSError: the address is in use, not this machine's, or the host is unknown.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        # as uvicorn does: a restarted server rebinds at once past TIME_WAIT
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        shown = f"[{host}]" if ":" in host else host
+        raise OSError(exc.errno, f"cannot listen on {shown}:{port}: "
+                                 f"{exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock

@@ -1,0 +1,292 @@
+"""Bad input to the ``jianmu`` command, as a new user gives it: one clear error line, a non-zero
+exit, nothing half written; and the right input still works afterwards."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli._helpers import REPO, Project, assert_clean_error, make_config, pending_of
+
+APPROVAL_FLOW = str(REPO / "examples" / "approval_flow.py")
+
+
+@pytest.mark.parametrize(("rule", "fragment"), [
+    ('"bash(": allow', "bash("),
+    ('"bad name!": allow', "bad name!"),
+    ('"write_file(path:)": deny', "write_file(path:)"),
+])
+def test_a_malformed_tool_rule_is_a_config_error_before_any_run(
+    project: Project, rule: str, fragment: str
+) -> None:
+    """A rule no call can match is refused when the config loads, naming file, line and rule,
+    instead of failing a run that was already started and saved."""
+    make_config(project.root, f"guard:\n  tool_policy:\n    {rule}\n")
+    done = project.jianmu("run", APPROVAL_FLOW, "--input", "note=x", "--non-interactive")
+    assert_clean_error(done, 2, "jianmu-test.yaml:7", "guard.tool_policy", fragment)
+    assert project.jianmu("runs", "list").out.count("approval-flow") == 0
+
+
+def test_a_rate_limit_for_no_tool_name_is_a_config_error(project: Project) -> None:
+    make_config(project.root, 'guard:\n  rate_limits:\n    "bad name!": 3\n')
+    done = project.jianmu("run", APPROVAL_FLOW, "--input", "note=x", "--non-interactive")
+    assert_clean_error(done, 2, "jianmu-test.yaml:7", "guard.rate_limits", "bad name!")
+
+
+def test_good_tool_rules_still_load(project: Project) -> None:
+    make_config(project.root, "guard:\n  tool_policy:\n    append_note: allow\n"
+                "    bash(git status*): allow\n    write_file(path:docs/*): deny\n"
+                "  rate_limits:\n    append_note: 5\n")
+    done = project.jianmu("run", APPROVAL_FLOW, "--input", "note=x", "--non-interactive")
+    assert done.code == 0, done.text
+
+
+def test_the_same_decision_twice_is_refused_before_anything_is_said_or_saved(
+    project: Project,
+) -> None:
+    first = project.jianmu("run", APPROVAL_FLOW, "--input", "note=twice", "--non-interactive")
+    run_id, (call,) = pending_of(first.out)
+    done = project.jianmu("resume", run_id, "--approve", call, "--approve", call)
+    assert_clean_error(done, 2, call, "twice")
+    assert "approved" not in done.out, done.text
+    done = project.jianmu("resume", run_id, "--approve", call, "--reject", call)
+    assert_clean_error(done, 2, call)
+    assert "approved" not in done.out, done.text
+    # a decision that fails after another was taken prints neither as taken
+    done = project.jianmu("resume", run_id, "--approve", call, "--reject", "nope")
+    assert_clean_error(done, 2, "nope")
+    assert "approved" not in done.out, done.text
+    ok = project.jianmu("resume", run_id, "--approve", call)
+    assert ok.code == 0, ok.text
+    assert (project.root / ".jianmu" / "notes.txt").read_text().count("twice") == 1
+
+
+def test_ctrl_c_at_the_approval_prompt_stops_the_run_and_resume_goes_on(
+    project: Project,
+) -> None:
+    """One Ctrl-C at the prompt stops the command (not a second one), keeping the checkpoint."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
+    env.update(COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jianmu.cli", "run", APPROVAL_FLOW, "--input", "note=ctrlc",
+         "--config", str(project.config)],
+        cwd=project.root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None and process.stdin is not None
+    seen = ""
+    while "approve?" not in seen:
+        char = process.stdout.read(1)
+        assert char, seen
+        seen += char
+    process.send_signal(signal.SIGINT)  # standard input stays open: nobody answers
+    try:
+        code = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        pytest.fail("one Ctrl-C at the approval prompt did not stop the command")
+    finally:
+        process.stdin.close()
+    rest = process.stdout.read()
+    process.stdout.close()
+    assert process.stderr is not None
+    err = process.stderr.read()
+    process.stderr.close()
+    assert code == 4, seen + rest + err
+    assert "Traceback" not in err and "interrupted" in rest, seen + rest + err
+    run_id, call = run_id_of(seen), call_of(seen)
+    done = project.jianmu("resume", run_id, "--approve", call)
+    assert done.code == 0, done.text
+    assert "ctrlc" in (project.root / ".jianmu" / "notes.txt").read_text()
+
+
+def run_id_of(out: str) -> str:
+    return out.split("run ", 1)[1].split(":", 1)[0]
+
+
+def call_of(out: str) -> str:
+    return out.split("approval needed ", 1)[1].split(":", 1)[0]
+
+
+@pytest.mark.parametrize("command", [("studio",), ("mcp", "serve", "--transport", "http")])
+def test_a_port_in_use_is_one_error_line_before_any_banner(
+    project: Project, command: tuple[str, ...]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = project.jianmu(*command, "--port", str(port))
+    # the project has no runs yet: the studio's first start makes the checkpoint folder
+    assert_clean_error(done, 1, f"127.0.0.1:{port}", "in use")
+    assert "open:" not in done.out and "serving" not in done.err, done.text
+    assert "ERROR" not in done.err, done.text
+
+
+@pytest.mark.parametrize("command", [("studio",), ("mcp", "serve", "--transport", "http")])
+@pytest.mark.parametrize("port", ["99999", "0", "-1"])
+def test_a_port_out_of_range_is_a_usage_error(
+    project: Project, command: tuple[str, ...], port: str
+) -> None:
+    done = project.jianmu(*command, "--port", port)
+    assert done.code == 2, done.text
+    assert "Traceback" not in done.text and "--port" in done.err, done.text
+    assert "open:" not in done.out and "serving" not in done.err, done.text
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (("run", APPROVAL_FLOW, "--timeout", "-1"), "--timeout"),
+    (("run", APPROVAL_FLOW, "--timeout", "0"), "--timeout"),
+    (("resume", "r1", "--timeout", "-5"), "--timeout"),
+    (("run", "--durable", "app:engine", "t", "--wait", "-1"), "--wait"),
+    (("worker", "app:engine", "--concurrency", "0"), "--concurrency"),
+])
+def test_a_negative_or_zero_amount_is_a_usage_error(
+    project: Project, args: tuple[str, ...], option: str
+) -> None:
+    done = project.jianmu(*args)
+    assert done.code == 2, done.text
+    assert option in done.err and "Traceback" not in done.text, done.text
+
+
+def test_mcp_serve_with_no_tool_named_is_refused(project: Project) -> None:
+    done = project.jianmu("mcp", "serve", "--tools", " , ")
+    assert_clean_error(done, 2, "--tools")
+    assert "serving" not in done.err, done.text
+
+
+def test_a_config_that_is_a_directory_says_so(project: Project) -> None:
+    (project.root / "conf.d").mkdir()
+    done = project.jianmu("tools", "list", "--config", str(project.root / "conf.d"), config=False)
+    assert_clean_error(done, 2, "conf.d", "is a directory")
+    done = project.jianmu("studio", "--checkpoints", str(project.root / "conf.d"))
+    assert_clean_error(done, 2, "conf.d", "is a directory")
+
+
+@pytest.mark.parametrize("command", [
+    ("skills", "list"), ("skills", "show", "review"), ("run", "review"),
+    ("tree", "show", "review"), ("mcp", "serve"),
+])
+def test_a_skills_dir_that_is_not_a_folder_is_named(project: Project,
+                                                    command: tuple[str, ...]) -> None:
+    done = project.jianmu(*command, "--skills-dir", "no-such-folder")
+    assert_clean_error(done, 2, "--skills-dir", "no-such-folder", "no such folder")
+    project.write("a-file.txt", "x")
+    done = project.jianmu(*command, "--skills-dir", "a-file.txt")
+    assert_clean_error(done, 2, "--skills-dir", "a-file.txt", "not a folder")
+
+
+@pytest.mark.parametrize("action", [("approve", "c1"), ("reject", "c1"), ("answer", "q1", "hi")])
+def test_answering_a_saved_run_without_an_app_points_to_resume(
+    project: Project, action: tuple[str, ...]
+) -> None:
+    done = project.jianmu("runs", action[0], "r1", *action[1:])
+    assert_clean_error(done, 2, "--app", "jianmu resume RUN_ID --approve ID")
+
+
+BLOCKING = '''
+import asyncio
+from pathlib import Path
+
+from py_trees.common import Status
+from py_trees.composites import Sequence
+
+from jianmu import AsyncNode
+
+
+class Step(AsyncNode):
+    def __init__(self, name, blocks):
+        super().__init__(name)
+        self.blocks = blocks
+
+    async def update_async(self):
+        if self.blocks and not Path("go").exists():
+            print("BLOCKED", flush=True)
+            await asyncio.Event().wait()  # until Ctrl-C
+        return Status.SUCCESS
+
+
+def build_tree():
+    return Sequence("blocking", memory=True, children=[Step("first", False), Step("second", True)])
+'''
+
+
+def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(project: Project) -> None:
+    """Interrupted before any checkpoint, the run is saved where it was stopped, as it says."""
+    project.write("blocking.py", BLOCKING)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
+    env.update(COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jianmu.cli", "run", "blocking.py", "--config",
+         str(project.config)],
+        cwd=project.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    seen = ""
+    while "BLOCKED" not in seen:
+        char = process.stdout.read(1)
+        assert char, seen
+        seen += char
+    process.send_signal(signal.SIGINT)
+    code = process.wait(timeout=60)
+    rest, err = process.stdout.read(), process.stderr.read()
+    process.stdout.close()
+    process.stderr.close()
+    assert code == 4 and "interrupted" in rest and "Traceback" not in err, seen + rest + err
+    run_id = run_id_of(seen)
+    (project.root / "go").write_text("")
+    done = project.jianmu("resume", run_id)
+    assert done.code == 0 and f"success run {run_id}" in done.out, done.text
+
+
+@pytest.mark.parametrize("command", [("run",), ("tree", "show")])
+def test_a_folder_as_target_says_what_to_give(project: Project, command: tuple[str, ...]) -> None:
+    project.write("team/notes/SKILL.md",
+                  "---\nname: notes\ndescription: Notes.\n---\nTake notes.\n")
+    done = project.jianmu(*command, "team/notes")
+    assert_clean_error(done, 2, "skill's folder", "notes --skills-dir team")
+    (project.root / "plain").mkdir()
+    done = project.jianmu(*command, "plain")
+    assert_clean_error(done, 2, "'plain' is a folder")
+
+
+def test_tools_show_of_a_server_tool_without_servers_says_none_are_configured(
+    project: Project,
+) -> None:
+    done = project.jianmu("tools", "show", "files__read")
+    assert_clean_error(done, 2, "files__read", "no MCP servers are configured")
+
+
+def test_an_input_given_twice_is_refused(project: Project) -> None:
+    done = project.jianmu("run", APPROVAL_FLOW, "--input", "note=a", "--input", "note:=\"b\"",
+                          "--non-interactive")
+    assert_clean_error(done, 2, "--input 'note' is given twice")
+    assert "approval-flow" not in project.jianmu("runs", "list").out
+
+
+def test_a_checkpoint_path_whose_folder_cannot_be_made_is_named(project: Project) -> None:
+    project.write("blocker", "a file where a folder is needed")
+    project.config.write_text(f"runtime:\n  checkpoint_path: {project.root / 'blocker' / 'x.db'}\n",
+                              encoding="utf-8")
+    done = project.jianmu("run", APPROVAL_FLOW, "--input", "note=x", "--non-interactive")
+    assert_clean_error(done, 1, "cannot open checkpoint store", "blocker")
+    assert "FileExistsError" not in done.err and "NotADirectoryError" not in done.err, done.err
+
+
+def test_python_dash_m_jianmu_is_the_command(project: Project) -> None:
+    done = subprocess.run([sys.executable, "-m", "jianmu", "--version"], cwd=project.root,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("jianmu "), done.stdout + done.stderr
+    done = subprocess.run([sys.executable, "-m", "jianmu", "resume", "nope", "--config",
+                           str(project.config)], cwd=project.root,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "jianmu: error: no run 'nope'" in done.stderr, done.stderr
