@@ -79,6 +79,26 @@ def test_history_continues_a_conversation() -> None:
     assert len(first.messages) == 2  # the first run's result is not changed
 
 
+@pytest.mark.parametrize("output_type", [None, Forecast])
+def test_a_history_that_holds_the_system_prompt_is_not_sent_it_twice(output_type: Any) -> None:
+    # a conversation ported from pydantic-ai's all_messages(), or an OpenAI messages list,
+    # starts with the system prompt the agent sends anyway
+    answer: Any = "Hi." if output_type is None else [
+        {"name": "final_result", "arguments": {"city": "Oslo", "sunny": True}}]
+    llm = ScriptedLLM([answer, answer])
+    agent = Agent(llm, system_prompt="Answer briefly.", output_type=output_type)
+    history = [{"role": "system", "content": "Answer briefly."},
+               {"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hi."}]
+    agent.run_sync("And Oslo?", history=history)
+    sent = [m.role for m in llm.requests[0].messages]
+    assert sent == ["system", "user", "assistant", "user"]
+    assert llm.requests[0].messages[0].content.startswith("Answer briefly.")
+    limited = Agent(ScriptedLLM([answer]), system_prompt="Answer briefly.",
+                    output_type=output_type, history_processors=[lambda messages: messages])
+    limited.run_sync("And Oslo?", history=history)
+    assert [m.role for m in limited.llm.requests[0].messages] == sent  # type: ignore[union-attr]
+
+
 def test_an_approval_suspends_and_the_run_resumes_after_it() -> None:
     @tool(confirm=True)
     def deploy(target: str) -> str:
