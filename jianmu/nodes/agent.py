@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
 from jianmu.nodes.agents import AgentTool, agent_tool
-from jianmu.nodes.react import ReActLoop, create_react_node
+from jianmu.nodes.react import ReActLoop, create_react_node, fresh_handoffs
 from jianmu.nodes.state import AgentState
 from jianmu.runtime.events import Event
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
@@ -168,7 +168,8 @@ class Agent:
         Raises:
             ConfigError, ToolValidationError, HandoffError: as `create_react_node`.
         """
-        return create_react_node(self.llm, self.tools, **self._node_options)
+        # the hand-off targets built afresh as well: a run binds its team's nodes to itself
+        return create_react_node(self.llm, fresh_handoffs(self.tools), **self._node_options)
 
     def as_tool(
         self, name: str | None = None, description: str = "", *, input_type: Any = str

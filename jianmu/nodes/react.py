@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ from jianmu.runtime.async_node import (
 )
 from jianmu.tools.registry import ToolSet, as_tools
 
-__all__ = ("ReActLoop", "create_react_node")
+__all__ = ("ReActLoop", "create_react_node", "fresh_handoffs")
 
 
 class _Round(py_trees.composites.Sequence, LeanBehaviour):
@@ -79,6 +80,9 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         """This agent's round [model → tools]; in a team, one of the switch's children."""
         self.handoffs: list[Handoff] = []
         """The hand-offs this agent's model may make."""
+        self.recipe: tuple[Any, Any, dict[str, Any]] | None = None
+        """What `create_react_node` built it from (model, tools, keywords), to build it
+        again (`fresh_handoffs`)."""
 
     def limits(self) -> tuple[int, int | None]:
         """The effective ``max_iterations`` and token budget (smallest of every layer)."""
@@ -238,7 +242,10 @@ def create_react_node(
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
         HandoffError: two agents of the team reached by hand-offs share a name.
     """
-    tools, handoffs = split_handoffs(as_tools(tools))
+    options = {k: v for k, v in locals().items() if k not in ("llm", "tools")}  # every keyword
+    tools = as_tools(tools)
+    recipe = (llm, tools, options)
+    tools, handoffs = split_handoffs(tools)
     executor = ToolExecutor(
         f"{name}.tools", tools, config=executor_config, constraints=constraints,
         tool_output_guardrails=tool_output_guardrails,
@@ -263,4 +270,33 @@ def create_react_node(
     loop.handoffs = handoffs
     loop.executor = executor
     loop.llm_node = model
+    loop.recipe = recipe
     return loop
+
+
+def fresh_handoffs(tools: Any, made: dict[int, ReActLoop] | None = None) -> Any:
+    """``tools`` with each hand-off's target agent built again by its own recipe, and its
+    targets' targets (each agent once, in ``made``): the tree of a run holds its team's
+    nodes, bound to that run, so a second tree built while the first runs needs a team of
+    its own. A target not built by `create_react_node` stays as it is."""
+    if made is None:
+        made = {}
+    _, handoffs = split_handoffs(tools)
+    if not handoffs:
+        return tools
+    rebuilt = {id(h): _fresh(h, made) for h in handoffs}
+    return [rebuilt.get(id(t), t) for t in tools]
+
+
+def _fresh(given: Handoff, made: dict[int, ReActLoop]) -> Handoff:
+    target = given.target
+    recipe = getattr(target, "recipe", None)
+    if recipe is None:  # a name, or a loop built some other way
+        return given
+    copy = made.get(id(target))
+    if copy is None:
+        llm, tools, options = recipe
+        copy = made[id(target)] = create_react_node(
+            llm, fresh_handoffs(tools, made), **options
+        )
+    return dataclasses.replace(given, target=copy)

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from jianmu import Agent, AgentResult, ReactiveRunner, ScriptedLLM, StateManager, tool
 from jianmu.errors import ConfigError, OutputValidationError
-from jianmu.nodes import AgentState, ReActLoop
+from jianmu.nodes import AgentState, ReActLoop, create_react_node, handoff
 from jianmu.runtime import RunStatus
 from jianmu.runtime.events import Event
 
@@ -85,7 +85,7 @@ def test_a_history_that_holds_the_system_prompt_is_not_sent_it_twice(output_type
     # starts with the system prompt the agent sends anyway
     answer: Any = "Hi." if output_type is None else [
         {"name": "final_result", "arguments": {"city": "Oslo", "sunny": True}}]
-    llm = ScriptedLLM([answer, answer])
+    llm = ScriptedLLM([answer])
     agent = Agent(llm, system_prompt="Answer briefly.", output_type=output_type)
     history = [{"role": "system", "content": "Answer briefly."},
                {"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hi."}]
@@ -186,6 +186,38 @@ async def test_await_run_and_runs_at_once_each_get_their_own_tree() -> None:
     assert (one.output, two.output) == ("done x", "done y") and sorted(started) == ["x", "y"]
     assert one.runner.root is not two.runner.root
     assert [m.content for m in one.messages if m.role == "tool"] == ["x"]
+
+
+async def test_runs_at_once_that_hand_off_each_get_their_own_team() -> None:
+    both = asyncio.Event()
+    asked: list[str] = []
+
+    @tool
+    async def refund(order: str) -> str:
+        """Refund an order (waits until both runs are inside it).
+
+        Args:
+            order: the order.
+        """
+        asked.append(order)
+        if len(asked) == 2:
+            both.set()
+        await both.wait()
+        return f"refunded {order}"
+
+    def billing_reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "tool" and messages[-1].name == "refund":
+            return f"Done: {messages[-1].content}."
+        return [{"name": "refund", "arguments": {"order": messages[0].content}}]
+
+    billing = create_react_node(ScriptedLLM([billing_reply] * 4), [refund], name="billing")
+    triage = Agent(ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}]] * 2),
+                   tools=[handoff(billing)], name="triage")
+    # the hand-off target is part of each run's tree: two runs at once must not share it
+    one, two = await asyncio.wait_for(asyncio.gather(triage.run("A1"), triage.run("B7")), 60)
+    assert (one.output, two.output) == ("Done: refunded A1.", "Done: refunded B7.")
+    first, second = triage.as_node(), triage.as_node()
+    assert not {id(n) for n in first.iterate()} & {id(n) for n in second.iterate()}
 
 
 def lambda_script() -> list[Any]:
