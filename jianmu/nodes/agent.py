@@ -53,28 +53,31 @@ class AgentResult(RunResult):
     """The run's runner: its state, its checkpoints, the approvals it waits for."""
 
     def approve(self, request_id: str | None = None, message: str | None = None) -> None:
-        """Approve a pending request (the only one, when ``request_id`` is omitted).
+        """Approve a pending request (when ``request_id`` is omitted, the only one this result
+        lists: never one the run asked for since).
 
         Raises:
             InteractionError: no such request, or it was already decided.
-            ValueError: no ``request_id`` and not exactly one request waits.
+            ValueError: no ``request_id`` and the result lists not exactly one request.
         """
         self.runner.approve(self._request(request_id), message)
 
     def reject(self, request_id: str | None = None, message: str | None = None) -> None:
-        """Reject a pending request (the only one, when ``request_id`` is omitted);
-        ``message`` reaches the model.
+        """Reject a pending request (when ``request_id`` is omitted, the only one this result
+        lists); ``message`` reaches the model.
 
         Raises:
             InteractionError: no such request, or it was already decided.
-            ValueError: no ``request_id`` and not exactly one request waits.
+            ValueError: no ``request_id`` and the result lists not exactly one request.
         """
         self.runner.reject(self._request(request_id), message)
 
     def _request(self, request_id: str | None) -> str:
         if request_id is not None:
             return request_id
-        waiting = self.runner.pending
+        # what this result showed, not what the run waits for now: a result kept from an
+        # earlier turn must not decide a request its reader never saw
+        waiting = self.pending
         if len(waiting) != 1:
             raise ValueError(
                 f"{len(waiting)} requests wait for a decision; name one: "
