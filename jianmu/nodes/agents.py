@@ -143,21 +143,24 @@ def handoff(agent: Any, *, name: str | None = None, description: str | None = No
     """A hand-off to ``agent``, for a ReAct node's tools: the model sees ``transfer_to_<name>``.
 
     Args:
-        agent: an agent built by `create_react_node` (a `ReActLoop`), or the name of one in
-            the same team (to close a cycle: a specialist handing back to the triage agent
-            built after it).
+        agent: an agent built by `create_react_node` (a `ReActLoop`) or a `jianmu.Agent`
+            (its ``as_node()``), or the name of one in the same team (to close a cycle: a
+            specialist handing back to the triage agent built after it).
         name: how the tool names the agent; default the agent's name.
         description: when to hand over, for the model.
 
     Raises:
         TypeError: ``agent`` is neither an agent from `create_react_node` nor a name.
     """
+    if not isinstance(agent, str) and not hasattr(agent, "own_round") \
+            and callable(getattr(agent, "as_node", None)):
+        agent = agent.as_node()  # a `jianmu.Agent`: its tree
     if isinstance(agent, str):
         if not agent.strip():
             raise TypeError("handoff() needs an agent or the name of one, got an empty name")
     elif not hasattr(agent, "own_round"):
         raise TypeError(
-            f"handoff() takes an agent built by create_react_node (or its name), got "
+            f"handoff() takes an agent built by create_react_node, an Agent or its name, got "
             f"{type(agent).__name__}; to call any other subtree, use agent_tool()"
         )
     label = name or (agent if isinstance(agent, str) else agent.name)

@@ -220,6 +220,16 @@ async def test_runs_at_once_that_hand_off_each_get_their_own_team() -> None:
     assert not {id(n) for n in first.iterate()} & {id(n) for n in second.iterate()}
 
 
+def test_an_agent_hands_off_to_another_agent() -> None:
+    # as in the OpenAI Agents SDK: handoff(billing_agent), with no tree built by hand
+    billing = Agent(ScriptedLLM(["Refunded A1."]), name="billing", system_prompt="Refunds.")
+    triage = Agent(ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}]]),
+                   tools=[handoff(billing, description="Refunds.")], name="triage")
+    result = triage.run_sync("Refund A1?")
+    assert result.output == "Refunded A1." and result.runner.state.get("active_agent") == "billing"
+    assert billing.llm.requests[0].messages[0].content == "Refunds."  # type: ignore[union-attr]
+
+
 def lambda_script() -> list[Any]:
     """Replies that depend on the conversation: two runs of one agent at once."""
 
