@@ -88,6 +88,30 @@ class AgentResult(RunResult):
 
 _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunResult))
 
+_SPELLINGS = {
+    "instructions": "system_prompt=", "model_settings": "llm_params=",
+    "handoffs": "tools=[handoff(agent), ...]", "model": "the first argument, llm",
+    "retries": "output_retries=", "result_type": "output_type=",
+}
+"""Keywords of pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    """Refuse a keyword `create_react_node` does not take, in the `Agent`'s name (the caller
+    never called create_react_node) and with Jianmu's spelling of a peer's keyword."""
+    if not options:
+        return
+    import inspect  # only when options are given: off the plain path
+
+    known = inspect.signature(create_react_node).parameters
+    for key in options:
+        if key not in known:
+            hint = _SPELLINGS.get(key)
+            raise TypeError(
+                f"Agent() got an unexpected keyword argument {key!r}"
+                + (f"; Jianmu spells it {hint}" if hint else "")
+            )
+
 
 class Agent:
     """A ReAct agent: a model, its tools, its prompt and answer type, run in one call.
@@ -141,6 +165,7 @@ class Agent:
         tool_output_guardrails: Sequence[Guardrail] = (),
         **options: Any,
     ) -> None:
+        _check_options(options)
         self.llm = llm
         self.tools = list(as_tools(tools) or ())  # functions made tools once, not per run
         self.system_prompt = system_prompt

@@ -416,6 +416,18 @@ def test_a_system_prompt_that_is_not_text_is_refused_when_the_agent_is_made() ->
         Agent(ScriptedLLM(["hi"]), system_prompt=5)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("given", "said"), [
+    ("instructions", "system_prompt="), ("model_settings", "llm_params="),
+    ("handoffs", "handoff("), ("colour", "Agent() got an unexpected keyword"),
+])
+def test_a_keyword_of_another_framework_is_refused_with_jianmus_spelling(
+    given: str, said: str
+) -> None:
+    with pytest.raises(TypeError, match=f"Agent\\(\\) .*{given}") as raised:
+        Agent(ScriptedLLM(["hi"]), **{given: "x"})
+    assert said in str(raised.value)
+
+
 def test_plain_functions_are_tools() -> None:
     def weather(city: str) -> str:
         """The weather of a city.
