@@ -327,8 +327,9 @@ class Agent:
         return self.as_node()
 
     def _release(self, runner: ReactiveRunner) -> None:
-        """Free the shared tree once its run is over (not while it waits for a person)."""
-        if runner.root is self._shared and not runner.pending:
+        """Free the shared tree once its run is over (not while it waits for a person, nor
+        while another call goes on with it: a ``resume=`` refused as already running)."""
+        if runner.root is self._shared and not runner.pending and not runner._running:
             with self._lock:
                 self._shared_free = True
 

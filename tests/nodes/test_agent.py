@@ -125,6 +125,41 @@ def test_an_approval_suspends_and_the_run_resumes_after_it() -> None:
         Agent(ScriptedLLM(["x"])).run_sync(resume=paused)
 
 
+async def test_a_resume_refused_while_another_goes_on_leaves_the_tree_held() -> None:
+    gate, deploying = asyncio.Event(), asyncio.Event()
+
+    @tool(confirm=True)
+    async def deploy(target: str) -> str:
+        """Deploy (waits for the gate).
+
+        Args:
+            target: where.
+        """
+        deploying.set()
+        await gate.wait()
+        return f"deployed to {target}"
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "user":
+            if messages[0].content == "Ship it.":
+                return [{"name": "deploy", "arguments": {"target": "prod"}}]
+            return f"Hello, {messages[-1].content}"
+        return f"Done: {messages[-1].content}."
+
+    agent = Agent(ScriptedLLM([reply] * 4), tools=[deploy])
+    paused = await agent.run("Ship it.")
+    paused.approve()
+    going = asyncio.create_task(agent.run(resume=paused))
+    await deploying.wait()
+    with pytest.raises(RuntimeError, match="already running"):
+        await agent.run(resume=paused)  # a double click: refused...
+    # ...and the tree the first resume runs on is still its own: a new run gets another
+    other = await asyncio.wait_for(agent.run("Ada"), 60)
+    assert other.output == "Hello, Ada" and other.runner.root is not paused.runner.root
+    gate.set()
+    assert (await going).output == "Done: deployed to prod."
+
+
 def test_a_rejection_reaches_the_model() -> None:
     @tool(confirm=True)
     def deploy(target: str) -> str:
