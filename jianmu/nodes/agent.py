@@ -123,7 +123,8 @@ class Agent:
         system_prompt: the system message.
         output_type: the answer's type (a pydantic model, dataclass, ``list[X]``...); the
             result's ``output`` is then a validated object of it, else the answer's text
-            (``str``, or a union holding it, takes a text answer as it is).
+            (``str``, or a union holding it, takes a text answer as it is). A list of types
+            is one of them, as in pydantic-ai: ``[Forecast, str]``.
         output_mode: ``"tool"``, ``"native"`` or ``"text"`` (`create_react_node`).
         output_retries: answers that may fail validation before `OutputValidationError`.
         constraints: the agent's layer of constraints (tighten only): tool policies,

@@ -493,3 +493,14 @@ def test_a_union_holding_str_takes_text_or_its_other_members_tool() -> None:
     as_int = Agent(llm, output_type=int | str).run_sync("q")
     assert as_int.ok and as_int.output == 42
     assert [t["function"]["name"] for t in llm.requests[0].tools] == ["final_result"]
+
+
+def test_a_list_of_types_is_one_of_them_as_in_pydantic_ai() -> None:
+    # pydantic-ai's output_type=[Forecast, str]: a Forecast, or a text answer as it is
+    as_text = Agent(ScriptedLLM(["No idea."]), output_type=[Forecast, str]).run_sync("q")
+    assert as_text.ok and as_text.output == "No idea."
+    llm = ScriptedLLM([[{"name": "final_result", "arguments": {"city": "Oslo", "sunny": True}}]])
+    typed = Agent(llm, output_type=[Forecast, str]).run_sync("q")
+    assert typed.output == Forecast(city="Oslo", sunny=True)
+    llm = ScriptedLLM([[{"name": "final_result_int", "arguments": {"response": 3}}]])
+    assert Agent(llm, output_type=(Forecast, int)).run_sync("q").output == 3
