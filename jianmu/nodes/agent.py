@@ -9,7 +9,8 @@ other, ``agent.as_tool(...)`` the same agent as another agent's tool (`agent_too
 
 A run that asks a person suspends as in any tree: ``result.pending`` lists the requests,
 ``result.approve(id)`` (or ``reject``) decides one, and ``agent.run_sync(resume=result)``
-goes on from where it stopped. ``agent.run_sync("next", history=result.messages)`` continues a
+goes on from where it stopped; with a checkpointer, ``agent.restore(run_id)`` gives that
+result in another process. ``agent.run_sync("next", history=result.messages)`` continues a
 conversation.
 """
 
@@ -133,7 +134,8 @@ class Agent:
         max_iterations: the most model turns per run.
         history_processors: what shapes the messages sent (`trim_history`, ...).
         config: the configuration of its runs (default: the shared defaults).
-        checkpointer: where its runs are saved (a suspended one can resume in a new process).
+        checkpointer: where its runs are saved (a suspended one can resume in a new process:
+            `restore`).
         interactive: whether a person can approve; without, confirm policies become deny.
         user_roles: roles of the user its runs act for (``admin`` unlocks admin_only tools).
         input_guardrails: guardrails of the user's message (`jianmu.guard.guardrails`).
@@ -287,6 +289,38 @@ class Agent:
                     yield event
         finally:
             self._release(runner)
+
+    def restore(self, run_id: str) -> AgentResult:
+        """The run ``run_id`` as this agent's checkpointer last saved it, also in another
+        process: a run stopped before its end (suspended, or its process died) is SUSPENDED,
+        its result listing what it waits for (``approve()``, then ``run(resume=result)``);
+        a finished one's result holds its answer. As `ReactiveRunner.restore`, it holds the
+        run on a checkpointer that leases runs, until a run of it returns.
+
+        Raises:
+            ValueError: the agent has no checkpointer.
+            CheckpointError: no checkpoint of ``run_id``, or one of another tree.
+            RunClaimedError: another owner holds the run.
+        """
+        if self.checkpointer is None:
+            raise ValueError(
+                "restore() reads the agent's checkpointer: make it with Agent(..., "
+                "checkpointer=SQLiteCheckpointer(path))"
+            )
+        runner = ReactiveRunner.restore(
+            self.as_node(), self.checkpointer, run_id, state_manager=StateManager(AgentState),
+            config=self.config, interactive=self.interactive,
+        )
+        self._runs.add(runner)
+        result = runner._finished  # a run that ended: its result, as the runner returns it
+        if result is None:  # stopped before its end (suspended, or its process died)
+            state = runner.state
+            result = RunResult(
+                status=RunStatus.SUSPENDED, run_id=runner.run_id, pending=tuple(runner.pending),
+                output=state.get("final_output"), messages=tuple(state.get("messages") or ()),
+                usage=state.get("usage"),
+            )
+        return self._result(runner, result)
 
     # -- the parts -------------------------------------------------------------------------
     def _runner(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import py_trees
@@ -14,6 +15,7 @@ from jianmu import Agent, AgentResult, ReactiveRunner, ScriptedLLM, StateManager
 from jianmu.errors import ConfigError, OutputValidationError
 from jianmu.nodes import AgentState, ReActLoop, create_react_node, handoff
 from jianmu.runtime import RunStatus
+from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.events import Event
 
 pytestmark = pytest.mark.anyio
@@ -123,6 +125,36 @@ def test_an_approval_suspends_and_the_run_resumes_after_it() -> None:
         agent.run_sync(resume=done)
     with pytest.raises(ValueError, match="this agent"):
         Agent(ScriptedLLM(["x"])).run_sync(resume=paused)
+
+
+def test_a_suspended_run_resumes_in_another_process_from_its_checkpoint(tmp_path: Path) -> None:
+    @tool(confirm=True)
+    def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: where.
+        """
+        return f"deployed to {target}"
+
+    def agent(*script: Any) -> Agent:  # what each process builds, by the same code
+        return Agent(ScriptedLLM(list(script)), tools=[deploy], system_prompt="Ship.",
+                     checkpointer=SQLiteCheckpointer(tmp_path / "runs.db"))
+
+    first = agent([{"name": "deploy", "arguments": {"target": "prod"}}]).run_sync("Ship it.")
+    assert first.status is RunStatus.SUSPENDED
+    # another process: the run as its checkpoint left it, waiting for the same request
+    later = agent("Deployed.")
+    paused = later.restore(first.run_id)
+    assert paused.status is RunStatus.SUSPENDED
+    assert [r.id for r in paused.pending] == [r.id for r in first.pending]
+    assert (paused.usage.requests, [m.role for m in paused.messages]) == (1, ["user", "assistant"])
+    paused.approve()
+    done = later.run_sync(resume=paused)
+    assert done.ok and done.output == "Deployed." and done.usage.requests == 2
+    assert later.restore(first.run_id).output == "Deployed."  # a finished run: its answer
+    with pytest.raises(ValueError, match="checkpointer"):
+        Agent(ScriptedLLM(["x"])).restore(first.run_id)
 
 
 async def test_a_resume_refused_while_another_goes_on_leaves_the_tree_held() -> None:
