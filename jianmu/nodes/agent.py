@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
@@ -32,6 +33,7 @@ from jianmu.nodes.state import AgentState
 from jianmu.runtime.events import Event
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.state import StateManager
+from jianmu.tools.calls import is_tool_name
 from jianmu.tools.registry import as_tools
 
 if TYPE_CHECKING:
@@ -209,11 +211,15 @@ class Agent:
         of it, under the caller's guard, budget and approvals.
 
         Args:
-            name: the tool's name; default the agent's.
+            name: the tool's name; default the agent's, made a tool name if it is not one
+                (``"Research Assistant"``: ``research_assistant``).
             description: when to call it, for the model.
             input_type: the input's type (default: the question as text).
         """
-        return agent_tool(self.as_node, name=name or self.name,
+        if name is None:
+            name = self.name if is_tool_name(self.name) else (
+                re.sub(r"[^a-z0-9_-]+", "_", self.name.lower()).strip("_")[:64] or "agent")
+        return agent_tool(self.as_node, name=name,
                           description=description or f"Ask the {self.name} agent.",
                           input_type=input_type)
 

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from jianmu import Agent, AgentResult, ReactiveRunner, ScriptedLLM, StateManager, tool
-from jianmu.errors import ConfigError, OutputValidationError
+from jianmu.errors import ConfigError, OutputValidationError, ToolValidationError
 from jianmu.nodes import AgentState, ReActLoop, create_react_node, handoff
 from jianmu.runtime import RunStatus
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
@@ -229,6 +229,14 @@ def test_as_tool_makes_the_agent_another_agents_tool() -> None:
     assert result.output == "Sunny, says research."
     assert result.messages[2].content == "Oslo is sunny."
     assert (result.usage.requests, result.usage.tool_calls) == (4, 2)
+
+
+def test_as_tool_names_the_tool_after_any_agent_name() -> None:
+    # as the Agents SDK's as_tool(): an agent's name need not be a tool name already
+    researcher = Agent(ScriptedLLM(["Sunny."]), name="Research Assistant")
+    assert researcher.as_tool().name == "research_assistant"
+    with pytest.raises(ToolValidationError):
+        researcher.as_tool("Research Assistant")  # a name given is the name, or refused
 
 
 async def test_await_run_and_runs_at_once_each_get_their_own_tree() -> None:
