@@ -299,4 +299,8 @@ def _fresh(given: Handoff, made: dict[int, ReActLoop]) -> Handoff:
         copy = made[id(target)] = create_react_node(
             llm, fresh_handoffs(tools, made), **options
         )
+        if copy.executor is not None and target.executor is not None:
+            # with the tools registered on it since it was built (a ToolSet never changes:
+            # one set serves both)
+            copy.executor.toolset = target.executor.toolset
     return dataclasses.replace(given, target=copy)

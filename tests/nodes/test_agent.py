@@ -293,6 +293,10 @@ async def test_runs_at_once_that_hand_off_each_get_their_own_team() -> None:
     assert (one.output, two.output) == ("Done: refunded A1.", "Done: refunded B7.")
     first, second = triage.as_node(), triage.as_node()
     assert not {id(n) for n in first.iterate()} & {id(n) for n in second.iterate()}
+    billing.executor.register_tool(lookup)  # type: ignore[union-attr]
+    team = triage.as_node().children[0]
+    assert [sorted(t.name for t in r.children[1].toolset) for r in team.children] == [
+        [], ["lookup", "refund"]]
 
 
 def test_an_agent_hands_off_to_another_agent() -> None:
