@@ -755,7 +755,7 @@ class AgentTool(Tool):
         tree = self._tree(key)
         tree.parent = None  # a tree served to an earlier call hangs off that call's root
         root = _AgentRoot(root_name, tree)
-        root.namespace = view.namespace
+        root.namespace = str(view.namespace)
         _place(tree, str(view.namespace))
         resumed = isinstance(record, dict) and record.get("status") in (
             RunStatus.SUSPENDED.value, "running",
