@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
+from jianmu.llm.provider import from_name
 from jianmu.nodes.agents import AgentTool, agent_tool
 from jianmu.nodes.react import ReActLoop, create_react_node, fresh_handoffs
 from jianmu.nodes.state import AgentState
@@ -172,6 +173,10 @@ class Agent:
     ) -> None:
         _check_options(options)
         self.llm = llm
+        # a named model ("openai:gpt-4o") made a provider once: every tree of the agent (runs
+        # at once, as_tool calls) shares its client and kept-alive connections, rather than
+        # leaving a client with open sockets behind per tree
+        self._llm = from_name(llm) if isinstance(llm, str) else llm
         self.tools = list(as_tools(tools) or ())  # functions made tools once, not per run
         self.system_prompt = system_prompt
         self.output_type = output_type
@@ -202,7 +207,7 @@ class Agent:
             ConfigError, ToolValidationError, HandoffError: as `create_react_node`.
         """
         # the hand-off targets built afresh as well: a run binds its team's nodes to itself
-        return create_react_node(self.llm, fresh_handoffs(self.tools), **self._node_options)
+        return create_react_node(self._llm, fresh_handoffs(self.tools), **self._node_options)
 
     def as_tool(
         self, name: str | None = None, description: str = "", *, input_type: Any = str

@@ -270,7 +270,8 @@ def create_react_node(
     loop.handoffs = handoffs
     loop.executor = executor
     loop.llm_node = model
-    loop.recipe = recipe
+    # the provider made of a named model, not the name: a rebuilt loop shares its client
+    loop.recipe = (model.llm, *recipe[1:])
     return loop
 
 

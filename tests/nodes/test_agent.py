@@ -478,6 +478,24 @@ def test_a_provider_model_name_builds_the_provider(monkeypatch: pytest.MonkeyPat
         assert server.requests[0].body["model"] == "test-model"
 
 
+def test_a_named_model_is_one_provider_for_every_tree_of_the_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.support.model_server import ModelServer
+
+    with ModelServer("Sunny.", "Rainy.", "Windy.") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "not-needed")
+        researcher = Agent("openai:test-model", name="researcher")
+        # each call of the tool runs a fresh tree of the researcher: all on one provider,
+        # so on one kept-alive connection, not a client (and its sockets) left per tree
+        lead = Agent(ScriptedLLM([
+            [{"name": "researcher", "arguments": {"input": city}}] for city in "ABC"
+        ] + ["Done."]), tools=[researcher.as_tool()])
+        assert lead.run_sync("Weather?", timeout=30).ok
+        assert len(server.requests) == 3 and len(server.connections) == 1
+
+
 @pytest.mark.parametrize(("llm", "error", "said"), [
     ("gpt-4o", ConfigError, "names no provider"),
     ("nobody:model", ConfigError, "no model provider named 'nobody'"),
