@@ -9,7 +9,8 @@ other, ``agent.as_tool(...)`` the same agent as another agent's tool (`agent_too
 
 A run that asks a person suspends as in any tree: ``result.pending`` lists the requests,
 ``result.approve(id)`` (or ``reject``) decides one, and ``agent.run_sync(resume=result)``
-goes on from where it stopped. ``agent.run_sync("next", history=result.messages)`` continues a
+goes on from where it stopped; with a checkpointer, ``agent.restore(run_id)`` gives that
+result in another process. ``agent.run_sync("next", history=result.messages)`` continues a
 conversation.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
@@ -25,12 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
+from jianmu.llm.provider import from_name
 from jianmu.nodes.agents import AgentTool, agent_tool
-from jianmu.nodes.react import ReActLoop, create_react_node
+from jianmu.nodes.react import ReActLoop, create_react_node, fresh_handoffs
 from jianmu.nodes.state import AgentState
 from jianmu.runtime.events import Event
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.state import StateManager
+from jianmu.tools.calls import is_tool_name
 from jianmu.tools.registry import as_tools
 
 if TYPE_CHECKING:
@@ -56,41 +60,45 @@ class AgentResult(RunResult):
         self, request_id: str | None = None, message: str | None = None, *,
         arguments: dict[str, Any] | None = None,
     ) -> None:
-        """Approve a pending request (the only one, when ``request_id`` is omitted); with
-        ``arguments``, the call runs with those instead (`ReactiveRunner.approve`).
+        """Approve a pending request (when ``request_id`` is omitted, the only one this result
+        lists: never one the run asked for since); with ``arguments``, the call runs with those
+        instead (`ReactiveRunner.approve`).
 
         Raises:
             ApprovalEditError: the edited arguments do not fit; nothing was recorded.
             InteractionError: no such request, it was already decided, or it is a question.
-            ValueError: no ``request_id`` and not exactly one request waits.
+            ValueError: no ``request_id`` and the result lists not exactly one request.
         """
         self.runner.approve(self._request(request_id), message, arguments=arguments)
 
     def answer(self, text: str, *, request_id: str | None = None) -> None:
-        """Answer a pending question (the only request, when ``request_id`` is omitted); the
-        id is a keyword, so the runner's order (``runner.answer(id, text)``) fails loudly.
+        """Answer a pending question (when ``request_id`` is omitted, the only request this
+        result lists); the id is a keyword, so the runner's order (``runner.answer(id, text)``)
+        fails loudly.
 
         Raises:
             InteractionError: no such request, it was already decided, or it asks for
                 approval.
-            ValueError: no ``request_id`` and not exactly one request waits.
+            ValueError: no ``request_id`` and the result lists not exactly one request.
         """
         self.runner.answer(self._request(request_id), text)
 
     def reject(self, request_id: str | None = None, message: str | None = None) -> None:
-        """Reject a pending request (the only one, when ``request_id`` is omitted);
-        ``message`` reaches the model.
+        """Reject a pending request (when ``request_id`` is omitted, the only one this result
+        lists); ``message`` reaches the model.
 
         Raises:
             InteractionError: no such request, or it was already decided.
-            ValueError: no ``request_id`` and not exactly one request waits.
+            ValueError: no ``request_id`` and the result lists not exactly one request.
         """
         self.runner.reject(self._request(request_id), message)
 
     def _request(self, request_id: str | None) -> str:
         if request_id is not None:
             return request_id
-        waiting = self.runner.pending
+        # what this result showed, not what the run waits for now: a result kept from an
+        # earlier turn must not decide a request its reader never saw
+        waiting = self.pending
         if len(waiting) != 1:
             raise ValueError(
                 f"{len(waiting)} requests wait for a decision; name one: "
@@ -100,6 +108,30 @@ class AgentResult(RunResult):
 
 
 _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunResult))
+
+_SPELLINGS = {
+    "instructions": "system_prompt=", "model_settings": "llm_params=",
+    "handoffs": "tools=[handoff(agent), ...]", "model": "the first argument, llm",
+    "retries": "output_retries=", "result_type": "output_type=",
+}
+"""Keywords of pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    """Refuse a keyword `create_react_node` does not take, in the `Agent`'s name (the caller
+    never called create_react_node) and with Jianmu's spelling of a peer's keyword."""
+    if not options:
+        return
+    import inspect  # only when options are given: off the plain path
+
+    known = inspect.signature(create_react_node).parameters
+    for key in options:
+        if key not in known:
+            hint = _SPELLINGS.get(key)
+            raise TypeError(
+                f"Agent() got an unexpected keyword argument {key!r}"
+                + (f"; Jianmu spells it {hint}" if hint else "")
+            )
 
 
 class Agent:
@@ -112,7 +144,8 @@ class Agent:
         system_prompt: the system message.
         output_type: the answer's type (a pydantic model, dataclass, ``list[X]``...); the
             result's ``output`` is then a validated object of it, else the answer's text
-            (``str``, or a union holding it, takes a text answer as it is).
+            (``str``, or a union holding it, takes a text answer as it is). A list of types
+            is one of them, as in pydantic-ai: ``[Forecast, str]``.
         output_mode: ``"tool"``, ``"native"`` or ``"text"`` (`create_react_node`).
         output_retries: answers that may fail validation before `OutputValidationError`.
         constraints: the agent's layer of constraints (tighten only): tool policies,
@@ -121,7 +154,8 @@ class Agent:
         max_iterations: the most model turns per run.
         history_processors: what shapes the messages sent (`trim_history`, ...).
         config: the configuration of its runs (default: the shared defaults).
-        checkpointer: where its runs are saved (a suspended one can resume in a new process).
+        checkpointer: where its runs are saved (a suspended one can resume in a new process:
+            `restore`).
         interactive: whether a person can approve; without, confirm policies become deny.
         user_roles: roles of the user its runs act for (``admin`` unlocks admin_only tools).
         input_guardrails: guardrails of the user's message (`jianmu.guard.guardrails`).
@@ -154,7 +188,12 @@ class Agent:
         tool_output_guardrails: Sequence[Guardrail] = (),
         **options: Any,
     ) -> None:
+        _check_options(options)
         self.llm = llm
+        # a named model ("openai:gpt-4o") made a provider once: every tree of the agent (runs
+        # at once, as_tool calls) shares its client and kept-alive connections, rather than
+        # leaving a client with open sockets behind per tree
+        self._llm = from_name(llm) if isinstance(llm, str) else llm
         self.tools = list(as_tools(tools) or ())  # functions made tools once, not per run
         self.system_prompt = system_prompt
         self.output_type = output_type
@@ -184,7 +223,8 @@ class Agent:
         Raises:
             ConfigError, ToolValidationError, HandoffError: as `create_react_node`.
         """
-        return create_react_node(self.llm, self.tools, **self._node_options)
+        # the hand-off targets built afresh as well: a run binds its team's nodes to itself
+        return create_react_node(self._llm, fresh_handoffs(self.tools), **self._node_options)
 
     def as_tool(
         self, name: str | None = None, description: str = "", *, input_type: Any = str
@@ -193,11 +233,15 @@ class Agent:
         of it, under the caller's guard, budget and approvals.
 
         Args:
-            name: the tool's name; default the agent's.
+            name: the tool's name; default the agent's, made a tool name if it is not one
+                (``"Research Assistant"``: ``research_assistant``).
             description: when to call it, for the model.
             input_type: the input's type (default: the question as text).
         """
-        return agent_tool(self.as_node, name=name or self.name,
+        if name is None:
+            name = self.name if is_tool_name(self.name) else (
+                re.sub(r"[^a-z0-9_-]+", "_", self.name.lower()).strip("_")[:64] or "agent")
+        return agent_tool(self.as_node, name=name,
                           description=description or f"Ask the {self.name} agent.",
                           input_type=input_type)
 
@@ -274,6 +318,38 @@ class Agent:
         finally:
             self._release(runner)
 
+    def restore(self, run_id: str) -> AgentResult:
+        """The run ``run_id`` as this agent's checkpointer last saved it, also in another
+        process: a run stopped before its end (suspended, or its process died) is SUSPENDED,
+        its result listing what it waits for (``approve()``, then ``run(resume=result)``);
+        a finished one's result holds its answer. As `ReactiveRunner.restore`, it holds the
+        run on a checkpointer that leases runs, until a run of it returns.
+
+        Raises:
+            ValueError: the agent has no checkpointer.
+            CheckpointError: no checkpoint of ``run_id``, or one of another tree.
+            RunClaimedError: another owner holds the run.
+        """
+        if self.checkpointer is None:
+            raise ValueError(
+                "restore() reads the agent's checkpointer: make it with Agent(..., "
+                "checkpointer=SQLiteCheckpointer(path))"
+            )
+        runner = ReactiveRunner.restore(
+            self.as_node(), self.checkpointer, run_id, state_manager=StateManager(AgentState),
+            config=self.config, interactive=self.interactive,
+        )
+        self._runs.add(runner)
+        result = runner._finished  # a run that ended: its result, as the runner returns it
+        if result is None:  # stopped before its end (suspended, or its process died)
+            state = runner.state
+            result = RunResult(
+                status=RunStatus.SUSPENDED, run_id=runner.run_id, pending=tuple(runner.pending),
+                output=state.get("final_output"), messages=tuple(state.get("messages") or ()),
+                usage=state.get("usage"),
+            )
+        return self._result(runner, result)
+
     # -- the parts -------------------------------------------------------------------------
     def _runner(
         self, prompt: str | Message | None, history: Any, resume: AgentResult | None
@@ -314,8 +390,9 @@ class Agent:
         return self.as_node()
 
     def _release(self, runner: ReactiveRunner) -> None:
-        """Free the shared tree once its run is over (not while it waits for a person)."""
-        if runner.root is self._shared and not runner.pending:
+        """Free the shared tree once its run is over (not while it waits for a person, nor
+        while another call goes on with it: a ``resume=`` refused as already running)."""
+        if runner.root is self._shared and not runner.pending and not runner._running:
             with self._lock:
                 self._shared_free = True
 

@@ -355,6 +355,8 @@ class AgentLLMNode(AsyncNode):
         while start < len(stored) and stored[start].role == "tool":
             start += 1
         out = self._head()
+        if not start and self._holds_prompt(stored):
+            start = 1
         if start:
             out.extend(itertools.islice(stored, start, None))
         else:
@@ -370,6 +372,16 @@ class AgentLLMNode(AsyncNode):
             system = "\n\n".join(p for p in parts if p)
             made = self._system = (parts, Message.system(system) if system else None)
         return [] if made[1] is None else [made[1]]
+
+    def _holds_prompt(self, stored: Sequence[Message]) -> bool:
+        """Whether the conversation starts with this node's system prompt (a history ported
+        from pydantic-ai's ``all_messages()`` or an OpenAI message list), which the head sends
+        anyway: sent twice, the model reads the prompt twice."""
+        if not stored or not self.system_prompt:
+            return False
+        first = stored[0]
+        return first.role == "system" and first.content in (
+            self.system_prompt, *(m.content for m in self._head()))
 
     async def prepare_messages(self) -> list[Message]:
         """The messages of this turn, through the history processors (none: as
@@ -389,6 +401,8 @@ class AgentLLMNode(AsyncNode):
             made = self._processors = (key, history_processors(self.history, limit))
         processors = made[1]
         stored = self.state.get("messages") or []
+        if self._holds_prompt(stored):
+            stored = stored[1:]
         run = HistoryContext(state=self.state, ctx=self.ctx, events=self.events, node=self.path,
                              spend=self._spend)
         return await apply_history(processors, MessageHistory(self._head(), stored), run)

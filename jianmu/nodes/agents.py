@@ -143,21 +143,24 @@ def handoff(agent: Any, *, name: str | None = None, description: str | None = No
     """A hand-off to ``agent``, for a ReAct node's tools: the model sees ``transfer_to_<name>``.
 
     Args:
-        agent: an agent built by `create_react_node` (a `ReActLoop`), or the name of one in
-            the same team (to close a cycle: a specialist handing back to the triage agent
-            built after it).
+        agent: an agent built by `create_react_node` (a `ReActLoop`) or a `jianmu.Agent`
+            (its ``as_node()``), or the name of one in the same team (to close a cycle: a
+            specialist handing back to the triage agent built after it).
         name: how the tool names the agent; default the agent's name.
         description: when to hand over, for the model.
 
     Raises:
         TypeError: ``agent`` is neither an agent from `create_react_node` nor a name.
     """
+    if not isinstance(agent, str) and not hasattr(agent, "own_round") \
+            and callable(getattr(agent, "as_node", None)):
+        agent = agent.as_node()  # a `jianmu.Agent`: its tree
     if isinstance(agent, str):
         if not agent.strip():
             raise TypeError("handoff() needs an agent or the name of one, got an empty name")
     elif not hasattr(agent, "own_round"):
         raise TypeError(
-            f"handoff() takes an agent built by create_react_node (or its name), got "
+            f"handoff() takes an agent built by create_react_node, an Agent or its name, got "
             f"{type(agent).__name__}; to call any other subtree, use agent_tool()"
         )
     label = name or (agent if isinstance(agent, str) else agent.name)
@@ -340,6 +343,10 @@ bounds the work only by each level's iterations multiplied together, which is ex
 _ESCAPED = re.compile(r"[%./#\s]")
 AgentFactory = Callable[[], py_trees.behaviour.Behaviour]
 """Builds a fresh tree of the sub-agent (one per call, so calls may run in parallel)."""
+_CallKey = tuple[str, str]
+"""A call's sub-run: the id of the run that called it, and its namespace there. The namespace
+alone (``research/call_1``) names a call of every run of the agent, as models reuse call ids:
+with it, another run went on with this one's sub-run."""
 
 
 def _label(call_id: str) -> str:
@@ -592,9 +599,9 @@ class AgentTool(Tool):
         problems = structural_problems(self)
         if problems:
             raise ToolValidationError(self.name, problems)
-        self._runs: dict[str, _SubRun] = {}
-        self._trees: dict[str, py_trees.behaviour.Behaviour] = {}
-        self._holder: str | None = None
+        self._runs: dict[_CallKey, _SubRun] = {}
+        self._trees: dict[_CallKey, py_trees.behaviour.Behaviour] = {}
+        self._holder: _CallKey | None = None
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     def _schema_of(self, input_type: Any) -> None:
@@ -675,18 +682,31 @@ class AgentTool(Tool):
         label = _label(call_id or "call")
         relative = f"{self.name}/{label}"
         view = state.scope(relative)
-        namespace = str(view.namespace)
+        key = (ctx.run_id, str(view.namespace))
         record = view.get("agent_run")
         if isinstance(record, dict) and record.get("status") == RunStatus.SUCCESS.value:
             # it finished before the caller recorded the call (a crash, a restore)
             return ToolResult(tool=self.name, ok=True, output=self._answer(view))
         guard = self._exclusive()
         async with guard:
-            runner = self._runs.get(namespace)
+            runner = self._runs.get(key)
+            if runner is not None and runner.view.manager is not view.manager:
+                # the run was restored into a new state since (in this process): the call
+                # goes on from its record there, not in the state the old runner left
+                await self._finish(key)
+                runner = None
             if runner is None:
-                if self._holder not in (None, namespace):
+                holder = self._holder
+                if holder is not None and holder[0] != key[0]:
+                    # waiting would never end: the decision belongs to the other run
+                    raise ToolExecutionError(
+                        f"agent {self.name!r} is busy with a call of another run, which waits "
+                        "for a person; its tree serves one call at a time (give agent_tool() a "
+                        "function that builds the tree, for a tree per call)"
+                    )
+                if holder is not None and holder != key:
                     raise ToolSuspended(
-                        f"agent {self.name!r} is busy with call {self._holder!r}, which waits "
+                        f"agent {self.name!r} is busy with call {holder[1]!r}, which waits "
                         "for a person; this call runs after it"
                     )
                 if ctx.agent_runs[0] >= MAX_AGENT_RUNS:
@@ -702,16 +722,16 @@ class AgentTool(Tool):
                     None if guardrails is None else guardrails(),
                 )
             if not self._factory:
-                self._holder = namespace
+                self._holder = key
             try:
                 result = await runner.run()
             except BaseException:
-                await self._finish(namespace)
+                await self._finish(key)
                 raise
             if result.status is RunStatus.SUSPENDED:
                 waiting = ", ".join(r.id for r in result.pending) or "a decision"
                 raise ToolSuspended(f"agent {self.name!r} waits for approval of {waiting}")
-            await self._finish(namespace)
+            await self._finish(key)
         if not result.ok:
             raise ToolExecutionError(
                 f"agent {self.name!r} failed: {result.error or result.status.value}"
@@ -731,12 +751,12 @@ class AgentTool(Tool):
         constraints: Constraints, root_name: str, prefix: str,
         guardrails: dict[str, tuple[Any, ...]] | None = None,
     ) -> _SubRun:
-        namespace = str(view.namespace)
-        tree = self._tree(namespace)
+        key = (ctx.run_id, str(view.namespace))
+        tree = self._tree(key)
         tree.parent = None  # a tree served to an earlier call hangs off that call's root
         root = _AgentRoot(root_name, tree)
-        root.namespace = namespace
-        _place(tree, namespace)
+        root.namespace = str(view.namespace)
+        _place(tree, str(view.namespace))
         resumed = isinstance(record, dict) and record.get("status") in (
             RunStatus.SUSPENDED.value, "running",
         )
@@ -749,13 +769,13 @@ class AgentTool(Tool):
         )
         if resumed:
             runner.resume_nodes(record)
-        self._runs[namespace] = runner
+        self._runs[key] = runner
         return runner
 
-    def _tree(self, namespace: str) -> py_trees.behaviour.Behaviour:
+    def _tree(self, key: _CallKey) -> py_trees.behaviour.Behaviour:
         if not self._factory:
             return self.agent  # type: ignore[return-value]
-        tree = self._trees.get(namespace)
+        tree = self._trees.get(key)
         if tree is None:
             tree = self.agent()  # type: ignore[operator]
             if not isinstance(tree, py_trees.behaviour.Behaviour):
@@ -763,7 +783,7 @@ class AgentTool(Tool):
                     f"the function given to agent_tool({self.name!r}) returned "
                     f"{type(tree).__name__}, not a behaviour tree"
                 )
-            self._trees[namespace] = tree
+            self._trees[key] = tree
         return tree
 
     def _exclusive(self) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -776,14 +796,14 @@ class AgentTool(Tool):
             self._lock = (loop, asyncio.Lock())
         return self._lock[1]
 
-    async def _finish(self, namespace: str) -> None:
+    async def _finish(self, key: _CallKey) -> None:
         """Forget a call's run; a tree built for the call ends its threads and sandboxes."""
-        runner = self._runs.pop(namespace, None)
+        runner = self._runs.pop(key, None)
         if runner is not None:
             runner.detach()
-        if self._holder == namespace:
+        if self._holder == key:
             self._holder = None
-        tree = self._trees.pop(namespace, None)
+        tree = self._trees.pop(key, None)
         if tree is not None:
             await close_tree(tree)
 
@@ -794,8 +814,8 @@ class AgentTool(Tool):
 
     async def aclose(self) -> None:
         """End the worker threads and sandboxes the sub-agent's tree keeps."""
-        for namespace in list(self._runs):
-            await self._finish(namespace)
+        for key in list(self._runs):
+            await self._finish(key)
         if not self._factory:
             await close_tree(self.agent)
 

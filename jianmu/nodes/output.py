@@ -181,7 +181,8 @@ class OutputSpec:
 
     Args:
         output_type: anything pydantic's `TypeAdapter` takes: a model, a dataclass, a
-            TypedDict, ``list[Item]``, ``int``, a ``Literal``, a union of models.
+            TypedDict, ``list[Item]``, ``int``, a ``Literal``, a union of models; a list of
+            types is one of them, as in pydantic-ai (``[Forecast, str]``).
         mode: ``"tool"``, ``"native"`` or ``"text"`` (see the module's docstring).
         retries: answers that may fail the check before the loop fails with
             `OutputValidationError`; each retry is a model turn like any other.
@@ -206,6 +207,10 @@ class OutputSpec:
             raise ValueError(f"output_mode must be one of {', '.join(OUTPUT_MODES)}, got {mode!r}")
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ValueError(f"output_retries must be an integer >= 0, got {retries!r}")
+        if isinstance(output_type, (list, tuple)) and output_type:
+            # pydantic-ai's spelling of a union: [Forecast, str] is one of them (a list of
+            # types has no schema of its own, so it cannot mean anything else)
+            output_type = typing.Union[tuple(output_type)]  # noqa: UP007 (of a tuple)
         self.type = output_type
         self.mode: OutputMode = mode
         self.retries = retries

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from jianmu.tools.registry import ToolSet, as_tools
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext
 
-__all__ = ("ReActLoop", "create_react_node")
+__all__ = ("ReActLoop", "create_react_node", "fresh_handoffs")
 
 
 @contextmanager
@@ -119,6 +120,9 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         """This agent's round [model → tools]; in a team, one of the switch's children."""
         self.handoffs: list[Handoff] = []
         """The hand-offs this agent's model may make."""
+        self.recipe: tuple[Any, Any, dict[str, Any]] | None = None
+        """What `create_react_node` built it from (model, tools, keywords), to build it
+        again (`fresh_handoffs`)."""
 
     def limits(self) -> tuple[int, int | None]:
         """The effective ``max_iterations`` and token budget (smallest of every layer)."""
@@ -290,7 +294,10 @@ def create_react_node(
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
         HandoffError: two agents of the team reached by hand-offs share a name.
     """
-    tools, handoffs = split_handoffs(as_tools(tools))
+    options = {k: v for k, v in locals().items() if k not in ("llm", "tools")}  # every keyword
+    tools = as_tools(tools)
+    recipe = (llm, tools, options)
+    tools, handoffs = split_handoffs(tools)
     executor = ToolExecutor(
         f"{name}.tools", tools, config=executor_config, constraints=constraints,
         tool_output_guardrails=tool_output_guardrails,
@@ -316,4 +323,38 @@ def create_react_node(
     loop.handoffs = handoffs
     loop.executor = executor
     loop.llm_node = model
+    # the provider made of a named model, not the name: a rebuilt loop shares its client
+    loop.recipe = (model.llm, *recipe[1:])
     return loop
+
+
+def fresh_handoffs(tools: Any, made: dict[int, ReActLoop] | None = None) -> Any:
+    """``tools`` with each hand-off's target agent built again by its own recipe, and its
+    targets' targets (each agent once, in ``made``): the tree of a run holds its team's
+    nodes, bound to that run, so a second tree built while the first runs needs a team of
+    its own. A target not built by `create_react_node` stays as it is."""
+    if made is None:
+        made = {}
+    _, handoffs = split_handoffs(tools)
+    if not handoffs:
+        return tools
+    rebuilt = {id(h): _fresh(h, made) for h in handoffs}
+    return [rebuilt.get(id(t), t) for t in tools]
+
+
+def _fresh(given: Handoff, made: dict[int, ReActLoop]) -> Handoff:
+    target = given.target
+    recipe = getattr(target, "recipe", None)
+    if recipe is None:  # a name, or a loop built some other way
+        return given
+    copy = made.get(id(target))
+    if copy is None:
+        llm, tools, options = recipe
+        copy = made[id(target)] = create_react_node(
+            llm, fresh_handoffs(tools, made), **options
+        )
+        if copy.executor is not None and target.executor is not None:
+            # with the tools registered on it since it was built (a ToolSet never changes:
+            # one set serves both)
+            copy.executor.toolset = target.executor.toolset
+    return dataclasses.replace(given, target=copy)

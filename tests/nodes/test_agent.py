@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import py_trees
@@ -16,9 +17,11 @@ from jianmu.errors import (
     ConfigError,
     InteractionError,
     OutputValidationError,
+    ToolValidationError,
 )
-from jianmu.nodes import AgentState, ReActLoop
+from jianmu.nodes import AgentState, ReActLoop, create_react_node, handoff
 from jianmu.runtime import RunStatus
+from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.events import Event
 from jianmu.tools.builtin import ask_user
 
@@ -85,6 +88,26 @@ def test_history_continues_a_conversation() -> None:
     assert len(first.messages) == 2  # the first run's result is not changed
 
 
+@pytest.mark.parametrize("output_type", [None, Forecast])
+def test_a_history_that_holds_the_system_prompt_is_not_sent_it_twice(output_type: Any) -> None:
+    # a conversation ported from pydantic-ai's all_messages(), or an OpenAI messages list,
+    # starts with the system prompt the agent sends anyway
+    answer: Any = "Hi." if output_type is None else [
+        {"name": "final_result", "arguments": {"city": "Oslo", "sunny": True}}]
+    llm = ScriptedLLM([answer])
+    agent = Agent(llm, system_prompt="Answer briefly.", output_type=output_type)
+    history = [{"role": "system", "content": "Answer briefly."},
+               {"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hi."}]
+    agent.run_sync("And Oslo?", history=history)
+    sent = [m.role for m in llm.requests[0].messages]
+    assert sent == ["system", "user", "assistant", "user"]
+    assert llm.requests[0].messages[0].content.startswith("Answer briefly.")
+    limited = Agent(ScriptedLLM([answer]), system_prompt="Answer briefly.",
+                    output_type=output_type, history_processors=[lambda messages: messages])
+    limited.run_sync("And Oslo?", history=history)
+    assert [m.role for m in limited.llm.requests[0].messages] == sent  # type: ignore[union-attr]
+
+
 def test_an_approval_suspends_and_the_run_resumes_after_it() -> None:
     @tool(confirm=True)
     def deploy(target: str) -> str:
@@ -147,6 +170,71 @@ def test_a_result_edits_an_approval_and_answers_a_question() -> None:
     assert "edited" in tool_texts[1] and tool_texts[1].endswith("deployed to staging")
 
 
+def test_a_suspended_run_resumes_in_another_process_from_its_checkpoint(tmp_path: Path) -> None:
+    @tool(confirm=True)
+    def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: where.
+        """
+        return f"deployed to {target}"
+
+    def agent(*script: Any) -> Agent:  # what each process builds, by the same code
+        return Agent(ScriptedLLM(list(script)), tools=[deploy], system_prompt="Ship.",
+                     checkpointer=SQLiteCheckpointer(tmp_path / "runs.db"))
+
+    first = agent([{"name": "deploy", "arguments": {"target": "prod"}}]).run_sync("Ship it.")
+    assert first.status is RunStatus.SUSPENDED
+    # another process: the run as its checkpoint left it, waiting for the same request
+    later = agent("Deployed.")
+    paused = later.restore(first.run_id)
+    assert paused.status is RunStatus.SUSPENDED
+    assert [r.id for r in paused.pending] == [r.id for r in first.pending]
+    assert (paused.usage.requests, [m.role for m in paused.messages]) == (1, ["user", "assistant"])
+    paused.approve()
+    done = later.run_sync(resume=paused)
+    assert done.ok and done.output == "Deployed." and done.usage.requests == 2
+    assert later.restore(first.run_id).output == "Deployed."  # a finished run: its answer
+    with pytest.raises(ValueError, match="checkpointer"):
+        Agent(ScriptedLLM(["x"])).restore(first.run_id)
+
+
+async def test_a_resume_refused_while_another_goes_on_leaves_the_tree_held() -> None:
+    gate, deploying = asyncio.Event(), asyncio.Event()
+
+    @tool(confirm=True)
+    async def deploy(target: str) -> str:
+        """Deploy (waits for the gate).
+
+        Args:
+            target: where.
+        """
+        deploying.set()
+        await gate.wait()
+        return f"deployed to {target}"
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "user":
+            if messages[0].content == "Ship it.":
+                return [{"name": "deploy", "arguments": {"target": "prod"}}]
+            return f"Hello, {messages[-1].content}"
+        return f"Done: {messages[-1].content}."
+
+    agent = Agent(ScriptedLLM([reply] * 4), tools=[deploy])
+    paused = await agent.run("Ship it.")
+    paused.approve()
+    going = asyncio.create_task(agent.run(resume=paused))
+    await deploying.wait()
+    with pytest.raises(RuntimeError, match="already running"):
+        await agent.run(resume=paused)  # a double click: refused...
+    # ...and the tree the first resume runs on is still its own: a new run gets another
+    other = await asyncio.wait_for(agent.run("Ada"), 60)
+    assert other.output == "Hello, Ada" and other.runner.root is not paused.runner.root
+    gate.set()
+    assert (await going).output == "Done: deployed to prod."
+
+
 def test_a_rejection_reaches_the_model() -> None:
     @tool(confirm=True)
     def deploy(target: str) -> str:
@@ -186,6 +274,14 @@ def test_as_tool_makes_the_agent_another_agents_tool() -> None:
     assert (result.usage.requests, result.usage.tool_calls) == (4, 2)
 
 
+def test_as_tool_names_the_tool_after_any_agent_name() -> None:
+    # as the Agents SDK's as_tool(): an agent's name need not be a tool name already
+    researcher = Agent(ScriptedLLM(["Sunny."]), name="Research Assistant")
+    assert researcher.as_tool().name == "research_assistant"
+    with pytest.raises(ToolValidationError):
+        researcher.as_tool("Research Assistant")  # a name given is the name, or refused
+
+
 async def test_await_run_and_runs_at_once_each_get_their_own_tree() -> None:
     gate = asyncio.Event()
     started: list[str] = []
@@ -208,6 +304,52 @@ async def test_await_run_and_runs_at_once_each_get_their_own_tree() -> None:
     assert (one.output, two.output) == ("done x", "done y") and sorted(started) == ["x", "y"]
     assert one.runner.root is not two.runner.root
     assert [m.content for m in one.messages if m.role == "tool"] == ["x"]
+
+
+async def test_runs_at_once_that_hand_off_each_get_their_own_team() -> None:
+    both = asyncio.Event()
+    asked: list[str] = []
+
+    @tool
+    async def refund(order: str) -> str:
+        """Refund an order (waits until both runs are inside it).
+
+        Args:
+            order: the order.
+        """
+        asked.append(order)
+        if len(asked) == 2:
+            both.set()
+        await both.wait()
+        return f"refunded {order}"
+
+    def billing_reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "tool" and messages[-1].name == "refund":
+            return f"Done: {messages[-1].content}."
+        return [{"name": "refund", "arguments": {"order": messages[0].content}}]
+
+    billing = create_react_node(ScriptedLLM([billing_reply] * 4), [refund], name="billing")
+    triage = Agent(ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}]] * 2),
+                   tools=[handoff(billing)], name="triage")
+    # the hand-off target is part of each run's tree: two runs at once must not share it
+    one, two = await asyncio.wait_for(asyncio.gather(triage.run("A1"), triage.run("B7")), 60)
+    assert (one.output, two.output) == ("Done: refunded A1.", "Done: refunded B7.")
+    first, second = triage.as_node(), triage.as_node()
+    assert not {id(n) for n in first.iterate()} & {id(n) for n in second.iterate()}
+    billing.executor.register_tool(lookup)  # type: ignore[union-attr]
+    team = triage.as_node().children[0]
+    assert [sorted(t.name for t in r.children[1].toolset) for r in team.children] == [
+        [], ["lookup", "refund"]]
+
+
+def test_an_agent_hands_off_to_another_agent() -> None:
+    # as in the OpenAI Agents SDK: handoff(billing_agent), with no tree built by hand
+    billing = Agent(ScriptedLLM(["Refunded A1."]), name="billing", system_prompt="Refunds.")
+    triage = Agent(ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}]]),
+                   tools=[handoff(billing, description="Refunds.")], name="triage")
+    result = triage.run_sync("Refund A1?")
+    assert result.output == "Refunded A1." and result.runner.state.get("active_agent") == "billing"
+    assert billing.llm.requests[0].messages[0].content == "Refunds."  # type: ignore[union-attr]
 
 
 def lambda_script() -> list[Any]:
@@ -379,6 +521,24 @@ def test_a_provider_model_name_builds_the_provider(monkeypatch: pytest.MonkeyPat
         assert server.requests[0].body["model"] == "test-model"
 
 
+def test_a_named_model_is_one_provider_for_every_tree_of_the_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.support.model_server import ModelServer
+
+    with ModelServer("Sunny.", "Rainy.", "Windy.") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "not-needed")
+        researcher = Agent("openai:test-model", name="researcher")
+        # each call of the tool runs a fresh tree of the researcher: all on one provider,
+        # so on one kept-alive connection, not a client (and its sockets) left per tree
+        lead = Agent(ScriptedLLM([
+            [{"name": "researcher", "arguments": {"input": city}}] for city in "ABC"
+        ] + ["Done."]), tools=[researcher.as_tool()])
+        assert lead.run_sync("Weather?", timeout=30).ok
+        assert len(server.requests) == 3 and len(server.connections) == 1
+
+
 @pytest.mark.parametrize(("llm", "error", "said"), [
     ("gpt-4o", ConfigError, "names no provider"),
     ("nobody:model", ConfigError, "no model provider named 'nobody'"),
@@ -394,6 +554,18 @@ def test_a_model_that_is_not_one_is_refused_when_the_agent_is_made(
 def test_a_system_prompt_that_is_not_text_is_refused_when_the_agent_is_made() -> None:
     with pytest.raises(TypeError, match="system_prompt must be text, got int"):
         Agent(ScriptedLLM(["hi"]), system_prompt=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("instructions", "system_prompt="), ("model_settings", "llm_params="),
+    ("handoffs", "handoff("), ("colour", "Agent() got an unexpected keyword"),
+])
+def test_a_keyword_of_another_framework_is_refused_with_jianmus_spelling(
+    given: str, said: str
+) -> None:
+    with pytest.raises(TypeError, match=f"Agent\\(\\) .*{given}") as raised:
+        Agent(ScriptedLLM(["hi"]), **{given: "x"})
+    assert said in str(raised.value)
 
 
 def test_plain_functions_are_tools() -> None:
@@ -426,3 +598,14 @@ def test_a_union_holding_str_takes_text_or_its_other_members_tool() -> None:
     as_int = Agent(llm, output_type=int | str).run_sync("q")
     assert as_int.ok and as_int.output == 42
     assert [t["function"]["name"] for t in llm.requests[0].tools] == ["final_result"]
+
+
+def test_a_list_of_types_is_one_of_them_as_in_pydantic_ai() -> None:
+    # pydantic-ai's output_type=[Forecast, str]: a Forecast, or a text answer as it is
+    as_text = Agent(ScriptedLLM(["No idea."]), output_type=[Forecast, str]).run_sync("q")
+    assert as_text.ok and as_text.output == "No idea."
+    llm = ScriptedLLM([[{"name": "final_result", "arguments": {"city": "Oslo", "sunny": True}}]])
+    typed = Agent(llm, output_type=[Forecast, str]).run_sync("q")
+    assert typed.output == Forecast(city="Oslo", sunny=True)
+    llm = ScriptedLLM([[{"name": "final_result_int", "arguments": {"response": 3}}]])
+    assert Agent(llm, output_type=(Forecast, int)).run_sync("q").output == 3

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import warnings
 
 import pytest
 from py_trees.common import Status
@@ -121,3 +123,38 @@ def test_a_client_whose_loop_closed_unshut_is_dropped_untouched() -> None:
 
 async def _get(clients: PerLoop[Client]) -> Client:
     return clients.get()
+
+
+def test_a_dropped_providers_client_is_closed_on_its_loop_while_that_loop_lives() -> None:
+    # an Agent("openai:gpt-4o") per request, dropped after its run: its provider's client
+    # (and its kept-alive sockets) must be closed on its loop, not collected with the
+    # sockets open ("unclosed transport") or kept until the loop's shutdown
+    loop = asyncio.new_event_loop()
+    try:
+        clients: PerLoop[Client] = PerLoop(Client, _close)
+        client = loop.run_until_complete(_get(clients))
+        del clients
+        gc.collect()
+        assert client.closed_on is None  # nothing awaited outside its loop...
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.run_until_complete(asyncio.sleep(0))
+        assert client.closed_on is loop  # ...closed on it, at its next turn
+    finally:
+        loop.close()
+
+
+def test_an_agent_of_a_named_model_leaves_no_socket_open_when_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jianmu import Agent
+    from tests.support.model_server import ModelServer
+
+    with ModelServer("One.", "Two.") as server, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "not-needed")
+        assert Agent("openai:test-model").run_sync("hi", timeout=30).output == "One."
+        gc.collect()  # the agent, its provider and its client are garbage now
+        assert Agent("openai:test-model").run_sync("hi", timeout=30).output == "Two."
+        gc.collect()
+    assert [str(w.message) for w in seen if w.category is ResourceWarning] == []
