@@ -310,6 +310,9 @@ class AppConfig(_Section):
     durable: DurableConfig = Field(default_factory=DurableConfig)
     source: str | None = Field(default=None, exclude=True)
     """The file this was loaded from, if any."""
+    key_lines: dict[tuple[Any, ...], int] = Field(default_factory=dict, exclude=True)
+    """The line of each key in that file (by its path of keys), for errors found later: a
+    tool rule the guard cannot parse (`jianmu.guard.checkers.check_config_rules`)."""
 
     def constraints(self) -> Constraints:
         """The configuration's layer of constraints: the farthest one (read-only, and made
@@ -503,9 +506,9 @@ def parse_config(text: str, where: str = "<config>") -> AppConfig:
     except ValidationError as exc:
         problems = "\n".join(_explain(e, where, lines) for e in exc.errors())
         raise ConfigError(problems) from None
-    _check_rule_keys(config, where, lines)
     _check_mcp_servers(config, where, lines)
     config.source = where
+    config.key_lines = lines
     return config
 
 
@@ -525,34 +528,6 @@ def _check_mcp_servers(config: AppConfig, where: str, lines: dict[tuple[Any, ...
         if problem is not None:
             line = lines.get(("mcp", "servers", name), "?")
             raise ConfigError(f"{where}:{line}: mcp.servers.{name}: {problem}")
-
-
-def _check_rule_keys(config: AppConfig, where: str, lines: dict[tuple[Any, ...], int]) -> None:
-    """Refuse a ``tool_policy`` or ``rate_limits`` key the guard could not use, with its line.
-
-    The guard parses them when a run starts; checked here too, a typo stops the command before
-    a run is created and saved, and the error names the file and line.
-    """
-    guard = config.guard
-    if not guard.tool_policy and not guard.rate_limits:
-        return
-    # the rule grammar loads only for a config that writes rules
-    from jianmu.guard._rules import parse_rule
-    from jianmu.guard.checkers import _check_rule_name
-
-    keyed = [("tool_policy", key) for key in guard.tool_policy]
-    keyed += [("rate_limits", key) for key in guard.rate_limits]
-    for section, key in keyed:
-        try:
-            if section == "tool_policy":
-                parse_rule(key)
-            name = key.split("(", 1)[0] if section == "tool_policy" else key
-            _check_rule_name(f"guard.{section}", key, name.strip())
-        except ConfigError as exc:
-            line = lines.get(("guard", section, key), "?")
-            message = str(exc)  # the name check's message already says where
-            named = message if message.startswith("guard.") else f"guard.{section}: {message}"
-            raise ConfigError(f"{where}:{line}: {named}") from None
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> AppConfig:

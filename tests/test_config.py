@@ -218,8 +218,11 @@ def test_a_refused_value_is_named_once_without_pydantic_wording() -> None:
 
 
 def test_malformed_tool_rules_name_the_file_and_line() -> None:
+    from jianmu.guard.enforcer import check_config_rules
+
     with pytest.raises(ConfigError, match=r"^c\.yaml:4: guard\.tool_policy: invalid tool rule"):
-        parse_config("guard:\n  tool_policy:\n    bash: allow\n    'bash(git': deny\n", "c.yaml")
+        check_config_rules(parse_config(
+            "guard:\n  tool_policy:\n    bash: allow\n    'bash(git': deny\n", "c.yaml"))
 
 
 @pytest.mark.parametrize(("provider", "variable"), [

@@ -93,8 +93,13 @@ def json_text(value: Any) -> str:
 
 
 def load_cli_config(path: str | None) -> AppConfig:
-    """The config named by ``--config``, else the usual search (`load_config`)."""
-    return load_config(path)
+    """The config named by ``--config``, else the usual search (`load_config`), its tool rules
+    checked now (`check_config_rules`): a typo stops the command before a run is saved."""
+    from jianmu.guard.enforcer import check_config_rules
+
+    config = load_config(path)
+    check_config_rules(config)
+    return config
 
 
 def parse_inputs(pairs: Iterable[str]) -> dict[str, Any]:

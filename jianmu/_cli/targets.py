@@ -430,7 +430,7 @@ def launch_config(launch: Launch, run_id: str) -> AppConfig:
     Raises:
         CLIError: that folder or that config file is gone.
     """
-    from jianmu.config import load_config
+    from jianmu._cli.common import load_cli_config
 
     where = Path(launch.cwd)
     if not where.is_absolute() or not where.is_dir():
@@ -443,7 +443,7 @@ def launch_config(launch: Launch, run_id: str) -> AppConfig:
             f"run {run_id!r} was started under the config {launch.config!r}, which is gone; "
             "a run is resumed, decided and forked only under its own config"
         )
-    config = load_config(launch.config) if launch.config else AppConfig()
+    config = load_cli_config(launch.config) if launch.config else AppConfig()
     workdir = config.execution.workdir
     # relative to the run's folder, not to the folder this command runs in
     pinned = where / Path(workdir).expanduser() if workdir else where

@@ -568,3 +568,4 @@ class ConfirmChecker(BaseChecker):
 def _asked_request(interaction: Interaction, request_id: str) -> ApprovalRequest | None:
     """The request asked under ``request_id``, if the run ever asked one."""
     return interaction.request(request_id)
+

@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from jianmu import plugins
 from jianmu.constraints import (
@@ -59,6 +59,9 @@ from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, builtin_aliases, is_tool_name, name_key, shown_name
 from jianmu.tools.registry import ToolLookup, ToolSet, canonical_call
 
+if TYPE_CHECKING:
+    from jianmu.config import AppConfig
+
 __all__ = (
     "BUILTIN_CHECKERS",
     "CHECK_KINDS",
@@ -66,6 +69,7 @@ __all__ = (
     "ToolPolicyChecker",
     "build_chain",
     "builtin_chain",
+    "check_config_rules",
     "is_denied",
     "visible_tools",
 )
@@ -686,3 +690,34 @@ class GuardEnforcer:
                 for c in self.checkers
             )
         return known
+
+
+def check_config_rules(config: AppConfig) -> None:
+    """Refuse a ``tool_policy`` or ``rate_limits`` key the guard could not use, with its file
+    and line.
+
+    The guard parses them when a run starts; checked when the command line loads its config
+    too, a typo stops the command before a run is created and saved, and the error names the
+    file and line.
+
+    Raises:
+        ConfigError: the first key the guard could not use.
+    """
+    guard = config.guard
+    if not guard.tool_policy and not guard.rate_limits:
+        return
+
+    where, lines = config.source or "<config>", config.key_lines
+    keyed = [("tool_policy", key) for key in guard.tool_policy]
+    keyed += [("rate_limits", key) for key in guard.rate_limits]
+    for section, key in keyed:
+        try:
+            if section == "tool_policy":
+                parse_rule(key)
+            name = key.split("(", 1)[0] if section == "tool_policy" else key
+            _check_rule_name(f"guard.{section}", key, name.strip())
+        except ConfigError as exc:
+            line = lines.get(("guard", section, key), "?")
+            message = str(exc)  # the name check's message already says where
+            named = message if message.startswith("guard.") else f"guard.{section}: {message}"
+            raise ConfigError(f"{where}:{line}: {named}") from None

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 
-    from jianmu.llm.provider import LLMResponse
 
 __all__ = (
     "ERROR_TYPE",
@@ -260,7 +259,7 @@ def chat_attributes(llm: Any, model: str, agent: str) -> dict[str, Any]:
             GEN_AI_SYSTEM: provider, GEN_AI_REQUEST_MODEL: model, GEN_AI_AGENT_NAME: agent}
 
 
-def record_answer(current: Span | None, response: LLMResponse) -> None:
+def record_answer(current: Span | None, response: Any) -> None:
     """What answered, why it stopped and its tokens, on a ``chat`` span; a count the server
     did not give stays off (unknown, not 0)."""
     if current is None:
