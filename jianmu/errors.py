@@ -67,6 +67,7 @@ __all__ = (
     "CLIError",
     "CheckpointError",
     "ConfigError",
+    "DamagedRowError",
     "DurableDatabaseError",
     "DurableError",
     "ExitCode",
@@ -169,6 +170,11 @@ class ApprovalEditError(InteractionError, ValueError):
 
 class CheckpointError(JianmuError, RuntimeError):
     """A run could not be saved to or restored from a checkpointer."""
+
+
+class DamagedRowError(CheckpointError):
+    """A stored checkpoint, point or event that is not the JSON it was written as (a damaged
+    file, a hand edit): said as such, where a missing point is not found."""
 
 
 class RunClaimedError(CheckpointError):

@@ -39,7 +39,7 @@ from py_trees.common import Status
 from pydantic_core import to_jsonable_python
 
 from jianmu._json import json_text
-from jianmu.errors import CheckpointError
+from jianmu.errors import CheckpointError, DamagedRowError
 
 if TYPE_CHECKING:
     from jianmu.runtime.context import Interaction, RunContext
@@ -65,11 +65,6 @@ __all__ = (
     "snapshot_ops",
     "walk_tree",
 )
-
-
-class DamagedRowError(CheckpointError):
-    """A stored checkpoint, point or event that is not the JSON it was written as (a damaged
-    file, a hand edit): said as such, where a missing point is not found."""
 
 
 STOPPED = "STOPPED"
