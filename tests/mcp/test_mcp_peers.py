@@ -16,12 +16,17 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from jianmu import Agent, ScriptedLLM
+from jianmu.config import AppConfig, MCPConfig, MCPServerConfig
 from jianmu.errors import ToolUnavailableWarning, ToolValidationError
 from jianmu.mcp import MCPToolProvider
+from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.runtime.context import RunContext
+from jianmu.skills.node import connect_mcp_tools
 from jianmu.tools.registry import ToolSet
 from tests.mcp.helpers import WEATHER, HttpServer, free_port
 
@@ -87,7 +92,7 @@ async def test_providers_whose_tools_share_a_name_are_refused() -> None:
 
 async def test_an_agent_runs_the_official_everything_server(everything_bin: str) -> None:
     provider = MCPToolProvider("ev", command=everything_bin, args=["stdio"], trust="read_only",
-                               timeout=60, connect_timeout=60)
+                               timeout=60, connect_timeout=20)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ToolUnavailableWarning)
@@ -113,3 +118,29 @@ async def test_an_agent_runs_the_official_everything_server(everything_bin: str)
     finally:
         await provider.close()
 
+
+
+async def test_the_servers_a_skill_names_start_together(tmp_path: Path) -> None:
+    # each server answers its handshake only once all three have started: started one by
+    # one, the first would wait for the others until its connect_timeout
+    rendezvous = str(Path(__file__).parent / "servers" / "rendezvous_server.py")
+    folder = tmp_path / "started"
+    folder.mkdir()
+    names = ("alpha", "beta", "gamma")
+    servers = {
+        n: MCPServerConfig(command=sys.executable, args=[rendezvous, str(folder), "3", n],
+                           timeout=60, connect_timeout=20)
+        for n in names
+    }
+    ctx = RunContext(config=AppConfig(mcp=MCPConfig(servers=servers)))
+    executor = ToolExecutor()
+    try:
+        skill = SimpleNamespace(tools=list(names))
+        await connect_mcp_tools([skill], ctx, lambda: None, executor)  # type: ignore[list-item]
+        served = [n for n in executor.visible_toolset().names() if "__" in n]
+        assert served == ["alpha__whoami", "beta__whoami", "gamma__whoami"]  # the skill's order
+        result = await executor.toolset.execute("gamma__whoami", {})
+        assert result.output == "gamma"
+    finally:
+        for closer in ctx.closers:
+            await closer()
