@@ -61,12 +61,16 @@ async def test_an_http_server_that_forgot_the_session_gets_a_new_one(
         assert (await tools.execute("remote__echo", {"text": "one"})).output == "one"
         first.kill()  # restarted between two turns: the new process knows no session
         first.wait(timeout=30)
-        http_server([WEATHER], port)
+        second = http_server([WEATHER], port)
         again = await tools.execute("remote__echo", {"text": "two"})
         assert (again.ok, again.output, again.error) == (True, "two", None)
         assert provider.client.connections == 2
+        second.kill()  # and a listing (not a call) is the first to meet the new process
+        second.wait(timeout=30)
+        http_server([WEATHER], port)
         listed = await provider.refresh()
         assert "remote__echo" in [t.name for t in listed]
+        assert provider.client.connections == 3
     finally:
         await provider.close()
 
