@@ -16,7 +16,10 @@ cancelling the caller cancels it there. When the loop that held the session has 
 ``asyncio.run`` that returned), the next call opens a new session on its own loop.
 
 A call that finds the connection closed marks it broken and fails; the next call
-reconnects once (a new process for stdio, a new session for HTTP) before it runs. An HTTP
+reconnects once (a new process for stdio, a new session for HTTP) before it runs. A server
+whose messages ended while no call was waiting (a stdio process that exited between two
+turns) is marked broken then (`WatchedStream`), so the next call starts it again rather than
+failing on it. An HTTP
 server that answers ``404`` to our session has forgotten it (restarted, expired): as the MCP
 transport spec asks, a new session is started, and the request it refused, which it never ran,
 is sent once more on it (a request whose connection dropped is not: it may have run).
@@ -426,6 +429,7 @@ class MCPClient:
                 read, write = await stack.enter_async_context(open_transport(
                     self, refused, lambda: self._session_forgotten(generation)
                 ))
+                read = WatchedStream(read, lambda: self._server_gone(generation))
                 session = await stack.enter_async_context(
                     # requests without their own timeout (the handshake, tools/list) are
                     # connection work; tool calls pass the call timeout explicitly
@@ -446,6 +450,14 @@ class MCPClient:
             logger.debug("MCP client %r: session closed with %s", self.name, describe(exc))
         finally:
             done.set()
+
+    def _server_gone(self, generation: int) -> None:
+        """The server's messages ended (a stdio server's process exited): the next call
+        starts it again instead of failing on the dead one."""
+        if generation == self.connections and self._session is not None:
+            logger.info("MCP client %r: the server closed the connection; the next call "
+                        "reconnects", self.name)
+        self._mark_broken(generation)
 
     def _session_forgotten(self, generation: int) -> None:
         """The HTTP server answered ``404`` to a request naming session ``generation``: it no
@@ -788,6 +800,47 @@ async def open_transport(
     http.event_hooks = {"request": [], "response": [refused.record, lost]}
     async with http, streamable_http_client(client.url, http_client=http) as streams:
         yield streams
+
+class WatchedStream:
+    """The SDK's read stream of a session, calling ``ended()`` when the server's messages end
+    (the SDK's `ReadStream` protocol: what its session reads)."""
+
+    __slots__ = ("_ended", "_stream")
+
+    def __init__(self, stream: Any, ended: Callable[[], None]) -> None:
+        self._stream, self._ended = stream, ended
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last message, where the stream keeps it."""
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        """The next message; `ended()` runs when there is none."""
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._ended()
+            raise
+
+    async def aclose(self) -> None:
+        """Close the stream."""
+        await self._stream.aclose()
+
+    def __aiter__(self) -> WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> WatchedStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 # -- errors ------------------------------------------------------------------------------------
 
