@@ -44,7 +44,7 @@ def everything_bin() -> str:
     """``mcp-server-everything`` installed into a cache folder (skips when npm cannot)."""
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
-        pytest.skip("npm/node are not installed: cannot run @modelcontextprotocol/server-everything")
+        pytest.skip(f"npm/node are not installed: cannot run {EVERYTHING}")
     cache = Path(os.environ.get("JIANMU_NPM_CACHE") or Path.home() / ".cache" / "jianmu-tests")
     binary = cache / "node_modules" / ".bin" / "mcp-server-everything"
     if not binary.exists():
