@@ -16,7 +16,13 @@ cancelling the caller cancels it there. When the loop that held the session has 
 ``asyncio.run`` that returned), the next call opens a new session on its own loop.
 
 A call that finds the connection closed marks it broken and fails; the next call
-reconnects once (a new process for stdio, a new session for HTTP) before it runs.
+reconnects once (a new process for stdio, a new session for HTTP) before it runs. A server
+whose messages ended while no call was waiting (a stdio process that exited between two
+turns) is marked broken then (`WatchedStream`), so the next call starts it again rather than
+failing on it. An HTTP
+server that answers ``404`` to our session has forgotten it (restarted, expired): as the MCP
+transport spec asks, a new session is started, and the request it refused, which it never ran,
+is sent once more on it (a request whose connection dropped is not: it may have run).
 
 Jianmu is asyncio inside. anyio appears here in two places only: where a caller of any async
 library meets the client (waiting for a handed-over call, starting the private loop from a
@@ -181,6 +187,7 @@ class MCPClient:
         self._stop: anyio.Event | None = None
         self._done: anyio.Event | None = None
         self._broken = False
+        self._forgotten = 0  # the session the HTTP server answered 404 for (it forgot it)
 
     @property
     def transport(self) -> str:
@@ -419,7 +426,10 @@ class MCPClient:
         self._refused = refused = RefusedAuth()
         try:
             async with contextlib.AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(open_transport(self, refused))
+                read, write = await stack.enter_async_context(open_transport(
+                    self, refused, lambda: self._session_forgotten(generation)
+                ))
+                read = WatchedStream(read, lambda: self._server_gone(generation))
                 session = await stack.enter_async_context(
                     # requests without their own timeout (the handshake, tools/list) are
                     # connection work; tool calls pass the call timeout explicitly
@@ -440,6 +450,21 @@ class MCPClient:
             logger.debug("MCP client %r: session closed with %s", self.name, describe(exc))
         finally:
             done.set()
+
+    def _server_gone(self, generation: int) -> None:
+        """The server's messages ended (a stdio server's process exited): the next call
+        starts it again instead of failing on the dead one."""
+        if generation == self.connections and self._session is not None:
+            logger.info("MCP client %r: the server closed the connection; the next call "
+                        "reconnects", self.name)
+        self._mark_broken(generation)
+
+    def _session_forgotten(self, generation: int) -> None:
+        """The HTTP server answered ``404`` to a request naming session ``generation``: it no
+        longer knows it (restarted, expired), so the next request starts a new session."""
+        if generation == self.connections:
+            self._forgotten = generation
+            self._broken = True
 
     def _mark_broken(self, generation: int) -> None:
         """Mark the session broken, unless a newer one already replaced the failed one.
@@ -483,10 +508,17 @@ class MCPClient:
     ) -> _T:
         """``fn(session, *args)`` on the live session, its errors translated; the whole of it
         within ``connect_timeout`` (a listing's pages each came just in time, forever)."""
-        session = await self._ensure_session()
         with anyio.move_on_after(self.connect_timeout):
-            with translate(self, what, self.connections, timeout=self.connect_timeout):
-                return await fn(session, *args)
+            for attempt in (1, 2):
+                session = await self._ensure_session()
+                generation = self.connections
+                try:
+                    with translate(self, what, generation, timeout=self.connect_timeout):
+                        return await fn(session, *args)
+                except MCPError as exc:
+                    if attempt == 2 or not refused_as_forgotten(self, generation, exc.__context__):
+                        raise
+                    # the server refused the session, not the request: once on a new one
         raise MCPError(
             f"MCP server {self.name!r} did not finish {what} within {self.connect_timeout:g}s "
             "(connect_timeout); raise it if the server is only slow"
@@ -495,17 +527,23 @@ class MCPClient:
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], timeout: float | None
     ) -> MCPCallResult:
-        session = await self._ensure_session()
-        generation = self.connections
         limit = timeout or self.timeout
-        try:  # not `translate`: a context manager per call costs more than the rest here
-            result = await session.call_tool(name, arguments, read_timeout_seconds=limit)
-        except Exception as exc:
-            mapped = translated(self, f"tools/call {name!r}", generation, exc, timeout=limit)
-            if mapped is None:
-                raise
-            raise mapped from None
-        return data.call_result(result)
+        for attempt in (1, 2):
+            session = await self._ensure_session()
+            generation = self.connections
+            try:  # not `translate`: a context manager per call costs more than the rest here
+                result = await session.call_tool(name, arguments, read_timeout_seconds=limit)
+            except Exception as exc:
+                if attempt == 1 and refused_as_forgotten(self, generation, exc):
+                    # the server never ran it (MCP: a forgotten session is answered 404 and
+                    # the client starts a new one): once more, on a new session
+                    continue
+                mapped = translated(self, f"tools/call {name!r}", generation, exc, timeout=limit)
+                if mapped is None:
+                    raise
+                raise mapped from None
+            return data.call_result(result)
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
 @functools.cache
 def checked_session_class() -> Any:
@@ -734,8 +772,11 @@ class RefusedAuth:
 
 
 @contextlib.asynccontextmanager
-async def open_transport(client: Any, refused: RefusedAuth) -> AsyncIterator[Any]:
-    """The SDK transport of ``client`` (an `MCPClient`): stdio, or HTTP with its headers."""
+async def open_transport(
+    client: Any, refused: RefusedAuth, forgotten: Callable[[], None] = lambda: None
+) -> AsyncIterator[Any]:
+    """The SDK transport of ``client`` (an `MCPClient`): stdio, or HTTP with its headers;
+    ``forgotten()`` runs when the HTTP server answers 404 to a request naming our session."""
     if client.command is not None:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -750,9 +791,56 @@ async def open_transport(client: Any, refused: RefusedAuth) -> AsyncIterator[Any
 
     headers: SecretHeaders = client._headers
     http = create_mcp_http_client(headers=headers.reveal() or None)
-    http.event_hooks = {"request": [], "response": [refused.record]}
+
+    async def lost(response: Any) -> None:
+        # MCP's streamable HTTP: a server that no longer knows a session answers 404 to it
+        if response.status_code == 404 and "mcp-session-id" in response.request.headers:
+            forgotten()
+
+    http.event_hooks = {"request": [], "response": [refused.record, lost]}
     async with http, streamable_http_client(client.url, http_client=http) as streams:
         yield streams
+
+class WatchedStream:
+    """The SDK's read stream of a session, calling ``ended()`` when the server's messages end
+    (the SDK's `ReadStream` protocol: what its session reads)."""
+
+    __slots__ = ("_ended", "_stream")
+
+    def __init__(self, stream: Any, ended: Callable[[], None]) -> None:
+        self._stream, self._ended = stream, ended
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last message, where the stream keeps it."""
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        """The next message; `ended()` runs when there is none."""
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._ended()
+            raise
+
+    async def aclose(self) -> None:
+        """Close the stream."""
+        await self._stream.aclose()
+
+    def __aiter__(self) -> WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> WatchedStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 # -- errors ------------------------------------------------------------------------------------
 
@@ -804,6 +892,23 @@ def translated(
         # (a pydantic ValidationError: a listing whose $schema is a number, say)
         return MCPError(f"MCP server {client.name!r} answered {what} badly: {exc}")
     return None
+
+
+def refused_as_forgotten(client: Any, generation: int, exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the server's refusal of a request on session ``generation`` of
+    ``client`` that it answered ``404`` to: it never ran the request.
+
+    A JSON-RPC error answer only: a request whose connection dropped (the server died under
+    it) may have run, and is not sent again.
+    """
+    from mcp.shared.exceptions import MCPError as SDKError
+    from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    return (
+        client._forgotten == generation
+        and isinstance(exc, SDKError)
+        and exc.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+    )
 
 
 @contextlib.contextmanager

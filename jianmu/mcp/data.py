@@ -43,6 +43,9 @@ class MCPToolInfo:
     annotations: dict[str, Any] = field(default_factory=dict)
     """Hints as on the wire: ``readOnlyHint``, ``destructiveHint``, ``idempotentHint``,
     ``openWorldHint``, ``title`` (only those the server set)."""
+    task_support: str | None = None
+    """Its ``execution.taskSupport`` (MCP 2025-11-25): ``required`` when only a task-augmented
+    call runs it, ``optional``, ``forbidden``; ``None`` when the server said nothing."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,6 +278,7 @@ async def list_tools(session: Any) -> list[MCPToolInfo]:
                 input_schema=dict(t.input_schema or {}),
                 output_schema=dict(t.output_schema) if t.output_schema else None,
                 annotations=notes,
+                task_support=getattr(t.execution, "task_support", None),
             )
         )
     return infos

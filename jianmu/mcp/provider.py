@@ -42,7 +42,9 @@ are described in the text); a declared output schema is held to the input schema
 and results are checked against it in linear time (`jianmu.mcp.client.checked_session_class`);
 ``isError`` raises `ToolExecutionError` with the server's text, so the agent loop sees a
 failed `ToolResult`. A server that died fails the call in progress; the next call reconnects
-once.
+once (an HTTP server that forgot the session gets a new one at once: see `MCPClient`). A tool
+that runs only as a task (``execution.taskSupport: required``) is skipped with a warning: the
+client makes plain calls, which such a server refuses.
 
 Serving Jianmu tools to other MCP hosts is `jianmu.mcp.server`. The ``mcp`` extra is imported
 only when a server is connected.
@@ -206,6 +208,13 @@ class MCPTool(Tool):
     ) -> None:
         if trust not in TRUST_LEVELS:
             raise ValueError(f"MCP trust must be one of {', '.join(TRUST_LEVELS)}, got {trust!r}")
+        if info.task_support == "required":
+            # the server refuses every plain call of it (-32601): offering it to the model
+            # would only waste its turns
+            raise ValueError(
+                f"MCP tool {info.name!r} of server {server!r} requires task-augmented calls "
+                "(execution.taskSupport: required), which Jianmu's MCP client does not make"
+            )
         schema = _object_schema(info.input_schema)
         if schema is None:
             raise ValueError(

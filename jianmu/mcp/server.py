@@ -110,16 +110,28 @@ def _success(result: ToolResult) -> Any:
         # structured content without an output schema: clients validate nothing extra; the
         # models and dates a dict holds go out as their fields and ISO text, as render_output
         # writes them (the text is JSON unless the dict cannot be, e.g. nested past the stack)
+        not_finite: list[str] = []  # NaN, Infinity: not JSON, so a client's JSON.parse fails
         try:
-            structured = json.loads(text)
+            structured = json.loads(text, parse_constant=_noted(not_finite))
         except ValueError:
             text = json.dumps(output, default=str)
-            structured = json.loads(text)
+            structured = json.loads(text, parse_constant=_noted(not_finite))
+        if not_finite:  # both parts say null, as the structured content must (JSON)
+            text = json.dumps(structured, ensure_ascii=False)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text), *media],
             structured_content=structured,
         )
     return types.CallToolResult(content=[types.TextContent(type="text", text=text), *media])
+
+
+def _noted(seen: list[str]) -> Callable[[str], None]:
+    """A ``parse_constant`` for `json.loads` that notes ``NaN``/``Infinity`` and reads null."""
+
+    def constant(name: str) -> None:
+        seen.append(name)
+
+    return constant
 
 
 def build_mcp_server(

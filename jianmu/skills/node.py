@@ -628,13 +628,25 @@ async def connect_mcp_tools(
     ``executor`` the tools they asked for, minus those whose policy under ``constraints()``
     is deny. When a server says its tools changed, they are listed again before the model's
     next turn (tools it dropped are removed, new ones it added registered). The read-only
-    ``mcp_list_resources`` and ``mcp_read_resource`` cover the servers named whole."""
-    for server, names in mcp_references(skills, ctx).items():
-        from jianmu.mcp import MCPToolProvider  # the MCP SDK only for skills that name a server
+    ``mcp_list_resources`` and ``mcp_read_resource`` cover the servers named whole. The
+    servers start together; the first that fails (in the skills' order) raises."""
+    references = mcp_references(skills, ctx)
+    if not references:
+        return
+    from jianmu.mcp import MCPToolProvider  # the MCP SDK only for skills that name a server
 
+    providers = []
+    for server in references:
         provider = MCPToolProvider.from_config(server, ctx.config.mcp.servers[server])
         ctx.on_close(provider.close)
-        await provider.initialize()
+        providers.append(provider)
+    # each start and handshake takes seconds (a process, a runtime, a network round trip):
+    # one after another, a skill naming many servers would wait for their sum
+    started = await asyncio.gather(*(p.initialize() for p in providers), return_exceptions=True)
+    for outcome in started:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    for provider, names in zip(providers, references.values(), strict=True):
         _Sync(provider, names, ctx, constraints, executor).attach()
         if "*" in names:  # a skill that names one tool of a server gets only that tool
             _add_resource_tools(provider, ctx, constraints, executor)

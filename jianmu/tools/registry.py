@@ -353,12 +353,24 @@ class ToolSet:
 
     @classmethod
     async def from_providers(cls, providers: Iterable[ToolProvider], **kwargs: Any) -> ToolSet:
-        """Initialise each provider and gather its tools (providers stay open)."""
-        tools: list[Tool] = []
+        """Initialise each provider and gather its tools (providers stay open).
+
+        Raises:
+            ToolValidationError: two providers give tools of one name (ignoring ASCII case),
+                such as two MCP servers of one name: one would answer for the other.
+        """
+        tools: dict[str, tuple[Tool, Any]] = {}
         for provider in providers:
             await provider.initialize()
-            tools.extend(provider.get_tools(**kwargs))
-        return cls(tools)
+            for made in provider.get_tools(**kwargs):
+                key = _key(made)
+                taken = tools.setdefault(key, (made, provider))
+                if taken[0] is not made:
+                    raise ToolValidationError(made.name, [
+                        f"{taken[1]!r} and {provider!r} both give a tool of this name; "
+                        "rename one (an MCP server's name starts its tools' names)"
+                    ])
+        return cls(t for t, _ in tools.values())
 
     @staticmethod
     def list_builtin_names() -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import re
 import signal
@@ -280,19 +281,61 @@ def test_connect_timeout_is_its_own_setting() -> None:
         parse_config("mcp:\n  servers:\n    slow:\n      command: x\n      conect_timeout: 5\n")
 
 
+class _Closed(logging.Handler):
+    """Sets ``seen`` when an MCP client logs that its server closed the connection."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seen = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "closed the connection" in record.getMessage():
+            self.seen.set()
+
+
 @pytest.mark.anyio
-async def test_killed_stdio_server_fails_the_call_then_reconnects(
+async def test_a_stdio_server_killed_between_calls_is_started_again_for_the_next(
     stdio_tools: tuple[MCPToolProvider, ToolSet],
 ) -> None:
     provider, toolset = stdio_tools
-    first_pid = int((await toolset.execute("weather__server_pid")).output)
-    os.kill(first_pid, signal.SIGKILL)
-    failed = await toolset.execute("weather__echo", {"text": "lost"})
+    closed = _Closed()
+    log = logging.getLogger("jianmu.mcp")
+    level = log.level
+    log.addHandler(closed)
+    log.setLevel(logging.INFO)
+    try:
+        first_pid = int((await toolset.execute("weather__server_pid")).output)
+        os.kill(first_pid, signal.SIGKILL)
+        with anyio.fail_after(60):  # between two turns: the client has seen the server go
+            await closed.seen.wait()
+    finally:
+        log.removeHandler(closed)
+        log.setLevel(level)
+    again = await toolset.execute("weather__echo", {"text": "back"})  # not lost
+    assert (again.ok, again.output) == (True, "back")
+    assert int((await toolset.execute("weather__server_pid")).output) != first_pid
+    assert provider.client.connections == 2
+
+
+@pytest.mark.anyio
+async def test_a_stdio_server_that_dies_under_a_call_fails_it_then_reconnects(
+    stdio_tools: tuple[MCPToolProvider, ToolSet],
+) -> None:
+    provider, toolset = stdio_tools
+    pid = int((await toolset.execute("weather__server_pid")).output)
+    async with anyio.create_task_group() as tg:
+        outcome: list[Any] = []
+
+        async def call() -> None:
+            outcome.append(await toolset.execute("weather__wait", {"seconds": 120}))
+
+        tg.start_soon(call)  # sent before the loop next looks at the server's pipe
+        os.kill(pid, signal.SIGKILL)
+    [failed] = outcome
     assert not failed.ok and "closed the connection" in (failed.error or "")
-    assert "next call reconnects" in (failed.error or "")
+    assert "next call reconnects" in (failed.error or "")  # it may have run: not sent again
     again = await toolset.execute("weather__echo", {"text": "back"})
     assert again.ok and again.output == "back"
-    assert int((await toolset.execute("weather__server_pid")).output) != first_pid
     assert provider.client.connections == 2
 
 

@@ -3,18 +3,14 @@ and, where npm can install it, the official ``@modelcontextprotocol/server-every
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from jianmu.config import AppConfig, MCPConfig, MCPServerConfig
-from jianmu.errors import MCPError
+from jianmu.errors import MCPError, ToolUnavailableWarning
 from jianmu.mcp import MCPClient, MCPToolProvider, resource_tools
 from jianmu.mcp.resources import template_pattern
 from jianmu.nodes.tool_executor import ToolExecutor
@@ -22,8 +18,6 @@ from jianmu.runtime.context import RunContext
 from jianmu.skills.node import connect_mcp_tools
 from jianmu.tools.registry import ToolSet
 from tests.mcp.helpers import NOTES
-
-EVERYTHING = "@modelcontextprotocol/server-everything"
 
 
 @pytest.fixture
@@ -106,32 +100,15 @@ async def test_skill_runs_get_the_resource_tools_without_approval() -> None:
 # -- the official "everything" server from npm --------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def everything_bin() -> str:
-    """``mcp-server-everything`` installed into a cache folder (skips when npm cannot)."""
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed: cannot install @modelcontextprotocol/server-everything")
-    cache = Path(os.environ.get("JIANMU_NPM_CACHE") or Path.home() / ".cache" / "jianmu-tests")
-    binary = cache / "node_modules" / ".bin" / "mcp-server-everything"
-    if not binary.exists():
-        try:
-            subprocess.run(
-                [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", EVERYTHING],
-                check=True, capture_output=True, timeout=300,
-            )
-        except (subprocess.SubprocessError, OSError) as exc:
-            pytest.skip(f"npm could not install {EVERYTHING} (offline?): {exc}")
-    return str(binary)
-
-
 @pytest.mark.anyio
 async def test_official_everything_server(everything_bin: str) -> None:
     provider = MCPToolProvider(
         "everything", command=everything_bin, args=["stdio"], timeout=60, connect_timeout=60
     )
     try:
-        await provider.initialize()
+        # its one tool that only runs as a task is left out, saying why
+        with pytest.warns(ToolUnavailableWarning, match="simulate-research-query"):
+            await provider.initialize()
         client = provider.client
         listed = await client.list_resources()
         document = next(r for r in listed if r.uri.endswith("architecture.md"))

@@ -248,3 +248,26 @@ async def test_a_dict_result_holding_models_is_served_as_their_fields() -> None:
     expected = {"line": {"line_id": "L1", "roaming": True}, "at": "2025-01-15T10:30:00"}
     assert result.structured_content == expected
     assert json.loads(text_of(result)) == expected
+
+
+async def test_a_dict_holding_nan_or_infinity_is_served_as_strict_json() -> None:
+    @tool
+    def stats(x: float) -> dict[str, Any]:
+        """Statistics of nothing: an empty mean is NaN.
+
+        Args:
+            x: A number.
+        """
+        return {"mean": float("nan"), "max": float("inf"), "x": x}
+
+    def strict(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    server = build_mcp_server(ToolSet.from_tools([stats]),
+                              guard=GuardConstraints(tool_policy={"stats": "allow"}))
+    async with Client(server) as client:
+        result = await client.call_tool("stats", {"x": 2})
+    # the text a client parses (JSON.parse refuses NaN) says what the structured content says
+    assert not result.is_error
+    assert json.loads(text_of(result), parse_constant=strict) == result.structured_content
+    assert result.structured_content == {"mean": None, "max": None, "x": 2.0}
