@@ -202,17 +202,23 @@ _PINNED: ContextVar[dict[tuple[str, str], str] | None] = ContextVar(
 )
 
 
-@contextlib.contextmanager
-def pinned_paths() -> Iterator[None]:
+class pinned_paths:
     """Within the block, each path leads where it first led (`locate`): the guard checks a
     call's path, and the tool then opens the real location the guard saw (without following
     links), whatever a running command swaps in between (``docs/link`` pointed at
-    ``../secrets/key`` after the check)."""
-    token = _PINNED.set({})
-    try:
-        yield
-    finally:
-        _PINNED.reset(token)
+    ``../secrets/key`` after the check).
+
+    A slotted class rather than a ``@contextmanager``: it is entered for every batch of calls,
+    and a generator with its wrapper costs more there.
+    """
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _PINNED.set({})
+
+    def __exit__(self, *exc: object) -> None:
+        _PINNED.reset(self._token)
 
 
 def repin_paths() -> None:

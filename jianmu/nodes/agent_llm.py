@@ -16,7 +16,7 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from py_trees.common import Status
 
@@ -536,10 +536,13 @@ class AgentLLMNode(AsyncNode):
         model = getattr(self.llm, "model", "") or "unknown"
         timeout = whole = self.timeout or self.ctx.config.llm.timeout
         each_model: AbstractContextManager[None] = _NO_LIMIT
-        if isinstance(self.llm, FallbackLLM):  # each model it asks has the whole timeout, and
+        llm = self.llm
+        # (its class's order, not isinstance: a protocol's subclass check is slow, every turn)
+        if FallbackLLM in type(llm).__mro__:  # each model it asks has the whole timeout, and
             # one that does not answer in it is passed over, as it would be on a 503
-            each_model = self.llm.each_within(timeout)
-            whole = timeout * len(self.llm.models)
+            llm = cast(FallbackLLM, llm)
+            each_model = llm.each_within(timeout)
+            whole = timeout * len(llm.models)
         events, tracer = self.events, self.ctx.tracer
         if events.wants("llm.call.started"):  # the fields only when someone reads them
             events.emit("llm.call.started", model=model, messages=len(messages),

@@ -159,8 +159,10 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         """
         ctx = getattr(self, "ctx", None)
         if ctx is None or ctx.tracer is None:
-            yield from self._tick()
-            return
+            return self._tick()  # the tick itself: no generator around it when nobody traces
+        return self._traced_tick(ctx)
+
+    def _traced_tick(self, ctx: RunContext) -> Iterator[py_trees.behaviour.Behaviour]:
         with agent_span(self, ctx):
             yield from self._tick()
 
