@@ -296,6 +296,13 @@ class FallbackLLM(BaseLLMProvider):
         return replace(response, model=response.model or name, usage=usage)
 
     async def close(self) -> None:
-        """Close every model."""
+        """Close every model, each even when another's ``close`` fails (the first failure is
+        raised after all were asked)."""
+        failure: BaseException | None = None
         for llm in self.models:
-            await llm.close()
+            try:
+                await llm.close()
+            except Exception as exc:  # the rest still hold connections: close them too
+                failure = failure or exc
+        if failure is not None:
+            raise failure

@@ -13,7 +13,7 @@ import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self
 
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
@@ -108,7 +108,7 @@ class RunResult:
         """Whether the root succeeded."""
         return self.status is RunStatus.SUCCESS
 
-    def raise_for_status(self) -> RunResult:
+    def raise_for_status(self) -> Self:
         """Return this result if the run succeeded or waits for a person; raise otherwise.
 
         A SUSPENDED run is not a failure: it returns, and ``pending`` lists what to approve.

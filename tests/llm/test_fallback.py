@@ -440,3 +440,28 @@ def test_a_fallback_model_missing_a_setting_is_named_by_its_place() -> None:
     })
     with pytest.raises(ConfigError, match=r"^llm\.fallback\[1\]: llm\.provider is 'scripted'"):
         from_config(config)
+
+
+class _Closes(ScriptedLLM):
+    """A model that notes its close, and may fail it."""
+
+    def __init__(self, closed: list[str], name: str, fails: bool = False) -> None:
+        super().__init__(["x"])
+        self.closed, self.name, self.fails = closed, name, fails
+
+    async def close(self) -> None:
+        self.closed.append(self.name)
+        if self.fails:
+            raise RuntimeError(f"{self.name} could not close")
+
+
+@pytest.mark.anyio
+async def test_closing_closes_every_model_even_after_one_fails() -> None:
+    """A model whose ``close`` fails does not leave the next ones' connections open; the
+    failure is still raised, once every model was asked."""
+    closed: list[str] = []
+    llm = FallbackLLM([_Closes(closed, "a", fails=True), _Closes(closed, "b"),
+                       _Closes(closed, "c", fails=True)])
+    with pytest.raises(RuntimeError, match="a could not close"):
+        await llm.close()
+    assert closed == ["a", "b", "c"]

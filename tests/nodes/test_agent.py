@@ -609,3 +609,16 @@ def test_a_list_of_types_is_one_of_them_as_in_pydantic_ai() -> None:
     assert typed.output == Forecast(city="Oslo", sunny=True)
     llm = ScriptedLLM([[{"name": "final_result_int", "arguments": {"response": 3}}]])
     assert Agent(llm, output_type=(Forecast, int)).run_sync("q").output == 3
+
+
+def test_raise_for_status_returns_the_results_own_type() -> None:
+    """``agent.run_sync(...).raise_for_status().approve()`` type-checks: it returns ``Self``
+    (an `AgentResult` from an agent), as it returns the result itself at run time."""
+    import typing
+
+    from jianmu.runtime import RunResult
+
+    assert typing.get_type_hints(RunResult.raise_for_status)["return"] is typing.Self
+    paused = Agent(ScriptedLLM([[{"name": "ask_user", "arguments": {"question": "Which?"}}]]),
+                   tools=[ask_user]).run_sync("Go.")
+    assert paused.raise_for_status() is paused and isinstance(paused, AgentResult)
