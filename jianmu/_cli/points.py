@@ -240,7 +240,8 @@ def cmd_runs_fork(args: argparse.Namespace) -> int:
         except JianmuError as exc:  # a --set value the state's schema refuses: leave nothing
             checkpointer.delete(fork_id)
             asyncio.run(target.close())
-            raise CLIError(f"the fork did not start: {exc}") from None
+            raise CLIError(f"the fork did not start, and its new run {fork_id} was removed: "
+                           f"{exc}") from None
         target.attach(runner)
         console.print(f"forked run {fork_id} from run {escape(args.run_id)} at point {args.at}:"
                       f" {escape(_describe(target))}")

@@ -88,7 +88,7 @@ def test_bad_points_and_values_exit_2_and_leave_no_run(project: Project) -> None
     assert_clean_error(wrong, 2, f"--at 999: run '{run_id}' has no point 999: its points are "
                                  f"0 to {last}")
     bad = project.jianmu("runs", "fork", run_id, "--at", "1", "--set", "rounds=many")
-    assert_clean_error(bad, 2, "the fork did not start", "rounds")
+    assert_clean_error(bad, 2, "the fork did not start", "was removed", "rounds")
     unparsed = project.jianmu("runs", "fork", run_id, "--at", "1", "--set", "x:={nope")
     assert_clean_error(unparsed, 2, "--set 'x:={nope'")
     missing = project.jianmu("runs", "show", "nope")
