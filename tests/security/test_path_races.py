@@ -8,8 +8,6 @@ listed, no outside content read, and nothing created or changed outside.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,32 +17,11 @@ import pytest
 from jianmu.constraints import ExecutionConstraints
 from jianmu.execution.runner import ToolRunner
 from jianmu.tools import ToolSet
+from tests.support.swapper import Swapper
 
 MARK = "OUTSIDE-NAME-MARK"  # a file name that exists only outside
 SECRET = "TOP-SECRET-OUTSIDE-CONTENT"
 ROUNDS = 150
-
-# Swaps <ws>/A and <ws>/A.lnk (a symlink to outside) with renameat2(RENAME_EXCHANGE), so A is
-# always there, alternately a folder and a link, until <stop> exists (a bounded number of
-# rounds at most), then leaves A as the folder.
-_SWAPPER = r"""
-import ctypes, os, sys
-ws, stop = sys.argv[1], sys.argv[2]
-a, lnk = (os.path.join(ws, n).encode() for n in ("A", "A.lnk"))
-libc = ctypes.CDLL(None, use_errno=True)
-AT_FDCWD, RENAME_EXCHANGE = -100, 2
-def swap():
-    if libc.renameat2(AT_FDCWD, a, AT_FDCWD, lnk, RENAME_EXCHANGE) != 0:
-        raise OSError(ctypes.get_errno(), "renameat2")
-swap(); swap()
-print("ready", flush=True)
-rounds = 0
-while rounds < 50_000_000 and not os.path.exists(stop):
-    swap()
-    rounds += 1
-if os.path.islink(os.path.join(ws, "A")):
-    swap()
-"""
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -69,17 +46,9 @@ def racing(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     (ws / "A" / "inside.txt").write_text("inside\n")
     (ws / "A" / "edit.txt").write_text("needle\n")
     (ws / "A.lnk").symlink_to(outside, target_is_directory=True)
-    stop = tmp_path / "stop"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _SWAPPER, str(ws), str(stop)], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    try:
+    # A is always there, in turn the folder and a link to outside; the folder again after
+    with Swapper(ws / "A", ws / "A.lnk", tmp_path / "stop"):
         yield ws, outside
-    finally:
-        stop.touch()
-        proc.wait()
-    assert proc.returncode == 0
 
 
 def _text(result: Any) -> str:

@@ -10,8 +10,6 @@ open only what the guard saw.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,28 +20,12 @@ from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.nodes.tool_node import ToolNode
 from jianmu.tools.registry import ToolSet
+from tests.support.swapper import Swapper
 
 pytestmark = pytest.mark.anyio
 
 SECRET = "TOPSECRET-race"
 CALLS = 300
-
-# Exchanges <ws>/docs/link (-> pub) and <ws>/docs/link.alt (-> ../secrets/key) until <stop>.
-_SWAPPER = r"""
-import ctypes, os, sys
-ws, stop = sys.argv[1], sys.argv[2]
-a, b = (os.path.join(ws, "docs", n).encode() for n in ("link", "link.alt"))
-libc = ctypes.CDLL(None, use_errno=True)
-def swap():
-    if libc.renameat2(-100, a, -100, b, 2) != 0:
-        raise OSError(ctypes.get_errno(), "renameat2")
-swap(); swap()
-print("ready", flush=True)
-rounds = 0
-while rounds < 50_000_000 and not os.path.exists(stop):
-    swap()
-    rounds += 1
-"""
 
 
 @pytest.fixture
@@ -55,17 +37,8 @@ def racing(tmp_path: Path) -> Iterator[Path]:
     (ws / "docs" / "pub").write_text("public\n")
     (ws / "docs" / "link").symlink_to("pub")
     (ws / "docs" / "link.alt").symlink_to(Path("..") / "secrets" / "key")
-    stop = tmp_path / "stop"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _SWAPPER, str(ws), str(stop)], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    try:
+    with Swapper(ws / "docs" / "link", ws / "docs" / "link.alt", tmp_path / "stop"):
         yield ws
-    finally:
-        stop.touch()
-        proc.wait()
-    assert proc.returncode == 0
 
 
 @pytest.mark.parametrize(

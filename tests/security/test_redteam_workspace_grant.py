@@ -9,8 +9,6 @@ folder outside: the walk must never grant the sandbox user anything there (``/et
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,31 +16,12 @@ import pytest
 
 from jianmu.execution.local_sandbox import LocalSandbox
 from tests.execution._helpers import local_problem
+from tests.support.swapper import Swapper
 
 pytestmark = pytest.mark.anyio
 
 ROUNDS = 60
 ACL = "system.posix_acl_access"
-
-# Swaps <ws>/A and <ws>/A.lnk (a symlink to outside) with renameat2(RENAME_EXCHANGE) until
-# <stop> exists, then leaves A as the folder.
-_SWAPPER = r"""
-import ctypes, os, sys
-ws, stop = sys.argv[1], sys.argv[2]
-a, lnk = (os.path.join(ws, n).encode() for n in ("A", "A.lnk"))
-libc = ctypes.CDLL(None, use_errno=True)
-def swap():
-    if libc.renameat2(-100, a, -100, lnk, 2) != 0:
-        raise OSError(ctypes.get_errno(), "renameat2")
-swap(); swap()
-print("ready", flush=True)
-rounds = 0
-while rounds < 50_000_000 and not os.path.exists(stop):
-    swap()
-    rounds += 1
-if os.path.islink(os.path.join(ws, "A")):
-    swap()
-"""
 
 
 def _acl(path: Path) -> bytes | None:
@@ -53,7 +32,7 @@ def _acl(path: Path) -> bytes | None:
 
 
 @pytest.fixture
-def racing(tmp_path: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:
+def racing(tmp_path: Path) -> Iterator[tuple[Path, Path, Swapper]]:
     """(workspace, outside, swapper) with the swapper running until ``stop`` exists."""
     if os.geteuid() != 0:
         pytest.skip("the workspace is granted with ACLs only when Jianmu runs as root")
@@ -69,21 +48,12 @@ def racing(tmp_path: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]
     (ws / "A").mkdir()
     (ws / "A" / "inside.txt").write_text("inside\n")
     (ws / "A.lnk").symlink_to(outside, target_is_directory=True)
-    stop = tmp_path / "stop"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _SWAPPER, str(ws), str(stop)], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    try:
-        yield ws, outside, proc
-    finally:
-        stop.touch()
-        proc.wait()
-    assert proc.returncode == 0
+    with Swapper(ws / "A", ws / "A.lnk", tmp_path / "stop") as swapper:
+        yield ws, outside, swapper
 
 
 async def test_a_folder_swapped_for_a_link_during_the_grant_grants_nothing_outside(
-    racing: tuple[Path, Path, subprocess.Popen[str]],
+    racing: tuple[Path, Path, Swapper],
 ) -> None:
     ws, outside, swapper = racing
     before = {p: _acl(p) for p in [outside, *outside.iterdir()]}
@@ -94,8 +64,7 @@ async def test_a_folder_swapped_for_a_link_during_the_grant_grants_nothing_outsi
         await box.close()
         after = {p: _acl(p) for p in before}
         assert after == before, "the grant reached a folder outside the workspace"
-    (ws.parent / "stop").touch()
-    swapper.wait()  # A is the folder again
+    swapper.stop()  # A is the folder again
     async with LocalSandbox(ws):
         pass
     assert _acl(ws / "A" / "inside.txt") is not None  # the grant does work inside
