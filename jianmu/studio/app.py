@@ -194,16 +194,12 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         call_id, text = body.get("call_id"), body.get("message") or None
         if not isinstance(call_id, str) or not (text is None or isinstance(text, str)):
             return _Json({"error": "call_id (text) is required"}, 400)
-        # an edit of the call's arguments (approve), or the answer to a question (answer)
-        arguments, answer = body.get("arguments"), body.get("answer")
-        text_given = body.get("arguments_text")  # the edit box's text, read here: a whole
-        if text_given is not None:  # number past 2**53 is the number the person read
-            if arguments is not None or not isinstance(text_given, str):
-                return _Json({"error": "send arguments (JSON) or arguments_text, not both"}, 400)
-            try:
-                arguments = json.loads(text_given)
-            except ValueError as exc:
-                return _Json({"error": f"the edited arguments are not JSON: {exc}"}, 400)
+        # an edit of the call's arguments (approve), or the answer to a question (answer); the
+        # edit box's text is read here, so a whole number past 2**53 is the one the person read
+        answer = body.get("answer")
+        arguments, problem = _as_sent(body, "arguments")
+        if problem is not None:
+            return problem
         if (decision != "approve" and arguments is not None) or not (
                 arguments is None or isinstance(arguments, dict)):
             return _Json({"error": "arguments (a JSON object) go with approve"}, 400)
@@ -221,17 +217,12 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         body = await _json_object(request)
         if body is None:
             return _Json({"error": "send a JSON object"}, 400)
-        point, state = body.get("point"), body.get("state")
+        point = body.get("point")
         if not isinstance(point, int) or isinstance(point, bool) or point < 0:
             return _Json({"error": "point (a number from the time slider) is required"}, 400)
-        text = body.get("state_text")  # the fork box's text, read here (numbers kept exactly)
-        if text is not None:
-            if state is not None or not isinstance(text, str):
-                return _Json({"error": "send state (JSON) or state_text (text), not both"}, 400)
-            try:
-                state = json.loads(text)
-            except ValueError as exc:
-                return _Json({"error": f"the state is not valid JSON: {exc}"}, 400)
+        state, problem = _as_sent(body, "state")  # the fork box's text, read here
+        if problem is not None:
+            return problem
         if state is not None and not isinstance(state, dict):
             return _Json({"error": "state must be a JSON object (a state snapshot)"}, 400)
         where, run_id = source(request), request.path_params["run_id"]
@@ -284,6 +275,21 @@ async def _json_object(request: Request) -> dict[str, Any] | None:
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
+
+
+def _as_sent(body: dict[str, Any], key: str) -> tuple[Any, Response | None]:
+    """``body[key]``, or ``body[key + "_text"]`` read as JSON text here (a page's JSON numbers
+    are doubles: only the text keeps a whole number past 2**53 as the person read it); or the
+    400 that says why neither can be used."""
+    value, text = body.get(key), body.get(f"{key}_text")
+    if text is None:
+        return value, None
+    if value is not None or not isinstance(text, str):
+        return None, _Json({"error": f"send {key} (JSON) or {key}_text (text), not both"}, 400)
+    try:
+        return json.loads(text), None
+    except ValueError as exc:
+        return None, _Json({"error": f"{key}_text is not valid JSON: {exc}"}, 400)
 
 
 def _inside(cwd: str | None, folder: str) -> bool:
