@@ -22,8 +22,10 @@ from tests.support.studio import free_port, serve, start_suspended, studio_sourc
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
-def test_a_page_whose_studio_restarted_says_to_reload(
-        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def _page_whose_studio_stopped(
+        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, int]:  # noqa: F811
+    """A suspended run's page, live, whose studio then stopped (the page has seen it go):
+    the run's checkpoints and the port a studio may start on again."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     checkpoints = tmp_path / "runs" / "checkpoints.sqlite"
@@ -36,6 +38,16 @@ def test_a_page_whose_studio_restarted_says_to_reload(
             _until(driver, lambda d: _text(d, "#status") == "suspended", "the run")
             _until(driver, lambda d: _text(d, "#live") == "live", "the stream")
         _until(driver, lambda d: _text(d, "#live") != "live", "the page to see the studio go")
+    except BaseException:
+        driver.get("about:blank")
+        raise
+    return checkpoints, port
+
+
+def test_a_page_whose_studio_restarted_says_to_reload(
+        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    checkpoints, port = _page_whose_studio_stopped(driver, tmp_path, monkeypatch)
+    try:
         again = create_app(studio_sources(checkpoints), "a-new-token", by="browser")
         with serve(again, port):
             _until(driver, lambda d: _text(d, "#live").startswith("disconnected"),
@@ -122,18 +134,8 @@ def test_a_decision_the_studio_never_answers_can_be_made_again(
 
     from tests.studio.test_browser import _no_alert
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    checkpoints = tmp_path / "runs" / "checkpoints.sqlite"
-    run_id = start_suspended(checkpoints)
-    port = free_port()
+    checkpoints, port = _page_whose_studio_stopped(driver, tmp_path, monkeypatch)
     try:
-        with serve(create_app(studio_sources(checkpoints), TOKEN, by="browser"), port) as url:
-            driver.get(f"{url}/?token={TOKEN}")
-            driver.get(f"{url}/run/cp/{run_id}")
-            _until(driver, lambda d: _text(d, "#status") == "suspended", "the run")
-            _until(driver, lambda d: _text(d, "#live") == "live", "the stream")
-        _until(driver, lambda d: _text(d, "#live") != "live", "the page to see the studio go")
         driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
         _until(driver, lambda d: "did not answer" in _text(d, "#decision-msg"),
                "the page to say the studio did not answer")
