@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,18 @@ APPROVAL_FLOW = str(REPO / "examples" / "approval_flow.py")
     ('"bad name!": allow', "bad name!"),
     ('"write_file(path:)": deny', "write_file(path:)"),
 ])
+
+def _read_until(stream: Any, marker: str) -> str:
+    """What ``stream`` says up to ``marker``, read a character at a time (the prompt ends with
+    no newline); fails with what it said if it ends first."""
+    seen = ""
+    while marker not in seen:
+        char = stream.read(1)
+        assert char, seen
+        seen += char
+    return seen
+
+
 def test_a_malformed_tool_rule_is_a_config_error_before_any_run(
     project: Project, rule: str, fragment: str
 ) -> None:
@@ -79,11 +92,7 @@ def test_ctrl_c_at_the_approval_prompt_stops_the_run_and_resume_goes_on(
         stderr=subprocess.PIPE, text=True,
     )
     assert process.stdout is not None and process.stdin is not None
-    seen = ""
-    while "approve?" not in seen:
-        char = process.stdout.read(1)
-        assert char, seen
-        seen += char
+    seen = _read_until(process.stdout, "approve?")
     process.send_signal(signal.SIGINT)  # standard input stays open: nobody answers
     try:
         code = process.wait(timeout=60)
@@ -229,11 +238,7 @@ def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(project: Proj
         stderr=subprocess.PIPE, text=True,
     )
     assert process.stdout is not None and process.stderr is not None
-    seen = ""
-    while "BLOCKED" not in seen:
-        char = process.stdout.read(1)
-        assert char, seen
-        seen += char
+    seen = _read_until(process.stdout, "BLOCKED")
     process.send_signal(signal.SIGINT)
     code = process.wait(timeout=60)
     rest, err = process.stdout.read(), process.stderr.read()
