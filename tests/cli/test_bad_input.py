@@ -17,12 +17,6 @@ from tests.cli._helpers import REPO, Project, assert_clean_error, make_config, p
 APPROVAL_FLOW = str(REPO / "examples" / "approval_flow.py")
 
 
-@pytest.mark.parametrize(("rule", "fragment"), [
-    ('"bash(": allow', "bash("),
-    ('"bad name!": allow', "bad name!"),
-    ('"write_file(path:)": deny', "write_file(path:)"),
-])
-
 def _read_until(stream: Any, marker: str) -> str:
     """What ``stream`` says up to ``marker``, read a character at a time (the prompt ends with
     no newline); fails with what it said if it ends first."""
@@ -34,6 +28,11 @@ def _read_until(stream: Any, marker: str) -> str:
     return seen
 
 
+@pytest.mark.parametrize(("rule", "fragment"), [
+    ('"bash(": allow', "bash("),
+    ('"bad name!": allow', "bad name!"),
+    ('"write_file(path:)": deny', "write_file(path:)"),
+])
 def test_a_malformed_tool_rule_is_a_config_error_before_any_run(
     project: Project, rule: str, fragment: str
 ) -> None:
