@@ -41,6 +41,7 @@ from jianmu.errors import ToolDefinitionError, ToolTimeoutError, ToolValidationE
 from jianmu.execution.runner import on_asyncio, within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
+from jianmu.tools._array_enums import with_item_enums
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
@@ -693,7 +694,7 @@ class FunctionTool(Tool):
             if accepted is not None:
                 accepted -= {p.name for p in self._schema.injection}
             self._exact = _arguments.SchemaArguments(
-                self.name, self.parameters,
+                self.name, with_item_enums(self.parameters),
                 accepted=None if self.wraps_input else accepted,
             )
 
@@ -783,8 +784,9 @@ class SchemaTool(Tool):
 
     The model's arguments are checked by exactly the given schema (see
     `jianmu.tools._arguments.SchemaArguments`: its own dialect, 2020-12 by default, nothing
-    coerced), and ``fn`` (sync or async) receives a copy of exactly what the model sent: no
-    extras and no injected values. Export gives back the given schema unchanged. The category
+    coerced; an array's ``enum`` of single values lists its items', `with_item_enums`), and
+    ``fn`` (sync or async) receives a copy of exactly what the model sent: no extras and no
+    injected values. Export gives back the given schema unchanged. The category
     defaults to ``write`` (a function's effects are unknown: its calls run one at a time and
     are never retried) unless ``read_only=True`` or ``category`` says otherwise.
 
@@ -843,10 +845,12 @@ class SchemaTool(Tool):
                     f"schema property {p!r} is not a parameter of the function "
                     f"({', '.join(sorted(accepted)) or 'none'})" for p in missing
                 ])
-        parameters = self.parameters
+        # checked as the schema can only mean it (`with_item_enums`), exported as given
+        checked = with_item_enums(self.parameters) if key is None or '"enum"' in key else (
+            self.parameters)
         self._arguments = _arguments.SchemaArguments(
-            self.name, parameters, accepted=None if self.wraps_input else accepted,
-            key=key if parameters is self.input_schema else None,  # its JSON, made above
+            self.name, checked, accepted=None if self.wraps_input else accepted,
+            key=key if checked is self.input_schema else None,  # its JSON, made above
         )
         call = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
         if inspect.iscoroutinefunction(inspect.unwrap(fn)) or inspect.iscoroutinefunction(call):
