@@ -931,8 +931,11 @@ class SchemaArguments:
             # strict mode makes every field required and nullable), as for a function's own
             # signature: the schema decides again without it, and only where it refused
             given = drop_default_nulls(args, self.schema, self.schema)
-            if given != args and not _bounded_errors(self._checked.validator(), given):
-                return _fresh(given)  # type: ignore[no-any-return]
+            if given != args:
+                left = _bounded_errors(self._checked.validator(), given)
+                if not left:
+                    return _fresh(given)  # type: ignore[no-any-return]
+                errors = left  # the nulls count as not given: not named as problems
         problems += errors
         if problems:
             raise input_error(self.tool, problems, self._allowed)

@@ -406,3 +406,18 @@ def test_an_array_enum_of_arrays_keeps_its_meaning() -> None:
     assert t.validate_args({"p": ["c"]}) == {"p": ["c"]}
     with pytest.raises(ToolInputError, match=r"\$\.p: \['a'\] is not one of"):
         t.validate_args({"p": ["a"]})
+
+
+def test_a_refusal_names_only_the_real_problems_not_the_nulls_that_mean_not_given() -> None:
+    """A strict-mode model must send every field, ``null`` for those it leaves out: when it
+    also gets one wrong, the refusal names that one only (``null`` is fine where it is)."""
+    schema = {"type": "object", "required": ["genre"], "properties": {
+        "genre": {"type": "string", "enum": ["Pop", "Rock"]}, "garage": {"type": "boolean"},
+        "rooms": {"type": "string", "enum": ["1", "2", "dontcare"]}}}
+    t = Tool.from_schema(lambda **kw: kw, name="find", description="Find.", input_schema=schema)
+    with pytest.raises(ToolInputError) as refused:
+        t.validate_args({"genre": "Jazz", "garage": None, "rooms": None})
+    assert str(refused.value).splitlines()[1:-1] == [
+        "  - $.genre: 'Jazz' is not one of 'Pop', 'Rock'"]
+    with pytest.raises(ToolInputError, match=r"\$\.genre: None is not of type 'string'"):
+        t.validate_args({"genre": None, "garage": None})  # a required field's null is wrong
