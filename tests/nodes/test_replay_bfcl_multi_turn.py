@@ -5,11 +5,13 @@ tasks of each multi-turn category (base, long context, missing function, missing
 over BFCL's eight stateful API classes, each user turn with its ground-truth calls (Python call
 strings). A scripted model makes each turn's calls against live instances of the classes; the
 next user message comes with `ReactiveRunner.send`, a held-back function is registered at the
-turn BFCL gives it. After every turn the instances' public state equals that of instances
-BFCL's way drives (each call evaluated directly, in order), and each tool message is what the
-direct call returned. The tools are made the two ways a user would: ``@tool`` on the bound
-methods (one call per model turn), and `ToolSet.from_openai` with BFCL's own function documents
-and the bound methods as executors (each user turn's calls in one parallel batch).
+turn BFCL gives it, and the model is offered exactly BFCL's functions of the turn. After every
+turn the instances' public state equals that of instances BFCL's way drives (each call
+evaluated directly, in order), and each tool message is what the direct call returned. The
+tools are made the two ways a user would: ``@tool`` on the bound methods (one call per model
+turn: such a tool is a ``read`` by default, and reads of one batch run at once), and
+`ToolSet.from_openai` with BFCL's own function documents and the bound methods as executors
+(each user turn's calls in one batch: a tool from a schema is a ``write``, run in order).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ MODULES = {"GorillaFileSystem": "gorilla_file_system", "MathAPI": "math_api",
            "TradingBot": "trading_bot", "TravelAPI": "travel_booking",
            "VehicleControlAPI": "vehicle_control"}
 STATELESS = {"MathAPI"}  # bfcl_eval.constants.executable_backend_config.STATELESS_CLASSES
+MORE_FUNCTIONS = "I have updated some more functions you can choose from. What about now?"
+"""What BFCL says at a turn that gives held-back functions (DEFAULT_USER_PROMPT_FOR_ADDITIONAL_
+FUNCTION_FC in bfcl_eval.constants.default_prompts)."""
 
 
 def instances(task: dict[str, Any]) -> dict[str, Any]:
@@ -89,8 +94,10 @@ def offered(task: dict[str, Any], names: list[str], turn: int) -> list[str]:
     return [n for n in names if n not in task.get("excluded_function", []) and n not in held]
 
 
-def tools_for(way: str, task: dict[str, Any], bound: dict[str, Any], names: list[str]) -> list[
-        Tool]:
+def tools_for(
+    way: str, task: dict[str, Any], bound: dict[str, Any], names: list[str]
+) -> list[Tool]:
+    """Tools for the functions ``names``: ``@tool`` on the bound methods, or BFCL's documents."""
     if way == "methods":
         return [tool(bound[n]) for n in names]
     definitions = []
@@ -125,8 +132,8 @@ def replay(task: dict[str, Any], way: str) -> None:
     direct, bound = methods(reference), methods(ours)
     names = list(bound)
     state = StateManager(AgentState, {"messages": task["question"][0]})
-    agent = create_react_node(ScriptedLLM(scripted(task, way, bound)),
-                              tools_for(way, task, bound, offered(task, names, 0)),
+    llm = ScriptedLLM(scripted(task, way, bound))
+    agent = create_react_node(llm, tools_for(way, task, bound, offered(task, names, 0)),
                               max_iterations=1000)
     runner = ReactiveRunner(agent, state)
     for turn, calls in enumerate(task["ground_truth"]):
@@ -134,14 +141,13 @@ def replay(task: dict[str, Any], way: str) -> None:
             new = [n for n in offered(task, names, turn) if n not in offered(task, names, turn - 1)]
             for made in tools_for(way, task, bound, new):
                 agent.executor.register_tool(made)  # the function BFCL gives at this turn
-            messages = task["question"][turn]  # none at a turn that only gives a function
-            for message in messages[:-1]:
-                state.root.append_port_messages(message)
-            runner.send(messages[-1] if messages else "Go on.")
+            (message,) = task["question"][turn] or [MORE_FUNCTIONS]  # one a turn in BFCL
+            runner.send(message)
         before = len(state.get("messages"))
         result = runner.run_sync(timeout=120)
         assert result.ok and state.get("final_answer") == f"Turn {turn} done.", (
             task["id"], turn, result.error)
+        assert sorted(llm.requests[-1].tool_names) == sorted(offered(task, names, turn))
         expected = []
         for call in calls:  # BFCL's way: evaluated on the instance, the result read at once
             name, args, kwargs = parsed(call)
