@@ -50,6 +50,7 @@ def _fixed(node: Any, depth: int) -> Any:
     enum = node.get("enum")
     items = changed.get("items", node.get("items", {}))
     if (node.get("type") == "array" and isinstance(enum, list) and enum
+            and "prefixItems" not in node  # `items` would cover only the items after those
             and not any(isinstance(v, list | tuple) for v in enum)
             and isinstance(items, Mapping) and "enum" not in items and "const" not in items):
         # no array can equal a single value: the list names its items' allowed values
