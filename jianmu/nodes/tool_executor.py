@@ -283,6 +283,9 @@ class _Record:
     result: ToolResult
     executed: bool
     at: float
+    message: Message
+    """The observation, rendered when the call ended: a later call of the batch may change
+    what the result refers to (a method returning its object's own list)."""
 
 
 class ToolExecutorConfig(BaseModel):
@@ -862,7 +865,8 @@ class ToolExecutor(AsyncNode):
                              error=result.error)
         else:
             consume_approval(self.ctx, call.id)
-        record = _Record(call, tool, result, executed, time.time())
+        message = self._message(result, self._edit_of(call))
+        record = _Record(call, tool, result, executed, time.time(), message)
         if self._held is not None:
             self._held.append(record)
             return
@@ -877,7 +881,7 @@ class ToolExecutor(AsyncNode):
         batch pending or none of it.
         """
         state = self.state
-        observations = {r.call.id: self._message(r.result, self._edit_of(r)) for r in records}
+        observations = {r.call.id: r.message for r in records}
         update: dict[str, Any] = {}
         if records:
             update["completed_call_ids"] = [r.call.id for r in records]
@@ -938,13 +942,13 @@ class ToolExecutor(AsyncNode):
             ledger = ledger.after(untimed, ran[-1].at, timed=False)
         return ledger
 
-    def _edit_of(self, record: _Record) -> Any:
+    def _edit_of(self, call: ToolCall) -> Any:
         """The arguments a person edited this call to, or None (the model's ran)."""
         interaction = self.ctx.interaction
-        decision = interaction.decision(record.call.id) if interaction is not None else None
+        decision = interaction.decision(call.id) if interaction is not None else None
         if decision is None or decision.arguments is None:
             return None
-        return decision.arguments if record.call.arguments == decision.arguments else None
+        return decision.arguments if call.arguments == decision.arguments else None
 
     def _message(self, result: ToolResult, edited: Any = None) -> Message:
         if self.config.observation_format == "json":

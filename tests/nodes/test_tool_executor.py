@@ -706,3 +706,38 @@ async def test_json_observations_give_a_returned_model_as_its_fields() -> None:
     ((_, content),) = contents(runner)
     assert json.loads(content or "") == {"ok": True, "error": None, "output": {
         "order_id": "#W1", "placed": "2024-05-01T09:30:00", "total": 12.5}}
+
+
+@pytest.mark.parametrize("observation_format", ["text", "json"])
+async def test_each_observation_shows_the_result_as_it_was_when_the_call_ended(
+        observation_format: str) -> None:
+    """A method that returns its object's own list (BFCL's TradingBot.get_watchlist): a later
+    call of the same batch that changes the list does not change what the earlier one saw."""
+    watchlist = ["NVDA"]
+
+    @tool
+    def get_watchlist() -> list[str]:
+        """The watchlist."""
+        return watchlist
+
+    @tool(read_only=False)
+    def add_to_watchlist(stock: str) -> list[str]:
+        """Add a stock.
+
+        Args:
+            stock: its symbol.
+        """
+        watchlist.append(stock)
+        return watchlist
+
+    executor = ToolExecutor(tools=[get_watchlist, add_to_watchlist], config=ToolExecutorConfig(
+        observation_format=observation_format))  # type: ignore[arg-type]
+    runner, result = await run(executor, [
+        {"id": "a", "name": "get_watchlist", "arguments": {}},
+        {"id": "b", "name": "add_to_watchlist", "arguments": {"stock": "AAPL"}},
+        {"id": "c", "name": "get_watchlist", "arguments": {}}])
+    assert result.status is RunStatus.SUCCESS
+    seen = [content or "" for _, content in contents(runner)]
+    if observation_format == "json":
+        seen = [json.dumps(json.loads(c)["output"]) for c in seen]
+    assert seen == ['["NVDA"]', '["NVDA", "AAPL"]', '["NVDA", "AAPL"]']
