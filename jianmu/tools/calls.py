@@ -388,6 +388,10 @@ class ToolOutput:
     """Images and audio clips, in the order the tool gave them."""
 
 
+_STATUS_KEYS = frozenset({"ok", "output", "result", "error"})
+"""The keys of a dict a tool returns to say how its call went (`ToolResult.from_raw`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolResult:
     """The normalised outcome of one tool call."""
@@ -431,8 +435,10 @@ class ToolResult:
 
         The shapes: a `ToolResult` (passed through, ids filled in); an explicit ``error``; an
         exception; a dict with an ``ok`` field (``output``/``result`` and ``error`` read from
-        it); a string starting with ``Error:`` (a failure); a `ToolOutput` (a success with
-        media); anything else (a success).
+        it; without ``output`` or ``result`` but with other keys, the whole dict is the
+        output, and a failure's error names those keys too); a string starting with
+        ``Error:`` (a failure); a `ToolOutput` (a success with media); anything else (a
+        success).
         """
         if isinstance(raw, ToolResult):
             return dataclasses.replace(
@@ -449,10 +455,16 @@ class ToolResult:
             return cls(ok=False, error=f"{type(raw).__name__}: {printable(raw)}", **common)
         if isinstance(raw, dict) and "ok" in raw:
             ok = bool(raw.get("ok"))
-            output = raw.get("output", raw.get("result"))
             err = raw.get("error")
             if not ok and not err:
                 err = "the tool reported a failure"
+            rest = {k: v for k, v in raw.items() if k not in _STATUS_KEYS}
+            if "output" in raw or "result" in raw or not rest:
+                output = raw.get("output", raw.get("result"))
+            else:  # the tool's own data with an ok flag (Slack's API answers so): all kept
+                output = raw
+                if not ok:  # what else it says (Slack's ``needed`` scope) is for the model too
+                    err = f"{printable(err)} {render_output(rest)}"
             return cls(ok=ok, output=output, error=None if ok else printable(err), **common)
         if isinstance(raw, str) and raw.lstrip().startswith("Error:"):
             message = raw.lstrip()[len("Error:") :].strip() or "the tool reported an error"

@@ -129,6 +129,18 @@ def test_from_raw_shapes() -> None:
     assert (plain.ok, plain.output) == (True, {"data": [1]})
 
 
+def test_a_dict_with_an_ok_flag_and_data_of_its_own_keeps_its_data() -> None:
+    """Slack's Web API answers ``{"ok": true, "channels": [...]}``: not a status envelope
+    (no ``output`` or ``result``), so the model reads all of it, not an empty result."""
+    listed = ToolResult.from_raw("t", {"ok": True, "channels": [{"id": "C1"}]})
+    assert (listed.ok, listed.text) == (True, '{"ok": true, "channels": [{"id": "C1"}]}')
+    refused = ToolResult.from_raw("t", {"ok": False, "error": "missing_scope",
+                                        "needed": "chat:write"})
+    assert (refused.ok, refused.text) == (False, 'Error: missing_scope {"needed": "chat:write"}')
+    enveloped = ToolResult.from_raw("t", {"ok": False, "error": "nope", "result": None})
+    assert (enveloped.ok, enveloped.text) == (False, "Error: nope")
+
+
 def test_text_message_and_is_error() -> None:
     ok = ToolResult(tool="t", ok=True, output={"a": "é"}, call_id="c")
     assert ok.text == '{"a": "é"}' and not ok.is_error
