@@ -426,8 +426,8 @@ class AnthropicProvider(SDKProvider):
 
         Raises:
             LLMTransientError: the request failed transiently past ``max_retries``, or the
-                stream broke or reported an error midway (not retried: events were already
-                yielded).
+                stream broke, reported an error or ended without ``message_stop`` midway
+                (not retried: the server answered).
             LLMError: the server refused the request.
         """
         body = self._request(request)
@@ -454,6 +454,12 @@ class AnthropicProvider(SDKProvider):
             await events.close()
         if not assembler.started:  # an answer that was no event stream (an HTML page...)
             raise LLMError(f"{where} answered a streamed request without a message_start event")
+        if not assembler.stopped:
+            # the body ended cleanly but the message had not (a proxy's timeout, a server
+            # that lost its worker): its text so far is no answer, and was billed
+            raise LLMTransientError(
+                f"the stream from {where} (model {self.model!r}) ended before the reply did "
+                "(no message_stop): an incomplete reply, not asked again")
         for out in assembler.flush():
             yield out
         yield StreamDone(response=assembler.response())
@@ -489,6 +495,7 @@ class _StreamAssembler:
         self.usage: Usage | None = None  # unknown until the server says
         self.usage_broken = False  # a count that was not one: unknown for good
         self.started = False
+        self.stopped = False  # the message's end came (``message_stop``)
 
     def feed(self, event: Any) -> list[StreamEvent]:
         kind = getattr(event, "type", None)
@@ -540,6 +547,8 @@ class _StreamAssembler:
                 self.thinking[event.index][name] += piece
         elif kind == "content_block_stop" and event.index in self.blocks:
             return [self._finished(event.index)]
+        elif kind == "message_stop":
+            self.stopped = True
         elif kind == "message_delta":
             self.stop_reason = getattr(event.delta, "stop_reason", None) or self.stop_reason
             if getattr(event, "usage", None) is not None:

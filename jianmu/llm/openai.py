@@ -313,7 +313,8 @@ class OpenAIProvider(SDKProvider):
 
         Raises:
             LLMTransientError: the request failed transiently past ``max_retries``, or the
-                connection broke mid-stream (not retried: events were already yielded).
+                connection broke mid-stream, or the stream ended without a finish reason
+                (not retried: the server answered).
             LLMError: the server refused the request.
         """
         body = self._request(request, stream=True)
@@ -348,6 +349,12 @@ class OpenAIProvider(SDKProvider):
             await chunks.close()
         if not assembler.chunks:  # an answer that was no event stream (an HTML page...)
             raise LLMError(f"{self.base_url} answered a streamed request without any chunk")
+        if assembler.finish_reason is None:
+            # the body ended cleanly but the reply had not (a proxy's timeout, a server that
+            # lost its worker): its text so far is no answer, and was billed
+            raise LLMTransientError(
+                f"the stream from {self.base_url} (model {self.model!r}) ended before the "
+                "reply did (no finish_reason): an incomplete reply, not asked again")
         for event in assembler.flush():
             yield event
         yield StreamDone(response=assembler.response(self.model))
