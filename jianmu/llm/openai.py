@@ -441,6 +441,19 @@ def _whole(arguments: str) -> bool:
     return True
 
 
+def _another(slot: dict[str, str], ident: str | None, name: str | None, arguments: Any) -> bool:
+    """Whether a fragment naming a tool starts another call rather than adding to the one
+    ``slot`` holds: its id differs, the call being whole; or, without ids (servers that send
+    each call whole), it names another tool or brings arguments of its own after whole ones."""
+    if not name or not slot["name"]:
+        return False
+    if ident and slot["id"]:
+        return ident != slot["id"] and _whole(slot["arguments"])
+    return bool(slot["arguments"].strip()) and _whole(slot["arguments"]) and (
+        name != slot["name"] or bool(arguments.strip() if isinstance(arguments, str)
+                                     else arguments))
+
+
 def _retry_after(exc: Any) -> float | None:
     """Seconds the server asked to wait: ``retry-after-ms`` (OpenAI's, Azure's), or
     ``Retry-After`` in seconds or as an HTTP date; ``None`` when it said nothing usable."""
@@ -539,8 +552,8 @@ class _StreamAssembler:
                 index = max(self._open)
         key = self._open.get(index)
         slot = None if key is None else self.calls[key]
-        if slot is None or (ident and name and slot["id"] and ident != slot["id"]
-                            and slot["name"] and _whole(slot["arguments"])):
+        arguments = getattr(function, "arguments", None)
+        if slot is None or _another(slot, ident, name, arguments):
             # a new call; or one more at an index a whole call holds (servers that number
             # every call 0): joined to it, both calls were lost
             key = self._open[index] = (index, len(self.calls))
@@ -551,7 +564,6 @@ class _StreamAssembler:
             # The name normally arrives whole in the first fragment; some servers repeat it.
             if name and name != slot["name"]:
                 slot["name"] += name
-            arguments = function.arguments
             if arguments and not isinstance(arguments, str):
                 # a server that sends the arguments as a JSON object sends them whole
                 slot["arguments"] = json.dumps(arguments)
