@@ -291,6 +291,7 @@ class OpenAIProvider(SDKProvider):
             # warnings off: some servers send a call's arguments as a JSON object, not the
             # string the SDK's model declares; `Message.from_openai` takes either
             data = raw.model_dump(warnings=False)
+            data["role"] = "assistant"  # a choice's message is, whatever role it names
             if isinstance(data.get("content"), list):  # parts: the text, reasoning left out
                 data["content"] = _text(self.base_url, data["content"]) or None
             message = Message.from_openai(data)
