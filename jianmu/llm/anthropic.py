@@ -498,6 +498,11 @@ class AnthropicProvider(SDKProvider):
                     paused.feed(event)
                     for out in assembler.feed(event):
                         yield out
+        except LLMTransientError as exc:
+            # broken after ``message_stop`` (a proxy that drops the connection): the
+            # message is whole
+            if not assembler.stopped or not broke_off(exc):
+                raise
         finally:
             await events.close()
         if not assembler.started:  # an answer that was no event stream (an HTML page...)

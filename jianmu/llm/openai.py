@@ -346,6 +346,13 @@ class OpenAIProvider(SDKProvider):
                 async for chunk in chunks:
                     for event in assembler.feed(chunk):
                         yield event
+        except LLMTransientError as exc:
+            # broken after the finish reason (a proxy that drops the connection): the reply
+            # is whole, only the usage chunk may be lost (unknown usage, said so)
+            if assembler.finish_reason is None or not broke_off(exc):
+                raise
+            _log.debug("%s after the reply's end; the reply is kept",
+                       self.secret_free(str(exc)))
         finally:
             await chunks.close()
         if not assembler.chunks:  # an answer that was no event stream (an HTML page...)

@@ -131,3 +131,23 @@ def test_a_whole_anthropic_stream_is_the_answer(server: ModelServer) -> None:
     server.add(Raw(events=_anthropic(0)))
     response = _ask(provider(server, "anthropic"))
     assert response.text == "The answer is not" and response.finish_reason == "stop"
+
+
+def test_a_whole_reply_whose_connection_broke_after_its_end_is_the_answer(
+    server: ModelServer,
+) -> None:
+    """The end marker came (a finish reason, ``message_stop``), then the connection broke
+    before the body's end (a proxy that drops it, the usage chunk lost): the reply is whole,
+    not an answer lost and paid for again."""
+    finished = [*_openai(True), {**_chunk({}), "choices": [],
+                                 "usage": {"prompt_tokens": 5, "completion_tokens": 3}}]
+    up_to_the_end = len(_sse(finished[:-1], done=False))  # the usage chunk is lost
+    ended = [*_anthropic(0), {"type": "ping"}]
+    named = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in ended[:-1])
+    server.add(Raw(events=finished, cut=up_to_the_end), Raw(events=ended, cut=len(named)))
+    for api in ("openai", "anthropic"):
+        llm = provider(server, api)
+        result, state = _run(llm)
+        assert result.ok, result.error
+        assert state.get("final_answer") == "The answer is not"
+    assert len(server.requests) == 2
