@@ -6,6 +6,7 @@ when this module is imported.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, resent_once
+from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, joined
 from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
 from jianmu.llm.provider import (
     REQUEST_OPTIONS,
@@ -28,6 +30,7 @@ from jianmu.llm.provider import (
     ToolCallReady,
     Usage,
     check_common,
+    close_stream,
     replayed,
     reply_id,
     sent,
@@ -157,7 +160,9 @@ class AnthropicProvider(SDKProvider):
     with the server's message at once, naming the tool when the server refused a tool's
     definition. A stream is retried only until its response starts; an answer that broke off
     midway is never asked again, and a kept-alive connection the server had closed is sent
-    on again once, at once (`jianmu.llm._http`).
+    on again once, at once (`jianmu.llm._http`). A turn the API paused (``pause_turn``: a
+    long turn of server tools) is continued as Anthropic documents, its reply sent back as
+    the assistant's turn, and its parts given as one reply (`jianmu.llm._paused`).
 
     Args:
         model: model name sent with each request, e.g. ``claude-sonnet-4-5``.
@@ -373,9 +378,14 @@ class AnthropicProvider(SDKProvider):
         """
         body = self._request(request)
         create: Any = self._client.messages.create
-        with self._map_errors(request.tools):
-            reply = await resent_once(lambda: sent(create, body))
-        return self._reply(reply)
+        parts: list[LLMResponse] = []
+        while True:
+            with self._map_errors(request.tools):
+                reply = await resent_once(functools.partial(sent, create, body))
+            parts.append(self._reply(reply))
+            if getattr(reply, "stop_reason", None) != "pause_turn":
+                return joined(parts)
+            body = self._continued(body, blocks_of(reply), len(parts))
 
     def _reply(self, reply: Any) -> LLMResponse:
         """The reply a whole message holds."""
@@ -426,11 +436,47 @@ class AnthropicProvider(SDKProvider):
 
         Raises:
             LLMTransientError: the request failed transiently past ``max_retries``, or the
-                stream broke or reported an error midway (not retried: events were already
-                yielded).
+                stream broke, reported an error or ended without ``message_stop`` midway
+                (not retried: the server answered).
             LLMError: the server refused the request.
         """
         body = self._request(request)
+        parts: list[LLMResponse] = []
+        while True:
+            paused = RawBlocks()
+            once = self._stream_once(request, body, paused)
+            try:
+                async for out in once:
+                    if isinstance(out, StreamDone):
+                        parts.append(out.response)
+                    elif isinstance(out, ToolCallReady):  # numbered across the turn's parts
+                        yield ToolCallReady(call=out.call, index=out.index + sum(
+                            len(part.tool_calls) for part in parts))
+                    else:
+                        yield out
+            finally:  # closed with this one: its connection goes back now
+                await close_stream(once)
+            if parts[-1].finish_reason != "pause_turn":
+                yield StreamDone(response=joined(parts))
+                return
+            body = self._continued(body, paused.blocks(), len(parts))
+
+    def _continued(self, body: dict[str, Any], blocks: list[dict[str, Any]],
+                   pauses: int) -> dict[str, Any]:
+        """The request that continues a turn paused ``pauses`` times (`continued`).
+
+        Raises:
+            LLMError: the turn was paused `MAX_PAUSES` times.
+        """
+        if pauses >= MAX_PAUSES:
+            raise LLMError(f"{self.base_url or 'the Anthropic API'} (model {self.model!r}) "
+                           f"paused the turn {pauses} times (pause_turn) without finishing it")
+        return continued(body, blocks)
+
+    async def _stream_once(self, request: ChatRequest, body: dict[str, Any],
+                           paused: RawBlocks) -> AsyncIterator[StreamEvent]:
+        """Stream one message: its events, then `StreamDone`; its content blocks go to
+        ``paused``, to be sent back if the turn was paused."""
         create: Any = self._client.messages.create
         with self._map_errors(request.tools):
             events = await resent_once(lambda: sent(create, {**body, "stream": True}))
@@ -440,6 +486,7 @@ class AnthropicProvider(SDKProvider):
 
             reply = anthropic.types.Message.construct(**whole) if isinstance(
                 whole, dict) else whole
+            paused.extend(blocks_of(reply))
             for out in replayed(self._reply(reply)):
                 yield out
             return
@@ -448,12 +495,24 @@ class AnthropicProvider(SDKProvider):
         try:
             with self._map_errors(request.tools, midstream=True):
                 async for event in events:
+                    paused.feed(event)
                     for out in assembler.feed(event):
                         yield out
+        except LLMTransientError as exc:
+            # broken after ``message_stop`` (a proxy that drops the connection): the
+            # message is whole
+            if not assembler.stopped or not broke_off(exc):
+                raise
         finally:
             await events.close()
         if not assembler.started:  # an answer that was no event stream (an HTML page...)
             raise LLMError(f"{where} answered a streamed request without a message_start event")
+        if not assembler.stopped:
+            # the body ended cleanly but the message had not (a proxy's timeout, a server
+            # that lost its worker): its text so far is no answer, and was billed
+            raise LLMTransientError(
+                f"the stream from {where} (model {self.model!r}) ended before the reply did "
+                "(no message_stop): an incomplete reply, not asked again")
         for out in assembler.flush():
             yield out
         yield StreamDone(response=assembler.response())
@@ -489,6 +548,7 @@ class _StreamAssembler:
         self.usage: Usage | None = None  # unknown until the server says
         self.usage_broken = False  # a count that was not one: unknown for good
         self.started = False
+        self.stopped = False  # the message's end came (``message_stop``)
 
     def feed(self, event: Any) -> list[StreamEvent]:
         kind = getattr(event, "type", None)
@@ -540,6 +600,8 @@ class _StreamAssembler:
                 self.thinking[event.index][name] += piece
         elif kind == "content_block_stop" and event.index in self.blocks:
             return [self._finished(event.index)]
+        elif kind == "message_stop":
+            self.stopped = True
         elif kind == "message_delta":
             self.stop_reason = getattr(event.delta, "stop_reason", None) or self.stop_reason
             if getattr(event, "usage", None) is not None:

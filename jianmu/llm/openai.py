@@ -291,6 +291,7 @@ class OpenAIProvider(SDKProvider):
             # warnings off: some servers send a call's arguments as a JSON object, not the
             # string the SDK's model declares; `Message.from_openai` takes either
             data = raw.model_dump(warnings=False)
+            data["role"] = "assistant"  # a choice's message is, whatever role it names
             if isinstance(data.get("content"), list):  # parts: the text, reasoning left out
                 data["content"] = _text(self.base_url, data["content"]) or None
             message = Message.from_openai(data)
@@ -313,7 +314,8 @@ class OpenAIProvider(SDKProvider):
 
         Raises:
             LLMTransientError: the request failed transiently past ``max_retries``, or the
-                connection broke mid-stream (not retried: events were already yielded).
+                connection broke mid-stream, or the stream ended without a finish reason
+                (not retried: the server answered).
             LLMError: the server refused the request.
         """
         body = self._request(request, stream=True)
@@ -344,10 +346,23 @@ class OpenAIProvider(SDKProvider):
                 async for chunk in chunks:
                     for event in assembler.feed(chunk):
                         yield event
+        except LLMTransientError as exc:
+            # broken after the finish reason (a proxy that drops the connection): the reply
+            # is whole, only the usage chunk may be lost (unknown usage, said so)
+            if assembler.finish_reason is None or not broke_off(exc):
+                raise
+            _log.debug("%s after the reply's end; the reply is kept",
+                       self.secret_free(str(exc)))
         finally:
             await chunks.close()
         if not assembler.chunks:  # an answer that was no event stream (an HTML page...)
             raise LLMError(f"{self.base_url} answered a streamed request without any chunk")
+        if assembler.finish_reason is None:
+            # the body ended cleanly but the reply had not (a proxy's timeout, a server that
+            # lost its worker): its text so far is no answer, and was billed
+            raise LLMTransientError(
+                f"the stream from {self.base_url} (model {self.model!r}) ended before the "
+                "reply did (no finish_reason): an incomplete reply, not asked again")
         for event in assembler.flush():
             yield event
         yield StreamDone(response=assembler.response(self.model))
@@ -432,6 +447,19 @@ def _whole(arguments: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _another(slot: dict[str, str], ident: str | None, name: str | None, arguments: Any) -> bool:
+    """Whether a fragment naming a tool starts another call rather than adding to the one
+    ``slot`` holds: its id differs, the call being whole; or, without ids (servers that send
+    each call whole), it names another tool or brings arguments of its own after whole ones."""
+    if not name or not slot["name"]:
+        return False
+    if ident and slot["id"]:
+        return ident != slot["id"] and _whole(slot["arguments"])
+    return bool(slot["arguments"].strip()) and _whole(slot["arguments"]) and (
+        name != slot["name"] or bool(arguments.strip() if isinstance(arguments, str)
+                                     else arguments))
 
 
 def _retry_after(exc: Any) -> float | None:
@@ -532,8 +560,8 @@ class _StreamAssembler:
                 index = max(self._open)
         key = self._open.get(index)
         slot = None if key is None else self.calls[key]
-        if slot is None or (ident and name and slot["id"] and ident != slot["id"]
-                            and slot["name"] and _whole(slot["arguments"])):
+        arguments = getattr(function, "arguments", None)
+        if slot is None or _another(slot, ident, name, arguments):
             # a new call; or one more at an index a whole call holds (servers that number
             # every call 0): joined to it, both calls were lost
             key = self._open[index] = (index, len(self.calls))
@@ -544,7 +572,6 @@ class _StreamAssembler:
             # The name normally arrives whole in the first fragment; some servers repeat it.
             if name and name != slot["name"]:
                 slot["name"] += name
-            arguments = function.arguments
             if arguments and not isinstance(arguments, str):
                 # a server that sends the arguments as a JSON object sends them whole
                 slot["arguments"] = json.dumps(arguments)

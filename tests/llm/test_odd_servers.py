@@ -504,3 +504,17 @@ def test_an_event_stream_labelled_json_is_still_read_as_a_stream(
     server.add(Raw(events=events, headers={"content-type": "application/json"}))
     result, _ = ask(provider(server, api), True)
     assert result.ok and result.output == "Fine.", result.error
+
+
+@pytest.mark.parametrize("role", [None, "model"], ids=["no-role", "model"])
+def test_a_reply_message_without_the_assistant_role_is_the_assistants(
+    server: ModelServer, role: str | None,
+) -> None:
+    """A compatible server that leaves the reply's role out, or names it its own way: a
+    choice's message is the assistant's turn whatever it says."""
+    reply: dict[str, Any] = {"content": "Fine."}
+    if role is not None:
+        reply["role"] = role
+    server.add(Raw(body=completion(reply)))
+    result, _ = ask(provider(server, "openai"), False)
+    assert result.ok and result.output == "Fine.", result.error
