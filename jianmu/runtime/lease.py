@@ -212,6 +212,14 @@ class RunClaim:
             self.held = False
             self.store.release(self.run_id, self.owner)
 
+    def quietly_release(self) -> None:
+        """Give the run up while another error is told: a store that cannot be written now
+        lets the lease expire (or be taken over once this process is gone)."""
+        try:
+            self.release()
+        except CheckpointError:
+            pass
+
     def save(self, checkpoint: dict[str, Any], *, last: bool = False) -> None:
         """Save under the lease (renewing it); ``last`` gives the run up with the same commit
         (the run returned). A runner that does not hold the run takes it for this save."""
@@ -225,7 +233,7 @@ class RunClaim:
             raise
         except BaseException:
             if last:
-                self.release()
+                self.quietly_release()  # the save's error is the one to tell
             raise
         self.seen = (self.seen or 0) + 1
         if last:
@@ -248,13 +256,18 @@ class RunClaim:
     @asynccontextmanager
     async def kept(self) -> AsyncIterator[None]:
         """Renew the lease every third of its time-to-live while the block runs (a long tool
-        call saves no checkpoint, yet the run is not dead)."""
+        call saves no checkpoint, yet the run is not dead). A block that raises gives the run
+        up here, without letting a store that cannot be written hide the block's error."""
         task = asyncio.create_task(self._renew())
         try:
             yield
-        finally:
+        except BaseException:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            self.quietly_release()
+            raise
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     async def _renew(self) -> None:
         while True:
@@ -264,5 +277,7 @@ class RunClaim:
             try:
                 self.store.claim(self.run_id, self.owner)
                 self._renewed = time.monotonic()
-            except CheckpointError:  # lost to another owner: the next save refuses and says so
+            except RunClaimedError:  # lost to another owner: the next save refuses and says so
                 return
+            except CheckpointError:  # a busy or failing store: the run is alive, try again
+                continue
