@@ -6,7 +6,10 @@ It is taken atomically in the store (`SQLiteCheckpointer.claim`), renewed while 
 (on every checkpoint saved under it, and every third of its time-to-live), and released when
 the run returns; a crashed owner's lease expires, or is taken over at once when the owner was
 a process of this machine that is gone (Linux: the same boot and pid namespace, and no live
-process with its pid and start time). A second claimant meanwhile gets
+process with its pid and start time). The lease of another process of this machine that is
+alive is not taken when it expires (a long-held loop, a paused process, a clock that differs:
+it is known to be alive); this process's own runners and other machines' go by the clock.
+A second claimant meanwhile gets
 `RunClaimedError` naming the holder and when its lease ends. A runner also remembers the
 newest checkpoint it knows: when the run went on elsewhere after it read it (another owner
 continued and released it), its next claim is refused too, so it cannot act on a stale copy.
@@ -32,9 +35,9 @@ from typing import Any, Protocol, runtime_checkable
 from jianmu.errors import CheckpointError, RunClaimedError
 
 __all__ = (
-    "Lease", "LeasingCheckpointer", "RunClaim", "default_owner", "of_this_machine",
-    "process_gone", "this_process",
-    "until",
+    "Lease", "LeasingCheckpointer", "RunClaim", "alive_elsewhere", "default_owner",
+    "of_this_machine",
+    "process_gone", "store_failed", "this_process", "until",
 )
 
 DEFAULT_LEASE_TTL = 60.0
@@ -137,9 +140,22 @@ def process_gone(process: str) -> bool:
     return stat[0] in ("Z", "X") or stat[19] != parts[3]  # a zombie, or its pid reused
 
 
+def alive_elsewhere(process: str) -> bool:
+    """Whether ``process`` is another process of this machine, and alive: its lease is kept
+    past its expiry (this process's own runners, and other machines', go by the clock)."""
+    return bool(process) and process != this_process() and of_this_machine(process) \
+        and not process_gone(process)
+
+
 def _stat(pid: int) -> list[str]:
     """``/proc/PID/stat``'s fields after the command name (state first, start time 20th)."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def store_failed(error: BaseException | None) -> bool:
+    """Whether ``error`` is the store's own failure (busy, full, unwritable), not a run lost
+    to another owner: a run that failed of it was interrupted, and goes on when run again."""
+    return isinstance(error, CheckpointError) and not isinstance(error, RunClaimedError)
 
 
 def until(expires: float, now: float) -> str:
