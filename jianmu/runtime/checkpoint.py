@@ -248,6 +248,19 @@ class SQLiteCheckpointer:
             self._granted.add((run_id, owner))
         return Lease(run_id=run_id, owner=owner, expires=now + ttl, seq=int(seq))
 
+    def renew(self, run_id: str, owner: str) -> bool:
+        """Extend ``owner``'s lease on ``run_id`` if it still holds it, and say whether it did;
+        never takes the run anew (a lease given up or taken since is not ``owner``'s)."""
+        with self._lock:
+            try:
+                with self._db:
+                    return bool(self._db.execute(
+                        "UPDATE jianmu_leases SET expires = ? WHERE run_id = ? AND owner = ?",
+                        (self._clock() + self.lease_ttl, run_id, owner),
+                    ).rowcount)
+            except sqlite3.Error as exc:
+                raise CheckpointError(f"cannot renew run {run_id!r}: {exc}") from exc
+
     def _holding(self, run_id: str) -> Lease | None:
         """The lease on ``run_id`` whatever its expiry (one a claim could not take)."""
         row = self._db.execute("SELECT owner, expires FROM jianmu_leases WHERE run_id = ?",

@@ -291,7 +291,12 @@ class RunClaim:
             if not self.held:
                 return
             try:
-                self.store.claim(self.run_id, self.owner)
+                renew = getattr(self.store, "renew", None)  # `SQLiteCheckpointer.renew`
+                if renew is None:
+                    self.store.claim(self.run_id, self.owner)
+                elif not renew(self.run_id, self.owner):  # given up by another owner that
+                    self.held, self.lost = False, True  # took it: the run went on elsewhere
+                    return
                 self._renewed = time.monotonic()
             except RunClaimedError:  # lost to another owner: the next save refuses and says so
                 return

@@ -543,7 +543,7 @@ class ReactiveRunner:
         )
         # the end stands even if its checkpoint is refused below (a store that failed while the
         # run went on interrupted it instead: run() again goes on)
-        if outcome.status.finished and not store_failed(result.exception):
+        if outcome.status.finished and not (self.checkpointer and store_failed(result.exception)):
             self._finished = result
         if self.checkpointer is not None:
             self._end_error = outcome.error  # kept in the checkpoint, for a restored run

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import py_trees
 import pytest
@@ -23,6 +25,7 @@ from jianmu.runtime import ReactiveRunner, SQLiteCheckpointer
 from jianmu.runtime.lease import Lease
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
+T = TypeVar("T")
 
 
 class Gate(AsyncNode):
@@ -44,18 +47,24 @@ async def test_a_renewal_refused_by_a_busy_store_is_tried_again(tmp_path: Path) 
     failed, renewed_after = asyncio.Event(), asyncio.Event()
     holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
 
+    def watched(renewal: Callable[[], T]) -> T:
+        try:
+            done = renewal()
+        except CheckpointError:
+            if holder.in_transaction:  # the lock did its work: the store is free again
+                holder.execute("ROLLBACK")
+            loop.call_soon_threadsafe(failed.set)
+            raise
+        if failed.is_set():
+            loop.call_soon_threadsafe(renewed_after.set)
+        return done
+
     class Busy(SQLiteCheckpointer):
         def claim(self, run_id: str, owner: str, *, ttl: float | None = None) -> Lease:
-            try:
-                lease = super().claim(run_id, owner, ttl=ttl)
-            except CheckpointError:
-                if holder.in_transaction:  # the lock did its work: the store is free again
-                    holder.execute("ROLLBACK")
-                loop.call_soon_threadsafe(failed.set)
-                raise
-            if failed.is_set():
-                loop.call_soon_threadsafe(renewed_after.set)
-            return lease
+            return watched(lambda: super(Busy, self).claim(run_id, owner, ttl=ttl))
+
+        def renew(self, run_id: str, owner: str) -> bool:
+            return watched(lambda: super(Busy, self).renew(run_id, owner))
 
     store = Busy(db, lease_ttl=0.3)  # renewed every 0.1 s while the step goes on
     reached, opened = asyncio.Event(), asyncio.Event()
@@ -74,4 +83,57 @@ async def test_a_renewal_refused_by_a_busy_store_is_tried_again(tmp_path: Path) 
         result = await going
         holder.close()
     assert result.ok
+    store.close()
+
+
+async def test_a_renewal_after_the_run_went_on_elsewhere_gives_the_run_back(
+    tmp_path: Path,
+) -> None:
+    """An owner that lost its run (its lease lapsed, the next owner went on and let go) must
+    not take it again by renewing: that would keep the next decider out while its stale step
+    goes on. Before the fix, the renewal re-took the lease for the stale owner."""
+    import time
+
+    db = tmp_path / "runs.sqlite"
+    loop = asyncio.get_running_loop()
+    went_on, renewed_after = asyncio.Event(), asyncio.Event()
+
+    class Watched(SQLiteCheckpointer):
+        def claim(self, run_id: str, owner: str, *, ttl: float | None = None) -> Lease:
+            try:
+                return super().claim(run_id, owner, ttl=ttl)
+            finally:
+                if went_on.is_set():
+                    loop.call_soon_threadsafe(renewed_after.set)
+
+        def renew(self, run_id: str, owner: str) -> bool:
+            try:
+                return super().renew(run_id, owner)
+            finally:
+                if went_on.is_set():
+                    loop.call_soon_threadsafe(renewed_after.set)
+
+    store = Watched(db, lease_ttl=0.3)  # renewed every 0.1 s while the step goes on
+    reached, opened = asyncio.Event(), asyncio.Event()
+    runner = ReactiveRunner(
+        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
+        checkpointer=store, owner="stale",
+    )
+    going = asyncio.create_task(runner.run(timeout=120))
+    try:
+        await reached.wait()
+        # the next owner, whose clock says the lease ran out, takes the run, goes on, lets go
+        later = SQLiteCheckpointer(db, clock=lambda: time.time() + 3600)
+        later.claim(runner.run_id, "next")
+        later.save(runner.run_id, {"version": 1, "state": {}}, owner="next", release=True)
+        went_on.set()
+        await asyncio.wait_for(renewed_after.wait(), 60)  # the stale owner's renewal came
+        later.close()
+        with SQLiteCheckpointer(db) as now:  # the run is free for the next decider
+            assert now.claim(runner.run_id, "a-person").owner == "a-person"
+            now.release(runner.run_id, "a-person")
+    finally:
+        opened.set()
+        with pytest.raises(CheckpointError, match=r"went on elsewhere|no longer held"):
+            await going  # the stale owner's own record is refused
     store.close()
