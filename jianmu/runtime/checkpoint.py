@@ -130,6 +130,10 @@ class SQLiteCheckpointer:
                 "CREATE TABLE IF NOT EXISTS jianmu_leases (run_id TEXT PRIMARY KEY,"
                 " owner TEXT NOT NULL, expires REAL NOT NULL, process TEXT NOT NULL)"
             )
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(jianmu_leases)")}
+            if "process" not in columns:  # a file from before leases named their process
+                self._db.execute("ALTER TABLE jianmu_leases ADD COLUMN process TEXT NOT NULL"
+                                 " DEFAULT ''")
             self._db.commit()
         except sqlite3.Error as exc:
             raise CheckpointError(f"cannot open checkpoint store {self.path!r}: {exc}") from exc

@@ -36,8 +36,7 @@ from jianmu.errors import CheckpointError, RunClaimedError
 
 __all__ = (
     "Lease", "LeasingCheckpointer", "RunClaim", "alive_elsewhere", "default_owner",
-    "of_this_machine",
-    "process_gone", "store_failed", "this_process", "until",
+    "of_this_machine", "process_gone", "store_failed", "this_process", "until",
 )
 
 DEFAULT_LEASE_TTL = 60.0
