@@ -3,9 +3,11 @@ approval request was decided.
 
 **Workers.** DBOS recovers a worker's pending runs when the same worker (same executor id)
 starts again. A worker that never comes back needs someone else to declare it dead: each
-worker writes a heartbeat row (``jianmu_workers``), and a live worker that sees a row older
-than ``durable.takeover_after_s`` claims it (one atomic delete, so two live workers never both
-claim it) and hands the dead worker's runs back to the queue, where any worker picks them up.
+worker writes a heartbeat row (``jianmu_workers``), and a live worker that has seen a row
+unchanged for ``durable.takeover_after_s`` by its own clock (the workers' clocks are never
+compared: one running ahead must not take live workers' runs) claims it (one atomic delete of
+that very heartbeat, so two live workers never both claim it, nor one that beat meanwhile)
+and hands the dead worker's runs back to the queue, where any worker picks them up.
 
 **Decisions.** A decision travels to the run as a DBOS message. Two people answering the same
 request (one approves, the other rejects) must not both be told "done" while the run goes on
@@ -114,11 +116,15 @@ class WorkerRegistry:
         return [w["executor_id"] for w in self.workers()
                 if w["last_seen"] < cutoff and w["executor_id"] != besides]
 
-    def claim(self, executor_id: str, after_s: float | None) -> bool:
-        """Declare ``executor_id`` dead (if still silent for ``after_s``); True for the winner."""
+    def claim(self, executor_id: str, after_s: float | None, *,
+              beat: float | None = None) -> bool:
+        """Declare ``executor_id`` dead (if still silent for ``after_s``, and with ``beat``, if
+        its last heartbeat is still that one); True for the winner."""
         query = _workers.delete().where(_workers.c.executor_id == executor_id)
         if after_s is not None:
             query = query.where(_workers.c.last_seen < time.time() - after_s)
+        if beat is not None:
+            query = query.where(_workers.c.last_seen == beat)
         with self._db.begin() as conn:
             return bool(conn.execute(query).rowcount)
 
@@ -138,6 +144,11 @@ class Heartbeat:
         self.client = client
         self.on_error = on_error
         self.taken: list[str] = []
+        self.clock: Callable[[], float] = time.monotonic
+        """This worker's own clock, by which it times the others' silence."""
+        # each other worker's last heartbeat as written, and when this worker first read it:
+        # the workers' clocks are never compared, so one that runs ahead takes no live worker
+        self._beats: dict[str, tuple[float, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="jianmu-heartbeat", daemon=True)
         self._started = time.time()
@@ -149,12 +160,25 @@ class Heartbeat:
         self._thread.start()
 
     def take_over(self) -> list[str]:
-        """Claim every silent worker and re-enqueue its runs; the runs' ids."""
+        """Claim every worker whose heartbeat this worker has seen unchanged for
+        ``takeover_after_s`` (by its own clock) and re-enqueue its runs; the runs' ids."""
         runs: list[str] = []
-        for dead in self.registry.stale(self.after_s, besides=self.executor_id):
-            if self.registry.claim(dead, self.after_s):
-                runs += recover_worker(self.client, dead)
-                self.taken.append(dead)
+        now = self.clock()
+        rows = {w["executor_id"]: float(w["last_seen"]) for w in self.registry.workers()
+                if w["executor_id"] != self.executor_id}
+        for gone in set(self._beats) - set(rows):
+            del self._beats[gone]
+        for worker, beat in rows.items():
+            seen = self._beats.get(worker)
+            if seen is None or seen[0] != beat:  # it beat since: alive, whatever its clock
+                self._beats[worker] = (beat, now)
+                continue
+            if now - seen[1] < self.after_s:
+                continue
+            del self._beats[worker]
+            if self.registry.claim(worker, None, beat=beat):  # unless it beat meanwhile
+                runs += recover_worker(self.client, worker)
+                self.taken.append(worker)
         return runs
 
     def _loop(self) -> None:

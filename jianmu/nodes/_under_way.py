@@ -38,11 +38,17 @@ def start(node: RuntimeNode, key: str, tool_name: str) -> bool:
 
     Raises:
         RunClaimedError: the run's lease went to another owner: the call must not start.
+        CheckpointError: the save failed (a locked or full store): the call must not start,
+            and the mark is taken back.
     """
     if not node.state.manager.accepts(UNDER_WAY):
         return False
     node.state.update({UNDER_WAY: {key: tool_name}})
-    node.ctx.save_checkpoint()
+    try:
+        node.ctx.save_checkpoint()
+    except BaseException:  # not saved, so the call does not start: no mark may say it did
+        node.state.update(unmarked([key]))
+        raise
     return True
 
 

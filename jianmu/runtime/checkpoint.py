@@ -17,6 +17,7 @@ from jianmu.errors import CheckpointError, RunClaimedError
 from jianmu.runtime.lease import (
     DEFAULT_LEASE_TTL,
     Lease,
+    alive_elsewhere,
     of_this_machine,
     process_gone,
     this_process,
@@ -93,7 +94,8 @@ class SQLiteCheckpointer:
     It also leases each run to one owner at a time (`claim`, in the ``jianmu_leases`` table of
     the same file): whoever decides, resumes or continues a run holds it, renewed by each save
     made under it; a lease not renewed for ``lease_ttl`` seconds has expired (its owner
-    crashed), and one whose process on this machine has died is taken over at once.
+    crashed), and one whose process on this machine has died is taken over at once, while one
+    whose process on this machine is another live one is not taken even once it expired.
     ``clock`` (default `time.time`) is what leases are timed by.
     """
 
@@ -117,6 +119,7 @@ class SQLiteCheckpointer:
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
+            self._db.create_function("jianmu_alive_elsewhere", 1, alive_elsewhere)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS checkpoints ("
@@ -127,6 +130,10 @@ class SQLiteCheckpointer:
                 "CREATE TABLE IF NOT EXISTS jianmu_leases (run_id TEXT PRIMARY KEY,"
                 " owner TEXT NOT NULL, expires REAL NOT NULL, process TEXT NOT NULL)"
             )
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(jianmu_leases)")}
+            if "process" not in columns:  # a file from before leases named their process
+                self._db.execute("ALTER TABLE jianmu_leases ADD COLUMN process TEXT NOT NULL"
+                                 " DEFAULT ''")
             self._db.commit()
         except sqlite3.Error as exc:
             raise CheckpointError(f"cannot open checkpoint store {self.path!r}: {exc}") from exc
@@ -203,8 +210,9 @@ class SQLiteCheckpointer:
         atomic statement, so of two claimants at the same moment exactly one gets it.
 
         Raises:
-            RunClaimedError: another owner holds an unexpired lease; the message names it and
-                when the lease ends.
+            RunClaimedError: another owner holds an unexpired lease (or an expired one, as
+                another live process of this machine); the message names it and when the
+                lease ends.
         """
         ttl = self.lease_ttl if ttl is None else ttl
         with self._lock:
@@ -212,16 +220,20 @@ class SQLiteCheckpointer:
                 with self._db:
                     now = self._clock()
                     process = this_process()
+                    # a lapsed lease is taken, unless its holder is another live process of
+                    # this machine: that one is known to be alive (slow, paused, or its clock
+                    # and ours disagree), and keeps the run until it lets go or dies
                     taken = self._db.execute(
                         "INSERT INTO jianmu_leases (run_id, owner, expires, process)"
                         " VALUES (?, ?, ?, ?)"
                         " ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner,"
                         " expires = excluded.expires, process = excluded.process"
                         " WHERE jianmu_leases.owner = excluded.owner"
-                        " OR jianmu_leases.expires <= ?",
+                        " OR (jianmu_leases.expires <= ?"
+                        " AND NOT jianmu_alive_elsewhere(jianmu_leases.process))",
                         (run_id, owner, now + ttl, process, now),
                     ).rowcount or self._take_over(run_id, owner, now + ttl, process)
-                    held = None if taken else self._held(run_id, now)
+                    held = None if taken else self._holding(run_id)
                     seq = self._db.execute(
                         "SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?",
                         (run_id,),
@@ -229,15 +241,35 @@ class SQLiteCheckpointer:
             except sqlite3.Error as exc:
                 raise CheckpointError(f"cannot claim run {run_id!r}: {exc}") from exc
             if held is not None:
+                when = f"until {until(held.expires, now)}" if held.expires > now else \
+                    "(its process on this machine is alive, though its lease ran out)"
                 raise RunClaimedError(
-                    f"run {run_id!r} is claimed by {held.owner!r} until "
-                    f"{until(held.expires, now)}: that owner is deciding or continuing it now; "
-                    "nothing was done here. Try again once it is done (if that owner crashed, "
-                    "once its lease has expired)",
+                    f"run {run_id!r} is claimed by {held.owner!r} {when}: that owner is "
+                    "deciding or continuing it now; nothing was done here. Try again once it "
+                    "is done (if that owner crashed, once its lease has expired)",
                     run_id=run_id, owner=held.owner, expires=held.expires,
                 )
             self._granted.add((run_id, owner))
         return Lease(run_id=run_id, owner=owner, expires=now + ttl, seq=int(seq))
+
+    def renew(self, run_id: str, owner: str) -> bool:
+        """Extend ``owner``'s lease on ``run_id`` if it still holds it, and say whether it did;
+        never takes the run anew (a lease given up or taken since is not ``owner``'s)."""
+        with self._lock:
+            try:
+                with self._db:
+                    return bool(self._db.execute(
+                        "UPDATE jianmu_leases SET expires = ? WHERE run_id = ? AND owner = ?",
+                        (self._clock() + self.lease_ttl, run_id, owner),
+                    ).rowcount)
+            except sqlite3.Error as exc:
+                raise CheckpointError(f"cannot renew run {run_id!r}: {exc}") from exc
+
+    def _holding(self, run_id: str) -> Lease | None:
+        """The lease on ``run_id`` whatever its expiry (one a claim could not take)."""
+        row = self._db.execute("SELECT owner, expires FROM jianmu_leases WHERE run_id = ?",
+                               (run_id,)).fetchone()
+        return None if row is None else Lease(run_id=run_id, owner=row[0], expires=row[1])
 
     def _take_over(self, run_id: str, owner: str, expires: float, process: str) -> int:
         """Take a lease whose holder was a process of this machine that has died (killed,

@@ -6,7 +6,10 @@ It is taken atomically in the store (`SQLiteCheckpointer.claim`), renewed while 
 (on every checkpoint saved under it, and every third of its time-to-live), and released when
 the run returns; a crashed owner's lease expires, or is taken over at once when the owner was
 a process of this machine that is gone (Linux: the same boot and pid namespace, and no live
-process with its pid and start time). A second claimant meanwhile gets
+process with its pid and start time). The lease of another process of this machine that is
+alive is not taken when it expires (a long-held loop, a paused process, a clock that differs:
+it is known to be alive); this process's own runners and other machines' go by the clock.
+A second claimant meanwhile gets
 `RunClaimedError` naming the holder and when its lease ends. A runner also remembers the
 newest checkpoint it knows: when the run went on elsewhere after it read it (another owner
 continued and released it), its next claim is refused too, so it cannot act on a stale copy.
@@ -32,9 +35,8 @@ from typing import Any, Protocol, runtime_checkable
 from jianmu.errors import CheckpointError, RunClaimedError
 
 __all__ = (
-    "Lease", "LeasingCheckpointer", "RunClaim", "default_owner", "of_this_machine",
-    "process_gone", "this_process",
-    "until",
+    "Lease", "LeasingCheckpointer", "RunClaim", "alive_elsewhere", "default_owner",
+    "of_this_machine", "process_gone", "store_failed", "this_process", "until",
 )
 
 DEFAULT_LEASE_TTL = 60.0
@@ -137,9 +139,22 @@ def process_gone(process: str) -> bool:
     return stat[0] in ("Z", "X") or stat[19] != parts[3]  # a zombie, or its pid reused
 
 
+def alive_elsewhere(process: str) -> bool:
+    """Whether ``process`` is another process of this machine, and alive: its lease is kept
+    past its expiry (this process's own runners, and other machines', go by the clock)."""
+    return bool(process) and process != this_process() and of_this_machine(process) \
+        and not process_gone(process)
+
+
 def _stat(pid: int) -> list[str]:
     """``/proc/PID/stat``'s fields after the command name (state first, start time 20th)."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def store_failed(error: BaseException | None) -> bool:
+    """Whether ``error`` is the store's own failure (busy, full, unwritable), not a run lost
+    to another owner: a run that failed of it was interrupted, and goes on when run again."""
+    return isinstance(error, CheckpointError) and not isinstance(error, RunClaimedError)
 
 
 def until(expires: float, now: float) -> str:
@@ -212,6 +227,14 @@ class RunClaim:
             self.held = False
             self.store.release(self.run_id, self.owner)
 
+    def quietly_release(self) -> None:
+        """Give the run up while another error is told: a store that cannot be written now
+        lets the lease expire (or be taken over once this process is gone)."""
+        try:
+            self.release()
+        except CheckpointError:
+            pass
+
     def save(self, checkpoint: dict[str, Any], *, last: bool = False) -> None:
         """Save under the lease (renewing it); ``last`` gives the run up with the same commit
         (the run returned). A runner that does not hold the run takes it for this save."""
@@ -225,7 +248,7 @@ class RunClaim:
             raise
         except BaseException:
             if last:
-                self.release()
+                self.quietly_release()  # the save's error is the one to tell
             raise
         self.seen = (self.seen or 0) + 1
         if last:
@@ -248,13 +271,18 @@ class RunClaim:
     @asynccontextmanager
     async def kept(self) -> AsyncIterator[None]:
         """Renew the lease every third of its time-to-live while the block runs (a long tool
-        call saves no checkpoint, yet the run is not dead)."""
+        call saves no checkpoint, yet the run is not dead). A block that raises gives the run
+        up here, without letting a store that cannot be written hide the block's error."""
         task = asyncio.create_task(self._renew())
         try:
             yield
-        finally:
+        except BaseException:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            self.quietly_release()
+            raise
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     async def _renew(self) -> None:
         while True:
@@ -262,7 +290,14 @@ class RunClaim:
             if not self.held:
                 return
             try:
-                self.store.claim(self.run_id, self.owner)
+                renew = getattr(self.store, "renew", None)  # `SQLiteCheckpointer.renew`
+                if renew is None:
+                    self.store.claim(self.run_id, self.owner)
+                elif not renew(self.run_id, self.owner):  # given up by another owner that
+                    self.held, self.lost = False, True  # took it: the run went on elsewhere
+                    return
                 self._renewed = time.monotonic()
-            except CheckpointError:  # lost to another owner: the next save refuses and says so
+            except RunClaimedError:  # lost to another owner: the next save refuses and says so
                 return
+            except CheckpointError:  # a busy or failing store: the run is alive, try again
+                continue

@@ -40,7 +40,7 @@ from jianmu.runtime.events import (
     get_tracer,
     run_ended,
 )
-from jianmu.runtime.lease import RunClaim
+from jianmu.runtime.lease import RunClaim, store_failed
 from jianmu.state import StateManager
 
 if TYPE_CHECKING:
@@ -303,6 +303,7 @@ class ReactiveRunner:
         # returns it without ticking, so a finished run never asks the model again
         self._finished: RunResult | None = None
         self._end_error: str | None = None
+        self._end_unsaved = False  # the end's checkpoint was refused: the next run() saves it
         self._suspended_at: float | None = None  # when run() last returned SUSPENDED
         self._ticker = Ticker()
         self.state.subscribe(self._state_changed)
@@ -487,6 +488,8 @@ class ReactiveRunner:
         if self._running:
             raise RuntimeError("this runner is already running")
         if self._finished is not None:
+            if self._end_unsaved:  # its end stands: saved now, not run again
+                self.save_checkpoint(self._finished.status.value)
             ended = dataclasses.replace(self._finished, ticks=0, duration=0.0)
             self.ctx.events.emit("run.finished", status=ended.status.value, error=ended.error,
                                  result=ended)
@@ -525,9 +528,6 @@ class ReactiveRunner:
         self._suspended_at = time.monotonic() if outcome.status is RunStatus.SUSPENDED else None
         if outcome.status is not RunStatus.SUSPENDED:
             await self._close_resources()
-        if self.checkpointer is not None:
-            self._end_error = outcome.error  # kept in the checkpoint, for a restored run
-            self.save_checkpoint(outcome.status.value)
         state = self.state
         result = RunResult(
             status=outcome.status,
@@ -541,8 +541,14 @@ class ReactiveRunner:
             messages=tuple(state.get("messages") or ()),
             usage=state.get("usage"),
         )
-        if outcome.status.finished:
+        # the end stands even if its checkpoint is refused below (a store that failed while the
+        # run went on interrupted it instead: run() again goes on)
+        if outcome.status.finished and not (self.checkpointer and store_failed(result.exception)):
             self._finished = result
+        if self.checkpointer is not None:
+            self._end_error = outcome.error  # kept in the checkpoint, for a restored run
+            self._end_unsaved = self._finished is not None
+            self.save_checkpoint(outcome.status.value)
         self.ctx.events.emit(
             "run.finished", status=outcome.status.value, error=outcome.error, result=result
         )
@@ -685,6 +691,7 @@ class ReactiveRunner:
             self._claim.save(checkpoint, last=not self._running)
         elif self.checkpointer is not None:
             self.checkpointer.save(run_id, checkpoint)
+        self._end_unsaved = False
 
     def _take_claim(self) -> None:
         """Claim the run (or renew the claim) before deciding or continuing it."""

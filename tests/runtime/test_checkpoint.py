@@ -240,3 +240,20 @@ async def test_a_state_that_no_longer_fits_its_schema_names_the_run(tmp_path: Pa
         ReactiveRunner.restore(build_tree(), store, result.run_id,
                                state_manager=StateManager(Changed))
     assert store.holder(result.run_id) is None  # refused: nothing claimed, nothing changed
+
+
+def test_a_store_made_before_leases_named_their_process_still_leases(tmp_path: Path) -> None:
+    """A file whose ``jianmu_leases`` table predates its ``process`` column (the first leases
+    had none) made every claim fail: "table jianmu_leases has no column named process"."""
+    import sqlite3
+
+    db = tmp_path / "runs.sqlite"
+    old = sqlite3.connect(db)
+    old.execute("CREATE TABLE jianmu_leases (run_id TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+                " expires REAL NOT NULL)")
+    old.execute("INSERT INTO jianmu_leases VALUES ('held', 'an-old-owner', 0)")
+    old.commit()
+    old.close()
+    with SQLiteCheckpointer(db) as store:
+        assert store.claim("r", "me").owner == "me"
+        assert store.claim("held", "me").owner == "me"  # the old owner's lapsed lease

@@ -1,0 +1,139 @@
+"""A live run's lease outlasts a store that was busy for a moment.
+
+Before the fix, the task that renews a run's lease during a long step (a tool call that saves
+nothing) stopped for good at the first renewal that failed, whatever the reason: one renewal
+refused because another process held the SQLite file's write lock past the busy timeout, and
+the lease of a run that was still going ran out, so a second process could take the live run
+over. Now only a lease lost to another owner ends the renewals; a busy store is tried again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import py_trees
+import pytest
+from py_trees.common import Status
+
+from jianmu import AsyncNode
+from jianmu.errors import CheckpointError
+from jianmu.runtime import ReactiveRunner, SQLiteCheckpointer
+from jianmu.runtime.lease import Lease
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
+T = TypeVar("T")
+
+
+class Gate(AsyncNode):
+    """Waits until the test opens it, telling the test it got there."""
+
+    def __init__(self, reached: asyncio.Event, opened: asyncio.Event) -> None:
+        super().__init__("gate")
+        self.reached, self.opened = reached, opened
+
+    async def update_async(self) -> Status:
+        self.reached.set()
+        await self.opened.wait()
+        return Status.SUCCESS
+
+
+async def test_a_renewal_refused_by_a_busy_store_is_tried_again(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    loop = asyncio.get_running_loop()
+    failed, renewed_after = asyncio.Event(), asyncio.Event()
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+
+    def watched(renewal: Callable[[], T]) -> T:
+        try:
+            done = renewal()
+        except CheckpointError:
+            if holder.in_transaction:  # the lock did its work: the store is free again
+                holder.execute("ROLLBACK")
+            loop.call_soon_threadsafe(failed.set)
+            raise
+        if failed.is_set():
+            loop.call_soon_threadsafe(renewed_after.set)
+        return done
+
+    class Busy(SQLiteCheckpointer):
+        def claim(self, run_id: str, owner: str, *, ttl: float | None = None) -> Lease:
+            return watched(lambda: super(Busy, self).claim(run_id, owner, ttl=ttl))
+
+        def renew(self, run_id: str, owner: str) -> bool:
+            return watched(lambda: super(Busy, self).renew(run_id, owner))
+
+    store = Busy(db, lease_ttl=0.3)  # renewed every 0.1 s while the step goes on
+    reached, opened = asyncio.Event(), asyncio.Event()
+    runner = ReactiveRunner(
+        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
+        checkpointer=store, owner="long-step",
+    )
+    going = asyncio.create_task(runner.run(timeout=120))
+    try:
+        await reached.wait()
+        holder.execute("BEGIN IMMEDIATE")  # another process writes for longer than the timeout
+        await asyncio.wait_for(failed.wait(), 60)
+        await asyncio.wait_for(renewed_after.wait(), 60)  # and the renewals go on after it
+    finally:
+        opened.set()
+        result = await going
+        holder.close()
+    assert result.ok
+    store.close()
+
+
+async def test_a_renewal_after_the_run_went_on_elsewhere_gives_the_run_back(
+    tmp_path: Path,
+) -> None:
+    """An owner that lost its run (its lease lapsed, the next owner went on and let go) must
+    not take it again by renewing: that would keep the next decider out while its stale step
+    goes on. Before the fix, the renewal re-took the lease for the stale owner."""
+    import time
+
+    db = tmp_path / "runs.sqlite"
+    loop = asyncio.get_running_loop()
+    went_on, renewed_after = asyncio.Event(), asyncio.Event()
+
+    class Watched(SQLiteCheckpointer):
+        def claim(self, run_id: str, owner: str, *, ttl: float | None = None) -> Lease:
+            try:
+                return super().claim(run_id, owner, ttl=ttl)
+            finally:
+                if went_on.is_set():
+                    loop.call_soon_threadsafe(renewed_after.set)
+
+        def renew(self, run_id: str, owner: str) -> bool:
+            try:
+                return super().renew(run_id, owner)
+            finally:
+                if went_on.is_set():
+                    loop.call_soon_threadsafe(renewed_after.set)
+
+    store = Watched(db, lease_ttl=0.3)  # renewed every 0.1 s while the step goes on
+    reached, opened = asyncio.Event(), asyncio.Event()
+    runner = ReactiveRunner(
+        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
+        checkpointer=store, owner="stale",
+    )
+    going = asyncio.create_task(runner.run(timeout=120))
+    try:
+        await reached.wait()
+        # the next owner, whose clock says the lease ran out, takes the run, goes on, lets go
+        later = SQLiteCheckpointer(db, clock=lambda: time.time() + 3600)
+        later.claim(runner.run_id, "next")
+        later.save(runner.run_id, {"version": 1, "state": {}}, owner="next", release=True)
+        went_on.set()
+        await asyncio.wait_for(renewed_after.wait(), 60)  # the stale owner's renewal came
+        later.close()
+        with SQLiteCheckpointer(db) as now:  # the run is free for the next decider
+            assert now.claim(runner.run_id, "a-person").owner == "a-person"
+            now.release(runner.run_id, "a-person")
+    finally:
+        opened.set()
+        with pytest.raises(CheckpointError, match=r"went on elsewhere|no longer held"):
+            await going  # the stale owner's own record is refused
+    store.close()
