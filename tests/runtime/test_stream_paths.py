@@ -4,9 +4,11 @@ events made without the dataclass constructor are still the frozen `Event`s it m
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
+import py_trees
 import pytest
 
 from jianmu import ReactiveRunner, StateManager
@@ -156,3 +158,32 @@ def test_emit_each_makes_the_events_that_as_many_emits_make() -> None:
     assert [(e.name, e.node, e.fields) for e in later[3:]] == [
         ("renamed.d", "c", {"text": "1"}), ("renamed.d", "c", {"text": "2"})]
     NodeEvents(EventBus("run-3"), "e").emit_each("d", "text", ["1"])  # nobody listens: nothing
+
+
+async def test_the_runs_first_events_are_read_before_the_loop_turns() -> None:
+    """The run's first step is taken as the stream starts (as its task): its first tick's
+    event is read before anything the loop had waiting runs."""
+    turned: list[bool] = []
+    asyncio.get_running_loop().call_soon(turned.append, True)
+    stream = ReactiveRunner(create_react_node(Sends(), []), start()).stream()
+    try:
+        first = await stream.__anext__()
+        assert (first.name, turned) == ("run.ticked", [])
+        assert [e.name async for e in stream][-1] == "run.finished"
+    finally:
+        await stream.aclose()
+
+
+async def test_a_run_that_raises_in_its_first_step_raises_from_the_stream() -> None:
+    class Broken(py_trees.behaviour.Behaviour):
+        def setup(self, **kwargs: Any) -> None:
+            raise RuntimeError("no setup")
+
+        def update(self) -> py_trees.common.Status:
+            return py_trees.common.Status.SUCCESS
+
+    runner = ReactiveRunner(Broken("broken"))
+    with pytest.raises(RuntimeError, match="no setup"):
+        async for _ in runner.stream():
+            pass
+    assert not runner._running  # the runner may run again
