@@ -318,7 +318,9 @@ def takes_requests(
     receives exactly what `complete` would have built. ``params`` are the extra request
     parameters, which must not repeat an argument's name (`complete` would refuse them).
     """
-    if not isinstance(llm, BaseLLMProvider):
+    # the class's order first: a subclass of a protocol's class is checked in Python, slowly,
+    # and this runs on every model call
+    if BaseLLMProvider not in type(llm).__mro__ and not isinstance(llm, BaseLLMProvider):
         return False
     name = "stream" if stream else "complete"
     if getattr(type(llm), name) is not getattr(LLMProvider, name):

@@ -457,9 +457,7 @@ class AgentLLMNode(AsyncNode):
         response = await llm.whole_reply(request)
         text = response.text
         if text:
-            emit = self.events.emit
-            for piece in llm.text_pieces(text):
-                emit("llm.call.delta", text=piece)
+            self.events.emit_each("llm.call.delta", "text", llm.text_pieces(text))
         return response
 
     async def _streamed(self, events: AsyncIterator[StreamEvent]) -> LLMResponse:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -70,25 +70,13 @@ class Event:
 
 
 class _Making:
-    """An `Event` while `_event` fills it: the same slots, without the frozen ``__setattr__``
-    (each field set through ``object.__setattr__`` costs a call and a name look-up); its
-    class becomes `Event` once it is full."""
+    """An `Event` while `EventBus._publish` fills it: the same slots, without the frozen
+    ``__setattr__`` (each field set through ``object.__setattr__`` costs a call and a name
+    look-up); its class becomes `Event` once it is full. A third of the constructor's cost:
+    a streamed run makes one per step and per piece of the model's text."""
 
     # Event's fields exactly: the class of an object may only change to one of the same layout
     __slots__ = ("fields", "name", "node", "run_id", "timestamp")
-
-
-def _event(name: str, run_id: str, node: str | None, fields: dict[str, Any]) -> Event:
-    """An `Event` as its constructor makes it, at a third of the cost: a streamed run makes one
-    per step and per piece of the model's text."""
-    event: Any = _Making()
-    event.name = name
-    event.run_id = run_id
-    event.node = node
-    event.timestamp = _now()
-    event.fields = fields
-    event.__class__ = Event
-    return event
 
 
 _now = time.time
@@ -165,7 +153,13 @@ class EventBus:
         fields: dict[str, Any],
     ) -> Event:
         """Make the event and hand it to every matching handler."""
-        event = _event(name, self.run_id, node, fields)
+        event: Any = _Making()  # the event made here, not in a function of its own: every event
+        event.name = name
+        event.run_id = self.run_id
+        event.node = node
+        event.timestamp = _now()
+        event.fields = fields
+        event.__class__ = Event
         for pattern, handler in handlers:
             if pattern == "*" or fnmatch.fnmatchcase(name, pattern):
                 try:
@@ -196,6 +190,21 @@ class NodeEvents:
             return None
         # the fields as packed here, not unpacked into `EventBus.emit` to be packed again
         return bus._publish(handlers, name, self.node, fields)
+
+    def emit_each(self, name: str, key: str, values: Iterable[Any]) -> None:
+        """Publish one ``name`` event per value, its fields ``{key: value}``, in order: what
+        as many `emit` calls do (each event made and handed over before the next), without
+        a call and a keyword dict per event (a model's streamed text is one per word)."""
+        bus = self.bus
+        if type(bus) is not EventBus:
+            for value in values:
+                bus.emit(name, node=self.node, **{key: value})
+            return
+        node, publish = self.node, bus._publish
+        for value in values:
+            handlers = bus._handlers  # read per event, as `emit` does: a handler may leave
+            if handlers:
+                publish(handlers, name, node, {key: value})
 
     def wants(self, name: str) -> bool:
         """Whether any handler listens for ``name``."""

@@ -9,11 +9,13 @@ running tools see ``CancelledError`` and nothing is left running.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from jianmu.runtime.async_node import _First
 from jianmu.runtime.events import Event
 
 __all__ = ("stream_run",)
@@ -76,8 +78,15 @@ async def stream_run(
     # reserved until its task starts: a second stream() (or run()) meanwhile is refused at
     # once, instead of reading this run's events before it finds out
     runner._running = True
-    task = loop.create_task(reserved_run())
+    # the run's first step is taken now, as its task (`_First`, as a node's task starts):
+    # its first events are read at once, without a turn of the loop to start the task and a
+    # wake-up of the reader after it
+    context = contextvars.copy_context()
+    first = _First(reserved_run(), context)
+    task = loop.create_task(first, context=context)
     task.add_done_callback(ended)
+    # how the run ended in that step, if it did (its task then ends with None, read by none)
+    outcome = None if first.started else first.step(loop, task, context)
     try:
         popleft = queue.popleft
         while True:
@@ -86,6 +95,10 @@ async def stream_run(
                 yield event
                 if event.name == "run.finished" and _ends(runner, event):
                     return
+            if outcome is not None:
+                if outcome.error is not None:
+                    raise outcome.error  # run() raised: so does the stream
+                return
             if task.done():
                 task.result()  # run() raised: so does the stream
                 return
@@ -94,7 +107,7 @@ async def stream_run(
     finally:
         unsubscribe()
         bus.readers -= 1
-        if not task.done():
+        if outcome is None and not task.done():
             runner.cancel()  # the reader left: stop the run as cancel() does, cleanly
             try:
                 await asyncio.shield(task)

@@ -4,16 +4,18 @@ events made without the dataclass constructor are still the frozen `Event`s it m
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
+import py_trees
 import pytest
 
 from jianmu import ReactiveRunner, StateManager
 from jianmu.llm import BaseLLMProvider, ChatRequest, LLMResponse, Message, replays_stream
 from jianmu.llm.provider import StreamDone, TextDelta
 from jianmu.nodes import AgentState, create_react_node
-from jianmu.runtime.events import Event, EventBus, NodeEvents, _event
+from jianmu.runtime.events import Event, EventBus, NodeEvents
 
 pytestmark = pytest.mark.anyio
 
@@ -103,7 +105,9 @@ async def test_a_provider_with_its_own_stream_is_still_streamed_through_it() -> 
 
 
 def test_made_events_are_the_frozen_events_the_constructor_makes() -> None:
-    made = _event("tool.call.started", "run-1", "a/b", {"tool": "t"})
+    bus = EventBus("run-1")
+    bus.subscribe("*", lambda _: None)
+    made = NodeEvents(bus, "a/b").emit("tool.call.started", tool="t")
     assert type(made) is Event
     assert made == Event(name="tool.call.started", run_id="run-1", node="a/b",
                          timestamp=made.timestamp, fields={"tool": "t"})
@@ -128,3 +132,58 @@ def test_node_events_reach_a_bus_that_emits_its_own_way() -> None:
     assert NodeEvents(plain, "c").emit("x", value=2) is seen[-1]
     assert [(e.name, e.node, e.fields) for e in seen] == [
         ("renamed.x", "a/b", {"value": 1}), ("x", "c", {"value": 2})]
+
+
+def test_emit_each_makes_the_events_that_as_many_emits_make() -> None:
+    """One event per value, each handed over before the next is made; a handler that leaves
+    midway gets no more, as with `emit`; a bus with an emit of its own gets each through it."""
+    bus = EventBus("run-1")
+    seen: list[Event] = []
+    later: list[Event] = []
+    leave = bus.subscribe("llm.*", lambda e: (seen.append(e), len(seen) == 2 and leave()))
+    bus.subscribe("*", later.append)
+    NodeEvents(bus, "a/b").emit_each("llm.call.delta", "text", iter(["x", "y", "z"]))
+    assert [(e.name, e.node, e.fields) for e in later] == [
+        ("llm.call.delta", "a/b", {"text": t}) for t in "xyz"]
+    assert seen == later[:2]
+    assert all(type(e) is Event for e in later)
+
+    class Renaming(EventBus):
+        def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event | None:
+            return super().emit("renamed." + name, node=node, **fields)
+
+    renaming = Renaming("run-2")
+    renaming.subscribe("*", later.append)
+    NodeEvents(renaming, "c").emit_each("d", "text", ["1", "2"])
+    assert [(e.name, e.node, e.fields) for e in later[3:]] == [
+        ("renamed.d", "c", {"text": "1"}), ("renamed.d", "c", {"text": "2"})]
+    NodeEvents(EventBus("run-3"), "e").emit_each("d", "text", ["1"])  # nobody listens: nothing
+
+
+async def test_the_runs_first_events_are_read_before_the_loop_turns() -> None:
+    """The run's first step is taken as the stream starts (as its task): its first tick's
+    event is read before anything the loop had waiting runs."""
+    turned: list[bool] = []
+    asyncio.get_running_loop().call_soon(turned.append, True)
+    stream = ReactiveRunner(create_react_node(Sends(), []), start()).stream()
+    try:
+        first = await stream.__anext__()
+        assert (first.name, turned) == ("run.ticked", [])
+        assert [e.name async for e in stream][-1] == "run.finished"
+    finally:
+        await stream.aclose()
+
+
+async def test_a_run_that_raises_in_its_first_step_raises_from_the_stream() -> None:
+    class Broken(py_trees.behaviour.Behaviour):
+        def setup(self, **kwargs: Any) -> None:
+            raise RuntimeError("no setup")
+
+        def update(self) -> py_trees.common.Status:
+            return py_trees.common.Status.SUCCESS
+
+    runner = ReactiveRunner(Broken("broken"))
+    with pytest.raises(RuntimeError, match="no setup"):
+        async for _ in runner.stream():
+            pass
+    assert not runner._running  # the runner may run again
