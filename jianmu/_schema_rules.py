@@ -4,12 +4,14 @@ A schema may come from outside: an OpenAI definition, an MCP server's tool list,
 keywords of JSON Schema reach past the document. ``$ref``: jsonschema's default registry fetches
 any URL it names (``http://``, ``file://``) with no timeout. ``pattern``: Python's `re`
 backtracks, so ``^(a+)+$`` against ``'a' * 40 + '!'`` takes years. Here a reference resolves only
-inside the schema itself (``#/…``, ``$defs``/``definitions``, the ``$id``\\ s and anchors it
-declares) and nothing is ever fetched; a pattern is RE2's syntax, matched in linear time (no
-backreferences, no lookaround). `schema_problems` names every reference or pattern that breaks
-these rules, for a `ToolDefinitionError`; `validator_class` gives the jsonschema validator that
-matches with RE2, retrieves nothing, hashes ``enum`` and ``uniqueItems``, decides
-``multipleOf`` in decimal and, run under `within_budget`, bounds its work by the value's size.
+inside the schema itself (``#/…``, ``$defs``/``definitions``, the ``$id``\\ s (draft 4's ``id``)
+and anchors it declares, each read as its dialect reads it) and nothing is ever fetched; a
+pattern is RE2's syntax, matched in linear time (no backreferences, no lookaround).
+`schema_problems` names every reference or pattern that breaks these rules, for a
+`ToolDefinitionError`; `validator_class` gives the jsonschema validator that matches with RE2,
+retrieves nothing, hashes ``enum`` and ``uniqueItems``, decides ``multipleOf`` in decimal
+(draft 3's ``divisibleBy`` too) and, run under `within_budget`, bounds its work by the value's
+size.
 Every check of a value against a schema goes through it: a tool's arguments, an MCP tool's
 results, a person's edited arguments (the runtime's, hence a module of the bottom layer).
 """
@@ -23,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal, localcontext
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urldefrag, urljoin
 
 import re2
 
@@ -44,7 +46,12 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is reported by us, not printed to stderr
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _MAX_NAMED = 200  # how much of a reference or pattern an error quotes
-_IN_PLACE = ("anyOf", "allOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+_IN_PLACE = ("anyOf", "allOf", "oneOf", "not", "if", "then", "else", "dependentSchemas",
+             "dependencies", "extends", "disallow", "type")
+"""Keywords whose schemas check the value itself, in every dialect jsonschema knows: draft 4 to
+7's ``dependencies`` (2019-09 renamed it ``dependentSchemas``), draft 3's ``extends``,
+``disallow`` and schemas in ``type``."""
+_SCHEMA_MAPS_IN_PLACE = frozenset({"dependentSchemas", "dependencies"})
 _NOT_JSON = "NaN"  # noted by the walk: a value JSON cannot carry
 _UNEVALUATED = frozenset({"unevaluatedProperties", "unevaluatedItems"})
 _BRANCHES = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if",
@@ -90,8 +97,18 @@ def _quoted(text: str) -> str:
     return repr(text if len(text) <= _MAX_NAMED else text[:_MAX_NAMED] + "…")
 
 
+def _id_of(id_of: Callable[[Any], Any], item: Mapping[str, Any]) -> str | None:
+    """The base URI ``item`` sets, as its dialect reads it (draft 4's ``id``, ``$id`` beside a
+    ``$ref`` ignored before 2019-09), so a reference resolves here as the validator will."""
+    try:
+        ident = id_of(item)
+    except (AttributeError, TypeError):  # an id that is not a string: the meta-schema refuses
+        return None
+    return ident if isinstance(ident, str) else None
+
+
 def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list[str],
-          keywords: set[str]) -> None:
+          keywords: set[str], id_of: Callable[[Any], Any]) -> None:
     # Every object in the document counts as a schema: a pointer ($ref: "#/x/y") can make any
     # of them one, whatever keyword holds it.
     stack: list[tuple[Any, str]] = [(node, base)]
@@ -106,8 +123,8 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list
             continue
         if any(type(v) is float and not math.isfinite(v) for v in item.values()):
             keywords.add(_NOT_JSON)
-        ident = item.get("$id")
-        if isinstance(ident, str):
+        ident = _id_of(id_of, item)
+        if ident is not None:
             where = urljoin(where, ident)
         for key in _REFS:
             ref = item.get(key)
@@ -161,12 +178,13 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     from jsonschema_specifications import REGISTRY as SPECIFICATIONS
     from referencing import Resource
     from referencing.exceptions import Unresolvable
-    from referencing.jsonschema import DRAFT202012
+    from referencing.jsonschema import DRAFT202012, specification_with
 
     refs: list[tuple[Any, str, str]] = []
     patterns: list[str] = []
     keywords: set[str] = set()
-    _walk(schema, "", refs, patterns, keywords)
+    dialect_of = specification_with(dialect, default=DRAFT202012) if dialect else DRAFT202012
+    _walk(schema, "", refs, patterns, keywords, dialect_of.id_of)
     problems: list[str] = []
     for pattern in dict.fromkeys(patterns):
         try:
@@ -200,7 +218,7 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
         targets: dict[int, list[Any]] = {}
         for node, ref, base in refs:
             try:
-                found = resolver.lookup(urljoin(base, ref) if base else ref).contents
+                found = resolver.lookup(_target(base, ref)).contents
                 targets.setdefault(id(node), []).append(found)
             except Unresolvable:
                 problems.append(
@@ -215,6 +233,18 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def _target(base: str, ref: str) -> str:
+    """The URI ``ref`` names from a schema whose base is ``base``, as `referencing` finds it:
+    a fragment alone (``#/definitions/a``) stays in the base's resource, whatever its scheme
+    (`urljoin` would drop a ``urn:`` base, so the check looked in another resource than the
+    validator)."""
+    if not base:
+        return ref
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    return urljoin(base, ref)
+
+
 def _in_place_children(node: Any, targets: Mapping[int, list[Any]]) -> list[Any]:
     """The schemas ``node`` checks the same value against: its $ref targets, anyOf, not, …"""
     if not isinstance(node, dict):
@@ -225,7 +255,7 @@ def _in_place_children(node: Any, targets: Mapping[int, list[Any]]) -> list[Any]
         if isinstance(sub, list):
             out += sub
         elif isinstance(sub, dict):
-            out += sub.values() if key == "dependentSchemas" else [sub]
+            out += sub.values() if key in _SCHEMA_MAPS_IN_PLACE else [sub]
     return [c for c in out if isinstance(c, dict)]
 
 
@@ -472,6 +502,8 @@ def validator_class(cls: Any) -> Any:
         "enum": _enum,
         "multipleOf": _multiple_of,
     }
+    if "divisibleBy" in cls.VALIDATORS:  # draft 3's name for multipleOf
+        ours["divisibleBy"] = _multiple_of
     # every keyword counts against the check's budget (`within_budget`)
     return validators.extend(
         cls, {key: _counted(fn) for key, fn in {**cls.VALIDATORS, **ours}.items()}

@@ -841,7 +841,9 @@ def _bounded_errors(validator: Any, value: Any) -> list[str]:
         errors = _schema_rules.within_budget(
             lambda: validator.iter_errors(value), _Budget(value).left
         )
-    except _schema_rules.TooComplex:
+    except (_schema_rules.TooComplex, RecursionError):
+        # RecursionError: a loop through a keyword the rules do not know of yet; the call is
+        # refused with a reason, not failed with Python's
         return ["$: " + _TOO_COMPLEX]
     return _error_lines(errors)
 
