@@ -323,24 +323,69 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterat
         yield ValidationError(f"{shown!r} does not match {_quoted(pattern)}")
 
 
+class _Patterns:
+    """Which of a ``patternProperties``' patterns a key matches, in one pass over the key: a
+    search per pattern and key made 200 patterns by a model's 20,000 keys 25 s on the event
+    loop (an RE2 set, checked by one alternation of them all: a set that runs out of memory
+    says "none", and then each pattern is searched)."""
+
+    __slots__ = ("_any", "_set", "patterns")
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        self.patterns = patterns
+        self._set: Any = None
+        self._any: Any = None
+        if not patterns:
+            return
+        try:
+            found = re2.Set.SearchSet(_OPTIONS)
+            for pattern in patterns:
+                found.Add(pattern)
+            found.Compile()
+            self._any = re2.compile("|".join(f"(?:{p})" for p in patterns), _OPTIONS)
+            self._set = found
+        except re2.error:  # too large for one program: a search per pattern
+            self._set = self._any = None
+
+    def matching(self, key: str) -> list[int]:
+        """The indices of the patterns found in ``key``."""
+        if not self.patterns:
+            return []
+        if self._set is not None:
+            hits = self._set.Match(key)
+            if hits is not None:
+                return sorted(hits)
+            if self._any.search(key) is None:
+                return []
+        _spend(len(self.patterns))  # a search per pattern: the check's budget pays for each
+        return [i for i, p in enumerate(self.patterns) if pattern_search(p, key)]
+
+
+@functools.lru_cache(maxsize=256)
+def _patterns(patterns: tuple[str, ...]) -> _Patterns:
+    return _Patterns(patterns)
+
+
+def _named_patterns(named: Any) -> _Patterns:
+    return _patterns(tuple(named) if isinstance(named, dict) else ())
+
+
 def _pattern_properties(
     validator: Any, named: Mapping[str, Any], instance: Any, schema: Any
 ) -> Iterator[Any]:
     if not validator.is_type(instance, "object"):
         return
-    for pattern, subschema in named.items():
-        for key, value in instance.items():
-            if pattern_search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+    found = _named_patterns(named)
+    for key, value in instance.items():
+        for index in found.matching(key):
+            pattern = found.patterns[index]
+            yield from validator.descend(value, named[pattern], path=key, schema_path=pattern)
 
 
 def _additional(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
     properties = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
-    return [
-        key for key in instance
-        if key not in properties and not any(pattern_search(p, key) for p in patterns)
-    ]
+    found = _named_patterns(schema.get("patternProperties", {}))
+    return [key for key in instance if key not in properties and not found.matching(key)]
 
 
 def _additional_properties(
@@ -517,6 +562,19 @@ TooComplex = SchemaBudgetError
 _BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
     "jianmu_schema_budget", default=None
 )
+
+
+def _spend(steps: int) -> None:
+    """Take ``steps`` from the running check's budget, if it has one.
+
+    Raises:
+        TooComplex: the budget ran out.
+    """
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget[0] -= steps
+        if budget[0] < 0:
+            raise TooComplex
 
 
 def _counted(fn: Callable[..., Any]) -> Callable[..., Any]:
