@@ -687,6 +687,54 @@ def steps_for(value: Any) -> int:
     return 10_000 + 64 * count
 
 
+_BRIEF = 80
+"""Characters of a value an error message quotes."""
+
+
+def _brief(value: Any, room: int = _BRIEF) -> str:
+    """``repr(value)``, at most about ``room`` characters, made without the rest."""
+    if isinstance(value, (dict, list)):
+        opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+        text = opening
+        pairs = value.items() if isinstance(value, dict) else ((None, v) for v in value)
+        for key, item in pairs:
+            if len(text) >= room:
+                return text + "…" + closing
+            text += ("" if text == opening else ", ") + (
+                "" if key is None else _brief(key, room - len(text)) + ": "
+            )
+            text += _brief(item, room - len(text))
+        return text + closing
+    text = repr(value[: room + 1] if isinstance(value, str) else value)
+    return text if len(text) <= room else text[: max(room, 1)] + "…"
+
+
+class _BriefDict(dict):  # type: ignore[type-arg]
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return _brief(self)
+
+
+class _BriefList(list):  # type: ignore[type-arg]
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return _brief(self)
+
+
+def briefly(value: Any) -> Any:
+    """``value`` with each object and array quoted briefly in a message (the same JSON to a
+    validator): jsonschema's errors quote the value they are about, and an anyOf at each level
+    of a model's 5 MB argument, 100 deep, quoted its whole subtree at each level: 1 GB."""
+    kind = type(value)
+    if kind is dict:
+        return _BriefDict((k, briefly(v)) for k, v in value.items())
+    if kind is list:
+        return _BriefList(briefly(v) for v in value)
+    return value
+
+
 MAX_ERRORS = 1_000
 """How many errors one check collects; past them it stops looking."""
 

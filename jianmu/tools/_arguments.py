@@ -845,7 +845,7 @@ def _bounded_errors(validator: Any, value: Any) -> list[str]:
     the lax checker's, `_Budget`): branches that each descend multiply it."""
     try:
         errors = _schema_rules.within_budget(
-            lambda: validator.iter_errors(value), _Budget(value).left
+            lambda: validator.iter_errors(_schema_rules.briefly(value)), _Budget(value).left
         )
     except (_schema_rules.TooComplex, RecursionError):
         # RecursionError: a loop through a keyword the rules do not know of yet; the call is

@@ -9,11 +9,14 @@ text. ``properties``, ``dependentRequired``/``dependentSchemas``/``dependencies`
 every name of the schema in every object, steps the budget never counted. Now each walks the
 smaller of the object and the keyword, pays the check's budget for it, names the first
 missing names and counts the rest, and a check keeps at most `MAX_ERRORS` errors. The work is
-counted (errors, problems, walks), never timed.
+counted (errors, problems, walks, traced memory), never timed. Also fixed: jsonschema's messages
+quote the value they are about, and an anyOf at each level of a deep argument quoted its whole
+subtree at each level; a value is now quoted briefly (`briefly`).
 """
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -96,3 +99,30 @@ def test_a_huge_keyword_is_not_walked_for_each_small_object(cls: Any, keyword: s
     )
     assert len(errors) == OBJECTS  # p7 is checked in each object
     assert _Walked.walks == 0  # was once per object
+
+
+def test_errors_about_a_deep_argument_quote_it_briefly() -> None:
+    # a recursive schema with an anyOf at each level (what pydantic makes of Optional[Node]):
+    # each level's error quoted its whole subtree, 50 quotes of 1 MB here (5 MB by 100 deep
+    # was 1 GB)
+    tool = Tool.from_openai({"type": "function", "function": {
+        "name": "t", "description": "A tool.", "parameters": {
+            "type": "object", "properties": {"c": {"$ref": "#/$defs/n"}},
+            "$defs": {"n": {"anyOf": [
+                {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}},
+                 "additionalProperties": False},
+                {"type": "integer"},
+            ]}},
+        },
+    }}, lambda **kwargs: "ran")
+    value: Any = "X" * 1_000_000
+    for _ in range(50):
+        value = {"c": value}
+    tracemalloc.start()
+    try:
+        with pytest.raises(ToolInputError, match="is not valid under any of the given schemas"):
+            tool.validate_args(value)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024, f"peak {peak} bytes"
