@@ -691,7 +691,7 @@ _BRIEF = 80
 """Characters of a value an error message quotes."""
 
 
-def _brief(value: Any, room: int = _BRIEF) -> str:
+def brief(value: Any, room: int = _BRIEF) -> str:
     """``repr(value)``, at most about ``room`` characters, made without the rest."""
     if isinstance(value, (dict, list)):
         opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
@@ -701,9 +701,9 @@ def _brief(value: Any, room: int = _BRIEF) -> str:
             if len(text) >= room:
                 return text + "…" + closing
             text += ("" if text == opening else ", ") + (
-                "" if key is None else _brief(key, room - len(text)) + ": "
+                "" if key is None else brief(key, room - len(text)) + ": "
             )
-            text += _brief(item, room - len(text))
+            text += brief(item, room - len(text))
         return text + closing
     text = repr(value[: room + 1] if isinstance(value, str) else value)
     return text if len(text) <= room else text[: max(room, 1)] + "…"
@@ -713,14 +713,14 @@ class _BriefDict(dict):  # type: ignore[type-arg]
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return _brief(self)
+        return brief(self)
 
 
 class _BriefList(list):  # type: ignore[type-arg]
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return _brief(self)
+        return brief(self)
 
 
 def briefly(value: Any) -> Any:

@@ -51,9 +51,9 @@ _MAX_SHOWN = 80  # characters of a value quoted back in a message
 
 
 def _shown(value: Any) -> str:
-    """``repr(value)``, cut to a few dozen characters: a message never echoes a whole blob."""
-    text = repr(value)
-    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 1] + "…"
+    """``repr(value)``, cut to a few dozen characters: a message never echoes a whole blob (nor
+    makes one first: an anyOf at each level of a deep argument quotes each subtree)."""
+    return _schema_rules.brief(value, _MAX_SHOWN - 1)
 
 
 def one_of(values: Any) -> str:

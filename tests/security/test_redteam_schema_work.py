@@ -126,3 +126,20 @@ def test_errors_about_a_deep_argument_quote_it_briefly() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 8 * 1024 * 1024, f"peak {peak} bytes"
+
+
+def test_the_lax_checker_quotes_a_deep_argument_without_copying_it() -> None:
+    node = {"anyOf": [{"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}},
+                       "additionalProperties": False}, {"type": "integer"}]}
+    schema = {"type": "object", "$defs": {"n": node}, "properties": {"c": {"$ref": "#/$defs/n"}}}
+    value: Any = "X" * 2_000_000
+    for _ in range(10):
+        value = {"c": value}
+    tracemalloc.start()
+    try:
+        with pytest.raises(ToolInputError, match="matches none of the allowed forms"):
+            validate_with_schema("t", schema, value)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, f"peak {peak} bytes"  # a quote of each level made 2 MB each
