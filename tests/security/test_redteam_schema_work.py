@@ -143,3 +143,21 @@ def test_the_lax_checker_quotes_a_deep_argument_without_copying_it() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 1_000_000, f"peak {peak} bytes"  # a quote of each level made 2 MB each
+
+
+def test_the_lax_checker_keys_a_huge_const_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    size = 100_000
+    keyed = [0]
+    key = _schema_rules._json_key
+
+    def counted(value: Any) -> Any:
+        keyed[0] += 1
+        return key(value)
+
+    monkeypatch.setattr(_schema_rules, "_json_key", counted)
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {
+        "const": [0] * size,
+    }}}}
+    with pytest.raises(ToolInputError, match="must be"):
+        validate_with_schema("t", schema, {"a": [1] * OBJECTS})
+    assert keyed[0] < 2 * size  # was OBJECTS * size: the const keyed again for each item
