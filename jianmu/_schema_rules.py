@@ -428,9 +428,9 @@ _PER_LIST_MAX = 512
 _PER_LIST_LOCK = threading.Lock()
 
 
-def per_list(values: list[Any], what: str, make: Callable[[list[Any]], Any]) -> Any:
-    """``make(values)``, made once per list and ``what`` (a schema's lists live as long as the
-    schema: an ``enum`` of 200,000 values is walked once, not once per value checked)."""
+def per_list(values: Any, what: str, make: Callable[[Any], Any]) -> Any:
+    """``make(values)``, made once per list (or object) and ``what`` (a schema's lists live as long
+    as the schema: an ``enum`` of 200,000 values is walked once, not once per value checked)."""
     found = _PER_LIST.get((id(values), what))
     if found is not None and found[0] is values:
         return found[1]
