@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import json
 import marshal
 import math
@@ -65,10 +66,10 @@ def one_of(values: Any) -> str:
     return f"one of {shown}, … ({len(values):,} values)"
 
 
-def _some(names: list[str]) -> str:
-    if len(names) <= _MAX_NAMES:
-        return ", ".join(names)
-    return f"{', '.join(names[:_MAX_NAMES])}, … ({len(names):,} in all)"
+def _some(names: list[str] | Mapping[str, Any]) -> str:
+    # the first few only: an object's properties are named again for each unknown argument
+    shown = ", ".join(itertools.islice(names, _MAX_NAMES))
+    return shown if len(names) <= _MAX_NAMES else f"{shown}, … ({len(names):,} in all)"
 
 
 def input_error(tool: str, problems: list[str], allowed: list[str]) -> ToolInputError:
@@ -443,7 +444,7 @@ def _check_object(
             out[key], probs = _check(item, sub, root, f"{prefix}{key}", depth + 1, budget)
             problems += probs
         elif extra is False:
-            allowed = _some(list(props)) or "none"
+            allowed = _some(props) or "none"
             problems.append(f"unknown argument {_shown(prefix + key)}; allowed: {allowed}")
         elif isinstance(extra, dict):
             out[key], probs = _check(item, extra, root, f"{prefix}{key}", depth + 1, budget)
@@ -588,7 +589,9 @@ def validate_planned(
 
 def _allowed(schema: Mapping[str, Any]) -> list[str]:
     """The arguments an object ``schema`` allows, for an error message."""
-    required = schema.get("required") or ()
+    named = schema.get("required")
+    # a set: thousands of properties by thousands of required names were millions of steps
+    required = {r for r in named if isinstance(r, str)} if isinstance(named, list) else set()
     return [f"{k}{' (required)' if k in required else ''}" for k in schema.get("properties") or {}]
 
 

@@ -161,3 +161,25 @@ def test_the_lax_checker_keys_a_huge_const_once(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(ToolInputError, match="must be"):
         validate_with_schema("t", schema, {"a": [1] * OBJECTS})
     assert keyed[0] < 2 * size  # was OBJECTS * size: the const keyed again for each item
+
+
+class _Listed(dict):  # type: ignore[type-arg]
+    """A schema's properties that count the names walked."""
+
+    named = 0
+
+    def __iter__(self) -> Any:
+        for key in dict.__iter__(self):
+            _Listed.named += 1
+            yield key
+
+
+def test_the_lax_checker_names_a_few_allowed_arguments_without_listing_all() -> None:
+    _Listed.named = 0
+    size = 50_000
+    schema = {"type": "object", "properties": _Listed({f"p{i}": {} for i in range(size)}),
+              "additionalProperties": False}
+    with pytest.raises(ToolInputError, match=r"allowed: p0, p1, .*\(50,000 in all\)"):
+        validate_with_schema("t", schema, {f"u{i}": 1 for i in range(OBJECTS)})
+    # each unknown argument listed all 50,000 names first
+    assert _Listed.named < 3 * size
