@@ -41,6 +41,7 @@ from jianmu.errors import ToolDefinitionError, ToolTimeoutError, ToolValidationE
 from jianmu.execution.runner import on_asyncio, within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
+from jianmu.tools._hints import may_annotate
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
@@ -843,6 +844,11 @@ class SchemaTool(Tool):
                     f"schema property {p!r} is not a parameter of the function "
                     f"({', '.join(sorted(accepted)) or 'none'})" for p in missing
                 ])
+        if properties and may_annotate(fn):
+            # a parameter the function types as the runtime's (RunContext, Injected[T]) is
+            # never injected here: a schema property of its name would hand it the model's
+            # value (a forged "state" dict read as the run's)
+            injection_clashes(self.name, declared_injection(fn), properties)
         parameters = self.parameters
         self._arguments = _arguments.SchemaArguments(
             self.name, parameters, accepted=None if self.wraps_input else accepted,
