@@ -153,7 +153,9 @@ class Agent:
         name: the agent's name (its tree's, and its tool's by default).
         max_iterations: the most model turns per run.
         history_processors: what shapes the messages sent (`trim_history`, ...).
-        config: the configuration of its runs (default: the shared defaults).
+        config: the configuration of its runs (default: the shared defaults); its guard
+            and sandbox settings also hold where its tree runs in another's run (``as_tool``,
+            a hand-off, ``as_node``), as a layer that tightens only.
         checkpointer: where its runs are saved (a suspended one can resume in a new process:
             `restore`).
         interactive: whether a person can approve; without, confirm policies become deny.
@@ -202,6 +204,12 @@ class Agent:
         self.checkpointer = checkpointer
         self.interactive = interactive
         self.user_roles = tuple(user_roles)
+        if config is not None:
+            # the config's layer goes with the tree too: as another agent's tool or hand-off
+            # target the tree runs under the caller's config, and the guard rules and sandbox
+            # of its own (a denied tool, network: false) were dropped (tighten only: the same
+            # layer merged again in its own runs changes nothing)
+            constraints = Constraints.merge(config.constraints(), constraints)
         self._node_options: dict[str, Any] = {
             "system_prompt": system_prompt, "output_type": output_type,
             "output_mode": output_mode, "output_retries": output_retries,

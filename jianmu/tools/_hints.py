@@ -19,8 +19,8 @@ from functools import lru_cache
 from typing import Any
 
 __all__ = (
-    "callable_name", "described", "has_own_signature", "module_globals", "partial_parts",
-    "plain_hints",
+    "callable_name", "described", "has_own_signature", "may_annotate", "module_globals",
+    "partial_parts", "plain_hints",
 )
 
 
@@ -109,3 +109,12 @@ def module_globals(obj: Any) -> dict[str, Any]:
         return found
     module = sys.modules.get(getattr(obj, "__module__", None) or "")
     return vars(module) if module is not None else {}
+
+
+def may_annotate(fn: Any) -> bool:
+    """Whether ``fn`` (or the ``__call__`` it runs) may annotate a parameter at all: False
+    only for a plain function or method without annotations (a ``lambda **kwargs``), which
+    then needs no look at its hints."""
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
+    plain = inspect.isfunction(target) or inspect.ismethod(target)
+    return not plain or bool(getattr(inspect.unwrap(target), "__annotations__", None))

@@ -42,6 +42,7 @@ from jianmu.execution.runner import on_asyncio, within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
 from jianmu.tools._array_enums import with_item_enums
+from jianmu.tools._hints import may_annotate
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
@@ -845,6 +846,11 @@ class SchemaTool(Tool):
                     f"schema property {p!r} is not a parameter of the function "
                     f"({', '.join(sorted(accepted)) or 'none'})" for p in missing
                 ])
+        if properties and may_annotate(fn):
+            # a parameter the function types as the runtime's (RunContext, Injected[T]) is
+            # never injected here: a schema property of its name would hand it the model's
+            # value (a forged "state" dict read as the run's)
+            injection_clashes(self.name, declared_injection(fn), properties)
         # checked as the schema can only mean it (`with_item_enums`), exported as given
         checked = with_item_enums(self.parameters) if key is None or '"enum"' in key else (
             self.parameters)

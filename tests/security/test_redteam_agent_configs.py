@@ -1,0 +1,78 @@
+"""Red team, an `Agent` with a configuration of its own used as another agent's team member.
+
+Fixed here: ``Agent(..., config=...)`` held its config only in runs of its own; as another
+agent's tool (``as_tool``), hand-off target or node the tree ran under the caller's config,
+so a tool its config denies (or a sandbox it closes) ran for a model that reached it through
+a lead agent with the default config. The config's layer now goes with the tree and tightens
+only: the caller's config still binds it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jianmu import Agent
+from jianmu.config import parse_config
+from jianmu.llm import ScriptedLLM
+from jianmu.nodes import handoff
+from jianmu.tools import tool
+
+pytestmark = pytest.mark.anyio
+RAN: list[str] = []
+DENY_DEPLOY = "guard:\n  tool_policy:\n    deploy: deny\n"
+
+
+@tool(read_only=False)
+def deploy(target: str) -> str:
+    """Deploy.
+
+    Args:
+        target: where.
+    """
+    RAN.append(target)
+    return f"deployed to {target}"
+
+
+def _deploys() -> ScriptedLLM:
+    return ScriptedLLM([[{"name": "deploy", "arguments": {"target": "prod"}}], "done"])
+
+
+def _helper(config: str) -> Agent:
+    return Agent(_deploys(), tools=[deploy], name="helper", config=parse_config(config))
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    RAN.clear()
+
+
+async def test_an_agents_own_config_denies_in_its_own_run() -> None:
+    assert (await _helper(DENY_DEPLOY).run("go")).ok and RAN == []
+
+
+async def test_an_agent_used_as_a_tool_keeps_its_configs_deny() -> None:
+    lead = Agent(ScriptedLLM([[{"name": "helper", "arguments": {"input": "go"}}], "ok"]),
+                 tools=[_helper(DENY_DEPLOY).as_tool()], name="lead")
+    assert (await lead.run("go")).ok
+    assert RAN == []
+
+
+async def test_an_agent_handed_to_keeps_its_configs_deny() -> None:
+    lead = Agent(ScriptedLLM([[{"name": "transfer_to_helper", "arguments": {}}]]),
+                 tools=[handoff(_helper(DENY_DEPLOY))], name="lead")
+    assert (await lead.run("go")).ok
+    assert RAN == []
+
+
+async def test_the_callers_config_still_binds_an_agent_with_a_laxer_one() -> None:
+    helper = _helper("guard:\n  tool_policy:\n    deploy: allow\n")
+    lead = Agent(ScriptedLLM([[{"name": "helper", "arguments": {"input": "go"}}], "ok"]),
+                 tools=[helper.as_tool()], name="lead", config=parse_config(DENY_DEPLOY))
+    assert (await lead.run("go")).ok
+    assert RAN == []
+
+
+async def test_an_agents_config_sandbox_settings_go_with_its_tree() -> None:
+    helper = Agent(_deploys(), tools=[deploy], name="helper",
+                   config=parse_config("execution:\n  network: false\n"))
+    assert helper.as_node().constraints.execution.network is False
