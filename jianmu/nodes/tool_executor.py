@@ -380,6 +380,8 @@ class ToolExecutor(AsyncNode):
         """The class of the exception each traced call that failed raised, for its span."""
         self._marked: set[str] = set()
         """Calls this node marked as under way (`jianmu.nodes._under_way`), until recorded."""
+        self._bound: dict[str, dict[str, Any]] = {}
+        """Each admitted call's validated arguments (`_valid`), until its first attempt."""
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
@@ -540,7 +542,7 @@ class ToolExecutor(AsyncNode):
         # without a checkpointer nothing can be saved between calls: the batch's observations
         # are held here and written with the flush, one state update instead of one per call
         self._held = None if self.ctx.checkpointed else []
-        self._suspended, self._halted = (), False
+        self._suspended, self._halted, self._bound = (), False, {}
         for call, found in pending:
             if found is None:  # named among the tools the model may see: never a hidden one
                 available = ", ".join(self.visible_toolset().names()) or "none"
@@ -557,9 +559,24 @@ class ToolExecutor(AsyncNode):
                     tool=call.name, ok=False, call_id=call.id,
                     error=f"the guard denied this call: {decision.reason}",
                 ))
-            else:
+            elif self._valid(call, found, decision):
                 allowed.append((call, found, decision))
         return allowed
+
+    def _valid(self, call: ToolCall, tool: Tool, decision: Decision) -> bool:
+        """Whether ``call``'s arguments fit ``tool`` (kept for its run); if not, its refusal is
+        recorded: a call the tool never ran is not executed, as an unknown or denied one."""
+        try:
+            if isinstance(call.arguments, str) and not tool.wraps_input:
+                raise ToolInputError(_not_json(tool, call.arguments))
+            self._bound[call.id] = tool.bind_args(call.arguments, self._injected(call))
+        except ToolInputError as exc:
+            denied_span(call, tool, decision, self.ctx, error_type=type(exc).__name__)
+            self._record(call, tool, ToolResult(
+                tool=tool.name, ok=False, call_id=call.id, error=error_text(exc)))
+            consume_approval(self.ctx, call.id)  # decided and answered: never asked again
+            return False
+        return True
 
     def _batch(self) -> list[ToolCall]:
         """The pending calls, each with an id no earlier call used (`unique_ids`); ``actions``
@@ -803,9 +820,12 @@ class ToolExecutor(AsyncNode):
         raised: BaseException | None = None
         while True:
             try:
-                if isinstance(call.arguments, str) and not tool.wraps_input:
-                    raise ToolInputError(_not_json(tool, call.arguments))
-                raw = await runner.run(tool, tool.bind_args(call.arguments, self._injected(call)))
+                args = self._bound.pop(call.id, None)  # checked by `_valid`; again on a retry
+                if args is None:
+                    if isinstance(call.arguments, str) and not tool.wraps_input:
+                        raise ToolInputError(_not_json(tool, call.arguments))
+                    args = tool.bind_args(call.arguments, self._injected(call))
+                raw = await runner.run(tool, args)
                 error = None
                 break
             except ToolInputError as exc:  # the model must fix the call: no retry
