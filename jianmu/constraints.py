@@ -61,6 +61,7 @@ from jianmu.plugins import DEFAULT_CHECKERS
 
 __all__ = (
     "DEFAULT_CHECKERS",
+    "DEFAULT_GUARDRAIL_TIMEOUT_S",
     "DEFAULT_IMAGE",
     "DEFAULT_MAX_ITERATIONS",
     "DEFAULT_TIMEOUT_S",
@@ -118,6 +119,10 @@ DEFAULT_IMAGE = "jianmu-sandbox:latest"
 
 DEFAULT_TIMEOUT_S = 60.0
 """A sandboxed command's timeout when no layer sets ``execution.timeout_s``."""
+
+DEFAULT_GUARDRAIL_TIMEOUT_S = 60.0
+"""Seconds a guardrail may take when no layer sets ``guard.guardrails.timeout_s``; one that
+takes longer trips (fail closed)."""
 
 DEFAULT_MAX_ITERATIONS = 10
 """Agent-loop rounds when no layer sets ``max_iterations``."""
@@ -421,6 +426,9 @@ class GuardrailConstraints(_Strict):
     """Guardrails of the final answer (or typed output): a trip fails the run."""
     tool_output: list[str] | None = None
     """Guardrails of each tool result: a trip withholds it from the model."""
+    timeout_s: float | None = Field(default=None, gt=0)
+    """Seconds each guardrail may take (its own ``timeout_s`` attribute overrides it); one that
+    takes longer trips. Unset is `DEFAULT_GUARDRAIL_TIMEOUT_S`; the smallest set wins."""
 
     @field_validator("input", "output", "tool_output")
     @classmethod
@@ -433,12 +441,14 @@ class GuardrailConstraints(_Strict):
 
     @classmethod
     def merge(cls, *layers: GuardrailConstraints | None) -> GuardrailConstraints:
-        """Every name of every layer, farthest first, none twice."""
+        """Every name of every layer, farthest first, none twice; the shortest timeout."""
         present = [g for g in layers if g is not None]
         united: dict[str, Any] = {
             kind: names for kind in ("input", "output", "tool_output")
             if (names := _united(getattr(g, kind) for g in present)) is not None
         }
+        if (timeout := _min(g.timeout_s for g in present)) is not None:
+            united["timeout_s"] = timeout
         # each layer's names were checked when it was made: no validation again (every run
         # merges its layers)
         return cls.model_construct(**united)

@@ -778,9 +778,11 @@ class ToolExecutor(AsyncNode):
 
     async def _guarded(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """``result``, or a refusal in its place when a tool-output guardrail trips."""
+        constraints = self.effective_constraints
         guardrails = configured_guardrails("tool_output", self.tool_output_guardrails,
-                                           self.effective_constraints, self.ctx.guardrails)
+                                           constraints, self.ctx.guardrails)
         found = await run_guardrails("tool_output", guardrails, self.ctx, result, self.events,
+                                     timeout=constraints.guard.guardrails.timeout_s,
                                      tool=result.tool, call_id=call.id)
         if found is None:
             return result
