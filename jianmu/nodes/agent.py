@@ -10,8 +10,8 @@ other, ``agent.as_tool(...)`` the same agent as another agent's tool (`agent_too
 A run that asks a person suspends as in any tree: ``result.pending`` lists the requests,
 ``result.approve(id)`` (or ``reject``) decides one, and ``agent.run_sync(resume=result)``
 goes on from where it stopped; with a checkpointer, ``agent.restore(run_id)`` gives that
-result in another process. ``agent.cancel(run_id)`` stops a run from another task or thread. ``agent.run_sync("next", history=result.messages)`` continues a
-conversation.
+result in another process. ``agent.run_sync("next", history=result.messages)`` continues a
+conversation. ``agent.cancel(run_id)`` stops a run from another task or thread.
 """
 
 from __future__ import annotations
