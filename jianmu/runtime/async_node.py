@@ -853,12 +853,11 @@ class Ticker:
         visited = list(root.tick())
         # woken by the tick itself (a node wrote the state; nothing else runs during a tick:
         # a task's or a thread's wake comes through the loop): the next tick sees the writes,
-        # and comes at once while it changes the tree; once the tree is at rest the writes
-        # wake nothing (a node that writes at every tick woke the runner at every tick, for
-        # ever, a full core busy while the tree waited for a task)
-        again = woken.is_set()
-        if again:
-            woken.clear()
+        # at once while they change the tree; at rest, it is polled, as py_trees' loop ticks
+        # at its rate (a node that writes at every tick woke the runner at once, for ever: a
+        # full core busy while the tree waited for a task)
+        wrote = again = woken.is_set()
+        woken.clear()
         poll = False
         due: float | None = None
         kinds = _KINDS
@@ -916,7 +915,7 @@ class Ticker:
         if seen != self._at_rest:
             self._at_rest = seen
             return TickPlan(True, poll, due)
-        return TickPlan(False, poll or any(
+        return TickPlan(False, wrote or poll or any(
             status is not Status.RUNNING and _restarts(node, _kind(type(node)))
             for node, status, _ in seen
         ), due)
