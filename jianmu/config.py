@@ -15,9 +15,17 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from jianmu import plugins
 from jianmu._secrets import MASK, redact_url
@@ -26,7 +34,9 @@ from jianmu.constraints import (
     Constraints,
     ExecutionConstraints,
     GuardConstraints,
+    Switch,
     is_read_only,
+    lowered,
     read_only,
 )
 from jianmu.errors import ConfigError, YAMLRefused
@@ -155,9 +165,9 @@ class SkillsConfig(_Section):
 class TelemetryConfig(_Section):
     """OpenTelemetry settings."""
 
-    enabled: bool = True
+    enabled: Switch = True
     """Whether runs open spans."""
-    capture_content: bool = False
+    capture_content: Switch = False
     """Attach tool arguments and results, and the reasons of the guard's decisions and of
     guardrails' trips, to spans (they may hold secrets); messages are never attached."""
     service_name: str = "jianmu"
@@ -230,7 +240,7 @@ class MCPServerConfig(_Section):
     """Seconds a call may take."""
     connect_timeout: float = Field(default=30.0, gt=0)
     """Seconds that starting the server and the MCP handshake may take (apart from calls)."""
-    trust: MCPTrust = "none"
+    trust: Annotated[MCPTrust, BeforeValidator(lowered)] = "none"
     """How far the server's tool annotations (hints) are believed. ``none``: every tool asks
     first (unless ``guard.tool_policy`` allows it) and counts as using the network; missing
     hints take the MCP spec's defaults (destructive, open-world). ``read_only``: tools that

@@ -44,9 +44,16 @@ import os
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from jianmu import plugins
 from jianmu.errors import ConfigError
@@ -54,6 +61,7 @@ from jianmu.plugins import DEFAULT_CHECKERS
 
 __all__ = (
     "DEFAULT_CHECKERS",
+    "DEFAULT_GUARDRAIL_TIMEOUT_S",
     "DEFAULT_IMAGE",
     "DEFAULT_MAX_ITERATIONS",
     "DEFAULT_TIMEOUT_S",
@@ -71,7 +79,9 @@ __all__ = (
     "Policy",
     "SandboxDefaults",
     "SkillConstraints",
+    "Switch",
     "is_read_only",
+    "lowered",
     "once_per_read_only",
     "read_only",
     "stricter_policy",
@@ -79,6 +89,27 @@ __all__ = (
 
 Policy = Literal["allow", "confirm", "deny"]
 """What the guard does with a tool call: run it, ask first, or refuse it."""
+
+def lowered(value: Any) -> Any:
+    """A word of a setting in any case (``Deny``, ``DENY``) as the lower-case one it names;
+    a word outside the allowed ones is still refused, with them named."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _switch(value: Any) -> Any:
+    """``true`` or ``false``, as YAML writes them or as text (a ``${VAR}``), and nothing else:
+    pydantic's lenient ``"on"``, ``"y"``, ``1`` would turn a safety switch without a word."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError("must be true or false")
+
+
+Switch = Annotated[bool, BeforeValidator(_switch)]
+"""A setting that is on or off: ``true`` or ``false`` only (any case)."""
+
+_PolicySetting = Annotated[Policy, BeforeValidator(lowered)]
 
 POLICY_RANK: dict[str, int] = {p: rank for rank, p in enumerate(("allow", "confirm", "deny"))}
 """How strict each policy is; the merge keeps the highest."""
@@ -88,6 +119,10 @@ DEFAULT_IMAGE = "jianmu-sandbox:latest"
 
 DEFAULT_TIMEOUT_S = 60.0
 """A sandboxed command's timeout when no layer sets ``execution.timeout_s``."""
+
+DEFAULT_GUARDRAIL_TIMEOUT_S = 60.0
+"""Seconds a guardrail may take when no layer sets ``guard.guardrails.timeout_s``; one that
+takes longer trips (fail closed)."""
 
 DEFAULT_MAX_ITERATIONS = 10
 """Agent-loop rounds when no layer sets ``max_iterations``."""
@@ -391,6 +426,9 @@ class GuardrailConstraints(_Strict):
     """Guardrails of the final answer (or typed output): a trip fails the run."""
     tool_output: list[str] | None = None
     """Guardrails of each tool result: a trip withholds it from the model."""
+    timeout_s: float | None = Field(default=None, gt=0)
+    """Seconds each guardrail may take (its own ``timeout_s`` attribute overrides it); one that
+    takes longer trips. Unset is `DEFAULT_GUARDRAIL_TIMEOUT_S`; the smallest set wins."""
 
     @field_validator("input", "output", "tool_output")
     @classmethod
@@ -403,12 +441,14 @@ class GuardrailConstraints(_Strict):
 
     @classmethod
     def merge(cls, *layers: GuardrailConstraints | None) -> GuardrailConstraints:
-        """Every name of every layer, farthest first, none twice."""
+        """Every name of every layer, farthest first, none twice; the shortest timeout."""
         present = [g for g in layers if g is not None]
         united: dict[str, Any] = {
             kind: names for kind in ("input", "output", "tool_output")
             if (names := _united(getattr(g, kind) for g in present)) is not None
         }
+        if (timeout := _min(g.timeout_s for g in present)) is not None:
+            united["timeout_s"] = timeout
         # each layer's names were checked when it was made: no validation again (every run
         # merges its layers)
         return cls.model_construct(**united)
@@ -417,9 +457,9 @@ class GuardrailConstraints(_Strict):
 class GuardConstraints(_Strict):
     """The guard's rules: tool policies, call limits and the token budget."""
 
-    tool_policy: dict[str, Policy] = Field(default_factory=dict)
+    tool_policy: dict[str, _PolicySetting] = Field(default_factory=dict)
     """Tool name, or an argument rule such as ``bash(git status*)``, to its policy."""
-    default_policy: Policy | None = None
+    default_policy: _PolicySetting | None = None
     """Policy of tools that no rule names; unset means each tool's own permission decides."""
     max_tool_calls: int | None = Field(default=None, ge=0)
     """Tool calls allowed in one run, counted over whole batches."""
@@ -440,13 +480,6 @@ class GuardConstraints(_Strict):
         if value is None:
             return None
         return list(dict.fromkeys(_registered("checker", "guard.checkers", v) for v in value))
-
-    @field_validator("tool_policy", mode="before")
-    @classmethod
-    def _lower_policies(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: v.lower() if isinstance(v, str) else v for k, v in value.items()}
-        return value
 
     def policy_for(self, key: str) -> Policy | None:
         """This layer's policy for a rule key: the explicit rule, else ``default_policy``."""
@@ -505,7 +538,7 @@ class ExecutionConstraints(_Strict):
     any layer wins."""
     docker_image: str | None = None
     """Image for docker mode; unset is ``jianmu-sandbox:latest``; the farthest layer's wins."""
-    network: bool | None = None
+    network: Switch | None = None
     """Whether sandboxed code may use the network; unset is off, ``false`` in any layer wins."""
     timeout_s: float | None = Field(default=None, gt=0)
     """Upper bound on one tool call, in seconds."""

@@ -15,7 +15,10 @@ tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
   result with a refusal that the model reads, and the run goes on.
 
 A guardrail that raises, or returns something other than ``None`` or a `Tripwire`, trips
-(fail closed). Sync guardrails run on the event loop: one that blocks should be async.
+(fail closed), and so does an async one that does not answer within its timeout: its own
+``timeout_s`` attribute, else ``guard.guardrails.timeout_s``, else
+`jianmu.constraints.DEFAULT_GUARDRAIL_TIMEOUT_S` (it is cancelled). Sync guardrails run on the
+event loop, where nothing can stop them: one that may block or wait should be async.
 Every trip emits a ``guardrail.tripped`` event and, with a tracer, a ``guardrail <name>`` span.
 
 A plug-in guardrail is a class made with no arguments whose instances are guardrails
@@ -25,6 +28,7 @@ every run of the process, so it keeps no per-run state.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -120,26 +124,56 @@ def configured_guardrails(
     return found
 
 
+def _time_limit(guardrail: Any, timeout: float | None) -> float:
+    """Seconds ``guardrail`` may take: its own ``timeout_s``, else ``timeout``, else the
+    default."""
+    own = getattr(guardrail, "timeout_s", None)
+    if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0:
+        return float(own)
+    if timeout is not None:
+        return timeout
+    from jianmu.constraints import DEFAULT_GUARDRAIL_TIMEOUT_S
+
+    return DEFAULT_GUARDRAIL_TIMEOUT_S
+
+
+async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | None) -> Any:
+    """What ``guardrail`` returns for ``value``; a `Tripwire` when it raises or an async one
+    does not answer in time (cancelled: fail closed)."""
+    try:
+        verdict = guardrail(ctx, value)
+        if inspect.isawaitable(verdict):
+            limit = _time_limit(guardrail, timeout)
+            try:
+                async with asyncio.timeout(limit) as scope:
+                    verdict = await verdict
+            except TimeoutError:
+                if not scope.expired():  # the guardrail's own TimeoutError: it failed
+                    raise
+                return Tripwire(f"the guardrail did not answer within {limit:g}s")
+    except Exception as exc:  # fail closed: a broken check lets nothing through
+        return Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
+    return verdict
+
+
 async def run_guardrails(
     kind: GuardrailKind,
     guardrails: Sequence[Guardrail],
     ctx: RunContext,
     value: Any,
     events: NodeEvents,
+    *,
+    timeout: float | None = None,
     **fields: Any,
 ) -> tuple[str, Tripwire] | None:
     """Run ``guardrails`` on ``value`` in order; the first trip, named, or ``None``.
 
     A trip emits ``guardrail.tripped`` (kind, guardrail, reason and ``fields``) and a span.
-    A guardrail that raises or returns something else than ``None`` or a `Tripwire` trips.
+    A guardrail that raises, returns something else than ``None`` or a `Tripwire`, or does
+    not answer within its time limit (``timeout``: ``guard.guardrails.timeout_s``) trips.
     """
     for guardrail in guardrails:
-        try:
-            verdict = guardrail(ctx, value)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-        except Exception as exc:  # fail closed: a broken check lets nothing through
-            verdict = Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
+        verdict = await _answer(guardrail, ctx, value, timeout)
         if verdict is None:
             continue
         if not isinstance(verdict, Tripwire):

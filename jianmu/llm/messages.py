@@ -597,7 +597,8 @@ class Usage:
     requests: int = 0
     """Model calls made (a provider's reply counts as one when its usage says none)."""
     tool_calls: int = 0
-    """Tool calls executed (not those denied, unknown or waiting for a person)."""
+    """Tool calls executed, also those that raised (not those unknown, with arguments that do
+    not fit, denied or waiting for a person; one stopped mid-run only if recorded as done)."""
 
     @property
     def total_tokens(self) -> int:

@@ -11,7 +11,7 @@ A run that asks a person suspends as in any tree: ``result.pending`` lists the r
 ``result.approve(id)`` (or ``reject``) decides one, and ``agent.run_sync(resume=result)``
 goes on from where it stopped; with a checkpointer, ``agent.restore(run_id)`` gives that
 result in another process. ``agent.run_sync("next", history=result.messages)`` continues a
-conversation.
+conversation. ``agent.cancel(run_id)`` stops a run from another task or thread.
 """
 
 from __future__ import annotations
@@ -325,6 +325,18 @@ class Agent:
                     yield event
         finally:
             self._release(runner)
+
+    def cancel(self, run_id: str) -> bool:
+        """Stop the run ``run_id`` of this agent, from any task or thread, as
+        `ReactiveRunner.cancel` does: it ends CANCELLED at its next wake-up (running tools see
+        `CancelledError`), and its stream ends with that ``run.finished``. The id is every
+        event's ``run_id``. Whether such a run was running (one that ended: nothing to stop).
+        """
+        for runner in list(self._runs):
+            if runner.run_id == run_id and runner._running:
+                runner.cancel()
+                return True
+        return False
 
     def restore(self, run_id: str) -> AgentResult:
         """The run ``run_id`` as this agent's checkpointer last saved it, also in another

@@ -648,13 +648,14 @@ class AgentLLMNode(AsyncNode):
         passed = self._passed
         if passed is not None and passed[0] is latest and passed[1] == guardrails:
             return None
-        return asyncio.ensure_future(self._input_checked(guardrails, latest))
+        return asyncio.ensure_future(self._input_checked(
+            guardrails, latest, constraints.guard.guardrails.timeout_s))
 
     async def _input_checked(
-        self, guardrails: Sequence[Guardrail], message: Message
+        self, guardrails: Sequence[Guardrail], message: Message, timeout: float | None
     ) -> GuardrailTripped | None:
         found = await run_guardrails("input", guardrails, self.ctx, message.content or "",
-                                     self.events)
+                                     self.events, timeout=timeout)
         if found is None:
             self._passed = (message, tuple(guardrails))
             return None
@@ -695,7 +696,8 @@ class AgentLLMNode(AsyncNode):
                                            self.ctx.guardrails)
         value = values.get("final_output") if self.output is not None else values.get(
             "final_answer")
-        found = await run_guardrails("output", guardrails, self.ctx, value, self.events)
+        found = await run_guardrails("output", guardrails, self.ctx, value, self.events,
+                                     timeout=constraints.guard.guardrails.timeout_s)
         return None if found is None else GuardrailTripped(found[0], found[1].reason, "output")
 
     def _tripped(self, exc: GuardrailTripped) -> Status:

@@ -52,13 +52,16 @@ def call_span_attributes(
     return attributes
 
 
-def denied_span(call: ToolCall, tool: Tool, decision: Decision, ctx: RunContext) -> None:
-    """The span of a call the guard denied: it never ran, an error of the kind ``denied``."""
+def denied_span(
+    call: ToolCall, tool: Tool, decision: Decision, ctx: RunContext, error_type: str = "denied"
+) -> None:
+    """The span of a call that never ran: the guard denied it (an error of the kind
+    ``denied``), or its arguments did not fit the tool (``ToolInputError``)."""
     if ctx.tracer is None:
         return
     attributes = call_span_attributes(call, tool, decision, ctx)
     with span(ctx.tracer, f"execute_tool {tool.name}", attributes) as current:
-        failed(current, "denied")
+        failed(current, error_type)
 
 
 def finish_span(

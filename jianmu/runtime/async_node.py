@@ -735,8 +735,6 @@ class TickPlan(NamedTuple):
 
 IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
 """Nothing to do until woken (one shared plan: most ticks end so)."""
-WOKEN_PLAN = TickPlan(again=True, poll=False, due=None)
-"""Woken during the tick: the next one at once (once the loop has run)."""
 
 
 def postpone_timeouts(root: Behaviour, seconds: float) -> None:
@@ -853,12 +851,14 @@ class Ticker:
         # list() runs the tick as tick_once() does, keeping what it visited (a node more
         # than once when a parent ticks it twice); statuses are read once the tick is done
         visited = list(root.tick())
-        if woken.is_set():
-            # woken by the tick itself (a node wrote the state): the next tick comes at once,
-            # the loop let run first (a node that writes at every tick woke the runner at
-            # every tick, which never yielded: no task ran, no timer fired)
-            return WOKEN_PLAN
-        poll = again = False
+        # woken by the tick itself (a node wrote the state; nothing else runs during a tick:
+        # a task's or a thread's wake comes through the loop): the next tick sees the writes,
+        # at once while they change the tree; at rest, it is polled, as py_trees' loop ticks
+        # at its rate (a node that writes at every tick woke the runner at once, for ever: a
+        # full core busy while the tree waited for a task)
+        wrote = again = woken.is_set()
+        woken.clear()
+        poll = False
         due: float | None = None
         kinds = _KINDS
         for node in visited:
@@ -915,7 +915,7 @@ class Ticker:
         if seen != self._at_rest:
             self._at_rest = seen
             return TickPlan(True, poll, due)
-        return TickPlan(False, poll or any(
+        return TickPlan(False, wrote or poll or any(
             status is not Status.RUNNING and _restarts(node, _kind(type(node)))
             for node, status, _ in seen
         ), due)

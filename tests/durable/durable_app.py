@@ -207,3 +207,30 @@ def parallel(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
 def broken(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     """A tree whose factory fails in the worker (a missing setting, a bad file)."""
     raise RuntimeError(f"cannot build this tree: {inputs.get('why', 'no reason')}")
+
+
+SECRET = "API_KEY=sk-live-durable-4242"
+
+
+@engine.tree("withheld")
+def withheld(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """One call whose result a tool-output guardrail withholds (it holds a key), then an
+    answer."""
+    from jianmu.guard.guardrails import Tripwire
+
+    @tool
+    def read_env() -> str:
+        """Read the environment."""
+        return SECRET
+
+    def no_keys(ctx: Any, result: Any) -> Tripwire | None:
+        return Tripwire("holds a key") if "sk-live" in result.text else None
+
+    def turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "env_1", "name": "read_env", "arguments": {}}]
+        return f"told: {messages[-1].content}"
+
+    llm = ScriptedLLM([turn] * 4)
+    tree = create_react_node(llm, [read_env], tool_output_guardrails=[no_keys])
+    return tree, StateManager(AgentState)

@@ -311,8 +311,9 @@ async def test_in_a_durable_run_a_replayed_result_is_checked_again_and_a_trip_fa
                                               tool_output_guardrails=[no_sun]), start("go"))
     runner.ctx.steps = steps
     assert (await runner.run(timeout=30)).ok
-    assert steps.recorded["tool:c1"].output == "sunny"  # the step keeps the tool's own result
-    # replayed from the record: the tool does not run again, and its result is withheld again
+    # the step keeps what the model may read, never the result a guardrail withheld
+    assert not steps.recorded["tool:c1"].ok and "withheld" in steps.recorded["tool:c1"].error
+    # replayed from the record: the tool does not run again, and its result stays withheld
     again = ReactiveRunner(create_react_node(script(), [lookup],
                                              tool_output_guardrails=[no_sun]), start("go"))
     again.ctx.steps = FakeSteps(steps.recorded)
@@ -320,10 +321,22 @@ async def test_in_a_durable_run_a_replayed_result_is_checked_again_and_a_trip_fa
     assert ran == ["Paris"]
     observation = next(m for m in again.state.get("messages") if m.role == "tool")
     assert "withheld" in observation.content
+    # a result recorded before a guardrail was added is checked by it on replay
+    passed = FakeSteps()
+    plain = ReactiveRunner(create_react_node(script(), [lookup]), start("go"))
+    plain.ctx.steps = passed
+    assert (await plain.run(timeout=30)).ok and passed.recorded["tool:c1"].output == "sunny"
+    later = ReactiveRunner(create_react_node(script(), [lookup],
+                                             tool_output_guardrails=[no_sun]), start("go"))
+    later.ctx.steps = FakeSteps(passed.recorded)
+    assert (await later.run(timeout=30)).ok
+    assert ran == ["Paris", "Paris"]
+    observation = next(m for m in later.state.get("messages") if m.role == "tool")
+    assert "withheld" in observation.content
 
     tripped = ReactiveRunner(create_react_node(script(), [lookup],
                                                input_guardrails=[no_secrets]),
                              start("the password"))
     tripped.ctx.steps = FakeSteps()
     result = await tripped.run(timeout=30)
-    assert isinstance(result.exception, GuardrailTripped) and ran == ["Paris"]
+    assert isinstance(result.exception, GuardrailTripped) and ran == ["Paris", "Paris"]

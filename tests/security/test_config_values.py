@@ -1,0 +1,61 @@
+"""Enum-like and boolean settings of jianmu.yaml read one way: a policy in any case is that
+policy (``Deny`` under ``default_policy`` was refused while ``tool_policy`` took it), a value
+outside the allowed ones is an error naming them, and a safety switch takes ``true`` or
+``false`` only: pydantic's lenient booleans read ``"on"``, ``1`` or ``"y"`` as true, so
+``network: 1`` (or a ``${VAR}`` set to ``"yes"``) opened the sandbox's network and
+``capture_content: y`` sent tool results to the trace backend, without a word."""
+
+from __future__ import annotations
+
+import pytest
+
+from jianmu.config import parse_config
+from jianmu.errors import ConfigError
+
+
+@pytest.mark.parametrize("spelling", ["deny", "Deny", "DENY", " deny "])
+def test_a_policy_in_any_case_is_that_policy(spelling: str) -> None:
+    config = parse_config(f"guard:\n  default_policy: '{spelling}'\n"
+                          f"  tool_policy:\n    bash: '{spelling}'\n")
+    assert config.guard.default_policy == "deny" and config.guard.tool_policy == {"bash": "deny"}
+
+
+def test_an_mcp_servers_trust_in_any_case_is_that_trust() -> None:
+    config = parse_config("mcp:\n  servers:\n    s:\n      command: x\n      trust: READ_ONLY\n")
+    assert config.mcp.servers["s"].trust == "read_only"
+
+
+@pytest.mark.parametrize(("text", "where", "allowed"), [
+    ("guard:\n  default_policy: denny\n", "guard.default_policy", "'allow', 'confirm' or 'deny'"),
+    ("guard:\n  tool_policy:\n    bash: maybe\n", "guard.tool_policy.bash", "'deny'"),
+    ("mcp:\n  servers:\n    s:\n      command: x\n      trust: every\n",
+     "mcp.servers.s.trust", "'read_only'"),
+])
+def test_a_value_outside_the_allowed_ones_names_them(text: str, where: str, allowed: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, "c.yaml")
+    assert where in str(caught.value) and allowed in str(caught.value)
+
+
+SWITCHES = ["execution:\n  network: {}\n", "telemetry:\n  capture_content: {}\n",
+            "telemetry:\n  enabled: {}\n"]
+
+
+@pytest.mark.parametrize("text", SWITCHES)
+@pytest.mark.parametrize("value", ["'on'", "'yes'", "1", "0", "'y'", "'off'", "'no'", "'1'",
+                                   "'t'", "'truee'", "2"])
+def test_a_switch_takes_true_or_false_only(text: str, value: str) -> None:
+    with pytest.raises(ConfigError, match="true or false"):
+        parse_config(text.format(value), "c.yaml")
+
+
+@pytest.mark.parametrize("text", SWITCHES)
+@pytest.mark.parametrize(("value", "meant"), [
+    ("true", True), ("false", False), ("True", True), ("FALSE", False), ("'false'", False),
+    ("'true'", True), ("${JIANMU_TEST_SWITCH:-false}", False),
+])
+def test_a_switch_reads_true_and_false_also_as_text(text: str, value: str, meant: bool) -> None:
+    config = parse_config(text.format(value))
+    section, key = (line.strip().rstrip(":") for line in text.split("\n")[:2])
+    key = key.split(":")[0]
+    assert getattr(getattr(config, section), key) is meant
