@@ -922,12 +922,12 @@ class Ticker:
 
 
 def _restarts(node: Behaviour, kind: int) -> bool:
-    """Whether ``node`` (of `_kind` ``kind``), ended and re-entered, may start something anew
-    that no status shows (its ``initialise`` runs again): an async leaf's task, a plain
-    py_trees leaf's own work (a ``Timer``). A tree at rest with such a leaf is polled, as
-    py_trees' loop would tick it; the runtime's own synchronous leaves give the same result
-    until the state changes."""
-    return bool(kind & _ASYNC or not (kind & _RUNTIME or node.children))
+    """Whether ``node`` (of `_kind` ``kind``), ended and re-entered, may do what no status
+    shows: an async leaf's task, a plain py_trees leaf's own work (a ``Timer``), a shut
+    `EternalGuard`'s check of what it reads (it opens with no state write). A tree at rest
+    with such a node is polled, as py_trees' loop ticks it; the runtime's own synchronous
+    leaves give the same result until the state changes."""
+    return bool(kind & (_ASYNC | _GUARD) or not (kind & _RUNTIME or node.children))
 
 
 def _clears_before(selector: Behaviour, current: Behaviour | None) -> bool:

@@ -277,18 +277,46 @@ async def test_a_reactive_guard_of_plain_leaves_is_polled() -> None:
     assert action.cancelled  # pre-empted, as in py_trees
 
 
-async def test_a_decorator_looping_on_a_closed_guard_rests_until_woken() -> None:
+async def test_a_decorator_looping_on_a_closed_guard_is_polled_not_spun() -> None:
     """FailureIsRunning over a guard that stays shut changes nothing from tick to tick: the
-    runner ticks it again once, sees the tree at rest and sleeps until the leaf ends."""
+    runner ticks it again once and sees the tree at rest. Its condition may read anything,
+    so it is polled (`test_a_shut_guard_re_entered_opens_with_no_state_write`), not spun:
+    the poll interval here outlasts the leaf, so the count holds the start, the tick that
+    finds the tree at rest, and the end."""
     leaf = Blocked("sleeper", seconds=0.2)
     shut = d.EternalGuard("shut", Scripted("never", [S]), condition=lambda: False)
     root = py_trees.composites.Parallel(
         "root", policy=ParallelPolicy.SuccessOnSelected([leaf]),
         children=[leaf, d.FailureIsRunning("spin", shut)],
     )
-    status, ticks = await run(root)
-    assert status is RunStatus.SUCCESS
-    assert ticks <= 5
+    result = await ReactiveRunner(root, StateManager(), config=SLOW_POLL).run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert result.ticks <= 5
+
+
+@pytest.mark.parametrize("loop", [
+    lambda guard: d.FailureIsRunning("until open", guard),
+    lambda guard: py_trees.composites.Selector("priority", memory=False, children=[
+        guard, Blocked("idle")]),
+])
+async def test_a_shut_guard_re_entered_opens_with_no_state_write(loop: object) -> None:
+    """py_trees' loop checks a shut EternalGuard's condition at every tick that re-enters it
+    (a decorator returning RUNNING over it, a priority selector), whatever the condition
+    reads: once it opens, the child starts, with no state write to wake the runner. The
+    runner took the tree for at rest and slept for good (the child never started)."""
+    flag = Flag()
+    child = Blocked("guarded")
+    guard = d.EternalGuard("guard", child, condition=lambda: flag.raised)
+    runner = ReactiveRunner(loop(guard), StateManager())  # type: ignore[operator]
+    run = asyncio.ensure_future(runner.run(timeout=60))
+    while runner.ticks < 2:  # the guard re-entered shut, and the tree seen at rest
+        await asyncio.sleep(0.01)
+    assert not child.started.is_set()
+    flag.raised = True
+    await asyncio.wait_for(child.started.wait(), 10)
+    child.gate.set()
+    result = await run
+    assert result.status is RunStatus.SUCCESS, result.error
 
 
 class Shut(AsyncNode):
