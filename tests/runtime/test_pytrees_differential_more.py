@@ -60,8 +60,10 @@ DECORATORS = (
 class Gen:
     """Random tree specs (nested tuples, every node named uniquely)."""
 
-    def __init__(self, rng: random.Random, *, leaves: str = "mixed", flags: int = 3) -> None:
+    def __init__(self, rng: random.Random, *, leaves: str = "mixed", flags: int = 3,
+                 width: int = 5) -> None:
         self.rng, self.leaves, self.flags, self.count = rng, leaves, flags, 0
+        self.width = width
 
     def name(self, kind: str) -> str:
         self.count += 1
@@ -90,7 +92,7 @@ class Gen:
     def composite(self, depth: int) -> tuple[Any, ...]:
         rng = self.rng
         kind = rng.choice(("seq", "sel", "par"))
-        children = tuple(self.node(depth - 1) for _ in range(rng.randint(1, 5)))
+        children = tuple(self.node(depth - 1) for _ in range(rng.randint(1, self.width)))
         if kind == "par":
             policy = rng.choice(("all", "one", "selected"))
             return ("par", self.name("Par"), (policy, rng.random() < 0.5,
@@ -531,11 +533,13 @@ async def play_jianmu(
         quiet_ticks
 
 
-async def compare(seed: int, *, depth: int = 5, leaves: str = "mixed") -> str | None:
+async def compare(
+    seed: int, *, depth: int = 5, leaves: str = "mixed", width: int = 5,
+) -> str | None:
     """One random tree both ways: None when they agree, else what differs."""
     rng = random.Random(seed)
     flags = 3
-    spec = Gen(rng, leaves=leaves, flags=flags).node(depth)
+    spec = Gen(rng, leaves=leaves, flags=flags, width=width).node(depth)
     how, log, events = play_py_trees(spec, seed, flags)
     if how == "spins":
         return None  # py_trees' loop never settles: nothing to compare past its start

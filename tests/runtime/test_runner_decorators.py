@@ -486,3 +486,33 @@ async def test_decorators_over_plain_leaves_finish(root: object, expected: RunSt
     the counts still go on, as in py_trees' loop."""
     status, _ = await run(root())  # type: ignore[operator]
     assert status is expected
+
+
+class Alternating(AsyncNode):
+    """Succeeds and fails in turn, at once: its coroutine ends in the tick that starts it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.runs = 0
+
+    async def update_async(self) -> Status:
+        self.runs += 1
+        return S if self.runs % 2 else F
+
+
+async def test_a_tree_cycling_through_the_same_ticks_is_polled_not_spun() -> None:
+    """A branch whose ticks come round to the same statuses every second tick (a leaf that
+    succeeds and fails in turn under decorators that turn both into RUNNING) is at rest as
+    one repeating every tick is: polled, as py_trees' loop ticks it at its rate, not spun
+    (thousands of ticks a second, for as long as the tree lived). The poll interval outlasts
+    the sleeper: the count holds its start, the ticks that find the cycle, and its end."""
+    leaf = Blocked("sleeper", seconds=0.2)
+    cycling = Alternating("in turn")
+    root = py_trees.composites.Parallel(
+        "root", policy=ParallelPolicy.SuccessOnSelected([leaf]),
+        children=[leaf, d.FailureIsRunning("f", d.SuccessIsRunning("s", cycling))],
+    )
+    result = await ReactiveRunner(root, StateManager(), config=SLOW_POLL).run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert result.ticks <= 6
+    assert cycling.runs <= 6
