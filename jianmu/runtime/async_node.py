@@ -34,6 +34,7 @@ from py_trees.composites import Parallel, Selector, Sequence
 from py_trees.decorators import Count, Decorator, EternalGuard, Repeat, Timeout
 
 from jianmu.constraints import Constraints
+from jianmu.runtime.cycles import CYCLE, ticks_back
 
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext, StepRecorder
@@ -733,10 +734,6 @@ class TickPlan(NamedTuple):
         return wait
 
 
-CYCLE = 4
-"""Ticks taken at once that a tick may repeat to find the tree at rest: one back where it
-was two ticks ago (a leaf ending in turn S, F under FailureIsRunning(SuccessIsRunning))
-rests as one the same at every tick does (it spun at a full core)."""
 IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
 """Nothing to do until woken (one shared plan: most ticks end so)."""
 WOKEN_PLAN = TickPlan(again=True, poll=False, due=None)
@@ -847,7 +844,7 @@ class Ticker:
         `Retry` after a failed attempt, a `Condition` not yet met), and after an async leaf
         or a subtree ended that its parent ticks again (a sequence without memory re-enters
         its earlier children), as py_trees' loop would tick them. A tick that leaves every
-        status and feedback as one of the last `CYCLE` did finds the tree at rest: polled
+        status and feedback as the last did (`ticks_back`) finds the tree at rest: polled
         if an async node, a plain leaf or a shut guard was re-entered (`_restarts`), else
         it waits for a wake-up (the runtime's own leaves give the same results until the
         state changes). A running plain leaf or `EternalGuard` is polled too. Only the nodes
@@ -911,12 +908,13 @@ class Ticker:
         }
         seen = [(node, node.status, _steady(node.feedback_message, volatile))
                 for node in visited]
-        if seen not in self._at_rest:  # a tree back where it was a tick or a few ago rests
+        back = ticks_back(seen, self._at_rest, root)
+        if back is None:
             self._at_rest[:CYCLE] = [seen, *self._at_rest[:CYCLE - 1]]
             return TickPlan(True, poll, due)
-        return TickPlan(False, poll or any(
+        return TickPlan(False, poll or any(  # what any tick of the cycle re-entered
             status is not Status.RUNNING and _restarts(node, _kind(type(node)))
-            for node, status, _ in seen
+            for ticked in (seen, *self._at_rest[:back - 1]) for node, status, _ in ticked
         ), due)
 
 

@@ -516,3 +516,35 @@ async def test_a_tree_cycling_through_the_same_ticks_is_polled_not_spun() -> Non
     assert result.status is RunStatus.SUCCESS, result.error
     assert result.ticks <= 6
     assert cycling.runs <= 6
+
+
+class ThirdTimeFails(AsyncNode):
+    """Waits for ever on its first two runs; its third fails at once."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.runs = 0
+
+    async def update_async(self) -> Status:
+        self.runs += 1
+        if self.runs < 3:
+            await asyncio.Event().wait()
+        return F
+
+
+async def test_a_count_come_round_again_is_no_rest_while_the_rest_of_the_tree_moved() -> None:
+    """A sequence without memory re-enters a Repeat over a finished OneShot: its count goes
+    1, 2, 3 and the sequence on to its next child, restarted each time round. The ticks that
+    touch the Repeat alone look alike every four ticks, but the child beyond them moved on
+    between: no cycle, and no rest (the runner slept for good instead of ending FAILURE on
+    the child's third run, as py_trees' loop does)."""
+    later = ThirdTimeFails("later")
+    root = py_trees.composites.Sequence("root", memory=False, children=[
+        d.Repeat("count", d.OneShot("once", Scripted("first", [S]),
+                                    policy=OneShotPolicy.ON_SUCCESSFUL_COMPLETION),
+                 num_success=3),
+        later,
+    ])
+    result = await ReactiveRunner(root, StateManager(), config=SLOW_POLL).run(timeout=30)
+    assert result.status is RunStatus.FAILURE, result.error
+    assert later.runs == 3
