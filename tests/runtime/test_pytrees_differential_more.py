@@ -7,11 +7,11 @@ py_trees ones. After every event each world is ticked until quiet, and the two l
 starts, ends, cancellations and resets, node statuses and decorator counts must be the same.
 
 Leaves here also end at once or after awaits before and after what they wait on, raise,
-swallow their cancel; trees are wider and deeper, built with templates the other generator
-rarely makes (a parallel in a selector with memory, a Timeout around a parallel, decorators
-over composites over decorators, nested Retry and Repeat, a OneShot under a Repeat, guards
-whose flag flips while their child runs). A run cut by ``max_ticks`` stops the tree as
-py_trees' ``stop`` would at the same point.
+swallow their cancel, or return RUNNING to be polled; trees are wider and deeper, built
+with templates the other generator rarely makes (a parallel in a selector with memory, a
+Timeout around a parallel, decorators over composites over decorators, nested Retry and
+Repeat, a OneShot under a Repeat, guards whose flag flips while their child runs). A run
+cut by ``max_ticks`` stops the tree as py_trees' ``stop`` would at the same point.
 """
 
 from __future__ import annotations
@@ -443,7 +443,7 @@ def play_py_trees(
 
 # -- the runner's world: it replays them -------------------------------------------------------
 class Watched(ReactiveRunner):
-    """Counts its sleeps: the driver reads a tree as quiet from them."""
+    """Tells when it goes to sleep and how long for: the driver reads a quiet tree from it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
