@@ -222,8 +222,8 @@ class Async(AsyncNode):
         """Whether its task runs on by itself (to its gate, or to its end, which wakes the
         runner to read it), or has ended unread: the tree is not quiet."""
         task, gate = self._task, self.gate
-        if task is None:
-            return False
+        if task is None or (self.run[0] == "poll" and gate is not None and not gate.done()):
+            return False  # a poll that will say RUNNING again changes nothing
         return task.done() or not (self.blocked and gate is not None and not gate.done())
 
     def initialise(self) -> None:
