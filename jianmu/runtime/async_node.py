@@ -34,6 +34,7 @@ from py_trees.composites import Parallel, Selector, Sequence
 from py_trees.decorators import Count, Decorator, EternalGuard, Repeat, Timeout
 
 from jianmu.constraints import Constraints
+from jianmu.runtime.cycles import CYCLE, ticks_back
 
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext, StepRecorder
@@ -828,11 +829,11 @@ class Ticker:
     """Ticks a tree and plans the next tick; keeps what it needs to see the tree at rest."""
 
     def __init__(self) -> None:
-        self._at_rest: list[tuple[Behaviour, Status, str]] | None = None
+        self._at_rest: list[list[tuple[Behaviour, Status, str]]] = []  # the last `CYCLE`
 
     def reset(self) -> None:
-        """Forget the last tick (a new run starts)."""
-        self._at_rest = None
+        """Forget the last ticks (a new run starts)."""
+        self._at_rest.clear()
 
     def tick(self, root: Behaviour, woken: asyncio.Event | WakeEvent) -> TickPlan:
         """Tick ``root`` once and plan the next tick.
@@ -840,16 +841,13 @@ class Ticker:
         The next tick is due at once after a node returned RUNNING with no running child (a
         `Retry` after a failed attempt, a `Condition` not yet met), and after an async leaf
         or a subtree ended that its parent ticks again (a sequence without memory re-enters
-        its earlier children), as py_trees' loop would tick them. When such ticks repeat
-        with every status and feedback message the same, the tree is at rest: it is polled
-        if an async node or a plain py_trees leaf ran in it (one that settles at once, or
-        whose ``initialise`` may do what no status shows), else it waits for a wake-up (the
-        runtime's own leaves give the same results until the state changes). A running
-        plain leaf or `EternalGuard` is polled too: only a tick tells what it sees. Only the
-        nodes this tick visited are looked at: every running node is among them.
-        """
-        # list() runs the tick as tick_once() does, keeping what it visited (a node more
-        # than once when a parent ticks it twice); statuses are read once the tick is done
+        its earlier children), as py_trees' loop would tick them. A tick that leaves every
+        status and feedback as the last did (`ticks_back`) finds the tree at rest: polled
+        if an async node, a plain leaf or a shut guard was re-entered (`_restarts`), else
+        it waits for a wake-up (the runtime's own leaves give the same results until the
+        state changes). A running plain leaf or `EternalGuard` is polled too. Only the nodes
+        this tick visited are looked at: every running node is among them."""
+        # as tick_once() does, keeping what it visited; statuses read once the tick is done
         visited = list(root.tick())
         # woken by the tick itself (a node wrote the state; nothing else runs during a tick:
         # a task's or a thread's wake comes through the loop): the next tick sees the writes,
@@ -899,35 +897,34 @@ class Ticker:
                 # same result until the state changes: no tick for it
                 again = ticked_again(node)
         if not again:
-            self._at_rest = None
+            self._at_rest.clear()
             return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
-        # py_trees' decorators show their counts (a Repeat's successes) in the feedback, but a
-        # Timeout's shows the time left, a Count's its tallies of ticks, a Repeat without end
-        # successes that bound nothing, and a running leaf's may say anything (a time too):
-        # those texts change on every tick, in the node and in every decorator above that
-        # quotes its child's, so they are left out wherever they appear
+        # feedback shows decorators' counts (a Repeat's successes), but a Timeout's time left,
+        # a Count's tallies, a Repeat without end's successes and a running leaf's text (a
+        # time) change at every tick, also where a decorator above quotes them: left out
         volatile = {
             node.feedback_message for node in visited
             if node.feedback_message and _volatile(node)
         }
         seen = [(node, node.status, _steady(node.feedback_message, volatile))
                 for node in visited]
-        if seen != self._at_rest:
-            self._at_rest = seen
+        back = ticks_back(seen, self._at_rest, root)
+        if back is None:
+            self._at_rest[:CYCLE] = [seen, *self._at_rest[:CYCLE - 1]]
             return TickPlan(True, poll, due)
-        return TickPlan(False, wrote or poll or any(
+        return TickPlan(False, wrote or poll or any(  # what any tick of the cycle re-entered
             status is not Status.RUNNING and _restarts(node, _kind(type(node)))
-            for node, status, _ in seen
+            for ticked in (seen, *self._at_rest[:back - 1]) for node, status, _ in ticked
         ), due)
 
 
 def _restarts(node: Behaviour, kind: int) -> bool:
-    """Whether ``node`` (of `_kind` ``kind``), ended and re-entered, may start something anew
-    that no status shows (its ``initialise`` runs again): an async leaf's task, a plain
-    py_trees leaf's own work (a ``Timer``). A tree at rest with such a leaf is polled, as
-    py_trees' loop would tick it; the runtime's own synchronous leaves give the same result
-    until the state changes."""
-    return bool(kind & _ASYNC or not (kind & _RUNTIME or node.children))
+    """Whether ``node`` (of `_kind` ``kind``), ended and re-entered, may do what no status
+    shows: an async leaf's task, a plain py_trees leaf's own work (a ``Timer``), a shut
+    `EternalGuard`'s check of what it reads (it opens with no state write). A tree at rest
+    with such a node is polled, as py_trees' loop ticks it; the runtime's own synchronous
+    leaves give the same result until the state changes."""
+    return bool(kind & (_ASYNC | _GUARD) or not (kind & _RUNTIME or node.children))
 
 
 def _clears_before(selector: Behaviour, current: Behaviour | None) -> bool:

@@ -277,18 +277,46 @@ async def test_a_reactive_guard_of_plain_leaves_is_polled() -> None:
     assert action.cancelled  # pre-empted, as in py_trees
 
 
-async def test_a_decorator_looping_on_a_closed_guard_rests_until_woken() -> None:
+async def test_a_decorator_looping_on_a_closed_guard_is_polled_not_spun() -> None:
     """FailureIsRunning over a guard that stays shut changes nothing from tick to tick: the
-    runner ticks it again once, sees the tree at rest and sleeps until the leaf ends."""
+    runner ticks it again once and sees the tree at rest. Its condition may read anything,
+    so it is polled (`test_a_shut_guard_re_entered_opens_with_no_state_write`), not spun:
+    the poll interval here outlasts the leaf, so the count holds the start, the tick that
+    finds the tree at rest, and the end."""
     leaf = Blocked("sleeper", seconds=0.2)
     shut = d.EternalGuard("shut", Scripted("never", [S]), condition=lambda: False)
     root = py_trees.composites.Parallel(
         "root", policy=ParallelPolicy.SuccessOnSelected([leaf]),
         children=[leaf, d.FailureIsRunning("spin", shut)],
     )
-    status, ticks = await run(root)
-    assert status is RunStatus.SUCCESS
-    assert ticks <= 5
+    result = await ReactiveRunner(root, StateManager(), config=SLOW_POLL).run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert result.ticks <= 5
+
+
+@pytest.mark.parametrize("loop", [
+    lambda guard: d.FailureIsRunning("until open", guard),
+    lambda guard: py_trees.composites.Selector("priority", memory=False, children=[
+        guard, Blocked("idle")]),
+])
+async def test_a_shut_guard_re_entered_opens_with_no_state_write(loop: object) -> None:
+    """py_trees' loop checks a shut EternalGuard's condition at every tick that re-enters it
+    (a decorator returning RUNNING over it, a priority selector), whatever the condition
+    reads: once it opens, the child starts, with no state write to wake the runner. The
+    runner took the tree for at rest and slept for good (the child never started)."""
+    flag = Flag()
+    child = Blocked("guarded")
+    guard = d.EternalGuard("guard", child, condition=lambda: flag.raised)
+    runner = ReactiveRunner(loop(guard), StateManager())  # type: ignore[operator]
+    run = asyncio.ensure_future(runner.run(timeout=60))
+    while runner.ticks < 2:  # the guard re-entered shut, and the tree seen at rest
+        await asyncio.sleep(0.01)
+    assert not child.started.is_set()
+    flag.raised = True
+    await asyncio.wait_for(child.started.wait(), 10)
+    child.gate.set()
+    result = await run
+    assert result.status is RunStatus.SUCCESS, result.error
 
 
 class Shut(AsyncNode):
@@ -458,3 +486,65 @@ async def test_decorators_over_plain_leaves_finish(root: object, expected: RunSt
     the counts still go on, as in py_trees' loop."""
     status, _ = await run(root())  # type: ignore[operator]
     assert status is expected
+
+
+class Alternating(AsyncNode):
+    """Succeeds and fails in turn, at once: its coroutine ends in the tick that starts it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.runs = 0
+
+    async def update_async(self) -> Status:
+        self.runs += 1
+        return S if self.runs % 2 else F
+
+
+async def test_a_tree_cycling_through_the_same_ticks_is_polled_not_spun() -> None:
+    """A branch whose ticks come round to the same statuses every second tick (a leaf that
+    succeeds and fails in turn under decorators that turn both into RUNNING) is at rest as
+    one repeating every tick is: polled, as py_trees' loop ticks it at its rate, not spun
+    (thousands of ticks a second, for as long as the tree lived). The poll interval outlasts
+    the sleeper: the count holds its start, the ticks that find the cycle, and its end."""
+    leaf = Blocked("sleeper", seconds=0.2)
+    cycling = Alternating("in turn")
+    root = py_trees.composites.Parallel(
+        "root", policy=ParallelPolicy.SuccessOnSelected([leaf]),
+        children=[leaf, d.FailureIsRunning("f", d.SuccessIsRunning("s", cycling))],
+    )
+    result = await ReactiveRunner(root, StateManager(), config=SLOW_POLL).run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert result.ticks <= 6
+    assert cycling.runs <= 6
+
+
+class ThirdTimeFails(AsyncNode):
+    """Waits for ever on its first two runs; its third fails at once."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.runs = 0
+
+    async def update_async(self) -> Status:
+        self.runs += 1
+        if self.runs < 3:
+            await asyncio.Event().wait()
+        return F
+
+
+async def test_a_count_come_round_again_is_no_rest_while_the_rest_of_the_tree_moved() -> None:
+    """A sequence without memory re-enters a Repeat over a finished OneShot: its count goes
+    1, 2, 3 and the sequence on to its next child, restarted each time round. The ticks that
+    touch the Repeat alone look alike every four ticks, but the child beyond them moved on
+    between: no cycle, and no rest (the runner slept for good instead of ending FAILURE on
+    the child's third run, as py_trees' loop does)."""
+    later = ThirdTimeFails("later")
+    root = py_trees.composites.Sequence("root", memory=False, children=[
+        d.Repeat("count", d.OneShot("once", Scripted("first", [S]),
+                                    policy=OneShotPolicy.ON_SUCCESSFUL_COMPLETION),
+                 num_success=3),
+        later,
+    ])
+    result = await ReactiveRunner(root, StateManager(), config=SLOW_POLL).run(timeout=30)
+    assert result.status is RunStatus.FAILURE, result.error
+    assert later.runs == 3
