@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,19 +15,6 @@ from jianmu.errors import LLMError, LLMTransientError
 from jianmu.llm import AnthropicProvider, OpenAIProvider
 from jianmu.llm.provider import SDKProvider
 from tests.support.model_server import MODES, Drop, ModelServer, Raw
-
-
-@pytest.fixture(scope="module")
-def running() -> Iterator[ModelServer]:
-    with ModelServer() as started:
-        yield started
-
-
-@pytest.fixture
-def server(running: ModelServer) -> ModelServer:
-    running.requests.clear()
-    running._script.clear()
-    return running
 
 
 def provider(server: ModelServer, api: str, retries: int) -> SDKProvider:

@@ -6,7 +6,6 @@ turn, its usage both requests'."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,19 +22,6 @@ SEARCH = [
      "content": [{"type": "web_search_result", "title": "Weather", "url": "https://example.org",
                   "encrypted_content": "abc", "page_age": None}]},
 ]
-
-
-@pytest.fixture(scope="module")
-def running() -> Iterator[ModelServer]:
-    with ModelServer() as started:
-        yield started
-
-
-@pytest.fixture
-def server(running: ModelServer) -> ModelServer:
-    running.requests.clear()
-    running._script.clear()
-    return running
 
 
 def _message(content: list[dict[str, Any]], stop: str, usage: tuple[int, int]) -> dict[str, Any]:

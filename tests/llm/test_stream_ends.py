@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,19 +17,6 @@ from jianmu.llm import AnthropicProvider, OpenAIProvider
 from jianmu.llm.provider import SDKProvider
 from jianmu.runtime import RunResult, RunStatus
 from tests.support.model_server import ModelServer, Raw
-
-
-@pytest.fixture(scope="module")
-def running() -> Iterator[ModelServer]:
-    with ModelServer() as started:
-        yield started
-
-
-@pytest.fixture
-def server(running: ModelServer) -> ModelServer:
-    running.requests.clear()
-    running._script.clear()
-    return running
 
 
 def provider(server: ModelServer, api: str) -> SDKProvider:

@@ -14,43 +14,21 @@ import py_trees
 import pytest
 from py_trees.common import Status
 
-from jianmu import AgentState, AsyncNode, ToolExecutor, tool
+from jianmu import AgentState, AsyncNode
 from jianmu.errors import CheckpointError, InteractionError, RunClaimedError
 from jianmu.runtime import ReactiveRunner, RunStatus, SQLiteCheckpointer
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import Lease, LeasingCheckpointer, process_gone, this_process
 from jianmu.state import StateManager
+from tests.support.payments import PAID, pay_flow
 
 pytestmark = pytest.mark.anyio
 
-PAID: list[str] = []
-"""Every execution of ``pay`` in this process: a second entry is a second payment."""
 
-
-@tool(category="write", permission="user_confirm")
-def pay(amount: int) -> str:
-    """Pay an amount (asks a person first).
-
-    Args:
-        amount: How much.
-    """
-    PAID.append(f"paid {amount}")
-    return f"paid {amount}"
-
-
-class Plan(AsyncNode):
-    """Asks for one ``pay`` call, as a model would."""
-
-    async def update_async(self) -> Status:
-        self.state.update({"actions": [{"id": "pay_1", "name": "pay",
-                                        "arguments": {"amount": 40}}]})
-        return Status.SUCCESS
 
 
 def build_tree() -> py_trees.behaviour.Behaviour:
-    return py_trees.composites.Sequence("pay-flow", memory=True, children=[
-        Plan("plan"), ToolExecutor("execute", [pay]),
-    ])
+    return pay_flow()
 
 
 class Clock:

@@ -18,34 +18,17 @@ import py_trees
 import pytest
 from py_trees.common import Status
 
-from jianmu import AgentState, AsyncNode, ToolExecutor, tool
+from jianmu import AgentState, AsyncNode
 from jianmu.errors import CheckpointError
 from jianmu.runtime import ReactiveRunner, RunStatus, SQLiteCheckpointer
 from jianmu.state import StateManager
+from tests.support.payments import PAID, pay_flow
 
 pytestmark = pytest.mark.timeout(300)
 
-PAID: list[str] = []
 LOCK: list[sqlite3.Connection] = []
 """A connection of the test's that the tree's last step makes hold the file's write lock."""
 
-
-@tool(category="write", permission="user_confirm")
-def pay(amount: int) -> str:
-    """Pay an amount (asks a person first).
-
-    Args:
-        amount: How much.
-    """
-    PAID.append(f"paid {amount}")
-    return f"paid {amount}"
-
-
-class Plan(AsyncNode):
-    async def update_async(self) -> Status:
-        self.state.update({"actions": [{"id": "pay_1", "name": "pay",
-                                        "arguments": {"amount": 40}}]})
-        return Status.SUCCESS
 
 
 class Busy(AsyncNode):
@@ -58,9 +41,7 @@ class Busy(AsyncNode):
 
 
 def flow() -> py_trees.behaviour.Behaviour:
-    return py_trees.composites.Sequence("pay-flow", memory=True, children=[
-        Plan("plan"), ToolExecutor("execute", [pay]), Busy("busy"),
-    ])
+    return pay_flow(Busy("busy"))
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,42 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import py_trees
+from py_trees.common import Status
+
+from jianmu import AsyncNode, ToolExecutor, tool
+
 REPO = Path(__file__).resolve().parents[2]
+
+PAID: list[str] = []
+"""Every execution of `pay` in this process: a second entry is a second payment."""
+
+
+@tool(category="write", permission="user_confirm")
+def pay(amount: int) -> str:
+    """Pay an amount (asks a person first).
+
+    Args:
+        amount: How much.
+    """
+    PAID.append(f"paid {amount}")
+    return f"paid {amount}"
+
+
+class Plan(AsyncNode):
+    """Asks for one ``pay`` call, as a model would."""
+
+    async def update_async(self) -> Status:
+        self.state.update({"actions": [{"id": "pay_1", "name": "pay",
+                                        "arguments": {"amount": 40}}]})
+        return Status.SUCCESS
+
+
+def pay_flow(*after: py_trees.behaviour.Behaviour) -> py_trees.behaviour.Behaviour:
+    """The in-process payment: plan ``pay_1``, execute it (after approval), then ``after``."""
+    return py_trees.composites.Sequence("pay-flow", memory=True, children=[
+        Plan("plan"), ToolExecutor("execute", [pay]), *after,
+    ])
 
 PAY_SCRIPT = '''
 import os
