@@ -40,6 +40,7 @@ from jianmu.llm.provider import (
     replays_stream,
     takes_requests,
 )
+from jianmu.nodes.cut_off import cut_off_answers, cut_off_calls
 from jianmu.nodes.history import (
     HistoryContext,
     MessageHistory,
@@ -592,8 +593,13 @@ class AgentLLMNode(AsyncNode):
                         estimated_input_tokens=usage.input_tokens,
                         estimated_output_tokens=usage.output_tokens)
         message, calls = self._canonical(response, toolset)
-        turn = turn_update(message, calls, state=self.state, output=self.output,
-                           handoffs=self.allowed_handoffs(), agent=self.agent_name)
+        cut = cut_off_calls(response.finish_reason, calls)
+        if cut:  # never run: told to the model, and said by an event (`jianmu.nodes.cut_off`)
+            turn = self._cut_off(message, calls, cut, response.finish_reason or "length",
+                                 response.model or model)
+        else:
+            turn = turn_update(message, calls, state=self.state, output=self.output,
+                               handoffs=self.allowed_handoffs(), agent=self.agent_name)
         usage = _one_request(usage)  # the server's count or the estimate, one request
         tripped = None
         if checks is not None:  # every input guardrail passed before any call is written
@@ -631,6 +637,25 @@ class AgentLLMNode(AsyncNode):
         if turn.error is not None:  # written first: the history shows the last answer
             raise turn.error
         return Status.SUCCESS
+
+    def _cut_off(self, message: Message, calls: list[ToolCall], cut: list[ToolCall],
+                 reason: str, model: str) -> TurnUpdate:
+        """The turn of a reply the token limit cut off in ``cut``: those calls answered as not
+        run, the others as in any turn; with none whole, the model is asked again."""
+        answers = cut_off_answers(cut, reason)
+        event = ("llm.call.cut_off", {"model": model, "finish_reason": reason,
+                                      "tool_calls": [c.name for c in cut],
+                                      "call_ids": [c.id for c in cut]})
+        dropped = {c.id for c in cut}
+        rest = [c for c in calls if c.id not in dropped]
+        if not rest:  # no answer either: its text was cut off too
+            return TurnUpdate({"messages": [message, *answers], "actions": []}, events=[event])
+        turn = turn_update(message, rest, state=self.state, output=self.output,
+                           handoffs=self.allowed_handoffs(), agent=self.agent_name)
+        first, *others = turn.values["messages"]
+        turn.values["messages"] = [first, *answers, *others]
+        turn.events.insert(0, event)
+        return turn
 
     # -- guardrails (`jianmu.guard.guardrails`) -------------------------------------------------
     def _check_input(

@@ -64,6 +64,10 @@ class Turn:
     """Input and output tokens; ``None`` sends no usage at all."""
     object_arguments: bool = False
     """Send OpenAI tool-call arguments as a JSON object instead of a string (some servers do)."""
+    cut: int | None = None
+    """The reply hit the token limit: the last call's arguments stop after this many
+    characters of their JSON text, and the finish reason is the limit's (OpenAI ``length``,
+    Anthropic ``max_tokens``). A whole Anthropic message gives the keys written whole."""
 
 
 @dataclass(kw_only=True)
@@ -318,13 +322,17 @@ class ModelServer:
 
     # -- OpenAI shapes -----------------------------------------------------------------------
     def _openai_calls(self, turn: Turn) -> list[dict[str, Any]]:
-        return [
+        out = [
             {"id": call.get("id") or self._id("call"), "type": "function",
              "function": {"name": call["name"], "arguments": (
                  call["arguments"] if turn.object_arguments else json.dumps(call["arguments"])
              )}}
             for call in turn.calls
         ]
+        if turn.cut is not None and out:
+            function = out[-1]["function"]
+            function["arguments"] = function["arguments"][: turn.cut]
+        return out
 
     def _openai_completion(self, turn: Turn) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": turn.text}
@@ -334,7 +342,7 @@ class ModelServer:
             "id": self._id("chatcmpl"), "object": "chat.completion", "created": 0,
             "model": self.model,
             "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if turn.calls else "stop"}],
+                         "finish_reason": _finish(turn)}],
         }
         if turn.usage is not None:
             out["usage"] = _openai_usage(turn.usage)
@@ -363,7 +371,7 @@ class ModelServer:
             out += [chunk({"tool_calls": [{"index": index,
                                            "function": {"arguments": arguments[i : i + 5]}}]})
                     for i in range(0, len(arguments), 5)]
-        out.append(chunk({}, "tool_calls" if turn.calls else "stop"))
+        out.append(chunk({}, _finish(turn)))
         wants_usage = (body.get("stream_options") or {}).get("include_usage")
         if wants_usage and turn.usage is not None:
             out.append({"id": cid, "object": "chat.completion.chunk", "created": 0,
@@ -399,10 +407,14 @@ class ModelServer:
             content.append({"type": "text", "text": turn.text})
         content += [{"type": "tool_use", "id": call.get("id") or self._id("toolu"),
                      "name": call["name"], "input": call["arguments"]} for call in turn.calls]
+        stop = "tool_use" if turn.calls else "end_turn"
+        if turn.cut is not None:
+            stop = "max_tokens"
+            if turn.calls:  # the keys written whole before the limit
+                content[-1]["input"] = _written(content[-1]["input"], turn.cut)
         out: dict[str, Any] = {
             "id": self._id("msg"), "type": "message", "role": "assistant", "model": self.model,
-            "content": content, "stop_reason": "tool_use" if turn.calls else "end_turn",
-            "stop_sequence": None,
+            "content": content, "stop_reason": stop, "stop_sequence": None,
         }
         if turn.usage is not None:
             out["usage"] = {"input_tokens": turn.usage[0], "output_tokens": turn.usage[1]}
@@ -410,6 +422,8 @@ class ModelServer:
 
     def _anthropic_events(self, turn: Turn, thinks: bool = False) -> list[dict[str, Any]]:
         whole = self._anthropic_message(turn, thinks)
+        if turn.cut is not None and turn.calls:  # streamed as far as the limit let it
+            whole["content"][-1]["input"] = json.dumps(turn.calls[-1]["arguments"])[: turn.cut]
         start = {**whole, "content": [], "stop_reason": None}
         if turn.usage is not None:
             start["usage"] = {"input_tokens": turn.usage[0], "output_tokens": 1}
@@ -430,8 +444,9 @@ class ModelServer:
             else:
                 out.append({"type": "content_block_start", "index": index,
                             "content_block": {**block, "input": {}}})
+                given = block["input"]
                 out += _deltas(index, "input_json_delta", "partial_json",
-                               json.dumps(block["input"]), 5)
+                               given if isinstance(given, str) else json.dumps(given), 5)
             out.append({"type": "content_block_stop", "index": index})
         delta: dict[str, Any] = {
             "type": "message_delta",
@@ -441,6 +456,23 @@ class ModelServer:
             delta["usage"] = {"output_tokens": turn.usage[1]}
         out += [delta, {"type": "message_stop"}]
         return out
+
+
+def _finish(turn: Turn) -> str:
+    """An OpenAI reply's finish reason."""
+    if turn.cut is not None:
+        return "length"
+    return "tool_calls" if turn.calls else "stop"
+
+
+def _written(arguments: dict[str, Any], cut: int) -> dict[str, Any]:
+    """The keys of ``arguments`` whose JSON text ends within its first ``cut`` characters."""
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if len(json.dumps({**out, key: value})) - 1 > cut:
+            break
+        out[key] = value
+    return out
 
 
 def _deltas(index: int, kind: str, key: str, text: str, size: int) -> list[dict[str, Any]]:
