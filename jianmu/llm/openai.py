@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm._http import broke_off, http_client, unanswered
+from jianmu.llm._http import broke_off, http_client, silent, timed_out, unanswered
 from jianmu.llm.messages import Message, messages_to_openai
 from jianmu.llm.provider import (
     REQUEST_OPTIONS,
@@ -77,7 +77,13 @@ class OpenAIProvider(SDKProvider):
             (``$OPENAI_BASE_URL`` or OpenAI) when ``None``.
         api_key: ``$OPENAI_API_KEY`` when ``None``, else ``"not-needed"`` for local servers.
         max_retries: retries of transient failures.
-        timeout: seconds one request may take.
+        timeout: the longest wait, in seconds, for a byte: to connect, to send the request, and
+            for each read of the answer (its first byte, then each next one). A read timeout,
+            not a limit on the whole call: a server that keeps sending (a stream's tokens, a
+            proxy's keep-alive whitespace in a long generation) is never cut off by it. The
+            whole call is limited by the agent node's timeout (``llm.timeout``,
+            ``create_react_node(llm_timeout=...)``), or ``asyncio.timeout`` around a call
+            made directly.
         retry_backoff: first backoff delay in seconds.
         max_backoff: longest delay between attempts.
         images: send the images of tool results (MCP screenshots, charts) as image parts;
@@ -208,11 +214,12 @@ class OpenAIProvider(SDKProvider):
                 raise error from exc
             raise LLMError(text + _STATUS_HINTS.get(status, "")) from exc
         except openai.APITimeoutError as exc:
-            raise LLMTransientError(
-                f"request to {where} timed out after {self.timeout:g}s"
-            ) from exc
+            raise LLMTransientError(silent(where, self.timeout, begun=broke_off(exc))) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
+            if timed_out(exc):  # a read that timed out after the status line came
+                raise LLMTransientError(
+                    silent(where, self.timeout, begun=broke_off(exc))) from exc
             if broke_off(exc):  # never sent again: the server answered, and billed it
                 raise LLMTransientError(
                     f"the answer from {where} broke off midway (not asked again): "

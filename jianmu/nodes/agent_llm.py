@@ -77,8 +77,9 @@ _NO_LIMIT = nullcontext()
 """The scope of a turn when nobody traces: one serves every turn (it holds nothing)."""
 
 
-def _no_answer() -> TimeoutError:
-    return TimeoutError("the model did not answer in time")
+def _no_answer(limit: float) -> TimeoutError:
+    return TimeoutError(f"the model did not answer within {limit:g} s (the agent node's "
+                        "timeout, llm.timeout: the limit on the whole call)")
 
 
 def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Message]:
@@ -144,8 +145,10 @@ class AgentLLMNode(AsyncNode):
         system_prompt: the system message.
         skill_prompt: instructions appended to the system prompt (a skill's body).
         max_messages: most recent messages sent; default the constraints' ``max_messages``.
-        timeout: seconds one model call may take (with a `FallbackLLM`, each model it asks);
-            default the config's ``llm.timeout``.
+        timeout: seconds one model call may take in all, its retries and a stream's whole
+            reply included (with a `FallbackLLM`, each model it asks); default the config's
+            ``llm.timeout``. The provider's own ``timeout`` is only the longest wait for a
+            byte, which a server that keeps sending never reaches.
         params: extra request parameters (``temperature``, ...).
         stream: stream the reply (text deltas become ``llm.call.delta`` events); default
             (None): when the provider can stream and someone reads the text as it comes
@@ -239,6 +242,8 @@ class AgentLLMNode(AsyncNode):
         self.system_prompt = system_prompt
         self.skill_prompt = skill_prompt
         self.max_messages = max_messages
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self.timeout = timeout
         self.constraints = constraints
         self.params = dict(params or {})
@@ -568,7 +573,8 @@ class AgentLLMNode(AsyncNode):
                 # a FallbackLLM says its switches here: entered when someone hears them
                 with fallback_events.scope(events.emit, heard=events.wants("llm.fallback")), \
                         each_model:
-                    reply = within(self._asked(messages, toolset), whole, _no_answer)
+                    reply = within(self._asked(messages, toolset), whole,
+                                   functools.partial(_no_answer, whole))
                     response = await (reply if checks is None else self._beside(reply, checks))
             except GuardrailTripped as exc:  # tripped before the model answered
                 return self._tripped(exc)

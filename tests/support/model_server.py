@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ("MODES", "Drop", "ModelServer", "Raw", "Request", "Turn")
+__all__ = ("MODES", "Drop", "ModelServer", "Raw", "Request", "Stall", "Turn")
 
 MODES = [
     pytest.param("openai", False, id="openai"),
@@ -95,6 +95,15 @@ class Drop:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Stall:
+    """Answer 200, then send no reply until the client leaves: every ``every`` seconds one
+    byte that means nothing (an SSE comment to a stream, whitespace to a JSON body, as proxies
+    keep a long generation alive), or nothing at all when ``every`` is ``None``."""
+
+    every: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Request:
     """A request the server received."""
 
@@ -125,7 +134,8 @@ class Request:
         return ""
 
 
-Script = str | Turn | Raw | Drop | Callable[[Request], "str | Turn | Raw | Drop"]
+Reply = str | Turn | Raw | Drop | Stall
+Script = Reply | Callable[[Request], Reply]
 
 
 class ModelServer:
@@ -222,7 +232,7 @@ class ModelServer:
         """The TCP connections requests came on."""
         return {r.connection for r in self.requests}
 
-    def _next(self, request: Request) -> Turn | Raw | Drop | None:
+    def _next(self, request: Request) -> Turn | Raw | Drop | Stall | None:
         with self._lock:
             self.requests.append(request)
             if not self._script:
@@ -257,6 +267,10 @@ class ModelServer:
                 return Response(status_code=500)  # never sent: the connection is gone
             if isinstance(turn, Raw):
                 return await self._raw(http, turn, named=api == "anthropic")
+            if isinstance(turn, Stall):
+                return StreamingResponse(
+                    _stalled(http, turn, b":\n" if request.stream else b" "),
+                    media_type="text/event-stream" if request.stream else "application/json")
             if api == "openai":
                 if request.stream:
                     return StreamingResponse(_sse(self._openai_chunks(body, turn)),
@@ -456,6 +470,16 @@ class ModelServer:
             delta["usage"] = {"output_tokens": turn.usage[1]}
         out += [delta, {"type": "message_stop"}]
         return out
+
+
+async def _stalled(http: Any, stall: Stall, byte: bytes) -> AsyncIterator[bytes]:
+    """`Stall`'s body: a meaningless byte now and then, or none, until the client leaves."""
+    while not await http.is_disconnected():
+        if stall.every is None:
+            await http.receive()  # nothing to send: wait for the client's disconnect
+            continue
+        await asyncio.sleep(stall.every)
+        yield byte
 
 
 def _finish(turn: Turn) -> str:
