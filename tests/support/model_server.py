@@ -64,6 +64,15 @@ class Turn:
     """Input and output tokens; ``None`` sends no usage at all."""
     object_arguments: bool = False
     """Send OpenAI tool-call arguments as a JSON object instead of a string (some servers do)."""
+    reasoning: str | None = None
+    """An OpenAI-compatible server's reasoning (DeepSeek, Kimi, vLLM, OpenRouter), sent under
+    ``reasoning_key`` beside the text, streamed before it."""
+    reasoning_key: str = "reasoning_content"
+    """Where the reasoning goes: ``reasoning_content`` (DeepSeek, Kimi) or ``reasoning``."""
+    needs_reasoning: bool = False
+    """Refuse the request (400) as DeepSeek's thinking mode with tools does, unless every
+    assistant turn with tool calls since the last user message carries, under
+    ``reasoning_key``, the reasoning this server gave it."""
     cut: int | None = None
     """The reply hit the token limit: the last call's arguments stop after this many
     characters of their JSON text, and the finish reason is the limit's (OpenAI ``length``,
@@ -145,6 +154,8 @@ class ModelServer:
         self.model = model
         self.requests: list[Request] = []
         self.problems: list[str] = []
+        self.reasoned: set[str] = set()
+        """The reasoning texts this server gave (DeepSeek wants them back, see `Turn`)."""
         self.signed: set[str] = set()
         """The signatures of the thinking blocks this server gave (Anthropic checks them)."""
         self._script: deque[Script] = deque(script)
@@ -272,6 +283,12 @@ class ModelServer:
                     _stalled(http, turn, b":\n" if request.stream else b" "),
                     media_type="text/event-stream" if request.stream else "application/json")
             if api == "openai":
+                refused = self._without_reasoning(body, turn)
+                if refused is not None:
+                    return JSONResponse({"error": {
+                        "message": refused, "type": "invalid_request_error"}}, status_code=400)
+                if turn.reasoning:
+                    self.reasoned.add(turn.reasoning)
                 if request.stream:
                     return StreamingResponse(_sse(self._openai_chunks(body, turn)),
                                              media_type="text/event-stream")
@@ -348,8 +365,25 @@ class ModelServer:
             function["arguments"] = function["arguments"][: turn.cut]
         return out
 
+    def _without_reasoning(self, body: dict[str, Any], turn: Turn) -> str | None:
+        """Why DeepSeek's thinking mode would refuse ``body`` (`Turn.needs_reasoning`)."""
+        if not turn.needs_reasoning:
+            return None
+        messages = body.get("messages") or []
+        last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"),
+                        default=-1)
+        for i, message in enumerate(messages[last_user + 1:], last_user + 1):
+            if message.get("role") == "assistant" and message.get("tool_calls") and (
+                message.get(turn.reasoning_key) not in self.reasoned
+            ):
+                return (f"messages[{i}]: the {turn.reasoning_key} of an assistant message with "
+                        "tool calls must be passed back in thinking mode")
+        return None
+
     def _openai_completion(self, turn: Turn) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+        if turn.reasoning:
+            message[turn.reasoning_key] = turn.reasoning
         if turn.calls:
             message["tool_calls"] = self._openai_calls(turn)
         out: dict[str, Any] = {
@@ -371,6 +405,9 @@ class ModelServer:
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
         out = [chunk({"role": "assistant", "content": ""})]
+        thought = turn.reasoning or ""
+        out += [chunk({turn.reasoning_key: thought[i : i + 4], "content": None})
+                for i in range(0, len(thought), 4)]
         text = turn.text or ""
         out += [chunk({"content": text[i : i + 4]}) for i in range(0, len(text), 4)]
         for index, call in enumerate(self._openai_calls(turn)):
