@@ -113,3 +113,27 @@ def test_a_call_cut_off_before_its_arguments_does_not_run_with_its_defaults(
     assert ran == [30]
     assert result.messages[-1].content == "Done."
     assert len(server.requests) == 3
+
+
+def test_a_typed_answer_cut_off_is_asked_again_not_counted_as_a_wrong_one() -> None:
+    """``final_result`` cut off at the limit is no answer that failed validation: the model is
+    told why and answers again; no output retry is spent on it."""
+    from pydantic import BaseModel
+
+    from jianmu import ScriptedLLM
+    from jianmu.llm import LLMResponse, Message
+
+    class Note(BaseModel):
+        title: str
+        body: str
+
+    half = LLMResponse(message=Message.assistant(tool_calls=[{
+        "id": "c1", "name": "final_result", "arguments": '{"title": "Hi", "body": "lo'}]),
+        finish_reason="length")
+    llm = ScriptedLLM([half, [{"name": "final_result",
+                               "arguments": {"title": "Hi", "body": "short"}}]])
+    result = Agent(llm, output_type=Note, output_retries=0).run_sync("note")
+    assert result.ok, result.error
+    assert result.output == Note(title="Hi", body="short")
+    told = [m.content for m in result.messages if m.role == "tool"]
+    assert "token limit" in (told[0] or "")
