@@ -114,7 +114,9 @@ class LLMConfig(_Section):
     """API key; use ``${OPENAI_API_KEY}`` (``${ANTHROPIC_API_KEY}``) rather than writing it in
     the file. When unset, the provider reads that variable itself."""
     timeout: float = Field(default=60.0, gt=0)
-    """Seconds one request may take."""
+    """Seconds the agent node's model call may take in all (retries and a stream's whole reply
+    included; with fallbacks, each model asked); and the provider built from this section
+    takes it as its own ``timeout``: the longest wait for a byte of the answer."""
     max_retries: int = Field(default=3, ge=0)
     """Retries of transient failures (429, 5xx, connection reset)."""
     params: dict[str, Any] = Field(default_factory=dict)

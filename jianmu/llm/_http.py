@@ -18,7 +18,8 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-__all__ = ("broke_off", "http_client", "read_ahead", "resent_once", "unanswered")
+__all__ = ("broke_off", "http_client", "read_ahead", "resent_once", "silent", "timed_out",
+           "unanswered")
 
 _T = TypeVar("_T")
 _ANSWERED = "jianmu.answered"
@@ -89,6 +90,22 @@ def broke_off(exc: BaseException) -> bool:
     could not decode) under an answer the server had begun: answered and billed, so never to
     be asked again."""
     return any(_transport(error) for error in _chain(exc)) and _noted(exc, _ANSWERED)
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is the HTTP client's timeout (to connect, to send, to read a byte)."""
+    return any(
+        cls.__name__ == "TimeoutException" and cls.__module__.split(".", 1)[0] in _HTTPX
+        for error in _chain(exc) for cls in type(error).__mro__)
+
+
+def silent(where: str, timeout: float, *, begun: bool) -> str:
+    """What a timeout of the HTTP client says: the provider's ``timeout`` is the longest wait
+    for a byte (connect, send, each read), not a limit on the whole call."""
+    when = "after its answer had begun (not asked again)" if begun else "before any answer"
+    return (f"no byte came from {where} for {timeout:g}s, {when}: the provider's timeout is "
+            "the longest wait for a byte; the whole call's limit is the agent node's "
+            "(llm.timeout)")
 
 
 def unanswered(exc: BaseException) -> bool:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import BaseModel
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm._http import broke_off, http_client, resent_once
+from jianmu.llm._http import broke_off, http_client, resent_once, silent, timed_out
 from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, joined
 from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
 from jianmu.llm.provider import (
@@ -170,7 +170,13 @@ class AnthropicProvider(SDKProvider):
             ``None``.
         api_key: ``$ANTHROPIC_API_KEY`` when ``None``, else ``"not-needed"`` for local servers.
         max_retries: retries of transient failures.
-        timeout: seconds one request may take.
+        timeout: the longest wait, in seconds, for a byte: to connect, to send the request, and
+            for each read of the answer (its first byte, then each next one). A read timeout,
+            not a limit on the whole call: a server that keeps sending (a stream's events, a
+            proxy's keep-alive bytes in a long generation) is never cut off by it. The whole
+            call is limited by the agent node's timeout (``llm.timeout``,
+            ``create_react_node(llm_timeout=...)``), or ``asyncio.timeout`` around a call
+            made directly.
         max_tokens: the reply's length limit (the Messages API requires one); a request's
             ``max_tokens`` parameter overrides it.
         prompt_caching: put ``cache_control`` on the system prompt and the tool list.
@@ -345,14 +351,13 @@ class AnthropicProvider(SDKProvider):
                 from exc
         except anthropic.APIConnectionError as exc:
             cause = exc.__cause__ or exc
+            if timed_out(exc) or isinstance(exc, anthropic.APITimeoutError):  # no byte came
+                raise LLMTransientError(silent(where, self.timeout, begun=broke_off(exc))
+                                        + ("" if broke_off(exc) else tries)) from exc
             if broke_off(exc):  # never sent again: the server answered, and billed it
                 raise LLMTransientError(
                     f"the answer from {where} broke off midway (not asked again): "
                     f"{type(cause).__name__}: {cause}"
-                ) from exc
-            if isinstance(exc, anthropic.APITimeoutError):
-                raise LLMTransientError(
-                    f"request to {where} timed out after {self.timeout:g}s{tries}"
                 ) from exc
             raise LLMTransientError(
                 f"connection to {where} failed{tries}: {type(cause).__name__}: {cause}"
@@ -365,6 +370,8 @@ class AnthropicProvider(SDKProvider):
             # The SDK does not wrap a connection that breaks while a stream is being read.
             if not midstream or not _is_transport_error(exc):
                 raise
+            if timed_out(exc):
+                raise LLMTransientError(silent(where, self.timeout, begun=True)) from exc
             raise LLMTransientError(
                 f"the stream from {where} failed midway: {type(exc).__name__}: {exc}"
             ) from exc

@@ -20,6 +20,7 @@ from pydantic import (
 from jianmu.tools.calls import MediaPart, ToolCall, ToolResult
 
 __all__ = (
+    "OPENAI_REASONING_FIELDS",
     "REASONING_BLOCKS",
     "Message",
     "Role",
@@ -83,10 +84,13 @@ class Message(BaseModel):
     """Images and audio beside the text (a tool's `ToolOutput`, a user's picture); providers
     send the images as image parts when the model reads them, and a text stand-in always."""
     reasoning: list[dict[str, Any]] = Field(default_factory=list)
-    """An assistant turn's reasoning as its provider returned it (Anthropic's ``thinking``
-    blocks with their signatures, ``redacted_thinking``), sent back unchanged with the turn to
-    that provider, which requires it beside the turn's tool calls; never shown as the text,
-    never sent to another API."""
+    """An assistant turn's reasoning as its provider returned it: Anthropic's ``thinking``
+    blocks with their signatures and ``redacted_thinking``, sent back unchanged with the turn,
+    as Anthropic requires beside its tool calls; or an OpenAI-compatible server's
+    ``{"type": "reasoning_content" | "reasoning", "text": ...}`` (DeepSeek, Kimi, vLLM,
+    OpenRouter), sent back under that field only by a provider told to
+    (``OpenAIProvider(send_reasoning=True)``). Never shown as the text, never sent to another
+    API."""
 
     @model_serializer(mode="wrap")
     def _without_empty_media(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -200,7 +204,8 @@ class Message(BaseModel):
     @classmethod
     def from_openai(cls, data: Mapping[str, Any] | Message) -> Message:
         """Build a message from the OpenAI chat format; a ``refusal`` (structured outputs)
-        with no content is the content, a legacy ``function_call`` a tool call; other keys
+        with no content is the content, a legacy ``function_call`` a tool call, a
+        ``reasoning_content`` or ``reasoning`` text the turn's `reasoning`; other keys
         (``audio``, ...) are ignored.
 
         Raises:
@@ -217,6 +222,9 @@ class Message(BaseModel):
             fields["content"] = data["refusal"]
         if fields.get("role") == "developer":  # OpenAI's newer name for the system role
             fields["role"] = "system"
+        reasoning = _openai_reasoning(data)
+        if reasoning:
+            fields["reasoning"] = reasoning
         fields["tool_calls"] = data.get("tool_calls") or []
         legacy = data.get("function_call")
         if not fields["tool_calls"] and isinstance(legacy, Mapping) and legacy.get("name"):
@@ -234,6 +242,25 @@ class Message(BaseModel):
         if self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
         return out
+
+
+OPENAI_REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Where OpenAI-compatible servers put an assistant turn's reasoning text: DeepSeek, Kimi and
+vLLM's reasoning parsers say ``reasoning_content``, OpenRouter and newer vLLM ``reasoning``."""
+
+
+def _openai_reasoning(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An OpenAI-style message's reasoning: the first field of `OPENAI_REASONING_FIELDS` that
+    holds text (a server that sends both sends the same text twice), or a `Message`'s own
+    dumped ``reasoning`` list."""
+    for key in OPENAI_REASONING_FIELDS:
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return [{"type": key, "text": value}]
+    given = data.get("reasoning")
+    if isinstance(given, list) and all(isinstance(b, Mapping) for b in given):
+        return [dict(b) for b in given]
+    return []
 
 
 def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
@@ -283,19 +310,23 @@ def close_unanswered(messages: Sequence[Message]) -> list[Message] | None:
 
 
 def messages_to_openai(
-    messages: Iterable[Message | Mapping[str, Any]], *, images: bool = True
+    messages: Iterable[Message | Mapping[str, Any]], *, images: bool = True,
+    reasoning: bool = False,
 ) -> list[dict[str, Any]]:
     """A history in the OpenAI chat format.
 
     A tool message's images follow its run of tool messages in a user message of
     ``image_url`` parts (tool messages hold only text there); ``images=False`` leaves only
-    their text stand-ins, for a model that reads no images.
+    their text stand-ins, for a model that reads no images. With ``reasoning``, each assistant
+    turn after the last user message carries its OpenAI-style reasoning under the field it
+    came in (``reasoning_content``: DeepSeek's thinking mode with tools requires it there);
+    earlier turns' never goes (a new question starts without it).
     """
-    return _openai_chat_messages(coerce_messages(messages), images=images)
+    return _openai_chat_messages(coerce_messages(messages), images=images, reasoning=reasoning)
 
 
 def _openai_chat_messages(
-    messages: Sequence[Message], *, images: bool = True
+    messages: Sequence[Message], *, images: bool = True, reasoning: bool = False
 ) -> list[dict[str, Any]]:
     """A history in the OpenAI chat format, images of tool results included.
 
@@ -305,11 +336,20 @@ def _openai_chat_messages(
     """
     out: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []  # the image parts of the current run of tool messages
-    for message in messages:
+    turn_starts = 0  # the current turn: the messages after the last user message
+    if reasoning:
+        turn_starts = next((len(messages) - i for i, m in enumerate(reversed(messages))
+                            if m.role == "user"), 0)
+    for index, message in enumerate(messages):
         if message.role != "tool" and pending:
             out.append({"role": "user", "content": pending})
             pending = []
         entry = message.to_openai()
+        if reasoning and message.reasoning and index >= turn_starts:
+            for block in message.reasoning:
+                if block.get("type") in OPENAI_REASONING_FIELDS and isinstance(
+                        block.get("text"), str):
+                    entry[block["type"]] = block["text"]
         if message.media:
             entry["content"] = with_stand_ins(message.content, message.media)
             parts = openai_image_parts(message.media) if images else []

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm._http import broke_off, http_client, unanswered
-from jianmu.llm.messages import Message, messages_to_openai
+from jianmu.llm._http import broke_off, http_client, silent, timed_out, unanswered
+from jianmu.llm.messages import OPENAI_REASONING_FIELDS, Message, messages_to_openai
 from jianmu.llm.provider import (
     REQUEST_OPTIONS,
     TRANSIENT_STATUSES,
@@ -77,11 +77,24 @@ class OpenAIProvider(SDKProvider):
             (``$OPENAI_BASE_URL`` or OpenAI) when ``None``.
         api_key: ``$OPENAI_API_KEY`` when ``None``, else ``"not-needed"`` for local servers.
         max_retries: retries of transient failures.
-        timeout: seconds one request may take.
+        timeout: the longest wait, in seconds, for a byte: to connect, to send the request, and
+            for each read of the answer (its first byte, then each next one). A read timeout,
+            not a limit on the whole call: a server that keeps sending (a stream's tokens, a
+            proxy's keep-alive whitespace in a long generation) is never cut off by it. The
+            whole call is limited by the agent node's timeout (``llm.timeout``,
+            ``create_react_node(llm_timeout=...)``), or ``asyncio.timeout`` around a call
+            made directly.
         retry_backoff: first backoff delay in seconds.
         max_backoff: longest delay between attempts.
         images: send the images of tool results (MCP screenshots, charts) as image parts;
             off for a model that reads no images (they stay as text stand-ins).
+        send_reasoning: send each assistant turn's reasoning back with it, under the field
+            the server gave it in (``reasoning_content``, ``reasoning``), on the turns since
+            the last user message: DeepSeek's thinking mode with tool calls (and Kimi's)
+            requires it there. Off by default, which is what the official OpenAI API takes
+            (it refuses fields it does not know; refused here for ``api.openai.com``) and
+            what DeepSeek's older ``deepseek-reasoner`` wants. The reasoning is kept on the
+            message (`Message.reasoning`) either way.
         **default_params: request parameters sent every time (``temperature``...).
 
     Raises:
@@ -102,6 +115,7 @@ class OpenAIProvider(SDKProvider):
         retry_backoff: float = 0.5,
         max_backoff: float = 8.0,
         images: bool = True,
+        send_reasoning: bool = False,
         **default_params: Any,
     ) -> None:
         check_common(model, max_retries, timeout)
@@ -123,6 +137,13 @@ class OpenAIProvider(SDKProvider):
         )
         self._stream_usage = True  # ask streams for their usage, unless the server refuses
         self._start_clients()
+        if not isinstance(send_reasoning, bool):
+            raise ValueError(f"send_reasoning must be true or false, got {send_reasoning!r}")
+        if send_reasoning and _official(self.base_url):
+            raise ValueError(
+                f"send_reasoning=True with {self.base_url}: api.openai.com refuses the "
+                "reasoning_content field; it is for DeepSeek-style servers that want it back")
+        self.send_reasoning = send_reasoning
 
     def _make_client(self) -> AsyncOpenAI:
         """An SDK client with its own retries off (retried here, with our policy and errors)."""
@@ -168,7 +189,8 @@ class OpenAIProvider(SDKProvider):
         body = dict(merged.pop("extra_body", None) or {})
         body_request: dict[str, Any] = {
             "model": merged.pop("model", self.model),
-            "messages": messages_to_openai(request.messages, images=self.images),
+            "messages": messages_to_openai(request.messages, images=self.images,
+                                           reasoning=self.send_reasoning),
             **options,
         }
         if request.tools:
@@ -208,11 +230,12 @@ class OpenAIProvider(SDKProvider):
                 raise error from exc
             raise LLMError(text + _STATUS_HINTS.get(status, "")) from exc
         except openai.APITimeoutError as exc:
-            raise LLMTransientError(
-                f"request to {where} timed out after {self.timeout:g}s"
-            ) from exc
+            raise LLMTransientError(silent(where, self.timeout, begun=broke_off(exc))) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
+            if timed_out(exc):  # a read that timed out after the status line came
+                raise LLMTransientError(
+                    silent(where, self.timeout, begun=broke_off(exc))) from exc
             if broke_off(exc):  # never sent again: the server answered, and billed it
                 raise LLMTransientError(
                     f"the answer from {where} broke off midway (not asked again): "
@@ -373,6 +396,14 @@ async def _backoff(delay: float) -> None:
     await asyncio.sleep(delay)
 
 
+def _official(url: str) -> bool:
+    """Whether ``url`` is the official OpenAI API's."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    return host == "api.openai.com"
+
+
 def _usage(usage: Any) -> Usage | None:
     """`Usage` from an OpenAI ``usage`` object; cached prompt tokens when the server says;
     ``None`` (unknown) when the server sent none."""
@@ -491,6 +522,8 @@ class _StreamAssembler:
         self.where = where
         self.chunks = 0
         self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.reasoning_key = ""  # the field the server sends it in (`OPENAI_REASONING_FIELDS`)
         self.calls: dict[tuple[int, int], dict[str, str]] = {}  # by index, then arrival
         self._open: dict[int, tuple[int, int]] = {}  # the call each index now adds to
         self.finish_reason: str | None = None
@@ -522,6 +555,7 @@ class _StreamAssembler:
             if (getattr(choice, "index", None) or 0) != 0:
                 continue  # n > 1: only the first choice is assembled
             delta = getattr(choice, "delta", None)
+            self._add_reasoning(delta)
             # a refusal (structured outputs) is the answer's text: the reader must see it
             said = (getattr(delta, "content", None), getattr(delta, "refusal", None))
             for given in said:
@@ -544,6 +578,16 @@ class _StreamAssembler:
                 self.finish_reason = finish
                 events.extend(self.flush())
         return events
+
+    def _add_reasoning(self, delta: Any) -> None:
+        """Keep a delta's reasoning (``reasoning_content`` or ``reasoning``): of one field
+        only, the first that came (a server that sends both sends the same text twice)."""
+        for key in (self.reasoning_key,) if self.reasoning_key else OPENAI_REASONING_FIELDS:
+            piece = getattr(delta, key, None)
+            if isinstance(piece, str) and piece:
+                self.reasoning_key = key
+                self.reasoning.append(piece)
+                return
 
     def _add_fragment(self, fragment: Any) -> None:
         index = getattr(fragment, "index", None)
@@ -597,8 +641,10 @@ class _StreamAssembler:
 
     def response(self, model: str) -> LLMResponse:
         text = "".join(self.text)
+        thought = "".join(self.reasoning)
         message = Message(
-            role="assistant", content=text or None, tool_calls=self._tool_calls()
+            role="assistant", content=text or None, tool_calls=self._tool_calls(),
+            reasoning=[{"type": self.reasoning_key, "text": thought}] if thought else [],
         )
         return LLMResponse(
             message=message,

@@ -40,6 +40,7 @@ from jianmu.llm.provider import (
     replays_stream,
     takes_requests,
 )
+from jianmu.nodes.cut_off import cut_off_answers, cut_off_calls
 from jianmu.nodes.history import (
     HistoryContext,
     MessageHistory,
@@ -76,8 +77,9 @@ _NO_LIMIT = nullcontext()
 """The scope of a turn when nobody traces: one serves every turn (it holds nothing)."""
 
 
-def _no_answer() -> TimeoutError:
-    return TimeoutError("the model did not answer in time")
+def _no_answer(limit: float) -> TimeoutError:
+    return TimeoutError(f"the model did not answer within {limit:g} s (the agent node's "
+                        "timeout, llm.timeout: the limit on the whole call)")
 
 
 def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Message]:
@@ -143,8 +145,10 @@ class AgentLLMNode(AsyncNode):
         system_prompt: the system message.
         skill_prompt: instructions appended to the system prompt (a skill's body).
         max_messages: most recent messages sent; default the constraints' ``max_messages``.
-        timeout: seconds one model call may take (with a `FallbackLLM`, each model it asks);
-            default the config's ``llm.timeout``.
+        timeout: seconds one model call may take in all, its retries and a stream's whole
+            reply included (with a `FallbackLLM`, each model it asks); default the config's
+            ``llm.timeout``. The provider's own ``timeout`` is only the longest wait for a
+            byte, which a server that keeps sending never reaches.
         params: extra request parameters (``temperature``, ...).
         stream: stream the reply (text deltas become ``llm.call.delta`` events); default
             (None): when the provider can stream and someone reads the text as it comes
@@ -238,6 +242,8 @@ class AgentLLMNode(AsyncNode):
         self.system_prompt = system_prompt
         self.skill_prompt = skill_prompt
         self.max_messages = max_messages
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self.timeout = timeout
         self.constraints = constraints
         self.params = dict(params or {})
@@ -567,7 +573,8 @@ class AgentLLMNode(AsyncNode):
                 # a FallbackLLM says its switches here: entered when someone hears them
                 with fallback_events.scope(events.emit, heard=events.wants("llm.fallback")), \
                         each_model:
-                    reply = within(self._asked(messages, toolset), whole, _no_answer)
+                    reply = within(self._asked(messages, toolset), whole,
+                                   functools.partial(_no_answer, whole))
                     response = await (reply if checks is None else self._beside(reply, checks))
             except GuardrailTripped as exc:  # tripped before the model answered
                 return self._tripped(exc)
@@ -592,8 +599,13 @@ class AgentLLMNode(AsyncNode):
                         estimated_input_tokens=usage.input_tokens,
                         estimated_output_tokens=usage.output_tokens)
         message, calls = self._canonical(response, toolset)
-        turn = turn_update(message, calls, state=self.state, output=self.output,
-                           handoffs=self.allowed_handoffs(), agent=self.agent_name)
+        cut = cut_off_calls(response.finish_reason, calls)
+        if cut:  # never run: told to the model, and said by an event (`jianmu.nodes.cut_off`)
+            turn = self._cut_off(message, calls, cut, response.finish_reason or "length",
+                                 response.model or model)
+        else:
+            turn = turn_update(message, calls, state=self.state, output=self.output,
+                               handoffs=self.allowed_handoffs(), agent=self.agent_name)
         usage = _one_request(usage)  # the server's count or the estimate, one request
         tripped = None
         if checks is not None:  # every input guardrail passed before any call is written
@@ -631,6 +643,25 @@ class AgentLLMNode(AsyncNode):
         if turn.error is not None:  # written first: the history shows the last answer
             raise turn.error
         return Status.SUCCESS
+
+    def _cut_off(self, message: Message, calls: list[ToolCall], cut: list[ToolCall],
+                 reason: str, model: str) -> TurnUpdate:
+        """The turn of a reply the token limit cut off in ``cut``: those calls answered as not
+        run, the others as in any turn; with none whole, the model is asked again."""
+        answers = cut_off_answers(cut, reason)
+        event = ("llm.call.cut_off", {"model": model, "finish_reason": reason,
+                                      "tool_calls": [c.name for c in cut],
+                                      "call_ids": [c.id for c in cut]})
+        dropped = {c.id for c in cut}
+        rest = [c for c in calls if c.id not in dropped]
+        if not rest:  # no answer either: its text was cut off too
+            return TurnUpdate({"messages": [message, *answers], "actions": []}, events=[event])
+        turn = turn_update(message, rest, state=self.state, output=self.output,
+                           handoffs=self.allowed_handoffs(), agent=self.agent_name)
+        first, *others = turn.values["messages"]
+        turn.values["messages"] = [first, *answers, *others]
+        turn.events.insert(0, event)
+        return turn
 
     # -- guardrails (`jianmu.guard.guardrails`) -------------------------------------------------
     def _check_input(

@@ -254,6 +254,7 @@ def create_react_node(
     input_guardrails: Sequence[Guardrail] = (),
     output_guardrails: Sequence[Guardrail] = (),
     tool_output_guardrails: Sequence[Guardrail] = (),
+    llm_timeout: float | None = None,
 ) -> ReActLoop:
     """Build the ReAct subtree: a loop over [AgentLLMNode → ToolExecutor].
 
@@ -291,6 +292,10 @@ def create_react_node(
         tool_output_guardrails: guardrails of each tool result: a trip replaces the result
             with a refusal the model reads. The configuration's ``guard.guardrails`` add to
             all three.
+        llm_timeout: seconds one model call may take in all, retries and a stream's whole
+            reply included (with a `FallbackLLM`, each model it asks); default the
+            configuration's ``llm.timeout``. The provider's own ``timeout`` is only a read
+            timeout: the longest wait for a byte.
 
     Raises:
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
@@ -310,6 +315,7 @@ def create_react_node(
         params=llm_params, stream=stream, output_type=output_type, output_mode=output_mode,
         output_retries=output_retries, history=history, handoffs=handoffs,
         input_guardrails=input_guardrails, output_guardrails=output_guardrails,
+        timeout=llm_timeout,
     )
     model.agent_label = name
     round_ = _Round(f"{name}.round", [model, executor])

@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ("MODES", "Drop", "ModelServer", "Raw", "Request", "Turn")
+__all__ = ("MODES", "Drop", "ModelServer", "Raw", "Request", "Stall", "Turn")
 
 MODES = [
     pytest.param("openai", False, id="openai"),
@@ -64,6 +64,19 @@ class Turn:
     """Input and output tokens; ``None`` sends no usage at all."""
     object_arguments: bool = False
     """Send OpenAI tool-call arguments as a JSON object instead of a string (some servers do)."""
+    reasoning: str | None = None
+    """An OpenAI-compatible server's reasoning (DeepSeek, Kimi, vLLM, OpenRouter), sent under
+    ``reasoning_key`` beside the text, streamed before it."""
+    reasoning_key: str = "reasoning_content"
+    """Where the reasoning goes: ``reasoning_content`` (DeepSeek, Kimi) or ``reasoning``."""
+    needs_reasoning: bool = False
+    """Refuse the request (400) as DeepSeek's thinking mode with tools does, unless every
+    assistant turn with tool calls since the last user message carries, under
+    ``reasoning_key``, the reasoning this server gave it."""
+    cut: int | None = None
+    """The reply hit the token limit: the last call's arguments stop after this many
+    characters of their JSON text, and the finish reason is the limit's (OpenAI ``length``,
+    Anthropic ``max_tokens``). A whole Anthropic message gives the keys written whole."""
 
 
 @dataclass(kw_only=True)
@@ -88,6 +101,15 @@ class Raw:
 @dataclass(frozen=True, kw_only=True)
 class Drop:
     """Read the request, then close the connection without a byte of answer."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stall:
+    """Answer 200, then send no reply until the client leaves: every ``every`` seconds one
+    byte that means nothing (an SSE comment to a stream, whitespace to a JSON body, as proxies
+    keep a long generation alive), or nothing at all when ``every`` is ``None``."""
+
+    every: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,7 +143,8 @@ class Request:
         return ""
 
 
-Script = str | Turn | Raw | Drop | Callable[[Request], "str | Turn | Raw | Drop"]
+Reply = str | Turn | Raw | Drop | Stall
+Script = Reply | Callable[[Request], Reply]
 
 
 class ModelServer:
@@ -131,6 +154,8 @@ class ModelServer:
         self.model = model
         self.requests: list[Request] = []
         self.problems: list[str] = []
+        self.reasoned: set[str] = set()
+        """The reasoning texts this server gave (DeepSeek wants them back, see `Turn`)."""
         self.signed: set[str] = set()
         """The signatures of the thinking blocks this server gave (Anthropic checks them)."""
         self._script: deque[Script] = deque(script)
@@ -218,7 +243,7 @@ class ModelServer:
         """The TCP connections requests came on."""
         return {r.connection for r in self.requests}
 
-    def _next(self, request: Request) -> Turn | Raw | Drop | None:
+    def _next(self, request: Request) -> Turn | Raw | Drop | Stall | None:
         with self._lock:
             self.requests.append(request)
             if not self._script:
@@ -253,7 +278,17 @@ class ModelServer:
                 return Response(status_code=500)  # never sent: the connection is gone
             if isinstance(turn, Raw):
                 return await self._raw(http, turn, named=api == "anthropic")
+            if isinstance(turn, Stall):
+                return StreamingResponse(
+                    _stalled(http, turn, b":\n" if request.stream else b" "),
+                    media_type="text/event-stream" if request.stream else "application/json")
             if api == "openai":
+                refused = self._without_reasoning(body, turn)
+                if refused is not None:
+                    return JSONResponse({"error": {
+                        "message": refused, "type": "invalid_request_error"}}, status_code=400)
+                if turn.reasoning:
+                    self.reasoned.add(turn.reasoning)
                 if request.stream:
                     return StreamingResponse(_sse(self._openai_chunks(body, turn)),
                                              media_type="text/event-stream")
@@ -318,23 +353,44 @@ class ModelServer:
 
     # -- OpenAI shapes -----------------------------------------------------------------------
     def _openai_calls(self, turn: Turn) -> list[dict[str, Any]]:
-        return [
+        out = [
             {"id": call.get("id") or self._id("call"), "type": "function",
              "function": {"name": call["name"], "arguments": (
                  call["arguments"] if turn.object_arguments else json.dumps(call["arguments"])
              )}}
             for call in turn.calls
         ]
+        if turn.cut is not None and out:
+            function = out[-1]["function"]
+            function["arguments"] = function["arguments"][: turn.cut]
+        return out
+
+    def _without_reasoning(self, body: dict[str, Any], turn: Turn) -> str | None:
+        """Why DeepSeek's thinking mode would refuse ``body`` (`Turn.needs_reasoning`)."""
+        if not turn.needs_reasoning:
+            return None
+        messages = body.get("messages") or []
+        last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"),
+                        default=-1)
+        for i, message in enumerate(messages[last_user + 1:], last_user + 1):
+            if message.get("role") == "assistant" and message.get("tool_calls") and (
+                message.get(turn.reasoning_key) not in self.reasoned
+            ):
+                return (f"messages[{i}]: the {turn.reasoning_key} of an assistant message with "
+                        "tool calls must be passed back in thinking mode")
+        return None
 
     def _openai_completion(self, turn: Turn) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+        if turn.reasoning:
+            message[turn.reasoning_key] = turn.reasoning
         if turn.calls:
             message["tool_calls"] = self._openai_calls(turn)
         out: dict[str, Any] = {
             "id": self._id("chatcmpl"), "object": "chat.completion", "created": 0,
             "model": self.model,
             "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if turn.calls else "stop"}],
+                         "finish_reason": _finish(turn)}],
         }
         if turn.usage is not None:
             out["usage"] = _openai_usage(turn.usage)
@@ -349,6 +405,9 @@ class ModelServer:
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
         out = [chunk({"role": "assistant", "content": ""})]
+        thought = turn.reasoning or ""
+        out += [chunk({turn.reasoning_key: thought[i : i + 4], "content": None})
+                for i in range(0, len(thought), 4)]
         text = turn.text or ""
         out += [chunk({"content": text[i : i + 4]}) for i in range(0, len(text), 4)]
         for index, call in enumerate(self._openai_calls(turn)):
@@ -363,7 +422,7 @@ class ModelServer:
             out += [chunk({"tool_calls": [{"index": index,
                                            "function": {"arguments": arguments[i : i + 5]}}]})
                     for i in range(0, len(arguments), 5)]
-        out.append(chunk({}, "tool_calls" if turn.calls else "stop"))
+        out.append(chunk({}, _finish(turn)))
         wants_usage = (body.get("stream_options") or {}).get("include_usage")
         if wants_usage and turn.usage is not None:
             out.append({"id": cid, "object": "chat.completion.chunk", "created": 0,
@@ -399,10 +458,14 @@ class ModelServer:
             content.append({"type": "text", "text": turn.text})
         content += [{"type": "tool_use", "id": call.get("id") or self._id("toolu"),
                      "name": call["name"], "input": call["arguments"]} for call in turn.calls]
+        stop = "tool_use" if turn.calls else "end_turn"
+        if turn.cut is not None:
+            stop = "max_tokens"
+            if turn.calls:  # the keys written whole before the limit
+                content[-1]["input"] = _written(content[-1]["input"], turn.cut)
         out: dict[str, Any] = {
             "id": self._id("msg"), "type": "message", "role": "assistant", "model": self.model,
-            "content": content, "stop_reason": "tool_use" if turn.calls else "end_turn",
-            "stop_sequence": None,
+            "content": content, "stop_reason": stop, "stop_sequence": None,
         }
         if turn.usage is not None:
             out["usage"] = {"input_tokens": turn.usage[0], "output_tokens": turn.usage[1]}
@@ -410,6 +473,8 @@ class ModelServer:
 
     def _anthropic_events(self, turn: Turn, thinks: bool = False) -> list[dict[str, Any]]:
         whole = self._anthropic_message(turn, thinks)
+        if turn.cut is not None and turn.calls:  # streamed as far as the limit let it
+            whole["content"][-1]["input"] = json.dumps(turn.calls[-1]["arguments"])[: turn.cut]
         start = {**whole, "content": [], "stop_reason": None}
         if turn.usage is not None:
             start["usage"] = {"input_tokens": turn.usage[0], "output_tokens": 1}
@@ -430,8 +495,9 @@ class ModelServer:
             else:
                 out.append({"type": "content_block_start", "index": index,
                             "content_block": {**block, "input": {}}})
+                given = block["input"]
                 out += _deltas(index, "input_json_delta", "partial_json",
-                               json.dumps(block["input"]), 5)
+                               given if isinstance(given, str) else json.dumps(given), 5)
             out.append({"type": "content_block_stop", "index": index})
         delta: dict[str, Any] = {
             "type": "message_delta",
@@ -441,6 +507,33 @@ class ModelServer:
             delta["usage"] = {"output_tokens": turn.usage[1]}
         out += [delta, {"type": "message_stop"}]
         return out
+
+
+async def _stalled(http: Any, stall: Stall, byte: bytes) -> AsyncIterator[bytes]:
+    """`Stall`'s body: a meaningless byte now and then, or none, until the client leaves."""
+    while not await http.is_disconnected():
+        if stall.every is None:
+            await http.receive()  # nothing to send: wait for the client's disconnect
+            continue
+        await asyncio.sleep(stall.every)
+        yield byte
+
+
+def _finish(turn: Turn) -> str:
+    """An OpenAI reply's finish reason."""
+    if turn.cut is not None:
+        return "length"
+    return "tool_calls" if turn.calls else "stop"
+
+
+def _written(arguments: dict[str, Any], cut: int) -> dict[str, Any]:
+    """The keys of ``arguments`` whose JSON text ends within its first ``cut`` characters."""
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if len(json.dumps({**out, key: value})) - 1 > cut:
+            break
+        out[key] = value
+    return out
 
 
 def _deltas(index: int, kind: str, key: str, text: str, size: int) -> list[dict[str, Any]]:
