@@ -20,6 +20,7 @@ from jianmu.runtime.lease import (
     alive_elsewhere,
     of_this_machine,
     process_gone,
+    refusal,
     this_process,
     until,
 )
@@ -241,14 +242,8 @@ class SQLiteCheckpointer:
             except sqlite3.Error as exc:
                 raise CheckpointError(f"cannot claim run {run_id!r}: {exc}") from exc
             if held is not None:
-                when = f"until {until(held.expires, now)}" if held.expires > now else \
-                    "(its process on this machine is alive, though its lease ran out)"
-                raise RunClaimedError(
-                    f"run {run_id!r} is claimed by {held.owner!r} {when}: that owner is "
-                    "deciding or continuing it now; nothing was done here. Try again once it "
-                    "is done (if that owner crashed, once its lease has expired)",
-                    run_id=run_id, owner=held.owner, expires=held.expires,
-                )
+                raise RunClaimedError(refusal(run_id, held, now), run_id=run_id,
+                                      owner=held.owner, expires=held.expires)
             self._granted.add((run_id, owner))
         return Lease(run_id=run_id, owner=owner, expires=now + ttl, seq=int(seq))
 
@@ -267,9 +262,11 @@ class SQLiteCheckpointer:
 
     def _holding(self, run_id: str) -> Lease | None:
         """The lease on ``run_id`` whatever its expiry (one a claim could not take)."""
-        row = self._db.execute("SELECT owner, expires FROM jianmu_leases WHERE run_id = ?",
-                               (run_id,)).fetchone()
-        return None if row is None else Lease(run_id=run_id, owner=row[0], expires=row[1])
+        row = self._db.execute(
+            "SELECT owner, expires, process FROM jianmu_leases WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return None if row is None else Lease(run_id=run_id, owner=row[0], expires=row[1],
+                                              process=row[2])
 
     def _take_over(self, run_id: str, owner: str, expires: float, process: str) -> int:
         """Take a lease whose holder was a process of this machine that has died (killed,

@@ -36,7 +36,7 @@ from jianmu.errors import CheckpointError, RunClaimedError
 
 __all__ = (
     "Lease", "LeasingCheckpointer", "RunClaim", "alive_elsewhere", "default_owner",
-    "of_this_machine", "process_gone", "store_failed", "this_process", "until",
+    "of_this_machine", "process_gone", "refusal", "store_failed", "this_process", "until",
 )
 
 DEFAULT_LEASE_TTL = 60.0
@@ -55,6 +55,8 @@ class Lease:
     """When it ends unless renewed, in seconds since the epoch (the store's clock)."""
     seq: int = 0
     """The number of the run's newest checkpoint when the lease was taken (0: none yet)."""
+    process: str = ""
+    """The holder's process as `this_process` describes it (``""``: not known)."""
 
 
 @runtime_checkable
@@ -144,6 +146,19 @@ def alive_elsewhere(process: str) -> bool:
     past its expiry (this process's own runners, and other machines', go by the clock)."""
     return bool(process) and process != this_process() and of_this_machine(process) \
         and not process_gone(process)
+
+
+def refusal(run_id: str, held: Lease, now: float) -> str:
+    """Why a claim on ``run_id`` was refused while ``held`` holds it, and when to try again."""
+    if alive_elsewhere(held.process):  # its lease is kept past its expiry: the clock is moot
+        return (f"run {run_id!r} is claimed by {held.owner!r}, held by process "
+                f"{held.process.split(':')[2]} of this machine, which is alive; nothing was "
+                "done here. The run will be free when that process exits or closes the run")
+    when = f"until {until(held.expires, now)}" if held.expires > now else \
+        "(its lease ran out, but its owner has not let go)"
+    return (f"run {run_id!r} is claimed by {held.owner!r} {when}: that owner is deciding or "
+            "continuing it now; nothing was done here. Try again once it is done (if that "
+            "owner crashed, once its lease has expired)")
 
 
 def _stat(pid: int) -> list[str]:
