@@ -9,6 +9,8 @@ a process of this machine that is gone (Linux: the same boot and pid namespace, 
 process with its pid and start time). The lease of another process of this machine that is
 alive is not taken when it expires (a long-held loop, a paused process, a clock that differs:
 it is known to be alive); this process's own runners and other machines' go by the clock.
+A lease belongs to the process that took it: a forked child never gives up its parent's. The
+renewal calls the store on a worker thread, so a busy file never holds up the event loop.
 A second claimant meanwhile gets
 `RunClaimedError` naming the holder and when its lease ends. A runner also remembers the
 newest checkpoint it knows: when the run went on elsewhere after it read it (another owner
