@@ -125,8 +125,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
             for request_id in args.reject or []:
                 runner.reject(request_id, args.message or "rejected with jianmu resume")
                 taken.append(f"  ✗ rejected {visible(request_id)}")
-        except InteractionError as exc:
-            raise CLIError(f"{exc}; nothing was recorded") from exc
+        except InteractionError as exc:  # its message says this decision was not taken
+            before = "; the decisions given before it were not recorded either" if taken else ""
+            raise CLIError(f"{exc}{before}") from exc
         for line in taken:
             console.print(line)
         return _drive(runner, target, args, console)

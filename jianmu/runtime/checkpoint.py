@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -20,12 +21,17 @@ from jianmu.runtime.lease import (
     alive_elsewhere,
     of_this_machine,
     process_gone,
+    refusal,
     this_process,
     until,
 )
 from jianmu.runtime.points import RecordedRun, RunHistory, TickRecorder
 
 __all__ = ("Checkpointer", "SQLiteCheckpointer", "checked")
+
+# Connections inherited through fork(): never closed in the child (SQLite forbids using one
+# across a fork, and closing it could touch the parent's shared-memory index), never collected.
+_inherited: list[sqlite3.Connection] = []
 
 
 class _Envelope(BaseModel):
@@ -109,7 +115,10 @@ class SQLiteCheckpointer:
         self.lease_ttl = lease_ttl
         """Seconds a lease lasts unless renewed."""
         self._clock = clock
-        self._granted: set[tuple[str, str]] = set()  # released on close()
+        # (run, owner) -> the pid that took it: released on close(), in that process only (a
+        # forked child that closes the store it inherited must not give up its parent's runs)
+        self._granted: dict[tuple[str, str], int] = {}
+        self._pid = os.getpid()
         if self.path != ":memory:":
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +178,7 @@ class SQLiteCheckpointer:
                         if release:
                             self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ?",
                                              (run_id,))
-                            self._granted.discard((run_id, owner))
+                            self._granted.pop((run_id, owner), None)
                     self.history.write_pending()  # the points up to this checkpoint first
                     row = self._db.execute(
                         "SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?", (run_id,)
@@ -241,15 +250,9 @@ class SQLiteCheckpointer:
             except sqlite3.Error as exc:
                 raise CheckpointError(f"cannot claim run {run_id!r}: {exc}") from exc
             if held is not None:
-                when = f"until {until(held.expires, now)}" if held.expires > now else \
-                    "(its process on this machine is alive, though its lease ran out)"
-                raise RunClaimedError(
-                    f"run {run_id!r} is claimed by {held.owner!r} {when}: that owner is "
-                    "deciding or continuing it now; nothing was done here. Try again once it "
-                    "is done (if that owner crashed, once its lease has expired)",
-                    run_id=run_id, owner=held.owner, expires=held.expires,
-                )
-            self._granted.add((run_id, owner))
+                raise RunClaimedError(refusal(run_id, held, now), run_id=run_id,
+                                      owner=held.owner, expires=held.expires)
+            self._granted[(run_id, owner)] = os.getpid()
         return Lease(run_id=run_id, owner=owner, expires=now + ttl, seq=int(seq))
 
     def renew(self, run_id: str, owner: str) -> bool:
@@ -267,9 +270,11 @@ class SQLiteCheckpointer:
 
     def _holding(self, run_id: str) -> Lease | None:
         """The lease on ``run_id`` whatever its expiry (one a claim could not take)."""
-        row = self._db.execute("SELECT owner, expires FROM jianmu_leases WHERE run_id = ?",
-                               (run_id,)).fetchone()
-        return None if row is None else Lease(run_id=run_id, owner=row[0], expires=row[1])
+        row = self._db.execute(
+            "SELECT owner, expires, process FROM jianmu_leases WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return None if row is None else Lease(run_id=run_id, owner=row[0], expires=row[1],
+                                              process=row[2])
 
     def _take_over(self, run_id: str, owner: str, expires: float, process: str) -> int:
         """Take a lease whose holder was a process of this machine that has died (killed,
@@ -285,9 +290,12 @@ class SQLiteCheckpointer:
         ).rowcount)
 
     def release(self, run_id: str, owner: str) -> None:
-        """Give up ``owner``'s lease on ``run_id`` (nothing if it does not hold it)."""
+        """Give up ``owner``'s lease on ``run_id`` (nothing if it does not hold it, or if this
+        store granted it to another process: a forked child does not give up its parent's)."""
+        if self._granted.get((run_id, owner), os.getpid()) != os.getpid():
+            return
         with self._lock:
-            self._granted.discard((run_id, owner))
+            self._granted.pop((run_id, owner), None)
             try:
                 with self._db:
                     self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ? AND owner = ?",
@@ -366,7 +374,14 @@ class SQLiteCheckpointer:
             self.history.delete(run_id)
 
     def close(self) -> None:
-        """Write what the history holds, then close the database."""
+        """Write what the history holds, give up this process's leases, close the database.
+
+        In a forked child, closing the store it inherited does none of that: the history it
+        holds and the leases are the parent's, and the connection is the parent's to close.
+        """
+        if os.getpid() != self._pid:
+            _inherited.append(self._db)
+            return
         try:
             self.history.flush()
         except CheckpointError:

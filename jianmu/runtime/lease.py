@@ -9,6 +9,8 @@ a process of this machine that is gone (Linux: the same boot and pid namespace, 
 process with its pid and start time). The lease of another process of this machine that is
 alive is not taken when it expires (a long-held loop, a paused process, a clock that differs:
 it is known to be alive); this process's own runners and other machines' go by the clock.
+A lease belongs to the process that took it: a forked child never gives up its parent's. The
+renewal calls the store on a worker thread, so a busy file never holds up the event loop.
 A second claimant meanwhile gets
 `RunClaimedError` naming the holder and when its lease ends. A runner also remembers the
 newest checkpoint it knows: when the run went on elsewhere after it read it (another owner
@@ -25,19 +27,21 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from jianmu.errors import CheckpointError, RunClaimedError
 
 __all__ = (
     "Lease", "LeasingCheckpointer", "RunClaim", "alive_elsewhere", "default_owner",
-    "of_this_machine", "process_gone", "store_failed", "this_process", "until",
+    "of_this_machine", "process_gone", "refusal", "store_failed", "this_process", "until",
 )
+
+T = TypeVar("T")
 
 DEFAULT_LEASE_TTL = 60.0
 """Seconds a lease lasts unless renewed: how long a crashed owner keeps others waiting."""
@@ -55,13 +59,17 @@ class Lease:
     """When it ends unless renewed, in seconds since the epoch (the store's clock)."""
     seq: int = 0
     """The number of the run's newest checkpoint when the lease was taken (0: none yet)."""
+    process: str = ""
+    """The holder's process as `this_process` describes it (``""``: not known)."""
 
 
 @runtime_checkable
 class LeasingCheckpointer(Protocol):
     """A `Checkpointer` that can also lease runs to one owner at a time (`SQLiteCheckpointer`).
 
-    A runner on a checkpointer without these methods runs unclaimed, as before.
+    A runner on a checkpointer without these methods runs unclaimed, as before. The renewal
+    of a running run's lease calls ``renew`` (or ``claim``) on a worker thread, never two at
+    once, while the run may save on its loop: the store must be thread-safe (one lock).
     """
 
     lease_ttl: float
@@ -146,6 +154,19 @@ def alive_elsewhere(process: str) -> bool:
         and not process_gone(process)
 
 
+def refusal(run_id: str, held: Lease, now: float) -> str:
+    """Why a claim on ``run_id`` was refused while ``held`` holds it, and when to try again."""
+    if alive_elsewhere(held.process):  # its lease is kept past its expiry: the clock is moot
+        return (f"run {run_id!r} is claimed by {held.owner!r}, held by process "
+                f"{held.process.split(':')[2]} of this machine, which is alive; nothing was "
+                "done here. The run will be free when that process exits or closes the run")
+    when = f"until {until(held.expires, now)}" if held.expires > now else \
+        "(its lease ran out, but its owner has not let go)"
+    return (f"run {run_id!r} is claimed by {held.owner!r} {when}: that owner is deciding or "
+            "continuing it now; nothing was done here. Try again once it is done (if that "
+            "owner crashed, once its lease has expired)")
+
+
 def _stat(pid: int) -> list[str]:
     """``/proc/PID/stat``'s fields after the command name (state first, start time 20th)."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -176,6 +197,8 @@ class RunClaim:
         """Whether the run went to another owner (or on elsewhere) under this runner: it must
         be restored again, and this claim touches the store no more."""
         self._renewed = 0.0  # time.monotonic() of the last renewal, while held
+        self._pid = os.getpid()  # the process that holds it: a forked child never lets go
+        self._turn = 0  # counts each taking and giving up: a renewal's answer is of its turn
         self.seen: int | None = None
         """The number of the newest checkpoint this runner read or wrote (None: none yet)."""
         # a subclass may override save() without ``owner``: it then renews, then saves
@@ -218,14 +241,19 @@ class RunClaim:
                 run_id=self.run_id,
             )
         self.seen = lease.seq
+        if not self.held:
+            self._turn += 1
         self.held = True
+        self._pid = os.getpid()
         self._renewed = time.monotonic()
 
     def release(self) -> None:
         """Give the run up (the run returned, or the runner is closed)."""
         if self.held:
             self.held = False
-            self.store.release(self.run_id, self.owner)
+            self._turn += 1
+            if self._pid == os.getpid():  # a forked child's copy: the lease is the parent's
+                self.store.release(self.run_id, self.owner)
 
     def quietly_release(self) -> None:
         """Give the run up while another error is told: a store that cannot be written now
@@ -245,6 +273,7 @@ class RunClaim:
             self._save(checkpoint, last)
         except RunClaimedError:  # the run is another's now (maybe under the same name):
             self.held, self.lost = False, True  # giving "our" lease back would take it
+            self._turn += 1
             raise
         except BaseException:
             if last:
@@ -253,6 +282,7 @@ class RunClaim:
         self.seen = (self.seen or 0) + 1
         if last:
             self.held = False
+            self._turn += 1
 
     def _save(self, checkpoint: dict[str, Any], last: bool) -> None:
         if self._fenced_save:  # on top of the newest this runner knows: else it went on
@@ -272,32 +302,72 @@ class RunClaim:
     async def kept(self) -> AsyncIterator[None]:
         """Renew the lease every third of its time-to-live while the block runs (a long tool
         call saves no checkpoint, yet the run is not dead). A block that raises gives the run
-        up here, without letting a store that cannot be written hide the block's error."""
+        up here, without letting a store that cannot be written hide the block's error. The
+        block's end waits for a renewal under way: none outlives it."""
         task = asyncio.create_task(self._renew())
         try:
             yield
         except BaseException:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await _stopped(task)
             self.quietly_release()
             raise
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await _stopped(task)
 
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self.store.lease_ttl / 3)
             if not self.held:
                 return
-            try:
-                renew = getattr(self.store, "renew", None)  # `SQLiteCheckpointer.renew`
-                if renew is None:
-                    self.store.claim(self.run_id, self.owner)
-                elif not renew(self.run_id, self.owner):  # given up by another owner that
-                    self.held, self.lost = False, True  # took it: the run went on elsewhere
-                    return
-                self._renewed = time.monotonic()
+            turn = self._turn
+            try:  # on a worker thread: a busy file holds it up to its timeout, not the loop
+                kept = await _in_thread(self._renew_once)
             except RunClaimedError:  # lost to another owner: the next save refuses and says so
                 return
             except CheckpointError:  # a busy or failing store: the run is alive, try again
                 continue
+            if self._turn != turn:  # given up (or taken again) meanwhile: the answer is stale
+                continue
+            if not kept:  # given up by another owner that took it: the run went on elsewhere
+                self.held, self.lost = False, True
+                self._turn += 1
+                return
+            self._renewed = time.monotonic()
+
+    def _renew_once(self) -> bool:
+        """Extend the lease in the store; False if it is no longer this owner's."""
+        renew = getattr(self.store, "renew", None)  # `SQLiteCheckpointer.renew`
+        if renew is None:
+            self.store.claim(self.run_id, self.owner)
+            return True
+        return bool(renew(self.run_id, self.owner))
+
+
+async def _in_thread(call: Callable[[], T]) -> T:
+    """``call()`` on a worker thread. Cancelled meanwhile, it still waits for the call to end,
+    then raises the cancel: what the call does is over when its caller is."""
+    future = asyncio.get_running_loop().run_in_executor(None, call)
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        future.exception()  # retrieved: the cancel is what the caller is told
+        raise asyncio.CancelledError
+    return future.result()
+
+
+async def _stopped(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait until it is over, even if cancelled meanwhile (then raise it)."""
+    task.cancel()
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if not task.cancelled():
+        task.exception()  # retrieved: a renewal's own failure is not the run's to tell
+    if cancelled:
+        raise asyncio.CancelledError

@@ -48,11 +48,7 @@ if TYPE_CHECKING:
 
     from jianmu.runtime.checkpoint import Checkpointer
 
-__all__ = (
-    "ReactiveRunner",
-    "RunResult",
-    "RunStatus",
-)
+__all__ = ("ReactiveRunner", "RunResult", "RunStatus")
 
 
 class RunStatus(enum.StrEnum):
@@ -541,14 +537,16 @@ class ReactiveRunner:
             messages=tuple(state.get("messages") or ()),
             usage=state.get("usage"),
         )
-        # the end stands even if its checkpoint is refused below (a store that failed while the
-        # run went on interrupted it instead: run() again goes on)
-        if outcome.status.finished and not (self.checkpointer and store_failed(result.exception)):
+        # the end stands even if its checkpoint is refused below; a store that failed while the
+        # run went on interrupted it instead: run() again goes on, so it is saved as going on
+        interrupted = self.checkpointer is not None and store_failed(result.exception)
+        if outcome.status.finished and not interrupted:
             self._finished = result
         if self.checkpointer is not None:
-            self._end_error = outcome.error  # kept in the checkpoint, for a restored run
+            self._end_error = None if interrupted else outcome.error  # for a restored run
             self._end_unsaved = self._finished is not None
-            self.save_checkpoint(outcome.status.value)
+            going_on = RunStatus.SUSPENDED.value if self.interaction.has_pending else "running"
+            self.save_checkpoint(going_on if interrupted else outcome.status.value)
         self.ctx.events.emit(
             "run.finished", status=outcome.status.value, error=outcome.error, result=result
         )

@@ -13,7 +13,7 @@ import asyncio
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import py_trees
 import pytest
@@ -136,4 +136,102 @@ async def test_a_renewal_after_the_run_went_on_elsewhere_gives_the_run_back(
         opened.set()
         with pytest.raises(CheckpointError, match=r"went on elsewhere|no longer held"):
             await going  # the stale owner's own record is refused
+    store.close()
+
+
+async def test_a_renewal_waiting_on_a_busy_file_does_not_hold_the_loop(tmp_path: Path) -> None:
+    """Before the fix, the renewal called SQLite on the event loop: while another connection
+    held the file's write lock, the loop (and every run on it) stood still for the whole busy
+    timeout. Now the renewal waits on a worker thread and the loop's other tasks go on."""
+    db = tmp_path / "runs.sqlite"
+    loop = asyncio.get_running_loop()
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    beats = [0]  # advanced by a task of the loop
+    during: list[int] = []  # how far it advanced while a blocked renewal waited
+    renewing, renewed = asyncio.Event(), asyncio.Event()
+
+    class Watched(SQLiteCheckpointer):
+        def renew(self, run_id: str, owner: str) -> bool:
+            if not holder.in_transaction:
+                return super().renew(run_id, owner)
+            seen = beats[0]
+            loop.call_soon_threadsafe(renewing.set)
+            try:
+                return super().renew(run_id, owner)  # waits for the holder's lock
+            finally:
+                during.append(beats[0] - seen)
+                loop.call_soon_threadsafe(renewed.set)
+
+    store = Watched(db, lease_ttl=0.3)  # renewed every 0.1 s while the step goes on
+    reached, opened = asyncio.Event(), asyncio.Event()
+    runner = ReactiveRunner(
+        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
+        checkpointer=store, owner="long-step",
+    )
+    going = asyncio.create_task(runner.run(timeout=120))
+    try:
+        await reached.wait()
+        holder.execute("BEGIN IMMEDIATE")  # another process's long write
+        await asyncio.wait_for(renewing.wait(), 60)
+        beats[0] += 1  # this task runs while the renewal waits for the lock...
+        holder.execute("ROLLBACK")  # ...and lets it through
+        await asyncio.wait_for(renewed.wait(), 60)
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        opened.set()
+        result = await going
+        holder.close()
+    assert during[0] == 1, "the loop stood still while the renewal waited for the store"
+    assert result.ok
+    store.close()
+
+
+async def test_a_renewal_under_way_ends_before_the_run_returns(tmp_path: Path) -> None:
+    """The renewal's thread is waited for: nothing of the run goes on after run() returns, and
+    its late answer (the lease was given up meanwhile) does not mark the run as lost."""
+    import threading
+
+    db = tmp_path / "runs.sqlite"
+    loop = asyncio.get_running_loop()
+    renewing = asyncio.Event()
+    let_go, in_flight = threading.Event(), threading.Event()
+    armed = [True]
+
+    class Held(SQLiteCheckpointer):
+        def renew(self, run_id: str, owner: str) -> bool:
+            if not armed[0]:
+                return super().renew(run_id, owner)
+            armed[0] = False
+            in_flight.set()
+            loop.call_soon_threadsafe(renewing.set)
+            try:
+                assert let_go.wait(60)  # held up in the store (a busy file)
+                return super().renew(run_id, owner)
+            finally:
+                in_flight.clear()
+
+        def save(self, run_id: str, checkpoint: dict[str, Any], *, owner: str | None = None,
+                 release: bool = False, after: int | None = None) -> None:
+            super().save(run_id, checkpoint, owner=owner, release=release, after=after)
+            if release:
+                let_go.set()  # the run's end is saved: the renewal may go on now
+
+    store = Held(db, lease_ttl=0.3)
+    reached, opened = asyncio.Event(), asyncio.Event()
+    runner = ReactiveRunner(
+        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
+        checkpointer=store, owner="long-step",
+    )
+    going = asyncio.create_task(runner.run(timeout=120))
+    try:
+        await reached.wait()
+        await asyncio.wait_for(renewing.wait(), 60)
+    finally:
+        opened.set()
+        result = await going
+    assert not in_flight.is_set(), "a renewal went on after run() returned"
+    assert result.ok
+    again = await runner.run()  # its run was not taken for lost by the late renewal
+    assert again.ok and again.ticks == 0
     store.close()
