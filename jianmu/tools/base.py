@@ -49,6 +49,7 @@ from jianmu.tools.schema import (
     copy_schema,
     declared_injection,
     fill_injected,
+    function_injection,
     function_schema,
     injection_clashes,
 )
@@ -847,10 +848,9 @@ class SchemaTool(Tool):
                     f"({', '.join(sorted(accepted)) or 'none'})" for p in missing
                 ])
         if properties and may_annotate(fn):
-            # a parameter the function types as the runtime's (RunContext, Injected[T]) is
-            # never injected here: a schema property of its name would hand it the model's
-            # value (a forged "state" dict read as the run's)
-            injection_clashes(self.name, declared_injection(fn), properties)
+            # a parameter typed as the runtime's (RunContext, Injected[T]) is never injected
+            # here: a property of its name would hand it the model's forged "state" dict
+            injection_clashes(self.name, function_injection(fn), properties)
         # checked as the schema can only mean it (`with_item_enums`), exported as given
         checked = with_item_enums(self.parameters) if key is None or '"enum"' in key else (
             self.parameters)

@@ -18,6 +18,7 @@ import json
 import re
 import types
 import typing
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,6 +46,7 @@ __all__ = (
     "InjectedParam",
     "declared_injection",
     "fill_injected",
+    "function_injection",
     "function_schema",
     "injection_clashes",
     "strip_titles",
@@ -267,7 +269,21 @@ def declared_injection(
             marked = annotation is not inspect.Parameter.empty and _is_injected(annotation)
         if marked or pname in names:
             out.append(InjectedParam(pname, context, has_default))
+    if not failed and not names and inspect.isfunction(target):
+        _INJECTION[target] = tuple(out)  # every hint resolved: it stays true
     return tuple(out)
+
+
+_INJECTION: weakref.WeakKeyDictionary[Callable[..., Any], tuple[InjectedParam, ...]] = (
+    weakref.WeakKeyDictionary())
+
+
+def function_injection(fn: Callable[..., Any]) -> tuple[InjectedParam, ...]:
+    """`declared_injection` of ``fn``, remembered for a plain function once all its hints
+    resolved (a tool made per task from the same handler reads its hints once; one with a
+    hint not yet resolvable, which a later class may settle, is read again each time)."""
+    found = _INJECTION.get(fn) if inspect.isfunction(fn) else None
+    return declared_injection(fn) if found is None else found
 
 
 def injection_clashes(
