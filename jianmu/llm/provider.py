@@ -6,6 +6,7 @@ the ``llm:`` section of the config names (through the plug-in registry, `jianmu.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import (
     AsyncIterator,
@@ -429,7 +430,23 @@ def from_name(name: str) -> LLMProvider:
         )
     if not plugins.is_registered("llm", provider):
         raise ConfigError(f"no model provider named {provider!r} (in {name!r})")
+    key, url = _NAMED_ENVIRONMENT.get(provider, (None, None))
+    if key and url and not os.environ.get(key) and not os.environ.get(url):
+        # without either the SDK would go to the vendor keyless: a 401 (or a connection error
+        # offline) after every retry, naming no variable
+        cls = "OpenAIProvider" if provider == "openai" else "AnthropicProvider"
+        raise ConfigError(
+            f"the model {name!r} needs an API key: set ${key} (or ${url} for a compatible "
+            f"server that needs none), or give {cls}({model!r}, api_key=...)"
+        )
     return from_config(LLMConfig(provider=provider, model=model))
+
+
+_NAMED_ENVIRONMENT = {
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+}
+"""The key and the base URL each vendor SDK reads from the environment."""
 
 
 # -- providers on a vendor SDK -----------------------------------------------------------------

@@ -622,3 +622,18 @@ def test_raise_for_status_returns_the_results_own_type() -> None:
     paused = Agent(ScriptedLLM([[{"name": "ask_user", "arguments": {"question": "Which?"}}]]),
                    tools=[ask_user]).run_sync("Go.")
     assert paused.raise_for_status() is paused and isinstance(paused, AgentResult)
+
+
+@pytest.mark.parametrize(("name", "key", "url"), [
+    ("openai:gpt-4o", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+])
+def test_a_named_model_without_a_key_or_server_is_refused_when_the_agent_is_made(
+    monkeypatch: pytest.MonkeyPatch, name: str, key: str, url: str,
+) -> None:
+    # a new user's first Agent("openai:gpt-4o") without $OPENAI_API_KEY went to the vendor
+    # keyless, retried, and failed with a connection or 401 error that named no variable
+    monkeypatch.delenv(key, raising=False)
+    monkeypatch.delenv(url, raising=False)
+    with pytest.raises(ConfigError, match=f"set \\${key}.*\\${url}"):
+        Agent(name)
