@@ -335,6 +335,7 @@ def _shown_path(path: str | None) -> str:
 def cmd_skills_validate(args: argparse.Namespace) -> int:
     """``jianmu skills validate [PATH...]``: every skill at any depth; exit 1 if any is broken."""
     from jianmu.skills import SKILL_FILE, SkillCatalog, find_skill_folders
+    from jianmu.skills.loader import body_warnings
 
     config = load_cli_config(args.config)
     console = make_console()
@@ -360,8 +361,9 @@ def cmd_skills_validate(args: argparse.Namespace) -> int:
             continue
         console.print(say(("ok", "green"), f" {skill.name} ({skill.execution}) "
                           f"{_shown_path(str(skill.file))}"))
-        warned += bool(skill.warnings)
-        for note in skill.warnings:
+        notes = (*skill.warnings, *body_warnings(skill))
+        warned += bool(notes)
+        for note in notes:
             console.print(say("  ", ("warning", "yellow"), f": {note}"))
     with_warnings = f", {warned} with warnings" if warned else ""
     if problems:

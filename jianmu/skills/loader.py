@@ -8,15 +8,15 @@ skill's tree module is checked with `ast` (never imported here) for a ``build_tr
 from __future__ import annotations
 
 import ast
+import codecs
 import difflib
 import errno
-import io
 import os
 import stat
 import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
@@ -24,6 +24,7 @@ from jianmu.config import AppConfig, _key_lines, compose_and_load, unknown_key_h
 from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError, YAMLRefused
 from jianmu.skills.skill import (
+    MAX_BODY_BYTES,
     READ_SKILL_FILE,
     AllowedTool,
     Skill,
@@ -35,6 +36,7 @@ from jianmu.tools.builtin._paths import PinnedFolder
 __all__ = (
     "MAX_TREE_BYTES",
     "SKILL_FILE",
+    "body_warnings",
     "fields_schema",
     "known_tool_checker",
     "load_skill",
@@ -92,19 +94,33 @@ def read_front_matter(file: Path, *, folder: PinnedFolder | None = None) -> tupl
         SkillLoadError: the file cannot be read or has no front matter.
     """
     where = str(file)
+
+    def decoded(data: bytes, number: int) -> str:
+        # line by line, so that bytes past the front matter (the body) are never decoded here
+        try:  # a character cut by the bounded read is left out: the length check then fails
+            text: str = codecs.getincrementaldecoder("utf-8")().decode(
+                data, final=data.endswith(b"\n"))
+        except UnicodeDecodeError as exc:
+            raise SkillLoadError(
+                f"the file is not UTF-8 text: line {number} holds byte "
+                f"0x{data[exc.start]:02x}; save the file as UTF-8",
+                path=where, line=number,
+            ) from None
+        return text
+
     try:
-        # utf-8-sig: a byte-order mark (Notepad writes one) is not part of the first line
         if folder is not None:
             fd = folder.open(file.name, os.O_RDONLY | os.O_NONBLOCK)
-            raw = os.fdopen(fd, "rb")
+            opened: BinaryIO = os.fdopen(fd, "rb")
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raw.close()
+                opened.close()
                 raise SkillLoadError(f"{SKILL_FILE} is not a regular file", path=where)
-            opened: TextIO = io.TextIOWrapper(raw, encoding="utf-8-sig")
         else:
-            opened = file.open(encoding="utf-8-sig")
+            opened = file.open("rb")
         with opened as handle:
-            first = handle.readline(_MAX_FRONT_MATTER_CHARS)
+            # a byte-order mark (Notepad writes one) is not part of the first line
+            first = decoded(handle.readline(4 * _MAX_FRONT_MATTER_CHARS), 1).removeprefix(
+                "\ufeff")
             if first.strip() != "---":
                 raise SkillLoadError(
                     "SKILL.md must start with a '---' line, then the YAML front matter "
@@ -113,7 +129,8 @@ def read_front_matter(file: Path, *, folder: PinnedFolder | None = None) -> tupl
                 )
             lines: list[str] = []
             size = 0
-            while line := handle.readline(_MAX_FRONT_MATTER_CHARS + 1 - size):
+            while raw := handle.readline(4 * (_MAX_FRONT_MATTER_CHARS + 1 - size)):
+                line = decoded(raw, len(lines) + 2)
                 if line.rstrip() in ("---", "..."):
                     return "".join(lines), len(lines) + 3
                 lines.append(line)
@@ -129,11 +146,39 @@ def read_front_matter(file: Path, *, folder: PinnedFolder | None = None) -> tupl
                     break
     except (OSError, PathEscapeError) as exc:
         raise SkillLoadError(f"cannot read the file: {exc}", path=where) from None
-    except UnicodeDecodeError as exc:
-        raise SkillLoadError(f"the file is not UTF-8 text: {exc}", path=where) from None
     raise SkillLoadError(
         "the front matter is not closed: add a '---' line after the YAML", path=where, line=1
     )
+
+
+def _first_undecodable(data: bytes, *, final: bool) -> tuple[int, int] | None:
+    """The line (from 1) and the value of the first byte of ``data`` that is not UTF-8; with
+    ``final`` false, a character cut at the end of ``data`` is not one."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=final)
+    except UnicodeDecodeError as exc:
+        return data.count(b"\n", 0, exc.start) + 1, data[exc.start]
+    return None
+
+
+def body_warnings(skill: Skill) -> tuple[str, ...]:
+    """What the model will not read as written in ``skill``'s SKILL.md: a body cut at
+    `MAX_BODY_BYTES`, bytes that are not UTF-8 (read as U+FFFD)."""
+    try:
+        data = skill.pinned.read_bytes(skill.file.name, MAX_BODY_BYTES + 1)
+    except (OSError, PathEscapeError):
+        return ()
+    notes: list[str] = []
+    cut = len(data) > MAX_BODY_BYTES
+    if cut:
+        notes.append(f"{SKILL_FILE} is larger than {MAX_BODY_BYTES:,} bytes: the model reads "
+                     "its body only up to there")
+    found = _first_undecodable(data[:MAX_BODY_BYTES], final=not cut)
+    if found is not None:
+        line, byte = found
+        notes.append(f"{SKILL_FILE} is not UTF-8 text from line {line} (byte 0x{byte:02x}): "
+                     "the model reads U+FFFD there; save the file as UTF-8")
+    return tuple(notes)
 
 
 def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, ...], int],

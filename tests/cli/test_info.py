@@ -349,3 +349,37 @@ def test_tree_show_defaults_to_ascii_and_shows_examples_and_bt_skills(project: P
 def test_tree_show_bad_script_exits_2(project: Project) -> None:
     project.write("empty.py", "x = 1\n")
     assert_clean_error(project.jianmu("tree", "show", "empty.py"), 2, "defines neither")
+
+
+def test_skills_validate_warns_of_a_body_it_cuts_or_cannot_decode(project: Project) -> None:
+    # both were "ok" without a word: the model then got a body cut at 1 MB, or one with
+    # U+FFFD where the author's bytes were
+    from jianmu.skills.skill import MAX_BODY_BYTES
+
+    project.write("skills/notes/SKILL.md", GOOD_SKILL)
+    big = project.write("skills/big/SKILL.md", "")
+    big.write_bytes(b"---\nname: big\ndescription: d\n---\n" + b"a" * (MAX_BODY_BYTES + 10))
+    latin = project.write("skills/latin/SKILL.md", "")
+    latin.write_bytes(b"---\nname: latin\ndescription: d\n---\n# Caf\xe9\nok\n")
+    done = project.jianmu("skills", "validate")
+    assert done.code == 0, done.text
+    assert ("warning: SKILL.md is larger than 1,048,576 bytes: the model reads its body only "
+            "up to there") in done.out
+    assert ("warning: SKILL.md is not UTF-8 text from line 5 (byte 0xe9): the model reads "
+            "U+FFFD there; save the file as UTF-8") in done.out
+    assert "3 skill(s) valid, 2 with warnings" in done.out
+
+
+def test_skills_validate_names_the_line_of_front_matter_that_is_not_utf8(
+    project: Project,
+) -> None:
+    # the message was Python's codec error, whose "position" counts from a read buffer's
+    # start, not from the file's
+    latin = project.write("skills/latin/SKILL.md", "")
+    latin.write_bytes(b"---\nname: latin\nlicense: x\ndescription: caf\xe9\n---\nbody\n")
+    project.write("skills/notes/SKILL.md", GOOD_SKILL)
+    done = project.jianmu("skills", "validate")
+    assert done.code == 1, done.text
+    assert ("skills/latin/SKILL.md:4: skill: the file is not UTF-8 text: line 4 holds byte "
+            "0xe9; save the file as UTF-8") in done.out
+    assert "ok notes (prompt)" in done.out
