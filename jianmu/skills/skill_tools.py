@@ -290,11 +290,11 @@ class RunSkillScriptTool(SandboxedTool):
 
         Use it when a skill's instructions say to run one of its own scripts (for example
         'python scripts/check.py --help'): give the skill, the script's path in its folder
-        and the arguments. A .py file runs with Python, a .sh file with sh, an executable
-        file with a #! line directly. The skill's folder is read-only (the script sees it at
-        /skills/<skill>); the working folder is the workspace. Returns stdout, then stderr
-        under a [stderr] heading; a non-zero exit code is an error showing the code and the
-        output.
+        and the arguments. A .py file runs with Python, a .sh file with the interpreter its
+        #! line names (else sh), an executable file with a #! line directly. The skill's
+        folder is read-only (the script sees it at /skills/<skill>); the working folder is
+        the workspace. Returns stdout, then stderr under a [stderr] heading; a non-zero exit
+        code is an error showing the code and the output.
 
         Args:
             skill: The name of a loaded skill.
@@ -359,7 +359,7 @@ class RunSkillScriptTool(SandboxedTool):
 def _interpreter(
     found: SkillFile, head: bytes, executable: bool, sandbox: Sandbox
 ) -> list[str]:
-    """What runs the script: Python, sh, or nothing (it runs itself through its #! line).
+    """What runs the script: Python, sh (or the .sh file's #! line), or nothing (it runs itself).
 
     Raises:
         ToolExecutionError: none of the three fits.
@@ -370,7 +370,10 @@ def _interpreter(
         local = is_local_sandbox(sandbox)
         return [getattr(sandbox, "python", sys.executable) if local else "python3"]
     if suffix == ".sh":
-        return ["/bin/sh"]
+        # as the kernel reads a #! line (the interpreter, then one argument): a #!/bin/bash
+        # script's arrays and [[ ]] fail under /bin/sh, which is dash on Debian
+        named = head[2:].split(b"\n", 1)[0].decode(errors="replace").split(None, 1)
+        return named if head.startswith(b"#!") and named else ["/bin/sh"]
     if head.startswith(b"#!") and executable:
         return []
     what = "has a #! line but is not executable" if head.startswith(b"#!") else (
