@@ -383,3 +383,15 @@ def test_skills_validate_names_the_line_of_front_matter_that_is_not_utf8(
     assert ("skills/latin/SKILL.md:4: skill: the file is not UTF-8 text: line 4 holds byte "
             "0xe9; save the file as UTF-8") in done.out
     assert "ok notes (prompt)" in done.out
+
+
+def test_skills_validate_flags_two_skills_of_one_name(project: Project) -> None:
+    # each was "ok", and "2 skill(s) valid"; a catalog over both folders (skills.paths)
+    # refuses the second as a duplicate
+    project.write("team/notes/SKILL.md", GOOD_SKILL)
+    project.write("mine/notes/SKILL.md", GOOD_SKILL.replace("Take notes", "Jot things"))
+    done = project.jianmu("skills", "validate", "team", "mine")
+    assert done.code == 1, done.text
+    assert ("mine/notes/SKILL.md:2: name: duplicate skill 'notes': already found at "
+            "team/notes/SKILL.md; rename one of them") in done.out
+    assert "1 of 2 skill(s) have errors" in done.out
