@@ -26,12 +26,13 @@ from jianmu.errors import PathEscapeError, SkillLoadError, YAMLRefused
 from jianmu.skills.skill import (
     MAX_BODY_BYTES,
     READ_SKILL_FILE,
+    SKIPPED_FOLDERS,
     AllowedTool,
     Skill,
     SkillFrontMatter,
     map_allowed_tools,
 )
-from jianmu.tools.builtin._paths import PinnedFolder
+from jianmu.tools.builtin._paths import MAX_LISTED_FILES, PinnedFolder
 
 __all__ = (
     "MAX_TREE_BYTES",
@@ -39,6 +40,7 @@ __all__ = (
     "body_warnings",
     "fields_schema",
     "known_tool_checker",
+    "link_warnings",
     "load_skill",
     "read_front_matter",
     "read_tree_source",
@@ -178,6 +180,27 @@ def body_warnings(skill: Skill) -> tuple[str, ...]:
         line, byte = found
         notes.append(f"{SKILL_FILE} is not UTF-8 text from line {line} (byte 0x{byte:02x}): "
                      "the model reads U+FFFD there; save the file as UTF-8")
+    return tuple(notes)
+
+
+def link_warnings(skill: Skill) -> tuple[str, ...]:
+    """The links of ``skill``'s folder that lead out of it (its tools refuse them), as
+    warnings; at most `MAX_LISTED_FILES` entries are looked at."""
+    root = os.path.realpath(skill.pinned.path)
+    notes: list[str] = []
+    budget = MAX_LISTED_FILES
+    for here, folders, files in os.walk(root):
+        folders[:] = [f for f in folders if f not in SKIPPED_FOLDERS]
+        for name in sorted([*folders, *files]):
+            budget -= 1
+            if budget < 0:
+                return tuple(notes)
+            path = os.path.join(here, name)
+            target = os.path.realpath(path)
+            if os.path.islink(path) and os.path.commonpath([root, target]) != root:
+                relative = os.path.relpath(path, root).replace(os.sep, "/")
+                notes.append(f"{relative} is a link to outside the skill's folder: the "
+                             "skill's tools cannot read it; copy the file in")
     return tuple(notes)
 
 

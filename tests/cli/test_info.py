@@ -395,3 +395,19 @@ def test_skills_validate_flags_two_skills_of_one_name(project: Project) -> None:
     assert ("mine/notes/SKILL.md:2: name: duplicate skill 'notes': already found at "
             "team/notes/SKILL.md; rename one of them") in done.out
     assert "1 of 2 skill(s) have errors" in done.out
+
+
+def test_skills_validate_warns_of_a_link_that_leads_out_of_the_skill(project: Project) -> None:
+    # "ok", without a word: `skills show` then left the file out, and read_skill_file
+    # refused it at run time
+    project.write("skills/notes/SKILL.md", GOOD_SKILL)
+    secret = project.write("elsewhere/secret.md", "x")
+    (project.root / "skills" / "notes" / "refs").mkdir()
+    (project.root / "skills" / "notes" / "refs" / "secret.md").symlink_to(secret)
+    (project.root / "skills" / "notes" / "inside.md").symlink_to("SKILL.md")
+    done = project.jianmu("skills", "validate")
+    assert done.code == 0, done.text
+    assert ("warning: refs/secret.md is a link to outside the skill's folder: the skill's "
+            "tools cannot read it; copy the file in") in done.out
+    assert "inside.md" not in done.out  # a link within the folder is fine
+    assert "1 skill(s) valid, 1 with warnings" in done.out
