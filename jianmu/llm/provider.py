@@ -5,6 +5,7 @@ the ``llm:`` section of the config names (through the plug-in registry, `jianmu.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
 from jianmu import plugins
 from jianmu._secrets import MASK, redact_url, url_secrets
 from jianmu.config import AppConfig, LLMConfig
-from jianmu.errors import ConfigError, LLMError
+from jianmu.errors import ConfigError, LLMError, MissingExtraError
 from jianmu.llm._http import read_ahead
 from jianmu.llm._per_loop import PerLoop
 from jianmu.llm.messages import Message, Usage, coerce_messages
@@ -431,6 +432,11 @@ def from_name(name: str) -> LLMProvider:
     if not plugins.is_registered("llm", provider):
         raise ConfigError(f"no model provider named {provider!r} (in {name!r})")
     key, url = _NAMED_ENVIRONMENT.get(provider, (None, None))
+    if key:  # the SDK first: a key set for a missing SDK would only lead to the next error
+        try:
+            importlib.import_module(provider)
+        except ImportError:
+            raise MissingExtraError(provider, provider) from None
     if key and url and not os.environ.get(key) and not os.environ.get(url):
         # without either the SDK would go to the vendor keyless: a 401 (or a connection error
         # offline) after every retry, naming no variable

@@ -637,3 +637,19 @@ def test_a_named_model_without_a_key_or_server_is_refused_when_the_agent_is_made
     monkeypatch.delenv(url, raising=False)
     with pytest.raises(ConfigError, match=f"set \\${key}.*\\${url}"):
         Agent(name)
+
+
+def test_a_named_model_whose_sdk_is_missing_says_so_before_asking_for_a_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # with neither the SDK nor the key, the key was asked for first: set, it only led to the
+    # next error
+    import sys
+
+    from jianmu.errors import MissingExtraError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setitem(sys.modules, "openai", None)  # `import openai` fails: not installed
+    with pytest.raises(MissingExtraError, match=r"pip install 'jianmu\[openai\]'"):
+        Agent("openai:gpt-4o")
