@@ -347,7 +347,7 @@ def _name_line(skill: Skill) -> int | None:
 def cmd_skills_validate(args: argparse.Namespace) -> int:
     """``jianmu skills validate [PATH...]``: every skill at any depth; exit 1 if any is broken."""
     from jianmu.skills import SKILL_FILE, SkillCatalog, find_skill_folders
-    from jianmu.skills.loader import body_warnings, link_warnings
+    from jianmu.skills.loader import body_warnings, file_warnings
 
     config = load_cli_config(args.config)
     console = make_console()
@@ -381,7 +381,7 @@ def cmd_skills_validate(args: argparse.Namespace) -> int:
             continue
         console.print(say(("ok", "green"), f" {skill.name} ({skill.execution}) "
                           f"{_shown_path(str(skill.file))}"))
-        notes = (*skill.warnings, *body_warnings(skill), *link_warnings(skill))
+        notes = (*skill.warnings, *body_warnings(skill), *file_warnings(skill))
         warned += bool(notes)
         for note in notes:
             console.print(say("  ", ("warning", "yellow"), f": {note}"))

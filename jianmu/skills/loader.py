@@ -39,8 +39,8 @@ __all__ = (
     "SKILL_FILE",
     "body_warnings",
     "fields_schema",
+    "file_warnings",
     "known_tool_checker",
-    "link_warnings",
     "load_skill",
     "read_front_matter",
     "read_tree_source",
@@ -183,9 +183,10 @@ def body_warnings(skill: Skill) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def link_warnings(skill: Skill) -> tuple[str, ...]:
-    """The links of ``skill``'s folder that lead out of it (its tools refuse them), as
-    warnings; at most `MAX_LISTED_FILES` entries are looked at."""
+def file_warnings(skill: Skill) -> tuple[str, ...]:
+    """The files of ``skill``'s folder its tools will refuse, as warnings: a link that leads
+    out of the folder, a script with a ``#!`` line that is not executable (nor .py or .sh);
+    at most `MAX_LISTED_FILES` entries are looked at."""
     root = os.path.realpath(skill.pinned.path)
     notes: list[str] = []
     budget = MAX_LISTED_FILES
@@ -196,12 +197,28 @@ def link_warnings(skill: Skill) -> tuple[str, ...]:
             if budget < 0:
                 return tuple(notes)
             path = os.path.join(here, name)
-            target = os.path.realpath(path)
-            if os.path.islink(path) and os.path.commonpath([root, target]) != root:
-                relative = os.path.relpath(path, root).replace(os.sep, "/")
-                notes.append(f"{relative} is a link to outside the skill's folder: the "
-                             "skill's tools cannot read it; copy the file in")
+            relative = os.path.relpath(path, root).replace(os.sep, "/")
+            if os.path.islink(path):
+                if os.path.commonpath([root, os.path.realpath(path)]) != root:
+                    notes.append(f"{relative} is a link to outside the skill's folder: the "
+                                 "skill's tools cannot read it; copy the file in")
+            elif name in files and _unrunnable_script(path):
+                notes.append(f"{relative} has a #! line but is not executable: "
+                             "run_skill_script refuses it; chmod +x it")
     return tuple(notes)
+
+
+def _unrunnable_script(path: str) -> bool:
+    """Whether ``path`` has a ``#!`` line, no executable bit and no .py or .sh suffix."""
+    if os.path.splitext(path)[1].lower() in (".py", ".sh"):
+        return False
+    try:
+        if os.stat(path).st_mode & 0o111:
+            return False
+        with open(path, "rb") as handle:
+            return handle.read(2) == b"#!"
+    except OSError:
+        return False
 
 
 def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, ...], int],

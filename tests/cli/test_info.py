@@ -411,3 +411,19 @@ def test_skills_validate_warns_of_a_link_that_leads_out_of_the_skill(project: Pr
             "tools cannot read it; copy the file in") in done.out
     assert "inside.md" not in done.out  # a link within the folder is fine
     assert "1 skill(s) valid, 1 with warnings" in done.out
+
+
+def test_skills_validate_warns_of_a_script_with_a_shebang_that_is_not_executable(
+    project: Project,
+) -> None:
+    # "ok" without a word, and run_skill_script refused the script at run time (a zip or a
+    # checkout on Windows drops the executable bit)
+    project.write("skills/notes/SKILL.md", GOOD_SKILL)
+    script = project.write("skills/notes/scripts/extract", "#!/usr/bin/env python3\nprint(1)\n")
+    script.chmod(0o644)
+    project.write("skills/notes/scripts/plain.sh", "echo hi\n").chmod(0o644)  # runs with sh
+    done = project.jianmu("skills", "validate")
+    assert done.code == 0, done.text
+    assert ("warning: scripts/extract has a #! line but is not executable: run_skill_script "
+            "refuses it; chmod +x it") in done.out
+    assert "plain.sh" not in done.out
