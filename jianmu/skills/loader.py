@@ -30,6 +30,7 @@ from jianmu.skills.skill import (
     AllowedTool,
     Skill,
     SkillFrontMatter,
+    first_undecodable,
     map_allowed_tools,
 )
 from jianmu.tools.builtin._paths import MAX_LISTED_FILES, PinnedFolder
@@ -153,16 +154,6 @@ def read_front_matter(file: Path, *, folder: PinnedFolder | None = None) -> tupl
     )
 
 
-def _first_undecodable(data: bytes, *, final: bool) -> tuple[int, int] | None:
-    """The line (from 1) and the value of the first byte of ``data`` that is not UTF-8; with
-    ``final`` false, a character cut at the end of ``data`` is not one."""
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(data, final=final)
-    except UnicodeDecodeError as exc:
-        return data.count(b"\n", 0, exc.start) + 1, data[exc.start]
-    return None
-
-
 def body_warnings(skill: Skill) -> tuple[str, ...]:
     """What the model will not read as written in ``skill``'s SKILL.md: a body cut at
     `MAX_BODY_BYTES`, bytes that are not UTF-8 (read as U+FFFD)."""
@@ -175,7 +166,7 @@ def body_warnings(skill: Skill) -> tuple[str, ...]:
     if cut:
         notes.append(f"{SKILL_FILE} is larger than {MAX_BODY_BYTES:,} bytes: the model reads "
                      "its body only up to there")
-    found = _first_undecodable(data[:MAX_BODY_BYTES], final=not cut)
+    found = first_undecodable(data[:MAX_BODY_BYTES], final=not cut)
     if found is not None:
         line, byte = found
         notes.append(f"{SKILL_FILE} is not UTF-8 text from line {line} (byte 0x{byte:02x}): "

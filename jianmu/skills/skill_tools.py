@@ -43,7 +43,7 @@ from pydantic import Field
 
 from jianmu.errors import PathEscapeError, ToolExecutionError, ToolInputError
 from jianmu.execution.sandbox import can_mount_read_only
-from jianmu.skills.skill import Skill
+from jianmu.skills.skill import Skill, first_undecodable
 from jianmu.tools.base import FunctionTool
 from jianmu.tools.builtin.bash import BashTool, SandboxedTool, exec_output, is_local_sandbox
 from jianmu.tools.builtin.files import read_lines
@@ -239,6 +239,13 @@ class ReadSkillFileTool(FunctionTool):
             raise
         if _is_binary(head, complete=st.st_size <= _SNIFF):
             os.close(fd)
+            if b"\x00" not in head:  # text in another encoding (Latin-1, say), not data
+                line, byte = first_undecodable(head, final=st.st_size <= _SNIFF) or (1, 0)
+                return (
+                    f"[{found.rel} in skill {skill!r} is not UTF-8 text (byte 0x{byte:02x} on "
+                    f"line {line}); its content is not shown: the skill's author should save "
+                    "it as UTF-8]"
+                )
             return (
                 f"[{found.rel} in skill {skill!r} is a binary file of {st.st_size:,} bytes; "
                 "its content is not shown]"
