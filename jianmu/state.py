@@ -204,12 +204,20 @@ class StateManager:
         initial: initial values, validated like an update.
 
     Raises:
+        TypeError: ``schema`` is not a pydantic model class.
         StateValidationError: ``initial`` does not fit the schema.
     """
 
     def __init__(
         self, schema: type[BaseModel] | None = None, initial: Mapping[str, Any] | None = None
     ) -> None:
+        if schema is not None and not (
+                isinstance(schema, type) and issubclass(schema, BaseModel)):
+            shown = type(schema).__name__ if not isinstance(schema, str) else repr(schema)
+            raise TypeError(
+                f"schema must be a pydantic model class (AgentState, yours) or None, got "
+                f"{shown}; initial values go second: StateManager(AgentState, {{...}})"
+            )
         self.schema = schema
         self._compiled = _compile(schema) if schema is not None else _FREE_FORM
         self._fields = self._compiled.fields

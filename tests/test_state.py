@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import operator
 import threading
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel, Field
 
 from jianmu.errors import StateValidationError
+from jianmu.nodes import AgentState
 from jianmu.state import StateManager, merge_counts
 
 
@@ -242,3 +243,14 @@ def test_a_subscriber_removed_while_notified_misses_no_other_and_later_writes() 
     state.unsubscribe(twice)  # one subscription of it goes, the other stays
     state.update({"count": 2})
     assert seen == ["second", frozenset({"count"})]
+
+
+@pytest.mark.parametrize("schema", [{"messages": []}, AgentState(), "AgentState"])
+def test_a_schema_that_is_not_a_model_class_is_refused_saying_what_goes_where(
+    schema: Any,
+) -> None:
+    # StateManager({"messages": [...]}) failed with "cannot create weak reference to 'dict'
+    # object": the initial values given where the schema goes
+    with pytest.raises(TypeError, match=r"schema must be a pydantic model class .* or None, "
+                       r"got .*; initial values go second: StateManager\(AgentState, \{"):
+        StateManager(schema)

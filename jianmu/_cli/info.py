@@ -9,7 +9,7 @@ import itertools
 import json
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import py_trees
 from py_trees.behaviour import Behaviour
@@ -35,6 +35,9 @@ from jianmu.errors import (
     SkillNotFoundError,
     ToolNotFoundError,
 )
+
+if TYPE_CHECKING:
+    from jianmu.skills import Skill
 
 __all__ = ("cmd_skills_list", "cmd_skills_show", "cmd_skills_validate", "cmd_tools_list",
            "cmd_tools_show", "cmd_tree_show", "to_dot", "to_mermaid")
@@ -332,9 +335,19 @@ def _shown_path(path: str | None) -> str:
         return path
 
 
+def _name_line(skill: Skill) -> int | None:
+    """The line of ``name:`` in the skill's SKILL.md (the front matter starts on line 2)."""
+    from jianmu.skills.loader import read_front_matter
+
+    text, _ = read_front_matter(skill.file, folder=skill.pinned)
+    lines = text.splitlines()
+    return next((i + 2 for i, line in enumerate(lines) if line.startswith("name:")), None)
+
+
 def cmd_skills_validate(args: argparse.Namespace) -> int:
     """``jianmu skills validate [PATH...]``: every skill at any depth; exit 1 if any is broken."""
     from jianmu.skills import SKILL_FILE, SkillCatalog, find_skill_folders
+    from jianmu.skills.loader import body_warnings, file_warnings
 
     config = load_cli_config(args.config)
     console = make_console()
@@ -350,18 +363,27 @@ def cmd_skills_validate(args: argparse.Namespace) -> int:
         folders.extend(f for f in found if f.resolve() not in known)
     checker = SkillCatalog([], config=config)
     problems = warned = 0
+    seen: dict[str, Path] = {}
     for folder in folders:
         try:
             # absolute, so that errors raised while importing tree.py find their line
             skill = checker.validate(folder.resolve())
+            first = seen.setdefault(skill.name, skill.file)
+            if first is not skill.file:  # a catalog over both folders would refuse it
+                raise SkillLoadError(
+                    f"duplicate skill {skill.name!r}: already found at "
+                    f"{_shown_path(str(first))}; rename one of them",
+                    path=str(skill.file), line=_name_line(skill), field="name",
+                )
         except SkillLoadError as exc:
             problems += 1
             console.print(_problem_line(exc))
             continue
         console.print(say(("ok", "green"), f" {skill.name} ({skill.execution}) "
                           f"{_shown_path(str(skill.file))}"))
-        warned += bool(skill.warnings)
-        for note in skill.warnings:
+        notes = (*skill.warnings, *body_warnings(skill), *file_warnings(skill))
+        warned += bool(notes)
+        for note in notes:
             console.print(say("  ", ("warning", "yellow"), f": {note}"))
     with_warnings = f", {warned} with warnings" if warned else ""
     if problems:

@@ -5,7 +5,9 @@ the ``llm:`` section of the config names (through the plug-in registry, `jianmu.
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import re
 from collections.abc import (
     AsyncIterator,
@@ -24,7 +26,7 @@ from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
 from jianmu import plugins
 from jianmu._secrets import MASK, redact_url, url_secrets
 from jianmu.config import AppConfig, LLMConfig
-from jianmu.errors import ConfigError, LLMError
+from jianmu.errors import ConfigError, LLMError, MissingExtraError
 from jianmu.llm._http import read_ahead
 from jianmu.llm._per_loop import PerLoop
 from jianmu.llm.messages import Message, Usage, coerce_messages
@@ -429,7 +431,28 @@ def from_name(name: str) -> LLMProvider:
         )
     if not plugins.is_registered("llm", provider):
         raise ConfigError(f"no model provider named {provider!r} (in {name!r})")
+    key, url = _NAMED_ENVIRONMENT.get(provider, (None, None))
+    if key:  # the SDK first: a key set for a missing SDK would only lead to the next error
+        try:
+            importlib.import_module(provider)
+        except ImportError:
+            raise MissingExtraError(provider, provider) from None
+    if key and url and not os.environ.get(key) and not os.environ.get(url):
+        # without either the SDK would go to the vendor keyless: a 401 (or a connection error
+        # offline) after every retry, naming no variable
+        cls = "OpenAIProvider" if provider == "openai" else "AnthropicProvider"
+        raise ConfigError(
+            f"the model {name!r} needs an API key: set ${key} (or ${url} for a compatible "
+            f"server that needs none), or give {cls}({model!r}, api_key=...)"
+        )
     return from_config(LLMConfig(provider=provider, model=model))
+
+
+_NAMED_ENVIRONMENT = {
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+}
+"""The key and the base URL each vendor SDK reads from the environment."""
 
 
 # -- providers on a vendor SDK -----------------------------------------------------------------

@@ -11,13 +11,14 @@ import py_trees
 from py_trees.common import Status
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
+from jianmu.errors import StateValidationError
 from jianmu.guard.guardrails import Guardrail
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.agents import AgentSwitch, Handoff, build_team, split_handoffs
 from jianmu.nodes.history import ProcessorInput
 from jianmu.nodes.output import OutputMode
-from jianmu.nodes.state import tokens_spent
+from jianmu.nodes.state import AgentState, tokens_spent
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
 from jianmu.runtime.async_node import (
     LeanBehaviour,
@@ -131,6 +132,8 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         return iterations, merged.guard.budget.total_tokens
 
     _next_round_in_tick = False
+    _checked_manager: Any = None
+    """The state manager whose schema `_check_schema` found to hold AgentState's fields."""
     """Set while `tick` itself starts the next round (no wake-up needed for it then)."""
 
     def initialise(self) -> None:
@@ -138,6 +141,7 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         fresh: dict[str, Any] = {"final_answer": None, "done": False, "rounds": 0,
                                  "agent_rounds": 0}
         state = self.state
+        self._check_schema(state)
         if state.get("failed_outputs"):  # a typed answer's retries count per run
             fresh["failed_outputs"] = 0
         # only what differs: rewriting a fresh state's own values would only wake the runner
@@ -148,6 +152,23 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         }
         if changed:
             state.replace(changed)
+
+    def _check_schema(self, state: Any) -> None:
+        """Refuse a state that cannot hold the loop's keys, naming them and AgentState (else
+        the first write fails on a key the user never wrote, such as ``done``)."""
+        manager = getattr(state, "manager", None)
+        if manager is None or manager is self._checked_manager:
+            return
+        missing = [key for key in AgentState.model_fields if not manager.accepts(key)]
+        if missing:
+            schema = getattr(manager.schema, "__name__", "the state")
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            raise StateValidationError(
+                f"the ReAct loop {self.name!r} needs AgentState's fields in its state; "
+                f"{schema} lacks {', '.join(missing[:3])}{more}: use StateManager(AgentState) "
+                "or a subclass of AgentState as the schema"
+            )
+        self._checked_manager = manager
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
         """py_trees' decorator tick, except that a round that ends with the loop going on is

@@ -8,15 +8,15 @@ skill's tree module is checked with `ast` (never imported here) for a ``build_tr
 from __future__ import annotations
 
 import ast
+import codecs
 import difflib
 import errno
-import io
 import os
 import stat
 import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
@@ -24,18 +24,23 @@ from jianmu.config import AppConfig, _key_lines, compose_and_load, unknown_key_h
 from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError, YAMLRefused
 from jianmu.skills.skill import (
+    MAX_BODY_BYTES,
     READ_SKILL_FILE,
+    SKIPPED_FOLDERS,
     AllowedTool,
     Skill,
     SkillFrontMatter,
+    first_undecodable,
     map_allowed_tools,
 )
-from jianmu.tools.builtin._paths import PinnedFolder
+from jianmu.tools.builtin._paths import MAX_LISTED_FILES, PinnedFolder
 
 __all__ = (
     "MAX_TREE_BYTES",
     "SKILL_FILE",
+    "body_warnings",
     "fields_schema",
+    "file_warnings",
     "known_tool_checker",
     "load_skill",
     "read_front_matter",
@@ -92,19 +97,33 @@ def read_front_matter(file: Path, *, folder: PinnedFolder | None = None) -> tupl
         SkillLoadError: the file cannot be read or has no front matter.
     """
     where = str(file)
+
+    def decoded(data: bytes, number: int) -> str:
+        # line by line, so that bytes past the front matter (the body) are never decoded here
+        try:  # a character cut by the bounded read is left out: the length check then fails
+            text: str = codecs.getincrementaldecoder("utf-8")().decode(
+                data, final=data.endswith(b"\n"))
+        except UnicodeDecodeError as exc:
+            raise SkillLoadError(
+                f"the file is not UTF-8 text: line {number} holds byte "
+                f"0x{data[exc.start]:02x}; save the file as UTF-8",
+                path=where, line=number,
+            ) from None
+        return text
+
     try:
-        # utf-8-sig: a byte-order mark (Notepad writes one) is not part of the first line
         if folder is not None:
             fd = folder.open(file.name, os.O_RDONLY | os.O_NONBLOCK)
-            raw = os.fdopen(fd, "rb")
+            opened: BinaryIO = os.fdopen(fd, "rb")
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raw.close()
+                opened.close()
                 raise SkillLoadError(f"{SKILL_FILE} is not a regular file", path=where)
-            opened: TextIO = io.TextIOWrapper(raw, encoding="utf-8-sig")
         else:
-            opened = file.open(encoding="utf-8-sig")
+            opened = file.open("rb")
         with opened as handle:
-            first = handle.readline(_MAX_FRONT_MATTER_CHARS)
+            # a byte-order mark (Notepad writes one) is not part of the first line
+            first = decoded(handle.readline(4 * _MAX_FRONT_MATTER_CHARS), 1).removeprefix(
+                "\ufeff")
             if first.strip() != "---":
                 raise SkillLoadError(
                     "SKILL.md must start with a '---' line, then the YAML front matter "
@@ -113,7 +132,8 @@ def read_front_matter(file: Path, *, folder: PinnedFolder | None = None) -> tupl
                 )
             lines: list[str] = []
             size = 0
-            while line := handle.readline(_MAX_FRONT_MATTER_CHARS + 1 - size):
+            while raw := handle.readline(4 * (_MAX_FRONT_MATTER_CHARS + 1 - size)):
+                line = decoded(raw, len(lines) + 2)
                 if line.rstrip() in ("---", "..."):
                     return "".join(lines), len(lines) + 3
                 lines.append(line)
@@ -129,11 +149,67 @@ def read_front_matter(file: Path, *, folder: PinnedFolder | None = None) -> tupl
                     break
     except (OSError, PathEscapeError) as exc:
         raise SkillLoadError(f"cannot read the file: {exc}", path=where) from None
-    except UnicodeDecodeError as exc:
-        raise SkillLoadError(f"the file is not UTF-8 text: {exc}", path=where) from None
     raise SkillLoadError(
         "the front matter is not closed: add a '---' line after the YAML", path=where, line=1
     )
+
+
+def body_warnings(skill: Skill) -> tuple[str, ...]:
+    """What the model will not read as written in ``skill``'s SKILL.md: a body cut at
+    `MAX_BODY_BYTES`, bytes that are not UTF-8 (read as U+FFFD)."""
+    try:
+        data = skill.pinned.read_bytes(skill.file.name, MAX_BODY_BYTES + 1)
+    except (OSError, PathEscapeError):
+        return ()
+    notes: list[str] = []
+    cut = len(data) > MAX_BODY_BYTES
+    if cut:
+        notes.append(f"{SKILL_FILE} is larger than {MAX_BODY_BYTES:,} bytes: the model reads "
+                     "its body only up to there")
+    found = first_undecodable(data[:MAX_BODY_BYTES], final=not cut)
+    if found is not None:
+        line, byte = found
+        notes.append(f"{SKILL_FILE} is not UTF-8 text from line {line} (byte 0x{byte:02x}): "
+                     "the model reads U+FFFD there; save the file as UTF-8")
+    return tuple(notes)
+
+
+def file_warnings(skill: Skill) -> tuple[str, ...]:
+    """The files of ``skill``'s folder its tools will refuse, as warnings: a link that leads
+    out of the folder, a script with a ``#!`` line that is not executable (nor .py or .sh);
+    at most `MAX_LISTED_FILES` entries are looked at."""
+    root = os.path.realpath(skill.pinned.path)
+    notes: list[str] = []
+    budget = MAX_LISTED_FILES
+    for here, folders, files in os.walk(root):
+        folders[:] = [f for f in folders if f not in SKIPPED_FOLDERS]
+        for name in sorted([*folders, *files]):
+            budget -= 1
+            if budget < 0:
+                return tuple(notes)
+            path = os.path.join(here, name)
+            relative = os.path.relpath(path, root).replace(os.sep, "/")
+            if os.path.islink(path):
+                if os.path.commonpath([root, os.path.realpath(path)]) != root:
+                    notes.append(f"{relative} is a link to outside the skill's folder: the "
+                                 "skill's tools cannot read it; copy the file in")
+            elif name in files and _unrunnable_script(path):
+                notes.append(f"{relative} has a #! line but is not executable: "
+                             "run_skill_script refuses it; chmod +x it")
+    return tuple(notes)
+
+
+def _unrunnable_script(path: str) -> bool:
+    """Whether ``path`` has a ``#!`` line, no executable bit and no .py or .sh suffix."""
+    if os.path.splitext(path)[1].lower() in (".py", ".sh"):
+        return False
+    try:
+        if os.stat(path).st_mode & 0o111:
+            return False
+        with open(path, "rb") as handle:
+            return handle.read(2) == b"#!"
+    except OSError:
+        return False
 
 
 def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, ...], int],

@@ -27,6 +27,7 @@ accepts any string — but a warning kept on the `Skill` (``Skill.warnings``, sh
 
 from __future__ import annotations
 
+import codecs
 import re
 import stat
 import unicodedata
@@ -56,6 +57,7 @@ __all__ = (
     "AllowedTool",
     "Skill",
     "SkillFrontMatter",
+    "first_undecodable",
     "map_allowed_tool",
     "map_allowed_tools",
     "skill_name_problem",
@@ -528,3 +530,13 @@ class Skill:
 
     def __repr__(self) -> str:
         return f"<Skill {self.name!r} {self.execution} at {str(self.folder)!r}>"
+
+
+def first_undecodable(data: bytes, *, final: bool) -> tuple[int, int] | None:
+    """The line (from 1) and the value of the first byte of ``data`` that is not UTF-8; with
+    ``final`` false, a character cut at the end of ``data`` is not one."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=final)
+    except UnicodeDecodeError as exc:
+        return data.count(b"\n", 0, exc.start) + 1, data[exc.start]
+    return None

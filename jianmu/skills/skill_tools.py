@@ -43,7 +43,7 @@ from pydantic import Field
 
 from jianmu.errors import PathEscapeError, ToolExecutionError, ToolInputError
 from jianmu.execution.sandbox import can_mount_read_only
-from jianmu.skills.skill import Skill
+from jianmu.skills.skill import Skill, first_undecodable
 from jianmu.tools.base import FunctionTool
 from jianmu.tools.builtin.bash import BashTool, SandboxedTool, exec_output, is_local_sandbox
 from jianmu.tools.builtin.files import read_lines
@@ -239,6 +239,13 @@ class ReadSkillFileTool(FunctionTool):
             raise
         if _is_binary(head, complete=st.st_size <= _SNIFF):
             os.close(fd)
+            if b"\x00" not in head:  # text in another encoding (Latin-1, say), not data
+                line, byte = first_undecodable(head, final=st.st_size <= _SNIFF) or (1, 0)
+                return (
+                    f"[{found.rel} in skill {skill!r} is not UTF-8 text (byte 0x{byte:02x} on "
+                    f"line {line}); its content is not shown: the skill's author should save "
+                    "it as UTF-8]"
+                )
             return (
                 f"[{found.rel} in skill {skill!r} is a binary file of {st.st_size:,} bytes; "
                 "its content is not shown]"
@@ -290,11 +297,11 @@ class RunSkillScriptTool(SandboxedTool):
 
         Use it when a skill's instructions say to run one of its own scripts (for example
         'python scripts/check.py --help'): give the skill, the script's path in its folder
-        and the arguments. A .py file runs with Python, a .sh file with sh, an executable
-        file with a #! line directly. The skill's folder is read-only (the script sees it at
-        /skills/<skill>); the working folder is the workspace. Returns stdout, then stderr
-        under a [stderr] heading; a non-zero exit code is an error showing the code and the
-        output.
+        and the arguments. A .py file runs with Python, a .sh file with the interpreter its
+        #! line names (else sh), an executable file with a #! line directly. The skill's
+        folder is read-only (the script sees it at /skills/<skill>); the working folder is
+        the workspace. Returns stdout, then stderr under a [stderr] heading; a non-zero exit
+        code is an error showing the code and the output.
 
         Args:
             skill: The name of a loaded skill.
@@ -359,7 +366,7 @@ class RunSkillScriptTool(SandboxedTool):
 def _interpreter(
     found: SkillFile, head: bytes, executable: bool, sandbox: Sandbox
 ) -> list[str]:
-    """What runs the script: Python, sh, or nothing (it runs itself through its #! line).
+    """What runs the script: Python, sh (or the .sh file's #! line), or nothing (it runs itself).
 
     Raises:
         ToolExecutionError: none of the three fits.
@@ -370,7 +377,10 @@ def _interpreter(
         local = is_local_sandbox(sandbox)
         return [getattr(sandbox, "python", sys.executable) if local else "python3"]
     if suffix == ".sh":
-        return ["/bin/sh"]
+        # as the kernel reads a #! line (the interpreter, then one argument): a #!/bin/bash
+        # script's arrays and [[ ]] fail under /bin/sh, which is dash on Debian
+        named = head[2:].split(b"\n", 1)[0].decode(errors="replace").split(None, 1)
+        return named if head.startswith(b"#!") and named else ["/bin/sh"]
     if head.startswith(b"#!") and executable:
         return []
     what = "has a #! line but is not executable" if head.startswith(b"#!") else (

@@ -252,6 +252,11 @@ class ToolSet:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         registry = ToolRegistry()
         for t in tools:
+            if isinstance(t, str):
+                raise TypeError(
+                    f"ToolSet holds Tool instances, got the name {t!r}; built-in tools by name "
+                    f"are ToolSet.resolve([{t!r}]) (its .tools joins a list of your own)"
+                )
             if not isinstance(t, Tool):
                 raise TypeError(
                     f"ToolSet holds Tool instances, got {t!r}; wrap functions with @tool"

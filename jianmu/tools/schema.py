@@ -913,10 +913,11 @@ def function_schema(
         try:
             model = build_model()
             parameters = strip_titles(model.model_json_schema(by_alias=True))
-        except Exception as exc:  # pydantic's schema errors name the type; pass them on
-            raise ToolValidationError(
-                str(name), [f"cannot build a schema from the signature: {exc}"]
-            ) from None
+        except Exception as exc:  # pydantic's errors name a type, not the parameter
+            from jianmu.tools._schema_problems import schema_problems
+
+            problems = schema_problems(exc, fields, _model_field, _CONFIG, field_map)
+            raise ToolValidationError(str(name), problems) from None
     parameters.setdefault("properties", {})
     parameters.pop("description", None)
     names = None if var_kw else frozenset(p for _, p in field_map) | {

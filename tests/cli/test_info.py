@@ -349,3 +349,81 @@ def test_tree_show_defaults_to_ascii_and_shows_examples_and_bt_skills(project: P
 def test_tree_show_bad_script_exits_2(project: Project) -> None:
     project.write("empty.py", "x = 1\n")
     assert_clean_error(project.jianmu("tree", "show", "empty.py"), 2, "defines neither")
+
+
+def test_skills_validate_warns_of_a_body_it_cuts_or_cannot_decode(project: Project) -> None:
+    # both were "ok" without a word: the model then got a body cut at 1 MB, or one with
+    # U+FFFD where the author's bytes were
+    from jianmu.skills.skill import MAX_BODY_BYTES
+
+    project.write("skills/notes/SKILL.md", GOOD_SKILL)
+    big = project.write("skills/big/SKILL.md", "")
+    big.write_bytes(b"---\nname: big\ndescription: d\n---\n" + b"a" * (MAX_BODY_BYTES + 10))
+    latin = project.write("skills/latin/SKILL.md", "")
+    latin.write_bytes(b"---\nname: latin\ndescription: d\n---\n# Caf\xe9\nok\n")
+    done = project.jianmu("skills", "validate")
+    assert done.code == 0, done.text
+    assert ("warning: SKILL.md is larger than 1,048,576 bytes: the model reads its body only "
+            "up to there") in done.out
+    assert ("warning: SKILL.md is not UTF-8 text from line 5 (byte 0xe9): the model reads "
+            "U+FFFD there; save the file as UTF-8") in done.out
+    assert "3 skill(s) valid, 2 with warnings" in done.out
+
+
+def test_skills_validate_names_the_line_of_front_matter_that_is_not_utf8(
+    project: Project,
+) -> None:
+    # the message was Python's codec error, whose "position" counts from a read buffer's
+    # start, not from the file's
+    latin = project.write("skills/latin/SKILL.md", "")
+    latin.write_bytes(b"---\nname: latin\nlicense: x\ndescription: caf\xe9\n---\nbody\n")
+    project.write("skills/notes/SKILL.md", GOOD_SKILL)
+    done = project.jianmu("skills", "validate")
+    assert done.code == 1, done.text
+    assert ("skills/latin/SKILL.md:4: skill: the file is not UTF-8 text: line 4 holds byte "
+            "0xe9; save the file as UTF-8") in done.out
+    assert "ok notes (prompt)" in done.out
+
+
+def test_skills_validate_flags_two_skills_of_one_name(project: Project) -> None:
+    # each was "ok", and "2 skill(s) valid"; a catalog over both folders (skills.paths)
+    # refuses the second as a duplicate
+    project.write("team/notes/SKILL.md", GOOD_SKILL)
+    project.write("mine/notes/SKILL.md", GOOD_SKILL.replace("Take notes", "Jot things"))
+    done = project.jianmu("skills", "validate", "team", "mine")
+    assert done.code == 1, done.text
+    assert ("mine/notes/SKILL.md:2: name: duplicate skill 'notes': already found at "
+            "team/notes/SKILL.md; rename one of them") in done.out
+    assert "1 of 2 skill(s) have errors" in done.out
+
+
+def test_skills_validate_warns_of_a_link_that_leads_out_of_the_skill(project: Project) -> None:
+    # "ok", without a word: `skills show` then left the file out, and read_skill_file
+    # refused it at run time
+    project.write("skills/notes/SKILL.md", GOOD_SKILL)
+    secret = project.write("elsewhere/secret.md", "x")
+    (project.root / "skills" / "notes" / "refs").mkdir()
+    (project.root / "skills" / "notes" / "refs" / "secret.md").symlink_to(secret)
+    (project.root / "skills" / "notes" / "inside.md").symlink_to("SKILL.md")
+    done = project.jianmu("skills", "validate")
+    assert done.code == 0, done.text
+    assert ("warning: refs/secret.md is a link to outside the skill's folder: the skill's "
+            "tools cannot read it; copy the file in") in done.out
+    assert "inside.md" not in done.out  # a link within the folder is fine
+    assert "1 skill(s) valid, 1 with warnings" in done.out
+
+
+def test_skills_validate_warns_of_a_script_with_a_shebang_that_is_not_executable(
+    project: Project,
+) -> None:
+    # "ok" without a word, and run_skill_script refused the script at run time (a zip or a
+    # checkout on Windows drops the executable bit)
+    project.write("skills/notes/SKILL.md", GOOD_SKILL)
+    script = project.write("skills/notes/scripts/extract", "#!/usr/bin/env python3\nprint(1)\n")
+    script.chmod(0o644)
+    project.write("skills/notes/scripts/plain.sh", "echo hi\n").chmod(0o644)  # runs with sh
+    done = project.jianmu("skills", "validate")
+    assert done.code == 0, done.text
+    assert ("warning: scripts/extract has a #! line but is not executable: run_skill_script "
+            "refuses it; chmod +x it") in done.out
+    assert "plain.sh" not in done.out

@@ -622,3 +622,34 @@ def test_raise_for_status_returns_the_results_own_type() -> None:
     paused = Agent(ScriptedLLM([[{"name": "ask_user", "arguments": {"question": "Which?"}}]]),
                    tools=[ask_user]).run_sync("Go.")
     assert paused.raise_for_status() is paused and isinstance(paused, AgentResult)
+
+
+@pytest.mark.parametrize(("name", "key", "url"), [
+    ("openai:gpt-4o", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+])
+def test_a_named_model_without_a_key_or_server_is_refused_when_the_agent_is_made(
+    monkeypatch: pytest.MonkeyPatch, name: str, key: str, url: str,
+) -> None:
+    # a new user's first Agent("openai:gpt-4o") without $OPENAI_API_KEY went to the vendor
+    # keyless, retried, and failed with a connection or 401 error that named no variable
+    monkeypatch.delenv(key, raising=False)
+    monkeypatch.delenv(url, raising=False)
+    with pytest.raises(ConfigError, match=f"set \\${key}.*\\${url}"):
+        Agent(name)
+
+
+def test_a_named_model_whose_sdk_is_missing_says_so_before_asking_for_a_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # with neither the SDK nor the key, the key was asked for first: set, it only led to the
+    # next error
+    import sys
+
+    from jianmu.errors import MissingExtraError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setitem(sys.modules, "openai", None)  # `import openai` fails: not installed
+    with pytest.raises(MissingExtraError, match=r"pip install 'jianmu\[openai\]'"):
+        Agent("openai:gpt-4o")

@@ -367,3 +367,23 @@ def test_a_history_with_a_call_left_without_its_result_goes_on() -> None:
         ("tool", [], "c2"), ("user", [], None), ("assistant", [], None), ("user", [], None),
         ("assistant", ["c3"], None), ("tool", [], "c3"), ("user", [], None),
     ]
+
+
+def test_a_react_loop_over_a_state_without_agentstates_fields_says_what_to_use() -> None:
+    # the run failed with "state key 'done' is not a field of Notes", a key the user never
+    # wrote: it named neither the loop nor AgentState
+    from pydantic import BaseModel
+
+    from jianmu import ReactiveRunner, ScriptedLLM, StateManager
+    from jianmu.nodes import create_react_node
+
+    class Notes(BaseModel):
+        topic: str = ""
+
+    runner = ReactiveRunner(create_react_node(ScriptedLLM(["hi"]), []), StateManager(Notes))
+    result = runner.run_sync(timeout=10)
+    assert result.status.value == "failure"
+    message = str(result.exception)
+    assert "'ReAct' needs AgentState's fields" in message
+    assert "Notes lacks messages, actions" in message
+    assert "StateManager(AgentState)" in message

@@ -282,3 +282,43 @@ async def test_through_a_tool_runner(skills: dict[str, Skill], skill_workspace: 
             {"skill": "demo", "path": "scripts/echo.py", "args": ["hi"]}, runner=runner
         )
     assert out.splitlines()[0] == "args: ['hi']"
+
+
+@pytest.mark.parametrize(("first_line", "argv0"), [
+    ("#!/bin/bash", ["/bin/bash"]),
+    ("#!/usr/bin/env bash", ["/usr/bin/env", "bash"]),
+    ("#! /bin/bash -e", ["/bin/bash", "-e"]),
+    ("# no #! line", ["/bin/sh"]),
+])
+async def test_a_sh_script_runs_through_the_interpreter_its_first_line_names(
+    tmp_path: Path, first_line: str, argv0: list[str]
+) -> None:
+    # a .sh file always ran under /bin/sh (dash on Debian): a #!/bin/bash script's arrays and
+    # [[ ]] failed there with a syntax error, though its author named bash
+    from jianmu.skills import load_skill
+
+    folder = tmp_path / "bashy"
+    (folder / "scripts").mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: bashy\ndescription: d\n---\nbody\n")
+    (folder / "scripts" / "go.sh").write_text(f"{first_line}\nwords=(a b); echo ${{words[1]}}\n")
+    skill = load_skill(folder)
+    box = fake()
+    tool = RunSkillScriptTool(lambda: {"bashy": skill})
+    await tool.run_sandboxed(box, skill="bashy", path="scripts/go.sh")
+    [call] = box.calls
+    assert call.argv == [*argv0, "/skills/bashy/scripts/go.sh"]
+
+
+async def test_a_text_file_that_is_not_utf8_is_named_so_not_binary(tmp_path: Path) -> None:
+    # a Latin-1 reference (saved on Windows) was "a binary file of 12 bytes": the model and
+    # the skill's author were told the wrong thing
+    from jianmu.skills import load_skill
+
+    folder = tmp_path / "latin"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: latin\ndescription: d\n---\nbody\n")
+    (folder / "ref.md").write_bytes(b"menu\ncaf\xe9 au lait\n")
+    reader = ReadSkillFileTool(lambda: {"latin": load_skill(folder)})
+    text = await reader.execute({"skill": "latin", "path": "ref.md"})
+    assert text == ("[ref.md in skill 'latin' is not UTF-8 text (byte 0xe9 on line 2); its "
+                    "content is not shown: the skill's author should save it as UTF-8]")

@@ -731,7 +731,7 @@ def test_unsupported_signatures_are_refused_clearly() -> None:
         """Doc."""
         return 0
 
-    with pytest.raises(ToolValidationError, match="cannot build a schema"):
+    with pytest.raises(ToolValidationError, match=r"parameter 'x': its type .*Opaque has no JSON"):
         tool(opaque)
 
 
@@ -1021,3 +1021,20 @@ def test_string_annotations_resolve_in_the_functions_own_globals() -> None:
     assert {"type": "integer"} in props["c"]["anyOf"]
     here = function_schema(lambda a: a)  # no annotations at all: still a schema
     assert "a" in here.parameters["properties"]
+
+
+def test_a_parameter_whose_type_has_no_schema_is_named_with_its_type_and_a_way_out() -> None:
+    # the message was pydantic's ("Cannot generate a JsonSchema for
+    # core_schema.IsInstanceSchema (...)", then a pydantic URL): it named no parameter
+    import socket
+
+    def send(city: str, connection: socket.socket, retries: int = 1) -> str:
+        """Send it."""
+        return city
+
+    with pytest.raises(ToolValidationError) as caught:
+        tool(send)
+    (problem,) = caught.value.problems
+    assert problem.startswith("parameter 'connection': its type socket.socket has no JSON Schema")
+    assert "functools.partial" in problem
+    assert "errors.pydantic.dev" not in str(caught.value) and "core_schema" not in problem

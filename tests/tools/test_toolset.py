@@ -297,3 +297,14 @@ def test_strict_export_names_each_tool_it_cannot_export() -> None:
     assert "tool 'anything': parameter 'value' accepts Any" in text
     assert "alpha" not in text
     assert len(ToolSet([good, tool(scores)]).to_openai()) == 2  # non-strict export unharmed
+
+
+def test_a_tool_given_by_name_is_refused_with_the_way_to_name_built_ins() -> None:
+    # Agent(llm, tools=["calculator"]) said "wrap functions with @tool", which a name is not
+    import pytest
+
+    from jianmu import Agent, ScriptedLLM
+
+    with pytest.raises(TypeError, match=r"got the name 'calculator'; .*"
+                       r"ToolSet\.resolve\(\['calculator'\]\)"):
+        Agent(ScriptedLLM(["hi"]), tools=["calculator"])
