@@ -159,13 +159,15 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         manager = getattr(state, "manager", None)
         if manager is None or manager is self._checked_manager:
             return
-        missing = [key for key in AgentState.model_fields if not manager.accepts(key)]
+        schema = getattr(manager, "schema", None)
+        missing = [] if isinstance(schema, type) and issubclass(schema, AgentState) else [
+            key for key in AgentState.model_fields if not manager.accepts(key)]
         if missing:
-            schema = getattr(manager.schema, "__name__", "the state")
+            name = getattr(schema, "__name__", "the state")
             more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
             raise StateValidationError(
                 f"the ReAct loop {self.name!r} needs AgentState's fields in its state; "
-                f"{schema} lacks {', '.join(missing[:3])}{more}: use StateManager(AgentState) "
+                f"{name} lacks {', '.join(missing[:3])}{more}: use StateManager(AgentState) "
                 "or a subclass of AgentState as the schema"
             )
         self._checked_manager = manager
