@@ -21,6 +21,9 @@ MAX_PAUSES = 10
 pauses for ever must not be asked (and billed) for ever."""
 
 _INPUT_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+_DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking",
+                 "signature_delta": "signature", "input_json_delta": "partial_json"}
+"""The field of each delta kind that carries a piece of its block."""
 
 
 def _plain(block: Any) -> dict[str, Any]:
@@ -80,7 +83,9 @@ class RawBlocks:
 
     def __init__(self) -> None:
         self._blocks: dict[int, dict[str, Any]] = {}
-        self._json: dict[int, list[str]] = {}
+        # each block's streamed pieces by field ("partial_json" for a tool's input), joined
+        # once in `blocks` (added to the block's text per delta, a long reply was quadratic)
+        self._pieces: dict[tuple[int, str], list[str]] = {}
 
     def feed(self, event: Any) -> None:
         kind = getattr(event, "type", None)
@@ -88,16 +93,15 @@ class RawBlocks:
         if kind == "content_block_start" and isinstance(index, int):
             self._blocks[index] = _plain(event.content_block)
         elif kind == "content_block_delta" and index in self._blocks:
-            block, delta = self._blocks[index], event.delta
+            delta = event.delta
             name = getattr(delta, "type", None)
-            if name == "input_json_delta":
-                self._json.setdefault(index, []).append(delta.partial_json or "")
-            elif name == "citations_delta":
-                block.setdefault("citations", []).append(_plain(delta.citation))
-            else:
-                for key in ("text", "thinking", "signature"):
-                    if name == f"{key}_delta" and isinstance(getattr(delta, key, None), str):
-                        block[key] = block.get(key, "") + getattr(delta, key)
+            if name == "citations_delta":
+                self._blocks[index].setdefault("citations", []).append(_plain(delta.citation))
+                return
+            key = _DELTA_FIELDS.get(str(name))
+            piece = None if key is None else getattr(delta, key, None)
+            if key is not None and isinstance(piece, str):
+                self._pieces.setdefault((index, key), []).append(piece)
 
     def extend(self, blocks: Sequence[dict[str, Any]]) -> None:
         """Add a whole reply's blocks (a server that ignored ``stream``)."""
@@ -108,7 +112,11 @@ class RawBlocks:
         """The blocks in order, each tool block's streamed input decoded."""
         out = []
         for index, block in sorted(self._blocks.items()):
-            raw = "".join(self._json.get(index, ()))
+            for key in ("text", "thinking", "signature"):
+                pieces = self._pieces.get((index, key))
+                if pieces:
+                    block = {**block, key: block.get(key, "") + "".join(pieces)}
+            raw = "".join(self._pieces.get((index, "partial_json"), ()))
             if block.get("type") in _INPUT_BLOCKS and raw.strip():
                 try:
                     block = {**block, "input": json.loads(raw)}

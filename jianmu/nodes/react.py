@@ -132,9 +132,9 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         return iterations, merged.guard.budget.total_tokens
 
     _next_round_in_tick = False
+    """Set while `tick` itself starts the next round (no wake-up needed for it then)."""
     _checked_manager: Any = None
     """The state manager whose schema `_check_schema` found to hold AgentState's fields."""
-    """Set while `tick` itself starts the next round (no wake-up needed for it then)."""
 
     def initialise(self) -> None:
         """Start a fresh loop: no answer, no rounds."""

@@ -555,9 +555,7 @@ class ToolExecutor(AsyncNode):
         """Whether ``call``'s arguments fit ``tool`` (kept for its run); if not, its refusal is
         recorded: a call the tool never ran is not executed, as an unknown or denied one."""
         try:
-            if isinstance(call.arguments, str) and not tool.wraps_input:
-                raise ToolInputError(_not_json(tool, call.arguments))
-            self._bound[call.id] = tool.bind_args(call.arguments, self._injected(call))
+            self._bound[call.id] = self._bind(call, tool)
         except ToolInputError as exc:
             denied_span(call, tool, decision, self.ctx, error_type=type(exc).__name__)
             self._record(call, tool, ToolResult(
@@ -565,6 +563,16 @@ class ToolExecutor(AsyncNode):
             consume_approval(self.ctx, call.id)  # decided and answered: never asked again
             return False
         return True
+
+    def _bind(self, call: ToolCall, tool: Tool) -> dict[str, Any]:
+        """``call``'s arguments checked and bound for ``tool``, its injected values added.
+
+        Raises:
+            ToolInputError: they do not fit (not JSON, a wrong type, a missing one).
+        """
+        if isinstance(call.arguments, str) and not tool.wraps_input:
+            raise ToolInputError(_not_json(tool, call.arguments))
+        return tool.bind_args(call.arguments, self._injected(call))
 
     def _batch(self) -> list[ToolCall]:
         """The pending calls, each with an id no earlier call used (`unique_ids`); ``actions``
@@ -828,11 +836,7 @@ class ToolExecutor(AsyncNode):
         while True:
             try:
                 args = self._bound.pop(call.id, None)  # checked by `_valid`; again on a retry
-                if args is None:
-                    if isinstance(call.arguments, str) and not tool.wraps_input:
-                        raise ToolInputError(_not_json(tool, call.arguments))
-                    args = tool.bind_args(call.arguments, self._injected(call))
-                raw = await runner.run(tool, args)
+                raw = await runner.run(tool, self._bind(call, tool) if args is None else args)
                 error = None
                 break
             except ToolInputError as exc:  # the model must fix the call: no retry

@@ -199,11 +199,7 @@ class SQLiteCheckpointer:
         """Extend ``owner``'s lease (inside the caller's transaction), or refuse: the run is
         no longer ``owner``'s once another owner has taken it, even if that one let it go."""
         now = self._clock()
-        changed = self._db.execute(
-            "UPDATE jianmu_leases SET expires = ? WHERE run_id = ? AND owner = ?",
-            (now + self.lease_ttl, run_id, owner),
-        ).rowcount
-        if not changed:
+        if not self._extended(run_id, owner, now):
             held = self._held(run_id, now)
             by = f"{held.owner!r} holds it until {until(held.expires, now)}" if held else \
                 "another owner may have continued it"
@@ -261,12 +257,17 @@ class SQLiteCheckpointer:
         with self._lock:
             try:
                 with self._db:
-                    return bool(self._db.execute(
-                        "UPDATE jianmu_leases SET expires = ? WHERE run_id = ? AND owner = ?",
-                        (self._clock() + self.lease_ttl, run_id, owner),
-                    ).rowcount)
+                    return self._extended(run_id, owner, self._clock())
             except sqlite3.Error as exc:
                 raise CheckpointError(f"cannot renew run {run_id!r}: {exc}") from exc
+
+    def _extended(self, run_id: str, owner: str, now: float) -> bool:
+        """Extend ``owner``'s lease on ``run_id`` to ``now`` plus its time-to-live, inside the
+        caller's transaction; False if it is not ``owner``'s."""
+        return bool(self._db.execute(
+            "UPDATE jianmu_leases SET expires = ? WHERE run_id = ? AND owner = ?",
+            (now + self.lease_ttl, run_id, owner),
+        ).rowcount)
 
     def _holding(self, run_id: str) -> Lease | None:
         """The lease on ``run_id`` whatever its expiry (one a claim could not take)."""

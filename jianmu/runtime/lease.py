@@ -346,13 +346,7 @@ async def _in_thread(call: Callable[[], T]) -> T:
     """``call()`` on a worker thread. Cancelled meanwhile, it still waits for the call to end,
     then raises the cancel: what the call does is over when its caller is."""
     future = asyncio.get_running_loop().run_in_executor(None, call)
-    cancelled = False
-    while not future.done():
-        try:
-            await asyncio.wait((future,))
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
+    if await _waited_out(future):
         future.exception()  # retrieved: the cancel is what the caller is told
         raise asyncio.CancelledError
     return future.result()
@@ -361,13 +355,20 @@ async def _in_thread(call: Callable[[], T]) -> T:
 async def _stopped(task: asyncio.Task[None]) -> None:
     """Cancel ``task`` and wait until it is over, even if cancelled meanwhile (then raise it)."""
     task.cancel()
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait((task,))
-        except asyncio.CancelledError:
-            cancelled = True
+    cancelled = await _waited_out(task)
     if not task.cancelled():
         task.exception()  # retrieved: a renewal's own failure is not the run's to tell
     if cancelled:
         raise asyncio.CancelledError
+
+
+async def _waited_out(future: asyncio.Future[Any]) -> bool:
+    """Wait until ``future`` is done, even if this wait is cancelled meanwhile; whether it
+    was (the caller raises the cancel once its own clean-up is over)."""
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
