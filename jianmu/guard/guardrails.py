@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from jianmu import plugins
+from jianmu.constraints import DEFAULT_GUARDRAIL_TIMEOUT_S
 from jianmu.runtime.events import failed, span
 
 if TYPE_CHECKING:
@@ -130,11 +131,7 @@ def _time_limit(guardrail: Any, timeout: float | None) -> float:
     own = getattr(guardrail, "timeout_s", None)
     if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0:
         return float(own)
-    if timeout is not None:
-        return timeout
-    from jianmu.constraints import DEFAULT_GUARDRAIL_TIMEOUT_S
-
-    return DEFAULT_GUARDRAIL_TIMEOUT_S
+    return DEFAULT_GUARDRAIL_TIMEOUT_S if timeout is None else timeout
 
 
 async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | None) -> Any:
