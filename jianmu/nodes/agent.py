@@ -158,7 +158,9 @@ class Agent:
             a hand-off, ``as_node``), as a layer that tightens only.
         checkpointer: where its runs are saved (a suspended one can resume in a new process:
             `restore`).
-        interactive: whether a person can approve; without, confirm policies become deny.
+        interactive: whether a person can approve; without, confirm policies become deny
+            (in its runs as another agent's tool too, ``as_tool``, even under a caller a
+            person watches).
         user_roles: roles of the user its runs act for (``admin`` unlocks admin_only tools).
         input_guardrails: guardrails of the user's message (`jianmu.guard.guardrails`).
         output_guardrails: guardrails of the answer.
@@ -251,7 +253,7 @@ class Agent:
                 re.sub(r"[^a-z0-9_-]+", "_", self.name.lower()).strip("_")[:64] or "agent")
         return agent_tool(self.as_node, name=name,
                           description=description or f"Ask the {self.name} agent.",
-                          input_type=input_type)
+                          input_type=input_type, interactive=self.interactive)
 
     # -- running ---------------------------------------------------------------------------
     async def run(

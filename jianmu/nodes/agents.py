@@ -497,14 +497,16 @@ class _SubRun(ReactiveRunner):
     def __init__(
         self, root: _AgentRoot, state: StateManager, parent: RunContext, *,
         constraints: Constraints, label: str, prefix: str, view: StateView,
-        guardrails: dict[str, tuple[Any, ...]] | None = None,
+        guardrails: dict[str, tuple[Any, ...]] | None = None, interactive: bool = True,
     ) -> None:
+        # an agent made non-interactive stays so under a caller a person watches: tighten only
+        interactive = interactive and parent.interaction is not None
         super().__init__(
             root, state, config=parent.config, constraints=constraints,
             run_id=f"{parent.run_id}:{view.namespace}", user_roles=parent.user_roles,
-            interactive=parent.interaction is not None, extras=parent.extras,
+            interactive=interactive, extras=parent.extras,
         )
-        if parent.interaction is not None:
+        if interactive and parent.interaction is not None:
             self.interaction = _ScopedInteraction(parent.interaction, prefix, label)
             self.ctx.interaction = self.interaction
         self.ctx.events = _AgentEvents(parent.events, label)
@@ -580,6 +582,7 @@ class AgentTool(Tool):
         name: str,
         description: str,
         input_type: Any = str,
+        interactive: bool = True,
     ) -> None:
         if not isinstance(agent, py_trees.behaviour.Behaviour) and not callable(agent):
             raise TypeError(
@@ -590,6 +593,7 @@ class AgentTool(Tool):
         self.name = name
         self.description = description
         self.input_type = input_type
+        self.interactive = interactive
         self._factory = not isinstance(agent, py_trees.behaviour.Behaviour)
         self.parallel_safe = self._factory
         try:
@@ -765,7 +769,7 @@ class AgentTool(Tool):
             view.update({"messages": [Message.user(self._message(arguments))]})
         runner = _SubRun(
             root, view.manager, ctx, constraints=constraints, label=self.name, prefix=prefix,
-            view=view, guardrails=guardrails,
+            view=view, guardrails=guardrails, interactive=self.interactive,
         )
         if resumed:
             runner.resume_nodes(record)
@@ -839,6 +843,7 @@ def agent_tool(
     name: str,
     description: str,
     input_type: Any = str,
+    interactive: bool = True,
 ) -> AgentTool:
     """A tool that runs ``agent`` (a ReAct node, a `SkillNode`, any subtree that sets
     ``final_answer``/``final_output``) for each call, in a namespace of its own, under the
@@ -852,9 +857,13 @@ def agent_tool(
         input_type: the input's type (pydantic); its JSON Schema is the tool's input schema.
             ``str``: ``{"input": "..."}``, given to the sub-agent as its user message; other
             types arrive as their JSON.
+        interactive: ``False``: nobody is asked during the sub-agent's runs, even when a
+            person answers the caller's requests: its calls that need a confirmation are
+            denied, and its questions go unanswered.
 
     Raises:
         ToolValidationError: a bad name, or an ``input_type`` without a JSON Schema.
         TypeError: ``agent`` is neither a tree nor a function.
     """
-    return AgentTool(agent, name=name, description=description, input_type=input_type)
+    return AgentTool(agent, name=name, description=description, input_type=input_type,
+                     interactive=interactive)

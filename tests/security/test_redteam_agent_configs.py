@@ -76,3 +76,39 @@ async def test_an_agents_config_sandbox_settings_go_with_its_tree() -> None:
     helper = Agent(_deploys(), tools=[deploy], name="helper",
                    config=parse_config("execution:\n  network: false\n"))
     assert helper.as_node().constraints.execution.network is False
+
+
+@tool(permission="user_confirm", read_only=False)
+def pay(amount: int) -> str:
+    """Pay.
+
+    Args:
+        amount: how much.
+    """
+    RAN.append(f"paid {amount}")
+    return "paid"
+
+
+def _payer(**options: object) -> Agent:
+    return Agent(ScriptedLLM([[{"name": "pay", "arguments": {"amount": 5}}], "done"]),
+                 tools=[pay], name="payer", **options)  # type: ignore[arg-type]
+
+
+async def test_a_non_interactive_agent_used_as_a_tool_asks_nobody() -> None:
+    # Agent(interactive=False) denies its confirm calls in its own runs; as the tool of a lead a
+    # person watches it took the lead's channel and suspended the run to ask for the payment
+    lead = Agent(ScriptedLLM([[{"name": "payer", "arguments": {"input": "pay"}}], "ok"]),
+                 tools=[_payer(interactive=False).as_tool()], name="lead")
+    result = await lead.run("go")
+    assert result.ok and result.status.value == "success", result
+    assert RAN == []
+    tool_results = [m.content for m in result.messages if m.role == "tool"]
+    assert tool_results and "done" in (tool_results[0] or "")
+
+
+async def test_an_interactive_agent_used_as_a_tool_still_asks_the_callers_person() -> None:
+    lead = Agent(ScriptedLLM([[{"name": "payer", "arguments": {"input": "pay"}}], "ok"]),
+                 tools=[_payer().as_tool()], name="lead")
+    result = await lead.run("go")
+    assert result.status.value == "suspended" and result.pending, result
+    assert RAN == []
