@@ -34,7 +34,7 @@ from jianmu._cli.targets import LaunchStore, Target, launch_config, load_target
 from jianmu.config import AppConfig
 from jianmu.errors import ApprovalEditError, InteractionError, JianmuError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, RunResult, RunStatus, SQLiteCheckpointer
-from jianmu.runtime.lease import default_owner
+from jianmu.runtime.lease import default_owner, store_failed
 
 __all__ = ("cmd_resume", "cmd_run")
 
@@ -377,5 +377,9 @@ def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress:
     reason = f": {visible(result.error)}" if result.error else ""  # the full error, only here
     console.print(say((status.value, style), f" run {visible(runner.run_id)} after "
                       f"{runner.ticks} ticks{reason}"))
+    if store_failed(result.exception):  # interrupted, not lost: it is saved as going on
+        console.print(f"the checkpoint store failed, so the run stopped where it was last "
+                      f"saved; once the store can be written again, 'jianmu resume "
+                      f"{visible(runner.run_id)}' goes on from there")
     return int(code)
 
