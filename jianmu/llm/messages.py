@@ -88,7 +88,8 @@ class Message(BaseModel):
     blocks with their signatures and ``redacted_thinking``, sent back unchanged with the turn,
     as Anthropic requires beside its tool calls; or an OpenAI-compatible server's
     ``{"type": "reasoning_content" | "reasoning", "text": ...}`` (DeepSeek, Kimi, vLLM,
-    OpenRouter), sent back under that field only by a provider told to
+    OpenRouter), OpenRouter's ``{"type": "reasoning_details", "details": [...]}`` and Mistral's
+    thinking parts (``thinking_parts``, never sent back), sent back only by a provider told to
     (``OpenAIProvider(send_reasoning=True)``). Never shown as the text, never sent to another
     API."""
 
@@ -248,19 +249,30 @@ OPENAI_REASONING_FIELDS = ("reasoning_content", "reasoning")
 """Where OpenAI-compatible servers put an assistant turn's reasoning text: DeepSeek, Kimi and
 vLLM's reasoning parsers say ``reasoning_content``, OpenRouter and newer vLLM ``reasoning``."""
 
+REASONING_DETAILS = "reasoning_details"
+"""OpenRouter's structured reasoning (``reasoning.text`` with its ``signature``,
+``reasoning.summary``, ``reasoning.encrypted``), kept whole as a block
+``{"type": "reasoning_details", "details": [...]}``: the model that made it (Claude's thinking,
+Gemini's thought signatures) needs it back unchanged beside its tool calls."""
+
 
 def _openai_reasoning(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     """An OpenAI-style message's reasoning: the first field of `OPENAI_REASONING_FIELDS` that
-    holds text (a server that sends both sends the same text twice), or a `Message`'s own
-    dumped ``reasoning`` list."""
-    for key in OPENAI_REASONING_FIELDS:
-        value = data.get(key)
-        if isinstance(value, str) and value:
-            return [{"type": key, "text": value}]
+    holds text (a server that sends both sends the same text twice) and OpenRouter's
+    `REASONING_DETAILS`, or a `Message`'s own dumped ``reasoning`` list."""
     given = data.get("reasoning")
     if isinstance(given, list) and all(isinstance(b, Mapping) for b in given):
         return [dict(b) for b in given]
-    return []
+    out: list[dict[str, Any]] = []
+    for key in OPENAI_REASONING_FIELDS:
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            out.append({"type": key, "text": value})
+            break
+    details = data.get(REASONING_DETAILS)
+    if isinstance(details, list) and details and all(isinstance(d, Mapping) for d in details):
+        out.append({"type": REASONING_DETAILS, "details": [dict(d) for d in details]})
+    return out
 
 
 def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
@@ -346,10 +358,7 @@ def _openai_chat_messages(
             pending = []
         entry = message.to_openai()
         if reasoning and message.reasoning and index >= turn_starts:
-            for block in message.reasoning:
-                if block.get("type") in OPENAI_REASONING_FIELDS and isinstance(
-                        block.get("text"), str):
-                    entry[block["type"]] = block["text"]
+            _send_reasoning(entry, message.reasoning)
         if message.media:
             entry["content"] = with_stand_ins(message.content, message.media)
             parts = openai_image_parts(message.media) if images else []
@@ -366,6 +375,19 @@ def _openai_chat_messages(
     if pending:
         out.append({"role": "user", "content": pending})
     return out
+
+
+def _send_reasoning(entry: dict[str, Any], blocks: Sequence[Mapping[str, Any]]) -> None:
+    """Put an assistant turn's OpenAI-style reasoning on its wire ``entry``: OpenRouter's
+    details whole when it gave them (they carry the text, and the signatures the model
+    checks), else the text under the field it came in."""
+    details = [b for b in blocks if b.get("type") == REASONING_DETAILS]
+    if details and isinstance(details[0].get("details"), list):
+        entry[REASONING_DETAILS] = details[0]["details"]
+        return
+    for block in blocks:
+        if block.get("type") in OPENAI_REASONING_FIELDS and isinstance(block.get("text"), str):
+            entry[block["type"]] = block["text"]
 
 
 def messages_from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:

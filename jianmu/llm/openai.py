@@ -22,7 +22,12 @@ from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, silent, timed_out, unanswered
-from jianmu.llm.messages import OPENAI_REASONING_FIELDS, Message, messages_to_openai
+from jianmu.llm.messages import (
+    OPENAI_REASONING_FIELDS,
+    REASONING_DETAILS,
+    Message,
+    messages_to_openai,
+)
 from jianmu.llm.provider import (
     REQUEST_OPTIONS,
     TRANSIENT_STATUSES,
@@ -93,8 +98,9 @@ class OpenAIProvider(SDKProvider):
             the last user message: DeepSeek's thinking mode with tool calls (and Kimi's)
             requires it there. Off by default, which is what the official OpenAI API takes
             (it refuses fields it does not know; refused here for ``api.openai.com``) and
-            what DeepSeek's older ``deepseek-reasoner`` wants. The reasoning is kept on the
-            message (`Message.reasoning`) either way.
+            what DeepSeek's older ``deepseek-reasoner`` wants. OpenRouter's
+            ``reasoning_details`` go back whole in their own field instead of the text. The
+            reasoning is kept on the message (`Message.reasoning`) either way.
         **default_params: request parameters sent every time (``temperature``...).
 
     Raises:
@@ -315,9 +321,13 @@ class OpenAIProvider(SDKProvider):
             # string the SDK's model declares; `Message.from_openai` takes either
             data = raw.model_dump(warnings=False)
             data["role"] = "assistant"  # a choice's message is, whatever role it names
-            if isinstance(data.get("content"), list):  # parts: the text, reasoning left out
+            thought = ""
+            if isinstance(data.get("content"), list):  # parts: the text, reasoning apart
+                thought = _thinking(data["content"])
                 data["content"] = _text(self.base_url, data["content"]) or None
             message = Message.from_openai(data)
+            if thought:
+                message.reasoning.append({"type": THINKING_PARTS, "text": thought})
         except ValidationError as exc:
             raise LLMError(f"{self.base_url} answered with a message that cannot be read: "
                            f"{exc}") from exc
@@ -443,6 +453,28 @@ def _sent_error(what: str, error: Any) -> LLMError | None:
 
 _REASONING_PARTS = frozenset({"thinking", "reasoning", "redacted_thinking"})
 
+THINKING_PARTS = "thinking_parts"
+"""The type of the `Message.reasoning` block that holds the text of a reply's reasoning content
+parts (Mistral's ``{"type": "thinking", "thinking": [{"type": "text", ...}]}``): kept, never
+sent back (no server asks for it), never sent to Anthropic."""
+
+
+def _thinking(given: Any) -> str:
+    """The text of the reasoning parts among content parts (none for plain text)."""
+    if not isinstance(given, list):
+        return ""
+    pieces: list[str] = []
+    for part in given:
+        if not isinstance(part, Mapping) or part.get("type") not in _REASONING_PARTS:
+            continue
+        said = next((part[k] for k in ("thinking", "reasoning", "text") if k in part), None)
+        if isinstance(said, str):
+            pieces.append(said)
+        elif isinstance(said, list):
+            pieces += [c["text"] for c in said
+                       if isinstance(c, Mapping) and isinstance(c.get("text"), str)]
+    return "".join(pieces)
+
 
 def _text(where: str, given: Any) -> str:
     """A reply's text: a string, or content parts (``[{"type": "text", "text": ...}]``, a
@@ -524,6 +556,8 @@ class _StreamAssembler:
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.reasoning_key = ""  # the field the server sends it in (`OPENAI_REASONING_FIELDS`)
+        self.details: dict[int, dict[str, Any]] = {}  # OpenRouter's, by their index
+        self.thinking: list[str] = []  # reasoning content parts' text (Mistral's)
         self.calls: dict[tuple[int, int], dict[str, str]] = {}  # by index, then arrival
         self._open: dict[int, tuple[int, int]] = {}  # the call each index now adds to
         self.finish_reason: str | None = None
@@ -559,6 +593,7 @@ class _StreamAssembler:
             # a refusal (structured outputs) is the answer's text: the reader must see it
             said = (getattr(delta, "content", None), getattr(delta, "refusal", None))
             for given in said:
+                self.thinking.append(_thinking(given))
                 text = _text(self.where, given)
                 if text:
                     self.text.append(text)
@@ -581,13 +616,29 @@ class _StreamAssembler:
 
     def _add_reasoning(self, delta: Any) -> None:
         """Keep a delta's reasoning (``reasoning_content`` or ``reasoning``): of one field
-        only, the first that came (a server that sends both sends the same text twice)."""
+        only, the first that came (a server that sends both sends the same text twice); and
+        OpenRouter's ``reasoning_details`` pieces, joined by their index."""
+        for detail in getattr(delta, REASONING_DETAILS, None) or ():
+            if isinstance(detail, Mapping):
+                self._add_detail(detail)
         for key in (self.reasoning_key,) if self.reasoning_key else OPENAI_REASONING_FIELDS:
             piece = getattr(delta, key, None)
             if isinstance(piece, str) and piece:
                 self.reasoning_key = key
                 self.reasoning.append(piece)
                 return
+
+    def _add_detail(self, piece: Mapping[str, Any]) -> None:
+        """One streamed piece of a reasoning detail: its text, summary or encrypted data
+        added to what its index holds, its other fields (type, id, format, signature) set."""
+        index = piece.get("index")
+        index = index if isinstance(index, int) else len(self.details)
+        held = self.details.setdefault(index, {})
+        for key, value in piece.items():
+            if key in ("text", "summary", "data") and isinstance(value, str):
+                held[key] = held.get(key, "") + value
+            elif value is not None:
+                held[key] = value
 
     def _add_fragment(self, fragment: Any) -> None:
         index = getattr(fragment, "index", None)
@@ -642,9 +693,17 @@ class _StreamAssembler:
     def response(self, model: str) -> LLMResponse:
         text = "".join(self.text)
         thought = "".join(self.reasoning)
+        reasoning: list[dict[str, Any]] = (
+            [{"type": self.reasoning_key, "text": thought}] if thought else [])
+        if self.details:
+            details = [self.details[i] for i in sorted(self.details)]
+            reasoning.append({"type": REASONING_DETAILS, "details": details})
+        parts = "".join(self.thinking)
+        if parts:
+            reasoning.append({"type": THINKING_PARTS, "text": parts})
         message = Message(
             role="assistant", content=text or None, tool_calls=self._tool_calls(),
-            reasoning=[{"type": self.reasoning_key, "text": thought}] if thought else [],
+            reasoning=reasoning,
         )
         return LLMResponse(
             message=message,

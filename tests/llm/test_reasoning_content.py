@@ -15,7 +15,7 @@ from jianmu import Agent
 from jianmu.llm import AnthropicProvider, Message, OpenAIProvider
 from jianmu.llm.messages import messages_to_anthropic
 from jianmu.tools import tool
-from tests.support.model_server import ModelServer, Turn
+from tests.support.model_server import ModelServer, Raw, Turn
 
 STREAMED = [pytest.param(False, id="plain"), pytest.param(True, id="stream")]
 
@@ -104,3 +104,105 @@ def test_an_openai_servers_reasoning_never_goes_to_anthropic(server: ModelServer
     result = Agent(llm).run_sync("again", history=[Message.user("q"), turn])
     assert result.ok, result.error
     assert server.requests[0].body["messages"][1]["content"] == [{"type": "text", "text": "hi"}]
+
+
+# -- OpenRouter's reasoning_details, Mistral's thinking parts ----------------------------------
+
+DETAILS = [{"type": "reasoning.text", "text": "Oslo is in Norway.", "signature": "sig-1",
+            "format": "anthropic-claude-v1", "index": 0},
+           {"type": "reasoning.encrypted", "data": "b64==", "format": "anthropic-claude-v1",
+            "index": 1}]
+CALL = {"id": "call_1", "type": "function",
+        "function": {"name": "lookup", "arguments": '{"city": "Oslo"}'}}
+
+
+def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {"id": "gen-1", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", **message},
+                         "finish_reason": finish}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}
+
+
+def _chunks(deltas: list[dict[str, Any]], finish: str) -> list[dict[str, Any]]:
+    def chunk(delta: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
+        return {"id": "gen-1", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+    return [chunk({"role": "assistant", "content": ""}), *map(chunk, deltas), chunk({}, finish)]
+
+
+def _openrouter_turn(stream: bool) -> Raw:
+    if not stream:
+        return Raw(body=_completion({"content": None, "reasoning": "Oslo is in Norway.",
+                                     "reasoning_details": DETAILS, "tool_calls": [CALL]},
+                                    "tool_calls"))
+    return Raw(events=_chunks([
+        {"reasoning": "Oslo is ", "reasoning_details": [
+            {"type": "reasoning.text", "text": "Oslo is ", "format": "anthropic-claude-v1",
+             "index": 0}]},
+        {"reasoning": "in Norway.", "reasoning_details": [
+            {"type": "reasoning.text", "text": "in Norway.", "index": 0}]},
+        {"reasoning_details": [{"type": "reasoning.text", "signature": "sig-1", "index": 0}]},
+        {"reasoning_details": [{"type": "reasoning.encrypted", "data": "b64==",
+                                "format": "anthropic-claude-v1", "index": 1}]},
+        {"tool_calls": [{"index": 0, **CALL}]},
+    ], "tool_calls"))
+
+
+@pytest.mark.parametrize("stream", STREAMED)
+def test_openrouters_reasoning_details_are_kept_whole_and_sent_back_unchanged(
+    server: ModelServer, stream: bool,
+) -> None:
+    """OpenRouter gives a thinking model's reasoning as ``reasoning_details`` (text with its
+    signature, encrypted blocks), streamed in pieces by index; Claude and Gemini behind it want
+    them back unchanged beside the tool calls: they were dropped, so a thinking model's tool
+    loop through OpenRouter lost its reasoning (or was refused)."""
+    server.add(_openrouter_turn(stream), "It snows in Oslo.")
+    llm = OpenAIProvider("anthropic/claude", base_url=server.openai_url, max_retries=0,
+                         send_reasoning=True)
+    result = Agent(llm, tools=[lookup], stream=stream).run_sync("weather in Oslo?")
+    assert result.ok, result.error
+    first = next(m for m in result.messages if m.role == "assistant")
+    expected = [{**DETAILS[0]}, {**DETAILS[1]}]
+    assert first.reasoning == [{"type": "reasoning", "text": "Oslo is in Norway."},
+                               {"type": "reasoning_details", "details": expected}]
+    (sent,) = _assistants(server.requests[1].body)
+    assert sent["reasoning_details"] == expected
+    assert "reasoning" not in sent  # the details carry the text (and its signature)
+
+
+@pytest.mark.parametrize("stream", STREAMED)
+def test_reasoning_details_are_not_sent_back_by_default(server: ModelServer, stream: bool) -> None:
+    server.add(_openrouter_turn(stream), "It snows in Oslo.")
+    llm = OpenAIProvider("m", base_url=server.openai_url, max_retries=0)
+    result = Agent(llm, tools=[lookup], stream=stream).run_sync("weather in Oslo?")
+    assert result.ok, result.error
+    (sent,) = _assistants(server.requests[1].body)
+    assert set(sent) <= {"role", "content", "tool_calls", "name"}
+
+
+@pytest.mark.parametrize("stream", STREAMED)
+def test_mistral_thinking_parts_are_kept_as_reasoning_not_text(
+    server: ModelServer, stream: bool,
+) -> None:
+    thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "Snow, surely."}]}
+    if stream:
+        server.add(Raw(events=_chunks([{"content": [thinking]},
+                                       {"content": [{"type": "text", "text": "It snows."}]}],
+                                      "stop")))
+    else:
+        server.add(Raw(body=_completion(
+            {"content": [thinking, {"type": "text", "text": "It snows."}]}, "stop")))
+    server.add("You are welcome.")
+    llm = OpenAIProvider("magistral", base_url=server.openai_url, max_retries=0,
+                         send_reasoning=True)
+    agent = Agent(llm, stream=stream)
+    result = agent.run_sync("weather in Oslo?")
+    assert result.ok, result.error
+    answer = result.messages[-1]
+    assert answer.content == "It snows."
+    assert answer.reasoning == [{"type": "thinking_parts", "text": "Snow, surely."}]
+    assert agent.run_sync("thanks", history=result.messages).ok
+    (sent,) = _assistants(server.requests[1].body)
+    assert set(sent) <= {"role", "content", "tool_calls", "name"}  # kept, never sent back
+    _, to_claude = messages_to_anthropic(result.messages)
+    assert to_claude[-1]["content"] == [{"type": "text", "text": "It snows."}]
