@@ -29,6 +29,7 @@ from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import from_name
 from jianmu.nodes.agents import AgentTool, agent_tool
+from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.react import ReActLoop, create_react_node, fresh_handoffs
 from jianmu.nodes.state import AgentState
 from jianmu.runtime.events import Event
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from jianmu.llm.provider import LLMProvider
     from jianmu.nodes.history import ProcessorInput
     from jianmu.nodes.output import OutputMode
-    from jianmu.nodes.tool_executor import ToolExecutorConfig
     from jianmu.runtime.checkpoint import Checkpointer
 
 __all__ = ("Agent", "AgentResult")
@@ -159,8 +159,8 @@ class Agent:
         checkpointer: where its runs are saved (a suspended one can resume in a new process:
             `restore`).
         interactive: whether a person can approve; without, confirm policies become deny
-            (in its runs as another agent's tool too, ``as_tool``, even under a caller a
-            person watches).
+            and questions go unanswered, wherever its tree runs (as another agent's tool, a
+            hand-off target, ``as_node`` in another tree), even where a person answers.
         user_roles: roles of the user its runs act for (``admin`` unlocks admin_only tools).
         input_guardrails: guardrails of the user's message (`jianmu.guard.guardrails`).
         output_guardrails: guardrails of the answer.
@@ -212,6 +212,9 @@ class Agent:
             # of its own (a denied tool, network: false) were dropped (tighten only: the same
             # layer merged again in its own runs changes nothing)
             constraints = Constraints.merge(config.constraints(), constraints)
+        if not interactive:  # and so does asking nobody: a hand-off target, a node elsewhere
+            executor_config = (executor_config or ToolExecutorConfig()).model_copy(
+                update={"interactive": False})
         self._node_options: dict[str, Any] = {
             "system_prompt": system_prompt, "output_type": output_type,
             "output_mode": output_mode, "output_retries": output_retries,

@@ -37,7 +37,6 @@ from typing import Any, Literal
 
 import anyio
 from py_trees.common import Status
-from pydantic import BaseModel, ConfigDict, Field
 
 from jianmu.constraints import (
     Constraints,
@@ -60,6 +59,7 @@ from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardr
 from jianmu.llm.messages import Message, Usage
 from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import executor_refusal
+from jianmu.nodes.executor_config import ToolExecutorConfig, default_config
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_failures import (
     OWN_FAILURES,
@@ -71,7 +71,7 @@ from jianmu.nodes.tool_failures import (
 )
 from jianmu.nodes.tool_spans import call_span_attributes, denied_span, finish_span
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
-from jianmu.runtime.context import RunContext
+from jianmu.runtime.context import RunContext, unattended
 from jianmu.runtime.events import EventBus, span
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import (
@@ -273,30 +273,8 @@ class _Record:
     what the result refers to (a method returning its object's own list)."""
 
 
-class ToolExecutorConfig(BaseModel):
-    """How a `ToolExecutor` runs a batch (frozen: make another to change it)."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
-    execution_mode: Literal["auto", "serial", "parallel"] = "auto"
-    """``auto``: parallel when the batch has several calls and every tool is parallel-safe."""
-    max_concurrency: int = Field(default=32, ge=1)
-    """Calls that may run at once in parallel mode."""
-    retry_backoff: float = Field(default=0.5, ge=0)
-    """Seconds to wait before retry ``n``, times ``n``."""
-    observation_format: Literal["text", "json"] = "text"
-    """Tool message content: the result text, or ``{"ok", "output", "error"}`` as JSON."""
-
-
 _SHARED_GUARDS: dict[tuple[int, str | None], GuardEnforcer] = {}
 """The guard of the runs under each read-only constraints object (which lives for good)."""
-
-
-@functools.cache
-def _default_config() -> ToolExecutorConfig:
-    """What an executor given no config uses (frozen: one serves them all), made by the first
-    executor rather than at import, where it would build the model's validator."""
-    return ToolExecutorConfig()
 
 
 class ToolExecutor(AsyncNode):
@@ -351,7 +329,7 @@ class ToolExecutor(AsyncNode):
         """Guardrails of each result, before the configured ones."""
         self.llm_node: Any = None  # the AgentLLMNode whose calls it runs (set by it)
         self.toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(tools or ())
-        self.config = config or _default_config()
+        self.config = config or default_config()
         self.constraints = constraints
         self._enforcer: GuardEnforcer | None = None
         self._runners = RunnerCache()
@@ -504,15 +482,16 @@ class ToolExecutor(AsyncNode):
         done = set(self.state.get("completed_call_ids") or ())
         toolset = self.toolset
         pending = [toolset.canonical(c) for c in calls if c.id not in done]
-        if self.ctx.interaction is not None:  # a person may have edited calls when approving
-            pending = [(edited_call(c, self.ctx), found) for c, found in pending]
+        run = self.run_as_seen
+        if run.interaction is not None:  # a person may have edited calls when approving
+            pending = [(edited_call(c, run), found) for c, found in pending]
         if self.ctx.checkpointed:  # calls a process that died had started: not run again
             pending = under_way.settle_in_doubt(self, pending, self._marked, self._record)
         known = [(c, found) for c, found in pending if found is not None]
         ledger = _in_flight(GuardLedger.of(ledger_view(self).get("guard_ledger")),
                             self.ctx.running_calls, enforcer)
         decisions = enforcer.preflight(
-            [c for c, _ in known], toolset, run=self.ctx, tokens_used=tokens_spent(self),
+            [c for c, _ in known], toolset, run=run, tokens_used=tokens_spent(self),
             ledger=ledger, events=self.events, resolved=[found for _, found in known],
             node=self.path,
         )
@@ -674,7 +653,7 @@ class ToolExecutor(AsyncNode):
         counted when the batch was admitted, so it is not counted again here."""
         enforcer = self._guard(self.effective_constraints)
         (decision,) = enforcer.preflight(
-            [call], self.toolset, run=self.ctx, tokens_used=tokens_spent(self),
+            [call], self.toolset, run=self.run_as_seen, tokens_used=tokens_spent(self),
             events=_UNHEARD, resolved=[tool], node=self.path,
         )
         if decision.allowed:
@@ -864,10 +843,15 @@ class ToolExecutor(AsyncNode):
             tool.name, raw, error=error, call_id=call.id, duration_ms=elapsed_ms(start)
         ).truncate(tool.max_result_length)
 
+    @property
+    def run_as_seen(self) -> RunContext:
+        """The run as the guard and the tools see it: nobody to ask where the config says so."""
+        return self.ctx if self.config.interactive else unattended(self.ctx)
+
     def _injected(self, call: ToolCall) -> dict[str, Any]:
         """What a tool may ask to be given (`jianmu.tools.schema.Injected`)."""
         return {
-            "ctx": self.ctx, "state": self.state, "call_id": call.id,
+            "ctx": self.run_as_seen, "state": self.state, "call_id": call.id,
             "constraints": self.effective_constraints, "node_path": self.path,
             "guardrails": self.guardrails_in_force,
         }

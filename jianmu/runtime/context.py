@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
 
 from jianmu._json import MAX_ARGUMENT_NESTING, nests_within
 from jianmu.config import AppConfig, default_config
@@ -39,6 +39,7 @@ __all__ = (
     "StepRecorder",
     "check_edit",
     "run_constraints",
+    "unattended",
 )
 
 
@@ -418,6 +419,31 @@ class RunContext:
         """Checkpoint the run now, if it has a checkpointer (after a side effect, say)."""
         if self.checkpointed:
             self.runner.save_checkpoint()
+
+
+class _Unattended:
+    """A run's context where nobody may be asked: no interaction channel, everything else the
+    run's own, read (and written) live."""
+
+    __slots__ = ("_run",)
+    interaction = None
+
+    def __init__(self, run: RunContext) -> None:
+        object.__setattr__(self, "_run", run)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._run, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._run, name, value)
+
+
+def unattended(run: RunContext) -> RunContext:
+    """``run`` as seen where nobody may be asked (a person answers its other parts): a call
+    that needs a confirmation is denied there, and a question gets no answer."""
+    if run.interaction is None:
+        return run
+    return cast(RunContext, _Unattended(run))
 
 
 def run_constraints(*layers: Constraints | None) -> Constraints:

@@ -4,7 +4,9 @@ Fixed here: ``Agent(..., config=...)`` held its config only in runs of its own; 
 agent's tool (``as_tool``), hand-off target or node the tree ran under the caller's config,
 so a tool its config denies (or a sandbox it closes) ran for a model that reached it through
 a lead agent with the default config. The config's layer now goes with the tree and tightens
-only: the caller's config still binds it.
+only: the caller's config still binds it. Likewise ``Agent(interactive=False)``: wherever its
+tree ran under a run a person answers (a tool, a hand-off target, a node), its calls that need a
+confirmation were asked of that person; they are denied now, and its questions go unanswered.
 """
 
 from __future__ import annotations
@@ -112,3 +114,38 @@ async def test_an_interactive_agent_used_as_a_tool_still_asks_the_callers_person
     result = await lead.run("go")
     assert result.status.value == "suspended" and result.pending, result
     assert RAN == []
+
+
+async def test_a_non_interactive_agent_handed_to_asks_nobody() -> None:
+    # a hand-off target runs its rounds in the lead's run, where a person answers: its
+    # confirm calls were asked of that person although the agent was made non-interactive
+    lead = Agent(ScriptedLLM([[{"name": "transfer_to_payer", "arguments": {}}]]),
+                 tools=[handoff(_payer(interactive=False))], name="lead")
+    result = await lead.run("go")
+    assert result.status.value == "success", result
+    assert RAN == [] and not result.pending
+
+
+async def test_a_non_interactive_agents_node_in_another_tree_asks_nobody() -> None:
+    from jianmu import ReactiveRunner, StateManager
+    from jianmu.nodes import AgentState
+
+    node = _payer(interactive=False).as_node()
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "pay"}]})
+    result = await ReactiveRunner(node, state).run()  # an interactive run
+    assert result.status.value == "success", result
+    assert RAN == [] and not result.pending
+    denied = [m.content or "" for m in state.get("messages") if m.role == "tool"]
+    assert denied and "confirmation" in denied[0], denied
+
+
+async def test_a_non_interactive_agents_question_goes_unanswered() -> None:
+    from jianmu.tools import ToolSet
+
+    asker = Agent(ScriptedLLM([[{"name": "ask_user", "arguments": {"question": "Card?"}}],
+                               "done"]),
+                  tools=ToolSet.resolve(["ask_user"]).tools, name="asker", interactive=False)
+    lead = Agent(ScriptedLLM([[{"name": "asker", "arguments": {"input": "go"}}], "ok"]),
+                 tools=[asker.as_tool()], name="lead")
+    result = await lead.run("go")
+    assert result.status.value == "success" and not result.pending, result
