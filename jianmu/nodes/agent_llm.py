@@ -60,7 +60,7 @@ from jianmu.nodes.history import (
     history_processors,
 )
 from jianmu.nodes.output import Checked, OutputMode, OutputSpec, output_spec
-from jianmu.nodes.state import usage_view
+from jianmu.nodes.state import tokens_spent, usage_view
 from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.events import chat_attributes, failed, record_answer, span
@@ -635,8 +635,7 @@ class AgentLLMNode(AsyncNode):
             turn = self._cut_off(message, calls, cut, response.finish_reason or "length",
                                  response.model or model)
         elif answer_cut_off(response):  # still cut off: failed, or accepted as it is
-            turn = self._answer_cut_off(message, response, len(parts) - 1,
-                                        response.model or model)
+            turn = self._answer_cut_off(message, response, parts, response.model or model)
         else:
             turn = turn_update(message, calls, state=self.state, output=self.output,
                                handoffs=self.allowed_handoffs(), agent=self.agent_name)
@@ -706,12 +705,15 @@ class AgentLLMNode(AsyncNode):
     ) -> list[tuple[LLMResponse, list[Message]]]:
         """The answer's parts, each with what it was asked: while the token limit cuts the
         last one off and the policy is ``continue``, the model asked to go on from the text so
-        far (at most ``max_continuations`` times); each one a model call of its own (its
-        deltas streamed, a durable step in a durable run)."""
+        far (at most ``max_continuations`` times, and never once the run's token budget is
+        spent); each one a model call of its own (its deltas streamed, a durable step in a
+        durable run)."""
         policy, bound = self._cut_off_policy()
         messages = parts[0][1]
         text = parts[0][0].text
         while policy == "continue" and len(parts) <= bound and answer_cut_off(parts[-1][0]):
+            if self._over_budget(parts) is not None:
+                break
             last = parts[-1][0]
             self.events.emit("llm.call.cut_off", **text_cut_off_event(
                 last.model or model, last.finish_reason or "length", policy, len(parts), text,
@@ -723,13 +725,27 @@ class AgentLLMNode(AsyncNode):
             text += response.text
         return parts
 
-    def _answer_cut_off(self, message: Message, response: LLMResponse, continuations: int,
+    def _over_budget(self, parts: Sequence[tuple[LLMResponse, list[Message]]],
+                     ) -> tuple[int, int] | None:
+        """The tokens spent and the run's budget, when the turn's parts so far spent it."""
+        budget = self.effective_constraints.guard.budget.total_tokens
+        if budget is None:
+            return None
+        spent = tokens_spent(self) + sum(counted_usage(part, asked).total_tokens
+                                         for part, asked in parts)
+        return (spent, budget) if spent >= budget else None
+
+    def _answer_cut_off(self, message: Message, response: LLMResponse,
+                        parts: Sequence[tuple[LLMResponse, list[Message]]],
                         model: str) -> TurnUpdate:
         """The turn of an answer still cut off at the token limit: kept as the answer
         (``accept``), else written to the conversation and failed with
         `OutputTruncatedError`; an ``llm.call.cut_off`` event says which."""
         policy, bound = self._cut_off_policy()
         text, reason = message.content or "", response.finish_reason or "length"
+        continuations = len(parts) - 1
+        budget = self._over_budget(parts) if policy == "continue" and (
+            continuations < bound) else None
         outcome = "accepted" if policy == "accept" else "failed"
         event = ("llm.call.cut_off",
                  text_cut_off_event(model, reason, policy, continuations, text, outcome))
@@ -739,7 +755,8 @@ class AgentLLMNode(AsyncNode):
             turn.events.insert(0, event)
             return turn
         return TurnUpdate({"messages": [message], "actions": []}, events=[event],
-                          error=truncated_error(text, reason, policy, continuations, bound))
+                          error=truncated_error(text, reason, policy, continuations, bound,
+                                                budget))
 
     def _cut_off(self, message: Message, calls: list[ToolCall], cut: list[ToolCall],
                  reason: str, model: str) -> TurnUpdate:

@@ -129,11 +129,17 @@ def text_cut_off_event(model: str, reason: str, policy: str, continuations: int,
             "text_chars": len(text)}
 
 
-def truncated_error(text: str, reason: str, policy: str, continuations: int,
-                    bound: int) -> OutputTruncatedError:
-    """The error of an answer that stayed cut off at the token limit."""
-    how = ("on_cut_off='fail'" if policy == "fail" else
-           f"still cut off after {continuations} continuation(s), max_continuations={bound}")
+def truncated_error(text: str, reason: str, policy: str, continuations: int, bound: int,
+                    budget: tuple[int, int] | None = None) -> OutputTruncatedError:
+    """The error of an answer that stayed cut off at the token limit (``budget``: the tokens
+    spent and the budget, when that stopped the continuations)."""
+    if policy == "fail":
+        how = "on_cut_off='fail'"
+    elif budget is not None:
+        how = (f"not continued after {continuations} continuation(s): the token budget is "
+               f"spent, {budget[0]} of {budget[1]} tokens")
+    else:
+        how = f"still cut off after {continuations} continuation(s), max_continuations={bound}"
     return OutputTruncatedError(
         f"the model's answer was cut off at the token limit (finish reason {reason!r}; "
         f"{how}); raise the model's max_tokens, ask for a shorter answer, or allow more "

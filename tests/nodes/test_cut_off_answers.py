@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from jianmu import Agent, OutputTruncatedError, ReactiveRunner, ScriptedLLM, StateManager, tool
 from jianmu.config import parse_config
-from jianmu.llm import LLMResponse, Message
+from jianmu.llm import LLMResponse, Message, Usage
 from jianmu.nodes import AgentState, create_react_node
 from jianmu.nodes.cut_off import CONTINUE_NOTE
 from jianmu.runtime import RunStatus
@@ -112,6 +112,32 @@ def test_accept_keeps_the_partial_answer_and_says_so() -> None:
     assert len(llm.requests) == 1
     assert [(f["on_cut_off"], f["outcome"]) for f in cut_offs(events)] == [
         ("accept", "accepted")]
+
+
+def test_a_reply_cut_off_before_any_text_is_asked_again_with_the_note_only() -> None:
+    llm = ScriptedLLM([cut(""), "Twice a day."])
+    result = Agent(llm).run_sync("Tides?")
+    assert result.ok and result.output == "Twice a day."
+    assert [(m.role, m.content) for m in llm.requests[1].messages] == [
+        ("user", "Tides?"), ("user", CONTINUE_NOTE)]
+
+
+def test_no_continuation_is_asked_once_the_token_budget_is_spent() -> None:
+    from jianmu import Constraints
+
+    usage = Usage(input_tokens=40, output_tokens=30)
+    first = LLMResponse(message=Message.assistant("Half"), finish_reason="length", usage=usage)
+    llm = ScriptedLLM([first, " more."])
+    budget = Constraints(guard={"budget": {"total_tokens": 50}})
+    result = Agent(llm, constraints=budget).run_sync("q")
+    assert isinstance(result.exception, OutputTruncatedError)
+    assert "token budget is spent, 70 of 50 tokens" in str(result.exception)
+    assert len(llm.requests) == 1 and result.exception.text == "Half"
+    # under the budget, it is continued
+    llm = ScriptedLLM([first, " more."])
+    result = Agent(llm, constraints=Constraints(
+        guard={"budget": {"total_tokens": 500}})).run_sync("q")
+    assert result.ok and result.output == "Half more."
 
 
 def test_the_configuration_sets_the_policy_for_every_agent() -> None:
