@@ -119,6 +119,15 @@ class LLMConfig(_Section):
     takes it as its own ``timeout``: the longest wait for a byte of the answer."""
     max_retries: int = Field(default=3, ge=0)
     """Retries of transient failures (429, 5xx, connection reset)."""
+    on_cut_off: Literal["continue", "fail", "accept"] = "continue"
+    """What the agent node does with an answer (a reply of text, no tool call) that the token
+    limit cut off: ``continue`` asks the model to go on where it stopped (up to
+    ``max_continuations`` times) and joins the parts; ``fail`` fails the run with
+    `OutputTruncatedError`; ``accept`` keeps the partial answer (an ``llm.call.cut_off``
+    event says so). ``create_react_node(on_cut_off=...)`` sets it per agent."""
+    max_continuations: int = Field(default=2, ge=0)
+    """How often an answer cut off at the token limit is continued before the run fails
+    with `OutputTruncatedError` (``on_cut_off: continue``)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra request parameters such as ``temperature``."""
     fallback: list[LLMConfig] = Field(default_factory=list)

@@ -39,8 +39,9 @@ JianmuError
 ├── SandboxError(RuntimeError)           a sandbox could not start or answer
 │   └── SandboxUnavailableError          the asked-for isolation is not available here
 ├── LLMError(RuntimeError)               the model provider failed
-│   └── LLMTransientError                a retryable provider failure (429, 5xx, reset)
-│       └── FallbackFailedError          every model of a FallbackLLM failed so
+│   ├── LLMTransientError                a retryable provider failure (429, 5xx, reset)
+│   │   └── FallbackFailedError          every model of a FallbackLLM failed so
+│   └── OutputTruncatedError             the answer stayed cut off at the token limit (text kept)
 ├── SkillLoadError(ValueError)           a broken SKILL.md or tree.py, file/line/field named
 ├── SkillNotFoundError(KeyError)         no skill of that name in the catalog
 ├── SkillRunError(RuntimeError)          a BT skill run failed, waits for approval, or bad I/O
@@ -84,6 +85,7 @@ __all__ = (
     "MCPError",
     "MathExpressionError",
     "MissingExtraError",
+    "OutputTruncatedError",
     "OutputValidationError",
     "PathEscapeError",
     "PatternTimeout",
@@ -391,6 +393,23 @@ class LLMError(JianmuError, RuntimeError):
 
 class LLMTransientError(LLMError):
     """A provider failure worth retrying: rate limit, server error, connection reset."""
+
+
+class OutputTruncatedError(LLMError):
+    """The model's answer was cut off at its token limit and stayed so: at once with
+    ``on_cut_off="fail"``, or after ``max_continuations`` continuations with ``"continue"``.
+
+    ``text`` is the answer written so far (every part joined), ``finish_reason`` the
+    provider's (``length``, ``max_tokens``), ``continuations`` how often the model was asked
+    to go on.
+    """
+
+    def __init__(self, message: str, *, text: str = "", finish_reason: str = "length",
+                 continuations: int = 0) -> None:
+        super().__init__(message)
+        self.text = text
+        self.finish_reason = finish_reason
+        self.continuations = continuations
 
 
 class FallbackFailedError(LLMTransientError):

@@ -79,6 +79,11 @@ def render_tree(root: Behaviour) -> Tree:
     return top
 
 
+_CUT_OFF = {"continued": "asked to go on", "failed": "the run fails",
+            "accepted": "kept as it is"}
+"""What became of an answer cut off at the token limit (``llm.call.cut_off``'s outcome)."""
+
+
 class Progress:
     """Prints each tool and model call as it happens and, in a terminal, shows the tree live."""
 
@@ -130,6 +135,12 @@ class Progress:
                 ("  ◆ ", "magenta"), (shorten(f.get("model"), 80), "bold"), f" {said} ",
                 (f"[{f.get('input_tokens')} in / {f.get('output_tokens')} out tokens]", "dim"),
             )
+        elif name == "llm.call.cut_off":  # never silent: a partial answer, a call not run
+            calls = f.get("tool_calls") or []
+            said = (f"a call to {shorten(', '.join(map(str, calls)))} cut off at the token "
+                    "limit, not run" if calls else "answer cut off at the token limit, "
+                    + _CUT_OFF.get(str(f.get("outcome")), "kept"))
+            self._line(("  ✂ ", "yellow"), (shorten(f.get("model"), 80), "bold"), f": {said}")
         elif name == "llm.fallback":
             self._line(("  ⇣ ", "yellow"), (shorten(f.get("from"), 80), "bold"),
                        f" failed ({shorten(f.get('error'), _EVENT_ERROR)}); asking ",

@@ -33,6 +33,7 @@ from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.tools.calls import ToolCall
 
 __all__ = (
+    "LIMIT_REASONS",
     "BaseLLMProvider",
     "ChatRequest",
     "LLMProvider",
@@ -67,6 +68,11 @@ ToolsInput = Iterable[Any] | None
 """Tools offered to the model: `Tool` objects (anything with ``to_openai()``) or schema dicts."""
 
 
+LIMIT_REASONS = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+"""Finish reasons that say the token limit ended the reply (OpenAI's ``length``; Anthropic's
+raw ones too, for a provider that passes them on as they came)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class LLMResponse:
     """One model reply: the assistant message, its tool calls and what it cost."""
@@ -94,6 +100,11 @@ class LLMResponse:
     def text(self) -> str:
         """The reply's text, ``""`` when it only calls tools."""
         return self.message.content or ""
+
+    @property
+    def cut_off(self) -> bool:
+        """Whether the token limit ended the reply (its finish reason is in `LIMIT_REASONS`)."""
+        return self.finish_reason in LIMIT_REASONS
 
     @property
     def is_final(self) -> bool:

@@ -250,20 +250,24 @@ class ScriptedLLM(BaseLLMProvider):
         A run restored from a checkpoint (in another process, by `jianmu resume`) gets a new
         `ScriptedLLM` whose conversation already holds the script's first replies; when every
         assistant turn there is the script's next entry, in order, the script goes on after
-        them, and the call ids it numbered continue. A conversation that differs anywhere (a
-        history from elsewhere), or a played turn that a function of the script would answer,
-        starts the script at its beginning.
+        them, and the call ids it numbered continue. An answer the token limit cut off that
+        the agent had continued is one turn there, its entries' text joined. A conversation
+        that differs anywhere (a history from elsewhere), or a played turn that a function of
+        the script would answer, starts the script at its beginning.
         """
         played = [m for m in history if m.role == "assistant"]
         if not played or len(played) > len(self._script):
             return
-        numbered = 0
-        for entry, message in zip(self._script, played, strict=False):
-            if not _same_turn(entry, message):
+        position = numbered = 0
+        for message in played:
+            taken = _played_entries(self._script, position, message)
+            if not taken:
                 return
-            if isinstance(entry, (list, tuple)):
-                numbered += sum(1 for call in entry if _unnumbered(call))
-        self._position = len(played)
+            for entry in self._script[position:position + taken]:
+                if isinstance(entry, (list, tuple)):
+                    numbered += sum(1 for call in entry if _unnumbered(call))
+            position += taken
+        self._position = position
         self._next_id += numbered
 
     def text_pieces(self, text: str) -> list[str]:
@@ -282,6 +286,31 @@ def _unnumbered(call: ToolCall | Mapping[str, Any]) -> bool:
     if isinstance(call, ToolCall):
         return bool(_RANDOM_CALL_ID.fullmatch(call.id or "")) or not call.id
     return call.get("id", call.get("tool_call_id", call.get("call_id"))) in (None, "")
+
+
+def _played_entries(script: Sequence[Any], start: int, message: Message) -> int:
+    """How many script entries from ``start`` ``message`` plays (0: none): one, or an answer
+    the token limit cut off and the entries that continued it, their text joined."""
+    if start >= len(script):
+        return 0
+    if _same_turn(script[start], message):
+        return 1
+    text = ""
+    for end in range(start, len(script)):
+        entry = script[end]
+        if callable(entry):
+            return 0
+        if end > start:
+            reply = entry.message if isinstance(entry, LLMResponse) else entry
+            if isinstance(reply, str):
+                reply = Message.assistant(reply)
+            if isinstance(reply, Message) and _same_turn(reply.model_copy(update={
+                    "content": text + (reply.content or "")}), message):
+                return end - start + 1
+        if not (isinstance(entry, LLMResponse) and entry.cut_off and not entry.tool_calls):
+            return 0  # only a cut-off answer is continued by the next entry
+        text += entry.text
+    return 0
 
 
 def _same_turn(entry: Any, message: Message) -> bool:

@@ -40,7 +40,17 @@ from jianmu.llm.provider import (
     replays_stream,
     takes_requests,
 )
-from jianmu.nodes.cut_off import cut_off_answers, cut_off_calls
+from jianmu.nodes.cut_off import (
+    CUT_OFF_POLICIES,
+    CutOffPolicy,
+    answer_cut_off,
+    continue_messages,
+    cut_off_answers,
+    cut_off_calls,
+    joined_reply,
+    text_cut_off_event,
+    truncated_error,
+)
 from jianmu.nodes.history import (
     HistoryContext,
     MessageHistory,
@@ -50,7 +60,7 @@ from jianmu.nodes.history import (
     history_processors,
 )
 from jianmu.nodes.output import Checked, OutputMode, OutputSpec, output_spec
-from jianmu.nodes.state import usage_view
+from jianmu.nodes.state import tokens_spent, usage_view
 from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.events import chat_attributes, failed, record_answer, span
@@ -170,6 +180,13 @@ class AgentLLMNode(AsyncNode):
             ``output_type``); a trip fails the node and the answer is not written.
         tool_output_guardrails: guardrails of each tool result, given to the `ToolExecutor`
             passed as ``tools`` (which runs them).
+        on_cut_off: an answer (text, no tool call) that the token limit cut off is
+            continued (``"continue"``: the model asked to go on, the parts joined), fails the
+            node with `OutputTruncatedError` (``"fail"``) or is kept (``"accept"``); each cut
+            is an ``llm.call.cut_off`` event (`jianmu.nodes.cut_off`). Default the config's
+            ``llm.on_cut_off``.
+        max_continuations: how often an answer is continued before it fails; default the
+            config's ``llm.max_continuations``.
 
     Raises:
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
@@ -202,8 +219,21 @@ class AgentLLMNode(AsyncNode):
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
         tool_output_guardrails: Sequence[Guardrail] = (),
+        on_cut_off: CutOffPolicy | None = None,
+        max_continuations: int | None = None,
     ) -> None:
         super().__init__(name)
+        if on_cut_off is not None and on_cut_off not in CUT_OFF_POLICIES:
+            raise ValueError(f"on_cut_off must be one of {', '.join(CUT_OFF_POLICIES)}, "
+                             f"got {on_cut_off!r}")
+        if max_continuations is not None and (
+            isinstance(max_continuations, bool) or not isinstance(max_continuations, int)
+            or max_continuations < 0
+        ):
+            raise ValueError(
+                f"max_continuations must be an integer >= 0, got {max_continuations!r}")
+        self.on_cut_off = on_cut_off
+        self.max_continuations = max_continuations
         self.stream = stream
         self._checked_turn = False
         """Whether a guardrail checks this turn's text: then it is not streamed."""
@@ -576,6 +606,11 @@ class AgentLLMNode(AsyncNode):
                     reply = within(self._asked(messages, toolset), whole,
                                    functools.partial(_no_answer, whole))
                     response = await (reply if checks is None else self._beside(reply, checks))
+                    parts = [(response, messages)]
+                    if answer_cut_off(response):  # half an answer: go on, if so configured
+                        parts = await self._continued(parts, toolset, whole,
+                                                      response.model or model)
+                        response = joined_reply([part for part, _ in parts])
             except GuardrailTripped as exc:  # tripped before the model answered
                 return self._tripped(exc)
             except Exception as exc:
@@ -593,20 +628,17 @@ class AgentLLMNode(AsyncNode):
                 return Status.FAILURE
             if current is not None:
                 record_answer(current, response)
-        usage = counted_usage(response, messages)
-        if usage is not response.usage:  # counted as an estimate: a budget still holds
-            events.emit("llm.usage_unknown", model=model,
-                        estimated_input_tokens=usage.input_tokens,
-                        estimated_output_tokens=usage.output_tokens)
+        usage = self._parts_usage(parts, model)
         message, calls = self._canonical(response, toolset)
         cut = cut_off_calls(response.finish_reason, calls)
         if cut:  # never run: told to the model, and said by an event (`jianmu.nodes.cut_off`)
             turn = self._cut_off(message, calls, cut, response.finish_reason or "length",
                                  response.model or model)
+        elif answer_cut_off(response):  # still cut off: failed, or accepted as it is
+            turn = self._answer_cut_off(message, response, parts, response.model or model)
         else:
             turn = turn_update(message, calls, state=self.state, output=self.output,
                                handoffs=self.allowed_handoffs(), agent=self.agent_name)
-        usage = _one_request(usage)  # the server's count or the estimate, one request
         tripped = None
         if checks is not None:  # every input guardrail passed before any call is written
             tripped = await checks
@@ -643,6 +675,88 @@ class AgentLLMNode(AsyncNode):
         if turn.error is not None:  # written first: the history shows the last answer
             raise turn.error
         return Status.SUCCESS
+
+    def _parts_usage(self, parts: Sequence[tuple[LLMResponse, list[Message]]],
+                     model: str) -> Usage:
+        """What the turn's calls spent: each part's count (or the estimate, said by an
+        ``llm.usage_unknown`` event), one request each."""
+        total: Usage | None = None
+        for part, asked in parts:
+            usage = counted_usage(part, asked)
+            if usage is not part.usage:  # counted as an estimate: a budget still holds
+                self.events.emit("llm.usage_unknown", model=model,
+                                 estimated_input_tokens=usage.input_tokens,
+                                 estimated_output_tokens=usage.output_tokens)
+            usage = _one_request(usage)  # the server's count or the estimate, one request
+            total = usage if total is None else total + usage
+        assert total is not None
+        return total
+
+    def _cut_off_policy(self) -> tuple[str, int]:
+        """``on_cut_off`` and ``max_continuations``: the node's, else the config's."""
+        config = self.ctx.config.llm
+        bound = self.max_continuations
+        return (self.on_cut_off or config.on_cut_off,
+                config.max_continuations if bound is None else bound)
+
+    async def _continued(
+        self, parts: list[tuple[LLMResponse, list[Message]]], toolset: ToolSet, whole: float,
+        model: str,
+    ) -> list[tuple[LLMResponse, list[Message]]]:
+        """The answer's parts, each with what it was asked: while the token limit cuts the
+        last one off and the policy is ``continue``, the model asked to go on from the text so
+        far (at most ``max_continuations`` times, and never once the run's token budget is
+        spent); each one a model call of its own (its deltas streamed, a durable step in a
+        durable run)."""
+        policy, bound = self._cut_off_policy()
+        messages = parts[0][1]
+        text = parts[0][0].text
+        while policy == "continue" and len(parts) <= bound and answer_cut_off(parts[-1][0]):
+            if self._over_budget(parts) is not None:
+                break
+            last = parts[-1][0]
+            self.events.emit("llm.call.cut_off", **text_cut_off_event(
+                last.model or model, last.finish_reason or "length", policy, len(parts), text,
+                "continued"))
+            asked = continue_messages(messages, text)
+            response = await within(self._asked(asked, toolset), whole,
+                                    functools.partial(_no_answer, whole))
+            parts.append((response, asked))
+            text += response.text
+        return parts
+
+    def _over_budget(self, parts: Sequence[tuple[LLMResponse, list[Message]]],
+                     ) -> tuple[int, int] | None:
+        """The tokens spent and the run's budget, when the turn's parts so far spent it."""
+        budget = self.effective_constraints.guard.budget.total_tokens
+        if budget is None:
+            return None
+        spent = tokens_spent(self) + sum(counted_usage(part, asked).total_tokens
+                                         for part, asked in parts)
+        return (spent, budget) if spent >= budget else None
+
+    def _answer_cut_off(self, message: Message, response: LLMResponse,
+                        parts: Sequence[tuple[LLMResponse, list[Message]]],
+                        model: str) -> TurnUpdate:
+        """The turn of an answer still cut off at the token limit: kept as the answer
+        (``accept``), else written to the conversation and failed with
+        `OutputTruncatedError`; an ``llm.call.cut_off`` event says which."""
+        policy, bound = self._cut_off_policy()
+        text, reason = message.content or "", response.finish_reason or "length"
+        continuations = len(parts) - 1
+        budget = self._over_budget(parts) if policy == "continue" and (
+            continuations < bound) else None
+        outcome = "accepted" if policy == "accept" else "failed"
+        event = ("llm.call.cut_off",
+                 text_cut_off_event(model, reason, policy, continuations, text, outcome))
+        if policy == "accept":
+            turn = turn_update(message, [], state=self.state, output=self.output,
+                               handoffs=self.allowed_handoffs(), agent=self.agent_name)
+            turn.events.insert(0, event)
+            return turn
+        return TurnUpdate({"messages": [message], "actions": []}, events=[event],
+                          error=truncated_error(text, reason, policy, continuations, bound,
+                                                budget))
 
     def _cut_off(self, message: Message, calls: list[ToolCall], cut: list[ToolCall],
                  reason: str, model: str) -> TurnUpdate:

@@ -1,26 +1,60 @@
-"""A reply the token limit cut off while it wrote a tool call: that call is never run.
+"""Replies the token limit cut off: a tool call never run, an answer continued.
 
 A model stopped by its output limit (OpenAI's ``finish_reason: "length"``, Anthropic's
-``stop_reason: "max_tokens"``, which providers report as ``length``) left its last call
-unfinished: arguments broken off mid-string, a partial object that a server parsed anyway, or
-none at all (``""``, which reads as ``{}`` and would run the tool with its defaults). Whatever
-they parse to, they are not what the model meant. The agent's model node answers that call
-itself, telling the model its reply was cut off at the token limit (so that it can write a
-shorter one), and emits ``llm.call.cut_off``; the calls written whole before it run.
+``stop_reason: "max_tokens"``, which providers report as ``length``) left its reply unfinished.
+
+*A tool call* it was writing has arguments broken off mid-string, a partial object that a
+server parsed anyway, or none at all (``""``, which reads as ``{}`` and would run the tool with
+its defaults). Whatever they parse to, they are not what the model meant. The agent's model
+node answers that call itself, telling the model its reply was cut off at the token limit (so
+that it can write a shorter one), and emits ``llm.call.cut_off``; the calls written whole
+before it run.
+
+*An answer* (text, no tool call) ends in half a sentence. The node's ``on_cut_off`` decides:
+``continue`` (the default) asks the model to go on exactly where it stopped, with the text so
+far as its turn and a note after it, up to ``max_continuations`` times, and joins the parts
+into one answer, one assistant message; ``fail`` fails the run with `OutputTruncatedError`
+(the text so far kept); ``accept`` keeps the partial answer. Each cut is an
+``llm.call.cut_off`` event whose ``outcome`` says which (``continued``, ``failed``,
+``accepted``). A note rather than Anthropic's prefill (the text as the last, assistant turn):
+Claude 4.6 and later refuse a request that ends with an assistant turn, and so does a request
+with extended thinking on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Literal, get_args
 
-from jianmu.llm.messages import Message
+from jianmu.errors import OutputTruncatedError
+from jianmu.llm.messages import Message, Usage
+from jianmu.llm.provider import LIMIT_REASONS, LLMResponse
 from jianmu.tools.calls import ToolCall
 
-__all__ = ("LIMIT_REASONS", "cut_off_answers", "cut_off_calls")
+__all__ = (
+    "CONTINUE_NOTE",
+    "CUT_OFF_POLICIES",
+    "LIMIT_REASONS",
+    "CutOffPolicy",
+    "answer_cut_off",
+    "continue_messages",
+    "cut_off_answers",
+    "cut_off_calls",
+    "joined_reply",
+    "text_cut_off_event",
+    "truncated_error",
+)
 
-LIMIT_REASONS = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
-"""Finish reasons that say the token limit ended the reply (the raw Anthropic ones too, for a
-provider that passes them on as they came)."""
+CutOffPolicy = Literal["continue", "fail", "accept"]
+"""What an answer cut off at the token limit becomes (see the module)."""
+CUT_OFF_POLICIES: tuple[str, ...] = get_args(CutOffPolicy)
+
+CONTINUE_NOTE = (
+    "Your reply was cut off at the token limit. Continue it exactly where it stopped, "
+    "mid-word or mid-sentence if need be: write only what comes next, without repeating "
+    "anything or starting over."
+)
+"""The note that asks the model to go on with its answer."""
 
 
 def cut_off_calls(finish_reason: str | None, calls: Sequence[ToolCall]) -> list[ToolCall]:
@@ -48,3 +82,67 @@ def cut_off_answers(calls: Sequence[ToolCall], finish_reason: str) -> list[Messa
         )
         for call in calls
     ]
+
+
+def answer_cut_off(response: LLMResponse) -> bool:
+    """Whether ``response`` is an answer (no tool call) that the token limit cut off."""
+    return response.cut_off and not response.tool_calls
+
+
+def continue_messages(messages: Sequence[Message], text: str) -> list[Message]:
+    """The request that asks the model to go on: the turn's ``messages``, the answer so far
+    as the assistant's turn (none while it is empty), then `CONTINUE_NOTE`."""
+    out = list(messages)
+    if text:
+        out.append(Message.assistant(text))
+    out.append(Message.user(CONTINUE_NOTE))
+    return out
+
+
+def joined_reply(parts: Sequence[LLMResponse]) -> LLMResponse:
+    """One reply of an answer's parts (each continuing the one before): their text joined,
+    their reasoning in order, the last one's calls, finish reason and id; usage summed
+    (unknown if any part's is)."""
+    if len(parts) == 1:
+        return parts[0]
+    last = parts[-1]
+    text = "".join(part.text for part in parts)
+    usages = [part.usage for part in parts]
+    total = Usage()
+    for usage in usages:
+        total = total + usage if usage is not None else total
+    message = last.message.model_copy(update={
+        "content": text or None,
+        "reasoning": [block for part in parts for block in part.message.reasoning],
+    })
+    return LLMResponse(
+        message=message, usage=None if any(u is None for u in usages) else total,
+        finish_reason=last.finish_reason, model=last.model, response_id=last.response_id,
+    )
+
+
+def text_cut_off_event(model: str, reason: str, policy: str, continuations: int, text: str,
+                       outcome: str) -> dict[str, Any]:
+    """The fields of the ``llm.call.cut_off`` event of an answer cut off at the limit."""
+    return {"model": model, "finish_reason": reason, "tool_calls": [], "call_ids": [],
+            "on_cut_off": policy, "outcome": outcome, "continuations": continuations,
+            "text_chars": len(text)}
+
+
+def truncated_error(text: str, reason: str, policy: str, continuations: int, bound: int,
+                    budget: tuple[int, int] | None = None) -> OutputTruncatedError:
+    """The error of an answer that stayed cut off at the token limit (``budget``: the tokens
+    spent and the budget, when that stopped the continuations)."""
+    if policy == "fail":
+        how = "on_cut_off='fail'"
+    elif budget is not None:
+        how = (f"not continued after {continuations} continuation(s): the token budget is "
+               f"spent, {budget[0]} of {budget[1]} tokens")
+    else:
+        how = f"still cut off after {continuations} continuation(s), max_continuations={bound}"
+    return OutputTruncatedError(
+        f"the model's answer was cut off at the token limit (finish reason {reason!r}; "
+        f"{how}); raise the model's max_tokens, ask for a shorter answer, or allow more "
+        f"continuations; the {len(text)} characters written so far are in the error's .text",
+        text=text, finish_reason=reason, continuations=continuations,
+    )

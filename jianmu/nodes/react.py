@@ -16,6 +16,7 @@ from jianmu.guard.guardrails import Guardrail
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.agents import AgentSwitch, Handoff, build_team, split_handoffs
+from jianmu.nodes.cut_off import CutOffPolicy
 from jianmu.nodes.history import ProcessorInput
 from jianmu.nodes.output import OutputMode
 from jianmu.nodes.state import AgentState, tokens_spent
@@ -278,6 +279,8 @@ def create_react_node(
     output_guardrails: Sequence[Guardrail] = (),
     tool_output_guardrails: Sequence[Guardrail] = (),
     llm_timeout: float | None = None,
+    on_cut_off: CutOffPolicy | None = None,
+    max_continuations: int | None = None,
 ) -> ReActLoop:
     """Build the ReAct subtree: a loop over [AgentLLMNode → ToolExecutor].
 
@@ -319,6 +322,14 @@ def create_react_node(
             reply included (with a `FallbackLLM`, each model it asks); default the
             configuration's ``llm.timeout``. The provider's own ``timeout`` is only a read
             timeout: the longest wait for a byte.
+        on_cut_off: what an answer (text, no tool call) that the token limit cut off
+            becomes: ``"continue"`` asks the model to go on where it stopped and joins the
+            parts into one answer; ``"fail"`` fails the loop with `OutputTruncatedError`
+            (the text so far kept); ``"accept"`` keeps the partial answer. Every cut is an
+            ``llm.call.cut_off`` event. Default the configuration's ``llm.on_cut_off``
+            (``continue``).
+        max_continuations: how often ``"continue"`` asks before `OutputTruncatedError`;
+            default the configuration's ``llm.max_continuations`` (2).
 
     Raises:
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
@@ -338,7 +349,7 @@ def create_react_node(
         params=llm_params, stream=stream, output_type=output_type, output_mode=output_mode,
         output_retries=output_retries, history=history, handoffs=handoffs,
         input_guardrails=input_guardrails, output_guardrails=output_guardrails,
-        timeout=llm_timeout,
+        timeout=llm_timeout, on_cut_off=on_cut_off, max_continuations=max_continuations,
     )
     model.agent_label = name
     round_ = _Round(f"{name}.round", [model, executor])

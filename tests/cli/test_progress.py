@@ -74,6 +74,22 @@ def test_a_fallback_and_the_model_that_answered_are_shown() -> None:
     )
 
 
+def test_a_reply_cut_off_at_the_token_limit_is_shown() -> None:
+    console, out = _console()
+    progress = Progress(console, py_trees.behaviours.Success("s"))
+    for outcome in ("continued", "accepted", "failed"):
+        progress.on_event(Event(name="llm.call.cut_off", run_id="r", fields={
+            "model": "m", "finish_reason": "length", "tool_calls": [], "outcome": outcome}))
+    progress.on_event(Event(name="llm.call.cut_off", run_id="r", fields={
+        "model": "m", "finish_reason": "length", "tool_calls": ["write_note"]}))
+    assert out.getvalue() == (
+        "  ✂ m: answer cut off at the token limit, asked to go on\n"
+        "  ✂ m: answer cut off at the token limit, kept as it is\n"
+        "  ✂ m: answer cut off at the token limit, the run fails\n"
+        "  ✂ m: a call to write_note cut off at the token limit, not run\n"
+    )
+
+
 def test_the_final_lines_show_the_runs_usage() -> None:
     from jianmu.llm import Usage
 

@@ -234,3 +234,26 @@ def withheld(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     llm = ScriptedLLM([turn] * 4)
     tree = create_react_node(llm, [read_env], tool_output_guardrails=[no_keys])
     return tree, StateManager(AgentState)
+
+
+@engine.tree("cut_off", inputs=LinesInputs)
+def cut_off(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """An answer the token limit cuts off, then its continuation; the first attempt's
+    continuation hangs (the test kills the worker there)."""
+    from jianmu.llm.provider import LLMResponse
+    from jianmu.nodes.cut_off import CONTINUE_NOTE
+
+    asks = inputs["asks"]
+
+    def turn(messages: list[Message]) -> Any:
+        if messages[-1].content != CONTINUE_NOTE:
+            _append(asks, "answer")
+            return LLMResponse(message=Message.assistant("It is sunny in"),
+                               finish_reason="length")
+        _append(asks, "continue")
+        if not Path(inputs["marker"]).exists():  # only the first attempt hangs
+            Path(inputs["marker"]).touch()  # the test kills this worker now
+            _block_forever()
+        return " Oslo."
+
+    return create_react_node(ScriptedLLM([turn] * 4), []), StateManager(AgentState)

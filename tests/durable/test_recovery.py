@@ -55,3 +55,25 @@ def test_kill_between_turns_repeats_nothing(workers: Workers, client: Any,
     assert result.ok, result.error
     assert out.read_text().splitlines() == ["line 1", "line 2", "line 2", "line 3"]
     assert asks.read_text().splitlines() == ["turn 0", "turn 1"]
+
+
+def test_kill_while_an_answer_is_continued_loses_and_repeats_no_text(
+    workers: Workers, client: Any, tmp_path: Path
+) -> None:
+    """The answer's first part is a recorded step: the recovered run replays it and asks only
+    the continuation, so the answer holds each part once."""
+    asks, marker = tmp_path / "asks.txt", tmp_path / "hung"
+    first = workers.start("w1")
+    run_id = asyncio.run(client.start("cut_off", {
+        "path": str(tmp_path / "unused"), "asks": str(asks), "marker": str(marker)}))
+    wait_for(marker.exists, what="the continuation to be asked")
+    Workers.kill(first)
+    workers.start("w1")
+    result = asyncio.run(client.result(run_id, timeout=120))
+    assert result.ok, result.error
+    assert asks.read_text().splitlines() == ["answer", "continue", "continue"]
+    state = asyncio.run(client.state(run_id))
+    assert state is not None
+    assert state["root"]["final_answer"] == "It is sunny in Oslo."
+    assert [m["content"] for m in state["root"]["messages"] if m["role"] == "assistant"] == [
+        "It is sunny in Oslo."]

@@ -137,3 +137,63 @@ def test_a_typed_answer_cut_off_is_asked_again_not_counted_as_a_wrong_one() -> N
     assert result.output == Note(title="Hi", body="short")
     told = [m.content for m in result.messages if m.role == "tool"]
     assert "token limit" in (told[0] or "")
+
+
+# -- an answer cut off at the token limit ------------------------------------------------------
+
+
+def _sent(request_body: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each message a request sends, as (role, text) (either API's shape)."""
+    out = []
+    for message in request_body["messages"]:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+        out.append((message["role"], content or ""))
+    return out
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_an_answer_cut_off_at_the_token_limit_is_continued_into_one_answer(
+    server: ModelServer, api: str, stream: bool,
+) -> None:
+    from jianmu.nodes.cut_off import CONTINUE_NOTE
+
+    server.add(Turn(text="The tide comes in tw", cut=0), Turn(text="ice a day, and goes",
+                                                                cut=0), " out twice.")
+    result, seen = _run(Agent(_llm(server, api), stream=stream), "tides?")
+    assert result.ok, result.error
+    whole = "The tide comes in twice a day, and goes out twice."
+    assert result.output == whole
+    assert [(m.role, m.content) for m in result.messages] == [("user", "tides?"),
+                                                              ("assistant", whole)]
+    # each continuation sends the answer so far as the model's turn, then the note
+    assert _sent(server.requests[2].body)[-2:] == [
+        ("assistant", "The tide comes in twice a day, and goes"), ("user", CONTINUE_NOTE)]
+    cut = [e.fields for e in seen if e.name == "llm.call.cut_off"]
+    assert [(c["outcome"], c["finish_reason"]) for c in cut] == [("continued", "length")] * 2
+    assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens) == (
+        3, 30, 15)
+    if stream:
+        deltas = "".join(e.fields["text"] for e in seen if e.name == "llm.call.delta")
+        assert deltas == whole
+    assert all(r.stream is stream for r in server.requests)
+    assert len(server.connections) == 1  # one kept-alive connection for every part
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_an_answer_still_cut_off_fails_with_the_text_so_far(
+    server: ModelServer, api: str, stream: bool,
+) -> None:
+    from jianmu import OutputTruncatedError
+
+    server.add(Turn(text="The tide comes in tw", cut=0), Turn(text="ice a da", cut=0))
+    result, seen = _run(Agent(_llm(server, api), stream=stream, max_continuations=1), "tides?")
+    assert result.status.value == "failure"
+    assert isinstance(result.exception, OutputTruncatedError)
+    assert result.exception.text == "The tide comes in twice a da"
+    with pytest.raises(OutputTruncatedError):
+        result.raise_for_status()
+    assert [e.fields["outcome"] for e in seen if e.name == "llm.call.cut_off"] == [
+        "continued", "failed"]
+    assert len(server.requests) == 2 and result.usage.requests == 2
