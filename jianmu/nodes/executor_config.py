@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ("ToolExecutorConfig", "default_config")
+__all__ = ("ToolExecutorConfig",)
 
 
 class ToolExecutorConfig(BaseModel):
@@ -27,10 +26,3 @@ class ToolExecutorConfig(BaseModel):
     """``False``: nobody is asked for these calls, even in a run where a person answers: a
     call that needs a confirmation is denied, ``ask_user`` gets no answer, and a sub-agent
     called from here asks nobody either (`jianmu.Agent`'s ``interactive=False``)."""
-
-
-@functools.cache
-def default_config() -> ToolExecutorConfig:
-    """What an executor given no config uses (frozen: one serves them all), made by the first
-    executor rather than at import, where it would build the model's validator."""
-    return ToolExecutorConfig()

@@ -59,7 +59,7 @@ from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardr
 from jianmu.llm.messages import Message, Usage
 from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import executor_refusal
-from jianmu.nodes.executor_config import ToolExecutorConfig, default_config
+from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_failures import (
     OWN_FAILURES,
@@ -273,6 +273,13 @@ class _Record:
     what the result refers to (a method returning its object's own list)."""
 
 
+@functools.cache
+def _default_config() -> ToolExecutorConfig:
+    """What an executor given no config uses (frozen: one serves them all), made by the first
+    executor rather than at import, where it would build the model's validator."""
+    return ToolExecutorConfig()
+
+
 _SHARED_GUARDS: dict[tuple[int, str | None], GuardEnforcer] = {}
 """The guard of the runs under each read-only constraints object (which lives for good)."""
 
@@ -329,7 +336,7 @@ class ToolExecutor(AsyncNode):
         """Guardrails of each result, before the configured ones."""
         self.llm_node: Any = None  # the AgentLLMNode whose calls it runs (set by it)
         self.toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(tools or ())
-        self.config = config or default_config()
+        self.config = config or _default_config()
         self.constraints = constraints
         self._enforcer: GuardEnforcer | None = None
         self._runners = RunnerCache()
