@@ -416,6 +416,11 @@ class _ScopedInteraction(Interaction):
     def reject(self, request_id: str, message: str | None = None) -> None:
         self.parent.reject(self.prefix + request_id, message)
 
+    def withdraw(self, prefix: str = "") -> list[str]:
+        """Withdraw this sub-agent's pending requests on the caller's channel; their own ids."""
+        n = len(self.prefix)
+        return [i[n:] for i in self.parent.withdraw(self.prefix + prefix)]
+
     def snapshot(self) -> dict[str, Any]:
         """Nothing of its own: the caller's run keeps the requests and decisions."""
         return {}
