@@ -73,6 +73,7 @@ from jianmu.nodes.tool_spans import call_span_attributes, denied_span, finish_sp
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.runtime.context import RunContext
 from jianmu.runtime.events import EventBus, span
+from jianmu.tools._edit_schema import input_schema_of
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import (
     ToolCall,
@@ -220,15 +221,6 @@ def edited_call(call: ToolCall, ctx: RunContext) -> ToolCall:
     if request is None or request.payload.get("fingerprint") != call_fingerprint(call):
         return call
     return dataclasses.replace(call, arguments=dict(decision.arguments))
-
-
-def input_schema_of(tool: Tool | None) -> dict[str, Any] | None:
-    """The tool's input schema as JSON, for checking a person's edit; None if it has none."""
-    try:
-        schema = tool.parameters if tool is not None else None
-    except Exception:  # a tool whose schema cannot be built: its own check runs later
-        return None
-    return dict(schema) if isinstance(schema, dict) else None
 
 
 def elapsed_ms(start: float) -> float:
