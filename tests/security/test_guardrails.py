@@ -204,3 +204,28 @@ async def test_a_call_whose_result_a_guardrail_was_checking_when_the_run_stopped
     assert state.get("completed_call_ids") == ["p1"]
     [seen] = [m.content or "" for m in state.get("messages") or [] if m.role == "tool"]
     assert "withheld" in seen  # its result was never passed by the guardrail: not shown
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+async def test_a_workflow_tool_nodes_result_passes_the_runs_tool_output_guardrails(
+    guarded: bool,
+) -> None:
+    """Fixed here: a `ToolNode` (a fetch the tree's author placed, whose output a later model
+    reads from the state) wrote its result with no tool-output guardrail looking, though the
+    configuration asks that every tool result be scanned. It now fails with the result
+    withheld: nothing is written. (``guarded=False`` trusts the author's call, not what the
+    page it fetched says.)"""
+    from jianmu.nodes import ToolNode
+
+    node = ToolNode("fetch", fetch, input_key="url", output_key="page", guarded=guarded)
+    runner = ReactiveRunner(node, StateManager(initial={"url": "http://w"}),
+                            config=parse_config(CONFIG))
+    tripped: list[dict[str, Any]] = []
+    runner.ctx.events.subscribe("guardrail.tripped", lambda e: tripped.append(dict(e.fields)))
+
+    result = await runner.run()
+
+    assert result.status is RunStatus.FAILURE
+    assert runner.state.get("page") is None
+    assert "withheld" in (result.error or "") and "id_rsa" not in (result.error or "")
+    assert [t["guardrail"] for t in tripped] == ["prompt_injection"]
