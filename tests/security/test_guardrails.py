@@ -229,3 +229,29 @@ async def test_a_workflow_tool_nodes_result_passes_the_runs_tool_output_guardrai
     assert runner.state.get("page") is None
     assert "withheld" in (result.error or "") and "id_rsa" not in (result.error or "")
     assert [t["guardrail"] for t in tripped] == ["prompt_injection"]
+
+
+@pytest.mark.parametrize("configured", [True, False])
+async def test_a_sub_agents_answer_the_callers_guardrail_withholds_is_not_in_the_events(
+    configured: bool,
+) -> None:
+    """Fixed here: a sub-agent's answer is its caller's tool result, which the caller's
+    tool-output guardrails check, and a withheld result is in no event; but the sub-agent's
+    turn streamed it (``llm.call.delta``) and previewed it (``llm.call.completed``) on the
+    caller's stream before the caller's guardrail withheld it."""
+    sub_llm = ScriptedLLM([PAYLOAD])
+    sub = create_react_node(sub_llm, [], name="researcher")
+    lead_llm = ScriptedLLM([[{"name": "researcher", "arguments": {"input": "weather?"}}], "ok"])
+    lead = create_react_node(
+        lead_llm, [agent_tool(sub, name="researcher", description="Researches.")], name="lead",
+        tool_output_guardrails=() if configured else (PromptInjectionGuardrail(),),
+    )
+    runner = ReactiveRunner(lead, start(), config=parse_config(CONFIG if configured else ""))
+    seen: list[tuple[str, str]] = []
+    async for event in runner.stream():
+        seen.append((event.name, repr(event.fields)))
+
+    assert runner.state.get("final_answer") == "ok"
+    assert "withheld" in tool_texts(lead_llm, 1)[0]
+    assert [name for name, fields in seen if "id_rsa" in fields] == []
+    assert any(name == "guardrail.tripped" for name, _ in seen)
