@@ -691,6 +691,8 @@ class AgentTool(Tool):
         record = view.get("agent_run")
         if isinstance(record, dict) and record.get("status") == RunStatus.SUCCESS.value:
             # it finished before the caller recorded the call (a crash, a restore)
+            if record.get("withheld") is not None:  # what the caller's guardrail put instead
+                return ToolResult(tool=self.name, ok=False, error=str(record["withheld"]))
             return ToolResult(tool=self.name, ok=True, output=self._answer(view))
         guard = self._exclusive()
         async with guard:
@@ -811,6 +813,14 @@ class AgentTool(Tool):
         tree = self._trees.pop(key, None)
         if tree is not None:
             await close_tree(tree)
+
+    def result_withheld(self, state: StateView, call_id: str, result: ToolResult) -> None:
+        """The caller's tool-output guardrail withheld the answer of call ``call_id``: the
+        call's namespace keeps the refusal (``result``) in its place, never the answer."""
+        view = state.scope(f"{self.name}/{_label(call_id or 'call')}")
+        if isinstance(view.get("agent_run"), dict):
+            view.update({"final_answer": None, "final_output": None, "agent_run": {
+                "status": RunStatus.SUCCESS.value, "withheld": result.error}})
 
     @staticmethod
     def _answer(view: StateView) -> Any:

@@ -751,6 +751,7 @@ class ToolExecutor(AsyncNode):
             if ran is not None:  # ...unless it had ended and a guardrail was reading its result:
                 # it is done (never run again), its result withheld, as no guardrail passed it
                 result = withheld(ran, "the run was stopped while a guardrail checked it")
+                self._forget(call, tool, result)
                 self._record(call, tool, result, executed=True)
                 events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
                             error=result.error)
@@ -771,7 +772,16 @@ class ToolExecutor(AsyncNode):
                         duration_ms=result.duration_ms, truncated=result.truncated)
         elif not result.ok:
             events.emit("tool.call.failed", tool=tool.name, call_id=call.id, error=result.error)
+        if result is not ran:
+            self._forget(call, tool, result)
         self._record(call, tool, result, executed=True)
+
+    def _forget(self, call: ToolCall, tool: Tool, result: ToolResult) -> None:
+        """Tell a tool that keeps its result in the state (an agent tool: its sub-agent's
+        answer) that a guardrail withheld it: it keeps ``result``, the refusal, instead."""
+        forget = getattr(tool, "result_withheld", None)
+        if forget is not None:
+            forget(self.state, call.id, result)
 
     def _unmark(self, call: ToolCall) -> None:
         """Unmark a call that ended unrecorded: stopped, or waiting for a person."""

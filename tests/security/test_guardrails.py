@@ -4,6 +4,7 @@ model, and no skill or sub-agent escapes the run's guardrails."""
 from __future__ import annotations
 
 import asyncio
+import json
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -255,3 +256,23 @@ async def test_a_sub_agents_answer_the_callers_guardrail_withholds_is_not_in_the
     assert "withheld" in tool_texts(lead_llm, 1)[0]
     assert [name for name, fields in seen if "id_rsa" in fields] == []
     assert any(name == "guardrail.tripped" for name, _ in seen)
+
+
+async def test_a_sub_agents_answer_the_callers_guardrail_withholds_is_not_kept_in_the_state(
+) -> None:
+    """Fixed here: the call's namespace kept the sub-agent's answer (``final_answer``, for a
+    caller restored before it recorded the call), in every checkpoint and the studio's state,
+    though the caller's guardrail had withheld it; it now keeps the refusal, which a caller
+    restored before it recorded the call reads again."""
+    sub = create_react_node(ScriptedLLM([PAYLOAD]), [], name="researcher")
+    tool_ = agent_tool(sub, name="researcher", description="Researches.")
+    lead_llm = ScriptedLLM([[{"id": "r", "name": "researcher", "arguments": {"input": "w"}}],
+                            "ok"])
+    state = start()
+    runner = ReactiveRunner(create_react_node(lead_llm, [tool_], name="lead"), state,
+                            config=parse_config(CONFIG))
+    assert (await runner.run()).status is RunStatus.SUCCESS
+
+    assert "id_rsa" not in json.dumps(state.snapshot(), default=str)
+    again = await tool_.run({"input": "w"}, ctx=runner.ctx, state=state.root, call_id="r")
+    assert not again.ok and "withheld" in (again.error or "")
