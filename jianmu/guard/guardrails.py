@@ -12,7 +12,9 @@ tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
 - **output** guardrails see the final answer (the typed object with an ``output_type``). A
   trip fails the run the same way, and the answer is not written;
 - **tool_output** guardrails see each `ToolResult` before the model does. A trip replaces the
-  result with a refusal that the model reads, and the run goes on.
+  result with a refusal that the model reads, and the run goes on. A workflow's `ToolNode`
+  runs the run's own (configured, or given to the agents that called the run) on its result:
+  a trip fails the node and writes nothing.
 
 A guardrail that raises, or returns something other than ``None`` or a `Tripwire`, trips
 (fail closed), and so does an async one that does not answer within its timeout: its own

@@ -201,6 +201,9 @@ class MCPTool(Tool):
     """The tool runs in another process: the executor's span says ``extension``."""
     bounds_own_wait = True
     """The client's read timeout stops a call at ``timeout_seconds`` (`ToolTimeoutError`)."""
+    checks_closed_objects = True
+    """Its arguments are checked in Jianmu's own dialect, where an object takes only the
+    properties it names (`jianmu.tools._edit_schema`): a person's edit is checked so too."""
 
     def __init__(
         self, client: MCPClient, info: MCPToolInfo, *, server: str, name: str, timeout: float,

@@ -592,8 +592,11 @@ class AgentLLMNode(AsyncNode):
         ):
             checks = self._check_input(constraints)
         # no deltas of a turn that a guardrail still has to pass: a reader would have the
-        # answer to a message the input guardrails refuse, or an answer the output ones do
-        self._checked_turn = checks is not None or bool(
+        # answer to a message the input guardrails refuse, or an answer the output ones do,
+        # or a sub-agent's answer that its caller's tool-output guardrails withhold
+        later = getattr(self.ctx.runner, "is_sub_run", False) and bool(
+            constraints.guard.guardrails.tool_output or self.ctx.guardrails.get("tool_output"))
+        self._checked_turn = checks is not None or later or bool(
             self.output_guardrails or constraints.guard.guardrails.output
             or self.ctx.guardrails.get("output"))
         with scope as current:
@@ -664,7 +667,8 @@ class AgentLLMNode(AsyncNode):
             events.emit(  # the model that answered: a fallback's, when the first failed
                 "llm.call.completed", model=response.model or model,
                 tool_calls=[c.name for c in calls],
-                answer_preview=None if calls or tripped else preview(response.message.content),
+                answer_preview=None if calls or tripped or later
+                else preview(response.message.content),
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
             )

@@ -416,6 +416,11 @@ class _ScopedInteraction(Interaction):
     def reject(self, request_id: str, message: str | None = None) -> None:
         self.parent.reject(self.prefix + request_id, message)
 
+    def withdraw(self, prefix: str = "") -> list[str]:
+        """Withdraw this sub-agent's pending requests on the caller's channel; their own ids."""
+        n = len(self.prefix)
+        return [i[n:] for i in self.parent.withdraw(self.prefix + prefix)]
+
     def snapshot(self) -> dict[str, Any]:
         """Nothing of its own: the caller's run keeps the requests and decisions."""
         return {}
@@ -690,6 +695,8 @@ class AgentTool(Tool):
         record = view.get("agent_run")
         if isinstance(record, dict) and record.get("status") == RunStatus.SUCCESS.value:
             # it finished before the caller recorded the call (a crash, a restore)
+            if record.get("withheld") is not None:  # what the caller's guardrail put instead
+                return ToolResult(tool=self.name, ok=False, error=str(record["withheld"]))
             return ToolResult(tool=self.name, ok=True, output=self._answer(view))
         guard = self._exclusive()
         async with guard:
@@ -810,6 +817,14 @@ class AgentTool(Tool):
         tree = self._trees.pop(key, None)
         if tree is not None:
             await close_tree(tree)
+
+    def result_withheld(self, state: StateView, call_id: str, result: ToolResult) -> None:
+        """The caller's tool-output guardrail withheld the answer of call ``call_id``: the
+        call's namespace keeps the refusal (``result``) in its place, never the answer."""
+        view = state.scope(f"{self.name}/{_label(call_id or 'call')}")
+        if isinstance(view.get("agent_run"), dict):
+            view.update({"final_answer": None, "final_output": None, "agent_run": {
+                "status": RunStatus.SUCCESS.value, "withheld": result.error}})
 
     @staticmethod
     def _answer(view: StateView) -> Any:

@@ -73,6 +73,7 @@ from jianmu.nodes.tool_spans import call_span_attributes, denied_span, finish_sp
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.runtime.context import RunContext, unattended
 from jianmu.runtime.events import EventBus, span
+from jianmu.tools._edit_schema import input_schema_of
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import (
     ToolCall,
@@ -220,15 +221,6 @@ def edited_call(call: ToolCall, ctx: RunContext) -> ToolCall:
     if request is None or request.payload.get("fingerprint") != call_fingerprint(call):
         return call
     return dataclasses.replace(call, arguments=dict(decision.arguments))
-
-
-def input_schema_of(tool: Tool | None) -> dict[str, Any] | None:
-    """The tool's input schema as JSON, for checking a person's edit; None if it has none."""
-    try:
-        schema = tool.parameters if tool is not None else None
-    except Exception:  # a tool whose schema cannot be built: its own check runs later
-        return None
-    return dict(schema) if isinstance(schema, dict) else None
 
 
 def elapsed_ms(start: float) -> float:
@@ -745,6 +737,7 @@ class ToolExecutor(AsyncNode):
             if ran is not None:  # ...unless it had ended and a guardrail was reading its result:
                 # it is done (never run again), its result withheld, as no guardrail passed it
                 result = withheld(ran, "the run was stopped while a guardrail checked it")
+                self._forget(call, tool, result)
                 self._record(call, tool, result, executed=True)
                 events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
                             error=result.error)
@@ -765,7 +758,16 @@ class ToolExecutor(AsyncNode):
                         duration_ms=result.duration_ms, truncated=result.truncated)
         elif not result.ok:
             events.emit("tool.call.failed", tool=tool.name, call_id=call.id, error=result.error)
+        if result is not ran:
+            self._forget(call, tool, result)
         self._record(call, tool, result, executed=True)
+
+    def _forget(self, call: ToolCall, tool: Tool, result: ToolResult) -> None:
+        """Tell a tool that keeps its result in the state (an agent tool: its sub-agent's
+        answer) that a guardrail withheld it: it keeps ``result``, the refusal, instead."""
+        forget = getattr(tool, "result_withheld", None)
+        if forget is not None:
+            forget(self.state, call.id, result)
 
     def _unmark(self, call: ToolCall) -> None:
         """Unmark a call that ended unrecorded: stopped, or waiting for a person."""

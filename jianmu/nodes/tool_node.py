@@ -13,6 +13,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import StateValidationError, ToolValidationError
 from jianmu.execution.runner import pinned_paths, reset_redirect_check, set_redirect_check
 from jianmu.guard import GuardEnforcer, GuardLedger
+from jianmu.guard.guardrails import configured_guardrails, run_guardrails
 from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import redirect_check
 from jianmu.nodes.state import ledger_view
@@ -25,7 +26,7 @@ from jianmu.nodes.tool_executor import (
     input_schema_of,
     preview,
 )
-from jianmu.nodes.tool_failures import OWN_FAILURES, error_text, own_failure
+from jianmu.nodes.tool_failures import OWN_FAILURES, error_text, own_failure, withheld
 from jianmu.nodes.tool_spans import finish_span, tool_span_attributes
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.events import span
@@ -163,6 +164,21 @@ class ToolNode(AsyncNode):
                          in_doubt=True)
         return Status.FAILURE
 
+    async def _guarded(self, result: ToolResult) -> ToolResult:
+        """``result``, or a refusal in its place when a tool-output guardrail trips: the
+        run's (configured, or given to the agents that called this run), as for a model's
+        call; ``guarded=False`` trusts the author's call, not what it brings back."""
+        constraints = self.effective_constraints
+        guardrails = configured_guardrails("tool_output", (), constraints, self.ctx.guardrails)
+        if not guardrails:
+            return result
+        found = await run_guardrails("tool_output", guardrails, self.ctx, result, self.events,
+                                     timeout=constraints.guard.guardrails.timeout_s,
+                                     tool=result.tool)
+        if found is None:
+            return result
+        return withheld(result, f"guardrail {found[0]!r} tripped ({found[1].reason})")
+
     async def aclose(self) -> None:
         """Close the sandbox and end the worker threads kept for the next run."""
         await self._runners.close()
@@ -221,7 +237,8 @@ class ToolNode(AsyncNode):
                     raised.append(type(exc).__name__)
                     done = ToolResult(tool=tool.name, ok=False, error=error,
                                       duration_ms=elapsed_ms(start))
-                return done.truncate(tool.max_result_length)
+                # checked inside the step: a durable run records what a reader may see
+                return await self._guarded(done.truncate(tool.max_result_length))
 
             # a redirect is followed only where the guard would let the call itself go
             check = None if not self.guarded or self._enforcer is None else redirect_check(

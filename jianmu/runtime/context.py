@@ -203,6 +203,11 @@ class Interaction:
                     f"request {request_id!r} was already {verb}{said}; the first decision "
                     "stands and this one was not recorded"
                 )
+            if request_id not in self._pending:  # withdrawn: its run ended without it
+                raise InteractionError(
+                    f"request {request_id!r} no longer waits for a decision: the run ended "
+                    "before it was decided, and nothing would act on this one"
+                )
             if arguments is not None:
                 check_edit(asked, arguments)
             self._decisions[request_id] = ApprovalDecision(
@@ -249,6 +254,17 @@ class Interaction:
             InteractionError: the id was never asked, or was already decided.
         """
         self._decide(request_id, False, message)
+
+    def withdraw(self, prefix: str = "") -> list[str]:
+        """Withdraw the pending requests (those whose id starts with ``prefix``): the run's
+        tree ended without them, so no decision of theirs would ever be acted on. Their ids.
+        """
+        with self._lock:
+            gone = [i for i in self._pending if i.startswith(prefix)]
+            for request_id in gone:
+                del self._pending[request_id]
+            self.suspended = bool(self._pending)
+        return gone
 
     def snapshot(self) -> dict[str, Any]:
         """Asked requests and decisions, JSON-serialisable."""

@@ -524,6 +524,9 @@ class ReactiveRunner:
         self._suspended_at = time.monotonic() if outcome.status is RunStatus.SUSPENDED else None
         if outcome.status is not RunStatus.SUSPENDED:
             await self._close_resources()
+        if outcome.status.finished:  # its tree ended: what it asked waits for nothing now
+            for request_id in self.interaction.withdraw():
+                self.ctx.events.emit("interaction.withdrawn", request_id=request_id)
         state = self.state
         result = RunResult(
             status=outcome.status,

@@ -171,7 +171,7 @@ def asking_at(events: Iterable[dict[str, Any]], point: int | None = None) -> set
         if event.get("name") == "interaction.asked":
             asked[request] = str(event.get("node") or "")
         elif event.get("name") in ("interaction.approved", "interaction.rejected",
-                                   "interaction.answered"):
+                                   "interaction.answered", "interaction.withdrawn"):
             asked.pop(request, None)
     return set(asked.values())
 

@@ -16,7 +16,7 @@ from jianmu.llm import ScriptedLLM
 from jianmu.nodes import create_react_node
 from jianmu.nodes.state import AgentState
 from jianmu.runtime import SQLiteCheckpointer
-from jianmu.tools import tool
+from jianmu.tools import Tool, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -173,7 +173,7 @@ from jianmu import Constraints, ReactiveRunner, StateManager
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import create_react_node
 from jianmu.nodes.state import AgentState
-from jianmu.tools import tool
+from jianmu.tools import Tool, tool
 
 PAID = []
 
@@ -287,3 +287,48 @@ def test_an_edit_must_be_plain_json_and_a_broken_schema_leaves_the_check_to_the_
         interaction.approve("a", arguments={"x": float("nan")})
     interaction.approve("a", arguments={"x": 1})  # the tool's own check runs before it does
     assert interaction.decision("a").arguments == {"x": 1}  # type: ignore[union-attr]
+
+
+class Post(Tool):
+    """A class tool: its own check (`Tool.validate_args`) takes no argument its schema does
+    not name, in an object at any depth, though the schema says nothing of others."""
+
+    name = "post"
+    description = "Post a message."
+    input_schema = {"type": "object", "required": ["to", "meta"], "properties": {
+        "to": {"type": "string"},
+        "meta": {"type": "object", "properties": {"tag": {"type": "string"}}},
+    }}
+
+    def run(self, to: str, meta: dict) -> str:  # type: ignore[type-arg]
+        POSTED.append(to)
+        return f"posted to {to}"
+
+
+POSTED: list[str] = []
+
+
+@pytest.mark.parametrize("edit", [
+    {"to": "bob", "meta": {}, "cc": "eve"},
+    {"to": "bob", "meta": {"tag": "x", "cc": "eve"}},
+])
+async def test_an_edit_with_an_argument_the_tool_refuses_is_refused_when_approved(
+    edit: dict,  # type: ignore[type-arg]
+) -> None:
+    """Fixed here: the edit was checked by the schema as JSON Schema (open objects), taken,
+    and the call then failed in the tool's own check: the person was told it was approved."""
+    POSTED.clear()
+    llm = ScriptedLLM([
+        [{"id": "p", "name": "post", "arguments": {"to": "ann", "meta": {}}}], "ok"])
+    node = create_react_node(llm, [Post()], constraints=Constraints.model_validate(
+        {"guard": {"tool_policy": {"post": "confirm"}}}))
+    runner = ReactiveRunner(node, StateManager(
+        AgentState, {"messages": [{"role": "user", "content": "post"}]}))
+    assert (await runner.run(timeout=30)).status is RunStatus.SUSPENDED
+
+    with pytest.raises(ApprovalEditError, match="'cc' was unexpected"):
+        runner.approve("p", arguments=edit)
+    assert runner.interaction.decision("p") is None and [r.id for r in runner.pending] == ["p"]
+    runner.approve("p", arguments={"to": "bob", "meta": {"tag": "x"}})
+    assert (await runner.run(timeout=30)).status is RunStatus.SUCCESS
+    assert POSTED == ["bob"]

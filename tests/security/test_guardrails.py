@@ -4,6 +4,7 @@ model, and no skill or sub-agent escapes the run's guardrails."""
 from __future__ import annotations
 
 import asyncio
+import json
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -204,3 +205,74 @@ async def test_a_call_whose_result_a_guardrail_was_checking_when_the_run_stopped
     assert state.get("completed_call_ids") == ["p1"]
     [seen] = [m.content or "" for m in state.get("messages") or [] if m.role == "tool"]
     assert "withheld" in seen  # its result was never passed by the guardrail: not shown
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+async def test_a_workflow_tool_nodes_result_passes_the_runs_tool_output_guardrails(
+    guarded: bool,
+) -> None:
+    """Fixed here: a `ToolNode` (a fetch the tree's author placed, whose output a later model
+    reads from the state) wrote its result with no tool-output guardrail looking, though the
+    configuration asks that every tool result be scanned. It now fails with the result
+    withheld: nothing is written. (``guarded=False`` trusts the author's call, not what the
+    page it fetched says.)"""
+    from jianmu.nodes import ToolNode
+
+    node = ToolNode("fetch", fetch, input_key="url", output_key="page", guarded=guarded)
+    runner = ReactiveRunner(node, StateManager(initial={"url": "http://w"}),
+                            config=parse_config(CONFIG))
+    tripped: list[dict[str, Any]] = []
+    runner.ctx.events.subscribe("guardrail.tripped", lambda e: tripped.append(dict(e.fields)))
+
+    result = await runner.run()
+
+    assert result.status is RunStatus.FAILURE
+    assert runner.state.get("page") is None
+    assert "withheld" in (result.error or "") and "id_rsa" not in (result.error or "")
+    assert [t["guardrail"] for t in tripped] == ["prompt_injection"]
+
+
+@pytest.mark.parametrize("configured", [True, False])
+async def test_a_sub_agents_answer_the_callers_guardrail_withholds_is_not_in_the_events(
+    configured: bool,
+) -> None:
+    """Fixed here: a sub-agent's answer is its caller's tool result, which the caller's
+    tool-output guardrails check, and a withheld result is in no event; but the sub-agent's
+    turn streamed it (``llm.call.delta``) and previewed it (``llm.call.completed``) on the
+    caller's stream before the caller's guardrail withheld it."""
+    sub_llm = ScriptedLLM([PAYLOAD])
+    sub = create_react_node(sub_llm, [], name="researcher")
+    lead_llm = ScriptedLLM([[{"name": "researcher", "arguments": {"input": "weather?"}}], "ok"])
+    lead = create_react_node(
+        lead_llm, [agent_tool(sub, name="researcher", description="Researches.")], name="lead",
+        tool_output_guardrails=() if configured else (PromptInjectionGuardrail(),),
+    )
+    runner = ReactiveRunner(lead, start(), config=parse_config(CONFIG if configured else ""))
+    seen: list[tuple[str, str]] = []
+    async for event in runner.stream():
+        seen.append((event.name, repr(event.fields)))
+
+    assert runner.state.get("final_answer") == "ok"
+    assert "withheld" in tool_texts(lead_llm, 1)[0]
+    assert [name for name, fields in seen if "id_rsa" in fields] == []
+    assert any(name == "guardrail.tripped" for name, _ in seen)
+
+
+async def test_a_sub_agents_answer_the_callers_guardrail_withholds_is_not_kept_in_the_state(
+) -> None:
+    """Fixed here: the call's namespace kept the sub-agent's answer (``final_answer``, for a
+    caller restored before it recorded the call), in every checkpoint and the studio's state,
+    though the caller's guardrail had withheld it; it now keeps the refusal, which a caller
+    restored before it recorded the call reads again."""
+    sub = create_react_node(ScriptedLLM([PAYLOAD]), [], name="researcher")
+    tool_ = agent_tool(sub, name="researcher", description="Researches.")
+    lead_llm = ScriptedLLM([[{"id": "r", "name": "researcher", "arguments": {"input": "w"}}],
+                            "ok"])
+    state = start()
+    runner = ReactiveRunner(create_react_node(lead_llm, [tool_], name="lead"), state,
+                            config=parse_config(CONFIG))
+    assert (await runner.run()).status is RunStatus.SUCCESS
+
+    assert "id_rsa" not in json.dumps(state.snapshot(), default=str)
+    again = await tool_.run({"input": "w"}, ctx=runner.ctx, state=state.root, call_id="r")
+    assert not again.ok and "withheld" in (again.error or "")
