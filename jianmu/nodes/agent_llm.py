@@ -52,6 +52,7 @@ from jianmu.nodes.history import (
 from jianmu.nodes.output import Checked, OutputMode, OutputSpec, output_spec
 from jianmu.nodes.state import usage_view
 from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
+from jianmu.nodes.tool_spans import handoff_span
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.events import chat_attributes, failed, record_answer, span
 from jianmu.tools.calls import ToolCall, name_key
@@ -639,6 +640,8 @@ class AgentLLMNode(AsyncNode):
         if tripped is not None:
             return self._tripped(tripped)
         for name, fields in turn.events:
+            if name == "agent.handoff" and tracer is not None:  # a call no executor runs
+                handoff_span(self.ctx, fields, turn.values["messages"][1].content)
             events.emit(name, **fields)
         if turn.error is not None:  # written first: the history shows the last answer
             raise turn.error
@@ -854,5 +857,5 @@ def _handoff(
     return TurnUpdate(
         {"messages": [message, said, *others], "actions": [], "active_agent": target},
         events=[("agent.handoff", {"source": agent, "target": target,
-                                   "tool": transfer.name})],
+                                   "tool": transfer.name, "call_id": transfer.id})],
     )
