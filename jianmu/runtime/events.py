@@ -51,6 +51,7 @@ __all__ = (
     "run_ended",
     "run_span",
     "span",
+    "span_ids",
     "use_provider",
 )
 
@@ -322,14 +323,25 @@ def run_ended(current: Span, status: str) -> tuple[SpanContext, ...]:
     return (current.get_span_context(),) if status == "suspended" else ()
 
 
+def span_ids(current: Span) -> dict[str, str]:
+    """The ids of a run's span as its checkpoint keeps them: the run restored from it, in any
+    process, links to that span (`jianmu.runtime.checkpoint.links_from`)."""
+    context = current.get_span_context()
+    return {"trace_id": format(context.trace_id, "032x"),
+            "span_id": format(context.span_id, "016x")}
+
+
 @contextmanager
 def run_span(
     tracer: Tracer | None, name: str, attributes: Mapping[str, Any], open_spans: dict[Any, Any],
-    links: Sequence[SpanContext] = (),
+    links: Sequence[SpanContext] = (), opened: Callable[[Span], None] | None = None,
 ) -> Iterator[Span | None]:
     """A run's span (`span`): the spans of its nodes still open when it ends (``open_spans``,
-    an agent that waits for a person) end first, inside it."""
+    an agent that waits for a person) end first, inside it. ``opened`` is told of the span as
+    it opens."""
     with span(tracer, name, attributes, links=links) as current:
+        if current is not None and opened is not None:
+            opened(current)
         try:
             yield current
         finally:

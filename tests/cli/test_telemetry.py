@@ -80,6 +80,10 @@ def test_a_suspended_run_and_its_resume_each_flush_their_spans(project: Project)
     resumed = [s for s in console_spans(done.err) if s["name"].startswith("invoke_workflow")]
     assert [s["attributes"]["jianmu.run.status"] for s in resumed] == ["success"], done.err
     assert resumed[0]["attributes"]["jianmu.run.id"] == run_id
+    # in another process, the resumed run links to the run that suspended (its checkpoint's)
+    (link,) = resumed[0]["links"]
+    assert link["context"]["span_id"] == suspended[0]["context"]["span_id"]
+    assert link["context"]["trace_id"] == suspended[0]["context"]["trace_id"]
 
 
 def test_ctrl_c_still_flushes_the_spans_of_the_stopped_run(project: Project) -> None:
