@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from jianmu import AppConfig, ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
+from jianmu import Agent, AppConfig, ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, agent_tool, create_react_node, handoff
 from jianmu.tools import tool
@@ -219,4 +219,19 @@ async def test_a_sub_agent_that_hands_off_nests_under_the_callers_tool_span() ->
     (lookup,) = spans["execute_tool lookup_order"]
     assert parent_of(lookup) == billing.context.span_id
     assert len({s.context.trace_id for s in exporter.get_finished_spans()}) == 1
+    assert opened.left_open == set()
+
+
+async def test_an_agent_sends_its_runs_spans_to_the_provider_it_was_given() -> None:
+    provider, exporter, opened = traced()
+    billing = Agent(ScriptedLLM(["Paid."]), name="billing")
+    triage = Agent(ScriptedLLM([calls("transfer_to_billing")]), name="triage",
+                   tools=[handoff(billing)], tracer_provider=provider)
+    result = await triage.run("Is A1 paid?")
+    assert result.ok and result.output == "Paid."
+    spans = by_name(exporter)
+    (triage_span,) = spans["invoke_agent triage"]
+    (billing_span,) = spans["invoke_agent billing"]
+    assert parent_of(billing_span) == triage_span.context.span_id
+    assert "execute_tool transfer_to_billing" in spans
     assert opened.left_open == set()
