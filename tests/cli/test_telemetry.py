@@ -11,11 +11,19 @@ import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli._helpers import REPO, Project, assert_clean_error, make_config, pending_of
+from tests.cli._helpers import (
+    REPO,
+    SHIPPED_SKILLS,
+    Project,
+    assert_clean_error,
+    make_config,
+    pending_of,
+)
 from tests.cli.test_bad_input import BLOCKING, _read_until, run_id_of
 from tests.cli.test_run import AGENT_SCRIPT
 
@@ -201,3 +209,38 @@ def test_otlp_exporter_sends_the_spans_over_http(
     assert services == {"over-the-wire"}
     assert {"invoke_workflow ReAct", "invoke_agent ReAct", "chat scripted",
             "execute_tool calculator"} <= set(names)
+
+
+@pytest.mark.anyio
+async def test_mcp_serve_over_stdio_sends_a_skills_spans_to_stderr_not_the_channel(
+    project: Project, tmp_path: Path,
+) -> None:
+    """Standard output is the MCP channel: the console's spans go to standard error, and the
+    server still speaks MCP; the spans of a BT skill run are written by the time it stops."""
+    mcp = pytest.importorskip("mcp")
+    from mcp.client.stdio import stdio_client
+
+    _configure(project, "  exporter: console\n  service_name: mcp-side\n"
+                        "guard:\n  tool_policy:\n    write_file: allow\n")
+    params = mcp.StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "jianmu.cli", "mcp", "serve", "--skills-dir", str(SHIPPED_SKILLS),
+              "--config", str(project.config)],
+        env={"PYTHONPATH": str(REPO)}, cwd=str(project.root),
+    )
+    errors = tmp_path / "server-stderr.txt"
+    with errors.open("w", encoding="utf-8") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), \
+                mcp.ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool(
+                "run_bt_skill", {"skill": "workspace-report", "inputs": {"folder": "src"}})
+            assert not result.is_error, result
+    spans = console_spans(errors.read_text(encoding="utf-8"))
+    assert {s["resource"]["attributes"]["service.name"] for s in spans} == {"mcp-side"}
+    by_name = {s["name"]: s for s in spans}
+    call = by_name["execute_tool run_bt_skill"]  # the host's call, the skill's work inside it
+    assert call["parent_id"] is None
+    assert "gen_ai.tool.call.arguments" not in call["attributes"]  # capture_content is off
+    assert by_name["execute_tool write_file"]["context"]["trace_id"] == \
+        call["context"]["trace_id"]
