@@ -641,7 +641,9 @@ class AgentLLMNode(AsyncNode):
             return self._tripped(tripped)
         for name, fields in turn.events:
             if name == "agent.handoff" and tracer is not None:  # a call no executor runs
-                handoff_span(self.ctx, fields, turn.values["messages"][1].content)
+                said = next((m.content for m in turn.values["messages"]
+                             if m.role == "tool" and m.tool_call_id == fields["call_id"]), "")
+                handoff_span(self.ctx, fields, said or "")
             events.emit(name, **fields)
         if turn.error is not None:  # written first: the history shows the last answer
             raise turn.error

@@ -267,9 +267,9 @@ class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
         self.status = status
         yield self
 
-
     def _traced_tick(self, ctx: RunContext,
                      child: py_trees.behaviour.Behaviour) -> Iterator[py_trees.behaviour.Behaviour]:
+        """Tick ``child``, the round of the agent answering now, inside that agent's span."""
         name = next(n for n, member in self.members.items() if member is child)
         with answering_span(self, self.members, self.entry, name, ctx):
             yield from child.tick()
