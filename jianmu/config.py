@@ -178,7 +178,8 @@ class TelemetryConfig(_Section):
     ``otlp`` (OTLP over HTTP, set up by the ``OTEL_EXPORTER_OTLP_*`` variables; needs the
     ``otlp`` extra)."""
     service_name: str = "jianmu"
-    """``service.name`` of the tracer provider that Jianmu builds (`jianmu.telemetry`)."""
+    """``service.name`` of the tracer provider that Jianmu builds (`jianmu.telemetry`); left
+    unset, ``OTEL_SERVICE_NAME`` names it when set."""
 
 
 class RuntimeConfig(_Section):

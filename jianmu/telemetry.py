@@ -69,8 +69,10 @@ def tracer_provider(
     config: AppConfig | TelemetryConfig | None = None, *, out: TextIO | None = None,
     shutdown_on_exit: bool = True,
 ) -> TracerProvider:
-    """An SDK provider whose resource's ``service.name`` is ``telemetry.service_name`` (other
-    attributes of ``OTEL_RESOURCE_ATTRIBUTES`` kept), sending spans through a
+    """An SDK provider whose resource's ``service.name`` is ``telemetry.service_name`` when the
+    config sets it, else ``OTEL_SERVICE_NAME`` (or ``OTEL_RESOURCE_ATTRIBUTES``'s) when set,
+    else ``jianmu`` (the other attributes of ``OTEL_RESOURCE_ATTRIBUTES`` kept), sending spans
+    through a
     ``BatchSpanProcessor`` to ``telemetry.exporter`` (`span_exporter`; ``none``: no processor,
     add your own). Call its ``shutdown()`` when done, or leave it to the interpreter's exit
     (``shutdown_on_exit``).
@@ -84,8 +86,12 @@ def tracer_provider(
 
     telemetry = _section(config)
     exporter = span_exporter(telemetry.exporter, out=out)  # a missing extra: before any thread
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: telemetry.service_name}),
-                              shutdown_on_exit=shutdown_on_exit)
+    resource = Resource.create()  # with OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+    named = not str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service")
+    if "service_name" in telemetry.model_fields_set or not named:  # the config's, else the
+        # environment's, else the default ("jianmu")
+        resource = resource.merge(Resource({SERVICE_NAME: telemetry.service_name}))
+    provider = TracerProvider(resource=resource, shutdown_on_exit=shutdown_on_exit)
     if exporter is not None:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider

@@ -85,3 +85,24 @@ def test_otlp_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http", None)
     with pytest.raises(MissingExtraError, match=r"jianmu\[otlp\]"):
         tracer_provider(TelemetryConfig(exporter="otlp"))
+
+
+@pytest.mark.parametrize(("configured", "environment", "named"), [
+    ({}, {}, "jianmu"),
+    ({}, {"OTEL_SERVICE_NAME": "from-env"}, "from-env"),
+    ({}, {"OTEL_RESOURCE_ATTRIBUTES": "service.name=attrs,team=a"}, "attrs"),
+    ({"service_name": "from-config"}, {"OTEL_SERVICE_NAME": "from-env"}, "from-config"),
+])
+def test_the_service_name_is_the_configs_else_the_environments_else_jianmu(
+    monkeypatch: pytest.MonkeyPatch, configured: dict[str, str], environment: dict[str, str],
+    named: str,
+) -> None:
+    for variable in ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"):
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    provider = tracer_provider(TelemetryConfig(**configured), shutdown_on_exit=False)
+    assert provider.resource.attributes["service.name"] == named
+    if "OTEL_RESOURCE_ATTRIBUTES" in environment:
+        assert provider.resource.attributes["team"] == "a"  # the other attributes kept
+    provider.shutdown()
