@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,docker,mcp,openai,anthropic,search,dbos,studio]'
+	$(BIN)/pip install -q -e '.[dev,docker,mcp,openai,anthropic,search,dbos,studio,otlp]'
 	touch $(STAMP)
 
 # the demo needs Jianmu and, for the studio it ends with, the studio extra: nothing more

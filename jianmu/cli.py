@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from jianmu._cli.common import TREE_FORMATS, CLIError, ExitCode, missing_extra, printable
@@ -180,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--wait", type=_positive(float, zero=True), metavar="S",
                      help="--durable: stop waiting after S seconds (exit 4; the run goes on)")
     _run_options(run)
-    run.set_defaults(handler="jianmu._cli.run:cmd_run")
+    run.set_defaults(handler="jianmu._cli.run:cmd_run", traced=True)
 
     resume = add(commands, "resume", "continue a checkpointed run", epilog=_EPILOG)
     resume.add_argument("run_id", metavar="RUN_ID")
@@ -196,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--answer", action="append", nargs=2, metavar=("ID", "TEXT"),
                         help="answer a pending question (ask_user) with TEXT (repeatable)")
     _run_options(resume)
-    resume.set_defaults(handler="jianmu._cli.run:cmd_resume")
+    resume.set_defaults(handler="jianmu._cli.run:cmd_resume", traced=True)
 
     _durable_commands(commands, add)
 
@@ -211,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     studio.add_argument("--app", metavar="APP",
                         help="also show a durable app's runs, MODULE:ATTR or FILE.py:ATTR")
     studio.add_argument("--token", help=argparse.SUPPRESS)  # tests: a known token
-    studio.set_defaults(handler="jianmu._cli.serve:cmd_studio")
+    studio.set_defaults(handler="jianmu._cli.serve:cmd_studio", traced=True)
 
     tools = add(commands, "tools", "inspect the built-in tools")
     tools_sub = tools.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -277,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="http: read the bearer token every request must carry from the "
                             "environment variable NAME (default: a new token, printed at "
                             "start)")
-    serve.set_defaults(handler="jianmu._cli.serve:cmd_mcp_serve")
+    serve.set_defaults(handler="jianmu._cli.serve:cmd_mcp_serve", traced=True)
 
     sandbox = add(commands, "sandbox", "the Docker sandbox")
     sandbox_sub = sandbox.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -300,7 +301,7 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
                              "at once; default: the engine's, else a fresh one)")
     worker.add_argument("--concurrency", type=_positive(int), metavar="N",
                         help="runs executed at once (default: durable.worker_concurrency)")
-    worker.set_defaults(handler="jianmu._cli.durable:cmd_worker")
+    worker.set_defaults(handler="jianmu._cli.durable:cmd_worker", traced=True)
 
     runs = add(commands, "runs", "show and fork saved runs; list, show, answer and recover "
                "durable runs", epilog=_RUNS_EPILOG)
@@ -336,7 +337,7 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
                       help="set a state key at that point (repeatable; KEY:=JSON for a JSON "
                            "value; NAMESPACE/KEY in a skill's namespace)")
     _run_options(fork)
-    fork.set_defaults(handler="jianmu._cli.points:cmd_runs_fork")
+    fork.set_defaults(handler="jianmu._cli.points:cmd_runs_fork", traced=True)
     approve = action("approve", "approve a pending request of a run", "cmd_runs_approve")
     reject = action("reject", "reject a pending request of a run (the model sees the reason)",
                     "cmd_runs_reject")
@@ -365,6 +366,17 @@ def _handler(spec: str):  # type: ignore[no-untyped-def]
     return getattr(importlib.import_module(module), name)
 
 
+def _tracing(args: argparse.Namespace) -> AbstractContextManager[object]:
+    """The ``telemetry.exporter`` of the config for a command that runs trees (`jianmu.telemetry`:
+    its spans flushed as the command ends, however it ends); nothing for the others."""
+    if not getattr(args, "traced", False):
+        return nullcontext()
+    from jianmu.config import load_config
+    from jianmu.telemetry import tracing
+
+    return tracing(load_config(args.config))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``jianmu`` command; return its exit code."""
     from jianmu.errors import ConfigError, JianmuError
@@ -373,7 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.config = getattr(args, "config", None)
     args.debug = getattr(args, "debug", False)
     try:
-        return int(_handler(args.handler)(args))
+        with _tracing(args):
+            return int(_handler(args.handler)(args))
     except BrokenPipeError:  # e.g. piped into head: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return int(ExitCode.FAILURE)

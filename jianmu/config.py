@@ -181,8 +181,14 @@ class TelemetryConfig(_Section):
     capture_content: Switch = False
     """Attach tool arguments and results, and the reasons of the guard's decisions and of
     guardrails' trips, to spans (they may hold secrets); messages are never attached."""
+    exporter: Literal["none", "console", "otlp"] = "none"
+    """Where the spans of the CLI's runs go (`jianmu.telemetry`): ``none`` (the default: the
+    global provider an application set up, if any), ``console`` (JSON on standard error), or
+    ``otlp`` (OTLP over HTTP, set up by the ``OTEL_EXPORTER_OTLP_*`` variables; needs the
+    ``otlp`` extra)."""
     service_name: str = "jianmu"
-    """``service.name`` of the tracer provider that Jianmu builds when none is passed."""
+    """``service.name`` of the tracer provider that Jianmu builds (`jianmu.telemetry`); left
+    unset, ``OTEL_SERVICE_NAME`` names it when set."""
 
 
 class RuntimeConfig(_Section):

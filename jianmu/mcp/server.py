@@ -47,6 +47,14 @@ from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChe
 from jianmu.mcp.client import require_mcp
 from jianmu.mcp.skill_content import FileSource, PromptSource, SkillContent
 from jianmu.runtime.context import RunContext, run_constraints
+from jianmu.runtime.events import (
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_TOOL_NAME,
+    GEN_AI_TOOL_TYPE,
+    failed,
+    get_tracer,
+    span,
+)
 from jianmu.tools.calls import ToolCall, ToolResult, render_output, shown_name
 from jianmu.tools.registry import ToolSet
 
@@ -198,12 +206,15 @@ def build_mcp_server(
     # (run_bt_skill) runs them under these, never under a default context.
     served_execution = runner.execution.model_copy(update={"workdir": str(workspace)})
     base = config.constraints() if config is not None else Constraints()
+    run_config = config if config is not None else _config_of(guard, served_execution)
     run_context = RunContext(
-        config=config if config is not None else _config_of(guard, served_execution),
+        config=run_config,
         constraints=run_constraints(
             base.model_copy(update={"guard": guard, "execution": served_execution})
         ),
         interaction=None, user_roles=roles,
+        # each call an execute_tool span, the spans of a BT skill's nodes inside it
+        tracer=get_tracer(enabled=run_config.telemetry.enabled),
     )
 
     @contextlib.asynccontextmanager
@@ -252,9 +263,14 @@ def build_mcp_server(
         ledger = ledger.after([found.name], enforcer.clock(),
                               timed=enforcer.rate_limited(found.name))
         # only a tool that declares a run-context parameter gets it (injection by declaration)
+        attributes = {GEN_AI_OPERATION_NAME: "execute_tool", GEN_AI_TOOL_NAME: found.name,
+                      GEN_AI_TOOL_TYPE: "function"}  # never its arguments nor result
         async with runners.runner_for(_ctx.request) as client_runner:
-            result = await chosen.execute(found.name, args, runner=client_runner,
-                                          injected={"ctx": run_context})
+            with span(run_context.tracer, f"execute_tool {found.name}", attributes) as current:
+                result = await chosen.execute(found.name, args, runner=client_runner,
+                                              injected={"ctx": run_context})
+                if not result.ok:
+                    failed(current, "_OTHER")
         if not result.ok:
             return _error(result.error or f"tool {found.name!r} failed")
         return _success(result)

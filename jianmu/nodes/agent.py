@@ -39,6 +39,8 @@ from jianmu.tools.calls import is_tool_name
 from jianmu.tools.registry import as_tools
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
     from jianmu.config import AppConfig
     from jianmu.guard.guardrails import Guardrail
     from jianmu.llm.provider import LLMProvider
@@ -165,6 +167,8 @@ class Agent:
         input_guardrails: guardrails of the user's message (`jianmu.guard.guardrails`).
         output_guardrails: guardrails of the answer.
         tool_output_guardrails: guardrails of each tool result.
+        tracer_provider: where its runs' spans go (`ReactiveRunner`; e.g.
+            `jianmu.telemetry.tracer_provider`); default the global provider.
         **options: any other keyword of `create_react_node` (``max_messages``,
             ``llm_params``, ``executor_config``, ``stream``...).
     """
@@ -190,6 +194,7 @@ class Agent:
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
         tool_output_guardrails: Sequence[Guardrail] = (),
+        tracer_provider: TracerProvider | None = None,
         **options: Any,
     ) -> None:
         _check_options(options)
@@ -206,6 +211,7 @@ class Agent:
         self.checkpointer = checkpointer
         self.interactive = interactive
         self.user_roles = tuple(user_roles)
+        self.tracer_provider = tracer_provider
         if config is not None:
             # the config's layer goes with the tree too: as another agent's tool or hand-off
             # target the tree runs under the caller's config, and the guard rules and sandbox
@@ -363,6 +369,7 @@ class Agent:
         runner = ReactiveRunner.restore(
             self.as_node(), self.checkpointer, run_id, state_manager=StateManager(AgentState),
             config=self.config, interactive=self.interactive,
+            tracer_provider=self.tracer_provider,
         )
         self._runs.add(runner)
         result = runner._finished  # a run that ended: its result, as the runner returns it
@@ -401,6 +408,7 @@ class Agent:
         runner = ReactiveRunner(
             self._take(), state, config=self.config, checkpointer=self.checkpointer,
             interactive=self.interactive, user_roles=self.user_roles,
+            tracer_provider=self.tracer_provider,
         )
         self._runs.add(runner)
         return runner

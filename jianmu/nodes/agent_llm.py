@@ -62,6 +62,7 @@ from jianmu.nodes.history import (
 from jianmu.nodes.output import Checked, OutputMode, OutputSpec, output_spec
 from jianmu.nodes.state import tokens_spent, usage_view
 from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
+from jianmu.nodes.tool_spans import handoff_span
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.events import chat_attributes, failed, record_answer, span
 from jianmu.tools.calls import ToolCall, name_key
@@ -675,6 +676,10 @@ class AgentLLMNode(AsyncNode):
         if tripped is not None:
             return self._tripped(tripped)
         for name, fields in turn.events:
+            if name == "agent.handoff" and tracer is not None:  # a call no executor runs
+                said = next((m.content for m in turn.values["messages"]
+                             if m.role == "tool" and m.tool_call_id == fields["call_id"]), "")
+                handoff_span(self.ctx, fields, said or "")
             events.emit(name, **fields)
         if turn.error is not None:  # written first: the history shows the last answer
             raise turn.error
@@ -972,5 +977,5 @@ def _handoff(
     return TurnUpdate(
         {"messages": [message, said, *others], "actions": [], "active_agent": target},
         events=[("agent.handoff", {"source": agent, "target": target,
-                                   "tool": transfer.name})],
+                                   "tool": transfer.name, "call_id": transfer.id})],
     )

@@ -56,6 +56,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import HandoffError, ToolExecutionError, ToolSuspended, ToolValidationError
 from jianmu.llm.messages import Message
 from jianmu.nodes.output import NodeTool, json_path
+from jianmu.nodes.team_spans import answering_span, end_team_spans
 from jianmu.runtime.async_node import RuntimeNode, close_tree
 from jianmu.runtime.context import (
     ApprovalDecision,
@@ -255,12 +256,29 @@ class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
                 self.state.replace({"active_agent": self.entry})  # who answers, from the start
             child = self.members[self.active()]
         self.current_child = child
-        yield from child.tick()
+        ctx = getattr(self, "ctx", None)
+        if ctx is None or ctx.tracer is None:
+            yield from child.tick()
+        else:  # the answering agent's span is the parent of what its round starts
+            yield from self._traced_tick(ctx, child)
         status = child.status
         if status is not Status.RUNNING:
             self.stop(status)
         self.status = status
         yield self
+
+    def _traced_tick(self, ctx: RunContext,
+                     child: py_trees.behaviour.Behaviour) -> Iterator[py_trees.behaviour.Behaviour]:
+        """Tick ``child``, the round of the agent answering now, inside that agent's span."""
+        name = next(n for n, member in self.members.items() if member is child)
+        with answering_span(self, self.members, self.entry, name, ctx):
+            yield from child.tick()
+
+    def end_spans(self, status: Status) -> None:
+        """End the answering agent's span as the loop above stops (`end_team_spans`)."""
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None:
+            end_team_spans(self, self.members, ctx, status)
 
 
 def build_team(

@@ -67,7 +67,11 @@ def agent_span(loop: ReActLoop, ctx: RunContext) -> Iterator[None]:
 
 
 def end_agent_span(loop: ReActLoop, ctx: RunContext, status: Status) -> None:
-    """End the agent's span as the loop stops: an error when it failed."""
+    """End the agent's span as the loop stops, after the span of the team's agent answering
+    in it (`AgentSwitch`): an error when it failed."""
+    team = loop.decorated
+    if isinstance(team, AgentSwitch):
+        team.end_spans(status)
     current = ctx.open_spans.pop(loop, None)
     if current is not None:
         if status is Status.FAILURE:

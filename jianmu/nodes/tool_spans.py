@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from jianmu.tools.base import Tool
     from jianmu.tools.calls import ToolCall, ToolResult
 
-__all__ = ("call_span_attributes", "denied_span", "finish_span", "tool_span_attributes")
+__all__ = (
+    "call_span_attributes", "denied_span", "finish_span", "handoff_span", "tool_span_attributes",
+)
 
 
 def tool_span_attributes(tool_name: str, call_id: str | None, tool: Tool) -> dict[str, Any]:
@@ -81,3 +83,28 @@ def finish_span(
     if ctx is not None and ctx.config.telemetry.capture_content:
         span.set_attribute(GEN_AI_TOOL_CALL_ARGUMENTS, json.dumps(arguments, default=str))
         span.set_attribute(GEN_AI_TOOL_CALL_RESULT, result.text[:4000])
+
+
+def handoff_span(ctx: RunContext, handoff: dict[str, Any], said: str) -> None:
+    """The ``execute_tool transfer_to_<agent>`` span of a hand-off the model made (the fields of
+    its ``agent.handoff`` event), in the span of the agent that handed over; the agent taking
+    over is ``jianmu.handoff.target``. Its result, ``said`` (the tool message), only with
+    capture_content, as any call's."""
+    if ctx.tracer is None:
+        return
+    attributes: dict[str, Any] = {
+        GEN_AI_OPERATION_NAME: "execute_tool",
+        GEN_AI_TOOL_NAME: handoff["tool"],
+        GEN_AI_TOOL_TYPE: "function",
+        "jianmu.handoff.target": handoff["target"],
+        "jianmu.tool.ok": True,
+    }
+    if handoff.get("call_id"):
+        attributes[GEN_AI_TOOL_CALL_ID] = handoff["call_id"]
+    if handoff.get("source"):
+        attributes["jianmu.handoff.source"] = handoff["source"]
+    if ctx.config.telemetry.capture_content:
+        attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = "{}"
+        attributes[GEN_AI_TOOL_CALL_RESULT] = said
+    with span(ctx.tracer, f"execute_tool {handoff['tool']}", attributes):
+        pass

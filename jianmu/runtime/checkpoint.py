@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,7 +27,10 @@ from jianmu.runtime.lease import (
 )
 from jianmu.runtime.points import RecordedRun, RunHistory, TickRecorder
 
-__all__ = ("Checkpointer", "SQLiteCheckpointer", "checked")
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
+
+__all__ = ("Checkpointer", "SQLiteCheckpointer", "checked", "links_from")
 
 # Connections inherited through fork(): never closed in the child (SQLite forbids using one
 # across a fork, and closing it could touch the parent's shared-memory index), never collected.
@@ -70,6 +73,22 @@ def checked(data: Any, run_id: str) -> dict[str, Any]:
         )
         raise CheckpointError(f"the checkpoint of run {run_id!r} is damaged: {problems}") from None
     return data
+
+
+def links_from(record: Any) -> tuple[SpanContext, ...]:
+    """The span a checkpoint names (`jianmu.runtime.events.span_ids`), for the span of the run
+    restored from it to link to; none when it names none, or not in that shape."""
+    if not isinstance(record, dict):
+        return ()
+    try:
+        trace_id, span_id = int(record["trace_id"], 16), int(record["span_id"], 16)
+    except (KeyError, TypeError, ValueError):
+        return ()
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    context = SpanContext(trace_id, span_id, is_remote=True,
+                          trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    return (context,) if context.is_valid else ()
 
 
 @runtime_checkable

@@ -3,7 +3,8 @@ path and timestamp; and its OpenTelemetry spans — the GenAI attribute names, t
 span helper.
 
 Jianmu never sets the global tracer provider: a run uses the provider passed to it, else the
-global API's (a no-op until the application configures one).
+global API's once the application configured one, else the provider of a `jianmu.telemetry`
+scope (``telemetry.exporter``: the CLI's commands that run trees open one), else none.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ __all__ = (
     "run_ended",
     "run_span",
     "span",
+    "span_ids",
+    "use_provider",
 )
 
 
@@ -242,13 +245,27 @@ JIANMU_RUN_ID = "jianmu.run.id"
 JIANMU_GUARD_DECISION = "jianmu.guard.decision"
 
 
+_scoped_provider: TracerProvider | None = None
+"""The provider of the open `jianmu.telemetry.tracing` scope: a process-wide fallback (runs
+are built in worker threads too), below the global provider an application set."""
+
+
+def use_provider(provider: TracerProvider | None) -> TracerProvider | None:
+    """Make ``provider`` the fallback of runs given none (None: no fallback); return the
+    previous one, for the scope that set it to put back."""
+    global _scoped_provider
+    previous, _scoped_provider = _scoped_provider, provider
+    return previous
+
+
 def get_tracer(
     tracer_provider: TracerProvider | None = None, *, enabled: bool = True
 ) -> Tracer | None:
-    """The tracer for Jianmu's spans: from ``tracer_provider``, else the global API's.
+    """The tracer for Jianmu's spans: from ``tracer_provider``, else the global API's when the
+    application configured one, else the open `jianmu.telemetry` scope's provider.
 
-    Returns None (no spans, no cost) when tracing is disabled, or when no provider is passed
-    and the application has not configured a global one before the run was built.
+    Returns None (no spans, no cost) when tracing is disabled, or when there is no provider
+    at all when the run is built.
     """
     if not enabled:
         return None
@@ -257,7 +274,8 @@ def get_tracer(
     from opentelemetry import trace
 
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        return None
+        scoped = _scoped_provider  # the application's own provider comes first: never replaced
+        return None if scoped is None else scoped.get_tracer("jianmu")
     return trace.get_tracer("jianmu")
 
 
@@ -305,18 +323,29 @@ def run_ended(current: Span, status: str) -> tuple[SpanContext, ...]:
     return (current.get_span_context(),) if status == "suspended" else ()
 
 
+def span_ids(current: Span) -> dict[str, str]:
+    """The ids of a run's span as its checkpoint keeps them: the run restored from it, in any
+    process, links to that span (`jianmu.runtime.checkpoint.links_from`)."""
+    context = current.get_span_context()
+    return {"trace_id": format(context.trace_id, "032x"),
+            "span_id": format(context.span_id, "016x")}
+
+
 @contextmanager
 def run_span(
     tracer: Tracer | None, name: str, attributes: Mapping[str, Any], open_spans: dict[Any, Any],
-    links: Sequence[SpanContext] = (),
+    links: Sequence[SpanContext] = (), opened: Callable[[Span], None] | None = None,
 ) -> Iterator[Span | None]:
     """A run's span (`span`): the spans of its nodes still open when it ends (``open_spans``,
-    an agent that waits for a person) end first, inside it."""
+    an agent that waits for a person) end first, inside it. ``opened`` is told of the span as
+    it opens."""
     with span(tracer, name, attributes, links=links) as current:
+        if current is not None and opened is not None:
+            opened(current)
         try:
             yield current
         finally:
-            for left in list(open_spans.values()):
+            for left in reversed(open_spans.values()):  # the latest (innermost) first
                 left.end()
             open_spans.clear()
 

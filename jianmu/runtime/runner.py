@@ -244,6 +244,7 @@ class ReactiveRunner:
     is_sub_run = False
     """True for the run of a sub-agent inside another run (it shares the caller's counts)."""
     _went_on_from: tuple[SpanContext, ...] = ()  # the span of the run that suspended, if any
+    _span_ids: dict[str, str] | None = None  # its latest run span's, that a checkpoint keeps
 
     def __init__(
         self,
@@ -624,6 +625,7 @@ class ReactiveRunner:
                 "user_roles": sorted(self.ctx.user_roles),
                 "saved": time.time(),
                 **({"error": error} if error is not None else {}),
+                **({"span": self._span_ids} if self._span_ids else {}),
             },
         )
 
@@ -649,7 +651,7 @@ class ReactiveRunner:
             CheckpointError: no checkpoint for ``run_id``, or the tree does not match it.
             RunClaimedError: another owner holds the run.
         """
-        from jianmu.runtime.checkpoint import checked  # restores only: off the call path
+        from jianmu.runtime.checkpoint import checked, links_from  # restores only
 
         claim = RunClaim.of(checkpointer, run_id, kwargs.get("owner"))
         if claim is not None:  # claimed before it is read: no other owner moves it on meanwhile
@@ -675,6 +677,7 @@ class ReactiveRunner:
                 raise CheckpointError(f"the checkpoint of run {run_id!r}: {exc}") from None
             runner.ticks = int(data.get("ticks", 0))
             runner._restored_nodes = dict(data.get("nodes", {}))
+            runner._went_on_from = links_from(data.get("span"))  # the run that saved it
             runner._setup_once()  # before the end is known: binding may write (a typed answer)
             status = data.get("status")
             if status in (RunStatus.SUCCESS.value, RunStatus.FAILURE.value):
@@ -984,16 +987,12 @@ class ReactiveRunner:
     def _span(self) -> Any:
         if self.ctx.tracer is None:  # nothing to record: no generator held for the whole run
             return _NO_SPAN
-        from jianmu.runtime.events import run_span
+        from jianmu.runtime.events import run_span, span_ids
 
         return run_span(
-            self.ctx.tracer,
-            f"invoke_workflow {self.root.name}",
-            {
-                GEN_AI_OPERATION_NAME: "invoke_workflow",
-                GEN_AI_AGENT_NAME: self.root.name,
-                JIANMU_RUN_ID: self.run_id,
-            },
-            self.ctx.open_spans,
-            links=self._went_on_from,
+            self.ctx.tracer, f"invoke_workflow {self.root.name}",
+            {GEN_AI_OPERATION_NAME: "invoke_workflow", GEN_AI_AGENT_NAME: self.root.name,
+             JIANMU_RUN_ID: self.run_id},
+            self.ctx.open_spans, links=self._went_on_from,
+            opened=lambda current: setattr(self, "_span_ids", span_ids(current)),
         )

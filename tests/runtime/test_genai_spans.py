@@ -5,6 +5,7 @@ waits for a person is not; a resumed run links to the run it goes on from."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,9 +14,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from jianmu import ReactiveRunner, RunStatus, StateManager
+from jianmu import ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
 from jianmu.llm import AnthropicProvider, OpenAIProvider, ScriptedLLM
 from jianmu.nodes import AgentState, agent_tool, create_react_node
+from jianmu.runtime.checkpoint import links_from
 from jianmu.runtime.events import ERROR_TYPE
 from jianmu.tools import tool
 from tests.support.model_server import ModelServer, Turn
@@ -157,6 +159,34 @@ async def test_a_resumed_run_links_to_the_run_that_suspended() -> None:
     (paid,) = named(exporter, "execute_tool pay")  # in the resumed run's trace
     assert paid.context is not None and resumed.context is not None
     assert paid.context.trace_id == resumed.context.trace_id
+
+
+def test_a_run_restored_from_its_checkpoint_links_to_the_run_that_saved_it(
+    tmp_path: Path,
+) -> None:
+    """``jianmu resume`` restores in another process: the link comes from the checkpoint."""
+    exporter, provider = traced()
+    db = tmp_path / "runs.sqlite"
+    llm = ScriptedLLM([[{"id": "p1", "name": "pay", "arguments": {"amount": 5}}]])
+    runner = ReactiveRunner(create_react_node(llm, [pay]), chat_state("pay 5"),
+                            checkpointer=SQLiteCheckpointer(db), run_id="r1",
+                            tracer_provider=provider)
+    assert runner.run_sync(timeout=30).status is RunStatus.SUSPENDED
+    (suspended,) = named(exporter, "invoke_workflow ")
+    restored = ReactiveRunner.restore(
+        create_react_node(ScriptedLLM(["Paid."]), [pay]), SQLiteCheckpointer(db), "r1",
+        state_manager=StateManager(AgentState), tracer_provider=provider)
+    restored.approve("p1")
+    assert restored.run_sync(timeout=30).ok
+    _, resumed = named(exporter, "invoke_workflow ")
+    assert [(link.context.trace_id, link.context.span_id) for link in resumed.links] == [
+        (suspended.context.trace_id, suspended.context.span_id)]
+
+
+@pytest.mark.parametrize("record", [None, "x", {"trace_id": "zz", "span_id": "1"},
+                                    {"trace_id": "0" * 32, "span_id": "0" * 16}])
+def test_a_checkpoint_naming_no_valid_span_links_to_nothing(record: Any) -> None:
+    assert links_from(record) == ()
 
 
 async def test_a_model_call_names_the_agent_that_made_it() -> None:
