@@ -121,7 +121,10 @@ class AsyncLeaf(AsyncNode):
         self.script, self.world, self.runs = script, world, 0
         self.gate: asyncio.Future[Status] | None = None
         self.awaiting: set[asyncio.Future[Status]] = set()
-        """Gates cancelled before the driver completed them."""
+        """Gates whose leaf was stopped while its coroutine had not returned: before the
+        driver completed them, or after, while the task had not yet taken the result (a tick
+        that the poll timer brings in between on a loaded machine): the cancel reaches the
+        coroutine either way, as asyncio's does a task woken but not yet stepped."""
         self.entered: set[asyncio.Future[Status]] = set()
         """Gates whose coroutine began (a task cancelled before its first step never does)."""
         self.reached: set[asyncio.Future[Status]] = set()
@@ -161,7 +164,7 @@ class AsyncLeaf(AsyncNode):
 
     def terminate(self, new_status: Status) -> None:
         cancelled = self.world.stopped(self, new_status, by_coroutine=True)
-        if cancelled and self.gate is not None and not self.gate.done():
+        if cancelled and self.gate is not None and self.in_flight is not None:
             self.awaiting.add(self.gate)
         logged = len(self.world.log)
         super().terminate(new_status)  # the CancelledError reaches the coroutine in here
