@@ -266,13 +266,13 @@ def cmd_runs_recover(args: argparse.Namespace) -> int:
 
 
 def _warn_if_alive(engine: DurableEngine, worker: str) -> None:
-    """Say so when ``worker`` beat lately: if it is alive after all, the calls it has in
+    """Say so when ``worker`` beat within ``durable.takeover_after_s`` (the silence after which
+    the workers themselves take its runs over): if it is alive after all, the calls it has in
     flight run twice. Recovering is still the operator's call (they may have just killed it)."""
     after = engine.config.durable.takeover_after_s
-    beat = max(0.2, min(5.0, after / 3))  # as often as durable._tables.Heartbeat beats
     for row in engine.workers():
         silent = time.time() - float(row["last_seen"])
-        if row["executor_id"] == worker and silent < 2 * beat:
+        if row["executor_id"] == worker and silent < after:
             make_console(stderr=True).print(say(
                 ("warning", "yellow"), f": worker {visible(worker)} beat {silent:.0f} s ago; if "
                 "it is still alive, the tool calls it has in flight run again"
