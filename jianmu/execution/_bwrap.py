@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -167,14 +167,30 @@ def _parents(path: str, made: set[str]) -> list[str]:
     return args
 
 
+Protected = Sequence[tuple[int | str, str]]
+"""Workspace paths shown read-only (`jianmu.execution._protect`): ``(source, target)``, the
+source a descriptor (bound with ``--ro-bind-fd``) or a host path."""
+
+
+def _protected_args(protected: Protected) -> list[str]:
+    args: list[str] = []
+    for source, target in protected:
+        if isinstance(source, int):
+            args += ["--ro-bind-fd", str(source), target]
+        else:
+            args += ["--ro-bind", source, target]
+    return args
+
+
 def bwrap_argv(
     argv: list[str], *, network: bool, user: tuple[int, int] | None, tmp: Path,
     workspace: Path, workdir: Path, search_path: str, ro_fds: Mapping[int, str] | None = None,
-    seccomp_fd: int | None = None,
+    seccomp_fd: int | None = None, protected: Protected = (),
 ) -> list[str]:
-    """``argv`` run under bubblewrap: ``tmp`` as ``/tmp``, the workspace writable at its path,
-    each folder descriptor of ``ro_fds`` read-only at its target, the seccomp filter in
-    ``seccomp_fd`` (`jianmu.execution._process`) loaded before ``argv`` starts.
+    """``argv`` run under bubblewrap: ``tmp`` as ``/tmp``, the workspace writable at its path
+    but its ``protected`` paths read-only, each folder descriptor of ``ro_fds`` read-only at
+    its target, the seccomp filter in ``seccomp_fd`` (`jianmu.execution._process`) loaded
+    before ``argv`` starts.
 
     Order matters: bwrap mounts in argument order, so the private /tmp comes after the root
     (Python may live under /tmp and is bound again after it), the workspace after it (it may
@@ -183,6 +199,7 @@ def bwrap_argv(
     made: set[str] = set()
     args = _rooted(network=network, user=user, tmp=tmp, workspace=workspace,
                    search_path=search_path, made=made)
+    args += _protected_args(protected)
     for fd, target in (ro_fds or {}).items():
         args += [*_parents(target, made), "--ro-bind-fd", str(fd), target]
     if seccomp_fd is not None:
@@ -226,7 +243,7 @@ CGROUP_MOUNT = "/.jianmu-cgroup"
 
 def supervisor_argv(
     argv: list[str], *, network: bool, user: tuple[int, int], tmp: Path, workspace: Path,
-    search_path: str, cgroups: list[str],
+    search_path: str, cgroups: list[str], protected: Protected = (),
 ) -> list[str]:
     """``argv`` (a warm supervisor) under bubblewrap as root, the sandbox's control group
     folders bound at ``CGROUP_MOUNT/<index>``, the IPC namespace's message queues at
@@ -239,6 +256,7 @@ def supervisor_argv(
     made: set[str] = set()
     args = _rooted(network=network, user=user, tmp=tmp, workspace=workspace,
                    search_path=search_path, made=made)
+    args += _protected_args(protected)
     if mqueue_available():
         args += ["--mqueue", "/dev/mqueue"]
     args += ["--perms", "0755", "--dir", CGROUP_MOUNT]

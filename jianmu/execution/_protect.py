@@ -1,0 +1,83 @@
+"""Workspace paths a sandbox shows read-only: what the user's own tools run later, on the host.
+
+A sandboxed command may write anywhere in the workspace, but some of it is code that runs
+outside the sandbox afterwards: git runs ``.git/hooks/*`` and the commands ``.git/config``
+names (``core.fsmonitor``, ``core.hooksPath``, aliases) whenever someone uses git there, a
+shell prompt included. So the paths of ``execution.read_only_paths`` (``.git`` by default) are
+mounted read-only over the writable workspace, where they exist when the sandbox starts.
+
+Each is reached from the workspace without following a symbolic link: a ``.git`` that
+sandboxed code replaced with a link to ``/root`` is left out, not mounted (which would show
+``/root`` inside the sandbox). A path that does not exist is not protected (a mount point
+would have to be created in the user's workspace); the read-only mount also keeps a protected
+path from being renamed or removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ("existing_read_only_paths", "open_read_only_paths")
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_path(workspace: Path, rel: str) -> int | None:
+    """An ``O_PATH`` descriptor of ``workspace/rel`` (a folder or a regular file), reached
+    without following a link; ``None`` when it is missing, a link or something else."""
+    parts = [p for p in rel.split("/") if p and p != "."]
+    if not parts or ".." in parts:
+        return None
+    try:
+        fd = os.open(workspace, _DIR)
+    except OSError:
+        return None
+    try:
+        for name in parts[:-1]:
+            child = os.open(name, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        last = os.open(parts[-1], os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    mode = os.fstat(last).st_mode
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):  # a link (O_PATH opens it), a fifo
+        os.close(last)
+        return None
+    return last
+
+
+def open_read_only_paths(workspace: Path, paths: Iterable[str]) -> dict[int, str]:
+    """``{descriptor: path in the sandbox}`` for each of ``paths`` that exists in
+    ``workspace`` (bound read-only with bubblewrap's ``--ro-bind-fd``); the caller closes
+    the descriptors."""
+    found: dict[int, str] = {}
+    try:
+        for rel in dict.fromkeys(paths):
+            fd = _open_path(workspace, rel)
+            if fd is not None:
+                found[fd] = os.path.join(str(workspace), rel)
+    except BaseException:
+        for fd in found:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
+    return found
+
+
+def existing_read_only_paths(workspace: Path, paths: Iterable[str]) -> list[tuple[str, str]]:
+    """``(host path, path relative to the workspace)`` for each of ``paths`` that exists in
+    ``workspace`` with no link on the way (for mounts made by path: Docker's)."""
+    found: list[tuple[str, str]] = []
+    for rel in dict.fromkeys(paths):
+        fd = _open_path(workspace, rel)
+        if fd is not None:
+            os.close(fd)
+            found.append((os.path.join(str(workspace), rel), rel))
+    return found

