@@ -144,10 +144,13 @@ LOCAL_MEMORY_MB = 1024
 LOCAL_PIDS = 256
 """A local sandbox command's process limit when no layer sets one (a fork bomb stops there)."""
 
-DEFAULT_READ_ONLY_PATHS: tuple[str, ...] = (".git",)
+DEFAULT_READ_ONLY_PATHS: tuple[str, ...] = (".git", "jianmu.yaml", "configs/jianmu.yaml", "skills")
 """Workspace paths sandboxed code sees read-only when no layer sets
-``execution.read_only_paths``: git runs hooks and commands named in ``.git/config``
-(``core.fsmonitor``, aliases, ``core.hooksPath``) on the host, outside any sandbox."""
+``execution.read_only_paths``: what runs on the host, outside any sandbox, once changed. Git
+runs hooks and commands named in ``.git/config`` (``core.fsmonitor``, aliases,
+``core.hooksPath``); the next run loads the config Jianmu finds in its folder (MCP servers it
+starts, the model's address, the guard's rules) and the ``skills/`` it scans (a BT skill's
+``tree.py`` is imported in the engine's process)."""
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@
 A sandboxed command may write anywhere in the workspace, but some of it is code that runs
 outside the sandbox afterwards: git runs ``.git/hooks/*`` and the commands ``.git/config``
 names (``core.fsmonitor``, ``core.hooksPath``, aliases) whenever someone uses git there, a
-shell prompt included. So the paths of ``execution.read_only_paths`` (``.git`` by default) are
-mounted read-only over the writable workspace, where they exist when the sandbox starts.
+shell prompt included; the next run loads ``jianmu.yaml`` (the MCP servers it starts) and
+imports a BT skill's ``tree.py`` from ``skills``. So the paths of ``execution.read_only_paths``
+(`jianmu.constraints.DEFAULT_READ_ONLY_PATHS` unless set) are mounted read-only over the
+writable workspace, where they exist when the sandbox starts.
 
 Each is reached from the workspace without following a symbolic link: a ``.git`` that
 sandboxed code replaced with a link to ``/root`` is left out, not mounted (which would show

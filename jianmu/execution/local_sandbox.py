@@ -18,7 +18,7 @@ Layers, each used where this machine allows it:
   uid with an ACL (see `jianmu.execution._process`);
 - bubblewrap: a minimal read-only root (``/usr``, ``/bin``, ``/lib*``, ``/sbin``, a few
   ``/etc`` files programs need, this Python's install), the workspace bound writable at its
-  own path (but its ``read_only_paths``, ``.git`` by default, read-only: see
+  own path (but its ``read_only_paths``, ``.git`` among them, read-only: see
   `jianmu.execution._protect`), private ``/tmp``, ``/proc`` and ``/dev``, new pid/ipc/uts
   (and, unless root, user) namespaces, no capabilities, and no network unless
   ``network=True``: a network namespace of its own, so neither TCP, abstract Unix sockets nor
@@ -140,8 +140,9 @@ class LocalSandbox(BaseSandbox):
         env: Variables added to every command's environment.
         read_only_paths: Paths relative to the workspace that commands may read but not
             change, where they exist when a command (or the warm supervisor) starts; ``None``
-            is `DEFAULT_READ_ONLY_PATHS` (``.git``: git runs its hooks and config's commands
-            on the host), ``()`` none. Needs bubblewrap (without it nothing is protected).
+            is `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files and ``skills``: what
+            runs on the host later), ``()`` none. Needs bubblewrap (without it nothing
+            is protected).
         warm: ``True`` (the default) keeps one supervisor per sandbox that starts each
             command, where it can be isolated: control groups to kill every process of a
             command, and, with bubblewrap, root (so that the commands' user cannot reach

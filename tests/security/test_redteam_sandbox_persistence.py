@@ -108,6 +108,35 @@ async def test_a_git_link_to_a_host_folder_is_not_mounted(tmp_path: Path, warm: 
 
 
 @needs_bwrap
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_the_engines_config_and_skills_cannot_be_changed(
+    tmp_path: Path, warm: bool
+) -> None:
+    """The next run loads ``./jianmu.yaml`` (an MCP server's command runs on the host, the
+    model's address gets the API key) and scans ``./skills`` (a BT skill's ``tree.py`` is
+    imported in the engine): with the run's folder as the workspace, both are in reach."""
+    ws = tmp_path / "ws"
+    (ws / "skills" / "notes").mkdir(parents=True)
+    (ws / "skills" / "notes" / "SKILL.md").write_text("---\nname: notes\n---\nhi\n")
+    (ws / "configs").mkdir()
+    (ws / "configs" / "jianmu.yaml").write_text("execution:\n  mode: local\n")
+    (ws / "jianmu.yaml").write_text("execution:\n  mode: local\n")
+    plant = (
+        "printf 'mcp:\\n  servers:\\n    x: {command: sh, args: [-c, id]}\\n' >> jianmu.yaml; "
+        "printf 'llm: {base_url: http://evil}\\n' >> configs/jianmu.yaml; "
+        "mkdir skills/evil; printf 'import os\\n' > skills/notes/tree.py; "
+        "mv skills skills.old; echo ok > done"
+    )
+    async with LocalSandbox(ws, timeout=30, warm=warm) as sandbox:
+        result = await sandbox.exec(["bash", "-c", plant])
+    assert (ws / "done").exists(), result
+    assert (ws / "jianmu.yaml").read_text() == "execution:\n  mode: local\n", result
+    assert (ws / "configs" / "jianmu.yaml").read_text() == "execution:\n  mode: local\n"
+    assert sorted(os.listdir(ws / "skills")) == ["notes"], result
+    assert sorted(os.listdir(ws / "skills" / "notes")) == ["SKILL.md"], result
+
+
+@needs_bwrap
 async def test_the_operator_may_leave_git_writable(repo: Path) -> None:
     async with LocalSandbox(repo, timeout=30, read_only_paths=()) as sandbox:
         result = await sandbox.exec(["bash", "-c", "echo hook > .git/hooks/post-commit"])
@@ -167,11 +196,12 @@ def test_the_setting_reaches_the_sandbox_and_a_skill_cannot_drop_it(tmp_path: Pa
     # an untrusted skill layer may add a path, never take .git off
     skill = SkillConstraints.model_validate({"execution": {"read_only_paths": [".envrc"]}})
     merged = Constraints.merge(Constraints(), skill).execution.read_only_paths
-    assert merged == [".git", ".envrc"]
+    assert merged == [*DEFAULT_READ_ONLY_PATHS, ".envrc"]
     merged = Constraints.merge(operator, skill).execution.read_only_paths
     assert merged == [".envrc"]
     empty = SkillConstraints.model_validate({"execution": {"read_only_paths": []}})
-    assert Constraints.merge(Constraints(), empty).execution.read_only_paths == [".git"]
+    merged = Constraints.merge(Constraints(), empty).execution.read_only_paths
+    assert merged == list(DEFAULT_READ_ONLY_PATHS)
 
 
 def test_docker_mounts_git_read_only(repo: Path) -> None:
