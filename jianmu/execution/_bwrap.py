@@ -7,7 +7,9 @@ root, no user namespace: bwrap mounts with root's rights and ``setpriv`` drops t
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -103,12 +105,35 @@ def _drop_to(as_user: tuple[int, int] | None) -> list[str]:
             "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
 
 
+@cache
+def _user_homes() -> frozenset[str]:
+    """The password database's home folders, read once (it may be a directory service)."""
+    with contextlib.suppress(Exception):  # none to read: $HOME is what we have
+        return frozenset(entry.pw_dir for entry in pwd.getpwall())
+    return frozenset()
+
+
+def _homes() -> frozenset[str]:
+    """Every user's home folder (``$HOME`` and the password database's), real paths."""
+    homes = {os.environ.get("HOME", ""), os.path.expanduser("~"), *_user_homes()}
+    return frozenset(os.path.realpath(h) for h in homes if h and os.path.isabs(h)) - {"/"}
+
+
+def _holds_a_home(path: str, homes: frozenset[str]) -> bool:
+    """Whether binding ``path`` would show a home folder (``~/.ssh``, ``~/.aws``...)."""
+    return any(home == path or home.startswith(path.rstrip("/") + "/") for home in homes)
+
+
 def python_paths(search_path: str) -> list[str]:
     """This Python's install and the ``PATH`` folders outside the system ones, to bind
-    read-only at their own paths (a pyenv under ``/root``, a virtualenv in ``/tmp``)."""
+    read-only at their own paths (a pyenv under ``/root``, a virtualenv in ``/tmp``).
+
+    Never a home folder nor one holding a home (a ``PATH`` with ``$HOME`` or ``/data`` in
+    it): what is bound is readable by every command, and a home holds the user's keys."""
     wanted = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable),
               *search_path.split(os.pathsep)]
     system = tuple(d + "/" for d in _SYSTEM_DIRS)
+    homes = _homes()
     found: list[str] = []
     for folder in list(wanted):
         if os.path.basename(folder.rstrip("/")) == "shims":
@@ -122,7 +147,8 @@ def python_paths(search_path: str) -> list[str]:
             continue
         for path in (os.path.normpath(folder), os.path.realpath(folder)):
             if (path in _NEVER_BOUND or path.startswith(system) or path in _SYSTEM_DIRS
-                    or not os.path.isdir(path) or path in found):
+                    or not os.path.isdir(path) or path in found
+                    or _holds_a_home(path, homes)):
                 continue
             found.append(path)
     return found
