@@ -13,17 +13,25 @@ sandboxed code replaced with a link to ``/root`` is left out, not mounted (which
 ``/root`` inside the sandbox). A path that does not exist is not protected (a mount point
 would have to be created in the user's workspace); the read-only mount also keeps a protected
 path from being renamed or removed.
+
+And some folders are never a workspace (`workspace_problem`): a home (``~/.bashrc``,
+``~/.ssh/authorized_keys`` run or let in whoever writes them) or a system folder, nor a folder
+holding one (``/``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ("existing_read_only_paths", "open_read_only_paths")
+__all__ = ("existing_read_only_paths", "open_read_only_paths", "workspace_problem")
+
+_SYSTEM = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
+           "/var", "/run", "/proc", "/sys", "/dev", "/root", "/home")
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -83,3 +91,29 @@ def existing_read_only_paths(workspace: Path, paths: Iterable[str]) -> list[tupl
             os.close(fd)
             found.append((os.path.join(str(workspace), rel), rel))
     return found
+
+
+def _homes() -> set[str]:
+    """Our home, root's, and every home under ``/home`` (the password database's)."""
+    homes = {os.environ.get("HOME", ""), os.path.expanduser("~"), "/root"}
+    with contextlib.suppress(Exception):  # no password database: the above is what we have
+        homes.update(e.pw_dir for e in pwd.getpwall() if e.pw_dir.startswith("/home/"))
+    return {os.path.realpath(h) for h in homes if h and os.path.isabs(h)}
+
+
+def workspace_problem(workspace: Path) -> str | None:
+    """Why ``workspace`` must not be a sandbox's (writable, and granted to its user), or
+    ``None``: it is, or holds, a home folder or a system folder."""
+    real = os.path.realpath(workspace)
+    inside = real.rstrip("/") + "/"
+    for kind, folders in (("a home folder", _homes()), ("a system folder", set(_SYSTEM))):
+        for folder in sorted(folders):
+            if folder == real or folder.startswith(inside) or real == "/":
+                what = "is" if folder == real else "holds"
+                return (
+                    f"the workspace {real!r} {what} {kind} ({folder!r}): sandboxed code could "
+                    "write what runs outside the sandbox later (a shell's startup files, "
+                    "~/.ssh/authorized_keys); work in a project folder (execution.workdir, or "
+                    "start Jianmu there)"
+                )
+    return None

@@ -61,7 +61,7 @@ from jianmu.execution._docker import (
 from jianmu.execution._docker import docker_errors as _docker_errors
 from jianmu.execution._docker import import_docker as _import_docker
 from jianmu.execution._process import ChildHandle, grant_tree, pid_alive, sandbox_user
-from jianmu.execution._protect import existing_read_only_paths
+from jianmu.execution._protect import existing_read_only_paths, workspace_problem
 from jianmu.execution.sandbox import (
     DEFAULT_OUTPUT_LIMIT,
     MOUNT_ROOT,
@@ -211,7 +211,8 @@ class DockerSandbox(BaseSandbox):
 
         Raises:
             MissingExtraError: docker-py is not installed.
-            SandboxUnavailableError: no daemon answers, or the image is missing.
+            SandboxUnavailableError: no daemon answers, the image is missing, or the
+                workspace is (or holds) a home or system folder.
         """
         async with self._lock:
             if self._container is None:
@@ -235,6 +236,9 @@ class DockerSandbox(BaseSandbox):
         return self._client
 
     def _start_sync(self) -> None:
+        problem = workspace_problem(self.workspace)
+        if problem is not None:
+            raise SandboxUnavailableError(problem)
         client = self._connect()
         self.workspace.mkdir(parents=True, exist_ok=True)
         self._grant_workspace()

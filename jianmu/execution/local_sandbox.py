@@ -75,7 +75,11 @@ from jianmu.execution._process import (
     sweep_stale_cgroups,
     user_tasks,
 )
-from jianmu.execution._protect import existing_read_only_paths, open_read_only_paths
+from jianmu.execution._protect import (
+    existing_read_only_paths,
+    open_read_only_paths,
+    workspace_problem,
+)
 from jianmu.execution._warm import LocalWarm, Reply
 from jianmu.execution.sandbox import (
     DEFAULT_OUTPUT_LIMIT,
@@ -296,6 +300,7 @@ class LocalSandbox(BaseSandbox):
         Raises:
             SandboxError: the control groups were usable when probed but the sandbox's could
                 not be made (nothing runs without the limits it promises).
+            SandboxUnavailableError: the workspace is (or holds) a home or system folder.
         """
         if self._tmp is not None:
             return
@@ -304,6 +309,9 @@ class LocalSandbox(BaseSandbox):
                 await self._start()
 
     async def _start(self) -> None:
+        problem = workspace_problem(self.workspace)
+        if problem is not None:
+            raise SandboxUnavailableError(problem)
         self.workspace.mkdir(parents=True, exist_ok=True)
         user = sandbox_user(self.workspace)
         if user is not None and user[0] != self.workspace.stat().st_uid:

