@@ -208,6 +208,9 @@ def grant_tree(root: Path, uid: int) -> None:
         ) from exc
     kept = {host for host, _rel in engine_paths_in(root)}
     real = os.path.realpath(root)
+    # from the real path: fwalk yields nothing under a top that is a link (a workspace
+    # named through one), and the workspace itself is the operator's choice
+    root = Path(real)
     for folder, dirs, files, dir_fd in os.fwalk(root):
         # fwalk descends into what stays in `dirs`; the walk's paths are below `root` as given
         dirs[:] = [d for d in dirs

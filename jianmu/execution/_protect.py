@@ -42,8 +42,8 @@ def _open_path(workspace: Path, rel: str) -> int | None:
     parts = [p for p in rel.split("/") if p and p != "."]
     if not parts or ".." in parts:
         return None
-    try:
-        fd = os.open(workspace, _DIR)
+    try:  # the workspace itself is the operator's choice: a link to it is followed
+        fd = os.open(os.path.realpath(workspace), _DIR)
     except OSError:
         return None
     try:

@@ -263,3 +263,18 @@ async def test_a_sandbox_with_no_limits_set_still_bounds_memory(tmp_path: Path) 
     assert result.exit_code != 0 and result.oom_killed, result
     assert result.stdout == "", result
     assert box.memory_mb == LOCAL_MEMORY_MB
+
+
+@needs_bwrap
+async def test_git_stays_read_only_in_a_workspace_named_through_a_link(repo: Path) -> None:
+    """``~/proj`` may be a link to the real folder: the protection must not silently lapse
+    (nor, as root, the workspace's grant to the sandbox's user)."""
+    link = repo.parent / "link"
+    link.symlink_to(repo)
+    (repo / "src").mkdir()
+    async with LocalSandbox(link, timeout=30) as sandbox:
+        result = await sandbox.exec(
+            ["bash", "-c", "echo x > .git/hooks/pre-commit; echo ok > src/made"])
+    assert os.listdir(repo / ".git" / "hooks") == [], result
+    assert "Read-only file system" in result.stderr, result
+    assert (repo / "src" / "made").read_text() == "ok\n", result
