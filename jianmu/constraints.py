@@ -246,13 +246,14 @@ def read_only_path(path: str) -> str:
     """``path`` as a normalized path inside the workspace (``execution.read_only_paths``).
 
     Raises:
-        ValueError: an absolute path, one that leaves the workspace (``..``) or the
-            workspace itself.
+        ValueError: an absolute path, one that leaves the workspace (``..``), the
+            workspace itself, or one no file can have (a NUL).
     """
     if not isinstance(path, str):
         raise ValueError(f"a read-only path is a string, got {path!r}")
     norm = os.path.normpath(path.replace("\\", "/"))
-    if os.path.isabs(norm) or norm == "." or norm == ".." or norm.startswith("../"):
+    if (os.path.isabs(norm) or norm in (".", "..") or norm.startswith("../")
+            or "\0" in norm):
         raise ValueError(
             f"read-only path {path!r} must name something inside the workspace, relative to "
             "it (such as .git or .envrc)"
