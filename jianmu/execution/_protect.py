@@ -28,7 +28,12 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ("existing_read_only_paths", "open_read_only_paths", "workspace_problem")
+__all__ = (
+    "existing_read_only_paths",
+    "open_read_only_paths",
+    "path_folders_in",
+    "workspace_problem",
+)
 
 _SYSTEM = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
            "/var", "/run", "/proc", "/sys", "/dev", "/root", "/home")
@@ -99,6 +104,28 @@ def _homes() -> set[str]:
     with contextlib.suppress(Exception):  # no password database: the above is what we have
         homes.update(e.pw_dir for e in pwd.getpwall() if e.pw_dir.startswith("/home/"))
     return {os.path.realpath(h) for h in homes if h and os.path.isabs(h)}
+
+
+def path_folders_in(workspace: Path, search_path: str | None = None) -> list[str]:
+    """The folders of ``PATH`` (ours, or ``search_path``) inside ``workspace``, relative to it.
+
+    The user's shell looks up commands there (an activated project ``.venv/bin``,
+    ``node_modules/.bin``): a ``git`` or ``ls`` written there runs on the host the next time
+    the user types it, so sandboxes show these folders read-only, whatever
+    ``read_only_paths`` says.
+    """
+    root = os.path.realpath(workspace)
+    found: list[str] = []
+    for folder in (search_path if search_path is not None
+                   else os.environ.get("PATH", "")).split(os.pathsep):
+        if not folder or not os.path.isabs(folder):
+            continue
+        real = os.path.realpath(folder)
+        if real != root and real.startswith(root + os.sep):
+            rel = os.path.relpath(real, root)
+            if rel not in found:
+                found.append(rel)
+    return found
 
 
 def workspace_problem(workspace: Path) -> str | None:

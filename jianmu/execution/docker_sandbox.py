@@ -61,7 +61,11 @@ from jianmu.execution._docker import (
 from jianmu.execution._docker import docker_errors as _docker_errors
 from jianmu.execution._docker import import_docker as _import_docker
 from jianmu.execution._process import ChildHandle, grant_tree, pid_alive, sandbox_user
-from jianmu.execution._protect import existing_read_only_paths, workspace_problem
+from jianmu.execution._protect import (
+    existing_read_only_paths,
+    path_folders_in,
+    workspace_problem,
+)
 from jianmu.execution.sandbox import (
     DEFAULT_OUTPUT_LIMIT,
     MOUNT_ROOT,
@@ -270,10 +274,10 @@ class DockerSandbox(BaseSandbox):
 
     def _volumes(self) -> dict[str, dict[str, str]]:
         """The workspace, writable at ``/workspace`` but for the engine's own Python (when
-        it lives there) and the `read_only_paths` that exist (`jianmu.execution._protect`),
-        read-only."""
-        ro = [*engine_paths_in(self.workspace),
-              *existing_read_only_paths(self.workspace, self.read_only_paths)]
+        it lives there), the `read_only_paths` that exist and the host's ``PATH`` folders in
+        it (`jianmu.execution._protect`), read-only."""
+        ro = [*engine_paths_in(self.workspace), *existing_read_only_paths(
+            self.workspace, [*self.read_only_paths, *path_folders_in(self.workspace)])]
         return {str(self.workspace): {"bind": "/workspace", "mode": "rw"},
                 **{host: {"bind": f"/workspace/{rel}", "mode": "ro"} for host, rel in ro}}
 

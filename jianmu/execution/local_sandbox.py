@@ -78,6 +78,7 @@ from jianmu.execution._process import (
 from jianmu.execution._protect import (
     existing_read_only_paths,
     open_read_only_paths,
+    path_folders_in,
     workspace_problem,
 )
 from jianmu.execution._warm import LocalWarm, Reply
@@ -145,7 +146,8 @@ class LocalSandbox(BaseSandbox):
         read_only_paths: Paths relative to the workspace that commands may read but not
             change, where they exist when a command (or the warm supervisor) starts; ``None``
             is `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files and ``skills``: what
-            runs on the host later), ``()`` none. Needs bubblewrap (without it nothing
+            runs on the host later), ``()`` none. The host's ``PATH`` folders in the
+            workspace are read-only whatever it says. Needs bubblewrap (without it nothing
             is protected).
         warm: ``True`` (the default) keeps one supervisor per sandbox that starts each
             command, where it can be isolated: control groups to kill every process of a
@@ -438,13 +440,14 @@ class LocalSandbox(BaseSandbox):
         """The workspace's read-only paths that exist now, as bubblewrap mounts them: opened
         without following a link where bubblewrap takes descriptors (the caller closes
         them), else by path once checked."""
-        if not self.read_only_paths:
+        # and the PATH folders in the workspace, whatever read_only_paths says
+        paths = [*self.read_only_paths, *path_folders_in(self.workspace, self._search_path())]
+        if not paths:
             return []
         if bwrap_binds_fds():
             return [(fd, target) for fd, target in
-                    open_read_only_paths(self.workspace, self.read_only_paths).items()]
-        return [(host, host) for host, _ in
-                existing_read_only_paths(self.workspace, self.read_only_paths)]
+                    open_read_only_paths(self.workspace, paths).items()]
+        return [(host, host) for host, _ in existing_read_only_paths(self.workspace, paths)]
 
     def _search_path(self) -> str:
         return os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")

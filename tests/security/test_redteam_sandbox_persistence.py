@@ -278,3 +278,34 @@ async def test_git_stays_read_only_in_a_workspace_named_through_a_link(repo: Pat
     assert os.listdir(repo / ".git" / "hooks") == [], result
     assert "Read-only file system" in result.stderr, result
     assert (repo / "src" / "made").read_text() == "ok\n", result
+
+
+@needs_bwrap
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_path_folders_in_the_workspace_cannot_be_planted(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> None:
+    """The user's ``PATH`` names folders in the project (an activated ``.venv/bin``,
+    ``node_modules/.bin``): a ``git`` written there runs on the host at the user's next
+    ``git``, even with every read-only path turned off."""
+    tools = repo / "node_modules" / ".bin"
+    tools.mkdir(parents=True)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
+    async with LocalSandbox(repo, timeout=30, warm=warm, read_only_paths=()) as sandbox:
+        result = await sandbox.exec(
+            ["bash", "-c", "printf '#!/bin/sh\\nid\\n' > node_modules/.bin/git; echo ok > made"])
+    assert (repo / "made").exists(), result
+    assert not (tools / "git").exists(), result
+
+
+def test_docker_mounts_path_folders_in_the_workspace_read_only(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("docker")
+    from jianmu.execution.docker_sandbox import DockerSandbox
+
+    (repo / "bin").mkdir()
+    monkeypatch.setenv("PATH", f"{repo / 'bin'}{os.pathsep}/usr/bin")
+    volumes = DockerSandbox(repo, base_url="unix:///nonexistent.sock",
+                            read_only_paths=())._volumes()
+    assert volumes[str(repo / "bin")] == {"bind": "/workspace/bin", "mode": "ro"}
