@@ -140,7 +140,8 @@ DOCKER_CPUS = 1.0
 DOCKER_PIDS = 256
 """A container's process limit when no layer sets one."""
 LOCAL_MEMORY_MB = 1024
-"""A local sandbox's memory limit when no layer sets one, in MiB (see `LocalSandbox`)."""
+"""A local sandbox's memory limit when no layer sets one, in MiB (with a memory control group
+only: see `LocalSandbox`)."""
 LOCAL_PIDS = 256
 """A local sandbox command's process limit when no layer sets one (a fork bomb stops there)."""
 

@@ -134,7 +134,7 @@ class LocalSandbox(BaseSandbox):
         memory_mb: Memory limit, in MiB, of each command and of what the sandbox's commands
             hold together (with control groups: files in a tmpfs, shared memory, page cache;
             without a memory control group, each process's address space); ``None`` is
-            `LOCAL_MEMORY_MB` (1024).
+            `LOCAL_MEMORY_MB` (1024) where a memory control group enforces it, else none.
         cpus: CPU share of one command (needs a cpu control group).
         pids: Processes one command may have at once; ``None`` is `LOCAL_PIDS` (256), where
             it can be enforced (not as root without a pids control group).
@@ -186,10 +186,7 @@ class LocalSandbox(BaseSandbox):
         super().__init__(workspace)
         network = bool(network)  # unset means off: the secure default
         self.network = network
-        # unset limits are the defaults, not none: a fork bomb or a memory hog stops there
-        defaults = SANDBOX_DEFAULTS["local"]
-        self.memory_mb: int | None = memory_mb if memory_mb is not None else defaults.memory_mb
-        self.cpus, self.pids = cpus, pids
+        self.memory_mb, self.cpus, self.pids = memory_mb, cpus, pids
         self.cpu_seconds, self.file_size_mb = cpu_seconds, file_size_mb
         self.timeout, self.output_limit = timeout, output_limit
         self.env = dict(env or {})
@@ -227,6 +224,8 @@ class LocalSandbox(BaseSandbox):
         # their environment, its IPC objects), in the same pid namespace and uid as it
         self._turn = LoopLock()
         self._starting = LoopLock()
+        # unset limits are the defaults, not none: a fork bomb or a memory hog stops there
+        defaults = SANDBOX_DEFAULTS["local"]
         if os.geteuid() == 0 and "pids" not in self._controllers:
             if pids is not None:
                 raise SandboxUnavailableError(
@@ -236,6 +235,10 @@ class LocalSandbox(BaseSandbox):
                 )
         elif pids is None:
             self.pids = defaults.pids
+        if memory_mb is None and "memory" in self._controllers:
+            # a default only where a control group enforces it: an address-space limit
+            # that low stops a JVM from starting (it reserves its heap up front)
+            self.memory_mb = defaults.memory_mb
         self._tmp: Path | None = None
         self._running: set[ChildHandle] = set()
         self._user: tuple[int, int] | None = None
@@ -282,7 +285,8 @@ class LocalSandbox(BaseSandbox):
             "network": self.network,
             "user": self._user,
             "cgroup": sorted(self._controllers),
-            "memory": "cgroup" if "memory" in self._controllers else "rlimit_as",
+            "memory": None if self.memory_mb is None
+            else "cgroup" if "memory" in self._controllers else "rlimit_as",
             "pids": None if self.pids is None
             else "cgroup" if "pids" in self._controllers else "rlimit_nproc",
             "warm": self.warm,

@@ -10,6 +10,7 @@ fork bomb or a memory hog stops at the defaults.
 from __future__ import annotations
 
 import os
+import resource
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from jianmu.constraints import (
     LOCAL_PIDS,
     SkillConstraints,
 )
+from jianmu.execution import local_sandbox
 from jianmu.execution._process import cgroup_support
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from jianmu.execution.runner import ToolRunner
@@ -219,6 +221,21 @@ def test_docker_mounts_git_read_only(repo: Path) -> None:
 
 # -- default limits of a LocalSandbox built with none ------------------------------------------
 
+def test_without_a_memory_group_the_default_sets_no_address_space_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An address-space limit of 1 GiB stops a JVM (it reserves its heap up front): the
+    memory default is for a control group only; an explicit ``memory_mb`` still applies."""
+    monkeypatch.setattr(local_sandbox, "cgroup_support", lambda: None)  # no control groups
+    for memory_mb, expected in ((None, None), (64, 64 << 20)):
+        box = LocalSandbox(tmp_path, timeout=30, network=True, use_bwrap=False,
+                           memory_mb=memory_mb)
+        box._tmp = tmp_path  # as if started
+        spec = box._child_spec(["true"], tmp_path, {}, 5.0, {}, wrap=False)
+        assert dict(spec.limits).get(resource.RLIMIT_AS) == expected, memory_mb
+        assert box.isolation["memory"] == (None if expected is None else "rlimit_as")
+
+
 _FORKS = r"""
 import os, time
 n = 0
@@ -255,6 +272,9 @@ async def test_a_sandbox_with_no_limits_set_still_bounds_processes(tmp_path: Pat
 
 
 async def test_a_sandbox_with_no_limits_set_still_bounds_memory(tmp_path: Path) -> None:
+    support = cgroup_support()
+    if support is None or "memory" not in support.controllers:
+        pytest.skip("no memory control group: the default applies only with one")
     box = _default_box(tmp_path)
     python = box.python if box.uses_bwrap else sys.executable
     hog = f"b = b'x' * ({LOCAL_MEMORY_MB + 256} << 20); print(len(b))"
