@@ -292,7 +292,8 @@ class DockerSandbox(BaseSandbox):
         if not uid.isdigit() or int(uid) == st.st_uid:
             return
         if os.geteuid() == 0:
-            grant_tree(self.workspace, int(uid))
+            grant_tree(self.workspace, int(uid),
+                       [*self.read_only_paths, *path_folders_in(self.workspace)])
             return
         writable = bool(st.st_mode & (0o020 if gid.isdigit() and int(gid) == st.st_gid
                                       else 0o002))

@@ -147,8 +147,8 @@ class LocalSandbox(BaseSandbox):
             change, where they exist when a command (or the warm supervisor) starts; ``None``
             is `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files and ``skills``: what
             runs on the host later), ``()`` none. The host's ``PATH`` folders in the
-            workspace are read-only whatever it says. Needs bubblewrap (without it nothing
-            is protected).
+            workspace are read-only whatever it says. A mount with bubblewrap; without it
+            only as root (the commands' user is granted them read-only).
         warm: ``True`` (the default) keeps one supervisor per sandbox that starts each
             command, where it can be isolated: control groups to kill every process of a
             command, and, with bubblewrap, root (so that the commands' user cannot reach
@@ -291,8 +291,10 @@ class LocalSandbox(BaseSandbox):
             else "cgroup" if "pids" in self._controllers else "rlimit_nproc",
             "warm": self.warm,
             "keyring": "blocked" if self._seccomp is not None else "shared",
-            # read-only only inside bubblewrap's mount namespace
-            "read_only_paths": list(self.read_only_paths) if self.uses_bwrap else [],
+            # read-only inside bubblewrap's mount namespace, or as another uid granted them
+            # read-only (root); else nothing holds them
+            "read_only_paths": list(self.read_only_paths)
+            if self.uses_bwrap or os.geteuid() == 0 else [],
             # what kills a command's leftovers: without either of the first two, a process
             # that left the command's process group (setsid) outlives the call
             "leftovers": "control group" if self._controllers
@@ -321,7 +323,11 @@ class LocalSandbox(BaseSandbox):
         self.workspace.mkdir(parents=True, exist_ok=True)
         user = sandbox_user(self.workspace)
         if user is not None and user[0] != self.workspace.stat().st_uid:
-            await to_thread(grant_tree, self.workspace, user[0], shielded=True)
+            # the read-only paths granted read-only too: without bubblewrap no mount shows
+            # them so, and an earlier grant's write access is taken back
+            read_only = [*self.read_only_paths,
+                         *path_folders_in(self.workspace, self._search_path())]
+            await to_thread(grant_tree, self.workspace, user[0], read_only, shielded=True)
         await to_thread(sweep_stale_cgroups, shielded=True)
         support, nest = self._support, None
         if support is not None:

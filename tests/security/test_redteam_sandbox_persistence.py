@@ -329,3 +329,24 @@ def test_docker_mounts_path_folders_in_the_workspace_read_only(
     volumes = DockerSandbox(repo, base_url="unix:///nonexistent.sock",
                             read_only_paths=())._volumes()
     assert volumes[str(repo / "bin")] == {"bind": "/workspace/bin", "mode": "ro"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the workspace grant is made as root only")
+async def test_without_bubblewrap_root_grants_read_only_paths_read_only(repo: Path) -> None:
+    """Without bubblewrap no mount shows ``.git`` read-only; as root the commands run as
+    another uid, to which the workspace is granted with an ACL: ``.git`` gets read access
+    only, and write access an earlier grant gave is taken back."""
+    from jianmu.execution._process import grant_tree
+
+    (repo / "src").mkdir()
+    grant_tree(repo, 65534)  # as an earlier version did: all of it writable
+    async with LocalSandbox(repo, timeout=30, network=True, use_bwrap=False) as sandbox:
+        if sandbox.user is None or sandbox.user[0] == 0:
+            pytest.skip("the commands keep our uid here")
+        result = await sandbox.exec(["sh", "-c", "echo x > .git/hooks/pre-commit; "
+                                     "echo '[alias] st = !id' >> .git/config; "
+                                     "cat .git/HEAD; echo ok > src/made"])
+    assert result.stdout == "ref: refs/heads/main\n", result  # reading still works
+    assert os.listdir(repo / ".git" / "hooks") == [], result
+    assert "alias" not in (repo / ".git" / "config").read_text(), result
+    assert (repo / "src" / "made").read_text() == "ok\n", result
