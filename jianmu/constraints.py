@@ -145,13 +145,16 @@ only: see `LocalSandbox`)."""
 LOCAL_PIDS = 256
 """A local sandbox command's process limit when no layer sets one (a fork bomb stops there)."""
 
-DEFAULT_READ_ONLY_PATHS: tuple[str, ...] = (".git", "jianmu.yaml", "configs/jianmu.yaml", "skills")
+DEFAULT_READ_ONLY_PATHS: tuple[str, ...] = (
+    ".git", "jianmu.yaml", "configs/jianmu.yaml", "skills", ".venv", ".vscode")
 """Workspace paths sandboxed code sees read-only when no layer sets
 ``execution.read_only_paths``: what runs on the host, outside any sandbox, once changed. Git
 runs hooks and commands named in ``.git/config`` (``core.fsmonitor``, aliases,
 ``core.hooksPath``); the next run loads the config Jianmu finds in its folder (MCP servers it
 starts, the model's address, the guard's rules) and the ``skills/`` it scans (a BT skill's
-``tree.py`` is imported in the engine's process)."""
+``tree.py`` is imported in the engine's process); the user sources ``.venv/bin/activate`` and
+runs its Python (a ``.pth`` file in it runs at each start); the editor runs what
+``.vscode`` names (tasks, the interpreter to use)."""
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ class DockerSandbox(BaseSandbox):
         base_url: Docker daemon address; default: the environment (``DOCKER_HOST``).
         read_only_paths: Paths relative to the workspace mounted read-only over it, where
             they exist (with no link on the way) when the container starts; ``None`` is
-            `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files, ``skills``), ``()`` none.
+            `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files, ``skills``...), ``()`` none.
         warm: ``True`` (the default) runs commands through one supervisor per container;
             ``False``, or an image where it cannot run (see `warm_problem`), starts a
             ``docker exec`` per command.

@@ -145,7 +145,7 @@ class LocalSandbox(BaseSandbox):
         env: Variables added to every command's environment.
         read_only_paths: Paths relative to the workspace that commands may read but not
             change, where they exist when a command (or the warm supervisor) starts; ``None``
-            is `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files and ``skills``: what
+            is `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files, ``skills``, ``.venv``: what
             runs on the host later), ``()`` none. The host's ``PATH`` folders in the
             workspace are read-only whatever it says. A mount with bubblewrap; without it
             only as root (the commands' user is granted them read-only).

