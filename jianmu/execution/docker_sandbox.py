@@ -278,8 +278,11 @@ class DockerSandbox(BaseSandbox):
         it (`jianmu.execution._protect`), read-only."""
         ro = [*engine_paths_in(self.workspace), *existing_read_only_paths(
             self.workspace, [*self.read_only_paths, *path_folders_in(self.workspace)])]
+        # one mount per target: the engine's .venv may also be a read-only path, named
+        # through another spelling of the workspace (docker refuses a target twice)
+        targets = {f"/workspace/{os.path.normpath(rel)}": host for host, rel in reversed(ro)}
         return {str(self.workspace): {"bind": "/workspace", "mode": "rw"},
-                **{host: {"bind": f"/workspace/{rel}", "mode": "ro"} for host, rel in ro}}
+                **{host: {"bind": target, "mode": "ro"} for target, host in targets.items()}}
 
     def _grant_workspace(self) -> None:
         """Let the commands' user write to the workspace, without opening it to everyone.

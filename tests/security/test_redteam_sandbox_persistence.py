@@ -370,3 +370,20 @@ async def test_without_bubblewrap_root_grants_read_only_paths_read_only(repo: Pa
     assert os.listdir(repo / ".git" / "hooks") == [], result
     assert "alias" not in (repo / ".git" / "config").read_text(), result
     assert (repo / "src" / "made").read_text() == "ok\n", result
+
+
+def test_docker_mounts_each_target_once(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's own ``.venv`` in the workspace is also a default read-only path: named
+    through a link to the workspace, the two would be two mounts of one target (refused)."""
+    pytest.importorskip("docker")
+    from jianmu.execution import docker_sandbox
+
+    (repo / ".venv").mkdir()
+    link = repo.parent / "link"
+    link.symlink_to(repo)
+    monkeypatch.setattr(docker_sandbox, "engine_paths_in",
+                        lambda ws: [(str(repo / ".venv"), ".venv")])
+    volumes = docker_sandbox.DockerSandbox(link, base_url="unix:///nonexistent.sock")._volumes()
+    binds = [v["bind"] for v in volumes.values()]
+    assert len(binds) == len(set(binds)), volumes
+    assert {"bind": "/workspace/.venv", "mode": "ro"} in volumes.values()
