@@ -19,7 +19,9 @@ only tightens:
 - ``guard.guardrails`` (``input``, ``output``, ``tool_output``): likewise, every guardrail any
   layer names runs, farthest first, none twice; a layer (a skill's too) can add, never drop;
 - ``execution.workdir`` may only narrow: a nearer layer's folder must lie inside the farther
-  one's (a relative path is taken from it), else `ConfigError`.
+  one's (a relative path is taken from it), else `ConfigError`;
+- ``execution.read_only_paths``: every path any layer lists is read-only (unset everywhere is
+  `DEFAULT_READ_ONLY_PATHS`); a skill layer can add paths, never drop one.
 
 A skill layer (`SkillConstraints`: a SKILL.md, a skill's tree) is untrusted and may only
 tighten what would really apply, so it is measured against the operator layers below it with
@@ -64,10 +66,13 @@ __all__ = (
     "DEFAULT_GUARDRAIL_TIMEOUT_S",
     "DEFAULT_IMAGE",
     "DEFAULT_MAX_ITERATIONS",
+    "DEFAULT_READ_ONLY_PATHS",
     "DEFAULT_TIMEOUT_S",
     "DOCKER_CPUS",
     "DOCKER_MEMORY_MB",
     "DOCKER_PIDS",
+    "LOCAL_MEMORY_MB",
+    "LOCAL_PIDS",
     "POLICY_RANK",
     "SANDBOX_DEFAULTS",
     "BlankIsUnset",
@@ -84,6 +89,7 @@ __all__ = (
     "lowered",
     "once_per_read_only",
     "read_only",
+    "read_only_path",
     "stricter_policy",
 )
 
@@ -133,6 +139,22 @@ DOCKER_CPUS = 1.0
 """A container's CPU share when no layer sets one."""
 DOCKER_PIDS = 256
 """A container's process limit when no layer sets one."""
+LOCAL_MEMORY_MB = 1024
+"""A local sandbox's memory limit when no layer sets one, in MiB (with a memory control group
+only: see `LocalSandbox`)."""
+LOCAL_PIDS = 256
+"""A local sandbox command's process limit when no layer sets one (a fork bomb stops there)."""
+
+DEFAULT_READ_ONLY_PATHS: tuple[str, ...] = (
+    ".git", "jianmu.yaml", "configs/jianmu.yaml", "skills", ".venv", ".vscode")
+"""Workspace paths sandboxed code sees read-only when no layer sets
+``execution.read_only_paths``: what runs on the host, outside any sandbox, once changed. Git
+runs hooks and commands named in ``.git/config`` (``core.fsmonitor``, aliases,
+``core.hooksPath``); the next run loads the config Jianmu finds in its folder (MCP servers it
+starts, the model's address, the guard's rules) and the ``skills/`` it scans (a BT skill's
+``tree.py`` is imported in the engine's process); the user sources ``.venv/bin/activate`` and
+runs its Python (a ``.pth`` file in it runs at each start); the editor runs what
+``.vscode`` names (tasks, the interpreter to use)."""
 
 
 @dataclass(frozen=True)
@@ -146,8 +168,10 @@ class SandboxDefaults:
 
 
 SANDBOX_DEFAULTS: dict[str, SandboxDefaults] = {
-    # a local child process is as limited as the operator says; a container always is
-    "local": SandboxDefaults(timeout_s=DEFAULT_TIMEOUT_S, memory_mb=None, cpus=None, pids=None),
+    # a local child process is bounded like a container, but shares the host's CPUs
+    "local": SandboxDefaults(
+        timeout_s=DEFAULT_TIMEOUT_S, memory_mb=LOCAL_MEMORY_MB, cpus=None, pids=LOCAL_PIDS
+    ),
     "docker": SandboxDefaults(
         timeout_s=DEFAULT_TIMEOUT_S, memory_mb=DOCKER_MEMORY_MB, cpus=DOCKER_CPUS, pids=DOCKER_PIDS
     ),
@@ -220,6 +244,25 @@ def _registered(kind: plugins.PluginKind, where: str, value: str) -> str:
     if not plugins.is_registered(kind, value):
         raise ConfigError(f"{where}: {plugins.unknown_name_message(kind, value)}")
     return value
+
+
+def read_only_path(path: str) -> str:
+    """``path`` as a normalized path inside the workspace (``execution.read_only_paths``).
+
+    Raises:
+        ValueError: an absolute path, one that leaves the workspace (``..``), the
+            workspace itself, or one no file can have (a NUL).
+    """
+    if not isinstance(path, str):
+        raise ValueError(f"a read-only path is a string, got {path!r}")
+    norm = os.path.normpath(path.replace("\\", "/"))
+    if (os.path.isabs(norm) or norm in (".", "..") or norm.startswith("../")
+            or "\0" in norm):
+        raise ValueError(
+            f"read-only path {path!r} must name something inside the workspace, relative to "
+            "it (such as .git or .envrc)"
+        )
+    return norm
 
 
 def _united(lists: Iterable[list[str] | None]) -> list[str] | None:
@@ -551,6 +594,15 @@ class ExecutionConstraints(_Strict):
     workdir: str | None = None
     """Workspace root for file tools and sandboxes; unset is the run's working folder. A
     nearer layer may only choose a folder inside the farther one's."""
+    read_only_paths: list[str] | None = None
+    """Paths relative to the workspace that sandboxed code may read but not change (where
+    they exist when the sandbox starts); unset is `DEFAULT_READ_ONLY_PATHS`, ``[]`` none.
+    Every layer's paths count together."""
+
+    @field_validator("read_only_paths")
+    @classmethod
+    def _relative_paths(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else [read_only_path(p) for p in value]
 
     @field_validator("mode")
     @classmethod
@@ -572,6 +624,7 @@ class ExecutionConstraints(_Strict):
             cpus=_min(e.cpus for e in present),
             pids=_min(e.pids for e in present),
             workdir=_narrowed_workdir(e.workdir for e in present),
+            read_only_paths=_united(e.read_only_paths for e in present),
         )
 
     def tightened_by(self, nearer: ExecutionConstraints) -> ExecutionConstraints:
@@ -611,6 +664,10 @@ class ExecutionConstraints(_Strict):
             cpus=_capped(nearer.cpus, self.cpus, defaults.cpus),
             pids=_capped(nearer.pids, self.pids, defaults.pids),
             workdir=workdir,
+            # a skill adds read-only paths to those in force, never removes one
+            read_only_paths=self.read_only_paths if nearer.read_only_paths is None else
+            _united((list(self.read_only_paths if self.read_only_paths is not None
+                          else DEFAULT_READ_ONLY_PATHS), nearer.read_only_paths)),
         )
 
 

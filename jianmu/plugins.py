@@ -22,6 +22,7 @@ What each kind's class must provide (checked by `resolve`, see `REQUIRED`):
 - ``sandbox``: ``isolation_rank`` (an int: how strongly it isolates; constraints merge towards
   the highest and a skill may not move to a lower one) and the `Sandbox` methods; the runner
   builds it as ``cls(workspace, network=..., timeout=..., memory_mb=..., cpus=..., pids=...)``
+  (and ``read_only_paths=...`` when the config sets them)
   (limits only when set), plus ``image=`` when the class sets ``takes_image = True``;
 - ``checker``: ``from_setup(setup)`` (a classmethod given a `jianmu.guard.checkers.CheckerSetup`:
   the merged guard constraints, the clock, the workspace) and ``check(context, previous)``;

@@ -199,10 +199,11 @@ def skill_layer(**kw: object) -> SkillConstraints:
 
 
 DOCKER = SANDBOX_DEFAULTS["docker"]
+LOCAL = SANDBOX_DEFAULTS["local"]
 
 
 @pytest.mark.parametrize(("mode", "expected"), [
-    (None, (DEFAULT_TIMEOUT_S, 100000, 64.0, 100000)),  # local: no limit but the timeout's
+    (None, (DEFAULT_TIMEOUT_S, LOCAL.memory_mb, 64.0, LOCAL.pids)),  # local: no cpu limit
     ("docker", (DEFAULT_TIMEOUT_S, DOCKER.memory_mb, DOCKER.cpus, DOCKER.pids)),
 ])
 def test_a_skill_cannot_raise_a_sandbox_limit_past_the_default(
@@ -212,11 +213,11 @@ def test_a_skill_cannot_raise_a_sandbox_limit_past_the_default(
                                     "pids": 100000})
     e = Constraints.merge(layer(execution={"mode": mode}), greedy).execution
     assert (e.timeout_s, e.memory_mb, e.cpus, e.pids) == expected
-    # limits a skill set under local mode (no default limit) stay when another turns docker on:
-    # still tighter than what the operator's local mode would apply
+    # limits a skill set under local mode (capped by its defaults) stay when another turns
+    # docker on: still no looser than what the operator's local mode would apply
     docker = skill_layer(execution={"mode": "docker"})
     e = Constraints.merge(Constraints(), greedy, docker).execution
-    assert e.mode == "docker" and e.memory_mb == 100000
+    assert e.mode == "docker" and e.memory_mb == LOCAL.memory_mb
     # skill layers merged first are measured together, against docker's defaults
     e = Constraints.merge(Constraints(), Constraints.merge(greedy, skill_layer(
         execution={"mode": "docker"}))).execution
@@ -424,7 +425,7 @@ def test_the_documented_defaults() -> None:
     assert (DEFAULT_TIMEOUT_S, DEFAULT_MAX_ITERATIONS, DEFAULT_IMAGE) == (
         60.0, 10, "jianmu-sandbox:latest")
     assert SANDBOX_DEFAULTS["docker"] == SandboxDefaults(60.0, 512, 1.0, 256)
-    assert SANDBOX_DEFAULTS["local"] == SandboxDefaults(60.0, None, None, None)
+    assert SANDBOX_DEFAULTS["local"] == SandboxDefaults(60.0, 1024, None, 256)
     with pytest.raises(dataclasses.FrozenInstanceError):
         SANDBOX_DEFAULTS["docker"].pids = 1  # type: ignore[misc]
 

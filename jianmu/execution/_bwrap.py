@@ -7,11 +7,13 @@ root, no user namespace: bwrap mounts with root's rights and ``setpriv`` drops t
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -103,12 +105,35 @@ def _drop_to(as_user: tuple[int, int] | None) -> list[str]:
             "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
 
 
+@cache
+def _user_homes() -> frozenset[str]:
+    """The password database's home folders, read once (it may be a directory service)."""
+    with contextlib.suppress(Exception):  # none to read: $HOME is what we have
+        return frozenset(entry.pw_dir for entry in pwd.getpwall())
+    return frozenset()
+
+
+def _homes() -> frozenset[str]:
+    """Every user's home folder (``$HOME`` and the password database's), real paths."""
+    homes = {os.environ.get("HOME", ""), os.path.expanduser("~"), *_user_homes()}
+    return frozenset(os.path.realpath(h) for h in homes if h and os.path.isabs(h)) - {"/"}
+
+
+def _holds_a_home(path: str, homes: frozenset[str]) -> bool:
+    """Whether binding ``path`` would show a home folder (``~/.ssh``, ``~/.aws``...)."""
+    return any(home == path or home.startswith(path.rstrip("/") + "/") for home in homes)
+
+
 def python_paths(search_path: str) -> list[str]:
     """This Python's install and the ``PATH`` folders outside the system ones, to bind
-    read-only at their own paths (a pyenv under ``/root``, a virtualenv in ``/tmp``)."""
+    read-only at their own paths (a pyenv under ``/root``, a virtualenv in ``/tmp``).
+
+    Never a home folder nor one holding a home (a ``PATH`` with ``$HOME`` or ``/data`` in
+    it): what is bound is readable by every command, and a home holds the user's keys."""
     wanted = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable),
               *search_path.split(os.pathsep)]
     system = tuple(d + "/" for d in _SYSTEM_DIRS)
+    homes = _homes()
     found: list[str] = []
     for folder in list(wanted):
         if os.path.basename(folder.rstrip("/")) == "shims":
@@ -122,7 +147,8 @@ def python_paths(search_path: str) -> list[str]:
             continue
         for path in (os.path.normpath(folder), os.path.realpath(folder)):
             if (path in _NEVER_BOUND or path.startswith(system) or path in _SYSTEM_DIRS
-                    or not os.path.isdir(path) or path in found):
+                    or not os.path.isdir(path) or path in found
+                    or _holds_a_home(path, homes)):
                 continue
             found.append(path)
     return found
@@ -167,14 +193,30 @@ def _parents(path: str, made: set[str]) -> list[str]:
     return args
 
 
+Protected = Sequence[tuple[int | str, str]]
+"""Workspace paths shown read-only (`jianmu.execution._protect`): ``(source, target)``, the
+source a descriptor (bound with ``--ro-bind-fd``) or a host path."""
+
+
+def _protected_args(protected: Protected) -> list[str]:
+    args: list[str] = []
+    for source, target in protected:
+        if isinstance(source, int):
+            args += ["--ro-bind-fd", str(source), target]
+        else:
+            args += ["--ro-bind", source, target]
+    return args
+
+
 def bwrap_argv(
     argv: list[str], *, network: bool, user: tuple[int, int] | None, tmp: Path,
     workspace: Path, workdir: Path, search_path: str, ro_fds: Mapping[int, str] | None = None,
-    seccomp_fd: int | None = None,
+    seccomp_fd: int | None = None, protected: Protected = (),
 ) -> list[str]:
-    """``argv`` run under bubblewrap: ``tmp`` as ``/tmp``, the workspace writable at its path,
-    each folder descriptor of ``ro_fds`` read-only at its target, the seccomp filter in
-    ``seccomp_fd`` (`jianmu.execution._process`) loaded before ``argv`` starts.
+    """``argv`` run under bubblewrap: ``tmp`` as ``/tmp``, the workspace writable at its path
+    but its ``protected`` paths read-only, each folder descriptor of ``ro_fds`` read-only at
+    its target, the seccomp filter in ``seccomp_fd`` (`jianmu.execution._process`) loaded
+    before ``argv`` starts.
 
     Order matters: bwrap mounts in argument order, so the private /tmp comes after the root
     (Python may live under /tmp and is bound again after it), the workspace after it (it may
@@ -183,6 +225,7 @@ def bwrap_argv(
     made: set[str] = set()
     args = _rooted(network=network, user=user, tmp=tmp, workspace=workspace,
                    search_path=search_path, made=made)
+    args += _protected_args(protected)
     for fd, target in (ro_fds or {}).items():
         args += [*_parents(target, made), "--ro-bind-fd", str(fd), target]
     if seccomp_fd is not None:
@@ -226,7 +269,7 @@ CGROUP_MOUNT = "/.jianmu-cgroup"
 
 def supervisor_argv(
     argv: list[str], *, network: bool, user: tuple[int, int], tmp: Path, workspace: Path,
-    search_path: str, cgroups: list[str],
+    search_path: str, cgroups: list[str], protected: Protected = (),
 ) -> list[str]:
     """``argv`` (a warm supervisor) under bubblewrap as root, the sandbox's control group
     folders bound at ``CGROUP_MOUNT/<index>``, the IPC namespace's message queues at
@@ -239,6 +282,7 @@ def supervisor_argv(
     made: set[str] = set()
     args = _rooted(network=network, user=user, tmp=tmp, workspace=workspace,
                    search_path=search_path, made=made)
+    args += _protected_args(protected)
     if mqueue_available():
         args += ["--mqueue", "/dev/mqueue"]
     args += ["--perms", "0755", "--dir", CGROUP_MOUNT]

@@ -50,7 +50,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -167,15 +167,17 @@ def _read(fd: int, name: str, fallback: list[_Entry]) -> list[_Entry]:
         raise
 
 
-def _grant_one(fd: int, st: os.stat_result, uid: int) -> None:
-    """Grant ``uid`` the file or folder open at ``fd`` (by descriptor: no name to swap)."""
+def _grant_one(fd: int, st: os.stat_result, uid: int, *, write: bool = True) -> None:
+    """Grant ``uid`` the file or folder open at ``fd`` (by descriptor: no name to swap);
+    without ``write``, reading (and searching, running) only, what is made in it too."""
     is_dir = stat.S_ISDIR(st.st_mode)
     perm = 7 if is_dir or st.st_mode & 0o111 else 6
+    mask = 7 if write else 5
     access = _read(fd, _ACCESS, _from_mode(st.st_mode))
-    os.setxattr(fd, _ACCESS, _pack(_with_user(access, uid, perm)))
+    os.setxattr(fd, _ACCESS, _pack(_with_user(access, uid, perm & mask)))
     if is_dir:
         default = _read(fd, _DEFAULT, _from_mode(st.st_mode))
-        os.setxattr(fd, _DEFAULT, _pack(_with_user(default, uid, 7)))
+        os.setxattr(fd, _DEFAULT, _pack(_with_user(default, uid, mask)))
 
 
 _ENTRY_FLAGS = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
@@ -183,9 +185,12 @@ _ENTRY_FLAGS = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
 """How the walk opens an entry: never through a link, never blocking on a FIFO."""
 
 
-def grant_tree(root: Path, uid: int) -> None:
+def grant_tree(root: Path, uid: int, read_only: Iterable[str] = ()) -> None:
     """Give ``uid`` read-write access to ``root`` and everything under it (links untouched),
-    but for the Python install Jianmu runs from (`engine_paths_in`): not the commands' to change.
+    but for the Python install Jianmu runs from (`engine_paths_in`): not the commands' to change;
+    and read access only to the ``read_only`` paths (relative to ``root``) and what they hold,
+    which a sandbox without a mount namespace cannot show read-only otherwise (an earlier
+    grant's write access is taken back).
 
     The walk goes through folder descriptors (`os.fwalk`) and grants each entry through a
     descriptor opened without following links: code of another sandbox on this workspace may
@@ -208,6 +213,10 @@ def grant_tree(root: Path, uid: int) -> None:
         ) from exc
     kept = {host for host, _rel in engine_paths_in(root)}
     real = os.path.realpath(root)
+    # from the real path: fwalk yields nothing under a top that is a link (a workspace
+    # named through one), and the workspace itself is the operator's choice
+    root = Path(real)
+    frozen = tuple(os.path.join(real, os.path.normpath(rel)) for rel in read_only)
     for folder, dirs, files, dir_fd in os.fwalk(root):
         # fwalk descends into what stays in `dirs`; the walk's paths are below `root` as given
         dirs[:] = [d for d in dirs
@@ -219,7 +228,9 @@ def grant_tree(root: Path, uid: int) -> None:
                 try:
                     st = os.fstat(fd)
                     if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
-                        _grant_one(fd, st, uid)
+                        path = os.path.join(folder, name)
+                        _grant_one(fd, st, uid, write=not any(
+                            path == top or path.startswith(top + os.sep) for top in frozen))
                 finally:
                     os.close(fd)
 

@@ -31,13 +31,14 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from jianmu.errors import SandboxError
-from jianmu.execution._bwrap import CGROUP_MOUNT, mqueue_available, supervisor_argv
+from jianmu.execution._bwrap import CGROUP_MOUNT, Protected, mqueue_available, supervisor_argv
 from jianmu.execution._process import CgroupNest, ChildHandle, ChildOutcome, CommandCgroup
 from jianmu.execution.sandbox import CappedBuffer
 
@@ -320,11 +321,11 @@ def supervisor_python() -> str:
 class PipeChannel:
     """A supervisor that is our child process, spoken to over its stdin and stdout."""
 
-    def __init__(self, argv: list[str], cwd: str) -> None:
+    def __init__(self, argv: list[str], cwd: str, pass_fds: tuple[int, ...] = ()) -> None:
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             cwd=cwd, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            start_new_session=True,
+            start_new_session=True, pass_fds=pass_fds,
         )
 
     def send(self, data: bytes) -> None:
@@ -358,8 +359,11 @@ class LocalWarm:
     def __init__(
         self, *, nest: CgroupNest, bwrap: dict[str, Any] | None, user: tuple[int, int]
         | None, cwd: Path, seccomp: bytes | None,
+        protect: Callable[[], Protected] = tuple,
     ) -> None:
         self._support, self._bwrap, self._user, self._cwd = nest.support, bwrap, user, cwd
+        # the workspace's read-only paths, looked up (and opened) at each supervisor's start
+        self._protect = protect
         self._seccomp = seccomp
         self._owner = ThreadPoolExecutor(1, thread_name_prefix="jianmu-warm")
         self._nest: CgroupNest | None = nest
@@ -390,11 +394,18 @@ class LocalWarm:
                   "mqueue": "/dev/mqueue" if mqueue_available() else None,
                   "own_ipc": self._bwrap is None and os.geteuid() == 0}
         argv = [supervisor_python(), "-I", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(config)]
+        fds: tuple[int, ...] = ()
         if self._bwrap is not None:
             assert self._user is not None
+            protected = self._protect()
+            fds = tuple(source for source, _ in protected if isinstance(source, int))
             argv = supervisor_argv(argv, user=self._user, cgroups=self._nest.folders,
-                                   **self._bwrap)
-        sup = Supervisor(PipeChannel(argv, str(self._cwd)), "supervisor")
+                                   protected=protected, **self._bwrap)
+        try:
+            sup = Supervisor(PipeChannel(argv, str(self._cwd), fds), "supervisor")
+        finally:
+            for fd in fds:
+                os.close(fd)  # bwrap holds its own copies once started
         self.starts += 1
         if self.starts > 1:
             _log.info("restarted the warm sandbox supervisor (start %d)", self.starts)

@@ -33,17 +33,19 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
 # the defaults live with the constraints, whose merge measures a skill's layer against them
 from jianmu.constraints import (
     DEFAULT_IMAGE,
+    DEFAULT_READ_ONLY_PATHS,
     DEFAULT_TIMEOUT_S,
     DOCKER_CPUS,
     DOCKER_MEMORY_MB,
     DOCKER_PIDS,
+    read_only_path,
 )
 from jianmu.errors import SandboxError, SandboxUnavailableError
 from jianmu.execution._docker import (
@@ -59,6 +61,11 @@ from jianmu.execution._docker import (
 from jianmu.execution._docker import docker_errors as _docker_errors
 from jianmu.execution._docker import import_docker as _import_docker
 from jianmu.execution._process import ChildHandle, grant_tree, pid_alive, sandbox_user
+from jianmu.execution._protect import (
+    existing_read_only_paths,
+    path_folders_in,
+    workspace_problem,
+)
 from jianmu.execution.sandbox import (
     DEFAULT_OUTPUT_LIMIT,
     MOUNT_ROOT,
@@ -116,6 +123,9 @@ class DockerSandbox(BaseSandbox):
         output_limit: Bytes kept of each of stdout and stderr.
         env: Variables added to every command's environment.
         base_url: Docker daemon address; default: the environment (``DOCKER_HOST``).
+        read_only_paths: Paths relative to the workspace mounted read-only over it, where
+            they exist (with no link on the way) when the container starts; ``None`` is
+            `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files, ``skills``...), ``()`` none.
         warm: ``True`` (the default) runs commands through one supervisor per container;
             ``False``, or an image where it cannot run (see `warm_problem`), starts a
             ``docker exec`` per command.
@@ -140,6 +150,7 @@ class DockerSandbox(BaseSandbox):
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         env: Mapping[str, str] | None = None,
         base_url: str | None = None,
+        read_only_paths: Iterable[str] | None = None,
         warm: bool = True,
     ) -> None:
         self.check_positive(
@@ -166,6 +177,10 @@ class DockerSandbox(BaseSandbox):
         self.timeout, self.output_limit = timeout, output_limit
         self.env = dict(env or {})
         self.base_url = base_url
+        self.read_only_paths: tuple[str, ...] = tuple(
+            DEFAULT_READ_ONLY_PATHS if read_only_paths is None
+            else dict.fromkeys(read_only_path(p) for p in read_only_paths)
+        )
         self._client: docker.DockerClient | None = None
         self._container: Any = None
         self._oom_baseline = 0
@@ -200,7 +215,8 @@ class DockerSandbox(BaseSandbox):
 
         Raises:
             MissingExtraError: docker-py is not installed.
-            SandboxUnavailableError: no daemon answers, or the image is missing.
+            SandboxUnavailableError: no daemon answers, the image is missing, or the
+                workspace is (or holds) a home or system folder.
         """
         async with self._lock:
             if self._container is None:
@@ -224,6 +240,9 @@ class DockerSandbox(BaseSandbox):
         return self._client
 
     def _start_sync(self) -> None:
+        problem = workspace_problem(self.workspace)
+        if problem is not None:
+            raise SandboxUnavailableError(problem)
         client = self._connect()
         self.workspace.mkdir(parents=True, exist_ok=True)
         self._grant_workspace()
@@ -246,15 +265,24 @@ class DockerSandbox(BaseSandbox):
                        # read-only mounts are copied here; only the keeper may write
                        MOUNT_ROOT: f"rw,exec,nosuid,nodev,size={self.tmpfs_mb}m,mode=0755,"
                                    f"uid={keeper_uid},gid={keeper_uid}"},
-                volumes={str(self.workspace): {"bind": "/workspace", "mode": "rw"},
-                         # the engine's own Python, when it lives in the workspace
-                         **{host: {"bind": f"/workspace/{rel}", "mode": "ro"}
-                            for host, rel in engine_paths_in(self.workspace)}},
+                volumes=self._volumes(),
                 working_dir="/workspace",
                 environment={"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                              "PATH": _CONTAINER_PATH},
             )
         self._oom_baseline = self._oom_count()
+
+    def _volumes(self) -> dict[str, dict[str, str]]:
+        """The workspace, writable at ``/workspace`` but for the engine's own Python (when
+        it lives there), the `read_only_paths` that exist and the host's ``PATH`` folders in
+        it (`jianmu.execution._protect`), read-only."""
+        ro = [*engine_paths_in(self.workspace), *existing_read_only_paths(
+            self.workspace, [*self.read_only_paths, *path_folders_in(self.workspace)])]
+        # one mount per target: the engine's .venv may also be a read-only path, named
+        # through another spelling of the workspace (docker refuses a target twice)
+        targets = {f"/workspace/{os.path.normpath(rel)}": host for host, rel in reversed(ro)}
+        return {str(self.workspace): {"bind": "/workspace", "mode": "rw"},
+                **{host: {"bind": target, "mode": "ro"} for target, host in targets.items()}}
 
     def _grant_workspace(self) -> None:
         """Let the commands' user write to the workspace, without opening it to everyone.
@@ -267,7 +295,8 @@ class DockerSandbox(BaseSandbox):
         if not uid.isdigit() or int(uid) == st.st_uid:
             return
         if os.geteuid() == 0:
-            grant_tree(self.workspace, int(uid))
+            grant_tree(self.workspace, int(uid),
+                       [*self.read_only_paths, *path_folders_in(self.workspace)])
             return
         writable = bool(st.st_mode & (0o020 if gid.isdigit() and int(gid) == st.st_gid
                                       else 0o002))

@@ -17,13 +17,15 @@ Layers, each used where this machine allows it:
   capabilities, so it cannot read what only root may read; the workspace is granted to that
   uid with an ACL (see `jianmu.execution._process`);
 - bubblewrap: a minimal read-only root (``/usr``, ``/bin``, ``/lib*``, ``/sbin``, a few
-  ``/etc`` files programs need, this Python's install), the workspace bound writable at its own
-  path, private ``/tmp``, ``/proc`` and ``/dev``, new pid/ipc/uts (and, unless root, user)
-  namespaces, no capabilities, and no network unless ``network=True``: a network namespace of
-  its own, so neither TCP, abstract Unix sockets nor socket files under ``/run`` (never
-  mounted) reach the host. Folders asked for with ``ro_mounts`` are bound read-only from a
-  descriptor opened without following symlinks (``--ro-bind-fd``), which is why read-only
-  mounts need bubblewrap 0.8 or later: without it `read_only_mounts` is false.
+  ``/etc`` files programs need, this Python's install), the workspace bound writable at its
+  own path (but its ``read_only_paths``, ``.git`` among them, read-only: see
+  `jianmu.execution._protect`), private ``/tmp``, ``/proc`` and ``/dev``, new pid/ipc/uts
+  (and, unless root, user) namespaces, no capabilities, and no network unless
+  ``network=True``: a network namespace of its own, so neither TCP, abstract Unix sockets nor
+  socket files under ``/run`` (never mounted) reach the host. Folders asked for with
+  ``ro_mounts`` are bound read-only from a descriptor opened without following symlinks
+  (``--ro-bind-fd``), which is why read-only mounts need bubblewrap 0.8 or later: without it
+  `read_only_mounts` is false.
 
 The network is off unless ``network=True``. When the command's main process exits, or at its
 timeout, whatever it left running is killed: the pid namespace dies with its first process,
@@ -40,13 +42,24 @@ import resource
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from jianmu.constraints import DEFAULT_TIMEOUT_S
+from jianmu.constraints import (
+    DEFAULT_READ_ONLY_PATHS,
+    DEFAULT_TIMEOUT_S,
+    SANDBOX_DEFAULTS,
+    read_only_path,
+)
 from jianmu.errors import SandboxUnavailableError
-from jianmu.execution._bwrap import bwrap_argv, bwrap_available, bwrap_binds_fds, bwrap_problem
+from jianmu.execution._bwrap import (
+    Protected,
+    bwrap_argv,
+    bwrap_available,
+    bwrap_binds_fds,
+    bwrap_problem,
+)
 from jianmu.execution._process import (
     CgroupNest,
     ChildHandle,
@@ -61,6 +74,12 @@ from jianmu.execution._process import (
     seccomp_fd,
     sweep_stale_cgroups,
     user_tasks,
+)
+from jianmu.execution._protect import (
+    existing_read_only_paths,
+    open_read_only_paths,
+    path_folders_in,
+    workspace_problem,
 )
 from jianmu.execution._warm import LocalWarm, Reply
 from jianmu.execution.sandbox import (
@@ -113,14 +132,23 @@ class LocalSandbox(BaseSandbox):
             cuts it, which needs bubblewrap.
         use_bwrap: ``None`` uses bubblewrap when it works here; ``True`` requires it.
         memory_mb: Memory limit, in MiB, of each command and of what the sandbox's commands
-            hold together (with control groups: files in a tmpfs, shared memory, page cache).
+            hold together (with control groups: files in a tmpfs, shared memory, page cache;
+            without a memory control group, each process's address space); ``None`` is
+            `LOCAL_MEMORY_MB` (1024) where a memory control group enforces it, else none.
         cpus: CPU share of one command (needs a cpu control group).
-        pids: Processes one command may have at once.
+        pids: Processes one command may have at once; ``None`` is `LOCAL_PIDS` (256), where
+            it can be enforced (not as root without a pids control group).
         cpu_seconds: CPU-time limit; default: the timeout times the number of cores, plus one.
         file_size_mb: Largest file a command may write, in MiB.
         timeout: Default timeout of `exec`, in seconds.
         output_limit: Bytes kept of each of stdout and stderr.
         env: Variables added to every command's environment.
+        read_only_paths: Paths relative to the workspace that commands may read but not
+            change, where they exist when a command (or the warm supervisor) starts; ``None``
+            is `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files, ``skills``, ``.venv``: what
+            runs on the host later), ``()`` none. The host's ``PATH`` folders in the
+            workspace are read-only whatever it says. A mount with bubblewrap; without it
+            only as root (the commands' user is granted them read-only).
         warm: ``True`` (the default) keeps one supervisor per sandbox that starts each
             command, where it can be isolated: control groups to kill every process of a
             command, and, with bubblewrap, root (so that the commands' user cannot reach
@@ -148,6 +176,7 @@ class LocalSandbox(BaseSandbox):
         timeout: float = DEFAULT_TIMEOUT_S,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         env: Mapping[str, str] | None = None,
+        read_only_paths: Iterable[str] | None = None,
         warm: bool = True,
     ) -> None:
         self.check_positive(
@@ -161,6 +190,10 @@ class LocalSandbox(BaseSandbox):
         self.cpu_seconds, self.file_size_mb = cpu_seconds, file_size_mb
         self.timeout, self.output_limit = timeout, output_limit
         self.env = dict(env or {})
+        self.read_only_paths: tuple[str, ...] = tuple(
+            DEFAULT_READ_ONLY_PATHS if read_only_paths is None
+            else dict.fromkeys(read_only_path(p) for p in read_only_paths)
+        )
         problem = bwrap_problem(network) if use_bwrap is not False else "use_bwrap=False"
         if use_bwrap and problem:
             raise SandboxUnavailableError(f"use_bwrap=True but {problem}")
@@ -191,11 +224,21 @@ class LocalSandbox(BaseSandbox):
         # their environment, its IPC objects), in the same pid namespace and uid as it
         self._turn = LoopLock()
         self._starting = LoopLock()
-        if pids is not None and os.geteuid() == 0 and "pids" not in self._controllers:
-            raise SandboxUnavailableError(
-                f"pids={pids!r} cannot be enforced: RLIMIT_NPROC does not bind root and no "
-                "pids control group is writable here; run as a non-root user or use mode: docker"
-            )
+        # unset limits are the defaults, not none: a fork bomb or a memory hog stops there
+        defaults = SANDBOX_DEFAULTS["local"]
+        if os.geteuid() == 0 and "pids" not in self._controllers:
+            if pids is not None:
+                raise SandboxUnavailableError(
+                    f"pids={pids!r} cannot be enforced: RLIMIT_NPROC does not bind root and "
+                    "no pids control group is writable here; run as a non-root user or use "
+                    "mode: docker"
+                )
+        elif pids is None:
+            self.pids = defaults.pids
+        if memory_mb is None and "memory" in self._controllers:
+            # a default only where a control group enforces it: an address-space limit
+            # that low stops a JVM from starting (it reserves its heap up front)
+            self.memory_mb = defaults.memory_mb
         self._tmp: Path | None = None
         self._running: set[ChildHandle] = set()
         self._user: tuple[int, int] | None = None
@@ -242,9 +285,16 @@ class LocalSandbox(BaseSandbox):
             "network": self.network,
             "user": self._user,
             "cgroup": sorted(self._controllers),
-            "memory": "cgroup" if "memory" in self._controllers else "rlimit_as",
+            "memory": None if self.memory_mb is None
+            else "cgroup" if "memory" in self._controllers else "rlimit_as",
+            "pids": None if self.pids is None
+            else "cgroup" if "pids" in self._controllers else "rlimit_nproc",
             "warm": self.warm,
             "keyring": "blocked" if self._seccomp is not None else "shared",
+            # read-only inside bubblewrap's mount namespace, or as another uid granted them
+            # read-only (root); else nothing holds them
+            "read_only_paths": list(self.read_only_paths)
+            if self.uses_bwrap or os.geteuid() == 0 else [],
             # what kills a command's leftovers: without either of the first two, a process
             # that left the command's process group (setsid) outlives the call
             "leftovers": "control group" if self._controllers
@@ -258,6 +308,7 @@ class LocalSandbox(BaseSandbox):
         Raises:
             SandboxError: the control groups were usable when probed but the sandbox's could
                 not be made (nothing runs without the limits it promises).
+            SandboxUnavailableError: the workspace is (or holds) a home or system folder.
         """
         if self._tmp is not None:
             return
@@ -266,10 +317,17 @@ class LocalSandbox(BaseSandbox):
                 await self._start()
 
     async def _start(self) -> None:
+        problem = workspace_problem(self.workspace)
+        if problem is not None:
+            raise SandboxUnavailableError(problem)
         self.workspace.mkdir(parents=True, exist_ok=True)
         user = sandbox_user(self.workspace)
         if user is not None and user[0] != self.workspace.stat().st_uid:
-            await to_thread(grant_tree, self.workspace, user[0], shielded=True)
+            # the read-only paths granted read-only too: without bubblewrap no mount shows
+            # them so, and an earlier grant's write access is taken back
+            read_only = [*self.read_only_paths,
+                         *path_folders_in(self.workspace, self._search_path())]
+            await to_thread(grant_tree, self.workspace, user[0], read_only, shielded=True)
         await to_thread(sweep_stale_cgroups, shielded=True)
         support, nest = self._support, None
         if support is not None:
@@ -289,7 +347,7 @@ class LocalSandbox(BaseSandbox):
                 "search_path": self._search_path(),
             }
             self._warm = LocalWarm(nest=nest, bwrap=bwrap, user=user, cwd=self.workspace,
-                                   seccomp=self._seccomp)
+                                   seccomp=self._seccomp, protect=self._protected)
 
     async def close(self) -> None:
         """Kill running commands and remove the private temporary folder; idempotent."""
@@ -332,6 +390,7 @@ class LocalSandbox(BaseSandbox):
         """Run one call in a child process of its own; see `run`."""
         ro_fds: dict[int, str] = {}
         filter_fd: int | None = None  # bwrap loads the seccomp filter from it
+        protected: Protected = []
         handle = ChildHandle()
         self._running.add(handle)
         try:
@@ -339,8 +398,10 @@ class LocalSandbox(BaseSandbox):
                 ro_fds[open_mount_source(host)] = target
             if self.uses_bwrap and self._seccomp is not None:
                 filter_fd = seccomp_fd(self._seccomp)
+            if self.uses_bwrap:
+                protected = self._protected()
             spec = self._child_spec(call.argv, workdir, call.env, timeout, ro_fds,
-                                    filter_fd=filter_fd)
+                                    filter_fd=filter_fd, protected=protected)
             outcome = await to_thread(
                 run_child, spec, call.stdin, timeout, self.output_limit, handle
             )
@@ -351,7 +412,8 @@ class LocalSandbox(BaseSandbox):
             raise
         finally:
             self._running.discard(handle)
-            for fd in [*ro_fds, *([] if filter_fd is None else [filter_fd])]:
+            for fd in [*ro_fds, *([] if filter_fd is None else [filter_fd]),
+                       *(source for source, _ in protected if isinstance(source, int))]:
                 os.close(fd)  # bwrap holds its own copies once started
         return self._result(outcome, timeout)
 
@@ -384,12 +446,26 @@ class LocalSandbox(BaseSandbox):
             return self._result(died, timeout)
         return self._result(reply, timeout)
 
+    def _protected(self) -> Protected:
+        """The workspace's read-only paths that exist now, as bubblewrap mounts them: opened
+        without following a link where bubblewrap takes descriptors (the caller closes
+        them), else by path once checked."""
+        # and the PATH folders in the workspace, whatever read_only_paths says
+        paths = [*self.read_only_paths, *path_folders_in(self.workspace, self._search_path())]
+        if not paths:
+            return []
+        if bwrap_binds_fds():
+            return [(fd, target) for fd, target in
+                    open_read_only_paths(self.workspace, paths).items()]
+        return [(host, host) for host, _ in existing_read_only_paths(self.workspace, paths)]
+
     def _search_path(self) -> str:
         return os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
 
     def _child_spec(
         self, argv: list[str], workdir: Path, env: Mapping[str, str], timeout: float,
         ro_fds: Mapping[int, str], *, wrap: bool = True, filter_fd: int | None = None,
+        protected: Protected = (),
     ) -> ChildSpec:
         assert self._tmp is not None
         home = "/tmp" if self.uses_bwrap else str(self._tmp)
@@ -406,7 +482,7 @@ class LocalSandbox(BaseSandbox):
             argv = bwrap_argv(
                 argv, network=self.network, user=self._user, tmp=self._tmp,
                 workspace=self.workspace, workdir=workdir, search_path=full_env["PATH"],
-                ro_fds=ro_fds, seccomp_fd=filter_fd,
+                ro_fds=ro_fds, seccomp_fd=filter_fd, protected=protected,
             )
         cpu_seconds = self.cpu_seconds or math.ceil(timeout * (os.cpu_count() or 1)) + 1
         memory = self.memory_mb * 1024 * 1024 if self.memory_mb else None
@@ -422,7 +498,8 @@ class LocalSandbox(BaseSandbox):
         # Without bubblewrap, the child drops to the user itself (bwrap's setpriv does it
         # inside), takes its own IPC namespace where it may (root) and loads the filter.
         user = None if self.uses_bwrap else self._user
-        fds = (*ro_fds, *(() if filter_fd is None else (filter_fd,)))
+        fds = (*ro_fds, *(() if filter_fd is None else (filter_fd,)),
+               *(source for source, _ in protected if isinstance(source, int)))
         return ChildSpec(
             argv=argv, env=full_env, cwd=str(workdir), limits=limits, user=user,
             pids=self.pids, memory_bytes=memory, cpus=self.cpus, nest=self._nest,

@@ -498,13 +498,14 @@ class ToolRunner:
         """The stable tuple of what makes two runners differ; equal tuples, same behaviour.
 
         Returns:
-            ``(mode, image, network, timeout_s, memory_mb, cpus, pids, workdir)``; the image
-            only for a mode whose sandbox takes one.
+            ``(mode, image, network, timeout_s, memory_mb, cpus, pids, workdir,
+            read_only_paths)``; the image only for a mode whose sandbox takes one.
         """
         e = self.execution
         image = (e.docker_image or DEFAULT_IMAGE) if _takes_image(self.mode) else None
+        ro = None if e.read_only_paths is None else tuple(e.read_only_paths)
         return (self.mode, image, e.network, e.timeout_s, e.memory_mb, e.cpus, e.pids,
-                str(self.workspace))
+                str(self.workspace), ro)
 
     def _build_sandbox(self) -> Sandbox:
         """The mode's sandbox class (`jianmu.plugins`), built from the constraints."""
@@ -512,6 +513,8 @@ class ToolRunner:
         given = (("memory_mb", e.memory_mb), ("cpus", e.cpus), ("pids", e.pids))
         # unset limits are left to the sandbox's own defaults (a container always has some)
         options: dict[str, Any] = {k: v for k, v in given if v is not None}
+        if e.read_only_paths is not None:  # unset: the sandbox's default (.git)
+            options["read_only_paths"] = tuple(e.read_only_paths)
         if _takes_image(self.mode):
             options["image"] = e.docker_image or DEFAULT_IMAGE
         sandbox: Sandbox = plugins.resolve("sandbox", self.mode)(

@@ -88,7 +88,8 @@ def test_local_by_default_and_signature(tmp_path: Path) -> None:
     runner = ToolRunner.from_execution_constraints(ExecutionConstraints(workdir=str(tmp_path)))
     assert isinstance(runner.sandbox, LocalSandbox) and runner.mode == "local"
     assert runner.sandbox.workspace == tmp_path
-    assert runner.signature() == ("local", None, None, None, None, None, None, str(tmp_path))
+    assert runner.signature() == ("local", None, None, None, None, None, None, str(tmp_path),
+                                  None)
     same = ToolRunner.from_execution_constraints(ExecutionConstraints(workdir=str(tmp_path)))
     assert same.signature() == runner.signature()
     other = ToolRunner(ExecutionConstraints(workdir=str(tmp_path), timeout_s=5))
