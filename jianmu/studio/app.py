@@ -41,6 +41,7 @@ from jianmu._json import json_text
 from jianmu._secrets import is_loopback, same_token
 from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
 from jianmu.studio.pages import STATUSES, run_href, run_page, runs_page
+from jianmu.studio.patch import diff
 from jianmu.studio.runs import FINISHED
 
 __all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "RunSource", "TokenGuard", "cookie_name",
@@ -159,19 +160,24 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         await run_in_threadpool(where.view, run_id)  # an unknown run is a 404, not a stream
 
         async def events() -> AsyncIterator[str]:
-            last, quiet, seen = "", 0, None
+            last: dict[str, Any] | None = None
+            quiet, seen = 0, None
             while not await request.is_disconnected():
                 # the view of a long run costs the server much: it is built again only when
                 # the run's mark says something changed
                 mark = await run_in_threadpool(where.version, run_id)
-                view, data = None, last
+                view, change = None, None
                 if mark is None or mark != seen:
                     seen = mark
-                    view = await run_in_threadpool(where.view, run_id)
-                    data = json_text(_jsonable(view))
-                if view is not None and data != last:
-                    last, quiet = data, 0
-                    yield f"data: {data}\n\n"
+                    view = _jsonable(await run_in_threadpool(where.view, run_id))
+                    change = diff(last, view) if last is not None else None
+                if view is not None and (last is None or change is not None):
+                    # the whole view first, then what changed: sent whole on each update, a
+                    # run of many turns would cost the square of its length
+                    out = (f"data: {json_text(view)}" if last is None
+                           else f"event: patch\ndata: {json_text(change)}")
+                    last, quiet = view, 0
+                    yield out + "\n\n"
                     if view["status"] in FINISHED:
                         return  # nothing more will change; the page closes its source
                 else:

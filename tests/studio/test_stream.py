@@ -16,6 +16,7 @@ import pytest
 from jianmu.cli import main
 from jianmu.studio import create_app
 from jianmu.studio.app import cookie_name
+from jianmu.studio.patch import apply_patch
 from tests.studio.conftest import TOKEN
 from tests.support.studio import studio_sources
 
@@ -64,8 +65,30 @@ async def _stream(app: Any, path: str, until: Callable[[list[bytes]], bool]) -> 
     return chunks
 
 
+def _events(chunks: list[bytes]) -> list[tuple[str, bytes]]:
+    """Each event the stream sent: its name (``message`` when it has none) and its data."""
+    out = []
+    for event in b"".join(chunks).split(b"\n\n"):
+        name, data = "message", None
+        for line in event.split(b"\n"):
+            if line.startswith(b"event: "):
+                name = line[len(b"event: "):].decode()
+            elif line.startswith(b"data: "):
+                data = line[len(b"data: "):]
+        if data is not None:
+            out.append((name, data))
+    return out
+
+
 def _data(chunks: list[bytes]) -> list[dict[str, Any]]:
-    return [json.loads(c[len(b"data: "):]) for c in chunks if c.startswith(b"data: ")]
+    """The run's view after each event: the whole view, or the last one patched."""
+    views: list[dict[str, Any]] = []
+    for name, data in _events(chunks):
+        if name == "patch":
+            views.append(apply_patch(views[-1], json.loads(data)))
+        else:
+            views.append(json.loads(data))
+    return views
 
 
 def test_an_idle_stream_does_not_rebuild_the_run(checkpoints: Path, run_id: str,
@@ -142,4 +165,62 @@ def test_the_stream_of_a_run_answered_here_ends_with_who_answered(
     answering.join(60)
     titles = [t["title"] for t in views[-1]["timeline"] if t["kind"] == "decision"]
     assert titles and titles[0].startswith("answered by tester"), titles
+    source.close()
+
+
+def test_a_long_live_run_is_sent_as_changes_not_whole_each_time(
+        checkpoints: Path, run_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 50-turn run watched live: each update was the whole view again (2.6 MB sent for a run
+    whose view is 0.1 MB, the square of its length); now the changes, which the page puts
+    together into the run's view."""
+    from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager, tool
+    from jianmu.nodes import AgentState, create_react_node
+    from jianmu.studio.app import _jsonable
+
+    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.001)
+    turns = 50
+    gates = [threading.Event() for _ in range(turns)]
+
+    @tool(timeout_seconds=None)
+    async def wait_gate(step: int) -> str:
+        """Wait until the page has seen the run so far.
+
+        Args:
+            step: which step.
+        """
+        await asyncio.to_thread(gates[step].wait, 120)
+        return f"step {step} done " + "x" * 200
+
+    llm = ScriptedLLM([[{"name": "wait_gate", "arguments": {"step": i}}] for i in range(turns)]
+                      + ["done"])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(
+        create_react_node(llm, [wait_gate], name="gated", max_iterations=turns + 1), state,
+        checkpointer=SQLiteCheckpointer(str(checkpoints)), run_id="gated")
+    source = studio_sources(checkpoints)[0]
+    thread = threading.Thread(target=lambda: runner.run_sync(timeout=600), daemon=True)
+    thread.start()
+    try:
+        while not source.store.history.points("gated"):
+            gates[0].wait(0.01)  # the run's first point, before the page opens
+        app = create_app([source], TOKEN, by="tester")
+        opened = 0
+
+        def follow(seen: list[bytes]) -> bool:
+            nonlocal opened
+            views = _data(seen)
+            while opened < turns and len(views) > opened:  # one turn per update seen
+                gates[opened].set()
+                opened += 1
+            return views[-1]["status"] == "success"
+
+        chunks = asyncio.run(_stream(app, "/stream/run/cp/gated", follow))
+    finally:
+        for gate in gates:
+            gate.set()
+        thread.join(60)
+    final = _jsonable(source.view("gated"))
+    assert _data(chunks)[-1] == final
+    sent, whole = sum(map(len, chunks)), len(json.dumps(final))
+    assert sent < 3 * whole, f"{sent} bytes sent for a run whose view is {whole}"
     source.close()

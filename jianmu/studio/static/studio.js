@@ -4,6 +4,7 @@
 "use strict";
 
 import {Graph} from "./graph.js";
+import {applyPatch} from "./patch.js";
 import {clock, drawDetails, drawRequest, drawState, drawTimeline, readJSON,
         visible, writeJSON} from "./panels.js";
 
@@ -79,14 +80,18 @@ class RunPage {
     const live = document.getElementById("live");
     this.stream = new EventSource("/stream" + this.base);
     this.stream.onopen = () => { live.textContent = "live"; };
-    this.stream.onmessage = (message) => {
-      const view = readJSON(message.data);
+    // each connection sends the whole run first, then only what changed in it
+    const shown = (view) => {
       this.show(view);
       if (FINISHED.includes(view.status)) {
         this.stream.close();
         live.textContent = "finished";
       }
     };
+    this.stream.onmessage = (message) => shown(readJSON(message.data));
+    this.stream.addEventListener("patch", (message) => {
+      if (this.view) shown(applyPatch(this.view, readJSON(message.data)));
+    });
     this.stream.onerror = () => {
       // the browser tries again after a dropped connection, never after a refusal (a studio
       // started again has a new token): said, not "reconnecting…" for ever
