@@ -243,10 +243,10 @@ class CheckpointRuns:
 
     def version(self, run_id: str) -> tuple[Any, ...] | None:
         """A mark that changes whenever the run's view may: its newest checkpoint, point and
-        event, the studio's journal of it, whether its owner is gone; None while it runs here
-        (its state changes in memory)."""
-        if run_id in self._live:
-            return None
+        event, the studio's journal of it, whether its owner is gone; while it runs here, its
+        tick count too (its tree's statuses and its state change in memory, at its ticks)."""
+        runner = self._live.get(run_id)
+        ticks = None if runner is None else ("live", runner.ticks)
         with self._lock:
             row = self._db.execute(
                 "SELECT (SELECT MAX(seq) FROM checkpoints WHERE run_id = ?1),"
@@ -254,7 +254,7 @@ class CheckpointRuns:
                 " (SELECT MAX(rowid) FROM jianmu_events WHERE run_id = ?1),"
                 " (SELECT MAX(rowid) FROM jianmu_studio_events WHERE run_id = ?1)",
                 (run_id,)).fetchone()
-        return (*row, self.store.stopped(run_id))
+        return (*row, self.store.stopped(run_id), ticks)
 
     def point(self, run_id: str, number: int) -> dict[str, Any]:
         """The run at one of its points: the state, what changed there, each node's status.

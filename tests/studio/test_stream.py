@@ -224,3 +224,77 @@ def test_a_long_live_run_is_sent_as_changes_not_whole_each_time(
     sent, whole = sum(map(len, chunks)), len(json.dumps(final))
     assert sent < 3 * whole, f"{sent} bytes sent for a run whose view is {whole}"
     source.close()
+
+
+def test_a_run_going_on_in_the_studio_is_not_rebuilt_while_it_waits(
+        checkpoints: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run the studio goes on with (approved on the page) waits on a long tool call: its
+    page's stream built the run's whole view again on every poll (a run of 2,000 entries:
+    0.2 s of the server each half second, per open page), though nothing changed; now only
+    when the run ticked or wrote something, and it still sees the run end."""
+    from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager, tool
+    from jianmu.nodes import AgentState, create_react_node
+    from jianmu.studio import CheckpointRuns, Restored
+    from jianmu.studio.runs import Journal
+
+    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.001)
+    started, gate = threading.Event(), threading.Event()
+
+    @tool(read_only=False, confirm=True)
+    def begin() -> str:
+        """Begin (asks a person first)."""
+        return "begun"
+
+    @tool(timeout_seconds=None)
+    async def wait_gate() -> str:
+        """Wait until the test opens the gate."""
+        started.set()
+        await asyncio.to_thread(gate.wait, 120)
+        return "through"
+
+    def model(messages: list[Any]) -> Any:
+        told = sum(m.role == "tool" for m in messages)
+        return ([{"name": "begin", "arguments": {}}], [{"name": "wait_gate", "arguments": {}}],
+                "done")[min(told, 2)]
+
+    def build() -> Any:
+        return create_react_node(ScriptedLLM([model] * 4), [begin, wait_gate], name="gated")
+
+    path = str(checkpoints)
+    checkpoints.parent.mkdir(parents=True, exist_ok=True)
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    first = ReactiveRunner(build(), state, checkpointer=SQLiteCheckpointer(path), run_id="gated")
+    assert first.run_sync(timeout=60).status.value == "suspended"
+
+    def restore(run_id: str) -> Restored:
+        store = SQLiteCheckpointer(path)
+        runner = ReactiveRunner.restore(build(), store, run_id,
+                                        state_manager=StateManager(AgentState))
+
+        async def close() -> None:
+            await runner.aclose()
+            store.close()
+
+        return Restored(runner, close)
+
+    source = _Counted(CheckpointRuns(path, Journal(path), restore))
+    source.decide("gated", first.interaction.snapshot()["pending"][0], True, None, "tester")
+    assert started.wait(60)
+    app = create_app([source], TOKEN, by="tester")
+    built: list[int] = []
+
+    def idle_then_end(seen: list[bytes]) -> bool:
+        quiet = sum(KEEPALIVE in c for c in seen)
+        if quiet > len(built) and not gate.is_set():
+            built.append(source.views)  # views built by each keep-alive (30 quiet polls)
+            if len(built) == 3:
+                gate.set()
+        return _data(seen)[-1]["status"] == "success"
+
+    try:
+        chunks = asyncio.run(_stream(app, "/stream/run/cp/gated", idle_then_end))
+    finally:
+        gate.set()
+    assert built[2] - built[1] <= 1, f"{built[2] - built[1]} views built in 30 idle polls"
+    assert _data(chunks)[-1]["result"] == "done"
+    source.close()
