@@ -172,13 +172,17 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                     view = _jsonable(await run_in_threadpool(where.view, run_id))
                     change = diff(last, view) if last is not None else None
                 if view is not None and (last is None or change is not None):
-                    # the whole view first, then what changed: sent whole on each update, a
-                    # run of many turns would cost the square of its length
-                    out = (f"data: {json_text(view)}" if last is None
-                           else f"event: patch\ndata: {json_text(change)}")
+                    # the whole view first and last (the run ended: a reader of the last
+                    # message has it all), what changed in between: sent whole on each
+                    # update, a run of many turns would cost the square of its length
+                    ended = view["status"] in FINISHED
+                    out = (f"data: {json_text(view)}" if last is None or ended else
+                           "event: patch\ndata: " + json_text(
+                               {"run_id": view["run_id"], "status": view["status"],
+                                "patch": change}))
                     last, quiet = view, 0
                     yield out + "\n\n"
-                    if view["status"] in FINISHED:
+                    if ended:
                         return  # nothing more will change; the page closes its source
                 else:
                     quiet += 1

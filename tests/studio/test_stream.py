@@ -85,7 +85,9 @@ def _data(chunks: list[bytes]) -> list[dict[str, Any]]:
     views: list[dict[str, Any]] = []
     for name, data in _events(chunks):
         if name == "patch":
-            views.append(apply_patch(views[-1], json.loads(data)))
+            told = json.loads(data)  # what changed, with the run's status
+            views.append(apply_patch(views[-1], told["patch"]))
+            assert views[-1]["status"] == told["status"]
         else:
             views.append(json.loads(data))
     return views
@@ -222,7 +224,8 @@ def test_a_long_live_run_is_sent_as_changes_not_whole_each_time(
     final = _jsonable(source.view("gated"))
     assert _data(chunks)[-1] == final
     sent, whole = sum(map(len, chunks)), len(json.dumps(final))
-    assert sent < 3 * whole, f"{sent} bytes sent for a run whose view is {whole}"
+    # the whole view first and last, the changes in between (each view whole: 26 times)
+    assert sent < 4 * whole, f"{sent} bytes sent for a run whose view is {whole}"
     source.close()
 
 
@@ -284,17 +287,17 @@ def test_a_run_going_on_in_the_studio_is_not_rebuilt_while_it_waits(
     built: list[int] = []
 
     def idle_then_end(seen: list[bytes]) -> bool:
-        quiet = sum(KEEPALIVE in c for c in seen)
-        if quiet > len(built) and not gate.is_set():
-            built.append(source.views)  # views built by each keep-alive (30 quiet polls)
-            if len(built) == 3:
-                gate.set()
+        # ten keep-alives: 300 polls while the run waits, in which it writes only what its
+        # call's start leaves to write (an event, a point or two)
+        if sum(KEEPALIVE in c for c in seen) >= 10 and not gate.is_set():
+            built.append(source.views)
+            gate.set()
         return _data(seen)[-1]["status"] == "success"
 
     try:
         chunks = asyncio.run(_stream(app, "/stream/run/cp/gated", idle_then_end))
     finally:
         gate.set()
-    assert built[2] - built[1] <= 1, f"{built[2] - built[1]} views built in 30 idle polls"
+    assert built[0] <= 10, f"the view was built {built[0]} times in 300 polls of a waiting run"
     assert _data(chunks)[-1]["result"] == "done"
     source.close()

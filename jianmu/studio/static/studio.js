@@ -90,7 +90,7 @@ class RunPage {
     };
     this.stream.onmessage = (message) => shown(readJSON(message.data));
     this.stream.addEventListener("patch", (message) => {
-      if (this.view) shown(applyPatch(this.view, readJSON(message.data)));
+      if (this.view) shown(applyPatch(this.view, readJSON(message.data).patch));
     });
     this.stream.onerror = () => {
       // the browser tries again after a dropped connection, never after a refusal (a studio
