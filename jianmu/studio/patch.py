@@ -19,7 +19,10 @@ __all__ = ("apply_patch", "diff")
 
 
 def _same(old: Any, new: Any) -> bool:
-    # 1 == 1.0 == True in Python, not in the page: a change of type is a change
+    # 1 == 1.0 == True in Python, not in the page: a change of type is a change (and of
+    # sign: 0.0 == -0.0, written apart)
+    if isinstance(old, float) and isinstance(new, float):
+        return repr(old) == repr(new)
     return type(old) is type(new) and old == new
 
 
