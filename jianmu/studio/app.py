@@ -16,6 +16,7 @@ import ipaddress
 import json
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,11 +45,14 @@ from jianmu.studio.pages import STATUSES, run_href, run_page, runs_page
 from jianmu.studio.patch import diff
 from jianmu.studio.runs import FINISHED
 
-__all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "RunSource", "TokenGuard", "cookie_name",
-           "create_app")
+__all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "SETTLE_S", "RunSource", "TokenGuard",
+           "cookie_name", "create_app")
 
 POLL_S = 0.5
 """How often a live page's stream looks at the run again."""
+SETTLE_S = 10.0
+"""How long a stream waits for the last events of a run that ended (its checkpoint comes a
+moment before them) before it sends the run as it is."""
 _STATIC = Path(__file__).parent / "static"
 
 
@@ -161,7 +165,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
 
         async def events() -> AsyncIterator[str]:
             last: dict[str, Any] | None = None
-            quiet, seen = 0, None
+            quiet, seen, unsettled = 0, None, 0.0
             while not await request.is_disconnected():
                 # the view of a long run costs the server much: it is built again only when
                 # the run's mark says something changed
@@ -170,12 +174,19 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                 if mark is None or mark != seen:
                     seen = mark
                     view = _jsonable(await run_in_threadpool(where.view, run_id))
-                    change = diff(last, view) if last is not None else None
+                if last is not None and not _settled(last):
+                    # ended, but its last events are not written yet: followed until they
+                    # are, or for SETTLE_S (its process died in between): then as it is
+                    unsettled = unsettled or time.monotonic()
+                    if time.monotonic() - unsettled >= SETTLE_S:
+                        view = {**(view or last), "settled": True}
+                if view is not None and last is not None:
+                    change = diff(last, view)
                 if view is not None and (last is None or change is not None):
                     # the whole view first and last (the run ended: a reader of the last
                     # message has it all), what changed in between: sent whole on each
                     # update, a run of many turns would cost the square of its length
-                    ended = view["status"] in FINISHED
+                    ended = view["status"] in FINISHED and _settled(view)
                     out = (f"data: {json_text(view)}" if last is None or ended else
                            "event: patch\ndata: " + json_text(
                                {"run_id": view["run_id"], "status": view["status"],
@@ -300,6 +311,11 @@ def _as_sent(body: dict[str, Any], key: str) -> tuple[Any, Response | None]:
         return json.loads(text), None
     except ValueError as exc:
         return None, _Json({"error": f"{key}_text is not valid JSON: {exc}"}, 400)
+
+
+def _settled(view: dict[str, Any]) -> bool:
+    """Whether a view is the run's last: it ended, and all of it is recorded."""
+    return view["status"] in FINISHED and view.get("settled", True) is not False
 
 
 def _inside(cwd: str | None, folder: str) -> bool:

@@ -239,6 +239,7 @@ class CheckpointRuns:
             "changed": list(frame.changed) if frame is not None else [],
             "forked_from": _origin(history.run(run_id) or {}),
             "can_fork": self.restorer is not None and bool(points),
+            "settled": _end_recorded(events, status),
         }
 
     def version(self, run_id: str) -> tuple[Any, ...] | None:
@@ -445,6 +446,16 @@ def point_view(frame: Frame, events: list[dict[str, Any]]) -> dict[str, Any]:
                            agents=agent_statuses(e for e in events
                                                  if (e.get("point") or 0) <= frame.number)),
     }
+
+
+def _end_recorded(events: list[dict[str, Any]], status: str) -> bool:
+    """Whether all of a finished run is recorded: its checkpoint says it ended a moment before
+    its last event (``run.finished``) and point are written, and a page that stopped following
+    it there would miss them. A run that records no events has only its checkpoint."""
+    if status not in FINISHED or not events:
+        return True
+    ends = [e for e in events if e["name"] == "run.finished"]
+    return bool(ends) and (ends[-1]["fields"] or {}).get("status") in FINISHED
 
 
 def _origin(meta: dict[str, Any]) -> dict[str, Any] | None:

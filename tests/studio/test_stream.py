@@ -301,3 +301,76 @@ def test_a_run_going_on_in_the_studio_is_not_rebuilt_while_it_waits(
     assert built[0] <= 10, f"the view was built {built[0]} times in 300 polls of a waiting run"
     assert _data(chunks)[-1]["result"] == "done"
     source.close()
+
+
+def _ended_before_its_last_event(checkpoints: Path) -> list[Any]:
+    """A run that ended, as it is before its last event (``run.finished``) is written: that
+    event's row, taken out."""
+    import sqlite3
+
+    from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager
+    from jianmu.nodes import AgentState, create_react_node
+
+    checkpoints.parent.mkdir(parents=True, exist_ok=True)
+    with SQLiteCheckpointer(str(checkpoints)) as store:
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+        runner = ReactiveRunner(create_react_node(ScriptedLLM(["hello"]), [], name="chat"),
+                                state, checkpointer=store, run_id="chat")
+        assert runner.run_sync(timeout=60).ok
+    with sqlite3.connect(checkpoints) as db:
+        ending = db.execute("SELECT * FROM jianmu_events WHERE run_id = 'chat' AND"
+                            " name = 'run.finished'").fetchall()
+        assert len(ending) == 1
+        db.execute("DELETE FROM jianmu_events WHERE run_id = 'chat' AND name = 'run.finished'")
+    return ending
+
+
+def test_the_stream_of_a_run_that_ended_waits_for_its_last_events(
+        checkpoints: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's checkpoint says it ended a moment before its last event (``run.finished``, the
+    timeline's "run success") is written: the stream ended at the checkpoint, and the page
+    closed its source, without that entry, until reloaded. Here that moment is held open."""
+    import sqlite3
+
+    from jianmu.studio import CheckpointRuns
+    from jianmu.studio.runs import Journal
+
+    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.001)
+    ending = _ended_before_its_last_event(checkpoints)
+    source = CheckpointRuns(str(checkpoints), Journal(str(checkpoints)))
+    app = create_app([source], TOKEN, by="tester")
+
+    def then_written(seen: list[bytes]) -> bool:
+        views = _data(seen)
+        if len(views) == 1 and sum(KEEPALIVE in c for c in seen) == 1:
+            with sqlite3.connect(checkpoints) as db:  # the run's last event comes
+                marks = ", ".join("?" * len(ending[0]))
+                db.executemany(f"INSERT INTO jianmu_events VALUES ({marks})", ending)
+        return "run success" in [t["title"] for t in views[-1]["timeline"]]
+
+    chunks = asyncio.run(_stream(app, "/stream/run/cp/chat", then_written))
+    views = _data(chunks)
+    assert "run success" in [t["title"] for t in views[-1]["timeline"]]
+    assert views[-1]["timeline"] == source.view("chat")["timeline"]
+    assert views[0]["status"] == "success" and views[0]["settled"] is False
+    assert views[-1]["settled"] is True
+    source.close()
+
+
+def test_a_run_whose_last_event_never_comes_ends_its_stream_as_it_is(
+        checkpoints: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its process died between the checkpoint and the last event: after ``SETTLE_S`` the
+    stream sends the run as it is, and ends (the page would otherwise follow it for ever)."""
+    from jianmu.studio import CheckpointRuns
+    from jianmu.studio.runs import Journal
+
+    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.001)
+    monkeypatch.setattr("jianmu.studio.app.SETTLE_S", 0.0)
+    _ended_before_its_last_event(checkpoints)
+    source = CheckpointRuns(str(checkpoints), Journal(str(checkpoints)))
+    app = create_app([source], TOKEN, by="tester")
+    chunks = asyncio.run(_stream(app, "/stream/run/cp/chat", lambda seen: False))
+    views = _data(chunks)
+    assert [v["settled"] for v in views] == [False, True]
+    assert views[-1]["status"] == "success"
+    source.close()

@@ -83,7 +83,8 @@ class RunPage {
     // each connection sends the whole run first, then only what changed in it
     const shown = (view) => {
       this.show(view);
-      if (FINISHED.includes(view.status)) {
+      // ended, and all of it recorded (its checkpoint comes a moment before its last events)
+      if (FINISHED.includes(view.status) && view.settled !== false) {
         this.stream.close();
         live.textContent = "finished";
       }
