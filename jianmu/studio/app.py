@@ -174,11 +174,11 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                 if mark is None or mark != seen:
                     seen = mark
                     view = _jsonable(await run_in_threadpool(where.view, run_id))
-                if last is not None and not _settled(last):
+                if last is not None and last["status"] in FINISHED and not _settled(last):
                     # ended, but its last events are not written yet: followed until they
                     # are, or for SETTLE_S (its process died in between): then as it is
-                    unsettled = unsettled or time.monotonic()
-                    if time.monotonic() - unsettled >= SETTLE_S:
+                    unsettled = unsettled or _clock()
+                    if _clock() - unsettled >= SETTLE_S:
                         view = {**(view or last), "settled": True}
                 if view is not None and last is not None:
                     change = diff(last, view)
@@ -311,6 +311,11 @@ def _as_sent(body: dict[str, Any], key: str) -> tuple[Any, Response | None]:
         return json.loads(text), None
     except ValueError as exc:
         return None, _Json({"error": f"{key}_text is not valid JSON: {exc}"}, 400)
+
+
+def _clock() -> float:
+    """Seconds, for how long a stream has waited (a test moves it on)."""
+    return time.monotonic()
 
 
 def _settled(view: dict[str, Any]) -> bool:

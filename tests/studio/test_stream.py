@@ -17,6 +17,7 @@ from jianmu.cli import main
 from jianmu.studio import create_app
 from jianmu.studio.app import cookie_name
 from jianmu.studio.patch import apply_patch
+from jianmu.studio.runs import FINISHED
 from tests.studio.conftest import TOKEN
 from tests.support.studio import studio_sources
 
@@ -214,7 +215,7 @@ def test_a_long_live_run_is_sent_as_changes_not_whole_each_time(
             while opened < turns and len(views) > opened:  # one turn per update seen
                 gates[opened].set()
                 opened += 1
-            return views[-1]["status"] == "success"
+            return False  # followed until the stream ends it: the run ended, all written
 
         chunks = asyncio.run(_stream(app, "/stream/run/cp/gated", follow))
     finally:
@@ -373,4 +374,44 @@ def test_a_run_whose_last_event_never_comes_ends_its_stream_as_it_is(
     views = _data(chunks)
     assert [v["settled"] for v in views] == [False, True]
     assert views[-1]["status"] == "success"
+    source.close()
+
+
+def test_a_run_that_went_on_long_still_waits_for_its_last_events(
+        checkpoints: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait for a run's last events begins when it ends, not when its page opened: a run
+    followed for longer than ``SETTLE_S`` was cut at its end without them."""
+    import itertools
+    import sqlite3
+
+    from jianmu.studio import CheckpointRuns
+    from jianmu.studio.runs import Journal
+
+    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.001)
+    ticks = itertools.count()
+    monkeypatch.setattr("jianmu.studio.app._clock", lambda: float(next(ticks)))  # 1 s a look
+    ending = _ended_before_its_last_event(checkpoints)
+    with sqlite3.connect(checkpoints) as db:  # and before its final checkpoint: going on
+        saved = db.execute("SELECT * FROM checkpoints WHERE run_id = 'chat'").fetchall()
+        db.execute("DELETE FROM checkpoints WHERE run_id = 'chat'")
+    source = CheckpointRuns(str(checkpoints), Journal(str(checkpoints)))
+    app = create_app([source], TOKEN, by="tester")
+
+    def write(table: str, rows: list[Any]) -> None:
+        with sqlite3.connect(checkpoints) as db:
+            marks = ", ".join("?" * len(rows[0]))
+            db.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+
+    def ends(seen: list[bytes]) -> bool:
+        views = _data(seen)
+        if views[-1]["status"] not in FINISHED and sum(KEEPALIVE in c for c in seen) == 1:
+            write("checkpoints", saved)  # 30 polls later: it ends
+        elif views[-1]["status"] == "success" and not views[-1]["settled"]:
+            write("jianmu_events", ending)  # and its last event comes
+        return False  # followed until the stream ends it
+
+    chunks = asyncio.run(_stream(app, "/stream/run/cp/chat", ends))
+    views = _data(chunks)
+    assert views[0]["status"] not in FINISHED
+    assert "run success" in [t["title"] for t in views[-1]["timeline"]]
     source.close()
