@@ -16,6 +16,7 @@ import ipaddress
 import json
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,13 +42,17 @@ from jianmu._json import json_text
 from jianmu._secrets import is_loopback, same_token
 from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
 from jianmu.studio.pages import STATUSES, run_href, run_page, runs_page
+from jianmu.studio.patch import diff
 from jianmu.studio.runs import FINISHED
 
-__all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "RunSource", "TokenGuard", "cookie_name",
-           "create_app")
+__all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "SETTLE_S", "RunSource", "TokenGuard",
+           "cookie_name", "create_app")
 
 POLL_S = 0.5
 """How often a live page's stream looks at the run again."""
+SETTLE_S = 10.0
+"""How long a stream waits for the last events of a run that ended (its checkpoint comes a
+moment before them) before it sends the run as it is."""
 _STATIC = Path(__file__).parent / "static"
 
 
@@ -159,20 +164,36 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         await run_in_threadpool(where.view, run_id)  # an unknown run is a 404, not a stream
 
         async def events() -> AsyncIterator[str]:
-            last, quiet, seen = "", 0, None
+            last: dict[str, Any] | None = None
+            quiet, seen, unsettled = 0, None, 0.0
             while not await request.is_disconnected():
                 # the view of a long run costs the server much: it is built again only when
                 # the run's mark says something changed
                 mark = await run_in_threadpool(where.version, run_id)
-                view, data = None, last
+                view, change = None, None
                 if mark is None or mark != seen:
                     seen = mark
-                    view = await run_in_threadpool(where.view, run_id)
-                    data = json_text(_jsonable(view))
-                if view is not None and data != last:
-                    last, quiet = data, 0
-                    yield f"data: {data}\n\n"
-                    if view["status"] in FINISHED:
+                    view = _jsonable(await run_in_threadpool(where.view, run_id))
+                if last is not None and last["status"] in FINISHED and not _settled(last):
+                    # ended, but its last events are not written yet: followed until they
+                    # are, or for SETTLE_S (its process died in between): then as it is
+                    unsettled = unsettled or _clock()
+                    if _clock() - unsettled >= SETTLE_S:
+                        view = {**(view or last), "settled": True}
+                if view is not None and last is not None:
+                    change = diff(last, view)
+                if view is not None and (last is None or change is not None):
+                    # the whole view first and last (the run ended: a reader of the last
+                    # message has it all), what changed in between: sent whole on each
+                    # update, a run of many turns would cost the square of its length
+                    ended = view["status"] in FINISHED and _settled(view)
+                    out = (f"data: {json_text(view)}" if last is None or ended else
+                           "event: patch\ndata: " + json_text(
+                               {"run_id": view["run_id"], "status": view["status"],
+                                "patch": change}))
+                    last, quiet = view, 0
+                    yield out + "\n\n"
+                    if ended:
                         return  # nothing more will change; the page closes its source
                 else:
                     quiet += 1
@@ -290,6 +311,16 @@ def _as_sent(body: dict[str, Any], key: str) -> tuple[Any, Response | None]:
         return json.loads(text), None
     except ValueError as exc:
         return None, _Json({"error": f"{key}_text is not valid JSON: {exc}"}, 400)
+
+
+def _clock() -> float:
+    """Seconds, for how long a stream has waited (a test moves it on)."""
+    return time.monotonic()
+
+
+def _settled(view: dict[str, Any]) -> bool:
+    """Whether a view is the run's last: it ended, and all of it is recorded."""
+    return view["status"] in FINISHED and view.get("settled", True) is not False
 
 
 def _inside(cwd: str | None, folder: str) -> bool:

@@ -41,6 +41,7 @@ __all__ = (
 )
 
 FINISHED = frozenset({"success", "failure", "timeout", "cancelled"})
+_DECISIONS = frozenset({"studio.approved", "studio.rejected", "studio.answered"})
 
 
 @dataclass
@@ -238,14 +239,15 @@ class CheckpointRuns:
             "changed": list(frame.changed) if frame is not None else [],
             "forked_from": _origin(history.run(run_id) or {}),
             "can_fork": self.restorer is not None and bool(points),
+            "settled": _end_recorded(events, status),
         }
 
     def version(self, run_id: str) -> tuple[Any, ...] | None:
         """A mark that changes whenever the run's view may: its newest checkpoint, point and
-        event, the studio's journal of it, whether its owner is gone; None while it runs here
-        (its state changes in memory)."""
-        if run_id in self._live:
-            return None
+        event, the studio's journal of it, whether its owner is gone; while it runs here, its
+        tick count too (its tree's statuses and its state change in memory, at its ticks)."""
+        runner = self._live.get(run_id)
+        ticks = None if runner is None else ("live", runner.ticks)
         with self._lock:
             row = self._db.execute(
                 "SELECT (SELECT MAX(seq) FROM checkpoints WHERE run_id = ?1),"
@@ -253,7 +255,7 @@ class CheckpointRuns:
                 " (SELECT MAX(rowid) FROM jianmu_events WHERE run_id = ?1),"
                 " (SELECT MAX(rowid) FROM jianmu_studio_events WHERE run_id = ?1)",
                 (run_id,)).fetchone()
-        return (*row, self.store.stopped(run_id))
+        return (*row, self.store.stopped(run_id), ticks)
 
     def point(self, run_id: str, number: int) -> dict[str, Any]:
         """The run at one of its points: the state, what changed there, each node's status.
@@ -291,19 +293,25 @@ class CheckpointRuns:
         if answer is not None:
             extra["answer"] = answer
         with self._lock:
-            if run_id in self._live:
-                raise InteractionError(f"run {run_id!r} is running; it waits for nothing")
             data = self.store.load(run_id)
-            if data is None:
+            live = run_id in self._live
+            if data is None and not live:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
-            if data.get("status") in FINISHED:
-                raise InteractionError(f"run {run_id!r} already finished ({data['status']})")
-            if call_id not in data.get("interaction", {}).get("pending", []):
-                first = _decided(data, call_id)
-                if first is not None:  # answered before: name the decision that stands
+            data = data or {}
+            if live or data.get("status") in FINISHED or (
+                    call_id not in data.get("interaction", {}).get("pending", [])):
+                # answered before (in another tab, say): name the decision that stands, not
+                # only that the run is going on or over
+                first = self._first_decision(run_id, call_id, data)
+                if first is not None:
                     raise InteractionError(
                         f"request {call_id!r} of run {run_id!r} was already {first}; the "
                         "first decision stands and this one was not recorded")
+            if live:
+                raise InteractionError(f"run {run_id!r} is running; it waits for nothing")
+            if data.get("status") in FINISHED:
+                raise InteractionError(f"run {run_id!r} already finished ({data['status']})")
+            if call_id not in data.get("interaction", {}).get("pending", []):
                 raise InteractionError(f"run {run_id!r} waits for no request {call_id!r}")
             # rebuilding the run claims it: refused while a terminal (or another studio) holds it
             restored = self.restorer(run_id) if self.restorer is not None else None
@@ -328,6 +336,14 @@ class CheckpointRuns:
                 done = "the run goes on in the studio"
         edited = " with edited arguments" if arguments is not None else ""
         return f"{did} {shown(call_id)}{edited}: {done}"  # a model chose the id
+
+    def _first_decision(self, run_id: str, call_id: str, data: dict[str, Any]) -> str | None:
+        """How ``call_id`` was decided, and by whom when the studio decided it; None if not."""
+        for event in self.journal.events(run_id):
+            fields = event["fields"]
+            if event["name"] in _DECISIONS and fields.get("request_id") == call_id:
+                return f"{event['name'].removeprefix('studio.')} by {fields.get('by')}"
+        return _decided(data, call_id)
 
     def fork(self, run_id: str, point: int, state: dict[str, Any] | None, by: str) -> str:
         """Start a new run from ``point`` of ``run_id`` (with ``state`` instead of the point's,
@@ -430,6 +446,16 @@ def point_view(frame: Frame, events: list[dict[str, Any]]) -> dict[str, Any]:
                            agents=agent_statuses(e for e in events
                                                  if (e.get("point") or 0) <= frame.number)),
     }
+
+
+def _end_recorded(events: list[dict[str, Any]], status: str) -> bool:
+    """Whether all of a finished run is recorded: its checkpoint says it ended a moment before
+    its last event (``run.finished``) and point are written, and a page that stopped following
+    it there would miss them. A run that records no events has only its checkpoint."""
+    if status not in FINISHED or not events:
+        return True
+    ends = [e for e in events if e["name"] == "run.finished"]
+    return bool(ends) and (ends[-1]["fields"] or {}).get("status") in FINISHED
 
 
 def _origin(meta: dict[str, Any]) -> dict[str, Any] | None:

@@ -380,3 +380,21 @@ def test_a_damaged_checkpoint_of_a_run_without_points_is_said(tmp_path: Path) ->
             assert answer.status_code == 500, where
             assert "the checkpoint of run 'plain'" in answer.json()["error"]
             assert "is not JSON" in answer.json()["error"]
+
+
+def test_a_second_approval_of_the_same_call_is_told_who_decided_first(
+        client: TestClient, run_id: str) -> None:
+    """Two tabs approve one call: the first wins; the second was told "the run is running; it
+    waits for nothing" (or "already finished"), not that the call was decided, nor by whom."""
+    csrf = _csrf(client, run_id)
+    first = client.post(f"/run/cp/{run_id}/approve", json={"call_id": "deploy_1"},
+                        headers={"X-CSRF-Token": csrf})
+    assert first.json()["ok"] is True
+    second = client.post(f"/run/cp/{run_id}/approve", json={"call_id": "deploy_1"},
+                         headers={"X-CSRF-Token": csrf})
+    assert second.status_code == 409
+    assert "was already approved by tester" in second.json()["error"], second.json()
+    wait_for(lambda: _finished(client, run_id), 60, "the run to finish")
+    third = client.post(f"/run/cp/{run_id}/reject", json={"call_id": "deploy_1"},
+                        headers={"X-CSRF-Token": csrf})
+    assert "was already approved by tester" in third.json()["error"], third.json()

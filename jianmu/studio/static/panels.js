@@ -69,44 +69,69 @@ function entryItem(item) {
 
 // One <li data-point=N> per point, its entries under it in the order they happened; entries
 // that belong to no point (a run that kept none, a call still running) are listed on their own.
+// A live run's timeline grows by a few entries an update: what is drawn already is kept (found
+// by what it shows), and only what is new or changed is drawn and put in place.
+const SHOWS = new WeakMap();  // a drawn timeline item -> the JSON text of what it shows
+
 export function drawTimeline(list, entries, points) {
+  const drawn = new Map();  // what each kept item shows -> the items showing it
+  for (const item of Array.from(list.children)) {
+    const key = SHOWS.get(item);
+    if (key === undefined) continue;
+    if (!drawn.has(key)) drawn.set(key, []);
+    drawn.get(key).push(item);
+  }
+  const reuse = (key, make) => {
+    const kept = drawn.get(key);
+    const item = kept && kept.length ? kept.shift() : make();
+    SHOWS.set(item, key);
+    return item;
+  };
+  const loose = (item) => reuse(writeJSON(item), () => entryItem(item));
   const items = [];
   if (!points.length) {
-    for (const item of entries) items.push(entryItem(item));
-    list.replaceChildren(...items);
-    return;
-  }
-  const byPoint = new Map();
-  const loose = [];  // of no point, or of the point a running call will lead to (not made yet)
-  const known = new Set(points.map((p) => p.n));
-  for (const item of entries) {
-    if (!known.has(item.point)) loose.push(item);
-    else {
-      if (!byPoint.has(item.point)) byPoint.set(item.point, []);
-      byPoint.get(item.point).push(item);
+    for (const item of entries) items.push(loose(item));
+  } else {
+    const byPoint = new Map();
+    const apart = [];  // of no point, or of the point a running call will lead to (not made yet)
+    const known = new Set(points.map((p) => p.n));
+    for (const item of entries) {
+      if (!known.has(item.point)) apart.push(item);
+      else {
+        if (!byPoint.has(item.point)) byPoint.set(item.point, []);
+        byPoint.get(item.point).push(item);
+      }
     }
-  }
-  let next = 0;
-  for (const p of points) {
-    while (next < loose.length && (loose[next].time || 0) <= p.time) {
-      items.push(entryItem(loose[next++]));
+    let next = 0;
+    for (const p of points) {
+      while (next < apart.length && (apart[next].time || 0) <= p.time) {
+        items.push(loose(apart[next++]));
+      }
+      const said = byPoint.get(p.n) || [];
+      items.push(reuse(writeJSON([p, said]), () => pointGroup(p, said)));
     }
-    const group = el("li", "point-group");
-    group.dataset.point = String(p.n);
-    const head = el("div", "point-head");
-    head.append(el("span", "point", String(p.n)), el("span", "when", clock(p.time)));
-    const said = byPoint.get(p.n) || [];
-    if (!said.length) head.append(el("span", "changes", p.label));
-    group.append(head);
-    if (said.length) {
-      const ul = el("ol", "entries");
-      ul.append(...said.map(entryItem));
-      group.append(ul);
-    }
-    items.push(group);
+    while (next < apart.length) items.push(loose(apart[next++]));
   }
-  while (next < loose.length) items.push(entryItem(loose[next++]));
-  list.replaceChildren(...items);
+  const wanted = new Set(items);
+  for (const old of Array.from(list.children)) if (!wanted.has(old)) old.remove();
+  items.forEach((item, i) => {  // in order, moving only what must move
+    if (list.children[i] !== item) list.insertBefore(item, list.children[i] || null);
+  });
+}
+
+function pointGroup(p, said) {
+  const group = el("li", "point-group");
+  group.dataset.point = String(p.n);
+  const head = el("div", "point-head");
+  head.append(el("span", "point", String(p.n)), el("span", "when", clock(p.time)));
+  if (!said.length) head.append(el("span", "changes", p.label));
+  group.append(head);
+  if (said.length) {
+    const ul = el("ol", "entries");
+    ul.append(...said.map(entryItem));
+    group.append(ul);
+  }
+  return group;
 }
 
 // -- the state -------------------------------------------------------------------------------

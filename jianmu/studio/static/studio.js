@@ -4,6 +4,7 @@
 "use strict";
 
 import {Graph} from "./graph.js";
+import {applyPatch} from "./patch.js";
 import {clock, drawDetails, drawRequest, drawState, drawTimeline, readJSON,
         visible, writeJSON} from "./panels.js";
 
@@ -52,7 +53,7 @@ class RunPage {
     this.wanted = null;
     this.loading = false;
     this.lastState = null;
-    this.drawn = {pending: null, story: null};
+    this.drawn = {pending: null, timeline: null, points: null};
     this.selected = null;
     this.stream = null;
     this.forkText = null;  // the fork box's text as the server wrote it
@@ -79,14 +80,19 @@ class RunPage {
     const live = document.getElementById("live");
     this.stream = new EventSource("/stream" + this.base);
     this.stream.onopen = () => { live.textContent = "live"; };
-    this.stream.onmessage = (message) => {
-      const view = readJSON(message.data);
+    // each connection sends the whole run first, then only what changed in it
+    const shown = (view) => {
       this.show(view);
-      if (FINISHED.includes(view.status)) {
+      // ended, and all of it recorded (its checkpoint comes a moment before its last events)
+      if (FINISHED.includes(view.status) && view.settled !== false) {
         this.stream.close();
         live.textContent = "finished";
       }
     };
+    this.stream.onmessage = (message) => shown(readJSON(message.data));
+    this.stream.addEventListener("patch", (message) => {
+      if (this.view) shown(applyPatch(this.view, readJSON(message.data).patch));
+    });
     this.stream.onerror = () => {
       // the browser tries again after a dropped connection, never after a refusal (a studio
       // started again has a new token): said, not "reconnecting…" for ever
@@ -119,9 +125,10 @@ class RunPage {
       this.drawPending(view.pending);
       document.getElementById("approvals").hidden = !view.pending.length;
     }
-    const story = writeJSON([view.timeline, view.points]);
-    if (story !== this.drawn.story) {
-      this.drawn.story = story;
+    if (view.timeline !== this.drawn.timeline || view.points !== this.drawn.points) {
+      // a patch that left them alone keeps the very same lists: nothing to look at
+      this.drawn.timeline = view.timeline;
+      this.drawn.points = view.points;
       drawTimeline(document.getElementById("timeline"), view.timeline, view.points);
     }
     const last = view.points.length ? view.points[view.points.length - 1].n : 0;
