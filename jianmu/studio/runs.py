@@ -304,9 +304,11 @@ class CheckpointRuns:
                 # only that the run is going on or over
                 first = self._first_decision(run_id, call_id, data)
                 if first is not None:
+                    over = (f"; the run already finished ({data['status']})"
+                            if data.get("status") in FINISHED else "")
                     raise InteractionError(
                         f"request {call_id!r} of run {run_id!r} was already {first}; the "
-                        "first decision stands and this one was not recorded")
+                        f"first decision stands and this one was not recorded{over}")
             if live:
                 raise InteractionError(f"run {run_id!r} is running; it waits for nothing")
             if data.get("status") in FINISHED:
