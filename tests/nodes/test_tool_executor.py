@@ -301,6 +301,28 @@ async def test_suspend_approve_continue_and_reject() -> None:
     assert got["e"] == "first" and "not now" in (got["p"] or "")
 
 
+async def test_a_call_whose_arguments_do_not_fit_is_refused_not_put_to_a_person() -> None:
+    """A person was asked to approve ``publish(text=[1])`` and ``publish("{oops")``, which fail
+    their validation whatever the answer: refused at once now, with the reason the model
+    reads; a call of the batch that fits is still asked about."""
+    actions = [
+        {"id": "bad", "name": "publish", "arguments": {"text": [1]}},
+        {"id": "raw", "name": "publish", "arguments": "{oops"},
+        {"id": "ok", "name": "publish", "arguments": {"text": "post"}},
+    ]
+    runner, result = await run(ToolExecutor(tools=[publish]), actions)
+    assert result.status is RunStatus.SUSPENDED
+    assert [r.id for r in result.pending] == ["ok"]
+    runner.approve("ok")
+    done = await runner.run(timeout=10)
+    assert done.status is RunStatus.SUCCESS
+    got = dict(contents(runner))
+    assert got["ok"] == "published post"
+    assert "text" in (got["bad"] or "") and "not valid JSON" in (got["raw"] or ""), got
+    runner, result = await run(ToolExecutor(tools=[publish]), actions[:2])
+    assert result.status is RunStatus.SUCCESS and not result.pending
+
+
 async def test_no_interaction_channel_turns_confirm_into_deny() -> None:
     runner, result = await run(
         ToolExecutor(tools=[publish]),

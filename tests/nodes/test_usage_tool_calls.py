@@ -11,7 +11,6 @@ import pytest
 
 from jianmu import Agent, Constraints, ReactiveRunner, ScriptedLLM, StateManager, tool
 from jianmu.nodes import AgentState, agent_tool, create_react_node
-from jianmu.runtime import RunStatus
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
 
 pytestmark = pytest.mark.anyio
@@ -106,9 +105,12 @@ async def test_a_sub_agents_invalid_calls_do_not_count_in_the_runs_usage() -> No
     assert result.usage.tool_calls == 2
 
 
-def test_an_approved_call_with_invalid_arguments_is_not_counted_after_a_restore(
+def test_a_confirm_call_with_invalid_arguments_is_not_counted_nor_asked(
     tmp_path: Path,
 ) -> None:
+    """Once asked and approved, then refused by its validation (and not counted); now refused
+    before a person is asked (a call that cannot run needs no decision), and still not
+    counted, in the run and after a restore."""
     ran.clear()
 
     @tool(confirm=True)
@@ -125,12 +127,10 @@ def test_an_approved_call_with_invalid_arguments_is_not_counted_after_a_restore(
         return Agent(ScriptedLLM(list(script)), tools=[deploy, lookup],
                      checkpointer=SQLiteCheckpointer(tmp_path / "runs.db"))
 
-    first = agent([{"name": "lookup", "arguments": {"city": "Oslo"}},
-                   {"name": "deploy", "arguments": {"where": "prod"}}]).run_sync("Ship it.")
-    assert first.status is RunStatus.SUSPENDED
-    later = agent("Could not deploy.")
-    paused = later.restore(first.run_id)
-    paused.approve()
-    done = later.run_sync(resume=paused)
-    assert done.ok and ran == ["Oslo"] and done.usage.tool_calls == 1
-    assert later.restore(first.run_id).usage.tool_calls == 1
+    done = agent([{"name": "lookup", "arguments": {"city": "Oslo"}},
+                  {"name": "deploy", "arguments": {"where": "prod"}}],
+                 "Could not deploy.").run_sync("Ship it.")
+    assert done.ok and not done.pending and ran == ["Oslo"] and done.usage.tool_calls == 1
+    refusal = [m.content or "" for m in done.messages if m.role == "tool"][1]
+    assert "target" in refusal, refusal
+    assert agent().restore(done.run_id).usage.tool_calls == 1
