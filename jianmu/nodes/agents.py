@@ -511,6 +511,15 @@ def _place(node: py_trees.behaviour.Behaviour, namespace: str) -> None:
         _place(child, namespace)
 
 
+def _waits_for(pending: Sequence[Any]) -> str:
+    """What a suspended run waits for, in words: approvals, answers, or both."""
+    asked = [r.id for r in pending if getattr(r, "question", None) is not None]
+    approve = [r.id for r in pending if getattr(r, "question", None) is None]
+    parts = ([f"approval of {', '.join(approve)}"] if approve else []) + (
+        [f"an answer to {', '.join(asked)}"] if asked else [])
+    return " and ".join(parts) or "a decision"
+
+
 class _SubRun(ReactiveRunner):
     """One call's run of the sub-agent: the caller's state, context and approvals, its own
     ticks. Its checkpoints go into its namespace and save the caller's run."""
@@ -758,8 +767,7 @@ class AgentTool(Tool):
                 await self._finish(key)
                 raise
             if result.status is RunStatus.SUSPENDED:
-                waiting = ", ".join(r.id for r in result.pending) or "a decision"
-                raise ToolSuspended(f"agent {self.name!r} waits for approval of {waiting}")
+                raise ToolSuspended(f"agent {self.name!r} waits for {_waits_for(result.pending)}")
             await self._finish(key)
         if not result.ok:
             raise ToolExecutionError(

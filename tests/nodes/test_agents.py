@@ -558,3 +558,19 @@ async def test_a_batch_waiting_on_a_sub_agent_keeps_the_calls_that_finished(
     results = [(m.tool_call_id, m.content) for m in state.get("messages") if m.role == "tool"]
     assert results == [("call_1", "found moon"), ("call_2", "Tides come twice a day.")]
     assert log.read_text().splitlines() == ["search tides", "write_note tides: twice a day"]
+
+
+async def test_a_sub_agent_waiting_for_an_answer_is_said_to_wait_for_one() -> None:
+    """A sub-agent's question was reported as "waits for approval of ask:..." (the
+    ``tool.call.suspended`` reason the studio's timeline and the CLI show): a question waits
+    for an answer."""
+    from jianmu import Agent
+    from jianmu.tools import ToolSet
+
+    asker = Agent(ScriptedLLM([[{"name": "ask_user", "arguments": {"question": "Which card?"}}],
+                               "ok"]), tools=ToolSet.resolve(["ask_user"]).tools, name="asker")
+    lead = Agent(ScriptedLLM([[{"name": "asker", "arguments": {"input": "pay"}}], "done"]),
+                 tools=[asker.as_tool()], name="lead")
+    reasons = [event.fields["reason"] async for event in lead.stream("go")
+               if event.name == "tool.call.suspended"]
+    assert reasons[-1] == "agent 'asker' waits for an answer to ask:call_1", reasons
