@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from jianmu._json import json_text
 from jianmu._secrets import is_loopback, same_token
 from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
-from jianmu.studio.pages import STATUSES, run_href, run_page, runs_page
+from jianmu.studio.pages import STATUSES, error_page, run_href, run_page, runs_page
 from jianmu.studio.patch import diff
 from jianmu.studio.runs import FINISHED
 
@@ -254,12 +254,20 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
         return _Json({"ok": True, "run_id": made, "url": run_href(where.kind, made),
                       "message": f"forked run {made} from {run_id} at point {point}"})
 
+    def _error(request: Request, title: str, message: str, status: int) -> Response:
+        # a person who followed a link (a browser asks for HTML) gets a page, a script JSON
+        if request.method == "GET" and "text/html" in request.headers.get("accept", "") and (
+                not request.url.path.startswith(("/api/", "/stream/"))):
+            csrf = request.scope.get("state", {}).get("csrf", "")
+            return _Html(error_page(title, message, csrf), status)
+        return _Json({"error": message}, status)
+
     async def not_found(request: Request, exc: Exception) -> Response:
-        return _Json({"error": str(exc)}, 404)
+        return _error(request, "No such run", str(exc), 404)
 
     async def damaged(request: Request, exc: Exception) -> Response:
         # a checkpoint that cannot be read (a damaged row): said, not a bare 500
-        return _Json({"error": str(exc)}, 500)
+        return _error(request, "This run cannot be read", str(exc), 500)
 
     # a run id is any text, a slash included (its links say %2F, which the server reads back
     # as "/"): it is the rest of the path, the routes with a suffix first

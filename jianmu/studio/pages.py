@@ -12,7 +12,7 @@ from urllib.parse import quote, urlencode
 from jianmu._text import json_visible
 from jianmu.studio.timeline import shown
 
-__all__ = ("json_tree", "run_href", "run_page", "runs_page")
+__all__ = ("error_page", "json_tree", "run_href", "run_page", "runs_page")
 
 STATUSES = ("running", "suspended", "decided", "queued", "success", "failure", "timeout",
             "cancelled", "stopped", "damaged")
@@ -275,3 +275,9 @@ def run_page(view: dict[str, Any], csrf: str) -> str:
     attrs = (f' id="run" data-source="{_e(source)}" data-run="{_e(run_id)}"'
              f' data-status="{_e(view["status"])}"')
     return _layout(f"run {run_id}", csrf, body, attrs)
+
+
+def error_page(title: str, message: str, csrf: str) -> str:
+    """A page that says why a run cannot be shown (none by that id, a damaged checkpoint)."""
+    return _layout(title, csrf, f"<h1>{_e(title)}</h1><p class=\"error\">{_e(message)}</p>"
+                   "<p><a href=\"/\">All runs</a></p>")

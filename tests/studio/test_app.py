@@ -95,6 +95,18 @@ def test_unknown_requests_and_runs_are_refused(client: TestClient, run_id: str) 
     assert client.get("/api/run/elsewhere/nope").status_code == 404
 
 
+def test_a_browser_following_a_link_to_a_missing_run_gets_a_page(client: TestClient) -> None:
+    """A link to a run that is gone showed the browser raw JSON: a page now, the id escaped;
+    a script (no ``text/html`` in its Accept) still gets the JSON."""
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    page = client.get("/run/cp/%3Cscript%3Ealert(1)%3C%2Fscript%3E", headers=html)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "No such run" in page.text and 'href="/"' in page.text
+    assert "<script>alert" not in page.text and "&lt;script&gt;alert(1)" in page.text
+    assert client.get("/api/run/cp/nope", headers=html).json()["error"]
+    assert client.get("/run/cp/nope").json()["error"]
+
+
 def test_the_stream_sends_the_run_until_it_ends(client: TestClient, run_id: str) -> None:
     csrf = _csrf(client, run_id)
     client.post(f"/run/cp/{run_id}/approve", json={"call_id": "deploy_1"},
