@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from jianmu import plugins
-from jianmu.constraints import DEFAULT_IMAGE, DEFAULT_TIMEOUT_S, ExecutionConstraints
+from jianmu.constraints import (
+    DEFAULT_IMAGE,
+    DEFAULT_READ_ONLY_PATHS,
+    DEFAULT_TIMEOUT_S,
+    ExecutionConstraints,
+)
 from jianmu.errors import PathEscapeError, ToolExecutionError, ToolInputError, ToolTimeoutError
 from jianmu.execution.threads import WorkerPool
 
@@ -48,6 +53,7 @@ __all__ = (
     "locate",
     "on_asyncio",
     "pinned_paths",
+    "read_only_paths",
     "redirect_refusal",
     "repin_paths",
     "reset_redirect_check",
@@ -70,6 +76,17 @@ def current_workspace() -> Path:
     """Return the workspace root for this context: the one set by `use_workspace`, else cwd."""
     root = _WORKSPACE.get()
     return root if root is not None else _cwd()
+
+
+_READ_ONLY: ContextVar[tuple[str, ...] | None] = ContextVar("jianmu_read_only", default=None)
+
+
+def read_only_paths() -> tuple[str, ...]:
+    """The workspace paths no tool may change here (``execution.read_only_paths`` of the run
+    making the call; `DEFAULT_READ_ONLY_PATHS` outside a run): what the host runs once
+    changed, for the file tools as for sandboxed code."""
+    paths = _READ_ONLY.get()
+    return DEFAULT_READ_ONLY_PATHS if paths is None else paths
 
 
 def effective_root(workdir: str | os.PathLike[str] | None = None) -> Path:
@@ -464,6 +481,8 @@ class ToolRunner:
         # this same folder (`effective_root`), whatever folder the process later runs in
         workdir = self.execution.workdir
         self.workspace = effective_root(workdir) if workdir else _cwd()
+        paths = self.execution.read_only_paths
+        self._read_only = DEFAULT_READ_ONLY_PATHS if paths is None else tuple(paths)
         self.max_workers = max_workers
         self._sandbox = sandbox
         # this runner's share of the process's tool threads (made with the first call)
@@ -561,13 +580,14 @@ class ToolRunner:
             return await within(self._run_sandboxed(tool, args), timeout,
                                 lambda: self._timed_out(tool, timeout))
         # in-process; the folder was made with the pool above: no stat on every call
-        token = set_workspace(self.workspace)
+        token, read_only = set_workspace(self.workspace), _READ_ONLY.set(self._read_only)
         try:
             if timeout == math.inf:
                 return await tool.invoke(args, executor=self._pool)
             return await within(tool.invoke(args, executor=self._pool), timeout,
                                 lambda: self._timed_out(tool, timeout))
         finally:
+            _READ_ONLY.reset(read_only)
             reset_workspace(token)
 
     async def _run_sandboxed(self, tool: RunnableTool, args: dict[str, Any]) -> Any:

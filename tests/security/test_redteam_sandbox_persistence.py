@@ -387,3 +387,38 @@ def test_docker_mounts_each_target_once(repo: Path, monkeypatch: pytest.MonkeyPa
     binds = [v["bind"] for v in volumes.values()]
     assert len(binds) == len(set(binds)), volumes
     assert {"bind": "/workspace/.venv", "mode": "ro"} in volumes.values()
+
+
+async def _write(workdir: Path, path: str, **execution: object) -> str:
+    """``write_file`` as a model with it allowed calls it; the tool's message."""
+    constraints = Constraints.model_validate({
+        "guard": {"tool_policy": {"write_file": "allow"}},
+        "execution": {"workdir": str(workdir), **execution},
+    })
+    tools = BuiltinToolProvider(["write_file"]).get_tools()
+    actions = [{"id": "w", "name": "write_file",
+                "arguments": {"path": path, "content": "servers: {evil: {command: sh}}\n"}}]
+    runner = ReactiveRunner(ToolExecutor(tools=tools, constraints=constraints),
+                            StateManager(AgentState, {"actions": actions}))
+    await runner.run(timeout=60)
+    return runner.state.get("messages")[-1].content or ""
+
+
+@pytest.mark.parametrize("path", ["jianmu.yaml", "configs/jianmu.yaml", "skills/x/tree.py",
+                                  "SKILLS/x/SKILL.md", ".venv/bin/activate", ".vscode/tasks.json"])
+async def test_the_file_tools_cannot_plant_what_the_host_runs_either(
+    tmp_path: Path, path: str,
+) -> None:
+    """Sandboxed code could no longer change the engine's config, skills or a project's .venv,
+    but ``write_file`` (in the engine's process, outside any sandbox) still could: the next run
+    loaded an MCP server command from the planted jianmu.yaml, or imported a planted tree.py."""
+    said = await _write(tmp_path, path)
+    assert "read-only for every tool" in said, said
+    assert not (tmp_path / path).exists()
+
+
+async def test_the_operator_may_let_the_file_tools_write_there(tmp_path: Path) -> None:
+    said = await _write(tmp_path, "skills/x/SKILL.md", read_only_paths=[])
+    assert (tmp_path / "skills" / "x" / "SKILL.md").exists(), said
+    said = await _write(tmp_path, "notes/todo.md", read_only_paths=["notes"])
+    assert "read-only for every tool" in said and not (tmp_path / "notes").exists(), said

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from jianmu.errors import ToolError, ToolExecutionError, ToolInputError
+from jianmu.execution.runner import read_only_paths
 from jianmu.tools.base import FunctionTool, tool
 from jianmu.tools.builtin._paths import (
     PathEscapeError,
@@ -313,8 +314,9 @@ def _count_rest(fh: io.BufferedReader) -> int:
 
 
 def _refuse_protected(real: str, root: str, path: str) -> None:
-    """Refuse a write whose real location is in (or is) a ``.git`` or ``.jianmu`` folder, or
-    in the Python install Jianmu runs from (`jianmu.execution.sandbox.engine_paths_in`)."""
+    """Refuse a write whose real location is in (or is) a ``.git`` or ``.jianmu`` folder, one
+    of the run's ``execution.read_only_paths``, or the Python install Jianmu runs from
+    (`jianmu.execution.sandbox.engine_paths_in`)."""
     rel = os.path.relpath(real, root)
     # casefold: on case-insensitive file systems `.GIT/config` is `.git/config`
     parts = {part.casefold() for part in rel.split(os.sep)}
@@ -327,6 +329,15 @@ def _refuse_protected(real: str, root: str, path: str) -> None:
             "holds Jianmu's own state); edit files outside it, or ask the user to make "
             "this change"
         )
+    where = [p.casefold() for p in rel.split(os.sep)]
+    for kept in read_only_paths():
+        if where[:len(kept.split("/"))] == [p.casefold() for p in kept.split("/")]:
+            raise ToolInputError(
+                f"writing {path!r} is refused: {kept!r} is read-only for every tool "
+                "(execution.read_only_paths: what runs on the host once changed, such as the "
+                "config Jianmu loads, the skills it imports, a project's .venv); ask the user "
+                "to make this change"
+            )
     from jianmu.execution.sandbox import engine_paths_in  # light: only for writes
 
     for host, _rel in engine_paths_in(root):
