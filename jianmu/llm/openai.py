@@ -593,7 +593,8 @@ class _StreamAssembler:
             # a refusal (structured outputs) is the answer's text: the reader must see it
             said = (getattr(delta, "content", None), getattr(delta, "refusal", None))
             for given in said:
-                self.thinking.append(_thinking(given))
+                if isinstance(given, list):  # parts: reasoning ones kept apart (Mistral's)
+                    self.thinking.append(_thinking(given))
                 text = _text(self.where, given)
                 if text:
                     self.text.append(text)

@@ -511,10 +511,10 @@ def _place(node: py_trees.behaviour.Behaviour, namespace: str) -> None:
         _place(child, namespace)
 
 
-def _waits_for(pending: Sequence[Any]) -> str:
+def _waits_for(pending: Sequence[ApprovalRequest]) -> str:
     """What a suspended run waits for, in words: approvals, answers, or both."""
-    asked = [r.id for r in pending if getattr(r, "question", None) is not None]
-    approve = [r.id for r in pending if getattr(r, "question", None) is None]
+    asked = [r.id for r in pending if r.question is not None]
+    approve = [r.id for r in pending if r.question is None]
     parts = ([f"approval of {', '.join(approve)}"] if approve else []) + (
         [f"an answer to {', '.join(asked)}"] if asked else [])
     return " and ".join(parts) or "a decision"

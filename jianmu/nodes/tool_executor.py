@@ -494,13 +494,13 @@ class ToolExecutor(AsyncNode):
             ledger=ledger, events=self.events, resolved=[found for _, found in known],
             node=self.path,
         )
-        tools = {c.id: found for c, found in known}
         # a call whose arguments do not fit is refused below, never put to a person
-        waiting = [(c, d) for (c, _), d in zip(known, decisions, strict=True)
-                   if d.awaiting_approval and self._fits(c, tools[c.id])]
+        waiting = [(c, d) for (c, found), d in zip(known, decisions, strict=True)
+                   if d.awaiting_approval and self._fits(c, found)]
         if waiting:
             interaction = self.ctx.interaction
             assert interaction is not None  # without one, ConfirmChecker denies instead
+            tools = {c.id: found for c, found in known}
             for call, decision in waiting:
                 interaction.suspend(enforcer.approval_request(
                     call, decision, node=self.path, parameters=input_schema_of(tools.get(call.id)),

@@ -225,8 +225,9 @@ def build_tree():
 '''
 
 
-def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(project: Project) -> None:
-    """Interrupted before any checkpoint, the run is saved where it was stopped, as it says."""
+def interrupted_blocking_run(project: Project) -> tuple[int, str, str, str]:
+    """``jianmu run`` of `BLOCKING`, Ctrl-C'd once its node runs: the exit code, what it said
+    before the signal, what it said after, and its stderr."""
     project.write("blocking.py", BLOCKING)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
     env.update(COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO))
@@ -243,6 +244,12 @@ def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(project: Proj
     rest, err = process.stdout.read(), process.stderr.read()
     process.stdout.close()
     process.stderr.close()
+    return code, seen, rest, err
+
+
+def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(project: Project) -> None:
+    """Interrupted before any checkpoint, the run is saved where it was stopped, as it says."""
+    code, seen, rest, err = interrupted_blocking_run(project)
     assert code == 4 and "interrupted" in rest and "Traceback" not in err, seen + rest + err
     run_id = run_id_of(seen)
     (project.root / "go").write_text("")

@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -24,7 +21,7 @@ from tests.cli._helpers import (
     make_config,
     pending_of,
 )
-from tests.cli.test_bad_input import BLOCKING, _read_until, run_id_of
+from tests.cli.test_bad_input import interrupted_blocking_run, run_id_of
 from tests.cli.test_run import AGENT_SCRIPT
 
 APPROVAL_FLOW = str(REPO / "examples" / "approval_flow.py")
@@ -96,22 +93,7 @@ def test_a_suspended_run_and_its_resume_each_flush_their_spans(project: Project)
 
 def test_ctrl_c_still_flushes_the_spans_of_the_stopped_run(project: Project) -> None:
     _configure(project, "  exporter: console\n")
-    project.write("blocking.py", BLOCKING)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
-    env.update(COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jianmu.cli", "run", "blocking.py", "--config",
-         str(project.config)],
-        cwd=project.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )
-    assert process.stdout is not None and process.stderr is not None
-    seen = _read_until(process.stdout, "BLOCKED")
-    process.send_signal(signal.SIGINT)
-    code = process.wait(timeout=60)
-    rest, err = process.stdout.read(), process.stderr.read()
-    process.stdout.close()
-    process.stderr.close()
+    code, seen, rest, err = interrupted_blocking_run(project)
     assert code == 4 and "interrupted" in rest, seen + rest + err
     runs = [s for s in console_spans(err) if s["name"] == "invoke_workflow blocking"]
     assert len(runs) == 1, err

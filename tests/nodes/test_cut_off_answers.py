@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +24,7 @@ from jianmu.nodes.cut_off import CONTINUE_NOTE
 from jianmu.runtime import RunStatus
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.events import Event
+from tests.runtime.test_context import FakeSteps
 
 pytestmark = pytest.mark.anyio
 
@@ -300,45 +301,20 @@ async def test_a_restored_conversation_goes_on_after_a_continued_answer(tmp_path
     assert result.ok and restored.state.get("final_answer") == "You are welcome."
 
 
-class _Steps:
-    """A `StepRecorder` in memory (numbered per key), replaying what it was given."""
-
-    def __init__(self, recorded: dict[str, Any] | None = None) -> None:
-        self.recorded = dict(recorded or {})
-        self.ran: list[str] = []
-        self._counts: dict[str, int] = {}
-
-    async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
-        count = self._counts[key] = self._counts.get(key, 0) + 1
-        name = key if count == 1 else f"{key}#{count}"
-        if name in self.recorded:
-            return self.recorded[name]  # type: ignore[no-any-return]
-        self.ran.append(name)
-        value = await factory()
-        self.recorded[name] = value
-        return value
-
-    async def mark_started(self, keys: Sequence[str]) -> None:
-        pass
-
-    def maybe_repeated(self, key: str) -> bool:
-        return False
-
-
 KEY = "model:ReAct/ReAct.round/ReAct.llm"
 
 
 async def test_a_durable_run_replays_the_parts_it_has_and_asks_only_the_rest() -> None:
     """Each continuation is a durable step of its own: a run that stopped after the first
     part replays it and asks only the continuation; one that recorded both asks nothing."""
-    first = _Steps()
+    first = FakeSteps()
     runner = ReactiveRunner(create_react_node(ScriptedLLM([cut("It is sunny in")]), []),
                             _start())
     runner.ctx.steps = first
     assert (await runner.run(timeout=30)).status is RunStatus.FAILURE  # no continuation came
     assert list(first.recorded) == [KEY]
 
-    again = _Steps(first.recorded)
+    again = FakeSteps(first.recorded)
     llm = ScriptedLLM([" Oslo."])
     runner = ReactiveRunner(create_react_node(llm, []), _start())
     runner.ctx.steps = again
@@ -347,7 +323,7 @@ async def test_a_durable_run_replays_the_parts_it_has_and_asks_only_the_rest() -
     assert again.ran == [f"{KEY}#2"] and len(llm.requests) == 1
     assert result.usage.requests == 2
 
-    replayed = _Steps(again.recorded)
+    replayed = FakeSteps(again.recorded)
     llm = ScriptedLLM([])
     runner = ReactiveRunner(create_react_node(llm, []), _start())
     runner.ctx.steps = replayed

@@ -17,28 +17,26 @@ from typing import Any, TypeVar
 
 import py_trees
 import pytest
-from py_trees.common import Status
 
-from jianmu import AsyncNode
 from jianmu.errors import CheckpointError
 from jianmu.runtime import ReactiveRunner, SQLiteCheckpointer
 from jianmu.runtime.lease import Lease
+from tests.runtime.test_lease import Gate
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 T = TypeVar("T")
 
 
-class Gate(AsyncNode):
-    """Waits until the test opens it, telling the test it got there."""
-
-    def __init__(self, reached: asyncio.Event, opened: asyncio.Event) -> None:
-        super().__init__("gate")
-        self.reached, self.opened = reached, opened
-
-    async def update_async(self) -> Status:
-        self.reached.set()
-        await self.opened.wait()
-        return Status.SUCCESS
+def _gated(store: SQLiteCheckpointer, owner: str,
+           ) -> tuple[ReactiveRunner, asyncio.Event, asyncio.Event]:
+    """A run of one long step (a `Gate`) saved in ``store`` by ``owner``: the runner, the
+    event the step sets when it starts, and the one that lets it end."""
+    reached, opened = asyncio.Event(), asyncio.Event()
+    runner = ReactiveRunner(
+        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
+        checkpointer=store, owner=owner,
+    )
+    return runner, reached, opened
 
 
 async def test_a_renewal_refused_by_a_busy_store_is_tried_again(tmp_path: Path) -> None:
@@ -67,11 +65,7 @@ async def test_a_renewal_refused_by_a_busy_store_is_tried_again(tmp_path: Path) 
             return watched(lambda: super(Busy, self).renew(run_id, owner))
 
     store = Busy(db, lease_ttl=0.3)  # renewed every 0.1 s while the step goes on
-    reached, opened = asyncio.Event(), asyncio.Event()
-    runner = ReactiveRunner(
-        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
-        checkpointer=store, owner="long-step",
-    )
+    runner, reached, opened = _gated(store, "long-step")
     going = asyncio.create_task(runner.run(timeout=120))
     try:
         await reached.wait()
@@ -114,11 +108,7 @@ async def test_a_renewal_after_the_run_went_on_elsewhere_gives_the_run_back(
                     loop.call_soon_threadsafe(renewed_after.set)
 
     store = Watched(db, lease_ttl=0.3)  # renewed every 0.1 s while the step goes on
-    reached, opened = asyncio.Event(), asyncio.Event()
-    runner = ReactiveRunner(
-        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
-        checkpointer=store, owner="stale",
-    )
+    runner, reached, opened = _gated(store, "stale")
     going = asyncio.create_task(runner.run(timeout=120))
     try:
         await reached.wait()
@@ -163,11 +153,7 @@ async def test_a_renewal_waiting_on_a_busy_file_does_not_hold_the_loop(tmp_path:
                 loop.call_soon_threadsafe(renewed.set)
 
     store = Watched(db, lease_ttl=0.3)  # renewed every 0.1 s while the step goes on
-    reached, opened = asyncio.Event(), asyncio.Event()
-    runner = ReactiveRunner(
-        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
-        checkpointer=store, owner="long-step",
-    )
+    runner, reached, opened = _gated(store, "long-step")
     going = asyncio.create_task(runner.run(timeout=120))
     try:
         await reached.wait()
@@ -218,11 +204,7 @@ async def test_a_renewal_under_way_ends_before_the_run_returns(tmp_path: Path) -
                 let_go.set()  # the run's end is saved: the renewal may go on now
 
     store = Held(db, lease_ttl=0.3)
-    reached, opened = asyncio.Event(), asyncio.Event()
-    runner = ReactiveRunner(
-        py_trees.composites.Sequence("long", memory=True, children=[Gate(reached, opened)]),
-        checkpointer=store, owner="long-step",
-    )
+    runner, reached, opened = _gated(store, "long-step")
     going = asyncio.create_task(runner.run(timeout=120))
     try:
         await reached.wait()

@@ -21,9 +21,9 @@ import pytest
 
 from jianmu import AgentState
 from jianmu.errors import CheckpointError
-from jianmu.runtime import ReactiveRunner, RunStatus, SQLiteCheckpointer
+from jianmu.runtime import ReactiveRunner, SQLiteCheckpointer
 from jianmu.state import StateManager
-from tests.support.payments import PAID, pay_flow
+from tests.support.payments import PAID, pay_flow, suspended_payment
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -55,10 +55,7 @@ def test_a_payment_whose_under_way_save_failed_is_made_once_by_the_next_run(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "runs.sqlite"
-    with SQLiteCheckpointer(db) as store:
-        first = ReactiveRunner(flow(), StateManager(AgentState), checkpointer=store)
-        assert first.run_sync(timeout=60).status is RunStatus.SUSPENDED
-        run_id = first.run_id
+    run_id = suspended_payment(db)
     store = SQLiteCheckpointer(db)
     runner = ReactiveRunner.restore(flow(), store, run_id, state_manager=StateManager(AgentState))
     runner.approve("pay_1")

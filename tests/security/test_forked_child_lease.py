@@ -18,9 +18,9 @@ import pytest
 
 from jianmu import AgentState
 from jianmu.errors import RunClaimedError
-from jianmu.runtime import ReactiveRunner, RunStatus, SQLiteCheckpointer
+from jianmu.runtime import ReactiveRunner, SQLiteCheckpointer
 from jianmu.state import StateManager
-from tests.support.payments import PAID, pay_flow
+from tests.support.payments import PAID, pay_flow, suspended_payment
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -69,19 +69,17 @@ def test_a_child_closing_the_inherited_store_keeps_the_parents_lease(tmp_path: P
 
 def test_a_child_closing_an_inherited_runner_keeps_the_parents_run(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
-    with SQLiteCheckpointer(db) as store:
-        first = ReactiveRunner(pay_flow(), StateManager(AgentState), checkpointer=store)
-        assert first.run_sync(timeout=60).status is RunStatus.SUSPENDED
+    run_id = suspended_payment(db)
     store = SQLiteCheckpointer(db)
-    runner = ReactiveRunner.restore(pay_flow(), store, first.run_id,
+    runner = ReactiveRunner.restore(pay_flow(), store, run_id,
                                     state_manager=StateManager(AgentState))  # holds the run
     assert in_child(lambda: asyncio.run(runner.aclose())) == 0
     assert in_child(store.close) == 0
-    assert refused_elsewhere(db, first.run_id)  # the parent is deciding it still
+    assert refused_elsewhere(db, run_id)  # the parent is deciding it still
     runner.approve("pay_1")
     assert runner.run_sync(timeout=60).ok
     assert PAID == ["paid 40"]
-    assert not refused_elsewhere(db, first.run_id)  # the run returned: given up
+    assert not refused_elsewhere(db, run_id)  # the run returned: given up
     store.close()
 
 

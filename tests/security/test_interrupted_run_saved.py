@@ -20,7 +20,7 @@ from jianmu import AgentState
 from jianmu.errors import CheckpointError, RunClaimedError
 from jianmu.runtime import ReactiveRunner, RunStatus, SQLiteCheckpointer
 from jianmu.state import StateManager
-from tests.support.payments import PAID, pay_flow
+from tests.support.payments import PAID, pay_flow, suspended_payment
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -52,10 +52,7 @@ class BusyOnce(SQLiteCheckpointer):
 
 def test_a_run_its_store_interrupted_is_not_saved_as_failed(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
-    with SQLiteCheckpointer(db) as store:
-        first = ReactiveRunner(pay_flow(), StateManager(AgentState), checkpointer=store)
-        assert first.run_sync(timeout=60).status is RunStatus.SUSPENDED
-        run_id = first.run_id
+    run_id = suspended_payment(db)
     busy = BusyOnce(db)
     runner = ReactiveRunner.restore(pay_flow(), busy, run_id,
                                     state_manager=StateManager(AgentState))
@@ -84,10 +81,7 @@ def test_the_interrupted_runner_goes_on_and_its_end_is_final_everywhere(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "runs.sqlite"
-    with SQLiteCheckpointer(db) as store:
-        first = ReactiveRunner(pay_flow(), StateManager(AgentState), checkpointer=store)
-        assert first.run_sync(timeout=60).status is RunStatus.SUSPENDED
-        run_id = first.run_id
+    run_id = suspended_payment(db)
     busy = BusyOnce(db)
     runner = ReactiveRunner.restore(pay_flow(), busy, run_id,
                                     state_manager=StateManager(AgentState))

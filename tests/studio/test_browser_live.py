@@ -5,8 +5,6 @@ Skips like `test_browser` when Chromium is missing."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,39 +20,18 @@ from tests.studio.test_browser import (  # noqa: F401 - the fixtures
     _until,
     driver,
 )
-from tests.support.studio import serve, start_suspended, studio_sources
+from tests.support.studio import serve, start_gated_run, start_suspended, studio_sources
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
 def test_a_live_timeline_keeps_what_it_drew_and_adds_what_is_new(
         driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager, tool
-    from jianmu.nodes import AgentState, create_react_node
-
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     checkpoints = tmp_path / "runs" / "checkpoints.sqlite"
     start_suspended(checkpoints)
-    gates = [threading.Event() for _ in range(3)]
-
-    @tool(timeout_seconds=None)
-    async def wait_gate(step: int) -> str:
-        """Wait until the test opens this step's gate.
-
-        Args:
-            step: which step.
-        """
-        await asyncio.to_thread(gates[step].wait, 3 * WAIT_S)
-        return f"step {step} done"
-
-    llm = ScriptedLLM([[{"name": "wait_gate", "arguments": {"step": i}}] for i in range(3)]
-                      + ["done"])
-    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
-    runner = ReactiveRunner(create_react_node(llm, [wait_gate], name="gated"), state,
-                            checkpointer=SQLiteCheckpointer(str(checkpoints)), run_id="gated")
-    thread = threading.Thread(target=lambda: runner.run_sync(timeout=3 * WAIT_S), daemon=True)
-    thread.start()
+    gates, thread = start_gated_run(checkpoints, 3 * WAIT_S)
 
     def calls(d: Any) -> int:
         return _text(d, "#timeline").count("started: wait_gate")

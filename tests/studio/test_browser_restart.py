@@ -17,7 +17,13 @@ from tests.studio.test_browser import (  # noqa: F401 - the fixtures
     _until,
     driver,
 )
-from tests.support.studio import free_port, serve, start_suspended, studio_sources
+from tests.support.studio import (
+    free_port,
+    serve,
+    start_gated_run,
+    start_suspended,
+    studio_sources,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -61,36 +67,13 @@ def test_a_live_page_loses_and_repeats_nothing_across_a_reconnect(
         driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """A run goes on while its page's studio stops and starts again (same token): the page
     reconnects, and its timeline is the run's, each entry once."""
-    import asyncio
-    import threading
-
-    from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager, tool
-    from jianmu.nodes import AgentState, create_react_node
     from tests.studio.test_browser import WAIT_S, _api
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     checkpoints = tmp_path / "runs" / "checkpoints.sqlite"
     start_suspended(checkpoints)  # the file and its config, as the CLI leaves them
-    gates = [threading.Event() for _ in range(3)]
-
-    @tool(timeout_seconds=None)  # no end but its gate: the test says when each call ends
-    async def wait_gate(step: int) -> str:
-        """Wait until the test opens this step's gate.
-
-        Args:
-            step: which step.
-        """
-        await asyncio.to_thread(gates[step].wait, 3 * WAIT_S)
-        return f"step {step} done"
-
-    llm = ScriptedLLM([[{"name": "wait_gate", "arguments": {"step": i}}] for i in range(3)]
-                      + ["done"])
-    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
-    runner = ReactiveRunner(create_react_node(llm, [wait_gate], name="gated"), state,
-                            checkpointer=SQLiteCheckpointer(str(checkpoints)), run_id="gated")
-    thread = threading.Thread(target=lambda: runner.run_sync(timeout=3 * WAIT_S), daemon=True)
-    thread.start()
+    gates, thread = start_gated_run(checkpoints, 3 * WAIT_S)
     port = free_port()
 
     def calls(d: Any) -> int:

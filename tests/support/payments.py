@@ -50,6 +50,16 @@ def pay_flow(*after: py_trees.behaviour.Behaviour) -> py_trees.behaviour.Behavio
         Plan("plan"), ToolExecutor("execute", [pay]), *after,
     ])
 
+def suspended_payment(db: Path) -> str:
+    """A `pay_flow` run saved in the SQLite file ``db``, suspended on its ``pay_1``; its id."""
+    from jianmu import AgentState, ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
+
+    with SQLiteCheckpointer(db) as store:
+        first = ReactiveRunner(pay_flow(), StateManager(AgentState), checkpointer=store)
+        assert first.run_sync(timeout=60).status is RunStatus.SUSPENDED
+        return first.run_id
+
+
 PAY_SCRIPT = '''
 import os
 

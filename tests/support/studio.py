@@ -141,3 +141,35 @@ def script_errors(driver: Any) -> list[str]:
     """The page's script errors logged since the last look (uncaught exceptions, rejections)."""
     return [str(entry["message"]) for entry in driver.get_log("browser")
             if entry.get("source") == "javascript" or "Uncaught" in str(entry["message"])]
+
+
+def start_gated_run(checkpoints: Path, wait_s: float, steps: int = 3,
+                    ) -> tuple[list[threading.Event], threading.Thread]:
+    """A ReAct run ``gated`` going on in a thread, saved in ``checkpoints``: ``steps`` calls of
+    ``wait_gate``, each ending only when the test sets its gate (or after ``wait_s`` s), then
+    the answer ``done``. The gates, and the thread to join."""
+    import asyncio
+
+    from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager, tool
+    from jianmu.nodes import AgentState, create_react_node
+
+    gates = [threading.Event() for _ in range(steps)]
+
+    @tool(timeout_seconds=None)  # no end but its gate: the test says when each call ends
+    async def wait_gate(step: int) -> str:
+        """Wait until the test opens this step's gate.
+
+        Args:
+            step: which step.
+        """
+        await asyncio.to_thread(gates[step].wait, wait_s)
+        return f"step {step} done"
+
+    llm = ScriptedLLM([[{"name": "wait_gate", "arguments": {"step": i}}] for i in range(steps)]
+                      + ["done"])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(create_react_node(llm, [wait_gate], name="gated"), state,
+                            checkpointer=SQLiteCheckpointer(str(checkpoints)), run_id="gated")
+    thread = threading.Thread(target=lambda: runner.run_sync(timeout=wait_s), daemon=True)
+    thread.start()
+    return gates, thread
