@@ -6,13 +6,40 @@ names (``core.fsmonitor``, ``core.hooksPath``, aliases) whenever someone uses gi
 shell prompt included; the next run loads ``jianmu.yaml`` (the MCP servers it starts) and
 imports a BT skill's ``tree.py`` from ``skills``. So the paths of ``execution.read_only_paths``
 (`jianmu.constraints.DEFAULT_READ_ONLY_PATHS` unless set) are mounted read-only over the
-writable workspace, where they exist when the sandbox starts.
+writable workspace, where they exist when a command starts; what a command creates where one
+did not exist is moved out of the way after it (below).
 
 Each is reached from the workspace without following a symbolic link: a ``.git`` that
 sandboxed code replaced with a link to ``/root`` is left out, not mounted (which would show
-``/root`` inside the sandbox). A path that does not exist is not protected (a mount point
-would have to be created in the user's workspace); the read-only mount also keeps a protected
-path from being renamed or removed.
+``/root`` inside the sandbox). The read-only mount also keeps a protected path from being
+renamed or removed. A warm supervisor and a Docker container mount the paths that exist when
+they start; one the host makes later (the user runs ``git init``) is seen before the next
+command, which then gets a new supervisor, container or grant that holds it too.
+
+A path that does not exist cannot be mounted (a mount point would have to be made in the
+user's workspace), so `ProtectedPaths` watches it instead, the same way for every sandbox:
+before each command, a few ``lstat`` calls note what the host would find at each protected
+path that no mount holds (missing, or reached through a link); after the command, once none
+of its processes is left (a cold bubblewrap child's pid namespace is gone, a warm
+supervisor or a Docker command's wrapper killed every process of the command's control
+group or user, else the sandbox swept them), whatever now stands at such a path is renamed
+into ``.jianmu/quarantine/<time>-<random>/`` under a name nothing looks for
+(``configs%jianmu.yaml.quarantined``: a ``.git`` there is no repository), without following
+a link (a planted link is moved as the link), and the command's stderr names what went
+where. Nothing is deleted; when that folder cannot be made (``.jianmu`` is a link), the path
+is renamed next to itself. What a link the user had on the way (``configs`` -> ``shared``)
+now leads to inside the workspace is moved, the user's link kept. A command that did not end
+normally (cancelled) is swept before the next one, or when the sandbox closes.
+
+What this leaves open: while the command runs, what it made is there, and a host process that
+reads the workspace meanwhile (a shell prompt running ``git status``, another ``jianmu run``
+started there) sees it; only the paths of ``read_only_paths`` and the ``PATH`` folders are
+watched (a ``.git`` made in a subfolder is not); without bubblewrap as root (the commands' user
+granted the protected paths read-only, not the folders that hold their names), an existing one
+may be renamed away and made anew: that is moved like a new one, and so is one the host changed
+during the command (a file's change time is all that tells a new file on a reused inode apart);
+and where nothing kills every process of a command (no bubblewrap, no control groups: a process
+that left its group with ``setsid``), one left running may write again after the sweep.
 
 And some folders are never a workspace (`workspace_problem`): a home (``~/.bashrc``,
 ``~/.ssh/authorized_keys`` run or let in whoever writes them) or a system folder, nor a folder
@@ -22,22 +49,33 @@ holding one (``/``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pwd
+import secrets
 import stat
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from jianmu.execution.sandbox import ExecResult
+
 __all__ = (
+    "QUARANTINE",
+    "ProtectedPaths",
+    "ReadOnlyWatch",
     "existing_read_only_paths",
     "open_read_only_paths",
     "path_folders_in",
+    "quarantine_note",
     "workspace_problem",
 )
 
 _SYSTEM = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
            "/var", "/run", "/proc", "/sys", "/dev", "/root", "/home")
 
+_log = logging.getLogger("jianmu.execution")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -144,3 +182,263 @@ def workspace_problem(workspace: Path) -> str | None:
                     "start Jianmu there)"
                 )
     return None
+
+
+# --- what a command created at a protected path -------------------------------------------
+
+QUARANTINE = ".jianmu/quarantine"
+"""Where `ReadOnlyWatch` moves what a command created at a protected path (in the workspace,
+so that a rename moves it: nothing is copied or deleted; nothing loads from there)."""
+
+_Ident = tuple[int, int, int, int]  # device, inode, file type, ctime (0 for a folder)
+_Walk = tuple[_Ident, ...]
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the host would find at one protected path: each part reached without following a
+    link (up to the first missing one, link or non-folder), and, when a link is on the way,
+    what following it leads to (the host follows links)."""
+
+    walk: _Walk
+    followed: _Ident | None
+
+
+def _ident(st: os.stat_result) -> _Ident:
+    kind = stat.S_IFMT(st.st_mode)
+    # a folder's ctime changes with each entry made in it: its inode says whether it is the same
+    return (st.st_dev, st.st_ino, kind, 0 if kind == stat.S_IFDIR else st.st_ctime_ns)
+
+
+def _seen(root: str, parts: list[str]) -> _Seen:
+    walk: list[_Ident] = []
+    path = root
+    for name in parts:
+        path = f"{path}/{name}"
+        try:  # the parts before are folders, not links: a path is as safe as a descriptor
+            st = os.lstat(path)
+        except OSError:
+            break
+        walk.append(_ident(st))
+        if not stat.S_ISDIR(st.st_mode):
+            break
+    followed = None
+    if any(kind == stat.S_IFLNK for _, _, kind, _ in walk):
+        with contextlib.suppress(OSError):
+            followed = _ident(os.stat(f"{root}/{'/'.join(parts)}"))
+    return _Seen(tuple(walk), followed)
+
+
+def _parts(rel: str) -> list[str] | None:
+    parts = [p for p in rel.split("/") if p and p != "."]
+    return parts if parts and ".." not in parts else None
+
+
+def _guarded(seen: _Seen, parts: list[str]) -> bool:
+    """Whether a sandbox mounts (or grants) this path read-only: a folder or a regular file
+    reached without a link (as `open_read_only_paths` finds it)."""
+    return len(seen.walk) == len(parts) and seen.walk[-1][2] in (stat.S_IFDIR, stat.S_IFREG)
+
+
+@dataclass
+class ReadOnlyWatch:
+    """The protected paths a sandbox cannot hold read-only during one command (missing, or
+    reached through a link), as the host would read them before it; `quarantine` moves out of
+    the way what the command made there. See the module's docstring."""
+
+    root: str
+    """The workspace's real path."""
+    mounted: frozenset[str]
+    """The protected paths (as given) that exist: the ones a sandbox mounts read-only."""
+    seen: dict[str, _Seen]
+    """What each watched path was before the command (those not mounted, unless
+    ``replaceable``)."""
+
+    @classmethod
+    def take(
+        cls, workspace: Path, paths: Iterable[str], *, replaceable: bool = False
+    ) -> ReadOnlyWatch:
+        """Look at ``paths`` (relative to ``workspace``) before a command: a few ``lstat``.
+
+        ``replaceable``: the existing paths are watched too, for a sandbox that holds only
+        their contents read-only (an ACL grant), not their names: one renamed away and made
+        anew is moved like one made where there was none."""
+        root = os.path.realpath(workspace)
+        mounted: set[str] = set()
+        seen: dict[str, _Seen] = {}
+        for rel in dict.fromkeys(paths):
+            parts = _parts(rel)
+            if parts is None:
+                continue
+            now = _seen(root, parts)
+            if _guarded(now, parts):
+                mounted.add(rel)
+            if replaceable or rel not in mounted:
+                seen[rel] = now
+        return cls(root, frozenset(mounted), seen)
+
+    def changed(self) -> list[str]:
+        """What to move, relative to the workspace: for each watched path that changed, the
+        part the command made there (a link is moved as a link), or what a link that was
+        there before now leads to, inside the workspace."""
+        found: list[str] = []
+        for rel, before in self.seen.items():
+            parts = _parts(rel)
+            assert parts is not None
+            after = _seen(self.root, parts)
+            if after == before or not after.walk:
+                continue
+            depth = len(after.walk)
+            last = after.walk[-1]
+            new = depth > len(before.walk) or before.walk[depth - 1] != last
+            if new and (depth == len(parts) or last[2] == stat.S_IFLNK):
+                found.append("/".join(parts[:depth]))  # made, or replaced, by the command
+            elif last[2] == stat.S_IFLNK and after.followed is not None:
+                # a link that was there before leads somewhere else now: move what it leads to
+                real = os.path.realpath(os.path.join(self.root, *parts))
+                inside = os.path.relpath(real, self.root)
+                # not where the sandbox held it read-only: the host changed that, not the command
+                if real.startswith(self.root + os.sep) and not any(
+                        inside == held or inside.startswith(f"{held}/")
+                        for held in self.mounted):
+                    found.append(inside)
+        return list(dict.fromkeys(found))
+
+    def quarantine(self) -> list[tuple[str, str]]:
+        """Move what the command made at the watched paths into `QUARANTINE` (never deleted,
+        never followed: renamed); ``(path, where it went)``, both relative to the workspace
+        (or why it stayed). Call it once none of the command's processes is left."""
+        moved: list[tuple[str, str]] = []
+        targets = self.changed()
+        if not targets:
+            return moved
+        folder: tuple[int, str] | None = None
+        try:
+            for rel in targets:
+                if folder is None:
+                    folder = _quarantine_folder(self.root)
+                try:
+                    moved.append((rel, _move(self.root, rel, folder)))
+                except OSError as exc:  # said, not hidden: the user must look at it
+                    moved.append((rel, f"nowhere: it could not be moved ({exc.strerror})"))
+        finally:
+            if folder is not None and folder[0] >= 0:
+                os.close(folder[0])
+        return moved
+
+
+def _open_dir(root: str, parts: list[str], *, create: bool = False) -> int:
+    """A descriptor of ``root/parts``, each part opened without following a link (and, with
+    ``create``, made when missing)."""
+    fd = os.open(root, _DIR)
+    try:
+        for name in parts:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=fd)
+            child = os.open(name, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _quarantine_folder(root: str) -> tuple[int, str]:
+    """A new folder under `QUARANTINE` (a descriptor, and its path relative to the workspace);
+    ``(-1, "")`` when that cannot be made there (a link planted at ``.jianmu``)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    try:
+        parent = _open_dir(root, QUARANTINE.split("/"), create=True)
+    except OSError:
+        return (-1, "")
+    try:
+        while True:
+            name = f"{stamp}-{secrets.token_hex(3)}"
+            try:
+                os.mkdir(name, 0o700, dir_fd=parent)
+            except FileExistsError:
+                continue
+            return (os.open(name, _DIR, dir_fd=parent), f"{QUARANTINE}/{name}")
+    except OSError:
+        return (-1, "")
+    finally:
+        os.close(parent)
+
+
+def _move(root: str, rel: str, folder: tuple[int, str]) -> str:
+    """Rename ``rel`` into ``folder`` under a name nothing looks for (``.git`` there is no
+    repository); else next to itself, renamed. Where it went, relative to the workspace."""
+    parts = rel.split("/")
+    parent = _open_dir(root, parts[:-1])
+    try:
+        name = parts[-1]
+        fd, where = folder
+        if fd >= 0:
+            kept = "%".join(parts) + ".quarantined"
+            with contextlib.suppress(OSError):
+                os.rename(name, kept, src_dir_fd=parent, dst_dir_fd=fd)
+                return f"{where}/{kept}"
+        # no quarantine folder, or another file system: a sibling's name, in the same folder
+        kept = f"{name}.quarantined-{secrets.token_hex(3)}"
+        os.rename(name, kept, src_dir_fd=parent, dst_dir_fd=parent)
+        return "/".join([*parts[:-1], kept])
+    finally:
+        os.close(parent)
+
+
+def quarantine_note(moved: list[tuple[str, str]]) -> str:
+    """The line a command's stderr gets for what was moved out of the way."""
+    what = "; ".join(f"{rel!r} moved to {where!r}" for rel, where in moved)
+    return (f"[jianmu sandbox: the command created protected paths (execution.read_only_paths: "
+            f"what the host runs or loads later), moved out of the way: {what}]\n")
+
+
+class ProtectedPaths:
+    """One sandbox's watch over its protected paths, the same for every sandbox: `before`
+    each command, `after` it once none of its processes is left.
+
+    A command that did not finish (cancelled, or its sandbox failed) leaves its watch
+    pending: the next command's `before` (or `settle`, at close) moves what it made, and the
+    next result says so."""
+
+    def __init__(self, workspace: Path, paths: Callable[[], list[str]]) -> None:
+        self._workspace, self._paths = workspace, paths
+        self._pending: ReadOnlyWatch | None = None
+        self._moved: list[tuple[str, str]] = []  # by a command whose result nobody got
+        self.replaceable = False
+        """Whether commands may rename an existing protected path (`ReadOnlyWatch.take`)."""
+
+    def before(self) -> ReadOnlyWatch:
+        """Settle an earlier command's watch, then look at the paths for the next one."""
+        self._moved += self.settle()
+        watch = self._pending = ReadOnlyWatch.take(self._workspace, self._paths(),
+                                                   replaceable=self.replaceable)
+        return watch
+
+    def retake(self) -> ReadOnlyWatch:
+        """Look again, the command not started yet (the sandbox changed file times itself:
+        a new grant)."""
+        assert self._pending is not None
+        watch = self._pending = ReadOnlyWatch.take(self._workspace, self._paths(),
+                                                   replaceable=self.replaceable)
+        return watch
+
+    def after(self, result: ExecResult) -> ExecResult:
+        """``result``, with a note of what was moved out of the way first on its stderr
+        (where no cut of a long output drops it)."""
+        moved, self._moved = [*self._moved, *self.settle()], []
+        if not moved:
+            return result
+        return replace(result, stderr=quarantine_note(moved) + result.stderr)
+
+    def settle(self) -> list[tuple[str, str]]:
+        """Move what the pending command made at a protected path; what was moved."""
+        watch, self._pending = self._pending, None
+        if watch is None:
+            return []
+        moved = watch.quarantine()
+        if moved:
+            _log.warning("%s", quarantine_note(moved).strip())
+        return moved

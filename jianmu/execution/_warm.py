@@ -375,6 +375,9 @@ class LocalWarm:
         """How many supervisors this sandbox started (a restart counts)."""
         self.preforked = 0
         """How many commands ran in a child forked ahead of their call."""
+        self.mounted: frozenset[str] = frozenset()
+        """The protected paths the running supervisor's namespace shows read-only (their
+        paths inside): fixed at its start, so a sandbox restarts it when they change."""
 
     @property
     def supervisor(self) -> Supervisor | None:
@@ -399,6 +402,7 @@ class LocalWarm:
             assert self._user is not None
             protected = self._protect()
             fds = tuple(source for source, _ in protected if isinstance(source, int))
+            self.mounted = frozenset(target for _, target in protected)
             argv = supervisor_argv(argv, user=self._user, cgroups=self._nest.folders,
                                    protected=protected, **self._bwrap)
         try:
@@ -528,6 +532,14 @@ class LocalWarm:
         reply = sup.reply(raw, limit)
         self.preforked += reply.preforked
         return reply
+
+    def restart(self) -> None:
+        """Stop the running supervisor (blocking): the next call starts a new one, with the
+        read-only mounts of the paths that exist then."""
+        with self._sup_lock:
+            sup, self._sup = self._sup, None
+        if sup is not None:
+            sup.close()
 
     def close(self) -> None:
         """Stop the supervisor; idempotent (the sandbox removes the nest, with the groups

@@ -62,6 +62,7 @@ from jianmu.execution._docker import docker_errors as _docker_errors
 from jianmu.execution._docker import import_docker as _import_docker
 from jianmu.execution._process import ChildHandle, grant_tree, pid_alive, sandbox_user
 from jianmu.execution._protect import (
+    ProtectedPaths,
     existing_read_only_paths,
     path_folders_in,
     workspace_problem,
@@ -124,8 +125,11 @@ class DockerSandbox(BaseSandbox):
         env: Variables added to every command's environment.
         base_url: Docker daemon address; default: the environment (``DOCKER_HOST``).
         read_only_paths: Paths relative to the workspace mounted read-only over it, where
-            they exist (with no link on the way) when the container starts; ``None`` is
-            `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files, ``skills``...), ``()`` none.
+            they exist (with no link on the way) when the container starts (one made on the
+            host since gets a new container at the next command); what a command creates at
+            one that did not exist is moved into ``.jianmu/quarantine`` after it (see
+            `jianmu.execution._protect`); ``None`` is `DEFAULT_READ_ONLY_PATHS` (``.git``, the
+            config files, ``skills``...), ``()`` none.
         warm: ``True`` (the default) runs commands through one supervisor per container;
             ``False``, or an image where it cannot run (see `warm_problem`), starts a
             ``docker exec`` per command.
@@ -187,6 +191,10 @@ class DockerSandbox(BaseSandbox):
         self._lock = LoopLock()
         self._exec_lock = LoopLock()  # the sweep kills all of the user's processes
         self._warm = DockerWarm(user, self.keeper)
+        # what a command creates at a protected path is moved out of the way after it; the
+        # container's read-only mounts are the paths that existed when it was made
+        self._watch = ProtectedPaths(self.workspace, self._protected_paths)
+        self._mounted: frozenset[str] = frozenset()
         if not warm:
             self._warm.problem = "warm=False"
 
@@ -226,6 +234,7 @@ class DockerSandbox(BaseSandbox):
         """Remove the container and close the client; idempotent."""
         async with self._lock:
             await to_thread(self._close_sync, shielded=True)
+        self._watch.settle()  # a cancelled command's, its processes gone with the container
 
     def _connect(self) -> docker.DockerClient:
         if self._client is None:
@@ -276,13 +285,17 @@ class DockerSandbox(BaseSandbox):
         """The workspace, writable at ``/workspace`` but for the engine's own Python (when
         it lives there), the `read_only_paths` that exist and the host's ``PATH`` folders in
         it (`jianmu.execution._protect`), read-only."""
-        ro = [*engine_paths_in(self.workspace), *existing_read_only_paths(
-            self.workspace, [*self.read_only_paths, *path_folders_in(self.workspace)])]
+        protected = existing_read_only_paths(self.workspace, self._protected_paths())
+        self._mounted = frozenset(rel for _, rel in protected)
+        ro = [*engine_paths_in(self.workspace), *protected]
         # one mount per target: the engine's .venv may also be a read-only path, named
         # through another spelling of the workspace (docker refuses a target twice)
         targets = {f"/workspace/{os.path.normpath(rel)}": host for host, rel in reversed(ro)}
         return {str(self.workspace): {"bind": "/workspace", "mode": "rw"},
                 **{host: {"bind": target, "mode": "ro"} for target, host in targets.items()}}
+
+    def _protected_paths(self) -> list[str]:
+        return [*self.read_only_paths, *path_folders_in(self.workspace)]
 
     def _grant_workspace(self) -> None:
         """Let the commands' user write to the workspace, without opening it to everyone.
@@ -295,8 +308,7 @@ class DockerSandbox(BaseSandbox):
         if not uid.isdigit() or int(uid) == st.st_uid:
             return
         if os.geteuid() == 0:
-            grant_tree(self.workspace, int(uid),
-                       [*self.read_only_paths, *path_folders_in(self.workspace)])
+            grant_tree(self.workspace, int(uid), self._protected_paths())
             return
         writable = bool(st.st_mode & (0o020 if gid.isdigit() and int(gid) == st.st_gid
                                       else 0o002))
@@ -361,25 +373,43 @@ class DockerSandbox(BaseSandbox):
         )
         # One command at a time: the sweep after a command kills every process of the user.
         async with self._exec_lock:
-            if self._warm.problem is None:
-                request = {"argv": argv, "env": full_env, "cwd": workdir, "timeout": timeout,
-                           "rlimits": []}
-                result = await self._run_warm(request, data, archive, timeout)
-                if result is not None:
-                    return result  # else: the supervisor cannot run here, start cold
+            watch = self._watch.before()
+            if self._container is not None and watch.mounted != self._mounted:
+                # a protected path made (or removed) on the host since the container started:
+                # its mounts are fixed, so a new container mounts the ones there now
+                async with self._lock:
+                    await to_thread(self._drop_container, shielded=True)
+                await self.start()
+                self._watch.retake()  # its grant (as root) changed the files' change times
+            # each way below returns once none of the command's processes is left: the warm
+            # supervisor and the cold wrapper kill all of the user's, else a sweep does
+            return self._watch.after(await self._run_one(argv, data, full_env, workdir,
+                                                         timeout, archive))
 
-            async def cold(state: dict[str, Any]) -> ExecResult:
-                return await to_thread(self._exec_sync, argv, data, full_env, workdir, timeout,
-                                       state, archive)
+    async def _run_one(
+        self, argv: list[str], data: bytes | None, full_env: dict[str, str], workdir: str,
+        timeout: float, archive: bytes,
+    ) -> ExecResult:
+        """Run one call, warm where a supervisor can run, else cold; see `run`."""
+        if self._warm.problem is None:
+            request = {"argv": argv, "env": full_env, "cwd": workdir, "timeout": timeout,
+                       "rlimits": []}
+            result = await self._run_warm(request, data, archive, timeout)
+            if result is not None:
+                return result  # else: the supervisor cannot run here, start cold
 
-            async def stop_cold(state: dict[str, Any]) -> None:
-                # a thread that has not started the command yet sees the flag and does not
-                state["cancelled"] = True
-                if "started" in state:
-                    with contextlib.suppress(Exception):
-                        await to_thread(self._sweep, shielded=True)
+        async def cold(state: dict[str, Any]) -> ExecResult:
+            return await to_thread(self._exec_sync, argv, data, full_env, workdir, timeout,
+                                   state, archive)
 
-            return await self._at_most_twice(cold, stop_cold)
+        async def stop_cold(state: dict[str, Any]) -> None:
+            # a thread that has not started the command yet sees the flag and does not
+            state["cancelled"] = True
+            if "started" in state:
+                with contextlib.suppress(Exception):
+                    await to_thread(self._sweep, shielded=True)
+
+        return await self._at_most_twice(cold, stop_cold)
 
     async def _at_most_twice(
         self,
@@ -400,6 +430,8 @@ class DockerSandbox(BaseSandbox):
                 # the container died or stopped answering: replace it
                 async with self._lock:
                     await to_thread(self._drop_container, shielded=True)
+                await self.start()
+                self._watch.retake()  # its grant (as root) changed the files' change times
                 if tries == 2 or "started" in state:
                     raise
             except BaseException:

@@ -76,6 +76,8 @@ from jianmu.execution._process import (
     user_tasks,
 )
 from jianmu.execution._protect import (
+    ProtectedPaths,
+    ReadOnlyWatch,
     existing_read_only_paths,
     open_read_only_paths,
     path_folders_in,
@@ -144,10 +146,12 @@ class LocalSandbox(BaseSandbox):
         output_limit: Bytes kept of each of stdout and stderr.
         env: Variables added to every command's environment.
         read_only_paths: Paths relative to the workspace that commands may read but not
-            change, where they exist when a command (or the warm supervisor) starts; ``None``
-            is `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files, ``skills``, ``.venv``: what
-            runs on the host later), ``()`` none. The host's ``PATH`` folders in the
-            workspace are read-only whatever it says. A mount with bubblewrap; without it
+            change, where they exist when a command starts (a warm supervisor started before
+            one appeared is restarted); what a command creates at one that did not exist is
+            moved into ``.jianmu/quarantine`` after it (see `jianmu.execution._protect`);
+            ``None`` is `DEFAULT_READ_ONLY_PATHS` (``.git``, the config files, ``skills``,
+            ``.venv``: what runs on the host later), ``()`` none. The host's ``PATH`` folders
+            in the workspace are held so whatever it says. A mount with bubblewrap; without it
             only as root (the commands' user is granted them read-only).
         warm: ``True`` (the default) keeps one supervisor per sandbox that starts each
             command, where it can be isolated: control groups to kill every process of a
@@ -242,6 +246,9 @@ class LocalSandbox(BaseSandbox):
         self._tmp: Path | None = None
         self._running: set[ChildHandle] = set()
         self._user: tuple[int, int] | None = None
+        # what a command creates at a protected path is moved out of the way after it
+        self._watch = ProtectedPaths(self.workspace, self._protected_paths)
+        self._granted: frozenset[str] | None = None  # the paths granted read-only (root)
 
     def _warm_problem(self, warm: bool) -> str | None:
         if not warm:
@@ -325,9 +332,13 @@ class LocalSandbox(BaseSandbox):
         if user is not None and user[0] != self.workspace.stat().st_uid:
             # the read-only paths granted read-only too: without bubblewrap no mount shows
             # them so, and an earlier grant's write access is taken back
-            read_only = [*self.read_only_paths,
-                         *path_folders_in(self.workspace, self._search_path())]
-            await to_thread(grant_tree, self.workspace, user[0], read_only, shielded=True)
+            if not self.uses_bwrap:  # else mounts hold them, whatever the grant says
+                self._granted = ReadOnlyWatch.take(self.workspace,
+                                                   self._protected_paths()).mounted
+                # a grant holds a path's contents, not its name in a folder commands write
+                self._watch.replaceable = True
+            await to_thread(grant_tree, self.workspace, user[0], self._protected_paths(),
+                            shielded=True)
         await to_thread(sweep_stale_cgroups, shielded=True)
         support, nest = self._support, None
         if support is not None:
@@ -359,6 +370,8 @@ class LocalSandbox(BaseSandbox):
         nest, self._nest = self._nest, None
         if nest is not None:
             await to_thread(nest.remove, shielded=True)
+        # a cancelled command's processes are gone now: what it made is moved (and logged)
+        self._watch.settle()
         tmp, self._tmp = self._tmp, None
         if tmp is not None:
             await to_thread(shutil.rmtree, tmp, True, shielded=True)
@@ -382,9 +395,30 @@ class LocalSandbox(BaseSandbox):
                 raise ValueError(
                     f"cwd {call.cwd!r} is not a folder in the workspace {str(self.workspace)!r}"
                 )
+            if await self._hold(self._watch.before()):
+                self._watch.retake()  # the new grant changed the files' change times
             if self._warm is not None and not call.ro_mounts:  # a new bind: a cold start
-                return await self._run_warm(self._warm, call, workdir, timeout)
-            return await self._run_cold(call, workdir, timeout)
+                result = await self._run_warm(self._warm, call, workdir, timeout)
+            else:
+                result = await self._run_cold(call, workdir, timeout)
+            # none of its processes is left (its pid namespace or control group is gone)
+            return self._watch.after(result)
+
+    async def _hold(self, watch: ReadOnlyWatch) -> bool:
+        """Hold read-only the protected paths that exist now: the host may have made one
+        since the supervisor started (it mounted those it found then) or since the grant.
+        Whether the workspace was granted anew."""
+        warm, user = self._warm, self._user
+        if warm is not None and self.uses_bwrap and warm.supervisor is not None:
+            mounted = {os.path.join(str(self.workspace), rel) for rel in watch.mounted}
+            if warm.mounted != mounted:
+                await to_thread(warm.restart, shielded=True)
+        if self._granted is None or user is None or watch.mounted == self._granted:
+            return False
+        self._granted = watch.mounted
+        await to_thread(grant_tree, self.workspace, user[0], self._protected_paths(),
+                        shielded=True)
+        return True
 
     async def _run_cold(self, call: ExecCall, workdir: Path, timeout: float) -> ExecResult:
         """Run one call in a child process of its own; see `run`."""
@@ -450,14 +484,17 @@ class LocalSandbox(BaseSandbox):
         """The workspace's read-only paths that exist now, as bubblewrap mounts them: opened
         without following a link where bubblewrap takes descriptors (the caller closes
         them), else by path once checked."""
-        # and the PATH folders in the workspace, whatever read_only_paths says
-        paths = [*self.read_only_paths, *path_folders_in(self.workspace, self._search_path())]
+        paths = self._protected_paths()
         if not paths:
             return []
         if bwrap_binds_fds():
             return [(fd, target) for fd, target in
                     open_read_only_paths(self.workspace, paths).items()]
         return [(host, host) for host, _ in existing_read_only_paths(self.workspace, paths)]
+
+    def _protected_paths(self) -> list[str]:
+        # and the PATH folders in the workspace, whatever read_only_paths says
+        return [*self.read_only_paths, *path_folders_in(self.workspace, self._search_path())]
 
     def _search_path(self) -> str:
         return os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
