@@ -190,6 +190,7 @@ QUARANTINE = ".jianmu/quarantine"
 """Where `ReadOnlyWatch` moves what a command created at a protected path (in the workspace,
 so that a rename moves it: nothing is copied or deleted; nothing loads from there)."""
 
+_STAYED = "nowhere: "  # what could not be moved: its `where`, then why
 _Ident = tuple[int, int, int, int]  # device, inode, file type, ctime (0 for a folder)
 _Walk = tuple[_Ident, ...]
 
@@ -281,7 +282,12 @@ class ReadOnlyWatch:
         """What to move, relative to the workspace: for each watched path that changed, the
         part the command made there (a link is moved as a link), or what a link that was
         there before now leads to, inside the workspace."""
-        found: list[str] = []
+        return list(self._targets())
+
+    def _targets(self) -> dict[str, str | None]:
+        """`changed`, each with the outermost folder the command made on its way (moved
+        instead when it cannot be: a folder of another user's that we may not write)."""
+        found: dict[str, str | None] = {}
         for rel, before in self.seen.items():
             parts = _parts(rel)
             assert parts is not None
@@ -292,7 +298,11 @@ class ReadOnlyWatch:
             last = after.walk[-1]
             new = depth > len(before.walk) or before.walk[depth - 1] != last
             if new and (depth == len(parts) or last[2] == stat.S_IFLNK):
-                found.append("/".join(parts[:depth]))  # made, or replaced, by the command
+                # made, or replaced, by the command; and the first part of it that is new
+                first = next(i for i, ident in enumerate(after.walk)
+                             if i >= len(before.walk) or before.walk[i] != ident)
+                found["/".join(parts[:depth])] = (
+                    "/".join(parts[:first + 1]) if first < depth - 1 else None)
             elif last[2] == stat.S_IFLNK and after.followed is not None:
                 # a link that was there before leads somewhere else now: move what it leads to
                 real = os.path.realpath(os.path.join(self.root, *parts))
@@ -301,26 +311,33 @@ class ReadOnlyWatch:
                 if real.startswith(self.root + os.sep) and not any(
                         inside == held or inside.startswith(f"{held}/")
                         for held in self.mounted):
-                    found.append(inside)
-        return list(dict.fromkeys(found))
+                    found.setdefault(inside, None)
+        return found
 
     def quarantine(self) -> list[tuple[str, str]]:
         """Move what the command made at the watched paths into `QUARANTINE` (never deleted,
         never followed: renamed); ``(path, where it went)``, both relative to the workspace
         (or why it stayed). Call it once none of the command's processes is left."""
         moved: list[tuple[str, str]] = []
-        targets = self.changed()
+        targets = self._targets()
         if not targets:
             return moved
         folder: tuple[int, str] | None = None
         try:
-            for rel in targets:
+            for rel, outer in targets.items():
                 if folder is None:
                     folder = _quarantine_folder(self.root)
                 try:
                     moved.append((rel, _move(self.root, rel, folder)))
-                except OSError as exc:  # said, not hidden: the user must look at it
-                    moved.append((rel, f"nowhere: it could not be moved ({exc.strerror})"))
+                    continue
+                except OSError as exc:
+                    problem = exc
+                if outer is not None and os.path.lexists(os.path.join(self.root, outer)):
+                    with contextlib.suppress(OSError):
+                        moved.append((outer, _move(self.root, outer, folder)))
+                        continue
+                # said, not hidden: the user must look at it
+                moved.append((rel, f"{_STAYED}{problem.strerror}"))
         finally:
             if folder is not None and folder[0] >= 0:
                 os.close(folder[0])
@@ -389,8 +406,11 @@ def _move(root: str, rel: str, folder: tuple[int, str]) -> str:
 
 
 def quarantine_note(moved: list[tuple[str, str]]) -> str:
-    """The line a command's stderr gets for what was moved out of the way."""
-    what = "; ".join(f"{rel!r} moved to {where!r}" for rel, where in moved)
+    """The line a command's stderr gets for what was moved out of the way (or could not be)."""
+    what = "; ".join(
+        f"{rel!r} NOT moved ({where.removeprefix(_STAYED)}): remove it before anything runs here"
+        if where.startswith(_STAYED) else f"{rel!r} moved to {where!r}"
+        for rel, where in moved)
     return (f"[jianmu sandbox: the command created protected paths (execution.read_only_paths: "
             f"what the host runs or loads later), moved out of the way: {what}]\n")
 

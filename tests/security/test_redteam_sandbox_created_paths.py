@@ -135,6 +135,22 @@ async def test_nothing_left_running_recreates_it_after_the_command(box: Any) -> 
     assert not os.path.lexists(ws / "jianmu.yaml"), second
 
 
+async def test_what_a_cancelled_command_made_is_moved_before_the_next_one(box: Any) -> None:
+    """A call cancelled from outside (a runner's timeout) returns no result: the next call
+    moves what it made (once it is killed), and says so."""
+    ws = box.workspace
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(box.exec, ["sh", "-c", f"printf '{_EVIL}' > jianmu.yaml; sleep 60"])
+        with anyio.fail_after(30):
+            while not (ws / "jianmu.yaml").exists():
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    result = await box.exec(["true"])
+    assert not os.path.lexists(ws / "jianmu.yaml"), result
+    assert "'jianmu.yaml' moved to" in result.stderr, result
+    assert _quarantined(ws) == {"jianmu.yaml.quarantined": _EVIL}
+
+
 async def test_a_config_the_user_makes_between_commands_is_read_only(box: Any) -> None:
     ws = box.workspace
     first = await box.exec(["true"])  # the supervisor (or container) starts without one
@@ -285,3 +301,34 @@ async def test_a_model_whose_bash_writes_jianmu_yaml_reads_that_it_was_moved(
     assert not os.path.lexists(ws / "jianmu.yaml"), output
     assert "'jianmu.yaml' moved to '.jianmu/quarantine/" in output
     assert (ws / "configs" / "jianmu.yaml").read_text() == "model: mine\n"
+
+
+def test_a_folder_we_may_not_write_is_moved_whole_or_the_failure_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command running as another user makes ``configs/`` its own: the config in it cannot
+    be renamed out, so the folder the command made goes; what cannot move at all is named."""
+    from jianmu.execution import _protect
+
+    real_move = _protect._move
+
+    def move(root: str, rel: str, folder: tuple[int, str]) -> str:
+        if "/" in rel:  # as if configs/ were another user's: no rename out of it
+            raise PermissionError(13, "Permission denied")
+        return real_move(root, rel, folder)
+
+    monkeypatch.setattr(_protect, "_move", move)
+    watch = ReadOnlyWatch.take(tmp_path, ["configs/jianmu.yaml"])
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "jianmu.yaml").write_text(_EVIL)
+    [(rel, where)] = watch.quarantine()
+    assert rel == "configs" and where.endswith("/configs.quarantined")
+    assert not (tmp_path / "configs").exists()
+    (tmp_path / "configs").mkdir()  # the user's own folder: only the config is the command's
+    watch = ReadOnlyWatch.take(tmp_path, ["configs/jianmu.yaml"])
+    (tmp_path / "configs" / "jianmu.yaml").write_text(_EVIL)
+    [(rel, where)] = watch.quarantine()
+    assert rel == "configs/jianmu.yaml"
+    assert (tmp_path / "configs").is_dir()  # the user's folder is never moved
+    assert "'configs/jianmu.yaml' NOT moved (Permission denied): remove it" in \
+        _protect.quarantine_note([(rel, where)])
