@@ -430,8 +430,6 @@ class DockerSandbox(BaseSandbox):
                 # the container died or stopped answering: replace it
                 async with self._lock:
                     await to_thread(self._drop_container, shielded=True)
-                await self.start()
-                self._watch.retake()  # its grant (as root) changed the files' change times
                 if tries == 2 or "started" in state:
                     raise
             except BaseException:

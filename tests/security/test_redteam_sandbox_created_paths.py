@@ -332,3 +332,22 @@ def test_a_folder_we_may_not_write_is_moved_whole_or_the_failure_said(
     assert (tmp_path / "configs").is_dir()  # the user's folder is never moved
     assert "'configs/jianmu.yaml' NOT moved (Permission denied): remove it" in \
         _protect.quarantine_note([(rel, where)])
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_a_path_folder_made_in_the_workspace_is_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> None:
+    """The user's ``PATH`` names ``node_modules/.bin`` before it exists: a ``git`` the command
+    writes there would run at the user's next ``git``."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tools = ws / "node_modules" / ".bin"
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
+    async with _local(ws, warm=warm, read_only_paths=()) as sandbox:
+        result = await sandbox.exec(["sh", "-c", "mkdir -p node_modules/.bin && "
+                                     "printf '#!/bin/sh\\nid\\n' > node_modules/.bin/git; "
+                                     "echo kept > node_modules/pkg.json"])
+    assert not os.path.lexists(tools), result
+    assert (ws / "node_modules" / "pkg.json").read_text() == "kept\n", result
+    assert _quarantined(ws) == {"node_modules%.bin.quarantined": "git"}
