@@ -33,12 +33,13 @@ normally (cancelled) is swept before the next one, or when the sandbox closes.
 
 What this leaves open: while the command runs, what it made is there, and a host process that
 reads the workspace meanwhile (a shell prompt running ``git status``, another ``jianmu run``
-started there) sees it; only the paths of ``read_only_paths`` and the ``PATH`` folders are
-watched (a ``.git`` made in a subfolder is not); without bubblewrap as root (the commands' user
-granted the protected paths read-only, not the folders that hold their names), an existing one
-may be renamed away and made anew: that is moved like a new one, and so is one the host changed
-during the command (a file's change time is all that tells a new file on a reused inode apart);
-and where nothing kills every process of a command (no bubblewrap, no control groups: a process
+started there) sees it, and one the user makes there meanwhile is moved too (nothing tells it
+from the command's); only the paths of ``read_only_paths`` and the ``PATH`` folders are watched
+(a ``.git`` made in a subfolder is not); without bubblewrap as root (the commands' user granted
+the protected paths read-only, not the folders that hold their names), an existing one may be
+renamed away and made anew: that is moved like a new one, and so is one the host changed during
+the command (a file's change time is all that tells a new file on a reused inode apart); and
+where nothing kills every process of a command (no bubblewrap, no control groups: a process
 that left its group with ``setsid``), one left running may write again after the sweep.
 
 And some folders are never a workspace (`workspace_problem`): a home (``~/.bashrc``,
