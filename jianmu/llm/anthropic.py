@@ -31,6 +31,7 @@ from jianmu.llm.provider import (
     Usage,
     check_common,
     close_stream,
+    not_json,
     replayed,
     reply_id,
     sent,
@@ -365,7 +366,7 @@ class AnthropicProvider(SDKProvider):
         except anthropic.AnthropicError as exc:
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or an event the SDK could not parse
-            raise LLMError(f"{where} answered with text that is not JSON: {exc}") from exc
+            raise not_json(where, exc) from exc
         except Exception as exc:
             # The SDK does not wrap a connection that breaks while a stream is being read.
             if not midstream or not _is_transport_error(exc):
@@ -488,6 +489,7 @@ class AnthropicProvider(SDKProvider):
         with self._map_errors(request.tools):
             events = await resent_once(lambda: sent(create, {**body, "stream": True}))
             whole = await self.whole_body(events)
+        _name_events(events)
         if whole is not None:  # a server that ignored ``stream``: its whole reply, replayed
             import anthropic
 
@@ -523,6 +525,31 @@ class AnthropicProvider(SDKProvider):
         for out in assembler.flush():
             yield out
         yield StreamDone(response=assembler.response())
+
+
+def _name_events(events: Any) -> None:
+    """Name each event of ``events`` (the SDK's stream) that came without an ``event:``
+    line by its data's ``type``, as Anthropic names them: the SDK skips an unnamed event, so
+    a server that sends only ``data:`` lines (some compatible gateways) streamed nothing, and
+    its reply was lost. An unnamed event whose data is not a JSON object is named
+    ``unnamed``: the SDK then reads it, and its error shows the text."""
+    read = getattr(events, "_iter_events", None)
+    if read is None:  # an SDK that reads its events otherwise: left as it is
+        return
+
+    async def named() -> AsyncIterator[Any]:
+        async for sse in read():
+            if sse.event is None and sse.data:
+                try:
+                    data = json.loads(sse.data)
+                except ValueError:
+                    data = None
+                kind = data.get("type") if isinstance(data, dict) else None
+                sse = type(sse)(event=kind if isinstance(kind, str) and kind else "unnamed",
+                                data=sse.data, id=sse.id, retry=sse.retry)
+            yield sse
+
+    events._iter_events = named
 
 
 def _tool_hint(text: str, tools: Sequence[Mapping[str, Any]]) -> str:

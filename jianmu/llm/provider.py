@@ -48,6 +48,7 @@ __all__ = (
     "close_stream",
     "from_config",
     "from_name",
+    "not_json",
     "provider_from_config",
     "replayed",
     "replays_stream",
@@ -546,6 +547,18 @@ def unreadable(where: str, what: str, reply: Any) -> LLMError:
     if len(shown) > 200:
         shown = shown[:200] + "..."
     return LLMError(f"{where} answered with {what}: {shown}")
+
+
+def not_json(where: str, exc: json.JSONDecodeError) -> LLMError:
+    """The error for a body or a stream event the SDK could not parse: what was wrong, where,
+    and the text itself around that spot (cut short), so that nothing the server said is
+    lost."""
+    doc = exc.doc if isinstance(exc.doc, str) else ""
+    start = max(0, exc.pos - 100)
+    shown = repr(doc[start:exc.pos + 100])
+    shown = ("..." if start else "") + shown + ("..." if exc.pos + 100 < len(doc) else "")
+    return LLMError(f"{where} answered with text that is not JSON ({exc.msg} at character "
+                    f"{exc.pos}): {shown}")
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
