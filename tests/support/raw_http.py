@@ -52,6 +52,7 @@ class Reply:
     drop: bool = False  # close at once, without a byte of answer
     break_after: int | None = None  # send this many pieces, then drop the connection
     no_length: bool = False  # neither a length nor chunks: the body ends with the connection
+    hold: threading.Event | None = None  # after the first piece, wait for it to be set
 
 
 class RawServer:
@@ -177,6 +178,8 @@ class RawServer:
                 return
             writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if reply.chunked else piece)
             await writer.drain()
+            if n == 0 and reply.hold is not None:
+                await asyncio.get_running_loop().run_in_executor(None, reply.hold.wait, 60)
         if reply.chunked and reply.break_after is None:
             writer.write(b"0\r\n\r\n")
         await writer.drain()
