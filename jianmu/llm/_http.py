@@ -145,6 +145,11 @@ def _read_ahead_type(base: type) -> type:
             self._rest = stream.__aiter__()
             self._first: bytes | None = None  # not read yet
 
+        @property
+        def seen(self) -> bytes:
+            """The first chunk, once read (``b""`` before)."""
+            return self._first or b""
+
         async def first(self) -> bytes:
             if self._first is None:
                 self._first = bytes(await anext(self._rest, b""))

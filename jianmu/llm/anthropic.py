@@ -515,7 +515,7 @@ class AnthropicProvider(SDKProvider):
         finally:
             await events.close()
         if not assembler.started:  # an answer that was no event stream (an HTML page...)
-            raise LLMError(f"{where} answered a streamed request without a message_start event")
+            raise self.no_events(events, "a message_start event", where)
         if not assembler.stopped:
             # the body ended cleanly but the message had not (a proxy's timeout, a server
             # that lost its worker): its text so far is no answer, and was billed

@@ -390,7 +390,7 @@ class OpenAIProvider(SDKProvider):
         finally:
             await chunks.close()
         if not assembler.chunks:  # an answer that was no event stream (an HTML page...)
-            raise LLMError(f"{self.base_url} answered a streamed request without any chunk")
+            raise self.no_events(chunks, "any chunk")
         if assembler.finish_reason is None:
             # the body ended cleanly but the reply had not (a proxy's timeout, a server that
             # lost its worker): its text so far is no answer, and was billed

@@ -652,6 +652,8 @@ class SDKProvider(BaseLLMProvider):
         headers = getattr(response, "headers", None)
         kind = headers.get("content-type", "") if headers is not None else ""
         if "json" not in kind.split(";", 1)[0].lower():
+            if response is not None:  # its first chunk kept, for `no_events` to show
+                response.stream = read_ahead(response)
             return None
         body = read_ahead(response)
         if (await body.first()).lstrip()[:1] not in (b"{", b"["):
@@ -665,6 +667,19 @@ class SDKProvider(BaseLLMProvider):
             return json.loads(text)
         except ValueError as exc:
             raise unreadable(self.base_url, "text that is not JSON", text) from exc
+
+    def no_events(self, stream: Any, what: str, where: str = "") -> LLMError:
+        """The error for a streamed request whose answer held no event the SDK could read
+        (a proxy's HTML page or plain-text error, sent with status 200): ``what`` it lacked,
+        and the start of what came instead."""
+        response = getattr(stream, "response", None)
+        came = getattr(getattr(response, "stream", None), "seen", b"")
+        text = f"{where or self.base_url} answered a streamed request without {what}"
+        encoding = response.headers.get("content-encoding", "") if response is not None else ""
+        if not came or encoding.strip().lower() not in ("", "identity"):
+            return LLMError(text)  # nothing came, or only its compressed bytes
+        shown = repr(came.decode("utf-8", "replace"))
+        return LLMError(f"{text}: {shown[:200] + '...' if len(shown) > 200 else shown}")
 
     @contextmanager
     def kept_secret(self) -> Iterator[None]:

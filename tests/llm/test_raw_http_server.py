@@ -332,3 +332,17 @@ def test_no_task_exception_is_left_unretrieved(caplog: pytest.LogCaptureFixture)
         assert _ask(server, stream=False)[0].text == "fine"
     assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
     assert json.loads(json.dumps(server.bodies()))  # every request was JSON
+
+
+@pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
+@pytest.mark.parametrize(("kind", "page"), [
+    ("text/html", b"<html><body>Please log in to the proxy</body></html>"),
+    ("text/plain", b"upstream connect error or disconnect/reset before headers"),
+])
+def test_a_page_instead_of_an_event_stream_is_shown_in_the_error(
+        anthropic: bool, kind: str, page: bytes) -> None:
+    # a proxy's page sent with status 200: what it said is the only clue
+    with _serving(Reply(pieces=[page], headers={"content-type": kind})) as server, \
+            pytest.raises(LLMError, match="without") as caught:
+        _ask(server, stream=True, anthropic=anthropic)
+    assert page.decode() in str(caught.value)
