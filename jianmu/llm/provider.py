@@ -653,9 +653,9 @@ class SDKProvider(BaseLLMProvider):
         kind = headers.get("content-type", "") if headers is not None else ""
         if "json" not in kind.split(";", 1)[0].lower():
             if response is not None:  # its first chunk kept, for `no_events` to show
-                response.stream = read_ahead(response)
+                response.stream = read_ahead(response, events=True)
             return None
-        body = read_ahead(response)
+        body = read_ahead(response, events=True)  # an event stream, or JSON: no BOM in either
         if (await body.first()).lstrip()[:1] not in (b"{", b"["):
             response.stream = body  # type: ignore[union-attr]
             return None

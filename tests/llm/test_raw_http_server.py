@@ -346,3 +346,24 @@ def test_a_page_instead_of_an_event_stream_is_shown_in_the_error(
             pytest.raises(LLMError, match="without") as caught:
         _ask(server, stream=True, anthropic=anthropic)
     assert page.decode() in str(caught.value)
+
+
+@pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_byte_order_mark_before_the_answer_loses_nothing(anthropic: bool, stream: bool) -> None:
+    # a server writing UTF-8 with a BOM: before a stream's first event, the event-stream
+    # standard drops it; the SDKs' decoders read "\ufeffdata" as an unknown field
+    bom = "\ufeff".encode()
+    if not stream:
+        whole = message([{"type": "text", "text": "hello"}]) if anthropic else completion("hello")
+        reply = Reply(pieces=[bom + json.dumps(whole).encode()])
+    elif anthropic:
+        reply = _stream([bom, *anthropic_sse(_anthropic_events())])
+    else:
+        reply = _stream([bom + b"".join(openai_sse(_TEXT))])
+    with _serving(reply) as server:
+        response, _ = _ask(server, stream=stream, anthropic=anthropic)
+    if anthropic and stream:
+        _check_anthropic(response)
+    else:
+        assert response.text == "hello"
