@@ -581,6 +581,9 @@ class _StreamAssembler:
         self.stop_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server says
         self.usage_broken = False  # a count that was not one: unknown for good
+        # ``message_start`` counts the output so far (a token or none): the reply's count
+        # is ``message_delta``'s; without it the output is unknown, not that placeholder
+        self.output_counted = False
         self.started = False
         self.stopped = False  # the message's end came (``message_stop``)
 
@@ -641,6 +644,8 @@ class _StreamAssembler:
             if getattr(event, "usage", None) is not None:
                 self.usage = _usage(event.usage, self.usage)
                 self.usage_broken = self.usage_broken or self.usage is None
+                self.output_counted = self.output_counted or getattr(
+                    event.usage, "output_tokens", None) is not None
         return []
 
     def _finished(self, index: int) -> ToolCallReady:
@@ -666,7 +671,7 @@ class _StreamAssembler:
         return LLMResponse(
             message=Message(role="assistant", content=text or None, tool_calls=calls,
                             reasoning=reasoning),
-            usage=None if self.usage_broken else self.usage,
+            usage=None if self.usage_broken or not self.output_counted else self.usage,
             finish_reason=_stop_reason(self.stop_reason),
             model=self.model,
             response_id=self.response_id,
