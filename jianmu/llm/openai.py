@@ -513,6 +513,14 @@ def _whole(arguments: str) -> bool:
     return True
 
 
+def _repeated(held: str, piece: str) -> bool:
+    """Whether ``piece`` is whole JSON arguments that come after whole ones (``held``): added to
+    them, they would be no JSON at all. The piece is checked first, and alone: a piece of a
+    stream is rarely whole, so the arguments so far are seldom parsed again."""
+    stripped = piece.lstrip()
+    return stripped[:1] in ("{", "[") and _whole(piece) and bool(held.strip()) and _whole(held)
+
+
 def _another(slot: dict[str, str], ident: str | None, name: str | None, arguments: Any) -> bool:
     """Whether a fragment naming a tool starts another call rather than adding to the one
     ``slot`` holds: its id differs, the call being whole; or, without ids (servers that send
@@ -672,6 +680,10 @@ class _StreamAssembler:
             if arguments and not isinstance(arguments, str):
                 # a server that sends the arguments as a JSON object sends them whole
                 slot["arguments"] = json.dumps(arguments)
+            elif arguments and _repeated(slot["arguments"], arguments):
+                # whole arguments again (a server that repeats the call at its end, or sent a
+                # ``{}`` first): they replace what came; joined, both were lost
+                slot["arguments"] = arguments
             elif arguments:
                 slot["arguments"] += arguments
 

@@ -367,3 +367,16 @@ def test_a_byte_order_mark_before_the_answer_loses_nothing(anthropic: bool, stre
         _check_anthropic(response)
     else:
         assert response.text == "hello"
+
+
+@pytest.mark.parametrize("first", ['{"x": 1}', "{}"], ids=["repeated", "placeholder"])
+def test_whole_arguments_sent_again_for_one_call_replace_the_first(first: str) -> None:
+    # a server that repeats the whole call in its last chunk, or sends "{}" before the real
+    # arguments: joined, they were no JSON, and the call failed
+    call = {"index": 0, "id": "a", "type": "function",
+            "function": {"name": "calc", "arguments": '{"x": 1}'}}
+    opening = {**call, "function": {**call["function"], "arguments": first}}
+    events = [chunk({"tool_calls": [opening]}), chunk({"tool_calls": [call]}, finish="tool_calls")]
+    with _serving(_stream(openai_sse(events))) as server:
+        (got,) = _ask(server, stream=True)[0].tool_calls
+    assert (got.id, got.name, got.arguments) == ("a", "calc", {"x": 1})
