@@ -366,7 +366,7 @@ class AnthropicProvider(SDKProvider):
         except anthropic.AnthropicError as exc:
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or an event the SDK could not parse
-            raise not_json(where, exc) from exc
+            raise not_json(where, exc, self._secrets) from exc
         except Exception as exc:
             # The SDK does not wrap a connection that breaks while a stream is being read.
             if not midstream or not _is_transport_error(exc):

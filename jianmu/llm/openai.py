@@ -257,7 +257,7 @@ class OpenAIProvider(SDKProvider):
         except openai.OpenAIError as exc:
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or a chunk the SDK could not parse
-            raise not_json(where, exc) from exc
+            raise not_json(where, exc, self._secrets) from exc
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``attempt``, retrying transient failures with backoff; one failure on a

@@ -549,14 +549,19 @@ def unreadable(where: str, what: str, reply: Any) -> LLMError:
     return LLMError(f"{where} answered with {what}: {shown}")
 
 
-def not_json(where: str, exc: json.JSONDecodeError) -> LLMError:
+def not_json(where: str, exc: json.JSONDecodeError, secrets: tuple[str, ...] = ()) -> LLMError:
     """The error for a body or a stream event the SDK could not parse: what was wrong, where,
     and the text itself around that spot (cut short), so that nothing the server said is
-    lost."""
+    lost; ``secrets`` taken out of the whole text before it is cut (a secret cut at either
+    end would show a part of it)."""
     doc = exc.doc if isinstance(exc.doc, str) else ""
-    start = max(0, exc.pos - 100)
-    shown = repr(doc[start:exc.pos + 100])
-    shown = ("..." if start else "") + shown + ("..." if exc.pos + 100 < len(doc) else "")
+    pos = exc.pos
+    if secrets:  # the spot moves by what was taken out before it
+        pos = len(_without(doc[:pos], secrets)) if pos <= len(doc) else pos
+        doc = _without(doc, secrets)
+    start = max(0, pos - 100)
+    shown = repr(doc[start:pos + 100])
+    shown = ("..." if start else "") + shown + ("..." if pos + 100 < len(doc) else "")
     return LLMError(f"{where} answered with text that is not JSON ({exc.msg} at character "
                     f"{exc.pos}): {shown}")
 
@@ -678,7 +683,7 @@ class SDKProvider(BaseLLMProvider):
         encoding = response.headers.get("content-encoding", "") if response is not None else ""
         if not came or encoding.strip().lower() not in ("", "identity"):
             return LLMError(text)  # nothing came, or only its compressed bytes
-        shown = repr(came.decode("utf-8", "replace"))
+        shown = repr(self.secret_free(came.decode("utf-8", "replace")))
         return LLMError(f"{text}: {shown[:200] + '...' if len(shown) > 200 else shown}")
 
     @contextmanager
