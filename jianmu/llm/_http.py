@@ -27,6 +27,7 @@ _FRESH = "jianmu.fresh_connection"
 # What the HTTP client raises when a connection closes or resets under a request it sent.
 _BROKEN = frozenset({"RemoteProtocolError", "ReadError", "WriteError"})
 _HTTPX = frozenset({"httpx", "httpx2"})
+_BOM = "\ufeff".encode()
 
 
 async def _sending(request: Any) -> None:
@@ -128,11 +129,17 @@ async def resent_once(attempt: Callable[[], Awaitable[_T]]) -> _T:
     return await attempt()
 
 
-def read_ahead(response: Any) -> Any:
+def read_ahead(response: Any, *, events: bool = False) -> Any:
     """``response``'s body stream, able to read its first chunk ahead (``await
-    first()``) and give it again: put back as ``response.stream``, the SDK reads it whole."""
+    first()``) and give it again: put back as ``response.stream``, the SDK reads it whole.
+
+    With ``events`` (an event stream, sent uncompressed), a byte order mark before its first
+    event is dropped, as the event-stream standard says: the SDKs' decoders keep it, and the
+    first line's field name with it (``\ufeffdata``), so the first event was lost unseen."""
     package = type(response).__module__.split(".", 1)[0]  # httpx2, or httpx for older SDKs
-    return _read_ahead_type(sys.modules[package].AsyncByteStream)(response.stream)
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    return _read_ahead_type(sys.modules[package].AsyncByteStream)(
+        response.stream, events and encoding in ("", "identity"))
 
 
 @functools.cache
@@ -140,14 +147,21 @@ def _read_ahead_type(base: type) -> type:
     """The read-ahead stream, of the HTTP client's own stream type (which it checks)."""
 
     class ReadAhead(base):  # type: ignore[misc, valid-type]
-        def __init__(self, stream: Any) -> None:
+        def __init__(self, stream: Any, bom: bool = False) -> None:
             self._stream = stream
             self._rest = stream.__aiter__()
             self._first: bytes | None = None  # not read yet
+            self._bom = bom  # drop a byte order mark that starts the first chunk
+
+        @property
+        def seen(self) -> bytes:
+            """The first chunk, once read (``b""`` before)."""
+            return self._first or b""
 
         async def first(self) -> bytes:
             if self._first is None:
-                self._first = bytes(await anext(self._rest, b""))
+                first = bytes(await anext(self._rest, b""))
+                self._first = first.removeprefix(_BOM) if self._bom else first
             return bytes(self._first)
 
         async def __aiter__(self) -> AsyncIterator[bytes]:

@@ -29,7 +29,9 @@ _DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking",
 def _plain(block: Any) -> dict[str, Any]:
     """A content block as the JSON to send back, its unset fields left out."""
     if isinstance(block, BaseModel):
-        return block.model_dump(mode="json", exclude_none=True)
+        # warnings off: a compatible server may send a field in another type than the SDK's
+        # model declares (a tool_use ``input`` as a JSON string); it goes back as it came
+        return block.model_dump(mode="json", exclude_none=True, warnings=False)
     return dict(block) if isinstance(block, Mapping) else {"type": "text", "text": str(block)}
 
 

@@ -31,6 +31,7 @@ from jianmu.llm.provider import (
     Usage,
     check_common,
     close_stream,
+    not_json,
     replayed,
     reply_id,
     sent,
@@ -365,7 +366,7 @@ class AnthropicProvider(SDKProvider):
         except anthropic.AnthropicError as exc:
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or an event the SDK could not parse
-            raise LLMError(f"{where} answered with text that is not JSON: {exc}") from exc
+            raise not_json(where, exc, self._secrets) from exc
         except Exception as exc:
             # The SDK does not wrap a connection that breaks while a stream is being read.
             if not midstream or not _is_transport_error(exc):
@@ -488,6 +489,7 @@ class AnthropicProvider(SDKProvider):
         with self._map_errors(request.tools):
             events = await resent_once(lambda: sent(create, {**body, "stream": True}))
             whole = await self.whole_body(events)
+        _name_events(events)
         if whole is not None:  # a server that ignored ``stream``: its whole reply, replayed
             import anthropic
 
@@ -513,7 +515,7 @@ class AnthropicProvider(SDKProvider):
         finally:
             await events.close()
         if not assembler.started:  # an answer that was no event stream (an HTML page...)
-            raise LLMError(f"{where} answered a streamed request without a message_start event")
+            raise self.no_events(events, "a message_start event", where)
         if not assembler.stopped:
             # the body ended cleanly but the message had not (a proxy's timeout, a server
             # that lost its worker): its text so far is no answer, and was billed
@@ -523,6 +525,31 @@ class AnthropicProvider(SDKProvider):
         for out in assembler.flush():
             yield out
         yield StreamDone(response=assembler.response())
+
+
+def _name_events(events: Any) -> None:
+    """Name each event of ``events`` (the SDK's stream) that came without an ``event:``
+    line by its data's ``type``, as Anthropic names them: the SDK skips an unnamed event, so
+    a server that sends only ``data:`` lines (some compatible gateways) streamed nothing, and
+    its reply was lost. An unnamed event whose data is not a JSON object is named
+    ``unnamed``: the SDK then reads it, and its error shows the text."""
+    read = getattr(events, "_iter_events", None)
+    if read is None:  # an SDK that reads its events otherwise: left as it is
+        return
+
+    async def named() -> AsyncIterator[Any]:
+        async for sse in read():
+            if sse.event is None and sse.data:
+                try:
+                    data = json.loads(sse.data)
+                except ValueError:
+                    data = None
+                kind = data.get("type") if isinstance(data, dict) else None
+                sse = type(sse)(event=kind if isinstance(kind, str) and kind else "unnamed",
+                                data=sse.data, id=sse.id, retry=sse.retry)
+            yield sse
+
+    events._iter_events = named
 
 
 def _tool_hint(text: str, tools: Sequence[Mapping[str, Any]]) -> str:
@@ -554,6 +581,9 @@ class _StreamAssembler:
         self.stop_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server says
         self.usage_broken = False  # a count that was not one: unknown for good
+        # ``message_start`` counts the output so far (a token or none): the reply's count
+        # is ``message_delta``'s; without it the output is unknown, not that placeholder
+        self.output_counted = False
         self.started = False
         self.stopped = False  # the message's end came (``message_stop``)
 
@@ -614,6 +644,8 @@ class _StreamAssembler:
             if getattr(event, "usage", None) is not None:
                 self.usage = _usage(event.usage, self.usage)
                 self.usage_broken = self.usage_broken or self.usage is None
+                self.output_counted = self.output_counted or getattr(
+                    event.usage, "output_tokens", None) is not None
         return []
 
     def _finished(self, index: int) -> ToolCallReady:
@@ -639,7 +671,7 @@ class _StreamAssembler:
         return LLMResponse(
             message=Message(role="assistant", content=text or None, tool_calls=calls,
                             reasoning=reasoning),
-            usage=None if self.usage_broken else self.usage,
+            usage=None if self.usage_broken or not self.output_counted else self.usage,
             finish_reason=_stop_reason(self.stop_reason),
             model=self.model,
             response_id=self.response_id,

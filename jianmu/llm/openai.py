@@ -38,6 +38,7 @@ from jianmu.llm.provider import (
     ToolCallReady,
     Usage,
     check_common,
+    not_json,
     replayed,
     reply_id,
     sent,
@@ -256,7 +257,7 @@ class OpenAIProvider(SDKProvider):
         except openai.OpenAIError as exc:
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or a chunk the SDK could not parse
-            raise LLMError(f"{where} answered with text that is not JSON: {exc}") from exc
+            raise not_json(where, exc, self._secrets) from exc
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``attempt``, retrying transient failures with backoff; one failure on a
@@ -389,7 +390,7 @@ class OpenAIProvider(SDKProvider):
         finally:
             await chunks.close()
         if not assembler.chunks:  # an answer that was no event stream (an HTML page...)
-            raise LLMError(f"{self.base_url} answered a streamed request without any chunk")
+            raise self.no_events(chunks, "any chunk")
         if assembler.finish_reason is None:
             # the body ended cleanly but the reply had not (a proxy's timeout, a server that
             # lost its worker): its text so far is no answer, and was billed
@@ -510,6 +511,14 @@ def _whole(arguments: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _repeated(held: str, piece: str) -> bool:
+    """Whether ``piece`` is whole JSON arguments that come after whole ones (``held``): added to
+    them, they would be no JSON at all. The piece is checked first, and alone: a piece of a
+    stream is rarely whole, so the arguments so far are seldom parsed again."""
+    stripped = piece.lstrip()
+    return stripped[:1] in ("{", "[") and _whole(piece) and bool(held.strip()) and _whole(held)
 
 
 def _another(slot: dict[str, str], ident: str | None, name: str | None, arguments: Any) -> bool:
@@ -671,6 +680,10 @@ class _StreamAssembler:
             if arguments and not isinstance(arguments, str):
                 # a server that sends the arguments as a JSON object sends them whole
                 slot["arguments"] = json.dumps(arguments)
+            elif arguments and _repeated(slot["arguments"], arguments):
+                # whole arguments again (a server that repeats the call at its end, or sent a
+                # ``{}`` first): they replace what came; joined, both were lost
+                slot["arguments"] = arguments
             elif arguments:
                 slot["arguments"] += arguments
 

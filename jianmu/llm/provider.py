@@ -48,6 +48,7 @@ __all__ = (
     "close_stream",
     "from_config",
     "from_name",
+    "not_json",
     "provider_from_config",
     "replayed",
     "replays_stream",
@@ -548,6 +549,23 @@ def unreadable(where: str, what: str, reply: Any) -> LLMError:
     return LLMError(f"{where} answered with {what}: {shown}")
 
 
+def not_json(where: str, exc: json.JSONDecodeError, secrets: tuple[str, ...] = ()) -> LLMError:
+    """The error for a body or a stream event the SDK could not parse: what was wrong, where,
+    and the text itself around that spot (cut short), so that nothing the server said is
+    lost; ``secrets`` taken out of the whole text before it is cut (a secret cut at either
+    end would show a part of it)."""
+    doc = exc.doc if isinstance(exc.doc, str) else ""
+    pos = exc.pos
+    if secrets:  # the spot moves by what was taken out before it
+        pos = len(_without(doc[:pos], secrets)) if pos <= len(doc) else pos
+        doc = _without(doc, secrets)
+    start = max(0, pos - 100)
+    shown = repr(doc[start:pos + 100])
+    shown = ("..." if start else "") + shown + ("..." if pos + 100 < len(doc) else "")
+    return LLMError(f"{where} answered with text that is not JSON ({exc.msg} at character "
+                    f"{exc.pos}): {shown}")
+
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -639,8 +657,10 @@ class SDKProvider(BaseLLMProvider):
         headers = getattr(response, "headers", None)
         kind = headers.get("content-type", "") if headers is not None else ""
         if "json" not in kind.split(";", 1)[0].lower():
+            if response is not None:  # its first chunk kept, for `no_events` to show
+                response.stream = read_ahead(response, events=True)
             return None
-        body = read_ahead(response)
+        body = read_ahead(response, events=True)  # an event stream, or JSON: no BOM in either
         if (await body.first()).lstrip()[:1] not in (b"{", b"["):
             response.stream = body  # type: ignore[union-attr]
             return None
@@ -652,6 +672,19 @@ class SDKProvider(BaseLLMProvider):
             return json.loads(text)
         except ValueError as exc:
             raise unreadable(self.base_url, "text that is not JSON", text) from exc
+
+    def no_events(self, stream: Any, what: str, where: str = "") -> LLMError:
+        """The error for a streamed request whose answer held no event the SDK could read
+        (a proxy's HTML page or plain-text error, sent with status 200): ``what`` it lacked,
+        and the start of what came instead."""
+        response = getattr(stream, "response", None)
+        came = getattr(getattr(response, "stream", None), "seen", b"")
+        text = f"{where or self.base_url} answered a streamed request without {what}"
+        encoding = response.headers.get("content-encoding", "") if response is not None else ""
+        if not came or encoding.strip().lower() not in ("", "identity"):
+            return LLMError(text)  # nothing came, or only its compressed bytes
+        shown = repr(self.secret_free(came.decode("utf-8", "replace")))
+        return LLMError(f"{text}: {shown[:200] + '...' if len(shown) > 200 else shown}")
 
     @contextmanager
     def kept_secret(self) -> Iterator[None]:
