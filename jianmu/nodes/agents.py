@@ -486,6 +486,9 @@ class _ScopedSteps:
     async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
         return await self.parent.run(self.prefix + key, factory)
 
+    async def settle(self, key: str, factory: Callable[[], Awaitable[tuple[T, bool]]]) -> T:
+        return await self.parent.settle(self.prefix + key, factory)
+
     async def mark_started(self, keys: Sequence[str]) -> None:
         await self.parent.mark_started([self.prefix + k for k in keys])
 
@@ -525,6 +528,9 @@ class _SubRun(ReactiveRunner):
     ticks. Its checkpoints go into its namespace and save the caller's run."""
 
     is_sub_run = True
+    answer_judged = False
+    """Whether the caller's tool-output guardrails judge its answer: its model nodes then leave
+    their answers for the caller to record, judged (`jianmu.nodes.sealed`)."""
 
     def __init__(
         self, root: _AgentRoot, state: StateManager, parent: RunContext, *,
@@ -804,6 +810,9 @@ class AgentTool(Tool):
             root, view.manager, ctx, constraints=constraints, label=self.name, prefix=prefix,
             view=view, guardrails=guardrails, interactive=self.interactive,
         )
+        # as the caller's executor decides to judge the call's result (`guardrails_in_force`)
+        runner.answer_judged = guardrails is not None and bool(
+            guardrails.get("tool_output") or constraints.guard.guardrails.tool_output)
         if resumed:
             runner.resume_nodes(record)
         self._runs[key] = runner
