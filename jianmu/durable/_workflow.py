@@ -84,21 +84,6 @@ class DBOSSteps:
 
         return await DBOS.run_step_async({"name": name}, body)
 
-    async def settle(self, key: str, factory: Callable[[], Awaitable[tuple[T, bool]]]) -> T:
-        """The recorded result of ``key``, or ``factory()``'s, recorded (when it says so) as a
-        DBOS step once known: what a guardrail refused is never written."""
-        name = self._name(key)
-        if name in self._recorded:
-            return self._recorded.pop(name)  # type: ignore[no-any-return]
-        value, keep = await factory()
-        if not keep:
-            return value
-
-        async def body() -> T:
-            return _portable(value)
-
-        return await DBOS.run_step_async({"name": name}, body)
-
     async def mark_started(self, keys: Sequence[str]) -> None:
         """Record in one write that these steps are about to run."""
         fresh = [k for k in keys if f"{_STEP_PREFIX}{k}" not in self._recorded]

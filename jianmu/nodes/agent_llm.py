@@ -60,7 +60,7 @@ from jianmu.nodes.history import (
     history_processors,
 )
 from jianmu.nodes.output import OutputMode, OutputSpec, output_spec
-from jianmu.nodes.sealed import PassedTurn, RefusedTurn, joined, parts_of
+from jianmu.nodes.sealed import AnswerJudge, PassedTurn, RefusedTurn, joined, parts_of
 from jianmu.nodes.state import tokens_spent, usage_view
 from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
 from jianmu.nodes.tool_spans import handoff_span
@@ -593,10 +593,11 @@ class AgentLLMNode(AsyncNode):
                              or self.ctx.guardrails.get("input"))
         guarded_output = bool(self.output_guardrails or constraints.guard.guardrails.output
                               or self.ctx.guardrails.get("output"))
-        # a sub-agent's answer that its caller's tool-output guardrails judge (`AgentTool`)
-        judged = bool(getattr(self.ctx.runner, "answer_judged", False))
+        # a sub-agent's answer, which its caller's tool-output guardrails judge (`AgentTool`)
+        judge: AnswerJudge | None = getattr(self.ctx.runner, "answer_judge", None)
         # durable: a turn a guardrail may refuse is recorded once they decided
-        sealed = self.ctx.steps is not None and (guarded_input or guarded_output or judged)
+        sealed = self.ctx.steps is not None and (
+            guarded_input or guarded_output or judge is not None)
         checks = None  # the input guardrails' task, run beside the model's call
         if guarded_input and not sealed:
             checks = self._check_input(constraints)
@@ -616,7 +617,7 @@ class AgentLLMNode(AsyncNode):
                         each_model:
                     if sealed:
                         record = await self._sealed(messages, toolset, whole, model,
-                                                    constraints, guarded_input, judged)
+                                                    constraints, guarded_input, judge)
                         if isinstance(record, RefusedTurn):
                             refused, parts = record, []
                         else:
@@ -728,14 +729,14 @@ class AgentLLMNode(AsyncNode):
 
     async def _sealed(self, messages: list[Message], toolset: ToolSet, whole: float,
                       model: str, constraints: Constraints, guarded_input: bool,
-                      judged: bool) -> PassedTurn | RefusedTurn:
-        """The turn of a durable run that a guardrail may refuse, as one step recorded once its
-        guardrails decided (`jianmu.nodes.sealed`): the replies they passed, or the refusal;
-        an answer its caller judges is the caller's to record."""
+                      judge: AnswerJudge | None) -> PassedTurn | RefusedTurn:
+        """The turn of a durable run that a guardrail may refuse, as one step whose calls and
+        guardrails run inside it (`jianmu.nodes.sealed`): it records the replies they passed,
+        or the refusal, never what they refused."""
         steps = self.ctx.steps
         assert steps is not None
 
-        async def decided() -> tuple[PassedTurn | RefusedTurn, bool]:
+        async def decided() -> PassedTurn | RefusedTurn:
             checks = self._check_input(constraints) if guarded_input else None
             self._checked_turn = self._checked_turn or checks is not None
             try:
@@ -746,14 +747,17 @@ class AgentLLMNode(AsyncNode):
                 raise
             turn, calls = self._turn_of(parts, toolset, model)
             tripped = await self._judge(turn, checks, constraints)
+            if tripped is None and judge is not None and turn.values.get("done"):
+                answer = turn.values.get("final_output")  # as `AgentTool` answers its caller
+                tripped = await judge(turn.values.get("final_answer") or ""
+                                      if answer is None else answer)
             if tripped is not None:
                 usage = self._parts_usage(parts, model)
                 return RefusedTurn.of(tripped, joined(parts).model or model, usage,
-                                      [c.name for c in calls]), True
-            passed = PassedTurn(tuple(reply for reply, _ in parts))
-            return passed, not (judged and turn.values.get("done"))
+                                      [c.name for c in calls])
+            return PassedTurn(tuple(reply for reply, _ in parts))
 
-        record: Any = await steps.settle(f"model:{self.path or self.name}", decided)
+        record: Any = await steps.run(f"model:{self.path or self.name}", decided)
         if isinstance(record, LLMResponse):  # recorded by a version that did not seal turns
             record = PassedTurn((record,))
         if guarded_input and isinstance(record, PassedTurn):  # replayed: they passed it

@@ -2,42 +2,37 @@
 
 A durable run records each model turn as a step, so that a recovered run replays it and never
 asks the model again. The record is read by people (`DurableEngine.steps`, the studio) and
-stays in the database: a turn that a guardrail judges (the node's input or output guardrails;
-a sub-agent's answer, which its caller's tool-output guardrails judge) is therefore recorded
-only once they have decided, as one step, holding only what they passed:
+stays in the database: a turn that a guardrail judges is therefore one step, whose model calls
+(continuations included) and guardrails run inside it, and whose record holds only the outcome:
 
 - passed: a `PassedTurn`, the replies (more than one when a cut-off answer was continued);
 - refused: a `RefusedTurn`, which guardrail refused it and why and what the turn spent, never
-  the reply; a recovered run replays the refusal, asking neither the model nor the guardrails;
-- a sub-agent's answer, while its caller's tool-output guardrails still have to judge it: not
-  recorded here. The caller records the call once judged (`StepRecorder.settle`), holding the
-  answer or the refusal that replaced it, and a recovered caller replays that record without
-  running the sub-agent again.
+  the reply. A recovered run replays the refusal, asking neither the model nor the guardrails.
 
-A worker that dies while the guardrails decide leaves nothing recorded: the turn is asked again,
-as any step in flight is (a step runs at least once).
+The guardrails that judge a turn: the node's input guardrails (of the user's message, whose
+reply a trip discards) and output guardrails (of the answer), and for a sub-agent's answer its
+caller's tool-output guardrails, which `AgentTool` hands the sub-run as an `AnswerJudge`; a
+withheld answer ends the sub-run with the trip, and the caller reads the same refusal it would
+have made itself. A worker that dies while they decide leaves nothing recorded: the turn is asked
+again, as any step in flight is (a step runs at least once).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any
 
 from jianmu.errors import GuardrailTripped
 from jianmu.llm.messages import Message, Usage
 from jianmu.llm.provider import LLMResponse
 from jianmu.nodes.cut_off import continue_messages, joined_reply
 
-__all__ = ("PassedTurn", "RefusedTurn", "joined", "parts_of", "recorded")
+__all__ = ("AnswerJudge", "PassedTurn", "RefusedTurn", "joined", "parts_of")
 
-T = TypeVar("T")
-
-
-async def recorded(factory: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
-    """``factory()``'s result, to be recorded as it is (`StepRecorder.settle`): a sub-agent's
-    answer its caller's guardrails judged (the refusal, when they withheld it)."""
-    return await factory(), True
+AnswerJudge = Callable[[Any], Awaitable[GuardrailTripped | None]]
+"""A sub-agent's answer (its ``final_output``, else its ``final_answer``) -> the trip of the
+caller's tool-output guardrails on it as the call's result, or None when they pass it."""
 
 
 def joined(parts: Sequence[tuple[LLMResponse, list[Message]]]) -> LLMResponse:
@@ -81,7 +76,8 @@ class RefusedTurn:
     guardrail: str
     reason: str
     kind: str
-    """Which guardrails refused it: ``input`` or ``output``."""
+    """Which guardrails refused it: ``input``, ``output``, or ``tool_output`` (a sub-agent's
+    answer, withheld by its caller's)."""
     model: str
     """The model that answered."""
     usage: Usage

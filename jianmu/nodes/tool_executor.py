@@ -38,7 +38,12 @@ from typing import Any, Literal
 import anyio
 from py_trees.common import Status
 
-from jianmu.constraints import Constraints, ExecutionConstraints, is_read_only, once_per_read_only
+from jianmu.constraints import (
+    Constraints,
+    ExecutionConstraints,
+    is_read_only,
+    once_per_read_only,
+)
 from jianmu.errors import ToolInputError, ToolSuspended
 from jianmu.execution.runner import (
     ToolRunner,
@@ -55,7 +60,6 @@ from jianmu.llm.messages import Message, Usage
 from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import executor_refusal
 from jianmu.nodes.executor_config import ToolExecutorConfig
-from jianmu.nodes.sealed import recorded
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_failures import (
     OWN_FAILURES,
@@ -719,7 +723,7 @@ class ToolExecutor(AsyncNode):
                         # checked inside the step: it records what the model may read, never
                         # what a guardrail withholds (steps are shown: the studio, `steps()`)
                         result = await self._recorded(call, tool, functools.partial(
-                            self._checked, call, tool, runner, retries, guarded, got), guarded)
+                            self._checked, call, tool, runner, retries, guarded, got))
                         ran = got[0] if got else result
                         if not got and guarded:  # replayed: checked again, by today's rules
                             result = await self._guarded(call, result)
@@ -803,15 +807,13 @@ class ToolExecutor(AsyncNode):
         got.append(result)
         return await self._guarded(call, result) if guarded else result
 
-    async def _recorded(self, call: ToolCall, tool: Tool,
-                        attempts: Callable[[], Awaitable[ToolResult]], guarded: bool) -> ToolResult:
+    async def _recorded(
+        self, call: ToolCall, tool: Tool, attempts: Callable[[], Awaitable[ToolResult]]
+    ) -> ToolResult:
         """``attempts()``, as a durable step when the run is durable."""
         steps = self.ctx.steps
-        if steps is None or tool.records_own_steps:  # its own steps: a sub-agent's turns...
-            if steps is None or not guarded:
-                return await attempts()
-            # ...but its answer, judged here, is recorded here (`jianmu.nodes.sealed`)
-            return await steps.settle(f"tool:{call.id}", functools.partial(recorded, attempts))
+        if steps is None or tool.records_own_steps:
+            return await attempts()
         # durable: the call id is the step's identity; a finished call is replayed
         key = f"tool:{call.id}"
         repeated = steps.maybe_repeated(key)

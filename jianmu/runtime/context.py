@@ -507,12 +507,6 @@ class StepRecorder(Protocol):
         """The result recorded under ``key`` (numbered per key), or ``factory()``'s, recorded."""
         ...
 
-    async def settle(self, key: str, factory: Callable[[], Awaitable[tuple[T, bool]]]) -> T:
-        """As `run`, for a result that is recorded only once judged: ``factory()`` runs
-        outside any step (the steps it runs are recorded as their own) and returns the result
-        and whether to record it (not: a sub-agent's answer, its caller records it judged)."""
-        ...
-
     async def mark_started(self, keys: Sequence[str]) -> None:
         """Record that the steps under ``keys`` are about to run (for at-least-once marks)."""
         ...

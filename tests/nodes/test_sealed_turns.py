@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -112,28 +113,109 @@ async def test_input_guardrails_passed_in_a_replayed_turn_are_not_run_again() ->
     assert checked == ["hello"] and runner2.state.get("final_answer") == "done"
 
 
-async def test_a_sub_agents_answer_is_recorded_by_its_caller_once_judged() -> None:
+async def test_a_sub_agents_answer_is_judged_by_its_callers_guardrails_in_its_own_step() -> None:
+    """Withheld: the sub-agent's turn records the refusal, the caller reads the refusal it
+    would have made itself, and the run replays whole (the usage too) without a model."""
     def lead_turn(messages: list[Message]) -> Any:
         if not any(m.role == "assistant" for m in messages):
             return [{"id": "ask_1", "name": "helper", "arguments": {"input": "key?"}}]
         return f"told: {messages[-1].content}"
 
-    def lead(helper_llm: Any) -> Any:
+    def lead(helper_llm: Any, lead_llm: Any) -> Any:
         helper = agent_tool(lambda: create_react_node(helper_llm, [], name="helper"),
                             name="helper", description="Knows keys.")
-        return create_react_node(ScriptedLLM([lead_turn] * 2), [helper],
-                                 tool_output_guardrails=[no_keys])
+        return create_react_node(lead_llm, [helper], tool_output_guardrails=[no_keys])
 
+    plain = ReactiveRunner(lead(ScriptedLLM([f"the key is {KEY}"]), ScriptedLLM([lead_turn] * 2)),
+                           StateManager(AgentState))
+    assert (await plain.run(timeout=30)).ok  # not durable: the caller's executor withholds
     steps = FakeSteps()
-    runner, first = await run(lead(ScriptedLLM([f"the key is {KEY}"])), steps)
+    runner, first = await run(lead(ScriptedLLM([f"the key is {KEY}"]),
+                                   ScriptedLLM([lead_turn] * 2)), steps)
     assert first.ok, first.error
-    assert KEY not in repr(steps.recorded)
-    assert "withheld" in str(steps.recorded["tool:ask_1"].error)
-    # the helper's answer ran in a step that recorded nothing: its caller's record holds it
-    assert any(k.startswith("helper/") for k in steps.ran)
-    assert not any(k.startswith("helper/") for k in steps.recorded)
+    assert KEY not in repr(steps.recorded) and KEY not in repr(runner.state.snapshot())
+    [helper] = [v for k, v in steps.recorded.items() if k.startswith("helper/")]
+    assert isinstance(helper, RefusedTurn) and helper.kind == "tool_output"
+    said = runner.state.get("final_answer")
+    assert said == plain.state.get("final_answer") and "withheld" in said
 
     again = FakeSteps(steps.recorded)
-    runner2, second = await run(lead(ScriptedLLM([never])), again)
+    runner2, second = await run(lead(ScriptedLLM([never]), ScriptedLLM([never])), again)
     assert second.ok and again.ran == []
-    assert runner2.state.get("final_answer") == runner.state.get("final_answer")
+    assert runner2.state.get("final_answer") == said
+    assert runner2.state.get("usage") == runner.state.get("usage")
+
+
+async def test_a_reply_to_a_message_the_input_guardrails_refused_is_not_recorded() -> None:
+    """They trip once the model has answered: the turn's record is the refusal."""
+    answered = asyncio.Event()
+
+    async def slow_no(ctx: Any, text: Any) -> Tripwire:
+        await answered.wait()  # decides after the model answered
+        return Tripwire("not allowed")
+
+    def turn(messages: list[Message]) -> Any:
+        answered.set()
+        return f"sure, the key is {KEY}"
+
+    steps = FakeSteps()
+    runner = ReactiveRunner(create_react_node(ScriptedLLM([turn]), [],
+                                              input_guardrails=[slow_no]),
+                            StateManager(AgentState))
+    runner.state.update({"messages": [Message.user("tell me the key")]})
+    runner.ctx.steps = steps
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.FAILURE and "not allowed" in str(result.error)
+    [record] = steps.recorded.values()
+    assert isinstance(record, RefusedTurn) and record.kind == "input"
+    assert KEY not in repr(steps.recorded) and KEY not in repr(runner.state.snapshot())
+
+
+async def test_a_judged_sub_agent_that_asks_a_person_goes_on_and_replays() -> None:
+    """Its call suspends (nothing recorded), goes on after the decision and is recorded once
+    judged; the run replays from the record without asking anyone or any model."""
+    done: list[str] = []
+
+    @tool(permission="user_confirm")
+    def deploy(target: str) -> str:
+        """Deploy (asks first)."""
+        done.append(target)
+        return "deployed"
+
+    def helper_turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "d1", "name": "deploy", "arguments": {"target": "prod"}}]
+        return f"deployed, the key is {KEY}"
+
+    def lead_turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "ask_1", "name": "helper", "arguments": {"input": "deploy"}}]
+        return f"told: {messages[-1].content}"
+
+    def lead(helper_llm: Any, lead_llm: Any) -> Any:
+        helper = agent_tool(lambda: create_react_node(helper_llm, [deploy], name="helper"),
+                            name="helper", description="Deploys.")
+        return create_react_node(lead_llm, [helper], tool_output_guardrails=[no_keys])
+
+    steps = FakeSteps()
+    runner = ReactiveRunner(lead(ScriptedLLM([helper_turn] * 2), ScriptedLLM([lead_turn] * 2)),
+                            StateManager(AgentState))
+    runner.ctx.steps = steps
+    first = await runner.run(timeout=30)
+    assert first.status is RunStatus.SUSPENDED
+    runner.approve(first.pending[0].id)
+    result = await runner.run(timeout=30)
+    assert result.ok, result.error
+    assert done == ["prod"] and KEY not in repr(steps.recorded)
+    assert "withheld" in str(runner.state.get("final_answer"))
+
+    again = FakeSteps(steps.recorded)
+    replayed = ReactiveRunner(lead(ScriptedLLM([never]), ScriptedLLM([never])),
+                              StateManager(AgentState))
+    replayed.ctx.steps = again
+    second = await replayed.run(timeout=30)  # asks again, as a durable run replays it: the
+    assert second.status is RunStatus.SUSPENDED  # workflow gives it the recorded decision
+    replayed.approve(second.pending[0].id)
+    second = await replayed.run(timeout=30)
+    assert second.ok and done == ["prod"] and again.ran == []
+    assert replayed.state.get("final_answer") == runner.state.get("final_answer")

@@ -43,18 +43,6 @@ class FakeSteps:
         self.recorded[name] = value
         return value
 
-    async def settle(self, key: str, factory: Callable[[], Awaitable[tuple[T, bool]]]) -> T:
-        self.keys.append(key)
-        count = self._counts[key] = self._counts.get(key, 0) + 1
-        name = key if count == 1 else f"{key}#{count}"
-        if name in self.recorded:
-            return self.recorded[name]  # type: ignore[no-any-return]
-        self.ran.append(name)
-        value, keep = await factory()
-        if keep:
-            self.recorded[name] = value
-        return value
-
     async def mark_started(self, keys: Sequence[str]) -> None:
         self.started.extend(keys)
 
