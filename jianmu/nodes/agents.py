@@ -788,7 +788,9 @@ class AgentTool(Tool):
             # guardrails would put in its place
             refusal = withheld(ToolResult(tool=self.name, ok=True, call_id=call_id or None),
                                f"guardrail {trip.guardrail!r} tripped ({trip.reason})")
-            self.result_withheld(state, call_id, refusal)
+            view.clear()
+            view.update({"final_answer": None, "final_output": None, "agent_run": {
+                "status": RunStatus.SUCCESS.value, "withheld": refusal.error}})
             return refusal
         if not result.ok:
             raise ToolExecutionError(

@@ -219,3 +219,25 @@ async def test_a_judged_sub_agent_that_asks_a_person_goes_on_and_replays() -> No
     second = await replayed.run(timeout=30)
     assert second.ok and done == ["prod"] and again.ran == []
     assert replayed.state.get("final_answer") == runner.state.get("final_answer")
+
+
+async def test_a_withheld_sub_agent_answer_leaves_the_same_namespace_as_a_plain_run() -> None:
+    def lead_turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "ask_1", "name": "helper", "arguments": {"input": "key?"}}]
+        return "ok"
+
+    def lead() -> Any:
+        helper = agent_tool(lambda: create_react_node(ScriptedLLM([f"key {KEY}"]), [],
+                                                      name="helper"),
+                            name="helper", description="Knows keys.")
+        return create_react_node(ScriptedLLM([lead_turn] * 2), [helper],
+                                 tool_output_guardrails=[no_keys])
+
+    plain = ReactiveRunner(lead(), StateManager(AgentState))
+    assert (await plain.run(timeout=30)).ok
+    durable, result = await run(lead(), FakeSteps())
+    assert result.ok
+    kept = durable.state.snapshot()["namespaces"]["helper/ask_1"]
+    assert kept == plain.state.snapshot()["namespaces"]["helper/ask_1"]
+    assert "withheld" in kept["agent_run"]["withheld"] and KEY not in repr(kept)
