@@ -1,10 +1,12 @@
 """`AgentLLMNode`: asks the model for the next step and writes its tool calls or answer.
 
 A turn writes tool calls to run, an answer (checked against the output type), or a hand-off to
-another agent (`turn_update`, with the reply's canonical calls). Calls to the answer tools
+another agent (`jianmu.nodes.turn`, with the reply's canonical calls). Calls to the answer tools
 (``final_result``) and to hand-off tools (``transfer_to_<agent>``) are the node's own: they
 never reach the executor, and each gets its one tool message here, so every call in the
-history keeps its result.
+history keeps its result. In a durable run each model call is a recorded step; a turn that a
+guardrail may refuse is recorded once they decided, never holding what they refused
+(`jianmu.nodes.sealed`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import functools
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from py_trees.common import Status
@@ -47,7 +48,6 @@ from jianmu.nodes.cut_off import (
     continue_messages,
     cut_off_answers,
     cut_off_calls,
-    joined_reply,
     text_cut_off_event,
     truncated_error,
 )
@@ -59,10 +59,12 @@ from jianmu.nodes.history import (
     counted_usage,
     history_processors,
 )
-from jianmu.nodes.output import Checked, OutputMode, OutputSpec, output_spec
+from jianmu.nodes.output import OutputMode, OutputSpec, output_spec
+from jianmu.nodes.sealed import AnswerJudge, PassedTurn, RefusedTurn, joined, parts_of
 from jianmu.nodes.state import tokens_spent, usage_view
 from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
 from jianmu.nodes.tool_spans import handoff_span
+from jianmu.nodes.turn import TurnUpdate, turn_update
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.events import chat_attributes, failed, record_answer, span
 from jianmu.tools.calls import ToolCall, name_key
@@ -72,7 +74,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from jianmu.nodes.agents import Handoff
-    from jianmu.state import StateView
 
 __all__ = (
     "AgentLLMNode",
@@ -514,11 +515,12 @@ class AgentLLMNode(AsyncNode):
                 await close()
         raise LLMError("the model's stream ended without a final response")
 
-    def _asked(self, messages: list[Message], toolset: ToolSet) -> Awaitable[LLMResponse]:
-        """`_ask`, as a durable step in a durable run: a turn the model answered is replayed,
-        never asked again."""
+    def _asked(self, messages: list[Message], toolset: ToolSet,
+               record: bool = True) -> Awaitable[LLMResponse]:
+        """`_ask`, as a durable step in a durable run (unless not to ``record``: a sealed
+        turn's step holds it): a turn the model answered is replayed, never asked again."""
         steps = self.ctx.steps
-        if steps is None:
+        if steps is None or not record:
             return self._ask(messages, toolset)
         return steps.run(f"model:{self.path or self.name}",
                          functools.partial(self._ask, messages, toolset))
@@ -587,19 +589,25 @@ class AgentLLMNode(AsyncNode):
                 self.llm, model, self.agent_name or self.agent_label or self.name), client=True,
         )
         constraints = self.effective_constraints
+        guarded_input = bool(self.input_guardrails or constraints.guard.guardrails.input
+                             or self.ctx.guardrails.get("input"))
+        guarded_output = bool(self.output_guardrails or constraints.guard.guardrails.output
+                              or self.ctx.guardrails.get("output"))
+        # a sub-agent's answer, which its caller's tool-output guardrails judge (`AgentTool`)
+        judge: AnswerJudge | None = getattr(self.ctx.runner, "answer_judge", None)
+        # durable: a turn a guardrail may refuse is recorded once they decided
+        sealed = self.ctx.steps is not None and (
+            guarded_input or guarded_output or judge is not None)
         checks = None  # the input guardrails' task, run beside the model's call
-        if self.input_guardrails or constraints.guard.guardrails.input or (
-            self.ctx.guardrails.get("input")
-        ):
+        if guarded_input and not sealed:
             checks = self._check_input(constraints)
         # no deltas of a turn that a guardrail still has to pass: a reader would have the
         # answer to a message the input guardrails refuse, or an answer the output ones do,
         # or a sub-agent's answer that its caller's tool-output guardrails withhold
         later = getattr(self.ctx.runner, "is_sub_run", False) and bool(
             constraints.guard.guardrails.tool_output or self.ctx.guardrails.get("tool_output"))
-        self._checked_turn = checks is not None or later or bool(
-            self.output_guardrails or constraints.guard.guardrails.output
-            or self.ctx.guardrails.get("output"))
+        self._checked_turn = checks is not None or later or guarded_output
+        refused: RefusedTurn | None = None
         with scope as current:
             try:
                 # the loop timer that calls starting together share (`within`), as an
@@ -607,14 +615,15 @@ class AgentLLMNode(AsyncNode):
                 # a FallbackLLM says its switches here: entered when someone hears them
                 with fallback_events.scope(events.emit, heard=events.wants("llm.fallback")), \
                         each_model:
-                    reply = within(self._asked(messages, toolset), whole,
-                                   functools.partial(_no_answer, whole))
-                    response = await (reply if checks is None else self._beside(reply, checks))
-                    parts = [(response, messages)]
-                    if answer_cut_off(response):  # half an answer: go on, if so configured
-                        parts = await self._continued(parts, toolset, whole,
-                                                      response.model or model)
-                        response = joined_reply([part for part, _ in parts])
+                    if sealed:
+                        record = await self._sealed(messages, toolset, whole, model,
+                                                    constraints, guarded_input, judge)
+                        if isinstance(record, RefusedTurn):
+                            refused, parts = record, []
+                        else:
+                            parts = parts_of(record.replies, messages)
+                    else:
+                        parts = await self._reply(messages, toolset, whole, model, checks)
             except GuardrailTripped as exc:  # tripped before the model answered
                 return self._tripped(exc)
             except Exception as exc:
@@ -630,27 +639,21 @@ class AgentLLMNode(AsyncNode):
                 self.events.emit("llm.call.failed", model=model, error=error,
                                  error_type=type(exc).__name__)
                 return Status.FAILURE
-            if current is not None:
-                record_answer(current, response)
-        usage = self._parts_usage(parts, model)
-        message, calls = self._canonical(response, toolset)
-        cut = cut_off_calls(response.finish_reason, calls)
-        if cut:  # never run: told to the model, and said by an event (`jianmu.nodes.cut_off`)
-            turn = self._cut_off(message, calls, cut, response.finish_reason or "length",
-                                 response.model or model)
-        elif answer_cut_off(response):  # still cut off: failed, or accepted as it is
-            turn = self._answer_cut_off(message, response, parts, response.model or model)
+            if current is not None and parts:
+                record_answer(current, joined(parts))
+        tripped: GuardrailTripped | None
+        if refused is not None:  # replayed or just recorded: the reply is gone, the trip holds
+            usage, tripped, turn = refused.usage, refused.tripped(), TurnUpdate({})
+            answered, called, text = refused.model or model, list(refused.tool_calls), None
         else:
-            turn = turn_update(message, calls, state=self.state, output=self.output,
-                               handoffs=self.allowed_handoffs(), agent=self.agent_name)
-        tripped = None
-        if checks is not None:  # every input guardrail passed before any call is written
-            tripped = await checks
-        if tripped is None and turn.values.get("done") and (
-            self.output_guardrails or constraints.guard.guardrails.output
-            or self.ctx.guardrails.get("output")
-        ):
-            tripped = await self._check_output(constraints, turn.values)
+            response = joined(parts)
+            usage = self._parts_usage(parts, model)
+            turn, calls = self._turn_of(parts, toolset, model)
+            tripped = None  # sealed: judged inside the step
+            if not sealed and (checks is not None or guarded_output):
+                tripped = await self._judge(turn, checks, constraints)
+            answered, called = response.model or model, [c.name for c in calls]
+            text = response.message.content
         update: dict[str, Any] = {
             **(turn.values if tripped is None else {}),  # a trip writes none of the turn
             "rounds": (self.state.get("rounds") or 0) + 1,
@@ -666,10 +669,8 @@ class AgentLLMNode(AsyncNode):
             run_usage.update({"usage": usage})
         if events.wants("llm.call.completed"):
             events.emit(  # the model that answered: a fallback's, when the first failed
-                "llm.call.completed", model=response.model or model,
-                tool_calls=[c.name for c in calls],
-                answer_preview=None if calls or tripped or later
-                else preview(response.message.content),
+                "llm.call.completed", model=answered, tool_calls=called,
+                answer_preview=None if called or tripped or later else preview(text),
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
             )
@@ -684,6 +685,84 @@ class AgentLLMNode(AsyncNode):
         if turn.error is not None:  # written first: the history shows the last answer
             raise turn.error
         return Status.SUCCESS
+
+    async def _reply(self, messages: list[Message], toolset: ToolSet, whole: float, model: str,
+                     checks: asyncio.Task[GuardrailTripped | None] | None, *,
+                     record: bool = True) -> list[tuple[LLMResponse, list[Message]]]:
+        """The turn's replies, each with what it was asked: the model's, asked beside the
+        input guardrails' ``checks``; continued while the token limit cut it off (if so
+        configured). Each call a durable step of its own when ``record``."""
+        reply = within(self._asked(messages, toolset, record), whole,
+                       functools.partial(_no_answer, whole))
+        response = await (reply if checks is None else self._beside(reply, checks))
+        parts = [(response, messages)]
+        if answer_cut_off(response):  # half an answer: go on, if so configured
+            parts = await self._continued(parts, toolset, whole, response.model or model,
+                                          record)
+        return parts
+
+    def _turn_of(self, parts: list[tuple[LLMResponse, list[Message]]], toolset: ToolSet,
+                 model: str) -> tuple[TurnUpdate, list[ToolCall]]:
+        """What the turn of these replies writes, and its canonical calls."""
+        response = joined(parts)
+        message, calls = self._canonical(response, toolset)
+        cut = cut_off_calls(response.finish_reason, calls)
+        if cut:  # never run: told to the model, and said by an event (`jianmu.nodes.cut_off`)
+            return self._cut_off(message, calls, cut, response.finish_reason or "length",
+                                 response.model or model), calls
+        if answer_cut_off(response):  # still cut off: failed, or accepted as it is
+            return self._answer_cut_off(message, response, parts, response.model or model), calls
+        return turn_update(message, calls, state=self.state, output=self.output,
+                           handoffs=self.allowed_handoffs(), agent=self.agent_name), calls
+
+    async def _judge(self, turn: TurnUpdate, checks: asyncio.Task[GuardrailTripped | None] | None,
+                     constraints: Constraints) -> GuardrailTripped | None:
+        """The trip of the turn's guardrails: the input ones (every one passed before any call
+        is written), then for an answer the output ones; None when they all passed."""
+        tripped = None if checks is None else await checks
+        if tripped is None and turn.values.get("done") and (
+            self.output_guardrails or constraints.guard.guardrails.output
+            or self.ctx.guardrails.get("output")
+        ):
+            tripped = await self._check_output(constraints, turn.values)
+        return tripped
+
+    async def _sealed(self, messages: list[Message], toolset: ToolSet, whole: float,
+                      model: str, constraints: Constraints, guarded_input: bool,
+                      judge: AnswerJudge | None) -> PassedTurn | RefusedTurn:
+        """The turn of a durable run that a guardrail may refuse, as one step whose calls and
+        guardrails run inside it (`jianmu.nodes.sealed`): it records the replies they passed,
+        or the refusal, never what they refused."""
+        steps = self.ctx.steps
+        assert steps is not None
+
+        async def decided() -> PassedTurn | RefusedTurn:
+            checks = self._check_input(constraints) if guarded_input else None
+            self._checked_turn = self._checked_turn or checks is not None
+            try:
+                parts = await self._reply(messages, toolset, whole, model, checks, record=False)
+            except BaseException:
+                if checks is not None:
+                    checks.cancel()
+                raise
+            turn, calls = self._turn_of(parts, toolset, model)
+            tripped = await self._judge(turn, checks, constraints)
+            if tripped is None and judge is not None and turn.values.get("done"):
+                answer = turn.values.get("final_output")  # as `AgentTool` answers its caller
+                tripped = await judge(turn.values.get("final_answer") or ""
+                                      if answer is None else answer)
+            if tripped is not None:
+                usage = self._parts_usage(parts, model)
+                return RefusedTurn.of(tripped, joined(parts).model or model, usage,
+                                      [c.name for c in calls])
+            return PassedTurn(tuple(reply for reply, _ in parts))
+
+        record: Any = await steps.run(f"model:{self.path or self.name}", decided)
+        if isinstance(record, LLMResponse):  # recorded by a version that did not seal turns
+            record = PassedTurn((record,))
+        if guarded_input and isinstance(record, PassedTurn):  # replayed: they passed it
+            self._input_passed(constraints)
+        return cast("PassedTurn | RefusedTurn", record)
 
     def _parts_usage(self, parts: Sequence[tuple[LLMResponse, list[Message]]],
                      model: str) -> Usage:
@@ -710,7 +789,7 @@ class AgentLLMNode(AsyncNode):
 
     async def _continued(
         self, parts: list[tuple[LLMResponse, list[Message]]], toolset: ToolSet, whole: float,
-        model: str,
+        model: str, record: bool = True,
     ) -> list[tuple[LLMResponse, list[Message]]]:
         """The answer's parts, each with what it was asked: while the token limit cuts the
         last one off and the policy is ``continue``, the model asked to go on from the text so
@@ -728,7 +807,7 @@ class AgentLLMNode(AsyncNode):
                 last.model or model, last.finish_reason or "length", policy, len(parts), text,
                 "continued"))
             asked = continue_messages(messages, text)
-            response = await within(self._asked(asked, toolset), whole,
+            response = await within(self._asked(asked, toolset, record), whole,
                                     functools.partial(_no_answer, whole))
             parts.append((response, asked))
             text += response.text
@@ -805,6 +884,16 @@ class AgentLLMNode(AsyncNode):
         return asyncio.ensure_future(self._input_checked(
             guardrails, latest, constraints.guard.guardrails.timeout_s))
 
+    def _input_passed(self, constraints: Constraints) -> None:
+        """The latest user message as the input guardrails passed it (a sealed turn they
+        passed, replayed without running them), so no later turn checks it again."""
+        latest = next(
+            (m for m in reversed(self.state.get("messages") or []) if m.role == "user"), None
+        )
+        if latest is not None:
+            self._passed = (latest, configured_guardrails(
+                "input", self.input_guardrails, constraints, self.ctx.guardrails))
+
     async def _input_checked(
         self, guardrails: Sequence[Guardrail], message: Message, timeout: float | None
     ) -> GuardrailTripped | None:
@@ -866,116 +955,3 @@ def _tripwire(checks: asyncio.Task[GuardrailTripped | None]) -> GuardrailTripped
     if not checks.done() or checks.cancelled() or checks.exception() is not None:
         return None
     return checks.result()
-
-
-# -- what a turn writes -------------------------------------------------------------------------
-_ANSWERED = "Final answer received."
-_NOT_RUN = "Not run: {reason}."
-
-
-@dataclass
-class TurnUpdate:
-    """The state update of one turn, and the error to fail with after writing it."""
-
-    values: dict[str, Any]
-    error: Exception | None = None
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    """Events to emit once the update is written."""
-
-
-def _not_run(calls: Sequence[ToolCall], skip: ToolCall, reason: str) -> list[Message]:
-    """A tool message for every call but ``skip``: the turn ended before they ran."""
-    text = _NOT_RUN.format(reason=reason)
-    return [Message.tool(text, tool_call_id=c.id, name=c.name) for c in calls if c is not skip]
-
-
-def turn_update(
-    message: Message,
-    calls: list[ToolCall],
-    *,
-    state: StateView,
-    output: OutputSpec | None,
-    handoffs: Sequence[Handoff],
-    agent: str | None,
-) -> TurnUpdate:
-    """The update for a turn whose reply is ``message`` with canonical ``calls``.
-
-    Without an output type or hand-offs it is the plain ReAct step: the calls go to
-    ``actions``, or the text becomes ``final_answer``.
-    """
-    if output is None and not handoffs:  # the plain ReAct step, every turn of most agents
-        if calls:
-            return TurnUpdate({"messages": [message], "actions": calls})
-        return TurnUpdate({"messages": [message], "actions": [],
-                           "final_answer": message.content or "", "done": True})
-    if output is not None and output.mode == "tool":
-        answer = next((c for c in calls if c.name in output.tool_names), None)
-        if answer is not None:
-            return _checked(message, calls, output.check_call(answer), output, state, answer)
-    by_tool = {h.tool.name: h for h in handoffs}
-    transfer = next((c for c in calls if c.name in by_tool), None)
-    if transfer is not None:
-        return _handoff(message, calls, transfer, by_tool[transfer.name], agent)
-    if calls:
-        return TurnUpdate({"messages": [message], "actions": calls})
-    text = message.content or ""
-    if output is None:
-        return TurnUpdate({"messages": [message], "actions": [], "final_answer": text,
-                           "done": True})
-    return _checked(message, calls, output.text_answer(text), output, state, None)
-
-
-def _checked(
-    message: Message,
-    calls: list[ToolCall],
-    checked: Checked,
-    output: OutputSpec,
-    state: StateView,
-    answer: ToolCall | None,
-) -> TurnUpdate:
-    """An answer that validated ends the loop; one that did not is told why, or fails the
-    loop once its retries are used up."""
-    if checked.ok:
-        replies = [] if answer is None else [
-            Message.tool(_ANSWERED, tool_call_id=answer.id, name=answer.name),
-            *_not_run(calls, answer, "the final answer was given in the same turn"),
-        ]
-        return TurnUpdate({
-            "messages": [message, *replies], "actions": [], "final_answer": checked.raw,
-            "final_output": checked.value, "done": True, "failed_outputs": 0,
-        }, events=[("output.validated", {"type": output.type_name})])
-    failed = (state.get("failed_outputs") or 0) + 1
-    prompt = output.retry_prompt(checked, called=answer is not None)
-    if answer is not None:
-        replies = [
-            Message.tool(prompt, tool_call_id=answer.id, name=answer.name),
-            *_not_run(calls, answer, "the final answer was not accepted"),
-        ]
-    else:
-        replies = [Message.user(prompt)]
-    update = TurnUpdate(
-        {"messages": [message, *replies], "actions": [], "failed_outputs": failed},
-        events=[("output.invalid", {
-            "type": output.type_name, "attempt": failed,
-            "problems": [f"{p}: {m}" for p, m in checked.problems],
-        })],
-    )
-    if failed > output.retries:
-        update.error = output.failure(checked, failed)
-    return update
-
-
-def _handoff(
-    message: Message, calls: list[ToolCall], transfer: ToolCall, handoff: Handoff,
-    agent: str | None,
-) -> TurnUpdate:
-    """The conversation goes to the hand-off's agent: one tool message says so."""
-    target = handoff.agent_name
-    said = Message.tool(f"Transferred to {target}.", tool_call_id=transfer.id,
-                        name=transfer.name)
-    others = _not_run(calls, transfer, f"the conversation was handed to {target}")
-    return TurnUpdate(
-        {"messages": [message, said, *others], "actions": [], "active_agent": target},
-        events=[("agent.handoff", {"source": agent, "target": target,
-                                   "tool": transfer.name, "call_id": transfer.id})],
-    )

@@ -53,10 +53,19 @@ from pydantic import create_model as _create_model
 from pydantic_core import to_jsonable_python
 
 from jianmu.constraints import Constraints
-from jianmu.errors import HandoffError, ToolExecutionError, ToolSuspended, ToolValidationError
+from jianmu.errors import (
+    GuardrailTripped,
+    HandoffError,
+    ToolExecutionError,
+    ToolSuspended,
+    ToolValidationError,
+)
+from jianmu.guard.guardrails import configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message
 from jianmu.nodes.output import NodeTool, json_path
+from jianmu.nodes.sealed import AnswerJudge
 from jianmu.nodes.team_spans import answering_span, end_team_spans
+from jianmu.nodes.tool_failures import withheld
 from jianmu.runtime.async_node import RuntimeNode, close_tree
 from jianmu.runtime.context import (
     ApprovalDecision,
@@ -72,6 +81,7 @@ from jianmu.runtime.events import (
     Event,
     EventBus,
     EventHandler,
+    NodeEvents,
     run_span,
 )
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
@@ -525,6 +535,9 @@ class _SubRun(ReactiveRunner):
     ticks. Its checkpoints go into its namespace and save the caller's run."""
 
     is_sub_run = True
+    answer_judge: AnswerJudge | None = None
+    """In a durable run, the caller's tool-output guardrails on its answer: its model nodes
+    run them inside the step that records the answer (`jianmu.nodes.sealed`)."""
 
     def __init__(
         self, root: _AgentRoot, state: StateManager, parent: RunContext, *,
@@ -757,7 +770,7 @@ class AgentTool(Tool):
                     arguments, view, record, ctx, constraints or ctx.constraints,
                     f"{node_path}/{self.name}[{label}]" if node_path else
                     f"{self.name}[{label}]", f"{relative}/",
-                    None if guardrails is None else guardrails(),
+                    None if guardrails is None else guardrails(), (call_id, node_path),
                 )
             if not self._factory:
                 self._holder = key
@@ -769,6 +782,16 @@ class AgentTool(Tool):
             if result.status is RunStatus.SUSPENDED:
                 raise ToolSuspended(f"agent {self.name!r} waits for {_waits_for(result.pending)}")
             await self._finish(key)
+        trip = result.exception
+        if isinstance(trip, GuardrailTripped) and trip.kind == "tool_output":
+            # its answer, judged in its own turn (`answer_judge`): the refusal the caller's
+            # guardrails would put in its place
+            refusal = withheld(ToolResult(tool=self.name, ok=True, call_id=call_id or None),
+                               f"guardrail {trip.guardrail!r} tripped ({trip.reason})")
+            view.clear()
+            view.update({"final_answer": None, "final_output": None, "agent_run": {
+                "status": RunStatus.SUCCESS.value, "withheld": refusal.error}})
+            return refusal
         if not result.ok:
             raise ToolExecutionError(
                 f"agent {self.name!r} failed: {result.error or result.status.value}"
@@ -786,7 +809,7 @@ class AgentTool(Tool):
     def _start(
         self, arguments: Any, view: StateView, record: Any, ctx: RunContext,
         constraints: Constraints, root_name: str, prefix: str,
-        guardrails: dict[str, tuple[Any, ...]] | None = None,
+        guardrails: dict[str, tuple[Any, ...]] | None = None, call: tuple[str, str] = ("", ""),
     ) -> _SubRun:
         key = (ctx.run_id, str(view.namespace))
         tree = self._tree(key)
@@ -804,6 +827,8 @@ class AgentTool(Tool):
             root, view.manager, ctx, constraints=constraints, label=self.name, prefix=prefix,
             view=view, guardrails=guardrails, interactive=self.interactive,
         )
+        if ctx.steps is not None and guardrails is not None:
+            runner.answer_judge = self._judge(ctx, call, constraints, guardrails)
         if resumed:
             runner.resume_nodes(record)
         self._runs[key] = runner
@@ -843,6 +868,26 @@ class AgentTool(Tool):
         tree = self._trees.pop(key, None)
         if tree is not None:
             await close_tree(tree)
+
+    def _judge(self, ctx: RunContext, call: tuple[str, str], constraints: Constraints,
+               guardrails: dict[str, tuple[Any, ...]]) -> AnswerJudge | None:
+        """The caller's tool-output guardrails on the answer of a call (its id, the caller's
+        node path), as its executor runs them on the call's result (`ToolExecutor._guarded`);
+        None when it runs none."""
+        chosen = configured_guardrails("tool_output", (), constraints, guardrails)
+        if not chosen:
+            return None
+        call_id, events = call[0], NodeEvents(ctx.events, call[1])
+
+        async def judge(answer: Any) -> GuardrailTripped | None:
+            result = ToolResult(tool=self.name, ok=True, output=answer, call_id=call_id or None)
+            found = await run_guardrails(
+                "tool_output", chosen, ctx, result.truncate(self.max_result_length), events,
+                timeout=constraints.guard.guardrails.timeout_s, tool=self.name, call_id=call_id)
+            return None if found is None else GuardrailTripped(found[0], found[1].reason,
+                                                               "tool_output")
+
+        return judge
 
     def result_withheld(self, state: StateView, call_id: str, result: ToolResult) -> None:
         """The caller's tool-output guardrail withheld the answer of call ``call_id``: the

@@ -7,6 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import CheckpointError, RunNotFoundError
+from jianmu.nodes.sealed import RefusedTurn
 from jianmu.runtime.points import describe_node, walk_tree
 from jianmu.studio.runs import Journal, decision_message, verb
 from jianmu.studio.timeline import durable_timeline, event_timeline, shown
@@ -52,9 +53,10 @@ class DurableRuns:
         tree = self._tree(run_id, info.tree, info.inputs)
         finished = {s["name"][len("jianmu:node:"):]: s["output"] for s in steps
                     if s["name"].startswith("jianmu:node:")}
-        for step in steps:  # a model node's recorded turn: it answered
+        for step in steps:  # a model node's recorded turn: it answered (or was refused)
             if step["name"].startswith("jianmu:model:") and step["error"] is None:
-                finished.setdefault(step["name"][len("jianmu:model:"):], ("SUCCESS", {}))
+                said = "FAILURE" if isinstance(step["output"], RefusedTurn) else "SUCCESS"
+                finished.setdefault(step["name"][len("jianmu:model:"):], (said, {}))
         rows = node_rows({}, tree)
         for row in rows:
             done = finished.get(row["path"])

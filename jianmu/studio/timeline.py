@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jianmu._text import json_visible, visible
+from jianmu.nodes.sealed import RefusedTurn
 
 __all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
            "pretty_json", "shown")
@@ -367,6 +368,9 @@ def durable_timeline(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
             by = f" by {who}" if who else ""
             entry = {"kind": "decision", "title": f"{verb}{by}: {output.get('call_id')}",
                      "text": note, "call": output.get("call_id")}
+        elif name.startswith("jianmu:model:") and isinstance(output, RefusedTurn):
+            entry = {"kind": "error", "title": f"model turn refused · {_seconds(took)}",
+                     "text": str(output), "node": name[len("jianmu:model:"):]}
         elif name.startswith("jianmu:model:"):
             usage = getattr(output, "usage", None)
             message = getattr(output, "message", None)

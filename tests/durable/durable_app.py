@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import py_trees
 from pydantic import BaseModel
 
 from jianmu.config import AppConfig
@@ -257,3 +258,75 @@ def cut_off(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
         return " Oslo."
 
     return create_react_node(ScriptedLLM([turn] * 4), []), StateManager(AgentState)
+
+
+LEAK = "sk-live-refused-73194"
+"""A key that models leak in their answers: guardrails refuse it, no record may hold it."""
+
+
+def _no_keys(ctx: Any, value: Any) -> Any:
+    from jianmu.guard.guardrails import Tripwire
+
+    text = getattr(value, "text", value)  # a tool result, or an answer
+    return Tripwire("holds a key") if "sk-live" in str(text) else None
+
+
+class _HangOnce(py_trees.behaviour.Behaviour):
+    """Hangs on the first attempt (the test kills the worker there), then fails."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__("hang_once")
+        self.marker = marker
+
+    def update(self) -> py_trees.common.Status:
+        if not Path(self.marker).exists():
+            Path(self.marker).touch()
+            _block_forever()
+        return py_trees.common.Status.FAILURE
+
+
+@engine.tree("refused", inputs=LinesInputs)
+def refused(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """An answer that leaks a key, which an output guardrail refuses; with ``marker`` set, a
+    node after the refusal hangs on the first attempt."""
+    asks = inputs["asks"]
+
+    def turn(messages: list[Message]) -> Any:
+        _append(asks, "answer")
+        return f"the key is {LEAK}"
+
+    node = create_react_node(ScriptedLLM([turn] * 4), [], output_guardrails=[_no_keys])
+    if inputs.get("marker") is None:
+        return node, StateManager(AgentState)
+    tree = py_trees.composites.Selector("then", memory=True,
+                                        children=[node, _HangOnce(inputs["marker"])])
+    return tree, StateManager(AgentState)
+
+
+@engine.tree("withheld_agent", inputs=LinesInputs)
+def withheld_agent(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """A lead asks a helper agent, whose answer leaks a key: the lead's tool-output guardrail
+    withholds it. With ``marker`` set, the lead's next turn hangs on the first attempt."""
+    asks = inputs["asks"]
+
+    def helper_turn(messages: list[Message]) -> Any:
+        _append(asks, "helper")
+        return f"the key is {LEAK}"
+
+    def helper() -> Any:
+        return create_react_node(ScriptedLLM([helper_turn] * 4), [], name="helper")
+
+    def turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            _append(asks, "lead asks")
+            return [{"id": "ask_1", "name": "helper", "arguments": {"input": "the key?"}}]
+        _append(asks, "lead answers")
+        if inputs.get("marker") is not None and not Path(inputs["marker"]).exists():
+            Path(inputs["marker"]).touch()  # the test kills this worker now
+            _block_forever()
+        return f"told: {messages[-1].content}"
+
+    lead = create_react_node(ScriptedLLM([turn] * 4), [
+        agent_tool(helper, name="helper", description="Knows keys.")],
+        tool_output_guardrails=[_no_keys])
+    return lead, StateManager(AgentState)
