@@ -12,12 +12,13 @@ recorder per key), a tool call is ``tool:{call id}``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
 
@@ -38,6 +39,8 @@ __all__ = (
     "RunContext",
     "StepRecorder",
     "check_edit",
+    "copy_of",
+    "named_request",
     "run_constraints",
     "unattended",
 )
@@ -172,11 +175,27 @@ class Interaction:
         """The decision recorded for ``request_id``, if any."""
         return self._decisions.get(request_id)
 
+    def resolve(self, request_id: str) -> str:
+        """The id of the request ``request_id`` names: itself when a request waits under it,
+        else the one pending request whose id ends with ``/request_id``.
+
+        A call's request id is qualified by the namespace that owns the call (``left/call_0``,
+        `jianmu.runtime.scopes`), so the call id alone still names its request where no other
+        pending request has that call id.
+
+        Raises:
+            InteractionError: ``request_id`` names several pending requests (of several
+                namespaces); the message lists their ids.
+        """
+        with self._lock:
+            return named_request(request_id, self._pending, self._asked)
+
     def _decide(
         self, request_id: str, approved: bool, message: str | None, *,
         arguments: dict[str, Any] | None = None, answer: str | None = None,
-    ) -> None:
+    ) -> str:
         with self._lock:
+            request_id = named_request(request_id, self._pending, self._asked)
             if request_id not in self._asked:
                 known = ", ".join(sorted(self._pending)) or "none"
                 raise InteractionError(
@@ -219,12 +238,14 @@ class Interaction:
                 self.suspended = False
         if self._on_change is not None:
             self._on_change()
+        return request_id
 
     def approve(
         self, request_id: str, message: str | None = None, *,
         arguments: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> str:
         """Approve a pending request; with ``arguments``, the call runs with those instead.
+        Returns the request's id (``request_id`` may be a call id alone: `resolve`).
 
         Edited arguments are checked against the tool's input schema here (nothing is recorded
         when they do not fit), and by the guard's policy again before the call runs.
@@ -232,28 +253,32 @@ class Interaction:
         Raises:
             ApprovalEditError: the edited arguments do not fit the tool's schema, or the
                 request is not a tool call.
-            InteractionError: the id was never asked, was already decided, or is a question.
+            InteractionError: the id was never asked, was already decided, is a question, or
+                names several pending requests.
         """
-        self._decide(request_id, True, message, arguments=arguments)
+        return self._decide(request_id, True, message, arguments=arguments)
 
-    def answer(self, request_id: str, text: str) -> None:
+    def answer(self, request_id: str, text: str) -> str:
         """Answer a question (a request of kind ``question``); ``text`` is what the asker reads.
+        Returns the request's id (`resolve`).
 
         Raises:
-            InteractionError: the id was never asked, was already decided, or is not a
-                question.
+            InteractionError: the id was never asked, was already decided, is not a
+                question, or names several pending requests.
         """
         if not isinstance(text, str):
             raise TypeError(f"an answer is text, got {type(text).__name__}")
-        self._decide(request_id, True, None, answer=text)
+        return self._decide(request_id, True, None, answer=text)
 
-    def reject(self, request_id: str, message: str | None = None) -> None:
-        """Reject a pending request; ``message`` is shown to the model.
+    def reject(self, request_id: str, message: str | None = None) -> str:
+        """Reject a pending request; ``message`` is shown to the model. Returns the request's
+        id (`resolve`).
 
         Raises:
-            InteractionError: the id was never asked, or was already decided.
+            InteractionError: the id was never asked, was already decided, or names several
+                pending requests.
         """
-        self._decide(request_id, False, message)
+        return self._decide(request_id, False, message)
 
     def withdraw(self, prefix: str = "") -> list[str]:
         """Withdraw the pending requests (those whose id starts with ``prefix``): the run's
@@ -298,6 +323,27 @@ class Interaction:
             self._asked, self._pending = asked, pending
             self._decisions, self._consumed = decisions, consumed
             self.suspended = bool(self._pending)
+
+
+def named_request(given: str, pending: Iterable[str], asked: Container[str]) -> str:
+    """The request id ``given`` names: ``given`` itself when a request was asked under it
+    (its exact id always means that request, decided or not); else the one ``pending`` id that
+    ends with ``/given`` (a call id alone, its namespace left out); else ``given`` as it is
+    (unknown, said so by whoever looks it up).
+
+    Raises:
+        InteractionError: several pending ids end with ``/given``: which one is meant is not
+            guessed.
+    """
+    if given in asked:
+        return given
+    qualified = [i for i in pending if i.endswith("/" + given)]
+    if len(qualified) > 1:
+        raise InteractionError(
+            f"{given!r} names {len(qualified)} pending requests, of calls of different nodes "
+            f"that were given one id: {', '.join(qualified)}; give the one you mean"
+        )
+    return qualified[0] if qualified else given
 
 
 def check_edit(request: ApprovalRequest, arguments: Any) -> None:
@@ -405,6 +451,10 @@ class RunContext:
     agent_runs: list[int] = field(default_factory=lambda: [0], repr=False)
     """Sub-agent runs started in this run's ``run()``, counted in one cell shared with the runs
     of sub-agents, so `jianmu.nodes.agents.MAX_AGENT_RUNS` bounds the whole tree of them."""
+    namespace: str | None = None
+    """The state namespace of the run's tree (its root's; a sub-agent's run: its call's). A
+    call of a node in another namespace is keyed in the run (its request id, its durable step)
+    under that namespace, relative to this one (`jianmu.runtime.scopes`)."""
     guardrails: dict[str, tuple[Any, ...]] = field(default_factory=dict, repr=False)
     """Guardrails by kind (``input``, ``output``, ``tool_output``) given in code to the agents
     that called this run (a sub-agent's callers): every agent of the run runs them after its
@@ -452,6 +502,15 @@ class _Unattended:
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._run, name, value)
+
+
+def copy_of(run: RunContext, **changes: Any) -> RunContext:
+    """A new context with ``run``'s fields and ``changes`` (as `dataclasses.replace`), also of
+    a view of a run (`unattended`, `jianmu.runtime.scopes.seen_from`): it holds what the view
+    shows (no channel, or the channel under the view's namespace)."""
+    values = {f.name: getattr(run, f.name) for f in dataclasses.fields(RunContext)}
+    values.update(changes)
+    return RunContext(**values)
 
 
 def unattended(run: RunContext) -> RunContext:

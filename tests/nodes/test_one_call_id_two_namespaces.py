@@ -1,0 +1,203 @@
+"""Two agents in separate namespaces whose models give a call the same id (``call_0``: local
+models and OpenAI-compatible servers number ids per turn, as `ScriptedLLM` does when told).
+
+Fixed here: the run keyed approvals by the bare call id, so when both calls needed a person's
+confirmation they asked under one id; the second was denied as "asked about a call of another
+node" (or took the other's place as the one request shown). Now a request id is qualified by
+the namespace that owns the call (``left/call_0``, ``right/call_0``): each call is asked, decided
+and run on its own, also after a restore; a bare ``call_0`` still names a request when it names
+one pending request only. Durable step keys are qualified the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import py_trees
+import pytest
+from py_trees.common import ParallelPolicy
+
+from jianmu import Constraints, ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
+from jianmu.errors import InteractionError
+from jianmu.llm import ScriptedLLM
+from jianmu.nodes import AgentState, create_react_node
+from jianmu.tools import tool
+
+T = TypeVar("T")
+PAID: list[tuple[str, int]] = []
+CONFIRM = Constraints.model_validate({"guard": {"tool_policy": {"pay": "confirm"}}})
+WHO = {"left": ("alice", 5), "right": ("bob", 7)}
+
+
+@tool
+def pay(to: str, amount: int) -> str:
+    """Pay someone.
+
+    Args:
+        to: who.
+        amount: how much.
+    """
+    PAID.append((to, amount))
+    return f"paid {to} {amount}"
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    PAID.clear()
+
+
+def agent(namespace: str, policy: Constraints | None = CONFIRM) -> py_trees.behaviour.Behaviour:
+    """An agent in ``namespace`` whose model pays once under the id ``call_0``, then answers."""
+    to, amount = WHO[namespace]
+    llm = ScriptedLLM([
+        [{"id": "call_0", "name": "pay", "arguments": {"to": to, "amount": amount}}],
+        f"{namespace} done",
+    ])
+    node = create_react_node(llm, [pay], name=namespace, constraints=policy)
+    for part in node.iterate():
+        part.namespace = namespace  # type: ignore[attr-defined]
+    return node
+
+
+def tree(policy: Constraints | None = CONFIRM) -> py_trees.behaviour.Behaviour:
+    return py_trees.composites.Parallel(
+        "team", policy=ParallelPolicy.SuccessOnAll(),
+        children=[agent("left", policy), agent("right", policy)],
+    )
+
+
+def state() -> StateManager:
+    made = StateManager(AgentState)
+    for namespace in WHO:
+        made.scope(namespace).update({"messages": [{"role": "user", "content": "pay"}]})
+    return made
+
+
+def observation(runner: ReactiveRunner, namespace: str) -> str:
+    [result] = [m for m in runner.state.scope(namespace).get("messages") if m.role == "tool"]
+    return str(result.content)
+
+
+def suspended(runner: ReactiveRunner) -> list[str]:
+    result = runner.run_sync(timeout=30)
+    assert result.status is RunStatus.SUSPENDED, result.error
+    assert PAID == []
+    return sorted(r.id for r in result.pending)
+
+
+def test_both_calls_are_asked_and_each_approved_call_runs_once_with_its_arguments() -> None:
+    runner = ReactiveRunner(tree(), state())
+    assert suspended(runner) == ["left/call_0", "right/call_0"]
+    for request in runner.pending:
+        assert request.payload["arguments"] == dict(zip(("to", "amount"),
+                                                        WHO[request.id.split("/")[0]],
+                                                        strict=True))
+        runner.approve(request.id)
+    result = runner.run_sync(timeout=30)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert sorted(PAID) == [("alice", 5), ("bob", 7)]
+    assert observation(runner, "left") == "paid alice 5"
+    assert observation(runner, "right") == "paid bob 7"
+    for namespace in WHO:
+        assert runner.state.scope(namespace).get("final_answer") == f"{namespace} done"
+        assert runner.state.scope(namespace).get("completed_call_ids") == ["call_0"]
+    assert runner.interaction.consumed("left/call_0")
+    assert runner.interaction.consumed("right/call_0")
+
+
+def test_approve_one_reject_the_other_runs_the_right_one() -> None:
+    runner = ReactiveRunner(tree(), state())
+    suspended(runner)
+    runner.approve("right/call_0")
+    runner.reject("left/call_0", "not alice")
+    assert runner.run_sync(timeout=30).ok
+    assert PAID == [("bob", 7)]
+    assert observation(runner, "right") == "paid bob 7"
+    assert "not alice" in observation(runner, "left")
+
+
+def test_a_bare_call_id_names_a_request_only_when_one_pending_request_has_it() -> None:
+    runner = ReactiveRunner(tree(), state())
+    suspended(runner)
+    with pytest.raises(InteractionError, match=r"left/call_0, right/call_0"):
+        runner.approve("call_0")
+    assert runner.interaction.decision("left/call_0") is None
+    assert runner.interaction.decision("right/call_0") is None
+    runner.reject("left/call_0")
+    assert runner.approve("call_0") == "right/call_0"  # the one left waiting
+    assert runner.run_sync(timeout=30).ok
+    assert PAID == [("bob", 7)]
+
+
+def test_the_two_requests_survive_a_restore_in_a_fresh_runner(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    runner = ReactiveRunner(tree(), state(), checkpointer=SQLiteCheckpointer(db), run_id="two")
+    assert suspended(runner) == ["left/call_0", "right/call_0"]
+
+    restored = ReactiveRunner.restore(tree(), SQLiteCheckpointer(db), "two",
+                                      state_manager=StateManager(AgentState))
+    assert sorted(r.id for r in restored.pending) == ["left/call_0", "right/call_0"]
+    restored.approve("left/call_0")
+    restored.approve("right/call_0")
+    result = restored.run_sync(timeout=30)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert sorted(PAID) == [("alice", 5), ("bob", 7)]
+    assert observation(restored, "left") == "paid alice 5"
+    assert observation(restored, "right") == "paid bob 7"
+
+    # the run is over: restored again, nothing waits and nothing is paid twice
+    again = ReactiveRunner.restore(tree(), SQLiteCheckpointer(db), "two",
+                                   state_manager=StateManager(AgentState))
+    assert again.pending == []
+    assert again.run_sync(timeout=30).ok
+    assert sorted(PAID) == [("alice", 5), ("bob", 7)]
+
+
+class Steps:
+    """A `StepRecorder` in memory (numbered per key, as the contract says)."""
+
+    def __init__(self, recorded: dict[str, Any] | None = None) -> None:
+        self.recorded = dict(recorded or {})
+        self.keys: list[str] = []
+        self.started: list[str] = []
+        self._counts: dict[str, int] = {}
+
+    async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
+        self.keys.append(key)
+        count = self._counts[key] = self._counts.get(key, 0) + 1
+        name = key if count == 1 else f"{key}#{count}"
+        if name not in self.recorded:
+            self.recorded[name] = await factory()
+        return self.recorded[name]  # type: ignore[no-any-return]
+
+    async def mark_started(self, keys: Sequence[str]) -> None:
+        self.started.extend(keys)
+
+    def maybe_repeated(self, key: str) -> bool:
+        return False
+
+
+def test_durable_steps_of_the_two_calls_are_two_steps() -> None:
+    """A durable run's record of executed calls must not take the two calls for one (the
+    second numbered as a repeat of the first, whose recorded result it could be given)."""
+    runner = ReactiveRunner(tree(policy=None), state())
+    steps = Steps()
+    runner.ctx.steps = steps
+    assert runner.run_sync(timeout=30).ok
+    calls = sorted(k for k in steps.keys if "tool:" in k)
+    assert calls == ["left/tool:call_0", "right/tool:call_0"]
+    assert sorted(steps.started) == calls
+    assert sorted(PAID) == [("alice", 5), ("bob", 7)]
+
+    # recovered with only the right call's step recorded (the left one had not run): the
+    # left call runs, with its own arguments, and the right one is replayed, not run again
+    PAID.clear()
+    kept = {k: v for k, v in steps.recorded.items() if not k.startswith("left/tool:")}
+    again = ReactiveRunner(tree(policy=None), state())
+    again.ctx.steps = Steps(kept)
+    assert again.run_sync(timeout=30).ok
+    assert PAID == [("alice", 5)]
+    assert observation(again, "left") == "paid alice 5"
+    assert observation(again, "right") == "paid bob 7"
