@@ -20,7 +20,7 @@ from typing import Any
 from jianmu._json import json_text
 from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNotFoundError
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
-from jianmu.runtime.context import ApprovalRequest, Interaction
+from jianmu.runtime.context import ApprovalRequest, Interaction, named_request
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
 from jianmu.runtime.points import DamagedRowError, Frame, short
@@ -277,12 +277,14 @@ class CheckpointRuns:
                answer: str | None = None) -> str:
         """Approve (with ``arguments``: the call edited), reject or ``answer`` a pending
         request, then continue the run here if its tree can be rebuilt; else record the
-        decision in a new checkpoint. Returns what was done.
+        decision in a new checkpoint. Returns what was done. A call id alone names the one
+        pending request of that call (`Interaction.resolve`).
 
         Raises:
             ApprovalEditError: the edited arguments do not fit the tool (nothing recorded).
-            InteractionError: no such pending request, the run is not waiting, or the
-                request is of the other kind (a question approved, an approval answered).
+            InteractionError: no such pending request, the run is not waiting, the
+                request is of the other kind (a question approved, an approval answered), or
+                a call id alone names several pending requests.
             RunNotFoundError: no such run.
         """
         message = decision_message(approved, text, by)
@@ -298,6 +300,12 @@ class CheckpointRuns:
             if data is None and not live:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
             data = data or {}
+            # a call id alone names the one pending request of that call (`Interaction.resolve`)
+            asked = data.get("interaction", {})
+            call_id = named_request(
+                call_id, asked.get("pending", []),
+                {str(r.get("id")) for r in asked.get("asked", []) if isinstance(r, dict)},
+            )
             if live or data.get("status") in FINISHED or (
                     call_id not in data.get("interaction", {}).get("pending", [])):
                 # answered before (in another tab, say): name the decision that stands, not

@@ -11,9 +11,7 @@ one pending request only. Durable step keys are qualified the same way.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
 
 import py_trees
 import pytest
@@ -24,8 +22,8 @@ from jianmu.errors import InteractionError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, create_react_node
 from jianmu.tools import tool
+from tests.runtime.test_context import FakeSteps
 
-T = TypeVar("T")
 PAID: list[tuple[str, int]] = []
 CONFIRM = Constraints.model_validate({"guard": {"tool_policy": {"pay": "confirm"}}})
 WHO = {"left": ("alice", 5), "right": ("bob", 7)}
@@ -155,35 +153,11 @@ def test_the_two_requests_survive_a_restore_in_a_fresh_runner(tmp_path: Path) ->
     assert sorted(PAID) == [("alice", 5), ("bob", 7)]
 
 
-class Steps:
-    """A `StepRecorder` in memory (numbered per key, as the contract says)."""
-
-    def __init__(self, recorded: dict[str, Any] | None = None) -> None:
-        self.recorded = dict(recorded or {})
-        self.keys: list[str] = []
-        self.started: list[str] = []
-        self._counts: dict[str, int] = {}
-
-    async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
-        self.keys.append(key)
-        count = self._counts[key] = self._counts.get(key, 0) + 1
-        name = key if count == 1 else f"{key}#{count}"
-        if name not in self.recorded:
-            self.recorded[name] = await factory()
-        return self.recorded[name]  # type: ignore[no-any-return]
-
-    async def mark_started(self, keys: Sequence[str]) -> None:
-        self.started.extend(keys)
-
-    def maybe_repeated(self, key: str) -> bool:
-        return False
-
-
 def test_durable_steps_of_the_two_calls_are_two_steps() -> None:
     """A durable run's record of executed calls must not take the two calls for one (the
     second numbered as a repeat of the first, whose recorded result it could be given)."""
     runner = ReactiveRunner(tree(policy=None), state())
-    steps = Steps()
+    steps = FakeSteps()
     runner.ctx.steps = steps
     assert runner.run_sync(timeout=30).ok
     calls = sorted(k for k in steps.keys if "tool:" in k)
@@ -196,7 +170,7 @@ def test_durable_steps_of_the_two_calls_are_two_steps() -> None:
     PAID.clear()
     kept = {k: v for k, v in steps.recorded.items() if not k.startswith("left/tool:")}
     again = ReactiveRunner(tree(policy=None), state())
-    again.ctx.steps = Steps(kept)
+    again.ctx.steps = FakeSteps(kept)
     assert again.run_sync(timeout=30).ok
     assert PAID == [("alice", 5)]
     assert observation(again, "left") == "paid alice 5"
