@@ -23,12 +23,13 @@ sub-agent's tree in a run of its own, nested in the caller's:
   executor; an ``invoke_agent <name>`` span inside ``execute_tool <name>``);
 - on the caller's approval channel: a call inside the sub-agent that asks a person suspends
   the whole run, the request named by its path (``researcher > write_file(...)``, id
-  ``researcher/<call id>/<sub-call id>``). After the decision the sub-agent continues where it
-  stopped, also in another process restored from the run's checkpoint: its node statuses are
-  kept in its namespace (``agent_run``) and every finished call in its ``completed_call_ids``,
-  so none runs twice. While the run suspends, a sub-agent in flight in a parallel batch runs
-  to its end or its own request first (`ReactiveRunner.run`); one halted meanwhile keeps where
-  it stood, and the call run again resumes there.
+  ``researcher/<call id>/<sub-call id>``, after the caller's namespace's prefix if it has one:
+  ``left/researcher/...``, `jianmu.runtime.scopes`). After the decision the sub-agent
+  continues where it stopped, also in another process restored from the run's checkpoint:
+  its node statuses are kept in its namespace (``agent_run``) and every finished call in its
+  ``completed_call_ids``, so none runs twice. While the run suspends, a sub-agent in flight
+  in a parallel batch runs to its end or its own request first (`ReactiveRunner.run`); one
+  halted meanwhile keeps where it stood, and the call run again resumes there.
 
 The tool's result is the sub-agent's ``final_output`` (its typed answer), else its
 ``final_answer``. A sub-agent that fails is the tool's failure: its error is the caller's

@@ -20,8 +20,8 @@ record it; they decide nothing about the call. Every module a plain call's whole
 is listed, in order, in docs/design.md ("A plain call's path").
 
 The helpers a call's node needs are here too, for `ToolNode` as well: the runner kept between
-runs (`RunnerCache`), ids unique in the run (`unique_ids`), previews and the call's span; the
-approvals a call's node asks and uses once are in ``nodes/approvals.py``.
+runs (`RunnerCache`), ids unique in the run (`unique_ids`), the run as the node keys its calls
+in it (`own_run`), previews and the call's span.
 """
 
 from __future__ import annotations
@@ -53,12 +53,12 @@ from jianmu.execution.runner import (
     set_redirect_check,
 )
 from jianmu.guard import Decision, DecisionKind, GuardEnforcer, GuardLedger, visible_tools
+from jianmu.guard.checkers import edited_call
 from jianmu.guard.enforcer import builtin_chain
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message, Usage
 from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import executor_refusal
-from jianmu.nodes.approvals import consume_approval, edited_call
 from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_failures import (
@@ -71,7 +71,7 @@ from jianmu.nodes.tool_failures import (
 )
 from jianmu.nodes.tool_spans import call_span_attributes, denied_span, finish_span
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
-from jianmu.runtime.context import RunContext, unattended
+from jianmu.runtime.context import RunContext, consume_approval, owner_prefix, unattended
 from jianmu.runtime.events import EventBus, span
 from jianmu.runtime.scopes import seen_from
 from jianmu.tools._edit_schema import input_schema_of
@@ -165,7 +165,7 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     completed = state.get("completed_call_ids")
     used = set(completed) if completed else ()  # the first batch of a run: nothing used yet
     observed = state.get("observations") or {}  # its keys: the ids of this batch's results
-    interaction = seen_from(node.ctx, node.namespace).interaction  # the namespace's approvals
+    interaction = own_run(node).interaction  # the approvals of the node's namespace
     seen: set[str] = set()
     out: list[ToolCall] = []
     for call in calls:
@@ -188,6 +188,13 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
         seen.add(call_id)
         out.append(call if call_id == call.id else call.with_id(call_id))
     return out
+
+
+def own_run(node: RuntimeNode) -> RunContext:
+    """The run with ``node``'s calls keyed under its namespace (`seen_from`): the run itself in
+    its own namespace (a lone agent's, most runs: no view is made)."""
+    ctx = node.ctx
+    return seen_from(ctx, node.namespace) if owner_prefix(ctx.namespace, node.namespace) else ctx
 
 
 def elapsed_ms(start: float) -> float:
@@ -506,7 +513,7 @@ class ToolExecutor(AsyncNode):
             denied_span(call, tool, decision, self.ctx, error_type=type(exc).__name__)
             self._record(call, tool, ToolResult(
                 tool=tool.name, ok=False, call_id=call.id, error=error_text(exc)))
-            consume_approval(self.own_run, call.id)  # decided and answered: never asked again
+            consume_approval(own_run(self), call.id)  # decided and answered: never asked again
             return False
         return True
 
@@ -552,7 +559,7 @@ class ToolExecutor(AsyncNode):
                     tool=call.name, ok=False, call_id=call.id, error=error_text(exc)
                 ))
             return
-        steps = self.own_run.steps  # keyed under this node's namespace, as its requests
+        steps = own_run(self).steps  # keyed under this node's namespace, as its requests
         if steps is not None:  # a worker that dies from here on leaves these calls in flight
             await steps.mark_started([f"tool:{call.id}" for call, _, _ in batch])
         if self._mode([tool for _, tool, _ in batch]) == "serial":
@@ -778,7 +785,7 @@ class ToolExecutor(AsyncNode):
         self, call: ToolCall, tool: Tool, attempts: Callable[[], Awaitable[ToolResult]]
     ) -> ToolResult:
         """``attempts()``, as a durable step when the run is durable."""
-        steps = self.own_run.steps
+        steps = own_run(self).steps
         if steps is None or tool.records_own_steps:
             return await attempts()
         # durable: the call id is the step's identity; a finished call is replayed
@@ -829,15 +836,10 @@ class ToolExecutor(AsyncNode):
         ).truncate(tool.max_result_length)
 
     @property
-    def own_run(self) -> RunContext:
-        """The run with this node's calls keyed under its namespace (`seen_from`)."""
-        return seen_from(self.ctx, self.namespace)
-
-    @property
     def run_as_seen(self) -> RunContext:
         """The run as the guard and the tools see it (`own_run`): nobody to ask where the
         config says so."""
-        run = self.own_run
+        run = own_run(self)
         return run if self.config.interactive else unattended(run)
 
     def _injected(self, call: ToolCall) -> dict[str, Any]:
@@ -868,7 +870,7 @@ class ToolExecutor(AsyncNode):
             self.events.emit("tool.call.failed", tool=result.tool, call_id=call.id,
                              error=result.error)
         else:
-            consume_approval(self.own_run, call.id)
+            consume_approval(own_run(self), call.id)
         message = self._message(result, self._edit_of(call))
         record = _Record(call, tool, result, executed, time.time(), message)
         if self._held is not None:
@@ -948,7 +950,7 @@ class ToolExecutor(AsyncNode):
 
     def _edit_of(self, call: ToolCall) -> Any:
         """The arguments a person edited this call to, or None (the model's ran)."""
-        interaction = self.own_run.interaction
+        interaction = own_run(self).interaction
         decision = interaction.decision(call.id) if interaction is not None else None
         if decision is None or decision.arguments is None:
             return None

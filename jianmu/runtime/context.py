@@ -6,7 +6,8 @@ has no recorder: a step is just its coroutine. A durable run (`jianmu.durable`) 
 `RunContext.steps`; it runs each step once, stores its result under the step's key, and on
 recovery hands the stored result back instead of running the step again. The keys are stable
 across re-executions of the same run: a model turn is ``model:{node path}`` (numbered by the
-recorder per key), a tool call is ``tool:{call id}``.
+recorder per key), a tool call is ``tool:{call id}`` (under the call's namespace:
+``left/tool:call_0``, `jianmu.runtime.scopes`).
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ __all__ = (
     "RunContext",
     "StepRecorder",
     "check_edit",
+    "consume_approval",
     "copy_of",
+    "fresh_request_id",
     "named_request",
+    "owner_prefix",
     "run_constraints",
     "unattended",
 )
@@ -64,7 +68,8 @@ class ApprovalRequest:
     """A question the run asks before it goes on; for a tool call, ``id`` is the call's id."""
 
     id: str
-    """Unique id; `ReactiveRunner.approve` and ``reject`` take it."""
+    """Unique in the run; `ReactiveRunner.approve` and ``reject`` take it. A call's is the
+    call id qualified by the namespace that owns the call (`jianmu.runtime.scopes`)."""
     kind: str = "tool_call"
     """What is asked: ``tool_call`` (approve or reject), ``question`` (answer with text) or a
     node's own kind."""
@@ -344,6 +349,38 @@ def named_request(given: str, pending: Iterable[str], asked: Container[str]) -> 
             f"that were given one id: {', '.join(qualified)}; give the one you mean"
         )
     return qualified[0] if qualified else given
+
+
+def fresh_request_id(base: str, ctx: RunContext) -> str:
+    """``base``, or ``base.N`` when the approvals under the earlier ids were already used."""
+    interaction = ctx.interaction
+    candidate, n = base, 0
+    while interaction is not None and interaction.consumed(candidate):
+        n += 1
+        candidate = f"{base}.{n}"
+    return candidate
+
+
+def consume_approval(ctx: RunContext, request_id: str) -> None:
+    """Mark a person's approval as used once the call it allowed has run."""
+    interaction = ctx.interaction
+    if interaction is not None and interaction.decision(request_id) is not None:
+        interaction.consume(request_id)
+
+
+def owner_prefix(run_namespace: str | None, namespace: str | None) -> str:
+    """The prefix under which a node of ``namespace`` keys its calls in the run of
+    ``run_namespace`` (`jianmu.runtime.scopes`): ``""`` in the run's own namespace, else the
+    namespace (relative to the run's) and ``/``.
+
+    Call ids never hold ``/`` (`jianmu.nodes.tool_executor.unique_ids` escapes it), so two
+    namespaces' keys of one call id never meet, nor meet a bare one.
+    """
+    if not namespace or namespace == run_namespace:
+        return ""
+    if run_namespace and namespace.startswith(run_namespace + "."):
+        namespace = namespace[len(run_namespace) + 1:]
+    return namespace + "/"
 
 
 def check_edit(request: ApprovalRequest, arguments: Any) -> None:

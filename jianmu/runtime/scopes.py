@@ -5,7 +5,8 @@ Models number call ids per turn (``call_0``, ``call_1``: local models, OpenAI-co
 servers, `ScriptedLLM`), so two agents in two namespaces of one run (parallel branches, a team)
 give their calls one id. What the run keys by a call (its approval request, the decision, the
 approval used, its question, its durable step) is therefore keyed by the call id qualified by
-the namespace that owns the call, relative to the run's own (`RunContext.namespace`):
+the namespace that owns the call, relative to the run's own (`RunContext.namespace`,
+`jianmu.runtime.context.owner_prefix`):
 ``left/call_0``, ``left/ask:call_0``, step ``left/tool:call_0``. A call of the run's own
 namespace (a lone agent's) keeps its bare id. A sub-agent's run sees its caller's channel the
 same way, under the call's prefix (``researcher/call_1/``, `jianmu.nodes.agents`), so the
@@ -27,25 +28,12 @@ from jianmu.runtime.context import (
     Interaction,
     RunContext,
     StepRecorder,
+    owner_prefix,
 )
 
-__all__ = ("ScopedInteraction", "ScopedSteps", "owner_prefix", "seen_from")
+__all__ = ("ScopedInteraction", "ScopedSteps", "seen_from")
 
 T = TypeVar("T")
-
-
-def owner_prefix(run_namespace: str | None, namespace: str | None) -> str:
-    """The prefix of what a node of ``namespace`` keys in the run of ``run_namespace``:
-    ``""`` in the run's own namespace, else the namespace (relative to the run's) and ``/``.
-
-    Call ids never hold ``/`` (`jianmu.nodes.tool_executor.unique_ids` escapes it), so two
-    namespaces' keys of one call id never meet, nor meet a bare one.
-    """
-    if not namespace or namespace == run_namespace:
-        return ""
-    if run_namespace and namespace.startswith(run_namespace + "."):
-        namespace = namespace[len(run_namespace) + 1:]
-    return namespace + "/"
 
 
 class ScopedInteraction(Interaction):

@@ -20,7 +20,7 @@ from py_trees.common import ParallelPolicy
 from jianmu import Constraints, ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
 from jianmu.errors import InteractionError
 from jianmu.llm import ScriptedLLM
-from jianmu.nodes import AgentState, create_react_node
+from jianmu.nodes import AgentState, agent_tool, create_react_node
 from jianmu.tools import tool
 from tests.runtime.test_context import FakeSteps
 
@@ -175,3 +175,51 @@ def test_durable_steps_of_the_two_calls_are_two_steps() -> None:
     assert PAID == [("alice", 5)]
     assert observation(again, "left") == "paid alice 5"
     assert observation(again, "right") == "paid bob 7"
+
+
+def lead(namespace: str) -> py_trees.behaviour.Behaviour:
+    """A lead agent in ``namespace`` that asks its researcher (``call_0``), whose model pays
+    under ``call_0`` too: the leads' sub-agents' requests meet unless qualified."""
+    to, amount = WHO[namespace]
+
+    def researcher() -> py_trees.behaviour.Behaviour:
+        return create_react_node(ScriptedLLM([
+            [{"id": "call_0", "name": "pay", "arguments": {"to": to, "amount": amount}}],
+            lambda messages: f"researched: {messages[-1].content}",
+        ]), [pay], name="researcher", constraints=CONFIRM)
+
+    helper = agent_tool(researcher, name="researcher", description="Finds things out.")
+    llm = ScriptedLLM([
+        [{"id": "call_0", "name": "researcher", "arguments": {"input": "pay"}}],
+        lambda messages: f"{namespace}: {messages[-1].content}",
+    ])
+    node = create_react_node(llm, [helper], name=namespace)
+    for part in node.iterate():
+        part.namespace = namespace  # type: ignore[attr-defined]
+    return node
+
+
+def test_two_leads_sub_agents_with_one_call_id_are_asked_apart(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+
+    def team() -> py_trees.behaviour.Behaviour:
+        return py_trees.composites.Parallel(
+            "leads", policy=ParallelPolicy.SuccessOnAll(), children=[lead("left"), lead("right")]
+        )
+
+    runner = ReactiveRunner(team(), state(), checkpointer=SQLiteCheckpointer(db), run_id="leads")
+    assert suspended(runner) == ["left/researcher/call_0/call_0",
+                                 "right/researcher/call_0/call_0"]
+
+    restored = ReactiveRunner.restore(team(), SQLiteCheckpointer(db), "leads",
+                                      state_manager=StateManager(AgentState))
+    with pytest.raises(InteractionError, match="names 2 pending requests"):
+        restored.approve("call_0")
+    restored.approve("left/researcher/call_0/call_0")
+    restored.reject("right/researcher/call_0/call_0", "no")
+    result = restored.run_sync(timeout=30)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert PAID == [("alice", 5)]
+    assert restored.state.scope("left").get("final_answer") == (
+        "left: researched: paid alice 5")
+    assert "no" in str(restored.state.scope("right").get("final_answer"))
