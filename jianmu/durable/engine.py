@@ -442,7 +442,7 @@ class DurableEngine:
             raise _already_decided(run_id, call_id, first)
         pending = await self.pending(run_id)
         # a call id alone names the one pending request of that call (`Interaction.resolve`)
-        call_id = named_request(call_id, [r.id for r in pending], ())
+        call_id = named_request(call_id, pending, ())
         if call_id not in {r.id for r in pending}:
             # decided (and gone on) since the look above: name that decision
             first = await asyncio.to_thread(ledger.first, run_id, call_id)

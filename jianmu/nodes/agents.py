@@ -378,12 +378,11 @@ class _ScopedInteraction(ScopedInteraction):
 
     def shown(self, request: ApprovalRequest) -> ApprovalRequest:
         """``request`` as the caller's channel asks it: under this sub-agent's path."""
-        payload = dict(request.payload)
+        asked = super().shown(request)
+        payload = dict(asked.payload)
         payload["agent_path"] = [self.label, *payload.get("agent_path", ())]
-        return dataclasses.replace(
-            request, id=self.prefix + request.id, summary=f"{self.label} > {request.summary}",
-            payload=payload,
-        )
+        return dataclasses.replace(asked, summary=f"{self.label} > {request.summary}",
+                                   payload=payload)
 
 
 def _renamed(name: str) -> str:

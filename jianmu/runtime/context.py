@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "QUESTION",
+    "UNQUALIFIED",
     "ApprovalDecision",
     "ApprovalRequest",
     "Interaction",
@@ -181,26 +182,24 @@ class Interaction:
         return self._decisions.get(request_id)
 
     def resolve(self, request_id: str) -> str:
-        """The id of the request ``request_id`` names: itself when a request waits under it,
-        else the one pending request whose id ends with ``/request_id``.
-
-        A call's request id is qualified by the namespace that owns the call (``left/call_0``,
-        `jianmu.runtime.scopes`), so the call id alone still names its request where no other
-        pending request has that call id.
+        """The id of the request ``request_id`` names (`named_request`): itself when a
+        request was asked under it, else the one pending request that had that id before ids
+        were qualified by the namespace that owns the call (``call_0`` for ``left/call_0``,
+        `jianmu.runtime.scopes`).
 
         Raises:
             InteractionError: ``request_id`` names several pending requests (of several
                 namespaces); the message lists their ids.
         """
         with self._lock:
-            return named_request(request_id, self._pending, self._asked)
+            return named_request(request_id, self._pending.values(), self._asked)
 
     def _decide(
         self, request_id: str, approved: bool, message: str | None, *,
         arguments: dict[str, Any] | None = None, answer: str | None = None,
     ) -> str:
         with self._lock:
-            request_id = named_request(request_id, self._pending, self._asked)
+            request_id = named_request(request_id, self._pending.values(), self._asked)
             if request_id not in self._asked:
                 known = ", ".join(sorted(self._pending)) or "none"
                 raise InteractionError(
@@ -330,25 +329,32 @@ class Interaction:
             self.suspended = bool(self._pending)
 
 
-def named_request(given: str, pending: Iterable[str], asked: Container[str]) -> str:
+UNQUALIFIED = "unqualified_id"
+"""The payload key of a request's id without the prefixes of the namespaces it was asked
+under (`jianmu.runtime.scopes`): the id it had before ids were qualified, which still names it
+where no other pending request has it (`named_request`). Absent: the id itself."""
+
+
+def named_request(given: str, pending: Iterable[ApprovalRequest], asked: Container[str]) -> str:
     """The request id ``given`` names: ``given`` itself when a request was asked under it
-    (its exact id always means that request, decided or not); else the one ``pending`` id that
-    ends with ``/given`` (a call id alone, its namespace left out); else ``given`` as it is
-    (unknown, said so by whoever looks it up).
+    (its exact id always means that request, decided or not); else the one pending request
+    whose id without its namespaces' prefixes is ``given`` (`UNQUALIFIED`: ``call_0`` for
+    ``left/call_0``, never for a sub-agent's ``helper/call_1/call_0``); else ``given`` as it
+    is (unknown, said so by whoever looks it up).
 
     Raises:
-        InteractionError: several pending ids end with ``/given``: which one is meant is not
-            guessed.
+        InteractionError: several pending requests have that id in their namespaces: which
+            one is meant is not guessed.
     """
     if given in asked:
         return given
-    qualified = [i for i in pending if i.endswith("/" + given)]
-    if len(qualified) > 1:
+    named = [r.id for r in pending if r.payload.get(UNQUALIFIED) == given]
+    if len(named) > 1:
         raise InteractionError(
-            f"{given!r} names {len(qualified)} pending requests, of calls of different nodes "
-            f"that were given one id: {', '.join(qualified)}; give the one you mean"
+            f"{given!r} names {len(named)} pending requests, of calls of different namespaces "
+            f"that were given one id: {', '.join(named)}; give the one you mean"
         )
-    return qualified[0] if qualified else given
+    return named[0] if named else given
 
 
 def fresh_request_id(base: str, ctx: RunContext) -> str:

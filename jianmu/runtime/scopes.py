@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
 from jianmu.runtime.context import (
+    UNQUALIFIED,
     ApprovalDecision,
     ApprovalRequest,
     Interaction,
@@ -38,16 +39,26 @@ T = TypeVar("T")
 
 class ScopedInteraction(Interaction):
     """A run's channel to a person as seen under ``prefix``: every id given or returned is
-    relative to it, and the requests live in ``parent`` under ``prefix + id``."""
+    relative to it, and the requests live in ``parent`` under ``prefix + id``.
 
-    def __init__(self, parent: Interaction, prefix: str) -> None:
+    ``qualifies``: the prefix is a namespace's, left out of the request's id as a person may
+    still give it (`UNQUALIFIED`); a sub-agent's call's prefix (``helper/call_1/``) is not:
+    its requests are named by their whole path.
+    """
+
+    def __init__(self, parent: Interaction, prefix: str, *, qualifies: bool = False) -> None:
         super().__init__()
         self.parent = parent
         self.prefix = prefix
+        self.qualifies = qualifies
 
     def shown(self, request: ApprovalRequest) -> ApprovalRequest:
         """``request`` as it is asked in ``parent`` (its id under the prefix)."""
-        return dataclasses.replace(request, id=self.prefix + request.id)
+        payload = request.payload
+        if self.qualifies or UNQUALIFIED in payload:
+            short = payload.get(UNQUALIFIED, request.id)
+            payload = {**payload, UNQUALIFIED: short if self.qualifies else self.prefix + short}
+        return dataclasses.replace(request, id=self.prefix + request.id, payload=payload)
 
     def suspend(self, request: ApprovalRequest) -> None:
         """Ask ``request`` on the parent channel, under the prefix."""
@@ -155,7 +166,7 @@ class _Owned:
             return None
         scoped = self._interaction
         if scoped is None or scoped.parent is not parent:  # made once per channel
-            scoped = ScopedInteraction(parent, self._prefix)
+            scoped = ScopedInteraction(parent, self._prefix, qualifies=True)
             object.__setattr__(self, "_interaction", scoped)
         return scoped
 

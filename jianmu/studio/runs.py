@@ -9,6 +9,7 @@ the same SQLite file; the runs' own events are with their points (`jianmu.runtim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import threading
@@ -20,7 +21,7 @@ from typing import Any
 from jianmu._json import json_text
 from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNotFoundError
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
-from jianmu.runtime.context import ApprovalRequest, Interaction, named_request
+from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
 from jianmu.runtime.points import DamagedRowError, Frame, short
@@ -301,11 +302,10 @@ class CheckpointRuns:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
             data = data or {}
             # a call id alone names the one pending request of that call (`Interaction.resolve`)
-            asked = data.get("interaction", {})
-            call_id = named_request(
-                call_id, asked.get("pending", []),
-                {str(r.get("id")) for r in asked.get("asked", []) if isinstance(r, dict)},
-            )
+            interaction = Interaction()
+            with contextlib.suppress(CheckpointError):  # damaged: the checks below say so
+                interaction.restore(data.get("interaction", {}))
+            call_id = interaction.resolve(call_id)
             if live or data.get("status") in FINISHED or (
                     call_id not in data.get("interaction", {}).get("pending", [])):
                 # answered before (in another tab, say): name the decision that stands, not

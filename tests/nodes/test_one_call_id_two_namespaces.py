@@ -213,7 +213,10 @@ def test_two_leads_sub_agents_with_one_call_id_are_asked_apart(tmp_path: Path) -
 
     restored = ReactiveRunner.restore(team(), SQLiteCheckpointer(db), "leads",
                                       state_manager=StateManager(AgentState))
+    # the id each had before ids were qualified names both; a sub-agent's call id alone, none
     with pytest.raises(InteractionError, match="names 2 pending requests"):
+        restored.approve("researcher/call_0/call_0")
+    with pytest.raises(InteractionError, match="no approval request 'call_0'"):
         restored.approve("call_0")
     restored.approve("left/researcher/call_0/call_0")
     restored.reject("right/researcher/call_0/call_0", "no")
