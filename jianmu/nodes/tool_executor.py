@@ -156,10 +156,11 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     """``calls`` with each id unique in the batch and unused in the run, derived the same each
     time.
 
-    A model may reuse an id (even one approved and used before, maybe in another skill's
-    namespace): a clashing id ``x`` becomes ``x.1`` (or ``x.2``...). Stable, so an approval
-    asked under it and a run restored mid-batch find the same call again; an id whose call
-    finished in the current batch (its observation is still pending) is that call, not a clash.
+    A model may reuse an id (even one approved and used before in the node's namespace; in
+    another namespace it is another call, `own_run`): a clashing id ``x`` becomes ``x.1`` (or
+    ``x.2``...). Stable, so an approval asked under it and a run restored mid-batch find the
+    same call again; an id whose call finished in the current batch (its observation is still
+    pending) is that call, not a clash.
     """
     state = node.state
     completed = state.get("completed_call_ids")
