@@ -6,14 +6,15 @@ servers, `ScriptedLLM`), so two agents in two namespaces of one run (parallel br
 give their calls one id. What the run keys by a call (its approval request, the decision, the
 approval used, its question, its durable step) is therefore keyed by the call id qualified by
 the namespace that owns the call, relative to the run's own (`RunContext.namespace`,
-`jianmu.runtime.context.owner_prefix`):
-``left/call_0``, ``left/ask:call_0``, step ``left/tool:call_0``. A call of the run's own
-namespace (a lone agent's) keeps its bare id. A sub-agent's run sees its caller's channel the
-same way, under the call's prefix (``researcher/call_1/``, `jianmu.nodes.agents`), so the
-prefixes compose: ``left/researcher/call_1/call_0``.
+`jianmu.runtime.context.owner_prefix`): ``left/call_0``, ``left/ask:call_0``, step
+``left/tool:call_0``. A call of the run's own namespace (a lone agent's) keeps its bare id. A
+sub-agent's run sees its caller's channel the same way, under the call's prefix
+(``researcher/call_1/``, `jianmu.nodes.agents`), so the prefixes compose:
+``left/researcher/call_1/call_0``.
 
-`Interaction.resolve` lets a person still name a request by the call id alone where that names
-one pending request.
+A request keeps the id it would have had without the namespaces' prefixes (`UNQUALIFIED`:
+``call_0``, ``researcher/call_1/call_0``), and `Interaction.resolve` lets a person still name
+it so where that names one pending request.
 """
 
 from __future__ import annotations
