@@ -115,15 +115,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
         taken: list[str] = []
         try:
             edited = _edited_arguments(args)
-            for request_id in args.approve or []:
-                runner.approve(request_id, args.message, arguments=edited)
+            # each line names the request decided (a call id alone names the one of that id)
+            for given in args.approve or []:
+                request_id = runner.approve(given, args.message, arguments=edited)
                 note = " with edited arguments" if edited is not None else ""
                 taken.append(f"  ✓ approved {visible(request_id)}{note}")
-            for request_id, text in getattr(args, "answer", None) or []:
-                runner.answer(request_id, text)
+            for given, text in getattr(args, "answer", None) or []:
+                request_id = runner.answer(given, text)
                 taken.append(f"  ✓ answered {visible(request_id)}")
-            for request_id in args.reject or []:
-                runner.reject(request_id, args.message or "rejected with jianmu resume")
+            for given in args.reject or []:
+                request_id = runner.reject(given, args.message or "rejected with jianmu resume")
                 taken.append(f"  ✗ rejected {visible(request_id)}")
         except InteractionError as exc:  # its message says this decision was not taken
             before = "; the decisions given before it were not recorded either" if taken else ""

@@ -38,7 +38,7 @@ from jianmu.errors import (
     UnknownTreeError,
 )
 from jianmu.nodes.state import inputs_message
-from jianmu.runtime.context import QUESTION, ApprovalRequest, check_edit
+from jianmu.runtime.context import QUESTION, ApprovalRequest, check_edit, named_request
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.state import StateManager
 
@@ -384,11 +384,12 @@ class DurableEngine:
                       arguments: dict[str, Any] | None = None) -> None:
         """Approve a pending request of ``run_id``, from any process; with ``arguments``, the
         call runs with those instead (checked against the tool's schema here, and by the
-        guard again before it runs).
+        guard again before it runs). A call id alone names the one pending request of it.
 
         Raises:
             ApprovalEditError: the edited arguments do not fit (nothing was recorded).
-            InteractionError: the request is a question (`answer` it).
+            InteractionError: the request is a question (`answer` it), or ``call_id`` is a
+                call id alone that names several pending requests (their ids are listed).
             RunNotFoundError: no such run, or it waits for no request ``call_id``.
             AlreadyDecidedError: the request was decided before (the first decision stands;
                 the error names it).
@@ -440,6 +441,8 @@ class DurableEngine:
         if first is not None:
             raise _already_decided(run_id, call_id, first)
         pending = await self.pending(run_id)
+        # a call id alone names the one pending request of that call (`Interaction.resolve`)
+        call_id = named_request(call_id, pending, ())
         if call_id not in {r.id for r in pending}:
             # decided (and gone on) since the look above: name that decision
             first = await asyncio.to_thread(ledger.first, run_id, call_id)

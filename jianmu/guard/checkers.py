@@ -14,6 +14,7 @@ PENDING, ALLOW or DENY.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -48,6 +49,7 @@ __all__ = (
     "PolicyTarget",
     "RateLimitChecker",
     "call_fingerprint",
+    "edited_call",
     "tool_permission",
 )
 
@@ -501,8 +503,9 @@ class ConfirmChecker(BaseChecker):
                 rule=rule,
             )
         if None not in (request.node, context.node) and request.node != context.node:
-            # two nodes (parallel branches) whose models gave calls one id: one person's
-            # answer is for the call they were shown, never for the other node's too
+            # ids are qualified by the namespace that owns the call (`jianmu.runtime.scopes`),
+            # so two nodes' calls of one id are two requests; should two nodes still share
+            # one (one namespace), one person's answer is for the call they were shown only
             return Decision.deny(
                 f"call id {call.id!r} was asked about a call of another node "
                 f"({request.node}); that answer does not confirm this call",
@@ -539,7 +542,8 @@ class ConfirmChecker(BaseChecker):
         call: ToolCall, decision: Decision, *, node: str | None = None,
         parameters: dict[str, Any] | None = None,
     ) -> ApprovalRequest:
-        """The approval request for a PENDING call; its id is the call's id.
+        """The approval request for a PENDING call; its id is the call's id (which the run's
+        channel, as the call's node sees it, keys under the node's namespace).
 
         ``parameters`` (the tool's input schema) lets a person's edited arguments be checked
         when they approve, also in another process (`Interaction.approve`).
@@ -563,6 +567,23 @@ class ConfirmChecker(BaseChecker):
             payload=payload,
             node=node,
         )
+
+
+def edited_call(call: ToolCall, ctx: RunContext) -> ToolCall:
+    """``call`` with the arguments a person gave when approving it, if they edited it.
+
+    Only an edit of this very call counts: the request must have been asked about this tool
+    and these arguments (its fingerprint), so an edit never carries over to another call that
+    reuses the id. The guard (`ConfirmChecker`) then checks the edited call like any other.
+    """
+    interaction = ctx.interaction
+    decision = interaction.decision(call.id) if interaction is not None else None
+    if decision is None or decision.arguments is None or not decision.approved:
+        return call
+    request = interaction.request(call.id) if interaction is not None else None
+    if request is None or request.payload.get("fingerprint") != call_fingerprint(call):
+        return call
+    return dataclasses.replace(call, arguments=dict(decision.arguments))
 
 
 def _asked_request(interaction: Interaction, request_id: str) -> ApprovalRequest | None:

@@ -23,12 +23,13 @@ sub-agent's tree in a run of its own, nested in the caller's:
   executor; an ``invoke_agent <name>`` span inside ``execute_tool <name>``);
 - on the caller's approval channel: a call inside the sub-agent that asks a person suspends
   the whole run, the request named by its path (``researcher > write_file(...)``, id
-  ``researcher/<call id>/<sub-call id>``). After the decision the sub-agent continues where it
-  stopped, also in another process restored from the run's checkpoint: its node statuses are
-  kept in its namespace (``agent_run``) and every finished call in its ``completed_call_ids``,
-  so none runs twice. While the run suspends, a sub-agent in flight in a parallel batch runs
-  to its end or its own request first (`ReactiveRunner.run`); one halted meanwhile keeps where
-  it stood, and the call run again resumes there.
+  ``researcher/<call id>/<sub-call id>``, after the caller's namespace's prefix if it has one:
+  ``left/researcher/...``, `jianmu.runtime.scopes`). After the decision the sub-agent
+  continues where it stopped, also in another process restored from the run's checkpoint:
+  its node statuses are kept in its namespace (``agent_run``) and every finished call in its
+  ``completed_call_ids``, so none runs twice. While the run suspends, a sub-agent in flight
+  in a parallel batch runs to its end or its own request first (`ReactiveRunner.run`); one
+  halted meanwhile keeps where it stood, and the call run again resumes there.
 
 The tool's result is the sub-agent's ``final_output`` (its typed answer), else its
 ``final_answer``. A sub-agent that fails is the tool's failure: its error is the caller's
@@ -42,9 +43,9 @@ import contextlib
 import dataclasses
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import py_trees
 from py_trees.common import Status
@@ -67,13 +68,7 @@ from jianmu.nodes.sealed import AnswerJudge
 from jianmu.nodes.team_spans import answering_span, end_team_spans
 from jianmu.nodes.tool_failures import withheld
 from jianmu.runtime.async_node import RuntimeNode, close_tree
-from jianmu.runtime.context import (
-    ApprovalDecision,
-    ApprovalRequest,
-    Interaction,
-    RunContext,
-    StepRecorder,
-)
+from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext
 from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
     GEN_AI_OPERATION_NAME,
@@ -85,6 +80,7 @@ from jianmu.runtime.events import (
     run_span,
 )
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
+from jianmu.runtime.scopes import ScopedInteraction, ScopedSteps
 from jianmu.state import StateManager, StateView
 from jianmu.tools._arguments import input_error
 from jianmu.tools.base import Tool
@@ -358,8 +354,6 @@ def _hold_guardrails(
         _hold_guardrails(child, guardrails)
 
 
-T = TypeVar("T")
-
 MAX_AGENT_DEPTH = 8
 """How deep agent tools may nest (an agent that calls itself, directly or through others):
 each level has its own iteration cap, so without this the run's work would have none."""
@@ -384,77 +378,21 @@ def _label(call_id: str) -> str:
     return _ESCAPED.sub(lambda m: f"%{ord(m.group()):02X}", call_id) or "call"
 
 
-class _ScopedInteraction(Interaction):
+class _ScopedInteraction(ScopedInteraction):
     """The caller's approval channel as a sub-agent sees it: the sub-agent's request ids live
     under ``prefix`` there, and their summaries start with the agent's name."""
 
     def __init__(self, parent: Interaction, prefix: str, label: str) -> None:
-        super().__init__()
-        self.parent = parent
-        self.prefix = prefix
+        super().__init__(parent, prefix)
         self.label = label
 
-    def suspend(self, request: ApprovalRequest) -> None:
-        """Ask ``request`` on the caller's channel, under this sub-agent's path."""
-        payload = dict(request.payload)
+    def shown(self, request: ApprovalRequest) -> ApprovalRequest:
+        """``request`` as the caller's channel asks it: under this sub-agent's path."""
+        asked = super().shown(request)
+        payload = dict(asked.payload)
         payload["agent_path"] = [self.label, *payload.get("agent_path", ())]
-        self.parent.suspend(dataclasses.replace(
-            request, id=self.prefix + request.id, summary=f"{self.label} > {request.summary}",
-            payload=payload,
-        ))
-
-    @property
-    def pending(self) -> list[ApprovalRequest]:
-        """This sub-agent's requests waiting for a decision, with its own ids."""
-        n = len(self.prefix)
-        return [dataclasses.replace(r, id=r.id[n:]) for r in self.parent.pending
-                if r.id.startswith(self.prefix)]
-
-    @property
-    def has_pending(self) -> bool:
-        """Whether one of this sub-agent's requests waits for a decision."""
-        return self.parent.has_pending and any(
-            r.id.startswith(self.prefix) for r in self.parent.pending
-        )
-
-    def asked(self, request_id: str) -> bool:
-        return self.parent.asked(self.prefix + request_id)
-
-    def request(self, request_id: str) -> ApprovalRequest | None:
-        return self.parent.request(self.prefix + request_id)
-
-    def consume(self, request_id: str) -> None:
-        self.parent.consume(self.prefix + request_id)
-
-    def consumed(self, request_id: str) -> bool:
-        return self.parent.consumed(self.prefix + request_id)
-
-    def decision(self, request_id: str) -> ApprovalDecision | None:
-        return self.parent.decision(self.prefix + request_id)
-
-    def approve(
-        self, request_id: str, message: str | None = None, *,
-        arguments: dict[str, Any] | None = None,
-    ) -> None:
-        self.parent.approve(self.prefix + request_id, message, arguments=arguments)
-
-    def answer(self, request_id: str, text: str) -> None:
-        self.parent.answer(self.prefix + request_id, text)
-
-    def reject(self, request_id: str, message: str | None = None) -> None:
-        self.parent.reject(self.prefix + request_id, message)
-
-    def withdraw(self, prefix: str = "") -> list[str]:
-        """Withdraw this sub-agent's pending requests on the caller's channel; their own ids."""
-        n = len(self.prefix)
-        return [i[n:] for i in self.parent.withdraw(self.prefix + prefix)]
-
-    def snapshot(self) -> dict[str, Any]:
-        """Nothing of its own: the caller's run keeps the requests and decisions."""
-        return {}
-
-    def restore(self, data: dict[str, Any]) -> None:
-        """Nothing of its own to restore (see `snapshot`)."""
+        return dataclasses.replace(asked, summary=f"{self.label} > {request.summary}",
+                                   payload=payload)
 
 
 def _renamed(name: str) -> str:
@@ -483,24 +421,6 @@ class _AgentEvents(EventBus):
         if name.startswith("run."):
             fields.setdefault("agent", self.agent)
         return self.parent.emit(_renamed(name), node=node, **fields)
-
-
-class _ScopedSteps:
-    """A durable run's step recorder as a sub-agent sees it: its keys under its namespace, so
-    its calls (``tool:call_1``) never share a record with the caller's."""
-
-    def __init__(self, parent: StepRecorder, prefix: str) -> None:
-        self.parent = parent
-        self.prefix = prefix
-
-    async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
-        return await self.parent.run(self.prefix + key, factory)
-
-    async def mark_started(self, keys: Sequence[str]) -> None:
-        await self.parent.mark_started([self.prefix + k for k in keys])
-
-    def maybe_repeated(self, key: str) -> bool:
-        return self.parent.maybe_repeated(self.prefix + key)
 
 
 class _AgentRoot(RuntimeNode, py_trees.decorators.Decorator):
@@ -556,7 +476,7 @@ class _SubRun(ReactiveRunner):
             self.ctx.interaction = self.interaction
         self.ctx.events = _AgentEvents(parent.events, label)
         self.ctx.tracer = parent.tracer
-        self.ctx.steps = None if parent.steps is None else _ScopedSteps(parent.steps, prefix)
+        self.ctx.steps = None if parent.steps is None else ScopedSteps(parent.steps, prefix)
         self.ctx.running_calls = parent.running_calls  # the caller's calls in flight count here
         self.ctx.agent_runs = parent.agent_runs  # one count for the whole tree of sub-agents
         self.ctx.guardrails = dict(parent.guardrails if guardrails is None else guardrails)

@@ -13,9 +13,8 @@ from __future__ import annotations
 from py_trees.common import Status
 
 from jianmu.errors import StateValidationError
-from jianmu.nodes.tool_executor import fresh_request_id
 from jianmu.runtime.async_node import AsyncNode
-from jianmu.runtime.context import QUESTION, ApprovalRequest
+from jianmu.runtime.context import QUESTION, ApprovalRequest, fresh_request_id
 
 __all__ = ("AskUser",)
 

@@ -20,8 +20,8 @@ record it; they decide nothing about the call. Every module a plain call's whole
 is listed, in order, in docs/design.md ("A plain call's path").
 
 The helpers a call's node needs are here too, for `ToolNode` as well: the runner kept between
-runs (`RunnerCache`), ids unique in the run (`unique_ids`), approvals used once
-(`consume_approval`), previews and the call's span.
+runs (`RunnerCache`), ids unique in the run (`unique_ids`), the run as the node keys its calls
+in it (`own_run`), previews and the call's span.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from jianmu.execution.runner import (
     set_redirect_check,
 )
 from jianmu.guard import Decision, DecisionKind, GuardEnforcer, GuardLedger, visible_tools
-from jianmu.guard.checkers import call_fingerprint
+from jianmu.guard.checkers import edited_call
 from jianmu.guard.enforcer import builtin_chain
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message, Usage
@@ -71,8 +71,9 @@ from jianmu.nodes.tool_failures import (
 )
 from jianmu.nodes.tool_spans import call_span_attributes, denied_span, finish_span
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
-from jianmu.runtime.context import RunContext, unattended
+from jianmu.runtime.context import RunContext, consume_approval, owner_prefix, unattended
 from jianmu.runtime.events import EventBus, span
+from jianmu.runtime.scopes import seen_from
 from jianmu.tools._edit_schema import input_schema_of
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import (
@@ -155,16 +156,17 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     """``calls`` with each id unique in the batch and unused in the run, derived the same each
     time.
 
-    A model may reuse an id (even one approved and used before, maybe in another skill's
-    namespace): a clashing id ``x`` becomes ``x.1`` (or ``x.2``...). Stable, so an approval
-    asked under it and a run restored mid-batch find the same call again; an id whose call
-    finished in the current batch (its observation is still pending) is that call, not a clash.
+    A model may reuse an id (even one approved and used before in the node's namespace; in
+    another namespace it is another call, `own_run`): a clashing id ``x`` becomes ``x.1`` (or
+    ``x.2``...). Stable, so an approval asked under it and a run restored mid-batch find the
+    same call again; an id whose call finished in the current batch (its observation is still
+    pending) is that call, not a clash.
     """
     state = node.state
     completed = state.get("completed_call_ids")
     used = set(completed) if completed else ()  # the first batch of a run: nothing used yet
     observed = state.get("observations") or {}  # its keys: the ids of this batch's results
-    interaction = node.ctx.interaction
+    interaction = own_run(node).interaction  # the approvals of the node's namespace
     seen: set[str] = set()
     out: list[ToolCall] = []
     for call in calls:
@@ -189,38 +191,11 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     return out
 
 
-def fresh_request_id(base: str, ctx: RunContext) -> str:
-    """``base``, or ``base.N`` when the approvals under the earlier ids were already used."""
-    interaction = ctx.interaction
-    candidate, n = base, 0
-    while interaction is not None and interaction.consumed(candidate):
-        n += 1
-        candidate = f"{base}.{n}"
-    return candidate
-
-
-def consume_approval(ctx: RunContext, request_id: str) -> None:
-    """Mark a person's approval as used once the call it allowed has run."""
-    interaction = ctx.interaction
-    if interaction is not None and interaction.decision(request_id) is not None:
-        interaction.consume(request_id)
-
-
-def edited_call(call: ToolCall, ctx: RunContext) -> ToolCall:
-    """``call`` with the arguments a person gave when approving it, if they edited it.
-
-    Only an edit of this very call counts: the request must have been asked about this tool
-    and these arguments (its fingerprint), so an edit never carries over to another call that
-    reuses the id. The guard then checks the edited call like any other.
-    """
-    interaction = ctx.interaction
-    decision = interaction.decision(call.id) if interaction is not None else None
-    if decision is None or decision.arguments is None or not decision.approved:
-        return call
-    request = interaction.request(call.id) if interaction is not None else None
-    if request is None or request.payload.get("fingerprint") != call_fingerprint(call):
-        return call
-    return dataclasses.replace(call, arguments=dict(decision.arguments))
+def own_run(node: RuntimeNode) -> RunContext:
+    """The run with ``node``'s calls keyed under its namespace (`seen_from`): the run itself in
+    its own namespace (a lone agent's, most runs: no view is made)."""
+    ctx = node.ctx
+    return seen_from(ctx, node.namespace) if owner_prefix(ctx.namespace, node.namespace) else ctx
 
 
 def elapsed_ms(start: float) -> float:
@@ -481,7 +456,7 @@ class ToolExecutor(AsyncNode):
         done = set(self.state.get("completed_call_ids") or ())
         toolset = self.toolset
         pending = [toolset.canonical(c) for c in calls if c.id not in done]
-        run = self.run_as_seen
+        run = self.run_as_seen  # its requests are keyed under this node's namespace
         if run.interaction is not None:  # a person may have edited calls when approving
             pending = [(edited_call(c, run), found) for c, found in pending]
         if self.ctx.checkpointed:  # calls a process that died had started: not run again
@@ -498,7 +473,7 @@ class ToolExecutor(AsyncNode):
         waiting = [(c, d) for (c, found), d in zip(known, decisions, strict=True)
                    if d.awaiting_approval and self._fits(c, found)]
         if waiting:
-            interaction = self.ctx.interaction
+            interaction = run.interaction
             assert interaction is not None  # without one, ConfirmChecker denies instead
             tools = {c.id: found for c, found in known}
             for call, decision in waiting:
@@ -539,7 +514,7 @@ class ToolExecutor(AsyncNode):
             denied_span(call, tool, decision, self.ctx, error_type=type(exc).__name__)
             self._record(call, tool, ToolResult(
                 tool=tool.name, ok=False, call_id=call.id, error=error_text(exc)))
-            consume_approval(self.ctx, call.id)  # decided and answered: never asked again
+            consume_approval(own_run(self), call.id)  # decided and answered: never asked again
             return False
         return True
 
@@ -585,7 +560,7 @@ class ToolExecutor(AsyncNode):
                     tool=call.name, ok=False, call_id=call.id, error=error_text(exc)
                 ))
             return
-        steps = self.ctx.steps
+        steps = own_run(self).steps  # keyed under this node's namespace, as its requests
         if steps is not None:  # a worker that dies from here on leaves these calls in flight
             await steps.mark_started([f"tool:{call.id}" for call, _, _ in batch])
         if self._mode([tool for _, tool, _ in batch]) == "serial":
@@ -811,7 +786,7 @@ class ToolExecutor(AsyncNode):
         self, call: ToolCall, tool: Tool, attempts: Callable[[], Awaitable[ToolResult]]
     ) -> ToolResult:
         """``attempts()``, as a durable step when the run is durable."""
-        steps = self.ctx.steps
+        steps = own_run(self).steps
         if steps is None or tool.records_own_steps:
             return await attempts()
         # durable: the call id is the step's identity; a finished call is replayed
@@ -863,8 +838,10 @@ class ToolExecutor(AsyncNode):
 
     @property
     def run_as_seen(self) -> RunContext:
-        """The run as the guard and the tools see it: nobody to ask where the config says so."""
-        return self.ctx if self.config.interactive else unattended(self.ctx)
+        """The run as the guard and the tools see it (`own_run`): nobody to ask where the
+        config says so."""
+        run = own_run(self)
+        return run if self.config.interactive else unattended(run)
 
     def _injected(self, call: ToolCall) -> dict[str, Any]:
         """What a tool may ask to be given (`jianmu.tools.schema.Injected`)."""
@@ -894,7 +871,7 @@ class ToolExecutor(AsyncNode):
             self.events.emit("tool.call.failed", tool=result.tool, call_id=call.id,
                              error=result.error)
         else:
-            consume_approval(self.ctx, call.id)
+            consume_approval(own_run(self), call.id)
         message = self._message(result, self._edit_of(call))
         record = _Record(call, tool, result, executed, time.time(), message)
         if self._held is not None:
@@ -974,7 +951,7 @@ class ToolExecutor(AsyncNode):
 
     def _edit_of(self, call: ToolCall) -> Any:
         """The arguments a person edited this call to, or None (the model's ran)."""
-        interaction = self.ctx.interaction
+        interaction = own_run(self).interaction
         decision = interaction.decision(call.id) if interaction is not None else None
         if decision is None or decision.arguments is None:
             return None

@@ -13,22 +13,16 @@ from jianmu.constraints import Constraints
 from jianmu.errors import StateValidationError, ToolValidationError
 from jianmu.execution.runner import pinned_paths, reset_redirect_check, set_redirect_check
 from jianmu.guard import GuardEnforcer, GuardLedger
+from jianmu.guard.checkers import edited_call
 from jianmu.guard.guardrails import configured_guardrails, run_guardrails
 from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import redirect_check
 from jianmu.nodes.state import ledger_view
-from jianmu.nodes.tool_executor import (
-    RunnerCache,
-    consume_approval,
-    edited_call,
-    elapsed_ms,
-    fresh_request_id,
-    input_schema_of,
-    preview,
-)
+from jianmu.nodes.tool_executor import RunnerCache, elapsed_ms, input_schema_of, preview
 from jianmu.nodes.tool_failures import OWN_FAILURES, error_text, own_failure, withheld
 from jianmu.nodes.tool_spans import finish_span, tool_span_attributes
 from jianmu.runtime.async_node import AsyncNode
+from jianmu.runtime.context import consume_approval, fresh_request_id
 from jianmu.runtime.events import span
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, ToolResult, check_tool_name

@@ -6,18 +6,20 @@ has no recorder: a step is just its coroutine. A durable run (`jianmu.durable`) 
 `RunContext.steps`; it runs each step once, stores its result under the step's key, and on
 recovery hands the stored result back instead of running the step again. The keys are stable
 across re-executions of the same run: a model turn is ``model:{node path}`` (numbered by the
-recorder per key), a tool call is ``tool:{call id}``.
+recorder per key), a tool call is ``tool:{call id}`` (under the call's namespace:
+``left/tool:call_0``, `jianmu.runtime.scopes`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
 
@@ -32,12 +34,18 @@ if TYPE_CHECKING:
 
 __all__ = (
     "QUESTION",
+    "UNQUALIFIED",
     "ApprovalDecision",
     "ApprovalRequest",
     "Interaction",
     "RunContext",
     "StepRecorder",
     "check_edit",
+    "consume_approval",
+    "copy_of",
+    "fresh_request_id",
+    "named_request",
+    "owner_prefix",
     "run_constraints",
     "unattended",
 )
@@ -61,7 +69,8 @@ class ApprovalRequest:
     """A question the run asks before it goes on; for a tool call, ``id`` is the call's id."""
 
     id: str
-    """Unique id; `ReactiveRunner.approve` and ``reject`` take it."""
+    """Unique in the run; `ReactiveRunner.approve` and ``reject`` take it. A call's is the
+    call id qualified by the namespace that owns the call (`jianmu.runtime.scopes`)."""
     kind: str = "tool_call"
     """What is asked: ``tool_call`` (approve or reject), ``question`` (answer with text) or a
     node's own kind."""
@@ -172,11 +181,25 @@ class Interaction:
         """The decision recorded for ``request_id``, if any."""
         return self._decisions.get(request_id)
 
+    def resolve(self, request_id: str) -> str:
+        """The id of the request ``request_id`` names (`named_request`): itself when a
+        request was asked under it, else the one pending request that had that id before ids
+        were qualified by the namespace that owns the call (``call_0`` for ``left/call_0``,
+        `jianmu.runtime.scopes`).
+
+        Raises:
+            InteractionError: ``request_id`` names several pending requests (of several
+                namespaces); the message lists their ids.
+        """
+        with self._lock:
+            return named_request(request_id, self._pending.values(), self._asked)
+
     def _decide(
         self, request_id: str, approved: bool, message: str | None, *,
         arguments: dict[str, Any] | None = None, answer: str | None = None,
-    ) -> None:
+    ) -> str:
         with self._lock:
+            request_id = named_request(request_id, self._pending.values(), self._asked)
             if request_id not in self._asked:
                 known = ", ".join(sorted(self._pending)) or "none"
                 raise InteractionError(
@@ -219,12 +242,14 @@ class Interaction:
                 self.suspended = False
         if self._on_change is not None:
             self._on_change()
+        return request_id
 
     def approve(
         self, request_id: str, message: str | None = None, *,
         arguments: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> str:
         """Approve a pending request; with ``arguments``, the call runs with those instead.
+        Returns the request's id (``request_id`` may be a call id alone: `resolve`).
 
         Edited arguments are checked against the tool's input schema here (nothing is recorded
         when they do not fit), and by the guard's policy again before the call runs.
@@ -232,28 +257,32 @@ class Interaction:
         Raises:
             ApprovalEditError: the edited arguments do not fit the tool's schema, or the
                 request is not a tool call.
-            InteractionError: the id was never asked, was already decided, or is a question.
+            InteractionError: the id was never asked, was already decided, is a question, or
+                names several pending requests.
         """
-        self._decide(request_id, True, message, arguments=arguments)
+        return self._decide(request_id, True, message, arguments=arguments)
 
-    def answer(self, request_id: str, text: str) -> None:
+    def answer(self, request_id: str, text: str) -> str:
         """Answer a question (a request of kind ``question``); ``text`` is what the asker reads.
+        Returns the request's id (`resolve`).
 
         Raises:
-            InteractionError: the id was never asked, was already decided, or is not a
-                question.
+            InteractionError: the id was never asked, was already decided, is not a
+                question, or names several pending requests.
         """
         if not isinstance(text, str):
             raise TypeError(f"an answer is text, got {type(text).__name__}")
-        self._decide(request_id, True, None, answer=text)
+        return self._decide(request_id, True, None, answer=text)
 
-    def reject(self, request_id: str, message: str | None = None) -> None:
-        """Reject a pending request; ``message`` is shown to the model.
+    def reject(self, request_id: str, message: str | None = None) -> str:
+        """Reject a pending request; ``message`` is shown to the model. Returns the request's
+        id (`resolve`).
 
         Raises:
-            InteractionError: the id was never asked, or was already decided.
+            InteractionError: the id was never asked, was already decided, or names several
+                pending requests.
         """
-        self._decide(request_id, False, message)
+        return self._decide(request_id, False, message)
 
     def withdraw(self, prefix: str = "") -> list[str]:
         """Withdraw the pending requests (those whose id starts with ``prefix``): the run's
@@ -298,6 +327,66 @@ class Interaction:
             self._asked, self._pending = asked, pending
             self._decisions, self._consumed = decisions, consumed
             self.suspended = bool(self._pending)
+
+
+UNQUALIFIED = "unqualified_id"
+"""The payload key of a request's id without the prefixes of the namespaces it was asked
+under (`jianmu.runtime.scopes`): the id it had before ids were qualified, which still names it
+where no other pending request has it (`named_request`). Absent: the id itself."""
+
+
+def named_request(given: str, pending: Iterable[ApprovalRequest], asked: Container[str]) -> str:
+    """The request id ``given`` names: ``given`` itself when a request was asked under it
+    (its exact id always means that request, decided or not); else the one pending request
+    whose id without its namespaces' prefixes is ``given`` (`UNQUALIFIED`: ``call_0`` for
+    ``left/call_0``, never for a sub-agent's ``helper/call_1/call_0``); else ``given`` as it
+    is (unknown, said so by whoever looks it up).
+
+    Raises:
+        InteractionError: several pending requests have that id in their namespaces: which
+            one is meant is not guessed.
+    """
+    if given in asked:
+        return given
+    named = [r.id for r in pending if r.payload.get(UNQUALIFIED) == given]
+    if len(named) > 1:
+        raise InteractionError(
+            f"{given!r} names {len(named)} pending requests, of calls of different namespaces "
+            f"that were given one id: {', '.join(named)}; give the one you mean"
+        )
+    return named[0] if named else given
+
+
+def fresh_request_id(base: str, ctx: RunContext) -> str:
+    """``base``, or ``base.N`` when the approvals under the earlier ids were already used."""
+    interaction = ctx.interaction
+    candidate, n = base, 0
+    while interaction is not None and interaction.consumed(candidate):
+        n += 1
+        candidate = f"{base}.{n}"
+    return candidate
+
+
+def consume_approval(ctx: RunContext, request_id: str) -> None:
+    """Mark a person's approval as used once the call it allowed has run."""
+    interaction = ctx.interaction
+    if interaction is not None and interaction.decision(request_id) is not None:
+        interaction.consume(request_id)
+
+
+def owner_prefix(run_namespace: str | None, namespace: str | None) -> str:
+    """The prefix under which a node of ``namespace`` keys its calls in the run of
+    ``run_namespace`` (`jianmu.runtime.scopes`): ``""`` in the run's own namespace, else the
+    namespace (relative to the run's) and ``/``.
+
+    Call ids never hold ``/`` (`jianmu.nodes.tool_executor.unique_ids` escapes it), so two
+    namespaces' keys of one call id never meet, nor meet a bare one.
+    """
+    if not namespace or namespace == run_namespace:
+        return ""
+    if run_namespace and namespace.startswith(run_namespace + "."):
+        namespace = namespace[len(run_namespace) + 1:]
+    return namespace + "/"
 
 
 def check_edit(request: ApprovalRequest, arguments: Any) -> None:
@@ -405,6 +494,10 @@ class RunContext:
     agent_runs: list[int] = field(default_factory=lambda: [0], repr=False)
     """Sub-agent runs started in this run's ``run()``, counted in one cell shared with the runs
     of sub-agents, so `jianmu.nodes.agents.MAX_AGENT_RUNS` bounds the whole tree of them."""
+    namespace: str | None = None
+    """The state namespace of the run's tree (its root's; a sub-agent's run: its call's). A
+    call of a node in another namespace is keyed in the run (its request id, its durable step)
+    under that namespace, relative to this one (`jianmu.runtime.scopes`)."""
     guardrails: dict[str, tuple[Any, ...]] = field(default_factory=dict, repr=False)
     """Guardrails by kind (``input``, ``output``, ``tool_output``) given in code to the agents
     that called this run (a sub-agent's callers): every agent of the run runs them after its
@@ -452,6 +545,15 @@ class _Unattended:
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._run, name, value)
+
+
+def copy_of(run: RunContext, **changes: Any) -> RunContext:
+    """A new context with ``run``'s fields and ``changes`` (as `dataclasses.replace`), also of
+    a view of a run (`unattended`, `jianmu.runtime.scopes.seen_from`): it holds what the view
+    shows (no channel, or the channel under the view's namespace)."""
+    values = {f.name: getattr(run, f.name) for f in dataclasses.fields(RunContext)}
+    values.update(changes)
+    return RunContext(**values)
 
 
 def unattended(run: RunContext) -> RunContext:

@@ -282,8 +282,8 @@ class ReactiveRunner:
             tracer=get_tracer(tracer_provider, enabled=self.config.telemetry.enabled),
             user_roles=frozenset(user_roles) if user_roles else _NO_ROLES,
             wake=wake,
-            extras=dict(extras or {}),
-            runner=self,
+            extras=dict(extras or {}), runner=self,
+            namespace=getattr(root, "namespace", None),  # its calls' ids are relative to it
         )
         self.ticks = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -347,51 +347,52 @@ class ReactiveRunner:
     def approve(
         self, request_id: str, message: str | None = None, *,
         arguments: dict[str, Any] | None = None,
-    ) -> None:
-        """Approve a pending request; ``await run()`` then continues the same tree.
+    ) -> str:
+        """Approve a pending request; ``await run()`` then continues the same tree. Returns
+        the request's id: a call id alone names the one pending request of that call id.
 
-        With ``arguments``, a person edits the call: it runs with these instead of the model's,
-        once they fit the tool's input schema (checked here) and the guard's policy (checked
-        again before the call runs; a denied edit does not run). The decision, its arguments
-        and ``edited=True`` are recorded and checkpointed, and the model's observation says
-        that a person changed the call.
+        With ``arguments``, a person edits the call: it runs with these, once they fit the
+        tool's input schema (checked here) and the guard's policy (checked before it runs). The
+        decision, its arguments and ``edited=True`` are checkpointed, and the model is told.
 
         Raises:
             ApprovalEditError: the edited arguments do not fit; nothing was recorded.
-            InteractionError: no such request was asked, it was already decided, or it is a
-                question (`answer` it).
+            InteractionError: no such request was asked, it was already decided, it is a
+                question (`answer` it), or a call id names several (their ids are listed).
             RunClaimedError: another owner holds the run, or went on with it since.
         """
         self._take_claim()
-        self.interaction.approve(request_id, message, arguments=arguments)
-        if arguments is None:
-            self.ctx.events.emit("interaction.approved", request_id=request_id)
-        else:
-            self.ctx.events.emit("interaction.approved", request_id=request_id, edited=True,
-                                 arguments=arguments)
+        request_id = self.interaction.approve(request_id, message, arguments=arguments)
+        edit: dict[str, Any] = {} if arguments is None else {"edited": True, "arguments": arguments}
+        self.ctx.events.emit("interaction.approved", request_id=request_id, **edit)
+        return request_id
 
-    def reject(self, request_id: str, message: str | None = None) -> None:
-        """Reject a pending request; ``message`` reaches the model.
+    def reject(self, request_id: str, message: str | None = None) -> str:
+        """Reject a pending request; ``message`` reaches the model. Returns its id (`approve`).
 
         Raises:
-            InteractionError: no such request was asked, or it was already decided.
+            InteractionError: no such request was asked, it was already decided, or a call id
+                names several.
             RunClaimedError: another owner holds the run, or went on with it since.
         """
         self._take_claim()
-        self.interaction.reject(request_id, message)
+        request_id = self.interaction.reject(request_id, message)
         self.ctx.events.emit("interaction.rejected", request_id=request_id, message=message)
+        return request_id
 
-    def answer(self, request_id: str, text: str) -> None:
+    def answer(self, request_id: str, text: str) -> str:
         """Answer a question (`ApprovalRequest.kind` ``question``); the asker reads ``text``.
+        Returns its id (`approve`).
 
         Raises:
-            InteractionError: no such request was asked, it was already decided, or it asks
-                for approval (approve or reject it).
+            InteractionError: no such request was asked, it was already decided, it asks
+                for approval (approve or reject it), or a call id names several.
             RunClaimedError: another owner holds the run, or went on with it since.
         """
         self._take_claim()
-        self.interaction.answer(request_id, text)
+        request_id = self.interaction.answer(request_id, text)
         self.ctx.events.emit("interaction.answered", request_id=request_id, answer=text)
+        return request_id
 
     def send(self, message: Any, *, namespace: str | None = None) -> None:
         """Add the user's next message to the conversation; the next ``run()`` answers it.

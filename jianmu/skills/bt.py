@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 import hashlib
 import importlib.abc
 import importlib.util
@@ -50,7 +49,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError, SkillRunError, ToolInputError
 from jianmu.nodes.tool_node import ToolNode
 from jianmu.runtime.async_node import RuntimeNode, Ticker, close_tree
-from jianmu.runtime.context import RunContext
+from jianmu.runtime.context import RunContext, copy_of
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.skills.loader import read_tree_source
 from jianmu.skills.skill import Skill
@@ -484,9 +483,8 @@ def child_context(ctx: RunContext, wake: asyncio.Event) -> RunContext:
             except RuntimeError:  # the loop has closed: nothing to wake
                 pass
 
-    return dataclasses.replace(
-        ctx, wake=wake_up, cancelled_tasks=set(), closers=[], runner=None
-    )
+    # a copy of what the tool was given: the run as its node sees it (its namespace's channel)
+    return copy_of(ctx, wake=wake_up, cancelled_tasks=set(), closers=[], runner=None)
 
 
 def _bind(node: Behaviour, manager: StateManager, ctx: RunContext, path: str) -> None:

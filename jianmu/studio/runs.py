@@ -9,6 +9,7 @@ the same SQLite file; the runs' own events are with their points (`jianmu.runtim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import threading
@@ -277,12 +278,14 @@ class CheckpointRuns:
                answer: str | None = None) -> str:
         """Approve (with ``arguments``: the call edited), reject or ``answer`` a pending
         request, then continue the run here if its tree can be rebuilt; else record the
-        decision in a new checkpoint. Returns what was done.
+        decision in a new checkpoint. Returns what was done. A call id alone names the one
+        pending request of that call (`Interaction.resolve`).
 
         Raises:
             ApprovalEditError: the edited arguments do not fit the tool (nothing recorded).
-            InteractionError: no such pending request, the run is not waiting, or the
-                request is of the other kind (a question approved, an approval answered).
+            InteractionError: no such pending request, the run is not waiting, the
+                request is of the other kind (a question approved, an approval answered), or
+                a call id alone names several pending requests.
             RunNotFoundError: no such run.
         """
         message = decision_message(approved, text, by)
@@ -298,6 +301,11 @@ class CheckpointRuns:
             if data is None and not live:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
             data = data or {}
+            # a call id alone names the one pending request of that call (`Interaction.resolve`)
+            interaction = Interaction()
+            with contextlib.suppress(CheckpointError):  # damaged: the checks below say so
+                interaction.restore(data.get("interaction", {}))
+            call_id = interaction.resolve(call_id)
             if live or data.get("status") in FINISHED or (
                     call_id not in data.get("interaction", {}).get("pending", [])):
                 # answered before (in another tab, say): name the decision that stands, not

@@ -109,6 +109,41 @@ def confirm(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     return create_react_node(llm, [deploy]), StateManager(AgentState)
 
 
+@engine.tree("team")
+def team(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """Two agents in two namespaces whose models give their calls one id (``call_0``), each
+    call asking a person first."""
+    import py_trees
+
+    path = inputs["path"]
+
+    @tool(permission="user_confirm")
+    def deploy(target: str) -> str:
+        """Deploy to a target (asks first)."""
+        _append(path, f"deployed {target}")
+        return "deployed"
+
+    def member(namespace: str, target: str) -> Any:
+        def turn(messages: list[Message]) -> Any:
+            if not any(m.role == "assistant" for m in messages):
+                return [{"id": "call_0", "name": "deploy", "arguments": {"target": target}}]
+            return f"{namespace}: {messages[-1].content}"
+
+        node = create_react_node(ScriptedLLM([turn] * 4), [deploy], name=namespace)
+        for part in node.iterate():
+            part.namespace = namespace  # type: ignore[attr-defined]
+        return node
+
+    root = py_trees.composites.Parallel(
+        "team", policy=py_trees.common.ParallelPolicy.SuccessOnAll(),
+        children=[member("left", "eu"), member("right", "us")],
+    )
+    state = StateManager(AgentState)
+    for namespace in ("left", "right"):
+        state.scope(namespace).update({"messages": [Message.user("deploy")]})
+    return root, state
+
+
 @engine.tree("ask")
 def ask(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     """A model turn asking the user a question (``ask_user``), then an answer with the reply."""

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager, Tripwire
-from jianmu.errors import GuardrailTripped
+from jianmu.errors import GuardrailTripped, InteractionError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, agent_tool, handoff
 from jianmu.nodes.react import create_react_node
@@ -225,19 +225,23 @@ def two_branches() -> tuple[ReactiveRunner, StateManager]:
 async def test_one_approval_never_runs_the_same_call_of_two_branches() -> None:
     """Fixed here: two branches whose models gave their calls one id (``c1``, the same
     payment) asked under that one id; the person saw one request, approved it, and both
-    branches paid. Now an approval holds only for the node that asked it: the other
-    branch's call is denied."""
+    branches paid. Now each branch's call is asked under an id of its own, qualified by its
+    namespace (``left/c1``, ``right/c1``): one approval runs one branch's call, and the bare
+    ``c1``, which names both, decides nothing."""
     PAID.clear()
     runner, state = two_branches()
     call = {"id": "c1", "name": "pay", "arguments": {"amount": 5}}
     state.scope("left").update({"actions": [call]})
     state.scope("right").update({"actions": [call]})
     result = await runner.run(timeout=30)
-    [request] = result.pending
-    runner.approve(request.id)
+    assert sorted(r.id for r in result.pending) == ["left/c1", "right/c1"]
+    with pytest.raises(InteractionError, match="names 2 pending requests"):
+        runner.approve("c1")
+    runner.approve("left/c1")
+    assert (await runner.run(timeout=30)).status is RunStatus.SUSPENDED  # right/c1 still waits
+    runner.reject("right/c1")
     assert (await runner.run(timeout=30)).ok
     assert PAID == [5]
-
 
 
 # -- a streamed answer and the guardrails -------------------------------------------------------

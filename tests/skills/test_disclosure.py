@@ -239,9 +239,10 @@ async def test_a_restored_run_has_its_loaded_skills_again(tmp_path: Path) -> Non
     first = await ReactiveRunner(node(tmp_path, first_llm, "pinger", "asker"), state,
                                  config=config, checkpointer=store).run(timeout=30)
     # the skill's confirm is in force: loading it tightened the guard
-    assert first.status is RunStatus.SUSPENDED and [r.id for r in first.pending] == ["s1"]
-    assert state.get("loaded_skills") == []  # the root's is untouched
     (namespace,) = state.namespaces()
+    assert first.status is RunStatus.SUSPENDED
+    assert [r.id for r in first.pending] == [f"{namespace}/s1"]  # the skill's namespace's call
+    assert state.get("loaded_skills") == []  # the root's is untouched
     assert state.scope(namespace).get("loaded_skills") == ["asker"]
 
     # a new tree, model and state, as a new process would build them

@@ -166,7 +166,9 @@ async def test_confirm_in_skill_md_suspends(tmp_path: Path) -> None:
     state = state_with()
     runner = ReactiveRunner(node, state, config=config(tmp_path))
     first = await runner.run(timeout=30)
-    assert first.status is RunStatus.SUSPENDED and [r.id for r in first.pending] == ["s1"]
+    # the call is the skill's namespace's (its id qualified by it); its own id still names it
+    assert first.status is RunStatus.SUSPENDED
+    assert [r.id for r in first.pending] == ["skill_runtime.Saver_0/s1"]
     assert state.namespaces() == ["skill_runtime.Saver_0"]  # kept while suspended
     runner.approve("s1")
     done = await runner.run(timeout=30)
@@ -315,7 +317,8 @@ async def test_suspended_skill_with_mcp_tools_resumes_in_a_new_runner(tmp_path: 
     first = await ReactiveRunner(node, state_with("Oslo?"), config=cfg, checkpointer=store).run(
         timeout=60
     )
-    assert first.status is RunStatus.SUSPENDED and [r.id for r in first.pending] == ["f1"]
+    assert first.status is RunStatus.SUSPENDED
+    assert [r.id for r in first.pending] == ["skill_runtime.Forecast_0/f1"]
 
     # a new tree and model, as a new process would build them; the model is asked only for
     # the turn after the approved call
@@ -357,12 +360,12 @@ async def test_an_approval_is_used_once_across_skill_namespaces(tmp_path: Path) 
     tree = two_skill_nodes(tmp_path, [[call, "one"], [call, "two"]])
     runner = ReactiveRunner(tree, state_with(), config=config(tmp_path))
     first = await runner.run(timeout=30)
-    assert [r.id for r in first.pending] == ["s1"]
+    assert [r.id for r in first.pending] == ["skill_runtime.S0_0_0/s1"]
     runner.approve("s1")
     second = await runner.run(timeout=30)
-    # the second skill replays the approved id: it must ask again, under a fresh id
+    # the second skill replays the approved id: its call is its own namespace's, asked anew
     assert second.status is RunStatus.SUSPENDED
-    assert [r.id for r in second.pending] != ["s1"] and len(second.pending) == 1
+    assert [r.id for r in second.pending] == ["skill_runtime.S1_0_1/s1"]
 
 
 async def test_max_tool_calls_counts_over_the_whole_run(tmp_path: Path) -> None:

@@ -1,0 +1,57 @@
+"""A durable run of two agents in two namespaces whose models give their calls one id: each
+call is asked under its namespace (``left/call_0``), decided from another process by that id
+(or by the call id alone while it names one pending request), and recorded as a step of its
+own (``left/tool:call_0``), so one is never replayed as the other's."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.durable import Workers, wait_for
+
+pytestmark = pytest.mark.timeout(400)
+
+
+def test_two_namespaces_calls_of_one_id_are_asked_and_decided_apart(
+    workers: Workers, client: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "deployed.txt"
+    workers.start("w1")
+    run_id = asyncio.run(client.start("team", {"path": str(out)}))
+
+    decided: list[str] = []
+
+    def waiting() -> Any:
+        info = client.run_info(run_id)
+        fresh = [r for r in info.pending if r.id not in decided]
+        return info if info.status == "suspended" and fresh else None
+
+    while len(decided) < 2:  # the two may ask at once, or one after the other is decided
+        info = wait_for(waiting, what="a call to ask for approval")
+        for request in info.pending:
+            if request.id in decided:
+                continue
+            assert request.id in ("left/call_0", "right/call_0"), request.id
+            if request.id == "left/call_0":
+                # alone, the call id names it; beside right's, only its own id does
+                given = "call_0" if len(info.pending) == 1 else request.id
+                asyncio.run(client.approve(run_id, given, "go"))
+            else:
+                asyncio.run(client.reject(run_id, request.id, "not us"))
+            decided.append(request.id)
+
+    result = asyncio.run(client.result(run_id, timeout=120))
+    assert result.ok, result.error
+    assert out.read_text().splitlines() == ["deployed eu"]  # the left call, once
+    names = [step["name"] for step in client.steps(run_id)]
+    # the left call's step is its namespace's; the rejected right call recorded none
+    assert "jianmu:left/tool:call_0" in names, names
+    assert not [n for n in names if n.endswith("tool:call_0") and "left/" not in n], names
+    state = asyncio.run(client.state(run_id))
+    assert state is not None
+    assert state["namespaces"]["left"]["final_answer"] == "left: deployed"
+    assert "not us" in state["namespaces"]["right"]["final_answer"]

@@ -1,0 +1,51 @@
+"""Which request a person's id names (`Interaction.resolve`): an exact id always its own; a call
+id alone the one pending request that had it before ids were qualified by their namespace;
+never a sub-agent's request by its sub-call id alone, and never a guess among several."""
+
+from __future__ import annotations
+
+import pytest
+
+from jianmu.errors import InteractionError
+from jianmu.runtime.context import ApprovalRequest, Interaction
+from jianmu.runtime.scopes import ScopedInteraction
+
+
+def asked(interaction: Interaction, call_id: str = "call_0") -> None:
+    interaction.suspend(ApprovalRequest(id=call_id, summary=f"pay ({call_id})"))
+
+
+def test_an_exact_id_is_never_taken_for_another_request() -> None:
+    run = Interaction()
+    asked(run)  # the run's own namespace: the bare id
+    asked(ScopedInteraction(run, "left/", qualifies=True))
+    assert run.approve("call_0") == "call_0"
+    # a second "call_0" (a double click) is the decided one, not left/call_0
+    with pytest.raises(InteractionError, match="already approved"):
+        run.approve("call_0")
+    assert run.decision("left/call_0") is None
+    assert run.reject("left/call_0") == "left/call_0"
+
+
+def test_a_call_id_alone_names_one_namespaces_request_and_refuses_to_guess() -> None:
+    run = Interaction()
+    left = ScopedInteraction(run, "left/", qualifies=True)
+    asked(left)
+    asked(ScopedInteraction(run, "right/", qualifies=True))
+    with pytest.raises(InteractionError, match="left/call_0, right/call_0"):
+        run.approve("call_0")
+    run.reject("right/call_0")
+    assert run.approve("call_0") == "left/call_0"
+    assert left.decision("call_0") is not None and left.decision("call_0").approved
+
+
+def test_a_sub_agents_request_is_named_by_its_path_under_the_namespace() -> None:
+    run = Interaction()
+    lead = ScopedInteraction(run, "left/", qualifies=True)
+    asked(ScopedInteraction(lead, "helper/call_1/"), "deploy_1")
+    [request] = run.pending
+    assert request.id == "left/helper/call_1/deploy_1"
+    for wrong in ("deploy_1", "call_1", "helper/call_1"):
+        with pytest.raises(InteractionError, match="no approval request"):
+            run.approve(wrong)
+    assert run.approve("helper/call_1/deploy_1") == "left/helper/call_1/deploy_1"
