@@ -329,6 +329,11 @@ def actions(root: Behaviour, world: World) -> list[tuple[Any, ...]]:
         if isinstance(node, _Leaf) and node.plan[0] == "gate" and not node.released:
             found.append(("release", node.idx))
         timeouts = timeouts or isinstance(node, Timeout)
+    # two gates opened at once (leaves that end as soon as theirs opens): py_trees' next tick
+    # sees both ended, and so must the runner's
+    quick = [a[1] for a in found if _plan_of(root, a[1])[2] == 1]
+    if len(quick) >= 2:
+        found.append(("release", *quick[:2]))
     if timeouts:
         found.append(("expire",))
     if world.flips_left:
@@ -336,11 +341,15 @@ def actions(root: Behaviour, world: World) -> list[tuple[Any, ...]]:
     return found
 
 
+def _plan_of(root: Behaviour, idx: int) -> tuple[str, str, int]:
+    return next(n.plan for n in root.iterate() if isinstance(n, _Leaf) and n.idx == idx)
+
+
 def apply(action: tuple[Any, ...], root: Behaviour, world: World) -> None:
     world.log.append(("step", action))
     if action[0] == "release":
         for node in root.iterate():
-            if isinstance(node, _Leaf) and node.idx == action[1]:
+            if isinstance(node, _Leaf) and node.idx in action[1:]:
                 node.release()  # type: ignore[attr-defined]
     elif action[0] == "expire":
         due = min(n.finish_time for n in root.iterate()
@@ -359,9 +368,10 @@ class Outcome:
 
 
 # -- py_trees' loop -------------------------------------------------------------------------------
-def run_sync(spec: Any, seed: int, budget: int = 120,
-             cut_at: tuple[int, int] | None = None) -> Outcome:
-    """py_trees' own loop: tick until a tick changes nothing, act, again."""
+def run_sync(spec: Any, seed: int, budget: int = 120, cut_at: tuple[int, int] | None = None,
+             mirror: bool = False, rerun: bool = False) -> Outcome:
+    """py_trees' own loop: tick until a tick changes nothing, act, again; cut by the caps, or
+    with ``mirror`` where the runner's ``max_ticks`` cut it (``cut_at``: steps, changed ticks)."""
     world = World(seed, budget)
     root = build(spec, lambda i: SyncLeaf(i, world), world)
     with virtual_time(world.clock):
@@ -384,7 +394,12 @@ def run_sync(spec: Any, seed: int, budget: int = 120,
                 segment += 1
             if root.status is not RUNNING:
                 break
-            if cut_at == (steps, ticks) or (cut_at is None and (
+            if cut_at == (steps, ticks) and mirror and rerun:
+                cut()
+                world.log.append(("rerun",))  # run() again, on the same tree
+                mirror, segment = False, 0
+                continue
+            if cut_at == (steps, ticks) or (not mirror and (
                     segment >= SEGMENT_CAP or ticks >= budget)) or segment >= SYNC_SAFETY:
                 cut()
                 break
@@ -402,14 +417,15 @@ def run_sync(spec: Any, seed: int, budget: int = 120,
 
 # -- the runner -----------------------------------------------------------------------------------
 async def run_async(spec: Any, seed: int, budget: int = 120, max_ticks: int | None = None,
-                    world: World | None = None) -> tuple[Outcome, tuple[int, int] | None]:
+                    world: World | None = None,
+                    rerun: bool = False) -> tuple[Outcome, tuple[int, int] | None]:
     """The runner, driven by the same actions; also where a ``max_ticks`` cut fell."""
     world = world or World(seed, budget)
     root = build(spec, lambda i: AsyncLeaf(i, world), world)
     runner = ReactiveRunner(root, config=CONFIG)
     st = types.SimpleNamespace(ticks=0, changed_ticks=0, segment=0, steps=0, in_wait=False,
                                wait=None, plan=None, changed=False, idle_spin=0, cut_at=None,
-                               waits=0)
+                               waits=0, max_ticks=max_ticks)
     world.st = st  # type: ignore[attr-defined]
     woke = asyncio.Event()
     ticker_tick = runner._ticker.tick
@@ -431,10 +447,12 @@ async def run_async(spec: Any, seed: int, budget: int = 120, max_ticks: int | No
             if st.idle_spin > SPIN_LIMIT:
                 world.violations.append(f"spin: {st.idle_spin} ticks changed nothing, no sleep")
         if root.status is RUNNING:
-            if max_ticks is not None and st.ticks >= max_ticks:
+            if st.max_ticks is not None and st.ticks >= st.max_ticks:
                 world.log.append(("cut",))
                 st.cut_at = (st.steps, st.changed_ticks)
-            elif max_ticks is None and (st.segment >= SEGMENT_CAP or st.changed_ticks >= budget):
+                if rerun:  # a cut run is cancelled, to go on (a run cut by max_ticks failed)
+                    runner.cancel()
+            elif st.max_ticks is None and (st.segment >= SEGMENT_CAP or st.changed_ticks >= budget):
                 world.log.append(("cut",))
                 runner.cancel()
         return plan
@@ -460,13 +478,20 @@ async def run_async(spec: Any, seed: int, budget: int = 120, max_ticks: int | No
             got.cancel()
 
     with virtual_time(world.clock):
-        run = asyncio.ensure_future(runner.run(max_ticks=max_ticks))
+        run = asyncio.ensure_future(runner.run(max_ticks=None if rerun else max_ticks))
         cancelled = False
-        while not run.done():
+        while True:
+            if run.done():
+                result = await run
+                if not (rerun and st.max_ticks is not None and st.cut_at is not None):
+                    break
+                world.log.append(("rerun",))
+                st.max_ticks, st.segment = None, 0
+                run = asyncio.ensure_future(runner.run())
             for _ in range(8):  # what the last tick or action set going settles
                 await asyncio.sleep(0)
             if run.done():
-                break
+                continue
             if not st.in_wait or cancelled:
                 await next_wait(run, st.waits)
                 continue
@@ -496,7 +521,6 @@ async def run_async(spec: Any, seed: int, budget: int = 120, max_ticks: int | No
             if st.ticks == seen and st.in_wait and action[0] == "flip" and not polled:
                 continue  # nothing ticks (as nothing polls): decide again
             await next_wait(run, since)
-        result = await run
     for node in root.iterate():
         if isinstance(node, AsyncLeaf) and node.in_flight is not None:
             world.violations.append(f"L{node.idx}: task left running after the run")
@@ -517,16 +541,16 @@ def _check_deadline(root: Behaviour, world: World, wait: float | None) -> None:
         world.violations.append(f"at rest with a Timeout due in {until:.3f} s, sleeps {wait}")
 
 
-def compare(spec: Any, seed: int, budget: int = 120,
-            max_ticks: int | None = None) -> str | None:
+def compare(spec: Any, seed: int, budget: int = 120, max_ticks: int | None = None,
+            rerun: bool = False) -> str | None:
     """None when both sides agree, else what differs."""
     world = World(seed, budget)
     try:
         got, cut_at = asyncio.run(
-            asyncio.wait_for(run_async(spec, seed, budget, max_ticks, world), 20))
+            asyncio.wait_for(run_async(spec, seed, budget, max_ticks, world, rerun), 20))
     except TimeoutError:
         return f"the run hung: {world.log[-12:]}"
-    want = run_sync(spec, seed, budget, cut_at if max_ticks is not None else None)
+    want = run_sync(spec, seed, budget, cut_at, mirror=max_ticks is not None, rerun=rerun)
     if max_ticks is not None and cut_at is None and got.status is RUNNING:
         return "the runner stopped at max_ticks but logged no cut"
     problems = []
@@ -551,13 +575,13 @@ def case(seed: int) -> tuple[Any, int, int | None]:
     if mode < 0.2:
         return spec, rng.randint(1, 12), None  # ticked a fixed number of changing ticks
     if mode < 0.35:
-        return spec, 120, rng.randint(1, 15)  # cut by the runner's max_ticks
+        return spec, 120, rng.randint(1, 15)  # cut by the runner's max_ticks (and run again)
     return spec, 120, None
 
 
 def check(seed: int) -> str | None:
     spec, budget, max_ticks = case(seed)
-    return compare(spec, seed, budget, max_ticks)
+    return compare(spec, seed, budget, max_ticks, rerun=seed % 2 == 0)
 
 
 if __name__ == "__main__":
