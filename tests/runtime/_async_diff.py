@@ -20,8 +20,14 @@ left.
 An async leaf logs its cancel where py_trees' leaf does (in ``terminate(INVALID)``), and the
 harness checks that its coroutine saw the ``CancelledError`` by then when its task was still
 going; it checks too that the runner, at rest with a `Timeout` running, sleeps no later than
-its deadline, that it does not spin (ticks that change nothing, with no sleep between), and
-that no task is left running after the run.
+its deadline, that it does not spin (ticks that change nothing, with no sleep between), that
+no task is left running after the run and that ``run()`` waited for the cleanups that await.
+Some runs are cancelled mid-way and run again on the same tree; some mix py_trees' own leaves
+in; some open two gates at once.
+
+`check_counted` counts ticks instead: with no outside event (leaves that end at once or after
+polls), the runner's ticks are py_trees' one for one, cut by ``max_ticks`` or where the runner
+rests (then py_trees' further ticks start and end nothing).
 """
 
 from __future__ import annotations
@@ -606,3 +612,89 @@ if __name__ == "__main__":
             bad += 1
             print(s, case(s)[0], case(s)[1:], problem[:1500], sep="\n  ", flush=True)
     print("bad", bad, "in", round(time.monotonic() - began, 1), "s")
+
+
+# -- counting ticks: no outside event, so the runner's ticks are py_trees' one for one -----------
+class PollWorld(World):
+    """Leaves that end at once or after k polls: nothing waits for the driver."""
+
+    def script(self, leaf: int, activation: int) -> tuple[str, str, int]:
+        rng = random.Random(f"{self.seed}:{leaf}:{activation}")
+        kind = rng.choices(("now", "poll"), weights=(3, 2))[0]
+        outcome = rng.choices(("SUCCESS", "FAILURE", "RAISE"), weights=(5, 3, 1))[0]
+        return kind, outcome, rng.randint(1, 3)
+
+
+def without_events(spec: Any) -> Any:
+    """``spec`` with its guards and Timeouts as PassThroughs (no flag, no clock to move)."""
+    if spec[0] == "dec":
+        kind = "passthrough" if spec[1] in ("guard", "timeout") else spec[1]
+        return ("dec", kind, spec[2], without_events(spec[3]))
+    if spec[0] in ("seq", "sel"):
+        return (spec[0], spec[1], [without_events(k) for k in spec[2]])
+    if spec[0] == "par":
+        return (*spec[:4], [without_events(k) for k in spec[4]])
+    return spec
+
+
+def count_sync(spec: Any, seed: int, ticks: int) -> tuple[list[Any], Status]:
+    """py_trees' loop, ``ticks`` ticks (or till the root ends), then the tree stopped."""
+    world = PollWorld(seed)
+    root = build(spec, lambda i: SyncLeaf(i, world), world)
+    root.setup_with_descendants()
+    for _ in range(ticks):
+        for _ in root.tick():
+            pass
+        world.log.append(("tick",))
+        if root.status is not RUNNING:
+            return world.log, root.status
+    root.stop(INVALID)
+    return world.log, root.status
+
+
+async def count_async(spec: Any, seed: int, ticks: int) -> tuple[list[Any], Status, bool]:
+    """The runner with ``max_ticks``; cancelled (and said so) where it would sleep until woken:
+    at rest, its further ticks would change nothing."""
+    world = PollWorld(seed)
+    root = build(spec, lambda i: AsyncLeaf(i, world), world)
+    runner = ReactiveRunner(root, config=CONFIG)
+    ticker_tick, waiter = runner._ticker.tick, runner._wait_for_wake
+    rested = False
+
+    def tick(r: Behaviour, woken: Any) -> Any:
+        plan = ticker_tick(r, woken)
+        world.log.append(("tick",))
+        return plan
+
+    def wait_for_wake(wait: float | None) -> Any:
+        nonlocal rested
+        if wait is None:
+            rested = True
+            runner.cancel()
+        return waiter(wait)
+
+    runner._ticker.tick = tick  # type: ignore[method-assign]
+    runner._wait_for_wake = wait_for_wake  # type: ignore[method-assign]
+    await runner.run(max_ticks=ticks)
+    return world.log, root.status, rested
+
+
+def check_counted(seed: int) -> str | None:
+    """None when the runner's ``max_ticks`` run and py_trees' ticks agree."""
+    rng = random.Random(f"counted:{seed}")
+    spec = without_events(random_spec(rng, max_depth=rng.choice((2, 3, 4, 5))))
+    ticks = rng.randint(1, 30)
+    with virtual_time(Clock()):
+        got, status, rested = asyncio.run(count_async(spec, seed, ticks))
+    want, want_status = count_sync(spec, seed, ticks)
+    if rested:  # py_trees' ticks from there on start and end nothing
+        got = [e for e in got if e[0] in ("start", "end")]
+        want = [e for e in want if e[0] in ("start", "end")]
+    elif status is not want_status:
+        return f"root: runner {status.name}, py_trees {want_status.name}"
+    if got != want:
+        at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+                  min(len(got), len(want)))
+        return f"{spec} {ticks}: at {at} runner {got[max(0, at - 5):at + 4]} " \
+               f"py_trees {want[max(0, at - 5):at + 4]}"
+    return None

@@ -13,7 +13,7 @@ from py_trees.common import Status
 import jianmu.runtime.async_node as async_node_module
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
-from tests.runtime._async_diff import check
+from tests.runtime._async_diff import check, check_counted
 
 SEEDS = range(500)
 
@@ -22,6 +22,14 @@ def test_async_leaves_tick_as_pytrees_leaves_do() -> None:
     """Same leaf starts, ends and cancellations, tick for tick, and the same final status;
     cancels reach the coroutines in the tick, no spin, no task left, Timeouts' deadlines kept."""
     problems = [(seed, problem) for seed in SEEDS if (problem := check(seed)) is not None]
+    assert not problems, f"{len(problems)} trees differ, first: {problems[:3]}"
+
+
+def test_a_run_cut_by_max_ticks_ticks_as_pytrees_loop_does() -> None:
+    """With no outside event (leaves end at once or after polls), the runner's ticks are
+    py_trees' one for one, up to ``max_ticks`` or to where it rests."""
+    problems = [(seed, problem) for seed in range(300)
+                if (problem := check_counted(seed)) is not None]
     assert not problems, f"{len(problems)} trees differ, first: {problems[:3]}"
 
 
