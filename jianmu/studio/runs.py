@@ -181,6 +181,10 @@ class CheckpointRuns:
         """What the run page shows: status, tree, state, timeline, points, pending requests."""
         runner = self._live.get(run_id)
         history = self.store.history
+        # the events first: a run's end writes its last point with its last events, so the
+        # points read after them hold every point those events belong to; read in the other
+        # order, a view could hold "run.finished" (settled) beside the point before the last
+        events = history.events(run_id)
         points = history.points(run_id)
         recorded = bool(points) and points[-1].kind == "tick"
         frame = history.frame(run_id, points[-1].number) if recorded else None
@@ -208,7 +212,6 @@ class CheckpointRuns:
                    if i in asked]
         status = self._status(run_id, data)
         state = data.get("state")
-        events = history.events(run_id)
         tree = frame.tree if frame is not None else {}
         nesting = [str(i.get("path")) for i in tree.values() if i.get("kind") in ("skill",
                                                                                   "agent")]

@@ -415,3 +415,61 @@ def test_a_run_that_went_on_long_still_waits_for_its_last_events(
     assert views[0]["status"] not in FINISHED
     assert "run success" in [t["title"] for t in views[-1]["timeline"]]
     source.close()
+
+
+def test_a_view_read_while_the_run_writes_its_end_is_never_settled_on_an_older_point(
+        checkpoints: Path, run_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's end writes its checkpoint, then its last point with ``run.finished``. A view
+    that read the points before that last write and the events after it was "settled" on the
+    point before the last, and a page following the run stopped there, its final answer
+    unseen (a loaded machine hit it): the events are read first."""
+    import sqlite3
+
+    from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager, tool
+    from jianmu.nodes import AgentState, create_react_node
+    from jianmu.studio.app import _jsonable, _settled
+
+    @tool
+    def look(step: int) -> str:
+        """Look.
+
+        Args:
+            step: which step.
+        """
+        return f"saw {step}"
+
+    llm = ScriptedLLM([[{"name": "look", "arguments": {"step": 1}}], "done"])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(create_react_node(llm, [look], name="looker"), state,
+                            checkpointer=SQLiteCheckpointer(str(checkpoints)), run_id="ending")
+    assert runner.run_sync().ok
+    source = studio_sources(checkpoints)[0]
+    final = _jsonable(source.view("ending"))
+    assert _settled(final)
+
+    # the run's last write taken back out, and made again while a view is being read
+    db = sqlite3.connect(checkpoints)
+    last = db.execute("SELECT MAX(point) FROM jianmu_points WHERE run_id = 'ending'").fetchone()[0]
+    point = db.execute("SELECT * FROM jianmu_points WHERE run_id = 'ending' AND point = ?",
+                       (last,)).fetchall()
+    events = db.execute("SELECT * FROM jianmu_events WHERE run_id = 'ending' AND point = ?",
+                        (last,)).fetchall()
+    assert any(row[3] == "run.finished" for row in events)
+    with db:
+        db.execute("DELETE FROM jianmu_points WHERE run_id = 'ending' AND point = ?", (last,))
+        db.execute("DELETE FROM jianmu_events WHERE run_id = 'ending' AND point = ?", (last,))
+    source = studio_sources(checkpoints)[0]
+    load = source.store.load
+
+    def written_meanwhile(run_id: str) -> Any:
+        with db:
+            db.executemany("INSERT INTO jianmu_points VALUES (?, ?, ?, ?, ?)", point)
+            db.executemany("INSERT INTO jianmu_events VALUES (?, ?, ?, ?, ?, ?)", events)
+        return load(run_id)
+
+    monkeypatch.setattr(source.store, "load", written_meanwhile)
+    during = _jsonable(source.view("ending"))
+    monkeypatch.undo()
+    db.close()
+    assert not _settled(during) or during == final  # settled only on the whole end
+    assert _jsonable(source.view("ending")) == final  # and the next look has it all
