@@ -17,6 +17,8 @@ from jianmu.errors import LLMError, LLMTransientError
 from jianmu.llm import AnthropicProvider, OpenAIProvider
 from jianmu.llm.provider import ChatRequest, LLMResponse, StreamDone, TextDelta
 from tests.support.raw_http import (
+    SSE,
+    USAGE,
     RawServer,
     Reply,
     anthropic_sse,
@@ -27,8 +29,6 @@ from tests.support.raw_http import (
     openai_sse,
 )
 
-SSE = {"content-type": "text/event-stream"}
-USAGE = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
 REQUEST = ChatRequest.build([{"role": "user", "content": "hi"}], None, None, {})
 
 

@@ -20,6 +20,8 @@ from jianmu.errors import RunClaimedError
 from jianmu.llm import AnthropicProvider, OpenAIProvider
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from tests.support.raw_http import (
+    SSE,
+    USAGE,
     RawServer,
     Recorded,
     Reply,
@@ -30,9 +32,6 @@ from tests.support.raw_http import (
     message,
     openai_sse,
 )
-
-SSE = {"content-type": "text/event-stream"}
-USAGE = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
 
 
 @tool(category="write", permission="user_confirm")

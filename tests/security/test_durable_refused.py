@@ -22,6 +22,7 @@ import pytest
 
 from tests.support import durable
 from tests.support.durable import HERE, Workers, wait_for
+from tests.support.studio import durable_pages
 
 pytest.importorskip("dbos")
 pytest.importorskip("starlette")
@@ -29,7 +30,6 @@ pytestmark = pytest.mark.timeout(400)
 
 db_url = durable.db_url
 workers = durable.workers
-TOKEN = "refused-token"
 
 
 @pytest.fixture
@@ -93,20 +93,9 @@ def _assert_not_in_database(db_url: str, tmp_path: Path, secret: str) -> None:
 
 def _assert_not_in_studio(client: Any, run_id: str, tmp_path: Path, secret: str) -> str:
     """Nowhere in the studio's page or API of the run; the API's JSON."""
-    from starlette.testclient import TestClient
-
-    from jianmu.studio import DurableRuns, create_app
-    from jianmu.studio.runs import Journal
-
-    source = DurableRuns(client, Journal(str(tmp_path / "journal.sqlite")))
-    with TestClient(create_app([source], TOKEN, by="tester"), base_url="http://127.0.0.1",
-                    follow_redirects=False) as http:
-        http.get(f"/?token={TOKEN}")
-        view = http.get(f"/api/run/durable/{run_id}")
-        page = http.get(f"/run/durable/{run_id}")
-    assert view.status_code == 200 and page.status_code == 200
-    assert secret not in view.text and secret not in page.text
-    return json.dumps(view.json())
+    view, page = durable_pages(client, run_id, tmp_path / "journal.sqlite")
+    assert secret not in view and secret not in page
+    return json.dumps(json.loads(view))
 
 
 def test_an_answer_an_output_guardrail_refused_is_in_no_step_studio_view_or_database_byte(

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from tests.support.durable import HERE, Workers
+from tests.support.studio import durable_pages
 
 pytest.importorskip("dbos")
 pytest.importorskip("starlette")
 pytestmark = pytest.mark.timeout(300)
-TOKEN = "withheld-token"
 
 
 @pytest.fixture
@@ -33,11 +33,7 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
 def test_a_withheld_result_is_in_no_step_page_api_or_stream_of_a_durable_run(
     workers: Workers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from starlette.testclient import TestClient
-
     from jianmu.durable import DurableEngine
-    from jianmu.studio import DurableRuns, create_app
-    from jianmu.studio.runs import Journal
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     sys.path.insert(0, str(HERE))
@@ -55,13 +51,7 @@ def test_a_withheld_result_is_in_no_step_page_api_or_stream_of_a_durable_run(
     assert secret not in repr(steps)
     state: dict[str, Any] = asyncio.run(client.state(run_id)) or {}
     assert secret not in repr(state) and "withheld" in repr(state), state.keys()
-    source = DurableRuns(client, Journal(str(tmp_path / "journal.sqlite")))
-    with TestClient(create_app([source], TOKEN, by="tester"), base_url="http://127.0.0.1",
-                    follow_redirects=False) as http:
-        http.get(f"/?token={TOKEN}")
-        view = http.get(f"/api/run/durable/{run_id}")
-        page = http.get(f"/run/durable/{run_id}")
-        assert view.status_code == 200 and page.status_code == 200
-        assert "withheld" in json.dumps(view.json())
-        assert secret not in view.text and secret not in page.text
-        assert "withheld" in page.text
+    view, page = durable_pages(client, run_id, tmp_path / "journal.sqlite")
+    assert "withheld" in json.dumps(json.loads(view))
+    assert secret not in view and secret not in page
+    assert "withheld" in page

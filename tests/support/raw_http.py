@@ -23,8 +23,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ("RawServer", "Recorded", "Reply", "anthropic_sse", "chunk", "completion", "json_reply",
-           "message", "openai_sse")
+__all__ = ("SSE", "USAGE", "RawServer", "Recorded", "Reply", "anthropic_sse", "chunk", "completion",
+           "json_reply", "message", "openai_sse")
+
+SSE = {"content-type": "text/event-stream"}
+"""The headers of an event stream."""
+USAGE = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+"""An OpenAI-style usage object."""
 
 
 @dataclass

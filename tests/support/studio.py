@@ -36,6 +36,25 @@ def start_suspended(checkpoints: Path, target: str = f"prod {XSS}", flow: Path =
     return found.group(1)
 
 
+def durable_pages(client: Any, run_id: str, journal: Path) -> tuple[str, str]:
+    """The studio's API JSON and page of a durable run of ``client`` (a `DurableEngine`), read
+    through the app with its token; both answered 200."""
+    from starlette.testclient import TestClient
+
+    from jianmu.studio import DurableRuns, create_app
+    from jianmu.studio.runs import Journal
+
+    token = "durable-pages-token"
+    source = DurableRuns(client, Journal(str(journal)))
+    with TestClient(create_app([source], token, by="tester"), base_url="http://127.0.0.1",
+                    follow_redirects=False) as http:
+        http.get(f"/?token={token}")
+        view = http.get(f"/api/run/durable/{run_id}")
+        page = http.get(f"/run/durable/{run_id}")
+    assert view.status_code == 200 and page.status_code == 200
+    return view.text, page.text
+
+
 def studio_sources(checkpoints: Path) -> list[Any]:
     """The studio's sources for a checkpoint file, runs rebuilt as ``jianmu resume`` does."""
     from jianmu._cli.serve import restorer
