@@ -87,14 +87,10 @@ def _open_path(workspace: Path, rel: str) -> int | None:
     if not parts or ".." in parts:
         return None
     try:  # the workspace itself is the operator's choice: a link to it is followed
-        fd = os.open(os.path.realpath(workspace), _DIR)
+        fd = _open_dir(os.path.realpath(workspace), parts[:-1])
     except OSError:
         return None
     try:
-        for name in parts[:-1]:
-            child = os.open(name, _DIR, dir_fd=fd)
-            os.close(fd)
-            fd = child
         last = os.open(parts[-1], os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
     except OSError:
         return None
