@@ -21,9 +21,7 @@ import contextvars
 import itertools
 import time
 import uuid
-from asyncio.tasks import _enter_task, _leave_task
-from asyncio.tasks import current_task as _current_task
-from collections.abc import Coroutine, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import py_trees
@@ -35,6 +33,7 @@ from py_trees.decorators import Count, Decorator, EternalGuard, Repeat, Timeout
 
 from jianmu.constraints import Constraints
 from jianmu.runtime.cycles import CYCLE, ticks_back
+from jianmu.runtime.eager import NOT_YET, FirstStep, read_outcome
 
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext, StepRecorder
@@ -257,7 +256,7 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         self.error: BaseException | None = None
         self._task: asyncio.Task[Status] | None = None
         self._settled: Status | None = None
-        self._first: tuple[_First, contextvars.Context] | None = None
+        self._first: tuple[FirstStep, contextvars.Context] | None = None
         """The task's first step, to run eagerly by the `update` that follows `initialise` in
         the same tick (after a subclass's own ``initialise``, whatever its order)."""
 
@@ -357,16 +356,16 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
                 task.exception()  # a failure nobody will report now: asyncio must not log it
             return
         first = task.get_coro()
-        waits = first.waits if isinstance(first, _First) else _NOT_YET
+        waits = first.waits if isinstance(first, FirstStep) else NOT_YET
         task.cancel()  # the task's own account (cancelling()), and what it waits on
-        if waits is not _NOT_YET and isinstance(waits, asyncio.Future):
+        if waits is not NOT_YET and isinstance(waits, asyncio.Future):
             # stepped eagerly, and the task has not yet taken what its coroutine waits on
             # (its first step does): cancelled as the task's cancel would (a gather's
             # children, an inner task), or that work went on after the node was stopped;
             # its outcome read once it ends, as the task would have (asyncio logs it unread)
             waits.cancel()
-            waits.add_done_callback(_read_outcome)
-        if isinstance(first, _First):
+            waits.add_done_callback(read_outcome)
+        if isinstance(first, FirstStep):
             # the CancelledError reaches the coroutine now, in the tick that stops the node
             # (as a py_trees leaf's ``terminate`` runs in it), not a loop step later: its
             # handlers and ``finally`` blocks run in py_trees' order of stops, up to what
@@ -406,7 +405,7 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             if ctx is not None:
                 task.add_done_callback(self._done, context=context)
             return
-        first = _First(work, context)
+        first = FirstStep(work, context)
         task = self._task = loop.create_task(first, name=name, context=context)
         if first.started:  # the loop's task factory began it (3.12's eager one)
             if ctx is not None:
@@ -458,144 +457,6 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
                 view = manager.scope(namespace) if namespace else manager.root
                 view.replace({field: value})
         return Status[name]
-
-
-class _Eager(NamedTuple):
-    """How a coroutine's first step ended it: its value, or its exception."""
-
-    value: Any
-    error: BaseException | None
-
-
-class _First(Coroutine[Any, Any, Any]):
-    """A node's coroutine, as its task's: the first step runs eagerly, in the tick that
-    starts the task (`step`); the task then goes on from what that step waits for.
-
-    A coroutine object of its own (not a generator around the node's), so a cancel that
-    reaches the task before its first step is thrown into the node's coroutine where it
-    waits, as it would be into a task's own coroutine; a stop throws it in at once
-    (`cancel`), in the tick, and the task takes up from there.
-    """
-
-    __slots__ = ("context", "coro", "ended", "started", "thrown", "waits")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], context: contextvars.Context) -> None:
-        self.coro = coro
-        self.context = context
-        """The task's context, where `step` and `cancel` run the coroutine."""
-        self.waits: Any = _NOT_YET
-        self.ended = False
-        self.started = False
-        """Whether the coroutine has begun (`step`, or the task: the loop's factory may start
-        it itself)."""
-        self.thrown: _Eager | None = None
-        """How a cancel thrown in by `cancel` left the coroutine (``value``: what it waits
-        on next), for the task's next step, which would throw it in again."""
-
-    def cancel(self, task: asyncio.Task[Any]) -> None:
-        """Throw the task's CancelledError into the coroutine now, as ``task`` (`step`), if it
-        has begun and waits (not while it runs, nor once it ended); the task, cancelled too,
-        takes the outcome at its next step (`throw`) instead of throwing it in again."""
-        if not self.started or self.ended or self.thrown is not None or getattr(
-                self.coro, "cr_running", False):
-            return
-        self.waits = _NOT_YET
-        loop = task.get_loop()
-        current = _current_task(loop)
-        if current is not None:
-            _leave_task(loop, current)
-        _enter_task(loop, task)
-        try:
-            self.thrown = _Eager(self.context.run(self.coro.throw, asyncio.CancelledError()),
-                                 None)
-        except (KeyboardInterrupt, SystemExit):
-            raise  # as a task would: out of the loop
-        except BaseException as exc:  # it ended: a StopIteration, its CancelledError
-            self.thrown = _Eager(_NOT_YET, exc)
-        finally:
-            _leave_task(loop, task)
-            if current is not None:
-                _enter_task(loop, current)
-
-    def _take_thrown(self, thrown: _Eager) -> Any:
-        """Give the task what the cancel thrown in by `cancel` left: what the coroutine
-        waits on next, or its end."""
-        self.thrown = None
-        if thrown.error is not None:
-            self.ended = True
-            raise thrown.error
-        return thrown.value
-
-    def step(
-        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any],
-        context: contextvars.Context,
-    ) -> _Eager | None:
-        """Run the first step as ``task`` (the current task, in its context): timeouts, cancel
-        scopes and task groups entered there belong to it. Its outcome if it ended there."""
-        current = _current_task(loop)
-        if current is not None:
-            _leave_task(loop, current)
-        _enter_task(loop, task)
-        self.started = True
-        try:
-            self.waits = context.run(self.coro.send, None)
-        except StopIteration as stop:
-            self.ended = True
-            return _Eager(stop.value, None)
-        except (KeyboardInterrupt, SystemExit):
-            self.ended = True
-            raise  # as a task would: out of the loop
-        except BaseException as exc:  # the task's failure, reported as the task's would be
-            self.ended = True
-            return _Eager(None, exc)
-        finally:
-            _leave_task(loop, task)
-            if current is not None:
-                _enter_task(loop, current)
-        return None
-
-    # -- the coroutine the task runs -----------------------------------------------------------
-    def send(self, value: Any) -> Any:
-        if self.ended:  # reported in the tick that started it: nobody reads this task
-            raise StopIteration
-        thrown = self.thrown
-        if thrown is not None:
-            return self._take_thrown(thrown)
-        waits = self.waits
-        if waits is not _NOT_YET:  # the task's first step: wait for what the eager one did
-            self.waits = _NOT_YET
-            return waits
-        self.started = True
-        return self.coro.send(value)
-
-    def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:  # type: ignore[override]
-        if self.ended:
-            raise exc if value is None else value
-        thrown = self.thrown
-        if thrown is not None:  # the task's cancel: thrown in already (`cancel`)
-            return self._take_thrown(thrown)
-        self.waits = _NOT_YET
-        return self.coro.throw(exc if value is None else value)
-
-    def close(self) -> None:
-        self.coro.close()
-
-    def __await__(self) -> Any:
-        return self
-
-    @property
-    def __name__(self) -> str:  # the task's repr names the node's coroutine
-        return str(getattr(self.coro, "__qualname__", "update_async"))
-
-
-_NOT_YET: Any = object()
-"""`_First.waits` before the eager step, and once the task has taken it."""
-
-
-def _read_outcome(future: asyncio.Future[Any]) -> None:
-    """Read how ``future`` ended (nobody else will): asyncio must not log it as unread."""
-    if not future.cancelled():
-        future.exception()
 
 
 def _read(manager: StateManager, key: str) -> Any:

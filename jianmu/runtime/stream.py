@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from jianmu.runtime.async_node import _First
+from jianmu.runtime.eager import FirstStep
 from jianmu.runtime.events import Event
 
 __all__ = ("stream_run",)
@@ -78,11 +78,11 @@ async def stream_run(
     # reserved until its task starts: a second stream() (or run()) meanwhile is refused at
     # once, instead of reading this run's events before it finds out
     runner._running = True
-    # the run's first step is taken now, as its task (`_First`, as a node's task starts):
+    # the run's first step is taken now, as its task (`FirstStep`, as a node's task starts):
     # its first events are read at once, without a turn of the loop to start the task and a
     # wake-up of the reader after it
     context = contextvars.copy_context()
-    first = _First(reserved_run(), context)
+    first = FirstStep(reserved_run(), context)
     task = loop.create_task(first, context=context)
     task.add_done_callback(ended)
     # how the run ended in that step, if it did (its task then ends with None, read by none)

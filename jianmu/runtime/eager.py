@@ -1,0 +1,155 @@
+"""An async leaf's first step, taken eagerly: in the tick that starts its task, as the task.
+
+`FirstStep` is the coroutine a node's task runs: `step` takes the node's coroutine's first step
+at once (Python 3.12's eager tasks, by hand on 3.11), `cancel` throws a stop's CancelledError
+into it in the tick that stops the node; the task then goes on from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from asyncio.tasks import _enter_task, _leave_task
+from asyncio.tasks import current_task as _current_task
+from collections.abc import Coroutine
+from typing import Any, NamedTuple
+
+__all__ = ("NOT_YET", "EagerOutcome", "FirstStep", "read_outcome")
+
+
+class EagerOutcome(NamedTuple):
+    """How a coroutine's first step ended it: its value, or its exception."""
+
+    value: Any
+    error: BaseException | None
+
+
+class FirstStep(Coroutine[Any, Any, Any]):
+    """A node's coroutine, as its task's: the first step runs eagerly, in the tick that
+    starts the task (`step`); the task then goes on from what that step waits for.
+
+    A coroutine object of its own (not a generator around the node's), so a cancel that
+    reaches the task before its first step is thrown into the node's coroutine where it
+    waits, as it would be into a task's own coroutine; a stop throws it in at once
+    (`cancel`), in the tick, and the task takes up from there.
+    """
+
+    __slots__ = ("context", "coro", "ended", "started", "thrown", "waits")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], context: contextvars.Context) -> None:
+        self.coro = coro
+        self.context = context
+        """The task's context, where `step` and `cancel` run the coroutine."""
+        self.waits: Any = NOT_YET
+        self.ended = False
+        self.started = False
+        """Whether the coroutine has begun (`step`, or the task: the loop's factory may start
+        it itself)."""
+        self.thrown: EagerOutcome | None = None
+        """How a cancel thrown in by `cancel` left the coroutine (``value``: what it waits
+        on next), for the task's next step, which would throw it in again."""
+
+    def cancel(self, task: asyncio.Task[Any]) -> None:
+        """Throw the task's CancelledError into the coroutine now, as ``task`` (`step`), if it
+        has begun and waits (not while it runs, nor once it ended); the task, cancelled too,
+        takes the outcome at its next step (`throw`) instead of throwing it in again."""
+        if not self.started or self.ended or self.thrown is not None or getattr(
+                self.coro, "cr_running", False):
+            return
+        self.waits = NOT_YET
+        loop = task.get_loop()
+        current = _current_task(loop)
+        if current is not None:
+            _leave_task(loop, current)
+        _enter_task(loop, task)
+        try:
+            self.thrown = EagerOutcome(self.context.run(self.coro.throw, asyncio.CancelledError()),
+                                 None)
+        except (KeyboardInterrupt, SystemExit):
+            raise  # as a task would: out of the loop
+        except BaseException as exc:  # it ended: a StopIteration, its CancelledError
+            self.thrown = EagerOutcome(NOT_YET, exc)
+        finally:
+            _leave_task(loop, task)
+            if current is not None:
+                _enter_task(loop, current)
+
+    def _take_thrown(self, thrown: EagerOutcome) -> Any:
+        """Give the task what the cancel thrown in by `cancel` left: what the coroutine
+        waits on next, or its end."""
+        self.thrown = None
+        if thrown.error is not None:
+            self.ended = True
+            raise thrown.error
+        return thrown.value
+
+    def step(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any],
+        context: contextvars.Context,
+    ) -> EagerOutcome | None:
+        """Run the first step as ``task`` (the current task, in its context): timeouts, cancel
+        scopes and task groups entered there belong to it. Its outcome if it ended there."""
+        current = _current_task(loop)
+        if current is not None:
+            _leave_task(loop, current)
+        _enter_task(loop, task)
+        self.started = True
+        try:
+            self.waits = context.run(self.coro.send, None)
+        except StopIteration as stop:
+            self.ended = True
+            return EagerOutcome(stop.value, None)
+        except (KeyboardInterrupt, SystemExit):
+            self.ended = True
+            raise  # as a task would: out of the loop
+        except BaseException as exc:  # the task's failure, reported as the task's would be
+            self.ended = True
+            return EagerOutcome(None, exc)
+        finally:
+            _leave_task(loop, task)
+            if current is not None:
+                _enter_task(loop, current)
+        return None
+
+    # -- the coroutine the task runs -----------------------------------------------------------
+    def send(self, value: Any) -> Any:
+        if self.ended:  # reported in the tick that started it: nobody reads this task
+            raise StopIteration
+        thrown = self.thrown
+        if thrown is not None:
+            return self._take_thrown(thrown)
+        waits = self.waits
+        if waits is not NOT_YET:  # the task's first step: wait for what the eager one did
+            self.waits = NOT_YET
+            return waits
+        self.started = True
+        return self.coro.send(value)
+
+    def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:  # type: ignore[override]
+        if self.ended:
+            raise exc if value is None else value
+        thrown = self.thrown
+        if thrown is not None:  # the task's cancel: thrown in already (`cancel`)
+            return self._take_thrown(thrown)
+        self.waits = NOT_YET
+        return self.coro.throw(exc if value is None else value)
+
+    def close(self) -> None:
+        self.coro.close()
+
+    def __await__(self) -> Any:
+        return self
+
+    @property
+    def __name__(self) -> str:  # the task's repr names the node's coroutine
+        return str(getattr(self.coro, "__qualname__", "update_async"))
+
+
+NOT_YET: Any = object()
+"""`FirstStep.waits` before the eager step, and once the task has taken it."""
+
+
+def read_outcome(future: asyncio.Future[Any]) -> None:
+    """Read how ``future`` ended (nobody else will): asyncio must not log it as unread."""
+    if not future.cancelled():
+        future.exception()
