@@ -32,7 +32,7 @@ from py_trees.composites import Parallel, Selector, Sequence
 from py_trees.decorators import Count, Decorator, EternalGuard, Repeat, Timeout
 
 from jianmu.constraints import Constraints
-from jianmu.runtime.cycles import CYCLE, ticks_back
+from jianmu.runtime.cycles import CYCLE, ROUNDS, ticks_back
 from jianmu.runtime.eager import NOT_YET, FirstStep, read_outcome
 
 if TYPE_CHECKING:
@@ -691,10 +691,12 @@ class Ticker:
 
     def __init__(self) -> None:
         self._at_rest: list[list[tuple[Behaviour, Status, str]]] = []  # the last `CYCLE`
+        self._rounds: list[list[tuple[Behaviour, Status, str]]] = []  # the last `ROUNDS`
 
     def reset(self) -> None:
         """Forget the last ticks (a new run starts)."""
         self._at_rest.clear()
+        self._rounds.clear()
 
     def tick(self, root: Behaviour, woken: asyncio.Event | WakeEvent) -> TickPlan:
         """Tick ``root`` once and plan the next tick.
@@ -715,8 +717,10 @@ class Ticker:
         # at once while they change the tree; at rest, it is polled, as py_trees' loop ticks
         # at its rate (a node that writes at every tick woke the runner at once, for ever: a
         # full core busy while the tree waited for a task)
-        wrote = again = woken.is_set()
+        wrote = woken.is_set()
         woken.clear()
+        again = False  # a node RUNNING with no running child, a selector stopping earlier ones
+        reentered = False  # an ended node that its parent ticks again: it starts anew
         poll = False
         due: float | None = None
         kinds = _KINDS
@@ -752,31 +756,48 @@ class Ticker:
                 elif not kind & _RUNTIME:
                     # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
                     poll = True
-            elif not again and (node.children or _restarts(node, kind)):
+            elif not (again or reentered) and (node.children or _restarts(node, kind)):
                 # ended, and re-entered next tick: its subtree starts anew, and so does an
                 # async or a plain py_trees leaf; a leaf of the runtime's own ended gives the
                 # same result until the state changes: no tick for it
-                again = ticked_again(node)
-        if not again:
+                reentered = ticked_again(node)
+        if not (again or reentered or wrote):
             self._at_rest.clear()
+            if self._rounds:  # a round through a task, begun by a node re-entered
+                self._rounds[:ROUNDS] = [_seen(visited), *self._rounds[:ROUNDS - 1]]
             return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
-        # feedback shows decorators' counts (a Repeat's successes), but a Timeout's time left,
-        # a Count's tallies, a Repeat without end's successes and a running leaf's text (a
-        # time) change at every tick, also where a decorator above quotes them: left out
-        volatile = {
-            node.feedback_message for node in visited
-            if node.feedback_message and _volatile(node)
-        }
-        seen = [(node, node.status, _steady(node.feedback_message, volatile))
-                for node in visited]
+        seen = _seen(visited)
         back = ticks_back(seen, self._at_rest, root)
-        if back is None:
-            self._at_rest[:CYCLE] = [seen, *self._at_rest[:CYCLE - 1]]
-            return TickPlan(True, poll, due)
-        return TickPlan(False, wrote or poll or any(  # what any tick of the cycle re-entered
-            status is not Status.RUNNING and _restarts(node, _kind(type(node)))
-            for ticked in (seen, *self._at_rest[:back - 1]) for node, status, _ in ticked
-        ), due)
+        if back is not None:
+            return TickPlan(False, wrote or poll or any(  # what any tick of the cycle re-entered
+                status is not Status.RUNNING and _restarts(node, _kind(type(node)))
+                for ticked in (seen, *self._at_rest[:back - 1]) for node, status, _ in ticked
+            ), due)
+        self._at_rest[:CYCLE] = [seen, *self._at_rest[:CYCLE - 1]]
+        if again:  # the tree moves on by itself (a Repeat between runs): no round to rest
+            self._rounds.clear()
+        elif reentered and ticks_back(seen, self._rounds, root) is not None:
+            # back where it was before a task it started ended: a check re-entered before a
+            # running action, whose task ends after a turn of the loop, pre-empts the action;
+            # the action starts again once it failed, and the check is re-entered (a selector
+            # without memory); ticked at once, that went round at the loop's speed, a full
+            # core: re-entered checks are polled, as py_trees' loop ticks them at its rate
+            self._rounds[:ROUNDS] = [seen, *self._rounds[:ROUNDS - 1]]
+            return TickPlan(False, True, due)
+        elif reentered or self._rounds:
+            self._rounds[:ROUNDS] = [seen, *self._rounds[:ROUNDS - 1]]
+        return TickPlan(True, poll, due)
+
+
+def _seen(visited: list[Behaviour]) -> list[tuple[Behaviour, Status, str]]:
+    """Each visited node, its status and its feedback without what changes at every tick by
+    itself (a running `Timeout`'s time left, a `Count`'s tallies, a `Repeat` without end's
+    successes, a running leaf's text), also where a decorator above quotes it."""
+    volatile = {
+        node.feedback_message for node in visited
+        if node.feedback_message and _volatile(node)
+    }
+    return [(node, node.status, _steady(node.feedback_message, volatile)) for node in visited]
 
 
 def _restarts(node: Behaviour, kind: int) -> bool:

@@ -7,12 +7,17 @@ from typing import Any
 
 from py_trees.behaviour import Behaviour
 
-__all__ = ("CYCLE", "ticks_back")
+__all__ = ("CYCLE", "ROUNDS", "ticks_back")
 
 CYCLE = 4
 """Ticks taken at once that a tick may repeat to find the tree at rest: one back where it
 was two ticks ago (a leaf ending in turn S, F under FailureIsRunning(SuccessIsRunning))
 rests as one the same at every tick does (it spun at a full core)."""
+
+ROUNDS = 2 * CYCLE
+"""Ticks kept of a round that went through a task (a check re-entered, its task ended, the
+action it pre-empted started again): each tick taken at once may be followed by one a task's
+end brought."""
 
 
 def ticks_back(seen: list[Any], at_rest: Sequence[list[Any]], root: Behaviour) -> int | None:
