@@ -41,6 +41,7 @@ from jianmu.runtime.events import (
     run_ended,
 )
 from jianmu.runtime.lease import RunClaim, store_failed
+from jianmu.runtime.stream import left_behind, open_stream
 from jianmu.state import StateManager
 
 if TYPE_CHECKING:
@@ -483,7 +484,7 @@ class ReactiveRunner:
         Raises:
             RunClaimedError: another owner holds the run, or went on with it since.
         """
-        if self._running:
+        if self._running and not await left_behind(self):  # a stream left by a `break`: ended
             raise RuntimeError("this runner is already running")
         if self._finished is not None:
             if self._end_unsaved:  # its end stands: saved now, not run again
@@ -577,9 +578,7 @@ class ReactiveRunner:
             RuntimeError: the runner is already running.
             Exception: whatever `run` raised.
         """
-        from jianmu.runtime.stream import stream_run
-
-        return stream_run(self, max_ticks=max_ticks, timeout=timeout)
+        return open_stream(self, max_ticks=max_ticks, timeout=timeout)
 
     async def aclose(self) -> None:
         """Release everything the run and its tree hold: sandboxes, connections, and the

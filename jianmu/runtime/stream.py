@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import weakref
 from collections import deque
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -18,7 +19,11 @@ from typing import Any
 from jianmu.runtime.eager import FirstStep
 from jianmu.runtime.events import Event
 
-__all__ = ("stream_run",)
+__all__ = ("left_behind", "open_stream")
+
+_Opened = tuple[weakref.ref[Any], list[asyncio.Task[Any] | None]]
+_OPEN: weakref.WeakKeyDictionary[Any, _Opened] = weakref.WeakKeyDictionary()
+"""Per runner, its last stream (held weakly: a dropped one is gone) and that stream's run."""
 
 
 def _ends(runner: Any, event: Event) -> bool:
@@ -26,7 +31,7 @@ def _ends(runner: Any, event: Event) -> bool:
     return getattr(event.fields.get("result"), "run_id", None) == runner.run_id
 
 
-async def stream_run(
+def open_stream(
     runner: Any, *, max_ticks: int | None = None, timeout: float | None = None
 ) -> AsyncGenerator[Event, None]:
     """Run ``runner`` (a `ReactiveRunner`, as its ``run``) and yield its events as they
@@ -35,7 +40,30 @@ async def stream_run(
     Raises:
         RuntimeError: the runner is already running (on the first step, as ``run`` would).
     """
-    if runner._running:
+    started: list[asyncio.Task[Any] | None] = [None]
+    reader = _stream(runner, started, _OPEN.get(runner), max_ticks, timeout)
+    _OPEN[runner] = (weakref.ref(reader), started)
+    return reader
+
+
+async def left_behind(runner: Any, last: _Opened | None = None) -> bool:
+    """Whether ``runner``, running, was left by the reader of its stream (``last``, else its
+    latest): the generator dropped after a ``break``, not yet closed by the loop. Its run is
+    then stopped, as that close would, and waited for: True once the runner is free."""
+    reader, started = last or _OPEN.get(runner) or (None, [None])
+    task = started[0]
+    if reader is None or reader() is not None or task is None or task.done():
+        return False
+    runner.cancel()  # as the generator's close does (the loop may close it later, or never)
+    await asyncio.gather(task, return_exceptions=True)
+    return not runner._running
+
+
+async def _stream(
+    runner: Any, started: list[asyncio.Task[Any] | None], last: _Opened | None,
+    max_ticks: int | None, timeout: float | None,
+) -> AsyncGenerator[Event, None]:
+    if runner._running and not await left_behind(runner, last):
         raise RuntimeError("this runner is already running")
     loop = asyncio.get_running_loop()
     thread = threading.get_ident()
@@ -83,7 +111,7 @@ async def stream_run(
     # wake-up of the reader after it
     context = contextvars.copy_context()
     first = FirstStep(reserved_run(), context)
-    task = loop.create_task(first, context=context)
+    task = started[0] = loop.create_task(first, context=context)
     task.add_done_callback(ended)
     # how the run ended in that step, if it did (its task then ends with None, read by none)
     outcome = None if first.started else first.step(loop, task, context)

@@ -198,6 +198,72 @@ async def test_a_plain_break_with_a_tool_running_cancels_the_run_cleanly() -> No
     assert asyncio.all_tasks() == before
 
 
+def once_slow_run() -> tuple[ReactiveRunner, asyncio.Event, asyncio.Event]:
+    """A run whose one tool waits for ever on its first call and answers on the next."""
+    running, cancelled = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def fetch(what: str) -> str:
+        """Fetch a thing.
+
+        Args:
+            what: the thing.
+        """
+        if not cancelled.is_set():
+            running.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+        return f"got {what}"
+
+    llm = ScriptedLLM([[{"name": "fetch", "arguments": {"what": "rain"}}], "Got the rain."])
+    return ReactiveRunner(create_react_node(llm, [fetch]), start()), running, cancelled
+
+
+async def _break_at_the_tool(runner: ReactiveRunner, running: asyncio.Event) -> None:
+    async for event in runner.stream(timeout=30):
+        if event.name == "tool.call.started":
+            await running.wait()
+            break  # the generator is dropped here; the loop closes it a step later
+
+
+@pytest.mark.parametrize("again", ["run", "stream"])
+async def test_the_runner_is_free_right_after_a_plain_break(again: str) -> None:
+    """``run()`` or ``stream()`` at once after a ``break`` (no ``aclosing``) does not find the
+    runner running: it waits for the left run to stop, then goes on with it."""
+    runner, running, cancelled = once_slow_run()
+    before = asyncio.all_tasks()
+    await _break_at_the_tool(runner, running)
+    if again == "run":
+        result = await runner.run(timeout=30)
+    else:
+        result = [event async for event in runner.stream(timeout=30)][-1].fields["result"]
+    assert cancelled.is_set() and result.ok, result.error
+    assert runner.state.get("final_answer") == "Got the rain."
+    for _ in range(200):  # the dropped generator's own close, a task the loop made
+        if asyncio.all_tasks() == before:
+            break
+        await asyncio.sleep(0)
+    assert asyncio.all_tasks() == before
+
+
+async def test_a_stream_still_held_keeps_the_runner_running() -> None:
+    """A reader that stopped reading but holds its stream has not left: ``run()`` is refused
+    and the run goes on for that reader."""
+    runner, running, cancelled = once_slow_run()
+    events = runner.stream(timeout=30)
+    while (await anext(events)).name != "tool.call.started":
+        pass
+    await running.wait()
+    with pytest.raises(RuntimeError, match="already running"):
+        await runner.run()
+    assert not cancelled.is_set()
+    await events.aclose()
+    assert cancelled.is_set()
+
+
 async def test_closing_the_stream_returns_once_the_run_has_stopped() -> None:
     runner, running, cancelled, finished = waiting_run()
     before = asyncio.all_tasks()
