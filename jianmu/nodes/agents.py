@@ -458,6 +458,8 @@ class _SubRun(ReactiveRunner):
     answer_judge: AnswerJudge | None = None
     """In a durable run, the caller's tool-output guardrails on its answer: its model nodes
     run them inside the step that records the answer (`jianmu.nodes.sealed`)."""
+    judged: tuple[Any, ...] = ()
+    """The last answer `answer_judge` passed (none yet: empty)."""
 
     def __init__(
         self, root: _AgentRoot, state: StateManager, parent: RunContext, *,
@@ -724,7 +726,9 @@ class AgentTool(Tool):
             "final_answer": _text(answer), "final_output": _output(answer),
             "agent_run": {"status": RunStatus.SUCCESS.value},
         })
-        return ToolResult(tool=self.name, ok=True, output=answer)
+        # judged in its own turn (a durable run): the caller's guardrails passed this answer
+        judged = runner.judged == (answer,)
+        return ToolResult(tool=self.name, ok=True, output=answer, judged=judged)
 
     def _start(
         self, arguments: Any, view: StateView, record: Any, ctx: RunContext,
@@ -748,7 +752,7 @@ class AgentTool(Tool):
             view=view, guardrails=guardrails, interactive=self.interactive,
         )
         if ctx.steps is not None and guardrails is not None:
-            runner.answer_judge = self._judge(ctx, call, constraints, guardrails)
+            runner.answer_judge = self._judge(ctx, call, constraints, guardrails, runner)
         if resumed:
             runner.resume_nodes(record)
         self._runs[key] = runner
@@ -790,10 +794,10 @@ class AgentTool(Tool):
             await close_tree(tree)
 
     def _judge(self, ctx: RunContext, call: tuple[str, str], constraints: Constraints,
-               guardrails: dict[str, tuple[Any, ...]]) -> AnswerJudge | None:
+               guardrails: dict[str, tuple[Any, ...]], runner: _SubRun) -> AnswerJudge | None:
         """The caller's tool-output guardrails on the answer of a call (its id, the caller's
         node path), as its executor runs them on the call's result (`ToolExecutor._guarded`);
-        None when it runs none."""
+        None when it runs none. What they pass is noted in ``runner.judged``."""
         chosen = configured_guardrails("tool_output", (), constraints, guardrails)
         if not chosen:
             return None
@@ -804,8 +808,10 @@ class AgentTool(Tool):
             found = await run_guardrails(
                 "tool_output", chosen, ctx, result.truncate(self.max_result_length), events,
                 timeout=constraints.guard.guardrails.timeout_s, tool=self.name, call_id=call_id)
-            return None if found is None else GuardrailTripped(found[0], found[1].reason,
-                                                               "tool_output")
+            if found is None:
+                runner.judged = (answer,)
+                return None
+            return GuardrailTripped(found[0], found[1].reason, "tool_output")
 
         return judge
 

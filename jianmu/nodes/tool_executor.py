@@ -780,7 +780,9 @@ class ToolExecutor(AsyncNode):
         result is put in ``got`` for the caller, never returned if a guardrail withholds it."""
         result = await self._attempts(call, tool, runner, retries)
         got.append(result)
-        return await self._guarded(call, result) if guarded else result
+        # an output the same guardrails passed inside the call (`ToolResult.judged`) is not
+        # judged twice: a judge that asks a model would be paid twice
+        return await self._guarded(call, result) if guarded and not result.judged else result
 
     async def _recorded(
         self, call: ToolCall, tool: Tool, attempts: Callable[[], Awaitable[ToolResult]]

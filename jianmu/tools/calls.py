@@ -415,6 +415,9 @@ class ToolResult:
     have run twice (at-least-once); completed calls are replayed, never repeated."""
     media: tuple[MediaPart, ...] = ()
     """Images and audio the tool returned (`ToolOutput`), sent to the model as content parts."""
+    judged: bool = False
+    """The caller's tool-output guardrails passed this output already, inside the call (a
+    durable sub-agent's answer, judged in the step that recorded it): not judged again."""
 
     @property
     def is_error(self) -> bool:

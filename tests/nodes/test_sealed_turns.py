@@ -146,6 +146,40 @@ async def test_a_sub_agents_answer_is_judged_by_its_callers_guardrails_in_its_ow
     assert runner2.state.get("usage") == runner.state.get("usage")
 
 
+async def test_a_sub_agents_answer_is_judged_once_by_its_callers_guardrails() -> None:
+    """Passed in the sub-agent's own step, the answer is not judged again by the caller's
+    executor (a judge that asks a model was paid twice); a replay judges it again, by the
+    rules of the day, once."""
+    seen: list[Any] = []
+
+    def counted(ctx: Any, value: Any) -> Tripwire | None:
+        seen.append(getattr(value, "output", value))
+        return no_keys(ctx, value)
+
+    def lead_turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "ask_1", "name": "helper", "arguments": {"input": "weather?"}}]
+        return f"told: {messages[-1].content}"
+
+    def lead(helper_llm: Any, lead_llm: Any) -> Any:
+        helper = agent_tool(lambda: create_react_node(helper_llm, [], name="helper"),
+                            name="helper", description="Knows the weather.")
+        return create_react_node(lead_llm, [helper], tool_output_guardrails=[counted])
+
+    steps = FakeSteps()
+    _, first = await run(lead(ScriptedLLM(["sunny"]), ScriptedLLM([lead_turn] * 2)), steps)
+    assert first.ok, first.error
+    assert seen == ["sunny"]
+    seen.clear()
+    plain = ReactiveRunner(lead(ScriptedLLM(["sunny"]), ScriptedLLM([lead_turn] * 2)),
+                           StateManager(AgentState))
+    assert (await plain.run(timeout=30)).ok and seen == ["sunny"]  # not durable: the executor
+    seen.clear()
+    again = FakeSteps(steps.recorded)
+    _, second = await run(lead(ScriptedLLM([never]), ScriptedLLM([never])), again)
+    assert second.ok and again.ran == [] and seen == ["sunny"]
+
+
 async def test_a_reply_to_a_message_the_input_guardrails_refused_is_not_recorded() -> None:
     """They trip once the model has answered: the turn's record is the refusal."""
     answered = asyncio.Event()
