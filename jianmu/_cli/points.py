@@ -68,9 +68,11 @@ def run_points(store: SQLiteCheckpointer, run_id: str) -> dict[str, Any]:
     if data is None:
         raise _missing(store, run_id)
     history = store.history
-    entries = event_timeline(history.events(run_id), snapshot=data.get("state"))
+    recorded = history.points(run_id)
+    tree = history.frame(run_id, recorded[-1].number).tree if recorded else None
+    entries = event_timeline(history.events(run_id), snapshot=data.get("state"), tree=tree)
     names = {k: str(v.get("name", "?")) for k, v in (data.get("nodes") or {}).items()}
-    points = point_rows(history.points(run_id), entries, names)
+    points = point_rows(recorded, entries, names)
     meta = history.run(run_id) or {}
     interaction = data.get("interaction") or {}
     asked = {r["id"]: r for r in interaction.get("asked", [])}

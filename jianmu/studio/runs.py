@@ -217,7 +217,7 @@ class CheckpointRuns:
                                                                                   "agent")]
         said = [e for e in self.journal.events(run_id)]
         if events:
-            entries = event_timeline(events + said, snapshot=state, nesting=nesting)
+            entries = event_timeline(events + said, snapshot=state, nesting=nesting, tree=tree)
         else:
             entries = message_timeline(state, interaction) + event_timeline(said)
         nodes = node_rows(data.get("nodes", {}), tree,

@@ -15,6 +15,7 @@ from typing import Any
 
 from jianmu._text import json_visible, visible
 from jianmu.nodes.sealed import RefusedTurn
+from jianmu.runtime.context import owner_prefix
 
 __all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
            "pretty_json", "shown")
@@ -59,6 +60,20 @@ def call_scope(node: str | None) -> str:
         if found is not None:
             parts += [found.group("name"), found.group("label")]
     return "/".join(parts)
+
+
+def branch_scopes(tree: dict[str, dict[str, Any]] | None) -> dict[str, str]:
+    """The namespace of each node that has one (``tree``: a run's node infos by key, each
+    with its ``path`` and ``ns``), by path, relative to the run's own as its request ids are
+    (``left`` for ``left/call_0``): agents in namespaced branches number their calls alike."""
+    tree = tree or {}
+    root = (tree.get("0") or {}).get("ns")
+    out = {}
+    for info in tree.values():
+        scope = owner_prefix(root, info.get("ns")).rstrip("/")
+        if scope and info.get("path"):
+            out[str(info["path"])] = scope
+    return out
 
 
 def call_details(snapshot: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
@@ -117,9 +132,11 @@ class _Story:
     """Turns events into entries, remembering what earlier events said."""
 
     def __init__(self, calls: dict[tuple[str, str], dict[str, Any]], nesting: list[str],
-                 answerers: dict[str, str] | None = None) -> None:
+                 answerers: dict[str, str] | None = None,
+                 scopes: dict[str, str] | None = None) -> None:
         self.calls = calls
         self.nesting = nesting
+        self.scopes = scopes or {}  # the namespaced branches' nodes (`branch_scopes`)
         self.answerers = answerers or {}  # who answered each question in the studio, by id
         self.edited: dict[str, Any] = {}  # the arguments a person gave a call, by request id
         self.model_started: dict[str, float] = {}
@@ -132,6 +149,11 @@ class _Story:
         inside = sum(1 for path in self.nesting if node.startswith(path + "/"))
         agents = call_scope(node).count("/") // 2 + (1 if call_scope(node) else 0)
         return inside + agents + self.open_skills
+
+    def scope(self, node: str) -> str:
+        """Where the node's calls are kept and named: a sub-agent's call, a namespaced branch,
+        else the run's own conversation (``""``)."""
+        return call_scope(node) or self.scopes.get(node, "")
 
     def entry(self, event: dict[str, Any]) -> dict[str, Any] | None:
         name = str(event.get("name", ""))
@@ -146,7 +168,7 @@ class _Story:
                "point": event.get("point"), "node": node, "depth": self.depth(node),
                "event": name}
         if f.get("call_id"):  # by its full path, as a request id names it: ids repeat
-            scope = call_scope(node)
+            scope = self.scope(node)
             out["call"] = f"{scope}/{f['call_id']}" if scope else str(f["call_id"])
         elif f.get("request_id"):
             out["call"] = str(f["request_id"])
@@ -160,7 +182,7 @@ class _Story:
     def words(self, name: str, f: dict[str, Any], at: float, node: str
               ) -> tuple[str, str, str] | None:
         tool = str(f.get("tool") or "?")
-        call = self.calls.get((call_scope(node), str(f.get("call_id") or "")), {})
+        call = self.calls.get((self.scope(node), str(f.get("call_id") or "")), {})
         if name == "llm.call.started":
             self.model_started[node] = at
             return None
@@ -229,7 +251,7 @@ class _Story:
             return "call", f"goes on: {tool}", "after waiting for a person"  # no second start
         if name == "tool.call.started":
             # the call as it runs: the person's edit, else the model's (the conversation's)
-            scope = call_scope(node)
+            scope = self.scope(node)
             asked = f"{scope}/{f.get('call_id')}" if scope else str(f.get("call_id") or "")
             given = self.edited.get(asked, call.get("arguments"))
             text = pretty_json(given) if given is not None else str(f.get("args_preview") or "")
@@ -295,15 +317,17 @@ class _Story:
 
 def event_timeline(events: Iterable[dict[str, Any]], *,
                    snapshot: dict[str, Any] | None = None,
-                   nesting: Iterable[str] = ()) -> list[dict[str, Any]]:
+                   nesting: Iterable[str] = (),
+                   tree: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The entries for recorded events (each with ``time``, ``name``, ``node``, ``fields`` and
     the ``point`` it led to), oldest first. ``snapshot`` supplies full arguments and results
-    (events carry previews); ``nesting`` lists the paths of skill and agent nodes."""
+    (events carry previews); ``nesting`` lists the paths of skill and agent nodes; ``tree``
+    (the run's node infos) the namespaces of its branches."""
     ordered = sorted(events, key=lambda e: e.get("time") or 0.0)
     answerers = {str((e.get("fields") or {}).get("request_id")): str(e["fields"]["by"])
                  for e in ordered if e.get("name") == "studio.answered"
                  and (e.get("fields") or {}).get("by")}
-    story = _Story(call_details(snapshot), list(nesting), answerers)
+    story = _Story(call_details(snapshot), list(nesting), answerers, branch_scopes(tree))
     return [e for e in (story.entry(event) for event in ordered) if e is not None]
 
 
