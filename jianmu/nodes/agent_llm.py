@@ -41,6 +41,7 @@ from jianmu.llm.provider import (
     replays_stream,
     takes_requests,
 )
+from jianmu.nodes.agents import refuse_shared_tools
 from jianmu.nodes.cut_off import (
     CUT_OFF_POLICIES,
     CutOffPolicy,
@@ -193,6 +194,7 @@ class AgentLLMNode(AsyncNode):
     Raises:
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
         ValueError: ``tool_output_guardrails`` without a `ToolExecutor` as ``tools``.
+        HandoffError: two ``handoffs`` share a tool name.
     """
 
     eager_start = False  # it waits on a model, a thread or a person (`AsyncNode.eager_start`)
@@ -287,6 +289,7 @@ class AgentLLMNode(AsyncNode):
             self.params.update(self.output.request_params(llm))
         self.history = list(history or ())
         """The history processors given (``max_messages`` adds one when the turn is sent)."""
+        refuse_shared_tools(handoffs)
         self.handoffs = list(handoffs)
         self.agent_name: str | None = None
         """The agent this node speaks for, in a team joined by hand-offs."""

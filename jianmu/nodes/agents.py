@@ -84,7 +84,7 @@ from jianmu.runtime.scopes import ScopedInteraction, ScopedSteps
 from jianmu.state import StateManager, StateView
 from jianmu.tools._arguments import input_error
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolResult, decode_container
+from jianmu.tools.calls import ToolResult, decode_container, name_key
 from jianmu.tools.registry import ToolSet
 from jianmu.tools.schema import Injected, InjectedParam, declared_injection, strip_titles
 from jianmu.tools.spec import structural_problems
@@ -97,6 +97,7 @@ __all__ = (
     "agent_tool",
     "build_team",
     "handoff",
+    "refuse_shared_tools",
     "split_handoffs",
 )
 
@@ -183,6 +184,26 @@ def split_handoffs(tools: Any) -> tuple[Any, list[Handoff]]:
     if not found:
         return tools, []
     return [t for t in items if not isinstance(t, Handoff)], found
+
+
+def refuse_shared_tools(handoffs: Sequence[Handoff]) -> None:
+    """Refuse two hand-offs offered under one tool name (``Billing`` and ``billing``, or two
+    names made of letters a tool name cannot hold): the model's call would reach one of the
+    two agents, whichever came last, though it read the other's description.
+
+    Raises:
+        HandoffError: naming both agents and the tool.
+    """
+    seen: dict[str | None, Handoff] = {}
+    for given in handoffs:
+        key = name_key(given.tool.name)
+        first = seen.setdefault(key, given)
+        if first is not given:
+            raise HandoffError(
+                f"the hand-offs to {first.name!r} and {given.name!r} are both offered as "
+                f"{given.tool.name!r}; give one a tool name of its own: "
+                "handoff(agent, name=...)"
+            )
 
 
 class AgentSwitch(RuntimeNode, py_trees.composites.Composite):

@@ -337,7 +337,8 @@ def create_react_node(
 
     Raises:
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
-        HandoffError: two agents of the team reached by hand-offs share a name.
+        HandoffError: two agents of the team reached by hand-offs share a name, or two
+            hand-offs of one agent share a tool name.
     """
     options = {k: v for k, v in locals().items() if k not in ("llm", "tools")}  # every keyword
     tools = as_tools(tools)

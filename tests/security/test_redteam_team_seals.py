@@ -1,0 +1,53 @@
+"""Red team, agent teams as sealed units: hand-offs and agent tools that a model or an author
+can make reach the wrong agent, or tie up the run.
+
+Fixed here:
+
+- two hand-offs offered under one tool name (``Billing`` and ``billing``; any two agents named
+  in letters a tool name cannot hold, both ``transfer_to_agent``; two long names cut to one
+  prefix) were both offered, and the model's call went to whichever came last, though it
+  chose by the other's description. Now such hand-offs are refused when the agent is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jianmu import ReactiveRunner, StateManager
+from jianmu.errors import HandoffError
+from jianmu.llm import ScriptedLLM
+from jianmu.nodes import AgentState, create_react_node, handoff
+
+pytestmark = pytest.mark.anyio
+
+
+def start() -> StateManager:
+    return StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+
+
+def transfer(name: str) -> list[dict[str, Any]]:
+    return [{"name": name, "arguments": {}}]
+
+
+@pytest.mark.parametrize("names", [("Billing", "billing"), ("账单", "管理"),
+                                   ("x" * 60 + "_refunds", "x" * 60 + "_admin")])
+def test_two_hand_offs_under_one_tool_name_are_refused(names: tuple[str, str]) -> None:
+    first, second = (create_react_node(ScriptedLLM([f"{n} answers"]), [], name=n)
+                     for n in names)
+    with pytest.raises(HandoffError, match="give one a tool name of its own"):
+        create_react_node(ScriptedLLM([transfer("transfer_to_agent")]),
+                          [handoff(first), handoff(second)], name="triage")
+
+
+async def test_hand_offs_named_apart_reach_the_agent_the_model_chose() -> None:
+    refunds = create_react_node(ScriptedLLM(["refunds answers"]), [], name="账单")
+    admin = create_react_node(ScriptedLLM(["admin answers"]), [], name="管理")
+    triage = create_react_node(ScriptedLLM([transfer("transfer_to_refunds")]),
+                               [handoff(refunds, name="refunds"), handoff(admin, name="admin")],
+                               name="triage")
+    state = start()
+    assert (await ReactiveRunner(triage, state).run()).ok
+    assert state.get("active_agent") == "账单"
+    assert state.get("final_answer") == "refunds answers"
