@@ -33,7 +33,8 @@ sub-agent's tree in a run of its own, nested in the caller's:
 
 The tool's result is the sub-agent's ``final_output`` (its typed answer), else its
 ``final_answer``. A sub-agent that fails is the tool's failure: its error is the caller's
-observation, and the caller goes on.
+observation, and the caller goes on. A call whose tree the calling runs are running (an agent
+that is its own tool over one tree) fails so too: a tree serves one run at a time.
 """
 
 from __future__ import annotations
@@ -462,6 +463,18 @@ def _place(node: py_trees.behaviour.Behaviour, namespace: str) -> None:
         _place(child, namespace)
 
 
+def _running_in(tree: py_trees.behaviour.Behaviour, ctx: RunContext) -> bool:
+    """Whether a node of ``tree`` is in the tree of the run of ``ctx`` or of a run that
+    called it (an agent tool's run, up to the outermost run)."""
+    mine = {id(node) for node in tree.iterate()}
+    runner = getattr(ctx, "runner", None)
+    while runner is not None:
+        if any(id(node) in mine for node in runner.root.iterate()):
+            return True
+        runner = runner.parent.runner if isinstance(runner, _SubRun) else None
+    return False
+
+
 def _waits_for(pending: Sequence[ApprovalRequest]) -> str:
     """What a suspended run waits for, in words: approvals, answers, or both."""
     asked = [r.id for r in pending if r.question is not None]
@@ -753,7 +766,7 @@ class AgentTool(Tool):
         guardrails: dict[str, tuple[Any, ...]] | None = None, call: tuple[str, str] = ("", ""),
     ) -> _SubRun:
         key = (ctx.run_id, str(view.namespace))
-        tree = self._tree(key)
+        tree = self._tree(key, ctx)
         tree.parent = None  # a tree served to an earlier call hangs off that call's root
         root = _AgentRoot(root_name, tree)
         root.namespace = str(view.namespace)
@@ -775,8 +788,15 @@ class AgentTool(Tool):
         self._runs[key] = runner
         return runner
 
-    def _tree(self, key: _CallKey) -> py_trees.behaviour.Behaviour:
+    def _tree(self, key: _CallKey, ctx: RunContext) -> py_trees.behaviour.Behaviour:
+        """The tree for the call: the one given, or a fresh one built for it.
+
+        Raises:
+            ToolExecutionError: the function did not build a tree, or the tree is one the
+                calling runs are running (`_running_in`).
+        """
         if not self._factory:
+            self._refuse_running(self.agent, ctx)  # type: ignore[arg-type]
             return self.agent  # type: ignore[return-value]
         tree = self._trees.get(key)
         if tree is None:
@@ -786,8 +806,21 @@ class AgentTool(Tool):
                     f"the function given to agent_tool({self.name!r}) returned "
                     f"{type(tree).__name__}, not a behaviour tree"
                 )
+            self._refuse_running(tree, ctx)
             self._trees[key] = tree
         return tree
+
+    def _refuse_running(self, tree: py_trees.behaviour.Behaviour, ctx: RunContext) -> None:
+        """Refuse to run ``tree`` for a call when a node of it is one the calling run, or a
+        run that called it, is running: an agent that is its own tool over one tree, or a tree
+        placed in the calling tree too. Bound to the call's run, its nodes would leave the
+        caller's run, which waited on them for ever."""
+        if _running_in(tree, ctx):
+            raise ToolExecutionError(
+                f"agent {self.name!r} not run: its tree is part of the run that calls it (an "
+                "agent that is its own tool?); give agent_tool() a function that builds the "
+                "tree, for a tree per call"
+            )
 
     def _exclusive(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """One call at a time on a shared tree (a lock of the running loop); none needed for

@@ -7,18 +7,23 @@ Fixed here:
   in letters a tool name cannot hold, both ``transfer_to_agent``; two long names cut to one
   prefix) were both offered, and the model's call went to whichever came last, though it
   chose by the other's description. Now such hand-offs are refused when the agent is built.
+- an agent tool over a tree its caller is running (an agent that is its own tool, given its
+  tree rather than a function that builds one, or a function that hands back that tree)
+  bound the caller's own nodes to the call's run: the run hung until its time limit, then
+  cancelling it overflowed the stack. Now the call fails at once, and the model is told why.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import py_trees
 import pytest
 
 from jianmu import ReactiveRunner, StateManager
 from jianmu.errors import HandoffError
 from jianmu.llm import ScriptedLLM
-from jianmu.nodes import AgentState, create_react_node, handoff
+from jianmu.nodes import AgentState, agent_tool, create_react_node, handoff
 
 pytestmark = pytest.mark.anyio
 
@@ -51,3 +56,18 @@ async def test_hand_offs_named_apart_reach_the_agent_the_model_chose() -> None:
     assert (await ReactiveRunner(triage, state).run()).ok
     assert state.get("active_agent") == "账单"
     assert state.get("final_answer") == "refunds answers"
+
+
+@pytest.mark.parametrize("given", ["tree", "function"])
+async def test_an_agent_tool_over_the_tree_that_calls_it_fails_the_call(given: str) -> None:
+    team = py_trees.composites.Sequence("team", memory=True, children=[])
+    itself = agent_tool(team if given == "tree" else (lambda: team), name="me",
+                        description="Ask yourself.")
+    llm = ScriptedLLM([[{"name": "me", "arguments": {"input": "again"}}], "done"])
+    team.add_child(create_react_node(llm, [itself], name="lead"))
+    state = start()
+    result = await ReactiveRunner(team, state).run(timeout=60)
+    assert result.ok, result
+    said = [m.content for m in state.get("messages") if m.role == "tool"]
+    assert len(said) == 1 and "its tree is part of the run that calls it" in said[0]
+    assert state.get("final_answer") == "done" and state.namespaces() == []
