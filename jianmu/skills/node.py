@@ -112,8 +112,9 @@ class SkillNodeConfig(BaseModel):
 class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
     """A decorator that compiles its subtree on its first tick and runs it in a namespace.
 
-    The namespace (``skill_runtime.<Name>_<path indices>``) follows from the node's place in
-    the tree, so it is the same after a restore; the node and everything below it read and
+    The namespace (``skill_runtime.<Name>_<path indices>``, in the run's own namespace if it
+    has one: an agent tool's call's) follows from the node's place in the tree, so it is the
+    same after a restore; the node and everything below it read and
     write there. ``outer_state`` is the view the node was placed in, for copying the
     conversation in and the results out. The namespace is removed in ``terminate()``; when the
     subtree fails, a JSON snapshot of it is written to ``config.runtime.debug_dir`` first.
@@ -173,7 +174,11 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         runner = self.ctx.runner
         key = runner.node_key(self) if runner is not None else "0"
         label = _UNSAFE.sub("_", self.name)
-        self.namespace = f"skill_runtime.{label}_{key.replace('/', '_')}"
+        own = f"skill_runtime.{label}_{key.replace('/', '_')}"
+        # node keys are a run's own: in an agent tool's run, nested in the call's namespace,
+        # so the same skill in two calls at once never shares one
+        outer = getattr(self.ctx, "namespace", None)
+        self.namespace = f"{outer}.{own}" if outer else own
         subtree = self.compile_subtree()
         subtree.parent = self
         self.decorated = subtree

@@ -11,19 +11,28 @@ Fixed here:
   tree rather than a function that builds one, or a function that hands back that tree)
   bound the caller's own nodes to the call's run: the run hung until its time limit, then
   cancelling it overflowed the stack. Now the call fails at once, and the model is told why.
+- a `SkillNode` as an agent tool took its namespace from its place in the call's tree, the
+  same in every call: two calls at once shared it, so one call's skill read the other's
+  question (and the first lost its own). Now a skill's namespace is nested in the run's own,
+  the call's.
 """
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import py_trees
 import pytest
 
 from jianmu import ReactiveRunner, StateManager
+from jianmu.config import parse_config
 from jianmu.errors import HandoffError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, agent_tool, create_react_node, handoff
+from jianmu.skills import SkillCatalog, SkillNode
+from jianmu.tools import tool
 
 pytestmark = pytest.mark.anyio
 
@@ -71,3 +80,49 @@ async def test_an_agent_tool_over_the_tree_that_calls_it_fails_the_call(given: s
     said = [m.content for m in state.get("messages") if m.role == "tool"]
     assert len(said) == 1 and "its tree is part of the run that calls it" in said[0]
     assert state.get("final_answer") == "done" and state.namespaces() == []
+
+
+async def test_parallel_calls_of_a_skill_agent_never_share_its_conversation(
+    tmp_path: Path,
+) -> None:
+    both = asyncio.Event()
+    asked: list[str] = []
+
+    @tool
+    async def search(query: str) -> str:
+        """Search, once both calls are in flight.
+
+        Args:
+            query: the topic.
+        """
+        asked.append(query)
+        if len(asked) == 2:
+            both.set()
+        await asyncio.wait_for(both.wait(), 30)
+        return f"found {query}"
+
+    folder = tmp_path / "skills" / "research"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: research\ndescription: Research a topic.\ntools: [search]\n---\n"
+        "Search before you answer.\n")
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "user":
+            return [{"name": "search", "arguments": {"query": messages[-1].content}}]
+        return "saw " + ", ".join(m.content for m in messages if m.role == "user")
+
+    def researcher() -> Any:
+        return SkillNode("Research", ["research"], ScriptedLLM([reply, reply]), tools=[search],
+                         catalog=SkillCatalog([tmp_path / "skills"], custom_tools=[search]))
+
+    team = agent_tool(researcher, name="researcher", description="Researches.")
+    lead = create_react_node(ScriptedLLM([[
+        {"name": "researcher", "arguments": {"input": "private A"}},
+        {"name": "researcher", "arguments": {"input": "B"}}], "done"]), [team], name="lead")
+    state = start()
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    assert (await ReactiveRunner(lead, state, config=config).run(timeout=60)).ok
+    answers = [m.content for m in state.get("messages") if m.role == "tool"]
+    assert answers == ["saw private A", "saw B"]
+    assert sorted(state.namespaces()) == ["researcher/call_1", "researcher/call_2"]
