@@ -247,8 +247,9 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
 
     def _write_debug_snapshot(self) -> Path | None:
         configured = Path(self.ctx.config.runtime.debug_dir)
-        name = f"{self.namespace}.json"
-        target = configured / self.ctx.run_id / name
+        # one folder and one file: an agent tool's run id and namespace name its call with '/'
+        folder, name = _one_part(self.ctx.run_id), _one_part(f"{self.namespace}.json")
+        target = configured / folder / name
         payload = {
             "node": self.path,
             "namespace": self.namespace,
@@ -258,12 +259,17 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         }
         data = json.dumps(payload, indent=2, default=str).encode("utf-8")
         try:
-            _write_without_links(configured, self.ctx.run_id, name, data)
+            _write_without_links(configured, folder, name, data)
         except (OSError, PathEscapeError) as exc:  # a debug aid must not crash a failure
             self.ctx.events.emit("skill.debug_snapshot_failed", node=self.path, error=str(exc))
             return None
         self.ctx.events.emit("skill.debug_snapshot", node=self.path, path=str(target))
         return target
+
+
+def _one_part(name: str) -> str:
+    """``name`` as one path part: ``%`` and ``/`` escaped, one to one."""
+    return name.replace("%", "%25").replace("/", "%2F")
 
 
 def _write_without_links(configured: Path, folder: str, name: str, data: bytes) -> None:

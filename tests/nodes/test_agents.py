@@ -429,6 +429,34 @@ async def test_a_skill_node_is_a_sub_agent_too(tmp_path: Path) -> None:
     assert state.get("final_answer") == "Done."  # the lead's, not overwritten by the skill
 
 
+async def test_a_skill_agent_that_fails_leaves_its_debug_snapshot(tmp_path: Path) -> None:
+    """Its run id and namespace name the call with '/': the snapshot's folder was not found."""
+    from jianmu.config import parse_config
+    from jianmu.skills import SkillCatalog, SkillNode
+
+    folder = tmp_path / "skills" / "research"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: research\ndescription: Research a topic.\ntools: [search]\n---\n"
+        "Search.\n")
+
+    def broken(_messages: list[Any]) -> Any:
+        raise RuntimeError("the model is down")
+
+    skill = SkillNode("Research", ["research"], ScriptedLLM([broken]), tools=[search],
+                      catalog=SkillCatalog([tmp_path / "skills"], custom_tools=[search]))
+    lead, _ = lead_with(skill, [calls("researcher", input="tides?"), "Done."])
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    runner = ReactiveRunner(lead, start(), config=config, run_id="r1")
+    written: list[Any] = []
+    runner.ctx.events.subscribe("skill.debug_snapshot*", written.append)
+    assert (await runner.run()).ok
+    assert [e.name for e in written] == ["skill.debug_snapshot"]
+    snapshot = json.loads(Path(written[0].fields["path"]).read_text())
+    assert snapshot["namespace"] == "researcher/call_1.skill_runtime.Research_0_0"
+    assert snapshot["state"]["messages"][-1]["content"] == "tides?"
+
+
 async def test_a_factory_serves_parallel_calls_each_with_its_own_tree() -> None:
     started = asyncio.Event()
     seen: list[str] = []
