@@ -634,6 +634,11 @@ class AgentTool(Tool):
             found = self.__dict__["_jm_run_injection"] = declared_injection(self.run)
         return found  # type: ignore[no-any-return]
 
+    def _signature_params(self) -> frozenset[str] | None:
+        """None: the schema's names are ``input_type``'s, never ``run``'s parameters (the
+        arguments reach it as one value), so a registry checks none against its signature."""
+        return None
+
     def validate_args(self, args: Any) -> dict[str, Any]:
         """Check the model's arguments against ``input_type`` (pydantic, paths in errors).
 

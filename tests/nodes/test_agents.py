@@ -22,7 +22,7 @@ from jianmu import Constraints, ReactiveRunner, RunStatus, SQLiteCheckpointer, S
 from jianmu.errors import HandoffError, ToolValidationError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, agent_tool, create_react_node, handoff
-from jianmu.tools import tool
+from jianmu.tools import ToolSet, tool
 from tests.support import agents_app
 
 pytestmark = pytest.mark.anyio
@@ -522,6 +522,27 @@ def test_bad_definitions_are_refused() -> None:
         agent_tool("not an agent", name="x", description="d")  # type: ignore[arg-type]
     with pytest.raises(ToolValidationError, match="input_type"):
         agent_tool(sub, name="x", description="d", input_type=object())
+
+
+async def test_an_agent_tool_is_registered_like_any_tool() -> None:
+    """Its schema's names are its input type's, which a registry took for missing parameters
+    of its ``run``."""
+    from pydantic import Field
+
+    from jianmu.tools.registry import ToolRegistry
+
+    class Topic(BaseModel):
+        topic: str = Field(description="What to research.")
+
+    sub = create_react_node(ScriptedLLM(["Tides: twice a day."]), [], name="researcher")
+    registry = ToolRegistry([agent_tool(sub, name="researcher", description="Researches."),
+                             agent_tool(sub, name="typed", description="T.",
+                                        input_type=Topic)])
+    lead = create_react_node(ScriptedLLM([calls("researcher", input="tides?"), "Done."]),
+                             ToolSet.view(registry), name="lead")
+    state = start()
+    assert (await ReactiveRunner(lead, state).run()).ok
+    assert state.get("messages")[2].content == "Tides: twice a day."
 
 
 async def test_call_ids_that_differ_only_in_punctuation_get_namespaces_of_their_own() -> None:
