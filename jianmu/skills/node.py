@@ -150,6 +150,9 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
     def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
         """Attach the run; the outer view is the enclosing namespace's (or the root)."""
         super().bind(state_manager, ctx, path)
+        if self._compiled:  # its subtree is bound next, in this run's namespace
+            self._follow_run()
+            self.state = state_manager.scope(self.namespace)
         outer = self._outer_namespace()
         self.outer_state = state_manager.scope(outer) if outer else state_manager.root
 
@@ -171,14 +174,7 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         """Build the subtree now, derive the namespace and bind everything below."""
         if self._compiled:
             return
-        runner = self.ctx.runner
-        key = runner.node_key(self) if runner is not None else "0"
-        label = _UNSAFE.sub("_", self.name)
-        own = f"skill_runtime.{label}_{key.replace('/', '_')}"
-        # node keys are a run's own: in an agent tool's run, nested in the call's namespace,
-        # so the same skill in two calls at once never shares one
-        outer = getattr(self.ctx, "namespace", None)
-        self.namespace = f"{outer}.{own}" if outer else own
+        self.namespace = self._run_namespace()
         subtree = self.compile_subtree()
         subtree.parent = self
         self.decorated = subtree
@@ -186,10 +182,32 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         for node in subtree.iterate():
             node.namespace = self.namespace  # type: ignore[attr-defined]
         self.state = self.state_manager.scope(self.namespace)
+        runner = self.ctx.runner
         if runner is not None:
             runner.bind_subtree(subtree)
         self._compiled = True
         self.ctx.events.emit("skill.compiled", node=self.path, namespace=self.namespace)
+
+    def _run_namespace(self) -> str:
+        """The namespace for this run: from the node's place in the tree, nested in the run's
+        own namespace if it has one."""
+        runner = self.ctx.runner
+        key = runner.node_key(self) if runner is not None else "0"
+        own = f"skill_runtime.{_UNSAFE.sub('_', self.name)}_{key.replace('/', '_')}"
+        # node keys are a run's own: in an agent tool's run, nested in the call's namespace,
+        # so the same skill in two calls at once never shares one
+        outer = getattr(self.ctx, "namespace", None)
+        return f"{outer}.{own}" if outer else own
+
+    def _follow_run(self) -> None:
+        """Move the compiled subtree to this run's namespace before its nodes are bound: a
+        tree that serves call after call of an agent tool runs each in the call's."""
+        namespace = self._run_namespace()
+        if namespace == self.namespace:
+            return
+        self.namespace = namespace
+        for node in self.decorated.iterate():
+            node.namespace = namespace  # type: ignore[attr-defined]
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
         """Compile on the first tick (also after a restore, when initialise is skipped)."""

@@ -429,6 +429,99 @@ async def test_a_skill_node_is_a_sub_agent_too(tmp_path: Path) -> None:
     assert state.get("final_answer") == "Done."  # the lead's, not overwritten by the skill
 
 
+async def test_one_skill_tree_serves_call_after_call_each_in_its_namespace(
+    tmp_path: Path,
+) -> None:
+    """The skill compiles once; each call's run moves it into the call's namespace."""
+    from jianmu import StateView
+    from jianmu.config import parse_config
+    from jianmu.skills import SkillCatalog, SkillNode
+    from jianmu.tools import Injected
+
+    where: list[str | None] = []
+
+    @tool
+    def look(query: str, state: Injected[StateView]) -> str:
+        """Look something up.
+
+        Args:
+            query: what to look for.
+        """
+        where.append(state.namespace)
+        return f"found {query}"
+
+    folder = tmp_path / "skills" / "research"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: research\ndescription: Research a topic.\ntools: [look]\n---\nLook.\n")
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "user":
+            return calls("look", query=messages[-1].content)
+        return "saw " + ", ".join(m.content for m in messages if m.role == "user")
+
+    skill = SkillNode("Research", ["research"], ScriptedLLM([reply] * 4), tools=[look],
+                      catalog=SkillCatalog([tmp_path / "skills"], custom_tools=[look]))
+    lead, _ = lead_with(skill, [calls("researcher", input="A"), calls("researcher", input="B"),
+                                "Done."])
+    state = start()
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    assert (await ReactiveRunner(lead, state, config=config).run()).ok
+    assert [m.content for m in state.get("messages") if m.role == "tool"] == ["saw A", "saw B"]
+    assert where == [f"researcher/call_{n}.skill_runtime.Research_0_0" for n in (1, 2)]
+
+
+def test_a_skill_trees_second_call_waiting_for_a_person_goes_on_after_a_restore(
+    tmp_path: Path,
+) -> None:
+    from jianmu.config import parse_config
+    from jianmu.skills import SkillCatalog, SkillNode
+
+    ran: list[str] = []
+
+    @tool(read_only=False, confirm=True)
+    def look(query: str) -> str:
+        """Look something up (a person approves first).
+
+        Args:
+            query: what to look for.
+        """
+        ran.append(query)
+        return f"found {query}"
+
+    folder = tmp_path / "skills" / "research"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: research\ndescription: Research a topic.\ntools: [look]\n---\nLook.\n")
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "user":
+            return calls("look", query=messages[-1].content)
+        return "saw " + ", ".join(m.content for m in messages if m.role in ("user", "tool"))
+
+    def lead(script: list[Any]) -> Any:
+        skill = SkillNode("Research", ["research"], ScriptedLLM([reply] * 4), tools=[look],
+                          catalog=SkillCatalog([tmp_path / "skills"], custom_tools=[look]))
+        return lead_with(skill, script)[0]
+
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    db = tmp_path / "runs.sqlite"
+    runner = ReactiveRunner(
+        lead([calls("researcher", input="A"), calls("researcher", input="B")]), start(),
+        config=config, checkpointer=SQLiteCheckpointer(db), run_id="s1")
+    first = runner.run_sync(timeout=30)
+    runner.approve(first.pending[0].id)
+    second = runner.run_sync(timeout=30)
+    assert [r.id for r in second.pending] == [
+        "researcher/call_2/skill_runtime.Research_0_0/call_2"]
+    restored = ReactiveRunner.restore(lead(["Done."]), SQLiteCheckpointer(db), "s1",
+                                      state_manager=StateManager(AgentState), config=config)
+    restored.approve(second.pending[0].id)
+    assert restored.run_sync(timeout=30).ok and ran == ["A", "B"]
+    assert [m.content for m in restored.state.get("messages") if m.role == "tool"] == [
+        "saw A, found A", "saw B, found B"]
+
+
 async def test_a_skill_agent_that_fails_leaves_its_debug_snapshot(tmp_path: Path) -> None:
     """Its run id and namespace name the call with '/': the snapshot's folder was not found."""
     from jianmu.config import parse_config
