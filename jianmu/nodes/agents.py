@@ -15,7 +15,8 @@ tree) a tool: a lead agent calls a researcher like any other tool. Each call run
 sub-agent's tree in a run of its own, nested in the caller's:
 
 - in its own state namespace, ``<name>/<call id>`` under the caller's, which starts with the
-  call's input as the user's message;
+  call's input as the user's message (a namespace the tree gives some of its nodes, ``left``,
+  and a skill's are nested in it: ``<name>/<call id>.left``);
 - under the caller's constraints as the outer layer (the sub-agent can only tighten them),
   with its tokens added to the run's usage (the budget every layer reads) and its tool calls
   to the run's guard counts;
@@ -453,12 +454,19 @@ class _AgentRoot(RuntimeNode, py_trees.decorators.Decorator):
         return self.decorated.status
 
 
+_OWN_NAMESPACE = "_jm_own_namespace"
+"""Where `_place` keeps the namespace a node was given by its author, for the next call."""
+
+
 def _place(node: py_trees.behaviour.Behaviour, namespace: str) -> None:
-    """Put ``node`` and the nodes below it in ``namespace``; a node that compiles its own
-    subtree (a `SkillNode`) keeps its own namespace and reads this one as its outer state."""
+    """Put ``node`` and the nodes below it in ``namespace``, a node given a namespace of its
+    own (a branch of parallel agents: ``left``) in that one nested in it, as the tree keeps
+    them apart in a run of its own; a node that compiles its own subtree (a `SkillNode`)
+    keeps its own namespace and reads this one as its outer state."""
     if hasattr(node, "compile_subtree"):
         return
-    node.namespace = namespace  # type: ignore[attr-defined]
+    own = node.__dict__.setdefault(_OWN_NAMESPACE, getattr(node, "namespace", None))
+    node.namespace = f"{namespace}.{own}" if own else namespace  # type: ignore[attr-defined]
     for child in node.children:
         _place(child, namespace)
 

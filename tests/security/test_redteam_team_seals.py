@@ -15,6 +15,10 @@ Fixed here:
   same in every call: two calls at once shared it, so one call's skill read the other's
   question (and the first lost its own). Now a skill's namespace is nested in the run's own,
   the call's.
+- a sub-agent's tree of agents kept apart in namespaces of their own (``left``, ``right``) was
+  flattened into the call's namespace: the two agents shared one conversation and one list of
+  calls, and the call that one agent's guard had a person confirm was never asked nor run.
+  Now each such namespace is nested in the call's, as the tree runs on its own.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 import py_trees
 import pytest
 
-from jianmu import ReactiveRunner, StateManager
+from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
 from jianmu.config import parse_config
 from jianmu.errors import HandoffError
 from jianmu.llm import ScriptedLLM
@@ -126,3 +130,47 @@ async def test_parallel_calls_of_a_skill_agent_never_share_its_conversation(
     answers = [m.content for m in state.get("messages") if m.role == "tool"]
     assert answers == ["saw private A", "saw B"]
     assert sorted(state.namespaces()) == ["researcher/call_1", "researcher/call_2"]
+
+
+DEPLOYED: list[str] = []
+
+
+@tool(read_only=False)
+def deploy(target: str) -> str:
+    """Deploy.
+
+    Args:
+        target: where.
+    """
+    DEPLOYED.append(target)
+    return "deployed"
+
+
+def two_agents() -> Any:
+    """Two agents in namespaces of their own; the left one's guard has a person confirm."""
+    confirm = Constraints.model_validate({"guard": {"tool_policy": {"deploy": "confirm"}}})
+    left = create_react_node(ScriptedLLM([[{"name": "deploy", "arguments": {"target": "prod"}}],
+                                          "left done"]), [deploy], name="left",
+                             constraints=confirm)
+    right = create_react_node(ScriptedLLM(["right done"]), [deploy], name="right")
+    for branch, namespace in ((left, "left"), (right, "right")):
+        for node in branch.iterate():
+            node.namespace = namespace
+    return py_trees.composites.Parallel(
+        "both", policy=py_trees.common.ParallelPolicy.SuccessOnAll(), children=[left, right])
+
+
+async def test_namespaced_agents_of_a_sub_agent_stay_apart_under_their_own_guard() -> None:
+    DEPLOYED.clear()
+    helper = agent_tool(two_agents, name="helper", description="Helps.")
+    lead = create_react_node(ScriptedLLM([[{"name": "helper", "arguments": {"input": "go"}}],
+                                          "lead done"]), [helper], name="lead")
+    state = start()
+    runner = ReactiveRunner(lead, state)
+    first = await runner.run(timeout=60)
+    assert first.status is RunStatus.SUSPENDED and DEPLOYED == []
+    assert [r.id for r in first.pending] == ["helper/call_1/left/call_1"]
+    assert state.scope("helper/call_1.right").get("final_answer") == "right done"
+    runner.approve("helper/call_1/left/call_1")
+    assert (await runner.run(timeout=60)).ok and DEPLOYED == ["prod"]
+    assert state.namespaces() == ["helper/call_1"]  # the call's answer, its agents' gone
