@@ -805,8 +805,8 @@ class AgentTool(Tool):
         """The tree for the call: the one given, or a fresh one built for it.
 
         Raises:
-            ToolExecutionError: the function did not build a tree, or the tree is one the
-                calling runs are running (`_running_in`).
+            ToolExecutionError: the function did not build a tree, or built one that
+                another call or the calling runs are running (`_running_in`).
         """
         if not self._factory:
             self._refuse_running(self.agent, ctx)  # type: ignore[arg-type]
@@ -818,6 +818,11 @@ class AgentTool(Tool):
                 raise ToolExecutionError(
                     f"the function given to agent_tool({self.name!r}) returned "
                     f"{type(tree).__name__}, not a behaviour tree"
+                )
+            if any(tree is held for held in self._trees.values()):
+                raise ToolExecutionError(
+                    f"the function given to agent_tool({self.name!r}) returned the tree "
+                    "another call is running; it must build a fresh tree for each call"
                 )
             self._refuse_running(tree, ctx)
             self._trees[key] = tree

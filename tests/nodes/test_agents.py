@@ -586,6 +586,39 @@ async def test_a_factory_serves_parallel_calls_each_with_its_own_tree() -> None:
     assert sorted(state.namespaces()) == ["researcher/call_1", "researcher/call_2"]
 
 
+async def test_a_function_that_hands_back_one_tree_fails_the_parallel_call() -> None:
+    """Two calls at once bound one tree to two runs: one answered '' without a word."""
+    gate = asyncio.Event()
+
+    @tool
+    async def wait(query: str) -> str:
+        """Wait until the other call was refused.
+
+        Args:
+            query: the topic.
+        """
+        await asyncio.wait_for(gate.wait(), 20)
+        return f"waited {query}"
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "user":
+            return calls("wait", query=messages[-1].content)
+        return f"{messages[-1].content}!"
+
+    shared = create_react_node(ScriptedLLM([reply, reply]), [wait], name="researcher")
+    tool_ = agent_tool(lambda: shared, name="researcher", description="Researches.")
+
+    def lead_reply(messages: list[Any]) -> Any:
+        return [{"name": "researcher", "arguments": {"input": topic}} for topic in "ab"]
+
+    state = start()
+    runner = ReactiveRunner(create_react_node(ScriptedLLM([lead_reply, "both"]), [tool_]), state)
+    runner.ctx.events.subscribe("tool.call.failed", lambda _event: gate.set())
+    assert (await runner.run(timeout=60)).ok
+    said = [m.content for m in state.get("messages") if m.role == "tool"]
+    assert said[0] == "waited a!" and "returned the tree another call is running" in said[1]
+
+
 async def test_a_sub_agent_of_a_sub_agent_names_the_whole_path(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     inner = create_react_node(
