@@ -836,8 +836,8 @@ class AgentTool(Tool):
         if _running_in(tree, ctx):
             raise ToolExecutionError(
                 f"agent {self.name!r} not run: its tree is part of the run that calls it (an "
-                "agent that is its own tool?); give agent_tool() a function that builds the "
-                "tree, for a tree per call"
+                "agent that is its own tool, or one it hands off to?); give agent_tool() a "
+                "function that builds the tree, for a tree per call"
             )
 
     def _exclusive(self) -> contextlib.AbstractAsyncContextManager[Any]:

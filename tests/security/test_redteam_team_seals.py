@@ -10,7 +10,8 @@ Fixed here:
 - an agent tool over a tree its caller is running (an agent that is its own tool, given its
   tree rather than a function that builds one, or a function that hands back that tree)
   bound the caller's own nodes to the call's run: the run hung until its time limit, then
-  cancelling it overflowed the stack. Now the call fails at once, and the model is told why.
+  cancelling it overflowed the stack; so did an agent both handed off to and used as a tool
+  (its round is in the team). Now the call fails at once, and the model is told why.
 - a `SkillNode` as an agent tool took its namespace from its place in the call's tree, the
   same in every call: two calls at once shared it, so one call's skill read the other's
   question (and the first lost its own). Now a skill's namespace is nested in the run's own,
@@ -174,3 +175,18 @@ async def test_namespaced_agents_of_a_sub_agent_stay_apart_under_their_own_guard
     runner.approve("helper/call_1/left/call_1")
     assert (await runner.run(timeout=60)).ok and DEPLOYED == ["prod"]
     assert state.namespaces() == ["helper/call_1"]  # the call's answer, its agents' gone
+
+
+async def test_an_agent_handed_off_to_is_not_also_run_as_a_tool_of_its_team() -> None:
+    billing = create_react_node(ScriptedLLM(["billing answers"]), [], name="billing")
+    ask = agent_tool(billing, name="ask_billing", description="Ask billing.")
+    triage = create_react_node(
+        ScriptedLLM([[{"name": "ask_billing", "arguments": {"input": "q"}}],
+                     transfer("transfer_to_billing")]),
+        [handoff(billing), ask], name="triage")
+    state = start()
+    assert (await ReactiveRunner(triage, state).run(timeout=60)).ok
+    said = state.get("messages")[2].content or ""
+    assert "its tree is part of the run that calls it" in said
+    assert state.get("active_agent") == "billing"
+    assert state.get("final_answer") == "billing answers"
