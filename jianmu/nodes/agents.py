@@ -34,8 +34,10 @@ sub-agent's tree in a run of its own, nested in the caller's:
 
 The tool's result is the sub-agent's ``final_output`` (its typed answer), else its
 ``final_answer``. A sub-agent that fails is the tool's failure: its error is the caller's
-observation, and the caller goes on. A call whose tree the calling runs are running (an agent
-that is its own tool over one tree) fails so too: a tree serves one run at a time.
+observation (a URL's password and ``key=value`` secrets masked: it is the run's own error,
+which the CLI shows so, not a tool's word to the model), and the caller goes on. A call whose
+tree the calling runs are running (an agent that is its own tool over one tree) fails so too:
+a tree serves one run at a time.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from pydantic import ConfigDict, Field, PydanticUserError, TypeAdapter, Validati
 from pydantic import create_model as _create_model
 from pydantic_core import to_jsonable_python
 
+from jianmu._secrets import redact_text
 from jianmu.constraints import Constraints
 from jianmu.errors import (
     GuardrailTripped,
@@ -759,10 +762,9 @@ class AgentTool(Tool):
             view.update({"final_answer": None, "final_output": None, "agent_run": {
                 "status": RunStatus.SUCCESS.value, "withheld": refusal.error}})
             return refusal
-        if not result.ok:
-            raise ToolExecutionError(
-                f"agent {self.name!r} failed: {result.error or result.status.value}"
-            )
+        if not result.ok:  # what failed inside, for a model: its passwords and keys out
+            raise ToolExecutionError(redact_text(
+                f"agent {self.name!r} failed: {result.error or result.status.value}"))
         answer = self._answer(view)
         # what the caller needs of the finished run is its answer (also a caller restored
         # before it recorded the call); the conversation goes, so the state stays small

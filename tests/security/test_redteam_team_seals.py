@@ -20,6 +20,9 @@ Fixed here:
   flattened into the call's namespace: the two agents shared one conversation and one list of
   calls, and the call that one agent's guard had a person confirm was never asked nor run.
   Now each such namespace is nested in the call's, as the tree runs on its own.
+- a sub-agent that failed gave its caller's model its run's error as it was: a database URL's
+  password or an ``api_key=...`` that a node's exception quoted went into the caller's
+  conversation (and to its provider). Now they are masked, as the CLI shows a run's error.
 """
 
 from __future__ import annotations
@@ -190,3 +193,19 @@ async def test_an_agent_handed_off_to_is_not_also_run_as_a_tool_of_its_team() ->
     assert "its tree is part of the run that calls it" in said
     assert state.get("active_agent") == "billing"
     assert state.get("final_answer") == "billing answers"
+
+
+async def test_a_failed_sub_agents_error_reaches_the_caller_without_its_secrets() -> None:
+    def down(_messages: list[Any]) -> Any:
+        raise RuntimeError("cannot reach postgresql://app:hunter2-pw@db/x (api_key=sk-live-999)")
+
+    helper = agent_tool(create_react_node(ScriptedLLM([down]), [], name="helper"),
+                        name="helper", description="Helps.")
+    lead_llm = ScriptedLLM([[{"name": "helper", "arguments": {"input": "x"}}], "lead done"])
+    lead = create_react_node(lead_llm, [helper], name="lead")
+    state = start()
+    assert (await ReactiveRunner(lead, state).run(timeout=60)).ok
+    said = state.get("messages")[2].content or ""
+    assert said.startswith("Error: agent 'helper' failed:") and "postgresql://app:" in said
+    sent = str([m.content for m in lead_llm.requests[-1].messages])
+    assert "hunter2-pw" not in said + sent and "sk-live-999" not in said + sent
