@@ -68,6 +68,7 @@ from jianmu.errors import (
 )
 from jianmu.guard.guardrails import configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message
+from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.output import NodeTool, json_path
 from jianmu.nodes.sealed import AnswerJudge
 from jianmu.nodes.team_spans import answering_span, end_team_spans
@@ -317,13 +318,15 @@ def build_team(
     entry: str, entry_round: py_trees.behaviour.Behaviour, entry_handoffs: list[Handoff],
     constraints: Constraints | None = None,
     guardrails: dict[str, tuple[Any, ...]] | None = None,
+    interactive: bool = True,
 ) -> AgentSwitch:
     """The switch over ``entry`` and every agent its hand-offs reach (transitively).
 
     Each target's round moves into the team: a hand-off target runs inside the loop of the
     agent placed in the tree, not on its own, and under that agent's ``constraints`` and
     ``guardrails`` (by kind) too (a hand-off must not be a way around the first agent's guard
-    or its guardrails).
+    or its guardrails); where nobody is asked for the first agent's calls (``interactive``
+    false), nobody is asked for any agent's of the team.
 
     Raises:
         HandoffError: two different agents of the team share a name.
@@ -350,6 +353,8 @@ def build_team(
             _tighten(round_, constraints)
         if guardrails:
             _hold_guardrails(round_, guardrails)
+        if not interactive:
+            _unattended(round_)
         if getattr(target, "llm_node", None) is not None:
             target.llm_node.agent_name = target.name
         members[target.name] = round_
@@ -365,6 +370,14 @@ def _tighten(node: py_trees.behaviour.Behaviour, outer: Constraints) -> None:
         node.constraints = Constraints.merge(outer, node.constraints)
     for child in node.children:
         _tighten(child, outer)
+
+
+def _unattended(node: py_trees.behaviour.Behaviour) -> None:
+    """Have nobody asked for the calls of ``node``'s executors (`ToolExecutorConfig`)."""
+    for part in node.iterate():
+        config = getattr(part, "config", None)
+        if isinstance(config, ToolExecutorConfig) and config.interactive:
+            part.config = config.model_copy(update={"interactive": False})  # type: ignore[attr-defined]
 
 
 def _hold_guardrails(

@@ -364,7 +364,7 @@ def create_react_node(
         child = build_team(name, round_, handoffs, constraints, {
             "input": model.input_guardrails, "output": model.output_guardrails,
             "tool_output": executor.tool_output_guardrails,
-        })
+        }, interactive=executor.config.interactive)
     loop = ReActLoop(name, child, max_iterations=max_iterations, constraints=constraints)
     loop.own_round = round_
     loop.handoffs = handoffs

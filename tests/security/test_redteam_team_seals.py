@@ -23,6 +23,10 @@ Fixed here:
 - a sub-agent that failed gave its caller's model its run's error as it was: a database URL's
   password or an ``api_key=...`` that a node's exception quoted went into the caller's
   conversation (and to its provider). Now they are masked, as the CLI shows a run's error.
+- an agent whose calls ask nobody (``ToolExecutorConfig(interactive=False)``: a confirm rule
+  denies) handed the conversation to an agent whose calls asked a person, and the run waited
+  for one; a sub-agent called from it already asked nobody. Now nobody is asked for any agent
+  of its team.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from jianmu.config import parse_config
 from jianmu.errors import HandoffError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, agent_tool, create_react_node, handoff
+from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.skills import SkillCatalog, SkillNode
 from jianmu.tools import tool
 
@@ -209,3 +214,19 @@ async def test_a_failed_sub_agents_error_reaches_the_caller_without_its_secrets(
     assert said.startswith("Error: agent 'helper' failed:") and "postgresql://app:" in said
     sent = str([m.content for m in lead_llm.requests[-1].messages])
     assert "hunter2-pw" not in said + sent and "sk-live-999" not in said + sent
+
+
+async def test_a_team_whose_first_agent_asks_nobody_asks_nobody() -> None:
+    DEPLOYED.clear()
+    confirm = Constraints.model_validate({"guard": {"tool_policy": {"deploy": "confirm"}}})
+    billing = create_react_node(
+        ScriptedLLM([[{"name": "deploy", "arguments": {"target": "prod"}}], "billing done"]),
+        [deploy], name="billing")
+    triage = create_react_node(ScriptedLLM([transfer("transfer_to_billing")]),
+                               [handoff(billing), deploy], name="triage", constraints=confirm,
+                               executor_config=ToolExecutorConfig(interactive=False))
+    state = start()
+    result = await ReactiveRunner(triage, state).run(timeout=60)
+    assert result.ok and result.pending == () and DEPLOYED == []
+    assert "no interaction channel to ask" in (state.get("messages")[-2].content or "")
+    assert state.get("final_answer") == "billing done"
