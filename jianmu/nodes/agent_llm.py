@@ -41,7 +41,6 @@ from jianmu.llm.provider import (
     replays_stream,
     takes_requests,
 )
-from jianmu.nodes.agents import refuse_shared_tools
 from jianmu.nodes.cut_off import (
     CUT_OFF_POLICIES,
     CutOffPolicy,
@@ -52,6 +51,7 @@ from jianmu.nodes.cut_off import (
     text_cut_off_event,
     truncated_error,
 )
+from jianmu.nodes.handoffs import refuse_shared_tools
 from jianmu.nodes.history import (
     HistoryContext,
     MessageHistory,
@@ -74,7 +74,7 @@ from jianmu.tools.registry import ToolSet
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from jianmu.nodes.agents import Handoff
+    from jianmu.nodes.handoffs import Handoff
 
 __all__ = (
     "AgentLLMNode",
@@ -174,7 +174,7 @@ class AgentLLMNode(AsyncNode):
         output_retries: answers that may fail the check before `OutputValidationError`.
         history: processors that shape what is sent (`jianmu.nodes.history`); the stored
             messages never change. ``max_messages`` adds `trim_history`'s count form.
-        handoffs: hand-offs the model may make (`jianmu.nodes.agents`; `create_react_node`
+        handoffs: hand-offs the model may make (`jianmu.nodes.handoffs`; `create_react_node`
             takes them among the tools).
         input_guardrails: guardrails of the latest user message (`jianmu.guard.guardrails`),
             run while the model is asked; a trip fails the node with `GuardrailTripped` and

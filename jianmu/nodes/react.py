@@ -15,8 +15,8 @@ from jianmu.errors import StateValidationError
 from jianmu.guard.guardrails import Guardrail
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import AgentLLMNode
-from jianmu.nodes.agents import AgentSwitch, Handoff, build_team, split_handoffs
 from jianmu.nodes.cut_off import CutOffPolicy
+from jianmu.nodes.handoffs import AgentSwitch, Handoff, build_team, split_handoffs
 from jianmu.nodes.history import ProcessorInput
 from jianmu.nodes.output import OutputMode
 from jianmu.nodes.state import AgentState, tokens_spent
@@ -294,7 +294,7 @@ def create_react_node(
 
     With ``output_type``, the answer is a validated object in ``final_output`` (and
     ``RunResult.output``); see `jianmu.nodes.output`. `handoff` entries among ``tools`` let the
-    model pass the conversation to another agent (`jianmu.nodes.agents`): the loop then runs
+    model pass the conversation to another agent (`jianmu.nodes.handoffs`): the loop then runs
     the round of whichever agent answers now, under this loop's limits (iterations, budget)
     and, while it answers, the agent's own.
 
