@@ -14,8 +14,9 @@ from jianmu._lazy import lazy_names
 if TYPE_CHECKING:
     from jianmu.nodes.agent import Agent, AgentResult
     from jianmu.nodes.agent_llm import AgentLLMNode
-    from jianmu.nodes.agents import AgentSwitch, AgentTool, Handoff, agent_tool, handoff
+    from jianmu.nodes.agents import AgentTool, agent_tool
     from jianmu.nodes.ask import AskUser
+    from jianmu.nodes.handoffs import AgentSwitch, Handoff, handoff
     from jianmu.nodes.history import (
         HistoryContext,
         HistoryProcessor,
@@ -68,7 +69,8 @@ _HOLDERS = {
     "jianmu.nodes.agent": ("Agent", "AgentResult"),
     "jianmu.nodes.agent_llm": ("AgentLLMNode",),
     "jianmu.nodes.ask": ("AskUser",),
-    "jianmu.nodes.agents": ("AgentSwitch", "AgentTool", "Handoff", "agent_tool", "handoff"),
+    "jianmu.nodes.agents": ("AgentTool", "agent_tool"),
+    "jianmu.nodes.handoffs": ("AgentSwitch", "Handoff", "handoff"),
     "jianmu.nodes.history": (
         "HistoryContext",
         "HistoryProcessor",

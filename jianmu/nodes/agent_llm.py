@@ -51,6 +51,7 @@ from jianmu.nodes.cut_off import (
     text_cut_off_event,
     truncated_error,
 )
+from jianmu.nodes.handoffs import refuse_shared_tools
 from jianmu.nodes.history import (
     HistoryContext,
     MessageHistory,
@@ -73,7 +74,7 @@ from jianmu.tools.registry import ToolSet
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from jianmu.nodes.agents import Handoff
+    from jianmu.nodes.handoffs import Handoff
 
 __all__ = (
     "AgentLLMNode",
@@ -173,7 +174,7 @@ class AgentLLMNode(AsyncNode):
         output_retries: answers that may fail the check before `OutputValidationError`.
         history: processors that shape what is sent (`jianmu.nodes.history`); the stored
             messages never change. ``max_messages`` adds `trim_history`'s count form.
-        handoffs: hand-offs the model may make (`jianmu.nodes.agents`; `create_react_node`
+        handoffs: hand-offs the model may make (`jianmu.nodes.handoffs`; `create_react_node`
             takes them among the tools).
         input_guardrails: guardrails of the latest user message (`jianmu.guard.guardrails`),
             run while the model is asked; a trip fails the node with `GuardrailTripped` and
@@ -193,6 +194,7 @@ class AgentLLMNode(AsyncNode):
     Raises:
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
         ValueError: ``tool_output_guardrails`` without a `ToolExecutor` as ``tools``.
+        HandoffError: two ``handoffs`` share a tool name.
     """
 
     eager_start = False  # it waits on a model, a thread or a person (`AsyncNode.eager_start`)
@@ -287,6 +289,7 @@ class AgentLLMNode(AsyncNode):
             self.params.update(self.output.request_params(llm))
         self.history = list(history or ())
         """The history processors given (``max_messages`` adds one when the turn is sent)."""
+        refuse_shared_tools(handoffs)
         self.handoffs = list(handoffs)
         self.agent_name: str | None = None
         """The agent this node speaks for, in a team joined by hand-offs."""

@@ -1,21 +1,14 @@
-"""Agents that work with other agents: a hand-off passes the conversation on, an agent tool asks
-another agent for an answer.
-
-**Hand-offs** (a triage agent to a specialist). ``handoff(billing)`` in a ReAct node's tools is
-offered to the model as ``transfer_to_billing``. Calling it ends the current agent's turn and
-the next round is the target's, on the same conversation, with its own system prompt, tools and
-output type; the hand-off is one tool message in the history and ``active_agent`` in the state
-names who answers now. The agents reachable by hand-offs from the one placed in the tree form
-its team: `AgentSwitch` holds each one's round and runs the active agent's, inside the first
-agent's loop, so one iteration cap bounds every round of every agent (a hand-off cycle
-included). The next user turn continues with the agent that answered last.
+"""Agents that work with other agents: a hand-off passes the conversation on
+(`jianmu.nodes.handoffs`, whose names are here too), an agent tool asks another agent for an
+answer.
 
 **Agent tools.** `agent_tool` makes any subtree that answers (a ReAct node, a `SkillNode`, a
 tree) a tool: a lead agent calls a researcher like any other tool. Each call runs the
 sub-agent's tree in a run of its own, nested in the caller's:
 
 - in its own state namespace, ``<name>/<call id>`` under the caller's, which starts with the
-  call's input as the user's message;
+  call's input as the user's message (a namespace the tree gives some of its nodes, ``left``,
+  and a skill's are nested in it: ``<name>/<call id>.left``);
 - under the caller's constraints as the outer layer (the sub-agent can only tighten them),
   with its tokens added to the run's usage (the budget every layer reads) and its tool calls
   to the run's guard counts;
@@ -33,7 +26,10 @@ sub-agent's tree in a run of its own, nested in the caller's:
 
 The tool's result is the sub-agent's ``final_output`` (its typed answer), else its
 ``final_answer``. A sub-agent that fails is the tool's failure: its error is the caller's
-observation, and the caller goes on.
+observation (a URL's password and ``key=value`` secrets masked: it is the run's own error,
+which the CLI shows so, not a tool's word to the model), and the caller goes on. A call whose
+tree the calling runs are running (an agent that is its own tool over one tree) fails so too:
+a tree serves one run at a time.
 """
 
 from __future__ import annotations
@@ -43,8 +39,7 @@ import contextlib
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import py_trees
@@ -53,19 +48,27 @@ from pydantic import ConfigDict, Field, PydanticUserError, TypeAdapter, Validati
 from pydantic import create_model as _create_model
 from pydantic_core import to_jsonable_python
 
+from jianmu._secrets import redact_text
 from jianmu.constraints import Constraints
 from jianmu.errors import (
     GuardrailTripped,
-    HandoffError,
     ToolExecutionError,
     ToolSuspended,
     ToolValidationError,
 )
 from jianmu.guard.guardrails import configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message
-from jianmu.nodes.output import NodeTool, json_path
+from jianmu.nodes.handoffs import (
+    AgentSwitch,
+    Handoff,
+    HandoffTool,
+    build_team,
+    handoff,
+    refuse_shared_tools,
+    split_handoffs,
+)
+from jianmu.nodes.output import json_path
 from jianmu.nodes.sealed import AnswerJudge
-from jianmu.nodes.team_spans import answering_span, end_team_spans
 from jianmu.nodes.tool_failures import withheld
 from jianmu.runtime.async_node import RuntimeNode, close_tree
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext
@@ -85,11 +88,10 @@ from jianmu.state import StateManager, StateView
 from jianmu.tools._arguments import input_error
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolResult, decode_container
-from jianmu.tools.registry import ToolSet
 from jianmu.tools.schema import Injected, InjectedParam, declared_injection, strip_titles
 from jianmu.tools.spec import structural_problems
 
-__all__ = (
+__all__ = (  # the hand-offs' names too, where they were first
     "AgentSwitch",
     "AgentTool",
     "Handoff",
@@ -97,261 +99,9 @@ __all__ = (
     "agent_tool",
     "build_team",
     "handoff",
+    "refuse_shared_tools",
     "split_handoffs",
 )
-
-
-_UNSAFE = re.compile(r"[^a-z0-9_]+")
-
-
-def _slug(name: str) -> str:
-    return _UNSAFE.sub("_", name.lower()).strip("_") or "agent"
-
-
-class HandoffTool(NodeTool):
-    """The tool a model calls to hand the conversation over (``transfer_to_<agent>``)."""
-
-    purpose = "hands the conversation to another agent"
-
-    def __init__(self, name: str, description: str) -> None:
-        super().__init__(name, description, {
-            "type": "object", "properties": {}, "additionalProperties": False,
-        })
-
-
-@dataclass(eq=False)
-class Handoff:
-    """A hand-off to ``target`` (an agent from `create_react_node`, or such an agent's name),
-    offered to the model as ``tool``. Made by `handoff`."""
-
-    target: Any
-    """The agent (a `ReActLoop`), or its name for an agent built later (a cycle)."""
-    name: str
-    """How the tool names the target: ``transfer_to_<name>``."""
-    description: str
-    """What the model reads about the target."""
-    tool: HandoffTool = field(init=False)
-    """The tool offered to the model."""
-
-    def __post_init__(self) -> None:
-        tool_name = f"transfer_to_{_slug(self.name)}"[:64]
-        said = f"Hand the conversation over to {self.name}" + (
-            f": {self.description}" if self.description else "."
-        )
-        self.tool = HandoffTool(tool_name, said)
-
-    @property
-    def agent_name(self) -> str:
-        """The name of the agent that takes over (the `ReActLoop`'s name)."""
-        return self.target if isinstance(self.target, str) else str(self.target.name)
-
-
-def handoff(agent: Any, *, name: str | None = None, description: str | None = None) -> Handoff:
-    """A hand-off to ``agent``, for a ReAct node's tools: the model sees ``transfer_to_<name>``.
-
-    Args:
-        agent: an agent built by `create_react_node` (a `ReActLoop`) or a `jianmu.Agent`
-            (its ``as_node()``), or the name of one in the same team (to close a cycle: a
-            specialist handing back to the triage agent built after it).
-        name: how the tool names the agent; default the agent's name.
-        description: when to hand over, for the model.
-
-    Raises:
-        TypeError: ``agent`` is neither an agent from `create_react_node` nor a name.
-    """
-    if not isinstance(agent, str) and not hasattr(agent, "own_round") \
-            and callable(getattr(agent, "as_node", None)):
-        agent = agent.as_node()  # a `jianmu.Agent`: its tree
-    if isinstance(agent, str):
-        if not agent.strip():
-            raise TypeError("handoff() needs an agent or the name of one, got an empty name")
-    elif not hasattr(agent, "own_round"):
-        raise TypeError(
-            f"handoff() takes an agent built by create_react_node, an Agent or its name, got "
-            f"{type(agent).__name__}; to call any other subtree, use agent_tool()"
-        )
-    label = name or (agent if isinstance(agent, str) else agent.name)
-    return Handoff(agent, str(label), description or "")
-
-
-def split_handoffs(tools: Any) -> tuple[Any, list[Handoff]]:
-    """``tools`` without the hand-offs given among them, and the hand-offs."""
-    if tools is None or isinstance(tools, ToolSet):
-        return tools, []
-    items = list(tools)
-    found = [t for t in items if isinstance(t, Handoff)]
-    if not found:
-        return tools, []
-    return [t for t in items if not isinstance(t, Handoff)], found
-
-
-class AgentSwitch(RuntimeNode, py_trees.composites.Composite):
-    """Runs the round of the agent that answers now: the state's ``active_agent``, else the
-    first agent. A hand-off changes it between two rounds of the loop above.
-
-    Args:
-        name: the node's name.
-        members: each agent's name and round, the first agent first.
-        handoffs: the hand-offs each agent may make, by agent name.
-        loops: the loops the hand-off targets were built with, by agent name: their own
-            ``max_iterations`` and budget hold while they answer (`answering_limits`).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        members: Sequence[tuple[str, py_trees.behaviour.Behaviour]],
-        handoffs: dict[str, list[Handoff]],
-        loops: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(name, children=[child for _agent, child in members])
-        self.members = dict(members)
-        self.entry = members[0][0]
-        self.handoffs = handoffs
-        self.loops = dict(loops or {})
-
-    def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
-        """Attach the run, after checking that every hand-off names an agent of the team.
-
-        Raises:
-            HandoffError: a hand-off names an agent the team does not have.
-        """
-        for agent, given in self.handoffs.items():
-            for h in given:
-                if h.agent_name not in self.members:
-                    team = ", ".join(sorted(self.members))
-                    raise HandoffError(
-                        f"agent {agent!r} hands off to {h.agent_name!r}, which is not in its team "
-                        f"({team}); pass that agent itself to handoff(), or build it with "
-                        f"create_react_node(..., name={h.agent_name!r}) and reach it by "
-                        "hand-offs from the first agent"
-                    )
-        super().bind(state_manager, ctx, path)
-
-    def active(self) -> str:
-        """The agent that answers now."""
-        name = self.state.get("active_agent")
-        return name if name in self.members else self.entry
-
-    def answering_limits(self) -> tuple[str, int, int | None] | None:
-        """The agent answering now, its own ``max_iterations`` and token budget (its layer,
-        the first agent's and the run's, merged); None while the first agent answers, whose
-        limits are the loop's own."""
-        name = self.active()
-        loop = self.loops.get(name)
-        if loop is None:
-            return None
-        node = loop.llm_node
-        merged = (node.effective_constraints if node is not None
-                  else Constraints.merge(self.ctx.constraints, loop.constraints))
-        iterations = min(v for v in (loop.max_iterations, merged.max_iterations) if v)
-        return name, iterations, merged.guard.budget.total_tokens
-
-    def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
-        """Tick the round of the agent that answers now and mirror its status.
-
-        The agent is chosen when a round starts: a hand-off written during a round (by its
-        model's turn) takes effect with the next one, so every round ends for the loop above
-        to count.
-        """
-        current = self.current_child
-        if self.status is Status.RUNNING and current is not None:
-            child = current
-        else:
-            if self.state.get("active_agent") is None:
-                self.state.replace({"active_agent": self.entry})  # who answers, from the start
-            child = self.members[self.active()]
-        self.current_child = child
-        ctx = getattr(self, "ctx", None)
-        if ctx is None or ctx.tracer is None:
-            yield from child.tick()
-        else:  # the answering agent's span is the parent of what its round starts
-            yield from self._traced_tick(ctx, child)
-        status = child.status
-        if status is not Status.RUNNING:
-            self.stop(status)
-        self.status = status
-        yield self
-
-    def _traced_tick(self, ctx: RunContext,
-                     child: py_trees.behaviour.Behaviour) -> Iterator[py_trees.behaviour.Behaviour]:
-        """Tick ``child``, the round of the agent answering now, inside that agent's span."""
-        name = next(n for n, member in self.members.items() if member is child)
-        with answering_span(self, self.members, self.entry, name, ctx):
-            yield from child.tick()
-
-    def end_spans(self, status: Status) -> None:
-        """End the answering agent's span as the loop above stops (`end_team_spans`)."""
-        ctx = getattr(self, "ctx", None)
-        if ctx is not None:
-            end_team_spans(self, self.members, ctx, status)
-
-
-def build_team(
-    entry: str, entry_round: py_trees.behaviour.Behaviour, entry_handoffs: list[Handoff],
-    constraints: Constraints | None = None,
-    guardrails: dict[str, tuple[Any, ...]] | None = None,
-) -> AgentSwitch:
-    """The switch over ``entry`` and every agent its hand-offs reach (transitively).
-
-    Each target's round moves into the team: a hand-off target runs inside the loop of the
-    agent placed in the tree, not on its own, and under that agent's ``constraints`` and
-    ``guardrails`` (by kind) too (a hand-off must not be a way around the first agent's guard
-    or its guardrails).
-
-    Raises:
-        HandoffError: two different agents of the team share a name.
-    """
-    members: dict[str, py_trees.behaviour.Behaviour] = {entry: entry_round}
-    handoffs: dict[str, list[Handoff]] = {entry: entry_handoffs}
-    loops: dict[str, Any] = {}
-    queue = list(entry_handoffs)
-    while queue:
-        target = queue.pop(0).target
-        if isinstance(target, str):
-            continue  # checked when the team is bound to a run
-        found = members.get(target.name)
-        if found is not None:
-            if found is not target.own_round:
-                raise HandoffError(
-                    f"two agents of one team are named {target.name!r}; give each a name of "
-                    "its own (create_react_node(..., name=...))"
-                )
-            continue
-        round_ = target.own_round
-        round_.parent = None  # it joins this team's switch
-        if constraints is not None:
-            _tighten(round_, constraints)
-        if guardrails:
-            _hold_guardrails(round_, guardrails)
-        if getattr(target, "llm_node", None) is not None:
-            target.llm_node.agent_name = target.name
-        members[target.name] = round_
-        handoffs[target.name] = list(target.handoffs)
-        loops[target.name] = target  # its own limits hold while it answers
-        queue.extend(target.handoffs)
-    return AgentSwitch(f"{entry}.agents", list(members.items()), handoffs, loops)
-
-
-def _tighten(node: py_trees.behaviour.Behaviour, outer: Constraints) -> None:
-    """Hold ``node`` and the nodes below it to ``outer`` as well as their own layer."""
-    if isinstance(node, RuntimeNode):
-        node.constraints = Constraints.merge(outer, node.constraints)
-    for child in node.children:
-        _tighten(child, outer)
-
-
-def _hold_guardrails(
-    node: py_trees.behaviour.Behaviour, guardrails: dict[str, tuple[Any, ...]]
-) -> None:
-    """Run ``guardrails`` (by kind) in ``node``'s agent nodes too, after their own."""
-    for kind, attribute in (("input", "input_guardrails"), ("output", "output_guardrails"),
-                            ("tool_output", "tool_output_guardrails")):
-        if guardrails.get(kind) and hasattr(node, attribute):
-            own = getattr(node, attribute)
-            setattr(node, attribute, tuple(dict.fromkeys([*own, *guardrails[kind]])))
-    for child in node.children:
-        _hold_guardrails(child, guardrails)
 
 
 MAX_AGENT_DEPTH = 8
@@ -431,14 +181,33 @@ class _AgentRoot(RuntimeNode, py_trees.decorators.Decorator):
         return self.decorated.status
 
 
+_OWN_NAMESPACE = "_jm_own_namespace"
+"""Where `_place` keeps the namespace a node was given by its author, for the next call."""
+
+
 def _place(node: py_trees.behaviour.Behaviour, namespace: str) -> None:
-    """Put ``node`` and the nodes below it in ``namespace``; a node that compiles its own
-    subtree (a `SkillNode`) keeps its own namespace and reads this one as its outer state."""
+    """Put ``node`` and the nodes below it in ``namespace``, a node given a namespace of its
+    own (a branch of parallel agents: ``left``) in that one nested in it, as the tree keeps
+    them apart in a run of its own; a node that compiles its own subtree (a `SkillNode`)
+    keeps its own namespace and reads this one as its outer state."""
     if hasattr(node, "compile_subtree"):
         return
-    node.namespace = namespace  # type: ignore[attr-defined]
+    own = node.__dict__.setdefault(_OWN_NAMESPACE, getattr(node, "namespace", None))
+    node.namespace = f"{namespace}.{own}" if own else namespace  # type: ignore[attr-defined]
     for child in node.children:
         _place(child, namespace)
+
+
+def _running_in(tree: py_trees.behaviour.Behaviour, ctx: RunContext) -> bool:
+    """Whether a node of ``tree`` is in the tree of the run of ``ctx`` or of a run that
+    called it (an agent tool's run, up to the outermost run)."""
+    mine = {id(node) for node in tree.iterate()}
+    runner = getattr(ctx, "runner", None)
+    while runner is not None:
+        if any(id(node) in mine for node in runner.root.iterate()):
+            return True
+        runner = runner.parent.runner if isinstance(runner, _SubRun) else None
+    return False
 
 
 def _waits_for(pending: Sequence[ApprovalRequest]) -> str:
@@ -602,6 +371,11 @@ class AgentTool(Tool):
             found = self.__dict__["_jm_run_injection"] = declared_injection(self.run)
         return found  # type: ignore[no-any-return]
 
+    def _signature_params(self) -> frozenset[str] | None:
+        """None: the schema's names are ``input_type``'s, never ``run``'s parameters (the
+        arguments reach it as one value), so a registry checks none against its signature."""
+        return None
+
     def validate_args(self, args: Any) -> dict[str, Any]:
         """Check the model's arguments against ``input_type`` (pydantic, paths in errors).
 
@@ -714,10 +488,9 @@ class AgentTool(Tool):
             view.update({"final_answer": None, "final_output": None, "agent_run": {
                 "status": RunStatus.SUCCESS.value, "withheld": refusal.error}})
             return refusal
-        if not result.ok:
-            raise ToolExecutionError(
-                f"agent {self.name!r} failed: {result.error or result.status.value}"
-            )
+        if not result.ok:  # what failed inside, for a model: its passwords and keys out
+            raise ToolExecutionError(redact_text(
+                f"agent {self.name!r} failed: {result.error or result.status.value}"))
         answer = self._answer(view)
         # what the caller needs of the finished run is its answer (also a caller restored
         # before it recorded the call); the conversation goes, so the state stays small
@@ -736,7 +509,7 @@ class AgentTool(Tool):
         guardrails: dict[str, tuple[Any, ...]] | None = None, call: tuple[str, str] = ("", ""),
     ) -> _SubRun:
         key = (ctx.run_id, str(view.namespace))
-        tree = self._tree(key)
+        tree = self._tree(key, ctx)
         tree.parent = None  # a tree served to an earlier call hangs off that call's root
         root = _AgentRoot(root_name, tree)
         root.namespace = str(view.namespace)
@@ -758,8 +531,15 @@ class AgentTool(Tool):
         self._runs[key] = runner
         return runner
 
-    def _tree(self, key: _CallKey) -> py_trees.behaviour.Behaviour:
+    def _tree(self, key: _CallKey, ctx: RunContext) -> py_trees.behaviour.Behaviour:
+        """The tree for the call: the one given, or a fresh one built for it.
+
+        Raises:
+            ToolExecutionError: the function did not build a tree, or built one that
+                another call or the calling runs are running (`_running_in`).
+        """
         if not self._factory:
+            self._refuse_running(self.agent, ctx)  # type: ignore[arg-type]
             return self.agent  # type: ignore[return-value]
         tree = self._trees.get(key)
         if tree is None:
@@ -769,8 +549,26 @@ class AgentTool(Tool):
                     f"the function given to agent_tool({self.name!r}) returned "
                     f"{type(tree).__name__}, not a behaviour tree"
                 )
+            if any(tree is held for held in self._trees.values()):
+                raise ToolExecutionError(
+                    f"the function given to agent_tool({self.name!r}) returned the tree "
+                    "another call is running; it must build a fresh tree for each call"
+                )
+            self._refuse_running(tree, ctx)
             self._trees[key] = tree
         return tree
+
+    def _refuse_running(self, tree: py_trees.behaviour.Behaviour, ctx: RunContext) -> None:
+        """Refuse to run ``tree`` for a call when a node of it is one the calling run, or a
+        run that called it, is running: an agent that is its own tool over one tree, or a tree
+        placed in the calling tree too. Bound to the call's run, its nodes would leave the
+        caller's run, which waited on them for ever."""
+        if _running_in(tree, ctx):
+            raise ToolExecutionError(
+                f"agent {self.name!r} not run: its tree is part of the run that calls it (an "
+                "agent that is its own tool, or one it hands off to?); give agent_tool() a "
+                "function that builds the tree, for a tree per call"
+            )
 
     def _exclusive(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """One call at a time on a shared tree (a lock of the running loop); none needed for

@@ -25,4 +25,5 @@ class ToolExecutorConfig(BaseModel):
     interactive: bool = True
     """``False``: nobody is asked for these calls, even in a run where a person answers: a
     call that needs a confirmation is denied, ``ask_user`` gets no answer, and a sub-agent
-    called from here asks nobody either (`jianmu.Agent`'s ``interactive=False``)."""
+    called from here asks nobody either, nor an agent of the team a hand-off from here joins
+    (`jianmu.Agent`'s ``interactive=False``)."""

@@ -17,7 +17,7 @@ A non-object type (``list[Item]``, ``int``, a ``Literal``) travels wrapped as
 ``{"response": ...}`` wherever the wire needs an object (a tool's input, a native schema).
 
 The answer tools are `NodeTool`s: offered to the model beside the real tools, their calls
-taken by the model's own node and never run (the hand-off tools of `jianmu.nodes.agents` are
+taken by the model's own node and never run (the hand-off tools of `jianmu.nodes.handoffs` are
 too).
 """
 

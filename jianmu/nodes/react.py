@@ -15,8 +15,8 @@ from jianmu.errors import StateValidationError
 from jianmu.guard.guardrails import Guardrail
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import AgentLLMNode
-from jianmu.nodes.agents import AgentSwitch, Handoff, build_team, split_handoffs
 from jianmu.nodes.cut_off import CutOffPolicy
+from jianmu.nodes.handoffs import AgentSwitch, Handoff, build_team, split_handoffs
 from jianmu.nodes.history import ProcessorInput
 from jianmu.nodes.output import OutputMode
 from jianmu.nodes.state import AgentState, tokens_spent
@@ -294,7 +294,7 @@ def create_react_node(
 
     With ``output_type``, the answer is a validated object in ``final_output`` (and
     ``RunResult.output``); see `jianmu.nodes.output`. `handoff` entries among ``tools`` let the
-    model pass the conversation to another agent (`jianmu.nodes.agents`): the loop then runs
+    model pass the conversation to another agent (`jianmu.nodes.handoffs`): the loop then runs
     the round of whichever agent answers now, under this loop's limits (iterations, budget)
     and, while it answers, the agent's own.
 
@@ -337,7 +337,8 @@ def create_react_node(
 
     Raises:
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
-        HandoffError: two agents of the team reached by hand-offs share a name.
+        HandoffError: two agents of the team reached by hand-offs share a name, or two
+            hand-offs of one agent share a tool name.
     """
     options = {k: v for k, v in locals().items() if k not in ("llm", "tools")}  # every keyword
     tools = as_tools(tools)
@@ -363,7 +364,7 @@ def create_react_node(
         child = build_team(name, round_, handoffs, constraints, {
             "input": model.input_guardrails, "output": model.output_guardrails,
             "tool_output": executor.tool_output_guardrails,
-        })
+        }, interactive=executor.config.interactive)
     loop = ReActLoop(name, child, max_iterations=max_iterations, constraints=constraints)
     loop.own_round = round_
     loop.handoffs = handoffs

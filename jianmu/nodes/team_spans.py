@@ -1,4 +1,4 @@
-"""The spans of a team's agents (`jianmu.nodes.agents.AgentSwitch`): an ``invoke_agent {name}``
+"""The spans of a team's agents (`jianmu.nodes.handoffs.AgentSwitch`): an ``invoke_agent {name}``
 span around the rounds of each agent a hand-off made the one answering, inside the span of
 the agent placed in the tree (the loop's own, `jianmu.nodes.react.agent_span`), which holds
 the whole conversation."""

@@ -14,7 +14,7 @@ from jianmu.nodes.output import Checked, OutputSpec
 from jianmu.tools.calls import ToolCall
 
 if TYPE_CHECKING:
-    from jianmu.nodes.agents import Handoff
+    from jianmu.nodes.handoffs import Handoff
     from jianmu.state import StateView
 
 __all__ = ("TurnUpdate", "turn_update")

@@ -112,8 +112,9 @@ class SkillNodeConfig(BaseModel):
 class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
     """A decorator that compiles its subtree on its first tick and runs it in a namespace.
 
-    The namespace (``skill_runtime.<Name>_<path indices>``) follows from the node's place in
-    the tree, so it is the same after a restore; the node and everything below it read and
+    The namespace (``skill_runtime.<Name>_<path indices>``, in the run's own namespace if it
+    has one: an agent tool's call's) follows from the node's place in the tree, so it is the
+    same after a restore; the node and everything below it read and
     write there. ``outer_state`` is the view the node was placed in, for copying the
     conversation in and the results out. The namespace is removed in ``terminate()``; when the
     subtree fails, a JSON snapshot of it is written to ``config.runtime.debug_dir`` first.
@@ -149,6 +150,9 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
     def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
         """Attach the run; the outer view is the enclosing namespace's (or the root)."""
         super().bind(state_manager, ctx, path)
+        if self._compiled:  # its subtree is bound next, in this run's namespace
+            self._follow_run()
+            self.state = state_manager.scope(self.namespace)
         outer = self._outer_namespace()
         self.outer_state = state_manager.scope(outer) if outer else state_manager.root
 
@@ -170,10 +174,7 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         """Build the subtree now, derive the namespace and bind everything below."""
         if self._compiled:
             return
-        runner = self.ctx.runner
-        key = runner.node_key(self) if runner is not None else "0"
-        label = _UNSAFE.sub("_", self.name)
-        self.namespace = f"skill_runtime.{label}_{key.replace('/', '_')}"
+        self.namespace = self._run_namespace()
         subtree = self.compile_subtree()
         subtree.parent = self
         self.decorated = subtree
@@ -181,10 +182,32 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         for node in subtree.iterate():
             node.namespace = self.namespace  # type: ignore[attr-defined]
         self.state = self.state_manager.scope(self.namespace)
+        runner = self.ctx.runner
         if runner is not None:
             runner.bind_subtree(subtree)
         self._compiled = True
         self.ctx.events.emit("skill.compiled", node=self.path, namespace=self.namespace)
+
+    def _run_namespace(self) -> str:
+        """The namespace for this run: from the node's place in the tree, nested in the run's
+        own namespace if it has one."""
+        runner = self.ctx.runner
+        key = runner.node_key(self) if runner is not None else "0"
+        own = f"skill_runtime.{_UNSAFE.sub('_', self.name)}_{key.replace('/', '_')}"
+        # node keys are a run's own: in an agent tool's run, nested in the call's namespace,
+        # so the same skill in two calls at once never shares one
+        outer = getattr(self.ctx, "namespace", None)
+        return f"{outer}.{own}" if outer else own
+
+    def _follow_run(self) -> None:
+        """Move the compiled subtree to this run's namespace before its nodes are bound: a
+        tree that serves call after call of an agent tool runs each in the call's."""
+        namespace = self._run_namespace()
+        if namespace == self.namespace:
+            return
+        self.namespace = namespace
+        for node in self.decorated.iterate():
+            node.namespace = namespace  # type: ignore[attr-defined]
 
     def tick(self) -> Iterator[py_trees.behaviour.Behaviour]:
         """Compile on the first tick (also after a restore, when initialise is skipped)."""
@@ -242,8 +265,9 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
 
     def _write_debug_snapshot(self) -> Path | None:
         configured = Path(self.ctx.config.runtime.debug_dir)
-        name = f"{self.namespace}.json"
-        target = configured / self.ctx.run_id / name
+        # one folder and one file: an agent tool's run id and namespace name its call with '/'
+        folder, name = _one_part(self.ctx.run_id), _one_part(f"{self.namespace}.json")
+        target = configured / folder / name
         payload = {
             "node": self.path,
             "namespace": self.namespace,
@@ -253,12 +277,17 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         }
         data = json.dumps(payload, indent=2, default=str).encode("utf-8")
         try:
-            _write_without_links(configured, self.ctx.run_id, name, data)
+            _write_without_links(configured, folder, name, data)
         except (OSError, PathEscapeError) as exc:  # a debug aid must not crash a failure
             self.ctx.events.emit("skill.debug_snapshot_failed", node=self.path, error=str(exc))
             return None
         self.ctx.events.emit("skill.debug_snapshot", node=self.path, path=str(target))
         return target
+
+
+def _one_part(name: str) -> str:
+    """``name`` as one path part: ``%`` and ``/`` escaped, one to one."""
+    return name.replace("%", "%25").replace("/", "%2F")
 
 
 def _write_without_links(configured: Path, folder: str, name: str, data: bytes) -> None:

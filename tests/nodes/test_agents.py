@@ -22,7 +22,7 @@ from jianmu import Constraints, ReactiveRunner, RunStatus, SQLiteCheckpointer, S
 from jianmu.errors import HandoffError, ToolValidationError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, agent_tool, create_react_node, handoff
-from jianmu.tools import tool
+from jianmu.tools import ToolSet, tool
 from tests.support import agents_app
 
 pytestmark = pytest.mark.anyio
@@ -429,6 +429,127 @@ async def test_a_skill_node_is_a_sub_agent_too(tmp_path: Path) -> None:
     assert state.get("final_answer") == "Done."  # the lead's, not overwritten by the skill
 
 
+async def test_one_skill_tree_serves_call_after_call_each_in_its_namespace(
+    tmp_path: Path,
+) -> None:
+    """The skill compiles once; each call's run moves it into the call's namespace."""
+    from jianmu import StateView
+    from jianmu.config import parse_config
+    from jianmu.skills import SkillCatalog, SkillNode
+    from jianmu.tools import Injected
+
+    where: list[str | None] = []
+
+    @tool
+    def look(query: str, state: Injected[StateView]) -> str:
+        """Look something up.
+
+        Args:
+            query: what to look for.
+        """
+        where.append(state.namespace)
+        return f"found {query}"
+
+    folder = tmp_path / "skills" / "research"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: research\ndescription: Research a topic.\ntools: [look]\n---\nLook.\n")
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "user":
+            return calls("look", query=messages[-1].content)
+        return "saw " + ", ".join(m.content for m in messages if m.role == "user")
+
+    skill = SkillNode("Research", ["research"], ScriptedLLM([reply] * 4), tools=[look],
+                      catalog=SkillCatalog([tmp_path / "skills"], custom_tools=[look]))
+    lead, _ = lead_with(skill, [calls("researcher", input="A"), calls("researcher", input="B"),
+                                "Done."])
+    state = start()
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    assert (await ReactiveRunner(lead, state, config=config).run()).ok
+    assert [m.content for m in state.get("messages") if m.role == "tool"] == ["saw A", "saw B"]
+    assert where == [f"researcher/call_{n}.skill_runtime.Research_0_0" for n in (1, 2)]
+
+
+def test_a_skill_trees_second_call_waiting_for_a_person_goes_on_after_a_restore(
+    tmp_path: Path,
+) -> None:
+    from jianmu.config import parse_config
+    from jianmu.skills import SkillCatalog, SkillNode
+
+    ran: list[str] = []
+
+    @tool(read_only=False, confirm=True)
+    def look(query: str) -> str:
+        """Look something up (a person approves first).
+
+        Args:
+            query: what to look for.
+        """
+        ran.append(query)
+        return f"found {query}"
+
+    folder = tmp_path / "skills" / "research"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: research\ndescription: Research a topic.\ntools: [look]\n---\nLook.\n")
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "user":
+            return calls("look", query=messages[-1].content)
+        return "saw " + ", ".join(m.content for m in messages if m.role in ("user", "tool"))
+
+    def lead(script: list[Any]) -> Any:
+        skill = SkillNode("Research", ["research"], ScriptedLLM([reply] * 4), tools=[look],
+                          catalog=SkillCatalog([tmp_path / "skills"], custom_tools=[look]))
+        return lead_with(skill, script)[0]
+
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    db = tmp_path / "runs.sqlite"
+    runner = ReactiveRunner(
+        lead([calls("researcher", input="A"), calls("researcher", input="B")]), start(),
+        config=config, checkpointer=SQLiteCheckpointer(db), run_id="s1")
+    first = runner.run_sync(timeout=30)
+    runner.approve(first.pending[0].id)
+    second = runner.run_sync(timeout=30)
+    assert [r.id for r in second.pending] == [
+        "researcher/call_2/skill_runtime.Research_0_0/call_2"]
+    restored = ReactiveRunner.restore(lead(["Done."]), SQLiteCheckpointer(db), "s1",
+                                      state_manager=StateManager(AgentState), config=config)
+    restored.approve(second.pending[0].id)
+    assert restored.run_sync(timeout=30).ok and ran == ["A", "B"]
+    assert [m.content for m in restored.state.get("messages") if m.role == "tool"] == [
+        "saw A, found A", "saw B, found B"]
+
+
+async def test_a_skill_agent_that_fails_leaves_its_debug_snapshot(tmp_path: Path) -> None:
+    """Its run id and namespace name the call with '/': the snapshot's folder was not found."""
+    from jianmu.config import parse_config
+    from jianmu.skills import SkillCatalog, SkillNode
+
+    folder = tmp_path / "skills" / "research"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: research\ndescription: Research a topic.\ntools: [search]\n---\n"
+        "Search.\n")
+
+    def broken(_messages: list[Any]) -> Any:
+        raise RuntimeError("the model is down")
+
+    skill = SkillNode("Research", ["research"], ScriptedLLM([broken]), tools=[search],
+                      catalog=SkillCatalog([tmp_path / "skills"], custom_tools=[search]))
+    lead, _ = lead_with(skill, [calls("researcher", input="tides?"), "Done."])
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    runner = ReactiveRunner(lead, start(), config=config, run_id="r1")
+    written: list[Any] = []
+    runner.ctx.events.subscribe("skill.debug_snapshot*", written.append)
+    assert (await runner.run()).ok
+    assert [e.name for e in written] == ["skill.debug_snapshot"]
+    snapshot = json.loads(Path(written[0].fields["path"]).read_text())
+    assert snapshot["namespace"] == "researcher/call_1.skill_runtime.Research_0_0"
+    assert snapshot["state"]["messages"][-1]["content"] == "tides?"
+
+
 async def test_a_factory_serves_parallel_calls_each_with_its_own_tree() -> None:
     started = asyncio.Event()
     seen: list[str] = []
@@ -465,6 +586,39 @@ async def test_a_factory_serves_parallel_calls_each_with_its_own_tree() -> None:
     assert sorted(state.namespaces()) == ["researcher/call_1", "researcher/call_2"]
 
 
+async def test_a_function_that_hands_back_one_tree_fails_the_parallel_call() -> None:
+    """Two calls at once bound one tree to two runs: one answered '' without a word."""
+    gate = asyncio.Event()
+
+    @tool
+    async def wait(query: str) -> str:
+        """Wait until the other call was refused.
+
+        Args:
+            query: the topic.
+        """
+        await asyncio.wait_for(gate.wait(), 20)
+        return f"waited {query}"
+
+    def reply(messages: list[Any]) -> Any:
+        if messages[-1].role == "user":
+            return calls("wait", query=messages[-1].content)
+        return f"{messages[-1].content}!"
+
+    shared = create_react_node(ScriptedLLM([reply, reply]), [wait], name="researcher")
+    tool_ = agent_tool(lambda: shared, name="researcher", description="Researches.")
+
+    def lead_reply(messages: list[Any]) -> Any:
+        return [{"name": "researcher", "arguments": {"input": topic}} for topic in "ab"]
+
+    state = start()
+    runner = ReactiveRunner(create_react_node(ScriptedLLM([lead_reply, "both"]), [tool_]), state)
+    runner.ctx.events.subscribe("tool.call.failed", lambda _event: gate.set())
+    assert (await runner.run(timeout=60)).ok
+    said = [m.content for m in state.get("messages") if m.role == "tool"]
+    assert said[0] == "waited a!" and "returned the tree another call is running" in said[1]
+
+
 async def test_a_sub_agent_of_a_sub_agent_names_the_whole_path(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     inner = create_react_node(
@@ -494,6 +648,27 @@ def test_bad_definitions_are_refused() -> None:
         agent_tool("not an agent", name="x", description="d")  # type: ignore[arg-type]
     with pytest.raises(ToolValidationError, match="input_type"):
         agent_tool(sub, name="x", description="d", input_type=object())
+
+
+async def test_an_agent_tool_is_registered_like_any_tool() -> None:
+    """Its schema's names are its input type's, which a registry took for missing parameters
+    of its ``run``."""
+    from pydantic import Field
+
+    from jianmu.tools.registry import ToolRegistry
+
+    class Topic(BaseModel):
+        topic: str = Field(description="What to research.")
+
+    sub = create_react_node(ScriptedLLM(["Tides: twice a day."]), [], name="researcher")
+    registry = ToolRegistry([agent_tool(sub, name="researcher", description="Researches."),
+                             agent_tool(sub, name="typed", description="T.",
+                                        input_type=Topic)])
+    lead = create_react_node(ScriptedLLM([calls("researcher", input="tides?"), "Done."]),
+                             ToolSet.view(registry), name="lead")
+    state = start()
+    assert (await ReactiveRunner(lead, state).run()).ok
+    assert state.get("messages")[2].content == "Tides: twice a day."
 
 
 async def test_call_ids_that_differ_only_in_punctuation_get_namespaces_of_their_own() -> None:
