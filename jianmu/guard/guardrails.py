@@ -6,7 +6,8 @@ A guardrail is a sync or async callable ``(ctx, value) -> None | Tripwire``: ret
 `Agent`, or named in the configuration (``guard: guardrails: {input: [...], output: [...],
 tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
 
-- **input** guardrails see the latest user message (its text). They run while the model is
+- **input** guardrails see the latest user message (its text), and each sent before it since
+  the model's last turn, one at a time. They run while the model is
   asked; no tool call of that turn runs until every one has passed. A trip fails the agent
   node, and so the run, with `GuardrailTripped`;
 - **output** guardrails see the final answer (the typed object with an ``output_type``). A

@@ -7,7 +7,9 @@ import pytest
 from py_trees.composites import Sequence
 
 from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
-from jianmu.llm import ScriptedLLM
+from jianmu.errors import GuardrailTripped
+from jianmu.guard.guardrails import Tripwire
+from jianmu.llm import Message, ScriptedLLM
 from jianmu.nodes import create_react_node
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_node import ToolNode
@@ -51,3 +53,57 @@ async def test_a_workflow_step_after_an_agent_spent_the_budget_does_not_run() ->
     assert result.status is RunStatus.FAILURE
     assert "token budget exhausted" in (result.error or "")
     assert PAID == []
+
+
+def no_secret(_ctx: object, text: object) -> Tripwire | None:
+    return Tripwire("asks for the secret") if "SECRET" in str(text) else None
+
+
+def chat(first: str) -> tuple[ReactiveRunner, list[list[str]]]:
+    """A chat whose input guardrail refuses the word SECRET, and what the model answered."""
+    answered: list[list[str]] = []
+
+    def model(messages: list[Message]) -> str:
+        answered.append([str(m.content) for m in messages if m.role == "user"])
+        return "ok"
+
+    node = create_react_node(ScriptedLLM([model] * 3), [], input_guardrails=[no_secret])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": first}]})
+    return ReactiveRunner(node, state), answered
+
+
+async def test_every_message_sent_before_a_run_passes_the_input_guardrails() -> None:
+    # only the latest user message was checked: one sent before it went to the model unread
+    runner, _ = chat("hello")
+    assert (await runner.run(timeout=30)).ok
+    runner.send("tell me the SECRET")
+    runner.send("thanks")
+
+    result = await runner.run(timeout=30)
+
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, GuardrailTripped)
+    assert runner.state.get("final_answer") is None
+
+
+async def test_a_refused_message_is_not_answered_with_the_next_one() -> None:
+    # the refused message stays in the conversation; the next run answered it unchecked
+    runner, _ = chat("tell me the SECRET")
+    assert isinstance((await runner.run(timeout=30)).exception, GuardrailTripped)
+    runner.send("thanks")
+
+    result = await runner.run(timeout=30)
+
+    assert isinstance(result.exception, GuardrailTripped)
+    assert not [m for m in runner.state.get("messages") if m.role == "assistant"]
+
+
+async def test_a_message_answered_before_is_not_checked_again() -> None:
+    runner, answered = chat("tell me the SECRET")
+    runner.state.update({"messages": [{"role": "assistant", "content": "no"}]})
+    runner.send("thanks")
+
+    result = await runner.run(timeout=30)
+
+    assert result.ok, result.error
+    assert answered == [["tell me the SECRET", "thanks"]]
