@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
-from jianmu.errors import GuardrailTripped, LLMError, ToolValidationError
+from jianmu.errors import GuardrailTripped, LLMError, OutputTruncatedError, ToolValidationError
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
 from jianmu.guard.enforcer import allowed_unasked
@@ -720,11 +720,13 @@ class AgentLLMNode(AsyncNode):
         """The trip of the turn's guardrails: the input ones (every one passed before any call
         is written), then for an answer the output ones; None when they all passed."""
         tripped = None if checks is None else await checks
-        if tripped is None and turn.values.get("done") and (
+        # half an answer, cut off at the token limit, is written and kept in the error too
+        cut = turn.error.text if isinstance(turn.error, OutputTruncatedError) else None
+        if tripped is None and (turn.values.get("done") or cut is not None) and (
             self.output_guardrails or constraints.guard.guardrails.output
             or self.ctx.guardrails.get("output")
         ):
-            tripped = await self._check_output(constraints, turn.values)
+            tripped = await self._check_output(constraints, turn.values, cut)
         return tripped
 
     async def _sealed(self, messages: list[Message], toolset: ToolSet, whole: float,
@@ -933,12 +935,12 @@ class AgentLLMNode(AsyncNode):
             racing = False
 
     async def _check_output(
-        self, constraints: Constraints, values: dict[str, Any]
+        self, constraints: Constraints, values: dict[str, Any], cut: str | None = None
     ) -> GuardrailTripped | None:
         guardrails = configured_guardrails("output", self.output_guardrails, constraints,
                                            self.ctx.guardrails)
-        value = values.get("final_output") if self.output is not None else values.get(
-            "final_answer")
+        value = cut if cut is not None else values.get(
+            "final_output") if self.output is not None else values.get("final_answer")
         found = await run_guardrails("output", guardrails, self.ctx, value, self.events,
                                      timeout=constraints.guard.guardrails.timeout_s)
         return None if found is None else GuardrailTripped(found[0], found[1].reason, "output")

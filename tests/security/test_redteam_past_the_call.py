@@ -9,7 +9,7 @@ from py_trees.composites import Sequence
 from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
 from jianmu.errors import GuardrailTripped
 from jianmu.guard.guardrails import Tripwire
-from jianmu.llm import Message, ScriptedLLM
+from jianmu.llm import LLMResponse, Message, ScriptedLLM
 from jianmu.nodes import create_react_node
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_node import ToolNode
@@ -107,3 +107,25 @@ async def test_a_message_answered_before_is_not_checked_again() -> None:
 
     assert result.ok, result.error
     assert answered == [["tell me the SECRET", "thanks"]]
+
+
+@pytest.mark.parametrize("policy", ["fail", "continue", "accept"])
+async def test_an_answer_cut_off_at_the_token_limit_passes_the_output_guardrails(
+    policy: str,
+) -> None:
+    # a cut-off answer that failed the turn was written to the conversation and previewed
+    # in llm.call.completed without the output guardrails (they judged whole answers only)
+    cut = LLMResponse(message=Message(role="assistant", content="the SECRET is 42 and"),
+                      finish_reason="length")
+    node = create_react_node(ScriptedLLM([cut] * 4), [], output_guardrails=[no_secret],
+                             on_cut_off=policy)  # type: ignore[arg-type]
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "q"}]})
+    runner = ReactiveRunner(node, state)
+    seen: list[str] = []
+    runner.ctx.events.subscribe("*", lambda event: seen.append(repr(event.fields)))
+
+    result = await runner.run(timeout=30)
+
+    assert isinstance(result.exception, GuardrailTripped)
+    assert "SECRET" not in repr(state.get("messages"))
+    assert not [fields for fields in seen if "SECRET" in fields]
