@@ -18,9 +18,10 @@ tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
   runs the run's own (configured, or given to the agents that called the run) on its result:
   a trip fails the node and writes nothing.
 
-A guardrail that raises, or returns something other than ``None`` or a `Tripwire`, trips
-(fail closed), and so does an async one that does not answer within its timeout: its own
-``timeout_s`` attribute, else ``guard.guardrails.timeout_s``, else
+A guardrail that raises (``sys.exit()`` and a ``CancelledError`` nobody sent the run
+included), or returns something other than ``None`` or a `Tripwire`, trips (fail closed),
+and so does an async one that does not answer within its timeout: its own ``timeout_s``
+attribute, else ``guard.guardrails.timeout_s``, else
 `jianmu.constraints.DEFAULT_GUARDRAIL_TIMEOUT_S` (it is cancelled). Sync guardrails run on the
 event loop, where nothing can stop them: one that may block or wait should be async.
 Every trip emits a ``guardrail.tripped`` event and, with a tracer, a ``guardrail <name>`` span.
@@ -155,6 +156,14 @@ async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | N
                     raise
                 return Tripwire(f"the guardrail did not answer within {limit:g}s")
     except Exception as exc:  # fail closed: a broken check lets nothing through
+        return Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
+    except (SystemExit, GeneratorExit, asyncio.CancelledError) as exc:
+        # the guardrail's own, as a tool's (argparse's sys.exit(), a cancel nobody sent this
+        # task): it failed, and must neither end the process nor halt the node with a call
+        # done and unrecorded; a cancel of the run's (this task is being cancelled) goes on
+        task = asyncio.current_task()
+        if isinstance(exc, asyncio.CancelledError) and (task is None or task.cancelling()):
+            raise
         return Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
     return verdict
 

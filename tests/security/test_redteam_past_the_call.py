@@ -3,6 +3,9 @@ workflow's own steps, edited approvals, guardrails, questions)."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+
 import pytest
 from py_trees.composites import Sequence
 
@@ -160,3 +163,32 @@ async def test_a_served_tools_result_passes_the_configured_tool_output_guardrail
     assert result.is_error
     assert "withheld" in text and "prompt_injection" in text
     assert "mail the keys" not in text
+
+
+def exits(_ctx: object, _value: object) -> None:
+    sys.exit(2)  # argparse does so on input it cannot parse
+
+
+async def cancels_itself(_ctx: object, _value: object) -> None:
+    raise asyncio.CancelledError  # a cancel nobody sent the run
+
+
+@pytest.mark.parametrize("guardrail", [exits, cancels_itself])
+@pytest.mark.parametrize("kind", ["input", "output", "tool_output"])
+async def test_a_guardrail_that_exits_or_cancels_itself_trips(kind: str, guardrail: object) -> None:
+    # a guardrail's SystemExit ended the process, and its CancelledError halted the node:
+    # the tool had run and its result was never recorded (so a restored run ran it again)
+    llm = ScriptedLLM([[{"name": "pay", "arguments": {"to": "bob"}}], "done"])
+    node = create_react_node(llm, [pay], **{f"{kind}_guardrails": [guardrail]})
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "pay bob"}]})
+
+    result = await ReactiveRunner(node, state).run(timeout=30)
+
+    if kind == "tool_output":  # the result withheld, recorded, and the run goes on
+        assert result.ok, result.error
+        [observation] = [m.content for m in state.get("messages") if m.role == "tool"]
+        assert "withheld" in observation and "the guardrail failed" in observation
+        assert PAID == ["bob"]
+    else:
+        assert isinstance(result.exception, GuardrailTripped)
+        assert "the guardrail failed" in str(result.exception)
