@@ -211,7 +211,7 @@ _UNHEARD = EventBus()
 """A bus nobody listens to: a call checked again is not announced twice."""
 
 
-def _in_flight(
+def with_calls_in_flight(
     ledger: GuardLedger, running: dict[object, list[str]], enforcer: GuardEnforcer
 ) -> GuardLedger:
     """``ledger`` plus the calls admitted and not done yet in every branch and sub-agent of
@@ -462,8 +462,8 @@ class ToolExecutor(AsyncNode):
         if self.ctx.checkpointed:  # calls a process that died had started: not run again
             pending = under_way.settle_in_doubt(self, pending, self._marked, self._record)
         known = [(c, found) for c, found in pending if found is not None]
-        ledger = _in_flight(GuardLedger.of(ledger_view(self).get("guard_ledger")),
-                            self.ctx.running_calls, enforcer)
+        ledger = with_calls_in_flight(GuardLedger.of(ledger_view(self).get("guard_ledger")),
+                                      self.ctx.running_calls, enforcer)
         decisions = enforcer.preflight(
             [c for c, _ in known], toolset, run=run, tokens_used=tokens_spent(self),
             ledger=ledger, events=self.events, resolved=[found for _, found in known],

@@ -7,7 +7,9 @@ import asyncio
 import sys
 
 import pytest
-from py_trees.composites import Sequence
+from py_trees.common import ParallelPolicy, Status
+from py_trees.composites import Parallel, Sequence
+from py_trees.decorators import FailureIsSuccess
 
 from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
 from jianmu.errors import GuardrailTripped
@@ -16,6 +18,7 @@ from jianmu.llm import LLMResponse, Message, ScriptedLLM
 from jianmu.nodes import create_react_node
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_node import ToolNode
+from jianmu.runtime.async_node import AsyncNode
 from jianmu.tools import tool
 
 pytestmark = pytest.mark.anyio
@@ -192,3 +195,57 @@ async def test_a_guardrail_that_exits_or_cancels_itself_trips(kind: str, guardra
     else:
         assert isinstance(result.exception, GuardrailTripped)
         assert "the guardrail failed" in str(result.exception)
+
+
+class _Slow:
+    """An agent's call that stays under way until a workflow step has been decided."""
+
+    def __init__(self) -> None:
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+
+
+async def test_a_workflow_step_counts_a_parallel_agents_call_under_way() -> None:
+    # max_tool_calls=1: the agent's call is under way (not yet in the ledger) when the step of
+    # the other branch is checked; the step counted only the ledger, and both calls ran
+    slow = _Slow()
+
+    @tool
+    async def transfer(to: str) -> str:
+        """Send money slowly.
+
+        Args:
+            to: to whom.
+        """
+        PAID.append(to)
+        slow.started.set()
+        await slow.release.wait()
+        return f"sent to {to}"
+
+    class AfterTheAgentsCall(AsyncNode):
+        async def update_async(self) -> Status:
+            await slow.started.wait()
+            return Status.SUCCESS
+
+    class Release(AsyncNode):  # the step was decided (denied): let the agent's call end
+        async def update_async(self) -> Status:
+            slow.release.set()
+            return Status.SUCCESS
+
+    limits = Constraints.model_validate({"guard": {"max_tool_calls": 1}})
+    agent = create_react_node(
+        ScriptedLLM([[{"name": "transfer", "arguments": {"to": "alice"}}], "done"]),
+        [transfer], constraints=limits)
+    step = Sequence("step", memory=True, children=[
+        AfterTheAgentsCall("after"),
+        FailureIsSuccess("either way", ToolNode("pay", pay, input_key="who", output_key=None)),
+        Release("release"),
+    ])
+    state = StateManager(AgentState, {
+        "messages": [{"role": "user", "content": "pay"}], "who": "bob"})
+    root = Parallel("both", policy=ParallelPolicy.SuccessOnAll(), children=[agent, step])
+
+    result = await ReactiveRunner(root, state, constraints=limits).run(timeout=30)
+
+    assert result.ok, result.error
+    assert PAID == ["alice"]
+    assert [m.content for m in state.get("messages") if m.role == "tool"] == ["sent to alice"]
