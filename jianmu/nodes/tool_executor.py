@@ -689,7 +689,7 @@ class ToolExecutor(AsyncNode):
             checking = set_redirect_check(functools.partial(executor_refusal, self, call, tool))
             try:
                 if tracer is None and self.ctx.steps is None:  # the common path
-                    result = ran = await self._attempts(call, tool, runner, retries)
+                    result = ran = await self._attempts(call, tool, runner, retries, guarded)
                     if guarded:
                         result = await self._guarded(call, result)
                 else:
@@ -778,7 +778,7 @@ class ToolExecutor(AsyncNode):
     ) -> ToolResult:
         """`_attempts`, then the tool-output guardrails when ``guarded``; the tool's own
         result is put in ``got`` for the caller, never returned if a guardrail withholds it."""
-        result = await self._attempts(call, tool, runner, retries)
+        result = await self._attempts(call, tool, runner, retries, guarded)
         got.append(result)
         return await self._guarded(call, result) if guarded else result
 
@@ -799,9 +799,10 @@ class ToolExecutor(AsyncNode):
         return result
 
     async def _attempts(
-        self, call: ToolCall, tool: Tool, runner: ToolRunner, retries: int
+        self, call: ToolCall, tool: Tool, runner: ToolRunner, retries: int, guarded: bool
     ) -> ToolResult:
-        """Run the call, retrying transient failures; its one `ToolResult`."""
+        """Run the call, retrying transient failures; its one `ToolResult`. A failure's text
+        that tool-output guardrails will read (``guarded``) is not in a retry's event."""
         attempt = 0
         start = time.perf_counter()
         raised: BaseException | None = None
@@ -828,7 +829,8 @@ class ToolExecutor(AsyncNode):
                     break
                 attempt += 1
                 self.events.emit("tool.call.retry", tool=tool.name, call_id=call.id,
-                                 attempt=attempt, error=error)
+                                 attempt=attempt, error=error if not guarded else
+                                 f"{type(exc).__name__} (its text is the guardrails' to read)")
                 await anyio.sleep(self.config.retry_backoff * attempt)
         if error is not None and self.ctx.tracer is not None:  # its span's error.type
             self._raised[call.id] = type(raised).__name__

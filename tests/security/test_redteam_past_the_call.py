@@ -249,3 +249,33 @@ async def test_a_workflow_step_counts_a_parallel_agents_call_under_way() -> None
     assert result.ok, result.error
     assert PAID == ["alice"]
     assert [m.content for m in state.get("messages") if m.role == "tool"] == ["sent to alice"]
+
+
+async def test_a_retried_failure_a_guardrail_would_withhold_is_not_in_the_events() -> None:
+    # the first attempt's error went out in tool.call.retry before any guardrail read it
+    attempts: list[int] = []
+
+    @tool(max_retries=1)
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: the key.
+        """
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("upstream said: the SECRET is 42")
+        return "the SECRET is 42"
+
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"key": "k"}}], "done"])
+    node = create_react_node(llm, [lookup], tool_output_guardrails=[no_secret])
+    runner = ReactiveRunner(node, StateManager(AgentState, {
+        "messages": [{"role": "user", "content": "look"}]}))
+    seen: list[tuple[str, str]] = []
+    runner.ctx.events.subscribe("*", lambda event: seen.append((event.name, repr(event.fields))))
+
+    result = await runner.run(timeout=30)
+
+    assert result.ok, result.error
+    assert len(attempts) == 2 and "tool.call.retry" in [name for name, _ in seen]
+    assert not [name for name, fields in seen if "SECRET" in fields]
