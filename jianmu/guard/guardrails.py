@@ -7,7 +7,8 @@ A guardrail is a sync or async callable ``(ctx, value) -> None | Tripwire``: ret
 tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
 
 - **input** guardrails see the latest user message (its text), and each sent before it since
-  the model's last turn, one at a time. They run while the model is
+  the model's last turn, one at a time, and a person's answer to ``ask_user`` (a trip
+  withholds it from the model). They run while the model is
   asked; no tool call of that turn runs until every one has passed. A trip fails the agent
   node, and so the run, with `GuardrailTripped`;
 - **output** guardrails see the final answer (the typed object with an ``output_type``), or

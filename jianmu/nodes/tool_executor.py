@@ -673,7 +673,8 @@ class ToolExecutor(AsyncNode):
         events = self.events
         guarded = bool(self.tool_output_guardrails or (
             self.effective_constraints.guard.guardrails.tool_output
-        ) or self.ctx.guardrails.get("tool_output"))  # checked before the model reads it
+        ) or self.ctx.guardrails.get("tool_output") or (  # checked before the model reads it
+            getattr(tool, "person_answers", False) and self._input_guardrails()))
         if events.wants("tool.call.started"):
             if call.id in (self.state.get("suspended_call_ids") or ()):  # it goes on
                 events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
@@ -691,7 +692,7 @@ class ToolExecutor(AsyncNode):
                 if tracer is None and self.ctx.steps is None:  # the common path
                     result = ran = await self._attempts(call, tool, runner, retries, guarded)
                     if guarded:
-                        result = await self._guarded(call, result)
+                        result = await self._guarded(call, tool, result)
                 else:
                     with span(tracer, f"execute_tool {tool.name}", attributes,
                               pauses=(ToolSuspended,)) as current:
@@ -701,7 +702,7 @@ class ToolExecutor(AsyncNode):
                             self._checked, call, tool, runner, retries, guarded, got))
                         ran = got[0] if got else result
                         if not got and guarded:  # replayed: checked again, by today's rules
-                            result = await self._guarded(call, result)
+                            result = await self._guarded(call, tool, result)
                         raised = self._raised.pop(call.id, None)
                         # the span never holds what a guardrail withholds
                         finish_span(current, result, call.arguments, self.ctx,
@@ -759,14 +760,25 @@ class ToolExecutor(AsyncNode):
             self._marked.discard(call.id)
             under_way.stopped(self, [call.id])
 
-    async def _guarded(self, call: ToolCall, result: ToolResult) -> ToolResult:
-        """``result``, or a refusal in its place when a tool-output guardrail trips."""
+    def _input_guardrails(self) -> tuple[Guardrail, ...]:
+        """The input guardrails of this loop's user messages (its model node's, configured,
+        its callers')."""
+        return configured_guardrails("input", getattr(self.llm_node, "input_guardrails", ()),
+                                     self.effective_constraints, self.ctx.guardrails)
+
+    async def _guarded(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
+        """``result``, or a refusal in its place when a tool-output guardrail trips, or an
+        input one on a person's answer (``ask_user``'s: a user's message by another way)."""
         constraints = self.effective_constraints
         guardrails = configured_guardrails("tool_output", self.tool_output_guardrails,
                                            constraints, self.ctx.guardrails)
+        timeout = constraints.guard.guardrails.timeout_s
         found = await run_guardrails("tool_output", guardrails, self.ctx, result, self.events,
-                                     timeout=constraints.guard.guardrails.timeout_s,
-                                     tool=result.tool, call_id=call.id)
+                                     timeout=timeout, tool=result.tool, call_id=call.id)
+        if found is None and result.ok and getattr(tool, "person_answers", False):
+            found = await run_guardrails("input", self._input_guardrails(), self.ctx,
+                                         result.text, self.events, timeout=timeout,
+                                         tool=result.tool, call_id=call.id)
         if found is None:
             return result
         name, tripwire = found
@@ -780,7 +792,7 @@ class ToolExecutor(AsyncNode):
         result is put in ``got`` for the caller, never returned if a guardrail withholds it."""
         result = await self._attempts(call, tool, runner, retries, guarded)
         got.append(result)
-        return await self._guarded(call, result) if guarded else result
+        return await self._guarded(call, tool, result) if guarded else result
 
     async def _recorded(
         self, call: ToolCall, tool: Tool, attempts: Callable[[], Awaitable[ToolResult]]

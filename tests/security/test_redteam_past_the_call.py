@@ -279,3 +279,30 @@ async def test_a_retried_failure_a_guardrail_would_withhold_is_not_in_the_events
     assert result.ok, result.error
     assert len(attempts) == 2 and "tool.call.retry" in [name for name, _ in seen]
     assert not [name for name, fields in seen if "SECRET" in fields]
+
+
+async def test_a_persons_answer_to_ask_user_passes_the_input_guardrails() -> None:
+    # the answer is what the user wrote, by another way than a message: the input guardrails
+    # never read it, so what they refuse in a message reached the model as a tool result
+    from jianmu.tools.builtin import ask_user
+
+    read: list[list[str]] = []
+
+    def model(messages: list[Message]) -> str:
+        read.append([str(m.content) for m in messages if m.role == "tool"])
+        return "ok"
+
+    llm = ScriptedLLM([[{"id": "c1", "name": "ask_user", "arguments": {"question": "what?"}}],
+                       model])
+    node = create_react_node(llm, [ask_user], input_guardrails=[no_secret])
+    runner = ReactiveRunner(node, StateManager(AgentState, {
+        "messages": [{"role": "user", "content": "hi"}]}))
+    assert (await runner.run(timeout=30)).status is RunStatus.SUSPENDED
+    runner.answer("ask:c1", "the SECRET is 42")
+
+    result = await runner.run(timeout=30)
+
+    assert result.ok, result.error
+    [[observation]] = read
+    assert "withheld" in observation and "no_secret" in observation
+    assert "SECRET" not in repr(runner.state.get("messages"))
