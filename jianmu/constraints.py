@@ -464,7 +464,7 @@ class GuardrailConstraints(_Strict):
     (`jianmu.plugins`, `jianmu.guard.guardrails`). Layers only add."""
 
     input: list[str] | None = None
-    """Guardrails of the latest user message: a trip fails the run."""
+    """Guardrails of the user's messages since the model's last turn: a trip fails the run."""
     output: list[str] | None = None
     """Guardrails of the final answer (or typed output): a trip fails the run."""
     tool_output: list[str] | None = None

@@ -10,7 +10,9 @@ on the server side, since an MCP host cannot be asked to honour it:
   no ``tool_policy`` rule explicitly allows) is listed but every call is refused with an error
   result saying approval is needed: this server has nobody to ask; so is a call any checker
   of the guard's chain leaves waiting for a person (PENDING): only ALLOW runs;
-- ``max_tool_calls`` and ``rate_limits`` count the calls of the whole server process.
+- ``max_tool_calls`` and ``rate_limits`` count the calls of the whole server process;
+- the configured tool-output guardrails (``guard.guardrails.tool_output``) read each result
+  before the client does: a trip answers the call with the refusal, as our own model reads it.
 
 Calls run through `ToolSet.execute` under a `ToolRunner` built from the execution
 constraints, so failures become ``isError`` results and code runs where the config says; over
@@ -44,6 +46,7 @@ from jianmu.constraints import Constraints, ExecutionConstraints, GuardConstrain
 from jianmu.errors import MissingExtraError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChecker
+from jianmu.guard.guardrails import configured_guardrails, run_guardrails, withheld
 from jianmu.mcp.client import require_mcp
 from jianmu.mcp.skill_content import FileSource, PromptSource, SkillContent
 from jianmu.runtime.context import RunContext, run_constraints
@@ -271,6 +274,16 @@ def build_mcp_server(
                                               injected={"ctx": run_context})
                 if not result.ok:
                     failed(current, "_OTHER")
+        # the configured tool-output guardrails, as for a model of our own: the client's
+        # model reads the result (a BT skill's steps pass them inside the skill already)
+        guardrails = configured_guardrails("tool_output", (), run_context.constraints)
+        if guardrails:
+            tripped = await run_guardrails(
+                "tool_output", guardrails, run_context, result, run_context.events,
+                timeout=guard.guardrails.timeout_s, tool=found.name)
+            if tripped is not None:
+                result = withheld(result, f"guardrail {tripped[0]!r} tripped "
+                                          f"({tripped[1].reason})")
         if not result.ok:
             return _error(result.error or f"tool {found.name!r} failed")
         return _success(result)

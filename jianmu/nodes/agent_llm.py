@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
-from jianmu.errors import GuardrailTripped, LLMError, ToolValidationError
+from jianmu.errors import GuardrailTripped, LLMError, OutputTruncatedError, ToolValidationError
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
 from jianmu.guard.enforcer import allowed_unasked
@@ -723,11 +723,13 @@ class AgentLLMNode(AsyncNode):
         """The trip of the turn's guardrails: the input ones (every one passed before any call
         is written), then for an answer the output ones; None when they all passed."""
         tripped = None if checks is None else await checks
-        if tripped is None and turn.values.get("done") and (
+        # half an answer, cut off at the token limit, is written and kept in the error too
+        cut = turn.error.text if isinstance(turn.error, OutputTruncatedError) else None
+        if tripped is None and (turn.values.get("done") or cut is not None) and (
             self.output_guardrails or constraints.guard.guardrails.output
             or self.ctx.guardrails.get("output")
         ):
-            tripped = await self._check_output(constraints, turn.values)
+            tripped = await self._check_output(constraints, turn.values, cut)
         return tripped
 
     async def _sealed(self, messages: list[Message], toolset: ToolSet, whole: float,
@@ -872,20 +874,18 @@ class AgentLLMNode(AsyncNode):
     def _check_input(
         self, constraints: Constraints
     ) -> asyncio.Task[GuardrailTripped | None] | None:
-        """The input guardrails on the latest user message, started as a task (``None``: no
-        user message, or the one they already passed)."""
-        latest = next(
-            (m for m in reversed(self.state.get("messages") or []) if m.role == "user"), None
-        )
-        if latest is None:
+        """The input guardrails on the latest user messages (`latest_user_messages`), started
+        as a task (``None``: none, or the latest is the one they already passed)."""
+        unanswered = latest_user_messages(self.state.get("messages") or [])
+        if not unanswered:
             return None
         guardrails = configured_guardrails("input", self.input_guardrails, constraints,
                                            self.ctx.guardrails)
         passed = self._passed
-        if passed is not None and passed[0] is latest and passed[1] == guardrails:
+        if passed is not None and passed[0] is unanswered[-1] and passed[1] == guardrails:
             return None
         return asyncio.ensure_future(self._input_checked(
-            guardrails, latest, constraints.guard.guardrails.timeout_s))
+            guardrails, unanswered, constraints.guard.guardrails.timeout_s))
 
     def _input_passed(self, constraints: Constraints) -> None:
         """The latest user message as the input guardrails passed it (a sealed turn they
@@ -898,14 +898,16 @@ class AgentLLMNode(AsyncNode):
                 "input", self.input_guardrails, constraints, self.ctx.guardrails))
 
     async def _input_checked(
-        self, guardrails: Sequence[Guardrail], message: Message, timeout: float | None
+        self, guardrails: Sequence[Guardrail], messages: Sequence[Message],
+        timeout: float | None,
     ) -> GuardrailTripped | None:
-        found = await run_guardrails("input", guardrails, self.ctx, message.content or "",
-                                     self.events, timeout=timeout)
-        if found is None:
-            self._passed = (message, tuple(guardrails))
-            return None
-        return GuardrailTripped(found[0], found[1].reason, "input")
+        for message in messages:  # each, oldest first: the model reads them all
+            found = await run_guardrails("input", guardrails, self.ctx, message.content or "",
+                                         self.events, timeout=timeout)
+            if found is not None:
+                return GuardrailTripped(found[0], found[1].reason, "input")
+        self._passed = (messages[-1], tuple(guardrails))
+        return None
 
     async def _beside(
         self, reply: Awaitable[LLMResponse], checks: asyncio.Task[GuardrailTripped | None]
@@ -936,12 +938,12 @@ class AgentLLMNode(AsyncNode):
             racing = False
 
     async def _check_output(
-        self, constraints: Constraints, values: dict[str, Any]
+        self, constraints: Constraints, values: dict[str, Any], cut: str | None = None
     ) -> GuardrailTripped | None:
         guardrails = configured_guardrails("output", self.output_guardrails, constraints,
                                            self.ctx.guardrails)
-        value = values.get("final_output") if self.output is not None else values.get(
-            "final_answer")
+        value = cut if cut is not None else values.get(
+            "final_output") if self.output is not None else values.get("final_answer")
         found = await run_guardrails("output", guardrails, self.ctx, value, self.events,
                                      timeout=constraints.guard.guardrails.timeout_s)
         return None if found is None else GuardrailTripped(found[0], found[1].reason, "output")
@@ -951,6 +953,19 @@ class AgentLLMNode(AsyncNode):
         self.error = exc
         self.feedback_message = str(exc)
         return Status.FAILURE
+
+
+def latest_user_messages(messages: Sequence[Message]) -> list[Message]:
+    """The latest user message with those sent before it since the model's turn before them:
+    what the model answers (two sent before a run, or one a guardrail refused and the one
+    sent after it), oldest first."""
+    found: list[Message] = []
+    for message in reversed(messages):
+        if message.role == "user":
+            found.append(message)
+        elif message.role == "assistant" and found:
+            break
+    return found[::-1]
 
 
 def _tripwire(checks: asyncio.Task[GuardrailTripped | None]) -> GuardrailTripped | None:

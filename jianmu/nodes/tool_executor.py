@@ -211,7 +211,7 @@ _UNHEARD = EventBus()
 """A bus nobody listens to: a call checked again is not announced twice."""
 
 
-def _in_flight(
+def with_calls_in_flight(
     ledger: GuardLedger, running: dict[object, list[str]], enforcer: GuardEnforcer
 ) -> GuardLedger:
     """``ledger`` plus the calls admitted and not done yet in every branch and sub-agent of
@@ -462,8 +462,8 @@ class ToolExecutor(AsyncNode):
         if self.ctx.checkpointed:  # calls a process that died had started: not run again
             pending = under_way.settle_in_doubt(self, pending, self._marked, self._record)
         known = [(c, found) for c, found in pending if found is not None]
-        ledger = _in_flight(GuardLedger.of(ledger_view(self).get("guard_ledger")),
-                            self.ctx.running_calls, enforcer)
+        ledger = with_calls_in_flight(GuardLedger.of(ledger_view(self).get("guard_ledger")),
+                                      self.ctx.running_calls, enforcer)
         decisions = enforcer.preflight(
             [c for c, _ in known], toolset, run=run, tokens_used=tokens_spent(self),
             ledger=ledger, events=self.events, resolved=[found for _, found in known],
@@ -673,7 +673,8 @@ class ToolExecutor(AsyncNode):
         events = self.events
         guarded = bool(self.tool_output_guardrails or (
             self.effective_constraints.guard.guardrails.tool_output
-        ) or self.ctx.guardrails.get("tool_output"))  # checked before the model reads it
+        ) or self.ctx.guardrails.get("tool_output") or (  # checked before the model reads it
+            getattr(tool, "person_answers", False) and self._input_guardrails()))
         if events.wants("tool.call.started"):
             if call.id in (self.state.get("suspended_call_ids") or ()):  # it goes on
                 events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
@@ -689,9 +690,9 @@ class ToolExecutor(AsyncNode):
             checking = set_redirect_check(functools.partial(executor_refusal, self, call, tool))
             try:
                 if tracer is None and self.ctx.steps is None:  # the common path
-                    result = ran = await self._attempts(call, tool, runner, retries)
+                    result = ran = await self._attempts(call, tool, runner, retries, guarded)
                     if guarded:
-                        result = await self._guarded(call, result)
+                        result = await self._guarded(call, tool, result)
                 else:
                     with span(tracer, f"execute_tool {tool.name}", attributes,
                               pauses=(ToolSuspended,)) as current:
@@ -701,7 +702,7 @@ class ToolExecutor(AsyncNode):
                             self._checked, call, tool, runner, retries, guarded, got))
                         ran = got[0] if got else result
                         if not got and guarded:  # replayed: checked again, by today's rules
-                            result = await self._guarded(call, result)
+                            result = await self._guarded(call, tool, result)
                         raised = self._raised.pop(call.id, None)
                         # the span never holds what a guardrail withholds
                         finish_span(current, result, call.arguments, self.ctx,
@@ -759,14 +760,25 @@ class ToolExecutor(AsyncNode):
             self._marked.discard(call.id)
             under_way.stopped(self, [call.id])
 
-    async def _guarded(self, call: ToolCall, result: ToolResult) -> ToolResult:
-        """``result``, or a refusal in its place when a tool-output guardrail trips."""
+    def _input_guardrails(self) -> tuple[Guardrail, ...]:
+        """The input guardrails of this loop's user messages (its model node's, configured,
+        its callers')."""
+        return configured_guardrails("input", getattr(self.llm_node, "input_guardrails", ()),
+                                     self.effective_constraints, self.ctx.guardrails)
+
+    async def _guarded(self, call: ToolCall, tool: Tool, result: ToolResult) -> ToolResult:
+        """``result``, or a refusal in its place when a tool-output guardrail trips, or an
+        input one on a person's answer (``ask_user``'s: a user's message by another way)."""
         constraints = self.effective_constraints
         guardrails = configured_guardrails("tool_output", self.tool_output_guardrails,
                                            constraints, self.ctx.guardrails)
+        timeout = constraints.guard.guardrails.timeout_s
         found = await run_guardrails("tool_output", guardrails, self.ctx, result, self.events,
-                                     timeout=constraints.guard.guardrails.timeout_s,
-                                     tool=result.tool, call_id=call.id)
+                                     timeout=timeout, tool=result.tool, call_id=call.id)
+        if found is None and result.ok and getattr(tool, "person_answers", False):
+            found = await run_guardrails("input", self._input_guardrails(), self.ctx,
+                                         result.text, self.events, timeout=timeout,
+                                         tool=result.tool, call_id=call.id)
         if found is None:
             return result
         name, tripwire = found
@@ -778,11 +790,12 @@ class ToolExecutor(AsyncNode):
     ) -> ToolResult:
         """`_attempts`, then the tool-output guardrails when ``guarded``; the tool's own
         result is put in ``got`` for the caller, never returned if a guardrail withholds it."""
-        result = await self._attempts(call, tool, runner, retries)
+        result = await self._attempts(call, tool, runner, retries, guarded)
         got.append(result)
         # an output the same guardrails passed inside the call (`ToolResult.judged`) is not
         # judged twice: a judge that asks a model would be paid twice
-        return await self._guarded(call, result) if guarded and not result.judged else result
+        return (await self._guarded(call, tool, result) if guarded and not result.judged
+                else result)
 
     async def _recorded(
         self, call: ToolCall, tool: Tool, attempts: Callable[[], Awaitable[ToolResult]]
@@ -801,9 +814,10 @@ class ToolExecutor(AsyncNode):
         return result
 
     async def _attempts(
-        self, call: ToolCall, tool: Tool, runner: ToolRunner, retries: int
+        self, call: ToolCall, tool: Tool, runner: ToolRunner, retries: int, guarded: bool
     ) -> ToolResult:
-        """Run the call, retrying transient failures; its one `ToolResult`."""
+        """Run the call, retrying transient failures; its one `ToolResult`. A failure's text
+        that tool-output guardrails will read (``guarded``) is not in a retry's event."""
         attempt = 0
         start = time.perf_counter()
         raised: BaseException | None = None
@@ -830,7 +844,8 @@ class ToolExecutor(AsyncNode):
                     break
                 attempt += 1
                 self.events.emit("tool.call.retry", tool=tool.name, call_id=call.id,
-                                 attempt=attempt, error=error)
+                                 attempt=attempt, error=error if not guarded else
+                                 f"{type(exc).__name__} (its text is the guardrails' to read)")
                 await anyio.sleep(self.config.retry_backoff * attempt)
         if error is not None and self.ctx.tracer is not None:  # its span's error.type
             self._raised[call.id] = type(raised).__name__

@@ -17,8 +17,14 @@ from jianmu.guard.checkers import edited_call
 from jianmu.guard.guardrails import configured_guardrails, run_guardrails
 from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import redirect_check
-from jianmu.nodes.state import ledger_view
-from jianmu.nodes.tool_executor import RunnerCache, elapsed_ms, input_schema_of, preview
+from jianmu.nodes.state import ledger_view, tokens_spent
+from jianmu.nodes.tool_executor import (
+    RunnerCache,
+    elapsed_ms,
+    input_schema_of,
+    preview,
+    with_calls_in_flight,
+)
 from jianmu.nodes.tool_failures import OWN_FAILURES, error_text, own_failure, withheld
 from jianmu.nodes.tool_spans import finish_span, tool_span_attributes
 from jianmu.runtime.async_node import AsyncNode
@@ -119,12 +125,15 @@ class ToolNode(AsyncNode):
         enforcer = self._enforcer[1]
         ledgers = ledger_view(self)
         ledger = GuardLedger.of(ledgers.get("guard_ledger"))
+        # the calls a parallel branch has under way count too, as they do for an agent's
+        checked = with_calls_in_flight(ledger, self.ctx.running_calls, enforcer)
         request_id = fresh_request_id(self._approval_id(args), self.ctx)
         # a person who approved may have edited the arguments: the guard checks those
         call = edited_call(ToolCall(id=request_id, name=self.tool.name, arguments=args), self.ctx)
+        # the run's tokens too: a budget an agent of the workflow spent holds for its steps
         (decision,) = enforcer.preflight(
-            [call], [self.tool], run=self.ctx, ledger=ledger, events=self.events,
-            resolved=[self.tool],
+            [call], [self.tool], run=self.ctx, tokens_used=tokens_spent(self), ledger=checked,
+            events=self.events, resolved=[self.tool],
         )
         if decision.awaiting_approval:
             assert self.ctx.interaction is not None  # ConfirmChecker denies without one

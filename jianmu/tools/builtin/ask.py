@@ -46,6 +46,9 @@ class AskUserTool(Tool):
     records_own_steps = True
     """In a durable run the answer lives in the run's decisions: a step would record the
     suspension, not the answer."""
+    person_answers = True
+    """Its result is what a person wrote: the agent's input guardrails read it too, as they
+    read the user's messages (`ToolExecutor`), and a trip withholds it from the model."""
     input_schema = {
         "type": "object",
         "properties": {
