@@ -191,3 +191,28 @@ async def test_rounds_through_counters_and_unvisited_nodes_are_polled(
     # the first round or two at once, then none: every tick waits for a task or the poll
     assert sum(plan.again for plan in plans) <= 8
     assert any(plan.poll for plan in plans)
+
+
+@pytest.mark.parametrize("build", [_pre_empted, _selector, _parallel],
+                         ids=["pre-empted", "selector", "parallel"])
+async def test_a_resting_round_waits_for_the_poll_not_for_the_task_it_started(
+        build: Callable[[list[str], asyncio.Event], py_trees.behaviour.Behaviour]) -> None:
+    """The tick that finds the round may start a task that ends after a turn of the loop (the
+    second check, entered as the first passed): its end waking the runner took the tree round
+    again at once, poll or no poll. It waits for the poll's tick: a round per poll."""
+    log: list[str] = []
+    runner = ReactiveRunner(build(log, asyncio.Event()), StateManager(_S, {}), config=POLL)
+    waiter = runner._wait_for_wake
+    polls = 0
+
+    async def wait_for_wake(wait: float | None) -> bool:
+        nonlocal polls
+        woken = await waiter(wait)
+        polls += not woken
+        return woken
+
+    runner._wait_for_wake = wait_for_wake  # type: ignore[method-assign,assignment]
+    result = await runner.run(max_ticks=TICKS)
+    assert result.status is RunStatus.FAILURE
+    # every round but the first two: one tick after the poll ran out, one after its task
+    assert polls >= TICKS // 2 - 4
