@@ -700,11 +700,13 @@ class Ticker:
         self._rounds: list[Round] = []  # the last `ROUNDS` ticks taken at once
         self._quiet: list[AsyncNode] = []  # started when a round rested: wake no more
         self._waits = 0  # ticks after which the runner waited (a task, a wake-up)
+        self._nodes: int | None = None  # the tree's size, once a round needed it
 
     def reset(self) -> None:
         """Forget the last ticks (a new run starts)."""
         self._at_rest.clear()
         self._rounds.clear()
+        self._nodes = None
         self._wake_again()
 
     def _wake_again(self) -> None:
@@ -805,10 +807,22 @@ class Ticker:
         if loops:
             self._rounds.clear()
             return TickPlan(True, poll, due)
-        here = Round(seen, _statuses(root), self._waits)
         rounds = self._rounds
-        if any(here.seen == then.seen and here.statuses == then.statuses
-               and then.waits != here.waits for then in rounds):
+        waits = self._waits
+        statuses: list[Any] | None = None
+        found = False
+        for then in rounds:
+            if then.waits == waits or then.seen != seen:
+                continue
+            if statuses is None:  # the nodes this tick left unvisited, if any, as they are
+                if len({id(node) for node in visited}) == self._size(root):
+                    found = True
+                    break
+                statuses = _statuses(root)
+            if then.statuses == statuses:
+                found = True
+                break
+        if found:
             # back where it was at a tick taken at once, with a wait for a task between: the
             # tree goes round through tasks (a check re-entered before a running action, its
             # task ending after a turn of the loop, pre-empts the action, which starts again
@@ -817,8 +831,15 @@ class Ticker:
             # loop goes round at its rate. (Ticks all taken at once are `ticks_back`'s: a node
             # they leave unvisited may move on unseen, a leaf running again for the third time)
             return self._rest(visited, due)
-        rounds[:ROUNDS] = [here, *rounds[:ROUNDS - 1]]
+        rounds[:ROUNDS] = [Round(seen, statuses, waits), *rounds[:ROUNDS - 1]]
         return TickPlan(True, poll, due)
+
+    def _size(self, root: Behaviour) -> int:
+        """How many nodes the tree has (counted once a run)."""
+        size = self._nodes
+        if size is None:
+            size = self._nodes = sum(1 for _ in root.iterate())
+        return size
 
     def _rest(self, visited: list[Behaviour], due: float | None) -> TickPlan:
         """Poll a tree found going round. The tasks this tick started (a check entered

@@ -48,9 +48,11 @@ class Round(NamedTuple):
 
     seen: list[tuple[Behaviour, Status, str]]
     """Each visited node, its status and its steady feedback (`_seen`)."""
-    statuses: list[Any]
+    statuses: list[Any] | None
     """Every node's status (and a `OneShot`'s outcome): the nodes a tick does not visit
-    (a memory sequence's earlier children, an action not reached) show what they were."""
+    (a memory sequence's earlier children, an action not reached) show what they were.
+    Taken only once a tick that left some unvisited looked like an earlier one (None
+    before): such a round rests a round later, and other ticks walk no tree."""
     waits: int
     """`Ticker`'s count of ticks followed by a wait, then: a round goes through one."""
 
