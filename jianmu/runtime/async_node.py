@@ -29,10 +29,10 @@ from py_trees import logging as _py_trees_logging
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 from py_trees.composites import Parallel, Selector, Sequence
-from py_trees.decorators import Count, Decorator, EternalGuard, Repeat, Timeout
+from py_trees.decorators import Count, Decorator, EternalGuard, OneShot, Repeat, Timeout
 
 from jianmu.constraints import Constraints
-from jianmu.runtime.cycles import CYCLE, ROUNDS, ticks_back
+from jianmu.runtime.cycles import CYCLE, ROUNDS, Round, ticks_back, unstepped
 from jianmu.runtime.eager import NOT_YET, FirstStep, read_outcome
 
 if TYPE_CHECKING:
@@ -247,6 +247,11 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     with a real model, and merge a plan and its call's asking into one tick, leaving no
     point between them to fork from."""
 
+    _quiet_task: asyncio.Task[Status] | None = None
+    """Its task whose end waits for the next tick rather than waking the runner: set by
+    `Ticker` while the tree rests going round, until the next tick (a task started later
+    wakes it, whatever is left here)."""
+
     records_own_steps: ClassVar[bool] = False
     """Whether ``update_async`` records its own steps (model turns, tool calls) in a durable
     run; otherwise the whole ``update_async`` is one step, its state writes recorded with it."""
@@ -416,7 +421,7 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     def _done(self, task: asyncio.Task[Status]) -> None:
         """Wake the runner to report the finished task, unless a tick already has: a task
         that wrote the state woke it then, and the tick took the result before this runs."""
-        if self._task is task:
+        if self._task is task and self._quiet_task is not task:
             self.ctx.wake()
 
     def _failed(self, exc: Exception) -> Status:
@@ -611,7 +616,7 @@ def postpone_timeouts(root: Behaviour, seconds: float) -> None:
 # what the planning asks of a node's class, found once per class: py_trees' classes are
 # ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
 _ASYNC, _RUNTIME, _TIMEOUT, _DECORATOR, _PARALLEL, _SEQUENCE, _GUARD = 1, 2, 4, 8, 16, 32, 64
-_TALLY, _REPEAT, _SELECTOR = 128, 256, 512
+_TALLY, _REPEAT, _SELECTOR, _ONESHOT = 128, 256, 512, 1024
 _KINDS: dict[type, int] = {}
 _KINDS_KEPT = 512
 """Classes remembered at most (trees built at run time, a reloaded skill's, make new ones)."""
@@ -627,6 +632,7 @@ def _kind(cls: type) -> int:
         (_ASYNC, AsyncNode), (_RUNTIME, RuntimeNode), (_TIMEOUT, Timeout),
         (_DECORATOR, Decorator), (_PARALLEL, Parallel), (_SEQUENCE, (Sequence, Selector)),
         (_GUARD, EternalGuard), (_TALLY, Count), (_REPEAT, Repeat), (_SELECTOR, Selector),
+        (_ONESHOT, OneShot),
     ):
         if issubclass(cls, base):
             kind |= flag
@@ -691,12 +697,23 @@ class Ticker:
 
     def __init__(self) -> None:
         self._at_rest: list[list[tuple[Behaviour, Status, str]]] = []  # the last `CYCLE`
-        self._rounds: list[list[tuple[Behaviour, Status, str]]] = []  # the last `ROUNDS`
+        self._rounds: list[Round] = []  # the last `ROUNDS` ticks taken at once
+        self._quiet: list[AsyncNode] = []  # started when a round rested: wake no more
+        self._waits = 0  # ticks after which the runner waited (a task, a wake-up)
+        self._nodes: int | None = None  # the tree's size, once a round needed it
 
     def reset(self) -> None:
         """Forget the last ticks (a new run starts)."""
         self._at_rest.clear()
         self._rounds.clear()
+        self._nodes = None
+        self._wake_again()
+
+    def _wake_again(self) -> None:
+        """Let the tasks quietened by the last tick wake the runner again."""
+        for node in self._quiet:
+            node._quiet_task = None
+        self._quiet.clear()
 
     def tick(self, root: Behaviour, woken: asyncio.Event | WakeEvent) -> TickPlan:
         """Tick ``root`` once and plan the next tick.
@@ -708,8 +725,12 @@ class Ticker:
         status and feedback as the last did (`ticks_back`) finds the tree at rest: polled
         if an async node, a plain leaf or a shut guard was re-entered (`_restarts`), else
         it waits for a wake-up (the runtime's own leaves give the same results until the
-        state changes). A running plain leaf or `EternalGuard` is polled too. Only the nodes
-        this tick visited are looked at: every running node is among them."""
+        state changes). A running plain leaf or `EternalGuard` is polled too. A tick taken at
+        once that finds the tree as at one of the last such ticks, with a wait for a task
+        between, finds a round through tasks: polled too (`Round`). Only the nodes this tick
+        visited are looked at for the plan: every running node is among them."""
+        if self._quiet:
+            self._wake_again()
         # as tick_once() does, keeping what it visited; statuses read once the tick is done
         visited = list(root.tick())
         # woken by the tick itself (a node wrote the state; nothing else runs during a tick:
@@ -721,6 +742,7 @@ class Ticker:
         woken.clear()
         again = False  # a node RUNNING with no running child, a selector stopping earlier ones
         reentered = False  # an ended node that its parent ticks again: it starts anew
+        loops = False  # a Repeat without end starts its child's next run
         poll = False
         due: float | None = None
         kinds = _KINDS
@@ -735,12 +757,18 @@ class Ticker:
                     # a decorator's child, a composite's current one: most often the running one
                     first = (children[0] if len(children) == 1
                              else getattr(node, "current_child", None))
-                    if not again and (first is None or first.status is not Status.RUNNING):
+                    if (not again or kind & _REPEAT) and (
+                            first is None or first.status is not Status.RUNNING):
                         for child in children:
                             if child.status is Status.RUNNING:
                                 break
                         else:
                             again = True
+                            # a Repeat without end between two runs loops on purpose (its
+                            # successes, left out of what is compared, tell the runs apart)
+                            loops = loops or bool(
+                                kind & _REPEAT and node.num_success < 1  # type: ignore[attr-defined]
+                                and children[0].status is Status.SUCCESS)
                     if not again and kind & _SELECTOR and node.memory:  # type: ignore[attr-defined]
                         again = _clears_before(node, first)
                     if kind & _TIMEOUT:
@@ -763,30 +791,85 @@ class Ticker:
                 reentered = ticked_again(node)
         if not (again or reentered or wrote):
             self._at_rest.clear()
-            if self._rounds:  # a round through a task, begun by a node re-entered
-                self._rounds[:ROUNDS] = [_seen(visited), *self._rounds[:ROUNDS - 1]]
+            self._waits += 1
             return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
         seen = _seen(visited)
         back = ticks_back(seen, self._at_rest, root)
         if back is not None:
-            return TickPlan(False, wrote or poll or any(  # what any tick of the cycle re-entered
+            if wrote or poll or any(  # what any tick of the cycle re-entered
                 status is not Status.RUNNING and _restarts(node, _kind(type(node)))
                 for ticked in (seen, *self._at_rest[:back - 1]) for node, status, _ in ticked
-            ), due)
+            ):
+                return self._rest(visited, due)
+            self._waits += 1
+            return TickPlan(False, False, due)
         self._at_rest[:CYCLE] = [seen, *self._at_rest[:CYCLE - 1]]
-        if again:  # the tree moves on by itself (a Repeat between runs): no round to rest
+        if loops:
             self._rounds.clear()
-        elif reentered and ticks_back(seen, self._rounds, root) is not None:
-            # back where it was before a task it started ended: a check re-entered before a
-            # running action, whose task ends after a turn of the loop, pre-empts the action;
-            # the action starts again once it failed, and the check is re-entered (a selector
-            # without memory); ticked at once, that went round at the loop's speed, a full
-            # core: re-entered checks are polled, as py_trees' loop ticks them at its rate
-            self._rounds[:ROUNDS] = [seen, *self._rounds[:ROUNDS - 1]]
-            return TickPlan(False, True, due)
-        elif reentered or self._rounds:
-            self._rounds[:ROUNDS] = [seen, *self._rounds[:ROUNDS - 1]]
+            return TickPlan(True, poll, due)
+        rounds = self._rounds
+        waits = self._waits
+        statuses: list[Any] | None = None
+        found = False
+        for then in rounds:
+            if then.waits == waits or then.seen != seen:
+                continue
+            if statuses is None:  # the nodes this tick left unvisited, if any, as they are
+                if len({id(node) for node in visited}) == self._size(root):
+                    found = True
+                    break
+                statuses = _statuses(root)
+            if then.statuses == statuses:
+                found = True
+                break
+        if found:
+            # back where it was at a tick taken at once, with a wait for a task between: the
+            # tree goes round through tasks (a check re-entered before a running action, its
+            # task ending after a turn of the loop, pre-empts the action, which starts again
+            # once the check failed; a Retry of such a check; "wait until" it passes). Ticked
+            # at once, that went round at the loop's speed, a full core: polled, as py_trees'
+            # loop goes round at its rate. (Ticks all taken at once are `ticks_back`'s: a node
+            # they leave unvisited may move on unseen, a leaf running again for the third time)
+            return self._rest(visited, due)
+        rounds[:ROUNDS] = [Round(seen, statuses, waits), *rounds[:ROUNDS - 1]]
         return TickPlan(True, poll, due)
+
+    def _size(self, root: Behaviour) -> int:
+        """How many nodes the tree has (counted once a run)."""
+        size = self._nodes
+        if size is None:
+            size = self._nodes = sum(1 for _ in root.iterate())
+        return size
+
+    def _rest(self, visited: list[Behaviour], due: float | None) -> TickPlan:
+        """Poll a tree found going round. The tasks this tick started (a check entered
+        again) end after a turn of the loop or a thread's hop: waking the runner, they would
+        take it round again at once; they wait for the poll's tick instead (which lets them
+        wake it again). Tasks running from before (an action) still wake it when they end."""
+        self._waits += 1
+        quiet = self._quiet
+        for node in visited:
+            if node.status is Status.RUNNING and _kind(type(node)) & _ASYNC:
+                task = node._task  # type: ignore[attr-defined]
+                if task is not None and unstepped(task):
+                    node._quiet_task = task  # type: ignore[attr-defined]
+                    quiet.append(node)  # type: ignore[arg-type]
+        return TickPlan(False, True, due)
+
+
+def _statuses(root: Behaviour) -> list[Any]:
+    """The status of every node under ``root`` (and a `OneShot`'s final one), in one walk."""
+    found: list[Any] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        found.append(node.status)
+        children = node.children
+        if children:
+            stack.extend(children)
+            if _kind(type(node)) & _ONESHOT:  # done, it returns its outcome untouched
+                found.append(node.final_status)  # type: ignore[attr-defined]
+    return found
 
 
 def _seen(visited: list[Behaviour]) -> list[tuple[Behaviour, Status, str]]:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from py_trees.behaviour import Behaviour
+from py_trees.common import Status
 
-__all__ = ("CYCLE", "ROUNDS", "ticks_back")
+from jianmu.runtime.eager import NOT_YET, FirstStep
+
+__all__ = ("CYCLE", "ROUNDS", "Round", "ticks_back", "unstepped")
 
 CYCLE = 4
 """Ticks taken at once that a tick may repeat to find the tree at rest: one back where it
@@ -15,9 +20,9 @@ was two ticks ago (a leaf ending in turn S, F under FailureIsRunning(SuccessIsRu
 rests as one the same at every tick does (it spun at a full core)."""
 
 ROUNDS = 2 * CYCLE
-"""Ticks kept of a round that went through a task (a check re-entered, its task ended, the
-action it pre-empted started again): each tick taken at once may be followed by one a task's
-end brought."""
+"""Ticks taken at once kept to find a round through tasks (a check re-entered, its task ended,
+the action it pre-empted started again; a Retry or a "wait until" of such a check): a round
+may hold several (`Round`)."""
 
 
 def ticks_back(seen: list[Any], at_rest: Sequence[list[Any]], root: Behaviour) -> int | None:
@@ -36,3 +41,28 @@ def ticks_back(seen: list[Any], at_rest: Sequence[list[Any]], root: Behaviour) -
     if len({id(node) for node, _, _ in seen}) != sum(1 for _ in root.iterate()):
         return None
     return at_rest.index(seen) + 1
+
+
+class Round(NamedTuple):
+    """A tick taken at once, as `Ticker` compares it with the next ones."""
+
+    seen: list[tuple[Behaviour, Status, str]]
+    """Each visited node, its status and its steady feedback (`_seen`)."""
+    statuses: list[Any] | None
+    """Every node's status (and a `OneShot`'s outcome): the nodes a tick does not visit
+    (a memory sequence's earlier children, an action not reached) show what they were.
+    Taken only once a tick that left some unvisited looked like an earlier one (None
+    before): such a round rests a round later, and other ticks walk no tree."""
+    waits: int
+    """`Ticker`'s count of ticks followed by a wait, then: a round goes through one."""
+
+
+def unstepped(task: asyncio.Task[Any]) -> bool:
+    """Whether the loop has not yet run a step of ``task``: it was made in this tick (the
+    runner lets the loop run between two ticks). Its eager first step, taken in the tick,
+    waits for the task's own (`FirstStep.waits`); a task started lazily has not begun."""
+    coro = task.get_coro()
+    if isinstance(coro, FirstStep):
+        return coro.waits is not NOT_YET
+    return inspect.iscoroutine(coro) and (
+        inspect.getcoroutinestate(coro) == inspect.CORO_CREATED)

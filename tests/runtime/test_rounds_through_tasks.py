@@ -145,3 +145,74 @@ async def test_rounds_that_move_on_are_ticked_at_once() -> None:
     result = await runner.run(timeout=300)  # a poll would wait 10 minutes
     assert result.status is RunStatus.SUCCESS
     assert log == ["a SUCCESS", "b SUCCESS"] * 20
+
+
+def _retried(log: list[str], never: asyncio.Event) -> py_trees.behaviour.Behaviour:
+    retry = py_trees.decorators.Retry("retry", _Check("check", Status.FAILURE, log), 2)
+    return py_trees.composites.Selector("reactive", memory=False,
+                                        children=[retry, _Action(log, never)])
+
+
+def _repeated(log: list[str], never: asyncio.Event) -> py_trees.behaviour.Behaviour:
+    twice = py_trees.decorators.Repeat("twice", _Check("check", Status.SUCCESS, log), 2)
+    return py_trees.composites.Sequence("reactive", memory=False,
+                                        children=[twice, _Action(log, never)])
+
+
+def _unvisited(log: list[str], never: asyncio.Event) -> py_trees.behaviour.Behaviour:
+    checks = py_trees.composites.Sequence("checks", memory=True, children=[
+        _Check("a", Status.SUCCESS, log), _Check("b", Status.FAILURE, log)])
+    return py_trees.composites.Selector("reactive", memory=False,
+                                        children=[checks, _Action(log, never)])
+
+
+def _pre_empted(log: list[str], never: asyncio.Event) -> py_trees.behaviour.Behaviour:
+    checks = [_Check("a", Status.SUCCESS, log), _Check("b", Status.SUCCESS, log)]
+    return py_trees.composites.Sequence("reactive", memory=False,
+                                        children=[*checks, _Action(log, never)])
+
+
+def _wait_until(log: list[str], never: asyncio.Event) -> py_trees.behaviour.Behaviour:
+    until = py_trees.decorators.FailureIsRunning("until", _Check("check", Status.FAILURE, log))
+    return py_trees.composites.Sequence("wait", memory=True,
+                                        children=[until, _Action(log, never)])
+
+
+@pytest.mark.parametrize("build", [_retried, _repeated, _unvisited, _pre_empted, _wait_until],
+                         ids=["retry", "repeat", "unvisited", "pre-empted", "wait-until"])
+async def test_rounds_through_counters_and_unvisited_nodes_are_polled(
+        build: Callable[[list[str], asyncio.Event], py_trees.behaviour.Behaviour]) -> None:
+    """A round whose counters come round to the same (a Retry or a Repeat re-entered every
+    round), that leaves a node unvisited (a check after a memory sequence's first, an action
+    pre-empted before it starts), or that a decorator turns RUNNING ("wait until") is polled
+    once back where it was: it went round at the loop's speed, a full core."""
+    plans, _, status = await _run(build)
+    assert status is RunStatus.FAILURE  # max_ticks
+    # the first round or two at once, then none: every tick waits for a task or the poll
+    assert sum(plan.again for plan in plans) <= 8
+    assert any(plan.poll for plan in plans)
+
+
+@pytest.mark.parametrize("build", [_pre_empted, _selector, _parallel],
+                         ids=["pre-empted", "selector", "parallel"])
+async def test_a_resting_round_waits_for_the_poll_not_for_the_task_it_started(
+        build: Callable[[list[str], asyncio.Event], py_trees.behaviour.Behaviour]) -> None:
+    """The tick that finds the round may start a task that ends after a turn of the loop (the
+    second check, entered as the first passed): its end waking the runner took the tree round
+    again at once, poll or no poll. It waits for the poll's tick: a round per poll."""
+    log: list[str] = []
+    runner = ReactiveRunner(build(log, asyncio.Event()), StateManager(_S, {}), config=POLL)
+    waiter = runner._wait_for_wake
+    polls = 0
+
+    async def wait_for_wake(wait: float | None) -> bool:
+        nonlocal polls
+        woken = await waiter(wait)
+        polls += not woken
+        return woken
+
+    runner._wait_for_wake = wait_for_wake  # type: ignore[method-assign,assignment]
+    result = await runner.run(max_ticks=TICKS)
+    assert result.status is RunStatus.FAILURE
+    # every round but the first two: one tick after the poll ran out, one after its task
+    assert polls >= TICKS // 2 - 4
