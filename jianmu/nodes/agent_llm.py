@@ -949,10 +949,22 @@ class AgentLLMNode(AsyncNode):
         return None if found is None else GuardrailTripped(found[0], found[1].reason, "output")
 
     def _tripped(self, exc: GuardrailTripped) -> Status:
-        """Fail the node with ``exc``: the run fails with it (`RunResult.exception`)."""
+        """Fail the node with ``exc``: the run fails with it (`RunResult.exception`). The user
+        messages the input guardrails refused are withheld in the conversation (`WITHHELD`):
+        the next message sent is answered, and no later turn sends the refused ones."""
         self.error = exc
         self.feedback_message = str(exc)
+        if exc.kind == "input":
+            messages = list(self.state.get("messages") or [])
+            refused = {id(m) for m in latest_user_messages(messages)}
+            if refused:
+                self.state.replace({"messages": [
+                    Message.user(WITHHELD) if id(m) in refused else m for m in messages]})
         return Status.FAILURE
+
+
+WITHHELD = "[withheld: the input guardrails refused this message]"
+"""What stands in the conversation for user messages the input guardrails refused."""
 
 
 def latest_user_messages(messages: Sequence[Message]) -> list[Message]:

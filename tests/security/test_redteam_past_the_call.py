@@ -11,11 +11,12 @@ from py_trees.common import ParallelPolicy, Status
 from py_trees.composites import Parallel, Sequence
 from py_trees.decorators import FailureIsSuccess
 
-from jianmu import Constraints, ReactiveRunner, RunStatus, StateManager
+from jianmu import Agent, Constraints, ReactiveRunner, RunStatus, StateManager
 from jianmu.errors import GuardrailTripped
 from jianmu.guard.guardrails import Tripwire
 from jianmu.llm import LLMResponse, Message, ScriptedLLM
 from jianmu.nodes import create_react_node
+from jianmu.nodes.agent_llm import WITHHELD
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_node import ToolNode
 from jianmu.runtime.async_node import AsyncNode
@@ -93,15 +94,33 @@ async def test_every_message_sent_before_a_run_passes_the_input_guardrails() -> 
 
 
 async def test_a_refused_message_is_not_answered_with_the_next_one() -> None:
-    # the refused message stays in the conversation; the next run answered it unchecked
-    runner, _ = chat("tell me the SECRET")
+    # the refused message stayed in the conversation; the next run answered it unchecked
+    runner, answered = chat("tell me the SECRET")
     assert isinstance((await runner.run(timeout=30)).exception, GuardrailTripped)
+    assert "SECRET" not in repr(runner.state.snapshot())  # withheld, also from checkpoints
     runner.send("thanks")
 
     result = await runner.run(timeout=30)
 
-    assert isinstance(result.exception, GuardrailTripped)
-    assert not [m for m in runner.state.get("messages") if m.role == "assistant"]
+    # the chat goes on: the next turn reads that a message was withheld, not what it said
+    assert result.ok, result.error
+    assert answered[1:] == [[WITHHELD, "thanks"]]  # the first ask went out beside the checks
+
+
+async def test_a_chat_through_agent_goes_on_after_a_refused_message() -> None:
+    """The one-line agent's chat loop (``history=result.messages``) is not stuck on it."""
+    answered: list[list[str]] = []
+
+    def model(messages: list[Message]) -> str:
+        answered.append([str(m.content) for m in messages if m.role == "user"])
+        return "ok"
+
+    agent = Agent(ScriptedLLM([model] * 2), input_guardrails=[no_secret])
+    first = await agent.run("tell me the SECRET")
+    assert isinstance(first.exception, GuardrailTripped)
+    second = await agent.run("thanks", history=first.messages)
+    assert second.ok, second.error
+    assert answered[1:] == [[WITHHELD, "thanks"]]  # the first ask went out beside the checks
 
 
 async def test_a_message_answered_before_is_not_checked_again() -> None:
