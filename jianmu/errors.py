@@ -360,6 +360,11 @@ class GuardError(JianmuError, PermissionError):
     """The guard refused a call."""
 
 
+class TokenBudgetExhausted(GuardError):
+    """The run's token budget (``guard.budget.total_tokens``) was spent before a model call:
+    the call is not made."""
+
+
 class GuardrailTripped(JianmuError, PermissionError):
     """A content guardrail tripped (`jianmu.Tripwire`): the run fails with it.
 

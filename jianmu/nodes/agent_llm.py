@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any, cast
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
-from jianmu.errors import GuardrailTripped, LLMError, ToolValidationError
+from jianmu.errors import GuardrailTripped, JianmuError, LLMError, ToolValidationError
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
 from jianmu.guard.enforcer import allowed_unasked
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.fallback import FallbackLLM, fallback_events
+from jianmu.llm.in_flight import IN_FLIGHT, InFlight
 from jianmu.llm.messages import Message, Usage, close_unanswered, coerce_messages
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -63,6 +64,7 @@ from jianmu.nodes.history import (
 from jianmu.nodes.output import OutputMode, OutputSpec, output_spec
 from jianmu.nodes.sealed import AnswerJudge, PassedTurn, RefusedTurn, joined, parts_of
 from jianmu.nodes.state import tokens_spent, usage_view
+from jianmu.nodes.stopped_call import budget_spent, stopped_usage
 from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
 from jianmu.nodes.tool_spans import handoff_span
 from jianmu.nodes.turn import TurnUpdate, turn_update
@@ -301,6 +303,8 @@ class AgentLLMNode(AsyncNode):
         self._tools_sent: tuple[ToolSet, tuple[dict[str, Any], ...]] | None = None
         """The toolset last offered, and its tools as a request holds them."""
         self._processors: tuple[tuple[Any, ...], tuple[ProcessorInput, ...]] | None = None
+        self._in_flight: InFlight | None = None  # the model call under way, until it answered
+        self._answered: list[tuple[LLMResponse, list[Message]]] | None = None  # a stopped turn's
         history_processors(self.history, None)  # refuse a non-processor now, not mid-run
         given: Any = getattr(tools, "toolset", tools)  # an executor's, or the tools given
         if given is not None:
@@ -460,6 +464,9 @@ class AgentLLMNode(AsyncNode):
         """The model's reply to this turn, to await: the provider's own coroutine (no layer of
         ours around it), or `_streamed` over its stream."""
         llm, params = self.llm, self.params
+        call = self._in_flight = InFlight()  # told by the provider what went out and came
+        call.messages, call.tools = messages, toolset
+        IN_FLIGHT.set(call)
         streams = self.stream
         if streams is None:  # automatic: when someone reads the deltas (not a recorder of all)
             streams = self._can_stream and self.events.asked_for("llm.call.delta")
@@ -504,12 +511,18 @@ class AgentLLMNode(AsyncNode):
     async def _streamed(self, events: AsyncIterator[StreamEvent]) -> LLMResponse:
         """The reply at the end of a stream; its text deltas become ``llm.call.delta``."""
         emit = self.events.emit
+        chars = 0
         try:
             async for event in events:
                 if isinstance(event, TextDelta):
+                    chars += len(event.text)
                     emit("llm.call.delta", text=event.text)
                 elif isinstance(event, StreamDone):
                     return event.response
+        except BaseException:
+            if self._in_flight is not None:  # what a stopped call read (`stopped_usage`)
+                self._in_flight.text_chars = chars
+            raise
         finally:
             # closed here: a stream left open is closed by the loop's finalizer, a task and a
             # wake-up of the loop per model call
@@ -571,6 +584,10 @@ class AgentLLMNode(AsyncNode):
         stored = self.state.get("messages")
         if stored and stored[-1].role == "user":  # a new message: what it left behind is over
             self._close_unanswered(stored)
+        constraints = self.effective_constraints
+        budget = constraints.guard.budget.total_tokens
+        if budget is not None and tokens_spent(self) >= budget:  # spent by turns that never
+            return self._tripped(budget_spent(self, budget))  # ended (pre-empted), or others
         messages = await self.prepare_messages()
         toolset = self.offered_tools()
         model = getattr(self.llm, "model", "") or "unknown"
@@ -591,7 +608,6 @@ class AgentLLMNode(AsyncNode):
             tracer, f"chat {model}", chat_attributes(
                 self.llm, model, self.agent_name or self.agent_label or self.name), client=True,
         )
-        constraints = self.effective_constraints
         guarded_input = bool(self.input_guardrails or constraints.guard.guardrails.input
                              or self.ctx.guardrails.get("input"))
         guarded_output = bool(self.output_guardrails or constraints.guard.guardrails.output
@@ -628,8 +644,10 @@ class AgentLLMNode(AsyncNode):
                     else:
                         parts = await self._reply(messages, toolset, whole, model, checks)
             except GuardrailTripped as exc:  # tripped before the model answered
+                self._count_stopped(model)
                 return self._tripped(exc)
             except Exception as exc:
+                self._count_stopped(model)
                 if checks is not None:
                     checks.cancel()
                 error = (
@@ -642,6 +660,9 @@ class AgentLLMNode(AsyncNode):
                 self.events.emit("llm.call.failed", model=model, error=error,
                                  error_type=type(exc).__name__)
                 return Status.FAILURE
+            except BaseException:  # stopped: halted, pre-empted, the run cancelled
+                self._count_stopped(model)
+                raise
             if current is not None and parts:
                 record_answer(current, joined(parts))
         tripped: GuardrailTripped | None
@@ -698,6 +719,7 @@ class AgentLLMNode(AsyncNode):
         reply = within(self._asked(messages, toolset, record), whole,
                        functools.partial(_no_answer, whole))
         response = await (reply if checks is None else self._beside(reply, checks))
+        self._in_flight = None  # answered: counted with the turn
         parts = [(response, messages)]
         if answer_cut_off(response):  # half an answer: go on, if so configured
             parts = await self._continued(parts, toolset, whole, response.model or model,
@@ -783,6 +805,16 @@ class AgentLLMNode(AsyncNode):
         assert total is not None
         return total
 
+    def _count_stopped(self, model: str) -> None:
+        """Add what the turn's calls spent, stopped before the reply came, to the usage."""
+        call, self._in_flight = self._in_flight, None
+        answered, self._answered = self._answered, None
+        usage = stopped_usage(call, self._request_tools, self.events.emit, model)
+        if answered:
+            usage = self._parts_usage(answered, model) + (usage or Usage())
+        if usage is not None:
+            self._spend(usage)
+
     def _cut_off_policy(self) -> tuple[str, int]:
         """``on_cut_off`` and ``max_continuations``: the node's, else the config's."""
         config = self.ctx.config.llm
@@ -802,18 +834,23 @@ class AgentLLMNode(AsyncNode):
         policy, bound = self._cut_off_policy()
         messages = parts[0][1]
         text = parts[0][0].text
-        while policy == "continue" and len(parts) <= bound and answer_cut_off(parts[-1][0]):
-            if self._over_budget(parts) is not None:
-                break
-            last = parts[-1][0]
-            self.events.emit("llm.call.cut_off", **text_cut_off_event(
-                last.model or model, last.finish_reason or "length", policy, len(parts), text,
-                "continued"))
-            asked = continue_messages(messages, text)
-            response = await within(self._asked(asked, toolset, record), whole,
-                                    functools.partial(_no_answer, whole))
-            parts.append((response, asked))
-            text += response.text
+        try:
+            while policy == "continue" and len(parts) <= bound and answer_cut_off(parts[-1][0]):
+                if self._over_budget(parts) is not None:
+                    break
+                last = parts[-1][0]
+                self.events.emit("llm.call.cut_off", **text_cut_off_event(
+                    last.model or model, last.finish_reason or "length", policy, len(parts),
+                    text, "continued"))
+                asked = continue_messages(messages, text)
+                response = await within(self._asked(asked, toolset, record), whole,
+                                        functools.partial(_no_answer, whole))
+                self._in_flight = None
+                parts.append((response, asked))
+                text += response.text
+        except BaseException:  # the parts so far were answered and billed: counted still
+            self._answered = parts
+            raise
         return parts
 
     def _over_budget(self, parts: Sequence[tuple[LLMResponse, list[Message]]],
@@ -946,7 +983,7 @@ class AgentLLMNode(AsyncNode):
                                      timeout=constraints.guard.guardrails.timeout_s)
         return None if found is None else GuardrailTripped(found[0], found[1].reason, "output")
 
-    def _tripped(self, exc: GuardrailTripped) -> Status:
+    def _tripped(self, exc: JianmuError) -> Status:
         """Fail the node with ``exc``: the run fails with it (`RunResult.exception`)."""
         self.error = exc
         self.feedback_message = str(exc)
