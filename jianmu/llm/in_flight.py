@@ -11,13 +11,16 @@ once the call was stopped.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from jianmu.llm.messages import Usage
 
-__all__ = ("IN_FLIGHT", "InFlight", "Received", "request_answered", "request_sent",
+__all__ = ("IN_FLIGHT", "InFlight", "Received", "answered", "request_answered", "request_sent",
            "request_starts", "watch_stream", "watched")
+
+_T = TypeVar("_T")
 
 
 class Received(Protocol):
@@ -85,3 +88,13 @@ def watch_stream(assembler: Received) -> None:
     call = IN_FLIGHT.get()
     if call is not None:
         call.stream = assembler
+
+
+async def answered(ask: Callable[[], Awaitable[_T]]) -> _T:
+    """``await ask()``, its call then no longer in flight: a durable step's, whose recording
+    may be stopped after the reply came (then the replay counts it, not the stopped call)."""
+    reply = await ask()
+    call = IN_FLIGHT.get()
+    if call is not None:
+        call.sent = False
+    return reply

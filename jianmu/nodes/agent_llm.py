@@ -28,7 +28,7 @@ from jianmu.guard import visible_tools
 from jianmu.guard.enforcer import allowed_unasked
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.fallback import FallbackLLM, fallback_events
-from jianmu.llm.in_flight import IN_FLIGHT, InFlight
+from jianmu.llm.in_flight import IN_FLIGHT, InFlight, answered
 from jianmu.llm.messages import Message, Usage, close_unanswered, coerce_messages
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -538,8 +538,8 @@ class AgentLLMNode(AsyncNode):
         steps = self.ctx.steps
         if steps is None or not record:
             return self._ask(messages, toolset)
-        return steps.run(f"model:{self.path or self.name}",
-                         functools.partial(self._ask, messages, toolset))
+        return steps.run(f"model:{self.path or self.name}", functools.partial(
+            answered, functools.partial(self._ask, messages, toolset)))
 
     def _canonical(self, response: LLMResponse, toolset: ToolSet) -> tuple[Message, list[ToolCall]]:
         """The reply's calls, canonical once for everything after: each name is the tool it

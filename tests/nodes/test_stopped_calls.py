@@ -174,3 +174,121 @@ async def test_a_call_stopped_before_its_request_went_out_counts_nothing(
     assert result.status is RunStatus.CANCELLED
     assert state.get("usage") == Usage()
     assert unknown == []
+
+
+class HostModel:
+    """A provider of the host's own (no HTTP client of ours): its first reply is cut off at
+    the token limit, and it never answers the request to go on."""
+
+    model = "host"
+
+    def __init__(self) -> None:
+        self.asked: list[list[Any]] = []
+        self.waiting = asyncio.Event()
+
+    async def complete(self, messages: Any, *, tools: Any = None, **params: Any) -> Any:
+        from jianmu.llm import LLMResponse, Message
+
+        self.asked.append(list(messages))
+        if len(self.asked) == 1:
+            return LLMResponse(message=Message.assistant("Once upon a"), finish_reason="length",
+                               usage=Usage(input_tokens=40, output_tokens=30))
+        self.waiting.set()
+        await asyncio.Event().wait()
+        raise AssertionError("never answers")
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_continued_answer_stopped_counts_its_parts_and_the_call_in_flight() -> None:
+    """The part that came counts as the server said it; the call to go on, stopped, as the
+    estimate of what it sent (a provider that says nothing of its requests: sent)."""
+    llm = HostModel()
+    runner, state, unknown, _ = _runner(llm, create_react_node(llm, [], on_cut_off="continue"))
+    run = asyncio.create_task(runner.run())
+    await llm.waiting.wait()
+    runner.cancel()
+    result = await run
+    assert result.status is RunStatus.CANCELLED
+    prompt = sum(estimate_message_tokens(m) for m in llm.asked[1])
+    assert state.get("usage") == Usage(input_tokens=40 + prompt, output_tokens=30, requests=2)
+    [said] = unknown
+    assert said.fields["stopped"] is True and said.fields["estimated_input_tokens"] == prompt
+
+
+async def test_a_sub_agent_stopped_mid_answer_counts_in_the_callers_run() -> None:
+    """The caller's run is cancelled while its agent tool's sub-agent streams: the sub-agent's
+    stopped call adds to the run's usage (the root's, which every budget reads)."""
+    from jianmu import ScriptedLLM
+    from jianmu.nodes.agents import agent_tool
+
+    hold = threading.Event()
+    with _server(_openai_held(hold), hold) as server:
+        llm = OpenAIProvider("m", base_url=server.url + "/v1", api_key="k", retry_backoff=0)
+        sub = create_react_node(llm, [ping], stream=True, name="researcher")
+        lead = ScriptedLLM([[{"name": "researcher", "arguments": {"input": "Ping a."}}], "ok"])
+        tree = create_react_node(
+            lead, [agent_tool(sub, name="researcher", description="Researches.")])
+        runner, state, unknown, came = _runner(lead, tree)
+        answered: list[Event] = []
+        runner.ctx.events.subscribe("llm.call.completed", answered.append)
+        run = asyncio.create_task(runner.run())
+        await came.wait()
+        runner.cancel()
+        result = await run
+        [request] = server.requests
+        await llm.close()
+    assert result.status is RunStatus.CANCELLED
+    [lead_turn] = answered  # the lead's own turn, counted as its reply said
+    stopped = Usage(input_tokens=_estimated_prompt(request), output_tokens=7, requests=1)
+    assert state.get("usage") == stopped + Usage(
+        input_tokens=lead_turn.fields["input_tokens"],
+        output_tokens=lead_turn.fields["output_tokens"], requests=1)
+    assert [e.fields["estimated_input_tokens"] for e in unknown] == [stopped.input_tokens]
+
+
+class SlowStore:
+    """A durable run's step recorder whose store is slow: each step is recorded, then its
+    write waits (for ever), so a cancel comes after the reply came and was recorded."""
+
+    def __init__(self) -> None:
+        self.recorded: dict[str, Any] = {}
+        self.writing = asyncio.Event()
+
+    async def run(self, key: str, factory: Callable[[], Any]) -> Any:
+        if key in self.recorded:
+            return self.recorded.pop(key)
+        value = await factory()
+        self.recorded[key] = value
+        self.writing.set()
+        await asyncio.Event().wait()
+        raise AssertionError("never written")
+
+    async def mark_started(self, keys: Any) -> None:
+        pass
+
+    def maybe_repeated(self, key: str) -> bool:
+        return False
+
+
+async def test_a_durable_turn_stopped_once_its_reply_was_recorded_counts_it_once() -> None:
+    """The reply came and its step was recorded: the replay counts it, the stopped call does
+    not (it would be counted twice)."""
+    from jianmu import ScriptedLLM
+
+    store = SlowStore()
+    llm = ScriptedLLM(["Hello."])
+    runner, state, unknown, _ = _runner(llm, create_react_node(llm, []))
+    runner.ctx.steps = store
+    run = asyncio.create_task(runner.run())
+    await store.writing.wait()
+    runner.cancel()
+    assert (await run).status is RunStatus.CANCELLED
+    assert state.get("usage") == Usage() and unknown == []
+    [(_, reply)] = store.recorded.items()
+    again = ReactiveRunner(create_react_node(ScriptedLLM([]), []), state)
+    again.ctx.steps = store  # the recorded reply, replayed
+    assert (await again.run()).status is RunStatus.SUCCESS
+    assert state.get("usage") == Usage(input_tokens=reply.usage.input_tokens,
+                                       output_tokens=reply.usage.output_tokens, requests=1)
