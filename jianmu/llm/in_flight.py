@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypeVar
 
 from jianmu.llm.messages import Usage
 
-__all__ = ("IN_FLIGHT", "InFlight", "Received", "answered", "request_answered", "request_sent",
-           "request_starts", "watch_stream", "watched")
+__all__ = ("IN_FLIGHT", "InFlight", "Received", "another_model", "answered", "request_answered",
+           "request_sent", "request_starts", "watch_stream", "watched")
 
 _T = TypeVar("_T")
 
@@ -57,6 +57,15 @@ def watched() -> None:
     call = IN_FLIGHT.get()
     if call is not None:
         call.sent = False
+
+
+def another_model() -> None:
+    """A `FallbackLLM` asks its next model: what the one before said of its request is not
+    this one's (a provider of the host's own says nothing: sent, once asked)."""
+    call = IN_FLIGHT.get()
+    if call is not None:
+        call.sent = None
+        call.stream = None
 
 
 def request_starts() -> None:

@@ -292,3 +292,46 @@ async def test_a_durable_turn_stopped_once_its_reply_was_recorded_counts_it_once
     assert (await again.run()).status is RunStatus.SUCCESS
     assert state.get("usage") == Usage(input_tokens=reply.usage.input_tokens,
                                        output_tokens=reply.usage.output_tokens, requests=1)
+
+
+class Waiting:
+    """A provider of the host's own that never answers."""
+
+    model = "waiting"
+
+    def __init__(self) -> None:
+        self.asked: list[list[Any]] = []
+        self.waiting = asyncio.Event()
+
+    async def complete(self, messages: Any, *, tools: Any = None, **params: Any) -> Any:
+        self.asked.append(list(messages))
+        self.waiting.set()
+        await asyncio.Event().wait()
+        raise AssertionError("never answers")
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_fallback_stopped_on_its_next_model_counts_that_call_once() -> None:
+    """The first model refused (a 503 bills nothing), the next was asked and stopped: one
+    request, the next model's prompt, estimated (its provider says nothing of its requests)."""
+    from jianmu.llm import FallbackLLM
+
+    hold = threading.Event()
+    with _server(lambda r: Reply(status=503, pieces=[b'{"error": {"message": "busy"}}']),
+                 hold) as server:
+        first = OpenAIProvider("m", base_url=server.url + "/v1", api_key="k", max_retries=0)
+        second = Waiting()
+        llm = FallbackLLM([first, second])
+        runner, state, unknown, _ = _runner(llm, create_react_node(llm, [], stream=False))
+        run = asyncio.create_task(runner.run())
+        await second.waiting.wait()
+        runner.cancel()
+        result = await run
+        await first.close()
+        assert len(server.requests) == 1
+    assert result.status is RunStatus.CANCELLED
+    prompt = sum(estimate_message_tokens(m) for m in second.asked[0])
+    assert state.get("usage") == Usage(input_tokens=prompt, requests=1)
+    assert len(unknown) == 1
