@@ -335,3 +335,24 @@ async def test_a_fallback_stopped_on_its_next_model_counts_that_call_once() -> N
     prompt = sum(estimate_message_tokens(m) for m in second.asked[0])
     assert state.get("usage") == Usage(input_tokens=prompt, requests=1)
     assert len(unknown) == 1
+
+
+async def test_a_call_that_an_input_guardrail_stops_counts_what_it_sent() -> None:
+    """The guardrail trips while the model is asked: the call it cancels was billed."""
+    from jianmu import Tripwire
+    from jianmu.errors import GuardrailTripped
+
+    llm = Waiting()
+
+    async def refuse(ctx: Any, text: str) -> Tripwire:
+        await llm.waiting.wait()  # the model has the request
+        return Tripwire("no")
+
+    runner, state, unknown, _ = _runner(
+        llm, create_react_node(llm, [ping], input_guardrails=[refuse]))
+    result = await runner.run()
+    assert isinstance(result.exception, GuardrailTripped)
+    usage = state.get("usage")
+    assert usage.requests == 1 and usage.output_tokens == 0
+    assert usage.input_tokens > sum(estimate_message_tokens(m) for m in llm.asked[0])  # tools
+    assert [e.fields["estimated_input_tokens"] for e in unknown] == [usage.input_tokens]
