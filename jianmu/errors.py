@@ -35,6 +35,7 @@ JianmuError
 ├── PatternTimeout(TimeoutError)         a search pattern ran past the search's deadline
 │   └── SearchOutOfTime                  the deadline passed between two matches
 ├── GuardError(PermissionError)          the guard refused a call outside a node
+│   └── TokenBudgetExhausted             the run's token budget was spent before a model call
 ├── GuardrailTripped(PermissionError)    an input or output guardrail tripped (named, why)
 ├── SandboxError(RuntimeError)           a sandbox could not start or answer
 │   └── SandboxUnavailableError          the asked-for isolation is not available here
@@ -100,6 +101,7 @@ __all__ = (
     "SkillNotFoundError",
     "SkillRunError",
     "StateValidationError",
+    "TokenBudgetExhausted",
     "ToolDefinitionError",
     "ToolDefinitionWarning",
     "ToolError",
@@ -358,6 +360,11 @@ class SearchOutOfTime(PatternTimeout):
 
 class GuardError(JianmuError, PermissionError):
     """The guard refused a call."""
+
+
+class TokenBudgetExhausted(GuardError):
+    """The run's token budget (``guard.budget.total_tokens``) was spent before a model call:
+    the call is not made."""
 
 
 class GuardrailTripped(JianmuError, PermissionError):

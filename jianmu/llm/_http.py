@@ -18,6 +18,8 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+from jianmu.llm.in_flight import request_answered, request_sent, request_starts
+
 __all__ = ("broke_off", "http_client", "read_ahead", "resent_once", "silent", "timed_out",
            "unanswered")
 
@@ -32,13 +34,17 @@ _BOM = "\ufeff".encode()
 
 async def _sending(request: Any) -> None:
     """Trace the request through the connection pool (httpcore's ``trace`` extension), to
-    note whether it opened a new connection rather than reusing a kept-alive one."""
+    note whether it opened a new connection rather than reusing a kept-alive one, and tell
+    the call in flight when the request went out whole (`jianmu.llm.in_flight`)."""
     extensions = request.extensions
     theirs = extensions.get("trace")
+    request_starts()
 
     async def trace(name: str, info: dict[str, Any]) -> None:
         if name.startswith(("connection.connect_tcp.", "connection.connect_unix_socket.")):
             extensions[_FRESH] = True
+        elif name.endswith(".send_request_body.complete"):
+            request_sent()
         if theirs is not None:
             await theirs(name, info)
 
@@ -48,6 +54,7 @@ async def _sending(request: Any) -> None:
 async def _heard(response: Any) -> None:
     """Mark the request of a response whose status line came: it was answered."""
     response.request.extensions[_ANSWERED] = True
+    request_answered(response.is_success)
     if response.is_success:
         # the SDKs' own retries obey this header when reading the answer then fails
         response.headers["x-should-retry"] = "false"

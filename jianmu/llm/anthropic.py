@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, resent_once, silent, timed_out
 from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, joined
+from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
 from jianmu.llm.provider import (
     REQUEST_OPTIONS,
@@ -501,6 +502,7 @@ class AnthropicProvider(SDKProvider):
             return
         where = self.base_url or "the Anthropic API"
         assembler = _StreamAssembler(self.model, where)
+        watch_stream(assembler)
         try:
             with self._map_errors(request.tools, midstream=True):
                 async for event in events:
@@ -586,6 +588,15 @@ class _StreamAssembler:
         self.output_counted = False
         self.started = False
         self.stopped = False  # the message's end came (``message_stop``)
+
+    def received(self) -> tuple[Usage | None, int]:
+        """The usage sent so far (``message_start``'s prompt count) and the characters of the
+        reply received (a stopped call's count, `jianmu.llm.in_flight`)."""
+        chars = sum(map(len, self.text)) + sum(
+            len(b["name"]) + sum(map(len, b["json"])) for b in self.blocks.values()) + sum(
+            len(c.name) + len(c.arguments_json()) for c in self.calls.values()) + sum(
+            len(t.get("thinking") or "") for t in self.thinking.values())
+        return self.usage, chars
 
     def feed(self, event: Any) -> list[StreamEvent]:
         kind = getattr(event, "type", None)

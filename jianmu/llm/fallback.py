@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from jianmu.config import LLMConfig
 from jianmu.errors import ConfigError, FallbackFailedError, LLMTransientError
+from jianmu.llm.in_flight import another_model
 from jianmu.llm.messages import Usage
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -211,6 +212,7 @@ class FallbackLLM(BaseLLMProvider):
         failed: list[tuple[str, LLMTransientError]] = []
         asked = request
         for index, llm in enumerate(self.models):
+            another_model()
             try:
                 request = self._request_for(index, asked)
                 if takes_requests(llm, params=request.params):
@@ -232,6 +234,7 @@ class FallbackLLM(BaseLLMProvider):
         failed: list[tuple[str, LLMTransientError]] = []
         asked = request
         for index, llm in enumerate(self.models):
+            another_model()
             try:
                 request = self._request_for(index, asked)
             except LLMTransientError as exc:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, silent, timed_out, unanswered
+from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import (
     OPENAI_REASONING_FIELDS,
     REASONING_DETAILS,
@@ -375,6 +376,7 @@ class OpenAIProvider(SDKProvider):
                 yield event
             return
         assembler = _StreamAssembler(self.base_url)
+        watch_stream(assembler)
         try:
             with self._map_errors():
                 async for chunk in chunks:
@@ -623,6 +625,14 @@ class _StreamAssembler:
                 self.finish_reason = finish
                 events.extend(self.flush())
         return events
+
+    def received(self) -> tuple[Usage | None, int]:
+        """The usage sent so far and the characters of the reply received (a stopped call's
+        count, `jianmu.llm.in_flight`)."""
+        chars = sum(map(len, self.text)) + sum(map(len, self.reasoning)) + sum(
+            map(len, self.thinking)) + sum(len(c["name"]) + len(c["arguments"])
+                                           for c in self.calls.values())
+        return self.usage, chars
 
     def _add_reasoning(self, delta: Any) -> None:
         """Keep a delta's reasoning (``reasoning_content`` or ``reasoning``): of one field

@@ -29,6 +29,7 @@ from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError, LLMError, MissingExtraError
 from jianmu.llm._http import read_ahead
 from jianmu.llm._per_loop import PerLoop
+from jianmu.llm.in_flight import watched
 from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.tools.calls import ToolCall
 
@@ -622,11 +623,13 @@ class SDKProvider(BaseLLMProvider):
 
     async def send(self, request: ChatRequest) -> LLMResponse:
         """Ask the server for one reply (`_send`)."""
+        watched()  # its HTTP client says when the request went out (`jianmu.llm.in_flight`)
         with self.kept_secret():
             return await self._send(request)
 
     async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one reply (`_send_stream`)."""
+        watched()
         events = self._send_stream(request)
         try:
             with self.kept_secret():

@@ -22,12 +22,17 @@ from typing import TYPE_CHECKING, Any, cast
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
-from jianmu.errors import GuardrailTripped, LLMError, OutputTruncatedError, ToolValidationError
+from jianmu.errors import (
+    GuardrailTripped,
+    LLMError,
+    ToolValidationError,
+)
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
 from jianmu.guard.enforcer import allowed_unasked
-from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
+from jianmu.guard.guardrails import Guardrail
 from jianmu.llm.fallback import FallbackLLM, fallback_events
+from jianmu.llm.in_flight import IN_FLIGHT, InFlight, answered
 from jianmu.llm.messages import Message, Usage, close_unanswered, coerce_messages
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -51,6 +56,7 @@ from jianmu.nodes.cut_off import (
     text_cut_off_event,
     truncated_error,
 )
+from jianmu.nodes.guarded_turn import GuardedTurn
 from jianmu.nodes.handoffs import refuse_shared_tools
 from jianmu.nodes.history import (
     HistoryContext,
@@ -63,10 +69,10 @@ from jianmu.nodes.history import (
 from jianmu.nodes.output import OutputMode, OutputSpec, output_spec
 from jianmu.nodes.sealed import AnswerJudge, PassedTurn, RefusedTurn, joined, parts_of
 from jianmu.nodes.state import tokens_spent, usage_view
+from jianmu.nodes.stopped_call import budget_spent, stopped_usage
 from jianmu.nodes.tool_executor import ToolExecutor, preview, unique_ids
 from jianmu.nodes.tool_spans import handoff_span
 from jianmu.nodes.turn import TurnUpdate, turn_update
-from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.events import chat_attributes, failed, record_answer, span
 from jianmu.tools.calls import ToolCall, name_key
 from jianmu.tools.registry import ToolSet
@@ -138,7 +144,7 @@ def _refuse_clashes(names: Sequence[str], own: Sequence[Any]) -> None:
             ])
 
 
-class AgentLLMNode(AsyncNode):
+class AgentLLMNode(GuardedTurn):
     """Asks ``llm`` for one turn and writes it to the state.
 
     The request holds the system prompt (plus an injected skill prompt), the last
@@ -301,6 +307,8 @@ class AgentLLMNode(AsyncNode):
         self._tools_sent: tuple[ToolSet, tuple[dict[str, Any], ...]] | None = None
         """The toolset last offered, and its tools as a request holds them."""
         self._processors: tuple[tuple[Any, ...], tuple[ProcessorInput, ...]] | None = None
+        self._in_flight: InFlight | None = None  # the model call under way, until it answered
+        self._answered: list[tuple[LLMResponse, list[Message]]] | None = None  # a stopped turn's
         history_processors(self.history, None)  # refuse a non-processor now, not mid-run
         given: Any = getattr(tools, "toolset", tools)  # an executor's, or the tools given
         if given is not None:
@@ -460,6 +468,9 @@ class AgentLLMNode(AsyncNode):
         """The model's reply to this turn, to await: the provider's own coroutine (no layer of
         ours around it), or `_streamed` over its stream."""
         llm, params = self.llm, self.params
+        call = self._in_flight = InFlight()  # told by the provider what went out and came
+        call.messages, call.tools = messages, toolset
+        IN_FLIGHT.set(call)
         streams = self.stream
         if streams is None:  # automatic: when someone reads the deltas (not a recorder of all)
             streams = self._can_stream and self.events.asked_for("llm.call.delta")
@@ -504,12 +515,18 @@ class AgentLLMNode(AsyncNode):
     async def _streamed(self, events: AsyncIterator[StreamEvent]) -> LLMResponse:
         """The reply at the end of a stream; its text deltas become ``llm.call.delta``."""
         emit = self.events.emit
+        chars = 0
         try:
             async for event in events:
                 if isinstance(event, TextDelta):
+                    chars += len(event.text)
                     emit("llm.call.delta", text=event.text)
                 elif isinstance(event, StreamDone):
                     return event.response
+        except BaseException:
+            if self._in_flight is not None:  # what a stopped call read (`stopped_usage`)
+                self._in_flight.text_chars = chars
+            raise
         finally:
             # closed here: a stream left open is closed by the loop's finalizer, a task and a
             # wake-up of the loop per model call
@@ -525,8 +542,8 @@ class AgentLLMNode(AsyncNode):
         steps = self.ctx.steps
         if steps is None or not record:
             return self._ask(messages, toolset)
-        return steps.run(f"model:{self.path or self.name}",
-                         functools.partial(self._ask, messages, toolset))
+        return steps.run(f"model:{self.path or self.name}", functools.partial(
+            answered, functools.partial(self._ask, messages, toolset)))
 
     def _canonical(self, response: LLMResponse, toolset: ToolSet) -> tuple[Message, list[ToolCall]]:
         """The reply's calls, canonical once for everything after: each name is the tool it
@@ -571,6 +588,10 @@ class AgentLLMNode(AsyncNode):
         stored = self.state.get("messages")
         if stored and stored[-1].role == "user":  # a new message: what it left behind is over
             self._close_unanswered(stored)
+        constraints = self.effective_constraints
+        budget = constraints.guard.budget.total_tokens
+        if budget is not None and tokens_spent(self) >= budget:  # spent by turns that never
+            return self._tripped(budget_spent(self, budget))  # ended (pre-empted), or others
         messages = await self.prepare_messages()
         toolset = self.offered_tools()
         model = getattr(self.llm, "model", "") or "unknown"
@@ -591,7 +612,6 @@ class AgentLLMNode(AsyncNode):
             tracer, f"chat {model}", chat_attributes(
                 self.llm, model, self.agent_name or self.agent_label or self.name), client=True,
         )
-        constraints = self.effective_constraints
         guarded_input = bool(self.input_guardrails or constraints.guard.guardrails.input
                              or self.ctx.guardrails.get("input"))
         guarded_output = bool(self.output_guardrails or constraints.guard.guardrails.output
@@ -628,8 +648,10 @@ class AgentLLMNode(AsyncNode):
                     else:
                         parts = await self._reply(messages, toolset, whole, model, checks)
             except GuardrailTripped as exc:  # tripped before the model answered
+                self._count_stopped(model)
                 return self._tripped(exc)
             except Exception as exc:
+                self._count_stopped(model)
                 if checks is not None:
                     checks.cancel()
                 error = (
@@ -642,6 +664,9 @@ class AgentLLMNode(AsyncNode):
                 self.events.emit("llm.call.failed", model=model, error=error,
                                  error_type=type(exc).__name__)
                 return Status.FAILURE
+            except BaseException:  # stopped: halted, pre-empted, the run cancelled
+                self._count_stopped(model)
+                raise
             if current is not None and parts:
                 record_answer(current, joined(parts))
         tripped: GuardrailTripped | None
@@ -698,6 +723,7 @@ class AgentLLMNode(AsyncNode):
         reply = within(self._asked(messages, toolset, record), whole,
                        functools.partial(_no_answer, whole))
         response = await (reply if checks is None else self._beside(reply, checks))
+        self._in_flight = None  # answered: counted with the turn
         parts = [(response, messages)]
         if answer_cut_off(response):  # half an answer: go on, if so configured
             parts = await self._continued(parts, toolset, whole, response.model or model,
@@ -717,20 +743,6 @@ class AgentLLMNode(AsyncNode):
             return self._answer_cut_off(message, response, parts, response.model or model), calls
         return turn_update(message, calls, state=self.state, output=self.output,
                            handoffs=self.allowed_handoffs(), agent=self.agent_name), calls
-
-    async def _judge(self, turn: TurnUpdate, checks: asyncio.Task[GuardrailTripped | None] | None,
-                     constraints: Constraints) -> GuardrailTripped | None:
-        """The trip of the turn's guardrails: the input ones (every one passed before any call
-        is written), then for an answer the output ones; None when they all passed."""
-        tripped = None if checks is None else await checks
-        # half an answer, cut off at the token limit, is written and kept in the error too
-        cut = turn.error.text if isinstance(turn.error, OutputTruncatedError) else None
-        if tripped is None and (turn.values.get("done") or cut is not None) and (
-            self.output_guardrails or constraints.guard.guardrails.output
-            or self.ctx.guardrails.get("output")
-        ):
-            tripped = await self._check_output(constraints, turn.values, cut)
-        return tripped
 
     async def _sealed(self, messages: list[Message], toolset: ToolSet, whole: float,
                       model: str, constraints: Constraints, guarded_input: bool,
@@ -785,6 +797,16 @@ class AgentLLMNode(AsyncNode):
         assert total is not None
         return total
 
+    def _count_stopped(self, model: str) -> None:
+        """Add what the turn's calls spent, stopped before the reply came, to the usage."""
+        call, self._in_flight = self._in_flight, None
+        answered, self._answered = self._answered, None
+        usage = stopped_usage(call, self._request_tools, self.events.emit, model)
+        if answered:
+            usage = self._parts_usage(answered, model) + (usage or Usage())
+        if usage is not None:
+            self._spend(usage)
+
     def _cut_off_policy(self) -> tuple[str, int]:
         """``on_cut_off`` and ``max_continuations``: the node's, else the config's."""
         config = self.ctx.config.llm
@@ -804,18 +826,23 @@ class AgentLLMNode(AsyncNode):
         policy, bound = self._cut_off_policy()
         messages = parts[0][1]
         text = parts[0][0].text
-        while policy == "continue" and len(parts) <= bound and answer_cut_off(parts[-1][0]):
-            if self._over_budget(parts) is not None:
-                break
-            last = parts[-1][0]
-            self.events.emit("llm.call.cut_off", **text_cut_off_event(
-                last.model or model, last.finish_reason or "length", policy, len(parts), text,
-                "continued"))
-            asked = continue_messages(messages, text)
-            response = await within(self._asked(asked, toolset, record), whole,
-                                    functools.partial(_no_answer, whole))
-            parts.append((response, asked))
-            text += response.text
+        try:
+            while policy == "continue" and len(parts) <= bound and answer_cut_off(parts[-1][0]):
+                if self._over_budget(parts) is not None:
+                    break
+                last = parts[-1][0]
+                self.events.emit("llm.call.cut_off", **text_cut_off_event(
+                    last.model or model, last.finish_reason or "length", policy, len(parts),
+                    text, "continued"))
+                asked = continue_messages(messages, text)
+                response = await within(self._asked(asked, toolset, record), whole,
+                                        functools.partial(_no_answer, whole))
+                self._in_flight = None
+                parts.append((response, asked))
+                text += response.text
+        except BaseException:  # the parts so far were answered and billed: counted still
+            self._answered = parts
+            raise
         return parts
 
     def _over_budget(self, parts: Sequence[tuple[LLMResponse, list[Message]]],
@@ -869,119 +896,3 @@ class AgentLLMNode(AsyncNode):
         turn.values["messages"] = [first, *answers, *others]
         turn.events.insert(0, event)
         return turn
-
-    # -- guardrails (`jianmu.guard.guardrails`) -------------------------------------------------
-    def _check_input(
-        self, constraints: Constraints
-    ) -> asyncio.Task[GuardrailTripped | None] | None:
-        """The input guardrails on the latest user messages (`latest_user_messages`), started
-        as a task (``None``: none, or the latest is the one they already passed)."""
-        unanswered = latest_user_messages(self.state.get("messages") or [])
-        if not unanswered:
-            return None
-        guardrails = configured_guardrails("input", self.input_guardrails, constraints,
-                                           self.ctx.guardrails)
-        passed = self._passed
-        if passed is not None and passed[0] is unanswered[-1] and passed[1] == guardrails:
-            return None
-        return asyncio.ensure_future(self._input_checked(
-            guardrails, unanswered, constraints.guard.guardrails.timeout_s))
-
-    def _input_passed(self, constraints: Constraints) -> None:
-        """The latest user message as the input guardrails passed it (a sealed turn they
-        passed, replayed without running them), so no later turn checks it again."""
-        latest = next(
-            (m for m in reversed(self.state.get("messages") or []) if m.role == "user"), None
-        )
-        if latest is not None:
-            self._passed = (latest, configured_guardrails(
-                "input", self.input_guardrails, constraints, self.ctx.guardrails))
-
-    async def _input_checked(
-        self, guardrails: Sequence[Guardrail], messages: Sequence[Message],
-        timeout: float | None,
-    ) -> GuardrailTripped | None:
-        for message in messages:  # each, oldest first: the model reads them all
-            found = await run_guardrails("input", guardrails, self.ctx, message.content or "",
-                                         self.events, timeout=timeout)
-            if found is not None:
-                return GuardrailTripped(found[0], found[1].reason, "input")
-        self._passed = (messages[-1], tuple(guardrails))
-        return None
-
-    async def _beside(
-        self, reply: Awaitable[LLMResponse], checks: asyncio.Task[GuardrailTripped | None]
-    ) -> LLMResponse:
-        """The model's reply, asked while the input guardrails run; a trip that comes first
-        cancels the call (as `asyncio.timeout` does: no task of its own for the call) and is
-        raised."""
-        task = asyncio.current_task()
-        racing = True
-
-        def trip(done: asyncio.Task[GuardrailTripped | None]) -> None:
-            if racing and task is not None and _tripwire(done) is not None:
-                task.cancel()
-
-        checks.add_done_callback(trip)
-        try:
-            return await reply
-        except BaseException as exc:
-            found = _tripwire(checks)
-            if found is not None:  # a trip is the turn's failure, whatever the call did
-                if not isinstance(exc, asyncio.CancelledError):
-                    raise found from exc
-                if task is not None and task.uncancel() == 0:  # our cancel, not a halt
-                    raise found from None
-            checks.cancel()  # the call failed, or the node was halted: the turn stops
-            raise
-        finally:
-            racing = False
-
-    async def _check_output(
-        self, constraints: Constraints, values: dict[str, Any], cut: str | None = None
-    ) -> GuardrailTripped | None:
-        guardrails = configured_guardrails("output", self.output_guardrails, constraints,
-                                           self.ctx.guardrails)
-        value = cut if cut is not None else values.get(
-            "final_output") if self.output is not None else values.get("final_answer")
-        found = await run_guardrails("output", guardrails, self.ctx, value, self.events,
-                                     timeout=constraints.guard.guardrails.timeout_s)
-        return None if found is None else GuardrailTripped(found[0], found[1].reason, "output")
-
-    def _tripped(self, exc: GuardrailTripped) -> Status:
-        """Fail the node with ``exc``: the run fails with it (`RunResult.exception`). The user
-        messages the input guardrails refused are withheld in the conversation (`WITHHELD`):
-        the next message sent is answered, and no later turn sends the refused ones."""
-        self.error = exc
-        self.feedback_message = str(exc)
-        if exc.kind == "input":
-            messages = list(self.state.get("messages") or [])
-            refused = {id(m) for m in latest_user_messages(messages)}
-            if refused:
-                self.state.replace({"messages": [
-                    Message.user(WITHHELD) if id(m) in refused else m for m in messages]})
-        return Status.FAILURE
-
-
-WITHHELD = "[withheld: the input guardrails refused this message]"
-"""What stands in the conversation for user messages the input guardrails refused."""
-
-
-def latest_user_messages(messages: Sequence[Message]) -> list[Message]:
-    """The latest user message with those sent before it since the model's turn before them:
-    what the model answers (two sent before a run, or one a guardrail refused and the one
-    sent after it), oldest first."""
-    found: list[Message] = []
-    for message in reversed(messages):
-        if message.role == "user":
-            found.append(message)
-        elif message.role == "assistant" and found:
-            break
-    return found[::-1]
-
-
-def _tripwire(checks: asyncio.Task[GuardrailTripped | None]) -> GuardrailTripped | None:
-    """The trip of finished input guardrails, if they tripped (``None`` while they run)."""
-    if not checks.done() or checks.cancelled() or checks.exception() is not None:
-        return None
-    return checks.result()

@@ -230,6 +230,10 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         if status is Status.RUNNING:
             return Status.RUNNING
         if status is not Status.SUCCESS:
+            budget = self.limits()[1]
+            spent = tokens_spent(self)
+            if budget is not None and spent >= budget:  # its model refused to ask: said so
+                return self._give_up(f"token budget exhausted ({spent} of {budget} tokens used)")
             self.feedback_message = self.decorated.feedback_message or "a round failed"
             return Status.FAILURE
         if self.state.get("final_answer") is not None and not self.state.get("actions"):

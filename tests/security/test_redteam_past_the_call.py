@@ -16,7 +16,7 @@ from jianmu.errors import GuardrailTripped
 from jianmu.guard.guardrails import Tripwire
 from jianmu.llm import LLMResponse, Message, ScriptedLLM
 from jianmu.nodes import create_react_node
-from jianmu.nodes.agent_llm import WITHHELD
+from jianmu.nodes.guarded_turn import WITHHELD
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_node import ToolNode
 from jianmu.runtime.async_node import AsyncNode

@@ -74,6 +74,7 @@ class RawServer:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._idle: set[asyncio.StreamWriter] = set()  # waiting for their next request
+        self._serving: set[asyncio.Task[Any]] = set()
         self.port = 0
 
     def __enter__(self) -> RawServer:
@@ -90,6 +91,10 @@ class RawServer:
             for writer in list(self._writers):
                 writer.close()
             await asyncio.sleep(0)
+            # answers held until their test let them go end now (not destroyed pending)
+            serving = [task for task in self._serving if not task.done()]
+            if serving:
+                await asyncio.wait(serving, timeout=30)
 
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -124,6 +129,10 @@ class RawServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         self.open_connections += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._serving.add(task)
+            task.add_done_callback(self._serving.discard)
         self._writers.add(writer)
         number, nth = self.connections, 0
         try:

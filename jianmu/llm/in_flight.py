@@ -1,0 +1,109 @@
+"""What a model call in flight has spent, for a call stopped before its reply came.
+
+A model call that is cancelled (the run stopped or timed out, the node pre-empted) after its
+request went out was billed: the prompt, and whatever the model wrote before the connection
+closed. The agent node puts an `InFlight` in `IN_FLIGHT` for each call it makes; the HTTP
+client's hooks (`jianmu.llm._http`) say on it whether the request went out, and a stream's
+assembler is kept on it to tell what came (a usage the server already sent, the text and
+tool-call arguments so far). Nothing here runs per stream chunk: the assembler is read only
+once the call was stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any, Protocol, TypeVar
+
+from jianmu.llm.messages import Usage
+
+__all__ = ("IN_FLIGHT", "InFlight", "Received", "another_model", "answered", "request_answered",
+           "request_sent", "request_starts", "watch_stream", "watched")
+
+_T = TypeVar("_T")
+
+
+class Received(Protocol):
+    """A stream's assembler, as a stopped call reads it."""
+
+    def received(self) -> tuple[Usage | None, int]:
+        """The usage the server sent so far (``None``: none yet) and the characters of the
+        reply's text, reasoning and tool-call arguments received."""
+        ...
+
+
+class InFlight:
+    """One model call as its request and its answer went (no ``__init__``: made per turn)."""
+
+    sent: bool | None = None
+    """Whether the request went out: ``None`` when the provider says nothing of it (a
+    provider of the host's own: then a stopped call counts as sent)."""
+    stream: Received | None = None
+    """The assembler of the answer's stream, once the answer began."""
+    text_chars: int = 0
+    """The characters of text deltas the caller read (a stream without an assembler here)."""
+    messages: Any = None
+    """The messages the call asked with."""
+    tools: Any = None
+    """The toolset offered with them."""
+
+
+IN_FLIGHT: ContextVar[InFlight | None] = ContextVar("jianmu_llm_in_flight", default=None)
+"""The call the current task makes (set by the agent node, per call)."""
+
+
+def watched() -> None:
+    """A provider that reports its requests begins a call: not sent until its hooks say."""
+    call = IN_FLIGHT.get()
+    if call is not None:
+        call.sent = False
+
+
+def another_model() -> None:
+    """A `FallbackLLM` asks its next model: what the one before said of its request is not
+    this one's (a provider of the host's own says nothing: sent, once asked)."""
+    call = IN_FLIGHT.get()
+    if call is not None:
+        call.sent = None
+        call.stream = None
+
+
+def request_starts() -> None:
+    """A request (the first, a retry, another model's after a fallback) is about to be sent:
+    what an earlier attempt received is not this one's."""
+    call = IN_FLIGHT.get()
+    if call is not None:
+        call.sent = False
+        call.stream = None
+
+
+def request_sent() -> None:
+    """The request's body went out whole: the server has it, and bills it."""
+    call = IN_FLIGHT.get()
+    if call is not None:
+        call.sent = True
+
+
+def request_answered(success: bool) -> None:
+    """The status line came: an error status bills nothing (the retry that may follow is a
+    request of its own)."""
+    call = IN_FLIGHT.get()
+    if call is not None and not success:
+        call.sent = False
+
+
+def watch_stream(assembler: Received) -> None:
+    """The answer's stream began: its assembler tells what came, if the call is stopped."""
+    call = IN_FLIGHT.get()
+    if call is not None:
+        call.stream = assembler
+
+
+async def answered(ask: Callable[[], Awaitable[_T]]) -> _T:
+    """``await ask()``, its call then no longer in flight: a durable step's, whose recording
+    may be stopped after the reply came (then the replay counts it, not the stopped call)."""
+    reply = await ask()
+    call = IN_FLIGHT.get()
+    if call is not None:
+        call.sent = False
+    return reply
