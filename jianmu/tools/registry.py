@@ -196,7 +196,7 @@ def _refuse_text_arguments(found: Tool, args: Any) -> str | None:
         return None  # no arguments
     try:
         decoded = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
         decoded = None
     if isinstance(decoded, dict):
         return None

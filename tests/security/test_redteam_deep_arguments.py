@@ -132,3 +132,15 @@ def test_a_person_s_edit_nested_too_deep_is_refused_and_the_request_stays(
     runner.approve(request, arguments={"x": nested(3)})
     assert runner.run_sync(timeout=60).ok
     assert STORED == [nested(3)]
+
+
+async def test_toolset_execute_refuses_text_nested_past_python_s_stack() -> None:
+    # ToolSet.execute never raises for a call: JSON text 20,000 deep raised RecursionError out
+    # of its check of text arguments
+    from jianmu.tools import ToolSet
+
+    STORED.clear()
+    result = await ToolSet.from_tools([store]).execute("store", as_text(20_000))
+    assert not result.ok and f"nest deeper than {MAX_ARGUMENT_NESTING} levels" in (
+        result.error or "")
+    assert STORED == []
