@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from jianmu import _schema_rules
+from jianmu._json import non_finite_at
 from jianmu.errors import ToolDefinitionError, ToolInputError
 from jianmu.tools._schema_check import check_schema, plain_schema
 from jianmu.tools.calls import decode_container, single_argument
@@ -36,6 +37,7 @@ __all__ = (
     "check_schema_rules",
     "drop_default_nulls",
     "input_error",
+    "non_finite_problem",
     "one_of",
     "scalar_plan",
     "schema_types",
@@ -85,6 +87,16 @@ def input_error(tool: str, problems: list[str], allowed: list[str]) -> ToolInput
     return ToolInputError(
         f"invalid arguments for tool {tool!r}:\n{lines}{hint}", tool=tool, problems=problems
     )
+
+
+def non_finite_problem(args: Any) -> str | None:
+    """Why ``args`` (a model's arguments) hold a number JSON has not (NaN, an infinity), or
+    None: whatever the schema says, such a number is refused (a NaN passes every bound)."""
+    where = non_finite_at(args)
+    if where is None:
+        return None
+    return (f"{where}: NaN and Infinity are not JSON numbers (nor is one past ±1.8e308); "
+            "send a finite number")
 
 
 def _names_of(func: Callable[..., Any]) -> frozenset[str] | None:
@@ -525,6 +537,9 @@ def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dic
             tool, [f"arguments must be a JSON object, got {type(args).__name__} {_shown(args)}"],
             _allowed(schema),
         )
+    non_finite = non_finite_problem(args)
+    if non_finite is not None:
+        raise input_error(tool, [non_finite], _allowed(schema))
     budget = _Budget(args)
     out, problems = _check_object(args, schema, schema, "", 0, budget)
     if budget.spent:
@@ -576,7 +591,7 @@ def validate_planned(
     """`validate_with_schema` with ``plan`` (`scalar_plan` of ``schema``) as a shortcut: a
     dict whose every value already has its property's type is accepted as it is."""
     kinds, required = plan
-    if type(args) is dict:
+    if type(args) is dict and non_finite_problem(args) is None:  # else the checker says so
         for key, value in args.items():
             expected = kinds.get(key)
             if expected is None or type(value) not in expected:
@@ -916,6 +931,9 @@ class SchemaArguments:
                 [f"$: arguments must be a JSON object, got {type(args).__name__} {_shown(args)}"],
                 self._allowed,
             )
+        non_finite = non_finite_problem(args)
+        if non_finite is not None:  # before the plan: a NaN is a float, and passes bounds
+            raise input_error(self.tool, [non_finite], self._allowed)
         plan = self._plan
         if plan is not None:
             kinds, required, inner = plan

@@ -29,7 +29,12 @@ from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, SchemaValidator, core_schema
 
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
-from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
+from jianmu.tools._arguments import (
+    drop_default_nulls,
+    input_error,
+    non_finite_problem,
+    schema_types,
+)
 from jianmu.tools._docstrings import parse_docstring
 from jianmu.tools._hints import (
     described,
@@ -445,6 +450,9 @@ class FunctionSchema:
                 tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"],
                 self._allowed,
             )
+        non_finite = non_finite_problem(args)
+        if non_finite is not None:  # before the plan: a NaN is a float, as is inf
+            raise input_error(tool, [non_finite], self._allowed)
         if self._plan is not None:
             planned = self._plan.take(args, self._fields)
             if planned is not None:
