@@ -307,7 +307,8 @@ class ToolSet:
 
         Raises:
             ToolDefinitionError: a definition without a function, a function without a
-                definition, or a definition that is not valid.
+                definition, two definitions of one name (in any ASCII case), or a definition
+                that is not valid.
         """
         if isinstance(functions, Mapping):
             by_name = dict(functions)
@@ -317,9 +318,23 @@ class ToolSet:
         tools: list[Tool] = []
         named: set[str] = set()
         missing: list[str] = []
+        first: dict[str, str] = {}  # each definition's name by its key (ASCII lower case)
         for definition in definitions:
             inner = _openai_function(definition)
             name = inner.get("name")
+            key = name_key(name) if isinstance(name, str) else None
+            if key is not None and key in first:
+                # one index key is one tool: the later definition replaced the earlier, and
+                # a call by the earlier's name ran the later's function
+                missing.append(
+                    f"definition {name!r} is given twice" if first[key] == name else
+                    f"definitions {first[key]!r} and {name!r} name one tool (names match "
+                    "without ASCII case); rename one"
+                )
+                named.add(name)  # type: ignore[arg-type]  # its function is not unnamed
+                continue
+            if key is not None:
+                first[key] = name  # type: ignore[assignment]
             fn = by_name.get(name) if isinstance(name, str) else None
             if fn is None:
                 missing.append(f"definition {name!r} has no function")
