@@ -445,6 +445,11 @@ def _check_object(
         return value, [_TOO_COMPLEX]
     required = [r for r in named if isinstance(r, str)]
     extra = schema.get("additionalProperties", False if props else True)
+    # a name the schema requires is never unknown: read as closed when the schema does not say
+    # (``additionalProperties`` left out), an object whose ``required`` names a property it
+    # does not define refused that name when given and when missing, every call
+    undeclared = frozenset(required).difference(props) if (
+        extra is False and "additionalProperties" not in schema) else frozenset()
     problems: list[str] = []
     out: dict[str, Any] = {}
     prefix = f"{path}." if path else ""
@@ -455,6 +460,8 @@ def _check_object(
                 continue  # strict-mode callers send null for "not given": use the default
             out[key], probs = _check(item, sub, root, f"{prefix}{key}", depth + 1, budget)
             problems += probs
+        elif key in undeclared:
+            out[key] = item
         elif extra is False:
             allowed = _some(props) or "none"
             problems.append(f"unknown argument {_shown(prefix + key)}; allowed: {allowed}")
@@ -605,9 +612,16 @@ def validate_planned(
 def _allowed(schema: Mapping[str, Any]) -> list[str]:
     """The arguments an object ``schema`` allows, for an error message."""
     named = schema.get("required")
-    # a set: thousands of properties by thousands of required names were millions of steps
-    required = {r for r in named if isinstance(r, str)} if isinstance(named, list) else set()
-    return [f"{k}{' (required)' if k in required else ''}" for k in schema.get("properties") or {}]
+    # hashed: thousands of properties by thousands of required names were millions of steps
+    required = ({r: None for r in named if isinstance(r, str)} if isinstance(named, list)
+                else {})  # in their order, each once
+    props = schema.get("properties") or {}
+    out = [f"{k}{' (required)' if k in required else ''}" for k in props]
+    # a required name the schema does not define is an argument the model must give too
+    undeclared = required.keys() - props.keys() if isinstance(props, dict) else set()
+    if undeclared:
+        out += [f"{k} (required)" for k in required if k in undeclared]
+    return out
 
 
 # -- exactly a JSON Schema ----------------------------------------------------------------------
