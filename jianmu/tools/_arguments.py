@@ -609,8 +609,9 @@ def validate_planned(
     return validate_with_schema(tool, schema, args)
 
 
-def _allowed(schema: Mapping[str, Any]) -> list[str]:
-    """The arguments an object ``schema`` allows, for an error message."""
+def _allowed(schema: Mapping[str, Any], *, open_names: bool = True) -> list[str]:
+    """The arguments an object ``schema`` allows, for an error message; with ``open_names``,
+    what names it allows besides when it names none (else "the tool takes no arguments")."""
     named = schema.get("required")
     # hashed: thousands of properties by thousands of required names were millions of steps
     required = ({r: None for r in named if isinstance(r, str)} if isinstance(named, list)
@@ -621,6 +622,12 @@ def _allowed(schema: Mapping[str, Any]) -> list[str]:
     undeclared = required.keys() - props.keys() if isinstance(props, dict) else set()
     if undeclared:
         out += [f"{k} (required)" for k in required if k in undeclared]
+    if not out and open_names:  # "the tool takes no arguments" only when it is closed
+        named = schema.get("patternProperties")
+        if isinstance(named, dict):
+            out = [f"names matching {_shown(p)}" for p in itertools.islice(named, _MAX_NAMES)]
+        if schema.get("additionalProperties", True) is not False:
+            out.append("any other name" if out else "any name")
     return out
 
 
@@ -931,6 +938,8 @@ class SchemaArguments:
                 _CHECKED[key] = checked
         self._checked = checked
         self._plan, self._allowed = checked.plan, checked.allowed
+        if accepted is not None:  # the function's names bound what the schema leaves open
+            self._allowed = _allowed(schema, open_names=False)
 
     def validate(self, args: Any) -> dict[str, Any]:
         """The arguments, copied, when the schema accepts them.

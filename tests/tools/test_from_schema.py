@@ -421,3 +421,32 @@ def test_a_refusal_names_only_the_real_problems_not_the_nulls_that_mean_not_give
         "  - $.genre: 'Jazz' is not one of 'Pop', 'Rock'"]
     with pytest.raises(ToolInputError, match=r"\$\.genre: None is not of type 'string'"):
         t.validate_args({"genre": None, "garage": None})  # a required field's null is wrong
+
+
+@pytest.mark.anyio
+async def test_an_open_object_s_error_never_says_the_tool_takes_no_arguments() -> None:
+    # a schema that names no property but takes any name (or names matching a pattern) said
+    # "the tool takes no arguments" under a wrong value: a model would drop them all
+    from jianmu.tools import ToolSet
+
+    def open_fn(**arguments: Any) -> str:
+        return "ok"
+
+    def none_fn() -> str:
+        return "ok"
+
+    def definition(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "description": "d", "parameters": parameters}
+
+    tools = ToolSet.from_openai([
+        definition("counts", {"type": "object", "additionalProperties": {"type": "integer"}}),
+        definition("tagged", {"type": "object", "additionalProperties": False,
+                              "patternProperties": {"^x_": {"type": "integer"}}}),
+        definition("nothing", {"type": "object", "properties": {}}),
+    ], {"counts": open_fn, "tagged": open_fn, "nothing": none_fn})
+    counts = await tools.execute("counts", {"a": "x"})
+    assert (counts.error or "").endswith("allowed arguments: any name")
+    tagged = await tools.execute("tagged", {"x_a": "s"})
+    assert (tagged.error or "").endswith("allowed arguments: names matching '^x_'")
+    nothing = await tools.execute("nothing", {"a": 1})  # the function bounds what is open
+    assert (nothing.error or "").endswith("the tool takes no arguments")
