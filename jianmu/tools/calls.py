@@ -28,6 +28,7 @@ __all__ = (
     "MAX_ARGUMENT_NESTING",
     "MAX_TOOL_NAME_LENGTH",
     "TOOL_NAME_PATTERN",
+    "TOO_DEEP",
     "MediaPart",
     "ToolCall",
     "ToolOutput",
@@ -124,7 +125,7 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-_TOO_DEEP = f"<arguments nested deeper than {MAX_ARGUMENT_NESTING} levels>"
+TOO_DEEP = f"<arguments nested deeper than {MAX_ARGUMENT_NESTING} levels>"
 """What stands for arguments given as objects nested too deep (their text may not be made)."""
 
 
@@ -154,7 +155,7 @@ def _decode_arguments(raw: Any) -> Any:
         else:
             return raw
     if isinstance(raw, dict | list) and not nests_within(raw, MAX_ARGUMENT_NESTING):
-        return _TOO_DEEP
+        return TOO_DEEP
     return raw
 
 
@@ -278,7 +279,7 @@ def not_json_message(tool: str, parameters: Mapping[str, Any], raw: str) -> str:
     allowed = ", ".join(parameters.get("properties", {})) or "none"
     shown = raw if len(raw) <= 80 else raw[:77] + "..."
     problem = "are not valid JSON"
-    if raw == _TOO_DEEP or _too_deep(raw):
+    if raw == TOO_DEEP or _too_deep(raw):
         problem = f"nest deeper than {MAX_ARGUMENT_NESTING} levels"
     return (
         f"the arguments for tool {tool!r} {problem}: {shown!r}; "

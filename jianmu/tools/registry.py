@@ -32,11 +32,14 @@ from jianmu.tools.base import (
 )
 from jianmu.tools.base import tool as make_tool
 from jianmu.tools.calls import (
+    MAX_ARGUMENT_NESTING,
+    TOO_DEEP,
     ToolCall,
     ToolResult,
     builtin_aliases,
     check_tool_name,
     name_key,
+    nests_within,
     not_json_message,
     shown_name,
 )
@@ -188,19 +191,25 @@ def _error_text(exc: BaseException) -> str:
 
 
 def _refuse_text_arguments(found: Tool, args: Any) -> str | None:
-    """Why text arguments are refused: they are not a JSON object (``None`` if they are)."""
-    if not isinstance(args, (str, bytes)) or found.wraps_input:
+    """Why the arguments are refused, as the executor refuses a model's (``None`` if they are
+    not): text that is not a JSON object, or arguments nesting past `MAX_ARGUMENT_NESTING`."""
+    if isinstance(args, dict | list):
+        decoded: Any = args
+    elif not isinstance(args, (str, bytes)) or found.wraps_input:
         return None
-    text = args.decode(errors="replace") if isinstance(args, bytes) else args
-    if not text.strip():
-        return None  # no arguments
-    try:
-        decoded = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
-        decoded = None
-    if isinstance(decoded, dict):
+    else:
+        text = args.decode(errors="replace") if isinstance(args, bytes) else args
+        if not text.strip():
+            return None  # no arguments
+        try:
+            decoded = json.loads(text)
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
+            decoded = None
+        if not isinstance(decoded, dict):
+            return not_json_message(found.name, found.parameters, text)
+    if nests_within(decoded, MAX_ARGUMENT_NESTING):
         return None
-    return not_json_message(found.name, found.parameters, text)
+    return not_json_message(found.name, found.parameters, TOO_DEEP)
 
 
 def _export_openai(tools: list[Tool], strict: bool) -> list[dict[str, Any]]:
