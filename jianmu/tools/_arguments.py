@@ -29,6 +29,10 @@ from jianmu import _schema_rules
 from jianmu._json import non_finite_at
 from jianmu.errors import ToolDefinitionError, ToolInputError
 from jianmu.tools._schema_check import check_schema, plain_schema
+from jianmu.tools._schema_types import ANY as _ANY
+from jianmu.tools._schema_types import Budget as _Budget
+from jianmu.tools._schema_types import drop_default_nulls, schema_types
+from jianmu.tools._schema_types import resolve as _resolve
 from jianmu.tools.calls import decode_container, single_argument
 
 __all__ = (
@@ -45,7 +49,6 @@ __all__ = (
     "validate_with_schema",
 )
 
-_ANY = "any"
 _MISSING = object()
 _MAX_PROBLEMS = 20  # an error lists this many problems, then how many more there are
 _MAX_NAMES = 30  # and this many allowed arguments
@@ -137,130 +140,6 @@ def accepted_names(fn: Callable[..., Any]) -> frozenset[str] | None:
 # -- a small lax JSON Schema checker -------------------------------------------------------
 
 
-def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
-    seen = 0
-    while isinstance(schema, dict) and "$ref" in schema and seen < 32:
-        ref = schema["$ref"]
-        if not isinstance(ref, str) or not ref.startswith("#/"):
-            return {}
-        node: Any = root
-        for part in ref[2:].split("/"):
-            node = node.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(
-                node, dict
-            ) else {}
-        extra = {k: v for k, v in schema.items() if k != "$ref"}
-        schema = {**node, **extra} if extra else node
-        seen += 1
-    return schema
-
-
-def schema_types(schema: Any, root: Mapping[str, Any]) -> set[str]:
-    """JSON types a schema may accept; ``{"any"}`` when it does not restrict the type."""
-    return set(_types(schema, root, {}, 0))
-
-
-def _types(
-    schema: Any, root: Mapping[str, Any], memo: dict[int, frozenset[str]], depth: int
-) -> frozenset[str]:
-    # Memoized per node: a schema whose anyOf refers to itself four times would otherwise
-    # take 4**depth steps. A node met again while its own answer is pending (a cycle)
-    # restricts nothing.
-    key = id(schema)
-    known = memo.get(key)
-    if known is not None:
-        return known
-    memo[key] = _ANY_TYPE
-    found = _types_of(_resolve(schema, root), root, memo, depth)
-    memo[key] = found
-    return found
-
-
-_ANY_TYPE = frozenset({_ANY})
-
-
-def _types_of(
-    schema: Any, root: Mapping[str, Any], memo: dict[int, frozenset[str]], depth: int
-) -> frozenset[str]:
-    if not isinstance(schema, dict) or depth > 16:
-        return _ANY_TYPE
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            out: set[str] = set()
-            for sub in schema[key]:
-                out |= _types(sub, root, memo, depth + 1)
-            return frozenset(out)
-    if schema.get("allOf"):
-        return _types(schema["allOf"][0], root, memo, depth + 1)
-    t = schema.get("type")
-    if isinstance(t, str):
-        return frozenset({t})
-    if isinstance(t, list):
-        return frozenset(str(x) for x in t)
-    if "enum" in schema or "const" in schema:
-        values = schema.get("enum", [schema.get("const")])
-        if isinstance(values, list) and "enum" in schema:  # walked once per enum, not per value
-            return _schema_rules.per_list(values, "types", _types_in)  # type: ignore[no-any-return]
-        return frozenset(_json_type(v) for v in values)
-    if "properties" in schema:
-        return frozenset({"object"})
-    if "items" in schema or "prefixItems" in schema:
-        return frozenset({"array"})
-    return _ANY_TYPE
-
-
-def drop_default_nulls(value: Any, schema: Any, root: Mapping[str, Any], depth: int = 0) -> Any:
-    """Drop ``null`` for optional, non-nullable object fields at every level.
-
-    OpenAI strict mode makes every field required and nullable, so a model sends ``null`` for
-    "not given"; the field's default should apply rather than a type error.
-    """
-    schema = _resolve(schema, root)
-    if not isinstance(schema, dict) or depth > 32:
-        return value
-    for key in ("anyOf", "oneOf"):
-        for sub in schema.get(key, ()):
-            if _json_type(value) in schema_types(sub, root):
-                return drop_default_nulls(value, sub, root, depth + 1)
-    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
-        props = schema["properties"]
-        required = set(schema.get("required") or ())
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            sub = props.get(k)
-            if sub is None:
-                out[k] = v
-            elif v is None and k not in required and not schema_types(sub, root) & {
-                "null", _ANY
-            }:
-                continue
-            else:
-                out[k] = drop_default_nulls(v, sub, root, depth + 1)
-        return out
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [drop_default_nulls(v, schema["items"], root, depth + 1) for v in value]
-    return value
-
-
-def _types_in(values: list[Any]) -> frozenset[str]:
-    return frozenset(_json_type(v) for v in values)
-
-
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, (list, tuple)):
-        return "array"
-    return "object"
-
-
 # ASCII digits only, as JSON and pydantic read numbers: int() and float() take any script's
 # digits ("١٢٣") and float() takes "1_000"
 _INT_RE = re.compile(r"\s*[-+]?[0-9]+\s*", re.ASCII)
@@ -310,26 +189,6 @@ def _coerce_type(value: Any, t: str) -> Any:
     if t == "object":
         return value if isinstance(value, dict) else _MISSING
     return value  # unknown type keyword: accept
-
-
-class _Budget:
-    """How many more schema nodes one check may visit: a self-referencing schema (an anyOf of
-    refs to itself) would otherwise take exponential time on the event loop."""
-
-    __slots__ = ("left",)
-
-    def __init__(self, value: Any) -> None:
-        self.left = _schema_rules.steps_for(value)
-
-    def spend(self, steps: int = 1) -> bool:
-        """Take ``steps``; ``False`` once the budget is gone (every later step is refused)."""
-        self.left -= steps
-        return self.left >= 0
-
-    @property
-    def spent(self) -> bool:
-        """Whether the check ran out of steps."""
-        return self.left < 0
 
 
 _TOO_COMPLEX = (
