@@ -8,11 +8,10 @@ these rules.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ("MAX_ARGUMENT_NESTING", "json_text", "nests_within", "non_finite_at")
+__all__ = ("MAX_ARGUMENT_NESTING", "json_text", "nests_within")
 
 MAX_ARGUMENT_NESTING = 128
 """How deep a tool call's arguments may nest (objects and arrays). Deeper ones are refused: the
@@ -41,46 +40,6 @@ def nests_within(value: Any, limit: int) -> bool:
             if isinstance(item, Mapping | list | tuple):
                 push((item, depth + 1))
     return True
-
-
-def non_finite_at(value: Any, limit: int = MAX_ARGUMENT_NESTING) -> str | None:
-    """The JSON path (``$.a[0]``) of the first NaN or infinite number in ``value``, or None.
-
-    JSON has no such numbers, but Python's `json` reads ``NaN``, ``Infinity`` and ``1e309``
-    (as inf): a NaN passes every ``minimum`` and ``maximum`` (each comparison is false), so a
-    bounded ``amount`` took it. A walk with a stack of its own that gives up ``limit`` levels
-    down (what nests deeper is refused for that); a path is spelled only when one is found."""
-    stack: list[tuple[Any, Any, int]] = [(value, None, 0)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node, trail, depth = pop()
-        if depth > limit:  # nested too deep (or holding itself): refused for that, not here
-            return None
-        keys: Iterable[Any]
-        items: Iterable[Any]
-        if isinstance(node, float):
-            if not math.isfinite(node):
-                return _spelled(trail)
-            continue
-        if isinstance(node, Mapping):
-            keys, items = node.keys(), node.values()
-        elif isinstance(node, list | tuple):
-            keys, items = range(len(node)), node
-        else:
-            continue
-        for key, item in zip(keys, items, strict=False):
-            if isinstance(item, float | Mapping | list | tuple):  # most values are neither
-                push((item, (trail, key), depth + 1))
-    return None
-
-
-def _spelled(trail: Any) -> str:
-    """``$.a[0]`` from a trail of ``(parent, key)`` pairs."""
-    parts: list[str] = []
-    while trail is not None:
-        trail, key = trail
-        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
-    return "$" + "".join(reversed(parts))
 
 
 def json_text(value: Any, **options: Any) -> str:

@@ -82,9 +82,9 @@ from jianmu.runtime.events import (
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.runtime.scopes import ScopedInteraction, ScopedSteps
 from jianmu.state import StateManager, StateView
-from jianmu.tools._arguments import input_error, non_finite_problem
+from jianmu.tools._arguments import input_error
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolResult, decode_container
+from jianmu.tools.calls import ToolResult, decode_container, non_finite_problem
 from jianmu.tools.registry import ToolSet
 from jianmu.tools.schema import Injected, InjectedParam, declared_injection, strip_titles
 from jianmu.tools.spec import structural_problems

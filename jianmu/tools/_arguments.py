@@ -26,14 +26,13 @@ from functools import lru_cache
 from typing import Any
 
 from jianmu import _schema_rules
-from jianmu._json import non_finite_at
 from jianmu.errors import ToolDefinitionError, ToolInputError
 from jianmu.tools._schema_check import check_schema, plain_schema
 from jianmu.tools._schema_types import ANY as _ANY
 from jianmu.tools._schema_types import Budget as _Budget
 from jianmu.tools._schema_types import drop_default_nulls, schema_types
 from jianmu.tools._schema_types import resolve as _resolve
-from jianmu.tools.calls import decode_container, single_argument
+from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
 
 __all__ = (
     "SchemaArguments",
@@ -90,16 +89,6 @@ def input_error(tool: str, problems: list[str], allowed: list[str]) -> ToolInput
     return ToolInputError(
         f"invalid arguments for tool {tool!r}:\n{lines}{hint}", tool=tool, problems=problems
     )
-
-
-def non_finite_problem(args: Any) -> str | None:
-    """Why ``args`` (a model's arguments) hold a number JSON has not (NaN, an infinity), or
-    None: whatever the schema says, such a number is refused (a NaN passes every bound)."""
-    where = non_finite_at(args)
-    if where is None:
-        return None
-    return (f"{where}: NaN and Infinity are not JSON numbers (nor is one past ±1.8e308); "
-            "send a finite number")
 
 
 def _names_of(func: Callable[..., Any]) -> frozenset[str] | None:

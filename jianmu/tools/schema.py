@@ -29,12 +29,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, SchemaValidator, core_schema
 
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
-from jianmu.tools._arguments import (
-    drop_default_nulls,
-    input_error,
-    non_finite_problem,
-    schema_types,
-)
+from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
 from jianmu.tools._docstrings import parse_docstring
 from jianmu.tools._hints import (
     described,
@@ -43,7 +38,7 @@ from jianmu.tools._hints import (
     partial_parts,
     plain_hints,
 )
-from jianmu.tools.calls import decode_container, single_argument
+from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
 
 __all__ = (
     "FunctionSchema",

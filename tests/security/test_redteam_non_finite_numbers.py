@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from jianmu import ReactiveRunner, StateManager
-from jianmu._json import non_finite_at
 from jianmu.errors import ToolInputError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, create_react_node
 from jianmu.tools import ToolSet, tool
 from jianmu.tools._arguments import scalar_plan, validate_planned
+from jianmu.tools.calls import non_finite_at
 
 pytestmark = pytest.mark.anyio
 
