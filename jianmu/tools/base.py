@@ -925,10 +925,13 @@ def _from_function(function: Mapping[str, Any], fn: Callable[..., Any],
         raise ToolDefinitionError("?", [
             f"the definition has no 'name' (keys: {', '.join(function) or 'none'})"
         ])
-    return SchemaTool(
-        fn, name=name, description=str(function.get("description") or ""),
-        input_schema=_arguments_object(_parameters(name, function)), **options,
-    )
+    parameters = _parameters(name, function)
+    if parameters is None or (isinstance(parameters, Mapping) and "properties" not in parameters):
+        from jianmu.tools._type_names import refuse_shape  # other formats' shapes
+
+        refuse_shape(name, function, parameters)
+    return SchemaTool(fn, name=name, description=str(function.get("description") or ""),
+                      input_schema=_arguments_object(parameters), **options)
 
 
 def _parameters(name: str, function: Mapping[str, Any]) -> Any:
