@@ -36,7 +36,8 @@ from jianmu.errors import SchemaBudgetError
 __all__ = (
     "MAX_NESTING",
     "PatternError",
-    "format_checker", "local_registry", "nesting_problem", "pattern_search", "schema_problems",
+    "format_checker", "local_registry", "named_patterns", "nesting_problem", "pattern_search",
+    "schema_problems",
     "validator_class",
 )
 
@@ -367,7 +368,8 @@ def _patterns(patterns: tuple[str, ...]) -> _Patterns:
     return _Patterns(patterns)
 
 
-def _named_patterns(named: Any) -> _Patterns:
+def named_patterns(named: Any) -> _Patterns:
+    """The patterns of a ``patternProperties`` (``named``), to match keys against at once."""
     return _patterns(tuple(named) if isinstance(named, dict) else ())
 
 
@@ -376,7 +378,7 @@ def _pattern_properties(
 ) -> Iterator[Any]:
     if not validator.is_type(instance, "object"):
         return
-    found = _named_patterns(named)
+    found = named_patterns(named)
     for key, value in instance.items():
         for index in found.matching(key):
             pattern = found.patterns[index]
@@ -385,7 +387,7 @@ def _pattern_properties(
 
 def _additional(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
     properties = schema.get("properties", {})
-    found = _named_patterns(schema.get("patternProperties", {}))
+    found = named_patterns(schema.get("patternProperties", {}))
     return [key for key in instance if key not in properties and not found.matching(key)]
 
 

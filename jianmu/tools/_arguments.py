@@ -6,8 +6,8 @@
 ``$schema`` dialect, JSON Schema 2020-12 when it names none). What arrives as a JSON Schema
 from elsewhere (MCP tools, a `Tool` subclass with a hand-written ``input_schema``, a BT skill's
 inputs and outputs) is checked here with pydantic's lax rules for the common keywords (type,
-enum, const, required, properties, items, anyOf/oneOf/allOf, $ref, numeric and length bounds),
-since a server or a skill validates again on its side.
+enum, const, required, properties, patternProperties, items, anyOf/oneOf/allOf, $ref, numeric
+and length bounds), since a server or a skill validates again on its side.
 """
 
 from __future__ import annotations
@@ -248,6 +248,15 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
     return value, problems
 
 
+def _matching(patterns: Any, key: str) -> list[int]:
+    """The indices of the ``patternProperties`` patterns found in ``key`` (none for a pattern
+    RE2 refuses: a tool from outside is refused when made, `check_schema_rules`)."""
+    try:
+        return patterns.matching(key)  # type: ignore[no-any-return]
+    except _schema_rules.PatternError:
+        return []
+
+
 def _bounds(value: Any, schema: Mapping[str, Any], path: str) -> list[str]:
     problems: list[str] = []
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -298,11 +307,21 @@ def _check_object(
     # does not define refused that name when given and when missing, every call
     undeclared = frozenset(required).difference(props) if (
         extra is False and "additionalProperties" not in schema) else frozenset()
+    forms = schema.get("patternProperties")
+    # a key a pattern matches is checked by that pattern's schema (RE2, every pattern at once)
+    patterns = _schema_rules.named_patterns(forms) if isinstance(forms, dict) and forms else None
     problems: list[str] = []
     out: dict[str, Any] = {}
     prefix = f"{path}." if path else ""
     for key, item in value.items():
-        if key in props:
+        hits = _matching(patterns, key) if patterns is not None and key not in props else []
+        if hits:
+            out[key] = item
+            for index in hits:
+                form = forms[patterns.patterns[index]]  # type: ignore[index,union-attr]
+                out[key], probs = _check(out[key], form, root, f"{prefix}{key}", depth + 1, budget)
+                problems += probs
+        elif key in props:
             sub = props[key]
             if item is None and key not in required and "null" not in schema_types(sub, root):
                 continue  # strict-mode callers send null for "not given": use the default
@@ -470,12 +489,14 @@ def _allowed(schema: Mapping[str, Any], *, open_names: bool = True) -> list[str]
     undeclared = required.keys() - props.keys() if isinstance(props, dict) else set()
     if undeclared:
         out += [f"{k} (required)" for k in required if k in undeclared]
-    if not out and open_names:  # "the tool takes no arguments" only when it is closed
-        named = schema.get("patternProperties")
-        if isinstance(named, dict):
-            out = [f"names matching {_shown(p)}" for p in itertools.islice(named, _MAX_NAMES)]
-        if schema.get("additionalProperties", True) is not False:
-            out.append("any other name" if out else "any name")
+    if not open_names:
+        return out
+    bare = not out  # "the tool takes no arguments" only when it is closed
+    named = schema.get("patternProperties")
+    if isinstance(named, dict):
+        out += [f"names matching {_shown(p)}" for p in itertools.islice(named, _MAX_NAMES)]
+    if bare and schema.get("additionalProperties", True) is not False:
+        out.append("any other name" if out else "any name")
     return out
 
 

@@ -1,6 +1,8 @@
-"""A ``required`` that names a property the schema does not define (BFCL's definitions have
-them): a call that gives it passes wherever the schema lets it, and a schema under which no
-call could ever pass is refused when the tool is made, or when exported to strict mode."""
+"""Names an object schema allows without defining them as properties. A ``required`` that
+names a property the schema does not define (BFCL's definitions have them): a call that gives
+it passes wherever the schema lets it, and a schema under which no call could ever pass is
+refused when the tool is made, or when exported to strict mode. A key a ``patternProperties``
+pattern matches is checked by that pattern's schema, by the lax checker too."""
 
 from __future__ import annotations
 
@@ -78,3 +80,28 @@ def test_strict_export_names_a_required_name_it_cannot_keep() -> None:
     with pytest.raises(ToolValidationError, match="parameters requires 'unit', not among its "
                        "properties"):
         made.to_openai(strict=True)
+
+
+class Labels(Tool):
+    """A lax-checked tool whose names are given by pattern (as an MCP server may)."""
+
+    name = "labels"
+    description = "Set labels."
+    input_schema = {"type": "object", "properties": {"target": {"type": "string"}},
+                    "patternProperties": {"^label_": {"type": "integer", "minimum": 0}},
+                    "additionalProperties": False}
+
+    def run(self, **arguments: Any) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(arguments.items()))
+
+
+async def test_the_lax_checker_checks_a_key_by_the_pattern_it_matches() -> None:
+    # it ignored patternProperties: every key a pattern allows was an unknown argument
+    tools = ToolSet.from_tools([Labels()])
+    given = await tools.execute("labels", {"target": "x", "label_a": "3"})
+    assert given.ok and given.output == "label_a=3,target=x"  # coerced as any property is
+    bad = await tools.execute("labels", {"target": "x", "label_a": -1, "other": 1})
+    assert not bad.ok
+    assert "label_a: must be >= 0, got -1" in (bad.error or "")
+    assert "unknown argument 'other'" in (bad.error or "")
+    assert "allowed arguments: target, names matching '^label_'" in (bad.error or "")
