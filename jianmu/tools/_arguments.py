@@ -187,7 +187,9 @@ _TOO_COMPLEX = (
 
 
 def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: int = 0,
-           budget: _Budget | None = None) -> tuple[Any, list[str]]:
+           budget: _Budget | None = None, branch: bool = False) -> tuple[Any, list[str]]:
+    # ``branch``: ``schema`` is one of an allOf/anyOf/oneOf, which checks the same object as
+    # its siblings do: the names they define are not its to refuse (it is open unless it says)
     if budget is None:
         budget = _Budget(value)
     if not budget.spend():  # every check from here on fails at once: the work stays bounded
@@ -199,7 +201,7 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
         if key in schema:
             first: list[str] = []
             for sub in schema[key]:
-                out, probs = _check(value, sub, root, path, depth + 1, budget)
+                out, probs = _check(value, sub, root, path, depth + 1, budget, True)
                 if not probs:
                     return out, []
                 first = first or probs
@@ -207,7 +209,7 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
                 f"{path}: {_shown(value)} matches none of the allowed forms ({first[0]})"
             ]
     for sub in schema.get("allOf", ()):
-        value, probs = _check(value, sub, root, path, depth + 1, budget)
+        value, probs = _check(value, sub, root, path, depth + 1, budget, True)
         if probs:
             return value, probs
     types = schema_types(schema, root)
@@ -243,9 +245,23 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
                 problems += probs
             value = out_list
     elif isinstance(value, dict) and ("properties" in schema or "additionalProperties" in schema):
-        value, probs = _check_object(value, schema, root, path, depth, budget)
+        value, probs = _check_object(value, schema, root, path, depth, budget, branch)
         problems += probs
     return value, problems
+
+
+def _named_elsewhere(schema: Mapping[str, Any], root: Mapping[str, Any],
+                     required: list[str]) -> frozenset[str]:
+    """The names ``schema`` requires, and those its allOf/anyOf/oneOf branches define."""
+    names = set(required)
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = schema.get(key)
+        for branch in branches if isinstance(branches, list) else ():
+            branch = _resolve(branch, root)
+            inner = branch.get("properties") if isinstance(branch, dict) else None
+            if isinstance(inner, dict):
+                names.update(inner)
+    return frozenset(names)
 
 
 def _matching(patterns: Any, key: str) -> list[int]:
@@ -292,7 +308,7 @@ def _bounds(value: Any, schema: Mapping[str, Any], path: str) -> list[str]:
 
 def _check_object(
     value: dict[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any], path: str,
-    depth: int, budget: _Budget,
+    depth: int, budget: _Budget, branch: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     props: Mapping[str, Any] = schema.get("properties") or {}
     named = schema.get("required") or ()
@@ -301,11 +317,11 @@ def _check_object(
     if not budget.spend(len(named) if isinstance(named, list) else 0):
         return value, [_TOO_COMPLEX]
     required = [r for r in named if isinstance(r, str)]
-    extra = schema.get("additionalProperties", False if props else True)
-    # a name the schema requires is never unknown: read as closed when the schema does not say
-    # (``additionalProperties`` left out), an object whose ``required`` names a property it
-    # does not define refused that name when given and when missing, every call
-    undeclared = frozenset(required).difference(props) if (
+    extra = schema.get("additionalProperties", False if props and not branch else True)
+    # read as closed when the schema does not say (``additionalProperties`` left out), an object
+    # refused, when given, a name it requires without defining it (and when missing: every
+    # call) or one its allOf/anyOf/oneOf branches define: such names are never unknown
+    undeclared = _named_elsewhere(schema, root, required).difference(props) if (
         extra is False and "additionalProperties" not in schema) else frozenset()
     forms = schema.get("patternProperties")
     # a key a pattern matches is checked by that pattern's schema (RE2, every pattern at once)

@@ -105,3 +105,33 @@ async def test_the_lax_checker_checks_a_key_by_the_pattern_it_matches() -> None:
     assert "label_a: must be >= 0, got -1" in (bad.error or "")
     assert "unknown argument 'other'" in (bad.error or "")
     assert "allowed arguments: target, names matching '^label_'" in (bad.error or "")
+
+
+class Shapes(Tool):
+    """A lax-checked tool whose arguments are a union of forms beside a common property."""
+
+    name = "shapes"
+    description = "Draw a shape."
+    input_schema = {"type": "object", "properties": {
+        "kind": {"type": "string"},
+        "size": {"type": "object", "properties": {"unit": {"type": "string"}}, "anyOf": [
+            {"properties": {"w": {"type": "number"}}, "required": ["w"]},
+            {"properties": {"r": {"type": "number"}}, "required": ["r"]}]}},
+        "anyOf": [{"properties": {"color": {"type": "string"}}}]}
+
+    def run(self, **arguments: Any) -> str:
+        return str(sorted(arguments))
+
+
+async def test_the_lax_checker_takes_names_a_union_s_forms_define() -> None:
+    # an object with properties was read as closed, so the names its anyOf forms define were
+    # unknown arguments (at the root), and each form refused its siblings' names (inside):
+    # every call that used a form failed
+    tools = ToolSet.from_tools([Shapes()])
+    drawn = await tools.execute(
+        "shapes", {"kind": "circle", "color": "red", "size": {"unit": "cm", "r": 2}})
+    assert drawn.ok, drawn.error
+    missing = await tools.execute("shapes", {"kind": "circle", "size": {"unit": "cm"}})
+    assert not missing.ok and "matches none of the allowed forms" in (missing.error or "")
+    other = await tools.execute("shapes", {"kind": "circle", "shade": 1})
+    assert not other.ok and "unknown argument 'shade'" in (other.error or "")
