@@ -253,15 +253,20 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
 def _named_elsewhere(schema: Mapping[str, Any], root: Mapping[str, Any],
                      required: list[str]) -> frozenset[str]:
     """The names ``schema`` requires, and those its allOf/anyOf/oneOf branches define."""
-    names = set(required)
+    return frozenset(required).union(_branch_names(schema, root))
+
+
+def _branch_names(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
+    """The properties ``schema``'s allOf/anyOf/oneOf branches define, each once."""
+    names: dict[str, Any] = {}
     for key in ("allOf", "anyOf", "oneOf"):
         branches = schema.get(key)
         for branch in branches if isinstance(branches, list) else ():
             branch = _resolve(branch, root)
             inner = branch.get("properties") if isinstance(branch, dict) else None
             if isinstance(inner, dict):
-                names.update(inner)
-    return frozenset(names)
+                names.update((k, v) for k, v in inner.items() if k not in names)
+    return names
 
 
 def _matching(patterns: Any, key: str) -> list[int]:
@@ -495,6 +500,12 @@ def validate_planned(
 def _allowed(schema: Mapping[str, Any], *, open_names: bool = True) -> list[str]:
     """The arguments an object ``schema`` allows, for an error message; with ``open_names``,
     what names it allows besides when it names none (else "the tool takes no arguments")."""
+    if "properties" not in schema:  # a root $ref (pydantic v1's), or a union: their names
+        schema = _resolve(schema, schema)
+        if isinstance(schema, dict) and "properties" not in schema:
+            schema = {**schema, "properties": _branch_names(schema, schema)}
+    if not isinstance(schema, dict):
+        return []
     named = schema.get("required")
     # hashed: thousands of properties by thousands of required names were millions of steps
     required = ({r: None for r in named if isinstance(r, str)} if isinstance(named, list)

@@ -450,3 +450,25 @@ async def test_an_open_object_s_error_never_says_the_tool_takes_no_arguments() -
     assert (tagged.error or "").endswith("allowed arguments: names matching '^x_'")
     nothing = await tools.execute("nothing", {"a": 1})  # the function bounds what is open
     assert (nothing.error or "").endswith("the tool takes no arguments")
+
+
+@pytest.mark.anyio
+async def test_an_error_names_the_arguments_a_root_ref_or_union_defines() -> None:
+    # a root $ref (pydantic v1's schemas) or a union of forms named no argument at all: the
+    # error said "the tool takes no arguments" of a tool that needs "a"
+    from jianmu.tools import ToolSet
+
+    def fn(**arguments: Any) -> str:
+        return "ok"
+
+    args = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    tools = ToolSet.from_openai([
+        {"name": "by_ref", "description": "d",
+         "parameters": {"$ref": "#/$defs/Args", "$defs": {"Args": args}}},
+        {"name": "union", "description": "d", "parameters": {"anyOf": [
+            args, {"type": "object", "properties": {"b": {"type": "integer"}}}]}},
+    ], {"by_ref": fn, "union": fn})
+    by_ref = await tools.execute("by_ref", {"a": 5})
+    assert (by_ref.error or "").endswith("allowed arguments: a (required)")
+    union = await tools.execute("union", {"a": 5, "b": "x"})
+    assert (union.error or "").endswith("allowed arguments: a, b")
