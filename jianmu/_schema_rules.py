@@ -36,7 +36,7 @@ from jianmu.errors import SchemaBudgetError
 __all__ = (
     "MAX_NESTING",
     "PatternError",
-    "format_checker", "local_registry", "meta_validator_class", "named_patterns",
+    "format_checker", "local_registry", "meta_check", "meta_validator_class", "named_patterns",
     "nesting_problem", "pattern_search", "schema_problems",
     "validator_class",
 )
@@ -674,6 +674,23 @@ def meta_validator_class(cls: Any) -> Any:
     extended.evolve = _staying(extended.evolve, meta_validator_class)
     extended.JIANMU_MADE_BY = meta_validator_class
     return extended
+
+
+def meta_check(cls: Any, schema: Any, format_checker: Any = None) -> None:
+    """``cls.check_schema(schema, format_checker=...)`` (its meta-schema's default checker
+    when None) by `meta_validator_class`: the same first error, ``uniqueItems`` hashed.
+
+    Raises:
+        jsonschema.exceptions.SchemaError: the first error, as jsonschema's own check raises.
+    """
+    from jsonschema import validators
+    from jsonschema.exceptions import SchemaError
+
+    meta = validators.validator_for(cls.META_SCHEMA, default=cls)
+    checker = meta.FORMAT_CHECKER if format_checker is None else format_checker
+    validator = meta_validator_class(meta)(cls.META_SCHEMA, format_checker=checker)
+    for error in validator.iter_errors(schema):
+        raise SchemaError.create_from(error)
 
 
 def _staying(evolve: Callable[..., Any], made: Callable[[Any], Any]) -> Callable[..., Any]:

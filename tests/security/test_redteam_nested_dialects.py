@@ -71,3 +71,24 @@ def test_draft_4_s_unique_enum_is_checked_in_time_linear_in_its_size() -> None:
 
     small, large = calls_made(made(200)), calls_made(made(2_000))
     assert large < 30 * small  # ten times the values: it was a hundred times the work
+
+
+def test_a_person_s_edit_checks_the_schema_in_time_linear_in_its_size() -> None:
+    # the edit's check ran jsonschema's own check_schema again: every pair of the enum's values
+    from jianmu.errors import ApprovalEditError
+    from jianmu.runtime.context import ApprovalRequest, check_edit
+
+    def edit(size: int) -> Callable[[], Any]:
+        schema = {"$schema": DRAFT4, "type": "object", "properties": {
+            "a": {"enum": [{"k": i} for i in range(size)]}}}
+        request = ApprovalRequest(id="r1", kind="tool_call",
+                                  payload={"tool": "t", "parameters": schema})
+
+        def refused() -> None:
+            with pytest.raises(ApprovalEditError, match="is not one of"):
+                check_edit(request, {"a": {"k": -1}})
+
+        return refused
+
+    small, large = calls_made(edit(200)), calls_made(edit(2_000))
+    assert large < 30 * small
