@@ -87,7 +87,7 @@ from jianmu.runtime.scopes import ScopedInteraction, ScopedSteps
 from jianmu.state import StateManager, StateView
 from jianmu.tools._arguments import input_error
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolResult, decode_container
+from jianmu.tools.calls import ToolResult, decode_container, non_finite_problem
 from jianmu.tools.schema import Injected, InjectedParam, declared_injection, strip_titles
 from jianmu.tools.spec import structural_problems
 
@@ -385,6 +385,10 @@ class AgentTool(Tool):
         args = decode_container(args)
         if self._wrapped and not isinstance(args, dict):
             args = {"input": args}
+        non_finite = non_finite_problem(args)
+        if non_finite is not None:  # the input goes to the sub-agent as JSON: none has NaN
+            allowed = list(self.parameters.get("properties") or {})
+            raise input_error(self.name, [non_finite], allowed)
         try:
             checked = self._checker.validate_python(args)
         except ValidationError as exc:

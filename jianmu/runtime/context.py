@@ -424,7 +424,7 @@ def check_edit(request: ApprovalRequest, arguments: Any) -> None:
         return
     cls = validators.validator_for(schema, default=Draft202012Validator)
     try:
-        cls.check_schema(schema)
+        _schema_rules.meta_check(cls, schema)  # jsonschema's, uniqueItems hashed (draft 4's enum)
         # patterns by RE2, nothing fetched, the work bounded: the schema may be an MCP
         # server's, and Python's re on its ^(a+)+$ held the studio's process for years
         validator = _schema_rules.validator_class(cls)(

@@ -6,8 +6,8 @@
 ``$schema`` dialect, JSON Schema 2020-12 when it names none). What arrives as a JSON Schema
 from elsewhere (MCP tools, a `Tool` subclass with a hand-written ``input_schema``, a BT skill's
 inputs and outputs) is checked here with pydantic's lax rules for the common keywords (type,
-enum, const, required, properties, items, anyOf/oneOf/allOf, $ref, numeric and length bounds),
-since a server or a skill validates again on its side.
+enum, const, required, properties, patternProperties, items, anyOf/oneOf/allOf, $ref, numeric
+and length bounds), since a server or a skill validates again on its side.
 """
 
 from __future__ import annotations
@@ -28,7 +28,11 @@ from typing import Any
 from jianmu import _schema_rules
 from jianmu.errors import ToolDefinitionError, ToolInputError
 from jianmu.tools._schema_check import check_schema, plain_schema
-from jianmu.tools.calls import decode_container, single_argument
+from jianmu.tools._schema_types import ANY as _ANY
+from jianmu.tools._schema_types import Budget as _Budget
+from jianmu.tools._schema_types import drop_default_nulls, schema_types
+from jianmu.tools._schema_types import resolve as _resolve
+from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
 
 __all__ = (
     "SchemaArguments",
@@ -36,6 +40,7 @@ __all__ = (
     "check_schema_rules",
     "drop_default_nulls",
     "input_error",
+    "non_finite_problem",
     "one_of",
     "scalar_plan",
     "schema_types",
@@ -43,7 +48,6 @@ __all__ = (
     "validate_with_schema",
 )
 
-_ANY = "any"
 _MISSING = object()
 _MAX_PROBLEMS = 20  # an error lists this many problems, then how many more there are
 _MAX_NAMES = 30  # and this many allowed arguments
@@ -125,130 +129,6 @@ def accepted_names(fn: Callable[..., Any]) -> frozenset[str] | None:
 # -- a small lax JSON Schema checker -------------------------------------------------------
 
 
-def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
-    seen = 0
-    while isinstance(schema, dict) and "$ref" in schema and seen < 32:
-        ref = schema["$ref"]
-        if not isinstance(ref, str) or not ref.startswith("#/"):
-            return {}
-        node: Any = root
-        for part in ref[2:].split("/"):
-            node = node.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(
-                node, dict
-            ) else {}
-        extra = {k: v for k, v in schema.items() if k != "$ref"}
-        schema = {**node, **extra} if extra else node
-        seen += 1
-    return schema
-
-
-def schema_types(schema: Any, root: Mapping[str, Any]) -> set[str]:
-    """JSON types a schema may accept; ``{"any"}`` when it does not restrict the type."""
-    return set(_types(schema, root, {}, 0))
-
-
-def _types(
-    schema: Any, root: Mapping[str, Any], memo: dict[int, frozenset[str]], depth: int
-) -> frozenset[str]:
-    # Memoized per node: a schema whose anyOf refers to itself four times would otherwise
-    # take 4**depth steps. A node met again while its own answer is pending (a cycle)
-    # restricts nothing.
-    key = id(schema)
-    known = memo.get(key)
-    if known is not None:
-        return known
-    memo[key] = _ANY_TYPE
-    found = _types_of(_resolve(schema, root), root, memo, depth)
-    memo[key] = found
-    return found
-
-
-_ANY_TYPE = frozenset({_ANY})
-
-
-def _types_of(
-    schema: Any, root: Mapping[str, Any], memo: dict[int, frozenset[str]], depth: int
-) -> frozenset[str]:
-    if not isinstance(schema, dict) or depth > 16:
-        return _ANY_TYPE
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            out: set[str] = set()
-            for sub in schema[key]:
-                out |= _types(sub, root, memo, depth + 1)
-            return frozenset(out)
-    if schema.get("allOf"):
-        return _types(schema["allOf"][0], root, memo, depth + 1)
-    t = schema.get("type")
-    if isinstance(t, str):
-        return frozenset({t})
-    if isinstance(t, list):
-        return frozenset(str(x) for x in t)
-    if "enum" in schema or "const" in schema:
-        values = schema.get("enum", [schema.get("const")])
-        if isinstance(values, list) and "enum" in schema:  # walked once per enum, not per value
-            return _schema_rules.per_list(values, "types", _types_in)  # type: ignore[no-any-return]
-        return frozenset(_json_type(v) for v in values)
-    if "properties" in schema:
-        return frozenset({"object"})
-    if "items" in schema or "prefixItems" in schema:
-        return frozenset({"array"})
-    return _ANY_TYPE
-
-
-def drop_default_nulls(value: Any, schema: Any, root: Mapping[str, Any], depth: int = 0) -> Any:
-    """Drop ``null`` for optional, non-nullable object fields at every level.
-
-    OpenAI strict mode makes every field required and nullable, so a model sends ``null`` for
-    "not given"; the field's default should apply rather than a type error.
-    """
-    schema = _resolve(schema, root)
-    if not isinstance(schema, dict) or depth > 32:
-        return value
-    for key in ("anyOf", "oneOf"):
-        for sub in schema.get(key, ()):
-            if _json_type(value) in schema_types(sub, root):
-                return drop_default_nulls(value, sub, root, depth + 1)
-    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
-        props = schema["properties"]
-        required = set(schema.get("required") or ())
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            sub = props.get(k)
-            if sub is None:
-                out[k] = v
-            elif v is None and k not in required and not schema_types(sub, root) & {
-                "null", _ANY
-            }:
-                continue
-            else:
-                out[k] = drop_default_nulls(v, sub, root, depth + 1)
-        return out
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [drop_default_nulls(v, schema["items"], root, depth + 1) for v in value]
-    return value
-
-
-def _types_in(values: list[Any]) -> frozenset[str]:
-    return frozenset(_json_type(v) for v in values)
-
-
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, (list, tuple)):
-        return "array"
-    return "object"
-
-
 # ASCII digits only, as JSON and pydantic read numbers: int() and float() take any script's
 # digits ("١٢٣") and float() takes "1_000"
 _INT_RE = re.compile(r"\s*[-+]?[0-9]+\s*", re.ASCII)
@@ -300,26 +180,6 @@ def _coerce_type(value: Any, t: str) -> Any:
     return value  # unknown type keyword: accept
 
 
-class _Budget:
-    """How many more schema nodes one check may visit: a self-referencing schema (an anyOf of
-    refs to itself) would otherwise take exponential time on the event loop."""
-
-    __slots__ = ("left",)
-
-    def __init__(self, value: Any) -> None:
-        self.left = _schema_rules.steps_for(value)
-
-    def spend(self, steps: int = 1) -> bool:
-        """Take ``steps``; ``False`` once the budget is gone (every later step is refused)."""
-        self.left -= steps
-        return self.left >= 0
-
-    @property
-    def spent(self) -> bool:
-        """Whether the check ran out of steps."""
-        return self.left < 0
-
-
 _TOO_COMPLEX = (
     "the tool's schema is too complex to check these arguments (it refers to itself too many "
     "times); the call was not made"
@@ -327,7 +187,9 @@ _TOO_COMPLEX = (
 
 
 def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: int = 0,
-           budget: _Budget | None = None) -> tuple[Any, list[str]]:
+           budget: _Budget | None = None, branch: bool = False) -> tuple[Any, list[str]]:
+    # ``branch``: ``schema`` is one of an allOf/anyOf/oneOf, which checks the same object as
+    # its siblings do: the names they define are not its to refuse (it is open unless it says)
     if budget is None:
         budget = _Budget(value)
     if not budget.spend():  # every check from here on fails at once: the work stays bounded
@@ -339,7 +201,7 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
         if key in schema:
             first: list[str] = []
             for sub in schema[key]:
-                out, probs = _check(value, sub, root, path, depth + 1, budget)
+                out, probs = _check(value, sub, root, path, depth + 1, budget, True)
                 if not probs:
                     return out, []
                 first = first or probs
@@ -347,7 +209,7 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
                 f"{path}: {_shown(value)} matches none of the allowed forms ({first[0]})"
             ]
     for sub in schema.get("allOf", ()):
-        value, probs = _check(value, sub, root, path, depth + 1, budget)
+        value, probs = _check(value, sub, root, path, depth + 1, budget, True)
         if probs:
             return value, probs
     types = schema_types(schema, root)
@@ -383,9 +245,37 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
                 problems += probs
             value = out_list
     elif isinstance(value, dict) and ("properties" in schema or "additionalProperties" in schema):
-        value, probs = _check_object(value, schema, root, path, depth, budget)
+        value, probs = _check_object(value, schema, root, path, depth, budget, branch)
         problems += probs
     return value, problems
+
+
+def _named_elsewhere(schema: Mapping[str, Any], root: Mapping[str, Any],
+                     required: list[str]) -> frozenset[str]:
+    """The names ``schema`` requires, and those its allOf/anyOf/oneOf branches define."""
+    return frozenset(required).union(_branch_names(schema, root))
+
+
+def _branch_names(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
+    """The properties ``schema``'s allOf/anyOf/oneOf branches define, each once."""
+    names: dict[str, Any] = {}
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = schema.get(key)
+        for branch in branches if isinstance(branches, list) else ():
+            branch = _resolve(branch, root)
+            inner = branch.get("properties") if isinstance(branch, dict) else None
+            if isinstance(inner, dict):
+                names.update((k, v) for k, v in inner.items() if k not in names)
+    return names
+
+
+def _matching(patterns: Any, key: str) -> list[int]:
+    """The indices of the ``patternProperties`` patterns found in ``key`` (none for a pattern
+    RE2 refuses: a tool from outside is refused when made, `check_schema_rules`)."""
+    try:
+        return patterns.matching(key)  # type: ignore[no-any-return]
+    except _schema_rules.PatternError:
+        return []
 
 
 def _bounds(value: Any, schema: Mapping[str, Any], path: str) -> list[str]:
@@ -423,7 +313,7 @@ def _bounds(value: Any, schema: Mapping[str, Any], path: str) -> list[str]:
 
 def _check_object(
     value: dict[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any], path: str,
-    depth: int, budget: _Budget,
+    depth: int, budget: _Budget, branch: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     props: Mapping[str, Any] = schema.get("properties") or {}
     named = schema.get("required") or ()
@@ -432,17 +322,34 @@ def _check_object(
     if not budget.spend(len(named) if isinstance(named, list) else 0):
         return value, [_TOO_COMPLEX]
     required = [r for r in named if isinstance(r, str)]
-    extra = schema.get("additionalProperties", False if props else True)
+    extra = schema.get("additionalProperties", False if props and not branch else True)
+    # read as closed when the schema does not say (``additionalProperties`` left out), an object
+    # refused, when given, a name it requires without defining it (and when missing: every
+    # call) or one its allOf/anyOf/oneOf branches define: such names are never unknown
+    undeclared = _named_elsewhere(schema, root, required).difference(props) if (
+        extra is False and "additionalProperties" not in schema) else frozenset()
+    forms = schema.get("patternProperties")
+    # a key a pattern matches is checked by that pattern's schema (RE2, every pattern at once)
+    patterns = _schema_rules.named_patterns(forms) if isinstance(forms, dict) and forms else None
     problems: list[str] = []
     out: dict[str, Any] = {}
     prefix = f"{path}." if path else ""
     for key, item in value.items():
-        if key in props:
+        hits = _matching(patterns, key) if patterns is not None and key not in props else []
+        if hits:
+            out[key] = item
+            for index in hits:
+                form = forms[patterns.patterns[index]]  # type: ignore[index,union-attr]
+                out[key], probs = _check(out[key], form, root, f"{prefix}{key}", depth + 1, budget)
+                problems += probs
+        elif key in props:
             sub = props[key]
             if item is None and key not in required and "null" not in schema_types(sub, root):
                 continue  # strict-mode callers send null for "not given": use the default
             out[key], probs = _check(item, sub, root, f"{prefix}{key}", depth + 1, budget)
             problems += probs
+        elif key in undeclared:
+            out[key] = item
         elif extra is False:
             allowed = _some(props) or "none"
             problems.append(f"unknown argument {_shown(prefix + key)}; allowed: {allowed}")
@@ -525,6 +432,9 @@ def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dic
             tool, [f"arguments must be a JSON object, got {type(args).__name__} {_shown(args)}"],
             _allowed(schema),
         )
+    non_finite = non_finite_problem(args)
+    if non_finite is not None:
+        raise input_error(tool, [non_finite], _allowed(schema))
     budget = _Budget(args)
     out, problems = _check_object(args, schema, schema, "", 0, budget)
     if budget.spent:
@@ -576,7 +486,7 @@ def validate_planned(
     """`validate_with_schema` with ``plan`` (`scalar_plan` of ``schema``) as a shortcut: a
     dict whose every value already has its property's type is accepted as it is."""
     kinds, required = plan
-    if type(args) is dict:
+    if type(args) is dict and non_finite_problem(args) is None:  # else the checker says so
         for key, value in args.items():
             expected = kinds.get(key)
             if expected is None or type(value) not in expected:
@@ -587,12 +497,34 @@ def validate_planned(
     return validate_with_schema(tool, schema, args)
 
 
-def _allowed(schema: Mapping[str, Any]) -> list[str]:
-    """The arguments an object ``schema`` allows, for an error message."""
+def _allowed(schema: Mapping[str, Any], *, open_names: bool = True) -> list[str]:
+    """The arguments an object ``schema`` allows, for an error message; with ``open_names``,
+    what names it allows besides when it names none (else "the tool takes no arguments")."""
+    if "properties" not in schema:  # a root $ref (pydantic v1's), or a union: their names
+        schema = _resolve(schema, schema)
+        if isinstance(schema, dict) and "properties" not in schema:
+            schema = {**schema, "properties": _branch_names(schema, schema)}
+    if not isinstance(schema, dict):
+        return []
     named = schema.get("required")
-    # a set: thousands of properties by thousands of required names were millions of steps
-    required = {r for r in named if isinstance(r, str)} if isinstance(named, list) else set()
-    return [f"{k}{' (required)' if k in required else ''}" for k in schema.get("properties") or {}]
+    # hashed: thousands of properties by thousands of required names were millions of steps
+    required = ({r: None for r in named if isinstance(r, str)} if isinstance(named, list)
+                else {})  # in their order, each once
+    props = schema.get("properties") or {}
+    out = [f"{k}{' (required)' if k in required else ''}" for k in props]
+    # a required name the schema does not define is an argument the model must give too
+    undeclared = required.keys() - props.keys() if isinstance(props, dict) else set()
+    if undeclared:
+        out += [f"{k} (required)" for k in required if k in undeclared]
+    if not open_names:
+        return out
+    bare = not out  # "the tool takes no arguments" only when it is closed
+    named = schema.get("patternProperties")
+    if isinstance(named, dict):
+        out += [f"names matching {_shown(p)}" for p in itertools.islice(named, _MAX_NAMES)]
+    if bare and schema.get("additionalProperties", True) is not False:
+        out.append("any other name" if out else "any name")
+    return out
 
 
 # -- exactly a JSON Schema ----------------------------------------------------------------------
@@ -902,6 +834,8 @@ class SchemaArguments:
                 _CHECKED[key] = checked
         self._checked = checked
         self._plan, self._allowed = checked.plan, checked.allowed
+        if accepted is not None:  # the function's names bound what the schema leaves open
+            self._allowed = _allowed(schema, open_names=False)
 
     def validate(self, args: Any) -> dict[str, Any]:
         """The arguments, copied, when the schema accepts them.
@@ -916,6 +850,9 @@ class SchemaArguments:
                 [f"$: arguments must be a JSON object, got {type(args).__name__} {_shown(args)}"],
                 self._allowed,
             )
+        non_finite = non_finite_problem(args)
+        if non_finite is not None:  # before the plan: a NaN is a float, and passes bounds
+            raise input_error(self.tool, [non_finite], self._allowed)
         plan = self._plan
         if plan is not None:
             kinds, required, inner = plan

@@ -58,6 +58,7 @@ from jianmu.tools.spec import (
     ToolSpec,
     check_definition,
     structural_problems,
+    unusable_names,
     wrap_parameters,
 )
 
@@ -840,13 +841,9 @@ class SchemaTool(Tool):
             refuse_problems(self.name, private, problems)
         accepted = _arguments.accepted_names(fn)
         properties = self.parameters.get("properties") or {}
-        if accepted is not None and not self.wraps_input:
-            missing = [p for p in properties if p not in accepted]
-            if missing:
-                raise ToolDefinitionError(self.name, [
-                    f"schema property {p!r} is not a parameter of the function "
-                    f"({', '.join(sorted(accepted)) or 'none'})" for p in missing
-                ])
+        unusable = unusable_names(self.parameters, None if self.wraps_input else accepted)
+        if unusable:  # a property the function does not take, a required name no call gives
+            raise ToolDefinitionError(self.name, unusable)
         if properties and may_annotate(fn):
             # a parameter typed as the runtime's (RunContext, Injected[T]) is never injected
             # here: a property of its name would hand it the model's forged "state" dict
@@ -928,10 +925,13 @@ def _from_function(function: Mapping[str, Any], fn: Callable[..., Any],
         raise ToolDefinitionError("?", [
             f"the definition has no 'name' (keys: {', '.join(function) or 'none'})"
         ])
-    return SchemaTool(
-        fn, name=name, description=str(function.get("description") or ""),
-        input_schema=_arguments_object(_parameters(name, function)), **options,
-    )
+    parameters = _parameters(name, function)
+    if parameters is None or (isinstance(parameters, Mapping) and "properties" not in parameters):
+        from jianmu.tools._type_names import refuse_shape  # other formats' shapes
+
+        refuse_shape(name, function, parameters)
+    return SchemaTool(fn, name=name, description=str(function.get("description") or ""),
+                      input_schema=_arguments_object(parameters), **options)
 
 
 def _parameters(name: str, function: Mapping[str, Any]) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
@@ -28,6 +29,7 @@ __all__ = (
     "MAX_ARGUMENT_NESTING",
     "MAX_TOOL_NAME_LENGTH",
     "TOOL_NAME_PATTERN",
+    "TOO_DEEP",
     "MediaPart",
     "ToolCall",
     "ToolOutput",
@@ -38,6 +40,8 @@ __all__ = (
     "is_tool_name",
     "name_key",
     "new_call_id",
+    "non_finite_at",
+    "non_finite_problem",
     "not_json_message",
     "printable",
     "render_output",
@@ -124,7 +128,7 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-_TOO_DEEP = f"<arguments nested deeper than {MAX_ARGUMENT_NESTING} levels>"
+TOO_DEEP = f"<arguments nested deeper than {MAX_ARGUMENT_NESTING} levels>"
 """What stands for arguments given as objects nested too deep (their text may not be made)."""
 
 
@@ -154,7 +158,7 @@ def _decode_arguments(raw: Any) -> Any:
         else:
             return raw
     if isinstance(raw, dict | list) and not nests_within(raw, MAX_ARGUMENT_NESTING):
-        return _TOO_DEEP
+        return TOO_DEEP
     return raw
 
 
@@ -278,7 +282,7 @@ def not_json_message(tool: str, parameters: Mapping[str, Any], raw: str) -> str:
     allowed = ", ".join(parameters.get("properties", {})) or "none"
     shown = raw if len(raw) <= 80 else raw[:77] + "..."
     problem = "are not valid JSON"
-    if raw == _TOO_DEEP or _too_deep(raw):
+    if raw == TOO_DEEP or _too_deep(raw):
         problem = f"nest deeper than {MAX_ARGUMENT_NESTING} levels"
     return (
         f"the arguments for tool {tool!r} {problem}: {shown!r}; "
@@ -295,6 +299,56 @@ def _too_deep(raw: str) -> bool:
     except ValueError:
         return False
     return not nests_within(decoded, MAX_ARGUMENT_NESTING)
+
+
+def non_finite_at(value: Any, limit: int = MAX_ARGUMENT_NESTING) -> str | None:
+    """The JSON path (``$.a[0]``) of the first NaN or infinite number in ``value``, or None.
+
+    JSON has no such numbers, but Python's `json` reads ``NaN``, ``Infinity`` and ``1e309``
+    (as inf): a NaN passes every ``minimum`` and ``maximum`` (each comparison is false), so a
+    bounded ``amount`` took it. A walk with a stack of its own that gives up ``limit`` levels
+    down (what nests deeper is refused for that); a path is spelled only when one is found."""
+    stack: list[tuple[Any, Any, int]] = [(value, None, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, trail, depth = pop()
+        if depth > limit:  # nested too deep (or holding itself): refused for that, not here
+            return None
+        keys: Iterable[Any]
+        items: Iterable[Any]
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                return _spelled(trail)
+            continue
+        if isinstance(node, Mapping):
+            keys, items = node.keys(), node.values()
+        elif isinstance(node, list | tuple):
+            keys, items = range(len(node)), node
+        else:
+            continue
+        for key, item in zip(keys, items, strict=False):
+            if isinstance(item, float | Mapping | list | tuple):  # most values are neither
+                push((item, (trail, key), depth + 1))
+    return None
+
+
+def _spelled(trail: Any) -> str:
+    """``$.a[0]`` from a trail of ``(parent, key)`` pairs."""
+    parts: list[str] = []
+    while trail is not None:
+        trail, key = trail
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    return "$" + "".join(reversed(parts))
+
+
+def non_finite_problem(args: Any) -> str | None:
+    """Why ``args`` (a model's arguments) hold a number JSON has not (NaN, an infinity), or
+    None: whatever the schema says, such a number is refused (a NaN passes every bound)."""
+    where = non_finite_at(args)
+    if where is None:
+        return None
+    return (f"{where}: NaN and Infinity are not JSON numbers (nor is one past ±1.8e308); "
+            "send a finite number")
 
 
 def printable(value: Any) -> str:

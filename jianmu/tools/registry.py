@@ -32,11 +32,14 @@ from jianmu.tools.base import (
 )
 from jianmu.tools.base import tool as make_tool
 from jianmu.tools.calls import (
+    MAX_ARGUMENT_NESTING,
+    TOO_DEEP,
     ToolCall,
     ToolResult,
     builtin_aliases,
     check_tool_name,
     name_key,
+    nests_within,
     not_json_message,
     shown_name,
 )
@@ -188,19 +191,25 @@ def _error_text(exc: BaseException) -> str:
 
 
 def _refuse_text_arguments(found: Tool, args: Any) -> str | None:
-    """Why text arguments are refused: they are not a JSON object (``None`` if they are)."""
-    if not isinstance(args, (str, bytes)) or found.wraps_input:
+    """Why the arguments are refused, as the executor refuses a model's (``None`` if they are
+    not): text that is not a JSON object, or arguments nesting past `MAX_ARGUMENT_NESTING`."""
+    if isinstance(args, dict | list):
+        decoded: Any = args
+    elif not isinstance(args, (str, bytes)) or found.wraps_input:
         return None
-    text = args.decode(errors="replace") if isinstance(args, bytes) else args
-    if not text.strip():
-        return None  # no arguments
-    try:
-        decoded = json.loads(text)
-    except ValueError:
-        decoded = None
-    if isinstance(decoded, dict):
+    else:
+        text = args.decode(errors="replace") if isinstance(args, bytes) else args
+        if not text.strip():
+            return None  # no arguments
+        try:
+            decoded = json.loads(text)
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
+            decoded = None
+        if not isinstance(decoded, dict):
+            return not_json_message(found.name, found.parameters, text)
+    if nests_within(decoded, MAX_ARGUMENT_NESTING):
         return None
-    return not_json_message(found.name, found.parameters, text)
+    return not_json_message(found.name, found.parameters, TOO_DEEP)
 
 
 def _export_openai(tools: list[Tool], strict: bool) -> list[dict[str, Any]]:
@@ -307,7 +316,8 @@ class ToolSet:
 
         Raises:
             ToolDefinitionError: a definition without a function, a function without a
-                definition, or a definition that is not valid.
+                definition, two definitions of one name (in any ASCII case), or a definition
+                that is not valid.
         """
         if isinstance(functions, Mapping):
             by_name = dict(functions)
@@ -317,9 +327,23 @@ class ToolSet:
         tools: list[Tool] = []
         named: set[str] = set()
         missing: list[str] = []
+        first: dict[str, str] = {}  # each definition's name by its key (ASCII lower case)
         for definition in definitions:
             inner = _openai_function(definition)
             name = inner.get("name")
+            key = name_key(name) if isinstance(name, str) else None
+            if key is not None and key in first:
+                # one index key is one tool: the later definition replaced the earlier, and
+                # a call by the earlier's name ran the later's function
+                missing.append(
+                    f"definition {name!r} is given twice" if first[key] == name else
+                    f"definitions {first[key]!r} and {name!r} name one tool (names match "
+                    "without ASCII case); rename one"
+                )
+                named.add(name)  # type: ignore[arg-type]  # its function is not unnamed
+                continue
+            if key is not None:
+                first[key] = name  # type: ignore[assignment]
             fn = by_name.get(name) if isinstance(name, str) else None
             if fn is None:
                 missing.append(f"definition {name!r} has no function")

@@ -38,7 +38,7 @@ from jianmu.tools._hints import (
     partial_parts,
     plain_hints,
 )
-from jianmu.tools.calls import decode_container, single_argument
+from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
 
 __all__ = (
     "FunctionSchema",
@@ -445,6 +445,9 @@ class FunctionSchema:
                 tool, [f"arguments must be a JSON object, got {type(args).__name__} {args!r}"],
                 self._allowed,
             )
+        non_finite = non_finite_problem(args)
+        if non_finite is not None:  # before the plan: a NaN is a float, as is inf
+            raise input_error(tool, [non_finite], self._allowed)
         if self._plan is not None:
             planned = self._plan.take(args, self._fields)
             if planned is not None:

@@ -30,6 +30,7 @@ __all__ = (
     "structural_problems",
     "to_mcp_annotations",
     "to_strict_schema",
+    "unusable_names",
     "wrap_parameters",
 )
 
@@ -229,6 +230,15 @@ def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str])
             )
             return node
         required = set(node.get("required") or ())
+        undeclared = sorted(r for r in required if isinstance(r, str) and r not in props)
+        if undeclared:  # strict mode's required lists properties only: it would drop them
+            problems.append(
+                f"{where} requires {', '.join(map(repr, undeclared))}, not among its "
+                "properties; OpenAI strict mode requires only named properties and forbids "
+                "any other key, so no call could give it: define it under properties, or "
+                "export with to_openai(strict=False)"
+            )
+            return node
         new_props = {}
         for name, sub in props.items():
             sub = _strict(sub, f"{where}.{name}" if where != "parameters" else
@@ -308,6 +318,36 @@ def structural_problems(t: ToolDefinition) -> list[str]:
         problems.append(
             "a dangerous tool cannot have permission 'auto'; use 'user_confirm' or 'admin_only'"
         )
+    return problems
+
+
+def unusable_names(params: Mapping[str, Any], accepted: frozenset[str] | None) -> list[str]:
+    """What of an object schema no call could give, one line each: a property the function
+    does not take (``accepted``, its keyword names; None when it takes ``**kwargs``), and a
+    required name the schema does not define that its object refuses (``additionalProperties:
+    false``) or the function does not take (so every call was refused, with it and without)."""
+    props = params.get("properties") or {}
+    taken = ", ".join(sorted(accepted or ())) or "none"
+    problems = [] if accepted is None else [
+        f"schema property {p!r} is not a parameter of the function ({taken})"
+        for p in props if p not in accepted
+    ]
+    required = params.get("required")
+    if not isinstance(required, list) or not isinstance(props, dict):
+        return problems
+    closed = params.get("additionalProperties") is False and not params.get("patternProperties")
+    for name in dict.fromkeys(r for r in required if isinstance(r, str) and r not in props):
+        if closed:
+            problems.append(
+                f"required argument {name!r} is not among the properties "
+                f"({', '.join(props) or 'none'}) and additionalProperties is false: no call "
+                "could pass; define it under properties"
+            )
+        elif accepted is not None and name not in accepted:
+            problems.append(
+                f"required argument {name!r} is not a parameter of the function ({taken}): "
+                "no call could pass"
+            )
     return problems
 
 

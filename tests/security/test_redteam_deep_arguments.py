@@ -132,3 +132,18 @@ def test_a_person_s_edit_nested_too_deep_is_refused_and_the_request_stays(
     runner.approve(request, arguments={"x": nested(3)})
     assert runner.run_sync(timeout=60).ok
     assert STORED == [nested(3)]
+
+
+@pytest.mark.parametrize("arguments", [as_text(20_000), as_text(300), {"x": nested(300)}],
+                         ids=["text-20000", "text-300", "object-300"])
+async def test_toolset_execute_refuses_arguments_nested_too_deep(arguments: Any) -> None:
+    # ToolSet.execute never raises for a call: JSON text 20,000 deep raised RecursionError out
+    # of its check of text arguments, and arguments 300 deep (as text or as an object) reached
+    # the tool, where the executor refuses a model's
+    from jianmu.tools import ToolSet
+
+    STORED.clear()
+    result = await ToolSet.from_tools([store]).execute("store", arguments)
+    assert not result.ok and f"nest deeper than {MAX_ARGUMENT_NESTING} levels" in (
+        result.error or "")
+    assert STORED == []

@@ -5,7 +5,8 @@ escape) made a checkpointed run raise ``UnicodeEncodeError`` out of ``run()``: t
 points went to SQLite as UTF-8, which cannot encode it. And a model's ``NaN`` (Python's JSON
 reads it) must not break the studio's view of the run either: a browser's JSON has no such
 number. Now the points, the studio's journal and its responses are written with ``\\u``
-escapes when the text needs them (`json_text`, which reads back as the same text).
+escapes when the text needs them (`json_text`, which reads back as the same text); the call
+with the NaN is refused (no tool takes a number JSON has not) and stays in the run's messages.
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ async def hostile_run(path: Path) -> str:
                             state, checkpointer=SQLiteCheckpointer(str(path)))
     result = await runner.run(timeout=60)
     assert result.status is RunStatus.SUCCESS, result.error
-    told = [m.content for m in state.get("messages") if m.role == "tool"]
-    assert told == [f"noted a {LONE} b (nan)"]
+    told = [m.content or "" for m in state.get("messages") if m.role == "tool"]
+    # NaN is no JSON number: the call is refused (`test_redteam_non_finite_numbers`), and the
+    # call itself, NaN and lone surrogate included, stays in the run's messages
+    assert len(told) == 1 and "$.score: NaN and Infinity are not JSON numbers" in told[0]
     return result.run_id
 
 

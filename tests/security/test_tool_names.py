@@ -435,3 +435,23 @@ def test_a_resolved_tool_that_is_not_the_calls_own_is_resolved_again(name: str) 
     call = ToolCall(name=name, arguments={"path": "x"})
     decision, = enforcer.preflight([call], tools, resolved=[tools.get("read_file")])
     assert decision.denied
+
+
+def test_definitions_of_one_name_in_any_case_are_refused_not_one_dropped() -> None:
+    # third-party definitions "Delete" and "delete" made one tool: the later replaced the
+    # earlier, and a model's call to "Delete" ran delete's function
+    from jianmu.errors import ToolDefinitionError
+    from jianmu.tools import ToolSet
+
+    empty = {"type": "object", "properties": {}}
+    pair = [{"name": "Delete", "description": "Delete a draft.", "parameters": empty},
+            {"name": "delete", "description": "Delete an account.", "parameters": empty}]
+    with pytest.raises(ToolDefinitionError) as caught:
+        ToolSet.from_openai(pair, {"Delete": lambda: "draft", "delete": lambda: "account"})
+    assert caught.value.problems == [
+        "definitions 'Delete' and 'delete' name one tool (names match without ASCII case); "
+        "rename one",
+        "definitions: Delete, delete",
+    ]
+    with pytest.raises(ToolDefinitionError, match="definition 'delete' is given twice"):
+        ToolSet.from_openai([pair[1], pair[1]], {"delete": lambda: "account"})

@@ -159,3 +159,33 @@ def test_a_valid_schema_of_another_root_is_not_refused_for_data_named_type() -> 
               "examples": [{"type": "dict"}], "dependentRequired": {"type": ["dict"]}}
     made = Tool.from_schema(record, name="one", description="One.", input_schema=schema)
     assert made.parameters["properties"]["input"] == schema
+
+
+def test_parameters_at_the_schema_root_are_refused_not_dropped() -> None:
+    # xLAM's and ToolACE's shape: parameters named at the root, no "properties". jsonschema
+    # reads them as unknown keywords: the tool was made taking any arguments, the model told
+    # of none
+    xlam = {"name": "search", "description": "Search.", "parameters": {
+        "query": {"type": "string", "description": "What to find."},
+        "limit": {"type": "integer", "default": 10}}}
+    with pytest.raises(ToolDefinitionError) as caught:
+        Tool.from_openai(xlam, record)
+    assert caught.value.problems == [
+        "'query', 'limit' at the schema's root are read by JSON Schema as unknown keywords (the "
+        "model would never see them as parameters); put them under 'properties': "
+        '{"type": "object", "properties": {...}}']
+    keywords = {"name": "ok", "description": "d", "parameters": {
+        "additionalProperties": {"type": "string"}, "x-vendor": {"type": "internal"}}}
+    Tool.from_openai(keywords, record)  # keywords and extensions are no parameters
+
+
+def test_a_schema_under_a_key_no_format_uses_is_refused_not_read_as_none() -> None:
+    # API-Bank's shape: "input_parameters"; read as no schema, a tool of no arguments
+    apibank = {"name": "get_weather", "description": "Weather.",
+               "input_parameters": {"city": {"type": "str"}}, "output_parameters": {}}
+    with pytest.raises(ToolDefinitionError, match=r"gives no 'parameters' .* but "
+                       r"'input_parameters', 'output_parameters'"):
+        Tool.from_openai(apibank, record)
+    mcp = {"name": "ping", "description": "Ping.", "annotations": {"readOnlyHint": True},
+           "_meta": {"k": 1}, "response": {"type": "string"}}
+    assert Tool.from_openai(mcp, record).parameters == {"type": "object", "properties": {}}

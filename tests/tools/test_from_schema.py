@@ -421,3 +421,54 @@ def test_a_refusal_names_only_the_real_problems_not_the_nulls_that_mean_not_give
         "  - $.genre: 'Jazz' is not one of 'Pop', 'Rock'"]
     with pytest.raises(ToolInputError, match=r"\$\.genre: None is not of type 'string'"):
         t.validate_args({"genre": None, "garage": None})  # a required field's null is wrong
+
+
+@pytest.mark.anyio
+async def test_an_open_object_s_error_never_says_the_tool_takes_no_arguments() -> None:
+    # a schema that names no property but takes any name (or names matching a pattern) said
+    # "the tool takes no arguments" under a wrong value: a model would drop them all
+    from jianmu.tools import ToolSet
+
+    def open_fn(**arguments: Any) -> str:
+        return "ok"
+
+    def none_fn() -> str:
+        return "ok"
+
+    def definition(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "description": "d", "parameters": parameters}
+
+    tools = ToolSet.from_openai([
+        definition("counts", {"type": "object", "additionalProperties": {"type": "integer"}}),
+        definition("tagged", {"type": "object", "additionalProperties": False,
+                              "patternProperties": {"^x_": {"type": "integer"}}}),
+        definition("nothing", {"type": "object", "properties": {}}),
+    ], {"counts": open_fn, "tagged": open_fn, "nothing": none_fn})
+    counts = await tools.execute("counts", {"a": "x"})
+    assert (counts.error or "").endswith("allowed arguments: any name")
+    tagged = await tools.execute("tagged", {"x_a": "s"})
+    assert (tagged.error or "").endswith("allowed arguments: names matching '^x_'")
+    nothing = await tools.execute("nothing", {"a": 1})  # the function bounds what is open
+    assert (nothing.error or "").endswith("the tool takes no arguments")
+
+
+@pytest.mark.anyio
+async def test_an_error_names_the_arguments_a_root_ref_or_union_defines() -> None:
+    # a root $ref (pydantic v1's schemas) or a union of forms named no argument at all: the
+    # error said "the tool takes no arguments" of a tool that needs "a"
+    from jianmu.tools import ToolSet
+
+    def fn(**arguments: Any) -> str:
+        return "ok"
+
+    args = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    tools = ToolSet.from_openai([
+        {"name": "by_ref", "description": "d",
+         "parameters": {"$ref": "#/$defs/Args", "$defs": {"Args": args}}},
+        {"name": "union", "description": "d", "parameters": {"anyOf": [
+            args, {"type": "object", "properties": {"b": {"type": "integer"}}}]}},
+    ], {"by_ref": fn, "union": fn})
+    by_ref = await tools.execute("by_ref", {"a": 5})
+    assert (by_ref.error or "").endswith("allowed arguments: a (required)")
+    union = await tools.execute("union", {"a": 5, "b": "x"})
+    assert (union.error or "").endswith("allowed arguments: a, b")
