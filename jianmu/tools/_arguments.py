@@ -833,9 +833,14 @@ class SchemaArguments:
                     _CHECKED.pop(next(iter(_CHECKED)), None)
                 _CHECKED[key] = checked
         self._checked = checked
-        self._plan, self._allowed = checked.plan, checked.allowed
-        if accepted is not None:  # the function's names bound what the schema leaves open
-            self._allowed = _allowed(schema, open_names=False)
+        self._plan = checked.plan
+
+    @property
+    def _allowed(self) -> list[str]:
+        """The arguments an error names (read only when there is one)."""
+        if self.accepted is not None:  # the function's names bound what the schema leaves open
+            return _allowed(self.schema, open_names=False)
+        return self._checked.allowed
 
     def validate(self, args: Any) -> dict[str, Any]:
         """The arguments, copied, when the schema accepts them.

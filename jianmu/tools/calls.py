@@ -308,6 +308,13 @@ def non_finite_at(value: Any, limit: int = MAX_ARGUMENT_NESTING) -> str | None:
     (as inf): a NaN passes every ``minimum`` and ``maximum`` (each comparison is false), so a
     bounded ``amount`` took it. A walk with a stack of its own that gives up ``limit`` levels
     down (what nests deeper is refused for that); a path is spelled only when one is found."""
+    if type(value) is dict:  # most arguments: a flat object of strings, ints and bools
+        for item in value.values():
+            kind = type(item)
+            if kind is not str and kind is not int and kind is not bool and item is not None:
+                break
+        else:
+            return None
     stack: list[tuple[Any, Any, int]] = [(value, None, 0)]
     pop, push = stack.pop, stack.append
     while stack:
@@ -316,18 +323,22 @@ def non_finite_at(value: Any, limit: int = MAX_ARGUMENT_NESTING) -> str | None:
             return None
         keys: Iterable[Any]
         items: Iterable[Any]
-        if isinstance(node, float):
+        kind = type(node)
+        if kind is float or (kind is not dict and isinstance(node, float)):
             if not math.isfinite(node):
                 return _spelled(trail)
             continue
-        if isinstance(node, Mapping):
+        if kind is dict or isinstance(node, Mapping):
             keys, items = node.keys(), node.values()
         elif isinstance(node, list | tuple):
             keys, items = range(len(node)), node
         else:
             continue
         for key, item in zip(keys, items, strict=False):
-            if isinstance(item, float | Mapping | list | tuple):  # most values are neither
+            kind = type(item)  # most values are plain scalars: no ABC check for them
+            if kind is str or kind is int or kind is bool or item is None:
+                continue
+            if isinstance(item, float | Mapping | list | tuple):
                 push((item, (trail, key), depth + 1))
     return None
 

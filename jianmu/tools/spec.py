@@ -327,16 +327,23 @@ def unusable_names(params: Mapping[str, Any], accepted: frozenset[str] | None) -
     required name the schema does not define that its object refuses (``additionalProperties:
     false``) or the function does not take (so every call was refused, with it and without)."""
     props = params.get("properties") or {}
-    taken = ", ".join(sorted(accepted or ())) or "none"
-    problems = [] if accepted is None else [
-        f"schema property {p!r} is not a parameter of the function ({taken})"
-        for p in props if p not in accepted
-    ]
+    problems: list[str] = []
+    if accepted is not None and not accepted.issuperset(props):
+        problems = [f"schema property {p!r} is not a parameter of the function "
+                    f"({_names(accepted)})" for p in props if p not in accepted]
     required = params.get("required")
     if not isinstance(required, list) or not isinstance(props, dict):
         return problems
+    try:
+        if props.keys() >= set(required):  # most schemas: every required name is a property
+            return problems
+    except TypeError:  # a name that is no string (unhashable): read one by one below
+        pass
+    missing = [r for r in required if isinstance(r, str) and r not in props]
+    if not missing:
+        return problems
     closed = params.get("additionalProperties") is False and not params.get("patternProperties")
-    for name in dict.fromkeys(r for r in required if isinstance(r, str) and r not in props):
+    for name in dict.fromkeys(missing):
         if closed:
             problems.append(
                 f"required argument {name!r} is not among the properties "
@@ -345,10 +352,15 @@ def unusable_names(params: Mapping[str, Any], accepted: frozenset[str] | None) -
             )
         elif accepted is not None and name not in accepted:
             problems.append(
-                f"required argument {name!r} is not a parameter of the function ({taken}): "
-                "no call could pass"
+                f"required argument {name!r} is not a parameter of the function "
+                f"({_names(accepted)}): no call could pass"
             )
     return problems
+
+
+def _names(accepted: frozenset[str]) -> str:
+    """A function's keyword names, for a message."""
+    return ", ".join(sorted(accepted)) or "none"
 
 
 def check_definition(
