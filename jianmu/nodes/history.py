@@ -46,6 +46,7 @@ __all__ = (
     "TrimHistory",
     "apply_history",
     "counted_usage",
+    "counts_prompt",
     "estimate_message_tokens",
     "history_processors",
     "processor_name",
@@ -81,6 +82,13 @@ def estimate_message_tokens(message: Message) -> int:
     return (len(message_text(message)) + 3) // 4 + _PER_MESSAGE + _PER_MEDIA * len(message.media)
 
 
+def counts_prompt(usage: Usage) -> bool:
+    """Whether a server's ``usage`` counts a prompt (never 0 tokens: 0 is no count). Anthropic
+    counts a prompt read from its cache apart, so ``input_tokens`` may then be 0."""
+    return (usage.input_tokens > 0 or usage.cache_read_tokens > 0
+            or usage.cache_creation_tokens > 0)
+
+
 def counted_usage(response: LLMResponse, prompt: Sequence[Message]) -> Usage:
     """What a reply adds to the run's usage: the server's count, or, when it sent none
     (``response.usage is None``) or 0 input tokens for a prompt (which is never 0 tokens: no
@@ -91,11 +99,7 @@ def counted_usage(response: LLMResponse, prompt: Sequence[Message]) -> Usage:
     ``response.usage``), which stays as the server sent it.
     """
     sent = response.usage
-    # Anthropic counts a prompt read from its cache apart (input_tokens may then be 0)
-    if sent is not None and (
-        sent.input_tokens > 0 or sent.cache_read_tokens > 0 or sent.cache_creation_tokens > 0
-        or not prompt
-    ):
+    if sent is not None and (counts_prompt(sent) or not prompt):
         return sent
     return Usage(
         input_tokens=sum(estimate_message_tokens(m) for m in prompt),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from jianmu.errors import TokenBudgetExhausted
 from jianmu.llm.in_flight import InFlight
 from jianmu.llm.messages import Usage
-from jianmu.nodes.history import estimate_message_tokens
+from jianmu.nodes.history import counts_prompt, estimate_message_tokens
 from jianmu.nodes.state import tokens_spent
 
 if TYPE_CHECKING:
@@ -51,8 +51,7 @@ def stopped_usage(call: InFlight | None,
 def _spent(call: InFlight, request_tools: Callable[[Any], tuple[dict[str, Any], ...]]) -> Usage:
     said, chars = call.stream.received() if call.stream is not None else (None, 0)
     output = (max(chars, call.text_chars) + 3) // 4
-    if said is not None and (said.input_tokens or said.cache_read_tokens
-                             or said.cache_creation_tokens):
+    if said is not None and counts_prompt(said):
         return Usage(input_tokens=said.input_tokens,
                      output_tokens=max(output, said.output_tokens),
                      cache_read_tokens=said.cache_read_tokens,

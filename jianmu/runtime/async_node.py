@@ -740,8 +740,9 @@ class Ticker:
         # full core busy while the tree waited for a task)
         wrote = woken.is_set()
         woken.clear()
-        again = False  # a node RUNNING with no running child, a selector stopping earlier ones
-        reentered = False  # an ended node that its parent ticks again: it starts anew
+        # a node RUNNING with no running child, a selector stopping earlier ones, an ended
+        # node that its parent ticks again (it starts anew): the next tick changes the tree
+        again = False
         loops = False  # a Repeat without end starts its child's next run
         poll = False
         due: float | None = None
@@ -784,12 +785,12 @@ class Ticker:
                 elif not kind & _RUNTIME:
                     # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
                     poll = True
-            elif not (again or reentered) and (node.children or _restarts(node, kind)):
+            elif not again and (node.children or _restarts(node, kind)):
                 # ended, and re-entered next tick: its subtree starts anew, and so does an
                 # async or a plain py_trees leaf; a leaf of the runtime's own ended gives the
                 # same result until the state changes: no tick for it
-                reentered = ticked_again(node)
-        if not (again or reentered or wrote):
+                again = ticked_again(node)
+        if not (again or wrote):
             self._at_rest.clear()
             self._waits += 1
             return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
