@@ -63,6 +63,7 @@ from jianmu.errors import ConfigError, ToolExecutionError, ToolUnavailableWarnin
 from jianmu.mcp.client import MCPClient, MCPServerOptions
 from jianmu.mcp.data import MCPCallResult, MCPToolInfo
 from jianmu.tools import _arguments
+from jianmu.tools._schema_shape import check_given_schema
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolOutput
 from jianmu.tools.providers import BaseToolProvider
@@ -218,6 +219,10 @@ class MCPTool(Tool):
                 f"MCP tool {info.name!r} of server {server!r} requires task-augmented calls "
                 "(execution.taskSupport: required), which Jianmu's MCP client does not make"
             )
+        # the same check of its shape as any schema a tool is given: no parameters at the
+        # root (where JSON Schema reads them as unknown keywords), no type of another
+        # vocabulary (a BFCL "dict")
+        check_given_schema(name, info.input_schema)
         schema = _object_schema(info.input_schema)
         if schema is None:
             raise ValueError(

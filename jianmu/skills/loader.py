@@ -490,8 +490,10 @@ def _check_rules(name: str, field: str, schema: dict[str, Any], where: str,
     """
     from jianmu.errors import ToolDefinitionError
     from jianmu.tools import _arguments
+    from jianmu.tools._schema_shape import check_given_schema
 
     try:
+        check_given_schema(name, schema)  # fields beside `properties` were never read
         _arguments.check_foreign_schema(name, schema, what=field)
     except ToolDefinitionError as exc:
         more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""

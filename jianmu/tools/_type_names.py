@@ -12,7 +12,7 @@ from typing import Any
 
 from jianmu.errors import ToolDefinitionError, ToolValidationError
 
-__all__ = ("JSON_TYPES", "refuse_problems", "refuse_shape", "type_problems")
+__all__ = ("JSON_TYPES", "refuse_problems", "type_problems")
 
 JSON_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 
@@ -41,51 +41,6 @@ _SCHEMA_MAPS = frozenset({
 _NONE = object()  # no "type" at all: any value
 _MAX = 20  # problems listed; a schema in another vocabulary has one per property
 _MAX_DEPTH = 64  # deeper nesting is refused by the schema rules, with their own message
-
-
-_OBJECT_VALUED = frozenset({
-    "$defs", "$vocabulary", "additionalItems", "additionalProperties", "const", "contains",
-    "contentSchema", "default", "definitions", "dependencies", "dependentRequired",
-    "dependentSchemas", "discriminator", "else", "externalDocs", "extends", "if", "items", "not",
-    "patternProperties", "properties", "propertyNames", "then", "unevaluatedItems",
-    "unevaluatedProperties", "xml",
-})
-"""Keywords of JSON Schema (any draft) and OpenAPI whose value may be an object."""
-_DEFINITION_KEYS = frozenset({
-    "_meta", "annotations", "cache_control", "description", "execution", "function", "icons",
-    "name", "outputSchema", "output_schema", "response", "returns", "strict", "title", "type",
-})
-"""What OpenAI's, Anthropic's, MCP's and BFCL's tool definitions hold besides the schema."""
-
-
-def refuse_shape(name: str, definition: Mapping[str, Any], parameters: Any) -> None:
-    """Refuse a definition whose shape would drop the tool's parameters unseen: parameters given
-    as a map of names to schemas at the schema's root (xLAM's, ToolACE's: no ``properties``,
-    so jsonschema ignores them as unknown keywords), or a schema under a key no format uses
-    (API-Bank's ``input_parameters``: read as no schema, a tool of no arguments).
-
-    Raises:
-        ToolDefinitionError: naming the keys.
-    """
-    if parameters is None:
-        keys = [k for k, v in definition.items() if isinstance(v, Mapping)
-                and k not in _DEFINITION_KEYS and not str(k).startswith("x-")]
-        if keys:
-            raise ToolDefinitionError(name, [
-                f"the definition gives no 'parameters' (nor 'input_schema', 'inputSchema') but "
-                f"{', '.join(map(repr, keys))}: its schema would be dropped and the tool take "
-                "no arguments; give the schema as 'parameters'"])
-        return
-    if not isinstance(parameters, Mapping) or "properties" in parameters:
-        return
-    bare = [k for k, v in parameters.items() if isinstance(v, Mapping) and k not in
-            _OBJECT_VALUED and not str(k).startswith("x-") and ("type" in v or "description" in v)]
-    if bare:
-        raise ToolDefinitionError(name, [
-            f"{', '.join(map(repr, bare[:_MAX]))} at the schema's root "
-            f"{'is' if len(bare) == 1 else 'are'} read by JSON Schema as unknown keywords (the "
-            "model would never see them as parameters); put them under 'properties': "
-            '{"type": "object", "properties": {...}}'])
 
 
 def type_problems(schema: Any, what: str = "input schema") -> list[str]:

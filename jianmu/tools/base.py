@@ -42,7 +42,9 @@ from jianmu.execution.runner import on_asyncio, within
 from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
 from jianmu.tools._array_enums import with_item_enums
+from jianmu.tools._definitions import openai_function, read_function
 from jianmu.tools._hints import may_annotate
+from jianmu.tools._schema_shape import check_given_schema, not_an_object
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
@@ -687,10 +689,10 @@ class FunctionTool(Tool):
         if schema.is_async:
             self.run = self._run_async  # type: ignore[method-assign]
         problems = structural_problems(self)
-        if problems or (input_schema is not None and input_schema.get("type") != "object"):
-            from jianmu.tools._type_names import refuse_problems
-
-            refuse_problems(self.name, input_schema or {}, problems)
+        if input_schema is not None:  # given, not made from the signature: checked as given
+            check_given_schema(self.name, input_schema, problems)
+        elif problems:
+            raise ToolValidationError(self.name, problems)
         if input_schema is not None:
             injection_clashes(self.name, self._schema.injection, self.parameters["properties"])
             accepted = self._schema.signature_names
@@ -727,11 +729,11 @@ class FunctionTool(Tool):
         """The schema and validator derived from the function's signature."""
         return self._schema
 
-    def run(self, *args: Any, **kwargs: Any) -> Any:
+    def run(self, /, *args: Any, **kwargs: Any) -> Any:
         """Call the function (positional-only parameters are passed by position)."""
         return self._schema.call(self._fn, args, kwargs)
 
-    async def _run_async(self, *args: Any, **kwargs: Any) -> Any:
+    async def _run_async(self, /, *args: Any, **kwargs: Any) -> Any:
         return await self._schema.call(self._fn, args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -815,10 +817,8 @@ class SchemaTool(Tool):
     ) -> None:
         if not callable(fn):
             raise TypeError(f"a tool needs a function, got {fn!r}")
-        if not isinstance(input_schema, Mapping):
-            raise ToolDefinitionError(str(name), [
-                f"input_schema must be a JSON Schema object, got {type(input_schema).__name__}"
-            ])
+        if not isinstance(input_schema, Mapping):  # before it is copied
+            raise ToolDefinitionError(str(name), [not_an_object(input_schema)])
         try:
             key, private = _arguments.keyed_copy(input_schema)
             if private is None:  # what JSON would not give back as it was given
@@ -834,11 +834,7 @@ class SchemaTool(Tool):
             "_fn": fn,
         })
         _apply_metadata(self, options, default_category="write")
-        problems = structural_problems(self)
-        if problems or private.get("type") != "object":  # the usual tool skips the call
-            from jianmu.tools._type_names import refuse_problems
-
-            refuse_problems(self.name, private, problems)
+        check_given_schema(self.name, private, structural_problems(self))
         accepted = _arguments.accepted_names(fn)
         properties = self.parameters.get("properties") or {}
         unusable = unusable_names(self.parameters, None if self.wraps_input else accepted)
@@ -883,87 +879,27 @@ class SchemaTool(Tool):
         """
         return self._arguments.validate(args)
 
-    def run(self, *args: Any, **kwargs: Any) -> Any:
+    def run(self, /, *args: Any, **kwargs: Any) -> Any:
         """Call the function with the model's arguments."""
         return self._fn(*args, **kwargs)
 
-    async def _run_async(self, *args: Any, **kwargs: Any) -> Any:
+    async def _run_async(self, /, *args: Any, **kwargs: Any) -> Any:
         return await self._fn(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<SchemaTool {self.name!r} of {getattr(self._fn, '__qualname__', self._fn)!r}>"
 
 
-def _openai_function(definition: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The inner ``{"name", "description", "parameters"}`` of an OpenAI tool definition."""
-    if not isinstance(definition, Mapping):
-        raise ToolDefinitionError("?", [
-            f"an OpenAI tool definition is a dict, got {type(definition).__name__}"
-        ])
-    if "function" in definition or (definition.get("type") == "function"
-                                    and "name" not in definition):
-        inner = definition.get("function")
-        if not isinstance(inner, Mapping):
-            raise ToolDefinitionError("?", [
-                "an OpenAI tool definition of type 'function' needs a 'function' object (Chat "
-                "Completions) or a 'name' beside its 'parameters' (the Responses API)"
-            ])
-        return inner
-    return definition
-
-
 def _from_openai(definition: Mapping[str, Any], fn: Callable[..., Any],
                  options: ToolMetadata) -> SchemaTool:
-    return _from_function(_openai_function(definition), fn, options)
+    return _from_function(openai_function(definition), fn, options)
 
 
 def _from_function(function: Mapping[str, Any], fn: Callable[..., Any],
                    options: ToolMetadata) -> SchemaTool:
     """The tool of an OpenAI definition's inner ``{"name", "description", "parameters"}``."""
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise ToolDefinitionError("?", [
-            f"the definition has no 'name' (keys: {', '.join(function) or 'none'})"
-        ])
-    parameters = _parameters(name, function)
-    if parameters is None or (isinstance(parameters, Mapping) and "properties" not in parameters):
-        from jianmu.tools._type_names import refuse_shape  # other formats' shapes
-
-        refuse_shape(name, function, parameters)
-    return SchemaTool(fn, name=name, description=str(function.get("description") or ""),
-                      input_schema=_arguments_object(parameters), **options)
-
-
-def _parameters(name: str, function: Mapping[str, Any]) -> Any:
-    """A definition's input schema: ``parameters``, else the key Anthropic (``input_schema``),
-    MCP (``inputSchema``) or Bedrock (``inputSchema.json``) give it under; read as no schema,
-    it made a tool of no parameters that the model was never told of."""
-    if "input_schema" not in function and "inputSchema" not in function:
-        return function.get("parameters")  # OpenAI's shape, the usual one
-    keys = [k for k in ("parameters", "input_schema", "inputSchema") if k in function]
-    if len(keys) > 1:
-        raise ToolDefinitionError(name, [
-            f"the definition has both {keys[0]!r} and {keys[1]!r}; give its schema once"
-        ])
-    schema = function.get(keys[0]) if keys else None
-    if keys == ["inputSchema"] and isinstance(schema, Mapping) and list(schema) == ["json"]:
-        return schema["json"]
-    return schema
-
-
-def _arguments_object(parameters: Any) -> Any:
-    """A function definition's ``parameters`` as the object schema they always describe (a
-    function's arguments are a JSON object): none or ``{}`` is no arguments, a schema with
-    ``properties`` but no ``type`` (or ``["object", "null"]``) an object; any other type is
-    left for the tool to wrap as ``input``."""
-    if parameters is None or (isinstance(parameters, Mapping) and not parameters):
-        return {"type": "object", "properties": {}}
-    if not isinstance(parameters, Mapping):
-        return parameters  # refused by the tool, naming the type
-    kind = parameters.get("type")
-    if kind is None or (isinstance(kind, list) and "object" in kind):
-        return {**parameters, "type": "object"}
-    return parameters
+    name, description, schema = read_function(function)
+    return SchemaTool(fn, name=name, description=description, input_schema=schema, **options)
 
 
 @overload

@@ -22,13 +22,13 @@ from types import FunctionType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast, overload
 
 from jianmu.errors import ToolDefinitionError, ToolError, ToolNotFoundError, ToolValidationError
+from jianmu.tools._definitions import openai_function
 from jianmu.tools._hints import callable_name
 from jianmu.tools.base import (
     FunctionTool,
     Tool,
     ToolMetadata,
     _from_function,
-    _openai_function,
 )
 from jianmu.tools.base import tool as make_tool
 from jianmu.tools.calls import (
@@ -329,7 +329,7 @@ class ToolSet:
         missing: list[str] = []
         first: dict[str, str] = {}  # each definition's name by its key (ASCII lower case)
         for definition in definitions:
-            inner = _openai_function(definition)
+            inner = openai_function(definition)
             name = inner.get("name")
             key = name_key(name) if isinstance(name, str) else None
             if key is not None and key in first:

@@ -185,8 +185,8 @@ def to_mcp_annotations(
 # -- strict export -------------------------------------------------------------------------
 
 
-def _nullable(schema: dict[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
-    if "null" in schema_types(schema, root):
+def _nullable(schema: Any, root: Mapping[str, Any]) -> Any:
+    if not isinstance(schema, dict) or "null" in schema_types(schema, root):
         return schema
     t = schema.get("type")
     if isinstance(t, str) and not any(k in schema for k in ("enum", "const", "$ref", "anyOf")):
@@ -199,6 +199,13 @@ def _nullable(schema: dict[str, Any], root: Mapping[str, Any]) -> dict[str, Any]
 
 
 def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str]) -> Any:
+    if node is True or node is False:  # a boolean schema: any value, or none
+        problems.append(
+            f"{where} is the schema {str(node).lower()} ({'any value' if node else 'no value'}),"
+            " which OpenAI strict mode cannot express; give it a concrete type, or export with "
+            "to_openai(strict=False)"
+        )
+        return node
     if not isinstance(node, dict):
         return node
     node = {k: v for k, v in node.items() if k != "default"}

@@ -4,7 +4,8 @@ A bt skill's ``inputs`` and ``outputs`` are JSON Schemas from the skill's folder
 the lax checker on every run. They are held to the rules of any schema from outside when the
 skill is loaded, naming the file, the line and the field: a keyword of the wrong kind
 (``anyOf: 5`` failed each run with Python's ``TypeError``), a pattern RE2 cannot match in
-linear time (it was silently never checked), NaN or Infinity, a ``$ref`` leaving the schema.
+linear time (it was silently never checked), NaN or Infinity, a ``$ref`` leaving the schema,
+a field written beside ``properties`` (read as an unknown keyword: never asked for).
 The other skills of the folder still load.
 """
 
@@ -35,6 +36,9 @@ def _bt_skill(root: Path, name: str, fields: str) -> Path:
     ("outputs:\n  y: {type: string, pattern: '(?<=a)b'}\n", "outputs", "RE2"),
     ("inputs:\n  x: {type: number, maximum: .inf}\n", "inputs", "NaN or Infinity"),
     ("inputs:\n  x: {$ref: 'http://evil.example/x.json'}\n", "inputs", "does not point inside"),
+    # a field beside `properties`: an unknown keyword, never asked for nor checked
+    ("inputs:\n  type: object\n  properties: {a: {type: string}}\n  path: {type: string}\n",
+     "inputs", "'path' at the schema's root"),
 ])
 def test_a_schema_breaking_the_rules_is_refused_at_load(
     tmp_path: Path, fields: str, field: str, says: str,

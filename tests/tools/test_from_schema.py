@@ -472,3 +472,18 @@ async def test_an_error_names_the_arguments_a_root_ref_or_union_defines() -> Non
     assert (by_ref.error or "").endswith("allowed arguments: a (required)")
     union = await tools.execute("union", {"a": 5, "b": "x"})
     assert (union.error or "").endswith("allowed arguments: a, b")
+
+
+@pytest.mark.parametrize(("sub", "says"), [
+    (True, "parameter 'a' is the schema true (any value)"),
+    (False, "parameter 'a' is the schema false (no value)"),
+    ({"anyOf": [True, {"type": "string"}]}, "parameter 'a' is the schema true"),
+])
+def test_strict_export_names_a_boolean_schema_it_cannot_express(sub: Any, says: str) -> None:
+    # a boolean schema is valid JSON Schema: strict export failed with AttributeError
+    made = Tool.from_schema(cancel_items, name="b", description="B.",
+                            input_schema={"type": "object", "properties": {"a": sub}})
+    assert made.to_openai()["function"]["parameters"]["properties"]["a"] == sub
+    with pytest.raises(ToolValidationError, match=r"cannot express") as refused:
+        made.to_openai(strict=True)
+    assert refused.value.problems[0].startswith(says)
