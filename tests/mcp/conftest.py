@@ -16,6 +16,7 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 from tests.mcp.helpers import REPO, HttpServer, child_env, wait_for_port
 
 EVERYTHING = "@modelcontextprotocol/server-everything"
+FILESYSTEM = "@modelcontextprotocol/server-filesystem"
 
 
 @pytest.fixture
@@ -56,3 +57,29 @@ def everything_bin() -> str:
         except (subprocess.SubprocessError, OSError) as exc:
             pytest.skip(f"npm could not install {EVERYTHING} (offline?): {exc}")
     return str(binary)
+
+
+@pytest.fixture(scope="session")
+def filesystem_script() -> Path:
+    """The installed server's entry point (installed on first use)."""
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        pytest.skip("npm/node are not installed: cannot fetch the official filesystem server")
+    cache = Path(os.environ.get("JIANMU_NPM_CACHE")
+                 or Path.home() / ".cache" / "jianmu-tests" / "npm")
+    script = cache / "node_modules" / FILESYSTEM / "dist" / "index.js"
+    if not script.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        try:
+            done = subprocess.run(
+                [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", FILESYSTEM],
+                capture_output=True, text=True, timeout=300,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.skip(f"npm install {FILESYSTEM} timed out (registry unreachable?)")
+        if done.returncode != 0 or not script.is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            pytest.skip(
+                f"npm install {FILESYSTEM} failed (registry unreachable?): {' | '.join(tail)}"
+            )
+    return script

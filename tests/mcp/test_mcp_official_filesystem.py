@@ -1,15 +1,13 @@
 """Jianmu's MCP client against the official ``@modelcontextprotocol/server-filesystem`` (npm).
 
-The package is installed once into a cache folder (``$JIANMU_NPM_CACHE``, else
-``~/.cache/jianmu-tests/npm``) with ``npm install --prefix``; the tests skip, saying why, when
-``npm`` is absent or the registry cannot be reached.
+The package is installed once into a cache folder (the ``filesystem_script`` fixture of
+conftest.py); the tests skip, saying why, when ``npm`` is absent or the registry cannot be
+reached.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,38 +18,12 @@ from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio
 
-PACKAGE = "@modelcontextprotocol/server-filesystem"
-
-
-@pytest.fixture(scope="module")
-def server_script() -> Path:
-    """The installed server's entry point (installed on first use)."""
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        pytest.skip("npm/node are not installed: cannot fetch the official filesystem server")
-    cache = Path(os.environ.get("JIANMU_NPM_CACHE")
-                 or Path.home() / ".cache" / "jianmu-tests" / "npm")
-    script = cache / "node_modules" / PACKAGE / "dist" / "index.js"
-    if not script.is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        try:
-            done = subprocess.run(
-                [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", PACKAGE],
-                capture_output=True, text=True, timeout=300,
-            )
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"npm install {PACKAGE} timed out (registry unreachable?)")
-        if done.returncode != 0 or not script.is_file():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            pytest.skip(f"npm install {PACKAGE} failed (registry unreachable?): {' | '.join(tail)}")
-    return script
-
 
 @pytest.fixture
-async def filesystem(server_script: Path, tmp_path: Path) -> AsyncIterator[ToolSet]:
+async def filesystem(filesystem_script: Path, tmp_path: Path) -> AsyncIterator[ToolSet]:
     (tmp_path / "notes.txt").write_text("hello from the filesystem server\n", encoding="utf-8")
     provider = MCPToolProvider("fs", command=str(shutil.which("node")),
-                               args=[str(server_script), str(tmp_path)], trust="read_only",
+                               args=[str(filesystem_script), str(tmp_path)], trust="read_only",
                                timeout=30, connect_timeout=60)
     toolset = await ToolSet.from_providers([provider])
     try:
