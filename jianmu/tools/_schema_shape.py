@@ -67,12 +67,13 @@ def check_given_schema(name: str, schema: Any, problems: Sequence[str] = ()) -> 
     if not schema.keys() <= KEYWORDS:  # one set comparison for every usual schema
         stray = root_parameters(schema)
         if stray:
-            read = "is read by JSON Schema as an unknown keyword" if len(stray) == 1 else (
-                "are read by JSON Schema as unknown keywords")
+            read = ("is read by JSON Schema as an unknown keyword (the model would never see "
+                    "it as a parameter); put it") if len(stray) == 1 else (
+                "are read by JSON Schema as unknown keywords (the model would never see them as "
+                "parameters); put them")
             raise ToolDefinitionError(name, [*problems, (
-                f"{', '.join(map(repr, stray[:_MAX_NAMED]))} at the schema's root {read} "
-                "(the model would never see them as parameters); put them under 'properties': "
-                '{"type": "object", "properties": {...}}')])
+                f"{', '.join(map(repr, stray[:_MAX_NAMED]))} at the schema's root {read} under "
+                """'properties': {"type": "object", "properties": {...}}""")])
     if problems or schema.get("type") != "object":
         from jianmu.tools._type_names import refuse_problems  # read when something is wrong
 

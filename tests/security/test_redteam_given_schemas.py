@@ -79,7 +79,7 @@ def test_parameters_outside_properties_are_refused_by_every_path(
     with pytest.raises(ToolDefinitionError) as refused:
         make(schema)
     assert refused.value.tool == "probe"
-    assert says in str(refused.value) and "put them under 'properties'" in str(refused.value)
+    assert says in str(refused.value) and "under 'properties'" in str(refused.value)
 
 
 @pytest.mark.parametrize("make", PATHS)
