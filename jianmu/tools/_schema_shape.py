@@ -62,7 +62,7 @@ def check_given_schema(name: str, schema: Any, problems: Sequence[str] = ()) -> 
         ToolDefinitionError: naming the tool and every problem of its schema.
         ToolValidationError: ``problems`` only.
     """
-    if not isinstance(schema, Mapping):
+    if type(schema) is not dict and not isinstance(schema, Mapping):  # no ABC check for a dict
         raise ToolDefinitionError(name, [*problems, not_an_object(schema)])
     if not schema.keys() <= KEYWORDS:  # one set comparison for every usual schema
         stray = root_parameters(schema)
