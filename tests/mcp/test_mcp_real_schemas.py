@@ -6,7 +6,8 @@ official Python SDK server (`MCPServer`, tests/mcp/servers/schemas_server.py: py
 ``format``, a discriminated union, defaults). Every tool is listed, offered to the model with
 the server's schema as the server sent it, exported in strict mode or refused for it by name;
 a correct call validates and runs, a wrong one comes back to the model as a validation error
-naming each problem, and never reaches the server.
+naming each problem, and never reaches the server (but for ``format``, an annotation: the
+server's own refusal names the field).
 """
 
 from __future__ import annotations
@@ -101,6 +102,12 @@ async def test_a_python_sdk_server_s_schemas_are_offered_intact_and_called(
     assert json.loads(str((await tools.execute("sc__place_order", good[1][1])).output))[
         "order"]["ship_to"]["country"] == "US"  # the server's default, not a forwarded null
     assert (await tools.execute("sc__ping", {})).output == "pong"
+    # `format` is an annotation (JSON Schema 2020-12's default, as for a schema tool): a value
+    # of another format reaches the server, whose refusal names each field to the model
+    dated = await tools.execute("sc__schedule", {"when": "tomorrow", "day": "2026-13-45",
+                                                 "site": "https://example.com"})
+    assert not dated.ok and dated.error is not None
+    assert "Input should be a valid datetime" in dated.error and "\nday\n" in dated.error
 
 
 @pytest.mark.parametrize(("name", "args", "says"), [
