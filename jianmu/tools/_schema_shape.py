@@ -34,8 +34,10 @@ KEYWORDS = frozenset({
     "unevaluatedProperties", "uniqueItems", "writeOnly",
     # OpenAPI's schema object
     "discriminator", "example", "externalDocs", "nullable", "xml",
+    # ajv-errors' messages by keyword ({"type": "must be an object"}), which JS servers send
+    "errorMessage",
 })
-"""The keywords of JSON Schema (any draft) and of OpenAPI's schema object."""
+"""The keywords of JSON Schema (any draft), of OpenAPI's schema object and ajv's messages."""
 _MAX_NAMED = 20
 
 

@@ -83,6 +83,16 @@ def test_parameters_outside_properties_are_refused_by_every_path(
 
 
 @pytest.mark.parametrize("make", PATHS)
+def test_keywords_and_extensions_at_the_root_are_no_parameters(
+        make: Callable[[Any], Tool]) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}},
+              "additionalProperties": {"type": "string"}, "x-vendor": {"type": "internal"},
+              "externalDocs": {"description": "More."}, "example": {"type": "a"},
+              "errorMessage": {"type": "must be an object"}, "not": {"type": "null"}}
+    assert make(schema).to_openai()["function"]["parameters"] == schema
+
+
+@pytest.mark.parametrize("make", PATHS)
 @pytest.mark.parametrize("schema", [[{"type": "string"}], "object", True, 5])
 def test_a_schema_that_is_no_object_is_refused_by_name_by_every_path(
         make: Callable[[Any], Tool], schema: Any) -> None:
