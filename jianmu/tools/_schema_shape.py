@@ -43,7 +43,11 @@ _MAX_NAMED = 20
 
 def not_an_object(schema: Any) -> str:
     """The problem of an input schema that is no JSON object."""
-    return f"input_schema must be a JSON Schema object, got {type(schema).__name__}"
+    text = f"input_schema must be a JSON Schema object, got {type(schema).__name__}"
+    if isinstance(schema, (str, bytes)) and schema.strip()[:1] in ("{", b"{"):
+        # datasets (ToolACE's, some of Hugging Face's) keep each schema as JSON text
+        return f"{text} holding JSON text; give the object it spells (json.loads)"
+    return text
 
 
 def root_parameters(schema: Mapping[str, Any]) -> list[str]:

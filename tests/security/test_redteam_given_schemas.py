@@ -103,6 +103,15 @@ def test_a_schema_that_is_no_object_is_refused_by_name_by_every_path(
         f"input_schema must be a JSON Schema object, got {type(schema).__name__}"]
 
 
+@pytest.mark.parametrize("make", PATHS)
+def test_a_schema_given_as_json_text_says_so(make: Callable[[Any], Tool]) -> None:
+    with pytest.raises(ToolDefinitionError) as refused:
+        make(' {"type": "object", "properties": {}}')
+    assert refused.value.problems == [
+        "input_schema must be a JSON Schema object, got str holding JSON text; give the object "
+        "it spells (json.loads)"]
+
+
 @pytest.fixture
 def watched_url() -> Iterator[tuple[str, list[str]]]:
     """A local HTTP server that records every request: nothing may reach it."""
