@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jianmu._json import json_text
 from jianmu._secrets import is_loopback, same_token
+from jianmu._text import json_visible
 from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
 from jianmu.studio.pages import STATUSES, error_page, run_href, run_page, runs_page
 from jianmu.studio.patch import diff
@@ -154,10 +155,13 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
 
     async def api_point_state(request: Request) -> Response:
         # the state at a point as the fork box shows it: JSON text written here, so a whole
-        # number past 2**53 reaches the box as it is (JavaScript's numbers would round it)
+        # number past 2**53 reaches the box as it is (JavaScript's numbers would round it), and
+        # a hidden character as its escape (the same value read back; raw, a bidi override
+        # makes a tool's result read as other text to the person editing the state)
         where, run_id = source(request), request.path_params["run_id"]
         view = await run_in_threadpool(where.point, run_id, request.path_params["number"])
-        return Response(json_text(view["state"], indent=2), media_type="application/json")
+        return Response(json_visible(json_text(view["state"], indent=2)),
+                        media_type="application/json")
 
     async def stream(request: Request) -> Response:
         where, run_id = source(request), request.path_params["run_id"]
