@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -411,7 +411,7 @@ class TokenGuard:
         elif self._same(query.get("token"), self.token):
             # swap the token in the URL for a cookie, and drop it from the address bar
             rest = urlencode({k: v for k, v in query.items() if k != "token"})
-            response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), 303)
+            response = RedirectResponse(_sent_path(scope) + (f"?{rest}" if rest else ""), 303)
             response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict")
         elif not self._same(_cookie(headers, self.cookie), self.token):
             response = PlainTextResponse(
@@ -434,6 +434,18 @@ class TokenGuard:
             await send(message)
 
         await self.app(scope, receive, send_secured)
+
+
+def _sent_path(scope: Scope) -> str:
+    """The request's path as it was sent (``%3F`` in a run's id is not a query), as a path of
+    this host: ``//evil.example/`` (or ``/\\evil.example``), which a browser reads as another
+    host, becomes ``/evil.example/`` (``/%5Cevil.example``)."""
+    sent = scope.get("raw_path") or scope["path"]  # bytes are escaped as they are
+    return "/" + quote(sent, safe=_PATH_SAFE).lstrip("/")
+
+
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+"""What a path keeps as it is (RFC 3986's characters of a path, its escapes with them)."""
 
 
 def _secured(response: Response) -> Response:
