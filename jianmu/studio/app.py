@@ -177,7 +177,13 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                 view, change = None, None
                 if mark is None or mark != seen:
                     seen = mark
-                    view = _jsonable(await run_in_threadpool(where.view, run_id))
+                    try:
+                        view = _jsonable(await run_in_threadpool(where.view, run_id))
+                    except RunNotFoundError as exc:
+                        # deleted under the page: said, and the stream ends (an error here
+                        # would cut it, and the browser, asking again, be refused: "why?")
+                        yield f"event: gone\ndata: {json_text({'error': str(exc)})}\n\n"
+                        return
                 if last is not None and last["status"] in FINISHED and not _settled(last):
                     # ended, but its last events are not written yet: followed until they
                     # are, or for SETTLE_S (its process died in between): then as it is
