@@ -310,10 +310,19 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
 async def _json_object(request: Request) -> dict[str, Any] | None:
     """The request's JSON body when it is an object; None for anything else."""
     try:
-        body = await request.json()
+        body = _read_json(await request.body())
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
+
+
+def _read_json(text: str | bytes) -> Any:
+    """JSON text read; a `ValueError` for text that is not JSON, and for JSON nested past what
+    Python's reader takes (its RecursionError was a bare server error)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep to read") from None
 
 
 def _as_sent(body: dict[str, Any], key: str) -> tuple[Any, Response | None]:
@@ -326,7 +335,7 @@ def _as_sent(body: dict[str, Any], key: str) -> tuple[Any, Response | None]:
     if value is not None or not isinstance(text, str):
         return None, _Json({"error": f"send {key} (JSON) or {key}_text (text), not both"}, 400)
     try:
-        return json.loads(text), None
+        return _read_json(text), None
     except ValueError as exc:
         return None, _Json({"error": f"{key}_text is not valid JSON: {exc}"}, 400)
 
