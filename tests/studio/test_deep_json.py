@@ -92,3 +92,24 @@ def test_the_fork_box_says_why_a_deeply_nested_state_is_refused(
     assert "nested too deep" in _text(driver, "#fork-msg")
     assert f"/run/cp/{run_id}" in driver.current_url  # no fork was started
     _no_alert(driver)
+
+
+def test_a_fork_whose_state_the_run_could_not_save_is_refused(client: TestClient, run_id: str,
+                                                              checkpoints: Path) -> None:
+    """A state that reads as JSON, fits the schema, but nests past what the run's state writes
+    (pydantic's serializer stops a few hundred levels down): the fork started, and its run
+    died at its first checkpoint in the studio's thread, shown as "stopped" for a resume that
+    would die the same way."""
+    csrf = {"X-CSRF-Token": _csrf(client, run_id)}
+    with SQLiteCheckpointer(str(checkpoints)) as store:
+        runs = len(store.list_runs())
+    state = client.get(f"/api/run/cp/{run_id}/point/1/state").text
+    deep = "[" * 600 + "]" * 600
+    edited = state.replace('"final_output": null', f'"final_output": {deep}', 1)
+    assert edited != state
+    answer = client.post(f"/run/cp/{run_id}/fork", json={"point": 1, "state_text": edited},
+                         headers=csrf)
+    assert answer.status_code == 400, answer.text
+    assert "cannot be saved" in answer.json()["error"]
+    with SQLiteCheckpointer(str(checkpoints)) as store:
+        assert len(store.list_runs()) == runs
