@@ -4,8 +4,9 @@ else the page shows them as escapes (``\\u202e``), as the CLI does: raw, a bidi 
 ``prod\\u202egnp.exe`` read as ``prodexe.png``.
 
 Fixed here: a failed node's "last error" in the details panel (a tool's or a model's text in
-an exception), and the fork box, whose state (a tool's result, a model's text) was written raw
-for the person to read and edit. The fork still starts from the very same state, edited or not.
+an exception), the state panel's "changed here:" line (a state key a node chose), and the fork
+box, whose state (a tool's result, a model's text) was written raw for the person to read and
+edit. The fork still starts from the very same state, edited or not.
 Skips like `test_browser` when Chromium is missing.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 import py_trees
 import pytest
 from py_trees.common import Status
+from pydantic import BaseModel, ConfigDict
 
 from jianmu import AsyncNode, ReactiveRunner, SQLiteCheckpointer, StateManager
 from jianmu.nodes import AgentState
@@ -104,4 +106,37 @@ def test_the_fork_box_shows_hidden_characters_as_escapes_and_forks_the_same_stat
     assert target(edited) == HIDDEN
     assert json.dumps(_exact(driver, f"/api/run/cp/{edited}")["state"]["root"][
         "tool_effects"]) == '{"typed": 1}'
+    _no_alert(driver)
+
+
+class _Open(BaseModel):
+    """A state that takes keys its nodes choose."""
+
+    model_config = ConfigDict(extra="allow")
+    step: int = 0
+
+
+class _Writes(AsyncNode):
+    """Writes a key named by a run's text."""
+
+    async def update_async(self) -> Status:
+        self.state.update({f"key {HIDDEN}": 1, "step": 1})
+        return Status.SUCCESS
+
+
+def test_the_keys_changed_at_a_point_show_hidden_characters_as_escapes(
+        driver: Any, studio: tuple[str, Path]) -> None:
+    url, checkpoints = studio
+    tree = py_trees.composites.Sequence("flow", memory=True, children=[_Writes("write")])
+    with SQLiteCheckpointer(str(checkpoints)) as store:
+        runner = ReactiveRunner(tree, StateManager(_Open), checkpointer=store, run_id="keys")
+        assert runner.run_sync(timeout=60).ok
+    driver.get(f"{url}/?token={TOKEN}")
+    driver.get(f"{url}/run/cp/keys")
+    _until(driver, lambda d: _text(d, "#status") == "success", "the run's status")
+    _until(driver, lambda d: "changed here" in _text(d, "#state"), "the changed keys")
+    said = str(driver.execute_script(
+        "return document.querySelector('#state .changed-keys').textContent"))
+    assert not _raw(said), said
+    assert "key prod\\u202egnp.exe" in said
     _no_alert(driver)

@@ -193,7 +193,8 @@ export function drawState(box, state, changed) {
   const marked = marks(changed);
   const parts = [];
   if (changed && changed.length) {
-    parts.push(el("p", "changed-keys", "changed here: " + changed.join(", ")));
+    // state keys a node chose (and namespaces): hidden characters shown, as in the tree below
+    parts.push(el("p", "changed-keys", "changed here: " + changed.map(visible).join(", ")));
   }
   if (state && typeof state === "object" && "root" in state) {
     parts.push(drawValue(state.root, "root", ["root"], marked, 1));
