@@ -33,7 +33,15 @@ async function post(url, body, csrf) {
   } catch (error) {
     return {error: NO_ANSWER};
   }
-  return answer.json().catch(() => ({error: "HTTP " + answer.status}));
+  // the studio's own refusals (a token it no longer holds, a server error) are plain text:
+  // said as they are, not as a bare status
+  const text = (await answer.text().catch(() => "")).trim();
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    const status = String(answer.status);
+    return {error: text.startsWith(status) ? text : `HTTP ${status}` + (text ? `: ${text}` : "")};
+  }
 }
 
 function role(name) {
