@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jianmu._json import json_text
 from jianmu._secrets import is_loopback, same_token
+from jianmu._text import json_visible
 from jianmu.errors import CheckpointError, JianmuError, RunNotFoundError
 from jianmu.studio.pages import STATUSES, error_page, run_href, run_page, runs_page
 from jianmu.studio.patch import diff
@@ -154,10 +155,13 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
 
     async def api_point_state(request: Request) -> Response:
         # the state at a point as the fork box shows it: JSON text written here, so a whole
-        # number past 2**53 reaches the box as it is (JavaScript's numbers would round it)
+        # number past 2**53 reaches the box as it is (JavaScript's numbers would round it), and
+        # a hidden character as its escape (the same value read back; raw, a bidi override
+        # makes a tool's result read as other text to the person editing the state)
         where, run_id = source(request), request.path_params["run_id"]
         view = await run_in_threadpool(where.point, run_id, request.path_params["number"])
-        return Response(json_text(view["state"], indent=2), media_type="application/json")
+        return Response(json_visible(json_text(view["state"], indent=2)),
+                        media_type="application/json")
 
     async def stream(request: Request) -> Response:
         where, run_id = source(request), request.path_params["run_id"]
@@ -173,7 +177,13 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                 view, change = None, None
                 if mark is None or mark != seen:
                     seen = mark
-                    view = _jsonable(await run_in_threadpool(where.view, run_id))
+                    try:
+                        view = _jsonable(await run_in_threadpool(where.view, run_id))
+                    except RunNotFoundError as exc:
+                        # deleted under the page: said, and the stream ends (an error here
+                        # would cut it, and the browser, asking again, be refused: "why?")
+                        yield f"event: gone\ndata: {json_text({'error': str(exc)})}\n\n"
+                        return
                 if last is not None and last["status"] in FINISHED and not _settled(last):
                     # ended, but its last events are not written yet: followed until they
                     # are, or for SETTLE_S (its process died in between): then as it is
@@ -300,10 +310,19 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
 async def _json_object(request: Request) -> dict[str, Any] | None:
     """The request's JSON body when it is an object; None for anything else."""
     try:
-        body = await request.json()
+        body = _read_json(await request.body())
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
+
+
+def _read_json(text: str | bytes) -> Any:
+    """JSON text read; a `ValueError` for text that is not JSON, and for JSON nested past what
+    Python's reader takes (its RecursionError was a bare server error)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep to read") from None
 
 
 def _as_sent(body: dict[str, Any], key: str) -> tuple[Any, Response | None]:
@@ -316,7 +335,7 @@ def _as_sent(body: dict[str, Any], key: str) -> tuple[Any, Response | None]:
     if value is not None or not isinstance(text, str):
         return None, _Json({"error": f"send {key} (JSON) or {key}_text (text), not both"}, 400)
     try:
-        return json.loads(text), None
+        return _read_json(text), None
     except ValueError as exc:
         return None, _Json({"error": f"{key}_text is not valid JSON: {exc}"}, 400)
 
@@ -407,7 +426,7 @@ class TokenGuard:
         elif self._same(query.get("token"), self.token):
             # swap the token in the URL for a cookie, and drop it from the address bar
             rest = urlencode({k: v for k, v in query.items() if k != "token"})
-            response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), 303)
+            response = RedirectResponse(_sent_path(scope) + (f"?{rest}" if rest else ""), 303)
             response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict")
         elif not self._same(_cookie(headers, self.cookie), self.token):
             response = PlainTextResponse(
@@ -430,6 +449,18 @@ class TokenGuard:
             await send(message)
 
         await self.app(scope, receive, send_secured)
+
+
+def _sent_path(scope: Scope) -> str:
+    """The request's path as it was sent (``%3F`` in a run's id is not a query), as a path of
+    this host: ``//evil.example/`` (or ``/\\evil.example``), which a browser reads as another
+    host, becomes ``/evil.example/`` (``/%5Cevil.example``)."""
+    sent = scope.get("raw_path") or scope["path"]  # bytes are escaped as they are
+    return "/" + quote(sent, safe=_PATH_SAFE).lstrip("/")
+
+
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+"""What a path keeps as it is (RFC 3986's characters of a path, its escapes with them)."""
 
 
 def _secured(response: Response) -> Response:

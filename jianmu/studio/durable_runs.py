@@ -141,4 +141,4 @@ class DurableRuns:
             asyncio.run(self.engine.reject(run_id, call_id, message))
         self.journal.add(run_id, f"studio.{did}", request_id=call_id, by=by,
                          message=message, **extra)
-        return f"{did} {call_id}: a worker goes on with the run"
+        return f"{did} {shown(call_id)}: a worker goes on with the run"  # a model chose the id

@@ -121,15 +121,27 @@ def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
     return _layout("Runs", csrf, body)
 
 
+SHOWN_ITEMS = 100
+"""How many items of an open object or list a page's markup holds: the page's script draws
+the state again at once, lazily (a folded part when it is opened), so markup of all of it is
+only parsed to be thrown away (a state of 50,000 items was 32 MB of it)."""
+
+
 def json_tree(value: Any, key: str | None = None, depth: int = 0) -> str:
-    """``value`` as nested, collapsible ``<details>`` (open near the top)."""
+    """``value`` as nested, collapsible ``<details>`` (open near the top; what is folded, and
+    the items of an open part past `SHOWN_ITEMS`, are left to the page's script)."""
     label = f'<span class="key">{_name(key)}</span>: ' if key is not None else ""
     if isinstance(value, dict) or isinstance(value, list):
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        inner = "".join(f"<li>{json_tree(v, str(k), depth + 1)}</li>" for k, v in items)
         kind = f"{{{len(value)}}}" if isinstance(value, dict) else f"[{len(value)}]"
-        opened = " open" if depth < 2 else ""
-        return (f"<details{opened}><summary>{label}<span class=\"kind\">{kind}</span>"
+        if depth >= 2:
+            return (f"<details><summary>{label}<span class=\"kind\">{kind}</span></summary>"
+                    "</details>")
+        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+        inner = "".join(f"<li>{json_tree(v, str(k), depth + 1)}</li>"
+                        for k, v in items[:SHOWN_ITEMS])
+        if len(items) > SHOWN_ITEMS:
+            inner += f'<li class="more">… {len(items) - SHOWN_ITEMS} more</li>'
+        return (f"<details open><summary>{label}<span class=\"kind\">{kind}</span>"
                 f"</summary><ul>{inner}</ul></details>")
     shown = json_visible(json.dumps(value, ensure_ascii=False, default=str))
     return f'{label}<span class="value">{_e(shown)}</span>'

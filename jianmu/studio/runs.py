@@ -392,6 +392,15 @@ class CheckpointRuns:
             self.store.delete(fork_id)
             raise CheckpointError("the studio cannot rebuild this run's tree ('jianmu run' did "
                                   "not start it)")
+        try:  # an edited state may fit the schema and still not be writable (nested past what
+            # the state's serializer writes): refused now, not as a run dead at its first save
+            restored.runner.state.snapshot()
+        except Exception as exc:
+            _close_quietly(restored)
+            self.store.delete(fork_id)
+            raise CheckpointError(f"the fork did not start (its new run {fork_id!r} was "
+                                  f"removed): its state cannot be saved: "
+                                  f"{type(exc).__name__}: {exc}") from None
         try:  # written before the fork goes on: its page tells who started it from the first
             self.journal.add(fork_id, "studio.forked", run=run_id, point=point, by=by)
         except BaseException:

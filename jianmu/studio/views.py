@@ -72,7 +72,7 @@ def node_rows(nodes: dict[str, dict[str, Any]], tree: dict[str, dict[str, Any]] 
             "namespace": str(info.get("ns") or ""), "status": status,
             "reads": list(info.get("reads") or []),
             "writes": sorted({*(info.get("writes") or []), *written.get(path, [])}),
-            "error": errors.get(key, ""),
+            "error": shown(errors.get(key, "")),  # a tool's or a model's text, as it failed
         })
         rows.extend(_agent_rows(key, path, info, waiting, agents or {}))
     return rows

@@ -146,3 +146,39 @@ def test_a_call_id_with_hidden_characters_is_shown_as_escapes(tmp_path: Path) ->
         said = client.post("/run/cp/odd-call/approve", json={"call_id": request["id"]},
                            headers={"X-CSRF-Token": csrf.group(1)}).json()
         assert said["ok"] and not _raw(said["message"]), said
+
+
+def test_a_durable_runs_decision_names_its_call_id_with_escapes(tmp_path: Path) -> None:
+    """The answer to a decision on a durable run names the call as the checkpoints' does: its
+    id (the model's) with hidden characters as escapes. It was sent raw to the page's status
+    line."""
+    from jianmu.studio import DurableRuns
+    from jianmu.studio.app import TokenGuard
+
+    decided: list[tuple[str, str]] = []
+
+    class Engine:  # the engine as a client: the one call a decision makes
+        name = "app"
+
+        async def approve(self, run_id: str, call_id: str, message: str | None = None, *,
+                          arguments: dict[str, Any] | None = None) -> None:
+            decided.append((run_id, call_id))
+
+        def runs(self, status: str | None = None) -> list[Any]:
+            return []
+
+        def shutdown(self) -> None:
+            pass
+
+    journal = Journal(str(tmp_path / "journal.sqlite"))
+    app = create_app([DurableRuns(Engine(), journal)], TOKEN, by="tester")  # type: ignore[arg-type]
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        http.get(f"/?token={TOKEN}")
+        csrf = TokenGuard(app, token=TOKEN).csrf  # what the studio's pages hold
+        answer = http.post("/run/durable/r1/approve", json={"call_id": f"call{HIDDEN}"},
+                           headers={"X-CSRF-Token": csrf})
+    assert answer.status_code == 200, answer.text
+    assert decided == [("r1", f"call{HIDDEN}")]  # decided by its real id
+    message = answer.json()["message"]
+    assert not _raw(message), message
+    assert "call\\u202egnp.exe" in message

@@ -130,3 +130,25 @@ def test_a_decision_the_studio_never_answers_can_be_made_again(
             _no_alert(driver)
     finally:
         driver.get("about:blank")
+
+
+def test_a_decision_refused_by_a_restarted_studio_says_why(
+        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Approve clicked on a page whose studio started again with a new token: the studio's
+    refusal is plain text, which the page read as JSON and showed as "refused: HTTP 403"; it
+    says what the studio said (open the URL it printed), and nothing was decided."""
+    from selenium.webdriver.common.by import By
+
+    checkpoints, port = _page_whose_studio_stopped(driver, tmp_path, monkeypatch)
+    try:
+        again = create_app(studio_sources(checkpoints), "a-new-token", by="browser")
+        with serve(again, port):
+            driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
+            _until(driver, lambda d: _text(d, "#decision-msg").startswith("refused: "),
+                   "the refusal")
+            said = _text(driver, "#decision-msg")
+            assert "403" in said and "open the studio with the URL it printed" in said, said
+            assert driver.find_element(By.CSS_SELECTOR, ".request button.approve").is_enabled()
+            assert _text(driver, "#status") == "suspended"
+    finally:
+        driver.get("about:blank")

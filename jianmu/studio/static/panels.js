@@ -150,6 +150,8 @@ function marks(changed) {
   return out;
 }
 
+const BATCH = 500;  // how many items of an object or list are drawn at a time
+
 function drawValue(value, key, path, marked, depth) {
   const here = path.join("\u0000");
   const wrap = el("span", marked.has(here) ? "changed" : null);
@@ -169,11 +171,28 @@ function drawValue(value, key, path, marked, depth) {
       if (filled) return;
       filled = true;
       const ul = el("ul");
-      for (const [k, v] of entries) {
-        const li = el("li");
-        li.append(drawValue(v, k, [...path, k], marked, depth + 1));
-        ul.append(li);
-      }
+      let next = 0;
+      const more = el("li");
+      const button = el("button", "more");
+      button.type = "button";
+      more.append(button);
+      const draw = () => {  // a part at a time: a list of 50,000 drawn at once froze the page
+        const stop = Math.min(entries.length, next + BATCH);
+        const items = [];
+        for (; next < stop; next++) {
+          const [k, v] = entries[next];
+          const li = el("li");
+          li.append(drawValue(v, k, [...path, k], marked, depth + 1));
+          items.push(li);
+        }
+        more.before(...items);
+        const left = entries.length - next;
+        if (left) button.textContent = `show ${Math.min(BATCH, left)} more (${left} not shown)`;
+        else more.remove();
+      };
+      button.addEventListener("click", draw);
+      ul.append(more);
+      draw();
       details.append(ul);
     };
     details.addEventListener("toggle", () => { if (details.open) fill(); });
@@ -193,7 +212,8 @@ export function drawState(box, state, changed) {
   const marked = marks(changed);
   const parts = [];
   if (changed && changed.length) {
-    parts.push(el("p", "changed-keys", "changed here: " + changed.join(", ")));
+    // state keys a node chose (and namespaces): hidden characters shown, as in the tree below
+    parts.push(el("p", "changed-keys", "changed here: " + changed.map(visible).join(", ")));
   }
   if (state && typeof state === "object" && "root" in state) {
     parts.push(drawValue(state.root, "root", ["root"], marked, 1));

@@ -33,7 +33,15 @@ async function post(url, body, csrf) {
   } catch (error) {
     return {error: NO_ANSWER};
   }
-  return answer.json().catch(() => ({error: "HTTP " + answer.status}));
+  // the studio's own refusals (a token it no longer holds, a server error) are plain text:
+  // said as they are, not as a bare status
+  const text = (await answer.text().catch(() => "")).trim();
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    const status = String(answer.status);
+    return {error: text.startsWith(status) ? text : `HTTP ${status}` + (text ? `: ${text}` : "")};
+  }
 }
 
 function role(name) {
@@ -56,6 +64,7 @@ class RunPage {
     this.drawn = {pending: null, timeline: null, points: null};
     this.selected = null;
     this.stream = null;
+    this.gone = false;  // the run was deleted under the page: its stream is not opened again
     this.forkText = null;  // the fork box's text as the server wrote it
     this.graph = new Graph(document.getElementById("tree"), (key) => {
       this.selected = key;
@@ -92,6 +101,12 @@ class RunPage {
     this.stream.onmessage = (message) => shown(readJSON(message.data));
     this.stream.addEventListener("patch", (message) => {
       if (this.view) shown(applyPatch(this.view, readJSON(message.data).patch));
+    });
+    this.stream.addEventListener("gone", (message) => {
+      // the run was deleted while the page showed it: nothing more will come
+      this.stream.close();
+      this.gone = true;
+      live.textContent = "gone: " + readJSON(message.data).error + " (shown as it last was)";
     });
     this.stream.onerror = () => {
       // the browser tries again after a dropped connection, never after a refusal (a studio
@@ -373,7 +388,9 @@ class RunPage {
     const body = await post(this.base + "/" + request.action, request.body, this.csrf);
     said.textContent = body.ok ? body.message : "refused: " + body.error;
     if (!body.ok) for (const b of box.querySelectorAll("button")) b.disabled = false;
-    if (this.stream && this.stream.readyState === EventSource.CLOSED) this.connect();
+    if (this.stream && this.stream.readyState === EventSource.CLOSED && !this.gone) {
+      this.connect();
+    }
   }
 
   decision(button, box, said) {
