@@ -316,8 +316,8 @@ class ToolSet:
 
         Raises:
             ToolDefinitionError: a definition without a function, a function without a
-                definition, two definitions of one name (in any ASCII case), or a definition
-                that is not valid.
+                definition, two definitions of one name (in any ASCII case), or definitions
+                that are not valid (each one named with its problems, in one error).
         """
         if isinstance(functions, Mapping):
             by_name = dict(functions)
@@ -328,6 +328,7 @@ class ToolSet:
         named: set[str] = set()
         missing: list[str] = []
         first: dict[str, str] = {}  # each definition's name by its key (ASCII lower case)
+        refused: list[ToolDefinitionError] = []  # every invalid definition, named at once
         for definition in definitions:
             inner = openai_function(definition)
             name = inner.get("name")
@@ -349,10 +350,19 @@ class ToolSet:
                 missing.append(f"definition {name!r} has no function")
                 continue
             named.add(name)  # type: ignore[arg-type]
-            # the inner definition, found once (Tool.from_openai would look for it again)
-            tools.append(_from_function(inner, fn, {**chosen.pop(name, {})}))  # type: ignore[arg-type]
+            try:  # the inner definition, found once (Tool.from_openai would look again)
+                tools.append(_from_function(inner, fn, {**chosen.pop(name, {})}))  # type: ignore[arg-type]
+            except ToolDefinitionError as exc:
+                refused.append(exc)
         missing += [f"function {n!r} has no definition" for n in by_name if n not in named]
         missing += [f"metadata for {n!r} names no definition" for n in chosen]
+        if len(refused) == 1 and not missing:
+            raise refused[0]
+        if refused:  # each invalid definition named with its problems, not the first alone
+            raise ToolDefinitionError(", ".join(exc.tool for exc in refused), [
+                *(f"{exc.tool}: {problem}" for exc in refused for problem in exc.problems),
+                *missing,
+            ])
         if missing:
             raise ToolDefinitionError(", ".join(sorted(set(by_name) - named)) or "toolset", [
                 *missing, f"definitions: {', '.join(sorted(named)) or 'none'}"

@@ -189,3 +189,22 @@ def test_a_schema_under_a_key_no_format_uses_is_refused_not_read_as_none() -> No
     mcp = {"name": "ping", "description": "Ping.", "annotations": {"readOnlyHint": True},
            "_meta": {"k": 1}, "response": {"type": "string"}}
     assert Tool.from_openai(mcp, record).parameters == {"type": "object", "properties": {}}
+
+
+def test_a_set_names_every_invalid_definition_at_once_not_the_first_alone() -> None:
+    bad_root = {"name": "stray", "parameters": {"type": "object", "x": {"type": "integer"}}}
+    good = {"name": "fine", "parameters": {"type": "object",
+                                           "properties": {"x": {"type": "integer"}}}}
+    with pytest.raises(ToolDefinitionError) as caught:
+        ToolSet.from_openai([triangle(), good, bad_root, {"name": "lost", "parameters": {}}],
+                            {"calculate_triangle_area": record, "fine": record,
+                             "stray": record, "extra": record})
+    error = caught.value
+    assert error.tool == "calculate_triangle_area, stray"
+    assert error.problems[0].startswith("calculate_triangle_area: input schema is not a valid "
+                                        "JSON Schema at type: 'dict'")
+    assert any(p.startswith("stray: 'x' at the schema's root") for p in error.problems)
+    # what else is wrong with the set is said in the same error
+    assert "definition 'lost' has no function" in error.problems
+    assert "function 'extra' has no definition" in error.problems
+    assert not any(p.startswith("fine") for p in error.problems)
