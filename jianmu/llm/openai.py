@@ -375,6 +375,7 @@ class OpenAIProvider(SDKProvider):
             for event in replayed(self._reply(completion)):
                 yield event
             return
+        _with_data_only(chunks)
         assembler = _StreamAssembler(self.base_url)
         watch_stream(assembler)
         try:
@@ -402,6 +403,23 @@ class OpenAIProvider(SDKProvider):
         for event in assembler.flush():
             yield event
         yield StreamDone(response=assembler.response(self.model))
+
+
+def _with_data_only(chunks: Any) -> None:
+    """Skip the events of ``chunks`` (the SDK's stream) that carry no data: legal in an event
+    stream (a ``retry:`` or ``id:`` line alone, ``event: ping``, an empty ``data:`` sent to
+    keep the connection alive), and no chunk; the SDK parsed each as JSON, and the reply
+    failed as "not JSON"."""
+    read = getattr(chunks, "_iter_events", None)
+    if read is None:  # an SDK that reads its events otherwise: left as it is
+        return
+
+    async def with_data() -> AsyncIterator[Any]:
+        async for sse in read():
+            if sse.data.strip():
+                yield sse
+
+    chunks._iter_events = with_data
 
 
 async def _backoff(delay: float) -> None:
