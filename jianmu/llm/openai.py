@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, silent, timed_out, unanswered
+from jianmu.llm._pairs import PairedText
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import (
     OPENAI_REASONING_FIELDS,
@@ -400,7 +401,7 @@ class OpenAIProvider(SDKProvider):
             raise LLMTransientError(
                 f"the stream from {self.base_url} (model {self.model!r}) ended before the "
                 "reply did (no finish_reason): an incomplete reply, not asked again")
-        for event in assembler.flush():
+        for event in (*assembler.rest(), *assembler.flush()):
             yield event
         yield StreamDone(response=assembler.response(self.model))
 
@@ -594,6 +595,7 @@ class _StreamAssembler:
         self.model = ""
         self.response_id = ""
         self._emitted = False
+        self._paired = PairedText()  # an emoji's JSON escapes split between two chunks
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
         self.chunks += 1
@@ -625,6 +627,7 @@ class _StreamAssembler:
                 if isinstance(given, list):  # parts: reasoning ones kept apart (Mistral's)
                     self.thinking.append(_thinking(given))
                 text = _text(self.where, given)
+                text = self._paired.piece(text) if text else text
                 if text:
                     self.text.append(text)
                     events.append(TextDelta(text=text))
@@ -714,6 +717,14 @@ class _StreamAssembler:
                 slot["arguments"] = arguments
             elif arguments:
                 slot["arguments"] += arguments
+
+    def rest(self) -> list[StreamEvent]:
+        """The text still held at the stream's end (half a character: `PairedText`)."""
+        text = self._paired.rest()
+        if not text:
+            return []
+        self.text.append(text)
+        return [TextDelta(text=text)]
 
     def _tool_calls(self) -> list[ToolCall]:
         return [
