@@ -438,6 +438,7 @@ def _official(url: str) -> bool:
 
 def _usage(usage: Any) -> Usage | None:
     """`Usage` from an OpenAI ``usage`` object; cached prompt tokens when the server says;
+    reasoning tokens in the output also when a gateway counts them apart (`_reasoning_apart`);
     ``None`` (unknown) when the server sent none."""
     if not usage:
         return None
@@ -447,12 +448,32 @@ def _usage(usage: Any) -> Usage | None:
     output_tokens = token_count(getattr(usage, "completion_tokens", None))
     if input_tokens is None or output_tokens is None:  # a count missing or not a count
         return None
+    output_tokens += _reasoning_apart(usage, input_tokens, output_tokens)
     details = getattr(usage, "prompt_tokens_details", None)
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cache_read_tokens=token_count(getattr(details, "cached_tokens", None)) or 0,
     )
+
+
+def _reasoning_apart(usage: Any, prompt: int, completion: int) -> int:
+    """The reasoning tokens that ``completion_tokens`` leaves out, else 0. OpenAI counts them
+    in it (``completion_tokens_details.reasoning_tokens`` a part of it); some gateways (Gemini
+    through several) count only the visible answer there, the reasoning apart and in
+    ``total_tokens``: billed output all the same, which a budget must see. Told apart by the
+    total holding them beside the completion, or, without a total, by a completion smaller
+    than its part."""
+    details = getattr(usage, "completion_tokens_details", None)
+    if isinstance(details, Mapping):
+        details = SimpleNamespace(**{k: v for k, v in details.items() if isinstance(k, str)})
+    reasoning = token_count(getattr(details, "reasoning_tokens", None))
+    if not reasoning:
+        return 0
+    total = token_count(getattr(usage, "total_tokens", None))
+    if total is None:
+        return reasoning if completion < reasoning else 0
+    return reasoning if total >= prompt + completion + reasoning else 0
 
 
 _TRANSIENT_KINDS = frozenset({"server_error", "overloaded_error", "rate_limit_error",
