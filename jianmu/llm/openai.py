@@ -664,8 +664,9 @@ class _StreamAssembler:
                 self._add_fragment(SimpleNamespace(index=0, id=None, function=legacy))
             finish = getattr(choice, "finish_reason", None)
             if finish:
+                # the calls are made ready at the stream's end (`flush`), not here: a gateway
+                # may send the finish reason early (on a call's first chunk), then more calls
                 self.finish_reason = finish
-                events.extend(self.flush())
         return events
 
     def received(self) -> tuple[Usage | None, int]:
@@ -754,7 +755,7 @@ class _StreamAssembler:
         ]
 
     def flush(self) -> list[StreamEvent]:
-        """The finished tool calls, once."""
+        """The finished tool calls, once, at the stream's end."""
         if self._emitted:
             return []
         self._emitted = True
