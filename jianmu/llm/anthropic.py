@@ -92,7 +92,8 @@ def _usage(usage: Any, previous: Usage | None = None, *, whole: bool = False) ->
     count that is not one.
 
     In a stream, ``message_delta`` repeats the counts so far (cumulative): missing ones keep
-    the ``previous`` values.
+    the ``previous`` values, and so does one below them (a compatible server's placeholder,
+    SGLang's ``input_tokens: 0``: a cumulative count never falls).
     """
     if usage is None:
         return previous
@@ -108,7 +109,7 @@ def _usage(usage: Any, previous: Usage | None = None, *, whole: bool = False) ->
             return default
         counted = token_count(value)
         broken = broken or counted is None
-        return counted or 0
+        return max(counted or 0, default) if previous is not None else counted or 0
 
     read = count("cache_read_input_tokens", before.cache_read_tokens)
     created = count("cache_creation_input_tokens", before.cache_creation_tokens)
