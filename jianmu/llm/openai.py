@@ -296,7 +296,8 @@ class OpenAIProvider(SDKProvider):
         """Ask the server for one reply.
 
         Raises:
-            LLMTransientError: a transient failure outlasted ``max_retries``.
+            LLMTransientError: a transient failure outlasted ``max_retries``, or the server
+                ended the reply as failed midway (finish reason ``error``, ``abort``).
             LLMError: the server refused the request or answered without a choice.
         """
         body = self._request(request, stream=False)
@@ -334,13 +335,24 @@ class OpenAIProvider(SDKProvider):
         except ValidationError as exc:
             raise LLMError(f"{self.base_url} answered with a message that cannot be read: "
                            f"{exc}") from exc
-        return LLMResponse(
+        response = LLMResponse(
             message=message,
             usage=_usage(getattr(completion, "usage", None)),
             finish_reason=getattr(choice, "finish_reason", None),
             model=getattr(completion, "model", None) or self.model,
             response_id=reply_id(getattr(completion, "id", None)),
         )
+        if response.finish_reason in _FAILED_FINISHES:
+            watch_stream(_Spent(response))  # billed: what it spent counts, as a stream's
+            raise self._failed_midway(response.finish_reason)
+        return response
+
+    def _failed_midway(self, finish: Any) -> LLMTransientError:
+        """The error of a reply that the server ended as failed midway (`_FAILED_FINISHES`)."""
+        return LLMTransientError(
+            f"{self.base_url} (model {self.model!r}) ended the reply with finish_reason "
+            f"{finish!r}: it failed midway, and its text so far is no answer (not asked "
+            "again: it was billed)")
 
     async def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one reply: text deltas, each tool call once whole, then `StreamDone`.
@@ -350,8 +362,8 @@ class OpenAIProvider(SDKProvider):
 
         Raises:
             LLMTransientError: the request failed transiently past ``max_retries``, or the
-                connection broke mid-stream, or the stream ended without a finish reason
-                (not retried: the server answered).
+                connection broke mid-stream, or the stream ended without a finish reason or
+                with one that says it failed midway (not retried: the server answered).
             LLMError: the server refused the request.
         """
         body = self._request(request, stream=True)
@@ -401,6 +413,8 @@ class OpenAIProvider(SDKProvider):
             raise LLMTransientError(
                 f"the stream from {self.base_url} (model {self.model!r}) ended before the "
                 "reply did (no finish_reason): an incomplete reply, not asked again")
+        if assembler.finish_reason in _FAILED_FINISHES:
+            raise self._failed_midway(assembler.finish_reason)
         for event in (*assembler.rest(), *assembler.flush()):
             yield event
         yield StreamDone(response=assembler.response(self.model))
@@ -474,6 +488,24 @@ def _reasoning_apart(usage: Any, prompt: int, completion: int) -> int:
     if total is None:
         return reasoning if completion < reasoning else 0
     return reasoning if total >= prompt + completion + reasoning else 0
+
+
+_FAILED_FINISHES = frozenset({"error", "abort"})
+"""Finish reasons that say the reply failed midway: ``error`` (OpenRouter's and Mistral's,
+the provider failing mid-generation), ``abort`` (vLLM's, the request aborted in the engine)."""
+
+
+class _Spent:
+    """A whole reply's usage and size, as a stream's assembler tells them (`watch_stream`):
+    what a reply that failed midway spent."""
+
+    def __init__(self, response: LLMResponse) -> None:
+        self._response = response
+
+    def received(self) -> tuple[Usage | None, int]:
+        message = self._response.message
+        return self._response.usage, len(message.content or "") + sum(
+            len(call.name) + len(call.arguments_json()) for call in message.tool_calls)
 
 
 _TRANSIENT_KINDS = frozenset({"server_error", "overloaded_error", "rate_limit_error",
