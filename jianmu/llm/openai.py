@@ -399,7 +399,8 @@ class OpenAIProvider(SDKProvider):
         except LLMTransientError as exc:
             # broken after the finish reason (a proxy that drops the connection): the reply
             # is whole, only the usage chunk may be lost (unknown usage, said so)
-            if assembler.finish_reason is None or not broke_off(exc):
+            if assembler.finish_reason is None or assembler.finished_early or not broke_off(
+                    exc):
                 raise
             _log.debug("%s after the reply's end; the reply is kept",
                        self.secret_free(str(exc)))
@@ -576,6 +577,13 @@ def _refused(exc: LLMError, name: str) -> bool:
     return status in (400, 422) and name in str(exc)
 
 
+def _says_something(delta: Any) -> bool:
+    """Whether a chunk's delta holds a piece of the reply (text, a refusal, reasoning, a
+    tool call's), not only its role or nothing."""
+    return any(getattr(delta, key, None) for key in (
+        "content", "refusal", "tool_calls", "function_call", *OPENAI_REASONING_FIELDS))
+
+
 def _whole(arguments: str) -> bool:
     """Whether a call's arguments so far are none or a whole JSON value."""
     if not arguments.strip():
@@ -649,6 +657,7 @@ class _StreamAssembler:
         self.response_id = ""
         self._emitted = False
         self._paired = PairedText()  # an emoji's JSON escapes split between two chunks
+        self.finished_early = False  # more of the reply came after a finish reason
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
         self.chunks += 1
@@ -673,6 +682,10 @@ class _StreamAssembler:
             if (getattr(choice, "index", None) or 0) != 0:
                 continue  # n > 1: only the first choice is assembled
             delta = getattr(choice, "delta", None)
+            if self.finish_reason is not None and not self.finished_early:
+                # a finish reason before more of the reply (a proxy that sends one on every
+                # chunk) was no end: a break after it is not after the reply's end
+                self.finished_early = _says_something(delta)
             self._add_reasoning(delta)
             # a refusal (structured outputs) is the answer's text: the reader must see it
             said = (getattr(delta, "content", None), getattr(delta, "refusal", None))
