@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -56,15 +57,16 @@ def continued(body: dict[str, Any], blocks: Sequence[dict[str, Any]]) -> dict[st
 
 def joined(parts: Sequence[LLMResponse]) -> LLMResponse:
     """One reply of a turn's parts (each continuing the one before): their text, tool calls
-    and reasoning in order, their usage summed (unknown if any part's is), the last one's
-    finish reason and id."""
+    and reasoning in order, their usage summed (unknown if any part's is), each part one
+    model request, the last one's finish reason and id."""
     if len(parts) == 1:
         return parts[0]
     text = "".join(part.text for part in parts)
     usages = [part.usage for part in parts]
     total = Usage()
     for usage in usages:
-        total = total + usage if usage is not None else total
+        if usage is not None:  # each part was a request answered, and billed
+            total = total + replace(usage, requests=usage.requests or 1)
     last = parts[-1]
     return LLMResponse(
         message=Message(

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, resent_once, silent, timed_out
+from jianmu.llm._pairs import PairedText
 from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, joined
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
@@ -91,7 +92,8 @@ def _usage(usage: Any, previous: Usage | None = None, *, whole: bool = False) ->
     count that is not one.
 
     In a stream, ``message_delta`` repeats the counts so far (cumulative): missing ones keep
-    the ``previous`` values.
+    the ``previous`` values, and so does one below them (a compatible server's placeholder,
+    SGLang's ``input_tokens: 0``: a cumulative count never falls).
     """
     if usage is None:
         return previous
@@ -107,7 +109,7 @@ def _usage(usage: Any, previous: Usage | None = None, *, whole: bool = False) ->
             return default
         counted = token_count(value)
         broken = broken or counted is None
-        return counted or 0
+        return max(counted or 0, default) if previous is not None else counted or 0
 
     read = count("cache_read_input_tokens", before.cache_read_tokens)
     created = count("cache_creation_input_tokens", before.cache_creation_tokens)
@@ -588,6 +590,7 @@ class _StreamAssembler:
         self.output_counted = False
         self.started = False
         self.stopped = False  # the message's end came (``message_stop``)
+        self._paired = PairedText()  # an emoji's JSON escapes split between two deltas
 
     def received(self) -> tuple[Usage | None, int]:
         """The usage sent so far (``message_start``'s prompt count) and the characters of the
@@ -627,15 +630,13 @@ class _StreamAssembler:
             elif block_type == "text" and getattr(block, "text", ""):
                 if not isinstance(block.text, str):
                     raise unreadable(self.where, "a text block that is not text", block)
-                self.text.append(block.text)
-                return [TextDelta(text=block.text)]
+                return self._said(block.text)
         elif kind == "content_block_delta":
             delta = event.delta
             if delta.type == "text_delta" and delta.text:
                 if not isinstance(delta.text, str):
                     raise unreadable(self.where, "a text delta that is not text", delta)
-                self.text.append(delta.text)
-                return [TextDelta(text=delta.text)]
+                return self._said(delta.text)
             if delta.type == "input_json_delta" and event.index in self.blocks:
                 self.blocks[event.index]["json"].append(delta.partial_json or "")
             elif delta.type in ("thinking_delta", "signature_delta") and (
@@ -659,6 +660,15 @@ class _StreamAssembler:
                     event.usage, "output_tokens", None) is not None
         return []
 
+    def _said(self, piece: str) -> list[StreamEvent]:
+        """A piece of the reply's text, as a delta (none while it holds only half a
+        character: `PairedText`)."""
+        text = self._paired.piece(piece)
+        if not text:
+            return []
+        self.text.append(text)
+        return [TextDelta(text=text)]
+
     def _finished(self, index: int) -> ToolCallReady:
         """The tool call of block ``index``, whose input is all there."""
         block = self.blocks.pop(index)
@@ -671,9 +681,12 @@ class _StreamAssembler:
         return ToolCallReady(call=call, index=len(self.calls) - 1)
 
     def flush(self) -> list[StreamEvent]:
-        """The calls of tool blocks that a compatible server never closed (no
-        ``content_block_stop``): the message's end ends them, else they are lost."""
-        return [self._finished(index) for index in sorted(self.blocks)]
+        """The text still held (half a character: `PairedText`), and the calls of tool blocks
+        that a compatible server never closed (no ``content_block_stop``): the message's end
+        ends them, else they are lost."""
+        rest = self._paired.rest()
+        held: list[StreamEvent] = self._said(rest) if rest else []
+        return [*held, *(self._finished(index) for index in sorted(self.blocks))]
 
     def response(self) -> LLMResponse:
         text = "".join(self.text)

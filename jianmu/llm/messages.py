@@ -444,7 +444,9 @@ def messages_to_anthropic(
             blocks: list[dict[str, Any]] = [
                 dict(b) for b in message.reasoning if b.get("type") in REASONING_BLOCKS
             ]
-            if message.content:  # Anthropic rejects empty text blocks
+            # Anthropic refuses a text block that is empty or only whitespace, which Claude
+            # may write itself ("\n\n" before a tool use)
+            if message.content and not message.content.isspace():
                 blocks.append({"type": "text", "text": message.content})
             blocks.extend(
                 {

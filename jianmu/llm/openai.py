@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, silent, timed_out, unanswered
+from jianmu.llm._pairs import PairedText
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import (
     OPENAI_REASONING_FIELDS,
@@ -295,7 +296,8 @@ class OpenAIProvider(SDKProvider):
         """Ask the server for one reply.
 
         Raises:
-            LLMTransientError: a transient failure outlasted ``max_retries``.
+            LLMTransientError: a transient failure outlasted ``max_retries``, or the server
+                ended the reply as failed midway (finish reason ``error``, ``abort``).
             LLMError: the server refused the request or answered without a choice.
         """
         body = self._request(request, stream=False)
@@ -333,13 +335,24 @@ class OpenAIProvider(SDKProvider):
         except ValidationError as exc:
             raise LLMError(f"{self.base_url} answered with a message that cannot be read: "
                            f"{exc}") from exc
-        return LLMResponse(
+        response = LLMResponse(
             message=message,
             usage=_usage(getattr(completion, "usage", None)),
             finish_reason=getattr(choice, "finish_reason", None),
             model=getattr(completion, "model", None) or self.model,
             response_id=reply_id(getattr(completion, "id", None)),
         )
+        if response.finish_reason in _FAILED_FINISHES:
+            watch_stream(_Spent(response))  # billed: what it spent counts, as a stream's
+            raise self._failed_midway(response.finish_reason)
+        return response
+
+    def _failed_midway(self, finish: Any) -> LLMTransientError:
+        """The error of a reply that the server ended as failed midway (`_FAILED_FINISHES`)."""
+        return LLMTransientError(
+            f"{self.base_url} (model {self.model!r}) ended the reply with finish_reason "
+            f"{finish!r}: it failed midway, and its text so far is no answer (not asked "
+            "again: it was billed)")
 
     async def _send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one reply: text deltas, each tool call once whole, then `StreamDone`.
@@ -349,8 +362,8 @@ class OpenAIProvider(SDKProvider):
 
         Raises:
             LLMTransientError: the request failed transiently past ``max_retries``, or the
-                connection broke mid-stream, or the stream ended without a finish reason
-                (not retried: the server answered).
+                connection broke mid-stream, or the stream ended without a finish reason or
+                with one that says it failed midway (not retried: the server answered).
             LLMError: the server refused the request.
         """
         body = self._request(request, stream=True)
@@ -375,6 +388,7 @@ class OpenAIProvider(SDKProvider):
             for event in replayed(self._reply(completion)):
                 yield event
             return
+        _with_data_only(chunks)
         assembler = _StreamAssembler(self.base_url)
         watch_stream(assembler)
         try:
@@ -385,7 +399,8 @@ class OpenAIProvider(SDKProvider):
         except LLMTransientError as exc:
             # broken after the finish reason (a proxy that drops the connection): the reply
             # is whole, only the usage chunk may be lost (unknown usage, said so)
-            if assembler.finish_reason is None or not broke_off(exc):
+            if assembler.finish_reason is None or assembler.finished_early or not broke_off(
+                    exc):
                 raise
             _log.debug("%s after the reply's end; the reply is kept",
                        self.secret_free(str(exc)))
@@ -399,9 +414,28 @@ class OpenAIProvider(SDKProvider):
             raise LLMTransientError(
                 f"the stream from {self.base_url} (model {self.model!r}) ended before the "
                 "reply did (no finish_reason): an incomplete reply, not asked again")
-        for event in assembler.flush():
+        if assembler.finish_reason in _FAILED_FINISHES:
+            raise self._failed_midway(assembler.finish_reason)
+        for event in (*assembler.rest(), *assembler.flush()):
             yield event
         yield StreamDone(response=assembler.response(self.model))
+
+
+def _with_data_only(chunks: Any) -> None:
+    """Skip the events of ``chunks`` (the SDK's stream) that carry no data: legal in an event
+    stream (a ``retry:`` or ``id:`` line alone, ``event: ping``, an empty ``data:`` sent to
+    keep the connection alive), and no chunk; the SDK parsed each as JSON, and the reply
+    failed as "not JSON"."""
+    read = getattr(chunks, "_iter_events", None)
+    if read is None:  # an SDK that reads its events otherwise: left as it is
+        return
+
+    async def with_data() -> AsyncIterator[Any]:
+        async for sse in read():
+            if sse.data.strip():
+                yield sse
+
+    chunks._iter_events = with_data
 
 
 async def _backoff(delay: float) -> None:
@@ -419,6 +453,7 @@ def _official(url: str) -> bool:
 
 def _usage(usage: Any) -> Usage | None:
     """`Usage` from an OpenAI ``usage`` object; cached prompt tokens when the server says;
+    reasoning tokens in the output also when a gateway counts them apart (`_reasoning_apart`);
     ``None`` (unknown) when the server sent none."""
     if not usage:
         return None
@@ -428,12 +463,50 @@ def _usage(usage: Any) -> Usage | None:
     output_tokens = token_count(getattr(usage, "completion_tokens", None))
     if input_tokens is None or output_tokens is None:  # a count missing or not a count
         return None
+    output_tokens += _reasoning_apart(usage, input_tokens, output_tokens)
     details = getattr(usage, "prompt_tokens_details", None)
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cache_read_tokens=token_count(getattr(details, "cached_tokens", None)) or 0,
     )
+
+
+def _reasoning_apart(usage: Any, prompt: int, completion: int) -> int:
+    """The reasoning tokens that ``completion_tokens`` leaves out, else 0. OpenAI counts them
+    in it (``completion_tokens_details.reasoning_tokens`` a part of it); some gateways (Gemini
+    through several) count only the visible answer there, the reasoning apart and in
+    ``total_tokens``: billed output all the same, which a budget must see. Told apart by the
+    total holding them beside the completion, or, without a total, by a completion smaller
+    than its part."""
+    details = getattr(usage, "completion_tokens_details", None)
+    if isinstance(details, Mapping):
+        details = SimpleNamespace(**{k: v for k, v in details.items() if isinstance(k, str)})
+    reasoning = token_count(getattr(details, "reasoning_tokens", None))
+    if not reasoning:
+        return 0
+    total = token_count(getattr(usage, "total_tokens", None))
+    if total is None:
+        return reasoning if completion < reasoning else 0
+    return reasoning if total >= prompt + completion + reasoning else 0
+
+
+_FAILED_FINISHES = frozenset({"error", "abort"})
+"""Finish reasons that say the reply failed midway: ``error`` (OpenRouter's and Mistral's,
+the provider failing mid-generation), ``abort`` (vLLM's, the request aborted in the engine)."""
+
+
+class _Spent:
+    """A whole reply's usage and size, as a stream's assembler tells them (`watch_stream`):
+    what a reply that failed midway spent."""
+
+    def __init__(self, response: LLMResponse) -> None:
+        self._response = response
+
+    def received(self) -> tuple[Usage | None, int]:
+        message = self._response.message
+        return self._response.usage, len(message.content or "") + sum(
+            len(call.name) + len(call.arguments_json()) for call in message.tool_calls)
 
 
 _TRANSIENT_KINDS = frozenset({"server_error", "overloaded_error", "rate_limit_error",
@@ -502,6 +575,13 @@ def _refused(exc: LLMError, name: str) -> bool:
     """Whether ``exc`` is the server refusing the request parameter ``name`` (HTTP 400/422)."""
     status = getattr(exc.__cause__, "status_code", None)
     return status in (400, 422) and name in str(exc)
+
+
+def _says_something(delta: Any) -> bool:
+    """Whether a chunk's delta holds a piece of the reply (text, a refusal, reasoning, a
+    tool call's), not only its role or nothing."""
+    return any(getattr(delta, key, None) for key in (
+        "content", "refusal", "tool_calls", "function_call", *OPENAI_REASONING_FIELDS))
 
 
 def _whole(arguments: str) -> bool:
@@ -576,6 +656,8 @@ class _StreamAssembler:
         self.model = ""
         self.response_id = ""
         self._emitted = False
+        self._paired = PairedText()  # an emoji's JSON escapes split between two chunks
+        self.finished_early = False  # more of the reply came after a finish reason
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
         self.chunks += 1
@@ -600,6 +682,10 @@ class _StreamAssembler:
             if (getattr(choice, "index", None) or 0) != 0:
                 continue  # n > 1: only the first choice is assembled
             delta = getattr(choice, "delta", None)
+            if self.finish_reason is not None and not self.finished_early:
+                # a finish reason before more of the reply (a proxy that sends one on every
+                # chunk) was no end: a break after it is not after the reply's end
+                self.finished_early = _says_something(delta)
             self._add_reasoning(delta)
             # a refusal (structured outputs) is the answer's text: the reader must see it
             said = (getattr(delta, "content", None), getattr(delta, "refusal", None))
@@ -607,6 +693,7 @@ class _StreamAssembler:
                 if isinstance(given, list):  # parts: reasoning ones kept apart (Mistral's)
                     self.thinking.append(_thinking(given))
                 text = _text(self.where, given)
+                text = self._paired.piece(text) if text else text
                 if text:
                     self.text.append(text)
                     events.append(TextDelta(text=text))
@@ -622,8 +709,9 @@ class _StreamAssembler:
                 self._add_fragment(SimpleNamespace(index=0, id=None, function=legacy))
             finish = getattr(choice, "finish_reason", None)
             if finish:
+                # the calls are made ready at the stream's end (`flush`), not here: a gateway
+                # may send the finish reason early (on a call's first chunk), then more calls
                 self.finish_reason = finish
-                events.extend(self.flush())
         return events
 
     def received(self) -> tuple[Usage | None, int]:
@@ -697,6 +785,14 @@ class _StreamAssembler:
             elif arguments:
                 slot["arguments"] += arguments
 
+    def rest(self) -> list[StreamEvent]:
+        """The text still held at the stream's end (half a character: `PairedText`)."""
+        text = self._paired.rest()
+        if not text:
+            return []
+        self.text.append(text)
+        return [TextDelta(text=text)]
+
     def _tool_calls(self) -> list[ToolCall]:
         return [
             ToolCall.from_dict({"id": s["id"], "name": s["name"], "arguments": s["arguments"]})
@@ -704,7 +800,7 @@ class _StreamAssembler:
         ]
 
     def flush(self) -> list[StreamEvent]:
-        """The finished tool calls, once."""
+        """The finished tool calls, once, at the stream's end."""
         if self._emitted:
             return []
         self._emitted = True

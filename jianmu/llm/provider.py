@@ -70,9 +70,11 @@ ToolsInput = Iterable[Any] | None
 """Tools offered to the model: `Tool` objects (anything with ``to_openai()``) or schema dicts."""
 
 
-LIMIT_REASONS = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
-"""Finish reasons that say the token limit ended the reply (OpenAI's ``length``; Anthropic's
-raw ones too, for a provider that passes them on as they came)."""
+LIMIT_REASONS = frozenset({"length", "max_tokens", "model_context_window_exceeded",
+                           "model_length"})
+"""Finish reasons that say the token limit ended the reply (OpenAI's ``length``; Mistral's
+``model_length``, the model's context filled; Anthropic's raw ones too, for a provider that
+passes them on as they came)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -197,3 +197,28 @@ def test_an_answer_still_cut_off_fails_with_the_text_so_far(
     assert [e.fields["outcome"] for e in seen if e.name == "llm.call.cut_off"] == [
         "continued", "failed"]
     assert len(server.requests) == 2 and result.usage.requests == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_mistrals_model_length_is_a_cut_off_too(stream: bool) -> None:
+    """Mistral's API ends a reply that filled the model's context with ``model_length``: a
+    cut-off answer, continued, not a whole one (it was taken as the run's answer, cut)."""
+    from tests.support.raw_http import SSE, RawServer, Reply, chunk, completion, json_reply
+    from tests.support.raw_http import openai_sse as sse
+
+    parts = iter([("The tide comes in tw", "model_length"), ("ice a day.", "stop")])
+
+    def answer(request: Any) -> Reply:
+        text, finish = next(parts)
+        if not stream:
+            return json_reply(completion(text, finish=finish))
+        return Reply(pieces=sse([chunk({"content": text}), chunk(finish=finish)]),
+                     chunked=True, headers=SSE)
+
+    with RawServer(answer) as server:
+        llm = OpenAIProvider("m", base_url=server.url + "/v1", max_retries=0)
+        result, seen = _run(Agent(llm, stream=stream), "tides?")
+    assert result.ok, result.error
+    assert result.output == "The tide comes in twice a day."
+    cut = [e.fields for e in seen if e.name == "llm.call.cut_off"]
+    assert [(c["outcome"], c["finish_reason"]) for c in cut] == [("continued", "model_length")]

@@ -88,7 +88,11 @@ def test_openai_round_trip(history: list[Message]) -> None:
 def test_anthropic_round_trip(history: list[Message]) -> None:
     system, wire = messages_to_anthropic(history)
     json.dumps(wire)
-    assert messages_from_anthropic(system, wire) == history
+    # an answer of only whitespace is not sent (the API refuses such a text): none comes back
+    sent = [m.model_copy(update={"content": None})
+            if m.role == "assistant" and m.content and m.content.isspace() else m
+            for m in history]
+    assert messages_from_anthropic(system, wire) == sent
 
 
 @settings(deadline=None)

@@ -1,7 +1,7 @@
 """Anthropic's ``pause_turn``, on the real keep-alive server: a long turn (server tools such as
 web search) that the API paused is no answer yet. As Anthropic documents, the reply goes back
 as it came, as the assistant's turn, and the model continues it; the run's answer is the whole
-turn, its usage both requests'."""
+turn, its usage both requests' (counted as two)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ def test_a_paused_turn_is_continued_to_its_answer(server: ModelServer, stream: b
     assert sent["content"][1]["input"] == {"query": "jianmu weather"}
     assert sent["content"][2]["content"][0]["encrypted_content"] == "abc"
     usage = state.get("usage")
-    assert (usage.input_tokens, usage.output_tokens) == (50, 9)
+    # two requests answered, each billed: counted as two model requests, not one
+    assert (usage.input_tokens, usage.output_tokens, usage.requests) == (50, 9, 2)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])

@@ -100,8 +100,12 @@ _UNICODE = b"".join(openai_sse([chunk({"content": "héllo 世界 🎉"}), chunk(
              *openai_sse(_TEXT[1:])]),
     _stream(openai_sse([chunk({"content": "hel", "unknown": 1}, fingerprint="x"),
                         chunk({"content": "lo"}, extra={"a": [1]}), chunk(finish="stop")])),
+    # events without data, legal in an event stream: a reconnection delay first (as
+    # sse-starlette can send), an empty ``data:`` and a named event with none as keep-alives
+    _stream([b"retry: 3000\n\n", *openai_sse(_TEXT[:1], done=False), b"data:\n\n",
+             b"event: ping\n\n", b"id: 7\ndata: \r\n\r\n", *openai_sse(_TEXT[1:])]),
 ], ids=["nospace-crlf-keepalive", "usage-chunk", "finish-later", "no-done", "sse-fields",
-        "unknown-fields"])
+        "unknown-fields", "no-data"])
 def test_an_openai_stream_in_any_spelling_gives_its_text(reply: Reply) -> None:
     with _serving(reply) as server:
         response, events = _ask(server, stream=True)

@@ -137,3 +137,19 @@ def test_a_whole_reply_whose_connection_broke_after_its_end_is_the_answer(
         assert result.ok, result.error
         assert state.get("final_answer") == "The answer is not"
     assert len(server.requests) == 2
+
+
+def test_a_stream_that_says_finished_on_every_chunk_and_breaks_is_no_answer(
+    server: ModelServer,
+) -> None:
+    """A proxy that sends a finish reason on every chunk (Open WebUI's, LiteLLM's Gemini
+    stream on a call's first chunk), then breaks: more came after that finish reason, so it
+    was no end, and the text so far is no answer (it was kept as the run's whole answer)."""
+    pieces = [_chunk({"content": word}, "stop") for word in ("The ", "answer ", "is ", "not")]
+    up_to_the_third = len(_sse(pieces[:3], done=False))
+    server.add(Raw(events=pieces, cut=up_to_the_third))
+    result, _ = _run(provider(server, "openai"))
+    assert result.status is RunStatus.FAILURE, result
+    assert isinstance(result.exception, LLMTransientError), result.error
+    assert "broke off" in str(result.exception)
+    assert len(server.requests) == 1

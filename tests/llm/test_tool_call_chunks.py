@@ -63,3 +63,34 @@ def test_a_call_whose_name_comes_again_with_its_arguments_stays_one(server: Mode
 
     chunks = [_chunk([piece('{"city"')]), _chunk([piece(': "Oslo"}')]), _chunk([], "tool_calls")]
     assert _calls(server, chunks) == [("weather", {"city": "Oslo"})]
+
+
+@pytest.mark.parametrize("late", ["next-call", "rest-of-arguments"])
+def test_calls_after_an_early_finish_reason_are_each_ready_once_whole(
+    server: ModelServer, late: str,
+) -> None:
+    """A gateway that puts the finish reason on a call's first chunk (LiteLLM's Gemini
+    stream) and sends more after it: each call is ready once, whole, as the reply has it;
+    it was ready at the first finish reason, the second call never and the first one half."""
+    first = {"index": 0, "id": "a", "type": "function",
+             "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}
+    if late == "next-call":
+        second = {"index": 1, "id": "b", "type": "function",
+                  "function": {"name": "time", "arguments": "{}"}}
+        chunks = [_chunk([first], "tool_calls"), _chunk([second], "tool_calls")]
+        whole = [("a", "weather", {"city": "Oslo"}), ("b", "time", {})]
+    else:
+        half = {**first, "function": {"name": "weather", "arguments": '{"city": '}}
+        chunks = [_chunk([half], "tool_calls"),
+                  _chunk([{"index": 0, "function": {"arguments": '"Oslo"}'}}])]
+        whole = [("a", "weather", {"city": "Oslo"})]
+    server.add(Raw(events=chunks))
+    llm = OpenAIProvider("m", base_url=server.openai_url, max_retries=0)
+
+    async def ask() -> list[Any]:
+        return [e async for e in llm.stream([{"role": "user", "content": "q"}])]
+
+    *events, done = asyncio.run(ask())
+    ready = [(e.index, e.call.id, e.call.name, e.call.arguments) for e in events]
+    assert ready == [(i, *call) for i, call in enumerate(whole)]
+    assert [(c.id, c.name, c.arguments) for c in done.response.tool_calls] == whole

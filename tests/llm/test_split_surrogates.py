@@ -1,0 +1,75 @@
+"""A stream whose JSON escapes split a character outside the BMP (an emoji) between two pieces,
+``"\\ud83d"`` then ``"\\ude00"``, as a server that cuts UTF-16 text can: legal JSON, and each
+piece alone a lone surrogate. The pieces are joined into the character, in the deltas and the
+reply: a lone surrogate cannot be encoded, so printing the answer raised."""
+
+from __future__ import annotations
+
+import pytest
+
+from jianmu import Agent
+from jianmu.llm import AnthropicProvider, OpenAIProvider
+from jianmu.llm.provider import TextDelta
+from tests.support.raw_http import SSE, RawServer, Reply, anthropic_sse, message
+
+_OPENAI = [b'data: {"choices": [{"index": 0, "delta": {"content": "%s"}}]}\n\n',
+           b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n']
+_DELTA = (b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+          b'"delta": {"type": "text_delta", "text": "%s"}}\n\n')
+
+
+def _reply(pieces: list[bytes], anthropic: bool) -> Reply:
+    if not anthropic:
+        events = [_OPENAI[0] % piece for piece in pieces] + [_OPENAI[1]]
+        return Reply(pieces=events, chunked=True, headers=SSE)
+    start = {**message([], usage={"input_tokens": 3, "output_tokens": 1}), "stop_reason": None}
+    events = [
+        *anthropic_sse([{"type": "message_start", "message": start},
+                        {"type": "content_block_start", "index": 0,
+                         "content_block": {"type": "text", "text": ""}}]),
+        *(_DELTA % piece for piece in pieces),
+        *anthropic_sse([{"type": "content_block_stop", "index": 0},
+                        {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                         "usage": {"output_tokens": 5}},
+                        {"type": "message_stop"}]),
+    ]
+    return Reply(pieces=events, chunked=True, headers=SSE)
+
+
+def _llm(server: RawServer, anthropic: bool) -> AnthropicProvider | OpenAIProvider:
+    if anthropic:
+        return AnthropicProvider("claude", base_url=server.url, max_retries=0)
+    return OpenAIProvider("m", base_url=server.url + "/v1", max_retries=0)
+
+
+@pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
+@pytest.mark.parametrize(("pieces", "text"), [
+    ([rb"hi \ud83d", rb"\ude00!"], "hi \U0001f600!"),
+    ([rb"\ud83d", rb"\ude00", rb"\ud83d", rb"\ude01"], "\U0001f600\U0001f601"),
+    # a half that no other half follows: the replacement character, as a UTF-8 decoder gives
+    ([rb"a \ud83d", rb"b"], "a \ufffdb"),
+    ([rb"end \ud83d"], "end \ufffd"),
+], ids=["split", "each-half-alone", "unpaired", "unpaired-last"])
+def test_a_surrogate_pair_split_between_pieces_is_one_character(
+        anthropic: bool, pieces: list[bytes], text: str) -> None:
+    with RawServer(lambda request: _reply(pieces, anthropic)) as server:
+        llm = _llm(server, anthropic)
+        agent = Agent(llm, stream=True)
+        deltas: list[str] = []
+
+        async def run() -> str:
+            async for event in llm.stream([{"role": "user", "content": "hi"}]):
+                if isinstance(event, TextDelta):
+                    deltas.append(event.text)
+            result = await agent.run("hi")
+            await llm.close()
+            return str(result.output)
+
+        import asyncio
+
+        answer = asyncio.run(run())
+    assert answer == "".join(deltas) == text
+    assert all(delta.encode() for delta in deltas)  # each one printable as it came
+    assert server.connections == 1
+
+
