@@ -651,7 +651,7 @@ class ReactiveRunner:
             CheckpointError: no checkpoint for ``run_id``, or the tree does not match it.
             RunClaimedError: another owner holds the run.
         """
-        from jianmu.runtime.checkpoint import checked, links_from  # restores only
+        from jianmu.runtime.checkpoint import checked, links_from, unmatched  # restores only
 
         claim = RunClaim.of(checkpointer, run_id, kwargs.get("owner"))
         if claim is not None:  # claimed before it is read: no other owner moves it on meanwhile
@@ -679,6 +679,7 @@ class ReactiveRunner:
             runner._restored_nodes = dict(data.get("nodes", {}))
             runner._went_on_from = links_from(data.get("span"))  # the run that saved it
             runner._setup_once()  # before the end is known: binding may write (a typed answer)
+            unmatched(runner._restored_nodes, dict(runner._walk(runner.root, "0")))
             status = data.get("status")
             if status in (RunStatus.SUCCESS.value, RunStatus.FAILURE.value):
                 runner._finished = runner._ended(RunStatus(status), data.get("error"))
