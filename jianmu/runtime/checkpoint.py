@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jianmu.errors import CheckpointError, RunClaimedError
+from jianmu.errors import CheckpointError, RunClaimedError, TreeMismatchError
 from jianmu.runtime.lease import (
     DEFAULT_LEASE_TTL,
     Lease,
@@ -85,12 +85,12 @@ def unmatched(saved: dict[str, dict[str, Any]], bound: dict[str, Behaviour]) -> 
     restored, it would end the run without the step it waits in, and save that end over it.
 
     Raises:
-        CheckpointError: naming the first such node.
+        TreeMismatchError: naming the first such node.
     """
     for key, node in saved.items():
         parent = bound.get(key.rpartition("/")[0])
         if parent is not None and getattr(parent, "compiled", True) is not False:
-            raise CheckpointError(
+            raise TreeMismatchError(
                 f"the tree does not match the checkpoint: node {key} ({node.get('name')!r}) of "
                 "the checkpoint is not in this tree"
             )
