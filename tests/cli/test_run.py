@@ -157,12 +157,10 @@ class Plan(AsyncNode):
 
 
 class Slow(AsyncNode):
-    """Holds the first run until it times out; done at once in the next."""
+    """Holds the run until it times out while the test keeps a file ``hold`` here."""
 
     async def update_async(self):
-        started = HERE / "slow-started"
-        if not started.exists():
-            started.write_text("")
+        if (HERE / "hold").exists():
             await asyncio.Event().wait()
         return Status.SUCCESS
 
@@ -182,8 +180,10 @@ def test_a_run_that_timed_out_is_resumed(project: Project) -> None:
     """Exit 4 says "jianmu resume RUN_ID goes on": it does. Before, resume refused a run
     saved as timed out ("already finished (timeout)"), and with it a request it waits for."""
     project.write("timed.py", TIMED_OUT_SCRIPT)
+    hold = project.write("hold", "")
     first = project.jianmu("run", "timed.py", "--timeout", "1", "--non-interactive")
     assert first.code == 4, first.text
+    hold.unlink()
     found = re.search(r"^timeout run (\w+) ", first.out, re.M)
     assert found, first.text
     run_id = found.group(1)

@@ -422,12 +422,14 @@ def test_a_request_of_a_run_that_timed_out_is_approved(
 
     from jianmu.cli import main
 
-    out = StringIO()
+    out, hold = StringIO(), Path("hold")
+    hold.write_text("")
     with redirect_stdout(out):
         code = main(["run", str(Path(__file__).parent / "timed_flow.py"), "--config",
                      str(checkpoints.parent / "jianmu.yaml"), "--timeout", "5",
                      "--non-interactive"])
     assert code == 4, out.getvalue()
+    hold.unlink()
     found = re.search(r"^timeout run (\w+) ", out.getvalue(), re.M)
     assert found, out.getvalue()
     run_id = found.group(1)

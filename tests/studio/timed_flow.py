@@ -1,5 +1,5 @@
-"""The studio flow beside a branch that holds its first run until that run times out: the run
-is saved as timed out while its ``deploy_1`` waits for a person."""
+"""The studio flow beside a branch that holds the run while a file ``hold`` is in the folder:
+the run times out, saved as such while its ``deploy_1`` waits for a person."""
 
 from __future__ import annotations
 
@@ -15,13 +15,11 @@ from tests.studio import studio_flow
 
 
 class Hold(AsyncNode):
-    """Waits for ever in the first run (it leaves ``held`` in the folder); done at once after."""
+    """Waits while the folder has a file ``hold`` (until the run's timeout stops it)."""
 
     async def update_async(self) -> Status:
-        held = Path("held")
-        if not held.exists():
-            held.write_text("")
-            await asyncio.Event().wait()  # until the run's timeout stops it
+        if Path("hold").exists():
+            await asyncio.Event().wait()
         return Status.SUCCESS
 
 
