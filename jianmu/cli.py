@@ -319,7 +319,8 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
     listed.set_defaults(handler="jianmu._cli.points:cmd_runs_list")
     listed.epilog = _RUNS_EPILOG
     listed.add_argument("--status", choices=("queued", "running", "suspended", "success",
-                                             "failure", "timeout", "cancelled", "stopped"))
+                                             "failure", "timeout", "cancelled", "stopped",
+                                             "damaged"))
     listed.add_argument("--json", action="store_true", help="print JSON")
     show = action("show", "show a run: its status, pending approvals, error, final answer and "
                   "(a run 'jianmu run' saved) its points", "cmd_runs_show")

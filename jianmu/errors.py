@@ -8,7 +8,8 @@ JianmuError
 ├── InteractionError(LookupError)        an unknown or already decided approval request
 │   └── ApprovalEditError(ValueError)    edited arguments that do not fit the tool's schema
 ├── CheckpointError(RuntimeError)        a run could not be checkpointed or restored
-│   └── RunClaimedError                  another owner holds the run's lease (named, until when)
+│   ├── RunClaimedError                  another owner holds the run's lease (named, until when)
+│   └── TreeMismatchError                the tree is not the run's; nothing was changed
 ├── RunFailed(RuntimeError)              ``RunResult.raise_for_status()``: the run timed out,
 │                                        was cancelled, or failed without an exception
 ├── OutputValidationError(ValueError)    the model's answer never fit the output type (paths,
@@ -113,6 +114,7 @@ __all__ = (
     "ToolUnavailableWarning",
     "ToolValidationError",
     "TreeInputError",
+    "TreeMismatchError",
     "UnknownTreeError",
     "YAMLRefused",
 )
@@ -179,6 +181,11 @@ class CheckpointError(JianmuError, RuntimeError):
 class DamagedRowError(CheckpointError):
     """A stored checkpoint, point or event that is not the JSON it was written as (a damaged
     file, a hand edit): said as such, where a missing point is not found."""
+
+
+class TreeMismatchError(CheckpointError):
+    """The tree given is not the run's: a node of its checkpoint is named otherwise, or missing
+    (a script or skill edited since). The run's checkpoint is left as it was."""
 
 
 class RunClaimedError(CheckpointError):

@@ -94,14 +94,17 @@ def run_points(store: SQLiteCheckpointer, run_id: str) -> dict[str, Any]:
 def saved_runs(store: SQLiteCheckpointer, status: str | None = None) -> list[dict[str, Any]]:
     """The runs in ``store``, newest first, as ``jianmu runs list --json`` prints them: id,
     tree, status ("stopped" for a run whose process ended without ending it), the time of
-    its newest checkpoint and how many requests wait."""
+    its newest checkpoint and how many requests wait ("damaged": a row a restore refuses)."""
     rows = []
     for run_id, saved, updated in store.list_runs():
+        try:
+            data = store.load(run_id) or {}
+        except CheckpointError:  # one damaged row hides no run: `runs show` says what is wrong
+            data, saved = {}, "damaged"
         if saved == "running" and store.stopped(run_id):
             saved = "stopped"  # its process ended without ending it (killed, crashed)
         if status is not None and saved != status:
             continue
-        data = store.load(run_id) or {}
         rows.append({"run_id": run_id, "tree": data.get("tree"), "status": saved,
                      "updated": updated,
                      "pending": len((data.get("interaction") or {}).get("pending") or ())})

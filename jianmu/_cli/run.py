@@ -38,7 +38,8 @@ from jianmu.runtime.lease import default_owner, store_failed
 
 __all__ = ("cmd_resume", "cmd_run")
 
-_FINISHED = {"success", "failure", "timeout", "cancelled"}
+# a run's end is final; one that timed out or was cancelled (or stopped with Ctrl-C) goes on
+_ENDED = {"success", "failure"}
 
 
 def _stores(config: AppConfig) -> tuple[SQLiteCheckpointer, LaunchStore]:
@@ -97,7 +98,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 f"run {args.run_id!r} was not started by 'jianmu run', so the CLI cannot rebuild "
                 "its tree; restore it in Python with ReactiveRunner.restore(tree, ...)"
             )
-        if data.get("status") in _FINISHED:
+        if data.get("status") in _ENDED:
             raise CLIError(
                 f"run {args.run_id!r} already finished ({data['status']}); nothing to resume"
             )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jianmu.errors import CheckpointError, RunClaimedError
+from jianmu.errors import CheckpointError, RunClaimedError, TreeMismatchError
 from jianmu.runtime.lease import (
     DEFAULT_LEASE_TTL,
     Lease,
@@ -29,8 +29,9 @@ from jianmu.runtime.points import RecordedRun, RunHistory, TickRecorder
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
+    from py_trees.behaviour import Behaviour
 
-__all__ = ("Checkpointer", "SQLiteCheckpointer", "checked", "links_from")
+__all__ = ("Checkpointer", "SQLiteCheckpointer", "checked", "links_from", "unmatched")
 
 # Connections inherited through fork(): never closed in the child (SQLite forbids using one
 # across a fork, and closing it could touch the parent's shared-memory index), never collected.
@@ -73,6 +74,26 @@ def checked(data: Any, run_id: str) -> dict[str, Any]:
         )
         raise CheckpointError(f"the checkpoint of run {run_id!r} is damaged: {problems}") from None
     return data
+
+
+def unmatched(saved: dict[str, dict[str, Any]], bound: dict[str, Behaviour]) -> None:
+    """Refuse a tree that lacks a node of the checkpoint: ``saved``, the checkpoint's nodes
+    that no node of the tree took up, by key; ``bound``, the tree's nodes by key.
+
+    A node under one that builds its children later (a skill compiled on its first tick) is
+    taken up then; any other left over means the tree is not the run's (a script edited since):
+    restored, it would end the run without the step it waits in, and save that end over it.
+
+    Raises:
+        TreeMismatchError: naming the first such node.
+    """
+    for key, node in saved.items():
+        parent = bound.get(key.rpartition("/")[0])
+        if parent is not None and getattr(parent, "compiled", True) is not False:
+            raise TreeMismatchError(
+                f"the tree does not match the checkpoint: node {key} ({node.get('name')!r}) of "
+                "the checkpoint is not in this tree"
+            )
 
 
 def links_from(record: Any) -> tuple[SpanContext, ...]:

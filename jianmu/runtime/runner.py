@@ -20,7 +20,7 @@ from py_trees.common import Status
 
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
-from jianmu.errors import CheckpointError, RunFailed, StateValidationError
+from jianmu.errors import CheckpointError, RunFailed, StateValidationError, TreeMismatchError
 from jianmu.runtime.async_node import (
     IDLE_PLAN,
     AsyncNode,
@@ -543,6 +543,8 @@ class ReactiveRunner:
             messages=tuple(state.get("messages") or ()),
             usage=state.get("usage"),
         )
+        if isinstance(result.exception, TreeMismatchError):  # not the run's: nothing saved over it
+            raise result.exception
         # the end stands even if its checkpoint is refused below; a store that failed while the
         # run went on interrupted it instead: run() again goes on, so it is saved as going on
         interrupted = self.checkpointer is not None and store_failed(result.exception)
@@ -651,7 +653,7 @@ class ReactiveRunner:
             CheckpointError: no checkpoint for ``run_id``, or the tree does not match it.
             RunClaimedError: another owner holds the run.
         """
-        from jianmu.runtime.checkpoint import checked, links_from  # restores only
+        from jianmu.runtime.checkpoint import checked, links_from, unmatched  # restores only
 
         claim = RunClaim.of(checkpointer, run_id, kwargs.get("owner"))
         if claim is not None:  # claimed before it is read: no other owner moves it on meanwhile
@@ -679,6 +681,7 @@ class ReactiveRunner:
             runner._restored_nodes = dict(data.get("nodes", {}))
             runner._went_on_from = links_from(data.get("span"))  # the run that saved it
             runner._setup_once()  # before the end is known: binding may write (a typed answer)
+            unmatched(runner._restored_nodes, dict(runner._walk(runner.root, "0")))
             status = data.get("status")
             if status in (RunStatus.SUCCESS.value, RunStatus.FAILURE.value):
                 runner._finished = runner._ended(RunStatus(status), data.get("error"))
@@ -704,11 +707,8 @@ class ReactiveRunner:
 
     # -- binding ---------------------------------------------------------------------------------
     def bind_subtree(self, node: Behaviour) -> None:
-        """Bind ``node`` and everything below it to this run (state, context, paths).
-
-        Nodes that compile children lazily call this after compiling, so the children get the
-        state, the context and, after a restore, their checkpointed statuses.
-        """
+        """Bind ``node`` and everything below it to this run (state, context, paths, statuses
+        after a restore): a node that compiles its children lazily calls this then."""
         key = self.node_key(node)
         parent = node.parent
         if id(node) in self._keys or parent is None:
@@ -717,6 +717,10 @@ class ReactiveRunner:
         else:  # a freshly compiled child: its place follows from its parent's
             parent_path, label = getattr(parent, "path", "") or parent.name, node.name
         self._bind(node, key, parent_path, label)
+        if self._restored_nodes:  # a checkpointed node it lacks: not the run's subtree
+            from jianmu.runtime.checkpoint import unmatched
+
+            unmatched(self._restored_nodes, dict(self._walk(node, key)))
 
     def node_key(self, node: Behaviour) -> str:
         """The node's place in the tree as child indices from the root (``0/2/1``)."""
@@ -737,11 +741,9 @@ class ReactiveRunner:
             bind(self.state, self.ctx, path)
         restored = self._restored_nodes.pop(key, None)
         if restored is not None:
-            if restored["name"] != node.name:
-                raise CheckpointError(
-                    f"the tree does not match the checkpoint: node {key} is {node.name!r}, "
-                    f"the checkpoint has {restored['name']!r}"
-                )
+            if restored["name"] != node.name:  # (a subtree built late: `run()` raises it)
+                raise TreeMismatchError(f"the tree does not match the checkpoint: node {key} is "
+                                        f"{node.name!r}, the checkpoint has {restored['name']!r}")
             node.status = Status[restored["status"]]
         children = self._children(node)
         names = [c.name for c in children]
@@ -934,8 +936,7 @@ class ReactiveRunner:
                 node.stop(Status.INVALID)
 
     def _ended(self, status: RunStatus, error: str | None) -> RunResult:
-        """The result of a run that ended before this runner was made (its checkpoint says
-        how): what the state holds now, no tick of this process."""
+        """The result of a run its checkpoint says ended: what the state holds, no tick here."""
         state = self.state
         return RunResult(
             status=status, run_id=self.run_id, error=error,

@@ -42,6 +42,7 @@ __all__ = (
 )
 
 FINISHED = frozenset({"success", "failure", "timeout", "cancelled"})
+_ENDED = frozenset({"success", "failure"})  # final; a run timed out or cancelled goes on
 _DECISIONS = frozenset({"studio.approved", "studio.rejected", "studio.answered"})
 
 
@@ -309,20 +310,20 @@ class CheckpointRuns:
             with contextlib.suppress(CheckpointError):  # damaged: the checks below say so
                 interaction.restore(data.get("interaction", {}))
             call_id = interaction.resolve(call_id)
-            if live or data.get("status") in FINISHED or (
+            if live or data.get("status") in _ENDED or (
                     call_id not in data.get("interaction", {}).get("pending", [])):
                 # answered before (in another tab, say): name the decision that stands, not
                 # only that the run is going on or over
                 first = self._first_decision(run_id, call_id, data)
                 if first is not None:
                     over = (f"; the run already finished ({data['status']})"
-                            if data.get("status") in FINISHED else "")
+                            if data.get("status") in _ENDED else "")
                     raise InteractionError(
                         f"request {call_id!r} of run {run_id!r} was already {first}; the "
                         f"first decision stands and this one was not recorded{over}")
             if live:
                 raise InteractionError(f"run {run_id!r} is running; it waits for nothing")
-            if data.get("status") in FINISHED:
+            if data.get("status") in _ENDED:
                 raise InteractionError(f"run {run_id!r} already finished ({data['status']})")
             if call_id not in data.get("interaction", {}).get("pending", []):
                 raise InteractionError(f"run {run_id!r} waits for no request {call_id!r}")

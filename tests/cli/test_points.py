@@ -98,6 +98,32 @@ def test_bad_points_and_values_exit_2_and_leave_no_run(project: Project) -> None
     assert _notes(project) == ["milk"]
 
 
+def test_a_damaged_checkpoint_is_listed_as_damaged_and_hides_no_other_run(
+    project: Project,
+) -> None:
+    """One run's row cut short (a damaged file, a store's bug): ``runs list`` failed as a whole
+    with that run's error; it lists the run as damaged, and the others as they are."""
+    import sqlite3
+
+    done = _finished(project)
+    first = project.jianmu("run", APPROVAL_FLOW, "-i", "note=eggs", "--non-interactive")
+    waiting, _ = pending_of(first.out)
+    with sqlite3.connect(project.root / ".jianmu" / "runs.sqlite") as db:
+        db.execute("UPDATE checkpoints SET data = substr(data, 1, 40) WHERE run_id = ?"
+                   " AND seq = (SELECT MAX(seq) FROM checkpoints WHERE run_id = ?)",
+                   (waiting, waiting))
+    listed = project.jianmu("runs", "list", "--json")
+    assert listed.code == 0, listed.text
+    assert [(r["run_id"], r["status"], r["tree"]) for r in json.loads(listed.out)] == [
+        (waiting, "damaged", None), (done, "success", "approval-flow")]
+    only = project.jianmu("runs", "list", "--status", "damaged", "--json")
+    assert [r["run_id"] for r in json.loads(only.out)] == [waiting]
+    table = project.jianmu("runs", "list")
+    assert table.code == 0 and "damaged" in table.out, table.text
+    shown = project.jianmu("runs", "show", waiting)  # says what is wrong with it
+    assert_clean_error(shown, 1, f"the checkpoint of run {waiting!r}", "is not JSON")
+
+
 def test_list_shows_the_saved_runs_newest_first(project: Project) -> None:
     """``jianmu runs list`` asked for a durable app; without one it lists the runs 'jianmu
     run' saved, as ``runs show`` shows one."""

@@ -125,6 +125,79 @@ def test_timeout_exits_4(project: Project) -> None:
     assert "timeout run" in done.out and "timed out after" in done.out
 
 
+TIMED_OUT_SCRIPT = '''
+import asyncio
+from pathlib import Path
+
+import py_trees
+from py_trees.common import ParallelPolicy, Status
+
+from jianmu import AgentState, AsyncNode, ToolExecutor, tool
+
+HERE = Path(__file__).parent
+
+
+@tool(category="write", permission="user_confirm")
+def pay(amount: int) -> str:
+    """Pay (a person approves first).
+
+    Args:
+        amount: how much.
+    """
+    with (HERE / "ledger.txt").open("a") as ledger:
+        ledger.write(f"paid {amount}\\n")
+    return f"paid {amount}"
+
+
+class Plan(AsyncNode):
+    async def update_async(self):
+        self.state.update({"actions": [{"id": "pay_1", "name": "pay",
+                                        "arguments": {"amount": 40}}]})
+        return Status.SUCCESS
+
+
+class Slow(AsyncNode):
+    """Holds the run until it times out while the test keeps a file ``hold`` here."""
+
+    async def update_async(self):
+        if (HERE / "hold").exists():
+            await asyncio.Event().wait()
+        return Status.SUCCESS
+
+
+def build_tree():
+    paying = py_trees.composites.Sequence("paying", memory=True, children=[
+        Plan("plan"), ToolExecutor("execute", [pay])])
+    return py_trees.composites.Parallel("both", policy=ParallelPolicy.SuccessOnAll(),
+                                        children=[paying, Slow("slow")])
+
+
+STATE_SCHEMA = AgentState
+'''
+
+
+def test_a_run_that_timed_out_is_resumed(project: Project) -> None:
+    """Exit 4 says "jianmu resume RUN_ID goes on": it does. Before, resume refused a run
+    saved as timed out ("already finished (timeout)"), and with it a request it waits for."""
+    project.write("timed.py", TIMED_OUT_SCRIPT)
+    hold = project.write("hold", "")
+    first = project.jianmu("run", "timed.py", "--timeout", "1", "--non-interactive")
+    assert first.code == 4, first.text
+    hold.unlink()
+    found = re.search(r"^timeout run (\w+) ", first.out, re.M)
+    assert found, first.text
+    run_id = found.group(1)
+    waiting = project.jianmu("resume", run_id, "--non-interactive")
+    assert waiting.code == 3, waiting.text
+    assert pending_of(waiting.out) == (run_id, ["pay_1"])
+    done = project.jianmu("resume", run_id, "--approve", "pay_1")
+    assert done.code == 0, done.text
+    assert f"success run {run_id}" in done.out
+    assert (project.root / "ledger.txt").read_text() == "paid 40\n"
+    again = project.jianmu("resume", run_id, "--approve", "pay_1")
+    assert_clean_error(again, 2, f"run {run_id!r} already finished (success)")
+
+
 @pytest.mark.parametrize(("name", "source", "message"), [
     ("missing.py", None, "script 'missing.py' not found"),
     ("notree.py", "x = 1\n", "defines neither build_tree() nor a module-level 'tree'"),

@@ -93,6 +93,30 @@ async def test_restore_refuses_a_different_tree(tmp_path: Path) -> None:
         ReactiveRunner.restore(build_tree(), store, "missing")
 
 
+
+async def test_restore_refuses_a_tree_without_a_node_the_checkpoint_has(tmp_path: Path) -> None:
+    """A tree that lacks the node the run waits in (a script edited between the run and its
+    resume) is refused: before, the approval was taken, the run ended SUCCESS without the
+    step, and that end was saved over the run, which no resume could then take up."""
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+    result = await ReactiveRunner(build_tree(), checkpointer=store).run(timeout=10)
+    assert result.status is RunStatus.SUSPENDED
+    shorter = py_trees.composites.Sequence(
+        "Root", memory=True, children=[Count("step"), Count("step")]
+    )
+    with pytest.raises(CheckpointError) as raised:
+        ReactiveRunner.restore(shorter, store, result.run_id)
+    assert str(raised.value) == (
+        "the tree does not match the checkpoint: node 0/2 ('ask') of the checkpoint is not in "
+        "this tree"
+    )
+    assert store.load(result.run_id)["status"] == "suspended"  # type: ignore[index]
+    assert store.holder(result.run_id) is None  # the refused restore let the run go
+    again = ReactiveRunner.restore(build_tree(), store, result.run_id)
+    again.approve("deploy")
+    assert (await again.run(timeout=10)).status is RunStatus.SUCCESS
+    assert again.state.get("log") == ["step", "step", "after"]
+
 async def test_checkpoint_every_n_ticks() -> None:
     store = SQLiteCheckpointer(":memory:")
     children = [Count(f"c{i}") for i in range(4)]

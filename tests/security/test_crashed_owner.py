@@ -407,3 +407,72 @@ def test_two_runners_under_one_owner_name_do_not_both_pay(tmp_path: Path) -> Non
         thread.join(60)
     assert PAID == ["paid 40"]
     assert outcome[0].ok  # type: ignore[attr-defined]
+
+
+KILLED_AFTER_THE_CALL = '''
+import os, signal, sys
+from jianmu import AgentState, ReactiveRunner, SQLiteCheckpointer, StateManager
+from tests.security.test_crashed_owner import returned_then_killed
+
+def die(ctx, result):  # the call has returned; its record is not written yet
+    os.kill(os.getpid(), signal.SIGKILL)
+
+runner = ReactiveRunner.restore(returned_then_killed(sys.argv[2], die), SQLiteCheckpointer(
+    sys.argv[1]), sys.argv[3], state_manager=StateManager(AgentState))
+runner.approve("c1")
+runner.run_sync(timeout=60)
+'''
+
+
+def returned_then_killed(ledger: str, *guardrails: Any) -> py_trees.behaviour.Behaviour:
+    """A payment that asks first and writes ``ledger``; ``guardrails`` read its result."""
+
+    @tool(category="write", permission="user_confirm")
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        with open(ledger, "a", encoding="utf-8") as out:
+            out.write(f"paid {amount}\n")
+        return f"paid {amount}"
+
+    return py_trees.composites.Sequence("flow", memory=True, children=[
+        Plan("plan", "pay"),
+        ToolExecutor("execute", [pay], tool_output_guardrails=guardrails),
+    ])
+
+
+def test_a_call_that_returned_when_its_process_was_killed_is_not_run_again(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL after the payment returned and before its result was recorded (a guardrail
+    reading it kills the process): the next owner takes the run at once, does not pay again,
+    and tells the model that whether it paid is unknown."""
+    import subprocess
+    import sys
+
+    from tests.support.payments import REPO
+
+    db, ledger = tmp_path / "runs.sqlite", tmp_path / "ledger.txt"
+    with SQLiteCheckpointer(db) as store:
+        first = ReactiveRunner(returned_then_killed(str(ledger)), StateManager(AgentState),
+                               checkpointer=store)
+        assert first.run_sync(timeout=60).status is RunStatus.SUSPENDED
+    child = subprocess.run(
+        [sys.executable, "-c", KILLED_AFTER_THE_CALL, str(db), str(ledger), first.run_id],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stdout + child.stderr
+    assert ledger.read_text() == "paid 40\n"
+    with SQLiteCheckpointer(db) as store:
+        again = ReactiveRunner.restore(returned_then_killed(str(ledger)), store, first.run_id,
+                                       state_manager=StateManager(AgentState))
+        assert not again.pending  # its approval was saved with the mark: not asked again
+        result = again.run_sync(timeout=60)
+    assert result.ok, result.error
+    (told,) = [m.content for m in result.messages if m.role == "tool"]
+    assert "whether it did its work is unknown; it was not run again" in told
+    assert ledger.read_text() == "paid 40\n"

@@ -410,3 +410,33 @@ def test_a_second_approval_of_the_same_call_is_told_who_decided_first(
     third = client.post(f"/run/cp/{run_id}/reject", json={"call_id": "deploy_1"},
                         headers={"X-CSRF-Token": csrf})
     assert "was already approved by tester" in third.json()["error"], third.json()
+
+
+def test_a_request_of_a_run_that_timed_out_is_approved(
+    client: TestClient, checkpoints: Path,
+) -> None:
+    """A run that timed out while a call waited for a person goes on when it is approved (a
+    timeout is not a run's end). Before, the studio refused: "already finished (timeout)"."""
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    from jianmu.cli import main
+
+    out, hold = StringIO(), Path("hold")
+    hold.write_text("")
+    with redirect_stdout(out):
+        code = main(["run", str(Path(__file__).parent / "timed_flow.py"), "--config",
+                     str(checkpoints.parent / "jianmu.yaml"), "--timeout", "5",
+                     "--non-interactive"])
+    assert code == 4, out.getvalue()
+    hold.unlink()
+    found = re.search(r"^timeout run (\w+) ", out.getvalue(), re.M)
+    assert found, out.getvalue()
+    run_id = found.group(1)
+    view = client.get(f"/api/run/cp/{run_id}").json()
+    assert view["status"] == "timeout" and [r["id"] for r in view["pending"]] == ["deploy_1"]
+    answer = client.post(f"/run/cp/{run_id}/approve", json={"call_id": "deploy_1"},
+                         headers={"X-CSRF-Token": _csrf(client, run_id)})
+    assert answer.status_code == 200, answer.text
+    done = wait_for(lambda: _finished(client, run_id), 60, "the run to finish")
+    assert done["status"] == "success" and "deployed" in done["result"]
