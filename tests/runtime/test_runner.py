@@ -262,7 +262,9 @@ async def test_plain_py_trees_timer_is_polled() -> None:
     timer = py_trees.timers.Timer("timer", duration=0.2)
     result = await ReactiveRunner(timer).run(timeout=10)
     assert result.status is RunStatus.SUCCESS
-    assert 2 < result.ticks < 100  # ticked every poll interval, not in a busy loop
+    # polled (the first tick cannot end it: without a poll the run would time out), and not
+    # in a busy loop; as few as two ticks when a loaded machine's poll comes late
+    assert 2 <= result.ticks < 100
 
 
 async def test_async_node_returning_running_is_polled_not_spun() -> None:
