@@ -240,11 +240,13 @@ def interrupted_blocking_run(project: Project) -> tuple[int, str, str, str]:
     assert process.stdout is not None and process.stderr is not None
     seen = _read_until(process.stdout, "BLOCKED")
     process.send_signal(signal.SIGINT)
-    code = process.wait(timeout=60)
-    rest, err = process.stdout.read(), process.stderr.read()
-    process.stdout.close()
-    process.stderr.close()
-    return code, seen, rest, err
+    try:  # both pipes read while it ends: one left full would hold the process in a write
+        rest, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        rest, err = process.communicate()
+        raise AssertionError(f"no end 60 s after Ctrl-C:\n{seen}{rest}\n{err}") from None
+    return process.returncode, seen, rest, err
 
 
 def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(project: Project) -> None:
