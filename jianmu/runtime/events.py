@@ -356,7 +356,8 @@ def span(
     client: bool = False, links: Sequence[SpanContext] = (),
     pauses: tuple[type[BaseException], ...] = (),
 ) -> Iterator[Span | None]:
-    """Open a span (or nothing, when ``tracer`` is None); record exceptions and ``error.type``.
+    """Open a span (or nothing, when ``tracer`` is None); an exception raised inside makes it an
+    error of ``error.type`` its class, never its message.
 
     ``client``: a call to another service (a model's server), which the conventions make a
     ``CLIENT`` span; ``links``: spans this one goes on from (the run a resumed run resumes);
@@ -379,6 +380,8 @@ def span(
             current.set_attribute("jianmu.suspended", True)
             raise
         except BaseException as exc:
+            # the kind only: the words of an error may quote content (what a summary model
+            # was sent, a secret), which stays off spans unless the config opts in
             current.set_attribute(ERROR_TYPE, type(exc).__name__)
-            current.set_status(Status(StatusCode.ERROR, str(exc)))
+            current.set_status(Status(StatusCode.ERROR))
             raise
