@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 
 __all__ = (
+    "CONTENT_CHARS",
     "ERROR_TYPE",
     "GEN_AI_AGENT_NAME",
     "GEN_AI_OPERATION_NAME",
@@ -45,6 +46,7 @@ __all__ = (
     "EventHandler",
     "EventSink",
     "chat_attributes",
+    "clipped",
     "failed",
     "get_tracer",
     "record_answer",
@@ -300,6 +302,16 @@ def record_answer(current: Span | None, response: Any) -> None:
     if response.usage is not None:
         current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
         current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
+
+
+CONTENT_CHARS = 4000
+"""The most of a call's content (its arguments, its result, a reason) a span holds, with
+``capture_content``: a backend stores each attribute whole, and an argument may be megabytes."""
+
+
+def clipped(text: str) -> str:
+    """``text`` cut to `CONTENT_CHARS`, an ellipsis saying it was cut."""
+    return text if len(text) <= CONTENT_CHARS else text[: CONTENT_CHARS - 1] + "…"
 
 
 def failed(current: Span | None, error_type: str) -> None:

@@ -278,3 +278,33 @@ async def test_a_sub_agent_is_one_agent_span_under_the_call_that_started_it() ->
     sub_chat = next(s for s in named(exporter, "chat ")
                     if s.attributes["gen_ai.agent.name"] == "researcher")
     assert parent_name(exporter, sub_chat) == "invoke_agent researcher"
+
+
+@tool
+def store(blob: str) -> str:
+    """Store a blob and echo it.
+
+    Args:
+        blob: what to store.
+    """
+    return blob
+
+
+async def test_captured_content_is_cut_to_a_bounded_size() -> None:
+    """With capture_content, a call's arguments went on its span whole: an argument of a
+    megabyte was a megabyte attribute in every backend (the result was already cut)."""
+    from jianmu.config import AppConfig
+    from jianmu.runtime.events import CONTENT_CHARS
+
+    exporter, provider = traced()
+    blob = "x" * 1_000_000
+    llm = ScriptedLLM([[{"name": "store", "arguments": {"blob": blob}}], "Stored."])
+    runner = ReactiveRunner(create_react_node(llm, [store]), chat_state(),
+                            tracer_provider=provider,
+                            config=AppConfig(telemetry={"capture_content": True}))
+    assert (await runner.run(timeout=30)).ok
+    (call,) = named(exporter, "execute_tool store")
+    arguments = str(call.attributes["gen_ai.tool.call.arguments"])
+    result = str(call.attributes["gen_ai.tool.call.result"])
+    assert arguments.startswith('{"blob": "xxx') and len(arguments) == CONTENT_CHARS
+    assert result.startswith("xxx") and len(result) <= CONTENT_CHARS
