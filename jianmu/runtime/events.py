@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import threading
 import time
+from asyncio import CancelledError
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -374,7 +375,8 @@ def span(
     ``client``: a call to another service (a model's server), which the conventions make a
     ``CLIENT`` span; ``links``: spans this one goes on from (the run a resumed run resumes);
     ``pauses``: exceptions that say the work waits for a person (``jianmu.suspended``), not
-    that it failed.
+    that it failed; nor does work stopped from outside (``jianmu.stopped``), which is
+    cancelled.
     """
     if tracer is None:
         yield None
@@ -390,6 +392,10 @@ def span(
             yield current
         except pauses:
             current.set_attribute("jianmu.suspended", True)
+            raise
+        except CancelledError:  # stopped from outside (a pre-empting branch, `cancel()`, the
+            # run's timeout): whatever stopped it says so, on its own span; the call did not fail
+            current.set_attribute("jianmu.stopped", True)
             raise
         except BaseException as exc:
             # the kind only: the words of an error may quote content (what a summary model

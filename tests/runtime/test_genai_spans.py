@@ -5,9 +5,11 @@ waits for a person is not; a resumed run links to the run it goes on from."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import py_trees
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -308,3 +310,69 @@ async def test_captured_content_is_cut_to_a_bounded_size() -> None:
     result = str(call.attributes["gen_ai.tool.call.result"])
     assert arguments.startswith('{"blob": "xxx') and len(arguments) == CONTENT_CHARS
     assert result.startswith("xxx") and len(result) <= CONTENT_CHARS
+
+
+@tool
+async def wait_long(topic: str) -> str:
+    """Take a long time.
+
+    Args:
+        topic: about what.
+    """
+    await asyncio.Event().wait()
+    return "never"
+
+
+class _Switch(py_trees.behaviour.Behaviour):
+    """A condition that holds once `on` is set."""
+
+    def __init__(self) -> None:
+        super().__init__("Urgent?")
+        self.on = False
+
+    def update(self) -> py_trees.common.Status:
+        return py_trees.common.Status.SUCCESS if self.on else py_trees.common.Status.FAILURE
+
+
+@pytest.mark.parametrize("how", ["pre-empted", "cancelled"])
+async def test_a_call_stopped_from_outside_is_not_an_error_span(how: str) -> None:
+    """A call a higher-priority branch pre-empted (or `cancel()` stopped) was an ``ERROR``
+    span typed ``CancelledError``: a red call in the trace of a run that did what it should."""
+    exporter, provider = traced()
+    tracking = _Open()
+    provider.add_span_processor(tracking)
+    started = asyncio.Event()
+    provider.add_span_processor(_OnStart("execute_tool wait_long", started))
+    urgent = _Switch()
+    agent = create_react_node(ScriptedLLM([[{"name": "wait_long", "arguments": {"topic": "x"}}]]),
+                              [wait_long], name="worker")
+    tree = py_trees.composites.Selector("Either", memory=False, children=[
+        urgent, agent])
+    runner = ReactiveRunner(tree, chat_state(), tracer_provider=provider)
+    running = asyncio.create_task(runner.run(timeout=30))
+    await asyncio.wait_for(started.wait(), 30)
+    if how == "cancelled":
+        runner.cancel()
+    else:
+        urgent.on = True
+        runner.wake()
+    result = await running
+    assert result.status is (RunStatus.CANCELLED if how == "cancelled" else RunStatus.SUCCESS)
+    assert tracking.open == {}
+    (call,) = named(exporter, "execute_tool wait_long")
+    assert call.status.status_code is StatusCode.UNSET and ERROR_TYPE not in call.attributes
+    assert call.attributes["jianmu.stopped"] is True
+    (run,) = named(exporter, "invoke_workflow ")
+    assert run.status.status_code is StatusCode.UNSET
+
+
+class _OnStart(SpanProcessor):
+    """Sets ``event`` when a span named ``name`` starts."""
+
+    def __init__(self, name: str, event: asyncio.Event) -> None:
+        self.name, self.event = name, event
+        self.loop = asyncio.get_running_loop()
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if span.name == self.name:
+            self.loop.call_soon_threadsafe(self.event.set)
