@@ -41,6 +41,7 @@ __all__ = (
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
     "JIANMU_GUARD_DECISION",
+    "JIANMU_REPLAYED",
     "JIANMU_RUN_ID",
     "Event",
     "EventBus",
@@ -51,6 +52,7 @@ __all__ = (
     "failed",
     "get_tracer",
     "record_answer",
+    "replayed",
     "run_ended",
     "run_span",
     "span",
@@ -246,6 +248,7 @@ GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 ERROR_TYPE = "error.type"
 JIANMU_RUN_ID = "jianmu.run.id"
 JIANMU_GUARD_DECISION = "jianmu.guard.decision"
+JIANMU_REPLAYED = "jianmu.replayed"
 
 
 _scoped_provider: TracerProvider | None = None
@@ -289,9 +292,23 @@ def chat_attributes(llm: Any, model: str, agent: str) -> dict[str, Any]:
             GEN_AI_SYSTEM: provider, GEN_AI_REQUEST_MODEL: model, GEN_AI_AGENT_NAME: agent}
 
 
+def replayed() -> None:
+    """Say on the current span, a model call's or a tool call's, that its durable step came
+    back from the record of an earlier attempt of the run (recovered): nothing was sent or
+    run again, and no token spent, which that attempt's span counted."""
+    from opentelemetry import trace
+
+    current = trace.get_current_span()
+    attributes = getattr(current, "attributes", None) or {}
+    if current.is_recording() and attributes.get(GEN_AI_OPERATION_NAME) in (
+            "chat", "execute_tool"):
+        current.set_attribute(JIANMU_REPLAYED, True)
+
+
 def record_answer(current: Span | None, response: Any) -> None:
     """What answered, why it stopped and its tokens, on a ``chat`` span; a count the server
-    did not give stays off (unknown, not 0)."""
+    did not give stays off (unknown, not 0), as does that of a replayed answer (`replayed`),
+    which spent none."""
     if current is None:
         return
     if response.model:
@@ -300,7 +317,8 @@ def record_answer(current: Span | None, response: Any) -> None:
         current.set_attribute(GEN_AI_RESPONSE_ID, response.response_id)
     if response.finish_reason:
         current.set_attribute(GEN_AI_RESPONSE_FINISH_REASONS, (response.finish_reason,))
-    if response.usage is not None:
+    if response.usage is not None and not (
+            getattr(current, "attributes", None) or {}).get(JIANMU_REPLAYED):
         current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
         current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
 

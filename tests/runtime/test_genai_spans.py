@@ -376,3 +376,38 @@ class _OnStart(SpanProcessor):
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         if span.name == self.name:
             self.loop.call_soon_threadsafe(self.event.set)
+
+
+async def test_a_recovered_durable_runs_replayed_calls_say_so_and_spend_no_tokens() -> None:
+    """A recovered durable run replays the model's recorded answers and the tools' recorded
+    results: its spans drew them as calls made again, each answer with its tokens, which a
+    backend adding up the cost counted a second time."""
+    pytest.importorskip("dbos")
+    from jianmu.durable._workflow import DBOSSteps
+    from tests.runtime.test_context import FakeSteps
+
+    def agent(llm: ScriptedLLM) -> Any:
+        return create_react_node(llm, [lookup], name="clerk")
+
+    recorder = FakeSteps()
+    first = ReactiveRunner(agent(ScriptedLLM([
+        [{"id": "c1", "name": "lookup", "arguments": {"city": "Paris"}}], "Sunny."])),
+        chat_state())
+    first.ctx.steps = recorder
+    assert (await first.run(timeout=30)).ok
+    exporter, provider = traced()
+    # every step recorded, as DBOS names them: the recovered run asks and runs nothing
+    again = ReactiveRunner(agent(ScriptedLLM([])), chat_state(), tracer_provider=provider)
+    again.ctx.steps = DBOSSteps({f"jianmu:{k}": v for k, v in recorder.recorded.items()},
+                                set())
+    result = await again.run(timeout=30)
+    assert result.ok and result.usage is not None and result.usage.input_tokens > 0
+    chats, (call,) = named(exporter, "chat "), named(exporter, "execute_tool lookup")
+    assert len(chats) == 2
+    for replayed in (*chats, call):
+        assert replayed.attributes["jianmu.replayed"] is True
+    for chat in chats:
+        assert "gen_ai.usage.input_tokens" not in chat.attributes
+        assert chat.attributes["gen_ai.response.model"] == "scripted"  # what answered, then
+    for other in named(exporter, "invoke_"):
+        assert "jianmu.replayed" not in other.attributes
