@@ -73,7 +73,7 @@ def tracer_provider(
     config sets it, else ``OTEL_SERVICE_NAME`` (or ``OTEL_RESOURCE_ATTRIBUTES``'s) when set,
     else ``jianmu`` (the other attributes of ``OTEL_RESOURCE_ATTRIBUTES`` kept), sending spans
     through a
-    ``BatchSpanProcessor`` to ``telemetry.exporter`` (`span_exporter`; ``none``: no processor,
+    batch processor to ``telemetry.exporter`` (`span_exporter`; ``none``: no processor,
     add your own). Call its ``shutdown()`` when done, or leave it to the interpreter's exit
     (``shutdown_on_exit``).
 
@@ -82,7 +82,8 @@ def tracer_provider(
     """
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from jianmu._bounded_export import BoundedBatchSpanProcessor
 
     telemetry = _section(config)
     exporter = span_exporter(telemetry.exporter, out=out)  # a missing extra: before any thread
@@ -93,7 +94,8 @@ def tracer_provider(
         resource = resource.merge(Resource({SERVICE_NAME: telemetry.service_name}))
     provider = TracerProvider(resource=resource, shutdown_on_exit=shutdown_on_exit)
     if exporter is not None:
-        provider.add_span_processor(BatchSpanProcessor(exporter))
+        # its flush at shutdown bounded by the export timeout in all, not per batch
+        provider.add_span_processor(BoundedBatchSpanProcessor(exporter))
     return provider
 
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 from dbos import DBOS
 
 from jianmu.durable._dbos_adapter import advance_step_counter
+from jianmu.runtime.events import replayed
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.tools.calls import ToolResult
 
@@ -77,6 +78,7 @@ class DBOSSteps:
         """The recorded result of ``key``, or ``factory()``'s, recorded as a DBOS step."""
         name = self._name(key)
         if name in self._recorded:
+            replayed()  # the call's span says nothing ran again
             return self._recorded.pop(name)  # type: ignore[no-any-return]
 
         async def body() -> T:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from jianmu import plugins
 from jianmu.constraints import DEFAULT_GUARDRAIL_TIMEOUT_S
-from jianmu.runtime.events import failed, span
+from jianmu.runtime.events import clipped, failed, span
 from jianmu.tools.calls import ToolResult
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ async def run_guardrails(
             failed(current, "GuardrailTripped")
             if current is not None and ctx.config.telemetry.capture_content:
                 # the reason may quote what was checked (a secret it found): content
-                current.set_attribute("jianmu.guardrail.reason", verdict.reason)
+                current.set_attribute("jianmu.guardrail.reason", clipped(verdict.reason))
         events.emit("guardrail.tripped", kind=kind, guardrail=name, reason=verdict.reason,
                     **fields)
         return name, verdict

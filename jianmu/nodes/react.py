@@ -48,7 +48,7 @@ def agent_span(loop: ReActLoop, ctx: RunContext) -> Iterator[None]:
     A sub-agent's whole tree already is one (`agent_tool`'s run): no second span for it.
     """
     runner = ctx.runner
-    if runner is not None and runner.is_sub_run and loop.parent is runner.root:
+    if runner is not None and runner.is_sub_run and _sole_agent(loop, runner.root):
         yield
         return
     from opentelemetry import context, trace
@@ -56,14 +56,27 @@ def agent_span(loop: ReActLoop, ctx: RunContext) -> Iterator[None]:
     current = ctx.open_spans.get(loop)
     if current is None:
         assert ctx.tracer is not None
+        name = loop.agent_name or loop.name
         current = ctx.open_spans[loop] = ctx.tracer.start_span(
-            f"invoke_agent {loop.name}",
-            attributes={GEN_AI_OPERATION_NAME: "invoke_agent", GEN_AI_AGENT_NAME: loop.name})
+            f"invoke_agent {name}",
+            attributes={GEN_AI_OPERATION_NAME: "invoke_agent", GEN_AI_AGENT_NAME: name})
     token = context.attach(trace.set_span_in_context(current))
     try:
         yield
     finally:
         context.detach(token)
+
+
+def _sole_agent(loop: ReActLoop, root: py_trees.behaviour.Behaviour) -> bool:
+    """Whether ``loop`` is the only agent of the tree under ``root`` (a skill's node around it,
+    a node that writes its answer out): a sub-agent's run, whose span is the agent's. Worked
+    out once per tree, not per tick."""
+    known = loop._sole_in
+    if known is not None and known[0] is root:
+        return known[1]
+    sole = not any(isinstance(node, ReActLoop) and node is not loop for node in root.iterate())
+    loop._sole_in = (root, sole)
+    return sole
 
 
 def end_agent_span(loop: ReActLoop, ctx: RunContext, status: Status) -> None:
@@ -135,6 +148,11 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         merged = self.effective_constraints
         iterations = min(v for v in (self.max_iterations, merged.max_iterations) if v)
         return iterations, merged.guard.budget.total_tokens
+
+    agent_name: str | None = None
+    """The agent's name in its spans, when not the node's (a skill's loop: its skill node's)."""
+    _sole_in: tuple[py_trees.behaviour.Behaviour, bool] | None = None
+    """The sub-agent's tree last asked about, and whether this is its only agent."""
 
     _next_round_in_tick = False
     """Set while `tick` itself starts the next round (no wake-up needed for it then)."""

@@ -13,6 +13,7 @@ from jianmu.runtime.events import (
     GEN_AI_TOOL_CALL_RESULT,
     GEN_AI_TOOL_NAME,
     GEN_AI_TOOL_TYPE,
+    clipped,
     failed,
     span,
 )
@@ -51,6 +52,8 @@ def call_span_attributes(
     attributes = {**tool_span_attributes(tool.name, call.id, tool), **decision.span_attributes()}
     if not ctx.config.telemetry.capture_content:
         attributes.pop("jianmu.guard.reason", None)
+    elif "jianmu.guard.reason" in attributes:
+        attributes["jianmu.guard.reason"] = clipped(attributes["jianmu.guard.reason"])
     return attributes
 
 
@@ -81,8 +84,8 @@ def finish_span(
         failed(span, error_type or "_OTHER")
     span.set_attribute("jianmu.tool.ok", result.ok)
     if ctx is not None and ctx.config.telemetry.capture_content:
-        span.set_attribute(GEN_AI_TOOL_CALL_ARGUMENTS, json.dumps(arguments, default=str))
-        span.set_attribute(GEN_AI_TOOL_CALL_RESULT, result.text[:4000])
+        span.set_attribute(GEN_AI_TOOL_CALL_ARGUMENTS, clipped(json.dumps(arguments, default=str)))
+        span.set_attribute(GEN_AI_TOOL_CALL_RESULT, clipped(result.text))
 
 
 def handoff_span(ctx: RunContext, handoff: dict[str, Any], said: str) -> None:
@@ -105,6 +108,6 @@ def handoff_span(ctx: RunContext, handoff: dict[str, Any], said: str) -> None:
         attributes["jianmu.handoff.source"] = handoff["source"]
     if ctx.config.telemetry.capture_content:
         attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = "{}"
-        attributes[GEN_AI_TOOL_CALL_RESULT] = said
+        attributes[GEN_AI_TOOL_CALL_RESULT] = clipped(said)
     with span(ctx.tracer, f"execute_tool {handoff['tool']}", attributes):
         pass

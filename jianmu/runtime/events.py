@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import threading
 import time
+from asyncio import CancelledError
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 
 __all__ = (
+    "CONTENT_CHARS",
     "ERROR_TYPE",
     "GEN_AI_AGENT_NAME",
     "GEN_AI_OPERATION_NAME",
@@ -39,15 +41,18 @@ __all__ = (
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
     "JIANMU_GUARD_DECISION",
+    "JIANMU_REPLAYED",
     "JIANMU_RUN_ID",
     "Event",
     "EventBus",
     "EventHandler",
     "EventSink",
     "chat_attributes",
+    "clipped",
     "failed",
     "get_tracer",
     "record_answer",
+    "replayed",
     "run_ended",
     "run_span",
     "span",
@@ -243,6 +248,7 @@ GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 ERROR_TYPE = "error.type"
 JIANMU_RUN_ID = "jianmu.run.id"
 JIANMU_GUARD_DECISION = "jianmu.guard.decision"
+JIANMU_REPLAYED = "jianmu.replayed"
 
 
 _scoped_provider: TracerProvider | None = None
@@ -286,9 +292,23 @@ def chat_attributes(llm: Any, model: str, agent: str) -> dict[str, Any]:
             GEN_AI_SYSTEM: provider, GEN_AI_REQUEST_MODEL: model, GEN_AI_AGENT_NAME: agent}
 
 
+def replayed() -> None:
+    """Say on the current span, a model call's or a tool call's, that its durable step came
+    back from the record of an earlier attempt of the run (recovered): nothing was sent or
+    run again, and no token spent, which that attempt's span counted."""
+    from opentelemetry import trace
+
+    current = trace.get_current_span()
+    attributes = getattr(current, "attributes", None) or {}
+    if current.is_recording() and attributes.get(GEN_AI_OPERATION_NAME) in (
+            "chat", "execute_tool"):
+        current.set_attribute(JIANMU_REPLAYED, True)
+
+
 def record_answer(current: Span | None, response: Any) -> None:
     """What answered, why it stopped and its tokens, on a ``chat`` span; a count the server
-    did not give stays off (unknown, not 0)."""
+    did not give stays off (unknown, not 0), as does that of a replayed answer (`replayed`),
+    which spent none."""
     if current is None:
         return
     if response.model:
@@ -297,9 +317,20 @@ def record_answer(current: Span | None, response: Any) -> None:
         current.set_attribute(GEN_AI_RESPONSE_ID, response.response_id)
     if response.finish_reason:
         current.set_attribute(GEN_AI_RESPONSE_FINISH_REASONS, (response.finish_reason,))
-    if response.usage is not None:
+    if response.usage is not None and not (
+            getattr(current, "attributes", None) or {}).get(JIANMU_REPLAYED):
         current.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, response.usage.input_tokens)
         current.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, response.usage.output_tokens)
+
+
+CONTENT_CHARS = 4000
+"""The most of a call's content (its arguments, its result, a reason) a span holds, with
+``capture_content``: a backend stores each attribute whole, and an argument may be megabytes."""
+
+
+def clipped(text: str) -> str:
+    """``text`` cut to `CONTENT_CHARS`, an ellipsis saying it was cut."""
+    return text if len(text) <= CONTENT_CHARS else text[: CONTENT_CHARS - 1] + "…"
 
 
 def failed(current: Span | None, error_type: str) -> None:
@@ -356,12 +387,14 @@ def span(
     client: bool = False, links: Sequence[SpanContext] = (),
     pauses: tuple[type[BaseException], ...] = (),
 ) -> Iterator[Span | None]:
-    """Open a span (or nothing, when ``tracer`` is None); record exceptions and ``error.type``.
+    """Open a span (or nothing, when ``tracer`` is None); an exception raised inside makes it an
+    error of ``error.type`` its class, never its message.
 
     ``client``: a call to another service (a model's server), which the conventions make a
     ``CLIENT`` span; ``links``: spans this one goes on from (the run a resumed run resumes);
     ``pauses``: exceptions that say the work waits for a person (``jianmu.suspended``), not
-    that it failed.
+    that it failed; nor does work stopped from outside (``jianmu.stopped``), which is
+    cancelled.
     """
     if tracer is None:
         yield None
@@ -378,7 +411,13 @@ def span(
         except pauses:
             current.set_attribute("jianmu.suspended", True)
             raise
+        except CancelledError:  # stopped from outside (a pre-empting branch, `cancel()`, the
+            # run's timeout): whatever stopped it says so, on its own span; the call did not fail
+            current.set_attribute("jianmu.stopped", True)
+            raise
         except BaseException as exc:
+            # the kind only: the words of an error may quote content (what a summary model
+            # was sent, a secret), which stays off spans unless the config opts in
             current.set_attribute(ERROR_TYPE, type(exc).__name__)
-            current.set_status(Status(StatusCode.ERROR, str(exc)))
+            current.set_status(Status(StatusCode.ERROR))
             raise

@@ -596,6 +596,10 @@ class SkillNode(FlattenedAgentNode):
             output_guardrails=self.output_guardrails,
             tool_output_guardrails=self.tool_output_guardrails,
         )
+        # the agent its spans name is this node, not its inner loop (``Pinger.react``)
+        react.agent_name = self.name
+        if react.llm_node is not None:
+            react.llm_node.agent_label = self.name
         self._add_mcp_source(active)
         if react.executor is not None:
             self._start = (self.constraints, react.executor.toolset)

@@ -5,9 +5,11 @@ waits for a person is not; a resumed run links to the run it goes on from."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import py_trees
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -278,3 +280,134 @@ async def test_a_sub_agent_is_one_agent_span_under_the_call_that_started_it() ->
     sub_chat = next(s for s in named(exporter, "chat ")
                     if s.attributes["gen_ai.agent.name"] == "researcher")
     assert parent_name(exporter, sub_chat) == "invoke_agent researcher"
+
+
+@tool
+def store(blob: str) -> str:
+    """Store a blob and echo it.
+
+    Args:
+        blob: what to store.
+    """
+    return blob
+
+
+async def test_captured_content_is_cut_to_a_bounded_size() -> None:
+    """With capture_content, a call's arguments went on its span whole: an argument of a
+    megabyte was a megabyte attribute in every backend (the result was already cut)."""
+    from jianmu.config import AppConfig
+    from jianmu.runtime.events import CONTENT_CHARS
+
+    exporter, provider = traced()
+    blob = "x" * 1_000_000
+    llm = ScriptedLLM([[{"name": "store", "arguments": {"blob": blob}}], "Stored."])
+    runner = ReactiveRunner(create_react_node(llm, [store]), chat_state(),
+                            tracer_provider=provider,
+                            config=AppConfig(telemetry={"capture_content": True}))
+    assert (await runner.run(timeout=30)).ok
+    (call,) = named(exporter, "execute_tool store")
+    arguments = str(call.attributes["gen_ai.tool.call.arguments"])
+    result = str(call.attributes["gen_ai.tool.call.result"])
+    assert arguments.startswith('{"blob": "xxx') and len(arguments) == CONTENT_CHARS
+    assert result.startswith("xxx") and len(result) <= CONTENT_CHARS
+
+
+@tool
+async def wait_long(topic: str) -> str:
+    """Take a long time.
+
+    Args:
+        topic: about what.
+    """
+    await asyncio.Event().wait()
+    return "never"
+
+
+class _Switch(py_trees.behaviour.Behaviour):
+    """A condition that holds once `on` is set."""
+
+    def __init__(self) -> None:
+        super().__init__("Urgent?")
+        self.on = False
+
+    def update(self) -> py_trees.common.Status:
+        return py_trees.common.Status.SUCCESS if self.on else py_trees.common.Status.FAILURE
+
+
+@pytest.mark.parametrize("how", ["pre-empted", "cancelled"])
+async def test_a_call_stopped_from_outside_is_not_an_error_span(how: str) -> None:
+    """A call a higher-priority branch pre-empted (or `cancel()` stopped) was an ``ERROR``
+    span typed ``CancelledError``: a red call in the trace of a run that did what it should."""
+    exporter, provider = traced()
+    tracking = _Open()
+    provider.add_span_processor(tracking)
+    started = asyncio.Event()
+    provider.add_span_processor(_OnStart("execute_tool wait_long", started))
+    urgent = _Switch()
+    agent = create_react_node(ScriptedLLM([[{"name": "wait_long", "arguments": {"topic": "x"}}]]),
+                              [wait_long], name="worker")
+    tree = py_trees.composites.Selector("Either", memory=False, children=[
+        urgent, agent])
+    runner = ReactiveRunner(tree, chat_state(), tracer_provider=provider)
+    running = asyncio.create_task(runner.run(timeout=30))
+    await asyncio.wait_for(started.wait(), 30)
+    if how == "cancelled":
+        runner.cancel()
+    else:
+        urgent.on = True
+        runner.wake()
+    result = await running
+    assert result.status is (RunStatus.CANCELLED if how == "cancelled" else RunStatus.SUCCESS)
+    assert tracking.open == {}
+    (call,) = named(exporter, "execute_tool wait_long")
+    assert call.status.status_code is StatusCode.UNSET and ERROR_TYPE not in call.attributes
+    assert call.attributes["jianmu.stopped"] is True
+    (run,) = named(exporter, "invoke_workflow ")
+    assert run.status.status_code is StatusCode.UNSET
+
+
+class _OnStart(SpanProcessor):
+    """Sets ``event`` when a span named ``name`` starts."""
+
+    def __init__(self, name: str, event: asyncio.Event) -> None:
+        self.name, self.event = name, event
+        self.loop = asyncio.get_running_loop()
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if span.name == self.name:
+            self.loop.call_soon_threadsafe(self.event.set)
+
+
+async def test_a_recovered_durable_runs_replayed_calls_say_so_and_spend_no_tokens() -> None:
+    """A recovered durable run replays the model's recorded answers and the tools' recorded
+    results: its spans drew them as calls made again, each answer with its tokens, which a
+    backend adding up the cost counted a second time."""
+    pytest.importorskip("dbos")
+    from jianmu.durable._workflow import DBOSSteps
+    from tests.runtime.test_context import FakeSteps
+
+    def agent(llm: ScriptedLLM) -> Any:
+        return create_react_node(llm, [lookup], name="clerk")
+
+    recorder = FakeSteps()
+    first = ReactiveRunner(agent(ScriptedLLM([
+        [{"id": "c1", "name": "lookup", "arguments": {"city": "Paris"}}], "Sunny."])),
+        chat_state())
+    first.ctx.steps = recorder
+    assert (await first.run(timeout=30)).ok
+    exporter, provider = traced()
+    # every step recorded, as DBOS names them: the recovered run asks and runs nothing
+    again = ReactiveRunner(agent(ScriptedLLM([])), chat_state(), tracer_provider=provider)
+    again.ctx.steps = DBOSSteps({f"jianmu:{k}": v for k, v in recorder.recorded.items()},
+                                set())
+    result = await again.run(timeout=30)
+    assert result.ok and result.usage is not None and result.usage.input_tokens > 0
+    chats, (call,) = named(exporter, "chat "), named(exporter, "execute_tool lookup")
+    assert len(chats) == 2
+    for replayed in (*chats, call):
+        assert replayed.attributes["jianmu.replayed"] is True
+    for chat in chats:
+        assert "gen_ai.usage.input_tokens" not in chat.attributes
+        assert chat.attributes["gen_ai.response.model"] == "scripted"  # what answered, then
+    for other in named(exporter, "invoke_"):
+        assert "jianmu.replayed" not in other.attributes

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from pathlib import Path
+from typing import Any
 
 import py_trees
 import pytest
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from jianmu import AppConfig, MissingExtraError, ReactiveRunner
@@ -106,3 +108,66 @@ def test_the_service_name_is_the_configs_else_the_environments_else_jianmu(
     if "OTEL_RESOURCE_ATTRIBUTES" in environment:
         assert provider.resource.attributes["team"] == "a"  # the other attributes kept
     provider.shutdown()
+
+
+class _Unreachable(SpanExporter):
+    """A collector that never answers: each export waits until the exporter is shut down (as
+    the OTLP exporter's retries do, until its timeout)."""
+
+    def __init__(self) -> None:
+        self.stopped = threading.Event()
+        self.batches = 0
+
+    def export(self, spans: Any) -> SpanExportResult:
+        self.batches += 1
+        self.stopped.wait(60)
+        return SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self.stopped.set()
+
+
+def test_an_unreachable_collector_holds_the_scopes_end_no_longer_than_the_export_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The batch processor sent each queued batch in turn at shutdown, shutting the exporter
+    down (which ends its retries) only after waiting 30 s for them: 2,000 spans for a
+    collector that could not be reached held ``jianmu run``'s end 30 s, not the 10 s of
+    ``OTEL_EXPORTER_OTLP_TIMEOUT``."""
+    import jianmu.telemetry
+
+    unreachable = _Unreachable()
+    monkeypatch.setattr(jianmu.telemetry, "span_exporter", lambda *_, **__: unreachable)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0.1")
+
+    def run() -> None:
+        with tracing(TelemetryConfig(exporter="otlp")) as provider:
+            assert provider is not None
+            for _ in range(2000):  # four batches
+                with provider.get_tracer("t").start_as_current_span("s"):
+                    pass
+
+    done = threading.Thread(target=run, daemon=True)
+    done.start()
+    done.join(20)  # a bound far above the 0.1 s: the old end took 30 s
+    try:
+        assert not done.is_alive()
+        assert unreachable.batches == 1  # the batch being sent stopped, the rest dropped
+    finally:
+        unreachable.stopped.set()
+
+
+def test_the_export_timeout_is_read_as_the_otlp_exporter_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jianmu._bounded_export import export_timeout
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TIMEOUT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", raising=False)
+    assert export_timeout() == 10
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "3")
+    assert export_timeout() == 3
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2.5")
+    assert export_timeout() == 2.5
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "soon")
+    assert export_timeout() == 10

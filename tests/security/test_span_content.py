@@ -116,3 +116,30 @@ async def test_what_a_person_wrote_when_deciding_stays_off_the_spans(approved: b
     if not approved:  # a denied call never ran: its span says so, as an error
         assert call.status.status_code is StatusCode.ERROR
         assert call.attributes["error.type"] == "denied"
+
+
+async def test_the_words_of_a_failed_summary_model_call_stay_off_its_span() -> None:
+    """The summary's span (`summarize_history`) took the error's message as its status
+    description: what the model's server said, which may quote what it was sent."""
+    from jianmu.nodes import summarize_history
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    def refuses(messages: Any) -> Any:
+        raise RuntimeError(f"upstream said: {SECRET}")
+
+    tree = create_react_node(
+        ScriptedLLM(["answer"]), [], name="chat",
+        history=[summarize_history(ScriptedLLM([refuses]), max_tokens=20, keep_last=1)])
+    state = StateManager(AgentState, {"messages": [
+        {"role": "user", "content": "count " + "y" * 200},
+        {"role": "assistant", "content": "z" * 200}, {"role": "user", "content": "again"}]})
+    result = await ReactiveRunner(tree, state, tracer_provider=provider).run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    (summary,) = [s for s in exporter.get_finished_spans()
+                  if s.name.startswith("summarize_history")]
+    assert summary.status.status_code is StatusCode.ERROR
+    assert summary.attributes["error.type"] == "RuntimeError"
+    assert SECRET not in text_of(exporter)

@@ -382,3 +382,52 @@ async def test_max_tool_calls_counts_over_the_whole_run(tmp_path: Path) -> None:
     failed = [e for e in seen if e.name == "tool.call.failed"]
     assert len(done) == 2 and len(failed) == 2
     assert all("max_tool_calls" in e.fields["error"] for e in failed)
+
+
+async def test_a_skill_nodes_agent_is_named_after_it_in_spans_and_once_as_a_sub_agent(
+    tmp_path: Path,
+) -> None:
+    """The spans named the skill's inner loop (``invoke_agent Pinger.react``, and the model
+    calls' ``gen_ai.agent.name``), and a skill node called as a tool (`agent_tool`) was two
+    agent spans, the sub-agent's and its loop's, one inside the other."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from jianmu.nodes import agent_tool, create_react_node
+
+    make_skill(tmp_path, "pinger", "tools: [ping]\n", body="Ping.")
+
+    def skill() -> SkillNode:
+        return SkillNode("Pinger", ["pinger"], ScriptedLLM(
+            [[{"name": "ping", "arguments": {"host": "a"}}], "a answered"]),
+            catalog=catalog(tmp_path), tools=[ping])
+
+    def traced() -> tuple[InMemorySpanExporter, TracerProvider]:
+        exporter, provider = InMemorySpanExporter(), TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        return exporter, provider
+
+    exporter, provider = traced()
+    runner = ReactiveRunner(skill(), state_with("ping a"), config=config(tmp_path),
+                            tracer_provider=provider)
+    assert (await runner.run(timeout=30)).ok
+    agents = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
+    assert [s.name for s in agents] == ["invoke_agent Pinger"]
+    assert {s.attributes["gen_ai.agent.name"] for s in exporter.get_finished_spans()
+            if s.name.startswith("chat ")} == {"Pinger"}
+
+    exporter, provider = traced()
+    lead = create_react_node(
+        ScriptedLLM([[{"name": "pinger", "arguments": {"input": "ping a"}}], "Done."]),
+        [agent_tool(skill(), name="pinger", description="Pings.")], name="lead")
+    runner = ReactiveRunner(lead, state_with("go"), config=config(tmp_path),
+                            tracer_provider=provider)
+    assert (await runner.run(timeout=30)).ok
+    spans = exporter.get_finished_spans()
+    names = {s.context.span_id: s.name for s in spans if s.context is not None}
+    agents = sorted(s.name for s in spans if s.name.startswith("invoke_agent"))
+    assert agents == ["invoke_agent lead", "invoke_agent pinger"]
+    (ping_call,) = [s for s in spans if s.name == "execute_tool ping"]
+    assert ping_call.parent is not None and names[ping_call.parent.span_id] == (
+        "invoke_agent pinger")
