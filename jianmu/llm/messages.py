@@ -64,8 +64,10 @@ class Message(BaseModel):
 
     ``tool_calls`` accepts `ToolCall`s and dicts in the OpenAI, Anthropic ``tool_use`` or flat
     ``{"name", "arguments"}`` shapes; ``content`` accepts a list of text parts, joined by
-    newlines, and base64 image parts, which move to ``media``. ``model_dump(mode="json")`` and
-    ``model_validate`` round-trip, so messages can live in checkpointed state.
+    newlines, and base64 image parts, which move to ``media``; an OpenAI chat message's own keys
+    (``developer``, ``refusal``, ``reasoning_content``...) read as `from_openai` reads them.
+    ``model_dump(mode="json")`` and ``model_validate`` round-trip, so messages can live in
+    checkpointed state.
     """
 
     model_config = ConfigDict(defer_build=True, extra="forbid")
@@ -100,6 +102,20 @@ class Message(BaseModel):
             data.pop("media", None)
         if not self.reasoning:  # and as they were before reasoning was kept
             data.pop("reasoning", None)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _openai_shape(cls, data: Any) -> Any:
+        """An OpenAI chat message with what a `Message` spells otherwise (the ``developer``
+        role, ``refusal``, ``reasoning_content``, the openai SDK dump's null ``audio``,
+        ``annotations`` and ``function_call``) read as `from_openai` reads it: a history kept
+        as the SDK gives it validates, rather than each such key refused as unknown."""
+        if isinstance(data, Mapping) and (
+            data.get("role") == "developer" or isinstance(data.get("reasoning"), str)
+            or not _OPENAI_ONLY_KEYS.isdisjoint(data)
+        ):
+            return _openai_fields(data)
         return data
 
     @model_validator(mode="before")
@@ -218,20 +234,7 @@ class Message(BaseModel):
             raise TypeError(
                 f"expected an OpenAI message dict, got {data!r} of type {type(data).__name__}"
             )
-        fields = {k: data[k] for k in ("role", "content", "name", "tool_call_id") if k in data}
-        if not fields.get("content") and data.get("refusal"):  # else the answer is lost
-            fields["content"] = data["refusal"]
-        if fields.get("role") == "developer":  # OpenAI's newer name for the system role
-            fields["role"] = "system"
-        reasoning = _openai_reasoning(data)
-        if reasoning:
-            fields["reasoning"] = reasoning
-        fields["tool_calls"] = data.get("tool_calls") or []
-        legacy = data.get("function_call")
-        if not fields["tool_calls"] and isinstance(legacy, Mapping) and legacy.get("name"):
-            # the older shape of one call (finish reason ``function_call``): else it is lost
-            fields["tool_calls"] = [{"type": "function", "function": dict(legacy)}]
-        return cls.model_validate(fields)
+        return cls.model_validate(_openai_fields(data))
 
     def to_openai(self) -> dict[str, Any]:
         """This message in the OpenAI chat format."""
@@ -254,6 +257,31 @@ REASONING_DETAILS = "reasoning_details"
 ``reasoning.summary``, ``reasoning.encrypted``), kept whole as a block
 ``{"type": "reasoning_details", "details": [...]}``: the model that made it (Claude's thinking,
 Gemini's thought signatures) needs it back unchanged beside its tool calls."""
+
+
+_OPENAI_ONLY_KEYS = frozenset({
+    "refusal", "audio", "annotations", "function_call", "reasoning_content", REASONING_DETAILS,
+})
+"""Keys of an OpenAI chat message (as the openai SDK dumps one) that a `Message` lacks."""
+
+
+def _openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The `Message` fields of an OpenAI chat message (`Message.from_openai`)."""
+    fields = {k: data[k] for k in ("role", "content", "name", "tool_call_id", "media")
+              if k in data}
+    if not fields.get("content") and data.get("refusal"):  # else the answer is lost
+        fields["content"] = data["refusal"]
+    if fields.get("role") == "developer":  # OpenAI's newer name for the system role
+        fields["role"] = "system"
+    reasoning = _openai_reasoning(data)
+    if reasoning:
+        fields["reasoning"] = reasoning
+    fields["tool_calls"] = data.get("tool_calls") or []
+    legacy = data.get("function_call")
+    if not fields["tool_calls"] and isinstance(legacy, Mapping) and legacy.get("name"):
+        # the older shape of one call (finish reason ``function_call``): else it is lost
+        fields["tool_calls"] = [{"type": "function", "function": dict(legacy)}]
+    return fields
 
 
 def _openai_reasoning(data: Mapping[str, Any]) -> list[dict[str, Any]]:
