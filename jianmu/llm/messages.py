@@ -689,6 +689,10 @@ class Usage:
     tool_calls: int = 0
     """Tool calls executed, also those that raised (not those unknown, with arguments that do
     not fit, denied or waiting for a person; one stopped mid-run only if recorded as done)."""
+    estimated_requests: int = 0
+    """Of the ``requests``, those whose server said no usage (or a count that is not one, or
+    whose reply was stopped before its count came): their tokens are an offline estimate (a
+    token per four characters), so the totals are not the provider's bill."""
 
     @property
     def total_tokens(self) -> int:
@@ -705,6 +709,7 @@ class Usage:
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
             requests=self.requests + other.requests,
             tool_calls=self.tool_calls + other.tool_calls,
+            estimated_requests=self.estimated_requests + other.estimated_requests,
         )
 
     def __radd__(self, other: Any) -> Usage:

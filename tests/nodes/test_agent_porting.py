@@ -46,3 +46,28 @@ def test_the_agent_state_takes_an_openai_chat_history_as_its_docstring_says() ->
     assert [m.role for m in state.get("messages")] == ["system", "user", "assistant"]
     state.update({"messages": [OPENAI_HISTORY[4]]})
     assert state.get("messages")[-1].content == "Sunny."
+
+
+def test_a_reply_without_usage_is_counted_as_an_estimate_and_the_result_says_so() -> None:
+    """The run's ``usage`` had the estimate's tokens with nothing in it saying so: only an
+    ``llm.usage_unknown`` event, which ``run_sync`` never shows, told them from a bill."""
+    from jianmu.llm import OpenAIProvider
+    from tests.support.model_server import ModelServer, Turn
+
+    def llm(server: ModelServer) -> OpenAIProvider:
+        return OpenAIProvider("m", base_url=server.openai_url, api_key="k")
+
+    with ModelServer() as server:
+        server.add(Turn(calls=[{"name": "research", "arguments": {"input": "Oslo?"}}]),
+                   Turn(text="Oslo is sunny.", usage=None), Turn(text="Sunny."))
+        researcher = Agent(llm(server), name="researcher")
+        lead = Agent(llm(server), tools=[researcher.as_tool("research")], name="lead")
+        result = lead.run_sync("Weather?", timeout=30)
+        assert result.ok and result.output == "Sunny."
+        usage = result.usage
+        assert (usage.requests, usage.estimated_requests) == (3, 1)
+        assert usage.input_tokens > 20 and usage.output_tokens > 10  # 2 counted + 1 estimated
+
+        server.add(Turn(text="Counted."))
+        assert lead.run_sync("Again?", timeout=30).usage.estimated_requests == 0
+
