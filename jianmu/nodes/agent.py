@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import from_name
+from jianmu.llm.responses_items import from_responses_items
 from jianmu.nodes.agents import AgentTool, agent_tool
 from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.react import ReActLoop, create_react_node, fresh_handoffs
@@ -273,11 +274,13 @@ class Agent:
         resume: AgentResult | None = None,
         timeout: float | None = None,
     ) -> AgentResult:
-        """Answer ``prompt`` (after ``history``, a conversation so far), or go on with the
+        """Answer ``prompt`` (after ``history``, a conversation so far: `Message`s, OpenAI chat
+        dicts, or the OpenAI Agents SDK's ``to_input_list()`` items), or go on with the
         suspended run ``resume`` once its requests are decided.
 
         Raises:
-            ValueError: no prompt and nothing to resume, or ``resume`` is not suspended.
+            ValueError: no prompt and nothing to resume, ``resume`` is not suspended, or a
+                history item no chat message stands for (a hosted tool's call).
         """
         runner = self._runner(prompt, history, resume)
         try:
@@ -402,7 +405,8 @@ class Agent:
             return resume.runner
         if prompt is None:
             raise ValueError("Agent.run() needs a prompt (or resume= a suspended result)")
-        messages: list[Any] = list(history or ())
+        # a history kept as the Agents SDK's to_input_list() gives it: its items made messages
+        messages: list[Any] = from_responses_items(history or ())
         messages.append(Message.user(prompt) if isinstance(prompt, str) else prompt)
         state = StateManager(AgentState, {"messages": messages})
         runner = ReactiveRunner(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from jianmu import Agent, ScriptedLLM, StateManager
 from jianmu.nodes import AgentState
 
@@ -71,3 +73,43 @@ def test_a_reply_without_usage_is_counted_as_an_estimate_and_the_result_says_so(
         server.add(Turn(text="Counted."))
         assert lead.run_sync("Again?", timeout=30).usage.estimated_requests == 0
 
+
+
+# ``result.to_input_list()`` of the OpenAI Agents SDK: Responses API items, a turn's calls and
+# their results each an item of their own
+AGENTS_SDK_HISTORY: list[dict[str, Any]] = [
+    {"content": "Weather in Oslo and Rome?", "role": "user"},
+    {"id": "rs_1", "summary": [], "type": "reasoning"},
+    {"id": "msg_0", "content": [{"annotations": [], "text": "Looking.", "type": "output_text"}],
+     "role": "assistant", "status": "completed", "type": "message"},
+    {"arguments": '{"city":"Oslo"}', "call_id": "call_a", "name": "lookup",
+     "type": "function_call", "id": "fc_1", "status": "completed"},
+    {"arguments": '{"city":"Rome"}', "call_id": "call_b", "name": "lookup",
+     "type": "function_call", "id": "fc_2", "status": "completed"},
+    {"call_id": "call_a", "output": "sunny", "type": "function_call_output"},
+    {"call_id": "call_b", "output": "rainy", "type": "function_call_output"},
+    {"id": "msg_1", "content": [{"annotations": [], "text": "Oslo sunny, Rome rainy.",
+                                 "type": "output_text"}],
+     "role": "assistant", "status": "completed", "type": "message"},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Thanks."}]},
+]
+
+
+def test_an_agents_sdk_input_list_continues_the_conversation() -> None:
+    llm = ScriptedLLM(["You're welcome."])
+    result = Agent(llm).run_sync("And Paris?", history=AGENTS_SDK_HISTORY)
+    assert result.ok, result.exception
+    sent = llm.requests[0].messages
+    assert [(m.role, m.content, m.tool_call_id) for m in sent] == [
+        ("user", "Weather in Oslo and Rome?", None), ("assistant", "Looking.", None),
+        ("tool", "sunny", "call_a"), ("tool", "rainy", "call_b"),
+        ("assistant", "Oslo sunny, Rome rainy.", None), ("user", "Thanks.", None),
+        ("user", "And Paris?", None)]
+    assert [(c.id, c.arguments) for c in sent[1].tool_calls] == [
+        ("call_a", {"city": "Oslo"}), ("call_b", {"city": "Rome"})]
+
+
+def test_an_agents_sdk_item_no_chat_message_stands_for_is_refused_by_its_type() -> None:
+    hosted = {"id": "ws_1", "status": "completed", "type": "web_search_call"}
+    with pytest.raises(ValueError, match="web_search_call"):
+        Agent(ScriptedLLM(["x"])).run_sync("Hi.", history=[*AGENTS_SDK_HISTORY, hosted])
