@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from jianmu import Agent, ScriptedLLM, StateManager
 from jianmu.nodes import AgentState
+from jianmu.tools.calls import is_tool_name
 
 # ``completion.choices[0].message.model_dump()`` of the openai SDK: keys a Message lacks, null
 OPENAI_SDK_TURN = {
@@ -113,3 +115,31 @@ def test_an_agents_sdk_item_no_chat_message_stands_for_is_refused_by_its_type() 
     hosted = {"id": "ws_1", "status": "completed", "type": "web_search_call"}
     with pytest.raises(ValueError, match="web_search_call"):
         Agent(ScriptedLLM(["x"])).run_sync("Hi.", history=[*AGENTS_SDK_HISTORY, hosted])
+
+
+def _model(name: str, module: str, **fields: type) -> Any:
+    return type(name, (BaseModel,), {"__annotations__": fields, "__module__": module})
+
+
+def test_each_member_of_a_union_answer_gets_a_tool_of_its_own() -> None:
+    """Two members whose names clash (``Item`` of two modules) were offered as one tool, the
+    first member lost; a long one (``list[pkg.module.LongName]``) made a name over 64
+    characters, which failed the run."""
+    api_item = _model("Item", "shop.api", sku=int)
+    db_item = _model("Item", "shop.db", row=str)
+    escalate = _model("CustomerSupportEscalationResponse", "support.schemas.responses", v=int)
+    resolve = _model("CustomerSupportResolutionResponse", "support.schemas.responses", w=str)
+    for output_type in (api_item | db_item, list[escalate] | list[resolve]):
+        llm = ScriptedLLM(["x"] * 3)
+        Agent(llm, output_type=output_type).run_sync("q")
+        names = llm.requests[0].tool_names
+        assert len(names) == len(set(names)) == 2, names
+        assert all(is_tool_name(n) for n in names), names
+    first = ScriptedLLM([[{"name": "final_result_Item", "arguments": {"sku": 7}}]])
+    assert Agent(first, output_type=api_item | db_item).run_sync("q").output == api_item(sku=7)
+    second = ScriptedLLM([[{"name": "final_result_Item_2", "arguments": {"row": "r"}}]])
+    assert Agent(second, output_type=api_item | db_item).run_sync("q").output == db_item(row="r")
+    answer = [{"name": "final_result_list_CustomerSupportResolutionResponse",
+               "arguments": {"response": [{"w": "done"}]}}]
+    result = Agent(ScriptedLLM([answer]), output_type=list[escalate] | list[resolve]).run_sync("q")
+    assert result.output == [resolve(w="done")]
