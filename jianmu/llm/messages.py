@@ -3,6 +3,7 @@ images and audio of tool messages included; and `Usage`, the tokens the turns of
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -438,6 +439,35 @@ def _from_anthropic_input(value: Any) -> Any:
     return {} if value is None else value
 
 
+_NOT_ANTHROPIC_ID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class _AnthropicIds:
+    """Call ids as Anthropic takes them: each ``tool_use`` id unique in the request and of
+    ``^[A-Za-z0-9_-]+$`` (else a 400), each result naming its call's id. A conversation may
+    hold others: a server that numbers calls per reply (``call_0`` each turn), Kimi's
+    ``functions.lookup:0``, an id a run made unique (``call_0.1``). Made the same from the
+    same conversation, so each turn's request begins as the last one did (the prompt cache)."""
+
+    def __init__(self) -> None:
+        self._sent: set[str] = set()
+        self._latest: dict[str, str] = {}  # a call's id: what its latest tool_use went as
+
+    def use(self, call_id: str) -> str:
+        base = _NOT_ANTHROPIC_ID.sub("_", call_id) or "call"
+        sent, n = base, 1
+        while sent in self._sent:
+            n += 1
+            sent = f"{base}_{n}"
+        self._sent.add(sent)
+        self._latest[call_id] = sent
+        return sent
+
+    def result(self, call_id: str) -> str:
+        """The id a result of ``call_id`` names: that of the latest call of that id."""
+        return self._latest.get(call_id) or _NOT_ANTHROPIC_ID.sub("_", call_id) or "call"
+
+
 REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 """The kinds of Anthropic content block that are a turn's reasoning (`Message.reasoning`)."""
 
@@ -453,10 +483,12 @@ def messages_to_anthropic(
     names do not exist in that format and are dropped; tool arguments that are not an object
     travel as ``{"_raw_arguments": value}``; a tool result whose text starts with ``Error:``
     is marked ``is_error``. A tool result's images go inside it as ``image`` blocks (with
-    ``images`` on), after its text, which names every media part.
+    ``images`` on), after its text, which names every media part. Call ids go as
+    `_AnthropicIds` makes them: unique and of Anthropic's pattern.
     """
     system_parts: list[str] = []
     out: list[dict[str, Any]] = []
+    ids = _AnthropicIds()
     for message in coerce_messages(messages):
         if message.role == "system":
             system_parts.append(message.content or "")
@@ -477,7 +509,7 @@ def messages_to_anthropic(
             blocks.extend(
                 {
                     "type": "tool_use",
-                    "id": call.id,
+                    "id": ids.use(call.id),
                     "name": call.name,
                     "input": _anthropic_input(call.arguments),
                 }
@@ -490,7 +522,7 @@ def messages_to_anthropic(
             described = with_stand_ins(text, message.media)
             block: dict[str, Any] = {
                 "type": "tool_result",
-                "tool_use_id": message.tool_call_id,
+                "tool_use_id": ids.result(message.tool_call_id or ""),
                 "content": [{"type": "text", "text": described}, *images_in]
                 if images_in else described,
             }

@@ -3,6 +3,7 @@ hands `jianmu.Agent`: histories in their shapes, and what they read back."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -143,3 +144,37 @@ def test_each_member_of_a_union_answer_gets_a_tool_of_its_own() -> None:
                "arguments": {"response": [{"w": "done"}]}}]
     result = Agent(ScriptedLLM([answer]), output_type=list[escalate] | list[resolve]).run_sync("q")
     assert result.output == [resolve(w="done")]
+
+
+def test_a_history_with_reused_or_odd_call_ids_reaches_anthropic_with_unique_valid_ids() -> None:
+    """Anthropic refuses a request whose ``tool_use`` ids repeat ("ids must be unique") or do
+    not match ``^[a-zA-Z0-9_-]+$``: a history from a server that numbers calls per reply
+    (``call_0`` each turn), from Kimi (``functions.lookup:0``), or with an id Jianmu made
+    unique in a run (``call_0.1``) was sent as it was."""
+    from jianmu.llm import AnthropicProvider
+    from tests.support.model_server import ModelServer
+
+    def turn(call_id: str, city: str) -> list[dict[str, Any]]:
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call_id, "type": "function",
+                 "function": {"name": "lookup", "arguments": f'{{"city": "{city}"}}'}}]},
+            {"role": "tool", "tool_call_id": call_id, "content": f"sunny in {city}"},
+        ]
+
+    history = [{"role": "user", "content": "Oslo, Rome, Paris, Bern?"},
+               *turn("call_0", "Oslo"), *turn("call_0", "Rome"),
+               *turn("functions.lookup:0", "Paris"), *turn("call_0.1", "Bern"),
+               {"role": "assistant", "content": "All sunny."}]
+    with ModelServer("Still sunny.") as server:
+        llm = AnthropicProvider("m", base_url=server.anthropic_url, api_key="k")
+        result = Agent(llm).run_sync("And now?", history=history, timeout=30)
+        assert result.ok, result.exception
+        sent = server.requests[0].body["messages"]
+    uses = [b["id"] for m in sent if m["role"] == "assistant" and isinstance(m["content"], list)
+            for b in m["content"] if b["type"] == "tool_use"]
+    results = [b["tool_use_id"] for m in sent if m["role"] == "user"
+               and isinstance(m["content"], list) for b in m["content"]
+               if b["type"] == "tool_result"]
+    assert len(uses) == len(set(uses)) == 4 and uses == results
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", i) for i in uses), uses
