@@ -3,6 +3,7 @@ images and audio of tool messages included; and `Usage`, the tokens the turns of
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -386,6 +387,7 @@ def _openai_chat_messages(
             out.append({"role": "user", "content": pending})
             pending = []
         entry = message.to_openai()
+        _short_ids(entry)
         if reasoning and message.reasoning and index >= turn_starts:
             _send_reasoning(entry, message.reasoning)
         if message.media:
@@ -404,6 +406,27 @@ def _openai_chat_messages(
     if pending:
         out.append({"role": "user", "content": pending})
     return out
+
+
+OPENAI_MAX_CALL_ID = 40
+"""The longest call id OpenAI takes ("string too long" past it); vLLM's are 46 characters."""
+
+
+def openai_call_id(call_id: str) -> str:
+    """``call_id`` as OpenAI takes it: as it is up to `OPENAI_MAX_CALL_ID` characters, else
+    its start and a digest of it (the same for the call and its result, each turn)."""
+    if len(call_id) <= OPENAI_MAX_CALL_ID:
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "replace")).hexdigest()[:16]
+    return f"{call_id[:OPENAI_MAX_CALL_ID - 17]}_{digest}"
+
+
+def _short_ids(entry: dict[str, Any]) -> None:
+    """The call ids of an OpenAI chat message made ones OpenAI takes (`openai_call_id`)."""
+    for call in entry.get("tool_calls") or ():
+        call["id"] = openai_call_id(call["id"])
+    if "tool_call_id" in entry:
+        entry["tool_call_id"] = openai_call_id(entry["tool_call_id"])
 
 
 def _send_reasoning(entry: dict[str, Any], blocks: Sequence[Mapping[str, Any]]) -> None:

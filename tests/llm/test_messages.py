@@ -353,3 +353,15 @@ def test_anthropic_call_ids_are_unique_and_of_its_pattern_each_result_with_its_c
     results = [b["tool_use_id"] for m in sent[2::2] for b in m["content"]]
     assert uses == results == ["call_0", "call_0_2", "a_b_0", "a_b_0_2", "toolu_01A"]
     assert messages_to_anthropic(history) == messages_to_anthropic(history)  # cache-stable
+
+
+def test_openai_call_ids_past_40_characters_are_shortened_alike_in_call_and_result() -> None:
+    long_id = "chatcmpl-tool-" + "ab" * 16
+    history = [Message.user("go"),
+               Message.assistant(tool_calls=[ToolCall(name="f", arguments={}, id=long_id),
+                                             ToolCall(name="f", arguments={}, id="call_1")]),
+               Message.tool("r", tool_call_id=long_id), Message.tool("s", tool_call_id="call_1")]
+    sent = messages_to_openai(history)
+    ids = [c["id"] for c in sent[1]["tool_calls"]]
+    assert [m["tool_call_id"] for m in sent[2:]] == ids and ids[1] == "call_1"
+    assert len(ids[0]) == 40 and ids[0].startswith("chatcmpl-tool-")

@@ -178,3 +178,26 @@ def test_a_history_with_reused_or_odd_call_ids_reaches_anthropic_with_unique_val
                if b["type"] == "tool_result"]
     assert len(uses) == len(set(uses)) == 4 and uses == results
     assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", i) for i in uses), uses
+
+
+def test_a_history_with_long_call_ids_reaches_openai_with_ids_of_40_characters_at_most() -> None:
+    """OpenAI refuses a call id over 40 characters ("string too long"): a history from vLLM
+    (``chatcmpl-tool-`` and 32 hex digits) was sent with its ids as they were."""
+    from jianmu.llm import OpenAIProvider
+    from tests.support.model_server import ModelServer
+
+    long_ids = ["chatcmpl-tool-" + "0123456789abcdef" * 2, "chatcmpl-tool-" + "fedcba98" * 4]
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "Oslo and Rome?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": i, "type": "function",
+             "function": {"name": "lookup", "arguments": '{"city": "x"}'}} for i in long_ids]},
+        *({"role": "tool", "tool_call_id": i, "content": "sunny"} for i in long_ids),
+        {"role": "assistant", "content": "Both sunny."}]
+    with ModelServer("Still sunny.") as server:
+        llm = OpenAIProvider("m", base_url=server.openai_url, api_key="k")
+        assert Agent(llm).run_sync("And now?", history=history, timeout=30).ok
+        sent = server.requests[0].body["messages"]
+    calls = [c["id"] for c in sent[1]["tool_calls"]]
+    assert [m["tool_call_id"] for m in sent[2:4]] == calls
+    assert len(set(calls)) == 2 and all(len(i) <= 40 for i in calls), calls
