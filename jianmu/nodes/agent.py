@@ -281,6 +281,7 @@ class Agent:
         Raises:
             ValueError: no prompt and nothing to resume, ``resume`` is not suspended, or a
                 history item no chat message stands for (a hosted tool's call).
+            TypeError: a prompt that is not a message (a list: pass it as ``history=``).
         """
         runner = self._runner(prompt, history, resume)
         try:
@@ -301,7 +302,7 @@ class Agent:
 
         Raises:
             RuntimeError: called inside a running event loop (``await agent.run()`` there).
-            ValueError: as `run`.
+            ValueError, TypeError: as `run`.
         """
         runner = self._runner(prompt, history, resume)
         try:
@@ -323,7 +324,7 @@ class Agent:
         ``fields["result"]`` is the `AgentResult`. Leaving the loop early cancels the run.
 
         Raises:
-            ValueError: as `run`.
+            ValueError, TypeError: as `run`.
         """
         runner = self._runner(prompt, history, resume)
         try:
@@ -405,6 +406,13 @@ class Agent:
             return resume.runner
         if prompt is None:
             raise ValueError("Agent.run() needs a prompt (or resume= a suspended result)")
+        if not isinstance(prompt, (str, Message, Mapping)):
+            # a list is the Agents SDK's Runner.run(agent, input): a conversation, not a turn
+            raise TypeError(
+                f"Agent.run()'s prompt is the user's message (text or a Message), not a "
+                f"{type(prompt).__name__}; for a conversation so far, pass it as history=... "
+                f"and its last user message as the prompt"
+            )
         # a history kept as the Agents SDK's to_input_list() gives it: its items made messages
         messages: list[Any] = from_responses_items(history or ())
         messages.append(Message.user(prompt) if isinstance(prompt, str) else prompt)

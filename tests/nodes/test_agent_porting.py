@@ -201,3 +201,13 @@ def test_a_history_with_long_call_ids_reaches_openai_with_ids_of_40_characters_a
     calls = [c["id"] for c in sent[1]["tool_calls"]]
     assert [m["tool_call_id"] for m in sent[2:4]] == calls
     assert len(set(calls)) == 2 and all(len(i) <= 40 for i in calls), calls
+
+
+def test_a_prompt_given_as_an_agents_sdk_input_list_is_refused_naming_history() -> None:
+    """``Runner.run(agent, items)`` takes the conversation as its input; ``agent.run(items)``
+    was refused as "state key 'messages' ... at 0: Input should be a valid dictionary"."""
+    agent = Agent(ScriptedLLM(["x"]))
+    with pytest.raises(TypeError, match=r"history=.*prompt"):
+        agent.run_sync([*AGENTS_SDK_HISTORY, {"role": "user", "content": "Next?"}])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="prompt"):
+        agent.run_sync(42)  # type: ignore[arg-type]
