@@ -211,3 +211,19 @@ def test_a_prompt_given_as_an_agents_sdk_input_list_is_refused_naming_history() 
         agent.run_sync([*AGENTS_SDK_HISTORY, {"role": "user", "content": "Next?"}])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="prompt"):
         agent.run_sync(42)  # type: ignore[arg-type]
+
+
+def test_an_agent_without_tools_continues_a_history_with_tool_calls_on_anthropic() -> None:
+    """Anthropic refuses a request whose history holds ``tool_use`` blocks but that defines no
+    tools ("Requests which include tool_use or tool_result blocks must define tools"): an
+    agent without tools (a writer after a researcher) could not continue such a history."""
+    from jianmu.llm import AnthropicProvider
+    from tests.support.model_server import ModelServer
+
+    with ModelServer("Oslo is sunny and Rome rainy.") as server:
+        llm = AnthropicProvider("m", base_url=server.anthropic_url, api_key="k")
+        writer = Agent(llm, system_prompt="Write it up.")
+        assert writer.run_sync("Write it up.", history=AGENTS_SDK_HISTORY, timeout=30).ok
+        body = server.requests[0].body
+    assert [t["name"] for t in body["tools"]] == ["lookup"]
+    assert body["tool_choice"] == {"type": "none"}  # offered so the history holds, never called
