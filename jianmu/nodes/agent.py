@@ -96,6 +96,15 @@ class AgentResult(RunResult):
         """
         self.runner.reject(self._request(request_id), message)
 
+    if not TYPE_CHECKING:  # a type checker still flags a misspelt attribute
+
+        def __getattr__(self, name: str) -> Any:
+            # only for names the result lacks: a peer's spelling gets Jianmu's in the error
+            hint = _RESULT_SPELLINGS.get(name)
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}"
+                + (f"; Jianmu spells it result.{hint}" if hint else ""), name=name, obj=self)
+
     def _request(self, request_id: str | None) -> str:
         if request_id is not None:
             return request_id
@@ -111,6 +120,12 @@ class AgentResult(RunResult):
 
 
 _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunResult))
+
+_RESULT_SPELLINGS = {
+    "final_output": "output", "data": "output", "all_messages": "messages",
+    "to_input_list": "messages",
+}
+"""Results' attributes in pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
 
 _SPELLINGS = {
     "instructions": "system_prompt=", "model_settings": "llm_params=",

@@ -227,3 +227,17 @@ def test_an_agent_without_tools_continues_a_history_with_tool_calls_on_anthropic
         body = server.requests[0].body
     assert [t["name"] for t in body["tools"]] == ["lookup"]
     assert body["tool_choice"] == {"type": "none"}  # offered so the history holds, never called
+
+
+@pytest.mark.parametrize(("peer", "ours"), [
+    ("final_output", "output"), ("data", "output"), ("all_messages", "messages"),
+    ("to_input_list", "messages"),
+])
+def test_a_result_attribute_of_another_framework_says_jianmus_spelling(peer: str,
+                                                                       ours: str) -> None:
+    result = Agent(ScriptedLLM(["Hi."])).run_sync("Hello.")
+    with pytest.raises(AttributeError, match=rf"{peer}.*result\.{ours}"):
+        getattr(result, peer)
+    with pytest.raises(AttributeError, match="no_such_thing") as raised:
+        result.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
+    assert "Jianmu" not in str(raised.value)
