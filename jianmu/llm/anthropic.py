@@ -319,6 +319,13 @@ class AnthropicProvider(SDKProvider):
                 f"tool_choice={request.tool_choice!r} was given but no tools; pass tools=... "
                 "or drop it"
             )
+        else:
+            called = _called_tools(messages)
+            if called:
+                # Anthropic refuses a history of tool_use blocks in a request that defines no
+                # tools: those called are offered by name (any input), never to be called again
+                out["tools"] = called
+                out["tool_choice"] = {"type": "none"}
         stop = merged.pop("stop", None)
         if stop:
             merged.setdefault("stop_sequences", [stop] if isinstance(stop, str) else list(stop))
@@ -727,6 +734,17 @@ def anthropic_tool(entry: Mapping[str, Any]) -> dict[str, Any]:
     schema = function.get("parameters", function.get("input_schema"))
     out["input_schema"] = dict(schema) if schema else {"type": "object", "properties": {}}
     return out
+
+
+def _called_tools(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stand-ins of the tools the ``tool_use`` blocks of ``messages`` call, one per name."""
+    names = dict.fromkeys(
+        block.get("name") or "tool" for message in messages
+        if message["role"] == "assistant" and isinstance(message["content"], list)
+        for block in message["content"] if block.get("type") == "tool_use"
+    )
+    return [{"name": name, "description": "A tool called earlier in the conversation.",
+             "input_schema": {"type": "object"}} for name in names]
 
 
 def anthropic_tool_choice(choice: Any) -> dict[str, Any] | None:

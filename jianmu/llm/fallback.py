@@ -291,7 +291,7 @@ class FallbackLLM(BaseLLMProvider):
         usage = response.usage
         if usage is None:  # the server said nothing: the agent node estimates the tokens
             self.usage_by_model[name] = self.usage_by_model.get(name, Usage()) + Usage(
-                requests=1)
+                requests=1, estimated_requests=1)
             return replace(response, model=response.model or name)
         if not usage.requests:  # one request answered, as the agent node counts it
             usage = replace(usage, requests=1)

@@ -3,6 +3,8 @@ images and audio of tool messages included; and `Usage`, the tokens the turns of
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -64,8 +66,10 @@ class Message(BaseModel):
 
     ``tool_calls`` accepts `ToolCall`s and dicts in the OpenAI, Anthropic ``tool_use`` or flat
     ``{"name", "arguments"}`` shapes; ``content`` accepts a list of text parts, joined by
-    newlines, and base64 image parts, which move to ``media``. ``model_dump(mode="json")`` and
-    ``model_validate`` round-trip, so messages can live in checkpointed state.
+    newlines, and base64 image parts, which move to ``media``; an OpenAI chat message's own keys
+    (``developer``, ``refusal``, ``reasoning_content``...) read as `from_openai` reads them.
+    ``model_dump(mode="json")`` and ``model_validate`` round-trip, so messages can live in
+    checkpointed state.
     """
 
     model_config = ConfigDict(defer_build=True, extra="forbid")
@@ -100,6 +104,20 @@ class Message(BaseModel):
             data.pop("media", None)
         if not self.reasoning:  # and as they were before reasoning was kept
             data.pop("reasoning", None)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _openai_shape(cls, data: Any) -> Any:
+        """An OpenAI chat message with what a `Message` spells otherwise (the ``developer``
+        role, ``refusal``, ``reasoning_content``, the openai SDK dump's null ``audio``,
+        ``annotations`` and ``function_call``) read as `from_openai` reads it: a history kept
+        as the SDK gives it validates, rather than each such key refused as unknown."""
+        if isinstance(data, Mapping) and (
+            data.get("role") == "developer" or isinstance(data.get("reasoning"), str)
+            or not _OPENAI_ONLY_KEYS.isdisjoint(data)
+        ):
+            return _openai_fields(data)
         return data
 
     @model_validator(mode="before")
@@ -218,20 +236,7 @@ class Message(BaseModel):
             raise TypeError(
                 f"expected an OpenAI message dict, got {data!r} of type {type(data).__name__}"
             )
-        fields = {k: data[k] for k in ("role", "content", "name", "tool_call_id") if k in data}
-        if not fields.get("content") and data.get("refusal"):  # else the answer is lost
-            fields["content"] = data["refusal"]
-        if fields.get("role") == "developer":  # OpenAI's newer name for the system role
-            fields["role"] = "system"
-        reasoning = _openai_reasoning(data)
-        if reasoning:
-            fields["reasoning"] = reasoning
-        fields["tool_calls"] = data.get("tool_calls") or []
-        legacy = data.get("function_call")
-        if not fields["tool_calls"] and isinstance(legacy, Mapping) and legacy.get("name"):
-            # the older shape of one call (finish reason ``function_call``): else it is lost
-            fields["tool_calls"] = [{"type": "function", "function": dict(legacy)}]
-        return cls.model_validate(fields)
+        return cls.model_validate(_openai_fields(data))
 
     def to_openai(self) -> dict[str, Any]:
         """This message in the OpenAI chat format."""
@@ -254,6 +259,31 @@ REASONING_DETAILS = "reasoning_details"
 ``reasoning.summary``, ``reasoning.encrypted``), kept whole as a block
 ``{"type": "reasoning_details", "details": [...]}``: the model that made it (Claude's thinking,
 Gemini's thought signatures) needs it back unchanged beside its tool calls."""
+
+
+_OPENAI_ONLY_KEYS = frozenset({
+    "refusal", "audio", "annotations", "function_call", "reasoning_content", REASONING_DETAILS,
+})
+"""Keys of an OpenAI chat message (as the openai SDK dumps one) that a `Message` lacks."""
+
+
+def _openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The `Message` fields of an OpenAI chat message (`Message.from_openai`)."""
+    fields = {k: data[k] for k in ("role", "content", "name", "tool_call_id", "media")
+              if k in data}
+    if not fields.get("content") and data.get("refusal"):  # else the answer is lost
+        fields["content"] = data["refusal"]
+    if fields.get("role") == "developer":  # OpenAI's newer name for the system role
+        fields["role"] = "system"
+    reasoning = _openai_reasoning(data)
+    if reasoning:
+        fields["reasoning"] = reasoning
+    fields["tool_calls"] = data.get("tool_calls") or []
+    legacy = data.get("function_call")
+    if not fields["tool_calls"] and isinstance(legacy, Mapping) and legacy.get("name"):
+        # the older shape of one call (finish reason ``function_call``): else it is lost
+        fields["tool_calls"] = [{"type": "function", "function": dict(legacy)}]
+    return fields
 
 
 def _openai_reasoning(data: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -357,6 +387,7 @@ def _openai_chat_messages(
             out.append({"role": "user", "content": pending})
             pending = []
         entry = message.to_openai()
+        _short_ids(entry)
         if reasoning and message.reasoning and index >= turn_starts:
             _send_reasoning(entry, message.reasoning)
         if message.media:
@@ -375,6 +406,27 @@ def _openai_chat_messages(
     if pending:
         out.append({"role": "user", "content": pending})
     return out
+
+
+OPENAI_MAX_CALL_ID = 40
+"""The longest call id OpenAI takes ("string too long" past it); vLLM's are 46 characters."""
+
+
+def openai_call_id(call_id: str) -> str:
+    """``call_id`` as OpenAI takes it: as it is up to `OPENAI_MAX_CALL_ID` characters, else
+    its start and a digest of it (the same for the call and its result, each turn)."""
+    if len(call_id) <= OPENAI_MAX_CALL_ID:
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "replace")).hexdigest()[:16]
+    return f"{call_id[:OPENAI_MAX_CALL_ID - 17]}_{digest}"
+
+
+def _short_ids(entry: dict[str, Any]) -> None:
+    """The call ids of an OpenAI chat message made ones OpenAI takes (`openai_call_id`)."""
+    for call in entry.get("tool_calls") or ():
+        call["id"] = openai_call_id(call["id"])
+    if "tool_call_id" in entry:
+        entry["tool_call_id"] = openai_call_id(entry["tool_call_id"])
 
 
 def _send_reasoning(entry: dict[str, Any], blocks: Sequence[Mapping[str, Any]]) -> None:
@@ -410,6 +462,35 @@ def _from_anthropic_input(value: Any) -> Any:
     return {} if value is None else value
 
 
+_NOT_ANTHROPIC_ID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class _AnthropicIds:
+    """Call ids as Anthropic takes them: each ``tool_use`` id unique in the request and of
+    ``^[A-Za-z0-9_-]+$`` (else a 400), each result naming its call's id. A conversation may
+    hold others: a server that numbers calls per reply (``call_0`` each turn), Kimi's
+    ``functions.lookup:0``, an id a run made unique (``call_0.1``). Made the same from the
+    same conversation, so each turn's request begins as the last one did (the prompt cache)."""
+
+    def __init__(self) -> None:
+        self._sent: set[str] = set()
+        self._latest: dict[str, str] = {}  # a call's id: what its latest tool_use went as
+
+    def use(self, call_id: str) -> str:
+        base = _NOT_ANTHROPIC_ID.sub("_", call_id) or "call"
+        sent, n = base, 1
+        while sent in self._sent:
+            n += 1
+            sent = f"{base}_{n}"
+        self._sent.add(sent)
+        self._latest[call_id] = sent
+        return sent
+
+    def result(self, call_id: str) -> str:
+        """The id a result of ``call_id`` names: that of the latest call of that id."""
+        return self._latest.get(call_id) or _NOT_ANTHROPIC_ID.sub("_", call_id) or "call"
+
+
 REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 """The kinds of Anthropic content block that are a turn's reasoning (`Message.reasoning`)."""
 
@@ -425,10 +506,12 @@ def messages_to_anthropic(
     names do not exist in that format and are dropped; tool arguments that are not an object
     travel as ``{"_raw_arguments": value}``; a tool result whose text starts with ``Error:``
     is marked ``is_error``. A tool result's images go inside it as ``image`` blocks (with
-    ``images`` on), after its text, which names every media part.
+    ``images`` on), after its text, which names every media part. Call ids go as
+    `_AnthropicIds` makes them: unique and of Anthropic's pattern.
     """
     system_parts: list[str] = []
     out: list[dict[str, Any]] = []
+    ids = _AnthropicIds()
     for message in coerce_messages(messages):
         if message.role == "system":
             system_parts.append(message.content or "")
@@ -451,7 +534,7 @@ def messages_to_anthropic(
             blocks.extend(
                 {
                     "type": "tool_use",
-                    "id": call.id,
+                    "id": ids.use(call.id),
                     "name": call.name,
                     "input": _anthropic_input(call.arguments),
                 }
@@ -464,7 +547,7 @@ def messages_to_anthropic(
             described = with_stand_ins(text, message.media)
             block: dict[str, Any] = {
                 "type": "tool_result",
-                "tool_use_id": message.tool_call_id,
+                "tool_use_id": ids.result(message.tool_call_id or ""),
                 "content": [{"type": "text", "text": described}, *images_in]
                 if images_in else described,
             }
@@ -663,6 +746,10 @@ class Usage:
     tool_calls: int = 0
     """Tool calls executed, also those that raised (not those unknown, with arguments that do
     not fit, denied or waiting for a person; one stopped mid-run only if recorded as done)."""
+    estimated_requests: int = 0
+    """Of the ``requests``, those whose server said no usage (or a count that is not one, or
+    whose reply was stopped before its count came): their tokens are an offline estimate (a
+    token per four characters), so the totals are not the provider's bill."""
 
     @property
     def total_tokens(self) -> int:
@@ -679,6 +766,7 @@ class Usage:
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
             requests=self.requests + other.requests,
             tool_calls=self.tool_calls + other.tool_calls,
+            estimated_requests=self.estimated_requests + other.estimated_requests,
         )
 
     def __radd__(self, other: Any) -> Usage:

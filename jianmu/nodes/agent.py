@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import from_name
+from jianmu.llm.responses_items import from_responses_items
 from jianmu.nodes.agents import AgentTool, agent_tool
 from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.react import ReActLoop, create_react_node, fresh_handoffs
@@ -95,6 +96,15 @@ class AgentResult(RunResult):
         """
         self.runner.reject(self._request(request_id), message)
 
+    if not TYPE_CHECKING:  # a type checker still flags a misspelt attribute
+
+        def __getattr__(self, name: str) -> Any:
+            # only for names the result lacks: a peer's spelling gets Jianmu's in the error
+            hint = _RESULT_SPELLINGS.get(name)
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}"
+                + (f"; Jianmu spells it result.{hint}" if hint else ""), name=name, obj=self)
+
     def _request(self, request_id: str | None) -> str:
         if request_id is not None:
             return request_id
@@ -110,6 +120,12 @@ class AgentResult(RunResult):
 
 
 _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunResult))
+
+_RESULT_SPELLINGS = {
+    "final_output": "output", "data": "output", "all_messages": "messages",
+    "to_input_list": "messages",
+}
+"""Results' attributes in pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
 
 _SPELLINGS = {
     "instructions": "system_prompt=", "model_settings": "llm_params=",
@@ -273,11 +289,14 @@ class Agent:
         resume: AgentResult | None = None,
         timeout: float | None = None,
     ) -> AgentResult:
-        """Answer ``prompt`` (after ``history``, a conversation so far), or go on with the
+        """Answer ``prompt`` (after ``history``, a conversation so far: `Message`s, OpenAI chat
+        dicts, or the OpenAI Agents SDK's ``to_input_list()`` items), or go on with the
         suspended run ``resume`` once its requests are decided.
 
         Raises:
-            ValueError: no prompt and nothing to resume, or ``resume`` is not suspended.
+            ValueError: no prompt and nothing to resume, ``resume`` is not suspended, or a
+                history item no chat message stands for (a hosted tool's call).
+            TypeError: a prompt that is not a message (a list: pass it as ``history=``).
         """
         runner = self._runner(prompt, history, resume)
         try:
@@ -298,7 +317,7 @@ class Agent:
 
         Raises:
             RuntimeError: called inside a running event loop (``await agent.run()`` there).
-            ValueError: as `run`.
+            ValueError, TypeError: as `run`.
         """
         runner = self._runner(prompt, history, resume)
         try:
@@ -320,7 +339,7 @@ class Agent:
         ``fields["result"]`` is the `AgentResult`. Leaving the loop early cancels the run.
 
         Raises:
-            ValueError: as `run`.
+            ValueError, TypeError: as `run`.
         """
         runner = self._runner(prompt, history, resume)
         try:
@@ -402,7 +421,15 @@ class Agent:
             return resume.runner
         if prompt is None:
             raise ValueError("Agent.run() needs a prompt (or resume= a suspended result)")
-        messages: list[Any] = list(history or ())
+        if not isinstance(prompt, (str, Message, Mapping)):
+            # a list is the Agents SDK's Runner.run(agent, input): a conversation, not a turn
+            raise TypeError(
+                f"Agent.run()'s prompt is the user's message (text or a Message), not a "
+                f"{type(prompt).__name__}; for a conversation so far, pass it as history=... "
+                f"and its last user message as the prompt"
+            )
+        # a history kept as the Agents SDK's to_input_list() gives it: its items made messages
+        messages: list[Any] = from_responses_items(history or ())
         messages.append(Message.user(prompt) if isinstance(prompt, str) else prompt)
         state = StateManager(AgentState, {"messages": messages})
         runner = ReactiveRunner(

@@ -104,6 +104,7 @@ def counted_usage(response: LLMResponse, prompt: Sequence[Message]) -> Usage:
     return Usage(
         input_tokens=sum(estimate_message_tokens(m) for m in prompt),
         output_tokens=estimate_message_tokens(response.message),
+        requests=1, estimated_requests=1,
     )
 
 

@@ -5,8 +5,9 @@ holds: how the model is asked for the answer (``mode``), how the answer is check
 (pydantic's `TypeAdapter`), and what the model is told when it does not fit:
 
 - ``"tool"``: the model is offered one more tool, ``final_result``, whose input schema is the
-  type's; a union gives one tool per member (``final_result_<Name>``). A call to it ends the
-  loop. Works with every tool-calling model.
+  type's; a union gives one tool per member (``final_result_<Name>``, the name without its
+  modules: ``final_result_list_Item``; ``_2``... after one that two members share). A call to
+  it ends the loop. Works with every tool-calling model.
 - ``"native"``: the provider's own structured output (OpenAI's ``response_format`` with a
   JSON Schema, ``strict`` where the schema allows it; Anthropic's ``output_config``). A
   provider without one is a `ConfigError` naming it.
@@ -36,7 +37,7 @@ from pydantic import create_model as _create_model
 
 from jianmu.errors import ConfigError, OutputValidationError, ToolExecutionError
 from jianmu.tools.base import Tool
-from jianmu.tools.calls import ToolCall
+from jianmu.tools.calls import MAX_TOOL_NAME_LENGTH, ToolCall
 from jianmu.tools.schema import strip_titles
 from jianmu.tools.spec import to_strict_schema
 
@@ -67,6 +68,32 @@ def _type_name(tp: Any) -> str:
     if isinstance(name, str) and get_origin(tp) is None:
         return name
     return str(tp).replace("typing.", "")
+
+
+def _short_name(tp: Any) -> str:
+    """A type's name without its modules: ``list[shop.api.Item]`` is ``list_Item``."""
+    args = get_args(tp)
+    if get_origin(tp) is None or not args:
+        name = getattr(tp, "__name__", None)
+        return name if isinstance(name, str) else str(tp)
+    origin = get_origin(tp)
+    return "_".join([getattr(origin, "__name__", None) or str(origin).replace("typing.", ""),
+                     *(_short_name(a) for a in args)])
+
+
+def _member_tool_names(tool_name: str, members: list[Any]) -> list[str]:
+    """The answer tool of each union member: ``<tool_name>_<Member>``, each a tool name (64
+    characters at most) and each its own (members that share a name: ``_2``, ``_3``...)."""
+    room = MAX_TOOL_NAME_LENGTH - len(tool_name) - 1
+    names: list[str] = []
+    for member in members:
+        base = (_UNSAFE.sub("_", _short_name(member)).strip("_") or "value")[:room]
+        name, n = f"{tool_name}_{base}", 1
+        while name in names:
+            n += 1
+            name = f"{tool_name}_{base[:room - len(str(n)) - 1]}_{n}"
+        names.append(name)
+    return names
 
 
 def _is_union(tp: Any) -> bool:
@@ -247,9 +274,9 @@ class OutputSpec:
             self._by_tool = {tool_name: only}
             return
         tools: list[OutputTool] = []
-        for shape in shapes:
+        names = _member_tool_names(tool_name, [shape.type for shape in shapes])
+        for shape, name in zip(shapes, names, strict=True):
             member = _type_name(shape.type)
-            name = f"{tool_name}_{_UNSAFE.sub('_', member).strip('_') or 'value'}"
             said = description or (
                 f"Give your final answer as {member} (one of {self.type_name}). Calling this "
                 "ends your turn."

@@ -61,4 +61,4 @@ def _spent(call: InFlight, request_tools: Callable[[Any], tuple[dict[str, Any], 
         tools = request_tools(call.tools)
         if tools:
             prompt += (len(json.dumps(list(tools), sort_keys=True)) + 3) // 4
-    return Usage(input_tokens=prompt, output_tokens=output, requests=1)
+    return Usage(input_tokens=prompt, output_tokens=output, requests=1, estimated_requests=1)

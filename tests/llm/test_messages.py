@@ -343,3 +343,29 @@ def test_openai_image_parts_read_back_as_media() -> None:
     back = messages_from_openai(sent)
     assert back[2].role == "user" and back[2].media == [image]
     assert back[2].content == "Images returned by tool call c1 (shot):"
+
+
+def test_anthropic_call_ids_are_unique_and_of_its_pattern_each_result_with_its_call() -> None:
+    def turn(call_id: str) -> list[Message]:
+        return [Message.assistant(tool_calls=[ToolCall(name="f", arguments={}, id=call_id)]),
+                Message.tool("r", tool_call_id=call_id)]
+
+    history = [Message.user("go"), *turn("call_0"), *turn("call_0"), *turn("a.b:0"),
+               *turn("a_b_0"), *turn("toolu_01A")]
+    _, sent = messages_to_anthropic(history)
+    uses = [b["id"] for m in sent[1::2] for b in m["content"]]
+    results = [b["tool_use_id"] for m in sent[2::2] for b in m["content"]]
+    assert uses == results == ["call_0", "call_0_2", "a_b_0", "a_b_0_2", "toolu_01A"]
+    assert messages_to_anthropic(history) == messages_to_anthropic(history)  # cache-stable
+
+
+def test_openai_call_ids_past_40_characters_are_shortened_alike_in_call_and_result() -> None:
+    long_id = "chatcmpl-tool-" + "ab" * 16
+    history = [Message.user("go"),
+               Message.assistant(tool_calls=[ToolCall(name="f", arguments={}, id=long_id),
+                                             ToolCall(name="f", arguments={}, id="call_1")]),
+               Message.tool("r", tool_call_id=long_id), Message.tool("s", tool_call_id="call_1")]
+    sent = messages_to_openai(history)
+    ids = [c["id"] for c in sent[1]["tool_calls"]]
+    assert [m["tool_call_id"] for m in sent[2:]] == ids and ids[1] == "call_1"
+    assert len(ids[0]) == 40 and ids[0].startswith("chatcmpl-tool-")

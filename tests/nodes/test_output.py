@@ -424,3 +424,16 @@ def test_a_tool_named_like_the_answer_tool_is_refused() -> None:
 
     with pytest.raises(ToolValidationError, match="agent's answer tool has that name"):
         create_react_node(ScriptedLLM([]), [final_result], output_type=int)
+
+
+def test_union_members_of_one_name_or_a_long_one_each_get_an_answer_tool() -> None:
+    def model(name: str, module: str) -> Any:
+        return type(name, (BaseModel,), {"__annotations__": {"v": int}, "__module__": module})
+
+    clash = model("Item", "shop.api") | model("Item", "shop.db")
+    assert sorted(OutputSpec(clash).tool_names) == ["final_result_Item", "final_result_Item_2"]
+    long = model("A" * 70, "pkg") | model("A" * 70, "other")
+    names = sorted(OutputSpec(long).tool_names)
+    assert len(names) == 2 and all(len(n) <= 64 for n in names)
+    assert OutputSpec(list[model("Cat", "zoo.cats")] | int).tool_names == {
+        "final_result_list_Cat", "final_result_int"}

@@ -102,7 +102,8 @@ async def test_a_run_cancelled_while_the_model_streams_counts_what_it_spent() ->
         await llm.close()
     assert result.status is RunStatus.CANCELLED
     usage = state.get("usage")
-    assert usage == Usage(input_tokens=_estimated_prompt(request), output_tokens=7, requests=1)
+    assert usage == Usage(input_tokens=_estimated_prompt(request), output_tokens=7, requests=1,
+                          estimated_requests=1)
     [said] = unknown
     assert said.fields["stopped"] is True
     assert said.fields["estimated_input_tokens"] == usage.input_tokens
@@ -212,7 +213,8 @@ async def test_a_continued_answer_stopped_counts_its_parts_and_the_call_in_fligh
     result = await run
     assert result.status is RunStatus.CANCELLED
     prompt = sum(estimate_message_tokens(m) for m in llm.asked[1])
-    assert state.get("usage") == Usage(input_tokens=40 + prompt, output_tokens=30, requests=2)
+    assert state.get("usage") == Usage(input_tokens=40 + prompt, output_tokens=30, requests=2,
+                                       estimated_requests=1)
     [said] = unknown
     assert said.fields["stopped"] is True and said.fields["estimated_input_tokens"] == prompt
 
@@ -241,7 +243,8 @@ async def test_a_sub_agent_stopped_mid_answer_counts_in_the_callers_run() -> Non
         await llm.close()
     assert result.status is RunStatus.CANCELLED
     [lead_turn] = answered  # the lead's own turn, counted as its reply said
-    stopped = Usage(input_tokens=_estimated_prompt(request), output_tokens=7, requests=1)
+    stopped = Usage(input_tokens=_estimated_prompt(request), output_tokens=7, requests=1,
+                    estimated_requests=1)
     assert state.get("usage") == stopped + Usage(
         input_tokens=lead_turn.fields["input_tokens"],
         output_tokens=lead_turn.fields["output_tokens"], requests=1)
@@ -333,7 +336,7 @@ async def test_a_fallback_stopped_on_its_next_model_counts_that_call_once() -> N
         assert len(server.requests) == 1
     assert result.status is RunStatus.CANCELLED
     prompt = sum(estimate_message_tokens(m) for m in second.asked[0])
-    assert state.get("usage") == Usage(input_tokens=prompt, requests=1)
+    assert state.get("usage") == Usage(input_tokens=prompt, requests=1, estimated_requests=1)
     assert len(unknown) == 1
 
 
