@@ -108,25 +108,25 @@ class Message(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _openai_shape(cls, data: Any) -> Any:
-        """An OpenAI chat message with what a `Message` spells otherwise (the ``developer``
-        role, ``refusal``, ``reasoning_content``, the openai SDK dump's null ``audio``,
-        ``annotations`` and ``function_call``) read as `from_openai` reads it: a history kept
-        as the SDK gives it validates, rather than each such key refused as unknown."""
-        if isinstance(data, Mapping) and (
-            data.get("role") == "developer" or isinstance(data.get("reasoning"), str)
-            or not _OPENAI_ONLY_KEYS.isdisjoint(data)
-        ):
-            return _openai_fields(data)
-        return data
+    def _read_shapes(cls, data: Any) -> Any:
+        """Other shapes of a message read as a `Message`'s fields.
 
-    @model_validator(mode="before")
-    @classmethod
-    def _media_parts(cls, data: Any) -> Any:
-        """Image parts in ``content`` (OpenAI ``image_url`` data URLs, Anthropic ``image``
-        blocks) move to ``media``."""
-        if isinstance(data, Mapping) and isinstance(data.get("content"), (list, tuple)):
-            rest, found = media_from_parts(data["content"])
+        An OpenAI chat message with what a `Message` spells otherwise (the ``developer`` role,
+        ``refusal``, ``reasoning_content``, the openai SDK dump's null ``audio``,
+        ``annotations`` and ``function_call``) is read as `from_openai` reads it: a history
+        kept as the SDK gives it validates, rather than each such key refused as unknown. Image
+        parts in ``content`` (OpenAI ``image_url`` data URLs, Anthropic ``image`` blocks) move
+        to ``media``. A plain message's dict passes with a key lookup and a set test.
+        """
+        if type(data) is not dict and not isinstance(data, Mapping):  # no ABC test for a dict
+            return data
+        if data.get("role") == "developer" or (not _OPENAI_HINTS.isdisjoint(data) and (
+            isinstance(data.get("reasoning"), str) or not _OPENAI_ONLY_KEYS.isdisjoint(data)
+        )):
+            data = _openai_fields(data)
+        content = data.get("content")
+        if type(content) is list or isinstance(content, tuple):
+            rest, found = media_from_parts(content)
             if found:
                 return {**data, "content": rest, "media": [*data.get("media", ()), *found]}
         return data
@@ -265,6 +265,8 @@ _OPENAI_ONLY_KEYS = frozenset({
     "refusal", "audio", "annotations", "function_call", "reasoning_content", REASONING_DETAILS,
 })
 """Keys of an OpenAI chat message (as the openai SDK dumps one) that a `Message` lacks."""
+_OPENAI_HINTS = _OPENAI_ONLY_KEYS | {"reasoning"}
+"""The keys that may make a message's dict one of OpenAI's shape (``reasoning`` as text)."""
 
 
 def _openai_fields(data: Mapping[str, Any]) -> dict[str, Any]:
