@@ -301,3 +301,34 @@ def test_python_dash_m_jianmu_is_the_command(project: Project) -> None:
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and "jianmu: error: no run 'nope'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("command", [("run",), ("tree", "show")])
+def test_a_script_that_exits_at_import_is_a_clear_error(project: Project,
+                                                        command: tuple[str, ...]) -> None:
+    """``sys.exit(7)`` at a script's top level ended ``jianmu`` silently with status 7, a code
+    the README gives no meaning."""
+    script = project.write("exits.py", "import sys\n\nsys.exit(7)\n")
+    done = project.jianmu(*command, str(script))
+    assert_clean_error(done, 2, "exits.py:3", "sys.exit(7)")
+
+
+def test_a_script_whose_build_tree_exits_is_a_clear_error(project: Project) -> None:
+    script = project.write("exits.py", "import sys\n\n\ndef build_tree():\n    sys.exit()\n")
+    done = project.jianmu("run", str(script))
+    assert_clean_error(done, 2, "exits.py:5", "build_tree()", "sys.exit()")
+
+
+def test_skills_validate_goes_on_past_a_tree_that_exits_at_import(project: Project) -> None:
+    """A bt skill whose tree.py calls sys.exit() ended ``skills validate`` silently, status 2,
+    before the skills after it were looked at."""
+    project.write("skills/a-exits/SKILL.md",
+                  "---\nname: a-exits\ndescription: d\nexecution: bt\n---\n")
+    project.write("skills/a-exits/tree.py",
+                  "import sys\n\nsys.exit(2)\n\n\ndef build_tree(ctx):\n    pass\n")
+    project.write("skills/b-typo/SKILL.md", "---\nname: b-typo\ndescription: d\ntols: []\n---\n")
+    done = project.jianmu("skills", "validate")
+    assert done.code == 1, done.text
+    assert "skills/a-exits/tree.py:3: build_tree: importing the tree module called " \
+        "sys.exit(2)" in done.out, done.text
+    assert "skills/b-typo/SKILL.md:4: tols: unknown key" in done.out, done.text
