@@ -361,6 +361,27 @@ def _check_tree(folder: PinnedFolder, path: Path, where: str, line: int | None) 
     )
 
 
+def _skill_file_problem(pinned: PinnedFolder, folder: Path) -> str | None:
+    """Why the folder's SKILL.md cannot be read as one, or None: each case named, not all
+    "no SKILL.md" (a link out of the folder, a folder of that name)."""
+    try:
+        mode = pinned.stat(SKILL_FILE).st_mode
+    except PathEscapeError:
+        return (f"{SKILL_FILE} is a link that leads outside the skill's folder, which a skill "
+                "may not read; copy the file in")
+    except FileNotFoundError:
+        if os.path.islink(folder / SKILL_FILE):
+            return f"{SKILL_FILE} is a link to nothing; make it a file"
+        return f"no {SKILL_FILE} in {str(folder)!r}"
+    except OSError as exc:
+        return f"cannot read {SKILL_FILE}: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        return f"{SKILL_FILE} is a folder; it must be a file of front matter and instructions"
+    if not stat.S_ISREG(mode):
+        return f"{SKILL_FILE} is not a regular file"
+    return None
+
+
 def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) -> Skill:
     """Load the skill in ``folder`` (or the folder of a given SKILL.md): front matter only.
 
@@ -380,12 +401,9 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         pinned = PinnedFolder(folder)
     except (OSError, PathEscapeError) as exc:
         raise SkillLoadError(f"cannot open the skill's folder: {exc}", path=where) from None
-    try:
-        is_skill = stat.S_ISREG(pinned.stat(SKILL_FILE).st_mode)
-    except (OSError, PathEscapeError):
-        is_skill = False
-    if not is_skill:
-        raise SkillLoadError(f"no {SKILL_FILE} in {str(folder)!r}", path=where)
+    problem = _skill_file_problem(pinned, folder)
+    if problem is not None:
+        raise SkillLoadError(problem, path=where)
     is_known = is_known_tool or known_tool_checker()
     text, body_line = read_front_matter(file, folder=pinned)
     offset = 1  # the front matter starts on line 2
