@@ -361,6 +361,12 @@ class AppConfig(_Section):
         )
 
 
+_BOOKKEEPING = frozenset(
+    name for name, field in AppConfig.model_fields.items() if field.exclude
+)
+"""`AppConfig`'s fields that say where it came from (``source``, ``key_lines``): no file sets
+them."""
+
 _read_only_layers: dict[int, Constraints] = {}
 """The constraints layer of each read-only configuration (they live for good: ids stay)."""
 
@@ -455,7 +461,8 @@ def _model_at(path: tuple[Any, ...], root: type[BaseModel] | None = None) -> typ
 def unknown_key_hint(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """``; did you mean 'x'?`` (or the valid keys) for an unknown key at ``loc`` under ``root``."""
     model = _model_at(loc[:-1], root)
-    known = [f.alias or name for name, f in model.model_fields.items()] if model else []
+    known = [f.alias or name for name, f in model.model_fields.items()
+             if not f.exclude] if model else []  # excluded: bookkeeping, never written
     import difflib  # only a misspelt key needs it
 
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
@@ -510,6 +517,23 @@ def _config_file(path: Path, what: str) -> Path:
     raise ConfigError(f"{path}: {what} not found")
 
 
+def yaml_problem(exc: Exception, text: str) -> tuple[int | None, str]:
+    """The 1-based line of ``text`` that a `compose_and_load` error is at (if known) and what
+    to say of it, prefixed ``YAML syntax error: `` unless we refused the YAML ourselves."""
+    import yaml
+
+    if isinstance(exc, yaml.reader.ReaderError) and isinstance(exc.character, int):
+        # a character YAML refuses (NUL, ESC...): its message gave an offset, not a line
+        line: int | None = text.count("\n", 0, exc.position) + 1
+        problem = f"unacceptable character #x{exc.character:04x}: {exc.reason}"
+    else:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+    kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
+    return line, f"{kind}{problem}"
+
+
 def parse_config(text: str, where: str = "<config>") -> AppConfig:
     """Validate YAML text as an `AppConfig`; raise `ConfigError` with file, line and key."""
     import yaml  # here, not at the top: `import jianmu` does not need yaml
@@ -517,16 +541,17 @@ def parse_config(text: str, where: str = "<config>") -> AppConfig:
     try:
         node, data = compose_and_load(text, max_chars=MAX_CONFIG_CHARS)
     except (yaml.YAMLError, YAMLRefused) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else "?"
-        problem = getattr(exc, "problem", None) or str(exc)
-        kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
-        raise ConfigError(f"{where}:{line}: {kind}{problem}") from None
+        line, problem = yaml_problem(exc, text)
+        raise ConfigError(f"{where}:{line or '?'}: {problem}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{where}:1: the top level must be a mapping of sections")
     lines = _key_lines(node) if node is not None else {}
+    taken = sorted(_BOOKKEEPING.intersection(data))  # fields of ours, set below: no settings
+    if taken:
+        raise ConfigError(f"{where}:{lines.get((taken[0],), '?')}: {taken[0]}: unknown key"
+                          f"{unknown_key_hint(AppConfig, (taken[0],))}")
     data = _interpolate(data, where, (), lines)
     try:
         config = AppConfig.model_validate(data)
@@ -569,11 +594,17 @@ def load_config(path: str | os.PathLike[str] | None = None) -> AppConfig:
     if found is None:
         return AppConfig()
     try:
-        text = found.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{found}: the file is not UTF-8 text: {exc}") from None
+        data = found.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{found}: cannot read the file: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{found}:{line}: the file is not UTF-8 text: line {line} holds byte "
+            f"0x{data[exc.start]:02x}; save the file as UTF-8"
+        ) from None
     return parse_config(text, str(found))
 
 

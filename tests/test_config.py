@@ -79,12 +79,46 @@ def test_a_value_yaml_cannot_convert_names_the_file_and_line(
         load_config(path)
 
 
-@pytest.mark.parametrize("data", [b"guard: \xff\xfe\n", bytes(range(256))])
-def test_a_file_that_is_not_utf8_names_the_file(tmp_path: Path, data: bytes) -> None:
+@pytest.mark.parametrize(("data", "line", "byte"), [
+    (b"guard: \xff\xfe\n", 1, "ff"), (bytes(range(256)), 2, "80"),
+    (b"llm:\n  model: caf\xe9\n", 2, "e9"),
+])
+def test_a_file_that_is_not_utf8_names_the_file_and_line(
+    tmp_path: Path, data: bytes, line: int, byte: str
+) -> None:
+    """The error named a byte offset ("position 14"), not the line to fix."""
     path = tmp_path / "jianmu.yaml"
     path.write_bytes(data)
-    with pytest.raises(ConfigError, match=rf"{path}: the file is not UTF-8 text"):
+    with pytest.raises(ConfigError, match=rf"^{path}:{line}: the file is not UTF-8 text: "
+                       rf"line {line} holds byte 0x{byte}; save the file as UTF-8$"):
         load_config(path)
+
+
+@pytest.mark.parametrize(("text", "line", "char"), [
+    ("llm:\n  model: a\x00b\n", 2, "#x0000"),
+    ("llm:\n  provider: openai\n  model: a\x07b\n", 3, "#x0007"),
+    ("\x1b[31m: red\n", 1, "#x001b"),
+])
+def test_a_character_yaml_refuses_names_the_line(text: str, line: int, char: str) -> None:
+    """A NUL or control character was reported at line '?', with a character offset."""
+    with pytest.raises(ConfigError, match=rf"^f\.yaml:{line}: YAML syntax error: unacceptable "
+                       rf"character {char}: special characters are not allowed$"):
+        parse_config(text, "f.yaml")
+
+
+@pytest.mark.parametrize("key", ["source", "key_lines"])
+def test_the_configs_own_bookkeeping_is_not_a_key_of_the_file(key: str) -> None:
+    """``source`` and ``key_lines`` (where the config came from) were offered as valid keys
+    and taken from the file, then silently replaced."""
+    with pytest.raises(ConfigError, match=rf"^f\.yaml:1: {key}: unknown key"):
+        parse_config(f"{key}: {{}}\n", "f.yaml")
+    with pytest.raises(ConfigError) as info:
+        parse_config("lm: {}\n", "f.yaml")
+    assert "valid keys" not in str(info.value) or key not in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        parse_config("zzzzz: {}\n", "f.yaml")
+    assert "valid keys: guard, execution, llm, skills, telemetry, runtime, mcp, durable" \
+        in str(info.value) and key not in str(info.value)
 
 
 def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:

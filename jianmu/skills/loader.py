@@ -20,7 +20,13 @@ from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from jianmu.config import AppConfig, _key_lines, compose_and_load, unknown_key_hint
+from jianmu.config import (
+    AppConfig,
+    _key_lines,
+    compose_and_load,
+    unknown_key_hint,
+    yaml_problem,
+)
 from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError, YAMLRefused
 from jianmu.skills.skill import (
@@ -412,11 +418,9 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
     try:
         node, data = compose_and_load(text, max_chars=_MAX_FRONT_MATTER_CHARS)
     except (yaml.YAMLError, YAMLRefused) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 + offset if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
-        raise SkillLoadError(f"{kind}{problem}", path=where, line=line) from None
+        line, problem = yaml_problem(exc, text)
+        raise SkillLoadError(problem, path=where,
+                             line=line + offset if line is not None else None) from None
     if not isinstance(data, dict):
         raise SkillLoadError(
             "the front matter must be a mapping with at least 'name' and 'description'",

@@ -145,6 +145,15 @@ def test_a_front_matter_value_yaml_cannot_convert_is_a_skill_load_error(tmp_path
         load_skill(folder)
 
 
+def test_a_control_character_in_front_matter_names_its_line(tmp_path: Path) -> None:
+    """A NUL or ESC in the front matter was an error with no line (and a character offset)."""
+    folder = _write(tmp_path / "nul", "name: nul\ndescription: a\x00b\n")
+    with pytest.raises(SkillLoadError, match=r"SKILL.md:3: YAML syntax error: unacceptable "
+                       r"character #x0000: special characters are not allowed$") as info:
+        load_skill(folder)
+    assert info.value.line == 3
+
+
 def test_a_skill_md_saved_with_a_utf8_bom_loads(tmp_path: Path) -> None:
     folder = tmp_path / "bom"
     folder.mkdir()
