@@ -332,3 +332,27 @@ def test_skills_validate_goes_on_past_a_tree_that_exits_at_import(project: Proje
     assert "skills/a-exits/tree.py:3: build_tree: importing the tree module called " \
         "sys.exit(2)" in done.out, done.text
     assert "skills/b-typo/SKILL.md:4: tols: unknown key" in done.out, done.text
+
+
+@pytest.mark.parametrize("command", [("runs", "list"), ("runs", "show", "r1"), ("resume", "r1"),
+                                     ("run", APPROVAL_FLOW, "--input", "note=x")])
+def test_a_checkpoint_path_that_is_a_folder_or_another_programs_database_says_so(
+    project: Project, command: tuple[str, ...]
+) -> None:
+    """A folder was "no runs saved" to some commands and "unable to open database file" to
+    others; another program's SQLite file failed mid-run ("no such column: seq")."""
+    import sqlite3
+
+    extra = ("--non-interactive",) if command[0] == "run" else ()
+    (project.root / "runs.d").mkdir()
+    project.config.write_text(f"runtime:\n  checkpoint_path: {project.root / 'runs.d'}\n",
+                              encoding="utf-8")
+    done = project.jianmu(*command, *extra)
+    assert_clean_error(done, 1, "cannot open checkpoint store", "runs.d", "it is a folder")
+    with sqlite3.connect(project.root / "app.db") as other:
+        other.execute("CREATE TABLE checkpoints (x)")
+    project.config.write_text(f"runtime:\n  checkpoint_path: {project.root / 'app.db'}\n",
+                              encoding="utf-8")
+    done = project.jianmu(*command, *extra)
+    assert_clean_error(done, 1, "app.db", "another program's database")
+    assert "run " not in done.out, done.text  # refused before a run began
