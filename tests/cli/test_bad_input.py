@@ -356,3 +356,12 @@ def test_a_checkpoint_path_that_is_a_folder_or_another_programs_database_says_so
     done = project.jianmu(*command, *extra)
     assert_clean_error(done, 1, "app.db", "another program's database")
     assert "run " not in done.out, done.text  # refused before a run began
+
+
+@pytest.mark.parametrize("app", ["exits:engine", "exits.py:engine"])
+def test_a_durable_app_that_exits_at_import_is_a_clear_error(project: Project, app: str) -> None:
+    """``--app`` naming a module that calls sys.exit(7) at its top ended jianmu silently with
+    status 7."""
+    project.write("exits.py", "import sys\n\nsys.exit(7)\n")
+    done = project.jianmu("runs", "list", "--app", app)
+    assert_clean_error(done, 2, "exits", "called sys.exit(7)")
