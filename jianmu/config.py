@@ -58,7 +58,8 @@ __all__ = (
     "load_config",
 )
 
-_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ENV_VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+"""``${VAR}``, ``${VAR:-default}``, or ``$${`` (a literal ``${``)."""
 _SEARCH_PATHS = ("jianmu.yaml", "configs/jianmu.yaml")
 MAX_CONFIG_CHARS = 1_000_000
 """Longest jianmu.yaml accepted; the shipped one is about 10 KB."""
@@ -404,7 +405,8 @@ def _key_lines(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, .
 
 
 def _interpolate(value: Any, where: str, path: tuple[Any, ...], lines: dict) -> Any:
-    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string from the environment."""
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string from the environment
+    (``$${`` is a ``${`` of its own); a ``${`` of neither shape is an error."""
     if isinstance(value, dict):
         return {k: _interpolate(v, where, (*path, k), lines) for k, v in value.items()}
     if isinstance(value, list):
@@ -412,8 +414,26 @@ def _interpolate(value: Any, where: str, path: tuple[Any, ...], lines: dict) -> 
     if not isinstance(value, str):
         return value
 
+    def refused(problem: str) -> ConfigError:
+        return ConfigError(f"{where}:{lines.get(path, '?')}: {_dotted(path)}: {problem}; write "
+                           "${NAME} or ${NAME:-default} (and $${ for a '${' of its own)")
+
+    # a reference written wrong was kept as text: '${OPENAI_API_KEY' sent as the key itself
+    for match in _ENV_VAR.finditer(value):
+        if "${" in (match.group(2) or ""):
+            raise refused(f"in {match.group(0)!r}, a default cannot hold another ${{...}}")
+    rest = _ENV_VAR.sub("", value)
+    start = rest.find("${")
+    if start >= 0:
+        end = rest.find("}", start)
+        fragment = rest[start:end + 1] if end >= 0 else rest[start:]
+        shown = fragment if len(fragment) <= 40 else fragment[:39] + "…"
+        raise refused(f"{shown!r} is not a ${{VAR}} reference")
+
     def replace(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
+        if name is None:  # $${
+            return "${"
         if name in os.environ:
             return os.environ[name]
         if default is not None:

@@ -59,6 +59,31 @@ def test_missing_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert "llm.api_key" in str(info.value)
 
 
+@pytest.mark.parametrize(("value", "said"), [
+    ("${OPENAI_API_KEY", "'${OPENAI_API_KEY' is not a ${VAR} reference"),
+    ("${1KEY}", "'${1KEY}' is not a ${VAR} reference"),
+    ("${KEY-x}", "'${KEY-x}' is not a ${VAR} reference"),
+    ("${A:-${B}}", "a default cannot hold another ${...}"),
+])
+def test_a_malformed_variable_reference_is_an_error_not_a_literal_value(
+    monkeypatch: pytest.MonkeyPatch, value: str, said: str
+) -> None:
+    """``${OPENAI_API_KEY`` (a brace left out) was kept as the literal key, and ``${A:-${B}}``
+    became the text ``${B}``: each sent on as if it were the setting."""
+    for name in ("OPENAI_API_KEY", "KEY", "A", "B"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError, match=r"^f\.yaml:3: llm\.api_key: ") as info:
+        parse_config(f"llm:\n  provider: openai\n  api_key: \"{value}\"\n", "f.yaml")
+    assert said in str(info.value)
+    assert "write ${NAME} or ${NAME:-default}" in str(info.value)
+
+
+def test_a_dollar_that_is_no_reference_stays_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PART", "x${Y")  # a variable's value is never read again
+    config = parse_config("llm:\n  model: \"$5 {a} ${PART} $HOME $${HOME}\"\n", "f.yaml")
+    assert config.llm.model == "$5 {a} x${Y $HOME ${HOME}"
+
+
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
     path = write(tmp_path, "guard:\n  tool_policy:\n    bash: [confirm\n")
     with pytest.raises(ConfigError, match=rf"{path}:\d+: YAML syntax error"):
