@@ -29,6 +29,7 @@ from jianmu.config import (
 )
 from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError, YAMLRefused
+from jianmu.guard.enforcer import first_bad_rule
 from jianmu.skills.skill import (
     MAX_BODY_BYTES,
     READ_SKILL_FILE,
@@ -294,7 +295,10 @@ def _pydantic_error(exc: ValidationError, where: str, lines: dict[tuple[Any, ...
         message = f"the required field {dotted!r} is missing"
     else:
         got = repr(first.get("input"))
-        message = f"{first['msg']} (got {got if len(got) <= 80 else got[:77] + '...'})"
+        said = first["msg"]
+        if first["type"] == "value_error":  # our validator's words, without "Value error, "
+            said = str(first["ctx"]["error"])
+        message = f"{said} (got {got if len(got) <= 80 else got[:77] + '...'})"
         if loc == ("name",):
             message += ("; a name is 1-64 lowercase letters (any script), digits and hyphens, "
                         "with no hyphen at either end and no '--'")
@@ -436,6 +440,14 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         spec = SkillFrontMatter.model_validate(data)
     except ValidationError as exc:
         raise _pydantic_error(exc, where, lines, offset) from None
+    # as for jianmu.yaml: a rule no call can match is named now, not when the skill runs
+    bad = first_bad_rule(spec.constraints.guard) if spec.constraints is not None else None
+    if bad is not None:
+        section, key, message = bad
+        raise SkillLoadError(
+            message, path=where, field=f"constraints.guard.{section}",
+            line=line_of("constraints", "guard", section, key) or line_of("constraints"),
+        )
     if spec.name != unicodedata.normalize("NFKC", folder.name):
         raise SkillLoadError(
             f"name {spec.name!r} differs from the folder's name {folder.name!r}; "
