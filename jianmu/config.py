@@ -71,7 +71,11 @@ def _default_state_file(name: str) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _state_file(name: str, state_home: str | None, home: str | None) -> str:
-    # by the variables it reads: every runner builds a config, and the joins cost more
+    # by the variables it reads: every runner builds a config, and the joins cost more.
+    # A relative XDG_STATE_HOME is ignored (the XDG spec): it put saved runs in the current
+    # folder, most often the workspace that sandboxed code may write
+    if not (state_home and os.path.isabs(state_home)):
+        state_home = None
     base = state_home or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(base, "jianmu", name)
 
@@ -199,9 +203,9 @@ class RuntimeConfig(_Section):
     """Checkpoint every N ticks (always at a suspension) when a checkpointer is set."""
     checkpoint_path: str = Field(default_factory=lambda: _default_state_file("checkpoints.sqlite"))
     """SQLite file that the CLI keeps its checkpoints in. It defaults to the user's state folder
-    (``$XDG_STATE_HOME/jianmu``, else ``~/.local/state/jianmu``), outside any workspace: code
-    that a sandbox lets write the workspace must not be able to edit saved runs (and with them
-    approvals and user roles)."""
+    (``$XDG_STATE_HOME/jianmu`` when that is absolute, else ``~/.local/state/jianmu``), outside
+    any workspace: code that a sandbox lets write the workspace must not be able to edit saved
+    runs (and with them approvals and user roles)."""
     debug_dir: str = ".jianmu/debug"
     """Where a failed skill writes the snapshot of its namespace (below it, no link is followed:
     relative, it is likely in the workspace, where sandboxed code may write)."""
