@@ -76,8 +76,24 @@ def _state_file(name: str, state_home: str | None, home: str | None) -> str:
     # folder, most often the workspace that sandboxed code may write
     if not (state_home and os.path.isabs(state_home)):
         state_home = None
-    base = state_home or os.path.join(os.path.expanduser("~"), ".local", "state")
+    base = state_home or os.path.join(_home(), ".local", "state")
     return os.path.join(base, "jianmu", name)
+
+
+def _home() -> str:
+    """The user's home: ``$HOME`` when it is absolute, else the account's (a relative ``HOME``
+    made the state folder relative, in the current folder; an empty one made it ``/``)."""
+    home = os.environ.get("HOME", "")
+    if os.path.isabs(home):
+        return os.path.expanduser("~")
+    try:
+        import pwd  # only for a HOME that cannot be used
+    except ImportError:  # not POSIX: its own rules (USERPROFILE)
+        return os.path.expanduser("~")
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:  # no account of that uid: the root folder, never the current one
+        return os.path.abspath(os.sep)
 
 
 class _Section(BlankIsUnset):

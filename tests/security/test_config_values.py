@@ -7,6 +7,7 @@ outside the allowed ones is an error naming them, and a safety switch takes ``tr
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,21 @@ def test_a_relative_state_home_does_not_put_saved_runs_in_the_working_folder(
     expected = str(tmp_path / "home" / ".local" / "state" / "jianmu")
     assert config.runtime.checkpoint_path == f"{expected}/checkpoints.sqlite"
     assert config.durable.sqlite_path == f"{expected}/durable.sqlite"
+
+
+@pytest.mark.parametrize("home", ["", "rel"])
+def test_an_empty_or_relative_home_does_not_make_the_state_folder_relative(
+    home: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``HOME=rel`` made the default ``rel/.local/state/jianmu`` relative: saved runs in the
+    current folder; ``HOME=`` (cron, some containers) made it ``/.local/state``."""
+    import pwd
+
+    from jianmu.config import AppConfig
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", home)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    account = pwd.getpwuid(os.getuid()).pw_dir
+    assert AppConfig().runtime.checkpoint_path == os.path.join(
+        account, ".local", "state", "jianmu", "checkpoints.sqlite")
