@@ -365,3 +365,17 @@ def test_a_durable_app_that_exits_at_import_is_a_clear_error(project: Project, a
     project.write("exits.py", "import sys\n\nsys.exit(7)\n")
     done = project.jianmu("runs", "list", "--app", app)
     assert_clean_error(done, 2, "exits", "called sys.exit(7)")
+
+
+def test_an_mcp_server_that_prints_to_stdout_is_one_line_not_a_traceback(
+    project: Project,
+) -> None:
+    """A stdio server that prints a banner to stdout (a common slip) made the MCP SDK log
+    "Failed to parse JSONRPC message from server" with a pydantic traceback under the error."""
+    server = project.write("chatty.py", "import time\nprint('Server ready!')\ntime.sleep(2)\n")
+    make_config(project.root, f"mcp:\n  servers:\n    chatty:\n      command: {sys.executable}\n"
+                f"      args: [{str(server)!r}]\n      connect_timeout: 10\n")
+    done = project.jianmu("tools", "show", "chatty__x")
+    assert_clean_error(done, 2, "MCP server 'chatty'")
+    assert "Traceback" not in done.err and "pydantic" not in done.err, done.err
+    assert "'Server ready!'" in done.err and "not JSON-RPC" in done.err, done.err
