@@ -162,6 +162,14 @@ class LLMConfig(_Section):
             raise ConfigError(f"llm.provider: {plugins.unknown_name_message('llm', value)}")
         return value
 
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        # without a scheme httpx fails each call, retried as a dropped connection
+        if value is not None and not value.strip().lower().startswith(("http://", "https://")):
+            raise ValueError("the URL must start with http:// or https://")
+        return value
+
     @property
     def endpoint_configured(self) -> bool:
         """Whether a real model server is configured: a base URL, an API key, or (``api_key``
@@ -511,7 +519,8 @@ def unknown_key_hint(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     return f"; valid keys: {', '.join(known)}" if known else ""
 
 
-_SECRET_KEYS = frozenset({"headers", "auth", "token", "api_key"})
+_SECRET_KEYS = frozenset({"headers", "auth", "token", "api_key", "base_url", "url",
+                          "database_url"})
 """Keys whose values a validation error must not echo."""
 
 

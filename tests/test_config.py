@@ -313,3 +313,19 @@ def test_an_mcp_server_no_client_could_reach_names_the_file_and_line(
     pattern = rf"^c\.yaml:4: mcp\.servers\.bad: .*{re.escape(problem)}"
     with pytest.raises(ConfigError, match=pattern):
         parse_config(f"mcp:\n  servers:\n    good: {{command: srv}}\n    bad: {entry}\n", "c.yaml")
+
+
+@pytest.mark.parametrize("url", ["not a url", "127.0.0.1:8000/v1", "ftp://host/v1", "localhost"])
+def test_a_model_url_that_is_no_http_url_is_refused_with_its_line(url: str) -> None:
+    """``llm.base_url: 127.0.0.1:8000/v1`` (the scheme left out) loaded, then every run
+    failed at its first model call as a "connection failed" retried as transient."""
+    with pytest.raises(ConfigError, match=r"^f\.yaml:3: llm\.base_url: .*must start with "
+                       r"http:// or https://"):
+        parse_config(f"llm:\n  provider: openai\n  base_url: {url!r}\n", "f.yaml")
+    with pytest.raises(ConfigError, match=r"^f\.yaml:4: llm\.fallback\.0\.base_url: "):
+        parse_config(f"llm:\n  provider: openai\n  fallback:\n  - base_url: {url!r}\n",
+                     "f.yaml")
+    assert parse_config("llm:\n  base_url: HTTP://127.0.0.1:8000/v1\n").llm.base_url
+    with pytest.raises(ConfigError) as info:  # a URL may hold a password: never echoed
+        parse_config("llm:\n  base_url: user:s3cret@host/v1\n", "f.yaml")
+    assert "s3cret" not in str(info.value)
