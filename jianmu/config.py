@@ -58,7 +58,8 @@ __all__ = (
     "load_config",
 )
 
-_ENV_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_ENV_VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+"""``${VAR}``, ``${VAR:-default}``, or ``$${`` (a literal ``${``)."""
 _SEARCH_PATHS = ("jianmu.yaml", "configs/jianmu.yaml")
 MAX_CONFIG_CHARS = 1_000_000
 """Longest jianmu.yaml accepted; the shipped one is about 10 KB."""
@@ -70,9 +71,29 @@ def _default_state_file(name: str) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _state_file(name: str, state_home: str | None, home: str | None) -> str:
-    # by the variables it reads: every runner builds a config, and the joins cost more
-    base = state_home or os.path.join(os.path.expanduser("~"), ".local", "state")
+    # by the variables it reads: every runner builds a config, and the joins cost more.
+    # A relative XDG_STATE_HOME is ignored (the XDG spec): it put saved runs in the current
+    # folder, most often the workspace that sandboxed code may write
+    if not (state_home and os.path.isabs(state_home)):
+        state_home = None
+    base = state_home or os.path.join(_home(), ".local", "state")
     return os.path.join(base, "jianmu", name)
+
+
+def _home() -> str:
+    """The user's home: ``$HOME`` when it is absolute, else the account's (a relative ``HOME``
+    made the state folder relative, in the current folder; an empty one made it ``/``)."""
+    home = os.environ.get("HOME", "")
+    if os.path.isabs(home):
+        return os.path.expanduser("~")
+    try:
+        import pwd  # only for a HOME that cannot be used
+    except ImportError:  # not POSIX: its own rules (USERPROFILE)
+        return os.path.expanduser("~")
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:  # no account of that uid: the root folder, never the current one
+        return os.path.abspath(os.sep)
 
 
 class _Section(BlankIsUnset):
@@ -141,6 +162,14 @@ class LLMConfig(_Section):
             raise ConfigError(f"llm.provider: {plugins.unknown_name_message('llm', value)}")
         return value
 
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        # without a scheme httpx fails each call, retried as a dropped connection
+        if value is not None and not value.strip().lower().startswith(("http://", "https://")):
+            raise ValueError("the URL must start with http:// or https://")
+        return value
+
     @property
     def endpoint_configured(self) -> bool:
         """Whether a real model server is configured: a base URL, an API key, or (``api_key``
@@ -198,9 +227,9 @@ class RuntimeConfig(_Section):
     """Checkpoint every N ticks (always at a suspension) when a checkpointer is set."""
     checkpoint_path: str = Field(default_factory=lambda: _default_state_file("checkpoints.sqlite"))
     """SQLite file that the CLI keeps its checkpoints in. It defaults to the user's state folder
-    (``$XDG_STATE_HOME/jianmu``, else ``~/.local/state/jianmu``), outside any workspace: code
-    that a sandbox lets write the workspace must not be able to edit saved runs (and with them
-    approvals and user roles)."""
+    (``$XDG_STATE_HOME/jianmu`` when that is absolute, else ``~/.local/state/jianmu``), outside
+    any workspace: code that a sandbox lets write the workspace must not be able to edit saved
+    runs (and with them approvals and user roles)."""
     debug_dir: str = ".jianmu/debug"
     """Where a failed skill writes the snapshot of its namespace (below it, no link is followed:
     relative, it is likely in the workspace, where sandboxed code may write)."""
@@ -361,6 +390,12 @@ class AppConfig(_Section):
         )
 
 
+_BOOKKEEPING = frozenset(
+    name for name, field in AppConfig.model_fields.items() if field.exclude
+)
+"""`AppConfig`'s fields that say where it came from (``source``, ``key_lines``): no file sets
+them."""
+
 _read_only_layers: dict[int, Constraints] = {}
 """The constraints layer of each read-only configuration (they live for good: ids stay)."""
 
@@ -398,7 +433,8 @@ def _key_lines(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, .
 
 
 def _interpolate(value: Any, where: str, path: tuple[Any, ...], lines: dict) -> Any:
-    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string from the environment."""
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string from the environment
+    (``$${`` is a ``${`` of its own); a ``${`` of neither shape is an error."""
     if isinstance(value, dict):
         return {k: _interpolate(v, where, (*path, k), lines) for k, v in value.items()}
     if isinstance(value, list):
@@ -406,8 +442,26 @@ def _interpolate(value: Any, where: str, path: tuple[Any, ...], lines: dict) -> 
     if not isinstance(value, str):
         return value
 
+    def refused(problem: str) -> ConfigError:
+        return ConfigError(f"{where}:{lines.get(path, '?')}: {_dotted(path)}: {problem}; write "
+                           "${NAME} or ${NAME:-default} (and $${ for a '${' of its own)")
+
+    # a reference written wrong was kept as text: '${OPENAI_API_KEY' sent as the key itself
+    for match in _ENV_VAR.finditer(value):
+        if "${" in (match.group(2) or ""):
+            raise refused(f"in {match.group(0)!r}, a default cannot hold another ${{...}}")
+    rest = _ENV_VAR.sub("", value)
+    start = rest.find("${")
+    if start >= 0:
+        end = rest.find("}", start)
+        fragment = rest[start:end + 1] if end >= 0 else rest[start:]
+        shown = fragment if len(fragment) <= 40 else fragment[:39] + "…"
+        raise refused(f"{shown!r} is not a ${{VAR}} reference")
+
     def replace(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
+        if name is None:  # $${
+            return "${"
         if name in os.environ:
             return os.environ[name]
         if default is not None:
@@ -455,7 +509,8 @@ def _model_at(path: tuple[Any, ...], root: type[BaseModel] | None = None) -> typ
 def unknown_key_hint(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """``; did you mean 'x'?`` (or the valid keys) for an unknown key at ``loc`` under ``root``."""
     model = _model_at(loc[:-1], root)
-    known = [f.alias or name for name, f in model.model_fields.items()] if model else []
+    known = [f.alias or name for name, f in model.model_fields.items()
+             if not f.exclude] if model else []  # excluded: bookkeeping, never written
     import difflib  # only a misspelt key needs it
 
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
@@ -464,7 +519,8 @@ def unknown_key_hint(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     return f"; valid keys: {', '.join(known)}" if known else ""
 
 
-_SECRET_KEYS = frozenset({"headers", "auth", "token", "api_key"})
+_SECRET_KEYS = frozenset({"headers", "auth", "token", "api_key", "base_url", "url",
+                          "database_url"})
 """Keys whose values a validation error must not echo."""
 
 
@@ -510,6 +566,23 @@ def _config_file(path: Path, what: str) -> Path:
     raise ConfigError(f"{path}: {what} not found")
 
 
+def yaml_problem(exc: Exception, text: str) -> tuple[int | None, str]:
+    """The 1-based line of ``text`` that a `compose_and_load` error is at (if known) and what
+    to say of it, prefixed ``YAML syntax error: `` unless we refused the YAML ourselves."""
+    import yaml
+
+    if isinstance(exc, yaml.reader.ReaderError) and isinstance(exc.character, int):
+        # a character YAML refuses (NUL, ESC...): its message gave an offset, not a line
+        line: int | None = text.count("\n", 0, exc.position) + 1
+        problem = f"unacceptable character #x{exc.character:04x}: {exc.reason}"
+    else:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+    kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
+    return line, f"{kind}{problem}"
+
+
 def parse_config(text: str, where: str = "<config>") -> AppConfig:
     """Validate YAML text as an `AppConfig`; raise `ConfigError` with file, line and key."""
     import yaml  # here, not at the top: `import jianmu` does not need yaml
@@ -517,16 +590,17 @@ def parse_config(text: str, where: str = "<config>") -> AppConfig:
     try:
         node, data = compose_and_load(text, max_chars=MAX_CONFIG_CHARS)
     except (yaml.YAMLError, YAMLRefused) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else "?"
-        problem = getattr(exc, "problem", None) or str(exc)
-        kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
-        raise ConfigError(f"{where}:{line}: {kind}{problem}") from None
+        line, problem = yaml_problem(exc, text)
+        raise ConfigError(f"{where}:{line or '?'}: {problem}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{where}:1: the top level must be a mapping of sections")
     lines = _key_lines(node) if node is not None else {}
+    taken = sorted(_BOOKKEEPING.intersection(data))  # fields of ours, set below: no settings
+    if taken:
+        raise ConfigError(f"{where}:{lines.get((taken[0],), '?')}: {taken[0]}: unknown key"
+                          f"{unknown_key_hint(AppConfig, (taken[0],))}")
     data = _interpolate(data, where, (), lines)
     try:
         config = AppConfig.model_validate(data)
@@ -569,11 +643,17 @@ def load_config(path: str | os.PathLike[str] | None = None) -> AppConfig:
     if found is None:
         return AppConfig()
     try:
-        text = found.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{found}: the file is not UTF-8 text: {exc}") from None
+        data = found.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{found}: cannot read the file: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{found}:{line}: the file is not UTF-8 text: line {line} holds byte "
+            f"0x{data[exc.start]:02x}; save the file as UTF-8"
+        ) from None
     return parse_config(text, str(found))
 
 

@@ -261,6 +261,12 @@ def _import(kind: str, name: str, path: str) -> Any:
             f"{kind} {name!r} -> {path!r}: module {exc.name!r} cannot be imported ({exc}); "
             "install the package that provides it or fix the path"
         ) from exc
+    except (Exception, SystemExit) as exc:  # its own error (a traceback), or the process's end
+        what = (f"called sys.exit({exc.code if exc.code is not None else ''})"
+                if isinstance(exc, SystemExit) else f"failed: {type(exc).__name__}: {exc}")
+        raise ConfigError(
+            f"{kind} {name!r} -> {path!r}: importing module {module_name!r} {what}"
+        ) from exc
     found: Any = module
     for part in attr.split("."):
         try:

@@ -59,6 +59,31 @@ def test_missing_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert "llm.api_key" in str(info.value)
 
 
+@pytest.mark.parametrize(("value", "said"), [
+    ("${OPENAI_API_KEY", "'${OPENAI_API_KEY' is not a ${VAR} reference"),
+    ("${1KEY}", "'${1KEY}' is not a ${VAR} reference"),
+    ("${KEY-x}", "'${KEY-x}' is not a ${VAR} reference"),
+    ("${A:-${B}}", "a default cannot hold another ${...}"),
+])
+def test_a_malformed_variable_reference_is_an_error_not_a_literal_value(
+    monkeypatch: pytest.MonkeyPatch, value: str, said: str
+) -> None:
+    """``${OPENAI_API_KEY`` (a brace left out) was kept as the literal key, and ``${A:-${B}}``
+    became the text ``${B}``: each sent on as if it were the setting."""
+    for name in ("OPENAI_API_KEY", "KEY", "A", "B"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError, match=r"^f\.yaml:3: llm\.api_key: ") as info:
+        parse_config(f"llm:\n  provider: openai\n  api_key: \"{value}\"\n", "f.yaml")
+    assert said in str(info.value)
+    assert "write ${NAME} or ${NAME:-default}" in str(info.value)
+
+
+def test_a_dollar_that_is_no_reference_stays_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PART", "x${Y")  # a variable's value is never read again
+    config = parse_config("llm:\n  model: \"$5 {a} ${PART} $HOME $${HOME}\"\n", "f.yaml")
+    assert config.llm.model == "$5 {a} x${Y $HOME ${HOME}"
+
+
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
     path = write(tmp_path, "guard:\n  tool_policy:\n    bash: [confirm\n")
     with pytest.raises(ConfigError, match=rf"{path}:\d+: YAML syntax error"):
@@ -79,12 +104,46 @@ def test_a_value_yaml_cannot_convert_names_the_file_and_line(
         load_config(path)
 
 
-@pytest.mark.parametrize("data", [b"guard: \xff\xfe\n", bytes(range(256))])
-def test_a_file_that_is_not_utf8_names_the_file(tmp_path: Path, data: bytes) -> None:
+@pytest.mark.parametrize(("data", "line", "byte"), [
+    (b"guard: \xff\xfe\n", 1, "ff"), (bytes(range(256)), 2, "80"),
+    (b"llm:\n  model: caf\xe9\n", 2, "e9"),
+])
+def test_a_file_that_is_not_utf8_names_the_file_and_line(
+    tmp_path: Path, data: bytes, line: int, byte: str
+) -> None:
+    """The error named a byte offset ("position 14"), not the line to fix."""
     path = tmp_path / "jianmu.yaml"
     path.write_bytes(data)
-    with pytest.raises(ConfigError, match=rf"{path}: the file is not UTF-8 text"):
+    with pytest.raises(ConfigError, match=rf"^{path}:{line}: the file is not UTF-8 text: "
+                       rf"line {line} holds byte 0x{byte}; save the file as UTF-8$"):
         load_config(path)
+
+
+@pytest.mark.parametrize(("text", "line", "char"), [
+    ("llm:\n  model: a\x00b\n", 2, "#x0000"),
+    ("llm:\n  provider: openai\n  model: a\x07b\n", 3, "#x0007"),
+    ("\x1b[31m: red\n", 1, "#x001b"),
+])
+def test_a_character_yaml_refuses_names_the_line(text: str, line: int, char: str) -> None:
+    """A NUL or control character was reported at line '?', with a character offset."""
+    with pytest.raises(ConfigError, match=rf"^f\.yaml:{line}: YAML syntax error: unacceptable "
+                       rf"character {char}: special characters are not allowed$"):
+        parse_config(text, "f.yaml")
+
+
+@pytest.mark.parametrize("key", ["source", "key_lines"])
+def test_the_configs_own_bookkeeping_is_not_a_key_of_the_file(key: str) -> None:
+    """``source`` and ``key_lines`` (where the config came from) were offered as valid keys
+    and taken from the file, then silently replaced."""
+    with pytest.raises(ConfigError, match=rf"^f\.yaml:1: {key}: unknown key"):
+        parse_config(f"{key}: {{}}\n", "f.yaml")
+    with pytest.raises(ConfigError) as info:
+        parse_config("lm: {}\n", "f.yaml")
+    assert "valid keys" not in str(info.value) or key not in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        parse_config("zzzzz: {}\n", "f.yaml")
+    assert "valid keys: guard, execution, llm, skills, telemetry, runtime, mcp, durable" \
+        in str(info.value) and key not in str(info.value)
 
 
 def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:
@@ -254,3 +313,19 @@ def test_an_mcp_server_no_client_could_reach_names_the_file_and_line(
     pattern = rf"^c\.yaml:4: mcp\.servers\.bad: .*{re.escape(problem)}"
     with pytest.raises(ConfigError, match=pattern):
         parse_config(f"mcp:\n  servers:\n    good: {{command: srv}}\n    bad: {entry}\n", "c.yaml")
+
+
+@pytest.mark.parametrize("url", ["not a url", "127.0.0.1:8000/v1", "ftp://host/v1", "localhost"])
+def test_a_model_url_that_is_no_http_url_is_refused_with_its_line(url: str) -> None:
+    """``llm.base_url: 127.0.0.1:8000/v1`` (the scheme left out) loaded, then every run
+    failed at its first model call as a "connection failed" retried as transient."""
+    with pytest.raises(ConfigError, match=r"^f\.yaml:3: llm\.base_url: .*must start with "
+                       r"http:// or https://"):
+        parse_config(f"llm:\n  provider: openai\n  base_url: {url!r}\n", "f.yaml")
+    with pytest.raises(ConfigError, match=r"^f\.yaml:4: llm\.fallback\.0\.base_url: "):
+        parse_config(f"llm:\n  provider: openai\n  fallback:\n  - base_url: {url!r}\n",
+                     "f.yaml")
+    assert parse_config("llm:\n  base_url: HTTP://127.0.0.1:8000/v1\n").llm.base_url
+    with pytest.raises(ConfigError) as info:  # a URL may hold a password: never echoed
+        parse_config("llm:\n  base_url: user:s3cret@host/v1\n", "f.yaml")
+    assert "s3cret" not in str(info.value)

@@ -443,6 +443,10 @@ def _import_file(spec: str, where: str) -> ModuleType:
     sys.modules[name] = module
     try:
         module_spec.loader.exec_module(module)
+    except SystemExit as exc:
+        sys.modules.pop(name, None)
+        raise CLIError(f"app {spec!r}: loading {where} called "
+                       f"sys.exit({exc.code if exc.code is not None else ''})") from exc
     except Exception as exc:
         sys.modules.pop(name, None)
         missing = missing_extra(exc) if isinstance(exc, ImportError) else None
@@ -467,6 +471,9 @@ def _import_module(spec: str, where: str) -> ModuleType:
         if missing is not None:
             raise missing from exc
         raise CLIError(f"app {spec!r}: module {where!r} failed to import: {exc}") from exc
+    except SystemExit as exc:  # sys.exit() at its top ended jianmu silently, with its code
+        raise CLIError(f"app {spec!r}: importing module {where!r} called "
+                       f"sys.exit({exc.code if exc.code is not None else ''})") from exc
     except Exception as exc:
         raise CLIError(f"app {spec!r}: module {where!r} failed to import: "
                        f"{type(exc).__name__}: {exc}") from exc

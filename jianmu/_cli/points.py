@@ -45,7 +45,7 @@ def _durable(args: argparse.Namespace) -> bool:
 
 
 def _open(path: str) -> SQLiteCheckpointer:
-    if not Path(path).is_file():
+    if not Path(path).exists():  # a folder: the store's own error says what it is
         raise CLIError(f"no runs saved in {path!r} (runtime.checkpoint_path); run one with "
                        "'jianmu run', or give the --config the run used (a durable app's "
                        "runs: --app MODULE:ATTR)")

@@ -181,13 +181,19 @@ def _import_script(path: Path) -> types.ModuleType:
     sys.path.insert(0, str(path.parent))  # let the script import its neighbours
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a sys.exit() at the top ended jianmu silently
         sys.modules.pop(name, None)
         raise CLIError(
-            f"{_script_line(exc, path)}: importing the script failed: "
-            f"{type(exc).__name__}: {exc}"
+            f"{_script_line(exc, path)}: importing the script {_failed(exc)}"
         ) from exc
     return module
+
+
+def _failed(exc: BaseException) -> str:
+    """``failed: ValueError: ...``, or ``called sys.exit(N)`` for a `SystemExit`."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code if exc.code is not None else ''})"
+    return f"failed: {type(exc).__name__}: {exc}"
 
 
 def _call_hook(fn: Callable[..., Any], where: str, available: dict[str, Any]) -> Any:
@@ -218,6 +224,10 @@ def _run_hook(fn: Callable[..., Any], path: Path, label: str, available: dict[st
         return _call_hook(fn, f"{path.name}: {label}()", available)
     except CLIError:
         raise
+    except SystemExit as exc:
+        raise CLIError(
+            f"{_script_line(exc, path.resolve())}: {label}() {_failed(exc)}"
+        ) from exc
     except Exception as exc:
         raise CLIError(
             f"{_script_line(exc, path.resolve())}: {label}() raised {type(exc).__name__}: {exc}"

@@ -15,6 +15,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import re
 import socket
 import time
 import uuid
@@ -29,6 +30,7 @@ from jianmu._secrets import SecretFilter, redact_text, redact_url, url_secrets
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import (
     AlreadyDecidedError,
+    ConfigError,
     DurableDatabaseError,
     DurableError,
     InteractionError,
@@ -55,6 +57,22 @@ TreeFactory = Callable[[dict[str, Any]], "tuple[Behaviour, StateManager] | Behav
 _log = logging.getLogger("jianmu.durable")
 _EXECUTOR_THREADS = 32
 """Threads a worker gives DBOS's database calls, whatever the number of runs."""
+_APP_NAME = re.compile(r"[a-z0-9_-]{3,256}", re.ASCII)
+"""What DBOS takes as an app's name (it refuses any other at launch, in every worker)."""
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _dbos_log_level() -> str:
+    """``$JIANMU_DBOS_LOG_LEVEL`` (default WARNING), any case.
+
+    Raises:
+        ConfigError: not a log level (logging's own error named no variable).
+    """
+    value = os.environ.get("JIANMU_DBOS_LOG_LEVEL") or "WARNING"
+    if value.strip().upper() not in _LOG_LEVELS:
+        raise ConfigError(f"JIANMU_DBOS_LOG_LEVEL={value!r} is not a log level; use "
+                          f"{', '.join(_LOG_LEVELS[:-1])} or {_LOG_LEVELS[-1]}")
+    return value.strip().upper()
 
 
 @dataclass(frozen=True)
@@ -85,6 +103,9 @@ class DurableEngine:
         config: AppConfig | None = None,
         executor_id: str | None = None,
     ) -> None:
+        if not isinstance(name, str) or not _APP_NAME.fullmatch(name):
+            raise ConfigError(f"durable app name {name!r} must be 3-256 lowercase letters, "
+                              "digits, '-' and '_' (DBOS's rule)")
         self.config = config if config is not None else _default_config()
         settings = self.config.durable
         url = database_url or settings.database_url
@@ -181,6 +202,7 @@ class DurableEngine:
         from jianmu.durable import _workflow
         from jianmu.durable._tables import APP_VERSION, Heartbeat, WorkerRegistry
 
+        log_level = _dbos_log_level()  # before anything is set up
         check_reachable(self.database_url)
         _workflow.register_engine(self)
         DBOS(config={
@@ -188,7 +210,7 @@ class DurableEngine:
             "system_database_url": self.database_url,
             "executor_id": self.executor_id,
             "application_version": APP_VERSION,
-            "log_level": os.environ.get("JIANMU_DBOS_LOG_LEVEL", "WARNING"),
+            "log_level": log_level,
             # DBOS's pool is unbounded by default: its database calls would grow a thread per
             # concurrent run; a bounded pool queues them instead
             "max_executor_threads": _EXECUTOR_THREADS,

@@ -308,6 +308,9 @@ def resolve_tool_path(path: str, root: str | os.PathLike[str] | None = None) -> 
 
 GRAIN_S = 0.01
 """Deadlines are rounded up to this: a timeout fires at most this much late."""
+NO_DEADLINE_S = 1e12
+"""A timeout this long or longer (31,000 years; ``inf``) sets no deadline: a timer that far
+cannot be set (an ``OverflowError`` failed every call)."""
 
 
 class _Watch:
@@ -388,6 +391,8 @@ async def within(
     What `asyncio.timeout` does: a cancel from anyone else stays a cancel, a call's own
     TimeoutError stays its own, and a call that swallows the cancel keeps its result.
     """
+    if not timeout < NO_DEADLINE_S:  # .inf, 1e308 (the config takes them): no timer that far
+        return await call
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None  # in-process calls run in tasks

@@ -70,6 +70,7 @@ __all__ = (
     "build_chain",
     "builtin_chain",
     "check_config_rules",
+    "first_bad_rule",
     "is_denied",
     "visible_tools",
 )
@@ -692,6 +693,24 @@ class GuardEnforcer:
         return known
 
 
+def first_bad_rule(guard: GuardConstraints) -> tuple[str, str, str] | None:
+    """The first ``tool_policy`` or ``rate_limits`` key the guard could not use, as (section,
+    key, what is wrong, beginning ``guard.<section>``), or None."""
+    keyed = [("tool_policy", key) for key in guard.tool_policy]
+    keyed += [("rate_limits", key) for key in guard.rate_limits]
+    for section, key in keyed:
+        try:
+            if section == "tool_policy":
+                parse_rule(key)
+            name = key.split("(", 1)[0] if section == "tool_policy" else key
+            _check_rule_name(f"guard.{section}", key, name.strip())
+        except ConfigError as exc:
+            message = str(exc)  # the name check's message already says where
+            return section, key, (message if message.startswith("guard.")
+                                  else f"guard.{section}: {message}")
+    return None
+
+
 def check_config_rules(config: AppConfig) -> None:
     """Refuse a ``tool_policy`` or ``rate_limits`` key the guard could not use, with its file
     and line.
@@ -703,21 +722,8 @@ def check_config_rules(config: AppConfig) -> None:
     Raises:
         ConfigError: the first key the guard could not use.
     """
-    guard = config.guard
-    if not guard.tool_policy and not guard.rate_limits:
-        return
-
-    where, lines = config.source or "<config>", config.key_lines
-    keyed = [("tool_policy", key) for key in guard.tool_policy]
-    keyed += [("rate_limits", key) for key in guard.rate_limits]
-    for section, key in keyed:
-        try:
-            if section == "tool_policy":
-                parse_rule(key)
-            name = key.split("(", 1)[0] if section == "tool_policy" else key
-            _check_rule_name(f"guard.{section}", key, name.strip())
-        except ConfigError as exc:
-            line = lines.get(("guard", section, key), "?")
-            message = str(exc)  # the name check's message already says where
-            named = message if message.startswith("guard.") else f"guard.{section}: {message}"
-            raise ConfigError(f"{where}:{line}: {named}") from None
+    bad = first_bad_rule(config.guard)
+    if bad is not None:
+        section, key, message = bad
+        line = config.key_lines.get(("guard", section, key), "?")
+        raise ConfigError(f"{config.source or '<config>'}:{line}: {message}")

@@ -82,6 +82,7 @@ from jianmu.tools.calls import (
     not_json_message,
     render_output,
     shown_name,
+    unknown_tool_text,
 )
 from jianmu.tools.registry import ToolSet
 
@@ -487,11 +488,10 @@ class ToolExecutor(AsyncNode):
         self._suspended, self._halted, self._bound = (), False, {}
         for call, found in pending:
             if found is None:  # named among the tools the model may see: never a hidden one
-                available = ", ".join(self.visible_toolset().names()) or "none"
-                shown = shown_name(call.name) if call.name else "<missing name>"
                 self._record(call, None, ToolResult(
-                    tool=shown, ok=False, call_id=call.id,
-                    error=f"unknown tool {shown!r}; available tools: {available}",
+                    tool=shown_name(call.name) if call.name else "<missing name>", ok=False,
+                    call_id=call.id, error=unknown_tool_text(
+                        call.name, self.visible_toolset().names(), "available tools"),
                 ))
         allowed: list[tuple[ToolCall, Tool, Decision]] = []
         for (call, found), decision in zip(known, decisions, strict=True):

@@ -129,6 +129,10 @@ class Checkpointer(Protocol):
         ...
 
 
+_CHECKPOINT_COLUMNS = frozenset({"run_id", "seq", "created", "status", "data"})
+"""The columns of the ``checkpoints`` table."""
+
+
 class SQLiteCheckpointer:
     """A `Checkpointer` on SQLite (stdlib); ``":memory:"`` is the in-process stand-in.
 
@@ -165,9 +169,13 @@ class SQLiteCheckpointer:
             except OSError as exc:  # one line naming the file, as an unopenable one gets
                 raise CheckpointError(f"cannot open checkpoint store {self.path!r}: cannot make "
                                       f"its folder: {exc.strerror or exc}") from exc
+        if Path(self.path).is_dir():  # sqlite3 says only "unable to open database file"
+            raise CheckpointError(f"cannot open checkpoint store {self.path!r}: it is a folder; "
+                                  "name a file (in it, say)")
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
+            self._check_foreign_table()
             self._db.create_function("jianmu_alive_elsewhere", 1, alive_elsewhere)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(
@@ -188,6 +196,23 @@ class SQLiteCheckpointer:
             raise CheckpointError(f"cannot open checkpoint store {self.path!r}: {exc}") from exc
         self.history = RunHistory(self._db, self._lock)
         """The run's points and events, beside its checkpoints."""
+
+    def _check_foreign_table(self) -> None:
+        """Refuse a file whose ``checkpoints`` table is another program's, before anything is
+        written to it (it failed mid-run, "no such column: seq", after our tables were added).
+
+        Raises:
+            CheckpointError: naming the columns it lacks.
+        """
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(checkpoints)")}
+        missing = sorted(_CHECKPOINT_COLUMNS - columns) if columns else []
+        if missing:
+            self._db.close()
+            raise CheckpointError(
+                f"cannot open checkpoint store {self.path!r}: its table 'checkpoints' is not "
+                f"Jianmu's (no column {', '.join(missing)}): the file is another program's "
+                "database; give the checkpoints a file of their own"
+            )
 
     def observe(self, runner: RecordedRun) -> None:
         """Record ``runner``'s ticks (the runner calls this when it is made)."""

@@ -24,6 +24,7 @@ find work: docs/design.md), and returns as soon as the subtree asks for approval
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import hashlib
 import importlib.abc
@@ -318,6 +319,49 @@ class _SourceLoader(importlib.abc.InspectLoader):
         exec(self.get_code(module.__name__), module.__dict__)
 
 
+TREE_IMPORT_TIMEOUT_S = 30.0
+"""Seconds a tree module's import may take: one that loops at import is refused, not waited
+for (a thread cannot be stopped: it goes on in the background, as a sync tool's does)."""
+
+
+def _failed(exc: BaseException) -> str:
+    """``failed: ValueError: ...``, or ``called sys.exit(N)`` for a `SystemExit`."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r})" if exc.code is not None else "called sys.exit()"
+    return f"failed: {type(exc).__name__}: {exc}"
+
+
+def _exec_bounded(loader: importlib.abc.Loader, module: types.ModuleType, path: Path) -> None:
+    """Run ``module``'s code on a thread of its own for at most `TREE_IMPORT_TIMEOUT_S`.
+
+    Raises:
+        SkillLoadError: the import did not finish in time (a loop at the top of the file would
+            otherwise hold the caller, an event loop among them, for good).
+        BaseException: what the module's code raised.
+    """
+    raised: list[BaseException] = []
+
+    def execute() -> None:
+        try:
+            loader.exec_module(module)
+        except BaseException as exc:  # carried back to the caller's thread
+            raised.append(exc)
+
+    context = contextvars.copy_context()  # the module's code sees the caller's context
+    worker = threading.Thread(target=context.run, args=(execute,), daemon=True,
+                              name=f"jianmu-tree-import-{module.__name__}")
+    worker.start()
+    worker.join(TREE_IMPORT_TIMEOUT_S)
+    if worker.is_alive():
+        raise SkillLoadError(
+            f"importing the tree module did not finish within {TREE_IMPORT_TIMEOUT_S} s: does "
+            "its top level loop or wait? Do the work in build_tree(ctx) or in the tree's nodes",
+            path=str(path), field="build_tree",
+        )
+    if raised:
+        raise raised[0]
+
+
 class SkillTreeLoader:
     """Imports bt skills' tree modules under private names and builds prepared trees."""
 
@@ -368,9 +412,11 @@ class SkillTreeLoader:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses and pickling look the module up by name
         try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
+            _exec_bounded(spec.loader, module, path)
+        except (Exception, SystemExit) as exc:
             sys.modules.pop(name, None)
+            if isinstance(exc, SkillLoadError):
+                raise
             # tracebacks name the file as it was imported; compare real paths
             real = os.path.realpath(path)
             frames = [
@@ -379,7 +425,7 @@ class SkillTreeLoader:
             ]
             line = frames[-1].lineno if frames else getattr(exc, "lineno", None)
             raise SkillLoadError(
-                f"importing the tree module failed: {type(exc).__name__}: {exc}",
+                f"importing the tree module {_failed(exc)}",
                 path=str(path), line=line, field="build_tree",
             ) from exc
         if not callable(getattr(module, "build_tree", None)):
@@ -404,10 +450,10 @@ class SkillTreeLoader:
             tree = module.build_tree(ctx)
         except SkillLoadError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() here ended the caller
             frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
             raise SkillLoadError(
-                f"build_tree raised {type(exc).__name__}: {exc}", path=path,
+                f"build_tree {_failed(exc).replace('failed: ', 'raised ', 1)}", path=path,
                 line=frames[-1].lineno if frames else None, field="build_tree",
             ) from exc
         if not isinstance(tree, Behaviour):

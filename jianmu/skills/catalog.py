@@ -36,7 +36,7 @@ def find_skill_folders(path: str | os.PathLike[str]) -> list[Path]:
     base = Path(path)
     if base.is_file():
         return [base.parent] if base.name == SKILL_FILE else []
-    if (base / SKILL_FILE).is_file():
+    if _has_skill_file(base):
         return [base]
     found: list[Path] = []
     for here, folders, _ in os.walk(base):
@@ -45,10 +45,16 @@ def find_skill_folders(path: str | os.PathLike[str]) -> list[Path]:
             if f not in SKIPPED_FOLDERS and (not f.startswith(".") or f in _SEARCHED_HIDDEN)
         )
         for name in list(folders):
-            if (Path(here) / name / SKILL_FILE).is_file():
+            if _has_skill_file(Path(here) / name):
                 found.append(Path(here) / name)
                 folders.remove(name)
     return sorted(found)
+
+
+def _has_skill_file(folder: Path) -> bool:
+    """Whether ``folder`` holds an entry named SKILL.md: a file, or a link or folder that
+    `load_skill` then names as the problem (skipping them hid the skill without a word)."""
+    return os.path.lexists(folder / SKILL_FILE)
 
 
 class SkillCatalog:
@@ -90,15 +96,23 @@ class SkillCatalog:
         self._skills = {}
         self.errors = []
         for base in self.paths:
+            if base.name == SKILL_FILE and base.is_file():  # one skill, named by its file
+                base = base.parent
             if not base.is_dir():
                 if base in self._required:
-                    self.errors.append(SkillLoadError(
-                        "skills folder not found; fix skills.paths or create it", path=str(base)
-                    ))
+                    problem = ("is a file, not a folder of skills; name its folder" if
+                               base.exists() else "skills folder not found; fix skills.paths "
+                               "or create it")
+                    self.errors.append(SkillLoadError(problem, path=str(base)))
                 continue
-            candidates = [base] if (base / SKILL_FILE).is_file() else sorted(
-                p for p in base.iterdir() if p.is_dir() and (p / SKILL_FILE).is_file()
-            )
+            try:
+                candidates = [base] if _has_skill_file(base) else sorted(
+                    p for p in base.iterdir() if p.is_dir() and _has_skill_file(p)
+                )
+            except OSError as exc:  # an unreadable folder must not hide the other paths
+                self.errors.append(SkillLoadError(
+                    f"cannot list the skills folder: {exc.strerror or exc}", path=str(base)))
+                continue
             for folder in candidates:
                 self._add(folder)
 

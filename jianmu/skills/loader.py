@@ -20,9 +20,16 @@ from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from jianmu.config import AppConfig, _key_lines, compose_and_load, unknown_key_hint
+from jianmu.config import (
+    AppConfig,
+    _key_lines,
+    compose_and_load,
+    unknown_key_hint,
+    yaml_problem,
+)
 from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError, YAMLRefused
+from jianmu.guard.enforcer import first_bad_rule
 from jianmu.skills.skill import (
     MAX_BODY_BYTES,
     READ_SKILL_FILE,
@@ -288,7 +295,10 @@ def _pydantic_error(exc: ValidationError, where: str, lines: dict[tuple[Any, ...
         message = f"the required field {dotted!r} is missing"
     else:
         got = repr(first.get("input"))
-        message = f"{first['msg']} (got {got if len(got) <= 80 else got[:77] + '...'})"
+        said = first["msg"]
+        if first["type"] == "value_error":  # our validator's words, without "Value error, "
+            said = str(first["ctx"]["error"])
+        message = f"{said} (got {got if len(got) <= 80 else got[:77] + '...'})"
         if loc == ("name",):
             message += ("; a name is 1-64 lowercase letters (any script), digits and hyphens, "
                         "with no hyphen at either end and no '--'")
@@ -361,6 +371,27 @@ def _check_tree(folder: PinnedFolder, path: Path, where: str, line: int | None) 
     )
 
 
+def _skill_file_problem(pinned: PinnedFolder, folder: Path) -> str | None:
+    """Why the folder's SKILL.md cannot be read as one, or None: each case named, not all
+    "no SKILL.md" (a link out of the folder, a folder of that name)."""
+    try:
+        mode = pinned.stat(SKILL_FILE).st_mode
+    except PathEscapeError:
+        return (f"{SKILL_FILE} is a link that leads outside the skill's folder, which a skill "
+                "may not read; copy the file in")
+    except FileNotFoundError:
+        if os.path.islink(folder / SKILL_FILE):
+            return f"{SKILL_FILE} is a link to nothing; make it a file"
+        return f"no {SKILL_FILE} in {str(folder)!r}"
+    except OSError as exc:
+        return f"cannot read {SKILL_FILE}: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        return f"{SKILL_FILE} is a folder; it must be a file of front matter and instructions"
+    if not stat.S_ISREG(mode):
+        return f"{SKILL_FILE} is not a regular file"
+    return None
+
+
 def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) -> Skill:
     """Load the skill in ``folder`` (or the folder of a given SKILL.md): front matter only.
 
@@ -380,12 +411,9 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         pinned = PinnedFolder(folder)
     except (OSError, PathEscapeError) as exc:
         raise SkillLoadError(f"cannot open the skill's folder: {exc}", path=where) from None
-    try:
-        is_skill = stat.S_ISREG(pinned.stat(SKILL_FILE).st_mode)
-    except (OSError, PathEscapeError):
-        is_skill = False
-    if not is_skill:
-        raise SkillLoadError(f"no {SKILL_FILE} in {str(folder)!r}", path=where)
+    problem = _skill_file_problem(pinned, folder)
+    if problem is not None:
+        raise SkillLoadError(problem, path=where)
     is_known = is_known_tool or known_tool_checker()
     text, body_line = read_front_matter(file, folder=pinned)
     offset = 1  # the front matter starts on line 2
@@ -394,11 +422,9 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
     try:
         node, data = compose_and_load(text, max_chars=_MAX_FRONT_MATTER_CHARS)
     except (yaml.YAMLError, YAMLRefused) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 + offset if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
-        raise SkillLoadError(f"{kind}{problem}", path=where, line=line) from None
+        line, problem = yaml_problem(exc, text)
+        raise SkillLoadError(problem, path=where,
+                             line=line + offset if line is not None else None) from None
     if not isinstance(data, dict):
         raise SkillLoadError(
             "the front matter must be a mapping with at least 'name' and 'description'",
@@ -414,6 +440,14 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         spec = SkillFrontMatter.model_validate(data)
     except ValidationError as exc:
         raise _pydantic_error(exc, where, lines, offset) from None
+    # as for jianmu.yaml: a rule no call can match is named now, not when the skill runs
+    bad = first_bad_rule(spec.constraints.guard) if spec.constraints is not None else None
+    if bad is not None:
+        section, key, message = bad
+        raise SkillLoadError(
+            message, path=where, field=f"constraints.guard.{section}",
+            line=line_of("constraints", "guard", section, key) or line_of("constraints"),
+        )
     if spec.name != unicodedata.normalize("NFKC", folder.name):
         raise SkillLoadError(
             f"name {spec.name!r} differs from the folder's name {folder.name!r}; "

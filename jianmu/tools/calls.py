@@ -50,6 +50,7 @@ __all__ = (
     "shown_name",
     "single_argument",
     "truncate_text",
+    "unknown_tool_text",
 )
 
 # -- a tool's name --------------------------------------------------------------------------
@@ -91,6 +92,19 @@ def shown_name(name: object) -> str:
         return text
     escaped = ascii(text)[1:-1]
     return escaped if len(escaped) <= 80 else escaped[:79] + "…"
+
+
+def unknown_tool_text(name: str, names: Iterable[str], known: str = "known tools") -> str:
+    """What the model reads of a call to no tool among ``names`` (those it may see): the
+    nearest name when one is close (``'serch'``: did you mean ``'search'``?), then them all."""
+    listed = list(names)
+    shown = shown_name(name) if name else "<missing name>"
+    import difflib  # only a misnamed call needs it
+
+    by_key = {n.lower(): n for n in listed}
+    close = difflib.get_close_matches(shown.lower(), list(by_key), n=1) if name else []
+    hint = f"did you mean {by_key[close[0]]!r}? " if close else ""
+    return f"unknown tool {shown!r}; {hint}{known}: {', '.join(listed) or 'none'}"
 
 
 DEFAULT_ALIASES: dict[str, str] = {

@@ -42,6 +42,7 @@ from jianmu.tools.calls import (
     nests_within,
     not_json_message,
     shown_name,
+    unknown_tool_text,
 )
 
 if TYPE_CHECKING:
@@ -615,10 +616,9 @@ class ToolSet:
         """
         found = self.get(name)
         if found is None:
-            known = ", ".join(self.names()) or "none"
             return ToolResult(
                 tool=shown_name(name), ok=False, call_id=call_id, duration_ms=0.0,
-                error=f"unknown tool {shown_name(name)!r}; known tools: {known}",
+                error=unknown_tool_text(name, self.names()),
             )
         refused = _refuse_text_arguments(found, args)
         if refused is not None:  # as the executor does: the model must send a JSON object

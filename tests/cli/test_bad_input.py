@@ -310,3 +310,81 @@ def test_python_dash_m_jianmu_is_the_command(project: Project) -> None:
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and "jianmu: error: no run 'nope'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("command", [("run",), ("tree", "show")])
+def test_a_script_that_exits_at_import_is_a_clear_error(project: Project,
+                                                        command: tuple[str, ...]) -> None:
+    """``sys.exit(7)`` at a script's top level ended ``jianmu`` silently with status 7, a code
+    the README gives no meaning."""
+    script = project.write("exits.py", "import sys\n\nsys.exit(7)\n")
+    done = project.jianmu(*command, str(script))
+    assert_clean_error(done, 2, "exits.py:3", "sys.exit(7)")
+
+
+def test_a_script_whose_build_tree_exits_is_a_clear_error(project: Project) -> None:
+    script = project.write("exits.py", "import sys\n\n\ndef build_tree():\n    sys.exit()\n")
+    done = project.jianmu("run", str(script))
+    assert_clean_error(done, 2, "exits.py:5", "build_tree()", "sys.exit()")
+
+
+def test_skills_validate_goes_on_past_a_tree_that_exits_at_import(project: Project) -> None:
+    """A bt skill whose tree.py calls sys.exit() ended ``skills validate`` silently, status 2,
+    before the skills after it were looked at."""
+    project.write("skills/a-exits/SKILL.md",
+                  "---\nname: a-exits\ndescription: d\nexecution: bt\n---\n")
+    project.write("skills/a-exits/tree.py",
+                  "import sys\n\nsys.exit(2)\n\n\ndef build_tree(ctx):\n    pass\n")
+    project.write("skills/b-typo/SKILL.md", "---\nname: b-typo\ndescription: d\ntols: []\n---\n")
+    done = project.jianmu("skills", "validate")
+    assert done.code == 1, done.text
+    assert "skills/a-exits/tree.py:3: build_tree: importing the tree module called " \
+        "sys.exit(2)" in done.out, done.text
+    assert "skills/b-typo/SKILL.md:4: tols: unknown key" in done.out, done.text
+
+
+@pytest.mark.parametrize("command", [("runs", "list"), ("runs", "show", "r1"), ("resume", "r1"),
+                                     ("run", APPROVAL_FLOW, "--input", "note=x")])
+def test_a_checkpoint_path_that_is_a_folder_or_another_programs_database_says_so(
+    project: Project, command: tuple[str, ...]
+) -> None:
+    """A folder was "no runs saved" to some commands and "unable to open database file" to
+    others; another program's SQLite file failed mid-run ("no such column: seq")."""
+    import sqlite3
+
+    extra = ("--non-interactive",) if command[0] == "run" else ()
+    (project.root / "runs.d").mkdir()
+    project.config.write_text(f"runtime:\n  checkpoint_path: {project.root / 'runs.d'}\n",
+                              encoding="utf-8")
+    done = project.jianmu(*command, *extra)
+    assert_clean_error(done, 1, "cannot open checkpoint store", "runs.d", "it is a folder")
+    with sqlite3.connect(project.root / "app.db") as other:
+        other.execute("CREATE TABLE checkpoints (x)")
+    project.config.write_text(f"runtime:\n  checkpoint_path: {project.root / 'app.db'}\n",
+                              encoding="utf-8")
+    done = project.jianmu(*command, *extra)
+    assert_clean_error(done, 1, "app.db", "another program's database")
+    assert "run " not in done.out, done.text  # refused before a run began
+
+
+@pytest.mark.parametrize("app", ["exits:engine", "exits.py:engine"])
+def test_a_durable_app_that_exits_at_import_is_a_clear_error(project: Project, app: str) -> None:
+    """``--app`` naming a module that calls sys.exit(7) at its top ended jianmu silently with
+    status 7."""
+    project.write("exits.py", "import sys\n\nsys.exit(7)\n")
+    done = project.jianmu("runs", "list", "--app", app)
+    assert_clean_error(done, 2, "exits", "called sys.exit(7)")
+
+
+def test_an_mcp_server_that_prints_to_stdout_is_one_line_not_a_traceback(
+    project: Project,
+) -> None:
+    """A stdio server that prints a banner to stdout (a common slip) made the MCP SDK log
+    "Failed to parse JSONRPC message from server" with a pydantic traceback under the error."""
+    server = project.write("chatty.py", "import time\nprint('Server ready!')\ntime.sleep(2)\n")
+    make_config(project.root, f"mcp:\n  servers:\n    chatty:\n      command: {sys.executable}\n"
+                f"      args: [{str(server)!r}]\n      connect_timeout: 10\n")
+    done = project.jianmu("tools", "show", "chatty__x")
+    assert_clean_error(done, 2, "MCP server 'chatty'")
+    assert "Traceback" not in done.err and "pydantic" not in done.err, done.err
+    assert "'Server ready!'" in done.err and "not JSON-RPC" in done.err, done.err

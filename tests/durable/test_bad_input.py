@@ -94,3 +94,31 @@ def test_a_factory_that_raises_fails_the_run(workers: Workers, client: Any) -> N
     info = client.run_info(run_id)
     assert info.status == "failure"
     assert info.error is not None and "no API key" in info.error
+
+
+@pytest.mark.parametrize("name", ["t", "My App", "a" * 257, "app.v2"])
+def test_an_app_name_dbos_refuses_is_refused_when_the_engine_is_made(
+    db_url: str, name: str
+) -> None:
+    """DurableEngine(name="t") was taken, and every worker then failed at launch with DBOS's
+    "Error initializing DBOS Transact: Invalid app name"."""
+    from jianmu.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"durable app name .* must be 3-256 lowercase"):
+        DurableEngine(db_url, name=name)
+    assert DurableEngine(db_url, name="my-app_2").name == "my-app_2"
+
+
+def test_a_bad_dbos_log_level_names_the_variable(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JIANMU_DBOS_LOG_LEVEL=bogus failed the launch with logging's bare "ValueError: Unknown
+    level: 'bogus'", naming no variable."""
+    from jianmu.errors import ConfigError
+
+    monkeypatch.setenv("JIANMU_DBOS_LOG_LEVEL", "bogus")
+    engine = DurableEngine(db_url, name="levels")
+    with pytest.raises(ConfigError, match=r"JIANMU_DBOS_LOG_LEVEL='bogus' is not a log level; "
+                       r"use DEBUG, INFO, WARNING, ERROR or CRITICAL"):
+        engine.launch()
+    assert not engine.launched

@@ -66,3 +66,23 @@ async def test_a_cancel_from_outside_during_the_call_stays_a_cancel() -> None:
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e308, 1e20])
+async def test_a_timeout_too_far_to_set_is_no_deadline(timeout: float) -> None:
+    """``llm.timeout: .inf`` (or 1e308) passed the config and then failed every model call:
+    "OverflowError: cannot convert float infinity to integer" when the timer was set."""
+    async def answer() -> str:
+        await asyncio.sleep(0)
+        return "ok"
+
+    assert await within(answer(), timeout, lambda: TimeoutError("never")) == "ok"
+
+
+def test_an_infinite_model_timeout_from_the_config_lets_the_model_answer() -> None:
+    from jianmu import Agent, ScriptedLLM
+    from jianmu.config import parse_config
+
+    config = parse_config("llm:\n  timeout: .inf\n", "f.yaml")
+    result = Agent(ScriptedLLM(["done"]), config=config).run_sync("x")
+    assert result.output == "done", result.error

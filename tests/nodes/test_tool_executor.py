@@ -763,3 +763,18 @@ async def test_each_observation_shows_the_result_as_it_was_when_the_call_ended(
     if observation_format == "json":
         seen = [json.dumps(json.loads(c)["output"]) for c in seen]
     assert seen == ['["NVDA"]', '["NVDA", "AAPL"]', '["NVDA", "AAPL"]']
+
+
+async def test_an_unknown_tool_near_a_real_name_is_suggested() -> None:
+    """The model read only the list of tools; a near miss ('ech' for 'echo') now gets the
+    name it meant, among the tools it may see."""
+    runner, _ = await run(ToolExecutor(tools=[echo, add]), [
+        {"id": "c1", "name": "ech", "arguments": {"text": "x"}},
+        {"id": "c2", "name": "zzzzzz", "arguments": {}},
+        {"id": "c3", "name": "", "arguments": {}},
+    ])
+    said = dict(contents(runner))
+    assert said["c1"] == ("Error: unknown tool 'ech'; did you mean 'echo'? available tools: "
+                          "echo, add"), said
+    assert said["c2"] == "Error: unknown tool 'zzzzzz'; available tools: echo, add", said
+    assert said["c3"] == "Error: unknown tool '<missing name>'; available tools: echo, add"

@@ -4,6 +4,7 @@ real ToolExecutor; and the errors for names and paths that do not resolve."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,23 @@ def test_is_builtin_until_a_registration_replaces_it() -> None:
     assert plugins.is_builtin("checker", "policy")
     with pytest.raises(ConfigError, match="unknown plug-in kind"):
         plugins.is_builtin("nope", "policy")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("code", "message"), [
+    ("raise RuntimeError('boom at import')",
+     r"importing module 'jianmu_toy_broken_\d' failed: RuntimeError: boom at import"),
+    ("import sys\nsys.exit(7)", r"importing module 'jianmu_toy_broken_\d' called sys.exit\(7\)"),
+])
+def test_a_plug_in_whose_module_fails_at_import_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, message: str
+) -> None:
+    """A plug-in module raising at import went out as its own error (a traceback from the
+    CLI), and a sys.exit() there ended the process."""
+    name = f"jianmu_toy_broken_{len(code) % 10}"
+    (tmp_path / f"{name}.py").write_text(code + "\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with plugins.registered("checker", "broken", f"{name}:Thing"), \
+            pytest.raises(ConfigError, match=message) as caught:
+        plugins.resolve("checker", "broken")
+    assert "checker 'broken'" in str(caught.value)
+    assert name not in sys.modules

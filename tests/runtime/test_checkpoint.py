@@ -281,3 +281,30 @@ def test_a_store_made_before_leases_named_their_process_still_leases(tmp_path: P
     with SQLiteCheckpointer(db) as store:
         assert store.claim("r", "me").owner == "me"
         assert store.claim("held", "me").owner == "me"  # the old owner's lapsed lease
+
+
+def test_another_programs_database_is_refused_at_open_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """An SQLite file of another program with a ``checkpoints`` table of its own opened, got
+    Jianmu's tables written into it, and failed later mid-run ("no such column: seq")."""
+    import sqlite3
+
+    db = tmp_path / "app.sqlite"
+    with sqlite3.connect(db) as other:
+        other.execute("CREATE TABLE checkpoints (x)")
+        other.execute("INSERT INTO checkpoints VALUES (1)")
+    with pytest.raises(CheckpointError, match=r"cannot open checkpoint store .*app\.sqlite.*: "
+                       r"its table 'checkpoints' is not Jianmu's \(no column created, data, "
+                       r"run_id, seq"):
+        SQLiteCheckpointer(db)
+    with sqlite3.connect(db) as other:
+        tables = {row[0] for row in other.execute("SELECT name FROM sqlite_master")}
+        assert tables == {"checkpoints"}
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
+
+
+def test_a_checkpoint_path_that_is_a_folder_says_so(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match=r"cannot open checkpoint store .*: it is a "
+                       "folder; name a file"):
+        SQLiteCheckpointer(tmp_path)

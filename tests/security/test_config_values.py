@@ -7,6 +7,9 @@ outside the allowed ones is an error naming them, and a safety switch takes ``tr
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from jianmu.config import parse_config
@@ -59,3 +62,39 @@ def test_a_switch_reads_true_and_false_also_as_text(text: str, value: str, meant
     section, key = (line.strip().rstrip(":") for line in text.split("\n")[:2])
     key = key.split(":")[0]
     assert getattr(getattr(config, section), key) is meant
+
+
+@pytest.mark.parametrize("relative", [".", "state", "ws/.state"])
+def test_a_relative_state_home_does_not_put_saved_runs_in_the_working_folder(
+    relative: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``XDG_STATE_HOME=.`` put checkpoints.sqlite (approvals, user roles) in the current
+    folder, most often the workspace that sandboxed code may write. The XDG spec: a relative
+    path there is invalid and is ignored."""
+    from jianmu.config import AppConfig
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_STATE_HOME", relative)
+    config = AppConfig()
+    expected = str(tmp_path / "home" / ".local" / "state" / "jianmu")
+    assert config.runtime.checkpoint_path == f"{expected}/checkpoints.sqlite"
+    assert config.durable.sqlite_path == f"{expected}/durable.sqlite"
+
+
+@pytest.mark.parametrize("home", ["", "rel"])
+def test_an_empty_or_relative_home_does_not_make_the_state_folder_relative(
+    home: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``HOME=rel`` made the default ``rel/.local/state/jianmu`` relative: saved runs in the
+    current folder; ``HOME=`` (cron, some containers) made it ``/.local/state``."""
+    import pwd
+
+    from jianmu.config import AppConfig
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", home)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    account = pwd.getpwuid(os.getuid()).pw_dir
+    assert AppConfig().runtime.checkpoint_path == os.path.join(
+        account, ".local", "state", "jianmu", "checkpoints.sqlite")

@@ -366,3 +366,44 @@ async def test_the_tool_ticks_a_trees_decorators_as_py_trees_does(tmp_path: Path
         injected={"state": state.scope("host"), "call_id": "call_1"},
     )
     assert out == {"runs": 3}
+
+
+def test_a_tree_that_exits_at_import_or_in_build_tree_is_a_load_error(tmp_path: Path) -> None:
+    """``sys.exit()`` in a tree module went through ``except Exception`` and ended the caller
+    (``jianmu skills validate`` stopped silently, the skills after it never looked at)."""
+    exits = load_skill(_bt_skill(tmp_path, "exits", "import sys\n\nsys.exit(2)\n"
+                                 "def build_tree(ctx):\n    pass\n"))
+    with pytest.raises(SkillLoadError, match=r"importing the tree module called sys\.exit\(2\)"
+                       ) as info:
+        SkillTreeLoader().load_module(exits)
+    assert info.value.line == 3 and info.value.path == str(exits.tree_path)
+    builds = load_skill(_bt_skill(tmp_path, "builds", "import sys\n\n"
+                                  "def build_tree(ctx):\n    sys.exit('no')\n"))
+    ctx = BTSkillContext.create(builds, state_manager=StateManager())
+    with pytest.raises(SkillLoadError, match=r"build_tree called sys\.exit\('no'\)") as info:
+        SkillTreeLoader().build(builds, ctx)
+    assert info.value.line == 4
+
+
+def test_a_tree_that_loops_at_import_is_refused_after_the_time_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tree module looping at import held the caller (the event loop, for run_bt_skill)
+    for good; it is refused after `TREE_IMPORT_TIMEOUT_S`, the others still load."""
+    from jianmu.skills import bt
+
+    monkeypatch.setattr(bt, "TREE_IMPORT_TIMEOUT_S", 0.2)
+    release = tmp_path / "release"
+    loops = load_skill(_bt_skill(tmp_path, "loops", (
+        "import os, time\n\n"
+        f"while not os.path.exists({str(release)!r}):\n    time.sleep(0.01)\n"
+        "def build_tree(ctx):\n    pass\n")))
+    try:
+        with pytest.raises(SkillLoadError, match=r"did not finish within 0\.2 s") as info:
+            SkillTreeLoader().load_module(loops)
+        assert info.value.path == str(loops.tree_path)
+        assert not any(name.startswith(bt.TREE_MODULE_PREFIX + ".loops_") for name in sys.modules)
+    finally:
+        release.touch()  # the import thread ends
+    fine = load_skill(_bt_skill(tmp_path, "fine", ECHO_TREE.format(mark="ok")))
+    assert SkillTreeLoader().load_module(fine).MARK == "ok"

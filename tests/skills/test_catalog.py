@@ -138,3 +138,34 @@ def test_find_skill_folders_at_any_depth(tmp_path: Path) -> None:
     assert find_skill_folders(deep[0] / "SKILL.md") == [deep[0]]
     assert find_skill_folders(repo / "README.md") == []
     assert find_skill_folders(tmp_path / "missing") == []
+
+
+def test_a_skill_md_that_is_a_link_out_or_a_folder_is_named_not_hidden(tmp_path: Path) -> None:
+    """A SKILL.md linking out of its folder was reported as "no SKILL.md", and one that is a
+    folder (or a dangling link) was skipped without a word."""
+    _skill(tmp_path / "skills", "good-one")
+    outside = _skill(tmp_path / "elsewhere", "linked") / "SKILL.md"
+    (tmp_path / "skills" / "linked").mkdir()
+    (tmp_path / "skills" / "linked" / "SKILL.md").symlink_to(outside)
+    (tmp_path / "skills" / "dangling").mkdir()
+    (tmp_path / "skills" / "dangling" / "SKILL.md").symlink_to("gone.md")  # inside
+    (tmp_path / "skills" / "folder" / "SKILL.md").mkdir(parents=True)
+    catalog = SkillCatalog([tmp_path / "skills"])
+    assert catalog.names() == ["good-one"]
+    errors = {Path(str(e.path)).parent.name: str(e) for e in catalog.errors}
+    assert "leads outside the skill's folder" in errors["linked"], errors
+    assert "SKILL.md is a folder" in errors["folder"], errors
+    assert "SKILL.md is a link to nothing" in errors["dangling"], errors
+    assert [p.name for p in find_skill_folders(tmp_path / "skills")] == [
+        "dangling", "folder", "good-one", "linked"]
+
+
+def test_a_skills_path_that_is_a_file_says_so(tmp_path: Path) -> None:
+    """``skills.paths`` naming a SKILL.md (as ``skills validate`` takes) was "not found", and
+    so was any other file."""
+    skill_file = _skill(tmp_path, "single") / "SKILL.md"
+    (tmp_path / "notes.txt").write_text("x", encoding="utf-8")
+    catalog = SkillCatalog([skill_file, tmp_path / "notes.txt"])
+    assert catalog.names() == ["single"]
+    assert len(catalog.errors) == 1
+    assert "is a file, not a folder of skills" in str(catalog.errors[0])

@@ -145,6 +145,40 @@ def test_a_front_matter_value_yaml_cannot_convert_is_a_skill_load_error(tmp_path
         load_skill(folder)
 
 
+def test_a_control_character_in_front_matter_names_its_line(tmp_path: Path) -> None:
+    """A NUL or ESC in the front matter was an error with no line (and a character offset)."""
+    folder = _write(tmp_path / "nul", "name: nul\ndescription: a\x00b\n")
+    with pytest.raises(SkillLoadError, match=r"SKILL.md:3: YAML syntax error: unacceptable "
+                       r"character #x0000: special characters are not allowed$") as info:
+        load_skill(folder)
+    assert info.value.line == 3
+
+
+@pytest.mark.parametrize(("rule", "said"), [
+    ('"bash(": deny', "guard.tool_policy"),
+    ('"bad name!": deny', "invalid tool rule 'bad name!'"),
+])
+def test_a_guard_rule_no_call_can_match_is_a_load_error_with_its_line(
+    tmp_path: Path, rule: str, said: str
+) -> None:
+    """A SKILL.md deny rule the guard cannot parse loaded as a working skill (the same rule
+    in jianmu.yaml is refused naming its line); it failed only once the skill ran."""
+    folder = _write(tmp_path / "ruled", "name: ruled\ndescription: d\nconstraints:\n  guard:\n"
+                    f"    tool_policy:\n      read_file: confirm\n      {rule}\n")
+    with pytest.raises(SkillLoadError, match=said) as info:
+        load_skill(folder)
+    assert info.value.line == 8 and info.value.field == "constraints.guard.tool_policy"
+
+
+def test_a_refused_name_is_said_without_pydantic_wording(tmp_path: Path) -> None:
+    """The message began "Value error, the name must be lowercase", pydantic's wording."""
+    folder = _write(tmp_path / "Loud", "name: Loud\ndescription: d\n")
+    with pytest.raises(SkillLoadError) as info:
+        load_skill(folder)
+    assert "Value error" not in str(info.value)
+    assert "[name]: the name must be lowercase (got 'Loud')" in str(info.value)
+
+
 def test_a_skill_md_saved_with_a_utf8_bom_loads(tmp_path: Path) -> None:
     folder = tmp_path / "bom"
     folder.mkdir()

@@ -497,3 +497,19 @@ def test_a_schema_tools_schema_is_its_own_copy_and_keeps_what_json_would_change(
     kept = Tool.from_openai({"name": "pick", "parameters": odd}, pick)
     assert kept.input_schema["properties"]["x"]["enum"] == ("a", "b")
     assert kept.input_schema["properties"]["x"] is not odd["properties"]["x"]
+
+
+@pytest.mark.anyio
+async def test_a_tools_arguments_are_converted_as_the_readme_says() -> None:
+    """README: pydantic's lax mode converts ``"3"``/``3.0`` for an int and ``"true"`` for a
+    bool; a value that does not convert is refused, naming it."""
+    @tool
+    def count(n: int, loud: bool) -> str:
+        """Count."""
+        return f"{n!r} {loud!r}"
+
+    assert await count.execute({"n": "3", "loud": "true"}) == "3 True"
+    assert await count.execute({"n": 3.0, "loud": True}) == "3 True"
+    for bad, said in (("three", "'three'"), (3.5, "3.5")):
+        with pytest.raises(ToolInputError, match=rf"- n: .*{said}"):
+            await count.execute({"n": bad, "loud": True})
