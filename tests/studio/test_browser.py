@@ -84,6 +84,13 @@ def _open_suspended(driver: Any, url: str, run_id: str, arguments: str) -> None:
     driver.execute_script("window.sameDocument = true")  # gone if the page reloads
 
 
+def open_suspended_page(driver: Any, url: str, run_id: str) -> None:
+    """Open the page of the suspended run ``run_id`` by its address (the token taken first)."""
+    driver.get(f"{url}/?token={TOKEN}")
+    driver.get(f"{url}/run/cp/{run_id}")
+    _until(driver, lambda d: _text(d, "#status") == "suspended", "the run")
+
+
 def _no_alert(driver: Any) -> None:
     """No script from the run's data ran, and the page's own scripts threw nothing."""
     from selenium.common.exceptions import NoAlertPresentException

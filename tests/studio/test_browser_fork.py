@@ -18,6 +18,7 @@ from tests.studio.test_browser import (  # noqa: F401 - the fixtures
     _text,
     _until,
     driver,
+    open_suspended_page,
     studio,
 )
 from tests.support.studio import start_suspended
@@ -63,9 +64,7 @@ def test_a_fork_from_the_page_keeps_whole_numbers_exactly(
         driver: Any, studio: tuple[str, Path]) -> None:
     url, checkpoints = studio
     run_id = start_suspended(checkpoints, "prod")
-    driver.get(f"{url}/?token={TOKEN}")
-    driver.get(f"{url}/run/cp/{run_id}")
-    _until(driver, lambda d: _text(d, "#status") == "suspended", "the run")
+    open_suspended_page(driver, url, run_id)
     # a run whose state holds a number JavaScript cannot hold (a fork made through the API)
     state = _exact(driver, f"/api/run/cp/{run_id}/point/1")["state"]
     state["root"]["final_output"] = {"id": BIG}

@@ -26,6 +26,7 @@ from tests.studio.test_browser import (  # noqa: F401 - the fixtures
     _text,
     _until,
     driver,
+    open_suspended_page,
     studio,
 )
 from tests.support.studio import start_suspended, studio_sources
@@ -78,9 +79,7 @@ def test_the_fork_box_says_why_a_deeply_nested_state_is_refused(
 
     url, checkpoints = studio
     run_id = start_suspended(checkpoints, "prod")
-    driver.get(f"{url}/?token={TOKEN}")
-    driver.get(f"{url}/run/cp/{run_id}")
-    _until(driver, lambda d: _text(d, "#status") == "suspended", "the run")
+    open_suspended_page(driver, url, run_id)
     driver.find_element(By.CSS_SELECTOR, "[data-role=fork]").click()
     box = driver.find_element(By.CSS_SELECTOR, "[data-role=fork-state]")
     _until(driver, lambda d: '"root"' in box.get_attribute("value"), "the state to edit")

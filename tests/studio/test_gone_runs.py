@@ -23,6 +23,7 @@ from tests.studio.test_browser import (  # noqa: F401 - the fixtures
     _text,
     _until,
     driver,
+    open_suspended_page,
     studio,
 )
 from tests.studio.test_stream import _events, _stream
@@ -59,9 +60,7 @@ def test_a_page_whose_run_was_deleted_says_it_is_gone(
 
     url, checkpoints = studio
     run_id = start_suspended(checkpoints, "prod")
-    driver.get(f"{url}/?token={TOKEN}")
-    driver.get(f"{url}/run/cp/{run_id}")
-    _until(driver, lambda d: _text(d, "#status") == "suspended", "the run")
+    open_suspended_page(driver, url, run_id)
     _until(driver, lambda d: _text(d, "#live") == "live", "the stream")
     _delete(checkpoints, run_id)
     _until(driver, lambda d: _text(d, "#live").startswith("gone: "), "the page to say so")
