@@ -43,6 +43,8 @@ __all__ = (
     "JIANMU_GUARD_DECISION",
     "JIANMU_REPLAYED",
     "JIANMU_RUN_ID",
+    "SERVER_ADDRESS",
+    "SERVER_PORT",
     "Event",
     "EventBus",
     "EventHandler",
@@ -245,6 +247,10 @@ GEN_AI_RESPONSE_ID = "gen_ai.response.id"
 GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+SERVER_ADDRESS = "server.address"
+"""The host a model call went to (a CLIENT span's, as the conventions recommend)."""
+SERVER_PORT = "server.port"
+_DEFAULT_PORTS = {"https": 443, "http": 80}
 ERROR_TYPE = "error.type"
 JIANMU_RUN_ID = "jianmu.run.id"
 JIANMU_GUARD_DECISION = "jianmu.guard.decision"
@@ -286,10 +292,28 @@ def get_tracer(
 
 
 def chat_attributes(llm: Any, model: str, agent: str) -> dict[str, Any]:
-    """A ``chat`` span's attributes before the model answers."""
+    """A ``chat`` span's attributes before the model answers: with a provider's server, its
+    ``server.address`` and ``server.port`` (host and port alone: never a password in the URL)."""
     provider = getattr(llm, "provider_name", "") or "_OTHER"  # the conventions' "none known"
-    return {GEN_AI_OPERATION_NAME: "chat", GEN_AI_PROVIDER_NAME: provider,
-            GEN_AI_SYSTEM: provider, GEN_AI_REQUEST_MODEL: model, GEN_AI_AGENT_NAME: agent}
+    attributes: dict[str, Any] = {
+        GEN_AI_OPERATION_NAME: "chat", GEN_AI_PROVIDER_NAME: provider, GEN_AI_SYSTEM: provider,
+        GEN_AI_REQUEST_MODEL: model, GEN_AI_AGENT_NAME: agent,
+    }
+    url = getattr(llm, "base_url", None)
+    if isinstance(url, str) and url:
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(url)
+            host, port = parts.hostname, parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:  # a port that is no number: the server is not named
+            return attributes
+        if host:
+            attributes[SERVER_ADDRESS] = host
+            if port is not None:
+                attributes[SERVER_PORT] = port
+    return attributes
+
 
 
 def replayed() -> None:

@@ -20,7 +20,7 @@ from jianmu import ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
 from jianmu.llm import AnthropicProvider, OpenAIProvider, ScriptedLLM
 from jianmu.nodes import AgentState, agent_tool, create_react_node
 from jianmu.runtime.checkpoint import links_from
-from jianmu.runtime.events import ERROR_TYPE
+from jianmu.runtime.events import ERROR_TYPE, chat_attributes
 from jianmu.tools import tool
 from tests.support.model_server import ModelServer, Turn
 
@@ -87,6 +87,8 @@ async def test_a_model_call_is_a_client_span_naming_the_provider_and_the_answer(
         assert chat.attributes["gen_ai.system"] == api
         assert chat.attributes["gen_ai.request.model"] == "m"
         assert chat.attributes["gen_ai.response.model"] == "served-model"
+        assert chat.attributes["server.address"] == "127.0.0.1"
+        assert chat.attributes["server.port"] == server.port
         assert str(chat.attributes["gen_ai.response.id"]).startswith(
             "chatcmpl" if api == "openai" else "msg")
         assert chat.status.status_code is StatusCode.UNSET
@@ -98,6 +100,16 @@ async def test_a_model_call_is_a_client_span_naming_the_provider_and_the_answer(
     assert "gen_ai.usage.output_tokens" not in second.attributes
     (tool_span,) = named(exporter, "execute_tool ")
     assert tool_span.kind is SpanKind.INTERNAL
+
+
+def test_a_chat_span_names_its_server_by_host_and_port_alone() -> None:
+    llm = OpenAIProvider("m", base_url="https://user:s3cret@models.example/v1", api_key="k")
+    attributes = chat_attributes(llm, "m", "agent")
+    assert attributes["server.address"] == "models.example"
+    assert attributes["server.port"] == 443
+    assert not any("s3cret" in str(v) for v in attributes.values())
+    # a model that is no server's (a scripted one) names none
+    assert "server.address" not in chat_attributes(ScriptedLLM(["hi"]), "m", "agent")
 
 
 async def test_a_model_call_the_server_fails_is_an_error_span() -> None:
