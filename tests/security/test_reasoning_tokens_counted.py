@@ -69,6 +69,13 @@ def _thinker(usage: dict[str, Any]) -> Any:
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_reasoning_reported_apart_counts_and_the_budget_stops_the_run(
         stream: bool, usage: dict[str, Any]) -> None:
+    # 325 tokens a call: the fourth passes 1,000, and no fifth is asked
+    _spends_four_calls_of_325(usage, stream)
+
+
+def _spends_four_calls_of_325(usage: dict[str, Any], stream: bool) -> None:
+    """A run under a budget of 1,000 tokens against `_thinker` stops after its fourth call,
+    each counted as 20 in and 305 out."""
     with RawServer(_thinker(usage)) as server:
         state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
         config = parse_config("guard:\n  budget:\n    total_tokens: 1000\n")
@@ -79,21 +86,10 @@ def test_reasoning_reported_apart_counts_and_the_budget_stops_the_run(
     assert result.status is RunStatus.FAILURE, result
     assert "token budget exhausted" in (result.error or ""), result.error
     spent = state.get("usage")
-    # 325 tokens a call: the fourth passes 1,000, and no fifth is asked
     assert len(server.requests) == spent.requests == 4
     assert (spent.input_tokens, spent.output_tokens) == (80, 1220)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_reasoning_inside_the_completion_count_is_counted_once(stream: bool) -> None:
-    with RawServer(_thinker(_INSIDE)) as server:
-        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
-        config = parse_config("guard:\n  budget:\n    total_tokens: 1000\n")
-        llm = OpenAIProvider("m", base_url=server.url + "/v1", max_retries=0)
-        runner = ReactiveRunner(create_react_node(llm, [ping], stream=stream), state,
-                                config=config)
-        result = runner.run_sync()
-    assert "token budget exhausted" in (result.error or ""), result.error
-    usage = state.get("usage")
-    assert len(server.requests) == usage.requests == 4
-    assert (usage.input_tokens, usage.output_tokens) == (80, 1220)
+    _spends_four_calls_of_325(_INSIDE, stream)

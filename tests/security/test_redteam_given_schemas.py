@@ -13,8 +13,6 @@ the problem now, and the tools of the same set that are fine stay.
 
 from __future__ import annotations
 
-import http.server
-import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +21,7 @@ import pytest
 
 from jianmu.errors import ToolDefinitionError, ToolUnavailableWarning
 from jianmu.tools import Tool, ToolSet, tool
+from tests.support.counting_server import counting_server
 
 pytestmark = pytest.mark.anyio
 
@@ -115,26 +114,8 @@ def test_a_schema_given_as_json_text_says_so(make: Callable[[Any], Tool]) -> Non
 @pytest.fixture
 def watched_url() -> Iterator[tuple[str, list[str]]]:
     """A local HTTP server that records every request: nothing may reach it."""
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b'{"type": "string"}')
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/item.json", hits
-    finally:
-        server.shutdown()
-        server.server_close()
+    with counting_server(b'{"type": "string"}') as (port, hits):
+        yield f"http://127.0.0.1:{port}/item.json", hits
 
 
 LOOP = {"type": "object", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
