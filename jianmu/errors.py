@@ -117,6 +117,8 @@ __all__ = (
     "TreeMismatchError",
     "UnknownTreeError",
     "YAMLRefused",
+    "exit_text",
+    "failure_text",
 )
 
 
@@ -507,3 +509,24 @@ class ToolDefinitionWarning(JianmuWarning):
 
 class ToolUnavailableWarning(JianmuWarning):
     """A named tool could not be imported or built and was skipped; the message says why."""
+
+
+def exit_text(exc: SystemExit) -> str:
+    """``called sys.exit(2)``: how a `SystemExit` of code Jianmu called (a tool, a script, a
+    tree module, a plug-in) is told; never raises (a code whose ``repr`` fails is named by
+    its type)."""
+    if exc.code is None:
+        return "called sys.exit()"
+    try:
+        code = repr(exc.code)
+    except Exception:
+        code = f"<{type(exc.code).__name__}>"
+    return f"called sys.exit({code})"
+
+
+def failure_text(exc: BaseException, verb: str = "failed:") -> str:
+    """``failed: ValueError: ...`` (``verb`` first), or `exit_text` for a `SystemExit`: what
+    code Jianmu imported or called did instead of finishing."""
+    if isinstance(exc, SystemExit):
+        return exit_text(exc)
+    return f"{verb} {type(exc).__name__}: {exc}"

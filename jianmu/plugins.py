@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
-from jianmu.errors import ConfigError, MissingExtraError
+from jianmu.errors import ConfigError, MissingExtraError, failure_text
 
 __all__ = (
     "ADDED",
@@ -262,10 +262,9 @@ def _import(kind: str, name: str, path: str) -> Any:
             "install the package that provides it or fix the path"
         ) from exc
     except (Exception, SystemExit) as exc:  # its own error (a traceback), or the process's end
-        what = (f"called sys.exit({exc.code if exc.code is not None else ''})"
-                if isinstance(exc, SystemExit) else f"failed: {type(exc).__name__}: {exc}")
         raise ConfigError(
-            f"{kind} {name!r} -> {path!r}: importing module {module_name!r} {what}"
+            f"{kind} {name!r} -> {path!r}: importing module {module_name!r} "
+            f"{failure_text(exc)}"
         ) from exc
     found: Any = module
     for part in attr.split("."):

@@ -47,6 +47,7 @@ from jianmu.errors import (
     SkillLoadError,
     SkillNotFoundError,
     SkillRunError,
+    failure_text,
 )
 from jianmu.runtime.points import forked_from
 from jianmu.state import StateManager
@@ -184,16 +185,9 @@ def _import_script(path: Path) -> types.ModuleType:
     except (Exception, SystemExit) as exc:  # a sys.exit() at the top ended jianmu silently
         sys.modules.pop(name, None)
         raise CLIError(
-            f"{_script_line(exc, path)}: importing the script {_failed(exc)}"
+            f"{_script_line(exc, path)}: importing the script {failure_text(exc)}"
         ) from exc
     return module
-
-
-def _failed(exc: BaseException) -> str:
-    """``failed: ValueError: ...``, or ``called sys.exit(N)`` for a `SystemExit`."""
-    if isinstance(exc, SystemExit):
-        return f"called sys.exit({exc.code if exc.code is not None else ''})"
-    return f"failed: {type(exc).__name__}: {exc}"
 
 
 def _call_hook(fn: Callable[..., Any], where: str, available: dict[str, Any]) -> Any:
@@ -226,7 +220,7 @@ def _run_hook(fn: Callable[..., Any], path: Path, label: str, available: dict[st
         raise
     except SystemExit as exc:
         raise CLIError(
-            f"{_script_line(exc, path.resolve())}: {label}() {_failed(exc)}"
+            f"{_script_line(exc, path.resolve())}: {label}() {failure_text(exc)}"
         ) from exc
     except Exception as exc:
         raise CLIError(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from jianmu.errors import MCPError, ToolError, ToolTimeoutError
+from jianmu.errors import MCPError, ToolError, ToolTimeoutError, exit_text
 from jianmu.guard.guardrails import withheld
 from jianmu.tools.calls import printable
 
@@ -37,7 +37,7 @@ def own_failure(exc: BaseException, *, halted: bool = True) -> str | None:
     node goes on, and the call fails.
     """
     if isinstance(exc, SystemExit):
-        return f"the tool called sys.exit({printable(exc.code) if exc.code is not None else ''})"
+        return f"the tool {exit_text(exc)}"
     if isinstance(exc, GeneratorExit):
         return "the tool raised GeneratorExit"
     if isinstance(exc, asyncio.CancelledError):

@@ -47,7 +47,13 @@ from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 
 from jianmu.constraints import Constraints
-from jianmu.errors import PathEscapeError, SkillLoadError, SkillRunError, ToolInputError
+from jianmu.errors import (
+    PathEscapeError,
+    SkillLoadError,
+    SkillRunError,
+    ToolInputError,
+    failure_text,
+)
 from jianmu.nodes.tool_node import ToolNode
 from jianmu.runtime.async_node import RuntimeNode, Ticker, close_tree
 from jianmu.runtime.context import RunContext, copy_of
@@ -324,13 +330,6 @@ TREE_IMPORT_TIMEOUT_S = 30.0
 for (a thread cannot be stopped: it goes on in the background, as a sync tool's does)."""
 
 
-def _failed(exc: BaseException) -> str:
-    """``failed: ValueError: ...``, or ``called sys.exit(N)`` for a `SystemExit`."""
-    if isinstance(exc, SystemExit):
-        return f"called sys.exit({exc.code!r})" if exc.code is not None else "called sys.exit()"
-    return f"failed: {type(exc).__name__}: {exc}"
-
-
 def _exec_bounded(loader: importlib.abc.Loader, module: types.ModuleType, path: Path) -> None:
     """Run ``module``'s code on a thread of its own for at most `TREE_IMPORT_TIMEOUT_S`.
 
@@ -425,7 +424,7 @@ class SkillTreeLoader:
             ]
             line = frames[-1].lineno if frames else getattr(exc, "lineno", None)
             raise SkillLoadError(
-                f"importing the tree module {_failed(exc)}",
+                f"importing the tree module {failure_text(exc)}",
                 path=str(path), line=line, field="build_tree",
             ) from exc
         if not callable(getattr(module, "build_tree", None)):
@@ -453,7 +452,7 @@ class SkillTreeLoader:
         except (Exception, SystemExit) as exc:  # sys.exit() here ended the caller
             frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
             raise SkillLoadError(
-                f"build_tree {_failed(exc).replace('failed: ', 'raised ', 1)}", path=path,
+                f"build_tree {failure_text(exc, 'raised')}", path=path,
                 line=frames[-1].lineno if frames else None, field="build_tree",
             ) from exc
         if not isinstance(tree, Behaviour):
