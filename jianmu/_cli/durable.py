@@ -49,6 +49,7 @@ from jianmu.errors import (
     RunNotFoundError,
     TreeInputError,
     UnknownTreeError,
+    exit_text,
 )
 from jianmu.runtime.context import QUESTION, ApprovalRequest
 from jianmu.runtime.runner import RunResult, RunStatus
@@ -445,8 +446,7 @@ def _import_file(spec: str, where: str) -> ModuleType:
         module_spec.loader.exec_module(module)
     except SystemExit as exc:
         sys.modules.pop(name, None)
-        raise CLIError(f"app {spec!r}: loading {where} called "
-                       f"sys.exit({exc.code if exc.code is not None else ''})") from exc
+        raise CLIError(f"app {spec!r}: loading {where} {exit_text(exc)}") from exc
     except Exception as exc:
         sys.modules.pop(name, None)
         missing = missing_extra(exc) if isinstance(exc, ImportError) else None
@@ -472,8 +472,7 @@ def _import_module(spec: str, where: str) -> ModuleType:
             raise missing from exc
         raise CLIError(f"app {spec!r}: module {where!r} failed to import: {exc}") from exc
     except SystemExit as exc:  # sys.exit() at its top ended jianmu silently, with its code
-        raise CLIError(f"app {spec!r}: importing module {where!r} called "
-                       f"sys.exit({exc.code if exc.code is not None else ''})") from exc
+        raise CLIError(f"app {spec!r}: importing module {where!r} {exit_text(exc)}") from exc
     except Exception as exc:
         raise CLIError(f"app {spec!r}: module {where!r} failed to import: "
                        f"{type(exc).__name__}: {exc}") from exc

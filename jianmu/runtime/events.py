@@ -315,7 +315,6 @@ def chat_attributes(llm: Any, model: str, agent: str) -> dict[str, Any]:
     return attributes
 
 
-
 def replayed() -> None:
     """Say on the current span, a model call's or a tool call's, that its durable step came
     back from the record of an earlier attempt of the run (recovered): nothing was sent or
