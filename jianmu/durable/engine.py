@@ -220,8 +220,8 @@ class DurableEngine:
         except Exception as exc:
             DBOS.destroy()
             raise DurableDatabaseError(
-                f"cannot start a worker on {redact(self.database_url)}: "
-                f"{clean_error(exc, self.database_url)}"
+                f"cannot start a worker on {redact(self.database_url)}"
+                f"{_old_sqlite_hint(self.database_url)}: {clean_error(exc, self.database_url)}"
             ) from None
         settings = self.config.durable
         DBOS.register_queue(self.queue_name, worker_concurrency=settings.worker_concurrency,
@@ -734,6 +734,24 @@ def _prepare_sqlite(url: str) -> None:
         raise DurableDatabaseError(
             f"cannot open the durable database {redact(url)}: {clean_error(exc, url)}"
         ) from None
+
+
+def _old_sqlite_hint(url: str) -> str:
+    """Why DBOS may have failed on this SQLite, when the cause is this Python's SQLite itself.
+
+    DBOS 3.x on Python 3.12 and later stamps rows with SQLite's ``unixepoch('subsec')``, new
+    in SQLite 3.42: an older library makes that NULL, and the first insert fails on a NOT NULL
+    column, which says nothing of the cause.
+    """
+    import sqlite3
+    import sys
+
+    if (not url.startswith("sqlite:") or sys.version_info < (3, 12)
+            or sqlite3.sqlite_version_info >= (3, 42)):
+        return ""
+    return (f" (DBOS on Python 3.12 and later needs SQLite 3.42 or later; this Python's "
+            f"sqlite3 module has SQLite {sqlite3.sqlite_version}: use PostgreSQL, Python 3.11, "
+            "or a Python built with a newer SQLite)")
 
 
 def check_reachable(url: str) -> None:

@@ -14,10 +14,16 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jianmu.errors import CheckpointError, RunClaimedError, TreeMismatchError
+from jianmu.errors import (
+    CheckpointError,
+    RunClaimedError,
+    StateValidationError,
+    TreeMismatchError,
+)
 from jianmu.runtime.lease import (
     DEFAULT_LEASE_TTL,
     Lease,
+    RunClaim,
     alive_elsewhere,
     of_this_machine,
     process_gone,
@@ -31,7 +37,15 @@ if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
     from py_trees.behaviour import Behaviour
 
-__all__ = ("Checkpointer", "SQLiteCheckpointer", "checked", "links_from", "unmatched")
+    from jianmu.state import StateManager
+
+__all__ = (
+    "CHECKPOINT_VERSION", "Checkpointer", "SQLiteCheckpointer", "checked", "links_from",
+    "restored", "unmatched",
+)
+
+CHECKPOINT_VERSION = 1
+"""The version of the checkpoints runners write; a checkpoint of another is refused."""
 
 # Connections inherited through fork(): never closed in the child (SQLite forbids using one
 # across a fork, and closing it could touch the parent's shared-memory index), never collected.
@@ -473,3 +487,46 @@ class SQLiteCheckpointer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def restored(
+    cls: Any, root: Behaviour, checkpointer: Checkpointer, run_id: str,
+    state_manager: StateManager | None, kwargs: dict[str, Any],
+) -> Any:
+    """`ReactiveRunner.restore`: a runner of ``cls`` for ``run_id``, rebuilt from its newest
+    checkpoint and claimed first where the store leases runs."""
+    from jianmu.state import StateManager
+
+    claim = RunClaim.of(checkpointer, run_id, kwargs.get("owner"))
+    if claim is not None:  # claimed before it is read: no other owner moves it on meanwhile
+        claim.take()
+    try:
+        data = checkpointer.load(run_id)
+        if data is None:
+            raise CheckpointError(f"no checkpoint for run {run_id!r}")
+        if isinstance(data, dict) and data.get("version") != CHECKPOINT_VERSION:
+            raise CheckpointError(f"unsupported checkpoint version {data.get('version')!r}")
+        checked(data, run_id)  # the parts read below have their shapes
+        state = state_manager if state_manager is not None else StateManager()
+        try:
+            state.restore(data["state"])
+        except StateValidationError as exc:  # the schema changed since: say which run
+            raise StateValidationError(f"the checkpoint of run {run_id!r}: {exc}") from exc
+        kwargs.setdefault("user_roles", data.get("user_roles", ()))
+        runner = cls(root, state, checkpointer=checkpointer, run_id=run_id, **kwargs)
+        runner._claim = claim
+        try:
+            runner.interaction.restore(data.get("interaction", {}))
+        except CheckpointError as exc:
+            raise CheckpointError(f"the checkpoint of run {run_id!r}: {exc}") from None
+        runner.ticks = int(data.get("ticks", 0))
+        runner._restored_nodes = dict(data.get("nodes", {}))
+        runner._went_on_from = links_from(data.get("span"))  # the run that saved it
+        runner._setup_once()  # before the end is known: binding may write (a typed answer)
+        unmatched(runner._restored_nodes, dict(runner._walk(runner.root, "0")))
+        runner._restored_end(data.get("status"), data.get("error"))
+    except BaseException:
+        if claim is not None:
+            claim.release()
+        raise
+    return runner

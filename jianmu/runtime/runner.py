@@ -11,6 +11,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self
@@ -20,7 +21,7 @@ from py_trees.common import Status
 
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
-from jianmu.errors import CheckpointError, RunFailed, StateValidationError, TreeMismatchError
+from jianmu.errors import CheckpointError, RunFailed, TreeMismatchError
 from jianmu.runtime.async_node import (
     IDLE_PLAN,
     AsyncNode,
@@ -150,7 +151,12 @@ class _Holder:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
-        weakref.finalize(self, _shut_down, self.loop, self.pid)
+        # the loop's default executor (DNS lookups) is one held here, joined at the end from
+        # the ending thread: the loop's shutdown_default_executor() starts a thread to join
+        # it, which Python 3.12+ refuses once the interpreter exits. No thread starts early.
+        executor = ThreadPoolExecutor(thread_name_prefix="jianmu-loop")
+        self.loop.set_default_executor(executor)
+        weakref.finalize(self, _shut_down, self.loop, self.pid, executor)
 
 
 def _thread_loop() -> asyncio.AbstractEventLoop:
@@ -164,7 +170,9 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     return holder.loop
 
 
-def _shut_down(loop: asyncio.AbstractEventLoop, pid: int) -> None:
+def _shut_down(
+    loop: asyncio.AbstractEventLoop, pid: int, executor: ThreadPoolExecutor | None = None
+) -> None:
     """Shut ``loop`` down as ``asyncio.run`` would, then close it (in the process that made it)."""
     if pid != os.getpid() or loop.is_closed() or loop.is_running():
         return
@@ -178,12 +186,14 @@ def _shut_down(loop: asyncio.AbstractEventLoop, pid: int) -> None:
         if tasks:
             loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.run_until_complete(loop.shutdown_default_executor())
+        if executor is not None:
+            executor.shutdown(wait=True)  # joined here: no thread started to join it
+        else:
+            loop.run_until_complete(loop.shutdown_default_executor())
     finally:
         loop.close()
 
 
-_CHECKPOINT_VERSION = 1
 _NO_SPAN = nullcontext()
 """The span of a run that records none (one for all: a `nullcontext` keeps nothing)."""
 _NO_ROLES: frozenset[str] = frozenset()
@@ -609,6 +619,8 @@ class ReactiveRunner:
         error = self._end_error if status != "running" else None
         if self.checkpointer is None:
             raise CheckpointError("this runner has no checkpointer")
+        from jianmu.runtime.checkpoint import CHECKPOINT_VERSION  # runs that checkpoint only
+
         nodes = {
             key: {"name": node.name, "status": node.status.name}
             for key, node in self._walk(self.root, "0")
@@ -616,7 +628,7 @@ class ReactiveRunner:
         self._save_to_store(
             self.run_id,
             {
-                "version": _CHECKPOINT_VERSION,
+                "version": CHECKPOINT_VERSION,
                 "run_id": self.run_id,
                 "status": status,
                 "tree": self.root.name,
@@ -653,43 +665,14 @@ class ReactiveRunner:
             CheckpointError: no checkpoint for ``run_id``, or the tree does not match it.
             RunClaimedError: another owner holds the run.
         """
-        from jianmu.runtime.checkpoint import checked, links_from, unmatched  # restores only
+        from jianmu.runtime.checkpoint import restored  # restores only
 
-        claim = RunClaim.of(checkpointer, run_id, kwargs.get("owner"))
-        if claim is not None:  # claimed before it is read: no other owner moves it on meanwhile
-            claim.take()
-        try:
-            data = checkpointer.load(run_id)
-            if data is None:
-                raise CheckpointError(f"no checkpoint for run {run_id!r}")
-            if isinstance(data, dict) and data.get("version") != _CHECKPOINT_VERSION:
-                raise CheckpointError(f"unsupported checkpoint version {data.get('version')!r}")
-            checked(data, run_id)  # the parts read below have their shapes
-            state = state_manager if state_manager is not None else StateManager()
-            try:
-                state.restore(data["state"])
-            except StateValidationError as exc:  # the schema changed since: say which run
-                raise StateValidationError(f"the checkpoint of run {run_id!r}: {exc}") from exc
-            kwargs.setdefault("user_roles", data.get("user_roles", ()))
-            runner = cls(root, state, checkpointer=checkpointer, run_id=run_id, **kwargs)
-            runner._claim = claim
-            try:
-                runner.interaction.restore(data.get("interaction", {}))
-            except CheckpointError as exc:
-                raise CheckpointError(f"the checkpoint of run {run_id!r}: {exc}") from None
-            runner.ticks = int(data.get("ticks", 0))
-            runner._restored_nodes = dict(data.get("nodes", {}))
-            runner._went_on_from = links_from(data.get("span"))  # the run that saved it
-            runner._setup_once()  # before the end is known: binding may write (a typed answer)
-            unmatched(runner._restored_nodes, dict(runner._walk(runner.root, "0")))
-            status = data.get("status")
-            if status in (RunStatus.SUCCESS.value, RunStatus.FAILURE.value):
-                runner._finished = runner._ended(RunStatus(status), data.get("error"))
-        except BaseException:
-            if claim is not None:
-                claim.release()
-            raise
-        return runner
+        return restored(cls, root, checkpointer, run_id, state_manager, kwargs)
+
+    def _restored_end(self, status: Any, error: str | None) -> None:
+        """Take a checkpoint's end (its status, its error) as this run's, if it ended."""
+        if status in (RunStatus.SUCCESS.value, RunStatus.FAILURE.value):
+            self._finished = self._ended(RunStatus(status), error)
 
     def _save_to_store(self, run_id: str, checkpoint: dict[str, Any]) -> None:
         """Save under the run's lease when the store keeps leases (a save once the run has

@@ -255,11 +255,13 @@ class CheckpointRuns:
         ticks = None if runner is None else ("live", runner.ticks)
         with self._lock:
             row = self._db.execute(
-                "SELECT (SELECT MAX(seq) FROM checkpoints WHERE run_id = ?1),"
-                " (SELECT MAX(rowid) FROM jianmu_points WHERE run_id = ?1),"
-                " (SELECT MAX(rowid) FROM jianmu_events WHERE run_id = ?1),"
-                " (SELECT MAX(rowid) FROM jianmu_studio_events WHERE run_id = ?1)",
-                (run_id,)).fetchone()
+                # a named parameter given by name: Python 3.12 warns of a numbered one given
+                # as a sequence, and 3.14 refuses it
+                "SELECT (SELECT MAX(seq) FROM checkpoints WHERE run_id = :run),"
+                " (SELECT MAX(rowid) FROM jianmu_points WHERE run_id = :run),"
+                " (SELECT MAX(rowid) FROM jianmu_events WHERE run_id = :run),"
+                " (SELECT MAX(rowid) FROM jianmu_studio_events WHERE run_id = :run)",
+                {"run": run_id}).fetchone()
         return (*row, self.store.stopped(run_id), ticks)
 
     def point(self, run_id: str, number: int) -> dict[str, Any]:

@@ -122,3 +122,24 @@ def test_a_bad_dbos_log_level_names_the_variable(
                        r"use DEBUG, INFO, WARNING, ERROR or CRITICAL"):
         engine.launch()
     assert not engine.launched
+
+
+def test_a_sqlite_too_old_for_dbos_on_python_3_12_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    # DBOS 3.x on Python 3.12+ stamps rows with unixepoch('subsec') (SQLite 3.42): an older
+    # SQLite fails the launch on a NOT NULL column, which says nothing of the cause
+    import sqlite3
+    import sys
+
+    from jianmu.durable import engine
+
+    monkeypatch.setattr(sys, "version_info", (3, 12, 1, "final", 0))
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 40, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.40.1")
+    hint = engine._old_sqlite_hint("sqlite:////tmp/runs.sqlite")
+    assert "needs SQLite 3.42 or later" in hint and "SQLite 3.40.1" in hint
+    assert engine._old_sqlite_hint("postgresql://db.example/runs") == ""
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 46, 1))
+    assert engine._old_sqlite_hint("sqlite:////tmp/runs.sqlite") == ""
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 40, 1))
+    monkeypatch.setattr(sys, "version_info", (3, 11, 7, "final", 0))
+    assert engine._old_sqlite_hint("sqlite:////tmp/runs.sqlite") == ""

@@ -464,3 +464,39 @@ async def test_a_reader_cancelled_while_the_run_stops_cancels_the_run_outright()
         await reader
     assert node.ended and node.in_flight is None
     assert not runner._running  # the runner may run again
+
+
+_EXIT_SCRIPT = """
+import asyncio, atexit, threading, time
+from py_trees.common import Status
+from jianmu import ReactiveRunner
+from jianmu.runtime.async_node import AsyncNode
+
+class Lookup(AsyncNode):
+    async def update_async(self):  # as a DNS lookup does: on the loop's default executor
+        await asyncio.get_running_loop().run_in_executor(None, time.sleep, 0)
+        return Status.SUCCESS
+
+assert ReactiveRunner(Lookup("lookup")).run_sync(timeout=60).ok
+
+def refuse(self):
+    raise RuntimeError("can't create new thread at interpreter shutdown")
+
+# as Python 3.12 and later do once the interpreter exits (registered last: runs first)
+atexit.register(lambda: setattr(threading.Thread, "start", refuse))
+print("done")
+"""
+
+
+def test_the_loop_is_shut_down_at_exit_without_starting_a_thread() -> None:
+    # Python 3.12+ refuses a new thread once the interpreter exits; the loop's own
+    # shutdown_default_executor() starts one, so every script that had run_sync() make a DNS
+    # lookup printed a traceback as it ended
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT], cwd=root, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
