@@ -5,7 +5,8 @@ folder) and bound into every command, so that what a command leaves there is the
 one, warm or cold. On the host's disk it would have no bound: ``fallocate -l 1G`` in a loop
 fills the disk the engine saves its runs on within a second, and each file's ``RLIMIT_FSIZE``
 does not limit how many there are. So where we may mount (root), the folder is a tmpfs of
-``size_mb`` (and as many inodes as KiB), as Docker's ``/tmp`` is: a full one answers ``ENOSPC``
+``size_mb`` (and an inode per 8 KiB, ext4's usual ratio: an empty file's inode is kernel
+memory no limit may count), as Docker's ``/tmp`` is: a full one answers ``ENOSPC``
 to the command alone, and its pages count against the sandbox's memory control group, like any
 tmpfs. Elsewhere it stays a plain folder, and `Scratch.bounded` says so.
 
@@ -26,9 +27,18 @@ from pathlib import Path
 
 from jianmu.execution._process import pid_alive
 
-__all__ = ("PREFIX", "Scratch", "make_scratch", "remove_scratch", "sweep_stale_scratch")
+__all__ = (
+    "INODES_PER_MB",
+    "PREFIX",
+    "Scratch",
+    "make_scratch",
+    "remove_scratch",
+    "sweep_stale_scratch",
+)
 
 PREFIX = "jianmu-sandbox-"
+INODES_PER_MB = 128
+"""Files (and folders) the tmpfs holds per MiB of its size."""
 _NAME = re.compile(rf"^{PREFIX}(\d+)-")
 _MS_NOSUID, _MS_NODEV = 0x2, 0x4
 _MNT_DETACH, _UMOUNT_NOFOLLOW = 0x2, 0x8
@@ -58,7 +68,8 @@ def _mount_tmpfs(path: Path, size_mb: int, owner: tuple[int, int] | None) -> boo
     """Mount a tmpfs of ``size_mb`` MiB on ``path``; whether it could be (a container without
     ``CAP_SYS_ADMIN`` cannot)."""
     uid, gid = owner if owner is not None else (os.getuid(), os.getgid())
-    options = f"size={size_mb}m,nr_inodes={size_mb * 1024},mode=0700,uid={uid},gid={gid}"
+    inodes = size_mb * INODES_PER_MB
+    options = f"size={size_mb}m,nr_inodes={inodes},mode=0700,uid={uid},gid={gid}"
     done = _LIBC.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV,
                        options.encode())
     return done == 0

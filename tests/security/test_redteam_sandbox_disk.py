@@ -3,8 +3,8 @@
 A local sandbox's ``/tmp`` (also its commands' ``HOME``) was a folder on the host's disk that
 only ``RLIMIT_FSIZE`` bounded, one file at a time: ``fallocate -l 1G`` in a loop filled the disk
 the engine saves its runs on within a second (Docker's ``/tmp`` is a tmpfs of ``tmpfs_mb``).
-Nor were many small files bounded. As root it is now a tmpfs of ``tmpfs_mb``, with as many
-inodes as KiB. And the folder of a sandbox whose process died (a crash, a sandbox never closed)
+Nor were many small files bounded. As root it is now a tmpfs of ``tmpfs_mb``, with an inode
+per 8 KiB. And the folder of a sandbox whose process died (a crash, a sandbox never closed)
 stayed on the host for good: the next sandbox sweeps it.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from jianmu.execution._process import cgroup_support
+from jianmu.execution._scratch import INODES_PER_MB
 from jianmu.execution.docker_sandbox import DockerSandbox
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from tests.execution._helpers import require_docker
@@ -81,7 +82,7 @@ async def test_many_small_files_are_bounded_too(kind: str, tmp_path: Path) -> No
                        "for i in $(seq 20000); do : > f$i || break; done; true")
         used = await box.exec(USED)
         files = int(used.stdout.split()[1])
-        assert files <= TMP_MB * 1024, f"{files} files in an {TMP_MB} MiB /tmp"
+        assert files <= TMP_MB * INODES_PER_MB, f"{files} files in an {TMP_MB} MiB /tmp"
 
 
 def _dead_pid() -> int:
