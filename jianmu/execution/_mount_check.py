@@ -22,8 +22,8 @@ MOUNT_PROBE = (
     "cat /proc/self/mountinfo; echo; echo " + _SPLIT + "; "
     'for t; do stat -c "%d %i" -- "$t" 2>/dev/null || echo "- -"; done'
 )
-"""A ``/bin/sh -c`` script, given the targets as arguments: the mount table, then each
-target's ``st_dev st_ino`` (without following a link), one line each."""
+"""A ``/bin/sh -c`` script, given ``/workspace`` and the targets as arguments: the mount
+table, then each one's ``st_dev st_ino`` (without following a link), one line each."""
 _ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
@@ -32,20 +32,28 @@ def _unescape(field: str) -> str:
     return _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)
 
 
-def mount_problem(output: str, expected: Mapping[str, tuple[int, int]]) -> str | None:
-    """What is wrong with the container's mounts, as `MOUNT_PROBE` printed them for the
-    targets of ``expected`` (target -> the checked folder's ``(st_dev, st_ino)``, in the
-    order given to the probe), or ``None`` when each target holds its folder."""
+def mount_problem(
+    output: str, expected: Mapping[str, tuple[int, int]], workspace: tuple[int, int],
+) -> str | None:
+    """What is wrong with the container's mounts, as `MOUNT_PROBE` printed them for
+    ``/workspace`` then the targets of ``expected`` (target -> the checked folder's
+    ``(st_dev, st_ino)``), or ``None`` when each target holds its folder.
+
+    ``workspace`` is the workspace's own identity on the host: where the container does not
+    show the same (a file-sharing layer between the host and Docker's machine numbers files
+    anew), identities cannot be compared, and only the mount points are checked.
+    """
     table, found, stats = output.partition(f"\n{_SPLIT}\n")
     if not found:
         return "the container's mount table could not be read"
     points = {_unescape(fields[4]) for fields in
               (line.split(" ") for line in table.splitlines()) if len(fields) > 4}
-    lines = stats.splitlines()
-    for index, (target, identity) in enumerate(expected.items()):
-        seen = lines[index].split() if index < len(lines) else []
+    lines = [line.split() for line in stats.splitlines()]
+    comparable = bool(lines) and lines[0] == [str(workspace[0]), str(workspace[1])]
+    for index, (target, identity) in enumerate(expected.items(), start=1):
         if target not in points:
             return f"{target} is not a mount point in the container"
-        if seen != [str(identity[0]), str(identity[1])]:
+        seen = lines[index] if index < len(lines) else []
+        if comparable and seen != [str(identity[0]), str(identity[1])]:
             return f"{target} does not hold the folder that was checked"
     return None

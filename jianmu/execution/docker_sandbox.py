@@ -298,10 +298,11 @@ class DockerSandbox(BaseSandbox):
         client, container = self._connect(), self._container
         with _docker_errors("check the container's mounts"):
             exec_id = client.api.exec_create(
-                container.id, ["/bin/sh", "-c", MOUNT_PROBE, "sh", *self._identities],
+                container.id,
+                ["/bin/sh", "-c", MOUNT_PROBE, "sh", "/workspace", *self._identities],
                 user=self.user)["Id"]
             output = client.api.exec_start(exec_id).decode(errors="replace")
-        problem = mount_problem(output, self._identities)
+        problem = mount_problem(output, self._identities, _identity(str(self.workspace)))
         if problem is not None:
             self._drop_container()
             raise SandboxError(

@@ -89,10 +89,20 @@ def test_a_target_holding_another_folder_is_refused() -> None:
     """The source swapped, the target not: the mount point is there but holds the host
     folder the link led to (found by its identity)."""
     expected = {"/workspace/.git": (64768, 11), "/workspace/my tools": (64768, 12)}
-    probe = "\n@@jianmu-stat@@\n"
-    assert mount_problem(_TABLE + probe + "64768 11\n64768 12\n", expected) is None
-    assert mount_problem(_TABLE + probe + "64768 11\n64768 99\n", expected) == (
+    ws, probe = (64768, 2), "\n@@jianmu-stat@@\n64768 2\n"
+    assert mount_problem(_TABLE + probe + "64768 11\n64768 12\n", expected, ws) is None
+    assert mount_problem(_TABLE + probe + "64768 11\n64768 99\n", expected, ws) == (
         "/workspace/my tools does not hold the folder that was checked")
-    assert mount_problem(_TABLE + probe + "- -\n64768 12\n", expected) == (
+    assert mount_problem(_TABLE + probe + "- -\n64768 12\n", expected, ws) == (
         "/workspace/.git does not hold the folder that was checked")
-    assert mount_problem(_TABLE, expected) == "the container's mount table could not be read"
+    assert mount_problem(_TABLE, expected, ws) == "the container's mount table could not be read"
+
+
+def test_where_docker_numbers_files_anew_only_the_mount_points_are_checked() -> None:
+    """Docker on another machine (a file-sharing layer): the workspace's own identity differs,
+    so none can be compared, but a target that is no mount point is still refused."""
+    expected = {"/workspace/.git": (64768, 11), "/workspace/my tools": (64768, 12)}
+    shared = "\n@@jianmu-stat@@\n41 2\n41 11\n41 12\n"
+    assert mount_problem(_TABLE + shared, expected, (64768, 2)) is None
+    assert mount_problem(_TABLE + shared, {**expected, "/workspace/.vscode": (64768, 13)},
+                         (64768, 2)) == "/workspace/.vscode is not a mount point in the container"
