@@ -607,7 +607,6 @@ class DockerSandbox(BaseSandbox):
         return 0
 
 
-
 def _identity(path: str) -> tuple[int, int]:
     """``(st_dev, st_ino)`` of the folder at ``path``."""
     st = os.stat(path)

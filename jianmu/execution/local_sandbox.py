@@ -314,11 +314,11 @@ class LocalSandbox(BaseSandbox):
             # read-only (root); else nothing holds them
             "read_only_paths": list(self.read_only_paths)
             if self.uses_bwrap or os.geteuid() == 0 else [],
-            # what kills a command's leftovers: without either of the first two, a process
-            # that left the command's process group (setsid) outlives the call
             # the private /tmp: a tmpfs of tmpfs_mb, or a host folder (None: not made yet)
             "tmp": None if self._tmp is None else "tmpfs" if self._tmp_bounded
             else "host folder",
+            # what kills a command's leftovers: without either of the first two, a process
+            # that left the command's process group (setsid) outlives the call
             "leftovers": "control group" if self._controllers
             else "pid namespace" if self.uses_bwrap else "process group",
         }
