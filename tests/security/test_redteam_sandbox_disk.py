@@ -20,14 +20,23 @@ from typing import Any
 import pytest
 
 from jianmu.execution._process import cgroup_support
-from jianmu.execution._scratch import INODES_PER_MB
+from jianmu.execution._scratch import INODES_PER_MB, make_scratch, remove_scratch
 from jianmu.execution.docker_sandbox import DockerSandbox
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from tests.execution._helpers import require_docker
 
 pytestmark = pytest.mark.anyio
 
-_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="only root may mount the tmpfs")
+
+def _can_mount() -> bool:
+    if os.geteuid() != 0:
+        return False
+    probe = make_scratch(1, None)
+    remove_scratch(probe.path)
+    return probe.bounded
+
+
+_ROOT = pytest.mark.skipif(not _can_mount(), reason="only root with CAP_SYS_ADMIN may mount")
 _BWRAP = pytest.mark.skipif(not bwrap_available(network=False), reason="no bubblewrap")
 _CGROUPS = pytest.mark.skipif(cgroup_support() is None, reason="no control groups: no warm")
 KINDS = [
