@@ -68,6 +68,7 @@ __all__ = (
     "SeccompFilter",
     "cgroup_support",
     "grant_tree",
+    "hardlinks_protected",
     "keyring_filter",
     "pid_alive",
     "run_child",
@@ -194,7 +195,11 @@ def grant_tree(root: Path, uid: int, read_only: Iterable[str] = ()) -> None:
 
     The walk goes through folder descriptors (`os.fwalk`) and grants each entry through a
     descriptor opened without following links: code of another sandbox on this workspace may
-    swap a folder for a link to ``/etc`` meanwhile, and a path would then lead there.
+    swap a folder for a link to ``/etc`` meanwhile, and a path would then lead there. A hard
+    link is the file itself, wherever its other names are: where the kernel lets any user link
+    any file it sees (`hardlinks_protected` false), a command could link ``/etc/shadow`` into
+    the workspace for the next grant to open it to the commands' user, so there files with
+    more than one link are not granted.
 
     Raises:
         SandboxUnavailableError: the file system refuses ACLs on ``root``.
@@ -212,6 +217,7 @@ def grant_tree(root: Path, uid: int, read_only: Iterable[str] = ()) -> None:
             "(the sandbox then runs as that user), or run Jianmu as a non-root user"
         ) from exc
     kept = {host for host, _rel in engine_paths_in(root)}
+    linked_ok = hardlinks_protected()
     real = os.path.realpath(root)
     # from the real path: fwalk yields nothing under a top that is a link (a workspace
     # named through one), and the workspace itself is the operator's choice
@@ -227,12 +233,23 @@ def grant_tree(root: Path, uid: int, read_only: Iterable[str] = ()) -> None:
                 fd = os.open(name, _ENTRY_FLAGS, dir_fd=dir_fd)
                 try:
                     st = os.fstat(fd)
+                    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and not linked_ok:
+                        continue  # maybe a hard link to a file outside (/etc/shadow)
                     if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
                         path = os.path.join(folder, name)
                         _grant_one(fd, st, uid, write=not any(
                             path == top or path.startswith(top + os.sep) for top in frozen))
                 finally:
                     os.close(fd)
+
+
+def hardlinks_protected() -> bool:
+    """Whether a user may hard-link only files it owns or may read and write
+    (``fs.protected_hardlinks``: on in most distributions, off in the kernel's default)."""
+    try:
+        return Path("/proc/sys/fs/protected_hardlinks").read_text().strip() == "1"
+    except OSError:
+        return False
 
 
 # --- control groups ---------------------------------------------------------------------

@@ -67,6 +67,7 @@ __all__ = (
     "ProtectedPaths",
     "ReadOnlyWatch",
     "existing_read_only_paths",
+    "identified_read_only_paths",
     "open_read_only_paths",
     "path_folders_in",
     "quarantine_note",
@@ -124,12 +125,23 @@ def open_read_only_paths(workspace: Path, paths: Iterable[str]) -> dict[int, str
 def existing_read_only_paths(workspace: Path, paths: Iterable[str]) -> list[tuple[str, str]]:
     """``(host path, path relative to the workspace)`` for each of ``paths`` that exists in
     ``workspace`` with no link on the way (for mounts made by path: Docker's)."""
-    found: list[tuple[str, str]] = []
+    return [(host, rel) for host, rel, _ in identified_read_only_paths(workspace, paths)]
+
+
+def identified_read_only_paths(
+    workspace: Path, paths: Iterable[str]
+) -> list[tuple[str, str, tuple[int, int]]]:
+    """`existing_read_only_paths`, each with the ``(st_dev, st_ino)`` of what was found: a
+    mount made by path later shows that object only if nothing swapped it meanwhile."""
+    found: list[tuple[str, str, tuple[int, int]]] = []
     for rel in dict.fromkeys(paths):
         fd = _open_path(workspace, rel)
         if fd is not None:
-            os.close(fd)
-            found.append((os.path.join(str(workspace), rel), rel))
+            try:
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+            found.append((os.path.join(str(workspace), rel), rel, (st.st_dev, st.st_ino)))
     return found
 
 

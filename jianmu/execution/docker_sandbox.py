@@ -60,10 +60,11 @@ from jianmu.execution._docker import (
 )
 from jianmu.execution._docker import docker_errors as _docker_errors
 from jianmu.execution._docker import import_docker as _import_docker
+from jianmu.execution._mount_check import MOUNT_PROBE, mount_problem
 from jianmu.execution._process import ChildHandle, grant_tree, pid_alive, sandbox_user
 from jianmu.execution._protect import (
     ProtectedPaths,
-    existing_read_only_paths,
+    identified_read_only_paths,
     path_folders_in,
     workspace_problem,
 )
@@ -195,6 +196,8 @@ class DockerSandbox(BaseSandbox):
         # container's read-only mounts are the paths that existed when it was made
         self._watch = ProtectedPaths(self.workspace, self._protected_paths)
         self._mounted: frozenset[str] = frozenset()
+        # each read-only mount's target -> (st_dev, st_ino) of the folder checked for it
+        self._identities: dict[str, tuple[int, int]] = {}
         if not warm:
             self._warm.problem = "warm=False"
 
@@ -279,18 +282,48 @@ class DockerSandbox(BaseSandbox):
                 environment={"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                              "PATH": _CONTAINER_PATH},
             )
+        self._check_mounts()
         self._oom_baseline = self._oom_count()
+
+    def _check_mounts(self) -> None:
+        """Make sure each read-only mount holds the folder checked for it (`_mount_check`);
+        remove the container otherwise.
+
+        Raises:
+            SandboxError: a read-only path was swapped (for a link) while the container
+                started.
+        """
+        if not self._identities:
+            return
+        client, container = self._connect(), self._container
+        with _docker_errors("check the container's mounts"):
+            exec_id = client.api.exec_create(
+                container.id,
+                ["/bin/sh", "-c", MOUNT_PROBE, "sh", "/workspace", *self._identities],
+                user=self.user)["Id"]
+            output = client.api.exec_start(exec_id).decode(errors="replace")
+        problem = mount_problem(output, self._identities, _identity(str(self.workspace)))
+        if problem is not None:
+            self._drop_container()
+            raise SandboxError(
+                f"a read-only path of the workspace changed while the sandbox's container "
+                f"started ({problem}; a link swapped in by code running meanwhile?): the "
+                "container was removed; run the command again"
+            )
 
     def _volumes(self) -> dict[str, dict[str, str]]:
         """The workspace, writable at ``/workspace`` but for the engine's own Python (when
         it lives there), the `read_only_paths` that exist and the host's ``PATH`` folders in
         it (`jianmu.execution._protect`), read-only."""
-        protected = existing_read_only_paths(self.workspace, self._protected_paths())
-        self._mounted = frozenset(rel for _, rel in protected)
-        ro = [*engine_paths_in(self.workspace), *protected]
+        identified = identified_read_only_paths(self.workspace, self._protected_paths())
+        self._mounted = frozenset(rel for _, rel, _ in identified)
+        engine = [(host, rel, _identity(host)) for host, rel in engine_paths_in(self.workspace)]
+        ro = [*engine, *identified]
         # one mount per target: the engine's .venv may also be a read-only path, named
         # through another spelling of the workspace (docker refuses a target twice)
-        targets = {f"/workspace/{os.path.normpath(rel)}": host for host, rel in reversed(ro)}
+        targets = {f"/workspace/{os.path.normpath(rel)}": host for host, rel, _ in reversed(ro)}
+        self._identities = {f"/workspace/{os.path.normpath(rel)}": identity
+                            for _, rel, identity in reversed(ro)}
         return {str(self.workspace): {"bind": "/workspace", "mode": "rw"},
                 **{host: {"bind": target, "mode": "ro"} for target, host in targets.items()}}
 
@@ -573,3 +606,8 @@ class DockerSandbox(BaseSandbox):
                 return int(value)
         return 0
 
+
+def _identity(path: str) -> tuple[int, int]:
+    """``(st_dev, st_ino)`` of the folder at ``path``."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino

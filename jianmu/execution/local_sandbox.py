@@ -4,9 +4,11 @@ Layers, each used where this machine allows it:
 
 - always: its own session and process group, ``setrlimit`` (CPU seconds, file size, address
   space when no memory control group binds, processes for non-root users), a private temporary
-  folder as ``HOME`` and ``TMPDIR``, a minimal environment (no host secrets), no new
-  privileges, and a seccomp filter that refuses the kernel keyring (``add_key``, ``keyctl``,
-  ``request_key``: shared by every process of a uid, see `jianmu.execution._process`);
+  folder as ``HOME`` and ``TMPDIR`` (as root a tmpfs of ``tmpfs_mb``: on the host's disk it
+  would have no bound, see `jianmu.execution._scratch`), a minimal environment (no host
+  secrets), no new privileges, and a seccomp filter that refuses the kernel keyring
+  (``add_key``, ``keyctl``, ``request_key``: shared by every process of a uid, see
+  `jianmu.execution._process`);
 - a control group per command (root, or a delegated cgroup): ``pids.max``, a memory limit whose
   OOM kills are counted, a CPU quota, and a way to kill every process the command started; all
   of them in one group of the sandbox with the memory limit too, so that what outlives a
@@ -41,7 +43,6 @@ import os
 import resource
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ from jianmu.execution._protect import (
     path_folders_in,
     workspace_problem,
 )
+from jianmu.execution._scratch import make_scratch, remove_scratch, sweep_stale_scratch
 from jianmu.execution._warm import LocalWarm, Reply
 from jianmu.execution.sandbox import (
     DEFAULT_OUTPUT_LIMIT,
@@ -100,6 +102,8 @@ from jianmu.execution.threads import to_thread
 __all__ = ("LocalSandbox", "bwrap_available")
 
 _log = logging.getLogger(__name__)
+LOCAL_TMPFS_MB = 512
+"""The default size of a local sandbox's private ``/tmp``, in MiB, where it is a tmpfs."""
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 
 
@@ -142,6 +146,10 @@ class LocalSandbox(BaseSandbox):
             it can be enforced (not as root without a pids control group).
         cpu_seconds: CPU-time limit; default: the timeout times the number of cores, plus one.
         file_size_mb: Largest file a command may write, in MiB.
+        tmpfs_mb: Size of the commands' private ``/tmp`` (their ``HOME``), in MiB: a tmpfs
+            where we may mount one (root), counted in ``memory_mb`` too; elsewhere a folder on
+            the host's disk that only ``file_size_mb`` bounds, file by file (`isolation`
+            ``"tmp"`` says which).
         timeout: Default timeout of `exec`, in seconds.
         output_limit: Bytes kept of each of stdout and stderr.
         env: Variables added to every command's environment.
@@ -177,6 +185,7 @@ class LocalSandbox(BaseSandbox):
         pids: int | None = None,
         cpu_seconds: int | None = None,
         file_size_mb: int = 1024,
+        tmpfs_mb: int = LOCAL_TMPFS_MB,
         timeout: float = DEFAULT_TIMEOUT_S,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         env: Mapping[str, str] | None = None,
@@ -185,13 +194,15 @@ class LocalSandbox(BaseSandbox):
     ) -> None:
         self.check_positive(
             memory_mb=memory_mb, cpus=cpus, pids=pids, cpu_seconds=cpu_seconds,
-            file_size_mb=file_size_mb, timeout=timeout, output_limit=output_limit,
+            file_size_mb=file_size_mb, tmpfs_mb=tmpfs_mb, timeout=timeout,
+            output_limit=output_limit,
         )
         super().__init__(workspace)
         network = bool(network)  # unset means off: the secure default
         self.network = network
         self.memory_mb, self.cpus, self.pids = memory_mb, cpus, pids
         self.cpu_seconds, self.file_size_mb = cpu_seconds, file_size_mb
+        self.tmpfs_mb = tmpfs_mb
         self.timeout, self.output_limit = timeout, output_limit
         self.env = dict(env or {})
         self.read_only_paths: tuple[str, ...] = tuple(
@@ -244,6 +255,7 @@ class LocalSandbox(BaseSandbox):
             # that low stops a JVM from starting (it reserves its heap up front)
             self.memory_mb = defaults.memory_mb
         self._tmp: Path | None = None
+        self._tmp_bounded = False  # whether the private /tmp is a tmpfs of tmpfs_mb
         self._running: set[ChildHandle] = set()
         self._user: tuple[int, int] | None = None
         # what a command creates at a protected path is moved out of the way after it
@@ -302,6 +314,9 @@ class LocalSandbox(BaseSandbox):
             # read-only (root); else nothing holds them
             "read_only_paths": list(self.read_only_paths)
             if self.uses_bwrap or os.geteuid() == 0 else [],
+            # the private /tmp: a tmpfs of tmpfs_mb, or a host folder (None: not made yet)
+            "tmp": None if self._tmp is None else "tmpfs" if self._tmp_bounded
+            else "host folder",
             # what kills a command's leftovers: without either of the first two, a process
             # that left the command's process group (setsid) outlives the call
             "leftovers": "control group" if self._controllers
@@ -346,9 +361,9 @@ class LocalSandbox(BaseSandbox):
             # shielded: a nest made for a cancelled start would never be removed
             nest = await to_thread(lambda: CgroupNest(support, memory_bytes=memory),
                                    shielded=True)
-        tmp = Path(tempfile.mkdtemp(prefix="jianmu-sandbox-"))
-        if user is not None:
-            os.chown(tmp, *user)
+        await to_thread(sweep_stale_scratch, shielded=True)
+        scratch = make_scratch(self.tmpfs_mb, user)
+        tmp, self._tmp_bounded = scratch.path, scratch.bounded
         self._tmp, self._user, self._nest = tmp, user, nest
         if self.warm_problem is not None:
             _log.info("LocalSandbox: every command starts cold (%s)", self.warm_problem)
@@ -374,7 +389,7 @@ class LocalSandbox(BaseSandbox):
         self._watch.settle()
         tmp, self._tmp = self._tmp, None
         if tmp is not None:
-            await to_thread(shutil.rmtree, tmp, True, shielded=True)
+            await to_thread(remove_scratch, tmp, shielded=True)
 
     async def run(self, call: ExecCall) -> ExecResult:
         """Run one checked call as a child process and wait for it; see `Sandbox.exec`.

@@ -68,3 +68,30 @@ async def test_a_folder_swapped_for_a_link_during_the_grant_grants_nothing_outsi
     async with LocalSandbox(ws):
         pass
     assert _acl(ws / "A" / "inside.txt") is not None  # the grant does work inside
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["links-unprotected", "protected"])
+def test_a_hard_link_to_a_file_outside_is_not_granted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protected: bool
+) -> None:
+    """Where ``fs.protected_hardlinks`` is off, a command may hard-link any file it can see
+    into the workspace (``/etc/shadow``); the next sandbox's grant, walking the workspace as
+    root, then gave the commands' user that file outside."""
+    if os.geteuid() != 0:
+        pytest.skip("the workspace is granted with ACLs only when Jianmu runs as root")
+    from jianmu.execution import _process
+
+    monkeypatch.setattr(_process, "hardlinks_protected", lambda: protected)
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir(mode=0o700)
+    (outside / "shadow").write_text("root only")
+    (outside / "shadow").chmod(0o600)
+    os.link(outside / "shadow", ws / "shadow")
+    (ws / "own.txt").write_text("the workspace's")
+    _process.grant_tree(ws, 65534)
+    assert _acl(ws / "own.txt") is not None  # an ordinary file is granted
+    if protected:  # only files a user could read and write were linkable: granted as before
+        assert _acl(outside / "shadow") is not None
+    else:
+        assert _acl(outside / "shadow") is None
