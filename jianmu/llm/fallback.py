@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from jianmu.config import LLMConfig
 from jianmu.errors import ConfigError, FallbackFailedError, LLMTransientError
-from jianmu.llm.in_flight import another_model
+from jianmu.llm.in_flight import another_model, passed_over
 from jianmu.llm.messages import Usage
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -223,6 +223,7 @@ class FallbackLLM(BaseLLMProvider):
                 limit = _EACH.get()
                 response = await (call if limit is None else _in_time(call, limit, llm))
             except LLMTransientError as exc:
+                passed_over(_name(llm))
                 self._switch(index, exc, failed)
                 continue
             return self._answered(llm, response)
@@ -257,6 +258,7 @@ class FallbackLLM(BaseLLMProvider):
             except LLMTransientError as exc:
                 if started:
                     raise
+                passed_over(_name(llm))
                 self._switch(index, exc, failed)
                 continue
             finally:  # the model's stream closes with this one (a reader stopped, or done)

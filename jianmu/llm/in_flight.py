@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypeVar
 
 from jianmu.llm.messages import Usage
 
-__all__ = ("IN_FLIGHT", "InFlight", "Received", "another_model", "answered", "request_answered",
-           "request_sent", "request_starts", "watch_stream", "watched")
+__all__ = ("IN_FLIGHT", "InFlight", "Received", "another_model", "answered", "passed_over",
+           "request_answered", "request_sent", "request_starts", "watch_stream", "watched")
 
 _T = TypeVar("_T")
 
@@ -46,6 +46,9 @@ class InFlight:
     """The messages the call asked with."""
     tools: Any = None
     """The toolset offered with them."""
+    count_passed: Callable[[InFlight, str], object] | None = None
+    """How the caller counts what a model that a `FallbackLLM` passed over spent (the call
+    as that model left it, and the model's name): no reply of it will say so."""
 
 
 IN_FLIGHT: ContextVar[InFlight | None] = ContextVar("jianmu_llm_in_flight", default=None)
@@ -65,6 +68,17 @@ def another_model() -> None:
     call = IN_FLIGHT.get()
     if call is not None:
         call.sent = None
+        call.stream = None
+
+
+def passed_over(model: str) -> None:
+    """A `FallbackLLM` leaves ``model``, which failed: when the server took its request and
+    did not refuse it (billed, as a stopped call is), the caller counts what it spent now,
+    and the call holds nothing of it after (a last model's failure is not counted again)."""
+    call = IN_FLIGHT.get()
+    if call is not None and call.sent is True and call.count_passed is not None:
+        call.count_passed(call, model)
+        call.sent = False
         call.stream = None
 
 

@@ -470,6 +470,7 @@ class AgentLLMNode(GuardedTurn):
         llm, params = self.llm, self.params
         call = self._in_flight = InFlight()  # told by the provider what went out and came
         call.messages, call.tools = messages, toolset
+        call.count_passed = self._count_passed
         IN_FLIGHT.set(call)
         streams = self.stream
         if streams is None:  # automatic: when someone reads the deltas (not a recorder of all)
@@ -804,6 +805,13 @@ class AgentLLMNode(GuardedTurn):
         usage = stopped_usage(call, self._request_tools, self.events.emit, model)
         if answered:
             usage = self._parts_usage(answered, model) + (usage or Usage())
+        if usage is not None:
+            self._spend(usage)
+
+    def _count_passed(self, call: InFlight, model: str) -> None:
+        """Add what ``model``, which a `FallbackLLM` passed over once the server had taken its
+        request, spent to the usage: the reply that would have said so never comes."""
+        usage = stopped_usage(call, self._request_tools, self.events.emit, model)
         if usage is not None:
             self._spend(usage)
 
