@@ -70,3 +70,14 @@ def test_a_budget_sees_what_a_passed_over_primary_spent() -> None:
         assert len(backup.requests) == 1  # the budget (5,015 of 1,000) stopped the next turn
     assert result.status.value == "failure"
     assert "token budget exhausted" in str(result.exception)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_a_primary_that_refused_with_an_error_status_counts_nothing(stream: bool) -> None:
+    """An error status bills nothing: the backup's answer is all the run spent."""
+    overloaded = Raw(status=529, body={"type": "error", "error": {
+        "type": "overloaded_error", "message": "Overloaded"}})
+    result, _ = _run(overloaded, stream=stream)
+    assert result.ok and result.output == "Backup answer."
+    assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens) \
+        == (1, 10, 5)
