@@ -32,6 +32,7 @@ from jianmu.llm.provider import (
     LLMResponse,
     StreamDone,
     StreamEvent,
+    ToolCallReady,
     close_stream,
     from_config,
     takes_requests,
@@ -230,8 +231,10 @@ class FallbackLLM(BaseLLMProvider):
         raise AssertionError("unreachable: the last model's failure is raised")
 
     async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        """The first model's stream that does not fail transiently before it yields anything;
-        a failure after the first delta is raised (what was shown cannot be taken back)."""
+        """The first model's stream that does not fail transiently before its first delta
+        (or its end); a failure after it is raised (what was shown cannot be taken back).
+        A tool call that comes whole before either is held until then: a model passed over
+        after one (Anthropic streams each call whole) shows nothing of its answer."""
         failed: list[tuple[str, LLMTransientError]] = []
         asked = request
         for index, llm in enumerate(self.models):
@@ -249,12 +252,22 @@ class FallbackLLM(BaseLLMProvider):
             limit = _EACH.get()
             source = events if limit is None else _first_in_time(events, limit, llm)
             started = False
+            held: list[StreamEvent] = []  # whole tool calls before the first delta
             try:
                 async for event in source:
-                    started = True
+                    if not started:
+                        if isinstance(event, ToolCallReady):
+                            held.append(event)
+                            continue
+                        started = True
+                        for ready in held:
+                            yield ready
                     if isinstance(event, StreamDone):
                         event = StreamDone(response=self._answered(llm, event.response))
                     yield event
+                if not started:  # a stream that ended without its end: what it gave, as is
+                    for ready in held:
+                        yield ready
             except LLMTransientError as exc:
                 if started:
                     raise
