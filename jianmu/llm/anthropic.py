@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, resent_once, silent, timed_out
-from jianmu.llm._pairs import PairedText
+from jianmu.llm._pairs import PairedText, paired
 from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, joined
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
@@ -679,7 +679,7 @@ class _StreamAssembler:
     def _finished(self, index: int) -> ToolCallReady:
         """The tool call of block ``index``, whose input is all there."""
         block = self.blocks.pop(index)
-        raw = "".join(block["json"])
+        raw = paired("".join(block["json"]))  # an emoji's escapes split between deltas
         given = block["input"]
         # Anthropic starts a block with ``input: {}`` and streams the input as JSON
         # fragments; a compatible server that gives it whole at the start streams none

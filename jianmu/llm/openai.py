@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, silent, timed_out, unanswered
-from jianmu.llm._pairs import PairedText
+from jianmu.llm._pairs import PairedText, paired
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import (
     OPENAI_REASONING_FIELDS,
@@ -795,7 +795,9 @@ class _StreamAssembler:
 
     def _tool_calls(self) -> list[ToolCall]:
         return [
-            ToolCall.from_dict({"id": s["id"], "name": s["name"], "arguments": s["arguments"]})
+            ToolCall.from_dict({"id": s["id"], "name": s["name"], "arguments": (
+                # an emoji's JSON escapes split between two fragments: one character again
+                paired(s["arguments"]) if isinstance(s["arguments"], str) else s["arguments"])})
             for _, s in sorted(self.calls.items())
         ]
 
