@@ -811,6 +811,8 @@ class AgentLLMNode(GuardedTurn):
     def _count_passed(self, call: InFlight, model: str) -> None:
         """Add what ``model``, which a `FallbackLLM` passed over once the server had taken its
         request, spent to the usage: the reply that would have said so never comes."""
+        if call is not self._in_flight:  # an answered call's, left in the task's context: a
+            return  # later request of another's (a history summary's) is not this call's
         usage = stopped_usage(call, self._request_tools, self.events.emit, model)
         if usage is not None:
             self._spend(usage)
