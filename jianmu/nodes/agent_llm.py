@@ -96,9 +96,13 @@ _NO_LIMIT = nullcontext()
 """The scope of a turn when nobody traces: one serves every turn (it holds nothing)."""
 
 
-def _no_answer(limit: float) -> TimeoutError:
+def _no_answer(limit: float, call: InFlight | None = None) -> TimeoutError:
+    refused = call.refused if call is not None else None
+    # a call that waited to retry a refusal (429, 503): the refusal is what it waited for
+    why = (f"; the server's last answer was HTTP {refused}, and the call was to retry it"
+           if refused else "")
     return TimeoutError(f"the model did not answer within {limit:g} s (the agent node's "
-                        "timeout, llm.timeout: the limit on the whole call)")
+                        f"timeout, llm.timeout: the limit on the whole call){why}")
 
 
 def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Message]:
@@ -722,7 +726,7 @@ class AgentLLMNode(GuardedTurn):
         input guardrails' ``checks``; continued while the token limit cut it off (if so
         configured). Each call a durable step of its own when ``record``."""
         reply = within(self._asked(messages, toolset, record), whole,
-                       functools.partial(_no_answer, whole))
+                       lambda: _no_answer(whole, self._in_flight))
         response = await (reply if checks is None else self._beside(reply, checks))
         self._in_flight = None  # answered: counted with the turn
         parts = [(response, messages)]
@@ -846,7 +850,7 @@ class AgentLLMNode(GuardedTurn):
                     text, "continued"))
                 asked = continue_messages(messages, text)
                 response = await within(self._asked(asked, toolset, record), whole,
-                                        functools.partial(_no_answer, whole))
+                                        lambda: _no_answer(whole, self._in_flight))
                 self._in_flight = None
                 parts.append((response, asked))
                 text += response.text
