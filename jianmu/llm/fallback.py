@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from jianmu.config import LLMConfig
 from jianmu.errors import ConfigError, FallbackFailedError, LLMTransientError
-from jianmu.llm.in_flight import another_model, passed_over
+from jianmu.llm.in_flight import IN_FLIGHT, another_model, passed_over
 from jianmu.llm.messages import Usage
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -103,7 +103,10 @@ async def _in_time(call: Awaitable[_T], limit: float, llm: LLMProvider) -> _T:
     except TimeoutError:
         if not timer.expired():
             raise
-        raise LLMTransientError(f"{_name(llm)} did not answer within {limit:g} s") from None
+        call = IN_FLIGHT.get()  # waiting to retry a refusal (429, 503): said, as the node does
+        refused = f" (its last answer: HTTP {call.refused})" if call and call.refused else ""
+        raise LLMTransientError(
+            f"{_name(llm)} did not answer within {limit:g} s{refused}") from None
 
 
 async def _first_in_time(

@@ -516,3 +516,23 @@ def test_a_stream_that_broke_after_a_whole_tool_call_but_before_any_delta_falls_
         events = asyncio.run(read())
     ready = [e for e in events if isinstance(e, ToolCallReady)]
     assert [(e.index, e.call.arguments) for e in ready] == [(0, {"city": "Bergen"})]
+
+
+def test_a_model_passed_over_while_it_waited_to_retry_a_429_says_so() -> None:
+    """The per-model limit came while the primary waited out a 429's retry-after: the switch
+    said only that it did not answer."""
+    from tests.support.model_server import ModelServer, Raw
+
+    refused = Raw(status=429, headers={"retry-after": "30"},
+                  body={"error": {"message": "slow down", "type": "rate_limit_error"}})
+    with ModelServer(refused, refused) as first, ModelServer("Hello from the backup.") as second:
+        llm = FallbackLLM([OpenAIProvider("primary", base_url=first.openai_url, max_retries=1),
+                           OpenAIProvider("backup", base_url=second.openai_url, max_retries=0)])
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+        runner = ReactiveRunner(create_react_node(llm, [], llm_timeout=0.5), state)
+        seen: list[Any] = []
+        runner.ctx.events.subscribe("llm.fallback", seen.append)
+        result = runner.run_sync(timeout=60)
+    assert result.ok, result.error
+    [switch] = seen
+    assert "did not answer within 0.5 s (its last answer: HTTP 429)" in switch.fields["error"]
