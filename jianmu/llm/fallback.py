@@ -103,8 +103,8 @@ async def _in_time(call: Awaitable[_T], limit: float, llm: LLMProvider) -> _T:
     except TimeoutError:
         if not timer.expired():
             raise
-        call = IN_FLIGHT.get()  # waiting to retry a refusal (429, 503): said, as the node does
-        refused = f" (its last answer: HTTP {call.refused})" if call and call.refused else ""
+        flight = IN_FLIGHT.get()  # waiting to retry a refusal (429, 503): said, as the node does
+        refused = f" (its last answer: HTTP {flight.refused})" if flight and flight.refused else ""
         raise LLMTransientError(
             f"{_name(llm)} did not answer within {limit:g} s{refused}") from None
 
