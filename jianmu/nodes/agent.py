@@ -138,6 +138,7 @@ _SPELLINGS = {
     "instructions": "system_prompt=", "model_settings": "llm_params=",
     "handoffs": "tools=[handoff(agent), ...]", "model": "the first argument, llm",
     "retries": "output_retries=", "result_type": "output_type=",
+    "max_turns": "max_iterations=",
 }
 """Keywords of pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
 
