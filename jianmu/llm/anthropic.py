@@ -697,7 +697,7 @@ class _StreamAssembler:
 
     def response(self) -> LLMResponse:
         text = "".join(self.text)
-        reasoning = [block for _, block in sorted(self.thinking.items())]
+        reasoning = [_thought(block) for _, block in sorted(self.thinking.items())]
         calls = [call for _, call in sorted(self.calls.items())]  # in the blocks' order
         return LLMResponse(
             message=Message(role="assistant", content=text or None, tool_calls=calls,
@@ -707,6 +707,15 @@ class _StreamAssembler:
             model=self.model,
             response_id=self.response_id,
         )
+
+
+def _thought(block: dict[str, Any]) -> dict[str, Any]:
+    """A thinking block with an emoji whose escapes a server split between two deltas one
+    character again (signed: it goes back as it was written)."""
+    text = block.get("thinking")
+    if not isinstance(text, str) or paired(text) is text:
+        return block
+    return {**block, "thinking": paired(text)}
 
 
 def _decode_input(raw: str) -> Any:

@@ -814,13 +814,13 @@ class _StreamAssembler:
 
     def response(self, model: str) -> LLMResponse:
         text = "".join(self.text)
-        thought = "".join(self.reasoning)
+        thought = paired("".join(self.reasoning))  # an emoji's escapes split between chunks
         reasoning: list[dict[str, Any]] = (
             [{"type": self.reasoning_key, "text": thought}] if thought else [])
         if self.details:
             details = [self.details[i] for i in sorted(self.details)]
             reasoning.append({"type": REASONING_DETAILS, "details": details})
-        parts = "".join(self.thinking)
+        parts = paired("".join(self.thinking))
         if parts:
             reasoning.append({"type": THINKING_PARTS, "text": parts})
         message = Message(

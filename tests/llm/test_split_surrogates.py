@@ -146,3 +146,56 @@ def test_a_surrogate_pair_split_between_pieces_of_tool_call_arguments_is_one_cha
     assert [e.fields["args_preview"] for e in events if e.name == "tool.call.started"] == [
         '{"text": "hi \U0001f600 \U0001f601!"}']
     assert "hi \U0001f600 \U0001f601!" in json.dumps(server.requests[1].body, ensure_ascii=False)
+
+
+_THINKING = (b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+             b'"delta": {"type": "thinking_delta", "thinking": "%s"}}\n\n')
+_REASONING = b'data: {"choices": [{"index": 0, "delta": {"reasoning_content": "%s"}}]}\n\n'
+
+
+def _thought_reply(anthropic: bool) -> Reply:
+    halves = [rb"think \ud83d", rb"\ude00 done"]
+    if not anthropic:
+        return Reply(pieces=[*(_REASONING % half for half in halves), _OPENAI[0] % b"ok",
+                             _OPENAI[1]], chunked=True, headers=SSE)
+    start = {**message([], usage={"input_tokens": 3, "output_tokens": 1}), "stop_reason": None}
+    events = [
+        *anthropic_sse([{"type": "message_start", "message": start},
+                        {"type": "content_block_start", "index": 0,
+                         "content_block": {"type": "thinking", "thinking": ""}}]),
+        *(_THINKING % half for half in halves),
+        *anthropic_sse([
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "signature_delta", "signature": "sig"}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "content_block_start", "index": 1,
+             "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 1,
+             "delta": {"type": "text_delta", "text": "ok"}},
+            {"type": "content_block_stop", "index": 1},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"output_tokens": 5}},
+            {"type": "message_stop"}]),
+    ]
+    return Reply(pieces=events, chunked=True, headers=SSE)
+
+
+@pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
+def test_a_surrogate_pair_split_between_pieces_of_reasoning_is_one_character(
+        anthropic: bool) -> None:
+    """The reasoning kept on the message (Claude's thinking, signed: sent back as it came)
+    held two lone surrogates, and went back as two replacement characters."""
+    replies = iter([_thought_reply(anthropic), _reply([b"fine"], anthropic)])
+    with RawServer(lambda request: next(replies)) as server:
+        llm: Any = (AnthropicProvider("claude", base_url=server.url, max_retries=0,
+                                      thinking={"type": "enabled", "budget_tokens": 1024})
+                    if anthropic else OpenAIProvider("m", base_url=server.url + "/v1",
+                                                     max_retries=0, send_reasoning=True))
+        agent = Agent(llm, stream=True)
+        first = agent.run_sync("hi")
+        assert first.ok, first.error
+        assert agent.run_sync("again", history=first.messages).ok
+    [thought] = first.messages[-1].reasoning
+    assert thought.get("thinking", thought.get("text")) == "think \U0001f600 done"
+    if anthropic:  # Claude's thinking goes back with its signature, as it came
+        assert "think \U0001f600 done" in json.dumps(server.requests[1].body, ensure_ascii=False)
