@@ -99,8 +99,7 @@ _NO_LIMIT = nullcontext()
 def _no_answer(limit: float, call: InFlight | None = None) -> TimeoutError:
     refused = call.refused if call is not None else None
     # a call that waited to retry a refusal (429, 503): the refusal is what it waited for
-    why = (f"; the server's last answer was HTTP {refused}, and the call was to retry it"
-           if refused else "")
+    why = f"; the server's last answer was HTTP {refused}, a refusal it retries" if refused else ""
     return TimeoutError(f"the model did not answer within {limit:g} s (the agent node's "
                         f"timeout, llm.timeout: the limit on the whole call){why}")
 
