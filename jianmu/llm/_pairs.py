@@ -60,9 +60,9 @@ class PairedText:
 
 
 def paired(text: str) -> str:
-    """``text`` joined from pieces (a streamed tool call's arguments) with each split pair
-    made its character and each half alone the replacement character; as it is when it
-    holds no surrogate (almost always: one look, no copy)."""
+    """``text`` joined from pieces (a streamed tool call's arguments, its reasoning) with each
+    split pair made its character and each half alone the replacement character; as it is
+    when it holds no surrogate (almost always: one look, no copy)."""
     if text.isascii() or _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
