@@ -54,7 +54,7 @@ async def _sending(request: Any) -> None:
 async def _heard(response: Any) -> None:
     """Mark the request of a response whose status line came: it was answered."""
     response.request.extensions[_ANSWERED] = True
-    request_answered(response.is_success)
+    request_answered(response.is_success, response.status_code)
     if response.is_success:
         # the SDKs' own retries obey this header when reading the answer then fails
         response.headers["x-should-retry"] = "false"

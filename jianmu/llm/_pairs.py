@@ -10,9 +10,12 @@ is decoded whole by the JSON parser.
 
 from __future__ import annotations
 
-__all__ = ("PairedText",)
+import re
+
+__all__ = ("PairedText", "paired")
 
 _REPLACEMENT = "\ufffd"  # what a UTF-8 decoder gives for a broken character
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _high(char: str) -> bool:
@@ -54,3 +57,12 @@ class PairedText:
         character (``""`` when nothing is)."""
         held, self._held = self._held, ""
         return _REPLACEMENT if held else ""
+
+
+def paired(text: str) -> str:
+    """``text`` joined from pieces (a streamed tool call's arguments, its reasoning) with each
+    split pair made its character and each half alone the replacement character; as it is
+    when it holds no surrogate (almost always: one look, no copy)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")

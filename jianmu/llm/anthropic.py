@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, resent_once, silent, timed_out
-from jianmu.llm._pairs import PairedText
+from jianmu.llm._pairs import PairedText, paired
 from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, joined
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
@@ -679,7 +679,7 @@ class _StreamAssembler:
     def _finished(self, index: int) -> ToolCallReady:
         """The tool call of block ``index``, whose input is all there."""
         block = self.blocks.pop(index)
-        raw = "".join(block["json"])
+        raw = paired("".join(block["json"]))  # an emoji's escapes split between deltas
         given = block["input"]
         # Anthropic starts a block with ``input: {}`` and streams the input as JSON
         # fragments; a compatible server that gives it whole at the start streams none
@@ -697,7 +697,7 @@ class _StreamAssembler:
 
     def response(self) -> LLMResponse:
         text = "".join(self.text)
-        reasoning = [block for _, block in sorted(self.thinking.items())]
+        reasoning = [_thought(block) for _, block in sorted(self.thinking.items())]
         calls = [call for _, call in sorted(self.calls.items())]  # in the blocks' order
         return LLMResponse(
             message=Message(role="assistant", content=text or None, tool_calls=calls,
@@ -707,6 +707,15 @@ class _StreamAssembler:
             model=self.model,
             response_id=self.response_id,
         )
+
+
+def _thought(block: dict[str, Any]) -> dict[str, Any]:
+    """A thinking block with an emoji whose escapes a server split between two deltas one
+    character again (signed: it goes back as it was written)."""
+    text = block.get("thinking")
+    if not isinstance(text, str) or paired(text) is text:
+        return block
+    return {**block, "thinking": paired(text)}
 
 
 def _decode_input(raw: str) -> Any:

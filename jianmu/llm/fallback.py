@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from jianmu.config import LLMConfig
 from jianmu.errors import ConfigError, FallbackFailedError, LLMTransientError
-from jianmu.llm.in_flight import another_model
+from jianmu.llm.in_flight import IN_FLIGHT, another_model, passed_over
 from jianmu.llm.messages import Usage
 from jianmu.llm.provider import (
     BaseLLMProvider,
@@ -32,6 +32,7 @@ from jianmu.llm.provider import (
     LLMResponse,
     StreamDone,
     StreamEvent,
+    ToolCallReady,
     close_stream,
     from_config,
     takes_requests,
@@ -102,7 +103,10 @@ async def _in_time(call: Awaitable[_T], limit: float, llm: LLMProvider) -> _T:
     except TimeoutError:
         if not timer.expired():
             raise
-        raise LLMTransientError(f"{_name(llm)} did not answer within {limit:g} s") from None
+        flight = IN_FLIGHT.get()  # waiting to retry a refusal (429, 503): said, as the node does
+        refused = f" (its last answer: HTTP {flight.refused})" if flight and flight.refused else ""
+        raise LLMTransientError(
+            f"{_name(llm)} did not answer within {limit:g} s{refused}") from None
 
 
 async def _first_in_time(
@@ -223,14 +227,17 @@ class FallbackLLM(BaseLLMProvider):
                 limit = _EACH.get()
                 response = await (call if limit is None else _in_time(call, limit, llm))
             except LLMTransientError as exc:
+                passed_over(_name(llm))
                 self._switch(index, exc, failed)
                 continue
             return self._answered(llm, response)
         raise AssertionError("unreachable: the last model's failure is raised")
 
     async def send_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        """The first model's stream that does not fail transiently before it yields anything;
-        a failure after the first delta is raised (what was shown cannot be taken back)."""
+        """The first model's stream that does not fail transiently before its first delta
+        (or its end); a failure after it is raised (what was shown cannot be taken back).
+        A tool call that comes whole before either is held until then: a model passed over
+        after one (Anthropic streams each call whole) shows nothing of its answer."""
         failed: list[tuple[str, LLMTransientError]] = []
         asked = request
         for index, llm in enumerate(self.models):
@@ -248,15 +255,26 @@ class FallbackLLM(BaseLLMProvider):
             limit = _EACH.get()
             source = events if limit is None else _first_in_time(events, limit, llm)
             started = False
+            held: list[StreamEvent] = []  # whole tool calls before the first delta
             try:
                 async for event in source:
-                    started = True
+                    if not started:
+                        if isinstance(event, ToolCallReady):
+                            held.append(event)
+                            continue
+                        started = True
+                        for ready in held:
+                            yield ready
                     if isinstance(event, StreamDone):
                         event = StreamDone(response=self._answered(llm, event.response))
                     yield event
+                if not started:  # a stream that ended without its end: what it gave, as is
+                    for ready in held:
+                        yield ready
             except LLMTransientError as exc:
                 if started:
                     raise
+                passed_over(_name(llm))
                 self._switch(index, exc, failed)
                 continue
             finally:  # the model's stream closes with this one (a reader stopped, or done)

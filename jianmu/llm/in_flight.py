@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypeVar
 
 from jianmu.llm.messages import Usage
 
-__all__ = ("IN_FLIGHT", "InFlight", "Received", "another_model", "answered", "request_answered",
-           "request_sent", "request_starts", "watch_stream", "watched")
+__all__ = ("IN_FLIGHT", "InFlight", "Received", "another_model", "answered", "passed_over",
+           "request_answered", "request_sent", "request_starts", "watch_stream", "watched")
 
 _T = TypeVar("_T")
 
@@ -46,6 +46,12 @@ class InFlight:
     """The messages the call asked with."""
     tools: Any = None
     """The toolset offered with them."""
+    refused: int | None = None
+    """The HTTP status of the last answer that refused the request (a 429, a 503) while the
+    call goes on (its retries): what a call that timed out meanwhile was waiting for."""
+    count_passed: Callable[[InFlight, str], object] | None = None
+    """How the caller counts what a model that a `FallbackLLM` passed over spent (the call
+    as that model left it, and the model's name): no reply of it will say so."""
 
 
 IN_FLIGHT: ContextVar[InFlight | None] = ContextVar("jianmu_llm_in_flight", default=None)
@@ -66,6 +72,18 @@ def another_model() -> None:
     if call is not None:
         call.sent = None
         call.stream = None
+        call.refused = None
+
+
+def passed_over(model: str) -> None:
+    """A `FallbackLLM` leaves ``model``, which failed: when the server took its request and
+    did not refuse it (billed, as a stopped call is), the caller counts what it spent now,
+    and the call holds nothing of it after (a last model's failure is not counted again)."""
+    call = IN_FLIGHT.get()
+    if call is not None and call.sent is True and call.count_passed is not None:
+        call.count_passed(call, model)
+        call.sent = False
+        call.stream = None
 
 
 def request_starts() -> None:
@@ -84,12 +102,14 @@ def request_sent() -> None:
         call.sent = True
 
 
-def request_answered(success: bool) -> None:
-    """The status line came: an error status bills nothing (the retry that may follow is a
-    request of its own)."""
+def request_answered(success: bool, status: int | None = None) -> None:
+    """The status line came: an error status (``status``) bills nothing (the retry that may
+    follow is a request of its own), and is kept as the call's last refusal."""
     call = IN_FLIGHT.get()
-    if call is not None and not success:
-        call.sent = False
+    if call is not None:
+        call.refused = None if success else status
+        if not success:
+            call.sent = False
 
 
 def watch_stream(assembler: Received) -> None:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import broke_off, http_client, silent, timed_out, unanswered
-from jianmu.llm._pairs import PairedText
+from jianmu.llm._pairs import PairedText, paired
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import (
     OPENAI_REASONING_FIELDS,
@@ -795,7 +795,9 @@ class _StreamAssembler:
 
     def _tool_calls(self) -> list[ToolCall]:
         return [
-            ToolCall.from_dict({"id": s["id"], "name": s["name"], "arguments": s["arguments"]})
+            ToolCall.from_dict({"id": s["id"], "name": s["name"], "arguments": (
+                # an emoji's JSON escapes split between two fragments: one character again
+                paired(s["arguments"]) if isinstance(s["arguments"], str) else s["arguments"])})
             for _, s in sorted(self.calls.items())
         ]
 
@@ -812,13 +814,13 @@ class _StreamAssembler:
 
     def response(self, model: str) -> LLMResponse:
         text = "".join(self.text)
-        thought = "".join(self.reasoning)
+        thought = paired("".join(self.reasoning))  # an emoji's escapes split between chunks
         reasoning: list[dict[str, Any]] = (
             [{"type": self.reasoning_key, "text": thought}] if thought else [])
         if self.details:
             details = [self.details[i] for i in sorted(self.details)]
             reasoning.append({"type": REASONING_DETAILS, "details": details})
-        parts = "".join(self.thinking)
+        parts = paired("".join(self.thinking))
         if parts:
             reasoning.append({"type": THINKING_PARTS, "text": parts})
         message = Message(

@@ -127,10 +127,18 @@ _RESULT_SPELLINGS = {
 }
 """Results' attributes in pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
 
+_AGENT_SPELLINGS = {
+    "run_stream": "agent.stream(prompt)", "iter": "agent.stream(prompt)",
+    "run_stream_events": "agent.stream(prompt)", "run_streamed": "agent.stream(prompt)",
+    "instructions": "agent.system_prompt",
+}
+"""Agents' attributes in pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
+
 _SPELLINGS = {
     "instructions": "system_prompt=", "model_settings": "llm_params=",
     "handoffs": "tools=[handoff(agent), ...]", "model": "the first argument, llm",
     "retries": "output_retries=", "result_type": "output_type=",
+    "max_turns": "max_iterations=",
 }
 """Keywords of pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
 
@@ -250,6 +258,15 @@ class Agent:
         self._lock = threading.Lock()
         self._runs: weakref.WeakSet[ReactiveRunner] = weakref.WeakSet()
         """The runners of this agent's runs, while someone holds them (for ``resume=``)."""
+
+    if not TYPE_CHECKING:  # a type checker still flags a misspelt attribute
+
+        def __getattr__(self, name: str) -> Any:
+            # only for names the agent lacks: a peer's spelling gets Jianmu's in the error
+            hint = _AGENT_SPELLINGS.get(name)
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}"
+                + (f"; Jianmu spells it {hint}" if hint else ""), name=name, obj=self)
 
     # -- the tree --------------------------------------------------------------------------
     def as_node(self) -> ReActLoop:

@@ -96,9 +96,12 @@ _NO_LIMIT = nullcontext()
 """The scope of a turn when nobody traces: one serves every turn (it holds nothing)."""
 
 
-def _no_answer(limit: float) -> TimeoutError:
+def _no_answer(limit: float, call: InFlight | None = None) -> TimeoutError:
+    refused = call.refused if call is not None else None
+    # a call that waited to retry a refusal (429, 503): the refusal is what it waited for
+    why = f"; the server's last answer was HTTP {refused}, a refusal it retries" if refused else ""
     return TimeoutError(f"the model did not answer within {limit:g} s (the agent node's "
-                        "timeout, llm.timeout: the limit on the whole call)")
+                        f"timeout, llm.timeout: the limit on the whole call){why}")
 
 
 def recent_messages(messages: Sequence[Message], limit: int | None) -> list[Message]:
@@ -470,6 +473,7 @@ class AgentLLMNode(GuardedTurn):
         llm, params = self.llm, self.params
         call = self._in_flight = InFlight()  # told by the provider what went out and came
         call.messages, call.tools = messages, toolset
+        call.count_passed = self._count_passed
         IN_FLIGHT.set(call)
         streams = self.stream
         if streams is None:  # automatic: when someone reads the deltas (not a recorder of all)
@@ -721,7 +725,7 @@ class AgentLLMNode(GuardedTurn):
         input guardrails' ``checks``; continued while the token limit cut it off (if so
         configured). Each call a durable step of its own when ``record``."""
         reply = within(self._asked(messages, toolset, record), whole,
-                       functools.partial(_no_answer, whole))
+                       lambda: _no_answer(whole, self._in_flight))
         response = await (reply if checks is None else self._beside(reply, checks))
         self._in_flight = None  # answered: counted with the turn
         parts = [(response, messages)]
@@ -807,6 +811,15 @@ class AgentLLMNode(GuardedTurn):
         if usage is not None:
             self._spend(usage)
 
+    def _count_passed(self, call: InFlight, model: str) -> None:
+        """Add what ``model``, which a `FallbackLLM` passed over once the server had taken its
+        request, spent to the usage: the reply that would have said so never comes."""
+        if call is not self._in_flight:  # an answered call's, left in the task's context: a
+            return  # later request of another's (a history summary's) is not this call's
+        usage = stopped_usage(call, self._request_tools, self.events.emit, model)
+        if usage is not None:
+            self._spend(usage)
+
     def _cut_off_policy(self) -> tuple[str, int]:
         """``on_cut_off`` and ``max_continuations``: the node's, else the config's."""
         config = self.ctx.config.llm
@@ -836,7 +849,7 @@ class AgentLLMNode(GuardedTurn):
                     text, "continued"))
                 asked = continue_messages(messages, text)
                 response = await within(self._asked(asked, toolset, record), whole,
-                                        functools.partial(_no_answer, whole))
+                                        lambda: _no_answer(whole, self._in_flight))
                 self._in_flight = None
                 parts.append((response, asked))
                 text += response.text

@@ -465,3 +465,74 @@ async def test_closing_closes_every_model_even_after_one_fails() -> None:
     with pytest.raises(RuntimeError, match="a could not close"):
         await llm.close()
     assert closed == ["a", "b", "c"]
+
+
+_TOOL_USE_THEN_OVERLOADED = [
+    {"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": [],
+        "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 50, "output_tokens": 1}}},
+    {"type": "content_block_start", "index": 0, "content_block": {
+        "type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}},
+    {"type": "content_block_delta", "index": 0, "delta": {
+        "type": "input_json_delta", "partial_json": '{"city": "Oslo"}'}},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+]
+
+
+def test_a_stream_that_broke_after_a_whole_tool_call_but_before_any_delta_falls_back() -> None:
+    """Anthropic streams each tool call whole before its message ends: one overloaded after
+    it had shown no delta to a reader, yet the run failed instead of asking the backup (the
+    first event of any kind, not the first delta, ended the fallback); the backup's answer
+    comes alone, its calls numbered from 0."""
+    from jianmu.llm import AnthropicProvider, ToolCallReady
+    from tests.support.model_server import ModelServer, Raw, Turn
+
+    with ModelServer(Raw(events=_TOOL_USE_THEN_OVERLOADED)) as first, ModelServer(
+        Turn(calls=[{"name": "weather", "arguments": {"city": "Bergen"}, "id": "c1"}]),
+        "Sunny in Bergen.",
+        Turn(calls=[{"name": "weather", "arguments": {"city": "Bergen"}, "id": "c2"}]),
+    ) as second:
+        primary = AnthropicProvider("claude", base_url=first.anthropic_url, max_retries=0)
+        backup = OpenAIProvider("gpt", base_url=second.openai_url, max_retries=0)
+        llm = FallbackLLM([primary, backup])
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "Oslo?"}]})
+        runner = ReactiveRunner(create_react_node(llm, [weather], stream=True), state)
+        result = runner.run_sync(timeout=60)
+        assert result.ok, result.error
+        assert state.get("final_answer") == "Sunny in Bergen."
+
+        first.add(Raw(events=_TOOL_USE_THEN_OVERLOADED))
+
+        async def read() -> list[Any]:
+            events = [e async for e in llm.stream([{"role": "user", "content": "Oslo?"}],
+                                                  tools=[weather])]
+            await llm.close()
+            return events
+
+        import asyncio
+
+        events = asyncio.run(read())
+    ready = [e for e in events if isinstance(e, ToolCallReady)]
+    assert [(e.index, e.call.arguments) for e in ready] == [(0, {"city": "Bergen"})]
+
+
+def test_a_model_passed_over_while_it_waited_to_retry_a_429_says_so() -> None:
+    """The per-model limit came while the primary waited out a 429's retry-after: the switch
+    said only that it did not answer."""
+    from tests.support.model_server import ModelServer, Raw
+
+    refused = Raw(status=429, headers={"retry-after": "30"},
+                  body={"error": {"message": "slow down", "type": "rate_limit_error"}})
+    with ModelServer(refused, refused) as first, ModelServer("Hello from the backup.") as second:
+        llm = FallbackLLM([OpenAIProvider("primary", base_url=first.openai_url, max_retries=1),
+                           OpenAIProvider("backup", base_url=second.openai_url, max_retries=0)])
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+        runner = ReactiveRunner(create_react_node(llm, [], llm_timeout=0.5), state)
+        seen: list[Any] = []
+        runner.ctx.events.subscribe("llm.fallback", seen.append)
+        result = runner.run_sync(timeout=60)
+    assert result.ok, result.error
+    [switch] = seen
+    assert "did not answer within 0.5 s (its last answer: HTTP 429)" in switch.fields["error"]

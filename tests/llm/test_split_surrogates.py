@@ -5,6 +5,9 @@ reply: a lone surrogate cannot be encoded, so printing the answer raised."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from jianmu import Agent
@@ -73,3 +76,126 @@ def test_a_surrogate_pair_split_between_pieces_is_one_character(
     assert server.connections == 1
 
 
+
+
+_CALL_OPENAI = [
+    b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", '
+    b'"type": "function", "function": {"name": "say", "arguments": ""}}]}}]}\n\n',
+    *(b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": '
+      b'{"arguments": "%s"}}]}}]}\n\n' % piece
+      for piece in [rb'{\"text\": \"hi \ud83d', rb'\ude00 \ud83d', rb'\ude01!\"}']),
+    b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}\n\n',
+]
+_CALL_ANTHROPIC = (b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+                   b'"delta": {"type": "input_json_delta", "partial_json": "%s"}}\n\n')
+
+
+def _call_reply(anthropic: bool) -> Reply:
+    if not anthropic:
+        return Reply(pieces=_CALL_OPENAI, chunked=True, headers=SSE)
+    start = {**message([], usage={"input_tokens": 3, "output_tokens": 1}), "stop_reason": None}
+    events = [
+        *anthropic_sse([{"type": "message_start", "message": start},
+                        {"type": "content_block_start", "index": 0, "content_block": {
+                            "type": "tool_use", "id": "toolu_1", "name": "say", "input": {}}}]),
+        *(_CALL_ANTHROPIC % piece
+          for piece in [rb'{\"text\": \"hi \ud83d', rb'\ude00 \ud83d', rb'\ude01!\"}']),
+        *anthropic_sse([{"type": "content_block_stop", "index": 0},
+                        {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+                         "usage": {"output_tokens": 5}},
+                        {"type": "message_stop"}]),
+    ]
+    return Reply(pieces=events, chunked=True, headers=SSE)
+
+
+@pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
+def test_a_surrogate_pair_split_between_pieces_of_tool_call_arguments_is_one_character(
+        anthropic: bool) -> None:
+    """The arguments of a streamed tool call, split so: the tool was given two lone
+    surrogates (a text no file or UTF-8 encoder takes) and the history sent back two
+    replacement characters."""
+    from jianmu import tool
+
+    said: list[str] = []
+
+    @tool
+    def say(text: str) -> str:
+        """Say something.
+
+        Args:
+            text: what to say.
+        """
+        said.append(text)
+        return f"said {text}"
+
+    replies = iter([_call_reply(anthropic), _reply([b"ok"], anthropic)])
+    with RawServer(lambda request: next(replies)) as server:
+        llm = _llm(server, anthropic)
+        agent = Agent(llm, tools=[say])
+
+        async def run() -> list[Any]:
+            events = [event async for event in agent.stream("hi")]
+            await llm.close()
+            return events
+
+        import asyncio
+
+        events = asyncio.run(run())
+    assert events[-1].fields["result"].ok
+    assert said == ["hi \U0001f600 \U0001f601!"]
+    assert [e.fields["args_preview"] for e in events if e.name == "tool.call.started"] == [
+        '{"text": "hi \U0001f600 \U0001f601!"}']
+    assert "hi \U0001f600 \U0001f601!" in json.dumps(server.requests[1].body, ensure_ascii=False)
+
+
+_THINKING = (b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+             b'"delta": {"type": "thinking_delta", "thinking": "%s"}}\n\n')
+_REASONING = b'data: {"choices": [{"index": 0, "delta": {"reasoning_content": "%s"}}]}\n\n'
+
+
+def _thought_reply(anthropic: bool) -> Reply:
+    halves = [rb"think \ud83d", rb"\ude00 done"]
+    if not anthropic:
+        return Reply(pieces=[*(_REASONING % half for half in halves), _OPENAI[0] % b"ok",
+                             _OPENAI[1]], chunked=True, headers=SSE)
+    start = {**message([], usage={"input_tokens": 3, "output_tokens": 1}), "stop_reason": None}
+    events = [
+        *anthropic_sse([{"type": "message_start", "message": start},
+                        {"type": "content_block_start", "index": 0,
+                         "content_block": {"type": "thinking", "thinking": ""}}]),
+        *(_THINKING % half for half in halves),
+        *anthropic_sse([
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "signature_delta", "signature": "sig"}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "content_block_start", "index": 1,
+             "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 1,
+             "delta": {"type": "text_delta", "text": "ok"}},
+            {"type": "content_block_stop", "index": 1},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"output_tokens": 5}},
+            {"type": "message_stop"}]),
+    ]
+    return Reply(pieces=events, chunked=True, headers=SSE)
+
+
+@pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
+def test_a_surrogate_pair_split_between_pieces_of_reasoning_is_one_character(
+        anthropic: bool) -> None:
+    """The reasoning kept on the message (Claude's thinking, signed: sent back as it came)
+    held two lone surrogates, and went back as two replacement characters."""
+    replies = iter([_thought_reply(anthropic), _reply([b"fine"], anthropic)])
+    with RawServer(lambda request: next(replies)) as server:
+        llm: Any = (AnthropicProvider("claude", base_url=server.url, max_retries=0,
+                                      thinking={"type": "enabled", "budget_tokens": 1024})
+                    if anthropic else OpenAIProvider("m", base_url=server.url + "/v1",
+                                                     max_retries=0, send_reasoning=True))
+        agent = Agent(llm, stream=True)
+        first = agent.run_sync("hi")
+        assert first.ok, first.error
+        assert agent.run_sync("again", history=first.messages).ok
+    [thought] = first.messages[-1].reasoning
+    assert thought.get("thinking", thought.get("text")) == "think \U0001f600 done"
+    if anthropic:  # Claude's thinking goes back with its signature, as it came
+        assert "think \U0001f600 done" in json.dumps(server.requests[1].body, ensure_ascii=False)

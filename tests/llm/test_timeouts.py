@@ -52,3 +52,24 @@ def test_the_agent_nodes_timeout_ends_a_call_kept_alive_byte_by_byte(
     result = agent.run_sync("q")
     assert not result.ok
     assert "did not answer within 0.5 s" in (result.error or ""), result.error
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_call_that_times_out_waiting_to_retry_a_429_says_the_server_refused_it(
+    server: ModelServer, api: str, stream: bool,
+) -> None:
+    """The server said 429 and asked for 30 s; the agent node's limit came first. The error
+    said only that the model did not answer, as if it had been silent: a user looked for a
+    slow model instead of the rate limit."""
+    from tests.support.model_server import Raw
+
+    refused = Raw(status=429, headers={"retry-after": "30"}, body={
+        "type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})
+    server.add(refused, refused)
+    llm = (OpenAIProvider("m", base_url=server.openai_url, max_retries=1) if api == "openai"
+           else AnthropicProvider("m", base_url=server.anthropic_url, max_retries=1))
+    result = Agent(llm, stream=stream, llm_timeout=0.5).run_sync("q")
+    assert not result.ok and len(server.requests) == 1
+    said = str(result.exception)
+    assert "did not answer within 0.5 s" in said and "HTTP 429" in said, said
+    assert result.usage.requests == 0  # refused: nothing billed

@@ -558,6 +558,7 @@ def test_a_system_prompt_that_is_not_text_is_refused_when_the_agent_is_made() ->
 
 @pytest.mark.parametrize(("given", "said"), [
     ("instructions", "system_prompt="), ("model_settings", "llm_params="),
+    ("max_turns", "max_iterations="),
     ("handoffs", "handoff("), ("colour", "Agent() got an unexpected keyword"),
 ])
 def test_a_keyword_of_another_framework_is_refused_with_jianmus_spelling(

@@ -241,3 +241,19 @@ def test_a_result_attribute_of_another_framework_says_jianmus_spelling(peer: str
     with pytest.raises(AttributeError, match="no_such_thing") as raised:
         result.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
     assert "Jianmu" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("peer", "ours"), [
+    ("run_stream", "agent.stream"), ("iter", "agent.stream"), ("run_streamed", "agent.stream"),
+    ("run_stream_events", "agent.stream"), ("instructions", "agent.system_prompt"),
+])
+def test_an_agent_method_of_another_framework_says_jianmus_spelling(peer: str,
+                                                                    ours: str) -> None:
+    """A user porting from pydantic-ai (``run_stream``, ``iter``) or the Agents SDK
+    (``Runner.run_streamed``) got a bare AttributeError, unlike a result's attribute."""
+    agent = Agent(ScriptedLLM(["Hi."]))
+    with pytest.raises(AttributeError, match=rf"'{peer}'.*Jianmu spells it {ours}"):
+        getattr(agent, peer)
+    with pytest.raises(AttributeError, match="no_such_thing") as raised:
+        agent.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
+    assert "Jianmu" not in str(raised.value)
