@@ -58,7 +58,7 @@ cannot prove harmless: a command word built from an expansion or substitution (`
 ``node``...), awk's ``system``, sed's ``e``, ``git -c``, ``xargs``, ``parallel``,
 ``find -exec/-execdir/-ok/-delete``, other command runners (``watch``, ``su``, ``ssh``...),
 a program run by a path outside the system folders (``./x.sh``), an option of a wrapper the
-guard does not know, or an assignment to ``PATH``, ``LD_PRELOAD``, ``BASH_ENV``... An opaque
+guard does not know, or a change to ``PATH``, ``BASH_ENV``... (``read PATH`` too). An opaque
 command never matches an allow rule (`Rule.matches`), and `ToolPolicyChecker` never
 auto-allows it when any argument rule of the tool looks at it: it is confirmed by a person,
 which is a denial where nobody can answer (a non-interactive run). So a deny rule either

@@ -40,6 +40,7 @@ import tree_sitter
 import tree_sitter_bash
 
 from jianmu.guard._folders import FOLDER_COMMANDS, changed_to, folder_of, in_folder
+from jianmu.guard._variables import changed_by_builtin, changed_by_node, check_assignment
 
 __all__ = ("MAX_DEPTH", "ShellCommand", "ShellScan", "scan")
 
@@ -146,44 +147,20 @@ OPAQUE = frozenset(
         "emacsclient", "m4", "dc", "sqlite3", "gnuplot",
         "run0", "setuidgid", "s6-setuidgid", "envdir", "envuidgid", "nq", "tsp", "daemon",
         "schroot", "distrobox", "machinectl", "dbus-launch", "toybox",
+        # builtins and programs that run a command or a word list they expand
+        "compgen", "logsave", "perf", "ssh-agent", "gpg-agent", "scp", "sftp", "scriptlive",
+        "sem", "hyperfine", "socat", "ccache", "openvt", "entr", "timelimit", "mispipe", "rr",
+        "systemd-nspawn", "apptainer", "singularity", "lxc-attach", "dtach", "abduco",
+        "trickle", "xterm",
     }
 )  # fmt: skip
 FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
-# Variables that make a later program load or run code of the caller's choice.
-_DANGEROUS_VARS = frozenset(
-    {
-        "PATH", "BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "IFS",
-        "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS", "BASH_FUNC", "PYTHONSTARTUP",
-        "PYTHONPATH", "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS", "GIT_SSH_COMMAND",
-        "GIT_EXTERNAL_DIFF", "GIT_PAGER", "PAGER", "EDITOR", "VISUAL", "GIT_CONFIG_PARAMETERS",
-    }
-)  # fmt: skip
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def only_info(args: list[Word]) -> bool:
     """Whether the arguments only ask for a version or help (``python --version``)."""
     return bool(args) and all(w.literal and w.text in _INFO_FLAGS for w in args)
-
-
-# Families of variables a program reads a command (or options that run one) from: git's
-# config given in the environment (the spelling of `git -c`), the editors, pagers and
-# password prompts programs start, and the option variables of programs with such options.
-_DANGEROUS_VAR_RE = re.compile(
-    r"^(GIT_CONFIG\w*|\w*(EDITOR|PAGER|ASKPASS)|GIT_SSH|GIT_PROXY_COMMAND|GIT_EXEC_PATH|"
-    r"LESSOPEN|LESSCLOSE|TAR_OPTIONS|RSYNC_RSH|MANOPT|ZIPOPT|BROWSER)$"
-)
-
-
-def check_assignment(text: str, opaque: list[str]) -> None:
-    """Note an assignment to a variable that changes what a later command runs."""
-    name = text.partition("=")[0].partition("[")[0].rstrip("+")
-    if (
-        name in _DANGEROUS_VARS
-        or name.startswith("BASH_FUNC")
-        or _DANGEROUS_VAR_RE.match(name)
-    ):
-        opaque.append(f"it sets {name}, which changes what later commands run")
 
 
 # Bash evaluates arithmetic recursively: a variable whose value is `a[$(rm x)]` runs `rm x`
@@ -246,6 +223,8 @@ def evaluates_code(node: Any) -> str | None:
             return "a variable name given as a quoted or computed word may hide a command"
     if kind == "unset_command" and not _plain_unset(node_text(node)):
         return "'unset' of an array element evaluates its index, which may hide a command"
+    if kind == "unset_command":
+        return changed_by_builtin("unset", [word_value(c) for c in node.children[1:]])
     if kind == "array":
         for element in node.children:
             text = node_text(element)
@@ -257,9 +236,7 @@ def evaluates_code(node: Any) -> str | None:
                 and not _SAFE_INDEX_RE.match(index.strip())
             ):
                 return "an index in an array's list is arithmetic that may run a command"
-    if kind == "command":
-        return _evaluating_builtin(node)
-    return None
+    return changed_by_node(node)
 
 
 # what `unset` may name without evaluating anything: an option, a name, a numeric index
@@ -292,15 +269,26 @@ def _safe_operand(text: str, names_ok: bool) -> bool:
     return bool(NUMBER_RE.match(text)) or (names_ok and _NAME_RE.match(text) is not None)
 
 
-def _evaluating_builtin(node: Any) -> str | None:
-    """``let``, ``test -v``/``-eq``, ``printf -v a[..]``, ``read a[..]`` on anything but numbers."""
-    words = [c for c in node.children if c.type not in REDIRECT_TYPES and c.is_named]
-    if not words or words[0].type != "command_name":
-        return None
-    name = posixpath.basename(node_text(words[0]))
+# builtins that declare variables: read from the grammar's declaration, unless a wrapper or
+# quotes (`builtin export PATH=.`, `"declare" -n x=PATH`) make them a plain command
+_DECLARATIONS = frozenset({"declare", "typeset", "export", "local", "readonly"})
+
+
+def evaluating_builtin(name: str, args: list[Word]) -> str | None:
+    """Why the builtin ``name`` runs a string or changes a variable that decides what runs:
+    ``let``, ``test -v``/``-eq``, ``printf -v a[..]``, ``read a[..]`` on anything but
+    numbers, ``mapfile -C`` (a callback), ``read PATH`` (`changed_by_builtin`)."""
+    changed = changed_by_builtin(name, args)
+    if changed is not None:
+        return changed
+    if name in _DECLARATIONS:
+        return f"{name!r} run as a plain command declares what the guard does not read"
+    if name in ("mapfile", "readarray") and any(
+        w.text.startswith("-") and "C" in w.text for w in args
+    ):
+        return f"{name!r} runs a callback the guard cannot read"
     if name not in _EVAL_BUILTINS:
         return None
-    args = [word_value(c) for c in words[1:]]
     texts = [w.text for w in args]
     if name == "let" and any(not _SAFE_ARITH_RE.match(t) for t in texts):
         return "'let' on a variable may run a command hidden in its value"
@@ -361,7 +349,17 @@ _CODE_OPTIONS: dict[str, tuple[str, ...]] = {
     "rsync": ("-e", "--rsh", "--rsync-path"),
     "man": ("-P", "--pager", "-H", "--html"),
     "less": ("-P",),  # harmless on its own, but LESSOPEN-style tricks are not worth reading
+    "make": ("--eval", "-E"), "cmake": ("-E", "-P"), "split": ("--filter",),
+    "dpkg": ("--pre-invoke", "--post-invoke", "--status-logger"),
+    **dict.fromkeys(("apt-get", "apt"), ("-o", "--option", "-c", "--config-file")),
+    "sort": ("--compress-program",), "install": ("--strip-program",),
+    "wget": ("--use-askpass", "-e", "--execute"),
+    **dict.fromkeys(("sdiff", "diff3"), ("--diff-program",)),
+    **dict.fromkeys(("nc", "ncat", "netcat"), ("-e", "-c", "--exec", "--sh-exec", "--lua-exec")),
+    **dict.fromkeys(("gcc", "cc", "g++", "c++", "clang"), ("-wrapper", "-fplugin")),
 }  # fmt: skip
+# make reading its makefile from the command line's input (`make -f - <<< 'x:; cmd'`)
+_MAKE_STDIN_RE = re.compile(r"^(-f|--file=|--makefile=)?(-|/dev/.*|/proc/.*)$")
 # git subcommands and options that run a command given on the command line
 _GIT_RUNS = frozenset(
     {"--exec", "--extcmd", "--open-files-in-pager", "--upload-pack", "--receive-pack"}
@@ -410,11 +408,14 @@ def runs_code_in_arguments(name: str, args: list[Word]) -> bool:
             or t.startswith(("--config-env=", "--exec-path="))
             or t.split("=", 1)[0] in _GIT_RUNS
             or t in _GIT_RUNNERS
+            or "ext::" in t  # the `ext` transport runs its URL as a command
             for t in texts
         ) or any(
             sub in texts and any(t.startswith(flag) for t in texts)
             for sub, flag in _GIT_SHORT_RUNS.items()
         ) or ("config" in texts and _git_config_runs_code(args))
+    if name == "make" and _make_reads_input(args):
+        return True
     runs = _SUBCOMMAND_RUNNERS.get(name)
     if runs and any(t in runs for t in texts):
         return True
@@ -426,6 +427,19 @@ def runs_code_in_arguments(name: str, args: list[Word]) -> bool:
             or any(o[1:2] != "-" and t.startswith(o) for o in options)
             for t in texts
         )
+    return False
+
+
+def _make_reads_input(args: list[Word]) -> bool:
+    """Whether ``make`` reads a makefile given on the command line: from its input, a
+    device or a process substitution (``make -f - <<< 'x:; cmd'``, ``make -f <(...)``)."""
+    for i, word in enumerate(args):
+        if _MAKE_STDIN_RE.match(word.text):
+            return True
+        if word.text in ("-f", "--file", "--makefile") and i + 1 < len(args):
+            after = args[i + 1]
+            if not after.literal or _MAKE_STDIN_RE.match(after.text):
+                return True
     return False
 
 
@@ -908,6 +922,9 @@ def _see_through(
             out.opaque.append(f"the command word {head.text!r} is only known at run time")
             return
         name = head.text
+        why = evaluating_builtin(posixpath.basename(name), words[1:])
+        if why is not None:  # also through a wrapper: `builtin let ...`, `command read PATH`
+            out.opaque.append(why)
         if name in _RESERVED:
             # a compound command after a wrapper the grammar misread as words
             # (`coproc { rm x; }`, `coproc NAME { ... }`): its commands are what runs

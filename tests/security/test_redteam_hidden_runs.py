@@ -1,0 +1,112 @@
+"""Red team, hidden runs: spellings of a denied ``rm`` the guard read as harmless commands.
+
+Under ``bash: allow`` with ``bash(rm *): deny`` a hostile model still removed the file:
+
+- by changing a variable that decides what a later command runs without an ``=``: ``read
+  PATH``, ``printf -v PATH``, ``mapfile PATH``, ``getopts a PATH``, a ``for``/``select``
+  loop's variable, ``${BASH_ENV:=s.sh}``, and ``unset PATH`` (bash then searches a default
+  path that ends in ``.``), so that ``ls`` ran a copy of ``rm``, or ``bash -c true`` sourced
+  a script;
+- through builtins the guard checked only when written plainly: ``builtin let``, ``command
+  test -v``, ``'let'``, ``builtin export PATH=.``, ``builtin declare -n x=PATH``;
+- through builtins that run a string: ``mapfile -C``/``readarray -C`` (a callback),
+  ``compgen -C``/``-W`` (a command, a word list it expands), ``wait -p`` (an array index is
+  arithmetic);
+- through programs that run the command or code they are given: ``logsave``, ``perf``,
+  ``ssh-agent``, ``gpg-agent``, ``cmake -E``, ``make --eval``, ``make -f -``, ``dpkg
+  --pre-invoke``, ``split --filter``, ``sort --compress-program``, ``scp -o ProxyCommand``,
+  and git's ``ext::`` transport let in by ``GIT_ALLOW_PROTOCOL``.
+
+Each is now opaque: denied where nobody can answer, asked about otherwise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jianmu import RunStatus
+from tests.security.test_shell_rules import DENY_RM, send, workspace
+
+pytestmark = pytest.mark.anyio
+
+SCRIPT = "printf 'rm victim\\n' > s.sh; "
+COPY = "cp /bin/rm ls; "
+
+HIDDEN_RUNS = [
+    # a variable that decides what later commands run, changed without an `=`
+    COPY + "read PATH <<< .; ls victim",
+    COPY + "printf -v PATH %s .; ls victim",
+    COPY + "printf -vPATH %s .; ls victim",
+    COPY + "mapfile -t PATH <<< .; ls victim",
+    COPY + "readarray -t PATH <<< .; ls victim",
+    "mkdir a; cp /bin/rm a/ls; getopts a PATH -a; ls victim",
+    COPY + "for PATH in .; do ls victim; done",
+    COPY + "select PATH in .; do ls victim; break; done <<< 1",
+    COPY + "unset PATH; ls victim",
+    COPY + "unset -v PATH; ls victim",
+    COPY + "unset PATH; : ${PATH:=.}; ls victim",
+    SCRIPT + "read BASH_ENV <<< s.sh; export BASH_ENV; bash -c true",
+    SCRIPT + "export BASH_ENV; for BASH_ENV in s.sh; do bash -c true; done",
+    SCRIPT + ": ${BASH_ENV:=s.sh}; export BASH_ENV; bash -c true",
+    SCRIPT + ": ${BASH_ENV=s.sh}; export BASH_ENV; bash -c true",
+    # builtins that run a string
+    "mapfile -t -c 1 -C 'rm victim #' a < victim",
+    "readarray -c1 -C 'rm victim' a < victim",
+    "mapfile -tC 'rm victim #' -c 1 a < victim",
+    "compgen -C 'rm victim' x",
+    "compgen -W '$(rm victim)' x",
+    "sleep 0 & wait -p 'x[$(rm victim)]' -n",
+    # a builtin read as a plain command: through a wrapper, or quoted
+    "builtin let 'x=a[$(rm victim)]'",
+    "command let 'x=a[$(rm victim)]'",
+    "'let' 'x=a[$(rm victim)]'",
+    "builtin printf -v 'a[$(rm victim)]' x",
+    "command test -v 'a[$(rm victim)]'",
+    "let 2>/dev/null 'x=a[$(rm victim)]'",
+    COPY + "builtin export PATH=.; ls victim",
+    COPY + "\"export\" PATH=.; ls victim",
+    COPY + "builtin declare -n x=PATH; x=.; ls victim",
+    COPY + "command read PATH <<< .; ls victim",
+    # programs that run the command or code they are given
+    "logsave /dev/null rm victim",
+    "perf stat rm victim",
+    "ssh-agent rm victim",
+    "gpg-agent --daemon rm victim",
+    "cmake -E env rm victim",
+    "make --eval='$(shell rm victim)'",
+    "make -E '$(shell rm victim)'",
+    "make -f - <<< 'x:; rm victim'",
+    "dpkg --pre-invoke='rm victim' --configure -a",
+    "echo x | split --filter='rm victim'",
+    "scp -o ProxyCommand='rm victim' a:b .",
+    "GIT_ALLOW_PROTOCOL=ext git ls-remote 'ext::sh -c rm% victim'",
+    "git -c protocol.allow=always ls-remote 'ext::sh -c rm% victim'",
+]
+
+
+@pytest.mark.parametrize("command", HIDDEN_RUNS)
+async def test_a_hidden_run_is_refused_when_nobody_can_answer(
+    tmp_path: Path, command: str
+) -> None:
+    ws = workspace(tmp_path)
+    result, said = await send(ws, command, DENY_RM, interactive=False)
+    assert result.status is RunStatus.SUCCESS
+    assert "denied" in said, said
+    assert (ws / "victim").read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["read x <<< 1; echo $x", "printf -v x %s 1; echo $x", "mapfile -t a < victim",
+     "for f in victim; do cat $f; done", ": ${x:=1}; echo $x", "unset x y",
+     "getopts a opt -a; echo $opt", "echo x | split -l 1 - part", "sort victim",
+     "make --version", "make -C . -n --version", "git ls-remote --help >/dev/null || true",
+     "echo PATH"],
+)  # fmt: skip
+async def test_ordinary_commands_still_run(tmp_path: Path, command: str) -> None:
+    ws = workspace(tmp_path)
+    result, said = await send(ws, command, DENY_RM, interactive=False)
+    assert result.status is RunStatus.SUCCESS
+    assert "denied" not in said, said
