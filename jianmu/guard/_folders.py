@@ -4,6 +4,7 @@ command's words read in it (``cd secrets; cat key`` reads ``secrets/key``), for 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -23,6 +24,7 @@ class _Word(Protocol):
 
 
 FOLDER_COMMANDS = frozenset({"cd", "pushd", "popd"})
+_STACK_PLACE = re.compile(r"^[+-][0-9]+$")
 
 
 def changed_to(name: str, args: Sequence[_Word]) -> str | None:
@@ -32,6 +34,8 @@ def changed_to(name: str, args: Sequence[_Word]) -> str | None:
     if name == "popd" or len(rest) != 1 or not rest[0].literal:
         return None
     folder = rest[0].text
+    if name == "pushd" and _STACK_PLACE.match(folder):
+        return None  # `pushd +1` turns the stack: the folder of an earlier pushd
     return None if folder in ("", "-") or folder.startswith("~") else folder
 
 

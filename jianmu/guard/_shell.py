@@ -40,6 +40,14 @@ import tree_sitter
 import tree_sitter_bash
 
 from jianmu.guard._folders import FOLDER_COMMANDS, changed_to, folder_of, in_folder
+from jianmu.guard._programs import (
+    FIND_ACTIONS,
+    INTERPRETER_RE,
+    OPAQUE,
+    SHELLS,
+    only_info,
+    runs_code_in_arguments,
+)
 from jianmu.guard._variables import changed_by_builtin, changed_by_node, check_assignment
 
 __all__ = ("MAX_DEPTH", "ShellCommand", "ShellScan", "scan")
@@ -109,60 +117,9 @@ def has_unquoted_glob(text: str) -> bool:
 
 
 # -- code the guard cannot read ----------------------------------------------------------------
+# (the programs that run it: `jianmu.guard._programs`)
 
-SHELLS = frozenset(
-    {
-        "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "rbash",
-        "yash", "posh", "ksh93", "oksh", "loksh", "pdksh", "lksh", "hush", "msh", "sash",
-        "rc", "es", "xonsh", "elvish", "nu",
-    }
-)  # fmt: skip
-_INFO_FLAGS = frozenset({"--version", "-V", "--help", "-h"})
-INTERPRETER_RE = re.compile(
-    r"^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|irb|node(js)?|deno|bun|php[0-9.]*|"
-    r"lua[0-9.]*|luajit|tclsh[0-9.]*|wish|expect|rscript|r|julia|osascript|"
-    r"java|jshell|groovy|scala|dotnet|pwsh|powershell|guile|racket|sbcl|ghci|runghc|"
-    r"swift|elixir|erl|escript|ld\.so|ld-linux[\w.-]*|ld-musl[\w.-]*|"
-    r"i?python[0-9.]*w?|bpython|ptpython|jupyter|micropython|jython|graalpy|tsx|ts-node|"
-    r"qjs|gjs|rhino|octave|sage|lldb|r2|radare2|iex|crystal|nim|zig)$",
-    re.IGNORECASE,
-)
-# Commands that run code the matcher cannot read: a script given as a string or a file,
-# another command assembled at run time, or a definition that changes what a later word runs.
-OPAQUE = frozenset(
-    {
-        "eval", "source", ".", "alias", "trap", "enable", "hash", "fc", "complete", "bind",
-        "parallel", "watch", "su", "runuser", "sg", "newgrp", "pkexec", "script",
-        "unshare", "nsenter", "chrt", "prlimit", "systemd-run", "strace", "ltrace", "gdb",
-        "valgrind", "firejail", "bwrap", "fakeroot", "proot", "at", "batch", "ssh", "crontab",
-        "unbuffer", "catchsegv", "dbus-run-session", "xvfb-run", "flatpak-spawn", "run-parts",
-        # more command runners: each runs the command (or script) it is given
-        "setpriv", "faketime", "cpulimit", "numactl", "eatmydata", "capsh", "nocache", "chpst",
-        "cgexec", "softlimit", "setarch", "linux32", "linux64", "uclampset", "schedtool",
-        "runcon", "nsjail", "minijail0", "tini", "dumb-init", "daemonize", "start-stop-daemon",
-        "sshpass", "torsocks", "proxychains", "proxychains4", "rlwrap", "tmux", "screen",
-        "chronic", "ifne", "pee", "vipe", "lckdo", "setlock", "npx", "uvx", "pipx",
-        # programs with a command language that runs shell commands (`:!cmd`, `!cmd`, syscmd)
-        "vim", "vi", "nvim", "view", "vimdiff", "ex", "rvim", "ed", "red", "emacs",
-        "emacsclient", "m4", "dc", "sqlite3", "gnuplot",
-        "run0", "setuidgid", "s6-setuidgid", "envdir", "envuidgid", "nq", "tsp", "daemon",
-        "schroot", "distrobox", "machinectl", "dbus-launch", "toybox",
-        # builtins and programs that run a command or a word list they expand
-        "compgen", "logsave", "perf", "ssh-agent", "gpg-agent", "scp", "sftp", "scriptlive",
-        "sem", "hyperfine", "socat", "ccache", "openvt", "entr", "timelimit", "mispipe", "rr",
-        "systemd-nspawn", "apptainer", "singularity", "lxc-attach", "dtach", "abduco",
-        "trickle", "xterm",
-    }
-)  # fmt: skip
-FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def only_info(args: list[Word]) -> bool:
-    """Whether the arguments only ask for a version or help (``python --version``)."""
-    return bool(args) and all(w.literal and w.text in _INFO_FLAGS for w in args)
-
-
 # Bash evaluates arithmetic recursively: a variable whose value is `a[$(rm x)]` runs `rm x`
 # when it is read in `(( ))`, `$(( ))`, `let`, `[[ x -eq y ]]`, `test -v`, an array index,
 # a substring offset, or assigned to an integer variable; `${x@P}` expands a value as a
@@ -283,6 +240,8 @@ def evaluating_builtin(name: str, args: list[Word]) -> str | None:
         return changed
     if name in _DECLARATIONS:
         return f"{name!r} run as a plain command declares what the guard does not read"
+    if name == "shopt" and any(w.text == "cdable_vars" or not w.literal for w in args):
+        return "'cd' may then read its folder from a variable"
     if name in ("mapfile", "readarray") and any(
         w.text.startswith("-") and "C" in w.text for w in args
     ):
@@ -333,126 +292,6 @@ def hidden_in_text(node: Any) -> str | None:
         # `${x#$(rm x)}`: the grammar keeps a pattern as text; bash expands it
         return "it holds an expansion the guard cannot read"
     return None
-
-
-# awk's system() and pipes to commands, sed's `e` command and flag, git's -c alias.x='!cmd'
-_AWK_RE = re.compile(r"system|\||getline")
-# sed's `e`: a command after an optional address (`1e cmd`, `/x/e cmd`, `$!e`) or an s flag
-_SED_RE = re.compile(
-    r"(^|[;{}\n])\s*([0-9$,~+!\s]|/[^/]*/)*e(\s|$|;)|/[a-zA-Z0-9]*e[a-zA-Z0-9]*\s*($|[;}\n])"
-)
-# options that make an everyday program run a command given as their value
-_CODE_OPTIONS: dict[str, tuple[str, ...]] = {
-    "tar": ("--checkpoint-action", "--to-command", "-I", "--use-compress-program",
-            "--rsh-command", "-F", "--info-script", "--new-volume-script"),
-    "zip": ("-TT", "--unzip-command"),
-    "rsync": ("-e", "--rsh", "--rsync-path"),
-    "man": ("-P", "--pager", "-H", "--html"),
-    "less": ("-P",),  # harmless on its own, but LESSOPEN-style tricks are not worth reading
-    "make": ("--eval", "-E"), "cmake": ("-E", "-P"), "split": ("--filter",),
-    "dpkg": ("--pre-invoke", "--post-invoke", "--status-logger"),
-    **dict.fromkeys(("apt-get", "apt"), ("-o", "--option", "-c", "--config-file")),
-    "sort": ("--compress-program",), "install": ("--strip-program",),
-    "wget": ("--use-askpass", "-e", "--execute"),
-    **dict.fromkeys(("sdiff", "diff3"), ("--diff-program",)),
-    **dict.fromkeys(("nc", "ncat", "netcat"), ("-e", "-c", "--exec", "--sh-exec", "--lua-exec")),
-    **dict.fromkeys(("gcc", "cc", "g++", "c++", "clang"), ("-wrapper", "-fplugin")),
-}  # fmt: skip
-# make reading its makefile from the command line's input (`make -f - <<< 'x:; cmd'`)
-_MAKE_STDIN_RE = re.compile(r"^(-f|--file=|--makefile=)?(-|/dev/.*|/proc/.*)$")
-# git subcommands and options that run a command given on the command line
-_GIT_RUNS = frozenset(
-    {"--exec", "--extcmd", "--open-files-in-pager", "--upload-pack", "--receive-pack"}
-)  # fmt: skip
-_GIT_RUNNERS = frozenset({"bisect", "submodule", "filter-branch", "mergetool", "difftool"})
-# Tools whose subcommand runs the command that follows it (`uv run rm x`, `npm exec rm x`).
-_SUBCOMMAND_RUNNERS: dict[str, frozenset[str]] = {
-    **dict.fromkeys(("uv", "poetry", "pipenv", "pdm", "hatch", "rye", "pixi", "conda",
-                     "mamba", "micromamba", "cargo"), frozenset({"run"})),
-    **dict.fromkeys(("npm", "pnpm", "yarn", "bun", "bundle", "direnv", "mise", "asdf",
-                     "rbenv", "pyenv", "nodenv", "goenv"), frozenset({"exec", "dlx"})),
-    **dict.fromkeys(("docker", "podman", "nerdctl", "kubectl", "lxc", "incus", "flatpak",
-                     "toolbox"), frozenset({"run", "exec", "enter"})),
-    "nix": frozenset({"run", "shell", "develop"}),
-    "nix-shell": frozenset({"--run", "--command"}),
-    "ip": frozenset({"netns"}),
-}  # fmt: skip
-_GIT_SHORT_RUNS = {"rebase": "-x", "grep": "-O", "clone": "-u", "ls-remote": "-u"}
-# `git config KEY VALUE` for a key whose value a later git command runs (`alias.x '!rm x'`)
-_GIT_CODE_KEYS = re.compile(
-    r"^(alias\.|core\.(editor|pager|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|"
-    r"sequence\.editor|credential\.|diff\.|difftool\.|merge\.|mergetool\.|filter\.|"
-    r"pager\.|gpg\.|uploadpack\.|receive\.|remote\.|protocol\.|include|url\.|http\.|"
-    r"web\.|browser\.|man\.|instaweb\.|sendemail\.|interactive\.|log\.|status\.|"
-    r"submodule\.|fetch\.|push\.|gc\.|transfer\.|ssh\.)",
-    re.IGNORECASE,
-)
-
-
-def runs_code_in_arguments(name: str, args: list[Word]) -> bool:
-    """Whether a usually harmless program is given code to run: awk, sed, git -c."""
-    texts = [w.text for w in args]
-    if re.fullmatch(r"g?awk|mawk|nawk", name):
-        return (
-            any(not w.literal for w in args)
-            or "-f" in texts
-            or any(_AWK_RE.search(t) for t in texts)
-        )
-    if re.fullmatch(r"g?sed", name):
-        return any(t == "-f" or t.startswith("--file") for t in texts) or any(
-            not w.literal or _SED_RE.search(w.text) for w in args
-        )
-    if name == "git":
-        return any(
-            t in ("-c", "--config-env", "--exec-path")
-            or t.startswith(("--config-env=", "--exec-path="))
-            or t.split("=", 1)[0] in _GIT_RUNS
-            or t in _GIT_RUNNERS
-            or "ext::" in t  # the `ext` transport runs its URL as a command
-            for t in texts
-        ) or any(
-            sub in texts and any(t.startswith(flag) for t in texts)
-            for sub, flag in _GIT_SHORT_RUNS.items()
-        ) or ("config" in texts and _git_config_runs_code(args))
-    if name == "make" and _make_reads_input(args):
-        return True
-    runs = _SUBCOMMAND_RUNNERS.get(name)
-    if runs and any(t in runs for t in texts):
-        return True
-    options = _CODE_OPTIONS.get(name)
-    if options:
-        # `-Icmd`, `-I cmd`, `--to-command=cmd`: a short option may carry its value
-        return any(
-            t.split("=", 1)[0] in options
-            or any(o[1:2] != "-" and t.startswith(o) for o in options)
-            for t in texts
-        )
-    return False
-
-
-def _make_reads_input(args: list[Word]) -> bool:
-    """Whether ``make`` reads a makefile given on the command line: from its input, a
-    device or a process substitution (``make -f - <<< 'x:; cmd'``, ``make -f <(...)``)."""
-    for i, word in enumerate(args):
-        if _MAKE_STDIN_RE.match(word.text):
-            return True
-        if word.text in ("-f", "--file", "--makefile") and i + 1 < len(args):
-            after = args[i + 1]
-            if not after.literal or _MAKE_STDIN_RE.match(after.text):
-                return True
-    return False
-
-
-def _git_config_runs_code(args: list[Word]) -> bool:
-    """Whether ``git config`` sets (or may set) a key whose value later git commands run,
-    or writes a config file named on the command line."""
-    return any(
-        not w.literal
-        or _GIT_CODE_KEYS.match(w.text)
-        or w.text in ("-f", "--file")
-        or w.text.startswith("--file=")
-        for w in args
-    )
 
 
 # -- wrappers and shells -----------------------------------------------------------------------
@@ -553,7 +392,10 @@ WRAPPERS: dict[str, Options] = {
 
 
 def read_shell(name: str, args: list[Word], depth: int, out: _Found) -> None:
-    """``sh -c 'script'`` is read in turn; a shell reading a file or stdin is opaque."""
+    """``sh -c 'script'`` is read in turn; a shell reading a file or stdin is opaque, and so is
+    one that first runs its startup files (`_startup_files`)."""
+    if _startup_files(name, args):
+        out.opaque.append(f"{name!r} first runs startup files the guard cannot see")
     i, run_string = 0, False
     while i < len(args):
         word = args[i]
@@ -584,6 +426,32 @@ def read_shell(name: str, args: list[Word], depth: int, out: _Found) -> None:
     if only_info(args):
         return
     out.opaque.append(f"{name!r} reads a script the guard cannot see (a file or stdin)")
+
+
+def _startup_files(name: str, args: list[Word]) -> bool:
+    """Whether the shell runs startup files before its script: a login or interactive shell
+    (``bash -lc``, ``sh -ic``: ``~/.profile``, ``~/.bashrc``, ``$ENV``, an ``--rcfile``), and
+    zsh and fish, which read theirs for every script unless told not to."""
+    options: list[str] = []
+    valued = False  # the word after `-o`, `-O`, `--rcfile` is that option's value
+    for word in args:
+        if valued:
+            valued = False
+            continue
+        if not word.literal or not word.text.startswith(("-", "+")) or word.text in ("-", "--"):
+            break
+        options.append(word.text)
+        valued = word.text in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file")
+    letters = "".join(o[1:] for o in options if o[:1] == "-" and o[1:2] != "-")
+    if name == "zsh" and "f" not in letters and "--no-rcs" not in options:
+        return True
+    if name == "fish" and not {"-N", "--no-config"} & set(options):
+        return True
+    login = "l" in letters or "--login" in options
+    interactive = "i" in letters or "--interactive" in options
+    return (login and not (name == "bash" and "--noprofile" in options)) or (
+        interactive and not (name == "bash" and "--norc" in options)
+    )
 
 
 def unwrap(
@@ -838,12 +706,18 @@ def _command(node: Any, depth: int, out: _Found) -> None:
     forms: list[tuple[str, ...]] = []
     dynamic: list[frozenset[int]] = []
     _see_through(words, depth, out, forms, dynamic)
+    # a change of folder, also behind a wrapper (`builtin cd secrets`, `command pushd x`)
+    changes = [
+        [Word(text, i not in known_late) for i, text in enumerate(form)]
+        for form, known_late in zip(forms, dynamic, strict=True)
+        if form and 0 not in known_late and form[0] in FOLDER_COMMANDS
+    ]
     if forms:
         if out.folders:  # after a `cd`, a relative word names a file in that folder
             in_folder(folder_of(out.folders), forms, dynamic)
         out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
-    if words and words[0].literal and words[0].text in FOLDER_COMMANDS:
-        out.folders.append(changed_to(words[0].text, words[1:]))
+    if changes:
+        out.folders.append(changed_to(changes[0][0].text, changes[0][1:]))
 
 
 def _redirected(node: Any) -> list[Word]:

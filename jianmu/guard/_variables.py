@@ -34,6 +34,7 @@ _DANGEROUS_VARS = frozenset(
         "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS", "BASH_FUNC", "PYTHONSTARTUP",
         "PYTHONPATH", "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS", "GIT_SSH_COMMAND",
         "GIT_EXTERNAL_DIFF", "GIT_PAGER", "PAGER", "EDITOR", "VISUAL", "GIT_CONFIG_PARAMETERS",
+        "BASH_CMDS", "BASH_ALIASES", "CDPATH",  # what a name runs; where `cd x` goes
     }
 )  # fmt: skip
 # Families of variables a program reads a command (or options that run one) from: git's

@@ -9,6 +9,8 @@ Under ``bash: allow`` with ``bash(rm *): deny`` a hostile model still removed th
   a script;
 - through builtins the guard checked only when written plainly: ``builtin let``, ``command
   test -v``, ``'let'``, ``builtin export PATH=.``, ``builtin declare -n x=PATH``;
+- through a shell's startup files: ``bash -lc``/``-ic``/``--rcfile`` run ``~/.profile``,
+  ``~/.bashrc`` or the file named before the script the guard read;
 - through builtins that run a string: ``mapfile -C``/``readarray -C`` (a callback),
   ``compgen -C``/``-W`` (a command, a word list it expands), ``wait -p`` (an array index is
   arithmetic);
@@ -69,6 +71,12 @@ HIDDEN_RUNS = [
     COPY + "\"export\" PATH=.; ls victim",
     COPY + "builtin declare -n x=PATH; x=.; ls victim",
     COPY + "command read PATH <<< .; ls victim",
+    # a shell that first runs its startup files, written by the same line
+    "printf 'rm victim\\n' > ~/.bashrc; bash -ic true",
+    "printf 'rm victim\\n' > ~/.profile; bash -lc true",
+    "printf 'rm victim\\n' > ~/.profile; bash -o posix -lc true",
+    "printf 'rm victim\\n' > ~/.profile; sh -lc true",
+    "printf 'rm victim\\n' > r; bash --rcfile r -ic true",
     # programs that run the command or code they are given
     "logsave /dev/null rm victim",
     "perf stat rm victim",
@@ -103,7 +111,7 @@ async def test_a_hidden_run_is_refused_when_nobody_can_answer(
      "for f in victim; do cat $f; done", ": ${x:=1}; echo $x", "unset x y",
      "getopts a opt -a; echo $opt", "echo x | split -l 1 - part", "sort victim",
      "make --version", "make -C . -n --version", "git ls-remote --help >/dev/null || true",
-     "echo PATH"],
+     "echo PATH", "bash -c 'ls -l'", "bash --noprofile --norc -lic true"],
 )  # fmt: skip
 async def test_ordinary_commands_still_run(tmp_path: Path, command: str) -> None:
     ws = workspace(tmp_path)

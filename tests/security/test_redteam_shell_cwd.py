@@ -96,3 +96,24 @@ async def test_an_allow_rule_still_grants_a_command_without_paths_in_a_folder(
     policy = {"bash(echo hello*)": "allow"}
     said = await _send(ws, {"command": "echo hello", "cwd": "docs"}, policy, "confirm")
     assert said.strip() == "hello"
+
+
+# -- a change of folder the guard did not follow ------------------------------------------------
+# `builtin cd` and `command cd` are `cd`; `pushd +1` turns the folder stack back to an earlier
+# folder; with CDPATH (or `shopt -s cdable_vars`) `cd x` goes where a variable says. Before,
+# each read `cat key` as a file of another folder and the key was shown.
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["builtin cd secrets; cat key", "command cd secrets && cat key",
+     "builtin pushd secrets >/dev/null; cat key",
+     "pushd secrets >/dev/null; pushd / >/dev/null; pushd +1 >/dev/null; cat key",
+     "CDPATH=..; cd docs; cd secrets; cat key", "read CDPATH <<< ..; cd docs; cd secrets; cat key",
+     "shopt -s cdable_vars; y=secrets; cd y; cat key"],
+)  # fmt: skip
+async def test_a_change_of_folder_by_any_spelling_is_followed(
+    tmp_path: Path, command: str
+) -> None:
+    said = await _send(_workspace(tmp_path), {"command": command}, POLICY)
+    assert "denied" in said and "KEY-MATERIAL" not in said, said
