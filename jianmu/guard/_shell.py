@@ -700,6 +700,8 @@ def _command(node: Any, depth: int, out: _Found) -> None:
             continue
         if child.type == "command_name":
             words.extend(word_value(c) for c in child.children)
+        elif _fd_variable(child, out):
+            continue
         elif child.is_named:
             words.append(word_value(child))
     words += _redirected(node)
@@ -718,6 +720,28 @@ def _command(node: Any, depth: int, out: _Found) -> None:
         out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
     if changes:
         out.folders.append(changed_to(changes[0][0].text, changes[0][1:]))
+
+
+_FD_VARIABLE_RE = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)(\[.*\])?\}$", re.DOTALL)
+
+
+def _fd_variable(node: Any, out: _Found) -> bool:
+    """Whether ``node`` is the ``{NAME}`` of ``{NAME}>file``, which bash reads as a variable
+    to store a new descriptor in, not as a word of the command (the grammar reads a word);
+    a NAME that decides what runs, or an index (arithmetic), makes the line opaque."""
+    found = _FD_VARIABLE_RE.match(node_text(node))
+    if found is None or node.type not in ("word", "concatenation"):
+        return False
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    if bytes(root.text or b"")[node.end_byte : node.end_byte + 1] not in (b"<", b">"):
+        return False
+    index = found.group(2)
+    if index is not None and not _SAFE_INDEX_RE.match(index[1:-1].strip()):
+        out.opaque.append("a {NAME[i]} descriptor's index is arithmetic that may hide a command")
+    check_assignment(found.group(1), out.opaque)
+    return True
 
 
 def _redirected(node: Any) -> list[Word]:

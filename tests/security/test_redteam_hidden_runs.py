@@ -53,6 +53,7 @@ HIDDEN_RUNS = [
     SCRIPT + "export BASH_ENV; for BASH_ENV in s.sh; do bash -c true; done",
     SCRIPT + ": ${BASH_ENV:=s.sh}; export BASH_ENV; bash -c true",
     SCRIPT + ": ${BASH_ENV=s.sh}; export BASH_ENV; bash -c true",
+    COPY + "mkdir 10 11 12; for d in 1?; do cp ls $d/; done; exec {PATH}>/dev/null; ls victim",
     # builtins that run a string
     "mapfile -t -c 1 -C 'rm victim #' a < victim",
     "readarray -c1 -C 'rm victim' a < victim",
@@ -118,3 +119,13 @@ async def test_ordinary_commands_still_run(tmp_path: Path, command: str) -> None
     result, said = await send(ws, command, DENY_RM, interactive=False)
     assert result.status is RunStatus.SUCCESS
     assert "denied" not in said, said
+
+
+async def test_a_descriptor_variable_is_not_a_word_of_the_command(tmp_path: Path) -> None:
+    # bash reads `{x}>/dev/null` as a variable to store a descriptor in: the command is
+    # `rm -rf victim`, which the grammar read as `rm -rf {x} victim`
+    ws = workspace(tmp_path)
+    policy = {"bash": "allow", "bash(rm -rf victim*)": "deny"}
+    _, said = await send(ws, "rm -rf {x}>/dev/null victim", policy, interactive=False)
+    assert "denied" in said, said
+    assert (ws / "victim").read_text() == "keep me\n"
