@@ -647,6 +647,8 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
         check_assignment(node_text(node), out.opaque)
     elif kind == "file_redirect":  # a herestring (<<<) is input, not a file written
         _redirect(node, out)
+    elif kind == "command_substitution":
+        _read_substitution(node, out)
     for child in node.children:
         _walk(child, depth, out)
 
@@ -777,7 +779,47 @@ def _redirected(node: Any) -> list[Word]:
             if reads and value.text not in _HARMLESS_TARGETS:
                 words.append(value)
         words += [word_value(c) for c in named]
+    return words + _read_around(statement)
+
+
+# statements whose own redirection is the grammar's: the command's (read above), not a group's
+_SIMPLE_BODIES = frozenset({"command", "pipeline", "list", "negated_command"})
+
+
+def _read_around(node: Any) -> list[Word]:
+    """The files the compound statements (and functions) around a command give it as input:
+    ``{ cat; } < secrets/key`` and ``while ...; do cat; done < secrets/key`` read what ``cat <
+    secrets/key`` does."""
+    words: list[Word] = []
+    while node is not None:
+        # a function's own redirections apply whenever it runs: `f() { cat; } < k`
+        grouped = node.type in ("redirected_statement", "function_definition")
+        body = node.child_by_field_name("body") if grouped else None
+        if body is not None and body.type not in _SIMPLE_BODIES:
+            for redirect in node.children:
+                target = _target(redirect) if redirect.type == "file_redirect" else None
+                if target is not None and any(c.type in ("<", "<>") for c in redirect.children):
+                    value = word_value(target)
+                    if value.text not in _HARMLESS_TARGETS:
+                        words.append(value)
+        node = node.parent
     return words
+
+
+def _read_substitution(node: Any, out: _Found) -> None:
+    """``$(< file)`` is bash's spelling of ``$(cat file)``: a command ``cat file`` to a rule."""
+    named = node.named_children
+    if len(named) != 1 or named[0].type != "file_redirect":
+        return
+    target = _target(named[0])
+    if target is None or not any(c.type == "<" for c in named[0].children):
+        return
+    value = word_value(target)
+    forms: list[tuple[str, ...]] = [("cat", value.text)]
+    dynamic = [frozenset() if value.literal else frozenset({1})]
+    if out.folders:
+        in_folder(folder_of(out.folders), forms, dynamic)
+    out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
 
 
 _REDIRECT_PARTS = frozenset({"file_descriptor", "heredoc_start", "heredoc_body", "heredoc_end"})

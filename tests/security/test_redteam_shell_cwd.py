@@ -117,3 +117,28 @@ async def test_a_change_of_folder_by_any_spelling_is_followed(
 ) -> None:
     said = await _send(_workspace(tmp_path), {"command": command}, POLICY)
     assert "denied" in said and "KEY-MATERIAL" not in said, said
+
+
+# -- a file given as input to a group, a loop, a function or $(< file) --------------------------
+# `cat < secrets/key` was denied as `cat secrets/key`, but a redirection on the statement around
+# the command (`{ cat; } < secrets/key`) gives it the same input, and `$(< secrets/key)` is
+# bash's spelling of `$(cat secrets/key)`. Before, each showed the key.
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["{ cat; } < secrets/key", "(cat) < secrets/key", "for i in 1; do cat; done < secrets/key",
+     "if true; then cat; fi < secrets/key", "f() { cat; } < secrets/key; f",
+     "echo \"$(<secrets/key)\"", "cd secrets; echo $(< key)"],
+)  # fmt: skip
+async def test_a_file_given_as_input_around_a_command_is_read_by_it(
+    tmp_path: Path, command: str
+) -> None:
+    said = await _send(_workspace(tmp_path), {"command": command}, POLICY)
+    assert "denied" in said and "KEY-MATERIAL" not in said, said
+
+
+@pytest.mark.parametrize("command", ["{ cat; } < docs/readme", "echo \"$(<docs/readme)\""])
+async def test_other_input_still_runs(tmp_path: Path, command: str) -> None:
+    said = await _send(_workspace(tmp_path), {"command": command}, POLICY)
+    assert "public" in said, said
