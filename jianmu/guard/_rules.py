@@ -214,8 +214,13 @@ def _ip_address(host: str) -> str | None:
     return str(ip)
 
 
-def _is_url(name: str | None) -> bool:
-    return bool(name) and any(hint in str(name).lower() for hint in ("url", "uri"))
+# a value that is a URL whatever its argument is called (`link`, `endpoint`, `href`...)
+_URL_VALUE_RE = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.\-]*://")
+
+
+def _is_url(name: str | None, value: str = "") -> bool:
+    named = bool(name) and any(hint in str(name).lower() for hint in ("url", "uri"))
+    return named or bool(_URL_VALUE_RE.match(value))
 
 
 def _schema_main_argument(tool: _Tool, args: dict[str, Any]) -> str | None:
@@ -313,7 +318,7 @@ class Rule:
         (see `path_forms`; ``root`` is the workspace root)."""
         if _is_shell(name, tool):
             return shell_parts(scan_in(value, folder, paths_in=root or ""), root)
-        if _is_url(name) and value:
+        if _is_url(name, value) and value:
             return url_forms(value)
         if _is_path(name) and value:
             return path_forms(value, root)
@@ -378,7 +383,7 @@ class Rule:
         if _is_shell(name, tool):
             return self._restricts_shell(scan_in(value, folder), root)
         parts = self.split(name, value, tool, root)
-        if _is_path(name) and value and not _is_url(name):
+        if _is_path(name) and value and not _is_url(name, value):
             # a restricting rule may be written with absolute paths: match those forms too
             parts = path_forms(value, root, absolute=True)
         if any(self.match_text(part) for part in parts):
