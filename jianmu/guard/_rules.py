@@ -43,7 +43,9 @@ How argument values are matched:
   when the workspace root is known, the path relative to it, lexically and with symlinks
   followed (``/ws/secrets/key`` and a link ``docs/notes`` → ``secrets`` both become
   ``secrets/...``; a real location outside the workspace stays absolute). Allow needs every
-  form to match, deny and confirm any one.
+  form to match, deny and confirm any one. Whatever an argument is called, a value spelt like
+  a path (``./secrets/x``) meets a deny or confirm rule written on a path (``secrets/*``) in
+  those forms too, and a value that is a URL (``scheme://...``) is matched as URLs are.
 - A shell command's literal arguments (and options' values, ``--file=k``) are paths the same
   way: ``cat /ws/secrets/key``, ``cat notes/key`` through a link and ``cd /ws/secrets; cat
   key`` are ``cat secrets/key`` to a rule ``bash(cat secrets/*)``, and ``bash(cat docs/*)``
@@ -214,6 +216,8 @@ def _ip_address(host: str) -> str | None:
     return str(ip)
 
 
+# a value spelt like a path: with a separator, or starting at `.` or `~`
+_PATH_VALUE_RE = re.compile(r"^\s*[.~]|[/\\]")
 # a value that is a URL whatever its argument is called (`link`, `endpoint`, `href`...)
 _URL_VALUE_RE = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.\-]*://")
 
@@ -386,6 +390,12 @@ class Rule:
         if _is_path(name) and value and not _is_url(name, value):
             # a restricting rule may be written with absolute paths: match those forms too
             parts = path_forms(value, root, absolute=True)
+        elif "/" in (self.pattern or "") and _PATH_VALUE_RE.search(value) and not _is_url(
+            name, value
+        ):
+            # a rule on a path and a value spelt like one: a path whatever its argument is
+            # called (`save_note(to:secrets/*)`); a text rule (`message:hello*`) reads text
+            parts = [*parts, *path_forms(value.strip(), root, absolute=True)]
         if any(self.match_text(part) for part in parts):
             return True
         walks = (tool.name if tool is not None else str(self.tool)).lower() in _WALKING_TOOLS

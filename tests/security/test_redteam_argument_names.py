@@ -1,12 +1,17 @@
-"""Red team, URL arguments: a URL rule held only for an argument whose name says ``url``.
+"""Red team, argument names: URL and path rules held only for arguments named like one.
 
 A tool whose URL argument has another name (``link``, ``endpoint``, an MCP server's
 ``href``) was matched as plain text: ``HTTPS://EVIL.COM/x``, ``https://u@evil.com/x`` and
 ``https://evil.com.:443/x`` passed ``open_page(link:https://evil.com/*): deny``. A value that
 is a URL is now matched in every spelling the HTTP client would send, whatever its name.
+Likewise a path argument named ``to``: ``./secrets/x``, ``docs/../secrets/x``, the absolute
+path and a link into ``secrets`` passed ``save_note(to:secrets/*): deny``; a value spelt like
+a path is now matched in every form a path rule reads, whatever its name.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +46,26 @@ def test_other_values_are_not_caught(link: str) -> None:
     checker = ToolPolicyChecker(policy)
     call = ToolCall(name="open_page", arguments={"link": link})
     assert checker.resolve(call, open_page.tool_spec)[0] == "allow"
+
+
+@tool
+def save_note(to: str, text: str) -> str:
+    """Save a note to a file of the workspace."""
+    return to
+
+
+@pytest.mark.parametrize(
+    "where", ["secrets/x", "./secrets/x", "docs/../secrets/x", "{ws}/secrets/x", "docs/l/x"]
+)
+def test_a_path_is_matched_in_every_form_whatever_its_argument_is_called(
+    tmp_path: Path, where: str
+) -> None:
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "l").symlink_to(tmp_path / "secrets", target_is_directory=True)
+    policy = {"save_note": "allow", "save_note(to:secrets/*)": "deny"}
+    checker = ToolPolicyChecker(policy, workspace=tmp_path)
+    call = ToolCall(name="save_note", arguments={"to": where.format(ws=tmp_path), "text": "t"})
+    assert checker.resolve(call, save_note.tool_spec)[0] == "deny"
+    other = ToolCall(name="save_note", arguments={"to": "docs/x", "text": "t"})
+    assert checker.resolve(other, save_note.tool_spec)[0] == "allow"
