@@ -105,7 +105,8 @@ _CODE_OPTIONS: dict[str, tuple[str, ...]] = {
 _MAKE_STDIN_RE = re.compile(r"^(-f|--file=|--makefile=)?(-|/dev/.*|/proc/.*)$")
 # git subcommands and options that run a command given on the command line
 _GIT_RUNS = frozenset(
-    {"--exec", "--extcmd", "--open-files-in-pager", "--upload-pack", "--receive-pack"}
+    {"--exec", "--extcmd", "--open-files-in-pager", "--upload-pack", "--receive-pack",
+     "--access-hook", "--httpd", "--sendmail-cmd", "--smtp-server"}
 )  # fmt: skip
 _GIT_RUNNERS = frozenset({"bisect", "submodule", "filter-branch", "mergetool", "difftool"})
 # Tools whose subcommand runs the command that follows it (`uv run rm x`, `npm exec rm x`).
@@ -138,12 +139,13 @@ def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
     if re.fullmatch(r"g?awk|mawk|nawk", name):
         return (
             any(not w.literal for w in args)
-            or "-f" in texts
+            or _reads_program(texts, "fEilW", ("--file", "--exec", "--include", "--load"))
             or any(_AWK_RE.search(t) for t in texts)
         )
     if re.fullmatch(r"g?sed", name):
-        return any(t == "-f" or t.startswith("--file") for t in texts) or any(
-            not w.literal or _SED_RE.search(w.text) for w in args
+        return _reads_program(texts, "f", ("--file",)) or any(
+            not w.literal or any(_SED_RE.search(t) for t in _option_values(w.text))
+            for w in args
         )
     if name == "git":
         return any(
@@ -171,6 +173,24 @@ def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
             for t in texts
         )
     return False
+
+
+def _reads_program(texts: list[str], letters: str, long: tuple[str, ...]) -> bool:
+    """Whether an option reads the program from a file (or loads one): one of ``letters`` in
+    a group of short options (``-f p``, ``-fp``, ``-nf p``), or a ``long`` option."""
+    return any(
+        (t[:1] == "-" and t[1:2] != "-" and any(ch in letters for ch in t[1:]))
+        or t.split("=", 1)[0] in long
+        for t in texts
+    )
+
+
+def _option_values(text: str) -> tuple[str, ...]:
+    """A word, and the script it may carry as an option's value (``--expression=S``, ``-eS``,
+    ``-neS``)."""
+    if text.startswith("--"):
+        return (text, text.partition("=")[2])
+    return (text, text[1:].partition("e")[2]) if text.startswith("-") else (text,)
 
 
 def _make_reads_input(args: Sequence[Word]) -> bool:

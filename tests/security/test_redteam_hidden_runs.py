@@ -4,9 +4,9 @@ Under ``bash: allow`` with ``bash(rm *): deny`` a hostile model still removed th
 
 - by changing a variable that decides what a later command runs without an ``=``: ``read
   PATH``, ``printf -v PATH``, ``mapfile PATH``, ``getopts a PATH``, a ``for``/``select``
-  loop's variable, ``${BASH_ENV:=s.sh}``, and ``unset PATH`` (bash then searches a default
-  path that ends in ``.``), so that ``ls`` ran a copy of ``rm``, or ``bash -c true`` sourced
-  a script;
+  loop's variable, ``exec {PATH}>f``, ``${BASH_ENV:=s.sh}``, and ``unset PATH`` (bash then
+  searches a default path that ends in ``.``), so that ``ls`` ran a copy of ``rm``, or ``bash
+  -c true`` sourced a script;
 - through builtins the guard checked only when written plainly: ``builtin let``, ``command
   test -v``, ``'let'``, ``builtin export PATH=.``, ``builtin declare -n x=PATH``;
 - through a shell's startup files: ``bash -lc``/``-ic``/``--rcfile`` run ``~/.profile``,
@@ -14,10 +14,11 @@ Under ``bash: allow`` with ``bash(rm *): deny`` a hostile model still removed th
 - through builtins that run a string: ``mapfile -C``/``readarray -C`` (a callback),
   ``compgen -C``/``-W`` (a command, a word list it expands), ``wait -p`` (an array index is
   arithmetic);
-- through programs that run the command or code they are given: ``logsave``, ``perf``,
-  ``ssh-agent``, ``gpg-agent``, ``cmake -E``, ``make --eval``, ``make -f -``, ``dpkg
-  --pre-invoke``, ``split --filter``, ``sort --compress-program``, ``scp -o ProxyCommand``,
-  and git's ``ext::`` transport let in by ``GIT_ALLOW_PROTOCOL``.
+- through programs that run the command or code they are given: awk's and sed's program
+  file spelt ``-fp.awk`` or ``-nf p.sed``, sed's ``--expression=`` and ``-ne'1e cmd'``,
+  ``logsave``, ``perf``, ``ssh-agent``, ``gpg-agent``, ``cmake -E``, ``make --eval``,
+  ``make -f -``, ``dpkg --pre-invoke``, ``split --filter``, ``scp -o ProxyCommand``, and
+  git's ``ext::`` transport let in by ``GIT_ALLOW_PROTOCOL``.
 
 Each is now opaque: denied where nobody can answer, asked about otherwise.
 """
@@ -79,6 +80,11 @@ HIDDEN_RUNS = [
     "printf 'rm victim\\n' > ~/.profile; sh -lc true",
     "printf 'rm victim\\n' > r; bash --rcfile r -ic true",
     # programs that run the command or code they are given
+    "printf 'BEGIN{system(\"rm victim\")}' > p.awk; awk -fp.awk",
+    "printf '1e rm victim\\n' > p.sed; echo x | sed -nf p.sed",
+    "printf 's/x/rm victim/e\\n' > p.sed; echo x | sed -fp.sed",
+    "echo x | sed --expression='1e rm victim'",
+    "echo x | sed -ne'1e rm victim'",
     "logsave /dev/null rm victim",
     "perf stat rm victim",
     "ssh-agent rm victim",
