@@ -166,8 +166,13 @@ def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
         return True
     options = _CODE_OPTIONS.get(name)
     if options:
-        # `-Icmd`, `-I cmd`, `--to-command=cmd`: a short option may carry its value
-        return any(
+        # `-Icmd`, `-I cmd`, `--to-command=cmd`: a short option may carry its value, and be
+        # one of a group (`tar -cvI cmd`, `rsync -ave cmd`; tar's first word needs no dash)
+        letters = {o[1] for o in options if len(o) == 2 and o[0] == "-"}
+        groups = [t[1:] for t in texts if t[:1] == "-" and t[1:2] != "-"]
+        if name == "tar" and texts and not texts[0].startswith("-"):
+            groups.append(texts[0])
+        return any(letters & set(group) for group in groups) or any(
             t.split("=", 1)[0] in options
             or any(o[1:2] != "-" and t.startswith(o) for o in options)
             for t in texts

@@ -15,7 +15,8 @@ Under ``bash: allow`` with ``bash(rm *): deny`` a hostile model still removed th
   ``compgen -C``/``-W`` (a command, a word list it expands), ``wait -p`` (an array index is
   arithmetic);
 - through programs that run the command or code they are given: awk's and sed's program
-  file spelt ``-fp.awk`` or ``-nf p.sed``, sed's ``--expression=`` and ``-ne'1e cmd'``,
+  file spelt ``-fp.awk`` or ``-nf p.sed``, sed's ``--expression=`` and ``-ne'1e cmd'``, an
+  option in a group (``tar -cvI cmd``, ``tar cfI f cmd``, ``rsync -ave cmd``),
   ``logsave``, ``perf``, ``ssh-agent``, ``gpg-agent``, ``cmake -E``, ``make --eval``,
   ``make -f -``, ``dpkg --pre-invoke``, ``split --filter``, ``scp -o ProxyCommand``, and
   git's ``ext::`` transport let in by ``GIT_ALLOW_PROTOCOL``.
@@ -85,6 +86,9 @@ HIDDEN_RUNS = [
     "printf 's/x/rm victim/e\\n' > p.sed; echo x | sed -fp.sed",
     "echo x | sed --expression='1e rm victim'",
     "echo x | sed -ne'1e rm victim'",
+    "echo d > data; tar -cvI 'rm victim' -f /dev/null data",
+    "echo d > data; tar cfI /dev/null 'rm victim' data",
+    "rsync -ave 'rm victim' victim localhost:x",
     "logsave /dev/null rm victim",
     "perf stat rm victim",
     "ssh-agent rm victim",
@@ -117,6 +121,7 @@ async def test_a_hidden_run_is_refused_when_nobody_can_answer(
     ["read x <<< 1; echo $x", "printf -v x %s 1; echo $x", "mapfile -t a < victim",
      "for f in victim; do cat $f; done", ": ${x:=1}; echo $x", "unset x y",
      "getopts a opt -a; echo $opt", "echo x | split -l 1 - part", "sort victim",
+     "tar -cvf /dev/null victim",
      "make --version", "make -C . -n --version", "git ls-remote --help >/dev/null || true",
      "echo PATH", "bash -c 'ls -l'", "bash --noprofile --norc -lic true"],
 )  # fmt: skip
