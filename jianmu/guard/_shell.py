@@ -517,6 +517,10 @@ def unwrap(
                     return None
         if (opt[1:] and opt[1:] in spec.no_command) or opt in ("--pid", "--pgid", "--uid"):
             return None
+        if name == "exec" and (
+            "l" in text.partition("a")[0] or (opt == "-a" and (value or "").startswith("-"))
+        ):  # `exec -l sh`, `exec -a -sh sh`: a login shell, which runs its startup files
+            out.opaque.append("'exec' starts a login shell, which runs files the guard cannot see")
         if name == "env" and opt in ("-S", "--split-string"):
             split_string = value
         if name == "flock" and opt in ("-c", "--command"):

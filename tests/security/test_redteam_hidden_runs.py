@@ -9,8 +9,8 @@ Under ``bash: allow`` with ``bash(rm *): deny`` a hostile model still removed th
   -c true`` sourced a script;
 - through builtins the guard checked only when written plainly: ``builtin let``, ``command
   test -v``, ``'let'``, ``builtin export PATH=.``, ``builtin declare -n x=PATH``;
-- through a shell's startup files: ``bash -lc``/``-ic``/``--rcfile`` run ``~/.profile``,
-  ``~/.bashrc`` or the file named before the script the guard read;
+- through a shell's startup files: ``bash -lc``/``-ic``/``--rcfile``/``exec -l bash`` run
+  ``~/.profile``, ``~/.bashrc`` or the file named before the script the guard read;
 - through builtins that run a string: ``mapfile -C``/``readarray -C`` (a callback),
   ``compgen -C``/``-W`` (a command, a word list it expands), ``wait -p`` (an array index is
   arithmetic);
@@ -80,6 +80,8 @@ HIDDEN_RUNS = [
     "printf 'rm victim\\n' > ~/.profile; bash -o posix -lc true",
     "printf 'rm victim\\n' > ~/.profile; sh -lc true",
     "printf 'rm victim\\n' > r; bash --rcfile r -ic true",
+    "printf 'rm victim\\n' > ~/.profile; exec -l bash -c true",
+    "printf 'rm victim\\n' > ~/.profile; exec -a -sh sh -c true",
     # programs that run the command or code they are given
     "printf 'BEGIN{system(\"rm victim\")}' > p.awk; awk -fp.awk",
     "printf '1e rm victim\\n' > p.sed; echo x | sed -nf p.sed",
