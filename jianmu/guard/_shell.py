@@ -39,7 +39,13 @@ from typing import Any
 import tree_sitter
 import tree_sitter_bash
 
-from jianmu.guard._folders import FOLDER_COMMANDS, changed_to, folder_of, in_folder
+from jianmu.guard._folders import (
+    FOLDER_COMMANDS,
+    changed_to,
+    folder_of,
+    in_folder,
+    through_proc,
+)
 from jianmu.guard._programs import (
     FIND_ACTIONS,
     INTERPRETER_RE,
@@ -849,6 +855,11 @@ def _record(words: list[Word], forms: list[tuple[str, ...]], dyn: list[frozenset
         texts[0] = posixpath.basename(texts[0]) or texts[0]
     forms.append(tuple(texts))
     dyn.append(frozenset(i for i, w in enumerate(words) if not w.literal))
+    seen = tuple(through_proc(t) if i and w.literal else t for i, (t, w) in enumerate(
+        zip(texts, words, strict=True)))
+    if seen != forms[-1]:  # `cat /proc/self/cwd/k` reads `./k`
+        forms.append(seen)
+        dyn.append(dyn[-1])
 
 
 def _see_through(

@@ -138,7 +138,28 @@ async def test_a_file_given_as_input_around_a_command_is_read_by_it(
     assert "denied" in said and "KEY-MATERIAL" not in said, said
 
 
-@pytest.mark.parametrize("command", ["{ cat; } < docs/readme", "echo \"$(<docs/readme)\""])
+@pytest.mark.parametrize(
+    "command",
+    ["{ cat; } < docs/readme", "echo \"$(<docs/readme)\"", "cat /proc/self/cwd/docs/readme"],
+)
 async def test_other_input_still_runs(tmp_path: Path, command: str) -> None:
     said = await _send(_workspace(tmp_path), {"command": command}, POLICY)
     assert "public" in said, said
+
+
+# -- a path through the process's own folder ---------------------------------------------------
+# `/proc/self/cwd` is the folder the command runs in, but the guard resolved it in its own
+# process (another folder): `cat /proc/self/cwd/secrets/key` showed the key.
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cat /proc/self/cwd/secrets/key", "cat /proc/thread-self/cwd/secrets/key",
+     "cd /proc/self/cwd/secrets && cat key", "cat /proc/self/root/proc/self/cwd/secrets/key",
+     "cd docs; cat /proc/self/cwd/../secrets/key"],
+)  # fmt: skip
+async def test_a_path_through_the_process_folder_is_read_in_the_workspace(
+    tmp_path: Path, command: str
+) -> None:
+    said = await _send(_workspace(tmp_path), {"command": command}, POLICY)
+    assert "denied" in said and "KEY-MATERIAL" not in said, said
