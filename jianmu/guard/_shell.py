@@ -248,6 +248,11 @@ def evaluating_builtin(name: str, args: list[Word]) -> str | None:
         return f"{name!r} run as a plain command declares what the guard does not read"
     if name == "shopt" and any(w.text == "cdable_vars" or not w.literal for w in args):
         return "'cd' may then read its folder from a variable"
+    if name in ("set", "shopt") and any(
+        w.text in ("history", "histexpand") or (w.text[:1] == "-" and "H" in w.text)
+        for w in args
+    ):  # then `!!` on a later line runs a command added with `history -s`
+        return "history expansion runs commands the guard cannot read"
     if name in ("mapfile", "readarray") and any(
         w.text.startswith("-") and "C" in w.text for w in args
     ):

@@ -13,7 +13,7 @@ Under ``bash: allow`` with ``bash(rm *): deny`` a hostile model still removed th
   ``~/.profile``, ``~/.bashrc`` or the file named before the script the guard read;
 - through builtins that run a string: ``mapfile -C``/``readarray -C`` (a callback),
   ``compgen -C``/``-W`` (a command, a word list it expands), ``wait -p`` (an array index is
-  arithmetic);
+  arithmetic), ``set -o history -H`` (then ``!!`` runs what ``history -s`` added);
 - through programs that run the command or code they are given: awk's and sed's program
   file spelt ``-fp.awk`` or ``-nf p.sed``, sed's ``--expression=`` and ``-ne'1e cmd'``, an
   option in a group (``tar -cvI cmd``, ``tar cfI f cmd``, ``rsync -ave cmd``),
@@ -63,6 +63,11 @@ HIDDEN_RUNS = [
     "compgen -C 'rm victim' x",
     "compgen -W '$(rm victim)' x",
     "sleep 0 & wait -p 'x[$(rm victim)]' -n",
+    "set -o history -H\nhistory -s 'rm victim'\n!!",
+    "set -o history -o histexpand\nhistory -s 'rm victim'\n!-1",
+    "shopt -s -o history histexpand\nhistory -s 'rm victim'\n!rm",
+    "set -H -o history\necho rm victim >/dev/null\n!!:1-2",
+    "set -o history -H\nhistory -s 'zz victim'\n^zz^rm",
     # a builtin read as a plain command: through a wrapper, or quoted
     "builtin let 'x=a[$(rm victim)]'",
     "command let 'x=a[$(rm victim)]'",
