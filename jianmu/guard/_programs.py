@@ -9,6 +9,8 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
+from jianmu.guard._variables import runs_later
+
 __all__ = (
     "FIND_ACTIONS", "INTERPRETER_RE", "OPAQUE", "SHELLS", "only_info", "runs_code_in_arguments",
 )  # fmt: skip
@@ -159,7 +161,10 @@ def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
             sub in texts and any(t.startswith(flag) for t in texts)
             for sub, flag in _GIT_SHORT_RUNS.items()
         ) or ("config" in texts and _git_config_runs_code(args))
-    if name == "make" and _make_reads_input(args):
+    if name == "make" and (
+        _make_reads_input(args)
+        or any(runs_later(t) for t in texts if not t.startswith("-"))  # `make CC='rm x #'`
+    ):
         return True
     runs = _SUBCOMMAND_RUNNERS.get(name)
     if runs and any(t in runs for t in texts):

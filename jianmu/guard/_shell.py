@@ -54,7 +54,12 @@ from jianmu.guard._programs import (
     only_info,
     runs_code_in_arguments,
 )
-from jianmu.guard._variables import changed_by_builtin, changed_by_node, check_assignment
+from jianmu.guard._variables import (
+    changed_by_builtin,
+    changed_by_node,
+    check_assignment,
+    runs_later,
+)
 
 __all__ = ("MAX_DEPTH", "ShellCommand", "ShellScan", "scan")
 
@@ -475,6 +480,8 @@ def unwrap(
         text = word.text
         if name == "env" and word.literal and "=" in text and not text.startswith("-"):
             check_assignment(text, out.opaque)
+            if runs_later(text):  # the value as the program sees it: `env 'X=$(shell cmd)'`
+                out.opaque.append(f"{text.partition('=')[0]} may make a program run a command")
             i += 1
             continue
         if not word.literal:

@@ -12,7 +12,9 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-__all__ = ("changed_by_builtin", "changed_by_node", "check_assignment", "is_dangerous")
+__all__ = (
+    "changed_by_builtin", "changed_by_node", "check_assignment", "is_dangerous", "runs_later",
+)  # fmt: skip
 
 
 class _Word(Protocol):
@@ -43,8 +45,14 @@ _DANGEROUS_VARS = frozenset(
 # variables of programs with such options.
 _DANGEROUS_VAR_RE = re.compile(
     r"^(GIT_CONFIG\w*|\w*(EDITOR|PAGER|ASKPASS)|GIT_SSH|GIT_PROXY_COMMAND|GIT_EXEC_PATH|"
-    r"GIT_ALLOW_PROTOCOL|LESSOPEN|LESSCLOSE|TAR_OPTIONS|RSYNC_RSH|MANOPT|ZIPOPT|BROWSER)$"
+    r"GIT_ALLOW_PROTOCOL|LESSOPEN|LESSCLOSE|TAR_OPTIONS|RSYNC_RSH|MANOPT|ZIPOPT|BROWSER|"
+    # the loader's and libraries' plug-ins (a shared object runs when it is loaded)
+    r"LD_\w+|DYLD_\w+|GCONV_PATH|OPENSSL_(CONF|ENGINES|MODULES)|"
+    # what make and build tools run (`CC='rm x #' make x`, MAKEFLAGS='--eval=...')
+    r"G?MAKEFLAGS|MFLAGS|MAKEFILES|MAKESHELL|SHELL|CC|CXX|CPP|FC|AR|AS|LD|LEX|YACC)$"
 )
+# a value make (or another program) expands later: `$(shell cmd)` kept literal by quotes
+_LATER_EXPANSION_RE = re.compile(r"'[^']*\$[({]|\\\$[({]")
 
 
 def is_dangerous(name: str) -> bool:
@@ -54,11 +62,21 @@ def is_dangerous(name: str) -> bool:
     )
 
 
+def runs_later(word: str) -> bool:
+    """Whether ``NAME=VALUE`` (a word, quotes removed) sets a variable that decides what runs,
+    or a value with a ``$(...)`` a program such as make expands (``make 'X=$(shell cmd)'``)."""
+    name, equals, value = word.partition("=")
+    return bool(equals) and (is_dangerous(name) or bool(re.search(r"\$[({]|`", value)))
+
+
 def check_assignment(text: str, opaque: list[str]) -> None:
     """Note an assignment to a variable that changes what a later command runs."""
-    name = text.partition("=")[0].partition("[")[0].rstrip("+")
+    name, _, value = text.partition("=")
+    name = name.partition("[")[0].rstrip("+")
     if is_dangerous(name):
         opaque.append(f"it sets {name}, which changes what later commands run")
+    elif _LATER_EXPANSION_RE.search(value):
+        opaque.append(f"{name} holds a $(...) a later program may expand and run")
 
 
 # Builtins that assign the variables they name: where the name is. None: any word that is

@@ -18,7 +18,8 @@ Under ``bash: allow`` with ``bash(rm *): deny`` a hostile model still removed th
   file spelt ``-fp.awk`` or ``-nf p.sed``, sed's ``--expression=`` and ``-ne'1e cmd'``, an
   option in a group (``tar -cvI cmd``, ``tar cfI f cmd``, ``rsync -ave cmd``),
   ``logsave``, ``perf``, ``ssh-agent``, ``gpg-agent``, ``cmake -E``, ``make --eval``,
-  ``make -f -``, ``dpkg --pre-invoke``, ``split --filter``, ``scp -o ProxyCommand``, and
+  ``make -f -``, make's variables (``MAKEFLAGS``, ``CC='cmd #'``, ``'$(shell cmd)'``),
+  ``dpkg --pre-invoke``, ``split --filter``, ``scp -o ProxyCommand``, and
   git's ``ext::`` transport let in by ``GIT_ALLOW_PROTOCOL``.
 
 Each is now opaque: denied where nobody can answer, asked about otherwise.
@@ -104,6 +105,11 @@ HIDDEN_RUNS = [
     "make --eval='$(shell rm victim)'",
     "make -E '$(shell rm victim)'",
     "make -f - <<< 'x:; rm victim'",
+    "MAKEFLAGS='--eval=$(shell rm victim)' make",
+    "env 'MAKEFLAGS=--eval=$(shell rm victim)' make",
+    "echo 'int main(){return 0;}' > x.c; make x CC='rm victim #'",
+    "echo 'int main(){return 0;}' > x.c; CC='rm victim #' make x",
+    "echo 'int main(){return 0;}' > x.c; export CFLAGS='$(shell rm victim)'; make x",
     "dpkg --pre-invoke='rm victim' --configure -a",
     "echo x | split --filter='rm victim'",
     "scp -o ProxyCommand='rm victim' a:b .",
@@ -129,7 +135,8 @@ async def test_a_hidden_run_is_refused_when_nobody_can_answer(
      "for f in victim; do cat $f; done", ": ${x:=1}; echo $x", "unset x y",
      "getopts a opt -a; echo $opt", "echo x | split -l 1 - part", "sort victim",
      "tar -cvf /dev/null victim",
-     "make --version", "make -C . -n --version", "git ls-remote --help >/dev/null || true",
+     "make --version", "make -C . -n --version", "make -n V=1 --version",
+     "git ls-remote --help >/dev/null || true",
      "echo PATH", "bash -c 'ls -l'", "bash --noprofile --norc -lic true"],
 )  # fmt: skip
 async def test_ordinary_commands_still_run(tmp_path: Path, command: str) -> None:
