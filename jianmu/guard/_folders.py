@@ -4,10 +4,11 @@ command's words read in it (``cd secrets; cat key`` reads ``secrets/key``), for 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ("FOLDER_COMMANDS", "changed_to", "folder_of", "in_folder")
+__all__ = ("FOLDER_COMMANDS", "changed_to", "folder_of", "in_folder", "through_proc")
 
 
 class _Word(Protocol):
@@ -23,6 +24,21 @@ class _Word(Protocol):
 
 
 FOLDER_COMMANDS = frozenset({"cd", "pushd", "popd"})
+_STACK_PLACE = re.compile(r"^[+-][0-9]+$")
+
+
+# a process's own folder and root, as the kernel shows them: `/proc/self/cwd/secrets/key` is
+# `secrets/key` to the command that reads it (the guard's own /proc/self is another process)
+_PROC_LINK = re.compile(r"^/proc/(?:self|thread-self|[0-9]+)(?:/task/[0-9]+)?/(cwd|root)(?=/|$)")
+
+
+def through_proc(word: str) -> str:
+    """``word`` with a leading ``/proc/self/cwd`` read as ``.`` and ``/proc/self/root`` as
+    ``/`` (also for another process or thread, which in a sandbox is the command's own)."""
+    while (found := _PROC_LINK.match(word)) is not None:
+        rest = word[found.end() :]
+        word = ("." if found.group(1) == "cwd" else "") + rest or "/"
+    return word
 
 
 def changed_to(name: str, args: Sequence[_Word]) -> str | None:
@@ -31,7 +47,9 @@ def changed_to(name: str, args: Sequence[_Word]) -> str | None:
     rest = [w for w in args if not (w.literal and w.text.startswith("-") and w.text != "-")]
     if name == "popd" or len(rest) != 1 or not rest[0].literal:
         return None
-    folder = rest[0].text
+    folder = through_proc(rest[0].text)
+    if name == "pushd" and _STACK_PLACE.match(folder):
+        return None  # `pushd +1` turns the stack: the folder of an earlier pushd
     return None if folder in ("", "-") or folder.startswith("~") else folder
 
 

@@ -43,7 +43,9 @@ How argument values are matched:
   when the workspace root is known, the path relative to it, lexically and with symlinks
   followed (``/ws/secrets/key`` and a link ``docs/notes`` → ``secrets`` both become
   ``secrets/...``; a real location outside the workspace stays absolute). Allow needs every
-  form to match, deny and confirm any one.
+  form to match, deny and confirm any one. Whatever an argument is called, a value spelt like
+  a path (``./secrets/x``) meets a deny or confirm rule written on a path (``secrets/*``) in
+  those forms too, and a value that is a URL (``scheme://...``) is matched as URLs are.
 - A shell command's literal arguments (and options' values, ``--file=k``) are paths the same
   way: ``cat /ws/secrets/key``, ``cat notes/key`` through a link and ``cd /ws/secrets; cat
   key`` are ``cat secrets/key`` to a rule ``bash(cat secrets/*)``, and ``bash(cat docs/*)``
@@ -58,7 +60,7 @@ cannot prove harmless: a command word built from an expansion or substitution (`
 ``node``...), awk's ``system``, sed's ``e``, ``git -c``, ``xargs``, ``parallel``,
 ``find -exec/-execdir/-ok/-delete``, other command runners (``watch``, ``su``, ``ssh``...),
 a program run by a path outside the system folders (``./x.sh``), an option of a wrapper the
-guard does not know, or an assignment to ``PATH``, ``LD_PRELOAD``, ``BASH_ENV``... An opaque
+guard does not know, or a change to ``PATH``, ``BASH_ENV``... (``read PATH`` too). An opaque
 command never matches an allow rule (`Rule.matches`), and `ToolPolicyChecker` never
 auto-allows it when any argument rule of the tool looks at it: it is confirmed by a person,
 which is a denial where nobody can answer (a non-interactive run). So a deny rule either
@@ -214,8 +216,15 @@ def _ip_address(host: str) -> str | None:
     return str(ip)
 
 
-def _is_url(name: str | None) -> bool:
-    return bool(name) and any(hint in str(name).lower() for hint in ("url", "uri"))
+# a value spelt like a path: with a separator, or starting at `.` or `~`
+_PATH_VALUE_RE = re.compile(r"^\s*[.~]|[/\\]")
+# a value that is a URL whatever its argument is called (`link`, `endpoint`, `href`...)
+_URL_VALUE_RE = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.\-]*://")
+
+
+def _is_url(name: str | None, value: str = "") -> bool:
+    named = bool(name) and any(hint in str(name).lower() for hint in ("url", "uri"))
+    return named or bool(_URL_VALUE_RE.match(value))
 
 
 def _schema_main_argument(tool: _Tool, args: dict[str, Any]) -> str | None:
@@ -313,7 +322,7 @@ class Rule:
         (see `path_forms`; ``root`` is the workspace root)."""
         if _is_shell(name, tool):
             return shell_parts(scan_in(value, folder, paths_in=root or ""), root)
-        if _is_url(name) and value:
+        if _is_url(name, value) and value:
             return url_forms(value)
         if _is_path(name) and value:
             return path_forms(value, root)
@@ -378,9 +387,15 @@ class Rule:
         if _is_shell(name, tool):
             return self._restricts_shell(scan_in(value, folder), root)
         parts = self.split(name, value, tool, root)
-        if _is_path(name) and value and not _is_url(name):
+        if _is_path(name) and value and not _is_url(name, value):
             # a restricting rule may be written with absolute paths: match those forms too
             parts = path_forms(value, root, absolute=True)
+        elif "/" in (self.pattern or "") and _PATH_VALUE_RE.search(value) and not _is_url(
+            name, value
+        ):
+            # a rule on a path and a value spelt like one: a path whatever its argument is
+            # called (`save_note(to:secrets/*)`); a text rule (`message:hello*`) reads text
+            parts = [*parts, *path_forms(value.strip(), root, absolute=True)]
         if any(self.match_text(part) for part in parts):
             return True
         walks = (tool.name if tool is not None else str(self.tool)).lower() in _WALKING_TOOLS

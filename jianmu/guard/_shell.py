@@ -39,7 +39,27 @@ from typing import Any
 import tree_sitter
 import tree_sitter_bash
 
-from jianmu.guard._folders import FOLDER_COMMANDS, changed_to, folder_of, in_folder
+from jianmu.guard._folders import (
+    FOLDER_COMMANDS,
+    changed_to,
+    folder_of,
+    in_folder,
+    through_proc,
+)
+from jianmu.guard._programs import (
+    FIND_ACTIONS,
+    INTERPRETER_RE,
+    OPAQUE,
+    SHELLS,
+    only_info,
+    runs_code_in_arguments,
+)
+from jianmu.guard._variables import (
+    changed_by_builtin,
+    changed_by_node,
+    check_assignment,
+    runs_later,
+)
 
 __all__ = ("MAX_DEPTH", "ShellCommand", "ShellScan", "scan")
 
@@ -108,84 +128,9 @@ def has_unquoted_glob(text: str) -> bool:
 
 
 # -- code the guard cannot read ----------------------------------------------------------------
+# (the programs that run it: `jianmu.guard._programs`)
 
-SHELLS = frozenset(
-    {
-        "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "rbash",
-        "yash", "posh", "ksh93", "oksh", "loksh", "pdksh", "lksh", "hush", "msh", "sash",
-        "rc", "es", "xonsh", "elvish", "nu",
-    }
-)  # fmt: skip
-_INFO_FLAGS = frozenset({"--version", "-V", "--help", "-h"})
-INTERPRETER_RE = re.compile(
-    r"^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|irb|node(js)?|deno|bun|php[0-9.]*|"
-    r"lua[0-9.]*|luajit|tclsh[0-9.]*|wish|expect|rscript|r|julia|osascript|"
-    r"java|jshell|groovy|scala|dotnet|pwsh|powershell|guile|racket|sbcl|ghci|runghc|"
-    r"swift|elixir|erl|escript|ld\.so|ld-linux[\w.-]*|ld-musl[\w.-]*|"
-    r"i?python[0-9.]*w?|bpython|ptpython|jupyter|micropython|jython|graalpy|tsx|ts-node|"
-    r"qjs|gjs|rhino|octave|sage|lldb|r2|radare2|iex|crystal|nim|zig)$",
-    re.IGNORECASE,
-)
-# Commands that run code the matcher cannot read: a script given as a string or a file,
-# another command assembled at run time, or a definition that changes what a later word runs.
-OPAQUE = frozenset(
-    {
-        "eval", "source", ".", "alias", "trap", "enable", "hash", "fc", "complete", "bind",
-        "parallel", "watch", "su", "runuser", "sg", "newgrp", "pkexec", "script",
-        "unshare", "nsenter", "chrt", "prlimit", "systemd-run", "strace", "ltrace", "gdb",
-        "valgrind", "firejail", "bwrap", "fakeroot", "proot", "at", "batch", "ssh", "crontab",
-        "unbuffer", "catchsegv", "dbus-run-session", "xvfb-run", "flatpak-spawn", "run-parts",
-        # more command runners: each runs the command (or script) it is given
-        "setpriv", "faketime", "cpulimit", "numactl", "eatmydata", "capsh", "nocache", "chpst",
-        "cgexec", "softlimit", "setarch", "linux32", "linux64", "uclampset", "schedtool",
-        "runcon", "nsjail", "minijail0", "tini", "dumb-init", "daemonize", "start-stop-daemon",
-        "sshpass", "torsocks", "proxychains", "proxychains4", "rlwrap", "tmux", "screen",
-        "chronic", "ifne", "pee", "vipe", "lckdo", "setlock", "npx", "uvx", "pipx",
-        # programs with a command language that runs shell commands (`:!cmd`, `!cmd`, syscmd)
-        "vim", "vi", "nvim", "view", "vimdiff", "ex", "rvim", "ed", "red", "emacs",
-        "emacsclient", "m4", "dc", "sqlite3", "gnuplot",
-        "run0", "setuidgid", "s6-setuidgid", "envdir", "envuidgid", "nq", "tsp", "daemon",
-        "schroot", "distrobox", "machinectl", "dbus-launch", "toybox",
-    }
-)  # fmt: skip
-FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
-# Variables that make a later program load or run code of the caller's choice.
-_DANGEROUS_VARS = frozenset(
-    {
-        "PATH", "BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "IFS",
-        "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS", "BASH_FUNC", "PYTHONSTARTUP",
-        "PYTHONPATH", "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS", "GIT_SSH_COMMAND",
-        "GIT_EXTERNAL_DIFF", "GIT_PAGER", "PAGER", "EDITOR", "VISUAL", "GIT_CONFIG_PARAMETERS",
-    }
-)  # fmt: skip
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def only_info(args: list[Word]) -> bool:
-    """Whether the arguments only ask for a version or help (``python --version``)."""
-    return bool(args) and all(w.literal and w.text in _INFO_FLAGS for w in args)
-
-
-# Families of variables a program reads a command (or options that run one) from: git's
-# config given in the environment (the spelling of `git -c`), the editors, pagers and
-# password prompts programs start, and the option variables of programs with such options.
-_DANGEROUS_VAR_RE = re.compile(
-    r"^(GIT_CONFIG\w*|\w*(EDITOR|PAGER|ASKPASS)|GIT_SSH|GIT_PROXY_COMMAND|GIT_EXEC_PATH|"
-    r"LESSOPEN|LESSCLOSE|TAR_OPTIONS|RSYNC_RSH|MANOPT|ZIPOPT|BROWSER)$"
-)
-
-
-def check_assignment(text: str, opaque: list[str]) -> None:
-    """Note an assignment to a variable that changes what a later command runs."""
-    name = text.partition("=")[0].partition("[")[0].rstrip("+")
-    if (
-        name in _DANGEROUS_VARS
-        or name.startswith("BASH_FUNC")
-        or _DANGEROUS_VAR_RE.match(name)
-    ):
-        opaque.append(f"it sets {name}, which changes what later commands run")
-
-
 # Bash evaluates arithmetic recursively: a variable whose value is `a[$(rm x)]` runs `rm x`
 # when it is read in `(( ))`, `$(( ))`, `let`, `[[ x -eq y ]]`, `test -v`, an array index,
 # a substring offset, or assigned to an integer variable; `${x@P}` expands a value as a
@@ -246,6 +191,8 @@ def evaluates_code(node: Any) -> str | None:
             return "a variable name given as a quoted or computed word may hide a command"
     if kind == "unset_command" and not _plain_unset(node_text(node)):
         return "'unset' of an array element evaluates its index, which may hide a command"
+    if kind == "unset_command":
+        return changed_by_builtin("unset", [word_value(c) for c in node.children[1:]])
     if kind == "array":
         for element in node.children:
             text = node_text(element)
@@ -257,9 +204,7 @@ def evaluates_code(node: Any) -> str | None:
                 and not _SAFE_INDEX_RE.match(index.strip())
             ):
                 return "an index in an array's list is arithmetic that may run a command"
-    if kind == "command":
-        return _evaluating_builtin(node)
-    return None
+    return changed_by_node(node)
 
 
 # what `unset` may name without evaluating anything: an option, a name, a numeric index
@@ -292,15 +237,33 @@ def _safe_operand(text: str, names_ok: bool) -> bool:
     return bool(NUMBER_RE.match(text)) or (names_ok and _NAME_RE.match(text) is not None)
 
 
-def _evaluating_builtin(node: Any) -> str | None:
-    """``let``, ``test -v``/``-eq``, ``printf -v a[..]``, ``read a[..]`` on anything but numbers."""
-    words = [c for c in node.children if c.type not in REDIRECT_TYPES and c.is_named]
-    if not words or words[0].type != "command_name":
-        return None
-    name = posixpath.basename(node_text(words[0]))
+# builtins that declare variables: read from the grammar's declaration, unless a wrapper or
+# quotes (`builtin export PATH=.`, `"declare" -n x=PATH`) make them a plain command
+_DECLARATIONS = frozenset({"declare", "typeset", "export", "local", "readonly"})
+
+
+def evaluating_builtin(name: str, args: list[Word]) -> str | None:
+    """Why the builtin ``name`` runs a string or changes a variable that decides what runs:
+    ``let``, ``test -v``/``-eq``, ``printf -v a[..]``, ``read a[..]`` on anything but
+    numbers, ``mapfile -C`` (a callback), ``read PATH`` (`changed_by_builtin`)."""
+    changed = changed_by_builtin(name, args)
+    if changed is not None:
+        return changed
+    if name in _DECLARATIONS:
+        return f"{name!r} run as a plain command declares what the guard does not read"
+    if name == "shopt" and any(w.text == "cdable_vars" or not w.literal for w in args):
+        return "'cd' may then read its folder from a variable"
+    if name in ("set", "shopt") and any(
+        w.text in ("history", "histexpand") or (w.text[:1] == "-" and "H" in w.text)
+        for w in args
+    ):  # then `!!` on a later line runs a command added with `history -s`
+        return "history expansion runs commands the guard cannot read"
+    if name in ("mapfile", "readarray") and any(
+        w.text.startswith("-") and "C" in w.text for w in args
+    ):
+        return f"{name!r} runs a callback the guard cannot read"
     if name not in _EVAL_BUILTINS:
         return None
-    args = [word_value(c) for c in words[1:]]
     texts = [w.text for w in args]
     if name == "let" and any(not _SAFE_ARITH_RE.match(t) for t in texts):
         return "'let' on a variable may run a command hidden in its value"
@@ -345,100 +308,6 @@ def hidden_in_text(node: Any) -> str | None:
         # `${x#$(rm x)}`: the grammar keeps a pattern as text; bash expands it
         return "it holds an expansion the guard cannot read"
     return None
-
-
-# awk's system() and pipes to commands, sed's `e` command and flag, git's -c alias.x='!cmd'
-_AWK_RE = re.compile(r"system|\||getline")
-# sed's `e`: a command after an optional address (`1e cmd`, `/x/e cmd`, `$!e`) or an s flag
-_SED_RE = re.compile(
-    r"(^|[;{}\n])\s*([0-9$,~+!\s]|/[^/]*/)*e(\s|$|;)|/[a-zA-Z0-9]*e[a-zA-Z0-9]*\s*($|[;}\n])"
-)
-# options that make an everyday program run a command given as their value
-_CODE_OPTIONS: dict[str, tuple[str, ...]] = {
-    "tar": ("--checkpoint-action", "--to-command", "-I", "--use-compress-program",
-            "--rsh-command", "-F", "--info-script", "--new-volume-script"),
-    "zip": ("-TT", "--unzip-command"),
-    "rsync": ("-e", "--rsh", "--rsync-path"),
-    "man": ("-P", "--pager", "-H", "--html"),
-    "less": ("-P",),  # harmless on its own, but LESSOPEN-style tricks are not worth reading
-}  # fmt: skip
-# git subcommands and options that run a command given on the command line
-_GIT_RUNS = frozenset(
-    {"--exec", "--extcmd", "--open-files-in-pager", "--upload-pack", "--receive-pack"}
-)  # fmt: skip
-_GIT_RUNNERS = frozenset({"bisect", "submodule", "filter-branch", "mergetool", "difftool"})
-# Tools whose subcommand runs the command that follows it (`uv run rm x`, `npm exec rm x`).
-_SUBCOMMAND_RUNNERS: dict[str, frozenset[str]] = {
-    **dict.fromkeys(("uv", "poetry", "pipenv", "pdm", "hatch", "rye", "pixi", "conda",
-                     "mamba", "micromamba", "cargo"), frozenset({"run"})),
-    **dict.fromkeys(("npm", "pnpm", "yarn", "bun", "bundle", "direnv", "mise", "asdf",
-                     "rbenv", "pyenv", "nodenv", "goenv"), frozenset({"exec", "dlx"})),
-    **dict.fromkeys(("docker", "podman", "nerdctl", "kubectl", "lxc", "incus", "flatpak",
-                     "toolbox"), frozenset({"run", "exec", "enter"})),
-    "nix": frozenset({"run", "shell", "develop"}),
-    "nix-shell": frozenset({"--run", "--command"}),
-    "ip": frozenset({"netns"}),
-}  # fmt: skip
-_GIT_SHORT_RUNS = {"rebase": "-x", "grep": "-O", "clone": "-u", "ls-remote": "-u"}
-# `git config KEY VALUE` for a key whose value a later git command runs (`alias.x '!rm x'`)
-_GIT_CODE_KEYS = re.compile(
-    r"^(alias\.|core\.(editor|pager|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|"
-    r"sequence\.editor|credential\.|diff\.|difftool\.|merge\.|mergetool\.|filter\.|"
-    r"pager\.|gpg\.|uploadpack\.|receive\.|remote\.|protocol\.|include|url\.|http\.|"
-    r"web\.|browser\.|man\.|instaweb\.|sendemail\.|interactive\.|log\.|status\.|"
-    r"submodule\.|fetch\.|push\.|gc\.|transfer\.|ssh\.)",
-    re.IGNORECASE,
-)
-
-
-def runs_code_in_arguments(name: str, args: list[Word]) -> bool:
-    """Whether a usually harmless program is given code to run: awk, sed, git -c."""
-    texts = [w.text for w in args]
-    if re.fullmatch(r"g?awk|mawk|nawk", name):
-        return (
-            any(not w.literal for w in args)
-            or "-f" in texts
-            or any(_AWK_RE.search(t) for t in texts)
-        )
-    if re.fullmatch(r"g?sed", name):
-        return any(t == "-f" or t.startswith("--file") for t in texts) or any(
-            not w.literal or _SED_RE.search(w.text) for w in args
-        )
-    if name == "git":
-        return any(
-            t in ("-c", "--config-env", "--exec-path")
-            or t.startswith(("--config-env=", "--exec-path="))
-            or t.split("=", 1)[0] in _GIT_RUNS
-            or t in _GIT_RUNNERS
-            for t in texts
-        ) or any(
-            sub in texts and any(t.startswith(flag) for t in texts)
-            for sub, flag in _GIT_SHORT_RUNS.items()
-        ) or ("config" in texts and _git_config_runs_code(args))
-    runs = _SUBCOMMAND_RUNNERS.get(name)
-    if runs and any(t in runs for t in texts):
-        return True
-    options = _CODE_OPTIONS.get(name)
-    if options:
-        # `-Icmd`, `-I cmd`, `--to-command=cmd`: a short option may carry its value
-        return any(
-            t.split("=", 1)[0] in options
-            or any(o[1:2] != "-" and t.startswith(o) for o in options)
-            for t in texts
-        )
-    return False
-
-
-def _git_config_runs_code(args: list[Word]) -> bool:
-    """Whether ``git config`` sets (or may set) a key whose value later git commands run,
-    or writes a config file named on the command line."""
-    return any(
-        not w.literal
-        or _GIT_CODE_KEYS.match(w.text)
-        or w.text in ("-f", "--file")
-        or w.text.startswith("--file=")
-        for w in args
-    )
 
 
 # -- wrappers and shells -----------------------------------------------------------------------
@@ -539,7 +408,10 @@ WRAPPERS: dict[str, Options] = {
 
 
 def read_shell(name: str, args: list[Word], depth: int, out: _Found) -> None:
-    """``sh -c 'script'`` is read in turn; a shell reading a file or stdin is opaque."""
+    """``sh -c 'script'`` is read in turn; a shell reading a file or stdin is opaque, and so is
+    one that first runs its startup files (`_startup_files`)."""
+    if _startup_files(name, args):
+        out.opaque.append(f"{name!r} first runs startup files the guard cannot see")
     i, run_string = 0, False
     while i < len(args):
         word = args[i]
@@ -572,6 +444,32 @@ def read_shell(name: str, args: list[Word], depth: int, out: _Found) -> None:
     out.opaque.append(f"{name!r} reads a script the guard cannot see (a file or stdin)")
 
 
+def _startup_files(name: str, args: list[Word]) -> bool:
+    """Whether the shell runs startup files before its script: a login or interactive shell
+    (``bash -lc``, ``sh -ic``: ``~/.profile``, ``~/.bashrc``, ``$ENV``, an ``--rcfile``), and
+    zsh and fish, which read theirs for every script unless told not to."""
+    options: list[str] = []
+    valued = False  # the word after `-o`, `-O`, `--rcfile` is that option's value
+    for word in args:
+        if valued:
+            valued = False
+            continue
+        if not word.literal or not word.text.startswith(("-", "+")) or word.text in ("-", "--"):
+            break
+        options.append(word.text)
+        valued = word.text in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file")
+    letters = "".join(o[1:] for o in options if o[:1] == "-" and o[1:2] != "-")
+    if name == "zsh" and "f" not in letters and "--no-rcs" not in options:
+        return True
+    if name == "fish" and not {"-N", "--no-config"} & set(options):
+        return True
+    login = "l" in letters or "--login" in options
+    interactive = "i" in letters or "--interactive" in options
+    return (login and not (name == "bash" and "--noprofile" in options)) or (
+        interactive and not (name == "bash" and "--norc" in options)
+    )
+
+
 def unwrap(
     name: str, spec: Options, args: list[Word], depth: int, out: _Found
 ) -> list[Word] | None:
@@ -582,6 +480,8 @@ def unwrap(
         text = word.text
         if name == "env" and word.literal and "=" in text and not text.startswith("-"):
             check_assignment(text, out.opaque)
+            if runs_later(text):  # the value as the program sees it: `env 'X=$(shell cmd)'`
+                out.opaque.append(f"{text.partition('=')[0]} may make a program run a command")
             i += 1
             continue
         if not word.literal:
@@ -635,6 +535,10 @@ def unwrap(
                     return None
         if (opt[1:] and opt[1:] in spec.no_command) or opt in ("--pid", "--pgid", "--uid"):
             return None
+        if name == "exec" and (
+            "l" in text.partition("a")[0] or (opt == "-a" and (value or "").startswith("-"))
+        ):  # `exec -l sh`, `exec -a -sh sh`: a login shell, which runs its startup files
+            out.opaque.append("'exec' starts a login shell, which runs files the guard cannot see")
         if name == "env" and opt in ("-S", "--split-string"):
             split_string = value
         if name == "flock" and opt in ("-c", "--command"):
@@ -765,6 +669,8 @@ def _walk(node: Any, depth: int, out: _Found) -> None:
         check_assignment(node_text(node), out.opaque)
     elif kind == "file_redirect":  # a herestring (<<<) is input, not a file written
         _redirect(node, out)
+    elif kind == "command_substitution":
+        _read_substitution(node, out)
     for child in node.children:
         _walk(child, depth, out)
 
@@ -818,18 +724,48 @@ def _command(node: Any, depth: int, out: _Found) -> None:
             continue
         if child.type == "command_name":
             words.extend(word_value(c) for c in child.children)
+        elif _fd_variable(child, out):
+            continue
         elif child.is_named:
             words.append(word_value(child))
     words += _redirected(node)
     forms: list[tuple[str, ...]] = []
     dynamic: list[frozenset[int]] = []
     _see_through(words, depth, out, forms, dynamic)
+    # a change of folder, also behind a wrapper (`builtin cd secrets`, `command pushd x`)
+    changes = [
+        [Word(text, i not in known_late) for i, text in enumerate(form)]
+        for form, known_late in zip(forms, dynamic, strict=True)
+        if form and 0 not in known_late and form[0] in FOLDER_COMMANDS
+    ]
     if forms:
         if out.folders:  # after a `cd`, a relative word names a file in that folder
             in_folder(folder_of(out.folders), forms, dynamic)
         out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
-    if words and words[0].literal and words[0].text in FOLDER_COMMANDS:
-        out.folders.append(changed_to(words[0].text, words[1:]))
+    if changes:
+        out.folders.append(changed_to(changes[0][0].text, changes[0][1:]))
+
+
+_FD_VARIABLE_RE = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)(\[.*\])?\}$", re.DOTALL)
+
+
+def _fd_variable(node: Any, out: _Found) -> bool:
+    """Whether ``node`` is the ``{NAME}`` of ``{NAME}>file``, which bash reads as a variable
+    to store a new descriptor in, not as a word of the command (the grammar reads a word);
+    a NAME that decides what runs, or an index (arithmetic), makes the line opaque."""
+    found = _FD_VARIABLE_RE.match(node_text(node))
+    if found is None or node.type not in ("word", "concatenation"):
+        return False
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    if bytes(root.text or b"")[node.end_byte : node.end_byte + 1] not in (b"<", b">"):
+        return False
+    index = found.group(2)
+    if index is not None and not _SAFE_INDEX_RE.match(index[1:-1].strip()):
+        out.opaque.append("a {NAME[i]} descriptor's index is arithmetic that may hide a command")
+    check_assignment(found.group(1), out.opaque)
+    return True
 
 
 def _redirected(node: Any) -> list[Word]:
@@ -865,7 +801,47 @@ def _redirected(node: Any) -> list[Word]:
             if reads and value.text not in _HARMLESS_TARGETS:
                 words.append(value)
         words += [word_value(c) for c in named]
+    return words + _read_around(statement)
+
+
+# statements whose own redirection is the grammar's: the command's (read above), not a group's
+_SIMPLE_BODIES = frozenset({"command", "pipeline", "list", "negated_command"})
+
+
+def _read_around(node: Any) -> list[Word]:
+    """The files the compound statements (and functions) around a command give it as input:
+    ``{ cat; } < secrets/key`` and ``while ...; do cat; done < secrets/key`` read what ``cat <
+    secrets/key`` does."""
+    words: list[Word] = []
+    while node is not None:
+        # a function's own redirections apply whenever it runs: `f() { cat; } < k`
+        grouped = node.type in ("redirected_statement", "function_definition")
+        body = node.child_by_field_name("body") if grouped else None
+        if body is not None and body.type not in _SIMPLE_BODIES:
+            for redirect in node.children:
+                target = _target(redirect) if redirect.type == "file_redirect" else None
+                if target is not None and any(c.type in ("<", "<>") for c in redirect.children):
+                    value = word_value(target)
+                    if value.text not in _HARMLESS_TARGETS:
+                        words.append(value)
+        node = node.parent
     return words
+
+
+def _read_substitution(node: Any, out: _Found) -> None:
+    """``$(< file)`` is bash's spelling of ``$(cat file)``: a command ``cat file`` to a rule."""
+    named = node.named_children
+    if len(named) != 1 or named[0].type != "file_redirect":
+        return
+    target = _target(named[0])
+    if target is None or not any(c.type == "<" for c in named[0].children):
+        return
+    value = word_value(target)
+    forms: list[tuple[str, ...]] = [("cat", value.text)]
+    dynamic = [frozenset() if value.literal else frozenset({1})]
+    if out.folders:
+        in_folder(folder_of(out.folders), forms, dynamic)
+    out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
 
 
 _REDIRECT_PARTS = frozenset({"file_descriptor", "heredoc_start", "heredoc_body", "heredoc_end"})
@@ -891,6 +867,11 @@ def _record(words: list[Word], forms: list[tuple[str, ...]], dyn: list[frozenset
         texts[0] = posixpath.basename(texts[0]) or texts[0]
     forms.append(tuple(texts))
     dyn.append(frozenset(i for i, w in enumerate(words) if not w.literal))
+    seen = tuple(through_proc(t) if i and w.literal else t for i, (t, w) in enumerate(
+        zip(texts, words, strict=True)))
+    if seen != forms[-1]:  # `cat /proc/self/cwd/k` reads `./k`
+        forms.append(seen)
+        dyn.append(dyn[-1])
 
 
 def _see_through(
@@ -908,6 +889,9 @@ def _see_through(
             out.opaque.append(f"the command word {head.text!r} is only known at run time")
             return
         name = head.text
+        why = evaluating_builtin(posixpath.basename(name), words[1:])
+        if why is not None:  # also through a wrapper: `builtin let ...`, `command read PATH`
+            out.opaque.append(why)
         if name in _RESERVED:
             # a compound command after a wrapper the grammar misread as words
             # (`coproc { rm x; }`, `coproc NAME { ... }`): its commands are what runs

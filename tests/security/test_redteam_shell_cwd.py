@@ -96,3 +96,70 @@ async def test_an_allow_rule_still_grants_a_command_without_paths_in_a_folder(
     policy = {"bash(echo hello*)": "allow"}
     said = await _send(ws, {"command": "echo hello", "cwd": "docs"}, policy, "confirm")
     assert said.strip() == "hello"
+
+
+# -- a change of folder the guard did not follow ------------------------------------------------
+# `builtin cd` and `command cd` are `cd`; `pushd +1` turns the folder stack back to an earlier
+# folder; with CDPATH (or `shopt -s cdable_vars`) `cd x` goes where a variable says. Before,
+# each read `cat key` as a file of another folder and the key was shown.
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["builtin cd secrets; cat key", "command cd secrets && cat key",
+     "builtin pushd secrets >/dev/null; cat key",
+     "pushd secrets >/dev/null; pushd / >/dev/null; pushd +1 >/dev/null; cat key",
+     "CDPATH=..; cd docs; cd secrets; cat key", "read CDPATH <<< ..; cd docs; cd secrets; cat key",
+     "shopt -s cdable_vars; y=secrets; cd y; cat key"],
+)  # fmt: skip
+async def test_a_change_of_folder_by_any_spelling_is_followed(
+    tmp_path: Path, command: str
+) -> None:
+    said = await _send(_workspace(tmp_path), {"command": command}, POLICY)
+    assert "denied" in said and "KEY-MATERIAL" not in said, said
+
+
+# -- a file given as input to a group, a loop, a function or $(< file) --------------------------
+# `cat < secrets/key` was denied as `cat secrets/key`, but a redirection on the statement around
+# the command (`{ cat; } < secrets/key`) gives it the same input, and `$(< secrets/key)` is
+# bash's spelling of `$(cat secrets/key)`. Before, each showed the key.
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["{ cat; } < secrets/key", "(cat) < secrets/key", "for i in 1; do cat; done < secrets/key",
+     "if true; then cat; fi < secrets/key", "f() { cat; } < secrets/key; f",
+     "echo \"$(<secrets/key)\"", "cd secrets; echo $(< key)"],
+)  # fmt: skip
+async def test_a_file_given_as_input_around_a_command_is_read_by_it(
+    tmp_path: Path, command: str
+) -> None:
+    said = await _send(_workspace(tmp_path), {"command": command}, POLICY)
+    assert "denied" in said and "KEY-MATERIAL" not in said, said
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["{ cat; } < docs/readme", "echo \"$(<docs/readme)\"", "cat /proc/self/cwd/docs/readme"],
+)
+async def test_other_input_still_runs(tmp_path: Path, command: str) -> None:
+    said = await _send(_workspace(tmp_path), {"command": command}, POLICY)
+    assert "public" in said, said
+
+
+# -- a path through the process's own folder ---------------------------------------------------
+# `/proc/self/cwd` is the folder the command runs in, but the guard resolved it in its own
+# process (another folder): `cat /proc/self/cwd/secrets/key` showed the key.
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cat /proc/self/cwd/secrets/key", "cat /proc/thread-self/cwd/secrets/key",
+     "cd /proc/self/cwd/secrets && cat key", "cat /proc/self/root/proc/self/cwd/secrets/key",
+     "cd docs; cat /proc/self/cwd/../secrets/key"],
+)  # fmt: skip
+async def test_a_path_through_the_process_folder_is_read_in_the_workspace(
+    tmp_path: Path, command: str
+) -> None:
+    said = await _send(_workspace(tmp_path), {"command": command}, POLICY)
+    assert "denied" in said and "KEY-MATERIAL" not in said, said

@@ -1,0 +1,228 @@
+"""Programs that run code the guard cannot read: shells, interpreters, command runners and
+editors with a command language, and the options that make an everyday program run a command
+given to it (awk's ``system``, sed's ``e``, ``git -c alias.x='!cmd'``, ``tar --to-command``,
+``make --eval``). For `jianmu.guard._shell`, which reports each as opaque."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+from jianmu.guard._variables import runs_later
+
+__all__ = (
+    "FIND_ACTIONS", "INTERPRETER_RE", "OPAQUE", "SHELLS", "only_info", "runs_code_in_arguments",
+)  # fmt: skip
+
+
+class Word(Protocol):
+    """A word of a command (`jianmu.guard._shell.Word`)."""
+
+    @property
+    def text(self) -> str:
+        """Its value, or its source text when only the run knows it."""
+
+    @property
+    def literal(self) -> bool:
+        """Whether its value is known before the run."""
+
+
+SHELLS = frozenset(
+    {
+        "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "rbash",
+        "yash", "posh", "ksh93", "oksh", "loksh", "pdksh", "lksh", "hush", "msh", "sash",
+        "rc", "es", "xonsh", "elvish", "nu",
+    }
+)  # fmt: skip
+_INFO_FLAGS = frozenset({"--version", "-V", "--help", "-h"})
+INTERPRETER_RE = re.compile(
+    r"^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|irb|node(js)?|deno|bun|php[0-9.]*|"
+    r"lua[0-9.]*|luajit|tclsh[0-9.]*|wish|expect|rscript|r|julia|osascript|"
+    r"java|jshell|groovy|scala|dotnet|pwsh|powershell|guile|racket|sbcl|ghci|runghc|"
+    r"swift|elixir|erl|escript|ld\.so|ld-linux[\w.-]*|ld-musl[\w.-]*|"
+    r"i?python[0-9.]*w?|bpython|ptpython|jupyter|micropython|jython|graalpy|tsx|ts-node|"
+    r"qjs|gjs|rhino|octave|sage|lldb|r2|radare2|iex|crystal|nim|zig)$",
+    re.IGNORECASE,
+)
+# Commands that run code the matcher cannot read: a script given as a string or a file,
+# another command assembled at run time, or a definition that changes what a later word runs.
+OPAQUE = frozenset(
+    {
+        "eval", "source", ".", "alias", "trap", "enable", "hash", "fc", "complete", "bind",
+        "parallel", "watch", "su", "runuser", "sg", "newgrp", "pkexec", "script",
+        "unshare", "nsenter", "chrt", "prlimit", "systemd-run", "strace", "ltrace", "gdb",
+        "valgrind", "firejail", "bwrap", "fakeroot", "proot", "at", "batch", "ssh", "crontab",
+        "unbuffer", "catchsegv", "dbus-run-session", "xvfb-run", "flatpak-spawn", "run-parts",
+        # more command runners: each runs the command (or script) it is given
+        "setpriv", "faketime", "cpulimit", "numactl", "eatmydata", "capsh", "nocache", "chpst",
+        "cgexec", "softlimit", "setarch", "linux32", "linux64", "uclampset", "schedtool",
+        "runcon", "nsjail", "minijail0", "tini", "dumb-init", "daemonize", "start-stop-daemon",
+        "sshpass", "torsocks", "proxychains", "proxychains4", "rlwrap", "tmux", "screen",
+        "chronic", "ifne", "pee", "vipe", "lckdo", "setlock", "npx", "uvx", "pipx",
+        # programs with a command language that runs shell commands (`:!cmd`, `!cmd`, syscmd)
+        "vim", "vi", "nvim", "view", "vimdiff", "ex", "rvim", "ed", "red", "emacs",
+        "emacsclient", "m4", "dc", "sqlite3", "gnuplot",
+        "run0", "setuidgid", "s6-setuidgid", "envdir", "envuidgid", "nq", "tsp", "daemon",
+        "schroot", "distrobox", "machinectl", "dbus-launch", "toybox",
+        # builtins and programs that run a command or a word list they expand
+        "compgen", "logsave", "perf", "ssh-agent", "gpg-agent", "scp", "sftp", "scriptlive",
+        "sem", "hyperfine", "socat", "ccache", "openvt", "entr", "timelimit", "mispipe", "rr",
+        "systemd-nspawn", "apptainer", "singularity", "lxc-attach", "dtach", "abduco",
+        "trickle", "xterm",
+    }
+)  # fmt: skip
+FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
+
+
+def only_info(args: Sequence[Word]) -> bool:
+    """Whether the arguments only ask for a version or help (``python --version``)."""
+    return bool(args) and all(w.literal and w.text in _INFO_FLAGS for w in args)
+
+
+# awk's system() and pipes to commands, sed's `e` command and flag, git's -c alias.x='!cmd'
+_AWK_RE = re.compile(r"system|\||getline")
+# sed's `e`: a command after an optional address (`1e cmd`, `/x/e cmd`, `$!e`) or an s flag
+_SED_RE = re.compile(
+    r"(^|[;{}\n])\s*([0-9$,~+!\s]|/[^/]*/)*e(\s|$|;)|/[a-zA-Z0-9]*e[a-zA-Z0-9]*\s*($|[;}\n])"
+)
+# options that make an everyday program run a command given as their value
+_CODE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "tar": ("--checkpoint-action", "--to-command", "-I", "--use-compress-program",
+            "--rsh-command", "-F", "--info-script", "--new-volume-script"),
+    "zip": ("-TT", "--unzip-command"),
+    "rsync": ("-e", "--rsh", "--rsync-path"),
+    "man": ("-P", "--pager", "-H", "--html"),
+    "less": ("-P",),  # harmless on its own, but LESSOPEN-style tricks are not worth reading
+    "make": ("--eval", "-E"), "cmake": ("-E", "-P"), "split": ("--filter",),
+    "dpkg": ("--pre-invoke", "--post-invoke", "--status-logger"),
+    **dict.fromkeys(("apt-get", "apt"), ("-o", "--option", "-c", "--config-file")),
+    "sort": ("--compress-program",), "install": ("--strip-program",),
+    "wget": ("--use-askpass", "-e", "--execute"),
+    **dict.fromkeys(("sdiff", "diff3"), ("--diff-program",)),
+    **dict.fromkeys(("nc", "ncat", "netcat"), ("-e", "-c", "--exec", "--sh-exec", "--lua-exec")),
+    **dict.fromkeys(("gcc", "cc", "g++", "c++", "clang"), ("-wrapper", "-fplugin")),
+}  # fmt: skip
+# make reading its makefile from the command line's input (`make -f - <<< 'x:; cmd'`)
+_MAKE_STDIN_RE = re.compile(r"^(-f|--file=|--makefile=)?(-|/dev/.*|/proc/.*)$")
+# git subcommands and options that run a command given on the command line
+_GIT_RUNS = frozenset(
+    {"--exec", "--extcmd", "--open-files-in-pager", "--upload-pack", "--receive-pack",
+     "--access-hook", "--httpd", "--sendmail-cmd", "--smtp-server"}
+)  # fmt: skip
+_GIT_RUNNERS = frozenset({"bisect", "submodule", "filter-branch", "mergetool", "difftool"})
+# Tools whose subcommand runs the command that follows it (`uv run rm x`, `npm exec rm x`).
+_SUBCOMMAND_RUNNERS: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("uv", "poetry", "pipenv", "pdm", "hatch", "rye", "pixi", "conda",
+                     "mamba", "micromamba", "cargo"), frozenset({"run"})),
+    **dict.fromkeys(("npm", "pnpm", "yarn", "bun", "bundle", "direnv", "mise", "asdf",
+                     "rbenv", "pyenv", "nodenv", "goenv"), frozenset({"exec", "dlx"})),
+    **dict.fromkeys(("docker", "podman", "nerdctl", "kubectl", "lxc", "incus", "flatpak",
+                     "toolbox"), frozenset({"run", "exec", "enter"})),
+    "nix": frozenset({"run", "shell", "develop"}),
+    "nix-shell": frozenset({"--run", "--command"}),
+    "ip": frozenset({"netns"}),
+}  # fmt: skip
+_GIT_SHORT_RUNS = {"rebase": "-x", "grep": "-O", "clone": "-u", "ls-remote": "-u"}
+# `git config KEY VALUE` for a key whose value a later git command runs (`alias.x '!rm x'`)
+_GIT_CODE_KEYS = re.compile(
+    r"^(alias\.|core\.(editor|pager|sshcommand|fsmonitor|hookspath|askpass|gitproxy)|"
+    r"sequence\.editor|credential\.|diff\.|difftool\.|merge\.|mergetool\.|filter\.|"
+    r"pager\.|gpg\.|uploadpack\.|receive\.|remote\.|protocol\.|include|url\.|http\.|"
+    r"web\.|browser\.|man\.|instaweb\.|sendemail\.|interactive\.|log\.|status\.|"
+    r"submodule\.|fetch\.|push\.|gc\.|transfer\.|ssh\.)",
+    re.IGNORECASE,
+)
+
+
+def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
+    """Whether a usually harmless program is given code to run: awk, sed, git -c."""
+    texts = [w.text for w in args]
+    if re.fullmatch(r"g?awk|mawk|nawk", name):
+        return (
+            any(not w.literal for w in args)
+            or _reads_program(texts, "fEilW", ("--file", "--exec", "--include", "--load"))
+            or any(_AWK_RE.search(t) for t in texts)
+        )
+    if re.fullmatch(r"g?sed", name):
+        return _reads_program(texts, "f", ("--file",)) or any(
+            not w.literal or any(_SED_RE.search(t) for t in _option_values(w.text))
+            for w in args
+        )
+    if name == "git":
+        return any(
+            t in ("-c", "--config-env", "--exec-path")
+            or t.startswith(("--config-env=", "--exec-path="))
+            or t.split("=", 1)[0] in _GIT_RUNS
+            or t in _GIT_RUNNERS
+            or "ext::" in t  # the `ext` transport runs its URL as a command
+            for t in texts
+        ) or any(
+            sub in texts and any(t.startswith(flag) for t in texts)
+            for sub, flag in _GIT_SHORT_RUNS.items()
+        ) or ("config" in texts and _git_config_runs_code(args))
+    if name == "make" and (
+        _make_reads_input(args)
+        or any(runs_later(t) for t in texts if not t.startswith("-"))  # `make CC='rm x #'`
+    ):
+        return True
+    runs = _SUBCOMMAND_RUNNERS.get(name)
+    if runs and any(t in runs for t in texts):
+        return True
+    options = _CODE_OPTIONS.get(name)
+    if options:
+        # `-Icmd`, `-I cmd`, `--to-command=cmd`: a short option may carry its value, and be
+        # one of a group (`tar -cvI cmd`, `rsync -ave cmd`; tar's first word needs no dash)
+        letters = {o[1] for o in options if len(o) == 2 and o[0] == "-"}
+        groups = [t[1:] for t in texts if t[:1] == "-" and t[1:2] != "-"]
+        if name == "tar" and texts and not texts[0].startswith("-"):
+            groups.append(texts[0])
+        return any(letters & set(group) for group in groups) or any(
+            t.split("=", 1)[0] in options
+            or any(o[1:2] != "-" and t.startswith(o) for o in options)
+            for t in texts
+        )
+    return False
+
+
+def _reads_program(texts: list[str], letters: str, long: tuple[str, ...]) -> bool:
+    """Whether an option reads the program from a file (or loads one): one of ``letters`` in
+    a group of short options (``-f p``, ``-fp``, ``-nf p``), or a ``long`` option."""
+    return any(
+        (t[:1] == "-" and t[1:2] != "-" and any(ch in letters for ch in t[1:]))
+        or t.split("=", 1)[0] in long
+        for t in texts
+    )
+
+
+def _option_values(text: str) -> tuple[str, ...]:
+    """A word, and the script it may carry as an option's value (``--expression=S``, ``-eS``,
+    ``-neS``)."""
+    if text.startswith("--"):
+        return (text, text.partition("=")[2])
+    return (text, text[1:].partition("e")[2]) if text.startswith("-") else (text,)
+
+
+def _make_reads_input(args: Sequence[Word]) -> bool:
+    """Whether ``make`` reads a makefile given on the command line: from its input, a
+    device or a process substitution (``make -f - <<< 'x:; cmd'``, ``make -f <(...)``)."""
+    for i, word in enumerate(args):
+        if _MAKE_STDIN_RE.match(word.text):
+            return True
+        if word.text in ("-f", "--file", "--makefile") and i + 1 < len(args):
+            after = args[i + 1]
+            if not after.literal or _MAKE_STDIN_RE.match(after.text):
+                return True
+    return False
+
+
+def _git_config_runs_code(args: Sequence[Word]) -> bool:
+    """Whether ``git config`` sets (or may set) a key whose value later git commands run,
+    or writes a config file named on the command line."""
+    return any(
+        not w.literal
+        or _GIT_CODE_KEYS.match(w.text)
+        or w.text in ("-f", "--file")
+        or w.text.startswith("--file=")
+        for w in args
+    )
