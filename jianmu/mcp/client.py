@@ -57,6 +57,7 @@ import anyio.to_thread
 
 from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
 from jianmu.mcp import data
+from jianmu.mcp._listing import NotingStream, ToolListings
 from jianmu.mcp._stdio_noise import quiet_parse_errors
 from jianmu.mcp.data import MCPCallResult
 
@@ -173,6 +174,9 @@ class MCPClient:
         self.name = name or command or url or "mcp"
         self.connections = 0
         """How many times a session was opened (1 after ``connect``; more after reconnects)."""
+        self.skipped_tools: tuple[str, ...] = ()
+        """Why each tool the last ``list_tools`` left out is not a valid MCP tool (a server's
+        broken tool fails no other)."""
         # Caller side. The session lives on ``_loop``: the first caller's own event loop
         # (calls from it go straight to the session), or a private loop in ``_thread`` when
         # the caller's is not asyncio. Calls from any other loop are handed over to it.
@@ -221,12 +225,18 @@ class MCPClient:
         await self._submit(self._ensure_session)
 
     async def list_tools(self) -> list[MCPToolInfo]:
-        """The server's tools (every page).
+        """The server's valid tools (every page); why each other one was left out is in
+        ``skipped_tools``.
 
         Raises:
             MCPError: the server could not be reached or answered badly.
         """
-        return await self._submit(self._request, "tools/list", data.list_tools)
+        skipped: list[str] = []
+        infos = await self._submit(self._request, "tools/list", data.list_tools, skipped)
+        self.skipped_tools = tuple(skipped)
+        for line in skipped:
+            logger.info("%s; skipped", line)
+        return infos
 
     async def list_resources(self, *, templates: bool = False) -> list[MCPResourceInfo]:
         """The server's resources (every page), or its resource templates; `MCPError` as for
@@ -432,7 +442,11 @@ class MCPClient:
                 read, write = await stack.enter_async_context(open_transport(
                     self, refused, lambda: self._session_forgotten(generation)
                 ))
-                read = WatchedStream(read, lambda: self._server_gone(generation))
+                listings = ToolListings(self.name)  # one broken tool fails no other
+                read = WatchedStream(
+                    read, lambda: self._server_gone(generation), listings.received
+                )
+                write = NotingStream(write, listings.sent)
                 session = await stack.enter_async_context(
                     # requests without their own timeout (the handshake, tools/list) are
                     # connection work; tool calls pass the call timeout explicitly
@@ -806,12 +820,15 @@ async def open_transport(
 
 class WatchedStream:
     """The SDK's read stream of a session, calling ``ended()`` when the server's messages end
-    (the SDK's `ReadStream` protocol: what its session reads)."""
+    and passing each message through ``seen`` (the SDK's `ReadStream` protocol: what its
+    session reads)."""
 
-    __slots__ = ("_ended", "_stream")
+    __slots__ = ("_ended", "_seen", "_stream")
 
-    def __init__(self, stream: Any, ended: Callable[[], None]) -> None:
-        self._stream, self._ended = stream, ended
+    def __init__(
+        self, stream: Any, ended: Callable[[], None], seen: Callable[[Any], Any] = lambda m: m
+    ) -> None:
+        self._stream, self._ended, self._seen = stream, ended, seen
 
     @property
     def last_context(self) -> Any:
@@ -821,10 +838,11 @@ class WatchedStream:
     async def receive(self) -> Any:
         """The next message; `ended()` runs when there is none."""
         try:
-            return await self._stream.receive()
+            message = await self._stream.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             self._ended()
             raise
+        return self._seen(message)
 
     async def aclose(self) -> None:
         """Close the stream."""
