@@ -292,18 +292,34 @@ class MCPClient:
             return
         self._loop = self._thread = self._host = None
         if loop is running_loop():
-            if host is not None and not host.done():
-                with contextlib.suppress(Exception):
-                    await self._shutdown()
-                with contextlib.suppress(BaseException):
-                    await host  # its task group has ended: the server process is gone
+            await self._wind_down(host)
             return
         if loop.is_closed():
             return  # the loop ended and took the session with it
+        if thread is None and not loop.is_running():
+            # run_sync()'s loop between two runs: nothing would take a shutdown handed to it,
+            # so it is run here until the session is down, in a worker (this thread has a
+            # loop of its own running)
+            wind_down = self._wind_down(host)
+            try:
+                await anyio.to_thread.run_sync(loop.run_until_complete, wind_down)
+                return
+            except RuntimeError:  # its owner runs it again, or closed it, meanwhile
+                wind_down.close()
+                if not loop.is_running():
+                    return
         with contextlib.suppress(Exception):
             await wait_future(hand_over(self._shutdown(), loop))
         if thread is not None:
             await anyio.to_thread.run_sync(thread.join, _SHUTDOWN_SECONDS)
+
+    async def _wind_down(self, host: asyncio.Task[None] | None) -> None:
+        """Stop the session on its own loop and wait for ``host``'s task group to end."""
+        if host is not None and not host.done():
+            with contextlib.suppress(Exception):
+                await self._shutdown()
+            with contextlib.suppress(BaseException):
+                await host  # its task group has ended: the server process is gone
 
     async def __aenter__(self) -> MCPClient:
         await self.connect()
