@@ -58,7 +58,7 @@ import anyio.to_thread
 from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
 from jianmu.mcp import data
 from jianmu.mcp._listing import NotingStream, ToolListings
-from jianmu.mcp._stdio_noise import quiet_parse_errors
+from jianmu.mcp._sdk_noise import quiet_sdk_noise
 from jianmu.mcp.data import MCPCallResult
 
 if TYPE_CHECKING:
@@ -143,8 +143,7 @@ class MCPClient:
                 "MCPClient needs exactly one of command= (a stdio server) or url= (a "
                 f"streamable-HTTP server); got command={command!r}, url={url!r}"
             )
-        if command is not None:  # a banner on its stdout: one line, not the SDK's traceback
-            quiet_parse_errors()
+        quiet_sdk_noise()  # a banner on a stdio server's stdout: one line, not a traceback
         if command is not None and not command.strip():
             raise ValueError("MCPClient command= is empty; give the server's executable")
         if url is not None and not url.startswith(("http://", "https://")):
