@@ -81,7 +81,7 @@ class ToolListings:
         kept: list[Any] = []
         skipped: list[str] = []
         for index, tool in enumerate(tools):
-            problem = self._problem({"tools": [tool]})
+            problem = self._problem({**page, "tools": [tool]})  # the page's other fields too
             if problem is None:
                 kept.append(tool)
             else:
