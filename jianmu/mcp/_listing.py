@@ -1,15 +1,16 @@
-"""A server's ``tools/list`` read one tool at a time: a broken tool is left out and named.
+"""A server's ``tools/list`` read tool by tool: a broken tool is left out and named.
 
 The SDK checks a whole listing page against its models at once, so one tool with a broken
 definition (an input schema that is not an object, no name, a number for a description) made
 every tool of the server unusable. `ToolListings` sits between the transport and the SDK's
 session: it notes which requests are ``tools/list`` (and the protocol version the handshake
-agreed), and when such a page would fail the SDK's checks it checks each tool on its own, with
-the SDK's own checks (the version's protocol model, then its `Tool`), keeps the good ones and
-says why each other was left out in the page's ``_meta`` under `SKIPPED_KEY` (taken from the
-server's own ``_meta``: only this reader writes it). Paging (``nextCursor``) is untouched.
+agreed), and checks each page with the SDK's own checks (the version's protocol model, then
+its `ListToolsResult`); when they refuse tools, those tools (pydantic names each by its place)
+are left out, the rest checked again, and why each was left out goes in the page's ``_meta``
+under `SKIPPED_KEY` (taken from the server's own ``_meta``: only this reader writes it). A
+page wrong as a whole (no list of tools, a cursor that is not a string) is passed on as it
+came, for the SDK to refuse. Paging (``nextCursor``) is untouched.
 """
-
 from __future__ import annotations
 
 from typing import Any
@@ -20,6 +21,7 @@ SKIPPED_KEY = "jianmu/skippedTools"
 """The key of a page's ``_meta`` listing why each of its tools was left out."""
 _DEFAULT_VERSION = "2025-11-25"  # the SDK's own fallback before a version is agreed
 _NAME_CHARS = 80
+_ROUNDS = 4  # checks of one page: the SDK's two checks, each naming its broken tools
 
 
 def skipped_on(result: Any) -> list[str]:
@@ -76,23 +78,41 @@ class ToolListings:
         if isinstance(meta, dict) and SKIPPED_KEY in meta:  # only we say what was left out
             page = {**page, "_meta": {k: v for k, v in meta.items() if k != SKIPPED_KEY}}
         tools = page.get("tools")
-        if not isinstance(tools, list) or self._problem(page) is None:
+        if not isinstance(tools, list):
             return page  # a page with no list of tools fails as a whole, as before
-        kept: list[Any] = []
-        skipped: list[str] = []
-        for index, tool in enumerate(tools):
-            problem = self._problem({**page, "tools": [tool]})  # the page's other fields too
-            if problem is None:
-                kept.append(tool)
-            else:
-                skipped.append(f"MCP tool {self._named(tool, index)} of server "
-                               f"{self._server!r} is not a valid MCP tool ({problem})")
+        # Whole pages are checked (pydantic's errors name each tool by its place), never one
+        # tool at a time: a hostile page of thousands would hold the event loop for seconds.
+        # Each round leaves out the tools the last check named; the SDK's two checks run one
+        # after the other, so a few rounds settle it.
+        kept = list(enumerate(tools))
+        said: dict[int, list[str]] = {}
+        for _round in range(_ROUNDS):
+            errors = self._errors({**page, "tools": [tool for _, tool in kept]})
+            if not errors:
+                break
+            named: dict[int, list[str]] = {}
+            for error in errors:
+                where = error.get("loc", ())
+                if len(where) > 1 and where[0] == "tools" and isinstance(where[1], int):
+                    named.setdefault(kept[where[1]][0], []).append(_said(error))
+            if not named:  # the page itself is wrong: the SDK refuses it whole, as before
+                return page
+            said.update(named)
+            kept = [(index, tool) for index, tool in kept if index not in named]
+        if not said:
+            return page
+        skipped = [
+            f"MCP tool {self._named(tools[index], index)} of server {self._server!r} is not a "
+            f"valid MCP tool ({'; '.join(problems[:3])})"
+            for index, problems in sorted(said.items())
+        ]
         meta = page.get("_meta")
         meta = {**meta} if isinstance(meta, dict) else {}
-        return {**page, "tools": kept, "_meta": {**meta, SKIPPED_KEY: skipped}}
+        return {**page, "tools": [tool for _, tool in kept],
+                "_meta": {**meta, SKIPPED_KEY: skipped}}
 
-    def _problem(self, page: dict[str, Any]) -> str | None:
-        """Why the SDK would refuse ``page`` (its checks, in its order); None if it would not."""
+    def _errors(self, page: dict[str, Any]) -> list[Any]:
+        """Why the SDK would refuse ``page`` (its checks, in its order): pydantic's errors."""
         from mcp.types import ListToolsResult
         from mcp_types import methods
         from pydantic import ValidationError
@@ -104,10 +124,10 @@ class ToolListings:
                 pass
             ListToolsResult.model_validate(page, by_name=False)
         except ValidationError as exc:
-            return "; ".join(_said(e) for e in exc.errors(include_input=False)[:3])
-        except ValueError as exc:
-            return str(exc)[:200]
-        return None
+            return list(exc.errors(include_input=False, include_url=False))
+        except ValueError as exc:  # not a tool's fault (an unknown version): the page's
+            return [{"loc": (), "msg": str(exc)[:200]}]
+        return []
 
     @staticmethod
     def _named(tool: Any, index: int) -> str:
@@ -121,9 +141,7 @@ class ToolListings:
 
 def _said(error: Any) -> str:
     """One pydantic error as ``where: what`` (never the value sent: it may be huge)."""
-    where = [str(p) for p in error.get("loc", ())]
-    if where[:2] == ["tools", "0"]:
-        where = where[2:]
+    where = [str(p) for p in error.get("loc", ())][2:]  # past ("tools", its place)
     return f"{'.'.join(where) or 'the tool'}: {error.get('msg', 'invalid')}"
 
 
