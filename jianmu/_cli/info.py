@@ -34,6 +34,7 @@ from jianmu.errors import (
     SkillLoadError,
     SkillNotFoundError,
     ToolNotFoundError,
+    ToolUnavailableWarning,
 )
 
 if TYPE_CHECKING:
@@ -66,9 +67,12 @@ def _builtin_tools() -> tuple[list[Any], list[str]]:
     return tools, [str(w.message) for w in caught]
 
 
-def _mcp_tools(config: Any, only: str | None = None) -> tuple[list[Any], list[str]]:
+def _mcp_tools(
+    config: Any, only: str | None = None
+) -> tuple[list[Any], list[str], list[str]]:
     """The tools of every server in the config's ``mcp.servers``, or of the one named ``only``
-    (each connected, then closed).
+    (each connected, then closed); why each server that could not be listed was skipped; and
+    why each tool a server listed was skipped (the command's notes, not Python warnings).
 
     Raises:
         CLIError: ``only`` is not a configured server.
@@ -79,7 +83,7 @@ def _mcp_tools(config: Any, only: str | None = None) -> tuple[list[Any], list[st
     if not providers:
         if only is not None:
             raise CLIError(f"--mcp {only}: no MCP servers are configured (mcp.servers)")
-        return [], ["no MCP servers are configured (mcp.servers)"]
+        return [], ["no MCP servers are configured (mcp.servers)"], []
     require_extra("mcp", "mcp")
     if only is not None:
         providers = [p for p in providers if p.name == only]
@@ -99,8 +103,14 @@ def _mcp_tools(config: Any, only: str | None = None) -> tuple[list[Any], list[st
             finally:
                 await provider.close()
 
-    asyncio.run(gather())
-    return tools, notes
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ToolUnavailableWarning)
+        asyncio.run(gather())
+    skipped = [str(w.message) for w in caught if issubclass(w.category, ToolUnavailableWarning)]
+    for other in caught:  # anything else is shown as it would have been
+        if not issubclass(other.category, ToolUnavailableWarning):
+            warnings.showwarning(other.message, other.category, other.filename, other.lineno)
+    return tools, notes, skipped
 
 
 _HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"),
@@ -156,16 +166,18 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
     config = load_cli_config(args.config)
     console = make_console()
     if isinstance(args.mcp, str):
-        served, problems = _mcp_tools(config, args.mcp)
+        served, problems, skipped = _mcp_tools(config, args.mcp)
         if problems:
             raise CLIError("; ".join(problems), ExitCode.FAILURE)
         console.print(_server_table(args.mcp, served, config))
+        for note in skipped:
+            console.print(say((note, "dim")))
         return ExitCode.OK
     tools, notes = _builtin_tools()
     if args.mcp:
-        served, problems = _mcp_tools(config)
+        served, problems, skipped = _mcp_tools(config)
         tools += served
-        notes += problems
+        notes += problems + skipped
     table = Table(title="tools" if args.mcp else "built-in tools")
     for column in ("name", "category", "permission", "parallel-safe"):
         table.add_column(column, no_wrap=True)
@@ -203,7 +215,8 @@ def cmd_tools_show(args: argparse.Namespace) -> int:
 
     config = load_cli_config(args.config)
     if "__" in args.name and config.mcp.servers:  # server__tool: a configured MCP server's
-        served, notes = _mcp_tools(config)
+        served, notes, skipped = _mcp_tools(config)
+        notes += skipped
         found = [t for t in served if t.name == args.name]
         if not found:
             known = ", ".join(t.name for t in served) or "none"

@@ -57,7 +57,8 @@ import anyio.to_thread
 
 from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
 from jianmu.mcp import data
-from jianmu.mcp._stdio_noise import quiet_parse_errors
+from jianmu.mcp._listing import NotingStream, ToolListings
+from jianmu.mcp._sdk_noise import quiet_sdk_noise
 from jianmu.mcp.data import MCPCallResult
 
 if TYPE_CHECKING:
@@ -142,8 +143,7 @@ class MCPClient:
                 "MCPClient needs exactly one of command= (a stdio server) or url= (a "
                 f"streamable-HTTP server); got command={command!r}, url={url!r}"
             )
-        if command is not None:  # a banner on its stdout: one line, not the SDK's traceback
-            quiet_parse_errors()
+        quiet_sdk_noise()  # a banner on a stdio server's stdout: one line, not a traceback
         if command is not None and not command.strip():
             raise ValueError("MCPClient command= is empty; give the server's executable")
         if url is not None and not url.startswith(("http://", "https://")):
@@ -173,6 +173,9 @@ class MCPClient:
         self.name = name or command or url or "mcp"
         self.connections = 0
         """How many times a session was opened (1 after ``connect``; more after reconnects)."""
+        self.skipped_tools: tuple[str, ...] = ()
+        """Why each tool the last ``list_tools`` left out is not a valid MCP tool (a server's
+        broken tool fails no other)."""
         # Caller side. The session lives on ``_loop``: the first caller's own event loop
         # (calls from it go straight to the session), or a private loop in ``_thread`` when
         # the caller's is not asyncio. Calls from any other loop are handed over to it.
@@ -221,12 +224,18 @@ class MCPClient:
         await self._submit(self._ensure_session)
 
     async def list_tools(self) -> list[MCPToolInfo]:
-        """The server's tools (every page).
+        """The server's valid tools (every page); why each other one was left out is in
+        ``skipped_tools``.
 
         Raises:
             MCPError: the server could not be reached or answered badly.
         """
-        return await self._submit(self._request, "tools/list", data.list_tools)
+        skipped: list[str] = []
+        infos = await self._submit(self._request, "tools/list", data.list_tools, skipped)
+        self.skipped_tools = tuple(skipped)
+        for line in skipped:
+            logger.info("%s; skipped", line)
+        return infos
 
     async def list_resources(self, *, templates: bool = False) -> list[MCPResourceInfo]:
         """The server's resources (every page), or its resource templates; `MCPError` as for
@@ -282,18 +291,34 @@ class MCPClient:
             return
         self._loop = self._thread = self._host = None
         if loop is running_loop():
-            if host is not None and not host.done():
-                with contextlib.suppress(Exception):
-                    await self._shutdown()
-                with contextlib.suppress(BaseException):
-                    await host  # its task group has ended: the server process is gone
+            await self._wind_down(host)
             return
         if loop.is_closed():
             return  # the loop ended and took the session with it
+        if thread is None and not loop.is_running():
+            # run_sync()'s loop between two runs: nothing would take a shutdown handed to it,
+            # so it is run here until the session is down, in a worker (this thread has a
+            # loop of its own running)
+            wind_down = self._wind_down(host)
+            try:
+                await anyio.to_thread.run_sync(loop.run_until_complete, wind_down)
+                return
+            except RuntimeError:  # its owner runs it again, or closed it, meanwhile
+                wind_down.close()
+                if not loop.is_running():
+                    return
         with contextlib.suppress(Exception):
             await wait_future(hand_over(self._shutdown(), loop))
         if thread is not None:
             await anyio.to_thread.run_sync(thread.join, _SHUTDOWN_SECONDS)
+
+    async def _wind_down(self, host: asyncio.Task[None] | None) -> None:
+        """Stop the session on its own loop and wait for ``host``'s task group to end."""
+        if host is not None and not host.done():
+            with contextlib.suppress(Exception):
+                await self._shutdown()
+            with contextlib.suppress(BaseException):
+                await host  # its task group has ended: the server process is gone
 
     async def __aenter__(self) -> MCPClient:
         await self.connect()
@@ -432,7 +457,11 @@ class MCPClient:
                 read, write = await stack.enter_async_context(open_transport(
                     self, refused, lambda: self._session_forgotten(generation)
                 ))
-                read = WatchedStream(read, lambda: self._server_gone(generation))
+                listings = ToolListings(self.name)  # one broken tool fails no other
+                read = WatchedStream(
+                    read, lambda: self._server_gone(generation), listings.received
+                )
+                write = NotingStream(write, listings.sent)
                 session = await stack.enter_async_context(
                     # requests without their own timeout (the handshake, tools/list) are
                     # connection work; tool calls pass the call timeout explicitly
@@ -806,12 +835,15 @@ async def open_transport(
 
 class WatchedStream:
     """The SDK's read stream of a session, calling ``ended()`` when the server's messages end
-    (the SDK's `ReadStream` protocol: what its session reads)."""
+    and passing each message through ``seen`` (the SDK's `ReadStream` protocol: what its
+    session reads)."""
 
-    __slots__ = ("_ended", "_stream")
+    __slots__ = ("_ended", "_seen", "_stream")
 
-    def __init__(self, stream: Any, ended: Callable[[], None]) -> None:
-        self._stream, self._ended = stream, ended
+    def __init__(
+        self, stream: Any, ended: Callable[[], None], seen: Callable[[Any], Any] = lambda m: m
+    ) -> None:
+        self._stream, self._ended, self._seen = stream, ended, seen
 
     @property
     def last_context(self) -> Any:
@@ -821,10 +853,11 @@ class WatchedStream:
     async def receive(self) -> Any:
         """The next message; `ended()` runs when there is none."""
         try:
-            return await self._stream.receive()
+            message = await self._stream.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             self._ended()
             raise
+        return self._seen(message)
 
     async def aclose(self) -> None:
         """Close the stream."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jianmu.errors import MCPError
+from jianmu.mcp._listing import skipped_on
 from jianmu.tools.calls import MediaPart
 
 __all__ = (
@@ -244,8 +245,11 @@ def call_result(result: Any) -> MCPCallResult:
     )
 
 
-async def _pages(fetch: Callable[[Any], Awaitable[Any]], items: str) -> AsyncIterator[Any]:
-    """Every item of a paginated list request (``fetch(params)``)."""
+async def _pages(
+    fetch: Callable[[Any], Awaitable[Any]], items: str, skipped: list[str] | None = None
+) -> AsyncIterator[Any]:
+    """Every item of a paginated list request (``fetch(params)``); why each item a page left
+    out was left out goes to ``skipped`` (`jianmu.mcp._listing`), and counts as listed."""
     from mcp.types import PaginatedRequestParams
 
     cursor: str | None = None
@@ -253,7 +257,10 @@ async def _pages(fetch: Callable[[Any], Awaitable[Any]], items: str) -> AsyncIte
     for _page in range(_MAX_PAGES):
         result = await fetch(PaginatedRequestParams(cursor=cursor) if cursor else None)
         page = getattr(result, items)
-        count += len(page)
+        left_out = skipped_on(result) if skipped is not None else []
+        count += len(page) + len(left_out)
+        if skipped is not None:
+            skipped.extend(left_out)
         if count > MAX_LISTED:
             raise MCPError(f"the server lists more than {MAX_LISTED:,} {items.replace('_', ' ')}")
         for item in page:
@@ -263,10 +270,13 @@ async def _pages(fetch: Callable[[Any], Awaitable[Any]], items: str) -> AsyncIte
             break
 
 
-async def list_tools(session: Any) -> list[MCPToolInfo]:
-    """``tools/list``, every page."""
+async def list_tools(session: Any, skipped: list[str] | None = None) -> list[MCPToolInfo]:
+    """``tools/list``, every page: the valid tools; why each other one was left out goes to
+    ``skipped`` (emptied first)."""
     infos: list[MCPToolInfo] = []
-    async for t in _pages(lambda p: session.list_tools(params=p), "tools"):
+    if skipped is not None:
+        skipped.clear()  # a request sent again (a forgotten session) lists afresh
+    async for t in _pages(lambda p: session.list_tools(params=p), "tools", skipped):
         notes = t.annotations.model_dump(by_alias=True, exclude_none=True) if (
             t.annotations is not None
         ) else {}

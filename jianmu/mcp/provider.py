@@ -44,7 +44,9 @@ and results are checked against it in linear time (`jianmu.mcp.client.checked_se
 failed `ToolResult`. A server that died fails the call in progress; the next call reconnects
 once (an HTTP server that forgot the session gets a new one at once: see `MCPClient`). A tool
 that runs only as a task (``execution.taskSupport: required``) is skipped with a warning: the
-client makes plain calls, which such a server refuses.
+client makes plain calls, which such a server refuses. So is a tool the SDK cannot read (no
+name, an input schema that is not an object, a number for a description): the server's other
+tools stay (`jianmu.mcp._listing`).
 
 Serving Jianmu tools to other MCP hosts is `jianmu.mcp.server`. The ``mcp`` extra is imported
 only when a server is connected.
@@ -415,6 +417,8 @@ class MCPToolProvider(BaseToolProvider):
         self._tools = self._build(infos)
 
     def _build(self, infos: Sequence[MCPToolInfo]) -> list[MCPTool]:
+        for why in self.client.skipped_tools:  # the SDK could not read them: no other tool
+            warnings.warn(f"{why}; skipped", ToolUnavailableWarning, stacklevel=3)
         names = mcp_tool_names(self.name, [i.name for i in infos])
         tools: list[MCPTool] = []
         for info, name in zip(infos, names, strict=True):

@@ -265,6 +265,23 @@ def test_tools_list_mcp_server_shows_the_guards_view_of_each_tool(project: Proje
                        "MCP server 'other' skipped")
 
 
+def test_tools_list_mcp_names_a_servers_skipped_tools_in_its_notes(project: Project) -> None:
+    """A tool the server lists but Jianmu skips (the SDK cannot read it) is a note of the
+    command, on stdout with the others, not a Python warning naming a line of Jianmu's."""
+    pytest.importorskip("mcp")
+    server = REPO / "tests" / "mcp" / "servers" / "sloppy_server.py"
+    project.config.write_text(project.config.read_text() + (
+        f"mcp:\n  servers:\n    sloppy:\n      command: {sys.executable}\n"
+        f"      args: [{server}]\n"
+    ), encoding="utf-8")
+    for command in (["tools", "list", "--mcp", "sloppy"], ["tools", "list", "--mcp"]):
+        done = project.jianmu(*command)
+        assert done.code == 0, done.text
+        assert "sloppy__good_one" in done.out and "sloppy__good_two" in done.out
+        assert "schema_string" in done.out and "not a valid MCP tool" in done.out
+        assert "Warning" not in done.err and "info.py" not in done.err, done.err
+
+
 # -- jianmu tree show --------------------------------------------------------------------------
 
 KINDS_SCRIPT = '''

@@ -10,7 +10,7 @@ Run: ``python shapes_server.py`` (stdio). Its tools:
   server without the SDK sends them; this one rewrites its answers' JSON text to do so);
 - ``odd_dialect``, only when run as ``python shapes_server.py odd``: a ``$schema`` that is a
   number, not a dialect's URI (rewritten on the wire like ``NaN``), which the SDK's client
-  refuses for the whole listing;
+  refuses (that tool alone is left out);
 - ``long_told``: a description and a title of a million characters each (every request to a
   model offers the tool's description);
 - ``echo``: a plain tool, to show the server's other tools still work.

@@ -1,0 +1,69 @@
+"""The MCP SDK's client logs that are not errors of ours, said in one line or not at all.
+
+- A stdio server's stdout line that is not JSON-RPC: the SDK logs it with
+  ``logger.exception`` ("Failed to parse JSONRPC message from server" and pydantic's
+  traceback); a server that prints a banner to stdout, a common slip, filled the terminal
+  under the one-line error the client gives. It becomes one warning naming the line.
+- An HTTP answer that came after its request was given up (a call that timed out or was
+  cancelled, its session closed since): the SDK logs it as an ERROR with a traceback, "Error
+  parsing SSE message", though nothing failed to parse (its own comment says so). It is left
+  out: the call already failed with `ToolTimeoutError`, or was cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+
+__all__ = ("quiet_sdk_noise",)
+
+_STDIO_LOGGER = "mcp.client.stdio"
+_PARSE_FAILED = "Failed to parse JSONRPC message from server"
+_HTTP_LOGGER = "mcp.client.streamable_http"
+_SSE_FAILED = "Error parsing SSE message"
+
+
+class _OneLine(logging.Filter):
+    """Rewrites the SDK's parse failure as a warning naming the line, without a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != _PARSE_FAILED or not record.exc_info:
+            return True
+        error = record.exc_info[1]
+        line = None
+        try:  # pydantic's error keeps the line it could not read
+            line = error.errors()[0].get("input")  # type: ignore[union-attr]
+        except Exception:  # another error: say what it is
+            pass
+        shown = repr(line)[:120] if isinstance(line, str) else type(error).__name__
+        record.msg = (f"an MCP stdio server wrote a line to stdout that is not JSON-RPC: "
+                      f"{shown}; a stdio server writes only protocol messages there (its logs "
+                      "go to stderr)")
+        record.args = None
+        record.exc_info = record.exc_text = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+class _GivenUp(logging.Filter):
+    """Leaves out the SDK's "parse error" for an answer no request waits for any more."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != _SSE_FAILED or not record.exc_info:
+            return True
+        import anyio
+
+        # the session's read stream is closed: the answer has nobody to go to
+        return not isinstance(
+            record.exc_info[1], (anyio.BrokenResourceError, anyio.ClosedResourceError)
+        )
+
+
+_filters = ((_STDIO_LOGGER, _OneLine()), (_HTTP_LOGGER, _GivenUp()))
+
+
+def quiet_sdk_noise() -> None:
+    """Install the filters on the SDK's client loggers (once; later calls do nothing)."""
+    for name, noise in _filters:
+        logger = logging.getLogger(name)
+        if noise not in logger.filters:
+            logger.addFilter(noise)
