@@ -101,9 +101,7 @@ class AgentResult(RunResult):
         def __getattr__(self, name: str) -> Any:
             # only for names the result lacks: a peer's spelling gets Jianmu's in the error
             hint = _RESULT_SPELLINGS.get(name)
-            raise AttributeError(
-                f"{type(self).__name__!r} object has no attribute {name!r}"
-                + (f"; Jianmu spells it result.{hint}" if hint else ""), name=name, obj=self)
+            raise _missing(self, name, hint and f"result.{hint}")
 
     def _request(self, request_id: str | None) -> str:
         if request_id is not None:
@@ -126,6 +124,14 @@ _RESULT_SPELLINGS = {
     "to_input_list": "messages",
 }
 """Results' attributes in pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
+
+
+def _missing(obj: object, name: str, spelling: str | None) -> AttributeError:
+    """The AttributeError of ``obj`` lacking ``name``, with Jianmu's spelling when a peer's."""
+    return AttributeError(
+        f"{type(obj).__name__!r} object has no attribute {name!r}"
+        + (f"; Jianmu spells it {spelling}" if spelling else ""), name=name, obj=obj)
+
 
 _AGENT_SPELLINGS = {
     "run_stream": "agent.stream(prompt)", "iter": "agent.stream(prompt)",
@@ -263,10 +269,7 @@ class Agent:
 
         def __getattr__(self, name: str) -> Any:
             # only for names the agent lacks: a peer's spelling gets Jianmu's in the error
-            hint = _AGENT_SPELLINGS.get(name)
-            raise AttributeError(
-                f"{type(self).__name__!r} object has no attribute {name!r}"
-                + (f"; Jianmu spells it {hint}" if hint else ""), name=name, obj=self)
+            raise _missing(self, name, _AGENT_SPELLINGS.get(name))
 
     # -- the tree --------------------------------------------------------------------------
     def as_node(self) -> ReActLoop:
