@@ -695,7 +695,12 @@ def expire(waiter: asyncio.Future[bool]) -> None:
 class Ticker:
     """Ticks a tree and plans the next tick; keeps what it needs to see the tree at rest."""
 
-    def __init__(self) -> None:
+    def __init__(self, poll_interval: float = 0.05) -> None:
+        self.poll_interval = poll_interval
+        """A round through tasks faster than this rests and is polled at it (`Round`)."""
+        # a clock that stops while a round through tasks rests: how long a round took
+        self._rested = 0.0  # seconds that rounds rested, in all
+        self._rest_began: float | None = None  # when the resting round's wait began
         self._at_rest: list[list[tuple[Behaviour, Status, str]]] = []  # the last `CYCLE`
         self._rounds: list[Round] = []  # the last `ROUNDS` ticks taken at once
         self._quiet: list[AsyncNode] = []  # started when a round rested: wake no more
@@ -706,6 +711,7 @@ class Ticker:
         """Forget the last ticks (a new run starts)."""
         self._at_rest.clear()
         self._rounds.clear()
+        self._rest_began = None
         self._nodes = None
         self._wake_again()
 
@@ -731,6 +737,9 @@ class Ticker:
         visited are looked at for the plan: every running node is among them."""
         if self._quiet:
             self._wake_again()
+        if self._rest_began is not None:  # a round rested until now
+            self._rested += time.monotonic() - self._rest_began
+            self._rest_began = None
         # as tick_once() does, keeping what it visited; statuses read once the tick is done
         visited = list(root.tick())
         # woken by the tick itself (a node wrote the state; nothing else runs during a tick:
@@ -797,10 +806,16 @@ class Ticker:
         seen = _seen(visited)
         back = ticks_back(seen, self._at_rest, root)
         if back is not None:
-            if wrote or poll or any(  # what any tick of the cycle re-entered
+            restarts = wrote or poll or any(  # what any tick of the cycle re-entered
                 status is not Status.RUNNING and _restarts(node, _kind(type(node)))
                 for ticked in (seen, *self._at_rest[:back - 1]) for node, status, _ in ticked
-            ):
+            )
+            # a cycle is of ticks taken at once: once the runner waits (a task, a poll), the
+            # ticks before the wait are no part of the next one (a tree polled at rest kept
+            # them, and a selector's action that ended a second time, the tree as at its first
+            # end, rested a poll interval before the selector re-entered its earlier child)
+            self._at_rest[:] = [seen]
+            if restarts:
                 return self._rest(visited, due)
             self._waits += 1
             return TickPlan(False, False, due)
@@ -811,19 +826,26 @@ class Ticker:
         rounds = self._rounds
         waits = self._waits
         statuses: list[Any] | None = None
-        found = False
-        for then in rounds:
-            if then.waits == waits or then.seen != seen:
+        found: int | None = None
+        # a round that took a poll interval or more (a check that sleeps 0.5 s, an action
+        # ending under SuccessIsRunning) goes round no faster than polling would: ticked at
+        # once, as py_trees' loop ticks it, not a poll interval late (its next start once
+        # came after another leaf's end that py_trees' loop saw after it); the time a round
+        # spent resting, waiting for its poll, is not the round's
+        now = time.monotonic() - self._rested
+        since = now - self.poll_interval
+        for i, then in enumerate(rounds):
+            if then.waits == waits or then.at <= since or then.seen != seen:
                 continue
             if statuses is None:  # the nodes this tick left unvisited, if any, as they are
                 if len({id(node) for node in visited}) == self._size(root):
-                    found = True
+                    found = i
                     break
                 statuses = _statuses(root)
             if then.statuses == statuses:
-                found = True
+                found = i
                 break
-        if found:
+        if found is not None:
             # back where it was at a tick taken at once, with a wait for a task between: the
             # tree goes round through tasks (a check re-entered before a running action, its
             # task ending after a turn of the loop, pre-empts the action, which starts again
@@ -831,8 +853,11 @@ class Ticker:
             # at once, that went round at the loop's speed, a full core: polled, as py_trees'
             # loop goes round at its rate. (Ticks all taken at once are `ticks_back`'s: a node
             # they leave unvisited may move on unseen, a leaf running again for the third time)
+            del self._at_rest[1:]  # as above: the next cycle starts after the wait
+            rounds[found] = rounds[found]._replace(at=now)  # the next round is timed from here
+            self._rest_began = now + self._rested
             return self._rest(visited, due)
-        rounds[:ROUNDS] = [Round(seen, statuses, waits), *rounds[:ROUNDS - 1]]
+        rounds[:ROUNDS] = [Round(seen, statuses, waits, now), *rounds[:ROUNDS - 1]]
         return TickPlan(True, poll, due)
 
     def _size(self, root: Behaviour) -> int:

@@ -55,6 +55,9 @@ class Round(NamedTuple):
     before): such a round rests a round later, and other ticks walk no tree."""
     waits: int
     """`Ticker`'s count of ticks followed by a wait, then: a round goes through one."""
+    at: float
+    """When it was taken (``time.monotonic`` less the time rounds spent resting): a round
+    slower than the poll interval is no spin, and ticked at once as py_trees' loop would."""
 
 
 def unstepped(task: asyncio.Task[Any]) -> bool:

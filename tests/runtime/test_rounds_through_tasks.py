@@ -25,7 +25,8 @@ from jianmu.runtime.runner import RunStatus
 
 pytestmark = pytest.mark.anyio
 
-POLL = AppConfig.model_validate({"runtime": {"poll_interval": 0.001}})
+POLL = AppConfig.model_validate({"runtime": {"poll_interval": 0.01}})
+"""Far above a round's time (a round slower than the poll is ticked at once: no spin)."""
 TICKS = 60
 
 
