@@ -215,16 +215,17 @@ DECORATORS = (
 PLAIN = ("success", "failure", "running", "check")
 
 
-def random_spec(rng: random.Random, depth: int = 0, max_depth: int = 4) -> Any:
+def random_spec(rng: random.Random, depth: int = 0, max_depth: int = 4,
+                plain: tuple[str, ...] = PLAIN) -> Any:
     """("timed",) | ("plain", kind, n) | ("seq"|"sel", memory, kids) |
     ("par", policy, sync, picks, kids) | ("dec", kind, param, kid)."""
     roll = rng.random()
     if depth >= max_depth or (depth > 0 and roll < 0.3):
         if rng.random() < 0.2:
-            return ("plain", rng.choice(PLAIN), rng.randint(0, 5))
+            return ("plain", rng.choice(plain), rng.randint(0, 5))
         return ("timed",)
     if roll < 0.65:
-        kids = [random_spec(rng, depth + 1, max_depth) for _ in range(rng.randint(2, 4))]
+        kids = [random_spec(rng, depth + 1, max_depth, plain) for _ in range(rng.randint(2, 4))]
         shape = rng.choice(("seq", "sel", "par"))
         if shape == "par":
             policy = rng.choice(("all", "one", "selected"))
@@ -235,7 +236,7 @@ def random_spec(rng: random.Random, depth: int = 0, max_depth: int = 4) -> Any:
     param: Any = {"repeat": rng.randint(1, 3), "retry": rng.randint(1, 3),
                   "timeout": rng.uniform(0.05, 1.2), "guard": (rng.randint(0, 5), rng.random())
                   }.get(kind, 0)
-    return ("dec", kind, param, random_spec(rng, depth + 1, max_depth))
+    return ("dec", kind, param, random_spec(rng, depth + 1, max_depth, plain))
 
 
 def build(spec: Any, make_leaf: Callable[[int], Behaviour], world: World) -> Behaviour:
@@ -258,6 +259,18 @@ def build(spec: Any, make_leaf: Callable[[int], Behaviour], world: World) -> Beh
                 return py_trees.behaviours.Failure(f"no{n}")
             if kind == "running":
                 return py_trees.behaviours.Running(f"run{n}")
+            if kind == "periodic":
+                return py_trees.behaviours.Periodic(f"periodic{n}", n=other % 3 + 1)
+            if kind == "ticks":
+                return py_trees.behaviours.TickCounter(
+                    f"ticks{n}", duration=other % 3 + 1,
+                    completion_status=SUCCESS if other % 2 else FAILURE)
+            if kind == "queue":
+                return py_trees.behaviours.StatusQueue(
+                    f"queue{n}", queue=[RUNNING, FAILURE, RUNNING, SUCCESS][other % 3:],
+                    eventually=SUCCESS if other % 2 else FAILURE)
+            if kind == "every":
+                return py_trees.behaviours.SuccessEveryN(f"every{n}", n=other % 2 + 2)
             return py_trees.behaviours.CheckBlackboardVariableValue(
                 f"check{n}", ComparisonExpression(f"/timed/done{other}", 1, operator.ge))
         if node[0] in ("seq", "sel"):
@@ -384,10 +397,10 @@ def run_pytrees(make: Make, seed: int, horizon: float, cut: tuple[float, int] | 
                      if isinstance(n, SyncTimed) and n.status is RUNNING and not n.polled]
             times += [n.finish_time + DEADLINE_SLACK for n in nodes
                       if isinstance(n, py_trees.decorators.Timeout) and n.status is RUNNING]
-            if any(isinstance(n, SyncTimed) and n.polled and n.status is RUNNING
-                   for n in visited) or (times and any(_polled(n) for n in visited)):
-                # the runner polls a tree that re-enters py_trees' own leaves or runs a guard,
-                # as py_trees' loop ticks it: such a tick may see a Timeout's deadline passed
+            if any(_polled(n) for n in visited):
+                # the runner polls a tree that runs or re-enters py_trees' own leaves or runs
+                # a guard, as py_trees' loop ticks it: such a tick may see a Timeout's deadline
+                # passed, a counting leaf move on
                 times.append(clock.now + POLL)
             upcoming = min((t for t in times if t > clock.now), default=None)
             if cut is not None and (upcoming is None or upcoming > cut[0]):

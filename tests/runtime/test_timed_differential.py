@@ -164,3 +164,147 @@ def test_pytrees_idioms_over_sleeping_leaves_match_its_loop(make: Any) -> None:
         if problem is not None:
             problems.append((seed, problem))
     assert not problems, problems[:2]
+
+
+# -- py_trees' leaves that count their ticks ------------------------------------------------------
+def _pytrees_at_its_rate(make: Any, ticks: int) -> tuple[list[Any], Any]:
+    """py_trees' loop at a fixed rate (a poll interval a tick), ``ticks`` ticks at most."""
+    import types
+
+    from tests.runtime._timed_diff import POLL, T0, SyncTimed, clock_is
+
+    py_trees.blackboard.Blackboard.clear()
+    clock = types.SimpleNamespace(now=T0)
+    world = World(0, lambda: clock.now)
+    root = make(lambda i: SyncTimed(i, world), world)
+    with clock_is(lambda: clock.now):
+        root.setup_with_descendants()
+        for _ in range(ticks):
+            root.tick_once()
+            if root.status is not py_trees.common.Status.RUNNING:
+                break
+            clock.now += POLL
+        else:
+            world.log.append(("cut", 0.0))
+            root.stop(py_trees.common.Status.INVALID)
+    return world.log, root.status
+
+
+COUNTING = {
+    "ticks": lambda: py_trees.behaviours.TickCounter("ticks", 3, py_trees.common.Status.SUCCESS),
+    "ticks-fail": lambda: py_trees.behaviours.TickCounter(
+        "ticks", 2, py_trees.common.Status.FAILURE),
+    "queue": lambda: py_trees.behaviours.StatusQueue("queue", [
+        py_trees.common.Status.RUNNING, py_trees.common.Status.FAILURE,
+        py_trees.common.Status.FAILURE], eventually=py_trees.common.Status.SUCCESS),
+    "periodic": lambda: py_trees.behaviours.Periodic("periodic", 2),
+    "every": lambda: py_trees.behaviours.SuccessEveryN("every", 3),
+    "count": lambda: py_trees.decorators.Count("count", py_trees.behaviours.TickCounter(
+        "ticks", 2, py_trees.common.Status.SUCCESS)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(COUNTING))
+@pytest.mark.parametrize("shape", ["parallel", "selector", "sequence"])
+def test_pytrees_counting_leaves_beside_a_long_leaf_match_its_loop(kind: str, shape: str,
+                                                                   monkeypatch: Any) -> None:
+    """py_trees' leaves that count their ticks (polled by the runner, as py_trees' loop ticks
+    them) beside a leaf that sleeps 10 s: they move on, decide the tree, and the long leaf's
+    start and cancel come where py_trees' loop has them; the runner neither stalls nor spins."""
+    from tests.runtime import _timed_diff
+
+    monkeypatch.setattr(World, "script", lambda self, leaf, n: (10.0, "SUCCESS"))
+
+    def make(leaf: Any, world: World) -> Behaviour:
+        counting = COUNTING[kind]()
+        if shape == "parallel":
+            return py_trees.composites.Parallel(
+                "race", policy=py_trees.common.ParallelPolicy.SuccessOnOne(),
+                children=[counting, leaf(0)])
+        if shape == "selector":
+            return py_trees.composites.Selector("first", memory=False,
+                                                children=[counting, leaf(0)])
+        return py_trees.composites.Sequence("both", memory=False, children=[
+            py_trees.decorators.FailureIsSuccess("ok", counting), leaf(0)])
+
+    want, want_status = _pytrees_at_its_rate(make, 100)
+    got, _ = _timed_diff.run_runner(make, 0, 0.5)  # as long as py_trees' 100 ticks
+    assert not got.violations
+    untimed = [entry[:-1] for entry in got.log]
+    wanted = [entry[:-1] for entry in want]
+    if ("cut",) in wanted:  # a tree that goes on for ever (a leaf re-entered): as far as both go
+        assert ("cut",) in untimed
+        n = min(untimed.index(("cut",)), wanted.index(("cut",)))
+        untimed, wanted = untimed[:n], wanted[:n]
+    else:
+        assert got.status is want_status
+    assert untimed == wanted, (got.log, want)
+
+
+# -- terminate(): its order and the status it gets, py_trees' and the runner's -----------------
+DURATIONS = {0: 0.8, 1: 0.25, 2: 0.4, 3: 0.6}
+
+
+def _stops(make: Any, horizon: float, max_ticks: int | None = None) -> list[Any]:
+    """The runner's terminate calls (leaf, status left, status given), once checked equal to
+    py_trees' loop's, times included."""
+    problem = compare_trees(make, horizon, max_ticks)
+    assert problem is None, problem
+    got, _ = run_runner(make, 0, horizon, max_ticks)
+    return [entry[1:4] if entry[0] == "terminate" else entry[:1] for entry in got.log
+            if entry[0] != "start"]
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(World, "script", lambda self, leaf, n: (DURATIONS[leaf], "SUCCESS"))
+
+
+def _pre_empting(leaf: Any, world: World) -> Behaviour:
+    """Leaf 1's end opens the higher-priority branch, which pre-empts leaf 0."""
+    urgent = py_trees.composites.Sequence("urgent", memory=False, children=[
+        py_trees.behaviours.CheckBlackboardVariableValue("due?", _done(1)), leaf(2)])
+    chooser = py_trees.composites.Selector("chooser", memory=False, children=[urgent, leaf(0)])
+    return py_trees.composites.Parallel(
+        "both", policy=py_trees.common.ParallelPolicy.SuccessOnAll(synchronise=True),
+        children=[leaf(1), chooser])
+
+
+def _racing(leaf: Any, world: World) -> Behaviour:
+    return py_trees.composites.Parallel(
+        "race", policy=py_trees.common.ParallelPolicy.SuccessOnOne(),
+        children=[leaf(0), leaf(1), leaf(3)])
+
+
+@pytest.mark.usefixtures("scripted")
+def test_a_pre_empted_async_leaf_is_terminated_invalid_where_pytrees_does() -> None:
+    """Leaf 2 starts first, then the selector stops leaf 0 (py_trees' order)."""
+    got, _ = run_runner(_pre_empting, 0, 3.0)
+    assert [e[:2] for e in got.log if e[0] == "start"] == [("start", 1), ("start", 0),
+                                                           ("start", 2)]
+    assert _stops(_pre_empting, 3.0) == [(1, "RUNNING", "SUCCESS"), (0, "RUNNING", "INVALID"),
+                                         (2, "RUNNING", "SUCCESS")]
+
+
+@pytest.mark.usefixtures("scripted")
+def test_a_parallel_that_ends_terminates_its_running_leaves_in_order() -> None:
+    """The first to succeed ends the race; the others, still running, are stopped in order
+    (the winner, already ended, gets no second terminate)."""
+    assert _stops(_racing, 3.0) == [(1, "RUNNING", "SUCCESS"), (0, "RUNNING", "INVALID"),
+                                    (3, "RUNNING", "INVALID")]
+
+
+@pytest.mark.usefixtures("scripted")
+def test_a_cancelled_run_terminates_its_running_leaves_as_pytrees_stop_does() -> None:
+    """``cancel()`` at 0.1 s: py_trees' ``stop(INVALID)`` of the root, child by child."""
+    assert _stops(_racing, 0.1) == [("cut",), (0, "RUNNING", "INVALID"),
+                                    (1, "RUNNING", "INVALID"), (3, "RUNNING", "INVALID")]
+
+
+@pytest.mark.usefixtures("scripted")
+def test_a_run_cut_by_max_ticks_terminates_as_pytrees_stop_does() -> None:
+    """Cut after the pre-emption (the re-entered check is polled: a tick a poll interval):
+    the running leaf, then the parallel's succeeded one (synchronised, so not re-entered)."""
+    assert _stops(_pre_empting, 3.0, max_ticks=60) == [
+        (1, "RUNNING", "SUCCESS"), (0, "RUNNING", "INVALID"), ("max_ticks",),
+        (2, "RUNNING", "INVALID"), (1, "SUCCESS", "INVALID")]

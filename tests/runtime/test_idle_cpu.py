@@ -1,0 +1,95 @@
+"""Nothing spins: a run that waits on a 1 s async leaf, or on a `Timeout`'s 1 s deadline, costs
+the process well under a tenth of a core over the wait (its CPU time, not the wall's)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import py_trees
+import pytest
+from py_trees.behaviour import Behaviour
+from py_trees.common import ParallelPolicy, Status
+
+from jianmu.runtime import AsyncNode
+from jianmu.runtime.runner import ReactiveRunner, RunStatus
+
+pytestmark = pytest.mark.anyio
+
+CPU_SHARE = 0.10
+"""Of one core, over the wait: generous (a run at rest costs about nothing)."""
+
+
+class _Sleeps(AsyncNode):
+    """Sleeps ``seconds`` (for ever when None); notes the cancel."""
+
+    def __init__(self, name: str, seconds: float | None) -> None:
+        super().__init__(name)
+        self.seconds = seconds
+        self.cancelled = False
+
+    async def update_async(self) -> Status:
+        try:
+            if self.seconds is None:
+                await asyncio.Event().wait()
+            await asyncio.sleep(self.seconds or 0)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return Status.SUCCESS
+
+
+def _bare(leaf: Behaviour) -> Behaviour:
+    return leaf
+
+
+def _decorated(leaf: Behaviour) -> Behaviour:
+    d = py_trees.decorators
+    return d.Retry("retry", d.Repeat("once", d.Timeout("late", d.Inverter("not", d.Inverter(
+        "not not", d.FailureIsRunning("until", leaf))), duration=30), num_success=1), 2)
+
+
+def _beside(leaf: Behaviour) -> Behaviour:
+    done = py_trees.behaviours.Success("done")
+    return py_trees.composites.Parallel(
+        "both", policy=ParallelPolicy.SuccessOnAll(synchronise=True), children=[done, leaf])
+
+
+def _re_entering(leaf: Behaviour) -> Behaviour:
+    """py_trees' own leaf re-entered before the action: polled, as py_trees' loop ticks it."""
+    return py_trees.composites.Selector("first", memory=False, children=[
+        py_trees.behaviours.Failure("no"), leaf])
+
+
+async def _measured(root: Behaviour) -> tuple[float, float, int, RunStatus]:
+    runner = ReactiveRunner(root)
+    cpu, wall = time.process_time(), time.monotonic()
+    result = await runner.run()
+    return time.process_time() - cpu, time.monotonic() - wall, result.ticks, result.status
+
+
+@pytest.mark.parametrize("shape", [_bare, _decorated, _beside, _re_entering],
+                         ids=["bare", "decorated", "beside", "re-entering"])
+async def test_a_run_waiting_on_a_one_second_leaf_leaves_the_core_idle(
+        shape: Callable[[Behaviour], Behaviour]) -> None:
+    """Started, then woken by the leaf's end: a handful of ticks (polls of a re-entered
+    py_trees leaf at the poll interval), far under a tenth of a core."""
+    leaf = _Sleeps("sleep", 1.0)
+    cpu, wall, ticks, status = await _measured(shape(leaf))
+    assert status is RunStatus.SUCCESS and wall >= 1.0
+    assert cpu < CPU_SHARE * wall, f"{cpu:.3f} s of CPU over {wall:.3f} s, {ticks} ticks"
+    if shape is not _re_entering:
+        assert ticks <= 3
+
+
+async def test_a_run_waiting_on_a_timeouts_deadline_leaves_the_core_idle() -> None:
+    """A Timeout of 1 s over a leaf that waits for ever: the runner sleeps to the deadline,
+    wakes, the tick cancels the leaf (its coroutine sees the CancelledError), the run fails."""
+    leaf = _Sleeps("never", None)
+    root = py_trees.decorators.Timeout("deadline", leaf, duration=1.0)
+    cpu, wall, ticks, status = await _measured(root)
+    assert status is RunStatus.FAILURE and leaf.cancelled
+    assert 1.0 <= wall < 10.0
+    assert cpu < CPU_SHARE * wall, f"{cpu:.3f} s of CPU over {wall:.3f} s, {ticks} ticks"
+    assert ticks <= 3
