@@ -32,7 +32,7 @@ from py_trees.composites import Parallel, Selector, Sequence
 from py_trees.decorators import Count, Decorator, EternalGuard, OneShot, Repeat, Timeout
 
 from jianmu.constraints import Constraints
-from jianmu.runtime.cycles import CYCLE, ROUNDS, Round, ticks_back, unstepped
+from jianmu.runtime.cycles import ROUNDS, AtRest, Round, unstepped
 from jianmu.runtime.eager import NOT_YET, FirstStep, read_outcome
 
 if TYPE_CHECKING:
@@ -701,7 +701,8 @@ class Ticker:
         # a clock that stops while a round through tasks rests: how long a round took
         self._rested = 0.0  # seconds that rounds rested, in all
         self._rest_began: float | None = None  # when the resting round's wait began
-        self._at_rest: list[list[tuple[Behaviour, Status, str]]] = []  # the last `CYCLE`
+        self._at_rest = AtRest()  # the last `CYCLE` ticks taken at once
+        self._volatile: set[str] = set()  # the last tick's feedback that changes by itself
         self._rounds: list[Round] = []  # the last `ROUNDS` ticks taken at once
         self._quiet: list[AsyncNode] = []  # started when a round rested: wake no more
         self._waits = 0  # ticks after which the runner waited (a task, a wake-up)
@@ -803,23 +804,24 @@ class Ticker:
             self._at_rest.clear()
             self._waits += 1
             return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
-        seen = _seen(visited)
-        back = ticks_back(seen, self._at_rest, root)
+        seen = _seen(visited, self._volatile)
+        back, statuses_now = self._at_rest.back(seen, root, _statuses)
         if back is not None:
             restarts = wrote or poll or any(  # what any tick of the cycle re-entered
                 status is not Status.RUNNING and _restarts(node, _kind(type(node)))
-                for ticked in (seen, *self._at_rest[:back - 1]) for node, status, _ in ticked
+                for ticked in (seen, *self._at_rest.seen[:back - 1])
+                for node, status, _ in ticked
             )
             # a cycle is of ticks taken at once: once the runner waits (a task, a poll), the
             # ticks before the wait are no part of the next one (a tree polled at rest kept
             # them, and a selector's action that ended a second time, the tree as at its first
             # end, rested a poll interval before the selector re-entered its earlier child)
-            self._at_rest[:] = [seen]
+            self._at_rest.keep(seen)
             if restarts:
                 return self._rest(visited, due)
             self._waits += 1
             return TickPlan(False, False, due)
-        self._at_rest[:CYCLE] = [seen, *self._at_rest[:CYCLE - 1]]
+        self._at_rest.push(seen, statuses_now)
         if loops:
             self._rounds.clear()
             return TickPlan(True, poll, due)
@@ -853,7 +855,7 @@ class Ticker:
             # at once, that went round at the loop's speed, a full core: polled, as py_trees'
             # loop goes round at its rate. (Ticks all taken at once are `ticks_back`'s: a node
             # they leave unvisited may move on unseen, a leaf running again for the third time)
-            del self._at_rest[1:]  # as above: the next cycle starts after the wait
+            self._at_rest.keep(seen)  # as above: the next cycle starts after the wait
             rounds[found] = rounds[found]._replace(at=now)  # the next round is timed from here
             self._rest_began = now + self._rested
             return self._rest(visited, due)
@@ -898,15 +900,20 @@ def _statuses(root: Behaviour) -> list[Any]:
     return found
 
 
-def _seen(visited: list[Behaviour]) -> list[tuple[Behaviour, Status, str]]:
+def _seen(visited: list[Behaviour], before: set[str]) -> list[tuple[Behaviour, Status, str]]:
     """Each visited node, its status and its feedback without what changes at every tick by
     itself (a running `Timeout`'s time left, a `Count`'s tallies, a `Repeat` without end's
-    successes, a running leaf's text), also where a decorator above quotes it."""
+    successes, a running leaf's text), also where a decorator quotes it as it was a tick ago
+    (``before``, updated: a stopped Count tallies after its parent quoted it; RunningIsSuccess
+    over Count over a leaf, re-entered by a parallel, never rested, a full core)."""
     volatile = {
         node.feedback_message for node in visited
         if node.feedback_message and _volatile(node)
     }
-    return [(node, node.status, _steady(node.feedback_message, volatile)) for node in visited]
+    steady = volatile | before
+    before.clear()
+    before.update(volatile)
+    return [(node, node.status, _steady(node.feedback_message, steady)) for node in visited]
 
 
 def _restarts(node: Behaviour, kind: int) -> bool:

@@ -18,7 +18,8 @@ Other leaves: py_trees' own ``Success``, ``Failure``, ``Running`` and blackboard
 read what the async leaves wrote (``CheckBlackboardVariableValue``, under ``Condition`` or
 ``Inverter`` too), and ``EternalGuard``s whose condition reads the same writes. A run ends when
 the root does, at a seeded virtual horizon (``cancel()`` on the runner, ``stop(INVALID)`` on
-py_trees), or at ``max_ticks`` (py_trees is cut at the same time, after as many changing ticks
+py_trees; every other case then runs again on the same tree, to a later horizon), or at
+``max_ticks`` (py_trees is cut at the same time, after as many changing ticks
 there). A tree that goes round at one instant (py_trees' loop would tick it for ever, the
 runner rests) is left out, and counted.
 """
@@ -44,7 +45,7 @@ from py_trees.composites import Parallel, Selector, Sequence
 import jianmu.runtime.async_node as async_node_module
 from jianmu.config import AppConfig
 from jianmu.runtime.async_node import DEADLINE_SLACK, AsyncNode
-from jianmu.runtime.runner import ReactiveRunner
+from jianmu.runtime.runner import ReactiveRunner, RunStatus
 
 RUNNING, SUCCESS, FAILURE, INVALID = Status.RUNNING, Status.SUCCESS, Status.FAILURE, Status.INVALID
 POLL = 0.005
@@ -362,9 +363,11 @@ def plain_leaves(seed: int, share: float) -> Callable[[int], bool]:
 
 
 def run_pytrees(make: Make, seed: int, horizon: float, cut: tuple[float, int] | None = None,
-                plain: Callable[[int], bool] = lambda i: False) -> Outcome:
-    """py_trees' loop on ``make``'s tree until the root ends, ``horizon`` seconds pass, or
-    ``cut`` (a time and a count of changing ticks at it) says where the runner's max_ticks was."""
+                plain: Callable[[int], bool] = lambda i: False,
+                rerun: float | None = None) -> Outcome:
+    """py_trees' loop on ``make``'s tree until the root ends, ``horizon`` seconds pass (then,
+    with ``rerun``, on for that many more, as a run again after a cancel), or ``cut`` (a time
+    and a count of changing ticks at it) says where the runner's max_ticks was."""
     Blackboard.clear()
     clock = types.SimpleNamespace(now=T0)
     world = World(seed, lambda: clock.now)
@@ -410,7 +413,11 @@ def run_pytrees(make: Make, seed: int, horizon: float, cut: tuple[float, int] | 
             if upcoming is None or upcoming >= end:
                 clock.now = end
                 stop("cut")
-                break
+                if rerun is None or root.status is not INVALID:
+                    break
+                world.log.append(("rerun", world.at()))  # ticked again, from its root
+                end, rerun, at_instant = end + rerun, None, 0
+                continue
             clock.now, at_instant = upcoming, 0
             for node in nodes:  # the work that ends now lands before the tick that reports it
                 if isinstance(node, SyncTimed) and node.status is RUNNING and not node.worked \
@@ -429,7 +436,8 @@ def _polled(node: Behaviour) -> bool:
 
 # -- the runner, in time -----------------------------------------------------------------------
 async def _run_runner(make: Make, seed: int, horizon: float, max_ticks: int | None,
-                      plain: Callable[[int], bool]) -> tuple[Outcome, tuple[float, int] | None]:
+                      plain: Callable[[int], bool], rerun: float | None,
+                      ) -> tuple[Outcome, tuple[float, int] | None]:
     loop = asyncio.get_running_loop()
     assert isinstance(loop, VirtualLoop)
     Blackboard.clear()
@@ -450,7 +458,7 @@ async def _run_runner(make: Make, seed: int, horizon: float, max_ticks: int | No
             seen.instant, seen.ticks, seen.changing = loop.now, 0, 0
         seen.ticks += 1
         seen.changing += fingerprint(root, world) != before
-        if seen.ticks == RUNNER_INSTANT_CAP:
+        if seen.ticks % RUNNER_INSTANT_CAP == 0:
             world.violations.append(f"spin: {seen.ticks} ticks at {world.at()}")
             runner.cancel()
         return plan
@@ -472,7 +480,12 @@ async def _run_runner(make: Make, seed: int, horizon: float, max_ticks: int | No
     timer = loop.call_at(T0 + horizon, at_horizon)
     with clock_is(loop.time):
         result = await runner.run(max_ticks=max_ticks)
-    timer.cancel()
+        timer.cancel()
+        if rerun is not None and result.status is RunStatus.CANCELLED:
+            world.log.append(("rerun", world.at()))  # run() again on the same tree
+            timer = loop.call_at(T0 + horizon + rerun, at_horizon)
+            result = await runner.run(max_ticks=max_ticks)
+            timer.cancel()
     cut = None
     if max_ticks is not None and result.error and "max_ticks" in result.error:
         cut = (seen.instant, seen.changing)
@@ -483,11 +496,11 @@ async def _run_runner(make: Make, seed: int, horizon: float, max_ticks: int | No
 
 
 def run_runner(make: Make, seed: int, horizon: float, max_ticks: int | None = None,
-               plain: Callable[[int], bool] = lambda i: False,
+               plain: Callable[[int], bool] = lambda i: False, rerun: float | None = None,
                ) -> tuple[Outcome, tuple[float, int] | None]:
     """The runner on a virtual-time loop (the wall clock bounds a hang)."""
     with asyncio.Runner(loop_factory=VirtualLoop) as runner:
-        return runner.run(_run_runner(make, seed, horizon, max_ticks, plain))
+        return runner.run(_run_runner(make, seed, horizon, max_ticks, plain, rerun))
 
 
 # -- the comparison ---------------------------------------------------------------------------
@@ -501,12 +514,18 @@ def case(seed: int) -> tuple[Any, float, int | None]:
     return spec, horizon, max_ticks
 
 
+def rerun_of(seed: int) -> float | None:
+    """How long case ``seed`` runs again after its cancel (every other case)."""
+    rng = random.Random(f"timed-rerun:{seed}")
+    return rng.uniform(0.3, 1.5) if seed % 2 == 0 else None
+
+
 def compare(seed: int) -> str | None:
     """None when both sides agree on case ``seed`` (or py_trees' loop goes round); every
     third case keeps some timed leaves py_trees leaves under the runner (polled)."""
     spec, horizon, max_ticks = case(seed)
     plain = plain_leaves(seed, 0.3 if seed % 3 == 0 else 0.0)
-    return compare_trees(spec_tree(spec), horizon, max_ticks, seed, plain)
+    return compare_trees(spec_tree(spec), horizon, max_ticks, seed, plain, rerun_of(seed))
 
 
 def compare_spec(spec: Any, horizon: float, max_ticks: int | None = None, seed: int = 0,
@@ -519,14 +538,15 @@ ROUND = "py_trees' loop goes round at one instant"
 
 
 def compare_trees(make: Make, horizon: float, max_ticks: int | None = None, seed: int = 0,
-                  plain: Callable[[int], bool] = lambda i: False) -> str | None:
+                  plain: Callable[[int], bool] = lambda i: False,
+                  rerun: float | None = None) -> str | None:
     """None when both sides agree on ``make``'s tree, `ROUND` when there is no reference,
     else what differs."""
-    got, cut = run_runner(make, seed, horizon, max_ticks, plain)
+    got, cut = run_runner(make, seed, horizon, max_ticks, plain, rerun)
     try:
-        want = run_pytrees(make, seed, horizon, cut, plain)
-    except GoesRound:
-        return ROUND
+        want = run_pytrees(make, seed, horizon, cut, plain, None if cut else rerun)
+    except GoesRound:  # nothing to compare with; the runner must still neither spin nor leak
+        return f"violations: {got.violations[:4]}" if got.violations else ROUND
     problems = []
     if got.violations:
         problems.append(f"violations: {got.violations[:4]}")

@@ -93,3 +93,38 @@ async def test_a_run_waiting_on_a_timeouts_deadline_leaves_the_core_idle() -> No
     assert 1.0 <= wall < 10.0
     assert cpu < CPU_SHARE * wall, f"{cpu:.3f} s of CPU over {wall:.3f} s, {ticks} ticks"
     assert ticks <= 3
+
+
+async def test_a_cycle_through_a_finished_oneshot_rests() -> None:
+    """Condition(FAILURE) over Repeat(2) over a OneShot that has succeeded: each tick the
+    Repeat counts the OneShot's stored SUCCESS once, in turn RUNNING and SUCCESS, the OneShot's
+    child unvisited, for ever (py_trees' loop ticks it so at its rate). The tick that left a
+    node unvisited looked like one two ticks back and was not trusted: the runner ticked at
+    the loop's speed, a full core. Every node's status compared too, it rests."""
+    d = py_trees.decorators
+    leaf = _Sleeps("once", 0.01)
+    root = d.Condition("until it fails", d.Repeat("twice", d.OneShot(
+        "once", leaf, policy=py_trees.common.OneShotPolicy.ON_SUCCESSFUL_COMPLETION),
+        num_success=2), Status.FAILURE)
+    runner = ReactiveRunner(root)
+    cpu = time.process_time()
+    result = await runner.run(timeout=0.5)
+    assert result.status is RunStatus.TIMEOUT
+    assert result.ticks < 20, result.ticks
+    assert time.process_time() - cpu < CPU_SHARE * 0.5
+
+
+async def test_a_leaf_a_parallel_re_enters_under_count_and_running_is_success_rests() -> None:
+    """A parallel that does not synchronise re-enters RunningIsSuccess over Count over a leaf
+    at every tick (started, stopped at once) beside a 0.5 s leaf. The Count tallies the stop
+    after RunningIsSuccess quoted its text, so the quote was a tick behind the tally that the
+    runner strips from feedback: every tick looked new, and it ticked at the loop's speed."""
+    d = py_trees.decorators
+    root = py_trees.composites.Parallel(
+        "both", policy=ParallelPolicy.SuccessOnAll(synchronise=False), children=[
+            d.RunningIsSuccess("ok", d.Count("count", _Sleeps("restarted", 5.0))),
+            _Sleeps("long", 0.5)])
+    cpu, wall, ticks, status = await _measured(root)
+    assert status is RunStatus.SUCCESS
+    assert ticks < 0.5 / 0.05 * 3, ticks  # polled (the leaf re-entered), not spun
+    assert cpu < CPU_SHARE * wall, f"{cpu:.3f} s of CPU over {wall:.3f} s, {ticks} ticks"
