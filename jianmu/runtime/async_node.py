@@ -807,7 +807,8 @@ class Ticker:
         seen = _seen(visited, self._volatile)
         back, statuses_now = self._at_rest.back(seen, root, _statuses)
         if back is not None:
-            restarts = wrote or poll or any(  # what any tick of the cycle re-entered
+            restarts = wrote or poll or (statuses_now is not None and self._at_rest.leafy(
+                seen, back)) or any(  # what any tick of the cycle re-entered
                 status is not Status.RUNNING and _restarts(node, _kind(type(node)))
                 for ticked in (seen, *self._at_rest.seen[:back - 1])
                 for node, status, _ in ticked

@@ -72,18 +72,22 @@ class AtRest:
         child) looks like an earlier one, every node's status compared too: back where it
         was if they are the same as then (taken then, so such a cycle rests a cycle later;
         left out, a Condition over a Repeat over a finished OneShot went round at the loop's
-        speed, a full core), unless a tick of the cycle ticked a leaf: it may have moved on
-        unseen (started for the third time, to fail), as py_trees' loop would find it. Also
-        every node's status now, if taken, for `push`."""
+        speed, a full core). Also every node's status now, if taken, for `push`, and whether
+        a tick of such a cycle ticked a leaf (`leafy`)."""
         back = ticks_back(seen, self.seen, root)
         if back is not None or seen not in self.seen:
             return back, None
         now = statuses_of(root)
         i = self.seen.index(seen)
-        if self.statuses[i] != now or any(
-                not node.children for ticked in (seen, *self.seen[:i]) for node, _, _ in ticked):
-            return None, now
-        return i + 1, now
+        return (i + 1 if self.statuses[i] == now else None), now
+
+    def leafy(self, seen: list[Any], back: int) -> bool:
+        """Whether a tick of the cycle ``back`` ticks long ending with ``seen`` ticked a leaf:
+        found through unvisited nodes, the leaf may have moved on unseen (started for the
+        third time, to fail): polled, as py_trees' loop ticks it at its rate (ticked at once,
+        a sequence re-entering a Repeat over an instant child before an action spun)."""
+        return any(not node.children for ticked in (seen, *self.seen[:back - 1])
+                   for node, _, _ in ticked)
 
 
 class Round(NamedTuple):

@@ -128,3 +128,22 @@ async def test_a_leaf_a_parallel_re_enters_under_count_and_running_is_success_re
     assert status is RunStatus.SUCCESS
     assert ticks < 0.5 / 0.05 * 3, ticks  # polled (the leaf re-entered), not spun
     assert cpu < CPU_SHARE * wall, f"{cpu:.3f} s of CPU over {wall:.3f} s, {ticks} ticks"
+
+
+async def test_a_sequence_re_entering_an_instant_repeat_before_an_action_is_polled() -> None:
+    """A sequence without memory over Repeat(3) of an instant leaf and a memory selector of
+    actions: the Repeat ends on its third tick, the action starts, the next tick re-enters
+    the Repeat and stops the action, for ever (py_trees' loop goes round so at its rate).
+    The selector's later children are never visited, so the cycle was not trusted and the
+    runner went round at the loop's speed; found through every node's status, it is polled."""
+    d = py_trees.decorators
+    root = py_trees.composites.Sequence("root", memory=False, children=[
+        d.Repeat("three", d.FailureIsSuccess("ok", py_trees.behaviours.Failure("no")), 3),
+        py_trees.composites.Selector("actions", memory=True, children=[
+            _Sleeps("action", 5.0), _Sleeps("other", 5.0)])])
+    runner = ReactiveRunner(root)
+    cpu = time.process_time()
+    result = await runner.run(timeout=0.5)
+    assert result.status is RunStatus.TIMEOUT
+    assert result.ticks < 150, result.ticks  # a cycle or two a poll, not thousands of ticks
+    assert time.process_time() - cpu < CPU_SHARE * 0.5
