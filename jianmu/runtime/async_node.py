@@ -701,7 +701,7 @@ class Ticker:
         # a clock that stops while a round through tasks rests: how long a round took
         self._rested = 0.0  # seconds that rounds rested, in all
         self._rest_began: float | None = None  # when the resting round's wait began
-        self._at_rest = AtRest()  # the last `CYCLE` ticks taken at once
+        self._at_rest: AtRest | None = None  # the last `CYCLE` ticks taken at once, once any
         self._volatile: set[str] = set()  # the last tick's feedback that changes by itself
         self._rounds: list[Round] = []  # the last `ROUNDS` ticks taken at once
         self._quiet: list[AsyncNode] = []  # started when a round rested: wake no more
@@ -710,7 +710,7 @@ class Ticker:
 
     def reset(self) -> None:
         """Forget the last ticks (a new run starts)."""
-        self._at_rest.clear()
+        self._at_rest = None
         self._rounds.clear()
         self._rest_began = None
         self._nodes = None
@@ -801,28 +801,29 @@ class Ticker:
                 # same result until the state changes: no tick for it
                 again = ticked_again(node)
         if not (again or wrote):
-            self._at_rest.clear()
+            self._at_rest = None
             self._waits += 1
             return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
         seen = _seen(visited, self._volatile)
-        back, statuses_now = self._at_rest.back(seen, root, _statuses)
+        at_rest = self._at_rest = self._at_rest or AtRest()
+        back, statuses_now = at_rest.back(seen, root, _statuses)
         if back is not None:
-            restarts = wrote or poll or (statuses_now is not None and self._at_rest.leafy(
+            restarts = wrote or poll or (statuses_now is not None and at_rest.leafy(
                 seen, back)) or any(  # what any tick of the cycle re-entered
                 status is not Status.RUNNING and _restarts(node, _kind(type(node)))
-                for ticked in (seen, *self._at_rest.seen[:back - 1])
+                for ticked in (seen, *at_rest.seen[:back - 1])
                 for node, status, _ in ticked
             )
             # a cycle is of ticks taken at once: once the runner waits (a task, a poll), the
             # ticks before the wait are no part of the next one (a tree polled at rest kept
             # them, and a selector's action that ended a second time, the tree as at its first
             # end, rested a poll interval before the selector re-entered its earlier child)
-            self._at_rest.keep(seen)
+            at_rest.keep(seen)
             if restarts:
                 return self._rest(visited, due)
             self._waits += 1
             return TickPlan(False, False, due)
-        self._at_rest.push(seen, statuses_now)
+        at_rest.push(seen, statuses_now)
         if loops:
             self._rounds.clear()
             return TickPlan(True, poll, due)
@@ -856,7 +857,7 @@ class Ticker:
             # at once, that went round at the loop's speed, a full core: polled, as py_trees'
             # loop goes round at its rate. (Ticks all taken at once are `ticks_back`'s: a node
             # they leave unvisited may move on unseen, a leaf running again for the third time)
-            self._at_rest.keep(seen)  # as above: the next cycle starts after the wait
+            at_rest.keep(seen)  # as above: the next cycle starts after the wait
             rounds[found] = rounds[found]._replace(at=now)  # the next round is timed from here
             self._rest_began = now + self._rested
             return self._rest(visited, due)
