@@ -32,7 +32,7 @@ from py_trees.composites import Parallel, Selector, Sequence
 from py_trees.decorators import Count, Decorator, EternalGuard, OneShot, Repeat, Timeout
 
 from jianmu.constraints import Constraints
-from jianmu.runtime.cycles import CYCLE, ROUNDS, Round, ticks_back, unstepped
+from jianmu.runtime.cycles import ROUNDS, AtRest, Round, unstepped
 from jianmu.runtime.eager import NOT_YET, FirstStep, read_outcome
 
 if TYPE_CHECKING:
@@ -695,8 +695,14 @@ def expire(waiter: asyncio.Future[bool]) -> None:
 class Ticker:
     """Ticks a tree and plans the next tick; keeps what it needs to see the tree at rest."""
 
-    def __init__(self) -> None:
-        self._at_rest: list[list[tuple[Behaviour, Status, str]]] = []  # the last `CYCLE`
+    def __init__(self, poll_interval: float = 0.05) -> None:
+        self.poll_interval = poll_interval
+        """A round through tasks faster than this rests and is polled at it (`Round`)."""
+        # a clock that stops while a round through tasks rests: how long a round took
+        self._rested = 0.0  # seconds that rounds rested, in all
+        self._rest_began: float | None = None  # when the resting round's wait began
+        self._at_rest: AtRest | None = None  # the last `CYCLE` ticks taken at once, once any
+        self._volatile: set[str] = set()  # the last tick's feedback that changes by itself
         self._rounds: list[Round] = []  # the last `ROUNDS` ticks taken at once
         self._quiet: list[AsyncNode] = []  # started when a round rested: wake no more
         self._waits = 0  # ticks after which the runner waited (a task, a wake-up)
@@ -704,8 +710,9 @@ class Ticker:
 
     def reset(self) -> None:
         """Forget the last ticks (a new run starts)."""
-        self._at_rest.clear()
+        self._at_rest = None
         self._rounds.clear()
+        self._rest_began = None
         self._nodes = None
         self._wake_again()
 
@@ -731,6 +738,9 @@ class Ticker:
         visited are looked at for the plan: every running node is among them."""
         if self._quiet:
             self._wake_again()
+        if self._rest_began is not None:  # a round rested until now
+            self._rested += time.monotonic() - self._rest_began
+            self._rest_began = None
         # as tick_once() does, keeping what it visited; statuses read once the tick is done
         visited = list(root.tick())
         # woken by the tick itself (a node wrote the state; nothing else runs during a tick:
@@ -791,39 +801,55 @@ class Ticker:
                 # same result until the state changes: no tick for it
                 again = ticked_again(node)
         if not (again or wrote):
-            self._at_rest.clear()
+            self._at_rest = None
             self._waits += 1
             return IDLE_PLAN if not poll and due is None else TickPlan(False, poll, due)
-        seen = _seen(visited)
-        back = ticks_back(seen, self._at_rest, root)
+        seen = _seen(visited, self._volatile)
+        at_rest = self._at_rest = self._at_rest or AtRest()
+        back, statuses_now = at_rest.back(seen, root, _statuses)
         if back is not None:
-            if wrote or poll or any(  # what any tick of the cycle re-entered
+            restarts = wrote or poll or (statuses_now is not None and at_rest.leafy(
+                seen, back)) or any(  # what any tick of the cycle re-entered
                 status is not Status.RUNNING and _restarts(node, _kind(type(node)))
-                for ticked in (seen, *self._at_rest[:back - 1]) for node, status, _ in ticked
-            ):
+                for ticked in (seen, *at_rest.seen[:back - 1])
+                for node, status, _ in ticked
+            )
+            # a cycle is of ticks taken at once: once the runner waits (a task, a poll), the
+            # ticks before the wait are no part of the next one (a tree polled at rest kept
+            # them, and a selector's action that ended a second time, the tree as at its first
+            # end, rested a poll interval before the selector re-entered its earlier child)
+            at_rest.keep(seen)
+            if restarts:
                 return self._rest(visited, due)
             self._waits += 1
             return TickPlan(False, False, due)
-        self._at_rest[:CYCLE] = [seen, *self._at_rest[:CYCLE - 1]]
+        at_rest.push(seen, statuses_now)
         if loops:
             self._rounds.clear()
             return TickPlan(True, poll, due)
         rounds = self._rounds
         waits = self._waits
         statuses: list[Any] | None = None
-        found = False
-        for then in rounds:
-            if then.waits == waits or then.seen != seen:
+        found: int | None = None
+        # a round that took a poll interval or more (a check that sleeps 0.5 s, an action
+        # ending under SuccessIsRunning) goes round no faster than polling would: ticked at
+        # once, as py_trees' loop ticks it, not a poll interval late (its next start once
+        # came after another leaf's end that py_trees' loop saw after it); the time a round
+        # spent resting, waiting for its poll, is not the round's
+        now = time.monotonic() - self._rested
+        since = now - self.poll_interval
+        for i, then in enumerate(rounds):
+            if then.waits == waits or then.at <= since or then.seen != seen:
                 continue
             if statuses is None:  # the nodes this tick left unvisited, if any, as they are
                 if len({id(node) for node in visited}) == self._size(root):
-                    found = True
+                    found = i
                     break
                 statuses = _statuses(root)
             if then.statuses == statuses:
-                found = True
+                found = i
                 break
-        if found:
+        if found is not None:
             # back where it was at a tick taken at once, with a wait for a task between: the
             # tree goes round through tasks (a check re-entered before a running action, its
             # task ending after a turn of the loop, pre-empts the action, which starts again
@@ -831,8 +857,11 @@ class Ticker:
             # at once, that went round at the loop's speed, a full core: polled, as py_trees'
             # loop goes round at its rate. (Ticks all taken at once are `ticks_back`'s: a node
             # they leave unvisited may move on unseen, a leaf running again for the third time)
+            at_rest.keep(seen)  # as above: the next cycle starts after the wait
+            rounds[found] = rounds[found]._replace(at=now)  # the next round is timed from here
+            self._rest_began = now + self._rested
             return self._rest(visited, due)
-        rounds[:ROUNDS] = [Round(seen, statuses, waits), *rounds[:ROUNDS - 1]]
+        rounds[:ROUNDS] = [Round(seen, statuses, waits, now), *rounds[:ROUNDS - 1]]
         return TickPlan(True, poll, due)
 
     def _size(self, root: Behaviour) -> int:
@@ -873,15 +902,20 @@ def _statuses(root: Behaviour) -> list[Any]:
     return found
 
 
-def _seen(visited: list[Behaviour]) -> list[tuple[Behaviour, Status, str]]:
+def _seen(visited: list[Behaviour], before: set[str]) -> list[tuple[Behaviour, Status, str]]:
     """Each visited node, its status and its feedback without what changes at every tick by
     itself (a running `Timeout`'s time left, a `Count`'s tallies, a `Repeat` without end's
-    successes, a running leaf's text), also where a decorator above quotes it."""
+    successes, a running leaf's text), also where a decorator quotes it as it was a tick ago
+    (``before``, updated: a stopped Count tallies after its parent quoted it; RunningIsSuccess
+    over Count over a leaf, re-entered by a parallel, never rested, a full core)."""
     volatile = {
         node.feedback_message for node in visited
         if node.feedback_message and _volatile(node)
     }
-    return [(node, node.status, _steady(node.feedback_message, volatile)) for node in visited]
+    steady = volatile | before
+    before.clear()
+    before.update(volatile)
+    return [(node, node.status, _steady(node.feedback_message, steady)) for node in visited]
 
 
 def _restarts(node: Behaviour, kind: int) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from py_trees.behaviour import Behaviour
@@ -12,7 +12,7 @@ from py_trees.common import Status
 
 from jianmu.runtime.eager import NOT_YET, FirstStep
 
-__all__ = ("CYCLE", "ROUNDS", "Round", "ticks_back", "unstepped")
+__all__ = ("CYCLE", "ROUNDS", "AtRest", "Round", "ticks_back", "unstepped")
 
 CYCLE = 4
 """Ticks taken at once that a tick may repeat to find the tree at rest: one back where it
@@ -43,6 +43,53 @@ def ticks_back(seen: list[Any], at_rest: Sequence[list[Any]], root: Behaviour) -
     return at_rest.index(seen) + 1
 
 
+class AtRest:
+    """The last `CYCLE` ticks taken at once, newest first: each visited node, its status and
+    steady feedback (`ticks_back`), and every node's status when a tick that left some nodes
+    unvisited looked like an earlier one (None before, as `Round.statuses`)."""
+
+    __slots__ = ("seen", "statuses")
+
+    def __init__(self) -> None:
+        self.seen: list[list[Any]] = []
+        self.statuses: list[list[Any] | None] = []
+
+    def clear(self) -> None:
+        self.seen.clear()
+        self.statuses.clear()
+
+    def keep(self, seen: list[Any]) -> None:
+        """Forget all but ``seen``: the runner waits, and a cycle is of ticks taken at once."""
+        self.seen[:], self.statuses[:] = [seen], [None]
+
+    def push(self, seen: list[Any], statuses: list[Any] | None) -> None:
+        self.seen[:CYCLE] = [seen, *self.seen[:CYCLE - 1]]
+        self.statuses[:CYCLE] = [statuses, *self.statuses[:CYCLE - 1]]
+
+    def back(self, seen: list[Any], root: Behaviour, statuses_of: Callable[[Behaviour], list[Any]],
+             ) -> tuple[int | None, list[Any] | None]:
+        """`ticks_back`, and where a tick that left nodes unvisited (a finished `OneShot`'s
+        child) looks like an earlier one, every node's status compared too: back where it
+        was if they are the same as then (taken then, so such a cycle rests a cycle later;
+        left out, a Condition over a Repeat over a finished OneShot went round at the loop's
+        speed, a full core). Also every node's status now, if taken, for `push`, and whether
+        a tick of such a cycle ticked a leaf (`leafy`)."""
+        back = ticks_back(seen, self.seen, root)
+        if back is not None or seen not in self.seen:
+            return back, None
+        now = statuses_of(root)
+        i = self.seen.index(seen)
+        return (i + 1 if self.statuses[i] == now else None), now
+
+    def leafy(self, seen: list[Any], back: int) -> bool:
+        """Whether a tick of the cycle ``back`` ticks long ending with ``seen`` ticked a leaf:
+        found through unvisited nodes, the leaf may have moved on unseen (started for the
+        third time, to fail): polled, as py_trees' loop ticks it at its rate (ticked at once,
+        a sequence re-entering a Repeat over an instant child before an action spun)."""
+        return any(not node.children for ticked in (seen, *self.seen[:back - 1])
+                   for node, _, _ in ticked)
+
+
 class Round(NamedTuple):
     """A tick taken at once, as `Ticker` compares it with the next ones."""
 
@@ -55,6 +102,9 @@ class Round(NamedTuple):
     before): such a round rests a round later, and other ticks walk no tree."""
     waits: int
     """`Ticker`'s count of ticks followed by a wait, then: a round goes through one."""
+    at: float
+    """When it was taken (``time.monotonic`` less the time rounds spent resting): a round
+    slower than the poll interval is no spin, and ticked at once as py_trees' loop would."""
 
 
 def unstepped(task: asyncio.Task[Any]) -> bool:

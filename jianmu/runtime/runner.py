@@ -313,7 +313,7 @@ class ReactiveRunner:
         self._end_error: str | None = None
         self._end_unsaved = False  # the end's checkpoint was refused: the next run() saves it
         self._suspended_at: float | None = None  # when run() last returned SUSPENDED
-        self._ticker = Ticker()
+        self._ticker = Ticker(self.config.runtime.poll_interval)
         self.state.subscribe(self._state_changed)
         # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
         self._claim = None if checkpointer is None else RunClaim.of(checkpointer, run_id, owner)

@@ -570,7 +570,8 @@ async def drive_subtree(
     _bind(root, manager, ctx, path)
     root.setup_with_descendants()
     deadline = None if timeout is None else time.monotonic() + timeout
-    ticker = Ticker()  # py_trees' semantics: what needs a tick that no event brings
+    # py_trees' semantics: what needs a tick that no event brings
+    ticker = Ticker(ctx.config.runtime.poll_interval)
     try:
         while True:
             wake.clear()

@@ -10,6 +10,7 @@ stops the same leaves in the same order, and the runner polls between rounds.
 from __future__ import annotations
 
 import asyncio
+import types
 from collections.abc import Callable
 
 import py_trees
@@ -17,6 +18,7 @@ import pytest
 from py_trees.common import Status
 from pydantic import BaseModel
 
+import jianmu.runtime.async_node as async_node_module
 from jianmu import ReactiveRunner, StateManager
 from jianmu.config import AppConfig
 from jianmu.runtime import AsyncNode
@@ -83,6 +85,13 @@ def _parallel(log: list[str], never: asyncio.Event) -> py_trees.behaviour.Behavi
     policy = py_trees.common.ParallelPolicy.SuccessOnAll(synchronise=False)
     return py_trees.composites.Parallel("both", policy=policy, children=[
         _Check("check", Status.SUCCESS, log), _Action(log, never)])
+
+
+@pytest.fixture(autouse=True)
+def _rounds_take_no_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ticker's clock stands still: a round slower than the poll interval is no spin and
+    is ticked at once, and a busy machine must not make these rounds look slow."""
+    monkeypatch.setattr(async_node_module, "time", types.SimpleNamespace(monotonic=lambda: 0.0))
 
 
 async def _run(build: Callable[[list[str], asyncio.Event], py_trees.behaviour.Behaviour],

@@ -536,8 +536,9 @@ async def test_a_count_come_round_again_is_no_rest_while_the_rest_of_the_tree_mo
     """A sequence without memory re-enters a Repeat over a finished OneShot: its count goes
     1, 2, 3 and the sequence on to its next child, restarted each time round. The ticks that
     touch the Repeat alone look alike every four ticks, but the child beyond them moved on
-    between: no cycle, and no rest (the runner slept for good instead of ending FAILURE on
-    the child's third run, as py_trees' loop does)."""
+    between: no rest for good (the runner slept for ever instead of ending FAILURE on the
+    child's third run, as py_trees' loop does). Polled, as py_trees' loop ticks it at its rate
+    (ticked at once, such a tree whose child never failed spun at a full core)."""
     later = ThirdTimeFails("later")
     root = py_trees.composites.Sequence("root", memory=False, children=[
         d.Repeat("count", d.OneShot("once", Scripted("first", [S]),
@@ -545,6 +546,7 @@ async def test_a_count_come_round_again_is_no_rest_while_the_rest_of_the_tree_mo
                  num_success=3),
         later,
     ])
-    result = await ReactiveRunner(root, StateManager(), config=SLOW_POLL).run(timeout=30)
+    poll = AppConfig.model_validate({"runtime": {"poll_interval": 0.01}})
+    result = await ReactiveRunner(root, StateManager(), config=poll).run(timeout=30)
     assert result.status is RunStatus.FAILURE, result.error
     assert later.runs == 3
