@@ -252,7 +252,7 @@ def _jianmu_repl():
             pad = hashlib.shake_256(key + nonce + (i // chunk).to_bytes(8, "big"))
             mixed = int.from_bytes(part, "big") ^ int.from_bytes(pad.digest(len(part)), "big")
             out += mixed.to_bytes(len(part), "big")
-        return bytes(out)
+        return out
 
     if req["expect"]:
         # Only the file the previous call of this session saved: its digest is the host's.
@@ -270,8 +270,10 @@ def _jianmu_repl():
                 "earlier calls are lost")
         else:
             try:
-                nonce = blob[len(magic):len(magic) + 16]
-                saved = pickle.loads(crypt(nonce, blob[len(magic) + 16:]))
+                view = memoryview(blob)  # no copy of a large state
+                saved = pickle.loads(crypt(bytes(view[len(magic):len(magic) + 16]),
+                                           view[len(magic) + 16:]))
+                del view, blob
             except Exception as exc:
                 report["restore_failed"].append("<state file>: %s" % exc)
     # From here on the cell's imports see what `python -c` would: the workspace, PYTHONPATH.
@@ -355,13 +357,16 @@ def _jianmu_repl():
     try:
         os.makedirs(folder, exist_ok=True)
         nonce = os.urandom(16)
-        blob = magic + nonce + crypt(nonce, pickle.dumps(new))
+        sealed = crypt(nonce, pickle.dumps(new))
         # a fresh name (O_EXCL): a link planted at a fixed name would lead the write elsewhere
         fd, tmp = tempfile.mkstemp(prefix=os.path.basename(state_path) + ".tmp", dir=folder)
+        digest = hashlib.sha256()
         with open(fd, "wb") as fh:
-            fh.write(blob)
+            for part in (magic, nonce, sealed):
+                fh.write(part)
+                digest.update(part)
         os.replace(tmp, state_path)
-        report["state"] = hashlib.sha256(blob).hexdigest()
+        report["state"] = digest.hexdigest()
     except Exception as exc:  # another run may have put a folder there: report, go on
         report["dropped"].append("every name (the session could not be saved: %s)" % exc)
         if tmp is not None:
