@@ -132,3 +132,29 @@ async def test_a_folder_planted_at_the_session_file_does_not_lose_the_answer(ws:
     assert out.startswith("done\n[value]\n42\n[note] could not restore")
     assert "the session could not be saved" in out
     assert [p.name for p in state.parent.iterdir()] == [state.name]  # no temporary file left
+
+
+async def test_the_next_run_and_another_client_start_empty(tmp_path: Path) -> None:
+    """One tool instance serves every run of an agent, and every client of `mcp serve`
+    (each with a runner and a sandbox of its own): its one session carried one run's
+    variables into the next, and one client's into another's."""
+    import gc as _gc
+
+    from jianmu.constraints import ExecutionConstraints
+    from jianmu.execution.runner import ToolRunner
+
+    work = tmp_path / "work"
+    work.mkdir()
+    execution = ExecutionConstraints(workdir=str(work))
+    repl = PythonREPLTool()
+    async with ToolRunner(execution) as alice, ToolRunner(execution) as bob:
+        await repl.execute({"code": f"token = {SECRET!r}"}, runner=alice)
+        with pytest.raises(ToolExecutionError, match="NameError"):
+            await repl.execute({"code": "token"}, runner=bob)  # another client
+        assert await repl.execute({"code": "token"}, runner=alice) == repr(SECRET)
+        first = work / repl.state_path
+        await alice.release()  # the run ended (a suspended run keeps its sandbox)
+        _gc.collect()
+        assert not first.exists(), "the ended run's session file was left in the workspace"
+        with pytest.raises(ToolExecutionError, match="NameError"):
+            await repl.execute({"code": "token"}, runner=alice)  # the agent's next run

@@ -6,8 +6,11 @@ handed a different sandbox later. So each call is a fresh ``python -c`` process 
 the session from a file in the sandbox's workspace and saves it again at the end. What
 survives a call: picklable values, imported modules (re-imported by name), and functions and
 classes defined in earlier cells (re-run from their source, so instances of them unpickle).
-Names that cannot be kept (open files, generators, lambdas) are listed in the result. One tool
-instance is one session; the file is removed when the instance is garbage-collected, or by
+Names that cannot be kept (open files, generators, lambdas) are listed in the result. A session
+lasts one run: under a `ToolRunner`, one life of its sandbox (`SandboxLife`: until the run
+ends, a suspended run keeping it), so the next run of the same agent, or another `mcp serve`
+client, sharing this instance starts empty; without one, the instance is the session. A
+session's file is removed when its run ends, when the instance is garbage-collected, or by
 `reset()`.
 
 The workspace is shared (other runs, `mcp serve` clients, the run's own `bash` commands), and
@@ -32,10 +35,12 @@ import re
 import secrets
 import sys
 import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError
+from jianmu.execution.runner import SandboxLife, sandbox_life
 from jianmu.tools.builtin.bash import SandboxedTool, is_local_sandbox
 from jianmu.tools.calls import truncate_text
 
@@ -90,6 +95,21 @@ def _remove_session(ws_fd: int, name: str) -> None:
         os.rmdir(top, dir_fd=ws_fd)
 
 
+@dataclass(eq=False)
+class _Session:
+    """One REPL session: its file's name, the key that seals it, and the SHA-256 of the file
+    its last call saved (the only one the next call restores)."""
+
+    name: str = field(default_factory=lambda: secrets.token_hex(8))
+    key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
+    digest: str | None = None
+    cell: int = 0
+
+    @property
+    def path(self) -> str:
+        return f"{STATE_DIR}/{self.name}.pkl"
+
+
 class PythonREPLTool(SandboxedTool):
     """Run Python code like a REPL; variables persist across calls of this instance."""
 
@@ -101,11 +121,12 @@ class PythonREPLTool(SandboxedTool):
     max_result_length = 30_000
 
     def __init__(self) -> None:
-        self._session = secrets.token_hex(8)
-        self._cell = 0
-        self._key = secrets.token_bytes(32)
-        # The SHA-256 of the sealed file the last call saved: the only one the next restores.
-        self._digest: str | None = None
+        self._own = _Session()  # calls without a ToolRunner: the tool's own default sandbox
+        self._last = self._own
+        # One session per sandbox life (`SandboxLife`): a run's, or an `mcp serve` client's.
+        self._sessions: weakref.WeakKeyDictionary[SandboxLife, _Session] = (
+            weakref.WeakKeyDictionary()
+        )
         self._state_files: set[Path] = set()
         # Remove the session files when the tool goes away; a finalizer, not __del__, so the
         # set (not self) is what it keeps alive.
@@ -113,16 +134,27 @@ class PythonREPLTool(SandboxedTool):
 
     @property
     def state_path(self) -> str:
-        """The session file, relative to the sandbox workspace."""
-        return f"{STATE_DIR}/{self._session}.pkl"
+        """The file of the session used last, relative to the sandbox workspace."""
+        return self._last.path
 
     def reset(self) -> None:
-        """Forget every variable: delete the session files and start a new session."""
+        """Forget every variable: delete the session files and start new sessions."""
         _remove_files(self._state_files)
         self._state_files.clear()
-        self._session = secrets.token_hex(8)
-        self._key = secrets.token_bytes(32)
-        self._digest = None
+        self._sessions.clear()
+        self._own = self._last = _Session()
+
+    def _session(self, sandbox: Sandbox) -> _Session:
+        life = sandbox_life()
+        if life is None:
+            return self._own
+        session = self._sessions.get(life)
+        if session is None:
+            session = self._sessions[life] = _Session()
+            # the run is over when its life goes: its file goes too, not left for the next
+            files = {Path(sandbox.workspace) / session.path}
+            weakref.finalize(life, _remove_files, files)
+        return session
 
     async def run(self, code: str) -> str:
         """Run Python 3 code in a sandboxed process, like a REPL cell.
@@ -154,13 +186,14 @@ class PythonREPLTool(SandboxedTool):
         """
         if not isinstance(code, str) or not code.strip():
             raise ToolInputError("code is empty; give Python statements such as 'print(1 + 1)'")
-        self._cell += 1
+        session = self._last = self._session(sandbox)
+        session.cell += 1
         marker = f"\x1e@@JIANMU-REPL-{secrets.token_hex(8)}@@"
         request = {
-            "code": code, "state": self.state_path, "cell": self._cell, "marker": marker,
-            "key": self._key.hex(), "expect": self._digest,
+            "code": code, "state": session.path, "cell": session.cell, "marker": marker,
+            "key": session.key.hex(), "expect": session.digest,
         }
-        self._state_files.add(Path(sandbox.workspace) / self.state_path)
+        self._state_files.add(Path(sandbox.workspace) / session.path)
         local = is_local_sandbox(sandbox)
         python = getattr(sandbox, "python", sys.executable) if local else "python3"
         env = {"PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -198,7 +231,7 @@ class PythonREPLTool(SandboxedTool):
             )
         saved = report.get("state")
         if isinstance(saved, str) and _DIGEST.fullmatch(saved):
-            self._digest = saved
+            session.digest = saved
         notes = []
         if report.get("restore_failed"):
             notes.append("could not restore: " + "; ".join(report["restore_failed"]))
@@ -219,7 +252,7 @@ class PythonREPLTool(SandboxedTool):
         return "\n".join(sections) if sections else "(no output)"
 
     def __repr__(self) -> str:
-        return f"<PythonREPLTool session={self._session} cells={self._cell}>"
+        return f"<PythonREPLTool session={self._last.name} cells={self._last.cell}>"
 
 
 DRIVER = r'''
