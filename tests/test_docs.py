@@ -11,7 +11,8 @@ DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 PATH = re.compile(r"`([A-Za-z0-9_.\-]+/[A-Za-z0-9_./\-]*)`")
 # named in the text but not files of this project: a user's own file, a folder a run makes,
 # a placeholder, an MCP method, a file inside an example of someone else's skill
-NOT_PROJECT_PATHS = {"./jianmu.yaml", ".jianmu/", ".jianmu/quarantine", "NAMESPACE/KEY",
+NOT_PROJECT_PATHS = {"./jianmu.yaml", ".jianmu/", ".jianmu/quarantine", ".jianmu/python_repl/",
+                     "NAMESPACE/KEY",
                      "notifications/tools/list_changed", "reference/guide.md"}
 
 

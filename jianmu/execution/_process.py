@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import json
 import os
 import platform
 import resource
@@ -174,11 +175,12 @@ def _grant_one(fd: int, st: os.stat_result, uid: int, *, write: bool = True) -> 
     is_dir = stat.S_ISDIR(st.st_mode)
     perm = 7 if is_dir or st.st_mode & 0o111 else 6
     mask = 7 if write else 5
-    access = _read(fd, _ACCESS, _from_mode(st.st_mode))
-    os.setxattr(fd, _ACCESS, _pack(_with_user(access, uid, perm & mask)))
-    if is_dir:
-        default = _read(fd, _DEFAULT, _from_mode(st.st_mode))
-        os.setxattr(fd, _DEFAULT, _pack(_with_user(default, uid, mask)))
+    wanted = [(_ACCESS, perm & mask), *([(_DEFAULT, mask)] if is_dir else [])]
+    for name, bits in wanted:
+        entries = _read(fd, name, _from_mode(st.st_mode))
+        blob = _pack(_with_user(entries, uid, bits))
+        if blob != _pack(entries):  # unchanged, its change time stays: the next walk skips it
+            os.setxattr(fd, name, blob)
 
 
 _ENTRY_FLAGS = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
@@ -186,7 +188,41 @@ _ENTRY_FLAGS = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
 """How the walk opens an entry: never through a link, never blocking on a FIFO."""
 
 
-def grant_tree(root: Path, uid: int, read_only: Iterable[str] = ()) -> None:
+_STAMP = "trusted.jianmu.grant"
+"""The root's record of the last whole grant: a ``trusted.`` attribute, which only a process
+with ``CAP_SYS_ADMIN`` may read or write (never sandboxed code)."""
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top + os.sep)
+
+
+def _last_grant(fd: int, record: dict[str, object]) -> int | None:
+    """When (a change time, ns) the last whole grant with the same ``record`` began."""
+    try:
+        stamp = json.loads(os.getxattr(fd, _STAMP))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stamp, dict) or {**stamp, "since": None} != {**record, "since": None}:
+        return None
+    since = stamp.get("since")
+    return since if isinstance(since, int) else None
+
+
+def _begin_grant(fd: int) -> int | None:
+    """Mark the root as being granted (a walk cut short leaves no record) and return the
+    file system's time now, as the change times it stamps read (from its own, coarse clock:
+    whatever changes from here on has a change time at least this)."""
+    try:
+        os.setxattr(fd, _STAMP, b"{}")
+    except OSError:
+        return None  # no trusted attributes here: every walk is whole
+    return os.fstat(fd).st_ctime_ns
+
+
+def grant_tree(
+    root: Path, uid: int, read_only: Iterable[str] = (), stop: threading.Event | None = None
+) -> None:
     """Give ``uid`` read-write access to ``root`` and everything under it (links untouched),
     but for the Python install Jianmu runs from (`engine_paths_in`): not the commands' to change;
     and read access only to the ``read_only`` paths (relative to ``root``) and what they hold,
@@ -200,6 +236,15 @@ def grant_tree(root: Path, uid: int, read_only: Iterable[str] = ()) -> None:
     any file it sees (`hardlinks_protected` false), a command could link ``/etc/shadow`` into
     the workspace for the next grant to open it to the commands' user, so there files with
     more than one link are not granted.
+
+    What costs a walk is bounded by what changed, not by the workspace: a folder ``uid`` owns
+    (made by the commands) is not entered, for what is made in it is theirs or inherits its
+    default ACL; and after a whole grant (stamped on the root, `_STAMP`) an entry whose change
+    time is older than that grant's start is only looked at, not opened (a chmod, a rename, a
+    new link or an ACL change all set it). Skipping only ever grants less. The ``read_only``
+    paths are always gone through whole, so a write access granted before is taken back.
+    ``stop`` set ends the walk early, between folders (a cancelled start), with no record
+    left: the next grant is whole.
 
     Raises:
         SandboxUnavailableError: the file system refuses ACLs on ``root``.
@@ -223,24 +268,56 @@ def grant_tree(root: Path, uid: int, read_only: Iterable[str] = ()) -> None:
     # named through one), and the workspace itself is the operator's choice
     root = Path(real)
     frozen = tuple(os.path.join(real, os.path.normpath(rel)) for rel in read_only)
+    record: dict[str, object] = {"uid": uid, "read_only": sorted(frozen), "kept": sorted(kept),
+                                 "links": linked_ok, "since": None}
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        since = _last_grant(root_fd, record)
+        record["since"] = _begin_grant(root_fd)
+        done = _walk(root, real, uid, kept, frozen, linked_ok, since, stop)
+        if done and record["since"] is not None:
+            os.setxattr(root_fd, _STAMP, json.dumps(record).encode())
+    finally:
+        os.close(root_fd)
+
+
+def _walk(root: Path, real: str, uid: int, kept: set[str], frozen: tuple[str, ...],
+          linked_ok: bool, since: int | None, stop: threading.Event | None) -> bool:
+    """`grant_tree`'s walk below ``root``; entries unchanged since ``since`` are skipped.
+    Whether it went through the whole tree (``stop`` not set)."""
     for folder, dirs, files, dir_fd in os.fwalk(root):
+        if stop is not None and stop.is_set():
+            return False
         # fwalk descends into what stays in `dirs`; the walk's paths are below `root` as given
         dirs[:] = [d for d in dirs
                    if os.path.join(real, os.path.relpath(os.path.join(folder, d), root))
                    not in kept]
+        entered = []
         for name in (*dirs, *files):
+            path = os.path.join(folder, name)
+            whole = any(_under(path, top) or _under(top, path) for top in frozen)
             with contextlib.suppress(OSError):  # vanished, a link or a socket: skip it
+                if not whole:
+                    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    if st.st_uid == uid:
+                        continue  # the commands' own (a folder: all it holds, see above)
+                    if stat.S_ISDIR(st.st_mode):
+                        entered.append(name)
+                    if since is not None and st.st_ctime_ns < since:
+                        continue  # granted by the last whole grant, unchanged since
+                elif name in dirs:
+                    entered.append(name)
                 fd = os.open(name, _ENTRY_FLAGS, dir_fd=dir_fd)
                 try:
                     st = os.fstat(fd)
                     if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and not linked_ok:
                         continue  # maybe a hard link to a file outside (/etc/shadow)
                     if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
-                        path = os.path.join(folder, name)
-                        _grant_one(fd, st, uid, write=not any(
-                            path == top or path.startswith(top + os.sep) for top in frozen))
+                        _grant_one(fd, st, uid, write=not any(_under(path, t) for t in frozen))
                 finally:
                     os.close(fd)
+        dirs[:] = [d for d in dirs if d in entered]
+    return True
 
 
 def hardlinks_protected() -> bool:

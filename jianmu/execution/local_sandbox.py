@@ -43,6 +43,7 @@ import os
 import resource
 import shutil
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -352,8 +353,7 @@ class LocalSandbox(BaseSandbox):
                                                    self._protected_paths()).mounted
                 # a grant holds a path's contents, not its name in a folder commands write
                 self._watch.replaceable = True
-            await to_thread(grant_tree, self.workspace, user[0], self._protected_paths(),
-                            shielded=True)
+            await self._grant(user[0])
         await to_thread(sweep_stale_cgroups, shielded=True)
         support, nest = self._support, None
         if support is not None:
@@ -430,10 +430,16 @@ class LocalSandbox(BaseSandbox):
                 await to_thread(warm.restart, shielded=True)
         if self._granted is None or user is None or watch.mounted == self._granted:
             return False
-        self._granted = watch.mounted
-        await to_thread(grant_tree, self.workspace, user[0], self._protected_paths(),
-                        shielded=True)
+        await self._grant(user[0])
+        self._granted = watch.mounted  # only once granted: a cancelled grant is taken again
         return True
+
+    async def _grant(self, uid: int) -> None:
+        """`grant_tree` the workspace to ``uid``; a cancel stops the walk between folders (a
+        workspace of millions of files takes seconds) and the next start walks it again."""
+        stop = threading.Event()
+        await to_thread(grant_tree, self.workspace, uid, self._protected_paths(), stop,
+                        shielded=True, on_cancel=stop.set)
 
     async def _run_cold(self, call: ExecCall, workdir: Path, timeout: float) -> ExecResult:
         """Run one call in a child process of its own; see `run`."""

@@ -45,6 +45,7 @@ __all__ = (
     "GRAIN_S",
     "RedirectCheck",
     "RunnableTool",
+    "SandboxLife",
     "ToolPath",
     "ToolRunner",
     "current_workspace",
@@ -58,6 +59,7 @@ __all__ = (
     "repin_paths",
     "reset_redirect_check",
     "resolve_tool_path",
+    "sandbox_life",
     "set_redirect_check",
     "use_workspace",
     "within",
@@ -155,6 +157,24 @@ def set_workspace(root: Path) -> Token[Path | None]:
 def reset_workspace(token: Token[Path | None]) -> None:
     """Undo the `set_workspace` that returned ``token``."""
     _WORKSPACE.reset(token)
+
+
+class SandboxLife:
+    """Stands for one life of a `ToolRunner`'s sandbox: from its start to the `release` or
+    `close` that ends the run (a suspended run keeps it). What a sandboxed tool keeps for the
+    calls of one run (`python_repl`'s session) is keyed by it, so the next run, or another
+    `mcp serve` client, sharing the tool, starts afresh."""
+
+    __slots__ = ("__weakref__",)
+
+
+_LIFE: ContextVar[SandboxLife | None] = ContextVar("jianmu_sandbox_life", default=None)
+
+
+def sandbox_life() -> SandboxLife | None:
+    """The life of the sandbox this sandboxed call runs in, or ``None`` outside a
+    `ToolRunner` (a tool's own default sandbox)."""
+    return _LIFE.get()
 
 
 _last_cwd: tuple[str, Path] = ("", Path())
@@ -490,6 +510,7 @@ class ToolRunner:
         self._read_only = DEFAULT_READ_ONLY_PATHS if paths is None else tuple(paths)
         self.max_workers = max_workers
         self._sandbox = sandbox
+        self._life = SandboxLife()
         # this runner's share of the process's tool threads (made with the first call)
         self._pool: WorkerPool | None = None
 
@@ -598,11 +619,12 @@ class ToolRunner:
     async def _run_sandboxed(self, tool: RunnableTool, args: dict[str, Any]) -> Any:
         """Through the sandbox, built and checked now if this is the first such call."""
         sandbox = self.sandbox
-        token = set_workspace(self.workspace)
+        token, life = set_workspace(self.workspace), _LIFE.set(self._life)
         try:
             await sandbox.start()
             return await tool.run_sandboxed(sandbox, **args)
         finally:
+            _LIFE.reset(life)
             reset_workspace(token)
 
     @staticmethod
@@ -624,8 +646,9 @@ class ToolRunner:
     async def release(self) -> None:
         """Close the sandbox at the end of a run but keep the worker pool for the next one.
 
-        The sandbox starts again on its next use.
+        The sandbox starts again on its next use, a new life (`SandboxLife`).
         """
+        self._life = SandboxLife()
         if self._sandbox is not None:
             await self._sandbox.close()
 
@@ -633,6 +656,7 @@ class ToolRunner:
         """Close the sandbox (a Docker container is removed) and drop the sync calls not started
         yet; idempotent. The threads are the process's: they end once idle (`IDLE_S`)."""
         pool, self._pool = self._pool, None
+        self._life = SandboxLife()
         if pool is not None:
             pool.shutdown()
         if self._sandbox is not None:

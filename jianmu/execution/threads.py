@@ -290,12 +290,16 @@ async def run_in_worker(
     return await anyio.to_thread.run_sync(call, limiter=limiter, abandon_on_cancel=True)
 
 
-async def to_thread(fn: Callable[..., T], /, *args: Any, shielded: bool = False) -> T:
+async def to_thread(
+    fn: Callable[..., T], /, *args: Any, shielded: bool = False,
+    on_cancel: Callable[[], None] | None = None,
+) -> T:
     """``fn(*args)`` on one of the process's sandbox threads, with the caller's context.
 
     A cancelled caller stops waiting at once (the thread finishes on its own), unless
     ``shielded``: then it waits for ``fn`` to finish and only then raises the cancel, for work
-    that must not be cut short (clean-up, a container's start).
+    that must not be cut short (clean-up, a container's start), or that ``on_cancel`` (called
+    at the first cancel) tells to stop early.
     """
     loop = asyncio.get_running_loop()
     job = _Job(functools.partial(fn, *args), loop.create_future(), _inbox(loop))
@@ -313,6 +317,8 @@ async def to_thread(fn: Callable[..., T], /, *args: Any, shielded: bool = False)
         except asyncio.CancelledError:
             if job.future.cancelled():
                 raise
+            if not cancelled and on_cancel is not None:
+                on_cancel()
             cancelled = True  # ours: the call goes on, and so do we until it is over
         except BaseException:  # its own failure: raised below, unless we were cancelled
             pass

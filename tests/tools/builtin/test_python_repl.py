@@ -148,3 +148,19 @@ async def test_metadata_matches_the_issue() -> None:
     assert tool.effect_tags == ("code_exec",) and tool.parallel_safe is False
     assert tool.sandboxed
     tool.check_definition(require_parameter_descriptions=True)
+
+
+async def test_cells_import_from_the_workspace_and_pythonpath(tmp_path: Path) -> None:
+    """The driver runs isolated (-I), but a cell sees what `python -c` in the workspace would."""
+    ws = tmp_path / f"box-{secrets.token_hex(3)}"
+    (ws / "lib").mkdir(parents=True)
+    (ws / "local_mod.py").write_text("WHERE = 'workspace'\n")
+    (ws / "lib" / "path_mod.py").write_text("WHERE = 'pythonpath'\n")
+    async with LocalSandbox(ws, env={"PYTHONPATH": str(ws / "lib")}) as box:
+        repl = PythonREPLTool()
+        out = await repl.run_sandboxed(
+            box, code="import local_mod, path_mod\nlocal_mod.WHERE, path_mod.WHERE"
+        )
+        assert out == "('workspace', 'pythonpath')"
+        assert await repl.run_sandboxed(box, code="path_mod.WHERE") == "'pythonpath'"
+        assert await repl.run_sandboxed(box, code="print('é')") == "é"
