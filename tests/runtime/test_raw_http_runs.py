@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import json
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,9 @@ def no_lost_task_errors(caplog: pytest.LogCaptureFixture) -> Any:
         yield
     said = [r.getMessage() for r in caplog.records]
     assert not [s for s in said if "never retrieved" in s or "Event loop is closed" in s]
+
+KEEPALIVE_EXPIRY_S = 5.0
+"""How long httpx (the SDKs' client) keeps an idle connection by default."""
 
 
 def _openai_turn(request: Recorded) -> Reply:
@@ -269,7 +274,13 @@ def _fds() -> int:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_fifty_sequential_runs_share_one_connection_and_leak_nothing(stream: bool) -> None:
-    with RawServer(_answers) as server:
+    arrived: list[float] = []
+
+    def answers(request: Recorded) -> Reply:
+        arrived.append(time.monotonic())
+        return _answers(request)
+
+    with RawServer(answers) as server:
         runner = _runner(_provider(server, False), "start", stream=stream)
         assert runner.run_sync().ok
         fds, threads = _fds(), threading.active_count()
@@ -278,7 +289,12 @@ def test_fifty_sequential_runs_share_one_connection_and_leak_nothing(stream: boo
             assert runner.run_sync().ok
         assert runner.state.get("final_answer") == "start -> q49"
         assert _fds() < fds + 5 and threading.active_count() <= threads
-        assert server.connections == 1 and len(server.requests) == 51
+        assert len(server.requests) == 51 and server.open_connections <= 1
+        # one connection, unless a machine too busy to turn within the client's keep-alive
+        # expiry (httpx's 5 s) let it lapse between two turns: a new one then, rightly
+        lapsed = sum(later - earlier >= KEEPALIVE_EXPIRY_S
+                     for earlier, later in itertools.pairwise(arrived))
+        assert 1 <= server.connections <= 1 + lapsed
 
 
 def test_idle_connections_the_server_closed_between_turns() -> None:
