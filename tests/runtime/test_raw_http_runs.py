@@ -35,6 +35,9 @@ from tests.support.raw_http import (
     openai_sse,
 )
 
+KEEPALIVE_EXPIRY_S = 5.0
+"""How long httpx (the SDKs' client) keeps an idle connection by default."""
+
 
 @tool(category="write", permission="user_confirm")
 def book(city: str) -> str:
@@ -53,9 +56,6 @@ def no_lost_task_errors(caplog: pytest.LogCaptureFixture) -> Any:
         yield
     said = [r.getMessage() for r in caplog.records]
     assert not [s for s in said if "never retrieved" in s or "Event loop is closed" in s]
-
-KEEPALIVE_EXPIRY_S = 5.0
-"""How long httpx (the SDKs' client) keeps an idle connection by default."""
 
 
 def _openai_turn(request: Recorded) -> Reply:
