@@ -214,9 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     studio.add_argument("--token", help=argparse.SUPPRESS)  # tests: a known token
     studio.set_defaults(handler="jianmu._cli.serve:cmd_studio", traced=True)
 
-    tools = add(commands, "tools", "inspect the built-in tools")
+    tools = add(commands, "tools", "inspect the built-in tools and the config's MCP servers' tools")
     tools_sub = tools.add_subparsers(dest="action", metavar="ACTION", required=True)
-    tools_list = add(tools_sub, "list", "list the built-in tools")
+    tools_list = add(tools_sub, "list",
+                     "list the built-in tools (with --mcp, the MCP servers' too)")
     tools_list.add_argument("--mcp", nargs="?", const=True, default=False, metavar="SERVER",
                             help="also list the tools of the config's mcp.servers (connects); "
                                  "with SERVER, only that server's tools and whether the guard "

@@ -300,6 +300,7 @@ class DurableEngine:
             TreeInputError: the inputs do not fit the tree's schema.
             DurableDatabaseError: the database cannot be reached.
         """
+        require_dbos()  # before the modules that import DBOS: say the extra, not a traceback
         from jianmu.durable._tables import APP_VERSION
         from jianmu.durable._workflow import WORKFLOW
 
@@ -343,6 +344,7 @@ class DurableEngine:
         Raises:
             RunNotFoundError: no run with that id.
         """
+        require_dbos()
         from dbos import error
 
         try:
@@ -386,6 +388,7 @@ class DurableEngine:
 
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
         """The approval requests ``run_id`` waits for, oldest first."""
+        require_dbos()
         from jianmu.durable._workflow import PENDING_EVENT
 
         value = await self.client.get_event_async(run_id, PENDING_EVENT, timeout_seconds=0)
@@ -393,6 +396,7 @@ class DurableEngine:
 
     async def state(self, run_id: str) -> dict[str, Any] | None:
         """A finished run's final state snapshot (`StateManager.snapshot`), else None."""
+        require_dbos()
         from jianmu.durable._workflow import WORKFLOW
 
         found = await self.client.list_workflows_async(workflow_ids=[run_id], name=WORKFLOW,
@@ -446,6 +450,7 @@ class DurableEngine:
 
     def _ledger(self) -> DecisionLedger:
         if self._decisions is None:
+            require_dbos()
             from jianmu.durable._tables import DecisionLedger
 
             self.client  # noqa: B018 - reached (and named without its password) first
@@ -455,6 +460,7 @@ class DurableEngine:
     async def _decide(self, run_id: str, call_id: str, approved: bool,
                       message: str | None, *, arguments: dict[str, Any] | None = None,
                       answer: str | None = None) -> None:
+        require_dbos()
         from jianmu.durable._workflow import APPROVAL, approval_topic
 
         await asyncio.to_thread(self.run_info, run_id)  # raises for an unknown run
@@ -516,6 +522,7 @@ class DurableEngine:
         """The runs of this app, oldest first, optionally only those with ``status``."""
         if status is not None and status not in RUN_STATUSES:
             raise ValueError(f"unknown run status {status!r}; one of {', '.join(RUN_STATUSES)}")
+        require_dbos()
         from jianmu.durable._workflow import WORKFLOW
 
         statuses = self.client.list_workflows(name=WORKFLOW, limit=limit, load_output=True)
@@ -528,6 +535,7 @@ class DurableEngine:
         Raises:
             RunNotFoundError: no run with that id.
         """
+        require_dbos()
         from jianmu.durable._workflow import WORKFLOW
 
         found = self.client.list_workflows(workflow_ids=[run_id], name=WORKFLOW)
@@ -537,6 +545,7 @@ class DurableEngine:
 
     def recover(self, worker: str) -> list[str]:
         """Declare ``worker`` dead and hand its pending runs to the live workers; their ids."""
+        require_dbos()
         from jianmu.durable._tables import WorkerRegistry, recover_worker
 
         registry = WorkerRegistry(self.database_url, self.name)
@@ -548,6 +557,7 @@ class DurableEngine:
 
     def workers(self) -> list[dict[str, Any]]:
         """The workers that ever beat on this database: executor_id, host, started, last_seen."""
+        require_dbos()
         from jianmu.durable._tables import WorkerRegistry
 
         registry = WorkerRegistry(self.database_url, self.name)

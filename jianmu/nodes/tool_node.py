@@ -15,9 +15,10 @@ from jianmu.execution.runner import pinned_paths, reset_redirect_check, set_redi
 from jianmu.guard import GuardEnforcer, GuardLedger
 from jianmu.guard.checkers import edited_call
 from jianmu.guard.guardrails import configured_guardrails, run_guardrails
+from jianmu.llm.messages import Usage
 from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._redirects import redirect_check
-from jianmu.nodes.state import ledger_view, tokens_spent
+from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_executor import (
     RunnerCache,
     elapsed_ms,
@@ -158,6 +159,13 @@ class ToolNode(AsyncNode):
         self._approved_args = call.arguments
         return None
 
+    def _count_call(self) -> None:
+        """Add the call, which ran (also one that raised), to the run's ``usage``, as an
+        agent's executed calls are: where the state keeps one (an `AgentState`)."""
+        view = usage_view(self)
+        if isinstance(view.get("usage"), Usage):
+            view.update({"usage": Usage(tool_calls=1)})
+
     def _in_doubt(self, step: str) -> Status:
         """Fail a step that a process that has since died had started: it may have done its
         work, so it is neither asked about nor run again."""
@@ -222,11 +230,15 @@ class ToolNode(AsyncNode):
         with span(self.ctx.tracer, f"execute_tool {tool.name}",
                   tool_span_attributes(tool.name, None, tool)) as current:
             raised: list[str] = []  # the class of what the tool raised: the span's error.type
+            # whether the call ran here (its arguments fit) or was replayed: it counts then
+            asked: list[bool] = []
 
             async def call() -> ToolResult:
+                asked.append(False)
                 try:
                     runner = await self._runners.get(constraints.execution, self.ctx)
                     bound = tool.bind_args(args, {"ctx": self.ctx, "state": self.state})
+                    asked[-1] = True
                     raw = await runner.run(tool, bound)
                     done = ToolResult.from_raw(tool.name, raw, duration_ms=elapsed_ms(start))
                 except Exception as exc:
@@ -257,6 +269,8 @@ class ToolNode(AsyncNode):
         if self._marked:  # done: no longer under way
             self._marked = False
             under_way.stopped(self, [step])
+        if not asked or asked[-1]:  # arguments that did not fit ran nothing
+            self._count_call()
         self.result = result
         if self.bt_skill:
             self.events.emit("bt.skill.node.io", skill=self.bt_skill, stage="tool",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.cli._helpers import Project, assert_clean_error
@@ -129,6 +131,15 @@ def test_the_worker_help_says_it_executes_runs(project: Project) -> None:
     assert "These commands are clients: they never execute runs." in runs.out
     studio = project.jianmu("studio", "--help", config=False)
     assert "pip install 'jianmu[studio]'" in studio.out
+
+
+def test_the_tools_help_says_it_shows_the_mcp_servers_tools_too(project: Project) -> None:
+    """`tools list --mcp` and `tools show server__tool` reach the config's MCP servers: the
+    help said "inspect the built-in tools" only."""
+    top = project.jianmu("--help", config=False)
+    assert re.search(r"tools\s+inspect the built-in tools and the config's MCP", top.out), top.out
+    listing = project.jianmu("tools", "--help", config=False)
+    assert "list the built-in tools (with --mcp, the MCP servers' too)" in listing.out
 
 
 def test_version_prints_the_installed_version(project: Project) -> None:

@@ -162,3 +162,39 @@ async def test_a_tool_nodes_tool_that_cancels_its_own_task_fails_with_that_reaso
     result, _ = await run(node, StateManager(initial={"args": {"note": "x"}}))
     assert result.status is RunStatus.FAILURE
     assert "cancelled the task it ran in" in node.feedback_message
+
+
+@tool
+def broken(text: str) -> str:
+    """Raise.
+
+    Args:
+        text: ignored.
+    """
+    raise RuntimeError("broken")
+
+
+async def test_a_workflows_executed_calls_count_in_the_runs_usage() -> None:
+    """A step's call that ran counts in ``usage.tool_calls`` as an agent's does (also one that
+    raised); arguments that do not fit and a denied step ran nothing and count for nothing.
+    `jianmu run` of a BT skill said "tool calls: 8" and "run's usage: ... 0 tool calls"."""
+    from jianmu.nodes.state import AgentState
+
+    class Flow(AgentState):
+        text: str = "a"
+        mid: str | None = None
+        end: str | None = None
+        dims: dict[str, Any] = {"width": "wide"}
+
+    deny = Constraints.model_validate({"guard": {"tool_policy": {"area": "deny"}}})
+    tree = py_trees.composites.Sequence("Flow", memory=True, children=[
+        ToolNode("One", shout, "text", "mid"),
+        ToolNode("Two", shout, "mid", "end"),
+        py_trees.decorators.FailureIsSuccess("ok", ToolNode("Raises", broken, "text", None)),
+        py_trees.decorators.FailureIsSuccess("ok2", ToolNode("Unfit", shout, "dims", None)),
+        py_trees.decorators.FailureIsSuccess("ok3", ToolNode("Denied", area, "dims", None)),
+    ])
+    state = StateManager(Flow)
+    result = await ReactiveRunner(tree, state, constraints=deny).run(timeout=10)
+    assert result.status is RunStatus.SUCCESS and state.get("end") == "A"
+    assert result.usage is not None and result.usage.tool_calls == 3
