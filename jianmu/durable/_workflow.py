@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from dbos import DBOS
+from dbos import error as dbos_error
 
 from jianmu.durable._dbos_adapter import advance_step_counter
 from jianmu.runtime.events import replayed
@@ -41,6 +42,7 @@ _WAIT_S = 24 * 3600.0
 
 class _Engine(Protocol):
     name: str
+    executor_id: str
 
     @property
     def client(self) -> Any: ...
@@ -63,11 +65,17 @@ def register_engine(engine: _Engine) -> None:
 
 
 class DBOSSteps:
-    """`StepRecorder` on DBOS: a step runs once as a DBOS step; a recorded one is replayed."""
+    """`StepRecorder` on DBOS: a step runs once as a DBOS step; a recorded one is replayed.
 
-    def __init__(self, recorded: dict[str, Any], started: set[str]) -> None:
+    ``owned`` says whether this execution still owns the run; a step that is not replayed
+    runs only then.
+    """
+
+    def __init__(self, recorded: dict[str, Any], started: set[str],
+                 owned: Callable[[], Awaitable[bool]] | None = None) -> None:
         self._recorded = recorded
         self._started = started
+        self._owned = owned
         self._counts: dict[str, int] = {}
 
     def _name(self, key: str) -> str:
@@ -82,6 +90,10 @@ class DBOSSteps:
             return self._recorded.pop(name)  # type: ignore[no-any-return]
 
         async def body() -> T:
+            # a worker paused (not dead) whose run was taken over must not pay for a step its
+            # successor runs: DBOS refuses only the record, after the step's effect
+            if self._owned is not None and not await self._owned():
+                raise dbos_error.DBOSWorkflowConflictIDError(str(DBOS.workflow_id))
             return _portable(await factory())
 
         return await DBOS.run_step_async({"name": name}, body)
@@ -111,6 +123,20 @@ def _portable(value: T) -> T:
             return dataclasses.replace(value, output=repr(value.output))  # type: ignore[return-value]
         raise
     return value
+
+
+def _owner_check(engine: _Engine, workflow_id: str) -> Callable[[], Awaitable[bool]]:
+    """Whether the run is still this worker's: running, and by this executor (a takeover
+    hands it to the queue, then to another worker)."""
+
+    async def owned() -> bool:
+        # the client's listing: inside a workflow, DBOS's own would be a recorded step
+        found = await engine.client.list_workflows_async(
+            workflow_ids=[workflow_id], load_input=False, load_output=False)
+        return bool(found) and found[0].status == "PENDING" and (
+            found[0].executor_id == engine.executor_id)
+
+    return owned
 
 
 def _history(
@@ -158,7 +184,7 @@ async def run_workflow(engine_name: str, tree: str, inputs: dict[str, Any],
         # replayed steps are skipped by key, so new ones must not reuse their numbers
         advance_step_counter(last)
         runner = engine.build_runner(tree, inputs, run_id=workflow_id, user_roles=roles)
-        runner.ctx.steps = DBOSSteps(recorded, started)
+        runner.ctx.steps = DBOSSteps(recorded, started, _owner_check(engine, workflow_id))
         result, spent = await _until_parked(runner, decisions)
         ticks += spent
         if result.status is not RunStatus.SUSPENDED:
