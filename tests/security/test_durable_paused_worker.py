@@ -1,5 +1,11 @@
 """A worker that was only paused (SIGSTOP), taken over by heartbeat, then woken (SIGCONT): the
-run has one owner, and the woken worker runs no call that its successor runs."""
+run has one owner, and the woken worker pays for no call that its successor runs.
+
+DBOS refused the woken worker's record of a step, but only after the step's body had run: a
+worker paused between two steps, woken while its successor was in the next call, ran that
+call a second time (a payment made twice). Now each step that is not replayed first checks
+that the run is still PENDING under this worker's executor id. Both databases.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,37 @@ import asyncio
 import os
 import signal
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.durable import Workers, wait_for
+from tests.support import durable
+from tests.support.durable import HERE, Workers, wait_for
 
+pytest.importorskip("dbos")
 pytestmark = pytest.mark.timeout(400)
+
+db_url = durable.db_url
+workers = durable.workers
+
+
+@pytest.fixture
+def client(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The test app's engine as a client of ``db_url`` (never launched here)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.syspath_prepend(str(HERE))
+    from durable_app import engine
+
+    from jianmu.durable import DurableEngine
+
+    made = DurableEngine(db_url, name=engine.name, config=engine.config)
+    made._trees = engine._trees
+    try:
+        yield made
+    finally:
+        made.shutdown()
 
 _LOST = "no longer owned by this execution"
 """What DBOS logs when an execution finds its run taken over (it then waits for the owner)."""
