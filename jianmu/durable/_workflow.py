@@ -43,6 +43,7 @@ _WAIT_S = 24 * 3600.0
 class _Engine(Protocol):
     name: str
     executor_id: str
+    stopping: bool
 
     @property
     def client(self) -> Any: ...
@@ -68,14 +69,17 @@ class DBOSSteps:
     """`StepRecorder` on DBOS: a step runs once as a DBOS step; a recorded one is replayed.
 
     ``owned`` says whether this execution still owns the run; a step that is not replayed
-    runs only then.
+    runs only then. ``stopping`` says whether the worker is shutting down: a step it cuts
+    short records nothing, and runs again wherever the run goes on.
     """
 
     def __init__(self, recorded: dict[str, Any], started: set[str],
-                 owned: Callable[[], Awaitable[bool]] | None = None) -> None:
+                 owned: Callable[[], Awaitable[bool]] | None = None,
+                 stopping: Callable[[], bool] | None = None) -> None:
         self._recorded = recorded
         self._started = started
         self._owned = owned
+        self._stopping = stopping
         self._counts: dict[str, int] = {}
 
     def _name(self, key: str) -> str:
@@ -94,7 +98,12 @@ class DBOSSteps:
             # successor runs: DBOS refuses only the record, after the step's effect
             if self._owned is not None and not await self._owned():
                 raise dbos_error.DBOSWorkflowConflictIDError(str(DBOS.workflow_id))
-            return _portable(await factory())
+            value = await factory()
+            if self._stopping is not None and self._stopping():
+                # the shutdown cancelled the run under the step, and a tool call turns a
+                # cancel it cannot tell from its own into a failed result: no outcome
+                raise asyncio.CancelledError
+            return _portable(value)
 
         return await DBOS.run_step_async({"name": name}, body)
 
@@ -184,7 +193,8 @@ async def run_workflow(engine_name: str, tree: str, inputs: dict[str, Any],
         # replayed steps are skipped by key, so new ones must not reuse their numbers
         advance_step_counter(last)
         runner = engine.build_runner(tree, inputs, run_id=workflow_id, user_roles=roles)
-        runner.ctx.steps = DBOSSteps(recorded, started, _owner_check(engine, workflow_id))
+        runner.ctx.steps = DBOSSteps(recorded, started, _owner_check(engine, workflow_id),
+                                     lambda: engine.stopping)
         result, spent = await _until_parked(runner, decisions)
         ticks += spent
         if result.status is not RunStatus.SUSPENDED:

@@ -47,7 +47,7 @@ from jianmu.state import StateManager
 if TYPE_CHECKING:
     from dbos import DBOSClient
 
-    from jianmu.durable._tables import Decision, DecisionLedger, Heartbeat
+    from jianmu.durable._tables import Decision, DecisionLedger, Heartbeat, WorkerRegistry
 
 __all__ = ("RUN_STATUSES", "DurableEngine", "RunInfo", "TreeFactory", "redact")
 
@@ -117,12 +117,16 @@ class DurableEngine:
         guard_logs(url)  # whoever logs the URL (a driver, DBOS), its secrets stay out
         self.name = name
         self.executor_id = executor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        # an id made here is never started again: its runs are handed over when it stops
+        self._fresh_id = None if executor_id else self.executor_id
         self.queue_name = f"{name}.runs"
         self._trees: dict[str, _Tree] = {}
         self._client: DBOSClient | None = None
         self._decisions: DecisionLedger | None = None
         self._heartbeat: Heartbeat | None = None
         self.launched = False
+        self.stopping = False
+        """Whether `shutdown` is under way (what it cuts short is no step's outcome)."""
 
     # -- trees ------------------------------------------------------------------------------------
     def tree(
@@ -237,19 +241,16 @@ class DurableEngine:
         self.launched = True
 
     def shutdown(self) -> None:
-        """Stop being a worker (runs in flight resume on restart) and close the client."""
-        if self._heartbeat is not None:
-            self._heartbeat.stop()
-            self._heartbeat.registry.close()
-            self._heartbeat = None
-        if self._client is not None:
-            self._client.destroy()
-            self._client = None
-        if self._decisions is not None:
-            self._decisions.close()
-            self._decisions = None
+        """Stop being a worker and close the client. A worker with a stable ``executor_id``
+        resumes its runs in flight when it starts again; one whose id was made for this
+        process (never started again) hands them to the queue for the other workers."""
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is not None:
+            heartbeat.stop()
         if self.launched:
             from dbos import DBOS
+
+            self.stopping = True  # before DBOS cancels the runs in flight
 
             try:
                 asyncio.get_running_loop()
@@ -258,7 +259,29 @@ class DurableEngine:
             else:
                 with concurrent.futures.ThreadPoolExecutor(1) as pool:
                     pool.submit(DBOS.destroy, workflow_completion_timeout_sec=0).result()
-            self.launched = False
+            self.launched = self.stopping = False
+        if heartbeat is not None:
+            if self.executor_id == self._fresh_id:
+                self._hand_over(heartbeat.registry)
+            heartbeat.registry.close()
+        if self._client is not None:
+            self._client.destroy()
+            self._client = None
+        if self._decisions is not None:
+            self._decisions.close()
+            self._decisions = None
+
+    def _hand_over(self, registry: WorkerRegistry) -> None:
+        """Give this stopped worker's pending runs to the queue now, not after a takeover."""
+        from jianmu.durable._tables import recover_worker
+
+        try:
+            recover_worker(self.client, self.executor_id)
+            registry.claim(self.executor_id, None)  # only once its runs are handed over
+        except Exception as exc:  # the database is away: the others take them over later
+            _log.warning("could not hand this worker's runs over (the other workers take them "
+                         "over after durable.takeover_after_s): %s",
+                         clean_error(exc, self.database_url))
 
     def __repr__(self) -> str:
         return f"<DurableEngine {self.name!r} on {redact(self.database_url)}>"

@@ -6,6 +6,7 @@ database URL), ``JIANMU_TEST_WORKER`` (the executor id), ``JIANMU_TEST_TAKEOVER`
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -62,6 +63,8 @@ class LinesInputs(BaseModel):
     """The first attempt stops (touching ``marker``) before this call, until ``go`` exists."""
     release: str | None = None
     """With ``pause_before``: that call, once its line is written, waits for this file."""
+    hang_async: bool = False
+    """The tool is a coroutine, and its hang an await (a cancel reaches it at once)."""
 
 
 def _wait_for_file(path: str) -> None:
@@ -87,6 +90,18 @@ def lines(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
         if inputs.get("release") and text == f"line {inputs['pause_before']}":
             _wait_for_file(inputs["release"])  # in flight until the test says
         return "written"
+
+    if inputs.get("hang_async"):
+        @tool(name="append_line")
+        async def append_line_async(text: str) -> str:
+            """Append one line to the run's file."""
+            _append(path, text)
+            if text == f"line {inputs['hang_at']}" and not Path(inputs["marker"]).exists():
+                Path(inputs["marker"]).touch()  # the test stops this worker now
+                await asyncio.Event().wait()
+            return "written"
+
+        append_line = append_line_async  # the same call, awaited
 
     def turn(messages: list[Message]) -> Any:
         # decided by the conversation, as a real model's answer is: a replayed turn leaves
