@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import pickle
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+import sqlalchemy as sa
 from dbos import DBOS
 from dbos import error as dbos_error
 
@@ -35,6 +37,9 @@ APPROVAL = "jianmu.approval"
 """The ``kind`` of an approval message (its recorded ``recv`` output is self-describing)."""
 _STEP_PREFIX = "jianmu:"
 _STARTED = "started:"
+_RECONNECT_S, _RECONNECT_MAX_S = 0.5, 30.0
+"""First and longest wait before asking an unreachable database again."""
+_log = logging.getLogger("jianmu.durable")
 _WAIT_S = 24 * 3600.0
 """One ``recv`` waits this long; a run that waits longer simply asks again (no thread held)."""
 
@@ -140,8 +145,18 @@ def _owner_check(engine: _Engine, workflow_id: str) -> Callable[[], Awaitable[bo
 
     async def owned() -> bool:
         # the client's listing: inside a workflow, DBOS's own would be a recorded step
-        found = await engine.client.list_workflows_async(
-            workflow_ids=[workflow_id], load_input=False, load_output=False)
+        wait = _RECONNECT_S
+        while True:
+            try:
+                found = await engine.client.list_workflows_async(
+                    workflow_ids=[workflow_id], load_input=False, load_output=False)
+                break
+            except (sa.exc.OperationalError, sa.exc.InterfaceError):
+                # the database is away (DBOS's own calls wait for it too): a blip must not
+                # fail the step; ask again until it answers
+                _log.warning("durable database unreachable; run %s waits for it", workflow_id)
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, _RECONNECT_MAX_S)
         return bool(found) and found[0].status == "PENDING" and (
             found[0].executor_id == engine.executor_id)
 
