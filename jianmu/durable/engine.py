@@ -4,7 +4,7 @@
 (in its user-info or a ``?password=`` parameter), which never reaches a message, a log line or
 a ``repr``: the URL is shown redacted (`redact`), and a driver's error, which may quote the URL
 or a piece of it (psycopg does for a malformed one), is cleaned of its secrets (`clean_error`)
-before it is shown. The loggers of DBOS, SQLAlchemy and this package drop them too
+before it is shown, as is a run's error (a tree's may quote its settings). The loggers of DBOS, SQLAlchemy and this package drop them too
 (`guard_logs`).
 """
 
@@ -357,7 +357,7 @@ class DurableEngine:
             handle = await DBOS.start_workflow_async(
                 run_workflow, self.name, tree, checked, {"user_roles": sorted(user_roles)}
             )
-        return _run_result(run_id, await handle.get_result())
+        return _run_result(run_id, await handle.get_result(), self.database_url)
 
     async def result(self, run_id: str, timeout: float | None = None) -> RunResult:
         """How the run ended; waits for it. After ``timeout``, a run waiting for approvals is
@@ -385,8 +385,9 @@ class DurableEngine:
                              error="the run was cancelled")
         except Exception as exc:  # the workflow itself failed (a tree that cannot be built)
             return RunResult(status=RunStatus.FAILURE, run_id=run_id,
-                             error=f"{type(exc).__name__}: {exc}")
-        return _run_result(run_id, output)
+                             error=clean_error(f"{type(exc).__name__}: {exc}",
+                                               self.database_url))
+        return _run_result(run_id, output, self.database_url)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunResult:
         """Wait until the run ends or waits for a person; SUSPENDED (with the requests) then.
@@ -594,6 +595,8 @@ class DurableEngine:
         error = output.get("error") if isinstance(output, dict) else None
         if status.error is not None:
             error = f"{type(status.error).__name__}: {status.error}"
+        if error is not None:  # a tree's error may quote the database URL (its settings')
+            error = clean_error(str(error), self.database_url)
         return RunInfo(
             run_id=status.workflow_id, tree=tree,
             status=run_status(status.status, output, pending), pending=tuple(pending),
@@ -614,9 +617,11 @@ def _already_decided(run_id: str, call_id: str, first: Decision) -> AlreadyDecid
     )
 
 
-def _run_result(run_id: str, output: dict[str, Any]) -> RunResult:
+def _run_result(run_id: str, output: dict[str, Any], url: str) -> RunResult:
+    error = output.get("error")
     return RunResult(status=RunStatus(output["status"]), run_id=run_id,
-                     ticks=int(output.get("ticks", 0)), error=output.get("error"))
+                     ticks=int(output.get("ticks", 0)),
+                     error=None if error is None else clean_error(str(error), url))
 
 
 def _default_config() -> AppConfig:

@@ -291,7 +291,10 @@ def parallel(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
 @engine.tree("broken")
 def broken(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     """A tree whose factory fails in the worker (a missing setting, a bad file)."""
-    raise RuntimeError(f"cannot build this tree: {inputs.get('why', 'no reason')}")
+    why = inputs.get("why", "no reason")
+    if why == "its database":  # an app's error that quotes its settings
+        why = f"cannot reach {engine.database_url}"
+    raise RuntimeError(f"cannot build this tree: {why}")
 
 
 SECRET = "API_KEY=sk-live-durable-4242"
