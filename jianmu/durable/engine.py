@@ -4,8 +4,8 @@
 (in its user-info or a ``?password=`` parameter), which never reaches a message, a log line or
 a ``repr``: the URL is shown redacted (`redact`), and a driver's error, which may quote the URL
 or a piece of it (psycopg does for a malformed one), is cleaned of its secrets (`clean_error`)
-before it is shown, as is a run's error (a tree's may quote its settings). The loggers of DBOS, SQLAlchemy and this package drop them too
-(`guard_logs`).
+before it is shown, as is a run's error (a tree's may quote its settings). The loggers of
+DBOS, SQLAlchemy and this package drop them too (`guard_logs`).
 """
 
 from __future__ import annotations
