@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import pickle
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+import sqlalchemy as sa
 from dbos import DBOS
+from dbos import error as dbos_error
 
 from jianmu.durable._dbos_adapter import advance_step_counter
 from jianmu.runtime.events import replayed
@@ -34,6 +37,9 @@ APPROVAL = "jianmu.approval"
 """The ``kind`` of an approval message (its recorded ``recv`` output is self-describing)."""
 _STEP_PREFIX = "jianmu:"
 _STARTED = "started:"
+_RECONNECT_S, _RECONNECT_MAX_S = 0.5, 30.0
+"""First and longest wait before asking an unreachable database again."""
+_log = logging.getLogger("jianmu.durable")
 _WAIT_S = 24 * 3600.0
 """One ``recv`` waits this long; a run that waits longer simply asks again (no thread held)."""
 
@@ -41,6 +47,8 @@ _WAIT_S = 24 * 3600.0
 
 class _Engine(Protocol):
     name: str
+    executor_id: str
+    stopping: bool
 
     @property
     def client(self) -> Any: ...
@@ -63,11 +71,20 @@ def register_engine(engine: _Engine) -> None:
 
 
 class DBOSSteps:
-    """`StepRecorder` on DBOS: a step runs once as a DBOS step; a recorded one is replayed."""
+    """`StepRecorder` on DBOS: a step runs once as a DBOS step; a recorded one is replayed.
 
-    def __init__(self, recorded: dict[str, Any], started: set[str]) -> None:
+    ``owned`` says whether this execution still owns the run; a step that is not replayed
+    runs only then. ``stopping`` says whether the worker is shutting down: a step it cuts
+    short records nothing, and runs again wherever the run goes on.
+    """
+
+    def __init__(self, recorded: dict[str, Any], started: set[str],
+                 owned: Callable[[], Awaitable[bool]] | None = None,
+                 stopping: Callable[[], bool] | None = None) -> None:
         self._recorded = recorded
         self._started = started
+        self._owned = owned
+        self._stopping = stopping
         self._counts: dict[str, int] = {}
 
     def _name(self, key: str) -> str:
@@ -82,7 +99,16 @@ class DBOSSteps:
             return self._recorded.pop(name)  # type: ignore[no-any-return]
 
         async def body() -> T:
-            return _portable(await factory())
+            # a worker paused (not dead) whose run was taken over must not pay for a step its
+            # successor runs: DBOS refuses only the record, after the step's effect
+            if self._owned is not None and not await self._owned():
+                raise dbos_error.DBOSWorkflowConflictIDError(str(DBOS.workflow_id))
+            value = await factory()
+            if self._stopping is not None and self._stopping():
+                # the shutdown cancelled the run under the step, and a tool call turns a
+                # cancel it cannot tell from its own into a failed result: no outcome
+                raise asyncio.CancelledError
+            return _portable(value)
 
         return await DBOS.run_step_async({"name": name}, body)
 
@@ -111,6 +137,30 @@ def _portable(value: T) -> T:
             return dataclasses.replace(value, output=repr(value.output))  # type: ignore[return-value]
         raise
     return value
+
+
+def _owner_check(engine: _Engine, workflow_id: str) -> Callable[[], Awaitable[bool]]:
+    """Whether the run is still this worker's: running, and by this executor (a takeover
+    hands it to the queue, then to another worker)."""
+
+    async def owned() -> bool:
+        # the client's listing: inside a workflow, DBOS's own would be a recorded step
+        wait = _RECONNECT_S
+        while True:
+            try:
+                found = await engine.client.list_workflows_async(
+                    workflow_ids=[workflow_id], load_input=False, load_output=False)
+                break
+            except (sa.exc.OperationalError, sa.exc.InterfaceError):
+                # the database is away (DBOS's own calls wait for it too): a blip must not
+                # fail the step; ask again until it answers
+                _log.warning("durable database unreachable; run %s waits for it", workflow_id)
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, _RECONNECT_MAX_S)
+        return bool(found) and found[0].status == "PENDING" and (
+            found[0].executor_id == engine.executor_id)
+
+    return owned
 
 
 def _history(
@@ -158,7 +208,8 @@ async def run_workflow(engine_name: str, tree: str, inputs: dict[str, Any],
         # replayed steps are skipped by key, so new ones must not reuse their numbers
         advance_step_counter(last)
         runner = engine.build_runner(tree, inputs, run_id=workflow_id, user_roles=roles)
-        runner.ctx.steps = DBOSSteps(recorded, started)
+        runner.ctx.steps = DBOSSteps(recorded, started, _owner_check(engine, workflow_id),
+                                     lambda: engine.stopping)
         result, spent = await _until_parked(runner, decisions)
         ticks += spent
         if result.status is not RunStatus.SUSPENDED:

@@ -4,8 +4,8 @@
 (in its user-info or a ``?password=`` parameter), which never reaches a message, a log line or
 a ``repr``: the URL is shown redacted (`redact`), and a driver's error, which may quote the URL
 or a piece of it (psycopg does for a malformed one), is cleaned of its secrets (`clean_error`)
-before it is shown. The loggers of DBOS, SQLAlchemy and this package drop them too
-(`guard_logs`).
+before it is shown, as is a run's error (a tree's may quote its settings). The loggers of
+DBOS, SQLAlchemy and this package drop them too (`guard_logs`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from jianmu.state import StateManager
 if TYPE_CHECKING:
     from dbos import DBOSClient
 
-    from jianmu.durable._tables import Decision, DecisionLedger, Heartbeat
+    from jianmu.durable._tables import Decision, DecisionLedger, Heartbeat, WorkerRegistry
 
 __all__ = ("RUN_STATUSES", "DurableEngine", "RunInfo", "TreeFactory", "redact")
 
@@ -117,12 +117,16 @@ class DurableEngine:
         guard_logs(url)  # whoever logs the URL (a driver, DBOS), its secrets stay out
         self.name = name
         self.executor_id = executor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        # an id made here is never started again: its runs are handed over when it stops
+        self._fresh_id = None if executor_id else self.executor_id
         self.queue_name = f"{name}.runs"
         self._trees: dict[str, _Tree] = {}
         self._client: DBOSClient | None = None
         self._decisions: DecisionLedger | None = None
         self._heartbeat: Heartbeat | None = None
         self.launched = False
+        self.stopping = False
+        """Whether `shutdown` is under way (what it cuts short is no step's outcome)."""
 
     # -- trees ------------------------------------------------------------------------------------
     def tree(
@@ -237,19 +241,16 @@ class DurableEngine:
         self.launched = True
 
     def shutdown(self) -> None:
-        """Stop being a worker (runs in flight resume on restart) and close the client."""
-        if self._heartbeat is not None:
-            self._heartbeat.stop()
-            self._heartbeat.registry.close()
-            self._heartbeat = None
-        if self._client is not None:
-            self._client.destroy()
-            self._client = None
-        if self._decisions is not None:
-            self._decisions.close()
-            self._decisions = None
+        """Stop being a worker and close the client. A worker with a stable ``executor_id``
+        resumes its runs in flight when it starts again; one whose id was made for this
+        process (never started again) hands them to the queue for the other workers."""
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is not None:
+            heartbeat.stop()
         if self.launched:
             from dbos import DBOS
+
+            self.stopping = True  # before DBOS cancels the runs in flight
 
             try:
                 asyncio.get_running_loop()
@@ -258,7 +259,29 @@ class DurableEngine:
             else:
                 with concurrent.futures.ThreadPoolExecutor(1) as pool:
                     pool.submit(DBOS.destroy, workflow_completion_timeout_sec=0).result()
-            self.launched = False
+            self.launched = self.stopping = False
+        if heartbeat is not None:
+            if self.executor_id == self._fresh_id:
+                self._hand_over(heartbeat.registry)
+            heartbeat.registry.close()
+        if self._client is not None:
+            self._client.destroy()
+            self._client = None
+        if self._decisions is not None:
+            self._decisions.close()
+            self._decisions = None
+
+    def _hand_over(self, registry: WorkerRegistry) -> None:
+        """Give this stopped worker's pending runs to the queue now, not after a takeover."""
+        from jianmu.durable._tables import recover_worker
+
+        try:
+            recover_worker(self.client, self.executor_id)
+            registry.claim(self.executor_id, None)  # only once its runs are handed over
+        except Exception as exc:  # the database is away: the others take them over later
+            _log.warning("could not hand this worker's runs over (the other workers take them "
+                         "over after durable.takeover_after_s): %s",
+                         clean_error(exc, self.database_url))
 
     def __repr__(self) -> str:
         return f"<DurableEngine {self.name!r} on {redact(self.database_url)}>"
@@ -335,7 +358,7 @@ class DurableEngine:
             handle = await DBOS.start_workflow_async(
                 run_workflow, self.name, tree, checked, {"user_roles": sorted(user_roles)}
             )
-        return _run_result(run_id, await handle.get_result())
+        return _run_result(run_id, await handle.get_result(), self.database_url)
 
     async def result(self, run_id: str, timeout: float | None = None) -> RunResult:
         """How the run ended; waits for it. After ``timeout``, a run waiting for approvals is
@@ -364,8 +387,9 @@ class DurableEngine:
                              error="the run was cancelled")
         except Exception as exc:  # the workflow itself failed (a tree that cannot be built)
             return RunResult(status=RunStatus.FAILURE, run_id=run_id,
-                             error=f"{type(exc).__name__}: {exc}")
-        return _run_result(run_id, output)
+                             error=clean_error(f"{type(exc).__name__}: {exc}",
+                                               self.database_url))
+        return _run_result(run_id, output, self.database_url)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunResult:
         """Wait until the run ends or waits for a person; SUSPENDED (with the requests) then.
@@ -581,6 +605,8 @@ class DurableEngine:
         error = output.get("error") if isinstance(output, dict) else None
         if status.error is not None:
             error = f"{type(status.error).__name__}: {status.error}"
+        if error is not None:  # a tree's error may quote the database URL (its settings')
+            error = clean_error(str(error), self.database_url)
         return RunInfo(
             run_id=status.workflow_id, tree=tree,
             status=run_status(status.status, output, pending), pending=tuple(pending),
@@ -601,9 +627,11 @@ def _already_decided(run_id: str, call_id: str, first: Decision) -> AlreadyDecid
     )
 
 
-def _run_result(run_id: str, output: dict[str, Any]) -> RunResult:
+def _run_result(run_id: str, output: dict[str, Any], url: str) -> RunResult:
+    error = output.get("error")
     return RunResult(status=RunStatus(output["status"]), run_id=run_id,
-                     ticks=int(output.get("ticks", 0)), error=output.get("error"))
+                     ticks=int(output.get("ticks", 0)),
+                     error=None if error is None else clean_error(str(error), url))
 
 
 def _default_config() -> AppConfig:

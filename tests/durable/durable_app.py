@@ -6,6 +6,7 @@ database URL), ``JIANMU_TEST_WORKER`` (the executor id), ``JIANMU_TEST_TAKEOVER`
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -56,6 +57,19 @@ class LinesInputs(BaseModel):
     asks: str
     hang_at: int | None = None
     marker: str | None = None
+    go: str | None = None
+    """With ``hang_at``: the first attempt waits for this file (not forever), then returns."""
+    pause_before: int | None = None
+    """The first attempt stops (touching ``marker``) before this call, until ``go`` exists."""
+    release: str | None = None
+    """With ``pause_before``: that call, once its line is written, waits for this file."""
+    hang_async: bool = False
+    """The tool is a coroutine, and its hang an await (a cancel reaches it at once)."""
+
+
+def _wait_for_file(path: str) -> None:
+    while not Path(path).exists():
+        time.sleep(0.05)
 
 
 @engine.tree("lines", inputs=LinesInputs)
@@ -69,9 +83,25 @@ def lines(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
         _append(path, text)
         hang = inputs.get("hang_at") is not None and text == f"line {inputs['hang_at']}"
         if hang and not Path(inputs["marker"]).exists():  # only the first attempt hangs
-            Path(inputs["marker"]).touch()  # the test kills this worker now
-            _block_forever()
+            Path(inputs["marker"]).touch()  # the test kills (or pauses) this worker now
+            if inputs.get("go") is None:
+                _block_forever()
+            _wait_for_file(inputs["go"])  # a paused worker, woken: it goes on
+        if inputs.get("release") and text == f"line {inputs['pause_before']}":
+            _wait_for_file(inputs["release"])  # in flight until the test says
         return "written"
+
+    if inputs.get("hang_async"):
+        @tool(name="append_line")
+        async def append_line_async(text: str) -> str:
+            """Append one line to the run's file."""
+            _append(path, text)
+            if text == f"line {inputs['hang_at']}" and not Path(inputs["marker"]).exists():
+                Path(inputs["marker"]).touch()  # the test stops this worker now
+                await asyncio.Event().wait()
+            return "written"
+
+        append_line = append_line_async  # the same call, awaited
 
     def turn(messages: list[Message]) -> Any:
         # decided by the conversation, as a real model's answer is: a replayed turn leaves
@@ -86,7 +116,26 @@ def lines(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     llm = ScriptedLLM([turn] * 4)
     node = create_react_node(llm, [append_line],
                              executor_config=ToolExecutorConfig(execution_mode="serial"))
+    if inputs.get("pause_before") is not None:
+        _pause_before_call(node, f"call_{inputs['pause_before']}", inputs)
     return node, StateManager(AgentState)
+
+
+def _pause_before_call(node: Any, call_id: str, inputs: dict[str, Any]) -> None:
+    """Stop the first attempt between two steps: after the earlier calls were recorded, before
+    ``call_id`` runs (until the ``go`` file exists), as a worker paused there would."""
+    bind = node.bind
+
+    def pause(event: Any) -> None:
+        if event.fields.get("call_id") == call_id and not Path(inputs["marker"]).exists():
+            Path(inputs["marker"]).touch()  # the test pauses (SIGSTOP) this worker now
+            _wait_for_file(inputs["go"])
+
+    def bound(state_manager: Any, ctx: Any, path: str) -> None:
+        bind(state_manager, ctx, path)
+        ctx.events.subscribe("tool.call.started", pause)
+
+    node.bind = bound
 
 
 @engine.tree("confirm")
@@ -242,7 +291,10 @@ def parallel(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
 @engine.tree("broken")
 def broken(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     """A tree whose factory fails in the worker (a missing setting, a bad file)."""
-    raise RuntimeError(f"cannot build this tree: {inputs.get('why', 'no reason')}")
+    why = inputs.get("why", "no reason")
+    if why == "its database":  # an app's error that quotes its settings
+        why = f"cannot reach {engine.database_url}"
+    raise RuntimeError(f"cannot build this tree: {why}")
 
 
 SECRET = "API_KEY=sk-live-durable-4242"

@@ -1,0 +1,102 @@
+"""A worker that was only paused (SIGSTOP), taken over by heartbeat, then woken (SIGCONT): the
+run has one owner, and the woken worker pays for no call that its successor runs.
+
+DBOS refused the woken worker's record of a step, but only after the step's body had run: a
+worker paused between two steps, woken while its successor was in the next call, ran that
+call a second time (a payment made twice). Now each step that is not replayed first checks
+that the run is still PENDING under this worker's executor id. Both databases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import durable
+from tests.support.durable import HERE, Workers, wait_for
+
+pytest.importorskip("dbos")
+pytestmark = pytest.mark.timeout(400)
+
+db_url = durable.db_url
+workers = durable.workers
+
+
+@pytest.fixture
+def client(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The test app's engine as a client of ``db_url`` (never launched here)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.syspath_prepend(str(HERE))
+    from durable_app import engine
+
+    from jianmu.durable import DurableEngine
+
+    made = DurableEngine(db_url, name=engine.name, config=engine.config)
+    made._trees = engine._trees
+    try:
+        yield made
+    finally:
+        made.shutdown()
+
+_LOST = "no longer owned by this execution"
+"""What DBOS logs when an execution finds its run taken over (it then waits for the owner)."""
+
+
+def _paused_and_taken_over(workers: Workers, client: Any, tmp_path: Path,
+                           **inputs: Any) -> tuple[Any, str, Path]:
+    """Worker A reaches the point ``inputs`` name, B starts, A is paused; B takes the run."""
+    out, marker = tmp_path / "lines.txt", tmp_path / "hung"
+    a = workers.start("A", JIANMU_TEST_TAKEOVER="2")
+    run_id = asyncio.run(client.start("lines", {
+        "path": str(out), "asks": str(tmp_path / "asks.txt"), "marker": str(marker), **inputs,
+    }))
+    wait_for(marker.exists, what="worker A to reach the pause")
+    workers.start("B", JIANMU_TEST_TAKEOVER="2")
+    os.killpg(a.pid, signal.SIGSTOP)  # slow, not dead: its heartbeat stops
+    wait_for(lambda: client.run_info(run_id).worker == "B", what="B to take the run")
+    return a, run_id, out
+
+
+def test_a_woken_worker_records_nothing_of_a_call_its_successor_ran(
+    workers: Workers, client: Any, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    a, run_id, out = _paused_and_taken_over(workers, client, tmp_path, hang_at=2, go=str(go))
+    result = asyncio.run(client.result(run_id, timeout=120))
+    assert result.ok, result.error
+    go.touch()
+    os.killpg(a.pid, signal.SIGCONT)  # A's second call returns: its record is refused
+    wait_for(lambda: _LOST in (tmp_path / "A.log").read_text(), what="A to give the run up")
+    # the call in flight while A was paused ran on both (at-least-once); no other did
+    assert Counter(out.read_text().splitlines()) == {"line 1": 1, "line 2": 2, "line 3": 1}
+    assert client.run_info(run_id).status == "success"
+
+
+def test_a_woken_worker_starts_no_call_its_successor_runs(
+    workers: Workers, client: Any, tmp_path: Path
+) -> None:
+    go, release = tmp_path / "go", tmp_path / "release"
+    a, run_id, out = _paused_and_taken_over(workers, client, tmp_path, pause_before=3,
+                                            go=str(go), release=str(release))
+
+    def line_3() -> int:
+        return out.read_text().splitlines().count("line 3")
+
+    wait_for(lambda: line_3() == 1, what="B to be in the third call")
+    go.touch()
+    os.killpg(a.pid, signal.SIGCONT)  # A was paused between two steps: the next is B's
+    wait_for(lambda: line_3() > 1 or _LOST in (tmp_path / "A.log").read_text(),
+             what="A to run the third call or give the run up")
+    release.touch()
+    result = asyncio.run(client.result(run_id, timeout=120))
+    assert result.ok, result.error
+    assert client.run_info(run_id).worker == "B"
+    # A recorded the first two calls and stopped before the third: each ran once
+    assert Counter(out.read_text().splitlines()) == {"line 1": 1, "line 2": 1, "line 3": 1}
