@@ -366,7 +366,11 @@ class PostgresCluster:
 
     @staticmethod
     def _kill_postmaster(data: Path) -> None:
-        """Last resort when pg_ctl cannot stop it: SIGKILL the postmaster by its pid file."""
+        """Last resort when pg_ctl cannot stop it: SIGKILL the postmaster by its pid file,
+        if that pid is still this cluster's postmaster (a pid file outlives its server, and
+        its pid may be another process's by now: under xdist, another test's)."""
         with contextlib.suppress(OSError, ValueError, IndexError):
             pid = int((data / "postmaster.pid").read_text().splitlines()[0])
-            os.kill(pid, signal.SIGKILL)
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if any(b"postgres" in arg for arg in argv[:1]) and os.fsencode(data) in argv:
+                os.kill(pid, signal.SIGKILL)
