@@ -224,6 +224,11 @@ class PythonREPLTool(SandboxedTool):
                 f"the code ran past {self.exec_timeout:g}s and was killed; variables set in "
                 "this call are lost" + (f"\noutput so far:\n{so_far}" if so_far else "")
             )
+        if report is None and result.oom_killed:
+            raise ToolExecutionError(
+                "the Python process was killed for exceeding the sandbox's memory limit; "
+                "variables set in this call are lost" + (f"\n{so_far}" if so_far else "")
+            )
         if report is None:
             raise ToolExecutionError(
                 f"the Python process ended abnormally (exit code {result.exit_code})"

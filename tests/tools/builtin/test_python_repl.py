@@ -5,12 +5,14 @@ from __future__ import annotations
 import gc
 import secrets
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from jianmu.errors import ToolExecutionError, ToolInputError, ToolTimeoutError
 from jianmu.execution.local_sandbox import LocalSandbox
+from jianmu.execution.sandbox import ExecResult
 from jianmu.tools.builtin import PythonREPLTool
 from jianmu.tools.builtin.python_repl import STATE_DIR
 
@@ -164,3 +166,14 @@ async def test_cells_import_from_the_workspace_and_pythonpath(tmp_path: Path) ->
         assert out == "('workspace', 'pythonpath')"
         assert await repl.run_sandboxed(box, code="path_mod.WHERE") == "'pythonpath'"
         assert await repl.run_sandboxed(box, code="print('é')") == "é"
+
+
+async def test_a_process_killed_for_memory_says_so(tmp_path: Path) -> None:
+    class Killed:
+        workspace = tmp_path
+
+        async def exec(self, command: Any, **options: Any) -> ExecResult:
+            return ExecResult(exit_code=-9, oom_killed=True)
+
+    with pytest.raises(ToolExecutionError, match="exceeding the sandbox's memory limit"):
+        await PythonREPLTool().run_sandboxed(Killed(), code="big = bytearray(10**10)")
