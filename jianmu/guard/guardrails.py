@@ -12,8 +12,8 @@ tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
   asked; no tool call of that turn runs until every one has passed. A trip fails the agent
   node, and so the run, with `GuardrailTripped`;
 - **output** guardrails see the final answer (the typed object with an ``output_type``), the
-  text so far of an answer the token limit cut off, or the text of one its ``output_type``
-  refused (written to be told why, and quoted by the error). A
+  text so far of an answer the token limit cut off, or the text of the last try its
+  ``output_type`` refused (the error quotes it). A
   trip fails the run the same way, and the answer is not written;
 - **tool_output** guardrails see each `ToolResult` before the model does. A trip replaces the
   result with a refusal that the model reads, and the run goes on. A workflow's `ToolNode`

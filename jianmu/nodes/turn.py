@@ -32,8 +32,8 @@ class TurnUpdate:
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     """Events to emit once the update is written."""
     refused_answer: str | None = None
-    """The text of an answer its output type refused (it is written all the same, to be told
-    why, or kept in the error): the output guardrails judge it as they would the answer."""
+    """The text of an answer its output type refused: written all the same, to be told why,
+    or quoted by the error of the last try, which the output guardrails judge first."""
 
 
 def _not_run(calls: Sequence[ToolCall], skip: ToolCall, reason: str) -> list[Message]:
