@@ -21,7 +21,8 @@ tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
   a trip fails the node and writes nothing.
 
 A guardrail that raises (``sys.exit()`` and a ``CancelledError`` nobody sent the run
-included), or returns something other than ``None`` or a `Tripwire`, trips (fail closed),
+included), or returns something other than ``None`` or a `Tripwire` (or one whose reason is
+not text), trips (fail closed),
 and so does an async one that does not answer within its timeout: its own ``timeout_s``
 attribute, else ``guard.guardrails.timeout_s``, else
 `jianmu.constraints.DEFAULT_GUARDRAIL_TIMEOUT_S` (it is cancelled). Sync guardrails run on the
@@ -193,6 +194,11 @@ async def run_guardrails(
         if not isinstance(verdict, Tripwire):
             verdict = Tripwire(
                 f"the guardrail returned {type(verdict).__name__}, not None or a Tripwire"
+            )
+        elif not isinstance(verdict.reason, str):  # a span, an event, the model read it as text
+            verdict = Tripwire(
+                f"the guardrail tripped with a reason that is {type(verdict.reason).__name__}, "
+                "not text"
             )
         name = guardrail_name(guardrail)
         with span(ctx.tracer, f"guardrail {name}", {
