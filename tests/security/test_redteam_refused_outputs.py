@@ -88,3 +88,21 @@ async def test_an_answer_refused_and_retried_is_not_previewed_past_the_output_gu
     assert result.ok, result.error
     assert judged == [Answer(n=3)]
     assert not [fields for fields in seen if "SECRET" in fields]
+
+
+async def test_a_durable_runs_record_of_the_last_refused_answer_holds_the_refusal() -> None:
+    # a durable run's sealed turn recorded the replies of a typed answer that failed at its
+    # last try (the guardrails judged none): its step held the answer they would refuse
+    from jianmu.nodes.sealed import RefusedTurn
+    from tests.runtime.test_context import FakeSteps
+
+    steps = FakeSteps()
+    runner, state, _seen = _run("text", [_reply("text", "the SECRET is 42")], 0, no_secret)
+    runner.ctx.steps = steps
+
+    result = await runner.run(timeout=30)
+
+    assert isinstance(result.exception, GuardrailTripped)
+    [record] = steps.recorded.values()
+    assert isinstance(record, RefusedTurn) and "SECRET" not in repr(record)
+    assert "SECRET" not in repr(state.get("messages"))
