@@ -11,8 +11,9 @@ tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
   withholds it from the model). They run while the model is
   asked; no tool call of that turn runs until every one has passed. A trip fails the agent
   node, and so the run, with `GuardrailTripped`;
-- **output** guardrails see the final answer (the typed object with an ``output_type``), or
-  the text so far of an answer the token limit cut off. A
+- **output** guardrails see the final answer (the typed object with an ``output_type``), the
+  text so far of an answer the token limit cut off, or the text of the last try its
+  ``output_type`` refused (the error quotes it). A
   trip fails the run the same way, and the answer is not written;
 - **tool_output** guardrails see each `ToolResult` before the model does. A trip replaces the
   result with a refusal that the model reads, and the run goes on. A workflow's `ToolNode`
@@ -20,7 +21,8 @@ tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
   a trip fails the node and writes nothing.
 
 A guardrail that raises (``sys.exit()`` and a ``CancelledError`` nobody sent the run
-included), or returns something other than ``None`` or a `Tripwire`, trips (fail closed),
+included), or returns something other than ``None`` or a `Tripwire` (or one whose reason is
+not text), trips (fail closed),
 and so does an async one that does not answer within its timeout: its own ``timeout_s``
 attribute, else ``guard.guardrails.timeout_s``, else
 `jianmu.constraints.DEFAULT_GUARDRAIL_TIMEOUT_S` (it is cancelled). Sync guardrails run on the
@@ -192,6 +194,11 @@ async def run_guardrails(
         if not isinstance(verdict, Tripwire):
             verdict = Tripwire(
                 f"the guardrail returned {type(verdict).__name__}, not None or a Tripwire"
+            )
+        elif not isinstance(verdict.reason, str):  # a span, an event, the model read it as text
+            verdict = Tripwire(
+                f"the guardrail tripped with a reason that is {type(verdict.reason).__name__}, "
+                "not text"
             )
         name = guardrail_name(guardrail)
         with span(ctx.tracer, f"guardrail {name}", {

@@ -702,7 +702,8 @@ class AgentLLMNode(GuardedTurn):
         if events.wants("llm.call.completed"):
             events.emit(  # the model that answered: a fallback's, when the first failed
                 "llm.call.completed", model=answered, tool_calls=called,
-                answer_preview=None if called or tripped or later else preview(text),
+                answer_preview=None if called or tripped or later or (
+                    guarded_output and turn.refused_answer is not None) else preview(text),
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
             )

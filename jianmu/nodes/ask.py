@@ -67,7 +67,10 @@ class AskUser(AsyncNode):
                 self.state.write_port(self.output_key, decision.answer)
                 return Status.SUCCESS
             except StateValidationError as exc:  # the state cannot hold it: ask again, say why
-                why = f"\n\n(The answer {decision.answer!r} could not be used: {exc})"
+                # quoted clipped: a pasted page must not swell the question a person reads
+                said = decision.answer if len(decision.answer) <= 200 \
+                    else decision.answer[:200] + "…"
+                why = f"\n\n(The answer {said!r} could not be used: {exc})"
                 request_id = fresh_request_id(f"ask:{self.path}", self.ctx)
         asked = interaction.request(request_id)
         if asked is not None:  # asked before (in the run this one was restored from): as it was

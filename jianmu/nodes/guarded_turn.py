@@ -44,8 +44,11 @@ class GuardedTurn(AsyncNode):
         """The trip of the turn's guardrails: the input ones (every one passed before any call
         is written), then for an answer the output ones; None when they all passed."""
         tripped = None if checks is None else await checks
-        # half an answer, cut off at the token limit, is written and kept in the error too
-        cut = turn.error.text if isinstance(turn.error, OutputTruncatedError) else None
+        # half an answer, cut off at the token limit, is written and kept in the error too;
+        # so is the last one its output type refused (the error quotes it). One refused
+        # before is told why, not judged: a guardrail of the typed object fails on its text
+        cut = turn.error.text if isinstance(turn.error, OutputTruncatedError) \
+            else turn.refused_answer if turn.error is not None else None
         if tripped is None and (turn.values.get("done") or cut is not None) and (
             self.output_guardrails or constraints.guard.guardrails.output
             or self.ctx.guardrails.get("output")

@@ -31,6 +31,9 @@ class TurnUpdate:
     error: Exception | None = None
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     """Events to emit once the update is written."""
+    refused_answer: str | None = None
+    """The text of an answer its output type refused: written all the same, to be told why,
+    or quoted by the error of the last try, which the output guardrails judge first."""
 
 
 def _not_run(calls: Sequence[ToolCall], skip: ToolCall, reason: str) -> list[Message]:
@@ -105,6 +108,7 @@ def _checked(
         replies = [Message.user(prompt)]
     update = TurnUpdate(
         {"messages": [message, *replies], "actions": [], "failed_outputs": failed},
+        refused_answer=checked.raw,
         events=[("output.invalid", {
             "type": output.type_name, "attempt": failed,
             "problems": [f"{p}: {m}" for p, m in checked.problems],

@@ -273,6 +273,35 @@ async def test_trip_span_is_recorded() -> None:
     assert spans[0].attributes["error.type"] == "GuardrailTripped"
 
 
+@pytest.mark.parametrize("kind", ["input", "output", "tool_output"])
+@pytest.mark.parametrize("reason", [123, None])
+async def test_a_trip_whose_reason_is_not_text_trips_alike_when_traced(
+    kind: str, reason: object,
+) -> None:
+    # with a tracer and capture_content, the reason was cut to length for the span and a
+    # reason that is not text raised TypeError there: the node failed with it instead of the
+    # trip (a tool-output trip failed the run where untraced it withheld the result)
+    from jianmu import AppConfig
+
+    def odd(_ctx: Any, _value: Any) -> Tripwire:
+        return Tripwire(reason)  # type: ignore[arg-type]
+
+    config = AppConfig.model_validate({"telemetry": {"capture_content": True}})
+    outcomes = []
+    for provider in (None, TracerProvider()):
+        llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}], "done"])
+        tree = create_react_node(llm, [lookup], **{f"{kind}_guardrails": [odd]})
+        runner = ReactiveRunner(tree, start("hi"), config=config, tracer_provider=provider)
+        result = await runner.run(timeout=30)
+        told = [m.content for m in runner.state.get("messages") if m.role == "tool"]
+        outcomes.append((result.status, type(result.exception).__name__, told))
+    assert outcomes[0] == outcomes[1]
+    if kind == "tool_output":  # withheld, the model told why
+        assert outcomes[0][0] is RunStatus.SUCCESS and "not text" in str(outcomes[0][2])
+    else:
+        assert outcomes[0][1] == "GuardrailTripped"
+
+
 async def test_agent_takes_the_guardrail_keywords() -> None:
     llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}], "done"])
     agent = Agent(llm, tools=[lookup], input_guardrails=[no_secrets])

@@ -207,3 +207,22 @@ async def test_an_answer_the_state_cannot_hold_is_asked_again_not_a_stuck_run(
     done = await restored.run(timeout=30)
     assert done.status is RunStatus.SUCCESS, done.error
     assert restored.state.get("count") == 5
+
+
+async def test_a_huge_answer_the_state_cannot_hold_is_quoted_clipped_in_the_next_question(
+) -> None:
+    """The question asked again quoted the refused answer whole: a pasted page (or a
+    megabyte) became the text of the question, kept in the run and shown to the person."""
+    from pydantic import BaseModel
+
+    class Order(BaseModel):
+        count: int = 0
+
+    runner = ReactiveRunner(AskUser("ask", question="How many?", output_key="count"),
+                            StateManager(Order))
+    (first,) = (await runner.run(timeout=30)).pending
+    runner.answer(first.id, "five " * 20_000)
+    (second,) = (await runner.run(timeout=30)).pending
+    question = second.question or ""
+    assert question.startswith("How many?") and "five five" in question
+    assert len(question) < 2_000
