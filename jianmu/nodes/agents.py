@@ -6,9 +6,11 @@ answer.
 tree) a tool: a lead agent calls a researcher like any other tool. Each call runs the
 sub-agent's tree in a run of its own, nested in the caller's:
 
-- in its own state namespace, ``<name>/<call id>`` under the caller's, which starts with the
-  call's input as the user's message (a namespace the tree gives some of its nodes, ``left``,
-  and a skill's are nested in it: ``<name>/<call id>.left``);
+- in its own state namespace, ``<name>/<call id>`` under the caller's (a workflow's
+  `ToolNode`, which gives no call id: ``<name>/step:<its path>``, and each time it runs the
+  call is a new one), which starts with the call's input as the user's message (a namespace
+  the tree gives some of its nodes, ``left``, and a skill's are nested in it:
+  ``<name>/<call id>.left``);
 - under the caller's constraints as the outer layer (the sub-agent can only tighten them),
   with its tokens added to the run's usage (the budget every layer reads) and its tool calls
   to the run's guard counts;
@@ -37,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -119,6 +122,18 @@ _CallKey = tuple[str, str]
 """A call's sub-run: the id of the run that called it, and its namespace there. The namespace
 alone (``research/call_1``) names a call of every run of the agent, as models reuse call ids:
 with it, another run went on with this one's sub-run."""
+
+
+def _call_label(call_id: str, node_path: str) -> str:
+    """A call's namespace part: its call id's (`_label`); a workflow's step, which gives no
+    call id, its path's, after ``step:``, which no model's id can spell (a ':' in one is
+    escaped, `jianmu.nodes.tool_executor.unique_ids`): two steps never share a namespace."""
+    return _label(call_id) if call_id else "step:" + _label(node_path or "call")
+
+
+def _fingerprint(message: str) -> str:
+    """What identifies a call's input in its record (a step may ask again, another question)."""
+    return hashlib.sha256(message.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _label(call_id: str) -> str:
@@ -229,6 +244,9 @@ class _SubRun(ReactiveRunner):
     run them inside the step that records the answer (`jianmu.nodes.sealed`)."""
     judged: tuple[Any, ...] = ()
     """The last answer `answer_judge` passed (none yet: empty)."""
+    asked: str = ""
+    """The fingerprint of the call's input (`_fingerprint`), kept in its record: only a call
+    asking the same resumes the run."""
 
     def __init__(
         self, root: _AgentRoot, state: StateManager, parent: RunContext, *,
@@ -274,7 +292,8 @@ class _SubRun(ReactiveRunner):
             key: {"name": node.name, "status": node.status.name}
             for key, node in self._walk(self.root, "0")
         }
-        self.view.replace({"agent_run": {"status": status, "nodes": nodes, "ticks": self.ticks}})
+        self.view.replace({"agent_run": {"status": status, "nodes": nodes, "ticks": self.ticks,
+                                         "input": self.asked}})
 
     def _stop_tree(self) -> None:
         """Keep where the run stood, then stop it: a call run again after a halt (the caller
@@ -428,12 +447,21 @@ class AgentTool(Tool):
                 f"agent {self.name!r} not run: agent tools are nested {MAX_AGENT_DEPTH} deep "
                 "(an agent calling itself?); answer with what you have"
             )
-        label = _label(call_id or "call")
+        label = _call_label(call_id, node_path)
         relative = f"{self.name}/{label}"
         view = state.scope(relative)
         key = (ctx.run_id, str(view.namespace))
+        asked = _fingerprint(self._message(arguments))
         record = view.get("agent_run")
-        if isinstance(record, dict) and record.get("status") == RunStatus.SUCCESS.value:
+        # a step asks again, maybe another question, under one name (a model's calls each
+        # have an id of their own): a run of another input is not this call's, nor are the
+        # requests it left waiting
+        if not call_id and isinstance(record, dict) and record.get("input", asked) != asked:
+            record = None
+            if ctx.interaction is not None:
+                ctx.interaction.withdraw(f"{relative}/")
+        if call_id and isinstance(record, dict) and \
+                record.get("status") == RunStatus.SUCCESS.value:
             # it finished before the caller recorded the call (a crash, a restore)
             if record.get("withheld") is not None:  # what the caller's guardrail put instead
                 return ToolResult(tool=self.name, ok=False, error=str(record["withheld"]))
@@ -441,6 +469,9 @@ class AgentTool(Tool):
         guard = self._exclusive()
         async with guard:
             runner = self._runs.get(key)
+            if runner is not None and not call_id and runner.asked != asked:
+                await self._finish(key)  # a run of another question: never resumed by this one
+                runner = None
             if runner is not None and runner.view.manager is not view.manager:
                 # the run was restored into a new state since (in this process): the call
                 # goes on from its record there, not in the state the old runner left
@@ -472,6 +503,7 @@ class AgentTool(Tool):
                     f"{self.name}[{label}]", f"{relative}/",
                     None if guardrails is None else guardrails(), (call_id, node_path),
                 )
+                runner.asked = asked
             if not self._factory:
                 self._holder = key
             try:
@@ -490,7 +522,7 @@ class AgentTool(Tool):
                                f"guardrail {trip.guardrail!r} tripped ({trip.reason})")
             view.clear()
             view.update({"final_answer": None, "final_output": None, "agent_run": {
-                "status": RunStatus.SUCCESS.value, "withheld": refusal.error}})
+                "status": RunStatus.SUCCESS.value, "withheld": refusal.error, "input": asked}})
             return refusal
         if not result.ok:  # what failed inside, for a model: its passwords and keys out
             raise ToolExecutionError(redact_text(
@@ -501,7 +533,7 @@ class AgentTool(Tool):
         view.clear()
         view.update({
             "final_answer": _text(answer), "final_output": _output(answer),
-            "agent_run": {"status": RunStatus.SUCCESS.value},
+            "agent_run": {"status": RunStatus.SUCCESS.value, "input": asked},
         })
         # judged in its own turn (a durable run): the caller's guardrails passed this answer
         judged = runner.judged == (answer,)
@@ -617,13 +649,17 @@ class AgentTool(Tool):
 
         return judge
 
-    def result_withheld(self, state: StateView, call_id: str, result: ToolResult) -> None:
-        """The caller's tool-output guardrail withheld the answer of call ``call_id``: the
-        call's namespace keeps the refusal (``result``) in its place, never the answer."""
-        view = state.scope(f"{self.name}/{_label(call_id or 'call')}")
-        if isinstance(view.get("agent_run"), dict):
+    def result_withheld(self, state: StateView, call_id: str, result: ToolResult,
+                        node_path: str = "") -> None:
+        """The caller's tool-output guardrail withheld the answer of call ``call_id`` (of a
+        workflow's step at ``node_path``: no call id): the call's namespace keeps the refusal
+        (``result``) in its place, never the answer."""
+        view = state.scope(f"{self.name}/{_call_label(call_id, node_path)}")
+        record = view.get("agent_run")
+        if isinstance(record, dict):
             view.update({"final_answer": None, "final_output": None, "agent_run": {
-                "status": RunStatus.SUCCESS.value, "withheld": result.error}})
+                "status": RunStatus.SUCCESS.value, "withheld": result.error,
+                "input": record.get("input")}})
 
     @staticmethod
     def _answer(view: StateView) -> Any:

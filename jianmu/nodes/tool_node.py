@@ -237,7 +237,12 @@ class ToolNode(AsyncNode):
                 asked.append(False)
                 try:
                     runner = await self._runners.get(constraints.execution, self.ctx)
-                    bound = tool.bind_args(args, {"ctx": self.ctx, "state": self.state})
+                    # an agent tool's sub-agent runs under this step's constraints, in a
+                    # namespace named by its path (`jianmu.nodes.agents`)
+                    bound = tool.bind_args(args, {
+                        "ctx": self.ctx, "state": self.state, "node_path": self.path,
+                        "constraints": constraints,
+                    })
                     asked[-1] = True
                     raw = await runner.run(tool, bound)
                     done = ToolResult.from_raw(tool.name, raw, duration_ms=elapsed_ms(start))
@@ -253,7 +258,13 @@ class ToolNode(AsyncNode):
                     done = ToolResult(tool=tool.name, ok=False, error=error,
                                       duration_ms=elapsed_ms(start))
                 # checked inside the step: a durable run records what a reader may see
-                return await self._guarded(done.truncate(tool.max_result_length))
+                shown = done.truncate(tool.max_result_length)
+                checked = await self._guarded(shown)
+                forget = getattr(tool, "result_withheld", None)
+                if checked is not shown and forget is not None:
+                    # an agent tool's answer is not kept in its call's namespace either
+                    forget(self.state, "", checked, node_path=self.path)
+                return checked
 
             # a redirect is followed only where the guard would let the call itself go
             check = None if not self.guarded or self._enforcer is None else redirect_check(
