@@ -32,19 +32,6 @@ APP = f"{HERE / 'durable_app.py'}:engine"
 TOKEN = "decisions-token"
 
 
-def engine_on(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The test app's engine as a client of ``db_url`` (never launched here)."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.syspath_prepend(str(HERE))
-    from durable_app import engine
-
-    from jianmu.durable import DurableEngine
-
-    made = DurableEngine(db_url, name=engine.name, config=engine.config)
-    made._trees = engine._trees
-    return made
-
-
 def parked(workers: Workers, client: Any, out: Path) -> str:
     """A run of ``confirm`` waiting for approval of ``deploy_1``."""
     workers.start("w1")
@@ -69,7 +56,7 @@ def cli(workers: Workers, *args: str) -> subprocess.CompletedProcess[str]:
 def test_approve_then_reject_keeps_the_approval_and_refuses_the_rejection(
     workers: Workers, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = engine_on(db_url, tmp_path, monkeypatch)
+    client = durable.engine_client(db_url, tmp_path, monkeypatch)
     out = tmp_path / "deployed.txt"
     try:
         run_id = parked(workers, client, out)
@@ -106,7 +93,7 @@ def test_approve_then_reject_keeps_the_approval_and_refuses_the_rejection(
 def test_two_racing_decisions_one_stands(
     workers: Workers, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clients = [engine_on(db_url, tmp_path, monkeypatch) for _ in range(2)]
+    clients = [durable.engine_client(db_url, tmp_path, monkeypatch) for _ in range(2)]
     out = tmp_path / "deployed.txt"
     try:
         run_id = parked(workers, clients[0], out)
@@ -143,7 +130,7 @@ def test_the_studio_says_which_decision_came_first(
     from jianmu.studio import DurableRuns, create_app
     from jianmu.studio.runs import Journal
 
-    client = engine_on(db_url, tmp_path, monkeypatch)
+    client = durable.engine_client(db_url, tmp_path, monkeypatch)
     try:
         run_id = parked(workers, client, tmp_path / "deployed.txt")
         asyncio.run(client.reject(run_id, "deploy_1", "not on a Friday"))

@@ -13,14 +13,13 @@ import asyncio
 import os
 import signal
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support import durable
-from tests.support.durable import HERE, Workers, wait_for
+from tests.support.durable import Workers, wait_for
 
 pytest.importorskip("dbos")
 pytestmark = pytest.mark.timeout(400)
@@ -29,21 +28,7 @@ db_url = durable.db_url
 workers = durable.workers
 
 
-@pytest.fixture
-def client(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The test app's engine as a client of ``db_url`` (never launched here)."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.syspath_prepend(str(HERE))
-    from durable_app import engine
-
-    from jianmu.durable import DurableEngine
-
-    made = DurableEngine(db_url, name=engine.name, config=engine.config)
-    made._trees = engine._trees
-    try:
-        yield made
-    finally:
-        made.shutdown()
+client = durable.client
 
 _LOST = "no longer owned by this execution"
 """What DBOS logs when an execution finds its run taken over (it then waits for the owner)."""

@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support import durable
-from tests.support.durable import HERE, Workers, wait_for
+from tests.support.durable import Workers, wait_for
 from tests.support.studio import durable_pages
 
 pytest.importorskip("dbos")
@@ -32,21 +31,7 @@ db_url = durable.db_url
 workers = durable.workers
 
 
-@pytest.fixture
-def client(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The test app's engine as a client of ``db_url`` (never launched here)."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.syspath_prepend(str(HERE))
-    from durable_app import engine
-
-    from jianmu.durable import DurableEngine
-
-    made = DurableEngine(db_url, name=engine.name, config=engine.config)
-    made._trees = engine._trees
-    try:
-        yield made
-    finally:
-        made.shutdown()
+client = durable.client
 
 
 def _leak() -> str:

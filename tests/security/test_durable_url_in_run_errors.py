@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,21 +32,7 @@ def db_url(postgres_url: str) -> str:
     return postgres_url
 
 
-@pytest.fixture
-def client(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The test app's engine as a client of ``db_url`` (never launched here)."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.syspath_prepend(str(HERE))
-    from durable_app import engine
-
-    from jianmu.durable import DurableEngine
-
-    made = DurableEngine(db_url, name=engine.name, config=engine.config)
-    made._trees = engine._trees
-    try:
-        yield made
-    finally:
-        made.shutdown()
+client = durable.client
 
 
 def _cli(workers: Workers, *args: str) -> str:

@@ -96,3 +96,26 @@ def workers(db_url: str, tmp_path: Path) -> Iterator[Workers]:
         yield pool
     finally:
         pool.close()
+
+
+def engine_client(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The test app's engine in this process, as a client of ``db_url`` (never launched)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.syspath_prepend(str(HERE))
+    from durable_app import engine
+
+    from jianmu.durable import DurableEngine
+
+    made = DurableEngine(db_url, name=engine.name, config=engine.config)
+    made._trees = engine._trees  # the same registered trees, on this test's database
+    return made
+
+
+@pytest.fixture
+def client(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """`engine_client`, shut down after the test."""
+    made = engine_client(db_url, tmp_path, monkeypatch)
+    try:
+        yield made
+    finally:
+        made.shutdown()
