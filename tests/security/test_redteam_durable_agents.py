@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from jianmu.errors import AlreadyDecidedError, RunNotFoundError
-from tests.security.test_durable_decisions import engine_on
 from tests.support import durable
 from tests.support.durable import Workers, wait_for
 
@@ -27,7 +26,7 @@ def test_a_sub_agents_approval_is_its_own_and_counts_once(
     workers: Workers, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "deployed.txt"
-    client = engine_on(db_url, tmp_path, monkeypatch)
+    client = durable.engine_client(db_url, tmp_path, monkeypatch)
     try:
         workers.start("w1")
         run_id = asyncio.run(client.start("agents", {"path": str(out)}))

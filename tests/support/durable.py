@@ -36,6 +36,7 @@ class Workers:
         self.db = db
         self.tmp = tmp
         self.procs: list[subprocess.Popen[str]] = []
+        self._logs: list[Any] = []  # each worker's log, open while it runs
 
     def env(self, worker: str, **extra: str) -> dict[str, str]:
         """The environment of a worker (or a CLI process) of the test app."""
@@ -51,6 +52,7 @@ class Workers:
     def start(self, worker: str, **extra: str) -> subprocess.Popen[str]:
         """Start a worker and wait until it has launched."""
         log = open(self.tmp / f"{worker}.log", "a", encoding="utf-8")
+        self._logs.append(log)
         proc = subprocess.Popen(
             [sys.executable, str(HERE / "worker.py")], env=self.env(worker, **extra),
             stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
@@ -78,6 +80,10 @@ class Workers:
                 except ProcessLookupError:
                     pass
                 proc.wait(timeout=60)
+            if proc.stdout is not None:  # else collected later, in another test's warnings
+                proc.stdout.close()
+        for log in self._logs:
+            log.close()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
