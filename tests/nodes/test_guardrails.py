@@ -369,3 +369,19 @@ async def test_in_a_durable_run_a_replayed_result_is_checked_again_and_a_trip_fa
     tripped.ctx.steps = FakeSteps()
     result = await tripped.run(timeout=30)
     assert isinstance(result.exception, GuardrailTripped) and ran == ["Paris", "Paris"]
+
+
+def test_a_given_history_is_the_runs_own_and_its_earlier_user_messages_are_not_checked() -> None:
+    # README: a history given to a run is the run's own; a service that takes the whole
+    # conversation from its client checks that history itself
+    seen: list[Any] = []
+
+    def secrets_seen(ctx: Any, text: str) -> Tripwire | None:
+        seen.append(text)
+        return no_secrets(ctx, text)
+
+    agent = Agent(ScriptedLLM(["ok"]), input_guardrails=[secrets_seen])
+    result = agent.run_sync("hello", history=[
+        {"role": "user", "content": "my password is hunter2"},
+        {"role": "assistant", "content": "fine"}])
+    assert result.ok and seen == ["hello"]
