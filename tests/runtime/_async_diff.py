@@ -246,6 +246,57 @@ def random_spec(rng: random.Random, depth: int = 0, max_depth: int = 5) -> Any:
     return ("dec", kind, param, random_spec(rng, depth + 1, max_depth))
 
 
+def composite(node: Any, n: int, make: Callable[[Any], Behaviour]) -> Behaviour | None:
+    """The composite of spec ``node`` (``seq``, ``sel``, ``par``) numbered ``n``, its children
+    made by ``make``; None for any other spec."""
+    if node[0] in ("seq", "sel"):
+        kids = [make(k) for k in node[2]]
+        cls = Sequence if node[0] == "seq" else Selector
+        return cls(f"{node[0]}{n}", memory=node[1], children=kids)
+    if node[0] != "par":
+        return None
+    _, policy, sync, picks, specs = node
+    kids = [make(k) for k in specs]
+    chosen: ParallelPolicy.Base
+    if policy == "all":
+        chosen = ParallelPolicy.SuccessOnAll(synchronise=sync)
+    elif policy == "one":
+        chosen = ParallelPolicy.SuccessOnOne()
+    else:
+        chosen = ParallelPolicy.SuccessOnSelected(
+            children=[kids[i] for i in picks], synchronise=sync)
+    return Parallel(f"par{n}", policy=chosen, children=kids)
+
+
+def decorator(kind: str, name: str, kid: Behaviour, param: Any) -> Behaviour | None:
+    """The decorator ``kind`` over ``kid`` that needs nothing of a harness (not a guard nor a
+    blackboard writer); None for those."""
+    dec = py_trees.decorators
+    if kind == "retry":
+        return Retry(name, kid, num_failures=param)
+    if kind == "repeat":
+        return Repeat(name, kid, num_success=param)
+    if kind == "timeout":
+        return Timeout(name, kid, duration=float(param))
+    if kind in ("oneshot_s", "oneshot_c"):
+        policy = (OneShotPolicy.ON_SUCCESSFUL_COMPLETION if kind == "oneshot_s"
+                  else OneShotPolicy.ON_COMPLETION)
+        return OneShot(name, kid, policy=policy)
+    if kind in ("condition_s", "condition_f"):
+        return dec.Condition(name, kid, SUCCESS if kind == "condition_s" else FAILURE)
+    classes = {
+        "inverter": dec.Inverter, "running_is_failure": dec.RunningIsFailure,
+        "running_is_success": dec.RunningIsSuccess,
+        "failure_is_success": dec.FailureIsSuccess,
+        "failure_is_running": dec.FailureIsRunning,
+        "success_is_failure": dec.SuccessIsFailure,
+        "success_is_running": dec.SuccessIsRunning, "count": dec.Count,
+        "passthrough": dec.PassThrough,
+    }
+    made = classes.get(kind)
+    return None if made is None else made(name=name, child=kid)  # type: ignore[no-any-return]
+
+
 def build(spec: Any, make_leaf: Callable[[int], Behaviour], world: World) -> Behaviour:
     """The tree of ``spec``, leaves made by ``make_leaf`` (numbered in order)."""
     counter = iter(range(10_000))
@@ -255,55 +306,23 @@ def build(spec: Any, make_leaf: Callable[[int], Behaviour], world: World) -> Beh
         n = next(counter)
         if node[0] == "leaf":
             return make_leaf(n)
-        if node[0] in ("seq", "sel"):
-            kids = [make(k) for k in node[2]]
-            cls = Sequence if node[0] == "seq" else Selector
-            return cls(f"{node[0]}{n}", memory=node[1], children=kids)
-        if node[0] == "par":
-            _, policy, sync, picks, specs = node
-            kids = [make(k) for k in specs]
-            chosen: ParallelPolicy.Base
-            if policy == "all":
-                chosen = ParallelPolicy.SuccessOnAll(synchronise=sync)
-            elif policy == "one":
-                chosen = ParallelPolicy.SuccessOnOne()
-            else:
-                chosen = ParallelPolicy.SuccessOnSelected(
-                    children=[kids[i] for i in picks], synchronise=sync)
-            return Parallel(f"par{n}", policy=chosen, children=kids)
+        made = composite(node, n, make)
+        if made is not None:
+            return made
         _, kind, param, kid_spec = node
         kid = make(kid_spec)
         name = f"{kind}{n}"
+        made = decorator(kind, name, kid, param)
+        if made is not None:
+            return made
         dec = py_trees.decorators
-        if kind == "retry":
-            return Retry(name, kid, num_failures=param)
-        if kind == "repeat":
-            return Repeat(name, kid, num_success=param)
-        if kind == "timeout":
-            return Timeout(name, kid, duration=float(param))
-        if kind in ("oneshot_s", "oneshot_c"):
-            policy = (OneShotPolicy.ON_SUCCESSFUL_COMPLETION if kind == "oneshot_s"
-                      else OneShotPolicy.ON_COMPLETION)
-            return OneShot(name, kid, policy=policy)
-        if kind in ("condition_s", "condition_f"):
-            return dec.Condition(name, kid, SUCCESS if kind == "condition_s" else FAILURE)
         if kind == "guard":
             g = len(world.guards)
             world.guards.append(random.Random(f"guard:{world.seed}:{g}").random() < 0.7)
             return dec.EternalGuard(name, kid, condition=lambda: world.guards[g])
-        if kind == "status_to_bb":
-            return dec.StatusToBlackboard(
-                name, kid, variable_name=f"diff_{world.seed}_{next(bb_names)}")
-        classes = {
-            "inverter": dec.Inverter, "running_is_failure": dec.RunningIsFailure,
-            "running_is_success": dec.RunningIsSuccess,
-            "failure_is_success": dec.FailureIsSuccess,
-            "failure_is_running": dec.FailureIsRunning,
-            "success_is_failure": dec.SuccessIsFailure,
-            "success_is_running": dec.SuccessIsRunning, "count": dec.Count,
-            "passthrough": dec.PassThrough,
-        }
-        return classes[kind](name=name, child=kid)  # type: ignore[no-any-return]
+        assert kind == "status_to_bb", kind
+        return dec.StatusToBlackboard(
+            name, kid, variable_name=f"diff_{world.seed}_{next(bb_names)}")
 
     return make(spec)
 

@@ -39,13 +39,13 @@ from typing import Any
 import py_trees
 from py_trees.behaviour import Behaviour
 from py_trees.blackboard import Blackboard
-from py_trees.common import ComparisonExpression, OneShotPolicy, ParallelPolicy, Status
-from py_trees.composites import Parallel, Selector, Sequence
+from py_trees.common import ComparisonExpression, Status
 
 import jianmu.runtime.async_node as async_node_module
 from jianmu.config import AppConfig
 from jianmu.runtime.async_node import DEADLINE_SLACK, AsyncNode
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
+from tests.runtime._async_diff import composite, decorator
 
 RUNNING, SUCCESS, FAILURE, INVALID = Status.RUNNING, Status.SUCCESS, Status.FAILURE, Status.INVALID
 POLL = 0.005
@@ -274,55 +274,23 @@ def build(spec: Any, make_leaf: Callable[[int], Behaviour], world: World) -> Beh
                 return py_trees.behaviours.SuccessEveryN(f"every{n}", n=other % 2 + 2)
             return py_trees.behaviours.CheckBlackboardVariableValue(
                 f"check{n}", ComparisonExpression(f"/timed/done{other}", 1, operator.ge))
-        if node[0] in ("seq", "sel"):
-            kids = [make(k) for k in node[2]]
-            cls = Sequence if node[0] == "seq" else Selector
-            return cls(f"{node[0]}{n}", memory=node[1], children=kids)
-        if node[0] == "par":
-            _, policy, sync, picks, specs = node
-            kids = [make(k) for k in specs]
-            chosen: ParallelPolicy.Base
-            if policy == "all":
-                chosen = ParallelPolicy.SuccessOnAll(synchronise=sync)
-            elif policy == "one":
-                chosen = ParallelPolicy.SuccessOnOne()
-            else:
-                chosen = ParallelPolicy.SuccessOnSelected(
-                    children=[kids[i] for i in picks], synchronise=sync)
-            return Parallel(f"par{n}", policy=chosen, children=kids)
+        made = composite(node, n, make)
+        if made is not None:
+            return made
         _, kind, param, kid_spec = node
         kid = make(kid_spec)
         name = f"{kind}{n}"
-        if kind == "repeat":
-            return dec.Repeat(name, kid, num_success=param)
-        if kind == "retry":
-            return dec.Retry(name, kid, num_failures=param)
-        if kind == "timeout":
-            return dec.Timeout(name, kid, duration=param)
-        if kind in ("oneshot_s", "oneshot_c"):
-            policy = (OneShotPolicy.ON_SUCCESSFUL_COMPLETION if kind == "oneshot_s"
-                      else OneShotPolicy.ON_COMPLETION)
-            return dec.OneShot(name, kid, policy=policy)
-        if kind in ("condition_s", "condition_f"):
-            return dec.Condition(name, kid, SUCCESS if kind == "condition_s" else FAILURE)
+        made = decorator(kind, name, kid, param)
+        if made is not None:
+            return made
         if kind == "guard":
             leaf, flavour = param
             # open while leaf ``leaf`` has not ended yet, or once it has
             if flavour < 0.5:
                 return dec.EternalGuard(name, kid, condition=lambda: done(leaf) == 0)
             return dec.EternalGuard(name, kid, condition=lambda: done(leaf) > 0)
-        if kind == "status_to_bb":
-            return dec.StatusToBlackboard(name, kid, variable_name=f"/timed/status{n}")
-        classes = {
-            "inverter": dec.Inverter, "running_is_failure": dec.RunningIsFailure,
-            "running_is_success": dec.RunningIsSuccess,
-            "failure_is_success": dec.FailureIsSuccess,
-            "failure_is_running": dec.FailureIsRunning,
-            "success_is_failure": dec.SuccessIsFailure,
-            "success_is_running": dec.SuccessIsRunning, "count": dec.Count,
-            "passthrough": dec.PassThrough,
-        }
-        return classes[kind](name=name, child=kid)  # type: ignore[no-any-return]
+        assert kind == "status_to_bb", kind
+        return dec.StatusToBlackboard(name, kid, variable_name=f"/timed/status{n}")
 
     return make(spec)
 
