@@ -284,10 +284,15 @@ def grant_tree(
 def _walk(root: Path, real: str, uid: int, kept: set[str], frozen: tuple[str, ...],
           linked_ok: bool, since: int | None, stop: threading.Event | None) -> bool:
     """`grant_tree`'s walk below ``root``; entries unchanged since ``since`` are skipped.
-    Whether it went through the whole tree (``stop`` not set)."""
+    Whether it went through the whole tree (``stop`` not set).
+
+    A folder changed since (moved in, renamed) is walked whole: what it holds keeps the change
+    times it had wherever it was before (``mv ~/data ws/``), older than the last grant."""
+    fresh: set[str] = set()  # folders walked whole, found top-down
     for folder, dirs, files, dir_fd in os.fwalk(root):
         if stop is not None and stop.is_set():
             return False
+        here = None if folder in fresh else since
         # fwalk descends into what stays in `dirs`; the walk's paths are below `root` as given
         dirs[:] = [d for d in dirs
                    if os.path.join(real, os.path.relpath(os.path.join(folder, d), root))
@@ -303,7 +308,9 @@ def _walk(root: Path, real: str, uid: int, kept: set[str], frozen: tuple[str, ..
                         continue  # the commands' own (a folder: all it holds, see above)
                     if stat.S_ISDIR(st.st_mode):
                         entered.append(name)
-                    if since is not None and st.st_ctime_ns < since:
+                        if since is not None and (here is None or st.st_ctime_ns >= since):
+                            fresh.add(path)
+                    if here is not None and st.st_ctime_ns < here:
                         continue  # granted by the last whole grant, unchanged since
                 elif name in dirs:
                     entered.append(name)

@@ -222,3 +222,16 @@ async def test_a_cancelled_start_stops_the_walk(
     granted = [f for f in folders if any(_user_perm(p) for p in f.iterdir())]
     assert len(granted) <= 1, "the walk went on after the start was cancelled"
     assert os.getxattr(ws, _process._STAMP) == b"{}"  # no record: the next grant is whole
+
+
+def test_a_folder_moved_into_the_workspace_is_granted_whole(ws: Path, tmp_path: Path) -> None:
+    """A folder moved in (``mv ~/data ws/``) is new to the workspace, but what it holds keeps
+    the change times it had: the grant after it must not skip them as granted before."""
+    elsewhere = tmp_path / "elsewhere" / "data"
+    (elsewhere / "deep").mkdir(parents=True)
+    (elsewhere / "deep" / "rows.csv").write_text("a,b\n")
+    _process.grant_tree(ws, UID)  # a whole grant, stamped: later ones skip what is older
+    os.rename(elsewhere, ws / "data")
+    _process.grant_tree(ws, UID)
+    for path in (ws / "data", ws / "data" / "deep", ws / "data" / "deep" / "rows.csv"):
+        assert ACL in os.listxattr(path, follow_symlinks=False), path
