@@ -21,6 +21,7 @@ from dbos import DBOS
 from dbos import error as dbos_error
 
 from jianmu.durable._dbos_adapter import advance_step_counter
+from jianmu.errors import TreeMismatchError
 from jianmu.runtime.events import replayed
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.tools.calls import ToolResult
@@ -37,6 +38,8 @@ APPROVAL = "jianmu.approval"
 """The ``kind`` of an approval message (its recorded ``recv`` output is self-describing)."""
 _STEP_PREFIX = "jianmu:"
 _STARTED = "started:"
+_SHAPE = f"{_STEP_PREFIX}tree"
+"""The step that records the tree's shape (`tree_shape`) when the run first builds it."""
 _RECONNECT_S, _RECONNECT_MAX_S = 0.5, 30.0
 """First and longest wait before asking an unreachable database again."""
 _log = logging.getLogger("jianmu.durable")
@@ -186,6 +189,42 @@ def _history(
     return recorded, started, decisions, last
 
 
+def tree_shape(runner: ReactiveRunner) -> list[str]:
+    """The tree's nodes as ``path (kind)``, in order: what a durable run's step keys hang on (a
+    model turn is found by its node's path)."""
+    return [f"{getattr(node, 'path', '') or node.name} ({type(node).__qualname__})"
+            for node in runner.root.iterate()]
+
+
+async def check_shape(tree: str, run_id: str, runner: ReactiveRunner,
+                      recorded: dict[str, Any]) -> None:
+    """Record the tree's shape on the run's first build; on a later one (a recovery, a decision
+    after a wait), refuse a tree whose shape changed since (a worker deployed with the tree
+    edited): none of its recorded turns would be found under the new paths, so the model would
+    be asked again and, with new call ids, calls that finished would run a second time."""
+    shape = tree_shape(runner)
+    known = recorded.pop(_SHAPE, None)
+    if known is None:  # the first build (or a run begun before shapes were recorded)
+
+        async def body() -> list[str]:
+            return shape
+
+        await DBOS.run_step_async({"name": _SHAPE}, body)
+        return
+    if known == shape:
+        return
+    at = next((i for i, (a, b) in enumerate(zip(known, shape, strict=False)) if a != b),
+              min(len(known), len(shape)))
+    was = known[at] if at < len(known) else "nothing"
+    now = shape[at] if at < len(shape) else "nothing"
+    raise TreeMismatchError(
+        f"the tree {tree!r} changed since run {run_id!r} began (its node {was!r} is now "
+        f"{now!r}): the run's recorded steps would not be found, so its model would be asked "
+        f"again and finished calls could run twice. Finish it with the tree it began with, "
+        f"or start it again"
+    )
+
+
 @DBOS.workflow(name=WORKFLOW)
 async def run_workflow(engine_name: str, tree: str, inputs: dict[str, Any],
                        options: dict[str, Any]) -> dict[str, Any]:
@@ -208,6 +247,7 @@ async def run_workflow(engine_name: str, tree: str, inputs: dict[str, Any],
         # replayed steps are skipped by key, so new ones must not reuse their numbers
         advance_step_counter(last)
         runner = engine.build_runner(tree, inputs, run_id=workflow_id, user_roles=roles)
+        await check_shape(tree, workflow_id, runner, recorded)
         runner.ctx.steps = DBOSSteps(recorded, started, _owner_check(engine, workflow_id),
                                      lambda: engine.stopping)
         result, spent = await _until_parked(runner, decisions)

@@ -1,7 +1,8 @@
 """A durable app for the tests, run by real worker processes (`worker.py`, ``jianmu worker``).
 
 Settings come from the environment, as a deployed app's would: ``JIANMU_TEST_DB`` (the
-database URL), ``JIANMU_TEST_WORKER`` (the executor id), ``JIANMU_TEST_TAKEOVER`` (seconds).
+database URL), ``JIANMU_TEST_WORKER`` (the executor id), ``JIANMU_TEST_TAKEOVER`` (seconds),
+``JIANMU_TEST_AGENT`` (the "lines" agent's name: a deployment that renamed it).
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def lines(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
 
     llm = ScriptedLLM([turn] * 4)
     node = create_react_node(llm, [append_line],
-                             executor_config=ToolExecutorConfig(execution_mode="serial"))
+                             executor_config=ToolExecutorConfig(execution_mode="serial"),
+                             name=os.environ.get("JIANMU_TEST_AGENT", "ReAct"))
     if inputs.get("pause_before") is not None:
         _pause_before_call(node, f"call_{inputs['pause_before']}", inputs)
     return node, StateManager(AgentState)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from jianmu.runtime import RunStatus
 from tests.support.durable import Workers, wait_for
 
 pytestmark = pytest.mark.timeout(400)
@@ -77,3 +78,27 @@ def test_kill_while_an_answer_is_continued_loses_and_repeats_no_text(
     assert state["root"]["final_answer"] == "It is sunny in Oslo."
     assert [m["content"] for m in state["root"]["messages"] if m["role"] == "assistant"] == [
         "It is sunny in Oslo."]
+
+
+def test_a_tree_changed_before_recovery_fails_the_run_instead_of_running_it_again(
+    workers: Workers, client: Any, tmp_path: Path
+) -> None:
+    """A worker deployed with the tree changed (its agent renamed) finds none of the run's
+    recorded model turns under the new paths: replaying would ask the model again, and a real
+    model's new call ids would run every finished call a second time. The run fails instead,
+    naming the change, and nothing runs again."""
+    out, asks, marker = tmp_path / "lines.txt", tmp_path / "asks.txt", tmp_path / "hung"
+    first = workers.start("w1")
+    run_id = asyncio.run(client.start("lines", {
+        "path": str(out), "asks": str(asks), "hang_at": 2, "marker": str(marker),
+    }))
+    wait_for(marker.exists, what="the second tool call to start")
+    Workers.kill(first)
+
+    workers.start("w1", JIANMU_TEST_AGENT="Writer")
+    result = asyncio.run(client.result(run_id, timeout=120))
+    assert result.status is RunStatus.FAILURE
+    assert result.error is not None and "TreeMismatchError" in result.error
+    assert "'lines'" in result.error and "Writer" in result.error, result.error
+    assert asks.read_text().splitlines() == ["turn 0"]  # the model was not asked again
+    assert out.read_text().splitlines() == ["line 1", "line 2"]  # nor anything run again
