@@ -54,6 +54,8 @@ class GuardedTurn(AsyncNode):
             or self.ctx.guardrails.get("output")
         ):
             tripped = await self._check_output(constraints, turn.values, cut)
+            if tripped is None and turn.beside is not None:  # written with it: judged too
+                tripped = await self._check_output(constraints, turn.values, turn.beside)
         return tripped
 
     def _check_input(
@@ -123,11 +125,13 @@ class GuardedTurn(AsyncNode):
             racing = False
 
     async def _check_output(
-        self, constraints: Constraints, values: dict[str, Any], cut: str | None = None
+        self, constraints: Constraints, values: dict[str, Any], text: str | None = None
     ) -> GuardrailTripped | None:
+        """The trip of the output guardrails on ``text`` (a cut-off or refused answer's, the
+        prose beside a typed one), else on the answer (the typed object with an output type)."""
         guardrails = configured_guardrails("output", self.output_guardrails, constraints,
                                            self.ctx.guardrails)
-        value = cut if cut is not None else values.get(
+        value = text if text is not None else values.get(
             "final_output") if self.output is not None else values.get("final_answer")
         found = await run_guardrails("output", guardrails, self.ctx, value, self.events,
                                      timeout=constraints.guard.guardrails.timeout_s)

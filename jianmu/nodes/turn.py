@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jianmu.llm.messages import Message
-from jianmu.nodes.output import Checked, OutputSpec
+from jianmu.nodes.output import Checked, OutputSpec, extract_json
 from jianmu.tools.calls import ToolCall
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ class TurnUpdate:
     refused_answer: str | None = None
     """The text of an answer its output type refused: written all the same, to be told why,
     or quoted by the error of the last try, which the output guardrails judge first."""
+    beside: str | None = None
+    """Text the model wrote beside its typed answer (prose by the answer tool's call, words
+    around a JSON answer): written with the answer, so the output guardrails judge it too."""
 
 
 def _not_run(calls: Sequence[ToolCall], skip: ToolCall, reason: str) -> list[Message]:
@@ -96,7 +99,8 @@ def _checked(
         return TurnUpdate({
             "messages": [message, *replies], "actions": [], "final_answer": checked.raw,
             "final_output": checked.value, "done": True, "failed_outputs": 0,
-        }, events=[("output.validated", {"type": output.type_name})])
+        }, events=[("output.validated", {"type": output.type_name})],
+            beside=_beside(message, checked, answer))
     failed = (state.get("failed_outputs") or 0) + 1
     prompt = output.retry_prompt(checked, called=answer is not None)
     if answer is not None:
@@ -109,6 +113,9 @@ def _checked(
     update = TurnUpdate(
         {"messages": [message, *replies], "actions": [], "failed_outputs": failed},
         refused_answer=checked.raw,
+        # a refused text answer is judged whole (``refused_answer``); by the tool's call, its
+        # prose is apart
+        beside=None if answer is None else _beside(message, checked, answer),
         events=[("output.invalid", {
             "type": output.type_name, "attempt": failed,
             "problems": [f"{p}: {m}" for p, m in checked.problems],
@@ -117,6 +124,20 @@ def _checked(
     if failed > output.retries:
         update.error = output.failure(checked, failed)
     return update
+
+
+def _beside(message: Message, checked: Checked, answer: ToolCall | None) -> str | None:
+    """The text of a typed answer's turn beyond the answer itself, None if there is none: the
+    prose beside the answer tool's call, or a text answer whole when it holds more than its
+    JSON (a bare JSON answer, fenced or not, is the typed object the guardrails judge)."""
+    if answer is not None:
+        text = message.content or ""
+        return text if text.strip() else None
+    raw = checked.raw
+    if isinstance(checked.value, str) and checked.value == raw:
+        return None  # the text is the answer, judged as it
+    leftover = raw.replace(extract_json(raw), "", 1).strip(" \t\r\n`")
+    return None if not leftover or leftover.lower() == "json" else raw
 
 
 def _handoff(
