@@ -310,6 +310,9 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             return settled
         task = self._task
         if task is None:  # restored from a checkpoint, or the last run asked to be called again
+            settled = self.settled()  # ...or kept running by a halt after its work was written
+            if settled is not None:
+                return settled
             self._start()
             task = self._task
         first = self._first
