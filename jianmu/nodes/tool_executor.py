@@ -739,6 +739,7 @@ class ToolExecutor(AsyncNode):
                             error=abandoned(tool.name))
             else:  # stopped for sure: it runs again, here or in the process restoring the run
                 self._unmark(call)
+                events.emit("tool.call.stopped", tool=tool.name, call_id=call.id)
             raise
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,
