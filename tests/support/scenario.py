@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from jianmu import StateManager
+from jianmu import Constraints, StateManager
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import BaseLLMProvider, ChatRequest, LLMResponse, Usage
 from jianmu.nodes import AgentState, agent_tool, create_react_node, handoff
@@ -155,6 +155,16 @@ class Scenario:
     lead_typed: bool = False
     uses_helper: bool = False
     slow_model: bool = False
+    denied: str | None = None  # a tool the run's policy denies: it never runs
+    edits_denied: bool = False  # a rule denies the calls a person edited (their tags end in e)
+
+    def constraints(self) -> Constraints | None:
+        """The run's constraints: the denials, if the scenario has any."""
+        policy = {self.denied: "deny"} if self.denied else {}
+        if self.edits_denied:
+            policy.update({f"{s.name}(tag:*e)": "deny"
+                           for s in [*self.tools, *self.helper_tools] if s.confirm})
+        return Constraints.model_validate({"guard": {"tool_policy": policy}}) if policy else None
     notes: list[str] = field(default_factory=list)
 
 
@@ -243,7 +253,9 @@ def scenario(seed: int) -> Scenario:
     return Scenario(seed=seed, tools=tools, lead=lead, helper=helper,
                     helper_tools=helper_tools, helper_factory=rng.random() < 0.8, team=team,
                     expert_typed=expert_typed, lead_typed=lead_typed, uses_helper=uses_helper,
-                    slow_model=rng.random() < 0.3)
+                    slow_model=rng.random() < 0.3,
+                    denied=rng.choice([s.name for s in tools + helper_tools])
+                    if rng.random() < 0.3 else None, edits_denied=rng.random() < 0.3)
 
 
 # -- the model -------------------------------------------------------------------------------------

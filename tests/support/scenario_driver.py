@@ -79,10 +79,11 @@ class Driver:
         tree = build_tree(self.sc, self.ledger, self.gates)
         if restore_from is None:
             runner = ReactiveRunner(tree, fresh_state(), checkpointer=self.checkpointer,
-                                    run_id=self.run_id)
+                                    run_id=self.run_id, constraints=self.sc.constraints())
         else:
             runner = ReactiveRunner.restore(tree, restore_from, self.run_id,
-                                            state_manager=StateManager(AgentState))
+                                            state_manager=StateManager(AgentState),
+                                            constraints=self.sc.constraints())
         runner.ctx.events.subscribe("*", self.events.append)
         runner.ctx.events.subscribe("tool.call.*", functools.partial(_agent_call, self.ledger))
         return runner
@@ -416,6 +417,8 @@ def check_ledger(trace: Trace, lines: list[dict[str, Any]], sc: Scenario) -> Non
             # generator, "a step later"; `contextlib.aclosing` is checked strictly)
             if line["phase"] == "returned":
                 trace.problems.append(f"{line['tool']} {tag} started after the run returned")
+            if line["tool"] == sc.denied or (sc.edits_denied and str(tag).endswith("e")):
+                trace.problems.append(f"{line['tool']} {tag} ran, though the policy denies it")
             if str(tag).startswith(BAD) or not tag:
                 trace.problems.append(f"a call whose arguments do not fit ran: {line}")
             if line["tool"] in confirm and decided.get(tag) != "approved":
@@ -498,9 +501,10 @@ def _unpaired(events: list[Any]) -> list[str]:
 def _child(seed: int, db: str, run_id: str, ledger_path: str, decisions: str) -> None:
     """The fresh process: restore, decide, run once, print how it ended."""
     ledger = Ledger(Path(ledger_path), phase="child")
-    tree = build_tree(scenario(seed), ledger, Gates())
-    runner = ReactiveRunner.restore(tree, SQLiteCheckpointer(db), run_id,
-                                    state_manager=StateManager(AgentState))
+    sc = scenario(seed)
+    runner = ReactiveRunner.restore(build_tree(sc, ledger, Gates()), SQLiteCheckpointer(db),
+                                    run_id, state_manager=StateManager(AgentState),
+                                    constraints=sc.constraints())
     runner.ctx.events.subscribe("tool.call.*", functools.partial(_agent_call, ledger))
     for request_id in json.loads(decisions):
         runner.approve(request_id)
