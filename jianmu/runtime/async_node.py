@@ -309,9 +309,8 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             self._settled = None
             return settled
         task = self._task
-        if task is None:  # restored from a checkpoint, or the last run asked to be called again
-            settled = self.settled()  # ...or kept running by a halt after its work was written
-            if settled is not None:
+        if task is None:  # restored, kept running by a halt, or asked to be called again:
+            if (settled := self.settled()) is not None:  # ...its work may be done already
                 return settled
             self._start()
             task = self._task
