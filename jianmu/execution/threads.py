@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-__all__ = ("IDLE_S", "MAX_THREADS", "WorkerPool", "run_in_worker", "to_thread")
+__all__ = ("IDLE_S", "MAX_THREADS", "WorkerPool", "run_in_worker", "thread_starts", "to_thread")
 
 T = TypeVar("T")
 
@@ -34,6 +34,20 @@ IDLE_S = 1.0
 """Seconds a shared thread waits for work before it ends."""
 MAX_THREADS = 64
 """Threads of one kind at most in the process; calls beyond them wait for a free one."""
+
+
+_STARTS: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "jianmu_thread_starts", default=None)
+_CLAIM = threading.Lock()
+"""A job's start and its caller's drop: whichever comes first, the other sees it."""
+
+
+def thread_starts() -> list[bool]:
+    """A list that gets an item when a worker thread starts a call made from here on, in this
+    context: empty after a cancel, the call never started and never will."""
+    started: list[bool] = []
+    _STARTS.set(started)
+    return started
 
 
 class _Inbox:
@@ -91,7 +105,7 @@ def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
 class _Job:
     """One blocking call on its way to a thread; dropped calls never start."""
 
-    __slots__ = ("call", "context", "dropped", "future", "inbox", "pool")
+    __slots__ = ("call", "context", "dropped", "future", "inbox", "pool", "starts")
 
     def __init__(
         self, call: Callable[[], Any], future: asyncio.Future[Any], inbox: _Inbox,
@@ -103,14 +117,18 @@ class _Job:
         self.pool = pool
         self.context = contextvars.copy_context()
         self.dropped = False
+        self.starts = _STARTS.get()
 
     def run(self) -> tuple[bool, Any] | None:
         """Make the call: whether it returned, and its value or exception; None if not made."""
         if self.pool is not None and self.pool.closed:
             self.drop()  # its pool closed while it waited for a thread
             return None
-        if self.dropped:  # the caller stopped waiting before a thread came
-            return None
+        with _CLAIM:
+            if self.dropped:  # the caller stopped waiting before a thread came
+                return None
+            if self.starts is not None:
+                self.starts.append(True)
         try:
             return True, self.context.run(self.call)
         except GeneratorExit:  # a task would throw it into its coroutine, which closes it
@@ -281,7 +299,8 @@ async def run_in_worker(
         try:
             return await job.future
         except asyncio.CancelledError:
-            job.dropped = True  # not started yet: it never starts
+            with _CLAIM:  # not started yet: it never starts (`thread_starts` stays empty)
+                job.dropped = True
             raise
     if executor is not None:
         loop = asyncio.get_running_loop()

@@ -52,6 +52,7 @@ from jianmu.execution.runner import (
     reset_redirect_check,
     set_redirect_check,
 )
+from jianmu.execution.threads import thread_starts
 from jianmu.guard import Decision, DecisionKind, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.guard.checkers import edited_call
 from jianmu.guard.enforcer import builtin_chain
@@ -683,6 +684,7 @@ class ToolExecutor(AsyncNode):
                 events.emit("tool.call.started", tool=tool.name, call_id=call.id, mode="agent",
                             args_preview=preview(call.arguments))
         ran: ToolResult | None = None  # the tool's result, once it has one
+        began = thread_starts()  # whether a worker thread took the call (a sync tool's)
         got: list[ToolResult] = []  # ...from inside a durable step, which returns it checked
         try:
             # a redirect the tool is told to follow is checked as the call itself was; the
@@ -726,7 +728,8 @@ class ToolExecutor(AsyncNode):
                 self._record(call, tool, result, executed=True)
                 events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
                             error=result.error)
-            elif not tool.is_async and not tool.sandboxed and not tool.tool_spec.idempotent:
+            elif began and not tool.is_async and not tool.sandboxed and \
+                    not tool.tool_spec.idempotent:
                 # ...but a worker thread cannot be stopped: its work may still be done, so it
                 # is recorded as done (never run twice) and the model is told
                 self._record(call, tool, ToolResult(
@@ -736,6 +739,7 @@ class ToolExecutor(AsyncNode):
                             error=abandoned(tool.name))
             else:  # stopped for sure: it runs again, here or in the process restoring the run
                 self._unmark(call)
+                events.emit("tool.call.stopped", tool=tool.name, call_id=call.id)
             raise
         if result.ok and events.wants("tool.call.completed"):
             events.emit("tool.call.completed", tool=tool.name, call_id=call.id,

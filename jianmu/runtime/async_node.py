@@ -309,7 +309,9 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             self._settled = None
             return settled
         task = self._task
-        if task is None:  # restored from a checkpoint, or the last run asked to be called again
+        if task is None:  # restored, kept running by a halt, or asked to be called again:
+            if (settled := self.settled()) is not None:  # ...its work may be done already
+                return settled
             self._start()
             task = self._task
         first = self._first

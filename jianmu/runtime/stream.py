@@ -120,9 +120,14 @@ async def _stream(
         while True:
             while queue:
                 event = popleft()
-                yield event
                 if event.name == "run.finished" and _ends(runner, event):
+                    if outcome is None and not task.done():
+                        # told once run() has returned (its lease given up, its resources
+                        # closed): a reader that stops at it finds the run free at once
+                        await asyncio.wait((task,))
+                    yield event
                     return
+                yield event
             if outcome is not None:
                 if outcome.error is not None:
                     raise outcome.error  # run() raised: so does the stream

@@ -264,6 +264,8 @@ class _Story:
             return "result", f"result of {tool}{spent}", text
         if name == "tool.call.failed":
             return "error", f"failed: {tool}", _text(f.get("error"))
+        if name == "tool.call.stopped":
+            return "call", f"stopped: {tool}", "the run stopped before this call ended"
         if name == "tool.call.retry":
             return "call", f"retry {f.get('attempt')}: {tool}", _text(f.get("error"))
         if name == "tool.call.repeated":

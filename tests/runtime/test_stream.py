@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from jianmu import ReactiveRunner, RunFailed, ScriptedLLM, StateManager
+from jianmu import ReactiveRunner, RunFailed, ScriptedLLM, SQLiteCheckpointer, StateManager
 from jianmu.errors import OutputValidationError
 from jianmu.llm import LLMResponse, Message, Usage
 from jianmu.nodes import AgentState, agent_tool, create_react_node
@@ -484,3 +485,24 @@ async def test_denied_calls_are_not_counted_as_executed() -> None:
     result = await ReactiveRunner(
         create_react_node(llm, [lookup], constraints=deny), start()).run()
     assert result.ok and (result.usage.requests, result.usage.tool_calls) == (2, 0)
+
+
+async def test_a_reader_that_stops_at_the_runs_end_finds_the_run_given_up(tmp_path: Path) -> None:
+    """The run's ``run.finished`` comes once `run()` has returned: a reader that stops there
+    (a ``break``) may restore, approve or resume the run elsewhere at once. Found by the
+    scenario fuzz: on a run that had ended (streamed again), the lease was still held there, and
+    another owner was refused ("that owner is deciding or continuing it now")."""
+    def agent() -> Any:
+        return create_react_node(ScriptedLLM(["Hello."]), [], name="chat")
+
+    with SQLiteCheckpointer(tmp_path / "runs.sqlite") as store:
+        runner = ReactiveRunner(agent(), StateManager(AgentState, {
+            "messages": [{"role": "user", "content": "Hi."}]}), checkpointer=store, run_id="r1")
+        assert (await runner.run()).ok
+        async for event in runner.stream():  # the ended run, streamed again
+            if event.name == "run.finished":
+                assert event.fields["result"].ok
+                break
+        again = ReactiveRunner.restore(agent(), store, "r1",
+                                       state_manager=StateManager(AgentState))
+        assert (await again.run()).ok
