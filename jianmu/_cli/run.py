@@ -112,21 +112,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
         target.attach(runner)
         console.print(f"resuming run {visible(runner.run_id)}: {_describe(target)}")
         # every decision is recorded before any is reported: one refused, none was taken
-        # (they live in the runner until it checkpoints, and it is not run)
+        # (they are saved together as the block ends, not at all if one is refused)
         taken: list[str] = []
         try:
-            edited = _edited_arguments(args)
-            # each line names the request decided (a call id alone names the one of that id)
-            for given in args.approve or []:
-                request_id = runner.approve(given, args.message, arguments=edited)
-                note = " with edited arguments" if edited is not None else ""
-                taken.append(f"  ✓ approved {visible(request_id)}{note}")
-            for given, text in getattr(args, "answer", None) or []:
-                request_id = runner.answer(given, text)
-                taken.append(f"  ✓ answered {visible(request_id)}")
-            for given in args.reject or []:
-                request_id = runner.reject(given, args.message or "rejected with jianmu resume")
-                taken.append(f"  ✗ rejected {visible(request_id)}")
+            with runner.deciding():
+                _given_decisions(runner, args, taken)
         except InteractionError as exc:  # its message says this decision was not taken
             before = "; the decisions given before it were not recorded either" if taken else ""
             raise CLIError(f"{exc}{before}") from exc
@@ -136,6 +126,22 @@ def cmd_resume(args: argparse.Namespace) -> int:
     finally:
         launches.close()
         checkpointer.close()
+
+
+def _given_decisions(runner: ReactiveRunner, args: argparse.Namespace, taken: list[str]) -> None:
+    """Take the decisions the command line gives, each line in ``taken`` (a line names the
+    request decided: a call id alone names the one of that id)."""
+    edited = _edited_arguments(args)
+    for given in args.approve or []:
+        request_id = runner.approve(given, args.message, arguments=edited)
+        note = " with edited arguments" if edited is not None else ""
+        taken.append(f"  ✓ approved {visible(request_id)}{note}")
+    for given, text in getattr(args, "answer", None) or []:
+        request_id = runner.answer(given, text)
+        taken.append(f"  ✓ answered {visible(request_id)}")
+    for given in args.reject or []:
+        request_id = runner.reject(given, args.message or "rejected with jianmu resume")
+        taken.append(f"  ✗ rejected {visible(request_id)}")
 
 
 def _one_decision_each(args: argparse.Namespace) -> None:

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from jianmu.state import StateManager
 
 __all__ = (
-    "CHECKPOINT_VERSION", "Checkpointer", "SQLiteCheckpointer", "checked", "links_from",
-    "restored", "unmatched",
+    "CHECKPOINT_VERSION", "Checkpointer", "SQLiteCheckpointer", "checked", "checkpoint_of",
+    "links_from", "restored", "unmatched",
 )
 
 CHECKPOINT_VERSION = 1
@@ -66,6 +66,27 @@ class _Envelope(BaseModel):
     nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     interaction: dict[str, list[Any]] = Field(default_factory=dict)
     user_roles: list[str] = Field(default_factory=list)
+
+
+def checkpoint_of(runner: Any, status: str) -> dict[str, Any]:
+    """A `ReactiveRunner`'s checkpoint: the state, every node's status, the pending requests
+    and decisions (and why the run ended, once it did)."""
+    error = runner._end_error if status != "running" else None
+    return {
+        "version": CHECKPOINT_VERSION,
+        "run_id": runner.run_id,
+        "status": status,
+        "tree": runner.root.name,
+        "ticks": runner.ticks,
+        "state": runner.state.snapshot(),
+        "nodes": {key: {"name": node.name, "status": node.status.name}
+                  for key, node in runner._walk(runner.root, "0")},
+        "interaction": runner.interaction.snapshot(),
+        "user_roles": sorted(runner.ctx.user_roles),
+        "saved": time.time(),
+        **({"error": error} if error is not None else {}),
+        **({"span": runner._span_ids} if runner._span_ids else {}),
+    }
 
 
 def checked(data: Any, run_id: str) -> dict[str, Any]:

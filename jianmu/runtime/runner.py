@@ -10,9 +10,9 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self
 
@@ -374,6 +374,7 @@ class ReactiveRunner:
         """
         self._take_claim()
         request_id = self.interaction.approve(request_id, message, arguments=arguments)
+        self._save_decision()
         edit: dict[str, Any] = {} if arguments is None else {"edited": True, "arguments": arguments}
         self.ctx.events.emit("interaction.approved", request_id=request_id, **edit)
         return request_id
@@ -388,6 +389,7 @@ class ReactiveRunner:
         """
         self._take_claim()
         request_id = self.interaction.reject(request_id, message)
+        self._save_decision()
         self.ctx.events.emit("interaction.rejected", request_id=request_id, message=message)
         return request_id
 
@@ -402,6 +404,7 @@ class ReactiveRunner:
         """
         self._take_claim()
         request_id = self.interaction.answer(request_id, text)
+        self._save_decision()
         self.ctx.events.emit("interaction.answered", request_id=request_id, answer=text)
         return request_id
 
@@ -616,32 +619,40 @@ class ReactiveRunner:
     def save_checkpoint(self, status: str = "running") -> None:
         """Save the state, every node's status and the pending requests (and why the run
         ended, once it did)."""
-        error = self._end_error if status != "running" else None
         if self.checkpointer is None:
             raise CheckpointError("this runner has no checkpointer")
-        from jianmu.runtime.checkpoint import CHECKPOINT_VERSION  # runs that checkpoint only
+        from jianmu.runtime.checkpoint import checkpoint_of  # runs that checkpoint only
 
-        nodes = {
-            key: {"name": node.name, "status": node.status.name}
-            for key, node in self._walk(self.root, "0")
-        }
-        self._save_to_store(
-            self.run_id,
-            {
-                "version": CHECKPOINT_VERSION,
-                "run_id": self.run_id,
-                "status": status,
-                "tree": self.root.name,
-                "ticks": self.ticks,
-                "state": self.state.snapshot(),
-                "nodes": nodes,
-                "interaction": self.interaction.snapshot(),
-                "user_roles": sorted(self.ctx.user_roles),
-                "saved": time.time(),
-                **({"error": error} if error is not None else {}),
-                **({"span": self._span_ids} if self._span_ids else {}),
-            },
-        )
+        self._save_to_store(self.run_id, checkpoint_of(self, status))
+
+    _deciding = 0
+
+    @contextmanager
+    def deciding(self) -> Iterator[None]:
+        """Decisions made in the block are saved together as it ends, and none if it raises
+        (several decisions given at once, one of them refused: none of them was taken)."""
+        self._deciding += 1
+        try:
+            yield
+        finally:
+            self._deciding -= 1
+        self._save_decision()
+
+    def _save_decision(self) -> None:
+        """Save a decision made while the run waits, as it is made: the run's newest
+        checkpoint with the decisions added (a restored tree may not have built all of its
+        nodes yet), under the run's lease, kept. A runner that only decides and is closed
+        loses none, and the process that goes on finds it."""
+        if self.checkpointer is None or self._running or self.is_sub_run or self._deciding:
+            return  # a running run saves its decisions with its next checkpoint
+        saved = self.checkpointer.load(self.run_id)
+        if saved is None:
+            return
+        checkpoint = {**saved, "interaction": self.interaction.snapshot(), "saved": time.time()}
+        if self._claim is not None:
+            self._claim.save(checkpoint)  # refused if the run went on past what it read
+        else:
+            self.checkpointer.save(self.run_id, checkpoint)
 
     @classmethod
     def restore(

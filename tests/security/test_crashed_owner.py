@@ -394,8 +394,9 @@ def test_two_runners_under_one_owner_name_do_not_both_pay(tmp_path: Path) -> Non
                                       state_manager=StateManager(AgentState), owner="billing")
 
     one, two = restored(), restored()
-    one.approve(request.id)
-    two.approve(request.id)
+    one.approve(request.id)  # saved as it is made: the run moved past what two read
+    with pytest.raises(RunClaimedError):
+        two.approve(request.id)
     outcome: list[object] = []
     thread = threading.Thread(target=lambda: outcome.append(_run(one)))
     thread.start()
