@@ -773,9 +773,15 @@ def anthropic_tool_choice(choice: Any) -> dict[str, Any] | None:
     raise ValueError(f"tool_choice {choice!r} has no Anthropic equivalent")
 
 
+EARLIER_TURNS = "(The conversation's earlier turns are left out.)"
+"""The user turn put first when a history begins with the assistant's (one cut short by a
+history processor): the Messages API refuses a conversation that does not begin with the user."""
+
+
 def merge_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Join consecutive turns of one role (tool results then a user note, for one), and drop
-    empty assistant turns: the Messages API wants alternating, non-empty turns."""
+    """Join consecutive turns of one role (tool results then a user note, for one), drop
+    empty assistant turns and begin with a user turn: the Messages API wants alternating,
+    non-empty turns, the first the user's."""
     out: list[dict[str, Any]] = []
     for message in messages:
         content = message["content"]
@@ -789,4 +795,6 @@ def merge_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             previous.extend(blocks)
         else:
             out.append({"role": message["role"], "content": content})
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": EARLIER_TURNS})
     return out

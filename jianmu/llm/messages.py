@@ -240,7 +240,11 @@ class Message(BaseModel):
 
     def to_openai(self) -> dict[str, Any]:
         """This message in the OpenAI chat format."""
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        content = self.content
+        if content is None and not self.tool_calls:
+            # OpenAI refuses a null content but beside tool calls (an empty reply streamed)
+            content = ""
+        out: dict[str, Any] = {"role": self.role, "content": content}
         if self.name is not None:
             out["name"] = self.name
         if self.tool_calls:

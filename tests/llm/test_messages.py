@@ -80,7 +80,11 @@ def conversations(draw: Any, *, speaker_names: bool = True) -> list[Message]:
 def test_openai_round_trip(history: list[Message]) -> None:
     wire = messages_to_openai(history)
     json.dumps(wire)  # what goes on the wire is plain JSON
-    assert messages_from_openai(wire) == history
+    # a turn of neither text nor calls goes as "" (OpenAI refuses null content without calls)
+    sent = [m.model_copy(update={"content": ""})
+            if m.role != "tool" and m.content is None and not m.tool_calls else m
+            for m in history]
+    assert messages_from_openai(wire) == sent
 
 
 @settings(deadline=None)

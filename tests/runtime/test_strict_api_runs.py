@@ -1,0 +1,390 @@
+"""Every request a run sends is one the real APIs take: runs through `create_react_node`,
+`ReactiveRunner` and `Agent` against `StrictServer`, which answers 400 (as OpenAI and
+Anthropic do) to a conversation that breaks their rules: a call without its result, a result
+without its call, turns of one role in a row, empty text, a forced tool with thinking on..."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from jianmu import (
+    Agent,
+    AgentState,
+    ReactiveRunner,
+    StateManager,
+    ToolSet,
+    create_react_node,
+    tool,
+)
+from jianmu.llm import AnthropicProvider, OpenAIProvider
+from jianmu.llm.provider import SDKProvider
+from jianmu.runtime import RunStatus, SQLiteCheckpointer
+from tests.support.model_server import MODES, Turn
+from tests.support.strict_api import StrictServer
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[StrictServer]:
+    with StrictServer() as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def _clean(server: StrictServer) -> Iterator[None]:
+    server.requests.clear()
+    server.refused.clear()
+    server.problems.clear()
+    server._script.clear()
+    yield
+    assert not server.refused, [problems for _, problems in server.refused]
+
+
+def provider(server: StrictServer, api: str, **options: Any) -> SDKProvider:
+    if api == "openai":
+        return OpenAIProvider("test-model", base_url=server.openai_url, max_retries=0,
+                              **options)
+    return AnthropicProvider("test-model", base_url=server.anthropic_url, max_retries=0,
+                             **options)
+
+
+def call(tool_name: str, ident: str | None = None, /, **arguments: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool_name, "arguments": arguments}
+    if ident:
+        out["id"] = ident
+    return out
+
+
+@tool
+def lookup(city: str) -> str:
+    """The weather of a city.
+
+    Args:
+        city: The city.
+    """
+    if city == "Atlantis":
+        raise ValueError("no such city")
+    return "" if city == "Nowhere" else f"sunny in {city}"
+
+
+@tool(category="write", permission="user_confirm")
+def deploy(service: str) -> str:
+    """Deploy a service (asks a person first).
+
+    Args:
+        service: The service's name.
+    """
+    return f"{service} deployed"
+
+
+def runner_for(server: StrictServer, api: str, stream: bool, question: str = "go",
+               tools: Any = (lookup, deploy), **options: Any) -> ReactiveRunner:
+    checkpointer = options.pop("checkpointer", None)
+    node = create_react_node(provider(server, api), list(tools), stream=stream,
+                             system_prompt="Be brief.", **options)
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": question}]})
+    return ReactiveRunner(node, state, checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_odd_calls_unknown_malformed_failing_empty_and_text_beside(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    server.add(
+        Turn(text="Let me look.", calls=[call("lookup", city="Oslo"), call("nosuch", x=1),
+                                         call("lookup", city="Atlantis"),
+                                         call("lookup", city="Nowhere"),
+                                         call("lookup", wrong=3)]),
+        Turn(text=""),  # an empty reply
+        "Done.",
+    )
+    runner = runner_for(server, api, stream)
+    result = runner.run_sync(timeout=30)
+    runner.send("and again?")
+    server.add("Again.")
+    again = runner.run_sync(timeout=30)
+    assert not server.refused, server.refused
+    assert result.ok or result.status is RunStatus.FAILURE
+    assert again.ok, again.error
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_rejected_approved_edited_and_restored_calls(
+    server: StrictServer, api: str, stream: bool, tmp_path: Path,
+) -> None:
+    checkpointer = SQLiteCheckpointer(tmp_path / "runs.db")
+    server.add(Turn(calls=[call("deploy", service="a"), call("lookup", city="Oslo")]))
+    runner = runner_for(server, api, stream, checkpointer=checkpointer)
+    first = runner.run_sync(timeout=30)
+    assert first.status is RunStatus.SUSPENDED, first.error
+    runner.reject(first.pending[0].id, "not now")
+    server.add(Turn(calls=[call("deploy", service="b")]))
+    second = runner.run_sync(timeout=30)
+    assert second.status is RunStatus.SUSPENDED, (second.error, server.refused)
+    third = second
+    node = create_react_node(provider(server, api), [lookup, deploy], stream=stream,
+                             system_prompt="Be brief.")
+    restored = ReactiveRunner.restore(node, checkpointer, runner.run_id,
+                                      state_manager=StateManager(AgentState))
+    restored.approve(third.pending[0].id, arguments={"service": "d"})
+    server.add("Deployed d.")
+    fourth = restored.run_sync(timeout=30)
+    assert fourth.ok, (fourth.error, server.refused)
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+@pytest.mark.parametrize("mode", ["tool", "native", "text"])
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_typed_answer_retried_after_a_failed_validation(
+    server: StrictServer, api: str, stream: bool, mode: str,
+) -> None:
+    if mode == "tool":
+        server.add(Turn(text="Here.", calls=[call("final_result", name="Oslo")]),
+                   Turn(calls=[call("final_result", name="Oslo", population=700000)]))
+    else:
+        server.add('{"name": "Oslo"}', '{"name": "Oslo", "population": 700000}')
+    runner = runner_for(server, api, stream, output_type=City, output_mode=mode)
+    result = runner.run_sync(timeout=30)
+    assert result.ok, (result.error, server.refused, [r.body for r in server.requests])
+    runner.send("and Bergen?")
+    if mode == "tool":
+        server.add(Turn(calls=[call("final_result", name="Bergen", population=1)]))
+    else:
+        server.add('{"name": "Bergen", "population": 1}')
+    assert runner.run_sync(timeout=30).ok
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_history_cut_by_max_messages_between_a_call_and_its_result(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    server.add(*[Turn(calls=[call("lookup", city=f"c{i}"), call("lookup", city="x")])
+                 for i in range(4)], "Done.")
+    for size in (2, 3, 4, 5):
+        runner = runner_for(server, api, stream, max_messages=size)
+        result = runner.run_sync(timeout=30)
+        assert result.ok, (size, result.error, server.refused)
+        server.add(*[Turn(calls=[call("lookup", city=f"c{i}"), call("lookup", city="x")])
+                     for i in range(4)], "Done.")
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_cut_off_answer_continued(server: StrictServer, api: str, stream: bool) -> None:
+    server.add(Turn(text="The first half", cut=5), "and the second.")
+    runner = runner_for(server, api, stream, on_cut_off="continue")
+    result = runner.run_sync(timeout=30)
+    assert result.ok, (result.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_ask_user_answered(server: StrictServer, api: str, stream: bool) -> None:
+    server.add(Turn(calls=[call("ask_user", question="Which city?")]), "Oslo it is.")
+    runner = runner_for(server, api, stream, tools=ToolSet.resolve(["ask_user"]))
+    first = runner.run_sync(timeout=30)
+    assert first.status is RunStatus.SUSPENDED, first.error
+    runner.answer(first.pending[0].id, "Oslo")
+    assert runner.run_sync(timeout=30).ok
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_agent_run_sync_with_the_history_of_an_earlier_result(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    agent = Agent(provider(server, api), tools=[lookup], system_prompt="Be brief.")
+    server.add(Turn(calls=[call("lookup", city="Oslo")]), "Sunny.")
+    first = agent.run_sync("weather?")
+    assert first.ok, first.error
+    server.add("Still sunny.")
+    second = agent.run_sync("and now?", history=first.messages)
+    assert second.ok, (second.error, server.refused)
+
+
+hang = threading.Event()
+
+
+@tool(timeout=0.5)
+async def slow(n: int) -> str:
+    """Wait until told.
+
+    Args:
+        n: A number.
+    """
+    while not hang.is_set():
+        await asyncio.sleep(0.05)
+    return "done"
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_parallel_calls_one_fails_one_times_out(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    server.add(Turn(calls=[call("lookup", city="Oslo"), call("slow", n=1),
+                           call("lookup", city="Atlantis")]), "Done.")
+    runner = runner_for(server, api, stream, tools=[lookup, slow])
+    result = runner.run_sync(timeout=30)
+    assert result.ok, (result.error, server.refused)
+
+
+started: dict[str, asyncio.Event] = {}
+
+
+@tool
+async def stuck(n: int) -> str:
+    """Run until stopped.
+
+    Args:
+        n: A number.
+    """
+    started["stuck"].set()
+    await asyncio.Event().wait()
+    return "never"
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_call_cancelled_midway_then_the_run_resumed_by_send(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    server.add(Turn(text="Working.", calls=[call("stuck", n=1), call("lookup", city="Oslo")]))
+    runner = runner_for(server, api, stream, tools=[lookup, stuck])
+
+    async def first() -> Any:
+        started["stuck"] = asyncio.Event()
+        task = asyncio.create_task(runner.run(timeout=30))
+        await started["stuck"].wait()
+        runner.cancel()
+        return await task
+
+    result = asyncio.run(first())
+    assert result.status is not RunStatus.SUCCESS
+    runner.send("go on")
+    server.add("Resumed.")
+    again = asyncio.run(runner.run(timeout=30))
+    assert again.ok, (again.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_send_after_a_failed_model_call(server: StrictServer, api: str, stream: bool) -> None:
+    from tests.support.model_server import Raw
+
+    server.add(Turn(calls=[call("lookup", city="Oslo")]), Raw(status=500, body={"error": {
+        "message": "down", "type": "server_error"}}))
+    runner = runner_for(server, api, stream)
+    result = runner.run_sync(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    runner.send("try again")
+    server.add("Back.")
+    again = runner.run_sync(timeout=30)
+    assert again.ok, (again.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_send_after_max_iterations(server: StrictServer, api: str, stream: bool) -> None:
+    server.add(*[Turn(calls=[call("lookup", city="Oslo")])] * 3)
+    runner = runner_for(server, api, stream, max_iterations=2)
+    result = runner.run_sync(timeout=30)
+    runner.send("stop and answer")
+    server.add("Sunny.")
+    again = runner.run_sync(timeout=30)
+    assert again.ok, (result.error, again.error, server.refused)
+
+
+@pytest.mark.parametrize(("first", "second"), [("openai", "anthropic"), ("anthropic", "openai")])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_fallback_switching_apis_mid_conversation(
+    server: StrictServer, first: str, second: str, stream: bool,
+) -> None:
+    from jianmu import FallbackLLM
+    from tests.support.model_server import Raw
+
+    llm = FallbackLLM([provider(server, first), provider(server, second)])
+    node = create_react_node(llm, [lookup], stream=stream, system_prompt="Be brief.")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    down = Raw(status=500, body={"error": {"message": "down", "type": "server_error"}})
+    server.add(Turn(text="Looking.", calls=[call("lookup", "a.b:0", city="Oslo"),
+                                            call("lookup", "a.b:1", city="Bergen")]),
+               down, Turn(calls=[call("lookup", city="Rome")]), "Done.")
+    result = ReactiveRunner(node, state).run_sync(timeout=30)
+    assert result.ok, (result.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_hand_off_and_a_sub_agent(server: StrictServer, api: str, stream: bool) -> None:
+    from jianmu import agent_tool, handoff
+
+    sub = create_react_node(provider(server, api), [lookup], name="researcher", stream=stream)
+    billing = create_react_node(provider(server, api), [lookup], name="billing", stream=stream,
+                                system_prompt="You bill.")
+    triage = create_react_node(
+        provider(server, api),
+        [agent_tool(sub, name="research", description="Researches."),
+         handoff(billing, description="Billing.")],
+        name="triage", stream=stream, system_prompt="You route.")
+    server.add(Turn(text="Asking.", calls=[call("research", input="weather in Oslo")]),
+               Turn(calls=[call("lookup", city="Oslo")]), "Sunny in Oslo.",
+               Turn(text="Handing over.", calls=[call("transfer_to_billing")]),
+               Turn(calls=[call("lookup", city="Bergen")]), "Billed.")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(triage, state)
+    result = runner.run_sync(timeout=30)
+    assert result.ok, (result.error, server.refused)
+    runner.send("thanks")
+    server.add("Welcome.")
+    again = runner.run_sync(timeout=30)
+    assert again.ok, (again.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_history_trimmed_and_summarized(server: StrictServer, api: str, stream: bool) -> None:
+    from jianmu import summarize_history, trim_history
+
+    for processor in (trim_history(60), trim_history(max_messages=3, keep_first_user=False),
+                      summarize_history(provider(server, api), max_tokens=60, keep_last=3),
+                      summarize_history(provider(server, api), max_tokens=60, keep_last=1)):
+        stop: list[bool] = []
+        server.add(lambda request, stop=stop: (
+            "A summary." if "tools" not in request.body else "Stopped." if stop else
+            Turn(calls=[call("lookup", city="Oslo" * 10), call("lookup", city="Bergen")])))
+        runner = runner_for(server, api, stream, history=[processor], max_iterations=4)
+        runner.run_sync(timeout=30)
+        runner.send("stop")
+        stop.append(True)
+        again = runner.run_sync(timeout=30)
+        server._script.clear()
+        assert again.ok, (processor, again.error, server.refused)
+
+
+@tool
+def shot(big: bool) -> Any:
+    """A screenshot, or a huge text.
+
+    Args:
+        big: Whether to give a huge text.
+    """
+    from jianmu.tools.calls import MediaPart, ToolOutput
+
+    if big:
+        return "x" * 300_000
+    return ToolOutput(value="", media=(MediaPart(kind="image", mime_type="image/png",
+                                                  data="iVBORw0KGgo="),))
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_images_and_huge_tool_results(server: StrictServer, api: str, stream: bool) -> None:
+    server.add(Turn(calls=[call("shot", big=False), call("shot", big=True),
+                           call("shot", big=False)]), "Seen.")
+    runner = runner_for(server, api, stream, tools=[shot])
+    result = runner.run_sync(timeout=30)
+    assert result.ok, (result.error, server.refused)
+    runner.send("more")
+    server.add("More.")
+    assert runner.run_sync(timeout=30).ok
