@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from jianmu.tools.calls import MediaPart, ToolCall, ToolResult
+from jianmu.tools.calls import MediaPart, ToolCall, ToolResult, sent_tool_name
 
 __all__ = (
     "OPENAI_REASONING_FIELDS",
@@ -245,8 +245,8 @@ class Message(BaseModel):
             # OpenAI refuses a null content but beside tool calls (an empty reply streamed)
             content = ""
         out: dict[str, Any] = {"role": self.role, "content": content}
-        if self.name is not None:
-            out["name"] = self.name
+        if self.name:  # OpenAI refuses a name of other characters ("John Doe", "a.b")
+            out["name"] = sent_tool_name(self.name)
         if self.tool_calls:
             out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         if self.tool_call_id is not None:
@@ -541,7 +541,7 @@ def messages_to_anthropic(
                 {
                     "type": "tool_use",
                     "id": ids.use(call.id),
-                    "name": call.name,
+                    "name": sent_tool_name(call.name),
                     "input": _anthropic_input(call.arguments),
                 }
                 for call in message.tool_calls

@@ -388,3 +388,70 @@ def test_images_and_huge_tool_results(server: StrictServer, api: str, stream: bo
     runner.send("more")
     server.add("More.")
     assert runner.run_sync(timeout=30).ok
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_odd_names_and_ids_a_model_gives(server: StrictServer, api: str, stream: bool) -> None:
+    server.add(Turn(calls=[call("functions.lookup", "call_0", city="Oslo"),
+                           call("look up", "call_1", city="Oslo")]),
+               Turn(calls=[call("lookup", "call_0", city="Oslo"),
+                           call("lookup", "call_0", city="Rome")]),
+               Turn(calls=[call("lookup", "call_0", city="Bergen")]),
+               Turn(calls=[call("x" * 80, "call_1", city="Bergen")]),
+               "Done.")
+    runner = runner_for(server, api, stream)
+    result = runner.run_sync(timeout=30)
+    assert result.ok, (result.error, server.refused)
+    runner.send({"role": "user", "content": "thanks", "name": "John Doe"})
+    server.add("Welcome.")
+    assert runner.run_sync(timeout=30).ok
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_thinking_kept_through_approval_restore_and_typed_answers(
+    server: StrictServer, stream: bool, tmp_path: Path,
+) -> None:
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    checkpointer = SQLiteCheckpointer(tmp_path / "runs.db")
+    llm = AnthropicProvider("test-model", base_url=server.anthropic_url, max_retries=0,
+                            thinking=thinking)
+    node = create_react_node(llm, [lookup, deploy], stream=stream, output_type=City)
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(node, state, checkpointer=checkpointer)
+    server.add(Turn(text="Hm.", calls=[call("deploy", service="a"), call("lookup", city="X")]))
+    first = runner.run_sync(timeout=30)
+    assert first.status is RunStatus.SUSPENDED, (first.error, server.refused)
+    node = create_react_node(llm, [lookup, deploy], stream=stream, output_type=City)
+    restored = ReactiveRunner.restore(node, checkpointer, runner.run_id,
+                                      state_manager=StateManager(AgentState))
+    restored.reject(first.pending[0].id, "no")
+    server.add(Turn(calls=[call("final_result", name="Oslo")]),
+               Turn(calls=[call("final_result", name="Oslo", population=1)]))
+    second = restored.run_sync(timeout=30)
+    assert second.ok, (second.error, server.refused)
+    restored.send("and?")
+    server.add(Turn(calls=[call("final_result", name="Rome", population=2)]))
+    assert restored.run_sync(timeout=30).ok
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_runner_streamed(server: StrictServer, api: str, stream: bool) -> None:
+    server.add(Turn(text="Let me see.", calls=[call("lookup", city="Oslo")]), "Sunny.")
+    runner = runner_for(server, api, stream)
+
+    async def main() -> list[Any]:
+        return [event async for event in runner.stream(timeout=30)]
+
+    assert asyncio.run(main())
+    runner.send("more")
+    server.add("More.")
+    assert asyncio.run(main())
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_cut_off_tool_call_continued(server: StrictServer, api: str, stream: bool) -> None:
+    server.add(Turn(text="Calling.", calls=[call("lookup", city="Oslo" * 5)], cut=8),
+               Turn(calls=[call("lookup", city="Oslo")]), "Done.")
+    runner = runner_for(server, api, stream, on_cut_off="continue")
+    result = runner.run_sync(timeout=30)
+    assert not server.refused, (result.error, server.refused)

@@ -129,6 +129,10 @@ def openai_problems(body: Mapping[str, Any]) -> list[str]:
                 f"messages responding to each 'tool_call_id'. The following tool_call_ids did "
                 f"not have response messages: {', '.join(waiting)}")
             waiting = []
+        if "name" in message and not (isinstance(message["name"], str)
+                                      and _TOOL_NAME.match(message["name"])):
+            problems.append(f"Invalid '{where}.name': string does not match pattern. Expected "
+                            "a string that matches the pattern '^[a-zA-Z0-9_-]{1,64}$'.")
         content = message.get("content")
         problems += _openai_content(where, role, content)
         if role == "tool":
