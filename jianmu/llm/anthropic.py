@@ -778,16 +778,25 @@ EARLIER_TURNS = "(The conversation's earlier turns are left out.)"
 history processor): the Messages API refuses a conversation that does not begin with the user."""
 
 
+EMPTY_MESSAGE = "(an empty message)"
+"""The text of a user turn that said nothing (``""``, only spaces): the Messages API refuses
+an empty turn and a text block of no text."""
+
+
 def merge_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Join consecutive turns of one role (tool results then a user note, for one), drop
-    empty assistant turns and begin with a user turn: the Messages API wants alternating,
-    non-empty turns, the first the user's."""
+    empty assistant turns and blank text, and begin with a user turn: the Messages API wants
+    alternating, non-empty turns, the first the user's, and no text block without text."""
     out: list[dict[str, Any]] = []
     for message in messages:
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if message["role"] == "assistant" and not blocks:
-            continue
+        blocks = [b for b in blocks if not _blank(b)]
+        if not blocks:
+            if message["role"] == "assistant" or (out and out[-1]["role"] == "user"):
+                continue
+            blocks = [{"type": "text", "text": EMPTY_MESSAGE}]
+        content = blocks[0]["text"] if isinstance(content, str) else blocks
         if out and out[-1]["role"] == message["role"]:
             previous = out[-1]["content"]
             if isinstance(previous, str):
@@ -798,3 +807,11 @@ def merge_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if out and out[0]["role"] != "user":
         out.insert(0, {"role": "user", "content": EARLIER_TURNS})
     return out
+
+
+def _blank(block: Any) -> bool:
+    """Whether ``block`` is a text block without text (or only spaces)."""
+    if not isinstance(block, Mapping) or block.get("type") != "text":
+        return False
+    text = block.get("text")
+    return not isinstance(text, str) or not text.strip()

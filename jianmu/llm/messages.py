@@ -520,7 +520,8 @@ def messages_to_anthropic(
     ids = _AnthropicIds()
     for message in coerce_messages(messages):
         if message.role == "system":
-            system_parts.append(message.content or "")
+            if message.content and not message.content.isspace():  # a blank one is refused
+                system_parts.append(message.content)
         elif message.role == "user":
             pictures = anthropic_media_blocks(message.media) if images else []
             said = with_stand_ins(message.content, message.media)

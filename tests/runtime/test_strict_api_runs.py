@@ -86,8 +86,8 @@ def deploy(service: str) -> str:
 def runner_for(server: StrictServer, api: str, stream: bool, question: str = "go",
                tools: Any = (lookup, deploy), **options: Any) -> ReactiveRunner:
     checkpointer = options.pop("checkpointer", None)
-    node = create_react_node(provider(server, api), list(tools), stream=stream,
-                             system_prompt="Be brief.", **options)
+    options.setdefault("system_prompt", "Be brief.")
+    node = create_react_node(provider(server, api), list(tools), stream=stream, **options)
     state = StateManager(AgentState, {"messages": [{"role": "user", "content": question}]})
     return ReactiveRunner(node, state, checkpointer=checkpointer)
 
@@ -455,3 +455,14 @@ def test_a_cut_off_tool_call_continued(server: StrictServer, api: str, stream: b
     runner = runner_for(server, api, stream, on_cut_off="continue")
     result = runner.run_sync(timeout=30)
     assert not server.refused, (result.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_blank_messages_and_prompts(server: StrictServer, api: str, stream: bool) -> None:
+    runner = runner_for(server, api, stream, question="", system_prompt=" \n")
+    server.add(Turn(text="\n\n", calls=[call("lookup", city="Oslo")]), " ")
+    result = runner.run_sync(timeout=30)
+    runner.send("   ")
+    server.add("Hm.")
+    again = runner.run_sync(timeout=30)
+    assert not server.refused, (result.error, again.error, server.refused)
