@@ -357,6 +357,42 @@ def close_unanswered(messages: Sequence[Message]) -> list[Message] | None:
     return out
 
 
+ORPHAN_RESULT = "The result of a call ({tool}, id {id}) that this conversation does not hold:"
+"""What a tool result whose call is not right before it goes as (`paired_turns`)."""
+
+
+def paired_turns(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` as the model APIs take them: each call answered before the next turn
+    (`close_unanswered`), and a tool result that answers no call of the turn right before it
+    (a history given with its start cut off, a processor that cut a turn in two, a result
+    given twice) sent as a user message of its text, `ORPHAN_RESULT` first: OpenAI and
+    Anthropic refuse the whole request for a result without its call. System messages go
+    first, in their order, as Anthropic's one system prompt holds them all (a history given
+    with its own system prompt or notes)."""
+    messages = close_unanswered(messages) or messages
+    began = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    if any(m.role == "system" for m in messages[began:]):
+        messages = [*(m for m in messages if m.role == "system"),
+                    *(m for m in messages if m.role != "system")]
+    out: list[Message] | None = None
+    waiting: set[str] = set()
+    for i, m in enumerate(messages):
+        if m.role == "tool" and m.tool_call_id not in waiting:
+            if out is None:
+                out = list(messages[:i])
+            lead = ORPHAN_RESULT.format(tool=m.name or "a tool", id=m.tool_call_id)
+            out.append(Message(role="user", content=f"{lead}\n{m.content or ''}",
+                               media=m.media))
+            continue
+        if m.role == "tool":
+            waiting.discard(m.tool_call_id or "")
+        else:
+            waiting = {c.id for c in m.tool_calls}
+        if out is not None:
+            out.append(m)
+    return list(messages) if out is None else out
+
+
 def messages_to_openai(
     messages: Iterable[Message | Mapping[str, Any]], *, images: bool = True,
     reasoning: bool = False,
@@ -370,7 +406,8 @@ def messages_to_openai(
     came in (``reasoning_content``: DeepSeek's thinking mode with tools requires it there);
     earlier turns' never goes (a new question starts without it).
     """
-    return _openai_chat_messages(coerce_messages(messages), images=images, reasoning=reasoning)
+    return _openai_chat_messages(paired_turns(coerce_messages(messages)), images=images,
+                                 reasoning=reasoning)
 
 
 def _openai_chat_messages(
@@ -518,7 +555,7 @@ def messages_to_anthropic(
     system_parts: list[str] = []
     out: list[dict[str, Any]] = []
     ids = _AnthropicIds()
-    for message in coerce_messages(messages):
+    for message in paired_turns(coerce_messages(messages)):
         if message.role == "system":
             if message.content and not message.content.isspace():  # a blank one is refused
                 system_parts.append(message.content)

@@ -466,3 +466,94 @@ def test_blank_messages_and_prompts(server: StrictServer, api: str, stream: bool
     server.add("Hm.")
     again = runner.run_sync(timeout=30)
     assert not server.refused, (result.error, again.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_histories_given_with_loose_ends(server: StrictServer, api: str, stream: bool) -> None:
+    agent = Agent(provider(server, api), tools=[lookup], system_prompt="Be brief.")
+    asked = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "lookup",
+                                                      "arguments": '{"city": "Oslo"}'}}]}
+    histories: list[list[dict[str, Any]]] = [
+        [{"role": "user", "content": "hi"}, asked],  # a call never answered
+        [{"role": "user", "content": "hi"},
+         {"role": "tool", "tool_call_id": "gone", "content": "sunny"}],  # a result alone
+        [asked, {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],  # no user first
+        [{"role": "system", "content": "Old rules."}, {"role": "user", "content": "hi"},
+         {"role": "assistant", "content": "Hello."}, {"role": "system", "content": "Note."}],
+        [{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
+         {"role": "assistant", "content": "c"}, {"role": "assistant", "content": "d"}],
+    ]
+    for history in histories:
+        server.add("Fine.")
+        result = agent.run_sync("next", history=history)
+        assert result.ok or "history" in str(result.error), (history, result.error)
+        assert not server.refused, (history, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_denied_call(server: StrictServer, api: str, stream: bool) -> None:
+    from jianmu import Constraints
+
+    denied = Constraints.model_validate({"guard": {"tool_policy": {"lookup": "deny"}}})
+    server.add(Turn(text="Try.", calls=[call("lookup", city="Oslo"), call("deploy", service="a")]),
+               "Denied.")
+    runner = runner_for(server, api, stream, constraints=denied)
+    first = runner.run_sync(timeout=30)
+    if first.status is RunStatus.SUSPENDED:
+        runner.approve(first.pending[0].id)
+        first = runner.run_sync(timeout=30)
+    assert first.ok, (first.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_an_approval_inside_a_sub_agent(server: StrictServer, api: str, stream: bool) -> None:
+    from jianmu import agent_tool
+
+    sub = create_react_node(provider(server, api), [deploy], name="ops", stream=stream)
+    lead = create_react_node(provider(server, api),
+                             [agent_tool(sub, name="ops", description="Deploys."), lookup],
+                             name="lead", stream=stream)
+    server.add(Turn(calls=[call("ops", input="deploy a"), call("lookup", city="Oslo")]),
+               Turn(calls=[call("deploy", service="a")]))
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(lead, state)
+    first = runner.run_sync(timeout=30)
+    assert first.status is RunStatus.SUSPENDED, (first.error, server.refused)
+    runner.reject(first.pending[0].id, "no")
+    server.add("Not deployed.", "The sub-agent did not deploy.")
+    second = runner.run_sync(timeout=30)
+    assert second.ok, (second.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_model_call_timed_out_midway_then_send(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    from tests.support.model_server import Stall
+
+    server.add(Turn(calls=[call("lookup", city="Oslo")]), Stall())
+    runner = runner_for(server, api, stream, llm_timeout=0.5)
+    result = runner.run_sync(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    runner.send("again")
+    server.add("Back.")
+    again = runner.run_sync(timeout=30)
+    assert again.ok, (again.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_stream_broken_midway_then_send(server: StrictServer, api: str, stream: bool) -> None:
+    from tests.support.model_server import Raw
+
+    full = server._anthropic_events(Turn(text="Partly", calls=[call("lookup", city="Oslo")])) \
+        if api == "anthropic" else server._openai_chunks(
+            {}, Turn(text="Partly", calls=[call("lookup", city="Oslo")]))
+    broken = Raw(body={"partial": True}, events=full[: len(full) // 2], cut=None)
+    server.add(broken)
+    runner = runner_for(server, api, stream)
+    result = runner.run_sync(timeout=30)
+    runner.send("again")
+    server.add("Back.")
+    again = runner.run_sync(timeout=30)
+    assert not server.refused, (result.error, again.error, server.refused)
