@@ -778,6 +778,11 @@ EARLIER_TURNS = "(The conversation's earlier turns are left out.)"
 history processor): the Messages API refuses a conversation that does not begin with the user."""
 
 
+GO_ON = "(Go on.)"
+"""The user turn put last when a conversation is empty or ends with the assistant's (a skill
+or an agent run after an answer, with no new message): the Messages API refuses no messages,
+and Claude 4.6 and later (and thinking) a request that ends with an assistant turn."""
+
 EMPTY_MESSAGE = "(an empty message)"
 """The text of a user turn that said nothing (``""``, only spaces): the Messages API refuses
 an empty turn and a text block of no text."""
@@ -785,8 +790,9 @@ an empty turn and a text block of no text."""
 
 def merge_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Join consecutive turns of one role (tool results then a user note, for one), drop
-    empty assistant turns and blank text, and begin with a user turn: the Messages API wants
-    alternating, non-empty turns, the first the user's, and no text block without text."""
+    empty assistant turns and blank text, and begin and end with a user turn: the Messages API
+    wants alternating, non-empty turns, the first and last the user's, and no text block
+    without text."""
     out: list[dict[str, Any]] = []
     for message in messages:
         content = message["content"]
@@ -806,6 +812,8 @@ def merge_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"role": message["role"], "content": content})
     if out and out[0]["role"] != "user":
         out.insert(0, {"role": "user", "content": EARLIER_TURNS})
+    if not out or out[-1]["role"] != "user":
+        out.append({"role": "user", "content": GO_ON})
     return out
 
 

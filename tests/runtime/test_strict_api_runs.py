@@ -489,6 +489,12 @@ def test_histories_given_with_loose_ends(server: StrictServer, api: str, stream:
         result = agent.run_sync("next", history=history)
         assert result.ok or "history" in str(result.error), (history, result.error)
         assert not server.refused, (history, server.refused)
+    server.add("Fine.")  # no new message: the conversation ends with the assistant's turn
+    node = create_react_node(provider(server, api), [lookup], stream=stream)
+    state = StateManager(AgentState, {"messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello. \n"}]})
+    result = ReactiveRunner(node, state).run_sync(timeout=30)
+    assert result.ok, (result.error, server.refused)
 
 
 @pytest.mark.parametrize(("api", "stream"), MODES)
@@ -557,3 +563,98 @@ def test_a_stream_broken_midway_then_send(server: StrictServer, api: str, stream
     server.add("Back.")
     again = runner.run_sync(timeout=30)
     assert not server.refused, (result.error, again.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_hand_off_beside_other_calls_to_an_agent_without_tools(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    from jianmu import handoff
+
+    billing = create_react_node(provider(server, api), [], name="billing", stream=stream,
+                                system_prompt="You bill.")
+    triage = create_react_node(provider(server, api), [lookup, deploy, handoff(billing)],
+                               name="triage", stream=stream)
+    server.add(Turn(text="Over.", calls=[call("lookup", city="Oslo"),
+                                         call("transfer_to_billing"),
+                                         call("deploy", service="a"),
+                                         call("transfer_to_billing")]),
+               "Billed.")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(triage, state)
+    result = runner.run_sync(timeout=30)
+    if result.status is RunStatus.SUSPENDED:
+        runner.approve(result.pending[0].id)
+        result = runner.run_sync(timeout=30)
+    assert result.ok, (result.error, server.refused)
+    runner.send("thanks")
+    server.add("Welcome.")
+    again = runner.run_sync(timeout=30)
+    assert again.ok, (again.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_typed_answers_beside_calls_as_text_and_twice(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    server.add("Oslo, about 700k.",  # text where the answer tool was asked for
+               Turn(calls=[call("final_result", name="Oslo", population=1),
+                           call("lookup", city="Oslo")]),
+               Turn(calls=[call("final_result", name="Oslo", population=1),
+                           call("final_result", name="Rome", population=2)]),
+               Turn(calls=[call("final_result", name="Oslo", population=1)]))
+    runner = runner_for(server, api, stream, output_type=City, output_retries=3)
+    result = runner.run_sync(timeout=30)
+    assert not server.refused, (result.error, server.refused)
+    runner.send("again")
+    server.add(Turn(calls=[call("final_result", name="Oslo", population=1)]))
+    again = runner.run_sync(timeout=30)
+    assert again.ok, (again.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_guardrails_tripped(server: StrictServer, api: str, stream: bool) -> None:
+    from jianmu import Tripwire
+
+    def no_secrets(ctx: Any, value: Any) -> Tripwire | None:
+        return Tripwire("a secret") if "secret" in str(value) else None
+
+    server.add(Turn(calls=[call("lookup", city="secret")]), "The secret is out.")
+    runner = runner_for(server, api, stream, input_guardrails=[no_secrets],
+                        output_guardrails=[no_secrets], tool_output_guardrails=[no_secrets])
+    first = runner.run_sync(timeout=30)
+    runner.send("tell me the secret")
+    second = runner.run_sync(timeout=30)
+    runner.send("fine, the weather")
+    server.add(lambda request: "Sunny.")  # (the refused turn may have asked the model)
+    third = runner.run_sync(timeout=30)
+    assert third.ok, (first.error, second.error, third.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_skill_after_an_answer_and_one_with_no_conversation(
+    server: StrictServer, api: str, stream: bool, tmp_path: Path,
+) -> None:
+    import py_trees
+
+    from jianmu.config import parse_config
+    from jianmu.skills import SkillCatalog
+    from jianmu.skills.node import SkillNode
+
+    folder = tmp_path / "pinger"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: pinger\ndescription: A test skill.\n"
+                                     "tools: [lookup]\n---\nLook up the weather.\n")
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    for start in ([], [{"role": "user", "content": "go"}]):
+        agent = create_react_node(provider(server, api), [lookup], stream=stream, name="first")
+        skill = SkillNode("Pinger", ["pinger"], provider(server, api),
+                          catalog=SkillCatalog([tmp_path], custom_tools=[lookup]),
+                          tools=[lookup])
+        tree = py_trees.composites.Sequence("Both", memory=True,
+                                            children=[skill] if not start else [agent, skill])
+        server.add(*(["Hello. \n"] if start else []),
+                   Turn(calls=[call("lookup", city="Oslo")]), "Sunny.")
+        state = StateManager(AgentState, {"messages": start})
+        result = ReactiveRunner(tree, state, config=config).run_sync(timeout=30)
+        assert result.ok, (result.error, server.refused)

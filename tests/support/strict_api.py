@@ -380,6 +380,11 @@ def anthropic_problems(body: Mapping[str, Any],
                     final.get("text", "")).rstrip() != final.get("text"):
                 problems.append(f"{where}: final assistant content cannot end with trailing "
                                 "whitespace")
+    final = messages[-1]
+    if isinstance(final, Mapping) and final.get("role") == "assistant":
+        # Claude 4.6 and later (and any model with thinking on) take no prefill
+        problems.append("This model does not support assistant message prefill. The "
+                        "conversation must end with a user message.")
     if uses:
         problems.append(f"messages: `tool_use` ids without `tool_result` blocks after them: "
                         f"{', '.join(uses)}")
