@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -420,6 +420,7 @@ def _openai_chat_messages(
     (a model that reads no images) only the text stand-ins remain.
     """
     out: list[dict[str, Any]] = []
+    ids = _CallIds(openai_call_id)
     pending: list[dict[str, Any]] = []  # the image parts of the current run of tool messages
     turn_starts = 0  # the current turn: the messages after the last user message
     if reasoning:
@@ -430,7 +431,7 @@ def _openai_chat_messages(
             out.append({"role": "user", "content": pending})
             pending = []
         entry = message.to_openai()
-        _short_ids(entry)
+        _short_ids(entry, ids)
         if reasoning and message.reasoning and index >= turn_starts:
             _send_reasoning(entry, message.reasoning)
         if message.media:
@@ -464,12 +465,13 @@ def openai_call_id(call_id: str) -> str:
     return f"{call_id[:OPENAI_MAX_CALL_ID - 17]}_{digest}"
 
 
-def _short_ids(entry: dict[str, Any]) -> None:
-    """The call ids of an OpenAI chat message made ones OpenAI takes (`openai_call_id`)."""
+def _short_ids(entry: dict[str, Any], ids: _CallIds) -> None:
+    """The call ids of an OpenAI chat message made ones OpenAI takes: unique in the request
+    and of `OPENAI_MAX_CALL_ID` characters at most (`openai_call_id`)."""
     for call in entry.get("tool_calls") or ():
-        call["id"] = openai_call_id(call["id"])
+        call["id"] = ids.use(call["id"])
     if "tool_call_id" in entry:
-        entry["tool_call_id"] = openai_call_id(entry["tool_call_id"])
+        entry["tool_call_id"] = ids.result(entry["tool_call_id"])
 
 
 def _send_reasoning(entry: dict[str, Any], blocks: Sequence[Mapping[str, Any]]) -> None:
@@ -508,30 +510,37 @@ def _from_anthropic_input(value: Any) -> Any:
 _NOT_ANTHROPIC_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 
-class _AnthropicIds:
-    """Call ids as Anthropic takes them: each ``tool_use`` id unique in the request and of
-    ``^[A-Za-z0-9_-]+$`` (else a 400), each result naming its call's id. A conversation may
-    hold others: a server that numbers calls per reply (``call_0`` each turn), Kimi's
-    ``functions.lookup:0``, an id a run made unique (``call_0.1``). Made the same from the
-    same conversation, so each turn's request begins as the last one did (the prompt cache)."""
+def _anthropic_id(call_id: str) -> str:
+    return _NOT_ANTHROPIC_ID.sub("_", call_id) or "call"
 
-    def __init__(self) -> None:
+
+class _CallIds:
+    """Call ids as an API takes them: each call's id unique in the request (a 400 else, from
+    OpenAI as from Anthropic) and of the API's form (``make``: Anthropic's
+    ``^[A-Za-z0-9_-]+$``, OpenAI's 40 characters), each result naming its call's id. A
+    conversation may hold others: a server that numbers calls per reply (``call_0`` each
+    turn), Kimi's ``functions.lookup:0``, an id a run made unique (``call_0.1``), a history
+    given with an id used twice. Made the same from the same conversation, so each turn's
+    request begins as the last one did (the prompt cache)."""
+
+    def __init__(self, make: Callable[[str], str]) -> None:
+        self._make = make
         self._sent: set[str] = set()
-        self._latest: dict[str, str] = {}  # a call's id: what its latest tool_use went as
+        self._latest: dict[str, str] = {}  # a call's id: what its latest call went as
 
     def use(self, call_id: str) -> str:
-        base = _NOT_ANTHROPIC_ID.sub("_", call_id) or "call"
-        sent, n = base, 1
+        base = sent = self._make(call_id)
+        n = 1
         while sent in self._sent:
             n += 1
-            sent = f"{base}_{n}"
+            sent = self._make(f"{base}_{n}")
         self._sent.add(sent)
         self._latest[call_id] = sent
         return sent
 
     def result(self, call_id: str) -> str:
         """The id a result of ``call_id`` names: that of the latest call of that id."""
-        return self._latest.get(call_id) or _NOT_ANTHROPIC_ID.sub("_", call_id) or "call"
+        return self._latest.get(call_id) or self._make(call_id)
 
 
 REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
@@ -550,11 +559,11 @@ def messages_to_anthropic(
     travel as ``{"_raw_arguments": value}``; a tool result whose text starts with ``Error:``
     is marked ``is_error``. A tool result's images go inside it as ``image`` blocks (with
     ``images`` on), after its text, which names every media part. Call ids go as
-    `_AnthropicIds` makes them: unique and of Anthropic's pattern.
+    `_CallIds` makes them: unique and of Anthropic's pattern.
     """
     system_parts: list[str] = []
     out: list[dict[str, Any]] = []
-    ids = _AnthropicIds()
+    ids = _CallIds(_anthropic_id)
     for message in paired_turns(coerce_messages(messages)):
         if message.role == "system":
             if message.content and not message.content.isspace():  # a blank one is refused

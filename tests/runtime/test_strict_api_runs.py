@@ -483,6 +483,10 @@ def test_histories_given_with_loose_ends(server: StrictServer, api: str, stream:
          {"role": "assistant", "content": "Hello."}, {"role": "system", "content": "Note."}],
         [{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
          {"role": "assistant", "content": "c"}, {"role": "assistant", "content": "d"}],
+        # a call id used twice (a server that numbers each reply's calls from 0)
+        [{"role": "user", "content": "hi"}, asked, {"role": "tool", "tool_call_id": "c1",
+                                                    "content": "sunny"},
+         asked, {"role": "tool", "tool_call_id": "c1", "content": "rainy"}],
     ]
     for history in histories:
         server.add("Fine.")
