@@ -662,3 +662,47 @@ def test_a_skill_after_an_answer_and_one_with_no_conversation(
         state = StateManager(AgentState, {"messages": start})
         result = ReactiveRunner(tree, state, config=config).run_sync(timeout=30)
         assert result.ok, (result.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_run_timed_out_during_a_call_then_resumed(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    server.add(Turn(text="Working.", calls=[call("lookup", city="Oslo"), call("stuck", n=1)]))
+    runner = runner_for(server, api, stream, tools=[lookup, stuck])
+
+    async def first() -> Any:
+        started["stuck"] = asyncio.Event()
+        return await runner.run(timeout=0.5)
+
+    result = asyncio.run(first())
+    assert result.status is not RunStatus.SUCCESS
+    server.add("Resumed.")
+    resumed = asyncio.run(runner.run(timeout=0.5))  # the same turn again, no new message
+    runner.send("go on")
+    server.add(lambda request: "Resumed.")
+    again = asyncio.run(runner.run(timeout=30))
+    assert again.ok, (resumed.error, again.error, server.refused)
+
+
+@pytest.mark.parametrize("output_type", [int, list[int], City | int, str, dict[str, int]],
+                         ids=["int", "list", "union", "str", "dict"])
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_answer_tools_of_every_type(server: StrictServer, api: str, output_type: Any) -> None:
+    server.add(lambda request: Turn(calls=[call(request.body["tools"][-1].get(
+        "name") or request.body["tools"][-1]["function"]["name"], response=1)]))
+    runner = runner_for(server, api, False, output_type=output_type, output_retries=0,
+                        max_iterations=2)
+    runner.run_sync(timeout=30)
+    assert server.requests and not server.refused, server.refused
+
+
+@pytest.mark.parametrize("output_type", [int, list[int], City | int, str, dict[str, int]],
+                         ids=["int", "list", "union", "str", "dict"])
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_native_answers_of_every_type(server: StrictServer, api: str, output_type: Any) -> None:
+    server.add(lambda request: "1")
+    runner = runner_for(server, api, False, output_type=output_type, output_mode="native",
+                        output_retries=0, max_iterations=2)
+    runner.run_sync(timeout=30)
+    assert server.requests and not server.refused, server.refused

@@ -103,6 +103,7 @@ def openai_problems(body: Mapping[str, Any]) -> list[str]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return [*problems, "messages: expected a non-empty array"]
+    problems += _response_format(body.get("response_format"))
     if body.get("stream_options") is not None and not body.get("stream"):
         problems.append("stream_options: only allowed when stream is true")
     seen_ids: set[str] = set()
@@ -169,6 +170,55 @@ def openai_problems(body: Mapping[str, Any]) -> list[str]:
     if waiting:
         problems.append(f"messages: tool_call_ids without response messages: "
                         f"{', '.join(waiting)}")
+    return problems
+
+
+def _response_format(given: Any) -> list[str]:
+    """Structured outputs: a named schema, an object at its root; strict, every object closed
+    (``additionalProperties: false``) with every property required."""
+    if given is None:
+        return []
+    if not isinstance(given, Mapping) or given.get("type") not in (
+            "text", "json_object", "json_schema"):
+        return [f"response_format: invalid {given!r}"]
+    if given["type"] != "json_schema":
+        return []
+    spec = given.get("json_schema")
+    if not isinstance(spec, Mapping):
+        return ["response_format.json_schema: required"]
+    problems = []
+    name = spec.get("name")
+    if not isinstance(name, str) or not _TOOL_NAME.match(name):
+        problems.append(f"response_format.json_schema.name: {name!r} does not match "
+                        "'^[a-zA-Z0-9_-]{1,64}$'")
+    schema = spec.get("schema")
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        problems.append("Invalid schema for response_format: schema must be a JSON Schema of "
+                        "'type: \"object\"'")
+    elif spec.get("strict"):
+        problems += _strict_objects("response_format.json_schema.schema", schema)
+    return problems
+
+
+def _strict_objects(where: str, schema: Any) -> list[str]:
+    if isinstance(schema, list):
+        return [p for i, s in enumerate(schema) for p in _strict_objects(f"{where}[{i}]", s)]
+    if not isinstance(schema, Mapping):
+        return []
+    problems = []
+    if schema.get("type") == "object" or "properties" in schema:
+        if schema.get("additionalProperties") is not False:
+            problems.append(f"{where}: 'additionalProperties' is required to be supplied and "
+                            "to be false (strict)")
+        properties = schema.get("properties") or {}
+        if set(schema.get("required") or ()) != set(properties):
+            problems.append(f"{where}: 'required' is required to be supplied and to be an "
+                            "array including every key in properties (strict)")
+    for key, value in schema.items():
+        if key in ("properties", "$defs", "definitions") and isinstance(value, Mapping):
+            problems += [p for k, v in value.items() for p in _strict_objects(f"{where}.{k}", v)]
+        elif key in ("items", "anyOf", "allOf", "oneOf", "prefixItems"):
+            problems += _strict_objects(f"{where}.{key}", value)
     return problems
 
 
