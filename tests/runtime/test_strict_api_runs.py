@@ -706,3 +706,40 @@ def test_native_answers_of_every_type(server: StrictServer, api: str, output_typ
                         output_retries=0, max_iterations=2)
     runner.run_sync(timeout=30)
     assert server.requests and not server.refused, server.refused
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_budgets_spent_midway_then_send(server: StrictServer, api: str, stream: bool) -> None:
+    from jianmu import Constraints
+
+    for limits in ({"max_tool_calls": 1}, {"budget": {"total_tokens": 10}}):
+        server.add(Turn(calls=[call("lookup", city="Oslo"), call("lookup", city="Rome")]),
+                   Turn(calls=[call("lookup", city="Bergen")]))
+        tight = Constraints.model_validate({"guard": limits})
+        runner = runner_for(server, api, stream, constraints=tight)
+        first = runner.run_sync(timeout=30)
+        runner.send("just answer")
+        server._script.clear()
+        server.add(lambda request: "Fine.")
+        again = runner.run_sync(timeout=30)
+        server._script.clear()
+        assert not server.refused, (limits, first.error, again.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_an_agent_resumed_after_approvals_then_asked_again(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    agent = Agent(provider(server, api), tools=[lookup, deploy], system_prompt="Be brief.")
+    server.add(Turn(text="Both.", calls=[call("deploy", service="a"), call("deploy", service="b"),
+                                         call("lookup", city="Oslo")]))
+    first = agent.run_sync("deploy a and b")
+    assert first.status is RunStatus.SUSPENDED, (first.error, server.refused)
+    first.approve(first.pending[0].id, arguments={"service": "c"})
+    first.reject(first.pending[1].id, "not b")
+    server.add("Deployed c.")
+    second = agent.run_sync(resume=first)
+    assert second.ok, (second.error, server.refused)
+    server.add("Nothing else.")
+    third = agent.run_sync("anything else?", history=second.messages)
+    assert third.ok, (third.error, server.refused)
