@@ -362,35 +362,52 @@ ORPHAN_RESULT = "The result of a call ({tool}, id {id}) that this conversation d
 
 
 def paired_turns(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` as the model APIs take them: each call answered before the next turn
-    (`close_unanswered`), and a tool result that answers no call of the turn right before it
-    (a history given with its start cut off, a processor that cut a turn in two, a result
-    given twice) sent as a user message of its text, `ORPHAN_RESULT` first: OpenAI and
-    Anthropic refuse the whole request for a result without its call. System messages go
-    first, in their order, as Anthropic's one system prompt holds them all (a history given
-    with its own system prompt or notes)."""
-    messages = close_unanswered(messages) or messages
+    """``messages`` as the model APIs take them: a tool result that answers no call of the
+    turn right before it (a history given with its start cut off, a processor that cut a
+    turn in two, a result given twice) sent as a user message of its text, `ORPHAN_RESULT`
+    first, after the results of that turn; and each call without a result answered as
+    `NOT_RUN` (as `close_unanswered` does; those of the last turn too): OpenAI and
+    Anthropic refuse the whole request for a result without its call or a call without its
+    result. System messages go first, in
+    their order, as Anthropic's one system prompt holds them all (a history given with its
+    own system prompt or notes)."""
     began = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
     if any(m.role == "system" for m in messages[began:]):
         messages = [*(m for m in messages if m.role == "system"),
                     *(m for m in messages if m.role != "system")]
-    out: list[Message] | None = None
-    waiting: set[str] = set()
-    for i, m in enumerate(messages):
+    out: list[Message] = []
+    waiting: list[str] = []  # the calls of the last assistant turn still without a result
+    orphans: list[Message] = []  # results of no call there, sent after the turn's results
+    for m in messages:
         if m.role == "tool" and m.tool_call_id not in waiting:
-            if out is None:
-                out = list(messages[:i])
             lead = ORPHAN_RESULT.format(tool=m.name or "a tool", id=m.tool_call_id)
-            out.append(Message(role="user", content=f"{lead}\n{m.content or ''}",
-                               media=m.media))
+            orphans.append(Message(role="user", content=f"{lead}\n{m.content or ''}",
+                                   media=m.media))
             continue
         if m.role == "tool":
-            waiting.discard(m.tool_call_id or "")
-        else:
-            waiting = {c.id for c in m.tool_calls}
-        if out is not None:
+            waiting.remove(m.tool_call_id or "")
             out.append(m)
-    return list(messages) if out is None else out
+            continue
+        out += _not_run(out, waiting) + orphans
+        orphans = []
+        waiting = [c.id for c in m.tool_calls]
+        out.append(m)
+    out += _not_run(out, waiting) + orphans
+    return out
+
+
+def _not_run(out: list[Message], waiting: list[str]) -> list[Message]:
+    """`NOT_RUN` results of the calls in ``waiting`` (of the last assistant turn of ``out``)."""
+    if not waiting:
+        return []
+    last = next(m for m in reversed(out) if m.role == "assistant")
+    left = list(waiting)
+    results = []
+    for c in last.tool_calls:
+        if c.id in left:
+            left.remove(c.id)
+            results.append(Message.tool(NOT_RUN, tool_call_id=c.id, name=c.name))
+    return results
 
 
 def messages_to_openai(
@@ -527,6 +544,7 @@ class _CallIds:
         self._make = make
         self._sent: set[str] = set()
         self._latest: dict[str, str] = {}  # a call's id: what its latest call went as
+        self._open: dict[str, list[str]] = {}  # a call's id: its calls not yet answered
 
     def use(self, call_id: str) -> str:
         base = sent = self._make(call_id)
@@ -536,10 +554,15 @@ class _CallIds:
             sent = self._make(f"{base}_{n}")
         self._sent.add(sent)
         self._latest[call_id] = sent
+        self._open.setdefault(call_id, []).append(sent)
         return sent
 
     def result(self, call_id: str) -> str:
-        """The id a result of ``call_id`` names: that of the latest call of that id."""
+        """The id a result of ``call_id`` names: the first call of that id still without a
+        result (two calls of one id in a turn: each result its own), else the latest."""
+        waiting = self._open.get(call_id)
+        if waiting:
+            return waiting.pop(0)
         return self._latest.get(call_id) or self._make(call_id)
 
 
