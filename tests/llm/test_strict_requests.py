@@ -13,26 +13,39 @@ from hypothesis import strategies as st
 
 from jianmu.llm import AnthropicProvider, Message, OpenAIProvider
 from jianmu.llm.provider import ChatRequest
-from jianmu.tools.calls import ToolCall
+from jianmu.tools.calls import MediaPart, ToolCall
 from tests.support.strict_api import anthropic_problems, openai_problems
 
 _ids = st.sampled_from(["c1", "c2", "call_0", "functions.lookup:0", "a" * 50, "x y"])
 _names = st.sampled_from(["lookup", "functions.lookup", "look up", "", "查询", "n" * 70])
 _texts = st.sampled_from(["hi", "", " ", "\n\n", "Error: failed", "ok "])
 _arguments = st.sampled_from([{"city": "Oslo"}, {}, '{"city":', "[1, 2]", '"text"', "x"])
+_media = st.lists(st.sampled_from([
+    MediaPart(kind="image", mime_type="image/png", data="iVBORw0KGgo="),
+    MediaPart(kind="image", mime_type="image/tiff", data="AAAA"),
+    MediaPart(kind="audio", mime_type="audio/wav", data="UklGRg=="),
+]), max_size=2)
+_thinking = st.lists(st.sampled_from([
+    {"type": "thinking", "thinking": "Hm.", "signature": "sig"},
+    {"type": "redacted_thinking", "data": "opaque"},
+    {"type": "reasoning_content", "text": "Hm."},
+]), max_size=2)
 
 
 @st.composite
 def _message(draw: Any) -> Message:
     role = draw(st.sampled_from(["system", "user", "assistant", "assistant", "tool", "tool"]))
     if role == "tool":
-        return Message.tool(draw(_texts), tool_call_id=draw(_ids), name=draw(_names) or None)
+        return Message.tool(draw(_texts), tool_call_id=draw(_ids), name=draw(_names) or None,
+                            media=draw(_media))
     if role == "assistant":
         calls = [ToolCall(name=draw(_names), arguments=draw(_arguments), id=draw(_ids))
                  for _ in range(draw(st.integers(0, 2)))]
-        return Message.assistant(draw(st.none() | _texts), tool_calls=calls)
+        return Message(role="assistant", content=draw(st.none() | _texts), tool_calls=calls,
+                       reasoning=draw(_thinking))
     if role == "user":
-        return Message.user(draw(_texts), name=draw(st.none() | _names) or None)
+        return Message(role="user", content=draw(_texts), name=draw(st.none() | _names) or None,
+                       media=draw(_media))
     return Message.system(draw(_texts))
 
 
