@@ -743,3 +743,31 @@ def test_an_agent_resumed_after_approvals_then_asked_again(
     server.add("Nothing else.")
     third = agent.run_sync("anything else?", history=second.messages)
     assert third.ok, (third.error, server.refused)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_thinking_with_cut_off_calls_empty_replies_and_send(
+    server: StrictServer, stream: bool,
+) -> None:
+    llm = AnthropicProvider("test-model", base_url=server.anthropic_url, max_retries=0,
+                            thinking={"type": "enabled", "budget_tokens": 1024})
+    node = create_react_node(llm, [lookup], stream=stream, on_cut_off="continue")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(node, state)
+    server.add(Turn(text="Calling.", calls=[call("lookup", city="Oslo" * 5)], cut=8),
+               Turn(calls=[call("lookup", city="Oslo")]), Turn(text=""), "Done.")
+    first = runner.run_sync(timeout=30)
+    runner.send("more")
+    server.add(lambda request: "More.")
+    again = runner.run_sync(timeout=30)
+    assert again.ok, (first.error, again.error, server.refused)
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_processor_that_cuts_a_call_from_its_result_is_refused_before_sending(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    server.add(Turn(calls=[call("lookup", city="Oslo")]), "Done.")
+    runner = runner_for(server, api, stream, history=[lambda messages: messages[-1:]])
+    result = runner.run_sync(timeout=30)
+    assert "HistoryProcessorError" in str(result.error) and len(server.requests) == 1
