@@ -368,9 +368,8 @@ def paired_turns(messages: Sequence[Message]) -> list[Message]:
     first, after the results of that turn; and each call without a result answered as
     `NOT_RUN` (as `close_unanswered` does; those of the last turn too): OpenAI and
     Anthropic refuse the whole request for a result without its call or a call without its
-    result. System messages go first, in
-    their order, as Anthropic's one system prompt holds them all (a history given with its
-    own system prompt or notes)."""
+    result. System messages go first, in their order, as Anthropic's one system prompt holds
+    them all (a history given with its own system prompt or notes)."""
     began = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
     if any(m.role == "system" for m in messages[began:]):
         messages = [*(m for m in messages if m.role == "system"),

@@ -299,7 +299,7 @@ class ToolCall:
         if isinstance(self.arguments, str):
             try:
                 json.loads(arguments)
-            except ValueError:
+            except (ValueError, RecursionError):  # (nested past Python's stack: not JSON)
                 arguments = json.dumps(self.arguments, ensure_ascii=False)
         return {
             "id": self.id,
