@@ -326,6 +326,11 @@ class AnthropicProvider(SDKProvider):
                 # tools: those called are offered by name (any input), never to be called again
                 out["tools"] = called
                 out["tool_choice"] = {"type": "none"}
+        if _unthought_tool_use(out["messages"], merged.get("thinking")):
+            # a turn of this tool loop came from a model that did not think (a fallback's
+            # other provider): its thinking cannot come back, and Anthropic refuses the loop
+            # with thinking on; it goes on without, until the next message of the user
+            merged.pop("thinking")
         stop = merged.pop("stop", None)
         if stop:
             merged.setdefault("stop_sequences", [stop] if isinstance(stop, str) else list(stop))
@@ -815,6 +820,24 @@ def merge_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not out or out[-1]["role"] != "user":
         out.append({"role": "user", "content": GO_ON})
     return out
+
+
+def _unthought_tool_use(messages: list[dict[str, Any]], thinking: Any) -> bool:
+    """Whether thinking is on and an assistant turn that used a tool since the user's last
+    message (tool results aside) does not begin with its thinking, as Anthropic requires."""
+    if not isinstance(thinking, Mapping) or thinking.get("type") == "disabled":
+        return False
+    for message in reversed(messages):
+        content = message["content"]
+        blocks = content if isinstance(content, list) else [{"type": "text"}]
+        if message["role"] == "user":
+            if any(b.get("type") != "tool_result" for b in blocks):
+                return False  # the user's message: the loop began after it
+            continue
+        uses = any(b.get("type") == "tool_use" for b in blocks)
+        if uses and blocks[0].get("type") not in REASONING_BLOCKS:
+            return True
+    return False
 
 
 def _blank(block: Any) -> bool:

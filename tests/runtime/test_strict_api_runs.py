@@ -771,3 +771,24 @@ def test_a_processor_that_cuts_a_call_from_its_result_is_refused_before_sending(
     runner = runner_for(server, api, stream, history=[lambda messages: messages[-1:]])
     result = runner.run_sync(timeout=30)
     assert "HistoryProcessorError" in str(result.error) and len(server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_fallback_to_openai_and_back_to_anthropic_thinking_mid_loop(
+    server: StrictServer, stream: bool,
+) -> None:
+    from jianmu import FallbackLLM
+    from tests.support.model_server import Raw
+
+    thinking = AnthropicProvider("test-model", base_url=server.anthropic_url, max_retries=0,
+                                 thinking={"type": "enabled", "budget_tokens": 1024})
+    llm = FallbackLLM([thinking, provider(server, "openai")])
+    node = create_react_node(llm, [lookup], stream=stream)
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    down = Raw(status=500, body={"type": "error", "error": {"type": "api_error",
+                                                            "message": "down"}})
+    # Claude is down, the OpenAI model calls a tool, Claude (thinking) is back for the rest
+    server.add(down, Turn(calls=[call("lookup", city="Oslo")]), "Sunny.")
+    result = ReactiveRunner(node, state).run_sync(timeout=30)
+    assert result.ok, (result.error, server.refused)
+    assert [r.api for r in server.requests] == ["anthropic", "openai", "anthropic"]
