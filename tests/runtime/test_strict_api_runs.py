@@ -792,3 +792,20 @@ def test_a_fallback_to_openai_and_back_to_anthropic_thinking_mid_loop(
     result = ReactiveRunner(node, state).run_sync(timeout=30)
     assert result.ok, (result.error, server.refused)
     assert [r.api for r in server.requests] == ["anthropic", "openai", "anthropic"]
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_question_answered_by_a_message_sent(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    server.add(Turn(text="Asking.", calls=[call("ask_user", question="Which city?"),
+                                           call("lookup", city="Oslo")]), "Oslo it is.")
+    runner = runner_for(server, api, stream, tools=[*ToolSet.resolve(["ask_user"]), lookup])
+    first = runner.run_sync(timeout=30)
+    assert first.status is RunStatus.SUSPENDED, first.error
+    try:
+        runner.send("Oslo")
+    except RuntimeError:  # refused while a question waits: answered the usual way
+        runner.answer(first.pending[0].id, "Oslo")
+    second = runner.run_sync(timeout=30)
+    assert second.ok, (second.error, server.refused)
