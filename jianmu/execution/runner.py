@@ -23,7 +23,7 @@ import os
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Executor
-from contextvars import ContextVar, Token
+from contextvars import Context, ContextVar, Token
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -354,13 +354,17 @@ class _Timers:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.grains: dict[int, set[_Watch]] = {}
+        # a timer keeps the context it is set in until its deadline: the caller's would keep
+        # the run that set it (its nodes, state and messages, via their context variables)
+        # alive for the whole timeout after it ended; `_expire` reads no context variable
+        self._context = Context()
 
     def watch(self, task: asyncio.Task[Any], timeout: float) -> tuple[int, _Watch]:
         grain = math.ceil((self.loop.time() + timeout) / GRAIN_S)
         watches = self.grains.get(grain)
         if watches is None:
             watches = self.grains[grain] = set()
-            self.loop.call_at(grain * GRAIN_S, self._expire, grain)
+            self.loop.call_at(grain * GRAIN_S, self._expire, grain, context=self._context)
         watch = _Watch(task)
         watches.add(watch)
         return grain, watch

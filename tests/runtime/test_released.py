@@ -1,0 +1,55 @@
+"""A finished run is freed once its caller drops it, while the process's loop goes on serving
+others: nothing the run set up (a timer, a cache, a registry) keeps its runner, tree or state.
+Counted with weak references after a collection, never timed."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+
+from jianmu import ReactiveRunner, ScriptedLLM, StateManager
+from jianmu.nodes import AgentState, create_react_node
+from jianmu.tools import tool
+
+RUNS = 40
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: the key.
+    """
+    return key.upper()
+
+
+def _alive_after(runs: int, make_and_run: object) -> int:
+    """How many of ``runs`` runners are still reachable after a collection, the loop running."""
+
+    async def main() -> int:
+        alive: weakref.WeakSet[ReactiveRunner] = weakref.WeakSet()
+        for _ in range(runs):
+            alive.add(await make_and_run())  # type: ignore[operator]
+        for _ in range(3):  # callbacks already queued on the loop run first
+            await asyncio.sleep(0)
+        gc.collect()
+        return len(alive)
+
+    return asyncio.run(main())
+
+
+def test_finished_runs_with_timed_calls_are_freed_while_the_loop_runs() -> None:
+    # a tool call and a model call run under deadlines (the tool's timeout, llm_timeout): the
+    # loop's timer for a deadline kept the context it was set in, and with it the run, until
+    # the deadline passed (30-60 s later: thousands of finished runs in a busy service)
+    async def one() -> ReactiveRunner:
+        llm = ScriptedLLM([[{"name": "lookup", "arguments": {"key": "a"}}], "done"])
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+        runner = ReactiveRunner(create_react_node(llm, [lookup]), state)
+        result = await runner.run()
+        assert result.ok, result.error
+        return runner
+
+    assert _alive_after(RUNS, one) <= 1
