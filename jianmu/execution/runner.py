@@ -352,19 +352,24 @@ class _Timers:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # weakly: `_TIMERS` is keyed by the loop weakly, and a value holding its key kept
+        # every loop that ever set a deadline (one per ``asyncio.run`` of a request) for good
+        self.loop_ref = weakref.ref(loop)
         self.grains: dict[int, set[_Watch]] = {}
         # a timer keeps the context it is set in until its deadline: the caller's would keep
         # the run that set it (its nodes, state and messages, via their context variables)
         # alive for the whole timeout after it ended; `_expire` reads no context variable
         self._context = Context()
 
-    def watch(self, task: asyncio.Task[Any], timeout: float) -> tuple[int, _Watch]:
-        grain = math.ceil((self.loop.time() + timeout) / GRAIN_S)
+    def watch(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], timeout: float
+    ) -> tuple[int, _Watch]:
+        """Cancel ``task`` (on ``loop``, this one's) once ``timeout`` seconds have passed."""
+        grain = math.ceil((loop.time() + timeout) / GRAIN_S)
         watches = self.grains.get(grain)
         if watches is None:
             watches = self.grains[grain] = set()
-            self.loop.call_at(grain * GRAIN_S, self._expire, grain, context=self._context)
+            loop.call_at(grain * GRAIN_S, self._expire, grain, context=self._context)
         watch = _Watch(task)
         watches.add(watch)
         return grain, watch
@@ -398,7 +403,7 @@ _last: list[_Timers] = []
 
 
 def _timers(loop: asyncio.AbstractEventLoop) -> _Timers:
-    if _last and _last[0].loop is loop:
+    if _last and _last[0].loop_ref() is loop:
         return _last[0]
     timers = _TIMERS.get(loop)
     if timers is None:
@@ -422,7 +427,7 @@ async def within(
     assert task is not None  # in-process calls run in tasks
     timers = _timers(loop)
     cancelling = task.cancelling()
-    grain, watch = timers.watch(task, timeout)
+    grain, watch = timers.watch(loop, task, timeout)
     try:
         return await call
     except asyncio.CancelledError:

@@ -53,3 +53,22 @@ def test_finished_runs_with_timed_calls_are_freed_while_the_loop_runs() -> None:
         return runner
 
     assert _alive_after(RUNS, one) <= 1
+
+
+def test_a_loop_per_request_is_freed_once_it_closes() -> None:
+    # a service that answers each request with asyncio.run: the per-loop timers and the inbox
+    # of results from tool threads, kept in dicts keyed weakly by the loop, held their loop
+    # strongly, so every loop that ever ran a tool call was kept for good
+    loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+    async def request() -> None:
+        loops.add(asyncio.get_running_loop())
+        llm = ScriptedLLM([[{"name": "lookup", "arguments": {"key": "a"}}], "done"])
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+        result = await ReactiveRunner(create_react_node(llm, [lookup]), state).run()
+        assert result.ok, result.error
+
+    for _ in range(RUNS):
+        asyncio.run(request())
+    gc.collect()
+    assert len(loops) == 0
