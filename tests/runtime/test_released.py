@@ -8,9 +8,10 @@ import asyncio
 import gc
 import weakref
 
-from jianmu import ReactiveRunner, ScriptedLLM, StateManager
+from jianmu import OpenAIProvider, ReactiveRunner, ScriptedLLM, StateManager
 from jianmu.nodes import AgentState, create_react_node
 from jianmu.tools import tool
+from tests.support.raw_http import RawServer, completion, json_reply
 
 RUNS = 40
 
@@ -72,3 +73,21 @@ def test_a_loop_per_request_is_freed_once_it_closes() -> None:
         asyncio.run(request())
     gc.collect()
     assert len(loops) == 0
+
+
+def test_runs_of_a_shared_http_provider_are_freed_after_their_calls() -> None:
+    # the HTTP client sets timers (its read timeout) during a model call, each keeping a copy
+    # of the task's context: the call in flight there held the messages, the tools and the
+    # node, so a finished run stayed until the client's timeout passed
+    alive: weakref.WeakSet[ReactiveRunner] = weakref.WeakSet()
+    with RawServer(lambda _request: json_reply(completion("done"))) as server:
+        llm = OpenAIProvider("m", base_url=server.url + "/v1", max_retries=0)
+        for _ in range(RUNS):
+            state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+            runner = ReactiveRunner(create_react_node(llm, []), state)
+            assert runner.run_sync().ok
+            alive.add(runner)
+        del runner, state
+        gc.collect()
+        assert len(alive) == 0
+        assert server.connections == 1  # one kept-alive connection served them all
