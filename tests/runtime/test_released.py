@@ -8,7 +8,7 @@ import asyncio
 import gc
 import weakref
 
-from jianmu import OpenAIProvider, ReactiveRunner, ScriptedLLM, StateManager
+from jianmu import Agent, OpenAIProvider, ReactiveRunner, ScriptedLLM, StateManager
 from jianmu.nodes import AgentState, create_react_node
 from jianmu.tools import tool
 from tests.support.raw_http import RawServer, completion, json_reply
@@ -24,6 +24,16 @@ def lookup(key: str) -> str:
         key: the key.
     """
     return key.upper()
+
+
+@tool(read_only=False, confirm=True)
+def save(text: str) -> str:
+    """Save a note (a person approves first).
+
+    Args:
+        text: the note.
+    """
+    return "saved"
 
 
 def _alive_after(runs: int, make_and_run: object) -> int:
@@ -91,3 +101,23 @@ def test_runs_of_a_shared_http_provider_are_freed_after_their_calls() -> None:
         gc.collect()
         assert len(alive) == 0
         assert server.connections == 1  # one kept-alive connection served them all
+
+
+def test_runs_suspended_in_a_sub_agent_and_dropped_are_freed() -> None:
+    # a service asks, the sub-agent's call waits for a person who never answers, the request
+    # is dropped: the agent tool, shared by every run of the lead agent, kept each such call's
+    # sub-run, and through it the whole calling run, for good
+    def step(first: object) -> ScriptedLLM:
+        return ScriptedLLM([lambda m: first if m[-1].role == "user" else "done"] * 200)
+
+    researcher = Agent(step([{"name": "save", "arguments": {"text": "a"}}]), tools=[save],
+                       name="researcher")
+    lead = Agent(step([{"name": "researcher", "arguments": {"input": "q"}}]),
+                 tools=[researcher.as_tool()], name="lead")
+
+    async def one() -> ReactiveRunner:
+        result = await lead.run("go")
+        assert result.status.value == "suspended", result.error
+        return result.runner
+
+    assert _alive_after(RUNS, one) <= 1
