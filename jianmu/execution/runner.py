@@ -104,25 +104,41 @@ RedirectCheck = Callable[[str, str], "str | None"]
 """``(argument, url) -> reason``: why the guard refuses the call with ``argument`` set to
 ``url`` (a redirect the tool was told to follow), or ``None``."""
 
-_REDIRECTS: ContextVar[RedirectCheck | None] = ContextVar("jianmu_redirects", default=None)
+class _Held:
+    """A redirect check in the context variable, dropped when its call ends: a timer set
+    during the call (a subprocess's, an HTTP client's) keeps a copy of the task's context
+    until its deadline, and the check leads to the call's node and its whole run."""
+
+    __slots__ = ("check",)
+
+    def __init__(self, check: RedirectCheck | None) -> None:
+        self.check = check
+
+
+_REDIRECTS: ContextVar[_Held | None] = ContextVar("jianmu_redirects", default=None)
 
 
 def redirect_refusal(argument: str, url: str) -> str | None:
     """Why the guard refuses that the running call follow a redirect to ``url`` (its argument
     ``argument`` then names ``url``), or ``None``: the rules that hold for the call's URL hold
     for every URL it is sent on to. ``None`` also outside a guarded call."""
-    check = _REDIRECTS.get()
+    held = _REDIRECTS.get()
+    check = None if held is None else held.check
     return None if check is None else check(argument, url)
 
 
-def set_redirect_check(check: RedirectCheck | None) -> Token[RedirectCheck | None]:
+def set_redirect_check(check: RedirectCheck | None) -> Token[_Held | None]:
     """Make ``check`` answer `redirect_refusal` in this task until `reset_redirect_check`
     (a bare pair, not a ``with``: it runs around every call)."""
-    return _REDIRECTS.set(check)
+    return _REDIRECTS.set(_Held(check))
 
 
-def reset_redirect_check(token: Token[RedirectCheck | None]) -> None:
-    """Undo the `set_redirect_check` that returned ``token``."""
+def reset_redirect_check(token: Token[_Held | None]) -> None:
+    """Undo the `set_redirect_check` that returned ``token``; copies of the context made
+    meanwhile hold the check no more."""
+    held = _REDIRECTS.get()
+    if held is not None:
+        held.check = None
     _REDIRECTS.reset(token)
 
 

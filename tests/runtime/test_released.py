@@ -9,6 +9,7 @@ import gc
 import weakref
 
 from jianmu import Agent, OpenAIProvider, ReactiveRunner, ScriptedLLM, StateManager
+from jianmu.llm import ChatRequest, FallbackLLM, LLMResponse
 from jianmu.nodes import AgentState, create_react_node
 from jianmu.tools import tool
 from tests.support.raw_http import RawServer, completion, json_reply
@@ -119,5 +120,44 @@ def test_runs_suspended_in_a_sub_agent_and_dropped_are_freed() -> None:
         result = await lead.run("go")
         assert result.status.value == "suspended", result.error
         return result.runner
+
+    assert _alive_after(RUNS, one) <= 1
+
+
+def _a_library_timer() -> None:
+    """What an HTTP client or a subprocess wait does in a call: a timer for its timeout, set
+    and cancelled; the loop keeps a cancelled timer, and the copy of the context it was set
+    in, until its deadline."""
+    asyncio.get_running_loop().call_later(3600, lambda: None).cancel()
+
+
+@tool
+async def fetch(url: str) -> str:
+    """Fetch a page.
+
+    Args:
+        url: the page.
+    """
+    _a_library_timer()
+    return "page"
+
+
+class _TimedLLM(ScriptedLLM):
+    async def send(self, request: ChatRequest) -> LLMResponse:
+        _a_library_timer()
+        return await super().send(request)
+
+
+def test_timers_set_in_a_call_keep_nothing_of_the_run() -> None:
+    # the call's redirect check, in the context a timer of the call copied, led to the
+    # executor and its whole run (a model behind a fallback, its switches heard, as well)
+    async def one() -> ReactiveRunner:
+        llm = FallbackLLM([_TimedLLM([[{"name": "fetch", "arguments": {"url": "u"}}], "done"])])
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+        runner = ReactiveRunner(create_react_node(llm, [fetch]), state)
+        async for _event in runner.stream():  # someone hears the run's events
+            pass
+        assert runner.state.get("final_answer") == "done"
+        return runner
 
     assert _alive_after(RUNS, one) <= 1
