@@ -8,9 +8,13 @@ import asyncio
 import gc
 import weakref
 
+import py_trees
+from py_trees.common import Status
+
 from jianmu import Agent, OpenAIProvider, ReactiveRunner, ScriptedLLM, StateManager
 from jianmu.llm import ChatRequest, FallbackLLM, LLMResponse
 from jianmu.nodes import AgentState, create_react_node
+from jianmu.runtime import AsyncNode
 from jianmu.tools import tool
 from tests.support.raw_http import RawServer, completion, json_reply
 
@@ -161,3 +165,27 @@ def test_timers_set_in_a_call_keep_nothing_of_the_run() -> None:
         return runner
 
     assert _alive_after(RUNS, one) <= 1
+
+
+def test_node_classes_made_per_run_are_freed_with_their_trees() -> None:
+    # a skill's tree module, imported again for each SkillNode, makes its node classes anew:
+    # what the runner remembers of each class kept it (and its module) alive
+    classes: weakref.WeakSet[type] = weakref.WeakSet()
+
+    async def one() -> None:
+        async def update_async(self: AsyncNode) -> Status:
+            return Status.SUCCESS
+
+        made = type("Step", (AsyncNode,), {"update_async": update_async})
+        classes.add(made)
+        tree = py_trees.composites.Sequence("s", memory=True, children=[made("a"), made("b")])
+        result = await ReactiveRunner(tree, StateManager(AgentState)).run()
+        assert result.ok, result.error
+
+    async def main() -> None:
+        for _ in range(RUNS):
+            await one()
+
+    asyncio.run(main())
+    gc.collect()
+    assert len(classes) == 0
