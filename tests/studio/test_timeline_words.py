@@ -44,3 +44,17 @@ def test_a_call_that_waited_goes_on_rather_than_starting_again() -> None:
     ])
     assert [e["title"] for e in entries] == ["started: researcher", "goes on: researcher"]
     assert entries[1]["text"] == "after waiting for a person"
+
+
+def test_a_call_stopped_after_it_began_says_it_may_be_done_and_was_not_run_again() -> None:
+    told = "the run was stopped while 'pay' was running, so whether it did its work is unknown"
+    entries = event_timeline([
+        {"time": 1.0, "name": "tool.call.failed", "node": "a/tools",
+         "fields": {"tool": "pay", "call_id": "p1", "error": told, "in_doubt": True}},
+        {"time": 2.0, "name": "tool.call.failed", "node": "a/tools",
+         "fields": {"tool": "pay", "call_id": "p2", "error": "declined"}},
+    ])
+    assert [(e["kind"], e["title"], e["text"]) for e in entries] == [
+        ("error", "stopped, maybe done (not run again): pay", told),
+        ("error", "failed: pay", "declined"),
+    ]
