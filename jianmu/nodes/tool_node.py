@@ -293,7 +293,6 @@ class ToolNode(AsyncNode):
                 self._enforcer[1], ToolCall(name=tool.name, arguments=args), tool
             )
             # in a durable run, the call runs once: a recovered run replays its result
-            checking = set_redirect_check(check)
             key, steps = f"tool:{self.path}", self.ctx.steps
             if steps is not None and not under_way.rerunnable(tool):
                 if steps.maybe_repeated(key):  # in flight as its worker died: maybe done
@@ -302,6 +301,7 @@ class ToolNode(AsyncNode):
                         maybe_done=True))
                 else:  # a takeover must know it began, and so not run it again
                     await steps.mark_started([key])
+            checking = set_redirect_check(check)
             try:
                 result = await self.ctx.step(key, call)
             except asyncio.CancelledError:  # stopped: one that began may not run again
