@@ -15,8 +15,18 @@ from typing import Any
 
 import py_trees
 import pytest
+from py_trees.common import Status
 
-from jianmu import AgentState, ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager, tool
+from jianmu import (
+    AgentState,
+    AsyncNode,
+    ReactiveRunner,
+    RunStatus,
+    SQLiteCheckpointer,
+    StateManager,
+    ToolExecutor,
+    tool,
+)
 from jianmu.llm.messages import Message
 from jianmu.llm.scripted import ScriptedLLM
 from jianmu.nodes import ToolExecutorConfig, ToolNode, agent_tool, create_react_node
@@ -36,8 +46,8 @@ class Bank:
         self.begun = asyncio.Event()
         self.hang = True
 
-    def tools(self) -> list[Any]:
-        @tool(category="write", permission="user_confirm")
+    def tools(self, *, ask: bool = True) -> list[Any]:
+        @tool(category="write", permission="user_confirm" if ask else "auto")
         async def pay(amount: int) -> str:
             """Pay an amount (asks a person first).
 
@@ -266,3 +276,33 @@ async def test_a_sub_agents_payment_stopped_by_the_timeout_is_not_paid_again() -
     assert result.ok, result.error
     assert bank.paid == [40]
     assert TOLD in (state.get("final_answer") or "")
+
+
+class _Outrun(AsyncNode):
+    """Succeeds once the payment beside it has begun: its Parallel then pre-empts the payment."""
+
+    def __init__(self, bank: Bank) -> None:
+        super().__init__("outrun")
+        self.bank = bank
+
+    async def update_async(self) -> Status:
+        await self.bank.begun.wait()
+        return Status.SUCCESS
+
+
+async def test_a_payment_pre_empted_by_its_parent_is_not_paid_again() -> None:
+    bank = Bank()
+    pay, _ = bank.tools(ask=False)
+    state = StateManager(AgentState, {"actions": [PAY]})
+    race = py_trees.composites.Parallel(
+        "race", policy=py_trees.common.ParallelPolicy.SuccessOnOne(),
+        children=[_Outrun(bank), ToolExecutor(tools=[pay])])
+    runner = ReactiveRunner(race, state)
+    assert (await runner.run(timeout=60)).ok  # the race is won while the payment hangs
+    assert bank.paid == [40]
+    bank.hang = False
+    # the batch is taken up again (here by a new executor on the same state): not paid again
+    again = ReactiveRunner(ToolExecutor(tools=[pay]), state)
+    assert (await again.run(timeout=60)).ok
+    assert bank.paid == [40]
+    assert TOLD in _observation(state)
