@@ -98,9 +98,10 @@ class ToolNode(AsyncNode):
         self.tree_position: str | None = None  # e.g. ``0/2``; set by the skill loader
         self._runners = RunnerCache()
         self._marked = False  # this node saved its step as under way, in this process
-        self._interrupted: str | None = None
-        """Why the step's call was stopped after it began, when its tool may not run twice:
-        the next tick fails the step saying so instead of running it again."""
+        self._interrupted: tuple[str, object] | None = None
+        """Why the step's call was stopped after it began, when its tool may not run twice,
+        and the state it ran on: the run's next tick fails the step saying so instead of
+        running it again (a tree given a fresh state starts afresh)."""
 
     def _arguments(self) -> Any:
         value = self.state.get(self.input_key) if self.input_key else None
@@ -188,8 +189,8 @@ class ToolNode(AsyncNode):
         runs again."""
         tool = self.tool
         if began and not under_way.rerunnable(tool):
-            self._interrupted = under_way.STOPPED if (
-                tool.is_async or tool.sandboxed) else under_way.IN_A_THREAD
+            self._interrupted = (under_way.STOPPED if tool.is_async or tool.sandboxed
+                                 else under_way.IN_A_THREAD, self.state.manager)
             self._marked = False  # not this tick's any more: the next one settles it
         elif self._marked:
             self._marked = False
@@ -232,8 +233,9 @@ class ToolNode(AsyncNode):
         self._halted = False  # whether a cancel the tool sees is the runner's, not its own
         args = self._arguments()
         step = f"step:{self.path}"
-        if self._interrupted is not None:  # before the guard: its approval was already used
-            return self._in_doubt(step, self._interrupted)
+        stopped = self._interrupted
+        if stopped is not None and stopped[1] is self.state.manager:  # before the guard: its
+            return self._in_doubt(step, stopped[0])  # approval was already used
         if not self._marked and step in (self.state.get(under_way.UNDER_WAY) or {}):
             return self._in_doubt(step)
         if self.guarded:

@@ -128,6 +128,28 @@ async def test_an_approved_payment_stopped_by_the_runs_timeout_is_not_paid_again
     assert not runner.pending  # not asked about again either
 
 
+async def test_a_payment_the_model_asks_again_is_a_new_call_approved_again() -> None:
+    bank = Bank()
+
+    def turn(messages: list[Message]) -> Any:
+        told = [m for m in messages if m.role == "tool"]
+        if len(told) < 2:  # first, and again after reading it may not have gone through
+            return [PAY]  # the same id: the engine gives the new call its own
+        return "done"
+
+    state = _start()
+    runner = ReactiveRunner(create_react_node(ScriptedLLM([turn] * 4), bank.tools()), state)
+    await _approved_and_stopped_by_timeout(runner, bank)
+    bank.hang = False
+    asked = await runner.run(timeout=60)
+    assert asked.status is RunStatus.SUSPENDED  # a new call: the person is asked again
+    (request,) = asked.pending
+    assert request.id != "pay_1" and bank.paid == [40]
+    runner.approve(request.id)
+    assert (await runner.run(timeout=60)).ok
+    assert bank.paid == [40, 40]  # the second payment is the one asked and approved again
+
+
 async def test_the_stopped_payment_is_not_paid_again_after_a_restore(tmp_path: Path) -> None:
     bank, db = Bank(), tmp_path / "runs.sqlite"
     node, _ = _agent(bank, PAY)
@@ -235,6 +257,19 @@ async def test_a_tool_node_step_stopped_after_it_began_fails_instead_of_paying_a
     assert not result.pending  # neither asked about again
     assert bank.paid == [40]  # nor paid again
     assert [e.fields.get("in_doubt") for e in failed] == [True]
+
+
+async def test_a_tree_whose_step_was_stopped_runs_it_for_a_new_run() -> None:
+    """What a stopped step left is its run's: the same tree given a fresh state pays."""
+    bank = Bank()
+    pay, _ = bank.tools(ask=False)
+    tree = _steps(pay)
+    assert (await ReactiveRunner(tree, StateManager(
+        AgentState, {"amount": {"amount": 40}})).run(timeout=1)).status is RunStatus.TIMEOUT
+    bank.hang = False
+    fresh = ReactiveRunner(tree, StateManager(AgentState, {"amount": {"amount": 7}}))
+    assert (await fresh.run(timeout=60)).ok
+    assert bank.paid == [40, 7]
 
 
 async def test_an_idempotent_tool_node_step_stopped_runs_again() -> None:
