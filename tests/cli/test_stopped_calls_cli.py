@@ -75,6 +75,7 @@ def test_a_payment_stopped_by_the_timeout_is_not_paid_again_on_resume(project: P
     assert done.code == 0, done.text
     assert (project.root / "ledger.txt").read_text() == "paid 40\n"  # once
     # the stopping process said it, as the call was recorded so
+    assert "✗ pay (maybe done, not run again): " in first.out
     assert "whether it did its work is unknown" in first.out
     assert "approval needed" not in done.out
 
