@@ -614,12 +614,12 @@ class ToolExecutor(AsyncNode):
             anyio.CapacityLimiter(self.config.max_concurrency)
             if len(batch) > self.config.max_concurrency else None
         )
-        loop = asyncio.get_running_loop()
+        loop, batch_task = asyncio.get_running_loop(), asyncio.current_task()
         tasks = []
         for call, tool, decision in batch:  # a loop, not a comprehension: no closure cells kept
             tasks.append(loop.create_task(
                 self._run_one(call, tool, decision, runner) if limiter is None
-                else self._run_limited(limiter, call, tool, decision, runner)
+                else self._run_limited(limiter, call, tool, decision, runner, batch_task)
             ))
         try:
             for task in tasks:
@@ -653,10 +653,11 @@ class ToolExecutor(AsyncNode):
 
     async def _run_limited(
         self, limiter: anyio.CapacityLimiter, call: ToolCall, tool: Tool, decision: Decision,
-        runner: ToolRunner,
+        runner: ToolRunner, batch: asyncio.Task[Any] | None,
     ) -> None:
-        async with limiter:
-            await self._run_one(call, tool, decision, runner)
+        async with limiter:  # freed by a sibling the batch's stop ended: this one never begins
+            if not (self._halted or (batch is not None and batch.cancelling())):
+                await self._run_one(call, tool, decision, runner)
 
     async def _run_one(
         self, call: ToolCall, tool: Tool, decision: Decision, runner: ToolRunner

@@ -341,3 +341,39 @@ async def test_a_payment_pre_empted_by_its_parent_is_not_paid_again() -> None:
     assert (await again.run(timeout=60)).ok
     assert bank.paid == [40]
     assert TOLD in _observation(state)
+
+
+async def test_a_parallel_payment_still_waiting_for_its_turn_runs_on_the_next_run() -> None:
+    """Under ``max_concurrency`` a call waits for its turn: stopped there it had not begun,
+    so it runs on the next run, once; the one that had begun is maybe done."""
+    paid: list[str] = []
+    first_began = asyncio.Event()
+
+    @tool(category="write", parallel_safe=True)
+    async def send(to: str) -> str:
+        """Send money.
+
+        Args:
+            to: who gets it.
+        """
+        paid.append(to)
+        if to == "a":
+            first_began.set()
+            await asyncio.Event().wait()
+        return f"sent to {to}"
+
+    state = StateManager(AgentState, {"actions": [
+        {"id": "s1", "name": "send", "arguments": {"to": "a"}},
+        {"id": "s2", "name": "send", "arguments": {"to": "b"}}]})
+    executor = ToolExecutor(tools=[send], config=ToolExecutorConfig(
+        execution_mode="parallel", max_concurrency=1))
+    runner = ReactiveRunner(executor, state)
+    running = asyncio.create_task(runner.run(timeout=60))
+    await first_began.wait()
+    runner.cancel()
+    assert (await running).status is RunStatus.CANCELLED
+    assert paid == ["a"]
+    assert (await runner.run(timeout=60)).ok
+    assert paid == ["a", "b"]
+    told = {m.tool_call_id: m.content for m in state.get("messages") if m.role == "tool"}
+    assert TOLD in told["s1"] and told["s2"] == "sent to b"
