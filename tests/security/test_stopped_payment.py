@@ -284,10 +284,8 @@ async def test_an_idempotent_tool_node_step_stopped_runs_again() -> None:
     assert runner.state.get("receipt") == "limit 500"
 
 
-async def test_a_sub_agents_payment_stopped_by_the_timeout_is_not_paid_again() -> None:
-    """One level down: the agent tool's call runs again and resumes its sub-agent, whose
-    payment is recorded as maybe done in its namespace; its model reads that."""
-    bank = Bank()
+def _lead(bank: Bank) -> Any:
+    """A lead agent whose sub-agent ``helper`` pays, and each answers with what it read."""
 
     def helper(messages: list[Message]) -> Any:
         done = [m for m in messages if m.role == "tool"]
@@ -300,17 +298,45 @@ async def test_a_sub_agents_payment_stopped_by_the_timeout_is_not_paid_again() -
 
     sub = agent_tool(lambda: create_react_node(ScriptedLLM([helper] * 4), bank.tools()),
                      name="helper", description="Pays.")
-    state = _start()
-    runner = ReactiveRunner(create_react_node(ScriptedLLM([lead] * 4), [sub]), state)
+    return create_react_node(ScriptedLLM([lead] * 4), [sub])
+
+
+async def _sub_agent_stopped(runner: ReactiveRunner, bank: Bank) -> None:
     (request,) = (await runner.run(timeout=60)).pending
     runner.approve(request.id)
     assert (await runner.run(timeout=1)).status is RunStatus.TIMEOUT
     assert bank.paid == [40]
     bank.hang = False
+
+
+async def test_a_sub_agents_payment_stopped_by_the_timeout_is_not_paid_again() -> None:
+    """One level down: the agent tool's call runs again and resumes its sub-agent, whose
+    payment is recorded as maybe done in its namespace; its model reads that."""
+    bank = Bank()
+    state = _start()
+    runner = ReactiveRunner(_lead(bank), state)
+    await _sub_agent_stopped(runner, bank)
     result = await runner.run(timeout=60)
     assert result.ok, result.error
     assert bank.paid == [40]
     assert TOLD in (state.get("final_answer") or "")
+
+
+async def test_a_sub_agents_stopped_payment_is_not_paid_again_after_a_restore(
+    tmp_path: Path,
+) -> None:
+    bank, db = Bank(), tmp_path / "runs.sqlite"
+    with SQLiteCheckpointer(db) as store:
+        runner = ReactiveRunner(_lead(bank), _start(), checkpointer=store, run_id="r1")
+        await _sub_agent_stopped(runner, bank)
+        await runner.aclose()
+    with SQLiteCheckpointer(db) as store:
+        restored = ReactiveRunner.restore(_lead(bank), store, "r1",
+                                          state_manager=StateManager(AgentState))
+        result = await restored.run(timeout=60)
+        assert result.ok, result.error
+        assert bank.paid == [40]
+        assert TOLD in (restored.state.get("final_answer") or "")
 
 
 class _Outrun(AsyncNode):
