@@ -403,3 +403,21 @@ async def test_a_parallel_payment_still_waiting_for_its_turn_runs_on_the_next_ru
     assert paid == ["a", "b"]
     told = {m.tool_call_id: m.content for m in state.get("messages") if m.role == "tool"}
     assert TOLD in told["s1"] and told["s2"] == "sent to b"
+
+
+async def test_a_stopped_payment_then_a_new_message_tells_the_model_it_may_be_done() -> None:
+    """The user stops the run during the payment and writes again (``send``): the
+    conversation goes on, and the payment's result is what was recorded (maybe done), not
+    "not run to its end", which would read as if nothing went out."""
+    bank = Bank()
+    node, llm = _agent(bank, PAY)
+    state = _start()
+    runner = ReactiveRunner(node, state)
+    await _approved_and_stopped_by_timeout(runner, bank)
+    bank.hang = False
+    runner.send("Did it go through?")
+    assert (await runner.run(timeout=60)).ok
+    assert bank.paid == [40]
+    assert TOLD in _observation(state)
+    sent = [m for m in llm.requests[-1].messages if m.role == "tool"]
+    assert len(sent) == 1 and TOLD in str(sent[0].content)
