@@ -421,3 +421,41 @@ async def test_a_stopped_payment_then_a_new_message_tells_the_model_it_may_be_do
     assert TOLD in _observation(state)
     sent = [m for m in llm.requests[-1].messages if m.role == "tool"]
     assert len(sent) == 1 and TOLD in str(sent[0].content)
+
+
+async def test_a_finished_payment_of_a_stopped_batch_keeps_its_result_after_a_new_message(
+) -> None:
+    """A batch stopped in its second call, then ``send``: the payment that had finished keeps
+    its result ("paid 40"); it was answered "not run to its end", as if nothing went out."""
+    bank = Bank()
+    bank.hang = False
+    pay, _ = bank.tools(ask=False)
+    blocked = asyncio.Event()
+
+    @tool(name="set_limit", category="write", idempotent=True)
+    async def slow_limit(amount: int) -> str:
+        """Set the card's limit.
+
+        Args:
+            amount: The limit.
+        """
+        blocked.set()
+        await asyncio.Event().wait()
+        return f"limit {amount}"
+
+    calls = [PAY, {"id": "l1", "name": "set_limit", "arguments": {"amount": 500}}]
+    llm = ScriptedLLM([lambda m: calls if len(m) == 1 else "done"] * 3)
+    node = create_react_node(llm, [pay, slow_limit],
+                             executor_config=ToolExecutorConfig(execution_mode="serial"))
+    state = _start()
+    runner = ReactiveRunner(node, state)
+    running = asyncio.create_task(runner.run(timeout=60))
+    await blocked.wait()
+    runner.cancel()
+    assert (await running).status is RunStatus.CANCELLED
+    runner.send("Stop that, what happened?")
+    assert (await runner.run(timeout=60)).ok
+    assert bank.paid == [40]
+    told = {m.tool_call_id: m.content for m in state.get("messages") if m.role == "tool"}
+    assert told["pay_1"] == "paid 40"
+    assert "not run to its end" in str(told["l1"])  # idempotent, stopped: left behind
