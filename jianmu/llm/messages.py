@@ -331,14 +331,19 @@ NOT_RUN = (
 """The result recorded for a call the conversation left behind (`close_unanswered`)."""
 
 
-def close_unanswered(messages: Sequence[Message]) -> list[Message] | None:
+def close_unanswered(
+    messages: Sequence[Message], recorded: Mapping[str, Message] | None = None,
+) -> list[Message] | None:
     """``messages`` with every tool call that a later turn left without its result answered
-    as `NOT_RUN`, right after the results it has; None when every call has its result.
+    as `NOT_RUN` (or by its result in ``recorded``, by call id: one recorded before its
+    batch was appended, such as a call stopped as maybe done), right after the results it
+    has; None when every call has its result.
 
     A run stopped during a call, then a new message (``send``, a history passed on): every
     provider refuses a call without its result, and the call is not to run any more.
     Calls of the last turn, with nothing after them, are still to run: they are left alone.
     """
+    recorded = recorded or {}
     out: list[Message] | None = None
     waiting: list[ToolCall] = []
     for i, m in enumerate(messages):
@@ -350,7 +355,8 @@ def close_unanswered(messages: Sequence[Message]) -> list[Message] | None:
         if waiting:
             if out is None:
                 out = list(messages[:i])
-            out += [Message.tool(NOT_RUN, tool_call_id=c.id, name=c.name) for c in waiting]
+            out += [recorded.get(c.id) or Message.tool(NOT_RUN, tool_call_id=c.id, name=c.name)
+                    for c in waiting]
         if out is not None:
             out.append(m)
         waiting = list(m.tool_calls) if m.role == "assistant" else []

@@ -577,10 +577,14 @@ class AgentLLMNode(GuardedTurn):
     def _close_unanswered(self, stored: Sequence[Message]) -> None:
         """Answer as not run the calls that the conversation went on from (a run stopped
         during them, then ``send``; a history passed on): no provider takes a call without
-        its result. The calls still pending are from before the new message: dropped."""
-        closed = close_unanswered(stored)
+        its result. The calls still pending are from before the new message: dropped (one
+        already recorded, a call stopped as maybe done, keeps its result)."""
+        recorded = self.state.get("observations") or {}
+        closed = close_unanswered(stored, recorded)
         if closed is not None:
             self.state.replace({"messages": closed})
+        if recorded:  # in the conversation now, or of calls it dropped
+            self.state.update({"observations": {}})
         if self.state.get("actions"):
             self.state.replace({"actions": []})
 

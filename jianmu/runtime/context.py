@@ -613,11 +613,13 @@ class StepRecorder(Protocol):
         ...
 
     async def mark_started(self, keys: Sequence[str]) -> None:
-        """Record that the steps under ``keys`` are about to run (for at-least-once marks)."""
+        """Record that the steps under ``keys`` (each its next run) are about to run: one a
+        recovery finds started and unrecorded was in flight (`maybe_repeated`)."""
         ...
 
     def maybe_repeated(self, key: str) -> bool:
-        """Whether an earlier attempt started the step under ``key`` and recorded no result."""
+        """Whether an earlier attempt started the next run of the step under ``key`` and
+        recorded no result: an idempotent call runs again, any other is maybe done."""
         ...
 
 

@@ -512,8 +512,11 @@ class ToolResult:
     truncated: bool = False
     """Whether the output (or the error) was cut to the tool's ``max_result_length``."""
     maybe_repeated: bool = False
-    """A durable run was recovered while this call was in flight: it ran again, so it may
-    have run twice (at-least-once); completed calls are replayed, never repeated."""
+    """A durable run was recovered while this call, of an idempotent tool, was in flight: it
+    ran again, so it may have run twice; completed calls are replayed, never repeated."""
+    maybe_done: bool = False
+    """The call was stopped after it began (a cancel, a timeout, its process or worker gone)
+    and, its tool not idempotent, was not run again: whether it took effect is unknown."""
     media: tuple[MediaPart, ...] = ()
     """Images and audio the tool returned (`ToolOutput`), sent to the model as content parts."""
     judged: bool = False
