@@ -410,6 +410,8 @@ class LocalSandbox(BaseSandbox):
                 raise ValueError(
                     f"cwd {call.cwd!r} is not a folder in the workspace {str(self.workspace)!r}"
                 )
+            if self._warm is not None:  # a cancelled command may still be dying
+                await self._warm.settled()
             if await self._hold(self._watch.before()):
                 self._watch.retake()  # the new grant changed the files' change times
             if self._warm is not None and not call.ro_mounts:  # a new bind: a cold start

@@ -13,7 +13,9 @@ sandbox's next command.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -157,6 +159,81 @@ async def test_what_a_cancelled_command_made_is_moved_before_the_next_one(box: A
     assert not os.path.lexists(ws / "jianmu.yaml"), result
     assert "'jianmu.yaml' moved to" in result.stderr, result
     assert _quarantined(ws) == {"jianmu.yaml.quarantined": _EVIL}
+
+
+async def test_a_cancelled_command_cannot_plant_again_after_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled warm command is killed by the supervisor, not at once: the next call moves
+    what it made only once none of its processes is left. Else one still running makes the
+    config again between the move and the next call's look, which takes it for the user's
+    (held read-only, never moved). The kill is held back until the next call waits (every
+    task blocked), and the move gives the command its chance to plant again."""
+    from jianmu.execution import _protect, _warm
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.mkfifo(ws / "alive", 0o666)  # open for writing while any process of the command lives
+    os.chmod(ws / "alive", 0o666)
+    alive = os.open(ws / "alive", os.O_RDONLY | os.O_NONBLOCK)
+    held: list[tuple[Any, dict[str, Any]]] = []
+    send = _warm.Supervisor._send
+
+    def hold_kills(sup: Any, header: dict[str, Any], payload: bytes = b"") -> None:
+        if header.get("op") == "kill":
+            held.append((sup, header))
+            return
+        send(sup, header, payload)
+
+    def running() -> bool:
+        try:
+            os.read(alive, 1)
+        except BlockingIOError:
+            return True  # a writer holds it, and wrote nothing
+        return False
+
+    quarantine = _protect.ReadOnlyWatch.quarantine
+    swept_while_running: list[bool] = []
+
+    def sweep(watch: Any) -> list[tuple[str, str]]:
+        moved = quarantine(watch)
+        if moved and not swept_while_running:
+            swept_while_running.append(running())
+            deadline = time.monotonic() + 30  # a bound, not a wait: an event ends it
+            while running() and not os.path.lexists(ws / "jianmu.yaml"):
+                assert time.monotonic() < deadline, "the command neither died nor planted"
+                os.sched_yield()
+        return moved
+
+    monkeypatch.setattr(_warm.Supervisor, "_send", hold_kills)
+    monkeypatch.setattr(_protect.ReadOnlyWatch, "quarantine", sweep)
+    plant = f"exec 3>alive; while :; do printf '{_EVIL}' > jianmu.yaml; done"
+    try:
+        async with _local(ws, warm=True) as box:
+            if not box.warm:
+                pytest.skip(f"no warm supervisor here: {box.warm_problem}")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(box.exec, ["sh", "-c", plant])
+                with anyio.fail_after(30):
+                    while not _holds(ws / "jianmu.yaml", _EVIL):
+                        await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+
+            async def release() -> None:
+                await anyio.wait_all_tasks_blocked()
+                monkeypatch.setattr(_warm.Supervisor, "_send", send)
+                for sup, header in held:
+                    with contextlib.suppress(OSError):
+                        sup._send(header)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(release)
+                result = await box.exec(["true"])
+    finally:
+        os.close(alive)
+    assert not os.path.lexists(ws / "jianmu.yaml"), result  # planted again: kept as the user's
+    assert swept_while_running == [False], result
+    assert "'jianmu.yaml' moved to" in result.stderr, result
 
 
 async def test_a_config_the_user_makes_between_commands_is_read_only(box: Any) -> None:
