@@ -14,9 +14,9 @@ time. That thread also makes control groups ahead of the calls and removes the u
 once when the supervisor could not empty one; one it saw empty while the next call runs), so a
 call only sends a request from the event loop and awaits its reply there (the supervisor's
 reader thread settles the future), and the supervisor runs it in a child forked ahead. A call
-cancelled from outside returns at once, its kill sent: the next call first waits (`settled`)
-for the reply and the removal of its group, so that nothing of it runs when what it made is
-moved (`jianmu.execution._protect`).
+cancelled from outside returns at once, its kill sent: its reply and the removal of its group
+are `LocalWarm.ending`, which the sandbox's next call waits for, so that nothing of it runs
+when what it made is moved (`jianmu.execution._protect`).
 (`DockerSandbox`'s warm path is in `jianmu.execution._docker`.)
 """
 
@@ -376,8 +376,10 @@ class LocalWarm:
         self._nest: CgroupNest | None = nest
         self._pool: deque[tuple[Limits, Future[CommandCgroup]]] = deque()
         self._spent: list[CommandCgroup] = []  # used and found empty, not yet removed
-        # a cancelled command's end: its reply (or the supervisor gone), then its group removed
-        self._ending: Future[None] | None = None
+        self.ending: Future[None] | None = None
+        """Done once no process of the last cancelled command is left (`run` returned at once,
+        before the supervisor killed it): its reply came (or the supervisor is gone), then
+        its group was removed. The sandbox waits for it before moving what the command made."""
         self._sup: Supervisor | None = None
         self._sup_lock = threading.Lock()
         self.starts = 0
@@ -528,7 +530,7 @@ class LocalWarm:
         try:
             raw = await asyncio.shield(fut)
         except BaseException:  # cancelled: the group goes once the supervisor has answered
-            self._ending = self._end(sup, replied, group, timeout + _GRACE)
+            self.ending = self._end(sup, replied, group, timeout + _GRACE)
             raise
         if raw is not None and raw[0].get("empty") and not raw[0].get("left"):
             self._spent.append(group)  # seen empty, and nothing enters it: removed later
@@ -556,18 +558,6 @@ class LocalWarm:
             return self._owner.submit(work)
         except RuntimeError:  # closing: the caller removes the nest, with what runs in it
             return None
-
-    async def settled(self) -> None:
-        """Return once no process of a cancelled command is left (its call returned at once,
-        before the supervisor killed it): what it made may be moved then, and stays moved."""
-        ending = self._ending
-        if ending is None:
-            return
-        try:
-            await asyncio.shield(asyncio.wrap_future(ending))
-        finally:
-            if ending.done() and self._ending is ending:
-                self._ending = None
 
     def restart(self) -> None:
         """Stop the running supervisor (blocking): the next call starts a new one, with the

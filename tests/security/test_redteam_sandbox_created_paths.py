@@ -13,7 +13,6 @@ sandbox's next command.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
@@ -161,29 +160,26 @@ async def test_what_a_cancelled_command_made_is_moved_before_the_next_one(box: A
     assert _quarantined(ws) == {"jianmu.yaml.quarantined": _EVIL}
 
 
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
 async def test_a_cancelled_command_cannot_plant_again_after_the_sweep(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
 ) -> None:
-    """A cancelled warm command is killed by the supervisor, not at once: the next call moves
-    what it made only once none of its processes is left. Else one still running makes the
-    config again between the move and the next call's look, which takes it for the user's
-    (held read-only, never moved). The kill is held back until the next call waits (every
-    task blocked), and the move gives the command its chance to plant again."""
-    from jianmu.execution import _protect, _warm
+    """A cancelled call returns at once, its command killed after it (by the supervisor, or
+    by the thread that started it): the next call moves what it made only once none of its
+    processes is left. Else one still running makes the config again between the move and
+    the next call's look, which takes it for the user's (held read-only, never moved). The
+    kill is held back until the next call waits (every task blocked), and the move gives the
+    command its chance to plant again."""
+    from jianmu.execution import _protect
+    from jianmu.execution._process import ChildHandle
 
     ws = tmp_path / "ws"
     ws.mkdir()
-    os.mkfifo(ws / "alive", 0o666)  # open for writing while any process of the command lives
+    os.mkfifo(ws / "alive")  # open for writing while any process of the command lives
     os.chmod(ws / "alive", 0o666)
     alive = os.open(ws / "alive", os.O_RDONLY | os.O_NONBLOCK)
-    held: list[tuple[Any, dict[str, Any]]] = []
-    send = _warm.Supervisor._send
-
-    def hold_kills(sup: Any, header: dict[str, Any], payload: bytes = b"") -> None:
-        if header.get("op") == "kill":
-            held.append((sup, header))
-            return
-        send(sup, header, payload)
+    held: list[ChildHandle] = []
+    cancel = ChildHandle.cancel
 
     def running() -> bool:
         try:
@@ -205,12 +201,15 @@ async def test_a_cancelled_command_cannot_plant_again_after_the_sweep(
                 os.sched_yield()
         return moved
 
-    monkeypatch.setattr(_warm.Supervisor, "_send", hold_kills)
+    def hold(handle: ChildHandle) -> None:
+        held.append(handle)
+
+    monkeypatch.setattr(ChildHandle, "cancel", hold)
     monkeypatch.setattr(_protect.ReadOnlyWatch, "quarantine", sweep)
     plant = f"exec 3>alive; while :; do printf '{_EVIL}' > jianmu.yaml; done"
     try:
-        async with _local(ws, warm=True) as box:
-            if not box.warm:
+        async with _local(ws, warm=warm) as box:
+            if box.warm != warm:
                 pytest.skip(f"no warm supervisor here: {box.warm_problem}")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(box.exec, ["sh", "-c", plant])
@@ -221,16 +220,16 @@ async def test_a_cancelled_command_cannot_plant_again_after_the_sweep(
 
             async def release() -> None:
                 await anyio.wait_all_tasks_blocked()
-                monkeypatch.setattr(_warm.Supervisor, "_send", send)
-                for sup, header in held:
-                    with contextlib.suppress(OSError):
-                        sup._send(header)
+                monkeypatch.setattr(ChildHandle, "cancel", cancel)
+                for handle in held:
+                    handle.cancel()
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(release)
                 result = await box.exec(["true"])
     finally:
         os.close(alive)
+    assert held, "the cancel never asked for the kill"
     assert not os.path.lexists(ws / "jianmu.yaml"), result  # planted again: kept as the user's
     assert swept_while_running == [False], result
     assert "'jianmu.yaml' moved to" in result.stderr, result
