@@ -464,9 +464,16 @@ class LocalSandbox(BaseSandbox):
         filter_fd: int | None = None  # bwrap loads the seccomp filter from it
         protected: Protected = []
         handle = ChildHandle()
-        # taken by the thread as it starts the child, or by a cancel that came first
+        # taken by the thread as it starts the child, or at the end by this call if none did:
+        # whoever holds it closes the descriptors bwrap is given
         claim = threading.Lock()
         ended: Future[None] = Future()
+
+        def release() -> None:
+            for fd in [*ro_fds, *([] if filter_fd is None else [filter_fd]),
+                       *(source for source, _ in protected if isinstance(source, int))]:
+                os.close(fd)  # bwrap holds its own copies once started
+
         self._running.add(handle)
         try:
             for host, target in call.ro_mounts.items():
@@ -484,22 +491,21 @@ class LocalSandbox(BaseSandbox):
                 try:
                     return run_child(spec, call.stdin, timeout, self.output_limit, handle)
                 finally:
+                    release()
                     ended.set_result(None)  # killed and reaped, its control group removed
 
             outcome = await to_thread(child)
         except BaseException:
             # Cancelled from outside (a runner's timeout): kill now, or as soon as the process
-            # exists if the thread is still starting it; the thread cleans up after itself,
-            # and the next call waits for that before moving what the command made.
+            # exists if the thread is still starting it; the thread cleans up after itself.
             handle.cancel()
-            if not claim.acquire(blocking=False):
-                self._ending = ended
             raise
         finally:
             self._running.discard(handle)
-            for fd in [*ro_fds, *([] if filter_fd is None else [filter_fd]),
-                       *(source for source, _ in protected if isinstance(source, int))]:
-                os.close(fd)  # bwrap holds its own copies once started
+            if claim.acquire(blocking=False):  # no thread started it, and none will
+                release()
+            elif not ended.done():  # cancelled: the next call waits for the thread's clean-up
+                self._ending = ended  # before moving what the command made
         return self._result(outcome, timeout)
 
     async def _run_warm(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,49 @@ async def test_cancelling_while_the_command_starts_still_kills_it(
             with anyio.move_on_after(step * 0.003):
                 await box.exec("sleep 1000.2727", timeout=60)
     assert await wait_gone("1000.2727")
+
+
+@pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
+async def test_a_call_cancelled_while_its_thread_starts_bwrap_keeps_its_descriptors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The descriptors bwrap mounts (``.git`` read-only, the seccomp filter) stay open until
+    the thread that passes them on is done: a cancelled call closed them while the thread was
+    still starting bwrap, which then got closed (or reused: another file) numbers."""
+    (tmp_path / ".git").mkdir()  # a protected path: bwrap mounts it from a descriptor
+    entered, go = threading.Event(), threading.Event()
+    seen: list[list[tuple[int, int] | None]] = []
+    start = local_mod.run_child
+
+    def ident(fd: int) -> tuple[int, int] | None:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def slow_start(spec: Any, *args: Any) -> Any:
+        seen.append([ident(fd) for fd in spec.pass_fds])
+        entered.set()
+        go.wait(30)  # the caller is cancelled meanwhile
+        seen.append([ident(fd) for fd in spec.pass_fds])
+        return start(spec, *args)
+
+    monkeypatch.setattr(local_mod, "run_child", slow_start)
+    async with LocalSandbox(tmp_path, warm=False) as box:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(box.exec, "sleep 1000.8181")
+            with anyio.fail_after(30):
+                while not entered.is_set():
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        go.set()
+        after = await box.exec("echo after")
+    assert after.stdout == "after\n", after
+    # the cancelled call's thread, as it began and once it went on (the next call's follow)
+    assert seen[0] and None not in seen[0], seen
+    assert seen[1] == seen[0], seen
+    assert await wait_gone("1000.8181")
 
 
 async def test_close_kills_running_commands(tmp_path: Path) -> None:
