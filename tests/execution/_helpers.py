@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,13 @@ def processes_with(text: str) -> list[str]:
         if text in cmdline and state != "Z" and str(os.getpid()) != entry.name:
             found.append(cmdline)
     return found
+
+
+def unique_tag() -> str:
+    """Six digits for a test's ``sleep 1000.<tag>``: `processes_with` looks at the whole host,
+    where the same test may run meanwhile (another parametrization on another xdist worker,
+    another session), and a fixed tag would find its processes."""
+    return f"{uuid.uuid4().int % 10**6:06d}"
 
 
 async def wait_gone(text: str) -> bool:
