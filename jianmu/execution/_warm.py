@@ -504,6 +504,7 @@ class LocalWarm:
         Raises:
             SandboxError: the command could not be started.
         """
+        self.ending = None  # the sandbox waited for the last one's before this call
         sup = self._sup
         if sup is None or not sup.alive:
             sup = await asyncio.wrap_future(self._owner.submit(self._ensure))
