@@ -19,7 +19,13 @@ from jianmu.errors import SandboxError, SandboxUnavailableError
 from jianmu.execution._bwrap import bwrap_binds_fds
 from jianmu.execution._process import cgroup_support, sweep_stale_cgroups
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
-from tests.execution._helpers import local_problem, processes_with, unique_tag, wait_gone
+from tests.execution._helpers import (
+    local_problem,
+    pids_with,
+    processes_with,
+    unique_tag,
+    wait_gone,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -112,9 +118,7 @@ async def test_isolation_says_what_kills_leftovers_without_cgroups(
     # only the process group was killed: the sleep that left it lives on (the test ends it)
     [line] = processes_with(f"1000.{tag}")
     assert line.startswith("sleep")
-    found = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()
-             and f"1000.{tag}".encode() in Path(f"/proc/{e.name}/cmdline").read_bytes()]
-    for pid in found:
+    for pid in pids_with(f"1000.{tag}"):  # (another process may end as the table is read)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     assert await wait_gone(f"1000.{tag}")
