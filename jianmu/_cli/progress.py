@@ -119,8 +119,10 @@ class Progress:
             ms = f.get("duration_ms")
             took = f" ({ms:.0f} ms)" if isinstance(ms, (int, float)) else ""
             self._line(("  ← ", "green"), tool, f": {shorten(f.get('result_preview'))}{took}")
-        elif name == "tool.call.failed":
-            self._line(("  ✗ ", "red"), tool, f": {shorten(f.get('error'), _EVENT_ERROR)}")
+        elif name == "tool.call.failed":  # one stopped after it began: never run again
+            doubt = " (maybe done, not run again)" if f.get("in_doubt") else ""
+            self._line(("  ✗ ", "red"), tool,
+                       f"{doubt}: {shorten(f.get('error'), _EVENT_ERROR)}")
         elif name == "tool.call.retry":
             self._line("  ↻ ", tool, f": retry {f.get('attempt')} "
                        f"({shorten(f.get('error'), _EVENT_ERROR)})")

@@ -91,8 +91,15 @@ class DBOSSteps:
         self._counts: dict[str, int] = {}
 
     def _name(self, key: str) -> str:
-        count = self._counts[key] = self._counts.get(key, 0) + 1
-        return f"{_STEP_PREFIX}{key}" if count == 1 else f"{_STEP_PREFIX}{key}#{count}"
+        name = self._next(key)
+        self._counts[key] = self._counts.get(key, 0) + 1
+        return f"{_STEP_PREFIX}{name}"
+
+    def _next(self, key: str) -> str:
+        """The name, unprefixed, that the next step under ``key`` runs as (numbered: a
+        workflow's step that runs twice in a run is marked and found per run)."""
+        count = self._counts.get(key, 0) + 1
+        return key if count == 1 else f"{key}#{count}"
 
     async def run(self, key: str, factory: Callable[[], Awaitable[T]]) -> T:
         """The recorded result of ``key``, or ``factory()``'s, recorded as a DBOS step."""
@@ -116,8 +123,8 @@ class DBOSSteps:
         return await DBOS.run_step_async({"name": name}, body)
 
     async def mark_started(self, keys: Sequence[str]) -> None:
-        """Record in one write that these steps are about to run."""
-        fresh = [k for k in keys if f"{_STEP_PREFIX}{k}" not in self._recorded]
+        """Record in one write that these steps (each its next run) are about to run."""
+        fresh = [k for k in map(self._next, keys) if f"{_STEP_PREFIX}{k}" not in self._recorded]
         if not fresh or all(k in self._started for k in fresh):
             return
 
@@ -127,8 +134,9 @@ class DBOSSteps:
         await DBOS.run_step_async({"name": f"{_STEP_PREFIX}{_STARTED}{fresh[0]}"}, body)
 
     def maybe_repeated(self, key: str) -> bool:
-        """Whether an earlier attempt started ``key`` and recorded no result for it."""
-        return key in self._started and f"{_STEP_PREFIX}{key}" not in self._recorded
+        """Whether an earlier attempt started ``key``'s next run and recorded no result."""
+        name = self._next(key)
+        return name in self._started and f"{_STEP_PREFIX}{name}" not in self._recorded
 
 
 def _portable(value: T) -> T:

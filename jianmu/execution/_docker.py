@@ -381,6 +381,12 @@ class DockerWarm:
         """The running supervisor, if any."""
         return self._sup
 
+    def settled(self) -> None:
+        """Block until no call's command runs: a cancelled call returned before its thread
+        saw its command killed (blocking)."""
+        with self.lock:
+            pass
+
     def ensure(self, api: Any, container: Any) -> Supervisor | None:
         """The running supervisor, started if needed; ``None`` when none can run (`problem`).
 

@@ -29,7 +29,8 @@ a link (a planted link is moved as the link), and the command's stderr names wha
 where. Nothing is deleted; when that folder cannot be made (``.jianmu`` is a link), the path
 is renamed next to itself. What a link the user had on the way (``configs`` -> ``shared``)
 now leads to inside the workspace is moved, the user's link kept. A command that did not end
-normally (cancelled) is swept before the next one, or when the sandbox closes.
+normally (cancelled) is swept before the next one (once its processes are gone: a warm
+supervisor's kill comes after the cancelled call returned), or when the sandbox closes.
 
 What this leaves open: while the command runs, what it made is there, and a host process that
 reads the workspace meanwhile (a shell prompt running ``git status``, another ``jianmu run``

@@ -13,7 +13,10 @@ child) and is started from one long-lived thread of the sandbox: bubblewrap's
 time. That thread also makes control groups ahead of the calls and removes the used ones (at
 once when the supervisor could not empty one; one it saw empty while the next call runs), so a
 call only sends a request from the event loop and awaits its reply there (the supervisor's
-reader thread settles the future), and the supervisor runs it in a child forked ahead.
+reader thread settles the future), and the supervisor runs it in a child forked ahead. A call
+cancelled from outside returns at once, its kill sent: its reply and the removal of its group
+are `LocalWarm.ending`, which the sandbox's next call waits for, so that nothing of it runs
+when what it made is moved (`jianmu.execution._protect`).
 (`DockerSandbox`'s warm path is in `jianmu.execution._docker`.)
 """
 
@@ -116,6 +119,7 @@ class _LoopSlot(_Slot):
         self.loop, self.fut = loop, fut
 
     def deliver(self, header: dict[str, Any] | None, payload: bytes) -> None:
+        super().deliver(header, payload)  # seen off the loop too: a cancelled call's end
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
             self.loop.call_soon_threadsafe(_settle, self.fut, header, payload)
 
@@ -224,19 +228,22 @@ class Supervisor:
     def start(
         self, request: dict[str, Any], data: bytes | None, wait: float, limit: int,
         handle: ChildHandle,
-    ) -> asyncio.Future[Raw]:
+    ) -> tuple[asyncio.Future[Raw], threading.Event]:
         """Send one command from the running event loop; the future settles with the raw
         reply, or ``None`` when the supervisor died or did not answer in ``wait`` (it is
         closed then). A large request is written by a pool thread, never blocking the loop.
+        The event is set, on any thread, once the reply came or the supervisor is gone.
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Raw] = loop.create_future()
         call_id = next(self._ids)
+        slot = _LoopSlot(loop, fut)
         with self._lock:
             if not self.alive:
                 fut.set_result(None)
-                return fut
-            self._slots[call_id] = _LoopSlot(loop, fut)
+                slot.done.set()
+                return fut, slot.done
+            self._slots[call_id] = slot
         message = frame({**request, "op": "run", "id": call_id, "limit": limit}, data or b"")
         try:
             if len(message) <= _INLINE and self._send_lock.acquire(blocking=False):
@@ -249,7 +256,7 @@ class Supervisor:
                 sending.add_done_callback(lambda done: self._sent(done, fut))
         except OSError:
             self._lost(fut)
-            return fut
+            return fut, slot.done
 
         def kill(_wait: float) -> None:
             with contextlib.suppress(OSError):
@@ -258,7 +265,7 @@ class Supervisor:
         handle.attach(kill)
         timer = loop.call_later(wait, self._expired, fut)
         fut.add_done_callback(lambda _f: timer.cancel())
-        return fut
+        return fut, slot.done
 
     def _send_frame(self, message: bytes) -> None:
         with self._send_lock:
@@ -369,6 +376,10 @@ class LocalWarm:
         self._nest: CgroupNest | None = nest
         self._pool: deque[tuple[Limits, Future[CommandCgroup]]] = deque()
         self._spent: list[CommandCgroup] = []  # used and found empty, not yet removed
+        self.ending: Future[None] | None = None
+        """Done once no process of the last cancelled command is left (`run` returned at once,
+        before the supervisor killed it): its reply came (or the supervisor is gone), then
+        its group was removed. The sandbox waits for it before moving what the command made."""
         self._sup: Supervisor | None = None
         self._sup_lock = threading.Lock()
         self.starts = 0
@@ -493,6 +504,7 @@ class LocalWarm:
         Raises:
             SandboxError: the command could not be started.
         """
+        self.ending = None  # the sandbox waited for the last one's before this call
         sup = self._sup
         if sup is None or not sup.alive:
             sup = await asyncio.wrap_future(self._owner.submit(self._ensure))
@@ -501,7 +513,7 @@ class LocalWarm:
         nxt = None if upcoming is None else {
             "procs": [self._in_view(p) for p in upcoming.procs_files], "cwd": request["cwd"]}
         try:
-            fut = sup.start(
+            fut, replied = sup.start(
                 {**request, "procs": [self._in_view(p) for p in group.procs_files],
                  "oom": self._oom_files(group), "next": nxt},
                 data, timeout + _GRACE, limit, handle,
@@ -519,7 +531,7 @@ class LocalWarm:
         try:
             raw = await asyncio.shield(fut)
         except BaseException:  # cancelled: the group goes once the supervisor has answered
-            fut.add_done_callback(lambda _f: self._retire(group))
+            self.ending = self._end(sup, replied, group, timeout + _GRACE)
             raise
         if raw is not None and raw[0].get("empty") and not raw[0].get("left"):
             self._spent.append(group)  # seen empty, and nothing enters it: removed later
@@ -532,6 +544,21 @@ class LocalWarm:
         reply = sup.reply(raw, limit)
         self.preforked += reply.preforked
         return reply
+
+    def _end(
+        self, sup: Supervisor, replied: threading.Event, group: CommandCgroup, wait: float
+    ) -> Future[None] | None:
+        """Wait for a cancelled command's reply, then remove its group (killing what is left),
+        on the owner thread; off any event loop (the one that sent it may be closed by then)."""
+        def work() -> None:
+            if not replied.wait(wait):
+                sup.close()  # it stopped answering: a fresh one serves the next call
+            group.remove()
+
+        try:
+            return self._owner.submit(work)
+        except RuntimeError:  # closing: the caller removes the nest, with what runs in it
+            return None
 
     def restart(self) -> None:
         """Stop the running supervisor (blocking): the next call starts a new one, with the

@@ -406,6 +406,8 @@ class DockerSandbox(BaseSandbox):
         )
         # One command at a time: the sweep after a command kills every process of the user.
         async with self._exec_lock:
+            if self._warm.lock.locked():  # a cancelled call's command is being killed: what
+                await to_thread(self._warm.settled)  # it made is moved once it is gone
             watch = self._watch.before()
             if self._container is not None and watch.mounted != self._mounted:
                 # a protected path made (or removed) on the host since the container started:
@@ -482,6 +484,8 @@ class DockerSandbox(BaseSandbox):
             )
 
         async def stop_warm(state: dict[str, Any]) -> None:
+            # a thread that has not taken the lock yet sees the flag and does not start it
+            state["cancelled"] = True
             state["handle"].cancel()  # the supervisor kills it; its thread waits for that
 
         return await self._at_most_twice(warm, stop_warm)
@@ -491,6 +495,8 @@ class DockerSandbox(BaseSandbox):
         handle: ChildHandle, state: dict[str, Any],
     ) -> ExecResult | None:
         with self._warm.lock:
+            if state.get("cancelled"):
+                raise SandboxError("the call was cancelled before the command started")
             container = self._container
             if container is None:
                 raise SandboxError("the sandbox container is gone")

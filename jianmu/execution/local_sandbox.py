@@ -37,6 +37,7 @@ another one running (its processes, their environment and memory).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -45,6 +46,7 @@ import shutil
 import sys
 import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,7 @@ from jianmu.constraints import (
     SANDBOX_DEFAULTS,
     read_only_path,
 )
-from jianmu.errors import SandboxUnavailableError
+from jianmu.errors import SandboxError, SandboxUnavailableError
 from jianmu.execution._bwrap import (
     Protected,
     bwrap_argv,
@@ -258,6 +260,7 @@ class LocalSandbox(BaseSandbox):
         self._tmp: Path | None = None
         self._tmp_bounded = False  # whether the private /tmp is a tmpfs of tmpfs_mb
         self._running: set[ChildHandle] = set()
+        self._ending: Future[None] | None = None  # the last cancelled command's end
         self._user: tuple[int, int] | None = None
         # what a command creates at a protected path is moved out of the way after it
         self._watch = ProtectedPaths(self.workspace, self._protected_paths)
@@ -410,6 +413,7 @@ class LocalSandbox(BaseSandbox):
                 raise ValueError(
                     f"cwd {call.cwd!r} is not a folder in the workspace {str(self.workspace)!r}"
                 )
+            await self._settled()  # a cancelled command may still be dying
             if await self._hold(self._watch.before()):
                 self._watch.retake()  # the new grant changed the files' change times
             if self._warm is not None and not call.ro_mounts:  # a new bind: a cold start
@@ -418,6 +422,19 @@ class LocalSandbox(BaseSandbox):
                 result = await self._run_cold(call, workdir, timeout)
             # none of its processes is left (its pid namespace or control group is gone)
             return self._watch.after(result)
+
+    async def _settled(self) -> None:
+        """Return once no process of the last cancelled command is left: its call returned
+        at once, killing it (a cold child's thread reaps it, a warm supervisor is told to), and
+        what it made is moved only then (else it could make it again, and it would stay)."""
+        ending = self._ending
+        if ending is None:
+            return
+        try:  # a future of no loop: the cancelled call's may be closed by now
+            await asyncio.shield(asyncio.wrap_future(ending))
+        finally:
+            if ending.done() and self._ending is ending:
+                self._ending = None
 
     async def _hold(self, watch: ReadOnlyWatch) -> bool:
         """Hold read-only the protected paths that exist now: the host may have made one
@@ -447,6 +464,16 @@ class LocalSandbox(BaseSandbox):
         filter_fd: int | None = None  # bwrap loads the seccomp filter from it
         protected: Protected = []
         handle = ChildHandle()
+        # taken by the thread as it starts the child, or at the end by this call if none did:
+        # whoever holds it closes the descriptors bwrap is given
+        claim = threading.Lock()
+        ended: Future[None] = Future()
+
+        def release() -> None:
+            for fd in [*ro_fds, *([] if filter_fd is None else [filter_fd]),
+                       *(source for source, _ in protected if isinstance(source, int))]:
+                os.close(fd)  # bwrap holds its own copies once started
+
         self._running.add(handle)
         try:
             for host, target in call.ro_mounts.items():
@@ -457,9 +484,17 @@ class LocalSandbox(BaseSandbox):
                 protected = self._protected()
             spec = self._child_spec(call.argv, workdir, call.env, timeout, ro_fds,
                                     filter_fd=filter_fd, protected=protected)
-            outcome = await to_thread(
-                run_child, spec, call.stdin, timeout, self.output_limit, handle
-            )
+
+            def child() -> ChildOutcome:
+                if not claim.acquire(blocking=False):  # cancelled first: it never starts
+                    raise SandboxError("cancelled before the command started")
+                try:
+                    return run_child(spec, call.stdin, timeout, self.output_limit, handle)
+                finally:
+                    release()
+                    ended.set_result(None)  # killed and reaped, its control group removed
+
+            outcome = await to_thread(child)
         except BaseException:
             # Cancelled from outside (a runner's timeout): kill now, or as soon as the process
             # exists if the thread is still starting it; the thread cleans up after itself.
@@ -467,9 +502,10 @@ class LocalSandbox(BaseSandbox):
             raise
         finally:
             self._running.discard(handle)
-            for fd in [*ro_fds, *([] if filter_fd is None else [filter_fd]),
-                       *(source for source, _ in protected if isinstance(source, int))]:
-                os.close(fd)  # bwrap holds its own copies once started
+            if claim.acquire(blocking=False):  # no thread started it, and none will
+                release()
+            elif not ended.done():  # cancelled: the next call waits for the thread's clean-up
+                self._ending = ended  # before moving what the command made
         return self._result(outcome, timeout)
 
     async def _run_warm(
@@ -488,6 +524,7 @@ class LocalSandbox(BaseSandbox):
                                    limits)
         except BaseException:
             handle.cancel()  # cancelled from outside: the supervisor kills it
+            self._ending = warm.ending
             raise
         finally:
             self._running.discard(handle)

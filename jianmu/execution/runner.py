@@ -23,7 +23,7 @@ import os
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Executor
-from contextvars import ContextVar, Token
+from contextvars import Context, ContextVar, Token
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -104,25 +104,41 @@ RedirectCheck = Callable[[str, str], "str | None"]
 """``(argument, url) -> reason``: why the guard refuses the call with ``argument`` set to
 ``url`` (a redirect the tool was told to follow), or ``None``."""
 
-_REDIRECTS: ContextVar[RedirectCheck | None] = ContextVar("jianmu_redirects", default=None)
+class _Held:
+    """A redirect check in the context variable, dropped when its call ends: a timer set
+    during the call (a subprocess's, an HTTP client's) keeps a copy of the task's context
+    until its deadline, and the check leads to the call's node and its whole run."""
+
+    __slots__ = ("check",)
+
+    def __init__(self, check: RedirectCheck | None) -> None:
+        self.check = check
+
+
+_REDIRECTS: ContextVar[_Held | None] = ContextVar("jianmu_redirects", default=None)
 
 
 def redirect_refusal(argument: str, url: str) -> str | None:
     """Why the guard refuses that the running call follow a redirect to ``url`` (its argument
     ``argument`` then names ``url``), or ``None``: the rules that hold for the call's URL hold
     for every URL it is sent on to. ``None`` also outside a guarded call."""
-    check = _REDIRECTS.get()
+    held = _REDIRECTS.get()
+    check = None if held is None else held.check
     return None if check is None else check(argument, url)
 
 
-def set_redirect_check(check: RedirectCheck | None) -> Token[RedirectCheck | None]:
+def set_redirect_check(check: RedirectCheck | None) -> Token[_Held | None]:
     """Make ``check`` answer `redirect_refusal` in this task until `reset_redirect_check`
     (a bare pair, not a ``with``: it runs around every call)."""
-    return _REDIRECTS.set(check)
+    return _REDIRECTS.set(_Held(check))
 
 
-def reset_redirect_check(token: Token[RedirectCheck | None]) -> None:
-    """Undo the `set_redirect_check` that returned ``token``."""
+def reset_redirect_check(token: Token[_Held | None]) -> None:
+    """Undo the `set_redirect_check` that returned ``token``; copies of the context made
+    meanwhile hold the check no more."""
+    held = _REDIRECTS.get()
+    if held is not None:
+        held.check = None
     _REDIRECTS.reset(token)
 
 
@@ -352,15 +368,24 @@ class _Timers:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # weakly: `_TIMERS` is keyed by the loop weakly, and a value holding its key kept
+        # every loop that ever set a deadline (one per ``asyncio.run`` of a request) for good
+        self.loop_ref = weakref.ref(loop)
         self.grains: dict[int, set[_Watch]] = {}
+        # a timer keeps the context it is set in until its deadline: the caller's would keep
+        # the run that set it (its nodes, state and messages, via their context variables)
+        # alive for the whole timeout after it ended; `_expire` reads no context variable
+        self._context = Context()
 
-    def watch(self, task: asyncio.Task[Any], timeout: float) -> tuple[int, _Watch]:
-        grain = math.ceil((self.loop.time() + timeout) / GRAIN_S)
+    def watch(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], timeout: float
+    ) -> tuple[int, _Watch]:
+        """Cancel ``task`` (on ``loop``, this one's) once ``timeout`` seconds have passed."""
+        grain = math.ceil((loop.time() + timeout) / GRAIN_S)
         watches = self.grains.get(grain)
         if watches is None:
             watches = self.grains[grain] = set()
-            self.loop.call_at(grain * GRAIN_S, self._expire, grain)
+            loop.call_at(grain * GRAIN_S, self._expire, grain, context=self._context)
         watch = _Watch(task)
         watches.add(watch)
         return grain, watch
@@ -394,7 +419,7 @@ _last: list[_Timers] = []
 
 
 def _timers(loop: asyncio.AbstractEventLoop) -> _Timers:
-    if _last and _last[0].loop is loop:
+    if _last and _last[0].loop_ref() is loop:
         return _last[0]
     timers = _TIMERS.get(loop)
     if timers is None:
@@ -418,7 +443,7 @@ async def within(
     assert task is not None  # in-process calls run in tasks
     timers = _timers(loop)
     cancelling = task.cancelling()
-    grain, watch = timers.watch(task, timeout)
+    grain, watch = timers.watch(loop, task, timeout)
     try:
         return await call
     except asyncio.CancelledError:

@@ -58,7 +58,9 @@ class _Inbox:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # weakly: `_INBOXES` is keyed by the loop weakly, and a value holding its key kept
+        # every loop that ever ran a sync tool (one per ``asyncio.run`` of a request) for good
+        self._loop = weakref.ref(loop)
         self._lock = threading.Lock()
         self._items: list[tuple[asyncio.Future[Any], bool, Any]] = []
         self._scheduled = False
@@ -70,8 +72,11 @@ class _Inbox:
             if self._scheduled:
                 return  # a hand-over is already on its way: it takes this one too
             self._scheduled = True
+        loop = self._loop()
+        if loop is None:  # the loop is gone: nobody waits any more
+            return
         try:
-            self.loop.call_soon_threadsafe(self._flush)
+            loop.call_soon_threadsafe(self._flush)
         except RuntimeError:  # the loop closed: nobody waits any more
             pass
 
@@ -144,7 +149,7 @@ class _Job:
         """Never start; a caller still waiting is cancelled (the pool closed under it)."""
         self.dropped = True
         try:
-            self.inbox.loop.call_soon_threadsafe(self.future.cancel)
+            self.future.get_loop().call_soon_threadsafe(self.future.cancel)
         except RuntimeError:  # the loop closed: nobody waits
             pass
 

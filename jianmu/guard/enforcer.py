@@ -94,6 +94,11 @@ def _workspace_root(
     return os.fspath(effective_root(root))
 
 
+_NAMES_KEPT = 4096
+"""Answers remembered per tool name at most: a chain can serve every run of the process, and
+names come from the model and from tools made per request."""
+
+
 class ToolPolicyChecker(BaseChecker):
     """Allow, deny or confirm by ``tool_policy`` rules, the tool's permission and the default.
 
@@ -284,7 +289,7 @@ class ToolPolicyChecker(BaseChecker):
         found = self._hidden.get(key)
         if found is None:
             found = self._hides(name, permission, roles)
-            if len(self._hidden) >= 4096:  # never grow unbounded
+            if len(self._hidden) >= _NAMES_KEPT:  # never grow unbounded
                 self._hidden.clear()
             self._hidden[key] = found
         return found
@@ -346,7 +351,7 @@ class ToolPolicyChecker(BaseChecker):
         found = self._decided.get(key)
         if found is None:
             found = self._decide(call, tool, None)
-            if len(self._decided) >= 4096:  # names come from a model: never grow unbounded
+            if len(self._decided) >= _NAMES_KEPT:  # names come from a model: never grow unbounded
                 self._decided.clear()
             self._decided[key] = found
         return found
@@ -686,10 +691,15 @@ class GuardEnforcer:
         """Whether a per-minute limit applies to the tool ``name`` (its call times must be kept)."""
         known = self._rate_limited.get(name)
         if known is None:  # the chain is fixed once built: ask it once per tool
-            known = self._rate_limited[name] = any(
+            known = any(
                 isinstance(c, RateLimitChecker) and c.limit_for(name) is not None
                 for c in self.checkers
             )
+            # one chain serves every run under the shared defaults for the process's life, and
+            # names come from the model and from tools made per request: never grow unbounded
+            if len(self._rate_limited) >= _NAMES_KEPT:
+                self._rate_limited.clear()
+            self._rate_limited[name] = known
         return known
 
 

@@ -326,6 +326,11 @@ class AnthropicProvider(SDKProvider):
                 # tools: those called are offered by name (any input), never to be called again
                 out["tools"] = called
                 out["tool_choice"] = {"type": "none"}
+        if _unthought_tool_use(out["messages"], merged.get("thinking")):
+            # a turn of this tool loop came from a model that did not think (a fallback's
+            # other provider): its thinking cannot come back, and Anthropic refuses the loop
+            # with thinking on; it goes on without, until the next message of the user
+            merged.pop("thinking")
         stop = merged.pop("stop", None)
         if stop:
             merged.setdefault("stop_sequences", [stop] if isinstance(stop, str) else list(stop))
@@ -773,15 +778,36 @@ def anthropic_tool_choice(choice: Any) -> dict[str, Any] | None:
     raise ValueError(f"tool_choice {choice!r} has no Anthropic equivalent")
 
 
+EARLIER_TURNS = "(The conversation's earlier turns are left out.)"
+"""The user turn put first when a history begins with the assistant's (one cut short by a
+history processor): the Messages API refuses a conversation that does not begin with the user."""
+
+
+GO_ON = "(Go on.)"
+"""The user turn put last when a conversation is empty or ends with the assistant's (a skill
+or an agent run after an answer, with no new message): the Messages API refuses no messages,
+and Claude 4.6 and later (and thinking) a request that ends with an assistant turn."""
+
+EMPTY_MESSAGE = "(an empty message)"
+"""The text of a user turn that said nothing (``""``, only spaces): the Messages API refuses
+an empty turn and a text block of no text."""
+
+
 def merge_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Join consecutive turns of one role (tool results then a user note, for one), and drop
-    empty assistant turns: the Messages API wants alternating, non-empty turns."""
+    """Join consecutive turns of one role (tool results then a user note, for one), drop
+    empty assistant turns and blank text, and begin and end with a user turn: the Messages API
+    wants alternating, non-empty turns, the first and last the user's, and no text block
+    without text."""
     out: list[dict[str, Any]] = []
     for message in messages:
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if message["role"] == "assistant" and not blocks:
-            continue
+        blocks = [b for b in blocks if not _blank(b)]
+        if not blocks:
+            if message["role"] == "assistant" or (out and out[-1]["role"] == "user"):
+                continue
+            blocks = [{"type": "text", "text": EMPTY_MESSAGE}]
+        content = blocks[0]["text"] if isinstance(content, str) else blocks
         if out and out[-1]["role"] == message["role"]:
             previous = out[-1]["content"]
             if isinstance(previous, str):
@@ -789,4 +815,34 @@ def merge_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             previous.extend(blocks)
         else:
             out.append({"role": message["role"], "content": content})
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": EARLIER_TURNS})
+    if not out or out[-1]["role"] != "user":
+        out.append({"role": "user", "content": GO_ON})
     return out
+
+
+def _unthought_tool_use(messages: list[dict[str, Any]], thinking: Any) -> bool:
+    """Whether thinking is on and an assistant turn that used a tool since the user's last
+    message (tool results aside) does not begin with its thinking, as Anthropic requires."""
+    if not isinstance(thinking, Mapping) or thinking.get("type") == "disabled":
+        return False
+    for message in reversed(messages):
+        content = message["content"]
+        blocks = content if isinstance(content, list) else [{"type": "text"}]
+        if message["role"] == "user":
+            if any(b.get("type") != "tool_result" for b in blocks):
+                return False  # the user's message: the loop began after it
+            continue
+        uses = any(b.get("type") == "tool_use" for b in blocks)
+        if uses and blocks[0].get("type") not in REASONING_BLOCKS:
+            return True
+    return False
+
+
+def _blank(block: Any) -> bool:
+    """Whether ``block`` is a text block without text (or only spaces)."""
+    if not isinstance(block, Mapping) or block.get("type") != "text":
+        return False
+    text = block.get("text")
+    return not isinstance(text, str) or not text.strip()

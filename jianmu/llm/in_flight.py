@@ -53,6 +53,12 @@ class InFlight:
     """How the caller counts what a model that a `FallbackLLM` passed over spent (the call
     as that model left it, and the model's name): no reply of it will say so."""
 
+    def release(self) -> None:
+        """Let go of what the call was asked with, once it is over: a timer an HTTP library
+        set during the call keeps a copy of the task's context (this call in it) until its
+        deadline, and with it the messages, the tools and the run they lead to."""
+        self.messages = self.tools = self.stream = self.count_passed = None
+
 
 IN_FLIGHT: ContextVar[InFlight | None] = ContextVar("jianmu_llm_in_flight", default=None)
 """The call the current task makes (set by the agent node, per call)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from jianmu.tools.calls import MediaPart, ToolCall, ToolResult
+from jianmu.tools.calls import MediaPart, ToolCall, ToolResult, sent_tool_name
 
 __all__ = (
     "OPENAI_REASONING_FIELDS",
@@ -240,9 +240,13 @@ class Message(BaseModel):
 
     def to_openai(self) -> dict[str, Any]:
         """This message in the OpenAI chat format."""
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.name is not None:
-            out["name"] = self.name
+        content = self.content
+        if content is None and not self.tool_calls:
+            # OpenAI refuses a null content but beside tool calls (an empty reply streamed)
+            content = ""
+        out: dict[str, Any] = {"role": self.role, "content": content}
+        if self.name:  # OpenAI refuses a name of other characters ("John Doe", "a.b")
+            out["name"] = sent_tool_name(self.name)
         if self.tool_calls:
             out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         if self.tool_call_id is not None:
@@ -327,14 +331,19 @@ NOT_RUN = (
 """The result recorded for a call the conversation left behind (`close_unanswered`)."""
 
 
-def close_unanswered(messages: Sequence[Message]) -> list[Message] | None:
+def close_unanswered(
+    messages: Sequence[Message], recorded: Mapping[str, Message] | None = None,
+) -> list[Message] | None:
     """``messages`` with every tool call that a later turn left without its result answered
-    as `NOT_RUN`, right after the results it has; None when every call has its result.
+    as `NOT_RUN` (or by its result in ``recorded``, by call id: one recorded before its
+    batch was appended, such as a call stopped as maybe done), right after the results it
+    has; None when every call has its result.
 
     A run stopped during a call, then a new message (``send``, a history passed on): every
     provider refuses a call without its result, and the call is not to run any more.
     Calls of the last turn, with nothing after them, are still to run: they are left alone.
     """
+    recorded = recorded or {}
     out: list[Message] | None = None
     waiting: list[ToolCall] = []
     for i, m in enumerate(messages):
@@ -346,11 +355,64 @@ def close_unanswered(messages: Sequence[Message]) -> list[Message] | None:
         if waiting:
             if out is None:
                 out = list(messages[:i])
-            out += [Message.tool(NOT_RUN, tool_call_id=c.id, name=c.name) for c in waiting]
+            out += [recorded.get(c.id) or Message.tool(NOT_RUN, tool_call_id=c.id, name=c.name)
+                    for c in waiting]
         if out is not None:
             out.append(m)
         waiting = list(m.tool_calls) if m.role == "assistant" else []
     return out
+
+
+ORPHAN_RESULT = "The result of a call ({tool}, id {id}) that this conversation does not hold:"
+"""What a tool result whose call is not right before it goes as (`paired_turns`)."""
+
+
+def paired_turns(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` as the model APIs take them: a tool result that answers no call of the
+    turn right before it (a history given with its start cut off, a processor that cut a
+    turn in two, a result given twice) sent as a user message of its text, `ORPHAN_RESULT`
+    first, after the results of that turn; and each call without a result answered as
+    `NOT_RUN` (as `close_unanswered` does; those of the last turn too): OpenAI and
+    Anthropic refuse the whole request for a result without its call or a call without its
+    result. System messages go first, in their order, as Anthropic's one system prompt holds
+    them all (a history given with its own system prompt or notes)."""
+    began = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    if any(m.role == "system" for m in messages[began:]):
+        messages = [*(m for m in messages if m.role == "system"),
+                    *(m for m in messages if m.role != "system")]
+    out: list[Message] = []
+    waiting: list[str] = []  # the calls of the last assistant turn still without a result
+    orphans: list[Message] = []  # results of no call there, sent after the turn's results
+    for m in messages:
+        if m.role == "tool" and m.tool_call_id not in waiting:
+            lead = ORPHAN_RESULT.format(tool=m.name or "a tool", id=m.tool_call_id)
+            orphans.append(Message(role="user", content=f"{lead}\n{m.content or ''}",
+                                   media=m.media))
+            continue
+        if m.role == "tool":
+            waiting.remove(m.tool_call_id or "")
+            out.append(m)
+            continue
+        out += _not_run(out, waiting) + orphans
+        orphans = []
+        waiting = [c.id for c in m.tool_calls]
+        out.append(m)
+    out += _not_run(out, waiting) + orphans
+    return out
+
+
+def _not_run(out: list[Message], waiting: list[str]) -> list[Message]:
+    """`NOT_RUN` results of the calls in ``waiting`` (of the last assistant turn of ``out``)."""
+    if not waiting:
+        return []
+    last = next(m for m in reversed(out) if m.role == "assistant")
+    left = list(waiting)
+    results = []
+    for c in last.tool_calls:
+        if c.id in left:
+            left.remove(c.id)
+            results.append(Message.tool(NOT_RUN, tool_call_id=c.id, name=c.name))
+    return results
 
 
 def messages_to_openai(
@@ -366,7 +428,8 @@ def messages_to_openai(
     came in (``reasoning_content``: DeepSeek's thinking mode with tools requires it there);
     earlier turns' never goes (a new question starts without it).
     """
-    return _openai_chat_messages(coerce_messages(messages), images=images, reasoning=reasoning)
+    return _openai_chat_messages(paired_turns(coerce_messages(messages)), images=images,
+                                 reasoning=reasoning)
 
 
 def _openai_chat_messages(
@@ -379,6 +442,7 @@ def _openai_chat_messages(
     (a model that reads no images) only the text stand-ins remain.
     """
     out: list[dict[str, Any]] = []
+    ids = _CallIds(openai_call_id)
     pending: list[dict[str, Any]] = []  # the image parts of the current run of tool messages
     turn_starts = 0  # the current turn: the messages after the last user message
     if reasoning:
@@ -389,7 +453,7 @@ def _openai_chat_messages(
             out.append({"role": "user", "content": pending})
             pending = []
         entry = message.to_openai()
-        _short_ids(entry)
+        _short_ids(entry, ids)
         if reasoning and message.reasoning and index >= turn_starts:
             _send_reasoning(entry, message.reasoning)
         if message.media:
@@ -423,12 +487,13 @@ def openai_call_id(call_id: str) -> str:
     return f"{call_id[:OPENAI_MAX_CALL_ID - 17]}_{digest}"
 
 
-def _short_ids(entry: dict[str, Any]) -> None:
-    """The call ids of an OpenAI chat message made ones OpenAI takes (`openai_call_id`)."""
+def _short_ids(entry: dict[str, Any], ids: _CallIds) -> None:
+    """The call ids of an OpenAI chat message made ones OpenAI takes: unique in the request
+    and of `OPENAI_MAX_CALL_ID` characters at most (`openai_call_id`)."""
     for call in entry.get("tool_calls") or ():
-        call["id"] = openai_call_id(call["id"])
+        call["id"] = ids.use(call["id"])
     if "tool_call_id" in entry:
-        entry["tool_call_id"] = openai_call_id(entry["tool_call_id"])
+        entry["tool_call_id"] = ids.result(entry["tool_call_id"])
 
 
 def _send_reasoning(entry: dict[str, Any], blocks: Sequence[Mapping[str, Any]]) -> None:
@@ -467,30 +532,43 @@ def _from_anthropic_input(value: Any) -> Any:
 _NOT_ANTHROPIC_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 
-class _AnthropicIds:
-    """Call ids as Anthropic takes them: each ``tool_use`` id unique in the request and of
-    ``^[A-Za-z0-9_-]+$`` (else a 400), each result naming its call's id. A conversation may
-    hold others: a server that numbers calls per reply (``call_0`` each turn), Kimi's
-    ``functions.lookup:0``, an id a run made unique (``call_0.1``). Made the same from the
-    same conversation, so each turn's request begins as the last one did (the prompt cache)."""
+def _anthropic_id(call_id: str) -> str:
+    return _NOT_ANTHROPIC_ID.sub("_", call_id) or "call"
 
-    def __init__(self) -> None:
+
+class _CallIds:
+    """Call ids as an API takes them: each call's id unique in the request (a 400 else, from
+    OpenAI as from Anthropic) and of the API's form (``make``: Anthropic's
+    ``^[A-Za-z0-9_-]+$``, OpenAI's 40 characters), each result naming its call's id. A
+    conversation may hold others: a server that numbers calls per reply (``call_0`` each
+    turn), Kimi's ``functions.lookup:0``, an id a run made unique (``call_0.1``), a history
+    given with an id used twice. Made the same from the same conversation, so each turn's
+    request begins as the last one did (the prompt cache)."""
+
+    def __init__(self, make: Callable[[str], str]) -> None:
+        self._make = make
         self._sent: set[str] = set()
-        self._latest: dict[str, str] = {}  # a call's id: what its latest tool_use went as
+        self._latest: dict[str, str] = {}  # a call's id: what its latest call went as
+        self._open: dict[str, list[str]] = {}  # a call's id: its calls not yet answered
 
     def use(self, call_id: str) -> str:
-        base = _NOT_ANTHROPIC_ID.sub("_", call_id) or "call"
-        sent, n = base, 1
+        base = sent = self._make(call_id)
+        n = 1
         while sent in self._sent:
             n += 1
-            sent = f"{base}_{n}"
+            sent = self._make(f"{base}_{n}")
         self._sent.add(sent)
         self._latest[call_id] = sent
+        self._open.setdefault(call_id, []).append(sent)
         return sent
 
     def result(self, call_id: str) -> str:
-        """The id a result of ``call_id`` names: that of the latest call of that id."""
-        return self._latest.get(call_id) or _NOT_ANTHROPIC_ID.sub("_", call_id) or "call"
+        """The id a result of ``call_id`` names: the first call of that id still without a
+        result (two calls of one id in a turn: each result its own), else the latest."""
+        waiting = self._open.get(call_id)
+        if waiting:
+            return waiting.pop(0)
+        return self._latest.get(call_id) or self._make(call_id)
 
 
 REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
@@ -509,14 +587,15 @@ def messages_to_anthropic(
     travel as ``{"_raw_arguments": value}``; a tool result whose text starts with ``Error:``
     is marked ``is_error``. A tool result's images go inside it as ``image`` blocks (with
     ``images`` on), after its text, which names every media part. Call ids go as
-    `_AnthropicIds` makes them: unique and of Anthropic's pattern.
+    `_CallIds` makes them: unique and of Anthropic's pattern.
     """
     system_parts: list[str] = []
     out: list[dict[str, Any]] = []
-    ids = _AnthropicIds()
-    for message in coerce_messages(messages):
+    ids = _CallIds(_anthropic_id)
+    for message in paired_turns(coerce_messages(messages)):
         if message.role == "system":
-            system_parts.append(message.content or "")
+            if message.content and not message.content.isspace():  # a blank one is refused
+                system_parts.append(message.content)
         elif message.role == "user":
             pictures = anthropic_media_blocks(message.media) if images else []
             said = with_stand_ins(message.content, message.media)
@@ -537,7 +616,7 @@ def messages_to_anthropic(
                 {
                     "type": "tool_use",
                     "id": ids.use(call.id),
-                    "name": call.name,
+                    "name": sent_tool_name(call.name),
                     "input": _anthropic_input(call.arguments),
                 }
                 for call in message.tool_calls

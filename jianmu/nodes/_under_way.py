@@ -1,10 +1,14 @@
-"""Calls under way in a checkpointed run: a call that may not be run twice is marked in the
-state and checkpointed before it starts, and unmarked as it is recorded, so a run restored after
-its process died (a crash, a SIGKILL) knows which calls may have taken effect unrecorded.
+"""Calls under way, and what becomes of one stopped before it was recorded.
 
-Such a call is not run again: it is recorded as maybe done and the model told, as a call in a
-worker thread that a stopped run could not stop is (`ToolExecutor`). A durable run keeps its
-own record of steps in flight (`jianmu.durable`), and an idempotent tool simply runs again.
+A call that may not run twice (`rerunnable` says which may) and was stopped after it began
+(a ``cancel()``, the run's timeout, Ctrl-C, a pre-empted node, a stream left by ``break``, a
+worker thread nobody can stop) is never started again by the engine: it is recorded as maybe
+done and the model reads that (`maybe_done`), so it can check before asking again, and a call
+asked again is a new one, checked and approved anew. The same holds when the process itself
+died under the call: in a checkpointed run such a call is marked in the state and checkpointed
+before it starts, and unmarked as it is recorded, so a run restored after a crash or a SIGKILL
+knows which calls may have taken effect unrecorded (`settle_in_doubt`); a durable run keeps
+its own record of steps in flight (`jianmu.durable`), which a takeover reads the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ if TYPE_CHECKING:
     from jianmu.tools.base import Tool
 
 __all__ = (
-    "UNDER_WAY", "merge_under_way", "settle_in_doubt", "start", "stopped", "uncertain", "unmarked",
+    "UNDER_WAY", "maybe_done", "merge_under_way", "rerunnable", "settle", "settle_in_doubt",
+    "settled", "start", "stopped", "uncertain", "unmarked",
 )
 
 UNDER_WAY = "calls_under_way"
@@ -79,18 +84,51 @@ def settle_in_doubt(
         if tool is None or call.id not in marked or call.id in mine:
             left.append((call, tool))
             continue
-        result = ToolResult(tool=tool.name, ok=False, call_id=call.id,
-                            error=uncertain(tool.name))
         mine.add(call.id)  # the node's own now: its record unmarks it
-        record(call, tool, result, executed=True)
-        node.events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
-                         error=result.error, in_doubt=True)
+        settle(node, call, tool, record, PROCESS_DIED)
     return left
 
 
-def uncertain(tool_name: str) -> str:
-    """The observation of a call under way when the run's process stopped."""
+def rerunnable(tool: Tool) -> bool:
+    """Whether a call of ``tool`` stopped mid-flight may simply run again: the tool is
+    idempotent (a read is, unless it says otherwise), or it records its own steps and goes on
+    where it stopped (a sub-agent, a question), its own calls each under this rule."""
+    return bool(tool.tool_spec.idempotent or tool.records_own_steps)
+
+
+STOPPED = "the run was stopped"
+"""Why a call did not finish: its run was stopped (cancelled, timed out, pre-empted)."""
+IN_A_THREAD = "the run was stopped (the call ran in a worker thread, which cannot be stopped)"
+"""...the same, for a call in a worker thread, which may even finish after the run stopped."""
+PROCESS_DIED = "the run's process stopped"
+"""...its process died (a crash, a SIGKILL) or lost the run to another owner."""
+
+
+def uncertain(tool_name: str, why: str = PROCESS_DIED) -> str:
+    """The observation of a call of ``tool_name`` stopped mid-flight, and not run again."""
     return (
-        f"the run's process stopped while {tool_name!r} was running, so whether it did its "
-        "work is unknown; it was not run again. Check before calling it again"
+        f"{why} while {tool_name!r} was running, so whether it did its work is unknown; it was "
+        "not run again (the call was interrupted and may or may not have taken effect). "
+        "Check before calling it again (a new call is checked, and approved, again)"
     )
+
+
+def maybe_done(call: ToolCall, tool: Tool, why: str = STOPPED) -> ToolResult:
+    """The result recorded for ``call``, stopped after it began and not run again."""
+    return ToolResult(tool=tool.name, ok=False, call_id=call.id, error=uncertain(tool.name, why),
+                      maybe_done=True)
+
+
+def settle(
+    node: RuntimeNode, call: ToolCall, tool: Tool, record: Callable[..., None], why: str,
+) -> None:
+    """Record ``call`` as maybe done (``record``, the executor's) and say so in an event."""
+    result = maybe_done(call, tool, why)
+    record(call, tool, result, executed=True)
+    node.events.emit("tool.call.failed", tool=tool.name, call_id=call.id, error=result.error,
+                     in_doubt=True)
+
+
+async def settled(result: ToolResult) -> ToolResult:
+    """``result``, as a durable step's factory (a call settled without running)."""
+    return result

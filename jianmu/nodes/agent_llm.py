@@ -577,10 +577,14 @@ class AgentLLMNode(GuardedTurn):
     def _close_unanswered(self, stored: Sequence[Message]) -> None:
         """Answer as not run the calls that the conversation went on from (a run stopped
         during them, then ``send``; a history passed on): no provider takes a call without
-        its result. The calls still pending are from before the new message: dropped."""
-        closed = close_unanswered(stored)
+        its result. The calls still pending are from before the new message: dropped (one
+        already recorded, a call stopped as maybe done, keeps its result)."""
+        recorded = self.state.get("observations") or {}
+        closed = close_unanswered(stored, recorded)
         if closed is not None:
             self.state.replace({"messages": closed})
+        if recorded:  # in the conversation now, or of calls it dropped
+            self.state.update({"observations": {}})
         if self.state.get("actions"):
             self.state.replace({"actions": []})
 
@@ -728,7 +732,7 @@ class AgentLLMNode(GuardedTurn):
         reply = within(self._asked(messages, toolset, record), whole,
                        lambda: _no_answer(whole, self._in_flight))
         response = await (reply if checks is None else self._beside(reply, checks))
-        self._in_flight = None  # answered: counted with the turn
+        self._call_over()  # answered: counted with the turn
         parts = [(response, messages)]
         if answer_cut_off(response):  # half an answer: go on, if so configured
             parts = await self._continued(parts, toolset, whole, response.model or model,
@@ -807,10 +811,18 @@ class AgentLLMNode(GuardedTurn):
         call, self._in_flight = self._in_flight, None
         answered, self._answered = self._answered, None
         usage = stopped_usage(call, self._request_tools, self.events.emit, model)
+        if call is not None:
+            call.release()
         if answered:
             usage = self._parts_usage(answered, model) + (usage or Usage())
         if usage is not None:
             self._spend(usage)
+
+    def _call_over(self) -> None:
+        """The model call answered: no longer in flight, and holding nothing of the turn."""
+        call, self._in_flight = self._in_flight, None
+        if call is not None:
+            call.release()
 
     def _count_passed(self, call: InFlight, model: str) -> None:
         """Add what ``model``, which a `FallbackLLM` passed over once the server had taken its
@@ -851,7 +863,7 @@ class AgentLLMNode(GuardedTurn):
                 asked = continue_messages(messages, text)
                 response = await within(self._asked(asked, toolset, record), whole,
                                         lambda: _no_answer(whole, self._in_flight))
-                self._in_flight = None
+                self._call_over()
                 parts.append((response, asked))
                 text += response.text
         except BaseException:  # the parts so far were answered and billed: counted still

@@ -42,6 +42,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -122,6 +123,19 @@ _CallKey = tuple[str, str]
 """A call's sub-run: the id of the run that called it, and its namespace there. The namespace
 alone (``research/call_1``) names a call of every run of the agent, as models reuse call ids:
 with it, another run went on with this one's sub-run."""
+
+
+class _Calls:
+    """One calling run's sub-runs of one agent tool (a call waiting for a person, say), and
+    the trees built for them. The calling run's context holds them (`RunContext.agent_calls`),
+    not the tool, which serves every run of its agent: a run suspended and never resumed
+    (dropped) takes its sub-runs with it, where the tool kept them, and the run, for good."""
+
+    __slots__ = ("__weakref__", "runs", "trees")
+
+    def __init__(self) -> None:
+        self.runs: dict[_CallKey, _SubRun] = {}
+        self.trees: dict[_CallKey, py_trees.behaviour.Behaviour] = {}
 
 
 def _call_label(call_id: str, node_path: str) -> str:
@@ -268,6 +282,7 @@ class _SubRun(ReactiveRunner):
         self.ctx.steps = None if parent.steps is None else ScopedSteps(parent.steps, prefix)
         self.ctx.running_calls = parent.running_calls  # the caller's calls in flight count here
         self.ctx.agent_runs = parent.agent_runs  # one count for the whole tree of sub-agents
+        self.ctx.agent_calls = parent.agent_calls  # held by the calling run, as its state
         self.ctx.guardrails = dict(parent.guardrails if guardrails is None else guardrails)
         self.depth = getattr(parent.runner, "depth", 0) + 1
         self.parent = parent
@@ -358,8 +373,8 @@ class AgentTool(Tool):
         problems = structural_problems(self)
         if problems:
             raise ToolValidationError(self.name, problems)
-        self._runs: dict[_CallKey, _SubRun] = {}
-        self._trees: dict[_CallKey, py_trees.behaviour.Behaviour] = {}
+        self._held: weakref.WeakSet[_Calls] = weakref.WeakSet()
+        """The calls of runs still alive (for `aclose`)."""
         self._holder: _CallKey | None = None
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
@@ -467,15 +482,17 @@ class AgentTool(Tool):
                 return ToolResult(tool=self.name, ok=False, error=str(record["withheld"]))
             return ToolResult(tool=self.name, ok=True, output=self._answer(view))
         guard = self._exclusive()
+        calls = self._calls(ctx)
         async with guard:
-            runner = self._runs.get(key)
+            runner = calls.runs.get(key)
             if runner is not None and not call_id and runner.asked != asked:
-                await self._finish(key)  # a run of another question: never resumed by this one
+                # a run of another question: never resumed by this one
+                await self._finish(calls, key)
                 runner = None
             if runner is not None and runner.view.manager is not view.manager:
                 # the run was restored into a new state since (in this process): the call
                 # goes on from its record there, not in the state the old runner left
-                await self._finish(key)
+                await self._finish(calls, key)
                 runner = None
             if runner is None:
                 holder = self._holder
@@ -498,7 +515,7 @@ class AgentTool(Tool):
                     )
                 ctx.agent_runs[0] += 1
                 runner = self._start(
-                    arguments, view, record, ctx, constraints or ctx.constraints,
+                    calls, arguments, view, record, ctx, constraints or ctx.constraints,
                     f"{node_path}/{self.name}[{label}]" if node_path else
                     f"{self.name}[{label}]", f"{relative}/",
                     None if guardrails is None else guardrails(), (call_id, node_path),
@@ -509,11 +526,11 @@ class AgentTool(Tool):
             try:
                 result = await runner.run()
             except BaseException:
-                await self._finish(key)
+                await self._finish(calls, key)
                 raise
             if result.status is RunStatus.SUSPENDED:
                 raise ToolSuspended(f"agent {self.name!r} waits for {_waits_for(result.pending)}")
-            await self._finish(key)
+            await self._finish(calls, key)
         trip = result.exception
         if isinstance(trip, GuardrailTripped) and trip.kind == "tool_output":
             # its answer, judged in its own turn (`answer_judge`): the refusal the caller's
@@ -539,13 +556,21 @@ class AgentTool(Tool):
         judged = runner.judged == (answer,)
         return ToolResult(tool=self.name, ok=True, output=answer, judged=judged)
 
+    def _calls(self, ctx: RunContext) -> _Calls:
+        """The calling run's sub-runs of this tool, kept in its context."""
+        calls: _Calls | None = ctx.agent_calls.get(id(self))  # the run holds this tool
+        if calls is None:
+            calls = ctx.agent_calls[id(self)] = _Calls()
+            self._held.add(calls)
+        return calls
+
     def _start(
-        self, arguments: Any, view: StateView, record: Any, ctx: RunContext,
+        self, calls: _Calls, arguments: Any, view: StateView, record: Any, ctx: RunContext,
         constraints: Constraints, root_name: str, prefix: str,
         guardrails: dict[str, tuple[Any, ...]] | None = None, call: tuple[str, str] = ("", ""),
     ) -> _SubRun:
         key = (ctx.run_id, str(view.namespace))
-        tree = self._tree(key, ctx)
+        tree = self._tree(calls, key, ctx)
         tree.parent = None  # a tree served to an earlier call hangs off that call's root
         root = _AgentRoot(root_name, tree)
         root.namespace = str(view.namespace)
@@ -564,10 +589,12 @@ class AgentTool(Tool):
             runner.answer_judge = self._judge(ctx, call, constraints, guardrails, runner)
         if resumed:
             runner.resume_nodes(record)
-        self._runs[key] = runner
+        calls.runs[key] = runner
         return runner
 
-    def _tree(self, key: _CallKey, ctx: RunContext) -> py_trees.behaviour.Behaviour:
+    def _tree(
+        self, calls: _Calls, key: _CallKey, ctx: RunContext
+    ) -> py_trees.behaviour.Behaviour:
         """The tree for the call: the one given, or a fresh one built for it.
 
         Raises:
@@ -577,7 +604,7 @@ class AgentTool(Tool):
         if not self._factory:
             self._refuse_running(self.agent, ctx)  # type: ignore[arg-type]
             return self.agent  # type: ignore[return-value]
-        tree = self._trees.get(key)
+        tree = calls.trees.get(key)
         if tree is None:
             tree = self.agent()  # type: ignore[operator]
             if not isinstance(tree, py_trees.behaviour.Behaviour):
@@ -585,13 +612,13 @@ class AgentTool(Tool):
                     f"the function given to agent_tool({self.name!r}) returned "
                     f"{type(tree).__name__}, not a behaviour tree"
                 )
-            if any(tree is held for held in self._trees.values()):
+            if any(tree is held for each in self._held for held in each.trees.values()):
                 raise ToolExecutionError(
                     f"the function given to agent_tool({self.name!r}) returned the tree "
                     "another call is running; it must build a fresh tree for each call"
                 )
             self._refuse_running(tree, ctx)
-            self._trees[key] = tree
+            calls.trees[key] = tree
         return tree
 
     def _refuse_running(self, tree: py_trees.behaviour.Behaviour, ctx: RunContext) -> None:
@@ -616,14 +643,14 @@ class AgentTool(Tool):
             self._lock = (loop, asyncio.Lock())
         return self._lock[1]
 
-    async def _finish(self, key: _CallKey) -> None:
+    async def _finish(self, calls: _Calls, key: _CallKey) -> None:
         """Forget a call's run; a tree built for the call ends its threads and sandboxes."""
-        runner = self._runs.pop(key, None)
+        runner = calls.runs.pop(key, None)
         if runner is not None:
             runner.detach()
         if self._holder == key:
             self._holder = None
-        tree = self._trees.pop(key, None)
+        tree = calls.trees.pop(key, None)
         if tree is not None:
             await close_tree(tree)
 
@@ -668,8 +695,9 @@ class AgentTool(Tool):
 
     async def aclose(self) -> None:
         """End the worker threads and sandboxes the sub-agent's tree keeps."""
-        for key in list(self._runs):
-            await self._finish(key)
+        for calls in list(self._held):
+            for key in list(calls.runs):
+                await self._finish(calls, key)
         if not self._factory:
             await close_tree(self.agent)
 

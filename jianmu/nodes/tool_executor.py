@@ -64,7 +64,6 @@ from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_failures import (
     OWN_FAILURES,
-    abandoned,
     error_text,
     own_failure,
     transient,
@@ -205,10 +204,6 @@ def elapsed_ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def _not_json(tool: Tool, raw: str) -> str:
-    return not_json_message(tool.name, tool.parameters, raw)
-
-
 _UNHEARD = EventBus()
 """A bus nobody listens to: a call checked again is not announced twice."""
 
@@ -272,8 +267,8 @@ class ToolExecutor(AsyncNode):
     observation is written and the run checkpointed as the call finishes, so a run restored
     after a crash never runs a finished call again; without one (nothing to restore from),
     the batch's observations are written together when it ends, or when it is cancelled.
-    A halted batch's unfinished calls run again on the next run, except a call that is not
-    idempotent in a worker thread: nothing can stop it, so it is recorded as maybe done.
+    A halted batch's calls that had not begun, or whose tool is idempotent, run again on the
+    next run; one that began and may not run twice is recorded as maybe done, the model told.
 
     Args:
         name: the node's name.
@@ -324,6 +319,8 @@ class ToolExecutor(AsyncNode):
         """Calls this node marked as under way (`jianmu.nodes._under_way`), until recorded."""
         self._bound: dict[str, dict[str, Any]] = {}
         """Each admitted call's validated arguments (`_valid`), until its first attempt."""
+        self._began: set[str] = set()
+        """The batch's calls whose first attempt began: one stopped now may have taken effect."""
 
     # -- configuration ---------------------------------------------------------------------------
     def register_tool(self, tool: Tool) -> None:
@@ -486,7 +483,7 @@ class ToolExecutor(AsyncNode):
         # without a checkpointer nothing can be saved between calls: the batch's observations
         # are held here and written with the flush, one state update instead of one per call
         self._held = None if self.ctx.checkpointed else []
-        self._suspended, self._halted, self._bound = (), False, {}
+        self._suspended, self._halted, self._bound, self._began = (), False, {}, set()
         for call, found in pending:
             if found is None:  # named among the tools the model may see: never a hidden one
                 self._record(call, None, ToolResult(
@@ -534,7 +531,7 @@ class ToolExecutor(AsyncNode):
             ToolInputError: they do not fit (not JSON, a wrong type, a missing one).
         """
         if isinstance(call.arguments, str) and not tool.wraps_input:
-            raise ToolInputError(_not_json(tool, call.arguments))
+            raise ToolInputError(not_json_message(tool.name, tool.parameters, call.arguments))
         return tool.bind_args(call.arguments, self._injected(call))
 
     def _batch(self) -> list[ToolCall]:
@@ -563,7 +560,8 @@ class ToolExecutor(AsyncNode):
             return
         steps = own_run(self).steps  # keyed under this node's namespace, as its requests
         if steps is not None:  # a worker that dies from here on leaves these calls in flight
-            await steps.mark_started([f"tool:{call.id}" for call, _, _ in batch])
+            await steps.mark_started([f"tool:{call.id}" for call, tool, _ in batch
+                                      if under_way.rerunnable(tool)])
         if self._mode([tool for _, tool, _ in batch]) == "serial":
             changed = False  # whether a call that may change what later ones touch has run
             for call, tool, decision in batch:
@@ -613,12 +611,12 @@ class ToolExecutor(AsyncNode):
             anyio.CapacityLimiter(self.config.max_concurrency)
             if len(batch) > self.config.max_concurrency else None
         )
-        loop = asyncio.get_running_loop()
+        loop, batch_task = asyncio.get_running_loop(), asyncio.current_task()
         tasks = []
         for call, tool, decision in batch:  # a loop, not a comprehension: no closure cells kept
             tasks.append(loop.create_task(
                 self._run_one(call, tool, decision, runner) if limiter is None
-                else self._run_limited(limiter, call, tool, decision, runner)
+                else self._run_limited(limiter, call, tool, decision, runner, batch_task)
             ))
         try:
             for task in tasks:
@@ -652,10 +650,11 @@ class ToolExecutor(AsyncNode):
 
     async def _run_limited(
         self, limiter: anyio.CapacityLimiter, call: ToolCall, tool: Tool, decision: Decision,
-        runner: ToolRunner,
+        runner: ToolRunner, batch: asyncio.Task[Any] | None,
     ) -> None:
-        async with limiter:
-            await self._run_one(call, tool, decision, runner)
+        async with limiter:  # freed by a sibling the batch's stop ended: this one never begins
+            if not (self._halted or (batch is not None and batch.cancelling())):
+                await self._run_one(call, tool, decision, runner)
 
     async def _run_one(
         self, call: ToolCall, tool: Tool, decision: Decision, runner: ToolRunner
@@ -719,7 +718,7 @@ class ToolExecutor(AsyncNode):
                 self.state.update({"suspended_call_ids": [call.id]})
             events.emit("tool.call.suspended", tool=tool.name, call_id=call.id, reason=str(exc))
             return
-        except asyncio.CancelledError:  # halted: a cancelled call is not recorded, it runs again
+        except asyncio.CancelledError:  # halted: a call stopped before it began runs again
             ran = ran or (got[0] if got else None)
             if ran is not None:  # ...unless it had ended and a guardrail was reading its result:
                 # it is done (never run again), its result withheld, as no guardrail passed it
@@ -728,16 +727,13 @@ class ToolExecutor(AsyncNode):
                 self._record(call, tool, result, executed=True)
                 events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
                             error=result.error)
-            elif began and not tool.is_async and not tool.sandboxed and \
-                    not tool.tool_spec.idempotent:
-                # ...but a worker thread cannot be stopped: its work may still be done, so it
-                # is recorded as done (never run twice) and the model is told
-                self._record(call, tool, ToolResult(
-                    tool=tool.name, ok=False, call_id=call.id, error=abandoned(tool.name),
-                ), executed=True)
-                events.emit("tool.call.failed", tool=tool.name, call_id=call.id,
-                            error=abandoned(tool.name))
-            else:  # stopped for sure: it runs again, here or in the process restoring the run
+            elif call.id in self._began and not under_way.rerunnable(tool) and (
+                    began or tool.is_async or tool.sandboxed):  # (a thread took a sync one)
+                # ...or it began and may not run twice: it may have taken effect (a thread even
+                # goes on), so it is recorded as maybe done, never run again, and the model told
+                under_way.settle(self, call, tool, self._record, under_way.STOPPED if (
+                    tool.is_async or tool.sandboxed) else under_way.IN_A_THREAD)
+            else:  # safe to repeat, or never begun: it runs again, here or restored elsewhere
                 self._unmark(call)
                 events.emit("tool.call.stopped", tool=tool.name, call_id=call.id)
             raise
@@ -746,7 +742,8 @@ class ToolExecutor(AsyncNode):
                         result_preview=preview(result.output),
                         duration_ms=result.duration_ms, truncated=result.truncated)
         elif not result.ok:
-            events.emit("tool.call.failed", tool=tool.name, call_id=call.id, error=result.error)
+            events.emit("tool.call.failed", tool=tool.name, call_id=call.id, error=result.error,
+                        **({"in_doubt": True} if result.maybe_done else {}))
         if result is not ran:
             self._forget(call, tool, result)
         self._record(call, tool, result, executed=True)
@@ -811,8 +808,13 @@ class ToolExecutor(AsyncNode):
         # durable: the call id is the step's identity; a finished call is replayed
         key = f"tool:{call.id}"
         repeated = steps.maybe_repeated(key)
+        if not under_way.rerunnable(tool):
+            if repeated:  # in flight when its worker died or stopped: it may have taken effect
+                return await steps.run(key, functools.partial(under_way.settled, (
+                    under_way.maybe_done(call, tool, under_way.PROCESS_DIED))))
+            await steps.mark_started([key])  # now, not with its batch: it begins here
         result = await steps.run(key, attempts)
-        if repeated:  # in flight when a worker died: it ran again (at-least-once)
+        if repeated:  # in flight when a worker died: idempotent, it ran again
             result = dataclasses.replace(result, maybe_repeated=True)
             self.events.emit("tool.call.repeated", tool=tool.name, call_id=call.id)
         return result
@@ -825,6 +827,7 @@ class ToolExecutor(AsyncNode):
         attempt = 0
         start = time.perf_counter()
         raised: BaseException | None = None
+        self._began.add(call.id)
         while True:
             try:
                 args = self._bound.pop(call.id, None)  # checked by `_valid`; again on a retry

@@ -1,7 +1,7 @@
 """What the model reads of a call that failed: an exception as text, the ``BaseException``s a
-tool may raise of its own (``sys.exit()``, a ``CancelledError`` nobody sent it), and a call
-abandoned in a worker thread, a result withheld; and which failures are worth another
-attempt. `ToolExecutor` and `ToolNode` share them."""
+tool may raise of its own (``sys.exit()``, a ``CancelledError`` nobody sent it), a result
+withheld; and which failures are worth another attempt (a call stopped mid-flight:
+`jianmu.nodes._under_way.maybe_done`). `ToolExecutor` and `ToolNode` share them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from jianmu.errors import MCPError, ToolError, ToolTimeoutError, exit_text
 from jianmu.guard.guardrails import withheld
 from jianmu.tools.calls import printable
 
-__all__ = ("OWN_FAILURES", "abandoned", "error_text", "own_failure", "transient", "withheld")
+__all__ = ("OWN_FAILURES", "error_text", "own_failure", "transient", "withheld")
 
 
 def error_text(exc: BaseException) -> str:
@@ -52,14 +52,6 @@ def own_failure(exc: BaseException, *, halted: bool = True) -> str | None:
             return ("the tool cancelled the task it ran in (asyncio.current_task().cancel()), "
                     "so the call did not finish")
     return None
-
-
-def abandoned(tool_name: str) -> str:
-    """The observation of a call in a worker thread when the run stopped under it."""
-    return (
-        f"the run stopped while {tool_name!r} ran in a worker thread, which cannot be stopped: "
-        "it may have done its work. Check before calling it again"
-    )
 
 
 def transient(exc: Exception) -> bool:

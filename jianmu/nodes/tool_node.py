@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import json
 import time
@@ -96,6 +98,10 @@ class ToolNode(AsyncNode):
         self.tree_position: str | None = None  # e.g. ``0/2``; set by the skill loader
         self._runners = RunnerCache()
         self._marked = False  # this node saved its step as under way, in this process
+        self._interrupted: tuple[str, object] | None = None
+        """Why the step's call was stopped after it began, when its tool may not run twice,
+        and the state it ran on: the run's next tick fails the step saying so instead of
+        running it again (a tree given a fresh state starts afresh)."""
 
     def _arguments(self) -> Any:
         value = self.state.get(self.input_key) if self.input_key else None
@@ -166,14 +172,29 @@ class ToolNode(AsyncNode):
         if isinstance(view.get("usage"), Usage):
             view.update({"usage": Usage(tool_calls=1)})
 
-    def _in_doubt(self, step: str) -> Status:
-        """Fail a step that a process that has since died had started: it may have done its
-        work, so it is neither asked about nor run again."""
+    def _in_doubt(self, step: str, why: str = under_way.PROCESS_DIED) -> Status:
+        """Fail a step that was stopped after it began (by a process that has since died, or
+        a stopped run): it may have done its work, so it is neither asked about nor run
+        again."""
         under_way.stopped(self, [step])
-        self.feedback_message = under_way.uncertain(self.tool.name)
+        self._interrupted = None
+        self.feedback_message = under_way.uncertain(self.tool.name, why)
         self.events.emit("tool.call.failed", tool=self.tool.name, error=self.feedback_message,
                          in_doubt=True)
         return Status.FAILURE
+
+    def _stopped(self, step: str, *, began: bool) -> None:
+        """The step's call was stopped: if it ``began`` and may not run twice, the next tick
+        fails it as maybe done (its mark, if saved, stays for a restore elsewhere); else it
+        runs again."""
+        tool = self.tool
+        if began and not under_way.rerunnable(tool):
+            self._interrupted = (under_way.STOPPED if tool.is_async or tool.sandboxed
+                                 else under_way.IN_A_THREAD, self.state.manager)
+            self._marked = False  # not this tick's any more: the next one settles it
+        elif self._marked:
+            self._marked = False
+            under_way.stopped(self, [step])
 
     async def _guarded(self, result: ToolResult) -> ToolResult:
         """``result``, or a refusal in its place when a tool-output guardrail trips: the
@@ -212,8 +233,11 @@ class ToolNode(AsyncNode):
         self._halted = False  # whether a cancel the tool sees is the runner's, not its own
         args = self._arguments()
         step = f"step:{self.path}"
+        stopped = self._interrupted
+        if stopped is not None and stopped[1] is self.state.manager:  # before the guard: its
+            return self._in_doubt(step, stopped[0])  # approval was already used
         if not self._marked and step in (self.state.get(under_way.UNDER_WAY) or {}):
-            return self._in_doubt(step)  # before the guard: its approval was already used
+            return self._in_doubt(step)
         if self.guarded:
             verdict = self._check_guard(args)
             if verdict is not None:
@@ -271,9 +295,20 @@ class ToolNode(AsyncNode):
                 self._enforcer[1], ToolCall(name=tool.name, arguments=args), tool
             )
             # in a durable run, the call runs once: a recovered run replays its result
+            key, steps = f"tool:{self.path}", self.ctx.steps
+            if steps is not None and not under_way.rerunnable(tool):
+                if steps.maybe_repeated(key):  # in flight as its worker died: maybe done
+                    call = functools.partial(under_way.settled, ToolResult(
+                        tool=tool.name, ok=False, error=under_way.uncertain(tool.name),
+                        maybe_done=True))
+                else:  # a takeover must know it began, and so not run it again
+                    await steps.mark_started([key])
             checking = set_redirect_check(check)
             try:
-                result = await self.ctx.step(f"tool:{self.path}", call)
+                result = await self.ctx.step(key, call)
+            except asyncio.CancelledError:  # stopped: one that began may not run again
+                self._stopped(step, began=bool(asked and asked[-1]))
+                raise
             finally:
                 reset_redirect_check(checking)
             finish_span(current, result, args, self.ctx, raised[-1] if raised else None)
@@ -289,7 +324,8 @@ class ToolNode(AsyncNode):
                              output_preview=preview(result.output if result.ok else result.error))
         if not result.ok:
             self.feedback_message = result.error or "the tool failed"
-            self.events.emit("tool.call.failed", tool=tool.name, error=result.error)
+            self.events.emit("tool.call.failed", tool=tool.name, error=result.error,
+                             **({"in_doubt": True} if result.maybe_done else {}))
             return Status.FAILURE
         if self.output_key:
             self.state.write_port(self.output_key, result.output)

@@ -21,6 +21,7 @@ import contextvars
 import itertools
 import time
 import uuid
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -619,14 +620,14 @@ def postpone_timeouts(root: Behaviour, seconds: float) -> None:
 # ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
 _ASYNC, _RUNTIME, _TIMEOUT, _DECORATOR, _PARALLEL, _SEQUENCE, _GUARD = 1, 2, 4, 8, 16, 32, 64
 _TALLY, _REPEAT, _SELECTOR, _ONESHOT = 128, 256, 512, 1024
-_KINDS: dict[type, int] = {}
-_KINDS_KEPT = 512
-"""Classes remembered at most (trees built at run time, a reloaded skill's, make new ones)."""
+_KINDS: dict[int, int] = {}
+"""By the class's id, forgotten as the class goes (a finalizer): a reloaded skill's tree module
+makes new classes per run, and keyed by the class itself they stayed, with their modules."""
 
 
 def _kind(cls: type) -> int:
     """The flags of ``cls``, remembered."""
-    kind = _KINDS.get(cls)
+    kind = _KINDS.get(id(cls))
     if kind is not None:
         return kind
     kind = 0
@@ -638,9 +639,8 @@ def _kind(cls: type) -> int:
     ):
         if issubclass(cls, base):
             kind |= flag
-    if len(_KINDS) >= _KINDS_KEPT:
-        _KINDS.clear()
-    _KINDS[cls] = kind
+    _KINDS[id(cls)] = kind  # its id is not reused before the finalizer has run
+    weakref.finalize(cls, _KINDS.pop, id(cls), None).atexit = False
     return kind
 
 
@@ -761,7 +761,7 @@ class Ticker:
         kinds = _KINDS
         for node in visited:
             cls = type(node)
-            kind = kinds.get(cls)
+            kind = kinds.get(id(cls))
             if kind is None:
                 kind = _kind(cls)
             if node.status is Status.RUNNING:
@@ -979,7 +979,7 @@ def ticked_again(node: Behaviour) -> bool:
             node = parent
             continue
         cls = type(parent)
-        kind = _KINDS.get(cls)
+        kind = _KINDS.get(id(cls))
         if kind is None:
             kind = _kind(cls)
         if kind & _DECORATOR:

@@ -7,7 +7,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from jianmu.state import StateManager
 
 __all__ = (
-    "CHECKPOINT_VERSION", "Checkpointer", "SQLiteCheckpointer", "checked", "checkpoint_of",
+    "CHECKPOINT_VERSION", "FINISHED_STATUSES", "Checkpointer", "SQLiteCheckpointer", "checked",
+    "checkpoint_of",
     "links_from", "restored", "unmatched",
 )
 
@@ -165,6 +166,9 @@ class Checkpointer(Protocol):
 
 
 _CHECKPOINT_COLUMNS = frozenset({"run_id", "seq", "created", "status", "data"})
+FINISHED_STATUSES = ("success", "failure")
+"""The statuses `SQLiteCheckpointer.prune` forgets by default: runs that ended for good (a
+suspended, cancelled or timed-out run can still be resumed)."""
 """The columns of the ``checkpoints`` table."""
 
 
@@ -473,6 +477,40 @@ class SQLiteCheckpointer:
             self._db.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
             self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ?", (run_id,))
             self.history.delete(run_id)
+
+    def prune(self, older_than: float, *,
+              statuses: Iterable[str] = FINISHED_STATUSES) -> list[str]:
+        """Forget the runs that ended (their newest checkpoint's status is one of ``statuses``)
+        at least ``older_than`` seconds ago, as `delete` does, and return their ids. A run
+        someone holds (an unexpired lease) is kept. Every run appends its checkpoints (and,
+        with ``record_ticks``, its points and events) to the file for good: a service that
+        saves thousands of runs calls this now and then to bound it (SQLite reuses the pages
+        freed; ``VACUUM`` gives them back to the disk).
+
+        Raises:
+            ValueError: ``older_than`` is negative.
+        """
+        if not older_than >= 0:
+            raise ValueError(f"older_than must be seconds >= 0, got {older_than!r}")
+        wanted = tuple(dict.fromkeys(statuses))
+        if not wanted:
+            return []
+        marks = ", ".join("?" * len(wanted))
+        now = self._clock()
+        with self._lock, self._reading("the list of runs"):
+            rows = self._db.execute(
+                "SELECT run_id FROM checkpoints c WHERE seq = (SELECT MAX(seq) FROM checkpoints"
+                f" WHERE run_id = c.run_id) AND status IN ({marks}) AND created <= ? AND NOT"
+                " EXISTS (SELECT 1 FROM jianmu_leases l WHERE l.run_id = c.run_id"
+                " AND l.expires > ?)", (*wanted, time.time() - older_than, now),
+            ).fetchall()
+            gone = [row[0] for row in rows]
+            with self._db:
+                for run_id in gone:
+                    self._db.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
+                    self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ?", (run_id,))
+                    self.history.delete(run_id)
+        return gone
 
     def close(self) -> None:
         """Write what the history holds, give up this process's leases, close the database.

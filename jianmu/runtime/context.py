@@ -494,6 +494,9 @@ class RunContext:
     agent_runs: list[int] = field(default_factory=lambda: [0], repr=False)
     """Sub-agent runs started in this run's ``run()``, counted in one cell shared with the runs
     of sub-agents, so `jianmu.nodes.agents.MAX_AGENT_RUNS` bounds the whole tree of them."""
+    agent_calls: dict[int, Any] = field(default_factory=dict, repr=False)
+    """The sub-runs of agent tools' calls still under way (waiting for a person), by tool,
+    shared with the runs of sub-agents: the run holds them, so they go when it is dropped."""
     namespace: str | None = None
     """The state namespace of the run's tree (its root's; a sub-agent's run: its call's). A
     call of a node in another namespace is keyed in the run (its request id, its durable step)
@@ -610,11 +613,13 @@ class StepRecorder(Protocol):
         ...
 
     async def mark_started(self, keys: Sequence[str]) -> None:
-        """Record that the steps under ``keys`` are about to run (for at-least-once marks)."""
+        """Record that the steps under ``keys`` (each its next run) are about to run: one a
+        recovery finds started and unrecorded was in flight (`maybe_repeated`)."""
         ...
 
     def maybe_repeated(self, key: str) -> bool:
-        """Whether an earlier attempt started the step under ``key`` and recorded no result."""
+        """Whether an earlier attempt started the next run of the step under ``key`` and
+        recorded no result: an idempotent call runs again, any other is maybe done."""
         ...
 
 

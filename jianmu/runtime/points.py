@@ -199,6 +199,10 @@ class Frame:
 _EMPTY_STATE: dict[str, Any] = {"version": 1, "root": {}, "namespaces": {}}
 
 
+_FRAMES_KEPT = 64
+"""Runs whose last frame read is kept to go on from (a studio open for days reads thousands)."""
+
+
 class RunHistory:
     """Reads and writes points, events and run records in a checkpoint file.
 
@@ -371,6 +375,8 @@ class RunHistory:
         assert frame is not None
         if frame.number != number:
             raise CheckpointError(self._no_point(run_id, number))
+        if run_id not in self._frames and len(self._frames) >= _FRAMES_KEPT:
+            del self._frames[next(iter(self._frames))]  # the oldest: a studio pages through
         self._frames[run_id] = frame
         return frame
 

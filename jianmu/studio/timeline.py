@@ -262,6 +262,8 @@ class _Story:
             ms = f.get("duration_ms")
             spent = f" · {_seconds(float(ms) / 1000)}" if isinstance(ms, (int, float)) else ""
             return "result", f"result of {tool}{spent}", text
+        if name == "tool.call.failed" and f.get("in_doubt"):  # stopped after it began
+            return "error", f"stopped, maybe done (not run again): {tool}", _text(f.get("error"))
         if name == "tool.call.failed":
             return "error", f"failed: {tool}", _text(f.get("error"))
         if name == "tool.call.stopped":
@@ -411,8 +413,11 @@ def durable_timeline(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
             tool = getattr(output, "tool", None) or name[len("jianmu:tool:"):]
             ok = getattr(output, "ok", error is None)
             told = getattr(output, "output", None) if ok else getattr(output, "error", error)
+            verdict = "result of" if ok else (  # one in flight at a takeover: not run again
+                "stopped, maybe done (not run again):" if getattr(output, "maybe_done", False)
+                else "failed:")
             entry = {"kind": "result" if ok else "error",
-                     "title": f"{'result of' if ok else 'failed:'} {tool} · {_seconds(took)}",
+                     "title": f"{verdict} {tool} · {_seconds(took)}",
                      "text": _text(told), "call": getattr(output, "call_id", None)}
         elif name.startswith("jianmu:node:"):
             status = output[0] if isinstance(output, (list, tuple)) and output else output

@@ -46,6 +46,7 @@ __all__ = (
     "printable",
     "render_output",
     "reset_shared_aliases",
+    "sent_tool_name",
     "shared_aliases",
     "shown_name",
     "single_argument",
@@ -74,6 +75,19 @@ def check_tool_name(name: object) -> str | None:
         # dotted names (BFCL's "math.factorial") are what OpenAI clients rewrite this way
         problem += f"; write {name.replace('.', '_')!r}"
     return problem
+
+
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def sent_tool_name(name: str) -> str:
+    """``name`` as a model API takes it in a conversation's call: as it is when valid, else
+    each other character ``_`` and cut to 64 (``unknown`` when empty). A model may call a
+    name no tool has (``functions.lookup``); its turn goes back, and OpenAI and Anthropic
+    refuse the whole request for such a name."""
+    if is_tool_name(name):
+        return name
+    return _NOT_NAME.sub("_", name)[:MAX_TOOL_NAME_LENGTH] or "unknown"
 
 
 def name_key(name: str) -> str | None:
@@ -278,11 +292,19 @@ class ToolCall:
         return json.dumps(self.arguments, default=str, ensure_ascii=False)
 
     def to_openai(self) -> dict[str, Any]:
-        """The call in the OpenAI chat format."""
+        """The call in the OpenAI chat format, as OpenAI takes it back: its name valid
+        (`sent_tool_name`) and its arguments JSON (arguments that were not, a reply cut off
+        midway or a model's broken JSON, go as a JSON string of their text)."""
+        arguments = self.arguments_json()
+        if isinstance(self.arguments, str):
+            try:
+                json.loads(arguments)
+            except (ValueError, RecursionError):  # (nested past Python's stack: not JSON)
+                arguments = json.dumps(self.arguments, ensure_ascii=False)
         return {
             "id": self.id,
             "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments_json()},
+            "function": {"name": sent_tool_name(self.name), "arguments": arguments},
         }
 
     def with_id(self, call_id: str) -> ToolCall:
@@ -490,8 +512,11 @@ class ToolResult:
     truncated: bool = False
     """Whether the output (or the error) was cut to the tool's ``max_result_length``."""
     maybe_repeated: bool = False
-    """A durable run was recovered while this call was in flight: it ran again, so it may
-    have run twice (at-least-once); completed calls are replayed, never repeated."""
+    """A durable run was recovered while this call, of an idempotent tool, was in flight: it
+    ran again, so it may have run twice; completed calls are replayed, never repeated."""
+    maybe_done: bool = False
+    """The call was stopped after it began (a cancel, a timeout, its process or worker gone)
+    and, its tool not idempotent, was not run again: whether it took effect is unknown."""
     media: tuple[MediaPart, ...] = ()
     """Images and audio the tool returned (`ToolOutput`), sent to the model as content parts."""
     judged: bool = False

@@ -66,6 +66,8 @@ class LinesInputs(BaseModel):
     """With ``pause_before``: that call, once its line is written, waits for this file."""
     hang_async: bool = False
     """The tool is a coroutine, and its hang an await (a cancel reaches it at once)."""
+    effectful: bool = False
+    """The tool is a write that may not run twice (not idempotent), not the default read."""
 
 
 def _wait_for_file(path: str) -> None:
@@ -77,8 +79,9 @@ def _wait_for_file(path: str) -> None:
 def lines(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     """One model turn asking for three side-effecting calls (run one by one), then an answer."""
     path, asks = inputs["path"], inputs["asks"]
+    kind = "write" if inputs.get("effectful") else "read"
 
-    @tool
+    @tool(category=kind)
     def append_line(text: str) -> str:
         """Append one line to the run's file."""
         _append(path, text)
@@ -93,7 +96,7 @@ def lines(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
         return "written"
 
     if inputs.get("hang_async"):
-        @tool(name="append_line")
+        @tool(name="append_line", category=kind)
         async def append_line_async(text: str) -> str:
             """Append one line to the run's file."""
             _append(path, text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -89,11 +90,20 @@ def make_sandbox(kind: str, workspace: Path, **overrides: Any) -> Any:
 
 def processes_with(text: str) -> list[str]:
     """Command lines of live (not zombie) host processes that contain ``text``."""
+    return [cmdline for _, cmdline in _live_with(text)]
+
+
+def pids_with(text: str) -> list[int]:
+    """Pids of live (not zombie) host processes whose command line contains ``text``."""
+    return [pid for pid, _ in _live_with(text)]
+
+
+def _live_with(text: str) -> list[tuple[int, str]]:
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
+        try:  # a process may end while we look: it is gone, not an error
             with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
                 cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
             with open(f"/proc/{entry.name}/stat") as fh:
@@ -101,8 +111,15 @@ def processes_with(text: str) -> list[str]:
         except OSError:
             continue
         if text in cmdline and state != "Z" and str(os.getpid()) != entry.name:
-            found.append(cmdline)
+            found.append((int(entry.name), cmdline))
     return found
+
+
+def unique_tag() -> str:
+    """Six digits for a test's ``sleep 1000.<tag>``: `processes_with` looks at the whole host,
+    where the same test may run meanwhile (another parametrization on another xdist worker,
+    another session), and a fixed tag would find its processes."""
+    return f"{uuid.uuid4().int % 10**6:06d}"
 
 
 async def wait_gone(text: str) -> bool:

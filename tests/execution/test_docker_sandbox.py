@@ -14,7 +14,7 @@ import pytest
 import jianmu.execution.docker_sandbox as docker_mod
 from jianmu.errors import MissingExtraError, SandboxUnavailableError
 from jianmu.execution.docker_sandbox import DEFAULT_IMAGE, DockerSandbox
-from tests.execution._helpers import require_docker, wait_gone
+from tests.execution._helpers import require_docker, unique_tag, wait_gone
 
 pytestmark = pytest.mark.anyio
 
@@ -149,11 +149,12 @@ async def test_dead_container_is_replaced(docker_client: Any, workspace: Path) -
 
 @pytest.mark.docker
 async def test_cancelling_exec_kills_the_command(docker_client: Any, workspace: Path) -> None:
+    tag = unique_tag()
     async with DockerSandbox(workspace) as box:
         with anyio.move_on_after(1) as scope:
-            await box.exec("sleep 1000.6161 & sleep 1000.6162", timeout=60)
+            await box.exec(f"sleep 1000.{tag}1 & sleep 1000.{tag}2", timeout=60)
         assert scope.cancelled_caught
-        assert await wait_gone("1000.616")
+        assert await wait_gone(f"1000.{tag}")
         assert (await box.exec("echo after")).stdout == "after\n"
 
 
@@ -165,9 +166,10 @@ async def test_host_side_deadline_backs_up_the_container_timeout(
     monkeypatch.setattr(docker_mod, "_WRAPPER", '"$@"')
     monkeypatch.setattr(docker_mod, "_GRACE", 0.5)
     async with DockerSandbox(workspace, warm=False) as box:  # the cold path's wrapper
-        result = await box.exec("sleep 1000.7171", timeout=0.5)
+        tag = unique_tag()
+        result = await box.exec(f"sleep 1000.{tag}", timeout=0.5)
         assert result.timed_out and "timeout" in result.stderr
-        assert await wait_gone("1000.7171")
+        assert await wait_gone(f"1000.{tag}")
         assert (await box.exec("echo after")).stdout == "after\n"
 
 

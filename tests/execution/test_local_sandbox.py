@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,13 @@ from jianmu.errors import SandboxError, SandboxUnavailableError
 from jianmu.execution._bwrap import bwrap_binds_fds
 from jianmu.execution._process import cgroup_support, sweep_stale_cgroups
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
-from tests.execution._helpers import local_problem, processes_with, wait_gone
+from tests.execution._helpers import (
+    local_problem,
+    pids_with,
+    processes_with,
+    unique_tag,
+    wait_gone,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -84,10 +91,11 @@ async def test_memory_limit_falls_back_to_the_address_space_rlimit(tmp_path: Pat
 
 @pytest.mark.usefixtures("no_cgroup")
 async def test_timeout_kills_the_group_without_cgroups(tmp_path: Path) -> None:
+    tag = unique_tag()
     async with LocalSandbox(tmp_path, use_bwrap=False, network=True) as box:
-        result = await box.exec("sleep 1000.4242 & sleep 1000.4243", timeout=0.5)
+        result = await box.exec(f"sleep 1000.{tag}1 & sleep 1000.{tag}2", timeout=0.5)
     assert result.timed_out and result.exit_code == -signal.SIGKILL
-    assert await wait_gone("1000.424")
+    assert await wait_gone(f"1000.{tag}")
 
 
 @pytest.mark.usefixtures("no_cgroup")
@@ -98,31 +106,31 @@ async def test_isolation_says_what_kills_leftovers_without_cgroups(
 ) -> None:
     if bwrap and local_problem("local-bwrap") is not None:
         pytest.skip("bubblewrap is not usable here")
+    tag = unique_tag()
     async with LocalSandbox(tmp_path, use_bwrap=bwrap, network=True) as box:
         assert box.isolation["leftovers"] == leftovers
         # returns once the sleep runs, so in a session of its own (setsid execs it in place)
-        await box.exec("setsid sleep 1000.6161 </dev/null >/dev/null 2>&1 & "
+        await box.exec(f"setsid sleep 1000.{tag} </dev/null >/dev/null 2>&1 & "
                        'until [ "$(cat /proc/$!/comm)" = sleep ]; do :; done')
     if leftovers == "pid namespace":
-        assert await wait_gone("1000.6161")
+        assert await wait_gone(f"1000.{tag}")
         return
     # only the process group was killed: the sleep that left it lives on (the test ends it)
-    [line] = processes_with("1000.6161")
+    [line] = processes_with(f"1000.{tag}")
     assert line.startswith("sleep")
-    found = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()
-             and b"1000.6161" in Path(f"/proc/{e.name}/cmdline").read_bytes()]
-    for pid in found:
+    for pid in pids_with(f"1000.{tag}"):  # (another process may end as the table is read)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    assert await wait_gone("1000.6161")
+    assert await wait_gone(f"1000.{tag}")
 
 
 async def test_cancelling_exec_kills_the_command(tmp_path: Path) -> None:
+    tag = unique_tag()
     async with LocalSandbox(tmp_path, use_bwrap=False, network=True) as box:
         with anyio.move_on_after(0.5) as scope:
-            await box.exec("sleep 1000.5151 & sleep 1000.5152", timeout=60)
+            await box.exec(f"sleep 1000.{tag}1 & sleep 1000.{tag}2", timeout=60)
         assert scope.cancelled_caught
-        assert await wait_gone("1000.515")
+        assert await wait_gone(f"1000.{tag}")
         assert (await box.exec("echo after")).stdout == "after\n"
 
 
@@ -201,27 +209,73 @@ async def test_cancelling_while_the_command_starts_still_kills_it(
     tmp_path: Path, use_bwrap: bool
 ) -> None:
     # Cancel at many points of the start-up: before, during and after the process exists.
+    tag = unique_tag()
     async with LocalSandbox(tmp_path, use_bwrap=use_bwrap, network=True) as box:
         for step in range(15):
             with anyio.move_on_after(step * 0.003):
-                await box.exec("sleep 1000.2727", timeout=60)
-    assert await wait_gone("1000.2727")
+                await box.exec(f"sleep 1000.{tag}", timeout=60)
+    assert await wait_gone(f"1000.{tag}")
+
+
+@pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
+async def test_a_call_cancelled_while_its_thread_starts_bwrap_keeps_its_descriptors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The descriptors bwrap mounts (``.git`` read-only, the seccomp filter) stay open until
+    the thread that passes them on is done: a cancelled call closed them while the thread was
+    still starting bwrap, which then got closed (or reused: another file) numbers."""
+    (tmp_path / ".git").mkdir()  # a protected path: bwrap mounts it from a descriptor
+    entered, go = threading.Event(), threading.Event()
+    seen: list[list[tuple[int, int] | None]] = []
+    start = local_mod.run_child
+
+    def ident(fd: int) -> tuple[int, int] | None:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def slow_start(spec: Any, *args: Any) -> Any:
+        seen.append([ident(fd) for fd in spec.pass_fds])
+        entered.set()
+        go.wait(30)  # the caller is cancelled meanwhile
+        seen.append([ident(fd) for fd in spec.pass_fds])
+        return start(spec, *args)
+
+    monkeypatch.setattr(local_mod, "run_child", slow_start)
+    tag = unique_tag()
+    async with LocalSandbox(tmp_path, warm=False) as box:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(box.exec, f"sleep 1000.{tag}")
+            with anyio.fail_after(30):
+                while not entered.is_set():
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        go.set()
+        after = await box.exec("echo after")
+    assert after.stdout == "after\n", after
+    # the cancelled call's thread, as it began and once it went on (the next call's follow)
+    assert seen[0] and None not in seen[0], seen
+    assert seen[1] == seen[0], seen
+    assert await wait_gone(f"1000.{tag}")
 
 
 async def test_close_kills_running_commands(tmp_path: Path) -> None:
     box = LocalSandbox(tmp_path, use_bwrap=False, network=True)
     results = []
+    tag = unique_tag()
 
     async def call() -> None:
-        results.append(await box.exec("sleep 1000.3131", timeout=60))
+        results.append(await box.exec(f"sleep 1000.{tag}", timeout=60))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(call)
         with anyio.fail_after(10):
-            while not processes_with("1000.3131"):
+            while not processes_with(f"1000.{tag}"):
                 await anyio.sleep(0.01)
         await box.close()
-    assert await wait_gone("1000.3131")
+    assert await wait_gone(f"1000.{tag}")
     assert results and results[0].exit_code == -signal.SIGKILL
 
 

@@ -35,7 +35,7 @@ from jianmu.state import StateManager
 from jianmu.tools.base import Tool
 from jianmu.tools.builtin.bash import BashTool
 from jianmu.tools.builtin.python_repl import PythonREPLTool
-from tests.execution._helpers import processes_with, require_docker, wait_gone
+from tests.execution._helpers import processes_with, require_docker, unique_tag, wait_gone
 
 pytestmark = pytest.mark.anyio
 
@@ -203,15 +203,16 @@ async def test_tool_execute_uses_the_runner(tmp_path: Path) -> None:
 
 async def test_hung_sandboxed_tool_is_killed_and_the_next_call_works(tmp_path: Path) -> None:
     execution = ExecutionConstraints(workdir=str(tmp_path), timeout_s=0.5)
+    tag = unique_tag()
     async with ToolRunner(execution) as runner:
         with pytest.raises(ToolTimeoutError, match="'shell'"):
             # The command asks for 60 s; the runner's 0.5 s bound wins and kills it.
             await runner.run(
-                ShellTool(), {"command": "sleep 1000.8181 & sleep 1000.8182", "timeout": 60}
+                ShellTool(), {"command": f"sleep 1000.{tag}1 & sleep 1000.{tag}2", "timeout": 60}
             )
-        assert await wait_gone("1000.818")
+        assert await wait_gone(f"1000.{tag}")
         assert await runner.run(ShellTool(), {"command": "echo next"}) == "next\n"
-    assert processes_with("1000.818") == []
+    assert processes_with(f"1000.{tag}") == []
 
 
 class FetchTool(Tool):
@@ -376,11 +377,12 @@ async def test_bash_writes_into_the_workspace(runner: ToolRunner, marker: str) -
 
 
 async def test_hung_bash_is_killed_and_the_next_call_works(runner: ToolRunner) -> None:
+    tag = unique_tag()
     with pytest.raises(ToolTimeoutError, match="timed out"):
         await BashTool().execute(
-            {"command": "sleep 1000.9191 & sleep 1000.9192", "timeout": 1}, runner=runner
+            {"command": f"sleep 1000.{tag}1 & sleep 1000.{tag}2", "timeout": 1}, runner=runner
         )
-    assert await wait_gone("1000.919")
+    assert await wait_gone(f"1000.{tag}")
     assert await BashTool().execute({"command": "echo alive"}, runner=runner) == "alive"
 
 

@@ -214,3 +214,13 @@ def test_a_registered_replacement_of_a_built_in_checker_is_built_instead() -> No
     assert "budget" not in plugins.ADDED["checker"]
     assert builtin_chain(GuardConstraints())
     assert not any(type(c) is Stricter for c in build_chain(GuardConstraints()))
+
+
+def test_a_shared_chain_remembers_a_bounded_number_of_tool_names() -> None:
+    # the chain of the runs under the shared defaults lives as long as the process: tools made
+    # per request (fresh names each time) and names the model makes up must not pile up in it
+    enforcer = GuardEnforcer.from_guard_constraints(GuardConstraints(rate_limits={"search": 5}))
+    for i in range(10_000):
+        assert not enforcer.rate_limited(f"tool_{i}")
+        assert enforcer.rate_limited("search")
+    assert len(enforcer._rate_limited) <= 4096

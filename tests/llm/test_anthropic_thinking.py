@@ -62,7 +62,7 @@ def test_reasoning_is_kept_in_dumps_and_never_sent_to_openai() -> None:
     assert "reasoning" not in Message(role="assistant", content="x").model_dump()
     _, sent = messages_to_anthropic([message])
     assert sent[0]["content"][:2] == [block, redacted]
-    (back,) = messages_from_anthropic(None, sent)
+    back = messages_from_anthropic(None, sent)[0]  # (then its call's result, as not run)
     assert back.reasoning == [block, redacted]
     with pytest.raises(ValueError, match="only assistant messages carry reasoning"):
         Message(role="user", content="x", reasoning=[block])

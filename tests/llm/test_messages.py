@@ -80,7 +80,11 @@ def conversations(draw: Any, *, speaker_names: bool = True) -> list[Message]:
 def test_openai_round_trip(history: list[Message]) -> None:
     wire = messages_to_openai(history)
     json.dumps(wire)  # what goes on the wire is plain JSON
-    assert messages_from_openai(wire) == history
+    # a turn of neither text nor calls goes as "" (OpenAI refuses null content without calls)
+    sent = [m.model_copy(update={"content": ""})
+            if m.role != "tool" and m.content is None and not m.tool_calls else m
+            for m in history]
+    assert messages_from_openai(wire) == sent
 
 
 @settings(deadline=None)
@@ -92,6 +96,9 @@ def test_anthropic_round_trip(history: list[Message]) -> None:
     sent = [m.model_copy(update={"content": None})
             if m.role == "assistant" and m.content and m.content.isspace() else m
             for m in history]
+    # nor a blank system prompt (refused as a text block without text): a system prompt
+    # comes back only when there is one
+    sent = [m for m in sent if m.role != "system" or (m.content and not m.content.isspace())]
     assert messages_from_anthropic(system, wire) == sent
 
 

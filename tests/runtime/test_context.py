@@ -155,6 +155,107 @@ async def test_a_call_in_flight_at_a_crash_is_marked_maybe_repeated() -> None:
     assert results["tool:call_b"].maybe_repeated is False  # the stored result is the fresh one
 
 
+async def test_a_payment_in_flight_at_a_crash_is_recorded_as_maybe_done_not_run_again() -> None:
+    """A durable run recovered while a call that may not run twice was in flight: the call is
+    not run again (it may have taken effect); its step records it as maybe done, the model
+    reads that, and an event says so. Such a call is marked started on its own, as it begins,
+    not with its batch: a call of the batch that never began is not in doubt."""
+    ran: list[str] = []
+
+    @tool(category="write")
+    def pay(to: str) -> str:
+        """Pay someone."""
+        ran.append(to)
+        return "paid"
+
+    def turn(messages: list[Message]) -> Any:
+        if not any(m.role == "assistant" for m in messages):
+            return [{"id": "call_a", "name": "pay", "arguments": {"to": "a"}},
+                    {"id": "call_b", "name": "pay", "arguments": {"to": "b"}}]
+        return "done"
+
+    first = FakeSteps()
+    runner = ReactiveRunner(create_react_node(ScriptedLLM([turn] * 3), [pay]),
+                            StateManager(AgentState))
+    runner.ctx.steps = first
+    assert (await runner.run(timeout=30)).ok
+    assert sorted(first.started) == ["tool:call_a", "tool:call_b"]  # each as it began
+    recorded = {k: v for k, v in first.recorded.items() if k != "tool:call_b"}
+    recorded = {k: v for k, v in recorded.items() if not k.endswith("#2")}  # before turn 2
+    again = FakeSteps(recorded)
+    again.in_flight = frozenset({"tool:call_b"})
+    failed: list[Any] = []
+    runner2 = ReactiveRunner(create_react_node(ScriptedLLM([turn] * 3), [pay]),
+                             StateManager(AgentState))
+    runner2.ctx.steps = again
+    runner2.ctx.events.subscribe("tool.call.failed", failed.append)
+    ran.clear()
+    assert (await runner2.run(timeout=30)).ok
+    assert ran == []  # not paid again
+    result = again.recorded["tool:call_b"]
+    assert result.maybe_done and not result.ok and "whether it did its work" in result.error
+    assert [(e.fields["call_id"], e.fields.get("in_doubt")) for e in failed] == [
+        ("call_b", True)]
+    told = [m.content for m in runner2.state.get("messages") if m.role == "tool"]
+    assert told[0] == "paid" and "may or may not have taken effect" in told[1]
+
+
+async def test_a_tool_node_step_in_flight_at_a_crash_fails_as_maybe_done() -> None:
+    """A workflow's step that may not run twice is marked started as it begins; recovered
+    while it was in flight, it fails saying it may be done, and does not run again."""
+    import py_trees
+
+    from jianmu.nodes import ToolNode
+
+    ran: list[int] = []
+
+    @tool(category="write")
+    def pay(amount: int) -> str:
+        """Pay."""
+        ran.append(amount)
+        return "paid"
+
+    def steps() -> Any:
+        return py_trees.composites.Sequence("steps", memory=True, children=[
+            ToolNode("pay", pay, input_key="amount", guarded=False)])
+
+    first = FakeSteps()
+    runner = ReactiveRunner(steps(), StateManager(AgentState, {"amount": {"amount": 5}}))
+    runner.ctx.steps = first
+    assert (await runner.run(timeout=30)).ok
+    (key,) = first.started
+    again = FakeSteps()  # nothing recorded: the worker died in the call
+    again.in_flight = frozenset({key})
+    runner2 = ReactiveRunner(steps(), StateManager(AgentState, {"amount": {"amount": 5}}))
+    runner2.ctx.steps = again
+    result = await runner2.run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert "whether it did its work is unknown" in (result.error or "")
+    assert ran == [5]  # once
+    assert again.recorded[key].maybe_done
+
+
+async def test_durable_marks_name_each_run_of_a_step_that_runs_twice() -> None:
+    """A step key a run uses twice (a workflow's step in a loop) is started, and found in
+    flight, per run: the first run's mark says nothing of the second."""
+    pytest.importorskip("dbos")
+    from jianmu.durable._workflow import DBOSSteps
+    from jianmu.tools.calls import ToolResult
+
+    done = ToolResult(tool="pay", ok=True, output="paid")
+    steps = DBOSSteps({"jianmu:tool:p": done}, {"tool:p"})
+    assert not steps.maybe_repeated("tool:p")  # its first run finished: replayed
+
+    async def never() -> ToolResult:
+        raise AssertionError("a recorded step runs again")
+
+    assert await steps.run("tool:p", never) is done
+    assert not steps.maybe_repeated("tool:p")  # the second run never began before
+    began = DBOSSteps({"jianmu:tool:p": done}, {"tool:p", "tool:p#2"})
+    assert await began.run("tool:p", never) is done
+    assert began.maybe_repeated("tool:p")  # ...here it did, and recorded nothing
+
+
 class Writer(AsyncNode):
     """A plain node: its update_async writes to the state, and counts its runs."""
 

@@ -157,8 +157,12 @@ def _no_payments() -> None:
     PAID.clear()
 
 
-async def test_a_call_stopped_for_sure_runs_again_after_a_restore(tmp_path: Path) -> None:
-    """An async call that the run's cancel stopped did not finish: no doubt, it runs again."""
+async def test_a_call_stopped_after_it_began_is_not_run_again_after_a_restore(
+    tmp_path: Path,
+) -> None:
+    """An async call that the run's cancel stopped after it began may have taken effect: it is
+    recorded as maybe done (its mark goes with that record), and the restored run does not
+    run it again."""
     import asyncio
 
     started = asyncio.Event()
@@ -171,9 +175,8 @@ async def test_a_call_stopped_for_sure_runs_again_after_a_restore(tmp_path: Path
             amount: how much.
         """
         PAID.append(f"try {amount}")
-        if len(PAID) == 1:
-            started.set()
-            await asyncio.Event().wait()  # until cancelled
+        started.set()
+        await asyncio.Event().wait()  # until cancelled
         return f"paid {amount}"
 
     db = tmp_path / "runs.sqlite"
@@ -187,8 +190,8 @@ async def test_a_call_stopped_for_sure_runs_again_after_a_restore(tmp_path: Path
     again = ReactiveRunner.restore(flow(pay), store, runner.run_id,
                                    state_manager=StateManager(AgentState))
     assert (await again.run(timeout=60)).ok
-    assert PAID == ["try 40", "try 40"]
-    assert again.state.get("messages")[-1].content == "paid 40"
+    assert PAID == ["try 40"]
+    assert "may or may not have taken effect" in again.state.get("messages")[-1].content
 
 
 def test_an_idempotent_call_is_not_marked_and_a_fork_runs_the_call(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ sandbox's next command.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,13 @@ async def box(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[A
         if kind == "no-bwrap" and (sandbox.user is None or sandbox.user[0] == 0):
             pytest.skip("without bubblewrap as a non-root user nothing holds the paths")
         yield sandbox
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_text() == text
+    except OSError:
+        return False
 
 
 def _quarantined(workspace: Path) -> dict[str, str]:
@@ -142,13 +150,137 @@ async def test_what_a_cancelled_command_made_is_moved_before_the_next_one(box: A
     async with anyio.create_task_group() as tg:
         tg.start_soon(box.exec, ["sh", "-c", f"printf '{_EVIL}' > jianmu.yaml; sleep 60"])
         with anyio.fail_after(30):
-            while not (ws / "jianmu.yaml").exists():
+            # written, not only made: the shell makes the file before printf writes to it
+            while not _holds(ws / "jianmu.yaml", _EVIL):
                 await anyio.sleep(0.01)
         tg.cancel_scope.cancel()
     result = await box.exec(["true"])
     assert not os.path.lexists(ws / "jianmu.yaml"), result
     assert "'jianmu.yaml' moved to" in result.stderr, result
     assert _quarantined(ws) == {"jianmu.yaml.quarantined": _EVIL}
+
+
+_REPLANT = f"exec 3>alive; while :; do printf '{_EVIL}' > jianmu.yaml; done"
+"""Plants the config again and again, and holds ``alive`` (a fifo) open while it lives."""
+
+
+class _Replanter:
+    """Watches the sweep of a `_REPLANT` command that was cancelled: whether it still ran
+    then, and, if so, gives it the chance to plant again before the next call's look."""
+
+    def __init__(self, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        from jianmu.execution import _protect
+        from jianmu.execution._process import ChildHandle
+
+        self.ws = ws
+        os.mkfifo(ws / "alive")  # open for writing while any process of the command lives
+        os.chmod(ws / "alive", 0o666)
+        self.fd = os.open(ws / "alive", os.O_RDONLY | os.O_NONBLOCK)
+        self.swept_while_running: list[bool] = []
+        self.held: list[Any] = []
+        self.cancel = ChildHandle.cancel
+        quarantine = _protect.ReadOnlyWatch.quarantine
+
+        def sweep(watch: Any) -> list[tuple[str, str]]:
+            moved = quarantine(watch)
+            if moved and not self.swept_while_running:
+                self.swept_while_running.append(self.running())
+                deadline = time.monotonic() + 30  # a bound, not a wait: an event ends it
+                while self.running() and not os.path.lexists(ws / "jianmu.yaml"):
+                    assert time.monotonic() < deadline, "the command neither died nor planted"
+                    os.sched_yield()
+            return moved
+
+        def hold(handle: Any) -> None:
+            self.held.append(handle)
+
+        monkeypatch.setattr(ChildHandle, "cancel", hold)  # the kill waits for `release`
+        monkeypatch.setattr(_protect.ReadOnlyWatch, "quarantine", sweep)
+
+    def running(self) -> bool:
+        try:
+            os.read(self.fd, 1)
+        except BlockingIOError:
+            return True  # a writer holds it, and wrote nothing
+        return False
+
+    def release(self) -> None:
+        """Kill the cancelled command now."""
+        held, self.held = self.held, []
+        for handle in held:
+            self.cancel(handle)
+
+    async def cancel_once_planted(self, box: Any) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(box.exec, ["sh", "-c", _REPLANT])
+            with anyio.fail_after(60):
+                while not _holds(self.ws / "jianmu.yaml", _EVIL):
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        assert self.held, "the cancel never asked for the kill"
+
+    def check(self, result: Any) -> None:
+        os.close(self.fd)
+        # planted again after the move, it was taken for the user's: held, never moved
+        assert not os.path.lexists(self.ws / "jianmu.yaml"), result
+        assert self.swept_while_running == [False], result
+        assert "'jianmu.yaml' moved to" in result.stderr, result
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_a_cancelled_command_cannot_plant_again_after_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> None:
+    """A cancelled call returns at once, its command killed after it (by the supervisor, or
+    by the thread that started it): the next call moves what it made only once none of its
+    processes is left. Else one still running makes the config again between the move and
+    the next call's look, which takes it for the user's (held read-only, never moved). The
+    kill is held back until the next call waits (every task blocked), and the move gives the
+    command its chance to plant again."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    replanter = _Replanter(ws, monkeypatch)
+    async with _local(ws, warm=warm) as box:
+        if box.warm != warm:
+            pytest.skip(f"no warm supervisor here: {box.warm_problem}")
+        await replanter.cancel_once_planted(box)
+
+        async def release() -> None:
+            await anyio.wait_all_tasks_blocked()
+            replanter.release()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release)
+            result = await box.exec(["true"])
+    replanter.check(result)
+
+
+@pytest.mark.docker
+async def test_a_cancelled_docker_command_cannot_plant_again_after_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same with Docker's warm supervisor, whose next call also waits on threads (the
+    kill is released when it waits for the cancelled call's, else after the sweep)."""
+    from jianmu.execution._docker import DockerWarm
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    replanter = _Replanter(ws, monkeypatch)
+    settled = getattr(DockerWarm, "settled", None)
+
+    def release_then_settle(warm: DockerWarm) -> None:
+        replanter.release()
+        if settled is not None:
+            settled(warm)
+
+    monkeypatch.setattr(DockerWarm, "settled", release_then_settle, raising=False)
+    async with _docker(ws, warm=True) as box:
+        if box.warm_problem is not None:
+            pytest.skip(f"no warm supervisor here: {box.warm_problem}")
+        await replanter.cancel_once_planted(box)
+        result = await box.exec(["true"])
+        replanter.release()
+    replanter.check(result)
 
 
 async def test_a_config_the_user_makes_between_commands_is_read_only(box: Any) -> None:

@@ -106,8 +106,16 @@ def _mounted(path: Path) -> bool:
 
 
 @_ROOT
-async def test_the_tmp_of_a_dead_engine_is_swept(tmp_path: Path) -> None:
-    stale = Path(tempfile.gettempdir()) / f"jianmu-sandbox-{_dead_pid()}-stale"
+async def test_the_tmp_of_a_dead_engine_is_swept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a temporary folder of this test's own: every engine on the host sweeps the dead ones'
+    # under the shared one, and another (an xdist worker) would remove this stale folder
+    # between its mkdir and its mount
+    root = Path(tempfile.mkdtemp(prefix="jianmu-test-tmp-"))
+    root.chmod(0o755)  # the commands' user reaches its HOME in it
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    stale = root / f"jianmu-sandbox-{_dead_pid()}-stale"
     stale.mkdir()
     try:
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(stale)],
@@ -121,5 +129,4 @@ async def test_the_tmp_of_a_dead_engine_is_swept(tmp_path: Path) -> None:
         assert not _mounted(mine) and not mine.exists()
     finally:
         subprocess.run(["umount", "-l", str(stale)], check=False, capture_output=True)
-        if stale.exists():
-            subprocess.run(["rm", "-rf", str(stale)], check=False)
+        subprocess.run(["rm", "-rf", str(root)], check=False)

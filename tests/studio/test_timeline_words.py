@@ -44,3 +44,34 @@ def test_a_call_that_waited_goes_on_rather_than_starting_again() -> None:
     ])
     assert [e["title"] for e in entries] == ["started: researcher", "goes on: researcher"]
     assert entries[1]["text"] == "after waiting for a person"
+
+
+def test_a_call_stopped_after_it_began_says_it_may_be_done_and_was_not_run_again() -> None:
+    told = "the run was stopped while 'pay' was running, so whether it did its work is unknown"
+    entries = event_timeline([
+        {"time": 1.0, "name": "tool.call.failed", "node": "a/tools",
+         "fields": {"tool": "pay", "call_id": "p1", "error": told, "in_doubt": True}},
+        {"time": 2.0, "name": "tool.call.failed", "node": "a/tools",
+         "fields": {"tool": "pay", "call_id": "p2", "error": "declined"}},
+    ])
+    assert [(e["kind"], e["title"], e["text"]) for e in entries] == [
+        ("error", "stopped, maybe done (not run again): pay", told),
+        ("error", "failed: pay", "declined"),
+    ]
+
+
+def test_a_durable_call_settled_at_a_takeover_says_it_may_be_done() -> None:
+    from jianmu.studio.timeline import durable_timeline
+    from jianmu.tools.calls import ToolResult
+
+    told = ToolResult(tool="pay", ok=False, error="whether it did its work is unknown",
+                      maybe_done=True)
+    failed = ToolResult(tool="pay", ok=False, error="declined")
+    entries = durable_timeline([
+        {"name": "jianmu:tool:p1", "output": told, "error": None, "started": 1.0,
+         "completed": 2.0},
+        {"name": "jianmu:tool:p2", "output": failed, "error": None, "started": 3.0,
+         "completed": 4.0},
+    ])
+    assert [e["title"] for e in entries] == [
+        "stopped, maybe done (not run again): pay · 1.0 s", "failed: pay · 1.0 s"]

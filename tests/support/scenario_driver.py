@@ -430,8 +430,8 @@ def check_ledger(trace: Trace, lines: list[dict[str, Any]], sc: Scenario) -> Non
                 trace.problems.append(f"{line['tool']} {tag} ended after the run returned")
     tools_of = {line["tag"]: line["tool"] for line in lines if line["k"] == "start"}
     for tag, count in starts.items():
-        # a read stopped may run again after each stop; a write never more than twice
-        limit = 1 + disturbed[tag] if tools_of[tag] in reads else min(2, 1 + disturbed[tag])
+        # a read stopped may run again after each stop; a write that began never runs again
+        limit = 1 + disturbed[tag] if tools_of[tag] in reads else 1
         if count > limit:
             trace.problems.append(f"{tools_of[tag]} {tag} ran {count} times (stopped "
                                   f"{disturbed[tag]} times)")
