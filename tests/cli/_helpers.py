@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -93,3 +94,10 @@ def assert_clean_error(done: Done, code: int, *fragments: str) -> None:
     assert "jianmu: error:" in done.err, done.text
     for fragment in fragments:
         assert fragment in done.err, done.err
+
+
+def ctrl_c_as_in_a_terminal() -> None:
+    """In the child: Ctrl-C at its default, as a terminal starts a command. An xdist worker
+    ignores SIGINT, and an ignored signal is inherited: Python then installs no handler, and
+    the command rightly goes on (as a job started in the background does)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

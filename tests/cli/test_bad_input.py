@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests.cli._helpers import REPO, Project, assert_clean_error, make_config, pending_of
+from tests.cli._helpers import (
+    REPO,
+    Project,
+    assert_clean_error,
+    ctrl_c_as_in_a_terminal,
+    make_config,
+    pending_of,
+)
 
 APPROVAL_FLOW = str(REPO / "examples" / "approval_flow.py")
 
@@ -27,12 +34,6 @@ def _read_until(stream: Any, marker: str) -> str:
         seen += char
     return seen
 
-
-def _ctrl_c_as_in_a_terminal() -> None:
-    """In the child: Ctrl-C at its default, as a terminal starts a command. An xdist worker
-    ignores SIGINT, and an ignored signal is inherited: Python then installs no handler, and
-    the command rightly goes on (as a job started in the background does)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize(("rule", "fragment"), [
@@ -95,7 +96,7 @@ def test_ctrl_c_at_the_approval_prompt_stops_the_run_and_resume_goes_on(
         [sys.executable, "-m", "jianmu.cli", "run", APPROVAL_FLOW, "--input", "note=ctrlc",
          "--config", str(project.config)],
         cwd=project.root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_in_a_terminal,
+        stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_terminal,
     )
     assert process.stdout is not None and process.stdin is not None
     seen = _read_until(process.stdout, "approve?")
@@ -242,7 +243,7 @@ def interrupted_blocking_run(project: Project) -> tuple[int, str, str, str]:
         [sys.executable, "-m", "jianmu.cli", "run", "blocking.py", "--config",
          str(project.config)],
         cwd=project.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_in_a_terminal,
+        stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_terminal,
     )
     assert process.stdout is not None and process.stderr is not None
     seen = _read_until(process.stdout, "BLOCKED")

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.cli._helpers import REPO, Project
+from tests.cli._helpers import REPO, Project, ctrl_c_as_in_a_terminal
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -58,6 +58,7 @@ STATE_SCHEMA = AgentState
 '''
 
 
+
 def _run_id(text: str) -> str:
     found = re.search(r"run (\w+)", text)
     assert found, text
@@ -88,7 +89,8 @@ def test_a_payment_stopped_by_ctrl_c_is_not_paid_again_on_resume(project: Projec
     proc = subprocess.Popen(
         [sys.executable, "-m", "jianmu.cli", "run", "paying.py", "--approve-all",
          "--config", str(project.config)],
-        cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal)
     ledger = project.root / "ledger.txt"
     try:
         for _ in range(1200):  # bounded: until the payment went out
