@@ -147,7 +147,9 @@ def test_fifty_runs_sharing_a_provider_keep_fds_and_threads_flat(
     fds, threads = _fds(server), threading.active_count()
     for index in range(50):
         one(index, fresh_loop=index % 2 == 1)
-    assert _fds(server) == fds
+    # none more; one fewer when something an earlier test of this worker left goes meanwhile
+    # (a client collected is closed on a later loop turn)
+    assert _fds(server) <= fds
     assert threading.active_count() <= threads
     assert len(server.requests) == 54
     err = capfd.readouterr().err
