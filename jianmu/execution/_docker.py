@@ -57,6 +57,7 @@ __all__ = (
     "MAX_COPY_BYTES",
     "DockerChannel",
     "DockerWarm",
+    "close_exec_socket",
     "docker_errors",
     "feed",
     "import_docker",
@@ -73,6 +74,14 @@ _log = logging.getLogger("jianmu.execution.docker_sandbox")
 
 
 # --- docker-py ----------------------------------------------------------------------------
+
+
+def close_exec_socket(sock: Any, raw: socket.socket) -> None:
+    """Close an exec's attached socket: docker-py's wrapper and the socket under it (closing
+    the wrapper alone leaves the socket open until it is collected, as an unclosed one)."""
+    for each in (sock, raw):
+        with contextlib.suppress(OSError):
+            each.close()
 
 def import_docker() -> Any:
     """The ``docker`` package, or a `MissingExtraError` naming the extra."""
@@ -186,8 +195,7 @@ def unpack_in(api: Any, container_id: str, user: str, archive: bytes) -> None:
     try:
         _out, err, finished = read_frames(raw, time.monotonic() + _COPY_TIMEOUT, 4096)
     finally:
-        with contextlib.suppress(OSError):
-            sock.close()
+        close_exec_socket(sock, raw)
     code = wait_exit(api, exec_id, 5.0) if finished else None
     if code != 0:
         raise SandboxError(
@@ -357,8 +365,7 @@ class DockerChannel:
         """End the exec's stdin: the supervisor kills what it runs and exits."""
         with contextlib.suppress(OSError):
             self._raw.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(OSError):
-            self._sock.close()
+        close_exec_socket(self._sock, self._raw)
 
 
 class DockerWarm:

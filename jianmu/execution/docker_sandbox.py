@@ -51,6 +51,7 @@ from jianmu.errors import SandboxError, SandboxUnavailableError
 from jianmu.execution._docker import (
     MAX_COPY_BYTES,
     DockerWarm,
+    close_exec_socket,
     feed,
     pack_folders,
     read_frames,
@@ -551,8 +552,7 @@ class DockerSandbox(BaseSandbox):
         try:
             out, err, finished = read_frames(raw, start + timeout + _GRACE, self.output_limit)
         finally:
-            with contextlib.suppress(OSError):
-                sock.close()
+            close_exec_socket(sock, raw)
         if not finished:
             self._sweep()  # the in-container timeout failed to act; step in
         exit_code = self._exit_code(exec_id, finished)

@@ -210,3 +210,23 @@ def test_require_docker_turns_skips_into_failures(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("JIANMU_REQUIRE_DOCKER")
     with pytest.raises(pytest.skip.Exception, match="no daemon"):
         skip_or_fail("no daemon")
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("warm", [True, False])
+async def test_a_command_leaves_no_docker_socket_open(
+    docker_client: Any, workspace: Path, warm: bool
+) -> None:
+    """Each exec's attached socket is closed, not left to the collector (an unclosed socket's
+    ResourceWarning then lands in whatever runs next)."""
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with DockerSandbox(workspace, warm=warm) as box:
+            assert (await box.exec("echo one")).stdout == "one\n"
+            assert (await box.exec("echo two")).stdout == "two\n"
+        gc.collect()
+    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert not [w for w in unclosed if "docker.sock" in w], unclosed
