@@ -113,10 +113,11 @@ def uncertain(tool_name: str, why: str = PROCESS_DIED) -> str:
     )
 
 
-def maybe_done(call: ToolCall, tool: Tool, why: str = STOPPED) -> ToolResult:
-    """The result recorded for ``call``, stopped after it began and not run again."""
-    return ToolResult(tool=tool.name, ok=False, call_id=call.id, error=uncertain(tool.name, why),
-                      maybe_done=True)
+def maybe_done(call: ToolCall | None, tool: Tool, why: str = STOPPED) -> ToolResult:
+    """The result recorded for ``call`` (None: a `ToolNode`'s step), stopped after it began
+    and not run again."""
+    return ToolResult(tool=tool.name, ok=False, call_id=None if call is None else call.id,
+                      error=uncertain(tool.name, why), maybe_done=True)
 
 
 def settle(

@@ -298,9 +298,8 @@ class ToolNode(AsyncNode):
             key, steps = f"tool:{self.path}", self.ctx.steps
             if steps is not None and not under_way.rerunnable(tool):
                 if steps.maybe_repeated(key):  # in flight as its worker died: maybe done
-                    call = functools.partial(under_way.settled, ToolResult(
-                        tool=tool.name, ok=False, error=under_way.uncertain(tool.name),
-                        maybe_done=True))
+                    call = functools.partial(under_way.settled, under_way.maybe_done(
+                        None, tool, under_way.PROCESS_DIED))
                 else:  # a takeover must know it began, and so not run it again
                     await steps.mark_started([key])
             checking = set_redirect_check(check)
