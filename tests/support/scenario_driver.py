@@ -30,6 +30,7 @@ from typing import Any
 from jianmu import ReactiveRunner, RunStatus, SQLiteCheckpointer
 from jianmu.errors import ApprovalEditError
 from jianmu.nodes import AgentState
+from jianmu.nodes import _under_way as under_way
 from jianmu.state import StateManager
 from tests.support.scenario import BAD, Gates, Ledger, Scenario, build_tree, fresh_state, scenario
 
@@ -352,7 +353,7 @@ class Driver:
         lines = self.ledger.lines()
         requests = sum(1 for line in lines if line["k"] == "model")
         ran = sum(1 for line in lines if line["k"] in ("end", "agent_end"))
-        stopped = _disturbed(lines)
+        stopped = _disturbed(lines, _late_thread_starts(lines, self.sc))
         certain = sum(1 for line in lines if line["k"] == "agent_end" or (line["k"] == "end"
                       and line["tag"] not in stopped))
         if usage is None:
@@ -372,19 +373,58 @@ class Driver:
 
 
 def _agent_call(ledger: Ledger, event: Any) -> None:
-    """A helper agent's call that ran to its end counts as an execution, as a tool's does."""
+    """A helper agent's call that ran to its end counts as an execution, as a tool's does; a
+    sync call a stop found in a worker thread is noted (its body may begin after the stop)."""
     if event.fields.get("tool") == "helper" and event.name in ENDS[:2]:
         ledger.write("agent_end", call_id=event.fields.get("call_id"))
+    elif event.name == "tool.call.failed" and str(event.fields.get("error")).startswith(
+            under_way.IN_A_THREAD):
+        ledger.write("in_thread", node=event.node, call_id=event.fields.get("call_id"))
 
 
-def _disturbed(lines: list[dict[str, Any]]) -> Counter[str]:
+def _late_thread_starts(lines: list[dict[str, Any]], sc: Scenario) -> set[int]:
+    """The ledger lines of sync calls that a thread took before a stop, whose body began after
+    it: the runtime said so (``in_thread``: recorded as maybe done, never run again). The
+    thread's claim and the tool's first line are a race no run can close; the same call id
+    under the same agent (a helper's node path names the lead's call of its input) only."""
+    helper_call = {c["arguments"]["input"]: c["id"] for turn in sc.lead
+                   for c in turn.get("calls", ()) if c["name"] == "helper"}
+
+    def node_of(tag: str) -> str | None:  # a helper's tag starts with its input and ':'
+        prefix, _, rest = tag.rpartition(":")
+        return f"helper[{helper_call.get(prefix)}]/" if rest and prefix else None
+
+    late: set[int] = set()
+    taken: list[tuple[str, str]] = []  # (call id, node path) the step's stop found in threads
+    stopped = False
+    for index, line in enumerate(lines):
+        if line["k"] == "step":
+            taken, stopped = [], False
+        elif line["k"] == "stop":
+            stopped = True
+        elif line["k"] == "in_thread":
+            taken.append((line["call_id"], line["node"]))
+        elif line["k"] == "start" and stopped:
+            helper = node_of(str(line["tag"]))
+            if any(call_id == line["call_id"] and (
+                    helper in node if helper else "helper[" not in node)
+                   for call_id, node in taken):
+                late.add(index)
+    return late
+
+
+def _disturbed(lines: list[dict[str, Any]], late: set[int]) -> Counter[str]:
     """How many stopped steps started each call: whether the run recorded it as done is a
-    race with the stop (README: a call stopped mid-run may run again)."""
+    race with the stop (README: a call stopped mid-run may run again). A call whose thread
+    took it before the stop and began after it (``late``, `_late_thread_starts`) counts."""
     started: set[str] = set()
     found: Counter[str] = Counter()
-    for line in lines:
+    for index, line in enumerate(lines):
         if line["k"] == "start":
-            started.add(line["tag"])
+            if index in late:
+                found[line["tag"]] += 1
+            else:
+                started.add(line["tag"])
         elif line["k"] == "step":
             started = set()
         elif line["k"] == "stop":
@@ -405,7 +445,8 @@ def check_ledger(trace: Trace, lines: list[dict[str, Any]], sc: Scenario) -> Non
     decided: dict[str, str] = {}
     starts: Counter[str] = Counter()
     ends: Counter[str] = Counter()
-    disturbed = _disturbed(lines)
+    late = _late_thread_starts(lines, sc)
+    disturbed = _disturbed(lines, late)
     last_stop = 0
     for index, line in enumerate(lines):
         kind, tag = line["k"], line.get("tag")
@@ -420,7 +461,7 @@ def check_ledger(trace: Trace, lines: list[dict[str, Any]], sc: Scenario) -> Non
             starts[tag] += 1
             # (a plain ``break``: README lets the run go on until Python closes the
             # generator, "a step later"; `contextlib.aclosing` is checked strictly)
-            if line["phase"] == "returned":
+            if line["phase"] == "returned" and index not in late:
                 trace.problems.append(f"{line['tool']} {tag} started after the run returned")
             if line["tool"] == sc.denied or (sc.edits_denied and str(tag).endswith("e")):
                 trace.problems.append(f"{line['tool']} {tag} ran, though the policy denies it")
