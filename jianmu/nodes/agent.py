@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import re
 import threading
 import weakref
@@ -35,6 +36,7 @@ from jianmu.nodes.react import ReActLoop, create_react_node, fresh_handoffs
 from jianmu.nodes.state import AgentState
 from jianmu.runtime.events import Event
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
+from jianmu.runtime.stream import on_drop
 from jianmu.state import StateManager
 from jianmu.tools.calls import is_tool_name
 from jianmu.tools.registry import as_tools
@@ -346,7 +348,7 @@ class Agent:
             self._release(runner)
         return self._result(runner, result)
 
-    async def stream(
+    def stream(
         self,
         prompt: str | Message | None = None,
         *,
@@ -361,19 +363,33 @@ class Agent:
         Raises:
             ValueError, TypeError: as `run`.
         """
+        streaming: list[ReactiveRunner] = []  # the run, while this stream runs it
+        reader = self._stream(prompt, history, resume, timeout, streaming)
+        # a plain ``break`` drops this generator, not the runner's stream it holds: the run
+        # stops as this one is dropped, not once Python has closed both
+        on_drop(reader, functools.partial(_stop_streamed, streaming))
+        return reader
+
+    async def _stream(
+        self, prompt: str | Message | None, history: Any, resume: AgentResult | None,
+        timeout: float | None, streaming: list[ReactiveRunner],
+    ) -> AsyncGenerator[Event, None]:
         runner = self._runner(prompt, history, resume)
         try:
             # closed here, not when collected: leaving this stream stops the run at once
             async with contextlib.aclosing(runner.stream(timeout=timeout)) as events:
+                streaming.append(runner)
                 async for event in events:
                     result = event.fields.get("result")
                     if event.name == "run.finished" and isinstance(result, RunResult) \
                             and result.run_id == runner.run_id:
+                        streaming.clear()  # the run has returned: nothing left to stop
                         event = dataclasses.replace(
                             event, fields={**event.fields, "result": self._result(runner, result)}
                         )
                     yield event
         finally:
+            streaming.clear()
             self._release(runner)
 
     def cancel(self, run_id: str) -> bool:
@@ -484,3 +500,10 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} tools={len(self.tools)}>"
+
+
+def _stop_streamed(streaming: list[ReactiveRunner]) -> None:
+    """Stop the run an `Agent.stream` left by its reader runs, if it still runs."""
+    for runner in streaming:
+        if runner._running:
+            runner.cancel()

@@ -585,9 +585,9 @@ class ReactiveRunner:
         ends its stream there; after ``approve()``, ``stream()`` again goes on.
 
         No event is dropped for a slow reader: they wait in an unbounded queue. Leaving the
-        loop early (``break``, an exception, ``aclose()``) cancels the run: its running tools
-        see ``CancelledError`` and the run ends CANCELLED before the generator closes
-        (`jianmu.runtime.stream`).
+        loop early (``break``, an exception, ``aclose()``) cancels the run as it is left: its
+        running tools see ``CancelledError`` and the run ends CANCELLED before the generator
+        closes (`jianmu.runtime.stream`).
 
         Raises:
             RuntimeError: the runner is already running.

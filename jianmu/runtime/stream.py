@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import threading
 import weakref
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from jianmu.runtime.eager import FirstStep
 from jianmu.runtime.events import Event
 
-__all__ = ("left_behind", "open_stream")
+__all__ = ("left_behind", "on_drop", "open_stream")
 
 _Opened = tuple[weakref.ref[Any], list[asyncio.Task[Any] | None]]
 _OPEN: weakref.WeakKeyDictionary[Any, _Opened] = weakref.WeakKeyDictionary()
@@ -43,7 +44,32 @@ def open_stream(
     started: list[asyncio.Task[Any] | None] = [None]
     reader = _stream(runner, started, _OPEN.get(runner), max_ticks, timeout)
     _OPEN[runner] = (weakref.ref(reader), started)
+    on_drop(reader, functools.partial(_stop, runner, started))
     return reader
+
+
+_WATCHED: set[weakref.ref[Any]] = set()
+"""The weak references `on_drop` keeps alive (a dead one's callback runs only if it is held)."""
+
+
+def on_drop(reader: AsyncGenerator[Any, None], stop: Callable[[], None]) -> None:
+    """Call ``stop()`` as soon as ``reader``, a stream's generator, is dropped (a plain
+    ``break``), not a loop step later when Python closes it: a call the model had just asked
+    for would start in between. A weak reference dies as the generator is dropped, before the
+    loop is handed its close; a generator closed or run to its end finds nothing to stop."""
+
+    def dropped(ref: weakref.ref[Any]) -> None:
+        _WATCHED.discard(ref)
+        stop()
+
+    _WATCHED.add(weakref.ref(reader, dropped))
+
+
+def _stop(runner: Any, started: list[asyncio.Task[Any] | None]) -> None:
+    """Stop the run of a stream (its task, once started), as its close would."""
+    task = started[0]
+    if task is not None and not task.done():
+        runner.cancel()
 
 
 async def left_behind(runner: Any, last: _Opened | None = None) -> bool:

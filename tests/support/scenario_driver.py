@@ -205,10 +205,11 @@ class Driver:
         self.ledger.phase = "left" if result is None else "returned"
         if result is not None and (result.status in STOPPED or how in ("break", "close")):
             self.ledger.write("stop")
-        if result is None:  # the loop was left: the run stops at the generator's close
+        if result is None:  # the loop was left: the run stops as the generator is dropped
             for _ in range(50):
                 await asyncio.sleep(0)
             result = await self.settle_left()
+            self.ledger.phase = "returned"  # stopped: nothing of it may start from here on
             self.ledger.write("stop")
         self.after_step(how, result, before, stream_ended)
 
@@ -459,8 +460,8 @@ def check_ledger(trace: Trace, lines: list[dict[str, Any]], sc: Scenario) -> Non
             last_stop = index
         elif kind == "start":
             starts[tag] += 1
-            # (a plain ``break``: README lets the run go on until Python closes the
-            # generator, "a step later"; `contextlib.aclosing` is checked strictly)
+            # (``returned``: after `run()` returned, a closed stream's loop ended, or a
+            # stream left by ``break`` had its run stopped)
             if line["phase"] == "returned" and index not in late:
                 trace.problems.append(f"{line['tool']} {tag} started after the run returned")
             if line["tool"] == sc.denied or (sc.edits_denied and str(tag).endswith("e")):
