@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -150,10 +150,16 @@ async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | N
     try:
         verdict = guardrail(ctx, value)
         if inspect.isawaitable(verdict):
+            pending: Awaitable[Any] = verdict
+            if inspect.iscoroutine(verdict):
+                try:  # its first step now: one that answers at once needs no timer
+                    pending = _GoingOn(verdict, verdict.send(None))
+                except StopIteration as answered:
+                    return answered.value
             limit = _time_limit(guardrail, timeout)
             try:
                 async with asyncio.timeout(limit) as scope:
-                    verdict = await verdict
+                    verdict = await pending
             except TimeoutError:
                 if not scope.expired():  # the guardrail's own TimeoutError: it failed
                     raise
@@ -169,6 +175,36 @@ async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | N
             raise
         return Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
     return verdict
+
+
+class _GoingOn:
+    """A coroutine whose first step was taken (it waits on ``waits``), awaited from there: the
+    task awaiting this waits on what it waits on, and sends or throws into it what comes."""
+
+    __slots__ = ("coro", "waits")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], waits: Any) -> None:
+        self.coro = coro
+        self.waits = waits
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, waits = self.coro, self.waits
+        while True:
+            try:
+                sent = yield waits
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancel (the timer's, the run's): thrown in
+                try:
+                    waits = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                waits = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 async def run_guardrails(

@@ -724,7 +724,7 @@ class AgentLLMNode(GuardedTurn):
         return Status.SUCCESS
 
     async def _reply(self, messages: list[Message], toolset: ToolSet, whole: float, model: str,
-                     checks: asyncio.Task[GuardrailTripped | None] | None, *,
+                     checks: asyncio.Future[GuardrailTripped | None] | None, *,
                      record: bool = True) -> list[tuple[LLMResponse, list[Message]]]:
         """The turn's replies, each with what it was asked: the model's, asked beside the
         input guardrails' ``checks``; continued while the token limit cut it off (if so

@@ -19,6 +19,7 @@ from jianmu.errors import GuardrailTripped, JianmuError, OutputTruncatedError
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message
 from jianmu.runtime.async_node import AsyncNode
+from jianmu.runtime.eager import started_task
 
 if TYPE_CHECKING:
     from jianmu.llm.provider import LLMResponse
@@ -39,7 +40,7 @@ class GuardedTurn(AsyncNode):
     _passed: tuple[Message, tuple[Guardrail, ...]] | None = None
     """The latest user message the input guardrails passed, and which ones did."""
 
-    async def _judge(self, turn: TurnUpdate, checks: asyncio.Task[GuardrailTripped | None] | None,
+    async def _judge(self, turn: TurnUpdate, checks: asyncio.Future[GuardrailTripped | None] | None,
                      constraints: Constraints) -> GuardrailTripped | None:
         """The trip of the turn's guardrails: the input ones (every one passed before any call
         is written), then for an answer the output ones; None when they all passed."""
@@ -60,9 +61,10 @@ class GuardedTurn(AsyncNode):
 
     def _check_input(
         self, constraints: Constraints
-    ) -> asyncio.Task[GuardrailTripped | None] | None:
+    ) -> asyncio.Future[GuardrailTripped | None] | None:
         """The input guardrails on the latest user messages (`latest_user_messages`), started
-        as a task (``None``: none, or the latest is the one they already passed)."""
+        as a task, its first step taken now (``None``: none, or the latest is the one they
+        already passed): guardrails that answer at once are done before the model is asked."""
         unanswered = latest_user_messages(self.state.get("messages") or [])
         if not unanswered:
             return None
@@ -71,7 +73,7 @@ class GuardedTurn(AsyncNode):
         passed = self._passed
         if passed is not None and passed[0] is unanswered[-1] and passed[1] == guardrails:
             return None
-        return asyncio.ensure_future(self._input_checked(
+        return started_task(self._input_checked(
             guardrails, unanswered, constraints.guard.guardrails.timeout_s))
 
     def _input_passed(self, constraints: Constraints) -> None:
@@ -97,15 +99,17 @@ class GuardedTurn(AsyncNode):
         return None
 
     async def _beside(
-        self, reply: Awaitable[LLMResponse], checks: asyncio.Task[GuardrailTripped | None]
+        self, reply: Awaitable[LLMResponse], checks: asyncio.Future[GuardrailTripped | None]
     ) -> LLMResponse:
         """The model's reply, asked while the input guardrails run; a trip that comes first
         cancels the call (as `asyncio.timeout` does: no task of its own for the call) and is
         raised."""
+        if checks.done() and _tripwire(checks) is None:  # passed at once (`started_task`)
+            return await reply
         task = asyncio.current_task()
         racing = True
 
-        def trip(done: asyncio.Task[GuardrailTripped | None]) -> None:
+        def trip(done: asyncio.Future[GuardrailTripped | None]) -> None:
             if racing and task is not None and _tripwire(done) is not None:
                 task.cancel()
 
@@ -169,7 +173,7 @@ def latest_user_messages(messages: Sequence[Message]) -> list[Message]:
     return found[::-1]
 
 
-def _tripwire(checks: asyncio.Task[GuardrailTripped | None]) -> GuardrailTripped | None:
+def _tripwire(checks: asyncio.Future[GuardrailTripped | None]) -> GuardrailTripped | None:
     """The trip of finished input guardrails, if they tripped (``None`` while they run)."""
     if not checks.done() or checks.cancelled() or checks.exception() is not None:
         return None

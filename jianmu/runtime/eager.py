@@ -12,9 +12,11 @@ import contextvars
 from asyncio.tasks import _enter_task, _leave_task
 from asyncio.tasks import current_task as _current_task
 from collections.abc import Coroutine
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
-__all__ = ("NOT_YET", "EagerOutcome", "FirstStep", "read_outcome")
+T = TypeVar("T")
+
+__all__ = ("NOT_YET", "EagerOutcome", "FirstStep", "read_outcome", "started_task")
 
 
 class EagerOutcome(NamedTuple):
@@ -153,3 +155,27 @@ def read_outcome(future: asyncio.Future[Any]) -> None:
     """Read how ``future`` ended (nobody else will): asyncio must not log it as unread."""
     if not future.cancelled():
         future.exception()
+
+
+def started_task(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+    """``coro`` as a task of its own whose first step is taken now, as that task (its
+    timeouts and cancel scopes are the task's): what it waits on is awaited by the task;
+    one that ended in that step is a future already done, which its caller reads at once,
+    without waiting a turn of the loop for the task."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    first = FirstStep(coro, context)
+    task = loop.create_task(first, context=context)
+    if first.started:  # the loop's task factory began it (eager tasks): it is the task's
+        return task
+    outcome = first.step(loop, task, context)
+    if outcome is None:
+        return task
+    done: asyncio.Future[T] = loop.create_future()
+    if isinstance(outcome.error, asyncio.CancelledError):
+        done.cancel()
+    elif outcome.error is not None:
+        done.set_exception(outcome.error)
+    else:
+        done.set_result(outcome.value)
+    return done

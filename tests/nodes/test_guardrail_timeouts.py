@@ -106,3 +106,56 @@ def test_the_timeout_has_a_default_and_a_nearer_layer_only_shortens_it() -> None
         Constraints.model_validate({"guard": {"guardrails": {"timeout_s": 5}}}),
     )
     assert merged.guard.guardrails.timeout_s == 5
+
+
+# -- a guardrail's first step is taken at once (no timer, no wait for a task when it answers) --
+class OwnTimeout:
+    """An input guardrail whose first step enters a timeout of its own, then waits past it:
+    its timeout is the guardrail's task's, never the model call's."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+
+    async def __call__(self, ctx: Any, value: Any) -> Tripwire | None:
+        self.task = asyncio.current_task()
+        async with asyncio.timeout(SHORT):
+            await asyncio.Event().wait()
+        return None
+
+
+async def test_a_guardrails_own_timeout_in_its_first_step_ends_the_guardrail_not_the_turn(
+) -> None:
+    guardrail = OwnTimeout()
+    model_asked = asyncio.Event()
+    model_task: list[Any] = []
+
+    class Slow(ScriptedLLM):
+        async def send(self, request: Any) -> Any:
+            model_asked.set()
+            model_task.append(asyncio.current_task())
+            await asyncio.sleep(SHORT * 4)  # still answering when the guardrail's timer ends
+            return await super().send(request)
+
+    tree = create_react_node(Slow(["Sunny."]), [lookup], input_guardrails=[guardrail])
+    result = await ReactiveRunner(tree, start()).run(timeout=30)
+    # the guardrail failed on its own TimeoutError (closed), in a task of its own
+    assert isinstance(result.exception, GuardrailTripped), result.error
+    assert "TimeoutError" in result.exception.reason and model_asked.is_set()
+    assert guardrail.task is not None and model_task and guardrail.task is not model_task[0]
+
+
+@pytest.mark.parametrize("kind", ["input", "output"])
+@pytest.mark.parametrize("how", ["sync", "async at once"])
+async def test_a_guardrail_that_trips_at_once_fails_the_run(kind: str, how: str) -> None:
+    def sync_trip(ctx: Any, value: Any) -> Tripwire:
+        return Tripwire(f"no: {value}")
+
+    async def async_trip(ctx: Any, value: Any) -> Tripwire:
+        return Tripwire(f"no: {value}")
+
+    llm = script()
+    guardrail = sync_trip if how == "sync" else async_trip
+    tree = create_react_node(llm, [lookup], **{f"{kind}_guardrails": [guardrail]})
+    result = await ReactiveRunner(tree, start()).run(timeout=30)
+    assert isinstance(result.exception, GuardrailTripped)
+    assert result.exception.kind == kind and result.exception.reason.startswith("no: ")
