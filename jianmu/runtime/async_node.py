@@ -650,11 +650,11 @@ class WakeEvent:
     deque of waiters is kept. A runner sleeps on it after most ticks, with thousands of runs
     in flight: each object less per run is one less for the cyclic collector to walk."""
 
-    __slots__ = ("_loop", "_set", "_waiter")
+    __slots__ = ("_loop", "_set", "_waiter", "asked")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._set = False
+        self._set = self.asked = False  # asked: by `ReactiveRunner.wake`, not a state write
         self._waiter: asyncio.Future[bool] | None = None
 
     def is_set(self) -> bool:
@@ -672,7 +672,7 @@ class WakeEvent:
 
     def clear(self) -> None:
         """Unset it."""
-        self._set = False
+        self._set = self.asked = False
 
     def wait(self) -> asyncio.Future[bool]:
         """A future done (True) once it is set; at once if it is. A second waiter meanwhile
@@ -750,8 +750,10 @@ class Ticker:
         # at once while they change the tree; at rest, it is polled, as py_trees' loop ticks
         # at its rate (a node that writes at every tick woke the runner at once, for ever: a
         # full core busy while the tree waited for a task)
-        wrote = woken.is_set()
+        wrote, asked = woken.is_set(), getattr(woken, "asked", False)
         woken.clear()
+        if asked:  # a node asked for the next tick (`wake()` in its tick): at once, as asked
+            return TickPlan(True, False, None)
         # a node RUNNING with no running child, a selector stopping earlier ones, an ended
         # node that its parent ticks again (it starts anew): the next tick changes the tree
         again = False

@@ -324,7 +324,7 @@ class ReactiveRunner:
     def _state_changed(self, keys: frozenset[str]) -> None:
         if not self._running:  # new input written between runs: the next run() runs the tree
             self._finished = None
-        self.wake()
+        self.wake(asked=False)
 
     def _stop_listening(self) -> None:
         """Stop waking on state changes: for a runner that shares its state with a
@@ -342,12 +342,15 @@ class ReactiveRunner:
         """Approval requests waiting for a decision."""
         return self.interaction.pending
 
-    def wake(self) -> None:
-        """Make the runner tick again soon; safe to call from any thread."""
+    def wake(self, *, asked: bool = True) -> None:
+        """Make the runner tick again soon; safe to call from any thread. A node that asks
+        in its tick gets the next one at once (a write to the state, ``asked=False``, brings
+        one at once only while the ticks change the tree)."""
         loop, event = self._loop, self._wake_event
         if loop is None or event is None:
             return
         if threading.get_ident() == self._loop_thread:
+            event.asked = event.asked or asked
             event.set()
             return
         try:

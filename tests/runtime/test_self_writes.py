@@ -106,3 +106,30 @@ async def test_a_node_that_counts_its_ticks_in_the_state_is_polled_to_its_end() 
     fast = AppConfig.model_validate({"runtime": {"poll_interval": 0.001}})
     result = await ReactiveRunner(Counter(), state, config=fast).run(timeout=30)
     assert result.ok and result.ticks == 5 and state.get("checks") == 5
+
+
+class AsksAgain(Behaviour):
+    """RUNNING for ``n`` ticks, then SUCCESS; asks for each next tick (`ReactiveRunner.wake`),
+    writing nothing, so no status or state shows that it moves on."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(name="asks_again")
+        self.left = n
+        self.wake: object = None
+
+    def update(self) -> Status:
+        self.left -= 1
+        if self.left <= 0:
+            return Status.SUCCESS
+        self.wake()  # type: ignore[operator]
+        return Status.RUNNING
+
+
+async def test_a_node_that_asks_for_the_next_tick_gets_it_at_once() -> None:
+    """``wake()`` in a tick is a node asking for the next one: it comes at once, not at the
+    next poll (an hour here), unlike the tick's own state writes once the tree is at rest."""
+    node = AsksAgain(50)
+    runner = ReactiveRunner(node, StateManager(), config=NO_POLL)
+    node.wake = runner.wake
+    result = await runner.run(timeout=10)
+    assert result.ok and result.ticks == 50, result
