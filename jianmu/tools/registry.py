@@ -57,6 +57,7 @@ __all__ = (
     "as_tools",
     "canonical_call",
     "lookup_keyed",
+    "received_call",
     "resolve_tool",
 )
 
@@ -170,6 +171,36 @@ def canonical_call(call: ToolCall, tools: ToolLookup) -> tuple[ToolCall, Any | N
     if canonical != call.name:
         call = dataclasses.replace(call, name=canonical)
     return call, tool
+
+
+def received_call(call: ToolCall, tool: Any) -> ToolCall | None:
+    """``call`` with the arguments the model sent as ``tool`` receives them (validated and
+    coerced by its schema, as JSON: ``10000.0`` or ``"+10000"`` for an ``int`` is ``10000``,
+    ``"yes"`` for a ``bool`` is ``true``), when that differs from how they were sent; else
+    None (the same, not an object, or not fitting: the executor refuses such a call).
+
+    Only the arguments the model gave are kept: a default the tool fills in is not a value
+    the call sent (a rule on a missing argument already reads the schema's default).
+    """
+    validate = getattr(tool, "validate_args", None)
+    sent = call.arguments
+    if validate is None or not isinstance(sent, dict) or not sent:
+        return None
+    try:
+        values = validate(sent)
+    except ToolError:  # refused before it runs, as the model's own spelling
+        return None
+    if not isinstance(values, dict):
+        return None
+    from pydantic_core import to_jsonable_python  # only when a rule reads an argument
+
+    received = {
+        key: to_jsonable_python(values[key], fallback=str) for key in sent if key in values
+    }
+    # compared as JSON: 10000.0 == 10000 and True == 1 in Python, not in a rule's text
+    same = json.dumps(received, sort_keys=True, default=str) == json.dumps(
+        {key: sent[key] for key in received}, sort_keys=True, default=str)
+    return None if same else dataclasses.replace(call, arguments=received)
 
 
 # -- the registry ----------------------------------------------------------------------------

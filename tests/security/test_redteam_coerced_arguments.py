@@ -1,0 +1,114 @@
+"""Red team, arguments as the tool receives them: a tool made from a function validates the
+model's arguments as pydantic does in its lax mode (README: ``"3"`` or ``3.0`` for an ``int``
+is 3, ``"true"`` for a ``bool`` is True), so one value has many spellings on the wire. A rule
+on that argument must hold for each of them, also in the arguments a person edited a call to.
+
+Fixed here: the rules were matched against the spelling the model sent only, so
+``transfer(amount:10000)`` (deny) let ``10000.0``, ``"10000.0"``, ``"+10000"`` and
+``"10_000"`` through, each of which the tool received as 10000; ``wipe(force:true)`` let
+``"yes"``, ``"on"`` and ``1`` through; and a confirm rule let them run without asking. Now the
+policy is decided for the call as sent and as the tool receives it, and the stricter holds.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+from pydantic import AfterValidator
+
+from jianmu import Constraints, ReactiveRunner, StateManager
+from jianmu.llm import ScriptedLLM
+from jianmu.nodes import AgentState, create_react_node
+from jianmu.tools import tool
+
+pytestmark = pytest.mark.anyio
+RAN: list[tuple[str, Any]] = []
+
+
+@tool(read_only=False)
+def transfer(to: str, amount: int) -> str:
+    """Send money.
+
+    Args:
+        to: who gets it.
+        amount: how much.
+    """
+    RAN.append((to, amount))
+    return "sent"
+
+
+@tool(read_only=False)
+def wipe(disk: str, force: bool = False) -> str:
+    """Wipe a disk.
+
+    Args:
+        disk: which.
+        force: even when mounted.
+    """
+    RAN.append((disk, force))
+    return "wiped"
+
+
+@tool(read_only=False)
+def mail(to: Annotated[str, AfterValidator(str.lower)]) -> str:
+    """Send a mail.
+
+    Args:
+        to: the address (any case).
+    """
+    RAN.append(("mail", to))
+    return "mailed"
+
+
+async def _run(name: str, arguments: dict[str, Any], policy: dict[str, str],
+               ) -> tuple[ReactiveRunner, StateManager]:
+    RAN.clear()
+    constraints = Constraints.model_validate({"guard": {"tool_policy": policy}})
+    llm = ScriptedLLM([[{"id": "c1", "name": name, "arguments": arguments}], "done"])
+    node = create_react_node(llm, [transfer, wipe, mail], constraints=constraints)
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(node, state)
+    await runner.run()
+    return runner, state
+
+
+@pytest.mark.parametrize("amount", [10000, "10000", 10000.0, "10000.0", "+10000", "10_000"])
+async def test_a_deny_rule_on_a_number_holds_for_every_spelling_of_it(amount: Any) -> None:
+    await _run("transfer", {"to": "bob", "amount": amount}, {"transfer(amount:10000)": "deny"})
+    assert RAN == []
+
+
+@pytest.mark.parametrize("force", [True, "true", "yes", "on", "1", 1, "t", "Y"])
+async def test_a_deny_rule_on_a_flag_holds_for_every_spelling_of_it(force: Any) -> None:
+    await _run("wipe", {"disk": "sda", "force": force}, {"wipe(force:true)": "deny"})
+    assert RAN == []
+
+
+async def test_a_deny_rule_holds_for_the_value_a_validator_makes() -> None:
+    await _run("mail", {"to": "Mallory@Evil.example"}, {"mail(to:*@evil.example)": "deny"})
+    assert RAN == []
+
+
+@pytest.mark.parametrize("amount", [10000.0, "+10000", "10_000"])
+async def test_a_confirm_rule_on_a_number_asks_for_every_spelling_of_it(amount: Any) -> None:
+    runner, _ = await _run("transfer", {"to": "bob", "amount": amount},
+                           {"transfer(amount:10000)": "confirm"})
+    assert RAN == []
+    assert [r.id for r in runner.interaction.pending] == ["c1"]
+
+
+@pytest.mark.parametrize("amount", [10000.0, 10000])
+async def test_an_edited_approval_into_a_denied_amount_does_not_run(amount: Any) -> None:
+    runner, state = await _run("transfer", {"to": "bob", "amount": 5},
+                               {"transfer": "confirm", "transfer(amount:10000)": "deny"})
+    assert RAN == []
+    runner.approve("c1", arguments={"to": "bob", "amount": amount})
+    await runner.run()
+    assert RAN == []
+    assert "denied" in state.get("messages")[2].content
+
+
+async def test_a_spelling_that_is_the_same_value_still_runs() -> None:
+    await _run("transfer", {"to": "bob", "amount": "+10"}, {"transfer(amount:10000)": "deny"})
+    assert RAN == [("bob", 10)]
