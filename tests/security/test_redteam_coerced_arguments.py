@@ -8,10 +8,16 @@ Fixed here: the rules were matched against the spelling the model sent only, so
 ``"10_000"`` through, each of which the tool received as 10000; ``wipe(force:true)`` let
 ``"yes"``, ``"on"`` and ``1`` through; and a confirm rule let them run without asking. Now the
 policy is decided for the call as sent and as the tool receives it, and the stricter holds.
+
+Also fixed by it: ``"path": null`` is "not given" to a tool, which then searches its default
+folder (``.``), but the rule read the text ``null``: ``grep_search`` and ``list_dir`` with a
+null path went past ``grep_search(path:secrets/*)``, which holds for a search of ``.``
+(README), and read ``secrets/key``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -20,7 +26,7 @@ from pydantic import AfterValidator
 from jianmu import Constraints, ReactiveRunner, StateManager
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, create_react_node
-from jianmu.tools import tool
+from jianmu.tools import ToolSet, tool
 
 pytestmark = pytest.mark.anyio
 RAN: list[tuple[str, Any]] = []
@@ -112,3 +118,24 @@ async def test_an_edited_approval_into_a_denied_amount_does_not_run(amount: Any)
 async def test_a_spelling_that_is_the_same_value_still_runs() -> None:
     await _run("transfer", {"to": "bob", "amount": "+10"}, {"transfer(amount:10000)": "deny"})
     assert RAN == [("bob", 10)]
+
+
+@pytest.mark.parametrize(("name", "arguments"), [
+    ("grep_search", {"pattern": "KEY", "path": None}),
+    ("list_dir", {"path": None}),
+])
+async def test_a_null_folder_is_the_default_folder_a_walking_rule_holds_for(
+    tmp_path: Path, name: str, arguments: dict[str, Any]
+) -> None:
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "key").write_text("KEY=hunter2\n")
+    constraints = Constraints.model_validate({
+        "guard": {"tool_policy": {f"{name}(path:secrets/*)": "deny"}},
+        "execution": {"workdir": str(tmp_path)},
+    })
+    llm = ScriptedLLM([[{"name": name, "arguments": arguments}], "done"])
+    node = create_react_node(llm, ToolSet.resolve([name]), constraints=constraints)
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    await ReactiveRunner(node, state).run()
+    seen = state.get("messages")[2].content
+    assert seen.startswith("Error: the guard denied this call") and "hunter2" not in seen
