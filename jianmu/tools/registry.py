@@ -176,14 +176,19 @@ def canonical_call(call: ToolCall, tools: ToolLookup) -> tuple[ToolCall, Any | N
 def received_call(call: ToolCall, tool: Any) -> ToolCall | None:
     """``call`` with the arguments the model sent as ``tool`` receives them (validated and
     coerced by its schema, as JSON: ``10000.0`` or ``"+10000"`` for an ``int`` is ``10000``,
-    ``"yes"`` for a ``bool`` is ``true``), when that differs from how they were sent; else
-    None (the same, not an object, or not fitting: the executor refuses such a call).
+    ``"yes"`` for a ``bool`` is ``true``; a bare value for a tool whose input is not an object
+    is its ``input``), when that differs from how they were sent; else None (the same, or not
+    fitting: the executor refuses such a call).
 
     Only the arguments the model gave are kept: a default the tool fills in is not a value
     the call sent (a rule on a missing argument already reads the schema's default).
     """
     validate = getattr(tool, "validate_args", None)
     sent = call.arguments
+    # as `Tool.bind_args` wraps it: a rule on `input` reads the value sent bare
+    wrapped = bool(getattr(tool, "wraps_input", False)) and not isinstance(sent, dict)
+    if wrapped:
+        sent = {"input": sent} if sent is not None else {}
     if validate is None or not isinstance(sent, dict) or not sent:
         return None
     try:
@@ -198,7 +203,7 @@ def received_call(call: ToolCall, tool: Any) -> ToolCall | None:
         key: to_jsonable_python(values[key], fallback=str) for key in sent if key in values
     }
     # compared as JSON: 10000.0 == 10000 and True == 1 in Python, not in a rule's text
-    same = json.dumps(received, sort_keys=True, default=str) == json.dumps(
+    same = not wrapped and json.dumps(received, sort_keys=True, default=str) == json.dumps(
         {key: sent[key] for key in received}, sort_keys=True, default=str)
     return None if same else dataclasses.replace(call, arguments=received)
 

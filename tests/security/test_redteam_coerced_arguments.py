@@ -12,7 +12,9 @@ policy is decided for the call as sent and as the tool receives it, and the stri
 Also fixed by it: ``"path": null`` is "not given" to a tool, which then searches its default
 folder (``.``), but the rule read the text ``null``: ``grep_search`` and ``list_dir`` with a
 null path went past ``grep_search(path:secrets/*)``, which holds for a search of ``.``
-(README), and read ``secrets/key``.
+(README), and read ``secrets/key``. And a tool whose input is not an object takes a bare
+value as its ``input``, but a rule on ``input`` read nothing of a bare value:
+``search(input:*payroll*)`` let the call whose arguments were just ``"payroll"`` run.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pydantic import AfterValidator
 from jianmu import Constraints, ReactiveRunner, StateManager
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState, create_react_node
-from jianmu.tools import ToolSet, tool
+from jianmu.tools import Tool, ToolSet, tool
 
 pytestmark = pytest.mark.anyio
 RAN: list[tuple[str, Any]] = []
@@ -139,3 +141,24 @@ async def test_a_null_folder_is_the_default_folder_a_walking_rule_holds_for(
     await ReactiveRunner(node, state).run()
     seen = state.get("messages")[2].content
     assert seen.startswith("Error: the guard denied this call") and "hunter2" not in seen
+
+
+def _search(query: str) -> str:
+    RAN.append(("search", query))
+    return "found"
+
+
+@pytest.mark.parametrize("arguments", [{"input": "payroll"}, "payroll", '"payroll"'])
+async def test_a_rule_on_the_input_of_a_tool_that_takes_a_bare_value_holds_for_it(
+    arguments: Any,
+) -> None:
+    RAN.clear()
+    search = Tool.from_schema(_search, name="search", description="Search.",
+                              input_schema={"type": "string"})
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": {"search(input:*payroll*)": "deny"}}})
+    llm = ScriptedLLM([[{"name": "search", "arguments": arguments}], "done"])
+    node = create_react_node(llm, [search], constraints=constraints)
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    await ReactiveRunner(node, state).run()
+    assert RAN == []
