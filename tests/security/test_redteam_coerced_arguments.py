@@ -14,7 +14,9 @@ folder (``.``), but the rule read the text ``null``: ``grep_search`` and ``list_
 null path went past ``grep_search(path:secrets/*)``, which holds for a search of ``.``
 (README), and read ``secrets/key``. And a tool whose input is not an object takes a bare
 value as its ``input``, but a rule on ``input`` read nothing of a bare value:
-``search(input:*payroll*)`` let the call whose arguments were just ``"payroll"`` run.
+``search(input:*payroll*)`` let the call whose arguments were just ``"payroll"`` run. A tool
+made from a JSON Schema (an MCP server's) coerces nothing, but ``10000.0`` is the integer
+10000 to JSON Schema and to the server: ``pay(amount:10000)`` let it through.
 """
 
 from __future__ import annotations
@@ -159,6 +161,27 @@ async def test_a_rule_on_the_input_of_a_tool_that_takes_a_bare_value_holds_for_i
         {"guard": {"tool_policy": {"search(input:*payroll*)": "deny"}}})
     llm = ScriptedLLM([[{"name": "search", "arguments": arguments}], "done"])
     node = create_react_node(llm, [search], constraints=constraints)
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    await ReactiveRunner(node, state).run()
+    assert RAN == []
+
+
+def _pay(**arguments: Any) -> str:
+    RAN.append(("pay", arguments["amount"]))
+    return "paid"
+
+
+@pytest.mark.parametrize("amount", [10000, 10000.0, 1e4])
+async def test_a_deny_rule_on_a_schema_tools_integer_holds_for_it_written_as_a_float(
+    amount: Any,
+) -> None:
+    RAN.clear()
+    pay = Tool.from_schema(_pay, name="pay", description="Pay.", input_schema={
+        "type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]})
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": {"pay(amount:10000)": "deny"}}})
+    llm = ScriptedLLM([[{"name": "pay", "arguments": {"amount": amount}}], "done"])
+    node = create_react_node(llm, [pay], constraints=constraints)
     state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
     await ReactiveRunner(node, state).run()
     assert RAN == []
