@@ -180,15 +180,30 @@ class ToolPolicyChecker(BaseChecker):
         return cls.from_guard_constraints(setup.guard, workspace=setup.workspace)
 
     def resolve(
-        self, call: ToolCall, tool: PolicyTarget | None, *, root: str | None = None
+        self, call: ToolCall, tool: PolicyTarget | None, *, root: str | None = None,
+        received: ToolCall | None = None,
     ) -> tuple[Policy, str, Rule | None]:
         """The policy for ``call`` from rules, permission and default: (policy, reason, rule).
 
         ``root`` is the workspace root path arguments resolve against (default: the checker's
-        ``workspace``, else `current_workspace()`).
+        ``workspace``, else `current_workspace()`). ``received``: the call as the tool
+        receives it (`GuardContext.received`); the stricter of the two policies holds.
         """
         if root is None and self._needs_root:
             root = _workspace_root(None, self.workspace)
+        policy, reason, rule = self._resolve(call, tool, root)
+        if received is not None and policy != "deny":
+            # the tool runs with what it received: a rule holds for that spelling too, and
+            # the stricter of the two decides (allow needs both)
+            other, why, by = self._resolve(received, tool, root)
+            if POLICY_RANK[other] > POLICY_RANK[policy]:
+                return other, f"{why} (its arguments as the tool receives them)", by
+        return policy, reason, rule
+
+    def _resolve(
+        self, call: ToolCall, tool: PolicyTarget | None, root: str | None
+    ) -> tuple[Policy, str, Rule | None]:
+        """`resolve` for one spelling of the call."""
         for wanted in ("deny", "confirm"):
             for rule, policy in self.rules:
                 if policy == wanted and rule.matches_any_part(call, tool, root=root):
@@ -340,18 +355,16 @@ class ToolPolicyChecker(BaseChecker):
             not rule.is_name_rule and rule.applies_to(name) for rule, _policy in self.rules
         )
 
+    def received(self, call: ToolCall, tool: Any) -> ToolCall | None:
+        """``call`` as ``tool`` (the tool itself, which validates) receives it, when a rule
+        of this policy reads its arguments and they are spelt otherwise (`received_call`)."""
+        return received_call(call, tool) if self.reads_arguments(call.name) else None
+
     def _decide(
         self, call: ToolCall, tool: PolicyTarget, root: str | None,
         received: ToolCall | None = None,
     ) -> Decision:
-        policy, reason, rule = self.resolve(call, tool, root=root)
-        if received is not None and policy != "deny":
-            # the tool runs with what it received: a rule holds for that spelling too, and
-            # the stricter of the two decides (allow needs both)
-            other, why, by = self.resolve(received, tool, root=root)
-            if POLICY_RANK[other] > POLICY_RANK[policy]:
-                policy, rule = other, by
-                reason = f"{why} (its arguments as the tool receives them)"
+        policy, reason, rule = self.resolve(call, tool, root=root, received=received)
         text = rule.text if rule is not None else None
         if policy == "deny":
             return Decision.deny(reason, checker=self.name, rule=text)

@@ -16,7 +16,8 @@ null path went past ``grep_search(path:secrets/*)``, which holds for a search of
 value as its ``input``, but a rule on ``input`` read nothing of a bare value:
 ``search(input:*payroll*)`` let the call whose arguments were just ``"payroll"`` run. A tool
 made from a JSON Schema (an MCP server's) coerces nothing, but ``10000.0`` is the integer
-10000 to JSON Schema and to the server: ``pay(amount:10000)`` let it through.
+10000 to JSON Schema and to the server: ``pay(amount:10000)`` let it through. The same
+held for a client of ``jianmu mcp serve``, whose guard decided on the sent spelling alone.
 """
 
 from __future__ import annotations
@@ -185,3 +186,22 @@ async def test_a_deny_rule_on_a_schema_tools_integer_holds_for_it_written_as_a_f
     state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
     await ReactiveRunner(node, state).run()
     assert RAN == []
+
+
+async def test_a_served_tool_holds_a_rule_for_every_spelling_of_a_value() -> None:
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from jianmu.constraints import GuardConstraints
+    from jianmu.mcp import build_mcp_server
+
+    RAN.clear()
+    guard = GuardConstraints(tool_policy={"transfer(amount:10000)": "deny",
+                                          "wipe(force:true)": "confirm"})
+    server = build_mcp_server(ToolSet.from_tools([transfer, wipe]), guard=guard)
+    async with Client(server) as client:
+        denied = await client.call_tool("transfer", {"to": "bob", "amount": "+10000"})
+        asked = await client.call_tool("wipe", {"disk": "sda", "force": "yes"})
+        done = await client.call_tool("transfer", {"to": "bob", "amount": "+10"})
+    assert denied.is_error and asked.is_error and not done.is_error
+    assert RAN == [("bob", 10)]
