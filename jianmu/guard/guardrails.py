@@ -276,9 +276,11 @@ class PromptInjectionGuardrail:
         text = getattr(value, "text", None)
         if not isinstance(text, str):
             text = value if isinstance(value, str) else str(value)
-        texts = [text]
+        # every line break a reader honours begins a line, not "\n" alone (one for one: the
+        # positions said stay those of the result)
+        texts = [text.translate(_BREAKS)]
         if text.lstrip()[:1] in ("{", "["):  # data, read as JSON: its strings' lines too
-            texts.append(_json_strings(text))
+            texts.append(_json_strings(text).translate(_BREAKS))
         for pattern, what in (
             (_OVERRIDE, "an order to ignore the instructions"),
             (_ROLE_LINE, "a line posing as a chat role"),
@@ -288,13 +290,15 @@ class PromptInjectionGuardrail:
             for each in texts:
                 found = pattern.search(each)
                 if found is not None:  # not quoted: the reason reaches the model
-                    where = "" if each is text else " (in a string of its JSON)"
+                    where = "" if each is texts[0] else " (in a string of its JSON)"
                     return Tripwire(f"possible prompt injection: {what}, at character "
                                     f"{found.start()} of the result{where}")
         return None
 
 
 _ESCAPED_BREAK = re.compile(r"\\[nr]")
+_BREAKS = {ord(c): "\n" for c in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+"""What `str.splitlines` breaks lines at besides ``\\n``, which the regex's ``^`` does not."""
 
 
 def _json_strings(text: str) -> str:
