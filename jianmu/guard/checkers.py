@@ -190,6 +190,10 @@ class GuardContext:
     """Clock times of the calls executed so far, per lower-cased tool name (rate limits)."""
     node: str | None = None
     """The path of the node that would run the call (its approval requests name it)."""
+    received: ToolCall | None = None
+    """The call with its arguments as the tool receives them (validated and coerced, as
+    JSON: ``10000.0`` and ``"+10000"`` for an ``int`` are ``10000``), when they are spelt
+    otherwise than the model sent them and a rule looks at them; else ``None``."""
 
     @property
     def user_roles(self) -> frozenset[str]:

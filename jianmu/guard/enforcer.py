@@ -57,7 +57,7 @@ from jianmu.runtime.context import ApprovalRequest, RunContext
 from jianmu.runtime.events import EventSink
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, builtin_aliases, is_tool_name, name_key, shown_name
-from jianmu.tools.registry import ToolLookup, ToolSet, canonical_call
+from jianmu.tools.registry import ToolLookup, ToolSet, canonical_call, received_call
 
 if TYPE_CHECKING:
     from jianmu.config import AppConfig
@@ -180,15 +180,30 @@ class ToolPolicyChecker(BaseChecker):
         return cls.from_guard_constraints(setup.guard, workspace=setup.workspace)
 
     def resolve(
-        self, call: ToolCall, tool: PolicyTarget | None, *, root: str | None = None
+        self, call: ToolCall, tool: PolicyTarget | None, *, root: str | None = None,
+        received: ToolCall | None = None,
     ) -> tuple[Policy, str, Rule | None]:
         """The policy for ``call`` from rules, permission and default: (policy, reason, rule).
 
         ``root`` is the workspace root path arguments resolve against (default: the checker's
-        ``workspace``, else `current_workspace()`).
+        ``workspace``, else `current_workspace()`). ``received``: the call as the tool
+        receives it (`GuardContext.received`); the stricter of the two policies holds.
         """
         if root is None and self._needs_root:
             root = _workspace_root(None, self.workspace)
+        policy, reason, rule = self._resolve(call, tool, root)
+        if received is not None and policy != "deny":
+            # the tool runs with what it received: a rule holds for that spelling too, and
+            # the stricter of the two decides (allow needs both)
+            other, why, by = self._resolve(received, tool, root)
+            if POLICY_RANK[other] > POLICY_RANK[policy]:
+                return other, f"{why} (its arguments as the tool receives them)", by
+        return policy, reason, rule
+
+    def _resolve(
+        self, call: ToolCall, tool: PolicyTarget | None, root: str | None
+    ) -> tuple[Policy, str, Rule | None]:
+        """`resolve` for one spelling of the call."""
         for wanted in ("deny", "confirm"):
             for rule, policy in self.rules:
                 if policy == wanted and rule.matches_any_part(call, tool, root=root):
@@ -330,10 +345,26 @@ class ToolPolicyChecker(BaseChecker):
         if not self._needs_root and type(self) is ToolPolicyChecker:  # a subclass may differ
             return self._by_name(call, tool)
         # only argument rules look at paths: find the workspace only when there are some
-        return self._decide(call, tool, _workspace_root(context, self.workspace))
+        return self._decide(call, tool, _workspace_root(context, self.workspace),
+                            context.received)
 
-    def _decide(self, call: ToolCall, tool: PolicyTarget, root: str | None) -> Decision:
-        policy, reason, rule = self.resolve(call, tool, root=root)
+    def reads_arguments(self, name: str) -> bool:
+        """Whether an argument rule is about the tool called ``name`` (its decision then
+        depends on the call's arguments, not on its name alone)."""
+        return any(
+            not rule.is_name_rule and rule.applies_to(name) for rule, _policy in self.rules
+        )
+
+    def received(self, call: ToolCall, tool: Any) -> ToolCall | None:
+        """``call`` as ``tool`` (the tool itself, which validates) receives it, when a rule
+        of this policy reads its arguments and they are spelt otherwise (`received_call`)."""
+        return received_call(call, tool) if self.reads_arguments(call.name) else None
+
+    def _decide(
+        self, call: ToolCall, tool: PolicyTarget, root: str | None,
+        received: ToolCall | None = None,
+    ) -> Decision:
+        policy, reason, rule = self.resolve(call, tool, root=root, received=received)
         text = rule.text if rule is not None else None
         if policy == "deny":
             return Decision.deny(reason, checker=self.name, rule=text)
@@ -653,6 +684,7 @@ class GuardEnforcer:
                 for call, tool in zip(calls, resolved, strict=True)
             ]
         batch = tuple(call for call, _tool in pairs)
+        policies = [c for c in self.checkers if isinstance(c, ToolPolicyChecker)]
         ledger = ledger if ledger is not None else GuardLedger()
         calls_made, call_times = ledger.calls_made, ledger.call_times
         admitted: tuple[ToolCall, ...] = ()  # a new tuple only when a call is admitted
@@ -669,6 +701,10 @@ class GuardEnforcer:
                 calls_made=calls_made,
                 call_times=call_times,
                 node=node,
+                # what the tool receives, where a rule reads it: a value the model spells
+                # otherwise (`10000.0`, `"yes"`) is the same value to the tool
+                received=received_call(call, tool) if any(
+                    p.reads_arguments(call.name) for p in policies) else None,
             )
             decision = self.check("tool_call", context, events=events)
             if not decision.denied:

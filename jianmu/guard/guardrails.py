@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -311,14 +312,49 @@ class PromptInjectionGuardrail:
         text = getattr(value, "text", None)
         if not isinstance(text, str):
             text = value if isinstance(value, str) else str(value)
+        # every line break a reader honours begins a line, not "\n" alone (one for one: the
+        # positions said stay those of the result)
+        texts = [text.translate(_BREAKS)]
+        if text.lstrip()[:1] in ("{", "["):  # data, read as JSON: its strings' lines too
+            texts.append(_json_strings(text).translate(_BREAKS))
         for pattern, what in (
             (_OVERRIDE, "an order to ignore the instructions"),
             (_ROLE_LINE, "a line posing as a chat role"),
             (_CHAT_MARKUP, "chat-template markup"),
             (_ADDRESSED, "text addressed to the model"),
         ):
-            found = pattern.search(text)
-            if found is not None:  # not quoted: the reason reaches the model
-                return Tripwire(f"possible prompt injection: {what}, at character "
-                                f"{found.start()} of the result")
+            for each in texts:
+                found = pattern.search(each)
+                if found is not None:  # not quoted: the reason reaches the model
+                    where = "" if each is texts[0] else " (in a string of its JSON)"
+                    return Tripwire(f"possible prompt injection: {what}, at character "
+                                    f"{found.start()} of the result{where}")
         return None
+
+
+_ESCAPED_BREAK = re.compile(r"\\[nr]")
+_BREAKS = {ord(c): "\n" for c in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+"""What `str.splitlines` breaks lines at besides ``\\n``, which the regex's ``^`` does not."""
+
+
+def _json_strings(text: str) -> str:
+    """The strings (keys too) of the JSON ``text``, as the model reads them: a ``\\n`` in one
+    is a line break, where a role line may begin. Each is set apart by a character that
+    begins no line (a string's first word follows a quote, never a line's start). Text that
+    is not whole JSON (cut to the tool's length) has its escaped breaks undone instead."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return _ESCAPED_BREAK.sub("\n", text)
+    found: list[str] = []
+    stack = [data]
+    while stack:  # not recursive: a result nests as deep as the parser allowed
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            found.extend(key for key in item if isinstance(key, str))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return "\x00" + "\x00".join(found)

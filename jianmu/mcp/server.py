@@ -241,7 +241,9 @@ def build_mcp_server(
             )
         args = dict(params.arguments or {})
         call = ToolCall(name=found.name, arguments=args)
-        verdict, reason, _rule = policy.resolve(call, found)
+        # the arguments as the tool receives them too (`10000.0`, `"yes"`, a null path)
+        received = policy.received(call, found)
+        verdict, reason, _rule = policy.resolve(call, found, received=received)
         if verdict == "confirm":
             return _error(
                 f"tool {found.name!r} needs a person's approval before it runs ({reason}), and "
@@ -251,7 +253,7 @@ def build_mcp_server(
         decision = enforcer.check(
             "tool_call",
             GuardContext(
-                call=call, tool=found, run=run_context,
+                call=call, tool=found, run=run_context, received=received,
                 calls_made=ledger.calls_made, call_times=ledger.call_times,
             ),
         )

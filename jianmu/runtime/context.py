@@ -13,13 +13,14 @@ recorder per key), a tool call is ``tool:{call id}`` (under the call's namespace
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
 
@@ -283,6 +284,34 @@ class Interaction:
                 pending requests.
         """
         return self._decide(request_id, False, message)
+
+    def decided(self) -> frozenset[str]:
+        """The ids of the requests decided so far."""
+        with self._lock:
+            return frozenset(self._decisions)
+
+    def retract(self, request_ids: Iterable[str]) -> None:
+        """Take back decisions not used yet (several given together, one of them refused:
+        `all_or_none`): their requests wait again, in the order they were asked."""
+        with self._lock:
+            gone = {i for i in request_ids
+                    if i not in self._consumed and self._decisions.pop(i, None) is not None}
+            if not gone:
+                return
+            self._pending = {i: r for i, r in self._asked.items()
+                             if i in self._pending or i in gone}
+            self.suspended = bool(self._pending)
+
+    @contextlib.contextmanager
+    def all_or_none(self) -> Iterator[None]:
+        """Decisions made in the block stand only if it ends well: one refused (it raises),
+        the others given with it are taken back (`retract`), not kept for the run to act on."""
+        before = self.decided()
+        try:
+            yield
+        except BaseException:
+            self.retract(self.decided() - before)
+            raise
 
     def withdraw(self, prefix: str = "") -> list[str]:
         """Withdraw the pending requests (those whose id starts with ``prefix``): the run's

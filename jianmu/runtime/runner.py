@@ -636,7 +636,8 @@ class ReactiveRunner:
         (several decisions given at once, one of them refused: none of them was taken)."""
         self._deciding += 1
         try:
-            yield
+            with self.interaction.all_or_none():  # one refused: the others are taken back
+                yield
         finally:
             self._deciding -= 1
         self._save_decision()

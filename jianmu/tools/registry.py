@@ -57,6 +57,7 @@ __all__ = (
     "as_tools",
     "canonical_call",
     "lookup_keyed",
+    "received_call",
     "resolve_tool",
 )
 
@@ -170,6 +171,51 @@ def canonical_call(call: ToolCall, tools: ToolLookup) -> tuple[ToolCall, Any | N
     if canonical != call.name:
         call = dataclasses.replace(call, name=canonical)
     return call, tool
+
+
+def _one_number(value: Any) -> Any:
+    """``value``, an integral float as the integer it equals: JSON has one number 10000, which
+    ``10000.0`` spells too (JSON Schema's ``integer`` takes it, a server reads it as 10000)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
+
+
+def received_call(call: ToolCall, tool: Any) -> ToolCall | None:
+    """``call`` with the arguments the model sent as ``tool`` receives them (validated and
+    coerced by its schema, as JSON, a whole number as an integer: ``"+10000"`` for an ``int``
+    is ``10000``, and ``10000.0`` is for every tool; ``"yes"`` for a ``bool`` is ``true``; a
+    bare value for a tool whose input is not an object is its ``input``), when that differs
+    from how they were sent; else None (the same, or not fitting: the executor refuses such a
+    call).
+
+    Only the arguments the model gave are kept: a default the tool fills in is not a value
+    the call sent (a rule on a missing argument already reads the schema's default).
+    """
+    validate = getattr(tool, "validate_args", None)
+    sent = call.arguments
+    # as `Tool.bind_args` wraps it: a rule on `input` reads the value sent bare
+    wrapped = bool(getattr(tool, "wraps_input", False)) and not isinstance(sent, dict)
+    if wrapped:
+        sent = {"input": sent} if sent is not None else {}
+    if validate is None or not isinstance(sent, dict) or not sent:
+        return None
+    try:
+        values = validate(sent)
+    except ToolError:  # refused before it runs, as the model's own spelling
+        return None
+    if not isinstance(values, dict):
+        return None
+    from pydantic_core import to_jsonable_python  # only when a rule reads an argument
+
+    received = {
+        key: _one_number(to_jsonable_python(values[key], fallback=str))
+        for key in sent if key in values
+    }
+    # compared as JSON: 10000.0 == 10000 and True == 1 in Python, not in a rule's text
+    same = not wrapped and json.dumps(received, sort_keys=True, default=str) == json.dumps(
+        {key: sent[key] for key in received}, sort_keys=True, default=str)
+    return None if same else dataclasses.replace(call, arguments=received)
 
 
 # -- the registry ----------------------------------------------------------------------------
