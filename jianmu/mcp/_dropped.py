@@ -35,6 +35,7 @@ __all__ = ("SHUTDOWN_SECONDS", "Leftovers", "abandoned")
 SHUTDOWN_SECONDS = 10.0  # the SDK bounds a stdio shutdown at about 6 s (grace, TERM, KILL)
 _TERM_SECONDS = 2.0  # from SIGTERM to SIGKILL, as the SDK waits
 _POLL_SECONDS = 0.05
+_CAN_WATCH = hasattr(os, "waitid") and hasattr(os, "WNOWAIT")  # POSIX; not Windows
 
 
 class Leftovers:
@@ -77,7 +78,7 @@ def abandoned(left: Leftovers, name: str) -> None:
     if loop is not None and quit_ is not None:
         with contextlib.suppress(RuntimeError):  # the loop is closed: its tasks are over
             loop.call_soon_threadsafe(quit_.set)
-    if process is not None and process.returncode is None and hasattr(os, "waitid"):
+    if process is not None and process.returncode is None and _CAN_WATCH:
         threading.Thread(
             target=_stop_server, args=(process.pid, loop), daemon=True,
             name=f"jianmu-mcp-stop-{process.pid}",

@@ -69,6 +69,15 @@ async def gone(pid: int) -> bool:
     return False
 
 
+async def tasks_end(name: str) -> bool:
+    """Whether the tasks of the client ``name`` on this loop end."""
+    for _ in range(POLLS):
+        if not [t for t in asyncio.all_tasks() if t.get_name() == f"jianmu-mcp-{name}"]:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
 def gone_sync(pid: int) -> bool:
     for _ in range(POLLS):
         if not exists(pid):
@@ -124,12 +133,7 @@ async def test_dropped_in_a_running_loop_warns_and_stops_its_server(
     pid = await connected(holder[0])
     said_unclosed(dropped(holder))
     assert await gone(pid)
-    for _ in range(POLLS):  # the session's task on this loop ends too
-        if not [t for t in asyncio.all_tasks() if t.get_name().startswith("jianmu-mcp-")]:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("the dropped client's task is still running")
+    assert await tasks_end("weather")  # the client's task on this loop
     assert loop_errors == []
 
 
@@ -190,12 +194,7 @@ async def test_dropped_http_client_ends_its_session(
     holder = [MCPClient(url=f"http://127.0.0.1:{port}/mcp", name="weather", timeout=30)]
     await holder[0].connect()
     said_unclosed(dropped(holder))
-    for _ in range(POLLS):
-        if not [t for t in asyncio.all_tasks() if t.get_name().startswith("jianmu-mcp-")]:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("the dropped client's session is still open")
+    assert await tasks_end("weather")  # the client's task on this loop
     assert loop_errors == []
 
 
@@ -237,12 +236,7 @@ async def test_a_client_whose_connect_failed_leaves_nothing_when_dropped(
             await asyncio.sleep(0.05)
     assert ref() is None
     assert [str(w.message) for w in caught] == []  # no session was ever open: no warning
-    for _ in range(POLLS):
-        if not [t for t in asyncio.all_tasks() if t.get_name().startswith("jianmu-mcp-")]:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("the dropped client's task is still running")
+    assert await tasks_end("broken")  # the client's task on this loop
     assert children() <= before
     assert loop_errors == []
 
