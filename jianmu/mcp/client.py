@@ -29,10 +29,14 @@ library meets the client (waiting for a handed-over call, starting the private l
 trio caller), and on the session's side, which drives the SDK: the SDK is built on anyio, and
 its task groups and cancel scopes are what it requires.
 
-Header values (a bearer token among them) live in `SecretHeaders`, whose repr and str show
-only the header names, so a client's repr, an error or a log line never carries them. The
-SDK's and the transport's errors become Jianmu's (`MCPError`, `ToolTimeoutError`) in one
-place, `translated`.
+The session's side (its task group, the session's task, the callbacks the SDK holds) holds
+the client weakly, so a client dropped without ``close()`` is collected: its finalizer warns
+and stops what the session left (`jianmu.mcp._dropped`).
+
+Header values (a bearer token among them) live in `SecretHeaders`
+(`jianmu.mcp._transport`), whose repr and str show only the header names, so a client's repr,
+an error or a log line never carries them. The SDK's and the transport's errors become
+Jianmu's (`MCPError`, `ToolTimeoutError`) in one place, `translated`.
 """
 
 from __future__ import annotations
@@ -42,11 +46,9 @@ import contextlib
 import contextvars
 import functools
 import logging
-import re
-import subprocess
-import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -57,8 +59,10 @@ import anyio.to_thread
 
 from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
 from jianmu.mcp import data
+from jianmu.mcp._dropped import SHUTDOWN_SECONDS, Leftovers, abandoned
 from jianmu.mcp._listing import NotingStream, ToolListings
 from jianmu.mcp._sdk_noise import quiet_sdk_noise
+from jianmu.mcp._transport import RefusedAuth, SecretHeaders, WatchedStream, open_transport
 from jianmu.mcp.data import MCPCallResult
 
 if TYPE_CHECKING:
@@ -79,7 +83,6 @@ __all__ = ("MCPClient", "MCPServerOptions")
 logger = logging.getLogger("jianmu.mcp")
 
 _T = TypeVar("_T")
-_SHUTDOWN_SECONDS = 10.0  # the SDK bounds a stdio shutdown at about 6 s (grace, TERM, KILL)
 
 
 class MCPServerOptions(TypedDict, total=False):
@@ -185,13 +188,14 @@ class MCPClient:
         self._ready: asyncio.Future[None] | None = None
         self._start_lock = threading.Lock()
         self._closed = False
-        # Loop side: touched only by code running in the private event loop.
-        self._quit: anyio.Event | None = None
+        # What the session holds on its loop, for the finalizer of a client dropped unclosed
+        # (`jianmu.mcp._dropped`): the loop side holds the client weakly, so it is collected.
+        self._left = Leftovers()
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        # Loop side: touched only by code running in the session's event loop.
         self._tg: TaskGroup | None = None
         self._lock: anyio.Lock | None = None
         self._session: ClientSession | None = None
-        self._stop: anyio.Event | None = None
-        self._done: anyio.Event | None = None
         self._broken = False
         self._forgotten = 0  # the session the HTTP server answered 404 for (it forgot it)
 
@@ -286,6 +290,8 @@ class MCPClient:
     async def close(self) -> None:
         """Stop the session and the server process; idempotent. A closed client stays closed."""
         self._closed = True
+        if self._finalizer is not None:
+            self._finalizer.detach()  # closed as it should be: no warning, no second stop
         loop, thread, host = self._loop, self._thread, self._host
         if loop is None:
             return
@@ -310,7 +316,7 @@ class MCPClient:
         with contextlib.suppress(Exception):
             await wait_future(hand_over(self._shutdown(), loop))
         if thread is not None:
-            await anyio.to_thread.run_sync(thread.join, _SHUTDOWN_SECONDS)
+            await anyio.to_thread.run_sync(thread.join, SHUTDOWN_SECONDS)
 
     async def _wind_down(self, host: asyncio.Task[None] | None) -> None:
         """Stop the session on its own loop and wait for ``host``'s task group to end."""
@@ -359,33 +365,30 @@ class MCPClient:
         """Host the session on the caller's own ``loop`` (a task that holds its task group)."""
         ready: asyncio.Future[None] = loop.create_future()
         self._loop, self._ready = loop, ready
-        self._host = loop.create_task(self._host_main(ready), name=f"jianmu-mcp-{self.name}")
+        self._left.loop = loop
+        self._watch()
+        self._host = loop.create_task(
+            host_main(weakref.ref(self), self._left, ready), name=f"jianmu-mcp-{self.name}"
+        )
         return loop
+
+    def _watch(self) -> None:
+        """Warn and stop the session if this client is dropped unclosed (`abandoned`)."""
+        if self._finalizer is None:
+            self._finalizer = weakref.finalize(self, abandoned, self._left, self.name)
+            self._finalizer.atexit = False  # an exiting interpreter closes the server's stdin
 
     def _abandon(self, loop: asyncio.AbstractEventLoop) -> None:
         """Forget a session whose loop ended or stopped; the next call reconnects here."""
         host = self._host
         self._loop = self._host = self._ready = None
-        self._session = self._stop = self._done = None
+        self._session = None
+        self._left.forget()
         logger.debug("MCP client %r: its event loop ended; reconnecting on this one", self.name)
         if host is not None and not loop.is_closed():
             # a stopped loop that runs again winds the old session down
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(host.cancel)
-
-    async def _host_main(self, ready: asyncio.Future[None]) -> None:
-        """The session's home on the caller's loop: a task group until `close`."""
-        try:
-            self._quit = anyio.Event()
-            async with anyio.create_task_group() as tg:
-                self._tg, self._lock = tg, anyio.Lock()
-                ready.set_result(None)
-                await self._quit.wait()
-                tg.cancel_scope.cancel()  # an owner that outlived its shutdown window
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            raise
 
     def _start_loop(self) -> asyncio.AbstractEventLoop:
         """Start the private event loop (in a daemon thread) and return it."""
@@ -394,94 +397,22 @@ class MCPClient:
                 return self._loop
             ready: Future[asyncio.AbstractEventLoop] = Future()
             thread = threading.Thread(
-                target=self._thread_main, args=(ready,), name=f"jianmu-mcp-{self.name}",
+                target=thread_main, args=(weakref.ref(self), self._left, self.name, ready),
+                name=f"jianmu-mcp-{self.name}",
                 daemon=True,  # a client never closed must not keep the interpreter alive
             )
             thread.start()
             self._loop, self._thread = ready.result(), thread
+            self._left.loop = self._loop
+            self._watch()
             return self._loop
-
-    def _thread_main(self, ready: Future[asyncio.AbstractEventLoop]) -> None:
-        try:
-            asyncio.run(self._loop_main(ready))
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            else:
-                logger.warning(
-                    "MCP client %r: its event loop failed: %s", self.name, describe(exc)
-                )
-
-    async def _loop_main(self, ready: Future[asyncio.AbstractEventLoop]) -> None:
-        self._quit = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            self._tg, self._lock = tg, anyio.Lock()
-            ready.set_result(asyncio.get_running_loop())
-            await self._quit.wait()
-            tg.cancel_scope.cancel()  # an owner that outlived its shutdown window
 
     async def _shutdown(self) -> None:
         await self._stop_owner()
-        if self._quit is not None:
-            self._quit.set()
+        if self._left.quit is not None:
+            self._left.quit.set()
 
     # -- loop side ------------------------------------------------------------------------
-
-    async def _own_session(
-        self, *, task_status: TaskStatus[tuple[Any, anyio.Event, anyio.Event]]
-    ) -> None:
-        """Enter the transport and the session, hand them out, exit them when told to."""
-        from mcp.types import ToolListChangedNotification
-
-        stop, done = anyio.Event(), anyio.Event()
-        started = False
-        generation = self.connections + 1  # the number this session will have
-
-        async def on_message(message: Any) -> None:
-            # Transport-level exceptions (an HTTP POST that failed) mean the link is gone;
-            # a line that is not JSON-RPC (ValueError) is the server's noise, not a failure.
-            if isinstance(message, Exception) and not isinstance(message, ValueError):
-                logger.debug("MCP client %r: transport error: %s", self.name, message)
-                self._mark_broken(generation)
-            elif isinstance(message, ToolListChangedNotification):
-                for listener in list(self._tools_listeners):
-                    try:
-                        listener()
-                    except Exception:  # one bad listener must not stop the session
-                        logger.exception("MCP client %r: a tools listener failed", self.name)
-            await anyio.lowlevel.checkpoint()
-
-        self._refused = refused = RefusedAuth()
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(open_transport(
-                    self, refused, lambda: self._session_forgotten(generation)
-                ))
-                listings = ToolListings(self.name)  # one broken tool fails no other
-                read = WatchedStream(
-                    read, lambda: self._server_gone(generation), listings.received
-                )
-                write = NotingStream(write, listings.sent)
-                session = await stack.enter_async_context(
-                    # requests without their own timeout (the handshake, tools/list) are
-                    # connection work; tool calls pass the call timeout explicitly
-                    checked_session_class()(
-                        read, write, read_timeout_seconds=self.connect_timeout,
-                        message_handler=on_message,
-                    )
-                )
-                with anyio.fail_after(self.connect_timeout):
-                    await session.initialize()
-                task_status.started((session, stop, done))
-                started = True
-                await stop.wait()
-        except Exception as exc:
-            if not started:
-                raise
-            # A transport that died says so again on the way out; nothing is waiting for it.
-            logger.debug("MCP client %r: session closed with %s", self.name, describe(exc))
-        finally:
-            done.set()
 
     def _server_gone(self, generation: int) -> None:
         """The server's messages ended (a stdio server's process exited): the next call
@@ -508,13 +439,9 @@ class MCPClient:
             self._broken = True
 
     async def _stop_owner(self) -> None:
-        stop, done = self._stop, self._done
-        self._session = self._stop = self._done = None
-        if stop is not None and done is not None:
-            stop.set()
-            # shielded so a cancelled caller still waits for the process to go, but bounded
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_SHUTDOWN_SECONDS):
-                await done.wait()
+        self._session = None
+        # shielded so a cancelled caller still waits for the process to go, but bounded
+        await self._left.stop_session()
 
     async def _ensure_session(self) -> ClientSession:
         """The live session; (re)connect when there is none or it is broken."""
@@ -528,10 +455,13 @@ class MCPClient:
             await self._stop_owner()
             self._broken = False
             try:
-                session, stop, done = await self._tg.start(self._own_session)
+                session, stop, done = await self._tg.start(functools.partial(
+                    own_session, weakref.ref(self), self._left, self.connections + 1
+                ))
             except Exception as exc:
                 raise MCPError(connect_failure(self, exc)) from first_leaf(exc)
-            self._session, self._stop, self._done = session, stop, done
+            self._session, self._left.stop, self._left.done = session, stop, done
+            self._left.opened = True
             self.connections += 1
             return session  # type: ignore[no-any-return]
 
@@ -576,6 +506,131 @@ class MCPClient:
                 raise mapped from None
             return data.call_result(result)
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+# -- the session's side: it holds the client weakly (`jianmu.mcp._dropped`) --------------------
+
+
+def weakly(ref: weakref.ref[Any], method: str, *args: Any) -> Callable[[], None]:
+    """A callback calling ``ref()``'s ``method(*args)``; nothing once that is gone."""
+
+    def call() -> None:
+        target = ref()
+        if target is not None:
+            getattr(target, method)(*args)
+
+    return call
+
+
+async def home(ref: weakref.ref[MCPClient], left: Leftovers, started: Callable[[], Any]) -> None:
+    """The client's task group on its loop, until ``left.quit``: on close, or once the
+    client was dropped unclosed (then it ends the session first)."""
+    left.quit = quit_ = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        client = ref()
+        if client is not None:  # its caller holds it
+            client._tg, client._lock = tg, anyio.Lock()
+        del client
+        started()
+        await quit_.wait()
+        await left.stop_session()  # a dropped client's; close() stopped it already
+        tg.cancel_scope.cancel()  # an owner that outlived its shutdown window
+
+
+async def host_main(
+    ref: weakref.ref[MCPClient], left: Leftovers, ready: asyncio.Future[None]
+) -> None:
+    """The client's `home` on the caller's loop."""
+    try:
+        await home(ref, left, lambda: ready.set_result(None))
+    except BaseException as exc:
+        if not ready.done():
+            ready.set_exception(exc)
+        raise
+
+
+def thread_main(
+    ref: weakref.ref[MCPClient], left: Leftovers, name: str,
+    ready: Future[asyncio.AbstractEventLoop],
+) -> None:
+    """The client's private loop (a thread's), running its `home`."""
+    try:
+        asyncio.run(home(ref, left, lambda: ready.set_result(asyncio.get_running_loop())))
+    except BaseException as exc:
+        if not ready.done():
+            ready.set_exception(exc)
+        else:
+            logger.warning("MCP client %r: its event loop failed: %s", name, describe(exc))
+
+
+async def own_session(
+    ref: weakref.ref[MCPClient], left: Leftovers, generation: int, *,
+    task_status: TaskStatus[tuple[Any, anyio.Event, anyio.Event]],
+) -> None:
+    """Enter the transport and the session (number ``generation``) of ``ref``'s client, hand
+    them out, exit them when told to."""
+    from mcp.types import ToolListChangedNotification
+
+    stop, done = anyio.Event(), anyio.Event()
+    started = False
+    client = ref()
+    assert client is not None  # its caller (`_ensure_session`) holds it
+    name, connect_timeout = client.name, client.connect_timeout
+    client._refused = refused = RefusedAuth()
+    transport = open_transport(
+        command=client.command, args=client.args, env=client.env, cwd=client.cwd,
+        url=client.url, headers=client._headers, refused=refused,
+        forgotten=weakly(ref, "_session_forgotten", generation),
+        spawned=lambda process: setattr(left, "process", process),
+    )
+    del client  # this frame lasts as long as the session
+    process = None
+
+    async def on_message(message: Any) -> None:
+        # Transport-level exceptions (an HTTP POST that failed) mean the link is gone;
+        # a line that is not JSON-RPC (ValueError) is the server's noise, not a failure.
+        if isinstance(message, Exception) and not isinstance(message, ValueError):
+            logger.debug("MCP client %r: transport error: %s", name, message)
+            weakly(ref, "_mark_broken", generation)()
+        elif isinstance(message, ToolListChangedNotification):
+            listeners = getattr(ref(), "_tools_listeners", ())
+            for listener in list(listeners):
+                try:
+                    listener()
+                except Exception:  # one bad listener must not stop the session
+                    logger.exception("MCP client %r: a tools listener failed", name)
+        await anyio.lowlevel.checkpoint()
+
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(transport)
+            process = left.process
+            listings = ToolListings(name)  # one broken tool fails no other
+            read = WatchedStream(
+                read, weakly(ref, "_server_gone", generation), listings.received
+            )
+            write = NotingStream(write, listings.sent)
+            session = await stack.enter_async_context(
+                # requests without their own timeout (the handshake, tools/list) are
+                # connection work; tool calls pass the call timeout explicitly
+                checked_session_class()(
+                    read, write, read_timeout_seconds=connect_timeout,
+                    message_handler=on_message,
+                )
+            )
+            with anyio.fail_after(connect_timeout):
+                await session.initialize()
+            task_status.started((session, stop, done))
+            started = True
+            await stop.wait()
+    except Exception as exc:
+        if not started:
+            raise
+        # A transport that died says so again on the way out; nothing is waiting for it.
+        logger.debug("MCP client %r: session closed with %s", name, describe(exc))
+    finally:
+        if left.process is process:  # the transport stopped it (a newer one is another's)
+            left.process = None
+        done.set()
 
 @functools.cache
 def checked_session_class() -> Any:
@@ -648,15 +703,6 @@ def describe(exc: BaseException) -> str:
     return f"{type(inner).__name__}: {text}" if text else type(inner).__name__
 
 
-def errlog() -> Any:
-    """Where the server's stderr goes: ours when it is a real file, else nowhere."""
-    try:
-        sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        return subprocess.DEVNULL  # the SDK hands it to the process spawn as is
-    return sys.stderr
-
-
 async def wait_future(future: Future[_T]) -> _T:
     """Await a `concurrent.futures.Future` from any anyio loop; cancelling cancels it."""
     if not future.done():
@@ -723,160 +769,6 @@ def connect_failure(client: Any, exc: BaseException) -> str:
         else "check that the server is running and the URL ends with its MCP path (often /mcp)"
     )
     return f"could not connect to MCP server {client.name!r} ({where}): {detail}; {fix}"
-
-# -- the transport -----------------------------------------------------------------------------
-
-
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
-_REFUSED = {401: "401 Unauthorized", 403: "403 Forbidden"}
-
-
-class SecretHeaders:
-    """HTTP headers sent on every request to a server; values never shown.
-
-    Raises:
-        ValueError: a header name that is not an HTTP token, a value that is not a string
-            or holds a line break, or an empty bearer token.
-    """
-
-    __slots__ = ("_values",)
-
-    def __init__(
-        self, headers: Mapping[str, str] | None = None, *, bearer_token: str | None = None
-    ) -> None:
-        values: dict[str, str] = {}
-        for name, value in (headers or {}).items():
-            if not isinstance(name, str) or not _HEADER_NAME.match(name):
-                raise ValueError(f"MCP header name {name!r} is not a valid HTTP header name")
-            if not isinstance(value, str) or "\r" in value or "\n" in value:
-                # the value is not echoed: it may be a secret
-                raise ValueError(f"MCP header {name!r} needs a one-line string value")
-            values[name] = value
-        if bearer_token is not None:
-            if not isinstance(bearer_token, str) or not bearer_token.strip() or any(
-                c in bearer_token for c in "\r\n"
-            ):
-                raise ValueError("MCP bearer token must be a non-empty one-line string")
-            values = {k: v for k, v in values.items() if k.lower() != "authorization"}
-            values["Authorization"] = f"Bearer {bearer_token.strip()}"
-        self._values = values
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The header names (safe to show)."""
-        return tuple(self._values)
-
-    def reveal(self) -> dict[str, str]:
-        """The headers with their values, for the HTTP client only."""
-        return dict(self._values)
-
-    def __bool__(self) -> bool:
-        return bool(self._values)
-
-    def __repr__(self) -> str:
-        return f"<SecretHeaders {', '.join(self._values) or 'none'}>"
-
-    __str__ = __repr__
-
-
-class RefusedAuth:
-    """The last 401/403 a server answered (the SDK turns it into a generic error)."""
-
-    __slots__ = ("status",)
-
-    def __init__(self) -> None:
-        self.status: int | None = None
-
-    async def record(self, response: Any) -> None:
-        """httpx response hook: remember a refusal."""
-        if response.status_code in _REFUSED:
-            self.status = response.status_code
-
-    def explain(self, server: str, headers: SecretHeaders) -> str | None:
-        """Why the server refused us, naming the headers sent (never their values)."""
-        if self.status is None:
-            return None
-        sent = f"headers sent: {', '.join(headers.names)}" if headers else "no headers sent"
-        return (
-            f"the server answered HTTP {_REFUSED[self.status]} ({sent}); check "
-            f"mcp.servers.{server}.auth / headers and the variables they read"
-        )
-
-
-@contextlib.asynccontextmanager
-async def open_transport(
-    client: Any, refused: RefusedAuth, forgotten: Callable[[], None] = lambda: None
-) -> AsyncIterator[Any]:
-    """The SDK transport of ``client`` (an `MCPClient`): stdio, or HTTP with its headers;
-    ``forgotten()`` runs when the HTTP server answers 404 to a request naming our session."""
-    if client.command is not None:
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-
-        params = StdioServerParameters(
-            command=client.command, args=client.args, env=client.env or None, cwd=client.cwd
-        )
-        async with stdio_client(params, errlog=errlog()) as streams:
-            yield streams
-        return
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    headers: SecretHeaders = client._headers
-    http = create_mcp_http_client(headers=headers.reveal() or None)
-
-    async def lost(response: Any) -> None:
-        # MCP's streamable HTTP: a server that no longer knows a session answers 404 to it
-        if response.status_code == 404 and "mcp-session-id" in response.request.headers:
-            forgotten()
-
-    http.event_hooks = {"request": [], "response": [refused.record, lost]}
-    async with http, streamable_http_client(client.url, http_client=http) as streams:
-        yield streams
-
-class WatchedStream:
-    """The SDK's read stream of a session, calling ``ended()`` when the server's messages end
-    and passing each message through ``seen`` (the SDK's `ReadStream` protocol: what its
-    session reads)."""
-
-    __slots__ = ("_ended", "_seen", "_stream")
-
-    def __init__(
-        self, stream: Any, ended: Callable[[], None], seen: Callable[[Any], Any] = lambda m: m
-    ) -> None:
-        self._stream, self._ended, self._seen = stream, ended, seen
-
-    @property
-    def last_context(self) -> Any:
-        """The sender's context of the last message, where the stream keeps it."""
-        return getattr(self._stream, "last_context", None)
-
-    async def receive(self) -> Any:
-        """The next message; `ended()` runs when there is none."""
-        try:
-            message = await self._stream.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            self._ended()
-            raise
-        return self._seen(message)
-
-    async def aclose(self) -> None:
-        """Close the stream."""
-        await self._stream.aclose()
-
-    def __aiter__(self) -> WatchedStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> WatchedStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 # -- errors ------------------------------------------------------------------------------------
 

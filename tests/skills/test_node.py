@@ -314,11 +314,11 @@ async def test_suspended_skill_with_mcp_tools_resumes_in_a_new_runner(tmp_path: 
     node, _ = build(
         [{"id": "f1", "name": "weather__get_forecast", "arguments": {"city": "Oslo"}}]
     )
-    first = await ReactiveRunner(node, state_with("Oslo?"), config=cfg, checkpointer=store).run(
-        timeout=60
-    )
+    parked = ReactiveRunner(node, state_with("Oslo?"), config=cfg, checkpointer=store)
+    first = await parked.run(timeout=60)
     assert first.status is RunStatus.SUSPENDED
     assert [r.id for r in first.pending] == ["skill_runtime.Forecast_0/f1"]
+    await parked.aclose()  # a suspended run keeps its MCP server for the next turn: parked
 
     # a new tree and model, as a new process would build them; the model is asked only for
     # the turn after the approved call

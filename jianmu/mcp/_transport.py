@@ -1,0 +1,205 @@
+"""How an `MCPClient` reaches its server: the SDK's stdio or HTTP transport, and what the
+session reads from it.
+
+Header values (a bearer token among them) live in `SecretHeaders`, whose repr and str show
+only the header names; `RefusedAuth` remembers a server's 401/403, which the SDK turns into a
+generic error. `WatchedStream` tells the client when the server's messages end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import anyio
+
+__all__ = (
+    "RefusedAuth", "SecretHeaders", "WatchedStream", "errlog", "open_transport", "server_process"
+)
+
+
+def errlog() -> Any:
+    """Where the server's stderr goes: ours when it is a real file, else nowhere."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return subprocess.DEVNULL  # the SDK hands it to the process spawn as is
+    return sys.stderr
+
+
+
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
+_REFUSED = {401: "401 Unauthorized", 403: "403 Forbidden"}
+
+
+class SecretHeaders:
+    """HTTP headers sent on every request to a server; values never shown.
+
+    Raises:
+        ValueError: a header name that is not an HTTP token, a value that is not a string
+            or holds a line break, or an empty bearer token.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(
+        self, headers: Mapping[str, str] | None = None, *, bearer_token: str | None = None
+    ) -> None:
+        values: dict[str, str] = {}
+        for name, value in (headers or {}).items():
+            if not isinstance(name, str) or not _HEADER_NAME.match(name):
+                raise ValueError(f"MCP header name {name!r} is not a valid HTTP header name")
+            if not isinstance(value, str) or "\r" in value or "\n" in value:
+                # the value is not echoed: it may be a secret
+                raise ValueError(f"MCP header {name!r} needs a one-line string value")
+            values[name] = value
+        if bearer_token is not None:
+            if not isinstance(bearer_token, str) or not bearer_token.strip() or any(
+                c in bearer_token for c in "\r\n"
+            ):
+                raise ValueError("MCP bearer token must be a non-empty one-line string")
+            values = {k: v for k, v in values.items() if k.lower() != "authorization"}
+            values["Authorization"] = f"Bearer {bearer_token.strip()}"
+        self._values = values
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The header names (safe to show)."""
+        return tuple(self._values)
+
+    def reveal(self) -> dict[str, str]:
+        """The headers with their values, for the HTTP client only."""
+        return dict(self._values)
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def __repr__(self) -> str:
+        return f"<SecretHeaders {', '.join(self._values) or 'none'}>"
+
+    __str__ = __repr__
+
+
+class RefusedAuth:
+    """The last 401/403 a server answered (the SDK turns it into a generic error)."""
+
+    __slots__ = ("status",)
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+
+    async def record(self, response: Any) -> None:
+        """httpx response hook: remember a refusal."""
+        if response.status_code in _REFUSED:
+            self.status = response.status_code
+
+    def explain(self, server: str, headers: SecretHeaders) -> str | None:
+        """Why the server refused us, naming the headers sent (never their values)."""
+        if self.status is None:
+            return None
+        sent = f"headers sent: {', '.join(headers.names)}" if headers else "no headers sent"
+        return (
+            f"the server answered HTTP {_REFUSED[self.status]} ({sent}); check "
+            f"mcp.servers.{server}.auth / headers and the variables they read"
+        )
+
+
+@contextlib.asynccontextmanager
+async def open_transport(
+    *, command: str | None, args: list[str], env: dict[str, str], cwd: str | None,
+    url: str | None, headers: SecretHeaders, refused: RefusedAuth,
+    forgotten: Callable[[], None] = lambda: None,
+    spawned: Callable[[Any], None] = lambda process: None,
+) -> AsyncIterator[Any]:
+    """The SDK transport of a server: stdio (``command``), or HTTP (``url``) with its
+    ``headers``; ``forgotten()`` runs when the HTTP server answers 404 to a request naming our
+    session, ``spawned(process)`` once a stdio server's process started (anyio's `Process`).
+
+    It takes the client's settings, not the client: it lasts as long as the session, which
+    must not keep a client its user dropped alive (`jianmu.mcp._dropped`).
+    """
+    if command is not None:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(command=command, args=args, env=env or None, cwd=cwd)
+        opened = stdio_client(params, errlog=errlog())
+        async with opened as streams:
+            process = server_process(opened)
+            if process is not None:
+                spawned(process)
+            yield streams
+        return
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers=headers.reveal() or None)
+
+    async def lost(response: Any) -> None:
+        # MCP's streamable HTTP: a server that no longer knows a session answers 404 to it
+        if response.status_code == 404 and "mcp-session-id" in response.request.headers:
+            forgotten()
+
+    http.event_hooks = {"request": [], "response": [refused.record, lost]}
+    assert url is not None  # neither command nor url: MCPClient refuses it
+    async with http, streamable_http_client(url, http_client=http) as streams:
+        yield streams
+
+
+def server_process(opened: Any) -> Any:
+    """The process that the SDK's ``stdio_client`` context ``opened`` started: a local of its
+    generator, which nothing public shows; ``None`` where an SDK version keeps it otherwise
+    (a dropped client's server is then stopped by its event loop only)."""
+    frame = getattr(getattr(opened, "gen", None), "ag_frame", None)
+    process = frame.f_locals.get("process") if frame is not None else None
+    return process if isinstance(getattr(process, "pid", None), int) else None
+
+
+class WatchedStream:
+    """The SDK's read stream of a session, calling ``ended()`` when the server's messages end
+    and passing each message through ``seen`` (the SDK's `ReadStream` protocol: what its
+    session reads)."""
+
+    __slots__ = ("_ended", "_seen", "_stream")
+
+    def __init__(
+        self, stream: Any, ended: Callable[[], None], seen: Callable[[Any], Any] = lambda m: m
+    ) -> None:
+        self._stream, self._ended, self._seen = stream, ended, seen
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last message, where the stream keeps it."""
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        """The next message; `ended()` runs when there is none."""
+        try:
+            message = await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._ended()
+            raise
+        return self._seen(message)
+
+    async def aclose(self) -> None:
+        """Close the stream."""
+        await self._stream.aclose()
+
+    def __aiter__(self) -> WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> WatchedStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
