@@ -351,6 +351,8 @@ class ToolPolicyChecker(BaseChecker):
     def reads_arguments(self, name: str) -> bool:
         """Whether an argument rule is about the tool called ``name`` (its decision then
         depends on the call's arguments, not on its name alone)."""
+        if not self._needs_root:  # no argument rule at all: most policies
+            return False
         return any(
             not rule.is_name_rule and rule.applies_to(name) for rule, _policy in self.rules
         )
@@ -684,7 +686,10 @@ class GuardEnforcer:
                 for call, tool in zip(calls, resolved, strict=True)
             ]
         batch = tuple(call for call, _tool in pairs)
-        policies = [c for c in self.checkers if isinstance(c, ToolPolicyChecker)]
+        # the policies with a rule on arguments (most have none): they read what the tool
+        # receives
+        policies = [c for c in self.checkers
+                    if isinstance(c, ToolPolicyChecker) and c._needs_root]
         ledger = ledger if ledger is not None else GuardLedger()
         calls_made, call_times = ledger.calls_made, ledger.call_times
         admitted: tuple[ToolCall, ...] = ()  # a new tuple only when a call is admitted
@@ -703,7 +708,7 @@ class GuardEnforcer:
                 node=node,
                 # what the tool receives, where a rule reads it: a value the model spells
                 # otherwise (`10000.0`, `"yes"`) is the same value to the tool
-                received=received_call(call, tool) if any(
+                received=received_call(call, tool) if policies and any(
                     p.reads_arguments(call.name) for p in policies) else None,
             )
             decision = self.check("tool_call", context, events=events)
