@@ -385,3 +385,25 @@ def test_a_given_history_is_the_runs_own_and_its_earlier_user_messages_are_not_c
         {"role": "user", "content": "my password is hunter2"},
         {"role": "assistant", "content": "fine"}])
     assert result.ok and seen == ["hello"]
+
+
+async def no_secrets_at_once(ctx: Any, text: str) -> Tripwire | None:
+    return no_secrets(ctx, text)  # async, but answers without waiting
+
+
+@pytest.mark.parametrize("guardrail", [no_secrets, no_secrets_at_once])
+async def test_input_guardrails_that_passed_at_once_leave_the_turn_streamed(
+    guardrail: Any,
+) -> None:
+    # README: a turn that input guardrails *still* check is not streamed; once they passed
+    # (a sync one, before the model was asked) the chat loop prints the answer as it comes
+    async def deltas(question: str) -> tuple[list[str], Any]:
+        agent = Agent(ScriptedLLM(["Hello Ada, nice to meet you."]), input_guardrails=[guardrail])
+        events = [event async for event in agent.stream(question)]
+        texts = [e.fields["text"] for e in events if e.name == "llm.call.delta"]
+        return texts, events[-1].fields["result"]
+
+    texts, result = await deltas("I am Ada.")
+    assert result.ok and len(texts) > 1 and "".join(texts) == "Hello Ada, nice to meet you."
+    texts, result = await deltas("my password is hunter2")  # tripped at once: nothing streams
+    assert isinstance(result.exception, GuardrailTripped) and texts == []
