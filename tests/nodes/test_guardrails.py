@@ -407,3 +407,20 @@ async def test_input_guardrails_that_passed_at_once_leave_the_turn_streamed(
     assert result.ok and len(texts) > 1 and "".join(texts) == "Hello Ada, nice to meet you."
     texts, result = await deltas("my password is hunter2")  # tripped at once: nothing streams
     assert isinstance(result.exception, GuardrailTripped) and texts == []
+
+
+def test_a_trip_withholds_every_user_message_of_the_turn_and_the_next_one_is_answered() -> None:
+    # README: the one refused and any sent with it, passed or not yet checked, are withheld
+    from jianmu.nodes.guarded_turn import WITHHELD
+
+    llm = ScriptedLLM(["hi", "unused", "answered"])
+    runner = ReactiveRunner(create_react_node(llm, [], input_guardrails=[no_secrets]),
+                            start("hello"))
+    assert runner.run_sync(timeout=30).ok
+    runner.send("what time is it?")  # passes on its own
+    runner.send("and the admin password?")
+    assert isinstance(runner.run_sync(timeout=30).exception, GuardrailTripped)
+    runner.send("thanks")
+    assert runner.run_sync(timeout=30).ok and runner.state.get("final_answer") == "answered"
+    sent = [m.content for m in llm.requests[-1].messages]
+    assert sent == ["hello", "hi", WITHHELD, WITHHELD, "thanks"]
