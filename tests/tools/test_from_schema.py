@@ -195,6 +195,8 @@ def test_metadata_drives_the_guard_and_the_parallel_choice() -> None:
                             effects=["http"], idempotent=True)
     assert (asks.permission, asks.timeout_seconds, asks.effect_tags, asks.idempotent) == (
         "user_confirm", 5, ("http",), True)
+    # README: idempotent lets a write be retried, still one at a time
+    assert (asks.category, asks.parallel_safe, asks.max_retries) == ("write", False, 2)
     danger = Tool.from_openai(DEFINITION, cancel_items, category="dangerous", confirm=True)
     assert danger.category == "dangerous"
     with pytest.raises(ToolValidationError, match="dangerous"):
