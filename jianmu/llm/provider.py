@@ -439,8 +439,10 @@ def from_name(name: str) -> LLMProvider:
     """
     provider, _, model = name.partition(":")
     if not model or not provider:
+        # "openai:" names its provider and no model: say which part is missing
+        missing = "no model" if provider and name.count(":") else "no provider"
         raise ConfigError(
-            f"the model {name!r} names no provider: write 'openai:<model>' (any "
+            f"the model {name!r} names {missing}: write 'openai:<model>' (any "
             "OpenAI-compatible server, with $OPENAI_BASE_URL) or 'anthropic:<model>', or give "
             "a provider object such as OpenAIProvider(...)"
         )

@@ -56,7 +56,7 @@ from jianmu.nodes.cut_off import (
     text_cut_off_event,
     truncated_error,
 )
-from jianmu.nodes.guarded_turn import GuardedTurn
+from jianmu.nodes.guarded_turn import GuardedTurn, still_checking
 from jianmu.nodes.handoffs import refuse_shared_tools
 from jianmu.nodes.history import (
     HistoryContext,
@@ -637,7 +637,7 @@ class AgentLLMNode(GuardedTurn):
         # or a sub-agent's answer that its caller's tool-output guardrails withhold
         later = getattr(self.ctx.runner, "is_sub_run", False) and bool(
             constraints.guard.guardrails.tool_output or self.ctx.guardrails.get("tool_output"))
-        self._checked_turn = checks is not None or later or guarded_output
+        self._checked_turn = still_checking(checks) or later or guarded_output
         refused: RefusedTurn | None = None
         with scope as current:
             try:
@@ -764,7 +764,7 @@ class AgentLLMNode(GuardedTurn):
 
         async def decided() -> PassedTurn | RefusedTurn:
             checks = self._check_input(constraints) if guarded_input else None
-            self._checked_turn = self._checked_turn or checks is not None
+            self._checked_turn = self._checked_turn or still_checking(checks)
             try:
                 parts = await self._reply(messages, toolset, whole, model, checks, record=False)
             except BaseException:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from jianmu.llm.provider import LLMResponse
     from jianmu.nodes.turn import TurnUpdate
 
-__all__ = ("WITHHELD", "GuardedTurn", "latest_user_messages")
+__all__ = ("WITHHELD", "GuardedTurn", "latest_user_messages", "still_checking")
 
 
 class GuardedTurn(AsyncNode):
@@ -171,6 +171,15 @@ def latest_user_messages(messages: Sequence[Message]) -> list[Message]:
         elif message.role == "assistant" and found:
             break
     return found[::-1]
+
+
+def still_checking(checks: asyncio.Future[GuardrailTripped | None] | None) -> bool:
+    """Whether the input guardrails' ``checks`` have yet to pass the turn's messages: its text
+    is then not streamed. Ones that passed at once (a sync guardrail, say) hold nothing back."""
+    if checks is None:
+        return False
+    return not checks.done() or checks.cancelled() or checks.exception() is not None \
+        or checks.result() is not None
 
 
 def _tripwire(checks: asyncio.Future[GuardrailTripped | None]) -> GuardrailTripped | None:

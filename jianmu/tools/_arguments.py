@@ -631,6 +631,20 @@ def _fresh(value: Any) -> Any:
     return value
 
 
+def _has_null(value: Any) -> bool:
+    """Whether a ``null`` is anywhere in ``value`` (a strict-mode "not given" may be nested)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if item is None:
+            return True
+        if type(item) is dict:
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return False
+
+
 class _Checked:
     """A checked schema: its validator (built on first use), exact plan and allowed names."""
 
@@ -879,10 +893,11 @@ class SchemaArguments:
                 for key in args if key not in accepted
             ]
         errors = _bounded_errors(self._checked.validator(), args)
-        if errors and not problems and None in args.values():
+        if errors and not problems and _has_null(args):
             # ``null`` for an optional field that is not nullable means "not given" (OpenAI's
-            # strict mode makes every field required and nullable), as for a function's own
-            # signature: the schema decides again without it, and only where it refused
+            # strict mode makes every field required and nullable, at every level), as for a
+            # function's own signature: the schema decides again without it, only where it
+            # refused
             given = drop_default_nulls(args, self.schema, self.schema)
             if given != args:
                 left = _bounded_errors(self._checked.validator(), given)

@@ -432,9 +432,20 @@ class ToolSet:
         """
         from jianmu.tools.providers import BuiltinToolProvider
 
+        if isinstance(names, str):  # one name, not its letters each a name
+            names = [names]
+        names = list(names)
+        for name in names:
+            if not isinstance(name, str):
+                what = getattr(name, "name", None)
+                raise TypeError(
+                    f"ToolSet.resolve takes built-in tools' names, got {type(name).__name__}"
+                    + (f" {what!r}" if isinstance(what, str) else "")
+                    + "; give your own tools as custom=[...] (or ToolSet([...]))"
+                )
         source = provider if provider is not None else BuiltinToolProvider.default()
         custom_list = list(custom or ())
-        named = source.resolve_named_tools(list(names), custom_list, strict=strict)
+        named = source.resolve_named_tools(names, custom_list, strict=strict)
         return cls([*named, *custom_list]) if custom_list else cls(named)
 
     @classmethod

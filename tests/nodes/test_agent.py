@@ -541,6 +541,8 @@ def test_a_named_model_is_one_provider_for_every_tree_of_the_agent(
 
 @pytest.mark.parametrize(("llm", "error", "said"), [
     ("gpt-4o", ConfigError, "names no provider"),
+    ("openai:", ConfigError, "names no model"),
+    (":gpt-4o", ConfigError, "names no provider"),
     ("nobody:model", ConfigError, "no model provider named 'nobody'"),
     (42, TypeError, "llm must be a model provider"),
 ])

@@ -385,3 +385,42 @@ def test_a_given_history_is_the_runs_own_and_its_earlier_user_messages_are_not_c
         {"role": "user", "content": "my password is hunter2"},
         {"role": "assistant", "content": "fine"}])
     assert result.ok and seen == ["hello"]
+
+
+async def no_secrets_at_once(ctx: Any, text: str) -> Tripwire | None:
+    return no_secrets(ctx, text)  # async, but answers without waiting
+
+
+@pytest.mark.parametrize("guardrail", [no_secrets, no_secrets_at_once])
+async def test_input_guardrails_that_passed_at_once_leave_the_turn_streamed(
+    guardrail: Any,
+) -> None:
+    # README: a turn that input guardrails *still* check is not streamed; once they passed
+    # (a sync one, before the model was asked) the chat loop prints the answer as it comes
+    async def deltas(question: str) -> tuple[list[str], Any]:
+        agent = Agent(ScriptedLLM(["Hello Ada, nice to meet you."]), input_guardrails=[guardrail])
+        events = [event async for event in agent.stream(question)]
+        texts = [e.fields["text"] for e in events if e.name == "llm.call.delta"]
+        return texts, events[-1].fields["result"]
+
+    texts, result = await deltas("I am Ada.")
+    assert result.ok and len(texts) > 1 and "".join(texts) == "Hello Ada, nice to meet you."
+    texts, result = await deltas("my password is hunter2")  # tripped at once: nothing streams
+    assert isinstance(result.exception, GuardrailTripped) and texts == []
+
+
+def test_a_trip_withholds_every_user_message_of_the_turn_and_the_next_one_is_answered() -> None:
+    # README: the one refused and any sent with it, passed or not yet checked, are withheld
+    from jianmu.nodes.guarded_turn import WITHHELD
+
+    llm = ScriptedLLM(["hi", "unused", "answered"])
+    runner = ReactiveRunner(create_react_node(llm, [], input_guardrails=[no_secrets]),
+                            start("hello"))
+    assert runner.run_sync(timeout=30).ok
+    runner.send("what time is it?")  # passes on its own
+    runner.send("and the admin password?")
+    assert isinstance(runner.run_sync(timeout=30).exception, GuardrailTripped)
+    runner.send("thanks")
+    assert runner.run_sync(timeout=30).ok and runner.state.get("final_answer") == "answered"
+    sent = [m.content for m in llm.requests[-1].messages]
+    assert sent == ["hello", "hi", WITHHELD, WITHHELD, "thanks"]

@@ -121,6 +121,26 @@ async def test_null_for_an_optional_field_that_may_not_be_null_is_not_given() ->
 
 
 @pytest.mark.anyio
+async def test_a_nested_null_is_not_given_though_no_top_level_field_is_null() -> None:
+    """Strict export makes a nested optional field required and nullable too, so a model
+    sends ``{"address": {"state": "NY", "zip": null}}`` alone; that ``null`` counted as not
+    given only when a top-level field was null as well."""
+    schema = {"type": "object", "required": ["order_id"], "properties": {
+        "order_id": {"type": "string"},
+        "address": {"type": "object", "required": ["state"],
+                    "properties": {"state": {"type": "string"}, "zip": {"type": "string"}}},
+    }}
+    t = Tool.from_schema(cancel_items, name="ship", description="Ship.", input_schema=schema)
+    exported = t.to_openai(strict=True)["function"]["parameters"]["properties"]["address"]
+    assert exported["required"] == ["state", "zip"]  # what a strict-mode model then sends:
+    given = {"order_id": "#W1", "address": {"state": "NY", "zip": None}}
+    assert await t.execute(given) == {"order_id": "#W1", "address": {"state": "NY"}}
+    assert given["address"] == {"state": "NY", "zip": None}  # the model's call unchanged
+    with pytest.raises(ToolInputError, match=r"\$\.address\.state"):  # required: kept, refused
+        await t.execute({"order_id": "#W1", "address": {"state": None}})
+
+
+@pytest.mark.anyio
 async def test_an_argument_the_function_cannot_take_is_refused_clearly() -> None:
     t = Tool.from_openai(DEFINITION, cancel_items_async)
     with pytest.raises(ToolInputError, match="unknown argument 'color'"):
@@ -175,6 +195,8 @@ def test_metadata_drives_the_guard_and_the_parallel_choice() -> None:
                             effects=["http"], idempotent=True)
     assert (asks.permission, asks.timeout_seconds, asks.effect_tags, asks.idempotent) == (
         "user_confirm", 5, ("http",), True)
+    # README: idempotent lets a write be retried, still one at a time
+    assert (asks.category, asks.parallel_safe, asks.max_retries) == ("write", False, 2)
     danger = Tool.from_openai(DEFINITION, cancel_items, category="dangerous", confirm=True)
     assert danger.category == "dangerous"
     with pytest.raises(ToolValidationError, match="dangerous"):

@@ -49,6 +49,14 @@ def test_only_tools_are_accepted() -> None:
         ToolSet.from_tools([lambda: 1])  # type: ignore[list-item]
 
 
+def test_resolve_takes_names_and_says_where_a_tool_goes() -> None:
+    # a tool among the names was an AttributeError ('FunctionTool' has no 'strip'), and one
+    # name given as a string was read letter by letter
+    with pytest.raises(TypeError, match="got FunctionTool 'alpha'; give your own tools as custom="):
+        ToolSet.resolve(["calculator", _make("alpha")])  # type: ignore[list-item]
+    assert ToolSet.resolve("calculator").names() == ["calculator"]
+
+
 def test_getitem_raises_with_the_known_names() -> None:
     ts = ToolSet([_make("alpha")])
     with pytest.raises(ToolNotFoundError, match="no tool named 'zeta'; known tools: alpha"):
