@@ -15,7 +15,8 @@ only tightens:
   ``isolation_rank``: ``docker`` over ``local``; the farthest among equals), and
   ``docker_image`` is the farthest layer's;
 - ``guard.checkers``: every checker any layer names runs, farthest layer's first, a nearer
-  layer's additions after them; a layer can add checkers but not drop one;
+  layer's additions after them; a layer can add checkers but not drop one (a farthest layer
+  that names none runs `DEFAULT_CHECKERS`, which a nearer list adds to);
 - ``guard.guardrails`` (``input``, ``output``, ``tool_output``): likewise, every guardrail any
   layer names runs, farthest first, none twice; a layer (a skill's too) can add, never drop;
 - ``execution.workdir`` may only narrow: a nearer layer's folder must lie inside the farther
@@ -271,6 +272,15 @@ def _united(lists: Iterable[list[str] | None]) -> list[str] | None:
     if not given:
         return None
     return list(dict.fromkeys(name for names in given for name in names))
+
+
+def _chain(lists: list[list[str] | None]) -> list[str] | None:
+    """The merged guard chain: a nearer list adds to what the farther layers run, and a
+    farthest layer that sets none runs `DEFAULT_CHECKERS` (a node naming only its own checker
+    must not drop the config's policy and confirm checks)."""
+    if lists and lists[0] is None and any(names is not None for names in lists):
+        lists = [list(DEFAULT_CHECKERS), *lists[1:]]
+    return _united(lists)
 
 
 def _capped(value: Any, own: Any, default: Any = None) -> Any:
@@ -559,7 +569,7 @@ class GuardConstraints(_Strict):
             rate_limits={
                 k: _min(g.rate_limits.get(k) for g in present) for k in sorted(rate_keys)
             },
-            checkers=_united(g.checkers for g in present),
+            checkers=_chain([g.checkers for g in present]),
             guardrails=GuardrailConstraints.merge(*(g.guardrails for g in present)),
         )
 
