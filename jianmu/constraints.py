@@ -22,7 +22,8 @@ only tightens:
 - ``execution.workdir`` may only narrow: a nearer layer's folder must lie inside the farther
   one's (a relative path is taken from it), else `ConfigError`;
 - ``execution.read_only_paths``: every path any layer lists is read-only (unset everywhere is
-  `DEFAULT_READ_ONLY_PATHS`); a skill layer can add paths, never drop one.
+  `DEFAULT_READ_ONLY_PATHS`, and a farthest layer that sets none stands for it, so a nearer
+  list adds to it); a skill layer can add paths, never drop one.
 
 A skill layer (`SkillConstraints`: a SKILL.md, a skill's tree) is untrusted and may only
 tighten what would really apply, so it is measured against the operator layers below it with
@@ -274,12 +275,12 @@ def _united(lists: Iterable[list[str] | None]) -> list[str] | None:
     return list(dict.fromkeys(name for names in given for name in names))
 
 
-def _chain(lists: list[list[str] | None]) -> list[str] | None:
-    """The merged guard chain: a nearer list adds to what the farther layers run, and a
-    farthest layer that sets none runs `DEFAULT_CHECKERS` (a node naming only its own checker
-    must not drop the config's policy and confirm checks)."""
+def _chain(lists: list[list[str] | None], default: Iterable[str]) -> list[str] | None:
+    """A merged list that layers only add to: a farthest layer that sets none stands for
+    ``default`` (a node naming only its own checker, or one more read-only path, must not drop
+    the default chain or the default protected paths)."""
     if lists and lists[0] is None and any(names is not None for names in lists):
-        lists = [list(DEFAULT_CHECKERS), *lists[1:]]
+        lists = [list(default), *lists[1:]]
     return _united(lists)
 
 
@@ -569,7 +570,7 @@ class GuardConstraints(_Strict):
             rate_limits={
                 k: _min(g.rate_limits.get(k) for g in present) for k in sorted(rate_keys)
             },
-            checkers=_chain([g.checkers for g in present]),
+            checkers=_chain([g.checkers for g in present], DEFAULT_CHECKERS),
             guardrails=GuardrailConstraints.merge(*(g.guardrails for g in present)),
         )
 
@@ -634,7 +635,7 @@ class ExecutionConstraints(_Strict):
             cpus=_min(e.cpus for e in present),
             pids=_min(e.pids for e in present),
             workdir=_narrowed_workdir(e.workdir for e in present),
-            read_only_paths=_united(e.read_only_paths for e in present),
+            read_only_paths=_chain([e.read_only_paths for e in present], DEFAULT_READ_ONLY_PATHS),
         )
 
     def tightened_by(self, nearer: ExecutionConstraints) -> ExecutionConstraints:
