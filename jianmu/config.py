@@ -140,7 +140,9 @@ class LLMConfig(_Section):
     takes it as its own ``timeout``: the longest wait for a byte of the answer."""
     max_retries: int = Field(default=3, ge=0)
     """Retries of transient failures (429, 5xx, connection reset)."""
-    on_cut_off: Literal["continue", "fail", "accept"] = "continue"
+    on_cut_off: Annotated[Literal["continue", "fail", "accept"], BeforeValidator(lowered)] = (
+        "continue"
+    )
     """What the agent node does with an answer (a reply of text, no tool call) that the token
     limit cut off: ``continue`` asks the model to go on where it stopped (up to
     ``max_continuations`` times) and joins the parts; ``fail`` fails the run with
@@ -210,7 +212,7 @@ class TelemetryConfig(_Section):
     capture_content: Switch = False
     """Attach tool arguments and results, and the reasons of the guard's decisions and of
     guardrails' trips, to spans (they may hold secrets); messages are never attached."""
-    exporter: Literal["none", "console", "otlp"] = "none"
+    exporter: Annotated[Literal["none", "console", "otlp"], BeforeValidator(lowered)] = "none"
     """Where the spans of the CLI's runs go (`jianmu.telemetry`): ``none`` (the default: the
     global provider an application set up, if any), ``console`` (JSON on standard error), or
     ``otlp`` (OTLP over HTTP, set up by the ``OTEL_EXPORTER_OTLP_*`` variables; needs the
@@ -258,7 +260,7 @@ MCPTrust = Literal["none", "read_only", "all"]
 class MCPAuthConfig(_Section):
     """Authentication to a streamable-HTTP MCP server: a bearer token."""
 
-    type: Literal["bearer"] = "bearer"
+    type: Annotated[Literal["bearer"], BeforeValidator(lowered)] = "bearer"
     """``bearer``: ``Authorization: Bearer <token>`` on every request."""
     token: SecretStr
     """The token; write ``${VAR}`` to read it from the environment. Never shown."""

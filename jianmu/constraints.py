@@ -15,13 +15,15 @@ only tightens:
   ``isolation_rank``: ``docker`` over ``local``; the farthest among equals), and
   ``docker_image`` is the farthest layer's;
 - ``guard.checkers``: every checker any layer names runs, farthest layer's first, a nearer
-  layer's additions after them; a layer can add checkers but not drop one;
+  layer's additions after them; a layer can add checkers but not drop one (a farthest layer
+  that names none runs `DEFAULT_CHECKERS`, which a nearer list adds to);
 - ``guard.guardrails`` (``input``, ``output``, ``tool_output``): likewise, every guardrail any
   layer names runs, farthest first, none twice; a layer (a skill's too) can add, never drop;
 - ``execution.workdir`` may only narrow: a nearer layer's folder must lie inside the farther
   one's (a relative path is taken from it), else `ConfigError`;
 - ``execution.read_only_paths``: every path any layer lists is read-only (unset everywhere is
-  `DEFAULT_READ_ONLY_PATHS`); a skill layer can add paths, never drop one.
+  `DEFAULT_READ_ONLY_PATHS`, and a farthest layer that sets none stands for it, so a nearer
+  list adds to it); a skill layer can add paths, never drop one.
 
 A skill layer (`SkillConstraints`: a SKILL.md, a skill's tree) is untrusted and may only
 tighten what would really apply, so it is measured against the operator layers below it with
@@ -271,6 +273,15 @@ def _united(lists: Iterable[list[str] | None]) -> list[str] | None:
     if not given:
         return None
     return list(dict.fromkeys(name for names in given for name in names))
+
+
+def _chain(lists: list[list[str] | None], default: Iterable[str]) -> list[str] | None:
+    """A merged list that layers only add to: a farthest layer that sets none stands for
+    ``default`` (a node naming only its own checker, or one more read-only path, must not drop
+    the default chain or the default protected paths)."""
+    if lists and lists[0] is None and any(names is not None for names in lists):
+        lists = [list(default), *lists[1:]]
+    return _united(lists)
 
 
 def _capped(value: Any, own: Any, default: Any = None) -> Any:
@@ -559,7 +570,7 @@ class GuardConstraints(_Strict):
             rate_limits={
                 k: _min(g.rate_limits.get(k) for g in present) for k in sorted(rate_keys)
             },
-            checkers=_united(g.checkers for g in present),
+            checkers=_chain([g.checkers for g in present], DEFAULT_CHECKERS),
             guardrails=GuardrailConstraints.merge(*(g.guardrails for g in present)),
         )
 
@@ -624,7 +635,7 @@ class ExecutionConstraints(_Strict):
             cpus=_min(e.cpus for e in present),
             pids=_min(e.pids for e in present),
             workdir=_narrowed_workdir(e.workdir for e in present),
-            read_only_paths=_united(e.read_only_paths for e in present),
+            read_only_paths=_chain([e.read_only_paths for e in present], DEFAULT_READ_ONLY_PATHS),
         )
 
     def tightened_by(self, nearer: ExecutionConstraints) -> ExecutionConstraints:

@@ -71,6 +71,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         target.attach(runner)
         launches.save(runner.run_id, target.launch)
+        # saved before the first tick: a run whose process dies before its first checkpoint
+        # (killed in a long model call) is listed as stopped and resumed from its start
+        runner.save_checkpoint("running")
         console.print(f"run {visible(runner.run_id)}: {_describe(target)}")
         return _drive(runner, target, args, console)
     finally:

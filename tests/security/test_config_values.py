@@ -28,7 +28,24 @@ def test_an_mcp_servers_trust_in_any_case_is_that_trust() -> None:
     assert config.mcp.servers["s"].trust == "read_only"
 
 
+@pytest.mark.parametrize(("text", "field", "meant"), [
+    ("telemetry:\n  exporter: Console\n", ("telemetry", "exporter"), "console"),
+    ("llm:\n  on_cut_off: FAIL\n", ("llm", "on_cut_off"), "fail"),
+    ("mcp:\n  servers:\n    s:\n      url: https://x\n      auth: {type: Bearer, token: t}\n",
+     ("mcp", "servers", "s", "auth", "type"), "bearer"),
+])
+def test_every_word_from_a_fixed_set_is_read_in_any_case(
+    text: str, field: tuple[str, ...], meant: str,
+) -> None:
+    # the README: "A word from a fixed set (a policy, an MCP server's trust) is read in any case"
+    value: object = parse_config(text)
+    for name in field:
+        value = value[name] if isinstance(value, dict) else getattr(value, name)
+    assert value == meant
+
+
 @pytest.mark.parametrize(("text", "where", "allowed"), [
+    ("telemetry:\n  exporter: jaeger\n", "telemetry.exporter", "'none', 'console' or 'otlp'"),
     ("guard:\n  default_policy: denny\n", "guard.default_policy", "'allow', 'confirm' or 'deny'"),
     ("guard:\n  tool_policy:\n    bash: maybe\n", "guard.tool_policy.bash", "'deny'"),
     ("mcp:\n  servers:\n    s:\n      command: x\n      trust: every\n",

@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from jianmu import Constraints, ReactiveRunner, StateManager
+from jianmu.config import AppConfig
 from jianmu.constraints import (
     DEFAULT_READ_ONLY_PATHS,
     LOCAL_MEMORY_MB,
     LOCAL_PIDS,
+    ExecutionConstraints,
     SkillConstraints,
 )
 from jianmu.execution import local_sandbox
@@ -390,16 +392,18 @@ def test_docker_mounts_each_target_once(repo: Path, monkeypatch: pytest.MonkeyPa
 
 
 async def _write(workdir: Path, path: str, **execution: object) -> str:
-    """``write_file`` as a model with it allowed calls it; the tool's message."""
+    """``write_file`` as a model with it allowed calls it; the tool's message. ``execution``
+    is the config's (the farthest layer: only its list can leave a default path out)."""
     constraints = Constraints.model_validate({
         "guard": {"tool_policy": {"write_file": "allow"}},
-        "execution": {"workdir": str(workdir), **execution},
+        "execution": {"workdir": str(workdir)},
     })
+    config = AppConfig(execution=ExecutionConstraints.model_validate(execution))
     tools = BuiltinToolProvider(["write_file"]).get_tools()
     actions = [{"id": "w", "name": "write_file",
                 "arguments": {"path": path, "content": "servers: {evil: {command: sh}}\n"}}]
     runner = ReactiveRunner(ToolExecutor(tools=tools, constraints=constraints),
-                            StateManager(AgentState, {"actions": actions}))
+                            StateManager(AgentState, {"actions": actions}), config=config)
     await runner.run(timeout=60)
     return runner.state.get("messages")[-1].content or ""
 
