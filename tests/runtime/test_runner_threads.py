@@ -15,6 +15,7 @@ import py_trees
 import pytest
 from py_trees.common import ParallelPolicy, Status
 
+from jianmu.config import AppConfig
 from jianmu.errors import CheckpointError
 from jianmu.runtime import (
     AsyncNode,
@@ -212,7 +213,10 @@ async def test_max_ticks_counts_past_the_small_integers() -> None:
     forever = py_trees.decorators.Repeat(
         "forever", child=py_trees.behaviours.Success("step"), num_success=-1
     )
-    result = await ReactiveRunner(forever).run(max_ticks=300, timeout=60)
+    # at rest between its runs, the tree is polled: at once here (the count is what is
+    # checked, not py_trees' rate; 300 polls of 50 ms took a test worker 15 s)
+    quick = AppConfig.model_validate({"runtime": {"poll_interval": 0.001}})
+    result = await ReactiveRunner(forever, config=quick).run(max_ticks=300, timeout=60)
     assert result.status is RunStatus.FAILURE and result.ticks == 300
 
 
