@@ -13,8 +13,9 @@ its own record of steps in flight (`jianmu.durable`), which a takeover reads the
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from jianmu.tools.calls import ToolCall, ToolResult
 
@@ -23,9 +24,22 @@ if TYPE_CHECKING:
     from jianmu.tools.base import Tool
 
 __all__ = (
-    "UNDER_WAY", "maybe_done", "merge_under_way", "rerunnable", "settle", "settle_in_doubt",
-    "settled", "start", "stopped", "uncertain", "unmarked",
+    "UNDER_WAY",
+    "durable_factory",
+    "maybe_done",
+    "merge_under_way",
+    "rerunnable",
+    "settle",
+    "settle_in_doubt",
+    "settled",
+    "start",
+    "stopped",
+    "uncertain",
+    "unmarked",
+    "why_stopped",
 )
+
+_Factory = TypeVar("_Factory", bound=Callable[[], Awaitable[ToolResult]])
 
 UNDER_WAY = "calls_under_way"
 """The state key: call id -> tool name, for each call started and not recorded yet."""
@@ -133,3 +147,23 @@ def settle(
 async def settled(result: ToolResult) -> ToolResult:
     """``result``, as a durable step's factory (a call settled without running)."""
     return result
+
+
+def why_stopped(tool: Tool) -> str:
+    """Why a call of ``tool`` stopped mid-flight did not finish: its run was stopped, or so was
+    the worker thread it ran in, which goes on."""
+    return STOPPED if tool.is_async or tool.sandboxed else IN_A_THREAD
+
+
+async def durable_factory(
+    steps: Any, key: str, call: ToolCall | None, tool: Tool, factory: _Factory,
+) -> _Factory:
+    """What the durable step ``key`` of a call of ``tool`` runs: ``factory``; for a tool that
+    may not run twice, its start recorded first (a takeover must know it began), or, one in
+    flight as its worker died, settled as maybe done instead (``call`` None: a step's)."""
+    if rerunnable(tool):
+        return factory
+    if steps.maybe_repeated(key):
+        return cast(_Factory, functools.partial(settled, maybe_done(call, tool, PROCESS_DIED)))
+    await steps.mark_started([key])
+    return factory

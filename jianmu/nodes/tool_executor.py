@@ -731,8 +731,7 @@ class ToolExecutor(AsyncNode):
                     began or tool.is_async or tool.sandboxed):  # (a thread took a sync one)
                 # ...or it began and may not run twice: it may have taken effect (a thread even
                 # goes on), so it is recorded as maybe done, never run again, and the model told
-                under_way.settle(self, call, tool, self._record, under_way.STOPPED if (
-                    tool.is_async or tool.sandboxed) else under_way.IN_A_THREAD)
+                under_way.settle(self, call, tool, self._record, under_way.why_stopped(tool))
             else:  # safe to repeat, or never begun: it runs again, here or restored elsewhere
                 self._unmark(call)
                 events.emit("tool.call.stopped", tool=tool.name, call_id=call.id)
@@ -808,13 +807,11 @@ class ToolExecutor(AsyncNode):
         # durable: the call id is the step's identity; a finished call is replayed
         key = f"tool:{call.id}"
         repeated = steps.maybe_repeated(key)
-        if not under_way.rerunnable(tool):
-            if repeated:  # in flight when its worker died or stopped: it may have taken effect
-                return await steps.run(key, functools.partial(under_way.settled, (
-                    under_way.maybe_done(call, tool, under_way.PROCESS_DIED))))
-            await steps.mark_started([key])  # now, not with its batch: it begins here
-        result = await steps.run(key, attempts)
-        if repeated:  # in flight when a worker died: idempotent, it ran again
+        # one that may not run twice: marked started now (not with its batch), or, in flight
+        # as its worker died, maybe done
+        result = await steps.run(key, await under_way.durable_factory(
+            steps, key, call, tool, attempts))
+        if repeated and under_way.rerunnable(tool):  # in flight as a worker died: ran again
             result = dataclasses.replace(result, maybe_repeated=True)
             self.events.emit("tool.call.repeated", tool=tool.name, call_id=call.id)
         return result

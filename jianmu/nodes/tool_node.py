@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import json
 import time
@@ -189,8 +188,7 @@ class ToolNode(AsyncNode):
         runs again."""
         tool = self.tool
         if began and not under_way.rerunnable(tool):
-            self._interrupted = (under_way.STOPPED if tool.is_async or tool.sandboxed
-                                 else under_way.IN_A_THREAD, self.state.manager)
+            self._interrupted = (under_way.why_stopped(tool), self.state.manager)
             self._marked = False  # not this tick's any more: the next one settles it
         elif self._marked:
             self._marked = False
@@ -296,12 +294,8 @@ class ToolNode(AsyncNode):
             )
             # in a durable run, the call runs once: a recovered run replays its result
             key, steps = f"tool:{self.path}", self.ctx.steps
-            if steps is not None and not under_way.rerunnable(tool):
-                if steps.maybe_repeated(key):  # in flight as its worker died: maybe done
-                    call = functools.partial(under_way.settled, under_way.maybe_done(
-                        None, tool, under_way.PROCESS_DIED))
-                else:  # a takeover must know it began, and so not run it again
-                    await steps.mark_started([key])
+            if steps is not None:
+                call = await under_way.durable_factory(steps, key, None, tool, call)
             checking = set_redirect_check(check)
             try:
                 result = await self.ctx.step(key, call)

@@ -41,8 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CHECKPOINT_VERSION", "FINISHED_STATUSES", "Checkpointer", "SQLiteCheckpointer", "checked",
-    "checkpoint_of",
-    "links_from", "restored", "unmatched",
+    "checkpoint_of", "links_from", "restored", "unmatched",
 )
 
 CHECKPOINT_VERSION = 1
@@ -166,10 +165,10 @@ class Checkpointer(Protocol):
 
 
 _CHECKPOINT_COLUMNS = frozenset({"run_id", "seq", "created", "status", "data"})
+"""The columns of the ``checkpoints`` table."""
 FINISHED_STATUSES = ("success", "failure")
 """The statuses `SQLiteCheckpointer.prune` forgets by default: runs that ended for good (a
 suspended, cancelled or timed-out run can still be resumed)."""
-"""The columns of the ``checkpoints`` table."""
 
 
 class SQLiteCheckpointer:
@@ -474,9 +473,14 @@ class SQLiteCheckpointer:
     def delete(self, run_id: str) -> None:
         """Forget every checkpoint of ``run_id``."""
         with self._lock, self._db:
-            self._db.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
-            self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ?", (run_id,))
-            self.history.delete(run_id)
+            self._forget(run_id)
+
+    def _forget(self, run_id: str) -> None:
+        """Delete ``run_id``'s checkpoints, lease and history (under the lock, in a
+        transaction)."""
+        self._db.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
+        self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ?", (run_id,))
+        self.history.delete(run_id)
 
     def prune(self, older_than: float, *,
               statuses: Iterable[str] = FINISHED_STATUSES) -> list[str]:
@@ -507,9 +511,7 @@ class SQLiteCheckpointer:
             gone = [row[0] for row in rows]
             with self._db:
                 for run_id in gone:
-                    self._db.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
-                    self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ?", (run_id,))
-                    self.history.delete(run_id)
+                    self._forget(run_id)
         return gone
 
     def close(self) -> None:
