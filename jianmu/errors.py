@@ -43,7 +43,8 @@ JianmuError
 ├── LLMError(RuntimeError)               the model provider failed
 │   ├── LLMTransientError                a retryable provider failure (429, 5xx, reset)
 │   │   └── FallbackFailedError          every model of a FallbackLLM failed so
-│   └── OutputTruncatedError             the answer stayed cut off at the token limit (text kept)
+│   ├── OutputTruncatedError             the answer stayed cut off at the token limit (text kept)
+│   └── ContentFilterError               a content filter stopped the answer before it said anything
 ├── SkillLoadError(ValueError)           a broken SKILL.md or tree.py, file/line/field named
 ├── SkillNotFoundError(KeyError)         no skill of that name in the catalog
 ├── SkillRunError(RuntimeError)          a BT skill run failed, waits for approval, or bad I/O
@@ -70,6 +71,7 @@ __all__ = (
     "CLIError",
     "CheckpointError",
     "ConfigError",
+    "ContentFilterError",
     "DamagedRowError",
     "DurableDatabaseError",
     "DurableError",
@@ -426,6 +428,25 @@ class OutputTruncatedError(LLMError):
         self.text = text
         self.finish_reason = finish_reason
         self.continuations = continuations
+
+
+class ContentFilterError(LLMError):
+    """The provider's content filter stopped the model's reply before it said anything: no
+    text, no tool call (finish reason ``content_filter``; Anthropic's ``refusal``). Asking the
+    same again would be filtered again, so the run fails with it instead of ending in an
+    empty answer. A filtered reply that still holds text is the answer.
+
+    ``finish_reason`` is the provider's, ``model`` the model that answered.
+    """
+
+    def __init__(self, message: str, finish_reason: str = "content_filter",
+                 model: str = "") -> None:
+        super().__init__(message)
+        self.finish_reason = finish_reason
+        self.model = model
+
+    def __reduce__(self) -> Any:  # pickles (a durable run's failure) with its fields
+        return (type(self), (str(self), self.finish_reason, self.model))
 
 
 class FallbackFailedError(LLMTransientError):

@@ -53,6 +53,7 @@ from jianmu.nodes.cut_off import (
     continue_messages,
     cut_off_answers,
     cut_off_calls,
+    filtered_error,
     text_cut_off_event,
     truncated_error,
 )
@@ -750,6 +751,9 @@ class AgentLLMNode(GuardedTurn):
                                  response.model or model), calls
         if answer_cut_off(response):  # still cut off: failed, or accepted as it is
             return self._answer_cut_off(message, response, parts, response.model or model), calls
+        filtered = filtered_error(response, response.model or model)
+        if filtered is not None:  # nothing said: no empty answer, no retry that a filter stops
+            return TurnUpdate({"actions": []}, error=filtered), calls
         return turn_update(message, calls, state=self.state, output=self.output,
                            handoffs=self.allowed_handoffs(), agent=self.agent_name), calls
 

@@ -1,4 +1,5 @@
-"""Replies the token limit cut off: a tool call never run, an answer continued.
+"""Replies stopped before their end: by the token limit (a tool call never run, an answer
+continued), or by a content filter before they said anything (the run fails).
 
 A model stopped by its output limit (OpenAI's ``finish_reason: "length"``, Anthropic's
 ``stop_reason: "max_tokens"``, which providers report as ``length``) left its reply unfinished.
@@ -19,6 +20,10 @@ into one answer, one assistant message; ``fail`` fails the run with `OutputTrunc
 ``accepted``). A note rather than Anthropic's prefill (the text as the last, assistant turn):
 Claude 4.6 and later refuse a request that ends with an assistant turn, and so does a request
 with extended thinking on.
+
+*A reply a content filter stopped* (finish reason ``content_filter``; Anthropic's ``refusal``)
+with no text and no tool call fails the run with `ContentFilterError`: asking again would be
+filtered again, and an empty answer is no answer. One that still holds text is the answer.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
-from jianmu.errors import OutputTruncatedError
+from jianmu.errors import ContentFilterError, OutputTruncatedError
 from jianmu.llm.messages import Message, Usage
 from jianmu.llm.provider import LIMIT_REASONS, LLMResponse
 from jianmu.tools.calls import ToolCall
@@ -40,6 +45,7 @@ __all__ = (
     "continue_messages",
     "cut_off_answers",
     "cut_off_calls",
+    "filtered_error",
     "joined_reply",
     "text_cut_off_event",
     "truncated_error",
@@ -145,4 +151,17 @@ def truncated_error(text: str, reason: str, policy: str, continuations: int, bou
         f"{how}); raise the model's max_tokens, ask for a shorter answer, or allow more "
         f"continuations; the {len(text)} characters written so far are in the error's .text",
         text=text, finish_reason=reason, continuations=continuations,
+    )
+
+
+def filtered_error(response: LLMResponse, model: str) -> ContentFilterError | None:
+    """The error of a reply a content filter stopped before it said anything (no text but
+    whitespace, no tool call), else None."""
+    if response.finish_reason != "content_filter" or response.tool_calls or response.text.strip():
+        return None
+    return ContentFilterError(
+        f"the provider's content filter stopped the answer of model {model!r} before it said "
+        "anything (finish reason 'content_filter'); asking the same again would be filtered "
+        "again: rephrase the request",
+        "content_filter", model,
     )
