@@ -446,7 +446,9 @@ class ReactiveRunner:
         self.ctx.events.emit("run.message", namespace=namespace)
 
     def cancel(self) -> None:
-        """Stop the run at the next wake-up with status CANCELLED; thread-safe."""
+        """Stop the run going on at its next wake-up, with status CANCELLED; thread-safe. A
+        runner with no run going (ended, or suspended: `reject` what it waits for) has nothing
+        to stop, and the next `run` is not affected."""
         self._cancel_requested = True
         self.wake()
 
