@@ -147,10 +147,13 @@ async def _stream(
             while queue:
                 event = popleft()
                 if event.name == "run.finished" and _ends(runner, event):
-                    if outcome is None and not task.done():
+                    while outcome is None and not task.done():
                         # told once run() has returned (its lease given up, its resources
                         # closed): a reader that stops at it finds the run free at once
-                        await asyncio.wait((task,))
+                        # (the task's end wakes this wait: `ended`; a cancelled reader
+                        # leaves the run's task be, as asyncio.wait would)
+                        waiter[0] = fut = loop.create_future()
+                        await fut
                     yield event
                     return
                 yield event
