@@ -249,6 +249,18 @@ def test_a_skill_cannot_raise_what_the_operator_set_but_may_lower_it() -> None:
     assert (e.timeout_s, e.memory_mb, e.cpus, e.pids) == (2, 2, 2, 2)
 
 
+def test_a_node_layer_may_set_what_the_config_left_unset() -> None:
+    """design.md: the config and a node's layer are the operator's; only a skill's is
+    measured against the built-in defaults."""
+    node = {"execution": {"memory_mb": 4096, "network": True}, "max_iterations": 500}
+    merged = Constraints.merge(layer(), layer(**node))
+    assert (merged.execution.memory_mb, merged.execution.network) == (4096, True)
+    assert merged.max_iterations == 500
+    capped = Constraints.merge(layer(), skill_layer(**node))
+    assert (capped.execution.memory_mb, capped.execution.network) == (LOCAL.memory_mb, None)
+    assert capped.max_iterations == DEFAULT_MAX_ITERATIONS
+
+
 def test_loop_limits_of_a_skill_are_measured_against_the_defaults() -> None:
     merged = Constraints.merge(Constraints(), skill_layer(max_iterations=1000, timeout=5,
                                                           max_messages=1000))

@@ -372,11 +372,35 @@ def _open_dir(root: str, parts: list[str], *, create: bool = False) -> int:
     return fd
 
 
+def _make_shared_folder(root: str, name: str) -> None:
+    """Make ``root/name`` when missing as the commands could use it: python_repl keeps its
+    session in ``.jianmu``, made by the commands' user. Made 0700 by us (as root), it held the
+    rest of the run's cells out of it; so the umask and the workspace's default ACL decide, as
+    for a folder a command makes, and as root the workspace's owner owns it. The quarantine
+    inside stays ours alone."""
+    fd = os.open(root, _DIR)
+    try:
+        try:
+            os.mkdir(name, 0o777, dir_fd=fd)
+        except FileExistsError:
+            return
+        if os.geteuid() == 0:
+            owner = os.fstat(fd)
+            made = os.open(name, _DIR, dir_fd=fd)
+            try:
+                os.fchown(made, owner.st_uid, owner.st_gid)
+            finally:
+                os.close(made)
+    finally:
+        os.close(fd)
+
+
 def _quarantine_folder(root: str) -> tuple[int, str]:
     """A new folder under `QUARANTINE` (a descriptor, and its path relative to the workspace);
     ``(-1, "")`` when that cannot be made there (a link planted at ``.jianmu``)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     try:
+        _make_shared_folder(root, QUARANTINE.split("/")[0])
         parent = _open_dir(root, QUARANTINE.split("/"), create=True)
     except OSError:
         return (-1, "")

@@ -657,11 +657,13 @@ class GuardEnforcer:
         events: EventSink | None = None,
         resolved: Sequence[Any] | None = None,
         node: str | None = None,
+        fits: Callable[[ToolCall, Any], bool] | None = None,
     ) -> list[Decision]:
         """Check a whole batch in order; one decision per call, in the same order.
 
         A call that is not denied counts against ``max_tool_calls`` and the per-minute limits
-        of the calls after it, so a batch never overshoots them.
+        of the calls after it, so a batch never overshoots them; but not one that ``fits``
+        says cannot run (its arguments do not fit its tool): it takes no later call's place.
 
         Args:
             calls: The batch.
@@ -674,6 +676,8 @@ class GuardEnforcer:
                 already (`ToolSet.canonical`): a call named by its tool's own name is not looked
                 up again.
             node: The path of the node that runs the calls (an approval holds for its own).
+            fits: Whether a call (with its tool) can run; asked only of a call the guard lets
+                through that has calls after it.
         """
         # every checker sees the canonical call: the registered tool's own name, never a
         # look-alike; a call the caller did not resolve to its tool's own name is resolved here
@@ -694,7 +698,8 @@ class GuardEnforcer:
         calls_made, call_times = ledger.calls_made, ledger.call_times
         admitted: tuple[ToolCall, ...] = ()  # a new tuple only when a call is admitted
         decisions: list[Decision] = []
-        for call, tool in pairs:
+        last = len(pairs) - 1
+        for index, (call, tool) in enumerate(pairs):
             context = GuardContext(
                 call=call,
                 # the checkers read the tool's spec: what it says of itself, in one place
@@ -712,7 +717,9 @@ class GuardEnforcer:
                     p.reads_arguments(call.name) for p in policies) else None,
             )
             decision = self.check("tool_call", context, events=events)
-            if not decision.denied:
+            # a call that cannot run never runs: counted, it denied a valid call after it
+            if not decision.denied and (
+                    fits is None or index == last or tool is None or fits(call, tool)):
                 admitted = (*admitted, call)
             decisions.append(decision)
         return decisions

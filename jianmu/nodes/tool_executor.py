@@ -463,10 +463,11 @@ class ToolExecutor(AsyncNode):
         known = [(c, found) for c, found in pending if found is not None]
         ledger = with_calls_in_flight(GuardLedger.of(ledger_view(self).get("guard_ledger")),
                                       self.ctx.running_calls, enforcer)
+        self._bound = {}  # a call whose arguments do not fit takes no later call's place
         decisions = enforcer.preflight(
             [c for c, _ in known], toolset, run=run, tokens_used=tokens_spent(self),
             ledger=ledger, events=self.events, resolved=[found for _, found in known],
-            node=self.path,
+            node=self.path, fits=self._fits,
         )
         # a call whose arguments do not fit is refused below, never put to a person
         waiting = [(c, d) for (c, found), d in zip(known, decisions, strict=True)
@@ -483,7 +484,7 @@ class ToolExecutor(AsyncNode):
         # without a checkpointer nothing can be saved between calls: the batch's observations
         # are held here and written with the flush, one state update instead of one per call
         self._held = None if self.ctx.checkpointed else []
-        self._suspended, self._halted, self._bound, self._began = (), False, {}, set()
+        self._suspended, self._halted, self._began = (), False, set()
         for call, found in pending:
             if found is None:  # named among the tools the model may see: never a hidden one
                 self._record(call, None, ToolResult(
@@ -507,7 +508,8 @@ class ToolExecutor(AsyncNode):
         """Whether ``call``'s arguments fit ``tool`` (kept for its run); if not, its refusal is
         recorded: a call the tool never ran is not executed, as an unknown or denied one."""
         try:
-            self._bound[call.id] = self._bind(call, tool)
+            if call.id not in self._bound:  # else bound by `_fits` for the guard already
+                self._bound[call.id] = self._bind(call, tool)
         except ToolInputError as exc:
             denied_span(call, tool, decision, self.ctx, error_type=type(exc).__name__)
             self._record(call, tool, ToolResult(
@@ -517,9 +519,9 @@ class ToolExecutor(AsyncNode):
         return True
 
     def _fits(self, call: ToolCall, tool: Tool) -> bool:
-        """Whether ``call``'s arguments fit ``tool`` (nothing recorded)."""
+        """Whether ``call``'s arguments fit ``tool`` (nothing recorded; bound, kept by `_valid`)."""
         try:
-            self._bind(call, tool)
+            self._bound[call.id] = self._bind(call, tool)
         except ToolInputError:
             return False
         return True

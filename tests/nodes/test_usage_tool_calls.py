@@ -85,6 +85,27 @@ async def test_invalid_calls_do_not_spend_max_tool_calls() -> None:
     assert result.ok and ran == ["Oslo"] and result.usage.tool_calls == 1
 
 
+@pytest.mark.parametrize("limit", [{"max_tool_calls": 1}, {"rate_limits": {"lookup": 1}}])
+async def test_an_invalid_call_takes_no_place_from_a_later_call_of_its_batch(
+    limit: dict[str, Any],
+) -> None:
+    """The guard counted a call it let through before its arguments were checked: a batch of
+    an invalid call then a valid one denied the valid one ("1 admitted earlier in this
+    batch"), though the invalid one never ran."""
+    ran.clear()
+    llm = ScriptedLLM([
+        [INVALID[1], INVALID[0], {"id": "g", "name": "lookup", "arguments": {"city": "Oslo"}}],
+        "done",
+    ])
+    once = Constraints.model_validate({"guard": limit})
+    state = start()
+    result = await ReactiveRunner(
+        create_react_node(llm, [lookup], constraints=once), state).run()
+    assert result.ok and ran == ["Oslo"] and result.usage.tool_calls == 1
+    answers = [m.content or "" for m in state.get("messages") if m.role == "tool"]
+    assert answers[-1] == "sunny in Oslo", answers
+
+
 async def test_a_sub_agents_invalid_calls_do_not_count_in_the_runs_usage() -> None:
     ran.clear()
 

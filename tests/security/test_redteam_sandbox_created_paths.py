@@ -24,6 +24,7 @@ import pytest
 
 from jianmu.execution._protect import QUARANTINE, ReadOnlyWatch
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
+from jianmu.tools.builtin.python_repl import STATE_DIR
 from tests.execution._helpers import require_docker
 
 pytestmark = pytest.mark.anyio
@@ -119,6 +120,20 @@ async def test_created_config_git_and_skills_are_moved_out_of_the_way(
     }
     assert "'jianmu.yaml' moved to '.jianmu/quarantine/" in result.stderr, result
     assert "'configs/jianmu.yaml' moved to" in result.stderr, result
+
+
+async def test_python_repl_keeps_its_session_after_a_quarantine(box: Any) -> None:
+    """The quarantine makes ``.jianmu`` when it is missing; python_repl keeps its session in
+    ``.jianmu/python_repl``, which the commands' user makes. Made the engine's alone (0700,
+    as root), the run's later cells lost every name ("not kept for the next call")."""
+    result = await box.exec(["sh", "-c", "echo 'llm: {}' > jianmu.yaml"])
+    assert "moved to '.jianmu/quarantine/" in result.stderr, result
+    # what the REPL's driver does to save its session (relative to the workspace)
+    saved = await box.exec(["sh", "-c", f"mkdir -p {STATE_DIR} && echo s > {STATE_DIR}/s"])
+    assert saved.exit_code == 0, saved
+    assert (box.workspace / STATE_DIR / "s").read_text() == "s\n"
+    # the quarantine itself stays the engine's
+    assert (box.workspace / QUARANTINE).stat().st_mode & 0o077 == 0
 
 
 async def test_a_link_planted_at_the_config_is_moved_as_a_link(box: Any) -> None:
@@ -318,6 +333,22 @@ def test_a_link_the_user_had_on_the_way_is_kept_what_it_leads_to_is_moved(
     assert watch.quarantine()[0][0] == "shared/jianmu.yaml"
     assert (tmp_path / "configs").is_symlink()
     assert not (tmp_path / "shared" / "jianmu.yaml").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as another user the engine's uid is the commands'")
+def test_the_jianmu_folder_a_quarantine_makes_is_the_workspace_owners(tmp_path: Path) -> None:
+    """As root, commands run as the workspace's owner (Docker, no ACL then): a ``.jianmu``
+    made by root would keep them out of it; the quarantine inside stays root's."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.chown(ws, 4321, 4321)
+    watch = ReadOnlyWatch.take(ws, ["jianmu.yaml"])
+    (ws / "jianmu.yaml").write_text(_EVIL)
+    [(_rel, where)] = watch.quarantine()
+    assert where.startswith(QUARANTINE + "/")
+    made = (ws / ".jianmu").stat()
+    assert (made.st_uid, made.st_gid) == (4321, 4321)
+    assert (ws / QUARANTINE).stat().st_uid == 0
 
 
 def test_a_planted_quarantine_link_is_not_followed(tmp_path: Path) -> None:
