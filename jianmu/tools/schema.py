@@ -31,13 +31,9 @@ from pydantic_core import CoreSchema, SchemaValidator, core_schema
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
 from jianmu.tools._docstrings import parse_docstring
-from jianmu.tools._hints import (
-    described,
-    has_own_signature,
-    module_globals,
-    partial_parts,
-    plain_hints,
-)
+from jianmu.tools._hints import described, partial_parts
+from jianmu.tools._signatures import read_signature as _signature
+from jianmu.tools._signatures import resolve_hints as _resolve_hints
 from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
 
 __all__ = (
@@ -238,8 +234,9 @@ def declared_injection(
         ToolDefinitionError: a name in ``names`` is not a parameter of ``fn``.
     """
     target = fn.__call__ if _is_callable_object(fn) else fn  # type: ignore[operator]
+    sig: Any  # an inspect.Signature, or a _Signature with the same attributes
     try:
-        sig = inspect.signature(target)
+        sig = _signature(target)  # a plain function's read from its code object
     except (TypeError, ValueError):
         sig = None
     params = {} if sig is None else {
@@ -681,103 +678,6 @@ def _shadows_model(name: str) -> bool:
     """Whether a field ``name`` would hide an attribute of pydantic's `BaseModel` (asked once
     per name: a miss goes through pydantic's metaclass ``__getattr__`` and an exception)."""
     return hasattr(BaseModel, name)
-
-
-class _Param:
-    """What `function_schema` reads of an `inspect.Parameter`, read from a code object."""
-
-    __slots__ = ("annotation", "default", "kind", "name")
-    POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
-    POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
-    KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
-    VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
-
-    def __init__(self, name: str, kind: Any, default: Any, annotation: Any) -> None:
-        self.name, self.kind, self.default, self.annotation = name, kind, default, annotation
-
-
-class _Signature:
-    """What `function_schema` reads of an `inspect.Signature`."""
-
-    __slots__ = ("parameters", "return_annotation")
-
-    def __init__(self, parameters: dict[str, _Param], return_annotation: Any) -> None:
-        self.parameters, self.return_annotation = parameters, return_annotation
-
-
-_SIGNATURE_HOOKS = frozenset({"__wrapped__", "__signature__", "__text_signature__",
-                              "_partialmethod", "__partialmethod__"})
-"""A function attribute that `inspect.signature` reads instead of the code object."""
-
-
-def _signature(fn: Callable[..., Any]) -> inspect.Signature | _Signature:
-    """``inspect.signature(fn)``; for a plain function, its parameters as
-    `inspect.signature` reads them from the code object (as ``_signature_from_function``
-    does), without building `inspect.Parameter` objects (a tool is built per request).
-
-    Raises:
-        TypeError, ValueError: as `inspect.signature`.
-    """
-    if type(fn) is not types.FunctionType or not _SIGNATURE_HOOKS.isdisjoint(vars(fn)):
-        return inspect.signature(fn)
-    code = fn.__code__
-    empty = inspect.Parameter.empty
-    annotations = fn.__annotations__ or {}
-    names = code.co_varnames
-    count, posonly, kwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
-    defaults = fn.__defaults__ or ()
-    first_default = count - len(defaults)
-    params: dict[str, _Param] = {}
-    for i, name in enumerate(names[:count]):
-        kind = _Param.POSITIONAL_ONLY if i < posonly else _Param.POSITIONAL_OR_KEYWORD
-        default = defaults[i - first_default] if i >= first_default else empty
-        params[name] = _Param(name, kind, default, annotations.get(name, empty))
-    index = count + kwonly
-    if code.co_flags & inspect.CO_VARARGS:
-        name = names[index]
-        params[name] = _Param(name, _Param.VAR_POSITIONAL, empty, annotations.get(name, empty))
-        index += 1
-    kwdefaults = fn.__kwdefaults__ or {}
-    for name in names[count:count + kwonly]:
-        params[name] = _Param(name, _Param.KEYWORD_ONLY, kwdefaults.get(name, empty),
-                              annotations.get(name, empty))
-    if code.co_flags & inspect.CO_VARKEYWORDS:
-        name = names[index]
-        params[name] = _Param(name, _Param.VAR_KEYWORD, empty, annotations.get(name, empty))
-    return _Signature(params, annotations.get("return", empty))
-
-
-def _resolve_hints(
-    fn: Callable[..., Any], sig: inspect.Signature | _Signature, localns: Mapping[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Resolved annotations, plus the raw strings of those that could not be resolved."""
-    target = inspect.unwrap(getattr(fn, "__func__", fn), stop=has_own_signature)
-    globalns = module_globals(target)
-    # a signature set by hand is what inspect.signature gave: its annotations, not the
-    # wrapper's own ``__annotations__`` (often ``*args, **kwargs``), are the parameters' types
-    if not has_own_signature(target):
-        plain = plain_hints(target, globalns, localns)
-        if plain is not None:
-            return plain, {}
-        try:
-            return typing.get_type_hints(target, globalns, dict(localns or {}),
-                                         include_extras=True), {}
-        except Exception:  # one bad annotation: resolve the others one by one below
-            pass
-    hints: dict[str, Any] = {}
-    failed: dict[str, str] = {}
-    items = [(p.name, p.annotation) for p in sig.parameters.values()]
-    items.append(("return", sig.return_annotation))
-    for pname, ann in items:
-        if isinstance(ann, str):
-            try:
-                hints[pname] = eval(ann, dict(globalns), dict(localns or {}))
-            except Exception:
-                failed[pname] = ann
-        elif ann is not inspect.Signature.empty:
-            hints[pname] = ann
-    return hints, failed
 
 
 def function_schema(
