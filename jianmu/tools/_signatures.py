@@ -12,7 +12,22 @@ from typing import Any
 
 from jianmu.tools._hints import has_own_signature, may_annotate, module_globals, plain_hints
 
-__all__ = ("may_inject_any", "read_signature", "resolve_hints")
+__all__ = ("is_coroutine_function", "may_inject_any", "read_signature", "resolve_hints", "unwrap")
+
+
+def unwrap(fn: Any, stop: Callable[[Any], bool] | None = None) -> Any:
+    """``inspect.unwrap(fn, stop=stop)``; a plain function that wraps nothing is itself."""
+    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
+        return fn
+    return inspect.unwrap(fn, stop=stop)
+
+
+def is_coroutine_function(fn: Any) -> bool:
+    """``inspect.iscoroutinefunction(fn)``; a plain function's code object says (unless it is
+    marked one, `inspect.markcoroutinefunction` on Python 3.12+)."""
+    if type(fn) is types.FunctionType and "_is_coroutine_marker" not in fn.__dict__:
+        return bool(fn.__code__.co_flags & inspect.CO_COROUTINE)
+    return inspect.iscoroutinefunction(fn)
 
 
 class _Param:
@@ -84,7 +99,7 @@ def resolve_hints(
     fn: Callable[..., Any], sig: inspect.Signature | _Signature, localns: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Resolved annotations, plus the raw strings of those that could not be resolved."""
-    target = inspect.unwrap(getattr(fn, "__func__", fn), stop=has_own_signature)
+    target = unwrap(getattr(fn, "__func__", fn), stop=has_own_signature)
     globalns = module_globals(target)
     # a signature set by hand is what inspect.signature gave: its annotations, not the
     # wrapper's own ``__annotations__`` (often ``*args, **kwargs``), are the parameters' types

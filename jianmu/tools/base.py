@@ -44,7 +44,7 @@ from jianmu.tools import _arguments
 from jianmu.tools._array_enums import with_item_enums
 from jianmu.tools._definitions import openai_function, read_function
 from jianmu.tools._schema_shape import check_given_schema, not_an_object
-from jianmu.tools._signatures import may_inject_any
+from jianmu.tools._signatures import is_coroutine_function, may_inject_any, unwrap
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
@@ -852,7 +852,7 @@ class SchemaTool(Tool):
             key=key if checked is self.input_schema else None,  # its JSON, made above
         )
         call = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
-        if inspect.iscoroutinefunction(inspect.unwrap(fn)) or inspect.iscoroutinefunction(call):
+        if is_coroutine_function(unwrap(fn)) or is_coroutine_function(call):
             self.run = self._run_async  # type: ignore[method-assign]
 
     @property

@@ -32,6 +32,7 @@ from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidatio
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
 from jianmu.tools._docstrings import parse_docstring
 from jianmu.tools._hints import described, partial_parts
+from jianmu.tools._signatures import is_coroutine_function, unwrap
 from jianmu.tools._signatures import read_signature as _signature
 from jianmu.tools._signatures import resolve_hints as _resolve_hints
 from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
@@ -386,20 +387,33 @@ class FunctionSchema:
         self._return = return_annotation
         self._returns_doc = returns_doc
         self._output: dict[str, Any] | None = None
-        props: dict[str, Any] = parameters.get("properties", {})
-        required = set(parameters.get("required", ()))
-        self._props = props
-        self._allowed = [f"{k}{' (required)' if k in required else ''}" for k in props]
-        decode_json: list[str] = []
-        null_means_default: list[str] = []
-        for k, sub in props.items():  # each property's types found once
-            types_of = schema_types(sub, parameters)
-            if types_of & {"array", "object"} and not types_of & {"string", "any"}:
-                decode_json.append(k)
-            if k not in required and not types_of & {"null", "any"}:
-                null_means_default.append(k)
-        self._decode_json = frozenset(decode_json)
-        self._null_means_default = frozenset(null_means_default)
+        self._props: dict[str, Any] = parameters.get("properties", {})
+        self._traits: tuple[list[str], frozenset[str], frozenset[str]] | None = None
+
+    def _read_traits(self) -> tuple[list[str], frozenset[str], frozenset[str]]:
+        """The allowed arguments (for errors), the properties whose value may come as a JSON
+        string, and those whose ``null`` means their default: read on first need, as the plan
+        takes most calls without them (a tool built per task is often called once)."""
+        found = self._traits
+        if found is None:
+            parameters, props = self.parameters, self._props
+            required = set(parameters.get("required", ()))
+            allowed = [f"{k}{' (required)' if k in required else ''}" for k in props]
+            decode_json: list[str] = []
+            null_means_default: list[str] = []
+            for k, sub in props.items():  # each property's types found once
+                types_of = schema_types(sub, parameters)
+                if types_of & {"array", "object"} and not types_of & {"string", "any"}:
+                    decode_json.append(k)
+                if k not in required and not types_of & {"null", "any"}:
+                    null_means_default.append(k)
+            found = self._traits = (
+                allowed, frozenset(decode_json), frozenset(null_means_default))
+        return found
+
+    @property
+    def _allowed(self) -> list[str]:
+        return self._read_traits()[0]
 
     @property
     def model(self) -> type[BaseModel]:
@@ -451,13 +465,14 @@ class FunctionSchema:
                 return planned
         problems: list[str] = []
         data: dict[str, Any] = {}
+        _, decode_json, null_means_default = self._read_traits()
         for key, value in args.items():
             if key not in self._props:
                 problems.append(f"unknown argument {key!r}")
                 continue
-            if value is None and key in self._null_means_default:
+            if value is None and key in null_means_default:
                 continue
-            if key in self._decode_json and isinstance(value, str):
+            if key in decode_json and isinstance(value, str):
                 # Models often send a JSON string for a list or object; never for str params.
                 try:
                     value = json.loads(value)
@@ -702,7 +717,7 @@ def function_schema(
     target: Callable[..., Any] = inner
     if _is_callable_object(inner):
         target = described(inner)  # what it wraps, its own __signature__, else its __call__
-    unwrapped = inspect.unwrap(getattr(target, "__func__", target))
+    unwrapped = unwrap(getattr(target, "__func__", target))
     raw_name = getattr(unwrapped, "__name__", None)
     name = raw_name if raw_name and raw_name != "__call__" else type(inner).__name__
     sig: Any  # an inspect.Signature, or a _Signature with the same attributes
@@ -835,7 +850,7 @@ def function_schema(
         injected=tuple(injected),
         positional=tuple(positional),
         signature_names=names,
-        is_async=inspect.iscoroutinefunction(unwrapped) or (
+        is_async=is_coroutine_function(unwrapped) or (
             target is not unwrapped and inspect.iscoroutinefunction(target)) or (
             target is not inner and inspect.iscoroutinefunction(type(inner).__call__)),
         return_annotation=hints.get("return", sig.return_annotation),

@@ -104,3 +104,98 @@ def test_declared_injection_reads_a_plain_function_without_inspect_signature(
     assert declared_injection(handler) == expected
     assert [(p.name, p.context, p.has_default) for p in expected] == [
         ("state", False, False), ("ctx", True, True)]
+
+
+def test_a_function_tool_reads_its_properties_types_only_when_a_call_needs_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from jianmu.tools import schema, tool
+
+    read: list[Any] = []
+    real = schema.schema_types
+    monkeypatch.setattr(schema, "schema_types", lambda *a: read.append(a[0]) or real(*a))
+
+    def find(query: str, tags: list[str], limit: int = 3) -> str:
+        """Find things.
+
+        Args:
+            query: what to find.
+            tags: the tags.
+            limit: how many.
+        """
+        return query
+
+    made = tool(find)
+    assert made.bind_args({"query": "x", "tags": ["a"]}) == {
+        "query": "x", "tags": ["a"], "limit": 3}
+    assert read == []  # every value of its exact type: the plan took them
+    # a list sent as JSON text, a null for a default: what the types found decide
+    assert made.bind_args({"query": "x", "tags": '["a", "b"]', "limit": None}) == {
+        "query": "x", "tags": ["a", "b"], "limit": 3}
+    assert len(read) == 3
+    with pytest.raises(Exception, match=r"allowed arguments: query \(required\), tags "
+                                        r"\(required\), limit"):
+        made.bind_args({"query": "x", "tags": [], "other": 1})
+    assert len(read) == 3  # found once
+
+
+
+def _sync(a: int) -> int:
+    return a
+
+
+async def _async(a: int) -> int:
+    return a
+
+
+async def _async_gen(a: int) -> Any:
+    yield a
+
+
+@functools.wraps(_async)
+def _wraps_async(*args: Any) -> Any:
+    return _async(*args)
+
+
+class _Calls:
+    async def __call__(self, a: int) -> int:
+        return a
+
+    def method(self) -> None: ...
+
+
+def _marked() -> Any: ...
+
+
+_marked._is_coroutine_marker = object()  # type: ignore[attr-defined]  # not inspect's own mark
+
+
+_CALLABLES = [_sync, _async, _async_gen, _wraps_async, functools.partial(_async, 1), _Calls(),
+              _Calls.__call__, _Calls().method, print, lambda: None, _marked, 3]
+
+
+@pytest.mark.parametrize("fn", _CALLABLES)
+def test_unwrap_and_is_coroutine_function_are_inspects(fn: Any) -> None:
+    from jianmu.tools._signatures import is_coroutine_function, unwrap
+
+    assert is_coroutine_function(fn) is inspect.iscoroutinefunction(fn)
+    assert unwrap(fn) is (inspect.unwrap(fn) if callable(fn) else fn)
+    assert unwrap(fn, stop=lambda f: True) is inspect.unwrap(fn, stop=lambda f: True)
+
+
+def test_a_plain_function_is_unwrapped_and_read_without_inspect(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from jianmu.tools import tool
+
+    async def lookup(query: str) -> str:
+        return query
+
+    asked: list[str] = []
+    unwrap, iscoroutinefunction = inspect.unwrap, inspect.iscoroutinefunction
+    with monkeypatch.context() as patch:  # only while the tools are built: pytest unwraps too
+        patch.setattr(inspect, "unwrap", lambda *a, **k: asked.append("unwrap") or unwrap(*a, **k))
+        patch.setattr(inspect, "iscoroutinefunction",
+                      lambda f: asked.append("coroutine") or iscoroutinefunction(f))
+        made = [tool(_sync), tool(_async),
+                Tool.from_openai(_definition({"query": {"type": "string"}}), lookup)]
+    assert asked == []
+    assert [t.is_async for t in made] == [False, True, True]
