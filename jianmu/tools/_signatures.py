@@ -127,7 +127,6 @@ def resolve_hints(
     return hints, failed
 
 
-
 def may_inject_any(fn: Callable[..., Any], names: Mapping[str, Any]) -> bool:
     """Whether ``fn`` may declare injected a parameter named one of ``names``: False for a
     plain function that annotates nothing (a ``lambda **kwargs``), or whose code object names

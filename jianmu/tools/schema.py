@@ -413,6 +413,7 @@ class FunctionSchema:
 
     @property
     def _allowed(self) -> list[str]:
+        """The allowed arguments, as an error lists them."""
         return self._read_traits()[0]
 
     @property
