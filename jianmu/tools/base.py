@@ -43,8 +43,8 @@ from jianmu.execution.threads import WorkerPool, run_in_worker
 from jianmu.tools import _arguments
 from jianmu.tools._array_enums import with_item_enums
 from jianmu.tools._definitions import openai_function, read_function
-from jianmu.tools._hints import may_annotate
 from jianmu.tools._schema_shape import check_given_schema, not_an_object
+from jianmu.tools._signatures import is_coroutine_function, may_inject_any, unwrap
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
@@ -840,7 +840,7 @@ class SchemaTool(Tool):
         unusable = unusable_names(self.parameters, None if self.wraps_input else accepted)
         if unusable:  # a property the function does not take, a required name no call gives
             raise ToolDefinitionError(self.name, unusable)
-        if properties and may_annotate(fn):
+        if properties and may_inject_any(fn, properties):
             # a parameter typed as the runtime's (RunContext, Injected[T]) is never injected
             # here: a property of its name would hand it the model's forged "state" dict
             injection_clashes(self.name, function_injection(fn), properties)
@@ -852,7 +852,7 @@ class SchemaTool(Tool):
             key=key if checked is self.input_schema else None,  # its JSON, made above
         )
         call = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
-        if inspect.iscoroutinefunction(inspect.unwrap(fn)) or inspect.iscoroutinefunction(call):
+        if is_coroutine_function(unwrap(fn)) or is_coroutine_function(call):
             self.run = self._run_async  # type: ignore[method-assign]
 
     @property

@@ -31,13 +31,10 @@ from pydantic_core import CoreSchema, SchemaValidator, core_schema
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
 from jianmu.tools._docstrings import parse_docstring
-from jianmu.tools._hints import (
-    described,
-    has_own_signature,
-    module_globals,
-    partial_parts,
-    plain_hints,
-)
+from jianmu.tools._hints import described, partial_parts
+from jianmu.tools._signatures import is_coroutine_function, unwrap
+from jianmu.tools._signatures import read_signature as _signature
+from jianmu.tools._signatures import resolve_hints as _resolve_hints
 from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
 
 __all__ = (
@@ -238,8 +235,9 @@ def declared_injection(
         ToolDefinitionError: a name in ``names`` is not a parameter of ``fn``.
     """
     target = fn.__call__ if _is_callable_object(fn) else fn  # type: ignore[operator]
+    sig: Any  # an inspect.Signature, or a _Signature with the same attributes
     try:
-        sig = inspect.signature(target)
+        sig = _signature(target)  # a plain function's read from its code object
     except (TypeError, ValueError):
         sig = None
     params = {} if sig is None else {
@@ -389,20 +387,34 @@ class FunctionSchema:
         self._return = return_annotation
         self._returns_doc = returns_doc
         self._output: dict[str, Any] | None = None
-        props: dict[str, Any] = parameters.get("properties", {})
-        required = set(parameters.get("required", ()))
-        self._props = props
-        self._allowed = [f"{k}{' (required)' if k in required else ''}" for k in props]
-        decode_json: list[str] = []
-        null_means_default: list[str] = []
-        for k, sub in props.items():  # each property's types found once
-            types_of = schema_types(sub, parameters)
-            if types_of & {"array", "object"} and not types_of & {"string", "any"}:
-                decode_json.append(k)
-            if k not in required and not types_of & {"null", "any"}:
-                null_means_default.append(k)
-        self._decode_json = frozenset(decode_json)
-        self._null_means_default = frozenset(null_means_default)
+        self._props: dict[str, Any] = parameters.get("properties", {})
+        self._traits: tuple[list[str], frozenset[str], frozenset[str]] | None = None
+
+    def _read_traits(self) -> tuple[list[str], frozenset[str], frozenset[str]]:
+        """The allowed arguments (for errors), the properties whose value may come as a JSON
+        string, and those whose ``null`` means their default: read on first need, as the plan
+        takes most calls without them (a tool built per task is often called once)."""
+        found = self._traits
+        if found is None:
+            parameters, props = self.parameters, self._props
+            required = set(parameters.get("required", ()))
+            allowed = [f"{k}{' (required)' if k in required else ''}" for k in props]
+            decode_json: list[str] = []
+            null_means_default: list[str] = []
+            for k, sub in props.items():  # each property's types found once
+                types_of = schema_types(sub, parameters)
+                if types_of & {"array", "object"} and not types_of & {"string", "any"}:
+                    decode_json.append(k)
+                if k not in required and not types_of & {"null", "any"}:
+                    null_means_default.append(k)
+            found = self._traits = (
+                allowed, frozenset(decode_json), frozenset(null_means_default))
+        return found
+
+    @property
+    def _allowed(self) -> list[str]:
+        """The allowed arguments, as an error lists them."""
+        return self._read_traits()[0]
 
     @property
     def model(self) -> type[BaseModel]:
@@ -454,13 +466,14 @@ class FunctionSchema:
                 return planned
         problems: list[str] = []
         data: dict[str, Any] = {}
+        _, decode_json, null_means_default = self._read_traits()
         for key, value in args.items():
             if key not in self._props:
                 problems.append(f"unknown argument {key!r}")
                 continue
-            if value is None and key in self._null_means_default:
+            if value is None and key in null_means_default:
                 continue
-            if key in self._decode_json and isinstance(value, str):
+            if key in decode_json and isinstance(value, str):
                 # Models often send a JSON string for a list or object; never for str params.
                 try:
                     value = json.loads(value)
@@ -683,103 +696,6 @@ def _shadows_model(name: str) -> bool:
     return hasattr(BaseModel, name)
 
 
-class _Param:
-    """What `function_schema` reads of an `inspect.Parameter`, read from a code object."""
-
-    __slots__ = ("annotation", "default", "kind", "name")
-    POSITIONAL_ONLY = inspect.Parameter.POSITIONAL_ONLY
-    POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
-    KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
-    VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
-
-    def __init__(self, name: str, kind: Any, default: Any, annotation: Any) -> None:
-        self.name, self.kind, self.default, self.annotation = name, kind, default, annotation
-
-
-class _Signature:
-    """What `function_schema` reads of an `inspect.Signature`."""
-
-    __slots__ = ("parameters", "return_annotation")
-
-    def __init__(self, parameters: dict[str, _Param], return_annotation: Any) -> None:
-        self.parameters, self.return_annotation = parameters, return_annotation
-
-
-_SIGNATURE_HOOKS = frozenset({"__wrapped__", "__signature__", "__text_signature__",
-                              "_partialmethod", "__partialmethod__"})
-"""A function attribute that `inspect.signature` reads instead of the code object."""
-
-
-def _signature(fn: Callable[..., Any]) -> inspect.Signature | _Signature:
-    """``inspect.signature(fn)``; for a plain function, its parameters as
-    `inspect.signature` reads them from the code object (as ``_signature_from_function``
-    does), without building `inspect.Parameter` objects (a tool is built per request).
-
-    Raises:
-        TypeError, ValueError: as `inspect.signature`.
-    """
-    if type(fn) is not types.FunctionType or not _SIGNATURE_HOOKS.isdisjoint(vars(fn)):
-        return inspect.signature(fn)
-    code = fn.__code__
-    empty = inspect.Parameter.empty
-    annotations = fn.__annotations__ or {}
-    names = code.co_varnames
-    count, posonly, kwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
-    defaults = fn.__defaults__ or ()
-    first_default = count - len(defaults)
-    params: dict[str, _Param] = {}
-    for i, name in enumerate(names[:count]):
-        kind = _Param.POSITIONAL_ONLY if i < posonly else _Param.POSITIONAL_OR_KEYWORD
-        default = defaults[i - first_default] if i >= first_default else empty
-        params[name] = _Param(name, kind, default, annotations.get(name, empty))
-    index = count + kwonly
-    if code.co_flags & inspect.CO_VARARGS:
-        name = names[index]
-        params[name] = _Param(name, _Param.VAR_POSITIONAL, empty, annotations.get(name, empty))
-        index += 1
-    kwdefaults = fn.__kwdefaults__ or {}
-    for name in names[count:count + kwonly]:
-        params[name] = _Param(name, _Param.KEYWORD_ONLY, kwdefaults.get(name, empty),
-                              annotations.get(name, empty))
-    if code.co_flags & inspect.CO_VARKEYWORDS:
-        name = names[index]
-        params[name] = _Param(name, _Param.VAR_KEYWORD, empty, annotations.get(name, empty))
-    return _Signature(params, annotations.get("return", empty))
-
-
-def _resolve_hints(
-    fn: Callable[..., Any], sig: inspect.Signature | _Signature, localns: Mapping[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Resolved annotations, plus the raw strings of those that could not be resolved."""
-    target = inspect.unwrap(getattr(fn, "__func__", fn), stop=has_own_signature)
-    globalns = module_globals(target)
-    # a signature set by hand is what inspect.signature gave: its annotations, not the
-    # wrapper's own ``__annotations__`` (often ``*args, **kwargs``), are the parameters' types
-    if not has_own_signature(target):
-        plain = plain_hints(target, globalns, localns)
-        if plain is not None:
-            return plain, {}
-        try:
-            return typing.get_type_hints(target, globalns, dict(localns or {}),
-                                         include_extras=True), {}
-        except Exception:  # one bad annotation: resolve the others one by one below
-            pass
-    hints: dict[str, Any] = {}
-    failed: dict[str, str] = {}
-    items = [(p.name, p.annotation) for p in sig.parameters.values()]
-    items.append(("return", sig.return_annotation))
-    for pname, ann in items:
-        if isinstance(ann, str):
-            try:
-                hints[pname] = eval(ann, dict(globalns), dict(localns or {}))
-            except Exception:
-                failed[pname] = ann
-        elif ann is not inspect.Signature.empty:
-            hints[pname] = ann
-    return hints, failed
-
-
 def function_schema(
     fn: Callable[..., Any],
     *,
@@ -802,7 +718,7 @@ def function_schema(
     target: Callable[..., Any] = inner
     if _is_callable_object(inner):
         target = described(inner)  # what it wraps, its own __signature__, else its __call__
-    unwrapped = inspect.unwrap(getattr(target, "__func__", target))
+    unwrapped = unwrap(getattr(target, "__func__", target))
     raw_name = getattr(unwrapped, "__name__", None)
     name = raw_name if raw_name and raw_name != "__call__" else type(inner).__name__
     sig: Any  # an inspect.Signature, or a _Signature with the same attributes
@@ -935,7 +851,7 @@ def function_schema(
         injected=tuple(injected),
         positional=tuple(positional),
         signature_names=names,
-        is_async=inspect.iscoroutinefunction(unwrapped) or (
+        is_async=is_coroutine_function(unwrapped) or (
             target is not unwrapped and inspect.iscoroutinefunction(target)) or (
             target is not inner and inspect.iscoroutinefunction(type(inner).__call__)),
         return_annotation=hints.get("return", sig.return_annotation),
