@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import from_name
-from jianmu.llm.responses_items import from_responses_items
+from jianmu.nodes._agent_input import conversation
 from jianmu.nodes.agents import AgentTool, agent_tool
 from jianmu.nodes.executor_config import ToolExecutorConfig
-from jianmu.nodes.react import ReActLoop, create_react_node, fresh_handoffs
+from jianmu.nodes.react import ReActLoop, check_limits, create_react_node, fresh_handoffs
 from jianmu.nodes.state import AgentState
+from jianmu.runtime.context import user_role_names
 from jianmu.runtime.events import Event
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.runtime.stream import on_drop
@@ -230,6 +231,7 @@ class Agent:
         **options: Any,
     ) -> None:
         _check_options(options)
+        check_limits(max_iterations, constraints, options.get("max_messages"))  # before merging
         self.llm = llm
         # a named model ("openai:gpt-4o") made a provider once: every tree of the agent (runs
         # at once, as_tool calls) shares its client and kept-alive connections, rather than
@@ -242,7 +244,7 @@ class Agent:
         self.config = config
         self.checkpointer = checkpointer
         self.interactive = interactive
-        self.user_roles = tuple(user_roles)
+        self.user_roles = tuple(user_role_names(user_roles))
         self.tracer_provider = tracer_provider
         if config is not None:
             # the config's layer goes with the tree too: as another agent's tool or hand-off
@@ -316,9 +318,12 @@ class Agent:
         suspended run ``resume`` once its requests are decided.
 
         Raises:
-            ValueError: no prompt and nothing to resume, ``resume`` is not suspended, or a
-                history item no chat message stands for (a hosted tool's call).
-            TypeError: a prompt that is not a message (a list: pass it as ``history=``).
+            ValueError: no prompt and nothing to resume, ``resume`` is not suspended, a
+                history item no chat message stands for (a hosted tool's call, a dict of
+                another shape: named by its place, ``history[2]``), or a prompt that is not
+                the user's message.
+            TypeError: a prompt that is not a message (a list: pass it as ``history=``), or
+                a ``history`` that is not a list of messages.
         """
         runner = self._runner(prompt, history, resume)
         try:
@@ -442,6 +447,9 @@ class Agent:
         self, prompt: str | Message | None, history: Any, resume: AgentResult | None
     ) -> ReactiveRunner:
         if resume is not None:
+            if not isinstance(resume, AgentResult):
+                raise TypeError(f"resume= takes the AgentResult of a suspended run of this "
+                                f"agent, got {type(resume).__name__}")
             if prompt is not None or history is not None:
                 raise ValueError(
                     "resume= goes on with a suspended run as it was; to ask something new, "
@@ -465,9 +473,7 @@ class Agent:
                 f"and its last user message as the prompt"
             )
         # a history kept as the Agents SDK's to_input_list() gives it: its items made messages
-        messages: list[Any] = from_responses_items(history or ())
-        messages.append(Message.user(prompt) if isinstance(prompt, str) else prompt)
-        state = StateManager(AgentState, {"messages": messages})
+        state = StateManager(AgentState, {"messages": conversation(prompt, history)})
         runner = ReactiveRunner(
             self._take(), state, config=self.config, checkpointer=self.checkpointer,
             interactive=self.interactive, user_roles=self.user_roles,
