@@ -260,3 +260,28 @@ def test_a_history_of_valid_items_and_agents_sdk_items_still_continues() -> None
 def test_resume_given_something_that_is_no_result_is_refused_by_its_type() -> None:
     with pytest.raises(TypeError, match=r"resume= takes the AgentResult .* got str"):
         Agent(ScriptedLLM(["x"])).run_sync(resume="run-1")  # type: ignore[arg-type]
+
+
+def test_a_generator_function_is_refused_as_a_tool_not_answered_with_its_repr() -> None:
+    # each call's result was '"<generator object count_up at 0x...>"', and the run succeeded
+    def count_up(n: int) -> Any:
+        """Count up to n.
+
+        Args:
+            n: how far.
+        """
+        yield from range(n)
+
+    async def count_up_async(n: int) -> Any:
+        """Count up to n.
+
+        Args:
+            n: how far.
+        """
+        for i in range(n):
+            yield i
+
+    for function in (count_up, count_up_async):
+        with pytest.raises(ToolValidationError, match=r"a generator function is not a tool.*"
+                                                      r"return a list"):
+            Agent(ScriptedLLM(["x"]), tools=[function])
