@@ -140,6 +140,7 @@ _AGENT_SPELLINGS = {
     "run_stream": "agent.stream(prompt)", "iter": "agent.stream(prompt)",
     "run_stream_events": "agent.stream(prompt)", "run_streamed": "agent.stream(prompt)",
     "instructions": "agent.system_prompt",
+    "tool": "Agent(..., tools=[function])", "tool_plain": "Agent(..., tools=[function])",
 }
 """Agents' attributes in pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
 
@@ -237,7 +238,9 @@ class Agent:
         # at once, as_tool calls) shares its client and kept-alive connections, rather than
         # leaving a client with open sockets behind per tree
         self._llm = from_name(llm) if isinstance(llm, str) else llm
-        self.tools = list(as_tools(tools) or ())  # functions made tools once, not per run
+        # functions made tools once, not per run; a tuple, as every tree of the agent is made
+        # of these (one appended later reached only the trees built after it)
+        self._tools: tuple[Any, ...] = tuple(as_tools(tools) or ())
         self.system_prompt = system_prompt
         self.output_type = output_type
         self.name = name
@@ -275,6 +278,11 @@ class Agent:
             # only for names the agent lacks: a peer's spelling gets Jianmu's in the error
             raise _missing(self, name, _AGENT_SPELLINGS.get(name))
 
+    @property
+    def tools(self) -> tuple[Any, ...]:
+        """The agent's tools, fixed when it is made (functions made tools)."""
+        return self._tools
+
     # -- the tree --------------------------------------------------------------------------
     def as_node(self) -> ReActLoop:
         """A fresh tree of this agent (`create_react_node`), to place in any other tree.
@@ -283,7 +291,7 @@ class Agent:
             ConfigError, ToolValidationError, HandoffError: as `create_react_node`.
         """
         # the hand-off targets built afresh as well: a run binds its team's nodes to itself
-        return create_react_node(self._llm, fresh_handoffs(self.tools), **self._node_options)
+        return create_react_node(self._llm, fresh_handoffs(self._tools), **self._node_options)
 
     def as_tool(
         self, name: str | None = None, description: str = "", *, input_type: Any = str
@@ -505,7 +513,7 @@ class Agent:
         return AgentResult(**fields, runner=runner)
 
     def __repr__(self) -> str:
-        return f"<Agent {self.name!r} tools={len(self.tools)}>"
+        return f"<Agent {self.name!r} tools={len(self._tools)}>"
 
 
 def _stop_streamed(streaming: list[ReactiveRunner]) -> None:

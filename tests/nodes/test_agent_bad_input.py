@@ -285,3 +285,22 @@ def test_a_generator_function_is_refused_as_a_tool_not_answered_with_its_repr() 
         with pytest.raises(ToolValidationError, match=r"a generator function is not a tool.*"
                                                       r"return a list"):
             Agent(ScriptedLLM(["x"]), tools=[function])
+
+
+def test_an_agents_tools_are_fixed_when_it_is_made() -> None:
+    # a tool appended to agent.tools reached the trees built after it (a run at once with
+    # another, as_tool's calls) but never the first run's, which was built with the agent
+    agent = Agent(ScriptedLLM(["x"]), tools=[weather])
+    with pytest.raises(AttributeError):
+        agent.tools.append(tool(weather))  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        agent.tools = []  # type: ignore[misc]
+    assert [t.name for t in agent.tools] == ["weather"]
+    assert agent.as_node().executor.toolset.names() == ["weather"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("decorator", ["tool", "tool_plain"])
+def test_pydantic_ais_tool_decorators_say_jianmus_spelling(decorator: str) -> None:
+    with pytest.raises(AttributeError,
+                       match=r"Jianmu spells it Agent\(\.\.\., tools=\[function\]\)"):
+        getattr(Agent(ScriptedLLM(["x"])), decorator)
