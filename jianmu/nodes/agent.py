@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import from_name
-from jianmu.nodes._agent_input import conversation
+from jianmu.nodes._agent_input import check_timeout, conversation
 from jianmu.nodes.agents import AgentTool, agent_tool
 from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.react import ReActLoop, check_limits, create_react_node, fresh_handoffs
@@ -332,8 +332,9 @@ class Agent:
                 the user's message.
             TypeError: a prompt that is not a message (a list: pass it as ``history=``), or
                 a ``history`` that is not a list of messages.
+            ValueError, TypeError: a ``timeout`` that is not a number of seconds > 0.
         """
-        runner = self._runner(prompt, history, resume)
+        runner = self._runner(prompt, history, resume, timeout)
         try:
             result = await runner.run(timeout=timeout)
         finally:
@@ -354,7 +355,7 @@ class Agent:
             RuntimeError: called inside a running event loop (``await agent.run()`` there).
             ValueError, TypeError: as `run`.
         """
-        runner = self._runner(prompt, history, resume)
+        runner = self._runner(prompt, history, resume, timeout)
         try:
             result = runner.run_sync(timeout=timeout)
         finally:
@@ -387,7 +388,7 @@ class Agent:
         self, prompt: str | Message | None, history: Any, resume: AgentResult | None,
         timeout: float | None, streaming: list[ReactiveRunner],
     ) -> AsyncGenerator[Event, None]:
-        runner = self._runner(prompt, history, resume)
+        runner = self._runner(prompt, history, resume, timeout)
         try:
             # closed here, not when collected: leaving this stream stops the run at once
             async with contextlib.aclosing(runner.stream(timeout=timeout)) as events:
@@ -452,8 +453,10 @@ class Agent:
 
     # -- the parts -------------------------------------------------------------------------
     def _runner(
-        self, prompt: str | Message | None, history: Any, resume: AgentResult | None
+        self, prompt: str | Message | None, history: Any, resume: AgentResult | None,
+        timeout: float | None,
     ) -> ReactiveRunner:
+        check_timeout(timeout)
         if resume is not None:
             if not isinstance(resume, AgentResult):
                 raise TypeError(f"resume= takes the AgentResult of a suspended run of this "

@@ -304,3 +304,19 @@ def test_pydantic_ais_tool_decorators_say_jianmus_spelling(decorator: str) -> No
     with pytest.raises(AttributeError,
                        match=r"Jianmu spells it Agent\(\.\.\., tools=\[function\]\)"):
         getattr(Agent(ScriptedLLM(["x"])), decorator)
+
+
+@pytest.mark.parametrize(("timeout", "error"), [
+    (0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("5", TypeError),
+])
+async def test_a_run_timeout_that_is_no_time_is_refused_before_the_run(
+    timeout: Any, error: type[Exception],
+) -> None:
+    # 0 timed the run out before its first turn, "5" failed inside it, NaN never ran out
+    agent = Agent(ScriptedLLM(["fine"] * 2))
+    with pytest.raises(error, match=r"timeout .*number of seconds"):
+        await agent.run("q", timeout=timeout)
+    with pytest.raises(error, match=r"timeout .*number of seconds"):
+        async for _ in agent.stream("q", timeout=timeout):
+            pass
+    assert (await agent.run("q", timeout=30)).output == "fine"
