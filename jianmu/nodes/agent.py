@@ -174,7 +174,8 @@ class Agent:
     """A ReAct agent: a model, its tools, its prompt and answer type, run in one call.
 
     Args:
-        llm: the model provider, or a ``"provider:model"`` name (``"openai:gpt-4o"``).
+        llm: the model provider, or a ``"provider:model"`` name (``"openai:gpt-4o"``);
+            required.
         tools: the tools the model may call (`Tool`s, ``@tool`` functions, a `ToolSet`,
             `handoff`s and other agents' ``as_tool()``).
         system_prompt: the system message.
@@ -209,7 +210,7 @@ class Agent:
 
     def __init__(
         self,
-        llm: LLMProvider | str,
+        llm: LLMProvider | str | None = None,
         *,
         tools: Sequence[Any] | None = None,
         system_prompt: str = "",
@@ -231,7 +232,11 @@ class Agent:
         tracer_provider: TracerProvider | None = None,
         **options: Any,
     ) -> None:
-        _check_options(options)
+        _check_options(options)  # first: the Agents SDK's Agent(name=, model=) gets its hint
+        if llm is None:  # required, but a default so that a peer's keyword is named first
+            raise TypeError("Agent() needs llm, its model: a provider (OpenAIProvider(...)) or "
+                            "a 'provider:model' name, as the first argument: "
+                            "Agent('openai:gpt-4o', ...)")
         check_limits(max_iterations, constraints, options.get("max_messages"))  # before merging
         self.llm = llm
         # a named model ("openai:gpt-4o") made a provider once: every tree of the agent (runs

@@ -320,3 +320,18 @@ async def test_a_run_timeout_that_is_no_time_is_refused_before_the_run(
         async for _ in agent.stream("q", timeout=timeout):
             pass
     assert (await agent.run("q", timeout=30)).output == "fine"
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ({"name": "Assistant", "instructions": "Be brief.", "model": "gpt-4o"},
+     "'instructions'; Jianmu spells it system_prompt="),
+    ({"model": "openai:gpt-4o"}, "'model'; Jianmu spells it the first argument, llm"),
+    ({}, r"Agent\(\) needs llm, its model.*Agent\('openai:gpt-4o', \.\.\.\)"),
+])
+def test_an_agents_sdk_agent_line_gets_jianmus_spelling_not_a_missing_llm(
+    given: dict[str, Any], said: str,
+) -> None:
+    # the SDK's Agent(name=..., instructions=..., model=...) was "missing 1 required
+    # positional argument: 'llm'": the spelling hints for model= and instructions= never came
+    with pytest.raises(TypeError, match=said):
+        Agent(**given)
