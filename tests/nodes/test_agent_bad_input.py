@@ -335,3 +335,34 @@ def test_an_agents_sdk_agent_line_gets_jianmus_spelling_not_a_missing_llm(
     # positional argument: 'llm'": the spelling hints for model= and instructions= never came
     with pytest.raises(TypeError, match=said):
         Agent(**given)
+
+
+def test_an_output_type_given_as_a_value_is_refused_naming_the_type() -> None:
+    import dataclasses
+
+    from pydantic import BaseModel
+
+    class Forecast(BaseModel):
+        city: str
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    # "str" was a forward reference, no longer str: a text answer was refused and retried
+    with pytest.raises(TypeError, match=r"got the text 'str': give the type itself \(str "):
+        Agent(ScriptedLLM(["x"]), output_type="str")
+    with pytest.raises(TypeError, match="an instance of Forecast: give the class, "
+                                        "output_type=Forecast"):
+        Agent(ScriptedLLM(["x"]), output_type=Forecast(city="Oslo"))
+    with pytest.raises(TypeError, match="an instance of Point"):
+        Agent(ScriptedLLM(["x"]), output_type=Point(x=1))
+    assert Agent(ScriptedLLM(["Just text."]), output_type=str).run_sync("q").output == "Just text."
+
+
+def test_a_skill_nodes_guardrail_that_cannot_run_is_refused_too() -> None:
+    from jianmu.skills import SkillNode
+
+    with pytest.raises(TypeError, match=r"output_guardrails\[0\] is the name 'prompt_injection'"):
+        SkillNode("Careful", ["careful"], ScriptedLLM(["x"]),
+                  output_guardrails=["prompt_injection"])  # type: ignore[list-item]
