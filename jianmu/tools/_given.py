@@ -68,6 +68,11 @@ def not_a_tool(item: Any) -> str:
                 "handoff(agent) to pass it the conversation")
     if getattr(item, "recipe", None) is not None:  # a ReAct loop from create_react_node
         return f"got the agent node {item.name!r}: give handoff(node) to pass it the conversation"
+    if isinstance(item, (list, tuple)):
+        return f"got a list inside the list ({item!r}): join it, tools=[*more_tools, ...]"
+    if callable(getattr(item, "with_tools", None)):  # a ToolSet (ToolSet.resolve's)
+        return (f"got a ToolSet inside the list ({item!r}): join its tools, "
+                "tools=[*toolset.tools, ...]")
     if isinstance(item, Mapping):
         return (f"got a dict ({', '.join(map(repr, list(item)[:4]))}...): an OpenAI tool "
                 "definition needs the function that runs it, Tool.from_openai(definition, fn)")

@@ -366,3 +366,15 @@ def test_a_skill_nodes_guardrail_that_cannot_run_is_refused_too() -> None:
     with pytest.raises(TypeError, match=r"output_guardrails\[0\] is the name 'prompt_injection'"):
         SkillNode("Careful", ["careful"], ScriptedLLM(["x"]),
                   output_guardrails=["prompt_injection"])  # type: ignore[list-item]
+
+
+def test_a_list_or_a_toolset_inside_the_tools_list_is_told_to_be_joined() -> None:
+    from jianmu.tools import ToolSet
+
+    builtins = ToolSet.resolve(["calculator"])
+    with pytest.raises(TypeError, match=r"a ToolSet inside the list .*tools=\[\*toolset.tools"):
+        Agent(ScriptedLLM(["x"]), tools=[builtins, weather])
+    with pytest.raises(TypeError, match=r"a list inside the list .*tools=\[\*more_tools"):
+        Agent(ScriptedLLM(["x"]), tools=[[weather]])
+    joined = Agent(ScriptedLLM(["x"]), tools=[*builtins.tools, weather])
+    assert [t.name for t in joined.tools] == ["calculator", "weather"]
