@@ -237,7 +237,8 @@ class Agent:
             raise TypeError("Agent() needs llm, its model: a provider (OpenAIProvider(...)) or "
                             "a 'provider:model' name, as the first argument: "
                             "Agent('openai:gpt-4o', ...)")
-        check_limits(max_iterations, constraints, options.get("max_messages"))  # before merging
+        # before the constraints are merged and the executor's settings copied
+        check_limits(max_iterations, constraints, options.get("max_messages"), executor_config)
         self.llm = llm
         # a named model ("openai:gpt-4o") made a provider once: every tree of the agent (runs
         # at once, as_tool calls) shares its client and kept-alive connections, rather than

@@ -365,7 +365,7 @@ def create_react_node(
             hand-offs of one agent share a tool name.
     """
     options = {k: v for k, v in locals().items() if k not in ("llm", "tools")}  # every keyword
-    check_limits(max_iterations, constraints, max_messages)
+    check_limits(max_iterations, constraints, max_messages, executor_config)
     tools = as_tools(tools)
     recipe = (llm, tools, options)
     tools, handoffs = split_handoffs(tools)
@@ -400,23 +400,27 @@ def create_react_node(
     return loop
 
 
-def check_limits(max_iterations: Any, constraints: Any, max_messages: Any) -> None:
-    """Refuse a limit the loop would trip on only mid-run, after tools ran (``0`` rounds read
-    as no limit, ``"3"`` failed comparing, a dict of constraints had no ``guard``).
+def check_limits(max_iterations: Any, constraints: Any, max_messages: Any,
+                 executor_config: Any = None) -> None:
+    """Refuse a limit or setting the loop would trip on only mid-run, after the model's turn
+    or a round's tools (``0`` rounds read as no limit, ``"3"`` failed comparing, a dict of
+    constraints had no ``guard``, a dict of executor settings no ``interactive``).
 
     Raises:
         ValueError: a count that is not a whole number >= 1.
-        TypeError: constraints that are not a `Constraints`.
+        TypeError: constraints or executor settings that are not of their class.
     """
     for label, value in (("max_iterations", max_iterations), ("max_messages", max_messages)):
         if label == "max_iterations" or value is not None:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
-    if constraints is not None and not isinstance(constraints, Constraints):
-        hint = (": write Constraints.model_validate({...}), or Constraints(...)"
-                if isinstance(constraints, dict) else "")
-        raise TypeError(f"constraints must be a Constraints, got {type(constraints).__name__}"
-                        + hint)
+    for label, value, cls in (("constraints", constraints, Constraints),
+                              ("executor_config", executor_config, ToolExecutorConfig)):
+        if value is not None and not isinstance(value, cls):
+            hint = (f": write {cls.__name__}.model_validate({{...}}), or {cls.__name__}(...)"
+                    if isinstance(value, dict) else "")
+            raise TypeError(f"{label} must be a {cls.__name__}, got {type(value).__name__}"
+                            + hint)
 
 
 def fresh_handoffs(tools: Any, made: dict[int, ReActLoop] | None = None) -> Any:

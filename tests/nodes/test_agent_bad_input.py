@@ -163,6 +163,23 @@ def test_constraints_that_are_not_constraints_are_refused_when_the_agent_is_made
     assert Agent(ScriptedLLM(["x"]), constraints=Constraints(max_iterations=3)).run_sync("q").ok
 
 
+@pytest.mark.parametrize("interactive", [True, False])
+def test_executor_settings_that_are_not_settings_are_refused_when_the_agent_is_made(
+    interactive: bool,
+) -> None:
+    # a dict failed once the model called a tool ("'dict' object has no attribute
+    # 'interactive'"), or, with interactive=False, as 'model_copy'
+    from jianmu.nodes import ToolExecutorConfig
+
+    with pytest.raises(TypeError, match=r"executor_config must be a ToolExecutorConfig, got "
+                                        r"dict: write ToolExecutorConfig.model_validate"):
+        Agent(ScriptedLLM(["x"]), tools=[weather], executor_config={"parallel": False},
+              interactive=interactive)
+    made = Agent(ScriptedLLM([[{"name": "weather", "arguments": {"city": "Oslo"}}], "Sunny."]),
+                 tools=[weather], executor_config=ToolExecutorConfig(), interactive=interactive)
+    assert made.run_sync("q").output == "Sunny."
+
+
 def test_user_roles_given_as_one_name_is_refused_not_read_as_its_letters() -> None:
     # "admin" became the roles a, d, m, i, n: admin_only tools stayed hidden, and no error
     with pytest.raises(TypeError, match=r"write user_roles=\['admin'\]"):
