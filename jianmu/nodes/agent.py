@@ -170,6 +170,23 @@ def _check_options(options: Mapping[str, Any]) -> None:
             )
 
 
+def _check_stores(config: Any, checkpointer: Any) -> None:
+    """Refuse a file's path given for the config or the checkpointer (else an AttributeError
+    when the agent is made, or when its first run saves).
+
+    Raises:
+        TypeError: naming what makes one of the path.
+    """
+    if config is not None and not callable(getattr(config, "constraints", None)):
+        raise TypeError(f"config must be an AppConfig, got {type(config).__name__}: load a "
+                        "file with jianmu.config.load_config(path)")
+    if checkpointer is not None and not all(
+        callable(getattr(checkpointer, method, None)) for method in ("save", "load")
+    ):
+        raise TypeError(f"checkpointer must be a Checkpointer, got {type(checkpointer).__name__}"
+                        ": a file of runs is SQLiteCheckpointer(path)")
+
+
 class Agent:
     """A ReAct agent: a model, its tools, its prompt and answer type, run in one call.
 
@@ -239,6 +256,7 @@ class Agent:
                             "Agent('openai:gpt-4o', ...)")
         # before the constraints are merged and the executor's settings copied
         check_limits(max_iterations, constraints, options.get("max_messages"), executor_config)
+        _check_stores(config, checkpointer)
         self.llm = llm
         # a named model ("openai:gpt-4o") made a provider once: every tree of the agent (runs
         # at once, as_tool calls) shares its client and kept-alive connections, rather than

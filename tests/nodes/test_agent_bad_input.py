@@ -180,6 +180,22 @@ def test_executor_settings_that_are_not_settings_are_refused_when_the_agent_is_m
     assert made.run_sync("q").output == "Sunny."
 
 
+def test_a_path_given_for_the_config_or_the_checkpointer_is_refused_naming_the_loader(
+    tmp_path: Any,
+) -> None:
+    # "runs.db" failed at the first run's save ("'str' object has no attribute 'save'"), and
+    # "jianmu.yaml" as "'str' object has no attribute 'constraints'"
+    from jianmu.runtime.checkpoint import SQLiteCheckpointer
+
+    with pytest.raises(TypeError, match=r"checkpointer must be a Checkpointer, got str: a file "
+                                        r"of runs is SQLiteCheckpointer\(path\)"):
+        Agent(ScriptedLLM(["x"]), checkpointer="runs.db")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"config must be an AppConfig, got str: .*load_config"):
+        Agent(ScriptedLLM(["x"]), config="jianmu.yaml")  # type: ignore[arg-type]
+    saved = Agent(ScriptedLLM(["x"]), checkpointer=SQLiteCheckpointer(str(tmp_path / "r.db")))
+    assert saved.run_sync("q").ok
+
+
 def test_user_roles_given_as_one_name_is_refused_not_read_as_its_letters() -> None:
     # "admin" became the roles a, d, m, i, n: admin_only tools stayed hidden, and no error
     with pytest.raises(TypeError, match=r"write user_roles=\['admin'\]"):
