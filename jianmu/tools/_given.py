@@ -30,11 +30,15 @@ def as_tool_items(items: Sequence[Any]) -> list[Any]:
             case, as a model's call is): the model could reach only the last one.
     """
     made: list[Any] = []
-    for i, item in enumerate(items):
+    functions: list[tuple[Any, Tool]] = []  # each function given, and its tool
+    for item in items:
         if isinstance(item, _FUNCTIONS):
             # a function listed twice is one tool (``obj.method`` is a new object each time)
-            twin = next((j for j, given in enumerate(items[:i]) if given == item), None)
-            item = make_tool(item) if twin is None else made[twin]
+            twin = next((t for given, t in functions if given == item), None)
+            if twin is None:
+                twin = make_tool(item)
+                functions.append((item, twin))
+            item = twin
         made.append(item)
     seen: dict[str, Tool] = {}
     for item in made:
