@@ -92,6 +92,33 @@ def guardrail_name(guardrail: Any) -> str:
     return name if isinstance(name, str) and name else type(guardrail).__name__
 
 
+def given_guardrails(kind: GuardrailKind, given: Any) -> tuple[Guardrail, ...]:
+    """``given`` (``input_guardrails=``...) as a tuple, once each one can be called as a
+    guardrail: one that cannot would trip on every run (fail closed), and the user's message
+    with it, so it is refused where it was given.
+
+    Raises:
+        TypeError: not a list, or an item that is a name, a class or not callable.
+    """
+    label = f"{kind}_guardrails"
+    if callable(given) or isinstance(given, (str, bytes)):
+        raise TypeError(f"{label}= is a list of guardrails: write {label}=[{given!r}]")
+    found = tuple(given)
+    for i, guardrail in enumerate(found):
+        if isinstance(guardrail, str):
+            hint = (f"the name {guardrail!r}: give the guardrail itself, or name it in the "
+                    f"configuration (guard.guardrails.{kind})")
+        elif isinstance(guardrail, type):
+            hint = (f"the class {guardrail.__name__}: a guardrail is an instance, "
+                    f"{guardrail.__name__}()")
+        elif not callable(guardrail):
+            hint = f"{guardrail!r}, not callable as (ctx, value)"
+        else:
+            continue
+        raise TypeError(f"{label}[{i}] is {hint}")
+    return found
+
+
 _instances: dict[tuple[str, type[Any]], Any] = {}
 """Plug-in guardrails made, one instance per name and class."""
 

@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import from_name
-from jianmu.llm.responses_items import from_responses_items
+from jianmu.nodes._agent_input import check_timeout, conversation
 from jianmu.nodes.agents import AgentTool, agent_tool
 from jianmu.nodes.executor_config import ToolExecutorConfig
-from jianmu.nodes.react import ReActLoop, create_react_node, fresh_handoffs
+from jianmu.nodes.react import ReActLoop, check_limits, create_react_node, fresh_handoffs
 from jianmu.nodes.state import AgentState
+from jianmu.runtime.context import user_role_names
 from jianmu.runtime.events import Event
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.runtime.stream import on_drop
@@ -139,6 +140,7 @@ _AGENT_SPELLINGS = {
     "run_stream": "agent.stream(prompt)", "iter": "agent.stream(prompt)",
     "run_stream_events": "agent.stream(prompt)", "run_streamed": "agent.stream(prompt)",
     "instructions": "agent.system_prompt",
+    "tool": "Agent(..., tools=[function])", "tool_plain": "Agent(..., tools=[function])",
 }
 """Agents' attributes in pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
 
@@ -168,11 +170,29 @@ def _check_options(options: Mapping[str, Any]) -> None:
             )
 
 
+def _check_stores(config: Any, checkpointer: Any) -> None:
+    """Refuse a file's path given for the config or the checkpointer (else an AttributeError
+    when the agent is made, or when its first run saves).
+
+    Raises:
+        TypeError: naming what makes one of the path.
+    """
+    if config is not None and not callable(getattr(config, "constraints", None)):
+        raise TypeError(f"config must be an AppConfig, got {type(config).__name__}: load a "
+                        "file with jianmu.config.load_config(path)")
+    if checkpointer is not None and not all(
+        callable(getattr(checkpointer, method, None)) for method in ("save", "load")
+    ):
+        raise TypeError(f"checkpointer must be a Checkpointer, got {type(checkpointer).__name__}"
+                        ": a file of runs is SQLiteCheckpointer(path)")
+
+
 class Agent:
     """A ReAct agent: a model, its tools, its prompt and answer type, run in one call.
 
     Args:
-        llm: the model provider, or a ``"provider:model"`` name (``"openai:gpt-4o"``).
+        llm: the model provider, or a ``"provider:model"`` name (``"openai:gpt-4o"``);
+            required.
         tools: the tools the model may call (`Tool`s, ``@tool`` functions, a `ToolSet`,
             `handoff`s and other agents' ``as_tool()``).
         system_prompt: the system message.
@@ -207,7 +227,7 @@ class Agent:
 
     def __init__(
         self,
-        llm: LLMProvider | str,
+        llm: LLMProvider | str | None = None,
         *,
         tools: Sequence[Any] | None = None,
         system_prompt: str = "",
@@ -229,20 +249,29 @@ class Agent:
         tracer_provider: TracerProvider | None = None,
         **options: Any,
     ) -> None:
-        _check_options(options)
+        _check_options(options)  # first: the Agents SDK's Agent(name=, model=) gets its hint
+        if llm is None:  # required, but a default so that a peer's keyword is named first
+            raise TypeError("Agent() needs llm, its model: a provider (OpenAIProvider(...)) or "
+                            "a 'provider:model' name, as the first argument: "
+                            "Agent('openai:gpt-4o', ...)")
+        # before the constraints are merged and the executor's settings copied
+        check_limits(max_iterations, constraints, options.get("max_messages"), executor_config)
+        _check_stores(config, checkpointer)
         self.llm = llm
         # a named model ("openai:gpt-4o") made a provider once: every tree of the agent (runs
         # at once, as_tool calls) shares its client and kept-alive connections, rather than
         # leaving a client with open sockets behind per tree
         self._llm = from_name(llm) if isinstance(llm, str) else llm
-        self.tools = list(as_tools(tools) or ())  # functions made tools once, not per run
+        # functions made tools once, not per run; a tuple, as every tree of the agent is made
+        # of these (one appended later reached only the trees built after it)
+        self._tools: tuple[Any, ...] = tuple(as_tools(tools) or ())
         self.system_prompt = system_prompt
         self.output_type = output_type
         self.name = name
         self.config = config
         self.checkpointer = checkpointer
         self.interactive = interactive
-        self.user_roles = tuple(user_roles)
+        self.user_roles = tuple(user_role_names(user_roles))
         self.tracer_provider = tracer_provider
         if config is not None:
             # the config's layer goes with the tree too: as another agent's tool or hand-off
@@ -273,6 +302,11 @@ class Agent:
             # only for names the agent lacks: a peer's spelling gets Jianmu's in the error
             raise _missing(self, name, _AGENT_SPELLINGS.get(name))
 
+    @property
+    def tools(self) -> tuple[Any, ...]:
+        """The agent's tools, fixed when it is made (functions made tools)."""
+        return self._tools
+
     # -- the tree --------------------------------------------------------------------------
     def as_node(self) -> ReActLoop:
         """A fresh tree of this agent (`create_react_node`), to place in any other tree.
@@ -281,7 +315,7 @@ class Agent:
             ConfigError, ToolValidationError, HandoffError: as `create_react_node`.
         """
         # the hand-off targets built afresh as well: a run binds its team's nodes to itself
-        return create_react_node(self._llm, fresh_handoffs(self.tools), **self._node_options)
+        return create_react_node(self._llm, fresh_handoffs(self._tools), **self._node_options)
 
     def as_tool(
         self, name: str | None = None, description: str = "", *, input_type: Any = str
@@ -316,11 +350,15 @@ class Agent:
         suspended run ``resume`` once its requests are decided.
 
         Raises:
-            ValueError: no prompt and nothing to resume, ``resume`` is not suspended, or a
-                history item no chat message stands for (a hosted tool's call).
-            TypeError: a prompt that is not a message (a list: pass it as ``history=``).
+            ValueError: no prompt and nothing to resume, ``resume`` is not suspended, a
+                history item no chat message stands for (a hosted tool's call, a dict of
+                another shape: named by its place, ``history[2]``), or a prompt that is not
+                the user's message.
+            TypeError: a prompt that is not a message (a list: pass it as ``history=``), or
+                a ``history`` that is not a list of messages.
+            ValueError, TypeError: a ``timeout`` that is not a number of seconds > 0.
         """
-        runner = self._runner(prompt, history, resume)
+        runner = self._runner(prompt, history, resume, timeout)
         try:
             result = await runner.run(timeout=timeout)
         finally:
@@ -341,7 +379,7 @@ class Agent:
             RuntimeError: called inside a running event loop (``await agent.run()`` there).
             ValueError, TypeError: as `run`.
         """
-        runner = self._runner(prompt, history, resume)
+        runner = self._runner(prompt, history, resume, timeout)
         try:
             result = runner.run_sync(timeout=timeout)
         finally:
@@ -374,7 +412,7 @@ class Agent:
         self, prompt: str | Message | None, history: Any, resume: AgentResult | None,
         timeout: float | None, streaming: list[ReactiveRunner],
     ) -> AsyncGenerator[Event, None]:
-        runner = self._runner(prompt, history, resume)
+        runner = self._runner(prompt, history, resume, timeout)
         try:
             # closed here, not when collected: leaving this stream stops the run at once
             async with contextlib.aclosing(runner.stream(timeout=timeout)) as events:
@@ -439,9 +477,14 @@ class Agent:
 
     # -- the parts -------------------------------------------------------------------------
     def _runner(
-        self, prompt: str | Message | None, history: Any, resume: AgentResult | None
+        self, prompt: str | Message | None, history: Any, resume: AgentResult | None,
+        timeout: float | None,
     ) -> ReactiveRunner:
+        check_timeout(timeout)
         if resume is not None:
+            if not isinstance(resume, AgentResult):
+                raise TypeError(f"resume= takes the AgentResult of a suspended run of this "
+                                f"agent, got {type(resume).__name__}")
             if prompt is not None or history is not None:
                 raise ValueError(
                     "resume= goes on with a suspended run as it was; to ask something new, "
@@ -465,9 +508,7 @@ class Agent:
                 f"and its last user message as the prompt"
             )
         # a history kept as the Agents SDK's to_input_list() gives it: its items made messages
-        messages: list[Any] = from_responses_items(history or ())
-        messages.append(Message.user(prompt) if isinstance(prompt, str) else prompt)
-        state = StateManager(AgentState, {"messages": messages})
+        state = StateManager(AgentState, {"messages": conversation(prompt, history)})
         runner = ReactiveRunner(
             self._take(), state, config=self.config, checkpointer=self.checkpointer,
             interactive=self.interactive, user_roles=self.user_roles,
@@ -499,7 +540,7 @@ class Agent:
         return AgentResult(**fields, runner=runner)
 
     def __repr__(self) -> str:
-        return f"<Agent {self.name!r} tools={len(self.tools)}>"
+        return f"<Agent {self.name!r} tools={len(self._tools)}>"
 
 
 def _stop_streamed(streaming: list[ReactiveRunner]) -> None:

@@ -30,7 +30,7 @@ from jianmu.errors import (
 from jianmu.execution.runner import within
 from jianmu.guard import visible_tools
 from jianmu.guard.enforcer import allowed_unasked
-from jianmu.guard.guardrails import Guardrail
+from jianmu.guard.guardrails import Guardrail, given_guardrails
 from jianmu.llm.fallback import FallbackLLM, fallback_events
 from jianmu.llm.in_flight import IN_FLIGHT, InFlight, answered
 from jianmu.llm.messages import Message, Usage, close_unanswered, coerce_messages
@@ -251,9 +251,9 @@ class AgentLLMNode(GuardedTurn):
         self.stream = stream
         self._checked_turn = False
         """Whether a guardrail checks this turn's text: then it is not streamed."""
-        self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
+        self.input_guardrails = given_guardrails("input", input_guardrails)
         """Guardrails of the user's message, before the configured ones."""
-        self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
+        self.output_guardrails = given_guardrails("output", output_guardrails)
         """Guardrails of the final answer, before the configured ones."""
         self._passed: tuple[Message, tuple[Guardrail, ...]] | None = None
         """The user message the input guardrails last passed, and those guardrails: not
@@ -273,6 +273,9 @@ class AgentLLMNode(GuardedTurn):
             raise ValueError("AgentLLMNode needs an llm (an LLMProvider such as OpenAIProvider)")
         if isinstance(llm, str):  # "openai:gpt-4o", as pydantic-ai's agents take it
             llm = from_name(llm)
+        if isinstance(llm, type):  # its complete() would fail at the first turn, on `self`
+            raise TypeError(f"llm must be a model provider, got the class {llm.__name__}: "
+                            f"give an instance, {llm.__name__}(...)")
         if not callable(getattr(llm, "complete", None)):
             raise TypeError(
                 f"llm must be a model provider (an LLMProvider such as OpenAIProvider) or a "

@@ -218,7 +218,8 @@ class OutputSpec:
 
     Raises:
         ValueError: an unknown mode or a negative ``retries``.
-        TypeError: pydantic cannot build a schema for ``output_type``.
+        TypeError: pydantic cannot build a schema for ``output_type``, or it is a value (a
+            name as text, an instance) where its type was meant.
     """
 
     def __init__(
@@ -234,6 +235,7 @@ class OutputSpec:
             raise ValueError(f"output_mode must be one of {', '.join(OUTPUT_MODES)}, got {mode!r}")
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ValueError(f"output_retries must be an integer >= 0, got {retries!r}")
+        _refuse_a_value(output_type)
         if isinstance(output_type, (list, tuple)) and output_type:
             # pydantic-ai's spelling of a union: [Forecast, str] is one of them (a list of
             # types has no schema of its own, so it cannot mean anything else)
@@ -458,3 +460,21 @@ def output_spec(
     if isinstance(output_type, OutputSpec):
         return output_type
     return OutputSpec(output_type, mode=mode, retries=retries)
+
+
+def _refuse_a_value(output_type: Any) -> None:
+    """Refuse a value given for the answer's type: ``"str"`` (read as a forward reference:
+    no longer ``str``, so a text answer was refused and retried) or an instance of a model.
+
+    Raises:
+        TypeError: naming the type meant.
+    """
+    if isinstance(output_type, str):
+        raise TypeError(f"output_type is the answer's type, got the text {output_type!r}: "
+                        f"give the type itself ({output_type} rather than {output_type!r})")
+    if not isinstance(output_type, type) and (
+        hasattr(type(output_type), "model_fields") or hasattr(output_type, "__dataclass_fields__")
+    ):
+        name = type(output_type).__name__
+        raise TypeError(f"output_type is the answer's type, got an instance of {name}: give "
+                        f"the class, output_type={name}")

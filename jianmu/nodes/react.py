@@ -12,7 +12,7 @@ from py_trees.common import Status
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.errors import StateValidationError
-from jianmu.guard.guardrails import Guardrail
+from jianmu.guard.guardrails import Guardrail, given_guardrails
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import AgentLLMNode
 from jianmu.nodes.cut_off import CutOffPolicy
@@ -358,17 +358,20 @@ def create_react_node(
             default the configuration's ``llm.max_continuations`` (2).
 
     Raises:
+        ValueError: ``max_iterations`` or ``max_messages`` is not an integer >= 1.
+        TypeError: ``constraints`` is not a `Constraints`; ``tools`` is not a list of tools.
         ConfigError: ``output_mode="native"`` with a provider that has no structured output.
         HandoffError: two agents of the team reached by hand-offs share a name, or two
             hand-offs of one agent share a tool name.
     """
     options = {k: v for k, v in locals().items() if k not in ("llm", "tools")}  # every keyword
+    check_limits(max_iterations, constraints, max_messages, executor_config)
     tools = as_tools(tools)
     recipe = (llm, tools, options)
     tools, handoffs = split_handoffs(tools)
     executor = ToolExecutor(
         f"{name}.tools", tools, config=executor_config, constraints=constraints,
-        tool_output_guardrails=tool_output_guardrails,
+        tool_output_guardrails=given_guardrails("tool_output", tool_output_guardrails),
     )
     model = AgentLLMNode(
         f"{name}.llm", llm, tools=executor, system_prompt=system_prompt,
@@ -395,6 +398,29 @@ def create_react_node(
     # the provider made of a named model, not the name: a rebuilt loop shares its client
     loop.recipe = (model.llm, *recipe[1:])
     return loop
+
+
+def check_limits(max_iterations: Any, constraints: Any, max_messages: Any,
+                 executor_config: Any = None) -> None:
+    """Refuse a limit or setting the loop would trip on only mid-run, after the model's turn
+    or a round's tools (``0`` rounds read as no limit, ``"3"`` failed comparing, a dict of
+    constraints had no ``guard``, a dict of executor settings no ``interactive``).
+
+    Raises:
+        ValueError: a count that is not a whole number >= 1.
+        TypeError: constraints or executor settings that are not of their class.
+    """
+    for label, value in (("max_iterations", max_iterations), ("max_messages", max_messages)):
+        if label == "max_iterations" or value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
+    for label, value, cls in (("constraints", constraints, Constraints),
+                              ("executor_config", executor_config, ToolExecutorConfig)):
+        if value is not None and not isinstance(value, cls):
+            hint = (f": write {cls.__name__}.model_validate({{...}}), or {cls.__name__}(...)"
+                    if isinstance(value, dict) else "")
+            raise TypeError(f"{label} must be a {cls.__name__}, got {type(value).__name__}"
+                            + hint)
 
 
 def fresh_handoffs(tools: Any, made: dict[int, ReActLoop] | None = None) -> Any:

@@ -539,6 +539,11 @@ class RunContext:
         if not self.events.run_id:
             self.events.run_id = self.run_id
 
+    @staticmethod
+    def roles(user_roles: Iterable[str]) -> frozenset[str]:
+        """The set of ``user_roles`` (`user_role_names`: a name given as text is refused)."""
+        return frozenset(user_role_names(user_roles))
+
     def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
         """Await ``closer`` when the run ends (sandboxes, connections); once per closer."""
         if closer not in self.closers:
@@ -655,3 +660,15 @@ class StepRecorder(Protocol):
 def key_part(value: Any) -> str:
     """A value as it may appear in a step key (no ``#``, which numbers repeats)."""
     return str(value).replace("#", "%23")
+
+
+def user_role_names(user_roles: Iterable[str]) -> Iterable[str]:
+    """``user_roles`` as given, once checked to be a collection of role names.
+
+    Raises:
+        TypeError: one name given as text (``"admin"`` would be the roles a, d, m, i, n).
+    """
+    if isinstance(user_roles, (str, bytes)):
+        raise TypeError(f"user_roles is a collection of roles: write user_roles=[{user_roles!r}]"
+                        f", not user_roles={user_roles!r} (its letters would be the roles)")
+    return user_roles

@@ -291,7 +291,7 @@ class ReactiveRunner:
             events=EventBus(run_id),
             interaction=self.interaction if interactive else None,
             tracer=get_tracer(tracer_provider, enabled=self.config.telemetry.enabled),
-            user_roles=frozenset(user_roles) if user_roles else _NO_ROLES,
+            user_roles=RunContext.roles(user_roles) if user_roles else _NO_ROLES,
             wake=wake,
             extras=dict(extras or {}), runner=self,
             namespace=getattr(root, "namespace", None),  # its calls' ids are relative to it

@@ -395,11 +395,13 @@ class SkillNode(FlattenedAgentNode):
         tool_output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
         super().__init__(name)
-        self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
+        from jianmu.guard.guardrails import given_guardrails  # as the loop's modules: lazily
+
+        self.input_guardrails = given_guardrails("input", input_guardrails)
         """Guardrails of the user's message (the configured ones add to them)."""
-        self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
+        self.output_guardrails = given_guardrails("output", output_guardrails)
         """Guardrails of the skill's answer."""
-        self.tool_output_guardrails: tuple[Guardrail, ...] = tuple(tool_output_guardrails)
+        self.tool_output_guardrails = given_guardrails("tool_output", tool_output_guardrails)
         """Guardrails of each tool result."""
         if not skills:
             raise ValueError("SkillNode needs at least one skill (a name or a Skill)")

@@ -74,6 +74,8 @@ def check_tool_name(name: object) -> str | None:
     if isinstance(name, str) and is_tool_name(name.replace(".", "_")):
         # dotted names (BFCL's "math.factorial") are what OpenAI clients rewrite this way
         problem += f"; write {name.replace('.', '_')!r}"
+    elif name == "<lambda>":
+        problem += "; a lambda has no name of its own: give it one, tool(name='...')(fn)"
     return problem
 
 

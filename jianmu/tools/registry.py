@@ -18,11 +18,11 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
-from types import FunctionType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast, overload
 
 from jianmu.errors import ToolDefinitionError, ToolError, ToolNotFoundError, ToolValidationError
 from jianmu.tools._definitions import openai_function
+from jianmu.tools._given import as_tool_items, not_a_tool
 from jianmu.tools._hints import callable_name
 from jianmu.tools.base import (
     FunctionTool,
@@ -30,7 +30,6 @@ from jianmu.tools.base import (
     ToolMetadata,
     _from_function,
 )
-from jianmu.tools.base import tool as make_tool
 from jianmu.tools.calls import (
     MAX_ARGUMENT_NESTING,
     TOO_DEEP,
@@ -286,15 +285,22 @@ def _export_openai(tools: list[Tool], strict: bool) -> list[dict[str, Any]]:
 
 
 def as_tools(tools: Any) -> Any:
-    """``tools`` (a list, or a `ToolSet` or None as they are) with each plain function in it
-    made a tool as ``@tool`` makes one, as LangGraph's and pydantic-ai's agents take them."""
+    """``tools`` (a list, or a `ToolSet` or None as they are) with each function in it (a
+    bound method, a builtin, a partial too) made a tool as ``@tool`` makes one, as LangGraph's
+    and pydantic-ai's agents take them.
+
+    Raises:
+        TypeError: ``tools`` is one tool, a name or a dict, not a list of them.
+        ToolValidationError: two different tools share a name.
+    """
     if tools is None or isinstance(tools, ToolSet):
         return tools
+    if isinstance(tools, (str, Mapping, Tool)) or not isinstance(tools, Iterable):
+        raise TypeError(f"tools= is a list of tools, got {type(tools).__name__} {tools!r}: "
+                        f"write tools=[...] around it")
     items = tools if isinstance(tools, list) else list(tools)
-    for item in items:
-        if isinstance(item, FunctionType):
-            return [make_tool(t) if isinstance(t, FunctionType) else t for t in items]
-    return items
+    made = as_tool_items(items)
+    return items if all(a is b for a, b in zip(made, items, strict=True)) else made
 
 
 class ToolSet:
@@ -314,9 +320,7 @@ class ToolSet:
                     f"are ToolSet.resolve([{t!r}]) (its .tools joins a list of your own)"
                 )
             if not isinstance(t, Tool):
-                raise TypeError(
-                    f"ToolSet holds Tool instances, got {t!r}; wrap functions with @tool"
-                )
+                raise TypeError(f"ToolSet holds Tool instances: {not_a_tool(t)}")
             registry._put(t)
         self._bind(registry)
 

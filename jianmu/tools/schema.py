@@ -729,6 +729,10 @@ def function_schema(
     hints, failed = _resolve_hints(target, sig, namespace)
     doc = parse_docstring(inspect.getdoc(unwrapped), docstring_format)
     problems: list[str] = []
+    if inspect.isgeneratorfunction(unwrapped) or inspect.isasyncgenfunction(unwrapped):
+        # a call's result would be the generator, which is never drawn (`render_output`)
+        problems.append("a generator function is not a tool: the model would read "
+                        "'<generator object ...>', never its items; return a list")
     fields: dict[str, Any] = {}
     field_map: list[tuple[str, str]] = []
     injected: list[InjectedParam] = []
