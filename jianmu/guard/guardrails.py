@@ -100,6 +100,8 @@ def given_guardrails(kind: GuardrailKind, given: Any) -> tuple[Guardrail, ...]:
     Raises:
         TypeError: not a list, or an item that is a name, a class or not callable.
     """
+    if type(given) is tuple and not given:  # none given, as most nodes are
+        return given
     label = f"{kind}_guardrails"
     if callable(given) or isinstance(given, (str, bytes)):
         raise TypeError(f"{label}= is a list of guardrails: write {label}=[{given!r}]")

@@ -12,7 +12,8 @@ from typing import Any
 
 from jianmu.tools._hints import has_own_signature, may_annotate, module_globals, plain_hints
 
-__all__ = ("is_coroutine_function", "may_inject_any", "read_signature", "resolve_hints", "unwrap")
+__all__ = ("is_coroutine_function", "is_generator_function", "may_inject_any", "read_signature",
+           "resolve_hints", "unwrap")
 
 
 def unwrap(fn: Any, stop: Callable[[Any], bool] | None = None) -> Any:
@@ -28,6 +29,17 @@ def is_coroutine_function(fn: Any) -> bool:
     if type(fn) is types.FunctionType and "_is_coroutine_marker" not in fn.__dict__:
         return bool(fn.__code__.co_flags & inspect.CO_COROUTINE)
     return inspect.iscoroutinefunction(fn)
+
+
+_GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+
+
+def is_generator_function(fn: Any) -> bool:
+    """``inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)``; a plain
+    function's code object says."""
+    if type(fn) is types.FunctionType:
+        return bool(fn.__code__.co_flags & _GENERATORS)
+    return inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
 
 
 class _Param:

@@ -32,7 +32,7 @@ from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidatio
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
 from jianmu.tools._docstrings import parse_docstring
 from jianmu.tools._hints import described, partial_parts
-from jianmu.tools._signatures import is_coroutine_function, unwrap
+from jianmu.tools._signatures import is_coroutine_function, is_generator_function, unwrap
 from jianmu.tools._signatures import read_signature as _signature
 from jianmu.tools._signatures import resolve_hints as _resolve_hints
 from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
@@ -729,7 +729,7 @@ def function_schema(
     hints, failed = _resolve_hints(target, sig, namespace)
     doc = parse_docstring(inspect.getdoc(unwrapped), docstring_format)
     problems: list[str] = []
-    if inspect.isgeneratorfunction(unwrapped) or inspect.isasyncgenfunction(unwrapped):
+    if is_generator_function(unwrapped):
         # a call's result would be the generator, which is never drawn (`render_output`)
         problems.append("a generator function is not a tool: the model would read "
                         "'<generator object ...>', never its items; return a list")

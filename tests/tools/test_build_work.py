@@ -169,15 +169,22 @@ def _marked() -> Any: ...
 _marked._is_coroutine_marker = object()  # type: ignore[attr-defined]  # not inspect's own mark
 
 
-_CALLABLES = [_sync, _async, _async_gen, _wraps_async, functools.partial(_async, 1), _Calls(),
-              _Calls.__call__, _Calls().method, print, lambda: None, _marked, 3]
+def _gen(a: int) -> Any:
+    yield a
+
+
+_CALLABLES = [_sync, _async, _async_gen, _gen, functools.partial(_gen, 1), _wraps_async,
+              functools.partial(_async, 1), _Calls(), _Calls.__call__, _Calls().method, print,
+              lambda: None, _marked, 3]
 
 
 @pytest.mark.parametrize("fn", _CALLABLES)
 def test_unwrap_and_is_coroutine_function_are_inspects(fn: Any) -> None:
-    from jianmu.tools._signatures import is_coroutine_function, unwrap
+    from jianmu.tools._signatures import is_coroutine_function, is_generator_function, unwrap
 
     assert is_coroutine_function(fn) is inspect.iscoroutinefunction(fn)
+    assert is_generator_function(fn) is (
+        inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn))
     assert unwrap(fn) is (inspect.unwrap(fn) if callable(fn) else fn)
     assert unwrap(fn, stop=lambda f: True) is inspect.unwrap(fn, stop=lambda f: True)
 
