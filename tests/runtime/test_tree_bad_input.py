@@ -107,3 +107,22 @@ async def test_a_runner_runs_its_tree_again_after_another_runner_ran_it() -> Non
     assert (await one.run(timeout=30)).ok
     # bound back to its own state and context: its node writes there and wakes it
     assert first.get("run") == "one" and second.get("run") == "two"
+
+
+class Plain(AsyncNode):
+    """Writes ``update_async`` as a plain ``def``, as a py_trees ``update`` is written."""
+
+    def update_async(self) -> Status:  # type: ignore[override]
+        return Status.SUCCESS
+
+
+async def test_an_update_async_written_as_a_plain_def_fails_its_node_saying_async_def() -> None:
+    runner = ReactiveRunner(Plain("plain"), StateManager(initial={"kept": 1}))
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, TypeError)
+    assert str(result.exception).startswith(
+        "update_async must be a coroutine function, `async def update_async(self) -> Status`, "
+        "but it returned <Status.SUCCESS: 'SUCCESS'>, not a coroutine")
+    assert result.error is not None and result.error.startswith("plain: TypeError: update_async")
+    assert runner.state.get("kept") == 1
