@@ -228,7 +228,7 @@ class StateManager:
         self._subscribers: tuple[Subscriber, ...] = ()
         self.root = StateView(self, None)
         if initial:
-            self._apply(None, dict(initial), reduce=False)
+            self._apply(None, _as_dict(initial, "StateManager(schema, initial)"), reduce=False)
 
     # -- the root view's methods, for convenience -------------------------------------------
     def get(self, key: str, default: Any = None) -> Any:
@@ -432,6 +432,18 @@ class StateManager:
             callback(keys)
 
 
+def _as_dict(values: Any, where: str) -> dict[str, Any]:
+    """``values`` as a dict, or a TypeError naming what was given instead of the mapping of
+    keys to values that ``where`` takes (``dict()`` said only "not iterable")."""
+    try:
+        return dict(values)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{where} takes a mapping of state keys to values, e.g. {{'key': value}}, got "
+            f"{type(values).__name__} {values!r:.80}; one key: write_port('key', value)"
+        ) from None
+
+
 class StateView:
     """The state as seen from one namespace (or the root): same methods, separate keys."""
 
@@ -459,13 +471,13 @@ class StateView:
     def update(self, values: Mapping[str, Any]) -> None:
         """Write several keys atomically: if one fails validation, nothing changes."""
         # read once and never kept: a dict needs no copy
-        self.manager._apply(self.namespace, values if type(values) is dict else dict(values),
-                            reduce=True)
+        self.manager._apply(self.namespace, values if type(values) is dict
+                            else _as_dict(values, "update()"), reduce=True)
 
     def replace(self, values: Mapping[str, Any]) -> None:
         """Write keys bypassing their reducers (set, not combine)."""
-        self.manager._apply(self.namespace, values if type(values) is dict else dict(values),
-                            reduce=False)
+        self.manager._apply(self.namespace, values if type(values) is dict
+                            else _as_dict(values, "replace()"), reduce=False)
 
     def append_port_messages(self, messages: Any, key: str = "messages") -> None:
         """Append one message or a list of them to ``key``."""

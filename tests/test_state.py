@@ -254,3 +254,17 @@ def test_a_schema_that_is_not_a_model_class_is_refused_saying_what_goes_where(
     with pytest.raises(TypeError, match=r"schema must be a pydantic model class .* or None, "
                        r"got .*; initial values go second: StateManager\(AgentState, \{"):
         StateManager(schema)
+
+
+@pytest.mark.parametrize("given", ["x", None, 3, ["x"]])
+def test_update_replace_and_initial_refuse_what_is_no_mapping_saying_what_they_take(
+        given: Any) -> None:
+    state = StateManager(S, {"count": 1})
+    for write, where in ((state.update, "update"), (state.replace, "replace")):
+        with pytest.raises(TypeError, match=rf"^{where}\(\) takes a mapping of state keys to "
+                                            r"values, e\.g\. \{'key': value\}, got "):
+            write(given)
+    assert state.get("count") == 1  # nothing written
+    if given is not None:  # None is no initial values
+        with pytest.raises(TypeError, match=r"^StateManager\(schema, initial\) takes a mapping"):
+            StateManager(S, given)

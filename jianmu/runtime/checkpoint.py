@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jianmu.errors import (
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CHECKPOINT_VERSION", "FINISHED_STATUSES", "Checkpointer", "SQLiteCheckpointer", "checked",
-    "checkpoint_of", "links_from", "restored", "unmatched",
+    "checkpoint_of", "links_from", "restored", "resume_composite", "save_decisions",
+    "unmatched",
 )
 
 CHECKPOINT_VERSION = 1
@@ -129,6 +131,31 @@ def unmatched(saved: dict[str, dict[str, Any]], bound: dict[str, Behaviour]) -> 
                 f"the tree does not match the checkpoint: node {key} ({node.get('name')!r}) of "
                 "the checkpoint is not in this tree"
             )
+
+
+def save_decisions(runner: Any, checkpointer: Checkpointer) -> None:
+    """Save the decisions made while a run waits, as they are made: the run's newest
+    checkpoint with them added (a restored tree may not have built all of its nodes yet),
+    under the run's lease, kept."""
+    saved = checkpointer.load(runner.run_id)
+    if saved is None:
+        return
+    checkpoint = {**saved, "interaction": runner.interaction.snapshot(), "saved": time.time()}
+    if runner._claim is not None:
+        runner._claim.save(checkpoint)  # refused if the run went on past what it read
+    else:
+        checkpointer.save(runner.run_id, checkpoint)
+
+
+def resume_composite(node: Behaviour) -> None:
+    """After a restore, point a running composite at the child it was running."""
+    running = [c for c in node.children if c.status is Status.RUNNING]
+    if hasattr(node, "current_child"):
+        if running:
+            node.current_child = running[0]
+        else:
+            unfinished = [c for c in node.children if c.status is not Status.SUCCESS]
+            node.current_child = unfinished[0] if unfinished else node.children[-1]
 
 
 def links_from(record: Any) -> tuple[SpanContext, ...]:

@@ -106,7 +106,7 @@ class FirstStep(Coroutine[Any, Any, Any]):
             raise  # as a task would: out of the loop
         except BaseException as exc:  # the task's failure, reported as the task's would be
             self.ended = True
-            return EagerOutcome(None, exc)
+            return EagerOutcome(None, _explained(exc, self.coro))
         finally:
             _leave_task(loop, task)
             if current is not None:
@@ -145,6 +145,18 @@ class FirstStep(Coroutine[Any, Any, Any]):
     @property
     def __name__(self) -> str:  # the task's repr names the node's coroutine
         return str(getattr(self.coro, "__qualname__", "update_async"))
+
+
+def _explained(exc: BaseException, coro: Any) -> BaseException:
+    """``exc``, or, when what was to be stepped is no coroutine (``update_async`` written as a
+    plain ``def``: it ran when called and returned its status), a TypeError saying so."""
+    if isinstance(exc, AttributeError) and not hasattr(coro, "send"):
+        return TypeError(
+            f"update_async must be a coroutine function, `async def update_async(self) -> "
+            f"Status`, but it returned {coro!r}, not a coroutine: a plain def runs when called, "
+            f"blocking the event loop"
+        )
+    return exc
 
 
 NOT_YET: Any = object()

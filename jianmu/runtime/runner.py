@@ -194,6 +194,8 @@ def _shut_down(
         loop.close()
 
 
+_trees: weakref.WeakKeyDictionary[Behaviour, weakref.ref[ReactiveRunner]] = (
+    weakref.WeakKeyDictionary())  # each tree's root and the runner whose run last ticked it
 _NO_SPAN = nullcontext()
 """The span of a run that records none (one for all: a `nullcontext` keeps nothing)."""
 _NO_ROLES: frozenset[str] = frozenset()
@@ -273,6 +275,10 @@ class ReactiveRunner:
         extras: dict[str, Any] | None = None,
         owner: str | None = None,
     ) -> None:
+        if not (isinstance(root, Behaviour) and hasattr(root, "name")):
+            from jianmu.runtime._checks import check_root  # says what is wrong: no run pays it
+
+            check_root(root)
         self.root = root
         self.state = state_manager if state_manager is not None else StateManager()
         self.config = config if config is not None else default_config()
@@ -504,6 +510,11 @@ class ReactiveRunner:
         """
         if self._running and not await left_behind(self):  # a stream left by a `break`: ended
             raise RuntimeError("this runner is already running")
+        if not (max_ticks is None or (type(max_ticks) is int and max_ticks > 0)) or not (
+                timeout is None or (type(timeout) in (int, float) and timeout > 0)):
+            from jianmu.runtime._checks import check_run  # raises what is wrong (or passes)
+
+            check_run(max_ticks, timeout)
         if self._finished is not None:
             if self._end_unsaved:  # its end stands: saved now, not run again
                 self.save_checkpoint(self._finished.status.value)
@@ -511,6 +522,7 @@ class ReactiveRunner:
             self.ctx.events.emit("run.finished", status=ended.status.value, error=ended.error,
                                  result=ended)
             return ended
+        self._take_tree()
         self._running = True
         self._cancel_requested = False
         self._end_error = None
@@ -651,14 +663,9 @@ class ReactiveRunner:
         loses none, and the process that goes on finds it."""
         if self.checkpointer is None or self._running or self.is_sub_run or self._deciding:
             return  # a running run saves its decisions with its next checkpoint
-        saved = self.checkpointer.load(self.run_id)
-        if saved is None:
-            return
-        checkpoint = {**saved, "interaction": self.interaction.snapshot(), "saved": time.time()}
-        if self._claim is not None:
-            self._claim.save(checkpoint)  # refused if the run went on past what it read
-        else:
-            self.checkpointer.save(self.run_id, checkpoint)
+        from jianmu.runtime.checkpoint import save_decisions  # runs that checkpoint only
+
+        save_decisions(self, self.checkpointer)
 
     @classmethod
     def restore(
@@ -752,18 +759,9 @@ class ReactiveRunner:
             child_label = child.name if names.count(child.name) == 1 else f"{child.name}[{index}]"
             self._bind(child, f"{key}/{index}", path, child_label)
         if restored is not None and node.status is Status.RUNNING and node.children:
-            self._resume_composite(node)
+            from jianmu.runtime.checkpoint import resume_composite  # restores only
 
-    @staticmethod
-    def _resume_composite(node: Behaviour) -> None:
-        """After a restore, point a running composite at the child it was running."""
-        running = [c for c in node.children if c.status is Status.RUNNING]
-        if hasattr(node, "current_child"):
-            if running:
-                node.current_child = running[0]
-            else:
-                unfinished = [c for c in node.children if c.status is not Status.SUCCESS]
-                node.current_child = unfinished[0] if unfinished else node.children[-1]
+            resume_composite(node)
 
     @staticmethod
     def _children(node: Behaviour) -> list[Behaviour]:
@@ -771,6 +769,20 @@ class ReactiveRunner:
         if getattr(node, "compiled", True) is False:
             return []
         return list(node.children)
+
+    def _take_tree(self) -> None:
+        """Make this runner the one whose run ticks its tree, binding it back to this run if
+        another's ran it since; refused while another's run ticks it (`runtime._checks`)."""
+        known = _trees.get(self.root)
+        owner = known() if known is not None else None
+        if owner is not self:
+            if owner is not None and owner._running:
+                from jianmu.runtime._checks import tree_taken
+
+                raise tree_taken(self.root, owner.run_id)
+            _trees[self.root] = weakref.ref(self)
+            if self._is_set_up:
+                self._bind(self.root, "0", "", self.root.name)
 
     def _walk(self, node: Behaviour, key: str) -> Iterable[tuple[str, Behaviour]]:
         yield key, node
@@ -803,7 +815,9 @@ class ReactiveRunner:
                 try:
                     plan = self._ticker.tick(self.root, self._wake_event)
                 except Exception as exc:  # a synchronous behaviour raised: fail the run cleanly
-                    self._stop_running_nodes()
+                    from jianmu.runtime.failures import stop_running_nodes  # a raising tick only
+
+                    stop_running_nodes(self.root)
                     return _Outcome(
                         RunStatus.FAILURE, f"{type(exc).__name__}: {exc}", exception=exc
                     )
@@ -814,7 +828,9 @@ class ReactiveRunner:
                 if status is Status.SUCCESS:
                     return _Outcome(RunStatus.SUCCESS)
                 if status in (Status.FAILURE, Status.INVALID):
-                    return _Outcome(RunStatus.FAILURE, self._failure_reason())
+                    from jianmu.runtime.failures import failure_reason  # failed runs only
+
+                    return _Outcome(RunStatus.FAILURE, failure_reason(self.root))
                 if self.interaction.has_pending:
                     if self.checkpointer is not None:
                         self.save_checkpoint(RunStatus.SUSPENDED.value)
@@ -928,13 +944,6 @@ class ReactiveRunner:
         if self.root.status is Status.RUNNING:
             self.root.stop(Status.INVALID)
 
-    def _stop_running_nodes(self) -> None:
-        """Stop every running node: a tick that raised midway left the statuses of the nodes
-        above the raise unset, so stopping the root would not reach their running children."""
-        for node in self.root.iterate():  # children before their parents
-            if node.status is Status.RUNNING:
-                node.stop(Status.INVALID)
-
     def _ended(self, status: RunStatus, error: str | None) -> RunResult:
         """The result of a run its checkpoint says ended: what the state holds, no tick here."""
         state = self.state
@@ -958,16 +967,6 @@ class ReactiveRunner:
         return RunFailed(
             f"run {self.run_id} failed: {outcome.error or 'the tree failed'}", status="failure"
         )
-
-    def _failure_reason(self) -> str | None:
-        for node in self.root.iterate():
-            error = getattr(node, "error", None)
-            if error is not None:
-                return f"{node.name}: {type(error).__name__}: {error}"
-        for node in self.root.iterate():
-            if node.status is Status.FAILURE and node.feedback_message:
-                return f"{node.name}: {node.feedback_message}"
-        return None
 
     async def _drain_cancelled(self) -> None:
         """Let cancelled tasks run their ``finally`` blocks before run() returns."""

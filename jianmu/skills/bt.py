@@ -57,6 +57,7 @@ from jianmu.errors import (
 from jianmu.nodes.tool_node import ToolNode
 from jianmu.runtime.async_node import RuntimeNode, Ticker, close_tree
 from jianmu.runtime.context import RunContext, copy_of
+from jianmu.runtime.failures import failure_reason
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.skills.loader import read_tree_source
 from jianmu.skills.skill import Skill
@@ -542,17 +543,6 @@ def _bind(node: Behaviour, manager: StateManager, ctx: RunContext, path: str) ->
         _bind(child, manager, ctx, f"{path}/{label}")
 
 
-def _failure_reason(root: Behaviour) -> str | None:
-    for node in root.iterate():
-        error = getattr(node, "error", None)
-        if error is not None:
-            return f"{node.name}: {type(error).__name__}: {error}"
-    for node in root.iterate():
-        if node.status is Status.FAILURE and node.feedback_message:
-            return f"{node.name}: {node.feedback_message}"
-    return None
-
-
 async def drive_subtree(
     root: Behaviour,
     manager: StateManager,
@@ -579,7 +569,7 @@ async def drive_subtree(
             if root.status is Status.SUCCESS:
                 return SubtreeOutcome("success")
             if root.status in (Status.FAILURE, Status.INVALID):
-                return SubtreeOutcome("failure", _failure_reason(root))
+                return SubtreeOutcome("failure", failure_reason(root))
             interaction = ctx.interaction
             mine = [
                 r for r in (interaction.pending if interaction is not None else [])

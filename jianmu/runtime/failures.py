@@ -1,0 +1,31 @@
+"""A failed tree: why it failed, in one line (what a failed run or a skill's subtree reports),
+and the nodes a tick that raised left running, stopped."""
+
+from __future__ import annotations
+
+from py_trees.behaviour import Behaviour
+from py_trees.common import Status
+
+__all__ = ("failure_reason", "stop_running_nodes")
+
+
+def failure_reason(root: Behaviour) -> str | None:
+    """The first node's error under ``root`` (``name: Type: text``), else the feedback of the
+    first node that failed; None when nothing says why."""
+    for node in root.iterate():
+        error = getattr(node, "error", None)
+        if error is not None:
+            return f"{node.name}: {type(error).__name__}: {error}"
+    for node in root.iterate():
+        if node.status is Status.FAILURE and node.feedback_message:
+            return f"{node.name}: {node.feedback_message}"
+    return None
+
+
+def stop_running_nodes(root: Behaviour) -> None:
+    """Stop every running node under ``root``: a tick that raised midway left the statuses of
+    the nodes above the raise unset, so stopping the root would not reach their running
+    children."""
+    for node in root.iterate():  # children before their parents
+        if node.status is Status.RUNNING:
+            node.stop(Status.INVALID)
