@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from jianmu.llm.messages import Message
 from jianmu.llm.responses_items import from_responses_items
 
-__all__ = ("check_timeout", "conversation")
+__all__ = ("conversation",)
 
 _TAKES = ("history= takes Messages (a result's .messages), OpenAI chat dicts and the OpenAI "
           "Agents SDK's to_input_list() items")
@@ -37,24 +37,6 @@ def conversation(prompt: str | Message | Mapping[str, Any], history: Any) -> lis
         )
     messages.append(given)
     return messages
-
-
-def check_timeout(timeout: Any) -> None:
-    """Refuse a run's ``timeout`` that is no time to wait: ``0`` (no limit in some libraries)
-    timed the run out before its first turn, ``"5"`` failed inside the run, NaN never ran out.
-
-    Raises:
-        TypeError: not a number.
-        ValueError: not a number of seconds > 0.
-    """
-    if timeout is None:
-        return
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout is a number of seconds, got {type(timeout).__name__} "
-                        f"{timeout!r}")
-    if not timeout > 0:  # NaN too
-        raise ValueError(f"timeout must be a number of seconds > 0 (None: no limit), got "
-                         f"{timeout!r}")
 
 
 def _history_items(history: Any) -> list[Any]:

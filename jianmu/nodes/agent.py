@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import from_name
-from jianmu.nodes._agent_input import check_timeout, conversation
+from jianmu.nodes._agent_input import conversation
 from jianmu.nodes.agents import AgentTool, agent_tool
 from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.react import ReActLoop, check_limits, create_react_node, fresh_handoffs
 from jianmu.nodes.state import AgentState
+from jianmu.runtime._checks import check_run
 from jianmu.runtime.context import user_role_names
 from jianmu.runtime.events import Event
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
@@ -480,7 +481,7 @@ class Agent:
         self, prompt: str | Message | None, history: Any, resume: AgentResult | None,
         timeout: float | None,
     ) -> ReactiveRunner:
-        check_timeout(timeout)
+        check_run(None, timeout)  # before a runner is made: refused as run() refuses it
         if resume is not None:
             if not isinstance(resume, AgentResult):
                 raise TypeError(f"resume= takes the AgentResult of a suspended run of this "

@@ -1,7 +1,8 @@
 """What `ReactiveRunner` says of a py_trees user's mistakes: a root that is no behaviour, a
 run's limits that are no limit, one tree run by two runners at once. Each is refused where it
 is made, before anything of the run changes; the runner checks cheaply and comes here only
-for a mistake (a plain run runs none of this module)."""
+for a mistake (a plain run of a tree runs none of this module; `Agent` checks a run's timeout
+here before it makes the runner)."""
 
 from __future__ import annotations
 
