@@ -265,6 +265,7 @@ class ToolNode(AsyncNode):
                         "ctx": self.ctx, "state": self.state, "node_path": self.path,
                         "constraints": constraints,
                     })
+                    await runner.start_sandbox(tool)  # one that cannot start ran nothing
                     asked[-1] = True
                     raw = await runner.run(tool, bound)
                     done = ToolResult.from_raw(tool.name, raw, duration_ms=elapsed_ms(start))
