@@ -14,6 +14,7 @@ from jianmu.guard import Decision, DecisionKind
 from jianmu.nodes.state import tokens_spent
 from jianmu.nodes.tool_failures import error_text
 from jianmu.nodes.tool_spans import denied_span
+from jianmu.runtime.context import StepRecorder
 from jianmu.runtime.events import EventBus
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, ToolResult
@@ -26,25 +27,42 @@ _UNHEARD = EventBus()
 """A bus nobody listens to: a call checked again is not announced twice."""
 
 
-async def sandboxes_started(executor: Any, batch: Batch, runner: ToolRunner) -> Batch:
+async def sandboxes_started(
+    executor: Any, batch: Batch, runner: ToolRunner, steps: StepRecorder | None
+) -> Batch:
     """``batch`` without its sandboxed calls when their sandbox cannot start (no bubblewrap
     or Docker, a plug-in sandbox that raises): each is recorded as refused with the reason,
-    never as run. In-process calls go on (they need no sandbox)."""
+    never as run. In-process calls go on (they need no sandbox), and so do the calls of a
+    durable run that replay or settle their step (`steps`): they start nothing now."""
     failed: Exception | None = None
     kept: Batch = []
     for entry in batch:
         call, tool, _decision = entry
-        if tool.sandboxed and failed is None:
+        if not tool.sandboxed or _replayed(steps, call, tool):
+            kept.append(entry)
+            continue
+        if failed is None:
             try:
                 await runner.start_sandbox(tool)
             except Exception as exc:  # one sandbox per runner: the batch's others wait on it
                 failed = exc
-        if tool.sandboxed and failed is not None:
+        if failed is not None:
             executor._record(call, tool, ToolResult(
                 tool=tool.name, ok=False, call_id=call.id, error=error_text(failed)))
         else:
             kept.append(entry)
     return kept
+
+
+def _replayed(steps: StepRecorder | None, call: ToolCall, tool: Tool) -> bool:
+    """Whether ``call``'s durable step replays its recorded result, or settles one in flight
+    as a worker died: a recorder without ``replays`` (not the durable engine's) is asked
+    only the latter."""
+    if steps is None or tool.records_own_steps:
+        return False
+    key = f"tool:{call.id}"
+    replays = getattr(steps, "replays", None)
+    return steps.maybe_repeated(key) or bool(callable(replays) and replays(key))
 
 
 def still_allowed(executor: Any, call: ToolCall, tool: Tool) -> bool:

@@ -557,9 +557,9 @@ class ToolExecutor(AsyncNode):
                     tool=call.name, ok=False, call_id=call.id, error=error_text(exc)
                 ))
             return
-        if any(tool.sandboxed for _, tool, _ in batch):  # started first: a call whose
-            batch = await sandboxes_started(self, batch, runner)  # sandbox cannot never ran
         steps = own_run(self).steps  # keyed under this node's namespace, as its requests
+        if any(tool.sandboxed for _, tool, _ in batch):  # started first: a call whose
+            batch = await sandboxes_started(self, batch, runner, steps)  # cannot, never ran
         if steps is not None:  # a worker that dies from here on leaves these calls in flight
             await steps.mark_started([f"tool:{call.id}" for call, tool, _ in batch
                                       if under_way.rerunnable(tool)])

@@ -31,6 +31,7 @@ from jianmu.execution import ExecResult, Sandbox
 from jianmu.runtime.checkpoint import SQLiteCheckpointer
 from jianmu.runtime.events import Event
 from jianmu.tools.base import Tool
+from jianmu.tools.calls import ToolResult
 
 pytestmark = pytest.mark.anyio
 
@@ -149,3 +150,43 @@ async def test_a_tool_node_whose_sandbox_cannot_start_fails_and_counts_nothing(
     assert not result.ok and ran == []
     assert "no isolation on this machine" in node.feedback_message
     assert state.get("usage").tool_calls == 0
+
+
+class Recorded:
+    """A durable run's steps where the shell call's step was recorded by an earlier attempt."""
+
+    def __init__(self, result: ToolResult) -> None:
+        self.steps = {"tool:s1": result}
+
+    async def run(self, key: str, factory: Any) -> Any:
+        if key in self.steps:
+            return self.steps.pop(key)
+        return await factory()
+
+    async def mark_started(self, keys: Any) -> None:
+        pass
+
+    def maybe_repeated(self, key: str) -> bool:
+        return False
+
+    def replays(self, key: str) -> bool:
+        return key in self.steps
+
+
+async def test_a_durable_calls_recorded_result_replays_without_starting_its_sandbox(
+    tmp_path: Path,
+) -> None:
+    """The sandbox is started before a call only when the call will run: a call that ran in
+    an earlier attempt of a durable run replays its result, on a worker that cannot start it."""
+    ran.clear()
+    with plugins.registered("sandbox", "unstartable", Unstartable):
+        state = StateManager(AgentState, {"actions": BATCH[:1]})
+        runner = ReactiveRunner(
+            ToolExecutor(tools=[Shell()], constraints=constraints("unstartable", tmp_path)),
+            state)
+        runner.ctx.steps = Recorded(ToolResult(tool="shell", ok=True, output="a.txt",
+                                               call_id="s1"))
+        result = await runner.run()
+    assert result.ok and ran == []
+    said = [m.content for m in state.get("messages") if m.role == "tool"]
+    assert said == ["a.txt"] and state.get("usage").tool_calls == 1
