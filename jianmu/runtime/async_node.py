@@ -1,7 +1,7 @@
 """`AsyncNode`: a py_trees behaviour whose work is a coroutine, run as an asyncio task.
 
 The runtime's nodes tick and stop with py_trees' own steps in py_trees' order
-(`behaviour_tick`, `sequence_tick`, `decorator_stop`, `composite_stop` follow
+(`behaviour_tick` here, and for the engine's composites `runtime/_composite_steps.py`, follow
 `py_trees.behaviour.Behaviour`, `py_trees.decorators.Decorator` and
 `py_trees.composites.Sequence`), minus what nobody reads: the debug-log strings (formatted on
 every tick and stop, enum statuses and all, though py_trees prints them only at its debug
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import itertools
 import time
 import uuid
 import weakref
@@ -56,11 +55,8 @@ __all__ = (
     "checked",
     "close_tree",
     "coerce_status",
-    "composite_stop",
-    "decorator_stop",
     "expire",
     "logs_debug",
-    "sequence_tick",
     "ticked_again",
 )
 
@@ -510,69 +506,6 @@ def behaviour_tick(node: Behaviour) -> Iterator[Behaviour]:
         node.stop(new_status)
     node.status = new_status
     yield node
-
-
-def decorator_stop(node: py_trees.decorators.Decorator, new_status: Status) -> None:
-    """`Decorator.stop`: terminate, then stop the child when invalidated or left running."""
-    node.terminate(new_status)
-    if new_status is Status.INVALID:
-        node.decorated.stop(new_status)
-    if node.decorated.status is Status.RUNNING:
-        node.decorated.stop(Status.INVALID)
-    node.status = new_status
-
-
-def sequence_tick(node: py_trees.composites.Sequence) -> Iterator[Behaviour]:
-    """`Sequence.tick`: the children in turn while they succeed (from the running one, with
-    memory); the first that does not succeed decides; all succeeded is SUCCESS."""
-    index = 0
-    children = node.children
-    if node.status is not Status.RUNNING:
-        node.current_child = children[0] if children else None
-        for child in children:
-            if child.status is not Status.INVALID:
-                child.stop(Status.INVALID)
-        node.initialise()
-    elif node.memory and node.current_child is not None:
-        index = children.index(node.current_child)
-    else:
-        node.current_child = children[0] if children else None
-    if not children:
-        node.current_child = None
-        node.stop(Status.SUCCESS)
-        yield node
-        return
-    for child in itertools.islice(children, index, None):
-        for found in child.tick():
-            yield found
-            if found is child and found.status is not Status.SUCCESS:
-                if not node.memory:  # invalidate the rest: kill dangling runners
-                    for later in itertools.islice(children, index + 1, None):
-                        if later.status is not Status.INVALID:
-                            later.stop(Status.INVALID)
-                if found.status is not Status.RUNNING:
-                    node.stop(found.status)
-                else:
-                    node.status = found.status
-                yield node
-                return
-        if index + 1 < len(children):  # advance to the next sibling, if there is one
-            index += 1
-            node.current_child = children[index]
-    node.stop(Status.SUCCESS)
-    yield node
-
-
-def composite_stop(node: py_trees.composites.Composite, new_status: Status) -> None:
-    """`Composite.stop`: on INVALID forget the current child and stop every child not yet
-    invalid; then terminate and take the status."""
-    if new_status is Status.INVALID:
-        node.current_child = None
-        for child in node.children:
-            if child.status is not Status.INVALID:
-                child.stop(new_status)
-    node.terminate(new_status)
-    node.status = new_status
 
 
 # -- when to tick: py_trees' loop would tick at a fixed rate, an event-driven runner must
