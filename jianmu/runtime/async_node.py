@@ -33,7 +33,7 @@ from py_trees.decorators import Count, Decorator, EternalGuard, OneShot, Repeat,
 
 from jianmu.constraints import Constraints
 from jianmu.runtime.cycles import ROUNDS, AtRest, Round, unstepped
-from jianmu.runtime.eager import NOT_YET, FirstStep, read_outcome
+from jianmu.runtime.eager import NOT_YET, FirstStep, not_a_coroutine, read_outcome, refused
 
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext, StepRecorder
@@ -160,12 +160,32 @@ def adopt(parent: Behaviour, children: Iterable[Behaviour]) -> None:
         child.parent = parent
 
 
+class _Unbound:
+    """What a runner binds on a node (`RuntimeNode.bind`), read before it has: an
+    AttributeError (``hasattr`` and ``getattr`` with a default still work) that says when it
+    is bound, not Python's bare one. A bound node's value is its own attribute, found first."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, node: Any, owner: type | None = None) -> Any:
+        if node is None:
+            return self
+        raise AttributeError(
+            f"{type(node).__name__} {getattr(node, 'name', '')!r} has no {self.name} yet: a "
+            f"runner binds it when it runs the tree; read self.{self.name} in update_async (or "
+            f"initialise), not in __init__", name=self.name, obj=node)
+
+
 class RuntimeNode(LeanExtras):
     """Mixin for nodes that the runner binds to the state and the run context."""
 
-    state: StateView
-    ctx: RunContext
-    state_manager: StateManager
+    if TYPE_CHECKING:
+        state: StateView
+        ctx: RunContext
+        state_manager: StateManager
+    else:
+        state, ctx, state_manager = _Unbound(), _Unbound(), _Unbound()
     namespace: str | None = None
     path: str = ""
     constraints: Constraints | None = None
@@ -405,6 +425,8 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         loop = asyncio.get_running_loop()
         name = f"jianmu:{self.path or self.name}"
         if not self.eager_start:
+            if not hasattr(work, "send"):  # a plain def: its node fails saying so, as eager
+                work = refused(work)
             task = self._task = loop.create_task(work, name=name, context=context)
             if ctx is not None:
                 task.add_done_callback(self._done, context=context)
@@ -448,7 +470,10 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             written: set[str] = set()
             unsubscribe = manager.subscribe(written.update)
             try:
-                status = coerce_status(await self.update_async())
+                work = self.update_async()
+                if not hasattr(work, "send"):  # a plain def: said as a plain run says it
+                    raise not_a_coroutine(work)
+                status = coerce_status(await work)
             finally:
                 unsubscribe()
             # "*" marks a whole restore or clear, which a node's own step never does

@@ -303,6 +303,20 @@ def broken(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     raise RuntimeError(f"cannot build this tree: {why}")
 
 
+@engine.tree("plain_def")
+def plain_def(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """A node whose ``update_async`` is written as a plain ``def`` (a py_trees ``update``)."""
+    from py_trees.common import Status
+
+    from jianmu.runtime import AsyncNode
+
+    class Plain(AsyncNode):
+        def update_async(self) -> Status:  # type: ignore[override]
+            return Status.SUCCESS
+
+    return Plain("plain"), StateManager()
+
+
 SECRET = "API_KEY=sk-live-durable-4242"
 
 
