@@ -19,7 +19,7 @@ from jianmu.runtime.events import EventBus
 from jianmu.tools.base import Tool
 from jianmu.tools.calls import ToolCall, ToolResult
 
-__all__ = ("sandboxes_started", "still_allowed")
+__all__ = ("replays", "sandbox_refusal", "sandboxes_started", "still_allowed")
 
 Batch = list[tuple[ToolCall, Tool, Decision]]
 
@@ -55,14 +55,27 @@ async def sandboxes_started(
 
 
 def _replayed(steps: StepRecorder | None, call: ToolCall, tool: Tool) -> bool:
-    """Whether ``call``'s durable step replays its recorded result, or settles one in flight
-    as a worker died: a recorder without ``replays`` (not the durable engine's) is asked
-    only the latter."""
-    if steps is None or tool.records_own_steps:
-        return False
-    key = f"tool:{call.id}"
-    replays = getattr(steps, "replays", None)
-    return steps.maybe_repeated(key) or bool(callable(replays) and replays(key))
+    """Whether ``call``'s durable step replays or settles (`replays`)."""
+    return steps is not None and not tool.records_own_steps and replays(steps, f"tool:{call.id}")
+
+
+def replays(steps: StepRecorder, key: str) -> bool:
+    """Whether the durable step under ``key`` replays its recorded result, or settles one in
+    flight as a worker died: its call starts nothing now. A recorder without ``replays`` (not
+    the durable engine's) is asked only the latter."""
+    recorded = getattr(steps, "replays", None)
+    return steps.maybe_repeated(key) or bool(callable(recorded) and recorded(key))
+
+
+async def sandbox_refusal(node: Any, tool: Tool) -> str | None:
+    """Why the sandbox ``tool`` runs in cannot start, if it cannot (`sandboxes_started`): a
+    `ToolNode`'s step is then refused before it starts, never said to have run."""
+    try:
+        runner = await node._runners.get(node.effective_constraints.execution, node.ctx)
+        await runner.start_sandbox(tool)
+    except Exception as exc:
+        return error_text(exc)
+    return None
 
 
 def still_allowed(executor: Any, call: ToolCall, tool: Tool) -> bool:

@@ -146,10 +146,15 @@ async def test_a_tool_node_whose_sandbox_cannot_start_fails_and_counts_nothing(
     with plugins.registered("sandbox", "unstartable", Unstartable):
         state = StateManager(AgentState, {"input": {"command": "ls"}})
         node = ToolNode("step", Shell(), constraints=constraints("unstartable", tmp_path))
-        result = await ReactiveRunner(node, state).run()
+        runner = ReactiveRunner(node, state)
+        seen: list[Event] = []
+        runner.ctx.events.subscribe("tool.call.*", seen.append)
+        result = await runner.run()
     assert not result.ok and ran == []
     assert "no isolation on this machine" in node.feedback_message
+    assert node.result is not None and not node.result.ok
     assert state.get("usage").tool_calls == 0
+    assert [e.name for e in seen] == ["tool.call.failed"]  # never said to have started
 
 
 class Recorded:
@@ -190,3 +195,26 @@ async def test_a_durable_calls_recorded_result_replays_without_starting_its_sand
     assert result.ok and ran == []
     said = [m.content for m in state.get("messages") if m.role == "tool"]
     assert said == ["a.txt"] and state.get("usage").tool_calls == 1
+
+
+class ReplaysEveryCall(Recorded):
+    """An earlier attempt recorded every tool step, whatever its key."""
+
+    async def run(self, key: str, factory: Any) -> Any:
+        return self.steps["tool:s1"] if key.startswith("tool:") else await factory()
+
+    def replays(self, key: str) -> bool:
+        return key.startswith("tool:")
+
+
+async def test_a_durable_tool_nodes_recorded_step_replays_without_starting_its_sandbox(
+    tmp_path: Path,
+) -> None:
+    ran.clear()
+    with plugins.registered("sandbox", "unstartable", Unstartable):
+        state = StateManager(AgentState, {"input": {"command": "ls"}})
+        node = ToolNode("step", Shell(), constraints=constraints("unstartable", tmp_path))
+        runner = ReactiveRunner(node, state)
+        runner.ctx.steps = ReplaysEveryCall(ToolResult(tool="shell", ok=True, output="a.txt"))
+        result = await runner.run()
+    assert result.ok and ran == [] and state.get("output") == "a.txt"
