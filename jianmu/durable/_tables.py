@@ -1,4 +1,4 @@
-"""Jianmu's two tables beside DBOS's own, in the durable database: who is alive, and how each
+"""Jianmu's tables beside DBOS's own, in the durable database: who is alive, and how each
 approval request was decided.
 
 **Workers.** DBOS recovers a worker's pending runs when the same worker (same executor id)
@@ -14,7 +14,10 @@ request (one approves, the other rejects) must not both be told "done" while the
 with one of the answers: so each decision is first claimed in the ``jianmu_decisions`` table
 (one row per run and request; the insert of a second fails on the key), and the message is
 sent in the same transaction (`DBOSClient.send_in_transaction`). The first decision is
-recorded and sent together, or neither; every later one is refused, naming the first.
+recorded and sent together, or neither; every later one is refused, naming the first. A
+request asked under a namespace (``left/call_0``) keeps, beside its decision, the id it had
+without the namespace (``call_0``, ``jianmu_decision_names``): a later decision by that id
+finds the first once the request is no longer pending, as one by the whole id does.
 """
 
 from __future__ import annotations
@@ -210,6 +213,15 @@ _decisions = sa.Table(
     sa.Column("message", sa.Text, nullable=True),
     sa.Column("decided_at", sa.Float, nullable=False),
 )
+_names = sa.Table(
+    "jianmu_decision_names",
+    _decisions_metadata,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("call_id", sa.String(500), primary_key=True),
+    sa.Column("name", sa.String(500), nullable=False),
+)
+"""The id each decided request had without its namespaces' prefixes (`UNQUALIFIED`), where it
+differs from its own: a later decision by that id finds the first (`named_request`)."""
 
 
 @dataclass(frozen=True)
@@ -237,9 +249,19 @@ class DecisionLedger:
         with self._db.connect() as conn:
             return _read(conn, run_id, call_id)
 
+    def named(self, run_id: str, name: str) -> list[tuple[str, str]]:
+        """The decided requests of ``run_id`` that ``name`` named without their namespaces'
+        prefixes: each id, and ``name``."""
+        with self._db.connect() as conn:
+            found = conn.execute(sa.select(_names.c.call_id).where(
+                _names.c.run_id == run_id, _names.c.name == name)).scalars().all()
+        return [(str(call_id), name) for call_id in found]
+
     def decide(self, run_id: str, call_id: str, approved: bool, message: str | None,
-               send: Callable[[sa.Connection], None]) -> Decision | None:
-        """Record this decision and ``send`` it in one transaction, unless one is recorded.
+               send: Callable[[sa.Connection], None], *,
+               name: str | None = None) -> Decision | None:
+        """Record this decision and ``send`` it in one transaction, unless one is recorded;
+        ``name``: the request's id without its namespaces' prefixes, kept beside it.
 
         Returns:
             ``None`` when this decision was recorded and sent; else the first decision (and
@@ -252,6 +274,9 @@ class DecisionLedger:
                         run_id=run_id, call_id=call_id, approved=approved, message=message,
                         decided_at=time.time(),
                     ))
+                    if name is not None and name != call_id:
+                        conn.execute(_names.insert().values(
+                            run_id=run_id, call_id=call_id, name=name))
                     send(conn)
             except sa.exc.IntegrityError:
                 with self._db.connect() as conn:

@@ -138,6 +138,10 @@ class DBOSSteps:
         name = self._next(key)
         return name in self._started and f"{_STEP_PREFIX}{name}" not in self._recorded
 
+    def replays(self, key: str) -> bool:
+        """Whether ``key``'s next run has a recorded result: it replays, running nothing."""
+        return f"{_STEP_PREFIX}{self._next(key)}" in self._recorded
+
 
 def _portable(value: T) -> T:
     """``value``, or for a tool result that pickle cannot store, one with its output as text."""

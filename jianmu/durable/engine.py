@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -40,7 +41,13 @@ from jianmu.errors import (
     UnknownTreeError,
 )
 from jianmu.nodes.state import inputs_message
-from jianmu.runtime.context import QUESTION, ApprovalRequest, check_edit, named_request
+from jianmu.runtime.context import (
+    QUESTION,
+    UNQUALIFIED,
+    ApprovalRequest,
+    check_edit,
+    named_request,
+)
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
 from jianmu.state import StateManager
 
@@ -496,6 +503,10 @@ class DurableEngine:
         # a call id alone names the one pending request of that call (`Interaction.resolve`)
         call_id = named_request(call_id, pending, ())
         if call_id not in {r.id for r in pending}:
+            # a call id alone may name a request decided before, no longer pending: it names
+            # it as it did while pending (`named_request`, its name kept with its decision)
+            earlier = await asyncio.to_thread(ledger.named, run_id, call_id)
+            call_id = named_request(call_id, (), (), earlier)
             # decided (and gone on) since the look above: name that decision
             first = await asyncio.to_thread(ledger.first, run_id, call_id)
             if first is not None:
@@ -520,7 +531,9 @@ class DurableEngine:
 
         # recorded and sent in one transaction: a second decision, even one racing this one,
         # finds this row and is refused
-        first = await asyncio.to_thread(ledger.decide, run_id, call_id, approved, message, send)
+        first = await asyncio.to_thread(functools.partial(
+            ledger.decide, run_id, call_id, approved, message, send,
+            name=request.payload.get(UNQUALIFIED)))
         if first is not None:
             raise _already_decided(run_id, call_id, first)
 

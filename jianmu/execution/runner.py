@@ -641,12 +641,42 @@ class ToolRunner:
             _READ_ONLY.reset(read_only)
             reset_workspace(token)
 
-    async def _run_sandboxed(self, tool: RunnableTool, args: dict[str, Any]) -> Any:
-        """Through the sandbox, built and checked now if this is the first such call."""
+    async def start_sandbox(self, tool: RunnableTool) -> None:
+        """Build and start the sandbox ``tool`` runs in, under its timeout; nothing for a tool
+        that runs in-process. What this raises, the tool never ran: a caller that counts
+        executed calls starts the sandbox first (`run` would start it too).
+
+        Raises:
+            SandboxUnavailableError: the isolation the constraints ask for is missing here.
+            ToolTimeoutError: the sandbox did not start within the call's timeout.
+            Exception: whatever a plug-in sandbox raised building or starting.
+        """
+        if not tool.sandboxed:
+            return
+        timeout = self.timeout_for(tool)
+        if timeout == math.inf:
+            await self._started()
+            return
+        await within(self._started(), timeout, lambda: ToolTimeoutError(
+            f"the sandbox for tool {tool.name!r} did not start within {timeout:g}s, so the "
+            f"tool never ran; raise its timeout or execution.timeout_s"))
+
+    async def _started(self) -> Sandbox:
+        """The sandbox, built and started (`start` is idempotent: at once if it runs)."""
         sandbox = self.sandbox
         token, life = set_workspace(self.workspace), _LIFE.set(self._life)
         try:
             await sandbox.start()
+        finally:
+            _LIFE.reset(life)
+            reset_workspace(token)
+        return sandbox
+
+    async def _run_sandboxed(self, tool: RunnableTool, args: dict[str, Any]) -> Any:
+        """Through the sandbox, built and checked now if this is the first such call."""
+        sandbox = await self._started()
+        token, life = set_workspace(self.workspace), _LIFE.set(self._life)
+        try:
             return await tool.run_sandboxed(sandbox, **args)
         finally:
             _LIFE.reset(life)

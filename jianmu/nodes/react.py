@@ -21,16 +21,8 @@ from jianmu.nodes.history import ProcessorInput
 from jianmu.nodes.output import OutputMode
 from jianmu.nodes.state import AgentState, tokens_spent
 from jianmu.nodes.tool_executor import ToolExecutor, ToolExecutorConfig
-from jianmu.runtime.async_node import (
-    LeanBehaviour,
-    RuntimeNode,
-    adopt,
-    checked,
-    composite_stop,
-    decorator_stop,
-    logs_debug,
-    sequence_tick,
-)
+from jianmu.runtime._composite_steps import composite_stop, decorator_stop, sequence_tick
+from jianmu.runtime.async_node import LeanBehaviour, RuntimeNode, adopt, checked, logs_debug
 from jianmu.runtime.events import GEN_AI_AGENT_NAME, GEN_AI_OPERATION_NAME, failed
 from jianmu.tools.registry import ToolSet, as_tools
 

@@ -53,12 +53,13 @@ from jianmu.execution.runner import (
     set_redirect_check,
 )
 from jianmu.execution.threads import thread_starts
-from jianmu.guard import Decision, DecisionKind, GuardEnforcer, GuardLedger, visible_tools
+from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.guard.checkers import edited_call
 from jianmu.guard.enforcer import builtin_chain
 from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
 from jianmu.llm.messages import Message, Usage
 from jianmu.nodes import _under_way as under_way
+from jianmu.nodes._before_run import sandboxes_started, still_allowed
 from jianmu.nodes._redirects import executor_refusal
 from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
@@ -72,7 +73,7 @@ from jianmu.nodes.tool_failures import (
 from jianmu.nodes.tool_spans import call_span_attributes, denied_span, finish_span
 from jianmu.runtime.async_node import AsyncNode, RuntimeNode
 from jianmu.runtime.context import RunContext, consume_approval, owner_prefix, unattended
-from jianmu.runtime.events import EventBus, span
+from jianmu.runtime.events import span
 from jianmu.runtime.scopes import seen_from
 from jianmu.tools._edit_schema import input_schema_of
 from jianmu.tools.base import Tool
@@ -202,10 +203,6 @@ def own_run(node: RuntimeNode) -> RunContext:
 def elapsed_ms(start: float) -> float:
     """Milliseconds since ``start`` (a `time.perf_counter` reading)."""
     return (time.perf_counter() - start) * 1000
-
-
-_UNHEARD = EventBus()
-"""A bus nobody listens to: a call checked again is not announced twice."""
 
 
 def with_calls_in_flight(
@@ -561,6 +558,8 @@ class ToolExecutor(AsyncNode):
                 ))
             return
         steps = own_run(self).steps  # keyed under this node's namespace, as its requests
+        if any(tool.sandboxed for _, tool, _ in batch):  # started first: a call whose
+            batch = await sandboxes_started(self, batch, runner, steps)  # cannot, never ran
         if steps is not None:  # a worker that dies from here on leaves these calls in flight
             await steps.mark_started([f"tool:{call.id}" for call, tool, _ in batch
                                       if under_way.rerunnable(tool)])
@@ -571,7 +570,7 @@ class ToolExecutor(AsyncNode):
                     break
                 if changed:
                     repin_paths()  # checked again, and opened, as the workspace is now
-                    if not self._still_allowed(call, tool):
+                    if not still_allowed(self, call, tool):
                         continue
                 await self._run_one(call, tool, decision, runner)
                 changed = changed or tool.tool_spec.category != "read"
@@ -586,21 +585,8 @@ class ToolExecutor(AsyncNode):
             # make a link that a read running beside it would follow
             await self._run_parallel(writes, runner)
             repin_paths()
-            batch = [entry for entry in reads if self._still_allowed(entry[0], entry[1])]
+            batch = [entry for entry in reads if still_allowed(self, entry[0], entry[1])]
         await self._run_parallel(batch, runner)
-
-    def _still_allowed(self, call: ToolCall, tool: Tool) -> bool:
-        """Whether the guard still allows ``call`` after earlier calls of its batch ran
-        (`_checked_again`); if not, its refusal is recorded."""
-        objection = self._checked_again(call, tool)
-        if objection is not None:
-            denied_span(call, tool, objection, self.ctx)
-            self._record(call, None, ToolResult(
-                tool=call.name, ok=False, call_id=call.id,
-                error=f"the guard denied this call: {objection.reason} (checked again after "
-                "an earlier call of this batch ran; call it again alone)",
-            ))
-        return objection is None
 
     async def _run_parallel(
         self, batch: list[tuple[ToolCall, Tool, Decision]], runner: ToolRunner
@@ -628,27 +614,6 @@ class ToolExecutor(AsyncNode):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-
-    def _checked_again(self, call: ToolCall, tool: Tool) -> Decision | None:
-        """The guard's objection to ``call`` now that earlier calls of its batch have run,
-        if it has one: the batch was checked before any ran, and a call that writes or
-        runs something may have changed what a later one touches (a link ``l`` made to a
-        folder a path rule denies, then ``read_file l/key``). What the run has used was
-        counted when the batch was admitted, so it is not counted again here."""
-        enforcer = self._guard(self.effective_constraints)
-        (decision,) = enforcer.preflight(
-            [call], self.toolset, run=self.run_as_seen, tokens_used=tokens_spent(self),
-            events=_UNHEARD, resolved=[tool], node=self.path,
-        )
-        if decision.allowed:
-            return None
-        if self.events.wants("guard.decision"):
-            self.events.emit(
-                "guard.decision", check="tool_call", tool=call.name, call_id=call.id,
-                decision=DecisionKind.DENY.value, reason=decision.reason,
-                checker=decision.checker, rule=decision.rule,
-            )
-        return decision
 
     async def _run_limited(
         self, limiter: anyio.CapacityLimiter, call: ToolCall, tool: Tool, decision: Decision,

@@ -18,6 +18,7 @@ from jianmu.guard.checkers import edited_call
 from jianmu.guard.guardrails import configured_guardrails, run_guardrails
 from jianmu.llm.messages import Usage
 from jianmu.nodes import _under_way as under_way
+from jianmu.nodes._before_run import replays, sandbox_refusal
 from jianmu.nodes._redirects import redirect_check
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_executor import (
@@ -171,6 +172,17 @@ class ToolNode(AsyncNode):
         if isinstance(view.get("usage"), Usage):
             view.update({"usage": Usage(tool_calls=1)})
 
+    def _refused(self, args: Any, error: str) -> Status:
+        """Fail the step, which never ran (its sandbox could not start): said so, not counted."""
+        self.feedback_message = error
+        self.result = ToolResult(tool=self.tool.name, ok=False, error=error)
+        if self.bt_skill:
+            self.events.emit("bt.skill.node.io", skill=self.bt_skill, stage="tool",
+                             tool_name=self.tool.name, ok=False, input_preview=preview(args),
+                             output_preview=preview(error))
+        self.events.emit("tool.call.failed", tool=self.tool.name, error=error)
+        return Status.FAILURE
+
     def _in_doubt(self, step: str, why: str = under_way.PROCESS_DIED) -> Status:
         """Fail a step that was stopped after it began (by a process that has since died, or
         a stopped run): it may have done its work, so it is neither asked about nor run
@@ -242,6 +254,12 @@ class ToolNode(AsyncNode):
                 return verdict
             args = self._approved_args  # a person's edit, if they made one
         tool = self.tool
+        key, steps = f"tool:{self.path}", self.ctx.steps
+        if tool.sandboxed and (steps is None or not replays(steps, key)):
+            # started first: a step whose sandbox cannot start never ran, nor says it did
+            refusal = await sandbox_refusal(self, tool)
+            if refusal is not None:
+                return self._refused(args, refusal)
         if (self.ctx.checkpointed and self.ctx.steps is None and not tool.tool_spec.idempotent
                 and under_way.start(self, step, tool.name)):
             self._marked = True  # saved as under way before it starts: never run twice
@@ -265,6 +283,7 @@ class ToolNode(AsyncNode):
                         "ctx": self.ctx, "state": self.state, "node_path": self.path,
                         "constraints": constraints,
                     })
+                    await runner.start_sandbox(tool)  # one that cannot start ran nothing
                     asked[-1] = True
                     raw = await runner.run(tool, bound)
                     done = ToolResult.from_raw(tool.name, raw, duration_ms=elapsed_ms(start))
@@ -293,7 +312,6 @@ class ToolNode(AsyncNode):
                 self._enforcer[1], ToolCall(name=tool.name, arguments=args), tool
             )
             # in a durable run, the call runs once: a recovered run replays its result
-            key, steps = f"tool:{self.path}", self.ctx.steps
             if steps is not None:
                 call = await under_way.durable_factory(steps, key, None, tool, call)
             checking = set_redirect_check(check)

@@ -1,7 +1,7 @@
 """`AsyncNode`: a py_trees behaviour whose work is a coroutine, run as an asyncio task.
 
 The runtime's nodes tick and stop with py_trees' own steps in py_trees' order
-(`behaviour_tick`, `sequence_tick`, `decorator_stop`, `composite_stop` follow
+(`behaviour_tick` here, and for the engine's composites `runtime/_composite_steps.py`, follow
 `py_trees.behaviour.Behaviour`, `py_trees.decorators.Decorator` and
 `py_trees.composites.Sequence`), minus what nobody reads: the debug-log strings (formatted on
 every tick and stop, enum statuses and all, though py_trees prints them only at its debug
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import itertools
 import time
 import uuid
 import weakref
@@ -34,7 +33,7 @@ from py_trees.decorators import Count, Decorator, EternalGuard, OneShot, Repeat,
 
 from jianmu.constraints import Constraints
 from jianmu.runtime.cycles import ROUNDS, AtRest, Round, unstepped
-from jianmu.runtime.eager import NOT_YET, FirstStep, read_outcome
+from jianmu.runtime.eager import NOT_YET, FirstStep, not_a_coroutine, read_outcome, refused
 
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext, StepRecorder
@@ -56,11 +55,8 @@ __all__ = (
     "checked",
     "close_tree",
     "coerce_status",
-    "composite_stop",
-    "decorator_stop",
     "expire",
     "logs_debug",
-    "sequence_tick",
     "ticked_again",
 )
 
@@ -164,12 +160,32 @@ def adopt(parent: Behaviour, children: Iterable[Behaviour]) -> None:
         child.parent = parent
 
 
+class _Unbound:
+    """What a runner binds on a node (`RuntimeNode.bind`), read before it has: an
+    AttributeError (``hasattr`` and ``getattr`` with a default still work) that says when it
+    is bound, not Python's bare one. A bound node's value is its own attribute, found first."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, node: Any, owner: type | None = None) -> Any:
+        if node is None:
+            return self
+        raise AttributeError(
+            f"{type(node).__name__} {getattr(node, 'name', '')!r} has no {self.name} yet: a "
+            f"runner binds it when it runs the tree; read self.{self.name} in update_async (or "
+            f"initialise), not in __init__", name=self.name, obj=node)
+
+
 class RuntimeNode(LeanExtras):
     """Mixin for nodes that the runner binds to the state and the run context."""
 
-    state: StateView
-    ctx: RunContext
-    state_manager: StateManager
+    if TYPE_CHECKING:
+        state: StateView
+        ctx: RunContext
+        state_manager: StateManager
+    else:
+        state, ctx, state_manager = _Unbound(), _Unbound(), _Unbound()
     namespace: str | None = None
     path: str = ""
     constraints: Constraints | None = None
@@ -409,6 +425,8 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         loop = asyncio.get_running_loop()
         name = f"jianmu:{self.path or self.name}"
         if not self.eager_start:
+            if not hasattr(work, "send"):  # a plain def: its node fails saying so, as eager
+                work = refused(work)
             task = self._task = loop.create_task(work, name=name, context=context)
             if ctx is not None:
                 task.add_done_callback(self._done, context=context)
@@ -452,7 +470,10 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             written: set[str] = set()
             unsubscribe = manager.subscribe(written.update)
             try:
-                status = coerce_status(await self.update_async())
+                work = self.update_async()
+                if not hasattr(work, "send"):  # a plain def: said as a plain run says it
+                    raise not_a_coroutine(work)
+                status = coerce_status(await work)
             finally:
                 unsubscribe()
             # "*" marks a whole restore or clear, which a node's own step never does
@@ -510,69 +531,6 @@ def behaviour_tick(node: Behaviour) -> Iterator[Behaviour]:
         node.stop(new_status)
     node.status = new_status
     yield node
-
-
-def decorator_stop(node: py_trees.decorators.Decorator, new_status: Status) -> None:
-    """`Decorator.stop`: terminate, then stop the child when invalidated or left running."""
-    node.terminate(new_status)
-    if new_status is Status.INVALID:
-        node.decorated.stop(new_status)
-    if node.decorated.status is Status.RUNNING:
-        node.decorated.stop(Status.INVALID)
-    node.status = new_status
-
-
-def sequence_tick(node: py_trees.composites.Sequence) -> Iterator[Behaviour]:
-    """`Sequence.tick`: the children in turn while they succeed (from the running one, with
-    memory); the first that does not succeed decides; all succeeded is SUCCESS."""
-    index = 0
-    children = node.children
-    if node.status is not Status.RUNNING:
-        node.current_child = children[0] if children else None
-        for child in children:
-            if child.status is not Status.INVALID:
-                child.stop(Status.INVALID)
-        node.initialise()
-    elif node.memory and node.current_child is not None:
-        index = children.index(node.current_child)
-    else:
-        node.current_child = children[0] if children else None
-    if not children:
-        node.current_child = None
-        node.stop(Status.SUCCESS)
-        yield node
-        return
-    for child in itertools.islice(children, index, None):
-        for found in child.tick():
-            yield found
-            if found is child and found.status is not Status.SUCCESS:
-                if not node.memory:  # invalidate the rest: kill dangling runners
-                    for later in itertools.islice(children, index + 1, None):
-                        if later.status is not Status.INVALID:
-                            later.stop(Status.INVALID)
-                if found.status is not Status.RUNNING:
-                    node.stop(found.status)
-                else:
-                    node.status = found.status
-                yield node
-                return
-        if index + 1 < len(children):  # advance to the next sibling, if there is one
-            index += 1
-            node.current_child = children[index]
-    node.stop(Status.SUCCESS)
-    yield node
-
-
-def composite_stop(node: py_trees.composites.Composite, new_status: Status) -> None:
-    """`Composite.stop`: on INVALID forget the current child and stop every child not yet
-    invalid; then terminate and take the status."""
-    if new_status is Status.INVALID:
-        node.current_child = None
-        for child in node.children:
-            if child.status is not Status.INVALID:
-                child.stop(new_status)
-    node.terminate(new_status)
-    node.status = new_status
 
 
 # -- when to tick: py_trees' loop would tick at a fixed rate, an event-driven runner must

@@ -186,21 +186,23 @@ class Interaction:
         """The id of the request ``request_id`` names (`named_request`): itself when a
         request was asked under it, else the one pending request that had that id before ids
         were qualified by the namespace that owns the call (``call_0`` for ``left/call_0``,
-        `jianmu.runtime.scopes`).
+        `jianmu.runtime.scopes`), else, none pending, the one asked before that had it.
 
         Raises:
             InteractionError: ``request_id`` names several pending requests (of several
                 namespaces); the message lists their ids.
         """
         with self._lock:
-            return named_request(request_id, self._pending.values(), self._asked)
+            return named_request(request_id, self._pending.values(), self._asked,
+                                 _earlier(self._asked))
 
     def _decide(
         self, request_id: str, approved: bool, message: str | None, *,
         arguments: dict[str, Any] | None = None, answer: str | None = None,
     ) -> str:
         with self._lock:
-            request_id = named_request(request_id, self._pending.values(), self._asked)
+            request_id = named_request(request_id, self._pending.values(), self._asked,
+                                       _earlier(self._asked))
             if request_id not in self._asked:
                 known = ", ".join(sorted(self._pending)) or "none"
                 raise InteractionError(
@@ -364,26 +366,41 @@ under (`jianmu.runtime.scopes`): the id it had before ids were qualified, which 
 where no other pending request has it (`named_request`). Absent: the id itself."""
 
 
-def named_request(given: str, pending: Iterable[ApprovalRequest], asked: Container[str]) -> str:
+def named_request(
+    given: str, pending: Iterable[ApprovalRequest], asked: Container[str],
+    earlier: Iterable[tuple[str, str | None]] = (),
+) -> str:
     """The request id ``given`` names: ``given`` itself when a request was asked under it
     (its exact id always means that request, decided or not); else the one pending request
     whose id without its namespaces' prefixes is ``given`` (`UNQUALIFIED`: ``call_0`` for
-    ``left/call_0``, never for a sub-agent's ``helper/call_1/call_0``); else ``given`` as it
-    is (unknown, said so by whoever looks it up).
+    ``left/call_0``, never for a sub-agent's ``helper/call_1/call_0``); else, none pending, the
+    one of ``earlier`` (requests asked before: each id and its id without the prefixes) that
+    it names so: a second decision by that id is told of the first, as one by the whole id;
+    else ``given`` as it is (unknown, said so by whoever looks it up).
 
     Raises:
-        InteractionError: several pending requests have that id in their namespaces: which
-            one is meant is not guessed.
+        InteractionError: several pending requests have that id in their namespaces (or,
+            none pending, several earlier ones): which one is meant is not guessed.
     """
     if given in asked:
         return given
     named = [r.id for r in pending if r.payload.get(UNQUALIFIED) == given]
+    which = "pending requests"
+    if not named:
+        named, which = [rid for rid, short in earlier if short == given], "requests asked before"
     if len(named) > 1:
         raise InteractionError(
-            f"{given!r} names {len(named)} pending requests, of calls of different namespaces "
+            f"{given!r} names {len(named)} {which}, of calls of different namespaces "
             f"that were given one id: {', '.join(named)}; give the one you mean"
         )
     return named[0] if named else given
+
+
+def _earlier(asked: dict[str, ApprovalRequest]) -> Iterator[tuple[str, str | None]]:
+    """Each request of ``asked`` as `named_request` takes an earlier one: its id, and its id
+    without the namespaces' prefixes."""
+    for request_id, request in asked.items():
+        yield request_id, request.payload.get(UNQUALIFIED)
 
 
 def fresh_request_id(base: str, ctx: RunContext) -> str:

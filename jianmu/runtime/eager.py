@@ -16,7 +16,15 @@ from typing import Any, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ("NOT_YET", "EagerOutcome", "FirstStep", "read_outcome", "started_task")
+__all__ = (
+    "NOT_YET",
+    "EagerOutcome",
+    "FirstStep",
+    "not_a_coroutine",
+    "read_outcome",
+    "refused",
+    "started_task",
+)
 
 
 class EagerOutcome(NamedTuple):
@@ -151,12 +159,25 @@ def _explained(exc: BaseException, coro: Any) -> BaseException:
     """``exc``, or, when what was to be stepped is no coroutine (``update_async`` written as a
     plain ``def``: it ran when called and returned its status), a TypeError saying so."""
     if isinstance(exc, AttributeError) and not hasattr(coro, "send"):
-        return TypeError(
-            f"update_async must be a coroutine function, `async def update_async(self) -> "
-            f"Status`, but it returned {coro!r}, not a coroutine: a plain def runs when called, "
-            f"blocking the event loop"
-        )
+        return not_a_coroutine(coro)
     return exc
+
+
+def not_a_coroutine(returned: Any) -> TypeError:
+    """The error for an ``update_async`` written as a plain ``def``, which ran when called and
+    returned ``returned``, not a coroutine: however its node runs (eagerly, as a task, as a
+    durable run's step), it says the same."""
+    return TypeError(
+        f"update_async must be a coroutine function, `async def update_async(self) -> "
+        f"Status`, but it returned {returned!r}, not a coroutine: a plain def runs when called, "
+        f"blocking the event loop"
+    )
+
+
+async def refused(returned: Any) -> Any:
+    """Raise `not_a_coroutine`: the work of a task started for an ``update_async`` written as
+    a plain ``def`` (a node not stepped eagerly), so its node fails as an eager one's does."""
+    raise not_a_coroutine(returned)
 
 
 NOT_YET: Any = object()

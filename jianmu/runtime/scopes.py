@@ -142,6 +142,11 @@ class ScopedSteps:
     def maybe_repeated(self, key: str) -> bool:
         return self.parent.maybe_repeated(self.prefix + key)
 
+    def replays(self, key: str) -> bool:
+        """The parent's `replays` under the prefix (False for a recorder without one)."""
+        replays = getattr(self.parent, "replays", None)
+        return bool(callable(replays) and replays(self.prefix + key))
+
 
 class _Owned:
     """A run's context as the nodes of one namespace see it: its interaction and steps under

@@ -166,10 +166,11 @@ def confirm(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
 @engine.tree("team")
 def team(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     """Two agents in two namespaces whose models give their calls one id (``call_0``), each
-    call asking a person first."""
+    call asking a person first; ``right_id`` gives the right one's call another id."""
     import py_trees
 
     path = inputs["path"]
+    ids = {"left": "call_0", "right": inputs.get("right_id", "call_0")}
 
     @tool(permission="user_confirm")
     def deploy(target: str) -> str:
@@ -180,7 +181,7 @@ def team(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     def member(namespace: str, target: str) -> Any:
         def turn(messages: list[Message]) -> Any:
             if not any(m.role == "assistant" for m in messages):
-                return [{"id": "call_0", "name": "deploy", "arguments": {"target": target}}]
+                return [{"id": ids[namespace], "name": "deploy", "arguments": {"target": target}}]
             return f"{namespace}: {messages[-1].content}"
 
         node = create_react_node(ScriptedLLM([turn] * 4), [deploy], name=namespace)
@@ -300,6 +301,20 @@ def broken(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
     if why == "its database":  # an app's error that quotes its settings
         why = f"cannot reach {engine.database_url}"
     raise RuntimeError(f"cannot build this tree: {why}")
+
+
+@engine.tree("plain_def")
+def plain_def(inputs: dict[str, Any]) -> tuple[Any, StateManager]:
+    """A node whose ``update_async`` is written as a plain ``def`` (a py_trees ``update``)."""
+    from py_trees.common import Status
+
+    from jianmu.runtime import AsyncNode
+
+    class Plain(AsyncNode):
+        def update_async(self) -> Status:  # type: ignore[override]
+            return Status.SUCCESS
+
+    return Plain("plain"), StateManager()
 
 
 SECRET = "API_KEY=sk-live-durable-4242"

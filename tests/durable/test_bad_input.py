@@ -96,6 +96,20 @@ def test_a_factory_that_raises_fails_the_run(workers: Workers, client: Any) -> N
     assert info.error is not None and "no API key" in info.error
 
 
+def test_a_plain_def_update_async_says_async_def_as_in_a_plain_run(
+    workers: Workers, client: Any
+) -> None:
+    """In a durable run (the node's work one step) it failed with Python's "object Status
+    can't be used in 'await' expression"; a plain run says it must be async def."""
+    workers.start("w1")
+    run_id = asyncio.run(client.start("plain_def", {}))
+    result = asyncio.run(client.result(run_id, timeout=120))
+    assert result.status is RunStatus.FAILURE
+    assert result.error is not None and result.error.startswith(
+        "plain: TypeError: update_async must be a coroutine function, `async def "
+        "update_async(self) -> Status`, but it returned <Status.SUCCESS: 'SUCCESS'>"), result.error
+
+
 @pytest.mark.parametrize("name", ["t", "My App", "a" * 257, "app.v2"])
 def test_an_app_name_dbos_refuses_is_refused_when_the_engine_is_made(
     db_url: str, name: str

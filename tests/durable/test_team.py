@@ -55,3 +55,41 @@ def test_two_namespaces_calls_of_one_id_are_asked_and_decided_apart(
     assert state is not None
     assert state["namespaces"]["left"]["final_answer"] == "left: deployed"
     assert "not us" in state["namespaces"]["right"]["final_answer"]
+
+
+def test_a_call_id_alone_names_its_request_again_once_decided(
+    workers: Workers, client: Any, tmp_path: Path
+) -> None:
+    """Deciding a namespaced request a second time by its call id alone raised
+    RunNotFoundError ("waits for no approval 'call_0'") once it was no longer pending; it is
+    refused as a second decision, as one by the whole id (or of a lone agent's request) is."""
+    from jianmu.errors import AlreadyDecidedError, RunNotFoundError
+
+    workers.start("w1")
+    run_id = asyncio.run(client.start("team", {"path": str(tmp_path / "d.txt"),
+                                               "right_id": "call_1"}))
+    decided: list[str] = []
+
+    def waiting() -> Any:
+        info = client.run_info(run_id)
+        fresh = [r for r in info.pending if r.id not in decided]
+        return fresh if info.status == "suspended" and fresh else None
+
+    while len(decided) < 2:  # each named by its call id alone: the one pending that had it
+        for request in wait_for(waiting, what="a call to ask for approval"):
+            assert request.id in ("left/call_0", "right/call_1"), request.id
+            if request.id == "left/call_0":
+                asyncio.run(client.approve(run_id, "call_0", "go"))
+            else:
+                asyncio.run(client.reject(run_id, "call_1", "not us"))
+            decided.append(request.id)
+    assert asyncio.run(client.result(run_id, timeout=120)).ok
+    assert not asyncio.run(client.pending(run_id))  # neither waits any more
+    for given in ("call_0", "left/call_0"):
+        with pytest.raises(AlreadyDecidedError, match=r"'left/call_0' .* already approved") as e:
+            asyncio.run(client.reject(run_id, given, "again"))
+        assert e.value.call_id == "left/call_0" and e.value.approved
+    with pytest.raises(AlreadyDecidedError, match=r"'right/call_1' .* already rejected"):
+        asyncio.run(client.approve(run_id, "call_1"))
+    with pytest.raises(RunNotFoundError, match="waits for no approval 'call_2'"):
+        asyncio.run(client.approve(run_id, "call_2"))

@@ -256,6 +256,20 @@ async def test_durable_marks_name_each_run_of_a_step_that_runs_twice() -> None:
     assert began.maybe_repeated("tool:p")  # ...here it did, and recorded nothing
 
 
+def test_durable_steps_say_which_run_of_a_step_replays() -> None:
+    """`DBOSSteps.replays`, seen under a namespace too (`ScopedSteps`): a call whose step
+    replays starts no sandbox (`jianmu.nodes._before_run`)."""
+    pytest.importorskip("dbos")
+    from jianmu.durable._workflow import DBOSSteps
+    from jianmu.runtime.scopes import ScopedSteps
+
+    steps = DBOSSteps({"jianmu:left/tool:p": "paid"}, set())
+    scoped = ScopedSteps(steps, "left/")
+    assert scoped.replays("tool:p") and not scoped.replays("tool:q")
+    assert not steps.replays("tool:p")  # another namespace's call of that id
+    assert not ScopedSteps(FakeSteps(), "left/").replays("tool:p")  # a recorder that can't say
+
+
 class Writer(AsyncNode):
     """A plain node: its update_async writes to the state, and counts its runs."""
 

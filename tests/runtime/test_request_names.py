@@ -49,3 +49,21 @@ def test_a_sub_agents_request_is_named_by_its_path_under_the_namespace() -> None
         with pytest.raises(InteractionError, match="no approval request"):
             run.approve(wrong)
     assert run.approve("helper/call_1/deploy_1") == "left/helper/call_1/deploy_1"
+
+
+def test_a_call_id_alone_still_names_its_request_once_decided() -> None:
+    """A second decision by the call id alone is told of the first, as one by the whole id is
+    (it was told no such request was asked); a pending request of that id comes first."""
+    run = Interaction()
+    asked(ScopedInteraction(run, "left/", qualifies=True))
+    asked(ScopedInteraction(run, "right/", qualifies=True), "call_1")
+    assert run.approve("call_0") == "left/call_0"
+    for given in ("call_0", "left/call_0"):
+        with pytest.raises(InteractionError, match="'left/call_0' was already approved"):
+            run.reject(given)
+    assert run.resolve("call_0") == "left/call_0"
+    asked(ScopedInteraction(run, "right/", qualifies=True))  # right asks under call_0 too
+    assert run.resolve("call_0") == "right/call_0"  # the pending one, not the decided one
+    run.reject("right/call_0")
+    with pytest.raises(InteractionError, match="names 2 requests asked before"):
+        run.approve("call_0")  # both decided: which one is meant is not guessed

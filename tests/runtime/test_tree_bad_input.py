@@ -126,3 +126,63 @@ async def test_an_update_async_written_as_a_plain_def_fails_its_node_saying_asyn
         "but it returned <Status.SUCCESS: 'SUCCESS'>, not a coroutine")
     assert result.error is not None and result.error.startswith("plain: TypeError: update_async")
     assert runner.state.get("kept") == 1
+
+
+class PlainLater(Plain):
+    """`Plain`, not stepped eagerly (as the engine's model and tool nodes are not)."""
+
+    eager_start = False
+
+
+class Steps:
+    """A durable run's step recorder that records nothing: each step runs."""
+
+    async def run(self, key: str, factory: Any) -> Any:
+        return await factory()
+
+    async def mark_started(self, keys: Any) -> None:
+        pass
+
+    def maybe_repeated(self, key: str) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("how", ["not eager", "durable"])
+async def test_a_plain_def_update_async_says_async_def_however_the_node_runs(how: str) -> None:
+    """Not stepped eagerly, asyncio's "a coroutine was expected" escaped the node; in a durable
+    run (the node's work one step), "object Status can't be used in 'await' expression"."""
+    node = PlainLater("plain") if how == "not eager" else Plain("plain")
+    runner = ReactiveRunner(node, StateManager(initial={"kept": 1}))
+    if how == "durable":
+        runner.ctx.steps = Steps()
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, TypeError)
+    assert str(result.exception).startswith(
+        "update_async must be a coroutine function, `async def update_async(self) -> Status`, "
+        "but it returned <Status.SUCCESS: 'SUCCESS'>, not a coroutine")
+    assert result.error is not None and result.error.startswith("plain: TypeError: update_async")
+    assert runner.state.get("kept") == 1
+
+
+class ReadsTooEarly(AsyncNode):
+    """Reads its state in ``__init__``, before a runner bound it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.start = self.state.get("start")
+
+
+async def test_a_node_that_reads_its_state_in_init_is_told_when_it_is_bound() -> None:
+    with pytest.raises(AttributeError, match=(
+            r"ReadsTooEarly 'early' has no state yet: a runner binds it when it runs the tree; "
+            r"read self.state in update_async \(or initialise\), not in __init__")):
+        ReadsTooEarly("early")
+    node = Writes("writes")
+    assert not hasattr(node, "state") and getattr(node, "ctx", None) is None
+    with pytest.raises(AttributeError, match="has no ctx yet") as error:
+        node.events  # noqa: B018 - the run's events come with its context
+    assert error.value.name == "ctx" and error.value.obj is node
+    runner = ReactiveRunner(node, StateManager())
+    assert (await runner.run(timeout=30)).ok  # bound by its run: its own, found first
+    assert node.ctx is runner.ctx and runner.state.get("run") == runner.ctx.run_id
