@@ -446,7 +446,7 @@ class DurableEngine:
         Raises:
             ApprovalEditError: the edited arguments do not fit (nothing was recorded).
             InteractionError: the request is a question (`answer` it), or ``call_id`` is a
-                call id alone that names several pending requests (their ids are listed).
+                call id alone that names several requests (their ids are listed).
             RunNotFoundError: no such run, or it waits for no request ``call_id``.
             AlreadyDecidedError: the request was decided before (the first decision stands;
                 the error names it).
@@ -500,13 +500,12 @@ class DurableEngine:
         if first is not None:
             raise _already_decided(run_id, call_id, first)
         pending = await self.pending(run_id)
-        # a call id alone names the one pending request of that call (`Interaction.resolve`)
-        call_id = named_request(call_id, pending, ())
         if call_id not in {r.id for r in pending}:
-            # a call id alone may name a request decided before, no longer pending: it names
-            # it as it did while pending (`named_request`, its name kept with its decision)
+            # a call id alone names the one request of that call, pending or decided (its name
+            # kept with its decision), as `Interaction.resolve` does; one of several is refused
             earlier = await asyncio.to_thread(ledger.named, run_id, call_id)
-            call_id = named_request(call_id, (), (), earlier)
+            call_id = named_request(call_id, pending, (), earlier)
+        if call_id not in {r.id for r in pending}:
             # decided (and gone on) since the look above: name that decision
             first = await asyncio.to_thread(ledger.first, run_id, call_id)
             if first is not None:

@@ -184,13 +184,13 @@ class Interaction:
 
     def resolve(self, request_id: str) -> str:
         """The id of the request ``request_id`` names (`named_request`): itself when a
-        request was asked under it, else the one pending request that had that id before ids
-        were qualified by the namespace that owns the call (``call_0`` for ``left/call_0``,
-        `jianmu.runtime.scopes`), else, none pending, the one asked before that had it.
+        request was asked under it, else the one request, pending or decided, that had that id
+        before ids were qualified by the namespace that owns the call (``call_0`` for
+        ``left/call_0``, `jianmu.runtime.scopes`).
 
         Raises:
-            InteractionError: ``request_id`` names several pending requests (of several
-                namespaces); the message lists their ids.
+            InteractionError: ``request_id`` names several requests (of several namespaces,
+                pending or decided); the message lists their ids.
         """
         with self._lock:
             return named_request(request_id, self._pending.values(), self._asked,
@@ -261,7 +261,7 @@ class Interaction:
             ApprovalEditError: the edited arguments do not fit the tool's schema, or the
                 request is not a tool call.
             InteractionError: the id was never asked, was already decided, is a question, or
-                names several pending requests.
+                names several requests.
         """
         return self._decide(request_id, True, message, arguments=arguments)
 
@@ -271,7 +271,7 @@ class Interaction:
 
         Raises:
             InteractionError: the id was never asked, was already decided, is not a
-                question, or names several pending requests.
+                question, or names several requests.
         """
         if not isinstance(text, str):
             raise TypeError(f"an answer is text, got {type(text).__name__}")
@@ -371,27 +371,25 @@ def named_request(
     earlier: Iterable[tuple[str, str | None]] = (),
 ) -> str:
     """The request id ``given`` names: ``given`` itself when a request was asked under it
-    (its exact id always means that request, decided or not); else the one pending request
-    whose id without its namespaces' prefixes is ``given`` (`UNQUALIFIED`: ``call_0`` for
-    ``left/call_0``, never for a sub-agent's ``helper/call_1/call_0``); else, none pending, the
-    one of ``earlier`` (requests asked before: each id and its id without the prefixes) that
-    it names so: a second decision by that id is told of the first, as one by the whole id;
-    else ``given`` as it is (unknown, said so by whoever looks it up).
+    (its exact id always means that request, decided or not); else the one request, pending or
+    asked before (``earlier``: each id and its id without the prefixes), whose id without its
+    namespaces' prefixes is ``given`` (`UNQUALIFIED`: ``call_0`` for ``left/call_0``, never for
+    a sub-agent's ``helper/call_1/call_0``): a second decision by that id is told of the first,
+    as one by the whole id; else ``given`` as it is (unknown, said so by whoever looks it up).
 
     Raises:
-        InteractionError: several pending requests have that id in their namespaces (or,
-            none pending, several earlier ones): which one is meant is not guessed.
+        InteractionError: several requests have that id in their namespaces, pending or
+            decided: which one is meant is not guessed (once ``left/call_0`` is decided, a
+            repeated ``call_0`` must not approve ``right/call_0``).
     """
     if given in asked:
         return given
     named = [r.id for r in pending if r.payload.get(UNQUALIFIED) == given]
-    which = "pending requests"
-    if not named:
-        named, which = [rid for rid, short in earlier if short == given], "requests asked before"
+    named += [rid for rid, short in earlier if short == given and rid not in named]
     if len(named) > 1:
         raise InteractionError(
-            f"{given!r} names {len(named)} {which}, of calls of different namespaces "
-            f"that were given one id: {', '.join(named)}; give the one you mean"
+            f"{given!r} names {len(named)} requests, of calls of different namespaces "
+            f"that were given one id: {', '.join(sorted(named))}; give the one you mean"
         )
     return named[0] if named else given
 

@@ -285,13 +285,13 @@ class CheckpointRuns:
         """Approve (with ``arguments``: the call edited), reject or ``answer`` a pending
         request, then continue the run here if its tree can be rebuilt; else record the
         decision in a new checkpoint. Returns what was done. A call id alone names the one
-        pending request of that call (`Interaction.resolve`).
+        request of that call, pending or decided (`Interaction.resolve`).
 
         Raises:
             ApprovalEditError: the edited arguments do not fit the tool (nothing recorded).
             InteractionError: no such pending request, the run is not waiting, the
                 request is of the other kind (a question approved, an approval answered), or
-                a call id alone names several pending requests.
+                a call id alone names several requests.
             RunNotFoundError: no such run.
         """
         message = decision_message(approved, text, by)
@@ -307,7 +307,7 @@ class CheckpointRuns:
             if data is None and not live:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
             data = data or {}
-            # a call id alone names the one pending request of that call (`Interaction.resolve`)
+            # a call id alone names the one request of that call (`Interaction.resolve`)
             interaction = Interaction()
             with contextlib.suppress(CheckpointError):  # damaged: the checks below say so
                 interaction.restore(data.get("interaction", {}))

@@ -124,11 +124,18 @@ def test_resume_takes_qualified_ids_and_refuses_an_ambiguous_call_id(project: Pr
     assert project.paid() == ["paid 40"]  # the left branch's call, once
 
 
-def test_a_call_id_alone_names_the_one_request_left_waiting(project: Project) -> None:
+def test_a_call_id_alone_never_names_the_one_left_waiting_when_another_had_it(
+    project: Project,
+) -> None:
+    """Once left/pay_1 is decided, "pay_1" still names it too: run again, the command must not
+    approve right/pay_1, which nobody named."""
     run_id = project.suspended()
     code, out, err = project.jianmu("resume", run_id, "--reject", "left/pay_1")
     assert code == 3 and "right/pay_1" in out, out + err  # still waits for the other one
     code, out, err = project.jianmu("resume", run_id, "--approve", "pay_1")
+    assert code == 2 and "left/pay_1, right/pay_1" in out + err, out + err
+    assert project.paid() == []
+    code, out, err = project.jianmu("resume", run_id, "--approve", "right/pay_1")
     assert code == 0, out + err
     assert "✓ approved right/pay_1" in out, out
     assert project.paid() == ["paid 7"]
@@ -143,7 +150,9 @@ def test_the_studio_resolves_a_call_id_alone_against_the_runs_pending_requests(
         runs.decide(run_id, "pay_1", True, None, "tester")
     done = runs.decide(run_id, "left/pay_1", False, "not this one", "tester")
     assert done.startswith("rejected left/pay_1")
-    done = runs.decide(run_id, "pay_1", True, None, "tester")  # only right/pay_1 waits
+    with pytest.raises(InteractionError, match="left/pay_1, right/pay_1"):
+        runs.decide(run_id, "pay_1", True, None, "tester")  # left/pay_1 had it too
+    done = runs.decide(run_id, "right/pay_1", True, None, "tester")
     assert done.startswith("approved right/pay_1")
     code, out, err = project.jianmu("resume", run_id)
     assert code == 0, out + err

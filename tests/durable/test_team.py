@@ -1,6 +1,6 @@
 """A durable run of two agents in two namespaces whose models give their calls one id: each
 call is asked under its namespace (``left/call_0``), decided from another process by that id
-(or by the call id alone while it names one pending request), and recorded as a step of its
+(or by the call id alone while it names one request), and recorded as a step of its
 own (``left/tool:call_0``), so one is never replayed as the other's."""
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ def test_two_namespaces_calls_of_one_id_are_asked_and_decided_apart(
                 continue
             assert request.id in ("left/call_0", "right/call_0"), request.id
             if request.id == "left/call_0":
-                # alone, the call id names it; beside right's, only its own id does
-                given = "call_0" if len(info.pending) == 1 else request.id
+                # alone, the call id names it; beside right's, pending or decided, only its
+                # own id does
+                alone = len(info.pending) == 1 and "right/call_0" not in decided
+                given = "call_0" if alone else request.id
                 asyncio.run(client.approve(run_id, given, "go"))
             else:
                 asyncio.run(client.reject(run_id, request.id, "not us"))
@@ -55,6 +57,11 @@ def test_two_namespaces_calls_of_one_id_are_asked_and_decided_apart(
     assert state is not None
     assert state["namespaces"]["left"]["final_answer"] == "left: deployed"
     assert "not us" in state["namespaces"]["right"]["final_answer"]
+    from jianmu.errors import InteractionError
+
+    # both decided under one call id: the id alone names neither (never a guess)
+    with pytest.raises(InteractionError, match="left/call_0, right/call_0"):
+        asyncio.run(client.approve(run_id, "call_0"))
 
 
 def test_a_call_id_alone_names_its_request_again_once_decided(

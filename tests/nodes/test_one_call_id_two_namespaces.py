@@ -116,7 +116,9 @@ def test_approve_one_reject_the_other_runs_the_right_one() -> None:
     assert "not alice" in observation(runner, "left")
 
 
-def test_a_bare_call_id_names_a_request_only_when_one_pending_request_has_it() -> None:
+def test_a_bare_call_id_names_a_request_only_when_one_request_has_it() -> None:
+    """Pending or decided: once left/call_0 is decided, a repeated "call_0" (meant for it) must
+    not approve right/call_0, which nobody named."""
     runner = ReactiveRunner(tree(), state())
     suspended(runner)
     with pytest.raises(InteractionError, match=r"left/call_0, right/call_0"):
@@ -124,7 +126,10 @@ def test_a_bare_call_id_names_a_request_only_when_one_pending_request_has_it() -
     assert runner.interaction.decision("left/call_0") is None
     assert runner.interaction.decision("right/call_0") is None
     runner.reject("left/call_0")
-    assert runner.approve("call_0") == "right/call_0"  # the one left waiting
+    with pytest.raises(InteractionError, match=r"left/call_0, right/call_0"):
+        runner.approve("call_0")
+    assert runner.interaction.decision("right/call_0") is None
+    assert runner.approve("right/call_0") == "right/call_0"
     assert runner.run_sync(timeout=30).ok
     assert PAID == [("bob", 7)]
 
@@ -214,7 +219,7 @@ def test_two_leads_sub_agents_with_one_call_id_are_asked_apart(tmp_path: Path) -
     restored = ReactiveRunner.restore(team(), SQLiteCheckpointer(db), "leads",
                                       state_manager=StateManager(AgentState))
     # the id each had before ids were qualified names both; a sub-agent's call id alone, none
-    with pytest.raises(InteractionError, match="names 2 pending requests"):
+    with pytest.raises(InteractionError, match="names 2 requests"):
         restored.approve("researcher/call_0/call_0")
     with pytest.raises(InteractionError, match="no approval request 'call_0'"):
         restored.approve("call_0")

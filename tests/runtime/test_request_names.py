@@ -35,7 +35,12 @@ def test_a_call_id_alone_names_one_namespaces_request_and_refuses_to_guess() -> 
     with pytest.raises(InteractionError, match="left/call_0, right/call_0"):
         run.approve("call_0")
     run.reject("right/call_0")
-    assert run.approve("call_0") == "left/call_0"
+    # right/call_0 is decided, but "call_0" still names it too: a repeated "call_0" meant for
+    # it must not approve left/call_0
+    with pytest.raises(InteractionError, match="left/call_0, right/call_0"):
+        run.approve("call_0")
+    assert left.decision("call_0") is None
+    assert run.approve("left/call_0") == "left/call_0"
     assert left.decision("call_0") is not None and left.decision("call_0").approved
 
 
@@ -53,7 +58,8 @@ def test_a_sub_agents_request_is_named_by_its_path_under_the_namespace() -> None
 
 def test_a_call_id_alone_still_names_its_request_once_decided() -> None:
     """A second decision by the call id alone is told of the first, as one by the whole id is
-    (it was told no such request was asked); a pending request of that id comes first."""
+    (it was told no such request was asked); once another namespace asks under that id, the id
+    alone names neither."""
     run = Interaction()
     asked(ScopedInteraction(run, "left/", qualifies=True))
     asked(ScopedInteraction(run, "right/", qualifies=True), "call_1")
@@ -63,7 +69,10 @@ def test_a_call_id_alone_still_names_its_request_once_decided() -> None:
             run.reject(given)
     assert run.resolve("call_0") == "left/call_0"
     asked(ScopedInteraction(run, "right/", qualifies=True))  # right asks under call_0 too
-    assert run.resolve("call_0") == "right/call_0"  # the pending one, not the decided one
+    for decide in (run.approve, run.reject):  # a repeated "call_0" meant for left's: refused
+        with pytest.raises(InteractionError, match="names 2 requests"):
+            decide("call_0")
+    assert "right/call_0" in {r.id for r in run.pending}  # still waiting: nothing guessed
     run.reject("right/call_0")
-    with pytest.raises(InteractionError, match="names 2 requests asked before"):
+    with pytest.raises(InteractionError, match="names 2 requests"):
         run.approve("call_0")  # both decided: which one is meant is not guessed

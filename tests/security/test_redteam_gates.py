@@ -235,7 +235,7 @@ async def test_one_approval_never_runs_the_same_call_of_two_branches() -> None:
     state.scope("right").update({"actions": [call]})
     result = await runner.run(timeout=30)
     assert sorted(r.id for r in result.pending) == ["left/c1", "right/c1"]
-    with pytest.raises(InteractionError, match="names 2 pending requests"):
+    with pytest.raises(InteractionError, match="names 2 requests"):
         runner.approve("c1")
     runner.approve("left/c1")
     assert (await runner.run(timeout=30)).status is RunStatus.SUSPENDED  # right/c1 still waits
