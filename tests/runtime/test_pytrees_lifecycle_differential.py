@@ -49,14 +49,19 @@ DECORATORS = (
     "StatusToBlackboard",
 )
 IDIOMS = ("pick_up", "either_or", "oneshot")
+STOCK = ("Success", "Failure", "Running", "TickCounter", "StatusQueue", "SuccessEveryN",
+         "Periodic", "WaitForBlackboardVariableValue", "CheckBlackboardVariableValue")
+"""py_trees' own leaves, the same in both worlds (plain leaves under the runner)."""
 
 
 # -- the trees ---------------------------------------------------------------------------------
 class Gen:
     """Random tree specs, every leaf named uniquely; ``keys`` blackboard keys, ``flags`` flags."""
 
-    def __init__(self, rng: random.Random, *, leaves: str, keys: int = 2, flags: int = 2) -> None:
+    def __init__(self, rng: random.Random, *, leaves: str, keys: int = 2, flags: int = 2,
+                 stock: float = 0.15) -> None:
         self.rng, self.leaves, self.keys, self.flags, self.n = rng, leaves, keys, flags, 0
+        self.stock = stock
 
     def uid(self) -> int:
         self.n += 1
@@ -64,6 +69,8 @@ class Gen:
 
     def leaf(self) -> tuple[Any, ...]:
         rng = self.rng
+        if rng.random() < self.stock:
+            return ("stock", rng.choice(STOCK), rng.randrange(1 << 12), self.uid())
         runs = []
         for _ in range(rng.randint(1, 3)):
             how = rng.choices(("now", "gate", "raise", "raise_gate", "ticks", "sleep"),
@@ -91,10 +98,12 @@ class Gen:
             return ("idiom", idiom, rng.randrange(1 << 12), self.uid(),
                     tuple(self.node(depth - 2) for _ in range(count)))
         kind = rng.choice(("seq", "sel", "par"))
-        children = tuple(self.node(depth - 1) for _ in range(rng.randint(1, 4)))
-        if kind == "par":
-            return ("par", (rng.choice(("all", "one", "selected")), rng.random() < 0.5,
-                            rng.getrandbits(4)), self.uid(), children)
+        # now and then none: py_trees' composites end at once then, each its own way
+        children = tuple(self.node(depth - 1) for _ in range(rng.choices((0, 1, 2, 3, 4),
+                                                                         (1, 6, 6, 6, 6))[0]))
+        if kind == "par":  # SuccessOnSelected needs a child to select
+            policy = rng.choice(("all", "one", "selected") if children else ("all", "one"))
+            return ("par", (policy, rng.random() < 0.5, rng.getrandbits(4)), self.uid(), children)
         return (kind, rng.random() < 0.5, self.uid(), children)
 
 
@@ -302,6 +311,8 @@ def build(spec: tuple[Any, ...], world: World, plain: bool) -> Behaviour:
         return py_trees.composites.Parallel(f"par{spec[2]}", policy=chosen, children=children)
     if kind == "idiom":
         return _idiom(spec, world, plain)
+    if kind == "stock":
+        return _stock(spec, world)
     which, param, uid = spec[1], spec[2], spec[3]
     child = build(spec[4], world, plain)
     name, d = f"{which}{uid}", py_trees.decorators
@@ -325,6 +336,22 @@ def build(spec: tuple[Any, ...], world: World, plain: bool) -> Behaviour:
     if which == "StatusToBlackboard":
         return d.StatusToBlackboard(name, child, variable_name=f"probe_status_{uid}")
     return getattr(d, which)(name, child)
+
+
+def _stock(spec: tuple[Any, ...], world: World) -> Behaviour:
+    which, param, uid = spec[1], spec[2], spec[3]
+    name, b = f"{which}{uid}", py_trees.behaviours
+    status, k = (S, F)[param & 1], 1 + (param >> 1) % 3
+    if which in ("Success", "Failure", "Running"):
+        return getattr(b, which)(name)
+    if which == "TickCounter":
+        return b.TickCounter(name, duration=k, completion_status=status)
+    if which == "StatusQueue":
+        return b.StatusQueue(name, queue=[Status.RUNNING] * k + [status], eventually=status)
+    if which in ("SuccessEveryN", "Periodic"):
+        return getattr(b, which)(name, n=k + 1)
+    check = ComparisonExpression(world.keys[k % len(world.keys)], param & 2 == 0, operator.eq)
+    return getattr(b, which)(name, check=check)
 
 
 def _idiom(spec: tuple[Any, ...], world: World, plain: bool) -> Behaviour:
@@ -359,7 +386,8 @@ def snapshot(root: Behaviour) -> tuple[Any, ...]:
         (n.name, n.status.name, getattr(n, "success", None), getattr(n, "failures", None),
          getattr(n, "final_status", None), getattr(n, "success_count", None),
          getattr(n, "failure_count", None), getattr(n, "interrupt_count", None),
-         getattr(n, "count", None))
+         getattr(n, "count", None), getattr(n, "counter", None),
+         len(getattr(n, "current_queue", ())))
         for n in root.iterate()), _board())
 
 
@@ -590,3 +618,54 @@ async def test_leaf_lifecycles_match_py_trees(offset: int, depth: int, leaves: s
         if diff:
             found.append(diff)
     assert not found, f"{len(found)} differ; first:\n{found[0]}"
+
+
+class Raises(Behaviour):
+    """A plain py_trees leaf whose ``update`` raises at its ``at``-th tick, after noting which
+    leaves run and where the log stands."""
+
+    def __init__(self, at: int, world: World) -> None:
+        super().__init__("raises")
+        self.at, self.ticks, self.world = at, 0, world
+        self.mark = -1
+        self.running: set[str] = set()
+
+    def update(self) -> Status:
+        self.ticks += 1
+        if self.ticks < self.at:
+            return Status.RUNNING
+        self.mark = len(self.world.log)
+        self.running = {name for name, leaf in self.world.leaves.items()
+                        if leaf.status is Status.RUNNING}
+        raise RuntimeError("raised mid-tick")
+
+
+@pytest.mark.parametrize("seed", range(12))
+async def test_a_tick_that_raises_terminates_each_running_leaf_once(seed: int) -> None:
+    """A plain leaf raising mid-tick fails the run, and every leaf running then is stopped:
+    its ``terminate`` runs once, with INVALID, as py_trees' ``stop`` calls it (each leaf's
+    ran once more per decorator above it), and its coroutine sees the CancelledError."""
+    rng = random.Random(FIRST_SEED + 900_000 + seed)
+    world = World(2, 2)
+    d = py_trees.decorators  # the random branch never ends the run: the raise does
+    branch = d.FailureIsRunning("keep", d.SuccessIsRunning("going", build(
+        Gen(rng, leaves="mixed", stock=0).node(4), world, plain=False)))
+    waits = build(("leaf", "waits", "async", (("gate", S, 1),)), world, plain=False)
+    children = [d.Inverter("inv", d.PassThrough("pass", waits)), branch][:: 1 if seed % 2 else -1]
+    at = rng.randrange(3)  # first, the raise comes at a later tick: leaves run by then
+    raises = Raises(rng.randint(2 if at == 0 else 1, 3), world)
+    children.insert(at, raises)
+    root = py_trees.composites.Parallel(
+        "root", policy=ParallelPolicy.SuccessOnAll(synchronise=False), children=children)
+    result = await ReactiveRunner(root, config=POLL).run(max_ticks=MAX_TICKS)
+    assert result.status is RunStatus.FAILURE and "raised mid-tick" in str(result.error)
+    assert raises.mark >= 0 and raises.running
+    stops = [entry for entry in world.log[raises.mark:] if entry[0] == "term"]
+    for name in raises.running:
+        assert [e for e in stops if e[1] == name] == [("term", name, "RUNNING", "INVALID")]
+    assert len(stops) == len({e[1] for e in stops}), stops  # no leaf terminated twice
+    assert all(n.status is not Status.RUNNING for n in root.iterate())
+    for leaf in world.leaves.values():
+        if isinstance(leaf, Async):
+            assert leaf.in_flight is None
+            assert leaf.stopped <= leaf.reached, leaf.name
