@@ -512,8 +512,9 @@ async def play_jianmu(spec: tuple[Any, ...], events: list[Any], world: World,
             done, _ = await asyncio.wait({run, slept}, timeout=wait,
                                          return_when=asyncio.FIRST_COMPLETED)
             slept.cancel()
-            if run.done() or (not done and not was_busy and not busy()):
-                return
+            if run.done() or (not done and not was_busy and not busy()
+                              and runner.ticks == ticks_before):
+                return  # (on a loaded loop a poll may come with the grace's end: not then)
             if not runner.asleep or busy():
                 continue
             now = (len(world.log), snapshot(root))
