@@ -23,9 +23,15 @@ def failure_reason(root: Behaviour) -> str | None:
 
 
 def stop_running_nodes(root: Behaviour) -> None:
-    """Stop every running node under ``root``: a tick that raised midway left the statuses of
-    the nodes above the raise unset, so stopping the root would not reach their running
-    children."""
-    for node in root.iterate():  # children before their parents
+    """Stop every running node under ``root``, each once: a tick that raised midway left the
+    statuses of the nodes above the raise unset, so stopping the root would not reach their
+    running children. Parents first, with py_trees' own ``stop`` (which reaches the running
+    nodes below them, in its order), then what is still running below a node it skipped:
+    stopped children first, a decorator stopped after them stopped its child again, and a
+    leaf's ``terminate`` ran once per decorator above it."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
         if node.status is Status.RUNNING:
             node.stop(Status.INVALID)
+        stack.extend(reversed(node.children))

@@ -57,7 +57,7 @@ from jianmu.errors import (
 from jianmu.nodes.tool_node import ToolNode
 from jianmu.runtime.async_node import RuntimeNode, Ticker, close_tree
 from jianmu.runtime.context import RunContext, copy_of
-from jianmu.runtime.failures import failure_reason
+from jianmu.runtime.failures import failure_reason, stop_running_nodes
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.skills.loader import read_tree_source
 from jianmu.skills.skill import Skill
@@ -590,8 +590,9 @@ async def drive_subtree(
                 if remaining is not None and wait is not None and wait >= remaining:
                     return SubtreeOutcome("timeout", f"the skill timed out after {timeout} s")
     finally:
-        if root.status is Status.RUNNING:
-            root.stop(Status.INVALID)
+        # every node left running, each once: a tick that raised midway left the statuses
+        # above the raise unset, and stopping the root alone left their leaves' tasks running
+        stop_running_nodes(root)
         while ctx.cancelled_tasks:
             batch = list(ctx.cancelled_tasks)
             ctx.cancelled_tasks.clear()

@@ -407,3 +407,65 @@ def test_a_tree_that_loops_at_import_is_refused_after_the_time_limit(
         release.touch()  # the import thread ends
     fine = load_skill(_bt_skill(tmp_path, "fine", ECHO_TREE.format(mark="ok")))
     assert SkillTreeLoader().load_module(fine).MARK == "ok"
+
+
+RAISING_TREE = '''
+import asyncio
+from pathlib import Path
+
+import py_trees
+from py_trees.common import ParallelPolicy, Status
+from jianmu.runtime import AsyncNode
+
+NOTES = Path({notes!r})
+
+class Waits(AsyncNode):
+    async def update_async(self):
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            with NOTES.open("a") as notes:
+                notes.write("cancelled\\n")
+            raise
+
+    def terminate(self, new_status):
+        with NOTES.open("a") as notes:
+            notes.write(f"terminate {{self.status.name}} {{new_status.name}}\\n")
+        super().terminate(new_status)
+
+class Raises(py_trees.behaviour.Behaviour):
+    def update(self):
+        raise RuntimeError("raised mid-tick")
+
+def build_tree(ctx):
+    d = py_trees.decorators
+    return py_trees.composites.Parallel(
+        "root", policy=ParallelPolicy.SuccessOnAll(synchronise=False), children=[
+            py_trees.composites.Sequence("first", memory=True, children=[
+                d.PassThrough("pass", Waits("waits"))]),
+            Raises("raises"),
+        ])
+'''
+
+
+@pytest.mark.anyio
+async def test_a_tick_that_raises_inside_the_tool_stops_the_trees_running_leaves(
+    tmp_path: Path,
+) -> None:
+    """A plain leaf raising in the subtree's first tick left the statuses above it unset:
+    stopping the root alone (not RUNNING) reached nothing, and the async leaf started before
+    the raise went on running after the tool had failed. Each running leaf is stopped once,
+    its coroutine cancelled and awaited before the tool returns."""
+    import asyncio
+
+    notes = tmp_path / "notes.txt"
+    catalog = SkillCatalog([tmp_path])
+    _bt_skill(tmp_path, "raising", RAISING_TREE.format(notes=str(notes)))
+    catalog.reload()
+    with pytest.raises(RuntimeError, match="raised mid-tick"):
+        await RunBTSkillTool(catalog).execute(
+            {"skill": "raising", "inputs": {}},
+            injected={"state": StateManager(AgentState).scope("host"), "call_id": "call_1"},
+        )
+    assert notes.read_text().splitlines() == ["terminate RUNNING INVALID", "cancelled"]
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("jianmu:")]
