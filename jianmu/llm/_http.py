@@ -8,20 +8,22 @@ again on a new connection, whatever the provider's retries (`unanswered`, `resen
 new connection that the server drops so is a failing server, left to the retries. A request
 whose answer had begun (its status line came) and then broke off, or whose body could not be
 decoded, was answered and billed: it is never sent again, neither by our retries nor by the
-SDK's (`broke_off`).
+SDK's (`broke_off`). An event stream whose body ended cleanly on an event with no blank line
+after it keeps that event when its data is whole JSON (`last_event_kept`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from jianmu.llm.in_flight import request_answered, request_sent, request_starts
 
-__all__ = ("broke_off", "http_client", "read_ahead", "resent_once", "silent", "timed_out",
-           "unanswered")
+__all__ = ("broke_off", "http_client", "last_event_kept", "read_ahead", "resent_once", "silent",
+           "timed_out", "unanswered")
 
 _T = TypeVar("_T")
 _ANSWERED = "jianmu.answered"
@@ -134,6 +136,47 @@ async def resent_once(attempt: Callable[[], Awaitable[_T]]) -> _T:
         if not unanswered(exc):
             raise
     return await attempt()
+
+
+def last_event_kept(stream: Any) -> None:
+    """Have ``stream`` (the SDK's event stream, not read yet) give the last event of a body
+    that ended cleanly without the blank line that ends an event, when its data is whole JSON.
+
+    The SDKs' decoders drop such an event, as the event-stream standard says of one cut off;
+    but servers and proxies that end their stream so (no ``[DONE]``, no trailing blank line)
+    sent it whole, and it is the one with the finish reason or ``message_stop``: the reply,
+    answered and billed, was lost as incomplete. Data that is not whole JSON stays dropped (a
+    stream cut off mid-event), and a body that broke off gets no end at all."""
+    response = getattr(stream, "response", None)
+    read = getattr(stream, "_iter_events", None)
+    if response is None or read is None:  # an SDK that reads its events otherwise
+        return
+    body = response.aiter_bytes
+    ended = False
+
+    async def with_end(*args: Any, **kwargs: Any) -> AsyncIterator[bytes]:
+        nonlocal ended
+        async for chunk in body(*args, **kwargs):
+            yield chunk
+        ended = True  # cleanly: what the decoders still hold is the server's last event
+        yield b"\n\n"  # a blank line (after a CR too: the first LF may end a CRLF)
+
+    async def events() -> AsyncIterator[Any]:
+        async for sse in read():
+            if ended and not _whole_json(sse.data):
+                continue
+            yield sse
+
+    response.aiter_bytes = with_end
+    stream._iter_events = events
+
+
+def _whole_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_ahead(response: Any, *, events: bool = False) -> Any:

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import BaseModel
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm._http import broke_off, http_client, resent_once, silent, timed_out
+from jianmu.llm._http import (
+    broke_off,
+    http_client,
+    last_event_kept,
+    resent_once,
+    silent,
+    timed_out,
+)
 from jianmu.llm._pairs import PairedText, paired
 from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, joined
 from jianmu.llm.in_flight import watch_stream
@@ -504,6 +511,7 @@ class AnthropicProvider(SDKProvider):
         with self._map_errors(request.tools):
             events = await resent_once(lambda: sent(create, {**body, "stream": True}))
             whole = await self.whole_body(events)
+        last_event_kept(events)
         _name_events(events)
         if whole is not None:  # a server that ignored ``stream``: its whole reply, replayed
             import anthropic

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm._http import broke_off, http_client, silent, timed_out, unanswered
+from jianmu.llm._http import (
+    broke_off,
+    http_client,
+    last_event_kept,
+    silent,
+    timed_out,
+    unanswered,
+)
 from jianmu.llm._pairs import PairedText, paired
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import (
@@ -388,6 +395,7 @@ class OpenAIProvider(SDKProvider):
             for event in replayed(self._reply(completion)):
                 yield event
             return
+        last_event_kept(chunks)
         _with_data_only(chunks)
         assembler = _StreamAssembler(self.base_url)
         watch_stream(assembler)
