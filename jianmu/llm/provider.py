@@ -654,22 +654,25 @@ class SDKProvider(BaseLLMProvider):
     async def whole_body(self, stream: Any) -> Any | None:
         """The JSON of a streamed request's answer that is a whole reply, not an event stream
         (a server or proxy that ignores ``stream``), the SDK's ``stream`` closed; ``None`` for
-        an event stream, left to the SDK to read (one labelled JSON too: a reply is told by
-        its first byte, read ahead and put back).
+        an event stream, left to the SDK to read. Unless labelled an event stream, a reply is
+        told by its first byte, read ahead and put back: an event stream labelled JSON is one,
+        and a whole reply labelled otherwise or not at all (Go's servers call JSON they do not
+        label ``text/plain``) is one too.
 
         Raises:
             LLMError: the body is not JSON.
         """
         response = getattr(stream, "response", None)
+        if response is None:
+            return None
         headers = getattr(response, "headers", None)
         kind = headers.get("content-type", "") if headers is not None else ""
-        if "json" not in kind.split(";", 1)[0].lower():
-            if response is not None:  # its first chunk kept, for `no_events` to show
-                response.stream = read_ahead(response, events=True)
+        # its first chunk kept, for `no_events` to show; no BOM in an event stream or JSON
+        body = read_ahead(response, events=True)
+        response.stream = body
+        if kind.split(";", 1)[0].strip().lower() == "text/event-stream":
             return None
-        body = read_ahead(response, events=True)  # an event stream, or JSON: no BOM in either
         if (await body.first()).lstrip()[:1] not in (b"{", b"["):
-            response.stream = body  # type: ignore[union-attr]
             return None
         try:
             text = b"".join([chunk async for chunk in body])
