@@ -9,11 +9,15 @@ new connection that the server drops so is a failing server, left to the retries
 whose answer had begun (its status line came) and then broke off, or whose body could not be
 decoded, was answered and billed: it is never sent again, neither by our retries nor by the
 SDK's (`broke_off`). An event stream whose body ended cleanly on an event with no blank line
-after it keeps that event when its data is whole JSON (`last_event_kept`).
+after it keeps that event when its data is whole JSON (`last_event_kept`); a body that goes
+on after its reply's end is read for a moment, to keep its connection, and not waited on
+(`drained`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import json
 import sys
@@ -22,8 +26,8 @@ from typing import Any, TypeVar
 
 from jianmu.llm.in_flight import request_answered, request_sent, request_starts
 
-__all__ = ("broke_off", "http_client", "last_event_kept", "read_ahead", "resent_once", "silent",
-           "timed_out", "unanswered")
+__all__ = ("broke_off", "drained", "http_client", "last_event_kept", "read_ahead", "resent_once",
+           "silent", "timed_out", "unanswered")
 
 _T = TypeVar("_T")
 _ANSWERED = "jianmu.answered"
@@ -32,6 +36,7 @@ _FRESH = "jianmu.fresh_connection"
 _BROKEN = frozenset({"RemoteProtocolError", "ReadError", "WriteError"})
 _HTTPX = frozenset({"httpx", "httpx2"})
 _BOM = "\ufeff".encode()
+_DRAIN = 0.1  # seconds to wait for the rest of a body whose reply is whole (the OpenAI SDK's)
 
 
 async def _sending(request: Any) -> None:
@@ -169,6 +174,22 @@ def last_event_kept(stream: Any) -> None:
 
     response.aiter_bytes = with_end
     stream._iter_events = events
+
+
+async def drained(stream: Any) -> None:
+    """Read, unread, what is left of the body of ``stream`` (the SDK's event stream, its reply
+    whole) for a moment: its end, usually on the wire already, so that its connection goes
+    back to the pool. A body that goes on past its reply's end (a server or proxy that keeps
+    the stream open, or sends pings after it) is left, and closed with its connection: the
+    turn does not wait on it for the read timeout, nor fail when it breaks."""
+    response = getattr(stream, "response", None)
+    body = getattr(response, "stream", None)
+    if body is None or getattr(response, "is_closed", True):
+        return
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(_DRAIN):
+            async for _ in body:
+                pass
 
 
 def _whole_json(text: str) -> bool:

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import (
     broke_off,
+    drained,
     http_client,
     last_event_kept,
     resent_once,
@@ -525,18 +526,25 @@ class AnthropicProvider(SDKProvider):
         where = self.base_url or "the Anthropic API"
         assembler = _StreamAssembler(self.model, where)
         watch_stream(assembler)
+        each = aiter(events)
         try:
             with self._map_errors(request.tools, midstream=True):
-                async for event in events:
+                async for event in each:
                     paused.feed(event)
                     for out in assembler.feed(event):
                         yield out
+                    if assembler.stopped:
+                        # nothing after ``message_stop`` is the message's: a body that goes on
+                        # (a proxy that keeps the stream open) is not waited on
+                        break
+            await drained(events)
         except LLMTransientError as exc:
             # broken after ``message_stop`` (a proxy that drops the connection): the
             # message is whole
             if not assembler.stopped or not broke_off(exc):
                 raise
         finally:
+            await each.aclose()
             await events.close()
         if not assembler.started:  # an answer that was no event stream (an HTML page...)
             raise self.no_events(events, "a message_start event", where)
