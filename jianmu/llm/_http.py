@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from jianmu.llm.in_flight import request_answered, request_sent, request_starts
 
 __all__ = ("broke_off", "drained", "http_client", "last_event_kept", "read_ahead", "resent_once",
-           "silent", "timed_out", "unanswered")
+           "silent", "timed_out", "told", "unanswered")
 
 _T = TypeVar("_T")
 _ANSWERED = "jianmu.answered"
@@ -105,6 +105,14 @@ def broke_off(exc: BaseException) -> bool:
     could not decode) under an answer the server had begun: answered and billed, so never to
     be asked again."""
     return any(_transport(error) for error in _chain(exc)) and _noted(exc, _ANSWERED)
+
+
+def told(error: BaseException) -> str:
+    """``Kind: message`` of the HTTP client's ``error``, the message the first in its chain
+    that has one when its own is empty: a reset is ``ReadError: [Errno 104] Connection reset
+    by peer``, not ``ReadError: `` with nothing said."""
+    said = next((str(cause) for cause in _chain(error) if str(cause)), "")
+    return f"{type(error).__name__}: {said}" if said else type(error).__name__
 
 
 def timed_out(exc: BaseException) -> bool:

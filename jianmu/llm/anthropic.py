@@ -25,6 +25,7 @@ from jianmu.llm._http import (
     resent_once,
     silent,
     timed_out,
+    told,
 )
 from jianmu.llm._pairs import PairedText, paired
 from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, joined
@@ -381,10 +382,10 @@ class AnthropicProvider(SDKProvider):
             if broke_off(exc):  # never sent again: the server answered, and billed it
                 raise LLMTransientError(
                     f"the answer from {where} broke off midway (not asked again): "
-                    f"{type(cause).__name__}: {cause}"
+                    f"{told(cause)}"
                 ) from exc
             raise LLMTransientError(
-                f"connection to {where} failed{tries}: {type(cause).__name__}: {cause}"
+                f"connection to {where} failed{tries}: {told(cause)}"
             ) from exc
         except anthropic.AnthropicError as exc:
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
@@ -397,7 +398,7 @@ class AnthropicProvider(SDKProvider):
             if timed_out(exc):
                 raise LLMTransientError(silent(where, self.timeout, begun=True)) from exc
             raise LLMTransientError(
-                f"the stream from {where} failed midway: {type(exc).__name__}: {exc}"
+                f"the stream from {where} failed midway: {told(exc)}"
             ) from exc
 
     async def _send(self, request: ChatRequest) -> LLMResponse:

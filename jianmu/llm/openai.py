@@ -27,6 +27,7 @@ from jianmu.llm._http import (
     last_event_kept,
     silent,
     timed_out,
+    told,
     unanswered,
 )
 from jianmu.llm._pairs import PairedText, paired
@@ -255,10 +256,10 @@ class OpenAIProvider(SDKProvider):
             if broke_off(exc):  # never sent again: the server answered, and billed it
                 raise LLMTransientError(
                     f"the answer from {where} broke off midway (not asked again): "
-                    f"{type(cause).__name__}: {cause}"
+                    f"{told(cause)}"
                 ) from exc
             raise LLMTransientError(
-                f"connection to {where} failed: {type(cause).__name__}: {cause}"
+                f"connection to {where} failed: {told(cause)}"
             ) from exc
         except openai.APIError as exc:  # an error sent inside a 200: a stream's error chunk
             raise _sent_error(f"{where} sent an error", exc.body) or LLMError(
