@@ -367,7 +367,9 @@ class AnthropicProvider(SDKProvider):
             kind = _error_type(exc)
             said = server_message(exc, *self._secrets)
             if midstream:  # an ``error`` event in a stream that had started (HTTP 200)
-                text = f"the stream from {where} failed midway: {kind}: {said}"
+                # a gateway's error event may give no kind: its message alone, not ": ..."
+                text = f"the stream from {where} failed midway: " + (
+                    f"{kind}: {said}" if kind else said)
             else:
                 text = f"HTTP {status} from {where}: {said}"
             if status in TRANSIENT_STATUSES or status >= 500 or kind in _TRANSIENT_TYPES:
