@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
 from jianmu.llm._http import (
     broke_off,
+    drained,
     http_client,
     last_event_kept,
     silent,
@@ -400,11 +401,15 @@ class OpenAIProvider(SDKProvider):
         _with_data_only(chunks)
         assembler = _StreamAssembler(self.base_url)
         watch_stream(assembler)
+        each = aiter(chunks)
         try:
             with self._map_errors():
-                async for chunk in chunks:
+                async for chunk in each:
                     for event in assembler.feed(chunk):
                         yield event
+                    if assembler.ended:  # not waited on: a body held open after its end
+                        break
+            await drained(chunks)
         except LLMTransientError as exc:
             # broken after the finish reason (a proxy that drops the connection): the reply
             # is whole, only the usage chunk may be lost (unknown usage, said so)
@@ -414,6 +419,7 @@ class OpenAIProvider(SDKProvider):
             _log.debug("%s after the reply's end; the reply is kept",
                        self.secret_free(str(exc)))
         finally:
+            await each.aclose()
             await chunks.close()
         if not assembler.chunks:  # an answer that was no event stream (an HTML page...)
             raise self.no_events(chunks, "any chunk")
@@ -667,6 +673,9 @@ class _StreamAssembler:
         self._emitted = False
         self._paired = PairedText()  # an emoji's JSON escapes split between two chunks
         self.finished_early = False  # more of the reply came after a finish reason
+        # the usage chunk (``choices: []``) after the finish reason: the last of the reply,
+        # only ``data: [DONE]`` after it
+        self.ended = False
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
         self.chunks += 1
@@ -685,6 +694,8 @@ class _StreamAssembler:
             groq.get("usage") if isinstance(groq, Mapping) else None)
         if sent_usage:
             self.usage = _usage(sent_usage)
+        self.ended = bool(sent_usage) and not choices and self.finish_reason is not None and (
+            not self.finished_early)
         for choice in choices or ():
             if not isinstance(choice, BaseModel):
                 raise unreadable(self.where, "a stream chunk's choice that is not one", choice)
