@@ -24,10 +24,11 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+from jianmu.errors import LLMTransientError
 from jianmu.llm.in_flight import request_answered, request_sent, request_starts
 
-__all__ = ("broke_off", "drained", "http_client", "last_event_kept", "read_ahead", "resent_once",
-           "silent", "timed_out", "told", "unanswered")
+__all__ = ("broke_off", "drained", "http_client", "last_event_kept", "read_ahead", "read_failed",
+           "resent_once", "silent", "timed_out", "told", "unanswered")
 
 _T = TypeVar("_T")
 _ANSWERED = "jianmu.answered"
@@ -129,6 +130,18 @@ def silent(where: str, timeout: float, *, begun: bool) -> str:
     return (f"no byte came from {where} for {timeout:g}s, {when}: the provider's timeout is "
             "the longest wait for a byte; the whole call's limit is the agent node's "
             "(llm.timeout)")
+
+
+def read_failed(exc: BaseException, where: str, timeout: float) -> LLMTransientError | None:
+    """The error of the HTTP client's failure ``exc`` (a timeout, a reset) to read the body of
+    an answer that had begun, when we read it rather than the SDK (which maps only its own
+    reads); ``None`` when ``exc`` is none of the client's."""
+    if not any(_transport(error) for error in _chain(exc)):
+        return None
+    if timed_out(exc):
+        return LLMTransientError(silent(where, timeout, begun=True))
+    return LLMTransientError(
+        f"the answer from {where} broke off midway (not asked again): {told(exc)}")
 
 
 def unanswered(exc: BaseException) -> bool:

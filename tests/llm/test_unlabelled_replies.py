@@ -1,8 +1,8 @@
 """A streamed request that a server answers with the whole JSON reply (it ignores ``stream``)
-labelled something other than JSON, or with a type it sniffed (Go's servers call JSON whose
-type they do not set ``text/plain``), on the raw keep-alive server: read as the reply, as one
-labelled JSON is; it failed as "without any chunk", the billed reply lost. An event stream
-so labelled is still read as a stream."""
+labelled something other than JSON (an event stream too), or with a type it sniffed (Go's
+servers call JSON whose type they do not set ``text/plain``), on the raw keep-alive server:
+read as the reply, as one labelled JSON is; it failed as "without any chunk", the billed reply
+lost. An event stream however labelled is still read as a stream."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from tests.support.raw_http import (
     openai_sse,
 )
 
-_TYPES = ["text/plain; charset=utf-8", "application/octet-stream", ""]
+_TYPES = ["text/plain; charset=utf-8", "application/octet-stream", "", "text/event-stream"]
+_IDS = ["text", "octets", "empty", "event-stream"]
 
 
 @tool
@@ -52,7 +53,7 @@ def _llm(server: RawServer, api: str) -> OpenAIProvider | AnthropicProvider:
     return AnthropicProvider("claude", base_url=server.url, max_retries=2)
 
 
-@pytest.mark.parametrize("kind", _TYPES, ids=["text", "octets", "empty"])
+@pytest.mark.parametrize("kind", _TYPES, ids=_IDS)
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_a_whole_reply_not_labelled_json_answers_a_streamed_request(api: str, kind: str) -> None:
     replies = iter([json_reply(body, headers={"content-type": kind}) for body in _replies(api)])
@@ -66,7 +67,7 @@ def test_a_whole_reply_not_labelled_json_answers_a_streamed_request(api: str, ki
     assert server.errors == []
 
 
-@pytest.mark.parametrize("kind", _TYPES, ids=["text", "octets", "empty"])
+@pytest.mark.parametrize("kind", _TYPES, ids=_IDS)
 def test_an_event_stream_not_labelled_one_is_still_a_stream(kind: str) -> None:
     pieces = openai_sse([chunk({"role": "assistant", "content": "fi"}), chunk({"content": "ne"}),
                          chunk(finish="stop")])
