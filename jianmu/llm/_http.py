@@ -8,20 +8,27 @@ again on a new connection, whatever the provider's retries (`unanswered`, `resen
 new connection that the server drops so is a failing server, left to the retries. A request
 whose answer had begun (its status line came) and then broke off, or whose body could not be
 decoded, was answered and billed: it is never sent again, neither by our retries nor by the
-SDK's (`broke_off`).
+SDK's (`broke_off`). An event stream whose body ended cleanly on an event with no blank line
+after it keeps that event when its data is whole JSON (`last_event_kept`); a body that goes
+on after its reply's end is read for a moment, to keep its connection, and not waited on
+(`drained`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
+import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+from jianmu.errors import LLMTransientError
 from jianmu.llm.in_flight import request_answered, request_sent, request_starts
 
-__all__ = ("broke_off", "http_client", "read_ahead", "resent_once", "silent", "timed_out",
-           "unanswered")
+__all__ = ("broke_off", "drained", "http_client", "last_event_kept", "read_ahead", "read_failed",
+           "resent_once", "silent", "timed_out", "told", "unanswered")
 
 _T = TypeVar("_T")
 _ANSWERED = "jianmu.answered"
@@ -30,6 +37,7 @@ _FRESH = "jianmu.fresh_connection"
 _BROKEN = frozenset({"RemoteProtocolError", "ReadError", "WriteError"})
 _HTTPX = frozenset({"httpx", "httpx2"})
 _BOM = "\ufeff".encode()
+_DRAIN = 0.1  # seconds to wait for the rest of a body whose reply is whole (the OpenAI SDK's)
 
 
 async def _sending(request: Any) -> None:
@@ -100,6 +108,14 @@ def broke_off(exc: BaseException) -> bool:
     return any(_transport(error) for error in _chain(exc)) and _noted(exc, _ANSWERED)
 
 
+def told(error: BaseException) -> str:
+    """``Kind: message`` of the HTTP client's ``error``, the message the first in its chain
+    that has one when its own is empty: a reset is ``ReadError: [Errno 104] Connection reset
+    by peer``, not ``ReadError: `` with nothing said."""
+    said = next((str(cause) for cause in _chain(error) if str(cause)), "")
+    return f"{type(error).__name__}: {said}" if said else type(error).__name__
+
+
 def timed_out(exc: BaseException) -> bool:
     """Whether ``exc`` is the HTTP client's timeout (to connect, to send, to read a byte)."""
     return any(
@@ -114,6 +130,18 @@ def silent(where: str, timeout: float, *, begun: bool) -> str:
     return (f"no byte came from {where} for {timeout:g}s, {when}: the provider's timeout is "
             "the longest wait for a byte; the whole call's limit is the agent node's "
             "(llm.timeout)")
+
+
+def read_failed(exc: BaseException, where: str, timeout: float) -> LLMTransientError | None:
+    """The error of the HTTP client's failure ``exc`` (a timeout, a reset) to read the body of
+    an answer that had begun, when we read it rather than the SDK (which maps only its own
+    reads); ``None`` when ``exc`` is none of the client's."""
+    if not any(_transport(error) for error in _chain(exc)):
+        return None
+    if timed_out(exc):
+        return LLMTransientError(silent(where, timeout, begun=True))
+    return LLMTransientError(
+        f"the answer from {where} broke off midway (not asked again): {told(exc)}")
 
 
 def unanswered(exc: BaseException) -> bool:
@@ -134,6 +162,63 @@ async def resent_once(attempt: Callable[[], Awaitable[_T]]) -> _T:
         if not unanswered(exc):
             raise
     return await attempt()
+
+
+def last_event_kept(stream: Any) -> None:
+    """Have ``stream`` (the SDK's event stream, not read yet) give the last event of a body
+    that ended cleanly without the blank line that ends an event, when its data is whole JSON.
+
+    The SDKs' decoders drop such an event, as the event-stream standard says of one cut off;
+    but servers and proxies that end their stream so (no ``[DONE]``, no trailing blank line)
+    sent it whole, and it is the one with the finish reason or ``message_stop``: the reply,
+    answered and billed, was lost as incomplete. Data that is not whole JSON stays dropped (a
+    stream cut off mid-event), and a body that broke off gets no end at all."""
+    response = getattr(stream, "response", None)
+    read = getattr(stream, "_iter_events", None)
+    if response is None or read is None:  # an SDK that reads its events otherwise
+        return
+    body = response.aiter_bytes
+    ended = False
+
+    async def with_end(*args: Any, **kwargs: Any) -> AsyncIterator[bytes]:
+        nonlocal ended
+        async for chunk in body(*args, **kwargs):
+            yield chunk
+        ended = True  # cleanly: what the decoders still hold is the server's last event
+        yield b"\n\n"  # a blank line (after a CR too: the first LF may end a CRLF)
+
+    async def events() -> AsyncIterator[Any]:
+        async for sse in read():
+            if ended and not _whole_json(sse.data):
+                continue
+            yield sse
+
+    response.aiter_bytes = with_end
+    stream._iter_events = events
+
+
+async def drained(stream: Any) -> None:
+    """Read, unread, what is left of the body of ``stream`` (the SDK's event stream, its reply
+    whole) for a moment: its end, usually on the wire already, so that its connection goes
+    back to the pool. A body that goes on past its reply's end (a server or proxy that keeps
+    the stream open, or sends pings after it) is left, and closed with its connection: the
+    turn does not wait on it for the read timeout, nor fail when it breaks."""
+    response = getattr(stream, "response", None)
+    body = getattr(response, "stream", None)
+    if body is None or getattr(response, "is_closed", True):
+        return
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(_DRAIN):
+            async for _ in body:
+                pass
+
+
+def _whole_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_ahead(response: Any, *, events: bool = False) -> Any:

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import BaseModel
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm._http import broke_off, http_client, resent_once, silent, timed_out
+from jianmu.llm._http import (
+    broke_off,
+    drained,
+    http_client,
+    last_event_kept,
+    resent_once,
+    silent,
+    timed_out,
+    told,
+)
 from jianmu.llm._pairs import PairedText, paired
 from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, joined
 from jianmu.llm.in_flight import watch_stream
@@ -358,7 +367,9 @@ class AnthropicProvider(SDKProvider):
             kind = _error_type(exc)
             said = server_message(exc, *self._secrets)
             if midstream:  # an ``error`` event in a stream that had started (HTTP 200)
-                text = f"the stream from {where} failed midway: {kind}: {said}"
+                # a gateway's error event may give no kind: its message alone, not ": ..."
+                text = f"the stream from {where} failed midway: " + (
+                    f"{kind}: {said}" if kind else said)
             else:
                 text = f"HTTP {status} from {where}: {said}"
             if status in TRANSIENT_STATUSES or status >= 500 or kind in _TRANSIENT_TYPES:
@@ -373,10 +384,10 @@ class AnthropicProvider(SDKProvider):
             if broke_off(exc):  # never sent again: the server answered, and billed it
                 raise LLMTransientError(
                     f"the answer from {where} broke off midway (not asked again): "
-                    f"{type(cause).__name__}: {cause}"
+                    f"{told(cause)}"
                 ) from exc
             raise LLMTransientError(
-                f"connection to {where} failed{tries}: {type(cause).__name__}: {cause}"
+                f"connection to {where} failed{tries}: {told(cause)}"
             ) from exc
         except anthropic.AnthropicError as exc:
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
@@ -389,7 +400,7 @@ class AnthropicProvider(SDKProvider):
             if timed_out(exc):
                 raise LLMTransientError(silent(where, self.timeout, begun=True)) from exc
             raise LLMTransientError(
-                f"the stream from {where} failed midway: {type(exc).__name__}: {exc}"
+                f"the stream from {where} failed midway: {told(exc)}"
             ) from exc
 
     async def _send(self, request: ChatRequest) -> LLMResponse:
@@ -504,6 +515,7 @@ class AnthropicProvider(SDKProvider):
         with self._map_errors(request.tools):
             events = await resent_once(lambda: sent(create, {**body, "stream": True}))
             whole = await self.whole_body(events)
+        last_event_kept(events)
         _name_events(events)
         if whole is not None:  # a server that ignored ``stream``: its whole reply, replayed
             import anthropic
@@ -517,18 +529,25 @@ class AnthropicProvider(SDKProvider):
         where = self.base_url or "the Anthropic API"
         assembler = _StreamAssembler(self.model, where)
         watch_stream(assembler)
+        each = aiter(events)
         try:
             with self._map_errors(request.tools, midstream=True):
-                async for event in events:
+                async for event in each:
                     paused.feed(event)
                     for out in assembler.feed(event):
                         yield out
+                    if assembler.stopped:
+                        # nothing after ``message_stop`` is the message's: a body that goes on
+                        # (a proxy that keeps the stream open) is not waited on
+                        break
+            await drained(events)
         except LLMTransientError as exc:
             # broken after ``message_stop`` (a proxy that drops the connection): the
             # message is whole
             if not assembler.stopped or not broke_off(exc):
                 raise
         finally:
+            await each.aclose()
             await events.close()
         if not assembler.started:  # an answer that was no event stream (an HTML page...)
             raise self.no_events(events, "a message_start event", where)

@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from jianmu.errors import ConfigError, LLMError, LLMTransientError, MissingExtraError
-from jianmu.llm._http import broke_off, http_client, silent, timed_out, unanswered
+from jianmu.llm._http import (
+    broke_off,
+    drained,
+    http_client,
+    last_event_kept,
+    silent,
+    timed_out,
+    told,
+    unanswered,
+)
 from jianmu.llm._pairs import PairedText, paired
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import (
@@ -248,10 +257,10 @@ class OpenAIProvider(SDKProvider):
             if broke_off(exc):  # never sent again: the server answered, and billed it
                 raise LLMTransientError(
                     f"the answer from {where} broke off midway (not asked again): "
-                    f"{type(cause).__name__}: {cause}"
+                    f"{told(cause)}"
                 ) from exc
             raise LLMTransientError(
-                f"connection to {where} failed: {type(cause).__name__}: {cause}"
+                f"connection to {where} failed: {told(cause)}"
             ) from exc
         except openai.APIError as exc:  # an error sent inside a 200: a stream's error chunk
             raise _sent_error(f"{where} sent an error", exc.body) or LLMError(
@@ -388,14 +397,19 @@ class OpenAIProvider(SDKProvider):
             for event in replayed(self._reply(completion)):
                 yield event
             return
+        last_event_kept(chunks)
         _with_data_only(chunks)
         assembler = _StreamAssembler(self.base_url)
         watch_stream(assembler)
+        each = aiter(chunks)
         try:
             with self._map_errors():
-                async for chunk in chunks:
+                async for chunk in each:
                     for event in assembler.feed(chunk):
                         yield event
+                    if assembler.ended:  # not waited on: a body held open after its end
+                        break
+            await drained(chunks)
         except LLMTransientError as exc:
             # broken after the finish reason (a proxy that drops the connection): the reply
             # is whole, only the usage chunk may be lost (unknown usage, said so)
@@ -405,6 +419,7 @@ class OpenAIProvider(SDKProvider):
             _log.debug("%s after the reply's end; the reply is kept",
                        self.secret_free(str(exc)))
         finally:
+            await each.aclose()
             await chunks.close()
         if not assembler.chunks:  # an answer that was no event stream (an HTML page...)
             raise self.no_events(chunks, "any chunk")
@@ -658,6 +673,9 @@ class _StreamAssembler:
         self._emitted = False
         self._paired = PairedText()  # an emoji's JSON escapes split between two chunks
         self.finished_early = False  # more of the reply came after a finish reason
+        # the usage chunk (``choices: []``) after the finish reason: the last of the reply,
+        # only ``data: [DONE]`` after it
+        self.ended = False
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
         self.chunks += 1
@@ -676,6 +694,8 @@ class _StreamAssembler:
             groq.get("usage") if isinstance(groq, Mapping) else None)
         if sent_usage:
             self.usage = _usage(sent_usage)
+        self.ended = bool(sent_usage) and not choices and self.finish_reason is not None and (
+            not self.finished_early)
         for choice in choices or ():
             if not isinstance(choice, BaseModel):
                 raise unreadable(self.where, "a stream chunk's choice that is not one", choice)

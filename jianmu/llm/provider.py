@@ -27,7 +27,7 @@ from jianmu import plugins
 from jianmu._secrets import MASK, redact_url, url_secrets
 from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError, LLMError, MissingExtraError
-from jianmu.llm._http import read_ahead
+from jianmu.llm._http import read_ahead, read_failed
 from jianmu.llm._per_loop import PerLoop
 from jianmu.llm.in_flight import watched
 from jianmu.llm.messages import Message, Usage, coerce_messages
@@ -608,6 +608,11 @@ async def sent(create: Callable[..., Awaitable[_T]], body: Mapping[str, Any]) ->
         return await create(**utf8_safe(body))
 
 
+async def _joined(body: AsyncIterator[bytes]) -> bytes:
+    """The whole of ``body``."""
+    return b"".join([chunk async for chunk in body])
+
+
 class SDKProvider(BaseLLMProvider):
     """A provider whose requests go through a vendor SDK client: one client per event loop
     (``_client`` is the running loop's), closed when that loop shuts down.
@@ -654,31 +659,44 @@ class SDKProvider(BaseLLMProvider):
     async def whole_body(self, stream: Any) -> Any | None:
         """The JSON of a streamed request's answer that is a whole reply, not an event stream
         (a server or proxy that ignores ``stream``), the SDK's ``stream`` closed; ``None`` for
-        an event stream, left to the SDK to read (one labelled JSON too: a reply is told by
-        its first byte, read ahead and put back).
+        an event stream, left to the SDK to read. However labelled, a reply is told by its
+        first byte, read ahead and put back (no event stream starts with ``{`` or ``[``): an
+        event stream labelled JSON is one, and a whole reply labelled otherwise, an event
+        stream included, or not at all (Go's servers call JSON they do not label
+        ``text/plain``) is one too.
 
         Raises:
             LLMError: the body is not JSON.
         """
         response = getattr(stream, "response", None)
-        headers = getattr(response, "headers", None)
-        kind = headers.get("content-type", "") if headers is not None else ""
-        if "json" not in kind.split(";", 1)[0].lower():
-            if response is not None:  # its first chunk kept, for `no_events` to show
-                response.stream = read_ahead(response, events=True)
+        if response is None:
             return None
-        body = read_ahead(response, events=True)  # an event stream, or JSON: no BOM in either
-        if (await body.first()).lstrip()[:1] not in (b"{", b"["):
-            response.stream = body  # type: ignore[union-attr]
+        # its first chunk kept, for `no_events` to show; no BOM in an event stream or JSON
+        body = read_ahead(response, events=True)
+        response.stream = body
+        if (await self._read(body.first())).lstrip()[:1] not in (b"{", b"["):
             return None
         try:
-            text = b"".join([chunk async for chunk in body])
+            text = await self._read(_joined(body))
         finally:
             await stream.close()
         try:
             return json.loads(text)
         except ValueError as exc:
             raise unreadable(self.base_url, "text that is not JSON", text) from exc
+
+    async def _read(self, reading: Awaitable[bytes]) -> bytes:
+        """``await reading`` (of an answer's body, read here rather than by the SDK), the HTTP
+        client's failure to read (a timeout, a reset) an `LLMTransientError` that says so, as
+        the SDK's own would be: the answer had begun, so it is not asked again."""
+        try:
+            return await reading
+        except Exception as exc:
+            where = f"{self.base_url} (model {getattr(self, 'model', '?')!r})"
+            error = read_failed(exc, where, getattr(self, "timeout", 0.0))
+            if error is None:
+                raise
+            raise error from exc
 
     def no_events(self, stream: Any, what: str, where: str = "") -> LLMError:
         """The error for a streamed request whose answer held no event the SDK could read

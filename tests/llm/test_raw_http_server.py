@@ -327,6 +327,20 @@ def test_an_anthropic_stream_that_ends_early_or_reports_an_error() -> None:
     assert len(server.requests) == 2
 
 
+@pytest.mark.parametrize("data", [b"Internal server error", b'{"message": "boom"}'],
+                         ids=["text", "no-type"])
+def test_an_anthropic_error_event_of_a_gateway_says_its_message(data: bytes) -> None:
+    """An error event without Anthropic's error object (a compatible gateway's): its text
+    said once, not after an empty kind (``failed midway: : ...``)."""
+    start = _anthropic_events()[:1]
+    with _serving(_stream([*anthropic_sse(start), b"event: error\ndata: " + data + b"\n\n"])
+                  ) as server, pytest.raises(LLMError) as failed:
+        _ask(server, stream=True, anthropic=True)
+    said = str(failed.value)
+    assert ": :" not in said and said.endswith(("failed midway: Internal server error",
+                                                "failed midway: boom"))
+
+
 def test_no_task_exception_is_left_unretrieved(caplog: pytest.LogCaptureFixture) -> None:
     broken = _stream(openai_sse(_TEXT), break_after=1)
     with _serving(broken, json_reply(completion("fine"))) as server, \

@@ -56,6 +56,7 @@ class Reply:
     close: bool = False  # close the connection after the answer
     drop: bool = False  # close at once, without a byte of answer
     break_after: int | None = None  # send this many pieces, then drop the connection
+    reset: bool = False  # drop it with a reset (RST), not a close (FIN)
     no_length: bool = False  # neither a length nor chunks: the body ends with the connection
     hold: threading.Event | None = None  # after the first piece, wait for it to be set
 
@@ -109,9 +110,9 @@ class RawServer:
             idle = list(self._idle)
             for writer in idle:
                 if reset:
-                    sock = writer.get_extra_info("socket")
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                writer.close()
+                    _reset(writer)
+                else:
+                    writer.close()
             for writer in idle:
                 with contextlib.suppress(ConnectionError):
                     await writer.wait_closed()
@@ -189,6 +190,9 @@ class RawServer:
         writer.write(head.encode("latin-1"))
         for n, piece in enumerate(pieces):
             if reply.break_after is not None and n >= reply.break_after:
+                if reply.reset:
+                    await writer.drain()
+                    _reset(writer)
                 return
             writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if reply.chunked else piece)
             await writer.drain()
@@ -197,6 +201,13 @@ class RawServer:
         if reply.chunked and reply.break_after is None:
             writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close ``writer``'s connection with a reset (RST): no linger."""
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.close()
 
 
 def json_reply(data: Any, **options: Any) -> Reply:
