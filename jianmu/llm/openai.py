@@ -480,10 +480,15 @@ def _usage(usage: Any) -> Usage | None:
         return None
     output_tokens += _reasoning_apart(usage, input_tokens, output_tokens)
     details = getattr(usage, "prompt_tokens_details", None)
+    if isinstance(details, Mapping):  # one the SDK left as it came
+        details = SimpleNamespace(**{k: v for k, v in details.items() if isinstance(k, str)})
+    cached = token_count(getattr(details, "cached_tokens", None))
+    if cached is None:  # DeepSeek's name for them (its prompt_tokens holds them too)
+        cached = token_count(getattr(usage, "prompt_cache_hit_tokens", None))
     return Usage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        cache_read_tokens=token_count(getattr(details, "cached_tokens", None)) or 0,
+        cache_read_tokens=min(cached or 0, input_tokens),
     )
 
 

@@ -493,6 +493,25 @@ def test_groq_usage_in_x_groq_is_counted(server: ModelServer) -> None:
     assert not [e for e in events_seen if e.name == "llm.usage_unknown"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": 40, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 32}},
+    {"prompt_tokens": 40, "completion_tokens": 2, "prompt_cache_hit_tokens": 32,
+     "prompt_cache_miss_tokens": 8},
+], ids=["openai", "deepseek"])
+def test_cached_prompt_tokens_are_counted_as_cache_reads(
+    server: ModelServer, stream: bool, usage: dict[str, Any],
+) -> None:
+    """OpenAI says them in ``prompt_tokens_details.cached_tokens``; DeepSeek in
+    ``prompt_cache_hit_tokens``: either way they are cache reads, part of the prompt."""
+    said = {"role": "assistant", "content": "Fine."}
+    server.add(Raw(body=completion(said, usage), events=chunks(said, usage=usage)))
+    result, _ = ask(provider(server, "openai"), stream)
+    assert result.ok and result.usage is not None, result.error
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (40, 2)
+    assert result.usage.cache_read_tokens == 32
+
+
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_an_event_stream_labelled_json_is_still_read_as_a_stream(
     server: ModelServer, api: str,
