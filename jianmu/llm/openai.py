@@ -242,8 +242,15 @@ class OpenAIProvider(SDKProvider):
         except openai.APIStatusError as exc:
             status = exc.status_code
             text = f"HTTP {status} from {where}: {server_message(exc, *self._secrets)}"
+            if status == 429 and _out_of_quota(exc.body):
+                # transient for a `FallbackLLM` (another model, another account may answer),
+                # but asking this one again only waits: no retry
+                error: LLMError = LLMTransientError(
+                    text + " (the account is out of quota: not asked again)")
+                error.ask_again = False  # type: ignore[attr-defined]
+                raise error from exc
             if status in TRANSIENT_STATUSES or status >= 500:
-                error: LLMError = LLMTransientError(text)
+                error = LLMTransientError(text)
                 error.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
                 raise error from exc
             raise LLMError(text + _STATUS_HINTS.get(status, "")) from exc
@@ -285,8 +292,8 @@ class OpenAIProvider(SDKProvider):
                     resent = True
                     _log.debug("%s; sent again on a new connection", self.secret_free(str(exc)))
                     continue
-                if broke_off(exc):  # the server answered (and billed): never asked again
-                    raise
+                if broke_off(exc) or getattr(exc, "ask_again", True) is False:
+                    raise  # the server answered (and billed), or it never will: not again
                 if number >= self.max_retries:
                     raise LLMTransientError(
                         f"chat completion failed after {number + 1} attempt(s) "
@@ -634,6 +641,15 @@ def _another(slot: dict[str, str], ident: str | None, name: str | None, argument
     return bool(slot["arguments"].strip()) and _whole(slot["arguments"]) and (
         name != slot["name"] or bool(arguments.strip() if isinstance(arguments, str)
                                      else arguments))
+
+
+def _out_of_quota(body: Any) -> bool:
+    """Whether a 429's ``body`` says the account's quota or credit is spent (OpenAI's
+    ``insufficient_quota``), not that it asked too fast: waiting does not help."""
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    if not isinstance(error, Mapping):
+        return False
+    return "insufficient_quota" in (error.get("code"), error.get("type"))
 
 
 def _retry_after(exc: Any) -> float | None:

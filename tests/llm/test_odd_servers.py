@@ -537,3 +537,26 @@ def test_a_reply_message_without_the_assistant_role_is_the_assistants(
     server.add(Raw(body=completion(reply)))
     result, _ = ask(provider(server, "openai"), False)
     assert result.ok and result.output == "Fine.", result.error
+
+
+def test_a_spent_quota_is_not_asked_again_and_a_fallback_moves_on(server: ModelServer) -> None:
+    """OpenAI's 429 ``insufficient_quota``: the account's credit is spent, so retrying with
+    backoff only waits; it is still transient to a `FallbackLLM`, whose next model answers."""
+    from jianmu import FallbackLLM
+
+    spent = {"error": {"message": "You exceeded your current quota.", "type": "insufficient_quota",
+                       "code": "insufficient_quota", "param": None}}
+    before = len(server.requests)
+    server.add(Raw(status=429, body=spent), "Sunny.")
+    primary = OpenAIProvider("m", base_url=server.openai_url, max_retries=3, retry_backoff=0.01)
+    backup = OpenAIProvider("backup", base_url=server.openai_url, max_retries=0)
+    result, _ = ask(FallbackLLM([primary, backup]), False)
+    assert result.ok and result.output == "Sunny.", result.error
+    asked = [r.body["model"] for r in server.requests[before:]]
+    assert asked == ["m", "backup"]  # m asked once
+
+    server.add(Raw(status=429, body=spent), "never asked")
+    alone, _ = ask(primary, False)
+    assert isinstance(alone.exception, LLMTransientError), alone.error
+    assert "out of quota" in str(alone.exception) and "HTTP 429" in str(alone.exception)
+    assert len(server.requests) == before + 3
