@@ -231,6 +231,64 @@ def test_a_guardrail_that_cannot_run_is_refused_not_tripped_on_every_run(
         Agent(ScriptedLLM(["x"]), **{f"{kind}_guardrails": PromptInjectionGuardrail()})
 
 
+async def _sdk_style(ctx: Any, agent: Any, text: str) -> None:  # the OpenAI Agents SDK's
+    return None
+
+
+def _text_only(text: str) -> None:
+    return None
+
+
+async def _yields(ctx: Any, value: Any) -> Any:
+    yield None
+
+
+class _YieldsWhenCalled:
+    async def __call__(self, ctx: Any, value: Any) -> Any:
+        yield None
+
+
+class _Checks:
+    def __call__(self, ctx: Any, value: Any) -> None:
+        return None
+
+    def method(self, ctx: Any, value: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("kind", ["input", "output", "tool_output"])
+@pytest.mark.parametrize(("guardrail", "said"), [
+    (_sdk_style, r"_sdk_style\(ctx, agent, text\), which cannot be called as \(ctx, value\)"),
+    (_text_only, r"_text_only\(text\), which cannot be called as \(ctx, value\)"),
+    (functools.partial(_sdk_style, None, None), r"partial\(text\), which cannot be called"),
+    (_yields, "_yields, a generator function: a guardrail returns None or a Tripwire"),
+    (_YieldsWhenCalled(), "_YieldsWhenCalled, a generator function: a guardrail returns None"),
+    (functools.partial(_yields), "partial, a generator function: a guardrail returns None"),
+])
+def test_a_guardrail_of_another_shape_is_refused_not_tripped_on_every_run(
+    kind: str, guardrail: Any, said: str,
+) -> None:
+    # each tripped on every run, after the model was asked: "missing 1 required positional
+    # argument", "returned async_generator"
+    with pytest.raises(TypeError, match=f"{kind}_guardrails\\[0\\] is {said}"):
+        Agent(ScriptedLLM(["x"]), **{f"{kind}_guardrails": [guardrail]})
+
+
+def test_guardrails_none_is_refused_saying_what_is_taken() -> None:
+    with pytest.raises(TypeError, match=r"input_guardrails= is a list of guardrails \(\(\) for "
+                                        r"none\), got NoneType"):
+        Agent(ScriptedLLM(["x"]), input_guardrails=None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("guardrail", [
+    lambda ctx, value: None, _Checks(), _Checks().method,
+    functools.partial(_Checks.method, _Checks()),
+])
+def test_a_guardrail_callable_as_ctx_and_value_is_taken(guardrail: Any) -> None:
+    agent = Agent(ScriptedLLM(["x"]), input_guardrails=[guardrail])
+    assert agent.run_sync("hi").ok
+
+
 def test_a_working_guardrail_still_checks_every_run() -> None:
     agent = Agent(ScriptedLLM(["hi"] * 2), input_guardrails=[PromptInjectionGuardrail()])
     assert agent.run_sync("Hello.").ok
