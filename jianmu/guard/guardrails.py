@@ -100,7 +100,7 @@ def given_guardrails(kind: GuardrailKind, given: Any) -> tuple[Guardrail, ...]:
 
     Raises:
         TypeError: not a list, or an item that is a name, a class, not callable, not callable
-            as ``(ctx, value)`` or a generator function.
+            as ``(ctx, value)``, a generator function, or whose ``timeout_s`` is no time.
     """
     if type(given) is tuple and not given:  # none given, as most nodes are
         return given
@@ -134,6 +134,11 @@ def _uncallable(guardrail: Any) -> str | None:
     """Why ``guardrail`` cannot answer ``(ctx, value)`` with ``None`` or a `Tripwire`, or
     ``None``: called, it would fail (and trip) on every run, the model asked first."""
     name = guardrail_name(guardrail)
+    own = getattr(guardrail, "timeout_s", None)
+    if own is not None and (isinstance(own, bool) or not isinstance(own, (int, float))
+                            or not own > 0):
+        # was passed over for the default (60 s): a guardrail meant to trip in 5 s waited 60
+        return f"{name} whose timeout_s is {own!r}, not a number of seconds > 0 (or None)"
     plain = inspect.isroutine(guardrail) or isinstance(guardrail, functools.partial)
     call = guardrail if plain else type(guardrail).__call__  # an instance: its class's method
     if inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call):

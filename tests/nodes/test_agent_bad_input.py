@@ -274,6 +274,20 @@ def test_a_guardrail_of_another_shape_is_refused_not_tripped_on_every_run(
         Agent(ScriptedLLM(["x"]), **{f"{kind}_guardrails": [guardrail]})
 
 
+@pytest.mark.parametrize("timeout_s", ["5", 0, -1, True, float("nan")])
+def test_a_guardrails_own_timeout_that_is_no_time_is_refused_not_passed_over(
+    timeout_s: Any,
+) -> None:
+    # it was passed over for the default: a check meant to give up in 5 s held the run 60 s
+    checks = _Checks()
+    checks.timeout_s = timeout_s  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match=r"input_guardrails\[0\] is _Checks whose timeout_s is "
+                                        r".*, not a number of seconds > 0 \(or None\)"):
+        Agent(ScriptedLLM(["x"]), input_guardrails=[checks])
+    checks.timeout_s = 0.5  # type: ignore[attr-defined]
+    assert Agent(ScriptedLLM(["x"]), input_guardrails=[checks]).run_sync("hi").ok
+
+
 def test_guardrails_none_is_refused_saying_what_is_taken() -> None:
     with pytest.raises(TypeError, match=r"input_guardrails= is a list of guardrails \(\(\) for "
                                         r"none\), got NoneType"):
