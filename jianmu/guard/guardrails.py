@@ -105,7 +105,11 @@ def given_guardrails(kind: GuardrailKind, given: Any) -> tuple[Guardrail, ...]:
     if type(given) is tuple and not given:  # none given, as most nodes are
         return given
     label = f"{kind}_guardrails"
-    if callable(given) or isinstance(given, (str, bytes)):
+    if isinstance(given, str):  # a plug-in's name, as the configuration writes it
+        raise TypeError(f"{label}= is a list of guardrails, got the name {given!r}: give the "
+                        f"guardrails themselves, or name it in the configuration "
+                        f"(guard.guardrails.{kind})")
+    if callable(given) or isinstance(given, bytes):
         raise TypeError(f"{label}= is a list of guardrails: write {label}=[{given!r}]")
     try:
         found = tuple(given)

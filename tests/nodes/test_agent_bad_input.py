@@ -13,7 +13,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import ToolValidationError
 from jianmu.guard.guardrails import PromptInjectionGuardrail
 from jianmu.llm.messages import Message
-from jianmu.nodes import create_react_node
+from jianmu.nodes import ToolExecutor, create_react_node
 from jianmu.runtime import ReactiveRunner, RunStatus
 from jianmu.state import StateManager
 from jianmu.tools.base import Tool
@@ -286,6 +286,19 @@ def test_a_guardrails_own_timeout_that_is_no_time_is_refused_not_passed_over(
         Agent(ScriptedLLM(["x"]), input_guardrails=[checks])
     checks.timeout_s = 0.5  # type: ignore[attr-defined]
     assert Agent(ScriptedLLM(["x"]), input_guardrails=[checks]).run_sync("hi").ok
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("prompt_injection", r"= is a list of guardrails, got the name 'prompt_injection': give the "
+                         r"guardrails themselves, or name it in the configuration"),
+    (["prompt_injection"], r"\[0\] is the name 'prompt_injection'"),
+    ([lambda value: None], r"\[0\] is <lambda>\(value\), which cannot be called as"),
+])
+def test_a_tool_executors_guardrails_are_checked_as_an_agents_are(given: Any, said: str) -> None:
+    # taken as they came: the run succeeded with every tool result withheld ("guardrail 'str'
+    # tripped: 'str' object is not callable"), a letter of the name for each guardrail
+    with pytest.raises(TypeError, match="tool_output_guardrails" + said):
+        ToolExecutor(tools=[weather], tool_output_guardrails=given)
 
 
 def test_guardrails_none_is_refused_saying_what_is_taken() -> None:
