@@ -433,6 +433,21 @@ def owner_prefix(run_namespace: str | None, namespace: str | None) -> str:
     return namespace + "/"
 
 
+def _key_not_text(value: Any) -> tuple[Any] | None:
+    """The first key in ``value`` (nested) that is not a string, in a tuple; or ``None``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str):
+                    return (key,)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None
+
+
 def check_edit(request: ApprovalRequest, arguments: Any) -> None:
     """Refuse edited arguments that are not a tool call's or do not fit its input schema.
 
@@ -455,6 +470,11 @@ def check_edit(request: ApprovalRequest, arguments: Any) -> None:
         json.dumps(arguments, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ApprovalEditError(request.id, [f"arguments must be plain JSON: {exc}"]) from None
+    key = _key_not_text(arguments)
+    if key is not None:  # JSON made it text: the call ran with {1: ...}, after a restore {"1": ...}
+        raise ApprovalEditError(request.id, [
+            f"arguments must be plain JSON: the key {key[0]!r} is not text (write {str(key[0])!r})"
+        ])
     schema = request.payload.get("parameters")
     if not isinstance(schema, dict):  # asked before schemas were kept: the tool checks them
         return
