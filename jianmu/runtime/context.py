@@ -200,6 +200,11 @@ class Interaction:
         self, request_id: str, approved: bool, message: str | None, *,
         arguments: dict[str, Any] | None = None, answer: str | None = None,
     ) -> str:
+        if message is not None and not isinstance(message, str):
+            # recorded, b"no" failed every save after it: the run could neither go on nor
+            # be decided again in this runner
+            raise TypeError(f"a decision's message is text (or None), got "
+                            f"{type(message).__name__}")
         with self._lock:
             request_id = named_request(request_id, self._pending.values(), self._asked,
                                        _earlier(self._asked))
@@ -262,6 +267,7 @@ class Interaction:
                 request is not a tool call.
             InteractionError: the id was never asked, was already decided, is a question, or
                 names several requests.
+            TypeError: ``message`` is not text.
         """
         return self._decide(request_id, True, message, arguments=arguments)
 
@@ -284,6 +290,7 @@ class Interaction:
         Raises:
             InteractionError: the id was never asked, was already decided, or names several
                 pending requests.
+            TypeError: ``message`` is not text.
         """
         return self._decide(request_id, False, message)
 
