@@ -298,8 +298,12 @@ class ToolExecutor(AsyncNode):
         tool_output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
         super().__init__(name)
-        # a name ("prompt_injection") or a guardrail of another shape tripped on every result
-        self.tool_output_guardrails = given_guardrails("tool_output", tool_output_guardrails)
+        # a name ("prompt_injection") or a guardrail of another shape tripped on every result;
+        # none (most executors): no code of the guardrails' module on a plain call's path
+        given = tool_output_guardrails
+        self.tool_output_guardrails: tuple[Guardrail, ...] = (
+            given if type(given) is tuple and not given
+            else given_guardrails("tool_output", given))
         """Guardrails of each result, before the configured ones."""
         self.llm_node: Any = None  # the AgentLLMNode whose calls it runs (set by it)
         self.toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(tools or ())
