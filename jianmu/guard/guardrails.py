@@ -235,6 +235,8 @@ async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | N
                 if not scope.expired():  # the guardrail's own TimeoutError: it failed
                     raise
                 return Tripwire(f"the guardrail did not answer within {limit:g}s")
+            if scope.expired():  # it swallowed the cancel and said something: not a verdict
+                return Tripwire(f"the guardrail did not answer within {limit:g}s")
     except Exception as exc:  # fail closed: a broken check lets nothing through
         return Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
     except (SystemExit, GeneratorExit, asyncio.CancelledError) as exc:
