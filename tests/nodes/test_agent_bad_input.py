@@ -206,6 +206,12 @@ def test_user_roles_given_as_one_name_is_refused_not_read_as_its_letters() -> No
     assert Agent(ScriptedLLM(["x"]), user_roles=["admin"]).user_roles == ("admin",)
 
 
+def test_a_list_of_models_is_pointed_to_fallback_llm() -> None:
+    # said only "got list": porting pydantic-ai's FallbackModel, the fallback's name is the news
+    with pytest.raises(TypeError, match=r"got list; models asked in turn are FallbackLLM"):
+        Agent([ScriptedLLM(["a"]), "openai:gpt-4o"])  # type: ignore[arg-type]
+
+
 def test_a_provider_class_is_refused_asking_for_an_instance() -> None:
     # its complete() failed at the first turn: "missing 1 required positional argument"
     with pytest.raises(TypeError, match=r"got the class ScriptedLLM: give an instance, "
