@@ -295,10 +295,11 @@ async def _until_parked(runner: ReactiveRunner,
             return result, ticks
         for request_id in known:
             message = decisions.pop(request_id)
+            said = message.get("message")  # text since engines refuse other: one sent before
+            said = said if said is None or isinstance(said, str) else str(said)
             if message.get("answer") is not None:
                 runner.answer(request_id, str(message["answer"]))
             elif message.get("approved"):
-                runner.approve(request_id, message.get("message"),
-                               arguments=message.get("arguments"))
+                runner.approve(request_id, said, arguments=message.get("arguments"))
             else:
-                runner.reject(request_id, message.get("message"))
+                runner.reject(request_id, said)

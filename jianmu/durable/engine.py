@@ -491,6 +491,9 @@ class DurableEngine:
     async def _decide(self, run_id: str, call_id: str, approved: bool,
                       message: str | None, *, arguments: dict[str, Any] | None = None,
                       answer: str | None = None) -> None:
+        if message is not None and not isinstance(message, str):  # as `Interaction` refuses it
+            raise TypeError(f"a decision's message is text (or None), got "
+                            f"{type(message).__name__}")
         require_dbos()
         from jianmu.durable._workflow import APPROVAL, approval_topic
 

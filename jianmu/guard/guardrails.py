@@ -37,6 +37,7 @@ every run of the process, so it keeps no per-run state.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import re
@@ -98,14 +99,23 @@ def given_guardrails(kind: GuardrailKind, given: Any) -> tuple[Guardrail, ...]:
     with it, so it is refused where it was given.
 
     Raises:
-        TypeError: not a list, or an item that is a name, a class or not callable.
+        TypeError: not a list, or an item that is a name, a class, not callable, not callable
+            as ``(ctx, value)``, a generator function, or whose ``timeout_s`` is no time.
     """
     if type(given) is tuple and not given:  # none given, as most nodes are
         return given
     label = f"{kind}_guardrails"
-    if callable(given) or isinstance(given, (str, bytes)):
+    if isinstance(given, str):  # a plug-in's name, as the configuration writes it
+        raise TypeError(f"{label}= is a list of guardrails, got the name {given!r}: give the "
+                        f"guardrails themselves, or name it in the configuration "
+                        f"(guard.guardrails.{kind})")
+    if callable(given) or isinstance(given, bytes):
         raise TypeError(f"{label}= is a list of guardrails: write {label}=[{given!r}]")
-    found = tuple(given)
+    try:
+        found = tuple(given)
+    except TypeError:
+        raise TypeError(f"{label}= is a list of guardrails (() for none), got "
+                        f"{type(given).__name__}") from None
     for i, guardrail in enumerate(found):
         if isinstance(guardrail, str):
             hint = (f"the name {guardrail!r}: give the guardrail itself, or name it in the "
@@ -116,9 +126,40 @@ def given_guardrails(kind: GuardrailKind, given: Any) -> tuple[Guardrail, ...]:
         elif not callable(guardrail):
             hint = f"{guardrail!r}, not callable as (ctx, value)"
         else:
-            continue
+            unfit = _uncallable(guardrail)
+            if unfit is None:
+                continue
+            hint = unfit
         raise TypeError(f"{label}[{i}] is {hint}")
     return found
+
+
+def _uncallable(guardrail: Any) -> str | None:
+    """Why ``guardrail`` cannot answer ``(ctx, value)`` with ``None`` or a `Tripwire`, or
+    ``None``: called, it would fail (and trip) on every run, the model asked first."""
+    name = guardrail_name(guardrail)
+    own = getattr(guardrail, "timeout_s", None)
+    if own is not None and (isinstance(own, bool) or not isinstance(own, (int, float))
+                            or not own > 0):
+        # was passed over for the default (60 s): a guardrail meant to trip in 5 s waited 60
+        return f"{name} whose timeout_s is {own!r}, not a number of seconds > 0 (or None)"
+    plain = inspect.isroutine(guardrail) or isinstance(guardrail, functools.partial)
+    call = guardrail if plain else type(guardrail).__call__  # an instance: its class's method
+    if inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call):
+        return (f"{name}, a generator function: a guardrail returns None or a Tripwire "
+                "(return, not yield)")
+    try:
+        signature = inspect.signature(guardrail)
+    except (TypeError, ValueError):  # a builtin that says no signature: judged when it runs
+        return None
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        bare = signature.replace(return_annotation=inspect.Signature.empty, parameters=[
+            p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()])
+        return (f"{name}{bare}, which cannot be called as (ctx, value): a guardrail takes "
+                "the run's context and the value it checks")
+    return None
 
 
 _instances: dict[tuple[str, type[Any]], Any] = {}
@@ -193,6 +234,8 @@ async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | N
             except TimeoutError:
                 if not scope.expired():  # the guardrail's own TimeoutError: it failed
                     raise
+                return Tripwire(f"the guardrail did not answer within {limit:g}s")
+            if scope.expired():  # it swallowed the cancel and said something: not a verdict
                 return Tripwire(f"the guardrail did not answer within {limit:g}s")
     except Exception as exc:  # fail closed: a broken check lets nothing through
         return Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")

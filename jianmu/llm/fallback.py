@@ -35,6 +35,7 @@ from jianmu.llm.provider import (
     ToolCallReady,
     close_stream,
     from_config,
+    from_name,
     takes_requests,
 )
 
@@ -127,18 +128,54 @@ def _name(llm: LLMProvider) -> str:
     return str(getattr(llm, "model", "") or type(llm).__name__)
 
 
+def _providers(models: Any) -> tuple[LLMProvider, ...]:
+    """``models`` as providers, a nested `FallbackLLM`'s in its place; a `TypeError` where one
+    is none, at once: found at the first outage, the backup meant to carry the run failed it.
+    """
+    if isinstance(models, (str, bytes)) or callable(getattr(models, "complete", None)):
+        raise TypeError(f"FallbackLLM takes a list of models, the preferred first: write "
+                        f"FallbackLLM([{models!r}, ...])")
+    try:
+        given = list(models)
+    except TypeError:
+        raise TypeError(f"FallbackLLM takes a list of models, got {type(models).__name__}") \
+            from None
+    found: list[LLMProvider] = []
+    for index, llm in enumerate(given):
+        if isinstance(llm, str):  # "openai:gpt-4o", as an agent (and pydantic-ai's) takes it
+            llm = from_name(llm)
+        if isinstance(llm, FallbackLLM):  # its models, so each is counted by its own name
+            found.extend(llm.models)
+            continue
+        if isinstance(llm, type):
+            raise TypeError(f"FallbackLLM models[{index}] is the class {llm.__name__}: give an "
+                            f"instance, {llm.__name__}(...)")
+        if not callable(getattr(llm, "complete", None)):
+            raise TypeError(
+                f"FallbackLLM models[{index}] is {type(llm).__name__} {llm!r:.60}, not a model "
+                "provider (an LLMProvider such as OpenAIProvider, or a 'provider:model' name)"
+            )
+        found.append(llm)
+    return tuple(found)
+
+
 class FallbackLLM(BaseLLMProvider):
     """Asks ``models`` in order, moving on when one fails transiently (see the module).
 
     Args:
-        models: the providers, the preferred first; at least one.
+        models: the providers, the preferred first; at least one. A ``"provider:model"`` name
+            (``"openai:gpt-4o"``) is built as an agent builds it (`from_name`); a
+            `FallbackLLM` among them is asked as its own models in turn, each counted by its
+            name in `usage_by_model`.
 
     Raises:
         ValueError: no model is given.
+        TypeError: ``models`` is not a list, or one is not a model provider.
+        ConfigError: a name names no provider or model.
     """
 
-    def __init__(self, models: Sequence[LLMProvider]) -> None:
-        self.models = tuple(models)
+    def __init__(self, models: Sequence[LLMProvider | str]) -> None:
+        self.models = _providers(models)
         if not self.models:
             raise ValueError("FallbackLLM needs at least one model")
         self.model = _name(self.models[0])

@@ -277,9 +277,11 @@ class AgentLLMNode(GuardedTurn):
             raise TypeError(f"llm must be a model provider, got the class {llm.__name__}: "
                             f"give an instance, {llm.__name__}(...)")
         if not callable(getattr(llm, "complete", None)):
+            several = isinstance(llm, (list, tuple))  # pydantic-ai's FallbackModel(a, b)
             raise TypeError(
                 f"llm must be a model provider (an LLMProvider such as OpenAIProvider) or a "
                 f"'provider:model' name, got {type(llm).__name__}"
+                + ("; models asked in turn are FallbackLLM([...])" if several else "")
             )
         if not isinstance(system_prompt, str):
             raise TypeError(f"system_prompt must be text, got {type(system_prompt).__name__}")

@@ -56,7 +56,12 @@ from jianmu.execution.threads import thread_starts
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.guard.checkers import edited_call
 from jianmu.guard.enforcer import builtin_chain
-from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
+from jianmu.guard.guardrails import (
+    Guardrail,
+    configured_guardrails,
+    given_guardrails,
+    run_guardrails,
+)
 from jianmu.llm.messages import Message, Usage
 from jianmu.nodes import _under_way as under_way
 from jianmu.nodes._before_run import sandboxes_started, still_allowed
@@ -293,7 +298,12 @@ class ToolExecutor(AsyncNode):
         tool_output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
         super().__init__(name)
-        self.tool_output_guardrails: tuple[Guardrail, ...] = tuple(tool_output_guardrails)
+        # a name ("prompt_injection") or a guardrail of another shape tripped on every result;
+        # none (most executors): no code of the guardrails' module on a plain call's path
+        given = tool_output_guardrails
+        self.tool_output_guardrails: tuple[Guardrail, ...] = (
+            given if type(given) is tuple and not given
+            else given_guardrails("tool_output", given))
         """Guardrails of each result, before the configured ones."""
         self.llm_node: Any = None  # the AgentLLMNode whose calls it runs (set by it)
         self.toolset = tools if isinstance(tools, ToolSet) else ToolSet.from_tools(tools or ())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -81,6 +82,8 @@ def checkpoint_of(runner: Any, status: str) -> dict[str, Any]:
         "tree": runner.root.name,
         "ticks": runner.ticks,
         "state": runner.state.snapshot(),
+        **({"state_schema": schema_name(runner.state.schema)}
+           if runner.state.schema is not None else {}),
         "nodes": {key: {"name": node.name, "status": node.status.name}
                   for key, node in runner._walk(runner.root, "0")},
         "interaction": runner.interaction.snapshot(),
@@ -89,6 +92,38 @@ def checkpoint_of(runner: Any, status: str) -> dict[str, Any]:
         **({"error": error} if error is not None else {}),
         **({"span": runner._span_ids} if runner._span_ids else {}),
     }
+
+
+def schema_name(schema: type) -> str:
+    """The name a checkpoint keeps of its state's schema: ``module:QualifiedName``."""
+    return f"{schema.__module__}:{schema.__qualname__}"
+
+
+def _state_for(data: dict[str, Any], run_id: str) -> StateManager:
+    """A state of the schema the checkpoint names (``state_schema``), when the restorer gave
+    none. Only a class already imported is taken (a checkpoint never makes a module load): a
+    free-form state has no reducers, so an agent's next message would replace its whole
+    conversation, and the model would read that message alone.
+
+    Raises:
+        CheckpointError: the schema it names is not imported in this process.
+    """
+    from jianmu.state import StateManager
+
+    name = data.get("state_schema")
+    if not isinstance(name, str):
+        return StateManager()
+    module, _, qualname = name.partition(":")
+    found: Any = sys.modules.get(module)
+    for part in qualname.split(".") if found is not None else ():
+        found = getattr(found, part, None)
+    if isinstance(found, type) and issubclass(found, BaseModel):
+        return StateManager(found)
+    raise CheckpointError(
+        f"the state of run {run_id!r} has the schema {name}, not a schema imported here: "
+        f"pass ReactiveRunner.restore(..., state_manager=StateManager({qualname})); a state "
+        "without its schema would lose what its reducers keep (an agent's conversation)"
+    )
 
 
 def checked(data: Any, run_id: str) -> dict[str, Any]:
@@ -583,8 +618,6 @@ def restored(
 ) -> Any:
     """`ReactiveRunner.restore`: a runner of ``cls`` for ``run_id``, rebuilt from its newest
     checkpoint and claimed first where the store leases runs."""
-    from jianmu.state import StateManager
-
     claim = RunClaim.of(checkpointer, run_id, kwargs.get("owner"))
     if claim is not None:  # claimed before it is read: no other owner moves it on meanwhile
         claim.take()
@@ -595,7 +628,7 @@ def restored(
         if isinstance(data, dict) and data.get("version") != CHECKPOINT_VERSION:
             raise CheckpointError(f"unsupported checkpoint version {data.get('version')!r}")
         checked(data, run_id)  # the parts read below have their shapes
-        state = state_manager if state_manager is not None else StateManager()
+        state = state_manager if state_manager is not None else _state_for(data, run_id)
         try:
             state.restore(data["state"])
         except StateValidationError as exc:  # the schema changed since: say which run

@@ -200,6 +200,11 @@ class Interaction:
         self, request_id: str, approved: bool, message: str | None, *,
         arguments: dict[str, Any] | None = None, answer: str | None = None,
     ) -> str:
+        if message is not None and not isinstance(message, str):
+            # recorded, b"no" failed every save after it: the run could neither go on nor
+            # be decided again in this runner
+            raise TypeError(f"a decision's message is text (or None), got "
+                            f"{type(message).__name__}")
         with self._lock:
             request_id = named_request(request_id, self._pending.values(), self._asked,
                                        _earlier(self._asked))
@@ -262,6 +267,7 @@ class Interaction:
                 request is not a tool call.
             InteractionError: the id was never asked, was already decided, is a question, or
                 names several requests.
+            TypeError: ``message`` is not text.
         """
         return self._decide(request_id, True, message, arguments=arguments)
 
@@ -284,6 +290,7 @@ class Interaction:
         Raises:
             InteractionError: the id was never asked, was already decided, or names several
                 pending requests.
+            TypeError: ``message`` is not text.
         """
         return self._decide(request_id, False, message)
 
@@ -433,6 +440,21 @@ def owner_prefix(run_namespace: str | None, namespace: str | None) -> str:
     return namespace + "/"
 
 
+def _key_not_text(value: Any) -> tuple[Any] | None:
+    """The first key in ``value`` (nested) that is not a string, in a tuple; or ``None``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str):
+                    return (key,)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None
+
+
 def check_edit(request: ApprovalRequest, arguments: Any) -> None:
     """Refuse edited arguments that are not a tool call's or do not fit its input schema.
 
@@ -455,6 +477,11 @@ def check_edit(request: ApprovalRequest, arguments: Any) -> None:
         json.dumps(arguments, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ApprovalEditError(request.id, [f"arguments must be plain JSON: {exc}"]) from None
+    key = _key_not_text(arguments)
+    if key is not None:  # JSON made it text: the call ran with {1: ...}, after a restore {"1": ...}
+        raise ApprovalEditError(request.id, [
+            f"arguments must be plain JSON: the key {key[0]!r} is not text (write {str(key[0])!r})"
+        ])
     schema = request.payload.get("parameters")
     if not isinstance(schema, dict):  # asked before schemas were kept: the tool checks them
         return

@@ -159,6 +159,7 @@ def _fork(store: SQLiteCheckpointer, run_id: str, point: int, state: dict[str, A
         "tree": latest.get("tree", "?"), "ticks": frame.tick, "state": snapshot,
         "nodes": nodes, "interaction": {}, "user_roles": latest.get("user_roles", []),
         "saved": time.time(), "forked_from": {"run": run_id, "point": point},
+        **({"state_schema": latest["state_schema"]} if "state_schema" in latest else {}),
         **({"error": error} if error is not None else {}),
     })
     return fork_id

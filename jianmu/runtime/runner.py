@@ -680,7 +680,7 @@ class ReactiveRunner:
         """Rebuild a runner for ``run_id`` from its newest checkpoint, in any process.
 
         ``root`` must be the same tree the run was built with (built by the same code);
-        ``state_manager`` should have the run's schema.
+        ``state_manager`` has the run's schema (default: the checkpoint's, when imported).
 
         On a checkpointer that leases runs, the new runner first claims the run (as
         ``owner``, a keyword) and holds it until a `run` returns or `aclose`.

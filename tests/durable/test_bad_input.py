@@ -157,3 +157,14 @@ def test_a_sqlite_too_old_for_dbos_on_python_3_12_is_named(monkeypatch: pytest.M
     monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 40, 1))
     monkeypatch.setattr(sys, "version_info", (3, 11, 7, "final", 0))
     assert engine._old_sqlite_hint("sqlite:////tmp/runs.sqlite") == ""
+
+
+@pytest.mark.parametrize("message", [b"no", 3, {"why": "x"}])
+def test_a_decisions_message_that_is_not_text_is_refused_before_it_is_sent(
+    db_url: str, message: Any,
+) -> None:
+    # sent, the worker's runner took it as it came: b"no" failed every checkpoint after it
+    engine = DurableEngine(db_url)
+    for decide in (engine.approve, engine.reject):
+        with pytest.raises(TypeError, match="a decision's message is text"):
+            asyncio.run(decide("run", "call", message))

@@ -13,7 +13,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import ToolValidationError
 from jianmu.guard.guardrails import PromptInjectionGuardrail
 from jianmu.llm.messages import Message
-from jianmu.nodes import create_react_node
+from jianmu.nodes import ToolExecutor, create_react_node
 from jianmu.runtime import ReactiveRunner, RunStatus
 from jianmu.state import StateManager
 from jianmu.tools.base import Tool
@@ -206,6 +206,12 @@ def test_user_roles_given_as_one_name_is_refused_not_read_as_its_letters() -> No
     assert Agent(ScriptedLLM(["x"]), user_roles=["admin"]).user_roles == ("admin",)
 
 
+def test_a_list_of_models_is_pointed_to_fallback_llm() -> None:
+    # said only "got list": porting pydantic-ai's FallbackModel, the fallback's name is the news
+    with pytest.raises(TypeError, match=r"got list; models asked in turn are FallbackLLM"):
+        Agent([ScriptedLLM(["a"]), "openai:gpt-4o"])  # type: ignore[arg-type]
+
+
 def test_a_provider_class_is_refused_asking_for_an_instance() -> None:
     # its complete() failed at the first turn: "missing 1 required positional argument"
     with pytest.raises(TypeError, match=r"got the class ScriptedLLM: give an instance, "
@@ -229,6 +235,91 @@ def test_a_guardrail_that_cannot_run_is_refused_not_tripped_on_every_run(
         Agent(ScriptedLLM(["x"]), **{f"{kind}_guardrails": [guardrail]})
     with pytest.raises(TypeError, match=f"{kind}_guardrails= is a list of guardrails"):
         Agent(ScriptedLLM(["x"]), **{f"{kind}_guardrails": PromptInjectionGuardrail()})
+
+
+async def _sdk_style(ctx: Any, agent: Any, text: str) -> None:  # the OpenAI Agents SDK's
+    return None
+
+
+def _text_only(text: str) -> None:
+    return None
+
+
+async def _yields(ctx: Any, value: Any) -> Any:
+    yield None
+
+
+class _YieldsWhenCalled:
+    async def __call__(self, ctx: Any, value: Any) -> Any:
+        yield None
+
+
+class _Checks:
+    def __call__(self, ctx: Any, value: Any) -> None:
+        return None
+
+    def method(self, ctx: Any, value: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("kind", ["input", "output", "tool_output"])
+@pytest.mark.parametrize(("guardrail", "said"), [
+    (_sdk_style, r"_sdk_style\(ctx, agent, text\), which cannot be called as \(ctx, value\)"),
+    (_text_only, r"_text_only\(text\), which cannot be called as \(ctx, value\)"),
+    (functools.partial(_sdk_style, None, None), r"partial\(text\), which cannot be called"),
+    (_yields, "_yields, a generator function: a guardrail returns None or a Tripwire"),
+    (_YieldsWhenCalled(), "_YieldsWhenCalled, a generator function: a guardrail returns None"),
+    (functools.partial(_yields), "partial, a generator function: a guardrail returns None"),
+])
+def test_a_guardrail_of_another_shape_is_refused_not_tripped_on_every_run(
+    kind: str, guardrail: Any, said: str,
+) -> None:
+    # each tripped on every run, after the model was asked: "missing 1 required positional
+    # argument", "returned async_generator"
+    with pytest.raises(TypeError, match=f"{kind}_guardrails\\[0\\] is {said}"):
+        Agent(ScriptedLLM(["x"]), **{f"{kind}_guardrails": [guardrail]})
+
+
+@pytest.mark.parametrize("timeout_s", ["5", 0, -1, True, float("nan")])
+def test_a_guardrails_own_timeout_that_is_no_time_is_refused_not_passed_over(
+    timeout_s: Any,
+) -> None:
+    # it was passed over for the default: a check meant to give up in 5 s held the run 60 s
+    checks = _Checks()
+    checks.timeout_s = timeout_s  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match=r"input_guardrails\[0\] is _Checks whose timeout_s is "
+                                        r".*, not a number of seconds > 0 \(or None\)"):
+        Agent(ScriptedLLM(["x"]), input_guardrails=[checks])
+    checks.timeout_s = 0.5  # type: ignore[attr-defined]
+    assert Agent(ScriptedLLM(["x"]), input_guardrails=[checks]).run_sync("hi").ok
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("prompt_injection", r"= is a list of guardrails, got the name 'prompt_injection': give the "
+                         r"guardrails themselves, or name it in the configuration"),
+    (["prompt_injection"], r"\[0\] is the name 'prompt_injection'"),
+    ([lambda value: None], r"\[0\] is <lambda>\(value\), which cannot be called as"),
+])
+def test_a_tool_executors_guardrails_are_checked_as_an_agents_are(given: Any, said: str) -> None:
+    # taken as they came: the run succeeded with every tool result withheld ("guardrail 'str'
+    # tripped: 'str' object is not callable"), a letter of the name for each guardrail
+    with pytest.raises(TypeError, match="tool_output_guardrails" + said):
+        ToolExecutor(tools=[weather], tool_output_guardrails=given)
+
+
+def test_guardrails_none_is_refused_saying_what_is_taken() -> None:
+    with pytest.raises(TypeError, match=r"input_guardrails= is a list of guardrails \(\(\) for "
+                                        r"none\), got NoneType"):
+        Agent(ScriptedLLM(["x"]), input_guardrails=None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("guardrail", [
+    lambda ctx, value: None, _Checks(), _Checks().method,
+    functools.partial(_Checks.method, _Checks()),
+])
+def test_a_guardrail_callable_as_ctx_and_value_is_taken(guardrail: Any) -> None:
+    agent = Agent(ScriptedLLM(["x"]), input_guardrails=[guardrail])
+    assert agent.run_sync("hi").ok
 
 
 def test_a_working_guardrail_still_checks_every_run() -> None:

@@ -86,6 +86,38 @@ async def test_a_hung_tool_output_guardrail_withholds_the_result_and_the_run_goe
     assert "sunny" not in seen and "withheld" in seen and "did not answer" in seen
 
 
+class Stubborn(Hung):
+    """A guardrail whose client swallows the cancel and answers anyway (it passes)."""
+
+    async def __call__(self, ctx: Any, value: Any) -> Tripwire | None:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+        return None
+
+
+@pytest.mark.parametrize("kind", ["input", "output"])
+async def test_a_guardrail_that_swallows_its_timeout_and_passes_still_trips(kind: str) -> None:
+    # its None, said only once it was stopped, passed the message (or the answer) unjudged
+    stubborn = Stubborn()
+    tree = create_react_node(script(), [lookup], **{f"{kind}_guardrails": [stubborn]})
+    result = await ReactiveRunner(tree, start(), config=config()).run(timeout=30)
+    assert isinstance(result.exception, GuardrailTripped) and stubborn.cancelled.is_set()
+    assert "did not answer within 0.05s" in result.exception.reason
+
+
+async def test_a_tool_output_guardrail_that_swallows_its_timeout_withholds_the_result() -> None:
+    stubborn = Stubborn()
+    llm = script()
+    tree = create_react_node(llm, [lookup], tool_output_guardrails=[stubborn])
+    result = await ReactiveRunner(tree, start(), config=config()).run(timeout=30)
+    assert result.ok and stubborn.cancelled.is_set()
+    [seen] = [m.content or "" for m in llm.requests[1].messages if m.role == "tool"]
+    assert "sunny" not in seen and "did not answer" in seen
+
+
 async def test_a_guardrails_own_timeout_overrides_the_configured_one() -> None:
     hung = Hung(timeout_s=SHORT)
     tree = create_react_node(script(), [lookup], input_guardrails=[hung])

@@ -12,7 +12,7 @@ import py_trees
 import pytest
 
 from jianmu import ReactiveRunner, RunStatus, StateManager
-from jianmu.errors import InteractionError
+from jianmu.errors import CheckpointError, InteractionError
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AskUser, create_react_node
 from jianmu.nodes.state import AgentState
@@ -226,3 +226,40 @@ async def test_a_huge_answer_the_state_cannot_hold_is_quoted_clipped_in_the_next
     question = second.question or ""
     assert question.startswith("How many?") and "five five" in question
     assert len(question) < 2_000
+
+
+async def test_an_answer_given_after_a_restore_without_a_state_keeps_the_conversation(
+    tmp_path: Path,
+) -> None:
+    """``ReactiveRunner.restore(tree, checkpointer, run_id)``, as the README writes it, gave a
+    state without a schema: the answer replaced the whole conversation, and the model was asked
+    with the answer alone (here the script's ``[]`` -> IndexError; a real model answered it)."""
+    db = str(tmp_path / "runs.db")
+    runner = agent(checkpointer=SQLiteCheckpointer(db))
+    (question,) = (await runner.run(timeout=30)).pending
+    llm = ScriptedLLM([respond])
+    node = create_react_node(llm, ToolSet.resolve(["ask_user"]))
+    restored = ReactiveRunner.restore(node, SQLiteCheckpointer(db), runner.run_id)
+    restored.answer(question.id, "Lisbon")
+    done = await restored.run(timeout=30)
+    assert done.status is RunStatus.SUCCESS, done.error
+    assert [m.role for m in llm.requests[0].messages] == ["user", "assistant", "tool"]
+    assert restored.state.get("final_answer") == "Booking a trip to Lisbon."
+
+
+def test_a_state_schema_not_imported_is_named_not_restored_without_it(tmp_path: Path) -> None:
+    store = SQLiteCheckpointer(str(tmp_path / "runs.db"))
+    runner = agent(checkpointer=store)
+    runner.run_sync(timeout=30)
+    saved = store.load(runner.run_id)
+    assert saved is not None and saved["state_schema"] == "jianmu.nodes.state:AgentState"
+    store.save(runner.run_id, {**saved, "state_schema": "not_imported_app.states:Trip"})
+    with pytest.raises(CheckpointError, match=r"has the schema not_imported_app\.states:Trip, "
+                                              r"not a schema imported here: pass ReactiveRunner"
+                                              r"\.restore\(\.\.\., state_manager=StateManager"
+                                              r"\(Trip\)\)"):
+        ReactiveRunner.restore(agent().root, store, runner.run_id)
+    assert "not_imported_app" not in sys.modules  # a checkpoint never makes a module load
+    store.save(runner.run_id, {**saved, "state_schema": "os:system"})  # imported, no schema
+    with pytest.raises(CheckpointError, match="has the schema os:system, not a schema"):
+        ReactiveRunner.restore(agent().root, store, runner.run_id)

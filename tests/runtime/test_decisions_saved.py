@@ -81,3 +81,20 @@ async def test_decisions_made_together_are_saved_together_or_not_at_all(tmp_path
     last = ReactiveRunner.restore(build_tree(), SQLiteCheckpointer(db), run_id,
                                   state_manager=StateManager())
     assert last.pending == []
+
+
+@pytest.mark.parametrize("decide", ["approve", "reject"])
+@pytest.mark.parametrize("message", [b"no", 3, {"why": "x"}])
+async def test_a_message_that_is_not_text_is_refused_and_the_run_still_waits(
+    tmp_path: Path, decide: str, message: object,
+) -> None:
+    # recorded, b"no" failed the save (CheckpointError), then every run(), and a second
+    # decision was refused as "already decided": the run was stuck in this runner
+    db = tmp_path / "runs.sqlite"
+    runner = ReactiveRunner.restore(build_tree(), SQLiteCheckpointer(db), await _suspended(db),
+                                    state_manager=StateManager())
+    with pytest.raises(TypeError, match=r"a decision's message is text \(or None\), got "):
+        getattr(runner, decide)("deploy", message)
+    assert [r.id for r in runner.pending] == ["deploy"]
+    getattr(runner, decide)("deploy", "said in words")
+    assert (await runner.run(timeout=10)).status is RunStatus.SUCCESS

@@ -289,6 +289,22 @@ def test_an_edit_must_be_plain_json_and_a_broken_schema_leaves_the_check_to_the_
     assert interaction.decision("a").arguments == {"x": 1}  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(("edit", "key"), [
+    ({"x": {1: "a"}}, "1"), ({"x": [{"ok": 1}, {None: 2}]}, "None"), ({"x": {2.5: 1}}, "2.5"),
+])
+def test_an_edit_with_a_key_that_is_not_text_is_refused(edit: dict, key: str) -> None:  # type: ignore[type-arg]
+    # json.dumps made it text: the call ran with {1: "a"} here, and with {"1": "a"} after a
+    # restore (and the observation said so), two calls for one decision
+    from jianmu.runtime import ApprovalRequest, Interaction
+
+    interaction = Interaction()
+    interaction.suspend(ApprovalRequest(id="a", payload={"tool": "t", "parameters": {
+        "type": "object"}}))
+    with pytest.raises(ApprovalEditError, match=f"plain JSON: the key {key} is not text"):
+        interaction.approve("a", arguments=edit)
+    assert interaction.decision("a") is None and [r.id for r in interaction.pending] == ["a"]
+
+
 class Post(Tool):
     """A class tool: its own check (`Tool.validate_args`) takes no argument its schema does
     not name, in an object at any depth, though the schema says nothing of others."""
