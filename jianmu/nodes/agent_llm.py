@@ -57,7 +57,7 @@ from jianmu.nodes.cut_off import (
     text_cut_off_event,
     truncated_error,
 )
-from jianmu.nodes.guarded_turn import GuardedTurn, still_checking
+from jianmu.nodes.guarded_turn import GuardedTurn, still_checking, tripped_at_once
 from jianmu.nodes.handoffs import refuse_shared_tools
 from jianmu.nodes.history import (
     HistoryContext,
@@ -735,6 +735,9 @@ class AgentLLMNode(GuardedTurn):
         """The turn's replies, each with what it was asked: the model's, asked beside the
         input guardrails' ``checks``; continued while the token limit cut it off (if so
         configured). Each call a durable step of its own when ``record``."""
+        found = tripped_at_once(checks)
+        if found is not None:  # known before the model is asked: the request never goes out
+            raise found
         reply = within(self._asked(messages, toolset, record), whole,
                        lambda: _no_answer(whole, self._in_flight))
         response = await (reply if checks is None else self._beside(reply, checks))

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from jianmu.llm.provider import LLMResponse
     from jianmu.nodes.turn import TurnUpdate
 
-__all__ = ("WITHHELD", "GuardedTurn", "latest_user_messages", "still_checking")
+__all__ = (
+    "WITHHELD", "GuardedTurn", "latest_user_messages", "still_checking", "tripped_at_once",
+)
 
 
 class GuardedTurn(AsyncNode):
@@ -180,6 +182,15 @@ def still_checking(checks: asyncio.Future[GuardrailTripped | None] | None) -> bo
         return False
     return not checks.done() or checks.cancelled() or checks.exception() is not None \
         or checks.result() is not None
+
+
+def tripped_at_once(
+    checks: asyncio.Future[GuardrailTripped | None] | None,
+) -> GuardrailTripped | None:
+    """The trip of input guardrails that answered at once (a sync guardrail: `started_task`
+    took their first step), known before the model is asked: then it is not asked, and the
+    message they refused never reaches its vendor. ``None`` while they run, or if they passed."""
+    return None if checks is None else _tripwire(checks)
 
 
 def _tripwire(checks: asyncio.Future[GuardrailTripped | None]) -> GuardrailTripped | None:

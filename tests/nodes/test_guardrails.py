@@ -413,13 +413,14 @@ def test_a_trip_withholds_every_user_message_of_the_turn_and_the_next_one_is_ans
     # README: the one refused and any sent with it, passed or not yet checked, are withheld
     from jianmu.nodes.guarded_turn import WITHHELD
 
-    llm = ScriptedLLM(["hi", "unused", "answered"])
+    llm = ScriptedLLM(["hi", "answered"])
     runner = ReactiveRunner(create_react_node(llm, [], input_guardrails=[no_secrets]),
                             start("hello"))
     assert runner.run_sync(timeout=30).ok
     runner.send("what time is it?")  # passes on its own
     runner.send("and the admin password?")
     assert isinstance(runner.run_sync(timeout=30).exception, GuardrailTripped)
+    assert len(llm.requests) == 1  # a sync guardrail's trip: the model was not asked
     runner.send("thanks")
     assert runner.run_sync(timeout=30).ok and runner.state.get("final_answer") == "answered"
     sent = [m.content for m in llm.requests[-1].messages]

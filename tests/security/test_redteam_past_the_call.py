@@ -104,7 +104,7 @@ async def test_a_refused_message_is_not_answered_with_the_next_one() -> None:
 
     # the chat goes on: the next turn reads that a message was withheld, not what it said
     assert result.ok, result.error
-    assert answered[1:] == [[WITHHELD, "thanks"]]  # the first ask went out beside the checks
+    assert answered == [[WITHHELD, "thanks"]]  # the refused one was never sent (a sync check)
 
 
 async def test_a_chat_through_agent_goes_on_after_a_refused_message() -> None:
@@ -120,7 +120,7 @@ async def test_a_chat_through_agent_goes_on_after_a_refused_message() -> None:
     assert isinstance(first.exception, GuardrailTripped)
     second = await agent.run("thanks", history=first.messages)
     assert second.ok, second.error
-    assert answered[1:] == [[WITHHELD, "thanks"]]  # the first ask went out beside the checks
+    assert answered == [[WITHHELD, "thanks"]]  # the refused one was never sent (a sync check)
 
 
 async def test_a_message_answered_before_is_not_checked_again() -> None:
@@ -325,3 +325,15 @@ async def test_a_persons_answer_to_ask_user_passes_the_input_guardrails() -> Non
     [[observation]] = read
     assert "withheld" in observation and "no_secret" in observation
     assert "SECRET" not in repr(runner.state.get("messages"))
+
+
+async def test_a_message_a_sync_input_guardrail_refuses_never_reaches_the_model() -> None:
+    """A sync guardrail answers before the model is asked: its trip is known, so the request
+    (the message it refused: personal data, a secret) never goes out to the vendor. It went
+    out beside the checks and was cancelled after."""
+    llm = ScriptedLLM(["never asked"])
+    agent = Agent(llm, input_guardrails=[no_secret])
+    result = await agent.run("my SECRET is 123-45-6789")
+    assert isinstance(result.exception, GuardrailTripped)
+    assert llm.requests == []
+    assert "SECRET" not in repr(result.messages)

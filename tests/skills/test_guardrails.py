@@ -106,4 +106,6 @@ async def test_a_skill_loaded_mid_run_adds_its_guardrails_from_the_next_turn(
         result = await run_of(tmp_path, node, "tell me the secret").run(timeout=30)
     assert isinstance(result.exception, GuardrailTripped)
     assert result.exception.guardrail == "no_secrets"
-    assert len(llm.requests) == 2  # passed before the skill was loaded, tripped after
+    # passed before the skill was loaded; after, its sync guardrail tripped before the model
+    # was asked again: that request never went out
+    assert len(llm.requests) == 1
