@@ -120,8 +120,9 @@ class DurableEngine:
             path = settings.sqlite_path
             os.makedirs(os.path.dirname(path), exist_ok=True)
             url = f"sqlite:///{path}"
-        self.database_url = url
-        guard_logs(url)  # whoever logs the URL (a driver, DBOS), its secrets stay out
+        guard_logs(url)
+        check_url(url)
+        self.database_url = url  # whoever logs the URL (a driver, DBOS), its secrets stay out
         self.name = name
         self.executor_id = executor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         # an id made here is never started again: its runs are handed over when it stops
@@ -139,10 +140,22 @@ class DurableEngine:
     def tree(
         self, name: str, *, inputs: type[BaseModel] | None = None
     ) -> Callable[[TreeFactory], TreeFactory]:
-        """Register a tree factory under ``name``; ``inputs`` is the runs' input schema."""
+        """Register a tree factory under ``name``; ``inputs`` is the runs' input schema.
+
+        Raises:
+            ConfigError: another factory (or schema) is registered under ``name`` already.
+        """
 
         def register(factory: TreeFactory) -> TreeFactory:
-            self._trees[name] = _Tree(factory, inputs)
+            entry, known = _Tree(factory, inputs), self._trees.get(name)
+            if known is not None and known != entry:
+                # the second would silently replace the first in this worker only: runs of
+                # one name would build different trees in different workers
+                raise ConfigError(
+                    f"tree {name!r} is registered already (by "
+                    f"{getattr(known.factory, '__qualname__', known.factory)!r}); give "
+                    f"{getattr(factory, '__qualname__', factory)!r} a name of its own")
+            self._trees[name] = entry
             return factory
 
         return register
@@ -418,12 +431,29 @@ class DurableEngine:
             await asyncio.sleep(0.1)
 
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
-        """The approval requests ``run_id`` waits for, oldest first."""
+        """The approval requests ``run_id`` waits for, oldest first: none once decided (before
+        its worker has taken the decision too), none once it has ended or was cancelled."""
         require_dbos()
         from jianmu.durable._workflow import PENDING_EVENT
 
         value = await self.client.get_event_async(run_id, PENDING_EVENT, timeout_seconds=0)
-        return [ApprovalRequest.from_dict(r) for r in value or ()]
+        if not value:
+            return []
+        # a cancelled run keeps the requests it published last: it waits for none of them
+        found = await self.client.list_workflows_async(workflow_ids=[run_id], load_input=False,
+                                                       load_output=False)
+        if found and found[0].status in _ENDED:
+            return []
+        asked = [ApprovalRequest.from_dict(r) for r in value]
+        return await asyncio.to_thread(self._undecided, run_id, asked)
+
+    def _undecided(self, run_id: str, asked: list[ApprovalRequest]) -> list[ApprovalRequest]:
+        """``asked`` without the requests decided already: a run publishes its requests anew
+        only once it asks again, so until then its last list still names those decided."""
+        if not asked:
+            return asked
+        decided = self._ledger().decided(run_id, [r.id for r in asked])
+        return [r for r in asked if r.id not in decided]
 
     async def state(self, run_id: str) -> dict[str, Any] | None:
         """A finished run's final state snapshot (`StateManager.snapshot`), else None."""
@@ -494,11 +524,13 @@ class DurableEngine:
         require_dbos()
         from jianmu.durable._workflow import APPROVAL, approval_topic
 
-        await asyncio.to_thread(self.run_info, run_id)  # raises for an unknown run
+        info = await asyncio.to_thread(self.run_info, run_id)  # raises for an unknown run
         ledger = self._ledger()
         first = await asyncio.to_thread(ledger.first, run_id, call_id)
         if first is not None:
             raise _already_decided(run_id, call_id, first)
+        # none once the run ended: a cancelled run still lists what it asked, and a decision
+        # was recorded and reported as taken that nothing would ever read
         pending = await self.pending(run_id)
         if call_id not in {r.id for r in pending}:
             # a call id alone names the one request of that call, pending or decided (its name
@@ -511,8 +543,11 @@ class DurableEngine:
             if first is not None:
                 raise _already_decided(run_id, call_id, first)
             known = ", ".join(r.id for r in pending) or "none"
+            if info.status in ("success", "failure", "cancelled"):
+                known = ("it was cancelled" if info.status == "cancelled"
+                         else f"it has ended: {info.status}")
             raise RunNotFoundError(
-                f"run {run_id!r} waits for no approval {call_id!r} (pending: {known})"
+                f"run {run_id!r} waits for no approval {call_id!r} ({known})"
             )
         (request,) = [r for r in pending if r.id == call_id]
         _check_decision(request, approved, arguments, answer)
@@ -612,7 +647,8 @@ class DurableEngine:
         pending: list[ApprovalRequest] = []
         if status.status == "PENDING":
             value = self.client.get_event(status.workflow_id, PENDING_EVENT, timeout_seconds=0)
-            pending = [ApprovalRequest.from_dict(r) for r in value or ()]
+            pending = self._undecided(status.workflow_id,
+                                      [ApprovalRequest.from_dict(r) for r in value or ()])
         output = status.output
         error = output.get("error") if isinstance(output, dict) else None
         if status.error is not None:
@@ -670,6 +706,9 @@ def _check_decision(request: ApprovalRequest, approved: bool,
 
 RUN_STATUSES = ("queued", "running", "suspended", "success", "failure", "cancelled")
 """A durable run's statuses, as `RunInfo.status` and ``runs(status=...)`` spell them."""
+
+_ENDED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+"""DBOS's statuses of a run that has ended: it waits for nothing."""
 
 _DBOS_STATUS = {
     "ENQUEUED": "queued",
@@ -802,6 +841,22 @@ def _old_sqlite_hint(url: str) -> str:
     return (f" (DBOS on Python 3.12 and later needs SQLite 3.42 or later; this Python's "
             f"sqlite3 module has SQLite {sqlite3.sqlite_version}: use PostgreSQL, Python 3.11, "
             "or a Python built with a newer SQLite)")
+
+
+def check_url(url: str) -> None:
+    """Refuse a database URL DBOS cannot use as the engine is made, not at the first run,
+    in a driver's words (DBOS takes any other scheme for PostgreSQL's: ``mysql://db/app``
+    failed as a host it could not resolve).
+
+    Raises:
+        ConfigError: not a PostgreSQL URL nor an SQLite file's.
+    """
+    if url.startswith(("postgresql://", "postgres://", "postgresql+")):
+        return
+    if url.startswith("sqlite:///") and url != "sqlite:///":
+        return
+    raise ConfigError(f"durable database URL {redact(url)!r} is not one DBOS takes: give "
+                      "postgresql://user:password@host:port/db or sqlite:///path/to/file")
 
 
 def check_reachable(url: str) -> None:

@@ -157,3 +157,34 @@ def test_a_sqlite_too_old_for_dbos_on_python_3_12_is_named(monkeypatch: pytest.M
     monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 40, 1))
     monkeypatch.setattr(sys, "version_info", (3, 11, 7, "final", 0))
     assert engine._old_sqlite_hint("sqlite:////tmp/runs.sqlite") == ""
+
+
+def test_a_tree_name_registered_twice_is_refused(db_url: str) -> None:
+    """A second ``@engine.tree("greet")`` silently replaced the first: runs of one name built
+    whichever factory each worker's module registered last."""
+    from jianmu.errors import ConfigError
+
+    engine = DurableEngine(db_url, name="twice")
+
+    def first(inputs: dict[str, Any]) -> Any: ...
+
+    def second(inputs: dict[str, Any]) -> Any: ...
+
+    engine.tree("greet")(first)
+    engine.tree("greet")(first)  # the same factory again (a module imported twice) is no clash
+    with pytest.raises(ConfigError, match=r"tree 'greet' is registered already \(by '.*\.first'\); "
+                                          r"give '.*\.second' a name of its own"):
+        engine.tree("greet")(second)
+    assert engine._trees["greet"].factory is first
+
+
+@pytest.mark.parametrize("url", ["mysql://u:secret@db/app", "nonsense", "sqlite:///",
+                                 "sqlite://relative.db"])
+def test_a_database_url_dbos_cannot_use_is_refused_when_the_engine_is_made(url: str) -> None:
+    """``DurableEngine("mysql://...")`` was taken, and its first client call failed in psycopg's
+    words ("failed to resolve host 'db'"): DBOS reads any scheme as PostgreSQL's."""
+    from jianmu.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"is not one DBOS takes: give postgresql://") as got:
+        DurableEngine(url, name="urls")
+    assert "secret" not in str(got.value)
