@@ -815,6 +815,10 @@ def _prepare_sqlite(url: str) -> None:
     path = url.removeprefix("sqlite:///")
     if not path or path == ":memory:":
         return
+    if os.path.isdir(path):  # SQLite said only "unable to open database file"
+        raise DurableDatabaseError(
+            f"cannot open the durable database {redact(url)}: {path} is a folder; name a file "
+            f"in it (sqlite:///{os.path.join(path, 'durable.sqlite')})")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     try:
         with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:

@@ -188,3 +188,14 @@ def test_a_database_url_dbos_cannot_use_is_refused_when_the_engine_is_made(url: 
     with pytest.raises(ConfigError, match=r"is not one DBOS takes: give postgresql://") as got:
         DurableEngine(url, name="urls")
     assert "secret" not in str(got.value)
+
+
+def test_a_folder_as_the_sqlite_database_says_so(tmp_path: Path) -> None:
+    """``sqlite:////some/folder`` failed with SQLite's bare "unable to open database file"."""
+    engine = DurableEngine(f"sqlite:///{tmp_path}", name="folder")
+    try:
+        with pytest.raises(DurableDatabaseError, match=r"is a folder; name a file in it "
+                                                       r"\(sqlite:///.*/durable\.sqlite\)"):
+            engine.client  # noqa: B018
+    finally:
+        engine.shutdown()
