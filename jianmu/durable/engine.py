@@ -143,8 +143,17 @@ class DurableEngine:
         """Register a tree factory under ``name``; ``inputs`` is the runs' input schema.
 
         Raises:
-            ConfigError: another factory (or schema) is registered under ``name`` already.
+            ConfigError: another factory (or schema) is registered under ``name`` already, the
+                name is not a non-empty string (a bare ``@engine.tree``), or ``inputs`` is not
+                a pydantic model class.
         """
+        if not isinstance(name, str) or not name:
+            # a bare @engine.tree passed the factory as the name and registered nothing
+            raise ConfigError(f"a tree's name is a non-empty string, got {name!r}: write "
+                              "@engine.tree('NAME')")
+        if inputs is not None and not (isinstance(inputs, type) and issubclass(inputs, BaseModel)):
+            raise ConfigError(f"the inputs of tree {name!r} are a pydantic model class (class "
+                              f"Inputs(BaseModel): ...), got {inputs!r}")
 
         def register(factory: TreeFactory) -> TreeFactory:
             entry, known = _Tree(factory, inputs), self._trees.get(name)

@@ -176,6 +176,15 @@ def test_a_tree_name_registered_twice_is_refused(db_url: str) -> None:
                                           r"give '.*\.second' a name of its own"):
         engine.tree("greet")(second)
     assert engine._trees["greet"].factory is first
+    # a bare @engine.tree took the factory for the name and registered nothing: "no tree
+    # 'greet' is registered (registered: none)" at the first run; a schema not a model failed
+    # there too (AttributeError: model_validate)
+    with pytest.raises(ConfigError, match=r"a tree's name is a non-empty string, got <function"
+                                          r".*: write @engine.tree\('NAME'\)"):
+        engine.tree(second)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"inputs of tree 'other' are a pydantic model class"):
+        engine.tree("other", inputs=dict)  # type: ignore[arg-type]
+    assert engine.trees == ["greet"]
 
 
 @pytest.mark.parametrize("url", ["mysql://u:secret@db/app", "nonsense", "sqlite:///",
