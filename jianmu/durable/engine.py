@@ -599,15 +599,23 @@ class DurableEngine:
                  "completed": seconds(s.get("completed_at_epoch_ms"))} for s in steps]
 
     def runs(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
-        """The runs of this app, oldest first, optionally only those with ``status``."""
+        """The runs of this app, oldest first, optionally only those with ``status``; the
+        first ``limit`` of them."""
         if status is not None and status not in RUN_STATUSES:
             raise ValueError(f"unknown run status {status!r}; one of {', '.join(RUN_STATUSES)}")
         require_dbos()
         from jianmu.durable._workflow import WORKFLOW
 
-        statuses = self.client.list_workflows(name=WORKFLOW, limit=limit, load_output=True)
-        infos = [self._info(s) for s in statuses]
-        return [i for i in infos if status is None or i.status == status]
+        if status is None:
+            statuses = self.client.list_workflows(name=WORKFLOW, limit=limit, load_output=True)
+            return [self._info(s) for s in statuses]
+        # a status is told from DBOS's, the output and the requests: the limit counts the runs
+        # that have it (given to DBOS, it counted every run, and hid those past it)
+        dbos = [d for d, ours in _DBOS_STATUS.items()
+                if ours == status or (ours, status) in _SPLIT]
+        statuses = self.client.list_workflows(name=WORKFLOW, status=dbos, load_output=True)
+        infos = [i for i in map(self._info, statuses) if i.status == status]
+        return infos if limit is None else infos[:max(limit, 0)]
 
     def run_info(self, run_id: str) -> RunInfo:
         """What the engine knows of ``run_id``.
@@ -718,6 +726,9 @@ RUN_STATUSES = ("queued", "running", "suspended", "success", "failure", "cancell
 
 _ENDED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 """DBOS's statuses of a run that has ended: it waits for nothing."""
+
+_SPLIT = {("running", "suspended"), ("success", "failure")}
+"""Statuses of ours told apart within one of DBOS's (by the requests, by the output)."""
 
 _DBOS_STATUS = {
     "ENQUEUED": "queued",
