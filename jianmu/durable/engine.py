@@ -551,7 +551,7 @@ class DurableEngine:
             first = await asyncio.to_thread(ledger.first, run_id, call_id)
             if first is not None:
                 raise _already_decided(run_id, call_id, first)
-            known = ", ".join(r.id for r in pending) or "none"
+            known = f"pending: {', '.join(r.id for r in pending) or 'none'}"
             if info.status in ("success", "failure", "cancelled"):
                 known = ("it was cancelled" if info.status == "cancelled"
                          else f"it has ended: {info.status}")
