@@ -204,6 +204,12 @@ class DurableEngine:
         """A fresh runner of ``tree`` for ``inputs`` (what a worker executes)."""
         inputs = self.check_inputs(tree, inputs)
         built = self._trees[tree].factory(inputs)
+        if isinstance(built, tuple) and (
+                len(built) != 2 or not isinstance(built[1], StateManager | None)):
+            # unpacked as it was, it failed as "too many values to unpack" or on the state
+            kinds = ", ".join(type(part).__name__ for part in built)
+            raise TypeError(f"the factory of tree {tree!r} returned ({kinds}); return the root, "
+                            "or (root, StateManager)")
         root, state = built if isinstance(built, tuple) else (built, None)
         if state is not None and inputs and state.accepts("messages") and not state.get("messages"):
             # an agent's tree with no conversation yet: the inputs are the user's request

@@ -208,3 +208,14 @@ def test_a_folder_as_the_sqlite_database_says_so(tmp_path: Path) -> None:
             engine.client  # noqa: B018
     finally:
         engine.shutdown()
+
+
+@pytest.mark.parametrize("built", [(None, None, None), ("root", "AgentState")])
+def test_a_factory_that_returns_a_wrong_tuple_says_what_to_return(db_url: str, built: Any) -> None:
+    """A factory returning three things failed the run with "ValueError: too many values to
+    unpack (expected 2)"; one returning a state that is no StateManager, with an AttributeError."""
+    engine = DurableEngine(db_url, name="tuples")
+    engine.tree("t")(lambda inputs: built)
+    with pytest.raises(TypeError, match=r"the factory of tree 't' returned \(.*\); return the "
+                                        r"root, or \(root, StateManager\)"):
+        engine.build_runner("t", {"task": "go"}, run_id="r1")
