@@ -25,7 +25,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,6 +256,16 @@ class DecisionLedger:
             found = conn.execute(sa.select(_names.c.call_id).where(
                 _names.c.run_id == run_id, _names.c.name == name)).scalars().all()
         return [(str(call_id), name) for call_id in found]
+
+    def decided(self, run_id: str, call_ids: Iterable[str]) -> set[str]:
+        """Which of ``call_ids`` of ``run_id`` have a recorded decision."""
+        wanted = list(call_ids)
+        if not wanted:
+            return set()
+        with self._db.connect() as conn:
+            found = conn.execute(sa.select(_decisions.c.call_id).where(
+                _decisions.c.run_id == run_id, _decisions.c.call_id.in_(wanted))).scalars()
+            return {str(call_id) for call_id in found}
 
     def decide(self, run_id: str, call_id: str, approved: bool, message: str | None,
                send: Callable[[sa.Connection], None], *,

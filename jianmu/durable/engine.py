@@ -120,8 +120,9 @@ class DurableEngine:
             path = settings.sqlite_path
             os.makedirs(os.path.dirname(path), exist_ok=True)
             url = f"sqlite:///{path}"
-        self.database_url = url
-        guard_logs(url)  # whoever logs the URL (a driver, DBOS), its secrets stay out
+        guard_logs(url)
+        check_url(url)
+        self.database_url = url  # whoever logs the URL (a driver, DBOS), its secrets stay out
         self.name = name
         self.executor_id = executor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         # an id made here is never started again: its runs are handed over when it stops
@@ -139,10 +140,31 @@ class DurableEngine:
     def tree(
         self, name: str, *, inputs: type[BaseModel] | None = None
     ) -> Callable[[TreeFactory], TreeFactory]:
-        """Register a tree factory under ``name``; ``inputs`` is the runs' input schema."""
+        """Register a tree factory under ``name``; ``inputs`` is the runs' input schema.
+
+        Raises:
+            ConfigError: another factory (or schema) is registered under ``name`` already, the
+                name is not a non-empty string (a bare ``@engine.tree``), or ``inputs`` is not
+                a pydantic model class.
+        """
+        if not isinstance(name, str) or not name:
+            # a bare @engine.tree passed the factory as the name and registered nothing
+            raise ConfigError(f"a tree's name is a non-empty string, got {name!r}: write "
+                              "@engine.tree('NAME')")
+        if inputs is not None and not (isinstance(inputs, type) and issubclass(inputs, BaseModel)):
+            raise ConfigError(f"the inputs of tree {name!r} are a pydantic model class (class "
+                              f"Inputs(BaseModel): ...), got {inputs!r}")
 
         def register(factory: TreeFactory) -> TreeFactory:
-            self._trees[name] = _Tree(factory, inputs)
+            entry, known = _Tree(factory, inputs), self._trees.get(name)
+            if known is not None and known != entry:
+                # the second would silently replace the first in this worker only: runs of
+                # one name would build different trees in different workers
+                raise ConfigError(
+                    f"tree {name!r} is registered already (by "
+                    f"{getattr(known.factory, '__qualname__', known.factory)!r}); give "
+                    f"{getattr(factory, '__qualname__', factory)!r} a name of its own")
+            self._trees[name] = entry
             return factory
 
         return register
@@ -182,6 +204,12 @@ class DurableEngine:
         """A fresh runner of ``tree`` for ``inputs`` (what a worker executes)."""
         inputs = self.check_inputs(tree, inputs)
         built = self._trees[tree].factory(inputs)
+        if isinstance(built, tuple) and (
+                len(built) != 2 or not isinstance(built[1], StateManager | None)):
+            # unpacked as it was, it failed as "too many values to unpack" or on the state
+            kinds = ", ".join(type(part).__name__ for part in built)
+            raise TypeError(f"the factory of tree {tree!r} returned ({kinds}); return the root, "
+                            "or (root, StateManager)")
         root, state = built if isinstance(built, tuple) else (built, None)
         if state is not None and inputs and state.accepts("messages") and not state.get("messages"):
             # an agent's tree with no conversation yet: the inputs are the user's request
@@ -418,12 +446,29 @@ class DurableEngine:
             await asyncio.sleep(0.1)
 
     async def pending(self, run_id: str) -> list[ApprovalRequest]:
-        """The approval requests ``run_id`` waits for, oldest first."""
+        """The approval requests ``run_id`` waits for, oldest first: none once decided (before
+        its worker has taken the decision too), none once it has ended or was cancelled."""
         require_dbos()
         from jianmu.durable._workflow import PENDING_EVENT
 
         value = await self.client.get_event_async(run_id, PENDING_EVENT, timeout_seconds=0)
-        return [ApprovalRequest.from_dict(r) for r in value or ()]
+        if not value:
+            return []
+        # a cancelled run keeps the requests it published last: it waits for none of them
+        found = await self.client.list_workflows_async(workflow_ids=[run_id], load_input=False,
+                                                       load_output=False)
+        if found and found[0].status in _ENDED:
+            return []
+        asked = [ApprovalRequest.from_dict(r) for r in value]
+        return await asyncio.to_thread(self._undecided, run_id, asked)
+
+    def _undecided(self, run_id: str, asked: list[ApprovalRequest]) -> list[ApprovalRequest]:
+        """``asked`` without the requests decided already: a run publishes its requests anew
+        only once it asks again, so until then its last list still names those decided."""
+        if not asked:
+            return asked
+        decided = self._ledger().decided(run_id, [r.id for r in asked])
+        return [r for r in asked if r.id not in decided]
 
     async def state(self, run_id: str) -> dict[str, Any] | None:
         """A finished run's final state snapshot (`StateManager.snapshot`), else None."""
@@ -497,11 +542,13 @@ class DurableEngine:
         require_dbos()
         from jianmu.durable._workflow import APPROVAL, approval_topic
 
-        await asyncio.to_thread(self.run_info, run_id)  # raises for an unknown run
+        info = await asyncio.to_thread(self.run_info, run_id)  # raises for an unknown run
         ledger = self._ledger()
         first = await asyncio.to_thread(ledger.first, run_id, call_id)
         if first is not None:
             raise _already_decided(run_id, call_id, first)
+        # none once the run ended: a cancelled run still lists what it asked, and a decision
+        # was recorded and reported as taken that nothing would ever read
         pending = await self.pending(run_id)
         if call_id not in {r.id for r in pending}:
             # a call id alone names the one request of that call, pending or decided (its name
@@ -513,9 +560,12 @@ class DurableEngine:
             first = await asyncio.to_thread(ledger.first, run_id, call_id)
             if first is not None:
                 raise _already_decided(run_id, call_id, first)
-            known = ", ".join(r.id for r in pending) or "none"
+            known = f"pending: {', '.join(r.id for r in pending) or 'none'}"
+            if info.status in ("success", "failure", "cancelled"):
+                known = ("it was cancelled" if info.status == "cancelled"
+                         else f"it has ended: {info.status}")
             raise RunNotFoundError(
-                f"run {run_id!r} waits for no approval {call_id!r} (pending: {known})"
+                f"run {run_id!r} waits for no approval {call_id!r} ({known})"
             )
         (request,) = [r for r in pending if r.id == call_id]
         _check_decision(request, approved, arguments, answer)
@@ -558,15 +608,23 @@ class DurableEngine:
                  "completed": seconds(s.get("completed_at_epoch_ms"))} for s in steps]
 
     def runs(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
-        """The runs of this app, oldest first, optionally only those with ``status``."""
+        """The runs of this app, oldest first, optionally only those with ``status``; the
+        first ``limit`` of them."""
         if status is not None and status not in RUN_STATUSES:
             raise ValueError(f"unknown run status {status!r}; one of {', '.join(RUN_STATUSES)}")
         require_dbos()
         from jianmu.durable._workflow import WORKFLOW
 
-        statuses = self.client.list_workflows(name=WORKFLOW, limit=limit, load_output=True)
-        infos = [self._info(s) for s in statuses]
-        return [i for i in infos if status is None or i.status == status]
+        if status is None:
+            statuses = self.client.list_workflows(name=WORKFLOW, limit=limit, load_output=True)
+            return [self._info(s) for s in statuses]
+        # a status is told from DBOS's, the output and the requests: the limit counts the runs
+        # that have it (given to DBOS, it counted every run, and hid those past it)
+        dbos = [d for d, ours in _DBOS_STATUS.items()
+                if ours == status or (ours, status) in _SPLIT]
+        statuses = self.client.list_workflows(name=WORKFLOW, status=dbos, load_output=True)
+        infos = [i for i in map(self._info, statuses) if i.status == status]
+        return infos if limit is None else infos[:max(limit, 0)]
 
     def run_info(self, run_id: str) -> RunInfo:
         """What the engine knows of ``run_id``.
@@ -615,7 +673,8 @@ class DurableEngine:
         pending: list[ApprovalRequest] = []
         if status.status == "PENDING":
             value = self.client.get_event(status.workflow_id, PENDING_EVENT, timeout_seconds=0)
-            pending = [ApprovalRequest.from_dict(r) for r in value or ()]
+            pending = self._undecided(status.workflow_id,
+                                      [ApprovalRequest.from_dict(r) for r in value or ()])
         output = status.output
         error = output.get("error") if isinstance(output, dict) else None
         if status.error is not None:
@@ -673,6 +732,12 @@ def _check_decision(request: ApprovalRequest, approved: bool,
 
 RUN_STATUSES = ("queued", "running", "suspended", "success", "failure", "cancelled")
 """A durable run's statuses, as `RunInfo.status` and ``runs(status=...)`` spell them."""
+
+_ENDED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+"""DBOS's statuses of a run that has ended: it waits for nothing."""
+
+_SPLIT = {("running", "suspended"), ("success", "failure")}
+"""Statuses of ours told apart within one of DBOS's (by the requests, by the output)."""
 
 _DBOS_STATUS = {
     "ENQUEUED": "queued",
@@ -779,6 +844,10 @@ def _prepare_sqlite(url: str) -> None:
     path = url.removeprefix("sqlite:///")
     if not path or path == ":memory:":
         return
+    if os.path.isdir(path):  # SQLite said only "unable to open database file"
+        raise DurableDatabaseError(
+            f"cannot open the durable database {redact(url)}: {path} is a folder; name a file "
+            f"in it (sqlite:///{os.path.join(path, 'durable.sqlite')})")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     try:
         with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
@@ -805,6 +874,22 @@ def _old_sqlite_hint(url: str) -> str:
     return (f" (DBOS on Python 3.12 and later needs SQLite 3.42 or later; this Python's "
             f"sqlite3 module has SQLite {sqlite3.sqlite_version}: use PostgreSQL, Python 3.11, "
             "or a Python built with a newer SQLite)")
+
+
+def check_url(url: str) -> None:
+    """Refuse a database URL DBOS cannot use as the engine is made, not at the first run,
+    in a driver's words (DBOS takes any other scheme for PostgreSQL's: ``mysql://db/app``
+    failed as a host it could not resolve).
+
+    Raises:
+        ConfigError: not a PostgreSQL URL nor an SQLite file's.
+    """
+    if url.startswith(("postgresql://", "postgres://", "postgresql+")):
+        return
+    if url.startswith("sqlite:///") and url != "sqlite:///":
+        return
+    raise ConfigError(f"durable database URL {redact(url)!r} is not one DBOS takes: give "
+                      "postgresql://user:password@host:port/db or sqlite:///path/to/file")
 
 
 def check_reachable(url: str) -> None:

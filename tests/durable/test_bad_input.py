@@ -168,3 +168,65 @@ def test_a_decisions_message_that_is_not_text_is_refused_before_it_is_sent(
     for decide in (engine.approve, engine.reject):
         with pytest.raises(TypeError, match="a decision's message is text"):
             asyncio.run(decide("run", "call", message))
+
+
+def test_a_tree_name_registered_twice_is_refused(db_url: str) -> None:
+    """A second ``@engine.tree("greet")`` silently replaced the first: runs of one name built
+    whichever factory each worker's module registered last."""
+    from jianmu.errors import ConfigError
+
+    engine = DurableEngine(db_url, name="twice")
+
+    def first(inputs: dict[str, Any]) -> Any: ...
+
+    def second(inputs: dict[str, Any]) -> Any: ...
+
+    engine.tree("greet")(first)
+    engine.tree("greet")(first)  # the same factory again (a module imported twice) is no clash
+    with pytest.raises(ConfigError, match=r"tree 'greet' is registered already \(by '.*\.first'\); "
+                                          r"give '.*\.second' a name of its own"):
+        engine.tree("greet")(second)
+    assert engine._trees["greet"].factory is first
+    # a bare @engine.tree took the factory for the name and registered nothing: "no tree
+    # 'greet' is registered (registered: none)" at the first run; a schema not a model failed
+    # there too (AttributeError: model_validate)
+    with pytest.raises(ConfigError, match=r"a tree's name is a non-empty string, got <function"
+                                          r".*: write @engine.tree\('NAME'\)"):
+        engine.tree(second)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"inputs of tree 'other' are a pydantic model class"):
+        engine.tree("other", inputs=dict)  # type: ignore[arg-type]
+    assert engine.trees == ["greet"]
+
+
+@pytest.mark.parametrize("url", ["mysql://u:secret@db/app", "nonsense", "sqlite:///",
+                                 "sqlite://relative.db"])
+def test_a_database_url_dbos_cannot_use_is_refused_when_the_engine_is_made(url: str) -> None:
+    """``DurableEngine("mysql://...")`` was taken, and its first client call failed in psycopg's
+    words ("failed to resolve host 'db'"): DBOS reads any scheme as PostgreSQL's."""
+    from jianmu.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"is not one DBOS takes: give postgresql://") as got:
+        DurableEngine(url, name="urls")
+    assert "secret" not in str(got.value)
+
+
+def test_a_folder_as_the_sqlite_database_says_so(tmp_path: Path) -> None:
+    """``sqlite:////some/folder`` failed with SQLite's bare "unable to open database file"."""
+    engine = DurableEngine(f"sqlite:///{tmp_path}", name="folder")
+    try:
+        with pytest.raises(DurableDatabaseError, match=r"is a folder; name a file in it "
+                                                       r"\(sqlite:///.*/durable\.sqlite\)"):
+            engine.client  # noqa: B018
+    finally:
+        engine.shutdown()
+
+
+@pytest.mark.parametrize("built", [(None, None, None), ("root", "AgentState")])
+def test_a_factory_that_returns_a_wrong_tuple_says_what_to_return(db_url: str, built: Any) -> None:
+    """A factory returning three things failed the run with "ValueError: too many values to
+    unpack (expected 2)"; one returning a state that is no StateManager, with an AttributeError."""
+    engine = DurableEngine(db_url, name="tuples")
+    engine.tree("t")(lambda inputs: built)
+    with pytest.raises(TypeError, match=r"the factory of tree 't' returned \(.*\); return the "
+                                        r"root, or \(root, StateManager\)"):
+        engine.build_runner("t", {"task": "go"}, run_id="r1")
