@@ -140,6 +140,8 @@ export class Graph {
       const y = depth * (BOX_H + GAP_Y);
       const children = kids.get(n.key) || [];
       const open = children.length && !this.folded.has(n.key);
+      // a node before its children: the Tab key goes down the tree from its root
+      boxes.append(this._node(n, cx - w / 2, y, w, label.get(n.key), children.length, open));
       if (open) {
         let total = -GAP_X;
         for (const c of children) total += span.get(c.key) + GAP_X;
@@ -153,7 +155,6 @@ export class Graph {
           x += span.get(c.key) + GAP_X;
         }
       }
-      boxes.append(this._node(n, cx - w / 2, y, w, label.get(n.key), children.length, open));
       return cx;
     };
     place(root, 0, 0);
