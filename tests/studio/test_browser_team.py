@@ -81,13 +81,39 @@ def test_tab_goes_down_the_graph_from_its_root_and_enter_opens_a_node(
     _open(driver, url, _team_run(checkpoints))
     fit = driver.find_element(By.CSS_SELECTOR, "[data-role=fit]")
     fit.send_keys(Keys.TAB)  # the graph's tools come just before it
-    focused = []
-    for _ in driver.find_elements(By.CSS_SELECTOR, "#tree g.node"):
-        focused.append(driver.switch_to.active_element.get_attribute("data-node"))
-        driver.switch_to.active_element.send_keys(Keys.TAB)
+    focused = []  # the nodes in the order Tab reaches them (a composite's fold after it)
+    while driver.execute_script("return document.activeElement.closest('#tree') !== null"):
+        here = driver.switch_to.active_element
+        if here.get_attribute("class") == "node":
+            focused.append(here.get_attribute("data-node"))
+        here.send_keys(Keys.TAB)
     assert focused == ["lead", "lead/lead.round", "lead/lead.round/lead.llm",
                        "lead/lead.round/lead.tools", "lead/lead.round/lead.tools/researcher"]
     fit.send_keys(Keys.TAB)
     driver.switch_to.active_element.send_keys(Keys.ENTER)
     _until(driver, lambda d: _text(d, "#details .node-name") == "lead", "the root's details")
+    _no_alert(driver)
+
+
+def test_a_subtree_folds_and_unfolds_from_the_keyboard(
+        driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    url, checkpoints = studio
+    _open(driver, url, _team_run(checkpoints))
+    nodes = 'return document.querySelectorAll("#tree g.node").length'
+    assert driver.execute_script(nodes) == 5
+    driver.find_element(By.CSS_SELECTOR, "[data-role=fit]").send_keys(Keys.TAB)  # the root
+    driver.switch_to.active_element.send_keys(Keys.TAB)  # its fold, before its children
+    fold = driver.switch_to.active_element
+    assert fold.get_attribute("class") == "fold" and fold.get_attribute("role") == "button"
+    fold.send_keys(Keys.ENTER)
+    _until(driver, lambda d: d.execute_script(nodes) == 1, "the tree folded at its root")
+    again = driver.switch_to.active_element  # the redrawn fold, still where the keys are
+    assert again.get_attribute("class") == "fold" and again.text == "▸1"
+    again.send_keys(Keys.SPACE)
+    _until(driver, lambda d: d.execute_script(nodes) == 5, "the tree unfolded")
+    assert driver.switch_to.active_element.get_attribute("class") == "fold"
+    assert _text(driver, "#details .hint").startswith("Click a node")  # Enter was the fold's
     _no_alert(driver)

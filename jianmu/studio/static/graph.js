@@ -189,10 +189,25 @@ export class Graph {
       const mark = svg("text", {y: 4, "text-anchor": "middle"});
       mark.textContent = open ? "▾" : `▸${childCount}`;
       fold.append(mark);
-      fold.addEventListener("click", (event) => {
-        event.stopPropagation();
+      // a button for the keyboard too (Tab to it, Enter or Space), focused again once redrawn
+      fold.setAttribute("tabindex", "0");
+      fold.setAttribute("role", "button");
+      fold.setAttribute("aria-label", `${open ? "fold" : "unfold"} ${visible(n.name)}`);
+      const toggle = (keyboard) => {
         if (this.folded.has(n.key)) this.folded.delete(n.key); else this.folded.add(n.key);
         this.draw();
+        const again = this.groups.get(n.key);
+        if (keyboard && again) again.querySelector(":scope > g.fold").focus();
+      };
+      fold.addEventListener("click", (event) => {
+        event.stopPropagation();
+        toggle(false);
+      });
+      fold.addEventListener("keydown", (event) => {
+        if (event.key !== "Enter" && event.key !== " ") return;
+        event.preventDefault();  // no scrolling on Space
+        event.stopPropagation();  // the node's own Enter selects it
+        toggle(true);
       });
       g.append(fold);
     }
