@@ -71,6 +71,10 @@ class RunPage {
       this.drawDetails();
     });
     this.slider = role("time");
+    // the point travelled to is kept in the address (#point=N): a reload, or coming back to
+    // the page, shows that point again, not the run as it is now
+    const asked = /^#point=(\d+)$/.exec(window.location.hash);
+    this.startAt = asked ? Number(asked[1]) : null;
   }
 
   async start() {
@@ -158,6 +162,20 @@ class RunPage {
     }
     // the page's own script time per update, for anyone measuring (the browser tests do)
     performance.measure("jianmu:show", {start: started});
+    if (this.startAt !== null && view.points.length) {
+      const n = this.startAt;
+      this.startAt = null;
+      this.go(n);
+    }
+  }
+
+  // the address says the point shown (replaced, not pushed: Back leaves the page, as before)
+  remember(number) {
+    const url = window.location.pathname + window.location.search +
+      (number === null ? "" : `#point=${number}`);
+    if (url !== window.location.pathname + window.location.search + window.location.hash) {
+      window.history.replaceState(window.history.state, "", url);
+    }
   }
 
   // Each request's box is kept while the request is the same: deciding one of two does not
@@ -243,10 +261,12 @@ class RunPage {
     if (n === last && !FINISHED.includes(this.view.status)) {
       this.shown = null;  // the newest point of a live run: follow it again
       this.frame = null;
+      this.remember(null);
       this.showNow();
       return;
     }
     this.shown = n;
+    this.remember(n === last ? null : n);
     this.label(point, false);
     const back = role("live");
     if (back) back.disabled = n === last;
@@ -350,6 +370,10 @@ class RunPage {
 
   // -- wiring --------------------------------------------------------------------------------
   wire() {
+    window.addEventListener("hashchange", () => {  // a #point=N typed in the address bar
+      const asked = /^#point=(\d+)$/.exec(window.location.hash);
+      if (asked) this.go(Number(asked[1]));
+    });
     if (this.slider) {
       this.slider.addEventListener("input", () => this.go(Number(this.slider.value)));
     }
