@@ -275,6 +275,13 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(request, "No such run", str(exc), 404)
 
+    async def no_page(request: Request, exc: Exception) -> Response:
+        # an address the studio has no page for (mistyped, cut short): said as a page with
+        # the way back, not a bare "Not Found"
+        return _error(request, "No such page", f"the studio has no page at "
+                      f"{request.url.path!r}: its pages are the runs list (/) and each run's "
+                      "(/run/...)", 404)
+
     async def damaged(request: Request, exc: Exception) -> Response:
         # a checkpoint that cannot be read (a damaged row): said, not a bare 500
         return _error(request, "This run cannot be read", str(exc), 500)
@@ -302,7 +309,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                 await run_in_threadpool(each.close)
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
-        RunNotFoundError: not_found, CheckpointError: damaged})
+        RunNotFoundError: not_found, CheckpointError: damaged, 404: no_page})
     app.add_middleware(TokenGuard, token=token, host=host, port=port)
     return app
 
