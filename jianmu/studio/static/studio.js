@@ -422,8 +422,13 @@ class RunPage {
     // edited when the person changed them) or a rejection; null when it cannot be sent
     const call = box.dataset.id;
     if (button.classList.contains("answer")) {
-      const text = box.querySelector("textarea.answer-text").value;
-      return {action: "answer", doing: "answering ", body: {call_id: call, answer: text}};
+      const area = box.querySelector("textarea.answer-text");
+      if (!area.value.trim()) {  // an Answer clicked before writing one: not sent as ""
+        said.textContent = "write the answer in the box first: the run goes on with it";
+        area.focus();
+        return null;
+      }
+      return {action: "answer", doing: "answering ", body: {call_id: call, answer: area.value}};
     }
     const approve = button.classList.contains("approve");
     const reason = box.querySelector("input.reason").value;
