@@ -44,6 +44,17 @@ async function post(url, body, csrf) {
   }
 }
 
+// what a refused request's body says: the studio's {"error": ...}, else its text or status
+function refusal(text, status) {
+  try {
+    const said = JSON.parse(text);
+    if (said && typeof said.error === "string") return said.error;
+  } catch (error) {
+    // plain text (the door's refusals)
+  }
+  return text.trim() || `HTTP ${status}`;
+}
+
 function role(name) {
   return document.querySelector(`[data-role="${name}"]`);
 }
@@ -282,14 +293,24 @@ class RunPage {
       let frame = this.cache.get(n);
       if (!frame) {
         this.loading = true;
+        let failed = null;
         try {
           const answer = await fetch(`/api${this.base}/point/${n}`, {credentials: "same-origin"});
-          if (!answer.ok) break;
-          frame = readJSON(await answer.text());
+          const text = await answer.text();
+          if (answer.ok) frame = readJSON(text);
+          else failed = refusal(text, answer.status);
         } catch (error) {
-          break;  // the studio did not answer: the slider's next move asks again
+          failed = "the studio did not answer (stopped?)";  // the next move asks again
         } finally {
           this.loading = false;
+        }
+        if (failed !== null) {
+          // said where the point is named: the tree and state below are still another's
+          if (this.wanted === null && this.shown === n) {
+            document.getElementById("state-at").textContent =
+              `cannot show point ${n}: ${failed}; the tree and state below are not of it`;
+          }
+          continue;
         }
         this.cache.set(n, frame);
         if (this.cache.size > 64) this.cache.delete(this.cache.keys().next().value);
