@@ -172,3 +172,27 @@ def test_a_point_the_stopped_studio_cannot_send_is_said_not_shown_as_another(
         assert _text(driver, "[data-role=time-label]").startswith("point 0 of ")
     finally:
         driver.get("about:blank")
+
+
+def test_a_page_is_told_when_its_studio_stops(
+        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """`jianmu studio` sets ``app.state.closing`` on Ctrl-C: the page says the studio stopped
+    (not a bare "reconnecting…"), and goes on once it is back."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    checkpoints = tmp_path / "runs" / "checkpoints.sqlite"
+    run_id = start_suspended(checkpoints)
+    port = free_port()
+    try:
+        app = create_app(studio_sources(checkpoints), TOKEN, by="browser")
+        with serve(app, port) as url:
+            driver.get(f"{url}/?token={TOKEN}")
+            driver.get(f"{url}/run/cp/{run_id}")
+            _until(driver, lambda d: _text(d, "#live") == "live", "the stream")
+            app.state.closing.set()
+            _until(driver, lambda d: _text(d, "#live").startswith("the studio stopped"),
+                   "the page to say its studio stopped")
+        with serve(create_app(studio_sources(checkpoints), TOKEN, by="browser"), port):
+            _until(driver, lambda d: _text(d, "#live") == "live", "the page to go on")
+    finally:
+        driver.get("about:blank")

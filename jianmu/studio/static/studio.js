@@ -75,6 +75,7 @@ class RunPage {
     this.drawn = {pending: null, timeline: null, points: null};
     this.selected = null;
     this.stream = null;
+    this.closing = false;  // the studio said it is stopping
     this.gone = false;  // the run was deleted under the page: its stream is not opened again
     this.forkText = null;  // the fork box's text as the server wrote it
     this.graph = new Graph(document.getElementById("tree"), (key) => {
@@ -103,7 +104,16 @@ class RunPage {
   connect() {
     const live = document.getElementById("live");
     this.stream = new EventSource("/stream" + this.base);
-    this.stream.onopen = () => { live.textContent = "live"; };
+    this.stream.onopen = () => {
+      this.closing = false;
+      live.textContent = "live";
+    };
+    this.stream.addEventListener("closing", () => {
+      // the studio is stopping (Ctrl-C): the browser tries again, and goes on if it comes back
+      this.closing = true;
+      live.textContent = "the studio stopped: shown as it last was (this page goes on once " +
+        "the studio is back)";
+    });
     // each connection sends the whole run first, then only what changed in it
     const shown = (view) => {
       this.show(view);
@@ -129,7 +139,7 @@ class RunPage {
       live.textContent = this.stream.readyState === EventSource.CLOSED
         ? "disconnected: the studio refused this page (started again? the run gone?): " +
           "reload, or open the URL it printed"
-        : "reconnecting…";
+        : (this.closing ? "the studio stopped: reconnecting…" : "reconnecting…");
     };
   }
 
