@@ -290,6 +290,13 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                       f"{request.url.path!r}: its pages are the runs list (/) and each run's "
                       "(/run/...)", 404)
 
+    async def failed(request: Request, exc: Exception) -> Response:
+        # anything else (a bug): said as a page or JSON, not a bare "Internal Server Error";
+        # the traceback still goes to the studio's log
+        # (answered outside the door's middleware: its headers are set here)
+        return _secured(_error(request, "The studio failed", f"{type(exc).__name__}: {exc} "
+                               "(the studio's output has the details)", 500))
+
     async def damaged(request: Request, exc: Exception) -> Response:
         # a checkpoint that cannot be read (a damaged row): said, not a bare 500
         return _error(request, "This run cannot be read", str(exc), 500)
@@ -317,7 +324,8 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                 await run_in_threadpool(each.close)
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
-        RunNotFoundError: not_found, CheckpointError: damaged, 404: no_page})
+        RunNotFoundError: not_found, CheckpointError: damaged, 404: no_page,
+        Exception: failed})
     app.add_middleware(TokenGuard, token=token, host=host, port=port)
     app.state.closing = closing
     return app

@@ -20,7 +20,7 @@ from typing import Any
 
 from jianmu._json import json_text
 from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNotFoundError
-from jianmu.runtime.checkpoint import CHECKPOINT_VERSION, SQLiteCheckpointer
+from jianmu.runtime.checkpoint import CHECKPOINT_VERSION, SQLiteCheckpointer, checked
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
@@ -198,7 +198,7 @@ class CheckpointRuns:
                           for n in runner.root.iterate()},
             }
         else:
-            loaded = self.store.load(run_id)
+            loaded = self._load(run_id)
             if loaded is None and frame is None:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
             # a run going on elsewhere that saved no checkpoint yet: its points tell it
@@ -306,7 +306,7 @@ class CheckpointRuns:
         if answer is not None:
             extra["answer"] = answer
         with self._lock:
-            data = self.store.load(run_id)
+            data = self._load(run_id)
             live = run_id in self._live
             if data is None and not live:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
@@ -378,14 +378,15 @@ class CheckpointRuns:
                 that saved no checkpoint yet.
             RunNotFoundError: no such run.
         """
-        if self.store.load(run_id) is None:
+        saved = self._load(run_id)
+        if saved is None:
             if self.store.history.last_point(run_id) is None:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
             # its points are there (the page shows them), its first checkpoint is not yet
             raise CheckpointError(f"run {run_id!r} is still going in another process and has "
                                   "saved no checkpoint yet: fork it once it waits for a person "
                                   "or has ended")
-        other = _other_version(run_id, self.store.load(run_id))
+        other = _other_version(run_id, saved)
         if other is not None:
             raise CheckpointError(other)
         if self.restorer is None:
@@ -424,6 +425,15 @@ class CheckpointRuns:
             self._live[fork_id] = restored.runner
             self._continue(restored)
         return fork_id
+
+    def _load(self, run_id: str) -> dict[str, Any] | None:
+        """The run's newest checkpoint, or None. Raises `CheckpointError` for one of this
+        version whose parts have not the shapes a restore reads (``"pending": 5``): said as a
+        damaged run, not a bare server error."""
+        data = self.store.load(run_id)
+        if data is not None and _other_version(run_id, data) is None:
+            checked(data, run_id)
+        return data
 
     def _record(self, run_id: str, call_id: str, approved: bool, message: str, *,
                 arguments: dict[str, Any] | None = None, answer: str | None = None) -> None:
