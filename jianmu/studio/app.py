@@ -177,7 +177,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                 if closing.is_set():
                     # the studio is stopping: an open stream would hold it up until it is cut
                     # (a traceback on Ctrl-C); the page is told, and tries again once it is back
-                    yield "event: closing\ndata: {}\n\n"
+                    yield "retry: 1000\nevent: closing\ndata: {}\n\n"  # back in a second
                     return
                 # the view of a long run costs the server much: it is built again only when
                 # the run's mark says something changed
