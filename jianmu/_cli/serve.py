@@ -20,6 +20,7 @@ from jianmu.errors import JianmuError, SandboxError, SkillLoadError
 
 if TYPE_CHECKING:
     import socket
+    from types import FrameType
 
     from rich.console import Console
 
@@ -233,11 +234,18 @@ def cmd_studio(args: argparse.Namespace) -> int:
     listener = _listener(args.host, args.port)
     print(f"Jianmu Studio on {path}" + (f" and app {args.app}" if args.app else ""), flush=True)
     print(f"open: http://{host}:{args.port}/?token={token}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(
-        create_app(sources, token, host=args.host, port=args.port), host=args.host,
-        port=args.port, log_level="warning",
-        timeout_graceful_shutdown=1,
-    ))
+    app = create_app(sources, token, host=args.host, port=args.port)
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, which ends the open pages' streams when it is told to stop (each
+        would hold it up until cut, with a traceback, on Ctrl-C)."""
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            app.state.closing.set()
+            super().handle_exit(sig, frame)
+
+    server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                                   timeout_graceful_shutdown=1))
     server.run(sockets=[listener])
     return ExitCode.OK
 

@@ -16,6 +16,7 @@ import ipaddress
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
@@ -111,11 +112,13 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
     person who started the studio and holds its token: ``user@host`` by default). The runs
     list shows the runs started in ``project`` (default: the working folder) unless asked
     for all. ``host`` and ``port`` are where it is served: a request naming another
-    ``Host:`` is refused (``port=None`` accepts any port)."""
+    ``Host:`` is refused (``port=None`` accepts any port). Setting the app's
+    ``state.closing`` (a `threading.Event`) as its server stops ends the pages' streams."""
     _need_token(token)  # here, not at the first request (when the middleware is built)
     by_name = by or _who()
     folder = os.path.realpath(project or os.getcwd())
     found = {s.kind: s for s in sources}
+    closing = threading.Event()  # `app.state.closing`: set, each page's stream says so and ends
 
     def source(request: Request) -> RunSource:
         kind = request.path_params["source"]
@@ -171,6 +174,11 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
             last: dict[str, Any] | None = None
             quiet, seen, unsettled = 0, None, 0.0
             while not await request.is_disconnected():
+                if closing.is_set():
+                    # the studio is stopping: an open stream would hold it up until it is cut
+                    # (a traceback on Ctrl-C); the page is told, and tries again once it is back
+                    yield "retry: 1000\nevent: closing\ndata: {}\n\n"  # back in a second
+                    return
                 # the view of a long run costs the server much: it is built again only when
                 # the run's mark says something changed
                 mark = await run_in_threadpool(where.version, run_id)
@@ -275,6 +283,20 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(request, "No such run", str(exc), 404)
 
+    async def no_page(request: Request, exc: Exception) -> Response:
+        # an address the studio has no page for (mistyped, cut short): said as a page with
+        # the way back, not a bare "Not Found"
+        return _error(request, "No such page", f"the studio has no page at "
+                      f"{request.url.path!r}: its pages are the runs list (/) and each run's "
+                      "(/run/...)", 404)
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        # anything else (a bug): said as a page or JSON, not a bare "Internal Server Error";
+        # the traceback still goes to the studio's log
+        # (answered outside the door's middleware: its headers are set here)
+        return _secured(_error(request, "The studio failed", f"{type(exc).__name__}: {exc} "
+                               "(the studio's output has the details)", 500))
+
     async def damaged(request: Request, exc: Exception) -> Response:
         # a checkpoint that cannot be read (a damaged row): said, not a bare 500
         return _error(request, "This run cannot be read", str(exc), 500)
@@ -302,8 +324,10 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                 await run_in_threadpool(each.close)
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
-        RunNotFoundError: not_found, CheckpointError: damaged})
+        RunNotFoundError: not_found, CheckpointError: damaged, 404: no_page,
+        Exception: failed})
     app.add_middleware(TokenGuard, token=token, host=host, port=port)
+    app.state.closing = closing
     return app
 
 

@@ -96,7 +96,7 @@ def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
         f'{_e(run_href(r["source"], r["run_id"]))}">{_name(r["run_id"])}</a></td>'
         f'<td>{_name(r["tree"])}</td>'
         f'<td><span class="status status-{_e(r["status"])}">{_e(r["status"])}</span></td>'
-        f'<td>{_when(r["started"])}</td><td>{_e(r["pending"] or "")}</td>'
+        f'<td class="when">{_when(r["started"])}</td><td>{_e(r["pending"] or "")}</td>'
         f'<td class="origin">{_origin(r.get("forked_from"), r["source"])}</td>'
         f'<td>{_source(r["source"])}</td></tr>'
         for r in runs

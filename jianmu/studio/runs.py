@@ -20,7 +20,7 @@ from typing import Any
 
 from jianmu._json import json_text
 from jianmu.errors import CheckpointError, InteractionError, JianmuError, RunNotFoundError
-from jianmu.runtime.checkpoint import SQLiteCheckpointer
+from jianmu.runtime.checkpoint import CHECKPOINT_VERSION, SQLiteCheckpointer, checked
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
@@ -189,6 +189,7 @@ class CheckpointRuns:
         points = history.points(run_id)
         recorded = bool(points) and points[-1].kind == "tick"
         frame = history.frame(run_id, points[-1].number) if recorded else None
+        loaded: dict[str, Any] | None = None  # its newest checkpoint, when not running here
         if runner is not None:  # running here: its live state and statuses
             data: dict[str, Any] = {
                 "tree": runner.root.name, "state": runner.state.snapshot(),
@@ -197,7 +198,7 @@ class CheckpointRuns:
                           for n in runner.root.iterate()},
             }
         else:
-            loaded = self.store.load(run_id)
+            loaded = self._load(run_id)
             if loaded is None and frame is None:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
             # a run going on elsewhere that saved no checkpoint yet: its points tell it
@@ -227,8 +228,11 @@ class CheckpointRuns:
                           written=frame.written if frame is not None else None,
                           agents=agent_statuses(events))
         names = {row["key"]: row["name"] for row in nodes}
+        other = _other_version(run_id, loaded)
         note = ""
-        if status == "decided":
+        if other is not None:  # its requests are shown, and refused with this if decided
+            note = other
+        elif status == "decided":
             note = ("answered; the studio cannot rebuild this run's tree (it was not started by "
                     "'jianmu run'): continue it with ReactiveRunner.restore(tree, "
                     f"SQLiteCheckpointer({self.path!r}), {run_id!r})")
@@ -243,7 +247,7 @@ class CheckpointRuns:
             "usage": usage_text(state), "note": note, "points": point_rows(points, entries, names),
             "changed": list(frame.changed) if frame is not None else [],
             "forked_from": _origin(history.run(run_id) or {}),
-            "can_fork": self.restorer is not None and bool(points),
+            "can_fork": self.restorer is not None and bool(points) and other is None,
             "settled": _end_recorded(events, status),
         }
 
@@ -302,7 +306,7 @@ class CheckpointRuns:
         if answer is not None:
             extra["answer"] = answer
         with self._lock:
-            data = self.store.load(run_id)
+            data = self._load(run_id)
             live = run_id in self._live
             if data is None and not live:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
@@ -329,6 +333,9 @@ class CheckpointRuns:
                 raise InteractionError(f"run {run_id!r} already finished ({data['status']})")
             if call_id not in data.get("interaction", {}).get("pending", []):
                 raise InteractionError(f"run {run_id!r} waits for no request {call_id!r}")
+            other = _other_version(run_id, data)
+            if other is not None:  # before the decision is written in a checkpoint of ours
+                raise InteractionError(other)
             # rebuilding the run claims it: refused while a terminal (or another studio) holds it
             restored = self.restorer(run_id) if self.restorer is not None else None
             if restored is None:
@@ -371,13 +378,17 @@ class CheckpointRuns:
                 that saved no checkpoint yet.
             RunNotFoundError: no such run.
         """
-        if self.store.load(run_id) is None:
+        saved = self._load(run_id)
+        if saved is None:
             if self.store.history.last_point(run_id) is None:
                 raise RunNotFoundError(f"no run {run_id!r} in {self.path}")
             # its points are there (the page shows them), its first checkpoint is not yet
             raise CheckpointError(f"run {run_id!r} is still going in another process and has "
                                   "saved no checkpoint yet: fork it once it waits for a person "
                                   "or has ended")
+        other = _other_version(run_id, saved)
+        if other is not None:
+            raise CheckpointError(other)
         if self.restorer is None:
             raise CheckpointError("the studio cannot rebuild this run's tree; fork it in Python "
                                   "with jianmu.runtime.fork.fork_run and ReactiveRunner.restore")
@@ -414,6 +425,15 @@ class CheckpointRuns:
             self._live[fork_id] = restored.runner
             self._continue(restored)
         return fork_id
+
+    def _load(self, run_id: str) -> dict[str, Any] | None:
+        """The run's newest checkpoint, or None. Raises `CheckpointError` for one of this
+        version whose parts have not the shapes a restore reads (``"pending": 5``): said as a
+        damaged run, not a bare server error."""
+        data = self.store.load(run_id)
+        if data is not None and _other_version(run_id, data) is None:
+            checked(data, run_id)
+        return data
 
     def _record(self, run_id: str, call_id: str, approved: bool, message: str, *,
                 arguments: dict[str, Any] | None = None, answer: str | None = None) -> None:
@@ -471,6 +491,17 @@ def point_view(frame: Frame, events: list[dict[str, Any]]) -> dict[str, Any]:
                            agents=agent_statuses(e for e in events
                                                  if (e.get("point") or 0) <= frame.number)),
     }
+
+
+def _other_version(run_id: str, data: dict[str, Any] | None) -> str | None:
+    """What to say of a checkpoint saved by another version of Jianmu (a restore refuses it:
+    "unsupported checkpoint version"), or None for one of this version or none."""
+    if not isinstance(data, dict) or data.get("version") == CHECKPOINT_VERSION:
+        return None
+    return (f"run {run_id!r} was saved by another version of Jianmu (its checkpoint is of "
+            f"version {data.get('version')!r}; this one reads version {CHECKPOINT_VERSION}): "
+            "it is shown as it was recorded, but cannot be approved, rejected, answered or "
+            "forked here; continue it with the Jianmu that saved it")
 
 
 def _end_recorded(events: list[dict[str, Any]], status: str) -> bool:

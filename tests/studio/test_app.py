@@ -440,3 +440,16 @@ def test_a_request_of_a_run_that_timed_out_is_approved(
     assert answer.status_code == 200, answer.text
     done = wait_for(lambda: _finished(client, run_id), 60, "the run to finish")
     assert done["status"] == "success" and "deployed" in done["result"]
+
+
+def test_an_address_with_no_page_gets_a_page_that_says_so(client: TestClient) -> None:
+    for where in ("/runs", "/run", "/static/nothing.js"):
+        page = client.get(where, headers={"Accept": "text/html"})
+        assert page.status_code == 404, where
+        assert page.headers["content-type"].startswith("text/html")
+        assert "<h1>No such page</h1>" in page.text and '<a href="/">All runs</a>' in page.text
+        assert f"no page at &#x27;{where}&#x27;" in page.text
+    script = client.get("/api/nothing")  # a script is answered in JSON
+    assert script.status_code == 404
+    assert script.json() == {"error": "the studio has no page at '/api/nothing': its pages are "
+                                      "the runs list (/) and each run's (/run/...)"}

@@ -62,7 +62,17 @@ def test_a_question_is_answered_in_the_text_box(driver: Any, studio: tuple[str, 
     driver.find_element(By.LINK_TEXT, found.group(1)).click()
     _until(driver, lambda d: _text(d, "#status") == "suspended", "the run to show suspended")
     assert _text(driver, ".request .question-text") == "Which <b>city</b>?"
-    driver.find_element(By.CSS_SELECTOR, ".request textarea.answer-text").send_keys("Lisbon")
+    area = driver.find_element(By.CSS_SELECTOR, ".request textarea.answer-text")
+    area.send_keys("  \n ")  # Answer before writing one: not sent, said, the box waits
+    driver.find_element(By.CSS_SELECTOR, ".request button.answer").click()
+    _until(driver, lambda d: "write the answer in the box first" in _text(d, "#decision-msg"),
+           "the word that the box is empty")
+    assert driver.switch_to.active_element == area
+    assert _text(driver, "#status") == "suspended"
+    assert driver.execute_script("return fetch('/api/run/cp/' + arguments[0]).then(r => r.json())"
+                                 ".then(v => v.pending.length)", found.group(1)) == 1
+    area.clear()
+    area.send_keys("Lisbon")
     driver.find_element(By.CSS_SELECTOR, ".request button.answer").click()
     _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
     assert _text(driver, "#result") == "going to Lisbon"

@@ -152,3 +152,47 @@ def test_a_decision_refused_by_a_restarted_studio_says_why(
             assert _text(driver, "#status") == "suspended"
     finally:
         driver.get("about:blank")
+
+
+def test_a_point_the_stopped_studio_cannot_send_is_said_not_shown_as_another(
+        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Travelling on a page whose studio stopped: the slider and its label move to the point,
+    but its state cannot come; the page says so, instead of the state of another point
+    under a label naming this one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    _page_whose_studio_stopped(driver, tmp_path, monkeypatch)
+    try:
+        assert _text(driver, "#state-at").endswith("(now)")
+        driver.find_element(By.CSS_SELECTOR, "input[data-role=time]").send_keys(Keys.HOME)
+        _until(driver, lambda d: _text(d, "#state-at").startswith("cannot show point 0: "),
+               "the page to say point 0 cannot be shown")
+        assert "the studio did not answer" in _text(driver, "#state-at")
+        assert _text(driver, "[data-role=time-label]").startswith("point 0 of ")
+    finally:
+        driver.get("about:blank")
+
+
+def test_a_page_is_told_when_its_studio_stops(
+        driver: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """`jianmu studio` sets ``app.state.closing`` on Ctrl-C: the page says the studio stopped
+    (not a bare "reconnecting…"), and goes on once it is back."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    checkpoints = tmp_path / "runs" / "checkpoints.sqlite"
+    run_id = start_suspended(checkpoints)
+    port = free_port()
+    try:
+        app = create_app(studio_sources(checkpoints), TOKEN, by="browser")
+        with serve(app, port) as url:
+            driver.get(f"{url}/?token={TOKEN}")
+            driver.get(f"{url}/run/cp/{run_id}")
+            _until(driver, lambda d: _text(d, "#live") == "live", "the stream")
+            app.state.closing.set()
+            _until(driver, lambda d: _text(d, "#live").startswith("the studio stopped"),
+                   "the page to say its studio stopped")
+        with serve(create_app(studio_sources(checkpoints), TOKEN, by="browser"), port):
+            _until(driver, lambda d: _text(d, "#live") == "live", "the page to go on")
+    finally:
+        driver.get("about:blank")

@@ -140,6 +140,8 @@ export class Graph {
       const y = depth * (BOX_H + GAP_Y);
       const children = kids.get(n.key) || [];
       const open = children.length && !this.folded.has(n.key);
+      // a node before its children: the Tab key goes down the tree from its root
+      boxes.append(this._node(n, cx - w / 2, y, w, label.get(n.key), children.length, open));
       if (open) {
         let total = -GAP_X;
         for (const c of children) total += span.get(c.key) + GAP_X;
@@ -153,7 +155,6 @@ export class Graph {
           x += span.get(c.key) + GAP_X;
         }
       }
-      boxes.append(this._node(n, cx - w / 2, y, w, label.get(n.key), children.length, open));
       return cx;
     };
     place(root, 0, 0);
@@ -188,10 +189,25 @@ export class Graph {
       const mark = svg("text", {y: 4, "text-anchor": "middle"});
       mark.textContent = open ? "▾" : `▸${childCount}`;
       fold.append(mark);
-      fold.addEventListener("click", (event) => {
-        event.stopPropagation();
+      // a button for the keyboard too (Tab to it, Enter or Space), focused again once redrawn
+      fold.setAttribute("tabindex", "0");
+      fold.setAttribute("role", "button");
+      fold.setAttribute("aria-label", `${open ? "fold" : "unfold"} ${visible(n.name)}`);
+      const toggle = (keyboard) => {
         if (this.folded.has(n.key)) this.folded.delete(n.key); else this.folded.add(n.key);
         this.draw();
+        const again = this.groups.get(n.key);
+        if (keyboard && again) again.querySelector(":scope > g.fold").focus();
+      };
+      fold.addEventListener("click", (event) => {
+        event.stopPropagation();
+        toggle(false);
+      });
+      fold.addEventListener("keydown", (event) => {
+        if (event.key !== "Enter" && event.key !== " ") return;
+        event.preventDefault();  // no scrolling on Space
+        event.stopPropagation();  // the node's own Enter selects it
+        toggle(true);
       });
       g.append(fold);
     }

@@ -254,7 +254,11 @@ export function drawDetails(box, node, entries) {
   const head = el("h3", "node-name", visible(node.name));
   const parts = [head, dl];
   if (node.error) parts.push(el("h4", null, "last error"), el("pre", "error", node.error));
-  const own = entries.filter((e) => e.node === node.path && CALL_KINDS.includes(e.kind));
+  // a sub-agent's turns and calls are made by the nodes of its own tree, which hangs at
+  // "<its path>[<call>]/..." (the agent tool's call): all of them are the agent's
+  const inside = node.kind === "agent" ? node.path + "[" : null;
+  const own = entries.filter((e) => CALL_KINDS.includes(e.kind) && (e.node === node.path ||
+    (inside !== null && String(e.node || "").startsWith(inside))));
   parts.push(el("h4", null, own.length ? "tool calls and turns" : "no tool calls recorded"));
   if (own.length) {
     const ol = el("ol", "node-calls");

@@ -44,6 +44,17 @@ async function post(url, body, csrf) {
   }
 }
 
+// what a refused request's body says: the studio's {"error": ...}, else its text or status
+function refusal(text, status) {
+  try {
+    const said = JSON.parse(text);
+    if (said && typeof said.error === "string") return said.error;
+  } catch (error) {
+    // plain text (the door's refusals)
+  }
+  return text.trim() || `HTTP ${status}`;
+}
+
 function role(name) {
   return document.querySelector(`[data-role="${name}"]`);
 }
@@ -64,6 +75,7 @@ class RunPage {
     this.drawn = {pending: null, timeline: null, points: null};
     this.selected = null;
     this.stream = null;
+    this.closing = false;  // the studio said it is stopping
     this.gone = false;  // the run was deleted under the page: its stream is not opened again
     this.forkText = null;  // the fork box's text as the server wrote it
     this.graph = new Graph(document.getElementById("tree"), (key) => {
@@ -71,6 +83,10 @@ class RunPage {
       this.drawDetails();
     });
     this.slider = role("time");
+    // the point travelled to is kept in the address (#point=N): a reload, or coming back to
+    // the page, shows that point again, not the run as it is now
+    const asked = /^#point=(\d+)$/.exec(window.location.hash);
+    this.startAt = asked ? Number(asked[1]) : null;
   }
 
   async start() {
@@ -88,7 +104,16 @@ class RunPage {
   connect() {
     const live = document.getElementById("live");
     this.stream = new EventSource("/stream" + this.base);
-    this.stream.onopen = () => { live.textContent = "live"; };
+    this.stream.onopen = () => {
+      this.closing = false;
+      live.textContent = "live";
+    };
+    this.stream.addEventListener("closing", () => {
+      // the studio is stopping (Ctrl-C): the browser tries again, and goes on if it comes back
+      this.closing = true;
+      live.textContent = "the studio stopped: shown as it last was (this page goes on once " +
+        "the studio is back)";
+    });
     // each connection sends the whole run first, then only what changed in it
     const shown = (view) => {
       this.show(view);
@@ -114,7 +139,7 @@ class RunPage {
       live.textContent = this.stream.readyState === EventSource.CLOSED
         ? "disconnected: the studio refused this page (started again? the run gone?): " +
           "reload, or open the URL it printed"
-        : "reconnecting…";
+        : (this.closing ? "the studio stopped: reconnecting…" : "reconnecting…");
     };
   }
 
@@ -158,6 +183,20 @@ class RunPage {
     }
     // the page's own script time per update, for anyone measuring (the browser tests do)
     performance.measure("jianmu:show", {start: started});
+    if (this.startAt !== null && view.points.length) {
+      const n = this.startAt;
+      this.startAt = null;
+      this.go(n);
+    }
+  }
+
+  // the address says the point shown (replaced, not pushed: Back leaves the page, as before)
+  remember(number) {
+    const url = window.location.pathname + window.location.search +
+      (number === null ? "" : `#point=${number}`);
+    if (url !== window.location.pathname + window.location.search + window.location.hash) {
+      window.history.replaceState(window.history.state, "", url);
+    }
   }
 
   // Each request's box is kept while the request is the same: deciding one of two does not
@@ -243,10 +282,12 @@ class RunPage {
     if (n === last && !FINISHED.includes(this.view.status)) {
       this.shown = null;  // the newest point of a live run: follow it again
       this.frame = null;
+      this.remember(null);
       this.showNow();
       return;
     }
     this.shown = n;
+    this.remember(n === last ? null : n);
     this.label(point, false);
     const back = role("live");
     if (back) back.disabled = n === last;
@@ -262,14 +303,24 @@ class RunPage {
       let frame = this.cache.get(n);
       if (!frame) {
         this.loading = true;
+        let failed = null;
         try {
           const answer = await fetch(`/api${this.base}/point/${n}`, {credentials: "same-origin"});
-          if (!answer.ok) break;
-          frame = readJSON(await answer.text());
+          const text = await answer.text();
+          if (answer.ok) frame = readJSON(text);
+          else failed = refusal(text, answer.status);
         } catch (error) {
-          break;  // the studio did not answer: the slider's next move asks again
+          failed = "the studio did not answer (stopped?)";  // the next move asks again
         } finally {
           this.loading = false;
+        }
+        if (failed !== null) {
+          // said where the point is named: the tree and state below are still another's
+          if (this.wanted === null && this.shown === n) {
+            document.getElementById("state-at").textContent =
+              `cannot show point ${n}: ${failed}; the tree and state below are not of it`;
+          }
+          continue;
         }
         this.cache.set(n, frame);
         if (this.cache.size > 64) this.cache.delete(this.cache.keys().next().value);
@@ -350,6 +401,10 @@ class RunPage {
 
   // -- wiring --------------------------------------------------------------------------------
   wire() {
+    window.addEventListener("hashchange", () => {  // a #point=N typed in the address bar
+      const asked = /^#point=(\d+)$/.exec(window.location.hash);
+      if (asked) this.go(Number(asked[1]));
+    });
     if (this.slider) {
       this.slider.addEventListener("input", () => this.go(Number(this.slider.value)));
     }
@@ -398,8 +453,13 @@ class RunPage {
     // edited when the person changed them) or a rejection; null when it cannot be sent
     const call = box.dataset.id;
     if (button.classList.contains("answer")) {
-      const text = box.querySelector("textarea.answer-text").value;
-      return {action: "answer", doing: "answering ", body: {call_id: call, answer: text}};
+      const area = box.querySelector("textarea.answer-text");
+      if (!area.value.trim()) {  // an Answer clicked before writing one: not sent as ""
+        said.textContent = "write the answer in the box first: the run goes on with it";
+        area.focus();
+        return null;
+      }
+      return {action: "answer", doing: "answering ", body: {call_id: call, answer: area.value}};
     }
     const approve = button.classList.contains("approve");
     const reason = box.querySelector("input.reason").value;

@@ -1,0 +1,50 @@
+"""The studio's runs list in a real browser: a run with a very long id and tree name (one
+unbroken word each) wraps in its own cells, and every other row's status, start time and
+source still read whole. Skips like `test_browser` when Chromium is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.studio.test_browser import (  # noqa: F401 - the fixtures
+    TOKEN,
+    _no_alert,
+    _until,
+    driver,
+    studio,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+
+def test_a_long_named_run_breaks_no_other_cell_of_the_list(
+        driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    import py_trees
+    from selenium.webdriver.common.by import By
+
+    from jianmu import ReactiveRunner, SQLiteCheckpointer, StateManager, ToolExecutor
+    from jianmu.nodes import AgentState
+    from tests.studio.studio_flow import Plan, Report, deploy
+
+    url, checkpoints = studio
+    tree = py_trees.composites.Sequence("n" * 700, memory=True, children=[
+        Plan("prod"), ToolExecutor("execute", [deploy]), Report("report")])
+    with SQLiteCheckpointer(str(checkpoints)) as store:
+        runner = ReactiveRunner(tree, StateManager(AgentState, {}), checkpointer=store,
+                                run_id="long-" + "z" * 300)
+        assert runner.run_sync(timeout=60).status.value == "suspended"
+    driver.get(f"{url}/?token={TOKEN}")
+    _until(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.run")) == 2, "both runs")
+    assert driver.execute_script(
+        "const e = document.documentElement; return e.scrollWidth - e.clientWidth") == 0
+    # the lines each one's text is laid on (a word broken in two: two lines)
+    broken = driver.execute_script(
+        "return Array.from(document.querySelectorAll('tr.run .status, tr.run abbr, "
+        "tr.run td.when')).filter(e => { const r = document.createRange(); "
+        "r.selectNodeContents(e); return new Set(Array.from(r.getClientRects()).map("
+        "x => Math.round(x.top))).size !== 1; }).map(e => e.textContent)")
+    assert broken == [], broken
+    _no_alert(driver)
