@@ -142,7 +142,8 @@ def resolve_inputs(
     skill: Skill, explicit: Mapping[str, Any] | None = None, global_state: Any = None
 ) -> dict[str, Any]:
     """The skill's inputs: explicit values, then the global state's field of the same name,
-    then the schema's default; validated against ``inputs``.
+    then the schema's default; validated against ``inputs``. An explicit ``null`` counts as
+    not given (as a model writes it), unless the field's schema takes ``null``.
 
     Args:
         skill: The skill.
@@ -158,6 +159,9 @@ def resolve_inputs(
         return given
     values: dict[str, Any] = {}
     for name, prop in (schema.get("properties") or {}).items():
+        if given.get(name, _MISSING) is None and not _accepts_null(skill, name, prop):
+            # a model writes null for "not given": validation would drop it, default and all
+            del given[name]
         if name in given:
             values[name] = given.pop(name)
             continue
@@ -175,6 +179,16 @@ def resolve_inputs(
             f"skill {skill.name!r}: invalid inputs: {problems}. Pass inputs explicitly, set the "
             "state field of the same name, or give the field a default in SKILL.md"
         ) from None
+
+
+def _accepts_null(skill: Skill, name: str, prop: Any) -> bool:
+    """Whether the input ``name``'s schema ``prop`` takes ``null`` as a value of its own."""
+    schema = {"type": "object", "properties": {name: prop}}
+    try:
+        kept = _arguments.validate_with_schema(f"{skill.name} inputs", schema, {name: None})
+    except ToolInputError:
+        return False
+    return name in kept
 
 
 def validate_result(skill: Skill, value: Any) -> Any:

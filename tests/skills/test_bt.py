@@ -74,6 +74,19 @@ def test_inputs_resolve_explicit_then_state_then_default(tmp_path: Path) -> None
         resolve_inputs(skill, {"a": "x", "b": "y", "n": "many"})
 
 
+def test_a_null_input_takes_the_state_then_the_default(tmp_path: Path) -> None:
+    # a model writes null for an input it leaves out; the default used to be dropped with it
+    skill = load_skill(_bt_skill(tmp_path, "nulls", ECHO_TREE.format(mark="x"), (
+        "inputs: {who: string, times: {type: integer, default: 2},\n"
+        "         n: {type: integer, default: 1}, maybe: {type: [string, 'null'], default: d}}\n"
+    )))
+    state = StateManager(initial={"n": 5})
+    got = resolve_inputs(skill, {"who": "b", "times": None, "n": None, "maybe": None}, state.root)
+    assert got == {"who": "b", "times": 2, "n": 5, "maybe": None}
+    with pytest.raises(SkillRunError, match="missing required argument 'who'"):
+        resolve_inputs(skill, {"who": None})
+
+
 @pytest.mark.anyio
 async def test_outputs_are_validated(tmp_path: Path) -> None:
     ok = load_skill(_bt_skill(tmp_path, "good-out", ECHO_TREE.format(mark="m"), (
