@@ -143,7 +143,8 @@ def resolve_inputs(
 ) -> dict[str, Any]:
     """The skill's inputs: explicit values, then the global state's field of the same name,
     then the schema's default; validated against ``inputs``. An explicit ``null`` counts as
-    not given (as a model writes it), unless the field's schema takes ``null``.
+    not given (as a model writes it), unless the field's schema takes ``null``; a field whose
+    default is ``null`` is there, as ``None``.
 
     Args:
         skill: The skill.
@@ -172,13 +173,19 @@ def resolve_inputs(
             values[name] = prop["default"]
     values.update(given)  # unknown names: validation explains them
     try:
-        return _arguments.validate_with_schema(f"{skill.name} inputs", schema, values)
+        checked = _arguments.validate_with_schema(f"{skill.name} inputs", schema, values)
     except ToolInputError as exc:
         problems = "; ".join(exc.problems)
         raise SkillRunError(
             f"skill {skill.name!r}: invalid inputs: {problems}. Pass inputs explicitly, set the "
             "state field of the same name, or give the field a default in SKILL.md"
         ) from None
+    for name, prop in (schema.get("properties") or {}).items():
+        # `default: null` is "none": validation drops a null, and the tree found no key
+        if name not in checked and isinstance(prop, dict) and "default" in prop and (
+                prop["default"] is None):
+            checked[name] = None
+    return checked
 
 
 def _accepts_null(skill: Skill, name: str, prop: Any) -> bool:

@@ -487,6 +487,8 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
     for key, schema in schemas.items():
         if schema is not None:
             _check_rules(spec.name, key, schema, where, line_of(key))
+    if schemas["inputs"] is not None:
+        _check_defaults(spec.name, schemas["inputs"], where, line_of)
     tools: list[str] = []
     for name in [*spec.tools, *(t for a in allowed for t in a.tools)]:
         if name.lower() not in tools:
@@ -503,7 +505,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         constraints=_without_allow_rules(spec.constraints),
         inputs=schemas["inputs"],
         outputs=schemas["outputs"],
-        version=str(spec.version) if spec.version is not None else None,
+        version=_version_text(node, spec.version),
         history_limit=spec.history_limit,
         license=spec.license,
         compatibility=spec.compatibility,
@@ -533,6 +535,47 @@ def _check_rules(name: str, field: str, schema: dict[str, Any], where: str,
         more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
         raise SkillLoadError(f"{exc.problems[0]}{more}", path=where, line=line,
                              field=field) from None
+
+
+def _check_defaults(name: str, schema: dict[str, Any], where: str,
+                    line_of: Callable[..., int | None]) -> None:
+    """Hold each input's ``default`` to the input's own schema (``null`` means "none"): a
+    default that does not fit failed every run that left the input out, blaming the caller.
+
+    Raises:
+        SkillLoadError: naming the input, the file and the default's line.
+    """
+    from jianmu.errors import ToolInputError
+    from jianmu.tools import _arguments
+
+    for field, prop in (schema.get("properties") or {}).items():
+        if not isinstance(prop, dict) or prop.get("default") is None:
+            continue
+        single = {"type": "object", "properties": {field: prop}}
+        try:
+            _arguments.validate_with_schema(f"{name} inputs", single, {field: prop["default"]})
+        except ToolInputError as exc:
+            raise SkillLoadError(
+                f"the default of input {field!r} does not fit the input's own schema: "
+                f"{'; '.join(exc.problems)}; change the default or the type",
+                path=where, field=f"inputs.{field}.default",
+                line=(line_of("inputs", field, "default")
+                      or line_of("inputs", "properties", field, "default")
+                      or line_of("inputs", field) or line_of("inputs")),
+            ) from None
+
+
+def _version_text(node: Any, version: str | float | None) -> str | None:
+    """The version as written: YAML reads ``version: 1.10`` as the number 1.1."""
+    if version is None:
+        return None
+    if not isinstance(version, str):
+        for key, value in getattr(node, "value", None) or ():
+            if getattr(key, "value", None) == "version" and isinstance(
+                getattr(value, "value", None), str
+            ):
+                return str(value.value)
+    return str(version)
 
 
 def _without_allow_rules(constraints: Constraints | None) -> Constraints:

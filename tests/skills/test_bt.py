@@ -87,6 +87,15 @@ def test_a_null_input_takes_the_state_then_the_default(tmp_path: Path) -> None:
         resolve_inputs(skill, {"who": None})
 
 
+def test_a_null_default_is_a_value(tmp_path: Path) -> None:
+    # `default: null` is "none": validation dropped it, and the tree found no key at all
+    skill = load_skill(_bt_skill(tmp_path, "none", ECHO_TREE.format(mark="x"), (
+        "inputs: {since: {type: string, default: null}}\n"
+    )))
+    assert resolve_inputs(skill, {}) == {"since": None}
+    assert resolve_inputs(skill, {"since": "v1"}) == {"since": "v1"}
+
+
 @pytest.mark.anyio
 async def test_outputs_are_validated(tmp_path: Path) -> None:
     ok = load_skill(_bt_skill(tmp_path, "good-out", ECHO_TREE.format(mark="m"), (

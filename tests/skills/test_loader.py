@@ -196,3 +196,30 @@ def test_unknown_keys_get_the_closest_valid_one_at_any_depth(tmp_path: Path) -> 
         load_skill(folder)
     assert "did you mean 'max_iterations'" in str(info.value)
     assert info.value.line == 5 and info.value.field == "constraints.max_iteration"
+
+
+def test_the_version_is_kept_as_written(tmp_path: Path) -> None:
+    # YAML reads 1.10 as the number 1.1: `skills list` showed another version
+    skill = load_skill(_write(tmp_path / "ten", "name: ten\ndescription: d\nversion: 1.10\n"))
+    assert skill.version == "1.10"
+    skill = load_skill(_write(tmp_path / "two", "name: two\ndescription: d\nversion: '2.0'\n"))
+    assert skill.version == "2.0"
+
+
+def test_an_input_default_that_does_not_fit_its_type_names_its_line(tmp_path: Path) -> None:
+    # it failed every run that left the input out, telling the caller to pass it
+    folder = _write(tmp_path / "deft", (
+        "name: deft\ndescription: d\ninputs:\n  n: {type: integer, default: 2}\n"
+        "  depth:\n    type: integer\n    default: deep\n"
+    ))
+    with pytest.raises(SkillLoadError) as info:
+        load_skill(folder)
+    assert (info.value.line, info.value.field) == (8, "inputs.depth.default")
+    assert "'depth' does not fit" in str(info.value) and "got 'deep'" in str(info.value)
+    schema = "inputs: {properties: {n: {type: integer, default: [1]}, s: {default: null}}}\n"
+    with pytest.raises(SkillLoadError, match="input 'n' does not fit") as info:
+        load_skill(_write(tmp_path / "full", f"name: full\ndescription: d\n{schema}"))
+    assert info.value.line == 4
+    ok = load_skill(_write(tmp_path / "none", (
+        "name: none\ndescription: d\ninputs: {s: {type: string, default: null}}\n")))
+    assert ok.inputs is not None
