@@ -234,6 +234,14 @@ def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, 
         found = lines.get((field, *path)) or lines.get((field,))
         return found + line_offset if found is not None else None
 
+    if _scalar_schema(value):
+        raise SkillLoadError(
+            f"{field} must map each field's name to its type (or be a 'type: object' JSON "
+            f"Schema), got a JSON Schema of type {value['type']!r}: write '{field}: {{NAME: "
+            f"{value['type']}}}' for a field NAME, or '{field}: {{type: {{type: "
+            f"{value['type']}}}}}' for a field named 'type'",
+            path=where, line=line_of("type"), field=f"{field}.type",
+        )
     if "properties" in value or value.get("type") == "object" or "$schema" in value:
         if value.get("type", "object") != "object":
             raise SkillLoadError(
@@ -262,9 +270,13 @@ def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, 
         elif isinstance(spec, dict):
             properties[name] = dict(spec)
         else:
+            keyword = (
+                f" ({name!r} is a JSON Schema keyword: a JSON Schema needs 'type: object' and "
+                "'properties')" if name in _OBJECT_KEYWORDS else ""
+            )
             raise SkillLoadError(
                 f"{field} field {name!r} must be a type name such as 'string' or a JSON Schema "
-                f"mapping, got {spec!r}",
+                f"mapping, got {spec!r}{keyword}",
                 path=where, line=line_of(name), field=f"{field}.{name}",
             )
         if "default" not in properties[name]:
@@ -273,6 +285,31 @@ def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, 
     if required:
         schema["required"] = required
     return schema
+
+
+_SCALAR_KEYWORDS = frozenset({
+    "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains", "enum", "const",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
+    "maxLength", "pattern", "format", "title", "description", "default", "examples", "anyOf",
+    "oneOf", "allOf", "not", "nullable",
+})
+"""Keywords beside a ``type`` that make a mapping a JSON Schema, not a map of fields."""
+_OBJECT_KEYWORDS = frozenset({
+    "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties",
+    "propertyNames", "dependentRequired", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
+    "$defs", "definitions",
+})
+"""JSON Schema keywords that cannot be a field of the short form (their values are no type)."""
+
+
+def _scalar_schema(value: dict[str, Any]) -> bool:
+    """Whether ``value`` is a JSON Schema of a type other than object (``{type: array, items:
+    ...}``), which the short form read as fields named ``type`` and ``items``."""
+    kind = value.get("type")
+    return (
+        isinstance(kind, str) and kind.strip().lower() in _TYPES and _TYPES[kind.strip().lower()]
+        not in ("object", "") and all(k == "type" or k in _SCALAR_KEYWORDS for k in value)
+    )
 
 
 def _pydantic_error(exc: ValidationError, where: str, lines: dict[tuple[Any, ...], int],

@@ -223,3 +223,33 @@ def test_an_input_default_that_does_not_fit_its_type_names_its_line(tmp_path: Pa
     ok = load_skill(_write(tmp_path / "none", (
         "name: none\ndescription: d\ninputs: {s: {type: string, default: null}}\n")))
     assert ok.inputs is not None
+
+
+@pytest.mark.parametrize(
+    ("inputs", "line"),
+    [
+        ("inputs: {type: array, items: {type: string}}\n", 4),  # read as fields type and items
+        ("outputs:\n  type: string\n  enum: [a, b]\n", 5),
+        ("inputs: {type: integer}\n", 4),
+    ],
+)
+def test_a_schema_of_another_type_than_object_is_refused(
+    tmp_path: Path, inputs: str, line: int
+) -> None:
+    with pytest.raises(SkillLoadError, match="must map each field's name to its type") as info:
+        load_skill(_write(tmp_path / "scalar", f"name: scalar\ndescription: d\n{inputs}"))
+    assert info.value.line == line and info.value.field.endswith(".type")
+    assert "for a field named 'type'" in str(info.value)
+
+
+def test_a_field_named_type_and_json_schema_keywords_in_the_short_form(tmp_path: Path) -> None:
+    skill = load_skill(_write(tmp_path / "kind", (
+        "name: kind\ndescription: d\ninputs: {type: string, path: string}\n"
+        "outputs: {type: {type: integer}}\n"
+    )))
+    assert skill.inputs is not None and set(skill.inputs["properties"]) == {"type", "path"}
+    assert skill.outputs is not None and skill.outputs["required"] == ["type"]
+    with pytest.raises(SkillLoadError, match="'required' is a JSON Schema keyword"):
+        load_skill(_write(tmp_path / "half", (
+            "name: half\ndescription: d\ninputs: {required: [a], additionalProperties: false}\n"
+        )))
