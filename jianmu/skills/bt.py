@@ -478,9 +478,12 @@ class SkillTreeLoader:
                 line=frames[-1].lineno if frames else None, field="build_tree",
             ) from exc
         if not isinstance(tree, Behaviour):
+            code = getattr(module.build_tree, "__code__", None)
             raise SkillLoadError(
                 f"build_tree must return a py_trees behaviour, got {type(tree).__name__}",
                 path=path, field="build_tree",
+                line=code.co_firstlineno if code is not None and code.co_filename == path
+                else None,
             )
         self.prepare(tree, ctx)
         return tree

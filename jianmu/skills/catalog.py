@@ -57,6 +57,29 @@ def _has_skill_file(folder: Path) -> bool:
     return os.path.lexists(folder / SKILL_FILE)
 
 
+def _try_build(skill: Skill, loader: SkillTreeLoader, custom_tools: list[Any]) -> None:
+    """Build a bt skill's tree as a run would, when that needs no one's inputs and every
+    tool it names can be made here (not an MCP tool, nor a custom tool known by name only).
+
+    Raises:
+        SkillLoadError: ``build_tree`` raised, returned no behaviour, or placed a tool the
+            skill does not declare.
+    """
+    from jianmu.errors import SkillRunError
+    from jianmu.skills.bt import BTSkillContext
+    from jianmu.skills.skill import READ_SKILL_FILE
+    from jianmu.state import StateManager
+
+    tools = skill.toolset(custom_tools)
+    if any(n not in tools for n in skill.tool_names if n != READ_SKILL_FILE):
+        return
+    try:
+        ctx = BTSkillContext.create(skill, state_manager=StateManager(), tools=tools)
+    except SkillRunError:  # an input without a default: the tree is built when it runs
+        return
+    loader.build(skill, ctx)
+
+
 class SkillCatalog:
     """Scans folders of SKILL.md folders; loads front matter only; keeps broken skills apart.
 
@@ -85,6 +108,8 @@ class SkillCatalog:
         else:
             self.paths = [Path(p) for p in paths]
             self._required = set(self.paths)
+        custom_tools = list(custom_tools)
+        self._custom_tools = [t for t in custom_tools if not isinstance(t, str)]
         self._is_known = known_tool_checker(config, custom_tools)
         self._skills: dict[str, Skill] = {}
         self.errors: list[SkillLoadError] = []
@@ -140,7 +165,9 @@ class SkillCatalog:
         """
         skill = load_skill(Path(path), is_known_tool=self._is_known)
         if skill.is_bt:
-            SkillTreeLoader().load_module(skill)
+            loader = SkillTreeLoader()
+            loader.load_module(skill)
+            _try_build(skill, loader, self._custom_tools)
         return skill
 
     def get(self, name: str) -> Skill:

@@ -126,6 +126,30 @@ def test_validate_raises_for_a_broken_tree(tmp_path: Path) -> None:
     assert info.value.line == 1 and info.value.field == "build_tree"
 
 
+def test_validate_builds_the_tree_when_the_inputs_have_defaults(tmp_path: Path) -> None:
+    # `jianmu skills validate` said ok, and the first run failed at build_tree
+    catalog = SkillCatalog([])
+    cases = {
+        "empty": ("def build_tree(ctx):\n    pass\n", "got NoneType", 1),
+        "raises": ("def build_tree(ctx):\n    raise KeyError(ctx.inputs['n'])\n", "KeyError", 2),
+        "undeclared": ("from jianmu.nodes.tool_node import ToolNode\n"
+                       "from jianmu.tools.builtin.calculator import CalculatorTool\n"
+                       "def build_tree(ctx):\n"
+                       "    return ToolNode('calc', CalculatorTool())\n", "add it to 'tools'",
+                       None),
+    }
+    for name, (tree, words, line) in cases.items():
+        folder = _skill(tmp_path, name, "execution: bt\ninputs: {n: {type: integer, default: 1}}\n")
+        (folder / "tree.py").write_text(tree, encoding="utf-8")
+        with pytest.raises(SkillLoadError, match=words) as info:
+            catalog.validate(folder)
+        assert info.value.line == line, name
+    # an input without a default: the tree is built when it runs, with the caller's inputs
+    folder = _skill(tmp_path, "needs", "execution: bt\ninputs: {n: integer}\n")
+    (folder / "tree.py").write_text(cases["raises"][0], encoding="utf-8")
+    assert catalog.validate(folder).name == "needs"
+
+
 def test_find_skill_folders_at_any_depth(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     deep = [_skill(repo / "skills" / "docs", "pdf"), _skill(repo / "skills" / "dev", "review"),
