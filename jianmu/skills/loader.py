@@ -503,6 +503,11 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
                 field=f"tools[{index}]",
             )
     allowed, warnings = _mapped_allowed(spec.allowed_tools, is_known)
+    unused = [key for key in ("inputs", "outputs") if getattr(spec, key) is not None]
+    if spec.execution == "prompt" and unused:
+        # nothing reads them for a prompt skill: its task is the conversation, its answer text
+        warnings += (f"{' and '.join(unused)} are used by BT skills only (execution: bt); a "
+                     "prompt skill's are not checked, nor shown to the model",)
     if spec.execution == "bt":
         tree_name = spec.tree or "tree.py"
         if Path(tree_name).name != tree_name or not tree_name.endswith(".py"):

@@ -253,3 +253,16 @@ def test_a_field_named_type_and_json_schema_keywords_in_the_short_form(tmp_path:
         load_skill(_write(tmp_path / "half", (
             "name: half\ndescription: d\ninputs: {required: [a], additionalProperties: false}\n"
         )))
+
+
+def test_inputs_and_outputs_of_a_prompt_skill_are_a_warning(tmp_path: Path) -> None:
+    # nothing checks them: an outputs schema a prompt skill's answer never met passed in silence
+    skill = load_skill(_write(tmp_path / "asks", (
+        "name: asks\ndescription: d\ninputs: {topic: string}\noutputs: {summary: string}\n"
+    )))
+    assert [w for w in skill.warnings if "used by BT skills only" in w] == [
+        "inputs and outputs are used by BT skills only (execution: bt); a prompt skill's are "
+        "not checked, nor shown to the model"
+    ]
+    plain = load_skill(_write(tmp_path / "plain", "name: plain\ndescription: d\n"))
+    assert plain.warnings == ()
