@@ -501,6 +501,8 @@ class SkillTreeLoader:
         def walk(node: Behaviour, position: str) -> None:
             if isinstance(node, RuntimeNode) and node.namespace is None:
                 node.namespace = ctx.namespace
+            if isinstance(node, RuntimeNode):
+                _refuse_plain_update(node, str(skill.tree_path))
             if isinstance(node, ToolNode):
                 if node.tool.name.lower() not in ctx.tools:
                     declared = ", ".join(ctx.tools.names()) or "none"
@@ -525,6 +527,38 @@ class SkillTreeLoader:
                 walk(child, f"{position}/{index}")
 
         walk(tree, "0")
+
+
+_STATUSES = frozenset({"SUCCESS", "FAILURE", "RUNNING", "INVALID"})
+
+
+def _refuse_plain_update(node: Behaviour, path: str) -> None:
+    """Refuse a node of the tree module whose ``update_async`` is a plain ``def`` returning
+    a status: it would run, side effects and all, at its first tick, then fail its run.
+
+    Raises:
+        SkillLoadError: naming the tree module and the line of the ``def``.
+    """
+    method = getattr(type(node), "update_async", None)
+    code = getattr(method, "__code__", None)
+    if method is None or code is None or code.co_filename != path or (
+            inspect.iscoroutinefunction(method)):
+        return
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+    except (OSError, TypeError, SyntaxError):
+        return
+    returns = [n.value for n in ast.walk(tree) if isinstance(n, ast.Return)]
+    # only a plain def that returns statuses is surely wrong; one may return a coroutine
+    if returns and all(isinstance(v, ast.Attribute) and v.attr in _STATUSES for v in returns):
+        raise SkillLoadError(
+            f"node {node.name!r}: {type(node).__name__}.update_async is a plain def; write "
+            "'async def update_async(self) -> Status' (a plain def runs when called, blocking "
+            "the run)", path=path, line=code.co_firstlineno, field="build_tree",
+        )
 
 
 @dataclass

@@ -161,6 +161,41 @@ def build_tree(ctx):
 '''
 
 
+PLAIN_DEF = """
+import py_trees
+from py_trees.common import Status
+from jianmu.runtime import AsyncNode
+
+class Sync(AsyncNode):
+    def update_async(self):
+        self.state.write_port("skill_result", {"done": True})
+        return Status.SUCCESS
+
+class Handing(AsyncNode):
+    def update_async(self):  # hands over a coroutine: a plain def that is fine
+        return self.work()
+
+    async def work(self):
+        return Status.SUCCESS
+
+def build_tree(ctx):
+    root = py_trees.composites.Sequence("s", memory=True)
+    root.add_children([Handing("hand"), *([Sync("sync")] if ctx.inputs["plain"] else [])])
+    return root
+"""
+
+
+@pytest.mark.anyio
+async def test_a_plain_def_update_async_is_refused_at_build(tmp_path: Path) -> None:
+    # it ran at its node's first tick (its write and all), then failed the run without a line
+    skill = load_skill(_bt_skill(tmp_path, "plain", PLAIN_DEF, "inputs: {plain: boolean}\n"))
+    ctx = BTSkillContext.create(skill, state_manager=StateManager(), inputs={"plain": True})
+    with pytest.raises(SkillLoadError, match=r"Sync\.update_async is a plain def") as info:
+        SkillTreeLoader().build(skill, ctx)
+    assert (info.value.path, info.value.line) == (str(skill.tree_path), 7)
+    assert await run_bt_skill(skill, inputs={"plain": False}) is None
+
+
 def test_tools_must_be_declared_and_tool_nodes_are_guarded(tmp_path: Path) -> None:
     skill = load_skill(_bt_skill(tmp_path, "undeclared", UNDECLARED))
     ctx = BTSkillContext.create(skill, state_manager=StateManager())
