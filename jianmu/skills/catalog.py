@@ -81,7 +81,8 @@ def _try_build(skill: Skill, loader: SkillTreeLoader, custom_tools: list[Any]) -
 
 
 class SkillCatalog:
-    """Scans folders of SKILL.md folders; loads front matter only; keeps broken skills apart.
+    """Scans folders of SKILL.md folders (at any depth, as `find_skill_folders`, and every
+    folder right inside); loads front matter only; keeps broken skills apart.
 
     Args:
         paths: Folders to scan; default ``skills/`` then the config's ``skills.paths``. A
@@ -131,9 +132,12 @@ class SkillCatalog:
                     self.errors.append(SkillLoadError(problem, path=str(base)))
                 continue
             try:
-                candidates = [base] if _has_skill_file(base) else sorted(
-                    p for p in base.iterdir() if p.is_dir() and _has_skill_file(p)
-                )
+                # at any depth, as `jianmu skills validate` finds them: skills/team/x/SKILL.md
+                # was valid there and missing here
+                candidates = [base] if _has_skill_file(base) else sorted({
+                    *(p for p in base.iterdir() if p.is_dir() and _has_skill_file(p)),
+                    *find_skill_folders(base),
+                })
             except OSError as exc:  # an unreadable folder must not hide the other paths
                 self.errors.append(SkillLoadError(
                     f"cannot list the skills folder: {exc.strerror or exc}", path=str(base)))

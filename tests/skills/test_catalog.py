@@ -164,6 +164,18 @@ def test_find_skill_folders_at_any_depth(tmp_path: Path) -> None:
     assert find_skill_folders(tmp_path / "missing") == []
 
 
+def test_the_catalog_finds_skills_at_any_depth_as_validate_does(tmp_path: Path) -> None:
+    # `jianmu skills validate` said ok for skills/team/deep, which no catalog loaded
+    skills = tmp_path / "skills"
+    deep = _skill(skills / "team", "deep")
+    _skill(skills, "top")
+    _skill(deep / "examples", "inner")  # inside a skill: one of its files
+    _skill(skills / ".git", "hidden")
+    catalog = SkillCatalog([skills])
+    assert (sorted(catalog.names()), catalog.errors) == (["deep", "top"], [])
+    assert catalog.get("deep").folder == deep
+
+
 def test_a_skill_md_that_is_a_link_out_or_a_folder_is_named_not_hidden(tmp_path: Path) -> None:
     """A SKILL.md linking out of its folder was reported as "no SKILL.md", and one that is a
     folder (or a dangling link) was skipped without a word."""
