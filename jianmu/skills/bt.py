@@ -745,6 +745,8 @@ class RunBTSkillTool(Tool):
     Each call runs the skill's tree in a namespace of its own
     (``<caller's namespace>.bt.<skill>.<call id>``, or ``skill_runtime.bt...`` at the root),
     removed afterwards, with the outer run's event bus, interaction channel, config and roles.
+    The result is also written to the caller's ``skill_result`` (its namespace, when it has
+    one; the root, when its schema has the key), which a `SkillNode` writes back.
 
     Approvals: when a tool in the tree needs confirmation, the request goes to the outer run's
     interaction channel, so the outer run suspends and a person sees it like any other tool
@@ -852,6 +854,13 @@ class RunBTSkillTool(Tool):
                 raise SkillRunError(
                     f"skill {chosen.name!r} {outcome.status}: {outcome.error or 'no reason'}"
                 )
-            return bt.result()
+            result = bt.result()
+            # the caller's namespace keeps it (the call's own is cleared below; none is made
+            # for it): a SkillNode writes it back to the enclosing state, as its answer
+            if state is not None and (
+                    parent in manager.namespaces() if parent is not None
+                    else manager.accepts(self.skill_result_key)):
+                state.write_port(self.skill_result_key, result)
+            return result
         finally:
             manager.clear_namespace(namespace)
