@@ -130,12 +130,20 @@ def fingerprint(value: Any) -> str:
 
 
 def describe_inputs(skill: Skill) -> str:
-    """The skill's inputs in one line for the model: ``{path: string, depth: integer}``."""
+    """The skill's inputs in one line for the model: ``{path: string, depth: integer = 2}``;
+    a field with a default shows it (the model may leave it out), one without is required."""
     inputs = (skill.inputs or {}).get("properties") or {}
-    shown = ", ".join(
-        f"{k}: {v.get('type', 'any')}" if isinstance(v, dict) else k for k, v in inputs.items()
-    )
-    return f"{{{shown}}}"
+
+    def shown(name: str, spec: Any) -> str:
+        if not isinstance(spec, dict):
+            return name
+        text = f"{name}: {spec.get('type', 'any')}"
+        if "default" in spec:
+            default = json.dumps(spec["default"], ensure_ascii=False, default=str)
+            text += f" = {default if len(default) <= 40 else default[:37] + '...'}"
+        return text
+
+    return "{" + ", ".join(shown(k, v) for k, v in inputs.items()) + "}"
 
 
 def resolve_inputs(
