@@ -53,8 +53,15 @@ def find_skill_folders(path: str | os.PathLike[str]) -> list[Path]:
 
 def _has_skill_file(folder: Path) -> bool:
     """Whether ``folder`` holds an entry named SKILL.md: a file, or a link or folder that
-    `load_skill` then names as the problem (skipping them hid the skill without a word)."""
-    return os.path.lexists(folder / SKILL_FILE)
+    `load_skill` then names as the problem (skipping them hid the skill without a word); a
+    folder that may not be looked into counts too, for `load_skill` to say so."""
+    try:
+        os.lstat(folder / SKILL_FILE)
+    except PermissionError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _try_build(skill: Skill, loader: SkillTreeLoader, custom_tools: list[Any]) -> None:

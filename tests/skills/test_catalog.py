@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -174,6 +176,26 @@ def test_the_catalog_finds_skills_at_any_depth_as_validate_does(tmp_path: Path) 
     catalog = SkillCatalog([skills])
     assert (sorted(catalog.names()), catalog.errors) == (["deep", "top"], [])
     assert catalog.get("deep").folder == deep
+
+
+def test_a_skill_folder_that_may_not_be_looked_into_is_not_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as root, chmod 000 changes nothing: a look into the folder is refused as it would be
+    _skill(tmp_path / "skills", "open")
+    locked = _skill(tmp_path / "skills", "locked")
+    real_lstat = os.lstat
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if Path(path) == locked / "SKILL.md":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    catalog = SkillCatalog([tmp_path / "skills"])
+    # listed, so the load names what is wrong (here, as root, it then loads)
+    assert sorted(catalog.names()) == ["locked", "open"]
+    assert find_skill_folders(tmp_path / "skills") == [locked, locked.parent / "open"]
 
 
 def test_a_skill_md_that_is_a_link_out_or_a_folder_is_named_not_hidden(tmp_path: Path) -> None:
