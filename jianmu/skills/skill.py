@@ -327,6 +327,14 @@ class SkillFrontMatter(BaseModel):
             raise ValueError(problem)
         return unicodedata.normalize("NFKC", value.strip())
 
+    @field_validator("description")
+    @classmethod
+    def _check_description(cls, value: str) -> str:
+        if not value.strip():  # the model picks a skill by it: blank, the skill is never chosen
+            raise ValueError("the description is blank; say what the skill does and when to "
+                             "use it")
+        return value
+
     @field_validator("allowed_tools", mode="before")
     @classmethod
     def _check_allowed_tools(cls, value: Any) -> Any:
@@ -528,7 +536,8 @@ class Skill:
 
     def summary(self) -> str:
         """``name (execution): description`` on one line, for listings and prompts."""
-        return f"{self.name} ({self.execution}): {self.description.strip().splitlines()[0]}"
+        first = next(iter(self.description.strip().splitlines()), "")
+        return f"{self.name} ({self.execution}): {first}"
 
     def __repr__(self) -> str:
         return f"<Skill {self.name!r} {self.execution} at {str(self.folder)!r}>"

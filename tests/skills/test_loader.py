@@ -266,3 +266,12 @@ def test_inputs_and_outputs_of_a_prompt_skill_are_a_warning(tmp_path: Path) -> N
     ]
     plain = load_skill(_write(tmp_path / "plain", "name: plain\ndescription: d\n"))
     assert plain.warnings == ()
+
+
+def test_a_blank_description_is_refused(tmp_path: Path) -> None:
+    # it loaded, showed nothing to the model, and Skill.summary() raised IndexError
+    with pytest.raises(SkillLoadError, match="the description is blank") as info:
+        load_skill(_write(tmp_path / "blank", 'name: blank\ndescription: "  \\n "\n'))
+    assert (info.value.line, info.value.field) == (3, "description")
+    skill = load_skill(_write(tmp_path / "later", 'name: later\ndescription: "\\nDoes it."\n'))
+    assert skill.summary() == "later (prompt): Does it."
