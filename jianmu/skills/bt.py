@@ -130,19 +130,29 @@ def fingerprint(value: Any) -> str:
 
 
 def describe_inputs(skill: Skill) -> str:
-    """The skill's inputs in one line for the model: ``{path: string, depth: integer}``."""
+    """The skill's inputs in one line for the model: ``{path: string, depth: integer = 2}``;
+    a field with a default shows it (the model may leave it out), one without is required."""
     inputs = (skill.inputs or {}).get("properties") or {}
-    shown = ", ".join(
-        f"{k}: {v.get('type', 'any')}" if isinstance(v, dict) else k for k, v in inputs.items()
-    )
-    return f"{{{shown}}}"
+
+    def shown(name: str, spec: Any) -> str:
+        if not isinstance(spec, dict):
+            return name
+        text = f"{name}: {spec.get('type', 'any')}"
+        if "default" in spec:
+            default = json.dumps(spec["default"], ensure_ascii=False, default=str)
+            text += f" = {default if len(default) <= 40 else default[:37] + '...'}"
+        return text
+
+    return "{" + ", ".join(shown(k, v) for k, v in inputs.items()) + "}"
 
 
 def resolve_inputs(
     skill: Skill, explicit: Mapping[str, Any] | None = None, global_state: Any = None
 ) -> dict[str, Any]:
     """The skill's inputs: explicit values, then the global state's field of the same name,
-    then the schema's default; validated against ``inputs``.
+    then the schema's default; validated against ``inputs``. An explicit ``null`` counts as
+    not given (as a model writes it), unless the field's schema takes ``null``; a field whose
+    default is ``null`` is there, as ``None``.
 
     Args:
         skill: The skill.
@@ -158,6 +168,9 @@ def resolve_inputs(
         return given
     values: dict[str, Any] = {}
     for name, prop in (schema.get("properties") or {}).items():
+        if given.get(name, _MISSING) is None and not _accepts_null(skill, name, prop):
+            # a model writes null for "not given": validation would drop it, default and all
+            del given[name]
         if name in given:
             values[name] = given.pop(name)
             continue
@@ -168,13 +181,29 @@ def resolve_inputs(
             values[name] = prop["default"]
     values.update(given)  # unknown names: validation explains them
     try:
-        return _arguments.validate_with_schema(f"{skill.name} inputs", schema, values)
+        checked = _arguments.validate_with_schema(f"{skill.name} inputs", schema, values)
     except ToolInputError as exc:
         problems = "; ".join(exc.problems)
         raise SkillRunError(
             f"skill {skill.name!r}: invalid inputs: {problems}. Pass inputs explicitly, set the "
             "state field of the same name, or give the field a default in SKILL.md"
         ) from None
+    for name, prop in (schema.get("properties") or {}).items():
+        # `default: null` is "none": validation drops a null, and the tree found no key
+        if name not in checked and isinstance(prop, dict) and "default" in prop and (
+                prop["default"] is None):
+            checked[name] = None
+    return checked
+
+
+def _accepts_null(skill: Skill, name: str, prop: Any) -> bool:
+    """Whether the input ``name``'s schema ``prop`` takes ``null`` as a value of its own."""
+    schema = {"type": "object", "properties": {name: prop}}
+    try:
+        kept = _arguments.validate_with_schema(f"{skill.name} inputs", schema, {name: None})
+    except ToolInputError:
+        return False
+    return name in kept
 
 
 def validate_result(skill: Skill, value: Any) -> Any:
@@ -457,9 +486,12 @@ class SkillTreeLoader:
                 line=frames[-1].lineno if frames else None, field="build_tree",
             ) from exc
         if not isinstance(tree, Behaviour):
+            code = getattr(module.build_tree, "__code__", None)
             raise SkillLoadError(
                 f"build_tree must return a py_trees behaviour, got {type(tree).__name__}",
                 path=path, field="build_tree",
+                line=code.co_firstlineno if code is not None and code.co_filename == path
+                else None,
             )
         self.prepare(tree, ctx)
         return tree
@@ -477,6 +509,8 @@ class SkillTreeLoader:
         def walk(node: Behaviour, position: str) -> None:
             if isinstance(node, RuntimeNode) and node.namespace is None:
                 node.namespace = ctx.namespace
+            if isinstance(node, RuntimeNode):
+                _refuse_plain_update(node, str(skill.tree_path))
             if isinstance(node, ToolNode):
                 if node.tool.name.lower() not in ctx.tools:
                     declared = ", ".join(ctx.tools.names()) or "none"
@@ -501,6 +535,38 @@ class SkillTreeLoader:
                 walk(child, f"{position}/{index}")
 
         walk(tree, "0")
+
+
+_STATUSES = frozenset({"SUCCESS", "FAILURE", "RUNNING", "INVALID"})
+
+
+def _refuse_plain_update(node: Behaviour, path: str) -> None:
+    """Refuse a node of the tree module whose ``update_async`` is a plain ``def`` returning
+    a status: it would run, side effects and all, at its first tick, then fail its run.
+
+    Raises:
+        SkillLoadError: naming the tree module and the line of the ``def``.
+    """
+    method = getattr(type(node), "update_async", None)
+    code = getattr(method, "__code__", None)
+    if method is None or code is None or code.co_filename != path or (
+            inspect.iscoroutinefunction(method)):
+        return
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+    except (OSError, TypeError, SyntaxError):
+        return
+    returns = [n.value for n in ast.walk(tree) if isinstance(n, ast.Return)]
+    # only a plain def that returns statuses is surely wrong; one may return a coroutine
+    if returns and all(isinstance(v, ast.Attribute) and v.attr in _STATUSES for v in returns):
+        raise SkillLoadError(
+            f"node {node.name!r}: {type(node).__name__}.update_async is a plain def; write "
+            "'async def update_async(self) -> Status' (a plain def runs when called, blocking "
+            "the run)", path=path, line=code.co_firstlineno, field="build_tree",
+        )
 
 
 @dataclass
@@ -687,6 +753,8 @@ class RunBTSkillTool(Tool):
     Each call runs the skill's tree in a namespace of its own
     (``<caller's namespace>.bt.<skill>.<call id>``, or ``skill_runtime.bt...`` at the root),
     removed afterwards, with the outer run's event bus, interaction channel, config and roles.
+    The result is also written to the caller's ``skill_result`` (its namespace, when it has
+    one; the root, when its schema has the key), which a `SkillNode` writes back.
 
     Approvals: when a tool in the tree needs confirmation, the request goes to the outer run's
     interaction channel, so the outer run suspends and a person sees it like any other tool
@@ -794,6 +862,13 @@ class RunBTSkillTool(Tool):
                 raise SkillRunError(
                     f"skill {chosen.name!r} {outcome.status}: {outcome.error or 'no reason'}"
                 )
-            return bt.result()
+            result = bt.result()
+            # the caller's namespace keeps it (the call's own is cleared below; none is made
+            # for it): a SkillNode writes it back to the enclosing state, as its answer
+            if state is not None and (
+                    parent in manager.namespaces() if parent is not None
+                    else manager.accepts(self.skill_result_key)):
+                state.write_port(self.skill_result_key, result)
+            return result
         finally:
             manager.clear_namespace(namespace)

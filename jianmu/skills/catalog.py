@@ -53,12 +53,43 @@ def find_skill_folders(path: str | os.PathLike[str]) -> list[Path]:
 
 def _has_skill_file(folder: Path) -> bool:
     """Whether ``folder`` holds an entry named SKILL.md: a file, or a link or folder that
-    `load_skill` then names as the problem (skipping them hid the skill without a word)."""
-    return os.path.lexists(folder / SKILL_FILE)
+    `load_skill` then names as the problem (skipping them hid the skill without a word); a
+    folder that may not be looked into counts too, for `load_skill` to say so."""
+    try:
+        os.lstat(folder / SKILL_FILE)
+    except PermissionError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _try_build(skill: Skill, loader: SkillTreeLoader, custom_tools: list[Any]) -> None:
+    """Build a bt skill's tree as a run would, when that needs no one's inputs and every
+    tool it names can be made here (not an MCP tool, nor a custom tool known by name only).
+
+    Raises:
+        SkillLoadError: ``build_tree`` raised, returned no behaviour, or placed a tool the
+            skill does not declare.
+    """
+    from jianmu.errors import SkillRunError
+    from jianmu.skills.bt import BTSkillContext
+    from jianmu.skills.skill import READ_SKILL_FILE
+    from jianmu.state import StateManager
+
+    tools = skill.toolset(custom_tools)
+    if any(n not in tools for n in skill.tool_names if n != READ_SKILL_FILE):
+        return
+    try:
+        ctx = BTSkillContext.create(skill, state_manager=StateManager(), tools=tools)
+    except SkillRunError:  # an input without a default: the tree is built when it runs
+        return
+    loader.build(skill, ctx)
 
 
 class SkillCatalog:
-    """Scans folders of SKILL.md folders; loads front matter only; keeps broken skills apart.
+    """Scans folders of SKILL.md folders (at any depth, as `find_skill_folders`, and every
+    folder right inside); loads front matter only; keeps broken skills apart.
 
     Args:
         paths: Folders to scan; default ``skills/`` then the config's ``skills.paths``. A
@@ -85,6 +116,8 @@ class SkillCatalog:
         else:
             self.paths = [Path(p) for p in paths]
             self._required = set(self.paths)
+        custom_tools = list(custom_tools)
+        self._custom_tools = [t for t in custom_tools if not isinstance(t, str)]
         self._is_known = known_tool_checker(config, custom_tools)
         self._skills: dict[str, Skill] = {}
         self.errors: list[SkillLoadError] = []
@@ -106,9 +139,12 @@ class SkillCatalog:
                     self.errors.append(SkillLoadError(problem, path=str(base)))
                 continue
             try:
-                candidates = [base] if _has_skill_file(base) else sorted(
-                    p for p in base.iterdir() if p.is_dir() and _has_skill_file(p)
-                )
+                # at any depth, as `jianmu skills validate` finds them: skills/team/x/SKILL.md
+                # was valid there and missing here
+                candidates = [base] if _has_skill_file(base) else sorted({
+                    *(p for p in base.iterdir() if p.is_dir() and _has_skill_file(p)),
+                    *find_skill_folders(base),
+                })
             except OSError as exc:  # an unreadable folder must not hide the other paths
                 self.errors.append(SkillLoadError(
                     f"cannot list the skills folder: {exc.strerror or exc}", path=str(base)))
@@ -140,7 +176,9 @@ class SkillCatalog:
         """
         skill = load_skill(Path(path), is_known_tool=self._is_known)
         if skill.is_bt:
-            SkillTreeLoader().load_module(skill)
+            loader = SkillTreeLoader()
+            loader.load_module(skill)
+            _try_build(skill, loader, self._custom_tools)
         return skill
 
     def get(self, name: str) -> Skill:

@@ -234,6 +234,14 @@ def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, 
         found = lines.get((field, *path)) or lines.get((field,))
         return found + line_offset if found is not None else None
 
+    if _scalar_schema(value):
+        raise SkillLoadError(
+            f"{field} must map each field's name to its type (or be a 'type: object' JSON "
+            f"Schema), got a JSON Schema of type {value['type']!r}: write '{field}: {{NAME: "
+            f"{value['type']}}}' for a field NAME, or '{field}: {{type: {{type: "
+            f"{value['type']}}}}}' for a field named 'type'",
+            path=where, line=line_of("type"), field=f"{field}.type",
+        )
     if "properties" in value or value.get("type") == "object" or "$schema" in value:
         if value.get("type", "object") != "object":
             raise SkillLoadError(
@@ -262,9 +270,13 @@ def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, 
         elif isinstance(spec, dict):
             properties[name] = dict(spec)
         else:
+            keyword = (
+                f" ({name!r} is a JSON Schema keyword: a JSON Schema needs 'type: object' and "
+                "'properties')" if name in _OBJECT_KEYWORDS else ""
+            )
             raise SkillLoadError(
                 f"{field} field {name!r} must be a type name such as 'string' or a JSON Schema "
-                f"mapping, got {spec!r}",
+                f"mapping, got {spec!r}{keyword}",
                 path=where, line=line_of(name), field=f"{field}.{name}",
             )
         if "default" not in properties[name]:
@@ -273,6 +285,31 @@ def fields_schema(value: Any, *, where: str, field: str, lines: dict[tuple[Any, 
     if required:
         schema["required"] = required
     return schema
+
+
+_SCALAR_KEYWORDS = frozenset({
+    "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains", "enum", "const",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
+    "maxLength", "pattern", "format", "title", "description", "default", "examples", "anyOf",
+    "oneOf", "allOf", "not", "nullable",
+})
+"""Keywords beside a ``type`` that make a mapping a JSON Schema, not a map of fields."""
+_OBJECT_KEYWORDS = frozenset({
+    "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties",
+    "propertyNames", "dependentRequired", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
+    "$defs", "definitions",
+})
+"""JSON Schema keywords that cannot be a field of the short form (their values are no type)."""
+
+
+def _scalar_schema(value: dict[str, Any]) -> bool:
+    """Whether ``value`` is a JSON Schema of a type other than object (``{type: array, items:
+    ...}``), which the short form read as fields named ``type`` and ``items``."""
+    kind = value.get("type")
+    return (
+        isinstance(kind, str) and kind.strip().lower() in _TYPES and _TYPES[kind.strip().lower()]
+        not in ("object", "") and all(k == "type" or k in _SCALAR_KEYWORDS for k in value)
+    )
 
 
 def _pydantic_error(exc: ValidationError, where: str, lines: dict[tuple[Any, ...], int],
@@ -466,6 +503,11 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
                 field=f"tools[{index}]",
             )
     allowed, warnings = _mapped_allowed(spec.allowed_tools, is_known)
+    unused = [key for key in ("inputs", "outputs") if getattr(spec, key) is not None]
+    if spec.execution == "prompt" and unused:
+        # nothing reads them for a prompt skill: its task is the conversation, its answer text
+        warnings += (f"{' and '.join(unused)} are used by BT skills only (execution: bt); a "
+                     "prompt skill's are not checked, nor shown to the model",)
     if spec.execution == "bt":
         tree_name = spec.tree or "tree.py"
         if Path(tree_name).name != tree_name or not tree_name.endswith(".py"):
@@ -487,6 +529,8 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
     for key, schema in schemas.items():
         if schema is not None:
             _check_rules(spec.name, key, schema, where, line_of(key))
+    if schemas["inputs"] is not None:
+        _check_defaults(spec.name, schemas["inputs"], where, line_of)
     tools: list[str] = []
     for name in [*spec.tools, *(t for a in allowed for t in a.tools)]:
         if name.lower() not in tools:
@@ -503,7 +547,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         constraints=_without_allow_rules(spec.constraints),
         inputs=schemas["inputs"],
         outputs=schemas["outputs"],
-        version=str(spec.version) if spec.version is not None else None,
+        version=_version_text(node, spec.version),
         history_limit=spec.history_limit,
         license=spec.license,
         compatibility=spec.compatibility,
@@ -533,6 +577,47 @@ def _check_rules(name: str, field: str, schema: dict[str, Any], where: str,
         more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
         raise SkillLoadError(f"{exc.problems[0]}{more}", path=where, line=line,
                              field=field) from None
+
+
+def _check_defaults(name: str, schema: dict[str, Any], where: str,
+                    line_of: Callable[..., int | None]) -> None:
+    """Hold each input's ``default`` to the input's own schema (``null`` means "none"): a
+    default that does not fit failed every run that left the input out, blaming the caller.
+
+    Raises:
+        SkillLoadError: naming the input, the file and the default's line.
+    """
+    from jianmu.errors import ToolInputError
+    from jianmu.tools import _arguments
+
+    for field, prop in (schema.get("properties") or {}).items():
+        if not isinstance(prop, dict) or prop.get("default") is None:
+            continue
+        single = {"type": "object", "properties": {field: prop}}
+        try:
+            _arguments.validate_with_schema(f"{name} inputs", single, {field: prop["default"]})
+        except ToolInputError as exc:
+            raise SkillLoadError(
+                f"the default of input {field!r} does not fit the input's own schema: "
+                f"{'; '.join(exc.problems)}; change the default or the type",
+                path=where, field=f"inputs.{field}.default",
+                line=(line_of("inputs", field, "default")
+                      or line_of("inputs", "properties", field, "default")
+                      or line_of("inputs", field) or line_of("inputs")),
+            ) from None
+
+
+def _version_text(node: Any, version: str | float | None) -> str | None:
+    """The version as written: YAML reads ``version: 1.10`` as the number 1.1."""
+    if version is None:
+        return None
+    if not isinstance(version, str):
+        for key, value in getattr(node, "value", None) or ():
+            if getattr(key, "value", None) == "version" and isinstance(
+                getattr(value, "value", None), str
+            ):
+                return str(value.value)
+    return str(version)
 
 
 def _without_allow_rules(constraints: Constraints | None) -> Constraints:

@@ -88,8 +88,9 @@ _ALSO_GRANTS: dict[str, tuple[str, ...]] = {"read": (READ_SKILL_FILE,)}
 _MCP_PREFIX = "mcp__"
 """Claude Code names an MCP tool ``mcp__<server>__<tool>``; Jianmu's is ``<server>__<tool>``."""
 
-# an entry is a name, optionally followed by a parenthesised pattern that may hold spaces
-_ENTRY_RE = re.compile(r"[^\s()]+(?:\([^()]*\))?")
+# an entry is a name, optionally followed by a parenthesised pattern that may hold spaces;
+# entries are parted by spaces or commas (Claude Code's own examples write "Read, Grep, Glob")
+_ENTRY_RE = re.compile(r"[^\s(),]+(?:\([^()]*\))?")
 
 ToolChecker = Callable[[str], bool]
 
@@ -113,13 +114,14 @@ class AllowedTool:
 
 
 def split_allowed_tools(value: str) -> list[str]:
-    """Split the space-separated form; spaces inside parentheses stay in their entry.
+    """Split the space- (or comma-) separated form; spaces and commas inside parentheses stay
+    in their entry.
 
     Raises:
         ValueError: the text has unbalanced parentheses.
     """
     entries = _ENTRY_RE.findall(value)
-    if re.sub(r"\s", "", "".join(entries)) != re.sub(r"\s", "", value):
+    if re.sub(r"[\s,]", "", "".join(entries)) != re.sub(r"[\s,]", "", value):
         raise ValueError(
             f"cannot split allowed-tools {value!r}: check the parentheses, "
             "e.g. 'Read Grep Bash(git:*)'"
@@ -211,7 +213,7 @@ def _rule_key(entry: str, tool: str, prefix: bool) -> str:
 def map_allowed_tools(
     value: str | Sequence[str], is_known: ToolChecker | None = None
 ) -> tuple[tuple[AllowedTool, ...], tuple[str, ...]]:
-    """Map an ``allowed-tools`` value (the space-separated string or a list).
+    """Map an ``allowed-tools`` value (a string of entries parted by spaces or commas, or a list).
 
     Never raises for what the reference validator accepts: an entry that cannot be split or
     parsed, or names no tool, is ignored with a warning.
@@ -299,7 +301,7 @@ class SkillFrontMatter(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Free-form extra information."""
     allowed_tools: list[str] | str | None = Field(default=None, alias="allowed-tools")
-    """Tools the skill uses (a space-separated string or a list); they are not pre-approved."""
+    """Tools the skill uses (parted by spaces or commas, or a list); not pre-approved."""
     execution: Literal["prompt", "bt"] = "prompt"
     """``prompt``: the body goes into the agent's system prompt; ``bt``: ``tree`` builds a tree."""
     tree: str | None = None
@@ -324,6 +326,14 @@ class SkillFrontMatter(BaseModel):
         if problem is not None:
             raise ValueError(problem)
         return unicodedata.normalize("NFKC", value.strip())
+
+    @field_validator("description")
+    @classmethod
+    def _check_description(cls, value: str) -> str:
+        if not value.strip():  # the model picks a skill by it: blank, the skill is never chosen
+            raise ValueError("the description is blank; say what the skill does and when to "
+                             "use it")
+        return value
 
     @field_validator("allowed_tools", mode="before")
     @classmethod
@@ -526,7 +536,8 @@ class Skill:
 
     def summary(self) -> str:
         """``name (execution): description`` on one line, for listings and prompts."""
-        return f"{self.name} ({self.execution}): {self.description.strip().splitlines()[0]}"
+        first = next(iter(self.description.strip().splitlines()), "")
+        return f"{self.name} ({self.execution}): {first}"
 
     def __repr__(self) -> str:
         return f"<Skill {self.name!r} {self.execution} at {str(self.folder)!r}>"

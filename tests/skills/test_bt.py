@@ -74,6 +74,28 @@ def test_inputs_resolve_explicit_then_state_then_default(tmp_path: Path) -> None
         resolve_inputs(skill, {"a": "x", "b": "y", "n": "many"})
 
 
+def test_a_null_input_takes_the_state_then_the_default(tmp_path: Path) -> None:
+    # a model writes null for an input it leaves out; the default used to be dropped with it
+    skill = load_skill(_bt_skill(tmp_path, "nulls", ECHO_TREE.format(mark="x"), (
+        "inputs: {who: string, times: {type: integer, default: 2},\n"
+        "         n: {type: integer, default: 1}, maybe: {type: [string, 'null'], default: d}}\n"
+    )))
+    state = StateManager(initial={"n": 5})
+    got = resolve_inputs(skill, {"who": "b", "times": None, "n": None, "maybe": None}, state.root)
+    assert got == {"who": "b", "times": 2, "n": 5, "maybe": None}
+    with pytest.raises(SkillRunError, match="missing required argument 'who'"):
+        resolve_inputs(skill, {"who": None})
+
+
+def test_a_null_default_is_a_value(tmp_path: Path) -> None:
+    # `default: null` is "none": validation dropped it, and the tree found no key at all
+    skill = load_skill(_bt_skill(tmp_path, "none", ECHO_TREE.format(mark="x"), (
+        "inputs: {since: {type: string, default: null}}\n"
+    )))
+    assert resolve_inputs(skill, {}) == {"since": None}
+    assert resolve_inputs(skill, {"since": "v1"}) == {"since": "v1"}
+
+
 @pytest.mark.anyio
 async def test_outputs_are_validated(tmp_path: Path) -> None:
     ok = load_skill(_bt_skill(tmp_path, "good-out", ECHO_TREE.format(mark="m"), (
@@ -137,6 +159,41 @@ from jianmu.tools.builtin.calculator import CalculatorTool
 def build_tree(ctx):
     return ToolNode("calc", CalculatorTool(), input_key="expr", output_key="out")
 '''
+
+
+PLAIN_DEF = """
+import py_trees
+from py_trees.common import Status
+from jianmu.runtime import AsyncNode
+
+class Sync(AsyncNode):
+    def update_async(self):
+        self.state.write_port("skill_result", {"done": True})
+        return Status.SUCCESS
+
+class Handing(AsyncNode):
+    def update_async(self):  # hands over a coroutine: a plain def that is fine
+        return self.work()
+
+    async def work(self):
+        return Status.SUCCESS
+
+def build_tree(ctx):
+    root = py_trees.composites.Sequence("s", memory=True)
+    root.add_children([Handing("hand"), *([Sync("sync")] if ctx.inputs["plain"] else [])])
+    return root
+"""
+
+
+@pytest.mark.anyio
+async def test_a_plain_def_update_async_is_refused_at_build(tmp_path: Path) -> None:
+    # it ran at its node's first tick (its write and all), then failed the run without a line
+    skill = load_skill(_bt_skill(tmp_path, "plain", PLAIN_DEF, "inputs: {plain: boolean}\n"))
+    ctx = BTSkillContext.create(skill, state_manager=StateManager(), inputs={"plain": True})
+    with pytest.raises(SkillLoadError, match=r"Sync\.update_async is a plain def") as info:
+        SkillTreeLoader().build(skill, ctx)
+    assert (info.value.path, info.value.line) == (str(skill.tree_path), 7)
+    assert await run_bt_skill(skill, inputs={"plain": False}) is None
 
 
 def test_tools_must_be_declared_and_tool_nodes_are_guarded(tmp_path: Path) -> None:

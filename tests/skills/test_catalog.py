@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,6 +128,30 @@ def test_validate_raises_for_a_broken_tree(tmp_path: Path) -> None:
     assert info.value.line == 1 and info.value.field == "build_tree"
 
 
+def test_validate_builds_the_tree_when_the_inputs_have_defaults(tmp_path: Path) -> None:
+    # `jianmu skills validate` said ok, and the first run failed at build_tree
+    catalog = SkillCatalog([])
+    cases = {
+        "empty": ("def build_tree(ctx):\n    pass\n", "got NoneType", 1),
+        "raises": ("def build_tree(ctx):\n    raise KeyError(ctx.inputs['n'])\n", "KeyError", 2),
+        "undeclared": ("from jianmu.nodes.tool_node import ToolNode\n"
+                       "from jianmu.tools.builtin.calculator import CalculatorTool\n"
+                       "def build_tree(ctx):\n"
+                       "    return ToolNode('calc', CalculatorTool())\n", "add it to 'tools'",
+                       None),
+    }
+    for name, (tree, words, line) in cases.items():
+        folder = _skill(tmp_path, name, "execution: bt\ninputs: {n: {type: integer, default: 1}}\n")
+        (folder / "tree.py").write_text(tree, encoding="utf-8")
+        with pytest.raises(SkillLoadError, match=words) as info:
+            catalog.validate(folder)
+        assert info.value.line == line, name
+    # an input without a default: the tree is built when it runs, with the caller's inputs
+    folder = _skill(tmp_path, "needs", "execution: bt\ninputs: {n: integer}\n")
+    (folder / "tree.py").write_text(cases["raises"][0], encoding="utf-8")
+    assert catalog.validate(folder).name == "needs"
+
+
 def test_find_skill_folders_at_any_depth(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     deep = [_skill(repo / "skills" / "docs", "pdf"), _skill(repo / "skills" / "dev", "review"),
@@ -138,6 +164,38 @@ def test_find_skill_folders_at_any_depth(tmp_path: Path) -> None:
     assert find_skill_folders(deep[0] / "SKILL.md") == [deep[0]]
     assert find_skill_folders(repo / "README.md") == []
     assert find_skill_folders(tmp_path / "missing") == []
+
+
+def test_the_catalog_finds_skills_at_any_depth_as_validate_does(tmp_path: Path) -> None:
+    # `jianmu skills validate` said ok for skills/team/deep, which no catalog loaded
+    skills = tmp_path / "skills"
+    deep = _skill(skills / "team", "deep")
+    _skill(skills, "top")
+    _skill(deep / "examples", "inner")  # inside a skill: one of its files
+    _skill(skills / ".git", "hidden")
+    catalog = SkillCatalog([skills])
+    assert (sorted(catalog.names()), catalog.errors) == (["deep", "top"], [])
+    assert catalog.get("deep").folder == deep
+
+
+def test_a_skill_folder_that_may_not_be_looked_into_is_not_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as root, chmod 000 changes nothing: a look into the folder is refused as it would be
+    _skill(tmp_path / "skills", "open")
+    locked = _skill(tmp_path / "skills", "locked")
+    real_lstat = os.lstat
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if Path(path) == locked / "SKILL.md":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    catalog = SkillCatalog([tmp_path / "skills"])
+    # listed, so the load names what is wrong (here, as root, it then loads)
+    assert sorted(catalog.names()) == ["locked", "open"]
+    assert find_skill_folders(tmp_path / "skills") == [locked, locked.parent / "open"]
 
 
 def test_a_skill_md_that_is_a_link_out_or_a_folder_is_named_not_hidden(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from jianmu import Constraints, ReactiveRunner, RunStatus, SQLiteCheckpointer, S
 from jianmu.config import AppConfig, parse_config
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import AgentState
-from jianmu.skills import SkillCatalog
+from jianmu.skills import SkillCatalog, load_skill
+from jianmu.skills.bt import describe_inputs
 from jianmu.skills.disclosure import LoadSkillTool
 from jianmu.skills.node import SkillNode, SkillNodeConfig
 from jianmu.tools import tool
@@ -207,6 +208,16 @@ async def test_bt_skills_are_listed_with_their_inputs(tmp_path: Path) -> None:
     assert "- counter: The counter skill. (behaviour tree: run it with run_bt_skill; " \
            "inputs: {path: string})" in system
     assert llm.requests[0].tool_names == [*ENGINE_TOOLS, "run_bt_skill"]
+
+
+def test_the_inputs_shown_to_the_model_say_which_may_be_left_out(tmp_path: Path) -> None:
+    # every field read "name: type", so a model could not tell a required one from a default
+    folder = make_skill(tmp_path, "survey", (
+        "execution: bt\ninputs:\n  path: string\n  depth: {type: integer, default: 2}\n"
+        "  since: {type: string, default: null}\n"
+    ), files={"tree.py": "def build_tree(ctx): ...\n"})
+    assert describe_inputs(load_skill(folder)) == (
+        "{path: string, depth: integer = 2, since: string = null}")
 
 
 async def test_a_new_run_of_the_node_starts_with_nothing_loaded(tmp_path: Path) -> None:

@@ -196,3 +196,82 @@ def test_unknown_keys_get_the_closest_valid_one_at_any_depth(tmp_path: Path) -> 
         load_skill(folder)
     assert "did you mean 'max_iterations'" in str(info.value)
     assert info.value.line == 5 and info.value.field == "constraints.max_iteration"
+
+
+def test_the_version_is_kept_as_written(tmp_path: Path) -> None:
+    # YAML reads 1.10 as the number 1.1: `skills list` showed another version
+    skill = load_skill(_write(tmp_path / "ten", "name: ten\ndescription: d\nversion: 1.10\n"))
+    assert skill.version == "1.10"
+    skill = load_skill(_write(tmp_path / "two", "name: two\ndescription: d\nversion: '2.0'\n"))
+    assert skill.version == "2.0"
+
+
+def test_an_input_default_that_does_not_fit_its_type_names_its_line(tmp_path: Path) -> None:
+    # it failed every run that left the input out, telling the caller to pass it
+    folder = _write(tmp_path / "deft", (
+        "name: deft\ndescription: d\ninputs:\n  n: {type: integer, default: 2}\n"
+        "  depth:\n    type: integer\n    default: deep\n"
+    ))
+    with pytest.raises(SkillLoadError) as info:
+        load_skill(folder)
+    assert (info.value.line, info.value.field) == (8, "inputs.depth.default")
+    assert "'depth' does not fit" in str(info.value) and "got 'deep'" in str(info.value)
+    schema = "inputs: {properties: {n: {type: integer, default: [1]}, s: {default: null}}}\n"
+    with pytest.raises(SkillLoadError, match="input 'n' does not fit") as info:
+        load_skill(_write(tmp_path / "full", f"name: full\ndescription: d\n{schema}"))
+    assert info.value.line == 4
+    ok = load_skill(_write(tmp_path / "none", (
+        "name: none\ndescription: d\ninputs: {s: {type: string, default: null}}\n")))
+    assert ok.inputs is not None
+
+
+@pytest.mark.parametrize(
+    ("inputs", "line"),
+    [
+        ("inputs: {type: array, items: {type: string}}\n", 4),  # read as fields type and items
+        ("outputs:\n  type: string\n  enum: [a, b]\n", 5),
+        ("inputs: {type: integer}\n", 4),
+    ],
+)
+def test_a_schema_of_another_type_than_object_is_refused(
+    tmp_path: Path, inputs: str, line: int
+) -> None:
+    with pytest.raises(SkillLoadError, match="must map each field's name to its type") as info:
+        load_skill(_write(tmp_path / "scalar", f"name: scalar\ndescription: d\n{inputs}"))
+    assert info.value.line == line and info.value.field.endswith(".type")
+    assert "for a field named 'type'" in str(info.value)
+
+
+def test_a_field_named_type_and_json_schema_keywords_in_the_short_form(tmp_path: Path) -> None:
+    skill = load_skill(_write(tmp_path / "kind", (
+        "name: kind\ndescription: d\ninputs: {type: string, path: string}\n"
+        "outputs: {type: {type: integer}}\n"
+    )))
+    assert skill.inputs is not None and set(skill.inputs["properties"]) == {"type", "path"}
+    assert skill.outputs is not None and skill.outputs["required"] == ["type"]
+    with pytest.raises(SkillLoadError, match="'required' is a JSON Schema keyword"):
+        load_skill(_write(tmp_path / "half", (
+            "name: half\ndescription: d\ninputs: {required: [a], additionalProperties: false}\n"
+        )))
+
+
+def test_inputs_and_outputs_of_a_prompt_skill_are_a_warning(tmp_path: Path) -> None:
+    # nothing checks them: an outputs schema a prompt skill's answer never met passed in silence
+    skill = load_skill(_write(tmp_path / "asks", (
+        "name: asks\ndescription: d\ninputs: {topic: string}\noutputs: {summary: string}\n"
+    )))
+    assert [w for w in skill.warnings if "used by BT skills only" in w] == [
+        "inputs and outputs are used by BT skills only (execution: bt); a prompt skill's are "
+        "not checked, nor shown to the model"
+    ]
+    plain = load_skill(_write(tmp_path / "plain", "name: plain\ndescription: d\n"))
+    assert plain.warnings == ()
+
+
+def test_a_blank_description_is_refused(tmp_path: Path) -> None:
+    # it loaded, showed nothing to the model, and Skill.summary() raised IndexError
+    with pytest.raises(SkillLoadError, match="the description is blank") as info:
+        load_skill(_write(tmp_path / "blank", 'name: blank\ndescription: "  \\n "\n'))
+    assert (info.value.line, info.value.field) == (3, "description")
+    skill = load_skill(_write(tmp_path / "later", 'name: later\ndescription: "\\nDoes it."\n'))
+    assert skill.summary() == "later (prompt): Does it."

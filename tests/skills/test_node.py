@@ -252,6 +252,9 @@ async def test_shipped_prompt_and_bt_skills_through_skill_node(tmp_path: Path) -
     assert "write_file" not in llm.requests[0].tool_names  # code-review denies it to the model
     answer = state.get("final_answer") or ""
     assert answer.startswith("Report:") and '"matches": 1' in answer
+    # written back as documented; it was left in the tool's namespace and cleared with it
+    assert state.get("skill_result") == {"report": "report.md", "files": 1, "matches": 1,
+                                         "total_bytes": 22, "total_lines": 1}
 
 
 async def test_seed_messages_and_history_limit(tmp_path: Path) -> None:

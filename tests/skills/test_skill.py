@@ -288,6 +288,16 @@ def test_split_keeps_spaces_inside_parentheses() -> None:
         split_allowed_tools("Read Bash(git")
 
 
+def test_split_takes_commas_as_claude_code_writes_them() -> None:
+    # "Read, Grep, Glob" was three ignored entries 'Read,', 'Grep,' and 'Glob,'
+    assert split_allowed_tools("Read, Grep,Glob, Bash(git add:*, git commit:*)") == [
+        "Read", "Grep", "Glob", "Bash(git add:*, git commit:*)"
+    ]
+    allowed, notes = map_allowed_tools("Read, Grep, Glob")
+    assert [a.tool for a in allowed] == ["read_file", "grep_search", "glob_search"]
+    assert notes == ()
+
+
 def _skill(tmp_path: Path, front: str) -> Path:
     folder = tmp_path / "allowed"
     folder.mkdir()
