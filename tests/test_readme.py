@@ -132,6 +132,9 @@ def test_the_extras_line_names_every_extra() -> None:
     assert set(extras) <= named, sorted(set(extras) - named)
 
 
+# every snippet in turn (each builds on the last: the runs to resume, the skill's report), some
+# of them subprocesses: about 20 s on a quiet machine, more than the default 120 s on a loaded one
+@pytest.mark.timeout(600)
 def test_every_snippet_runs(project: Path) -> None:
     kinds = set()
     for kind, body in blocks():
