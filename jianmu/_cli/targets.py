@@ -1,10 +1,10 @@
 """What ``jianmu run`` runs: a Python script or a skill, built into a tree and its state.
 
-A script exposes ``build_tree()`` or a module-level ``tree``; optionally ``build_state()`` or
-``STATE_SCHEMA`` (default: an `AgentState` state) and ``build_llm()``. ``build_tree``,
-``build_state`` and ``build_llm`` may take the keyword arguments ``inputs`` (the ``--input``
-values), ``config`` (the `AppConfig`) and, for ``build_tree``, ``llm``. Inputs that
-``build_state`` does not take become fields of the state.
+A script exposes ``build_tree()`` or a module-level ``tree``, not both; optionally
+``build_state()`` or ``STATE_SCHEMA`` (default: an `AgentState` state) and ``build_llm()``.
+``build_tree``, ``build_state`` and ``build_llm`` may take the keyword arguments ``inputs``
+(the ``--input`` values), ``config`` (the `AppConfig`) and, for ``build_tree``, ``llm``. Inputs
+that ``build_state`` does not take become fields of the state.
 
 A BT skill runs its tree directly, its inputs being the ``--input`` values. A prompt skill
 runs in a `SkillNode` with the configured model; its first user message is the ``task`` (or
@@ -258,6 +258,12 @@ def _script_target(path: Path, inputs: dict[str, Any], config: AppConfig) -> Tar
     llm = None
     build_llm = getattr(module, "build_llm", None)
     build_tree = getattr(module, "build_tree", None)
+    if build_tree is not None and hasattr(module, "tree"):
+        # running one and not the other would run a tree the author may not have meant
+        raise CLIError(
+            f"{path.name}: defines both build_tree() and a module-level 'tree'; keep one "
+            "(rename the other), so that it is clear which tree runs"
+        )
     if callable(build_llm):
         llm = _run_hook(build_llm, path, "build_llm", {"config": config, "inputs": inputs})
     elif callable(build_tree) and "llm" in inspect.signature(build_tree).parameters:
