@@ -549,6 +549,8 @@ def _explain(error: Any, where: str, lines: dict[tuple[Any, ...], int]) -> str:
 
 def _find_config(path: str | os.PathLike[str] | None) -> Path | None:
     if path is not None:
+        if not os.fspath(path):  # Path('') is '.', the folder: '--config "$UNSET"' said so
+            raise ConfigError("the config file's name is empty; name a YAML file")
         return _config_file(Path(path), "config file")
     env = os.environ.get("JIANMU_CONFIG")
     if env:
