@@ -253,6 +253,8 @@ def _script_target(path: Path, inputs: dict[str, Any], config: AppConfig) -> Tar
     module = _import_script(path)
     try:
         state = _script_state(module, path, inputs, config)
+    except CLIError:  # the script's own fault (build_state raised...), not the inputs'
+        raise
     except JianmuError as exc:  # e.g. inputs that the state schema refuses
         raise CLIError(f"{path.name}: the state does not accept the inputs: {exc}") from exc
     llm = None
@@ -273,6 +275,9 @@ def _script_target(path: Path, inputs: dict[str, Any], config: AppConfig) -> Tar
                          {"inputs": inputs, "config": config, "llm": llm})
     elif hasattr(module, "tree"):
         tree = module.tree
+    elif build_tree is not None:
+        raise CLIError(f"{path.name}: build_tree must be a function that returns the tree, "
+                       f"got {type(build_tree).__name__}")
     else:
         raise CLIError(
             f"{path}: defines neither build_tree() nor a module-level 'tree'; add "

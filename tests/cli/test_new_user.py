@@ -43,3 +43,28 @@ def test_a_script_with_both_build_tree_and_tree_is_refused(
     assert "jianmu: error: two.py: defines both build_tree() and a module-level 'tree'" in \
         captured.err, captured
     assert "success" not in captured.out, captured.out
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("def build_state():\n    raise RuntimeError('no state')\n",
+     "two.py:3: build_state() raised RuntimeError: no state"),
+    ("def build_state():\n    return 5\n",
+     "two.py: build_state() must return a jianmu StateManager, got int"),
+    ("STATE_SCHEMA = dict\n", "two.py: STATE_SCHEMA must be a pydantic model class"),
+    ("build_tree = 5\n", "two.py: build_tree must be a function that returns the tree, got int"),
+])
+def test_a_scripts_own_mistake_is_not_blamed_on_the_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    source: str, said: str,
+) -> None:
+    """Each said 'the state does not accept the inputs: ...' (of a run given no input at all),
+    and 'build_tree = 5' said the script 'defines neither build_tree() nor ... tree'."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.yaml").write_text(
+        f"runtime:\n  checkpoint_path: {tmp_path / 'runs.sqlite'}\n", encoding="utf-8")
+    tree = "" if "build_tree" in source else "tree = py_trees.behaviours.Success('s')\n"
+    (tmp_path / "two.py").write_text(f"import py_trees\n{source}{tree}", encoding="utf-8")
+    assert main(["run", "two.py", "--config", "c.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert f"jianmu: error: {said}" in err or f"jianmu: error: {tmp_path}/{said}" in err, err
+    assert "does not accept the inputs" not in err and "defines neither" not in err, err
