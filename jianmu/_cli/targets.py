@@ -443,7 +443,7 @@ def launch_config(launch: Launch, run_id: str) -> AppConfig:
     resumed, decided and forked there, whichever folder or config the command came from.
 
     Raises:
-        CLIError: that folder or that config file is gone.
+        CLIError: that folder, that config file or the run's script is gone.
     """
     from jianmu._cli.common import load_cli_config
 
@@ -457,6 +457,12 @@ def launch_config(launch: Launch, run_id: str) -> AppConfig:
         raise CLIError(
             f"run {run_id!r} was started under the config {launch.config!r}, which is gone; "
             "a run is resumed, decided and forked only under its own config"
+        )
+    if launch.kind == "script" and not Path(launch.target).is_file():
+        # not 'give the path of a .py file': this command was given a run id, no path
+        raise CLIError(
+            f"run {run_id!r} runs the script {launch.target!r}, which is gone; put it back "
+            "there to resume, decide or fork the run"
         )
     config = load_cli_config(launch.config) if launch.config else AppConfig()
     workdir = config.execution.workdir

@@ -1,5 +1,6 @@
-"""A new user's slips, met in-process (``jianmu.cli.main``): a config error at a secret's key
-says what is wrong in full, and a script that defines two trees is refused."""
+"""A new user's slips, met in-process (``jianmu.cli.main``): each is one error line that says
+what is wrong (a config error at a secret's key in full, a script's own mistake as its own, a
+run's script that is gone as gone), and a script that defines two trees is refused."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jianmu.cli import main
+from tests.cli._helpers import REPO, pending_of
 
 
 def test_a_config_error_at_a_secret_key_keeps_its_words(
@@ -68,3 +70,22 @@ def test_a_scripts_own_mistake_is_not_blamed_on_the_inputs(
     err = capsys.readouterr().err
     assert f"jianmu: error: {said}" in err or f"jianmu: error: {tmp_path}/{said}" in err, err
     assert "does not accept the inputs" not in err and "defines neither" not in err, err
+
+
+def test_resuming_a_run_whose_script_is_gone_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said "script '...' not found; give the path of a .py file" to a command given a run
+    id and no path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.yaml").write_text(
+        f"runtime:\n  checkpoint_path: {tmp_path / 'runs.sqlite'}\n", encoding="utf-8")
+    script = tmp_path / "flow.py"
+    script.write_text((REPO / "examples" / "approval_flow.py").read_text(), encoding="utf-8")
+    assert main(["run", "flow.py", "-i", "note=milk", "--non-interactive",
+                 "--config", "c.yaml"]) == 3
+    run_id, pending = pending_of(capsys.readouterr().out)
+    script.unlink()
+    assert main(["resume", run_id, "--approve", pending[0], "--config", "c.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert f"run {run_id!r} runs the script {str(script)!r}, which is gone" in err, err
