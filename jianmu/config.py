@@ -583,6 +583,8 @@ def yaml_problem(exc: Exception, text: str) -> tuple[int | None, str]:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
+        if "'\\t'" in problem:  # pyyaml's words name the tab but not the fix
+            problem += " (YAML indents with spaces, never tabs)"
     kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
     return line, f"{kind}{problem}"
 
