@@ -433,8 +433,8 @@ def _redacted(message: str, error: BaseException) -> str:
     from jianmu.errors import ConfigError
 
     place = _CONFIG_PLACE.match(message) if isinstance(error, ConfigError) else None
-    if place is None:
-        return redact_text(message)
+    if place is None or message[place.end():place.end() + 1] in ("'", '"'):
+        return redact_text(message)  # a quoted piece of the value ('${sk-...}') stays masked
     return redact_text(place.group()) + redact_text(message[place.end():])
 
 

@@ -28,6 +28,10 @@ def test_a_config_error_at_a_secret_key_keeps_its_words(
     err = capsys.readouterr().err
     assert ": llm.api_key: Input should be" in err, err  # not '*** should be'
     assert "sk-live" not in err, err  # the value itself is still never shown
+    config.write_text("llm:\n  api_key: ${sk-live-0123456789}\n", encoding="utf-8")
+    assert main(["tools", "list", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "llm.api_key: '***' is not a ${VAR} reference" in err and "sk-live" not in err, err
 
 
 def test_a_script_with_both_build_tree_and_tree_is_refused(
