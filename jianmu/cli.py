@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -22,6 +23,10 @@ from jianmu._secrets import redact_text
 
 __all__ = ("build_parser", "main")
 
+_CONFIG_PLACE = re.compile(r"^.*?:(?:\d+|\?): [\w.\[\]-]+: ")
+"""Where a config error is (``FILE:LINE: llm.api_key: ``): its key path is no secret's name
+before a value, and the config already leaves secret values out of what follows."""
+
 _EPILOG = """\
 exit codes: 0 success, 1 failure, 2 usage or config error, 3 suspended (waiting for
 approval; resume with 'jianmu resume RUN_ID'), 4 timeout or cancelled.
@@ -31,8 +36,8 @@ _RUN_EPILOG = """\
 TARGET is a Python script or a skill name (with --durable, a tree of the app).
 
 A script defines build_tree() (it may take the keyword arguments inputs, config and llm) or a
-module-level 'tree'; optionally build_state() or STATE_SCHEMA (default: AgentState) and
-build_llm(). --input values go to build_tree/build_state(inputs=...), else into the state.
+module-level 'tree', not both; optionally build_state() or STATE_SCHEMA (default: AgentState)
+and build_llm(). --input values go to build_tree/build_state(inputs=...), else into the state.
 
 A BT skill gets the --input values as its inputs (validated against its SKILL.md). A prompt
 skill runs with the model of the config's llm section; its first user message is the 'task'
@@ -418,8 +423,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         traceback.print_exception(error)
     # the message may quote a run id, a tool's output or a driver's error: shown, never
     # obeyed, and without the password of any URL it quotes
-    print(f"jianmu: error: {printable(redact_text(message))}", file=sys.stderr)
+    print(f"jianmu: error: {printable(_redacted(message, error))}", file=sys.stderr)
     return int(code)
+
+
+def _redacted(message: str, error: BaseException) -> str:
+    """``message`` without secrets; a config error's place is kept whole, else the first word
+    after ``llm.api_key: `` (``environment variable 'X' is not set``) was taken for the key."""
+    from jianmu.errors import ConfigError
+
+    place = _CONFIG_PLACE.match(message) if isinstance(error, ConfigError) else None
+    if place is None or message[place.end():place.end() + 1] in ("'", '"'):
+        return redact_text(message)  # a quoted piece of the value ('${sk-...}') stays masked
+    return redact_text(place.group()) + redact_text(message[place.end():])
+
 
 if __name__ == "__main__":
     sys.exit(main())

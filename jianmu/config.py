@@ -549,6 +549,8 @@ def _explain(error: Any, where: str, lines: dict[tuple[Any, ...], int]) -> str:
 
 def _find_config(path: str | os.PathLike[str] | None) -> Path | None:
     if path is not None:
+        if not os.fspath(path):  # Path('') is '.', the folder: '--config "$UNSET"' said so
+            raise ConfigError("the config file's name is empty; name a YAML file")
         return _config_file(Path(path), "config file")
     env = os.environ.get("JIANMU_CONFIG")
     if env:
@@ -581,6 +583,8 @@ def yaml_problem(exc: Exception, text: str) -> tuple[int | None, str]:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
+        if "'\\t'" in problem:  # pyyaml's words name the tab but not the fix
+            problem += " (YAML indents with spaces, never tabs)"
     kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
     return line, f"{kind}{problem}"
 

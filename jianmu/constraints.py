@@ -55,6 +55,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -452,6 +453,27 @@ class BlankIsUnset(BaseModel):
         if not blank:
             return data
         return {k: v for k, v in data.items() if k not in blank}
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_switch_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads true as 1: 'max_tool_calls: yes' or 'timeout: on' gave 1, unsaid
+        field = cls.model_fields.get(info.field_name or "")
+        if field is None:
+            return value
+        args = typing.get_args(field.annotation)
+        of_a_dict = typing.get_origin(field.annotation) is dict and bool(args)
+        numeric = _is_number(args[-1] if of_a_dict else field.annotation)
+        values = list(value.values()) if of_a_dict and isinstance(value, dict) else [value]
+        if numeric and any(isinstance(v, bool) for v in values):
+            raise ValueError("must be a number, not true or false")
+        return value
+
+
+def _is_number(annotation: Any) -> bool:
+    """Whether a field's type is a number (``int``, ``float | None``) and no switch."""
+    kinds = set(typing.get_args(annotation) or (annotation,)) - {type(None)}
+    return bool(kinds) and kinds <= {int, float}
 
 
 def _admits_none(annotation: Any) -> bool:

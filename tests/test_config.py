@@ -329,3 +329,16 @@ def test_a_model_url_that_is_no_http_url_is_refused_with_its_line(url: str) -> N
     with pytest.raises(ConfigError) as info:  # a URL may hold a password: never echoed
         parse_config("llm:\n  base_url: user:s3cret@host/v1\n", "f.yaml")
     assert "s3cret" not in str(info.value)
+
+
+def test_an_empty_config_name_says_so_not_that_a_folder_was_named() -> None:
+    """``--config "$UNSET"`` read as Path(''), the folder '.': ".: config file is a directory"."""
+    with pytest.raises(ConfigError, match=r"^the config file's name is empty; name a YAML file$"):
+        load_config("")
+
+
+def test_a_tab_in_the_indentation_says_to_indent_with_spaces() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config("runtime:\n\ttimeout: 3\n", "f.yaml")
+    assert str(info.value).startswith("f.yaml:2: YAML syntax error: found character '\\t'")
+    assert str(info.value).endswith("(YAML indents with spaces, never tabs)")

@@ -1,10 +1,10 @@
 """What ``jianmu run`` runs: a Python script or a skill, built into a tree and its state.
 
-A script exposes ``build_tree()`` or a module-level ``tree``; optionally ``build_state()`` or
-``STATE_SCHEMA`` (default: an `AgentState` state) and ``build_llm()``. ``build_tree``,
-``build_state`` and ``build_llm`` may take the keyword arguments ``inputs`` (the ``--input``
-values), ``config`` (the `AppConfig`) and, for ``build_tree``, ``llm``. Inputs that
-``build_state`` does not take become fields of the state.
+A script exposes ``build_tree()`` or a module-level ``tree``, not both; optionally
+``build_state()`` or ``STATE_SCHEMA`` (default: an `AgentState` state) and ``build_llm()``.
+``build_tree``, ``build_state`` and ``build_llm`` may take the keyword arguments ``inputs``
+(the ``--input`` values), ``config`` (the `AppConfig`) and, for ``build_tree``, ``llm``. Inputs
+that ``build_state`` does not take become fields of the state.
 
 A BT skill runs its tree directly, its inputs being the ``--input`` values. A prompt skill
 runs in a `SkillNode` with the configured model; its first user message is the ``task`` (or
@@ -253,11 +253,19 @@ def _script_target(path: Path, inputs: dict[str, Any], config: AppConfig) -> Tar
     module = _import_script(path)
     try:
         state = _script_state(module, path, inputs, config)
+    except CLIError:  # the script's own fault (build_state raised...), not the inputs'
+        raise
     except JianmuError as exc:  # e.g. inputs that the state schema refuses
         raise CLIError(f"{path.name}: the state does not accept the inputs: {exc}") from exc
     llm = None
     build_llm = getattr(module, "build_llm", None)
     build_tree = getattr(module, "build_tree", None)
+    if build_tree is not None and hasattr(module, "tree"):
+        # running one and not the other would run a tree the author may not have meant
+        raise CLIError(
+            f"{path.name}: defines both build_tree() and a module-level 'tree'; keep one "
+            "(rename the other), so that it is clear which tree runs"
+        )
     if callable(build_llm):
         llm = _run_hook(build_llm, path, "build_llm", {"config": config, "inputs": inputs})
     elif callable(build_tree) and "llm" in inspect.signature(build_tree).parameters:
@@ -267,6 +275,9 @@ def _script_target(path: Path, inputs: dict[str, Any], config: AppConfig) -> Tar
                          {"inputs": inputs, "config": config, "llm": llm})
     elif hasattr(module, "tree"):
         tree = module.tree
+    elif build_tree is not None:
+        raise CLIError(f"{path.name}: build_tree must be a function that returns the tree, "
+                       f"got {type(build_tree).__name__}")
     else:
         raise CLIError(
             f"{path}: defines neither build_tree() nor a module-level 'tree'; add "
@@ -432,7 +443,7 @@ def launch_config(launch: Launch, run_id: str) -> AppConfig:
     resumed, decided and forked there, whichever folder or config the command came from.
 
     Raises:
-        CLIError: that folder or that config file is gone.
+        CLIError: that folder, that config file or the run's script is gone.
     """
     from jianmu._cli.common import load_cli_config
 
@@ -446,6 +457,12 @@ def launch_config(launch: Launch, run_id: str) -> AppConfig:
         raise CLIError(
             f"run {run_id!r} was started under the config {launch.config!r}, which is gone; "
             "a run is resumed, decided and forked only under its own config"
+        )
+    if launch.kind == "script" and not Path(launch.target).is_file():
+        # not 'give the path of a .py file': this command was given a run id, no path
+        raise CLIError(
+            f"run {run_id!r} runs the script {launch.target!r}, which is gone; put it back "
+            "there to resume, decide or fork the run"
         )
     config = load_cli_config(launch.config) if launch.config else AppConfig()
     workdir = config.execution.workdir

@@ -81,6 +81,20 @@ def test_a_switch_reads_true_and_false_also_as_text(text: str, value: str, meant
     assert getattr(getattr(config, section), key) is meant
 
 
+@pytest.mark.parametrize("text", [
+    "guard:\n  max_tool_calls: {}\n", "guard:\n  budget: {{total_tokens: {}}}\n",
+    "guard:\n  rate_limits: {{bash: {}}}\n", "runtime:\n  timeout: {}\n",
+    "execution:\n  memory_mb: {}\n",
+])
+@pytest.mark.parametrize("value", ["yes", "false"])
+def test_a_limit_takes_a_number_not_true_or_false(text: str, value: str) -> None:
+    """pydantic reads true as 1 and false as 0: 'max_tool_calls: yes' allowed one call,
+    'timeout: on' stopped every run after a second, 'rate_limits: {bash: no}' blocked it."""
+    with pytest.raises(ConfigError, match="must be a number, not true or false"):
+        parse_config(text.format(value), "c.yaml")
+    assert parse_config(text.format("'3'"), "c.yaml")  # as text (a ${VAR}) a number still reads
+
+
 @pytest.mark.parametrize("relative", [".", "state", "ws/.state"])
 def test_a_relative_state_home_does_not_put_saved_runs_in_the_working_folder(
     relative: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

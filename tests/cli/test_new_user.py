@@ -1,0 +1,95 @@
+"""A new user's slips, met in-process (``jianmu.cli.main``): each is one error line that says
+what is wrong (a config error at a secret's key in full, a script's own mistake as its own, a
+run's script that is gone as gone), and a script that defines two trees is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jianmu.cli import main
+from tests.cli._helpers import REPO, pending_of
+
+
+def test_a_config_error_at_a_secret_key_keeps_its_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'llm.api_key: environment variable ...' was shown as 'llm.api_key: *** variable ...':
+    the masking of 'key: value' secrets took the key path for a key and the next word for it."""
+    monkeypatch.delenv("NO_SUCH_KEY_HERE", raising=False)
+    config = tmp_path / "c.yaml"
+    config.write_text("llm:\n  api_key: ${NO_SUCH_KEY_HERE}\n", encoding="utf-8")
+    assert main(["tools", "list", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "llm.api_key: environment variable 'NO_SUCH_KEY_HERE' is not set" in err, err
+    config.write_text("llm:\n  api_key: [sk-live-0123456789]\n", encoding="utf-8")
+    assert main(["tools", "list", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert ": llm.api_key: Input should be" in err, err  # not '*** should be'
+    assert "sk-live" not in err, err  # the value itself is still never shown
+    config.write_text("llm:\n  api_key: ${sk-live-0123456789}\n", encoding="utf-8")
+    assert main(["tools", "list", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "llm.api_key: '***' is not a ${VAR} reference" in err and "sk-live" not in err, err
+
+
+def test_a_script_with_both_build_tree_and_tree_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """build_tree() ran and the module-level 'tree' was silently ignored."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.yaml").write_text(
+        f"runtime:\n  checkpoint_path: {tmp_path / 'runs.sqlite'}\n", encoding="utf-8")
+    (tmp_path / "two.py").write_text(
+        "import py_trees\ntree = py_trees.behaviours.Success('module_level')\n"
+        "def build_tree():\n    return py_trees.behaviours.Success('built')\n", encoding="utf-8")
+    assert main(["run", "two.py", "--config", "c.yaml"]) == 2
+    captured = capsys.readouterr()
+    assert "jianmu: error: two.py: defines both build_tree() and a module-level 'tree'" in \
+        captured.err, captured
+    assert "success" not in captured.out, captured.out
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("def build_state():\n    raise RuntimeError('no state')\n",
+     "two.py:3: build_state() raised RuntimeError: no state"),
+    ("def build_state():\n    return 5\n",
+     "two.py: build_state() must return a jianmu StateManager, got int"),
+    ("STATE_SCHEMA = dict\n", "two.py: STATE_SCHEMA must be a pydantic model class"),
+    ("build_tree = 5\n", "two.py: build_tree must be a function that returns the tree, got int"),
+])
+def test_a_scripts_own_mistake_is_not_blamed_on_the_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    source: str, said: str,
+) -> None:
+    """Each said 'the state does not accept the inputs: ...' (of a run given no input at all),
+    and 'build_tree = 5' said the script 'defines neither build_tree() nor ... tree'."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.yaml").write_text(
+        f"runtime:\n  checkpoint_path: {tmp_path / 'runs.sqlite'}\n", encoding="utf-8")
+    tree = "" if "build_tree" in source else "tree = py_trees.behaviours.Success('s')\n"
+    (tmp_path / "two.py").write_text(f"import py_trees\n{source}{tree}", encoding="utf-8")
+    assert main(["run", "two.py", "--config", "c.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert f"jianmu: error: {said}" in err or f"jianmu: error: {tmp_path}/{said}" in err, err
+    assert "does not accept the inputs" not in err and "defines neither" not in err, err
+
+
+def test_resuming_a_run_whose_script_is_gone_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said "script '...' not found; give the path of a .py file" to a command given a run
+    id and no path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.yaml").write_text(
+        f"runtime:\n  checkpoint_path: {tmp_path / 'runs.sqlite'}\n", encoding="utf-8")
+    script = tmp_path / "flow.py"
+    script.write_text((REPO / "examples" / "approval_flow.py").read_text(), encoding="utf-8")
+    assert main(["run", "flow.py", "-i", "note=milk", "--non-interactive",
+                 "--config", "c.yaml"]) == 3
+    run_id, pending = pending_of(capsys.readouterr().out)
+    script.unlink()
+    assert main(["resume", run_id, "--approve", pending[0], "--config", "c.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert f"run {run_id!r} runs the script {str(script)!r}, which is gone" in err, err
