@@ -3,7 +3,9 @@
 - A stdio server's stdout line that is not JSON-RPC: the SDK logs it with
   ``logger.exception`` ("Failed to parse JSONRPC message from server" and pydantic's
   traceback); a server that prints a banner to stdout, a common slip, filled the terminal
-  under the one-line error the client gives. It becomes one warning naming the line.
+  under the one-line error the client gives. It becomes one warning naming the server (the
+  `speaking` context variable, which each session's task sets: the SDK's reader task
+  inherits it) and the line.
 - An HTTP answer that came after its request was given up (a call that timed out or was
   cancelled, its session closed since): the SDK logs it as an ERROR with a traceback, "Error
   parsing SSE message", though nothing failed to parse (its own comment says so). It is left
@@ -12,9 +14,13 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 
-__all__ = ("quiet_sdk_noise",)
+__all__ = ("quiet_sdk_noise", "speaking")
+
+speaking: contextvars.ContextVar[str | None] = contextvars.ContextVar("speaking", default=None)
+"""The name of the MCP server whose session the current task serves (the warning names it)."""
 
 _STDIO_LOGGER = "mcp.client.stdio"
 _PARSE_FAILED = "Failed to parse JSONRPC message from server"
@@ -35,7 +41,9 @@ class _OneLine(logging.Filter):
         except Exception:  # another error: say what it is
             pass
         shown = repr(line)[:120] if isinstance(line, str) else type(error).__name__
-        record.msg = (f"an MCP stdio server wrote a line to stdout that is not JSON-RPC: "
+        server = speaking.get()
+        who = "an MCP stdio server" if server is None else f"MCP stdio server {server!r}"
+        record.msg = (f"{who} wrote a line to stdout that is not JSON-RPC: "
                       f"{shown}; a stdio server writes only protocol messages there (its logs "
                       "go to stderr)")
         record.args = None

@@ -361,6 +361,23 @@ async def test_unstartable_servers_raise_mcp_error() -> None:
         await quitter.initialize()
 
 
+@pytest.mark.anyio
+async def test_a_line_on_stdout_that_is_not_json_rpc_names_its_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With several servers, a warning that said only "an MCP stdio server" left the user to
+    guess which one printed the line."""
+    babbler = MCPToolProvider("babbler", command=sys.executable,
+                              args=["-c", "print('Server ready!')"], timeout=10)
+    with caplog.at_level(logging.WARNING, logger="mcp.client.stdio"):
+        with pytest.raises(MCPError, match="could not connect to MCP server 'babbler'"):
+            await babbler.initialize()
+    said = [r.getMessage() for r in caplog.records if "not JSON-RPC" in r.getMessage()]
+    assert said == ["MCP stdio server 'babbler' wrote a line to stdout that is not JSON-RPC: "
+                    "'Server ready!'; a stdio server writes only protocol messages there (its "
+                    "logs go to stderr)"]
+
+
 def test_provider_outlives_the_event_loop_that_opened_it() -> None:
     provider = weather()
 
