@@ -378,6 +378,31 @@ async def test_a_line_on_stdout_that_is_not_json_rpc_names_its_server(
                     "logs go to stderr)"]
 
 
+@pytest.mark.anyio
+async def test_a_long_line_from_a_stdio_server_is_read_in_one_piece(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK's reader joined every 64 KiB chunk to the line so far and split it all again:
+    a 20 MB result took longer than the call's timeout, and its reading went on after."""
+    import mcp.client.stdio
+
+    chunks: list[int] = []
+
+    class Counted(mcp.client.stdio.TextReceiveStream):  # type: ignore[misc]
+        async def receive(self) -> str:
+            chunk: str = await super().receive()
+            chunks.append(len(chunk))
+            return chunk
+
+    monkeypatch.setattr(mcp.client.stdio, "TextReceiveStream", Counted)
+    text = "é" * (1 << 19)  # 1 MiB of UTF-8 on the wire: 16 chunks of 64 KiB or more
+    async with MCPClient(command=sys.executable, args=[WEATHER, "stdio"], timeout=20) as client:
+        echoed = await client.call_tool("echo", {"text": text})
+    assert not echoed.is_error and echoed.text() == text
+    assert max(chunks) > len(text)  # the whole line at once
+    assert len(chunks) <= 3, chunks  # the handshake's answer, the call's, the end
+
+
 def test_provider_outlives_the_event_loop_that_opened_it() -> None:
     provider = weather()
 
