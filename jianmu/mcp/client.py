@@ -235,7 +235,9 @@ class MCPClient:
             MCPError: the server could not be reached or answered badly.
         """
         skipped: list[str] = []
-        infos = await self._submit(self._request, "tools/list", data.list_tools, skipped)
+        infos = await self._submit(
+            self._request, "tools/list", data.list_tools, skipped, self.name
+        )
         self.skipped_tools = tuple(skipped)
         for line in skipped:
             logger.info("%s; skipped", line)

@@ -270,14 +270,23 @@ async def _pages(
             break
 
 
-async def list_tools(session: Any, skipped: list[str] | None = None) -> list[MCPToolInfo]:
+async def list_tools(
+    session: Any, skipped: list[str] | None = None, server: str = "the server"
+) -> list[MCPToolInfo]:
     """``tools/list``, every page: the valid tools; why each other one was left out goes to
-    ``skipped`` (emptied first)."""
+    ``skipped`` (emptied first). A name listed again is left out: a call names one tool."""
     infos: list[MCPToolInfo] = []
     if skipped is not None:
         skipped.clear()  # a request sent again (a forgotten session) lists afresh
+    seen: set[str] = set()
     try:
         async for t in _tools(session, skipped):
+            if t.name in seen:
+                if skipped is not None:
+                    skipped.append(f"MCP tool {t.name[:80]!r} of server {server!r} is listed "
+                                   "more than once; the first is kept")
+                continue
+            seen.add(t.name)
             infos.append(_tool_info(t))
     except Exception as exc:
         if declares_tools(session) or not method_not_found(exc):
