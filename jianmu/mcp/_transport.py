@@ -19,6 +19,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from jianmu.mcp._sdk_noise import LineTooLong
+
 __all__ = (
     "RefusedAuth", "SecretHeaders", "WatchedStream", "WholeLines", "errlog", "open_transport",
     "server_process",
@@ -168,20 +170,36 @@ class WholeLines(anyio.abc.ByteReceiveStream):
     The SDK's reader joins each chunk it reads (64 KiB at most) to the unfinished line and
     splits the whole again, so a line of n bytes cost n²/64 KiB: a 20 MB result took minutes
     of the event loop. Handed a line's end at once, it joins and splits each line once. A
-    chunk may then be longer than ``max_bytes``: its reader only decodes it.
+    chunk may then be longer than ``max_bytes``: its reader only decodes it. A line longer
+    than `limit` (a server writing without end) kills the server and raises `LineTooLong`:
+    the session ends (the next call starts the server again) rather than filling the memory.
+    Only the kill ends it: the SDK's reader drains the stdout to its end before it lets the
+    session know.
     """
 
-    def __init__(self, stream: anyio.abc.ByteReceiveStream) -> None:
-        self._stream = stream
+    limit = 64 << 20
+    """The longest line read, in bytes (a result of 20 MiB of media fits many times over)."""
+
+    def __init__(self, stream: anyio.abc.ByteReceiveStream, process: Any) -> None:
+        self._stream, self._process = stream, process
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         """The next bytes, up to and past the next line's end; what is left at the end."""
         parts = [await self._stream.receive(max_bytes)]
+        size = len(parts[0])
         while b"\n" not in parts[-1]:
+            if size > self.limit:
+                with contextlib.suppress(ProcessLookupError):
+                    self._process.kill()
+                raise LineTooLong(
+                    f"wrote a line of more than {self.limit:,} bytes to stdout; its session "
+                    "is closed, and the next call starts the server again"
+                )
             try:
                 parts.append(await self._stream.receive(max_bytes))
             except anyio.EndOfStream:  # the last line had no end: hand it as it is
                 break
+            size += len(parts[-1])
         return b"".join(parts)
 
     async def aclose(self) -> None:
@@ -194,7 +212,7 @@ def read_whole_lines(process: Any) -> None:
     in ``_stdout``; another keeps its own, read as the SDK reads it)."""
     stdout = getattr(process, "_stdout", None)
     if isinstance(stdout, anyio.abc.ByteReceiveStream) and not isinstance(stdout, WholeLines):
-        process._stdout = WholeLines(stdout)
+        process._stdout = WholeLines(stdout, process)
 
 
 class WatchedStream:

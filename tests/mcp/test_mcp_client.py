@@ -380,11 +380,16 @@ async def test_a_line_on_stdout_that_is_not_json_rpc_names_its_server(
 
 @pytest.mark.anyio
 async def test_a_long_line_from_a_stdio_server_is_read_in_one_piece(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The SDK's reader joined every 64 KiB chunk to the line so far and split it all again:
-    a 20 MB result took longer than the call's timeout, and its reading went on after."""
+    a 20 MB result took longer than the call's timeout, and its reading went on after. A line
+    past the bound ends the session, not the memory, and the next call starts a new one."""
     import mcp.client.stdio
+
+    from jianmu.mcp._transport import WholeLines
+
+    monkeypatch.setattr(WholeLines, "limit", 3 << 20)
 
     chunks: list[int] = []
 
@@ -396,11 +401,20 @@ async def test_a_long_line_from_a_stdio_server_is_read_in_one_piece(
 
     monkeypatch.setattr(mcp.client.stdio, "TextReceiveStream", Counted)
     text = "é" * (1 << 19)  # 1 MiB of UTF-8 on the wire: 16 chunks of 64 KiB or more
-    async with MCPClient(command=sys.executable, args=[WEATHER, "stdio"], timeout=20) as client:
+    async with MCPClient(command=sys.executable, args=[WEATHER, "stdio"], timeout=20,
+                         name="weather") as client:
         echoed = await client.call_tool("echo", {"text": text})
-    assert not echoed.is_error and echoed.text() == text
-    assert max(chunks) > len(text)  # the whole line at once
-    assert len(chunks) <= 3, chunks  # the handshake's answer, the call's, the end
+        assert not echoed.is_error and echoed.text() == text
+        assert max(chunks) > len(text)  # the whole line at once
+        assert len(chunks) <= 2, chunks  # the handshake's answer, the call's
+        with caplog.at_level(logging.WARNING, logger="mcp.client.stdio"):
+            with pytest.raises(MCPError, match="closed the connection during tools/call 'echo'"):
+                await client.call_tool("echo", {"text": text * 4})
+        assert (await client.call_tool("echo", {"text": "again"})).text() == "again"
+        assert client.connections == 2
+    said = [r.getMessage() for r in caplog.records if "bytes to stdout" in r.getMessage()]
+    assert said == ["MCP stdio server 'weather' wrote a line of more than 3,145,728 bytes to "
+                    "stdout; its session is closed, and the next call starts the server again"]
 
 
 def test_provider_outlives_the_event_loop_that_opened_it() -> None:
