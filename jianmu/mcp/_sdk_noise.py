@@ -3,7 +3,11 @@
 - A stdio server's stdout line that is not JSON-RPC: the SDK logs it with
   ``logger.exception`` ("Failed to parse JSONRPC message from server" and pydantic's
   traceback); a server that prints a banner to stdout, a common slip, filled the terminal
-  under the one-line error the client gives. It becomes one warning naming the line.
+  under the one-line error the client gives. It becomes one warning naming the server (the
+  `speaking` context variable, which each session's task sets: the SDK's reader task
+  inherits it) and the line.
+- A line past `jianmu.mcp._transport.WholeLines`' bound (`LineTooLong`): the SDK logs the
+  end of its reading with a traceback; it becomes one warning naming the server and the bound.
 - An HTTP answer that came after its request was given up (a call that timed out or was
   cancelled, its session closed since): the SDK logs it as an ERROR with a traceback, "Error
   parsing SSE message", though nothing failed to parse (its own comment says so). It is left
@@ -12,12 +16,24 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 
-__all__ = ("quiet_sdk_noise",)
+__all__ = ("LineTooLong", "quiet_sdk_noise", "speaking")
+
+speaking: contextvars.ContextVar[str | None] = contextvars.ContextVar("speaking", default=None)
+"""The name of the MCP server whose session the current task serves (the warning names it)."""
 
 _STDIO_LOGGER = "mcp.client.stdio"
 _PARSE_FAILED = "Failed to parse JSONRPC message from server"
+_READ_FAILED = "Reading from the MCP server's stdout failed mid-session"
+
+
+class LineTooLong(ConnectionError):
+    """A stdio server's line passed `jianmu.mcp._transport.WholeLines`' bound: the session
+    ends (the SDK's reader ends it on a ``ConnectionError``) rather than memory."""
+
+
 _HTTP_LOGGER = "mcp.client.streamable_http"
 _SSE_FAILED = "Error parsing SSE message"
 
@@ -26,6 +42,10 @@ class _OneLine(logging.Filter):
     """Rewrites the SDK's parse failure as a warning naming the line, without a traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == _READ_FAILED and record.exc_info:
+            if isinstance(record.exc_info[1], LineTooLong):
+                said(record, f"{who()} {record.exc_info[1]}")
+            return True
         if record.msg != _PARSE_FAILED or not record.exc_info:
             return True
         error = record.exc_info[1]
@@ -35,13 +55,23 @@ class _OneLine(logging.Filter):
         except Exception:  # another error: say what it is
             pass
         shown = repr(line)[:120] if isinstance(line, str) else type(error).__name__
-        record.msg = (f"an MCP stdio server wrote a line to stdout that is not JSON-RPC: "
-                      f"{shown}; a stdio server writes only protocol messages there (its logs "
-                      "go to stderr)")
-        record.args = None
-        record.exc_info = record.exc_text = None
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        said(record, f"{who()} wrote a line to stdout that is not JSON-RPC: {shown}; a stdio "
+                     "server writes only protocol messages there (its logs go to stderr)")
         return True
+
+
+def who() -> str:
+    """The stdio server of the current session, as a warning names it."""
+    server = speaking.get()
+    return "an MCP stdio server" if server is None else f"MCP stdio server {server!r}"
+
+
+def said(record: logging.LogRecord, message: str) -> None:
+    """Make ``record`` the one-line warning ``message``, without a traceback."""
+    record.msg = message
+    record.args = None
+    record.exc_info = record.exc_text = None
+    record.levelno, record.levelname = logging.WARNING, "WARNING"
 
 
 class _GivenUp(logging.Filter):

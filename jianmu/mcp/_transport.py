@@ -3,7 +3,8 @@ session reads from it.
 
 Header values (a bearer token among them) live in `SecretHeaders`, whose repr and str show
 only the header names; `RefusedAuth` remembers a server's 401/403, which the SDK turns into a
-generic error. `WatchedStream` tells the client when the server's messages end.
+generic error. `WatchedStream` tells the client when the server's messages end;
+`WholeLines` hands a stdio server's stdout to the SDK a line's end at a time.
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
+import anyio.abc
+
+from jianmu.mcp._sdk_noise import LineTooLong
 
 __all__ = (
-    "RefusedAuth", "SecretHeaders", "WatchedStream", "errlog", "open_transport", "server_process"
+    "RefusedAuth", "SecretHeaders", "WatchedStream", "WholeLines", "errlog", "open_transport",
+    "server_process",
 )
 
 
@@ -130,6 +135,7 @@ async def open_transport(
         async with opened as streams:
             process = server_process(opened)
             if process is not None:
+                read_whole_lines(process)  # before the SDK's reader task first runs
                 spawned(process)
             yield streams
         return
@@ -156,6 +162,57 @@ def server_process(opened: Any) -> Any:
     frame = getattr(getattr(opened, "gen", None), "ag_frame", None)
     process = frame.f_locals.get("process") if frame is not None else None
     return process if isinstance(getattr(process, "pid", None), int) else None
+
+
+class WholeLines(anyio.abc.ByteReceiveStream):
+    """A stdio server's stdout, read on until a chunk holds a line's end (or the output ends).
+
+    The SDK's reader joins each chunk it reads (64 KiB at most) to the unfinished line and
+    splits the whole again, so a line of n bytes cost n²/64 KiB: a 20 MB result took minutes
+    of the event loop. Handed a line's end at once, it joins and splits each line once. A
+    chunk may then be longer than ``max_bytes``: its reader only decodes it. A line longer
+    than `limit` (a server writing without end) kills the server and raises `LineTooLong`:
+    the session ends (the next call starts the server again) rather than filling the memory.
+    Only the kill ends it: the SDK's reader drains the stdout to its end before it lets the
+    session know.
+    """
+
+    limit = 64 << 20
+    """The longest line read, in bytes (a result of 20 MiB of media fits many times over)."""
+
+    def __init__(self, stream: anyio.abc.ByteReceiveStream, process: Any) -> None:
+        self._stream, self._process = stream, process
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        """The next bytes, up to and past the next line's end; what is left at the end."""
+        parts = [await self._stream.receive(max_bytes)]
+        size = len(parts[0])
+        while b"\n" not in parts[-1]:
+            if size > self.limit:
+                with contextlib.suppress(ProcessLookupError):
+                    self._process.kill()
+                raise LineTooLong(
+                    f"wrote a line of more than {self.limit:,} bytes to stdout; its session "
+                    "is closed, and the next call starts the server again"
+                )
+            try:
+                parts.append(await self._stream.receive(max_bytes))
+            except anyio.EndOfStream:  # the last line had no end: hand it as it is
+                break
+            size += len(parts[-1])
+        return b"".join(parts)
+
+    async def aclose(self) -> None:
+        """Close the stream."""
+        await self._stream.aclose()
+
+
+def read_whole_lines(process: Any) -> None:
+    """Give the SDK's reader `WholeLines` of ``process``'s stdout (anyio's `Process` keeps it
+    in ``_stdout``; another keeps its own, read as the SDK reads it)."""
+    stdout = getattr(process, "_stdout", None)
+    if isinstance(stdout, anyio.abc.ByteReceiveStream) and not isinstance(stdout, WholeLines):
+        process._stdout = WholeLines(stdout, process)
 
 
 class WatchedStream:

@@ -61,7 +61,7 @@ from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
 from jianmu.mcp import data
 from jianmu.mcp._dropped import SHUTDOWN_SECONDS, Leftovers, abandoned
 from jianmu.mcp._listing import NotingStream, ToolListings
-from jianmu.mcp._sdk_noise import quiet_sdk_noise
+from jianmu.mcp._sdk_noise import quiet_sdk_noise, speaking
 from jianmu.mcp._transport import RefusedAuth, SecretHeaders, WatchedStream, open_transport
 from jianmu.mcp.data import MCPCallResult
 
@@ -235,7 +235,9 @@ class MCPClient:
             MCPError: the server could not be reached or answered badly.
         """
         skipped: list[str] = []
-        infos = await self._submit(self._request, "tools/list", data.list_tools, skipped)
+        infos = await self._submit(
+            self._request, "tools/list", data.list_tools, skipped, self.name
+        )
         self.skipped_tools = tuple(skipped)
         for line in skipped:
             logger.info("%s; skipped", line)
@@ -575,6 +577,7 @@ async def own_session(
     client = ref()
     assert client is not None  # its caller (`_ensure_session`) holds it
     name, connect_timeout = client.name, client.connect_timeout
+    speaking.set(name)  # this task's own context: the SDK's reader task inherits it
     client._refused = refused = RefusedAuth()
     transport = open_transport(
         command=client.command, args=client.args, env=client.env, cwd=client.cwd,

@@ -270,28 +270,62 @@ async def _pages(
             break
 
 
-async def list_tools(session: Any, skipped: list[str] | None = None) -> list[MCPToolInfo]:
+async def list_tools(
+    session: Any, skipped: list[str] | None = None, server: str = "the server"
+) -> list[MCPToolInfo]:
     """``tools/list``, every page: the valid tools; why each other one was left out goes to
-    ``skipped`` (emptied first)."""
+    ``skipped`` (emptied first). A name listed again is left out: a call names one tool."""
     infos: list[MCPToolInfo] = []
     if skipped is not None:
         skipped.clear()  # a request sent again (a forgotten session) lists afresh
-    async for t in _pages(lambda p: session.list_tools(params=p), "tools", skipped):
-        notes = t.annotations.model_dump(by_alias=True, exclude_none=True) if (
-            t.annotations is not None
-        ) else {}
-        infos.append(
-            MCPToolInfo(
-                name=t.name,
-                description=t.description or "",
-                title=t.title,
-                input_schema=dict(t.input_schema or {}),
-                output_schema=dict(t.output_schema) if t.output_schema else None,
-                annotations=notes,
-                task_support=getattr(t.execution, "task_support", None),
-            )
-        )
+    seen: set[str] = set()
+    try:
+        async for t in _tools(session, skipped):
+            if t.name in seen:
+                if skipped is not None:
+                    skipped.append(f"MCP tool {t.name[:80]!r} of server {server!r} is listed "
+                                   "more than once; the first is kept")
+                continue
+            seen.add(t.name)
+            infos.append(_tool_info(t))
+    except Exception as exc:
+        if declares_tools(session) or not method_not_found(exc):
+            raise
+        return []  # a server of resources or prompts only: it has no tools to list
     return infos
+
+
+def declares_tools(session: Any) -> bool:
+    """Whether the server's ``initialize`` answer declared the ``tools`` capability (taken as
+    declared when the session does not say)."""
+    capabilities = getattr(session, "server_capabilities", None)
+    return capabilities is None or getattr(capabilities, "tools", None) is not None
+
+
+def method_not_found(exc: BaseException) -> bool:
+    """Whether ``exc`` is the SDK's error for a JSON-RPC ``Method not found`` (-32601)."""
+    return getattr(exc, "code", None) == -32601 and isinstance(getattr(exc, "message", None), str)
+
+
+def _tools(session: Any, skipped: list[str] | None) -> AsyncIterator[Any]:
+    """The pages of ``tools/list``, one tool at a time."""
+    return _pages(lambda p: session.list_tools(params=p), "tools", skipped)
+
+
+def _tool_info(t: Any) -> MCPToolInfo:
+    """A listed tool as Jianmu keeps it."""
+    notes = t.annotations.model_dump(by_alias=True, exclude_none=True) if (
+        t.annotations is not None
+    ) else {}
+    return MCPToolInfo(
+        name=t.name,
+        description=t.description or "",
+        title=t.title,
+        input_schema=dict(t.input_schema or {}),
+        output_schema=dict(t.output_schema) if t.output_schema else None,
+        annotations=notes,
+        task_support=getattr(t.execution, "task_support", None),
+    )
 
 
 async def list_resources(session: Any) -> list[MCPResourceInfo]:

@@ -361,6 +361,62 @@ async def test_unstartable_servers_raise_mcp_error() -> None:
         await quitter.initialize()
 
 
+@pytest.mark.anyio
+async def test_a_line_on_stdout_that_is_not_json_rpc_names_its_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With several servers, a warning that said only "an MCP stdio server" left the user to
+    guess which one printed the line."""
+    babbler = MCPToolProvider("babbler", command=sys.executable,
+                              args=["-c", "print('Server ready!')"], timeout=10)
+    with caplog.at_level(logging.WARNING, logger="mcp.client.stdio"):
+        with pytest.raises(MCPError, match="could not connect to MCP server 'babbler'"):
+            await babbler.initialize()
+    said = [r.getMessage() for r in caplog.records if "not JSON-RPC" in r.getMessage()]
+    assert said == ["MCP stdio server 'babbler' wrote a line to stdout that is not JSON-RPC: "
+                    "'Server ready!'; a stdio server writes only protocol messages there (its "
+                    "logs go to stderr)"]
+
+
+@pytest.mark.anyio
+async def test_a_long_line_from_a_stdio_server_is_read_in_one_piece(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The SDK's reader joined every 64 KiB chunk to the line so far and split it all again:
+    a 20 MB result took longer than the call's timeout, and its reading went on after. A line
+    past the bound ends the session, not the memory, and the next call starts a new one."""
+    import mcp.client.stdio
+
+    from jianmu.mcp._transport import WholeLines
+
+    monkeypatch.setattr(WholeLines, "limit", 3 << 20)
+
+    chunks: list[int] = []
+
+    class Counted(mcp.client.stdio.TextReceiveStream):  # type: ignore[misc]
+        async def receive(self) -> str:
+            chunk: str = await super().receive()
+            chunks.append(len(chunk))
+            return chunk
+
+    monkeypatch.setattr(mcp.client.stdio, "TextReceiveStream", Counted)
+    text = "é" * (1 << 19)  # 1 MiB of UTF-8 on the wire: 16 chunks of 64 KiB or more
+    async with MCPClient(command=sys.executable, args=[WEATHER, "stdio"], timeout=20,
+                         name="weather") as client:
+        echoed = await client.call_tool("echo", {"text": text})
+        assert not echoed.is_error and echoed.text() == text
+        assert max(chunks) > len(text)  # the whole line at once
+        assert len(chunks) <= 2, chunks  # the handshake's answer, the call's
+        with caplog.at_level(logging.WARNING, logger="mcp.client.stdio"):
+            with pytest.raises(MCPError, match="closed the connection during tools/call 'echo'"):
+                await client.call_tool("echo", {"text": text * 4})
+        assert (await client.call_tool("echo", {"text": "again"})).text() == "again"
+        assert client.connections == 2
+    said = [r.getMessage() for r in caplog.records if "bytes to stdout" in r.getMessage()]
+    assert said == ["MCP stdio server 'weather' wrote a line of more than 3,145,728 bytes to "
+                    "stdout; its session is closed, and the next call starts the server again"]
+
+
 def test_provider_outlives_the_event_loop_that_opened_it() -> None:
     provider = weather()
 

@@ -17,7 +17,9 @@ from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.runtime.context import RunContext
 from jianmu.skills.node import connect_mcp_tools
 from jianmu.tools.registry import ToolSet
-from tests.mcp.helpers import NOTES
+from tests.mcp.helpers import HERE, NOTES
+
+DOCS_ONLY = str(HERE / "servers" / "docs_only_server.py")
 
 
 @pytest.fixture
@@ -129,5 +131,19 @@ async def test_official_everything_server(everything_bin: str) -> None:
             "mcp_read_resource", {"server": "everything", "uri": "demo://resource/dynamic/text/2"}
         )
         assert out.ok and "2" in str(out.output) and not str(out.output).startswith("[binary")
+    finally:
+        await provider.close()
+
+
+@pytest.mark.anyio
+async def test_a_server_of_resources_only_has_no_tools_and_its_resources_are_read() -> None:
+    """It declares no ``tools`` capability and refuses ``tools/list``: that failed the whole
+    provider, so a skill naming the server could not run even its resource tools."""
+    provider = MCPToolProvider("docs", command=sys.executable, args=[DOCS_ONLY], timeout=20)
+    try:
+        assert (await ToolSet.from_providers([provider])).names() == []
+        tools = ToolSet(resource_tools({"docs": provider.client}))
+        read = await tools.execute("mcp_read_resource", {"server": "docs", "uri": "docs://readme"})
+        assert read.ok and read.output == "Read me.", read
     finally:
         await provider.close()

@@ -28,7 +28,9 @@ async def test_the_good_tools_of_every_page_are_listed_and_the_bad_ones_named() 
         infos = await client.list_tools()
         assert [i.name for i in infos] == ["good_one", "extra_field", "good_two"]
         skipped = "\n".join(client.skipped_tools)
-        assert len(client.skipped_tools) == 5
+        assert len(client.skipped_tools) == 6
+        twice = "'good_one' of server 'sloppy' is listed more than once; the first is kept"
+        assert twice in skipped
         assert "'schema_string'" in skipped and "inputSchema" in skipped
         assert "'number_description'" in skipped and "description" in skipped
         assert "'odd_dialect'" in skipped
@@ -49,16 +51,17 @@ async def test_a_provider_offers_the_good_tools_and_warns_of_each_bad_one() -> N
         assert sorted(t.name for t in tools) == [
             "sloppy__extra_field", "sloppy__good_one", "sloppy__good_two"
         ]
-        assert len(said) == 5 and all("'sloppy'" in s and "skipped" in s for s in said)
+        assert len(said) == 6 and all("'sloppy'" in s and "skipped" in s for s in said)
         assert any("'schema_string'" in s for s in said)
         good = tools.get("sloppy__good_one")
         assert good is not None
         assert await good.run(text="x") == 'good_one got {"text": "x"}'
+        assert good.description == "a good tool"  # the first of a name listed twice
         # listing again (after tools/list_changed) names them again, and keeps the good ones
         with warnings.catch_warnings(record=True) as again:
             warnings.simplefilter("always", ToolUnavailableWarning)
             assert len(await provider.refresh()) == 3
-        assert len([w for w in again if w.category is ToolUnavailableWarning]) == 5
+        assert len([w for w in again if w.category is ToolUnavailableWarning]) == 6
     finally:
         await provider.close()
 

@@ -7,7 +7,7 @@ holding good tools beside broken ones, as hand-written servers send them:
   name; ``number_description`` (its ``description`` is a number); ``extra_field`` (an
   unknown field ``colour``, which MCP allows); ``odd_dialect`` (a ``$schema`` that is a
   number, which the SDK's protocol check refuses);
-- page 2: ``good_two``; an entry that is not an object at all (``42``).
+- page 2: ``good_two``; an entry that is not an object at all (``42``); ``good_one`` again.
 
 ``tools/call`` answers ``<name> got <arguments as JSON>``. ``python sloppy_server.py
 all_bad`` lists only broken tools (one page).
@@ -37,6 +37,7 @@ PAGES: dict[str | None, dict[str, Any]] = {
         "tools": [
             {"name": "good_two", "description": "another good tool", "inputSchema": _OBJECT},
             42,
+            {"name": "good_one", "description": "listed again", "inputSchema": {"type": "object"}},
         ],
     },
 }
