@@ -74,8 +74,11 @@ def _source(kind: str) -> str:
 def _origin(forked: dict[str, Any] | None, source: str) -> str:
     if not forked:
         return ""
-    return (f'forked from <a href="{_e(run_href(source, forked["run"]))}">'
-            f'{_name(forked["run"])}</a> at point {_e(forked["point"])}')
+    point = forked["point"]
+    # opens the run at that point (`#point=N`, the page's own address of it), not at now
+    at = f"#point={point}" if type(point) is int else ""
+    return (f'forked from <a href="{_e(run_href(source, forked["run"]) + at)}">'
+            f'{_name(forked["run"])}</a> at point {_e(point)}')
 
 
 def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,

@@ -237,7 +237,8 @@ def test_fork_from_a_point_leaves_the_original_as_it_was(client: TestClient, run
     with SQLiteCheckpointer(checkpoints) as store:
         assert store.load(run_id) == saved
     listed = client.get("/").text
-    assert f'forked from <a href="/run/cp/{run_id}">{run_id}</a> at point {before}' in listed
+    assert (f'forked from <a href="/run/cp/{run_id}#point={before}">{run_id}</a> at point '
+            f'{before}') in listed  # opens the run at that point
 
 
 def test_a_fork_that_does_not_fit_is_refused_and_leaves_nothing(
