@@ -49,6 +49,7 @@ JianmuError
 ├── SkillNotFoundError(KeyError)         no skill of that name in the catalog
 ├── SkillRunError(RuntimeError)          a BT skill run failed, waits for approval, or bad I/O
 ├── MCPError(RuntimeError)               an MCP server could not be reached or answered badly
+│   └── MCPLineTooLongError(ConnectionError) a stdio server wrote a line past the bound
 └── CLIError                             a ``jianmu`` command failed; one line and an `ExitCode`
 
 JianmuWarning(UserWarning)
@@ -87,6 +88,7 @@ __all__ = (
     "LLMError",
     "LLMTransientError",
     "MCPError",
+    "MCPLineTooLongError",
     "MathExpressionError",
     "MissingExtraError",
     "OutputTruncatedError",
@@ -495,6 +497,12 @@ class SkillRunError(JianmuError, RuntimeError):
 
 class MCPError(JianmuError, RuntimeError):
     """An MCP server could not be reached, or answered outside the protocol."""
+
+
+class MCPLineTooLongError(MCPError, ConnectionError):
+    """A stdio server wrote a line past `jianmu.mcp._transport.WholeLines`' bound: its
+    session ends (the SDK's reader ends a session on a ``ConnectionError``) rather than the
+    memory; the next call starts the server again."""
 
 
 class ExitCode(enum.IntEnum):

@@ -6,8 +6,9 @@
   under the one-line error the client gives. It becomes one warning naming the server (the
   `speaking` context variable, which each session's task sets: the SDK's reader task
   inherits it) and the line.
-- A line past `jianmu.mcp._transport.WholeLines`' bound (`LineTooLong`): the SDK logs the
-  end of its reading with a traceback; it becomes one warning naming the server and the bound.
+- A line past `jianmu.mcp._transport.WholeLines`' bound (`MCPLineTooLongError`): the SDK
+  logs the end of its reading with a traceback; it becomes one warning naming the server and
+  the bound.
 - An HTTP answer that came after its request was given up (a call that timed out or was
   cancelled, its session closed since): the SDK logs it as an ERROR with a traceback, "Error
   parsing SSE message", though nothing failed to parse (its own comment says so). It is left
@@ -19,7 +20,9 @@ from __future__ import annotations
 import contextvars
 import logging
 
-__all__ = ("LineTooLong", "quiet_sdk_noise", "speaking")
+from jianmu.errors import MCPLineTooLongError
+
+__all__ = ("quiet_sdk_noise", "speaking")
 
 speaking: contextvars.ContextVar[str | None] = contextvars.ContextVar("speaking", default=None)
 """The name of the MCP server whose session the current task serves (the warning names it)."""
@@ -27,11 +30,6 @@ speaking: contextvars.ContextVar[str | None] = contextvars.ContextVar("speaking"
 _STDIO_LOGGER = "mcp.client.stdio"
 _PARSE_FAILED = "Failed to parse JSONRPC message from server"
 _READ_FAILED = "Reading from the MCP server's stdout failed mid-session"
-
-
-class LineTooLong(ConnectionError):
-    """A stdio server's line passed `jianmu.mcp._transport.WholeLines`' bound: the session
-    ends (the SDK's reader ends it on a ``ConnectionError``) rather than memory."""
 
 
 _HTTP_LOGGER = "mcp.client.streamable_http"
@@ -43,7 +41,7 @@ class _OneLine(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg == _READ_FAILED and record.exc_info:
-            if isinstance(record.exc_info[1], LineTooLong):
+            if isinstance(record.exc_info[1], MCPLineTooLongError):
                 said(record, f"{who()} {record.exc_info[1]}")
             return True
         if record.msg != _PARSE_FAILED or not record.exc_info:

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from jianmu.mcp._sdk_noise import LineTooLong
+from jianmu.errors import MCPLineTooLongError
 
 __all__ = (
     "RefusedAuth", "SecretHeaders", "WatchedStream", "WholeLines", "errlog", "open_transport",
@@ -171,7 +171,8 @@ class WholeLines(anyio.abc.ByteReceiveStream):
     splits the whole again, so a line of n bytes cost n²/64 KiB: a 20 MB result took minutes
     of the event loop. Handed a line's end at once, it joins and splits each line once. A
     chunk may then be longer than ``max_bytes``: its reader only decodes it. A line longer
-    than `limit` (a server writing without end) kills the server and raises `LineTooLong`:
+    than `limit` (a server writing without end) kills the server and raises
+    `MCPLineTooLongError`:
     the session ends (the next call starts the server again) rather than filling the memory.
     Only the kill ends it: the SDK's reader drains the stdout to its end before it lets the
     session know.
@@ -191,7 +192,7 @@ class WholeLines(anyio.abc.ByteReceiveStream):
             if size > self.limit:
                 with contextlib.suppress(ProcessLookupError):
                     self._process.kill()
-                raise LineTooLong(
+                raise MCPLineTooLongError(
                     f"wrote a line of more than {self.limit:,} bytes to stdout; its session "
                     "is closed, and the next call starts the server again"
                 )

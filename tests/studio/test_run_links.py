@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from html import unescape
 from pathlib import Path
+from urllib.parse import quote
 
 from starlette.testclient import TestClient
 
@@ -44,8 +45,11 @@ def test_links_to_a_run_with_an_odd_id_open_it(tmp_path: Path) -> None:
     with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as client:
         assert client.get(f"/?token={TOKEN}").status_code == 303
         listed = client.get("/?scope=all").text
-        links = {unescape(h) for h in re.findall(r'href="(/run/[^"]+)"', listed)}
-        assert len(links) == 2  # the run, and its fork (whose origin links to the run again)
+        found = {unescape(h) for h in re.findall(r'href="(/run/[^"]+)"', listed)}
+        # the fork's origin links to the run again, at the point it was forked from
+        assert {h for h in found if "#" in h} == {f"/run/cp/{quote(ODD, safe='')}#point=1"}
+        links = {h.partition("#")[0] for h in found}
+        assert len(links) == 2  # the run, and its fork
         for link in links:
             page = client.get(link)
             assert page.status_code == 200, (link, page.text)
