@@ -35,7 +35,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy jianmu
 
+# the sources compiled once first: where PYTHONDONTWRITEBYTECODE is set (CI machines often set
+# it), every `jianmu` process the tests start (CLI, workers, servers) compiled them again
 pytest: $(STAMP)
+	$(BIN)/python -m compileall -q -j 0 jianmu
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 
 test: lint typecheck pytest
