@@ -8,7 +8,7 @@ __all__ = ("bind_listener",)
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port``, for uvicorn's ``sockets=`` (it listens on it).
+    """A TCP socket bound to ``host:port`` and listening, for uvicorn's ``sockets=``.
 
     Bound here rather than by uvicorn, whose bind failure logs and exits the process: a caller
     gets an ``OSError`` naming the address, before it prints the server's URL.
@@ -22,6 +22,9 @@ def bind_listener(host: str, port: int) -> socket.socket:
         # as uvicorn does: a restarted server rebinds at once past TIME_WAIT
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        # listening before the caller prints its URL: a client that connects at once waits in
+        # the backlog until the server accepts, instead of being refused (uvicorn listens again)
+        sock.listen(2048)
     except OSError as exc:
         sock.close()
         shown = f"[{host}]" if ":" in host else host
