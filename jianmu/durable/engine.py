@@ -46,6 +46,7 @@ from jianmu.runtime.context import (
     UNQUALIFIED,
     ApprovalRequest,
     check_edit,
+    check_message,
     named_request,
 )
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
@@ -536,9 +537,7 @@ class DurableEngine:
     async def _decide(self, run_id: str, call_id: str, approved: bool,
                       message: str | None, *, arguments: dict[str, Any] | None = None,
                       answer: str | None = None) -> None:
-        if message is not None and not isinstance(message, str):  # as `Interaction` refuses it
-            raise TypeError(f"a decision's message is text (or None), got "
-                            f"{type(message).__name__}")
+        check_message(message)  # as `Interaction` refuses it
         require_dbos()
         from jianmu.durable._workflow import APPROVAL, approval_topic
 

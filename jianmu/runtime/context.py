@@ -42,6 +42,7 @@ __all__ = (
     "RunContext",
     "StepRecorder",
     "check_edit",
+    "check_message",
     "consume_approval",
     "copy_of",
     "fresh_request_id",
@@ -200,11 +201,7 @@ class Interaction:
         self, request_id: str, approved: bool, message: str | None, *,
         arguments: dict[str, Any] | None = None, answer: str | None = None,
     ) -> str:
-        if message is not None and not isinstance(message, str):
-            # recorded, b"no" failed every save after it: the run could neither go on nor
-            # be decided again in this runner
-            raise TypeError(f"a decision's message is text (or None), got "
-                            f"{type(message).__name__}")
+        check_message(message)
         with self._lock:
             request_id = named_request(request_id, self._pending.values(), self._asked,
                                        _earlier(self._asked))
@@ -453,6 +450,17 @@ def _key_not_text(value: Any) -> tuple[Any] | None:
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
     return None
+
+
+def check_message(message: Any) -> None:
+    """Refuse a decision's ``message`` that is not text (or None): recorded, ``b"no"`` failed
+    every save after it, and the run could neither go on nor be decided again.
+
+    Raises:
+        TypeError: ``message`` is not text.
+    """
+    if message is not None and not isinstance(message, str):
+        raise TypeError(f"a decision's message is text (or None), got {type(message).__name__}")
 
 
 def check_edit(request: ApprovalRequest, arguments: Any) -> None:
