@@ -322,7 +322,7 @@ class ReactiveRunner:
         self._ticker = Ticker(self.config.runtime.poll_interval)
         self.state.subscribe(self._state_changed)
         # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
-        self._claim = None if checkpointer is None else RunClaim.of(checkpointer, run_id, owner)
+        self._claim = None if checkpointer is None else RunClaim.new(checkpointer, run_id, owner)
         observe = getattr(checkpointer, "observe", None)
         if callable(observe):  # a checkpointer that keeps every tick (`SQLiteCheckpointer`)
             observe(self)
