@@ -6,7 +6,19 @@ from __future__ import annotations
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 
-__all__ = ("failure_reason", "stop_running_nodes")
+from jianmu.errors import RunFailed
+
+__all__ = ("failure_exception", "failure_reason", "stop_running_nodes")
+
+
+def failure_exception(root: Behaviour, run_id: str, error: str | None) -> BaseException:
+    """What a failed run raises: the first node's exception under ``root``, else a `RunFailed`
+    saying ``error`` (why the tree failed)."""
+    for node in root.iterate():
+        raised = getattr(node, "error", None)
+        if isinstance(raised, BaseException):
+            return raised
+    return RunFailed(f"run {run_id} failed: {error or 'the tree failed'}", status="failure")
 
 
 def failure_reason(root: Behaviour) -> str | None:

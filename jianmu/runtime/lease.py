@@ -214,6 +214,15 @@ class RunClaim:
             return None
         return cls(store, run_id, owner or default_owner("python"))
 
+    @classmethod
+    def new(cls, store: object, run_id: str, owner: str | None) -> RunClaim | None:
+        """The claim of a new run's runner (not restored): it knows no checkpoint, so a run
+        that has one already, under its id, is another's and is not started over."""
+        claim = cls.of(store, run_id, owner)
+        if claim is not None:
+            claim.seen = 0
+        return claim
+
     def take(self) -> None:
         """Take (or renew) the lease, then check that nobody moved the run on meanwhile.
 
@@ -234,6 +243,12 @@ class RunClaim:
             if not self.held:
                 self.store.release(self.run_id, self.owner)
             self.held, self.lost = False, True
+            if self.seen == 0:  # a new runner, given the id of a run that has checkpoints
+                raise RunClaimedError(
+                    f"run {self.run_id!r} already has checkpoints in this store (the newest is "
+                    f"number {lease.seq}): a new runner does not start it over; nothing was "
+                    "done. Restore it (ReactiveRunner.restore) to go on with it, or give this "
+                    "run an id of its own", run_id=self.run_id)
             raise RunClaimedError(
                 f"run {self.run_id!r} went on elsewhere after this runner read it (its newest "
                 f"checkpoint is number {lease.seq}, this runner has number {self.seen}); "

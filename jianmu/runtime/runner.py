@@ -322,7 +322,7 @@ class ReactiveRunner:
         self._ticker = Ticker(self.config.runtime.poll_interval)
         self.state.subscribe(self._state_changed)
         # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
-        self._claim = None if checkpointer is None else RunClaim.of(checkpointer, run_id, owner)
+        self._claim = None if checkpointer is None else RunClaim.new(checkpointer, run_id, owner)
         observe = getattr(checkpointer, "observe", None)
         if callable(observe):  # a checkpointer that keeps every tick (`SQLiteCheckpointer`)
             observe(self)
@@ -380,10 +380,11 @@ class ReactiveRunner:
             InteractionError: no such request was asked, it was already decided, it is a
                 question (`answer` it), or a call id names several (their ids are listed).
             RunClaimedError: another owner holds the run, or went on with it since.
+            CheckpointError: the store could not save the decision; it was not taken.
         """
         self._take_claim()
-        request_id = self.interaction.approve(request_id, message, arguments=arguments)
-        self._save_decision()
+        with self.deciding():  # saved as it is made: a decision the store refused is not taken
+            request_id = self.interaction.approve(request_id, message, arguments=arguments)
         edit: dict[str, Any] = {} if arguments is None else {"edited": True, "arguments": arguments}
         self.ctx.events.emit("interaction.approved", request_id=request_id, **edit)
         return request_id
@@ -395,10 +396,11 @@ class ReactiveRunner:
             InteractionError: no such request was asked, it was already decided, or a call id
                 names several.
             RunClaimedError: another owner holds the run, or went on with it since.
+            CheckpointError: the store could not save the decision; it was not taken.
         """
         self._take_claim()
-        request_id = self.interaction.reject(request_id, message)
-        self._save_decision()
+        with self.deciding():  # saved as it is made: a decision the store refused is not taken
+            request_id = self.interaction.reject(request_id, message)
         self.ctx.events.emit("interaction.rejected", request_id=request_id, message=message)
         return request_id
 
@@ -410,10 +412,11 @@ class ReactiveRunner:
             InteractionError: no such request was asked, it was already decided, it asks
                 for approval (approve or reject it), or a call id names several.
             RunClaimedError: another owner holds the run, or went on with it since.
+            CheckpointError: the store could not save the decision; it was not taken.
         """
         self._take_claim()
-        request_id = self.interaction.answer(request_id, text)
-        self._save_decision()
+        with self.deciding():  # saved as it is made: a decision the store refused is not taken
+            request_id = self.interaction.answer(request_id, text)
         self.ctx.events.emit("interaction.answered", request_id=request_id, answer=text)
         return request_id
 
@@ -548,6 +551,9 @@ class ReactiveRunner:
                     outcome = await self._loop_until_done(max_ticks, timeout, started)
                 if run_span is not None:
                     self._went_on_from = run_ended(run_span, outcome.status.value)
+            await self._drain_cancelled()  # their finally blocks first, then sandboxes close,
+            if outcome.status is not RunStatus.SUSPENDED:  # still running: a run() meanwhile is
+                await self._close_resources()  # refused, not a second run of the ended tree
         finally:
             try:
                 await self._drain_cancelled()
@@ -555,8 +561,6 @@ class ReactiveRunner:
                 self._running = False
                 self._wake_event = None
         self._suspended_at = time.monotonic() if outcome.status is RunStatus.SUSPENDED else None
-        if outcome.status is not RunStatus.SUSPENDED:
-            await self._close_resources()
         if outcome.status.finished:  # its tree ended: what it asked waits for nothing now
             for request_id in self.interaction.withdraw():
                 self.ctx.events.emit("interaction.withdrawn", request_id=request_id)
@@ -647,14 +651,15 @@ class ReactiveRunner:
     @contextmanager
     def deciding(self) -> Iterator[None]:
         """Decisions made in the block are saved together as it ends, and none if it raises
-        (several decisions given at once, one of them refused: none of them was taken)."""
-        self._deciding += 1
-        try:
-            with self.interaction.all_or_none():  # one refused: the others are taken back
+        (several decisions given at once, one of them refused, or their save refused: none of
+        them was taken, and each can be given again)."""
+        with self.interaction.all_or_none():  # one refused, or not saved: all taken back
+            self._deciding += 1
+            try:
                 yield
-        finally:
-            self._deciding -= 1
-        self._save_decision()
+            finally:
+                self._deciding -= 1
+            self._save_decision()
 
     def _save_decision(self) -> None:
         """Save a decision made while the run waits, as it is made: the run's newest
@@ -960,13 +965,9 @@ class ReactiveRunner:
             return None
         if outcome.exception is not None:
             return outcome.exception
-        for node in self.root.iterate():
-            error = getattr(node, "error", None)
-            if isinstance(error, BaseException):
-                return error
-        return RunFailed(
-            f"run {self.run_id} failed: {outcome.error or 'the tree failed'}", status="failure"
-        )
+        from jianmu.runtime.failures import failure_exception  # failed runs only
+
+        return failure_exception(self.root, self.run_id, outcome.error)
 
     async def _drain_cancelled(self) -> None:
         """Let cancelled tasks run their ``finally`` blocks before run() returns."""

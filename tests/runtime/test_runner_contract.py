@@ -460,6 +460,38 @@ async def test_a_runner_refuses_to_run_twice_at_once() -> None:
     assert (await task).status is RunStatus.SUCCESS
 
 
+async def test_a_run_called_while_the_last_one_closes_its_resources_is_refused(
+    tmp_path: Any,
+) -> None:
+    """The run's end awaits its closers (a sandbox): a run() meanwhile ran the finished tree
+    again (its leaves, a model, twice), and its end gave up the lease the first still held."""
+    closing, go = asyncio.Event(), asyncio.Event()
+
+    closed: list[int] = []
+
+    async def slow_close() -> None:
+        closed.append(1)
+        if len(closed) == 1:  # the first run's end, held open
+            closing.set()
+            await go.wait()
+
+    root = py_trees.composites.Sequence("root", memory=True, children=[
+        Log("work"), Closes("closes", [slow_close]),
+    ])
+    with SQLiteCheckpointer(tmp_path / "c.db") as store:
+        runner = ReactiveRunner(root, checkpointer=store)
+        first = asyncio.create_task(runner.run(timeout=30))
+        await closing.wait()
+        with pytest.raises(RuntimeError, match="already running"):
+            await runner.run(timeout=30)
+        held = store.holder(runner.run_id)
+        assert held is not None and held.owner == runner._claim.owner  # still the first's
+        go.set()
+        assert (await first).status is RunStatus.SUCCESS
+        assert (await runner.run()).ticks == 0  # ended: its result, not a second run
+        assert runner.state.get("log") == ["work"] and closed == [1]
+
+
 # -- keys, paths and binding ---------------------------------------------------------------------
 def test_siblings_sharing_a_name_get_distinct_paths_and_keys() -> None:
     inner = py_trees.composites.Sequence("inner", memory=True, children=[Log("leaf")])
