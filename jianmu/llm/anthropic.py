@@ -32,6 +32,7 @@ from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, join
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
 from jianmu.llm.provider import (
+    CLIENT_OPTIONS,
     REQUEST_OPTIONS,
     TRANSIENT_STATUSES,
     LLMResponse,
@@ -80,6 +81,16 @@ _STOP_REASONS = {
     "refusal": "content_filter",
 }
 """Anthropic stop reasons as the OpenAI finish reasons the rest of Jianmu reads."""
+
+
+def _unversioned(base_url: str | None) -> str | None:
+    """``base_url`` without a ``/v1`` it ends with: the SDK adds it to each path
+    (``/v1/messages``), and a URL given as OpenAI's are (``https://gateway/v1``) asked
+    ``/v1/v1/messages``, which no server has."""
+    if base_url is None:
+        return None
+    trimmed = base_url.rstrip("/")
+    return trimmed.removesuffix("/v1") if trimmed.endswith("/v1") else base_url
 
 
 def _is_transport_error(exc: BaseException) -> bool:
@@ -180,7 +191,7 @@ class AnthropicProvider(SDKProvider):
     Args:
         model: model name sent with each request, e.g. ``claude-sonnet-4-5``.
         base_url: server URL; the SDK's default (``$ANTHROPIC_BASE_URL`` or Anthropic) when
-            ``None``.
+            ``None``. A ``/v1`` it ends with is dropped: the SDK adds it to each path.
         api_key: ``$ANTHROPIC_API_KEY`` when ``None``, else ``"not-needed"`` for local servers.
         max_retries: retries of transient failures.
         timeout: the longest wait, in seconds, for a byte: to connect, to send the request, and
@@ -195,7 +206,11 @@ class AnthropicProvider(SDKProvider):
         prompt_caching: put ``cache_control`` on the system prompt and the tool list.
         images: send the images of tool results (MCP screenshots, charts) as image parts;
             off for a model that reads no images (they stay as text stand-ins).
-        **default_params: request parameters sent every time (``temperature``...).
+        **default_params: request parameters sent every time (``temperature``...), but for
+            the SDK client's own settings, which go to the client: ``default_headers``,
+            ``default_query``, and ``http_client``, your own ``httpx2.AsyncClient`` (its
+            event hooks get Jianmu's; used on every event loop the provider runs on, and
+            never closed by it: yours to close).
 
     Raises:
         MissingExtraError: the ``anthropic`` package is not installed.
@@ -227,9 +242,12 @@ class AnthropicProvider(SDKProvider):
         self.prompt_caching = bool(prompt_caching)
         self.images = bool(images)
         self.default_params = dict(default_params)
+        if base_url is None:
+            base_url = os.environ.get("ANTHROPIC_BASE_URL")
         self._client_options: dict[str, Any] = dict(
-            base_url=base_url,
+            base_url=_unversioned(base_url),
             api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "not-needed",
+            **self._client_settings(self.default_params, CLIENT_OPTIONS),
         )
         self._start_clients()
 
@@ -241,7 +259,7 @@ class AnthropicProvider(SDKProvider):
             raise MissingExtraError("anthropic", "anthropic") from None
         return anthropic.AsyncAnthropic(
             **self._client_options, max_retries=self.max_retries, timeout=self.timeout,
-            http_client=http_client(anthropic),
+            http_client=http_client(anthropic, self._http_given),
         )
 
     @classmethod

@@ -40,6 +40,7 @@ from jianmu.llm.messages import (
     messages_to_openai,
 )
 from jianmu.llm.provider import (
+    CLIENT_OPTIONS,
     REQUEST_OPTIONS,
     TRANSIENT_STATUSES,
     LLMResponse,
@@ -69,6 +70,7 @@ __all__ = ("OpenAIProvider",)
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+_CLIENT_OPTIONS = (*CLIENT_OPTIONS, "organization", "project")
 _STATUS_HINTS = {
     401: "; check llm.api_key",
     403: "; check llm.api_key and its permissions",
@@ -113,7 +115,12 @@ class OpenAIProvider(SDKProvider):
             what DeepSeek's older ``deepseek-reasoner`` wants. OpenRouter's
             ``reasoning_details`` go back whole in their own field instead of the text. The
             reasoning is kept on the message (`Message.reasoning`) either way.
-        **default_params: request parameters sent every time (``temperature``...).
+        **default_params: request parameters sent every time (``temperature``...), but for
+            the SDK client's own settings, which go to the client: ``default_headers``,
+            ``default_query`` (Azure's ``api-version``), ``organization``, ``project``, and
+            ``http_client``, your own ``httpx.AsyncClient`` (its event hooks get Jianmu's;
+            used on every event loop the provider runs on, and never closed by it: yours
+            to close).
 
     Raises:
         MissingExtraError: the ``openai`` package is not installed.
@@ -152,6 +159,7 @@ class OpenAIProvider(SDKProvider):
         self._client_options: dict[str, Any] = dict(
             base_url=base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            **self._client_settings(self.default_params, _CLIENT_OPTIONS),
         )
         self._stream_usage = True  # ask streams for their usage, unless the server refuses
         self._start_clients()
@@ -170,7 +178,7 @@ class OpenAIProvider(SDKProvider):
         except ImportError:
             raise MissingExtraError("openai", "openai") from None
         return openai.AsyncOpenAI(**self._client_options, max_retries=0, timeout=self.timeout,
-                                  http_client=http_client(openai))
+                                  http_client=http_client(openai, self._http_given))
 
     @classmethod
     def from_llm_config(cls, llm: LLMConfig) -> Self:
