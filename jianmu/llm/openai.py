@@ -261,7 +261,8 @@ class OpenAIProvider(SDKProvider):
                 error = LLMTransientError(text)
                 error.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
                 raise error from exc
-            raise LLMError(text + _STATUS_HINTS.get(status, "")) from exc
+            raise LLMError(text + _STATUS_HINTS.get(status, "") + _unversioned_hint(
+                status, self.base_url)) from exc
         except openai.APITimeoutError as exc:
             raise LLMTransientError(silent(where, self.timeout, begun=broke_off(exc))) from exc
         except openai.APIConnectionError as exc:
@@ -471,6 +472,17 @@ def _with_data_only(chunks: Any) -> None:
 async def _backoff(delay: float) -> None:
     """Wait between attempts (a seam that tests replace to record the delays)."""
     await asyncio.sleep(delay)
+
+
+def _unversioned_hint(status: int, url: str) -> str:
+    """A 404's hint when ``url``'s path names no API version: vLLM, Ollama and most other
+    OpenAI-compatible servers serve ``/v1/chat/completions`` only."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(url).path.lower()
+    if status != 404 or "/v1" in path or "/openai" in path or _official(url):
+        return ""
+    return f" (the URL names no API version: most servers want {url.rstrip('/')}/v1)"
 
 
 def _official(url: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from jianmu.errors import ConfigError, LLMTransientError
+from jianmu.errors import ConfigError, LLMError, LLMTransientError
 from jianmu.llm import AnthropicProvider, OpenAIProvider
 from jianmu.llm.provider import SDKProvider
 from tests.support.raw_http import (
@@ -156,3 +156,19 @@ def test_a_timeout_that_is_no_number_of_seconds_is_refused_saying_what_is_taken(
 ) -> None:
     with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
         make("m", base_url="http://127.0.0.1:9", timeout=timeout)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_404_from_a_base_url_without_v1_says_it_likely_needs_it(stream: bool) -> None:
+    def only_v1(request: Recorded) -> Reply:
+        if request.path.startswith("/v1/"):
+            return _answer(request)
+        return Reply(status=404, pieces=[b'{"detail": "Not Found"}'])
+
+    with RawServer(only_v1) as server:
+        with pytest.raises(LLMError) as caught:
+            _ask(OpenAIProvider("m", base_url=server.url, max_retries=0), stream=stream)
+        assert _ask(_provider("openai", server.url), stream=stream) == "ok"  # under /v1
+    said = str(caught.value)
+    assert "HTTP 404" in said and "Not Found" in said
+    assert f"most servers want {server.url}/v1" in said
