@@ -44,8 +44,10 @@ from jianmu.llm.provider import (
     check_common,
     close_stream,
     not_json,
+    read_wait,
     replayed,
     reply_id,
+    sdk_timeout,
     sent,
     server_message,
     token_count,
@@ -54,7 +56,7 @@ from jianmu.llm.provider import (
 from jianmu.tools.calls import ToolCall
 
 if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic
+    from anthropic import AsyncAnthropic, Timeout
 
     from jianmu.config import LLMConfig
     from jianmu.llm.provider import ChatRequest, StreamEvent
@@ -200,7 +202,8 @@ class AnthropicProvider(SDKProvider):
             proxy's keep-alive bytes in a long generation) is never cut off by it. The whole
             call is limited by the agent node's timeout (``llm.timeout``,
             ``create_react_node(llm_timeout=...)``), or ``asyncio.timeout`` around a call
-            made directly.
+            made directly. An httpx ``Timeout`` sets the waits apart (``Timeout(60,
+            connect=5)``: a shorter wait to connect); its errors say its read wait.
         max_tokens: the reply's length limit (the Messages API requires one); a request's
             ``max_tokens`` parameter overrides it.
         prompt_caching: put ``cache_control`` on the system prompt and the tool list.
@@ -226,7 +229,7 @@ class AnthropicProvider(SDKProvider):
         base_url: str | None = None,
         api_key: str | None = None,
         max_retries: int = 3,
-        timeout: float = 60,
+        timeout: float | Timeout = 60,
         max_tokens: int = 4096,
         prompt_caching: bool = True,
         images: bool = True,
@@ -237,7 +240,8 @@ class AnthropicProvider(SDKProvider):
             raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
         self.model = model
         self.max_retries = max_retries
-        self.timeout = float(timeout)
+        self.timeout = read_wait(timeout)
+        self._timeout = timeout  # seconds, or an httpx Timeout (connect apart from read...)
         self.max_tokens = max_tokens
         self.prompt_caching = bool(prompt_caching)
         self.images = bool(images)
@@ -258,7 +262,8 @@ class AnthropicProvider(SDKProvider):
         except ImportError:
             raise MissingExtraError("anthropic", "anthropic") from None
         return anthropic.AsyncAnthropic(
-            **self._client_options, max_retries=self.max_retries, timeout=self.timeout,
+            **self._client_options, max_retries=self.max_retries,
+            timeout=sdk_timeout(anthropic, self._timeout),
             http_client=http_client(anthropic, self._http_given),
         )
 

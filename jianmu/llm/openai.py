@@ -51,8 +51,10 @@ from jianmu.llm.provider import (
     Usage,
     check_common,
     not_json,
+    read_wait,
     replayed,
     reply_id,
+    sdk_timeout,
     sent,
     server_message,
     token_count,
@@ -61,7 +63,7 @@ from jianmu.llm.provider import (
 from jianmu.tools.calls import ToolCall
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, Timeout
 
     from jianmu.config import LLMConfig
     from jianmu.llm.provider import ChatRequest, StreamEvent
@@ -102,7 +104,8 @@ class OpenAIProvider(SDKProvider):
             proxy's keep-alive whitespace in a long generation) is never cut off by it. The
             whole call is limited by the agent node's timeout (``llm.timeout``,
             ``create_react_node(llm_timeout=...)``), or ``asyncio.timeout`` around a call
-            made directly.
+            made directly. An httpx ``Timeout`` sets the waits apart (``Timeout(60,
+            connect=5)``: a shorter wait to connect); its errors say its read wait.
         retry_backoff: first backoff delay in seconds.
         max_backoff: longest delay between attempts.
         images: send the images of tool results (MCP screenshots, charts) as image parts;
@@ -136,7 +139,7 @@ class OpenAIProvider(SDKProvider):
         base_url: str | None = None,
         api_key: str | None = None,
         max_retries: int = 3,
-        timeout: float = 60,
+        timeout: float | Timeout = 60,
         retry_backoff: float = 0.5,
         max_backoff: float = 8.0,
         images: bool = True,
@@ -151,7 +154,8 @@ class OpenAIProvider(SDKProvider):
             )
         self.model = model
         self.max_retries = max_retries
-        self.timeout = float(timeout)
+        self.timeout = read_wait(timeout)
+        self._timeout = timeout  # seconds, or an httpx Timeout (connect apart from read...)
         self.retry_backoff = float(retry_backoff)
         self.max_backoff = float(max_backoff)
         self.images = bool(images)
@@ -177,7 +181,8 @@ class OpenAIProvider(SDKProvider):
             import openai
         except ImportError:
             raise MissingExtraError("openai", "openai") from None
-        return openai.AsyncOpenAI(**self._client_options, max_retries=0, timeout=self.timeout,
+        return openai.AsyncOpenAI(**self._client_options, max_retries=0,
+                                  timeout=sdk_timeout(openai, self._timeout),
                                   http_client=http_client(openai, self._http_given))
 
     @classmethod

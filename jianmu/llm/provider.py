@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import re
 from collections.abc import (
@@ -52,9 +53,11 @@ __all__ = (
     "from_name",
     "not_json",
     "provider_from_config",
+    "read_wait",
     "replayed",
     "replays_stream",
     "reply_id",
+    "sdk_timeout",
     "takes_requests",
     "token_count",
     "tool_choice_to_openai",
@@ -495,10 +498,43 @@ def check_common(model: Any, max_retries: Any, timeout: Any) -> None:
         raise ValueError(f"model must be a non-empty model name, got {model!r}")
     if not isinstance(max_retries, int) or max_retries < 0:
         raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+    if not (_seconds(timeout) or _split(timeout)):
         raise ValueError(
             f"timeout must be a number of seconds > 0 (the longest wait for a byte: to "
-            f"connect, to send, to read), got {timeout!r}")
+            f"connect, to send, to read), or an httpx Timeout whose waits are each one or "
+            f"None, got {timeout!r}")
+
+
+_WAITS = ("connect", "read", "write", "pool")
+
+
+def _seconds(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+
+
+def _split(timeout: Any) -> bool:
+    """Whether ``timeout`` is an httpx ``Timeout``: a wait (or None) to connect, read..."""
+    return all(hasattr(timeout, name) for name in _WAITS) and all(
+        getattr(timeout, name) is None or _seconds(getattr(timeout, name)) for name in _WAITS)
+
+
+def read_wait(timeout: Any) -> float:
+    """The longest wait for a byte of the answer that a provider's ``timeout`` sets (seconds,
+    or an httpx ``Timeout``'s read wait), which its timeout errors say."""
+    if not _split(timeout):
+        return float(timeout)
+    if timeout.read is not None:
+        return float(timeout.read)
+    return max((float(getattr(timeout, name)) for name in _WAITS
+                if getattr(timeout, name) is not None), default=math.inf)
+
+
+def sdk_timeout(sdk: Any, timeout: Any) -> Any:
+    """A provider's ``timeout`` for its ``sdk``'s client: seconds as they are, an httpx
+    ``Timeout`` (connect apart from read...) as the SDK's own type (httpx2's, not httpx's)."""
+    if not _split(timeout):
+        return float(timeout)
+    return sdk.Timeout(**{name: getattr(timeout, name) for name in _WAITS})
 
 
 _SHOWN = 500

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 
@@ -150,12 +152,36 @@ def test_an_anthropic_base_url_given_with_v1_is_asked_once_under_it(
 
 
 @pytest.mark.parametrize("make", [OpenAIProvider, AnthropicProvider])
-@pytest.mark.parametrize("timeout", ["30", True, float("nan"), httpx2.Timeout(5, connect=1)])
+@pytest.mark.parametrize("timeout", ["30", True, float("nan"), 0, httpx2.Timeout(5, connect=0)])
 def test_a_timeout_that_is_no_number_of_seconds_is_refused_saying_what_is_taken(
     make: Callable[..., Any], timeout: Any,
 ) -> None:
     with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
         make("m", base_url="http://127.0.0.1:9", timeout=timeout)
+
+
+@pytest.mark.parametrize("kind", [httpx.Timeout, httpx2.Timeout])
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_an_httpx_timeout_sets_the_read_wait_apart_from_the_others(
+    api: str, kind: Callable[..., Any],
+) -> None:
+    """``Timeout(30, read=0.2)``: the answer's body going silent fails on the read wait (the
+    waits to connect and to send are 30 s), and the error says that wait."""
+    held = threading.Event()
+
+    def silent_midway(request: Recorded) -> Reply:
+        body = json.dumps(completion("ok") if api == "openai" else message([])).encode()
+        return Reply(pieces=[body[:5], body[5:]], chunked=True, hold=held)
+
+    with RawServer(silent_midway) as server:
+        llm = _provider(api, server.url, timeout=kind(30, read=0.2))
+        assert llm.timeout == 0.2
+        try:
+            with pytest.raises(LLMTransientError, match=r"no byte came from .* for 0\.2s"):
+                _ask(llm)
+        finally:
+            held.set()
+    assert len(server.requests) == 1  # its answer had begun: not asked again
 
 
 @pytest.mark.parametrize("stream", [False, True])
