@@ -211,7 +211,8 @@ class AnthropicProvider(SDKProvider):
             off for a model that reads no images (they stay as text stand-ins).
         **default_params: request parameters sent every time (``temperature``...), but for
             the SDK client's own settings, which go to the client: ``default_headers``,
-            ``default_query``, and ``http_client``, your own ``httpx2.AsyncClient`` (its
+            ``default_query``, ``auth_token`` (a gateway's bearer token, kept out of errors
+            as the key is), and ``http_client``, your own ``httpx2.AsyncClient`` (its
             event hooks get Jianmu's; used on every event loop the provider runs on, and
             never closed by it: yours to close).
 
@@ -251,8 +252,10 @@ class AnthropicProvider(SDKProvider):
         self._client_options: dict[str, Any] = dict(
             base_url=_unversioned(base_url),
             api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "not-needed",
-            **self._client_settings(self.default_params, CLIENT_OPTIONS),
+            **self._client_settings(self.default_params, (*CLIENT_OPTIONS, "auth_token")),
         )
+        if "auth_token" in self._client_options and api_key is None:
+            del self._client_options["api_key"]  # the SDK takes one of them, and this is it
         self._start_clients()
 
     def _make_client(self) -> AsyncAnthropic:

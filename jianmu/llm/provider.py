@@ -803,7 +803,9 @@ class SDKProvider(BaseLLMProvider):
         # a stand-in (``not-needed``) is no secret, and replacing it would garble messages
         keys: tuple[str, ...] = (key,) if isinstance(key, str) and len(key) >= 8 and (
             key != "not-needed") else ()
-        keys += self._keys_in_headers
+        token = getattr(first, "auth_token", None)  # Anthropic's, for a gateway's bearer auth
+        keys += self._keys_in_headers + ((token,) if isinstance(token, str) and len(token) >= 8
+                                         else ())
         # longest first, so that one secret inside another goes whole; a few characters
         # replaced everywhere would garble every message
         secrets = {s for s in (*keys, *url_secrets(url)) if len(s) >= 4}

@@ -47,3 +47,24 @@ def test_a_key_given_as_a_header_is_masked_in_the_error_a_server_echoes_it_in(
     assert KEY not in json.dumps(request.body)
     assert "Access denied" in str(caught.value) and "***" in str(caught.value)
     assert KEY not in str(caught.value)
+
+
+def test_an_anthropic_auth_token_goes_as_a_bearer_header_and_is_masked() -> None:
+    def refuse(request: Recorded) -> Reply:
+        said = f"bad token: {request.headers.get('authorization')} {json.dumps(request.body)}"
+        return Reply(status=401, pieces=[json.dumps({"error": {"message": said}}).encode()])
+
+    async def ask(llm: Any) -> None:
+        try:
+            await llm.complete([{"role": "user", "content": "hi"}])
+        finally:
+            await llm.close()
+
+    with RawServer(refuse) as server:
+        llm = AnthropicProvider("m", base_url=server.url, max_retries=0, auth_token=KEY)
+        with pytest.raises(LLMError) as caught:
+            asyncio.run(ask(llm))
+    (request,) = server.requests
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert "auth_token" not in request.body
+    assert "bad token: Bearer ***" in str(caught.value) and KEY not in str(caught.value)
