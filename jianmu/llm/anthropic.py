@@ -50,6 +50,7 @@ from jianmu.llm.provider import (
     sdk_timeout,
     sent,
     server_message,
+    split_url,
     token_count,
     unreadable,
 )
@@ -193,7 +194,9 @@ class AnthropicProvider(SDKProvider):
     Args:
         model: model name sent with each request, e.g. ``claude-sonnet-4-5``.
         base_url: server URL; the SDK's default (``$ANTHROPIC_BASE_URL`` or Anthropic) when
-            ``None``. A ``/v1`` it ends with is dropped: the SDK adds it to each path.
+            ``None``. A ``/v1`` it ends with is dropped: the SDK adds it to each path; so is
+            the endpoint of one pasted whole (``.../v1/messages``), its query sent with each
+            request.
         api_key: ``$ANTHROPIC_API_KEY`` when ``None``, else ``"not-needed"`` for local servers.
         max_retries: retries of transient failures.
         timeout: the longest wait, in seconds, for a byte: to connect, to send the request, and
@@ -249,10 +252,12 @@ class AnthropicProvider(SDKProvider):
         self.default_params = dict(default_params)
         if base_url is None:
             base_url = os.environ.get("ANTHROPIC_BASE_URL")
+        base_url, query = split_url(base_url, "/v1/messages")
         self._client_options: dict[str, Any] = dict(
             base_url=_unversioned(base_url),
             api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "not-needed",
-            **self._client_settings(self.default_params, (*CLIENT_OPTIONS, "auth_token")),
+            **self._client_settings(self.default_params, (*CLIENT_OPTIONS, "auth_token"),
+                                    query),
         )
         if "auth_token" in self._client_options and api_key is None:
             del self._client_options["api_key"]  # the SDK takes one of them, and this is it

@@ -57,6 +57,7 @@ from jianmu.llm.provider import (
     sdk_timeout,
     sent,
     server_message,
+    split_url,
     token_count,
     unreadable,
 )
@@ -95,7 +96,9 @@ class OpenAIProvider(SDKProvider):
     Args:
         model: model name sent with each request.
         base_url: server URL such as ``http://127.0.0.1:8000/v1``; the SDK's default
-            (``$OPENAI_BASE_URL`` or OpenAI) when ``None``.
+            (``$OPENAI_BASE_URL`` or OpenAI) when ``None``. One pasted whole (Azure's
+            ``.../chat/completions?api-version=...``) is taken without the endpoint, its
+            query sent with each request.
         api_key: ``$OPENAI_API_KEY`` when ``None``, else ``"not-needed"`` for local servers.
         max_retries: retries of transient failures.
         timeout: the longest wait, in seconds, for a byte: to connect, to send the request, and
@@ -160,10 +163,11 @@ class OpenAIProvider(SDKProvider):
         self.max_backoff = float(max_backoff)
         self.images = bool(images)
         self.default_params = dict(default_params)
+        base_url, query = split_url(base_url, "/chat/completions")
         self._client_options: dict[str, Any] = dict(
             base_url=base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            **self._client_settings(self.default_params, _CLIENT_OPTIONS),
+            **self._client_settings(self.default_params, _CLIENT_OPTIONS, query),
         )
         self._stream_usage = True  # ask streams for their usage, unless the server refuses
         self._start_clients()

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from jianmu import plugins
 from jianmu._secrets import MASK, redact_url, url_secrets
@@ -58,6 +59,7 @@ __all__ = (
     "replays_stream",
     "reply_id",
     "sdk_timeout",
+    "split_url",
     "takes_requests",
     "token_count",
     "tool_choice_to_openai",
@@ -518,6 +520,22 @@ def _split(timeout: Any) -> bool:
         getattr(timeout, name) is None or _seconds(getattr(timeout, name)) for name in _WAITS)
 
 
+def split_url(url: str | None, endpoint: str) -> tuple[str | None, dict[str, str]]:
+    """``url`` without its query and without the ``endpoint`` path it may end with (a URL
+    pasted whole, as Azure's portal shows it: ``.../chat/completions?api-version=...``), and
+    that query's parameters, to send with each request: the SDKs join a path after the whole
+    URL, query and all (``/d/?api-version=1chat/completions``)."""
+    if url is None:
+        return None, {}
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    bare = path.removesuffix(endpoint) if path.endswith(endpoint) else path
+    if not parts.query and not parts.fragment and bare == path:
+        return url, {}
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, parts.netloc, bare, "", "")), query
+
+
 def read_wait(timeout: Any) -> float:
     """The longest wait for a byte of the answer that a provider's ``timeout`` sets (seconds,
     or an httpx ``Timeout``'s read wait), which its timeout errors say."""
@@ -777,9 +795,12 @@ class SDKProvider(BaseLLMProvider):
         """A new SDK client; subclasses implement it."""
         raise NotImplementedError(f"{type(self).__name__} must implement _make_client()")
 
-    def _client_settings(self, params: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    def _client_settings(self, params: dict[str, Any], names: Sequence[str],
+                         query: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Take the SDK client's settings (``names``: `CLIENT_OPTIONS` and the SDK's own)
         out of ``params``, which go in each request's body; an ``http_client`` is kept apart.
+        ``query`` (the base URL's, `split_url`) goes with each request, under
+        ``default_query``'s own parameters.
 
         Raises:
             ValueError: ``default_headers`` or ``default_query`` is not a mapping.
@@ -791,8 +812,11 @@ class SDKProvider(BaseLLMProvider):
                     isinstance(k, str) for k in value)):
                 raise ValueError(f"{name} must be a mapping of names to values (sent with "
                                  f"every request), got {value!r}")
+        if query:
+            taken["default_query"] = {**query, **(taken.get("default_query") or {})}
         self._http_given = taken.pop("http_client", None)
-        self._keys_in_headers = _header_keys(taken.get("default_headers"))
+        self._keys_in_headers = _header_keys(taken.get("default_headers")) + tuple(
+            url_secrets("?" + urlencode(taken.get("default_query") or {})))
         return {name: value for name, value in taken.items() if value is not None}
 
     def _start_clients(self) -> None:

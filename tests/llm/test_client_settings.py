@@ -198,3 +198,29 @@ def test_a_404_from_a_base_url_without_v1_says_it_likely_needs_it(stream: bool) 
     said = str(caught.value)
     assert "HTTP 404" in said and "Not Found" in said
     assert f"most servers want {server.url}/v1" in said
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("given", "asked"), [
+    ("/openai/deployments/d?api-version=2024-06-01",
+     "/openai/deployments/d/chat/completions?api-version=2024-06-01&team=a"),
+    ("/openai/deployments/d/chat/completions?api-version=2024-06-01",  # Azure's target URI
+     "/openai/deployments/d/chat/completions?api-version=2024-06-01&team=a"),
+    ("/v1/chat/completions/", "/v1/chat/completions?team=a"),
+])
+def test_an_openai_base_url_pasted_whole_asks_its_endpoint_once_with_its_query(
+    given: str, asked: str, stream: bool,
+) -> None:
+    with RawServer(_answer) as server:
+        llm = OpenAIProvider("m", base_url=server.url + given, max_retries=0,
+                             default_query={"team": "a"})
+        assert _ask(llm, stream=stream) == "ok"
+        assert "?" not in llm.base_url
+    assert [r.path for r in server.requests] == [asked]
+
+
+@pytest.mark.parametrize("given", ["/v1/messages", "/v1/messages?beta=true"])
+def test_an_anthropic_base_url_pasted_whole_asks_its_endpoint_once(given: str) -> None:
+    with RawServer(_answer) as server:
+        assert _ask(AnthropicProvider("m", base_url=server.url + given, max_retries=0)) == "ok"
+    assert [r.path for r in server.requests] == ["/v1/messages" + given[len("/v1/messages"):]]

@@ -68,3 +68,24 @@ def test_an_anthropic_auth_token_goes_as_a_bearer_header_and_is_masked() -> None
     assert request.headers["authorization"] == f"Bearer {KEY}"
     assert "auth_token" not in request.body
     assert "bad token: Bearer ***" in str(caught.value) and KEY not in str(caught.value)
+
+
+def test_a_key_in_the_base_urls_query_is_sent_there_and_masked() -> None:
+    def refuse(request: Recorded) -> Reply:
+        said = f"bad key in {request.path}"
+        return Reply(status=401, pieces=[json.dumps({"error": {"message": said}}).encode()])
+
+    async def ask(llm: Any) -> None:
+        try:
+            await llm.complete([{"role": "user", "content": "hi"}])
+        finally:
+            await llm.close()
+
+    with RawServer(refuse) as server:
+        llm = OpenAIProvider("m", base_url=f"{server.url}/v1?api-key={KEY}", max_retries=0)
+        assert KEY not in llm.base_url and KEY not in repr(llm)
+        with pytest.raises(LLMError) as caught:
+            asyncio.run(ask(llm))
+    (request,) = server.requests
+    assert request.path == f"/v1/chat/completions?api-key={KEY}"
+    assert "bad key in /v1/chat/completions?api-key=***" in str(caught.value)
