@@ -812,6 +812,10 @@ class SDKProvider(BaseLLMProvider):
                     isinstance(k, str) for k in value)):
                 raise ValueError(f"{name} must be a mapping of names to values (sent with "
                                  f"every request), got {value!r}")
+        headers = taken.get("default_headers") or {}
+        if not all(isinstance(v, str) for v in headers.values()):
+            raise ValueError(f"default_headers' values must be text (a header's value), got "
+                             f"{ {k: v for k, v in headers.items() if not isinstance(v, str)} }")
         if query:
             taken["default_query"] = {**query, **(taken.get("default_query") or {})}
         self._http_given = taken.pop("http_client", None)

@@ -83,9 +83,13 @@ def test_openais_organization_and_project_are_headers() -> None:
     assert "organization" not in request.body and "project" not in request.body
 
 
-@pytest.mark.parametrize("bad", [["api-key", KEY], "api-version=1"])
-def test_headers_that_are_no_mapping_are_refused_where_given(bad: Any) -> None:
-    with pytest.raises(ValueError, match="default_headers must be a mapping"):
+@pytest.mark.parametrize(("bad", "said"), [
+    (["api-key", KEY], "default_headers must be a mapping"),
+    ("api-version=1", "default_headers must be a mapping"),
+    ({"x-retries": 3}, "default_headers' values must be text.*'x-retries': 3"),
+])
+def test_headers_that_are_no_mapping_of_text_are_refused_where_given(bad: Any, said: str) -> None:
+    with pytest.raises(ValueError, match=said):
         OpenAIProvider("m", base_url="http://127.0.0.1:9/v1", default_headers=bad)
 
 
