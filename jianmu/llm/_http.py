@@ -68,11 +68,20 @@ async def _heard(response: Any) -> None:
         response.headers["x-should-retry"] = "false"
 
 
-def http_client(sdk: Any) -> Any:
+def http_client(sdk: Any, given: Any = None) -> Any:
     """The SDK's own default HTTP client (its limits, timeouts, proxies, keep-alive), with
-    the hook that marks what the server answered."""
-    return sdk.DefaultAsyncHttpxClient(event_hooks={"request": [_sending],
-                                                    "response": [_heard]})
+    the hooks that mark what the server answered; or the client the user ``given``, the
+    same hooks added to its own (once), so that it is resent and never resent as ours is."""
+    if given is None:
+        return sdk.DefaultAsyncHttpxClient(event_hooks={"request": [_sending],
+                                                        "response": [_heard]})
+    hooks = getattr(given, "event_hooks", None)
+    if isinstance(hooks, dict):
+        for name, hook in (("request", _sending), ("response", _heard)):
+            if hook not in hooks.setdefault(name, []):
+                hooks[name].append(hook)
+        given.event_hooks = hooks
+    return given
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -32,6 +32,7 @@ from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, join
 from jianmu.llm.in_flight import watch_stream
 from jianmu.llm.messages import REASONING_BLOCKS, Message, messages_to_anthropic
 from jianmu.llm.provider import (
+    CLIENT_OPTIONS,
     REQUEST_OPTIONS,
     TRANSIENT_STATUSES,
     LLMResponse,
@@ -43,17 +44,20 @@ from jianmu.llm.provider import (
     check_common,
     close_stream,
     not_json,
+    read_wait,
     replayed,
     reply_id,
+    sdk_timeout,
     sent,
     server_message,
+    split_url,
     token_count,
     unreadable,
 )
 from jianmu.tools.calls import ToolCall
 
 if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic
+    from anthropic import AsyncAnthropic, Timeout
 
     from jianmu.config import LLMConfig
     from jianmu.llm.provider import ChatRequest, StreamEvent
@@ -80,6 +84,16 @@ _STOP_REASONS = {
     "refusal": "content_filter",
 }
 """Anthropic stop reasons as the OpenAI finish reasons the rest of Jianmu reads."""
+
+
+def _unversioned(base_url: str | None) -> str | None:
+    """``base_url`` without a ``/v1`` it ends with: the SDK adds it to each path
+    (``/v1/messages``), and a URL given as OpenAI's are (``https://gateway/v1``) asked
+    ``/v1/v1/messages``, which no server has."""
+    if base_url is None:
+        return None
+    trimmed = base_url.rstrip("/")
+    return trimmed.removesuffix("/v1") if trimmed.endswith("/v1") else base_url
 
 
 def _is_transport_error(exc: BaseException) -> bool:
@@ -180,7 +194,9 @@ class AnthropicProvider(SDKProvider):
     Args:
         model: model name sent with each request, e.g. ``claude-sonnet-4-5``.
         base_url: server URL; the SDK's default (``$ANTHROPIC_BASE_URL`` or Anthropic) when
-            ``None``.
+            ``None``. A ``/v1`` it ends with is dropped: the SDK adds it to each path; so is
+            the endpoint of one pasted whole (``.../v1/messages``), its query sent with each
+            request.
         api_key: ``$ANTHROPIC_API_KEY`` when ``None``, else ``"not-needed"`` for local servers.
         max_retries: retries of transient failures.
         timeout: the longest wait, in seconds, for a byte: to connect, to send the request, and
@@ -189,13 +205,19 @@ class AnthropicProvider(SDKProvider):
             proxy's keep-alive bytes in a long generation) is never cut off by it. The whole
             call is limited by the agent node's timeout (``llm.timeout``,
             ``create_react_node(llm_timeout=...)``), or ``asyncio.timeout`` around a call
-            made directly.
+            made directly. An httpx ``Timeout`` sets the waits apart (``Timeout(60,
+            connect=5)``: a shorter wait to connect); its errors say its read wait.
         max_tokens: the reply's length limit (the Messages API requires one); a request's
             ``max_tokens`` parameter overrides it.
         prompt_caching: put ``cache_control`` on the system prompt and the tool list.
         images: send the images of tool results (MCP screenshots, charts) as image parts;
             off for a model that reads no images (they stay as text stand-ins).
-        **default_params: request parameters sent every time (``temperature``...).
+        **default_params: request parameters sent every time (``temperature``...), but for
+            the SDK client's own settings, which go to the client: ``default_headers``,
+            ``default_query``, ``auth_token`` (a gateway's bearer token, kept out of errors
+            as the key is), and ``http_client``, your own ``httpx2.AsyncClient`` (its
+            event hooks get Jianmu's; used on every event loop the provider runs on, and
+            never closed by it: yours to close).
 
     Raises:
         MissingExtraError: the ``anthropic`` package is not installed.
@@ -211,7 +233,7 @@ class AnthropicProvider(SDKProvider):
         base_url: str | None = None,
         api_key: str | None = None,
         max_retries: int = 3,
-        timeout: float = 60,
+        timeout: float | Timeout = 60,
         max_tokens: int = 4096,
         prompt_caching: bool = True,
         images: bool = True,
@@ -222,15 +244,23 @@ class AnthropicProvider(SDKProvider):
             raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
         self.model = model
         self.max_retries = max_retries
-        self.timeout = float(timeout)
+        self.timeout = read_wait(timeout)
+        self._timeout = timeout  # seconds, or an httpx Timeout (connect apart from read...)
         self.max_tokens = max_tokens
         self.prompt_caching = bool(prompt_caching)
         self.images = bool(images)
         self.default_params = dict(default_params)
+        if base_url is None:
+            base_url = os.environ.get("ANTHROPIC_BASE_URL")
+        base_url, query = split_url(base_url, "/v1/messages")
         self._client_options: dict[str, Any] = dict(
-            base_url=base_url,
+            base_url=_unversioned(base_url),
             api_key=api_key or os.environ.get("ANTHROPIC_API_KEY") or "not-needed",
+            **self._client_settings(self.default_params, (*CLIENT_OPTIONS, "auth_token"),
+                                    query),
         )
+        if "auth_token" in self._client_options and api_key is None:
+            del self._client_options["api_key"]  # the SDK takes one of them, and this is it
         self._start_clients()
 
     def _make_client(self) -> AsyncAnthropic:
@@ -240,8 +270,9 @@ class AnthropicProvider(SDKProvider):
         except ImportError:
             raise MissingExtraError("anthropic", "anthropic") from None
         return anthropic.AsyncAnthropic(
-            **self._client_options, max_retries=self.max_retries, timeout=self.timeout,
-            http_client=http_client(anthropic),
+            **self._client_options, max_retries=self.max_retries,
+            timeout=sdk_timeout(anthropic, self._timeout),
+            http_client=http_client(anthropic, self._http_given),
         )
 
     @classmethod

@@ -40,6 +40,7 @@ from jianmu.llm.messages import (
     messages_to_openai,
 )
 from jianmu.llm.provider import (
+    CLIENT_OPTIONS,
     REQUEST_OPTIONS,
     TRANSIENT_STATUSES,
     LLMResponse,
@@ -50,17 +51,20 @@ from jianmu.llm.provider import (
     Usage,
     check_common,
     not_json,
+    read_wait,
     replayed,
     reply_id,
+    sdk_timeout,
     sent,
     server_message,
+    split_url,
     token_count,
     unreadable,
 )
 from jianmu.tools.calls import ToolCall
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, Timeout
 
     from jianmu.config import LLMConfig
     from jianmu.llm.provider import ChatRequest, StreamEvent
@@ -69,6 +73,7 @@ __all__ = ("OpenAIProvider",)
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+_CLIENT_OPTIONS = (*CLIENT_OPTIONS, "organization", "project")
 _STATUS_HINTS = {
     401: "; check llm.api_key",
     403: "; check llm.api_key and its permissions",
@@ -91,7 +96,9 @@ class OpenAIProvider(SDKProvider):
     Args:
         model: model name sent with each request.
         base_url: server URL such as ``http://127.0.0.1:8000/v1``; the SDK's default
-            (``$OPENAI_BASE_URL`` or OpenAI) when ``None``.
+            (``$OPENAI_BASE_URL`` or OpenAI) when ``None``. One pasted whole (Azure's
+            ``.../chat/completions?api-version=...``) is taken without the endpoint, its
+            query sent with each request.
         api_key: ``$OPENAI_API_KEY`` when ``None``, else ``"not-needed"`` for local servers.
         max_retries: retries of transient failures.
         timeout: the longest wait, in seconds, for a byte: to connect, to send the request, and
@@ -100,7 +107,8 @@ class OpenAIProvider(SDKProvider):
             proxy's keep-alive whitespace in a long generation) is never cut off by it. The
             whole call is limited by the agent node's timeout (``llm.timeout``,
             ``create_react_node(llm_timeout=...)``), or ``asyncio.timeout`` around a call
-            made directly.
+            made directly. An httpx ``Timeout`` sets the waits apart (``Timeout(60,
+            connect=5)``: a shorter wait to connect); its errors say its read wait.
         retry_backoff: first backoff delay in seconds.
         max_backoff: longest delay between attempts.
         images: send the images of tool results (MCP screenshots, charts) as image parts;
@@ -113,7 +121,12 @@ class OpenAIProvider(SDKProvider):
             what DeepSeek's older ``deepseek-reasoner`` wants. OpenRouter's
             ``reasoning_details`` go back whole in their own field instead of the text. The
             reasoning is kept on the message (`Message.reasoning`) either way.
-        **default_params: request parameters sent every time (``temperature``...).
+        **default_params: request parameters sent every time (``temperature``...), but for
+            the SDK client's own settings, which go to the client: ``default_headers``,
+            ``default_query`` (Azure's ``api-version``), ``organization``, ``project``, and
+            ``http_client``, your own ``httpx.AsyncClient`` (its event hooks get Jianmu's;
+            used on every event loop the provider runs on, and never closed by it: yours
+            to close).
 
     Raises:
         MissingExtraError: the ``openai`` package is not installed.
@@ -129,7 +142,7 @@ class OpenAIProvider(SDKProvider):
         base_url: str | None = None,
         api_key: str | None = None,
         max_retries: int = 3,
-        timeout: float = 60,
+        timeout: float | Timeout = 60,
         retry_backoff: float = 0.5,
         max_backoff: float = 8.0,
         images: bool = True,
@@ -144,14 +157,17 @@ class OpenAIProvider(SDKProvider):
             )
         self.model = model
         self.max_retries = max_retries
-        self.timeout = float(timeout)
+        self.timeout = read_wait(timeout)
+        self._timeout = timeout  # seconds, or an httpx Timeout (connect apart from read...)
         self.retry_backoff = float(retry_backoff)
         self.max_backoff = float(max_backoff)
         self.images = bool(images)
         self.default_params = dict(default_params)
+        base_url, query = split_url(base_url, "/chat/completions")
         self._client_options: dict[str, Any] = dict(
             base_url=base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            **self._client_settings(self.default_params, _CLIENT_OPTIONS, query),
         )
         self._stream_usage = True  # ask streams for their usage, unless the server refuses
         self._start_clients()
@@ -169,8 +185,9 @@ class OpenAIProvider(SDKProvider):
             import openai
         except ImportError:
             raise MissingExtraError("openai", "openai") from None
-        return openai.AsyncOpenAI(**self._client_options, max_retries=0, timeout=self.timeout,
-                                  http_client=http_client(openai))
+        return openai.AsyncOpenAI(**self._client_options, max_retries=0,
+                                  timeout=sdk_timeout(openai, self._timeout),
+                                  http_client=http_client(openai, self._http_given))
 
     @classmethod
     def from_llm_config(cls, llm: LLMConfig) -> Self:
@@ -253,7 +270,8 @@ class OpenAIProvider(SDKProvider):
                 error = LLMTransientError(text)
                 error.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
                 raise error from exc
-            raise LLMError(text + _STATUS_HINTS.get(status, "")) from exc
+            raise LLMError(text + _STATUS_HINTS.get(status, "") + _unversioned_hint(
+                status, self.base_url)) from exc
         except openai.APITimeoutError as exc:
             raise LLMTransientError(silent(where, self.timeout, begun=broke_off(exc))) from exc
         except openai.APIConnectionError as exc:
@@ -463,6 +481,17 @@ def _with_data_only(chunks: Any) -> None:
 async def _backoff(delay: float) -> None:
     """Wait between attempts (a seam that tests replace to record the delays)."""
     await asyncio.sleep(delay)
+
+
+def _unversioned_hint(status: int, url: str) -> str:
+    """A 404's hint when ``url``'s path names no API version: vLLM, Ollama and most other
+    OpenAI-compatible servers serve ``/v1/chat/completions`` only."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(url).path.lower()
+    if status != 404 or "/v1" in path or "/openai" in path or _official(url):
+        return ""
+    return f" (the URL names no API version: most servers want {url.rstrip('/')}/v1)"
 
 
 def _official(url: str) -> bool:

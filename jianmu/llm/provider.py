@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import re
 from collections.abc import (
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from jianmu import plugins
 from jianmu._secrets import MASK, redact_url, url_secrets
@@ -34,6 +36,7 @@ from jianmu.llm.messages import Message, Usage, coerce_messages
 from jianmu.tools.calls import ToolCall
 
 __all__ = (
+    "CLIENT_OPTIONS",
     "LIMIT_REASONS",
     "BaseLLMProvider",
     "ChatRequest",
@@ -51,9 +54,12 @@ __all__ = (
     "from_name",
     "not_json",
     "provider_from_config",
+    "read_wait",
     "replayed",
     "replays_stream",
     "reply_id",
+    "sdk_timeout",
+    "split_url",
     "takes_requests",
     "token_count",
     "tool_choice_to_openai",
@@ -481,6 +487,11 @@ TRANSIENT_STATUSES = frozenset({408, 409, 429})
 limit (5xx are transient too)."""
 REQUEST_OPTIONS = ("extra_headers", "extra_query", "timeout")
 """Per-request options of the SDKs; every other parameter goes into the JSON body."""
+CLIENT_OPTIONS = ("default_headers", "default_query", "http_client")
+"""Settings of the SDK's client, not of a request: given among a provider's parameters (or in
+``llm.params``), they go to its client, never into a request's JSON body (where a header's
+key went to the server as text, and an HTTP client failed every request as not JSON)."""
+_KEY_HEADERS = ("authorization", "proxy-authorization", "api-key", "x-api-key")
 
 
 def check_common(model: Any, max_retries: Any, timeout: Any) -> None:
@@ -489,8 +500,59 @@ def check_common(model: Any, max_retries: Any, timeout: Any) -> None:
         raise ValueError(f"model must be a non-empty model name, got {model!r}")
     if not isinstance(max_retries, int) or max_retries < 0:
         raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-    if not timeout or timeout <= 0:
-        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    if not (_seconds(timeout) or _split(timeout)):
+        raise ValueError(
+            f"timeout must be a number of seconds > 0 (the longest wait for a byte: to "
+            f"connect, to send, to read), or an httpx Timeout whose waits are each one or "
+            f"None, got {timeout!r}")
+
+
+_WAITS = ("connect", "read", "write", "pool")
+
+
+def _seconds(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+
+
+def _split(timeout: Any) -> bool:
+    """Whether ``timeout`` is an httpx ``Timeout``: a wait (or None) to connect, read..."""
+    return all(hasattr(timeout, name) for name in _WAITS) and all(
+        getattr(timeout, name) is None or _seconds(getattr(timeout, name)) for name in _WAITS)
+
+
+def split_url(url: str | None, endpoint: str) -> tuple[str | None, dict[str, str]]:
+    """``url`` without its query and without the ``endpoint`` path it may end with (a URL
+    pasted whole, as Azure's portal shows it: ``.../chat/completions?api-version=...``), and
+    that query's parameters, to send with each request: the SDKs join a path after the whole
+    URL, query and all (``/d/?api-version=1chat/completions``)."""
+    if url is None:
+        return None, {}
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    bare = path.removesuffix(endpoint) if path.endswith(endpoint) else path
+    if not parts.query and not parts.fragment and bare == path:
+        return url, {}
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, parts.netloc, bare, "", "")), query
+
+
+def read_wait(timeout: Any) -> float:
+    """The longest wait for a byte of the answer that a provider's ``timeout`` sets (seconds,
+    or an httpx ``Timeout``'s read wait), which its timeout errors say."""
+    if not _split(timeout):
+        return float(timeout)
+    if timeout.read is not None:
+        return float(timeout.read)
+    return max((float(getattr(timeout, name)) for name in _WAITS
+                if getattr(timeout, name) is not None), default=math.inf)
+
+
+def sdk_timeout(sdk: Any, timeout: Any) -> Any:
+    """A provider's ``timeout`` for its ``sdk``'s client: seconds as they are, an httpx
+    ``Timeout`` (connect apart from read...) as the SDK's own type (httpx2's, not httpx's)."""
+    if not _split(timeout):
+        return float(timeout)
+    return sdk.Timeout(**{name: getattr(timeout, name) for name in _WAITS})
 
 
 _SHOWN = 500
@@ -629,6 +691,8 @@ class SDKProvider(BaseLLMProvider):
     _secrets: tuple[str, ...] = ()
     _clients: PerLoop[Any]
     _spare: list[Any]
+    _http_given: Any = None  # the user's own HTTP client: theirs to close, not ours
+    _keys_in_headers: tuple[str, ...] = ()  # an Azure api-key, an Authorization's token
 
     async def send(self, request: ChatRequest) -> LLMResponse:
         """Ask the server for one reply (`_send`)."""
@@ -731,23 +795,67 @@ class SDKProvider(BaseLLMProvider):
         """A new SDK client; subclasses implement it."""
         raise NotImplementedError(f"{type(self).__name__} must implement _make_client()")
 
+    def _client_settings(self, params: dict[str, Any], names: Sequence[str],
+                         query: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Take the SDK client's settings (``names``: `CLIENT_OPTIONS` and the SDK's own)
+        out of ``params``, which go in each request's body; an ``http_client`` is kept apart.
+        ``query`` (the base URL's, `split_url`) goes with each request, under
+        ``default_query``'s own parameters.
+
+        Raises:
+            ValueError: ``default_headers`` or ``default_query`` is not a mapping.
+        """
+        taken = {name: params.pop(name) for name in names if name in params}
+        for name in ("default_headers", "default_query"):
+            value = taken.get(name)
+            if value is not None and not (isinstance(value, Mapping) and all(
+                    isinstance(k, str) for k in value)):
+                raise ValueError(f"{name} must be a mapping of names to values (sent with "
+                                 f"every request), got {value!r}")
+        headers = taken.get("default_headers") or {}
+        if not all(isinstance(v, str) for v in headers.values()):
+            raise ValueError(f"default_headers' values must be text (a header's value), got "
+                             f"{ {k: v for k, v in headers.items() if not isinstance(v, str)} }")
+        if query:
+            taken["default_query"] = {**query, **(taken.get("default_query") or {})}
+        self._http_given = taken.pop("http_client", None)
+        self._keys_in_headers = _header_keys(taken.get("default_headers")) + tuple(
+            url_secrets("?" + urlencode(taken.get("default_query") or {})))
+        return {name: value for name, value in taken.items() if value is not None}
+
     def _start_clients(self) -> None:
         """Make the first client now (the SDK checks its settings), kept for the first loop."""
         first = self._make_client()
         url = str(first.base_url)
         key = getattr(first, "api_key", None)
         # a stand-in (``not-needed``) is no secret, and replacing it would garble messages
-        keys = (key,) if isinstance(key, str) and len(key) >= 8 and key != "not-needed" else ()
+        keys: tuple[str, ...] = (key,) if isinstance(key, str) and len(key) >= 8 and (
+            key != "not-needed") else ()
+        token = getattr(first, "auth_token", None)  # Anthropic's, for a gateway's bearer auth
+        keys += self._keys_in_headers + ((token,) if isinstance(token, str) and len(token) >= 8
+                                         else ())
         # longest first, so that one secret inside another goes whole; a few characters
         # replaced everywhere would garble every message
         secrets = {s for s in (*keys, *url_secrets(url)) if len(s) >= 4}
         self._secrets = tuple(sorted(secrets, key=len, reverse=True))
         self._base_url = redact_url(url)
         self._spare = [first]
-        self._clients = PerLoop(self._next_client, _close_client)
+        # the SDK's close closes its HTTP client: a user's own is left open, theirs to close
+        close = _close_client if self._http_given is None else _left_open
+        self._clients = PerLoop(self._next_client, close)
 
     def _next_client(self) -> Any:
-        return self._spare.pop() if self._spare else self._make_client()
+        if self._spare:
+            return self._spare.pop()
+        if self._http_given is not None:
+            # its pool's connections are the first loop's transports: on another loop they
+            # failed the run ("Event loop is closed") and could not be closed at all
+            raise ConfigError(
+                f"{type(self).__name__}(http_client=...) runs on one event loop, the first it "
+                "was used on, and this is another (a second asyncio.run, another thread's "
+                "runner): give no http_client (the provider keeps a client per loop), or a "
+                "provider per loop, each with its own http_client")
+        return self._make_client()
 
     @property
     def _client(self) -> Any:
@@ -784,6 +892,22 @@ class SDKProvider(BaseLLMProvider):
 
 async def _close_client(client: Any) -> None:
     await client.close()
+
+
+async def _left_open(client: Any) -> None:
+    """An SDK client on the user's own HTTP client holds nothing else: nothing to close."""
+
+
+def _header_keys(headers: Any) -> tuple[str, ...]:
+    """The keys that ``headers`` (the client's ``default_headers``) carry: an Azure
+    ``api-key``, an ``Authorization`` and its token alone (a server may echo either)."""
+    if not isinstance(headers, Mapping):
+        return ()
+    keys: list[str] = []
+    for name, value in headers.items():
+        if str(name).lower() in _KEY_HEADERS and isinstance(value, str):
+            keys += [value, value.rsplit(" ", 1)[-1]]
+    return tuple(key for key in keys if len(key) >= 8)
 
 
 def _without(text: str, secrets: tuple[str, ...]) -> str:

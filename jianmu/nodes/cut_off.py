@@ -23,7 +23,10 @@ with extended thinking on.
 
 *A reply a content filter stopped* (finish reason ``content_filter``; Anthropic's ``refusal``)
 with no text and no tool call fails the run with `ContentFilterError`: asking again would be
-filtered again, and an empty answer is no answer. One that still holds text is the answer.
+filtered again, and an empty answer is no answer. One that still holds text is the answer. One
+that holds tool calls was stopped while it wrote the last: that call is answered as not run,
+as a call the token limit cut off is (its arguments may be cut short, whatever they parse to),
+and the calls written whole before it run.
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ CutOffPolicy = Literal["continue", "fail", "accept"]
 """What an answer cut off at the token limit becomes (see the module)."""
 CUT_OFF_POLICIES: tuple[str, ...] = get_args(CutOffPolicy)
 
+FILTERED = "content_filter"
+"""The finish reason of a reply a content filter stopped (Anthropic's ``refusal`` too)."""
+
 CONTINUE_NOTE = (
     "Your reply was cut off at the token limit. Continue it exactly where it stopped, "
     "mid-word or mid-sentence if need be: write only what comes next, without repeating "
@@ -64,30 +70,34 @@ CONTINUE_NOTE = (
 
 
 def cut_off_calls(finish_reason: str | None, calls: Sequence[ToolCall]) -> list[ToolCall]:
-    """The calls of a reply that the token limit cut off: its last one when it ended at the
-    limit (only the last call can have been in writing), else none.
+    """The calls of a reply that the token limit (or a content filter) cut off: its last one
+    when it ended at the limit (only the last call can have been in writing), else none.
 
     The last call is cut off even when its arguments parse: a server may parse what was
     written so far (keys written whole, a value cut short), and a model that had finished its
     call would have ended the reply for it (``tool_calls``), not at the limit.
     """
-    if not calls or finish_reason not in LIMIT_REASONS:
+    if not calls or (finish_reason not in LIMIT_REASONS and finish_reason != FILTERED):
         return []
     return [calls[-1]]
 
 
 def cut_off_answers(calls: Sequence[ToolCall], finish_reason: str) -> list[Message]:
     """The tool message for each cut-off call: why it did not run, and what to do."""
-    return [
-        Message.tool(
-            f"Error: not run. Your reply was cut off at the token limit (finish reason "
-            f"{finish_reason!r}) while you wrote this call to {call.name!r}, so its arguments "
+    return [Message.tool(_not_run(call.name, finish_reason), tool_call_id=call.id,
+                         name=call.name) for call in calls]
+
+
+def _not_run(name: str, finish_reason: str) -> str:
+    if finish_reason == FILTERED:
+        return (f"Error: not run. Your reply was stopped by the provider's content filter "
+                f"(finish reason 'content_filter') while you wrote this call to {name!r}, so "
+                "its arguments may be incomplete. Do not repeat what was filtered; if the call "
+                "is still needed, write it again without it.")
+    return (f"Error: not run. Your reply was cut off at the token limit (finish reason "
+            f"{finish_reason!r}) while you wrote this call to {name!r}, so its arguments "
             "are incomplete. Write a shorter reply: call the tool again with less in its "
-            "arguments, or split the work into smaller calls.",
-            tool_call_id=call.id, name=call.name,
-        )
-        for call in calls
-    ]
+            "arguments, or split the work into smaller calls.")
 
 
 def answer_cut_off(response: LLMResponse) -> bool:
@@ -157,7 +167,7 @@ def truncated_error(text: str, reason: str, policy: str, continuations: int, bou
 def filtered_error(response: LLMResponse, model: str) -> ContentFilterError | None:
     """The error of a reply a content filter stopped before it said anything (no text but
     whitespace, no tool call), else None."""
-    if response.finish_reason != "content_filter" or response.tool_calls or response.text.strip():
+    if response.finish_reason != FILTERED or response.tool_calls or response.text.strip():
         return None
     return ContentFilterError(
         f"the provider's content filter stopped the answer of model {model!r} before it said "

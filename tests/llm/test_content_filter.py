@@ -2,10 +2,13 @@
 "content_filter"`` with no text and no call; Anthropic ``stop_reason: "refusal"`` with no text),
 streamed or not, on a real keep-alive server: the run fails with `ContentFilterError` instead
 of ending SUCCESS with an empty answer, and the model is not asked again (a filter would stop
-the same request again). A filtered reply that still holds text is the answer."""
+the same request again). A filtered reply that still holds text is the answer; one that holds
+tool calls never runs the call it was stopped in."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import pickle
 from typing import Any
 
@@ -13,6 +16,7 @@ import pytest
 
 from jianmu import Agent, ContentFilterError, LLMError
 from jianmu.llm import AnthropicProvider, OpenAIProvider
+from jianmu.tools import tool
 from tests.support.raw_http import (
     SSE,
     USAGE,
@@ -119,3 +123,77 @@ def test_the_error_keeps_its_fields_when_pickled() -> None:
     error = ContentFilterError("stopped", "content_filter", "gpt")
     copy = pickle.loads(pickle.dumps(error))
     assert (str(copy), copy.finish_reason, copy.model) == ("stopped", "content_filter", "gpt")
+
+
+def _calls_then_answer(api: str) -> Any:
+    """A reply a filter stopped after a whole call and while it wrote a second (both with
+    arguments that parse), then, asked again, an answer."""
+    args = [{"path": "a.txt"}, {"path": "b.txt"}]
+
+    def answer(request: Recorded) -> Reply:
+        if len(request.body["messages"]) > 1:  # the turn after the filtered one
+            return (_openai("done.") if api == "openai" else _anthropic("done."))(request)
+        if api == "openai":
+            calls = [{"id": f"c{i}", "type": "function",
+                      "function": {"name": "read", "arguments": json.dumps(a)}}
+                     for i, a in enumerate(args)]
+            if not request.body.get("stream"):
+                return json_reply(completion(None, tool_calls=calls, finish="content_filter",
+                                             usage=USAGE))
+            return Reply(pieces=openai_sse([
+                chunk({"role": "assistant", "tool_calls": [{"index": i, **c}]})
+                for i, c in enumerate(calls)] + [chunk(finish="content_filter", usage=USAGE)]),
+                chunked=True, headers=SSE)
+        blocks = [{"type": "tool_use", "id": f"toolu_{i}", "name": "read", "input": a}
+                  for i, a in enumerate(args)]
+        if not request.body.get("stream"):
+            return json_reply(message(blocks, stop="refusal", usage=ANTHROPIC_USAGE))
+        events: list[dict[str, Any]] = [
+            {"type": "message_start", "message": message([], stop="", usage=ANTHROPIC_USAGE)}]
+        for i, block in enumerate(blocks):
+            events += [
+                {"type": "content_block_start", "index": i,
+                 "content_block": {**block, "input": {}}},
+                {"type": "content_block_delta", "index": i,
+                 "delta": {"type": "input_json_delta", "partial_json": json.dumps(args[i])}},
+                {"type": "content_block_stop", "index": i}]
+        events += [{"type": "message_delta", "delta": {"stop_reason": "refusal"},
+                    "usage": {"output_tokens": 3}}, {"type": "message_stop"}]
+        return Reply(pieces=anthropic_sse(events), chunked=True, headers=SSE)
+    return answer
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_the_call_a_filter_stopped_never_runs_and_the_model_is_told_why(
+    api: str, stream: bool,
+) -> None:
+    ran: list[str] = []
+
+    @tool
+    def read(path: str) -> str:
+        """Read a file.
+
+        Args:
+            path: the file.
+        """
+        ran.append(path)
+        return f"contents of {path}"
+
+    with RawServer(_calls_then_answer(api)) as server:
+        agent = Agent(_llm(api, server.url), tools=[read], stream=stream)
+
+        async def run() -> list[Any]:
+            return [event async for event in agent.stream("read both", timeout=30)]
+
+        events = asyncio.run(run())
+    result = events[-1].fields["result"]
+    assert result.ok, result.error
+    assert result.output == "done."
+    assert ran == ["a.txt"]  # the call written whole before the filter stopped the reply
+    refused, read_a = sorted(m.content for m in result.messages if m.role == "tool")
+    assert read_a == "contents of a.txt"
+    assert refused.startswith("Error: not run") and "content filter" in refused
+    (cut,) = [e for e in events if e.name == "llm.call.cut_off"]
+    assert cut.fields["finish_reason"] == "content_filter"
+    assert cut.fields["tool_calls"] == ["read"]
