@@ -34,7 +34,7 @@ from jianmu.runtime import ApprovalRequest, ReactiveRunner, SQLiteCheckpointer
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
 from jianmu.studio.timeline import event_timeline
-from jianmu.studio.views import final_answer, point_rows
+from jianmu.studio.views import final_answer, point_rows, usage_text
 
 __all__ = ("cmd_runs_fork", "cmd_runs_list", "cmd_runs_show", "run_points", "saved_runs")
 
@@ -85,6 +85,7 @@ def run_points(store: SQLiteCheckpointer, run_id: str) -> dict[str, Any]:
         "forked_from": ({"run": meta["parent"], "point": meta.get("parent_point")}
                         if meta.get("parent") else None),
         "error": data.get("error"), "final_answer": final_answer(data.get("state")),
+        "usage": usage_text(data.get("state")),  # as the studio's run page says it
         "pending": [asked[i] for i in interaction.get("pending", []) if i in asked],
         "points": points,
         "timeline": entries,
@@ -170,6 +171,8 @@ def _print(shown: dict[str, Any]) -> None:
     origin = shown["forked_from"]
     if origin:
         fields["forked from"] = f"run {origin['run']} at point {origin['point']}"
+    if shown["usage"]:
+        fields["usage"] = shown["usage"]
     if shown["error"]:
         fields["error"] = shown["error"]
     answer = shown["final_answer"]
