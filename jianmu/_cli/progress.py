@@ -133,6 +133,10 @@ class Progress:
             calls = f.get("tool_calls") or []
             said = f"asks for {shorten(', '.join(map(str, calls)))}" if calls else \
                 f"answers: {shorten(f.get('answer_preview'))}"
+            if not calls and f.get("answer_preview") is None:  # it said "answers: None"
+                from jianmu.studio.timeline import turn_words  # the studio's words for it
+
+                said = turn_words(f)
             self._line(
                 ("  ◆ ", "magenta"), (shorten(f.get("model"), 80), "bold"), f" {said} ",
                 (f"[{f.get('input_tokens')} in / {f.get('output_tokens')} out tokens]", "dim"),
