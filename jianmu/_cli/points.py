@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -202,8 +203,13 @@ def _print(shown: dict[str, Any]) -> None:
         request = ApprovalRequest.from_dict(raw)
         print_request(console, heading("  pending ", request, sep="  "), request, indent="    ")
     if shown["pending"]:
-        first = visible(str(shown["pending"][0]["id"]))
-        console.print(f"resume with: jianmu resume {run_id} --approve {escape(first)}")
+        # as `jianmu run` says it: a question is answered, not approved (refused), and an id
+        # with a space (an AskUser's "ask:ask flow/ask") quoted for the shell
+        first = ApprovalRequest.from_dict(shown["pending"][0])
+        said = escape(shlex.quote(visible(first.id)))
+        console.print(f"resume with: jianmu resume {run_id} --answer {said} TEXT"
+                      if first.question is not None else
+                      f"resume with: jianmu resume {run_id} --approve {said}")
     if points:
         console.print(f"fork with: jianmu runs fork {run_id} --at POINT [--set KEY=VALUE]")
 
