@@ -224,7 +224,10 @@ class _Story:
         if name == "guardrail.tripped":
             kind = str(f.get("kind") or "").replace("_", " ")
             what = f": {tool}" if f.get("tool") else ""
+            # an input guardrail on a person's answer (ask_user's, named by its tool)
+            # withholds it as a tool-output one does: the run goes on without it
             verdict = ("result withheld from the model" if f.get("kind") == "tool_output"
+                       else "answer withheld from the model" if f.get("tool")
                        else "the run fails")
             return "guard", f"{kind} guardrail {f.get('guardrail')} tripped{what}", \
                 f"{_text(f.get('reason'))} ({verdict})"

@@ -35,6 +35,19 @@ def test_a_tripped_guardrail_says_which_and_what_follows() -> None:
     ]
 
 
+def test_a_persons_answer_an_input_guardrail_trips_on_is_withheld_not_a_failure() -> None:
+    # ask_user's answer is read by the input guardrails; a trip withholds it from the model and
+    # the run goes on (it said "the run fails" of a run that then succeeded)
+    entries = event_timeline([
+        {"time": 1.0, "name": "guardrail.tripped", "node": "a/tools",
+         "fields": {"kind": "input", "guardrail": "no_secret", "tool": "ask_user",
+                    "call_id": "call_1", "reason": "holds a secret"}},
+    ])
+    assert [(e["title"], e["text"]) for e in entries] == [
+        ("input guardrail no_secret tripped: ask_user",
+         "holds a secret (answer withheld from the model)")]
+
+
 def test_a_call_that_waited_goes_on_rather_than_starting_again() -> None:
     started = {"tool": "researcher", "call_id": "c1", "args_preview": '{"input": "tides"}'}
     entries = event_timeline([
