@@ -155,8 +155,8 @@ def test_show_says_how_to_answer_a_question(project: Project) -> None:
 
     flow = str(REPO / "tests" / "studio" / "ask_flow.py")
     first = project.jianmu("run", flow, "--non-interactive")
-    found = re.search(r"^suspended: run (\w+) waits", first.out, re.M)
-    assert found, first.text
+    found = re.search(r"^suspended: run (\w+) waits for 1 answer\(s\);", first.out, re.M)
+    assert found, first.text  # not "1 approval(s)"
     run_id = found.group(1)
     shown = project.jianmu("runs", "show", run_id)
     assert shown.code == 0, shown.text
