@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from jianmu.runtime import ApprovalRequest, ReactiveRunner, SQLiteCheckpointer
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
 from jianmu.studio.timeline import event_timeline
-from jianmu.studio.views import final_answer, point_rows
+from jianmu.studio.views import final_answer, point_rows, usage_text
 
 __all__ = ("cmd_runs_fork", "cmd_runs_list", "cmd_runs_show", "run_points", "saved_runs")
 
@@ -85,6 +86,7 @@ def run_points(store: SQLiteCheckpointer, run_id: str) -> dict[str, Any]:
         "forked_from": ({"run": meta["parent"], "point": meta.get("parent_point")}
                         if meta.get("parent") else None),
         "error": data.get("error"), "final_answer": final_answer(data.get("state")),
+        "usage": usage_text(data.get("state")),  # as the studio's run page says it
         "pending": [asked[i] for i in interaction.get("pending", []) if i in asked],
         "points": points,
         "timeline": entries,
@@ -170,6 +172,8 @@ def _print(shown: dict[str, Any]) -> None:
     origin = shown["forked_from"]
     if origin:
         fields["forked from"] = f"run {origin['run']} at point {origin['point']}"
+    if shown["usage"]:
+        fields["usage"] = shown["usage"]
     if shown["error"]:
         fields["error"] = shown["error"]
     answer = shown["final_answer"]
@@ -199,8 +203,13 @@ def _print(shown: dict[str, Any]) -> None:
         request = ApprovalRequest.from_dict(raw)
         print_request(console, heading("  pending ", request, sep="  "), request, indent="    ")
     if shown["pending"]:
-        first = visible(str(shown["pending"][0]["id"]))
-        console.print(f"resume with: jianmu resume {run_id} --approve {escape(first)}")
+        # as `jianmu run` says it: a question is answered, not approved (refused), and an id
+        # with a space (an AskUser's "ask:ask flow/ask") quoted for the shell
+        first = ApprovalRequest.from_dict(shown["pending"][0])
+        said = escape(shlex.quote(visible(first.id)))
+        console.print(f"resume with: jianmu resume {run_id} --answer {said} TEXT"
+                      if first.question is not None else
+                      f"resume with: jianmu resume {run_id} --approve {said}")
     if points:
         console.print(f"fork with: jianmu runs fork {run_id} --at POINT [--set KEY=VALUE]")
 

@@ -133,6 +133,10 @@ class Progress:
             calls = f.get("tool_calls") or []
             said = f"asks for {shorten(', '.join(map(str, calls)))}" if calls else \
                 f"answers: {shorten(f.get('answer_preview'))}"
+            if not calls and f.get("answer_preview") is None:  # it said "answers: None"
+                from jianmu.studio.timeline import turn_words  # the studio's words for it
+
+                said = turn_words(f)
             self._line(
                 ("  ◆ ", "magenta"), (shorten(f.get("model"), 80), "bold"), f" {said} ",
                 (f"[{f.get('input_tokens')} in / {f.get('output_tokens')} out tokens]", "dim"),
@@ -188,10 +192,7 @@ class Progress:
         `Usage`, every process's turns and calls of a resumed run included), what it spent."""
         self.console.print(render_tree(self.root))
         self.console.print(self.footer())
-        requests = getattr(usage, "requests", None)
-        if isinstance(requests, int):
-            calls = usage.tool_calls
-            self.console.print(Text(
-                f"run's usage: {requests} model request{'s' * (requests != 1)} · {calls} tool "
-                f"call{'s' * (calls != 1)} · {usage.input_tokens} in / {usage.output_tokens} "
-                "out tokens", style="dim"))
+        if isinstance(getattr(usage, "requests", None), int):
+            from jianmu.studio.views import usage_words  # the studio's words for the same run
+
+            self.console.print(Text(f"run's usage: {usage_words(vars(usage))}", style="dim"))

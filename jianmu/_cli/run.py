@@ -357,8 +357,13 @@ def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress:
     status = result.status
     if status is RunStatus.SUSPENDED:
         hint_config = f" --config {args.config}" if args.config else ""
+        # a question waits for an answer, not an approval (as the studio's timeline says)
+        asked = sum(1 for r in result.pending if r.question is not None)
+        approvals = len(result.pending) - asked
+        waits = " and ".join([f"{approvals} approval(s)"] * bool(approvals or not asked)
+                             + [f"{asked} answer(s)"] * bool(asked))
         console.print(say(("suspended", "yellow"), f": run {visible(runner.run_id)} waits for "
-                          f"{len(result.pending)} approval(s); it is saved in "
+                          f"{waits}; it is saved in "
                           f"{runner.ctx.config.runtime.checkpoint_path}"))
         for request in result.pending:
             print_request(console, heading("  pending ", request, sep="  "), request,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -116,7 +117,9 @@ class CheckpointRuns:
         self.restorer = restorer
         self.store = SQLiteCheckpointer(path)
         self._db = sqlite3.connect(path, check_same_thread=False)
+        self._opened = file_identity(path)
         self._lock = threading.Lock()
+        self._opening = threading.Lock()
         self._live: dict[str, ReactiveRunner] = {}
         self._threads: list[threading.Thread] = []
 
@@ -127,10 +130,32 @@ class CheckpointRuns:
         self._db.close()
         self.store.close()
 
+    def _follow(self) -> None:
+        """Open the file at the path again when it is no longer the one opened: removed, or
+        replaced (``rm -rf .jianmu``, then a new ``jianmu run``). The connections opened at
+        start read the removed file for ever: its runs shown and the new ones never, and a
+        decision "recorded" where nobody reads it. A file removed and not made again is made
+        empty, as the studio makes it at start."""
+        if file_identity(self.path) == self._opened:
+            return
+        with self._opening:
+            if file_identity(self.path) == self._opened:
+                return
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            self.journal.follow()  # its table first: `version` reads it
+            store = SQLiteCheckpointer(self.path)
+            with self._lock:
+                self._db.close()
+                self._db = sqlite3.connect(self.path, check_same_thread=False)
+                # the old store is left to the collector: a request may still read through it
+                self.store = store
+                self._opened = file_identity(self.path)
+
     # -- the list ------------------------------------------------------------------------------
     def runs(self, status: str | None = None) -> list[dict[str, Any]]:
         """Each run, newest first: id, tree, status, start time, pending approvals, the folder
         it was started in and what it was forked from."""
+        self._follow()
         with self._lock:
             rows = self._db.execute(
                 "SELECT c.run_id, c.data, (SELECT MIN(created) FROM checkpoints WHERE run_id ="
@@ -180,6 +205,7 @@ class CheckpointRuns:
     # -- one run -------------------------------------------------------------------------------
     def view(self, run_id: str) -> dict[str, Any]:
         """What the run page shows: status, tree, state, timeline, points, pending requests."""
+        self._follow()
         runner = self._live.get(run_id)
         history = self.store.history
         # the events first: a run's end writes its last point with its last events, so the
@@ -255,6 +281,7 @@ class CheckpointRuns:
         """A mark that changes whenever the run's view may: its newest checkpoint, point and
         event, the studio's journal of it, whether its owner is gone; while it runs here, its
         tick count too (its tree's statuses and its state change in memory, at its ticks)."""
+        self._follow()
         runner = self._live.get(run_id)
         ticks = None if runner is None else ("live", runner.ticks)
         with self._lock:
@@ -274,6 +301,7 @@ class CheckpointRuns:
         Raises:
             RunNotFoundError: no such run or point.
         """
+        self._follow()
         try:
             frame = self.store.history.frame(run_id, number)
         except DamagedRowError:
@@ -298,6 +326,7 @@ class CheckpointRuns:
                 a call id alone names several requests.
             RunNotFoundError: no such run.
         """
+        self._follow()
         message = decision_message(approved, text, by)
         did = "answered" if answer is not None else verb(approved)
         extra: dict[str, Any] = {}
@@ -378,6 +407,7 @@ class CheckpointRuns:
                 that saved no checkpoint yet.
             RunNotFoundError: no such run.
         """
+        self._follow()
         saved = self._load(run_id)
         if saved is None:
             if self.store.history.last_point(run_id) is None:
@@ -527,6 +557,16 @@ def _json(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def file_identity(path: str) -> tuple[int, int] | None:
+    """The file now at ``path`` (its device and inode), None if there is none: a file removed
+    and made again at the same path is another file."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 # -- the studio's journal ----------------------------------------------------------------------
 
 
@@ -534,26 +574,45 @@ class Journal:
     """Appends and lists a run's studio events (``jianmu_studio_events``)."""
 
     def __init__(self, path: str) -> None:
+        self.path = path
         self._lock = threading.Lock()
+        self._db = self._open()
+        self._opened = file_identity(path)
+
+    def _open(self) -> sqlite3.Connection:
         try:
-            self._db = sqlite3.connect(path, check_same_thread=False)
-            with self._db:
-                self._db.execute(
+            db = sqlite3.connect(self.path, check_same_thread=False)
+            with db:
+                db.execute(
                     "CREATE TABLE IF NOT EXISTS jianmu_studio_events (run_id TEXT NOT NULL,"
                     " time REAL NOT NULL, name TEXT NOT NULL, node TEXT, fields TEXT NOT NULL)"
                 )
         except sqlite3.Error as exc:
-            raise CheckpointError(f"cannot open the studio's journal {path!r}: {exc}") from exc
+            raise CheckpointError(f"cannot open the studio's journal {self.path!r}: "
+                                  f"{exc}") from exc
+        return db
+
+    def follow(self) -> None:
+        """Open the file again when it was removed or replaced (`CheckpointRuns._follow`)."""
+        if file_identity(self.path) == self._opened:
+            return
+        with self._lock:
+            if file_identity(self.path) != self._opened:
+                self._db.close()
+                self._db = self._open()
+                self._opened = file_identity(self.path)
 
     def add(self, run_id: str, name: str, node: str | None = None, **fields: Any) -> None:
         """Record one event of ``run_id``."""
         data = json_text(short(fields))
+        self.follow()
         with self._lock, self._db:
             self._db.execute("INSERT INTO jianmu_studio_events VALUES (?, ?, ?, ?, ?)",
                              (run_id, time.time(), name, node, data))
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         """``run_id``'s events, oldest first."""
+        self.follow()
         with self._lock:
             rows = self._db.execute(
                 "SELECT time, name, node, fields FROM jianmu_studio_events WHERE run_id = ?"

@@ -18,7 +18,7 @@ from jianmu.nodes.sealed import RefusedTurn
 from jianmu.runtime.context import owner_prefix
 
 __all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
-           "pretty_json", "shown")
+           "pretty_json", "shown", "turn_words")
 
 _NESTING = ("skill", "agent")
 """Kinds of node whose descendants' entries are indented under them."""
@@ -128,6 +128,28 @@ def _fields_text(fields: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def turn_words(fields: dict[str, Any]) -> str:
+    """What a model turn (an ``llm.call.completed`` event's fields) did: the calls it asked
+    for, or its answer; an answer the event leaves out (``answer_preview`` None) is one a
+    guardrail judges, and is said so (it read as an empty answer)."""
+    calls = fields.get("tool_calls") or []
+    if calls:
+        return f"asks for: {', '.join(map(str, calls))}"
+    if fields.get("answer_preview") is None:
+        return "answers (not shown here: a guardrail judges the answer)"
+    return f"answers: {fields['answer_preview']}"
+
+
+def _waits(pending: list[Any]) -> str:
+    """What a suspension waits for, by its requests' ids: approvals, answers to questions
+    (``ask:call_1``, ``researcher/call_1/ask:call_1``, an `AskUser`'s ``ask:flow/ask``), or
+    both."""
+    asked = sum(1 for r in pending if any(p.startswith("ask:") for p in str(r).split("/")))
+    parts = ([f"{len(pending) - asked} approval(s)"] if len(pending) > asked else []) + (
+        [f"{asked} answer(s)"] if asked else [])
+    return " and ".join(parts) or "0 approval(s)"
+
+
 class _Story:
     """Turns events into entries, remembering what earlier events said."""
 
@@ -192,10 +214,7 @@ class _Story:
                     f"{f.get('input_tokens', 0)} in / {f.get('output_tokens', 0)} out tokens"]
             if took > 0:
                 bits.append(_seconds(took))
-            calls = f.get("tool_calls") or []
-            text = (f"asks for: {', '.join(map(str, calls))}" if calls
-                    else f"answers: {f.get('answer_preview') or ''}")
-            return "model", " · ".join(bits), text
+            return "model", " · ".join(bits), turn_words(f)
         if name == "llm.fallback":
             return "model", f"model {f.get('from')} failed: asking {f.get('to')}", \
                 _text(f.get("error"))
@@ -205,7 +224,10 @@ class _Story:
         if name == "guardrail.tripped":
             kind = str(f.get("kind") or "").replace("_", " ")
             what = f": {tool}" if f.get("tool") else ""
+            # an input guardrail on a person's answer (ask_user's, named by its tool)
+            # withholds it as a tool-output one does: the run goes on without it
             verdict = ("result withheld from the model" if f.get("kind") == "tool_output"
+                       else "answer withheld from the model" if f.get("tool")
                        else "the run fails")
             return "guard", f"{kind} guardrail {f.get('guardrail')} tripped{what}", \
                 f"{_text(f.get('reason'))} ({verdict})"
@@ -292,7 +314,7 @@ class _Story:
             return None  # one per tick of a sub-agent's tree: its points say it
         if name == "agent.suspended":
             pending = f.get("pending") or []
-            return "run", f"sub-agent {f.get('agent')} waits for {len(pending)} approval(s)", \
+            return "run", f"sub-agent {f.get('agent')} waits for {_waits(pending)}", \
                 ", ".join(map(str, pending))
         if name == "agent.finished":
             if f.get("status") == "suspended":
@@ -309,7 +331,7 @@ class _Story:
                 "with an edited state" if f.get("edited") else "")
         if name == "run.suspended":
             pending = f.get("pending") or []
-            return "run", f"waits for {len(pending)} approval(s)", ", ".join(map(str, pending))
+            return "run", f"waits for {_waits(pending)}", ", ".join(map(str, pending))
         if name == "run.finished":
             if f.get("status") == "suspended":
                 return None  # "waits for approval" said it

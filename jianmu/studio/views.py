@@ -12,7 +12,7 @@ from jianmu.runtime.points import PointInfo
 from jianmu.studio.timeline import pretty_json, shown
 
 __all__ = ("agent_statuses", "asking_at", "final_answer", "node_rows", "pending_rows",
-           "point_rows", "usage_text")
+           "point_rows", "usage_text", "usage_words")
 
 _SHOWN = frozenset({"tool", "arguments", "reason", "rule", "fingerprint", "asked_by",
                     "parameters", "call_id", "question"})
@@ -141,23 +141,34 @@ def final_answer(snapshot: dict[str, Any] | None) -> Any:
 
 
 def usage_text(snapshot: dict[str, Any] | None) -> str:
-    """What a run has spent, from its state snapshot's ``usage``: model requests, tool calls
-    executed, tokens; ``""`` when the state keeps none."""
+    """What a run has spent, from its state snapshot's ``usage`` (`usage_words`); ``""`` when
+    the state keeps none."""
     if not isinstance(snapshot, dict):
         return ""
     root = snapshot.get("root", snapshot)
     usage = root.get("usage") if isinstance(root, dict) else None
-    if not isinstance(usage, dict):
-        return ""
+    return usage_words(usage) if isinstance(usage, dict) else ""
+
+
+def usage_words(usage: dict[str, Any]) -> str:
+    """A run's `Usage` (as a dict) in words: model requests, tool calls executed, tokens, those
+    read from the prompt cache, and how many requests' tokens are estimates (their server said
+    no usage), so nobody reads an estimate as the provider's bill."""
 
     def count(key: str) -> int:
         value = usage.get(key)
         return value if isinstance(value, int) else 0
 
     requests, calls = count("requests"), count("tool_calls")
-    return (f"{requests} model request{'s' * (requests != 1)} · {calls} tool "
-            f"call{'s' * (calls != 1)} · {usage.get('input_tokens')} in / "
-            f"{usage.get('output_tokens')} out tokens")
+    cached, estimated = count("cache_read_tokens"), count("estimated_requests")
+    said = (f"{requests} model request{'s' * (requests != 1)} · {calls} tool "
+            f"call{'s' * (calls != 1)} · {count('input_tokens')} in "
+            + (f"({cached} read from the prompt cache) " if cached else "")
+            + f"/ {count('output_tokens')} out tokens")
+    if estimated:
+        said += (f" · estimated for {estimated} of the requests (their server said no usage: "
+                 "a token per four characters), not the provider's count")
+    return said
 
 
 def asking_at(events: Iterable[dict[str, Any]], point: int | None = None) -> set[str]:

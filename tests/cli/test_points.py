@@ -146,3 +146,23 @@ def test_list_shows_the_saved_runs_newest_first(project: Project) -> None:
     assert [r["run_id"] for r in json.loads(only.out)] == [done]
     assert "no runs with status stopped" in project.jianmu("runs", "list", "--status",
                                                          "stopped").out
+
+
+def test_show_says_how_to_answer_a_question(project: Project) -> None:
+    # it said "--approve ask:ask flow/ask", which resume refuses for a question (and the shell
+    # splits at the space)
+    import shlex
+
+    flow = str(REPO / "tests" / "studio" / "ask_flow.py")
+    first = project.jianmu("run", flow, "--non-interactive")
+    found = re.search(r"^suspended: run (\w+) waits for 1 answer\(s\);", first.out, re.M)
+    assert found, first.text  # not "1 approval(s)"
+    run_id = found.group(1)
+    shown = project.jianmu("runs", "show", run_id)
+    assert shown.code == 0, shown.text
+    hint = re.search(r"^resume with: (.+)$", shown.out, re.M)
+    assert hint and hint.group(1) == f"jianmu resume {run_id} --answer 'ask:ask flow/ask' TEXT"
+    argv = shlex.split(hint.group(1).replace("TEXT", "Lisbon"))
+    done = project.jianmu(*argv[1:])  # as a person would type it
+    assert done.code == 0, done.text
+    assert "going to Lisbon" in done.out

@@ -74,6 +74,25 @@ def test_a_fallback_and_the_model_that_answered_are_shown() -> None:
     )
 
 
+def test_an_answer_a_guardrail_judges_is_not_shown_as_none() -> None:
+    console, out = _console()
+    progress = Progress(console, py_trees.behaviours.Success("s"))
+    progress.on_event(Event(name="llm.call.completed", run_id="r", fields={
+        "model": "m", "tool_calls": [], "answer_preview": None,  # an output guardrail judged it
+        "input_tokens": 3, "output_tokens": 1}))
+    assert out.getvalue() == (  # it said "m answers: None"
+        "  ◆ m answers (not shown here: a guardrail judges the answer) [3 in / 1 out tokens]\n")
+
+
+def test_the_final_usage_line_says_estimated_tokens() -> None:
+    from jianmu.llm import Usage
+
+    console, out = _console()
+    Progress(console, py_trees.behaviours.Success("s")).show_final(
+        Usage(input_tokens=30, output_tokens=4, requests=2, estimated_requests=1))
+    assert "estimated for 1 of the requests" in out.getvalue().splitlines()[-1]
+
+
 def test_a_reply_cut_off_at_the_token_limit_is_shown() -> None:
     console, out = _console()
     progress = Progress(console, py_trees.behaviours.Success("s"))

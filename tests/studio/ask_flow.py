@@ -20,7 +20,8 @@ class Report(AsyncNode):
 
 
 def build_tree(inputs: dict[str, Any] | None = None) -> py_trees.behaviour.Behaviour:
-    """ask (waits for an answer) → report."""
+    """ask (waits for an answer) → report; the question is the input ``question`` if given."""
+    question = str((inputs or {}).get("question", "Which <b>city</b>?"))
     return py_trees.composites.Sequence("ask flow", memory=True, children=[
-        AskUser("ask", question="Which <b>city</b>?", output_key="city"), Report("report"),
+        AskUser("ask", question=question, output_key="city"), Report("report"),
     ])

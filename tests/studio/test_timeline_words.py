@@ -35,6 +35,19 @@ def test_a_tripped_guardrail_says_which_and_what_follows() -> None:
     ]
 
 
+def test_a_persons_answer_an_input_guardrail_trips_on_is_withheld_not_a_failure() -> None:
+    # ask_user's answer is read by the input guardrails; a trip withholds it from the model and
+    # the run goes on (it said "the run fails" of a run that then succeeded)
+    entries = event_timeline([
+        {"time": 1.0, "name": "guardrail.tripped", "node": "a/tools",
+         "fields": {"kind": "input", "guardrail": "no_secret", "tool": "ask_user",
+                    "call_id": "call_1", "reason": "holds a secret"}},
+    ])
+    assert [(e["title"], e["text"]) for e in entries] == [
+        ("input guardrail no_secret tripped: ask_user",
+         "holds a secret (answer withheld from the model)")]
+
+
 def test_a_call_that_waited_goes_on_rather_than_starting_again() -> None:
     started = {"tool": "researcher", "call_id": "c1", "args_preview": '{"input": "tides"}'}
     entries = event_timeline([
@@ -75,3 +88,35 @@ def test_a_durable_call_settled_at_a_takeover_says_it_may_be_done() -> None:
     ])
     assert [e["title"] for e in entries] == [
         "stopped, maybe done (not run again): pay · 1.0 s", "failed: pay · 1.0 s"]
+
+
+def test_an_answer_a_guardrail_judges_is_said_so_not_shown_empty() -> None:
+    # an output guardrail refused the answer: the event leaves it out (answer_preview None),
+    # and the entry read "answers: " with nothing after it, as if the model said nothing
+    entries = event_timeline([
+        {"time": 1.0, "name": "guardrail.tripped", "node": "a/llm",
+         "fields": {"kind": "output", "guardrail": "no_sun", "reason": "sunny"}},
+        {"time": 2.0, "name": "llm.call.completed", "node": "a/llm",
+         "fields": {"model": "m", "tool_calls": [], "answer_preview": None,
+                    "input_tokens": 5, "output_tokens": 1}},
+        {"time": 3.0, "name": "llm.call.completed", "node": "a/llm",
+         "fields": {"model": "m", "tool_calls": [], "answer_preview": "",
+                    "input_tokens": 5, "output_tokens": 0}},
+    ])
+    assert [e["text"] for e in entries[1:]] == [
+        "answers (not shown here: a guardrail judges the answer)", "answers: "]
+
+
+def test_a_run_waiting_for_answers_says_answers_not_approvals() -> None:
+    entries = event_timeline([
+        {"time": 1.0, "name": "agent.suspended", "node": "a/tools",
+         "fields": {"agent": "researcher", "pending": ["ask:call_1"]}},
+        {"time": 2.0, "name": "run.suspended", "node": None,
+         "fields": {"pending": ["researcher/call_1/ask:call_1", "call_2",
+                                "ask:ask flow/ask"]}},
+        {"time": 3.0, "name": "run.suspended", "node": None, "fields": {"pending": ["call_3"]}},
+    ])
+    assert [e["title"] for e in entries] == [
+        "sub-agent researcher waits for 1 answer(s)",
+        "waits for 1 approval(s) and 2 answer(s)",
+        "waits for 1 approval(s)"]

@@ -156,8 +156,12 @@ class RunPage {
     const result = view.result === null || view.result === undefined ? "" :
       (typeof view.result === "string" ? view.result
                                        : visible(writeJSON(view.result, 2)));
+    // an ended run without an answer says so (an empty box read as a page not drawn yet)
     document.getElementById("result").textContent = result ||
-      (FINISHED.includes(view.status) ? "" : `no result yet: the run is ${view.status}`);
+      (FINISHED.includes(view.status)
+        ? `no final answer: the run ended in ${view.status}` +
+          (view.error ? " (its error is above)" : "")
+        : `no result yet: the run is ${view.status}`);
     // redrawn only when they change: a reason being typed, a click, a scroll are kept
     const asked = writeJSON(view.pending);
     if (asked !== this.drawn.pending) {
