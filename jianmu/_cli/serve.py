@@ -155,18 +155,21 @@ def restorer(path: str, config: AppConfig, explicit_config: bool = False):  # ty
     'jianmu run' did not start it. The run is rebuilt in its own folder under its own recorded
     config (`launch_config`), never the studio's: ``config`` and ``explicit_config`` no longer
     choose it."""
-    from jianmu._cli.targets import LaunchStore, launch_config, load_target
+    from jianmu._cli.targets import Launch, LaunchStore, launch_config, load_target
     from jianmu.errors import CheckpointError
     from jianmu.runtime import ReactiveRunner, SQLiteCheckpointer
     from jianmu.runtime.lease import default_owner
     from jianmu.studio import Restored
 
-    def restore(run_id: str) -> Restored | None:
+    def launched(run_id: str) -> Launch | None:
         launches = LaunchStore(path)
         try:
-            launch = launches.load(run_id)
+            return launches.load(run_id)
         finally:
             launches.close()
+
+    def restore(run_id: str) -> Restored | None:
+        launch = launched(run_id)
         if launch is None:
             return None
         used = launch_config(launch, run_id)  # its own folder and config, not the studio's
@@ -191,6 +194,8 @@ def restorer(path: str, config: AppConfig, explicit_config: bool = False):  # ty
 
         return Restored(runner=runner, close=close)
 
+    # the page offers Fork only for runs it can rebuild: those 'jianmu run' started
+    restore.rebuilds = lambda run_id: launched(run_id) is not None  # type: ignore[attr-defined]
     return restore
 
 

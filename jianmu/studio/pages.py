@@ -58,7 +58,8 @@ def _query(**params: str | None) -> str:
 
 SOURCES = {
     "cp": ("checkpoints", "saved by 'jianmu run' (or a ReactiveRunner with a "
-           "SQLiteCheckpointer) in the checkpoint file; the studio can answer and fork it"),
+           "SQLiteCheckpointer) in the checkpoint file; the studio answers its requests, and "
+           "forks and continues the runs 'jianmu run' started"),
     "durable": ("durable", "a durable run of the app's workers (DBOS): answered through the "
                 "app's database"),
 }
@@ -224,7 +225,9 @@ def _time_bar(view: dict[str, Any]) -> str:
                 "travel back to</p></section>")
     last = points[-1]["n"]
     fork = ('<button type="button" data-role="fork">Fork from this point…</button>'
-            if view["can_fork"] else "")
+            if view["can_fork"] else
+            f'<span class="note" data-role="fork-note">{_e(view["fork_note"])}</span>'
+            if view.get("fork_note") else "")
     return (
         '<section class="time" id="time"><div class="time-row">'
         f'<label for="time-slider">point</label><input type="range" id="time-slider" '

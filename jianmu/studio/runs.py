@@ -56,8 +56,13 @@ class Restored:
     """Releases what the target holds (its model provider) once the run stops."""
 
 
+_NO_FORK = ("no Fork here: the studio rebuilds only the trees of runs 'jianmu run' started; "
+            "fork this one in Python (jianmu.runtime.fork.fork_run, ReactiveRunner.restore)")
+
 Restorer = Callable[[str], "Restored | None"]
-"""Rebuilds a checkpointed run's tree (as ``jianmu resume`` does); None when it cannot."""
+"""Rebuilds a checkpointed run's tree (as ``jianmu resume`` does); None when it cannot. One
+with a ``rebuilds(run_id) -> bool`` attribute tells beforehand which runs it can rebuild, so
+the page offers Fork only for those."""
 
 
 def _decided(data: dict[str, Any], call_id: str) -> str | None:
@@ -273,9 +278,17 @@ class CheckpointRuns:
             "usage": usage_text(state), "note": note, "points": point_rows(points, entries, names),
             "changed": list(frame.changed) if frame is not None else [],
             "forked_from": _origin(history.run(run_id) or {}),
-            "can_fork": self.restorer is not None and bool(points) and other is None,
+            "can_fork": bool(points) and other is None and self._rebuilds(run_id),
+            "fork_note": "" if self._rebuilds(run_id) or not points else _NO_FORK,
             "settled": _end_recorded(events, status),
         }
+
+    def _rebuilds(self, run_id: str) -> bool:
+        """Whether the studio can rebuild the run's tree (to fork or continue it)."""
+        if self.restorer is None:
+            return False
+        rebuilds = getattr(self.restorer, "rebuilds", None)
+        return bool(rebuilds(run_id)) if callable(rebuilds) else True
 
     def version(self, run_id: str) -> tuple[Any, ...] | None:
         """A mark that changes whenever the run's view may: its newest checkpoint, point and

@@ -13,8 +13,10 @@ from py_trees.common import Status
 from starlette.testclient import TestClient
 
 from jianmu import AgentState, AsyncNode, ReactiveRunner, SQLiteCheckpointer, StateManager
+from jianmu._cli.targets import Launch, LaunchStore
 from tests.studio.test_app import _csrf
 from tests.support.durable import wait_for
+from tests.support.studio import FLOW
 
 
 def test_forking_a_run_still_going_elsewhere_says_why_not(client: TestClient, run_id: str,
@@ -30,6 +32,9 @@ def test_forking_a_run_still_going_elsewhere_says_why_not(client: TestClient, ru
     store = SQLiteCheckpointer(checkpoints)
     runner = ReactiveRunner(py_trees.composites.Sequence("busy", memory=True, children=[
         Hold("hold")]), StateManager(AgentState), checkpointer=store)
+    launches = LaunchStore(checkpoints)  # as `jianmu run` records it before the first tick
+    launches.save(runner.run_id, Launch(kind="script", target=str(FLOW)))
+    launches.close()
     thread = threading.Thread(target=runner.run_sync)
     thread.start()
     try:
@@ -49,3 +54,26 @@ def test_forking_a_run_still_going_elsewhere_says_why_not(client: TestClient, ru
         release.set()
         thread.join(60)
         store.close()
+
+
+def test_a_run_made_in_python_offers_no_fork_and_says_why(client: TestClient,
+                                                         checkpoints: Path) -> None:
+    """A run a script made with a SQLiteCheckpointer (no 'jianmu run'): the studio cannot
+    rebuild its tree, so the page offers no Fork that is always refused, and says why."""
+
+    class Done(AsyncNode):
+        async def update_async(self) -> Status:
+            self.state.update({"final_answer": "done"})
+            return Status.SUCCESS
+
+    store = SQLiteCheckpointer(checkpoints)
+    try:
+        runner = ReactiveRunner(Done("done"), StateManager(AgentState), checkpointer=store)
+        assert runner.run_sync().status.value == "success"
+    finally:
+        store.close()
+    view = client.get(f"/api/run/cp/{runner.run_id}").json()
+    assert view["points"] and not view["can_fork"]
+    assert "jianmu run" in view["fork_note"], view["fork_note"]
+    page = client.get(f"/run/cp/{runner.run_id}").text
+    assert 'data-role="fork"' not in page and 'data-role="fork-note"' in page
