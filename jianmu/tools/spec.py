@@ -198,6 +198,19 @@ def _nullable(schema: Any, root: Mapping[str, Any]) -> Any:
     return out
 
 
+_STRICT_FORMATS = frozenset({
+    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+})
+"""The string formats OpenAI strict mode takes; it refuses the request for any other
+("'path' is not a valid format"), such as pydantic's ``path`` or ``binary``."""
+_STRICT_LOOSENED = (
+    "uniqueItems", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
+    "propertyNames",
+)
+"""Keywords OpenAI strict mode refuses ("'uniqueItems' is not permitted") that only narrow a
+value: left out of the strict schema, still checked when a call's arguments are validated."""
+
+
 def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str]) -> Any:
     if node is True or node is False:  # a boolean schema: any value, or none
         problems.append(
@@ -208,7 +221,9 @@ def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str])
         return node
     if not isinstance(node, dict):
         return node
-    node = {k: v for k, v in node.items() if k != "default"}
+    node = {k: v for k, v in node.items() if k != "default" and k not in _STRICT_LOOSENED}
+    if isinstance(node.get("format"), str) and node["format"] not in _STRICT_FORMATS:
+        del node["format"]
     if "oneOf" in node:  # strict mode knows anyOf only; every branch here is disjoint anyway
         node["anyOf"] = node.pop("oneOf")
     for key in ("anyOf", "allOf"):
@@ -259,7 +274,24 @@ def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str])
     if isinstance(node.get("prefixItems"), list):
         node["prefixItems"] = [_strict(s, f"{where}[]", root, problems)
                                for s in node["prefixItems"]]
+        _strict_tuple(node, where, problems)
     return node
+
+
+def _strict_tuple(node: dict[str, Any], where: str, problems: list[str]) -> None:
+    """A tuple's ``prefixItems`` as strict mode takes them: it refuses the keyword ("array
+    schema missing items"), so items all of one schema become ``items`` (the length stays in
+    ``minItems``/``maxItems``); items of different schemas cannot be said without it."""
+    first, *rest = node["prefixItems"] or [{}]
+    if "items" not in node and all(item == first for item in rest):
+        del node["prefixItems"]
+        node["items"] = first
+        return
+    problems.append(
+        f"{where} is a tuple of items of different types (prefixItems), which OpenAI strict "
+        "mode cannot express; take a list of one type or a pydantic model with named fields, "
+        "or export with to_openai(strict=False)"
+    )
 
 
 def to_strict_schema(parameters: Mapping[str, Any], *, tool: str) -> dict[str, Any]:
@@ -267,10 +299,13 @@ def to_strict_schema(parameters: Mapping[str, Any], *, tool: str) -> dict[str, A
 
     Every property required, optional ones nullable, defaults dropped, ``additionalProperties:
     false`` at every level including ``$defs``; a top-level ``$schema`` (the dialect, which
-    MCP servers often send) is dropped: it says nothing about the arguments.
+    MCP servers often send) is dropped: it says nothing about the arguments; so are the
+    keywords strict mode refuses that only narrow a value (`_STRICT_LOOSENED`, a ``format``
+    it does not know), and a tuple of one type is written as ``items``.
 
     Raises:
-        ToolValidationError: a free-form object (``dict[str, X]``) or ``Any`` is present.
+        ToolValidationError: a free-form object (``dict[str, X]``), ``Any`` or a tuple of
+            mixed types is present.
     """
     root = copy.deepcopy(dict(parameters))
     root.pop("$schema", None)
