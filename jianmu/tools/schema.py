@@ -35,7 +35,12 @@ from jianmu.tools._hints import described, partial_parts
 from jianmu.tools._signatures import is_coroutine_function, is_generator_function, unwrap
 from jianmu.tools._signatures import read_signature as _signature
 from jianmu.tools._signatures import resolve_hints as _resolve_hints
-from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
+from jianmu.tools.calls import (
+    decode_container,
+    non_finite_at,
+    non_finite_problem,
+    single_argument,
+)
 
 __all__ = (
     "FunctionSchema",
@@ -88,7 +93,10 @@ def has_field_info(annotation: Any) -> bool:
 
 
 def plain_json(value: Any) -> bool:
-    return value is None or type(value) in (bool, int, float, str)
+    """A default the fast path writes as it is: JSON's own, and a float JSON can write (NaN or
+    an infinity goes by the model path, which leaves it out of the schema)."""
+    kind = type(value)
+    return value is None or kind in (bool, int, str) or (kind is float and value - value == 0)
 
 
 def _has_refs(schema: Any) -> bool:
@@ -836,6 +844,8 @@ def function_schema(
         try:
             model = build_model()
             parameters = strip_titles(model.model_json_schema(by_alias=True))
+            if non_finite_at(parameters) is not None:
+                drop_non_finite_defaults(parameters)
         except Exception as exc:  # pydantic's errors name a type, not the parameter
             from jianmu.tools._schema_problems import schema_problems
 
@@ -885,6 +895,28 @@ def _auto_titles(name: str) -> tuple[str, ...]:
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
+
+
+def drop_non_finite_defaults(schema: Any) -> None:
+    """Remove, in place, each ``default`` JSON cannot write (NaN, an infinity: ``float("inf")``
+    as "no limit"): a model API refuses every request offering a schema that holds one. The
+    parameter stays optional, and its default is still what a call that leaves it out gets."""
+    if not isinstance(schema, dict):
+        return
+    if "default" in schema and non_finite_at(schema["default"]) is not None:
+        del schema["default"]
+    for key in _SCHEMA_MAPS:
+        sub = schema.get(key)
+        if isinstance(sub, dict):
+            for value in sub.values():
+                drop_non_finite_defaults(value)
+    for key in _SCHEMA_LISTS:
+        sub = schema.get(key)
+        if isinstance(sub, list):
+            for value in sub:
+                drop_non_finite_defaults(value)
+    for key in _SCHEMA_ONE:
+        drop_non_finite_defaults(schema.get(key))
 
 
 def strip_titles(schema: Any, _auto: tuple[str, ...] = ()) -> Any:
