@@ -175,6 +175,11 @@ def _decode_arguments(raw: Any) -> Any:
             decoded = json.loads(text)
         except (ValueError, RecursionError):  # nested past Python's stack: not usable JSON
             return raw
+        if type(decoded) is str and decoded.lstrip().startswith("{"):
+            # the object encoded twice, as a JSON string (some models and proxies send that):
+            # decoded here, so every later step (the guard's rules too) reads what runs
+            twice = _decode_arguments(decoded)
+            return twice if type(twice) is dict else decoded
         # nesting N deep takes 2N brackets: a short text cannot (most calls' arguments)
         if len(text) > 2 * MAX_ARGUMENT_NESTING and not nests_within(
             decoded, MAX_ARGUMENT_NESTING
