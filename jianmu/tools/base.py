@@ -24,6 +24,7 @@ Derived defaults (documented once, here):
 from __future__ import annotations
 
 import abc
+import copy
 import functools
 import importlib
 import inspect
@@ -657,6 +658,8 @@ class FunctionTool(Tool):
     _explicit_input: bool
     _explicit_output: dict[str, Any] | None
     _exact: _arguments.SchemaArguments | None
+    method_bound: bool = False
+    """Whether ``fn`` is a method bound by `__get__` (its ``self`` given)."""
 
     def __init__(
         self,
@@ -728,6 +731,33 @@ class FunctionTool(Tool):
     def function_schema(self) -> FunctionSchema:
         """The schema and validator derived from the function's signature."""
         return self._schema
+
+    def __get__(self, instance: Any, owner: type | None = None) -> FunctionTool:
+        """``@tool`` on a method in a class body, read from an instance: the tool of the method
+        bound to it, kept in the instance's ``__dict__`` under the method's name."""
+        if instance is None or self._schema.method_self is None or self.method_bound:
+            return self
+        bound = copy.copy(self)
+        _assign(bound, {"_fn": self._fn.__get__(instance, owner), "method_bound": True})
+        if self._schema.is_async:
+            bound.run = bound._run_async  # type: ignore[method-assign]
+        name = self.__dict__.get("_jm_attribute")
+        if name and isinstance(getattr(instance, "__dict__", None), dict):
+            instance.__dict__[name] = bound
+        return bound
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        object.__setattr__(self, "_jm_attribute", name)
+
+    def unbound_problem(self) -> str | None:
+        """Why no call could run: a method read from its class, whose ``self`` nobody gives."""
+        if self._schema.method_self is None or self.method_bound:
+            return None
+        where = getattr(self._fn, "__qualname__", self.name)
+        owner = where.rsplit(".", 1)[0] if "." in where else "TheClass"
+        return (f"{where} is a method read from its class, so no call gives its "
+                f"{self._schema.method_self!r}; take the tool from an instance "
+                f"({owner}().{getattr(self._fn, '__name__', self.name)})")
 
     def run(self, /, *args: Any, **kwargs: Any) -> Any:
         """Call the function (positional-only parameters are passed by position)."""

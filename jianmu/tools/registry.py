@@ -747,9 +747,12 @@ class ToolRegistry:
 
         Raises:
             ToolValidationError: the name is not a valid tool name.
-            ToolDefinitionError: an injected parameter shadows a schema property.
+            ToolDefinitionError: an injected parameter shadows a schema property, or the tool
+                is a method read from its class (no call would give its ``self``).
         """
         tool.injection()  # an injected parameter may not shadow a schema property
+        if isinstance(tool, FunctionTool) and (problem := tool.unbound_problem()) is not None:
+            raise ToolDefinitionError(tool.name, [problem])
         key = _key(tool)
         old = self._tools.get(key)
         if old is not None and old.name != tool.name:

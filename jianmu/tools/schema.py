@@ -379,8 +379,12 @@ class FunctionSchema:
         param_descriptions: dict[str, str],
         plan: ArgumentPlan | None = None,
         validator: Callable[[], SchemaValidator | None] | None = None,
+        method_self: str | None = None,
     ) -> None:
         self.name = name
+        self.method_self = method_self
+        """The first parameter (``self``), left out of the schema, of a method read from its
+        class: no call gives it unless an instance binds it (`FunctionTool.__get__`)."""
         self._plan = plan
         self._validator: SchemaValidator | Callable[[], SchemaValidator | None] | None = validator
         self.description = description
@@ -746,6 +750,7 @@ def function_schema(
     injected: list[InjectedParam] = []
     positional: list[str] = []
     var_kw = False
+    method_self: str | None = None
     declared = frozenset(injected_names)
     unknown = declared - {
         p.name for p in sig.parameters.values()
@@ -770,6 +775,8 @@ def function_schema(
             continue
         if (index == 0 and pname in ("self", "cls") and not inspect.ismethod(target)) or (
                 pname in bound):
+            if pname not in bound:
+                method_self = pname
             continue
         has_default = param.default is not inspect.Parameter.empty
         if pname in failed:
@@ -873,6 +880,7 @@ def function_schema(
         param_descriptions=dict(doc.params),
         plan=ArgumentPlan.of(fast) if fast is not None else None,
         validator=functools.partial(typed_dict_validator, fast) if fast is not None else None,
+        method_self=method_self,
     )
 
 
