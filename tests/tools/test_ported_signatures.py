@@ -56,3 +56,26 @@ def test_typed_dicts_with_required_and_not_required_keys() -> None:
     assert defs["Order"]["additionalProperties"] is False
     args = place.validate_args({"order": {"item": "tea"}, "lines": [{"sku": "a", "qty": "2"}]})
     assert args == {"order": {"item": "tea"}, "lines": [{"sku": "a", "qty": 2}]}
+
+
+def test_var_keyword_parameters_take_nothing_from_the_model_unless_a_schema_says() -> None:
+    """As design.md says: ``*args`` is refused, ``**kwargs`` is left out of a closed schema,
+    and ``input_schema=`` gives such a function what the model sends."""
+
+    def spread(*items: int) -> int:
+        """Sum."""
+        return sum(items)
+
+    with pytest.raises(ToolValidationError, match=r"\*items is not supported; take a list"):
+        tool(spread)
+
+    def search(query: str, **filters: str) -> str:
+        """Search."""
+        return query + repr(sorted(filters.items()))
+
+    made = tool(search)
+    assert made.parameters["properties"].keys() == {"query"}
+    assert made.parameters["additionalProperties"] is False
+    given = tool(input_schema={"type": "object", "properties": {
+        "query": {"type": "string"}, "color": {"type": "string"}}})(search)
+    assert given.validate_args({"query": "q", "color": "red"}) == {"query": "q", "color": "red"}
