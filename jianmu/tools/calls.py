@@ -13,6 +13,7 @@ reach a tool that a rule written for its real name denies.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import json
 import math
@@ -431,7 +432,34 @@ def render_output(value: Any) -> str:
             return value.decode("utf-8", errors="replace")
         return _ENCODER.encode(value)
     except Exception:  # not JSON, nested past the stack, an int past the digits limit
+        pass
+    try:  # a dict key JSON has not (a tuple, a date, an enum member): written as text
+        return _ENCODER.encode(_text_keys(value))
+    except Exception:
         return printable(value)
+
+
+_JSON_KEYS = (str, int, float, bool, type(None))
+
+
+def _text_keys(value: Any) -> Any:
+    """``value`` with each dict key JSON cannot hold written as text: an enum member as its
+    value, a date or time in ISO form, anything else as ``str`` gives it. Only dicts, lists and
+    tuples are walked (an iterator is never drawn); nested past the stack it raises."""
+    if isinstance(value, Mapping):
+        return {_text_key(k): _text_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_text_keys(v) for v in value]
+    return value
+
+
+def _text_key(key: Any) -> Any:
+    if type(key) in _JSON_KEYS:
+        return key
+    if isinstance(key, enum.Enum) and type(key.value) in _JSON_KEYS:
+        return key.value
+    iso = getattr(key, "isoformat", None)
+    return iso() if callable(iso) else printable(key)
 
 
 def _jsonable(value: Any) -> Any:
