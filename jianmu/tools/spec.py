@@ -230,7 +230,7 @@ def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str])
         if key in node:
             node[key] = [_strict(s, where, root, problems) for s in node[key]]
     if "$ref" in node:
-        return node
+        return _strict_ref(node, where, root, problems)
     types = schema_types(node, root)
     if "any" in types and not any(k in node for k in ("anyOf", "allOf", "enum", "const")):
         problems.append(
@@ -278,6 +278,34 @@ def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str])
     return node
 
 
+_NOTES = frozenset({"description", "title", "examples", "$comment", "deprecated"})
+"""Keywords that say something of a value without narrowing it."""
+
+
+def _strict_ref(node: dict[str, Any], where: str, root: Mapping[str, Any],
+                problems: list[str]) -> Any:
+    """A ``$ref`` as strict mode takes it: alone ("$ref cannot have keywords
+    {'description'}", which pydantic writes for every described model or enum parameter), so
+    a definition referred to with a description is written in place, the description kept."""
+    ref = node["$ref"]
+    if node.keys() <= {"$ref"} or not node.keys() - {"$ref"} <= _NOTES or not (
+            isinstance(ref, str) and ref.startswith("#/$defs/")):
+        return node
+    name = ref[len("#/$defs/"):]
+    target = (root.get("$defs") or {}).get(name)
+    inlining: set[str] = root["inlining"]
+    if not isinstance(target, dict) or "$ref" in target:
+        return node
+    if name in inlining:  # a model's field of its own type, described: the $ref alone
+        return {"$ref": ref}
+    inlining.add(name)
+    try:
+        return _strict({**target, **{k: v for k, v in node.items() if k != "$ref"}},
+                       where, root, problems)
+    finally:
+        inlining.discard(name)
+
+
 def _strict_tuple(node: dict[str, Any], where: str, problems: list[str]) -> None:
     """A tuple's ``prefixItems`` as strict mode takes them: it refuses the keyword ("array
     schema missing items"), so items all of one schema become ``items`` (the length stays in
@@ -311,10 +339,12 @@ def to_strict_schema(parameters: Mapping[str, Any], *, tool: str) -> dict[str, A
     root.pop("$schema", None)
     problems: list[str] = []
     defs = root.pop("$defs", None)
-    out = _strict(root, "parameters", {"$defs": defs or {}}, problems)
+    # the definitions as given (refs resolve to them), and those being written in place
+    context: dict[str, Any] = {"$defs": defs or {}, "inlining": set()}
+    out = _strict(root, "parameters", context, problems)
     if defs:
         out["$defs"] = {
-            name: _strict(sub, f"$defs.{name}", {"$defs": defs}, problems)
+            name: _strict(sub, f"$defs.{name}", context, problems)
             for name, sub in defs.items()
         }
     if problems:

@@ -6,12 +6,13 @@ answers 400."""
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from jianmu.errors import ToolValidationError
 from jianmu.tools import tool
@@ -93,3 +94,64 @@ def test_strict_export_of_a_given_schema_keeps_the_formats_strict_mode_takes() -
     }}, tool="t")
     assert out["properties"]["when"]["format"] == "date-time"
     assert _refused_keywords(out) == []
+
+
+class Address(BaseModel):
+    city: str
+
+
+class Person(BaseModel):
+    home: Address = Field(description="where they live")
+    boss: Person | None = Field(default=None, description="who they answer to")
+    mentor: Person = Field(default=None, description="who taught them")  # type: ignore[assignment]
+
+
+class Size(enum.StrEnum):
+    SMALL = "s"
+    LARGE = "l"
+
+
+@tool
+def hire(person: Person, size: Size = Size.SMALL, office: Address | None = None) -> str:
+    """Hire someone.
+
+    Args:
+        person: who.
+        size: the desk.
+        office: where.
+    """
+    return person.home.city
+
+
+def _refs_with_siblings(schema: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    if isinstance(schema, dict):
+        if "$ref" in schema and len(schema) > 1:
+            found.append(schema)
+        for value in schema.values():
+            found += _refs_with_siblings(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            found += _refs_with_siblings(value)
+    return found
+
+
+def test_a_described_model_or_enum_parameter_is_no_ref_with_a_description() -> None:
+    """pydantic writes ``{"$ref": ..., "description": ...}`` for every described model or enum
+    parameter or field; strict mode refuses it ("$ref cannot have keywords {'description'}").
+    The definition is written in place with its description; a model's own type, described
+    inside itself, keeps its bare $ref."""
+    params = hire.to_openai(strict=True)["function"]["parameters"]
+    assert _refs_with_siblings(params) == []
+    person = params["properties"]["person"]
+    assert person["description"] == "who." and person["additionalProperties"] is False
+    assert person["properties"]["home"]["description"] == "where they live"
+    assert params["properties"]["size"]["description"] == "the desk."
+    validator = jsonschema.Draft202012Validator(params)
+    me = {"home": {"city": "Oslo"}, "boss": None, "mentor": {
+        "home": {"city": "Rome"}, "boss": None, "mentor": None}}
+    sample = {"person": me, "size": None, "office": None}
+    assert validator.is_valid(sample)
+    assert not validator.is_valid({**sample, "size": "medium"})
+    assert not validator.is_valid({**sample, "person": {**me, "home": {"city": 1}}})
+    assert hire.validate_args(sample)["person"].mentor.home.city == "Rome"
