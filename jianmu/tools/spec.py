@@ -26,6 +26,7 @@ __all__ = (
     "SPEC_FIELDS",
     "ToolSpec",
     "check_definition",
+    "offered_parameters",
     "strip_titles",
     "structural_problems",
     "to_mcp_annotations",
@@ -94,9 +95,10 @@ class ToolSpec(BaseModel):
     """Parameters the runtime fills, never the model."""
 
     def to_schema(self) -> dict[str, Any]:
-        """``{"name", "description", "parameters"}`` for LLM function calling."""
+        """``{"name", "description", "parameters"}`` for LLM function calling (the parameters
+        as `offered_parameters` gives them)."""
         return {"name": self.name, "description": self.description,
-                "parameters": self.parameters}
+                "parameters": offered_parameters(self.parameters)}
 
     def to_openai(self, *, strict: bool = False) -> dict[str, Any]:
         """The OpenAI tool definition; ``strict=True`` gives a structured-outputs schema.
@@ -107,14 +109,14 @@ class ToolSpec(BaseModel):
         """
         function = self.to_schema()
         if strict:
-            function["parameters"] = to_strict_schema(self.parameters, tool=self.name)
+            function["parameters"] = to_strict_schema(function["parameters"], tool=self.name)
             function["strict"] = True
         return {"type": "function", "function": function}
 
     def to_anthropic(self) -> dict[str, Any]:
         """The Anthropic tool definition: ``{"name", "description", "input_schema"}``."""
         return {"name": self.name, "description": self.description,
-                "input_schema": self.parameters}
+                "input_schema": offered_parameters(self.parameters)}
 
     def to_mcp(self) -> dict[str, Any]:
         """An MCP tool definition (a plain dict); annotations follow from the category."""
@@ -180,6 +182,55 @@ def to_mcp_annotations(
         "idempotentHint": idempotent,
         "openWorldHint": category == "communicate" or bool(tags & network),
     }
+
+
+# -- what a model is offered ----------------------------------------------------------------
+
+_ROOT_REFUSED = frozenset({"allOf", "anyOf", "oneOf", "enum", "const"})
+"""What OpenAI and Anthropic refuse at the root of a tool's schema, for every request that
+offers the tool ("schema must have type 'object' and not have 'oneOf'/'anyOf'/'allOf'/'enum'/
+'not' at the top level"; "input_schema does not support oneOf, allOf, or anyOf at the top
+level"). MCP servers write them for "give at least one of these". A root ``not`` is sent as
+given."""
+
+
+def offered_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The object schema a model is offered: ``parameters`` itself, unless its root holds
+    what the APIs refuse (`_ROOT_REFUSED`). Then those keywords go, each ``allOf``, ``anyOf``
+    or ``oneOf`` branch's properties join the root's (a name two branches give differently
+    as ``anyOf`` of both), and an ``allOf`` branch's required names the root's; what they
+    said beyond that only narrowed the arguments, which the tool still checks by its whole
+    schema, so a call that misses it is told why."""
+    if parameters.keys().isdisjoint(_ROOT_REFUSED):
+        return parameters
+    out = {k: v for k, v in parameters.items() if k not in _ROOT_REFUSED}
+    props = dict(out.get("properties") or {})
+    required = [r for r in out.get("required") or () if isinstance(r, str)]
+    defs = parameters.get("$defs") or {}
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = parameters.get(key)
+        for branch in branches if isinstance(branches, list) else ():
+            ref = branch.get("$ref") if isinstance(branch, dict) else None
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict):
+                branch = defs.get(ref[len("#/$defs/"):])
+            if not isinstance(branch, dict) or not isinstance(branch.get("properties"), dict):
+                continue
+            for name, sub in branch["properties"].items():
+                known = props.get(name)
+                if known is None:
+                    props[name] = sub
+                    continue
+                alternatives = known["anyOf"] if isinstance(known, dict) and list(known) == [
+                    "anyOf"] and isinstance(known["anyOf"], list) else [known]
+                if sub not in alternatives:
+                    props[name] = {"anyOf": [*alternatives, sub]}
+            if key == "allOf":
+                required += [r for r in branch.get("required") or ()
+                             if isinstance(r, str) and r not in required]
+    out["properties"] = props
+    if required:
+        out["required"] = required
+    return out
 
 
 # -- strict export -------------------------------------------------------------------------
