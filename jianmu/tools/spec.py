@@ -254,12 +254,13 @@ _STRICT_FORMATS = frozenset({
 })
 """The string formats OpenAI strict mode takes; it refuses the request for any other
 ("'path' is not a valid format"), such as pydantic's ``path`` or ``binary``."""
-_STRICT_LOOSENED = (
+_STRICT_LOOSENED = frozenset({
     "uniqueItems", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
     "propertyNames",
-)
+})
 """Keywords OpenAI strict mode refuses ("'uniqueItems' is not permitted") that only narrow a
 value: left out of the strict schema, still checked when a call's arguments are validated."""
+_STRICT_DROPPED = _STRICT_LOOSENED | {"default"}
 
 
 def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str]) -> Any:
@@ -272,7 +273,7 @@ def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str])
         return node
     if not isinstance(node, dict):
         return node
-    node = {k: v for k, v in node.items() if k != "default" and k not in _STRICT_LOOSENED}
+    node = {k: v for k, v in node.items() if k not in _STRICT_DROPPED}
     if isinstance(node.get("format"), str) and node["format"] not in _STRICT_FORMATS:
         del node["format"]
     if "oneOf" in node:  # strict mode knows anyOf only; every branch here is disjoint anyway
