@@ -37,6 +37,7 @@ __all__ = (
     "ToolResult",
     "builtin_aliases",
     "check_tool_name",
+    "decode_arguments",
     "decode_container",
     "is_tool_name",
     "name_key",
@@ -163,7 +164,7 @@ TOO_DEEP = f"<arguments nested deeper than {MAX_ARGUMENT_NESTING} levels>"
 """What stands for arguments given as objects nested too deep (their text may not be made)."""
 
 
-def _decode_arguments(raw: Any) -> Any:
+def decode_arguments(raw: Any) -> Any:
     """Decode JSON-string arguments; keep the raw string when it is not JSON, or nests past
     `MAX_ARGUMENT_NESTING`."""
     if raw is None:
@@ -179,7 +180,7 @@ def _decode_arguments(raw: Any) -> Any:
         if type(decoded) is str and decoded.lstrip().startswith("{"):
             # the object encoded twice, as a JSON string (some models and proxies send that):
             # decoded here, so every later step (the guard's rules too) reads what runs
-            twice = _decode_arguments(decoded)
+            twice = decode_arguments(decoded)
             return twice if type(twice) is dict else decoded
         # nesting N deep takes 2N brackets: a short text cannot (most calls' arguments)
         if len(text) > 2 * MAX_ARGUMENT_NESTING and not nests_within(
@@ -274,7 +275,7 @@ class ToolCall:
         call_id = data.get("id", data.get("tool_call_id", data.get("call_id")))
         return cls(
             name=name,
-            arguments=_decode_arguments(raw_args),
+            arguments=decode_arguments(raw_args),
             id=str(call_id) if call_id not in (None, "") else new_call_id(),
         )
 
