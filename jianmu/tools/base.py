@@ -45,7 +45,12 @@ from jianmu.tools import _arguments
 from jianmu.tools._array_enums import with_item_enums
 from jianmu.tools._definitions import openai_function, read_function
 from jianmu.tools._schema_shape import check_given_schema, not_an_object
-from jianmu.tools._signatures import is_coroutine_function, may_inject_any, unwrap
+from jianmu.tools._signatures import (
+    is_coroutine_function,
+    may_inject_any,
+    unbound_method_problem,
+    unwrap,
+)
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
@@ -751,13 +756,8 @@ class FunctionTool(Tool):
 
     def unbound_problem(self) -> str | None:
         """Why no call could run: a method read from its class, whose ``self`` nobody gives."""
-        if self._schema.method_self is None or self.method_bound:
-            return None
-        where = getattr(self._fn, "__qualname__", self.name)
-        owner = where.rsplit(".", 1)[0] if "." in where else "TheClass"
-        return (f"{where} is a method read from its class, so no call gives its "
-                f"{self._schema.method_self!r}; take the tool from an instance "
-                f"({owner}().{getattr(self._fn, '__name__', self.name)})")
+        first = None if self.method_bound else self._schema.method_self
+        return None if first is None else unbound_method_problem(self._fn, first, self.name)
 
     def run(self, /, *args: Any, **kwargs: Any) -> Any:
         """Call the function (positional-only parameters are passed by position)."""
